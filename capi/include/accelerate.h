@@ -1,0 +1,407 @@
+/*
+ * accelerate.h — the C API of accelerate, Hugging Face Accelerate's training runtime on libtorch.
+ *
+ * This is the only public header. It is plain C11 (and valid C++), and stable within a major
+ * version: functions are only ever added, enum values never change.
+ *
+ * Conventions (they hold for every function below unless its comment says otherwise):
+ *
+ *  - Errors. A fallible function returns an acc_status; ACC_OK (0) is success. On failure nothing
+ *    is written to the out-parameters, and acc_last_error_message() describes the problem. The
+ *    message is thread-local and library-owned: read it on the same thread before the next acc_*
+ *    call, and never free it.
+ *  - Out-parameters come last. A handle handed out through an out-parameter is owned by the caller,
+ *    who releases it with the matching acc_<type>_free(). Every free function accepts NULL.
+ *  - Lifetimes. Children keep their parents alive (an optimizer keeps its model alive, a scheduler
+ *    its optimizer), so handles may be released in any order. A released or foreign handle is
+ *    reported as ACC_ERR_INVALID_HANDLE, never dereferenced.
+ *  - Threads. A handle is used by one thread at a time; freeing may happen on any thread. Torch's
+ *    per-thread state (grad mode, autocast) is set inside each call, never left behind.
+ *  - Sizes are int64_t; counts are size_t and follow their pointer. Strings are UTF-8.
+ *
+ * Names: every export starts with acc_. None shares a name with the OpenACC functions that GCC's
+ * libgomp (loaded by libtorch) exports, such as acc_init, acc_create or acc_free.
+ */
+#ifndef ACCELERATE_H
+#define ACCELERATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define ACC_API __attribute__((visibility("default")))
+#define ACC_NODISCARD __attribute__((warn_unused_result))
+#else
+#define ACC_API
+#define ACC_NODISCARD
+#endif
+
+/* ------------------------------------------------------------------------------------------------
+ * Versions
+ * ---------------------------------------------------------------------------------------------- */
+
+#define ACC_VERSION_MAJOR 0
+#define ACC_VERSION_MINOR 1
+#define ACC_VERSION_PATCH 0
+/* Bumped on any incompatible change of the ABI; bindings compare it at load. */
+#define ACC_ABI_VERSION 1
+
+/* ------------------------------------------------------------------------------------------------
+ * Status codes. Values are fixed forever.
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef enum acc_status {
+  ACC_OK = 0,
+  ACC_ERR_INVALID_ARGUMENT = 1, /* a bad value: NULL pointer, wrong shape or dtype, bad option */
+  ACC_ERR_INVALID_HANDLE = 2,   /* NULL, released or foreign handle */
+  ACC_ERR_NOT_INITIALIZED = 3,  /* a precondition is not met (e.g. a step before backward) */
+  ACC_ERR_UNSUPPORTED = 4,      /* the feature is not built in or not available on this machine */
+  ACC_ERR_OUT_OF_MEMORY = 5,    /* host or device memory exhausted */
+  ACC_ERR_TIMEOUT = 6,          /* a collective or rendezvous did not finish in time */
+  ACC_ERR_ABORTED = 7,          /* a peer process failed */
+  ACC_ERR_DISTRIBUTED = 8,      /* any other error of the process group */
+  ACC_ERR_IO = 9,               /* a file could not be read or written, or is corrupt */
+  ACC_ERR_VERSION_MISMATCH = 10,/* the caller was built against another ABI version */
+  ACC_ERR_INTERNAL = 11         /* a bug: please report it with acc_last_error_backtrace() */
+} acc_status;
+
+/* Tensor element types. Values are fixed forever. */
+typedef enum acc_dtype {
+  ACC_DTYPE_UNDEFINED = 0, /* "keep the current dtype" where a function accepts it */
+  ACC_DTYPE_FLOAT32 = 1,
+  ACC_DTYPE_FLOAT64 = 2,
+  ACC_DTYPE_BFLOAT16 = 3,
+  ACC_DTYPE_FLOAT16 = 4,
+  ACC_DTYPE_INT64 = 5,
+  ACC_DTYPE_INT32 = 6,
+  ACC_DTYPE_UINT8 = 7,
+  ACC_DTYPE_BOOL = 8
+} acc_dtype;
+
+/* Loss reductions, as PyTorch's reduction="none" | "mean" | "sum". */
+typedef enum acc_reduction {
+  ACC_REDUCTION_NONE = 0,
+  ACC_REDUCTION_MEAN = 1,
+  ACC_REDUCTION_SUM = 2
+} acc_reduction;
+
+/* Flags of acc_model_forward(). */
+#define ACC_FORWARD_DEFAULT 0u
+#define ACC_FORWARD_NO_GRAD 1u /* run without recording autograd history (inference, evaluation) */
+
+/* Kinds of handle, for the live-handle counters. */
+typedef enum acc_handle_kind {
+  ACC_HANDLE_ANY = 0,
+  ACC_HANDLE_TENSOR = 1,
+  ACC_HANDLE_TENSOR_LIST = 2,
+  ACC_HANDLE_STRING_LIST = 3,
+  ACC_HANDLE_OPTIONS = 4,
+  ACC_HANDLE_MODEL = 5,
+  ACC_HANDLE_OPTIMIZER = 6,
+  ACC_HANDLE_SCHEDULER = 7
+} acc_handle_kind;
+
+/* Opaque handles. */
+typedef struct acc_tensor acc_tensor;
+typedef struct acc_tensor_list acc_tensor_list;
+typedef struct acc_string_list acc_string_list;
+typedef struct acc_options acc_options;
+typedef struct acc_model acc_model;
+typedef struct acc_optimizer acc_optimizer;
+typedef struct acc_scheduler acc_scheduler;
+
+/* ------------------------------------------------------------------------------------------------
+ * Library information and errors
+ * ---------------------------------------------------------------------------------------------- */
+
+/* Writes the library's version. Any pointer may be NULL. */
+ACC_API void acc_version(int *major, int *minor, int *patch);
+
+/* The ABI version the library was built with (ACC_ABI_VERSION of its header). */
+ACC_API int acc_abi_version(void);
+
+/* Returns ACC_OK when a caller built against ACC_ABI_VERSION == expected can use this library,
+ * ACC_ERR_VERSION_MISMATCH (naming both versions) otherwise. Bindings call it once at load. */
+ACC_API ACC_NODISCARD acc_status acc_check_abi(int expected);
+
+/* A JSON object describing the build: library and libtorch versions, CUDA and NCCL availability,
+ * the BLAS library in use, the C++ ABI. Library-owned, valid until the process exits. */
+ACC_API const char *acc_build_info(void);
+
+/* The message of the last failure on this thread ("" if none). Library-owned; valid until the next
+ * acc_* call on this thread. */
+ACC_API const char *acc_last_error_message(void);
+
+/* The status of the last failure on this thread (ACC_OK if none). */
+ACC_API acc_status acc_last_error_code(void);
+
+/* The C++ backtrace of the last failure on this thread ("" if none was captured). Library-owned,
+ * valid until the next acc_* call on this thread. */
+ACC_API const char *acc_last_error_backtrace(void);
+
+/* A static, human-readable name for a status ("ACC_ERR_IO"); "unknown status" for other values. */
+ACC_API const char *acc_status_name(acc_status status);
+
+/* Frees a string that the library handed out through a char** out-parameter. NULL is allowed. */
+ACC_API void acc_string_free(char *str);
+
+/* Number of live handles of a kind (ACC_HANDLE_ANY: all kinds); for leak checks in tests and
+ * bindings. */
+ACC_API int64_t acc_debug_live_handles(acc_handle_kind kind);
+
+/* Seeds every random generator the library uses (torch's CPU and CUDA generators). */
+ACC_API ACC_NODISCARD acc_status acc_manual_seed(uint64_t seed);
+
+/* ------------------------------------------------------------------------------------------------
+ * String lists (parameter names, state-dict keys, ...)
+ * ---------------------------------------------------------------------------------------------- */
+
+ACC_API ACC_NODISCARD acc_status acc_string_list_size(const acc_string_list *list, size_t *out);
+/* Borrowed: valid while the list lives. */
+ACC_API ACC_NODISCARD acc_status acc_string_list_get(const acc_string_list *list, size_t index,
+                                                     const char **out);
+ACC_API void acc_string_list_free(acc_string_list *list);
+
+/* ------------------------------------------------------------------------------------------------
+ * Options: a typed key/value object. An options object is created for one purpose (its kind
+ * decides the keys it accepts); setting an unknown key or a value of the wrong type or range is
+ * ACC_ERR_INVALID_ARGUMENT with a message that names the key.
+ *
+ * Keys of ACC_OPTIONS_OPTIMIZER (all optional; defaults are PyTorch's):
+ *   lr (double, default 1e-3), weight_decay (double; 0, or 1e-2 for adamw), momentum (double, sgd),
+ *   dampening (double, sgd), nesterov (bool, sgd), beta1, beta2 (double, adam/adamw),
+ *   eps (double, adam/adamw), amsgrad (bool, adam/adamw).
+ * Keys of ACC_OPTIONS_SCHEDULER:
+ *   num_warmup_steps (int), num_training_steps (int), num_cycles (double, cosine, default 0.5),
+ *   power (double, polynomial, default 1.0), lr_end (double, polynomial, default 1e-7),
+ *   step_size (int, step), gamma (double, step, default 0.1).
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef enum acc_options_kind {
+  ACC_OPTIONS_OPTIMIZER = 1,
+  ACC_OPTIONS_SCHEDULER = 2
+} acc_options_kind;
+
+ACC_API ACC_NODISCARD acc_status acc_options_create(acc_options_kind kind, acc_options **out);
+ACC_API ACC_NODISCARD acc_status acc_options_set_int(acc_options *opts, const char *key, int64_t value);
+ACC_API ACC_NODISCARD acc_status acc_options_set_double(acc_options *opts, const char *key, double value);
+ACC_API ACC_NODISCARD acc_status acc_options_set_bool(acc_options *opts, const char *key, int value);
+ACC_API ACC_NODISCARD acc_status acc_options_set_string(acc_options *opts, const char *key, const char *value);
+/* Sets any key from its text form ("4", "0.9", "true"), parsed by the key's type. */
+ACC_API ACC_NODISCARD acc_status acc_options_set(acc_options *opts, const char *key, const char *value);
+/* Reads a key's value as text (owned by the caller: acc_string_free). Unset keys give their
+ * default, or "" where there is none. */
+ACC_API ACC_NODISCARD acc_status acc_options_get(const acc_options *opts, const char *key, char **out);
+ACC_API void acc_options_free(acc_options *opts);
+
+/* ------------------------------------------------------------------------------------------------
+ * Tensors
+ * ---------------------------------------------------------------------------------------------- */
+
+/* Size in bytes of one element of a dtype (0 for ACC_DTYPE_UNDEFINED or an unknown value). */
+ACC_API size_t acc_dtype_size(acc_dtype dtype);
+
+/* A new CPU tensor holding a copy of `nbytes` bytes at `data`, of shape dims[0..ndim) and the given
+ * dtype. nbytes must equal numel * acc_dtype_size(dtype). `data` may be NULL when nbytes is 0. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_from_host(const void *data, size_t nbytes, const int64_t *dims,
+                                                      size_t ndim, acc_dtype dtype, acc_tensor **out);
+
+/* Called when a borrowed buffer is no longer used: on any thread, possibly long after the call. */
+typedef void (*acc_deleter)(void *data, void *ctx);
+
+/* A CPU tensor over the caller's memory, without a copy. The memory must stay valid and unchanged
+ * by others until `deleter(data, ctx)` is called (deleter may be NULL when the memory outlives
+ * every tensor made from it). If the call fails the deleter is NOT called. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_from_host_borrow(void *data, size_t nbytes, const int64_t *dims,
+                                                             size_t ndim, acc_dtype dtype, acc_deleter deleter,
+                                                             void *ctx, acc_tensor **out);
+
+/* A new tensor filled with zeros (device NULL means "cpu"). */
+ACC_API ACC_NODISCARD acc_status acc_tensor_zeros(const int64_t *dims, size_t ndim, acc_dtype dtype,
+                                                  const char *device, acc_tensor **out);
+
+/* Copies the tensor's elements, in row-major order, into `dst`; nbytes must equal
+ * numel * acc_dtype_size(dtype). Works for tensors on any device. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_to_host(const acc_tensor *t, void *dst, size_t nbytes);
+
+ACC_API ACC_NODISCARD acc_status acc_tensor_ndim(const acc_tensor *t, size_t *out);
+/* Writes min(ndim, capacity) sizes into dims and the tensor's ndim into *ndim. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_shape(const acc_tensor *t, int64_t *dims, size_t capacity,
+                                                  size_t *ndim);
+ACC_API ACC_NODISCARD acc_status acc_tensor_numel(const acc_tensor *t, int64_t *out);
+ACC_API ACC_NODISCARD acc_status acc_tensor_dtype(const acc_tensor *t, acc_dtype *out);
+/* The device as text ("cpu", "cuda:0"); owned by the caller (acc_string_free). */
+ACC_API ACC_NODISCARD acc_status acc_tensor_device(const acc_tensor *t, char **out);
+/* Whether autograd records operations on this tensor. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_requires_grad(const acc_tensor *t, int *out);
+
+/* A new tensor on `device` (NULL: the same device) with `dtype` (ACC_DTYPE_UNDEFINED: the same).
+ * Returns a new handle to the same data when nothing changes. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_to(const acc_tensor *t, const char *device, acc_dtype dtype,
+                                               acc_tensor **out);
+
+/* The accumulated gradient of a leaf tensor (e.g. a parameter); *out is NULL when it has none. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_grad(const acc_tensor *t, acc_tensor **out);
+
+/* Back-propagates from a scalar tensor (a loss) into the gradients of the leaves. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_backward(const acc_tensor *loss);
+
+/* Reductions and comparisons. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_sum(const acc_tensor *t, acc_tensor **out);
+ACC_API ACC_NODISCARD acc_status acc_tensor_mean(const acc_tensor *t, acc_tensor **out);
+/* Index of the maximum along `dim` (negative counts from the end), as int64. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_argmax(const acc_tensor *t, int64_t dim, int keepdim,
+                                                   acc_tensor **out);
+/* Number of positions where a and b (same shape) hold equal values. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_count_equal(const acc_tensor *a, const acc_tensor *b, int64_t *out);
+/* The value of a one-element tensor, converted to double. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_item(const acc_tensor *t, double *out);
+
+/* ------------------------------------------------------------------------------------------------
+ * Losses (PyTorch's definitions; the result is a new tensor that carries autograd history)
+ * ---------------------------------------------------------------------------------------------- */
+
+/* logits [N, C] (or [N, C, d...]), target class indices int64 [N] ([N, d...]); ignore_index -100. */
+ACC_API ACC_NODISCARD acc_status acc_loss_cross_entropy(const acc_tensor *logits, const acc_tensor *target,
+                                                        acc_reduction reduction, double label_smoothing,
+                                                        acc_tensor **out);
+/* log-probabilities [N, C], target class indices int64 [N]; ignore_index -100. */
+ACC_API ACC_NODISCARD acc_status acc_loss_nll(const acc_tensor *log_probs, const acc_tensor *target,
+                                              acc_reduction reduction, acc_tensor **out);
+ACC_API ACC_NODISCARD acc_status acc_loss_mse(const acc_tensor *input, const acc_tensor *target,
+                                              acc_reduction reduction, acc_tensor **out);
+ACC_API ACC_NODISCARD acc_status acc_loss_bce_with_logits(const acc_tensor *logits, const acc_tensor *target,
+                                                          acc_reduction reduction, acc_tensor **out);
+
+ACC_API void acc_tensor_free(acc_tensor *t);
+
+/* ------------------------------------------------------------------------------------------------
+ * Tensor lists: ordered, optionally named tensors (model outputs, state dicts)
+ * ---------------------------------------------------------------------------------------------- */
+
+ACC_API ACC_NODISCARD acc_status acc_tensor_list_create(acc_tensor_list **out);
+/* Appends a tensor (the list takes its own reference; the caller keeps `t`). name may be NULL. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_list_append(acc_tensor_list *list, const char *name,
+                                                        const acc_tensor *t);
+ACC_API ACC_NODISCARD acc_status acc_tensor_list_size(const acc_tensor_list *list, size_t *out);
+/* A new handle to the tensor at `index`. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_list_get(const acc_tensor_list *list, size_t index,
+                                                     acc_tensor **out);
+/* The name at `index` ("" when unnamed); borrowed, valid while the list lives. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_list_name(const acc_tensor_list *list, size_t index,
+                                                      const char **out);
+/* A new handle to the tensor named `name`; ACC_ERR_INVALID_ARGUMENT when there is none. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_list_find(const acc_tensor_list *list, const char *name,
+                                                      acc_tensor **out);
+ACC_API void acc_tensor_list_free(acc_tensor_list *list);
+
+/* ------------------------------------------------------------------------------------------------
+ * Models
+ * ---------------------------------------------------------------------------------------------- */
+
+/* Loads a TorchScript module saved by PyTorch (torch.jit.save) onto the CPU. Missing files are
+ * ACC_ERR_IO, files that are not TorchScript archives ACC_ERR_IO with the reason. */
+ACC_API ACC_NODISCARD acc_status acc_model_load_torchscript(const char *path, acc_model **out);
+
+/* Builds a sequential model from a JSON layer spec, initialised as PyTorch initialises each layer
+ * (draws from torch's CPU generator: seed with acc_manual_seed for a reproducible model).
+ * The spec is an array of layers, each an object with "type" and PyTorch's argument names:
+ *   {"type":"linear","in_features":784,"out_features":128,"bias":true}
+ *   {"type":"conv2d","in_channels":1,"out_channels":32,"kernel_size":3,"stride":1,"padding":1}
+ *   {"type":"maxpool2d","kernel_size":2} {"type":"avgpool2d","kernel_size":2,"stride":2}
+ *   {"type":"flatten"} {"type":"relu"} {"type":"gelu"} {"type":"tanh"} {"type":"sigmoid"}
+ *   {"type":"softmax","dim":1} {"type":"dropout","p":0.5}
+ *   {"type":"layernorm","normalized_shape":[128],"eps":1e-5}
+ *   {"type":"batchnorm1d","num_features":128} {"type":"batchnorm2d","num_features":32}
+ *   {"type":"embedding","num_embeddings":1000,"embedding_dim":64}
+ * Parameters are named as in a PyTorch nn.Sequential ("0.weight", "0.bias", ...). */
+ACC_API ACC_NODISCARD acc_status acc_model_from_spec(const char *json_spec, acc_model **out);
+
+/* Runs forward on n inputs. Outputs are flattened into a list: a tensor gives one unnamed entry;
+ * a tuple or list one entry per element ("0", "1", ...); a dict one entry per key; nested
+ * containers join names with '.'; numbers become 0-dim tensors. flags: ACC_FORWARD_*. */
+ACC_API ACC_NODISCARD acc_status acc_model_forward(acc_model *model, const acc_tensor *const *inputs,
+                                                   size_t n, uint32_t flags, acc_tensor_list **out);
+/* Forward for the common case of one input and one tensor output. */
+ACC_API ACC_NODISCARD acc_status acc_model_forward1(acc_model *model, const acc_tensor *input, uint32_t flags,
+                                                    acc_tensor **out);
+
+/* Training mode (dropout active, batch norm updating its statistics) or evaluation mode. */
+ACC_API ACC_NODISCARD acc_status acc_model_set_training(acc_model *model, int training);
+ACC_API ACC_NODISCARD acc_status acc_model_is_training(const acc_model *model, int *out);
+
+/* Moves parameters and buffers to `device` (NULL: keep) and floating ones to `dtype`
+ * (ACC_DTYPE_UNDEFINED: keep), in place: optimizers made over the model stay valid. */
+ACC_API ACC_NODISCARD acc_status acc_model_to(acc_model *model, const char *device, acc_dtype dtype);
+
+/* Number of parameter tensors and of parameter elements (either pointer may be NULL). */
+ACC_API ACC_NODISCARD acc_status acc_model_parameter_count(const acc_model *model, size_t *tensors,
+                                                           int64_t *elements);
+ACC_API ACC_NODISCARD acc_status acc_model_parameter_names(const acc_model *model, acc_string_list **out);
+/* A new handle to the parameter or buffer named `name` (it aliases the model's storage). */
+ACC_API ACC_NODISCARD acc_status acc_model_parameter(const acc_model *model, const char *name, acc_tensor **out);
+/* Sets every parameter's gradient to none. */
+ACC_API ACC_NODISCARD acc_status acc_model_zero_grad(acc_model *model);
+
+/* Parameters and buffers by name, as detached tensors sharing the model's storage. */
+ACC_API ACC_NODISCARD acc_status acc_model_state_dict(const acc_model *model, acc_tensor_list **out);
+/* Copies named tensors into the model. strict: every model entry must be given and no other name;
+ * otherwise missing and unexpected names are ignored. Shapes must match. The error message lists
+ * missing and unexpected names. */
+ACC_API ACC_NODISCARD acc_status acc_model_load_state_dict(acc_model *model, const acc_tensor_list *state,
+                                                           int strict);
+
+/* Saves the model as a TorchScript archive that PyTorch's torch.jit.load and
+ * acc_model_load_torchscript read. */
+ACC_API ACC_NODISCARD acc_status acc_model_save_torchscript(const acc_model *model, const char *path);
+
+ACC_API void acc_model_free(acc_model *model);
+
+/* ------------------------------------------------------------------------------------------------
+ * Optimizers
+ * ---------------------------------------------------------------------------------------------- */
+
+/* An optimizer over every trainable parameter of `model`, in one parameter group.
+ * algorithm: "sgd", "adam" or "adamw"; opts: an ACC_OPTIONS_OPTIMIZER object or NULL (defaults).
+ * An option that the algorithm does not use (momentum for adam) is ACC_ERR_INVALID_ARGUMENT. */
+ACC_API ACC_NODISCARD acc_status acc_optimizer_create(acc_model *model, const char *algorithm, const acc_options *opts,
+                                                   acc_optimizer **out);
+/* Moves the named parameters into a new parameter group whose hyper-parameters are the
+ * optimizer's, overridden by `overrides` (may be NULL). Only before the first step. */
+ACC_API ACC_NODISCARD acc_status acc_optimizer_add_param_group(acc_optimizer *opt, const char *const *names,
+                                                               size_t n, const acc_options *overrides);
+ACC_API ACC_NODISCARD acc_status acc_optimizer_num_param_groups(const acc_optimizer *opt, size_t *out);
+ACC_API ACC_NODISCARD acc_status acc_optimizer_get_lr(const acc_optimizer *opt, size_t group, double *out);
+ACC_API ACC_NODISCARD acc_status acc_optimizer_set_lr(acc_optimizer *opt, size_t group, double lr);
+/* Applies one update from the current gradients. */
+ACC_API ACC_NODISCARD acc_status acc_optimizer_step(acc_optimizer *opt);
+/* Sets the gradients of the optimizer's parameters to none (PyTorch's set_to_none=True). */
+ACC_API ACC_NODISCARD acc_status acc_optimizer_zero_grad(acc_optimizer *opt);
+ACC_API void acc_optimizer_free(acc_optimizer *opt);
+
+/* ------------------------------------------------------------------------------------------------
+ * Learning-rate schedulers: the schedules of transformers' get_scheduler(), plus step decay.
+ * name: "constant", "constant_with_warmup", "linear", "cosine", "polynomial", "step".
+ * The learning rate of every group becomes base_lr * factor(step), where base_lr is the group's
+ * learning rate when the scheduler was made; the factor at step 0 is applied at creation.
+ * ---------------------------------------------------------------------------------------------- */
+
+ACC_API ACC_NODISCARD acc_status acc_scheduler_create(acc_optimizer *opt, const char *name, const acc_options *opts,
+                                                   acc_scheduler **out);
+/* Advances one step and sets the optimizer's learning rates. */
+ACC_API ACC_NODISCARD acc_status acc_scheduler_step(acc_scheduler *sched);
+/* The learning rate of a group set by the last step (PyTorch's get_last_lr()). */
+ACC_API ACC_NODISCARD acc_status acc_scheduler_get_last_lr(const acc_scheduler *sched, size_t group, double *out);
+/* Number of steps taken so far. */
+ACC_API ACC_NODISCARD acc_status acc_scheduler_get_step(const acc_scheduler *sched, int64_t *out);
+ACC_API void acc_scheduler_free(acc_scheduler *sched);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ACCELERATE_H */

@@ -1,0 +1,134 @@
+// Library information, errors, strings, options and seeding.
+#include <torch/cuda.h>
+#include <torch/utils.h>
+
+#include <cstdlib>
+
+#include "common/build_info.h"
+#include "common/version.h"
+#include "guard.h"
+#include "handles.h"
+
+using namespace acc::capi;
+
+static_assert(ACC_VERSION_MAJOR == acc::kVersionMajor && ACC_VERSION_MINOR == acc::kVersionMinor &&
+                  ACC_VERSION_PATCH == acc::kVersionPatch && ACC_ABI_VERSION == acc::kAbiVersion,
+              "accelerate.h and common/version.h disagree");
+static_assert(ACC_ERR_INTERNAL == static_cast<int>(acc::Status::Internal), "status codes disagree");
+
+extern "C" {
+
+void acc_version(int* major, int* minor, int* patch) {
+  if (major) *major = acc::kVersionMajor;
+  if (minor) *minor = acc::kVersionMinor;
+  if (patch) *patch = acc::kVersionPatch;
+}
+
+int acc_abi_version(void) { return acc::kAbiVersion; }
+
+acc_status acc_check_abi(int expected) {
+  return guarded([&] {
+    if (expected != acc::kAbiVersion)
+      acc::fail(acc::Status::VersionMismatch, "the caller was built for accelerate ABI version ", expected,
+                " but the loaded libaccelerate (", acc::kVersionString, ") has ABI version ", acc::kAbiVersion);
+  });
+}
+
+const char* acc_build_info(void) {
+  static const std::string info = [] {
+    try {
+      return acc::build_info_json();
+    } catch (...) {
+      return std::string("{}");
+    }
+  }();
+  return info.c_str();
+}
+
+const char* acc_last_error_message(void) { return last_message().c_str(); }
+acc_status acc_last_error_code(void) { return last_status(); }
+const char* acc_last_error_backtrace(void) { return last_backtrace().c_str(); }
+
+const char* acc_status_name(acc_status status) {
+  switch (status) {
+    case ACC_OK: return "ACC_OK";
+    case ACC_ERR_INVALID_ARGUMENT: return "ACC_ERR_INVALID_ARGUMENT";
+    case ACC_ERR_INVALID_HANDLE: return "ACC_ERR_INVALID_HANDLE";
+    case ACC_ERR_NOT_INITIALIZED: return "ACC_ERR_NOT_INITIALIZED";
+    case ACC_ERR_UNSUPPORTED: return "ACC_ERR_UNSUPPORTED";
+    case ACC_ERR_OUT_OF_MEMORY: return "ACC_ERR_OUT_OF_MEMORY";
+    case ACC_ERR_TIMEOUT: return "ACC_ERR_TIMEOUT";
+    case ACC_ERR_ABORTED: return "ACC_ERR_ABORTED";
+    case ACC_ERR_DISTRIBUTED: return "ACC_ERR_DISTRIBUTED";
+    case ACC_ERR_IO: return "ACC_ERR_IO";
+    case ACC_ERR_VERSION_MISMATCH: return "ACC_ERR_VERSION_MISMATCH";
+    case ACC_ERR_INTERNAL: return "ACC_ERR_INTERNAL";
+  }
+  return "unknown status";
+}
+
+void acc_string_free(char* str) { std::free(str); }
+
+int64_t acc_debug_live_handles(acc_handle_kind kind) { return live_handles(kind); }
+
+acc_status acc_manual_seed(uint64_t seed) {
+  return guarded([&] {
+    torch::manual_seed(seed);
+    if (torch::cuda::is_available()) torch::cuda::manual_seed_all(seed);
+  });
+}
+
+acc_status acc_string_list_size(const acc_string_list* list, size_t* out) {
+  return guarded([&] { *out_param(out, "out") = live(list, "list").items.size(); });
+}
+
+acc_status acc_string_list_get(const acc_string_list* list, size_t index, const char** out) {
+  return guarded([&] {
+    const auto& items = live(list, "list").items;
+    acc::require(index < items.size(), "index ", index, " is out of range (the list has ", items.size(), " items)");
+    *out_param(out, "out") = items[index].c_str();
+  });
+}
+
+void acc_string_list_free(acc_string_list* list) { release(list); }
+
+acc_status acc_options_create(acc_options_kind kind, acc_options** out) {
+  return guarded([&] {
+    out_param(out, "out");
+    acc::require(kind == ACC_OPTIONS_OPTIMIZER || kind == ACC_OPTIONS_SCHEDULER, "unknown options kind ",
+                 static_cast<int>(kind));
+    emit(out, acc::Options(static_cast<acc::OptionsKind>(kind)));
+  });
+}
+
+acc_status acc_options_set_int(acc_options* opts, const char* key, int64_t value) {
+  return guarded([&] { live(opts, "opts").options.set(text_arg(key, "key"), value); });
+}
+
+acc_status acc_options_set_double(acc_options* opts, const char* key, double value) {
+  return guarded([&] { live(opts, "opts").options.set(text_arg(key, "key"), value); });
+}
+
+acc_status acc_options_set_bool(acc_options* opts, const char* key, int value) {
+  return guarded([&] { live(opts, "opts").options.set(text_arg(key, "key"), value != 0); });
+}
+
+acc_status acc_options_set_string(acc_options* opts, const char* key, const char* value) {
+  return guarded(
+      [&] { live(opts, "opts").options.set(text_arg(key, "key"), acc::OptionValue(text_arg(value, "value"))); });
+}
+
+acc_status acc_options_set(acc_options* opts, const char* key, const char* value) {
+  return guarded([&] { live(opts, "opts").options.set_from_text(text_arg(key, "key"), text_arg(value, "value")); });
+}
+
+acc_status acc_options_get(const acc_options* opts, const char* key, char** out) {
+  return guarded([&] {
+    std::string text = live(opts, "opts").options.get_text(text_arg(key, "key"));
+    *out_param(out, "out") = owned_string(text);
+  });
+}
+
+void acc_options_free(acc_options* opts) { release(opts); }
+
+}  // extern "C"

@@ -1,0 +1,149 @@
+// Models: loading, building, forward, modes, parameters, state dicts, saving.
+#include "common/device.h"
+#include "guard.h"
+#include "handles.h"
+
+using namespace acc::capi;
+
+namespace {
+
+acc::Model& model_arg(const acc_model* m) { return *live(m, "model").model; }
+
+void emit_named(acc_tensor_list** out, const acc::NamedTensors& named) {
+  std::vector<std::string> names;
+  std::vector<at::Tensor> tensors;
+  for (const auto& entry : named) {
+    names.push_back(entry.first);
+    tensors.push_back(entry.second);
+  }
+  emit(out, std::move(names), std::move(tensors));
+}
+
+acc::NamedTensors run_forward(acc::Model& model, const acc_tensor* const* inputs, size_t n, uint32_t flags) {
+  acc::require(inputs || n == 0, "inputs is NULL but n is ", n);
+  acc::require((flags & ~ACC_FORWARD_NO_GRAD) == 0, "unknown forward flags ", flags);
+  std::vector<at::Tensor> args;
+  args.reserve(n);
+  for (size_t i = 0; i < n; ++i) args.push_back(live(inputs[i], "inputs[i]").tensor);
+  // Grad mode is thread-local torch state: set it for this call only.
+  at::AutoGradMode grad_mode((flags & ACC_FORWARD_NO_GRAD) == 0);
+  return model.forward(args);
+}
+
+}  // namespace
+
+extern "C" {
+
+acc_status acc_model_load_torchscript(const char* path, acc_model** out) {
+  return guarded([&] {
+    const std::string file = text_arg(path, "path");
+    emit(out_param(out, "out"), acc::load_torchscript_model(file));
+  });
+}
+
+acc_status acc_model_from_spec(const char* json_spec, acc_model** out) {
+  return guarded([&] {
+    const std::string spec = text_arg(json_spec, "json_spec");
+    emit(out_param(out, "out"), acc::model_from_spec(spec));
+  });
+}
+
+acc_status acc_model_forward(acc_model* model, const acc_tensor* const* inputs, size_t n, uint32_t flags,
+                             acc_tensor_list** out) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    out_param(out, "out");
+    emit_named(out, run_forward(m, inputs, n, flags));
+  });
+}
+
+acc_status acc_model_forward1(acc_model* model, const acc_tensor* input, uint32_t flags, acc_tensor** out) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    out_param(out, "out");
+    auto outputs = run_forward(m, &input, 1, flags);
+    acc::require(outputs.size() == 1, "forward returned ", outputs.size(),
+                 " tensors; use acc_model_forward for models with several outputs");
+    emit(out, outputs[0].second);
+  });
+}
+
+acc_status acc_model_set_training(acc_model* model, int training) {
+  return guarded([&] { model_arg(model).set_training(training != 0); });
+}
+
+acc_status acc_model_is_training(const acc_model* model, int* out) {
+  return guarded([&] { *out_param(out, "out") = model_arg(model).is_training() ? 1 : 0; });
+}
+
+acc_status acc_model_to(acc_model* model, const char* device, acc_dtype dtype) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    c10::optional<c10::Device> where;
+    if (device) where = acc::parse_device(device);
+    c10::optional<at::ScalarType> type;
+    if (dtype != ACC_DTYPE_UNDEFINED) {
+      type = to_scalar_type(dtype);
+      acc::require(at::isFloatingType(*type), "a model can only be converted to a floating dtype");
+    }
+    m.to(where, type);
+  });
+}
+
+acc_status acc_model_parameter_count(const acc_model* model, size_t* tensors, int64_t* elements) {
+  return guarded([&] {
+    auto params = model_arg(model).named_parameters();
+    int64_t total = 0;
+    for (const auto& p : params) total += p.second.numel();
+    if (tensors) *tensors = params.size();
+    if (elements) *elements = total;
+  });
+}
+
+acc_status acc_model_parameter_names(const acc_model* model, acc_string_list** out) {
+  return guarded([&] {
+    std::vector<std::string> names;
+    for (const auto& p : model_arg(model).named_parameters()) names.push_back(p.first);
+    emit(out_param(out, "out"), std::move(names));
+  });
+}
+
+acc_status acc_model_parameter(const acc_model* model, const char* name, acc_tensor** out) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    const std::string key = text_arg(name, "name");
+    emit(out_param(out, "out"), m.find_tensor(key));
+  });
+}
+
+acc_status acc_model_zero_grad(acc_model* model) {
+  return guarded([&] { model_arg(model).zero_grad(); });
+}
+
+acc_status acc_model_state_dict(const acc_model* model, acc_tensor_list** out) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    emit_named(out_param(out, "out"), m.state_dict());
+  });
+}
+
+acc_status acc_model_load_state_dict(acc_model* model, const acc_tensor_list* state, int strict) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    const auto& l = live(state, "state");
+    acc::NamedTensors named;
+    for (size_t i = 0; i < l.tensors.size(); ++i) named.emplace_back(l.names[i], l.tensors[i]);
+    m.load_state_dict(named, strict != 0);
+  });
+}
+
+acc_status acc_model_save_torchscript(const acc_model* model, const char* path) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    m.save_torchscript(text_arg(path, "path"));
+  });
+}
+
+void acc_model_free(acc_model* model) { release(model); }
+
+}  // extern "C"

@@ -1,0 +1,95 @@
+// Optimizers and learning-rate schedulers.
+#include "guard.h"
+#include "handles.h"
+
+using namespace acc::capi;
+
+namespace {
+
+acc::Options options_arg(const acc_options* opts, acc::OptionsKind kind) {
+  if (!opts) return acc::Options(kind);
+  const acc::Options& o = live(opts, "opts").options;
+  acc::require(o.kind() == kind, "opts were created for ", acc::options_kind_name(o.kind()), " options, but ",
+               acc::options_kind_name(kind), " options are needed here");
+  return o;
+}
+
+}  // namespace
+
+extern "C" {
+
+acc_status acc_optimizer_create(acc_model* model, const char* algorithm, const acc_options* opts,
+                                acc_optimizer** out) {
+  return guarded([&] {
+    auto& m = live(model, "model");
+    const std::string name = text_arg(algorithm, "algorithm");
+    auto options = options_arg(opts, acc::OptionsKind::Optimizer);
+    out_param(out, "out");
+    emit(out, std::make_shared<acc::Optimizer>(m.model, name, options));
+  });
+}
+
+acc_status acc_optimizer_add_param_group(acc_optimizer* opt, const char* const* names, size_t n,
+                                         const acc_options* overrides) {
+  return guarded([&] {
+    auto& o = *live(opt, "opt").optimizer;
+    acc::require(names || n == 0, "names is NULL but n is ", n);
+    std::vector<std::string> list;
+    for (size_t i = 0; i < n; ++i) list.push_back(text_arg(names[i], "names[i]"));
+    o.add_param_group(list, options_arg(overrides, acc::OptionsKind::Optimizer));
+  });
+}
+
+acc_status acc_optimizer_num_param_groups(const acc_optimizer* opt, size_t* out) {
+  return guarded([&] { *out_param(out, "out") = live(opt, "opt").optimizer->num_param_groups(); });
+}
+
+acc_status acc_optimizer_get_lr(const acc_optimizer* opt, size_t group, double* out) {
+  return guarded([&] {
+    auto& o = *live(opt, "opt").optimizer;
+    *out_param(out, "out") = o.lr(group);
+  });
+}
+
+acc_status acc_optimizer_set_lr(acc_optimizer* opt, size_t group, double lr) {
+  return guarded([&] { live(opt, "opt").optimizer->set_lr(group, lr); });
+}
+
+acc_status acc_optimizer_step(acc_optimizer* opt) {
+  return guarded([&] { live(opt, "opt").optimizer->step(); });
+}
+
+acc_status acc_optimizer_zero_grad(acc_optimizer* opt) {
+  return guarded([&] { live(opt, "opt").optimizer->zero_grad(); });
+}
+
+void acc_optimizer_free(acc_optimizer* opt) { release(opt); }
+
+acc_status acc_scheduler_create(acc_optimizer* opt, const char* name, const acc_options* opts, acc_scheduler** out) {
+  return guarded([&] {
+    auto& o = live(opt, "opt");
+    const std::string schedule = text_arg(name, "name");
+    auto options = options_arg(opts, acc::OptionsKind::Scheduler);
+    out_param(out, "out");
+    emit(out, std::make_shared<acc::Scheduler>(o.optimizer, schedule, options));
+  });
+}
+
+acc_status acc_scheduler_step(acc_scheduler* sched) {
+  return guarded([&] { live(sched, "sched").scheduler->step(); });
+}
+
+acc_status acc_scheduler_get_last_lr(const acc_scheduler* sched, size_t group, double* out) {
+  return guarded([&] {
+    auto& s = *live(sched, "sched").scheduler;
+    *out_param(out, "out") = s.last_lr(group);
+  });
+}
+
+acc_status acc_scheduler_get_step(const acc_scheduler* sched, int64_t* out) {
+  return guarded([&] { *out_param(out, "out") = live(sched, "sched").scheduler->step_count(); });
+}
+
+void acc_scheduler_free(acc_scheduler* sched) { release(sched); }
+
+}  // extern "C"

@@ -1,0 +1,68 @@
+#include "guard.h"
+
+#include <c10/util/Exception.h>
+
+#include <new>
+#include <stdexcept>
+
+#include "common/error.h"
+
+namespace acc::capi {
+namespace {
+
+struct LastError {
+  acc_status status = ACC_OK;
+  std::string message;
+  std::string backtrace;
+};
+
+LastError& last_error() {
+  thread_local LastError error;
+  return error;
+}
+
+acc_status record(acc_status status, std::string message, std::string backtrace = {}) noexcept {
+  try {
+    auto& e = last_error();
+    e.status = status;
+    e.message = std::move(message);
+    e.backtrace = std::move(backtrace);
+  } catch (...) {
+    // Out of memory while recording: the status still tells the caller what happened.
+  }
+  return status;
+}
+
+acc_status from_c10(const c10::Error& e) {
+  std::string message = e.what_without_backtrace();
+  const bool internal = message.find("INTERNAL ASSERT FAILED") != std::string::npos;
+  return record(internal ? ACC_ERR_INTERNAL : ACC_ERR_INVALID_ARGUMENT, std::move(message), e.what());
+}
+
+}  // namespace
+
+acc_status translate_current_exception() noexcept {
+  try {
+    throw;
+  } catch (const acc::Error& e) {
+    return record(static_cast<acc_status>(e.status()), e.what(), e.backtrace());
+  } catch (const c10::OutOfMemoryError& e) {
+    return record(ACC_ERR_OUT_OF_MEMORY, e.what_without_backtrace(), e.what());
+  } catch (const c10::Error& e) {
+    return from_c10(e);
+  } catch (const std::bad_alloc&) {
+    return record(ACC_ERR_OUT_OF_MEMORY, "out of host memory");
+  } catch (const std::invalid_argument& e) {
+    return record(ACC_ERR_INVALID_ARGUMENT, e.what());
+  } catch (const std::exception& e) {
+    return record(ACC_ERR_INTERNAL, std::string("unexpected error: ") + e.what());
+  } catch (...) {
+    return record(ACC_ERR_INTERNAL, "unexpected error of an unknown type");
+  }
+}
+
+const std::string& last_message() { return last_error().message; }
+const std::string& last_backtrace() { return last_error().backtrace; }
+acc_status last_status() { return last_error().status; }
+
+}  // namespace acc::capi

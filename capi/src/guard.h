@@ -1,0 +1,28 @@
+// Every C function runs its body through guarded(): no exception crosses the ABI, and a failure
+// leaves its status, message and backtrace in thread-local storage for acc_last_error_*.
+#pragma once
+
+#include "accelerate.h"
+
+#include <string>
+
+namespace acc::capi {
+
+// Maps the exception being handled to a status and records it (call only inside a catch block).
+acc_status translate_current_exception() noexcept;
+
+template <typename Body>
+acc_status guarded(Body&& body) noexcept {
+  try {
+    body();
+    return ACC_OK;
+  } catch (...) {
+    return translate_current_exception();
+  }
+}
+
+const std::string& last_message();
+const std::string& last_backtrace();
+acc_status last_status();
+
+}  // namespace acc::capi

@@ -1,0 +1,109 @@
+// The structs behind the opaque handles of accelerate.h, and the registry that tells a live handle
+// from a NULL, released or foreign pointer.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <type_traits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "accelerate.h"
+#include "common/error.h"
+#include "common/options.h"
+#include "model/model.h"
+#include "optim/optimizer.h"
+#include "optim/scheduler.h"
+
+struct acc_tensor {
+  at::Tensor tensor;
+};
+struct acc_tensor_list {
+  std::vector<std::string> names;
+  std::vector<at::Tensor> tensors;
+};
+struct acc_string_list {
+  std::vector<std::string> items;
+};
+struct acc_options {
+  acc::Options options;
+};
+struct acc_model {
+  std::shared_ptr<acc::Model> model;
+};
+struct acc_optimizer {
+  std::shared_ptr<acc::Optimizer> optimizer;
+};
+struct acc_scheduler {
+  std::shared_ptr<acc::Scheduler> scheduler;
+};
+
+namespace acc::capi {
+
+template <typename T> struct HandleTraits;
+#define ACC_HANDLE_TRAITS(type, kind)                  \
+  template <> struct HandleTraits<type> {              \
+    static constexpr acc_handle_kind value = kind;     \
+    static constexpr const char* name = #type;         \
+  };
+ACC_HANDLE_TRAITS(acc_tensor, ACC_HANDLE_TENSOR)
+ACC_HANDLE_TRAITS(acc_tensor_list, ACC_HANDLE_TENSOR_LIST)
+ACC_HANDLE_TRAITS(acc_string_list, ACC_HANDLE_STRING_LIST)
+ACC_HANDLE_TRAITS(acc_options, ACC_HANDLE_OPTIONS)
+ACC_HANDLE_TRAITS(acc_model, ACC_HANDLE_MODEL)
+ACC_HANDLE_TRAITS(acc_optimizer, ACC_HANDLE_OPTIMIZER)
+ACC_HANDLE_TRAITS(acc_scheduler, ACC_HANDLE_SCHEDULER)
+#undef ACC_HANDLE_TRAITS
+
+// The registry of live handles (thread-safe).
+void register_handle(const void* handle, acc_handle_kind kind);
+// Returns false when `handle` is not live with that kind (then nothing is changed).
+bool unregister_handle(const void* handle, acc_handle_kind kind);
+bool is_live(const void* handle, acc_handle_kind kind);
+int64_t live_handles(acc_handle_kind kind);
+
+// Allocates a handle, registers it and writes it to *out.
+template <typename T, typename... Args>
+void emit(T** out, Args&&... args) {
+  auto handle = std::make_unique<T>(T{std::forward<Args>(args)...});
+  register_handle(handle.get(), HandleTraits<T>::value);
+  *out = handle.release();
+}
+
+// The handle's object, or an InvalidHandle error naming the argument.
+template <typename T>
+T& live(T* handle, const char* argument) {
+  if (!handle) fail(Status::InvalidHandle, argument, " is NULL");
+  using Traits = HandleTraits<std::remove_const_t<T>>;
+  if (!is_live(handle, Traits::value))
+    fail(Status::InvalidHandle, argument, " is not a live ", Traits::name,
+         " (already freed, or a handle of another type)");
+  return *handle;
+}
+
+// Frees a handle; NULL is a no-op, a pointer that is not live is ignored (never freed twice).
+template <typename T>
+void release(T* handle) {
+  if (handle && unregister_handle(handle, HandleTraits<T>::value)) delete handle;
+}
+
+template <typename T>
+T* out_param(T* out, const char* argument) {
+  if (!out) fail(Status::InvalidArgument, argument, " (the out-parameter) is NULL");
+  return out;
+}
+
+inline std::string text_arg(const char* text, const char* argument) {
+  if (!text) fail(Status::InvalidArgument, argument, " is NULL");
+  return text;
+}
+
+// A malloc'd copy for char** out-parameters (freed by acc_string_free).
+char* owned_string(const std::string& text);
+
+at::ScalarType to_scalar_type(acc_dtype dtype);
+acc_dtype from_scalar_type(at::ScalarType type);
+
+}  // namespace acc::capi

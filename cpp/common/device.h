@@ -1,0 +1,19 @@
+// Device names as users write them ("cpu", "cuda", "cuda:1").
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <string>
+
+namespace acc {
+
+// Parses a device name. Unknown names are InvalidArgument; a CUDA device on a machine or build
+// without CUDA is Unsupported; a CUDA index past the device count is InvalidArgument.
+c10::Device parse_device(const std::string& name);
+
+std::string device_name(const c10::Device& device);
+
+bool cuda_available();
+int cuda_device_count();
+
+}  // namespace acc

@@ -1,0 +1,58 @@
+// Errors of the library: one exception type that carries the status the C API reports.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace acc {
+
+// The same values as acc_status in accelerate.h (checked there with static_asserts).
+enum class Status : int {
+  Ok = 0,
+  InvalidArgument = 1,
+  InvalidHandle = 2,
+  NotInitialized = 3,
+  Unsupported = 4,
+  OutOfMemory = 5,
+  Timeout = 6,
+  Aborted = 7,
+  Distributed = 8,
+  Io = 9,
+  VersionMismatch = 10,
+  Internal = 11,
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(Status status, const std::string& message);
+  Status status() const noexcept { return status_; }
+  // Where the error was raised (empty when backtraces are not available).
+  const std::string& backtrace() const noexcept { return backtrace_; }
+
+ private:
+  Status status_;
+  std::string backtrace_;
+};
+
+template <typename... Parts>
+std::string concat(Parts&&... parts) {
+  std::ostringstream out;
+  (out << ... << std::forward<Parts>(parts));
+  return out.str();
+}
+
+// Throws acc::Error with the parts of the message streamed together.
+template <typename... Parts>
+[[noreturn]] void fail(Status status, Parts&&... parts) {
+  throw Error(status, concat(std::forward<Parts>(parts)...));
+}
+
+// Throws InvalidArgument unless `condition` holds.
+template <typename... Parts>
+void require(bool condition, Parts&&... parts) {
+  if (!condition) fail(Status::InvalidArgument, std::forward<Parts>(parts)...);
+}
+
+}  // namespace acc

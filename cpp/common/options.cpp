@@ -1,0 +1,180 @@
+#include "common/options.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
+#include "common/error.h"
+
+namespace acc {
+namespace {
+
+OptionSpec num(const char* key, OptionType type, std::optional<OptionValue> fallback, std::optional<double> min,
+               std::optional<double> max = std::nullopt) {
+  return OptionSpec{key, type, std::move(fallback), min, max, {}};
+}
+
+const char* type_name(OptionType type) {
+  switch (type) {
+    case OptionType::Int: return "an integer";
+    case OptionType::Double: return "a number";
+    case OptionType::Bool: return "a boolean";
+    case OptionType::String: return "a string";
+  }
+  return "?";
+}
+
+std::string to_text(const OptionValue& value) {
+  struct {
+    std::string operator()(int64_t v) const { return std::to_string(v); }
+    std::string operator()(double v) const { return concat(v); }
+    std::string operator()(bool v) const { return v ? "true" : "false"; }
+    std::string operator()(const std::string& v) const { return v; }
+  } visitor;
+  return std::visit(visitor, value);
+}
+
+}  // namespace
+
+const std::vector<OptionSpec>& option_schema(OptionsKind kind) {
+  using T = OptionType;
+  static const std::vector<OptionSpec> optimizer = {
+      num("lr", T::Double, 1e-3, 0.0),
+      num("weight_decay", T::Double, std::nullopt, 0.0),
+      num("momentum", T::Double, std::nullopt, 0.0),
+      num("dampening", T::Double, std::nullopt, 0.0),
+      num("nesterov", T::Bool, std::nullopt, std::nullopt),
+      num("beta1", T::Double, std::nullopt, 0.0, 1.0),
+      num("beta2", T::Double, std::nullopt, 0.0, 1.0),
+      num("eps", T::Double, std::nullopt, 0.0),
+      num("amsgrad", T::Bool, std::nullopt, std::nullopt),
+  };
+  static const std::vector<OptionSpec> scheduler = {
+      num("num_warmup_steps", T::Int, int64_t{0}, 0.0),
+      num("num_training_steps", T::Int, std::nullopt, 1.0),
+      num("num_cycles", T::Double, 0.5, 0.0),
+      num("power", T::Double, 1.0, 0.0),
+      num("lr_end", T::Double, 1e-7, 0.0),
+      num("step_size", T::Int, std::nullopt, 1.0),
+      num("gamma", T::Double, 0.1, 0.0),
+  };
+  switch (kind) {
+    case OptionsKind::Optimizer: return optimizer;
+    case OptionsKind::Scheduler: return scheduler;
+  }
+  fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
+}
+
+const char* options_kind_name(OptionsKind kind) {
+  switch (kind) {
+    case OptionsKind::Optimizer: return "optimizer";
+    case OptionsKind::Scheduler: return "scheduler";
+  }
+  return "?";
+}
+
+Options::Options(OptionsKind kind) : kind_(kind) { option_schema(kind); }
+
+const OptionSpec& Options::spec(const std::string& key) const {
+  for (const auto& s : option_schema(kind_))
+    if (s.key == key) return s;
+  std::string known;
+  for (const auto& s : option_schema(kind_)) known += (known.empty() ? "" : ", ") + s.key;
+  fail(Status::InvalidArgument, "unknown ", options_kind_name(kind_), " option '", key, "' (known: ", known, ")");
+}
+
+void Options::set(const std::string& key, OptionValue value) {
+  const OptionSpec& s = spec(key);
+  if (s.type == OptionType::Double && std::holds_alternative<int64_t>(value))
+    value = static_cast<double>(std::get<int64_t>(value));
+  const bool type_ok = (s.type == OptionType::Int && std::holds_alternative<int64_t>(value)) ||
+                       (s.type == OptionType::Double && std::holds_alternative<double>(value)) ||
+                       (s.type == OptionType::Bool && std::holds_alternative<bool>(value)) ||
+                       (s.type == OptionType::String && std::holds_alternative<std::string>(value));
+  require(type_ok, "option '", key, "' takes ", type_name(s.type), ", got '", to_text(value), "'");
+  if (s.type == OptionType::Int || s.type == OptionType::Double) {
+    const double v = s.type == OptionType::Int ? static_cast<double>(std::get<int64_t>(value)) : std::get<double>(value);
+    require(std::isfinite(v), "option '", key, "' must be finite, got ", v);
+    require(!s.min || v >= *s.min, "option '", key, "' must be at least ", *s.min, ", got ", to_text(value));
+    require(!s.max || v <= *s.max, "option '", key, "' must be at most ", *s.max, ", got ", to_text(value));
+  }
+  if (!s.choices.empty()) {
+    bool allowed = false;
+    std::string list;
+    for (const auto& c : s.choices) {
+      allowed = allowed || c == std::get<std::string>(value);
+      list += (list.empty() ? "" : ", ") + c;
+    }
+    require(allowed, "option '", key, "' must be one of ", list, ", got '", to_text(value), "'");
+  }
+  values_[key] = std::move(value);
+}
+
+void Options::set_from_text(const std::string& key, const std::string& text) {
+  const OptionSpec& s = spec(key);
+  auto bad = [&]() { fail(Status::InvalidArgument, "option '", key, "' takes ", type_name(s.type), ", got '", text, "'"); };
+  switch (s.type) {
+    case OptionType::Int: {
+      char* end = nullptr;
+      errno = 0;
+      long long v = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end || errno) bad();
+      return set(key, static_cast<int64_t>(v));
+    }
+    case OptionType::Double: {
+      char* end = nullptr;
+      errno = 0;
+      double v = std::strtod(text.c_str(), &end);
+      if (text.empty() || *end || errno) bad();
+      return set(key, v);
+    }
+    case OptionType::Bool: {
+      // Accelerate's truthy/falsy spellings (str_to_bool).
+      for (const char* t : {"1", "true", "True", "TRUE", "yes", "y", "on", "t"})
+        if (text == t) return set(key, true);
+      for (const char* f : {"0", "false", "False", "FALSE", "no", "n", "off", "f"})
+        if (text == f) return set(key, false);
+      bad();
+    }
+    case OptionType::String: return set(key, text);
+  }
+}
+
+std::optional<OptionValue> Options::lookup(const std::string& key) const {
+  auto it = values_.find(key);
+  if (it != values_.end()) return it->second;
+  return spec(key).fallback;
+}
+
+std::string Options::get_text(const std::string& key) const {
+  auto value = lookup(key);
+  return value ? to_text(*value) : "";
+}
+
+std::vector<std::string> Options::keys_set() const {
+  std::vector<std::string> keys;
+  for (const auto& item : values_) keys.push_back(item.first);
+  return keys;
+}
+
+int64_t Options::get_int(const std::string& key, int64_t fallback) const {
+  auto v = lookup(key);
+  return v ? std::get<int64_t>(*v) : fallback;
+}
+
+double Options::get_double(const std::string& key, double fallback) const {
+  auto v = lookup(key);
+  return v ? std::get<double>(*v) : fallback;
+}
+
+bool Options::get_bool(const std::string& key, bool fallback) const {
+  auto v = lookup(key);
+  return v ? std::get<bool>(*v) : fallback;
+}
+
+std::string Options::get_string(const std::string& key, const std::string& fallback) const {
+  auto v = lookup(key);
+  return v ? std::get<std::string>(*v) : fallback;
+}
+
+}  // namespace acc

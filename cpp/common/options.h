@@ -1,0 +1,58 @@
+// Typed key/value options with a fixed schema per purpose. Setting an unknown key, or a value of
+// the wrong type or out of range, fails with a message that names the key.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace acc {
+
+using OptionValue = std::variant<int64_t, double, bool, std::string>;
+
+enum class OptionType { Int, Double, Bool, String };
+
+struct OptionSpec {
+  std::string key;
+  OptionType type;
+  std::optional<OptionValue> fallback;  // the default; none when a consumer decides
+  std::optional<double> min;            // inclusive bounds for numbers
+  std::optional<double> max;
+  std::vector<std::string> choices;     // allowed strings, if restricted
+};
+
+// The same values as acc_options_kind.
+enum class OptionsKind : int { Optimizer = 1, Scheduler = 2 };
+
+const std::vector<OptionSpec>& option_schema(OptionsKind kind);
+const char* options_kind_name(OptionsKind kind);
+
+class Options {
+ public:
+  explicit Options(OptionsKind kind);
+
+  OptionsKind kind() const { return kind_; }
+  void set(const std::string& key, OptionValue value);  // ints are accepted for double keys
+  void set_from_text(const std::string& key, const std::string& text);
+  bool has(const std::string& key) const { return values_.count(key) > 0; }  // set explicitly
+  std::string get_text(const std::string& key) const;
+  std::vector<std::string> keys_set() const;
+
+  // The value set, else the schema's default, else `fallback`.
+  int64_t get_int(const std::string& key, int64_t fallback = 0) const;
+  double get_double(const std::string& key, double fallback = 0.0) const;
+  bool get_bool(const std::string& key, bool fallback = false) const;
+  std::string get_string(const std::string& key, const std::string& fallback = "") const;
+
+ private:
+  const OptionSpec& spec(const std::string& key) const;
+  std::optional<OptionValue> lookup(const std::string& key) const;
+
+  OptionsKind kind_;
+  std::map<std::string, OptionValue> values_;
+};
+
+}  // namespace acc

@@ -1,0 +1,348 @@
+#include "model/layers.h"
+
+#include <torch/nn.h>
+
+#include <functional>
+#include <map>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace acc {
+namespace {
+
+using nlohmann::json;
+
+enum class Arg { Int, Float, Bool, IntOrPair, IntList, String, OptionalInt };
+
+struct ArgSpec {
+  const char* name;
+  Arg kind;
+  json fallback;  // null: required (except OptionalInt, where null is the default)
+};
+
+struct LayerKind {
+  std::vector<ArgSpec> args;
+  std::function<torch::nn::AnyModule(const json&)> build;
+  std::function<std::string(const json&)> script;
+};
+
+// TorchScript literals.
+std::string f(double v) {
+  std::ostringstream s;
+  s.precision(17);
+  s << v;
+  std::string text = s.str();
+  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+  return text;
+}
+std::string b(bool v) { return v ? "True" : "False"; }
+std::string pair(const json& v) {
+  auto p = v.get<std::vector<int64_t>>();
+  return "[" + std::to_string(p[0]) + ", " + std::to_string(p[1]) + "]";
+}
+std::string list(const json& v) {
+  std::string out = "[";
+  for (auto& x : v) out += (out.size() > 1 ? ", " : "") + std::to_string(x.get<int64_t>());
+  return out + "]";
+}
+torch::ExpandingArray<2> ea2(const json& v) {
+  auto p = v.get<std::vector<int64_t>>();
+  return torch::ExpandingArray<2>({p[0], p[1]});
+}
+
+const std::map<std::string, LayerKind>& layer_kinds() {
+  static const std::map<std::string, LayerKind> kinds = {
+      {"linear",
+       {{{"in_features", Arg::Int, nullptr}, {"out_features", Arg::Int, nullptr}, {"bias", Arg::Bool, true}},
+        [](const json& a) {
+          return torch::nn::AnyModule(torch::nn::Linear(
+              torch::nn::LinearOptions(a["in_features"], a["out_features"]).bias(a["bias"].get<bool>())));
+        },
+        [](const json& a) {
+          return std::string("return torch.linear(x, self.weight, ") + (a["bias"].get<bool>() ? "self.bias" : "None") +
+                 ")";
+        }}},
+      {"conv2d",
+       {{{"in_channels", Arg::Int, nullptr},
+         {"out_channels", Arg::Int, nullptr},
+         {"kernel_size", Arg::IntOrPair, nullptr},
+         {"stride", Arg::IntOrPair, 1},
+         {"padding", Arg::IntOrPair, 0},
+         {"dilation", Arg::IntOrPair, 1},
+         {"groups", Arg::Int, 1},
+         {"bias", Arg::Bool, true}},
+        [](const json& a) {
+          return torch::nn::AnyModule(torch::nn::Conv2d(
+              torch::nn::Conv2dOptions(a["in_channels"], a["out_channels"], ea2(a["kernel_size"]))
+                  .stride(ea2(a["stride"]))
+                  .padding(ea2(a["padding"]))
+                  .dilation(ea2(a["dilation"]))
+                  .groups(a["groups"])
+                  .bias(a["bias"].get<bool>())));
+        },
+        [](const json& a) {
+          return "return torch.conv2d(x, self.weight, " + std::string(a["bias"].get<bool>() ? "self.bias" : "None") +
+                 ", " + pair(a["stride"]) + ", " + pair(a["padding"]) + ", " + pair(a["dilation"]) + ", " +
+                 std::to_string(a["groups"].get<int64_t>()) + ")";
+        }}},
+      {"maxpool2d",
+       {{{"kernel_size", Arg::IntOrPair, nullptr},
+         {"stride", Arg::IntOrPair, "kernel_size"},
+         {"padding", Arg::IntOrPair, 0},
+         {"dilation", Arg::IntOrPair, 1},
+         {"ceil_mode", Arg::Bool, false}},
+        [](const json& a) {
+          return torch::nn::AnyModule(torch::nn::MaxPool2d(torch::nn::MaxPool2dOptions(ea2(a["kernel_size"]))
+                                                               .stride(ea2(a["stride"]))
+                                                               .padding(ea2(a["padding"]))
+                                                               .dilation(ea2(a["dilation"]))
+                                                               .ceil_mode(a["ceil_mode"].get<bool>())));
+        },
+        [](const json& a) {
+          return "return torch.max_pool2d(x, " + pair(a["kernel_size"]) + ", " + pair(a["stride"]) + ", " +
+                 pair(a["padding"]) + ", " + pair(a["dilation"]) + ", " + b(a["ceil_mode"]) + ")";
+        }}},
+      {"avgpool2d",
+       {{{"kernel_size", Arg::IntOrPair, nullptr},
+         {"stride", Arg::IntOrPair, "kernel_size"},
+         {"padding", Arg::IntOrPair, 0},
+         {"ceil_mode", Arg::Bool, false},
+         {"count_include_pad", Arg::Bool, true}},
+        [](const json& a) {
+          return torch::nn::AnyModule(
+              torch::nn::AvgPool2d(torch::nn::AvgPool2dOptions(ea2(a["kernel_size"]))
+                                       .stride(ea2(a["stride"]))
+                                       .padding(ea2(a["padding"]))
+                                       .ceil_mode(a["ceil_mode"].get<bool>())
+                                       .count_include_pad(a["count_include_pad"].get<bool>())));
+        },
+        [](const json& a) {
+          return "return torch.avg_pool2d(x, " + pair(a["kernel_size"]) + ", " + pair(a["stride"]) + ", " +
+                 pair(a["padding"]) + ", " + b(a["ceil_mode"]) + ", " + b(a["count_include_pad"]) + ")";
+        }}},
+      {"flatten",
+       {{{"start_dim", Arg::Int, 1}, {"end_dim", Arg::Int, -1}},
+        [](const json& a) {
+          return torch::nn::AnyModule(
+              torch::nn::Flatten(torch::nn::FlattenOptions().start_dim(a["start_dim"]).end_dim(a["end_dim"])));
+        },
+        [](const json& a) {
+          return "return torch.flatten(x, " + std::to_string(a["start_dim"].get<int64_t>()) + ", " +
+                 std::to_string(a["end_dim"].get<int64_t>()) + ")";
+        }}},
+      {"relu",
+       {{}, [](const json&) { return torch::nn::AnyModule(torch::nn::ReLU()); },
+        [](const json&) { return std::string("return torch.relu(x)"); }}},
+      {"gelu",
+       {{{"approximate", Arg::String, "none"}},
+        [](const json& a) {
+          return torch::nn::AnyModule(
+              torch::nn::GELU(torch::nn::GELUOptions().approximate(a["approximate"].get<std::string>())));
+        },
+        [](const json& a) {
+          return "return torch.gelu(x, approximate=\"" + a["approximate"].get<std::string>() + "\")";
+        }}},
+      {"tanh",
+       {{}, [](const json&) { return torch::nn::AnyModule(torch::nn::Tanh()); },
+        [](const json&) { return std::string("return torch.tanh(x)"); }}},
+      {"sigmoid",
+       {{}, [](const json&) { return torch::nn::AnyModule(torch::nn::Sigmoid()); },
+        [](const json&) { return std::string("return torch.sigmoid(x)"); }}},
+      {"softmax",
+       {{{"dim", Arg::Int, nullptr}},
+        [](const json& a) { return torch::nn::AnyModule(torch::nn::Softmax(a["dim"].get<int64_t>())); },
+        [](const json& a) { return "return torch.softmax(x, " + std::to_string(a["dim"].get<int64_t>()) + ")"; }}},
+      {"logsoftmax",
+       {{{"dim", Arg::Int, nullptr}},
+        [](const json& a) { return torch::nn::AnyModule(torch::nn::LogSoftmax(a["dim"].get<int64_t>())); },
+        [](const json& a) {
+          return "return torch.log_softmax(x, " + std::to_string(a["dim"].get<int64_t>()) + ")";
+        }}},
+      {"dropout",
+       {{{"p", Arg::Float, 0.5}},
+        [](const json& a) { return torch::nn::AnyModule(torch::nn::Dropout(a["p"].get<double>())); },
+        [](const json& a) { return "return torch.dropout(x, " + f(a["p"]) + ", self.training)"; }}},
+      {"layernorm",
+       {{{"normalized_shape", Arg::IntList, nullptr}, {"eps", Arg::Float, 1e-5}, {"elementwise_affine", Arg::Bool, true}},
+        [](const json& a) {
+          return torch::nn::AnyModule(
+              torch::nn::LayerNorm(torch::nn::LayerNormOptions(a["normalized_shape"].get<std::vector<int64_t>>())
+                                       .eps(a["eps"])
+                                       .elementwise_affine(a["elementwise_affine"].get<bool>())));
+        },
+        [](const json& a) {
+          const bool affine = a["elementwise_affine"];
+          return "return torch.layer_norm(x, " + list(a["normalized_shape"]) + ", " +
+                 (affine ? "self.weight, self.bias, " : "None, None, ") + f(a["eps"]) + ", False)";
+        }}},
+      {"batchnorm1d", {}},
+      {"batchnorm2d", {}},
+      {"embedding",
+       {{{"num_embeddings", Arg::Int, nullptr}, {"embedding_dim", Arg::Int, nullptr}, {"padding_idx", Arg::OptionalInt, nullptr}},
+        [](const json& a) {
+          torch::nn::EmbeddingOptions options(a["num_embeddings"], a["embedding_dim"]);
+          if (!a["padding_idx"].is_null()) options.padding_idx(a["padding_idx"].get<int64_t>());
+          return torch::nn::AnyModule(torch::nn::Embedding(options));
+        },
+        [](const json& a) {
+          int64_t padding = -1;
+          if (!a["padding_idx"].is_null()) {
+            padding = a["padding_idx"];
+            if (padding < 0) padding += a["num_embeddings"].get<int64_t>();
+          }
+          return "return torch.embedding(self.weight, x, " + std::to_string(padding) + ", False, False)";
+        }}},
+  };
+  return kinds;
+}
+
+// Batch norm is the same layer in 1d and 2d except for the module class and the accepted rank.
+LayerKind batchnorm_kind(bool two_d) {
+  return {{{"num_features", Arg::Int, nullptr},
+           {"eps", Arg::Float, 1e-5},
+           {"momentum", Arg::Float, 0.1},
+           {"affine", Arg::Bool, true},
+           {"track_running_stats", Arg::Bool, true}},
+          [two_d](const json& a) {
+            torch::nn::BatchNormOptions options(a["num_features"]);
+            options.eps(a["eps"]).momentum(a["momentum"].get<double>()).affine(a["affine"]).track_running_stats(
+                a["track_running_stats"]);
+            if (two_d) return torch::nn::AnyModule(torch::nn::BatchNorm2d(options));
+            return torch::nn::AnyModule(torch::nn::BatchNorm1d(options));
+          },
+          [](const json& a) {
+            const bool affine = a["affine"], tracked = a["track_running_stats"];
+            std::string body;
+            if (tracked) body += "if self.training:\n        self.num_batches_tracked.add_(1)\n    ";
+            body += "return torch.batch_norm(x, ";
+            body += affine ? "self.weight, self.bias, " : "None, None, ";
+            body += tracked ? "self.running_mean, self.running_var, self.training, " : "None, None, True, ";
+            body += f(a["momentum"]) + ", " + f(a["eps"]) + ", False)";
+            return body;
+          }};
+}
+
+const LayerKind& find_kind(const std::string& type) {
+  static const LayerKind bn1 = batchnorm_kind(false), bn2 = batchnorm_kind(true);
+  if (type == "batchnorm1d") return bn1;
+  if (type == "batchnorm2d") return bn2;
+  auto it = layer_kinds().find(type);
+  if (it == layer_kinds().end()) {
+    std::string known;
+    for (auto& kind : layer_kinds()) known += (known.empty() ? "" : ", ") + kind.first;
+    fail(Status::InvalidArgument, "unknown layer type '", type, "' (known: ", known, ")");
+  }
+  return it->second;
+}
+
+json checked_arg(const ArgSpec& spec, const json& value, const std::string& where) {
+  auto bad = [&](const char* expected) {
+    fail(Status::InvalidArgument, where, ": argument '", spec.name, "' must be ", expected, ", got ", value.dump());
+  };
+  switch (spec.kind) {
+    case Arg::Int:
+      if (!value.is_number_integer()) bad("an integer");
+      return value;
+    case Arg::OptionalInt:
+      if (!value.is_null() && !value.is_number_integer()) bad("an integer or null");
+      return value;
+    case Arg::Float:
+      if (!value.is_number()) bad("a number");
+      return value.get<double>();
+    case Arg::Bool:
+      if (!value.is_boolean()) bad("true or false");
+      return value;
+    case Arg::String:
+      if (!value.is_string()) bad("a string");
+      return value;
+    case Arg::IntOrPair:
+      if (value.is_number_integer()) return json::array({value, value});
+      if (value.is_array() && value.size() == 2 && value[0].is_number_integer() && value[1].is_number_integer())
+        return value;
+      bad("an integer or a pair of integers");
+    case Arg::IntList:
+      if (value.is_number_integer()) return json::array({value});
+      if (value.is_array() && !value.empty()) {
+        for (auto& x : value)
+          if (!x.is_number_integer()) bad("an integer or a list of integers");
+        return value;
+      }
+      bad("an integer or a list of integers");
+  }
+  fail(Status::Internal, "unhandled argument kind");
+}
+
+void require_positive(const json& args, const char* name, const std::string& where) {
+  if (!args.contains(name)) return;
+  auto check = [&](const json& v) {
+    require(v.is_number() && v.get<double>() > 0, where, ": argument '", name, "' must be positive, got ", v.dump());
+  };
+  if (args[name].is_array())
+    for (auto& v : args[name]) check(v);
+  else
+    check(args[name]);
+}
+
+}  // namespace
+
+std::vector<LayerSpec> parse_layer_specs(const std::string& json_spec) {
+  json root;
+  try {
+    root = json::parse(json_spec);
+  } catch (const json::parse_error& e) {
+    fail(Status::InvalidArgument, "model spec is not valid JSON: ", e.what());
+  }
+  require(root.is_array() && !root.empty(), "model spec must be a non-empty JSON array of layers");
+  std::vector<LayerSpec> specs;
+  for (size_t i = 0; i < root.size(); ++i) {
+    const json& layer = root[i];
+    std::string where = concat("layer ", i);
+    require(layer.is_object() && layer.contains("type") && layer["type"].is_string(), where,
+            ": each layer must be an object with a string \"type\"");
+    LayerSpec spec{layer["type"].get<std::string>(), json::object()};
+    where += concat(" (", spec.type, ")");
+    const LayerKind& kind = find_kind(spec.type);
+    for (auto& item : layer.items()) {
+      if (item.key() == "type") continue;
+      bool known = false;
+      for (auto& arg : kind.args) known = known || item.key() == arg.name;
+      if (!known) {
+        std::string names;
+        for (auto& arg : kind.args) names += (names.empty() ? "" : ", ") + std::string(arg.name);
+        fail(Status::InvalidArgument, where, ": unknown argument '", item.key(), "' (accepted: ",
+             names.empty() ? "none" : names, ")");
+      }
+    }
+    for (auto& arg : kind.args) {
+      if (layer.contains(arg.name)) {
+        spec.args[arg.name] = checked_arg(arg, layer[arg.name], where);
+      } else if (arg.fallback.is_string() && arg.kind == Arg::IntOrPair) {
+        spec.args[arg.name] = spec.args[arg.fallback.get<std::string>()];  // stride defaults to kernel_size
+      } else if (!arg.fallback.is_null() || arg.kind == Arg::OptionalInt) {
+        spec.args[arg.name] = checked_arg(arg, arg.fallback, where);
+      } else {
+        fail(Status::InvalidArgument, where, ": missing required argument '", arg.name, "'");
+      }
+    }
+    for (const char* name : {"in_features", "out_features", "in_channels", "out_channels", "kernel_size", "stride",
+                             "dilation", "groups", "num_features", "num_embeddings", "embedding_dim",
+                             "normalized_shape", "eps"})
+      require_positive(spec.args, name, where);
+    if (spec.args.contains("p"))
+      require(spec.args["p"].get<double>() >= 0 && spec.args["p"].get<double>() <= 1, where,
+              ": argument 'p' must be in [0, 1]");
+    if (spec.type == "gelu") {
+      auto mode = spec.args["approximate"].get<std::string>();
+      require(mode == "none" || mode == "tanh", where, ": approximate must be \"none\" or \"tanh\"");
+    }
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+torch::nn::AnyModule build_layer(const LayerSpec& spec) { return find_kind(spec.type).build(spec.args); }
+
+std::string layer_script(const LayerSpec& spec) { return find_kind(spec.type).script(spec.args); }
+
+}  // namespace acc

@@ -1,0 +1,90 @@
+#include "model/model.h"
+
+
+#include <set>
+#include <unordered_map>
+
+#include "common/error.h"
+
+namespace acc {
+
+void Model::to(c10::optional<at::Device> device, c10::optional<at::ScalarType> dtype) {
+  at::NoGradGuard no_grad;
+  auto move = [&](at::Tensor& t) {
+    const at::ScalarType target = dtype && t.is_floating_point() ? *dtype : t.scalar_type();
+    if (t.device() == device.value_or(t.device()) && t.scalar_type() == target) return;
+    // set_data keeps the tensor object that optimizers and the module hold.
+    t.set_data(t.to(device.value_or(t.device()), target));
+    if (t.grad().defined()) t.mutable_grad() = t.grad().to(t.device(), target);
+  };
+  for (auto& entry : named_parameters()) move(entry.second);
+  for (auto& entry : named_buffers()) move(entry.second);
+}
+
+NamedTensors Model::state_dict() const {
+  NamedTensors out = named_parameters();
+  for (auto& entry : named_buffers()) out.push_back(entry);
+  for (auto& entry : out) entry.second = entry.second.detach();
+  return out;
+}
+
+void Model::load_state_dict(const NamedTensors& state, bool strict) {
+  std::unordered_map<std::string, at::Tensor> own;
+  for (auto& entry : named_parameters()) own.emplace(entry.first, entry.second);
+  for (auto& entry : named_buffers()) own.emplace(entry.first, entry.second);
+
+  std::set<std::string> given, unexpected, missing;
+  for (auto& entry : state) {
+    given.insert(entry.first);
+    if (!own.count(entry.first)) unexpected.insert(entry.first);
+  }
+  for (auto& entry : own)
+    if (!given.count(entry.first)) missing.insert(entry.first);
+  if (strict && (!missing.empty() || !unexpected.empty())) {
+    std::string message = "state dict does not match the model:";
+    if (!missing.empty()) {
+      message += " missing keys:";
+      for (auto& k : missing) message += " " + k;
+      message += ";";
+    }
+    if (!unexpected.empty()) {
+      message += " unexpected keys:";
+      for (auto& k : unexpected) message += " " + k;
+    }
+    fail(Status::InvalidArgument, message);
+  }
+  // Check every shape before changing anything, so a failed load leaves the model as it was.
+  for (auto& entry : state) {
+    auto it = own.find(entry.first);
+    if (it == own.end()) continue;
+    require(it->second.sizes() == entry.second.sizes(), "state dict entry '", entry.first, "' has shape ",
+            entry.second.sizes(), " but the model's has ", it->second.sizes());
+  }
+  at::NoGradGuard no_grad;
+  for (auto& entry : state) {
+    auto it = own.find(entry.first);
+    if (it != own.end()) it->second.copy_(entry.second);
+  }
+}
+
+std::vector<at::Tensor> Model::trainable_parameters() const {
+  std::vector<at::Tensor> out;
+  for (auto& entry : named_parameters())
+    if (entry.second.requires_grad()) out.push_back(entry.second);
+  return out;
+}
+
+at::Tensor Model::find_tensor(const std::string& name) const {
+  for (auto& entry : named_parameters())
+    if (entry.first == name) return entry.second;
+  for (auto& entry : named_buffers())
+    if (entry.first == name) return entry.second;
+  fail(Status::InvalidArgument, "the model has no parameter or buffer named '", name, "'");
+}
+
+void Model::zero_grad() {
+  for (auto& entry : named_parameters())
+    if (entry.second.grad().defined()) entry.second.mutable_grad().reset();
+}
+
+}  // namespace acc

@@ -1,0 +1,45 @@
+// A trainable model: a TorchScript module loaded from a file, or a sequential model built from a
+// layer spec. Both expose the same operations; the C API and the Accelerator see only this class.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace acc {
+
+using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // Runs forward. Outputs are flattened to named tensors (see flatten_outputs in script_model.h).
+  virtual NamedTensors forward(const std::vector<at::Tensor>& inputs) = 0;
+  // Parameters and buffers with their full dotted names, aliasing the model's storage.
+  virtual NamedTensors named_parameters() const = 0;
+  virtual NamedTensors named_buffers() const = 0;
+  virtual void set_training(bool training) = 0;
+  virtual bool is_training() const = 0;
+  // Saves a TorchScript archive that torch.jit.load reads.
+  virtual void save_torchscript(const std::string& path) const = 0;
+
+  // Moves parameters and buffers in place (their identity is kept, so optimizers stay valid).
+  // Only floating tensors change dtype.
+  void to(c10::optional<at::Device> device, c10::optional<at::ScalarType> dtype);
+  // Parameters and buffers, detached, sharing storage.
+  NamedTensors state_dict() const;
+  // Copies values in by name; see acc_model_load_state_dict for the strict rules.
+  void load_state_dict(const NamedTensors& state, bool strict);
+  std::vector<at::Tensor> trainable_parameters() const;
+  at::Tensor find_tensor(const std::string& name) const;  // a parameter or buffer; throws if absent
+  void zero_grad();
+};
+
+std::shared_ptr<Model> load_torchscript_model(const std::string& path);
+std::shared_ptr<Model> model_from_spec(const std::string& json_spec);
+
+}  // namespace acc

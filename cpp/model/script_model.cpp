@@ -1,0 +1,99 @@
+#include "model/script_model.h"
+
+#include <fstream>
+
+#include "common/error.h"
+
+namespace acc {
+namespace {
+
+void flatten_into(const c10::IValue& value, const std::string& name, NamedTensors& out) {
+  auto child = [&](const std::string& key) { return name.empty() ? key : name + "." + key; };
+  if (value.isTensor()) {
+    out.emplace_back(name, value.toTensor());
+  } else if (value.isTuple()) {
+    const auto& elements = value.toTupleRef().elements();
+    for (size_t i = 0; i < elements.size(); ++i) flatten_into(elements[i], child(std::to_string(i)), out);
+  } else if (value.isList()) {
+    auto list = value.toListRef();
+    for (size_t i = 0; i < list.size(); ++i) flatten_into(list[i], child(std::to_string(i)), out);
+  } else if (value.isGenericDict()) {
+    for (const auto& item : value.toGenericDict()) {
+      const auto& key = item.key();
+      std::string key_name = key.isString() ? key.toStringRef() : key.isInt() ? std::to_string(key.toInt()) : "?";
+      flatten_into(item.value(), child(key_name), out);
+    }
+  } else if (value.isDouble()) {
+    out.emplace_back(name, at::scalar_tensor(value.toDouble(), at::kDouble));
+  } else if (value.isInt()) {
+    out.emplace_back(name, at::scalar_tensor(value.toInt(), at::kLong));
+  } else if (value.isBool()) {
+    out.emplace_back(name, at::scalar_tensor(value.toBool(), at::kBool));
+  } else if (value.isNone()) {
+    // An absent optional output (e.g. no loss without labels) is simply not listed.
+  } else {
+    fail(Status::Unsupported, "forward returned a value of type ", value.tagKind(), " at '", name,
+         "'; tensors, numbers and tuples, lists and dicts of them are supported");
+  }
+}
+
+}  // namespace
+
+NamedTensors flatten_outputs(const c10::IValue& value) {
+  NamedTensors out;
+  flatten_into(value, "", out);
+  return out;
+}
+
+ScriptModel::ScriptModel(torch::jit::Module module) : module_(std::move(module)) {}
+
+NamedTensors ScriptModel::forward(const std::vector<at::Tensor>& inputs) {
+  auto method = module_.find_method("forward");
+  if (!method) fail(Status::Unsupported, "the TorchScript module has no forward method");
+  const auto& schema = method->function().getSchema();
+  const size_t expected = schema.arguments().size() - 1;  // without self
+  size_t required = 0;
+  for (size_t i = 1; i < schema.arguments().size(); ++i)
+    if (!schema.arguments()[i].default_value()) ++required;
+  require(inputs.size() >= required && inputs.size() <= expected, "forward takes ",
+          required == expected ? concat(expected) : concat(required, " to ", expected), " input(s), got ",
+          inputs.size(), " (", schema, ")");
+  std::vector<c10::IValue> args(inputs.begin(), inputs.end());
+  return flatten_outputs((*method)(std::move(args)));
+}
+
+NamedTensors ScriptModel::named_parameters() const {
+  NamedTensors out;
+  for (const auto& p : module_.named_parameters(/*recurse=*/true)) out.emplace_back(p.name, p.value);
+  return out;
+}
+
+NamedTensors ScriptModel::named_buffers() const {
+  NamedTensors out;
+  for (const auto& b : module_.named_buffers(/*recurse=*/true)) out.emplace_back(b.name, b.value);
+  return out;
+}
+
+void ScriptModel::set_training(bool training) { module_.train(training); }
+
+bool ScriptModel::is_training() const { return module_.is_training(); }
+
+void ScriptModel::save_torchscript(const std::string& path) const {
+  std::ofstream probe(path, std::ios::binary | std::ios::app);
+  if (!probe) fail(Status::Io, "cannot write '", path, "'");
+  probe.close();
+  module_.save(path);
+}
+
+std::shared_ptr<Model> load_torchscript_model(const std::string& path) {
+  std::ifstream probe(path, std::ios::binary);
+  if (!probe) fail(Status::Io, "cannot open TorchScript file '", path, "'");
+  probe.close();
+  try {
+    return std::make_shared<ScriptModel>(torch::jit::load(path, at::Device(at::kCPU)));
+  } catch (const c10::Error& e) {
+    fail(Status::Io, "'", path, "' is not a readable TorchScript archive: ", e.what_without_backtrace());
+  }
+}
+
+}  // namespace acc

@@ -1,0 +1,29 @@
+// A model backed by a TorchScript module (loaded from PyTorch, or generated from a layer spec).
+#pragma once
+
+#include <torch/script.h>
+
+#include "model/model.h"
+
+namespace acc {
+
+// Flattens a forward result: a tensor is one unnamed entry, tuples and lists give "0", "1", ...,
+// dicts give their keys, nested containers join names with '.', numbers become 0-dim tensors.
+NamedTensors flatten_outputs(const c10::IValue& value);
+
+class ScriptModel final : public Model {
+ public:
+  explicit ScriptModel(torch::jit::Module module);
+
+  NamedTensors forward(const std::vector<at::Tensor>& inputs) override;
+  NamedTensors named_parameters() const override;
+  NamedTensors named_buffers() const override;
+  void set_training(bool training) override;
+  bool is_training() const override;
+  void save_torchscript(const std::string& path) const override;
+
+ private:
+  mutable torch::jit::Module module_;
+};
+
+}  // namespace acc

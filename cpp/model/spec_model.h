@@ -1,0 +1,30 @@
+// A sequential model built from a layer spec, computed with torch::nn modules.
+#pragma once
+
+#include <torch/nn/modules/container/sequential.h>
+
+#include "model/layers.h"
+#include "model/model.h"
+
+namespace acc {
+
+class SpecModel final : public Model {
+ public:
+  explicit SpecModel(std::vector<LayerSpec> layers);
+
+  NamedTensors forward(const std::vector<at::Tensor>& inputs) override;
+  NamedTensors named_parameters() const override;
+  NamedTensors named_buffers() const override;
+  void set_training(bool training) override;
+  bool is_training() const override;
+  // Generates a TorchScript module with the same layers, names and current values.
+  void save_torchscript(const std::string& path) const override;
+
+  at::Tensor forward_tensor(const at::Tensor& input);
+
+ private:
+  std::vector<LayerSpec> layers_;
+  torch::nn::Sequential net_;
+};
+
+}  // namespace acc

@@ -1,0 +1,95 @@
+#include "optim/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+
+namespace acc {
+namespace {
+
+double warmup_factor(int64_t step, int64_t warmup) {
+  return static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, warmup));
+}
+
+int64_t required_int(const Options& o, const char* key, const std::string& name) {
+  require(o.has(key), "the ", name, " schedule needs the option '", key, "'");
+  return o.get_int(key);
+}
+
+}  // namespace
+
+std::function<double(int64_t)> schedule_factor(const std::string& name, const Options& o, double default_lr) {
+  require(o.kind() == OptionsKind::Scheduler, "scheduler options must be of kind scheduler, got ",
+          options_kind_name(o.kind()));
+  const int64_t warmup = o.get_int("num_warmup_steps");
+  if (name == "constant") return [](int64_t) { return 1.0; };
+  if (name == "constant_with_warmup")
+    return [warmup](int64_t s) { return s < warmup ? warmup_factor(s, warmup) : 1.0; };
+  if (name == "linear") {
+    const int64_t total = required_int(o, "num_training_steps", name);
+    return [warmup, total](int64_t s) {
+      if (s < warmup) return warmup_factor(s, warmup);
+      return std::max(0.0, static_cast<double>(total - s) / static_cast<double>(std::max<int64_t>(1, total - warmup)));
+    };
+  }
+  if (name == "cosine") {
+    const int64_t total = required_int(o, "num_training_steps", name);
+    const double cycles = o.get_double("num_cycles");
+    return [warmup, total, cycles](int64_t s) {
+      if (s < warmup) return warmup_factor(s, warmup);
+      const double progress =
+          static_cast<double>(s - warmup) / static_cast<double>(std::max<int64_t>(1, total - warmup));
+      return std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * cycles * 2.0 * progress)));
+    };
+  }
+  if (name == "polynomial") {
+    const int64_t total = required_int(o, "num_training_steps", name);
+    const double lr_end = o.get_double("lr_end"), power = o.get_double("power");
+    require(default_lr > lr_end, "the polynomial schedule needs lr_end (", lr_end,
+            ") to be smaller than the optimizer's lr (", default_lr, ")");
+    return [warmup, total, lr_end, power, default_lr](int64_t s) {
+      if (s < warmup) return warmup_factor(s, warmup);
+      if (s > total) return lr_end / default_lr;
+      const double remaining = 1.0 - static_cast<double>(s - warmup) / static_cast<double>(total - warmup);
+      return ((default_lr - lr_end) * std::pow(remaining, power) + lr_end) / default_lr;
+    };
+  }
+  if (name == "step") {
+    const int64_t size = required_int(o, "step_size", name);
+    const double gamma = o.get_double("gamma");
+    return [size, gamma](int64_t s) { return std::pow(gamma, static_cast<double>(s / size)); };
+  }
+  fail(Status::InvalidArgument, "unknown schedule '", name,
+       "' (known: constant, constant_with_warmup, linear, cosine, polynomial, step)");
+}
+
+Scheduler::Scheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options)
+    : optimizer_(std::move(optimizer)) {
+  const size_t groups = optimizer_->num_param_groups();
+  for (size_t g = 0; g < groups; ++g) base_lrs_.push_back(optimizer_->lr(g));
+  factor_ = schedule_factor(name, options, optimizer_->default_lr());
+  apply();
+}
+
+void Scheduler::apply() {
+  const double factor = factor_(step_);
+  last_lrs_.clear();
+  for (size_t g = 0; g < base_lrs_.size(); ++g) {
+    optimizer_->set_lr(g, base_lrs_[g] * factor);
+    last_lrs_.push_back(base_lrs_[g] * factor);
+  }
+}
+
+void Scheduler::step() {
+  ++step_;
+  apply();
+}
+
+double Scheduler::last_lr(size_t group) const {
+  require(group < last_lrs_.size(), "parameter group ", group, " does not exist (the scheduler has ",
+          last_lrs_.size(), ")");
+  return last_lrs_[group];
+}
+
+}  // namespace acc

@@ -1,0 +1,63 @@
+#include "tensor/losses.h"
+
+#include "common/error.h"
+
+namespace acc {
+namespace {
+
+constexpr int64_t kIgnoreIndex = -100;
+
+int64_t to_aten(Reduction r) {
+  switch (r) {
+    case Reduction::None: return at::Reduction::None;
+    case Reduction::Mean: return at::Reduction::Mean;
+    case Reduction::Sum: return at::Reduction::Sum;
+  }
+  fail(Status::InvalidArgument, "unknown reduction ", static_cast<int>(r));
+}
+
+void require_class_targets(const at::Tensor& scores, const at::Tensor& target, const char* what) {
+  require(scores.is_floating_point(), what, ": scores must be a floating tensor, got ", scores.scalar_type());
+  require(scores.dim() >= 1, what, ": scores must have a class dimension");
+  require(target.scalar_type() == at::kLong, what, ": target must hold int64 class indices, got ",
+          target.scalar_type());
+  const bool batched = scores.dim() >= 2;
+  require(target.dim() == scores.dim() - 1 && (!batched || target.size(0) == scores.size(0)), what,
+          ": target of shape ", target.sizes(), " does not fit scores of shape ", scores.sizes(),
+          " (expected [N] for [N, C])");
+  require(scores.device() == target.device(), what, ": scores are on ", scores.device(), " but target on ",
+          target.device());
+}
+
+void require_same_shape(const at::Tensor& a, const at::Tensor& b, const char* what) {
+  require(a.sizes() == b.sizes(), what, ": input shape ", a.sizes(), " and target shape ", b.sizes(), " differ");
+  require(a.is_floating_point() && b.is_floating_point(), what, ": input and target must be floating tensors");
+  require(a.device() == b.device(), what, ": input is on ", a.device(), " but target on ", b.device());
+}
+
+}  // namespace
+
+at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& target, Reduction reduction,
+                         double label_smoothing) {
+  require_class_targets(logits, target, "cross_entropy");
+  require(label_smoothing >= 0.0 && label_smoothing <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got ",
+          label_smoothing);
+  return at::cross_entropy_loss(logits, target, {}, to_aten(reduction), kIgnoreIndex, label_smoothing);
+}
+
+at::Tensor nll_loss(const at::Tensor& log_probs, const at::Tensor& target, Reduction reduction) {
+  require_class_targets(log_probs, target, "nll_loss");
+  return at::nll_loss_nd(log_probs, target, {}, to_aten(reduction), kIgnoreIndex);
+}
+
+at::Tensor mse_loss(const at::Tensor& input, const at::Tensor& target, Reduction reduction) {
+  require_same_shape(input, target, "mse_loss");
+  return at::mse_loss(input, target, to_aten(reduction));
+}
+
+at::Tensor bce_with_logits(const at::Tensor& logits, const at::Tensor& target, Reduction reduction) {
+  require_same_shape(logits, target, "bce_with_logits");
+  return at::binary_cross_entropy_with_logits(logits, target, {}, {}, to_aten(reduction));
+}
+
+}  // namespace acc

@@ -1,0 +1,17 @@
+// The losses a training loop needs, with argument checks that name the problem.
+#pragma once
+
+#include <ATen/ATen.h>
+
+namespace acc {
+
+// Same values as acc_reduction; also at::Reduction's.
+enum class Reduction : int { None = 0, Mean = 1, Sum = 2 };
+
+at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& target, Reduction reduction,
+                         double label_smoothing);
+at::Tensor nll_loss(const at::Tensor& log_probs, const at::Tensor& target, Reduction reduction);
+at::Tensor mse_loss(const at::Tensor& input, const at::Tensor& target, Reduction reduction);
+at::Tensor bce_with_logits(const at::Tensor& logits, const at::Tensor& target, Reduction reduction);
+
+}  // namespace acc
