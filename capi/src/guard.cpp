@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <new>
+#include <typeinfo>
 #include <stdexcept>
 
 #include "common/error.h"
@@ -55,7 +56,7 @@ acc_status translate_current_exception() noexcept {
   } catch (const std::invalid_argument& e) {
     return record(ACC_ERR_INVALID_ARGUMENT, e.what());
   } catch (const std::exception& e) {
-    return record(ACC_ERR_INTERNAL, std::string("unexpected error: ") + e.what());
+    return record(ACC_ERR_INTERNAL, std::string("unexpected error (") + typeid(e).name() + "): " + e.what());
   } catch (...) {
     return record(ACC_ERR_INTERNAL, "unexpected error of an unknown type");
   }

@@ -54,7 +54,7 @@ void SpecModel::save_torchscript(const std::string& path) const {
       layer.register_buffer(b.first, b.second.detach().clone());
     layer.define("def forward(self, x: Tensor) -> Tensor:\n    " + layer_script(layers_[i]) + "\n");
     top.register_module(name, layer);
-    forward += "    x = getattr(self, \"" + name + "\")(x)\n";
+    forward += "    x = getattr(self, \"" + name + "\").forward(x)\n";
   }
   forward += "    return x\n";
   top.define(forward);

@@ -1,0 +1,74 @@
+// Helpers for the C API tests. These tests include only accelerate.h: they see what a C user sees.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "accelerate.h"
+
+// Asserts success and shows the library's message otherwise.
+#define ACC_ASSERT_OK(expr)                                                                        \
+  do {                                                                                             \
+    acc_status acc_status_ = (expr);                                                               \
+    ASSERT_EQ(acc_status_, ACC_OK) << #expr << " failed with " << acc_status_name(acc_status_) \
+                                   << ": " << acc_last_error_message();                            \
+  } while (0)
+
+// Asserts a failure with `code` whose message contains `needle`.
+#define ACC_EXPECT_ERROR(expr, code, needle)                                                       \
+  do {                                                                                             \
+    acc_status acc_status_ = (expr);                                                               \
+    EXPECT_EQ(acc_status_, (code)) << #expr << " gave " << acc_status_name(acc_status_) << ": " \
+                                   << acc_last_error_message();                                    \
+    EXPECT_NE(std::string(acc_last_error_message()).find(needle), std::string::npos)             \
+        << "message of " << #expr << ": " << acc_last_error_message();                           \
+  } while (0)
+
+namespace acc_test {
+
+// A float tensor of the given shape and values.
+inline acc_tensor* floats(const std::vector<float>& values, const std::vector<int64_t>& dims) {
+  acc_tensor* t = nullptr;
+  if (acc_tensor_from_host(values.data(), values.size() * sizeof(float), dims.data(), dims.size(),
+                           ACC_DTYPE_FLOAT32, &t) != ACC_OK)
+    ADD_FAILURE() << acc_last_error_message();
+  return t;
+}
+
+inline acc_tensor* longs(const std::vector<int64_t>& values, const std::vector<int64_t>& dims) {
+  acc_tensor* t = nullptr;
+  if (acc_tensor_from_host(values.data(), values.size() * sizeof(int64_t), dims.data(), dims.size(),
+                           ACC_DTYPE_INT64, &t) != ACC_OK)
+    ADD_FAILURE() << acc_last_error_message();
+  return t;
+}
+
+inline std::vector<float> to_floats(const acc_tensor* t) {
+  int64_t n = 0;
+  EXPECT_EQ(acc_tensor_numel(t, &n), ACC_OK);
+  std::vector<float> out(static_cast<size_t>(n));
+  EXPECT_EQ(acc_tensor_to_host(t, out.data(), out.size() * sizeof(float)), ACC_OK) << acc_last_error_message();
+  return out;
+}
+
+inline double item(const acc_tensor* t) {
+  double v = 0;
+  EXPECT_EQ(acc_tensor_item(t, &v), ACC_OK) << acc_last_error_message();
+  return v;
+}
+
+// Where the test fixtures (TorchScript files exported by PyTorch) are.
+inline std::string data_dir() {
+  const char* dir = std::getenv("ACC_TEST_DATA");
+  return dir ? dir : "";
+}
+
+inline std::string temp_path(const std::string& name) {
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir ? dir : "/tmp") + "/acc_test_" + std::to_string(::getpid()) + "_" + name;
+}
+
+}  // namespace acc_test

@@ -1,0 +1,120 @@
+// Library information, error reporting, options.
+#include <unistd.h>
+
+#include <thread>
+
+#include "support.h"
+
+TEST(Core, VersionMatchesHeader) {
+  int major = -1, minor = -1, patch = -1;
+  acc_version(&major, &minor, &patch);
+  EXPECT_EQ(major, ACC_VERSION_MAJOR);
+  EXPECT_EQ(minor, ACC_VERSION_MINOR);
+  EXPECT_EQ(patch, ACC_VERSION_PATCH);
+  acc_version(nullptr, nullptr, nullptr);  // NULL pointers are allowed
+  EXPECT_EQ(acc_abi_version(), ACC_ABI_VERSION);
+}
+
+TEST(Core, AbiCheckNamesBothVersions) {
+  ACC_ASSERT_OK(acc_check_abi(ACC_ABI_VERSION));
+  ACC_EXPECT_ERROR(acc_check_abi(ACC_ABI_VERSION + 41), ACC_ERR_VERSION_MISMATCH,
+                   std::to_string(ACC_ABI_VERSION + 41));
+  EXPECT_EQ(acc_last_error_code(), ACC_ERR_VERSION_MISMATCH);
+}
+
+TEST(Core, BuildInfoReportsTorchCudaAndBlas) {
+  std::string info = acc_build_info();
+  EXPECT_EQ(info.front(), '{');
+  for (const char* key : {"\"libtorch\"", "\"cuda\"", "\"nccl\"", "\"blas\"", "\"library\""})
+    EXPECT_NE(info.find(key), std::string::npos) << key << " missing from " << info;
+  EXPECT_EQ(info.find("\"blas\":\"unknown\""), std::string::npos) << info;
+  // The set-up installs OpenBLAS; a build info that reports another BLAS means a slow machine.
+  if (std::getenv("ACC_EXPECT_OPENBLAS")) EXPECT_NE(info.find("OpenBLAS"), std::string::npos) << info;
+}
+
+TEST(Core, StatusNamesAreStable) {
+  EXPECT_STREQ(acc_status_name(ACC_OK), "ACC_OK");
+  EXPECT_STREQ(acc_status_name(ACC_ERR_IO), "ACC_ERR_IO");
+  EXPECT_STREQ(acc_status_name(static_cast<acc_status>(999)), "unknown status");
+  EXPECT_EQ(ACC_ERR_INVALID_ARGUMENT, 1);
+  EXPECT_EQ(ACC_ERR_INTERNAL, 11);
+}
+
+TEST(Core, LastErrorIsPerThreadAndKeepsBacktrace) {
+  acc_options* opts = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_OPTIMIZER, &opts));
+  ACC_EXPECT_ERROR(acc_options_set_double(opts, "learning_rate", 0.1), ACC_ERR_INVALID_ARGUMENT, "learning_rate");
+  EXPECT_NE(std::string(acc_last_error_backtrace()), "");
+  std::string other_thread_message = "unset";
+  std::thread([&] { other_thread_message = acc_last_error_message(); }).join();
+  EXPECT_EQ(other_thread_message, "");
+  acc_options_free(opts);
+}
+
+TEST(Options, TypedSettersCheckTypeRangeAndKey) {
+  acc_options* opts = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_OPTIMIZER, &opts));
+  ACC_ASSERT_OK(acc_options_set_double(opts, "lr", 0.05));
+  ACC_ASSERT_OK(acc_options_set_int(opts, "momentum", 1));  // ints are fine for numbers
+  ACC_ASSERT_OK(acc_options_set_bool(opts, "nesterov", 1));
+  ACC_EXPECT_ERROR(acc_options_set_double(opts, "lr", -1.0), ACC_ERR_INVALID_ARGUMENT, "'lr' must be at least");
+  ACC_EXPECT_ERROR(acc_options_set_string(opts, "lr", "fast"), ACC_ERR_INVALID_ARGUMENT, "'lr' takes a number");
+  ACC_EXPECT_ERROR(acc_options_set_double(opts, "beta1", 1.5), ACC_ERR_INVALID_ARGUMENT, "beta1");
+  ACC_EXPECT_ERROR(acc_options_set_bool(opts, "nesterov_momentum", 1), ACC_ERR_INVALID_ARGUMENT,
+                   "unknown optimizer option 'nesterov_momentum'");
+  ACC_EXPECT_ERROR(acc_options_set_double(opts, nullptr, 1.0), ACC_ERR_INVALID_ARGUMENT, "key is NULL");
+  char* text = nullptr;
+  ACC_ASSERT_OK(acc_options_get(opts, "lr", &text));
+  EXPECT_EQ(std::stod(text), 0.05);
+  acc_string_free(text);
+  acc_options_free(opts);
+}
+
+TEST(Options, TextSetterParsesByType) {
+  acc_options* opts = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_SCHEDULER, &opts));
+  ACC_ASSERT_OK(acc_options_set(opts, "num_warmup_steps", "10"));
+  ACC_ASSERT_OK(acc_options_set(opts, "num_cycles", "1.5"));
+  ACC_EXPECT_ERROR(acc_options_set(opts, "num_warmup_steps", "10.5"), ACC_ERR_INVALID_ARGUMENT, "integer");
+  ACC_EXPECT_ERROR(acc_options_set(opts, "num_warmup_steps", "-3"), ACC_ERR_INVALID_ARGUMENT, "at least 0");
+  ACC_EXPECT_ERROR(acc_options_set(opts, "gamma", "nan"), ACC_ERR_INVALID_ARGUMENT, "finite");
+  ACC_EXPECT_ERROR(acc_options_set(opts, "warmup", "1"), ACC_ERR_INVALID_ARGUMENT, "known: num_warmup_steps");
+  char* text = nullptr;
+  ACC_ASSERT_OK(acc_options_get(opts, "num_warmup_steps", &text));
+  EXPECT_STREQ(text, "10");
+  acc_string_free(text);
+  ACC_ASSERT_OK(acc_options_get(opts, "power", &text));  // an unset key reports its default
+  EXPECT_EQ(std::stod(text), 1.0);
+  acc_string_free(text);
+  acc_options_free(opts);
+  ACC_EXPECT_ERROR(acc_options_create(static_cast<acc_options_kind>(77), &opts), ACC_ERR_INVALID_ARGUMENT, "77");
+  ACC_EXPECT_ERROR(acc_options_create(ACC_OPTIONS_OPTIMIZER, nullptr), ACC_ERR_INVALID_ARGUMENT, "out");
+}
+
+TEST(Handles, FreedAndForeignHandlesAreRejected) {
+  acc_options* opts = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_OPTIMIZER, &opts));
+  acc_options_free(opts);
+  ACC_EXPECT_ERROR(acc_options_set_double(opts, "lr", 0.1), ACC_ERR_INVALID_HANDLE, "not a live acc_options");
+  acc_options_free(opts);  // a second free is ignored, not a double free
+  acc_options_free(nullptr);
+  int not_a_handle = 0;
+  ACC_EXPECT_ERROR(acc_options_set_double(reinterpret_cast<acc_options*>(&not_a_handle), "lr", 0.1),
+                   ACC_ERR_INVALID_HANDLE, "acc_options");
+  ACC_EXPECT_ERROR(acc_options_set_double(nullptr, "lr", 0.1), ACC_ERR_INVALID_HANDLE, "opts is NULL");
+  // A handle of another type is not taken for this one.
+  acc_tensor* t = acc_test::floats({1}, {1});
+  ACC_EXPECT_ERROR(acc_options_set_double(reinterpret_cast<acc_options*>(t), "lr", 0.1), ACC_ERR_INVALID_HANDLE,
+                   "acc_options");
+  acc_tensor_free(t);
+}
+
+TEST(Handles, LiveCountsFollowCreateAndFree) {
+  const int64_t before = acc_debug_live_handles(ACC_HANDLE_TENSOR);
+  acc_tensor* a = acc_test::floats({1, 2}, {2});
+  acc_tensor* b = acc_test::floats({1, 2}, {2});
+  EXPECT_EQ(acc_debug_live_handles(ACC_HANDLE_TENSOR), before + 2);
+  acc_tensor_free(a);
+  acc_tensor_free(b);
+  EXPECT_EQ(acc_debug_live_handles(ACC_HANDLE_TENSOR), before);
+}

@@ -1,0 +1,369 @@
+// Models: built from a layer spec or loaded from TorchScript exported by PyTorch.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "support.h"
+
+using acc_test::floats;
+using acc_test::item;
+using acc_test::longs;
+using acc_test::temp_path;
+using acc_test::to_floats;
+
+namespace {
+
+const char* kMlp = R"([{"type":"linear","in_features":4,"out_features":8},{"type":"relu"},
+                       {"type":"dropout","p":0.0},{"type":"linear","in_features":8,"out_features":3}])";
+
+acc_model* spec_model(const char* spec) {
+  acc_model* m = nullptr;
+  EXPECT_EQ(acc_model_from_spec(spec, &m), ACC_OK) << acc_last_error_message();
+  return m;
+}
+
+std::vector<std::string> names(acc_string_list* list) {
+  size_t n = 0;
+  EXPECT_EQ(acc_string_list_size(list, &n), ACC_OK);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n; ++i) {
+    const char* s = nullptr;
+    EXPECT_EQ(acc_string_list_get(list, i, &s), ACC_OK);
+    out.emplace_back(s);
+  }
+  return out;
+}
+
+std::vector<float> forward(acc_model* m, acc_tensor* x) {
+  acc_tensor* y = nullptr;
+  EXPECT_EQ(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y), ACC_OK) << acc_last_error_message();
+  auto values = to_floats(y);
+  acc_tensor_free(y);
+  return values;
+}
+
+std::string fixture(const char* name) {
+  std::string dir = acc_test::data_dir();
+  if (dir.empty()) return "";
+  return dir + "/" + name;
+}
+
+}  // namespace
+
+TEST(Model, SpecBuildsNamedParametersLikeNnSequential) {
+  acc_model* m = spec_model(kMlp);
+  acc_string_list* list = nullptr;
+  ACC_ASSERT_OK(acc_model_parameter_names(m, &list));
+  EXPECT_EQ(names(list), (std::vector<std::string>{"0.weight", "0.bias", "3.weight", "3.bias"}));
+  acc_string_list_free(list);
+  size_t tensors = 0;
+  int64_t elements = 0;
+  ACC_ASSERT_OK(acc_model_parameter_count(m, &tensors, &elements));
+  EXPECT_EQ(tensors, 4u);
+  EXPECT_EQ(elements, 4 * 8 + 8 + 8 * 3 + 3);
+  acc_model_free(m);
+}
+
+TEST(Model, SpecInitialisationFollowsPyTorchBounds) {
+  // nn.Linear draws weight and bias from U(-1/sqrt(in), 1/sqrt(in)).
+  acc_model* m = spec_model(R"([{"type":"linear","in_features":100,"out_features":50}])");
+  acc_tensor* w = nullptr;
+  ACC_ASSERT_OK(acc_model_parameter(m, "0.weight", &w));
+  float max_abs = 0;
+  for (float v : to_floats(w)) max_abs = std::max(max_abs, std::fabs(v));
+  EXPECT_LE(max_abs, 0.1f);
+  EXPECT_GT(max_abs, 0.09f);
+  acc_tensor_free(w);
+  acc_model_free(m);
+}
+
+TEST(Model, SameSeedSameInitialisation) {
+  ACC_ASSERT_OK(acc_manual_seed(7));
+  acc_model* a = spec_model(kMlp);
+  ACC_ASSERT_OK(acc_manual_seed(7));
+  acc_model* b = spec_model(kMlp);
+  acc_tensor *wa = nullptr, *wb = nullptr;
+  ACC_ASSERT_OK(acc_model_parameter(a, "3.weight", &wa));
+  ACC_ASSERT_OK(acc_model_parameter(b, "3.weight", &wb));
+  EXPECT_EQ(to_floats(wa), to_floats(wb));
+  for (acc_tensor* t : {wa, wb}) acc_tensor_free(t);
+  acc_model_free(a);
+  acc_model_free(b);
+}
+
+TEST(Model, EveryLayerTypeBuildsRunsAndExportsToTorchScript) {
+  const char* cnn = R"([
+    {"type":"conv2d","in_channels":1,"out_channels":4,"kernel_size":3,"padding":1},
+    {"type":"batchnorm2d","num_features":4},
+    {"type":"relu"},
+    {"type":"maxpool2d","kernel_size":2},
+    {"type":"avgpool2d","kernel_size":[2,2],"stride":1},
+    {"type":"flatten"},
+    {"type":"linear","in_features":36,"out_features":16},
+    {"type":"layernorm","normalized_shape":16},
+    {"type":"gelu"},
+    {"type":"batchnorm1d","num_features":16},
+    {"type":"tanh"},
+    {"type":"dropout","p":0.25},
+    {"type":"linear","in_features":16,"out_features":5,"bias":false},
+    {"type":"sigmoid"},
+    {"type":"softmax","dim":1}])";
+  ACC_ASSERT_OK(acc_manual_seed(3));
+  acc_model* m = spec_model(cnn);
+  std::vector<float> pixels(2 * 8 * 8);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = std::sin(static_cast<float>(i));
+  acc_tensor* x = floats(pixels, {2, 1, 8, 8});
+  // A training step moves the batch-norm statistics, so the export must carry buffers too.
+  acc_tensor* y = nullptr;
+  ACC_ASSERT_OK(acc_model_forward1(m, x, ACC_FORWARD_DEFAULT, &y));
+  acc_tensor_free(y);
+  ACC_ASSERT_OK(acc_model_set_training(m, 0));
+  int training = 1;
+  ACC_ASSERT_OK(acc_model_is_training(m, &training));
+  EXPECT_EQ(training, 0);
+  auto expected = forward(m, x);
+  ASSERT_EQ(expected.size(), 10u);
+
+  const std::string path = temp_path("cnn.pt");
+  ACC_ASSERT_OK(acc_model_save_torchscript(m, path.c_str()));
+  acc_model* loaded = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript(path.c_str(), &loaded));
+  ACC_ASSERT_OK(acc_model_is_training(loaded, &training));
+  EXPECT_EQ(training, 0);
+  EXPECT_EQ(forward(loaded, x), expected);
+  acc_string_list *a = nullptr, *b = nullptr;
+  ACC_ASSERT_OK(acc_model_parameter_names(m, &a));
+  ACC_ASSERT_OK(acc_model_parameter_names(loaded, &b));
+  EXPECT_EQ(names(a), names(b));
+  acc_string_list_free(a);
+  acc_string_list_free(b);
+  acc_tensor* tracked = nullptr;
+  ACC_ASSERT_OK(acc_model_parameter(loaded, "1.num_batches_tracked", &tracked));
+  EXPECT_EQ(item(tracked), 1.0);
+  acc_tensor_free(tracked);
+  std::remove(path.c_str());
+  acc_model_free(loaded);
+  acc_model_free(m);
+  acc_tensor_free(x);
+}
+
+TEST(Model, EmbeddingTakesIndices) {
+  acc_model* m = spec_model(R"([{"type":"embedding","num_embeddings":10,"embedding_dim":3,"padding_idx":0},
+                                {"type":"flatten"}])");
+  acc_tensor* idx = longs({0, 4}, {1, 2});
+  auto out = forward(m, idx);
+  ASSERT_EQ(out.size(), 6u);
+  EXPECT_EQ(out[0], 0.0f);  // the padding row is zero
+  acc_tensor_free(idx);
+  acc_model_free(m);
+}
+
+TEST(Model, BadSpecsAreRejectedWithTheReason) {
+  acc_model* m = nullptr;
+  ACC_EXPECT_ERROR(acc_model_from_spec("[{\"type\":\"linear\"", &m), ACC_ERR_INVALID_ARGUMENT, "not valid JSON");
+  ACC_EXPECT_ERROR(acc_model_from_spec("[]", &m), ACC_ERR_INVALID_ARGUMENT, "non-empty JSON array");
+  ACC_EXPECT_ERROR(acc_model_from_spec(R"([{"type":"lstm"}])", &m), ACC_ERR_INVALID_ARGUMENT,
+                   "unknown layer type 'lstm'");
+  ACC_EXPECT_ERROR(acc_model_from_spec(R"([{"type":"linear","in_features":4}])", &m), ACC_ERR_INVALID_ARGUMENT,
+                   "layer 0 (linear): missing required argument 'out_features'");
+  ACC_EXPECT_ERROR(acc_model_from_spec(R"([{"type":"relu"},{"type":"linear","in":4,"out_features":2}])", &m),
+                   ACC_ERR_INVALID_ARGUMENT, "layer 1 (linear): unknown argument 'in'");
+  ACC_EXPECT_ERROR(acc_model_from_spec(R"([{"type":"linear","in_features":"4","out_features":2}])", &m),
+                   ACC_ERR_INVALID_ARGUMENT, "'in_features' must be an integer");
+  ACC_EXPECT_ERROR(acc_model_from_spec(R"([{"type":"linear","in_features":0,"out_features":2}])", &m),
+                   ACC_ERR_INVALID_ARGUMENT, "must be positive");
+  ACC_EXPECT_ERROR(acc_model_from_spec(R"([{"type":"dropout","p":2}])", &m), ACC_ERR_INVALID_ARGUMENT, "'p'");
+  ACC_EXPECT_ERROR(acc_model_from_spec(nullptr, &m), ACC_ERR_INVALID_ARGUMENT, "json_spec is NULL");
+  EXPECT_EQ(m, nullptr);
+}
+
+TEST(Model, ForwardErrorsNameTheProblem) {
+  acc_model* m = spec_model(kMlp);
+  acc_tensor* wrong = floats(std::vector<float>(10, 0), {2, 5});
+  acc_tensor* y = nullptr;
+  ACC_EXPECT_ERROR(acc_model_forward1(m, wrong, 0, &y), ACC_ERR_INVALID_ARGUMENT, "");
+  EXPECT_NE(std::string(acc_last_error_message()).find("cannot be multiplied"), std::string::npos)
+      << acc_last_error_message();
+  acc_tensor_list* out = nullptr;
+  const acc_tensor* two[] = {wrong, wrong};
+  ACC_EXPECT_ERROR(acc_model_forward(m, two, 2, 0, &out), ACC_ERR_INVALID_ARGUMENT, "takes 1 input, got 2");
+  ACC_EXPECT_ERROR(acc_model_forward(m, nullptr, 1, 0, &out), ACC_ERR_INVALID_ARGUMENT, "inputs is NULL");
+  ACC_EXPECT_ERROR(acc_model_forward(m, two, 1, 0x80, &out), ACC_ERR_INVALID_ARGUMENT, "unknown forward flags");
+  acc_tensor_free(wrong);
+  ACC_EXPECT_ERROR(acc_model_forward1(m, wrong, 0, &y), ACC_ERR_INVALID_HANDLE, "inputs[i]");
+  acc_model_free(m);
+  acc_tensor* x = floats(std::vector<float>(4, 0), {1, 4});
+  ACC_EXPECT_ERROR(acc_model_forward1(m, x, 0, &y), ACC_ERR_INVALID_HANDLE, "not a live acc_model");
+  acc_tensor_free(x);
+}
+
+TEST(Model, NoGradForwardRecordsNoHistory) {
+  acc_model* m = spec_model(kMlp);
+  acc_tensor* x = floats(std::vector<float>(4, 1), {1, 4});
+  acc_tensor* y = nullptr;
+  int requires_grad = -1;
+  ACC_ASSERT_OK(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y));
+  ACC_ASSERT_OK(acc_tensor_requires_grad(y, &requires_grad));
+  EXPECT_EQ(requires_grad, 0);
+  acc_tensor_free(y);
+  ACC_ASSERT_OK(acc_model_forward1(m, x, ACC_FORWARD_DEFAULT, &y));
+  ACC_ASSERT_OK(acc_tensor_requires_grad(y, &requires_grad));
+  EXPECT_EQ(requires_grad, 1);
+  acc_tensor_free(y);
+  acc_tensor_free(x);
+  acc_model_free(m);
+}
+
+TEST(Model, StateDictRoundTripAndStrictness) {
+  ACC_ASSERT_OK(acc_manual_seed(1));
+  acc_model* a = spec_model(kMlp);
+  ACC_ASSERT_OK(acc_manual_seed(2));
+  acc_model* b = spec_model(kMlp);
+  acc_tensor* x = floats({0.1f, -0.2f, 0.3f, 0.4f}, {1, 4});
+  EXPECT_NE(forward(a, x), forward(b, x));
+  acc_tensor_list* state = nullptr;
+  ACC_ASSERT_OK(acc_model_state_dict(a, &state));
+  ACC_ASSERT_OK(acc_model_load_state_dict(b, state, 1));
+  EXPECT_EQ(forward(a, x), forward(b, x));
+
+  // Strict loading names what is missing and what is unexpected; non-strict ignores both.
+  acc_tensor_list* partial = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&partial));
+  acc_tensor* w = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_find(state, "0.weight", &w));
+  ACC_ASSERT_OK(acc_tensor_list_append(partial, "0.weight", w));
+  ACC_ASSERT_OK(acc_tensor_list_append(partial, "encoder.weight", w));
+  ACC_EXPECT_ERROR(acc_model_load_state_dict(b, partial, 1), ACC_ERR_INVALID_ARGUMENT, "missing keys: 0.bias");
+  EXPECT_NE(std::string(acc_last_error_message()).find("unexpected keys: encoder.weight"), std::string::npos);
+  ACC_ASSERT_OK(acc_model_load_state_dict(b, partial, 0));
+  acc_tensor_list* wrong_shape = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&wrong_shape));
+  ACC_ASSERT_OK(acc_tensor_list_append(wrong_shape, "3.weight", w));
+  ACC_EXPECT_ERROR(acc_model_load_state_dict(b, wrong_shape, 0), ACC_ERR_INVALID_ARGUMENT,
+                   "'3.weight' has shape [8, 4] but the model's has [3, 8]");
+  acc_tensor_free(w);
+  for (acc_tensor_list* l : {state, partial, wrong_shape}) acc_tensor_list_free(l);
+  acc_tensor_free(x);
+  acc_model_free(a);
+  acc_model_free(b);
+}
+
+TEST(Model, ConversionToAnotherDtypeKeepsIntegerBuffers) {
+  acc_model* m = spec_model(R"([{"type":"linear","in_features":2,"out_features":2},
+                                {"type":"batchnorm1d","num_features":2}])");
+  ACC_ASSERT_OK(acc_model_to(m, "cpu", ACC_DTYPE_FLOAT64));
+  acc_tensor* t = nullptr;
+  acc_dtype dtype = ACC_DTYPE_UNDEFINED;
+  ACC_ASSERT_OK(acc_model_parameter(m, "0.weight", &t));
+  ACC_ASSERT_OK(acc_tensor_dtype(t, &dtype));
+  EXPECT_EQ(dtype, ACC_DTYPE_FLOAT64);
+  acc_tensor_free(t);
+  ACC_ASSERT_OK(acc_model_parameter(m, "1.num_batches_tracked", &t));
+  ACC_ASSERT_OK(acc_tensor_dtype(t, &dtype));
+  EXPECT_EQ(dtype, ACC_DTYPE_INT64);
+  acc_tensor_free(t);
+  ACC_EXPECT_ERROR(acc_model_to(m, nullptr, ACC_DTYPE_INT32), ACC_ERR_INVALID_ARGUMENT, "floating dtype");
+  acc_model_free(m);
+}
+
+TEST(TorchScript, MissingAndCorruptFilesAreIoErrors) {
+  acc_model* m = nullptr;
+  ACC_EXPECT_ERROR(acc_model_load_torchscript("/nonexistent/model.pt", &m), ACC_ERR_IO, "cannot open");
+  const std::string path = temp_path("corrupt.pt");
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << "PK\x03\x04 this is not a zip archive at all";
+  }
+  ACC_EXPECT_ERROR(acc_model_load_torchscript(path.c_str(), &m), ACC_ERR_IO, "not a readable TorchScript archive");
+  std::remove(path.c_str());
+  EXPECT_EQ(m, nullptr);
+  acc_model* spec = spec_model(kMlp);
+  ACC_EXPECT_ERROR(acc_model_save_torchscript(spec, "/nonexistent/dir/out.pt"), ACC_ERR_IO, "cannot write");
+  acc_model_free(spec);
+}
+
+TEST(TorchScript, TupleOutputsFromAPyTorchExportTrain) {
+  const std::string path = fixture("classifier.pt");
+  if (path.empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  acc_model* m = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript(path.c_str(), &m));
+  acc_string_list* list = nullptr;
+  ACC_ASSERT_OK(acc_model_parameter_names(m, &list));
+  EXPECT_EQ(names(list), (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}));
+  acc_string_list_free(list);
+
+  // Three separable classes; the model's own loss (second output) must fall when trained from C.
+  std::vector<float> xs;
+  std::vector<int64_t> ys;
+  for (int i = 0; i < 30; ++i) {
+    const int cls = i % 3;
+    for (int f = 0; f < 4; ++f) xs.push_back(f == cls ? 2.0f : 0.1f * static_cast<float>((i + f) % 5));
+    ys.push_back(cls);
+  }
+  acc_tensor* x = floats(xs, {30, 4});
+  acc_tensor* y = longs(ys, {30});
+  acc_options* opts = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_OPTIMIZER, &opts));
+  ACC_ASSERT_OK(acc_options_set_double(opts, "lr", 0.05));
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(m, "adam", opts, &opt));
+  acc_options_free(opts);
+  double first = 0, last = 0;
+  for (int step = 0; step < 60; ++step) {
+    const acc_tensor* inputs[] = {x, y};
+    acc_tensor_list* out = nullptr;
+    ACC_ASSERT_OK(acc_model_forward(m, inputs, 2, ACC_FORWARD_DEFAULT, &out));
+    size_t n = 0;
+    ACC_ASSERT_OK(acc_tensor_list_size(out, &n));
+    ASSERT_EQ(n, 2u);
+    const char* name = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_name(out, 1, &name));
+    EXPECT_STREQ(name, "1");
+    acc_tensor* loss = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_get(out, 1, &loss));
+    if (step == 0) first = item(loss);
+    last = item(loss);
+    ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
+    ACC_ASSERT_OK(acc_tensor_backward(loss));
+    ACC_ASSERT_OK(acc_optimizer_step(opt));
+    acc_tensor_free(loss);
+    acc_tensor_list_free(out);
+  }
+  EXPECT_LT(last, first * 0.2) << "loss " << first << " -> " << last;
+  acc_tensor* lone = nullptr;
+  ACC_EXPECT_ERROR(acc_model_forward1(m, x, 0, &lone), ACC_ERR_INVALID_ARGUMENT, "takes 2 input(s), got 1");
+  acc_optimizer_free(opt);
+  acc_model_free(m);  // the optimizer was freed after... and before works too (see Lifetimes)
+  acc_tensor_free(x);
+  acc_tensor_free(y);
+}
+
+TEST(TorchScript, DictOutputsAreNamedAndMatchPyTorch) {
+  const std::string path = fixture("dict_output.pt");
+  if (path.empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  acc_model* m = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript(path.c_str(), &m));
+  std::vector<float> in(8);
+  for (int i = 0; i < 8; ++i) in[i] = static_cast<float>(i) / 8;
+  acc_tensor* x = floats(in, {2, 4});
+  acc_tensor_list* out = nullptr;
+  const acc_tensor* inputs[] = {x};
+  ACC_ASSERT_OK(acc_model_forward(m, inputs, 1, ACC_FORWARD_NO_GRAD, &out));
+  acc_tensor* logits = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_find(out, "logits", &logits));
+  acc_tensor* norm = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_find(out, "norm", &norm));
+  std::ifstream expected_file(fixture("dict_output_logits.txt"));
+  std::vector<float> expected;
+  for (float v; expected_file >> v;) expected.push_back(v);
+  auto got = to_floats(logits);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-6);
+  acc_tensor* buffer = nullptr;
+  ACC_ASSERT_OK(acc_model_parameter(m, "scale", &buffer));  // buffers are reachable by name
+  EXPECT_EQ(item(buffer), 2.0);
+  for (acc_tensor* t : {x, logits, norm, buffer}) acc_tensor_free(t);
+  acc_tensor_list_free(out);
+  acc_model_free(m);
+}

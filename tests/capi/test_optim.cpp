@@ -1,0 +1,265 @@
+// Optimizers and learning-rate schedules, checked against their update rules.
+#include <cmath>
+
+#include "support.h"
+
+using acc_test::floats;
+using acc_test::item;
+using acc_test::to_floats;
+
+namespace {
+
+// A model with one weight w = 1 (linear 1->1 without bias); loss(w) = w^2, so dloss/dw = 2w.
+struct Scalar {
+  acc_model* model = nullptr;
+  acc_tensor* x = nullptr;
+  acc_tensor* zero = nullptr;
+  Scalar() {
+    EXPECT_EQ(acc_model_from_spec(R"([{"type":"linear","in_features":1,"out_features":1,"bias":false}])", &model),
+              ACC_OK);
+    acc_tensor_list* state = nullptr;
+    EXPECT_EQ(acc_tensor_list_create(&state), ACC_OK);
+    acc_tensor* one = floats({1.0f}, {1, 1});
+    EXPECT_EQ(acc_tensor_list_append(state, "0.weight", one), ACC_OK);
+    EXPECT_EQ(acc_model_load_state_dict(model, state, 1), ACC_OK);
+    acc_tensor_free(one);
+    acc_tensor_list_free(state);
+    x = floats({1.0f}, {1, 1});
+    zero = floats({0.0f}, {1, 1});
+  }
+  ~Scalar() {
+    acc_model_free(model);
+    acc_tensor_free(x);
+    acc_tensor_free(zero);
+  }
+  void backward() {
+    acc_tensor* y = nullptr;
+    acc_tensor* loss = nullptr;
+    ASSERT_EQ(acc_model_forward1(model, x, 0, &y), ACC_OK);
+    ASSERT_EQ(acc_loss_mse(y, zero, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+    ASSERT_EQ(acc_tensor_backward(loss), ACC_OK);
+    acc_tensor_free(y);
+    acc_tensor_free(loss);
+  }
+  float weight() {
+    acc_tensor* w = nullptr;
+    EXPECT_EQ(acc_model_parameter(model, "0.weight", &w), ACC_OK);
+    float v = to_floats(w)[0];
+    acc_tensor_free(w);
+    return v;
+  }
+};
+
+acc_options* optimizer_options(std::initializer_list<std::pair<const char*, const char*>> items) {
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o), ACC_OK);
+  for (auto& kv : items) EXPECT_EQ(acc_options_set(o, kv.first, kv.second), ACC_OK) << acc_last_error_message();
+  return o;
+}
+
+std::vector<float> run_steps(const char* algorithm, std::initializer_list<std::pair<const char*, const char*>> items,
+                             int steps) {
+  Scalar s;
+  acc_options* o = optimizer_options(items);
+  acc_optimizer* opt = nullptr;
+  EXPECT_EQ(acc_optimizer_create(s.model, algorithm, o, &opt), ACC_OK) << acc_last_error_message();
+  acc_options_free(o);
+  std::vector<float> weights;
+  for (int i = 0; i < steps; ++i) {
+    EXPECT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+    s.backward();
+    EXPECT_EQ(acc_optimizer_step(opt), ACC_OK);
+    weights.push_back(s.weight());
+  }
+  acc_optimizer_free(opt);
+  return weights;
+}
+
+double schedule_lr(const char* name, std::initializer_list<std::pair<const char*, const char*>> items, int steps) {
+  Scalar s;
+  acc_options* o = optimizer_options({{"lr", "1.0"}});
+  acc_optimizer* opt = nullptr;
+  EXPECT_EQ(acc_optimizer_create(s.model, "sgd", o, &opt), ACC_OK);
+  acc_options_free(o);
+  acc_options* so = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_SCHEDULER, &so), ACC_OK);
+  for (auto& kv : items) EXPECT_EQ(acc_options_set(so, kv.first, kv.second), ACC_OK) << acc_last_error_message();
+  acc_scheduler* sched = nullptr;
+  EXPECT_EQ(acc_scheduler_create(opt, name, so, &sched), ACC_OK) << acc_last_error_message();
+  acc_options_free(so);
+  for (int i = 0; i < steps; ++i) EXPECT_EQ(acc_scheduler_step(sched), ACC_OK);
+  double last = -1, current = -2;
+  int64_t count = -1;
+  EXPECT_EQ(acc_scheduler_get_last_lr(sched, 0, &last), ACC_OK);
+  EXPECT_EQ(acc_optimizer_get_lr(opt, 0, &current), ACC_OK);
+  EXPECT_EQ(acc_scheduler_get_step(sched, &count), ACC_OK);
+  EXPECT_EQ(count, steps);
+  EXPECT_EQ(last, current);
+  acc_scheduler_free(sched);
+  acc_optimizer_free(opt);
+  return last;
+}
+
+}  // namespace
+
+TEST(Optimizer, SgdFollowsItsUpdateRule) {
+  // w1 = 1 - 0.1 * 2 = 0.8; w2 = 0.8 - 0.1 * 1.6 = 0.64
+  auto plain = run_steps("sgd", {{"lr", "0.1"}}, 2);
+  EXPECT_FLOAT_EQ(plain[0], 0.8f);
+  EXPECT_FLOAT_EQ(plain[1], 0.64f);
+  // momentum 0.9: buf1 = 2 -> w = 0.8; buf2 = 0.9 * 2 + 1.6 = 3.4 -> w = 0.46
+  auto momentum = run_steps("sgd", {{"lr", "0.1"}, {"momentum", "0.9"}}, 2);
+  EXPECT_FLOAT_EQ(momentum[1], 0.46f);
+  // nesterov: step = g + 0.9 * buf = 2 + 1.8 -> w = 0.62
+  auto nesterov = run_steps("sgd", {{"lr", "0.1"}, {"momentum", "0.9"}, {"nesterov", "true"}}, 1);
+  EXPECT_FLOAT_EQ(nesterov[0], 0.62f);
+  // weight decay 0.5: g = 2 + 0.5 -> w = 0.75
+  auto decay = run_steps("sgd", {{"lr", "0.1"}, {"weight_decay", "0.5"}}, 1);
+  EXPECT_FLOAT_EQ(decay[0], 0.75f);
+}
+
+TEST(Optimizer, AdamAndAdamWFirstStepIsLrTimesSign) {
+  auto adam = run_steps("adam", {{"lr", "0.1"}}, 1);
+  EXPECT_NEAR(adam[0], 0.9f, 1e-6);
+  // AdamW decays the weight first: 1 * (1 - 0.1 * 0.1) - 0.1 = 0.89
+  auto adamw = run_steps("adamw", {{"lr", "0.1"}, {"weight_decay", "0.1"}}, 1);
+  EXPECT_NEAR(adamw[0], 0.89f, 1e-6);
+  // AdamW's default weight decay is 0.01, as in PyTorch: 1 * (1 - 0.001) - 0.1
+  auto adamw_default = run_steps("adamw", {{"lr", "0.1"}}, 1);
+  EXPECT_NEAR(adamw_default[0], 0.899f, 1e-6);
+}
+
+TEST(Optimizer, ErrorsNameTheOption) {
+  Scalar s;
+  acc_optimizer* opt = nullptr;
+  acc_options* o = optimizer_options({{"momentum", "0.9"}});
+  ACC_EXPECT_ERROR(acc_optimizer_create(s.model, "adam", o, &opt), ACC_ERR_INVALID_ARGUMENT,
+                   "'momentum' does not apply to the adam optimizer");
+  acc_options_free(o);
+  ACC_EXPECT_ERROR(acc_optimizer_create(s.model, "lamb", nullptr, &opt), ACC_ERR_INVALID_ARGUMENT,
+                   "unknown optimizer 'lamb'");
+  o = optimizer_options({{"nesterov", "1"}});
+  ACC_EXPECT_ERROR(acc_optimizer_create(s.model, "sgd", o, &opt), ACC_ERR_INVALID_ARGUMENT, "nesterov");
+  acc_options_free(o);
+  acc_options* sched_opts = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_SCHEDULER, &sched_opts));
+  ACC_EXPECT_ERROR(acc_optimizer_create(s.model, "sgd", sched_opts, &opt), ACC_ERR_INVALID_ARGUMENT,
+                   "scheduler options, but optimizer options are needed");
+  acc_options_free(sched_opts);
+  ACC_EXPECT_ERROR(acc_optimizer_create(nullptr, "sgd", nullptr, &opt), ACC_ERR_INVALID_HANDLE, "model is NULL");
+  EXPECT_EQ(opt, nullptr);
+}
+
+TEST(Optimizer, ParamGroupsHaveTheirOwnHyperParameters) {
+  acc_model* m = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":2,"out_features":2}])", &m));
+  acc_options* o = optimizer_options({{"lr", "0.1"}, {"weight_decay", "0.05"}});
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(m, "adamw", o, &opt));
+  acc_options* no_decay = optimizer_options({{"weight_decay", "0"}, {"lr", "0.01"}});
+  const char* bias[] = {"0.bias"};
+  ACC_ASSERT_OK(acc_optimizer_add_param_group(opt, bias, 1, no_decay));
+  size_t groups = 0;
+  ACC_ASSERT_OK(acc_optimizer_num_param_groups(opt, &groups));
+  EXPECT_EQ(groups, 2u);
+  double lr = 0;
+  ACC_ASSERT_OK(acc_optimizer_get_lr(opt, 0, &lr));
+  EXPECT_DOUBLE_EQ(lr, 0.1);
+  ACC_ASSERT_OK(acc_optimizer_get_lr(opt, 1, &lr));
+  EXPECT_DOUBLE_EQ(lr, 0.01);
+  ACC_ASSERT_OK(acc_optimizer_set_lr(opt, 1, 0.02));
+  ACC_ASSERT_OK(acc_optimizer_get_lr(opt, 1, &lr));
+  EXPECT_DOUBLE_EQ(lr, 0.02);
+  ACC_EXPECT_ERROR(acc_optimizer_get_lr(opt, 2, &lr), ACC_ERR_INVALID_ARGUMENT, "group 2 does not exist");
+  ACC_EXPECT_ERROR(acc_optimizer_set_lr(opt, 0, -1), ACC_ERR_INVALID_ARGUMENT, "learning rate");
+  const char* unknown[] = {"1.weight"};
+  ACC_EXPECT_ERROR(acc_optimizer_add_param_group(opt, unknown, 1, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "no parameter or buffer named '1.weight'");
+
+  // One step: the bias (lr 0.02, no decay) moves by 0.02 exactly; the weight by lr and decay.
+  acc_tensor* before = nullptr;
+  ACC_ASSERT_OK(acc_model_parameter(m, "0.bias", &before));
+  const auto b0 = to_floats(before);
+  acc_tensor* x = floats({1, 1}, {1, 2});
+  acc_tensor* y = nullptr;
+  acc_tensor* loss = nullptr;
+  ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &y));
+  ACC_ASSERT_OK(acc_tensor_sum(y, &loss));  // d loss / d bias = 1
+  ACC_ASSERT_OK(acc_tensor_backward(loss));
+  ACC_ASSERT_OK(acc_optimizer_step(opt));
+  const auto b1 = to_floats(before);  // aliases the parameter
+  EXPECT_NEAR(b1[0], b0[0] - 0.02f, 1e-6);
+  ACC_EXPECT_ERROR(acc_optimizer_add_param_group(opt, bias, 1, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "before the first step");
+  for (acc_tensor* t : {before, x, y, loss}) acc_tensor_free(t);
+  acc_options_free(o);
+  acc_options_free(no_decay);
+  acc_optimizer_free(opt);
+  acc_model_free(m);
+}
+
+TEST(Lifetimes, ChildrenKeepTheirParentsAlive) {
+  acc_model* m = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":2,"out_features":1}])", &m));
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(m, "sgd", nullptr, &opt));
+  acc_scheduler* sched = nullptr;
+  ACC_ASSERT_OK(acc_scheduler_create(opt, "constant", nullptr, &sched));
+  acc_tensor* w = nullptr;
+  ACC_ASSERT_OK(acc_model_parameter(m, "0.weight", &w));
+  acc_model_free(m);
+  acc_optimizer_free(opt);
+  ACC_ASSERT_OK(acc_scheduler_step(sched));  // still works: the scheduler holds both
+  EXPECT_EQ(to_floats(w).size(), 2u);
+  acc_scheduler_free(sched);
+  acc_tensor_free(w);
+}
+
+TEST(Scheduler, TransformersFormulas) {
+  // lr 1.0, 10 warmup steps, 100 training steps.
+  auto warm = std::initializer_list<std::pair<const char*, const char*>>{{"num_warmup_steps", "10"},
+                                                                         {"num_training_steps", "100"}};
+  EXPECT_DOUBLE_EQ(schedule_lr("constant", {}, 50), 1.0);
+  EXPECT_DOUBLE_EQ(schedule_lr("constant_with_warmup", warm, 0), 0.0);
+  EXPECT_DOUBLE_EQ(schedule_lr("constant_with_warmup", warm, 5), 0.5);
+  EXPECT_DOUBLE_EQ(schedule_lr("constant_with_warmup", warm, 50), 1.0);
+  EXPECT_DOUBLE_EQ(schedule_lr("linear", warm, 5), 0.5);
+  EXPECT_DOUBLE_EQ(schedule_lr("linear", warm, 10), 1.0);
+  EXPECT_DOUBLE_EQ(schedule_lr("linear", warm, 55), 0.5);
+  EXPECT_DOUBLE_EQ(schedule_lr("linear", warm, 100), 0.0);
+  EXPECT_DOUBLE_EQ(schedule_lr("linear", warm, 120), 0.0);
+  EXPECT_NEAR(schedule_lr("cosine", warm, 55), 0.5, 1e-12);
+  EXPECT_NEAR(schedule_lr("cosine", warm, 100), 0.0, 1e-12);
+  EXPECT_NEAR(schedule_lr("cosine", {{"num_warmup_steps", "0"}, {"num_training_steps", "100"}, {"num_cycles", "1"}},
+                          50),
+              0.0, 1e-12);
+  // polynomial, power 2, lr_end 0.1: halfway (1 - 0.1) * 0.25 + 0.1 = 0.325; past the end lr_end.
+  auto poly = std::initializer_list<std::pair<const char*, const char*>>{
+      {"num_warmup_steps", "0"}, {"num_training_steps", "100"}, {"power", "2"}, {"lr_end", "0.1"}};
+  EXPECT_NEAR(schedule_lr("polynomial", poly, 50), 0.325, 1e-12);
+  EXPECT_NEAR(schedule_lr("polynomial", poly, 150), 0.1, 1e-12);
+  EXPECT_NEAR(schedule_lr("step", {{"step_size", "10"}, {"gamma", "0.5"}}, 25), 0.25, 1e-12);
+}
+
+TEST(Scheduler, ErrorsNameWhatIsMissing) {
+  Scalar s;
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(s.model, "sgd", nullptr, &opt));
+  acc_scheduler* sched = nullptr;
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "linear", nullptr, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "needs the option 'num_training_steps'");
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "one_cycle", nullptr, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "unknown schedule 'one_cycle'");
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_SCHEDULER, &o));
+  ACC_ASSERT_OK(acc_options_set_int(o, "num_training_steps", 10));
+  ACC_ASSERT_OK(acc_options_set_double(o, "lr_end", 1.0));
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "polynomial", o, &sched), ACC_ERR_INVALID_ARGUMENT, "lr_end");
+  acc_options_free(o);
+  double lr = 0;
+  ACC_ASSERT_OK(acc_scheduler_create(opt, "constant", nullptr, &sched));
+  ACC_EXPECT_ERROR(acc_scheduler_get_last_lr(sched, 3, &lr), ACC_ERR_INVALID_ARGUMENT, "group 3");
+  acc_scheduler_free(sched);
+  ACC_EXPECT_ERROR(acc_scheduler_step(sched), ACC_ERR_INVALID_HANDLE, "acc_scheduler");
+  acc_optimizer_free(opt);
+}
