@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs everything accelerate needs to build, test and run its examples on Debian 12.
+# Uses sudo when not run as root. Does nothing when every package is already installed.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  cmake ninja-build clang make pkg-config
+  # libtorch and c10d's Gloo backend; OpenBLAS so libtorch computes at full speed
+  libtorch-dev libgloo-dev libopenblas0-pthread
+  # libraries the implementation uses
+  nlohmann-json3-dev zlib1g-dev
+  # tests: GoogleTest; PyTorch itself, to export TorchScript models the tests load
+  libgtest-dev python3-torch
+  # the main job's data set (Fashion-MNIST IDX files in /usr/share/datasets/fashion-mnist)
+  dataset-fashion-mnist
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages are installed"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup: run as root or install sudo" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
