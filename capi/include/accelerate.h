@@ -102,7 +102,10 @@ typedef enum acc_handle_kind {
   ACC_HANDLE_OPTIONS = 4,
   ACC_HANDLE_MODEL = 5,
   ACC_HANDLE_OPTIMIZER = 6,
-  ACC_HANDLE_SCHEDULER = 7
+  ACC_HANDLE_SCHEDULER = 7,
+  ACC_HANDLE_DATASET = 8,
+  ACC_HANDLE_DATALOADER = 9,
+  ACC_HANDLE_ACCELERATOR = 10
 } acc_handle_kind;
 
 /* Opaque handles. */
@@ -113,6 +116,9 @@ typedef struct acc_options acc_options;
 typedef struct acc_model acc_model;
 typedef struct acc_optimizer acc_optimizer;
 typedef struct acc_scheduler acc_scheduler;
+typedef struct acc_dataset acc_dataset;
+typedef struct acc_dataloader acc_dataloader;
+typedef struct acc_accelerator acc_accelerator;
 
 /* ------------------------------------------------------------------------------------------------
  * Library information and errors
@@ -153,8 +159,10 @@ ACC_API void acc_string_free(char *str);
  * bindings. */
 ACC_API int64_t acc_debug_live_handles(acc_handle_kind kind);
 
-/* Seeds every random generator the library uses (torch's CPU and CUDA generators). */
-ACC_API ACC_NODISCARD acc_status acc_manual_seed(uint64_t seed);
+/* Accelerate's set_seed: seeds every random generator the library uses (torch's CPU and CUDA
+ * generators; shuffling loaders without their own seed draw from them). The same seed gives the
+ * same run. */
+ACC_API ACC_NODISCARD acc_status acc_set_seed(uint64_t seed);
 
 /* ------------------------------------------------------------------------------------------------
  * String lists (parameter names, state-dict keys, ...)
@@ -179,11 +187,27 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   num_warmup_steps (int), num_training_steps (int), num_cycles (double, cosine, default 0.5),
  *   power (double, polynomial, default 1.0), lr_end (double, polynomial, default 1e-7),
  *   step_size (int, step), gamma (double, step, default 0.1).
+ * Keys of ACC_OPTIONS_DATALOADER:
+ *   batch_size (int, default 1), shuffle (bool, default false), drop_last (bool, default false),
+ *   seed (int: seedable shuffling, epoch e uses seed + e; unset: drawn from torch's generator, which
+ *   acc_set_seed seeds), num_workers (int, background threads fetching batches, default 1; 0
+ *   loads in the calling thread), prefetch_factor (int, batches fetched ahead per worker, default 2),
+ *   device (string, where batches are put; default: where the dataset is).
+ * Keys of ACC_OPTIONS_ACCELERATOR (Accelerator(...)'s arguments):
+ *   cpu (bool, default false: the GPU when CUDA is there), mixed_precision ("no", "bf16", "fp16"),
+ *   gradient_accumulation_steps (int, default 1), seed (int: acc_set_seed at creation),
+ *   device_placement (bool, default true), step_scheduler_with_optimizer (bool, default true),
+ *   split_batches (bool, default false), project_dir (string).
+ *   Unset cpu, mixed_precision and gradient_accumulation_steps are read from ACCELERATE_USE_CPU,
+ *   ACCELERATE_MIXED_PRECISION and ACCELERATE_GRADIENT_ACCUMULATION_STEPS (set by
+ *   accelerate-launch); a value set with acc_options_* always wins.
  * ---------------------------------------------------------------------------------------------- */
 
 typedef enum acc_options_kind {
   ACC_OPTIONS_OPTIMIZER = 1,
-  ACC_OPTIONS_SCHEDULER = 2
+  ACC_OPTIONS_SCHEDULER = 2,
+  ACC_OPTIONS_DATALOADER = 3,
+  ACC_OPTIONS_ACCELERATOR = 4
 } acc_options_kind;
 
 ACC_API ACC_NODISCARD acc_status acc_options_create(acc_options_kind kind, acc_options **out);
@@ -308,7 +332,7 @@ ACC_API void acc_tensor_list_free(acc_tensor_list *list);
 ACC_API ACC_NODISCARD acc_status acc_model_load_torchscript(const char *path, acc_model **out);
 
 /* Builds a sequential model from a JSON layer spec, initialised as PyTorch initialises each layer
- * (draws from torch's CPU generator: seed with acc_manual_seed for a reproducible model).
+ * (draws from torch's CPU generator: seed with acc_set_seed for a reproducible model).
  * The spec is an array of layers, each an object with "type" and PyTorch's argument names:
  *   {"type":"linear","in_features":784,"out_features":128,"bias":true}
  *   {"type":"conv2d","in_channels":1,"out_channels":32,"kernel_size":3,"stride":1,"padding":1}
@@ -399,6 +423,137 @@ ACC_API ACC_NODISCARD acc_status acc_scheduler_get_last_lr(const acc_scheduler *
 /* Number of steps taken so far. */
 ACC_API ACC_NODISCARD acc_status acc_scheduler_get_step(const acc_scheduler *sched, int64_t *out);
 ACC_API void acc_scheduler_free(acc_scheduler *sched);
+
+/* ------------------------------------------------------------------------------------------------
+ * Datasets (map-style: a number of samples, each a tuple of tensors, the "fields")
+ * ---------------------------------------------------------------------------------------------- */
+
+/* A dataset over tensors that share their first dimension (the sample index), e.g. features
+ * [N, D] and labels [N]. The dataset references the tensors (no copy). */
+ACC_API ACC_NODISCARD acc_status acc_dataset_from_tensors(const acc_tensor *const *fields, size_t n,
+                                                          acc_dataset **out);
+
+/* A read-only view of a binary file as a tensor, without reading it into memory: the bytes from
+ * `offset` on, as `dtype` of shape dims[0..ndim). dims[0] may be -1 to take as many rows as the
+ * file holds. Writing to the tensor never changes the file. Combine such tensors with
+ * acc_dataset_from_tensors for a data set larger than memory. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_from_file_mmap(const char *path, uint64_t offset, acc_dtype dtype,
+                                                           const int64_t *dims, size_t ndim, acc_tensor **out);
+
+/* Reads an IDX file ((Fashion-)MNIST format, plain or .gz) into a tensor of its own type and
+ * shape. Missing, truncated or corrupt files are ACC_ERR_IO with the reason. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_from_idx_file(const char *path, acc_tensor **out);
+
+/* An image classification dataset from a pair of IDX files: field 0 is the images as float32 in
+ * [0, 1] with a channel dimension ([N, 1, H, W]), field 1 the labels as int64 ([N]). E.g.
+ * /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz and train-labels-idx1-ubyte.gz. */
+ACC_API ACC_NODISCARD acc_status acc_dataset_from_idx(const char *images_path, const char *labels_path,
+                                                      acc_dataset **out);
+
+ACC_API ACC_NODISCARD acc_status acc_dataset_size(const acc_dataset *ds, int64_t *out);
+/* Sample `index`, one tensor per field. */
+ACC_API ACC_NODISCARD acc_status acc_dataset_get(const acc_dataset *ds, int64_t index, acc_tensor_list **out);
+ACC_API void acc_dataset_free(acc_dataset *ds);
+
+/* ------------------------------------------------------------------------------------------------
+ * Data loaders: batches of a dataset, in order or shuffled, fetched ahead by background threads.
+ * ---------------------------------------------------------------------------------------------- */
+
+/* opts: an ACC_OPTIONS_DATALOADER object or NULL (batch size 1, in order). The loader keeps the
+ * dataset alive. */
+ACC_API ACC_NODISCARD acc_status acc_dataloader_create(acc_dataset *ds, const acc_options *opts,
+                                                       acc_dataloader **out);
+/* The next batch (one tensor per field, batch dimension first). At the end of an epoch *out is
+ * set to NULL; the call after that starts the next epoch. */
+ACC_API ACC_NODISCARD acc_status acc_dataloader_next(acc_dataloader *dl, acc_tensor_list **out);
+/* Batches per epoch. */
+ACC_API ACC_NODISCARD acc_status acc_dataloader_length(const acc_dataloader *dl, int64_t *out);
+/* The epoch being iterated, or the next one between epochs (the first is 0). */
+ACC_API ACC_NODISCARD acc_status acc_dataloader_epoch(const acc_dataloader *dl, int64_t *out);
+/* Sets the epoch of the next iteration (its shuffle order). Only between epochs. */
+ACC_API ACC_NODISCARD acc_status acc_dataloader_set_epoch(acc_dataloader *dl, int64_t epoch);
+/* 1 when the batch last returned was the last of its epoch. */
+ACC_API ACC_NODISCARD acc_status acc_dataloader_end_of_epoch(const acc_dataloader *dl, int *out);
+ACC_API void acc_dataloader_free(acc_dataloader *dl);
+
+/* ------------------------------------------------------------------------------------------------
+ * The Accelerator. The four-line conversion of a training loop:
+ *
+ *   acc_accelerator_create(opts, &acc);
+ *   acc_prepare(acc, &model, &optimizer, &loader, &scheduler);   (each may be NULL)
+ *   ... acc_backward(acc, loss) instead of acc_tensor_backward(loss) ...
+ *
+ * Prepared objects behave as Accelerate's wrappers: the model is on the accelerator's device and
+ * runs under autocast for mixed precision with fp32 outputs; the optimizer and scheduler only step
+ * at the end of a gradient-accumulation window (the scheduler only when the optimizer really
+ * stepped); the loader puts batches on the device and tells the accelerator where its epoch ends.
+ * ---------------------------------------------------------------------------------------------- */
+
+/* opts: an ACC_OPTIONS_ACCELERATOR object or NULL (defaults and the environment).
+ * mixed_precision "fp16" is ACC_ERR_UNSUPPORTED in this version (no loss scaling yet). */
+ACC_API ACC_NODISCARD acc_status acc_accelerator_create(const acc_options *opts, acc_accelerator **out);
+ACC_API void acc_accelerator_free(acc_accelerator *acc);
+
+/* The device prepared objects live on ("cpu", "cuda:0"); owned by the caller (acc_string_free). */
+ACC_API ACC_NODISCARD acc_status acc_accelerator_device(const acc_accelerator *acc, char **out);
+/* Accelerate's DistributedType name: "NO", "MULTI_CPU" or "MULTI_GPU". Static string. */
+ACC_API ACC_NODISCARD acc_status acc_accelerator_distributed_type(const acc_accelerator *acc, const char **out);
+/* "no", "bf16" or "fp16". Static string. */
+ACC_API ACC_NODISCARD acc_status acc_accelerator_mixed_precision(const acc_accelerator *acc, const char **out);
+ACC_API ACC_NODISCARD acc_status acc_accelerator_process_index(const acc_accelerator *acc, int64_t *out);
+ACC_API ACC_NODISCARD acc_status acc_accelerator_num_processes(const acc_accelerator *acc, int64_t *out);
+ACC_API ACC_NODISCARD acc_status acc_accelerator_local_process_index(const acc_accelerator *acc, int64_t *out);
+ACC_API ACC_NODISCARD acc_status acc_accelerator_is_main_process(const acc_accelerator *acc, int *out);
+ACC_API ACC_NODISCARD acc_status acc_accelerator_is_local_main_process(const acc_accelerator *acc, int *out);
+ACC_API ACC_NODISCARD acc_status acc_accelerator_is_last_process(const acc_accelerator *acc, int *out);
+ACC_API ACC_NODISCARD acc_status acc_accelerator_gradient_accumulation_steps(const acc_accelerator *acc, int64_t *out);
+/* Whether this micro-step ends an accumulation window (gradients synchronised, optimizer steps). */
+ACC_API ACC_NODISCARD acc_status acc_accelerator_sync_gradients(const acc_accelerator *acc, int *out);
+/* Whether the last optimizer step was skipped (fp16 overflow). */
+ACC_API ACC_NODISCARD acc_status acc_accelerator_optimizer_step_was_skipped(const acc_accelerator *acc, int *out);
+/* Micro-steps counted by acc_accumulate_begin in the current window (Accelerate's accelerator.step). */
+ACC_API ACC_NODISCARD acc_status acc_accelerator_step(const acc_accelerator *acc, int64_t *out);
+
+/* Placement of one prepared object: the accelerator's device_placement option, or a per-object
+ * choice (Accelerate's prepare(..., device_placement=[...])). */
+typedef enum acc_placement {
+  ACC_PLACEMENT_DEFAULT = -1,
+  ACC_PLACEMENT_NO = 0,
+  ACC_PLACEMENT_YES = 1
+} acc_placement;
+
+/* Each returns a new handle to the prepared object; the handle passed in stays valid and still
+ * refers to the raw object. Preparing an object twice, or a prepared one, gives the same prepared
+ * object (never a double wrap). */
+ACC_API ACC_NODISCARD acc_status acc_prepare_model(acc_accelerator *acc, acc_model *model, acc_placement placement,
+                                                   acc_model **out);
+ACC_API ACC_NODISCARD acc_status acc_prepare_optimizer(acc_accelerator *acc, acc_optimizer *opt,
+                                                       acc_placement placement, acc_optimizer **out);
+ACC_API ACC_NODISCARD acc_status acc_prepare_dataloader(acc_accelerator *acc, acc_dataloader *dl,
+                                                        acc_placement placement, acc_dataloader **out);
+/* Prepare the scheduler's optimizer first: the prepared scheduler follows the prepared optimizer. */
+ACC_API ACC_NODISCARD acc_status acc_prepare_scheduler(acc_accelerator *acc, acc_scheduler *sched,
+                                                       acc_scheduler **out);
+/* Prepares everything given, in place, as Python's `model, opt, dl, sched = prepare(...)`: each
+ * non-NULL *handle is replaced by its prepared handle and the handle passed in is freed. Any
+ * pointer may be NULL (or point to NULL) to skip that object. Nothing changes if any fails. */
+ACC_API ACC_NODISCARD acc_status acc_prepare(acc_accelerator *acc, acc_model **model, acc_optimizer **opt,
+                                             acc_dataloader **dl, acc_scheduler **sched);
+/* A new handle to the model without the accelerator's wrapper (for saving or inspection). */
+ACC_API ACC_NODISCARD acc_status acc_unwrap_model(acc_accelerator *acc, acc_model *model, acc_model **out);
+
+/* Accelerate's backward: loss / gradient_accumulation_steps, then back-propagation. */
+ACC_API ACC_NODISCARD acc_status acc_backward(acc_accelerator *acc, const acc_tensor *loss);
+/* Around each micro-step when accumulating gradients (Python's `with accelerator.accumulate(model)`):
+ * begin decides sync_gradients; end closes the micro-step. */
+ACC_API ACC_NODISCARD acc_status acc_accumulate_begin(acc_accelerator *acc);
+ACC_API ACC_NODISCARD acc_status acc_accumulate_end(acc_accelerator *acc);
+/* Prints text and a newline on the main process only. */
+ACC_API ACC_NODISCARD acc_status acc_print(const acc_accelerator *acc, const char *text);
+/* Waits until every process gets here; returns at once on one process. */
+ACC_API ACC_NODISCARD acc_status acc_wait_for_everyone(const acc_accelerator *acc);
+/* Drops the accelerator's references to what it prepared (Accelerate's free_memory / clear). */
+ACC_API ACC_NODISCARD acc_status acc_free_memory(acc_accelerator *acc);
 
 #ifdef __cplusplus
 } /* extern "C" */

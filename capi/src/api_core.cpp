@@ -71,7 +71,7 @@ void acc_string_free(char* str) { std::free(str); }
 
 int64_t acc_debug_live_handles(acc_handle_kind kind) { return live_handles(kind); }
 
-acc_status acc_manual_seed(uint64_t seed) {
+acc_status acc_set_seed(uint64_t seed) {
   return guarded([&] {
     torch::manual_seed(seed);
     if (torch::cuda::is_available()) torch::cuda::manual_seed_all(seed);
@@ -95,7 +95,7 @@ void acc_string_list_free(acc_string_list* list) { release(list); }
 acc_status acc_options_create(acc_options_kind kind, acc_options** out) {
   return guarded([&] {
     out_param(out, "out");
-    acc::require(kind == ACC_OPTIONS_OPTIMIZER || kind == ACC_OPTIONS_SCHEDULER, "unknown options kind ",
+    acc::require(kind >= ACC_OPTIONS_OPTIMIZER && kind <= ACC_OPTIONS_ACCELERATOR, "unknown options kind ",
                  static_cast<int>(kind));
     emit(out, acc::Options(static_cast<acc::OptionsKind>(kind)));
   });

@@ -4,17 +4,6 @@
 
 using namespace acc::capi;
 
-namespace {
-
-acc::Options options_arg(const acc_options* opts, acc::OptionsKind kind) {
-  if (!opts) return acc::Options(kind);
-  const acc::Options& o = live(opts, "opts").options;
-  acc::require(o.kind() == kind, "opts were created for ", acc::options_kind_name(o.kind()), " options, but ",
-               acc::options_kind_name(kind), " options are needed here");
-  return o;
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -25,7 +14,7 @@ acc_status acc_optimizer_create(acc_model* model, const char* algorithm, const a
     const std::string name = text_arg(algorithm, "algorithm");
     auto options = options_arg(opts, acc::OptionsKind::Optimizer);
     out_param(out, "out");
-    emit(out, std::make_shared<acc::Optimizer>(m.model, name, options));
+    emit(out, std::make_shared<acc::TorchOptimizer>(m.model, name, options));
   });
 }
 
@@ -71,7 +60,7 @@ acc_status acc_scheduler_create(acc_optimizer* opt, const char* name, const acc_
     const std::string schedule = text_arg(name, "name");
     auto options = options_arg(opts, acc::OptionsKind::Scheduler);
     out_param(out, "out");
-    emit(out, std::make_shared<acc::Scheduler>(o.optimizer, schedule, options));
+    emit(out, std::make_shared<acc::LambdaScheduler>(o.optimizer, schedule, options));
   });
 }
 

@@ -12,7 +12,7 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::unordered_map<const void*, acc_handle_kind> kinds;
-  std::array<int64_t, 8> counts{};
+  std::array<int64_t, 16> counts{};
 };
 
 Registry& registry() {
@@ -52,6 +52,14 @@ int64_t live_handles(acc_handle_kind kind) {
   if (kind == ACC_HANDLE_ANY) return static_cast<int64_t>(r.kinds.size());
   if (kind < 0 || static_cast<size_t>(kind) >= r.counts.size()) return 0;
   return r.counts[kind];
+}
+
+acc::Options options_arg(const acc_options* opts, acc::OptionsKind kind) {
+  if (!opts) return acc::Options(kind);
+  const acc::Options& o = live(opts, "opts").options;
+  acc::require(o.kind() == kind, "opts were created for ", acc::options_kind_name(o.kind()), " options, but ",
+               acc::options_kind_name(kind), " options are needed here");
+  return o;
 }
 
 char* owned_string(const std::string& text) {

@@ -12,7 +12,10 @@
 
 #include "accelerate.h"
 #include "common/error.h"
+#include "accelerator/accelerator.h"
 #include "common/options.h"
+#include "data/dataloader.h"
+#include "data/dataset.h"
 #include "model/model.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
@@ -39,6 +42,15 @@ struct acc_optimizer {
 struct acc_scheduler {
   std::shared_ptr<acc::Scheduler> scheduler;
 };
+struct acc_dataset {
+  std::shared_ptr<acc::Dataset> dataset;
+};
+struct acc_dataloader {
+  std::shared_ptr<acc::DataLoader> loader;
+};
+struct acc_accelerator {
+  std::shared_ptr<acc::Accelerator> accelerator;
+};
 
 namespace acc::capi {
 
@@ -55,6 +67,9 @@ ACC_HANDLE_TRAITS(acc_options, ACC_HANDLE_OPTIONS)
 ACC_HANDLE_TRAITS(acc_model, ACC_HANDLE_MODEL)
 ACC_HANDLE_TRAITS(acc_optimizer, ACC_HANDLE_OPTIMIZER)
 ACC_HANDLE_TRAITS(acc_scheduler, ACC_HANDLE_SCHEDULER)
+ACC_HANDLE_TRAITS(acc_dataset, ACC_HANDLE_DATASET)
+ACC_HANDLE_TRAITS(acc_dataloader, ACC_HANDLE_DATALOADER)
+ACC_HANDLE_TRAITS(acc_accelerator, ACC_HANDLE_ACCELERATOR)
 #undef ACC_HANDLE_TRAITS
 
 // The registry of live handles (thread-safe).
@@ -99,6 +114,9 @@ inline std::string text_arg(const char* text, const char* argument) {
   if (!text) fail(Status::InvalidArgument, argument, " is NULL");
   return text;
 }
+
+// The options passed to a function that takes options of `kind` (NULL: all defaults).
+acc::Options options_arg(const acc_options* opts, acc::OptionsKind kind);
 
 // A malloc'd copy for char** out-parameters (freed by acc_string_free).
 char* owned_string(const std::string& text);

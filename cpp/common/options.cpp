@@ -1,5 +1,6 @@
 #include "common/options.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -36,6 +37,16 @@ std::string to_text(const OptionValue& value) {
 
 }  // namespace
 
+std::optional<bool> parse_bool(std::string text) {
+  // Accelerate's str_to_bool.
+  for (auto& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* t : {"1", "true", "yes", "y", "on", "t"})
+    if (text == t) return true;
+  for (const char* f : {"0", "false", "no", "n", "off", "f"})
+    if (text == f) return false;
+  return std::nullopt;
+}
+
 const std::vector<OptionSpec>& option_schema(OptionsKind kind) {
   using T = OptionType;
   static const std::vector<OptionSpec> optimizer = {
@@ -58,9 +69,30 @@ const std::vector<OptionSpec>& option_schema(OptionsKind kind) {
       num("step_size", T::Int, std::nullopt, 1.0),
       num("gamma", T::Double, 0.1, 0.0),
   };
+  static const std::vector<OptionSpec> dataloader = {
+      num("batch_size", T::Int, int64_t{1}, 1.0),
+      num("shuffle", T::Bool, false, std::nullopt),
+      num("drop_last", T::Bool, false, std::nullopt),
+      num("seed", T::Int, std::nullopt, 0.0),
+      num("num_workers", T::Int, int64_t{1}, 0.0, 64.0),
+      num("prefetch_factor", T::Int, int64_t{2}, 1.0, 1024.0),
+      OptionSpec{"device", T::String, std::nullopt, std::nullopt, std::nullopt, {}},
+  };
+  static const std::vector<OptionSpec> accelerator = {
+      num("cpu", T::Bool, false, std::nullopt),
+      OptionSpec{"mixed_precision", T::String, std::string("no"), std::nullopt, std::nullopt, {"no", "fp16", "bf16"}},
+      num("gradient_accumulation_steps", T::Int, int64_t{1}, 1.0),
+      num("seed", T::Int, std::nullopt, 0.0),
+      num("device_placement", T::Bool, true, std::nullopt),
+      num("step_scheduler_with_optimizer", T::Bool, true, std::nullopt),
+      num("split_batches", T::Bool, false, std::nullopt),
+      OptionSpec{"project_dir", T::String, std::string(""), std::nullopt, std::nullopt, {}},
+  };
   switch (kind) {
+    case OptionsKind::Accelerator: return accelerator;
     case OptionsKind::Optimizer: return optimizer;
     case OptionsKind::Scheduler: return scheduler;
+    case OptionsKind::DataLoader: return dataloader;
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }
@@ -69,6 +101,8 @@ const char* options_kind_name(OptionsKind kind) {
   switch (kind) {
     case OptionsKind::Optimizer: return "optimizer";
     case OptionsKind::Scheduler: return "scheduler";
+    case OptionsKind::DataLoader: return "dataloader";
+    case OptionsKind::Accelerator: return "accelerator";
   }
   return "?";
 }
@@ -129,12 +163,9 @@ void Options::set_from_text(const std::string& key, const std::string& text) {
       return set(key, v);
     }
     case OptionType::Bool: {
-      // Accelerate's truthy/falsy spellings (str_to_bool).
-      for (const char* t : {"1", "true", "True", "TRUE", "yes", "y", "on", "t"})
-        if (text == t) return set(key, true);
-      for (const char* f : {"0", "false", "False", "FALSE", "no", "n", "off", "f"})
-        if (text == f) return set(key, false);
-      bad();
+      auto flag = parse_bool(text);
+      if (!flag) bad();
+      return set(key, *flag);
     }
     case OptionType::String: return set(key, text);
   }

@@ -25,9 +25,12 @@ struct OptionSpec {
 };
 
 // The same values as acc_options_kind.
-enum class OptionsKind : int { Optimizer = 1, Scheduler = 2 };
+enum class OptionsKind : int { Optimizer = 1, Scheduler = 2, DataLoader = 3, Accelerator = 4 };
 
 const std::vector<OptionSpec>& option_schema(OptionsKind kind);
+
+// Accelerate's spellings of a flag (1/0, true/false, yes/no, y/n, on/off, t/f; any case).
+std::optional<bool> parse_bool(std::string text);
 const char* options_kind_name(OptionsKind kind);
 
 class Options {

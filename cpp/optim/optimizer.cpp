@@ -21,7 +21,7 @@ const std::set<std::string>& keys_for(const std::string& algorithm) {
 
 }  // namespace
 
-Optimizer::Optimizer(std::shared_ptr<Model> model, const std::string& algorithm, const Options& options)
+TorchOptimizer::TorchOptimizer(std::shared_ptr<Model> model, const std::string& algorithm, const Options& options)
     : model_(std::move(model)), algorithm_(algorithm), options_(options) {
   require(options.kind() == OptionsKind::Optimizer, "optimizer options must be of kind optimizer, got ",
           options_kind_name(options.kind()));
@@ -36,7 +36,7 @@ Optimizer::Optimizer(std::shared_ptr<Model> model, const std::string& algorithm,
     impl_ = std::make_unique<torch::optim::AdamW>(groups, static_cast<torch::optim::AdamWOptions&>(*defaults));
 }
 
-std::unique_ptr<torch::optim::OptimizerOptions> Optimizer::make_options(const Options& o) const {
+std::unique_ptr<torch::optim::OptimizerOptions> TorchOptimizer::make_options(const Options& o) const {
   const auto& allowed = keys_for(algorithm_);
   for (const auto& key : o.keys_set())
     require(allowed.count(key), "option '", key, "' does not apply to the ", algorithm_, " optimizer");
@@ -65,7 +65,7 @@ std::unique_ptr<torch::optim::OptimizerOptions> Optimizer::make_options(const Op
   return std::make_unique<torch::optim::AdamWOptions>(adamw);
 }
 
-void Optimizer::add_param_group(const std::vector<std::string>& names, const Options& overrides) {
+void TorchOptimizer::add_param_group(const std::vector<std::string>& names, const Options& overrides) {
   require(!stepped_, "parameter groups can only be added before the first step");
   require(!names.empty(), "a parameter group needs at least one parameter name");
   Options merged = options_;
@@ -88,32 +88,31 @@ void Optimizer::add_param_group(const std::vector<std::string>& names, const Opt
   impl_->add_param_group(torch::optim::OptimizerParamGroup(moved, make_options(merged)));
 }
 
-size_t Optimizer::num_param_groups() const { return impl_->param_groups().size(); }
+size_t TorchOptimizer::num_param_groups() const { return impl_->param_groups().size(); }
 
-void Optimizer::check_group(size_t group) const {
+void TorchOptimizer::check_group(size_t group) const {
   require(group < num_param_groups(), "parameter group ", group, " does not exist (the optimizer has ",
           num_param_groups(), ")");
 }
 
-double Optimizer::lr(size_t group) const {
+double TorchOptimizer::lr(size_t group) const {
   check_group(group);
   return impl_->param_groups()[group].options().get_lr();
 }
 
-void Optimizer::set_lr(size_t group, double lr) {
+void TorchOptimizer::set_lr(size_t group, double lr) {
   check_group(group);
   require(std::isfinite(lr) && lr >= 0, "learning rate must be a finite number >= 0, got ", lr);
   impl_->param_groups()[group].options().set_lr(lr);
 }
 
-void Optimizer::step() {
+void TorchOptimizer::step() {
   at::NoGradGuard no_grad;
   impl_->step();
   stepped_ = true;
 }
 
-void Optimizer::zero_grad() {
-  // set_to_none, as PyTorch's default since 2.0 and Accelerate's.
+void TorchOptimizer::zero_grad() {
   for (auto& group : impl_->param_groups())
     for (auto& p : group.params())
       if (p.grad().defined()) p.mutable_grad().reset();

@@ -12,25 +12,38 @@
 
 namespace acc {
 
+// What the C API and schedulers see of an optimizer; the Accelerator's wrapper is one too.
 class Optimizer {
  public:
-  // algorithm: "sgd", "adam" or "adamw". Every trainable parameter goes into group 0.
-  Optimizer(std::shared_ptr<Model> model, const std::string& algorithm, const Options& options);
-
+  virtual ~Optimizer() = default;
   // Moves the named parameters into a new group with the optimizer's options plus `overrides`.
-  void add_param_group(const std::vector<std::string>& names, const Options& overrides);
-
-  size_t num_param_groups() const;
-  double lr(size_t group) const;
+  virtual void add_param_group(const std::vector<std::string>& names, const Options& overrides) = 0;
+  virtual size_t num_param_groups() const = 0;
+  virtual double lr(size_t group) const = 0;
+  virtual void set_lr(size_t group, double lr) = 0;
   // The lr the optimizer was created with (transformers' optimizer.defaults["lr"]).
-  double default_lr() const { return options_.get_double("lr"); }
-  void set_lr(size_t group, double lr);
-  void step();
-  void zero_grad();
+  virtual double default_lr() const = 0;
+  virtual void step() = 0;
+  virtual void zero_grad() = 0;  // set_to_none, as PyTorch's default and Accelerate's
+  virtual torch::optim::Optimizer& impl() = 0;
+  virtual std::shared_ptr<Model> model() const = 0;
+};
 
-  const std::string& algorithm() const { return algorithm_; }
-  const std::shared_ptr<Model>& model() const { return model_; }
-  torch::optim::Optimizer& impl() { return *impl_; }
+// SGD, Adam or AdamW of torch::optim.
+class TorchOptimizer final : public Optimizer {
+ public:
+  // algorithm: "sgd", "adam" or "adamw". Every trainable parameter goes into group 0.
+  TorchOptimizer(std::shared_ptr<Model> model, const std::string& algorithm, const Options& options);
+
+  void add_param_group(const std::vector<std::string>& names, const Options& overrides) override;
+  size_t num_param_groups() const override;
+  double lr(size_t group) const override;
+  void set_lr(size_t group, double lr) override;
+  double default_lr() const override { return options_.get_double("lr"); }
+  void step() override;
+  void zero_grad() override;
+  torch::optim::Optimizer& impl() override { return *impl_; }
+  std::shared_ptr<Model> model() const override { return model_; }
 
  private:
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& options) const;

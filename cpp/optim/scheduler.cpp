@@ -64,7 +64,7 @@ std::function<double(int64_t)> schedule_factor(const std::string& name, const Op
        "' (known: constant, constant_with_warmup, linear, cosine, polynomial, step)");
 }
 
-Scheduler::Scheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options)
+LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options)
     : optimizer_(std::move(optimizer)) {
   const size_t groups = optimizer_->num_param_groups();
   for (size_t g = 0; g < groups; ++g) base_lrs_.push_back(optimizer_->lr(g));
@@ -72,7 +72,7 @@ Scheduler::Scheduler(std::shared_ptr<Optimizer> optimizer, const std::string& na
   apply();
 }
 
-void Scheduler::apply() {
+void LambdaScheduler::apply() {
   const double factor = factor_(step_);
   last_lrs_.clear();
   for (size_t g = 0; g < base_lrs_.size(); ++g) {
@@ -81,12 +81,12 @@ void Scheduler::apply() {
   }
 }
 
-void Scheduler::step() {
+void LambdaScheduler::step() {
   ++step_;
   apply();
 }
 
-double Scheduler::last_lr(size_t group) const {
+double LambdaScheduler::last_lr(size_t group) const {
   require(group < last_lrs_.size(), "parameter group ", group, " does not exist (the scheduler has ",
           last_lrs_.size(), ")");
   return last_lrs_[group];

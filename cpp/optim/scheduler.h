@@ -16,14 +16,24 @@ namespace acc {
 // The factor of a named schedule at a step; exposed for tests.
 std::function<double(int64_t)> schedule_factor(const std::string& name, const Options& options, double default_lr);
 
+// What the C API sees of a scheduler; the Accelerator's wrapper is one too.
 class Scheduler {
  public:
-  Scheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options);
+  virtual ~Scheduler() = default;
+  virtual void step() = 0;
+  virtual double last_lr(size_t group) const = 0;
+  virtual int64_t step_count() const = 0;
+  virtual std::shared_ptr<Optimizer> optimizer() const = 0;
+};
 
-  void step();
-  double last_lr(size_t group) const;
-  int64_t step_count() const { return step_; }
-  const std::shared_ptr<Optimizer>& optimizer() const { return optimizer_; }
+class LambdaScheduler final : public Scheduler {
+ public:
+  LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options);
+
+  void step() override;
+  double last_lr(size_t group) const override;
+  int64_t step_count() const override { return step_; }
+  std::shared_ptr<Optimizer> optimizer() const override { return optimizer_; }
 
  private:
   void apply();

@@ -42,7 +42,7 @@ int main(int argc, char **argv) {
   CHECK(acc_tensor_from_host(xs, sizeof xs, x_dims, 2, ACC_DTYPE_FLOAT32, &x));
   CHECK(acc_tensor_from_host(labels, sizeof labels, y_dims, 1, ACC_DTYPE_INT64, &y));
 
-  CHECK(acc_manual_seed(42));
+  CHECK(acc_set_seed(42));
   CHECK(acc_model_from_spec("[{\"type\":\"linear\",\"in_features\":2,\"out_features\":32},"
                             " {\"type\":\"relu\"},"
                             " {\"type\":\"linear\",\"in_features\":32,\"out_features\":2}]",

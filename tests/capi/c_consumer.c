@@ -25,7 +25,7 @@ int main(void) {
   int step;
 
   CHECK(acc_check_abi(ACC_ABI_VERSION));
-  CHECK(acc_manual_seed(0));
+  CHECK(acc_set_seed(0));
   CHECK(acc_model_from_spec("[{\"type\":\"linear\",\"in_features\":2,\"out_features\":1}]", &model));
   CHECK(acc_optimizer_create(model, "sgd", NULL, &opt));
   CHECK(acc_optimizer_set_lr(opt, 0, 0.02));

@@ -79,9 +79,9 @@ TEST(Model, SpecInitialisationFollowsPyTorchBounds) {
 }
 
 TEST(Model, SameSeedSameInitialisation) {
-  ACC_ASSERT_OK(acc_manual_seed(7));
+  ACC_ASSERT_OK(acc_set_seed(7));
   acc_model* a = spec_model(kMlp);
-  ACC_ASSERT_OK(acc_manual_seed(7));
+  ACC_ASSERT_OK(acc_set_seed(7));
   acc_model* b = spec_model(kMlp);
   acc_tensor *wa = nullptr, *wb = nullptr;
   ACC_ASSERT_OK(acc_model_parameter(a, "3.weight", &wa));
@@ -109,7 +109,7 @@ TEST(Model, EveryLayerTypeBuildsRunsAndExportsToTorchScript) {
     {"type":"linear","in_features":16,"out_features":5,"bias":false},
     {"type":"sigmoid"},
     {"type":"softmax","dim":1}])";
-  ACC_ASSERT_OK(acc_manual_seed(3));
+  ACC_ASSERT_OK(acc_set_seed(3));
   acc_model* m = spec_model(cnn);
   std::vector<float> pixels(2 * 8 * 8);
   for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = std::sin(static_cast<float>(i));
@@ -216,9 +216,9 @@ TEST(Model, NoGradForwardRecordsNoHistory) {
 }
 
 TEST(Model, StateDictRoundTripAndStrictness) {
-  ACC_ASSERT_OK(acc_manual_seed(1));
+  ACC_ASSERT_OK(acc_set_seed(1));
   acc_model* a = spec_model(kMlp);
-  ACC_ASSERT_OK(acc_manual_seed(2));
+  ACC_ASSERT_OK(acc_set_seed(2));
   acc_model* b = spec_model(kMlp);
   acc_tensor* x = floats({0.1f, -0.2f, 0.3f, 0.4f}, {1, 4});
   EXPECT_NE(forward(a, x), forward(b, x));

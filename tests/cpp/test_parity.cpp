@@ -37,7 +37,7 @@ std::vector<at::Tensor> train_with_libtorch(const Data& data) {
 #define OK(expr) ASSERT_EQ((expr), ACC_OK) << #expr << ": " << acc_last_error_message()
 
 void train_with_capi(const Data& data, std::vector<at::Tensor>& out) {
-  OK(acc_manual_seed(5));
+  OK(acc_set_seed(5));
   acc_model* model = nullptr;
   OK(acc_model_from_spec(R"([{"type":"linear","in_features":8,"out_features":16},{"type":"relu"},
                              {"type":"linear","in_features":16,"out_features":4}])",

@@ -1,0 +1,122 @@
+// Datasets and data loaders.
+#include "common/device.h"
+#include "data/idx.h"
+#include "data/mmap.h"
+#include "guard.h"
+#include "handles.h"
+
+using namespace acc::capi;
+
+namespace {
+
+acc::DataLoaderOptions loader_options(const acc::Options& o) {
+  acc::DataLoaderOptions options;
+  options.batch_size = o.get_int("batch_size");
+  options.shuffle = o.get_bool("shuffle");
+  options.drop_last = o.get_bool("drop_last");
+  if (o.has("seed")) options.seed = static_cast<uint64_t>(o.get_int("seed"));
+  options.num_workers = static_cast<size_t>(o.get_int("num_workers"));
+  options.prefetch_factor = static_cast<size_t>(o.get_int("prefetch_factor"));
+  if (o.has("device")) options.device = acc::parse_device(o.get_string("device"));
+  return options;
+}
+
+void emit_fields(acc_tensor_list** out, std::vector<at::Tensor> fields) {
+  emit(out, std::vector<std::string>(fields.size()), std::move(fields));
+}
+
+}  // namespace
+
+extern "C" {
+
+acc_status acc_dataset_from_tensors(const acc_tensor* const* fields, size_t n, acc_dataset** out) {
+  return guarded([&] {
+    acc::require(fields || n == 0, "fields is NULL but n is ", n);
+    out_param(out, "out");
+    std::vector<at::Tensor> tensors;
+    for (size_t i = 0; i < n; ++i) tensors.push_back(live(fields[i], "fields[i]").tensor);
+    emit(out, std::make_shared<acc::TensorDataset>(std::move(tensors)));
+  });
+}
+
+acc_status acc_tensor_from_file_mmap(const char* path, uint64_t offset, acc_dtype dtype, const int64_t* dims,
+                                     size_t ndim, acc_tensor** out) {
+  return guarded([&] {
+    const std::string file = text_arg(path, "path");
+    acc::require(dims || ndim == 0, "dims is NULL but ndim is ", ndim);
+    out_param(out, "out");
+    emit(out, acc::mmap_tensor(file, offset, to_scalar_type(dtype), std::vector<int64_t>(dims, dims + ndim)));
+  });
+}
+
+acc_status acc_tensor_from_idx_file(const char* path, acc_tensor** out) {
+  return guarded([&] {
+    const std::string file = text_arg(path, "path");
+    out_param(out, "out");
+    emit(out, acc::read_idx(file));
+  });
+}
+
+acc_status acc_dataset_from_idx(const char* images_path, const char* labels_path, acc_dataset** out) {
+  return guarded([&] {
+    const std::string images = text_arg(images_path, "images_path");
+    const std::string labels = text_arg(labels_path, "labels_path");
+    out_param(out, "out");
+    emit(out, std::shared_ptr<acc::Dataset>(acc::idx_dataset(images, labels)));
+  });
+}
+
+acc_status acc_dataset_size(const acc_dataset* ds, int64_t* out) {
+  return guarded([&] { *out_param(out, "out") = live(ds, "ds").dataset->size(); });
+}
+
+acc_status acc_dataset_get(const acc_dataset* ds, int64_t index, acc_tensor_list** out) {
+  return guarded([&] {
+    auto& dataset = *live(ds, "ds").dataset;
+    out_param(out, "out");
+    emit_fields(out, dataset.get(index));
+  });
+}
+
+void acc_dataset_free(acc_dataset* ds) { release(ds); }
+
+acc_status acc_dataloader_create(acc_dataset* ds, const acc_options* opts, acc_dataloader** out) {
+  return guarded([&] {
+    auto& dataset = live(ds, "ds").dataset;
+    auto options = loader_options(options_arg(opts, acc::OptionsKind::DataLoader));
+    out_param(out, "out");
+    emit(out, std::make_shared<acc::DataLoader>(dataset, options));
+  });
+}
+
+acc_status acc_dataloader_next(acc_dataloader* dl, acc_tensor_list** out) {
+  return guarded([&] {
+    auto& loader = *live(dl, "dl").loader;
+    out_param(out, "out");
+    auto batch = loader.next();
+    if (batch)
+      emit_fields(out, std::move(*batch));
+    else
+      *out = nullptr;
+  });
+}
+
+acc_status acc_dataloader_length(const acc_dataloader* dl, int64_t* out) {
+  return guarded([&] { *out_param(out, "out") = live(dl, "dl").loader->length(); });
+}
+
+acc_status acc_dataloader_epoch(const acc_dataloader* dl, int64_t* out) {
+  return guarded([&] { *out_param(out, "out") = live(dl, "dl").loader->epoch(); });
+}
+
+acc_status acc_dataloader_set_epoch(acc_dataloader* dl, int64_t epoch) {
+  return guarded([&] { live(dl, "dl").loader->set_epoch(epoch); });
+}
+
+acc_status acc_dataloader_end_of_epoch(const acc_dataloader* dl, int* out) {
+  return guarded([&] { *out_param(out, "out") = live(dl, "dl").loader->end_of_epoch() ? 1 : 0; });
+}
+
+void acc_dataloader_free(acc_dataloader* dl) { release(dl); }
+
+}  // extern "C"

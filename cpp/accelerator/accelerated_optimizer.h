@@ -1,0 +1,41 @@
+// Accelerate's AcceleratedOptimizer: step and zero_grad only act when gradients are synchronised
+// (the end of an accumulation window).
+#pragma once
+
+#include <memory>
+
+#include "accelerator/gradient_state.h"
+#include "optim/optimizer.h"
+
+namespace acc {
+
+class AcceleratedOptimizer final : public Optimizer {
+ public:
+  AcceleratedOptimizer(std::shared_ptr<Optimizer> inner, std::shared_ptr<GradientState> state);
+
+  void add_param_group(const std::vector<std::string>& names, const Options& overrides) override {
+    inner_->add_param_group(names, overrides);
+  }
+  size_t num_param_groups() const override { return inner_->num_param_groups(); }
+  double lr(size_t group) const override { return inner_->lr(group); }
+  void set_lr(size_t group, double lr) override { inner_->set_lr(group, lr); }
+  double default_lr() const override { return inner_->default_lr(); }
+  void step() override;
+  void zero_grad() override;
+  torch::optim::Optimizer& impl() override { return inner_->impl(); }
+  std::shared_ptr<Model> model() const override { return inner_->model(); }
+
+  // Whether the last step was skipped (fp16 overflow); a scheduler then does not step.
+  bool step_was_skipped() const { return step_was_skipped_; }
+  const std::shared_ptr<Optimizer>& unwrap() const { return inner_; }
+
+ private:
+  std::shared_ptr<Optimizer> inner_;
+  std::shared_ptr<GradientState> state_;
+  bool step_was_skipped_ = false;
+};
+
+// Moves an optimizer's per-parameter state (momentum, Adam moments) to a device.
+void move_optimizer_state(torch::optim::Optimizer& optimizer, const c10::Device& device);
+
+}  // namespace acc

@@ -1,0 +1,35 @@
+// Accelerate's AcceleratedScheduler: steps only when the optimizer really stepped, and
+// num_processes times per call unless batches are split (so a schedule sized for one process's
+// loader length still ends on time).
+#pragma once
+
+#include <memory>
+
+#include "accelerator/accelerated_optimizer.h"
+#include "accelerator/gradient_state.h"
+#include "optim/scheduler.h"
+
+namespace acc {
+
+class AcceleratedScheduler final : public Scheduler {
+ public:
+  AcceleratedScheduler(std::shared_ptr<Scheduler> inner, std::shared_ptr<AcceleratedOptimizer> optimizer,
+                       std::shared_ptr<GradientState> state, int64_t num_processes, bool split_batches,
+                       bool step_with_optimizer);
+
+  void step() override;
+  double last_lr(size_t group) const override { return inner_->last_lr(group); }
+  int64_t step_count() const override { return inner_->step_count(); }
+  std::shared_ptr<Optimizer> optimizer() const override { return optimizer_; }
+  const std::shared_ptr<Scheduler>& unwrap() const { return inner_; }
+
+ private:
+  std::shared_ptr<Scheduler> inner_;
+  std::shared_ptr<AcceleratedOptimizer> optimizer_;  // null when the optimizer was not prepared
+  std::shared_ptr<GradientState> state_;
+  int64_t num_processes_;
+  bool split_batches_;
+  bool step_with_optimizer_;
+};
+
+}  // namespace acc

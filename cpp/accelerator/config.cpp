@@ -1,0 +1,50 @@
+#include "accelerator/config.h"
+
+#include <cstdlib>
+
+#include "common/error.h"
+
+namespace acc {
+namespace {
+
+std::optional<std::string> env(const char* name) {
+  const char* value = std::getenv(name);
+  if (!value || !*value) return std::nullopt;
+  return std::string(value);
+}
+
+}  // namespace
+
+AcceleratorConfig resolve_accelerator_config(const Options& o) {
+  require(o.kind() == OptionsKind::Accelerator, "accelerator options must be of kind accelerator, got ",
+          options_kind_name(o.kind()));
+  // Environment values go through a scratch Options object, so they are checked like options.
+  Options from_env(OptionsKind::Accelerator);
+  auto take = [&](const char* key, const char* variable) {
+    if (o.has(key)) return;
+    if (auto value = env(variable)) {
+      try {
+        from_env.set_from_text(key, *value);
+      } catch (const Error& e) {
+        fail(Status::InvalidArgument, "environment variable ", variable, "='", *value, "': ", e.what());
+      }
+    }
+  };
+  take("cpu", "ACCELERATE_USE_CPU");
+  take("mixed_precision", "ACCELERATE_MIXED_PRECISION");
+  take("gradient_accumulation_steps", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS");
+  auto pick = [&](const char* key) -> const Options& { return o.has(key) ? o : from_env; };
+
+  AcceleratorConfig c;
+  c.cpu = pick("cpu").get_bool("cpu");
+  c.mixed_precision = pick("mixed_precision").get_string("mixed_precision");
+  c.gradient_accumulation_steps = pick("gradient_accumulation_steps").get_int("gradient_accumulation_steps");
+  if (o.has("seed")) c.seed = static_cast<uint64_t>(o.get_int("seed"));
+  c.device_placement = o.get_bool("device_placement");
+  c.step_scheduler_with_optimizer = o.get_bool("step_scheduler_with_optimizer");
+  c.split_batches = o.get_bool("split_batches");
+  c.project_dir = o.get_string("project_dir");
+  return c;
+}
+
+}  // namespace acc

@@ -1,0 +1,30 @@
+// The Accelerator's settings: options set by the program, else Accelerate's environment variables
+// (as `accelerate-launch` sets them), else defaults.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "common/options.h"
+
+namespace acc {
+
+struct AcceleratorConfig {
+  bool cpu = false;
+  std::string mixed_precision = "no";
+  int64_t gradient_accumulation_steps = 1;
+  std::optional<uint64_t> seed;
+  bool device_placement = true;
+  bool step_scheduler_with_optimizer = true;
+  bool split_batches = false;
+  std::string project_dir;
+};
+
+// Precedence: an option the program set > ACCELERATE_USE_CPU / ACCELERATE_MIXED_PRECISION /
+// ACCELERATE_GRADIENT_ACCUMULATION_STEPS > default. (Accelerate lets the environment override the
+// gradient_accumulation_steps argument; its docs say arguments win, and so do we.) A variable
+// with a value that does not parse is an error naming it.
+AcceleratorConfig resolve_accelerator_config(const Options& options);
+
+}  // namespace acc

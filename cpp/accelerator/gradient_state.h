@@ -1,0 +1,34 @@
+// When gradients are synchronised and optimizers step: Accelerate's GradientState.
+#pragma once
+
+#include <cstdint>
+
+#include "data/dataloader.h"
+
+namespace acc {
+
+class GradientState final : public LoaderObserver {
+ public:
+  explicit GradientState(int64_t num_steps) : num_steps_(num_steps) {}
+
+  int64_t num_steps() const { return num_steps_; }
+  bool sync_gradients() const { return sync_gradients_; }
+  // Micro-steps counted by accumulate() in the current window (Accelerate's accelerator.step).
+  int64_t step() const { return step_; }
+  bool end_of_dataloader() const { return end_of_dataloader_; }
+
+  // Entry of accumulate(): a window ends every num_steps micro-steps and at the last batch of the
+  // prepared loader being iterated (the window restarts there).
+  void begin_micro_step();
+
+  void on_batch(const DataLoader& loader, bool last_of_epoch) override;
+  void on_epoch_end(const DataLoader& loader) override;
+
+ private:
+  const int64_t num_steps_;
+  bool sync_gradients_ = true;
+  int64_t step_ = 0;
+  bool end_of_dataloader_ = false;
+};
+
+}  // namespace acc

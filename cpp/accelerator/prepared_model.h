@@ -1,0 +1,34 @@
+// A model prepared by the Accelerator: forward under autocast for the configured precision, with
+// floating outputs returned in fp32 (Accelerate's convert_outputs_to_fp32). Everything else is
+// the wrapped model's.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <memory>
+#include <optional>
+
+#include "model/model.h"
+
+namespace acc {
+
+class PreparedModel final : public Model {
+ public:
+  PreparedModel(std::shared_ptr<Model> inner, c10::DeviceType device, std::optional<c10::ScalarType> autocast_dtype);
+
+  NamedTensors forward(const std::vector<at::Tensor>& inputs) override;
+  NamedTensors named_parameters() const override { return inner_->named_parameters(); }
+  NamedTensors named_buffers() const override { return inner_->named_buffers(); }
+  void set_training(bool training) override { inner_->set_training(training); }
+  bool is_training() const override { return inner_->is_training(); }
+  void save_torchscript(const std::string& path) const override { inner_->save_torchscript(path); }
+
+  const std::shared_ptr<Model>& unwrap() const { return inner_; }
+
+ private:
+  std::shared_ptr<Model> inner_;
+  c10::DeviceType device_;
+  std::optional<c10::ScalarType> autocast_dtype_;
+};
+
+}  // namespace acc

@@ -1,0 +1,78 @@
+// A data loader over a map-style dataset: batches in sequential or shuffled order, drop_last,
+// batches fetched ahead on background threads and placed on a device.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/prefetcher.h"
+
+namespace acc {
+
+class DataLoader;
+
+// Told about every batch a loader hands out (the Accelerator's gradient state listens, to know the
+// end of the data loader).
+class LoaderObserver {
+ public:
+  virtual ~LoaderObserver() = default;
+  virtual void on_batch(const DataLoader& loader, bool last_of_epoch) = 0;
+  virtual void on_epoch_end(const DataLoader& loader) = 0;
+};
+
+struct DataLoaderOptions {
+  int64_t batch_size = 1;
+  bool shuffle = false;
+  bool drop_last = false;
+  std::optional<uint64_t> seed;  // seedable shuffling; none: drawn from torch's default generator
+  size_t num_workers = 1;        // prefetch threads; 0 loads in the caller's thread
+  size_t prefetch_factor = 2;    // batches fetched ahead, per worker
+  std::optional<c10::Device> device;  // where batches go; none: where the dataset is
+};
+
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options);
+  virtual ~DataLoader() = default;
+
+  // The next batch of the current epoch, or nullopt at its end; the call after the end starts the
+  // next epoch.
+  std::optional<std::vector<at::Tensor>> next();
+  // Batches in an epoch.
+  int64_t length() const;
+  // The epoch being iterated (or the next one, between epochs).
+  int64_t epoch() const { return epoch_; }
+  // Sets the epoch the next iteration uses (its shuffle order); only between epochs.
+  void set_epoch(int64_t epoch);
+  // Batches handed out in the current epoch.
+  int64_t position() const;
+  // Whether the last batch handed out was the last of its epoch.
+  bool end_of_epoch() const { return end_of_epoch_; }
+
+  const std::shared_ptr<Dataset>& dataset() const { return dataset_; }
+  const DataLoaderOptions& options() const { return options_; }
+  void set_device(std::optional<c10::Device> device);
+  void set_observer(std::shared_ptr<LoaderObserver> observer) { observer_ = std::move(observer); }
+
+ protected:
+  // The batches (dataset indices) of an epoch; the sharding of later layers overrides this.
+  virtual std::vector<std::vector<int64_t>> plan_epoch(int64_t epoch) const;
+
+ private:
+  void start_epoch();
+
+  std::shared_ptr<Dataset> dataset_;
+  DataLoaderOptions options_;
+  int64_t epoch_ = 0;
+  bool in_epoch_ = false;
+  bool end_of_epoch_ = false;
+  std::vector<std::vector<int64_t>> plan_;
+  std::unique_ptr<Prefetcher> prefetcher_;
+  std::shared_ptr<LoaderObserver> observer_;
+};
+
+}  // namespace acc

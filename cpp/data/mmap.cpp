@@ -1,0 +1,54 @@
+#include "data/mmap.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/error.h"
+#include "tensor/host.h"
+
+namespace acc {
+
+at::Tensor mmap_tensor(const std::string& path, uint64_t offset, at::ScalarType dtype, std::vector<int64_t> dims) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(Status::Io, "cannot open '", path, "': ", std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    fail(Status::Io, "cannot stat '", path, "': ", std::strerror(errno));
+  }
+  const uint64_t file_size = static_cast<uint64_t>(st.st_size);
+  const uint64_t available = file_size > offset ? file_size - offset : 0;
+  const uint64_t item = c10::elementSize(dtype);
+  if (!dims.empty() && dims[0] == -1) {
+    int64_t per_row = 1;
+    for (size_t i = 1; i < dims.size(); ++i) per_row *= dims[i];
+    require(per_row > 0, "cannot infer the first size of a shape with a zero size");
+    dims[0] = static_cast<int64_t>(available / (item * static_cast<uint64_t>(per_row)));
+  }
+  const uint64_t needed = static_cast<uint64_t>(checked_numel(dims)) * item;
+  if (needed > available) {
+    ::close(fd);
+    fail(Status::Io, "'", path, "' holds ", available, " bytes after offset ", offset, " but the shape needs ", needed);
+  }
+  if (needed == 0) {
+    ::close(fd);
+    return at::empty(dims, at::TensorOptions().dtype(dtype));
+  }
+  // mmap needs a page-aligned offset: map from the page start and point past the slack.
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t start = offset - offset % page, slack = offset - start, length = needed + slack;
+  void* base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, static_cast<off_t>(start));
+  const int map_errno = errno;
+  ::close(fd);  // the mapping keeps the file alive
+  if (base == MAP_FAILED) fail(Status::Io, "cannot map '", path, "': ", std::strerror(map_errno));
+  return at::from_blob(
+      static_cast<char*>(base) + slack, dims, [base, length](void*) { ::munmap(base, length); },
+      at::TensorOptions().dtype(dtype));
+}
+
+}  // namespace acc

@@ -1,0 +1,17 @@
+// Tensors backed by memory-mapped files, so a data set need not fit in memory.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+
+namespace acc {
+
+// A CPU tensor over the bytes of `path` from `offset` on, of the given shape and dtype. The
+// mapping is private copy-on-write: writing to the tensor never changes the file. If `dims` has a
+// -1 as its first size, it is inferred from the file size. The file must hold at least the bytes
+// the shape needs.
+at::Tensor mmap_tensor(const std::string& path, uint64_t offset, at::ScalarType dtype, std::vector<int64_t> dims);
+
+}  // namespace acc
