@@ -450,6 +450,8 @@ ACC_API ACC_NODISCARD acc_status acc_tensor_from_idx_file(const char *path, acc_
 ACC_API ACC_NODISCARD acc_status acc_dataset_from_idx(const char *images_path, const char *labels_path,
                                                       acc_dataset **out);
 
+/* Samples [start, start + count) of a dataset, sharing its memory. */
+ACC_API ACC_NODISCARD acc_status acc_dataset_subset(acc_dataset *ds, int64_t start, int64_t count, acc_dataset **out);
 ACC_API ACC_NODISCARD acc_status acc_dataset_size(const acc_dataset *ds, int64_t *out);
 /* Sample `index`, one tensor per field. */
 ACC_API ACC_NODISCARD acc_status acc_dataset_get(const acc_dataset *ds, int64_t index, acc_tensor_list **out);

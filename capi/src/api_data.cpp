@@ -66,6 +66,14 @@ acc_status acc_dataset_from_idx(const char* images_path, const char* labels_path
   });
 }
 
+acc_status acc_dataset_subset(acc_dataset* ds, int64_t start, int64_t count, acc_dataset** out) {
+  return guarded([&] {
+    auto& base = live(ds, "ds").dataset;
+    out_param(out, "out");
+    emit(out, std::make_shared<acc::SubsetDataset>(base, start, count));
+  });
+}
+
 acc_status acc_dataset_size(const acc_dataset* ds, int64_t* out) {
   return guarded([&] { *out_param(out, "out") = live(ds, "ds").dataset->size(); });
 }

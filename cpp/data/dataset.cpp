@@ -35,6 +35,22 @@ std::vector<at::Tensor> TensorDataset::get_batch(const std::vector<int64_t>& ind
   return out;
 }
 
+SubsetDataset::SubsetDataset(std::shared_ptr<Dataset> base, int64_t start, int64_t count)
+    : base_(std::move(base)), start_(start), count_(count) {
+  require(start >= 0 && count >= 0 && start + count <= base_->size(), "subset [", start, ", ", start + count,
+          ") is outside the dataset's ", base_->size(), " samples");
+}
+
+std::vector<at::Tensor> SubsetDataset::get_batch(const std::vector<int64_t>& indices) const {
+  std::vector<int64_t> shifted;
+  shifted.reserve(indices.size());
+  for (int64_t i : indices) {
+    require(i >= 0 && i < count_, "index ", i, " is out of range for a dataset of ", count_, " samples");
+    shifted.push_back(start_ + i);
+  }
+  return base_->get_batch(shifted);
+}
+
 std::shared_ptr<TensorDataset> idx_dataset(const std::string& images_path, const std::string& labels_path) {
   at::Tensor images = read_idx(images_path);
   at::Tensor labels = read_idx(labels_path);

@@ -32,6 +32,18 @@ class TensorDataset final : public Dataset {
   std::vector<at::Tensor> fields_;
 };
 
+// Samples [start, start + count) of another dataset, without copying.
+class SubsetDataset final : public Dataset {
+ public:
+  SubsetDataset(std::shared_ptr<Dataset> base, int64_t start, int64_t count);
+  int64_t size() const override { return count_; }
+  std::vector<at::Tensor> get_batch(const std::vector<int64_t>& indices) const override;
+
+ private:
+  std::shared_ptr<Dataset> base_;
+  int64_t start_, count_;
+};
+
 // Images and labels from a pair of IDX files ((Fashion-)MNIST): images become float32 in [0, 1]
 // with a channel dimension ([N, 1, H, W]), labels int64 ([N]).
 std::shared_ptr<TensorDataset> idx_dataset(const std::string& images_path, const std::string& labels_path);

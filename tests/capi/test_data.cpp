@@ -1,0 +1,306 @@
+// Datasets (tensors, memory-mapped files, IDX files) and data loaders.
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cstdio>
+#include <fstream>
+#include <set>
+
+#include "support.h"
+
+using acc_test::floats;
+using acc_test::longs;
+using acc_test::temp_path;
+
+namespace {
+
+const char* kFashion = "/usr/share/datasets/fashion-mnist";
+
+bool have_fashion() { return std::ifstream(std::string(kFashion) + "/t10k-labels-idx1-ubyte.gz").good(); }
+
+// A dataset of n samples: feature i is the float i, label i is the int i.
+acc_dataset* counting_dataset(int64_t n) {
+  std::vector<float> xs(static_cast<size_t>(n));
+  std::vector<int64_t> ys(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) xs[i] = static_cast<float>(i), ys[i] = i;
+  acc_tensor* x = floats(xs, {n, 1});
+  acc_tensor* y = longs(ys, {n});
+  const acc_tensor* fields[] = {x, y};
+  acc_dataset* ds = nullptr;
+  EXPECT_EQ(acc_dataset_from_tensors(fields, 2, &ds), ACC_OK) << acc_last_error_message();
+  acc_tensor_free(x);
+  acc_tensor_free(y);
+  return ds;
+}
+
+acc_dataloader* loader(acc_dataset* ds, std::initializer_list<std::pair<const char*, const char*>> items) {
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &o), ACC_OK);
+  for (auto& kv : items) EXPECT_EQ(acc_options_set(o, kv.first, kv.second), ACC_OK) << acc_last_error_message();
+  acc_dataloader* dl = nullptr;
+  EXPECT_EQ(acc_dataloader_create(ds, o, &dl), ACC_OK) << acc_last_error_message();
+  acc_options_free(o);
+  return dl;
+}
+
+// The labels of each batch of one epoch.
+std::vector<std::vector<int64_t>> epoch(acc_dataloader* dl) {
+  std::vector<std::vector<int64_t>> out;
+  for (;;) {
+    acc_tensor_list* batch = nullptr;
+    EXPECT_EQ(acc_dataloader_next(dl, &batch), ACC_OK) << acc_last_error_message();
+    if (!batch) break;
+    acc_tensor* y = nullptr;
+    EXPECT_EQ(acc_tensor_list_get(batch, 1, &y), ACC_OK);
+    int64_t n = 0;
+    EXPECT_EQ(acc_tensor_numel(y, &n), ACC_OK);
+    std::vector<int64_t> labels(static_cast<size_t>(n));
+    EXPECT_EQ(acc_tensor_to_host(y, labels.data(), labels.size() * 8), ACC_OK);
+    out.push_back(labels);
+    acc_tensor_free(y);
+    acc_tensor_list_free(batch);
+  }
+  return out;
+}
+
+void write_gz(const std::string& path, const std::vector<unsigned char>& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+  gzclose(f);
+}
+
+}  // namespace
+
+TEST(Dataset, FromTensorsChecksLengthsAndGetsSamples) {
+  acc_dataset* ds = counting_dataset(10);
+  int64_t size = 0;
+  ACC_ASSERT_OK(acc_dataset_size(ds, &size));
+  EXPECT_EQ(size, 10);
+  acc_tensor_list* sample = nullptr;
+  ACC_ASSERT_OK(acc_dataset_get(ds, 7, &sample));
+  acc_tensor* y = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_get(sample, 1, &y));
+  EXPECT_EQ(acc_test::item(y), 7.0);
+  acc_tensor_free(y);
+  acc_tensor_list_free(sample);
+  ACC_EXPECT_ERROR(acc_dataset_get(ds, 10, &sample), ACC_ERR_INVALID_ARGUMENT, "index 10 is out of range");
+  acc_dataset* sub = nullptr;
+  ACC_ASSERT_OK(acc_dataset_subset(ds, 2, 5, &sub));
+  ACC_ASSERT_OK(acc_dataset_size(sub, &size));
+  EXPECT_EQ(size, 5);
+  ACC_EXPECT_ERROR(acc_dataset_subset(ds, 8, 5, &sub), ACC_ERR_INVALID_ARGUMENT, "outside");
+  acc_dataset_free(sub);
+
+  acc_tensor* a = floats({1, 2, 3}, {3});
+  acc_tensor* b = floats({1, 2}, {2});
+  const acc_tensor* mismatched[] = {a, b};
+  acc_dataset* bad = nullptr;
+  ACC_EXPECT_ERROR(acc_dataset_from_tensors(mismatched, 2, &bad), ACC_ERR_INVALID_ARGUMENT,
+                   "field 1 has 2 samples but field 0 has 3");
+  ACC_EXPECT_ERROR(acc_dataset_from_tensors(mismatched, 0, &bad), ACC_ERR_INVALID_ARGUMENT, "at least one field");
+  acc_tensor_free(a);
+  acc_tensor_free(b);
+  acc_dataset_free(ds);
+}
+
+TEST(DataLoader, SequentialOrderBatchesAndDropLast) {
+  acc_dataset* ds = counting_dataset(10);
+  acc_dataloader* dl = loader(ds, {{"batch_size", "4"}});
+  int64_t length = 0;
+  ACC_ASSERT_OK(acc_dataloader_length(dl, &length));
+  EXPECT_EQ(length, 3);
+  auto batches = epoch(dl);
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(batches[0], (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(batches[2], (std::vector<int64_t>{8, 9}));
+  int64_t e = -1;
+  ACC_ASSERT_OK(acc_dataloader_epoch(dl, &e));
+  EXPECT_EQ(e, 1);  // the next epoch starts on the next call
+  EXPECT_EQ(epoch(dl).size(), 3u);
+  acc_dataloader_free(dl);
+
+  dl = loader(ds, {{"batch_size", "4"}, {"drop_last", "true"}, {"num_workers", "0"}});
+  ACC_ASSERT_OK(acc_dataloader_length(dl, &length));
+  EXPECT_EQ(length, 2);
+  EXPECT_EQ(epoch(dl).size(), 2u);
+  acc_dataloader_free(dl);
+  acc_dataset_free(ds);
+}
+
+TEST(DataLoader, EndOfEpochIsFlaggedOnTheLastBatch) {
+  acc_dataset* ds = counting_dataset(5);
+  acc_dataloader* dl = loader(ds, {{"batch_size", "2"}});
+  std::vector<int> flags;
+  for (;;) {
+    acc_tensor_list* batch = nullptr;
+    ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
+    if (!batch) break;
+    int end = -1;
+    ACC_ASSERT_OK(acc_dataloader_end_of_epoch(dl, &end));
+    flags.push_back(end);
+    acc_tensor_list_free(batch);
+  }
+  EXPECT_EQ(flags, (std::vector<int>{0, 0, 1}));
+  acc_dataloader_free(dl);
+  acc_dataset_free(ds);
+}
+
+TEST(DataLoader, SeededShufflePermutesReproduciblyPerEpoch) {
+  acc_dataset* ds = counting_dataset(50);
+  acc_dataloader* a = loader(ds, {{"batch_size", "50"}, {"shuffle", "1"}, {"seed", "42"}});
+  acc_dataloader* b = loader(ds, {{"batch_size", "50"}, {"shuffle", "1"}, {"seed", "42"}, {"num_workers", "3"}});
+  auto a0 = epoch(a)[0], a1 = epoch(a)[0];
+  auto b0 = epoch(b)[0];
+  EXPECT_EQ(a0, b0);  // same seed, same epoch: same order, whatever the number of workers
+  EXPECT_NE(a0, a1);  // a new epoch reshuffles (seed + epoch)
+  EXPECT_EQ(std::set<int64_t>(a0.begin(), a0.end()).size(), 50u);
+  std::vector<int64_t> sorted = a0;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_NE(sorted, a0);
+  ACC_ASSERT_OK(acc_dataloader_set_epoch(b, 1));  // replaying epoch 1 gives epoch 1's order
+  EXPECT_EQ(epoch(b)[0], a1);
+  acc_dataloader_free(a);
+  acc_dataloader_free(b);
+  acc_dataset_free(ds);
+}
+
+TEST(DataLoader, UnseededShuffleFollowsSetSeed) {
+  acc_dataset* ds = counting_dataset(30);
+  ACC_ASSERT_OK(acc_set_seed(3));
+  acc_dataloader* a = loader(ds, {{"batch_size", "30"}, {"shuffle", "1"}});
+  auto first = epoch(a)[0];
+  ACC_ASSERT_OK(acc_set_seed(3));
+  acc_dataloader* b = loader(ds, {{"batch_size", "30"}, {"shuffle", "1"}});
+  EXPECT_EQ(epoch(b)[0], first);
+  acc_dataloader_free(a);
+  acc_dataloader_free(b);
+  acc_dataset_free(ds);
+}
+
+TEST(DataLoader, OptionErrors) {
+  acc_dataset* ds = counting_dataset(3);
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
+  ACC_EXPECT_ERROR(acc_options_set_int(o, "batch_size", 0), ACC_ERR_INVALID_ARGUMENT, "batch_size");
+  ACC_EXPECT_ERROR(acc_options_set(o, "shuffle", "maybe"), ACC_ERR_INVALID_ARGUMENT, "shuffle");
+  ACC_ASSERT_OK(acc_options_set_string(o, "device", "gpu"));
+  acc_dataloader* dl = nullptr;
+  ACC_EXPECT_ERROR(acc_dataloader_create(ds, o, &dl), ACC_ERR_INVALID_ARGUMENT, "unknown device 'gpu'");
+  acc_options_free(o);
+  dl = loader(ds, {{"batch_size", "2"}});
+  acc_tensor_list* batch = nullptr;
+  ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
+  ACC_EXPECT_ERROR(acc_dataloader_set_epoch(dl, 3), ACC_ERR_INVALID_ARGUMENT, "between epochs");
+  acc_tensor_list_free(batch);
+  acc_dataloader_free(dl);
+  acc_dataset_free(ds);
+}
+
+TEST(Mmap, FileBackedTensorsReadWithoutChangingTheFile) {
+  const std::string path = temp_path("features.bin");
+  std::vector<float> values(3 * 4);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.write("HEADER!!", 8);  // an 8-byte header before the data
+    f.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * 4));
+  }
+  const int64_t dims[] = {-1, 4};
+  acc_tensor* t = nullptr;
+  ACC_ASSERT_OK(acc_tensor_from_file_mmap(path.c_str(), 8, ACC_DTYPE_FLOAT32, dims, 2, &t));
+  int64_t shape[2];
+  size_t ndim = 0;
+  ACC_ASSERT_OK(acc_tensor_shape(t, shape, 2, &ndim));
+  EXPECT_EQ(shape[0], 3);
+  EXPECT_EQ(acc_test::to_floats(t), values);
+  const int64_t too_many[] = {4, 4};
+  acc_tensor* bad = nullptr;
+  ACC_EXPECT_ERROR(acc_tensor_from_file_mmap(path.c_str(), 8, ACC_DTYPE_FLOAT32, too_many, 2, &bad), ACC_ERR_IO,
+                   "but the shape needs 64");
+  ACC_EXPECT_ERROR(acc_tensor_from_file_mmap("/nonexistent.bin", 0, ACC_DTYPE_FLOAT32, dims, 2, &bad), ACC_ERR_IO,
+                   "cannot open");
+  acc_tensor_free(t);
+  std::remove(path.c_str());
+}
+
+TEST(Idx, RealFashionMnistFiles) {
+  if (!have_fashion()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  acc_tensor* labels = nullptr;
+  ACC_ASSERT_OK(acc_tensor_from_idx_file((std::string(kFashion) + "/t10k-labels-idx1-ubyte.gz").c_str(), &labels));
+  int64_t n = 0;
+  ACC_ASSERT_OK(acc_tensor_numel(labels, &n));
+  EXPECT_EQ(n, 10000);
+  std::vector<uint8_t> values(10000);
+  ACC_ASSERT_OK(acc_tensor_to_host(labels, values.data(), values.size()));
+  std::vector<int> counts(10);
+  for (auto v : values) {
+    ASSERT_LT(v, 10);
+    ++counts[v];
+  }
+  for (int c : counts) EXPECT_EQ(c, 1000);  // the test split is balanced
+  acc_tensor_free(labels);
+
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_idx((std::string(kFashion) + "/t10k-images-idx3-ubyte.gz").c_str(),
+                                     (std::string(kFashion) + "/t10k-labels-idx1-ubyte.gz").c_str(), &ds));
+  acc_tensor_list* sample = nullptr;
+  ACC_ASSERT_OK(acc_dataset_get(ds, 0, &sample));
+  acc_tensor* image = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_get(sample, 0, &image));
+  int64_t shape[3];
+  size_t ndim = 0;
+  ACC_ASSERT_OK(acc_tensor_shape(image, shape, 3, &ndim));
+  EXPECT_EQ(ndim, 3u);
+  EXPECT_EQ(shape[1], 28);
+  auto pixels = acc_test::to_floats(image);
+  EXPECT_GE(*std::min_element(pixels.begin(), pixels.end()), 0.0f);
+  EXPECT_LE(*std::max_element(pixels.begin(), pixels.end()), 1.0f);
+  acc_tensor_free(image);
+  acc_tensor_list_free(sample);
+  acc_dataset_free(ds);
+}
+
+TEST(Idx, TruncatedAndCorruptFilesAreRejectedWithTheReason) {
+  const std::string path = temp_path("labels.idx.gz");
+  acc_tensor* t = nullptr;
+  // A valid 1-d ubyte file of 4 labels.
+  std::vector<unsigned char> good = {0, 0, 8, 1, 0, 0, 0, 4, 1, 2, 3, 4};
+  write_gz(path, good);
+  ACC_ASSERT_OK(acc_tensor_from_idx_file(path.c_str(), &t));
+  acc_tensor_free(t);
+  // Truncated data.
+  write_gz(path, std::vector<unsigned char>(good.begin(), good.end() - 2));
+  ACC_EXPECT_ERROR(acc_tensor_from_idx_file(path.c_str(), &t), ACC_ERR_IO, "truncated: the header declares 4 bytes");
+  // Bad magic.
+  std::vector<unsigned char> bad_magic = good;
+  bad_magic[0] = 7;
+  write_gz(path, bad_magic);
+  ACC_EXPECT_ERROR(acc_tensor_from_idx_file(path.c_str(), &t), ACC_ERR_IO, "bad magic");
+  // Unknown element type.
+  std::vector<unsigned char> bad_type = good;
+  bad_type[2] = 0x42;
+  write_gz(path, bad_type);
+  ACC_EXPECT_ERROR(acc_tensor_from_idx_file(path.c_str(), &t), ACC_ERR_IO, "unknown element type");
+  // Trailing garbage.
+  std::vector<unsigned char> longer = good;
+  longer.push_back(9);
+  write_gz(path, longer);
+  ACC_EXPECT_ERROR(acc_tensor_from_idx_file(path.c_str(), &t), ACC_ERR_IO, "past the 4 bytes");
+  // A damaged gzip stream.
+  write_gz(path, std::vector<unsigned char>(4096, 0));
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(12);
+    f.write("\xff\xff\xff\xff", 4);
+  }
+  ACC_EXPECT_ERROR(acc_tensor_from_idx_file(path.c_str(), &t), ACC_ERR_IO, path);
+  ACC_EXPECT_ERROR(acc_tensor_from_idx_file("/nonexistent/labels.gz", &t), ACC_ERR_IO, "cannot open");
+  // Images and labels that disagree.
+  acc_dataset* ds = nullptr;
+  write_gz(path, good);
+  const std::string images = temp_path("images.idx.gz");
+  write_gz(images, {0, 0, 8, 3, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1, 5, 6});
+  ACC_EXPECT_ERROR(acc_dataset_from_idx(images.c_str(), path.c_str(), &ds), ACC_ERR_IO, "has 2 images but");
+  std::remove(path.c_str());
+  std::remove(images.c_str());
+}
