@@ -1,0 +1,222 @@
+// Overhead of the C API: the same training loop (a) in plain libtorch C++ and (b) through
+// accelerate.h with a prepared model, optimizer and data loader, interleaved in one process.
+// Also the data loader's throughput over an in-memory and a memory-mapped dataset.
+//
+//   bench_overhead [--quick]
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "accelerate.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+#define OK(expr)                                                                                  \
+  do {                                                                                            \
+    if ((expr) != ACC_OK) {                                                                       \
+      std::fprintf(stderr, "%s: %s\n", #expr, acc_last_error_message());                         \
+      std::exit(1);                                                                               \
+    }                                                                                             \
+  } while (0)
+
+struct Shape {
+  const char* name;
+  std::vector<int64_t> widths;  // in, hidden..., out
+  int64_t batch;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+std::string spec_json(const Shape& s) {
+  std::string json = "[";
+  for (size_t i = 0; i + 1 < s.widths.size(); ++i) {
+    if (i) json += R"(,{"type":"relu"},)";
+    json += R"({"type":"linear","in_features":)" + std::to_string(s.widths[i]) + R"(,"out_features":)" +
+            std::to_string(s.widths[i + 1]) + "}";
+  }
+  return json + "]";
+}
+
+// (a) plain libtorch: an nn::Sequential, AdamW, batches by index_select in a shuffled order.
+struct PlainLoop {
+  torch::nn::Sequential net;
+  std::unique_ptr<torch::optim::AdamW> opt;
+  at::Tensor x, y, order;
+  int64_t batch, cursor = 0;
+
+  PlainLoop(const Shape& s, const at::Tensor& xs, const at::Tensor& ys) : x(xs), y(ys), batch(s.batch) {
+    for (size_t i = 0; i + 1 < s.widths.size(); ++i) {
+      if (i) net->push_back(torch::nn::ReLU());
+      net->push_back(torch::nn::Linear(s.widths[i], s.widths[i + 1]));
+    }
+    opt = std::make_unique<torch::optim::AdamW>(net->parameters(), torch::optim::AdamWOptions(1e-3));
+    order = torch::randperm(x.size(0));
+  }
+  void step() {
+    if (cursor + batch > x.size(0)) cursor = 0, order = torch::randperm(x.size(0));
+    auto idx = order.slice(0, cursor, cursor + batch);
+    cursor += batch;
+    auto xb = x.index_select(0, idx), yb = y.index_select(0, idx);
+    auto loss = torch::nn::functional::cross_entropy(net->forward(xb), yb);
+    loss.backward();
+    opt->step();
+    // Gradients to none, as PyTorch 2's zero_grad() and Accelerate do (libtorch 1.13's
+    // zero_grad() fills zeros instead), so both sides run the same loop.
+    for (auto& p : net->parameters()) p.mutable_grad().reset();
+  }
+};
+
+// (b) the C API: acc_prepare'd model, optimizer and loader; a fresh epoch when the loader ends.
+struct CapiLoop {
+  acc_accelerator* acc = nullptr;
+  acc_model* model = nullptr;
+  acc_optimizer* opt = nullptr;
+  acc_dataloader* loader = nullptr;
+  acc_dataset* ds = nullptr;
+
+  CapiLoop(const Shape& s, const at::Tensor& xs, const at::Tensor& ys) {
+    OK(acc_accelerator_create(nullptr, &acc));
+    acc_tensor *x = nullptr, *y = nullptr;
+    OK(acc_tensor_from_host(xs.data_ptr(), xs.nbytes(), xs.sizes().data(), 2, ACC_DTYPE_FLOAT32, &x));
+    OK(acc_tensor_from_host(ys.data_ptr(), ys.nbytes(), ys.sizes().data(), 1, ACC_DTYPE_INT64, &y));
+    const acc_tensor* fields[] = {x, y};
+    OK(acc_dataset_from_tensors(fields, 2, &ds));
+    acc_tensor_free(x);
+    acc_tensor_free(y);
+    acc_options* lo = nullptr;
+    OK(acc_options_create(ACC_OPTIONS_DATALOADER, &lo));
+    OK(acc_options_set_int(lo, "batch_size", s.batch));
+    OK(acc_options_set_bool(lo, "shuffle", 1));
+    OK(acc_options_set_bool(lo, "drop_last", 1));
+    OK(acc_dataloader_create(ds, lo, &loader));
+    acc_options_free(lo);
+    OK(acc_model_from_spec(spec_json(s).c_str(), &model));
+    OK(acc_optimizer_create(model, "adamw", nullptr, &opt));
+    OK(acc_prepare(acc, &model, &opt, &loader, nullptr));
+  }
+  ~CapiLoop() {
+    acc_model_free(model);
+    acc_optimizer_free(opt);
+    acc_dataloader_free(loader);
+    acc_dataset_free(ds);
+    acc_accelerator_free(acc);
+  }
+  void step() {
+    acc_tensor_list* batch = nullptr;
+    OK(acc_dataloader_next(loader, &batch));
+    if (!batch) OK(acc_dataloader_next(loader, &batch));
+    acc_tensor *x = nullptr, *y = nullptr, *logits = nullptr, *loss = nullptr;
+    OK(acc_tensor_list_get(batch, 0, &x));
+    OK(acc_tensor_list_get(batch, 1, &y));
+    OK(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &logits));
+    OK(acc_loss_cross_entropy(logits, y, ACC_REDUCTION_MEAN, 0.0, &loss));
+    OK(acc_backward(acc, loss));
+    OK(acc_optimizer_step(opt));
+    OK(acc_optimizer_zero_grad(opt));
+    acc_tensor_free(x);
+    acc_tensor_free(y);
+    acc_tensor_free(logits);
+    acc_tensor_free(loss);
+    acc_tensor_list_free(batch);
+  }
+};
+
+template <typename Loop>
+double time_steps(Loop& loop, int steps) {
+  const auto start = Clock::now();
+  for (int i = 0; i < steps; ++i) loop.step();
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count() / steps;
+}
+
+void overhead(const Shape& s, int rounds, int steps) {
+  const int64_t n = 4096;
+  torch::manual_seed(0);
+  at::Tensor xs = torch::randn({n, s.widths.front()}), ys = torch::randint(0, s.widths.back(), {n});
+  PlainLoop plain(s, xs, ys);
+  CapiLoop capi(s, xs, ys);
+  time_steps(plain, steps);  // warm up both
+  time_steps(capi, steps);
+  std::vector<double> a, b;
+  for (int r = 0; r < rounds; ++r) {  // interleaved rounds, so drift hits both sides alike
+    a.push_back(time_steps(plain, steps));
+    b.push_back(time_steps(capi, steps));
+  }
+  std::printf("%-28s batch %3lld   (a) libtorch %9.1f us/step   (b) C API %9.1f us/step   (b)/(a) %.3f\n", s.name,
+              static_cast<long long>(s.batch), median(a), median(b), median(b) / median(a));
+}
+
+double loader_throughput(acc_dataset* ds, int batches) {
+  acc_options* lo = nullptr;
+  OK(acc_options_create(ACC_OPTIONS_DATALOADER, &lo));
+  OK(acc_options_set_int(lo, "batch_size", 64));
+  OK(acc_options_set_bool(lo, "shuffle", 1));
+  acc_dataloader* dl = nullptr;
+  OK(acc_dataloader_create(ds, lo, &dl));
+  acc_options_free(lo);
+  int64_t samples = 0;
+  const auto start = Clock::now();
+  for (int i = 0; i < batches; ++i) {
+    acc_tensor_list* batch = nullptr;
+    OK(acc_dataloader_next(dl, &batch));
+    if (!batch) OK(acc_dataloader_next(dl, &batch));
+    acc_tensor* x = nullptr;
+    OK(acc_tensor_list_get(batch, 0, &x));
+    int64_t numel = 0;
+    OK(acc_tensor_numel(x, &numel));
+    samples += numel / 784;
+    acc_tensor_free(x);
+    acc_tensor_list_free(batch);
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  acc_dataloader_free(dl);
+  return static_cast<double>(samples) / seconds;
+}
+
+void loaders(int batches) {
+  const int64_t n = 60000, d = 784;
+  torch::manual_seed(0);
+  at::Tensor xs = torch::rand({n, d}), ys = torch::randint(0, 10, {n});
+  const std::string path = "/tmp/acc_bench_features.bin";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.write(static_cast<const char*>(xs.data_ptr()), static_cast<std::streamsize>(xs.nbytes()));
+  }
+  acc_tensor *x = nullptr, *y = nullptr, *mapped = nullptr;
+  OK(acc_tensor_from_host(xs.data_ptr(), xs.nbytes(), xs.sizes().data(), 2, ACC_DTYPE_FLOAT32, &x));
+  OK(acc_tensor_from_host(ys.data_ptr(), ys.nbytes(), ys.sizes().data(), 1, ACC_DTYPE_INT64, &y));
+  const int64_t dims[] = {-1, d};
+  OK(acc_tensor_from_file_mmap(path.c_str(), 0, ACC_DTYPE_FLOAT32, dims, 2, &mapped));
+  const acc_tensor* memory_fields[] = {x, y};
+  const acc_tensor* mapped_fields[] = {mapped, y};
+  acc_dataset *memory = nullptr, *file = nullptr;
+  OK(acc_dataset_from_tensors(memory_fields, 2, &memory));
+  OK(acc_dataset_from_tensors(mapped_fields, 2, &file));
+  std::printf("data loader, batch 64 x 784 float32, shuffled: in-memory %.0f samples/s, memory-mapped %.0f samples/s\n",
+              loader_throughput(memory, batches), loader_throughput(file, batches));
+  for (acc_tensor* t : {x, y, mapped}) acc_tensor_free(t);
+  acc_dataset_free(memory);
+  acc_dataset_free(file);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  std::printf("accelerate overhead benchmark (%s, %d intra-op threads)\n", acc_build_info(), at::get_num_threads());
+  overhead({"MLP 784-1024-1024-10", {784, 1024, 1024, 10}, 64}, quick ? 1 : 15, quick ? 2 : 40);
+  overhead({"MLP 32-64-10", {32, 64, 10}, 8}, quick ? 1 : 15, quick ? 2 : 400);
+  loaders(quick ? 20 : 3000);
+  return 0;
+}
