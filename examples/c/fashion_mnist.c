@@ -7,6 +7,7 @@
  * Reads the IDX files of Debian's dataset-fashion-mnist package; prints one line per epoch (loss,
  * samples/s) on the main process, evaluates on the test split and saves the weights as TorchScript.
  * Exits 3 when the test accuracy is below --min-accuracy. */
+#define _POSIX_C_SOURCE 199309L /* clock_gettime */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
