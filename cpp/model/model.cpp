@@ -1,12 +1,18 @@
 #include "model/model.h"
 
 
+#include <fstream>
 #include <set>
 #include <unordered_map>
 
 #include "common/error.h"
 
 namespace acc {
+
+void require_writable(const std::string& path) {
+  std::ofstream probe(path, std::ios::binary | std::ios::app);
+  if (!probe) fail(Status::Io, "cannot write '", path, "'");
+}
 
 void Model::to(c10::optional<at::Device> device, c10::optional<at::ScalarType> dtype) {
   at::NoGradGuard no_grad;

@@ -39,6 +39,9 @@ class Model {
   void zero_grad();
 };
 
+// Fails with an Io error unless `path` can be created or written (checked before a long save).
+void require_writable(const std::string& path);
+
 std::shared_ptr<Model> load_torchscript_model(const std::string& path);
 std::shared_ptr<Model> model_from_spec(const std::string& json_spec);
 

@@ -79,9 +79,7 @@ void ScriptModel::set_training(bool training) { module_.train(training); }
 bool ScriptModel::is_training() const { return module_.is_training(); }
 
 void ScriptModel::save_torchscript(const std::string& path) const {
-  std::ofstream probe(path, std::ios::binary | std::ios::app);
-  if (!probe) fail(Status::Io, "cannot write '", path, "'");
-  probe.close();
+  require_writable(path);
   module_.save(path);
 }
 

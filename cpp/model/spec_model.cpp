@@ -58,9 +58,7 @@ void SpecModel::save_torchscript(const std::string& path) const {
   }
   forward += "    return x\n";
   top.define(forward);
-  std::ofstream probe(path, std::ios::binary | std::ios::app);
-  if (!probe) fail(Status::Io, "cannot write '", path, "'");
-  probe.close();
+  require_writable(path);
   top.save(path);
 }
 
