@@ -27,8 +27,13 @@ std::shared_ptr<T> find_prepared(const std::map<const void*, std::weak_ptr<U>>& 
 
 Accelerator::Accelerator(const Options& options)
     : config_(resolve_accelerator_config(options)),
-      device_(pick_device(config_, 0)),
+      process_(detect_process_env()),
+      device_(pick_device(config_, process_.local_rank)),
       gradient_state_(std::make_shared<GradientState>(config_.gradient_accumulation_steps)) {
+  if (process_.distributed())
+    fail(Status::Unsupported, "this process is rank ", process_.rank, " of ", process_.world_size,
+         " (from the launcher's environment), but this build trains on one process only: data-parallel "
+         "training on c10d is not available yet");
   const auto dtype = mixed_precision_dtype(config_.mixed_precision);
   if (dtype == c10::kHalf)
     fail(Status::Unsupported, "mixed_precision \"fp16\" needs dynamic loss scaling (GradScaler), which this build "

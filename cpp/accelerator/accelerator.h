@@ -15,6 +15,7 @@
 #include "accelerator/gradient_state.h"
 #include "accelerator/prepared_model.h"
 #include "data/dataloader.h"
+#include "state/process_env.h"
 
 namespace acc {
 
@@ -26,9 +27,9 @@ class Accelerator {
   const c10::Device& device() const { return device_; }
   // Accelerate's DistributedType names: "NO" on one process.
   std::string distributed_type() const { return "NO"; }
-  int64_t process_index() const { return 0; }
-  int64_t num_processes() const { return 1; }
-  int64_t local_process_index() const { return 0; }
+  int64_t process_index() const { return process_.rank; }
+  int64_t num_processes() const { return process_.world_size; }
+  int64_t local_process_index() const { return process_.local_rank; }
   bool is_main_process() const { return process_index() == 0; }
   bool is_local_main_process() const { return local_process_index() == 0; }
   bool is_last_process() const { return process_index() == num_processes() - 1; }
@@ -66,6 +67,7 @@ class Accelerator {
   std::shared_ptr<Model> wrapped_model(const std::shared_ptr<Model>& model) const;
 
   AcceleratorConfig config_;
+  ProcessEnv process_;
   c10::Device device_;
   std::shared_ptr<GradientState> gradient_state_;
   // Raw object -> its prepared wrapper, so that preparing twice gives the same wrapper.

@@ -374,3 +374,10 @@ TEST(SetSeed, TheSameSeedGivesTheSameRun) {
   EXPECT_EQ(seeded_run("1234"), first);  // init, shuffling and dropout all follow the seed
   EXPECT_NE(seeded_run("99"), first);
 }
+
+TEST(Accelerator, AMultiProcessLaunchIsRefusedNotSilentlyRunAlone) {
+  EnvVar rank("RANK", "0"), world("WORLD_SIZE", "2");
+  acc_accelerator* a = nullptr;
+  ACC_EXPECT_ERROR(acc_accelerator_create(nullptr, &a), ACC_ERR_UNSUPPORTED, "rank 0 of 2");
+  EXPECT_EQ(a, nullptr);
+}

@@ -1,0 +1,79 @@
+#include "state/process_env.h"
+
+#include <cstdlib>
+#include <vector>
+
+#include "common/error.h"
+
+namespace acc {
+namespace {
+
+std::optional<int64_t> first_int(const EnvLookup& env, const std::vector<const char*>& names) {
+  for (const char* name : names) {
+    auto value = env(name);
+    if (!value || value->empty()) continue;
+    // SLURM writes per-node task counts as "2(x3)": the count before the parenthesis.
+    std::string digits = value->substr(0, value->find('('));
+    char* end = nullptr;
+    const long long parsed = std::strtoll(digits.c_str(), &end, 10);
+    if (digits.empty() || *end || parsed < 0)
+      fail(Status::InvalidArgument, "environment variable ", name, "='", *value, "' is not an integer >= 0");
+    return parsed;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string first_slurm_host(const std::string& nodelist) {
+  const auto bracket = nodelist.find('[');
+  const auto comma = nodelist.find(',');
+  if (bracket == std::string::npos || (comma != std::string::npos && comma < bracket))
+    return nodelist.substr(0, comma);
+  const std::string prefix = nodelist.substr(0, bracket);
+  const auto stop = nodelist.find_first_of(",-]", bracket + 1);
+  return prefix + nodelist.substr(bracket + 1, stop - bracket - 1);
+}
+
+ProcessEnv detect_process_env(const EnvLookup& env) {
+  ProcessEnv p;
+  p.rank = first_int(env, {"RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID"})
+               .value_or(0);
+  p.world_size =
+      first_int(env, {"WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_NTASKS"})
+          .value_or(1);
+  p.local_rank = first_int(env, {"LOCAL_RANK", "MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                 "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"})
+                     .value_or(0);
+  p.local_world_size = first_int(env, {"LOCAL_WORLD_SIZE", "MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                       "MV2_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"})
+                           .value_or(p.world_size);
+  require(p.world_size >= 1, "the world size must be at least 1, got ", p.world_size);
+  require(p.rank < p.world_size, "rank ", p.rank, " is outside a world of ", p.world_size, " processes");
+  require(p.local_world_size >= 1 && p.local_world_size <= p.world_size, "the local world size ",
+          p.local_world_size, " does not fit a world of ", p.world_size);
+  require(p.local_rank < p.local_world_size, "local rank ", p.local_rank, " is outside a node of ",
+          p.local_world_size, " processes");
+  if (auto port = first_int(env, {"MASTER_PORT"})) {
+    require(*port > 0 && *port < 65536, "MASTER_PORT=", *port, " is not a TCP port");
+    p.master_port = static_cast<int>(*port);
+  }
+  if (auto addr = env("MASTER_ADDR"); addr && !addr->empty()) {
+    p.master_addr = *addr;
+  } else if (auto nodes = env("SLURM_JOB_NODELIST"); nodes && !nodes->empty()) {
+    p.master_addr = first_slurm_host(*nodes);
+  } else if (p.local_world_size != p.world_size) {
+    fail(Status::InvalidArgument, "a job over several machines needs MASTER_ADDR (the address of rank 0's machine)");
+  }
+  return p;
+}
+
+ProcessEnv detect_process_env() {
+  return detect_process_env([](const std::string& name) -> std::optional<std::string> {
+    const char* value = std::getenv(name.c_str());
+    if (!value) return std::nullopt;
+    return std::string(value);
+  });
+}
+
+}  // namespace acc

@@ -1,0 +1,83 @@
+// Detection of rank, world and rendezvous address from the launchers' environments.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "common/error.h"
+#include "state/process_env.h"
+
+namespace {
+
+acc::ProcessEnv detect(const std::map<std::string, std::string>& vars) {
+  return acc::detect_process_env([&](const std::string& name) -> std::optional<std::string> {
+    auto it = vars.find(name);
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  });
+}
+
+}  // namespace
+
+TEST(ProcessEnv, NothingSetIsOneProcess) {
+  auto p = detect({});
+  EXPECT_EQ(p.rank, 0);
+  EXPECT_EQ(p.world_size, 1);
+  EXPECT_FALSE(p.distributed());
+  EXPECT_EQ(p.master_addr, "127.0.0.1");
+  EXPECT_EQ(p.master_port, 29500);
+}
+
+TEST(ProcessEnv, Torchrun) {
+  auto p = detect({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
+                   {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "1234"}});
+  EXPECT_EQ(p.rank, 3);
+  EXPECT_EQ(p.world_size, 4);
+  EXPECT_EQ(p.local_rank, 1);
+  EXPECT_EQ(p.local_world_size, 2);
+  EXPECT_EQ(p.master_addr, "10.0.0.1");
+  EXPECT_EQ(p.master_port, 1234);
+  EXPECT_TRUE(p.distributed());
+}
+
+TEST(ProcessEnv, OpenMpiMpichAndMvapich) {
+  auto ompi = detect({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"},
+                      {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+  EXPECT_EQ(ompi.rank, 1);
+  EXPECT_EQ(ompi.local_rank, 1);
+  EXPECT_EQ(ompi.world_size, 2);
+  auto pmi = detect({{"PMI_RANK", "2"}, {"PMI_SIZE", "3"}, {"MPI_LOCALRANKID", "2"}, {"MPI_LOCALNRANKS", "3"}});
+  EXPECT_EQ(pmi.rank, 2);
+  EXPECT_EQ(pmi.world_size, 3);
+  auto mv2 = detect({{"MV2_COMM_WORLD_RANK", "1"}, {"MV2_COMM_WORLD_SIZE", "2"}});
+  EXPECT_EQ(mv2.rank, 1);
+  EXPECT_EQ(mv2.local_world_size, 2);  // defaults to the world: one machine
+  // torchrun's variables come first, as in Accelerate.
+  EXPECT_EQ(detect({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"PMI_RANK", "1"}, {"PMI_SIZE", "2"}}).rank, 0);
+}
+
+TEST(ProcessEnv, SlurmTakesTheMasterFromTheNodeList) {
+  auto p = detect({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
+                   {"SLURM_NTASKS_PER_NODE", "2(x4)"}, {"SLURM_JOB_NODELIST", "gpu[07-10],cpu1"}});
+  EXPECT_EQ(p.rank, 5);
+  EXPECT_EQ(p.world_size, 8);
+  EXPECT_EQ(p.local_world_size, 2);
+  EXPECT_EQ(p.master_addr, "gpu07");
+  EXPECT_EQ(acc::first_slurm_host("a1,b2"), "a1");
+  EXPECT_EQ(acc::first_slurm_host("node[3,5]"), "node3");
+  EXPECT_EQ(acc::first_slurm_host("single"), "single");
+}
+
+TEST(ProcessEnv, InconsistentValuesAreNamed) {
+  auto message = [](const std::map<std::string, std::string>& vars) {
+    try {
+      detect(vars);
+    } catch (const acc::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message({{"RANK", "two"}}).find("RANK='two'"), std::string::npos);
+  EXPECT_NE(message({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).find("rank 2 is outside"), std::string::npos);
+  EXPECT_NE(message({{"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}}).find("needs MASTER_ADDR"), std::string::npos);
+  EXPECT_NE(message({{"MASTER_PORT", "70000"}}).find("not a TCP port"), std::string::npos);
+}
