@@ -19,6 +19,9 @@
  *    per-thread state (grad mode, autocast) is set inside each call, never left behind.
  *  - Sizes are int64_t; counts are size_t and follow their pointer. Strings are UTF-8.
  *
+ * Enums are int-sized (each has a *_MAX_ENUM sentinel that is never a valid value), so any int a
+ * caller passes is checked, not undefined behaviour.
+ *
  * Names: every export starts with acc_. None shares a name with the OpenACC functions that GCC's
  * libgomp (loaded by libtorch) exports, such as acc_init, acc_create or acc_free.
  */
@@ -66,7 +69,8 @@ typedef enum acc_status {
   ACC_ERR_DISTRIBUTED = 8,      /* any other error of the process group */
   ACC_ERR_IO = 9,               /* a file could not be read or written, or is corrupt */
   ACC_ERR_VERSION_MISMATCH = 10,/* the caller was built against another ABI version */
-  ACC_ERR_INTERNAL = 11         /* a bug: please report it with acc_last_error_backtrace() */
+  ACC_ERR_INTERNAL = 11,        /* a bug: please report it with acc_last_error_backtrace() */
+  ACC_STATUS_MAX_ENUM = 0x7fffffff
 } acc_status;
 
 /* Tensor element types. Values are fixed forever. */
@@ -79,14 +83,16 @@ typedef enum acc_dtype {
   ACC_DTYPE_INT64 = 5,
   ACC_DTYPE_INT32 = 6,
   ACC_DTYPE_UINT8 = 7,
-  ACC_DTYPE_BOOL = 8
+  ACC_DTYPE_BOOL = 8,
+  ACC_DTYPE_MAX_ENUM = 0x7fffffff
 } acc_dtype;
 
 /* Loss reductions, as PyTorch's reduction="none" | "mean" | "sum". */
 typedef enum acc_reduction {
   ACC_REDUCTION_NONE = 0,
   ACC_REDUCTION_MEAN = 1,
-  ACC_REDUCTION_SUM = 2
+  ACC_REDUCTION_SUM = 2,
+  ACC_REDUCTION_MAX_ENUM = 0x7fffffff
 } acc_reduction;
 
 /* Flags of acc_model_forward(). */
@@ -105,7 +111,8 @@ typedef enum acc_handle_kind {
   ACC_HANDLE_SCHEDULER = 7,
   ACC_HANDLE_DATASET = 8,
   ACC_HANDLE_DATALOADER = 9,
-  ACC_HANDLE_ACCELERATOR = 10
+  ACC_HANDLE_ACCELERATOR = 10,
+  ACC_HANDLE_MAX_ENUM = 0x7fffffff
 } acc_handle_kind;
 
 /* Opaque handles. */
@@ -207,7 +214,8 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_OPTIMIZER = 1,
   ACC_OPTIONS_SCHEDULER = 2,
   ACC_OPTIONS_DATALOADER = 3,
-  ACC_OPTIONS_ACCELERATOR = 4
+  ACC_OPTIONS_ACCELERATOR = 4,
+  ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
 ACC_API ACC_NODISCARD acc_status acc_options_create(acc_options_kind kind, acc_options **out);
@@ -521,7 +529,8 @@ ACC_API ACC_NODISCARD acc_status acc_accelerator_step(const acc_accelerator *acc
 typedef enum acc_placement {
   ACC_PLACEMENT_DEFAULT = -1,
   ACC_PLACEMENT_NO = 0,
-  ACC_PLACEMENT_YES = 1
+  ACC_PLACEMENT_YES = 1,
+  ACC_PLACEMENT_MAX_ENUM = 0x7fffffff
 } acc_placement;
 
 /* Each returns a new handle to the prepared object; the handle passed in stays valid and still

@@ -63,6 +63,7 @@ const char* acc_status_name(acc_status status) {
     case ACC_ERR_IO: return "ACC_ERR_IO";
     case ACC_ERR_VERSION_MISMATCH: return "ACC_ERR_VERSION_MISMATCH";
     case ACC_ERR_INTERNAL: return "ACC_ERR_INTERNAL";
+    case ACC_STATUS_MAX_ENUM: break;
   }
   return "unknown status";
 }

@@ -79,7 +79,8 @@ at::ScalarType to_scalar_type(acc_dtype dtype) {
     case ACC_DTYPE_INT32: return at::kInt;
     case ACC_DTYPE_UINT8: return at::kByte;
     case ACC_DTYPE_BOOL: return at::kBool;
-    case ACC_DTYPE_UNDEFINED: break;
+    case ACC_DTYPE_UNDEFINED:
+    case ACC_DTYPE_MAX_ENUM: break;
   }
   fail(Status::InvalidArgument, "invalid dtype ", static_cast<int>(dtype));
 }

@@ -27,11 +27,6 @@ int64_t DataLoader::position() const {
   return in_epoch_ && prefetcher_ ? static_cast<int64_t>(prefetcher_->consumed()) : 0;
 }
 
-void DataLoader::set_device(std::optional<c10::Device> device) {
-  require(!in_epoch_, "the device can only change between epochs");
-  options_.device = device;
-}
-
 std::vector<std::vector<int64_t>> DataLoader::plan_epoch(int64_t epoch) const {
   return make_batches(epoch_order(dataset_->size(), options_.shuffle, options_.seed, epoch), options_.batch_size,
                       options_.drop_last);

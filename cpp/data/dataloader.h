@@ -55,7 +55,6 @@ class DataLoader {
 
   const std::shared_ptr<Dataset>& dataset() const { return dataset_; }
   const DataLoaderOptions& options() const { return options_; }
-  void set_device(std::optional<c10::Device> device);
   void set_observer(std::shared_ptr<LoaderObserver> observer) { observer_ = std::move(observer); }
 
  protected:

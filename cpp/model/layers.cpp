@@ -51,6 +51,32 @@ torch::ExpandingArray<2> ea2(const json& v) {
   return torch::ExpandingArray<2>({p[0], p[1]});
 }
 
+// Batch norm is the same layer in 1d and 2d except for the module class and the accepted rank.
+LayerKind batchnorm_kind(bool two_d) {
+  return {{{"num_features", Arg::Int, nullptr},
+           {"eps", Arg::Float, 1e-5},
+           {"momentum", Arg::Float, 0.1},
+           {"affine", Arg::Bool, true},
+           {"track_running_stats", Arg::Bool, true}},
+          [two_d](const json& a) {
+            torch::nn::BatchNormOptions options(a["num_features"]);
+            options.eps(a["eps"]).momentum(a["momentum"].get<double>()).affine(a["affine"]).track_running_stats(
+                a["track_running_stats"]);
+            if (two_d) return torch::nn::AnyModule(torch::nn::BatchNorm2d(options));
+            return torch::nn::AnyModule(torch::nn::BatchNorm1d(options));
+          },
+          [](const json& a) {
+            const bool affine = a["affine"], tracked = a["track_running_stats"];
+            std::string body;
+            if (tracked) body += "if self.training:\n        self.num_batches_tracked.add_(1)\n    ";
+            body += "return torch.batch_norm(x, ";
+            body += affine ? "self.weight, self.bias, " : "None, None, ";
+            body += tracked ? "self.running_mean, self.running_var, self.training, " : "None, None, True, ";
+            body += f(a["momentum"]) + ", " + f(a["eps"]) + ", False)";
+            return body;
+          }};
+}
+
 const std::map<std::string, LayerKind>& layer_kinds() {
   static const std::map<std::string, LayerKind> kinds = {
       {"linear",
@@ -176,8 +202,8 @@ const std::map<std::string, LayerKind>& layer_kinds() {
           return "return torch.layer_norm(x, " + list(a["normalized_shape"]) + ", " +
                  (affine ? "self.weight, self.bias, " : "None, None, ") + f(a["eps"]) + ", False)";
         }}},
-      {"batchnorm1d", {}},
-      {"batchnorm2d", {}},
+      {"batchnorm1d", batchnorm_kind(false)},
+      {"batchnorm2d", batchnorm_kind(true)},
       {"embedding",
        {{{"num_embeddings", Arg::Int, nullptr}, {"embedding_dim", Arg::Int, nullptr}, {"padding_idx", Arg::OptionalInt, nullptr}},
         [](const json& a) {
@@ -197,36 +223,7 @@ const std::map<std::string, LayerKind>& layer_kinds() {
   return kinds;
 }
 
-// Batch norm is the same layer in 1d and 2d except for the module class and the accepted rank.
-LayerKind batchnorm_kind(bool two_d) {
-  return {{{"num_features", Arg::Int, nullptr},
-           {"eps", Arg::Float, 1e-5},
-           {"momentum", Arg::Float, 0.1},
-           {"affine", Arg::Bool, true},
-           {"track_running_stats", Arg::Bool, true}},
-          [two_d](const json& a) {
-            torch::nn::BatchNormOptions options(a["num_features"]);
-            options.eps(a["eps"]).momentum(a["momentum"].get<double>()).affine(a["affine"]).track_running_stats(
-                a["track_running_stats"]);
-            if (two_d) return torch::nn::AnyModule(torch::nn::BatchNorm2d(options));
-            return torch::nn::AnyModule(torch::nn::BatchNorm1d(options));
-          },
-          [](const json& a) {
-            const bool affine = a["affine"], tracked = a["track_running_stats"];
-            std::string body;
-            if (tracked) body += "if self.training:\n        self.num_batches_tracked.add_(1)\n    ";
-            body += "return torch.batch_norm(x, ";
-            body += affine ? "self.weight, self.bias, " : "None, None, ";
-            body += tracked ? "self.running_mean, self.running_var, self.training, " : "None, None, True, ";
-            body += f(a["momentum"]) + ", " + f(a["eps"]) + ", False)";
-            return body;
-          }};
-}
-
 const LayerKind& find_kind(const std::string& type) {
-  static const LayerKind bn1 = batchnorm_kind(false), bn2 = batchnorm_kind(true);
-  if (type == "batchnorm1d") return bn1;
-  if (type == "batchnorm2d") return bn2;
   auto it = layer_kinds().find(type);
   if (it == layer_kinds().end()) {
     std::string known;
