@@ -1,0 +1,267 @@
+#include "launch/launcher.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+
+#include "common/error.h"
+
+extern char** environ;
+
+namespace acc {
+namespace {
+
+std::atomic<int> g_forward_signal{0};
+
+void remember_signal(int sig) { g_forward_signal = sig; }
+
+struct Child {
+  int local_rank = 0;
+  pid_t pid = -1;
+  int out_fd = -1;  // stdout and stderr together
+  std::string pending;  // a partial line
+  bool running = false;
+  int exit_code = 0;
+};
+
+int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_count) {
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) fail(Status::Io, "pipe: ", std::strerror(errno));
+  auto env = launch_environment(config, local_rank, port, restart_count);
+  // Build the child's environment before fork: only async-signal-safe calls after it.
+  std::vector<std::string> entries;
+  for (char** e = environ; *e; ++e) {
+    std::string entry(*e);
+    if (!env.count(entry.substr(0, entry.find('=')))) entries.push_back(entry);
+  }
+  for (const auto& kv : env) entries.push_back(kv.first + "=" + kv.second);
+  std::vector<char*> envp, argv;
+  for (auto& e : entries) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> command = config.command;
+  for (auto& a : command) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  const pid_t pid = fork();
+  if (pid < 0) fail(Status::Io, "fork: ", std::strerror(errno));
+  if (pid == 0) {
+    setpgid(0, 0);  // its own process group, so the whole tree can be signalled
+    dup2(pipe_fds[1], STDOUT_FILENO);
+    dup2(pipe_fds[1], STDERR_FILENO);
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    execvpe(argv[0], argv.data(), envp.data());
+    dprintf(STDERR_FILENO, "accelerate-launch: cannot run '%s': %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(pipe_fds[1]);
+  fcntl(pipe_fds[0], F_SETFL, fcntl(pipe_fds[0], F_GETFL) | O_NONBLOCK);
+  Child child;
+  child.local_rank = local_rank;
+  child.pid = pid;
+  child.out_fd = pipe_fds[0];
+  child.running = true;
+  return child;
+}
+
+void emit_lines(Child& c, const LaunchConfig& config, int global_rank, bool flush_partial) {
+  const bool prefix = config.prefix_output && config.num_processes > 1;
+  size_t start = 0;
+  for (size_t nl; (nl = c.pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+    std::string line = c.pending.substr(start, nl - start + 1);
+    if (prefix) std::fprintf(stdout, "[rank%d]: %s", global_rank, line.c_str());
+    else std::fputs(line.c_str(), stdout);
+  }
+  c.pending.erase(0, start);
+  if (flush_partial && !c.pending.empty()) {
+    if (prefix) std::fprintf(stdout, "[rank%d]: %s\n", global_rank, c.pending.c_str());
+    else std::fprintf(stdout, "%s\n", c.pending.c_str());
+    c.pending.clear();
+  }
+  std::fflush(stdout);
+}
+
+// Reads what is available; returns false at end of stream.
+bool drain(Child& c, const LaunchConfig& config, int global_rank) {
+  char buffer[4096];
+  for (;;) {
+    const ssize_t n = read(c.out_fd, buffer, sizeof buffer);
+    if (n > 0) {
+      c.pending.append(buffer, static_cast<size_t>(n));
+      continue;
+    }
+    if (n == 0) {
+      emit_lines(c, config, global_rank, true);
+      return false;
+    }
+    emit_lines(c, config, global_rank, false);
+    return errno == EAGAIN || errno == EINTR;
+  }
+}
+
+void signal_all(std::vector<Child>& children, int sig) {
+  for (auto& c : children)
+    if (c.running) kill(-c.pid, sig);
+}
+
+// Runs one attempt of the group; returns the job's exit code.
+int run_group(const LaunchConfig& config, int port, int restart_count) {
+  const int local = config.num_processes / config.num_machines;
+  std::vector<Child> children;
+  for (int i = 0; i < local; ++i) children.push_back(spawn(config, i, port, restart_count));
+
+  int result = 0;
+  bool tearing_down = false;
+  auto teardown_started = std::chrono::steady_clock::now();
+  bool killed = false;
+  size_t open_streams = children.size();
+  while (open_streams > 0 || std::any_of(children.begin(), children.end(), [](const Child& c) { return c.running; })) {
+    std::vector<pollfd> fds;
+    std::vector<size_t> owners;
+    for (size_t i = 0; i < children.size(); ++i)
+      if (children[i].out_fd >= 0) fds.push_back({children[i].out_fd, POLLIN, 0}), owners.push_back(i);
+    if (!fds.empty()) poll(fds.data(), fds.size(), 100);
+    else std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    for (size_t k = 0; k < fds.size(); ++k) {
+      Child& c = children[owners[k]];
+      if (!drain(c, config, config.machine_rank * local + c.local_rank)) {
+        close(c.out_fd);
+        c.out_fd = -1;
+        --open_streams;
+      }
+    }
+    for (auto& c : children) {
+      if (!c.running) continue;
+      int status = 0;
+      if (waitpid(c.pid, &status, WNOHANG) != c.pid) continue;
+      c.running = false;
+      c.exit_code = exit_code_of(status);
+      if (c.exit_code != 0 && !tearing_down) {
+        result = c.exit_code;
+        std::fprintf(stderr, "accelerate-launch: rank %d exited with code %d; stopping the other processes\n",
+                     config.machine_rank * local + c.local_rank, c.exit_code);
+        tearing_down = true;
+        teardown_started = std::chrono::steady_clock::now();
+        signal_all(children, SIGTERM);
+      }
+    }
+    if (int sig = g_forward_signal.exchange(0)) {
+      signal_all(children, sig);
+      if (!tearing_down) {
+        tearing_down = true;
+        teardown_started = std::chrono::steady_clock::now();
+        result = 128 + sig;
+      }
+    }
+    if (tearing_down && !killed &&
+        std::chrono::steady_clock::now() - teardown_started >
+            std::chrono::duration<double>(config.kill_timeout_seconds)) {
+      signal_all(children, SIGKILL);
+      killed = true;
+    }
+  }
+  return result;
+}
+
+}  // namespace
+
+void validate_launch_config(const LaunchConfig& c) {
+  require(!c.command.empty(), "no program to launch: accelerate-launch [options] PROGRAM [ARGS...]");
+  require(c.num_processes >= 1, "--num_processes must be at least 1, got ", c.num_processes);
+  require(c.num_machines >= 1, "--num_machines must be at least 1, got ", c.num_machines);
+  require(c.num_processes % c.num_machines == 0, "--num_processes (", c.num_processes,
+          ") must be a multiple of --num_machines (", c.num_machines, ")");
+  require(c.machine_rank >= 0 && c.machine_rank < c.num_machines, "--machine_rank must be in [0, ",
+          c.num_machines, "), got ", c.machine_rank);
+  require(!c.main_process_port || (*c.main_process_port > 0 && *c.main_process_port < 65536),
+          "--main_process_port must be a TCP port (1-65535)");
+  require(c.num_machines == 1 || c.main_process_port, "a job over several machines needs --main_process_port");
+  require(!c.mixed_precision || *c.mixed_precision == "no" || *c.mixed_precision == "fp16" ||
+              *c.mixed_precision == "bf16",
+          "--mixed_precision must be no, fp16 or bf16");
+  require(!c.gradient_accumulation_steps || *c.gradient_accumulation_steps >= 1,
+          "--gradient_accumulation_steps must be at least 1");
+  require(!c.num_cpu_threads_per_process || *c.num_cpu_threads_per_process >= 1,
+          "--num_cpu_threads_per_process must be at least 1");
+  require(c.max_restarts >= 0, "--max_restarts must not be negative");
+}
+
+std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int local_rank, int port,
+                                                      int restart_count) {
+  const int local = c.num_processes / c.num_machines;
+  std::map<std::string, std::string> env = {
+      {"RANK", std::to_string(c.machine_rank * local + local_rank)},
+      {"WORLD_SIZE", std::to_string(c.num_processes)},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(local)},
+      {"GROUP_RANK", std::to_string(c.machine_rank)},
+      {"MASTER_ADDR", c.main_process_ip},
+      {"MASTER_PORT", std::to_string(port)},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(c.max_restarts)},
+  };
+  if (c.mixed_precision) env["ACCELERATE_MIXED_PRECISION"] = *c.mixed_precision;
+  if (c.gradient_accumulation_steps)
+    env["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"] = std::to_string(*c.gradient_accumulation_steps);
+  if (c.cpu) env["ACCELERATE_USE_CPU"] = "true";
+  if (c.num_cpu_threads_per_process) env["OMP_NUM_THREADS"] = std::to_string(*c.num_cpu_threads_per_process);
+  else if (local > 1 && !std::getenv("OMP_NUM_THREADS")) env["OMP_NUM_THREADS"] = "1";  // as torchrun does
+  if (c.gpu_ids) env["CUDA_VISIBLE_DEVICES"] = *c.gpu_ids;
+  return env;
+}
+
+int find_free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) fail(Status::Io, "socket: ", std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    close(fd);
+    fail(Status::Io, "cannot find a free port: ", std::strerror(errno));
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+int run_launch(const LaunchConfig& config) {
+  validate_launch_config(config);
+  struct sigaction action {};
+  action.sa_handler = remember_signal;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+  int code = 0;
+  for (int attempt = 0; attempt <= config.max_restarts; ++attempt) {
+    const int port = config.main_process_port.value_or(config.num_machines == 1 ? find_free_port() : 29500);
+    code = run_group(config, port, attempt);
+    if (code == 0 || code == 128 + SIGINT || code == 128 + SIGTERM) break;
+    if (attempt < config.max_restarts)
+      std::fprintf(stderr, "accelerate-launch: restarting the group (%d of %d)\n", attempt + 1, config.max_restarts);
+  }
+  return code;
+}
+
+}  // namespace acc

@@ -1,0 +1,43 @@
+// accelerate-launch: starts the processes of a data-parallel job on this machine with torchrun's
+// environment, relays their output, forwards signals, and tears the group down when one fails.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace acc {
+
+struct LaunchConfig {
+  int num_processes = 1;  // in the whole job, over all machines
+  int num_machines = 1;
+  int machine_rank = 0;
+  std::string main_process_ip = "127.0.0.1";
+  std::optional<int> main_process_port;  // none: a free port (one machine) or 29500
+  std::optional<std::string> mixed_precision;
+  std::optional<int> gradient_accumulation_steps;
+  bool cpu = false;
+  std::optional<int> num_cpu_threads_per_process;
+  std::optional<std::string> gpu_ids;
+  int max_restarts = 0;
+  double kill_timeout_seconds = 5.0;  // after a failure: SIGTERM, then SIGKILL after this long
+  bool prefix_output = true;          // "[rank N] " before each line when several processes run
+  std::vector<std::string> command;   // program and arguments
+};
+
+// Checks the configuration; usage errors throw acc::Error(InvalidArgument) with what to fix.
+void validate_launch_config(const LaunchConfig& config);
+
+// The environment of local process `local_rank`: torchrun's variables and Accelerate's.
+std::map<std::string, std::string> launch_environment(const LaunchConfig& config, int local_rank, int port,
+                                                      int restart_count);
+
+// A TCP port that was free on this machine a moment ago.
+int find_free_port();
+
+// Runs the job; returns the exit code for accelerate-launch: 0 if every process succeeded, else the
+// first failing process's code (128 + signal for a signal).
+int run_launch(const LaunchConfig& config);
+
+}  // namespace acc
