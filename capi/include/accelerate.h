@@ -179,6 +179,9 @@ ACC_API ACC_NODISCARD acc_status acc_string_list_size(const acc_string_list *lis
 /* Borrowed: valid while the list lives. */
 ACC_API ACC_NODISCARD acc_status acc_string_list_get(const acc_string_list *list, size_t index,
                                                      const char **out);
+/* An item with its size, for lists of bytes that may hold NUL (acc_gather_object). */
+ACC_API ACC_NODISCARD acc_status acc_string_list_get_bytes(const acc_string_list *list, size_t index,
+                                                           const void **data, size_t *size);
 ACC_API void acc_string_list_free(acc_string_list *list);
 
 /* ------------------------------------------------------------------------------------------------
@@ -204,7 +207,11 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   cpu (bool, default false: the GPU when CUDA is there), mixed_precision ("no", "bf16", "fp16"),
  *   gradient_accumulation_steps (int, default 1), seed (int: acc_set_seed at creation),
  *   device_placement (bool, default true), step_scheduler_with_optimizer (bool, default true),
- *   split_batches (bool, default false), project_dir (string).
+ *   split_batches (bool, default false), project_dir (string), even_batches (bool, default true:
+ *   on several processes the last batches are completed from the epoch's start so every process
+ *   gets as many), timeout_seconds (int, default 1800: rendezvous and every collective),
+ *   ddp_bucket_cap_mb (int, default 25), ddp_find_unused_parameters (bool, default false),
+ *   ddp_broadcast_buffers (bool, default true) (DistributedDataParallelKwargs).
  *   Unset cpu, mixed_precision and gradient_accumulation_steps are read from ACCELERATE_USE_CPU,
  *   ACCELERATE_MIXED_PRECISION and ACCELERATE_GRADIENT_ACCUMULATION_STEPS (set by
  *   accelerate-launch); a value set with acc_options_* always wins.
@@ -562,9 +569,54 @@ ACC_API ACC_NODISCARD acc_status acc_accumulate_end(acc_accelerator *acc);
 /* Prints text and a newline on the main process only. */
 ACC_API ACC_NODISCARD acc_status acc_print(const acc_accelerator *acc, const char *text);
 /* Waits until every process gets here; returns at once on one process. */
-ACC_API ACC_NODISCARD acc_status acc_wait_for_everyone(const acc_accelerator *acc);
+ACC_API ACC_NODISCARD acc_status acc_wait_for_everyone(acc_accelerator *acc);
 /* Drops the accelerator's references to what it prepared (Accelerate's free_memory / clear). */
 ACC_API ACC_NODISCARD acc_status acc_free_memory(acc_accelerator *acc);
+
+/* Gradients of a prepared model accumulate locally, without the allreduce, until acc_no_sync_end
+ * (Python's `with accelerator.no_sync(model)`). acc_accumulate_begin does this by itself. */
+ACC_API ACC_NODISCARD acc_status acc_no_sync_begin(acc_accelerator *acc, acc_model *model);
+ACC_API ACC_NODISCARD acc_status acc_no_sync_end(acc_accelerator *acc, acc_model *model);
+/* Python's `with accelerator.main_process_first()`: the main process runs the section first, the
+ * others wait for it at begin; it waits for them at end. The local variants use the machine's main. */
+ACC_API ACC_NODISCARD acc_status acc_main_process_first_begin(acc_accelerator *acc);
+ACC_API ACC_NODISCARD acc_status acc_main_process_first_end(acc_accelerator *acc);
+ACC_API ACC_NODISCARD acc_status acc_local_main_process_first_begin(acc_accelerator *acc);
+ACC_API ACC_NODISCARD acc_status acc_local_main_process_first_end(acc_accelerator *acc);
+
+/* ------------------------------------------------------------------------------------------------
+ * Collectives. Every process must make the same calls in the same order. Each takes a `name` (may
+ * be NULL) that error messages use; a process that died or stalls makes the others fail with
+ * ACC_ERR_ABORTED or ACC_ERR_TIMEOUT (option timeout_seconds) instead of hanging. With
+ * ACCELERATE_DEBUG_MODE=1 shapes are compared first and a mismatch names the ranks and shapes.
+ * On one process each returns its input (a copy).
+ * ---------------------------------------------------------------------------------------------- */
+
+/* Every process's tensor (same shape everywhere), concatenated on dim 0. */
+ACC_API ACC_NODISCARD acc_status acc_gather(acc_accelerator *acc, const acc_tensor *t, const char *name,
+                                            acc_tensor **out);
+/* Every process's bytes, in rank order (read them with acc_string_list_get_bytes). */
+ACC_API ACC_NODISCARD acc_status acc_gather_object(acc_accelerator *acc, const void *data, size_t size,
+                                                   const char *name, acc_string_list **out);
+/* ACC_REDUCTION_SUM or _MEAN over processes; ACC_REDUCTION_NONE returns the input unchanged. */
+ACC_API ACC_NODISCARD acc_status acc_reduce(acc_accelerator *acc, const acc_tensor *t, acc_reduction op,
+                                            const char *name, acc_tensor **out);
+/* Process `src`'s tensor on every process (a new tensor). */
+ACC_API ACC_NODISCARD acc_status acc_broadcast(acc_accelerator *acc, const acc_tensor *t, int64_t src,
+                                               const char *name, acc_tensor **out);
+/* Pads dimension `dim` to its largest size across processes with `value`, at the end or, with
+ * pad_first, at the start. */
+ACC_API ACC_NODISCARD acc_status acc_pad_across_processes(acc_accelerator *acc, const acc_tensor *t, int64_t dim,
+                                                          double value, int pad_first, const char *name,
+                                                          acc_tensor **out);
+/* This process's share [*start, *end) of n items; with apply_padding, *padding copies of the last
+ * item make every share equally long. No communication. */
+ACC_API ACC_NODISCARD acc_status acc_split_between_processes(const acc_accelerator *acc, int64_t n, int apply_padding,
+                                                             int64_t *start, int64_t *end, int64_t *padding);
+/* Raises this process's trigger; acc_check_trigger (a collective) tells every process whether any
+ * raised it, and lowers it (e.g. for early stopping). */
+ACC_API ACC_NODISCARD acc_status acc_set_trigger(acc_accelerator *acc);
+ACC_API ACC_NODISCARD acc_status acc_check_trigger(acc_accelerator *acc, int *out);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -192,12 +192,36 @@ acc_status acc_print(const acc_accelerator* a, const char* text) {
   return guarded([&] { accelerator_arg(a).print(text_arg(text, "text")); });
 }
 
-acc_status acc_wait_for_everyone(const acc_accelerator* a) {
+acc_status acc_wait_for_everyone(acc_accelerator* a) {
   return guarded([&] { accelerator_arg(a).wait_for_everyone(); });
 }
 
 acc_status acc_free_memory(acc_accelerator* a) {
   return guarded([&] { accelerator_arg(a).free_memory(); });
+}
+
+acc_status acc_no_sync_begin(acc_accelerator* a, acc_model* model) {
+  return guarded([&] { accelerator_arg(a).no_sync_begin(live(model, "model").model); });
+}
+
+acc_status acc_no_sync_end(acc_accelerator* a, acc_model* model) {
+  return guarded([&] { accelerator_arg(a).no_sync_end(live(model, "model").model); });
+}
+
+acc_status acc_main_process_first_begin(acc_accelerator* a) {
+  return guarded([&] { accelerator_arg(a).main_process_first_begin(false); });
+}
+
+acc_status acc_main_process_first_end(acc_accelerator* a) {
+  return guarded([&] { accelerator_arg(a).main_process_first_end(false); });
+}
+
+acc_status acc_local_main_process_first_begin(acc_accelerator* a) {
+  return guarded([&] { accelerator_arg(a).main_process_first_begin(true); });
+}
+
+acc_status acc_local_main_process_first_end(acc_accelerator* a) {
+  return guarded([&] { accelerator_arg(a).main_process_first_end(true); });
 }
 
 }  // extern "C"

@@ -91,6 +91,15 @@ acc_status acc_string_list_get(const acc_string_list* list, size_t index, const 
   });
 }
 
+acc_status acc_string_list_get_bytes(const acc_string_list* list, size_t index, const void** data, size_t* size) {
+  return guarded([&] {
+    const auto& items = live(list, "list").items;
+    acc::require(index < items.size(), "index ", index, " is out of range (the list has ", items.size(), " items)");
+    *out_param(data, "data") = items[index].data();
+    *out_param(size, "size") = items[index].size();
+  });
+}
+
 void acc_string_list_free(acc_string_list* list) { release(list); }
 
 acc_status acc_options_create(acc_options_kind kind, acc_options** out) {

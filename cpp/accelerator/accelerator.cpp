@@ -29,11 +29,11 @@ Accelerator::Accelerator(const Options& options)
     : config_(resolve_accelerator_config(options)),
       process_(detect_process_env()),
       device_(pick_device(config_, process_.local_rank)),
+      dist_(process_.distributed() ? std::make_shared<Distributed>(process_, device_,
+                                                                   std::chrono::seconds(config_.timeout_seconds))
+                                   : nullptr),
+      collectives_(dist_),
       gradient_state_(std::make_shared<GradientState>(config_.gradient_accumulation_steps)) {
-  if (process_.distributed())
-    fail(Status::Unsupported, "this process is rank ", process_.rank, " of ", process_.world_size,
-         " (from the launcher's environment), but this build trains on one process only: data-parallel "
-         "training on c10d is not available yet");
   const auto dtype = mixed_precision_dtype(config_.mixed_precision);
   if (dtype == c10::kHalf)
     fail(Status::Unsupported, "mixed_precision \"fp16\" needs dynamic loss scaling (GradScaler), which this build "
@@ -42,6 +42,11 @@ Accelerator::Accelerator(const Options& options)
     torch::manual_seed(*config_.seed);
     if (cuda_available()) torch::cuda::manual_seed_all(*config_.seed);
   }
+}
+
+std::string Accelerator::distributed_type() const {
+  if (!dist_) return "NO";
+  return device_.is_cuda() ? "MULTI_GPU" : "MULTI_CPU";
 }
 
 bool Accelerator::optimizer_step_was_skipped() const {
@@ -60,7 +65,13 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
   require(model != nullptr, "prepare_model needs a model");
   if (auto prepared = wrapped_model(model)) return prepared;
   if (device_placement.value_or(config_.device_placement)) model->to(device_, c10::nullopt);
-  auto prepared = std::make_shared<PreparedModel>(model, device_.type(), mixed_precision_dtype(config_.mixed_precision));
+  std::unique_ptr<DataParallel> data_parallel;
+  if (dist_ && !model->trainable_parameters().empty())
+    data_parallel = std::make_unique<DataParallel>(
+        model, dist_,
+        DataParallelOptions{config_.ddp_bucket_cap_mb, config_.ddp_find_unused_parameters, config_.ddp_broadcast_buffers});
+  auto prepared = std::make_shared<PreparedModel>(model, device_.type(), mixed_precision_dtype(config_.mixed_precision),
+                                                  std::move(data_parallel));
   models_[model.get()] = prepared;
   return prepared;
 }
@@ -84,7 +95,18 @@ std::shared_ptr<DataLoader> Accelerator::prepare_dataloader(const std::shared_pt
   if (auto prepared = find_prepared<DataLoader>(loaders_, loader.get())) return prepared;
   DataLoaderOptions options = loader->options();
   if (device_placement.value_or(config_.device_placement)) options.device = device_;
-  auto prepared = std::make_shared<DataLoader>(loader->dataset(), options);
+  std::shared_ptr<DataLoader> prepared;
+  if (dist_) {
+    // Every process must shuffle alike: without a seed of its own, the loader takes one from rank 0.
+    if (options.shuffle && !options.seed) {
+      at::Tensor seed = at::randint(0, int64_t{1} << 31, {1}, at::TensorOptions().dtype(at::kLong));
+      options.seed = static_cast<uint64_t>(collectives_.broadcast(seed, 0, "prepare_dataloader (seed)").item<int64_t>());
+    }
+    prepared = std::make_shared<ShardedDataLoader>(loader->dataset(), options, process_.world_size, process_.rank,
+                                                   config_.even_batches);
+  } else {
+    prepared = std::make_shared<DataLoader>(loader->dataset(), options);
+  }
   prepared->set_epoch(loader->epoch());
   prepared->set_observer(gradient_state_);
   loaders_[loader.get()] = prepared;
@@ -118,7 +140,33 @@ void Accelerator::backward(const at::Tensor& loss) {
   (steps > 1 ? loss / static_cast<double>(steps) : loss).backward();
 }
 
-void Accelerator::accumulate_begin() { gradient_state_->begin_micro_step(); }
+std::shared_ptr<PreparedModel> Accelerator::prepared(const std::shared_ptr<Model>& model) const {
+  auto wrapper = std::dynamic_pointer_cast<PreparedModel>(wrapped_model(model));
+  require(wrapper != nullptr, "the model was not prepared by this accelerator");
+  return wrapper;
+}
+
+void Accelerator::accumulate_begin() {
+  gradient_state_->begin_micro_step();
+  // Off the window's end, gradients accumulate locally: no allreduce in this backward.
+  for (const auto& entry : models_)
+    if (auto model = std::dynamic_pointer_cast<PreparedModel>(entry.second.lock()))
+      model->set_gradient_sync(gradient_state_->sync_gradients());
+}
+
+void Accelerator::no_sync_begin(const std::shared_ptr<Model>& model) { prepared(model)->set_gradient_sync(false); }
+
+void Accelerator::no_sync_end(const std::shared_ptr<Model>& model) { prepared(model)->set_gradient_sync(true); }
+
+void Accelerator::main_process_first_begin(bool local) {
+  const bool first = local ? is_local_main_process() : is_main_process();
+  if (!first) wait_for_everyone();
+}
+
+void Accelerator::main_process_first_end(bool local) {
+  const bool first = local ? is_local_main_process() : is_main_process();
+  if (first) wait_for_everyone();
+}
 
 void Accelerator::print(const std::string& text) const {
   if (!is_main_process()) return;

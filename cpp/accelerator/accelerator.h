@@ -15,6 +15,7 @@
 #include "accelerator/gradient_state.h"
 #include "accelerator/prepared_model.h"
 #include "data/dataloader.h"
+#include "ops/collectives.h"
 #include "state/process_env.h"
 
 namespace acc {
@@ -25,8 +26,8 @@ class Accelerator {
 
   const AcceleratorConfig& config() const { return config_; }
   const c10::Device& device() const { return device_; }
-  // Accelerate's DistributedType names: "NO" on one process.
-  std::string distributed_type() const { return "NO"; }
+  // Accelerate's DistributedType names: "NO", "MULTI_CPU" or "MULTI_GPU".
+  std::string distributed_type() const;
   int64_t process_index() const { return process_.rank; }
   int64_t num_processes() const { return process_.world_size; }
   int64_t local_process_index() const { return process_.local_rank; }
@@ -59,16 +60,26 @@ class Accelerator {
   // Prints on the main process only.
   void print(const std::string& text) const;
   // A barrier across processes; returns at once on one process.
-  void wait_for_everyone() const {}
+  void wait_for_everyone() { collectives_.barrier("wait_for_everyone"); }
+  Collectives& collectives() { return collectives_; }
+  // Gradients of a prepared model accumulate locally until no_sync_end (Accelerate's no_sync).
+  void no_sync_begin(const std::shared_ptr<Model>& model);
+  void no_sync_end(const std::shared_ptr<Model>& model);
+  // Accelerate's main_process_first / local_main_process_first, as begin/end pairs.
+  void main_process_first_begin(bool local);
+  void main_process_first_end(bool local);
   // Forgets every prepared object (they stay usable by whoever still holds them).
   void free_memory();
 
  private:
   std::shared_ptr<Model> wrapped_model(const std::shared_ptr<Model>& model) const;
+  std::shared_ptr<PreparedModel> prepared(const std::shared_ptr<Model>& model) const;
 
   AcceleratorConfig config_;
   ProcessEnv process_;
   c10::Device device_;
+  std::shared_ptr<Distributed> dist_;  // null on one process
+  Collectives collectives_;
   std::shared_ptr<GradientState> gradient_state_;
   // Raw object -> its prepared wrapper, so that preparing twice gives the same wrapper.
   std::map<const void*, std::weak_ptr<Model>> models_;

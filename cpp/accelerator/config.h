@@ -19,6 +19,11 @@ struct AcceleratorConfig {
   bool step_scheduler_with_optimizer = true;
   bool split_batches = false;
   std::string project_dir;
+  bool even_batches = true;
+  int64_t timeout_seconds = 1800;  // process-group creation and every collective
+  int64_t ddp_bucket_cap_mb = 25;
+  bool ddp_find_unused_parameters = false;
+  bool ddp_broadcast_buffers = true;
 };
 
 // Precedence: an option the program set > ACCELERATE_USE_CPU / ACCELERATE_MIXED_PRECISION /

@@ -5,19 +5,29 @@
 namespace acc {
 
 PreparedModel::PreparedModel(std::shared_ptr<Model> inner, c10::DeviceType device,
-                             std::optional<c10::ScalarType> autocast_dtype)
-    : inner_(std::move(inner)), device_(device), autocast_dtype_(autocast_dtype) {}
+                             std::optional<c10::ScalarType> autocast_dtype, std::unique_ptr<DataParallel> data_parallel)
+    : inner_(std::move(inner)),
+      device_(device),
+      autocast_dtype_(autocast_dtype),
+      data_parallel_(std::move(data_parallel)) {}
 
 NamedTensors PreparedModel::forward(const std::vector<at::Tensor>& inputs) {
-  if (!autocast_dtype_) return inner_->forward(inputs);
+  // Only a forward that a backward can follow involves the other processes.
+  const bool distributed = data_parallel_ && at::GradMode::is_enabled() && is_training();
+  if (distributed) data_parallel_->before_forward();
   NamedTensors outputs;
-  {
-    AutocastGuard autocast(device_, autocast_dtype_);
+  if (autocast_dtype_) {
+    {
+      AutocastGuard autocast(device_, autocast_dtype_);
+      outputs = inner_->forward(inputs);
+    }
+    for (auto& entry : outputs)
+      if (entry.second.is_floating_point() && entry.second.scalar_type() != at::kDouble)
+        entry.second = entry.second.to(at::kFloat);
+  } else {
     outputs = inner_->forward(inputs);
   }
-  for (auto& entry : outputs)
-    if (entry.second.is_floating_point() && entry.second.scalar_type() != at::kDouble)
-      entry.second = entry.second.to(at::kFloat);
+  if (distributed) data_parallel_->after_forward(outputs, gradient_sync_);
   return outputs;
 }
 

@@ -8,13 +8,16 @@
 #include <memory>
 #include <optional>
 
+#include "accelerator/data_parallel.h"
 #include "model/model.h"
 
 namespace acc {
 
 class PreparedModel final : public Model {
  public:
-  PreparedModel(std::shared_ptr<Model> inner, c10::DeviceType device, std::optional<c10::ScalarType> autocast_dtype);
+  // data_parallel: null on one process.
+  PreparedModel(std::shared_ptr<Model> inner, c10::DeviceType device, std::optional<c10::ScalarType> autocast_dtype,
+                std::unique_ptr<DataParallel> data_parallel = nullptr);
 
   NamedTensors forward(const std::vector<at::Tensor>& inputs) override;
   NamedTensors named_parameters() const override { return inner_->named_parameters(); }
@@ -24,11 +27,16 @@ class PreparedModel final : public Model {
   void save_torchscript(const std::string& path) const override { inner_->save_torchscript(path); }
 
   const std::shared_ptr<Model>& unwrap() const { return inner_; }
+  // Whether the next backward averages gradients across processes (off: no_sync, accumulation).
+  void set_gradient_sync(bool sync) { gradient_sync_ = sync; }
+  bool gradient_sync() const { return gradient_sync_; }
 
  private:
   std::shared_ptr<Model> inner_;
   c10::DeviceType device_;
   std::optional<c10::ScalarType> autocast_dtype_;
+  std::unique_ptr<DataParallel> data_parallel_;
+  bool gradient_sync_ = true;
 };
 
 }  // namespace acc

@@ -2,6 +2,7 @@
 
 #include "common/error.h"
 #include "data/sampler.h"
+#include "data/sharding.h"
 
 namespace acc {
 
@@ -61,6 +62,24 @@ std::optional<std::vector<at::Tensor>> DataLoader::next() {
   ++epoch_;
   if (observer_) observer_->on_epoch_end(*this);
   return std::nullopt;
+}
+
+ShardedDataLoader::ShardedDataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options,
+                                     int64_t num_processes, int64_t rank, bool even_batches)
+    : DataLoader(std::move(dataset), std::move(options)),
+      num_processes_(num_processes),
+      rank_(rank),
+      even_batches_(even_batches) {
+  require(!this->options().shuffle || this->options().seed, "a sharded loader that shuffles needs a shared seed");
+}
+
+int64_t ShardedDataLoader::length() const {
+  return sharded_length(DataLoader::length(), options().drop_last, num_processes_, rank_, even_batches_);
+}
+
+std::vector<std::vector<int64_t>> ShardedDataLoader::plan_epoch(int64_t epoch) const {
+  return shard_batches(DataLoader::plan_epoch(epoch), options().batch_size, options().drop_last, num_processes_, rank_,
+                       even_batches_);
 }
 
 }  // namespace acc

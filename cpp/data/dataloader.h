@@ -43,7 +43,7 @@ class DataLoader {
   // next epoch.
   std::optional<std::vector<at::Tensor>> next();
   // Batches in an epoch.
-  int64_t length() const;
+  virtual int64_t length() const;
   // The epoch being iterated (or the next one, between epochs).
   int64_t epoch() const { return epoch_; }
   // Sets the epoch the next iteration uses (its shuffle order); only between epochs.
@@ -72,6 +72,22 @@ class DataLoader {
   std::vector<std::vector<int64_t>> plan_;
   std::unique_ptr<Prefetcher> prefetcher_;
   std::shared_ptr<LoaderObserver> observer_;
+};
+
+// The loader of one process in a multi-process job: the same epoch order on every process (a
+// shuffle needs a seed that every process shares), sharded as Accelerate's BatchSamplerShard.
+class ShardedDataLoader final : public DataLoader {
+ public:
+  ShardedDataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options, int64_t num_processes, int64_t rank,
+                    bool even_batches);
+  int64_t length() const override;
+
+ protected:
+  std::vector<std::vector<int64_t>> plan_epoch(int64_t epoch) const override;
+
+ private:
+  int64_t num_processes_, rank_;
+  bool even_batches_;
 };
 
 }  // namespace acc

@@ -1,0 +1,88 @@
+// Collectives on the accelerator's process group.
+#include "guard.h"
+#include "handles.h"
+
+using namespace acc::capi;
+
+namespace {
+
+acc::Collectives& collectives_arg(acc_accelerator* a) { return live(a, "acc").accelerator->collectives(); }
+
+std::string name_arg(const char* name, const char* fallback) { return name ? name : fallback; }
+
+}  // namespace
+
+extern "C" {
+
+acc_status acc_gather(acc_accelerator* a, const acc_tensor* t, const char* name, acc_tensor** out) {
+  return guarded([&] {
+    auto& c = collectives_arg(a);
+    const at::Tensor& x = live(t, "t").tensor;
+    out_param(out, "out");
+    emit(out, c.gather(x, name_arg(name, "gather")));
+  });
+}
+
+acc_status acc_gather_object(acc_accelerator* a, const void* data, size_t size, const char* name,
+                             acc_string_list** out) {
+  return guarded([&] {
+    auto& c = collectives_arg(a);
+    acc::require(data || size == 0, "data is NULL but size is ", size);
+    out_param(out, "out");
+    const std::string bytes(static_cast<const char*>(data), size);
+    emit(out, c.gather_object(bytes, name_arg(name, "gather_object")));
+  });
+}
+
+acc_status acc_reduce(acc_accelerator* a, const acc_tensor* t, acc_reduction op, const char* name, acc_tensor** out) {
+  return guarded([&] {
+    auto& c = collectives_arg(a);
+    const at::Tensor& x = live(t, "t").tensor;
+    acc::require(op == ACC_REDUCTION_NONE || op == ACC_REDUCTION_MEAN || op == ACC_REDUCTION_SUM,
+                 "invalid reduction ", static_cast<int>(op));
+    out_param(out, "out");
+    emit(out, c.reduce(x, static_cast<acc::Reduction>(op), name_arg(name, "reduce")));
+  });
+}
+
+acc_status acc_broadcast(acc_accelerator* a, const acc_tensor* t, int64_t src, const char* name, acc_tensor** out) {
+  return guarded([&] {
+    auto& c = collectives_arg(a);
+    const at::Tensor& x = live(t, "t").tensor;
+    out_param(out, "out");
+    emit(out, c.broadcast(x, src, name_arg(name, "broadcast")));
+  });
+}
+
+acc_status acc_pad_across_processes(acc_accelerator* a, const acc_tensor* t, int64_t dim, double value, int pad_first,
+                                    const char* name, acc_tensor** out) {
+  return guarded([&] {
+    auto& c = collectives_arg(a);
+    const at::Tensor& x = live(t, "t").tensor;
+    out_param(out, "out");
+    emit(out, c.pad_across_processes(x, dim, value, pad_first != 0, name_arg(name, "pad_across_processes")));
+  });
+}
+
+acc_status acc_split_between_processes(const acc_accelerator* a, int64_t n, int apply_padding, int64_t* start,
+                                       int64_t* end, int64_t* padding) {
+  return guarded([&] {
+    auto split = live(a, "acc").accelerator->collectives().split_between_processes(n, apply_padding != 0);
+    *out_param(start, "start") = split.start;
+    *out_param(end, "end") = split.end;
+    if (padding) *padding = split.padding;
+  });
+}
+
+acc_status acc_set_trigger(acc_accelerator* a) {
+  return guarded([&] { collectives_arg(a).set_trigger(); });
+}
+
+acc_status acc_check_trigger(acc_accelerator* a, int* out) {
+  return guarded([&] {
+    auto& c = collectives_arg(a);
+    *out_param(out, "out") = c.check_trigger("check_trigger") ? 1 : 0;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,81 @@
+#include "accelerator/data_parallel.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace acc {
+namespace {
+
+constexpr int64_t kFirstBucketBytes = 1024 * 1024;  // PyTorch DDP's first, small bucket
+
+}  // namespace
+
+DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distributed> dist,
+                           DataParallelOptions options)
+    : model_(std::move(model)), dist_(std::move(dist)), options_(options) {
+  std::vector<at::Tensor> params;
+  std::unordered_map<size_t, std::string> names;
+  std::vector<at::Tensor> everything;
+  for (const auto& entry : model_->named_parameters()) {
+    everything.push_back(entry.second);
+    if (!entry.second.requires_grad()) continue;
+    names[params.size()] = entry.first;
+    params.push_back(entry.second);
+  }
+  for (const auto& entry : model_->named_buffers()) everything.push_back(entry.second);
+  broadcast(everything, "prepare_model (initial parameters)");
+  if (params.empty()) return;
+
+  const int64_t cap = options_.bucket_cap_mb * 1024 * 1024;
+  std::vector<std::vector<size_t>> buckets;
+  std::vector<size_t> limits;
+  std::tie(buckets, limits) = c10d::compute_bucket_assignment_by_size(
+      params, {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(cap)}, std::vector<bool>(params.size(), false));
+  // Gradients are ready in reverse order of the forward: the last parameters' bucket goes first.
+  std::reverse(buckets.begin(), buckets.end());
+  std::reverse(limits.begin(), limits.end());
+  try {
+    reducer_ = std::make_unique<c10d::Reducer>(params, buckets, limits, dist_->group(),
+                                               std::vector<bool>(params.size(), false), cap,
+                                               options_.find_unused_parameters, /*gradient_as_bucket_view=*/false,
+                                               names, kFirstBucketBytes);
+  } catch (...) {
+    rethrow_collective_error("prepare_model (reducer)");
+  }
+}
+
+void DataParallel::broadcast(const std::vector<at::Tensor>& tensors, const std::string& name) {
+  at::NoGradGuard no_grad;
+  for (const auto& t : tensors) {
+    at::Tensor buffer = t.detach().to(dist_->device()).contiguous();
+    std::vector<at::Tensor> list{buffer};
+    c10d::BroadcastOptions options;
+    options.rootRank = 0;
+    wait_collective(dist_->group()->broadcast(list, options), name);
+    if (dist_->rank() != 0) t.detach().copy_(buffer);
+  }
+}
+
+void DataParallel::before_forward() {
+  if (options_.broadcast_buffers) {
+    std::vector<at::Tensor> buffers;
+    for (const auto& entry : model_->named_buffers()) buffers.push_back(entry.second);
+    if (!buffers.empty()) broadcast(buffers, "forward (buffers)");
+  }
+  if (reducer_) reducer_->prepare_for_forward();
+}
+
+void DataParallel::after_forward(const NamedTensors& outputs, bool sync) {
+  if (!reducer_ || !sync) return;
+  std::vector<at::Tensor> tensors;
+  if (options_.find_unused_parameters)
+    for (const auto& entry : outputs) tensors.push_back(entry.second);
+  try {
+    reducer_->prepare_for_backward(tensors);
+  } catch (const c10::Error& e) {
+    fail(Status::NotInitialized, "data-parallel forward: ", e.what_without_backtrace());
+  }
+}
+
+}  // namespace acc

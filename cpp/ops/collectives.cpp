@@ -1,0 +1,145 @@
+#include "ops/collectives.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "tensor/losses.h"
+
+namespace acc {
+namespace {
+
+constexpr int64_t kMaxDims = 16;
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+}  // namespace
+
+std::vector<at::Tensor> Collectives::all_gather(const at::Tensor& tensor, const std::string& name) {
+  at::Tensor input = tensor.detach().to(dist_->device()).contiguous();
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int64_t r = 0; r < world_size(); ++r) outputs[0].push_back(at::empty_like(input));
+  std::vector<at::Tensor> inputs{input};
+  wait_collective(dist_->group()->allgather(outputs, inputs), name);
+  for (auto& t : outputs[0]) t = t.to(tensor.device());
+  return outputs[0];
+}
+
+std::vector<std::vector<int64_t>> Collectives::all_shapes(const at::Tensor& tensor, const std::string& name) {
+  require(tensor.dim() <= kMaxDims, "collective '", name, "': tensors of more than ", kMaxDims, " dimensions");
+  at::Tensor shape = at::full({kMaxDims + 1}, -1, at::TensorOptions().dtype(at::kLong));
+  shape[0] = tensor.dim();
+  for (int64_t d = 0; d < tensor.dim(); ++d) shape[d + 1] = tensor.size(d);
+  std::vector<std::vector<int64_t>> shapes;
+  for (const auto& s : all_gather(shape, name + " (shapes)")) {
+    const int64_t* v = s.data_ptr<int64_t>();
+    shapes.emplace_back(v + 1, v + 1 + v[0]);
+  }
+  return shapes;
+}
+
+void Collectives::verify_same_shapes(const at::Tensor& tensor, const std::string& name) {
+  if (!dist_ || !dist_->debug()) return;
+  const auto shapes = all_shapes(tensor, name);
+  bool same = std::all_of(shapes.begin(), shapes.end(), [&](const auto& s) { return s == shapes[0]; });
+  if (same) return;
+  std::string detail;
+  for (size_t r = 0; r < shapes.size(); ++r) detail += (r ? ", " : "") + concat("rank ", r, " ", shape_text(shapes[r]));
+  fail(Status::InvalidArgument, "collective '", name, "' needs the same shape on every process, got ", detail);
+}
+
+void Collectives::barrier(const std::string& name) {
+  if (!dist_) return;
+  wait_collective(dist_->group()->barrier(), name);
+}
+
+at::Tensor Collectives::gather(const at::Tensor& tensor, const std::string& name) {
+  at::Tensor input = tensor.dim() == 0 ? tensor.unsqueeze(0) : tensor;
+  if (!dist_) return input.clone();
+  verify_same_shapes(input, name);
+  return at::cat(all_gather(input, name), 0);
+}
+
+std::vector<std::string> Collectives::gather_object(const std::string& bytes, const std::string& name) {
+  if (!dist_) return {bytes};
+  at::Tensor length = at::scalar_tensor(static_cast<int64_t>(bytes.size()), at::kLong).unsqueeze(0);
+  std::vector<int64_t> lengths;
+  for (const auto& l : all_gather(length, name + " (sizes)")) lengths.push_back(l.item<int64_t>());
+  const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+  at::Tensor buffer = at::zeros({std::max<int64_t>(longest, 1)}, at::TensorOptions().dtype(at::kByte));
+  std::copy(bytes.begin(), bytes.end(), buffer.data_ptr<uint8_t>());
+  std::vector<std::string> out;
+  const auto gathered = all_gather(buffer, name);
+  for (size_t r = 0; r < gathered.size(); ++r) {
+    const auto* data = reinterpret_cast<const char*>(gathered[r].data_ptr<uint8_t>());
+    out.emplace_back(data, static_cast<size_t>(lengths[r]));
+  }
+  return out;
+}
+
+at::Tensor Collectives::reduce(const at::Tensor& tensor, Reduction op, const std::string& name) {
+  if (op == Reduction::None || !dist_) return tensor.clone();
+  verify_same_shapes(tensor, name);
+  at::Tensor buffer = tensor.detach().to(dist_->device()).clone();
+  std::vector<at::Tensor> tensors{buffer};
+  wait_collective(dist_->group()->allreduce(tensors), name);
+  if (op == Reduction::Mean) {
+    require(buffer.is_floating_point(), "collective '", name, "': a mean needs a floating tensor");
+    buffer.div_(static_cast<double>(world_size()));
+  }
+  return buffer.to(tensor.device());
+}
+
+at::Tensor Collectives::broadcast(const at::Tensor& tensor, int64_t src, const std::string& name) {
+  require(src >= 0 && src < world_size(), "collective '", name, "': source process ", src, " is not in a job of ",
+          world_size());
+  if (!dist_) return tensor.clone();
+  verify_same_shapes(tensor, name);
+  at::Tensor buffer = tensor.detach().to(dist_->device()).clone();
+  std::vector<at::Tensor> tensors{buffer};
+  c10d::BroadcastOptions options;
+  options.rootRank = src;
+  wait_collective(dist_->group()->broadcast(tensors, options), name);
+  return buffer.to(tensor.device());
+}
+
+at::Tensor Collectives::pad_across_processes(const at::Tensor& tensor, int64_t dim, double value, bool pad_first,
+                                             const std::string& name) {
+  if (!dist_ || dim >= tensor.dim() || dim < -tensor.dim()) return tensor;
+  if (dim < 0) dim += tensor.dim();
+  int64_t longest = 0;
+  for (const auto& shape : all_shapes(tensor, name)) {
+    require(static_cast<int64_t>(shape.size()) == tensor.dim(), "collective '", name,
+            "': tensors have different numbers of dimensions across processes");
+    longest = std::max(longest, shape[dim]);
+  }
+  if (longest == tensor.size(dim)) return tensor;
+  auto sizes = tensor.sizes().vec();
+  sizes[dim] = longest;
+  at::Tensor out = at::full(sizes, value, tensor.options());
+  const int64_t offset = pad_first ? longest - tensor.size(dim) : 0;
+  out.narrow(dim, offset, tensor.size(dim)).copy_(tensor);
+  return out;
+}
+
+ProcessSplit Collectives::split_between_processes(int64_t n, bool apply_padding) const {
+  require(n >= 0, "split_between_processes needs a count >= 0, got ", n);
+  const int64_t p = world_size(), r = rank(), per = n / p, extra = n % p;
+  ProcessSplit split;
+  split.start = r * per + std::min(r, extra);
+  split.end = split.start + per + (r < extra ? 1 : 0);
+  if (apply_padding && extra > 0 && r >= extra && split.end > split.start) split.padding = 1;
+  return split;
+}
+
+bool Collectives::check_trigger(const std::string& name) {
+  at::Tensor flag = at::scalar_tensor(trigger_ ? 1 : 0, at::kLong).unsqueeze(0);
+  trigger_ = false;
+  if (!dist_) return flag.item<int64_t>() > 0;
+  return reduce(flag, Reduction::Sum, name).item<int64_t>() > 0;
+}
+
+}  // namespace acc

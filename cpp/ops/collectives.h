@@ -1,0 +1,62 @@
+// Accelerate's collectives over the job's process group. On one process (no group) each is the
+// identity, as in Accelerate. Every collective takes a name that errors (and debug mode) report.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "state/distributed.h"
+#include "tensor/losses.h"
+
+namespace acc {
+
+// Reduction (None, Mean, Sum) is the losses' enum.
+
+struct ProcessSplit {
+  int64_t start = 0;    // [start, end) of the items this process takes
+  int64_t end = 0;
+  int64_t padding = 0;  // copies of the last item to append for equal lengths (apply_padding)
+};
+
+class Collectives {
+ public:
+  // dist: null on one process.
+  explicit Collectives(std::shared_ptr<Distributed> dist) : dist_(std::move(dist)) {}
+
+  int64_t rank() const { return dist_ ? dist_->rank() : 0; }
+  int64_t world_size() const { return dist_ ? dist_->world_size() : 1; }
+
+  void barrier(const std::string& name);
+  // Every process's tensor (same shape on all), concatenated on dim 0; 0-dim tensors count as [1].
+  at::Tensor gather(const at::Tensor& tensor, const std::string& name);
+  // Every process's bytes, in rank order.
+  std::vector<std::string> gather_object(const std::string& bytes, const std::string& name);
+  // Sum or mean over processes; Reduction::None returns the input unchanged (as documented; Accelerate
+  // itself sums there).
+  at::Tensor reduce(const at::Tensor& tensor, Reduction op, const std::string& name);
+  // Process `src`'s tensor, on every process (a new tensor; the input is not changed).
+  at::Tensor broadcast(const at::Tensor& tensor, int64_t src, const std::string& name);
+  // Pads `dim` to the largest size across processes with `value`, at the end or (pad_first) the start.
+  at::Tensor pad_across_processes(const at::Tensor& tensor, int64_t dim, double value, bool pad_first,
+                                  const std::string& name);
+  // This process's share of n items (Accelerate's split_between_processes).
+  ProcessSplit split_between_processes(int64_t n, bool apply_padding) const;
+
+  // A flag any process can raise; check_trigger tells every process whether one did, and lowers it.
+  void set_trigger() { trigger_ = true; }
+  bool check_trigger(const std::string& name);
+
+ private:
+  std::vector<at::Tensor> all_gather(const at::Tensor& tensor, const std::string& name);
+  // Debug mode: every process must pass the same shape, else an error naming ranks and shapes.
+  void verify_same_shapes(const at::Tensor& tensor, const std::string& name);
+  std::vector<std::vector<int64_t>> all_shapes(const at::Tensor& tensor, const std::string& name);
+
+  std::shared_ptr<Distributed> dist_;
+  bool trigger_ = false;
+};
+
+}  // namespace acc

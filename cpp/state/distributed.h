@@ -1,0 +1,47 @@
+// The process group of a multi-process job: TCPStore rendezvous at MASTER_ADDR:MASTER_PORT, then
+// c10d's Gloo backend on CPU (NCCL on CUDA in a CUDA build), with a timeout that every collective
+// honours. A failed or stalled peer becomes Timeout/Aborted naming the collective, never a hang.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <string>
+
+#include "state/process_env.h"
+
+namespace acc {
+
+class Distributed {
+ public:
+  Distributed(const ProcessEnv& env, const c10::Device& device, std::chrono::milliseconds timeout);
+
+  const c10::intrusive_ptr<c10d::ProcessGroup>& group() const { return group_; }
+  int64_t rank() const { return rank_; }
+  int64_t world_size() const { return world_; }
+  // Where collective tensors must live: the CPU for Gloo, the rank's GPU for NCCL.
+  const c10::Device& device() const { return device_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  // ACCELERATE_DEBUG_MODE: shapes are compared across ranks before each collective.
+  bool debug() const { return debug_; }
+  const std::string& backend() const { return backend_; }
+
+ private:
+  int64_t rank_, world_;
+  c10::Device device_;
+  std::chrono::milliseconds timeout_;
+  bool debug_;
+  std::string backend_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+};
+
+// Waits for a collective; its failure becomes acc::Error (Timeout, Aborted or Distributed) that
+// names the collective.
+void wait_collective(const c10::intrusive_ptr<c10d::Work>& work, const std::string& name);
+
+// Translates the exception being handled (call inside a catch block) for collective `name`.
+[[noreturn]] void rethrow_collective_error(const std::string& name);
+
+}  // namespace acc

@@ -1,0 +1,349 @@
+// Multi-process tests, run by CTest through accelerate-launch on 2-4 processes (Gloo on loopback).
+// Every process runs the same tests in the same order; they use only the C API.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "accelerate.h"
+#include "../capi/support.h"
+
+using acc_test::floats;
+using acc_test::longs;
+using acc_test::to_floats;
+
+namespace {
+
+acc_accelerator* g_acc = nullptr;
+int64_t g_rank = 0, g_world = 1;
+
+class AcceleratorEnvironment : public testing::Environment {
+ public:
+  void SetUp() override {
+    acc_options* o = nullptr;
+    ASSERT_EQ(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o), ACC_OK);
+    if (const char* timeout = std::getenv("ACC_TEST_TIMEOUT"))
+      ASSERT_EQ(acc_options_set(o, "timeout_seconds", timeout), ACC_OK);
+    ACC_ASSERT_OK(acc_accelerator_create(o, &g_acc));
+    acc_options_free(o);
+    ACC_ASSERT_OK(acc_accelerator_process_index(g_acc, &g_rank));
+    ACC_ASSERT_OK(acc_accelerator_num_processes(g_acc, &g_world));
+  }
+  void TearDown() override { acc_accelerator_free(g_acc); }
+};
+
+std::vector<float> range_values(int64_t n, float start, float step = 1.0f) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = start + step * static_cast<float>(i);
+  return v;
+}
+
+std::vector<float> weights(acc_model* m, const char* name) {
+  acc_tensor* w = nullptr;
+  EXPECT_EQ(acc_model_parameter(m, name, &w), ACC_OK);
+  auto v = to_floats(w);
+  acc_tensor_free(w);
+  return v;
+}
+
+const char* kNet = R"([{"type":"linear","in_features":3,"out_features":4},{"type":"tanh"},
+                       {"type":"linear","in_features":4,"out_features":2}])";
+
+// Inputs and targets of the whole job for a step; each process takes rows [rank*8, rank*8+8).
+std::pair<std::vector<float>, std::vector<float>> job_batch(int step) {
+  std::vector<float> x, y;
+  for (int64_t i = 0; i < 8 * g_world; ++i) {
+    for (int f = 0; f < 3; ++f) x.push_back(std::sin(0.7f * static_cast<float>(i * 3 + f + step)));
+    for (int f = 0; f < 2; ++f) y.push_back(std::cos(0.3f * static_cast<float>(i + f * step)));
+  }
+  return {x, y};
+}
+
+void train_step(acc_model* model, acc_optimizer* opt, const std::vector<float>& x, const std::vector<float>& y,
+                int64_t rows, bool use_accelerator_backward) {
+  acc_tensor* xt = floats(x, {rows, 3});
+  acc_tensor* yt = floats(y, {rows, 2});
+  acc_tensor *out = nullptr, *loss = nullptr;
+  ASSERT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
+  ASSERT_EQ(acc_loss_mse(out, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+  if (use_accelerator_backward)
+    ASSERT_EQ(acc_backward(g_acc, loss), ACC_OK) << acc_last_error_message();
+  else
+    ASSERT_EQ(acc_tensor_backward(loss), ACC_OK);
+  if (opt) ASSERT_EQ(acc_optimizer_step(opt), ACC_OK);
+  if (opt) ASSERT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+  for (acc_tensor* t : {xt, yt, out, loss}) acc_tensor_free(t);
+}
+
+std::vector<float> rows_of(const std::vector<float>& v, int64_t width, int64_t begin, int64_t count) {
+  return std::vector<float>(v.begin() + begin * width, v.begin() + (begin + count) * width);
+}
+
+}  // namespace
+
+TEST(Dist, PropertiesComeFromTheLauncher) {
+  const char* type = nullptr;
+  ACC_ASSERT_OK(acc_accelerator_distributed_type(g_acc, &type));
+  EXPECT_STREQ(type, "MULTI_CPU");
+  EXPECT_EQ(g_rank, std::atoll(std::getenv("RANK")));
+  EXPECT_EQ(g_world, std::atoll(std::getenv("WORLD_SIZE")));
+  int main = -1, last = -1;
+  ACC_ASSERT_OK(acc_accelerator_is_main_process(g_acc, &main));
+  ACC_ASSERT_OK(acc_accelerator_is_last_process(g_acc, &last));
+  EXPECT_EQ(main, g_rank == 0);
+  EXPECT_EQ(last, g_rank == g_world - 1);
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+}
+
+TEST(Dist, ReduceAsInAccelerateDocs) {
+  // tensor = arange(P) + 1 + 2 * rank; the sum over ranks of element i is P (i + 1) + P (P - 1).
+  acc_tensor* t = floats(range_values(g_world, 1.0f + 2.0f * static_cast<float>(g_rank)), {g_world});
+  acc_tensor *sum = nullptr, *mean = nullptr, *none = nullptr;
+  ACC_ASSERT_OK(acc_reduce(g_acc, t, ACC_REDUCTION_SUM, "reduce sum", &sum));
+  ACC_ASSERT_OK(acc_reduce(g_acc, t, ACC_REDUCTION_MEAN, nullptr, &mean));
+  ACC_ASSERT_OK(acc_reduce(g_acc, t, ACC_REDUCTION_NONE, nullptr, &none));
+  auto s = to_floats(sum), m = to_floats(mean);
+  for (int64_t i = 0; i < g_world; ++i) {
+    const float expected = static_cast<float>(g_world * (i + 1) + g_world * (g_world - 1));
+    EXPECT_FLOAT_EQ(s[i], expected);
+    EXPECT_FLOAT_EQ(m[i], expected / static_cast<float>(g_world));
+  }
+  EXPECT_EQ(to_floats(none), to_floats(t));
+  for (acc_tensor* x : {t, sum, mean, none}) acc_tensor_free(x);
+}
+
+TEST(Dist, GatherConcatenatesInRankOrder) {
+  acc_tensor* t = floats({static_cast<float>(g_rank), static_cast<float>(g_rank) + 0.5f}, {1, 2});
+  acc_tensor* all = nullptr;
+  ACC_ASSERT_OK(acc_gather(g_acc, t, "gather", &all));
+  int64_t dims[2];
+  size_t ndim = 0;
+  ACC_ASSERT_OK(acc_tensor_shape(all, dims, 2, &ndim));
+  EXPECT_EQ(dims[0], g_world);
+  auto v = to_floats(all);
+  for (int64_t r = 0; r < g_world; ++r) EXPECT_EQ(v[r * 2 + 1], static_cast<float>(r) + 0.5f);
+  acc_tensor_free(t);
+  acc_tensor_free(all);
+}
+
+TEST(Dist, GatherObjectKeepsBytesAndSizes) {
+  std::string mine = "rank " + std::to_string(g_rank) + std::string(1, '\0') + std::string(g_rank, 'x');
+  acc_string_list* all = nullptr;
+  ACC_ASSERT_OK(acc_gather_object(g_acc, mine.data(), mine.size(), "objects", &all));
+  size_t n = 0;
+  ACC_ASSERT_OK(acc_string_list_size(all, &n));
+  ASSERT_EQ(n, static_cast<size_t>(g_world));
+  for (int64_t r = 0; r < g_world; ++r) {
+    const void* data = nullptr;
+    size_t size = 0;
+    ACC_ASSERT_OK(acc_string_list_get_bytes(all, r, &data, &size));
+    EXPECT_EQ(std::string(static_cast<const char*>(data), size),
+              "rank " + std::to_string(r) + std::string(1, '\0') + std::string(r, 'x'));
+  }
+  acc_string_list_free(all);
+}
+
+TEST(Dist, BroadcastFromTheLastProcess) {
+  acc_tensor* t = floats({static_cast<float>(g_rank * 10)}, {1});
+  acc_tensor* b = nullptr;
+  ACC_ASSERT_OK(acc_broadcast(g_acc, t, g_world - 1, "broadcast", &b));
+  EXPECT_EQ(to_floats(b)[0], static_cast<float>((g_world - 1) * 10));
+  EXPECT_EQ(to_floats(t)[0], static_cast<float>(g_rank * 10));  // the input is unchanged
+  ACC_EXPECT_ERROR(acc_broadcast(g_acc, t, g_world, "broadcast", &b), ACC_ERR_INVALID_ARGUMENT, "source process");
+  acc_tensor_free(t);
+  acc_tensor_free(b);
+}
+
+TEST(Dist, PadAcrossProcessesEvensRaggedTensors) {
+  acc_tensor* t = floats(range_values(g_rank + 1, 1.0f), {g_rank + 1});
+  acc_tensor *end = nullptr, *first = nullptr;
+  ACC_ASSERT_OK(acc_pad_across_processes(g_acc, t, 0, -1.0, 0, "pad", &end));
+  ACC_ASSERT_OK(acc_pad_across_processes(g_acc, t, 0, 0.0, 1, "pad first", &first));
+  auto e = to_floats(end), f = to_floats(first);
+  ASSERT_EQ(e.size(), static_cast<size_t>(g_world));
+  for (int64_t i = 0; i < g_world; ++i) {
+    EXPECT_EQ(e[i], i <= g_rank ? static_cast<float>(i + 1) : -1.0f);
+    const int64_t pad = g_world - (g_rank + 1);
+    EXPECT_EQ(f[i], i < pad ? 0.0f : static_cast<float>(i - pad + 1));
+  }
+  for (acc_tensor* x : {t, end, first}) acc_tensor_free(x);
+}
+
+TEST(Dist, SplitBetweenProcesses) {
+  int64_t total = 0, padded_total = 0;
+  for (int64_t n : {9, 2, 0}) {
+    int64_t start = -1, end = -1, padding = -1;
+    ACC_ASSERT_OK(acc_split_between_processes(g_acc, n, 1, &start, &end, &padding));
+    const int64_t per = n / g_world, extra = n % g_world;
+    EXPECT_EQ(start, g_rank * per + std::min(g_rank, extra));
+    EXPECT_EQ(end - start, per + (g_rank < extra ? 1 : 0));
+    if (n == 9) total = end - start, padded_total = end - start + padding;
+  }
+  // Every process's padded share has the same length.
+  acc_tensor* mine = floats({static_cast<float>(padded_total)}, {1});
+  acc_tensor* all = nullptr;
+  ACC_ASSERT_OK(acc_gather(g_acc, mine, "split lengths", &all));
+  for (float v : to_floats(all)) EXPECT_EQ(v, static_cast<float>(padded_total));
+  EXPECT_GE(padded_total, total);
+  acc_tensor_free(mine);
+  acc_tensor_free(all);
+}
+
+TEST(Dist, TriggerRaisedByOneIsSeenByAll) {
+  if (g_rank == g_world - 1) ACC_ASSERT_OK(acc_set_trigger(g_acc));
+  int fired = 0;
+  ACC_ASSERT_OK(acc_check_trigger(g_acc, &fired));
+  EXPECT_EQ(fired, 1);
+  ACC_ASSERT_OK(acc_check_trigger(g_acc, &fired));
+  EXPECT_EQ(fired, 0);  // lowered by the check
+}
+
+TEST(Dist, MainProcessFirst) {
+  const std::string path = std::string("/tmp/acc_dist_first_") + std::getenv("MASTER_PORT");
+  ACC_ASSERT_OK(acc_main_process_first_begin(g_acc));
+  if (g_rank == 0) std::ofstream(path) << "made by the main process";
+  else EXPECT_TRUE(std::ifstream(path).good()) << "rank " << g_rank << " ran before the main process";
+  ACC_ASSERT_OK(acc_main_process_first_end(g_acc));
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0) std::remove(path.c_str());
+}
+
+TEST(Ddp, HalfBatchesOnEachProcessMatchTheWholeBatchOnOne) {
+  // Reference: a local copy of the same initial model, trained on the whole job's batch.
+  ACC_ASSERT_OK(acc_set_seed(11));
+  acc_model* local = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(kNet, &local));
+  ACC_ASSERT_OK(acc_set_seed(11));
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(kNet, &model));
+  acc_optimizer *local_opt = nullptr, *opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(local, "sgd", nullptr, &local_opt));
+  ACC_ASSERT_OK(acc_optimizer_set_lr(local_opt, 0, 0.2));
+  ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
+  ACC_ASSERT_OK(acc_optimizer_set_lr(opt, 0, 0.2));
+  ACC_ASSERT_OK(acc_prepare(g_acc, &model, &opt, nullptr, nullptr));
+  for (int step = 0; step < 5; ++step) {
+    auto [x, y] = job_batch(step);
+    train_step(local, local_opt, x, y, 8 * g_world, false);
+    train_step(model, opt, rows_of(x, 3, g_rank * 8, 8), rows_of(y, 2, g_rank * 8, 8), 8, true);
+  }
+  for (const char* name : {"0.weight", "0.bias", "2.weight", "2.bias"}) {
+    auto a = weights(local, name), b = weights(model, name);
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << name << "[" << i << "]";
+  }
+  acc_optimizer_free(local_opt);
+  acc_optimizer_free(opt);
+  acc_model_free(local);
+  acc_model_free(model);
+}
+
+TEST(Ddp, NoSyncAccumulatesLocallyAndSyncsOnce) {
+  // Two micro-batches, the first under no_sync: the synced step equals one step over both.
+  ACC_ASSERT_OK(acc_set_seed(5));
+  acc_model* reference = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(kNet, &reference));
+  ACC_ASSERT_OK(acc_set_seed(5));
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(kNet, &model));
+  acc_optimizer *ref_opt = nullptr, *opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(reference, "sgd", nullptr, &ref_opt));
+  ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
+  ACC_ASSERT_OK(acc_prepare(g_acc, &model, &opt, nullptr, nullptr));
+  auto [x, y] = job_batch(1);
+  // Reference: the gradient of (mean loss of micro 1 + mean loss of micro 2), averaged over ranks,
+  // equals the sum of the two halves' mean-loss gradients of the whole job's data / P.
+  for (int micro = 0; micro < 2; ++micro) {
+    const int64_t rows = 4 * g_world;
+    std::vector<float> xs, ys;
+    for (int64_t r = 0; r < g_world; ++r) {
+      auto xr = rows_of(x, 3, r * 8 + micro * 4, 4), yr = rows_of(y, 2, r * 8 + micro * 4, 4);
+      xs.insert(xs.end(), xr.begin(), xr.end());
+      ys.insert(ys.end(), yr.begin(), yr.end());
+    }
+    train_step(reference, nullptr, xs, ys, rows, false);
+  }
+  ACC_ASSERT_OK(acc_optimizer_step(ref_opt));
+  ACC_ASSERT_OK(acc_no_sync_begin(g_acc, model));
+  train_step(model, nullptr, rows_of(x, 3, g_rank * 8, 4), rows_of(y, 2, g_rank * 8, 4), 4, true);
+  ACC_ASSERT_OK(acc_no_sync_end(g_acc, model));
+  train_step(model, nullptr, rows_of(x, 3, g_rank * 8 + 4, 4), rows_of(y, 2, g_rank * 8 + 4, 4), 4, true);
+  ACC_ASSERT_OK(acc_optimizer_step(opt));
+  for (const char* name : {"0.weight", "2.bias"}) {
+    auto a = weights(reference, name), b = weights(model, name);
+    for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << name << "[" << i << "]";
+  }
+  acc_optimizer_free(ref_opt);
+  acc_optimizer_free(opt);
+  acc_model_free(reference);
+  acc_model_free(model);
+}
+
+TEST(Data, PreparedLoadersShardBatchesAcrossProcesses) {
+  // 10 samples, batch 2: batch k goes to process k mod P; the last round is completed from the start.
+  std::vector<int64_t> ids(10);
+  for (int i = 0; i < 10; ++i) ids[i] = i;
+  acc_tensor* t = longs(ids, {10});
+  const acc_tensor* fields[] = {t};
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_tensors(fields, 1, &ds));
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
+  ACC_ASSERT_OK(acc_options_set_int(o, "batch_size", 2));
+  acc_dataloader* dl = nullptr;
+  ACC_ASSERT_OK(acc_dataloader_create(ds, o, &dl));
+  ACC_ASSERT_OK(acc_prepare(g_acc, nullptr, nullptr, &dl, nullptr));
+  int64_t length = 0;
+  ACC_ASSERT_OK(acc_dataloader_length(dl, &length));
+  EXPECT_EQ(length, (5 + g_world - 1) / g_world);
+  std::vector<int64_t> seen;
+  for (;;) {
+    acc_tensor_list* batch = nullptr;
+    ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
+    if (!batch) break;
+    acc_tensor* b = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_get(batch, 0, &b));
+    int64_t v[2];
+    ACC_ASSERT_OK(acc_tensor_to_host(b, v, sizeof v));
+    seen.insert(seen.end(), v, v + 2);
+    acc_tensor_free(b);
+    acc_tensor_list_free(batch);
+  }
+  ASSERT_EQ(static_cast<int64_t>(seen.size()), 2 * length);
+  EXPECT_EQ(seen[0], 2 * g_rank);
+  EXPECT_EQ(seen[1], 2 * g_rank + 1);
+  acc_tensor_free(t);
+  acc_options_free(o);
+  acc_dataloader_free(dl);
+  acc_dataset_free(ds);
+}
+
+TEST(Fault, ADeadOrStalledPeerIsAnErrorNotAHang) {
+  const char* mode = std::getenv("ACC_TEST_FAULT");
+  if (!mode) GTEST_SKIP() << "set ACC_TEST_FAULT=exit or stall (the fault tests run on their own)";
+  if (g_rank == 1) {
+    if (std::string(mode) == "exit") _exit(0);  // dies without a word
+    std::this_thread::sleep_for(std::chrono::seconds(8));  // stalls past the others' timeout
+    _exit(0);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  acc_status status = acc_wait_for_everyone(g_acc);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_TRUE(status == ACC_ERR_TIMEOUT || status == ACC_ERR_ABORTED) << acc_status_name(status);
+  EXPECT_NE(std::string(acc_last_error_message()).find("wait_for_everyone"), std::string::npos)
+      << acc_last_error_message();
+  EXPECT_LT(seconds, 20.0);
+  std::fflush(stdout);
+  _exit(testing::Test::HasFailure() ? 1 : 0);  // the group is broken: no clean teardown to wait for
+}
+
+int main(int argc, char** argv) {
+  testing::InitGoogleTest(&argc, argv);
+  testing::AddGlobalTestEnvironment(new AcceleratorEnvironment);
+  return RUN_ALL_TESTS();
+}
