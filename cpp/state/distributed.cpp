@@ -74,16 +74,20 @@ Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, std::
   store_options.numWorkers = static_cast<size_t>(env.world_size);
   store_options.waitWorkers = true;
   store_options.timeout = timeout;
-  try {
-    store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
-  } catch (...) {
+  // Both steps wait for every process: a failure here is a failed rendezvous.
+  auto rendezvous_failed = [&](const char* step) {
     try {
-      rethrow_collective_error("rendezvous");
+      rethrow_collective_error(step);
     } catch (const Error& e) {
       fail(e.status() == Status::Aborted ? Status::Distributed : e.status(), "rendezvous of ", env.world_size,
            " processes at ", env.master_addr, ":", env.master_port, " failed (is the port in use, or did a process "
            "not start?): ", e.what());
     }
+  };
+  try {
+    store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
+  } catch (...) {
+    rendezvous_failed("store");
   }
   auto store = c10::make_intrusive<c10d::PrefixStore>("accelerate/", store_);
   try {
@@ -102,7 +106,7 @@ Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, std::
   } catch (const Error&) {
     throw;
   } catch (...) {
-    rethrow_collective_error("process group creation");
+    rendezvous_failed("process group creation");
   }
 }
 
