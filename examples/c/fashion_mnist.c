@@ -82,10 +82,22 @@ static double seconds(void) {
   return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Test accuracy in percent, computed with the prepared model in evaluation mode. */
+/* Sums values over the job's processes (a no-op on one process). */
+static void sum_across_processes(acc_accelerator *acc, double *values, int64_t count) {
+  const int64_t dims[1] = {count};
+  acc_tensor *local = NULL, *total = NULL;
+  CHECK(acc_tensor_from_host(values, sizeof(double) * (size_t)count, dims, 1, ACC_DTYPE_FLOAT64, &local));
+  CHECK(acc_reduce(acc, local, ACC_REDUCTION_SUM, "sum_across_processes", &total));
+  CHECK(acc_tensor_to_host(total, values, sizeof(double) * (size_t)count));
+  acc_tensor_free(local);
+  acc_tensor_free(total);
+}
+
+/* Test accuracy in percent over every process's share of the test split. */
 static double evaluate(acc_accelerator *acc, acc_model *model, acc_dataloader *loader) {
   acc_tensor_list *batch = NULL;
   int64_t correct = 0, seen = 0, n = 0, hits = 0;
+  double counts[2];
   CHECK(acc_model_set_training(model, 0));
   for (;;) {
     acc_tensor *x = NULL, *y = NULL, *logits = NULL, *pred = NULL;
@@ -103,8 +115,10 @@ static double evaluate(acc_accelerator *acc, acc_model *model, acc_dataloader *l
     acc_tensor_list_free(batch);
   }
   CHECK(acc_model_set_training(model, 1));
-  (void)acc;
-  return seen ? 100.0 * (double)correct / (double)seen : 0.0;
+  counts[0] = (double)correct;
+  counts[1] = (double)seen;
+  sum_across_processes(acc, counts, 2);
+  return counts[1] > 0 ? 100.0 * counts[0] / counts[1] : 0.0;
 }
 
 int main(int argc, char **argv) {
@@ -116,7 +130,7 @@ int main(int argc, char **argv) {
   acc_model *model = NULL, *unwrapped = NULL;
   acc_optimizer *opt = NULL;
   acc_scheduler *sched = NULL;
-  int64_t steps_per_epoch = 0, train_size = 0;
+  int64_t steps_per_epoch = 0, train_size = 0, processes = 1;
   char *device = NULL, line[256];
   double accuracy;
   int epoch;
@@ -152,13 +166,14 @@ int main(int argc, char **argv) {
   /* 2. Prepare: everything moves to the accelerator's device and gets Accelerate's semantics. */
   CHECK(acc_prepare(acc, &model, &opt, &train_loader, &sched));
   CHECK(acc_prepare(acc, NULL, NULL, &test_loader, NULL));
-  snprintf(line, sizeof line, "training on %s: %lld samples, %lld steps per epoch", device, (long long)train_size,
-           (long long)steps_per_epoch);
+  CHECK(acc_accelerator_num_processes(acc, &processes));
+  snprintf(line, sizeof line, "training on %lld process(es), %s: %lld samples, %lld steps per epoch", (long long)processes,
+           device, (long long)train_size, (long long)steps_per_epoch);
   CHECK(acc_print(acc, line));
 
   for (epoch = 0; epoch < a.epochs; ++epoch) {
-    double start = seconds(), loss_sum = 0.0, loss_value = 0.0;
-    int64_t batches = 0, samples = 0, n = 0;
+    double start = seconds(), loss_value = 0.0, totals[3] = {0.0, 0.0, 0.0}; /* loss sum, batches, samples */
+    int64_t n = 0;
     acc_tensor_list *batch = NULL;
     for (;;) {
       acc_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
@@ -177,14 +192,15 @@ int main(int argc, char **argv) {
       CHECK(acc_accumulate_end(acc));
       CHECK(acc_tensor_item(loss, &loss_value));
       CHECK(acc_tensor_numel(y, &n));
-      loss_sum += loss_value;
-      samples += n;
-      ++batches;
+      totals[0] += loss_value;
+      totals[1] += 1.0;
+      totals[2] += (double)n;
       acc_tensor_free(x); acc_tensor_free(y); acc_tensor_free(logits); acc_tensor_free(loss);
       acc_tensor_list_free(batch);
     }
+    sum_across_processes(acc, totals, 3);
     snprintf(line, sizeof line, "epoch %d/%d  loss %.4f  %.0f samples/s", epoch + 1, a.epochs,
-             batches ? loss_sum / (double)batches : 0.0, (double)samples / (seconds() - start));
+             totals[1] > 0 ? totals[0] / totals[1] : 0.0, totals[2] / (seconds() - start));
     CHECK(acc_print(acc, line));
   }
 
