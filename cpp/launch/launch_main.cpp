@@ -41,8 +41,13 @@ int main(int argc, char** argv) {
   config.gradient_accumulation_steps = accumulation;
   config.num_cpu_threads_per_process = threads;
   config.gpu_ids = gpus;
+  const auto rest = app.remaining();
+  if (!rest.empty() && rest[0].size() > 1 && rest[0][0] == '-') {
+    std::fprintf(stderr, "accelerate-launch: unknown option %s (see --help)\n", rest[0].c_str());
+    return 2;
+  }
   if (!module.empty()) config.command = {"python3", "-m", module};
-  for (auto& arg : app.remaining()) config.command.push_back(arg);
+  for (auto& arg : rest) config.command.push_back(arg);
   try {
     return acc::run_launch(config);
   } catch (const acc::Error& e) {
