@@ -323,6 +323,19 @@ TEST(Data, PreparedLoadersShardBatchesAcrossProcesses) {
   acc_dataset_free(ds);
 }
 
+TEST(DebugMode, MismatchedShapesAreNamedInsteadOfHanging) {
+  const char* debug = std::getenv("ACCELERATE_DEBUG_MODE");
+  if (!debug || std::string(debug) != "1") GTEST_SKIP() << "runs with ACCELERATE_DEBUG_MODE=1";
+  acc_tensor* t = floats(range_values(g_rank + 1, 0.0f), {g_rank + 1});
+  acc_tensor* out = nullptr;
+  ACC_EXPECT_ERROR(acc_gather(g_acc, t, "ragged gather", &out), ACC_ERR_INVALID_ARGUMENT,
+                   "collective 'ragged gather' needs the same shape on every process, got rank 0 [1], rank 1 [2]");
+  ACC_EXPECT_ERROR(acc_reduce(g_acc, t, ACC_REDUCTION_SUM, "ragged reduce", &out), ACC_ERR_INVALID_ARGUMENT,
+                   "ragged reduce");
+  EXPECT_EQ(out, nullptr);
+  acc_tensor_free(t);
+}
+
 TEST(Fault, ADeadOrStalledPeerIsAnErrorNotAHang) {
   const char* mode = std::getenv("ACC_TEST_FAULT");
   if (!mode) GTEST_SKIP() << "set ACC_TEST_FAULT=exit or stall (the fault tests run on their own)";
