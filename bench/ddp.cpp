@@ -1,0 +1,151 @@
+// Data-parallel step time on N processes (run it with accelerate-launch): (a) a plain libtorch loop
+// that allreduces the flattened gradients after backward on its own Gloo group, against (b) the
+// C API loop with a prepared model (c10d's Reducer, allreduce overlapped with backward).
+//
+//   accelerate-launch --num_processes 2 bench_ddp [--quick]
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "accelerate.h"
+
+namespace {
+
+#define OK(expr)                                                                 \
+  do {                                                                           \
+    if ((expr) != ACC_OK) {                                                      \
+      std::fprintf(stderr, "%s: %s\n", #expr, acc_last_error_message());        \
+      std::exit(1);                                                              \
+    }                                                                            \
+  } while (0)
+
+constexpr int64_t kBatch = 64;
+const std::vector<int64_t> kWidths = {784, 1024, 1024, 10};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct PlainDdp {
+  torch::nn::Sequential net;
+  std::unique_ptr<torch::optim::AdamW> opt;
+  c10::intrusive_ptr<c10d::ProcessGroup> group;
+  at::Tensor x, y;
+  int world;
+
+  PlainDdp(int rank, int world_size, int port) : world(world_size) {
+    for (size_t i = 0; i + 1 < kWidths.size(); ++i) {
+      if (i) net->push_back(torch::nn::ReLU());
+      net->push_back(torch::nn::Linear(kWidths[i], kWidths[i + 1]));
+    }
+    opt = std::make_unique<torch::optim::AdamW>(net->parameters(), torch::optim::AdamWOptions(1e-3));
+    c10d::TCPStoreOptions so;
+    so.port = static_cast<uint16_t>(port);
+    so.isServer = rank == 0;
+    so.numWorkers = world_size;
+    auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
+    auto options = c10d::ProcessGroupGloo::Options::create();
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, options);
+    x = torch::randn({kBatch, kWidths.front()});
+    y = torch::randint(0, kWidths.back(), {kBatch});
+  }
+  void step() {
+    torch::nn::functional::cross_entropy(net->forward(x), y).backward();
+    std::vector<at::Tensor> grads;
+    for (auto& p : net->parameters()) grads.push_back(p.grad().flatten());
+    std::vector<at::Tensor> flat{at::cat(grads)};
+    group->allreduce(flat)->wait();
+    flat[0].div_(world);
+    int64_t offset = 0;
+    for (auto& p : net->parameters()) {
+      p.mutable_grad().copy_(flat[0].narrow(0, offset, p.numel()).view_as(p));
+      offset += p.numel();
+    }
+    opt->step();
+    for (auto& p : net->parameters()) p.mutable_grad().reset();
+  }
+};
+
+struct CapiDdp {
+  acc_accelerator* acc = nullptr;
+  acc_model* model = nullptr;
+  acc_optimizer* opt = nullptr;
+  acc_tensor *x = nullptr, *y = nullptr;
+
+  CapiDdp() {
+    OK(acc_accelerator_create(nullptr, &acc));
+    std::string spec = "[";
+    for (size_t i = 0; i + 1 < kWidths.size(); ++i) {
+      if (i) spec += R"(,{"type":"relu"},)";
+      spec += R"({"type":"linear","in_features":)" + std::to_string(kWidths[i]) + R"(,"out_features":)" +
+              std::to_string(kWidths[i + 1]) + "}";
+    }
+    OK(acc_model_from_spec((spec + "]").c_str(), &model));
+    OK(acc_optimizer_create(model, "adamw", nullptr, &opt));
+    OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
+    at::Tensor xs = torch::randn({kBatch, kWidths.front()}), ys = torch::randint(0, kWidths.back(), {kBatch});
+    OK(acc_tensor_from_host(xs.data_ptr(), xs.nbytes(), xs.sizes().data(), 2, ACC_DTYPE_FLOAT32, &x));
+    OK(acc_tensor_from_host(ys.data_ptr(), ys.nbytes(), ys.sizes().data(), 1, ACC_DTYPE_INT64, &y));
+  }
+  ~CapiDdp() {
+    acc_tensor_free(x);
+    acc_tensor_free(y);
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
+  void step() {
+    acc_tensor *logits = nullptr, *loss = nullptr;
+    OK(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &logits));
+    OK(acc_loss_cross_entropy(logits, y, ACC_REDUCTION_MEAN, 0.0, &loss));
+    OK(acc_backward(acc, loss));
+    OK(acc_optimizer_step(opt));
+    OK(acc_optimizer_zero_grad(opt));
+    acc_tensor_free(logits);
+    acc_tensor_free(loss);
+  }
+};
+
+template <typename Loop>
+double time_steps(Loop& loop, int steps) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) loop.step();
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / steps;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const char* rank_text = std::getenv("RANK");
+  const char* world_text = std::getenv("WORLD_SIZE");
+  const char* port_text = std::getenv("MASTER_PORT");
+  if (!rank_text || !world_text || !port_text) {
+    std::fprintf(stderr, "run me with accelerate-launch --num_processes N\n");
+    return 2;
+  }
+  const int rank = std::atoi(rank_text), world = std::atoi(world_text);
+  torch::manual_seed(rank);
+  CapiDdp capi;  // rendezvous at MASTER_PORT
+  PlainDdp plain(rank, world, std::atoi(port_text) + 1);
+  const int rounds = quick ? 1 : 9, steps = quick ? 2 : 20;
+  time_steps(plain, steps);
+  time_steps(capi, steps);
+  std::vector<double> a, b;
+  for (int r = 0; r < rounds; ++r) {
+    a.push_back(time_steps(plain, steps));
+    b.push_back(time_steps(capi, steps));
+  }
+  if (rank == 0)
+    std::printf("DDP on %d processes, MLP 784-1024-1024-10, batch %lld per process: (a) libtorch + allreduce %.1f "
+                "us/step   (b) C API (Reducer) %.1f us/step   (b)/(a) %.3f\n",
+                world, static_cast<long long>(kBatch), median(a), median(b), median(b) / median(a));
+  return 0;
+}
