@@ -211,7 +211,8 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   on several processes the last batches are completed from the epoch's start so every process
  *   gets as many), timeout_seconds (int, default 1800: rendezvous and every collective),
  *   ddp_bucket_cap_mb (int, default 25), ddp_find_unused_parameters (bool, default false),
- *   ddp_broadcast_buffers (bool, default true) (DistributedDataParallelKwargs).
+ *   ddp_broadcast_buffers (bool, default true), ddp_comm_hook ("no", "fp16", "bf16": gradients
+ *   travel compressed) (DistributedDataParallelKwargs).
  *   Unset cpu, mixed_precision and gradient_accumulation_steps are read from ACCELERATE_USE_CPU,
  *   ACCELERATE_MIXED_PRECISION and ACCELERATE_GRADIENT_ACCUMULATION_STEPS (set by
  *   accelerate-launch); a value set with acc_options_* always wins.
@@ -577,6 +578,9 @@ ACC_API ACC_NODISCARD acc_status acc_free_memory(acc_accelerator *acc);
  * (Python's `with accelerator.no_sync(model)`). acc_accumulate_begin does this by itself. */
 ACC_API ACC_NODISCARD acc_status acc_no_sync_begin(acc_accelerator *acc, acc_model *model);
 ACC_API ACC_NODISCARD acc_status acc_no_sync_end(acc_accelerator *acc, acc_model *model);
+/* After a forward inside no_sync: the coming backward averages gradients after all (Accelerate's
+ * trigger_sync_in_backward). */
+ACC_API ACC_NODISCARD acc_status acc_trigger_sync_in_backward(acc_accelerator *acc, acc_model *model);
 /* Python's `with accelerator.main_process_first()`: the main process runs the section first, the
  * others wait for it at begin; it waits for them at end. The local variants use the machine's main. */
 ACC_API ACC_NODISCARD acc_status acc_main_process_first_begin(acc_accelerator *acc);
@@ -595,6 +599,11 @@ ACC_API ACC_NODISCARD acc_status acc_local_main_process_first_end(acc_accelerato
 /* Every process's tensor (same shape everywhere), concatenated on dim 0. */
 ACC_API ACC_NODISCARD acc_status acc_gather(acc_accelerator *acc, const acc_tensor *t, const char *name,
                                             acc_tensor **out);
+/* acc_gather for evaluation: on the last batch of a prepared loader's epoch, the samples that
+ * even_batches repeated to fill the last round are dropped, so each real sample counts once. Call it
+ * on every batch inside the loop. */
+ACC_API ACC_NODISCARD acc_status acc_gather_for_metrics(acc_accelerator *acc, const acc_tensor *t, const char *name,
+                                                        acc_tensor **out);
 /* Every process's bytes, in rank order (read them with acc_string_list_get_bytes). */
 ACC_API ACC_NODISCARD acc_status acc_gather_object(acc_accelerator *acc, const void *data, size_t size,
                                                    const char *name, acc_string_list **out);

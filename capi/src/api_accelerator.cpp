@@ -208,6 +208,10 @@ acc_status acc_no_sync_end(acc_accelerator* a, acc_model* model) {
   return guarded([&] { accelerator_arg(a).no_sync_end(live(model, "model").model); });
 }
 
+acc_status acc_trigger_sync_in_backward(acc_accelerator* a, acc_model* model) {
+  return guarded([&] { accelerator_arg(a).trigger_sync_in_backward(live(model, "model").model); });
+}
+
 acc_status acc_main_process_first_begin(acc_accelerator* a) {
   return guarded([&] { accelerator_arg(a).main_process_first_begin(false); });
 }

@@ -23,6 +23,15 @@ acc_status acc_gather(acc_accelerator* a, const acc_tensor* t, const char* name,
   });
 }
 
+acc_status acc_gather_for_metrics(acc_accelerator* a, const acc_tensor* t, const char* name, acc_tensor** out) {
+  return guarded([&] {
+    auto& accelerator = *live(a, "acc").accelerator;
+    const at::Tensor& x = live(t, "t").tensor;
+    out_param(out, "out");
+    emit(out, accelerator.gather_for_metrics(x, name_arg(name, "gather_for_metrics")));
+  });
+}
+
 acc_status acc_gather_object(acc_accelerator* a, const void* data, size_t size, const char* name,
                              acc_string_list** out) {
   return guarded([&] {

@@ -69,7 +69,8 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
   if (dist_ && !model->trainable_parameters().empty())
     data_parallel = std::make_unique<DataParallel>(
         model, dist_,
-        DataParallelOptions{config_.ddp_bucket_cap_mb, config_.ddp_find_unused_parameters, config_.ddp_broadcast_buffers});
+        DataParallelOptions{config_.ddp_bucket_cap_mb, config_.ddp_find_unused_parameters, config_.ddp_broadcast_buffers,
+                            config_.ddp_comm_hook});
   auto prepared = std::make_shared<PreparedModel>(model, device_.type(), mixed_precision_dtype(config_.mixed_precision),
                                                   std::move(data_parallel));
   models_[model.get()] = prepared;
@@ -157,6 +158,19 @@ void Accelerator::accumulate_begin() {
 void Accelerator::no_sync_begin(const std::shared_ptr<Model>& model) { prepared(model)->set_gradient_sync(false); }
 
 void Accelerator::no_sync_end(const std::shared_ptr<Model>& model) { prepared(model)->set_gradient_sync(true); }
+
+void Accelerator::trigger_sync_in_backward(const std::shared_ptr<Model>& model) {
+  prepared(model)->trigger_sync_in_backward();
+}
+
+at::Tensor Accelerator::gather_for_metrics(const at::Tensor& tensor, const std::string& name) {
+  at::Tensor gathered = collectives_.gather(tensor, name);
+  // On the last batch of an epoch, the tail past the dataset's end repeats samples from its start.
+  const int64_t remainder = gradient_state_->remainder();
+  if (gradient_state_->end_of_dataloader() && remainder > 0 && remainder < gathered.size(0))
+    return gathered.narrow(0, 0, remainder);
+  return gathered;
+}
 
 void Accelerator::main_process_first_begin(bool local) {
   const bool first = local ? is_local_main_process() : is_main_process();

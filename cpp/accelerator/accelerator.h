@@ -65,6 +65,10 @@ class Accelerator {
   // Gradients of a prepared model accumulate locally until no_sync_end (Accelerate's no_sync).
   void no_sync_begin(const std::shared_ptr<Model>& model);
   void no_sync_end(const std::shared_ptr<Model>& model);
+  void trigger_sync_in_backward(const std::shared_ptr<Model>& model);
+  // gather, without the samples that even_batches repeated at the end of the epoch (call it on every
+  // batch inside the loop, as in Accelerate).
+  at::Tensor gather_for_metrics(const at::Tensor& tensor, const std::string& name);
   // Accelerate's main_process_first / local_main_process_first, as begin/end pairs.
   void main_process_first_begin(bool local);
   void main_process_first_end(bool local);

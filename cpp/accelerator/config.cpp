@@ -49,6 +49,7 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   c.ddp_bucket_cap_mb = o.get_int("ddp_bucket_cap_mb");
   c.ddp_find_unused_parameters = o.get_bool("ddp_find_unused_parameters");
   c.ddp_broadcast_buffers = o.get_bool("ddp_broadcast_buffers");
+  c.ddp_comm_hook = o.get_string("ddp_comm_hook");
   return c;
 }
 

@@ -24,6 +24,7 @@ struct AcceleratorConfig {
   int64_t ddp_bucket_cap_mb = 25;
   bool ddp_find_unused_parameters = false;
   bool ddp_broadcast_buffers = true;
+  std::string ddp_comm_hook = "no";
 };
 
 // Precedence: an option the program set > ACCELERATE_USE_CPU / ACCELERATE_MIXED_PRECISION /

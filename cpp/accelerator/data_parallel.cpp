@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "accelerator/compress_hook.h"
 #include "common/error.h"
 
 namespace acc {
@@ -26,6 +27,8 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
   for (const auto& entry : model_->named_buffers()) everything.push_back(entry.second);
   broadcast(everything, "prepare_model (initial parameters)");
   if (params.empty()) return;
+  if (options_.comm_hook == "bf16" && dist_->backend() == "gloo")
+    fail(Status::Unsupported, "the bf16 DDP comm hook needs NCCL: Gloo cannot allreduce bf16 (use \"fp16\" on CPU)");
 
   const int64_t cap = options_.bucket_cap_mb * 1024 * 1024;
   std::vector<std::vector<size_t>> buckets;
@@ -43,6 +46,12 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
   } catch (...) {
     rethrow_collective_error("prepare_model (reducer)");
   }
+  if (options_.comm_hook == "fp16")
+    reducer_->register_builtin_comm_hook(c10d::BuiltinCommHookType::FP16_COMPRESS);
+  else if (options_.comm_hook == "bf16")
+    reducer_->register_comm_hook(std::make_unique<CompressHook>(dist_->group(), at::kBFloat16));
+  else
+    require(options_.comm_hook == "no", "unknown DDP comm hook '", options_.comm_hook, "' (no, fp16, bf16)");
 }
 
 void DataParallel::broadcast(const std::vector<at::Tensor>& tensors, const std::string& name) {
@@ -75,6 +84,15 @@ void DataParallel::after_forward(const NamedTensors& outputs, bool sync) {
     reducer_->prepare_for_backward(tensors);
   } catch (const c10::Error& e) {
     fail(Status::NotInitialized, "data-parallel forward: ", e.what_without_backtrace());
+  }
+}
+
+void DataParallel::sync_next_backward() {
+  if (!reducer_) return;
+  try {
+    reducer_->prepare_for_backward({});
+  } catch (const c10::Error& e) {
+    fail(Status::NotInitialized, "trigger_sync_in_backward: ", e.what_without_backtrace());
   }
 }
 

@@ -5,6 +5,7 @@
 #include <torch/csrc/distributed/c10d/reducer.hpp>
 
 #include <memory>
+#include <string>
 
 #include "model/model.h"
 #include "state/distributed.h"
@@ -15,6 +16,7 @@ struct DataParallelOptions {
   int64_t bucket_cap_mb = 25;
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
+  std::string comm_hook = "no";  // "no", "fp16" (the Reducer's built-in compression) or "bf16"
 };
 
 class DataParallel {
@@ -26,6 +28,8 @@ class DataParallel {
   // a backward follows (unless gradients are to accumulate locally: no_sync).
   void before_forward();
   void after_forward(const NamedTensors& outputs, bool sync);
+  // Makes the next backward average gradients even inside no_sync (trigger_sync_in_backward).
+  void sync_next_backward();
 
  private:
   void broadcast(const std::vector<at::Tensor>& tensors, const std::string& name);

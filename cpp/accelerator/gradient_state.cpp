@@ -12,7 +12,10 @@ void GradientState::begin_micro_step() {
   }
 }
 
-void GradientState::on_batch(const DataLoader&, bool last_of_epoch) { end_of_dataloader_ = last_of_epoch; }
+void GradientState::on_batch(const DataLoader& loader, bool last_of_epoch) {
+  end_of_dataloader_ = last_of_epoch;
+  remainder_ = loader.remainder();
+}
 
 void GradientState::on_epoch_end(const DataLoader&) { end_of_dataloader_ = false; }
 

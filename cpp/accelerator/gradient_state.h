@@ -16,6 +16,8 @@ class GradientState final : public LoaderObserver {
   // Micro-steps counted by accumulate() in the current window (Accelerate's accelerator.step).
   int64_t step() const { return step_; }
   bool end_of_dataloader() const { return end_of_dataloader_; }
+  // Real samples in the last round of the loader being iterated (-1: unknown, 0: no padding).
+  int64_t remainder() const { return remainder_; }
 
   // Entry of accumulate(): a window ends every num_steps micro-steps and at the last batch of the
   // prepared loader being iterated (the window restarts there).
@@ -29,6 +31,7 @@ class GradientState final : public LoaderObserver {
   bool sync_gradients_ = true;
   int64_t step_ = 0;
   bool end_of_dataloader_ = false;
+  int64_t remainder_ = -1;
 };
 
 }  // namespace acc

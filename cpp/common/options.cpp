@@ -92,6 +92,7 @@ const std::vector<OptionSpec>& option_schema(OptionsKind kind) {
       num("ddp_bucket_cap_mb", T::Int, int64_t{25}, 1.0),
       num("ddp_find_unused_parameters", T::Bool, false, std::nullopt),
       num("ddp_broadcast_buffers", T::Bool, true, std::nullopt),
+      OptionSpec{"ddp_comm_hook", T::String, std::string("no"), std::nullopt, std::nullopt, {"no", "fp16", "bf16"}},
   };
   switch (kind) {
     case OptionsKind::Accelerator: return accelerator;

@@ -18,6 +18,10 @@ int64_t DataLoader::length() const {
   return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
+int64_t DataLoader::remainder() const {
+  return options_.drop_last ? -1 : dataset_->size() % options_.batch_size;
+}
+
 void DataLoader::set_epoch(int64_t epoch) {
   require(!in_epoch_, "set_epoch is only allowed between epochs");
   require(epoch >= 0, "epoch must not be negative, got ", epoch);
@@ -75,6 +79,11 @@ ShardedDataLoader::ShardedDataLoader(std::shared_ptr<Dataset> dataset, DataLoade
 
 int64_t ShardedDataLoader::length() const {
   return sharded_length(DataLoader::length(), options().drop_last, num_processes_, rank_, even_batches_);
+}
+
+int64_t ShardedDataLoader::remainder() const {
+  if (options().drop_last || !even_batches_) return -1;
+  return dataset()->size() % (options().batch_size * num_processes_);
 }
 
 std::vector<std::vector<int64_t>> ShardedDataLoader::plan_epoch(int64_t epoch) const {

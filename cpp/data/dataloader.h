@@ -44,6 +44,9 @@ class DataLoader {
   std::optional<std::vector<at::Tensor>> next();
   // Batches in an epoch.
   virtual int64_t length() const;
+  // Accelerate's remainder: real samples in the epoch's last round of batches over all processes
+  // (the rest repeats earlier samples); -1 when nothing is padded or it is unknown.
+  virtual int64_t remainder() const;
   // The epoch being iterated (or the next one, between epochs).
   int64_t epoch() const { return epoch_; }
   // Sets the epoch the next iteration uses (its shuffle order); only between epochs.
@@ -81,6 +84,7 @@ class ShardedDataLoader final : public DataLoader {
   ShardedDataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options, int64_t num_processes, int64_t rank,
                     bool even_batches);
   int64_t length() const override;
+  int64_t remainder() const override;
 
  protected:
   std::vector<std::vector<int64_t>> plan_epoch(int64_t epoch) const override;
