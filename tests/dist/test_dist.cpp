@@ -254,6 +254,39 @@ TEST(Ddp, HalfBatchesOnEachProcessMatchTheWholeBatchOnOne) {
   acc_model_free(model);
 }
 
+TEST(Ddp, TorchScriptModelsTrainDataParallelToo) {
+  // Rank 0 saves a TorchScript model; every process loads it, then trains it data-parallel.
+  const std::string path = std::string("/tmp/acc_dist_model_") + std::getenv("MASTER_PORT") + ".pt";
+  ACC_ASSERT_OK(acc_main_process_first_begin(g_acc));
+  if (g_rank == 0) {
+    acc_model* spec = nullptr;
+    ACC_ASSERT_OK(acc_model_from_spec(kNet, &spec));
+    ACC_ASSERT_OK(acc_model_save_torchscript(spec, path.c_str()));
+    acc_model_free(spec);
+  }
+  ACC_ASSERT_OK(acc_main_process_first_end(g_acc));
+  acc_model *local = nullptr, *model = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript(path.c_str(), &local));
+  ACC_ASSERT_OK(acc_model_load_torchscript(path.c_str(), &model));
+  acc_optimizer *local_opt = nullptr, *opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(local, "adam", nullptr, &local_opt));
+  ACC_ASSERT_OK(acc_optimizer_create(model, "adam", nullptr, &opt));
+  ACC_ASSERT_OK(acc_prepare(g_acc, &model, &opt, nullptr, nullptr));
+  for (int step = 0; step < 3; ++step) {
+    auto [x, y] = job_batch(step + 10);
+    train_step(local, local_opt, x, y, 8 * g_world, false);
+    train_step(model, opt, rows_of(x, 3, g_rank * 8, 8), rows_of(y, 2, g_rank * 8, 8), 8, true);
+  }
+  auto a = weights(local, "0.weight"), b = weights(model, "0.weight");
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], std::max(1e-5, weight_tolerance())) << i;
+  acc_optimizer_free(local_opt);
+  acc_optimizer_free(opt);
+  acc_model_free(local);
+  acc_model_free(model);
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0) std::remove(path.c_str());
+}
+
 TEST(Ddp, NoSyncAccumulatesLocallyAndSyncsOnce) {
   // Two micro-batches, the first under no_sync: the synced step equals one step over both.
   ACC_ASSERT_OK(acc_set_seed(5));
