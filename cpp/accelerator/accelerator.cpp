@@ -103,8 +103,9 @@ std::shared_ptr<DataLoader> Accelerator::prepare_dataloader(const std::shared_pt
       at::Tensor seed = at::randint(0, int64_t{1} << 31, {1}, at::TensorOptions().dtype(at::kLong));
       options.seed = static_cast<uint64_t>(collectives_.broadcast(seed, 0, "prepare_dataloader (seed)").item<int64_t>());
     }
-    prepared = std::make_shared<ShardedDataLoader>(loader->dataset(), options, process_.world_size, process_.rank,
-                                                   config_.even_batches);
+    prepared = std::make_shared<ShardedDataLoader>(
+        loader->dataset(), options,
+        ShardOptions{process_.world_size, process_.rank, config_.split_batches, config_.even_batches});
   } else {
     prepared = std::make_shared<DataLoader>(loader->dataset(), options);
   }

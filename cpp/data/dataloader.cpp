@@ -68,27 +68,34 @@ std::optional<std::vector<at::Tensor>> DataLoader::next() {
   return std::nullopt;
 }
 
-ShardedDataLoader::ShardedDataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options,
-                                     int64_t num_processes, int64_t rank, bool even_batches)
-    : DataLoader(std::move(dataset), std::move(options)),
-      num_processes_(num_processes),
-      rank_(rank),
-      even_batches_(even_batches) {
+ShardedDataLoader::ShardedDataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options, ShardOptions shard)
+    : DataLoader(std::move(dataset), std::move(options)), shard_(shard) {
   require(!this->options().shuffle || this->options().seed, "a sharded loader that shuffles needs a shared seed");
+  check_sharding(this->options().batch_size, shard_.num_processes, shard_.split_batches);
 }
 
 int64_t ShardedDataLoader::length() const {
-  return sharded_length(DataLoader::length(), options().drop_last, num_processes_, rank_, even_batches_);
+  // Exact by construction: the shard of an epoch in sequential order (lengths do not depend on order).
+  std::vector<int64_t> order(static_cast<size_t>(dataset()->size()));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  return static_cast<int64_t>(shard(make_batches(order, options().batch_size, options().drop_last)).size());
 }
 
 int64_t ShardedDataLoader::remainder() const {
-  if (options().drop_last || !even_batches_) return -1;
-  return dataset()->size() % (options().batch_size * num_processes_);
+  if (options().drop_last || !shard_.even_batches) return -1;
+  const int64_t total_batch_size = options().batch_size * (shard_.split_batches ? 1 : shard_.num_processes);
+  return dataset()->size() % total_batch_size;
+}
+
+std::vector<std::vector<int64_t>> ShardedDataLoader::shard(const std::vector<std::vector<int64_t>>& batches) const {
+  const auto& o = options();
+  if (shard_.split_batches)
+    return split_batches(batches, o.batch_size, o.drop_last, shard_.num_processes, shard_.rank, shard_.even_batches);
+  return shard_batches(batches, o.batch_size, o.drop_last, shard_.num_processes, shard_.rank, shard_.even_batches);
 }
 
 std::vector<std::vector<int64_t>> ShardedDataLoader::plan_epoch(int64_t epoch) const {
-  return shard_batches(DataLoader::plan_epoch(epoch), options().batch_size, options().drop_last, num_processes_, rank_,
-                       even_batches_);
+  return shard(DataLoader::plan_epoch(epoch));
 }
 
 }  // namespace acc

@@ -77,12 +77,18 @@ class DataLoader {
   std::shared_ptr<LoaderObserver> observer_;
 };
 
+struct ShardOptions {
+  int64_t num_processes = 1;
+  int64_t rank = 0;
+  bool split_batches = false;  // each batch is cut into per-process slices (batch_size is global)
+  bool even_batches = true;    // the last round is completed from the epoch's start
+};
+
 // The loader of one process in a multi-process job: the same epoch order on every process (a
 // shuffle needs a seed that every process shares), sharded as Accelerate's BatchSamplerShard.
 class ShardedDataLoader final : public DataLoader {
  public:
-  ShardedDataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options, int64_t num_processes, int64_t rank,
-                    bool even_batches);
+  ShardedDataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options, ShardOptions shard);
   int64_t length() const override;
   int64_t remainder() const override;
 
@@ -90,8 +96,9 @@ class ShardedDataLoader final : public DataLoader {
   std::vector<std::vector<int64_t>> plan_epoch(int64_t epoch) const override;
 
  private:
-  int64_t num_processes_, rank_;
-  bool even_batches_;
+  std::vector<std::vector<int64_t>> shard(const std::vector<std::vector<int64_t>>& batches) const;
+
+  ShardOptions shard_;
 };
 
 }  // namespace acc

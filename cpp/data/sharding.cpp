@@ -50,11 +50,37 @@ std::vector<std::vector<int64_t>> shard_batches(const std::vector<std::vector<in
   return out;
 }
 
-int64_t sharded_length(int64_t num_batches, bool drop_last, int64_t num_processes, int64_t rank, bool even_batches) {
-  const int64_t p = num_processes;
-  if (drop_last) return num_batches / p;
-  if (even_batches) return (num_batches + p - 1) / p;
-  return num_batches / p + (rank < num_batches % p ? 1 : 0);
+void check_sharding(int64_t batch_size, int64_t num_processes, bool split) {
+  require(!split || batch_size % num_processes == 0, "split_batches needs a batch size (", batch_size,
+          ") that is a round multiple of the number of processes (", num_processes, ")");
 }
+
+std::vector<std::vector<int64_t>> split_batches(const std::vector<std::vector<int64_t>>& batches, int64_t batch_size,
+                                                bool drop_last, int64_t num_processes, int64_t rank,
+                                                bool even_batches) {
+  check_sharding(batch_size, num_processes, true);
+  const auto full = static_cast<size_t>(batch_size);
+  const auto per = static_cast<size_t>(batch_size / num_processes), begin = per * static_cast<size_t>(rank);
+  auto slice = [&](const std::vector<int64_t>& batch) {
+    const size_t end = std::min(batch.size(), begin + per);
+    return std::vector<int64_t>(batch.begin() + static_cast<std::ptrdiff_t>(std::min(begin, batch.size())),
+                                batch.begin() + static_cast<std::ptrdiff_t>(end));
+  };
+  std::vector<std::vector<int64_t>> out;
+  for (const auto& batch : batches)
+    if (batch.size() == full) out.push_back(slice(batch));
+  if (drop_last || batches.empty() || batches.back().size() == full) return out;
+  std::vector<int64_t> last = batches.back();
+  if (!even_batches) {
+    if (last.size() > begin) out.push_back(slice(last));
+    return out;
+  }
+  std::vector<int64_t> initial = batches.front();
+  while (initial.size() < full) initial.insert(initial.end(), initial.begin(), initial.end());
+  last.insert(last.end(), initial.begin(), initial.end());
+  out.push_back(slice(last));
+  return out;
+}
+
 
 }  // namespace acc

@@ -1,4 +1,4 @@
-// Accelerate's BatchSamplerShard (split_batches=False): which of an epoch's batches a process gets.
+// Accelerate's BatchSamplerShard: which of an epoch's batches a process gets.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,15 @@ std::vector<std::vector<int64_t>> shard_batches(const std::vector<std::vector<in
                                                 bool drop_last, int64_t num_processes, int64_t rank,
                                                 bool even_batches);
 
-// How many batches shard_batches gives a process when the dataset has `num_batches` batches.
-int64_t sharded_length(int64_t num_batches, bool drop_last, int64_t num_processes, int64_t rank, bool even_batches);
+// split_batches: every batch is cut into num_processes slices of batch_size / num_processes and each
+// process takes its slice; the last short batch is completed from the epoch's first batch
+// (even_batches) or cut as it is. Needs batch_size % num_processes == 0.
+std::vector<std::vector<int64_t>> split_batches(const std::vector<std::vector<int64_t>>& batches, int64_t batch_size,
+                                                bool drop_last, int64_t num_processes, int64_t rank,
+                                                bool even_batches);
+
+// Fails, as Accelerate does, on configurations it refuses.
+void check_sharding(int64_t batch_size, int64_t num_processes, bool split);
+
 
 }  // namespace acc

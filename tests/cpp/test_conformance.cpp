@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "common/error.h"
 #include "data/sampler.h"
 #include "data/sharding.h"
 
@@ -40,24 +41,25 @@ std::vector<int64_t> iota(int64_t n) {
 
 }  // namespace
 
-TEST(Conformance, BatchSamplerShardWithoutSplitting) {
+TEST(Conformance, BatchSamplerShard) {
   const json& doc = shard_cases();
   if (doc.is_null()) GTEST_SKIP() << "ACC_CONFORMANCE_DIR/shard_cases.json.gz not found";
   int checked = 0;
   for (const auto& c : doc["cases"]) {
     if (c["kind"] != "batch_sampler_shard") continue;
     const auto& p = c["params"];
-    if (p["split_batches"].get<bool>() || c.contains("error")) continue;
     const int64_t n = p["n"], b = p["batch_size"], procs = p["num_processes"];
-    const bool drop_last = p["drop_last"], even = p["even_batches"];
+    const bool drop_last = p["drop_last"], even = p["even_batches"], split = p["split_batches"];
+    if (c.contains("error")) {  // Accelerate refused: so do we
+      EXPECT_THROW(acc::check_sharding(b, procs, split), acc::Error) << p.dump();
+      continue;
+    }
     const Batches all = acc::make_batches(iota(n), b, drop_last);
     for (int64_t r = 0; r < procs; ++r) {
       const Batches expected = c["per_process"][r].get<Batches>();
-      ASSERT_EQ(acc::shard_batches(all, b, drop_last, procs, r, even), expected) << c["params"].dump() << " rank " << r;
-      // Our length is what is actually yielded (Accelerate's len() is wrong in a few configurations).
-      ASSERT_EQ(acc::sharded_length(static_cast<int64_t>(all.size()), drop_last, procs, r, even),
-                static_cast<int64_t>(expected.size()))
-          << c["params"].dump() << " rank " << r;
+      const Batches ours = split ? acc::split_batches(all, b, drop_last, procs, r, even)
+                                 : acc::shard_batches(all, b, drop_last, procs, r, even);
+      ASSERT_EQ(ours, expected) << p.dump() << " rank " << r;
     }
     ++checked;
   }
@@ -76,11 +78,13 @@ TEST(Conformance, SeededShufflePermutationsAndShards) {
     for (const auto& e : c["epochs"]) {
       const auto order = acc::epoch_order(n, true, p["seed"].get<uint64_t>(), e["epoch"].get<int64_t>());
       ASSERT_EQ(order, e["permutation"].get<std::vector<int64_t>>()) << p.dump() << " epoch " << e["epoch"];
-      if (p["split_batches"].get<bool>()) continue;
       // A prepared loader shards only on more than one process.
       const Batches all = acc::make_batches(order, b, drop_last);
+      const bool split = p["split_batches"];
       for (int64_t r = 0; r < procs; ++r)
-        ASSERT_EQ(procs == 1 ? all : acc::shard_batches(all, b, drop_last, procs, r, even),
+        ASSERT_EQ(procs == 1 ? all
+                  : split    ? acc::split_batches(all, b, drop_last, procs, r, even)
+                             : acc::shard_batches(all, b, drop_last, procs, r, even),
                   e["per_process"][r].get<Batches>())
             << p.dump() << " epoch " << e["epoch"] << " rank " << r;
     }
