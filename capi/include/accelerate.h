@@ -468,6 +468,24 @@ ACC_API ACC_NODISCARD acc_status acc_dataset_from_idx(const char *images_path, c
 
 /* Samples [start, start + count) of a dataset, sharing its memory. */
 ACC_API ACC_NODISCARD acc_status acc_dataset_subset(acc_dataset *ds, int64_t start, int64_t count, acc_dataset **out);
+/* Callbacks into the host program. They return 0 on success; any other value is an error, which the
+ * library reports as ACC_ERR_IO with the message a callback may leave with acc_callback_set_error.
+ * They may run on the data loader's background threads (num_workers 0 keeps them on the thread
+ * calling acc_dataloader_next), several at once, and must not call back into the same loader. */
+typedef void (*acc_free_fn)(void *user_data);
+/* Sample `index`: a new list of tensors (the sample's fields), handed to the library through *out. */
+typedef int (*acc_sample_fn)(void *user_data, int64_t index, acc_tensor_list **out);
+/* A batch made from n samples: a new list handed to the library through *out. */
+typedef int (*acc_collate_fn)(void *user_data, const acc_tensor_list *const *samples, size_t n,
+                              acc_tensor_list **out);
+/* Inside a callback: the message reported when the callback returns non-zero. */
+ACC_API void acc_callback_set_error(const char *message);
+
+/* A map-style dataset of `size` samples produced by `sample`. Batches stack each field of their
+ * samples (or use the loader's collate callback). free_user_data (may be NULL) runs when the
+ * dataset is gone. */
+ACC_API ACC_NODISCARD acc_status acc_dataset_from_callback(int64_t size, acc_sample_fn sample, void *user_data,
+                                                           acc_free_fn free_user_data, acc_dataset **out);
 ACC_API ACC_NODISCARD acc_status acc_dataset_size(const acc_dataset *ds, int64_t *out);
 /* Sample `index`, one tensor per field. */
 ACC_API ACC_NODISCARD acc_status acc_dataset_get(const acc_dataset *ds, int64_t index, acc_tensor_list **out);
@@ -490,6 +508,12 @@ ACC_API ACC_NODISCARD acc_status acc_dataloader_length(const acc_dataloader *dl,
 ACC_API ACC_NODISCARD acc_status acc_dataloader_epoch(const acc_dataloader *dl, int64_t *out);
 /* Sets the epoch of the next iteration (its shuffle order). Only between epochs. */
 ACC_API ACC_NODISCARD acc_status acc_dataloader_set_epoch(acc_dataloader *dl, int64_t epoch);
+/* Batches are made by `collate` from the samples instead of by stacking. Only between epochs. */
+ACC_API ACC_NODISCARD acc_status acc_dataloader_set_collate(acc_dataloader *dl, acc_collate_fn collate, void *user_data,
+                                                            acc_free_fn free_user_data);
+/* The next epoch starts after its first `batches` batches (Accelerate's skip_first_batches: resume in
+ * the middle of an epoch); later epochs are whole. Only between epochs. */
+ACC_API ACC_NODISCARD acc_status acc_dataloader_skip_first_batches(acc_dataloader *dl, int64_t batches);
 /* 1 when the batch last returned was the last of its epoch. */
 ACC_API ACC_NODISCARD acc_status acc_dataloader_end_of_epoch(const acc_dataloader *dl, int *out);
 ACC_API void acc_dataloader_free(acc_dataloader *dl);

@@ -22,6 +22,17 @@ int64_t DataLoader::remainder() const {
   return options_.drop_last ? -1 : dataset_->size() % options_.batch_size;
 }
 
+void DataLoader::set_collate(CollateFn collate) {
+  require(!in_epoch_, "the collate function can only change between epochs");
+  options_.collate = std::move(collate);
+}
+
+void DataLoader::skip_first_batches(int64_t batches) {
+  require(!in_epoch_, "skip_first_batches applies to the next epoch: call it between epochs");
+  require(batches >= 0, "cannot skip a negative number of batches (", batches, ")");
+  options_.skip_batches = batches;
+}
+
 void DataLoader::set_epoch(int64_t epoch) {
   require(!in_epoch_, "set_epoch is only allowed between epochs");
   require(epoch >= 0, "epoch must not be negative, got ", epoch);
@@ -40,8 +51,18 @@ std::vector<std::vector<int64_t>> DataLoader::plan_epoch(int64_t epoch) const {
 void DataLoader::start_epoch() {
   prefetcher_.reset();
   plan_ = plan_epoch(epoch_);
+  const auto skip = static_cast<size_t>(std::min<int64_t>(options_.skip_batches, static_cast<int64_t>(plan_.size())));
+  plan_.erase(plan_.begin(), plan_.begin() + static_cast<std::ptrdiff_t>(skip));
+  options_.skip_batches = 0;
   auto fetch = [this](size_t index) {
-    auto batch = dataset_->get_batch(plan_[index]);
+    std::vector<at::Tensor> batch;
+    if (options_.collate) {
+      std::vector<std::vector<at::Tensor>> samples;
+      for (int64_t i : plan_[index]) samples.push_back(dataset_->get(i));
+      batch = options_.collate(samples);
+    } else {
+      batch = dataset_->get_batch(plan_[index]);
+    }
     if (options_.device)
       for (auto& field : batch) field = field.to(*options_.device, /*non_blocking=*/true);
     return batch;

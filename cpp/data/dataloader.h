@@ -8,6 +8,7 @@
 #include <optional>
 #include <vector>
 
+#include "data/callback_dataset.h"
 #include "data/dataset.h"
 #include "data/prefetcher.h"
 
@@ -32,6 +33,8 @@ struct DataLoaderOptions {
   size_t num_workers = 1;        // prefetch threads; 0 loads in the caller's thread
   size_t prefetch_factor = 2;    // batches fetched ahead, per worker
   std::optional<c10::Device> device;  // where batches go; none: where the dataset is
+  CollateFn collate;                  // none: the dataset's own batching (stacking)
+  int64_t skip_batches = 0;           // batches of the next epoch not to yield (skip_first_batches)
 };
 
 class DataLoader {
@@ -58,6 +61,11 @@ class DataLoader {
 
   const std::shared_ptr<Dataset>& dataset() const { return dataset_; }
   const DataLoaderOptions& options() const { return options_; }
+  // Only between epochs (before the first batch of one).
+  void set_collate(CollateFn collate);
+  // The next epoch starts after its first `batches` batches (Accelerate's skip_first_batches), e.g.
+  // to resume in the middle of an epoch; later epochs start from their beginning.
+  void skip_first_batches(int64_t batches);
   void set_observer(std::shared_ptr<LoaderObserver> observer) { observer_ = std::move(observer); }
 
  protected:

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <atomic>
 #include <set>
 
 #include "support.h"
@@ -303,4 +304,133 @@ TEST(Idx, TruncatedAndCorruptFilesAreRejectedWithTheReason) {
   ACC_EXPECT_ERROR(acc_dataset_from_idx(images.c_str(), path.c_str(), &ds), ACC_ERR_IO, "has 2 images but");
   std::remove(path.c_str());
   std::remove(images.c_str());
+}
+
+namespace {
+
+// Sample i of a callback dataset: features [i, i], label i; index 13 fails on purpose.
+int sample_fn(void* user_data, int64_t index, acc_tensor_list** out) {
+  ++*static_cast<std::atomic<int>*>(user_data);
+  if (index == 13) {
+    acc_callback_set_error("sample 13 is corrupt");
+    return 42;
+  }
+  acc_tensor_list* list = nullptr;
+  if (acc_tensor_list_create(&list) != ACC_OK) return 1;
+  const float xs[2] = {static_cast<float>(index), static_cast<float>(index)};
+  const int64_t dims[1] = {2};
+  acc_tensor *x = nullptr, *y = nullptr;
+  if (acc_tensor_from_host(xs, sizeof xs, dims, 1, ACC_DTYPE_FLOAT32, &x) != ACC_OK) return 1;
+  if (acc_tensor_from_host(&index, sizeof index, nullptr, 0, ACC_DTYPE_INT64, &y) != ACC_OK) return 1;
+  if (acc_tensor_list_append(list, "x", x) != ACC_OK || acc_tensor_list_append(list, "y", y) != ACC_OK) return 1;
+  acc_tensor_free(x);
+  acc_tensor_free(y);
+  *out = list;
+  return 0;
+}
+
+}  // namespace
+
+TEST(CallbackDataset, SamplesFromTheHostAreStackedIntoBatches) {
+  static std::atomic<int> calls{0};
+  static bool freed = false;
+  calls = 0;
+  freed = false;
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_callback(10, sample_fn, &calls, [](void*) { freed = true; }, &ds));
+  acc_dataloader* dl = loader(ds, {{"batch_size", "4"}, {"num_workers", "2"}});
+  auto batches = epoch(dl);
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(batches[1], (std::vector<int64_t>{4, 5, 6, 7}));
+  EXPECT_EQ(calls, 10);
+  acc_dataloader_free(dl);
+  acc_dataset_free(ds);
+  EXPECT_TRUE(freed);  // the user data went with the last user of the dataset
+}
+
+TEST(CallbackDataset, ACallbackErrorIsReportedNotACrash) {
+  static std::atomic<int> calls{0};
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_callback(16, sample_fn, &calls, nullptr, &ds));
+  for (const char* workers : {"0", "2"}) {
+    acc_dataloader* dl = loader(ds, {{"batch_size", "4"}, {"num_workers", workers}});
+    acc_tensor_list* batch = nullptr;
+    acc_status status = ACC_OK;
+    int good = 0;
+    while ((status = acc_dataloader_next(dl, &batch)) == ACC_OK && batch) {
+      ++good;
+      acc_tensor_list_free(batch);
+    }
+    EXPECT_EQ(good, 3);  // batches 0-2 are fine; batch 3 holds sample 13
+    EXPECT_EQ(status, ACC_ERR_IO);
+    EXPECT_NE(std::string(acc_last_error_message()).find("index 13 failed (code 42): sample 13 is corrupt"),
+              std::string::npos)
+        << acc_last_error_message();
+    acc_dataloader_free(dl);
+  }
+  acc_dataset* bad = nullptr;
+  ACC_EXPECT_ERROR(acc_dataset_from_callback(-1, sample_fn, nullptr, nullptr, &bad), ACC_ERR_INVALID_ARGUMENT,
+                   "must not be negative");
+  ACC_EXPECT_ERROR(acc_dataset_from_callback(3, nullptr, nullptr, nullptr, &bad), ACC_ERR_INVALID_ARGUMENT,
+                   "sample is NULL");
+  acc_dataset_free(ds);
+}
+
+TEST(CallbackDataset, CollateCallbackMakesTheBatch) {
+  acc_dataset* ds = counting_dataset(6);
+  acc_dataloader* dl = loader(ds, {{"batch_size", "3"}});
+  // Collate into one field: the sum of the samples' labels.
+  auto collate = [](void*, const acc_tensor_list* const* samples, size_t n, acc_tensor_list** out) -> int {
+    int64_t total = 0;
+    for (size_t i = 0; i < n; ++i) {
+      acc_tensor* y = nullptr;
+      if (acc_tensor_list_get(samples[i], 1, &y) != ACC_OK) return 1;
+      int64_t v = 0;
+      if (acc_tensor_to_host(y, &v, sizeof v) != ACC_OK) return 1;
+      total += v;
+      acc_tensor_free(y);
+    }
+    acc_tensor* t = nullptr;
+    const int64_t dims[1] = {1};
+    if (acc_tensor_from_host(&total, sizeof total, dims, 1, ACC_DTYPE_INT64, &t) != ACC_OK) return 1;
+    acc_tensor_list_create(out);
+    acc_tensor_list_append(*out, "unused", t);  // field 0
+    acc_tensor_list_append(*out, "sum", t);     // field 1, what epoch() reads
+    acc_tensor_free(t);
+    return 0;
+  };
+  ACC_ASSERT_OK(acc_dataloader_set_collate(dl, collate, nullptr, nullptr));
+  auto batches = epoch(dl);
+  ASSERT_EQ(batches.size(), 2u);
+  EXPECT_EQ(batches[0], (std::vector<int64_t>{0 + 1 + 2}));
+  EXPECT_EQ(batches[1], (std::vector<int64_t>{3 + 4 + 5}));
+  acc_dataloader_free(dl);
+  acc_dataset_free(ds);
+}
+
+TEST(DataLoader, SkipFirstBatchesResumesMidEpoch) {
+  acc_dataset* ds = counting_dataset(10);
+  acc_dataloader* dl = loader(ds, {{"batch_size", "2"}, {"shuffle", "1"}, {"seed", "7"}});
+  auto whole = epoch(dl);  // epoch 0
+  ACC_ASSERT_OK(acc_dataloader_set_epoch(dl, 0));
+  ACC_ASSERT_OK(acc_dataloader_skip_first_batches(dl, 3));
+  auto rest = epoch(dl);  // the rest of epoch 0, not a replay
+  EXPECT_EQ(rest, std::vector<std::vector<int64_t>>(whole.begin() + 3, whole.end()));
+  EXPECT_EQ(epoch(dl).size(), 5u);  // the next epoch is whole again
+  ACC_EXPECT_ERROR(acc_dataloader_skip_first_batches(dl, -1), ACC_ERR_INVALID_ARGUMENT, "negative");
+  acc_dataloader_free(dl);
+  acc_dataset_free(ds);
+}
+
+TEST(DataLoader, EmptyDatasetsYieldNothing) {
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_callback(0, sample_fn, nullptr, nullptr, &ds));
+  acc_dataloader* dl = loader(ds, {{"batch_size", "4"}});
+  int64_t length = -1;
+  ACC_ASSERT_OK(acc_dataloader_length(dl, &length));
+  EXPECT_EQ(length, 0);
+  EXPECT_TRUE(epoch(dl).empty());
+  EXPECT_TRUE(epoch(dl).empty());
+  acc_dataloader_free(dl);
+  acc_dataset_free(ds);
 }

@@ -1,0 +1,89 @@
+// Datasets and collation driven by callbacks of the host program.
+#include "data/callback_dataset.h"
+#include "guard.h"
+#include "handles.h"
+
+using namespace acc::capi;
+
+namespace {
+
+thread_local std::string g_callback_error;
+
+// Owns the host's user_data: frees it with the host's function when the last user is gone.
+std::shared_ptr<void> hold_user_data(void* user_data, acc_free_fn free_user_data) {
+  return std::shared_ptr<void>(user_data, [free_user_data](void* p) {
+    if (free_user_data) free_user_data(p);
+  });
+}
+
+// Runs a callback and takes ownership of the list it hands out.
+template <typename Call>
+std::vector<at::Tensor> call_back(const std::string& what, Call call) {
+  acc_tensor_list* list = nullptr;
+  g_callback_error.clear();
+  const int code = call(&list);
+  if (code != 0) {
+    acc_tensor_list_free(list);
+    acc::fail(acc::Status::Io, what, " failed (code ", code, ")",
+              g_callback_error.empty() ? "" : ": " + g_callback_error);
+  }
+  if (!list) acc::fail(acc::Status::Io, what, " returned no tensor list");
+  if (!is_live(list, ACC_HANDLE_TENSOR_LIST)) acc::fail(acc::Status::Io, what, " returned an invalid tensor list");
+  std::vector<at::Tensor> tensors = list->tensors;
+  release(list);
+  return tensors;
+}
+
+}  // namespace
+
+extern "C" {
+
+void acc_callback_set_error(const char* message) {
+  try {
+    g_callback_error = message ? message : "";
+  } catch (...) {
+  }
+}
+
+acc_status acc_dataset_from_callback(int64_t size, acc_sample_fn sample, void* user_data, acc_free_fn free_user_data,
+                                     acc_dataset** out) {
+  return guarded([&] {
+    acc::require(sample != nullptr, "sample is NULL");
+    out_param(out, "out");
+    auto data = hold_user_data(user_data, free_user_data);
+    acc::SampleFn fn = [sample, data](int64_t index) {
+      return call_back("the dataset's sample callback for index " + std::to_string(index),
+                       [&](acc_tensor_list** list) { return sample(data.get(), index, list); });
+    };
+    emit(out, std::shared_ptr<acc::Dataset>(std::make_shared<acc::CallbackDataset>(size, fn)));
+  });
+}
+
+acc_status acc_dataloader_set_collate(acc_dataloader* dl, acc_collate_fn collate, void* user_data,
+                                      acc_free_fn free_user_data) {
+  return guarded([&] {
+    auto& loader = *live(dl, "dl").loader;
+    acc::require(collate != nullptr, "collate is NULL");
+    auto data = hold_user_data(user_data, free_user_data);
+    loader.set_collate([collate, data](const std::vector<std::vector<at::Tensor>>& samples) {
+      // The samples as lists the callback can read; freed whatever happens.
+      std::vector<std::unique_ptr<acc_tensor_list, void (*)(acc_tensor_list*)>> lists;
+      std::vector<const acc_tensor_list*> views;
+      for (const auto& sample : samples) {
+        acc_tensor_list* list = nullptr;
+        emit(&list, std::vector<std::string>(sample.size()), sample);
+        lists.emplace_back(list, acc_tensor_list_free);
+        views.push_back(list);
+      }
+      return call_back("the loader's collate callback", [&](acc_tensor_list** batch) {
+        return collate(data.get(), views.data(), views.size(), batch);
+      });
+    });
+  });
+}
+
+acc_status acc_dataloader_skip_first_batches(acc_dataloader* dl, int64_t batches) {
+  return guarded([&] { live(dl, "dl").loader->skip_first_batches(batches); });
+}
+
+}  // extern "C"
