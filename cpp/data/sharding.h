@@ -20,6 +20,17 @@ std::vector<std::vector<int64_t>> split_batches(const std::vector<std::vector<in
                                                 bool drop_last, int64_t num_processes, int64_t rank,
                                                 bool even_batches);
 
+// Accelerate's IterableDatasetShard over a stream of n samples (0..n-1 stand for them): the samples
+// this process yields. Every process reads the whole stream in rounds of batch_size * P samples
+// (batch_size with split_batches) and keeps its slice; a short last round is filled from the first
+// full round (dropped with drop_last).
+std::vector<int64_t> shard_iterable(int64_t n, int64_t batch_size, bool drop_last, int64_t num_processes,
+                                    int64_t rank, bool split);
+
+// The batch size of each process's loader: batch_size, or batch_size / P with split_batches (which
+// must leave at least one sample).
+int64_t per_process_batch_size(int64_t batch_size, int64_t num_processes, bool split);
+
 // Fails, as Accelerate does, on configurations it refuses.
 void check_sharding(int64_t batch_size, int64_t num_processes, bool split);
 

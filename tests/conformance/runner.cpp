@@ -1,0 +1,221 @@
+// acc-conformance: computes the data-sharding cases of a vectors file (the format of
+// ../shared/conformance/README.md) with this library's data module, from each case's params alone,
+// and either checks them against the file's answers or writes our own answers (--emit FILE).
+//
+//   acc-conformance FILE.json.gz [--emit OUT.json] [--kind KIND]
+// Exit code 0 when every checked case matches, 1 otherwise, 2 on usage errors.
+#include <zlib.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+
+#include "common/error.h"
+#include "data/sampler.h"
+#include "data/sharding.h"
+
+namespace {
+
+using nlohmann::json;
+using Batches = std::vector<std::vector<int64_t>>;
+
+std::string read_gz(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) throw std::runtime_error("cannot open " + path);
+  std::string text;
+  char buffer[1 << 16];
+  for (int n; (n = gzread(f, buffer, sizeof buffer)) > 0;) text.append(buffer, static_cast<size_t>(n));
+  gzclose(f);
+  return text;
+}
+
+std::vector<int64_t> iota(int64_t n) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+Batches chunk(const std::vector<int64_t>& elements, int64_t size, bool drop_last) {
+  return acc::make_batches(elements, std::max<int64_t>(size, 1), drop_last);
+}
+
+// What a prepared map-style loader yields on each process (no sharding on one process).
+std::vector<Batches> map_loader(const std::vector<int64_t>& order, int64_t b, bool drop_last, int64_t procs,
+                                bool split, bool even) {
+  if (procs > 1) acc::check_sharding(b, procs, split);
+  const Batches all = acc::make_batches(order, b, drop_last);
+  std::vector<Batches> out;
+  for (int64_t r = 0; r < procs; ++r)
+    out.push_back(procs == 1 ? all
+                  : split    ? acc::split_batches(all, b, drop_last, procs, r, even)
+                             : acc::shard_batches(all, b, drop_last, procs, r, even));
+  return out;
+}
+
+// What a prepared iterable loader yields on each process: IterableDatasetShard, then batches of the
+// per-process size.
+std::vector<Batches> iterable_loader(int64_t n, int64_t b, bool drop_last, int64_t procs, bool split) {
+  std::vector<Batches> out;
+  for (int64_t r = 0; r < procs; ++r) {
+    if (procs == 1) {
+      out.push_back(chunk(iota(n), b, drop_last));
+      continue;
+    }
+    const int64_t per = acc::per_process_batch_size(b, procs, split);
+    out.push_back(chunk(acc::shard_iterable(n, b, drop_last, procs, r, split), per, drop_last));
+  }
+  return out;
+}
+
+// gather_for_metrics over an epoch of a prepared map loader: per step the processes' batches in
+// rank order; on the last step, the remainder of real samples.
+json gather_for_metrics(const std::vector<Batches>& per_process, int64_t n, int64_t b, bool drop_last, int64_t procs,
+                        bool split, bool even) {
+  size_t steps = 0;
+  for (const auto& p : per_process) steps = std::max(steps, p.size());
+  for (const auto& p : per_process)
+    if (p.size() != steps) return json{{"well_defined", false}};
+  const int64_t total = split ? b : b * procs;
+  const int64_t remainder = (drop_last || (procs > 1 && !even)) ? -1 : (procs == 1 ? n % b : n % total);
+  std::vector<int64_t> kept;
+  for (size_t s = 0; s < steps; ++s) {
+    std::vector<int64_t> gathered;
+    for (const auto& p : per_process) gathered.insert(gathered.end(), p[s].begin(), p[s].end());
+    if (s + 1 == steps && remainder > 0 && remainder < static_cast<int64_t>(gathered.size()))
+      gathered.resize(static_cast<size_t>(remainder));
+    kept.insert(kept.end(), gathered.begin(), gathered.end());
+  }
+  return json{{"well_defined", true}, {"remainder", remainder}, {"kept", kept}};
+}
+
+json counts(const std::vector<Batches>& per_process) {
+  json c = json::array();
+  for (const auto& p : per_process) c.push_back(p.size());
+  return c;
+}
+
+// Our answer for one case, from its kind and params only.
+json compute(const std::string& kind, const json& p) {
+  json ours{{"kind", kind}, {"params", p}};
+  try {
+    const int64_t n = p.value("n", 0), b = p.value("batch_size", 1), procs = p.value("num_processes", 1);
+    const bool drop_last = p.value("drop_last", false), split = p.value("split_batches", false),
+               even = p.value("even_batches", true);
+    if (kind == "batch_sampler_shard") {
+      acc::check_sharding(b, procs, split);
+      const Batches all = acc::make_batches(iota(n), b, drop_last);
+      std::vector<Batches> per;
+      for (int64_t r = 0; r < procs; ++r)
+        per.push_back(split ? acc::split_batches(all, b, drop_last, procs, r, even)
+                            : acc::shard_batches(all, b, drop_last, procs, r, even));
+      ours["per_process"] = per;
+      ours["num_batches_per_process"] = counts(per);
+    } else if (kind == "iterable_dataset_shard") {
+      json per = json::array();
+      for (int64_t r = 0; r < procs; ++r) per.push_back(acc::shard_iterable(n, b, drop_last, procs, r, split));
+      ours["per_process"] = per;
+    } else if (kind == "prepare_data_loader" || kind == "skip_first_batches") {
+      const bool iterable = p.value("dataset", "map") == "iterable";
+      auto per = iterable ? iterable_loader(n, b, drop_last, procs, split)
+                          : map_loader(iota(n), b, drop_last, procs, split, even);
+      const int64_t skip = kind == "skip_first_batches" ? p.value("skip", 0) : 0;
+      for (auto& batches : per) batches.erase(batches.begin(), batches.begin() + std::min<size_t>(skip, batches.size()));
+      ours["per_process"] = per;
+      ours["num_batches_per_process"] = counts(per);
+      if (!iterable && skip == 0) ours["gather_for_metrics"] = gather_for_metrics(per, n, b, drop_last, procs, split, even);
+    } else if (kind == "seeded_shuffle") {
+      json epochs = json::array();
+      for (int64_t e = 0; e < 3; ++e) {
+        const auto order = acc::epoch_order(n, true, p.at("seed").get<uint64_t>(), e);
+        epochs.push_back({{"epoch", e}, {"permutation", order}, {"per_process", map_loader(order, b, drop_last, procs, split, even)}});
+      }
+      ours["epochs"] = epochs;
+    } else {
+      ours["unsupported"] = true;
+    }
+  } catch (const acc::Error& e) {
+    ours["error"] = e.what();
+  }
+  return ours;
+}
+
+// Differences between Accelerate's answer and ours, as readable lines (empty: the case matches).
+std::vector<std::string> compare(const json& theirs, const json& ours) {
+  std::vector<std::string> diffs;
+  if (ours.contains("unsupported")) return {"kind not implemented"};
+  if (theirs.contains("error") || ours.contains("error")) {
+    if (theirs.contains("error") != ours.contains("error"))
+      diffs.push_back("accelerate: " + theirs.value("error", std::string("no error")) +
+                      " / ours: " + ours.value("error", std::string("no error")));
+    return diffs;
+  }
+  if (theirs.contains("per_process") && theirs["per_process"] != ours["per_process"])
+    diffs.push_back("per_process: accelerate " + theirs["per_process"].dump() + " / ours " + ours["per_process"].dump());
+  if (theirs.contains("epochs"))
+    for (size_t e = 0; e < theirs["epochs"].size(); ++e) {
+      const auto &t = theirs["epochs"][e], &o = ours["epochs"][e];
+      if (t["permutation"] != o["permutation"] || t["per_process"] != o["per_process"])
+        diffs.push_back("epoch " + std::to_string(e) + ": accelerate " + t.dump() + " / ours " + o.dump());
+    }
+  // Accelerate's gather_for_metrics is checked where it is right: well defined, no duplicates kept.
+  if (theirs.contains("gather_for_metrics") && ours.contains("gather_for_metrics")) {
+    const auto& t = theirs["gather_for_metrics"];
+    if (t.value("well_defined", false) && !t.value("kept_has_duplicates", true) && t["kept"] != ours["gather_for_metrics"]["kept"])
+      diffs.push_back("gather_for_metrics kept: accelerate " + t["kept"].dump() + " / ours " +
+                      ours["gather_for_metrics"].dump());
+  }
+  return diffs;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: acc-conformance FILE.json.gz [--emit OUT.json] [--kind KIND]\n");
+    return 2;
+  }
+  std::string emit, only_kind;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--emit")) emit = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--kind")) only_kind = argv[i + 1];
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", argv[i]);
+      return 2;
+    }
+  }
+  json doc;
+  try {
+    doc = json::parse(read_gz(argv[1]));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "acc-conformance: %s\n", e.what());
+    return 2;
+  }
+  std::map<std::string, std::pair<int, int>> tally;  // kind -> (matched, differing)
+  json emitted = {{"format", doc.value("format", "")}, {"meta", {{"producer", "accelerate (C++) acc-conformance"}}},
+                  {"cases", json::array()}};
+  int shown = 0;
+  for (const auto& c : doc["cases"]) {
+    const std::string kind = c["kind"];
+    if (!only_kind.empty() && kind != only_kind) continue;
+    const json ours = compute(kind, c["params"]);
+    if (!emit.empty()) emitted["cases"].push_back(ours);
+    const auto diffs = compare(c, ours);
+    auto& t = tally[kind];
+    (diffs.empty() ? t.first : t.second)++;
+    for (const auto& d : diffs)
+      if (shown++ < 10) std::printf("DIFF %s %s: %s\n", kind.c_str(), c["params"].dump().c_str(), d.c_str());
+  }
+  if (!emit.empty()) std::ofstream(emit) << emitted.dump() << "\n";
+  int passed = 0, failed = 0;
+  for (const auto& [kind, t] : tally) {
+    std::printf("%-24s %5d match, %d differ\n", kind.c_str(), t.first, t.second);
+    passed += t.first;
+    failed += t.second;
+  }
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
