@@ -478,6 +478,10 @@ typedef int (*acc_sample_fn)(void *user_data, int64_t index, acc_tensor_list **o
 /* A batch made from n samples: a new list handed to the library through *out. */
 typedef int (*acc_collate_fn)(void *user_data, const acc_tensor_list *const *samples, size_t n,
                               acc_tensor_list **out);
+/* The next sample of a stream: a new list through *out, or *out = NULL at the end of the stream. */
+typedef int (*acc_next_fn)(void *user_data, acc_tensor_list **out);
+/* The stream restarts for epoch `epoch` (shuffle it here if it should be shuffled). */
+typedef int (*acc_start_fn)(void *user_data, int64_t epoch);
 /* Inside a callback: the message reported when the callback returns non-zero. */
 ACC_API void acc_callback_set_error(const char *message);
 
@@ -486,6 +490,15 @@ ACC_API void acc_callback_set_error(const char *message);
  * dataset is gone. */
 ACC_API ACC_NODISCARD acc_status acc_dataset_from_callback(int64_t size, acc_sample_fn sample, void *user_data,
                                                            acc_free_fn free_user_data, acc_dataset **out);
+/* An iterable dataset (a stream, PyTorch's IterableDataset): each epoch calls start (may be NULL),
+ * then next until it reports the end. size_hint is the number of samples, or -1 if unknown
+ * (acc_dataloader_length then gives -1). A loader over a stream cannot shuffle, reads it on the
+ * thread that calls acc_dataloader_next, and on several processes shards it as Accelerate's
+ * IterableDatasetShard: every process reads the whole stream and keeps its slice of each round. */
+ACC_API ACC_NODISCARD acc_status acc_dataset_from_iterator(acc_next_fn next, acc_start_fn start, void *user_data,
+                                                           acc_free_fn free_user_data, int64_t size_hint,
+                                                           acc_dataset **out);
+/* The number of samples (a stream's size hint, -1 when unknown). */
 ACC_API ACC_NODISCARD acc_status acc_dataset_size(const acc_dataset *ds, int64_t *out);
 /* Sample `index`, one tensor per field. */
 ACC_API ACC_NODISCARD acc_status acc_dataset_get(const acc_dataset *ds, int64_t index, acc_tensor_list **out);

@@ -34,6 +34,13 @@ std::vector<at::Tensor> call_back(const std::string& what, Call call) {
   return tensors;
 }
 
+// An empty list standing for "the stream has ended", so call_back's checks pass.
+acc_tensor_list* make_end_marker() {
+  acc_tensor_list* list = nullptr;
+  emit(&list, std::vector<std::string>{}, std::vector<at::Tensor>{});
+  return list;
+}
+
 }  // namespace
 
 extern "C" {
@@ -56,6 +63,35 @@ acc_status acc_dataset_from_callback(int64_t size, acc_sample_fn sample, void* u
                        [&](acc_tensor_list** list) { return sample(data.get(), index, list); });
     };
     emit(out, std::shared_ptr<acc::Dataset>(std::make_shared<acc::CallbackDataset>(size, fn)));
+  });
+}
+
+acc_status acc_dataset_from_iterator(acc_next_fn next, acc_start_fn start, void* user_data,
+                                     acc_free_fn free_user_data, int64_t size_hint, acc_dataset** out) {
+  return guarded([&] {
+    acc::require(next != nullptr, "next is NULL");
+    out_param(out, "out");
+    auto data = hold_user_data(user_data, free_user_data);
+    acc::CallbackIterable::NextFn next_fn = [next, data]() -> std::optional<acc::Sample> {
+      bool ended = false;
+      auto sample = call_back("the dataset's next callback", [&](acc_tensor_list** list) {
+        const int code = next(data.get(), list);
+        ended = code == 0 && *list == nullptr;
+        if (ended) *list = make_end_marker();
+        return code;
+      });
+      if (ended) return std::nullopt;
+      return sample;
+    };
+    acc::CallbackIterable::StartFn start_fn;
+    if (start)
+      start_fn = [start, data](int64_t epoch) {
+        g_callback_error.clear();
+        if (const int code = start(data.get(), epoch))
+          acc::fail(acc::Status::Io, "the dataset's start callback failed for epoch ", epoch, " (code ", code, ")",
+                    g_callback_error.empty() ? "" : ": " + g_callback_error);
+      };
+    emit(out, nullptr, std::make_shared<acc::CallbackIterable>(next_fn, start_fn, size_hint < 0 ? -1 : size_hint));
   });
 }
 

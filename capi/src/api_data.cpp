@@ -21,6 +21,12 @@ acc::DataLoaderOptions loader_options(const acc::Options& o) {
   return options;
 }
 
+const std::shared_ptr<acc::Dataset>& map_dataset(const acc_dataset* ds) {
+  const auto& d = live(ds, "ds");
+  if (!d.dataset) acc::fail(acc::Status::InvalidArgument, "ds is an iterable dataset (a stream): it has no samples by index");
+  return d.dataset;
+}
+
 void emit_fields(acc_tensor_list** out, std::vector<at::Tensor> fields) {
   emit(out, std::vector<std::string>(fields.size()), std::move(fields));
 }
@@ -68,19 +74,22 @@ acc_status acc_dataset_from_idx(const char* images_path, const char* labels_path
 
 acc_status acc_dataset_subset(acc_dataset* ds, int64_t start, int64_t count, acc_dataset** out) {
   return guarded([&] {
-    auto& base = live(ds, "ds").dataset;
+    auto& base = map_dataset(ds);
     out_param(out, "out");
     emit(out, std::make_shared<acc::SubsetDataset>(base, start, count));
   });
 }
 
 acc_status acc_dataset_size(const acc_dataset* ds, int64_t* out) {
-  return guarded([&] { *out_param(out, "out") = live(ds, "ds").dataset->size(); });
+  return guarded([&] {
+    const auto& d = live(ds, "ds");
+    *out_param(out, "out") = d.dataset ? d.dataset->size() : d.stream->size_hint();
+  });
 }
 
 acc_status acc_dataset_get(const acc_dataset* ds, int64_t index, acc_tensor_list** out) {
   return guarded([&] {
-    auto& dataset = *live(ds, "ds").dataset;
+    auto& dataset = *map_dataset(ds);
     out_param(out, "out");
     emit_fields(out, dataset.get(index));
   });
@@ -90,10 +99,14 @@ void acc_dataset_free(acc_dataset* ds) { release(ds); }
 
 acc_status acc_dataloader_create(acc_dataset* ds, const acc_options* opts, acc_dataloader** out) {
   return guarded([&] {
-    auto& dataset = live(ds, "ds").dataset;
+    const auto& d = live(ds, "ds");
     auto options = loader_options(options_arg(opts, acc::OptionsKind::DataLoader));
     out_param(out, "out");
-    emit(out, std::make_shared<acc::DataLoader>(dataset, options));
+    if (d.stream)
+      emit(out, std::shared_ptr<acc::DataLoader>(
+                    std::make_shared<acc::IterableDataLoader>(d.stream, options, acc::ShardOptions{})));
+    else
+      emit(out, std::make_shared<acc::DataLoader>(d.dataset, options));
   });
 }
 

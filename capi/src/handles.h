@@ -43,7 +43,8 @@ struct acc_scheduler {
   std::shared_ptr<acc::Scheduler> scheduler;
 };
 struct acc_dataset {
-  std::shared_ptr<acc::Dataset> dataset;
+  std::shared_ptr<acc::Dataset> dataset;         // map-style; null for a stream
+  std::shared_ptr<acc::IterableSource> stream;  // iterable; null for a map-style dataset
 };
 struct acc_dataloader {
   std::shared_ptr<acc::DataLoader> loader;

@@ -97,7 +97,11 @@ std::shared_ptr<DataLoader> Accelerator::prepare_dataloader(const std::shared_pt
   DataLoaderOptions options = loader->options();
   if (device_placement.value_or(config_.device_placement)) options.device = device_;
   std::shared_ptr<DataLoader> prepared;
-  if (dist_) {
+  if (auto stream = std::dynamic_pointer_cast<IterableDataLoader>(loader)) {
+    prepared = std::make_shared<IterableDataLoader>(
+        stream->source(), options,
+        ShardOptions{process_.world_size, process_.rank, config_.split_batches, config_.even_batches});
+  } else if (dist_) {
     // Every process must shuffle alike: without a seed of its own, the loader takes one from rank 0.
     if (options.shuffle && !options.seed) {
       at::Tensor seed = at::randint(0, int64_t{1} << 31, {1}, at::TensorOptions().dtype(at::kLong));

@@ -13,6 +13,27 @@ DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions optio
   require(options_.prefetch_factor >= 1, "prefetch_factor must be at least 1");
 }
 
+DataLoader::DataLoader(DataLoaderOptions options) : options_(std::move(options)) {
+  require(options_.batch_size >= 1, "batch_size must be at least 1, got ", options_.batch_size);
+}
+
+void DataLoader::batch_handed_out(bool last_of_epoch) {
+  end_of_epoch_ = last_of_epoch;
+  if (observer_) observer_->on_batch(*this, end_of_epoch_);
+}
+
+void DataLoader::epoch_finished() {
+  in_epoch_ = false;
+  ++epoch_;
+  if (observer_) observer_->on_epoch_end(*this);
+}
+
+std::vector<at::Tensor> DataLoader::to_device(std::vector<at::Tensor> batch) const {
+  if (options_.device)
+    for (auto& field : batch) field = field.to(*options_.device, /*non_blocking=*/true);
+  return batch;
+}
+
 int64_t DataLoader::length() const {
   const int64_t n = dataset_->size(), b = options_.batch_size;
   return options_.drop_last ? n / b : (n + b - 1) / b;
@@ -51,9 +72,8 @@ std::vector<std::vector<int64_t>> DataLoader::plan_epoch(int64_t epoch) const {
 void DataLoader::start_epoch() {
   prefetcher_.reset();
   plan_ = plan_epoch(epoch_);
-  const auto skip = static_cast<size_t>(std::min<int64_t>(options_.skip_batches, static_cast<int64_t>(plan_.size())));
+  const auto skip = static_cast<size_t>(std::min<int64_t>(take_skip_batches(), static_cast<int64_t>(plan_.size())));
   plan_.erase(plan_.begin(), plan_.begin() + static_cast<std::ptrdiff_t>(skip));
-  options_.skip_batches = 0;
   auto fetch = [this](size_t index) {
     std::vector<at::Tensor> batch;
     if (options_.collate) {
@@ -63,9 +83,7 @@ void DataLoader::start_epoch() {
     } else {
       batch = dataset_->get_batch(plan_[index]);
     }
-    if (options_.device)
-      for (auto& field : batch) field = field.to(*options_.device, /*non_blocking=*/true);
-    return batch;
+    return to_device(std::move(batch));
   };
   prefetcher_ = std::make_unique<Prefetcher>(plan_.size(), fetch, options_.num_workers,
                                              options_.prefetch_factor * std::max<size_t>(options_.num_workers, 1));
@@ -77,15 +95,12 @@ std::optional<std::vector<at::Tensor>> DataLoader::next() {
   if (!in_epoch_) start_epoch();
   std::vector<at::Tensor> batch;
   if (prefetcher_->next(batch)) {
-    end_of_epoch_ = prefetcher_->consumed() == plan_.size();
-    if (observer_) observer_->on_batch(*this, end_of_epoch_);
+    batch_handed_out(prefetcher_->consumed() == plan_.size());
     return batch;
   }
   // End of the epoch: the next call starts the following one.
   prefetcher_.reset();
-  in_epoch_ = false;
-  ++epoch_;
-  if (observer_) observer_->on_epoch_end(*this);
+  epoch_finished();
   return std::nullopt;
 }
 
@@ -117,6 +132,72 @@ std::vector<std::vector<int64_t>> ShardedDataLoader::shard(const std::vector<std
 
 std::vector<std::vector<int64_t>> ShardedDataLoader::plan_epoch(int64_t epoch) const {
   return shard(DataLoader::plan_epoch(epoch));
+}
+
+IterableDataLoader::IterableDataLoader(std::shared_ptr<IterableSource> source, DataLoaderOptions options,
+                                       ShardOptions shard)
+    : DataLoader(std::move(options)), source_(std::move(source)), shard_(shard) {
+  require(source_ != nullptr, "the data loader needs a stream");
+  require(!this->options().shuffle, "an iterable dataset cannot be shuffled by the loader (shuffle it in the stream)");
+  per_ = shard_.num_processes > 1 ? per_process_batch_size(this->options().batch_size, shard_.num_processes,
+                                                          shard_.split_batches)
+                                  : this->options().batch_size;
+}
+
+int64_t IterableDataLoader::length() const {
+  const int64_t n = source_->size_hint();
+  if (n < 0) return -1;
+  const bool drop = options().drop_last;
+  // On several processes every round of the stream gives each process one batch.
+  const int64_t round = shard_.num_processes > 1 && !shard_.split_batches ? per_ * shard_.num_processes
+                                                                          : options().batch_size;
+  return drop ? n / round : (n + round - 1) / round;
+}
+
+std::optional<std::vector<at::Tensor>> IterableDataLoader::produce() {
+  while (static_cast<int64_t>(ready_.size()) < per_ && !stream_done_) {
+    auto sample = source_->next();
+    if (!sample) {
+      stream_done_ = true;
+      if (sharder_) tail_real_ = sharder_->finish(ready_);
+      break;
+    }
+    if (sharder_)
+      sharder_->push(std::move(*sample), ready_);
+    else
+      ready_.push_back(std::move(*sample));
+  }
+  size_t take = std::min(ready_.size(), static_cast<size_t>(per_));
+  if (take == 0 || (take < static_cast<size_t>(per_) && options().drop_last)) return std::nullopt;
+  std::vector<Sample> samples(std::make_move_iterator(ready_.begin()),
+                              std::make_move_iterator(ready_.begin() + static_cast<std::ptrdiff_t>(take)));
+  ready_.erase(ready_.begin(), ready_.begin() + static_cast<std::ptrdiff_t>(take));
+  return to_device(options().collate ? options().collate(samples) : default_collate(samples));
+}
+
+std::optional<std::vector<at::Tensor>> IterableDataLoader::next() {
+  if (!in_epoch()) {
+    source_->start_epoch(epoch());
+    ready_.clear();
+    stream_done_ = false;
+    tail_real_ = -1;
+    position_ = 0;
+    if (shard_.num_processes > 1)
+      sharder_ = std::make_unique<IterableSharder<Sample>>(options().batch_size, options().drop_last,
+                                                           shard_.num_processes, shard_.rank, shard_.split_batches);
+    set_in_epoch(true);
+    lookahead_ = produce();
+    for (int64_t skip = take_skip_batches(); skip > 0 && lookahead_; --skip) lookahead_ = produce();
+  }
+  if (!lookahead_) {
+    epoch_finished();
+    return std::nullopt;
+  }
+  auto batch = std::move(lookahead_);
+  lookahead_ = produce();
+  ++position_;
+  batch_handed_out(!lookahead_.has_value());
+  return batch;
 }
 
 }  // namespace acc

@@ -6,10 +6,12 @@
 
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "data/callback_dataset.h"
 #include "data/dataset.h"
+#include "data/iterable.h"
 #include "data/prefetcher.h"
 
 namespace acc {
@@ -44,7 +46,7 @@ class DataLoader {
 
   // The next batch of the current epoch, or nullopt at its end; the call after the end starts the
   // next epoch.
-  std::optional<std::vector<at::Tensor>> next();
+  virtual std::optional<std::vector<at::Tensor>> next();
   // Batches in an epoch.
   virtual int64_t length() const;
   // Accelerate's remainder: real samples in the epoch's last round of batches over all processes
@@ -55,7 +57,7 @@ class DataLoader {
   // Sets the epoch the next iteration uses (its shuffle order); only between epochs.
   void set_epoch(int64_t epoch);
   // Batches handed out in the current epoch.
-  int64_t position() const;
+  virtual int64_t position() const;
   // Whether the last batch handed out was the last of its epoch.
   bool end_of_epoch() const { return end_of_epoch_; }
 
@@ -69,8 +71,18 @@ class DataLoader {
   void set_observer(std::shared_ptr<LoaderObserver> observer) { observer_ = std::move(observer); }
 
  protected:
+  // For loaders without a map-style dataset (streams).
+  explicit DataLoader(DataLoaderOptions options);
   // The batches (dataset indices) of an epoch; the sharding of later layers overrides this.
   virtual std::vector<std::vector<int64_t>> plan_epoch(int64_t epoch) const;
+  // Bookkeeping shared by every kind of loader.
+  void batch_handed_out(bool last_of_epoch);
+  void epoch_finished();
+  bool in_epoch() const { return in_epoch_; }
+  void set_in_epoch(bool in_epoch) { in_epoch_ = in_epoch; }
+  std::vector<at::Tensor> to_device(std::vector<at::Tensor> batch) const;
+  // The batches to skip at the start of this epoch (skip_first_batches), cleared for the next.
+  int64_t take_skip_batches() { return std::exchange(options_.skip_batches, 0); }
 
  private:
   void start_epoch();
@@ -107,6 +119,34 @@ class ShardedDataLoader final : public DataLoader {
   std::vector<std::vector<int64_t>> shard(const std::vector<std::vector<int64_t>>& batches) const;
 
   ShardOptions shard_;
+};
+
+// A loader over a stream (an iterable dataset), sharded as Accelerate's IterableDatasetShard on
+// several processes. The stream is read on the calling thread, one batch ahead (to flag the last).
+class IterableDataLoader final : public DataLoader {
+ public:
+  IterableDataLoader(std::shared_ptr<IterableSource> source, DataLoaderOptions options, ShardOptions shard);
+
+  std::optional<std::vector<at::Tensor>> next() override;
+  // From the stream's size hint; -1 when the size is unknown.
+  int64_t length() const override;
+  // Real samples in the padded last round (known once the stream has ended); -1 otherwise.
+  int64_t remainder() const override { return tail_real_ > 0 ? tail_real_ : -1; }
+  int64_t position() const override { return position_; }
+  const std::shared_ptr<IterableSource>& source() const { return source_; }
+
+ private:
+  std::optional<std::vector<at::Tensor>> produce();
+
+  std::shared_ptr<IterableSource> source_;
+  ShardOptions shard_;
+  int64_t per_;
+  std::unique_ptr<IterableSharder<Sample>> sharder_;
+  std::vector<Sample> ready_;
+  bool stream_done_ = false;
+  std::optional<std::vector<at::Tensor>> lookahead_;
+  int64_t tail_real_ = -1;
+  int64_t position_ = 0;
 };
 
 }  // namespace acc

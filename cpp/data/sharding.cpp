@@ -1,6 +1,7 @@
 #include "data/sharding.h"
 
 #include "common/error.h"
+#include "data/iterable.h"
 
 namespace acc {
 
@@ -52,27 +53,10 @@ std::vector<std::vector<int64_t>> shard_batches(const std::vector<std::vector<in
 
 std::vector<int64_t> shard_iterable(int64_t n, int64_t batch_size, bool drop_last, int64_t num_processes,
                                     int64_t rank, bool split) {
-  require(!split || batch_size <= 1 || batch_size % num_processes == 0, "split_batches needs a batch size (",
-          batch_size, ") that is a round multiple of the number of processes (", num_processes, ")");
-  const int64_t real = split ? batch_size : batch_size * num_processes;
-  const int64_t per = split ? batch_size / num_processes : batch_size;
-  std::vector<int64_t> out, first, round;
-  auto take_slice = [&](const std::vector<int64_t>& full_round) {
-    for (int64_t i = rank * per; i < (rank + 1) * per; ++i) out.push_back(full_round[static_cast<size_t>(i)]);
-  };
-  for (int64_t element = 0; element < n; ++element) {
-    round.push_back(element);
-    if (static_cast<int64_t>(round.size()) == real) {
-      take_slice(round);
-      if (first.empty()) first = round;
-      round.clear();
-    }
-  }
-  if (!drop_last && !round.empty()) {
-    if (first.empty()) first = round;
-    while (static_cast<int64_t>(round.size()) < real) round.insert(round.end(), first.begin(), first.end());
-    take_slice(round);
-  }
+  IterableSharder<int64_t> sharder(batch_size, drop_last, num_processes, rank, split);
+  std::vector<int64_t> out;
+  for (int64_t element = 0; element < n; ++element) sharder.push(element, out);
+  sharder.finish(out);
   return out;
 }
 

@@ -434,3 +434,110 @@ TEST(DataLoader, EmptyDatasetsYieldNothing) {
   acc_dataloader_free(dl);
   acc_dataset_free(ds);
 }
+
+namespace {
+
+struct Stream {
+  int64_t n = 0, cursor = 0, fail_at = -1;
+  std::vector<int64_t> epochs_started;
+};
+
+int stream_next(void* user_data, acc_tensor_list** out) {
+  auto* s = static_cast<Stream*>(user_data);
+  if (s->cursor == s->fail_at) {
+    acc_callback_set_error("the socket closed");
+    return 5;
+  }
+  if (s->cursor >= s->n) {
+    *out = nullptr;  // end of the stream
+    return 0;
+  }
+  const int64_t i = s->cursor++;
+  const float x = static_cast<float>(i);
+  acc_tensor *xt = nullptr, *yt = nullptr;
+  const int64_t one[1] = {1};
+  if (acc_tensor_from_host(&x, sizeof x, one, 1, ACC_DTYPE_FLOAT32, &xt) != ACC_OK ||
+      acc_tensor_from_host(&i, sizeof i, nullptr, 0, ACC_DTYPE_INT64, &yt) != ACC_OK || acc_tensor_list_create(out) != ACC_OK)
+    return 1;
+  acc_tensor_list_append(*out, "x", xt);
+  acc_tensor_list_append(*out, "y", yt);
+  acc_tensor_free(xt);
+  acc_tensor_free(yt);
+  return 0;
+}
+
+int stream_start(void* user_data, int64_t epoch) {
+  auto* s = static_cast<Stream*>(user_data);
+  s->cursor = 0;
+  s->epochs_started.push_back(epoch);
+  return 0;
+}
+
+}  // namespace
+
+TEST(IterableDataset, StreamsAreBatchedInOrderEachEpoch) {
+  Stream stream;
+  stream.n = 10;
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_iterator(stream_next, stream_start, &stream, nullptr, 10, &ds));
+  int64_t size = 0;
+  ACC_ASSERT_OK(acc_dataset_size(ds, &size));
+  EXPECT_EQ(size, 10);
+  acc_dataloader* dl = loader(ds, {{"batch_size", "4"}});
+  int64_t length = 0;
+  ACC_ASSERT_OK(acc_dataloader_length(dl, &length));
+  EXPECT_EQ(length, 3);
+  std::vector<int> ends;
+  std::vector<std::vector<int64_t>> batches;
+  for (;;) {
+    acc_tensor_list* batch = nullptr;
+    ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
+    if (!batch) break;
+    int end = -1;
+    ACC_ASSERT_OK(acc_dataloader_end_of_epoch(dl, &end));
+    ends.push_back(end);
+    acc_tensor* y = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_get(batch, 1, &y));
+    int64_t n = 0;
+    ACC_ASSERT_OK(acc_tensor_numel(y, &n));
+    std::vector<int64_t> v(static_cast<size_t>(n));
+    ACC_ASSERT_OK(acc_tensor_to_host(y, v.data(), v.size() * 8));
+    batches.push_back(v);
+    acc_tensor_free(y);
+    acc_tensor_list_free(batch);
+  }
+  EXPECT_EQ(batches, (std::vector<std::vector<int64_t>>{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}}));
+  EXPECT_EQ(ends, (std::vector<int>{0, 0, 1}));
+  EXPECT_EQ(epoch(dl).size(), 3u);
+  EXPECT_EQ(stream.epochs_started, (std::vector<int64_t>{0, 1}));
+  acc_dataloader_free(dl);
+  dl = loader(ds, {{"batch_size", "4"}, {"drop_last", "1"}});
+  EXPECT_EQ(epoch(dl).size(), 2u);
+  acc_dataloader_free(dl);
+
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
+  ACC_ASSERT_OK(acc_options_set_bool(o, "shuffle", 1));
+  ACC_EXPECT_ERROR(acc_dataloader_create(ds, o, &dl), ACC_ERR_INVALID_ARGUMENT, "cannot be shuffled");
+  acc_options_free(o);
+  acc_tensor_list* sample = nullptr;
+  ACC_EXPECT_ERROR(acc_dataset_get(ds, 0, &sample), ACC_ERR_INVALID_ARGUMENT, "iterable dataset");
+  acc_dataset_free(ds);
+}
+
+TEST(IterableDataset, AStreamErrorIsReported) {
+  Stream stream;
+  stream.n = 10;
+  stream.fail_at = 6;
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_iterator(stream_next, stream_start, &stream, nullptr, -1, &ds));
+  acc_dataloader* dl = loader(ds, {{"batch_size", "4"}});
+  int64_t length = 0;
+  ACC_ASSERT_OK(acc_dataloader_length(dl, &length));
+  EXPECT_EQ(length, -1);
+  acc_tensor_list* batch = nullptr;
+  // The first batch comes, but reading ahead to the second fails at sample 6.
+  ACC_EXPECT_ERROR(acc_dataloader_next(dl, &batch), ACC_ERR_IO, "next callback failed (code 5): the socket closed");
+  acc_dataloader_free(dl);
+  acc_dataset_free(ds);
+}

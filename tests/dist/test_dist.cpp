@@ -395,6 +395,61 @@ TEST(Data, GatherForMetricsCountsEachSampleOnce) {
   acc_dataset_free(ds);
 }
 
+TEST(Data, StreamsAreShardedAndGatheredOnce) {
+  // A stream of 9 samples, batch 2: every process reads it all and keeps its slice of each round;
+  // gather_for_metrics drops the padding of the last round.
+  struct Counter {
+    int64_t cursor = 0;
+  } counter;
+  auto next = [](void* ud, acc_tensor_list** out) -> int {
+    auto* c = static_cast<Counter*>(ud);
+    if (c->cursor >= 9) {
+      *out = nullptr;
+      return 0;
+    }
+    const int64_t i = c->cursor++;
+    acc_tensor* t = nullptr;
+    if (acc_tensor_from_host(&i, sizeof i, nullptr, 0, ACC_DTYPE_INT64, &t) != ACC_OK) return 1;
+    acc_tensor_list_create(out);
+    acc_tensor_list_append(*out, nullptr, t);
+    acc_tensor_free(t);
+    return 0;
+  };
+  auto start = [](void* ud, int64_t) -> int {
+    static_cast<Counter*>(ud)->cursor = 0;
+    return 0;
+  };
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_iterator(next, start, &counter, nullptr, 9, &ds));
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
+  ACC_ASSERT_OK(acc_options_set_int(o, "batch_size", 2));
+  acc_dataloader* dl = nullptr;
+  ACC_ASSERT_OK(acc_dataloader_create(ds, o, &dl));
+  ACC_ASSERT_OK(acc_prepare(g_acc, nullptr, nullptr, &dl, nullptr));
+  std::vector<int64_t> gathered;
+  for (;;) {
+    acc_tensor_list* batch = nullptr;
+    ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
+    if (!batch) break;
+    acc_tensor *b = nullptr, *all = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_get(batch, 0, &b));
+    ACC_ASSERT_OK(acc_gather_for_metrics(g_acc, b, "stream metrics", &all));
+    int64_t n = 0;
+    ACC_ASSERT_OK(acc_tensor_numel(all, &n));
+    std::vector<int64_t> v(static_cast<size_t>(n));
+    ACC_ASSERT_OK(acc_tensor_to_host(all, v.data(), v.size() * 8));
+    gathered.insert(gathered.end(), v.begin(), v.end());
+    acc_tensor_free(b);
+    acc_tensor_free(all);
+    acc_tensor_list_free(batch);
+  }
+  EXPECT_EQ(gathered, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
+  acc_options_free(o);
+  acc_dataloader_free(dl);
+  acc_dataset_free(ds);
+}
+
 TEST(Data, PreparedLoadersShardBatchesAcrossProcesses) {
   // 10 samples, batch 2: batch k goes to process k mod P; the last round is completed from the start.
   std::vector<int64_t> ids(10);
