@@ -7,6 +7,7 @@
 #include <zlib.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -14,7 +15,9 @@
 #include <set>
 #include <string>
 
+#include "accelerator/accelerator.h"
 #include "common/error.h"
+#include "data/dataloader.h"
 #include "data/sampler.h"
 #include "data/sharding.h"
 
@@ -171,6 +174,108 @@ std::vector<std::string> compare(const json& theirs, const json& ours) {
   return diffs;
 }
 
+// ---- dist_data_loader cases: real processes (run under accelerate-launch) ----
+
+// Runs one case on this process with the library's own loaders and gather_for_metrics; returns
+// {"per_process_mine": batches, "gathered_per_step": [...]} or {"error": ...}.
+json run_dist_case(acc::Accelerator& accelerator, const json& p) {
+  const int64_t n = p["n"], b = p["batch_size"], skip = p.value("skip", 0);
+  const bool drop_last = p["drop_last"], split = p["split_batches"], even = p["even_batches"];
+  const acc::ShardOptions shard{accelerator.num_processes(), accelerator.process_index(), split, even};
+  acc::DataLoaderOptions options;
+  options.batch_size = b;
+  options.drop_last = drop_last;
+  options.num_workers = 0;
+  std::shared_ptr<acc::DataLoader> loader;
+  try {
+    if (p["dataset"] == "iterable") {
+      auto cursor = std::make_shared<int64_t>(0);
+      auto source = std::make_shared<acc::CallbackIterable>(
+          [cursor, n]() -> std::optional<acc::Sample> {
+            if (*cursor >= n) return std::nullopt;
+            return acc::Sample{at::scalar_tensor((*cursor)++, at::kLong)};
+          },
+          [cursor](int64_t) { *cursor = 0; }, n);
+      loader = std::make_shared<acc::IterableDataLoader>(source, options, shard);
+    } else {
+      auto data = at::arange(n, at::TensorOptions().dtype(at::kLong));
+      loader = std::make_shared<acc::ShardedDataLoader>(std::make_shared<acc::TensorDataset>(std::vector<at::Tensor>{data}),
+                                                        options, shard);
+    }
+  } catch (const acc::Error& e) {
+    return json{{"error", e.what()}};
+  }
+  loader->set_observer(accelerator.gradient_state());
+  loader->skip_first_batches(skip);
+  json mine = json::array(), gathered = json::array();
+  while (auto batch = loader->next()) {
+    const at::Tensor values = (*batch)[0].reshape({-1});
+    mine.push_back(std::vector<int64_t>(values.data_ptr<int64_t>(), values.data_ptr<int64_t>() + values.numel()));
+    const at::Tensor all = accelerator.gather_for_metrics(values, "conformance gather_for_metrics");
+    gathered.push_back(std::vector<int64_t>(all.data_ptr<int64_t>(), all.data_ptr<int64_t>() + all.numel()));
+  }
+  return json{{"per_process_mine", mine}, {"gathered_per_step", gathered}};
+}
+
+int run_dist(const json& doc) {
+  acc::Options options(acc::OptionsKind::Accelerator);
+  options.set("cpu", true);
+  acc::Accelerator accelerator(options);
+  const int64_t world = accelerator.num_processes();
+  int passed = 0, failed = 0, not_implemented = 0, accelerate_bugs = 0, shown = 0;
+  for (const auto& c : doc["cases"]) {
+    const auto& p = c["params"];
+    if (p["world_size"].get<int64_t>() != world) continue;
+    if (p.value("dispatch_batches", false)) {  // DataLoaderDispatcher: not in this library yet
+      ++not_implemented;
+      continue;
+    }
+    json ours = run_dist_case(accelerator, p);
+    // Every process's batches, to rank 0.
+    const auto all = accelerator.collectives().gather_object(ours.value("per_process_mine", json::array()).dump(),
+                                                             "conformance per_process");
+    if (accelerator.process_index() != 0) continue;
+    json per_process = json::array();
+    for (const auto& text : all) per_process.push_back(json::parse(text));
+    std::vector<std::string> diffs;
+    if (c.contains("error_per_process")) {
+      ++accelerate_bugs;  // Accelerate failed on a configuration it accepts: ours is not compared
+      continue;
+    }
+    if (ours.contains("error")) diffs.push_back("ours failed: " + ours["error"].get<std::string>());
+    else {
+      if (per_process != c["per_process"])
+        diffs.push_back("per_process: accelerate " + c["per_process"].dump() + " / ours " + per_process.dump());
+      // gather_for_metrics must keep exactly the real samples of the batches yielded, each once: the
+      // epoch's samples past the skipped rounds (only whole rounds with drop_last). Where Accelerate
+      // gets that right, every step must also match its answer.
+      const int64_t n = p["n"], b = p["batch_size"], skip = p.value("skip", 0);
+      const int64_t total = p["split_batches"].get<bool>() ? b : b * world;
+      const int64_t end = p["drop_last"].get<bool>() ? n / total * total : n;
+      std::vector<int64_t> expected_kept, kept;
+      for (int64_t i = std::min(skip * total, end); i < end; ++i) expected_kept.push_back(i);
+      for (const auto& step : ours["gathered_per_step"])
+        for (const auto& v : step) kept.push_back(v.get<int64_t>());
+      if (kept != expected_kept)
+        diffs.push_back("kept: expected each real sample once " + json(expected_kept).dump() + " / ours " +
+                        json(kept).dump());
+      if (c["kept"].get<std::vector<int64_t>>() == expected_kept && ours["gathered_per_step"] != c["gathered_per_step"])
+        diffs.push_back("gathered_per_step: accelerate " + c["gathered_per_step"].dump() + " / ours " +
+                        ours["gathered_per_step"].dump());
+    }
+    (diffs.empty() ? passed : failed)++;
+    for (const auto& d : diffs)
+      if (shown++ < 10) std::printf("DIFF dist_data_loader %s: %s\n", p.dump().c_str(), d.c_str());
+  }
+  if (accelerator.process_index() == 0) {
+    std::printf("dist_data_loader (world %lld): %d match, %d differ; not compared: %d Accelerate failures, "
+                "%d dispatch_batches cases (DataLoaderDispatcher not implemented)\n",
+                static_cast<long long>(world), passed, failed, accelerate_bugs, not_implemented);
+    std::printf("%d passed, %d failed\n", passed, failed);
+  }
+  return failed == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -193,6 +298,18 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "acc-conformance: %s\n", e.what());
     return 2;
+  }
+  if (doc.value("format", "").find("dist-cases") != std::string::npos) {
+    if (!std::getenv("WORLD_SIZE")) {
+      std::fprintf(stderr, "acc-conformance: %s holds multi-process cases: run it with accelerate-launch\n", argv[1]);
+      return 2;
+    }
+    try {
+      return run_dist(doc);
+    } catch (const acc::Error& e) {
+      std::fprintf(stderr, "acc-conformance: %s\n", e.what());
+      return 1;
+    }
   }
   std::map<std::string, std::pair<int, int>> tally;  // kind -> (matched, differing)
   json emitted = {{"format", doc.value("format", "")}, {"meta", {{"producer", "accelerate (C++) acc-conformance"}}},
