@@ -7,6 +7,7 @@
 
 #include "common/device.h"
 #include "common/error.h"
+#include "data/dispatcher.h"
 #include "precision/autocast.h"
 
 namespace acc {
@@ -97,7 +98,17 @@ std::shared_ptr<DataLoader> Accelerator::prepare_dataloader(const std::shared_pt
   DataLoaderOptions options = loader->options();
   if (device_placement.value_or(config_.device_placement)) options.device = device_;
   std::shared_ptr<DataLoader> prepared;
-  if (auto stream = std::dynamic_pointer_cast<IterableDataLoader>(loader)) {
+  auto stream = std::dynamic_pointer_cast<IterableDataLoader>(loader);
+  if (dist_ && config_.dispatch_batches.value_or(stream != nullptr)) {
+    // Process 0 reads through a plain loader and sends every process its slice.
+    DataLoaderOptions base_options = loader->options();
+    base_options.device.reset();
+    std::shared_ptr<DataLoader> base =
+        stream ? std::shared_ptr<DataLoader>(std::make_shared<IterableDataLoader>(stream->source(), base_options, ShardOptions{}))
+               : std::make_shared<DataLoader>(loader->dataset(), base_options);
+    prepared = std::make_shared<DispatchingDataLoader>(base, dist_, config_.split_batches);
+    prepared->set_device_option(options.device);
+  } else if (stream) {
     prepared = std::make_shared<IterableDataLoader>(
         stream->source(), options,
         ShardOptions{process_.world_size, process_.rank, config_.split_batches, config_.even_batches});

@@ -62,6 +62,7 @@ class Accelerator {
   // A barrier across processes; returns at once on one process.
   void wait_for_everyone() { collectives_.barrier("wait_for_everyone"); }
   Collectives& collectives() { return collectives_; }
+  const std::shared_ptr<Distributed>& distributed() const { return dist_; }  // null on one process
   // Listens to prepared loaders; a loader made by hand can be attached with set_observer.
   const std::shared_ptr<GradientState>& gradient_state() const { return gradient_state_; }
   // Gradients of a prepared model accumulate locally until no_sync_end (Accelerate's no_sync).

@@ -45,6 +45,7 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   c.split_batches = o.get_bool("split_batches");
   c.project_dir = o.get_string("project_dir");
   c.even_batches = o.get_bool("even_batches");
+  if (o.has("dispatch_batches")) c.dispatch_batches = o.get_bool("dispatch_batches");
   c.timeout_seconds = o.get_int("timeout_seconds");
   c.ddp_bucket_cap_mb = o.get_int("ddp_bucket_cap_mb");
   c.ddp_find_unused_parameters = o.get_bool("ddp_find_unused_parameters");

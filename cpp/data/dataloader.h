@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/error.h"
 #include "data/callback_dataset.h"
 #include "data/dataset.h"
 #include "data/iterable.h"
@@ -69,6 +70,11 @@ class DataLoader {
   // to resume in the middle of an epoch; later epochs start from their beginning.
   void skip_first_batches(int64_t batches);
   void set_observer(std::shared_ptr<LoaderObserver> observer) { observer_ = std::move(observer); }
+  // Where batches go (only between epochs).
+  void set_device_option(std::optional<c10::Device> device) {
+    require(!in_epoch_, "the device can only change between epochs");
+    options_.device = device;
+  }
 
  protected:
   // For loaders without a map-style dataset (streams).

@@ -19,6 +19,11 @@ std::string shape_text(const std::vector<int64_t>& shape) {
 }  // namespace
 
 std::vector<at::Tensor> Collectives::all_gather(const at::Tensor& tensor, const std::string& name) {
+  if (tensor.numel() == 0) {
+    // Gloo divides by the element count: take part with one placeholder element, return empties.
+    all_gather(at::zeros({1}, tensor.options()), name);
+    return std::vector<at::Tensor>(static_cast<size_t>(world_size()), tensor.clone());
+  }
   at::Tensor input = tensor.detach().to(dist_->device()).contiguous();
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int64_t r = 0; r < world_size(); ++r) outputs[0].push_back(at::empty_like(input));
@@ -82,6 +87,10 @@ std::vector<std::string> Collectives::gather_object(const std::string& bytes, co
 
 at::Tensor Collectives::reduce(const at::Tensor& tensor, Reduction op, const std::string& name) {
   if (op == Reduction::None || !dist_) return tensor.clone();
+  if (tensor.numel() == 0) {  // as in all_gather: Gloo cannot take empty tensors
+    reduce(at::zeros({1}, tensor.options()), op, name);
+    return tensor.clone();
+  }
   verify_same_shapes(tensor, name);
   at::Tensor buffer = tensor.detach().to(dist_->device()).clone();
   std::vector<at::Tensor> tensors{buffer};
@@ -98,6 +107,10 @@ at::Tensor Collectives::broadcast(const at::Tensor& tensor, int64_t src, const s
           world_size());
   if (!dist_) return tensor.clone();
   verify_same_shapes(tensor, name);
+  if (tensor.numel() == 0) {  // as in all_gather: Gloo cannot take empty tensors
+    broadcast(at::zeros({1}, tensor.options()), src, name);
+    return tensor.clone();
+  }
   at::Tensor buffer = tensor.detach().to(dist_->device()).clone();
   std::vector<at::Tensor> tensors{buffer};
   c10d::BroadcastOptions options;

@@ -1,0 +1,149 @@
+#include "data/dispatcher.h"
+
+#include "common/error.h"
+
+namespace acc {
+namespace {
+
+constexpr int64_t kMaxFields = 8, kMaxDims = 8, kHeader = 2 + kMaxFields * (2 + kMaxDims);
+
+// [stop, last, per field: dtype, ndim, sizes...]: what the other processes need to receive a batch.
+at::Tensor encode_header(const std::vector<at::Tensor>* batch, bool last) {
+  at::Tensor header = at::zeros({kHeader}, at::TensorOptions().dtype(at::kLong));
+  auto* h = header.data_ptr<int64_t>();
+  h[0] = batch ? 0 : 1;
+  h[1] = last ? 1 : 0;
+  if (!batch) return header;
+  require(static_cast<int64_t>(batch->size()) <= kMaxFields, "dispatch_batches supports up to ", kMaxFields, " fields");
+  for (size_t f = 0; f < batch->size(); ++f) {
+    const at::Tensor& t = (*batch)[f];
+    require(t.dim() <= kMaxDims, "dispatch_batches supports tensors of up to ", kMaxDims, " dimensions");
+    int64_t* field = h + 2 + static_cast<int64_t>(f) * (2 + kMaxDims);
+    field[0] = static_cast<int64_t>(t.scalar_type()) + 1;
+    field[1] = t.dim();
+    for (int64_t d = 0; d < t.dim(); ++d) field[2 + d] = t.size(d);
+  }
+  return header;
+}
+
+}  // namespace
+
+DispatchingDataLoader::DispatchingDataLoader(std::shared_ptr<DataLoader> base, std::shared_ptr<Distributed> dist,
+                                             bool split_batches)
+    : DataLoader(base->options()), base_(std::move(base)), collectives_(std::move(dist)), split_(split_batches) {}
+
+int64_t DispatchingDataLoader::length() const {
+  const int64_t n = base_->length(), p = collectives_.world_size();
+  if (n < 0 || split_) return n;
+  return options().drop_last ? n / p : (n + p - 1) / p;
+}
+
+std::optional<std::vector<at::Tensor>> DispatchingDataLoader::read_global() {
+  // One batch with split_batches; else P batches of the base loader, concatenated.
+  const int64_t wanted = split_ ? 1 : collectives_.world_size();
+  std::vector<std::vector<at::Tensor>> parts;
+  while (!base_done_ && static_cast<int64_t>(parts.size()) < wanted) {
+    auto batch = base_->next();
+    if (!batch) {
+      base_done_ = true;
+      break;
+    }
+    parts.push_back(std::move(*batch));
+  }
+  // With drop_last an incomplete round of P batches is dropped, as the base loader drops a short batch.
+  if (parts.empty() || (options().drop_last && static_cast<int64_t>(parts.size()) < wanted)) return std::nullopt;
+  std::vector<at::Tensor> global;
+  for (size_t f = 0; f < parts[0].size(); ++f) {
+    std::vector<at::Tensor> pieces;
+    for (const auto& part : parts) pieces.push_back(part[f]);
+    global.push_back(at::cat(pieces, 0));
+  }
+  return global;
+}
+
+std::vector<at::Tensor> DispatchingDataLoader::receive(const std::vector<at::Tensor>& mine, bool& stop, bool& last) {
+  const bool root = collectives_.rank() == 0;
+  at::Tensor header = collectives_.broadcast(encode_header(root && !stop ? &mine : nullptr, last), 0,
+                                             "dispatch_batches (header)");
+  const auto* h = header.data_ptr<int64_t>();
+  stop = h[0] != 0;
+  last = h[1] != 0;
+  std::vector<at::Tensor> batch;
+  for (int64_t f = 0; !stop && f < kMaxFields; ++f) {
+    const int64_t* field = h + 2 + f * (2 + kMaxDims);
+    if (field[0] == 0) break;
+    at::Tensor tensor = root ? mine[static_cast<size_t>(f)]
+                             : at::empty(std::vector<int64_t>(field + 2, field + 2 + field[1]),
+                                         at::TensorOptions().dtype(static_cast<at::ScalarType>(field[0] - 1)));
+    batch.push_back(collectives_.broadcast(tensor, 0, "dispatch_batches"));
+  }
+  return batch;
+}
+
+std::optional<std::vector<at::Tensor>> DispatchingDataLoader::fetch_global(bool& last) {
+  std::vector<at::Tensor> mine;
+  bool stop = false;
+  last = false;
+  if (collectives_.rank() == 0) {
+    if (!lookahead_) lookahead_ = read_global();
+    if (lookahead_) {
+      mine = std::move(*lookahead_);
+      lookahead_ = read_global();
+      last = !lookahead_.has_value();
+    } else {
+      stop = true;
+    }
+  }
+  auto batch = receive(mine, stop, last);
+  if (stop) return std::nullopt;
+  return batch;
+}
+
+std::optional<std::vector<at::Tensor>> DispatchingDataLoader::next() {
+  if (!in_epoch()) {
+    if (collectives_.rank() == 0) base_->set_epoch(epoch());
+    lookahead_.reset();
+    first_.clear();
+    remainder_ = -1;
+    position_ = 0;
+    dispatched_last_ = false;
+    base_done_ = false;
+    set_in_epoch(true);
+    bool skipped_last = false;
+    for (int64_t skip = take_skip_batches(); skip > 0 && !skipped_last; --skip) {
+      auto skipped = fetch_global(skipped_last);
+      if (!skipped) break;
+      if (first_.empty()) first_ = *skipped;
+    }
+    dispatched_last_ = skipped_last;  // everything was skipped
+  }
+  bool last = false;
+  auto global = dispatched_last_ ? std::nullopt : fetch_global(last);
+  if (!global) {
+    epoch_finished();
+    return std::nullopt;
+  }
+  if (first_.empty()) first_ = *global;
+  const int64_t p = collectives_.world_size(), observed = (*global)[0].size(0);
+  int64_t per = observed / p;
+  if (last) remainder_ = observed;
+  // The last global batch of an epoch, if it does not divide evenly, is completed with the first
+  // P samples of the epoch's first global batch.
+  if (last && !options().drop_last && observed % p != 0) {
+    for (size_t f = 0; f < global->size(); ++f)
+      (*global)[f] = at::cat({(*global)[f], first_[f].narrow(0, 0, std::min<int64_t>(p, first_[f].size(0)))}, 0);
+    ++per;
+  }
+  std::vector<at::Tensor> slice;
+  const int64_t rank = collectives_.rank();
+  for (auto& field : *global) {
+    const int64_t begin = std::min(rank * per, field.size(0)), end = std::min((rank + 1) * per, field.size(0));
+    slice.push_back(field.narrow(0, begin, end - begin));
+  }
+  ++position_;
+  dispatched_last_ = last;
+  batch_handed_out(last);
+  return to_device(std::move(slice));
+}
+
+}  // namespace acc

@@ -1,0 +1,42 @@
+// Accelerate's DataLoaderDispatcher (dispatch_batches): process 0 alone reads the data (P batches
+// per step, or one with split_batches), broadcasts each global batch, and every process keeps its
+// slice. The data source is read once, not P times.
+#pragma once
+
+#include <memory>
+
+#include "data/dataloader.h"
+#include "ops/collectives.h"
+
+namespace acc {
+
+class DispatchingDataLoader final : public DataLoader {
+ public:
+  // base: the loader process 0 reads (other processes never touch it); its options give batch size,
+  // drop_last and device.
+  DispatchingDataLoader(std::shared_ptr<DataLoader> base, std::shared_ptr<Distributed> dist, bool split_batches);
+
+  std::optional<std::vector<at::Tensor>> next() override;
+  int64_t length() const override;
+  // The real size of the last global batch, once it is known.
+  int64_t remainder() const override { return remainder_; }
+  int64_t position() const override { return position_; }
+
+ private:
+  // Process 0: the next global batch and whether it is the last; others: received.
+  std::optional<std::vector<at::Tensor>> fetch_global(bool& last);
+  std::optional<std::vector<at::Tensor>> read_global();
+  std::vector<at::Tensor> receive(const std::vector<at::Tensor>& mine, bool& stop, bool& last);
+
+  std::shared_ptr<DataLoader> base_;
+  Collectives collectives_;
+  bool split_;
+  std::optional<std::vector<at::Tensor>> lookahead_;  // process 0 reads one global batch ahead
+  std::vector<at::Tensor> first_;                      // the epoch's first global batch
+  int64_t remainder_ = -1;
+  int64_t position_ = 0;
+  bool dispatched_last_ = false;  // every process learnt it with the last batch's header
+  bool base_done_ = false;        // process 0: the base loader's epoch has ended (do not restart it)
+};
+
+}  // namespace acc
