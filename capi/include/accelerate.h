@@ -209,7 +209,10 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   device_placement (bool, default true), step_scheduler_with_optimizer (bool, default true),
  *   split_batches (bool, default false), project_dir (string), even_batches (bool, default true:
  *   on several processes the last batches are completed from the epoch's start so every process
- *   gets as many), timeout_seconds (int, default 1800: rendezvous and every collective),
+ *   gets as many), dispatch_batches (bool; default: true for streams, false for map-style datasets:
+ *   process 0 reads and sends each process its slice), data_seed (int: the seed of prepared
+ *   shuffling loaders that have none), non_blocking (bool, default true: batches go to a GPU
+ *   asynchronously from pinned memory), timeout_seconds (int, default 1800: rendezvous and every collective),
  *   ddp_bucket_cap_mb (int, default 25), ddp_find_unused_parameters (bool, default false),
  *   ddp_broadcast_buffers (bool, default true), ddp_comm_hook ("no", "fp16", "bf16": gradients
  *   travel compressed) (DistributedDataParallelKwargs).
@@ -527,6 +530,10 @@ ACC_API ACC_NODISCARD acc_status acc_dataloader_set_collate(acc_dataloader *dl, 
 /* The next epoch starts after its first `batches` batches (Accelerate's skip_first_batches: resume in
  * the middle of an epoch); later epochs are whole. Only between epochs. */
 ACC_API ACC_NODISCARD acc_status acc_dataloader_skip_first_batches(acc_dataloader *dl, int64_t batches);
+/* Samples per step over all processes (Accelerate's total_batch_size), and samples in the dataset
+ * (-1 for a stream of unknown size). */
+ACC_API ACC_NODISCARD acc_status acc_dataloader_total_batch_size(const acc_dataloader *dl, int64_t *out);
+ACC_API ACC_NODISCARD acc_status acc_dataloader_total_dataset_length(const acc_dataloader *dl, int64_t *out);
 /* 1 when the batch last returned was the last of its epoch. */
 ACC_API ACC_NODISCARD acc_status acc_dataloader_end_of_epoch(const acc_dataloader *dl, int *out);
 ACC_API void acc_dataloader_free(acc_dataloader *dl);

@@ -134,6 +134,14 @@ acc_status acc_dataloader_set_epoch(acc_dataloader* dl, int64_t epoch) {
   return guarded([&] { live(dl, "dl").loader->set_epoch(epoch); });
 }
 
+acc_status acc_dataloader_total_batch_size(const acc_dataloader* dl, int64_t* out) {
+  return guarded([&] { *out_param(out, "out") = live(dl, "dl").loader->total_batch_size(); });
+}
+
+acc_status acc_dataloader_total_dataset_length(const acc_dataloader* dl, int64_t* out) {
+  return guarded([&] { *out_param(out, "out") = live(dl, "dl").loader->total_dataset_length(); });
+}
+
 acc_status acc_dataloader_end_of_epoch(const acc_dataloader* dl, int* out) {
   return guarded([&] { *out_param(out, "out") = live(dl, "dl").loader->end_of_epoch() ? 1 : 0; });
 }

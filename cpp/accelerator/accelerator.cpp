@@ -97,6 +97,8 @@ std::shared_ptr<DataLoader> Accelerator::prepare_dataloader(const std::shared_pt
   if (auto prepared = find_prepared<DataLoader>(loaders_, loader.get())) return prepared;
   DataLoaderOptions options = loader->options();
   if (device_placement.value_or(config_.device_placement)) options.device = device_;
+  options.non_blocking = config_.non_blocking;
+  if (options.shuffle && !options.seed) options.seed = config_.data_seed;
   std::shared_ptr<DataLoader> prepared;
   auto stream = std::dynamic_pointer_cast<IterableDataLoader>(loader);
   if (dist_ && config_.dispatch_batches.value_or(stream != nullptr)) {

@@ -46,6 +46,8 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   c.project_dir = o.get_string("project_dir");
   c.even_batches = o.get_bool("even_batches");
   if (o.has("dispatch_batches")) c.dispatch_batches = o.get_bool("dispatch_batches");
+  if (o.has("data_seed")) c.data_seed = static_cast<uint64_t>(o.get_int("data_seed"));
+  c.non_blocking = o.get_bool("non_blocking");
   c.timeout_seconds = o.get_int("timeout_seconds");
   c.ddp_bucket_cap_mb = o.get_int("ddp_bucket_cap_mb");
   c.ddp_find_unused_parameters = o.get_bool("ddp_find_unused_parameters");

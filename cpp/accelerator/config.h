@@ -20,7 +20,9 @@ struct AcceleratorConfig {
   bool split_batches = false;
   std::string project_dir;
   bool even_batches = true;
-  std::optional<bool> dispatch_batches;  // none: Accelerate's default (dispatch iterable datasets)
+  std::optional<bool> dispatch_batches;
+  std::optional<uint64_t> data_seed;  // seed of prepared shuffling loaders that have none
+  bool non_blocking = true;  // none: Accelerate's default (dispatch iterable datasets)
   int64_t timeout_seconds = 1800;  // process-group creation and every collective
   int64_t ddp_bucket_cap_mb = 25;
   bool ddp_find_unused_parameters = false;

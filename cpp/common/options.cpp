@@ -89,6 +89,8 @@ const std::vector<OptionSpec>& option_schema(OptionsKind kind) {
       OptionSpec{"project_dir", T::String, std::string(""), std::nullopt, std::nullopt, {}},
       num("even_batches", T::Bool, true, std::nullopt),
       num("dispatch_batches", T::Bool, std::nullopt, std::nullopt),
+      num("data_seed", T::Int, std::nullopt, 0.0),
+      num("non_blocking", T::Bool, true, std::nullopt),
       num("timeout_seconds", T::Int, int64_t{1800}, 1.0),
       num("ddp_bucket_cap_mb", T::Int, int64_t{25}, 1.0),
       num("ddp_find_unused_parameters", T::Bool, false, std::nullopt),

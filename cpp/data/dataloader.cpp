@@ -29,8 +29,14 @@ void DataLoader::epoch_finished() {
 }
 
 std::vector<at::Tensor> DataLoader::to_device(std::vector<at::Tensor> batch) const {
-  if (options_.device)
-    for (auto& field : batch) field = field.to(*options_.device, /*non_blocking=*/true);
+  if (!options_.device) return batch;
+  // To a GPU through pinned (page-locked) memory, so the copy can overlap with compute.
+  const bool pin = options_.device->is_cuda() && options_.non_blocking;
+  for (auto& field : batch) {
+    if (field.device() == *options_.device) continue;
+    if (pin && field.is_cpu()) field = field.pin_memory();
+    field = field.to(*options_.device, options_.non_blocking);
+  }
   return batch;
 }
 

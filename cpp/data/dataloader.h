@@ -36,6 +36,7 @@ struct DataLoaderOptions {
   size_t num_workers = 1;        // prefetch threads; 0 loads in the caller's thread
   size_t prefetch_factor = 2;    // batches fetched ahead, per worker
   std::optional<c10::Device> device;  // where batches go; none: where the dataset is
+  bool non_blocking = true;           // asynchronous copies to a CUDA device (from pinned memory)
   CollateFn collate;                  // none: the dataset's own batching (stacking)
   int64_t skip_batches = 0;           // batches of the next epoch not to yield (skip_first_batches)
 };
@@ -50,6 +51,9 @@ class DataLoader {
   virtual std::optional<std::vector<at::Tensor>> next();
   // Batches in an epoch.
   virtual int64_t length() const;
+  // Samples per step over all processes (Accelerate's total_batch_size) and in the dataset (-1 unknown).
+  virtual int64_t total_batch_size() const { return options_.batch_size; }
+  virtual int64_t total_dataset_length() const { return dataset_ ? dataset_->size() : -1; }
   // Accelerate's remainder: real samples in the epoch's last round of batches over all processes
   // (the rest repeats earlier samples); -1 when nothing is padded or it is unknown.
   virtual int64_t remainder() const;
@@ -117,6 +121,9 @@ class ShardedDataLoader final : public DataLoader {
   ShardedDataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options, ShardOptions shard);
   int64_t length() const override;
   int64_t remainder() const override;
+  int64_t total_batch_size() const override {
+    return options().batch_size * (shard_.split_batches ? 1 : shard_.num_processes);
+  }
 
  protected:
   std::vector<std::vector<int64_t>> plan_epoch(int64_t epoch) const override;
@@ -139,6 +146,10 @@ class IterableDataLoader final : public DataLoader {
   // Real samples in the padded last round (known once the stream has ended); -1 otherwise.
   int64_t remainder() const override { return tail_real_ > 0 ? tail_real_ : -1; }
   int64_t position() const override { return position_; }
+  int64_t total_batch_size() const override {
+    return options().batch_size * (shard_.split_batches ? 1 : shard_.num_processes);
+  }
+  int64_t total_dataset_length() const override { return source_->size_hint(); }
   const std::shared_ptr<IterableSource>& source() const { return source_; }
 
  private:

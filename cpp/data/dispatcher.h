@@ -21,6 +21,10 @@ class DispatchingDataLoader final : public DataLoader {
   // The real size of the last global batch, once it is known.
   int64_t remainder() const override { return remainder_; }
   int64_t position() const override { return position_; }
+  int64_t total_batch_size() const override {
+    return options().batch_size * (split_ ? 1 : collectives_.world_size());
+  }
+  int64_t total_dataset_length() const override { return base_->total_dataset_length(); }
 
  private:
   // Process 0: the next global batch and whether it is the last; others: received.

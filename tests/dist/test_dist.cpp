@@ -464,9 +464,13 @@ TEST(Data, PreparedLoadersShardBatchesAcrossProcesses) {
   acc_dataloader* dl = nullptr;
   ACC_ASSERT_OK(acc_dataloader_create(ds, o, &dl));
   ACC_ASSERT_OK(acc_prepare(g_acc, nullptr, nullptr, &dl, nullptr));
-  int64_t length = 0;
+  int64_t length = 0, total_batch = 0, total_length = 0;
   ACC_ASSERT_OK(acc_dataloader_length(dl, &length));
   EXPECT_EQ(length, (5 + g_world - 1) / g_world);
+  ACC_ASSERT_OK(acc_dataloader_total_batch_size(dl, &total_batch));
+  ACC_ASSERT_OK(acc_dataloader_total_dataset_length(dl, &total_length));
+  EXPECT_EQ(total_batch, 2 * g_world);
+  EXPECT_EQ(total_length, 10);
   std::vector<int64_t> seen;
   for (;;) {
     acc_tensor_list* batch = nullptr;
