@@ -611,6 +611,14 @@ ACC_API ACC_NODISCARD acc_status acc_backward(acc_accelerator *acc, const acc_te
  * begin decides sync_gradients; end closes the micro-step. */
 ACC_API ACC_NODISCARD acc_status acc_accumulate_begin(acc_accelerator *acc);
 ACC_API ACC_NODISCARD acc_status acc_accumulate_end(acc_accelerator *acc);
+/* Scales the gradients of the model's parameters so that their total norm_type-norm (2.0 usually;
+ * INFINITY for the largest element) is at most max_norm, as torch.nn.utils.clip_grad_norm_; writes
+ * the norm before clipping to *total_norm (may be NULL). Call it after acc_backward, when
+ * acc_accelerator_sync_gradients says the optimizer is about to step. */
+ACC_API ACC_NODISCARD acc_status acc_clip_grad_norm(acc_accelerator *acc, acc_model *model, double max_norm,
+                                                    double norm_type, double *total_norm);
+/* Clamps every gradient element of the model's parameters to [-clip_value, clip_value]. */
+ACC_API ACC_NODISCARD acc_status acc_clip_grad_value(acc_accelerator *acc, acc_model *model, double clip_value);
 /* Prints text and a newline on the main process only. */
 ACC_API ACC_NODISCARD acc_status acc_print(const acc_accelerator *acc, const char *text);
 /* Waits until every process gets here; returns at once on one process. */

@@ -188,6 +188,18 @@ acc_status acc_accumulate_end(acc_accelerator* a) {
   return guarded([&] { accelerator_arg(a).accumulate_end(); });
 }
 
+acc_status acc_clip_grad_norm(acc_accelerator* a, acc_model* model, double max_norm, double norm_type,
+                              double* total_norm) {
+  return guarded([&] {
+    const double norm = accelerator_arg(a).clip_grad_norm(live(model, "model").model, max_norm, norm_type);
+    if (total_norm) *total_norm = norm;
+  });
+}
+
+acc_status acc_clip_grad_value(acc_accelerator* a, acc_model* model, double clip_value) {
+  return guarded([&] { accelerator_arg(a).clip_grad_value(live(model, "model").model, clip_value); });
+}
+
 acc_status acc_print(const acc_accelerator* a, const char* text) {
   return guarded([&] { accelerator_arg(a).print(text_arg(text, "text")); });
 }

@@ -3,6 +3,7 @@
 #include <torch/cuda.h>
 #include <torch/utils.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "common/device.h"
@@ -163,6 +164,40 @@ std::shared_ptr<PreparedModel> Accelerator::prepared(const std::shared_ptr<Model
   auto wrapper = std::dynamic_pointer_cast<PreparedModel>(wrapped_model(model));
   require(wrapper != nullptr, "the model was not prepared by this accelerator");
   return wrapper;
+}
+
+double Accelerator::clip_grad_norm(const std::shared_ptr<Model>& model, double max_norm, double norm_type) {
+  require(model != nullptr, "clip_grad_norm needs a model");
+  require(std::isfinite(max_norm) && max_norm > 0, "max_norm must be a positive number, got ", max_norm);
+  require(norm_type > 0, "norm_type must be positive (or infinity), got ", norm_type);
+  std::vector<at::Tensor> grads;
+  for (const auto& p : model->trainable_parameters())
+    if (p.grad().defined()) grads.push_back(p.grad());
+  if (grads.empty()) return 0.0;
+  at::NoGradGuard no_grad;
+  at::Tensor total;
+  if (std::isinf(norm_type)) {
+    std::vector<at::Tensor> maxima;
+    for (const auto& g : grads) maxima.push_back(g.detach().abs().max().to(at::kDouble));
+    total = at::stack(maxima).max();
+  } else {
+    std::vector<at::Tensor> norms;
+    for (const auto& g : grads) norms.push_back(g.detach().to(at::kDouble).norm(norm_type));
+    total = at::stack(norms).norm(norm_type);
+  }
+  const double norm = total.item<double>();
+  const double scale = max_norm / (norm + 1e-6);  // as torch.nn.utils.clip_grad_norm_
+  if (scale < 1.0)
+    for (auto& g : grads) g.mul_(scale);
+  return norm;
+}
+
+void Accelerator::clip_grad_value(const std::shared_ptr<Model>& model, double clip_value) {
+  require(model != nullptr, "clip_grad_value needs a model");
+  require(std::isfinite(clip_value) && clip_value >= 0, "clip_value must be a number >= 0, got ", clip_value);
+  at::NoGradGuard no_grad;
+  for (const auto& p : model->trainable_parameters())
+    if (p.grad().defined()) p.grad().clamp_(-clip_value, clip_value);
 }
 
 void Accelerator::accumulate_begin() {

@@ -57,6 +57,11 @@ class Accelerator {
   // Start of a micro-step in gradient accumulation (C's stand-in for `with accumulate(model)`).
   void accumulate_begin();
   void accumulate_end() {}
+  // Scales the gradients of a model's parameters so that their total norm is at most max_norm;
+  // returns the norm before clipping (Accelerate's clip_grad_norm_).
+  double clip_grad_norm(const std::shared_ptr<Model>& model, double max_norm, double norm_type);
+  // Clamps every gradient element to [-clip_value, clip_value] (clip_grad_value_).
+  void clip_grad_value(const std::shared_ptr<Model>& model, double clip_value);
   // Prints on the main process only.
   void print(const std::string& text) const;
   // A barrier across processes; returns at once on one process.

@@ -1,5 +1,6 @@
 // The Accelerator on one process: options and environment, properties, prepare, backward and
 // gradient accumulation.
+#include <cmath>
 #include <cstdlib>
 
 #include "support.h"
@@ -385,4 +386,49 @@ TEST(Accelerator, ARendezvousThatNobodyJoinsTimesOut) {
   ACC_EXPECT_ERROR(acc_accelerator_create(o, &a), ACC_ERR_TIMEOUT, "rendezvous of 2 processes at 127.0.0.1:29517");
   EXPECT_EQ(a, nullptr);
   acc_options_free(o);
+}
+
+TEST(Clipping, GradNormAndValueFollowTorchsDefinitions) {
+  acc_accelerator* a = make({{"cpu", "1"}});
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":2,"out_features":1,"bias":false}])", &model));
+  acc_model* prepared = nullptr;
+  ACC_ASSERT_OK(acc_prepare_model(a, model, ACC_PLACEMENT_DEFAULT, &prepared));
+  auto grads_for = [&](std::vector<float> x) {
+    acc_tensor* xt = floats(x, {1, 2});
+    acc_tensor *out = nullptr, *loss = nullptr;
+    EXPECT_EQ(acc_model_zero_grad(prepared), ACC_OK);
+    EXPECT_EQ(acc_model_forward1(prepared, xt, 0, &out), ACC_OK);
+    EXPECT_EQ(acc_tensor_sum(out, &loss), ACC_OK);
+    EXPECT_EQ(acc_backward(a, loss), ACC_OK);  // d loss / d w = x
+    for (acc_tensor* t : {xt, out, loss}) acc_tensor_free(t);
+  };
+  auto grad = [&]() {
+    acc_tensor *w = nullptr, *g = nullptr;
+    EXPECT_EQ(acc_model_parameter(prepared, "0.weight", &w), ACC_OK);
+    EXPECT_EQ(acc_tensor_grad(w, &g), ACC_OK);
+    auto v = to_floats(g);
+    acc_tensor_free(w);
+    acc_tensor_free(g);
+    return v;
+  };
+  grads_for({3, 4});  // norm 5
+  double norm = 0;
+  ACC_ASSERT_OK(acc_clip_grad_norm(a, prepared, 1.0, 2.0, &norm));
+  EXPECT_NEAR(norm, 5.0, 1e-9);
+  EXPECT_NEAR(grad()[0], 0.6, 1e-5);
+  EXPECT_NEAR(grad()[1], 0.8, 1e-5);
+  grads_for({3, 4});
+  ACC_ASSERT_OK(acc_clip_grad_norm(a, prepared, 10.0, 2.0, &norm));  // under the limit: unchanged
+  EXPECT_EQ(grad(), (std::vector<float>{3, 4}));
+  ACC_ASSERT_OK(acc_clip_grad_norm(a, prepared, 1.0, INFINITY, &norm));
+  EXPECT_NEAR(norm, 4.0, 1e-9);
+  grads_for({3, -4});
+  ACC_ASSERT_OK(acc_clip_grad_value(a, prepared, 2.0));
+  EXPECT_EQ(grad(), (std::vector<float>{2, -2}));
+  ACC_EXPECT_ERROR(acc_clip_grad_norm(a, prepared, -1.0, 2.0, &norm), ACC_ERR_INVALID_ARGUMENT, "max_norm");
+  ACC_EXPECT_ERROR(acc_clip_grad_value(a, prepared, NAN), ACC_ERR_INVALID_ARGUMENT, "clip_value");
+  acc_model_free(prepared);
+  acc_model_free(model);
+  acc_accelerator_free(a);
 }
