@@ -552,7 +552,10 @@ ACC_API void acc_dataloader_free(acc_dataloader *dl);
  * ---------------------------------------------------------------------------------------------- */
 
 /* opts: an ACC_OPTIONS_ACCELERATOR object or NULL (defaults and the environment).
- * mixed_precision "fp16" is ACC_ERR_UNSUPPORTED in this version (no loss scaling yet). */
+ * mixed_precision "fp16" runs with dynamic loss scaling (options scaler_init_scale 65536,
+ * scaler_growth_factor 2, scaler_backoff_factor 0.5, scaler_growth_interval 2000: GradScalerKwargs);
+ * a step whose gradients overflow is skipped (acc_accelerator_optimizer_step_was_skipped). It needs a
+ * GPU: on the CPU, libtorch's autocast computes in bf16 only, and "fp16" is ACC_ERR_UNSUPPORTED. */
 ACC_API ACC_NODISCARD acc_status acc_accelerator_create(const acc_options *opts, acc_accelerator **out);
 ACC_API void acc_accelerator_free(acc_accelerator *acc);
 

@@ -6,13 +6,25 @@
 
 namespace acc {
 
-AcceleratedOptimizer::AcceleratedOptimizer(std::shared_ptr<Optimizer> inner, std::shared_ptr<GradientState> state)
-    : inner_(std::move(inner)), state_(std::move(state)) {}
+AcceleratedOptimizer::AcceleratedOptimizer(std::shared_ptr<Optimizer> inner, std::shared_ptr<GradientState> state,
+                                           std::shared_ptr<GradScaler> scaler)
+    : inner_(std::move(inner)), state_(std::move(state)), scaler_(std::move(scaler)) {}
 
 void AcceleratedOptimizer::step() {
   if (!state_->sync_gradients()) return;
-  inner_->step();
-  step_was_skipped_ = false;
+  if (!scaler_) {
+    inner_->step();
+    step_was_skipped_ = false;
+    return;
+  }
+  std::vector<at::Tensor> grads;
+  for (auto& group : inner_->impl().param_groups())
+    for (auto& p : group.params())
+      if (p.grad().defined()) grads.push_back(p.grad());
+  scaler_->unscale(grads);  // once per step: a clip_grad_norm before may have done it
+  step_was_skipped_ = scaler_->found_inf();
+  if (!step_was_skipped_) inner_->step();
+  scaler_->update();
 }
 
 void AcceleratedOptimizer::zero_grad() {

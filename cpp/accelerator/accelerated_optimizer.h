@@ -6,12 +6,16 @@
 
 #include "accelerator/gradient_state.h"
 #include "optim/optimizer.h"
+#include "precision/grad_scaler.h"
 
 namespace acc {
 
 class AcceleratedOptimizer final : public Optimizer {
  public:
-  AcceleratedOptimizer(std::shared_ptr<Optimizer> inner, std::shared_ptr<GradientState> state);
+  // scaler: fp16 loss scaling (null otherwise): gradients are unscaled before the step, and a step
+  // with inf/nan gradients is skipped.
+  AcceleratedOptimizer(std::shared_ptr<Optimizer> inner, std::shared_ptr<GradientState> state,
+                       std::shared_ptr<GradScaler> scaler = nullptr);
 
   void add_param_group(const std::vector<std::string>& names, const Options& overrides) override {
     inner_->add_param_group(names, overrides);
@@ -32,6 +36,7 @@ class AcceleratedOptimizer final : public Optimizer {
  private:
   std::shared_ptr<Optimizer> inner_;
   std::shared_ptr<GradientState> state_;
+  std::shared_ptr<GradScaler> scaler_;
   bool step_was_skipped_ = false;
 };
 

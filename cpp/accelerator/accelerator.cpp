@@ -36,10 +36,15 @@ Accelerator::Accelerator(const Options& options)
                                    : nullptr),
       collectives_(dist_),
       gradient_state_(std::make_shared<GradientState>(config_.gradient_accumulation_steps)) {
-  const auto dtype = mixed_precision_dtype(config_.mixed_precision);
-  if (dtype == c10::kHalf)
-    fail(Status::Unsupported, "mixed_precision \"fp16\" needs dynamic loss scaling (GradScaler), which this build "
-                              "does not provide yet; use \"bf16\" or \"no\"");
+  if (mixed_precision_dtype(config_.mixed_precision) == c10::kHalf) {
+    if (!device_.is_cuda())
+      fail(Status::Unsupported, "mixed_precision \"fp16\" needs a GPU: libtorch's CPU autocast computes in bf16 only "
+                                "(use \"bf16\" on the CPU)");
+    scaler_ = std::make_shared<GradScaler>(
+        GradScalerOptions{config_.scaler_init_scale, config_.scaler_growth_factor, config_.scaler_backoff_factor,
+                          config_.scaler_growth_interval},
+        device_);
+  }
   if (config_.seed) {
     torch::manual_seed(*config_.seed);
     if (cuda_available()) torch::cuda::manual_seed_all(*config_.seed);
@@ -85,7 +90,7 @@ std::shared_ptr<Optimizer> Accelerator::prepare_optimizer(const std::shared_ptr<
   if (auto accelerated = std::dynamic_pointer_cast<AcceleratedOptimizer>(optimizer)) return accelerated;
   if (auto prepared = find_prepared<AcceleratedOptimizer>(optimizers_, optimizer.get())) return prepared;
   if (device_placement.value_or(config_.device_placement)) move_optimizer_state(optimizer->impl(), device_);
-  auto prepared = std::make_shared<AcceleratedOptimizer>(optimizer, gradient_state_);
+  auto prepared = std::make_shared<AcceleratedOptimizer>(optimizer, gradient_state_, scaler_);
   optimizers_[optimizer.get()] = prepared;
   return prepared;
 }
@@ -157,7 +162,9 @@ void Accelerator::backward(const at::Tensor& loss) {
           loss.defined() ? loss.sizes() : c10::IntArrayRef{});
   require(loss.requires_grad(), "the loss does not require grad: it was computed without autograd history");
   const int64_t steps = config_.gradient_accumulation_steps;
-  (steps > 1 ? loss / static_cast<double>(steps) : loss).backward();
+  at::Tensor scaled = steps > 1 ? loss / static_cast<double>(steps) : loss;
+  if (scaler_) scaled = scaler_->scale(scaled);
+  scaled.backward();
 }
 
 std::shared_ptr<PreparedModel> Accelerator::prepared(const std::shared_ptr<Model>& model) const {
@@ -174,6 +181,7 @@ double Accelerator::clip_grad_norm(const std::shared_ptr<Model>& model, double m
   for (const auto& p : model->trainable_parameters())
     if (p.grad().defined()) grads.push_back(p.grad());
   if (grads.empty()) return 0.0;
+  if (scaler_) scaler_->unscale(grads);  // clip true gradients, not scaled ones
   at::NoGradGuard no_grad;
   at::Tensor total;
   if (std::isinf(norm_type)) {
@@ -195,6 +203,12 @@ double Accelerator::clip_grad_norm(const std::shared_ptr<Model>& model, double m
 void Accelerator::clip_grad_value(const std::shared_ptr<Model>& model, double clip_value) {
   require(model != nullptr, "clip_grad_value needs a model");
   require(std::isfinite(clip_value) && clip_value >= 0, "clip_value must be a number >= 0, got ", clip_value);
+  if (scaler_) {
+    std::vector<at::Tensor> grads;
+    for (const auto& p : model->trainable_parameters())
+      if (p.grad().defined()) grads.push_back(p.grad());
+    scaler_->unscale(grads);
+  }
   at::NoGradGuard no_grad;
   for (const auto& p : model->trainable_parameters())
     if (p.grad().defined()) p.grad().clamp_(-clip_value, clip_value);

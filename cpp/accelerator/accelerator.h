@@ -93,6 +93,7 @@ class Accelerator {
   std::shared_ptr<Distributed> dist_;  // null on one process
   Collectives collectives_;
   std::shared_ptr<GradientState> gradient_state_;
+  std::shared_ptr<GradScaler> scaler_;  // fp16 only
   // Raw object -> its prepared wrapper, so that preparing twice gives the same wrapper.
   std::map<const void*, std::weak_ptr<Model>> models_;
   std::map<const void*, std::weak_ptr<AcceleratedOptimizer>> optimizers_;

@@ -48,6 +48,10 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   if (o.has("dispatch_batches")) c.dispatch_batches = o.get_bool("dispatch_batches");
   if (o.has("data_seed")) c.data_seed = static_cast<uint64_t>(o.get_int("data_seed"));
   c.non_blocking = o.get_bool("non_blocking");
+  c.scaler_init_scale = o.get_double("scaler_init_scale");
+  c.scaler_growth_factor = o.get_double("scaler_growth_factor");
+  c.scaler_backoff_factor = o.get_double("scaler_backoff_factor");
+  c.scaler_growth_interval = o.get_int("scaler_growth_interval");
   c.timeout_seconds = o.get_int("timeout_seconds");
   c.ddp_bucket_cap_mb = o.get_int("ddp_bucket_cap_mb");
   c.ddp_find_unused_parameters = o.get_bool("ddp_find_unused_parameters");

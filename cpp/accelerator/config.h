@@ -22,7 +22,12 @@ struct AcceleratorConfig {
   bool even_batches = true;
   std::optional<bool> dispatch_batches;
   std::optional<uint64_t> data_seed;  // seed of prepared shuffling loaders that have none
-  bool non_blocking = true;  // none: Accelerate's default (dispatch iterable datasets)
+  bool non_blocking = true;
+  // GradScalerKwargs (fp16).
+  double scaler_init_scale = 65536.0;
+  double scaler_growth_factor = 2.0;
+  double scaler_backoff_factor = 0.5;
+  int64_t scaler_growth_interval = 2000;  // none: Accelerate's default (dispatch iterable datasets)
   int64_t timeout_seconds = 1800;  // process-group creation and every collective
   int64_t ddp_bucket_cap_mb = 25;
   bool ddp_find_unused_parameters = false;

@@ -1,0 +1,57 @@
+#include "precision/grad_scaler.h"
+
+#include "common/error.h"
+
+namespace acc {
+
+GradScaler::GradScaler(GradScalerOptions options, const c10::Device& device)
+    : options_(options), fused_(device.is_cuda()) {
+  require(options_.init_scale > 0 && options_.growth_factor > 1.0 && options_.backoff_factor > 0 &&
+              options_.backoff_factor < 1.0 && options_.growth_interval >= 1,
+          "GradScaler needs init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1 and growth_interval >= 1");
+  const auto on = at::TensorOptions().device(device);
+  scale_ = at::full({1}, options_.init_scale, on.dtype(at::kFloat));
+  growth_tracker_ = at::zeros({1}, on.dtype(at::kInt));
+  found_inf_ = at::zeros({1}, on.dtype(at::kFloat));
+}
+
+at::Tensor GradScaler::scale(const at::Tensor& loss) const { return loss * scale_.to(loss.device()); }
+
+void GradScaler::unscale(const std::vector<at::Tensor>& grads) {
+  if (unscaled_) return;
+  unscaled_ = true;
+  at::NoGradGuard no_grad;
+  const at::Tensor inv_scale = scale_.to(at::kDouble).reciprocal().to(at::kFloat);
+  if (fused_) {
+    at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf_, inv_scale);
+    return;
+  }
+  for (const auto& g : grads) {
+    if (!at::isfinite(g).all().item<bool>()) found_inf_.fill_(1.0);
+    g.mul_(inv_scale.to(g.device()));
+  }
+}
+
+bool GradScaler::found_inf() const { return found_inf_.item<float>() != 0.0f; }
+
+void GradScaler::update() {
+  at::NoGradGuard no_grad;
+  if (fused_) {
+    at::_amp_update_scale_(scale_, growth_tracker_, found_inf_, options_.growth_factor, options_.backoff_factor,
+                           options_.growth_interval);
+  } else if (found_inf()) {
+    scale_.mul_(options_.backoff_factor);
+    growth_tracker_.zero_();
+  } else if (growth_tracker_.item<int>() + 1 >= options_.growth_interval) {
+    scale_.mul_(options_.growth_factor);
+    growth_tracker_.zero_();
+  } else {
+    growth_tracker_.add_(1);
+  }
+  found_inf_.zero_();
+  unscaled_ = false;
+}
+
+double GradScaler::current_scale() const { return scale_.item<double>(); }
+
+}  // namespace acc
