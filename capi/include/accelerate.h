@@ -402,6 +402,21 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_state_dict(acc_model *model, con
  * acc_model_load_torchscript read. */
 ACC_API ACC_NODISCARD acc_status acc_model_save_torchscript(const acc_model *model, const char *path);
 
+/* Safetensors (Hugging Face's format, read by Python's safetensors and transformers as is). */
+
+/* Writes the named tensors of `list` to one safetensors file, atomically. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_list_save_safetensors(const acc_tensor_list *list, const char *path);
+/* Reads a safetensors file (memory-mapped, validated: a corrupt file is ACC_ERR_IO with the reason)
+ * into a new named list. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_list_load_safetensors(const char *path, acc_tensor_list **out);
+
+/* Loads weights saved by acc_save_model or by Python's save_pretrained: a .safetensors file, a
+ * model.safetensors.index.json, or a directory holding either. strict: as acc_model_load_state_dict.
+ * The names the model has but the checkpoint lacks, and the other way round, are written to
+ * *missing and *unexpected (each may be NULL; new lists owned by the caller). */
+ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, const char *path, int strict,
+                                                            acc_string_list **missing, acc_string_list **unexpected);
+
 ACC_API void acc_model_free(acc_model *model);
 
 /* ------------------------------------------------------------------------------------------------
@@ -622,6 +637,13 @@ ACC_API ACC_NODISCARD acc_status acc_clip_grad_norm(acc_accelerator *acc, acc_mo
                                                     double norm_type, double *total_norm);
 /* Clamps every gradient element of the model's parameters to [-clip_value, clip_value]. */
 ACC_API ACC_NODISCARD acc_status acc_clip_grad_value(acc_accelerator *acc, acc_model *model, double clip_value);
+/* Accelerate's save_model: the unwrapped model's parameters and buffers, with the model's own names,
+ * into `dir` as Hugging Face lays them out: model.safetensors, or, beyond max_shard_size ("10GB" when
+ * NULL; "500MB", "2GiB", or bytes), model-0000k-of-0000n.safetensors shards plus
+ * model.safetensors.index.json. Only the main process writes. Files are written to temporary names
+ * and renamed; shards of an earlier save that this one does not produce are removed. */
+ACC_API ACC_NODISCARD acc_status acc_save_model(acc_accelerator *acc, acc_model *model, const char *dir,
+                                                const char *max_shard_size);
 /* Prints text and a newline on the main process only. */
 ACC_API ACC_NODISCARD acc_status acc_print(const acc_accelerator *acc, const char *text);
 /* Waits until every process gets here; returns at once on one process. */

@@ -34,7 +34,8 @@ NamedTensors Model::state_dict() const {
   return out;
 }
 
-void Model::load_state_dict(const NamedTensors& state, bool strict) {
+std::pair<std::vector<std::string>, std::vector<std::string>> Model::load_state_dict(const NamedTensors& state,
+                                                                                      bool strict) {
   std::unordered_map<std::string, at::Tensor> own;
   for (auto& entry : named_parameters()) own.emplace(entry.first, entry.second);
   for (auto& entry : named_buffers()) own.emplace(entry.first, entry.second);
@@ -71,6 +72,8 @@ void Model::load_state_dict(const NamedTensors& state, bool strict) {
     auto it = own.find(entry.first);
     if (it != own.end()) it->second.copy_(entry.second);
   }
+  return {std::vector<std::string>(missing.begin(), missing.end()),
+          std::vector<std::string>(unexpected.begin(), unexpected.end())};
 }
 
 std::vector<at::Tensor> Model::trainable_parameters() const {

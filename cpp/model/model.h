@@ -32,8 +32,9 @@ class Model {
   void to(c10::optional<at::Device> device, c10::optional<at::ScalarType> dtype);
   // Parameters and buffers, detached, sharing storage.
   NamedTensors state_dict() const;
-  // Copies values in by name; see acc_model_load_state_dict for the strict rules.
-  void load_state_dict(const NamedTensors& state, bool strict);
+  // Copies values in by name; see acc_model_load_state_dict for the strict rules. Returns the
+  // names the model has but `state` lacks, and those `state` has but the model lacks.
+  std::pair<std::vector<std::string>, std::vector<std::string>> load_state_dict(const NamedTensors& state, bool strict);
   std::vector<at::Tensor> trainable_parameters() const;
   at::Tensor find_tensor(const std::string& name) const;  // a parameter or buffer; throws if absent
   void zero_grad();

@@ -212,6 +212,9 @@ int main(int argc, char **argv) {
     CHECK(acc_model_save_torchscript(unwrapped, a.save));
     snprintf(line, sizeof line, "saved the trained model to %s (TorchScript)", a.save);
     CHECK(acc_print(acc, line));
+    /* The weights as Hugging Face saves them: safetensors that Python loads as they are. */
+    CHECK(acc_save_model(acc, model, "fashion_mnist_model", NULL));
+    CHECK(acc_print(acc, "saved the weights to fashion_mnist_model/model.safetensors"));
   }
 
   acc_string_free(device);

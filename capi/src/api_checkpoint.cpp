@@ -1,0 +1,66 @@
+// Safetensors reading and writing, save_model, and loading weights into a model.
+#include "checkpoint/safetensors.h"
+#include "guard.h"
+#include "handles.h"
+
+using namespace acc::capi;
+
+namespace {
+
+acc::NamedTensors named(const acc_tensor_list& list) {
+  acc::NamedTensors out;
+  for (size_t i = 0; i < list.tensors.size(); ++i) {
+    acc::require(!list.names[i].empty(), "tensor ", i, " of the list has no name (safetensors needs one)");
+    out.emplace_back(list.names[i], list.tensors[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+extern "C" {
+
+acc_status acc_tensor_list_save_safetensors(const acc_tensor_list* list, const char* path) {
+  return guarded([&] {
+    const auto& l = live(list, "list");
+    acc::save_safetensors(text_arg(path, "path"), named(l), {{"format", "pt"}});
+  });
+}
+
+acc_status acc_tensor_list_load_safetensors(const char* path, acc_tensor_list** out) {
+  return guarded([&] {
+    const std::string file = text_arg(path, "path");
+    out_param(out, "out");
+    std::vector<std::string> names;
+    std::vector<at::Tensor> tensors;
+    for (auto& entry : acc::load_safetensors(file).tensors) {
+      names.push_back(entry.first);
+      tensors.push_back(entry.second);
+    }
+    emit(out, std::move(names), std::move(tensors));
+  });
+}
+
+acc_status acc_model_load_safetensors(acc_model* model, const char* path, int strict, acc_string_list** missing,
+                                      acc_string_list** unexpected) {
+  return guarded([&] {
+    auto& m = *live(model, "model").model;
+    const std::string file = text_arg(path, "path");
+    auto [lacking, extra] = m.load_state_dict(acc::load_sharded(file), strict != 0);
+    if (missing) emit(missing, std::move(lacking));
+    if (unexpected) emit(unexpected, std::move(extra));
+  });
+}
+
+acc_status acc_save_model(acc_accelerator* a, acc_model* model, const char* dir, const char* max_shard_size) {
+  return guarded([&] {
+    auto& accelerator = *live(a, "acc").accelerator;
+    auto& m = live(model, "model");
+    const std::string where = text_arg(dir, "dir");
+    const int64_t limit = acc::parse_size(max_shard_size ? max_shard_size : "10GB");
+    if (!accelerator.is_main_process()) return;
+    acc::save_sharded(where, accelerator.unwrap_model(m.model)->state_dict(), limit);
+  });
+}
+
+}  // extern "C"

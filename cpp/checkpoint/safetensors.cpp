@@ -1,0 +1,283 @@
+#include "checkpoint/safetensors.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "tensor/host.h"
+
+namespace acc {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr uint64_t kMaxHeader = 100 * 1024 * 1024;  // as the reference implementation
+
+const std::vector<std::pair<std::string, at::ScalarType>>& dtypes() {
+  static const std::vector<std::pair<std::string, at::ScalarType>> table = {
+      {"F64", at::kDouble}, {"F32", at::kFloat}, {"F16", at::kHalf}, {"BF16", at::kBFloat16},
+      {"I64", at::kLong},   {"I32", at::kInt},   {"I16", at::kShort}, {"I8", at::kChar},
+      {"U8", at::kByte},    {"BOOL", at::kBool}};
+  return table;
+}
+
+std::string dtype_name(at::ScalarType type) {
+  for (const auto& d : dtypes())
+    if (d.second == type) return d.first;
+  fail(Status::Unsupported, "safetensors has no dtype for ", type);
+}
+
+at::ScalarType dtype_of(const std::string& name, const std::string& path, const std::string& tensor) {
+  for (const auto& d : dtypes())
+    if (d.first == name) return d.second;
+  fail(Status::Io, "'", path, "': tensor '", tensor, "' has an unknown dtype '", name, "'");
+}
+
+// A read-only mapping shared by the tensors made from it.
+struct Mapping {
+  void* base = nullptr;
+  size_t size = 0;
+  ~Mapping() {
+    if (base) munmap(base, size);
+  }
+};
+
+std::shared_ptr<Mapping> map_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(Status::Io, "cannot open '", path, "': ", std::strerror(errno));
+  struct stat st {};
+  fstat(fd, &st);
+  auto mapping = std::make_shared<Mapping>();
+  mapping->size = static_cast<size_t>(st.st_size);
+  if (mapping->size > 0) {
+    void* base = mmap(nullptr, mapping->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    const int err = errno;
+    ::close(fd);
+    if (base == MAP_FAILED) fail(Status::Io, "cannot map '", path, "': ", std::strerror(err));
+    mapping->base = base;
+  } else {
+    ::close(fd);
+  }
+  return mapping;
+}
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
+  json header = json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<at::Tensor> data;
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    require(name != "__metadata__" && !header.contains(name), "tensor name '", name, "' is reserved or repeated");
+    at::Tensor t = tensor.detach().to(at::kCPU).contiguous();
+    const uint64_t bytes = t.nbytes();
+    header[name] = {{"dtype", dtype_name(t.scalar_type())}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+    data.push_back(t);
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) fail(Status::Io, "cannot write '", temporary, "'");
+    uint64_t length = text.size();
+    unsigned char le[8];
+    for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(length >> (8 * i));
+    out.write(reinterpret_cast<const char*>(le), 8);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    for (const auto& t : data) out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
+    out.flush();
+    if (!out) fail(Status::Io, "writing '", temporary, "' failed (disk full?)");
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0)
+    fail(Status::Io, "cannot rename '", temporary, "' to '", path, "': ", std::strerror(errno));
+}
+
+SafetensorsContents load_safetensors(const std::string& path) {
+  auto mapping = map_file(path);
+  const auto* bytes = static_cast<const unsigned char*>(mapping->base);
+  if (mapping->size < 8) fail(Status::Io, "'", path, "' is too short to be a safetensors file");
+  uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | bytes[i];
+  if (header_size > kMaxHeader) fail(Status::Io, "'", path, "': header of ", header_size, " bytes is too large");
+  if (8 + header_size > mapping->size)
+    fail(Status::Io, "'", path, "': header of ", header_size, " bytes runs past the end of the file");
+  json header;
+  try {
+    header = json::parse(reinterpret_cast<const char*>(bytes) + 8, reinterpret_cast<const char*>(bytes) + 8 + header_size);
+  } catch (const json::exception& e) {
+    fail(Status::Io, "'", path, "': the header is not valid JSON: ", e.what());
+  }
+  if (!header.is_object()) fail(Status::Io, "'", path, "': the header is not a JSON object");
+  const uint64_t data_size = mapping->size - 8 - header_size;
+  char* data = static_cast<char*>(mapping->base) + 8 + header_size;
+
+  SafetensorsContents contents;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) fail(Status::Io, "'", path, "': __metadata__ must be an object of strings");
+      for (const auto& [key, value] : entry.items()) {
+        if (!value.is_string()) fail(Status::Io, "'", path, "': __metadata__['", key, "'] is not a string");
+        contents.metadata[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets") ||
+        !entry["dtype"].is_string() || !entry["shape"].is_array() || !entry["data_offsets"].is_array() ||
+        entry["data_offsets"].size() != 2)
+      fail(Status::Io, "'", path, "': tensor '", name, "' needs dtype, shape and data_offsets [begin, end]");
+    const at::ScalarType type = dtype_of(entry["dtype"].get<std::string>(), path, name);
+    std::vector<int64_t> shape;
+    for (const auto& d : entry["shape"]) {
+      if (!d.is_number_unsigned()) fail(Status::Io, "'", path, "': tensor '", name, "' has a bad shape");
+      shape.push_back(d.get<int64_t>());
+    }
+    const auto& offsets = entry["data_offsets"];
+    if (!offsets[0].is_number_unsigned() || !offsets[1].is_number_unsigned())
+      fail(Status::Io, "'", path, "': tensor '", name, "' has bad data_offsets");
+    const uint64_t begin = offsets[0], end = offsets[1];
+    if (begin > end || end > data_size)
+      fail(Status::Io, "'", path, "': tensor '", name, "' has data_offsets [", begin, ", ", end,
+           "] outside the data (", data_size, " bytes)");
+    int64_t numel = 0;
+    try {
+      numel = checked_numel(shape);
+    } catch (const Error&) {
+      fail(Status::Io, "'", path, "': tensor '", name, "' has a bad shape");
+    }
+    if (static_cast<uint64_t>(numel) * c10::elementSize(type) != end - begin)
+      fail(Status::Io, "'", path, "': tensor '", name, "' of shape ", c10::IntArrayRef(shape), " and dtype ",
+           entry["dtype"].get<std::string>(), " needs ", numel * c10::elementSize(type), " bytes but has ", end - begin);
+    ranges.emplace_back(begin, end);
+    contents.tensors.emplace_back(
+        name, at::from_blob(data + begin, shape, [mapping](void*) {}, at::TensorOptions().dtype(type)));
+  }
+  // The tensors must tile the data: no overlap, no hole.
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t expected = 0;
+  for (const auto& [begin, end] : ranges) {
+    if (begin != expected)
+      fail(Status::Io, "'", path, "': tensor data ", begin < expected ? "overlaps" : "leaves a hole", " at byte ", begin);
+    expected = end;
+  }
+  if (expected != data_size) fail(Status::Io, "'", path, "': ", data_size - expected, " bytes after the last tensor");
+  // Keep the file's order of tensors (the JSON object is sorted by name; offsets give the order).
+  std::sort(contents.tensors.begin(), contents.tensors.end(), [&](const auto& a, const auto& b) {
+    return a.second.data_ptr() < b.second.data_ptr();
+  });
+  return contents;
+}
+
+int64_t parse_size(const std::string& text) {
+  size_t digits = 0;
+  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) ++digits;
+  require(digits > 0, "size '", text, "' must start with a number (e.g. \"10GB\", \"500MB\")");
+  const double number = std::stod(text.substr(0, digits));
+  std::string unit = text.substr(digits);
+  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  const std::map<std::string, double> units = {{"", 1},         {"B", 1},          {"KB", 1e3},       {"MB", 1e6},
+                                               {"GB", 1e9},     {"TB", 1e12},      {"KIB", 1024.0},   {"MIB", 1048576.0},
+                                               {"GIB", 1073741824.0}, {"TIB", 1099511627776.0}};
+  auto it = units.find(unit);
+  require(it != units.end(), "unknown size unit in '", text, "' (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)");
+  require(number * it->second >= 1, "size '", text, "' must be at least one byte");
+  return static_cast<int64_t>(number * it->second);
+}
+
+std::vector<std::string> save_sharded(const std::string& dir, const NamedTensors& tensors, int64_t max_shard_bytes) {
+  require(max_shard_bytes > 0, "max_shard_size must be positive");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail(Status::Io, "cannot create '", dir, "': ", ec.message());
+  // Hugging Face's rule: a new shard when the next tensor would overflow a non-empty one.
+  std::vector<NamedTensors> shards(1);
+  int64_t current = 0, total = 0;
+  for (const auto& entry : tensors) {
+    const int64_t bytes = static_cast<int64_t>(entry.second.nbytes());
+    if (current > 0 && current + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      current = 0;
+    }
+    shards.back().push_back(entry);
+    current += bytes;
+    total += bytes;
+  }
+  const Metadata metadata = {{"format", "pt"}};
+  std::vector<std::string> written;
+  if (shards.size() == 1) {
+    save_safetensors(dir + "/model.safetensors", shards[0], metadata);
+    written.push_back("model.safetensors");
+  } else {
+    json weight_map = json::object();
+    for (size_t i = 0; i < shards.size(); ++i) {
+      char name[64];
+      std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+      save_safetensors(dir + "/" + name, shards[i], metadata);
+      for (const auto& entry : shards[i]) weight_map[entry.first] = name;
+      written.push_back(name);
+    }
+    const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    const std::string temporary = dir + "/model.safetensors.index.json.tmp";
+    std::ofstream(temporary) << index.dump(2) << "\n";
+    fs::rename(temporary, dir + "/model.safetensors.index.json", ec);
+    if (ec) fail(Status::Io, "cannot write the index in '", dir, "': ", ec.message());
+    written.push_back("model.safetensors.index.json");
+  }
+  // Files of an earlier save that this one did not write would be picked up by loaders: remove them.
+  for (const auto& file : fs::directory_iterator(dir, ec)) {
+    const std::string name = file.path().filename().string();
+    const bool ours = name.rfind("model", 0) == 0 &&
+                      (name.size() > 12 && (name.substr(name.size() - 12) == ".safetensors" ||
+                                            name == "model.safetensors.index.json"));
+    if (ours && std::find(written.begin(), written.end(), name) == written.end()) fs::remove(file.path(), ec);
+  }
+  return written;
+}
+
+NamedTensors load_sharded(const std::string& path) {
+  std::error_code ec;
+  std::string file = path;
+  if (fs::is_directory(path, ec)) {
+    if (fs::exists(path + "/model.safetensors.index.json")) file = path + "/model.safetensors.index.json";
+    else if (fs::exists(path + "/model.safetensors")) file = path + "/model.safetensors";
+    else fail(Status::Io, "'", path, "' holds neither model.safetensors nor model.safetensors.index.json");
+  }
+  if (file.size() > 5 && file.substr(file.size() - 5) == ".json") {
+    std::ifstream in(file);
+    if (!in) fail(Status::Io, "cannot open '", file, "'");
+    json index;
+    try {
+      index = json::parse(in);
+    } catch (const json::exception& e) {
+      fail(Status::Io, "'", file, "' is not valid JSON: ", e.what());
+    }
+    if (!index.contains("weight_map") || !index["weight_map"].is_object())
+      fail(Status::Io, "'", file, "' has no weight_map");
+    const std::string dir = fs::path(file).parent_path().string();
+    std::vector<std::string> shards;
+    for (const auto& [name, shard] : index["weight_map"].items())
+      if (std::find(shards.begin(), shards.end(), shard.get<std::string>()) == shards.end()) shards.push_back(shard);
+    std::sort(shards.begin(), shards.end());
+    NamedTensors all;
+    for (const auto& shard : shards)
+      for (auto& entry : load_safetensors(dir + "/" + shard).tensors) all.push_back(std::move(entry));
+    return all;
+  }
+  return load_safetensors(file).tensors;
+}
+
+}  // namespace acc

@@ -1,0 +1,39 @@
+// The safetensors format (Hugging Face): an 8-byte little-endian header length, a JSON header
+// {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {str: str}}, then the raw
+// little-endian bytes. Reading maps the file and validates everything before any tensor is used.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "model/model.h"
+
+namespace acc {
+
+using Metadata = std::map<std::string, std::string>;
+
+struct SafetensorsContents {
+  NamedTensors tensors;  // CPU tensors over the mapped file (copy-on-write), in file order
+  Metadata metadata;
+};
+
+// Writes atomically (a temporary file renamed into place).
+void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata);
+
+// Rejects, with the reason, a header that is too large or not JSON, unknown dtypes, shapes that do
+// not match their bytes, offsets outside the data, overlapping or leaving holes.
+SafetensorsContents load_safetensors(const std::string& path);
+
+// "10GB" (10^9), "500MB", "2GiB" (2^30), "123" bytes -> bytes.
+int64_t parse_size(const std::string& text);
+
+// Hugging Face's save_pretrained layout in `dir`: model.safetensors, or shards
+// model-0000k-of-0000n.safetensors plus model.safetensors.index.json when the tensors exceed
+// max_shard_bytes. Shards of an earlier save that this one does not write are removed.
+// Returns the files written.
+std::vector<std::string> save_sharded(const std::string& dir, const NamedTensors& tensors, int64_t max_shard_bytes);
+
+// Reads a single file, an index, or a directory holding either.
+NamedTensors load_sharded(const std::string& path);
+
+}  // namespace acc

@@ -1,0 +1,194 @@
+// Safetensors: round trips, the bytes on disk read by an independent reader, corrupt files,
+// Hugging Face's sharded layout through acc_save_model, loading into a model.
+#include <dirent.h>
+
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "support.h"
+
+using acc_test::floats;
+using acc_test::temp_path;
+using acc_test::to_floats;
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// A safetensors file from a header and data, as a third party would write it.
+std::string safetensors_bytes(const std::string& header, const std::string& data) {
+  std::string out(8, '\0');
+  uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(n >> (8 * i));
+  return out + header + data;
+}
+
+std::set<std::string> files_in(const std::string& dir) {
+  std::set<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') names.insert(e->d_name);
+    closedir(d);
+  }
+  return names;
+}
+
+}  // namespace
+
+TEST(Safetensors, EveryDtypeRoundTripsAndTheBytesFollowTheFormat) {
+  acc_tensor_list* list = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&list));
+  const float f32[3] = {1.5f, -2.0f, 3.25f};
+  const double f64[2] = {0.1, -0.2};
+  const uint16_t half[2] = {0x3c00, 0xc000}, bf16[2] = {0x3f80, 0x4000};
+  const int64_t i64[2] = {-5, 1LL << 40};
+  const int32_t i32[1] = {7};
+  const uint8_t u8[4] = {0, 1, 2, 255}, flags[2] = {1, 0};
+  struct Item {
+    const char* name;
+    const void* data;
+    size_t bytes;
+    acc_dtype dtype;
+    std::vector<int64_t> dims;
+  } items[] = {{"w.f32", f32, sizeof f32, ACC_DTYPE_FLOAT32, {3}},  {"w.f64", f64, sizeof f64, ACC_DTYPE_FLOAT64, {2, 1}},
+               {"w.f16", half, sizeof half, ACC_DTYPE_FLOAT16, {2}}, {"w.bf16", bf16, sizeof bf16, ACC_DTYPE_BFLOAT16, {2}},
+               {"w.i64", i64, sizeof i64, ACC_DTYPE_INT64, {2}},    {"w.i32", i32, sizeof i32, ACC_DTYPE_INT32, {}},
+               {"w.u8", u8, sizeof u8, ACC_DTYPE_UINT8, {2, 2}},    {"w.bool", flags, sizeof flags, ACC_DTYPE_BOOL, {2}}};
+  for (const auto& item : items) {
+    acc_tensor* t = nullptr;
+    ACC_ASSERT_OK(acc_tensor_from_host(item.data, item.bytes, item.dims.data(), item.dims.size(), item.dtype, &t));
+    ACC_ASSERT_OK(acc_tensor_list_append(list, item.name, t));
+    acc_tensor_free(t);
+  }
+  const std::string path = temp_path("all.safetensors");
+  ACC_ASSERT_OK(acc_tensor_list_save_safetensors(list, path.c_str()));
+
+  // An independent reader of the format.
+  const std::string bytes = read_file(path);
+  uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | static_cast<unsigned char>(bytes[i]);
+  EXPECT_EQ((8 + header_size) % 8, 0u);  // data aligned
+  auto header = nlohmann::json::parse(bytes.substr(8, header_size));
+  EXPECT_EQ(header["__metadata__"]["format"], "pt");
+  EXPECT_EQ(header["w.bf16"]["dtype"], "BF16");
+  EXPECT_EQ(header["w.f64"]["shape"], nlohmann::json::array({2, 1}));
+  const auto begin = header["w.f32"]["data_offsets"][0].get<size_t>();
+  float stored[3];
+  std::memcpy(stored, bytes.data() + 8 + header_size + begin, sizeof stored);
+  EXPECT_EQ(stored[2], 3.25f);
+  EXPECT_EQ(bytes.size(), 8 + header_size + header["w.bool"]["data_offsets"][1].get<size_t>());
+
+  acc_tensor_list* back = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors(path.c_str(), &back));
+  size_t n = 0;
+  ACC_ASSERT_OK(acc_tensor_list_size(back, &n));
+  ASSERT_EQ(n, 8u);
+  for (const auto& item : items) {
+    acc_tensor* t = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_find(back, item.name, &t));
+    std::vector<char> got(item.bytes);
+    ACC_ASSERT_OK(acc_tensor_to_host(t, got.data(), got.size()));
+    EXPECT_EQ(0, std::memcmp(got.data(), item.data, item.bytes)) << item.name;
+    acc_dtype dtype = ACC_DTYPE_UNDEFINED;
+    ACC_ASSERT_OK(acc_tensor_dtype(t, &dtype));
+    EXPECT_EQ(dtype, item.dtype);
+    acc_tensor_free(t);
+  }
+  acc_tensor_list_free(back);
+  acc_tensor_list_free(list);
+  std::remove(path.c_str());
+}
+
+TEST(Safetensors, CorruptFilesAreRejectedWithTheReason) {
+  const std::string path = temp_path("bad.safetensors");
+  acc_tensor_list* out = nullptr;
+  auto expect = [&](const std::string& bytes, const char* reason) {
+    write_file(path, bytes);
+    ACC_EXPECT_ERROR(acc_tensor_list_load_safetensors(path.c_str(), &out), ACC_ERR_IO, reason);
+    EXPECT_EQ(out, nullptr);
+  };
+  const std::string data(8, '\0');
+  expect("abc", "too short");
+  expect(std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8), "too large");
+  expect(safetensors_bytes("{\"a\":{\"dtype\":\"F32\"", data), "not valid JSON");
+  expect(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", "") + "", "outside the data");
+  expect(safetensors_bytes(R"({"a":{"dtype":"F12","shape":[2],"data_offsets":[0,8]}})", data), "unknown dtype 'F12'");
+  expect(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data), "needs 12 bytes but has 8");
+  expect(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                           data),
+         "overlaps");
+  expect(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data), "hole");
+  expect(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1]}})", data), "needs dtype, shape and data_offsets");
+  // A header length past the end of the file.
+  expect(std::string("\x10\x00\x00\x00\x00\x00\x00\x00", 8) + "{}", "runs past the end");
+  ACC_EXPECT_ERROR(acc_tensor_list_load_safetensors("/nonexistent.safetensors", &out), ACC_ERR_IO, "cannot open");
+  std::remove(path.c_str());
+}
+
+TEST(SaveModel, ShardsAsHuggingFaceAndLoadsBack) {
+  acc_accelerator* acc = nullptr;
+  ACC_ASSERT_OK(acc_accelerator_create(nullptr, &acc));
+  const char* spec = R"([{"type":"linear","in_features":16,"out_features":16},{"type":"relu"},
+                         {"type":"linear","in_features":16,"out_features":16},{"type":"batchnorm1d","num_features":16}])";
+  ACC_ASSERT_OK(acc_set_seed(1));
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(spec, &model));
+  acc_model* prepared = nullptr;
+  ACC_ASSERT_OK(acc_prepare_model(acc, model, ACC_PLACEMENT_DEFAULT, &prepared));
+  const std::string dir = temp_path("saved_model");
+  ACC_ASSERT_OK(acc_save_model(acc, prepared, dir.c_str(), "1200B"));  // each linear weight is 1024 bytes
+  auto files = files_in(dir);
+  EXPECT_TRUE(files.count("model.safetensors.index.json"));
+  EXPECT_TRUE(files.count("model-00001-of-00003.safetensors")) << files.size();
+  auto index = nlohmann::json::parse(read_file(dir + "/model.safetensors.index.json"));
+  EXPECT_EQ(index["weight_map"]["0.weight"], "model-00001-of-00003.safetensors");
+  EXPECT_EQ(index["weight_map"].size(), 9u);  // 4 + 5 entries (batch norm has 3 buffers) — names as the model's
+  EXPECT_EQ(index["metadata"]["total_size"], (256 + 16) * 4 * 2 + 16 * 4 * 4 + 8);
+
+  ACC_ASSERT_OK(acc_set_seed(2));
+  acc_model* fresh = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(spec, &fresh));
+  ACC_ASSERT_OK(acc_model_load_safetensors(fresh, dir.c_str(), 1, nullptr, nullptr));
+  acc_tensor *a = nullptr, *b = nullptr;
+  ACC_ASSERT_OK(acc_model_parameter(model, "2.weight", &a));
+  ACC_ASSERT_OK(acc_model_parameter(fresh, "2.weight", &b));
+  EXPECT_EQ(to_floats(a), to_floats(b));
+  acc_tensor_free(a);
+  acc_tensor_free(b);
+
+  // A second save in one file replaces the shards, and removes the stale ones.
+  ACC_ASSERT_OK(acc_save_model(acc, prepared, dir.c_str(), nullptr));
+  EXPECT_EQ(files_in(dir), (std::set<std::string>{"model.safetensors"}));
+
+  // Non-strict loading reports what did not match.
+  acc_model* other = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":16,"out_features":16},{"type":"tanh"},
+                                       {"type":"linear","in_features":16,"out_features":16}])",
+                                    &other));
+  acc_string_list *missing = nullptr, *unexpected = nullptr;
+  ACC_EXPECT_ERROR(acc_model_load_safetensors(other, (dir + "/model.safetensors").c_str(), 1, &missing, &unexpected),
+                   ACC_ERR_INVALID_ARGUMENT, "unexpected keys: 3.bias");
+  ACC_ASSERT_OK(acc_model_load_safetensors(other, dir.c_str(), 0, &missing, &unexpected));
+  size_t n_missing = 9, n_unexpected = 0;
+  ACC_ASSERT_OK(acc_string_list_size(missing, &n_missing));
+  ACC_ASSERT_OK(acc_string_list_size(unexpected, &n_unexpected));
+  EXPECT_EQ(n_missing, 0u);
+  EXPECT_EQ(n_unexpected, 5u);
+  acc_string_list_free(missing);
+  acc_string_list_free(unexpected);
+  ACC_EXPECT_ERROR(acc_save_model(acc, prepared, dir.c_str(), "ten gigs"), ACC_ERR_INVALID_ARGUMENT, "size");
+  ACC_EXPECT_ERROR(acc_model_load_safetensors(other, "/nonexistent-dir", 0, nullptr, nullptr), ACC_ERR_IO, "");
+  for (acc_model* m : {model, prepared, fresh, other}) acc_model_free(m);
+  acc_accelerator_free(acc);
+  std::remove((dir + "/model.safetensors").c_str());
+  rmdir(dir.c_str());
+}
