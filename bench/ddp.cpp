@@ -13,16 +13,9 @@
 #include <cstring>
 
 #include "accelerate.h"
+#include "mlp.h"
 
 namespace {
-
-#define OK(expr)                                                                 \
-  do {                                                                           \
-    if ((expr) != ACC_OK) {                                                      \
-      std::fprintf(stderr, "%s: %s\n", #expr, acc_last_error_message());        \
-      std::exit(1);                                                              \
-    }                                                                            \
-  } while (0)
 
 constexpr int64_t kBatch = 64;
 const std::vector<int64_t> kWidths = {784, 1024, 1024, 10};
@@ -39,11 +32,7 @@ struct PlainDdp {
   at::Tensor x, y;
   int world;
 
-  PlainDdp(int rank, int world_size, int port) : world(world_size) {
-    for (size_t i = 0; i + 1 < kWidths.size(); ++i) {
-      if (i) net->push_back(torch::nn::ReLU());
-      net->push_back(torch::nn::Linear(kWidths[i], kWidths[i + 1]));
-    }
+  PlainDdp(int rank, int world_size, int port) : net(mlp_module(kWidths)), world(world_size) {
     opt = std::make_unique<torch::optim::AdamW>(net->parameters(), torch::optim::AdamWOptions(1e-3));
     c10d::TCPStoreOptions so;
     so.port = static_cast<uint16_t>(port);
@@ -81,13 +70,7 @@ struct CapiDdp {
 
   CapiDdp() {
     OK(acc_accelerator_create(nullptr, &acc));
-    std::string spec = "[";
-    for (size_t i = 0; i + 1 < kWidths.size(); ++i) {
-      if (i) spec += R"(,{"type":"relu"},)";
-      spec += R"({"type":"linear","in_features":)" + std::to_string(kWidths[i]) + R"(,"out_features":)" +
-              std::to_string(kWidths[i + 1]) + "}";
-    }
-    OK(acc_model_from_spec((spec + "]").c_str(), &model));
+    OK(acc_model_from_spec(mlp_spec(kWidths).c_str(), &model));
     OK(acc_optimizer_create(model, "adamw", nullptr, &opt));
     OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
     at::Tensor xs = torch::randn({kBatch, kWidths.front()}), ys = torch::randint(0, kWidths.back(), {kBatch});

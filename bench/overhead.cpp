@@ -14,18 +14,11 @@
 #include <vector>
 
 #include "accelerate.h"
+#include "mlp.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-#define OK(expr)                                                                                  \
-  do {                                                                                            \
-    if ((expr) != ACC_OK) {                                                                       \
-      std::fprintf(stderr, "%s: %s\n", #expr, acc_last_error_message());                         \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
 
 struct Shape {
   const char* name;
@@ -38,16 +31,6 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-std::string spec_json(const Shape& s) {
-  std::string json = "[";
-  for (size_t i = 0; i + 1 < s.widths.size(); ++i) {
-    if (i) json += R"(,{"type":"relu"},)";
-    json += R"({"type":"linear","in_features":)" + std::to_string(s.widths[i]) + R"(,"out_features":)" +
-            std::to_string(s.widths[i + 1]) + "}";
-  }
-  return json + "]";
-}
-
 // (a) plain libtorch: an nn::Sequential, AdamW, batches by index_select in a shuffled order.
 struct PlainLoop {
   torch::nn::Sequential net;
@@ -55,11 +38,8 @@ struct PlainLoop {
   at::Tensor x, y, order;
   int64_t batch, cursor = 0;
 
-  PlainLoop(const Shape& s, const at::Tensor& xs, const at::Tensor& ys) : x(xs), y(ys), batch(s.batch) {
-    for (size_t i = 0; i + 1 < s.widths.size(); ++i) {
-      if (i) net->push_back(torch::nn::ReLU());
-      net->push_back(torch::nn::Linear(s.widths[i], s.widths[i + 1]));
-    }
+  PlainLoop(const Shape& s, const at::Tensor& xs, const at::Tensor& ys)
+      : net(mlp_module(s.widths)), x(xs), y(ys), batch(s.batch) {
     opt = std::make_unique<torch::optim::AdamW>(net->parameters(), torch::optim::AdamWOptions(1e-3));
     order = torch::randperm(x.size(0));
   }
@@ -101,7 +81,7 @@ struct CapiLoop {
     OK(acc_options_set_bool(lo, "drop_last", 1));
     OK(acc_dataloader_create(ds, lo, &loader));
     acc_options_free(lo);
-    OK(acc_model_from_spec(spec_json(s).c_str(), &model));
+    OK(acc_model_from_spec(mlp_spec(s.widths).c_str(), &model));
     OK(acc_optimizer_create(model, "adamw", nullptr, &opt));
     OK(acc_prepare(acc, &model, &opt, &loader, nullptr));
   }

@@ -177,9 +177,7 @@ double Accelerator::clip_grad_norm(const std::shared_ptr<Model>& model, double m
   require(model != nullptr, "clip_grad_norm needs a model");
   require(std::isfinite(max_norm) && max_norm > 0, "max_norm must be a positive number, got ", max_norm);
   require(norm_type > 0, "norm_type must be positive (or infinity), got ", norm_type);
-  std::vector<at::Tensor> grads;
-  for (const auto& p : model->trainable_parameters())
-    if (p.grad().defined()) grads.push_back(p.grad());
+  const std::vector<at::Tensor> grads = model->gradients();
   if (grads.empty()) return 0.0;
   if (scaler_) scaler_->unscale(grads);  // clip true gradients, not scaled ones
   at::NoGradGuard no_grad;
@@ -203,15 +201,10 @@ double Accelerator::clip_grad_norm(const std::shared_ptr<Model>& model, double m
 void Accelerator::clip_grad_value(const std::shared_ptr<Model>& model, double clip_value) {
   require(model != nullptr, "clip_grad_value needs a model");
   require(std::isfinite(clip_value) && clip_value >= 0, "clip_value must be a number >= 0, got ", clip_value);
-  if (scaler_) {
-    std::vector<at::Tensor> grads;
-    for (const auto& p : model->trainable_parameters())
-      if (p.grad().defined()) grads.push_back(p.grad());
-    scaler_->unscale(grads);
-  }
+  const std::vector<at::Tensor> grads = model->gradients();
+  if (scaler_) scaler_->unscale(grads);
   at::NoGradGuard no_grad;
-  for (const auto& p : model->trainable_parameters())
-    if (p.grad().defined()) p.grad().clamp_(-clip_value, clip_value);
+  for (const auto& g : grads) g.clamp_(-clip_value, clip_value);
 }
 
 void Accelerator::accumulate_begin() {

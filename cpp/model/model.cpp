@@ -83,6 +83,13 @@ std::vector<at::Tensor> Model::trainable_parameters() const {
   return out;
 }
 
+std::vector<at::Tensor> Model::gradients() const {
+  std::vector<at::Tensor> out;
+  for (const auto& p : trainable_parameters())
+    if (p.grad().defined()) out.push_back(p.grad());
+  return out;
+}
+
 at::Tensor Model::find_tensor(const std::string& name) const {
   for (auto& entry : named_parameters())
     if (entry.first == name) return entry.second;

@@ -36,6 +36,8 @@ class Model {
   // names the model has but `state` lacks, and those `state` has but the model lacks.
   std::pair<std::vector<std::string>, std::vector<std::string>> load_state_dict(const NamedTensors& state, bool strict);
   std::vector<at::Tensor> trainable_parameters() const;
+  // The gradients that trainable parameters have (aliasing them).
+  std::vector<at::Tensor> gradients() const;
   at::Tensor find_tensor(const std::string& name) const;  // a parameter or buffer; throws if absent
   void zero_grad();
 };

@@ -89,6 +89,28 @@ std::vector<float> rows_of(const std::vector<float>& v, int64_t width, int64_t b
   return std::vector<float>(v.begin() + begin * width, v.begin() + (begin + count) * width);
 }
 
+// One epoch of a prepared loader through gather_for_metrics, concatenated (field 0 holds sample ids).
+std::vector<int64_t> gather_epoch(acc_dataloader* dl, const char* name) {
+  std::vector<int64_t> gathered;
+  for (;;) {
+    acc_tensor_list* batch = nullptr;
+    EXPECT_EQ(acc_dataloader_next(dl, &batch), ACC_OK) << acc_last_error_message();
+    if (!batch) break;
+    acc_tensor *b = nullptr, *all = nullptr;
+    EXPECT_EQ(acc_tensor_list_get(batch, 0, &b), ACC_OK);
+    EXPECT_EQ(acc_gather_for_metrics(g_acc, b, name, &all), ACC_OK) << acc_last_error_message();
+    int64_t n = 0;
+    EXPECT_EQ(acc_tensor_numel(all, &n), ACC_OK);
+    std::vector<int64_t> v(static_cast<size_t>(n));
+    EXPECT_EQ(acc_tensor_to_host(all, v.data(), v.size() * 8), ACC_OK);
+    gathered.insert(gathered.end(), v.begin(), v.end());
+    acc_tensor_free(b);
+    acc_tensor_free(all);
+    acc_tensor_list_free(batch);
+  }
+  return gathered;
+}
+
 }  // namespace
 
 TEST(Dist, PropertiesComeFromTheLauncher) {
@@ -371,23 +393,7 @@ TEST(Data, GatherForMetricsCountsEachSampleOnce) {
   acc_dataloader* dl = nullptr;
   ACC_ASSERT_OK(acc_dataloader_create(ds, o, &dl));
   ACC_ASSERT_OK(acc_prepare(g_acc, nullptr, nullptr, &dl, nullptr));
-  std::vector<int64_t> gathered;
-  for (;;) {
-    acc_tensor_list* batch = nullptr;
-    ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
-    if (!batch) break;
-    acc_tensor *b = nullptr, *all = nullptr;
-    ACC_ASSERT_OK(acc_tensor_list_get(batch, 0, &b));
-    ACC_ASSERT_OK(acc_gather_for_metrics(g_acc, b, "metrics", &all));
-    int64_t n = 0;
-    ACC_ASSERT_OK(acc_tensor_numel(all, &n));
-    std::vector<int64_t> v(static_cast<size_t>(n));
-    ACC_ASSERT_OK(acc_tensor_to_host(all, v.data(), v.size() * 8));
-    gathered.insert(gathered.end(), v.begin(), v.end());
-    acc_tensor_free(b);
-    acc_tensor_free(all);
-    acc_tensor_list_free(batch);
-  }
+  const std::vector<int64_t> gathered = gather_epoch(dl, "metrics");
   EXPECT_EQ(gathered, ids);
   acc_tensor_free(t);
   acc_options_free(o);
@@ -427,23 +433,7 @@ TEST(Data, StreamsAreShardedAndGatheredOnce) {
   acc_dataloader* dl = nullptr;
   ACC_ASSERT_OK(acc_dataloader_create(ds, o, &dl));
   ACC_ASSERT_OK(acc_prepare(g_acc, nullptr, nullptr, &dl, nullptr));
-  std::vector<int64_t> gathered;
-  for (;;) {
-    acc_tensor_list* batch = nullptr;
-    ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
-    if (!batch) break;
-    acc_tensor *b = nullptr, *all = nullptr;
-    ACC_ASSERT_OK(acc_tensor_list_get(batch, 0, &b));
-    ACC_ASSERT_OK(acc_gather_for_metrics(g_acc, b, "stream metrics", &all));
-    int64_t n = 0;
-    ACC_ASSERT_OK(acc_tensor_numel(all, &n));
-    std::vector<int64_t> v(static_cast<size_t>(n));
-    ACC_ASSERT_OK(acc_tensor_to_host(all, v.data(), v.size() * 8));
-    gathered.insert(gathered.end(), v.begin(), v.end());
-    acc_tensor_free(b);
-    acc_tensor_free(all);
-    acc_tensor_list_free(batch);
-  }
+  const std::vector<int64_t> gathered = gather_epoch(dl, "stream metrics");
   EXPECT_EQ(gathered, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
   acc_options_free(o);
   acc_dataloader_free(dl);
