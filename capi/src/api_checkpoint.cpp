@@ -56,10 +56,7 @@ acc_status acc_save_model(acc_accelerator* a, acc_model* model, const char* dir,
   return guarded([&] {
     auto& accelerator = *live(a, "acc").accelerator;
     auto& m = live(model, "model");
-    const std::string where = text_arg(dir, "dir");
-    const int64_t limit = acc::parse_size(max_shard_size ? max_shard_size : "10GB");
-    if (!accelerator.is_main_process()) return;
-    acc::save_sharded(where, accelerator.unwrap_model(m.model)->state_dict(), limit);
+    accelerator.save_model(m.model, text_arg(dir, "dir"), max_shard_size ? max_shard_size : "10GB");
   });
 }
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "checkpoint/safetensors.h"
 #include "common/device.h"
 #include "common/error.h"
 #include "data/dispatcher.h"
@@ -240,6 +241,12 @@ void Accelerator::main_process_first_begin(bool local) {
 void Accelerator::main_process_first_end(bool local) {
   const bool first = local ? is_local_main_process() : is_main_process();
   if (first) wait_for_everyone();
+}
+
+void Accelerator::save_model(const std::shared_ptr<Model>& model, const std::string& dir,
+                             const std::string& max_shard_size) {
+  const int64_t limit = parse_size(max_shard_size);
+  if (is_main_process()) save_sharded(dir, unwrap_model(model)->state_dict(), limit);
 }
 
 void Accelerator::print(const std::string& text) const {

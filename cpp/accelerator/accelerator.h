@@ -62,6 +62,9 @@ class Accelerator {
   double clip_grad_norm(const std::shared_ptr<Model>& model, double max_norm, double norm_type);
   // Clamps every gradient element to [-clip_value, clip_value] (clip_grad_value_).
   void clip_grad_value(const std::shared_ptr<Model>& model, double clip_value);
+  // Accelerate's save_model: the unwrapped model as Hugging Face's safetensors layout in `dir`, shards of
+  // at most max_shard_size ("10GB", "500MB", bytes); written by the main process only.
+  void save_model(const std::shared_ptr<Model>& model, const std::string& dir, const std::string& max_shard_size);
   // Prints on the main process only.
   void print(const std::string& text) const;
   // A barrier across processes; returns at once on one process.

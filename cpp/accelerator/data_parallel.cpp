@@ -1,6 +1,7 @@
 #include "accelerator/data_parallel.h"
 
 #include <algorithm>
+#include <map>
 
 #include "accelerator/compress_hook.h"
 #include "common/error.h"
@@ -55,14 +56,24 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
 }
 
 void DataParallel::broadcast(const std::vector<at::Tensor>& tensors, const std::string& name) {
+  // One collective per dtype, not per tensor: buffers are broadcast before every training forward.
   at::NoGradGuard no_grad;
-  for (const auto& t : tensors) {
-    at::Tensor buffer = t.detach().to(dist_->device()).contiguous();
-    std::vector<at::Tensor> list{buffer};
+  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
+  for (const auto& t : tensors)
+    if (t.numel() > 0) by_dtype[t.scalar_type()].push_back(t.detach());
+  for (auto& [dtype, group] : by_dtype) {
+    std::vector<at::Tensor> flat;
+    for (const auto& t : group) flat.push_back(t.reshape({-1}).to(dist_->device()));
+    std::vector<at::Tensor> list{at::cat(flat)};
     c10d::BroadcastOptions options;
     options.rootRank = 0;
     wait_collective(dist_->group()->broadcast(list, options), name);
-    if (dist_->rank() != 0) t.detach().copy_(buffer);
+    if (dist_->rank() == 0) continue;
+    int64_t offset = 0;
+    for (auto& t : group) {
+      t.copy_(list[0].narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
+    }
   }
 }
 

@@ -89,6 +89,30 @@ std::vector<float> rows_of(const std::vector<float>& v, int64_t width, int64_t b
   return std::vector<float>(v.begin() + begin * width, v.begin() + (begin + count) * width);
 }
 
+// A dataset whose samples are their own ids 0..n-1.
+acc_dataset* id_dataset(int64_t n) {
+  std::vector<int64_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[i] = i;
+  acc_tensor* t = longs(ids, {n});
+  const acc_tensor* fields[] = {t};
+  acc_dataset* ds = nullptr;
+  EXPECT_EQ(acc_dataset_from_tensors(fields, 1, &ds), ACC_OK);
+  acc_tensor_free(t);
+  return ds;
+}
+
+// A loader of batch_size over ds, prepared by the job's accelerator.
+acc_dataloader* prepared_loader(acc_dataset* ds, int64_t batch_size) {
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &o), ACC_OK);
+  EXPECT_EQ(acc_options_set_int(o, "batch_size", batch_size), ACC_OK);
+  acc_dataloader* dl = nullptr;
+  EXPECT_EQ(acc_dataloader_create(ds, o, &dl), ACC_OK);
+  EXPECT_EQ(acc_prepare(g_acc, nullptr, nullptr, &dl, nullptr), ACC_OK) << acc_last_error_message();
+  acc_options_free(o);
+  return dl;
+}
+
 // One epoch of a prepared loader through gather_for_metrics, concatenated (field 0 holds sample ids).
 std::vector<int64_t> gather_epoch(acc_dataloader* dl, const char* name) {
   std::vector<int64_t> gathered;
@@ -381,22 +405,10 @@ TEST(Ddp, TriggerSyncInBackwardSyncsInsideNoSync) {
 
 TEST(Data, GatherForMetricsCountsEachSampleOnce) {
   // Accelerate's example: 9 samples, batch 5; the last round repeats samples to even out.
-  std::vector<int64_t> ids(9);
-  for (int i = 0; i < 9; ++i) ids[i] = i;
-  acc_tensor* t = longs(ids, {9});
-  const acc_tensor* fields[] = {t};
-  acc_dataset* ds = nullptr;
-  ACC_ASSERT_OK(acc_dataset_from_tensors(fields, 1, &ds));
-  acc_options* o = nullptr;
-  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
-  ACC_ASSERT_OK(acc_options_set_int(o, "batch_size", 5));
-  acc_dataloader* dl = nullptr;
-  ACC_ASSERT_OK(acc_dataloader_create(ds, o, &dl));
-  ACC_ASSERT_OK(acc_prepare(g_acc, nullptr, nullptr, &dl, nullptr));
+  acc_dataset* ds = id_dataset(9);
+  acc_dataloader* dl = prepared_loader(ds, 5);
   const std::vector<int64_t> gathered = gather_epoch(dl, "metrics");
-  EXPECT_EQ(gathered, ids);
-  acc_tensor_free(t);
-  acc_options_free(o);
+  EXPECT_EQ(gathered, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
   acc_dataloader_free(dl);
   acc_dataset_free(ds);
 }
@@ -427,33 +439,17 @@ TEST(Data, StreamsAreShardedAndGatheredOnce) {
   };
   acc_dataset* ds = nullptr;
   ACC_ASSERT_OK(acc_dataset_from_iterator(next, start, &counter, nullptr, 9, &ds));
-  acc_options* o = nullptr;
-  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
-  ACC_ASSERT_OK(acc_options_set_int(o, "batch_size", 2));
-  acc_dataloader* dl = nullptr;
-  ACC_ASSERT_OK(acc_dataloader_create(ds, o, &dl));
-  ACC_ASSERT_OK(acc_prepare(g_acc, nullptr, nullptr, &dl, nullptr));
+  acc_dataloader* dl = prepared_loader(ds, 2);
   const std::vector<int64_t> gathered = gather_epoch(dl, "stream metrics");
   EXPECT_EQ(gathered, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}));
-  acc_options_free(o);
   acc_dataloader_free(dl);
   acc_dataset_free(ds);
 }
 
 TEST(Data, PreparedLoadersShardBatchesAcrossProcesses) {
   // 10 samples, batch 2: batch k goes to process k mod P; the last round is completed from the start.
-  std::vector<int64_t> ids(10);
-  for (int i = 0; i < 10; ++i) ids[i] = i;
-  acc_tensor* t = longs(ids, {10});
-  const acc_tensor* fields[] = {t};
-  acc_dataset* ds = nullptr;
-  ACC_ASSERT_OK(acc_dataset_from_tensors(fields, 1, &ds));
-  acc_options* o = nullptr;
-  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
-  ACC_ASSERT_OK(acc_options_set_int(o, "batch_size", 2));
-  acc_dataloader* dl = nullptr;
-  ACC_ASSERT_OK(acc_dataloader_create(ds, o, &dl));
-  ACC_ASSERT_OK(acc_prepare(g_acc, nullptr, nullptr, &dl, nullptr));
+  acc_dataset* ds = id_dataset(10);
+  acc_dataloader* dl = prepared_loader(ds, 2);
   int64_t length = 0, total_batch = 0, total_length = 0;
   ACC_ASSERT_OK(acc_dataloader_length(dl, &length));
   EXPECT_EQ(length, (5 + g_world - 1) / g_world);
@@ -477,8 +473,6 @@ TEST(Data, PreparedLoadersShardBatchesAcrossProcesses) {
   ASSERT_EQ(static_cast<int64_t>(seen.size()), 2 * length);
   EXPECT_EQ(seen[0], 2 * g_rank);
   EXPECT_EQ(seen[1], 2 * g_rank + 1);
-  acc_tensor_free(t);
-  acc_options_free(o);
   acc_dataloader_free(dl);
   acc_dataset_free(ds);
 }
