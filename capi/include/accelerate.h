@@ -207,7 +207,7 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   cpu (bool, default false: the GPU when CUDA is there), mixed_precision ("no", "bf16", "fp16"),
  *   gradient_accumulation_steps (int, default 1), seed (int: acc_set_seed at creation),
  *   device_placement (bool, default true), step_scheduler_with_optimizer (bool, default true),
- *   split_batches (bool, default false), project_dir (string), even_batches (bool, default true:
+ *   split_batches (bool, default false), even_batches (bool, default true:
  *   on several processes the last batches are completed from the epoch's start so every process
  *   gets as many), dispatch_batches (bool; default: true for streams, false for map-style datasets:
  *   process 0 reads and sends each process its slice), data_seed (int: the seed of prepared
@@ -216,6 +216,12 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   ddp_bucket_cap_mb (int, default 25), ddp_find_unused_parameters (bool, default false),
  *   ddp_broadcast_buffers (bool, default true), ddp_comm_hook ("no", "fp16", "bf16": gradients
  *   travel compressed) (DistributedDataParallelKwargs).
+ *   ProjectConfiguration: project_dir (string: where checkpoints and logs go), logging_dir (string,
+ *   default project_dir), automatic_checkpoint_naming (bool, default false: acc_save_state with no
+ *   folder writes project_dir/checkpoints/checkpoint_<iteration>), total_limit (int: checkpoints
+ *   kept by rotation), iteration (int, default 0: the next automatic checkpoint's number),
+ *   save_on_each_node (bool, default false: shared files on every node's local main process).
+ *   log_with (string: trackers, "tensorboard", "jsonl", "csv", "all" or a comma-separated list).
  *   Unset cpu, mixed_precision and gradient_accumulation_steps are read from ACCELERATE_USE_CPU,
  *   ACCELERATE_MIXED_PRECISION and ACCELERATE_GRADIENT_ACCUMULATION_STEPS (set by
  *   accelerate-launch); a value set with acc_options_* always wins.

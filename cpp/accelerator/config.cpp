@@ -44,6 +44,13 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   c.step_scheduler_with_optimizer = o.get_bool("step_scheduler_with_optimizer");
   c.split_batches = o.get_bool("split_batches");
   c.project_dir = o.get_string("project_dir");
+  c.logging_dir = o.get_string("logging_dir");
+  if (c.logging_dir.empty()) c.logging_dir = c.project_dir;
+  c.automatic_checkpoint_naming = o.get_bool("automatic_checkpoint_naming");
+  if (o.has("total_limit")) c.total_limit = o.get_int("total_limit");
+  c.iteration = o.get_int("iteration");
+  c.save_on_each_node = o.get_bool("save_on_each_node");
+  c.log_with = o.get_string("log_with");
   c.even_batches = o.get_bool("even_batches");
   if (o.has("dispatch_batches")) c.dispatch_batches = o.get_bool("dispatch_batches");
   if (o.has("data_seed")) c.data_seed = static_cast<uint64_t>(o.get_int("data_seed"));

@@ -18,7 +18,14 @@ struct AcceleratorConfig {
   bool device_placement = true;
   bool step_scheduler_with_optimizer = true;
   bool split_batches = false;
+  // ProjectConfiguration.
   std::string project_dir;
+  std::string logging_dir;  // empty: project_dir
+  bool automatic_checkpoint_naming = false;
+  std::optional<int64_t> total_limit;
+  int64_t iteration = 0;
+  bool save_on_each_node = false;
+  std::string log_with;  // tracker names, comma-separated; empty: none
   bool even_batches = true;
   std::optional<bool> dispatch_batches;
   std::optional<uint64_t> data_seed;  // seed of prepared shuffling loaders that have none

@@ -87,6 +87,14 @@ const std::vector<OptionSpec>& option_schema(OptionsKind kind) {
       num("step_scheduler_with_optimizer", T::Bool, true, std::nullopt),
       num("split_batches", T::Bool, false, std::nullopt),
       OptionSpec{"project_dir", T::String, std::string(""), std::nullopt, std::nullopt, {}},
+      // ProjectConfiguration.
+      OptionSpec{"logging_dir", T::String, std::string(""), std::nullopt, std::nullopt, {}},
+      num("automatic_checkpoint_naming", T::Bool, false, std::nullopt),
+      num("total_limit", T::Int, std::nullopt, 1.0),
+      num("iteration", T::Int, int64_t{0}, 0.0),
+      num("save_on_each_node", T::Bool, false, std::nullopt),
+      // Trackers: "tensorboard", "jsonl", "csv", "all", or a comma-separated list; "" for none.
+      OptionSpec{"log_with", T::String, std::string(""), std::nullopt, std::nullopt, {}},
       num("even_batches", T::Bool, true, std::nullopt),
       num("dispatch_batches", T::Bool, std::nullopt, std::nullopt),
       num("data_seed", T::Int, std::nullopt, 0.0),
