@@ -1,0 +1,97 @@
+package ai.accelerate;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/** Directors that run the user's lambdas. Nothing thrown may unwind into C++: every Throwable is
+ *  reported through acc_callback_set_error and a non-zero status. Ownership of each director goes
+ *  to the library (a strong JNI reference), which releases it with the dataset or loader. */
+final class CallbackAdapters {
+  private CallbackAdapters() {}
+
+  static SampleSource sample(SampleFunction fn) {
+    SampleSource s = new SampleSource() {
+      @Override
+      public int sample(long index, TensorList out) {
+        try {
+          appendAndClose(out, fn.apply(index), "sample " + index);
+          return 0;
+        } catch (Throwable t) {
+          return failed(t);
+        }
+      }
+    };
+    s.swigReleaseOwnership();
+    return s;
+  }
+
+  static StreamSource stream(StreamFunction fn) {
+    StreamSource s = new StreamSource() {
+      @Override
+      public int start(long epoch) {
+        try {
+          fn.start(epoch);
+          return 0;
+        } catch (Throwable t) {
+          return failed(t);
+        }
+      }
+
+      @Override
+      public int next(TensorList out) {
+        try {
+          Tensor[] fields = fn.next();
+          if (fields != null) appendAndClose(out, fields, "next");
+          return 0;
+        } catch (Throwable t) {
+          return failed(t);
+        }
+      }
+    };
+    s.swigReleaseOwnership();
+    return s;
+  }
+
+  static Collator collate(CollateFunction fn) {
+    Collator c = new Collator() {
+      @Override
+      public int collate(long n, TensorList samples, TensorList out) {
+        List<Tensor[]> list = new ArrayList<>();
+        try {
+          Tensor[] flat = samples.toArray();
+          int fields = n == 0 ? 0 : flat.length / (int) n;
+          for (int i = 0; i < n; ++i) {
+            Tensor[] sample = new Tensor[fields];
+            System.arraycopy(flat, i * fields, sample, 0, fields);
+            list.add(sample);
+          }
+          appendAndClose(out, fn.apply(list), "collate");
+          return 0;
+        } catch (Throwable t) {
+          return failed(t);
+        } finally {
+          for (Tensor[] sample : list)
+            for (Tensor t : sample) t.close();
+        }
+      }
+    };
+    c.swigReleaseOwnership();
+    return c;
+  }
+
+  private static void appendAndClose(TensorList out, Tensor[] fields, String what) {
+    if (fields == null) throw new NullPointerException("the callback returned null for " + what);
+    try {
+      for (Tensor t : fields) out.append("", t);
+    } finally {
+      for (Tensor t : fields)
+        if (t != null) t.close();
+    }
+  }
+
+  private static int failed(Throwable t) {
+    String message = t.getMessage() == null ? t.toString() : t.getClass().getSimpleName() + ": " + t.getMessage();
+    Accelerate.callbackSetError(message);
+    return 1;
+  }
+}

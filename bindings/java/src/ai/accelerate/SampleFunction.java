@@ -1,0 +1,8 @@
+package ai.accelerate;
+
+/** Sample {@code index} of a map-style dataset: its fields. The dataset closes the returned tensors.
+ *  May run on the loader's background threads. An exception becomes the loader's IoException. */
+@FunctionalInterface
+public interface SampleFunction {
+  Tensor[] apply(long index) throws Exception;
+}

@@ -1,0 +1,102 @@
+package ai.accelerate.test;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+import ai.accelerate.*;
+import java.util.ArrayList;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+
+/** Datasets and collation written as Java lambdas, on the loader's threads; a Java exception in a
+ *  callback comes back as IoException with its message, and the lambdas are released with the
+ *  dataset. */
+class CallbackTest {
+  static Tensor[] sample(long i) {
+    return new Tensor[] {Tensor.of(new float[] {i, 2 * i}, 2), Tensor.of(new long[] {i % 3}, new long[0])};
+  }
+
+  @Test
+  void mapDatasetFromALambdaOnWorkerThreads() {
+    long baseline = Accelerate.liveHandles(HandleKind.HANDLE_ANY);
+    try (Dataset ds = Dataset.fromCallback(10, CallbackTest::sample);
+         Options o = Options.dataLoader().put("batch_size", 4).put("num_workers", 2);
+         DataLoader dl = new DataLoader(ds, o)) {
+      List<Float> firsts = new ArrayList<>();
+      for (TensorList batch : dl) {
+        try (batch; Tensor x = batch.get(0)) {
+          float[] v = x.toFloatArray();
+          for (int i = 0; i < v.length; i += 2) firsts.add(v[i]);
+        }
+      }
+      assertEquals(List.of(0f, 1f, 2f, 3f, 4f, 5f, 6f, 7f, 8f, 9f), firsts);
+    }
+    assertEquals(baseline, Accelerate.liveHandles(HandleKind.HANDLE_ANY));
+  }
+
+  @Test
+  void anExceptionInACallbackIsAnIoErrorWithItsMessage() {
+    try (Dataset ds = Dataset.fromCallback(4, i -> {
+           if (i == 2) throw new IllegalStateException("no sample two");
+           return sample(i);
+         });
+         Options o = Options.dataLoader().put("batch_size", 1).put("num_workers", 0);
+         DataLoader dl = new DataLoader(ds, o)) {
+      dl.next().close();
+      dl.next().close();
+      IoException e = assertThrows(IoException.class, dl::next);
+      assertTrue(e.getMessage().contains("no sample two"), e.getMessage());
+    }
+  }
+
+  @Test
+  void streamFromALambda() {
+    int[] epochs = {0};
+    StreamFunction stream = new StreamFunction() {
+      int next;
+
+      @Override
+      public void start(long epoch) {
+        next = 0;
+        epochs[0]++;
+      }
+
+      @Override
+      public Tensor[] next() {
+        return next < 5 ? sample(next++) : null;
+      }
+    };
+    try (Dataset ds = Dataset.fromIterator(stream, 5);
+         Options o = Options.dataLoader().put("batch_size", 2);
+         DataLoader dl = new DataLoader(ds, o)) {
+      for (int epoch = 0; epoch < 2; ++epoch) {
+        long seen = 0;
+        for (TensorList batch : dl) {
+          try (batch; Tensor y = batch.get(1)) {
+            seen += y.numel();
+          }
+        }
+        assertEquals(5, seen);
+      }
+    }
+    assertEquals(2, epochs[0]);
+  }
+
+  @Test
+  void collateFromALambda() {
+    try (Dataset ds = Dataset.fromCallback(6, CallbackTest::sample);
+         Options o = Options.dataLoader().put("batch_size", 3).put("num_workers", 0);
+         DataLoader dl = new DataLoader(ds, o)) {
+      dl.setCollate(samples -> {
+        float sum = 0;
+        for (Tensor[] s : samples)
+          try (Tensor total = s[0].sum()) {
+            sum += (float) total.item();
+          }
+        return new Tensor[] {Tensor.of(new float[] {sum, samples.size()}, 2)};
+      });
+      try (TensorList batch = dl.next(); Tensor t = batch.get(0)) {
+        assertArrayEquals(new float[] {9f, 3f}, t.toFloatArray());  // (0+1+2) * 3
+      }
+    }
+  }
+}

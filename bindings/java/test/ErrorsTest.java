@@ -1,0 +1,63 @@
+package ai.accelerate.test;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+import ai.accelerate.*;
+import org.junit.jupiter.api.Test;
+
+/** Failures arrive as the AccelerateException subclass of their status, with the library's message. */
+class ErrorsTest {
+  @Test
+  void unknownOptionKeyIsInvalidArgumentNamingTheKey() {
+    try (Options o = Options.optimizer()) {
+      InvalidArgumentException e = assertThrows(InvalidArgumentException.class, () -> o.setInt("no_such_key", 1));
+      assertTrue(e.getMessage().contains("no_such_key"), e.getMessage());
+      assertEquals(Status.INVALID_ARGUMENT, e.status());
+      assertTrue(e instanceof AccelerateException);
+    }
+  }
+
+  @Test
+  void missingFileIsIo() {
+    IoException e = assertThrows(IoException.class, () -> Tensor.fromIdxFile("/nonexistent/x.idx"));
+    assertTrue(e.getMessage().contains("/nonexistent/x.idx"), e.getMessage());
+  }
+
+  @Test
+  void shapeMismatchIsInvalidArgument() {
+    try (Tensor logits = Tensor.of(new float[6], 2, 3); Tensor target = Tensor.of(new long[3], 3)) {
+      assertThrows(InvalidArgumentException.class, () -> Loss.crossEntropy(logits, target, Reduction.MEAN, 0.0));
+    }
+  }
+
+  @Test
+  void wrongElementCountIsInvalidArgument() {
+    assertThrows(InvalidArgumentException.class, () -> Tensor.of(new float[5], 2, 3));
+  }
+
+  @Test
+  void aFailureLeavesTheLibraryUsable() {
+    try (Tensor t = Tensor.of(new float[] {1, 2}, 2)) {
+      assertThrows(AccelerateException.class, () -> t.backward());  // not a scalar, no history
+      try (Tensor s = t.sum()) {
+        assertEquals(3.0, s.item());
+      }
+    }
+  }
+
+  @Test
+  void abiMismatchNamesBothVersions() {
+    VersionMismatchException e = assertThrows(VersionMismatchException.class, () -> Accelerate.checkAbi(999));
+    assertTrue(e.getMessage().contains("999"), e.getMessage());
+    assertTrue(e.getMessage().contains(String.valueOf(Accelerate.abiVersion())), e.getMessage());
+    Accelerate.checkAbi(Accelerate.abiVersion());
+  }
+
+  @Test
+  void wrongDtypeCopyIsRefused() {
+    try (Tensor t = Tensor.of(new long[] {1, 2}, 2)) {
+      assertThrows(InvalidArgumentException.class, () -> t.toFloatArray());
+      assertArrayEquals(new long[] {1, 2}, t.toLongArray());
+    }
+  }
+}

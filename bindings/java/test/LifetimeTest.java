@@ -1,0 +1,63 @@
+package ai.accelerate.test;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+import ai.accelerate.*;
+import org.junit.jupiter.api.Test;
+
+/** Closing is idempotent (AutoCloseable's contract); using a closed object throws, never crashes;
+ *  parents may be closed before their children. */
+class LifetimeTest {
+  static final String SPEC = "[{\"type\":\"linear\",\"in_features\":2,\"out_features\":1}]";
+
+  @Test
+  void closeTwiceIsHarmless() {
+    Tensor t = Tensor.of(new float[] {1}, 1);
+    t.close();
+    t.close();
+    assertTrue(t.isClosed());
+  }
+
+  @Test
+  void usingAClosedObjectThrows() {
+    Tensor t = Tensor.of(new float[] {1, 2}, 2);
+    t.close();
+    assertThrows(InvalidHandleException.class, t::numel);
+    assertThrows(InvalidHandleException.class, t::toFloatArray);
+    try (Tensor other = Tensor.of(new float[] {1, 2}, 2)) {
+      assertThrows(InvalidHandleException.class, () -> other.countEqual(t));
+    }
+    Model m = Model.fromSpec(SPEC);
+    m.close();
+    assertThrows(InvalidHandleException.class, () -> new Optimizer(m, "sgd", null));
+  }
+
+  @Test
+  void childrenOutliveTheirParents() {
+    Model model = Model.fromSpec(SPEC);
+    Optimizer opt = new Optimizer(model, "sgd", null);
+    Scheduler sched = new Scheduler(opt, "constant", null);
+    model.close();
+    opt.close();
+    sched.step();
+    assertEquals(1, sched.getStep());
+    sched.close();
+  }
+
+  @Test
+  void scopesEndOnce() {
+    try (Options o = Options.accelerator().put("cpu", true).put("gradient_accumulation_steps", 2);
+         Accelerator acc = new Accelerator(o)) {
+      Scope s = acc.accumulate();
+      assertFalse(acc.syncGradients());
+      s.close();
+      s.close();
+      try (Scope second = acc.accumulate()) {
+        assertTrue(acc.syncGradients());
+      }
+      try (Scope first = acc.mainProcessFirst()) {
+        assertTrue(acc.isMainProcess());
+      }
+    }
+  }
+}

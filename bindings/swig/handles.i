@@ -1,0 +1,463 @@
+/* handles.i — one proxy class per handle type of accelerate.h (included by accelerate.i).
+ * Array parameters are named (const T *data, size_t n) for inputs, (T *dst, size_t n) for outputs
+ * and (const int64_t *shape, size_t ndim) for shapes; the language files map them. An empty
+ * string stands for NULL where the C API takes an optional string (Go strings cannot be null). */
+
+%{
+static const char *opt_str(const char *s) { return s && *s ? s : nullptr; }
+%}
+
+%nodefaultctor acc_tensor;
+%nodefaultctor acc_string_list;
+%nodefaultctor acc_model;
+%nodefaultctor acc_dataset;
+struct acc_tensor {};
+struct acc_tensor_list {};
+struct acc_string_list {};
+struct acc_options {};
+struct acc_model {};
+struct acc_optimizer {};
+struct acc_scheduler {};
+struct acc_dataset {};
+struct acc_dataloader {};
+struct acc_accelerator {};
+
+/* ---- Tensor ---------------------------------------------------------------------------------- */
+
+%define ACC_TENSOR_HOST_IO(CTYPE, DTYPE, FROM, COPY)
+  static acc_tensor *FROM(const CTYPE *data, size_t n, const int64_t *shape, size_t ndim ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_tensor_from_host(data, n * sizeof(CTYPE), shape, ndim, DTYPE, &out));
+    return out;
+  }
+  /* Copies the elements into dst, whose length must be numel; the tensor's dtype must match. */
+  void COPY(CTYPE *dst, size_t n ERR) {
+    acc_dtype dtype = ACC_DTYPE_UNDEFINED;
+    check(acc_tensor_dtype($self, &dtype));
+    if (dtype != DTYPE) fail(ACC_ERR_INVALID_ARGUMENT, "the tensor's dtype is not " #CTYPE);
+    check(acc_tensor_to_host($self, dst, n * sizeof(CTYPE)));
+  }
+%enddef
+
+%extend acc_tensor {
+  ~acc_tensor() { acc_tensor_free($self); }
+  ACC_TENSOR_HOST_IO(float, ACC_DTYPE_FLOAT32, fromFloats, copyToFloats)
+  ACC_TENSOR_HOST_IO(double, ACC_DTYPE_FLOAT64, fromDoubles, copyToDoubles)
+  ACC_TENSOR_HOST_IO(int64_t, ACC_DTYPE_INT64, fromLongs, copyToLongs)
+  ACC_TENSOR_HOST_IO(int32_t, ACC_DTYPE_INT32, fromInts, copyToInts)
+  ACC_TENSOR_HOST_IO(uint8_t, ACC_DTYPE_UINT8, fromBytes, copyToBytes)
+  /* device "" means "cpu". */
+  static acc_tensor *zeros_(const int64_t *shape, size_t ndim, acc_dtype dtype, const char *device ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_tensor_zeros(shape, ndim, dtype, opt_str(device), &out));
+    return out;
+  }
+  static acc_tensor *fromIdxFile(const char *path ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_tensor_from_idx_file(path, &out));
+    return out;
+  }
+  static acc_tensor *fromFileMmap(const char *path, int64_t offset, acc_dtype dtype, const int64_t *shape,
+                                  size_t ndim ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_tensor_from_file_mmap(path, (uint64_t)offset, dtype, shape, ndim, &out));
+    return out;
+  }
+  size_t ndim_(ERR0) {
+    size_t n = 0;
+    check(acc_tensor_ndim($self, &n));
+    return n;
+  }
+  /* Writes the shape into dst (its length must be ndim). */
+  void copyShape(int64_t *dst, size_t n ERR) {
+    size_t ndim = 0;
+    check(acc_tensor_shape($self, dst, n, &ndim));
+    if (ndim != n) fail(ACC_ERR_INVALID_ARGUMENT, "the shape array's length is not the tensor's ndim");
+  }
+  int64_t numel_(ERR0) {
+    int64_t n = 0;
+    check(acc_tensor_numel($self, &n));
+    return n;
+  }
+  acc_dtype dtype_(ERR0) {
+    acc_dtype d = ACC_DTYPE_UNDEFINED;
+    check(acc_tensor_dtype($self, &d));
+    return d;
+  }
+  std::string device_(ERR0) {
+    char *s = nullptr;
+    check(acc_tensor_device($self, &s));
+    std::string r(s);
+    acc_string_free(s);
+    return r;
+  }
+  bool requiresGrad(ERR0) {
+    int r = 0;
+    check(acc_tensor_requires_grad($self, &r));
+    return r != 0;
+  }
+  /* device "": the same device; dtype UNDEFINED: the same dtype. */
+  acc_tensor *to_(const char *device, acc_dtype dtype ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_tensor_to($self, opt_str(device), dtype, &out));
+    return out;
+  }
+  /* null when the tensor has no gradient. */
+  acc_tensor *grad_(ERR0) {
+    acc_tensor *out = nullptr;
+    check(acc_tensor_grad($self, &out));
+    return out;
+  }
+  void backward_(ERR0) { check(acc_tensor_backward($self)); }
+  acc_tensor *sum_(ERR0) {
+    acc_tensor *out = nullptr;
+    check(acc_tensor_sum($self, &out));
+    return out;
+  }
+  acc_tensor *mean_(ERR0) {
+    acc_tensor *out = nullptr;
+    check(acc_tensor_mean($self, &out));
+    return out;
+  }
+  acc_tensor *argmax_(int64_t dim, bool keepdim ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_tensor_argmax($self, dim, keepdim ? 1 : 0, &out));
+    return out;
+  }
+  int64_t countEqual(const acc_tensor *other ERR) {
+    int64_t n = 0;
+    check(acc_tensor_count_equal($self, other, &n));
+    return n;
+  }
+  double item_(ERR0) {
+    double v = 0;
+    check(acc_tensor_item($self, &v));
+    return v;
+  }
+}
+
+/* ---- TensorList ------------------------------------------------------------------------------- */
+
+%extend acc_tensor_list {
+  acc_tensor_list(ERR0) {
+    acc_tensor_list *out = nullptr;
+    check(acc_tensor_list_create(&out));
+    return out;
+  }
+  ~acc_tensor_list() { acc_tensor_list_free($self); }
+  /* name "" appends an unnamed entry. The list takes its own reference. */
+  void append_(const char *name, const acc_tensor *t ERR) { check(acc_tensor_list_append($self, opt_str(name), t)); }
+  size_t size_(ERR0) {
+    size_t n = 0;
+    check(acc_tensor_list_size($self, &n));
+    return n;
+  }
+  acc_tensor *get_(size_t index ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_tensor_list_get($self, index, &out));
+    return out;
+  }
+  std::string name_(size_t index ERR) {
+    const char *s = nullptr;
+    check(acc_tensor_list_name($self, index, &s));
+    return s;
+  }
+  acc_tensor *find_(const char *name ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_tensor_list_find($self, name, &out));
+    return out;
+  }
+  void saveSafetensors(const char *path ERR) { check(acc_tensor_list_save_safetensors($self, path)); }
+  static acc_tensor_list *loadSafetensors(const char *path ERR) {
+    acc_tensor_list *out = nullptr;
+    check(acc_tensor_list_load_safetensors(path, &out));
+    return out;
+  }
+}
+
+/* ---- StringList ------------------------------------------------------------------------------- */
+
+%extend acc_string_list {
+  ~acc_string_list() { acc_string_list_free($self); }
+  size_t size_(ERR0) {
+    size_t n = 0;
+    check(acc_string_list_size($self, &n));
+    return n;
+  }
+  std::string get_(size_t index ERR) {
+    const char *s = nullptr;
+    check(acc_string_list_get($self, index, &s));
+    return s;
+  }
+  /* Items of bytes (acc_gather_object): their size, then a copy into dst of that length. */
+  size_t byteSize(size_t index ERR) {
+    const void *data = nullptr;
+    size_t size = 0;
+    check(acc_string_list_get_bytes($self, index, &data, &size));
+    return size;
+  }
+  void copyBytes(size_t index, uint8_t *dst, size_t n ERR) {
+    const void *data = nullptr;
+    size_t size = 0;
+    check(acc_string_list_get_bytes($self, index, &data, &size));
+    if (size != n) fail(ACC_ERR_INVALID_ARGUMENT, "the array's length is not the item's size");
+    if (n) memcpy(dst, data, n);
+  }
+}
+
+/* ---- Options ---------------------------------------------------------------------------------- */
+
+%extend acc_options {
+  acc_options(acc_options_kind kind ERR) {
+    acc_options *out = nullptr;
+    check(acc_options_create(kind, &out));
+    return out;
+  }
+  ~acc_options() { acc_options_free($self); }
+  void setInt(const char *key, int64_t value ERR) { check(acc_options_set_int($self, key, value)); }
+  void setDouble(const char *key, double value ERR) { check(acc_options_set_double($self, key, value)); }
+  void setBool(const char *key, bool value ERR) { check(acc_options_set_bool($self, key, value ? 1 : 0)); }
+  void setString(const char *key, const char *value ERR) { check(acc_options_set_string($self, key, value)); }
+  /* Any key from its text form ("4", "0.9", "true"). */
+  void set_(const char *key, const char *value ERR) { check(acc_options_set($self, key, value)); }
+  std::string get_(const char *key ERR) {
+    char *s = nullptr;
+    check(acc_options_get($self, key, &s));
+    std::string r(s);
+    acc_string_free(s);
+    return r;
+  }
+}
+
+/* ---- Model ------------------------------------------------------------------------------------ */
+
+%extend acc_model {
+  ~acc_model() { acc_model_free($self); }
+  static acc_model *loadTorchscript(const char *path ERR) {
+    acc_model *out = nullptr;
+    check(acc_model_load_torchscript(path, &out));
+    return out;
+  }
+  static acc_model *fromSpec(const char *jsonSpec ERR) {
+    acc_model *out = nullptr;
+    check(acc_model_from_spec(jsonSpec, &out));
+    return out;
+  }
+  /* Forward on the list's tensors (in order); flags: ACC_FORWARD_*. */
+  acc_tensor_list *forward_(const acc_tensor_list *inputs, unsigned int flags ERR) {
+    ListTensors in(inputs);
+    acc_tensor_list *out = nullptr;
+    check(acc_model_forward($self, in.data(), in.size(), flags, &out));
+    return out;
+  }
+  acc_tensor *forward1_(const acc_tensor *input, unsigned int flags ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_model_forward1($self, input, flags, &out));
+    return out;
+  }
+  void setTraining(bool training ERR) { check(acc_model_set_training($self, training ? 1 : 0)); }
+  bool isTraining(ERR0) {
+    int r = 0;
+    check(acc_model_is_training($self, &r));
+    return r != 0;
+  }
+  /* device "": keep; dtype UNDEFINED: keep. */
+  void to_(const char *device, acc_dtype dtype ERR) { check(acc_model_to($self, opt_str(device), dtype)); }
+  size_t parameterTensorCount(ERR0) {
+    size_t n = 0;
+    check(acc_model_parameter_count($self, &n, nullptr));
+    return n;
+  }
+  int64_t parameterElementCount(ERR0) {
+    int64_t n = 0;
+    check(acc_model_parameter_count($self, nullptr, &n));
+    return n;
+  }
+  acc_string_list *parameterNames(ERR0) {
+    acc_string_list *out = nullptr;
+    check(acc_model_parameter_names($self, &out));
+    return out;
+  }
+  acc_tensor *parameter_(const char *name ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_model_parameter($self, name, &out));
+    return out;
+  }
+  void zeroGrad(ERR0) { check(acc_model_zero_grad($self)); }
+  acc_tensor_list *stateDict(ERR0) {
+    acc_tensor_list *out = nullptr;
+    check(acc_model_state_dict($self, &out));
+    return out;
+  }
+  void loadStateDict(const acc_tensor_list *state, bool strict ERR) {
+    check(acc_model_load_state_dict($self, state, strict ? 1 : 0));
+  }
+  void saveTorchscript(const char *path ERR) { check(acc_model_save_torchscript($self, path)); }
+  accswig::LoadReport *loadSafetensors(const char *path, bool strict ERR) {
+    acc_string_list *missing = nullptr, *unexpected = nullptr;
+    check(acc_model_load_safetensors($self, path, strict ? 1 : 0, &missing, &unexpected));
+    auto *report = new accswig::LoadReport;
+    for (auto pair : {std::make_pair(missing, &report->missing_names), std::make_pair(unexpected, &report->unexpected_names)}) {
+      size_t n = 0;
+      if (pair.first && acc_string_list_size(pair.first, &n) == ACC_OK)
+        for (size_t i = 0; i < n; ++i) {
+          const char *s = nullptr;
+          if (acc_string_list_get(pair.first, i, &s) == ACC_OK) pair.second->push_back(s);
+        }
+      acc_string_list_free(pair.first);
+    }
+    return report;
+  }
+}
+
+/* ---- Optimizer and Scheduler ------------------------------------------------------------------ */
+
+%extend acc_optimizer {
+  /* algorithm "sgd", "adam" or "adamw"; opts may be null (PyTorch's defaults). */
+  acc_optimizer(acc_model *model, const char *algorithm, const acc_options *opts ERR) {
+    acc_optimizer *out = nullptr;
+    check(acc_optimizer_create(model, algorithm, opts, &out));
+    return out;
+  }
+  ~acc_optimizer() { acc_optimizer_free($self); }
+  /* names: parameter names separated by "\n". */
+  void addParamGroup(const char *names, const acc_options *overrides ERR) {
+    std::vector<std::string> list = split_lines(names ? names : "");
+    std::vector<const char *> ptrs;
+    for (const auto &s : list) ptrs.push_back(s.c_str());
+    check(acc_optimizer_add_param_group($self, ptrs.data(), ptrs.size(), overrides));
+  }
+  size_t numParamGroups(ERR0) {
+    size_t n = 0;
+    check(acc_optimizer_num_param_groups($self, &n));
+    return n;
+  }
+  double getLr(size_t group ERR) {
+    double lr = 0;
+    check(acc_optimizer_get_lr($self, group, &lr));
+    return lr;
+  }
+  void setLr(size_t group, double lr ERR) { check(acc_optimizer_set_lr($self, group, lr)); }
+  void step_(ERR0) { check(acc_optimizer_step($self)); }
+  void zeroGrad(ERR0) { check(acc_optimizer_zero_grad($self)); }
+}
+
+%extend acc_scheduler {
+  /* name: "constant", "constant_with_warmup", "linear", "cosine", "polynomial", "step". */
+  acc_scheduler(acc_optimizer *opt, const char *name, const acc_options *opts ERR) {
+    acc_scheduler *out = nullptr;
+    check(acc_scheduler_create(opt, name, opts, &out));
+    return out;
+  }
+  ~acc_scheduler() { acc_scheduler_free($self); }
+  void step_(ERR0) { check(acc_scheduler_step($self)); }
+  double getLastLr(size_t group ERR) {
+    double lr = 0;
+    check(acc_scheduler_get_last_lr($self, group, &lr));
+    return lr;
+  }
+  int64_t getStep(ERR0) {
+    int64_t n = 0;
+    check(acc_scheduler_get_step($self, &n));
+    return n;
+  }
+}
+
+/* ---- Dataset and DataLoader ------------------------------------------------------------------- */
+
+%extend acc_dataset {
+  ~acc_dataset() { acc_dataset_free($self); }
+  /* Fields: tensors sharing their first dimension, in the list's order. */
+  static acc_dataset *fromTensors(const acc_tensor_list *fields ERR) {
+    ListTensors in(fields);
+    acc_dataset *out = nullptr;
+    check(acc_dataset_from_tensors(in.data(), in.size(), &out));
+    return out;
+  }
+  static acc_dataset *fromIdx(const char *imagesPath, const char *labelsPath ERR) {
+    acc_dataset *out = nullptr;
+    check(acc_dataset_from_idx(imagesPath, labelsPath, &out));
+    return out;
+  }
+  /* The library owns `source` from here on and releases it when the dataset is gone. */
+  static acc_dataset *fromSampleSource(int64_t size, accswig::SampleSource *source ERR) {
+    acc_dataset *out = nullptr;
+    register_callback(source, [&](void *ud, acc_free_fn fr) {
+      return acc_dataset_from_callback(size, &sample_trampoline, ud, fr, &out);
+    });
+    return out;
+  }
+  static acc_dataset *fromStreamSource(accswig::StreamSource *source, int64_t sizeHint ERR) {
+    acc_dataset *out = nullptr;
+    register_callback(source, [&](void *ud, acc_free_fn fr) {
+      return acc_dataset_from_iterator(&next_trampoline, &start_trampoline, ud, fr, sizeHint, &out);
+    });
+    return out;
+  }
+  acc_dataset *subset_(int64_t start, int64_t count ERR) {
+    acc_dataset *out = nullptr;
+    check(acc_dataset_subset($self, start, count, &out));
+    return out;
+  }
+  int64_t size_(ERR0) {
+    int64_t n = 0;
+    check(acc_dataset_size($self, &n));
+    return n;
+  }
+  acc_tensor_list *get_(int64_t index ERR) {
+    acc_tensor_list *out = nullptr;
+    check(acc_dataset_get($self, index, &out));
+    return out;
+  }
+}
+
+%extend acc_dataloader {
+  /* opts may be null (batch size 1, in order). */
+  acc_dataloader(acc_dataset *ds, const acc_options *opts ERR) {
+    acc_dataloader *out = nullptr;
+    check(acc_dataloader_create(ds, opts, &out));
+    return out;
+  }
+  ~acc_dataloader() { acc_dataloader_free($self); }
+  /* The next batch, or null at the end of the epoch (the call after that starts the next one). */
+  acc_tensor_list *next_(ERR0) {
+    acc_tensor_list *out = nullptr;
+    check(acc_dataloader_next($self, &out));
+    return out;
+  }
+  int64_t length_(ERR0) {
+    int64_t n = 0;
+    check(acc_dataloader_length($self, &n));
+    return n;
+  }
+  int64_t epoch_(ERR0) {
+    int64_t n = 0;
+    check(acc_dataloader_epoch($self, &n));
+    return n;
+  }
+  void setEpoch(int64_t epoch ERR) { check(acc_dataloader_set_epoch($self, epoch)); }
+  /* The library owns `collator` from here on. */
+  void setCollator(accswig::Collator *collator ERR) {
+    register_callback(collator, [&](void *ud, acc_free_fn fr) {
+      return acc_dataloader_set_collate($self, &collate_trampoline, ud, fr);
+    });
+  }
+  void skipFirstBatches(int64_t batches ERR) { check(acc_dataloader_skip_first_batches($self, batches)); }
+  int64_t totalBatchSize(ERR0) {
+    int64_t n = 0;
+    check(acc_dataloader_total_batch_size($self, &n));
+    return n;
+  }
+  int64_t totalDatasetLength(ERR0) {
+    int64_t n = 0;
+    check(acc_dataloader_total_dataset_length($self, &n));
+    return n;
+  }
+  bool endOfEpoch(ERR0) {
+    int r = 0;
+    check(acc_dataloader_end_of_epoch($self, &r));
+    return r != 0;
+  }
+}
+
+%include "swig/accelerator.i"

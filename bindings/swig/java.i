@@ -1,0 +1,162 @@
+/* java.i — Java specifics of accelerate.i: errors become ai.accelerate exceptions in the native
+ * call that failed, arrays are Java arrays, and handle proxies are AutoCloseable with a Cleaner as
+ * the safety net (no finalizers). */
+
+%{
+/* Throws the ai.accelerate exception of a status (the class names mirror acc_status). */
+static void accswig_java_throw(JNIEnv *jenv, int code, const char *message) {
+  const char *cls = "ai/accelerate/AccelerateException";
+  switch (code) {
+    case ACC_ERR_INVALID_ARGUMENT: cls = "ai/accelerate/InvalidArgumentException"; break;
+    case ACC_ERR_INVALID_HANDLE: cls = "ai/accelerate/InvalidHandleException"; break;
+    case ACC_ERR_NOT_INITIALIZED: cls = "ai/accelerate/NotInitializedException"; break;
+    case ACC_ERR_UNSUPPORTED: cls = "ai/accelerate/UnsupportedException"; break;
+    case ACC_ERR_OUT_OF_MEMORY: cls = "ai/accelerate/OutOfMemoryException"; break;
+    case ACC_ERR_TIMEOUT: cls = "ai/accelerate/TimeoutException"; break;
+    case ACC_ERR_ABORTED: cls = "ai/accelerate/AbortedException"; break;
+    case ACC_ERR_DISTRIBUTED: cls = "ai/accelerate/DistributedException"; break;
+    case ACC_ERR_IO: cls = "ai/accelerate/IoException"; break;
+    case ACC_ERR_VERSION_MISMATCH: cls = "ai/accelerate/VersionMismatchException"; break;
+    case ACC_ERR_INTERNAL: cls = "ai/accelerate/InternalException"; break;
+    default: break;
+  }
+  jenv->ExceptionClear();
+  jclass c = jenv->FindClass(cls);
+  if (c) jenv->ThrowNew(c, message);  /* else FindClass left a NoClassDefFoundError pending */
+}
+%}
+
+%exception {
+  try {
+    $action
+  } catch (const accswig::Error &e) {
+    accswig_java_throw(jenv, e.code, e.message.c_str());
+    return $null;
+  } catch (const std::exception &e) {
+    accswig_java_throw(jenv, ACC_ERR_INTERNAL, e.what());
+    return $null;
+  }
+}
+
+/* The library is loaded, and its ABI checked, before any native method runs. */
+%pragma(java) jniclasscode=%{
+  static {
+    NativeLoader.load();
+  }
+%}
+%include "enums.swg"
+%javaconst(1);
+%javaconst(0) ACC_FORWARD_DEFAULT;
+%javaconst(0) ACC_FORWARD_NO_GRAD;
+
+/* ---- arrays: copied in and out (Get/Set<Type>ArrayRegion), nothing pinned across the call ---- */
+
+%define ACC_JAVA_ARRAY(CTYPE, JTYPE, JNIELEM, JNIARRAY, NAME)
+%typemap(jni) (const CTYPE *data, size_t n), (CTYPE *dst, size_t n) "JNIARRAY"
+%typemap(jtype) (const CTYPE *data, size_t n), (CTYPE *dst, size_t n) "JTYPE[]"
+%typemap(jstype) (const CTYPE *data, size_t n), (CTYPE *dst, size_t n) "JTYPE[]"
+%typemap(javain) (const CTYPE *data, size_t n), (CTYPE *dst, size_t n) "$javainput"
+%typemap(in) (const CTYPE *data, size_t n) (std::vector<CTYPE> temp), (CTYPE *dst, size_t n) (std::vector<CTYPE> temp) {
+  if (!$input) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaNullPointerException, "array is null");
+    return $null;
+  }
+  temp.resize((size_t)jenv->GetArrayLength($input));
+  jenv->Get##NAME##ArrayRegion($input, 0, (jsize)temp.size(), reinterpret_cast<JNIELEM *>(temp.data()));
+  $1 = temp.data();
+  $2 = temp.size();
+}
+%typemap(argout) (CTYPE *dst, size_t n) {
+  jenv->Set##NAME##ArrayRegion($input, 0, (jsize)temp$argnum.size(), reinterpret_cast<const JNIELEM *>(temp$argnum.data()));
+}
+%enddef
+
+ACC_JAVA_ARRAY(float, float, jfloat, jfloatArray, Float)
+ACC_JAVA_ARRAY(double, double, jdouble, jdoubleArray, Double)
+ACC_JAVA_ARRAY(int64_t, long, jlong, jlongArray, Long)
+ACC_JAVA_ARRAY(int32_t, int, jint, jintArray, Int)
+ACC_JAVA_ARRAY(uint8_t, byte, jbyte, jbyteArray, Byte)
+%apply (const int64_t *data, size_t n) { (const int64_t *shape, size_t ndim) }
+
+/* ---- handle proxies ----------------------------------------------------------------------------- */
+
+%define ACC_JAVA_HANDLE(CTYPE)
+%typemap(javainterfaces) CTYPE "AutoCloseable"
+%typemap(javabody) CTYPE %{
+  private transient long swigCPtr;
+  protected transient boolean swigCMemOwn;
+  private transient java.lang.ref.Cleaner.Cleanable swigCleanable;
+
+  protected $javaclassname(long cPtr, boolean cMemoryOwn) {
+    swigCMemOwn = cMemoryOwn;
+    swigCPtr = cPtr;
+    // The safety net frees a handle that was never closed; it holds the address, not the proxy.
+    swigCleanable = cMemoryOwn && cPtr != 0 ? NativeCleaner.register(this, cPtr, $javaclassname::swigFree) : null;
+  }
+
+  private static void swigFree(long cPtr) {
+    NativeJNI.delete_$javaclassname(cPtr);
+  }
+
+  protected static long getCPtr($javaclassname obj) {
+    return (obj == null) ? 0 : obj.swigCPtr;
+  }
+
+  /** Releases the native object now. Closing again does nothing; any other use of a closed
+   *  object throws InvalidHandleException. */
+  @Override
+  public void close() {
+    delete();
+  }
+
+  /** Whether close() was called (or the object was never owned). */
+  public synchronized boolean isClosed() {
+    return swigCPtr == 0;
+  }
+%}
+%typemap(javadestruct, methodname="delete", methodmodifiers="public synchronized") CTYPE {
+    if (swigCleanable != null) {
+      swigCleanable.clean();  // runs swigFree at most once, whoever gets there first
+      swigCleanable = null;
+    }
+    swigCPtr = 0;
+    swigCMemOwn = false;
+  }
+%typemap(javafinalize) CTYPE ""
+%enddef
+
+ACC_JAVA_HANDLE(acc_tensor)
+ACC_JAVA_HANDLE(acc_tensor_list)
+ACC_JAVA_HANDLE(acc_string_list)
+ACC_JAVA_HANDLE(acc_options)
+ACC_JAVA_HANDLE(acc_model)
+ACC_JAVA_HANDLE(acc_optimizer)
+ACC_JAVA_HANDLE(acc_scheduler)
+ACC_JAVA_HANDLE(acc_dataset)
+ACC_JAVA_HANDLE(acc_dataloader)
+ACC_JAVA_HANDLE(acc_accelerator)
+ACC_JAVA_HANDLE(accswig::LoadReport)
+
+/* Directors: no finalizer either; the host layer hands them to the library, which frees them. */
+%typemap(javafinalize) accswig::SampleSource, accswig::StreamSource, accswig::Collator ""
+
+/* Internal plumbing the idiomatic methods (java_code.i) are built on. */
+%javamethodmodifiers acc_tensor::copyShape "protected";
+%javamethodmodifiers acc_optimizer::addParamGroup "protected";
+%javamethodmodifiers acc_dataset::fromSampleSource "protected";
+%javamethodmodifiers acc_dataset::fromStreamSource "protected";
+%javamethodmodifiers acc_dataloader::setCollator "protected";
+%javamethodmodifiers acc_string_list::copyBytes "protected";
+%javamethodmodifiers acc_model::forward_ "protected";
+%javamethodmodifiers acc_accelerator::gatherObject "protected";
+%javamethodmodifiers acc_accelerator::splitBetweenProcesses "protected";
+%javamethodmodifiers acc_accelerator::accumulateBegin "protected";
+%javamethodmodifiers acc_accelerator::accumulateEnd "protected";
+%javamethodmodifiers acc_accelerator::noSyncBegin "protected";
+%javamethodmodifiers acc_accelerator::noSyncEnd "protected";
+%javamethodmodifiers acc_accelerator::mainProcessFirstBegin "protected";
+%javamethodmodifiers acc_accelerator::mainProcessFirstEnd "protected";
+%javamethodmodifiers acc_accelerator::localMainProcessFirstBegin "protected";
+%javamethodmodifiers acc_accelerator::localMainProcessFirstEnd "protected";
+
+%include "swig/java_code.i"

@@ -1,0 +1,211 @@
+/* java_code.i — idiomatic Java methods added to the SWIG proxies (arrays in and out, varargs,
+ * scopes for try-with-resources, lambdas for callbacks). Included by java.i, before the classes. */
+
+%rename(gatherObjectList) acc_accelerator::gatherObject;
+%typemap(javainterfaces) acc_dataloader "AutoCloseable, Iterable<TensorList>"
+
+%typemap(javacode) acc_tensor %{
+  public static Tensor of(float[] data, long... shape) { return fromFloats(data, shape); }
+  public static Tensor of(double[] data, long... shape) { return fromDoubles(data, shape); }
+  public static Tensor of(long[] data, long... shape) { return fromLongs(data, shape); }
+  public static Tensor of(int[] data, long... shape) { return fromInts(data, shape); }
+  /** uint8 elements (Java's bytes read as unsigned). */
+  public static Tensor of(byte[] data, long... shape) { return fromBytes(data, shape); }
+
+  public long[] shape() {
+    long[] s = new long[Math.toIntExact(ndim())];
+    copyShape(s);
+    return s;
+  }
+  public float[] toFloatArray() {
+    float[] a = new float[Math.toIntExact(numel())];
+    copyToFloats(a);
+    return a;
+  }
+  public double[] toDoubleArray() {
+    double[] a = new double[Math.toIntExact(numel())];
+    copyToDoubles(a);
+    return a;
+  }
+  public long[] toLongArray() {
+    long[] a = new long[Math.toIntExact(numel())];
+    copyToLongs(a);
+    return a;
+  }
+  public int[] toIntArray() {
+    int[] a = new int[Math.toIntExact(numel())];
+    copyToInts(a);
+    return a;
+  }
+  public byte[] toByteArray() {
+    byte[] a = new byte[Math.toIntExact(numel())];
+    copyToBytes(a);
+    return a;
+  }
+%}
+
+%typemap(javacode) acc_tensor_list %{
+  /** A list of unnamed entries (the list holds its own references). */
+  public static TensorList of(Tensor... tensors) {
+    TensorList list = new TensorList();
+    for (Tensor t : tensors) list.append("", t);
+    return list;
+  }
+  /** New handles to every entry; the caller closes them. */
+  public Tensor[] toArray() {
+    Tensor[] out = new Tensor[Math.toIntExact(size())];
+    for (int i = 0; i < out.length; ++i) out[i] = get(i);
+    return out;
+  }
+%}
+
+%typemap(javacode) acc_string_list %{
+  public java.util.List<String> toList() {
+    java.util.List<String> out = new java.util.ArrayList<>();
+    for (long i = 0, n = size(); i < n; ++i) out.add(get(i));
+    return out;
+  }
+  public byte[] getBytes(long index) {
+    byte[] out = new byte[Math.toIntExact(byteSize(index))];
+    copyBytes(index, out);
+    return out;
+  }
+%}
+
+%typemap(javacode) accswig::LoadReport %{
+  public java.util.List<String> missingNames() {
+    java.util.List<String> out = new java.util.ArrayList<>();
+    for (long i = 0; i < missingCount(); ++i) out.add(missing(i));
+    return out;
+  }
+  public java.util.List<String> unexpectedNames() {
+    java.util.List<String> out = new java.util.ArrayList<>();
+    for (long i = 0; i < unexpectedCount(); ++i) out.add(unexpected(i));
+    return out;
+  }
+%}
+
+%typemap(javacode) acc_options %{
+  public static Options accelerator() { return new Options(OptionsKind.ACCELERATOR); }
+  public static Options optimizer() { return new Options(OptionsKind.OPTIMIZER); }
+  public static Options scheduler() { return new Options(OptionsKind.SCHEDULER); }
+  public static Options dataLoader() { return new Options(OptionsKind.DATALOADER); }
+
+  /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
+  public Options put(String key, Object value) {
+    if (value instanceof Integer || value instanceof Long || value instanceof Short) setInt(key, ((Number) value).longValue());
+    else if (value instanceof Float || value instanceof Double) setDouble(key, ((Number) value).doubleValue());
+    else if (value instanceof Boolean) setBool(key, (Boolean) value);
+    else if (value instanceof String) setString(key, (String) value);
+    else throw new IllegalArgumentException("option " + key + ": unsupported value type " + value);
+    return this;
+  }
+%}
+
+%typemap(javacode) acc_model %{
+  public static final long FORWARD_DEFAULT = NativeConstants.ACC_FORWARD_DEFAULT;
+  public static final long FORWARD_NO_GRAD = NativeConstants.ACC_FORWARD_NO_GRAD;
+
+  /** Forward on several inputs; outputs flattened into a list (see acc_model_forward). */
+  public TensorList forward(long flags, Tensor... inputs) {
+    try (TensorList in = TensorList.of(inputs)) {
+      return forward(in, flags);
+    }
+  }
+  /** Forward on one input with autograd recording. */
+  public Tensor forward(Tensor input) { return forward1(input, FORWARD_DEFAULT); }
+  /** Forward without recording autograd history (evaluation). */
+  public Tensor forwardNoGrad(Tensor input) { return forward1(input, FORWARD_NO_GRAD); }
+%}
+
+%typemap(javacode) acc_optimizer %{
+  public void addParamGroup(java.util.List<String> names, Options overrides) {
+    addParamGroup(String.join("\n", names), overrides);
+  }
+%}
+
+%typemap(javacode) acc_dataset %{
+  /** A map-style dataset of `size` samples; `fn` returns sample i's fields, which the dataset
+   *  takes over (closes). `fn` may run on loader threads. */
+  public static Dataset fromCallback(long size, SampleFunction fn) {
+    return fromSampleSource(size, CallbackAdapters.sample(fn));
+  }
+  /** An iterable dataset (a stream); sizeHint -1 when unknown. */
+  public static Dataset fromIterator(StreamFunction fn, long sizeHint) {
+    return fromStreamSource(CallbackAdapters.stream(fn), sizeHint);
+  }
+%}
+
+%typemap(javacode) acc_dataloader %{
+  /** Batches are made by `fn` instead of by stacking. */
+  public void setCollate(CollateFunction fn) {
+    setCollator(CallbackAdapters.collate(fn));
+  }
+
+  /** The batches of the current epoch (each batch is the caller's to close). */
+  @Override
+  public java.util.Iterator<TensorList> iterator() {
+    return new java.util.Iterator<TensorList>() {
+      private TensorList pending;
+      private boolean done;
+
+      @Override
+      public boolean hasNext() {
+        if (pending == null && !done) {
+          pending = DataLoader.this.next();
+          done = pending == null;
+        }
+        return pending != null;
+      }
+
+      @Override
+      public TensorList next() {
+        if (!hasNext()) throw new java.util.NoSuchElementException();
+        TensorList batch = pending;
+        pending = null;
+        return batch;
+      }
+    };
+  }
+%}
+
+%typemap(javacode) acc_accelerator %{
+  public Model prepare(Model model) { return prepareModel(model, Placement.DEFAULT); }
+  public Optimizer prepare(Optimizer opt) { return prepareOptimizer(opt, Placement.DEFAULT); }
+  public DataLoader prepare(DataLoader loader) { return prepareDataLoader(loader, Placement.DEFAULT); }
+  public Scheduler prepare(Scheduler sched) { return prepareScheduler(sched); }
+
+  /** {@code try (Scope s = acc.accumulate()) { ... }}: one micro-step of gradient accumulation. */
+  public Scope accumulate() {
+    accumulateBegin();
+    return new Scope(this::accumulateEnd);
+  }
+  /** Gradients accumulate locally, without the allreduce, inside the scope. */
+  public Scope noSync(Model model) {
+    noSyncBegin(model);
+    return new Scope(() -> noSyncEnd(model));
+  }
+  /** The main process runs the scope first; the others wait for it. */
+  public Scope mainProcessFirst() {
+    mainProcessFirstBegin();
+    return new Scope(this::mainProcessFirstEnd);
+  }
+  public Scope localMainProcessFirst() {
+    localMainProcessFirstBegin();
+    return new Scope(this::localMainProcessFirstEnd);
+  }
+  /** Every process's bytes, in rank order. */
+  public java.util.List<byte[]> gatherObject(byte[] data, String name) {
+    try (StringList list = gatherObjectList(data, name == null ? "" : name)) {
+      java.util.List<byte[]> out = new java.util.ArrayList<>();
+      for (long i = 0, n = list.size(); i < n; ++i) out.add(list.getBytes(i));
+      return out;
+    }
+  }
+  /** This process's share {start, end, padding} of n items. */
+  public long[] splitBetweenProcesses(long n, boolean applyPadding) {
+    long[] out = new long[3];
+    splitBetweenProcesses(n, applyPadding, out);
+    return out;
+  }
+%}
