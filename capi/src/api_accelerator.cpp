@@ -103,6 +103,10 @@ acc_status acc_accelerator_step(const acc_accelerator* a, int64_t* out) {
   return get(a, [&](acc::Accelerator& x) { *out_param(out, "out") = x.step(); });
 }
 
+acc_status acc_accelerator_iteration(const acc_accelerator* a, int64_t* out) {
+  return get(a, [&](acc::Accelerator& x) { *out_param(out, "out") = x.iteration(); });
+}
+
 acc_status acc_prepare_model(acc_accelerator* a, acc_model* model, acc_placement placement, acc_model** out) {
   return guarded([&] {
     auto& x = accelerator_arg(a);

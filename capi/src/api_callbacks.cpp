@@ -2,30 +2,42 @@
 #include "data/callback_dataset.h"
 #include "guard.h"
 #include "handles.h"
+#include "host_callbacks.h"
 
-using namespace acc::capi;
-
+namespace acc::capi {
 namespace {
 
 thread_local std::string g_callback_error;
 
-// Owns the host's user_data: frees it with the host's function when the last user is gone.
+}  // namespace
+
 std::shared_ptr<void> hold_user_data(void* user_data, acc_free_fn free_user_data) {
   return std::shared_ptr<void>(user_data, [free_user_data](void* p) {
     if (free_user_data) free_user_data(p);
   });
 }
 
+void clear_callback_error() { g_callback_error.clear(); }
+
+void host_callback_failed(const std::string& what, int code) {
+  acc::fail(acc::Status::Io, what, " failed (code ", code, ")", g_callback_error.empty() ? "" : ": " + g_callback_error);
+}
+
+}  // namespace acc::capi
+
+using namespace acc::capi;
+
+namespace {
+
 // Runs a callback and takes ownership of the list it hands out.
 template <typename Call>
 std::vector<at::Tensor> call_back(const std::string& what, Call call) {
   acc_tensor_list* list = nullptr;
-  g_callback_error.clear();
+  clear_callback_error();
   const int code = call(&list);
   if (code != 0) {
     acc_tensor_list_free(list);
-    acc::fail(acc::Status::Io, what, " failed (code ", code, ")",
-              g_callback_error.empty() ? "" : ": " + g_callback_error);
+    host_callback_failed(what, code);
   }
   if (!list) acc::fail(acc::Status::Io, what, " returned no tensor list");
   if (!is_live(list, ACC_HANDLE_TENSOR_LIST)) acc::fail(acc::Status::Io, what, " returned an invalid tensor list");
@@ -47,7 +59,7 @@ extern "C" {
 
 void acc_callback_set_error(const char* message) {
   try {
-    g_callback_error = message ? message : "";
+    acc::capi::g_callback_error = message ? message : "";
   } catch (...) {
   }
 }
@@ -86,10 +98,8 @@ acc_status acc_dataset_from_iterator(acc_next_fn next, acc_start_fn start, void*
     acc::CallbackIterable::StartFn start_fn;
     if (start)
       start_fn = [start, data](int64_t epoch) {
-        g_callback_error.clear();
-        if (const int code = start(data.get(), epoch))
-          acc::fail(acc::Status::Io, "the dataset's start callback failed for epoch ", epoch, " (code ", code, ")",
-                    g_callback_error.empty() ? "" : ": " + g_callback_error);
+        invoke_host("the dataset's start callback for epoch " + std::to_string(epoch),
+                    [&] { return start(data.get(), epoch); });
       };
     emit(out, nullptr, std::make_shared<acc::CallbackIterable>(next_fn, start_fn, size_hint < 0 ? -1 : size_hint));
   });

@@ -46,6 +46,7 @@ Accelerator::Accelerator(const Options& options)
                           config_.scaler_growth_interval},
         device_);
   }
+  iteration_ = config_.iteration;
   if (config_.seed) {
     torch::manual_seed(*config_.seed);
     if (cuda_available()) torch::cuda::manual_seed_all(*config_.seed);
@@ -82,6 +83,7 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
   auto prepared = std::make_shared<PreparedModel>(model, device_.type(), mixed_precision_dtype(config_.mixed_precision),
                                                   std::move(data_parallel));
   models_[model.get()] = prepared;
+  model_order_.push_back(prepared);
   return prepared;
 }
 
@@ -93,6 +95,7 @@ std::shared_ptr<Optimizer> Accelerator::prepare_optimizer(const std::shared_ptr<
   if (device_placement.value_or(config_.device_placement)) move_optimizer_state(optimizer->impl(), device_);
   auto prepared = std::make_shared<AcceleratedOptimizer>(optimizer, gradient_state_, scaler_);
   optimizers_[optimizer.get()] = prepared;
+  optimizer_order_.push_back(prepared);
   return prepared;
 }
 
@@ -136,6 +139,7 @@ std::shared_ptr<DataLoader> Accelerator::prepare_dataloader(const std::shared_pt
   prepared->set_epoch(loader->epoch());
   prepared->set_observer(gradient_state_);
   loaders_[loader.get()] = prepared;
+  loader_order_.push_back(prepared);
   return prepared;
 }
 
@@ -149,6 +153,7 @@ std::shared_ptr<Scheduler> Accelerator::prepare_scheduler(const std::shared_ptr<
   auto prepared = std::make_shared<AcceleratedScheduler>(scheduler, optimizer, gradient_state_, num_processes(),
                                                          config_.split_batches, config_.step_scheduler_with_optimizer);
   schedulers_[scheduler.get()] = prepared;
+  scheduler_order_.push_back(prepared);
   return prepared;
 }
 
@@ -261,6 +266,10 @@ void Accelerator::free_memory() {
   optimizers_.clear();
   loaders_.clear();
   schedulers_.clear();
+  model_order_.clear();
+  optimizer_order_.clear();
+  scheduler_order_.clear();
+  loader_order_.clear();
 }
 
 }  // namespace acc

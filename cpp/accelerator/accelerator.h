@@ -4,6 +4,7 @@
 
 #include <c10/core/Device.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "data/dataloader.h"
 #include "ops/collectives.h"
 #include "state/process_env.h"
+#include "tracking/tracker_set.h"
 
 namespace acc {
 
@@ -65,6 +67,32 @@ class Accelerator {
   // Accelerate's save_model: the unwrapped model as Hugging Face's safetensors layout in `dir`, shards of
   // at most max_shard_size ("10GB", "500MB", bytes); written by the main process only.
   void save_model(const std::shared_ptr<Model>& model, const std::string& dir, const std::string& max_shard_size);
+  // ---- Checkpoints (checkpointing.cpp) ----
+  // save_state: every prepared model, optimizer, scheduler and data loader, the GradScaler, each
+  // process's RNG states, the step counter and registered objects, into `dir` (empty: the automatic
+  // project_dir/checkpoints/checkpoint_<iteration>). Written under a temporary name and renamed into
+  // place when complete; rotation (total_limit) runs after that. Returns the folder. A collective.
+  std::string save_state(const std::string& dir);
+  // load_state: all of it back from `dir` (empty: the newest automatic checkpoint). Everything is read
+  // and checked on every process before anything changes. Returns the folder. A collective.
+  std::string load_state(const std::string& dir);
+  // Custom state saved as bytes (custom_checkpoint_<i>.bin, in registration order).
+  using StateSaver = std::function<std::string()>;
+  using StateLoader = std::function<void(const std::string& bytes)>;
+  void register_for_checkpointing(StateSaver save, StateLoader load);
+  // Called with the checkpoint folder before save_state writes / load_state reads; throwing aborts.
+  using CheckpointHook = std::function<void(const std::string& dir)>;
+  void register_save_state_pre_hook(CheckpointHook hook) { save_hooks_.push_back(std::move(hook)); }
+  void register_load_state_pre_hook(CheckpointHook hook) { load_hooks_.push_back(std::move(hook)); }
+  // The number the next automatic checkpoint gets (ProjectConfiguration.iteration).
+  int64_t iteration() const { return iteration_; }
+  // Accelerate's save(): tensors as safetensors, written once per machine (by the main process, or each
+  // node's local main process with save_on_each_node).
+  void save(const NamedTensors& tensors, const std::string& path);
+  // A prepared model's parameters and buffers (on the CPU); without unwrap, names carry DDP's
+  // "module." prefix on several processes, as Accelerate's get_state_dict(unwrap=False).
+  NamedTensors get_state_dict(const std::shared_ptr<Model>& model, bool unwrap) const;
+
   // Prints on the main process only.
   void print(const std::string& text) const;
   // A barrier across processes; returns at once on one process.
@@ -85,10 +113,30 @@ class Accelerator {
   void main_process_first_end(bool local);
   // Forgets every prepared object (they stay usable by whoever still holds them).
   void free_memory();
+  // Experiment tracking (Accelerate's init_trackers / log / end_training): log_with's trackers and
+  // those added to trackers(); only the main process writes.
+  void init_trackers(const std::string& project_name, const std::string& config_json) {
+    trackers_.init(project_name, config_json);
+  }
+  void log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step) {
+    trackers_.log(std::move(names), std::move(values), step);
+  }
+  void end_training() { trackers_.end(); }
+  tracking::TrackerSet& trackers() { return trackers_; }
+  const tracking::TrackerSet& trackers() const { return trackers_; }
 
  private:
   std::shared_ptr<Model> wrapped_model(const std::shared_ptr<Model>& model) const;
   std::shared_ptr<PreparedModel> prepared(const std::shared_ptr<Model>& model) const;
+  // Runs `step` on every process and agrees on the outcome: if it failed anywhere, every process
+  // throws with the failures of all (so no process waits for one that gave up).
+  void on_every_process(const std::string& what, const std::function<void()>& step);
+  bool writes_shared_files() const { return config_.save_on_each_node ? is_local_main_process() : is_main_process(); }
+  // Prepared objects still alive, in prepare order (the order of their checkpoint files).
+  std::vector<std::shared_ptr<PreparedModel>> live_models() const;
+  std::vector<std::shared_ptr<AcceleratedOptimizer>> live_optimizers() const;
+  std::vector<std::shared_ptr<Scheduler>> live_schedulers() const;
+  std::vector<std::shared_ptr<DataLoader>> live_loaders() const;
 
   AcceleratorConfig config_;
   ProcessEnv process_;
@@ -97,11 +145,25 @@ class Accelerator {
   Collectives collectives_;
   std::shared_ptr<GradientState> gradient_state_;
   std::shared_ptr<GradScaler> scaler_;  // fp16 only
+  tracking::TrackerSet trackers_{config_.log_with, config_.logging_dir, process_.rank == 0};
   // Raw object -> its prepared wrapper, so that preparing twice gives the same wrapper.
   std::map<const void*, std::weak_ptr<Model>> models_;
   std::map<const void*, std::weak_ptr<AcceleratedOptimizer>> optimizers_;
   std::map<const void*, std::weak_ptr<DataLoader>> loaders_;
   std::map<const void*, std::weak_ptr<Scheduler>> schedulers_;
+  // The same, in prepare order.
+  std::vector<std::weak_ptr<PreparedModel>> model_order_;
+  std::vector<std::weak_ptr<AcceleratedOptimizer>> optimizer_order_;
+  std::vector<std::weak_ptr<Scheduler>> scheduler_order_;
+  std::vector<std::weak_ptr<DataLoader>> loader_order_;
+  struct CustomState {
+    StateSaver save;
+    StateLoader load;
+  };
+  std::vector<CustomState> custom_states_;
+  std::vector<CheckpointHook> save_hooks_;
+  std::vector<CheckpointHook> load_hooks_;
+  int64_t iteration_ = 0;
 };
 
 }  // namespace acc

@@ -15,6 +15,7 @@ class GradientState final : public LoaderObserver {
   bool sync_gradients() const { return sync_gradients_; }
   // Micro-steps counted by accumulate() in the current window (Accelerate's accelerator.step).
   int64_t step() const { return step_; }
+  void set_step(int64_t step) { step_ = step; }  // load_state
   bool end_of_dataloader() const { return end_of_dataloader_; }
   // Real samples in the last round of the loader being iterated (-1: unknown, 0: no padding).
   int64_t remainder() const { return remainder_; }

@@ -67,19 +67,41 @@ void DataLoader::set_epoch(int64_t epoch) {
 }
 
 int64_t DataLoader::position() const {
-  return in_epoch_ && prefetcher_ ? static_cast<int64_t>(prefetcher_->consumed()) : 0;
+  return in_epoch_ && prefetcher_ ? skipped_ + static_cast<int64_t>(prefetcher_->consumed()) : 0;
 }
 
-std::vector<std::vector<int64_t>> DataLoader::plan_epoch(int64_t epoch) const {
-  return make_batches(epoch_order(dataset_->size(), options_.shuffle, options_.seed, epoch), options_.batch_size,
-                      options_.drop_last);
+LoaderState DataLoader::state() const {
+  LoaderState state;
+  state.epoch = epoch_;
+  if (in_epoch_) {
+    state.position = position();
+    state.epoch_seed = epoch_seed_;
+  }
+  return state;
+}
+
+void DataLoader::load_state(const LoaderState& state) {
+  require(!in_epoch_, "a data loader's state can only be loaded between epochs (before iterating)");
+  set_epoch(state.epoch);
+  skip_first_batches(state.position);
+  resume_seed_ = state.epoch_seed;
+}
+
+std::vector<std::vector<int64_t>> DataLoader::plan_epoch(int64_t) const {
+  const int64_t n = dataset_->size();
+  return make_batches(epoch_seed_ ? permutation(n, *epoch_seed_) : epoch_order(n, false, std::nullopt, 0),
+                      options_.batch_size, options_.drop_last);
 }
 
 void DataLoader::start_epoch() {
   prefetcher_.reset();
+  epoch_seed_.reset();
+  if (options_.shuffle) epoch_seed_ = resume_seed_ ? *resume_seed_ : epoch_generator_seed(options_.seed, epoch_);
+  resume_seed_.reset();
   plan_ = plan_epoch(epoch_);
   const auto skip = static_cast<size_t>(std::min<int64_t>(take_skip_batches(), static_cast<int64_t>(plan_.size())));
   plan_.erase(plan_.begin(), plan_.begin() + static_cast<std::ptrdiff_t>(skip));
+  skipped_ = static_cast<int64_t>(skip);
   auto fetch = [this](size_t index) {
     std::vector<at::Tensor> batch;
     if (options_.collate) {
@@ -193,7 +215,7 @@ std::optional<std::vector<at::Tensor>> IterableDataLoader::next() {
                                                            shard_.num_processes, shard_.rank, shard_.split_batches);
     set_in_epoch(true);
     lookahead_ = produce();
-    for (int64_t skip = take_skip_batches(); skip > 0 && lookahead_; --skip) lookahead_ = produce();
+    for (int64_t skip = take_skip_batches(); skip > 0 && lookahead_; --skip, ++position_) lookahead_ = produce();
   }
   if (!lookahead_) {
     epoch_finished();

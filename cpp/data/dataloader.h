@@ -41,6 +41,14 @@ struct DataLoaderOptions {
   int64_t skip_batches = 0;           // batches of the next epoch not to yield (skip_first_batches)
 };
 
+// Where a loader stands, for checkpoints: its epoch, the batches of it already handed out, and the
+// seed of the epoch's shuffle (drawn when the epoch started, for a loader without a seed of its own).
+struct LoaderState {
+  int64_t epoch = 0;
+  int64_t position = 0;
+  std::optional<uint64_t> epoch_seed;
+};
+
 class DataLoader {
  public:
   DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options);
@@ -65,6 +73,12 @@ class DataLoader {
   virtual int64_t position() const;
   // Whether the last batch handed out was the last of its epoch.
   bool end_of_epoch() const { return end_of_epoch_; }
+  // Checkpointing: the state, and resuming from one (only between epochs, e.g. before the first
+  // batch): the next batch is the one after `position` in `epoch`, in the same order.
+  virtual LoaderState state() const;
+  virtual void load_state(const LoaderState& state);
+  // The generator seed of the last epoch started's shuffle (none without shuffling or before one).
+  std::optional<uint64_t> epoch_seed() const { return epoch_seed_; }
 
   const std::shared_ptr<Dataset>& dataset() const { return dataset_; }
   const DataLoaderOptions& options() const { return options_; }
@@ -83,8 +97,10 @@ class DataLoader {
  protected:
   // For loaders without a map-style dataset (streams).
   explicit DataLoader(DataLoaderOptions options);
-  // The batches (dataset indices) of an epoch; the sharding of later layers overrides this.
+  // The batches (dataset indices) of the epoch being started (shuffled with epoch_seed()); the
+  // sharding of later layers overrides this.
   virtual std::vector<std::vector<int64_t>> plan_epoch(int64_t epoch) const;
+
   // Bookkeeping shared by every kind of loader.
   void batch_handed_out(bool last_of_epoch);
   void epoch_finished();
@@ -102,6 +118,9 @@ class DataLoader {
   int64_t epoch_ = 0;
   bool in_epoch_ = false;
   bool end_of_epoch_ = false;
+  std::optional<uint64_t> epoch_seed_;
+  std::optional<uint64_t> resume_seed_;  // from load_state: the next epoch's seed, not drawn again
+  int64_t skipped_ = 0;                  // batches skip_first_batches dropped from this epoch
   std::vector<std::vector<int64_t>> plan_;
   std::unique_ptr<Prefetcher> prefetcher_;
   std::shared_ptr<LoaderObserver> observer_;

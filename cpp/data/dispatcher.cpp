@@ -99,6 +99,17 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::fetch_global(bool&
   return batch;
 }
 
+LoaderState DispatchingDataLoader::state() const {
+  LoaderState state = DataLoader::state();
+  if (in_epoch() && collectives_.rank() == 0) state.epoch_seed = base_->epoch_seed();
+  return state;
+}
+
+void DispatchingDataLoader::load_state(const LoaderState& state) {
+  DataLoader::load_state(state);
+  if (collectives_.rank() == 0) base_->load_state({state.epoch, 0, state.epoch_seed});
+}
+
 std::optional<std::vector<at::Tensor>> DispatchingDataLoader::next() {
   if (!in_epoch()) {
     if (collectives_.rank() == 0) base_->set_epoch(epoch());
@@ -113,6 +124,7 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::next() {
     for (int64_t skip = take_skip_batches(); skip > 0 && !skipped_last; --skip) {
       auto skipped = fetch_global(skipped_last);
       if (!skipped) break;
+      ++position_;
       if (first_.empty()) first_ = *skipped;
     }
     dispatched_last_ = skipped_last;  // everything was skipped

@@ -25,6 +25,9 @@ class DispatchingDataLoader final : public DataLoader {
     return options().batch_size * (split_ ? 1 : collectives_.world_size());
   }
   int64_t total_dataset_length() const override { return base_->total_dataset_length(); }
+  // The shuffle seed lives in process 0's base loader.
+  LoaderState state() const override;
+  void load_state(const LoaderState& state) override;
 
  private:
   // Process 0: the next global batch and whether it is the last; others: received.

@@ -9,23 +9,25 @@
 
 namespace acc {
 
-std::vector<int64_t> epoch_order(int64_t n, bool shuffle, std::optional<uint64_t> seed, int64_t epoch) {
+uint64_t epoch_generator_seed(std::optional<uint64_t> seed, int64_t epoch) {
+  if (seed) return (*seed + static_cast<uint64_t>(epoch)) & 0xffffffffull;  // Python: (seed + epoch) mod 2^32
+  auto global = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(global.mutex());
+  return global.get<at::CPUGeneratorImpl>()->random64();
+}
+
+std::vector<int64_t> permutation(int64_t n, uint64_t generator_seed) {
   std::vector<int64_t> order(static_cast<size_t>(n));
-  if (!shuffle) {
-    for (int64_t i = 0; i < n; ++i) order[i] = i;
-    return order;
-  }
-  uint64_t generator_seed = 0;
-  if (seed) {
-    generator_seed = (*seed + static_cast<uint64_t>(epoch)) & 0xffffffffull;  // Python: (seed + epoch) mod 2^32
-  } else {
-    auto global = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(global.mutex());
-    generator_seed = global.get<at::CPUGeneratorImpl>()->random64();
-  }
   at::Generator generator = at::make_generator<at::CPUGeneratorImpl>(generator_seed);
   at::Tensor perm = at::randperm(n, generator, at::TensorOptions().dtype(at::kLong));
   std::copy(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + n, order.begin());
+  return order;
+}
+
+std::vector<int64_t> epoch_order(int64_t n, bool shuffle, std::optional<uint64_t> seed, int64_t epoch) {
+  if (shuffle) return permutation(n, epoch_generator_seed(seed, epoch));
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
   return order;
 }
 

@@ -34,12 +34,20 @@ NamedTensors Model::state_dict() const {
   return out;
 }
 
-std::pair<std::vector<std::string>, std::vector<std::string>> Model::load_state_dict(const NamedTensors& state,
-                                                                                      bool strict) {
-  std::unordered_map<std::string, at::Tensor> own;
-  for (auto& entry : named_parameters()) own.emplace(entry.first, entry.second);
-  for (auto& entry : named_buffers()) own.emplace(entry.first, entry.second);
+namespace {
 
+std::unordered_map<std::string, at::Tensor> own_tensors(const Model& model) {
+  std::unordered_map<std::string, at::Tensor> own;
+  for (auto& entry : model.named_parameters()) own.emplace(entry.first, entry.second);
+  for (auto& entry : model.named_buffers()) own.emplace(entry.first, entry.second);
+  return own;
+}
+
+}  // namespace
+
+std::pair<std::vector<std::string>, std::vector<std::string>> Model::check_state_dict(const NamedTensors& state,
+                                                                                      bool strict) const {
+  const auto own = own_tensors(*this);
   std::set<std::string> given, unexpected, missing;
   for (auto& entry : state) {
     given.insert(entry.first);
@@ -60,20 +68,27 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Model::load_state_
     }
     fail(Status::InvalidArgument, message);
   }
-  // Check every shape before changing anything, so a failed load leaves the model as it was.
   for (auto& entry : state) {
     auto it = own.find(entry.first);
     if (it == own.end()) continue;
     require(it->second.sizes() == entry.second.sizes(), "state dict entry '", entry.first, "' has shape ",
             entry.second.sizes(), " but the model's has ", it->second.sizes());
   }
+  return {std::vector<std::string>(missing.begin(), missing.end()),
+          std::vector<std::string>(unexpected.begin(), unexpected.end())};
+}
+
+std::pair<std::vector<std::string>, std::vector<std::string>> Model::load_state_dict(const NamedTensors& state,
+                                                                                     bool strict) {
+  // Every check first, so a failed load leaves the model as it was.
+  auto result = check_state_dict(state, strict);
+  const auto own = own_tensors(*this);
   at::NoGradGuard no_grad;
   for (auto& entry : state) {
     auto it = own.find(entry.first);
     if (it != own.end()) it->second.copy_(entry.second);
   }
-  return {std::vector<std::string>(missing.begin(), missing.end()),
-          std::vector<std::string>(unexpected.begin(), unexpected.end())};
+  return result;
 }
 
 std::vector<at::Tensor> Model::trainable_parameters() const {

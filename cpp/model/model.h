@@ -35,6 +35,9 @@ class Model {
   // Copies values in by name; see acc_model_load_state_dict for the strict rules. Returns the
   // names the model has but `state` lacks, and those `state` has but the model lacks.
   std::pair<std::vector<std::string>, std::vector<std::string>> load_state_dict(const NamedTensors& state, bool strict);
+  // The checks of load_state_dict alone (names under `strict`, shapes): throws what it would.
+  std::pair<std::vector<std::string>, std::vector<std::string>> check_state_dict(const NamedTensors& state,
+                                                                                 bool strict) const;
   std::vector<at::Tensor> trainable_parameters() const;
   // The gradients that trainable parameters have (aliasing them).
   std::vector<at::Tensor> gradients() const;

@@ -86,6 +86,15 @@ void LambdaScheduler::step() {
   apply();
 }
 
+void LambdaScheduler::load_state(const SchedulerState& state) {
+  require(state.step >= 0, "a scheduler state needs a step >= 0, got ", state.step);
+  require(state.base_lrs.size() == base_lrs_.size(), "the scheduler state has ", state.base_lrs.size(),
+          " parameter groups, but the optimizer has ", base_lrs_.size());
+  step_ = state.step;
+  base_lrs_ = state.base_lrs;
+  apply();
+}
+
 double LambdaScheduler::last_lr(size_t group) const {
   require(group < last_lrs_.size(), "parameter group ", group, " does not exist (the scheduler has ",
           last_lrs_.size(), ")");

@@ -16,11 +16,20 @@ namespace acc {
 // The factor of a named schedule at a step; exposed for tests.
 std::function<double(int64_t)> schedule_factor(const std::string& name, const Options& options, double default_lr);
 
+// Where a schedule stands, for checkpoints.
+struct SchedulerState {
+  int64_t step = 0;
+  std::vector<double> base_lrs;
+};
+
 // What the C API sees of a scheduler; the Accelerator's wrapper is one too.
 class Scheduler {
  public:
   virtual ~Scheduler() = default;
   virtual void step() = 0;
+  virtual SchedulerState state() const = 0;
+  // Resumes at the saved step: each group's lr is set as the schedule gives it there.
+  virtual void load_state(const SchedulerState& state) = 0;
   virtual double last_lr(size_t group) const = 0;
   virtual int64_t step_count() const = 0;
   virtual std::shared_ptr<Optimizer> optimizer() const = 0;
@@ -31,6 +40,8 @@ class LambdaScheduler final : public Scheduler {
   LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options);
 
   void step() override;
+  SchedulerState state() const override { return {step_, base_lrs_}; }
+  void load_state(const SchedulerState& state) override;
   double last_lr(size_t group) const override;
   int64_t step_count() const override { return step_; }
   std::shared_ptr<Optimizer> optimizer() const override { return optimizer_; }

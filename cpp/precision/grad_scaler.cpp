@@ -1,5 +1,7 @@
 #include "precision/grad_scaler.h"
 
+#include <cmath>
+
 #include "common/error.h"
 
 namespace acc {
@@ -30,6 +32,16 @@ void GradScaler::unscale(const std::vector<at::Tensor>& grads) {
     if (!at::isfinite(g).all().item<bool>()) found_inf_.fill_(1.0);
     g.mul_(inv_scale.to(g.device()));
   }
+}
+
+int64_t GradScaler::growth_tracker() const { return growth_tracker_.item<int>(); }
+
+void GradScaler::load_state(double scale, int64_t growth_tracker) {
+  require(scale > 0 && std::isfinite(scale), "a GradScaler state needs a finite scale > 0, got ", scale);
+  require(growth_tracker >= 0 && growth_tracker < options_.growth_interval, "a GradScaler state's growth tracker (",
+          growth_tracker, ") must be in [0, growth_interval = ", options_.growth_interval, ")");
+  scale_.fill_(scale);
+  growth_tracker_.fill_(growth_tracker);
 }
 
 bool GradScaler::found_inf() const { return found_inf_.item<float>() != 0.0f; }

@@ -30,6 +30,9 @@ class GradScaler {
   // After the optimizer step (or its skip): adjusts the scale and starts the next step.
   void update();
   double current_scale() const;
+  // Checkpoints: the scale and the count of good steps in a row (torch's scale / _growth_tracker).
+  int64_t growth_tracker() const;
+  void load_state(double scale, int64_t growth_tracker);
 
  private:
   GradScalerOptions options_;

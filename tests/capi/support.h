@@ -60,6 +60,18 @@ inline double item(const acc_tensor* t) {
   return v;
 }
 
+// An accelerator with options given as key/value text.
+inline acc_accelerator* make_accelerator(const std::vector<std::pair<std::string, std::string>>& items) {
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o), ACC_OK);
+  for (auto& kv : items)
+    EXPECT_EQ(acc_options_set(o, kv.first.c_str(), kv.second.c_str()), ACC_OK) << acc_last_error_message();
+  acc_accelerator* a = nullptr;
+  EXPECT_EQ(acc_accelerator_create(o, &a), ACC_OK) << acc_last_error_message();
+  acc_options_free(o);
+  return a;
+}
+
 // Where the test fixtures (TorchScript files exported by PyTorch) are.
 inline std::string data_dir() {
   const char* dir = std::getenv("ACC_TEST_DATA");

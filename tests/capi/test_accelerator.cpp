@@ -18,13 +18,9 @@ struct EnvVar {
 };
 
 acc_accelerator* make(std::initializer_list<std::pair<const char*, const char*>> items) {
-  acc_options* o = nullptr;
-  EXPECT_EQ(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o), ACC_OK);
-  for (auto& kv : items) EXPECT_EQ(acc_options_set(o, kv.first, kv.second), ACC_OK) << acc_last_error_message();
-  acc_accelerator* a = nullptr;
-  EXPECT_EQ(acc_accelerator_create(o, &a), ACC_OK) << acc_last_error_message();
-  acc_options_free(o);
-  return a;
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (auto& kv : items) pairs.emplace_back(kv.first, kv.second);
+  return acc_test::make_accelerator(pairs);
 }
 
 int64_t accumulation_steps(acc_accelerator* a) {

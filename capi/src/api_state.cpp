@@ -1,0 +1,119 @@
+// save_state / load_state, custom checkpoint state and hooks, save(), get_state_dict.
+#include "guard.h"
+#include "handles.h"
+#include "host_callbacks.h"
+
+// The sink a state-saving callback writes into (lives on the stack of the save).
+struct acc_bytes {
+  std::string data;
+};
+
+using namespace acc::capi;
+
+namespace {
+
+acc::Accelerator& accelerator_arg(acc_accelerator* a) { return *live(a, "acc").accelerator; }
+
+void emit_dir(char** out_dir, const std::string& dir) {
+  if (out_dir) *out_dir = owned_string(dir);
+}
+
+acc::Accelerator::CheckpointHook hook_of(acc_checkpoint_hook_fn hook, void* user_data, acc_free_fn free_user_data,
+                                         const char* what) {
+  acc::require(hook != nullptr, "hook is NULL");
+  auto data = hold_user_data(user_data, free_user_data);
+  return [hook, data, what](const std::string& dir) {
+    invoke_host(std::string(what) + " for '" + dir + "'", [&] { return hook(data.get(), dir.c_str()); });
+  };
+}
+
+}  // namespace
+
+extern "C" {
+
+acc_status acc_save_state(acc_accelerator* a, const char* dir, char** out_dir) {
+  return guarded([&] {
+    auto& x = accelerator_arg(a);
+    emit_dir(out_dir, x.save_state(dir ? text_arg(dir, "dir") : std::string()));
+  });
+}
+
+acc_status acc_load_state(acc_accelerator* a, const char* dir, char** out_dir) {
+  return guarded([&] {
+    auto& x = accelerator_arg(a);
+    emit_dir(out_dir, x.load_state(dir ? text_arg(dir, "dir") : std::string()));
+  });
+}
+
+acc_status acc_bytes_append(acc_bytes* sink, const void* data, size_t size) {
+  return guarded([&] {
+    acc::require(sink != nullptr, "sink is NULL");
+    acc::require(data != nullptr || size == 0, "data is NULL but size is ", size);
+    if (size) sink->data.append(static_cast<const char*>(data), size);
+  });
+}
+
+acc_status acc_register_for_checkpointing(acc_accelerator* a, acc_state_save_fn save, acc_state_load_fn load,
+                                          void* user_data, acc_free_fn free_user_data) {
+  return guarded([&] {
+    auto& x = accelerator_arg(a);
+    acc::require(save != nullptr && load != nullptr, "save and load callbacks must both be given");
+    auto data = hold_user_data(user_data, free_user_data);
+    x.register_for_checkpointing(
+        [save, data] {
+          acc_bytes sink;
+          invoke_host("a registered object's save callback", [&] { return save(data.get(), &sink); });
+          return std::move(sink.data);
+        },
+        [load, data](const std::string& bytes) {
+          invoke_host("a registered object's load callback",
+                      [&] { return load(data.get(), bytes.data(), bytes.size()); });
+        });
+  });
+}
+
+acc_status acc_register_save_state_pre_hook(acc_accelerator* a, acc_checkpoint_hook_fn hook, void* user_data,
+                                            acc_free_fn free_user_data) {
+  return guarded([&] {
+    auto& x = accelerator_arg(a);
+    x.register_save_state_pre_hook(hook_of(hook, user_data, free_user_data, "the save_state pre-hook"));
+  });
+}
+
+acc_status acc_register_load_state_pre_hook(acc_accelerator* a, acc_checkpoint_hook_fn hook, void* user_data,
+                                            acc_free_fn free_user_data) {
+  return guarded([&] {
+    auto& x = accelerator_arg(a);
+    x.register_load_state_pre_hook(hook_of(hook, user_data, free_user_data, "the load_state pre-hook"));
+  });
+}
+
+acc_status acc_save(acc_accelerator* a, const acc_tensor_list* tensors, const char* path) {
+  return guarded([&] {
+    auto& x = accelerator_arg(a);
+    const auto& list = live(tensors, "tensors");
+    acc::NamedTensors named;
+    for (size_t i = 0; i < list.tensors.size(); ++i) {
+      acc::require(!list.names[i].empty(), "tensor ", i, " of the list has no name (safetensors needs one)");
+      named.emplace_back(list.names[i], list.tensors[i]);
+    }
+    x.save(named, text_arg(path, "path"));
+  });
+}
+
+acc_status acc_get_state_dict(acc_accelerator* a, acc_model* model, int unwrap, acc_tensor_list** out) {
+  return guarded([&] {
+    auto& x = accelerator_arg(a);
+    auto& m = live(model, "model");
+    out_param(out, "out");
+    std::vector<std::string> names;
+    std::vector<at::Tensor> values;
+    for (auto& entry : x.get_state_dict(m.model, unwrap != 0)) {
+      names.push_back(entry.first);
+      values.push_back(entry.second);
+    }
+    emit(out, std::move(names), std::move(values));
+  });
+}
+
+}  // extern "C"

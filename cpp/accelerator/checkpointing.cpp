@@ -1,0 +1,382 @@
+// Accelerator::save_state / load_state and the other checkpoint entry points.
+//
+// Layout of a checkpoint folder (Accelerate's names where a file plays the same role; another
+// extension where our format differs from its pickles):
+//   model.safetensors, model_1.safetensors ...          unwrapped weights (shared: main process)
+//   optimizer.safetensors, optimizer_1.safetensors ...  optimizer state by parameter name (shared)
+//   scheduler.json, scheduler_1.json ...                schedule step and base lrs (shared)
+//   scaler.json                                         GradScaler (shared, fp16 only)
+//   custom_checkpoint_0.bin ...                         registered objects' bytes (shared)
+//   random_states_<rank>.safetensors                    each process's RNG states
+//   dataloader_state_<rank>.json                        each process's loader positions
+//   accelerate_state.json                               the manifest, written last
+#include <ATen/core/Generator.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "accelerator/accelerator.h"
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/safetensors.h"
+#include "common/device.h"
+#include "common/error.h"
+#include "optim/optimizer_state.h"
+
+namespace acc {
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr int kFormatVersion = 1;
+
+// Accelerate's names for the i-th object of a kind: model.safetensors, model_1.safetensors, ...
+std::string indexed_name(const std::string& stem, size_t i, const std::string& extension) {
+  return i == 0 ? stem + extension : stem + "_" + std::to_string(i) + extension;
+}
+
+std::string join(const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); }
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) fail(Status::Io, "cannot write '", path, "'");
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(Status::Io, "checkpoint file '", path, "' is missing or unreadable");
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+json read_json(const std::string& path) {
+  try {
+    return json::parse(read_file(path));
+  } catch (const json::exception& e) {
+    fail(Status::Io, "checkpoint file '", path, "' is not valid JSON: ", e.what());
+  }
+}
+
+// A JSON field with a message naming the file when it is missing or of the wrong type.
+template <class T>
+T field(const json& j, const char* key, const std::string& path) {
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception&) {
+    fail(Status::Io, "checkpoint file '", path, "' lacks a valid '", key, "'");
+  }
+}
+
+// Every generator whose state a resumed run needs: the CPU's, and each GPU's.
+std::vector<std::pair<std::string, at::Generator>> generators() {
+  std::vector<std::pair<std::string, at::Generator>> all = {{"cpu", at::detail::getDefaultCPUGenerator()}};
+  for (int64_t i = 0; cuda_available() && i < cuda_device_count(); ++i)
+    all.emplace_back("cuda_" + std::to_string(i),
+                     at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i))));
+  return all;
+}
+
+NamedTensors contiguous_cpu(const NamedTensors& tensors) {
+  NamedTensors out;
+  for (const auto& entry : tensors) out.emplace_back(entry.first, entry.second.detach().to(at::kCPU).contiguous());
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<PreparedModel>> Accelerator::live_models() const {
+  std::vector<std::shared_ptr<PreparedModel>> out;
+  for (const auto& weak : model_order_)
+    if (auto p = weak.lock()) out.push_back(p);
+  return out;
+}
+
+std::vector<std::shared_ptr<AcceleratedOptimizer>> Accelerator::live_optimizers() const {
+  std::vector<std::shared_ptr<AcceleratedOptimizer>> out;
+  for (const auto& weak : optimizer_order_)
+    if (auto p = weak.lock()) out.push_back(p);
+  return out;
+}
+
+std::vector<std::shared_ptr<Scheduler>> Accelerator::live_schedulers() const {
+  std::vector<std::shared_ptr<Scheduler>> out;
+  for (const auto& weak : scheduler_order_)
+    if (auto p = weak.lock()) out.push_back(p);
+  return out;
+}
+
+std::vector<std::shared_ptr<DataLoader>> Accelerator::live_loaders() const {
+  std::vector<std::shared_ptr<DataLoader>> out;
+  for (const auto& weak : loader_order_)
+    if (auto p = weak.lock()) out.push_back(p);
+  return out;
+}
+
+void Accelerator::on_every_process(const std::string& what, const std::function<void()>& step) {
+  std::string failure;
+  Status status = Status::Ok;
+  try {
+    step();
+  } catch (const Error& e) {
+    failure = e.what();
+    status = e.status();
+  } catch (const std::exception& e) {
+    failure = e.what();
+    status = Status::Internal;
+  }
+  if (!dist_) {
+    if (status != Status::Ok) fail(status, failure);
+    return;
+  }
+  const auto outcomes = collectives_.gather_object(failure, what);
+  std::string message;
+  for (size_t rank = 0; rank < outcomes.size(); ++rank)
+    if (!outcomes[rank].empty()) message += concat(message.empty() ? "" : "; ", "process ", rank, ": ", outcomes[rank]);
+  if (message.empty()) return;
+  fail(status != Status::Ok ? status : Status::Aborted, what, " failed: ", message);
+}
+
+void Accelerator::register_for_checkpointing(StateSaver save, StateLoader load) {
+  require(save && load, "register_for_checkpointing needs a save and a load function");
+  custom_states_.push_back({std::move(save), std::move(load)});
+}
+
+std::string Accelerator::save_state(const std::string& dir) {
+  const bool automatic = dir.empty();
+  require(!automatic || config_.automatic_checkpoint_naming,
+          "save_state needs a folder, or automatic_checkpoint_naming with a project_dir");
+  const std::string target = automatic ? automatic_checkpoint_dir(config_.project_dir, iteration_) : dir;
+  const std::string staging = staging_dir(target);
+  const bool writer = writes_shared_files();
+  const auto models = live_models();
+  const auto optimizers = live_optimizers();
+  const auto schedulers = live_schedulers();
+  const auto loaders = live_loaders();
+
+  on_every_process("save_state (preparing '" + target + "')", [&] {
+    if (automatic && fs::exists(target))
+      fail(Status::InvalidArgument, "checkpoint folder '", target, "' already exists (iteration ", iteration_,
+           "); set iteration past it");
+    for (const auto& hook : save_hooks_) hook(target);
+    if (!writer) return;
+    std::error_code ec;
+    fs::remove_all(staging, ec);
+    fs::create_directories(staging, ec);
+    if (ec) fail(Status::Io, "cannot create '", staging, "': ", ec.message());
+  });
+
+  on_every_process("save_state (writing '" + target + "')", [&] {
+    // Each process: its RNG states and loader positions.
+    NamedTensors rng;
+    for (auto& generator : generators()) rng.emplace_back(generator.first, generator.second.get_state());
+    save_safetensors(join(staging, "random_states_" + std::to_string(process_index()) + ".safetensors"), rng,
+                     {{"step", std::to_string(step())}});
+    json states = json::array();
+    for (const auto& loader : loaders) {
+      const LoaderState state = loader->state();
+      states.push_back({{"epoch", state.epoch}, {"position", state.position},
+                        {"epoch_seed", state.epoch_seed ? json(*state.epoch_seed) : json(nullptr)}});
+    }
+    write_file(join(staging, "dataloader_state_" + std::to_string(process_index()) + ".json"), states.dump(2));
+    if (!writer) return;
+    // Shared files.
+    for (size_t i = 0; i < models.size(); ++i)
+      save_safetensors(join(staging, indexed_name("model", i, ".safetensors")),
+                       contiguous_cpu(models[i]->unwrap()->state_dict()), {{"format", "pt"}});
+    for (size_t i = 0; i < optimizers.size(); ++i) {
+      auto snapshot = snapshot_optimizer(*optimizers[i]->unwrap());
+      save_safetensors(join(staging, indexed_name("optimizer", i, ".safetensors")), snapshot.tensors,
+                       Metadata(snapshot.metadata.begin(), snapshot.metadata.end()));
+    }
+    for (size_t i = 0; i < schedulers.size(); ++i) {
+      const SchedulerState state = schedulers[i]->state();
+      write_file(join(staging, indexed_name("scheduler", i, ".json")),
+                 json{{"step", state.step}, {"base_lrs", state.base_lrs}}.dump(2));
+    }
+    if (scaler_)
+      write_file(join(staging, "scaler.json"),
+                 json{{"scale", scaler_->current_scale()}, {"growth_tracker", scaler_->growth_tracker()}}.dump(2));
+    for (size_t i = 0; i < custom_states_.size(); ++i)
+      write_file(join(staging, "custom_checkpoint_" + std::to_string(i) + ".bin"), custom_states_[i].save());
+  });
+
+  on_every_process("save_state (completing '" + target + "')", [&] {
+    if (!writer) return;
+    const json manifest = {{"format_version", kFormatVersion},
+                           {"num_processes", num_processes()},
+                           {"iteration", iteration_},
+                           {"step", step()},
+                           {"mixed_precision", config_.mixed_precision},
+                           {"models", models.size()},
+                           {"optimizers", optimizers.size()},
+                           {"schedulers", schedulers.size()},
+                           {"dataloaders", loaders.size()},
+                           {"custom_objects", custom_states_.size()},
+                           {"scaler", scaler_ != nullptr}};
+    write_file(join(staging, kCheckpointManifest), manifest.dump(2));
+    publish_checkpoint(staging, target);
+    if (automatic && config_.total_limit) rotate_checkpoints(config_.project_dir, *config_.total_limit);
+  });
+  ++iteration_;
+  return target;
+}
+
+std::string Accelerator::load_state(const std::string& dir) {
+  std::string source = dir;
+  if (source.empty()) {
+    require(!config_.project_dir.empty(), "load_state needs a folder, or a project_dir with checkpoints");
+    auto newest = newest_checkpoint(config_.project_dir);
+    if (!newest) fail(Status::Io, "no complete checkpoint under '", config_.project_dir, "/checkpoints'");
+    source = *newest;
+  }
+  const auto models = live_models();
+  const auto optimizers = live_optimizers();
+  const auto schedulers = live_schedulers();
+  const auto loaders = live_loaders();
+
+  // Everything is read and checked first; `apply` then changes state and cannot fail on bad files.
+  std::vector<std::function<void()>> apply;
+  int64_t saved_iteration = 0;
+  on_every_process("load_state ('" + source + "')", [&] {
+    // Loaders resume between epochs only; say so before anything has changed.
+    for (size_t i = 0; i < loaders.size(); ++i)
+      if (loaders[i]->position() > 0)
+        fail(Status::InvalidArgument, "prepared data loader ", i,
+             " is in the middle of an epoch: load the checkpoint before iterating it");
+    for (const auto& hook : load_hooks_) hook(source);
+    const std::string manifest_path = join(source, kCheckpointManifest);
+    if (!fs::is_directory(source)) fail(Status::Io, "checkpoint folder '", source, "' does not exist");
+    if (!fs::exists(manifest_path))
+      fail(Status::Io, "'", source, "' is not a complete checkpoint (", kCheckpointManifest, " is missing)");
+    const json manifest = read_json(manifest_path);
+    const auto version = field<int>(manifest, "format_version", manifest_path);
+    if (version != kFormatVersion)
+      fail(Status::VersionMismatch, manifest_path, ": checkpoint format ", version, ", this library reads ", kFormatVersion);
+    const auto saved_processes = field<int64_t>(manifest, "num_processes", manifest_path);
+    if (saved_processes != num_processes())
+      fail(Status::InvalidArgument, manifest_path, ": the checkpoint was saved by ", saved_processes,
+           " processes, this job has ", num_processes());
+    auto expect_count = [&](const char* key, size_t have) {
+      const auto saved = field<size_t>(manifest, key, manifest_path);
+      if (saved != have)
+        fail(Status::InvalidArgument, manifest_path, ": the checkpoint holds ", saved, " ", key, ", ", have,
+             " are prepared");
+    };
+    expect_count("models", models.size());
+    expect_count("optimizers", optimizers.size());
+    expect_count("schedulers", schedulers.size());
+    expect_count("dataloaders", loaders.size());
+    expect_count("custom_objects", custom_states_.size());
+    if (field<bool>(manifest, "scaler", manifest_path) != (scaler_ != nullptr))
+      fail(Status::InvalidArgument, manifest_path, ": saved with mixed_precision ",
+           field<std::string>(manifest, "mixed_precision", manifest_path), ", this accelerator uses ",
+           config_.mixed_precision, " (GradScaler state ", scaler_ ? "missing" : "unexpected", ")");
+    saved_iteration = field<int64_t>(manifest, "iteration", manifest_path);
+    const auto saved_step = field<int64_t>(manifest, "step", manifest_path);
+
+    for (size_t i = 0; i < models.size(); ++i) {
+      const std::string path = join(source, indexed_name("model", i, ".safetensors"));
+      auto contents = std::make_shared<SafetensorsContents>(load_safetensors(path));
+      auto model = models[i]->unwrap();
+      try {
+        model->check_state_dict(contents->tensors, true);
+      } catch (const Error& e) {
+        fail(Status::InvalidArgument, "checkpoint file '", path, "' does not fit model ", i, ": ", e.what());
+      }
+      apply.push_back([model, contents] { model->load_state_dict(contents->tensors, true); });
+    }
+    for (size_t i = 0; i < optimizers.size(); ++i) {
+      const std::string path = join(source, indexed_name("optimizer", i, ".safetensors"));
+      auto contents = std::make_shared<SafetensorsContents>(load_safetensors(path));
+      OptimizerSnapshot snapshot{contents->tensors, {contents->metadata.begin(), contents->metadata.end()}};
+      auto restore = prepare_optimizer_restore(*optimizers[i]->unwrap(), snapshot, "checkpoint file '" + path + "'");
+      apply.push_back([restore, contents] { restore(); });
+    }
+    for (size_t i = 0; i < schedulers.size(); ++i) {
+      const std::string path = join(source, indexed_name("scheduler", i, ".json"));
+      const json j = read_json(path);
+      SchedulerState state{field<int64_t>(j, "step", path), field<std::vector<double>>(j, "base_lrs", path)};
+      const SchedulerState current = schedulers[i]->state();
+      if (state.step < 0 || state.base_lrs.size() != current.base_lrs.size())
+        fail(Status::InvalidArgument, "checkpoint file '", path, "' holds ", state.base_lrs.size(),
+             " parameter groups (step ", state.step, "), the scheduler has ", current.base_lrs.size());
+      auto scheduler = schedulers[i];
+      apply.push_back([scheduler, state] { scheduler->load_state(state); });
+    }
+    if (scaler_) {
+      const std::string path = join(source, "scaler.json");
+      const json j = read_json(path);
+      const double scale = field<double>(j, "scale", path);
+      const auto tracker = field<int64_t>(j, "growth_tracker", path);
+      if (!(scale > 0) || !std::isfinite(scale) || tracker < 0 || tracker >= config_.scaler_growth_interval)
+        fail(Status::InvalidArgument, "checkpoint file '", path, "' holds an invalid GradScaler state (scale ", scale,
+             ", growth_tracker ", tracker, ")");
+      auto scaler = scaler_;
+      apply.push_back([scaler, scale, tracker] { scaler->load_state(scale, tracker); });
+    }
+    {
+      const std::string path = join(source, "dataloader_state_" + std::to_string(process_index()) + ".json");
+      const json states = read_json(path);
+      if (!states.is_array() || states.size() != loaders.size())
+        fail(Status::InvalidArgument, "checkpoint file '", path, "' does not hold ", loaders.size(), " loader states");
+      for (size_t i = 0; i < loaders.size(); ++i) {
+        LoaderState state{field<int64_t>(states[i], "epoch", path), field<int64_t>(states[i], "position", path), {}};
+        if (!states[i].at("epoch_seed").is_null()) state.epoch_seed = field<uint64_t>(states[i], "epoch_seed", path);
+        if (state.epoch < 0 || state.position < 0)
+          fail(Status::InvalidArgument, "checkpoint file '", path, "': loader ", i, " has a negative epoch or position");
+        auto loader = loaders[i];
+        apply.push_back([loader, state] { loader->load_state(state); });
+      }
+    }
+    {
+      const std::string path = join(source, "random_states_" + std::to_string(process_index()) + ".safetensors");
+      auto contents = std::make_shared<SafetensorsContents>(load_safetensors(path));
+      for (auto& generator : generators()) {
+        auto it = std::find_if(contents->tensors.begin(), contents->tensors.end(),
+                               [&](const auto& entry) { return entry.first == generator.first; });
+        if (it == contents->tensors.end())
+          fail(Status::InvalidArgument, "checkpoint file '", path, "' has no state for the ", generator.first,
+               " generator");
+        if (it->second.scalar_type() != at::kByte || it->second.numel() != generator.second.get_state().numel())
+          fail(Status::InvalidArgument, "checkpoint file '", path, "': the ", generator.first,
+               " generator state has the wrong size or type");
+        apply.push_back([gen = generator.second, state = it->second.clone()]() mutable { gen.set_state(state); });
+      }
+    }
+    for (size_t i = 0; i < custom_states_.size(); ++i) {
+      const std::string path = join(source, "custom_checkpoint_" + std::to_string(i) + ".bin");
+      auto bytes = std::make_shared<std::string>(read_file(path));
+      auto load = custom_states_[i].load;
+      apply.push_back([load, bytes] { load(*bytes); });
+    }
+    auto state = gradient_state_;
+    apply.push_back([state, saved_step] { state->set_step(saved_step); });
+  });
+  on_every_process("load_state (restoring '" + source + "')", [&] {
+    for (auto& step : apply) step();
+  });
+  // Unlike Accelerate (#1601), the iteration counter resumes too: the next save does not collide.
+  iteration_ = saved_iteration + 1;
+  return source;
+}
+
+void Accelerator::save(const NamedTensors& tensors, const std::string& path) {
+  if (writes_shared_files()) save_safetensors(path, contiguous_cpu(tensors), {{"format", "pt"}});
+}
+
+NamedTensors Accelerator::get_state_dict(const std::shared_ptr<Model>& model, bool unwrap) const {
+  require(model != nullptr, "get_state_dict needs a model");
+  NamedTensors state = contiguous_cpu(unwrap_model(model)->state_dict());
+  const bool wrapped = !unwrap && dist_ && std::dynamic_pointer_cast<PreparedModel>(wrapped_model(model));
+  if (wrapped)
+    for (auto& entry : state) entry.first = "module." + entry.first;
+  return state;
+}
+
+}  // namespace acc

@@ -1,0 +1,31 @@
+// Folders of save_state: automatic naming (project_dir/checkpoints/checkpoint_<i>), finding the
+// newest complete one, rotation, and publishing a folder written under a temporary name.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace acc {
+
+// The file that marks a checkpoint folder as complete (written last, before the rename).
+inline constexpr const char* kCheckpointManifest = "accelerate_state.json";
+
+std::string automatic_checkpoint_dir(const std::string& project_dir, int64_t iteration);
+
+// The complete checkpoint_<i> folder with the highest i under project_dir/checkpoints; entries
+// that are not checkpoint_<number>, or lack the manifest, are ignored.
+std::optional<std::string> newest_checkpoint(const std::string& project_dir);
+
+// Deletes the oldest checkpoint_<i> folders so that at most `keep` remain (other entries are left
+// alone). Run after a new checkpoint is complete, so a crash never leaves fewer than before.
+void rotate_checkpoints(const std::string& project_dir, int64_t keep);
+
+// Where a checkpoint for `target` is written before it is complete: a hidden sibling folder.
+std::string staging_dir(const std::string& target);
+
+// Moves a complete staging folder to `target`, replacing an existing folder there only once the
+// new one is in place (the old one is moved aside first, then deleted).
+void publish_checkpoint(const std::string& staging, const std::string& target);
+
+}  // namespace acc

@@ -1,0 +1,28 @@
+// An optimizer's state for checkpoints: each parameter's moments / momentum and step count, and each
+// group's hyper-parameters, keyed by parameter *name* (not by address, as torch::optim is), so a
+// checkpoint fits any process that builds the same model.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+
+#include "model/model.h"
+#include "optim/optimizer.h"
+
+namespace acc {
+
+struct OptimizerSnapshot {
+  NamedTensors tensors;                        // "state.<param>.<field>", on the CPU
+  std::map<std::string, std::string> metadata;  // "algorithm", "param_groups" (JSON)
+};
+
+OptimizerSnapshot snapshot_optimizer(Optimizer& optimizer);
+
+// Checks a snapshot against the optimizer (same algorithm, groups of the same parameters, tensors of
+// the parameters' shapes) and returns what applies it; the optimizer is untouched until that runs.
+// `source` names the snapshot in error messages.
+std::function<void()> prepare_optimizer_restore(Optimizer& optimizer, const OptimizerSnapshot& snapshot,
+                                                const std::string& source);
+
+}  // namespace acc

@@ -1,0 +1,501 @@
+// save_state / load_state on one process: exact resume, automatic naming and rotation, custom state
+// and hooks, and checkpoints that are refused (missing, corrupt, mismatched) without touching the model.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "support.h"
+
+namespace fs = std::filesystem;
+using acc_test::floats;
+using acc_test::longs;
+using acc_test::to_floats;
+
+extern char** environ;
+
+namespace {
+
+// Dropout makes the run depend on the RNG, so a resume is exact only if the RNG state is restored.
+const char* kNet = R"([{"type":"linear","in_features":8,"out_features":16},{"type":"relu"},
+                       {"type":"dropout","p":0.25},{"type":"linear","in_features":16,"out_features":3}])";
+
+constexpr int64_t kSamples = 40, kFeatures = 8, kBatch = 4;  // 10 batches per epoch
+
+std::string fresh_dir(const std::string& name) {
+  const std::string dir = acc_test::temp_path(name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::string take_string(char* s) {
+  std::string out = s ? s : "";
+  acc_string_free(s);
+  return out;
+}
+
+// A counter owned by the test program, checkpointed through register_for_checkpointing.
+struct Counter {
+  int64_t value = 0;
+  static int save(void* self, acc_bytes* out) {
+    return acc_bytes_append(out, &static_cast<Counter*>(self)->value, sizeof(int64_t)) == ACC_OK ? 0 : 1;
+  }
+  static int load(void* self, const void* data, size_t size) {
+    if (size != sizeof(int64_t)) {
+      acc_callback_set_error("counter state has the wrong size");
+      return 1;
+    }
+    std::memcpy(&static_cast<Counter*>(self)->value, data, size);
+    return 0;
+  }
+};
+
+// A model, AdamW, a warmup schedule and an unseeded shuffling loader, prepared, with a counter registered.
+struct Training {
+  acc_accelerator* acc = nullptr;
+  acc_model* model = nullptr;
+  acc_optimizer* opt = nullptr;
+  acc_scheduler* sched = nullptr;
+  acc_dataloader* dl = nullptr;
+  Counter counter;
+  std::vector<float> seen;  // the first feature of every sample trained on, in order
+
+  explicit Training(std::vector<std::pair<std::string, std::string>> options) {
+    options.emplace_back("cpu", "1");
+    options.emplace_back("seed", "7");
+    acc = acc_test::make_accelerator(options);
+    EXPECT_EQ(acc_model_from_spec(kNet, &model), ACC_OK) << acc_last_error_message();
+    acc_options* oo = nullptr;
+    EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &oo), ACC_OK);
+    EXPECT_EQ(acc_options_set_double(oo, "lr", 0.01), ACC_OK);
+    EXPECT_EQ(acc_optimizer_create(model, "adamw", oo, &opt), ACC_OK) << acc_last_error_message();
+    acc_options_free(oo);
+    acc_options* so = nullptr;
+    EXPECT_EQ(acc_options_create(ACC_OPTIONS_SCHEDULER, &so), ACC_OK);
+    EXPECT_EQ(acc_options_set_int(so, "num_warmup_steps", 3), ACC_OK);
+    EXPECT_EQ(acc_options_set_int(so, "num_training_steps", 40), ACC_OK);
+    EXPECT_EQ(acc_scheduler_create(opt, "linear", so, &sched), ACC_OK) << acc_last_error_message();
+    acc_options_free(so);
+    std::vector<float> x(kSamples * kFeatures);
+    std::vector<int64_t> y(kSamples);
+    for (int64_t i = 0; i < kSamples; ++i) {
+      for (int64_t f = 0; f < kFeatures; ++f) x[i * kFeatures + f] = static_cast<float>(i) + 0.01f * static_cast<float>(f * f);
+      y[i] = i % 3;
+    }
+    acc_tensor* xs = floats(x, {kSamples, kFeatures});
+    acc_tensor* ys = longs(y, {kSamples});
+    const acc_tensor* fields[] = {xs, ys};
+    acc_dataset* ds = nullptr;
+    EXPECT_EQ(acc_dataset_from_tensors(fields, 2, &ds), ACC_OK);
+    acc_options* lo = nullptr;
+    EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &lo), ACC_OK);
+    EXPECT_EQ(acc_options_set_int(lo, "batch_size", kBatch), ACC_OK);
+    EXPECT_EQ(acc_options_set_bool(lo, "shuffle", 1), ACC_OK);
+    EXPECT_EQ(acc_dataloader_create(ds, lo, &dl), ACC_OK);
+    acc_options_free(lo);
+    acc_dataset_free(ds);
+    acc_tensor_free(xs);
+    acc_tensor_free(ys);
+    EXPECT_EQ(acc_prepare(acc, &model, &opt, &dl, &sched), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_register_for_checkpointing(acc, Counter::save, Counter::load, &counter, nullptr), ACC_OK)
+        << acc_last_error_message();
+  }
+  ~Training() {
+    acc_dataloader_free(dl);
+    acc_scheduler_free(sched);
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
+
+  void train(int steps) {
+    for (int s = 0; s < steps; ++s) {
+      acc_tensor_list* batch = nullptr;
+      ASSERT_EQ(acc_dataloader_next(dl, &batch), ACC_OK) << acc_last_error_message();
+      if (!batch) ASSERT_EQ(acc_dataloader_next(dl, &batch), ACC_OK);  // the next epoch
+      ASSERT_NE(batch, nullptr);
+      acc_tensor *x = nullptr, *y = nullptr, *out = nullptr, *loss = nullptr;
+      ASSERT_EQ(acc_tensor_list_get(batch, 0, &x), ACC_OK);
+      ASSERT_EQ(acc_tensor_list_get(batch, 1, &y), ACC_OK);
+      const auto xs = to_floats(x);
+      for (size_t i = 0; i < xs.size(); i += kFeatures) seen.push_back(xs[i]);
+      ASSERT_EQ(acc_accumulate_begin(acc), ACC_OK);
+      ASSERT_EQ(acc_model_forward1(model, x, 0, &out), ACC_OK) << acc_last_error_message();
+      ASSERT_EQ(acc_loss_cross_entropy(out, y, ACC_REDUCTION_MEAN, 0.0, &loss), ACC_OK) << acc_last_error_message();
+      ASSERT_EQ(acc_backward(acc, loss), ACC_OK) << acc_last_error_message();
+      ASSERT_EQ(acc_optimizer_step(opt), ACC_OK);
+      ASSERT_EQ(acc_scheduler_step(sched), ACC_OK);
+      ASSERT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+      ASSERT_EQ(acc_accumulate_end(acc), ACC_OK);
+      ++counter.value;
+      for (acc_tensor* t : {x, y, out, loss}) acc_tensor_free(t);
+      acc_tensor_list_free(batch);
+    }
+  }
+
+  std::vector<std::vector<float>> weights() const {
+    acc_tensor_list* state = nullptr;
+    EXPECT_EQ(acc_get_state_dict(acc, model, 1, &state), ACC_OK) << acc_last_error_message();
+    size_t n = 0;
+    EXPECT_EQ(acc_tensor_list_size(state, &n), ACC_OK);
+    std::vector<std::vector<float>> out;
+    for (size_t i = 0; i < n; ++i) {
+      acc_tensor* t = nullptr;
+      EXPECT_EQ(acc_tensor_list_get(state, i, &t), ACC_OK);
+      out.push_back(to_floats(t));
+      acc_tensor_free(t);
+    }
+    acc_tensor_list_free(state);
+    return out;
+  }
+
+  double lr() const {
+    double v = 0;
+    EXPECT_EQ(acc_optimizer_get_lr(opt, 0, &v), ACC_OK);
+    return v;
+  }
+};
+
+// Stops after `first` steps, saves, and resumes in a fresh Training (RNG scrambled in between) for
+// `rest` steps; compares with an uninterrupted run of first + rest steps.
+void expect_exact_resume(const std::vector<std::pair<std::string, std::string>>& options, int first, int rest) {
+  const std::string dir = fresh_dir("resume") + "/ckpt";
+  Training whole(options);
+  whole.train(first + rest);
+
+  std::vector<float> seen;
+  {
+    Training head(options);
+    head.train(first);
+    char* written = nullptr;
+    ACC_ASSERT_OK(acc_save_state(head.acc, dir.c_str(), &written));
+    EXPECT_EQ(take_string(written), dir);
+    seen = head.seen;
+  }
+  ACC_ASSERT_OK(acc_set_seed(987654321));  // a new process would not share the old RNG state
+  Training tail(options);
+  tail.counter.value = -1;
+  ACC_ASSERT_OK(acc_load_state(tail.acc, dir.c_str(), nullptr));
+  EXPECT_EQ(tail.counter.value, first);
+  tail.train(rest);
+  seen.insert(seen.end(), tail.seen.begin(), tail.seen.end());
+
+  EXPECT_EQ(seen, whole.seen) << "the resumed run saw other batches";
+  EXPECT_EQ(tail.weights(), whole.weights()) << "the resumed run ended with other weights";
+  EXPECT_EQ(tail.lr(), whole.lr());
+  EXPECT_EQ(tail.counter.value, whole.counter.value);
+}
+
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> names;
+  for (auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+}  // namespace
+
+TEST(SaveState, ResumeMidEpochIsBitIdenticalToAnUninterruptedRun) {
+  expect_exact_resume({}, 14, 17);  // saved in epoch 1 at batch 4; resumed across the next epoch boundary
+}
+
+TEST(SaveState, ResumeIsExactWithAccumulationAndBf16) {
+  expect_exact_resume({{"gradient_accumulation_steps", "2"}, {"mixed_precision", "bf16"}}, 12, 12);
+}
+
+TEST(SaveState, ResumeAtAnEpochBoundary) { expect_exact_resume({}, 10, 5); }
+
+TEST(SaveState, TheFolderHasAccelerateStyleNames) {
+  const std::string dir = fresh_dir("layout") + "/ckpt";
+  Training t({});
+  t.train(3);
+  ACC_ASSERT_OK(acc_save_state(t.acc, dir.c_str(), nullptr));
+  EXPECT_EQ(entries(dir), (std::vector<std::string>{"accelerate_state.json", "custom_checkpoint_0.bin",
+                                                     "dataloader_state_0.json", "model.safetensors",
+                                                     "optimizer.safetensors", "random_states_0.safetensors",
+                                                     "scheduler.json"}));
+  // The model file is plain safetensors with the model's own names.
+  acc_tensor_list* weights = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors((dir + "/model.safetensors").c_str(), &weights));
+  acc_tensor* w = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_find(weights, "0.weight", &w));
+  acc_tensor_free(w);
+  acc_tensor_list_free(weights);
+  EXPECT_EQ(entries(fs::path(dir).parent_path().string()), std::vector<std::string>{"ckpt"});  // no staging left
+}
+
+TEST(SaveState, AutomaticNamingRotatesAfterCompletionAndResumesTheIteration) {
+  const std::string project = fresh_dir("rotation");
+  fs::create_directories(project + "/checkpoints/checkpoint_best");  // not numbered: left alone
+  std::ofstream(project + "/checkpoints/notes.txt") << "keep me";
+  const std::vector<std::pair<std::string, std::string>> options = {
+      {"project_dir", project}, {"automatic_checkpoint_naming", "1"}, {"total_limit", "2"}};
+  {
+    Training t(options);
+    ACC_ASSERT_OK(acc_save_state(t.acc, nullptr, nullptr));  // checkpoint_0
+    for (int i = 1; i < 4; ++i) {
+      t.train(1);
+      char* written = nullptr;
+      ACC_ASSERT_OK(acc_save_state(t.acc, nullptr, &written));
+      EXPECT_EQ(take_string(written), project + "/checkpoints/checkpoint_" + std::to_string(i));
+    }
+    int64_t iteration = 0;
+    ACC_ASSERT_OK(acc_accelerator_iteration(t.acc, &iteration));
+    EXPECT_EQ(iteration, 4);
+  }
+  EXPECT_EQ(entries(project + "/checkpoints"),
+            (std::vector<std::string>{"checkpoint_2", "checkpoint_3", "checkpoint_best", "notes.txt"}));
+
+  Training resumed(options);
+  char* loaded = nullptr;
+  ACC_ASSERT_OK(acc_load_state(resumed.acc, nullptr, &loaded));
+  EXPECT_EQ(take_string(loaded), project + "/checkpoints/checkpoint_3");
+  int64_t iteration = 0;
+  ACC_ASSERT_OK(acc_accelerator_iteration(resumed.acc, &iteration));
+  EXPECT_EQ(iteration, 4);  // Accelerate leaves it at 0 and the next save collides (#1601)
+  ACC_ASSERT_OK(acc_save_state(resumed.acc, nullptr, nullptr));
+  EXPECT_EQ(entries(project + "/checkpoints"),
+            (std::vector<std::string>{"checkpoint_3", "checkpoint_4", "checkpoint_best", "notes.txt"}));
+}
+
+TEST(SaveState, WithoutAFolderOrAutomaticNamingItIsAnError) {
+  Training t({});
+  ACC_EXPECT_ERROR(acc_save_state(t.acc, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "automatic_checkpoint_naming");
+  ACC_EXPECT_ERROR(acc_load_state(t.acc, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "project_dir");
+  ACC_EXPECT_ERROR(acc_save_state(nullptr, "x", nullptr), ACC_ERR_INVALID_HANDLE, "acc");
+  ACC_EXPECT_ERROR(acc_bytes_append(nullptr, "x", 1), ACC_ERR_INVALID_ARGUMENT, "sink");
+  ACC_EXPECT_ERROR(acc_register_for_checkpointing(t.acc, Counter::save, nullptr, nullptr, nullptr),
+                   ACC_ERR_INVALID_ARGUMENT, "load");
+}
+
+namespace {
+
+struct HookLog {
+  std::vector<std::string> dirs;
+  bool refuse = false;
+  static int call(void* self, const char* dir) {
+    auto* log = static_cast<HookLog*>(self);
+    log->dirs.push_back(dir);
+    if (log->refuse) acc_callback_set_error("disk quota policy says no");
+    return log->refuse ? 3 : 0;
+  }
+};
+
+}  // namespace
+
+TEST(SaveState, PreHooksSeeTheFolderAndCanAbort) {
+  const std::string dir = fresh_dir("hooks") + "/ckpt";
+  Training t({});
+  HookLog saves, loads;
+  ACC_ASSERT_OK(acc_register_save_state_pre_hook(t.acc, HookLog::call, &saves, nullptr));
+  ACC_ASSERT_OK(acc_register_load_state_pre_hook(t.acc, HookLog::call, &loads, nullptr));
+  ACC_ASSERT_OK(acc_save_state(t.acc, dir.c_str(), nullptr));
+  ACC_ASSERT_OK(acc_load_state(t.acc, dir.c_str(), nullptr));
+  EXPECT_EQ(saves.dirs, std::vector<std::string>{dir});
+  EXPECT_EQ(loads.dirs, std::vector<std::string>{dir});
+
+  saves.refuse = true;
+  const std::string other = dir + "_2";
+  ACC_EXPECT_ERROR(acc_save_state(t.acc, other.c_str(), nullptr), ACC_ERR_IO, "disk quota policy says no");
+  EXPECT_FALSE(fs::exists(other));
+}
+
+namespace {
+
+// Saves a checkpoint of a short run and returns its folder.
+std::string saved_checkpoint(const std::string& name) {
+  const std::string dir = fresh_dir(name) + "/ckpt";
+  Training t({});
+  t.train(2);
+  EXPECT_EQ(acc_save_state(t.acc, dir.c_str(), nullptr), ACC_OK) << acc_last_error_message();
+  return dir;
+}
+
+// Loading `dir` fails with `code` and a message holding `needle`, and leaves the weights alone.
+void expect_refused(const std::string& dir, acc_status code, const std::string& needle) {
+  Training t({});
+  const auto before = t.weights();
+  const double lr_before = t.lr();
+  ACC_EXPECT_ERROR(acc_load_state(t.acc, dir.c_str(), nullptr), code, needle);
+  EXPECT_EQ(t.weights(), before);
+  EXPECT_EQ(t.lr(), lr_before);
+  t.train(1);  // still usable
+}
+
+}  // namespace
+
+TEST(LoadState, MissingOrIncompleteCheckpointsAreRefusedWithTheFileNamed) {
+  expect_refused(acc_test::temp_path("no_such_checkpoint"), ACC_ERR_IO, "does not exist");
+  std::string dir = saved_checkpoint("missing");
+  fs::remove(dir + "/optimizer.safetensors");
+  expect_refused(dir, ACC_ERR_IO, "optimizer.safetensors");
+  fs::remove(dir + "/accelerate_state.json");
+  expect_refused(dir, ACC_ERR_IO, "not a complete checkpoint");
+}
+
+TEST(LoadState, TruncatedOrCorruptFilesAreRefused) {
+  std::string dir = saved_checkpoint("truncated");
+  fs::resize_file(dir + "/model.safetensors", fs::file_size(dir + "/model.safetensors") - 10);
+  expect_refused(dir, ACC_ERR_IO, "model.safetensors");
+
+  dir = saved_checkpoint("corrupt");
+  std::ofstream(dir + "/scheduler.json") << "{\"step\": ";
+  expect_refused(dir, ACC_ERR_IO, "scheduler.json");
+
+  dir = saved_checkpoint("rng");
+  fs::resize_file(dir + "/random_states_0.safetensors", 4);
+  expect_refused(dir, ACC_ERR_IO, "random_states_0.safetensors");
+}
+
+TEST(LoadState, CheckpointsOfOtherJobsAreRefused) {
+  std::string dir = saved_checkpoint("processes");
+  {
+    std::ifstream in(dir + "/accelerate_state.json");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto at = text.find("\"num_processes\": 1");
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, 18, "\"num_processes\": 4");
+    std::ofstream(dir + "/accelerate_state.json") << text;
+  }
+  expect_refused(dir, ACC_ERR_INVALID_ARGUMENT, "saved by 4 processes");
+
+  // Weights of another shape: the model file does not fit, and nothing was changed.
+  dir = saved_checkpoint("shapes");
+  {
+    acc_tensor* w = floats(std::vector<float>(16 * 5, 1.0f), {16, 5});
+    acc_tensor_list* list = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_load_safetensors((dir + "/model.safetensors").c_str(), &list));
+    acc_tensor_list* changed = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_create(&changed));
+    size_t n = 0;
+    ACC_ASSERT_OK(acc_tensor_list_size(list, &n));
+    for (size_t i = 0; i < n; ++i) {
+      const char* name = nullptr;
+      acc_tensor* t = nullptr;
+      ACC_ASSERT_OK(acc_tensor_list_name(list, i, &name));
+      ACC_ASSERT_OK(acc_tensor_list_get(list, i, &t));
+      const std::string key = name;
+      ACC_ASSERT_OK(acc_tensor_list_append(changed, key.c_str(), key == "0.weight" ? w : t));
+      acc_tensor_free(t);
+    }
+    acc_tensor_list_free(list);
+    ACC_ASSERT_OK(acc_tensor_list_save_safetensors(changed, (dir + "/model.safetensors").c_str()));
+    acc_tensor_list_free(changed);
+    acc_tensor_free(w);
+  }
+  expect_refused(dir, ACC_ERR_INVALID_ARGUMENT, "does not fit model 0");
+}
+
+TEST(LoadState, ALoaderInTheMiddleOfAnEpochIsRefused) {
+  const std::string dir = saved_checkpoint("busy_loader");
+  Training t({});
+  t.train(1);
+  ACC_EXPECT_ERROR(acc_load_state(t.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT, "middle of an epoch");
+}
+
+TEST(Save, WritesSafetensorsOnTheMainProcess) {
+  const std::string path = fresh_dir("save") + "/extra.safetensors";
+  Training t({});
+  acc_tensor_list* state = nullptr;
+  ACC_ASSERT_OK(acc_get_state_dict(t.acc, t.model, 0, &state));  // one process: no "module." prefix
+  acc_tensor* w = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_find(state, "3.bias", &w));
+  ACC_ASSERT_OK(acc_save(t.acc, state, path.c_str()));
+  acc_tensor_list* back = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors(path.c_str(), &back));
+  acc_tensor* w2 = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_find(back, "3.bias", &w2));
+  EXPECT_EQ(to_floats(w), to_floats(w2));
+  for (acc_tensor* x : {w, w2}) acc_tensor_free(x);
+  acc_tensor_list_free(state);
+  acc_tensor_list_free(back);
+}
+
+// ---- kill -9 during save_state ------------------------------------------------------------------
+
+namespace {
+
+const char* kLoopDirVariable = "ACC_TEST_SAVE_LOOP_DIR";
+const char* kBigNet = R"([{"type":"linear","in_features":512,"out_features":512}])";
+
+std::vector<std::pair<std::string, std::string>> loop_options(const std::string& project) {
+  return {{"cpu", "1"}, {"project_dir", project}, {"automatic_checkpoint_naming", "1"}, {"total_limit", "3"}};
+}
+
+struct BigRun {
+  acc_accelerator* acc;
+  acc_model* model = nullptr;
+  acc_optimizer* opt = nullptr;
+  explicit BigRun(const std::string& project) : acc(acc_test::make_accelerator(loop_options(project))) {
+    EXPECT_EQ(acc_model_from_spec(kBigNet, &model), ACC_OK);
+    EXPECT_EQ(acc_optimizer_create(model, "adam", nullptr, &opt), ACC_OK);
+    EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+  }
+  ~BigRun() {
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
+};
+
+}  // namespace
+
+// Not a test by itself: the child process of the next test, saving checkpoints until it is killed.
+TEST(SaveStateChild, SavesUntilKilled) {
+  const char* project = std::getenv(kLoopDirVariable);
+  if (!project) GTEST_SKIP() << "runs as the child of KillDuringSaveLeavesEarlierCheckpointsLoadable";
+  BigRun run(project);
+  if (fs::exists(std::string(project) + "/checkpoints")) ACC_ASSERT_OK(acc_load_state(run.acc, nullptr, nullptr));
+  for (;;) ACC_ASSERT_OK(acc_save_state(run.acc, nullptr, nullptr));
+}
+
+TEST(SaveState, KillDuringSaveLeavesEarlierCheckpointsLoadable) {
+  const std::string project = fresh_dir("kill");
+  const std::string variable = std::string(kLoopDirVariable) + "=" + project;
+  std::vector<char*> env;
+  for (char** e = environ; *e; ++e) env.push_back(*e);
+  env.push_back(const_cast<char*>(variable.c_str()));
+  env.push_back(nullptr);
+  std::string self = fs::read_symlink("/proc/self/exe").string();
+  std::string filter = "--gtest_filter=SaveStateChild.SavesUntilKilled";
+  char* argv[] = {self.data(), filter.data(), nullptr};
+  std::mt19937 random(12345);
+  for (int round = 0; round < 6; ++round) {
+    pid_t child = 0;
+    ASSERT_EQ(posix_spawn(&child, self.c_str(), nullptr, nullptr, argv, env.data()), 0);
+    // Let it complete at least one checkpoint, then kill it at a random moment of a later save.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    for (;;) {
+      bool any = false;
+      if (fs::exists(project + "/checkpoints"))
+        for (auto& e : fs::directory_iterator(project + "/checkpoints"))
+          any = any || fs::exists(e.path() / "accelerate_state.json");
+      if (any) break;
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the child wrote no checkpoint";
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(0, 150)(random)));
+    ::kill(child, SIGKILL);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "the child stopped by itself (status " << status << ")";
+
+    // Every numbered folder is a complete checkpoint, and the newest loads.
+    for (auto& e : fs::directory_iterator(project + "/checkpoints")) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("checkpoint_", 0) != 0) continue;
+      BigRun check(project);
+      ACC_ASSERT_OK(acc_load_state(check.acc, e.path().c_str(), nullptr));
+    }
+    BigRun resumed(project);
+    ACC_ASSERT_OK(acc_load_state(resumed.acc, nullptr, nullptr));
+  }
+}
