@@ -112,6 +112,7 @@ typedef enum acc_handle_kind {
   ACC_HANDLE_DATASET = 8,
   ACC_HANDLE_DATALOADER = 9,
   ACC_HANDLE_ACCELERATOR = 10,
+  ACC_HANDLE_PROGRESS = 11,
   ACC_HANDLE_MAX_ENUM = 0x7fffffff
 } acc_handle_kind;
 
@@ -599,6 +600,9 @@ ACC_API ACC_NODISCARD acc_status acc_accelerator_sync_gradients(const acc_accele
 ACC_API ACC_NODISCARD acc_status acc_accelerator_optimizer_step_was_skipped(const acc_accelerator *acc, int *out);
 /* Micro-steps counted by acc_accumulate_begin in the current window (Accelerate's accelerator.step). */
 ACC_API ACC_NODISCARD acc_status acc_accelerator_step(const acc_accelerator *acc, int64_t *out);
+/* The number the next automatic checkpoint gets (ProjectConfiguration.iteration): the `iteration`
+ * option, plus one per acc_save_state; acc_load_state sets it past the checkpoint it loaded. */
+ACC_API ACC_NODISCARD acc_status acc_accelerator_iteration(const acc_accelerator *acc, int64_t *out);
 
 /* Placement of one prepared object: the accelerator's device_placement option, or a per-object
  * choice (Accelerate's prepare(..., device_placement=[...])). */
@@ -650,6 +654,63 @@ ACC_API ACC_NODISCARD acc_status acc_clip_grad_value(acc_accelerator *acc, acc_m
  * and renamed; shards of an earlier save that this one does not produce are removed. */
 ACC_API ACC_NODISCARD acc_status acc_save_model(acc_accelerator *acc, acc_model *model, const char *dir,
                                                 const char *max_shard_size);
+
+/* ------------------------------------------------------------------------------------------------
+ * Checkpoints: save_state / load_state (exact resume), custom state, hooks.
+ *
+ * A checkpoint folder holds every model, optimizer, scheduler and data loader the accelerator
+ * prepared (in prepare order: model.safetensors, model_1.safetensors, optimizer.safetensors,
+ * scheduler.json, ...), the GradScaler (scaler.json, fp16), each process's RNG states
+ * (random_states_<rank>.safetensors) and loader positions (dataloader_state_<rank>.json: epoch,
+ * batches done, the epoch's shuffle seed), the step counter, registered objects
+ * (custom_checkpoint_<i>.bin) and a manifest (accelerate_state.json). Shared files are written by the
+ * main process (each node's local main with save_on_each_node), per-process files by each process.
+ * ---------------------------------------------------------------------------------------------- */
+
+/* Saves into `dir`, or with dir NULL into project_dir/checkpoints/checkpoint_<iteration>
+ * (automatic_checkpoint_naming). The folder is written under a hidden temporary name and renamed into
+ * place once complete (an existing folder of that name is replaced only then); with total_limit, the
+ * oldest checkpoint_<i> folders beyond it are deleted after that. A crash mid-save leaves every earlier
+ * checkpoint intact. Then iteration grows by one. *out_dir (may be NULL) receives the folder (free
+ * with acc_string_free). A collective: every process calls it; if it fails on one, it fails on all. */
+ACC_API ACC_NODISCARD acc_status acc_save_state(acc_accelerator *acc, const char *dir, char **out_dir);
+/* Restores everything acc_save_state saved from `dir`, or with dir NULL from the newest complete
+ * checkpoint_<i> under project_dir/checkpoints. Every file is read and checked on every process before
+ * anything changes: a missing, truncated or corrupt file, a checkpoint of another number of processes or
+ * of other objects, or tensors that do not fit fail with a message naming the file, leaving models and
+ * optimizers as they were. Prepared loaders must be between epochs (load before iterating); each resumes
+ * at the batch after the saved one, in the same order. iteration becomes the loaded one's plus one.
+ * *out_dir (may be NULL) receives the folder loaded. A collective. */
+ACC_API ACC_NODISCARD acc_status acc_load_state(acc_accelerator *acc, const char *dir, char **out_dir);
+
+/* A byte sink handed to a state-saving callback; valid only during that call. */
+typedef struct acc_bytes acc_bytes;
+ACC_API ACC_NODISCARD acc_status acc_bytes_append(acc_bytes *sink, const void *data, size_t size);
+/* Writes the object's state into `out` with acc_bytes_append; returns 0, or non-zero to fail the save. */
+typedef int (*acc_state_save_fn)(void *user_data, acc_bytes *out);
+/* Restores the object's state from the bytes its save callback wrote; non-zero fails the load. */
+typedef int (*acc_state_load_fn)(void *user_data, const void *data, size_t size);
+/* Accelerate's register_for_checkpointing: the object's bytes go into custom_checkpoint_<i>.bin (i in
+ * registration order) on the main process, and come back on every process at acc_load_state.
+ * free_user_data (may be NULL) runs when the accelerator is gone. */
+ACC_API ACC_NODISCARD acc_status acc_register_for_checkpointing(acc_accelerator *acc, acc_state_save_fn save,
+                                                                acc_state_load_fn load, void *user_data,
+                                                                acc_free_fn free_user_data);
+/* Called with the checkpoint folder before a save writes, or a load reads; non-zero aborts it (on
+ * every process), with the message set by acc_callback_set_error. */
+typedef int (*acc_checkpoint_hook_fn)(void *user_data, const char *dir);
+ACC_API ACC_NODISCARD acc_status acc_register_save_state_pre_hook(acc_accelerator *acc, acc_checkpoint_hook_fn hook,
+                                                                  void *user_data, acc_free_fn free_user_data);
+ACC_API ACC_NODISCARD acc_status acc_register_load_state_pre_hook(acc_accelerator *acc, acc_checkpoint_hook_fn hook,
+                                                                  void *user_data, acc_free_fn free_user_data);
+/* Accelerate's save(): named tensors as a safetensors file, written once per machine (the main process,
+ * or each node's local main with save_on_each_node). Other processes return at once. */
+ACC_API ACC_NODISCARD acc_status acc_save(acc_accelerator *acc, const acc_tensor_list *tensors, const char *path);
+/* A prepared model's parameters and buffers, copied to the CPU. unwrap non-zero: the model's own names;
+ * zero: as the wrapper names them (a "module." prefix on several processes, like DDP). */
+ACC_API ACC_NODISCARD acc_status acc_get_state_dict(acc_accelerator *acc, acc_model *model, int unwrap,
+                                                    acc_tensor_list **out);
+
 /* Prints text and a newline on the main process only. */
 ACC_API ACC_NODISCARD acc_status acc_print(const acc_accelerator *acc, const char *text);
 /* Waits until every process gets here; returns at once on one process. */
@@ -709,6 +770,85 @@ ACC_API ACC_NODISCARD acc_status acc_split_between_processes(const acc_accelerat
  * raised it, and lowers it (e.g. for early stopping). */
 ACC_API ACC_NODISCARD acc_status acc_set_trigger(acc_accelerator *acc);
 ACC_API ACC_NODISCARD acc_status acc_check_trigger(acc_accelerator *acc, int *out);
+
+/* ------------------------------------------------------------------------------------------------
+ * Experiment tracking: Accelerate's log_with / init_trackers / log / end_training.
+ *
+ * The accelerator option log_with names the built-in trackers: "tensorboard" (event files that
+ * TensorBoard reads), "jsonl" (metrics.jsonl), "csv" (metrics.csv), "all", or a comma-separated
+ * list; an unknown name makes acc_accelerator_create fail with ACC_ERR_INVALID_ARGUMENT. They write
+ * into <logging_dir>/<project_name>/ (logging_dir defaults to project_dir; one of them must be set).
+ * The program adds its own trackers with acc_add_tracker. Only the main process writes or calls
+ * tracker callbacks; every process must make the same calls, which are checked the same way on all.
+ * File trackers write on background threads: acc_log only queues the values. A write error is
+ * reported (ACC_ERR_IO) by the next acc_log or by acc_end_training.
+ * ---------------------------------------------------------------------------------------------- */
+
+/* Callbacks of a tracker implemented by the program; each returns 0, or non-zero to fail the call
+ * that triggered it (ACC_ERR_IO, with the message left by acc_callback_set_error). They run on the
+ * thread calling the acc_* function, on the main process only. Every argument is borrowed for the
+ * duration of the call. */
+/* A run starts: the project name and its hyper-parameters as a JSON object ("{}" when none). */
+typedef int (*acc_tracker_init_fn)(void *user_data, const char *project_name, const char *config_json);
+/* n values by name at `step` (always >= 0: the step the library assigned). */
+typedef int (*acc_tracker_log_fn)(void *user_data, const char *const *names, const double *values, size_t n,
+                                  int64_t step);
+/* The run ends (acc_end_training, a new acc_init_trackers, or the accelerator being freed). */
+typedef int (*acc_tracker_finish_fn)(void *user_data);
+
+/* Adds a tracker of the program under `name` (not one of the built-in names in use, not already
+ * added). Any callback may be NULL. Added during a run, its init callback runs at once. The
+ * accelerator owns user_data from here on: free_user_data (may be NULL) runs when the accelerator is
+ * gone, and also when this call fails. */
+ACC_API ACC_NODISCARD acc_status acc_add_tracker(acc_accelerator *acc, const char *name, acc_tracker_init_fn init,
+                                                 acc_tracker_log_fn log, acc_tracker_finish_fn finish,
+                                                 void *user_data, acc_free_fn free_user_data);
+/* Accelerate's init_trackers: starts a run named project_name (a folder name: no "..", not absolute)
+ * with config_json, a JSON object of hyper-parameters (NULL or "" for none; nested objects are shown
+ * by TensorBoard as "outer/inner"). TensorBoard shows them in its HPARAMS and TEXT dashboards; jsonl
+ * and csv write them to hparams.json. A run already open is ended first. Invalid JSON or a non-object
+ * is ACC_ERR_INVALID_ARGUMENT; a folder that cannot be created is ACC_ERR_IO. */
+ACC_API ACC_NODISCARD acc_status acc_init_trackers(acc_accelerator *acc, const char *project_name,
+                                                   const char *config_json);
+/* Accelerate's log: n values by name (non-empty, distinct names; arrays borrowed) at `step`, or at
+ * the step after the last one logged when step < 0 (0 for the first call of a run). n may be 0 (the
+ * step still advances). Before acc_init_trackers or after acc_end_training: ACC_ERR_NOT_INITIALIZED.
+ * If a tracker fails, the others still receive the values, and the first failure is returned. */
+ACC_API ACC_NODISCARD acc_status acc_log(acc_accelerator *acc, const char *const *names, const double *values,
+                                         size_t n, int64_t step);
+/* acc_log of a single value. */
+ACC_API ACC_NODISCARD acc_status acc_log_scalar(acc_accelerator *acc, const char *name, double value, int64_t step);
+/* Accelerate's end_training: every tracker finishes; the files are complete on disk when it returns.
+ * Without a run open it does nothing. Freeing the accelerator ends an open run too (errors lost). */
+ACC_API ACC_NODISCARD acc_status acc_end_training(acc_accelerator *acc);
+/* The names of the trackers: log_with's, then those added, in order. */
+ACC_API ACC_NODISCARD acc_status acc_tracker_names(const acc_accelerator *acc, acc_string_list **out);
+/* Where tracker `name` writes in the current or last run: the event file (tensorboard), metrics.jsonl
+ * or metrics.csv; "" for a tracker of the program, before the first run and on other processes than
+ * the main one. Free *out with acc_string_free. An unknown name is ACC_ERR_INVALID_ARGUMENT. */
+ACC_API ACC_NODISCARD acc_status acc_tracker_path(const acc_accelerator *acc, const char *name, char **out);
+
+/* ------------------------------------------------------------------------------------------------
+ * Progress display for training loops (the main process shows it; elsewhere it is silent). On a
+ * terminal, stdout gets one line redrawn in place: description, percentage, a bar, count/total,
+ * elapsed<remaining time, rate and the postfix. When stdout is not a terminal (a log file, a pipe,
+ * TERM=dumb), it prints plain lines instead, one per 10% of the total (every 30 s when the total is
+ * unknown) and one on close.
+ * ---------------------------------------------------------------------------------------------- */
+
+typedef struct acc_progress acc_progress;
+/* A display for `total` steps (<= 0: unknown) labelled `description` (may be NULL). It shows on the
+ * accelerator's main process only and does not keep the accelerator alive. */
+ACC_API ACC_NODISCARD acc_status acc_progress_create(const acc_accelerator *acc, int64_t total,
+                                                     const char *description, acc_progress **out);
+/* Advances by n (>= 0) steps. */
+ACC_API ACC_NODISCARD acc_status acc_progress_update(acc_progress *p, int64_t n);
+/* Text shown after the counters from the next display on, e.g. "loss 0.412" (copied). */
+ACC_API ACC_NODISCARD acc_status acc_progress_set_postfix(acc_progress *p, const char *text);
+/* Shows the final state and ends the display; later updates are ignored. */
+ACC_API ACC_NODISCARD acc_status acc_progress_close(acc_progress *p);
+/* Closes the display if needed and releases it. NULL is allowed. */
+ACC_API void acc_progress_free(acc_progress *p);
 
 #ifdef __cplusplus
 } /* extern "C" */
