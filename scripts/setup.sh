@@ -9,7 +9,7 @@ packages=(
   # libtorch and c10d's Gloo backend; OpenBLAS so libtorch computes at full speed
   libtorch-dev libgloo-dev libopenblas0-pthread
   # libraries the implementation uses
-  nlohmann-json3-dev zlib1g-dev libcli11-dev
+  nlohmann-json3-dev zlib1g-dev libcli11-dev libyaml-cpp-dev
   # tests: GoogleTest; PyTorch itself, to export TorchScript models the tests load
   libgtest-dev python3-torch
   # the main job's data set (Fashion-MNIST IDX files in /usr/share/datasets/fashion-mnist)

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "common/error.h"
+#include "config/config_file.h"
 
 namespace acc {
 namespace {
@@ -20,6 +21,19 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
           options_kind_name(o.kind()));
   // Environment values go through a scratch Options object, so they are checked like options.
   Options from_env(OptionsKind::Accelerator);
+  // Accelerate's config file comes last: read only when a value is still missing.
+  std::optional<std::optional<ClusterConfig>> file;
+  auto from_file = [&](const char* key) -> std::optional<std::string> {
+    if (!file) file = implicit_config();
+    if (!*file) return std::nullopt;
+    const ClusterConfig& f = **file;
+    if (std::string(key) == "cpu" && (f.present.count("use_cpu") || f.distributed_type == "MULTI_CPU"))
+      return (f.use_cpu || f.distributed_type == "MULTI_CPU") ? "true" : "false";
+    if (std::string(key) == "mixed_precision" && f.present.count("mixed_precision")) return f.mixed_precision;
+    if (std::string(key) == "gradient_accumulation_steps" && f.gradient_accumulation_steps)
+      return std::to_string(*f.gradient_accumulation_steps);
+    return std::nullopt;
+  };
   auto take = [&](const char* key, const char* variable) {
     if (o.has(key)) return;
     if (auto value = env(variable)) {
@@ -28,6 +42,8 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
       } catch (const Error& e) {
         fail(Status::InvalidArgument, "environment variable ", variable, "='", *value, "': ", e.what());
       }
+    } else if (auto filed = from_file(key)) {
+      from_env.set_from_text(key, *filed);  // the file's values were checked when it was read
     }
   };
   take("cpu", "ACCELERATE_USE_CPU");

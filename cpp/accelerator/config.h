@@ -43,7 +43,9 @@ struct AcceleratorConfig {
 };
 
 // Precedence: an option the program set > ACCELERATE_USE_CPU / ACCELERATE_MIXED_PRECISION /
-// ACCELERATE_GRADIENT_ACCUMULATION_STEPS > default. (Accelerate lets the environment override the
+// ACCELERATE_GRADIENT_ACCUMULATION_STEPS > Accelerate's config file (use_cpu, mixed_precision,
+// gradient_accumulation_steps; see config/config_file.h) > default. The file is read only when a
+// value is still missing; one that is found but broken is an error naming it. (Accelerate lets the environment override the
 // gradient_accumulation_steps argument; its docs say arguments win, and so do we.) A variable
 // with a value that does not parse is an error naming it.
 AcceleratorConfig resolve_accelerator_config(const Options& options);

@@ -226,6 +226,11 @@ std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int
   if (c.num_cpu_threads_per_process) env["OMP_NUM_THREADS"] = std::to_string(*c.num_cpu_threads_per_process);
   else if (local > 1 && !std::getenv("OMP_NUM_THREADS")) env["OMP_NUM_THREADS"] = "1";  // as torchrun does
   if (c.gpu_ids) env["CUDA_VISIBLE_DEVICES"] = *c.gpu_ids;
+  if (c.debug) env["ACCELERATE_DEBUG_MODE"] = "true";
+  if (c.config_file) {
+    env["ACCELERATE_CONFIG_FILE"] = *c.config_file;
+    env["ACCELERATE_CONFIG_REPORTED"] = "1";  // the launcher printed its warnings already
+  }
   return env;
 }
 
@@ -246,8 +251,26 @@ int find_free_port() {
   return ntohs(addr.sin_port);
 }
 
+void require_port_free(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) fail(Status::Io, "socket: ", std::strerror(errno));
+  // As the rendezvous store binds it: any address, SO_REUSEADDR (a port in TIME_WAIT is usable).
+  const int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool taken = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 && errno == EADDRINUSE;
+  close(fd);
+  require(!taken, "--main_process_port ", port,
+          " is already in use on this machine: choose a free port, or leave the option out (on one machine a "
+          "free port is picked)");
+}
+
 int run_launch(const LaunchConfig& config) {
   validate_launch_config(config);
+  if (config.main_process_port && config.machine_rank == 0) require_port_free(*config.main_process_port);
   struct sigaction action {};
   action.sa_handler = remember_signal;
   sigemptyset(&action.sa_mask);

@@ -20,6 +20,8 @@ struct LaunchConfig {
   bool cpu = false;
   std::optional<int> num_cpu_threads_per_process;
   std::optional<std::string> gpu_ids;
+  bool debug = false;                      // ACCELERATE_DEBUG_MODE: shapes checked before collectives
+  std::optional<std::string> config_file;  // the config file used: its processes read the same one
   int max_restarts = 0;
   double kill_timeout_seconds = 5.0;  // after a failure: SIGTERM, then SIGKILL after this long
   bool prefix_output = true;          // "[rank N] " before each line when several processes run
@@ -35,6 +37,9 @@ std::map<std::string, std::string> launch_environment(const LaunchConfig& config
 
 // A TCP port that was free on this machine a moment ago.
 int find_free_port();
+
+// Fails with InvalidArgument, saying what to do, when `port` is taken on this machine.
+void require_port_free(int port);
 
 // Runs the job; returns the exit code for accelerate-launch: 0 if every process succeeded, else the
 // first failing process's code (128 + signal for a signal).

@@ -1,0 +1,248 @@
+// accelerate: the command line — launch, config, env, test, estimate-memory. Installed as
+// `accelerate-launch` too, where it is `accelerate launch`.
+// Exit codes: 0 success; 2 a usage error (a flag, a value, a config file to fix); else the failing
+// process's code (launch, test) or 1.
+#include <CLI/CLI.hpp>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <iostream>
+
+#include "cli/env_report.h"
+#include "cli/estimate_memory.h"
+#include "cli/questionnaire.h"
+#include "cli/self_check.h"
+#include "common/device.h"
+#include "common/error.h"
+#include "config/config_file.h"
+#include "launch/launch_flags.h"
+
+namespace {
+
+struct LaunchArgs {
+  acc::LaunchFlags flags;
+  std::optional<std::string> config_file;
+  std::string module;
+  bool multi_gpu = false;
+};
+
+void add_launch_options(CLI::App* app, LaunchArgs& a) {
+  auto& f = a.flags;
+  app->add_option("--config_file", a.config_file, "config file (default: Accelerate's default_config.yaml)");
+  app->add_option("--num_processes", f.num_processes, "processes in the whole job")->check(CLI::Range(1, 1 << 20));
+  app->add_option("--num_machines", f.num_machines, "machines in the job")->check(CLI::Range(1, 1 << 20));
+  app->add_option("--machine_rank", f.machine_rank, "rank of this machine")->check(CLI::Range(0, 1 << 20));
+  app->add_option("--main_process_ip", f.main_process_ip, "address of machine 0");
+  app->add_option("--main_process_port", f.main_process_port, "port of the rendezvous (0 or none: a free port)")
+      ->check(CLI::Range(0, 65535));
+  app->add_option("--mixed_precision", f.mixed_precision, "no, fp16 or bf16")->check(CLI::IsMember({"no", "fp16", "bf16"}));
+  app->add_option("--gradient_accumulation_steps", f.gradient_accumulation_steps, "micro-steps per optimizer step")
+      ->check(CLI::Range(1, 1 << 20));
+  app->add_flag("--cpu", f.cpu, "train on the CPU even when a GPU is there");
+  app->add_flag("--multi_gpu", a.multi_gpu, "train on GPUs even if the config file says use_cpu");
+  app->add_flag("--debug", f.debug, "check tensor shapes across processes before each collective");
+  app->add_option("--num_cpu_threads_per_process", f.num_cpu_threads_per_process, "OMP_NUM_THREADS of each process")
+      ->check(CLI::Range(1, 1 << 20));
+  app->add_option("--gpu_ids", f.gpu_ids, "GPUs to use, as CUDA_VISIBLE_DEVICES (e.g. 0,1), or all");
+  app->add_option("--max_restarts", f.max_restarts, "restarts of the whole group after a failure")
+      ->check(CLI::Range(0, 1000));
+  app->add_option("--kill_timeout", f.kill_timeout_seconds, "seconds between SIGTERM and SIGKILL at teardown")
+      ->check(CLI::Range(0.0, 3600.0));
+  app->add_flag("!--no_prefix", f.prefix_output, "do not prefix output lines with the rank");
+  app->add_option("-m,--module", a.module, "run a Python module: python3 -m MODULE ARGS");
+}
+
+// Usage errors, and errors in the config file, exit 2; others 1.
+int report(const char* who, const acc::Error& e, bool config_stage) {
+  std::fprintf(stderr, "%s: %s\n", who, e.what());
+  return e.status() == acc::Status::InvalidArgument || config_stage ? 2 : 1;
+}
+
+// The config file in effect: the one given, else Accelerate's default if there is one.
+std::pair<std::optional<std::string>, std::optional<acc::ClusterConfig>> load_config(
+    const std::optional<std::string>& given) {
+  auto path = acc::find_config_file(given);
+  if (!path) return {std::nullopt, std::nullopt};
+  auto config = acc::load_config_file(*path);
+  acc::report_config_warnings(config, *path);
+  return {path, config};
+}
+
+int run_launch(const char* who, LaunchArgs& a, std::vector<std::string> command) {
+  if (!command.empty() && command[0].size() > 1 && command[0][0] == '-') {
+    std::fprintf(stderr, "%s: unknown option %s (see %s --help)\n", who, command[0].c_str(), who);
+    return 2;
+  }
+  if (!a.module.empty()) command.insert(command.begin(), {"python3", "-m", a.module});
+  acc::LaunchConfig config;
+  try {
+    auto [path, file] = load_config(a.config_file);
+    config = acc::resolve_launch_config(a.flags, file, path, std::move(command));
+    if (a.multi_gpu && !a.flags.cpu) config.cpu = false;
+  } catch (const acc::Error& e) {
+    return report(who, e, true);
+  }
+  try {
+    return acc::run_launch(config);
+  } catch (const acc::Error& e) {
+    return report(who, e, false);
+  }
+}
+
+std::string self_executable() {
+  char buffer[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", buffer, sizeof buffer - 1);
+  if (n <= 0) acc::fail(acc::Status::Io, "cannot find this program's path (/proc/self/exe)");
+  return std::string(buffer, static_cast<size_t>(n));
+}
+
+// A parse error as one line; --help prints help and exits 0.
+int parse_error(CLI::App& app, const CLI::ParseError& e) {
+  if (e.get_exit_code() == 0) return app.exit(e);
+  std::string where = app.get_name();
+  for (CLI::App* sub = &app; !sub->get_subcommands().empty();) {
+    sub = sub->get_subcommands().front();
+    where += " " + sub->get_name();
+  }
+  std::fprintf(stderr, "%s: %s (see %s --help)\n", app.get_name().c_str(), e.what(), where.c_str());
+  return 2;
+}
+
+int launch_only(int argc, char** argv) {
+  CLI::App app{"Runs PROGRAM on N processes of a data-parallel job (same as `accelerate launch`)",
+               "accelerate-launch"};
+  LaunchArgs args;
+  add_launch_options(&app, args);
+  app.prefix_command();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return parse_error(app, e);
+  }
+  return run_launch("accelerate-launch", args, app.remaining());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string invoked = argv[0];
+  if (invoked.size() >= 17 && invoked.compare(invoked.size() - 17, 17, "accelerate-launch") == 0)
+    return launch_only(argc, argv);
+
+  CLI::App app{"Accelerate (C++ runtime): configure, check and launch data-parallel training", "accelerate"};
+  app.require_subcommand(1);
+
+  LaunchArgs launch_args;
+  auto* launch = app.add_subcommand("launch", "run PROGRAM on the job's processes (flags > config file > defaults)");
+  add_launch_options(launch, launch_args);
+  launch->prefix_command();
+
+  std::optional<std::string> config_path;
+  bool config_default = false;
+  std::string default_precision = "no";
+  auto* config = app.add_subcommand("config", "answer a few questions and save a config file");
+  config->add_option("--config_file", config_path, "where to save it (default: Accelerate's default_config.yaml)");
+  config->add_flag("--default", config_default, "write a default config without asking (every GPU, or one CPU process)");
+  config->add_option("--mixed_precision", default_precision, "mixed precision of --default")
+      ->check(CLI::IsMember({"no", "fp16", "bf16"}));
+  auto* config_default_cmd = config->add_subcommand("default", "same as config --default");
+  config_default_cmd->add_option("--config_file", config_path, "where to save it");
+  config_default_cmd->add_option("--mixed_precision", default_precision, "no, fp16 or bf16")
+      ->check(CLI::IsMember({"no", "fp16", "bf16"}));
+  auto* config_update = config->add_subcommand("update", "rewrite a config file in the current format, keeping its values");
+  config_update->add_option("--config_file", config_path, "the file (default: Accelerate's default_config.yaml)");
+
+  auto* env = app.add_subcommand("env", "print versions, hardware and the config in effect, for bug reports");
+  env->add_option("--config_file", config_path, "config file (default: Accelerate's default_config.yaml)");
+
+  LaunchArgs test_args;
+  auto* test = app.add_subcommand("test", "check the job's processes: collectives, DDP steps, a checkpoint");
+  test->add_option("--config_file", test_args.config_file, "config file (default: Accelerate's default_config.yaml)");
+  test->add_option("--num_processes", test_args.flags.num_processes, "processes (default: the config's)")
+      ->check(CLI::Range(1, 1 << 20));
+  test->add_flag("--cpu", test_args.flags.cpu, "run on the CPU even when a GPU is there");
+
+  std::string model_path;
+  std::vector<std::string> dtypes = {"float32", "float16", "bfloat16", "int8", "int4"};
+  bool as_json = false;
+  auto* estimate = app.add_subcommand("estimate-memory", "memory of a model's weights and of training it with Adam");
+  estimate->add_option("model", model_path, "a TorchScript file, or a layer spec (a .json file)")->required();
+  estimate->add_option("--dtypes", dtypes, "dtypes to show")
+      ->check(CLI::IsMember({"float32", "float16", "bfloat16", "int8", "int4"}));
+  estimate->add_flag("--json", as_json, "print JSON instead of a table");
+
+  auto* worker = app.add_subcommand("self-check-worker", "one process of `accelerate test`");
+  worker->group("");  // hidden: started by `accelerate test` through the launcher
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return parse_error(app, e);
+  }
+
+  try {
+    if (*launch) return run_launch("accelerate launch", launch_args, launch->remaining());
+    if (*worker) return acc::run_self_check();
+    if (*test) {
+      const int code = run_launch("accelerate test", test_args, {self_executable(), "self-check-worker"});
+      if (code == 0) std::printf("Test is a success: this machine is ready for distributed training.\n");
+      return code;
+    }
+    if (*config) {
+      const std::string path = config_path.value_or(acc::default_config_path());
+      if (*config_update) {
+        auto found = acc::find_config_file(config_path);
+        if (!found)
+          acc::fail(acc::Status::InvalidArgument, "no config file at ", path, ": create one with `accelerate config`");
+        acc::save_config_file(acc::load_config_file(*found), *found);
+        std::printf("updated the config file at %s\n", found->c_str());
+        return 0;
+      }
+      if (config_default || *config_default_cmd) {
+        if (access(path.c_str(), F_OK) == 0) {
+          std::fprintf(stderr,
+                       "accelerate config: %s already exists and is kept: run `accelerate config` to change it, "
+                       "or pass another --config_file\n",
+                       path.c_str());
+          return 1;
+        }
+        acc::save_config_file(acc::default_cluster_config(default_precision, acc::cuda_device_count()), path);
+      } else {
+        auto answers = acc::ask_cluster_config(std::cin, std::cout, isatty(STDIN_FILENO), acc::cuda_device_count());
+        acc::save_config_file(answers, path);
+      }
+      std::printf("accelerate configuration saved at %s\n", path.c_str());
+      return 0;
+    }
+    if (*env) {
+      std::optional<std::string> path;
+      std::optional<acc::ClusterConfig> file;
+      std::string problem;
+      try {
+        std::tie(path, file) = load_config(config_path);
+      } catch (const acc::Error& e) {
+        problem = e.what();
+      }
+      std::cout << acc::env_report(path, file);
+      if (!problem.empty()) {
+        std::cout << std::flush;
+        std::fprintf(stderr, "accelerate env: the config file cannot be used: %s\n", problem.c_str());
+        return 2;
+      }
+      return 0;
+    }
+    if (*estimate) {
+      auto sizes = acc::model_sizes(*acc::load_model_file(model_path));
+      auto rows = acc::memory_rows(sizes, dtypes);
+      std::cout << (as_json ? acc::memory_json(sizes, rows) + "\n" : acc::memory_table("`" + model_path + "`", sizes, rows));
+      return 0;
+    }
+  } catch (const acc::Error& e) {
+    return report("accelerate", e, e.status() == acc::Status::Io);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "accelerate: %s\n", e.what());
+    return 1;
+  }
+  return 2;
+}

@@ -1,0 +1,153 @@
+#include "cli/questionnaire.h"
+
+#include <functional>
+#include <istream>
+#include <ostream>
+
+#include "common/error.h"
+#include "common/options.h"
+
+namespace acc {
+namespace {
+
+class Asker {
+ public:
+  Asker(std::istream& in, std::ostream& out, bool terminal) : in_(in), out_(out), terminal_(terminal) {}
+
+  // Asks until `parse` accepts the answer (it returns an error text, empty when it accepted).
+  void ask(const std::string& question, const std::string& fallback,
+           const std::function<std::string(const std::string&)>& parse) {
+    for (;;) {
+      out_ << question << (fallback.empty() ? "" : " [" + fallback + "]") << ": " << std::flush;
+      std::string answer;
+      if (!std::getline(in_, answer))
+        fail(Status::InvalidArgument, "the input ended before the question '", question,
+             "' was answered: run `accelerate config` on a terminal, or use `accelerate config --default`");
+      if (!terminal_) out_ << answer << "\n";
+      answer = trim(answer);
+      if (answer.empty()) answer = fallback;
+      const std::string error = parse(answer);
+      if (error.empty()) return;
+      if (!terminal_) fail(Status::InvalidArgument, "answer '", answer, "' to '", question, "': ", error);
+      out_ << "  " << error << "\n";
+    }
+  }
+
+  int integer(const std::string& question, int fallback, int min, int max) {
+    int value = fallback;
+    ask(question, std::to_string(fallback), [&](const std::string& a) -> std::string {
+      char* end = nullptr;
+      const long v = std::strtol(a.c_str(), &end, 10);
+      if (a.empty() || *end || v < min || v > max)
+        return "enter a whole number from " + std::to_string(min) + " to " + std::to_string(max);
+      value = static_cast<int>(v);
+      return "";
+    });
+    return value;
+  }
+
+  bool yes_no(const std::string& question, bool fallback) {
+    bool value = fallback;
+    ask(question + (fallback ? " [YES/no]" : " [yes/NO]"), "", [&](const std::string& a) -> std::string {
+      if (a.empty()) return "";
+      auto v = parse_bool(a);
+      if (!v) return "answer yes or no";
+      value = *v;
+      return "";
+    });
+    return value;
+  }
+
+  // One of `choices`, by number or by name.
+  std::string choice(const std::string& question, const std::vector<std::string>& choices, size_t fallback) {
+    out_ << question << "\n";
+    for (size_t i = 0; i < choices.size(); ++i) out_ << "  " << i << ") " << choices[i] << "\n";
+    std::string value = choices[fallback];
+    ask("Your choice", std::to_string(fallback), [&](const std::string& a) -> std::string {
+      for (size_t i = 0; i < choices.size(); ++i)
+        if (a == std::to_string(i) || a == choices[i]) {
+          value = choices[i];
+          return "";
+        }
+      return "enter a number from 0 to " + std::to_string(choices.size() - 1);
+    });
+    return value;
+  }
+
+  std::string text(const std::string& question, const std::string& fallback,
+                   const std::function<std::string(const std::string&)>& check) {
+    std::string value;
+    ask(question, fallback, [&](const std::string& a) -> std::string {
+      if (a.empty()) return "an answer is needed";
+      std::string error = check(a);
+      if (error.empty()) value = a;
+      return error;
+    });
+    return value;
+  }
+
+ private:
+  static std::string trim(const std::string& s) {
+    const auto b = s.find_first_not_of(" \t\r");
+    if (b == std::string::npos) return "";
+    return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
+  }
+
+  std::istream& in_;
+  std::ostream& out_;
+  bool terminal_;
+};
+
+}  // namespace
+
+ClusterConfig ask_cluster_config(std::istream& in, std::ostream& out, bool terminal, int gpu_count) {
+  Asker ask(in, out, terminal);
+  ClusterConfig c = default_cluster_config("no", 0);
+  const std::vector<std::string> kinds = {"No distributed training", "multi-CPU", "multi-GPU"};
+  const std::string kind = ask.choice("Which type of machine are you using?", kinds, gpu_count > 1 ? 2 : 0);
+  c.distributed_type = kind == kinds[0] ? "NO" : kind == kinds[1] ? "MULTI_CPU" : "MULTI_GPU";
+  c.num_processes = 1;
+  if (c.distributed_type != "NO") {
+    c.num_machines = ask.integer("How many different machines will you use (more than 1 for multi-node training)?",
+                                 1, 1, 1 << 16);
+    if (c.num_machines > 1) {
+      c.machine_rank = ask.integer("What is the rank of this machine?", 0, 0, c.num_machines - 1);
+      c.main_process_ip = ask.text("What is the IP address of the machine that will host the main process?", "",
+                                   [](const std::string&) { return std::string(); });
+      c.main_process_port =
+          ask.integer("What is the port you will use to communicate with the main process?", 29500, 1, 65535);
+      c.same_network = ask.yes_no("Are all the machines on the same local network?", true);
+    }
+    const int machines = c.num_machines;
+    const int each = c.distributed_type == "MULTI_GPU" && gpu_count > 0 ? gpu_count : 2;
+    for (;;) {
+      c.num_processes = ask.integer("How many processes in total will you use (over all machines)?", each * machines, 1,
+                                    1 << 20);
+      if (c.num_processes % machines == 0) break;
+      if (!terminal)
+        fail(Status::InvalidArgument, "num_processes (", c.num_processes, ") must be a multiple of the number of machines (",
+             machines, ")");
+      out << "  enter a multiple of the number of machines (" << machines << ")\n";
+    }
+    if (c.distributed_type == "MULTI_GPU")
+      c.gpu_ids = ask.text("What GPU(s) (by id) should be used for training on this machine, as a comma-separated list?",
+                           "all", [](const std::string& a) -> std::string {
+                             if (a == "all" || a.find_first_not_of("0123456789,") == std::string::npos) return "";
+                             return "enter all, or GPU ids such as 0,1";
+                           });
+    c.debug = ask.yes_no("Should distributed operations be checked while running for errors? This can avoid timeout "
+                         "issues but will be slower.",
+                         false);
+  }
+  c.use_cpu = c.distributed_type == "MULTI_CPU" ||
+              (c.distributed_type == "NO" && (gpu_count == 0 || ask.yes_no("Do you want to run your training on CPU only "
+                                                                           "(even if a GPU is available)?",
+                                                                           false)));
+  c.mixed_precision = ask.choice("Do you wish to use mixed precision?", {"no", "fp16", "bf16"}, 0);
+  const int steps = ask.integer("How many gradient accumulation steps (micro-batches per optimizer step)?", 1, 1, 1 << 20);
+  if (steps > 1) c.gradient_accumulation_steps = steps;
+  if (c.gradient_accumulation_steps) c.present.insert("gradient_accumulation_steps");
+  return c;
+}
+
+}  // namespace acc

@@ -1,0 +1,184 @@
+#include "cli/self_check.h"
+
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "accelerator/accelerator.h"
+#include "common/error.h"
+#include "model/model.h"
+#include "optim/optimizer.h"
+
+namespace acc {
+namespace {
+
+using Check = std::function<std::string()>;  // "" when it passed, else what went wrong
+
+std::string differs(const std::string& what, const at::Tensor& got, const at::Tensor& want, double tolerance = 1e-5) {
+  if (got.sizes() == want.sizes() &&
+      at::allclose(got.to(at::kDouble).cpu(), want.to(at::kDouble).cpu(), tolerance, tolerance / 10))
+    return "";
+  std::ostringstream out;
+  out << what << ": got " << got.flatten().cpu() << " expected " << want.flatten().cpu();
+  std::string text = out.str();
+  for (auto& c : text)
+    if (c == '\n') c = ' ';
+  return text;
+}
+
+const char* kSpec = R"([{"type":"linear","in_features":4,"out_features":8},{"type":"tanh"},
+                        {"type":"linear","in_features":8,"out_features":2}])";
+
+// Rows [first, first + rows) of a batch every process can compute alike.
+std::pair<at::Tensor, at::Tensor> rows_of_batch(int step, int64_t first, int64_t rows, const c10::Device& device) {
+  auto i = torch::arange(first, first + rows, torch::kFloat).unsqueeze(1);
+  auto x = torch::sin(0.37 * (i + torch::arange(4, torch::kFloat) + step));
+  auto y = torch::cos(0.21 * (i + torch::arange(2, torch::kFloat) * step));
+  return {x.to(device), y.to(device)};
+}
+
+std::string ddp_steps(Accelerator& acc) {
+  const int64_t world = acc.num_processes(), rank = acc.process_index(), rows = 4, steps = 3;
+  Options sgd(OptionsKind::Optimizer);
+  sgd.set("lr", 0.1);
+  torch::manual_seed(1234);
+  auto model = model_from_spec(kSpec);
+  torch::manual_seed(1234);
+  auto reference = model_from_spec(kSpec);  // the same weights, trained on the whole batch alone
+  reference->to(acc.device(), c10::nullopt);
+  auto ref_opt = std::make_shared<TorchOptimizer>(reference, "sgd", sgd);
+  auto prepared = acc.prepare_model(model, std::nullopt);
+  auto opt = acc.prepare_optimizer(std::make_shared<TorchOptimizer>(model, "sgd", sgd), std::nullopt);
+  for (int step = 0; step < steps; ++step) {
+    auto [x, y] = rows_of_batch(step, rank * rows, rows, acc.device());
+    auto out = prepared->forward({x}).at(0).second;
+    acc.backward(torch::mse_loss(out.to(torch::kFloat), y));
+    opt->step();
+    opt->zero_grad();
+    auto [all_x, all_y] = rows_of_batch(step, 0, rows * world, acc.device());
+    torch::mse_loss(reference->forward({all_x}).at(0).second, all_y).backward();
+    ref_opt->step();
+    ref_opt->zero_grad();
+  }
+  for (const auto& [name, value] : acc.unwrap_model(prepared)->named_parameters()) {
+    // The same on every process, and the same as one process training on the whole batch.
+    if (auto e = differs(name + " vs rank 0", value, acc.collectives().broadcast(value, 0, "ddp_check")); !e.empty())
+      return e;
+    // Mixed precision computes the forward in 16 bits; the reference does not.
+    const double tolerance = acc.mixed_precision() == "no" ? 1e-5 : 5e-2;
+    if (auto e = differs(name + " vs one process", value, reference->find_tensor(name), tolerance); !e.empty())
+      return e;
+  }
+  return "";
+}
+
+}  // namespace
+
+int run_self_check() {
+  Options options(OptionsKind::Accelerator);
+  options.set("timeout_seconds", int64_t{60});
+  options.set("gradient_accumulation_steps", int64_t{1});  // the DDP check compares every step  // a broken peer fails the check instead of hanging it
+  Accelerator acc(options);
+  auto& c = acc.collectives();
+  const int64_t rank = acc.process_index(), world = acc.num_processes();
+  const auto device = acc.device();
+  auto values = [&](std::vector<float> v) { return torch::tensor(v).to(device); };
+
+  std::vector<std::pair<std::string, Check>> checks = {
+      {"process group: rank " + std::to_string(rank) + " of " + std::to_string(world) + " on " + device.str(),
+       [&]() -> std::string {
+         const char* env_world = std::getenv("WORLD_SIZE");
+         if (env_world && std::to_string(world) != env_world)
+           return "the accelerator sees " + std::to_string(world) + " processes, WORLD_SIZE is " + env_world;
+         return "";
+       }},
+      {"wait_for_everyone (barrier)", [&]() { acc.wait_for_everyone(); return std::string(); }},
+      {"gather", [&]() {
+         auto got = c.gather(values({float(rank), float(rank) + 0.5f}), "selfcheck_gather");
+         std::vector<float> want;
+         for (int64_t r = 0; r < world; ++r) want.insert(want.end(), {float(r), float(r) + 0.5f});
+         return differs("gather", got, values(want));
+       }},
+      {"gather_object", [&]() -> std::string {
+         auto got = c.gather_object("rank " + std::to_string(rank), "selfcheck_gather_object");
+         for (int64_t r = 0; r < world; ++r)
+           if (got.size() != size_t(world) || got[r] != "rank " + std::to_string(r))
+             return "gather_object: item " + std::to_string(r) + " is wrong";
+         return "";
+       }},
+      {"reduce (sum)", [&]() {
+         return differs("reduce sum", c.reduce(values({float(rank + 1)}), Reduction::Sum, "selfcheck_sum"),
+                        values({float(world * (world + 1) / 2)}));
+       }},
+      {"reduce (mean)", [&]() {
+         return differs("reduce mean", c.reduce(values({float(rank + 1)}), Reduction::Mean, "selfcheck_mean"),
+                        values({float(world + 1) / 2}));
+       }},
+      {"broadcast", [&]() {
+         return differs("broadcast from the last process",
+                        c.broadcast(values({float(rank) * 10}), world - 1, "selfcheck_broadcast"),
+                        values({float(world - 1) * 10}));
+       }},
+      {"pad_across_processes", [&]() {
+         // Process r has r + 1 ones; every process ends with `world` values, zeros at the end.
+         auto got = c.pad_across_processes(torch::ones({rank + 1}).to(device), 0, 0.0, false, "selfcheck_pad");
+         auto want = torch::cat({torch::ones({rank + 1}), torch::zeros({world - rank - 1})});
+         return differs("pad_across_processes", got, want.to(device));
+       }},
+      {"split_between_processes", [&]() -> std::string {
+         const int64_t n = 2 * world + 1;
+         auto mine = c.split_between_processes(n, false);
+         auto covered = c.gather(torch::tensor({mine.start, mine.end}).to(device), "selfcheck_split");
+         auto v = covered.cpu();
+         int64_t expected_start = 0;
+         for (int64_t r = 0; r < world; ++r) {
+           if (v[2 * r].item<int64_t>() != expected_start) return "split_between_processes: ranges are not contiguous";
+           expected_start = v[2 * r + 1].item<int64_t>();
+         }
+         return expected_start == n ? "" : "split_between_processes: ranges do not cover every item";
+       }},
+      {"check_trigger", [&]() -> std::string {
+         if (rank == world - 1) c.set_trigger();
+         return c.check_trigger("selfcheck_trigger") ? "" : "a trigger set by the last process was not seen";
+       }},
+      {"DDP: 3 steps match one process on the whole batch", [&]() { return ddp_steps(acc); }},
+  };
+
+  int failed = 0;
+  for (const auto& [name, check] : checks) {
+    std::string error;
+    try {
+      error = check();
+    } catch (const std::exception& e) {
+      error = e.what();
+      auto nl = error.find('\n');
+      if (nl != std::string::npos) error.resize(nl);
+    }
+    if (!error.empty()) ++failed;
+    if (!error.empty()) std::printf("FAIL  %s: %s\n", name.c_str(), error.c_str());
+    else if (acc.is_main_process()) std::printf("ok    %s\n", name.c_str());
+    std::fflush(stdout);
+  }
+  // Every process's count, so that the main process can say whether all of them passed.
+  int64_t total_failed = failed;
+  try {
+    total_failed = c.reduce(torch::tensor({double(failed)}).to(device), Reduction::Sum, "selfcheck_summary").item<double>();
+  } catch (const std::exception& e) {
+    std::printf("FAIL  summary: %s\n", e.what());
+    return 1;
+  }
+  if (acc.is_main_process()) {
+    if (total_failed == 0)
+      std::printf("accelerate test: all %zu checks passed on %lld process(es)\n", checks.size(), (long long)world);
+    else
+      std::printf("accelerate test: %lld check(s) failed (over %lld process(es))\n", (long long)total_failed,
+                  (long long)world);
+  }
+  return total_failed == 0 ? 0 : 1;
+}
+
+}  // namespace acc

@@ -1,0 +1,470 @@
+#include "config/config_file.h"
+
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/error.h"
+#include "common/options.h"
+
+namespace acc {
+namespace {
+
+// Keys of Accelerate's ClusterConfig that this runtime does not act on, and why. A value that asks
+// for nothing (false, 'no', null, [] or {}) is accepted silently; any other value is warned about.
+const std::map<std::string, std::string>& ignored_keys() {
+  static const std::map<std::string, std::string> keys = {
+      {"deepspeed_config", "DeepSpeed is Python-only"},
+      {"fsdp_config", "FSDP is not implemented; data parallelism (DDP) is used"},
+      {"tp_config", "tensor parallelism is not implemented"},
+      {"megatron_lm_config", "Megatron-LM is Python-only"},
+      {"ipex_config", "IPEX is Python-only"},
+      {"mpirun_config", "processes are started by accelerate launch, not mpirun"},
+      {"fp8_config", "fp8 is not supported"},
+      {"parallelism_config", "parallelism configs are not implemented"},
+      {"dynamo_config", "torch.compile needs Python"},
+      {"downcast_bf16", "TPU only"},
+      {"tpu_name", "TPU only"},
+      {"tpu_zone", "TPU only"},
+      {"tpu_use_cluster", "TPU only"},
+      {"tpu_use_sudo", "TPU only"},
+      {"tpu_vm", "TPU only"},
+      {"tpu_env", "TPU only"},
+      {"command_file", "TPU only"},
+      {"commands", "TPU only"},
+  };
+  return keys;
+}
+
+bool is_typed_key(const std::string& key) {
+  static const std::set<std::string> keys = {
+      "compute_environment", "distributed_type", "mixed_precision", "use_cpu",          "debug",
+      "num_processes",       "machine_rank",     "num_machines",    "gpu_ids",          "main_process_ip",
+      "main_process_port",   "rdzv_backend",     "same_network",    "main_training_function",
+      "enable_cpu_affinity", "gradient_accumulation_steps"};
+  return keys.count(key) > 0;
+}
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// A value that asks for nothing.
+bool is_neutral(const YAML::Node& n) {
+  if (!n || n.IsNull()) return true;
+  if (n.IsSequence()) return n.size() == 0;
+  if (n.IsMap()) {  // e.g. Accelerate's `ipex_config: {ipex: false}`
+    for (const auto& kv : n)
+      if (!is_neutral(kv.second)) return false;
+    return true;
+  }
+  const std::string s = lower(n.Scalar());
+  return s.empty() || s == "no" || s == "false" || s == "none";
+}
+
+// Plain scalars that YAML would read as something other than a string must be quoted.
+bool needs_quotes(const std::string& s) {
+  if (s.empty()) return true;
+  static const std::set<std::string> words = {"y", "n", "yes", "no", "true", "false", "on", "off", "null", "~"};
+  if (words.count(lower(s))) return true;
+  char* end = nullptr;
+  std::strtod(s.c_str(), &end);
+  return end && *end == '\0';
+}
+
+void emit_string(YAML::Emitter& out, const std::string& s) {
+  if (needs_quotes(s)) out << YAML::SingleQuoted << s;
+  else out << s;
+}
+
+// Block style throughout (as PyYAML's safe_dump); scalars keep their type: a quoted one stays a
+// string, a plain one is written plain.
+void emit_node(YAML::Emitter& out, const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined: out << YAML::Null; break;
+    case YAML::NodeType::Scalar:
+      if (n.Tag() == "!") emit_string(out, n.Scalar());
+      else out << n.Scalar();
+      break;
+    case YAML::NodeType::Sequence:
+      if (n.size() == 0) {
+        out << YAML::Flow << YAML::BeginSeq << YAML::EndSeq;
+        break;
+      }
+      out << YAML::Block << YAML::BeginSeq;
+      for (const auto& item : n) emit_node(out, item);
+      out << YAML::EndSeq;
+      break;
+    case YAML::NodeType::Map: {
+      if (n.size() == 0) {
+        out << YAML::Flow << YAML::BeginMap << YAML::EndMap;
+        break;
+      }
+      std::map<std::string, YAML::Node> sorted;
+      for (const auto& kv : n) sorted[kv.first.as<std::string>()] = kv.second;
+      out << YAML::Block << YAML::BeginMap;
+      for (const auto& kv : sorted) {
+        out << YAML::Key << kv.first << YAML::Value;
+        emit_node(out, kv.second);
+      }
+      out << YAML::EndMap;
+      break;
+    }
+  }
+}
+
+nlohmann::json node_to_json(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Null:
+    case YAML::NodeType::Undefined: return nullptr;
+    case YAML::NodeType::Scalar: {
+      const std::string& s = n.Scalar();
+      if (n.Tag() == "!") return s;
+      if (s == "true" || s == "false") return s == "true";
+      char* end = nullptr;
+      const long long i = std::strtoll(s.c_str(), &end, 10);
+      if (!s.empty() && *end == '\0') return i;
+      const double d = std::strtod(s.c_str(), &end);
+      if (!s.empty() && *end == '\0') return d;
+      return s;
+    }
+    case YAML::NodeType::Sequence: {
+      auto a = nlohmann::json::array();
+      for (const auto& item : n) a.push_back(node_to_json(item));
+      return a;
+    }
+    case YAML::NodeType::Map: {
+      auto o = nlohmann::json::object();
+      for (const auto& kv : n) o[kv.first.as<std::string>()] = node_to_json(kv.second);
+      return o;
+    }
+  }
+  return nullptr;
+}
+
+std::string node_text(const YAML::Node& n) {
+  YAML::Emitter out;
+  emit_node(out, n);
+  return out.c_str();
+}
+
+// Reads typed values, naming the file, line and key in every error.
+struct Reader {
+  std::string origin;
+
+  [[noreturn]] void bad(const YAML::Node& n, const std::string& key, const std::string& expected) const {
+    const std::string got = n.IsScalar() ? "'" + n.Scalar() + "'" : std::string(n.IsMap() ? "a mapping" : "a list");
+    fail(Status::InvalidArgument, origin, ":", n.Mark().line + 1, ": ", key, " must be ", expected, ", got ", got,
+         " (fix the file, or write a new one with `accelerate config`)");
+  }
+  std::string text(const YAML::Node& n, const std::string& key) const {
+    if (!n.IsScalar()) bad(n, key, "a single value");
+    return n.Scalar();
+  }
+  std::string choice(const YAML::Node& n, const std::string& key, const std::vector<std::string>& allowed) const {
+    const std::string v = text(n, key);
+    std::string list;
+    for (const auto& a : allowed) {
+      if (v == a) return v;
+      list += (list.empty() ? "" : ", ") + a;
+    }
+    bad(n, key, "one of " + list);
+  }
+  bool flag(const YAML::Node& n, const std::string& key) const {
+    auto v = parse_bool(text(n, key));
+    if (!v) bad(n, key, "true or false");
+    return *v;
+  }
+  int integer(const YAML::Node& n, const std::string& key, long min, long max) const {
+    const std::string s = text(n, key);
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(s.c_str(), &end, 10);
+    if (s.empty() || *end || errno || v < min || v > max)
+      bad(n, key, "an integer from " + std::to_string(min) + " to " + std::to_string(max));
+    return static_cast<int>(v);
+  }
+};
+
+void read_typed(ClusterConfig& c, const Reader& r, const std::string& key, const YAML::Node& v) {
+  if (key == "compute_environment") {
+    c.compute_environment = r.text(v, key);
+    if (c.compute_environment != "LOCAL_MACHINE")
+      r.bad(v, key, "LOCAL_MACHINE (this runtime launches on machines it runs on; SageMaker is not supported)");
+  } else if (key == "distributed_type") {
+    c.distributed_type = r.choice(v, key, {"NO", "MULTI_CPU", "MULTI_GPU", "DEEPSPEED", "FSDP", "MEGATRON_LM"});
+    if (c.distributed_type != "NO" && c.distributed_type != "MULTI_CPU" && c.distributed_type != "MULTI_GPU")
+      c.warnings.push_back("distributed_type " + c.distributed_type +
+                           " is not supported; data parallelism (MULTI_GPU, or MULTI_CPU with use_cpu) is used");
+  } else if (key == "mixed_precision") {
+    // PyYAML reads an unquoted `no` as false; Accelerate turns that back into "no".
+    const std::string s = r.text(v, key);
+    c.mixed_precision = parse_bool(s) == false ? "no" : s;
+    if (c.mixed_precision != "no" && c.mixed_precision != "fp16" && c.mixed_precision != "bf16")
+      r.bad(v, key, "one of no, fp16, bf16 (fp8 is not supported)");
+  } else if (key == "use_cpu") {
+    c.use_cpu = r.flag(v, key);
+  } else if (key == "debug") {
+    c.debug = r.flag(v, key);
+  } else if (key == "num_processes") {
+    c.num_processes = r.integer(v, key, 1, 1 << 20);
+  } else if (key == "machine_rank") {
+    c.machine_rank = r.integer(v, key, 0, 1 << 20);
+  } else if (key == "num_machines") {
+    c.num_machines = r.integer(v, key, 1, 1 << 20);
+  } else if (key == "gpu_ids") {
+    const std::string s = r.text(v, key);
+    bool ok = s == "all" || (!s.empty() && s.find_first_not_of("0123456789, ") == std::string::npos);
+    if (!ok) r.bad(v, key, "all or a comma-separated list of GPU ids");
+    c.gpu_ids = s;
+  } else if (key == "main_process_ip") {
+    c.main_process_ip = r.text(v, key);
+  } else if (key == "main_process_port") {
+    c.main_process_port = r.integer(v, key, 0, 65535);
+  } else if (key == "rdzv_backend") {
+    c.rdzv_backend = r.text(v, key);
+    if (c.rdzv_backend != "static")
+      c.warnings.push_back("rdzv_backend " + c.rdzv_backend +
+                           " is ignored: processes meet at main_process_ip:main_process_port (static)");
+  } else if (key == "same_network") {
+    c.same_network = r.flag(v, key);
+  } else if (key == "main_training_function") {
+    c.main_training_function = r.text(v, key);  // names a Python function: no meaning here
+  } else if (key == "enable_cpu_affinity") {
+    c.enable_cpu_affinity = r.flag(v, key);
+    if (c.enable_cpu_affinity) c.warnings.push_back("enable_cpu_affinity is not implemented and is ignored");
+  } else if (key == "gradient_accumulation_steps") {
+    c.gradient_accumulation_steps = r.integer(v, key, 1, 1 << 30);
+  }
+  c.present.insert(key);
+}
+
+}  // namespace
+
+std::string config_cache_dir() {
+  auto env = [](const char* name) -> std::string {
+    const char* v = std::getenv(name);
+    return v && *v ? v : "";
+  };
+  auto expand = [](std::string path) {
+    if (path.rfind("~", 0) == 0) {
+      const char* home = std::getenv("HOME");
+      std::string h = home && *home ? home : "";
+      if (h.empty())
+        if (const passwd* pw = getpwuid(getuid())) h = pw->pw_dir;
+      path = h + path.substr(1);
+    }
+    return path;
+  };
+  std::string hf_home = env("HF_HOME");
+  if (hf_home.empty()) {
+    std::string xdg = env("XDG_CACHE_HOME");
+    hf_home = (xdg.empty() ? std::string("~/.cache") : xdg) + "/huggingface";
+  }
+  return expand(hf_home) + "/accelerate";
+}
+
+std::string default_config_path() { return config_cache_dir() + "/default_config.yaml"; }
+
+std::optional<std::string> find_config_file(const std::optional<std::string>& explicit_path) {
+  auto is_file = [](const std::string& p) {
+    struct stat st {};
+    return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  };
+  if (explicit_path) {
+    if (!is_file(*explicit_path))
+      fail(Status::InvalidArgument, "config file ", *explicit_path,
+           " does not exist: pass an existing file to --config_file, or create it with `accelerate config --config_file ",
+           *explicit_path, "`");
+    return explicit_path;
+  }
+  if (const char* from_env = std::getenv("ACCELERATE_CONFIG_FILE"); from_env && *from_env) {
+    if (!is_file(from_env))
+      fail(Status::InvalidArgument, "ACCELERATE_CONFIG_FILE=", from_env,
+           " does not exist: point it at an existing config file or unset it");
+    return std::string(from_env);
+  }
+  const std::string path = default_config_path();
+  if (is_file(path)) return path;
+  return std::nullopt;
+}
+
+ClusterConfig parse_config_text(const std::string& text, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    fail(Status::InvalidArgument, origin, ":", e.mark.line + 1, ": not valid YAML (", e.msg,
+         "); fix it, or write a new one with `accelerate config`");
+  }
+  if (!root.IsMap())
+    fail(Status::InvalidArgument, origin, ": a config file is a mapping of keys to values (",
+         root.IsNull() ? "this one is empty" : "this one is not", "); write one with `accelerate config`");
+  Reader reader{origin};
+  ClusterConfig c;
+  std::map<std::string, YAML::Node> entries;
+  for (const auto& kv : root) entries[kv.first.as<std::string>()] = kv.second;
+  // Older files, converted as Accelerate converts them: fp16 -> mixed_precision, dynamo_backend -> dynamo_config.
+  if (auto it = entries.find("fp16"); it != entries.end()) {
+    if (!entries.count("mixed_precision") && reader.flag(it->second, "fp16")) entries["mixed_precision"] = YAML::Node("fp16");
+    entries.erase(it);
+  }
+  if (auto it = entries.find("dynamo_backend"); it != entries.end()) {
+    const std::string backend = reader.text(it->second, "dynamo_backend");
+    YAML::Node dynamo(YAML::NodeType::Map);
+    if (lower(backend) != "no") dynamo["dynamo_backend"] = backend;
+    entries["dynamo_config"] = dynamo;
+    entries.erase(it);
+  }
+  if (!entries.count("distributed_type"))
+    fail(Status::InvalidArgument, origin, ": distributed_type is missing (NO, MULTI_CPU or MULTI_GPU)");
+  std::vector<std::string> unknown;
+  for (const auto& [key, value] : entries) {
+    if (value.IsNull() && key != "distributed_type") continue;  // Accelerate's None: not set
+    if (is_typed_key(key)) {
+      read_typed(c, reader, key, value);
+      continue;
+    }
+    c.other[key] = node_text(value);
+    auto known = ignored_keys().find(key);
+    if (known == ignored_keys().end()) unknown.push_back(key);
+    else if (!is_neutral(value)) c.warnings.push_back(key + " is ignored (" + known->second + ")");
+  }
+  if (!unknown.empty()) {
+    std::string list;
+    for (const auto& k : unknown) list += (list.empty() ? "" : ", ") + k;
+    c.warnings.push_back("unknown keys are ignored: " + list + " (a typo, or a newer Accelerate?)");
+  }
+  if (!c.present.count("num_processes") && c.distributed_type != "NO")
+    fail(Status::InvalidArgument, origin, ": num_processes is missing (the number of processes of the whole job)");
+  if (c.machine_rank >= c.num_machines)
+    fail(Status::InvalidArgument, origin, ": machine_rank (", c.machine_rank, ") must be less than num_machines (",
+         c.num_machines, ")");
+  if (c.num_processes % c.num_machines != 0)
+    fail(Status::InvalidArgument, origin, ": num_processes (", c.num_processes, ") must be a multiple of num_machines (",
+         c.num_machines, ")");
+  return c;
+}
+
+ClusterConfig load_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    fail(Status::Io, "cannot read config file ", path, ": ", std::strerror(errno),
+         " (fix its permissions, or pass another file with --config_file)");
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse_config_text(text.str(), path);
+}
+
+std::string config_to_yaml(const ClusterConfig& c) {
+  // Every key as a node, then written sorted, as Accelerate's writer (PyYAML, sort_keys) does.
+  std::map<std::string, std::function<void(YAML::Emitter&)>> values;
+  auto str = [&](const std::string& key, const std::string& v) {
+    values[key] = [v](YAML::Emitter& out) { emit_string(out, v); };
+  };
+  auto boolean = [&](const std::string& key, bool v) { values[key] = [v](YAML::Emitter& out) { out << v; }; };
+  auto integer = [&](const std::string& key, int v) { values[key] = [v](YAML::Emitter& out) { out << v; }; };
+  for (const auto& [key, text] : c.other) {
+    YAML::Node node = YAML::Load(text);
+    if (node.IsNull() || (node.IsMap() && node.size() == 0)) continue;  // Accelerate drops None and {}
+    values[key] = [node](YAML::Emitter& out) { emit_node(out, node); };
+  }
+  str("compute_environment", c.compute_environment);
+  str("distributed_type", c.distributed_type);
+  str("mixed_precision", c.mixed_precision);
+  boolean("use_cpu", c.use_cpu);
+  boolean("debug", c.debug);
+  integer("num_processes", c.num_processes);
+  integer("machine_rank", c.machine_rank);
+  integer("num_machines", c.num_machines);
+  if (c.gpu_ids) str("gpu_ids", *c.gpu_ids);
+  if (c.main_process_ip) str("main_process_ip", *c.main_process_ip);
+  if (c.main_process_port) integer("main_process_port", *c.main_process_port);
+  str("rdzv_backend", c.rdzv_backend);
+  boolean("same_network", c.same_network);
+  str("main_training_function", c.main_training_function);
+  boolean("enable_cpu_affinity", c.enable_cpu_affinity);
+  if (c.gradient_accumulation_steps) integer("gradient_accumulation_steps", *c.gradient_accumulation_steps);
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  for (const auto& [key, write] : values) {
+    out << YAML::Key << key << YAML::Value;
+    write(out);
+  }
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+void save_config_file(const ClusterConfig& c, const std::string& path) {
+  std::string text = config_to_yaml(c);
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0)
+    text = node_to_json(YAML::Load(text)).dump(2) + "\n";
+  // mkdir -p of the parent directory.
+  for (size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
+    const std::string dir = path.substr(0, slash);
+    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+      fail(Status::Io, "cannot create directory ", dir, " for the config file: ", std::strerror(errno));
+  }
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) fail(Status::Io, "cannot write config file ", path, ": ", std::strerror(errno));
+}
+
+ClusterConfig default_cluster_config(const std::string& mixed_precision, int gpu_count) {
+  require(mixed_precision == "no" || mixed_precision == "fp16" || mixed_precision == "bf16",
+          "--mixed_precision must be no, fp16 or bf16, got '", mixed_precision, "'");
+  ClusterConfig c;
+  c.mixed_precision = mixed_precision;
+  c.use_cpu = gpu_count == 0;
+  c.num_processes = gpu_count > 0 ? gpu_count : 1;
+  c.distributed_type = gpu_count > 1 ? "MULTI_GPU" : "NO";
+  // The keys Accelerate's own default config has, with the values that ask for nothing.
+  c.other = {{"downcast_bf16", "'no'"}, {"tpu_use_cluster", "false"}, {"tpu_use_sudo", "false"}, {"tpu_env", "[]"}};
+  for (const char* key : {"compute_environment", "distributed_type", "mixed_precision", "use_cpu", "debug",
+                          "num_processes", "machine_rank", "num_machines", "rdzv_backend", "same_network",
+                          "main_training_function", "enable_cpu_affinity"})
+    c.present.insert(key);
+  return c;
+}
+
+void report_config_warnings(const ClusterConfig& config, const std::string& path) {
+  static std::mutex mutex;
+  static std::set<std::string> reported;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (config.warnings.empty() || !reported.insert(path).second) return;
+  for (const auto& w : config.warnings) std::fprintf(stderr, "accelerate: warning: %s: %s\n", path.c_str(), w.c_str());
+}
+
+std::optional<ClusterConfig> implicit_config() {
+  auto path = find_config_file(std::nullopt);
+  if (!path) return std::nullopt;
+  ClusterConfig config;
+  try {
+    config = load_config_file(*path);
+  } catch (const Error& e) {
+    // Found without being asked for: say where it came from and how to get out of its way.
+    fail(e.status(), e.what(), " [the Accelerator reads this config file for options the program did not set;"
+                               " set HF_HOME or ACCELERATE_CONFIG_FILE to use another]");
+  }
+  const char* rank = std::getenv("RANK");
+  const bool main_process = !rank || std::string(rank) == "0";
+  if (main_process && !std::getenv("ACCELERATE_CONFIG_REPORTED")) report_config_warnings(config, *path);
+  return config;
+}
+
+}  // namespace acc

@@ -1,0 +1,41 @@
+#include "launch/launch_flags.h"
+
+namespace acc {
+
+LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<ClusterConfig>& file,
+                                   const std::optional<std::string>& config_path, std::vector<std::string> command) {
+  LaunchConfig c;
+  if (file) {
+    c.num_processes = file->num_processes;
+    c.num_machines = file->num_machines;
+    c.machine_rank = file->machine_rank;
+    if (file->main_process_ip) c.main_process_ip = *file->main_process_ip;
+    c.main_process_port = file->main_process_port;
+    c.mixed_precision = file->mixed_precision;
+    c.gradient_accumulation_steps = file->gradient_accumulation_steps;
+    c.cpu = file->use_cpu || file->distributed_type == "MULTI_CPU";
+    c.debug = file->debug;
+    if (file->gpu_ids && *file->gpu_ids != "all") c.gpu_ids = file->gpu_ids;
+    c.config_file = config_path;
+  }
+  if (f.num_processes) c.num_processes = *f.num_processes;
+  if (f.num_machines) c.num_machines = *f.num_machines;
+  if (f.machine_rank) c.machine_rank = *f.machine_rank;
+  if (f.main_process_ip) c.main_process_ip = *f.main_process_ip;
+  if (f.main_process_port) c.main_process_port = *f.main_process_port;
+  if (f.mixed_precision) c.mixed_precision = f.mixed_precision;
+  if (f.gradient_accumulation_steps) c.gradient_accumulation_steps = f.gradient_accumulation_steps;
+  if (f.cpu) c.cpu = true;
+  if (f.debug) c.debug = true;
+  if (f.gpu_ids) c.gpu_ids = *f.gpu_ids == "all" ? std::nullopt : f.gpu_ids;
+  if (f.num_cpu_threads_per_process) c.num_cpu_threads_per_process = f.num_cpu_threads_per_process;
+  if (f.max_restarts) c.max_restarts = *f.max_restarts;
+  if (f.kill_timeout_seconds) c.kill_timeout_seconds = *f.kill_timeout_seconds;
+  c.prefix_output = f.prefix_output;
+  // Port 0 is Accelerate's "pick a free one", which on one machine is what no port means.
+  if (c.main_process_port == 0 && c.num_machines == 1) c.main_process_port.reset();
+  c.command = std::move(command);
+  return c;
+}
+
+}  // namespace acc

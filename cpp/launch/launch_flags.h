@@ -1,0 +1,37 @@
+// What `accelerate launch` was told on its command line, and how that combines with the config
+// file: a flag given > the config file > the default.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/config_file.h"
+#include "launch/launcher.h"
+
+namespace acc {
+
+// Each field is set only when its flag was given.
+struct LaunchFlags {
+  std::optional<int> num_processes;
+  std::optional<int> num_machines;
+  std::optional<int> machine_rank;
+  std::optional<std::string> main_process_ip;
+  std::optional<int> main_process_port;  // 0: a free port
+  std::optional<std::string> mixed_precision;
+  std::optional<int> gradient_accumulation_steps;
+  bool cpu = false;
+  bool debug = false;
+  std::optional<std::string> gpu_ids;
+  std::optional<int> num_cpu_threads_per_process;
+  std::optional<int> max_restarts;
+  std::optional<double> kill_timeout_seconds;
+  bool prefix_output = true;
+};
+
+// The launch configuration from the flags and the config file (none: defaults only) found at
+// `config_path`; `command` is the program and its arguments.
+LaunchConfig resolve_launch_config(const LaunchFlags& flags, const std::optional<ClusterConfig>& file,
+                                   const std::optional<std::string>& config_path, std::vector<std::string> command);
+
+}  // namespace acc

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# accelerate config / config update / env / launch, end to end, in a private HF_HOME:
+#   config_flow.sh ACCELERATE_BINARY FIXTURES_DIR
+set -eu
+acc=$1 fixtures=$2
+export HF_HOME=$(mktemp -d)
+trap 'rm -rf "$HF_HOME"' EXIT
+file=$HF_HOME/accelerate/default_config.yaml
+fail() { echo "config_flow: $*"; exit 1; }
+
+# --default writes Accelerate's default config, and refuses to overwrite it.
+"$acc" config --default --mixed_precision bf16 | grep -q "saved at $file" || fail "config --default"
+grep -qx "mixed_precision: bf16" "$file" || fail "mixed_precision not written"
+grep -qx "distributed_type: 'NO'" "$file" || fail "distributed_type not written as Accelerate does"
+if "$acc" config --default 2>/dev/null; then fail "config --default overwrote a file"; fi
+
+# The answers of the questionnaire, from a pipe.
+printf '1\n1\n2\nno\nbf16\n3\n' | "$acc" config --config_file "$HF_HOME/asked.yaml" >/dev/null || fail "config (questions)"
+grep -qx "distributed_type: MULTI_CPU" "$HF_HOME/asked.yaml" || fail "answers not saved"
+grep -qx "gradient_accumulation_steps: 3" "$HF_HOME/asked.yaml" || fail "answers not saved"
+
+# config update rewrites an older file in today's format and keeps its values and unknown keys.
+printf 'distributed_type: MULTI_CPU\nnum_processes: 2\nfp16: true\nuse_cpu: true\nmy_key: 1\n' >"$HF_HOME/old.yaml"
+"$acc" config update --config_file "$HF_HOME/old.yaml" 2>/dev/null | grep -q "updated" || fail "config update"
+grep -qx "mixed_precision: fp16" "$HF_HOME/old.yaml" || fail "fp16 not converted"
+grep -qx "my_key: 1" "$HF_HOME/old.yaml" || fail "unknown key dropped"
+grep -q "^fp16" "$HF_HOME/old.yaml" && fail "legacy key kept"
+
+# env shows the config in effect and the build.
+"$acc" env | grep -q "Config file: $file" || fail "env: config file"
+"$acc" env | grep -q "mixed_precision: bf16" || fail "env: config"
+"$acc" env | grep -q "libtorch version" || fail "env: libtorch"
+
+# launch: the file's values reach the processes; a flag beats the file; unknown keys warn once.
+out=$("$acc" launch --config_file "$HF_HOME/asked.yaml" sh -c 'echo "$RANK:$ACCELERATE_MIXED_PRECISION:$ACCELERATE_GRADIENT_ACCUMULATION_STEPS:$ACCELERATE_USE_CPU"' 2>&1)
+echo "$out" | grep -q "rank1\]: 1:bf16:3:true" || fail "launch did not use the file: $out"
+out=$("$acc" launch --config_file "$HF_HOME/asked.yaml" --num_processes 1 --mixed_precision no sh -c 'echo "$WORLD_SIZE:$ACCELERATE_MIXED_PRECISION"' 2>&1)
+[ "$out" = "1:no" ] || fail "flags did not beat the file: $out"
+out=$("$acc" launch --config_file "$HF_HOME/old.yaml" true 2>&1)
+[ "$(echo "$out" | grep -c "unknown keys are ignored: my_key")" = 1 ] || fail "unknown key not warned once: $out"
+# The default file is used when no --config_file is given (it says bf16).
+out=$("$acc" launch sh -c 'echo "$ACCELERATE_MIXED_PRECISION"' 2>&1)
+[ "$out" = "bf16" ] || fail "default file not used: $out"
+echo "config_flow: all passed"

@@ -1,0 +1,362 @@
+// Accelerate's config file: reading files Python's `accelerate config` writes, writing them back,
+// where they are found, precedence (launcher and Accelerator), errors; the questionnaire and
+// estimate-memory. Every test points HF_HOME at its own temporary folder: the user's real config
+// is never read or written.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "accelerator/config.h"
+#include "cli/estimate_memory.h"
+#include "cli/questionnaire.h"
+#include "common/error.h"
+#include "config/config_file.h"
+#include "launch/launch_flags.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kFixtures = fs::path(__FILE__).parent_path().parent_path() / "data" / "config";
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write(const fs::path& p, const std::string& text) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const acc::Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+bool mentions(const std::vector<std::string>& lines, const std::string& text) {
+  for (const auto& l : lines)
+    if (l.find(text) != std::string::npos) return true;
+  return false;
+}
+
+// A private HF_HOME (and no other variable that finds or overrides a config) for each test.
+class Config : public testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/acc_config_test_XXXXXX";
+    ASSERT_NE(mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    for (const char* name : kVariables) {
+      const char* v = std::getenv(name);
+      saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
+      unsetenv(name);
+    }
+    setenv("HF_HOME", (dir_ / "hf").c_str(), 1);
+  }
+  void TearDown() override {
+    for (const auto& [name, value] : saved_) {
+      if (value) setenv(name.c_str(), value->c_str(), 1);
+      else unsetenv(name.c_str());
+    }
+    fs::remove_all(dir_);
+  }
+  fs::path default_file() const { return dir_ / "hf" / "accelerate" / "default_config.yaml"; }
+
+  static constexpr const char* kVariables[] = {
+      "HF_HOME", "XDG_CACHE_HOME", "HOME", "ACCELERATE_CONFIG_FILE", "ACCELERATE_USE_CPU", "ACCELERATE_MIXED_PRECISION",
+      "ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "ACCELERATE_CONFIG_REPORTED", "RANK"};
+  fs::path dir_;
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+}  // namespace
+
+TEST_F(Config, ReadsAFileWrittenByAccelerate) {
+  const auto c = acc::load_config_file(kFixtures / "multi_gpu_two_machines.yaml");
+  EXPECT_EQ(c.compute_environment, "LOCAL_MACHINE");
+  EXPECT_EQ(c.distributed_type, "MULTI_GPU");
+  EXPECT_EQ(c.mixed_precision, "bf16");
+  EXPECT_FALSE(c.use_cpu);
+  EXPECT_TRUE(c.debug);
+  EXPECT_EQ(c.num_processes, 4);
+  EXPECT_EQ(c.num_machines, 2);
+  EXPECT_EQ(c.machine_rank, 1);
+  EXPECT_EQ(c.gpu_ids, "0,1");
+  EXPECT_EQ(c.main_process_ip, "10.1.2.3");
+  EXPECT_EQ(c.main_process_port, 29501);
+  EXPECT_EQ(c.rdzv_backend, "static");
+  EXPECT_TRUE(c.same_network);
+  EXPECT_EQ(c.main_training_function, "main");
+  EXPECT_FALSE(c.enable_cpu_affinity);
+  EXPECT_FALSE(c.gradient_accumulation_steps);
+  // TPU keys with nothing asked are quiet; torch.compile is asked for and cannot be had here.
+  EXPECT_EQ(c.other.count("downcast_bf16"), 1u);
+  EXPECT_EQ(c.other.count("tpu_env"), 1u);
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_NE(c.warnings[0].find("dynamo_config is ignored"), std::string::npos) << c.warnings[0];
+}
+
+TEST_F(Config, ReadsEveryKeyAndWarnsAboutWhatItIgnores) {
+  const auto c = acc::load_config_file(kFixtures / "every_key.yaml");
+  EXPECT_EQ(c.distributed_type, "MULTI_CPU");
+  EXPECT_EQ(c.mixed_precision, "bf16");
+  EXPECT_TRUE(c.use_cpu);
+  EXPECT_EQ(c.num_processes, 3);
+  EXPECT_EQ(c.gpu_ids, "all");
+  EXPECT_EQ(c.main_process_ip, "192.168.0.7");
+  EXPECT_EQ(c.main_process_port, 29600);
+  EXPECT_EQ(c.main_training_function, "train");
+  EXPECT_EQ(c.gradient_accumulation_steps, 4);
+  EXPECT_TRUE(c.enable_cpu_affinity);
+  EXPECT_EQ(c.rdzv_backend, "c10d");
+  // Each thing asked for that this runtime does not do is named once; the rest is quiet.
+  EXPECT_EQ(c.warnings.size(), 6u);
+  for (const char* key : {"enable_cpu_affinity", "fsdp_config", "rdzv_backend c10d", "tpu_env", "tpu_name", "my_own_key"})
+    EXPECT_TRUE(mentions(c.warnings, key)) << key;
+  for (const char* key : {"deepspeed_config", "dynamo_config", "tpu_use_cluster", "downcast_bf16", "command_file"})
+    EXPECT_FALSE(mentions(c.warnings, key)) << key;
+  EXPECT_EQ(c.other.count("my_own_key"), 1u);  // kept, so that writing the file back loses nothing
+}
+
+TEST_F(Config, WritesWhatAccelerateWrites) {
+  // A file from Python's `accelerate config`, read and written back, is the same file byte for byte.
+  for (const char* name : {"multi_gpu_two_machines.yaml", "multi_cpu_2.yaml"}) {
+    const auto path = dir_ / name;
+    acc::save_config_file(acc::load_config_file(kFixtures / name), path);
+    EXPECT_EQ(read(path), read(kFixtures / name)) << name;
+  }
+}
+
+TEST_F(Config, RoundTripKeepsEveryValue) {
+  const auto original = acc::load_config_file(kFixtures / "every_key.yaml");
+  for (const char* name : {"copy.yaml", "copy.json"}) {
+    const auto path = dir_ / "sub" / name;  // the folder is created
+    acc::save_config_file(original, path);
+    const auto back = acc::load_config_file(path);
+    EXPECT_EQ(acc::config_to_yaml(back), acc::config_to_yaml(original)) << name;
+    EXPECT_EQ(back.warnings, original.warnings) << name;
+  }
+  EXPECT_EQ(read(dir_ / "sub" / "copy.json").substr(0, 2), "{\n");
+  // A config made here, written and read back.
+  acc::ClusterConfig c = acc::default_cluster_config("fp16", 2);
+  c.main_process_ip = "host-a";
+  c.main_process_port = 1234;
+  c.gradient_accumulation_steps = 8;
+  acc::save_config_file(c, dir_ / "made.yaml");
+  const auto back = acc::load_config_file(dir_ / "made.yaml");
+  EXPECT_EQ(back.distributed_type, "MULTI_GPU");
+  EXPECT_EQ(back.num_processes, 2);
+  EXPECT_EQ(back.mixed_precision, "fp16");
+  EXPECT_EQ(back.main_process_ip, "host-a");
+  EXPECT_EQ(back.main_process_port, 1234);
+  EXPECT_EQ(back.gradient_accumulation_steps, 8);
+  EXPECT_TRUE(back.warnings.empty());
+}
+
+TEST_F(Config, ReadsJsonAndOlderFiles) {
+  // `accelerate config default` writes JSON (into default_config.yaml, too).
+  const auto json = acc::load_config_file(kFixtures / "default_config.json");
+  EXPECT_EQ(json.distributed_type, "NO");
+  EXPECT_TRUE(json.use_cpu);
+  EXPECT_TRUE(json.warnings.empty());
+  // Older Accelerate wrote fp16: true and dynamo_backend; `no` unquoted is PyYAML's false.
+  auto old = acc::parse_config_text("distributed_type: 'NO'\nfp16: true\ndynamo_backend: 'NO'\n", "old.yaml");
+  EXPECT_EQ(old.mixed_precision, "fp16");
+  EXPECT_EQ(old.other.count("fp16"), 0u);
+  EXPECT_TRUE(old.warnings.empty());
+  EXPECT_EQ(acc::parse_config_text("distributed_type: 'NO'\nmixed_precision: no\n", "x").mixed_precision, "no");
+  auto compiled = acc::parse_config_text("distributed_type: 'NO'\ndynamo_backend: INDUCTOR\n", "x");
+  EXPECT_TRUE(mentions(compiled.warnings, "dynamo_config"));
+  // A number of processes is implied on one process only.
+  EXPECT_EQ(acc::parse_config_text("distributed_type: 'NO'\n", "x").num_processes, 1);
+}
+
+TEST_F(Config, ErrorsSayWhereAndWhatToFix) {
+  auto parse = [](const std::string& text) { return error_of([&] { acc::parse_config_text(text, "my.yaml"); }); };
+  EXPECT_EQ(parse("distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: fp8\n"),
+            "my.yaml:3: mixed_precision must be one of no, fp16, bf16 (fp8 is not supported), got 'fp8' "
+            "(fix the file, or write a new one with `accelerate config`)");
+  EXPECT_NE(parse("distributed_type: MULTI_CPU\nnum_processes: two\n").find("my.yaml:2: num_processes must be an integer"),
+            std::string::npos);
+  EXPECT_NE(parse("distributed_type: 'NO'\nuse_cpu: maybe\n").find("my.yaml:2: use_cpu must be true or false"),
+            std::string::npos);
+  EXPECT_NE(parse("distributed_type: XLA\n").find("distributed_type must be one of NO, MULTI_CPU, MULTI_GPU"),
+            std::string::npos);
+  EXPECT_NE(parse("distributed_type: 'NO'\nmain_process_port: 70000\n").find("main_process_port must be an integer from 0 to 65535"),
+            std::string::npos);
+  EXPECT_NE(parse("distributed_type: 'NO'\ngpu_ids: first\n").find("gpu_ids must be all or"), std::string::npos);
+  EXPECT_NE(parse("compute_environment: AMAZON_SAGEMAKER\ndistributed_type: 'NO'\n").find("SageMaker"), std::string::npos);
+  EXPECT_NE(parse("num_processes: 2\n").find("distributed_type is missing"), std::string::npos);
+  EXPECT_NE(parse("distributed_type: MULTI_GPU\n").find("num_processes is missing"), std::string::npos);
+  EXPECT_NE(parse("distributed_type: MULTI_GPU\nnum_processes: 3\nnum_machines: 2\n").find("multiple of num_machines"),
+            std::string::npos);
+  EXPECT_NE(parse("distributed_type: [MULTI_GPU\n").find("my.yaml:2: not valid YAML"), std::string::npos);
+  EXPECT_NE(parse("").find("this one is empty"), std::string::npos);
+  EXPECT_NE(parse("- a\n- b\n").find("mapping of keys to values"), std::string::npos);
+  const std::string missing = (dir_ / "nope.yaml").string();
+  EXPECT_NE(error_of([&] { acc::find_config_file(missing); }).find("does not exist: pass an existing file to --config_file"),
+            std::string::npos);
+}
+
+TEST_F(Config, FoundWhereAccelerateLooks) {
+  const std::string line = "distributed_type: 'NO'\n";
+  EXPECT_EQ(acc::find_config_file(std::nullopt), std::nullopt);
+  // $HF_HOME/accelerate, else $XDG_CACHE_HOME/huggingface/accelerate, else ~/.cache/huggingface/accelerate.
+  unsetenv("HF_HOME");
+  setenv("HOME", (dir_ / "home").c_str(), 1);
+  write(dir_ / "home/.cache/huggingface/accelerate/default_config.yaml", line);
+  EXPECT_EQ(acc::find_config_file(std::nullopt), (dir_ / "home/.cache/huggingface/accelerate/default_config.yaml").string());
+  setenv("XDG_CACHE_HOME", (dir_ / "xdg").c_str(), 1);
+  EXPECT_EQ(acc::default_config_path(), (dir_ / "xdg/huggingface/accelerate/default_config.yaml").string());
+  EXPECT_EQ(acc::find_config_file(std::nullopt), std::nullopt);  // the first place decides, as in Accelerate
+  setenv("HF_HOME", (dir_ / "hf").c_str(), 1);
+  write(default_file(), line);
+  EXPECT_EQ(acc::find_config_file(std::nullopt), default_file().string());
+  // ACCELERATE_CONFIG_FILE (what `accelerate launch --config_file` hands its processes), then a path given.
+  write(dir_ / "other.yaml", line);
+  setenv("ACCELERATE_CONFIG_FILE", (dir_ / "other.yaml").c_str(), 1);
+  EXPECT_EQ(acc::find_config_file(std::nullopt), (dir_ / "other.yaml").string());
+  EXPECT_EQ(acc::find_config_file(default_file().string()), default_file().string());
+}
+
+TEST_F(Config, LaunchFlagsBeatTheFileWhichBeatsDefaults) {
+  const auto file = acc::load_config_file(kFixtures / "every_key.yaml");
+  auto defaults = acc::resolve_launch_config({}, std::nullopt, std::nullopt, {"prog"});
+  EXPECT_EQ(defaults.num_processes, 1);
+  EXPECT_FALSE(defaults.mixed_precision);
+  EXPECT_FALSE(defaults.cpu);
+  EXPECT_EQ(defaults.main_process_ip, "127.0.0.1");
+  EXPECT_FALSE(defaults.config_file);
+
+  auto from_file = acc::resolve_launch_config({}, file, "f.yaml", {"prog"});
+  EXPECT_EQ(from_file.num_processes, 3);
+  EXPECT_EQ(from_file.mixed_precision, "bf16");
+  EXPECT_EQ(from_file.gradient_accumulation_steps, 4);
+  EXPECT_TRUE(from_file.cpu);
+  EXPECT_EQ(from_file.main_process_ip, "192.168.0.7");
+  EXPECT_EQ(from_file.main_process_port, 29600);
+  EXPECT_FALSE(from_file.gpu_ids);  // all: CUDA_VISIBLE_DEVICES is left alone
+  EXPECT_EQ(from_file.config_file, "f.yaml");
+  auto env = acc::launch_environment(from_file, 0, 29600, 0);
+  EXPECT_EQ(env["ACCELERATE_CONFIG_FILE"], "f.yaml");
+  EXPECT_EQ(env["ACCELERATE_MIXED_PRECISION"], "bf16");
+  EXPECT_EQ(env.count("ACCELERATE_DEBUG_MODE"), 0u);
+
+  acc::LaunchFlags flags;
+  flags.num_processes = 2;
+  flags.mixed_precision = "no";
+  flags.gradient_accumulation_steps = 1;
+  flags.main_process_port = 0;  // a free port
+  flags.gpu_ids = "1";
+  flags.debug = true;
+  auto flagged = acc::resolve_launch_config(flags, file, "f.yaml", {"prog"});
+  EXPECT_EQ(flagged.num_processes, 2);
+  EXPECT_EQ(flagged.mixed_precision, "no");
+  EXPECT_EQ(flagged.gradient_accumulation_steps, 1);
+  EXPECT_FALSE(flagged.main_process_port);
+  EXPECT_EQ(flagged.gpu_ids, "1");
+  EXPECT_EQ(acc::launch_environment(flagged, 0, 1, 0)["ACCELERATE_DEBUG_MODE"], "true");
+}
+
+TEST_F(Config, TheAcceleratorReadsTheFileLast) {
+  auto resolve = [](const acc::Options& o) { return acc::resolve_accelerator_config(o); };
+  acc::Options none(acc::OptionsKind::Accelerator);
+  EXPECT_EQ(resolve(none).mixed_precision, "no");  // no file: defaults
+  write(default_file(), "distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: bf16\n"
+                        "gradient_accumulation_steps: 3\nfsdp_config: {fsdp_offload_params: true}\n");
+  auto c = resolve(none);
+  EXPECT_EQ(c.mixed_precision, "bf16");
+  EXPECT_EQ(c.gradient_accumulation_steps, 3);
+  EXPECT_TRUE(c.cpu);  // MULTI_CPU
+  setenv("ACCELERATE_MIXED_PRECISION", "no", 1);
+  EXPECT_EQ(resolve(none).mixed_precision, "no");  // the environment beats the file
+  acc::Options set(acc::OptionsKind::Accelerator);
+  set.set("gradient_accumulation_steps", int64_t{5});
+  set.set("cpu", false);
+  EXPECT_EQ(resolve(set).gradient_accumulation_steps, 5);  // and the program beats both
+  EXPECT_FALSE(resolve(set).cpu);
+  // A broken file found without being asked for says which file, and how to use another.
+  write(default_file(), "distributed_type: MULTI_CPU\nnum_processes: lots\n");
+  unsetenv("ACCELERATE_MIXED_PRECISION");
+  const std::string e = error_of([&] { resolve(none); });
+  EXPECT_NE(e.find(default_file().string() + ":2: num_processes must be"), std::string::npos) << e;
+  EXPECT_NE(e.find("set HF_HOME or ACCELERATE_CONFIG_FILE"), std::string::npos) << e;
+  // A program that sets everything the file could give never reads it.
+  set.set("mixed_precision", std::string("no"));
+  EXPECT_NO_THROW(resolve(set));
+}
+
+TEST_F(Config, QuestionsMakeAConfig) {
+  std::istringstream in("2\n1\n4\n0,1\nyes\nbf16\n2\n");
+  std::ostringstream out;
+  auto c = acc::ask_cluster_config(in, out, false, 4);
+  EXPECT_EQ(c.distributed_type, "MULTI_GPU");
+  EXPECT_EQ(c.num_processes, 4);
+  EXPECT_EQ(c.gpu_ids, "0,1");
+  EXPECT_TRUE(c.debug);
+  EXPECT_FALSE(c.use_cpu);
+  EXPECT_EQ(c.mixed_precision, "bf16");
+  EXPECT_EQ(c.gradient_accumulation_steps, 2);
+  EXPECT_NE(out.str().find("How many processes in total"), std::string::npos);
+  // Empty answers take the defaults: one CPU process on a machine without GPUs.
+  std::istringstream empty("\n\n\n");
+  auto d = acc::ask_cluster_config(empty, out, false, 0);
+  EXPECT_EQ(d.distributed_type, "NO");
+  EXPECT_TRUE(d.use_cpu);
+  EXPECT_EQ(d.mixed_precision, "no");
+  // Multi-node asks where the main process is.
+  std::istringstream nodes("1\n2\n1\n10.0.0.1\n\n\n\n\n\n\n");
+  auto n = acc::ask_cluster_config(nodes, out, false, 0);
+  EXPECT_EQ(n.num_machines, 2);
+  EXPECT_EQ(n.machine_rank, 1);
+  EXPECT_EQ(n.main_process_ip, "10.0.0.1");
+  EXPECT_EQ(n.main_process_port, 29500);
+  EXPECT_EQ(n.num_processes, 4);
+  EXPECT_TRUE(n.use_cpu);
+  // Off a terminal a wrong answer, or too few, is an error naming the question.
+  std::istringstream wrong("7\n");
+  EXPECT_NE(error_of([&] { acc::ask_cluster_config(wrong, out, false, 0); }).find("answer '7' to 'Your choice'"),
+            std::string::npos);
+  std::istringstream short_input("2\n");
+  EXPECT_NE(error_of([&] { acc::ask_cluster_config(short_input, out, false, 0); }).find("the input ended before"),
+            std::string::npos);
+  // On a terminal a wrong answer is asked again.
+  std::istringstream retry("9\n1\n\n3\n\n\n\n");
+  EXPECT_EQ(acc::ask_cluster_config(retry, out, true, 0).num_processes, 3);
+}
+
+TEST(EstimateMemory, CountsWeightsGradientsAndAdamStates) {
+  auto model = acc::model_from_spec(R"([{"type":"linear","in_features":10,"out_features":20},{"type":"relu"},
+                                         {"type":"linear","in_features":20,"out_features":5},
+                                         {"type":"batchnorm1d","num_features":5}])");
+  auto s = acc::model_sizes(*model);
+  EXPECT_EQ(s.parameters, 220 + 105 + 10);
+  EXPECT_EQ(s.trainable, 335);
+  EXPECT_EQ(s.buffers, 11);  // running mean, running var, num_batches_tracked
+  EXPECT_EQ(s.largest_layer, "0");
+  EXPECT_EQ(s.largest_layer_elements, 220);
+  auto rows = acc::memory_rows(s, {"float32", "bfloat16", "int4"});
+  EXPECT_EQ(rows[0].weights, 346 * 4);
+  EXPECT_EQ(rows[0].gradients, 335 * 4);
+  EXPECT_EQ(rows[0].adam, 335 * 8);
+  EXPECT_EQ(rows[0].training, 346 * 4 + 335 * 12);
+  EXPECT_EQ(rows[1].weights, 346 * 2);
+  EXPECT_EQ(rows[2].weights, 173);
+  EXPECT_LT(rows[2].training, 0);  // no training in int4
+  EXPECT_EQ(acc::format_bytes(1536), "1.50 KiB");
+  EXPECT_EQ(acc::format_bytes(3.5 * 1024 * 1024 * 1024), "3.50 GiB");
+  const std::string table = acc::memory_table("`m`", s, rows);
+  EXPECT_NE(table.find("335 parameters (335 trainable)"), std::string::npos) << table;
+  EXPECT_NE(table.find("5.28 KiB"), std::string::npos) << table;  // float32 training: 5404 bytes
+  EXPECT_NE(error_of([&] { acc::memory_rows(s, {"float8"}); }).find("unknown dtype 'float8'"), std::string::npos);
+}
