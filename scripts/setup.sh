@@ -10,6 +10,8 @@ packages=(
   libtorch-dev libgloo-dev libopenblas0-pthread
   # libraries the implementation uses
   nlohmann-json3-dev zlib1g-dev libcli11-dev libyaml-cpp-dev
+  # TensorBoard event files: protobuf messages compiled by protoc
+  protobuf-compiler libprotobuf-dev
   # tests: GoogleTest; PyTorch itself, to export TorchScript models the tests load
   libgtest-dev python3-torch
   # the main job's data set (Fashion-MNIST IDX files in /usr/share/datasets/fashion-mnist)

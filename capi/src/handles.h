@@ -19,6 +19,7 @@
 #include "model/model.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
+#include "tracking/progress.h"
 
 struct acc_tensor {
   at::Tensor tensor;
@@ -52,6 +53,9 @@ struct acc_dataloader {
 struct acc_accelerator {
   std::shared_ptr<acc::Accelerator> accelerator;
 };
+struct acc_progress {
+  std::unique_ptr<acc::tracking::Progress> progress;
+};
 
 namespace acc::capi {
 
@@ -71,6 +75,7 @@ ACC_HANDLE_TRAITS(acc_scheduler, ACC_HANDLE_SCHEDULER)
 ACC_HANDLE_TRAITS(acc_dataset, ACC_HANDLE_DATASET)
 ACC_HANDLE_TRAITS(acc_dataloader, ACC_HANDLE_DATALOADER)
 ACC_HANDLE_TRAITS(acc_accelerator, ACC_HANDLE_ACCELERATOR)
+ACC_HANDLE_TRAITS(acc_progress, ACC_HANDLE_PROGRESS)
 #undef ACC_HANDLE_TRAITS
 
 // The registry of live handles (thread-safe).

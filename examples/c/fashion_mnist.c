@@ -2,10 +2,12 @@
  * with Accelerate's conversion (create an accelerator, prepare, acc_backward).
  *
  *   fashion_mnist [--epochs N] [--batch-size N] [--lr X] [--train-samples N] [--test-samples N]
- *                 [--data DIR] [--save FILE.pt] [--min-accuracy PCT]
+ *                 [--data DIR] [--save FILE.pt] [--min-accuracy PCT] [--project-dir DIR]
  *
- * Reads the IDX files of Debian's dataset-fashion-mnist package; prints one line per epoch (loss,
- * samples/s) on the main process, evaluates on the test split and saves the weights as TorchScript.
+ * Reads the IDX files of Debian's dataset-fashion-mnist package; shows a progress bar and prints one
+ * line per epoch (loss, samples/s) on the main process, evaluates on the test split and saves the
+ * weights as TorchScript. Metrics go to TensorBoard and JSONL under --project-dir (default
+ * fashion_mnist_project; "" disables tracking): `tensorboard --logdir fashion_mnist_project`.
  * Exits 3 when the test accuracy is below --min-accuracy. */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
 #include <stdio.h>
@@ -39,11 +41,12 @@ struct args {
   int epochs, batch_size;
   double lr, min_accuracy;
   long train_samples, test_samples;
-  const char *data, *save;
+  const char *data, *save, *project_dir;
 };
 
 static struct args parse_args(int argc, char **argv) {
-  struct args a = {3, 64, 2e-3, 0.0, 0, 0, "/usr/share/datasets/fashion-mnist", "fashion_mnist.pt"};
+  struct args a = {3, 64, 2e-3, 0.0, 0, 0, "/usr/share/datasets/fashion-mnist", "fashion_mnist.pt",
+                    "fashion_mnist_project"};
   int i;
   for (i = 1; i < argc; i += 2) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -56,6 +59,7 @@ static struct args parse_args(int argc, char **argv) {
     else if (!strcmp(argv[i], "--data")) a.data = v;
     else if (!strcmp(argv[i], "--save")) a.save = v;
     else if (!strcmp(argv[i], "--min-accuracy")) a.min_accuracy = atof(v);
+    else if (!strcmp(argv[i], "--project-dir")) a.project_dir = v;
     else { fprintf(stderr, "unknown argument %s\n", argv[i]); exit(2); }
   }
   if (a.epochs < 1 || a.batch_size < 1) { fprintf(stderr, "--epochs and --batch-size must be >= 1\n"); exit(2); }
@@ -132,12 +136,18 @@ int main(int argc, char **argv) {
   acc_scheduler *sched = NULL;
   int64_t steps_per_epoch = 0, train_size = 0, processes = 1;
   char *device = NULL, line[256];
+  acc_progress *progress = NULL;
+  int64_t global_step = 0;
   double accuracy;
   int epoch;
 
   /* 1. The accelerator: settings from the program, else from accelerate-launch's environment. */
   CHECK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &acc_opts));
   CHECK(acc_options_set_int(acc_opts, "seed", 42));
+  if (*a.project_dir) { /* Accelerate's log_with + project_dir */
+    CHECK(acc_options_set(acc_opts, "log_with", "tensorboard,jsonl"));
+    CHECK(acc_options_set(acc_opts, "project_dir", a.project_dir));
+  }
   CHECK(acc_accelerator_create(acc_opts, &acc));
   CHECK(acc_accelerator_device(acc, &device));
 
@@ -170,11 +180,17 @@ int main(int argc, char **argv) {
   snprintf(line, sizeof line, "training on %lld process(es), %s: %lld samples, %lld steps per epoch", (long long)processes,
            device, (long long)train_size, (long long)steps_per_epoch);
   CHECK(acc_print(acc, line));
+  /* 3. Trackers (the main process writes): the hyper-parameters once, then metrics by step. */
+  snprintf(line, sizeof line, "{\"epochs\": %d, \"batch_size\": %d, \"lr\": %g, \"processes\": %lld}", a.epochs,
+           a.batch_size, a.lr, (long long)processes);
+  CHECK(acc_init_trackers(acc, "fashion_mnist", line));
 
   for (epoch = 0; epoch < a.epochs; ++epoch) {
     double start = seconds(), loss_value = 0.0, totals[3] = {0.0, 0.0, 0.0}; /* loss sum, batches, samples */
     int64_t n = 0;
     acc_tensor_list *batch = NULL;
+    snprintf(line, sizeof line, "epoch %d/%d", epoch + 1, a.epochs);
+    CHECK(acc_progress_create(acc, steps_per_epoch, line, &progress));
     for (;;) {
       acc_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
       CHECK(acc_dataloader_next(train_loader, &batch));
@@ -184,7 +200,7 @@ int main(int argc, char **argv) {
       CHECK(acc_accumulate_begin(acc));
       CHECK(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &logits));
       CHECK(acc_loss_cross_entropy(logits, y, ACC_REDUCTION_MEAN, 0.0, &loss));
-      /* 3. acc_backward instead of the loss's own backward. */
+      /* 4. acc_backward instead of the loss's own backward. */
       CHECK(acc_backward(acc, loss));
       CHECK(acc_optimizer_step(opt));
       CHECK(acc_scheduler_step(sched));
@@ -195,18 +211,36 @@ int main(int argc, char **argv) {
       totals[0] += loss_value;
       totals[1] += 1.0;
       totals[2] += (double)n;
+      if (global_step % 10 == 0) { /* this process's loss, as Accelerate's examples log it */
+        CHECK(acc_log_scalar(acc, "train/loss", loss_value, global_step));
+        snprintf(line, sizeof line, "loss %.4f", loss_value);
+        CHECK(acc_progress_set_postfix(progress, line));
+      }
+      ++global_step;
+      CHECK(acc_progress_update(progress, 1));
       acc_tensor_free(x); acc_tensor_free(y); acc_tensor_free(logits); acc_tensor_free(loss);
       acc_tensor_list_free(batch);
     }
+    CHECK(acc_progress_close(progress));
+    acc_progress_free(progress);
+    progress = NULL;
     sum_across_processes(acc, totals, 3);
-    snprintf(line, sizeof line, "epoch %d/%d  loss %.4f  %.0f samples/s", epoch + 1, a.epochs,
-             totals[1] > 0 ? totals[0] / totals[1] : 0.0, totals[2] / (seconds() - start));
-    CHECK(acc_print(acc, line));
+    {
+      const char *names[] = {"epoch/loss", "epoch/samples_per_s"};
+      double values[2];
+      values[0] = totals[1] > 0 ? totals[0] / totals[1] : 0.0;
+      values[1] = totals[2] / (seconds() - start);
+      snprintf(line, sizeof line, "epoch %d/%d  loss %.4f  %.0f samples/s", epoch + 1, a.epochs, values[0], values[1]);
+      CHECK(acc_print(acc, line));
+      CHECK(acc_log(acc, names, values, 2, global_step));
+    }
   }
 
   accuracy = evaluate(acc, model, test_loader);
   snprintf(line, sizeof line, "test accuracy %.2f%%", accuracy);
   CHECK(acc_print(acc, line));
+  CHECK(acc_log_scalar(acc, "test/accuracy", accuracy, global_step));
+  CHECK(acc_end_training(acc)); /* the trackers' files are complete from here on */
   if (a.save && *a.save) {
     CHECK(acc_unwrap_model(acc, model, &unwrapped));
     CHECK(acc_model_save_torchscript(unwrapped, a.save));

@@ -1,0 +1,156 @@
+// Cost of experiment tracking: acc_log of 4 scalars to every built-in tracker (TensorBoard, JSONL,
+// CSV) compared with a small training step, and the step time with and without logging every step
+// (rounds interleaved, medians). Files go to a temporary project folder.
+//
+//   bench_tracking [--quick]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <random>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "accelerate.h"
+
+#define OK(expr)                                                          \
+  do {                                                                    \
+    if ((expr) != ACC_OK) {                                               \
+      std::fprintf(stderr, "%s: %s\n", #expr, acc_last_error_message()); \
+      std::exit(1);                                                       \
+    }                                                                     \
+  } while (0)
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// CPU time in microseconds of this thread or of the whole process (every thread).
+double cpu_micros(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+double micros_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+}
+
+// A 256-256-10 MLP on one fixed batch of 64: forward, loss, backward, AdamW step.
+struct Step {
+  acc_model* model = nullptr;
+  acc_optimizer* opt = nullptr;
+  acc_tensor *x = nullptr, *y = nullptr;
+  acc_accelerator* acc;
+
+  explicit Step(acc_accelerator* a) : acc(a) {
+    const char* spec = R"([{"type":"linear","in_features":256,"out_features":256},{"type":"relu"},
+                           {"type":"linear","in_features":256,"out_features":10}])";
+    OK(acc_model_from_spec(spec, &model));
+    OK(acc_optimizer_create(model, "adamw", nullptr, &opt));
+    OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
+    std::mt19937 rng(0);
+    std::normal_distribution<float> normal;
+    std::vector<float> xs(64 * 256);
+    for (auto& v : xs) v = normal(rng);
+    std::vector<int64_t> ys(64);
+    for (size_t i = 0; i < ys.size(); ++i) ys[i] = static_cast<int64_t>(i % 10);
+    const int64_t xd[] = {64, 256}, yd[] = {64};
+    OK(acc_tensor_from_host(xs.data(), xs.size() * sizeof(float), xd, 2, ACC_DTYPE_FLOAT32, &x));
+    OK(acc_tensor_from_host(ys.data(), ys.size() * sizeof(int64_t), yd, 1, ACC_DTYPE_INT64, &y));
+  }
+  ~Step() {
+    acc_tensor_free(x);
+    acc_tensor_free(y);
+    acc_model_free(model);
+    acc_optimizer_free(opt);
+  }
+  double run() {
+    acc_tensor *logits = nullptr, *loss = nullptr;
+    double value = 0;
+    OK(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &logits));
+    OK(acc_loss_cross_entropy(logits, y, ACC_REDUCTION_MEAN, 0.0, &loss));
+    OK(acc_backward(acc, loss));
+    OK(acc_optimizer_step(opt));
+    OK(acc_optimizer_zero_grad(opt));
+    OK(acc_tensor_item(loss, &value));
+    acc_tensor_free(logits);
+    acc_tensor_free(loss);
+    return value;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const int rounds = quick ? 3 : 15, steps = quick ? 20 : 200, calls = quick ? 2000 : 100000;
+  const std::string dir = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/acc_bench_tracking_" +
+                          std::to_string(getpid());
+  acc_options* o = nullptr;
+  OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
+  OK(acc_options_set(o, "cpu", "true"));
+  OK(acc_options_set(o, "log_with", "all"));
+  OK(acc_options_set(o, "project_dir", dir.c_str()));
+  acc_accelerator* acc = nullptr;
+  OK(acc_accelerator_create(o, &acc));
+  acc_options_free(o);
+  OK(acc_init_trackers(acc, "bench", R"({"lr": 0.001, "batch_size": 64})"));
+
+  const char* names[] = {"train/loss", "train/lr", "train/grad_norm", "train/samples_per_s"};
+  double values[] = {0.5, 1e-3, 1.25, 12345.0};
+
+  // 1. acc_log alone: what the training thread pays per call (the files are written elsewhere).
+  std::vector<double> per_call;
+  const double thread_cpu = cpu_micros(CLOCK_THREAD_CPUTIME_ID), process_cpu = cpu_micros(CLOCK_PROCESS_CPUTIME_ID);
+  for (int r = 0; r < rounds; ++r) {
+    const auto start = Clock::now();
+    for (int i = 0; i < calls / rounds; ++i) {
+      values[0] = 1.0 / (i + 1);
+      OK(acc_log(acc, names, values, 4, -1));
+    }
+    per_call.push_back(micros_since(start) / (calls / rounds));
+  }
+  const double caller_cpu = cpu_micros(CLOCK_THREAD_CPUTIME_ID) - thread_cpu;
+  const auto drain = Clock::now();
+  OK(acc_end_training(acc));
+  const double drain_ms = micros_since(drain) / 1000.0;
+  const double all_cpu = cpu_micros(CLOCK_PROCESS_CPUTIME_ID) - process_cpu;
+
+  // 2. A training step with and without acc_log of its loss and 3 other values.
+  OK(acc_init_trackers(acc, "bench_steps", nullptr));
+  Step step(acc);
+  for (int i = 0; i < steps; ++i) step.run();  // warm-up
+  std::vector<double> plain, logged;
+  for (int r = 0; r < rounds; ++r) {
+    auto start = Clock::now();
+    for (int i = 0; i < steps; ++i) step.run();
+    plain.push_back(micros_since(start) / steps);
+    start = Clock::now();
+    for (int i = 0; i < steps; ++i) {
+      values[0] = step.run();
+      OK(acc_log(acc, names, values, 4, -1));
+    }
+    logged.push_back(micros_since(start) / steps);
+  }
+  OK(acc_end_training(acc));
+
+  std::printf("acc_log, 4 scalars to tensorboard+jsonl+csv: %.2f us per call (median of %d rounds, %d calls)\n",
+              median(per_call), rounds, calls);
+  std::printf("CPU time per call: %.2f us on the calling thread, %.2f us in all (the writer threads included)\n",
+              caller_cpu / calls, all_cpu / calls);
+  std::printf("end_training after %d calls (drains the writer threads): %.1f ms\n", calls, drain_ms);
+  std::printf("training step (256-256-10 MLP, batch 64, AdamW): %.1f us without logging, %.1f us with acc_log "
+              "each step (%+.1f%%)\n",
+              median(plain), median(logged), 100.0 * (median(logged) / median(plain) - 1.0));
+  acc_accelerator_free(acc);
+  return std::system(("rm -rf '" + dir + "'").c_str()) == 0 ? 0 : 1;
+}

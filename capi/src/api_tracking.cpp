@@ -1,0 +1,133 @@
+// Experiment tracking and the progress display.
+#include "guard.h"
+#include "handles.h"
+#include "host_callbacks.h"
+#include "tracking/callback_tracker.h"
+
+using namespace acc::capi;
+
+namespace {
+
+acc::Accelerator& accelerator_arg(const acc_accelerator* a) { return *live(a, "acc").accelerator; }
+
+std::vector<std::string> names_arg(const char* const* names, size_t n) {
+  acc::require(n == 0 || names != nullptr, "names is NULL");
+  std::vector<std::string> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    acc::require(names[i] != nullptr, "names[", i, "] is NULL");
+    out.emplace_back(names[i]);
+  }
+  return out;
+}
+
+std::optional<int64_t> step_arg(int64_t step) {
+  if (step < 0) return std::nullopt;
+  return step;
+}
+
+}  // namespace
+
+extern "C" {
+
+acc_status acc_add_tracker(acc_accelerator* acc, const char* name, acc_tracker_init_fn init, acc_tracker_log_fn log,
+                           acc_tracker_finish_fn finish, void* user_data, acc_free_fn free_user_data) {
+  return guarded([&] {
+    auto data = hold_user_data(user_data, free_user_data);  // owned from here on, even if this call fails
+    auto& a = accelerator_arg(acc);
+    const std::string tracker = text_arg(name, "name");
+    acc::tracking::CallbackTracker::Callbacks callbacks;
+    if (init)
+      callbacks.init = [init, data, tracker](const std::string& project, const std::string& config) {
+        invoke_host("the init callback of tracker \"" + tracker + "\"",
+                    [&] { return init(data.get(), project.c_str(), config.c_str()); });
+      };
+    if (log)
+      callbacks.log = [log, data, tracker](const acc::tracking::Record& r) {
+        std::vector<const char*> names;
+        names.reserve(r.names.size());
+        for (const auto& n : r.names) names.push_back(n.c_str());
+        invoke_host("the log callback of tracker \"" + tracker + "\"",
+                    [&] { return log(data.get(), names.data(), r.values.data(), names.size(), r.step); });
+      };
+    if (finish)
+      callbacks.finish = [finish, data, tracker] {
+        invoke_host("the finish callback of tracker \"" + tracker + "\"", [&] { return finish(data.get()); });
+      };
+    a.trackers().add(std::make_shared<acc::tracking::CallbackTracker>(tracker, std::move(callbacks)));
+  });
+}
+
+acc_status acc_init_trackers(acc_accelerator* acc, const char* project_name, const char* config_json) {
+  return guarded([&] {
+    auto& a = accelerator_arg(acc);
+    a.init_trackers(text_arg(project_name, "project_name"), config_json ? config_json : "");
+  });
+}
+
+acc_status acc_log(acc_accelerator* acc, const char* const* names, const double* values, size_t n, int64_t step) {
+  return guarded([&] {
+    auto& a = accelerator_arg(acc);
+    auto keys = names_arg(names, n);
+    acc::require(n == 0 || values != nullptr, "values is NULL");
+    a.log(std::move(keys), std::vector<double>(values, values + n), step_arg(step));
+  });
+}
+
+acc_status acc_log_scalar(acc_accelerator* acc, const char* name, double value, int64_t step) {
+  return guarded([&] {
+    auto& a = accelerator_arg(acc);
+    a.log({text_arg(name, "name")}, {value}, step_arg(step));
+  });
+}
+
+acc_status acc_end_training(acc_accelerator* acc) {
+  return guarded([&] { accelerator_arg(acc).end_training(); });
+}
+
+acc_status acc_tracker_names(const acc_accelerator* acc, acc_string_list** out) {
+  return guarded([&] {
+    auto& a = accelerator_arg(acc);
+    out_param(out, "out");
+    emit(out, a.trackers().names());
+  });
+}
+
+acc_status acc_tracker_path(const acc_accelerator* acc, const char* name, char** out) {
+  return guarded([&] {
+    auto& a = accelerator_arg(acc);
+    const std::string tracker = text_arg(name, "name");
+    out_param(out, "out");
+    *out = owned_string(a.trackers().path(tracker));
+  });
+}
+
+acc_status acc_progress_create(const acc_accelerator* acc, int64_t total, const char* description,
+                               acc_progress** out) {
+  return guarded([&] {
+    auto& a = accelerator_arg(acc);
+    out_param(out, "out");
+    emit(out, std::make_unique<acc::tracking::Progress>(total, description ? description : "", a.is_main_process()));
+  });
+}
+
+acc_status acc_progress_update(acc_progress* p, int64_t n) {
+  return guarded([&] { live(p, "p").progress->update(n); });
+}
+
+acc_status acc_progress_set_postfix(acc_progress* p, const char* text) {
+  return guarded([&] { live(p, "p").progress->set_postfix(text_arg(text, "text")); });
+}
+
+acc_status acc_progress_close(acc_progress* p) {
+  return guarded([&] { live(p, "p").progress->close(); });
+}
+
+void acc_progress_free(acc_progress* p) {
+  try {
+    release(p);
+  } catch (...) {
+  }
+}
+
+}  // extern "C"

@@ -1,0 +1,126 @@
+#include "tracking/async_file.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "common/error.h"
+
+namespace acc::tracking {
+namespace {
+
+// Tasks waiting beyond this make callers wait: memory stays bounded if the disk stalls.
+constexpr size_t kMaxQueued = 1 << 16;
+// The writer is woken by a caller only once this many tasks wait; otherwise it looks at the queue
+// every kPoll. A wake-up per log call would cost the training thread a futex call and the machine
+// a context switch per tracker.
+constexpr size_t kWakeBatch = 512;
+constexpr auto kPoll = std::chrono::milliseconds(50);
+
+}  // namespace
+
+AsyncFile::AsyncFile(std::string path, bool truncate, std::chrono::milliseconds flush_interval)
+    : path_(std::move(path)), flush_interval_(flush_interval) {
+  file_ = std::fopen(path_.c_str(), truncate ? "wb" : "ab");
+  if (!file_) fail(Status::Io, "cannot open ", path_, " for writing: ", std::strerror(errno));
+  thread_ = std::thread([this] { run(); });
+}
+
+AsyncFile::~AsyncFile() {
+  try {
+    close();
+  } catch (...) {
+  }
+}
+
+void AsyncFile::append(std::string bytes) {
+  enqueue([bytes = std::move(bytes)](std::FILE*& file, const std::string& path) {
+    if (std::fwrite(bytes.data(), 1, bytes.size(), file) != bytes.size())
+      fail(Status::Io, "cannot write ", path, ": ", std::strerror(errno));
+  });
+}
+
+void AsyncFile::post(Task task) { enqueue(std::move(task)); }
+
+void AsyncFile::enqueue(Task task) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (closed_) fail(Status::NotInitialized, path_, " is closed");
+  progress_.wait(lock, [&] { return queue_.size() < kMaxQueued || !error_.empty(); });
+  if (!error_.empty()) fail(Status::Io, error_);
+  queue_.push_back(std::move(task));
+  ++queued_;
+  if (queue_.size() == kWakeBatch) wake_.notify_one();
+}
+
+void AsyncFile::check() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!error_.empty()) fail(Status::Io, error_);
+}
+
+void AsyncFile::flush() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (closed_) return;
+  const uint64_t target = queued_;
+  flush_requested_ = true;
+  wake_.notify_one();
+  progress_.wait(lock, [&] { return flushed_ >= target || !error_.empty(); });
+  if (!error_.empty()) fail(Status::Io, error_);
+}
+
+void AsyncFile::close() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (closed_) return;
+    closed_ = stopping_ = true;
+    wake_.notify_one();
+  }
+  thread_.join();
+  std::string error;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    error = error_;
+  }
+  if (file_ && std::fclose(file_) != 0 && error.empty()) error = "cannot close " + path_ + ": " + std::strerror(errno);
+  file_ = nullptr;
+  if (!error.empty()) fail(Status::Io, error);
+}
+
+void AsyncFile::run() {
+  auto last_flush = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    // Work is picked up every kPoll, at once when a batch is waiting, on flush() and on close().
+    wake_.wait_for(lock, kPoll, [&] { return queue_.size() >= kWakeBatch || stopping_ || flush_requested_; });
+    std::deque<Task> batch;
+    batch.swap(queue_);
+    const uint64_t upto = queued_;
+    const bool must_flush = flush_requested_ || stopping_;
+    const bool stop = stopping_;
+    flush_requested_ = false;
+    const bool failed = !error_.empty();
+    lock.unlock();
+    progress_.notify_all();  // room in the queue again
+    std::string error;
+    for (auto& task : batch) {
+      if (failed || !error.empty()) break;  // after a failure nothing more is written
+      try {
+        task(file_, path_);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    }
+    const auto now = std::chrono::steady_clock::now();
+    bool flushed = false;
+    if (error.empty() && !failed && file_ && (must_flush || now - last_flush >= flush_interval_)) {
+      if (std::fflush(file_) != 0) error = "cannot write " + path_ + ": " + std::strerror(errno);
+      last_flush = now;
+      flushed = true;
+    }
+    lock.lock();
+    if (!error.empty() && error_.empty()) error_ = error;
+    if (flushed) flushed_ = upto;
+    progress_.notify_all();
+    if (stop && queue_.empty()) return;
+  }
+}
+
+}  // namespace acc::tracking

@@ -1,0 +1,57 @@
+// A file written by a background thread, so that logging never waits for the disk: callers queue
+// work and return at once; the thread runs it in order and flushes the file every flush interval,
+// on flush() and on close(). A write error is kept and reported by the next call on the caller's
+// side (check, flush, close), as ACC_ERR_IO.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace acc::tracking {
+
+class AsyncFile {
+ public:
+  // Runs on the writer thread with the open file (which it may close and reopen, e.g. to rewrite it)
+  // and its path. Exceptions become the file's error.
+  using Task = std::function<void(std::FILE*& file, const std::string& path)>;
+
+  // Opens `path` for appending (creating it), or truncated when `truncate`. Throws Io on failure.
+  AsyncFile(std::string path, bool truncate, std::chrono::milliseconds flush_interval = std::chrono::seconds(1));
+  ~AsyncFile();  // close(), errors ignored
+  AsyncFile(const AsyncFile&) = delete;
+  AsyncFile& operator=(const AsyncFile&) = delete;
+
+  void append(std::string bytes);
+  void post(Task task);
+  // Throws the first write error, if any.
+  void check();
+  // Returns when everything queued so far is on disk (flushed to the OS).
+  void flush();
+  // flush(), then stops the thread and closes the file. Further calls are errors.
+  void close();
+  const std::string& path() const { return path_; }
+
+ private:
+  void run();
+  void enqueue(Task task);
+
+  const std::string path_;
+  const std::chrono::milliseconds flush_interval_;
+  std::FILE* file_ = nullptr;
+  std::mutex mutex_;
+  std::condition_variable wake_, progress_;
+  std::deque<Task> queue_;
+  uint64_t queued_ = 0, flushed_ = 0;  // tasks queued; tasks run and flushed
+  bool flush_requested_ = false, stopping_ = false, closed_ = false;
+  std::string error_;
+  std::thread thread_;
+};
+
+}  // namespace acc::tracking

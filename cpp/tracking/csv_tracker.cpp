@@ -1,0 +1,177 @@
+#include "tracking/csv_tracker.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <unordered_map>
+
+#include "common/error.h"
+#include "tracking/hparams.h"
+
+namespace acc::tracking {
+
+struct CsvTracker::Table {
+  std::vector<std::string> columns;  // after step and wall_time
+  std::unordered_map<std::string, size_t> index;
+  size_t header_bytes = 0;  // of the header as it is in the file (0: no header yet)
+
+  void add(const std::string& name) {
+    index.emplace(name, columns.size());
+    columns.push_back(name);
+  }
+};
+
+namespace {
+
+std::string quoted(const std::string& field) {
+  if (field.find_first_of(",\"\r\n") == std::string::npos && !field.empty() && field.front() != ' ' &&
+      field.back() != ' ')
+    return field;
+  std::string out = "\"";
+  for (char c : field) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string header_line(const std::vector<std::string>& columns) {
+  std::string line = "step,wall_time";
+  for (const auto& c : columns) line += "," + quoted(c);
+  return line + "\n";
+}
+
+// Shortest text that reads back as the same double; nan and infinities as "nan", "inf", "-inf".
+std::string number_text(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  char buffer[32];
+  auto result = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return std::string(buffer, result.ptr);
+}
+
+std::string row_line(const Record& r, const CsvTracker::Table& table) {
+  std::vector<std::string> cells(table.columns.size());
+  for (size_t i = 0; i < r.names.size(); ++i) cells[table.index.at(r.names[i])] = number_text(r.values[i]);
+  char time[32];
+  std::snprintf(time, sizeof time, "%.6f", r.wall_time);
+  std::string line = std::to_string(r.step) + "," + time;
+  for (const auto& cell : cells) line += "," + cell;
+  return line + "\n";
+}
+
+// Rewrites the file with the table's header, each row of the body padded with `added` empty cells.
+void widen(std::FILE*& file, const std::string& path, CsvTracker::Table& table, size_t added) {
+  if (std::fclose(file) != 0) fail(Status::Io, "cannot write ", path);
+  file = nullptr;
+  const std::string temp = path + ".tmp";
+  {
+    std::ifstream in(path, std::ios::binary);
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    if (!in || !out) fail(Status::Io, "cannot rewrite ", path, " with new columns");
+    const std::string header = header_line(table.columns);
+    out << header;
+    in.seekg(static_cast<std::streamoff>(table.header_bytes));
+    const std::string pad(added, ',');
+    // Data rows hold numbers only, so a row is exactly one line.
+    for (std::string line; std::getline(in, line);) out << line << pad << '\n';
+    out.flush();
+    if (!out) fail(Status::Io, "cannot write ", temp);
+    table.header_bytes = header.size();
+  }
+  std::error_code ec;
+  std::filesystem::rename(temp, path, ec);
+  if (ec) fail(Status::Io, "cannot rename ", temp, " to ", path, ": ", ec.message());
+  file = std::fopen(path.c_str(), "ab");
+  if (!file) fail(Status::Io, "cannot reopen ", path);
+}
+
+void write_all(std::FILE* file, const std::string& path, const std::string& text) {
+  if (std::fwrite(text.data(), 1, text.size(), file) != text.size()) fail(Status::Io, "cannot write ", path);
+}
+
+}  // namespace
+
+std::vector<std::string> parse_csv_record(const std::string& text, size_t* consumed) {
+  std::vector<std::string> fields(1);
+  bool quoted_field = false;
+  size_t i = 0;
+  for (; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted_field) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') {
+        fields.back() += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted_field = false;
+      } else {
+        fields.back() += c;
+      }
+    } else if (c == '"') {
+      quoted_field = true;
+    } else if (c == ',') {
+      fields.emplace_back();
+    } else if (c == '\n') {
+      ++i;
+      break;
+    } else if (c != '\r') {
+      fields.back() += c;
+    }
+  }
+  if (consumed) *consumed = i;
+  return fields;
+}
+
+void CsvTracker::start(const std::string& project_name, const nlohmann::json& config) {
+  if (file_) finish();
+  const std::string dir = make_run_dir(logging_dir_, project_name);
+  write_config_file(dir, config);
+  path_ = dir + "/metrics.csv";
+  table_ = std::make_shared<Table>();
+  // An existing table (a resumed run) keeps its columns.
+  if (std::ifstream in{path_, std::ios::binary}) {
+    std::string head(64 * 1024, '\0');
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    head.resize(static_cast<size_t>(in.gcount()));
+    if (!head.empty()) {
+      size_t consumed = 0;
+      auto fields = parse_csv_record(head, &consumed);
+      if (fields.size() < 2 || fields[0] != "step" || fields[1] != "wall_time" || head[consumed - 1] != '\n')
+        fail(Status::Io, path_, " exists but is not a metrics table written by the csv tracker");
+      for (size_t i = 2; i < fields.size(); ++i) table_->add(fields[i]);
+      table_->header_bytes = consumed;
+    }
+  }
+  file_ = std::make_unique<AsyncFile>(path_, /*truncate=*/false);
+}
+
+void CsvTracker::log(const std::shared_ptr<const Record>& record) {
+  if (!file_) fail(Status::NotInitialized, "the csv tracker has not started");
+  file_->check();
+  file_->post([record, table = table_](std::FILE*& file, const std::string& path) {
+    size_t added = 0;
+    for (const auto& name : record->names)
+      if (!table->index.count(name)) {
+        table->add(name);
+        ++added;
+      }
+    if (table->header_bytes == 0) {
+      const std::string header = header_line(table->columns);
+      write_all(file, path, header);
+      table->header_bytes = header.size();
+    } else if (added > 0) {
+      widen(file, path, *table, added);
+    }
+    write_all(file, path, row_line(*record, *table));
+  });
+}
+
+void CsvTracker::finish() {
+  if (!file_) return;
+  std::unique_ptr<AsyncFile> file = std::move(file_);
+  file->close();
+}
+
+}  // namespace acc::tracking

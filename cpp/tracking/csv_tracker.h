@@ -1,0 +1,41 @@
+// CSV: <logging_dir>/<project_name>/metrics.csv, one row per log call:
+//   step,wall_time,<name>,<name>,...
+// The header holds every name seen so far, in order of first appearance; a cell is empty when its
+// name was not logged in that call. A call with a new name widens the table: the writer thread
+// rewrites the file with the longer header and empty cells for the new columns in the older rows
+// (a temporary file renamed into place), so the file is always a rectangular CSV that pandas or
+// any spreadsheet reads. A run on an existing metrics.csv continues it with the columns it has.
+// Also writes hparams.json. Names are quoted as RFC 4180 says when they need it.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tracking/async_file.h"
+#include "tracking/tracker.h"
+
+namespace acc::tracking {
+
+class CsvTracker : public Tracker {
+ public:
+  explicit CsvTracker(std::string logging_dir) : logging_dir_(std::move(logging_dir)) {}
+  const std::string& name() const override { return name_; }
+  void start(const std::string& project_name, const nlohmann::json& config) override;
+  void log(const std::shared_ptr<const Record>& record) override;
+  void finish() override;
+  std::string path() const override { return path_; }
+
+  struct Table;  // the columns; touched only by the writer thread once the file is open
+
+ private:
+  const std::string name_ = "csv";
+  std::string logging_dir_, path_;
+  std::shared_ptr<Table> table_;
+  std::unique_ptr<AsyncFile> file_;
+};
+
+// The fields of the first CSV record in `text` and the bytes it takes (with its line end).
+std::vector<std::string> parse_csv_record(const std::string& text, size_t* consumed);
+
+}  // namespace acc::tracking

@@ -1,0 +1,62 @@
+#include "tracking/hparams.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "common/error.h"
+#include "tracking/tracker.h"
+
+namespace acc::tracking {
+namespace {
+
+void flatten_into(const nlohmann::json& node, const std::string& prefix, nlohmann::json& out) {
+  for (const auto& [key, value] : node.items()) {
+    const std::string name = prefix.empty() ? key : prefix + "/" + key;
+    if (value.is_object() && !value.empty())
+      flatten_into(value, name, out);
+    else if (value.is_number() || value.is_string() || value.is_boolean())
+      out[name] = value;
+    else
+      out[name] = value.dump();
+  }
+}
+
+}  // namespace
+
+nlohmann::json parse_config(const std::string& text) {
+  if (text.empty()) return nlohmann::json::object();
+  nlohmann::json config = nlohmann::json::parse(text, nullptr, false);
+  require(!config.is_discarded(), "config is not valid JSON: ", text.substr(0, 200));
+  require(config.is_object(), "config must be a JSON object of hyper-parameters, not ", config.type_name());
+  return config;
+}
+
+nlohmann::json flatten_config(const nlohmann::json& config) {
+  nlohmann::json out = nlohmann::json::object();
+  flatten_into(config, "", out);
+  return out;
+}
+
+void write_config_file(const std::string& dir, const nlohmann::json& config) {
+  const std::string path = dir + "/hparams.json", temp = path + ".tmp";
+  const std::string text = config.dump(2) + "\n";
+  std::FILE* f = std::fopen(temp.c_str(), "wb");
+  if (!f) fail(Status::Io, "cannot write ", temp, ": ", std::strerror(errno));
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok) fail(Status::Io, "cannot write ", temp, ": ", std::strerror(errno));
+  std::error_code ec;
+  std::filesystem::rename(temp, path, ec);
+  if (ec) fail(Status::Io, "cannot rename ", temp, " to ", path, ": ", ec.message());
+}
+
+std::string make_run_dir(const std::string& logging_dir, const std::string& project_name) {
+  const std::filesystem::path dir = std::filesystem::path(logging_dir) / project_name;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail(Status::Io, "cannot create the run folder ", dir.string(), ": ", ec.message());
+  return dir.string();
+}
+
+}  // namespace acc::tracking

@@ -1,0 +1,43 @@
+#include "tracking/jsonl_tracker.h"
+
+#include <cmath>
+
+#include "common/error.h"
+#include "tracking/hparams.h"
+
+namespace acc::tracking {
+
+nlohmann::json json_number(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  return value;
+}
+
+void JsonlTracker::start(const std::string& project_name, const nlohmann::json& config) {
+  if (file_) finish();
+  const std::string dir = make_run_dir(logging_dir_, project_name);
+  write_config_file(dir, config);
+  path_ = dir + "/metrics.jsonl";
+  file_ = std::make_unique<AsyncFile>(path_, /*truncate=*/false);
+}
+
+void JsonlTracker::log(const std::shared_ptr<const Record>& record) {
+  if (!file_) fail(Status::NotInitialized, "the jsonl tracker has not started");
+  file_->check();
+  file_->post([record](std::FILE*& file, const std::string& path) {
+    nlohmann::json values = nlohmann::json::object();
+    for (size_t i = 0; i < record->names.size(); ++i) values[record->names[i]] = json_number(record->values[i]);
+    // Insertion order of the keys: step, wall_time, values.
+    const std::string line = concat("{\"step\":", record->step, ",\"wall_time\":", nlohmann::json(record->wall_time).dump(),
+                                    ",\"values\":", values.dump(), "}\n");
+    if (std::fwrite(line.data(), 1, line.size(), file) != line.size()) fail(Status::Io, "cannot write ", path);
+  });
+}
+
+void JsonlTracker::finish() {
+  if (!file_) return;
+  std::unique_ptr<AsyncFile> file = std::move(file_);
+  file->close();
+}
+
+}  // namespace acc::tracking

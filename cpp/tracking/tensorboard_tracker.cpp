@@ -1,0 +1,142 @@
+#include "tracking/tensorboard_tracker.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <ctime>
+
+#include "common/error.h"
+#include "tracking/hparams.h"
+#include "tracking/proto/event.pb.h"
+#include "tracking/proto/hparams.pb.h"
+#include "tracking/tfrecord.h"
+
+namespace acc::tracking {
+namespace {
+
+constexpr int kDtString = 7;       // TensorFlow's DT_STRING
+constexpr int kDataClassTensor = 2;
+constexpr int kStatusSuccess = 1;  // HParams' Status.STATUS_SUCCESS
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::string host_name() {
+  char name[256] = {0};
+  if (gethostname(name, sizeof name - 1) != 0 || !name[0]) return "localhost";
+  return name;
+}
+
+std::string event_file_name() {
+  static std::atomic<int> counter{0};
+  return concat("events.out.tfevents.", static_cast<long long>(std::time(nullptr)), ".", host_name(), ".", getpid(),
+                ".", counter++);
+}
+
+std::string framed(const tb::Event& event) {
+  std::string record;
+  append_tfrecord(record, event.SerializeAsString());
+  return record;
+}
+
+// A summary value carrying an HParams plugin payload (the plugin finds it by tag and plugin name).
+void add_hparams_value(tb::Summary& summary, const char* tag, const tb::HParamsPluginData& data) {
+  auto* value = summary.add_value();
+  value->set_tag(tag);
+  auto* plugin = value->mutable_metadata()->mutable_plugin_data();
+  plugin->set_plugin_name("hparams");
+  plugin->set_content(data.SerializeAsString());
+}
+
+// The hyper-parameters as a markdown table for the TEXT dashboard.
+void add_text_value(tb::Summary& summary, const nlohmann::json& flat) {
+  std::string table = "| hyper-parameter | value |\n|---|---|\n";
+  for (const auto& [name, v] : flat.items()) table += "| " + name + " | " + (v.is_string() ? v.get<std::string>() : v.dump()) + " |\n";
+  auto* value = summary.add_value();
+  value->set_tag("hparams/text_summary");
+  auto* metadata = value->mutable_metadata();
+  metadata->mutable_plugin_data()->set_plugin_name("text");
+  metadata->set_data_class(kDataClassTensor);
+  auto* tensor = value->mutable_tensor();
+  tensor->set_dtype(kDtString);
+  tensor->mutable_tensor_shape();  // a scalar: no dimensions
+  tensor->add_string_val(table);
+}
+
+std::string start_records(const nlohmann::json& config, double wall_time) {
+  tb::Event version;
+  version.set_wall_time(wall_time);
+  version.set_file_version("brain.Event:2");
+  std::string out = framed(version);
+
+  const nlohmann::json flat = flatten_config(config);
+  if (flat.empty()) return out;
+  tb::HParamsPluginData data;
+  auto* info = data.mutable_session_start_info();
+  info->set_start_time_secs(wall_time);
+  for (const auto& [name, v] : flat.items()) {
+    tb::HParamValue value;
+    if (v.is_boolean())
+      value.set_bool_value(v.get<bool>());
+    else if (v.is_number())
+      value.set_number_value(v.get<double>());
+    else
+      value.set_string_value(v.get<std::string>());
+    (*info->mutable_hparams())[name] = value;
+  }
+  tb::Event event;
+  event.set_wall_time(wall_time);
+  add_hparams_value(*event.mutable_summary(), "_hparams_/session_start_info", data);
+  add_text_value(*event.mutable_summary(), flat);
+  return out + framed(event);
+}
+
+std::string end_record(double wall_time) {
+  tb::HParamsPluginData data;
+  data.mutable_session_end_info()->set_status(kStatusSuccess);
+  data.mutable_session_end_info()->set_end_time_secs(wall_time);
+  tb::Event event;
+  event.set_wall_time(wall_time);
+  add_hparams_value(*event.mutable_summary(), "_hparams_/session_end_info", data);
+  return framed(event);
+}
+
+}  // namespace
+
+void TensorBoardTracker::start(const std::string& project_name, const nlohmann::json& config) {
+  if (file_) finish();
+  const std::string dir = make_run_dir(logging_dir_, project_name);
+  path_ = dir + "/" + event_file_name();
+  file_ = std::make_unique<AsyncFile>(path_, /*truncate=*/true);
+  has_hparams_ = !config.empty();
+  file_->append(start_records(config, now_seconds()));
+}
+
+void TensorBoardTracker::log(const std::shared_ptr<const Record>& record) {
+  if (!file_) fail(Status::NotInitialized, "the tensorboard tracker has not started");
+  file_->check();
+  file_->post([record](std::FILE*& file, const std::string& path) {
+    tb::Event event;
+    event.set_wall_time(record->wall_time);
+    event.set_step(record->step);
+    auto* summary = event.mutable_summary();
+    for (size_t i = 0; i < record->names.size(); ++i) {
+      auto* value = summary->add_value();
+      value->set_tag(record->names[i]);
+      value->set_simple_value(static_cast<float>(record->values[i]));
+    }
+    const std::string bytes = framed(event);
+    if (std::fwrite(bytes.data(), 1, bytes.size(), file) != bytes.size()) fail(Status::Io, "cannot write ", path);
+  });
+}
+
+void TensorBoardTracker::finish() {
+  if (!file_) return;
+  std::unique_ptr<AsyncFile> file = std::move(file_);
+  if (has_hparams_) file->append(end_record(now_seconds()));
+  file->close();
+}
+
+}  // namespace acc::tracking

@@ -1,0 +1,38 @@
+// What every tracker implements: Accelerate's GeneralTracker (start with a configuration, log,
+// finish). The TrackerSet calls them on the main process only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace acc::tracking {
+
+// The values of one log call. Shared, immutable: trackers that write in the background keep it.
+struct Record {
+  int64_t step = 0;
+  double wall_time = 0;  // seconds since the Unix epoch
+  std::vector<std::string> names;
+  std::vector<double> values;
+};
+
+class Tracker {
+ public:
+  virtual ~Tracker() = default;
+  virtual const std::string& name() const = 0;
+  // A run begins: the project name and its hyper-parameters (a JSON object).
+  virtual void start(const std::string& project_name, const nlohmann::json& config) = 0;
+  virtual void log(const std::shared_ptr<const Record>& record) = 0;
+  // The run ends: everything is written out. start() may begin another run afterwards.
+  virtual void finish() = 0;
+  // The file the tracker writes in the current (or last) run; "" when it writes no file.
+  virtual std::string path() const { return ""; }
+};
+
+// The folder of a run: <logging_dir>/<project_name>, created if needed (Io error otherwise).
+std::string make_run_dir(const std::string& logging_dir, const std::string& project_name);
+
+}  // namespace acc::tracking

@@ -1,0 +1,151 @@
+#include "tracking/tracker_set.h"
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+#include <set>
+
+#include "common/error.h"
+#include "tracking/csv_tracker.h"
+#include "tracking/hparams.h"
+#include "tracking/jsonl_tracker.h"
+#include "tracking/tensorboard_tracker.h"
+
+namespace acc::tracking {
+namespace {
+
+const std::vector<std::string> kBuiltIn = {"tensorboard", "jsonl", "csv"};
+
+std::string trimmed(const std::string& s) {
+  const auto begin = s.find_first_not_of(" \t");
+  if (begin == std::string::npos) return "";
+  return s.substr(begin, s.find_last_not_of(" \t") - begin + 1);
+}
+
+std::shared_ptr<Tracker> make_builtin(const std::string& name, const std::string& dir) {
+  if (name == "tensorboard") return std::make_shared<TensorBoardTracker>(dir);
+  if (name == "jsonl") return std::make_shared<JsonlTracker>(dir);
+  return std::make_shared<CsvTracker>(dir);
+}
+
+}  // namespace
+
+std::vector<std::string> parse_log_with(const std::string& log_with) {
+  std::vector<std::string> names;
+  size_t start = 0;
+  while (start <= log_with.size()) {
+    size_t comma = log_with.find(',', start);
+    if (comma == std::string::npos) comma = log_with.size();
+    std::string name = trimmed(log_with.substr(start, comma - start));
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    start = comma + 1;
+    if (name.empty()) continue;
+    if (name == "all") {
+      for (const auto& b : kBuiltIn)
+        if (std::find(names.begin(), names.end(), b) == names.end()) names.push_back(b);
+      continue;
+    }
+    require(std::find(kBuiltIn.begin(), kBuiltIn.end(), name) != kBuiltIn.end(), "log_with: unknown tracker \"", name,
+            "\" (known: tensorboard, jsonl, csv, all; other trackers are added by the program)");
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  return names;
+}
+
+TrackerSet::TrackerSet(const std::string& log_with, std::string logging_dir, bool main_process)
+    : logging_dir_(std::move(logging_dir)), main_(main_process) {
+  for (const auto& name : parse_log_with(log_with)) {
+    require(!logging_dir_.empty(), "log_with \"", name, "\" writes files and needs project_dir or logging_dir");
+    trackers_.push_back(make_builtin(name, logging_dir_));
+  }
+}
+
+TrackerSet::~TrackerSet() {
+  try {
+    end();
+  } catch (...) {
+  }
+}
+
+template <typename Call>
+void TrackerSet::each(Call call) {
+  if (!main_) return;
+  std::exception_ptr first;
+  for (auto& tracker : trackers_) {
+    try {
+      call(*tracker);
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+void TrackerSet::add(std::shared_ptr<Tracker> tracker) {
+  require(tracker != nullptr, "no tracker given");
+  require(!tracker->name().empty(), "a tracker needs a name");
+  for (const auto& t : trackers_)
+    require(t->name() != tracker->name(), "a tracker named \"", tracker->name(), "\" is already there");
+  trackers_.push_back(tracker);
+  if (running_ && main_) tracker->start(project_name_, parse_config(config_json_));
+}
+
+void TrackerSet::init(const std::string& project_name, const std::string& config_json) {
+  require(!project_name.empty(), "init_trackers needs a project name");
+  require(project_name.find("..") == std::string::npos && project_name.front() != '/',
+          "the project name \"", project_name, "\" must stay inside the logging folder");
+  const nlohmann::json config = parse_config(config_json);
+  if (running_) end();
+  project_name_ = project_name;
+  config_json_ = config.dump();
+  next_step_ = 0;
+  running_ = true;
+  each([&](Tracker& t) { t.start(project_name, config); });
+}
+
+void TrackerSet::log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step) {
+  if (!running_) fail(Status::NotInitialized, "log needs init_trackers first (or after end_training)");
+  require(names.size() == values.size(), "log: ", names.size(), " names but ", values.size(), " values");
+  std::set<std::string> seen;
+  for (const auto& name : names) {
+    require(!name.empty(), "log: a value name is empty");
+    require(seen.insert(name).second, "log: the name \"", name, "\" appears twice in one call");
+  }
+  const int64_t at = step.value_or(next_step_);
+  next_step_ = at + 1;
+  if (!main_ || names.empty()) return;
+  auto record = std::make_shared<Record>();
+  record->step = at;
+  record->wall_time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  record->names = std::move(names);
+  record->values = std::move(values);
+  std::shared_ptr<const Record> shared = std::move(record);
+  each([&](Tracker& t) { t.log(shared); });
+}
+
+void TrackerSet::end() {
+  if (!running_) return;
+  running_ = false;
+  each([](Tracker& t) { t.finish(); });
+}
+
+std::vector<std::string> TrackerSet::names() const {
+  std::vector<std::string> out;
+  for (const auto& t : trackers_) out.push_back(t->name());
+  return out;
+}
+
+const Tracker& TrackerSet::find(const std::string& name) const {
+  for (const auto& t : trackers_)
+    if (t->name() == name) return *t;
+  std::string known;
+  for (const auto& n : names()) known += (known.empty() ? "" : ", ") + n;
+  fail(Status::InvalidArgument, "no tracker named \"", name, "\" (trackers: ", known.empty() ? "none" : known, ")");
+}
+
+std::string TrackerSet::path(const std::string& name) const {
+  const Tracker& t = find(name);
+  return main_ ? t.path() : "";
+}
+
+}  // namespace acc::tracking

@@ -1,0 +1,58 @@
+// The trackers of an Accelerator: the built-in ones named by log_with ("tensorboard", "jsonl",
+// "csv", "all", or a comma-separated list) and those the program adds. Accelerate's
+// init_trackers / log / end_training; only the main process writes, but every process checks
+// its calls the same way, so a mistake fails everywhere.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tracking/tracker.h"
+
+namespace acc::tracking {
+
+class TrackerSet {
+ public:
+  // Unknown names are InvalidArgument; built-in trackers need a logging_dir (Accelerate's rule).
+  TrackerSet(const std::string& log_with, std::string logging_dir, bool main_process);
+  ~TrackerSet();  // ends a run still open, errors ignored
+  TrackerSet(const TrackerSet&) = delete;
+  TrackerSet& operator=(const TrackerSet&) = delete;
+
+  // A tracker of the program (its name must be new). Added during a run, it starts at once.
+  void add(std::shared_ptr<Tracker> tracker);
+  // Starts a run: config_json is a JSON object of hyper-parameters ("" for none).
+  void init(const std::string& project_name, const std::string& config_json);
+  // Logs values by name at `step` (none: one past the last step logged, 0 at first). Names must be
+  // non-empty and distinct. Every tracker receives the call even if one fails; the first failure
+  // is rethrown.
+  void log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step);
+  // Ends the run: trackers finish and their files are complete on disk.
+  void end();
+
+  bool running() const { return running_; }
+  std::vector<std::string> names() const;
+  // Where tracker `name` writes ("" for trackers without a file, before a run, off the main process).
+  std::string path(const std::string& name) const;
+
+ private:
+  const Tracker& find(const std::string& name) const;
+  template <typename Call>
+  void each(Call call);
+
+  std::string logging_dir_;
+  bool main_;
+  bool running_ = false;
+  int64_t next_step_ = 0;
+  std::string project_name_;
+  std::string config_json_;
+  std::vector<std::shared_ptr<Tracker>> trackers_;
+};
+
+// The built-in tracker names in log_with, in order, without duplicates ("all": every built-in one).
+std::vector<std::string> parse_log_with(const std::string& log_with);
+
+}  // namespace acc::tracking

@@ -1,0 +1,404 @@
+// Experiment tracking through the C API: log_with's TensorBoard, JSONL and CSV files read back
+// independently, trackers of the program, errors, and the progress display.
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <dirent.h>
+#include <fstream>
+#include <sstream>
+
+#include "support.h"
+#include "tracking_reader.h"
+
+namespace {
+
+acc_accelerator* make(const std::string& log_with, const std::string& project_dir) {
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o), ACC_OK);
+  EXPECT_EQ(acc_options_set(o, "cpu", "true"), ACC_OK);
+  if (!log_with.empty()) EXPECT_EQ(acc_options_set(o, "log_with", log_with.c_str()), ACC_OK);
+  if (!project_dir.empty()) EXPECT_EQ(acc_options_set(o, "project_dir", project_dir.c_str()), ACC_OK);
+  acc_accelerator* a = nullptr;
+  EXPECT_EQ(acc_accelerator_create(o, &a), ACC_OK) << acc_last_error_message();
+  acc_options_free(o);
+  return a;
+}
+
+std::string tracker_path(acc_accelerator* a, const char* name) {
+  char* path = nullptr;
+  EXPECT_EQ(acc_tracker_path(a, name, &path), ACC_OK) << acc_last_error_message();
+  std::string out = path ? path : "";
+  acc_string_free(path);
+  return out;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::string fresh_dir(const std::string& name) {
+  const std::string dir = acc_test::temp_path(name);
+  EXPECT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
+  return dir;
+}
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') names.push_back(e->d_name);
+    closedir(d);
+  }
+  return names;
+}
+
+// A tracker of the program that remembers every call.
+struct Recorder {
+  std::vector<std::string> calls;
+  std::string project, config;
+  std::vector<std::map<std::string, double>> logs;
+  std::vector<int64_t> steps;
+  int fail_log = 0;  // non-zero: the log callback fails
+  bool* freed = nullptr;
+};
+
+int recorder_init(void* user_data, const char* project, const char* config) {
+  auto* r = static_cast<Recorder*>(user_data);
+  r->calls.push_back("init");
+  r->project = project;
+  r->config = config;
+  return 0;
+}
+int recorder_log(void* user_data, const char* const* names, const double* values, size_t n, int64_t step) {
+  auto* r = static_cast<Recorder*>(user_data);
+  r->calls.push_back("log");
+  if (r->fail_log) {
+    acc_callback_set_error("the metrics service is down");
+    return r->fail_log;
+  }
+  std::map<std::string, double> entry;
+  for (size_t i = 0; i < n; ++i) entry[names[i]] = values[i];
+  r->logs.push_back(entry);
+  r->steps.push_back(step);
+  return 0;
+}
+int recorder_finish(void* user_data) {
+  static_cast<Recorder*>(user_data)->calls.push_back("finish");
+  return 0;
+}
+void recorder_free(void* user_data) {
+  auto* r = static_cast<Recorder*>(user_data);
+  if (r->freed) *r->freed = true;
+}
+
+const char* kConfig = R"({"lr": 0.001, "optimizer": {"name": "adamw", "betas": [0.9, 0.999]}, "amp": true})";
+
+}  // namespace
+
+TEST(Tracking, TensorBoardEventFileReadsBackFromTheSpecification) {
+  const std::string dir = fresh_dir("tb");
+  acc_accelerator* a = make("tensorboard", dir);
+  ACC_ASSERT_OK(acc_init_trackers(a, "run1", kConfig));
+  for (int i = 0; i < 5; ++i) ACC_ASSERT_OK(acc_log_scalar(a, "train/loss", 1.0 / (i + 1), -1));  // steps 0..4
+  const char* names[] = {"eval/accuracy", "eval/loss"};
+  const double values[] = {0.875, 0.25};
+  ACC_ASSERT_OK(acc_log(a, names, values, 2, 10));
+  ACC_ASSERT_OK(acc_log_scalar(a, "train/loss", 0.125, -1));  // step 11
+  ACC_ASSERT_OK(acc_end_training(a));
+
+  const std::string path = tracker_path(a, "tensorboard");
+  EXPECT_EQ(path.rfind(dir + "/run1/events.out.tfevents.", 0), 0u) << path;
+  const auto events = acc_test::read_event_file(path);
+  ASSERT_GE(events.size(), 9u);
+  EXPECT_EQ(events[0].file_version, "brain.Event:2");
+  EXPECT_GT(events[0].wall_time, 1.6e9);
+
+  std::vector<std::pair<int64_t, float>> losses;
+  std::map<std::string, float> eval;
+  std::map<std::string, std::string> hparams;
+  int end_status = -1;
+  std::string text;
+  double last_time = 0;
+  for (const auto& e : events) {
+    EXPECT_GE(e.wall_time, last_time);
+    last_time = e.wall_time;
+    for (const auto& v : e.values) {
+      if (v.tag == "train/loss" && v.has_simple_value) losses.emplace_back(e.step, v.simple_value);
+      if (v.tag.rfind("eval/", 0) == 0 && v.has_simple_value) {
+        EXPECT_EQ(e.step, 10);
+        eval[v.tag] = v.simple_value;
+      }
+      if (v.tag == "_hparams_/session_start_info") {
+        EXPECT_EQ(v.plugin_name, "hparams");
+        hparams = acc_test::decode_session_start(v.plugin_content);
+      }
+      if (v.tag == "_hparams_/session_end_info") end_status = acc_test::decode_session_end_status(v.plugin_content);
+      if (v.plugin_name == "text" && !v.tensor_strings.empty()) text = v.tensor_strings[0];
+    }
+  }
+  const std::vector<std::pair<int64_t, float>> expected = {{0, 1.0f}, {1, 0.5f}, {2, 1.0f / 3}, {3, 0.25f},
+                                                            {4, 0.2f}, {11, 0.125f}};
+  EXPECT_EQ(losses, expected);
+  EXPECT_EQ(eval, (std::map<std::string, float>{{"eval/accuracy", 0.875f}, {"eval/loss", 0.25f}}));
+  EXPECT_EQ(hparams["lr"], std::to_string(0.001));
+  EXPECT_EQ(hparams["optimizer/name"], "adamw");
+  EXPECT_EQ(hparams["optimizer/betas"], "[0.9,0.999]");
+  EXPECT_EQ(hparams["amp"], "true");
+  EXPECT_EQ(end_status, 1);
+  EXPECT_NE(text.find("| optimizer/name | adamw |"), std::string::npos) << text;
+  acc_accelerator_free(a);
+}
+
+TEST(Tracking, TensorBoardItselfReadsTheEventFile) {
+  if (std::system("python3 -c 'import tensorboard' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "Python's tensorboard package is not installed: TensorBoard's EventAccumulator check skipped";
+  const std::string dir = fresh_dir("tb_accumulator");
+  acc_accelerator* a = make("tensorboard", dir);
+  ACC_ASSERT_OK(acc_init_trackers(a, "run", R"({"lr": 0.5})"));
+  for (int i = 0; i < 3; ++i) ACC_ASSERT_OK(acc_log_scalar(a, "loss", 2.0 * i, 5 * i));
+  ACC_ASSERT_OK(acc_end_training(a));
+  const std::string script =
+      "from tensorboard.backend.event_processing.event_accumulator import EventAccumulator\n"
+      "ea = EventAccumulator('" + tracker_path(a, "tensorboard") + "')\n"
+      "ea.Reload()\n"
+      "print(' '.join('%d:%g' % (s.step, s.value) for s in ea.Scalars('loss')))\n";
+  const std::string py = dir + "/read.py", out = dir + "/read.out";
+  std::ofstream(py) << script;
+  ASSERT_EQ(std::system(("python3 '" + py + "' > '" + out + "'").c_str()), 0);
+  EXPECT_EQ(read_text(out), "0:0 5:2 10:4\n");
+  acc_accelerator_free(a);
+}
+
+TEST(Tracking, JsonlHasOneRecordPerLogCall) {
+  const std::string dir = fresh_dir("jsonl");
+  acc_accelerator* a = make("jsonl", dir);
+  ACC_ASSERT_OK(acc_init_trackers(a, "run", kConfig));
+  const char* names[] = {"loss", "lr"};
+  const double values[] = {0.5, 1e-3};
+  ACC_ASSERT_OK(acc_log(a, names, values, 2, 7));
+  ACC_ASSERT_OK(acc_log_scalar(a, "loss", NAN, -1));
+  ACC_ASSERT_OK(acc_log_scalar(a, "loss", -INFINITY, -1));
+  ACC_ASSERT_OK(acc_end_training(a));
+  const std::string path = tracker_path(a, "jsonl");
+  EXPECT_EQ(path, dir + "/run/metrics.jsonl");
+  const auto lines = lines_of(read_text(path));
+  ASSERT_EQ(lines.size(), 3u);
+  auto first = nlohmann::json::parse(lines[0]);
+  EXPECT_EQ(first["step"], 7);
+  EXPECT_GT(first["wall_time"].get<double>(), 1.6e9);
+  EXPECT_EQ(first["values"], nlohmann::json::parse(R"({"loss": 0.5, "lr": 0.001})"));
+  EXPECT_EQ(nlohmann::json::parse(lines[1])["step"], 8);
+  EXPECT_EQ(nlohmann::json::parse(lines[1])["values"]["loss"], "nan");
+  EXPECT_EQ(nlohmann::json::parse(lines[2])["values"]["loss"], "-inf");
+  EXPECT_EQ(nlohmann::json::parse(read_text(dir + "/run/hparams.json")), nlohmann::json::parse(kConfig));
+  acc_accelerator_free(a);
+}
+
+TEST(Tracking, CsvHeaderIsTheUnionOfNamesInOrderOfAppearance) {
+  const std::string dir = fresh_dir("csv");
+  acc_accelerator* a = make("csv", dir);
+  ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
+  ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.5, 0));
+  const char* names[] = {"loss", "acc, top-1"};
+  const double values[] = {0.25, 0.75};
+  ACC_ASSERT_OK(acc_log(a, names, values, 2, 1));
+  ACC_ASSERT_OK(acc_log_scalar(a, "acc, top-1", 1.0, 2));
+  ACC_ASSERT_OK(acc_end_training(a));
+  const std::string path = tracker_path(a, "csv");
+  auto rows = lines_of(read_text(path));
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0], "step,wall_time,loss,\"acc, top-1\"");
+  auto cells = [](const std::string& row) {
+    std::vector<std::string> out(1);
+    for (char c : row)
+      if (c == ',') out.emplace_back();
+      else out.back().push_back(c);
+    return out;
+  };
+  const std::vector<std::vector<std::string>> expected = {{"0", "", "0.5", ""}, {"1", "", "0.25", "0.75"},
+                                                          {"2", "", "", "1"}};
+  for (size_t r = 0; r < expected.size(); ++r) {
+    auto c = cells(rows[r + 1]);
+    ASSERT_EQ(c.size(), 4u) << rows[r + 1];
+    EXPECT_GT(std::atof(c[1].c_str()), 1.6e9);
+    c[1] = "";
+    EXPECT_EQ(c, expected[r]) << rows[r + 1];
+  }
+  // A second run on the same project continues the table with its columns, and widens it again.
+  ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
+  ACC_ASSERT_OK(acc_log_scalar(a, "lr", 0.01, 3));
+  ACC_ASSERT_OK(acc_end_training(a));
+  rows = lines_of(read_text(path));
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_EQ(rows[0], "step,wall_time,loss,\"acc, top-1\",lr");
+  EXPECT_EQ(cells(rows[1]).size(), 5u);
+  EXPECT_EQ(cells(rows[4])[4], "0.01");
+  acc_accelerator_free(a);
+}
+
+TEST(Tracking, AllWritesEveryBuiltInTrackerAndProgramTrackersGetEveryCall) {
+  const std::string dir = fresh_dir("all");
+  acc_accelerator* a = make("all", dir);
+  Recorder r;
+  bool freed = false;
+  r.freed = &freed;
+  ACC_ASSERT_OK(acc_add_tracker(a, "mine", recorder_init, recorder_log, recorder_finish, &r, recorder_free));
+  acc_string_list* names = nullptr;
+  ACC_ASSERT_OK(acc_tracker_names(a, &names));
+  size_t count = 0;
+  ACC_ASSERT_OK(acc_string_list_size(names, &count));
+  std::vector<std::string> got;
+  for (size_t i = 0; i < count; ++i) {
+    const char* n = nullptr;
+    ACC_ASSERT_OK(acc_string_list_get(names, i, &n));
+    got.push_back(n);
+  }
+  acc_string_list_free(names);
+  EXPECT_EQ(got, (std::vector<std::string>{"tensorboard", "jsonl", "csv", "mine"}));
+  EXPECT_EQ(tracker_path(a, "mine"), "");
+  EXPECT_EQ(tracker_path(a, "jsonl"), "");  // before the first run
+
+  ACC_ASSERT_OK(acc_init_trackers(a, "run", R"({"batch_size": 64})"));
+  const char* keys[] = {"loss", "lr"};
+  const double values[] = {0.5, 0.1};
+  ACC_ASSERT_OK(acc_log(a, keys, values, 2, -1));
+  ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.25, 5));
+  ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.125, -1));
+  ACC_ASSERT_OK(acc_end_training(a));
+  ACC_ASSERT_OK(acc_end_training(a));  // nothing open: nothing happens
+
+  EXPECT_EQ(r.calls, (std::vector<std::string>{"init", "log", "log", "log", "finish"}));
+  EXPECT_EQ(r.project, "run");
+  EXPECT_EQ(nlohmann::json::parse(r.config), nlohmann::json::parse(R"({"batch_size": 64})"));
+  EXPECT_EQ(r.steps, (std::vector<int64_t>{0, 5, 6}));
+  ASSERT_EQ(r.logs.size(), 3u);
+  EXPECT_EQ(r.logs[0], (std::map<std::string, double>{{"loss", 0.5}, {"lr", 0.1}}));
+  EXPECT_EQ(r.logs[2], (std::map<std::string, double>{{"loss", 0.125}}));
+  EXPECT_EQ(lines_of(read_text(tracker_path(a, "jsonl"))).size(), 3u);
+  EXPECT_EQ(lines_of(read_text(tracker_path(a, "csv"))).size(), 4u);
+  EXPECT_EQ(acc_test::read_event_file(tracker_path(a, "tensorboard")).size(), 6u);  // version, hparams, 3 logs, end
+  EXPECT_FALSE(freed);
+  acc_accelerator_free(a);
+  EXPECT_TRUE(freed);
+}
+
+TEST(Tracking, ATrackerAddedDuringARunStartsAtOnce) {
+  acc_accelerator* a = make("", "");
+  ACC_ASSERT_OK(acc_init_trackers(a, "p", nullptr));
+  Recorder r;
+  ACC_ASSERT_OK(acc_add_tracker(a, "late", recorder_init, recorder_log, nullptr, &r, nullptr));
+  ACC_ASSERT_OK(acc_log_scalar(a, "x", 1.0, -1));
+  EXPECT_EQ(r.calls, (std::vector<std::string>{"init", "log"}));
+  EXPECT_EQ(r.config, "{}");
+  acc_accelerator_free(a);
+}
+
+TEST(Tracking, ErrorsAreReported) {
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
+  ACC_ASSERT_OK(acc_options_set(o, "log_with", "tensorboard,wandb"));
+  ACC_ASSERT_OK(acc_options_set(o, "project_dir", "/tmp"));
+  acc_accelerator* bad = nullptr;
+  ACC_EXPECT_ERROR(acc_accelerator_create(o, &bad), ACC_ERR_INVALID_ARGUMENT, "unknown tracker \"wandb\"");
+  EXPECT_EQ(bad, nullptr);
+  acc_options_free(o);
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
+  ACC_ASSERT_OK(acc_options_set(o, "log_with", "jsonl"));
+  ACC_EXPECT_ERROR(acc_accelerator_create(o, &bad), ACC_ERR_INVALID_ARGUMENT, "needs project_dir or logging_dir");
+  acc_options_free(o);
+
+  const std::string dir = fresh_dir("errors");
+  acc_accelerator* a = make("jsonl", dir);
+  ACC_EXPECT_ERROR(acc_log_scalar(a, "loss", 1.0, -1), ACC_ERR_NOT_INITIALIZED, "init_trackers");
+  ACC_EXPECT_ERROR(acc_init_trackers(a, "run", "{\"lr\": "), ACC_ERR_INVALID_ARGUMENT, "not valid JSON");
+  ACC_EXPECT_ERROR(acc_init_trackers(a, "run", "[1, 2]"), ACC_ERR_INVALID_ARGUMENT, "JSON object");
+  ACC_EXPECT_ERROR(acc_init_trackers(a, "../escape", nullptr), ACC_ERR_INVALID_ARGUMENT, "inside the logging folder");
+  ACC_EXPECT_ERROR(acc_init_trackers(a, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "project_name");
+  ACC_EXPECT_ERROR(acc_init_trackers(nullptr, "run", nullptr), ACC_ERR_INVALID_HANDLE, "acc");
+
+  Recorder failing;
+  failing.fail_log = 7;
+  bool freed = false;
+  failing.freed = &freed;
+  ACC_ASSERT_OK(acc_add_tracker(a, "service", nullptr, recorder_log, nullptr, &failing, recorder_free));
+  Recorder other;
+  ACC_EXPECT_ERROR(acc_add_tracker(a, "service", nullptr, recorder_log, nullptr, &other, nullptr),
+                   ACC_ERR_INVALID_ARGUMENT, "already there");
+  ACC_EXPECT_ERROR(acc_add_tracker(a, nullptr, nullptr, nullptr, nullptr, &other, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "name");
+  ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
+  // The failing callback's status and message come back; the jsonl tracker still got the values.
+  ACC_EXPECT_ERROR(acc_log_scalar(a, "loss", 1.0, -1), ACC_ERR_IO, "the metrics service is down");
+  EXPECT_NE(std::string(acc_last_error_message()).find("code 7"), std::string::npos);
+  const char* dup[] = {"a", "a"};
+  const double two[] = {1, 2};
+  ACC_EXPECT_ERROR(acc_log(a, dup, two, 2, -1), ACC_ERR_INVALID_ARGUMENT, "appears twice");
+  const char* empty[] = {""};
+  ACC_EXPECT_ERROR(acc_log(a, empty, two, 1, -1), ACC_ERR_INVALID_ARGUMENT, "empty");
+  ACC_EXPECT_ERROR(acc_log(a, nullptr, two, 1, -1), ACC_ERR_INVALID_ARGUMENT, "names");
+  ACC_EXPECT_ERROR(acc_log(a, dup, nullptr, 1, -1), ACC_ERR_INVALID_ARGUMENT, "values");
+  ACC_ASSERT_OK(acc_log(a, nullptr, nullptr, 0, -1));
+  ACC_ASSERT_OK(acc_end_training(a));
+  EXPECT_EQ(lines_of(read_text(tracker_path(a, "jsonl"))).size(), 1u);
+  ACC_EXPECT_ERROR(acc_log_scalar(a, "loss", 1.0, -1), ACC_ERR_NOT_INITIALIZED, "init_trackers");
+  char* path = nullptr;
+  ACC_EXPECT_ERROR(acc_tracker_path(a, "wandb", &path), ACC_ERR_INVALID_ARGUMENT, "no tracker named \"wandb\"");
+  ACC_EXPECT_ERROR(acc_tracker_path(a, "jsonl", nullptr), ACC_ERR_INVALID_ARGUMENT, "out");
+  acc_accelerator_free(a);
+  EXPECT_TRUE(freed);
+
+  // A file that cannot be created is an IO error naming it.
+  acc_accelerator* blocked = make("csv", "/proc/acc_no_such_dir");
+  ACC_EXPECT_ERROR(acc_init_trackers(blocked, "run", nullptr), ACC_ERR_IO, "/proc/acc_no_such_dir");
+  acc_accelerator_free(blocked);
+}
+
+TEST(Progress, PlainLinesWhenStdoutIsNotATerminal) {
+  acc_accelerator* a = make("", "");
+  const int64_t before = acc_debug_live_handles(ACC_HANDLE_PROGRESS);
+  acc_progress* p = nullptr;
+  testing::internal::CaptureStdout();
+  ACC_ASSERT_OK(acc_progress_create(a, 20, "epoch 1", &p));
+  EXPECT_EQ(acc_debug_live_handles(ACC_HANDLE_PROGRESS), before + 1);
+  for (int i = 0; i < 20; ++i) {
+    ACC_ASSERT_OK(acc_progress_set_postfix(p, ("loss " + std::to_string(i)).c_str()));
+    ACC_ASSERT_OK(acc_progress_update(p, 1));
+  }
+  ACC_ASSERT_OK(acc_progress_close(p));
+  ACC_ASSERT_OK(acc_progress_update(p, 1));  // ignored after close
+  const auto lines = lines_of(testing::internal::GetCapturedStdout());
+  acc_progress_free(p);
+  EXPECT_EQ(acc_debug_live_handles(ACC_HANDLE_PROGRESS), before);
+  ASSERT_EQ(lines.size(), 10u);  // 2, 4, ..., 18 and the last one at close
+  EXPECT_EQ(lines[0].rfind("epoch 1: 2/20 (10%), ", 0), 0u) << lines[0];
+  EXPECT_NE(lines[0].find("it/s"), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("ETA "), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find(", loss 1"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[9].rfind("epoch 1: 20/20 (100%), ", 0), 0u) << lines[9];
+  EXPECT_NE(lines[9].find("loss 19"), std::string::npos) << lines[9];
+
+  ACC_EXPECT_ERROR(acc_progress_create(nullptr, 1, "x", &p), ACC_ERR_INVALID_HANDLE, "acc");
+  ACC_EXPECT_ERROR(acc_progress_create(a, 1, "x", nullptr), ACC_ERR_INVALID_ARGUMENT, "out");
+  ACC_ASSERT_OK(acc_progress_create(a, 0, nullptr, &p));
+  ACC_EXPECT_ERROR(acc_progress_update(p, -1), ACC_ERR_INVALID_ARGUMENT, ">= 0");
+  ACC_EXPECT_ERROR(acc_progress_set_postfix(p, nullptr), ACC_ERR_INVALID_ARGUMENT, "text");
+  testing::internal::CaptureStdout();
+  acc_progress_free(p);  // closes: one final line with the count and no total
+  EXPECT_EQ(testing::internal::GetCapturedStdout().rfind("0, ? it/s, elapsed 00:00", 0), 0u);
+  ACC_EXPECT_ERROR(acc_progress_update(p, 1), ACC_ERR_INVALID_HANDLE, "p");
+  acc_progress_free(nullptr);
+  acc_accelerator_free(a);
+}

@@ -1,0 +1,119 @@
+// Pieces of cpp/tracking checked on their own: CRC-32C against published check values, TFRecord
+// framing, log_with parsing, the CSV header reader, the background file and the progress text.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/error.h"
+#include "tracking/async_file.h"
+#include "tracking/crc32c.h"
+#include "tracking/csv_tracker.h"
+#include "tracking/progress.h"
+#include "tracking/tfrecord.h"
+#include "tracking/tracker_set.h"
+
+using namespace acc::tracking;
+
+TEST(Crc32c, MatchesTheCheckValuesOfRfc3720) {
+  EXPECT_EQ(crc32c("123456789", 9), 0xE3069283u);
+  const std::string zeros(32, '\0'), ones(32, '\xff');
+  EXPECT_EQ(crc32c(zeros.data(), zeros.size()), 0x8A9136AAu);
+  EXPECT_EQ(crc32c(ones.data(), ones.size()), 0x62A8AB43u);
+  std::string ascending;
+  for (int i = 0; i < 32; ++i) ascending.push_back(static_cast<char>(i));
+  EXPECT_EQ(crc32c(ascending.data(), ascending.size()), 0x46DD794Eu);
+  EXPECT_EQ(crc32c("", 0), 0u);
+  // The slicing-by-8 path and the byte path agree at every split.
+  const std::string text = "The quick brown fox jumps over the lazy dog, twice over.";
+  for (size_t n = 0; n <= text.size(); ++n) {
+    uint32_t bytewise = ~0u;
+    for (size_t i = 0; i < n; ++i) {
+      bytewise ^= static_cast<unsigned char>(text[i]);
+      for (int k = 0; k < 8; ++k) bytewise = (bytewise >> 1) ^ (0x82F63B78u & (0u - (bytewise & 1u)));
+    }
+    EXPECT_EQ(crc32c(text.data(), n), ~bytewise) << n;
+  }
+}
+
+TEST(TfRecord, FramesLengthDataAndMaskedCrcs) {
+  std::string out;
+  append_tfrecord(out, "abc");
+  ASSERT_EQ(out.size(), 8u + 4 + 3 + 4);
+  EXPECT_EQ(out.substr(0, 8), std::string("\x03\0\0\0\0\0\0\0", 8));
+  EXPECT_EQ(out.substr(12, 3), "abc");
+  uint32_t stored = 0;
+  for (int k = 0; k < 4; ++k) stored |= uint32_t(static_cast<unsigned char>(out[15 + k])) << (8 * k);
+  const uint32_t c = crc32c("abc", 3);
+  EXPECT_EQ(stored, ((c >> 15) | (c << 17)) + 0xa282ead8u);
+  EXPECT_EQ(stored, masked_crc32c("abc", 3));
+}
+
+TEST(LogWith, NamesAllAndLists) {
+  EXPECT_EQ(parse_log_with(""), std::vector<std::string>{});
+  EXPECT_EQ(parse_log_with("all"), (std::vector<std::string>{"tensorboard", "jsonl", "csv"}));
+  EXPECT_EQ(parse_log_with(" CSV , tensorboard,csv,"), (std::vector<std::string>{"csv", "tensorboard"}));
+  EXPECT_EQ(parse_log_with("jsonl,all"), (std::vector<std::string>{"jsonl", "tensorboard", "csv"}));
+  EXPECT_THROW(parse_log_with("tensorboard,comet_ml"), acc::Error);
+}
+
+TEST(CsvRecord, ReadsQuotedFields) {
+  size_t used = 0;
+  const std::string text = "step,wall_time,\"a, b\",\"say \"\"hi\"\"\",\"two\nlines\"\n1,2,3\n";
+  auto fields = parse_csv_record(text, &used);
+  EXPECT_EQ(fields, (std::vector<std::string>{"step", "wall_time", "a, b", "say \"hi\"", "two\nlines"}));
+  EXPECT_EQ(text.substr(used), "1,2,3\n");
+}
+
+TEST(AsyncFile, WritesInOrderAndReportsErrorsOnTheCallersSide) {
+  const std::string path = ::testing::TempDir() + "/acc_async_file.txt";
+  {
+    AsyncFile file(path, /*truncate=*/true, std::chrono::hours(1));
+    for (int i = 0; i < 1000; ++i) file.append(std::to_string(i) + "\n");
+    file.flush();  // on disk now, although the flush interval is an hour
+    std::ifstream in(path);
+    int n = 0;
+    for (std::string line; std::getline(in, line); ++n) ASSERT_EQ(line, std::to_string(n));
+    EXPECT_EQ(n, 1000);
+    file.post([](std::FILE*&, const std::string&) { acc::fail(acc::Status::Io, "disk full (simulated)"); });
+    EXPECT_THROW(file.flush(), acc::Error);
+    EXPECT_THROW(file.append("more"), acc::Error);
+    EXPECT_THROW(file.close(), acc::Error);
+  }
+  EXPECT_THROW(AsyncFile("/proc/no/such/dir/file", true), acc::Error);
+}
+
+TEST(ProgressText, BarAndPlainLines) {
+  EXPECT_EQ(Progress::bar_line("epoch 1", 50, 200, 10.0, "loss 0.5"),
+            "epoch 1  25%|######-------------------| 50/200 [00:10<00:30, 5.0 it/s] loss 0.5");
+  EXPECT_EQ(Progress::bar_line("", 3, 0, 4.0, ""), "3 [00:04, 1.3 s/it]");
+  EXPECT_EQ(Progress::plain_line("train", 50, 200, 3725.0, ""),
+            "train: 50/200 (25%), 74.5 s/it, elapsed 1:02:05, ETA 3:06:15");
+  EXPECT_EQ(Progress::plain_line("", 0, 10, 0.0, "x"), "0/10 (0%), ? it/s, elapsed 00:00, ETA ?, x");
+}
+
+TEST(ProgressText, TerminalRedrawsInPlace) {
+  char buffer[4096] = {0};
+  std::FILE* out = fmemopen(buffer, sizeof buffer - 1, "w");
+  ASSERT_NE(out, nullptr);
+  {
+    Progress p(4, "e", true, out, /*terminal=*/true);
+    p.update(4);
+    p.close();
+  }
+  std::fclose(out);
+  const std::string text = buffer;
+  EXPECT_EQ(text.front(), '\r');
+  EXPECT_NE(text.find("\re 100%|#########################| 4/4"), std::string::npos) << text;
+  EXPECT_EQ(text.back(), '\n');
+  // Off the main process nothing is shown.
+  char silent[64] = {0};
+  out = fmemopen(silent, sizeof silent - 1, "w");
+  {
+    Progress p(4, "e", false, out, true);
+    p.update(4);
+  }
+  std::fclose(out);
+  EXPECT_STREQ(silent, "");
+}

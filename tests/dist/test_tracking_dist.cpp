@@ -1,0 +1,92 @@
+// Trackers on several processes, run by CTest through accelerate-launch: every process makes the
+// same calls, only the main one writes files or calls the program's trackers.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <dirent.h>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "accelerate.h"
+#include "../capi/support.h"
+#include "../capi/tracking_reader.h"
+
+namespace {
+
+struct Counter {
+  int calls = 0;
+};
+int count_init(void* c, const char*, const char*) { return ++static_cast<Counter*>(c)->calls, 0; }
+int count_log(void* c, const char* const*, const double*, size_t, int64_t) { return ++static_cast<Counter*>(c)->calls, 0; }
+int count_finish(void* c) { return ++static_cast<Counter*>(c)->calls, 0; }
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> names;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') names.push_back(e->d_name);
+    closedir(d);
+  }
+  return names;
+}
+
+size_t line_count(const std::string& path) {
+  std::ifstream in(path);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST(DistTracking, OnlyTheMainProcessWrites) {
+  const char* base = std::getenv("ACC_TEST_TRACK_DIR");
+  ASSERT_NE(base, nullptr) << "ACC_TEST_TRACK_DIR is not set";
+  const std::string dir = base;
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
+  ACC_ASSERT_OK(acc_options_set(o, "log_with", "all"));
+  ACC_ASSERT_OK(acc_options_set(o, "project_dir", dir.c_str()));
+  acc_accelerator* a = nullptr;
+  ACC_ASSERT_OK(acc_accelerator_create(o, &a));
+  acc_options_free(o);
+  int64_t rank = -1, world = 0;
+  ACC_ASSERT_OK(acc_accelerator_process_index(a, &rank));
+  ACC_ASSERT_OK(acc_accelerator_num_processes(a, &world));
+  ASSERT_GE(world, 2);
+  if (rank == 0) ASSERT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
+  ACC_ASSERT_OK(acc_wait_for_everyone(a));
+
+  Counter counter;
+  ACC_ASSERT_OK(acc_add_tracker(a, "counter", count_init, count_log, count_finish, &counter, nullptr));
+  // Mistakes are reported on every process, not only where the files are.
+  EXPECT_EQ(acc_log_scalar(a, "loss", 1.0, -1), ACC_ERR_NOT_INITIALIZED);
+  ACC_ASSERT_OK(acc_init_trackers(a, "run", R"({"world_size": 2})"));
+  for (int step = 0; step < 5; ++step) ACC_ASSERT_OK(acc_log_scalar(a, "loss", 1.0 + step + rank * 100, -1));
+  ACC_ASSERT_OK(acc_end_training(a));
+
+  char* path = nullptr;
+  ACC_ASSERT_OK(acc_tracker_path(a, "jsonl", &path));
+  EXPECT_EQ(std::string(path).empty(), rank != 0) << path;
+  acc_string_free(path);
+  EXPECT_EQ(counter.calls, rank == 0 ? 7 : 0);  // init, 5 logs, finish
+
+  // Every process looks at the files once all are done.
+  ACC_ASSERT_OK(acc_wait_for_everyone(a));
+  const std::string run = dir + "/run";
+  std::vector<std::string> events;
+  for (const auto& name : files_in(run))
+    if (name.find("tfevents") != std::string::npos) events.push_back(name);
+  ASSERT_EQ(events.size(), 1u) << "one event file, by the main process";
+  EXPECT_EQ(line_count(run + "/metrics.jsonl"), 5u);
+  EXPECT_EQ(line_count(run + "/metrics.csv"), 6u);
+  float first_loss = -1;
+  for (const auto& e : acc_test::read_event_file(run + "/" + events[0]))
+    for (const auto& v : e.values)
+      if (v.tag == "loss" && e.step == 0) first_loss = v.simple_value;
+  EXPECT_EQ(first_loss, 1.0f) << "the main process's values";
+  ACC_ASSERT_OK(acc_wait_for_everyone(a));
+  acc_accelerator_free(a);
+}
