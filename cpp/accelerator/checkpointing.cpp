@@ -134,12 +134,18 @@ void Accelerator::on_every_process(const std::string& what, const std::function<
     if (status != Status::Ok) fail(status, failure);
     return;
   }
-  const auto outcomes = collectives_.gather_object(failure, what);
+  // Each process sends its status code (one byte) and message; every process fails alike, with the
+  // code of the first process that failed.
+  const auto outcomes = collectives_.gather_object(std::string(1, static_cast<char>(status)) + failure, what);
   std::string message;
-  for (size_t rank = 0; rank < outcomes.size(); ++rank)
-    if (!outcomes[rank].empty()) message += concat(message.empty() ? "" : "; ", "process ", rank, ": ", outcomes[rank]);
-  if (message.empty()) return;
-  fail(status != Status::Ok ? status : Status::Aborted, what, " failed: ", message);
+  Status first = Status::Ok;
+  for (size_t rank = 0; rank < outcomes.size(); ++rank) {
+    const auto code = static_cast<Status>(outcomes[rank].empty() ? 0 : outcomes[rank][0]);
+    if (code == Status::Ok) continue;
+    if (first == Status::Ok) first = code;
+    message += concat(message.empty() ? "" : "; ", "process ", rank, ": ", outcomes[rank].substr(1));
+  }
+  if (first != Status::Ok) fail(first, what, " failed: ", message);
 }
 
 void Accelerator::register_for_checkpointing(StateSaver save, StateLoader load) {
@@ -180,8 +186,9 @@ std::string Accelerator::save_state(const std::string& dir) {
     json states = json::array();
     for (const auto& loader : loaders) {
       const LoaderState state = loader->state();
+      auto optional = [](const std::optional<uint64_t>& v) { return v ? json(*v) : json(nullptr); };
       states.push_back({{"epoch", state.epoch}, {"position", state.position},
-                        {"epoch_seed", state.epoch_seed ? json(*state.epoch_seed) : json(nullptr)}});
+                        {"epoch_seed", optional(state.epoch_seed)}, {"seed", optional(state.seed)}});
     }
     write_file(join(staging, "dataloader_state_" + std::to_string(process_index()) + ".json"), states.dump(2));
     if (!writer) return;
@@ -326,8 +333,13 @@ std::string Accelerator::load_state(const std::string& dir) {
       if (!states.is_array() || states.size() != loaders.size())
         fail(Status::InvalidArgument, "checkpoint file '", path, "' does not hold ", loaders.size(), " loader states");
       for (size_t i = 0; i < loaders.size(); ++i) {
-        LoaderState state{field<int64_t>(states[i], "epoch", path), field<int64_t>(states[i], "position", path), {}};
-        if (!states[i].at("epoch_seed").is_null()) state.epoch_seed = field<uint64_t>(states[i], "epoch_seed", path);
+        LoaderState state{field<int64_t>(states[i], "epoch", path), field<int64_t>(states[i], "position", path), {}, {}};
+        auto optional = [&](const char* key) -> std::optional<uint64_t> {
+          if (!states[i].is_object() || !states[i].contains(key) || states[i][key].is_null()) return std::nullopt;
+          return field<uint64_t>(states[i], key, path);
+        };
+        state.epoch_seed = optional("epoch_seed");
+        state.seed = optional("seed");
         if (state.epoch < 0 || state.position < 0)
           fail(Status::InvalidArgument, "checkpoint file '", path, "': loader ", i, " has a negative epoch or position");
         auto loader = loaders[i];

@@ -73,6 +73,7 @@ int64_t DataLoader::position() const {
 LoaderState DataLoader::state() const {
   LoaderState state;
   state.epoch = epoch_;
+  state.seed = options_.seed;
   if (in_epoch_) {
     state.position = position();
     state.epoch_seed = epoch_seed_;
@@ -85,6 +86,7 @@ void DataLoader::load_state(const LoaderState& state) {
   set_epoch(state.epoch);
   skip_first_batches(state.position);
   resume_seed_ = state.epoch_seed;
+  if (state.seed) options_.seed = state.seed;
 }
 
 std::vector<std::vector<int64_t>> DataLoader::plan_epoch(int64_t) const {

@@ -43,10 +43,12 @@ struct DataLoaderOptions {
 
 // Where a loader stands, for checkpoints: its epoch, the batches of it already handed out, and the
 // seed of the epoch's shuffle (drawn when the epoch started, for a loader without a seed of its own).
+// A prepared loader on several processes shuffles with a seed drawn at prepare time; that is kept too.
 struct LoaderState {
   int64_t epoch = 0;
   int64_t position = 0;
   std::optional<uint64_t> epoch_seed;
+  std::optional<uint64_t> seed;  // the loader's own shuffle seed, if it has one
 };
 
 class DataLoader {

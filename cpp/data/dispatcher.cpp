@@ -101,13 +101,16 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::fetch_global(bool&
 
 LoaderState DispatchingDataLoader::state() const {
   LoaderState state = DataLoader::state();
-  if (in_epoch() && collectives_.rank() == 0) state.epoch_seed = base_->epoch_seed();
+  if (collectives_.rank() == 0) {
+    if (in_epoch()) state.epoch_seed = base_->epoch_seed();
+    state.seed = base_->options().seed;
+  }
   return state;
 }
 
 void DispatchingDataLoader::load_state(const LoaderState& state) {
   DataLoader::load_state(state);
-  if (collectives_.rank() == 0) base_->load_state({state.epoch, 0, state.epoch_seed});
+  if (collectives_.rank() == 0) base_->load_state({state.epoch, 0, state.epoch_seed, state.seed});
 }
 
 std::optional<std::vector<at::Tensor>> DispatchingDataLoader::next() {

@@ -13,15 +13,16 @@
 
 #include "accelerate.h"
 #include "../capi/support.h"
+#include "job.h"
 
 using acc_test::floats;
 using acc_test::longs;
 using acc_test::to_floats;
 
-namespace {
-
 acc_accelerator* g_acc = nullptr;
 int64_t g_rank = 0, g_world = 1;
+
+namespace {
 
 class AcceleratorEnvironment : public testing::Environment {
  public:

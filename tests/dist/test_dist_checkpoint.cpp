@@ -1,0 +1,170 @@
+// save_state / load_state on several processes: a run interrupted mid-epoch and resumed gives the
+// same batches and bit-identical weights; a checkpoint one process cannot read fails on all of them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "../capi/support.h"
+#include "job.h"
+
+using acc_test::floats;
+using acc_test::longs;
+using acc_test::to_floats;
+
+namespace {
+
+constexpr int64_t kSamples = 44, kBatch = 4;
+
+// Dropout draws from each process's RNG, so only a restored RNG state gives the same masks.
+const char* kNet = R"([{"type":"linear","in_features":4,"out_features":8},{"type":"tanh"},
+                       {"type":"dropout","p":0.3},{"type":"linear","in_features":8,"out_features":2}])";
+
+std::string shared_dir(const char* name) {
+  return std::string("/tmp/acc_dist_") + name + "_" + std::getenv("MASTER_PORT");
+}
+
+// A model, AdamW with a schedule and an unseeded shuffling loader (ids, features, targets), prepared.
+struct DistRun {
+  acc_model* model = nullptr;
+  acc_optimizer* opt = nullptr;
+  acc_scheduler* sched = nullptr;
+  acc_dataloader* dl = nullptr;
+  std::vector<int64_t> ids;  // the samples this process trained on, in order
+
+  DistRun() {
+    EXPECT_EQ(acc_model_from_spec(kNet, &model), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_optimizer_create(model, "adamw", nullptr, &opt), ACC_OK);
+    acc_options* so = nullptr;
+    EXPECT_EQ(acc_options_create(ACC_OPTIONS_SCHEDULER, &so), ACC_OK);
+    EXPECT_EQ(acc_options_set_int(so, "num_training_steps", 100), ACC_OK);
+    EXPECT_EQ(acc_scheduler_create(opt, "linear", so, &sched), ACC_OK);
+    acc_options_free(so);
+    std::vector<int64_t> id(kSamples);
+    std::vector<float> x, y;
+    for (int64_t i = 0; i < kSamples; ++i) {
+      id[i] = i;
+      for (int f = 0; f < 4; ++f) x.push_back(std::sin(0.3f * static_cast<float>(i * 4 + f)));
+      for (int f = 0; f < 2; ++f) y.push_back(std::cos(0.2f * static_cast<float>(i + f)));
+    }
+    acc_tensor* it = longs(id, {kSamples});
+    acc_tensor* xt = floats(x, {kSamples, 4});
+    acc_tensor* yt = floats(y, {kSamples, 2});
+    const acc_tensor* fields[] = {it, xt, yt};
+    acc_dataset* ds = nullptr;
+    EXPECT_EQ(acc_dataset_from_tensors(fields, 3, &ds), ACC_OK);
+    acc_options* lo = nullptr;
+    EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &lo), ACC_OK);
+    EXPECT_EQ(acc_options_set_int(lo, "batch_size", kBatch), ACC_OK);
+    EXPECT_EQ(acc_options_set_bool(lo, "shuffle", 1), ACC_OK);
+    EXPECT_EQ(acc_dataloader_create(ds, lo, &dl), ACC_OK);
+    for (acc_tensor* t : {it, xt, yt}) acc_tensor_free(t);
+    acc_dataset_free(ds);
+    acc_options_free(lo);
+    EXPECT_EQ(acc_prepare(g_acc, &model, &opt, &dl, &sched), ACC_OK) << acc_last_error_message();
+  }
+  ~DistRun() {
+    acc_dataloader_free(dl);
+    acc_scheduler_free(sched);
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+    EXPECT_EQ(acc_free_memory(g_acc), ACC_OK);  // the next run prepares its own objects
+  }
+
+  void train(int steps) {
+    for (int s = 0; s < steps; ++s) {
+      acc_tensor_list* batch = nullptr;
+      ASSERT_EQ(acc_dataloader_next(dl, &batch), ACC_OK) << acc_last_error_message();
+      if (!batch) ASSERT_EQ(acc_dataloader_next(dl, &batch), ACC_OK);
+      ASSERT_NE(batch, nullptr);
+      acc_tensor *id = nullptr, *x = nullptr, *y = nullptr, *out = nullptr, *loss = nullptr;
+      ASSERT_EQ(acc_tensor_list_get(batch, 0, &id), ACC_OK);
+      ASSERT_EQ(acc_tensor_list_get(batch, 1, &x), ACC_OK);
+      ASSERT_EQ(acc_tensor_list_get(batch, 2, &y), ACC_OK);
+      int64_t n = 0;
+      ASSERT_EQ(acc_tensor_numel(id, &n), ACC_OK);
+      std::vector<int64_t> batch_ids(static_cast<size_t>(n));
+      ASSERT_EQ(acc_tensor_to_host(id, batch_ids.data(), batch_ids.size() * 8), ACC_OK);
+      ids.insert(ids.end(), batch_ids.begin(), batch_ids.end());
+      ASSERT_EQ(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
+      ASSERT_EQ(acc_loss_mse(out, y, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+      ASSERT_EQ(acc_backward(g_acc, loss), ACC_OK) << acc_last_error_message();
+      ASSERT_EQ(acc_optimizer_step(opt), ACC_OK);
+      ASSERT_EQ(acc_scheduler_step(sched), ACC_OK);
+      ASSERT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+      for (acc_tensor* t : {id, x, y, out, loss}) acc_tensor_free(t);
+      acc_tensor_list_free(batch);
+    }
+  }
+
+  std::vector<float> weights() const {
+    acc_tensor_list* state = nullptr;
+    EXPECT_EQ(acc_get_state_dict(g_acc, model, 1, &state), ACC_OK) << acc_last_error_message();
+    size_t n = 0;
+    EXPECT_EQ(acc_tensor_list_size(state, &n), ACC_OK);
+    std::vector<float> all;
+    for (size_t i = 0; i < n; ++i) {
+      acc_tensor* t = nullptr;
+      EXPECT_EQ(acc_tensor_list_get(state, i, &t), ACC_OK);
+      auto values = to_floats(t);
+      all.insert(all.end(), values.begin(), values.end());
+      acc_tensor_free(t);
+    }
+    acc_tensor_list_free(state);
+    return all;
+  }
+};
+
+}  // namespace
+
+TEST(Checkpoint, ResumedRunMatchesTheUninterruptedOneBitForBit) {
+  const std::string dir = shared_dir("resume");
+  const int64_t per_epoch = (kSamples + kBatch * g_world - 1) / (kBatch * g_world);
+  const int first = static_cast<int>(per_epoch + 1), rest = static_cast<int>(per_epoch + 2);
+
+  ACC_ASSERT_OK(acc_set_seed(11));
+  std::vector<int64_t> whole_ids;
+  std::vector<float> whole_weights;
+  {
+    DistRun whole;
+    whole.train(first + rest);
+    whole_ids = whole.ids;
+    whole_weights = whole.weights();
+  }
+  ACC_ASSERT_OK(acc_set_seed(11));
+  std::vector<int64_t> ids;
+  {
+    DistRun head;
+    head.train(first);
+    ACC_ASSERT_OK(acc_save_state(g_acc, dir.c_str(), nullptr));
+    ids = head.ids;
+  }
+  ACC_ASSERT_OK(acc_set_seed(1000 + static_cast<uint64_t>(g_rank)));  // as a new job would be
+  DistRun tail;
+  ACC_ASSERT_OK(acc_load_state(g_acc, dir.c_str(), nullptr));
+  tail.train(rest);
+  ids.insert(ids.end(), tail.ids.begin(), tail.ids.end());
+  EXPECT_EQ(ids, whole_ids) << "process " << g_rank << " saw other batches after resuming";
+  EXPECT_EQ(tail.weights(), whole_weights) << "process " << g_rank;
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0) std::filesystem::remove_all(dir);
+}
+
+TEST(Checkpoint, AFileOneProcessCannotReadFailsTheLoadEverywhere) {
+  if (g_world < 2) GTEST_SKIP() << "needs two processes";
+  const std::string dir = shared_dir("broken");
+  DistRun run;
+  ACC_ASSERT_OK(acc_save_state(g_acc, dir.c_str(), nullptr));
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0) std::filesystem::remove(dir + "/random_states_1.safetensors");
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  const auto before = run.weights();
+  ACC_EXPECT_ERROR(acc_load_state(g_acc, dir.c_str(), nullptr), ACC_ERR_IO, "process 1");
+  EXPECT_EQ(run.weights(), before);
+  run.train(1);  // the job goes on: nobody is stuck in a collective
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0) std::filesystem::remove_all(dir);
+}
