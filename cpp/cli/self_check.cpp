@@ -2,7 +2,11 @@
 
 #include <torch/torch.h>
 
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <sstream>
 #include <string>
@@ -76,12 +80,66 @@ std::string ddp_steps(Accelerator& acc) {
   return "";
 }
 
+NamedTensors parameters_copy(Accelerator& acc, const std::shared_ptr<Model>& prepared) {
+  NamedTensors out;
+  for (const auto& [name, value] : acc.unwrap_model(prepared)->named_parameters()) out.emplace_back(name, value.clone());
+  return out;
+}
+
+std::string same_parameters(const std::string& what, const NamedTensors& got, const NamedTensors& want,
+                            double tolerance = 0.0) {
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i)
+    if (auto e = differs(what + " " + got[i].first, got[i].second, want[i].second, tolerance); !e.empty())
+      return e;
+  return got.size() == want.size() ? "" : what + ": the number of parameters changed";
+}
+
+// save_state, more steps, load_state: the weights are back, and the next step (Adam's moments
+// restored) repeats the one taken after saving.
+std::string checkpoint_round_trip(Accelerator& acc) {
+  const int64_t rows = 4, rank = acc.process_index();
+  // One folder for the job, named by the main process.
+  const std::string mine = "/tmp/accelerate_test_" + std::to_string(getpid()) + "_" +
+                           std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
+  const std::string dir = acc.collectives().gather_object(mine, "checkpoint_dir").at(0);
+  Options adam(OptionsKind::Optimizer);
+  adam.set("lr", 0.01);
+  torch::manual_seed(99);
+  auto model = acc.prepare_model(model_from_spec(kSpec), std::nullopt);
+  auto opt = acc.prepare_optimizer(std::make_shared<TorchOptimizer>(acc.unwrap_model(model), "adam", adam), std::nullopt);
+  auto step = [&](int k) {
+    auto [x, y] = rows_of_batch(k, rank * rows, rows, acc.device());
+    acc.backward(torch::mse_loss(model->forward({x}).at(0).second.to(torch::kFloat), y));
+    opt->step();
+    opt->zero_grad();
+  };
+  step(0);
+  acc.save_state(dir);
+  const auto saved = parameters_copy(acc, model);
+  step(1);
+  const auto after_one = parameters_copy(acc, model);
+  step(2);
+  acc.load_state(dir);
+  std::string error = same_parameters("weights after load_state:", parameters_copy(acc, model), saved);
+  if (error.empty()) {
+    step(1);
+    error = same_parameters("the step after load_state:", parameters_copy(acc, model), after_one, 1e-6);
+  }
+  acc.wait_for_everyone();
+  if (acc.is_local_main_process()) std::filesystem::remove_all(dir);
+  return error;
+}
+
 }  // namespace
 
 int run_self_check() {
   Options options(OptionsKind::Accelerator);
   options.set("timeout_seconds", int64_t{60});
-  options.set("gradient_accumulation_steps", int64_t{1});  // the DDP check compares every step  // a broken peer fails the check instead of hanging it
+  options.set("gradient_accumulation_steps", int64_t{1});  // the DDP check compares every step
+  // Over several machines, each writes its own copy of the checkpoint (no shared file system needed).
+  const char* local_world = std::getenv("LOCAL_WORLD_SIZE");
+  const char* world_size = std::getenv("WORLD_SIZE");
+  options.set("save_on_each_node", local_world && world_size && std::string(local_world) != world_size);  // a broken peer fails the check instead of hanging it
   Accelerator acc(options);
   auto& c = acc.collectives();
   const int64_t rank = acc.process_index(), world = acc.num_processes();
@@ -146,6 +204,9 @@ int run_self_check() {
          return c.check_trigger("selfcheck_trigger") ? "" : "a trigger set by the last process was not seen";
        }},
       {"DDP: 3 steps match one process on the whole batch", [&]() { return ddp_steps(acc); }},
+      {"checkpoint: save_state, two more steps, load_state restores weights and Adam", [&]() {
+         return checkpoint_round_trip(acc);
+       }},
   };
 
   int failed = 0;
