@@ -134,6 +134,9 @@ class Collator : public Callback {
 /* ---- library-wide functions ------------------------------------------------------------------- */
 
 %rename(Accelerate) accswig::Library;
+%nodefaultctor accswig::Library;
+%nodefaultctor accswig::Loss;
+%nodefaultctor accswig::LoadReport;
 %ignore accswig::LoadReport::missing_names;
 %ignore accswig::LoadReport::unexpected_names;
 

@@ -1,0 +1,228 @@
+package accelerate_test
+
+import (
+	"errors"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+
+	acc "accelerate/go/accelerate"
+)
+
+func TestErrorsCarryStatusAndMessage(t *testing.T) {
+	o, err := acc.NewOptions(acc.OptimizerOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	err = o.SetInt("no_such_key", 1)
+	var e *acc.Error
+	if !errors.As(err, &e) || e.Status != acc.StatusInvalidArgument || !strings.Contains(e.Message, "no_such_key") {
+		t.Fatalf("got %v", err)
+	}
+	if !errors.Is(err, acc.ErrInvalidArgument) || errors.Is(err, acc.ErrIO) {
+		t.Fatalf("errors.Is does not match the status: %v", err)
+	}
+	if _, err := acc.TensorFromIDXFile("/nonexistent/x.idx"); !errors.Is(err, acc.ErrIO) || !strings.Contains(err.Error(), "/nonexistent/x.idx") {
+		t.Fatalf("got %v", err)
+	}
+	if _, err := acc.FromFloat32s(make([]float32, 5), 2, 3); !errors.Is(err, acc.ErrInvalidArgument) {
+		t.Fatalf("got %v", err)
+	}
+	err = acc.CheckABI(999)
+	if !errors.Is(err, acc.ErrVersionMismatch) || !strings.Contains(err.Error(), "999") ||
+		!strings.Contains(err.Error(), strconv.Itoa(acc.ABIVersion())) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestCloseTwiceAndUseAfterCloseAreErrors(t *testing.T) {
+	x, err := acc.FromFloat32s([]float32{1, 2}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Close(); !errors.Is(err, acc.ErrInvalidHandle) {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := x.Numel(); !errors.Is(err, acc.ErrInvalidHandle) {
+		t.Fatalf("use after Close: %v", err)
+	}
+	y, _ := acc.FromFloat32s([]float32{1, 2}, 2)
+	defer y.Close()
+	if _, err := y.CountEqual(x); !errors.Is(err, acc.ErrInvalidHandle) {
+		t.Fatalf("closed argument: %v", err)
+	}
+	m, _ := acc.ModelFromSpec(`[{"type":"linear","in_features":2,"out_features":1}]`)
+	opt, err := acc.NewOptimizer(m, "sgd", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Close() // children keep their parents alive
+	if err := opt.Step(); err != nil {
+		t.Fatal(err)
+	}
+	opt.Close()
+}
+
+func rssKB(t *testing.T) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			v, _ := strconv.ParseInt(strings.Fields(line)[1], 10, 64)
+			return v
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+func TestLeak100000Tensors(t *testing.T) {
+	data := make([]float32, 256)
+	baseline := acc.LiveHandles(acc.HandleAny)
+	for i := 0; i < 1000; i++ {
+		x, _ := acc.FromFloat32s(data, 256)
+		x.Close()
+	}
+	before := rssKB(t)
+	for i := 0; i < 100000; i++ {
+		x, err := acc.FromFloat32s(data, 256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.Close()
+	}
+	if got := acc.LiveHandles(acc.HandleAny); got != baseline {
+		t.Fatalf("live handles %d, baseline %d", got, baseline)
+	}
+	growth := rssKB(t) - before
+	t.Logf("RSS growth after 100000 closed tensors: %d KiB", growth)
+	if growth > 64*1024 {
+		t.Fatalf("RSS grew by %d KiB", growth)
+	}
+	// The finalizer backstop frees what is never closed.
+	for i := 0; i < 10000; i++ {
+		acc.FromFloat32s(data[:1], 1)
+	}
+	for i := 0; i < 100 && acc.LiveHandles(acc.HandleAny) != baseline; i++ {
+		runtime.GC()
+	}
+	if got := acc.LiveHandles(acc.HandleAny); got != baseline {
+		t.Fatalf("after GC: live handles %d, baseline %d", got, baseline)
+	}
+}
+
+func sample(i int64) ([]*acc.Tensor, error) {
+	x, err := acc.FromFloat32s([]float32{float32(i), float32(2 * i)}, 2)
+	if err != nil {
+		return nil, err
+	}
+	y, err := acc.FromInt64s([]int64{i % 3})
+	return []*acc.Tensor{x, y}, err
+}
+
+func TestCallbacks(t *testing.T) {
+	baseline := acc.LiveHandles(acc.HandleAny)
+	ds, err := acc.DatasetFromFunc(10, sample)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, _ := acc.NewOptions(acc.DataLoaderOptions)
+	o.SetInt("batch_size", 4)
+	o.SetInt("num_workers", 2)
+	dl, err := acc.NewDataLoader(ds, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var firsts []float32
+	for {
+		b, err := dl.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b == nil {
+			break
+		}
+		x, _ := b.Get(0)
+		v, _ := x.Float32s()
+		for i := 0; i < len(v); i += 2 {
+			firsts = append(firsts, v[i])
+		}
+		x.Close()
+		b.Close()
+	}
+	if len(firsts) != 10 || firsts[9] != 9 {
+		t.Fatalf("samples %v", firsts)
+	}
+	dl.Close()
+	ds.Close()
+	o.Close()
+	if got := acc.LiveHandles(acc.HandleAny); got != baseline {
+		t.Fatalf("live handles %d, baseline %d", got, baseline)
+	}
+
+	// A panic and an error in callbacks become ErrIO with their message; nothing unwinds into C++.
+	for _, fn := range []acc.SampleFunc{
+		func(i int64) ([]*acc.Tensor, error) { panic("no sample today") },
+		func(i int64) ([]*acc.Tensor, error) { return nil, errors.New("no sample today") },
+	} {
+		ds, _ := acc.DatasetFromFunc(4, fn)
+		o, _ := acc.NewOptions(acc.DataLoaderOptions)
+		o.SetInt("num_workers", 0)
+		dl, _ := acc.NewDataLoader(ds, o)
+		if _, err := dl.Next(); !errors.Is(err, acc.ErrIO) || !strings.Contains(err.Error(), "no sample today") {
+			t.Fatalf("got %v", err)
+		}
+		dl.Close()
+		ds.Close()
+		o.Close()
+	}
+}
+
+type countdown struct{ next, starts int64 }
+
+func (c *countdown) Start(epoch int64) error { c.next = 0; c.starts++; return nil }
+func (c *countdown) Next() ([]*acc.Tensor, error) {
+	if c.next == 5 {
+		return nil, nil
+	}
+	c.next++
+	return sample(c.next)
+}
+
+func TestStreamAndCollate(t *testing.T) {
+	src := &countdown{}
+	ds, err := acc.DatasetFromStream(src, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	o, _ := acc.NewOptions(acc.DataLoaderOptions)
+	defer o.Close()
+	o.SetInt("batch_size", 5)
+	dl, _ := acc.NewDataLoader(ds, o)
+	defer dl.Close()
+	if err := dl.SetCollate(func(samples [][]*acc.Tensor) ([]*acc.Tensor, error) {
+		n, err := acc.FromFloat32s([]float32{float32(len(samples))}, 1)
+		return []*acc.Tensor{n}, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := dl.Next()
+	if err != nil || b == nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	x, _ := b.Get(0)
+	defer x.Close()
+	if v, _ := x.Float32s(); len(v) != 1 || v[0] != 5 || src.starts != 1 {
+		t.Fatalf("batch %v, starts %d", v, src.starts)
+	}
+}

@@ -1,0 +1,281 @@
+package accelerate
+
+import (
+	"runtime"
+
+	"accelerate/go/internal/capi"
+)
+
+// Placement of one prepared object.
+type Placement int
+
+const (
+	PlacementDefault Placement = capi.PlacementDefault
+	PlacementNo      Placement = capi.PlacementNo
+	PlacementYes     Placement = capi.PlacementYes
+)
+
+// Accelerator ties a training loop to 1..N processes, devices and mixed precision.
+type Accelerator struct{ r ref[capi.Accelerator] }
+
+// NewAccelerator; opts may be nil (defaults and accelerate-launch's environment).
+func NewAccelerator(opts *Options) (*Accelerator, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.KeepAlive(opts)
+	h, err := call(func(e *string) capi.Accelerator { return capi.NewAccelerator(oh, e) })
+	return adopt(h, err, "Accelerator", capi.DeleteAccelerator, func(r ref[capi.Accelerator]) *Accelerator { return &Accelerator{r} }, (*Accelerator).Close)
+}
+func (a *Accelerator) Close() error { runtime.SetFinalizer(a, nil); return a.r.close() }
+
+func (a *Accelerator) do(f func(h capi.Accelerator, e *string)) error {
+	_, err := with(a, &a.r, func(h capi.Accelerator, e *string) none { f(h, e); return none{} })
+	return err
+}
+
+func (a *Accelerator) Device() (string, error) {
+	return with(a, &a.r, func(h capi.Accelerator, e *string) string { return h.Device(e) })
+}
+func (a *Accelerator) DistributedType() (string, error) {
+	return with(a, &a.r, func(h capi.Accelerator, e *string) string { return h.DistributedType(e) })
+}
+func (a *Accelerator) MixedPrecision() (string, error) {
+	return with(a, &a.r, func(h capi.Accelerator, e *string) string { return h.MixedPrecision(e) })
+}
+func (a *Accelerator) ProcessIndex() (int64, error) {
+	return with(a, &a.r, func(h capi.Accelerator, e *string) int64 { return h.ProcessIndex(e) })
+}
+func (a *Accelerator) NumProcesses() (int64, error) {
+	return with(a, &a.r, func(h capi.Accelerator, e *string) int64 { return h.NumProcesses(e) })
+}
+func (a *Accelerator) LocalProcessIndex() (int64, error) {
+	return with(a, &a.r, func(h capi.Accelerator, e *string) int64 { return h.LocalProcessIndex(e) })
+}
+func (a *Accelerator) IsMainProcess() (bool, error) {
+	return with(a, &a.r, func(h capi.Accelerator, e *string) bool { return h.IsMainProcess(e) })
+}
+func (a *Accelerator) IsLocalMainProcess() (bool, error) {
+	return with(a, &a.r, func(h capi.Accelerator, e *string) bool { return h.IsLocalMainProcess(e) })
+}
+func (a *Accelerator) IsLastProcess() (bool, error) {
+	return with(a, &a.r, func(h capi.Accelerator, e *string) bool { return h.IsLastProcess(e) })
+}
+func (a *Accelerator) GradientAccumulationSteps() (int64, error) {
+	return with(a, &a.r, func(h capi.Accelerator, e *string) int64 { return h.GradientAccumulationSteps(e) })
+}
+func (a *Accelerator) SyncGradients() (bool, error) {
+	return with(a, &a.r, func(h capi.Accelerator, e *string) bool { return h.SyncGradients(e) })
+}
+func (a *Accelerator) OptimizerStepWasSkipped() (bool, error) {
+	return with(a, &a.r, func(h capi.Accelerator, e *string) bool { return h.OptimizerStepWasSkipped(e) })
+}
+func (a *Accelerator) Step() (int64, error) {
+	return with(a, &a.r, func(h capi.Accelerator, e *string) int64 { return h.Step(e) })
+}
+
+// PrepareModel returns the prepared model (a new object; m stays the raw model).
+func (a *Accelerator) PrepareModel(m *Model, p Placement) (*Model, error) {
+	mh, err := m.r.get()
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.KeepAlive(m)
+	return adoptModel(with(a, &a.r, func(h capi.Accelerator, e *string) capi.Model {
+		return h.PrepareModel(mh, capi.Acc_placement(p), e)
+	}))
+}
+func (a *Accelerator) PrepareOptimizer(o *Optimizer, p Placement) (*Optimizer, error) {
+	oh, err := o.r.get()
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.KeepAlive(o)
+	return adoptOptimizer(with(a, &a.r, func(h capi.Accelerator, e *string) capi.Optimizer {
+		return h.PrepareOptimizer(oh, capi.Acc_placement(p), e)
+	}))
+}
+func (a *Accelerator) PrepareDataLoader(l *DataLoader, p Placement) (*DataLoader, error) {
+	lh, err := l.r.get()
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.KeepAlive(l)
+	return adoptDataLoader(with(a, &a.r, func(h capi.Accelerator, e *string) capi.DataLoader {
+		return h.PrepareDataLoader(lh, capi.Acc_placement(p), e)
+	}))
+}
+func (a *Accelerator) PrepareScheduler(s *Scheduler) (*Scheduler, error) {
+	sh, err := s.r.get()
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.KeepAlive(s)
+	return adoptScheduler(with(a, &a.r, func(h capi.Accelerator, e *string) capi.Scheduler { return h.PrepareScheduler(sh, e) }))
+}
+func (a *Accelerator) UnwrapModel(m *Model) (*Model, error) {
+	mh, err := m.r.get()
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.KeepAlive(m)
+	return adoptModel(with(a, &a.r, func(h capi.Accelerator, e *string) capi.Model { return h.UnwrapModel(mh, e) }))
+}
+
+// Backward is Accelerate's backward (loss / gradient_accumulation_steps, then back-propagation).
+func (a *Accelerator) Backward(loss *Tensor) error {
+	lh, err := loss.handle()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(loss)
+	return a.do(func(h capi.Accelerator, e *string) { h.Backward(lh, e) })
+}
+
+// Accumulate starts a micro-step; call the returned function when it ends (defer it).
+func (a *Accelerator) Accumulate() (end func() error, err error) {
+	if err := a.do(func(h capi.Accelerator, e *string) { h.AccumulateBegin(e) }); err != nil {
+		return nil, err
+	}
+	return once(func() error { return a.do(func(h capi.Accelerator, e *string) { h.AccumulateEnd(e) }) }), nil
+}
+
+// NoSync accumulates gradients locally until the returned function runs.
+func (a *Accelerator) NoSync(m *Model) (end func() error, err error) {
+	mh, err := m.r.get()
+	if err != nil {
+		return nil, err
+	}
+	if err := a.do(func(h capi.Accelerator, e *string) { h.NoSyncBegin(mh, e) }); err != nil {
+		return nil, err
+	}
+	return once(func() error {
+		defer runtime.KeepAlive(m)
+		return a.do(func(h capi.Accelerator, e *string) { h.NoSyncEnd(mh, e) })
+	}), nil
+}
+
+// MainProcessFirst: the main process runs the section first; call end when it is done.
+func (a *Accelerator) MainProcessFirst() (end func() error, err error) {
+	if err := a.do(func(h capi.Accelerator, e *string) { h.MainProcessFirstBegin(e) }); err != nil {
+		return nil, err
+	}
+	return once(func() error { return a.do(func(h capi.Accelerator, e *string) { h.MainProcessFirstEnd(e) }) }), nil
+}
+
+func (a *Accelerator) LocalMainProcessFirst() (end func() error, err error) {
+	if err := a.do(func(h capi.Accelerator, e *string) { h.LocalMainProcessFirstBegin(e) }); err != nil {
+		return nil, err
+	}
+	return once(func() error { return a.do(func(h capi.Accelerator, e *string) { h.LocalMainProcessFirstEnd(e) }) }), nil
+}
+
+func once(f func() error) func() error {
+	done := false
+	return func() error {
+		if done {
+			return nil
+		}
+		done = true
+		return f()
+	}
+}
+
+func (a *Accelerator) TriggerSyncInBackward(m *Model) error {
+	mh, err := m.r.get()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(m)
+	return a.do(func(h capi.Accelerator, e *string) { h.TriggerSyncInBackward(mh, e) })
+}
+
+// ClipGradNorm clips the gradients' total norm to maxNorm; returns the norm before clipping.
+func (a *Accelerator) ClipGradNorm(m *Model, maxNorm, normType float64) (float64, error) {
+	mh, err := m.r.get()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(m)
+	return with(a, &a.r, func(h capi.Accelerator, e *string) float64 { return h.ClipGradNorm(mh, maxNorm, normType, e) })
+}
+func (a *Accelerator) ClipGradValue(m *Model, clip float64) error {
+	mh, err := m.r.get()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(m)
+	return a.do(func(h capi.Accelerator, e *string) { h.ClipGradValue(mh, clip, e) })
+}
+
+// SaveModel writes the unwrapped model's weights as safetensors into dir (maxShardSize "" = 10GB).
+func (a *Accelerator) SaveModel(m *Model, dir, maxShardSize string) error {
+	mh, err := m.r.get()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(m)
+	return a.do(func(h capi.Accelerator, e *string) { h.SaveModel(mh, dir, maxShardSize, e) })
+}
+
+// Print prints text on the main process only.
+func (a *Accelerator) Print(text string) error {
+	return a.do(func(h capi.Accelerator, e *string) { h.Print(text, e) })
+}
+func (a *Accelerator) WaitForEveryone() error {
+	return a.do(func(h capi.Accelerator, e *string) { h.WaitForEveryone(e) })
+}
+func (a *Accelerator) FreeMemory() error {
+	return a.do(func(h capi.Accelerator, e *string) { h.FreeMemory(e) })
+}
+
+func (a *Accelerator) collective(t *Tensor, f func(h capi.Accelerator, th capi.Tensor, e *string) capi.Tensor) (*Tensor, error) {
+	th, err := t.handle()
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.KeepAlive(t)
+	return wrapTensor(with(a, &a.r, func(h capi.Accelerator, e *string) capi.Tensor { return f(h, th, e) }))
+}
+
+// Gather concatenates every process's tensor on dim 0 (name may be "").
+func (a *Accelerator) Gather(t *Tensor, name string) (*Tensor, error) {
+	return a.collective(t, func(h capi.Accelerator, th capi.Tensor, e *string) capi.Tensor { return h.Gather(th, name, e) })
+}
+func (a *Accelerator) GatherForMetrics(t *Tensor, name string) (*Tensor, error) {
+	return a.collective(t, func(h capi.Accelerator, th capi.Tensor, e *string) capi.Tensor {
+		return h.GatherForMetrics(th, name, e)
+	})
+}
+func (a *Accelerator) Reduce(t *Tensor, op Reduction, name string) (*Tensor, error) {
+	return a.collective(t, func(h capi.Accelerator, th capi.Tensor, e *string) capi.Tensor {
+		return h.Reduce(th, capi.Acc_reduction(op), name, e)
+	})
+}
+func (a *Accelerator) Broadcast(t *Tensor, src int64, name string) (*Tensor, error) {
+	return a.collective(t, func(h capi.Accelerator, th capi.Tensor, e *string) capi.Tensor { return h.Broadcast(th, src, name, e) })
+}
+func (a *Accelerator) PadAcrossProcesses(t *Tensor, dim int64, value float64, padFirst bool, name string) (*Tensor, error) {
+	return a.collective(t, func(h capi.Accelerator, th capi.Tensor, e *string) capi.Tensor {
+		return h.PadAcrossProcesses(th, dim, value, padFirst, name, e)
+	})
+}
+
+// GatherObject returns every process's bytes in rank order.
+func (a *Accelerator) GatherObject(data []byte, name string) ([][]byte, error) {
+	return byteList(with(a, &a.r, func(h capi.Accelerator, e *string) capi.StringList { return h.GatherObject(data, name, e) }))
+}
+
+// SplitBetweenProcesses is this process's share [start, end) of n items, and its padding.
+func (a *Accelerator) SplitBetweenProcesses(n int64, applyPadding bool) (start, end, padding int64, err error) {
+	out := make([]int64, 3)
+	err = a.do(func(h capi.Accelerator, e *string) { h.SplitBetweenProcesses(n, applyPadding, out, e) })
+	return out[0], out[1], out[2], err
+}
+func (a *Accelerator) SetTrigger() error {
+	return a.do(func(h capi.Accelerator, e *string) { h.SetTrigger(e) })
+}
+func (a *Accelerator) CheckTrigger() (bool, error) {
+	return with(a, &a.r, func(h capi.Accelerator, e *string) bool { return h.CheckTrigger(e) })
+}

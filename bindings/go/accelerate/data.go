@@ -1,0 +1,213 @@
+package accelerate
+
+import (
+	"fmt"
+	"runtime"
+
+	"accelerate/go/internal/capi"
+)
+
+// Dataset is a map-style dataset (samples by index) or a stream.
+type Dataset struct{ r ref[capi.Dataset] }
+
+func adoptDataset(h capi.Dataset, err error) (*Dataset, error) {
+	return adopt(h, err, "Dataset", capi.DeleteDataset, func(r ref[capi.Dataset]) *Dataset { return &Dataset{r} }, (*Dataset).Close)
+}
+func (d *Dataset) Close() error { runtime.SetFinalizer(d, nil); return d.r.close() }
+
+// DatasetFromTensors: fields sharing their first dimension (e.g. features [N, D], labels [N]).
+func DatasetFromTensors(fields ...*Tensor) (*Dataset, error) {
+	l, err := NewTensorList(fields...)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Close()
+	return adoptDataset(call(func(e *string) capi.Dataset { return capi.DatasetFromTensors(l.h, e) }))
+}
+
+// DatasetFromIDX: images as float32 [N,1,H,W] in [0,1], labels as int64 [N].
+func DatasetFromIDX(images, labels string) (*Dataset, error) {
+	return adoptDataset(call(func(e *string) capi.Dataset { return capi.DatasetFromIdx(images, labels, e) }))
+}
+
+// SampleFunc returns sample i's fields; the dataset closes them. It may run on loader goroutines'
+// threads; a returned error or a panic becomes the loader's ErrIO with its message.
+type SampleFunc func(index int64) ([]*Tensor, error)
+
+// StreamFunc is an iterable dataset: Start restarts it for an epoch, Next returns the next
+// sample's fields, or nil at the end.
+type StreamFunc interface {
+	Start(epoch int64) error
+	Next() ([]*Tensor, error)
+}
+
+// DatasetFromFunc is a map-style dataset of size samples made by fn.
+func DatasetFromFunc(size int64, fn SampleFunc) (*Dataset, error) {
+	src := capi.NewDirectorSampleSource(&sampleAdapter{fn})
+	return adoptDataset(call(func(e *string) capi.Dataset { return capi.DatasetFromSampleSource(size, src, e) }))
+}
+
+// DatasetFromStream is an iterable dataset; sizeHint is -1 when unknown.
+func DatasetFromStream(fn StreamFunc, sizeHint int64) (*Dataset, error) {
+	src := capi.NewDirectorStreamSource(&streamAdapter{fn})
+	return adoptDataset(call(func(e *string) capi.Dataset { return capi.DatasetFromStreamSource(src, sizeHint, e) }))
+}
+
+func (d *Dataset) Size() (int64, error) {
+	return with(d, &d.r, func(h capi.Dataset, e *string) int64 { return h.Size(e) })
+}
+func (d *Dataset) Subset(start, count int64) (*Dataset, error) {
+	return adoptDataset(with(d, &d.r, func(h capi.Dataset, e *string) capi.Dataset { return h.Subset(start, count, e) }))
+}
+func (d *Dataset) Get(index int64) (*TensorList, error) {
+	return wrapTensorList(with(d, &d.r, func(h capi.Dataset, e *string) capi.TensorList { return h.Get(index, e) }))
+}
+
+// The adapters run on the library's threads: nothing may panic through C++ frames, so every
+// panic is recovered here and reported as the callback's error.
+func guard(code *int) {
+	if p := recover(); p != nil {
+		capi.AccelerateCallbackSetError(fmt.Sprint("panic: ", p))
+		*code = 1
+	}
+}
+
+func fail(err error) int {
+	capi.AccelerateCallbackSetError(err.Error())
+	return 1
+}
+
+func appendAndClose(out capi.TensorList, fields []*Tensor) int {
+	defer func() {
+		for _, t := range fields {
+			t.Close()
+		}
+	}()
+	for _, t := range fields {
+		h, err := t.handle()
+		if err != nil {
+			return fail(err)
+		}
+		if err := call0(func(e *string) { out.Append("", h, e) }); err != nil {
+			return fail(err)
+		}
+	}
+	return 0
+}
+
+type sampleAdapter struct{ fn SampleFunc }
+
+func (a *sampleAdapter) Sample(index int64, out capi.TensorList) (code int) {
+	defer guard(&code)
+	fields, err := a.fn(index)
+	if err != nil {
+		return fail(err)
+	}
+	return appendAndClose(out, fields)
+}
+
+type streamAdapter struct{ fn StreamFunc }
+
+func (a *streamAdapter) Start(epoch int64) (code int) {
+	defer guard(&code)
+	if err := a.fn.Start(epoch); err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+func (a *streamAdapter) Next(out capi.TensorList) (code int) {
+	defer guard(&code)
+	fields, err := a.fn.Next()
+	if err != nil {
+		return fail(err)
+	}
+	return appendAndClose(out, fields)
+}
+
+// CollateFunc makes a batch from samples (closed after the call); the loader closes the result.
+type CollateFunc func(samples [][]*Tensor) ([]*Tensor, error)
+
+type collateAdapter struct{ fn CollateFunc }
+
+func (a *collateAdapter) Collate(n int64, flat capi.TensorList, out capi.TensorList) (code int) {
+	defer guard(&code)
+	size, err := call(func(e *string) int64 { return flat.Size(e) })
+	if err != nil || n == 0 {
+		return fail(fmt.Errorf("collate: %v", err))
+	}
+	per := size / n
+	samples := make([][]*Tensor, n)
+	defer func() {
+		for _, s := range samples {
+			for _, t := range s {
+				t.Close()
+			}
+		}
+	}()
+	for i := int64(0); i < size; i++ {
+		t, err := wrapTensor(call(func(e *string) capi.Tensor { return flat.Get(i, e) }))
+		if err != nil {
+			return fail(err)
+		}
+		samples[i/per] = append(samples[i/per], t)
+	}
+	batch, err := a.fn(samples)
+	if err != nil {
+		return fail(err)
+	}
+	return appendAndClose(out, batch)
+}
+
+// DataLoader gives batches of a dataset.
+type DataLoader struct{ r ref[capi.DataLoader] }
+
+func adoptDataLoader(h capi.DataLoader, err error) (*DataLoader, error) {
+	return adopt(h, err, "DataLoader", capi.DeleteDataLoader, func(r ref[capi.DataLoader]) *DataLoader { return &DataLoader{r} }, (*DataLoader).Close)
+}
+func (l *DataLoader) Close() error { runtime.SetFinalizer(l, nil); return l.r.close() }
+
+// NewDataLoader; opts may be nil (batch size 1, in order).
+func NewDataLoader(ds *Dataset, opts *Options) (*DataLoader, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.KeepAlive(opts)
+	return adoptDataLoader(with(ds, &ds.r, func(h capi.Dataset, e *string) capi.DataLoader { return capi.NewDataLoader(h, oh, e) }))
+}
+
+// Next is the next batch, or nil at the end of the epoch (the call after that starts the next).
+func (l *DataLoader) Next() (*TensorList, error) {
+	return wrapTensorList(with(l, &l.r, func(h capi.DataLoader, e *string) capi.TensorList { return h.Next(e) }))
+}
+func (l *DataLoader) Len() (int64, error) {
+	return with(l, &l.r, func(h capi.DataLoader, e *string) int64 { return h.Length(e) })
+}
+func (l *DataLoader) Epoch() (int64, error) {
+	return with(l, &l.r, func(h capi.DataLoader, e *string) int64 { return h.Epoch(e) })
+}
+func (l *DataLoader) SetEpoch(epoch int64) error {
+	_, err := with(l, &l.r, func(h capi.DataLoader, e *string) none { h.SetEpoch(epoch, e); return none{} })
+	return err
+}
+func (l *DataLoader) SkipFirstBatches(n int64) error {
+	_, err := with(l, &l.r, func(h capi.DataLoader, e *string) none { h.SkipFirstBatches(n, e); return none{} })
+	return err
+}
+func (l *DataLoader) TotalBatchSize() (int64, error) {
+	return with(l, &l.r, func(h capi.DataLoader, e *string) int64 { return h.TotalBatchSize(e) })
+}
+func (l *DataLoader) TotalDatasetLength() (int64, error) {
+	return with(l, &l.r, func(h capi.DataLoader, e *string) int64 { return h.TotalDatasetLength(e) })
+}
+func (l *DataLoader) EndOfEpoch() (bool, error) {
+	return with(l, &l.r, func(h capi.DataLoader, e *string) bool { return h.EndOfEpoch(e) })
+}
+
+// SetCollate makes batches with fn instead of stacking samples.
+func (l *DataLoader) SetCollate(fn CollateFunc) error {
+	c := capi.NewDirectorCollator(&collateAdapter{fn})
+	_, err := with(l, &l.r, func(h capi.DataLoader, e *string) none { h.SetCollator(c, e); return none{} })
+	return err
+}

@@ -1,0 +1,36 @@
+package accelerate_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"accelerate/go/internal/golden"
+)
+
+// The Go binding trains, gathers and reduces exactly as the C API does, to the last bit.
+func TestGoldenSameBitsAsTheCAPI(t *testing.T) {
+	reference := os.Getenv("ACC_GOLDEN_REFERENCE")
+	if reference == "" {
+		t.Fatal("ACC_GOLDEN_REFERENCE (the C golden program's output) is not set")
+	}
+	mine, err := golden.Run(filepath.Join(t.TempDir(), "go.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(reference)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(want), "loss 15 ") || !strings.Contains(string(want), "param 2.weight 48 ") {
+		t.Fatalf("unexpected reference:\n%s", want)
+	}
+	if string(want) != string(got) {
+		t.Fatalf("the Go binding's numbers differ from the C API's:\nC:\n%s\nGo:\n%s", want, got)
+	}
+}

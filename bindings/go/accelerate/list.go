@@ -1,0 +1,143 @@
+package accelerate
+
+import (
+	"runtime"
+
+	"accelerate/go/internal/capi"
+)
+
+// TensorList is an ordered list of optionally named tensors (batches, model outputs, state dicts).
+type TensorList struct{ h capi.TensorList }
+
+func wrapTensorList(h capi.TensorList, err error) (*TensorList, error) {
+	if err != nil || h == nil || h.Swigcptr() == 0 {
+		return nil, err
+	}
+	l := &TensorList{h}
+	runtime.SetFinalizer(l, (*TensorList).Close)
+	return l, nil
+}
+
+// NewTensorList makes a list of the given tensors (the list holds its own references).
+func NewTensorList(tensors ...*Tensor) (*TensorList, error) {
+	l, err := wrapTensorList(call(func(e *string) capi.TensorList { return capi.NewTensorList(e) }))
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range tensors {
+		if err := l.Append("", t); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	return l, nil
+}
+
+func (l *TensorList) Close() error {
+	if l == nil || l.h == nil {
+		return closedError("TensorList")
+	}
+	capi.DeleteTensorList(l.h)
+	l.h = nil
+	runtime.SetFinalizer(l, nil)
+	return nil
+}
+
+func (l *TensorList) handle() (capi.TensorList, error) {
+	if l == nil || l.h == nil {
+		return nil, closedError("TensorList")
+	}
+	return l.h, nil
+}
+
+func listCall[R any](l *TensorList, f func(h capi.TensorList, e *string) R) (R, error) {
+	h, err := l.handle()
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	defer runtime.KeepAlive(l)
+	return call(func(e *string) R { return f(h, e) })
+}
+
+// Append adds t under name ("" for none).
+func (l *TensorList) Append(name string, t *Tensor) error {
+	th, err := t.handle()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(t)
+	_, err = listCall(l, func(h capi.TensorList, e *string) struct{} { h.Append(name, th, e); return struct{}{} })
+	return err
+}
+
+func (l *TensorList) Len() (int, error) {
+	n, err := listCall(l, func(h capi.TensorList, e *string) int64 { return h.Size(e) })
+	return int(n), err
+}
+
+// Get is a new handle to entry i (the caller closes it).
+func (l *TensorList) Get(i int) (*Tensor, error) {
+	return wrapTensor(listCall(l, func(h capi.TensorList, e *string) capi.Tensor { return h.Get(int64(i), e) }))
+}
+
+func (l *TensorList) Name(i int) (string, error) {
+	return listCall(l, func(h capi.TensorList, e *string) string { return h.Name(int64(i), e) })
+}
+
+// Find is a new handle to the entry called name.
+func (l *TensorList) Find(name string) (*Tensor, error) {
+	return wrapTensor(listCall(l, func(h capi.TensorList, e *string) capi.Tensor { return h.Find(name, e) }))
+}
+
+func (l *TensorList) SaveSafetensors(path string) error {
+	_, err := listCall(l, func(h capi.TensorList, e *string) struct{} { h.SaveSafetensors(path, e); return struct{}{} })
+	return err
+}
+
+func LoadSafetensors(path string) (*TensorList, error) {
+	return wrapTensorList(call(func(e *string) capi.TensorList { return capi.TensorListLoadSafetensors(path, e) }))
+}
+
+// stringList copies a library string list into Go and releases it.
+func stringList(h capi.StringList, err error) ([]string, error) {
+	if err != nil || h == nil || h.Swigcptr() == 0 {
+		return nil, err
+	}
+	defer capi.DeleteStringList(h)
+	n, err := call(func(e *string) int64 { return h.Size(e) })
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, n)
+	for i := range out {
+		if out[i], err = call(func(e *string) string { return h.Get(int64(i), e) }); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// byteList copies a library list of byte items into Go and releases it.
+func byteList(h capi.StringList, err error) ([][]byte, error) {
+	if err != nil || h == nil || h.Swigcptr() == 0 {
+		return nil, err
+	}
+	defer capi.DeleteStringList(h)
+	n, err := call(func(e *string) int64 { return h.Size(e) })
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]byte, n)
+	for i := range out {
+		size, err := call(func(e *string) int64 { return h.ByteSize(int64(i), e) })
+		if err != nil {
+			return nil, err
+		}
+		out[i] = make([]byte, size)
+		if err := call0(func(e *string) { h.CopyBytes(int64(i), out[i], e) }); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,252 @@
+package accelerate
+
+import (
+	"runtime"
+
+	"accelerate/go/internal/capi"
+)
+
+// DType is a tensor element type.
+type DType int
+
+const (
+	Undefined DType = capi.DTypeUndefined
+	Float32   DType = capi.DTypeFloat32
+	Float64   DType = capi.DTypeFloat64
+	BFloat16  DType = capi.DTypeBFloat16
+	Float16   DType = capi.DTypeFloat16
+	Int64     DType = capi.DTypeInt64
+	Int32     DType = capi.DTypeInt32
+	Uint8     DType = capi.DTypeUint8
+	Bool      DType = capi.DTypeBool
+)
+
+// Reduction of a loss or a cross-process reduce.
+type Reduction int
+
+const (
+	ReductionNone Reduction = capi.ReductionNone
+	ReductionMean Reduction = capi.ReductionMean
+	ReductionSum  Reduction = capi.ReductionSum
+)
+
+// Tensor is a libtorch tensor owned by Go; Close releases it.
+type Tensor struct{ h capi.Tensor }
+
+func wrapTensor(h capi.Tensor, err error) (*Tensor, error) {
+	if err != nil || h == nil || h.Swigcptr() == 0 {
+		return nil, err
+	}
+	t := &Tensor{h}
+	runtime.SetFinalizer(t, (*Tensor).Close)
+	return t, nil
+}
+
+// Close releases the tensor; closing again returns an ErrInvalidHandle error.
+func (t *Tensor) Close() error {
+	if t == nil || t.h == nil {
+		return closedError("Tensor")
+	}
+	capi.DeleteTensor(t.h)
+	t.h = nil
+	runtime.SetFinalizer(t, nil)
+	return nil
+}
+
+func (t *Tensor) handle() (capi.Tensor, error) {
+	if t == nil || t.h == nil {
+		return nil, closedError("Tensor")
+	}
+	return t.h, nil
+}
+
+// FromFloat32s copies data into a new CPU tensor of the given shape.
+func FromFloat32s(data []float32, shape ...int64) (*Tensor, error) {
+	return wrapTensor(call(func(e *string) capi.Tensor { return capi.TensorFromFloats(data, shape, e) }))
+}
+
+// FromFloat64s copies data into a new float64 tensor.
+func FromFloat64s(data []float64, shape ...int64) (*Tensor, error) {
+	return wrapTensor(call(func(e *string) capi.Tensor { return capi.TensorFromDoubles(data, shape, e) }))
+}
+
+// FromInt64s copies data into a new int64 tensor.
+func FromInt64s(data []int64, shape ...int64) (*Tensor, error) {
+	return wrapTensor(call(func(e *string) capi.Tensor { return capi.TensorFromLongs(data, shape, e) }))
+}
+
+// FromInt32s copies data into a new int32 tensor.
+func FromInt32s(data []int32, shape ...int64) (*Tensor, error) {
+	return wrapTensor(call(func(e *string) capi.Tensor { return capi.TensorFromInts(data, shape, e) }))
+}
+
+// FromBytes copies data into a new uint8 tensor.
+func FromBytes(data []byte, shape ...int64) (*Tensor, error) {
+	return wrapTensor(call(func(e *string) capi.Tensor { return capi.TensorFromBytes(data, shape, e) }))
+}
+
+// Zeros is a new tensor of zeros on device ("" for the CPU).
+func Zeros(dtype DType, device string, shape ...int64) (*Tensor, error) {
+	return wrapTensor(call(func(e *string) capi.Tensor {
+		return capi.TensorZeros(shape, capi.Acc_dtype(dtype), device, e)
+	}))
+}
+
+// TensorFromIDXFile reads an IDX file ((Fashion-)MNIST format, plain or .gz).
+func TensorFromIDXFile(path string) (*Tensor, error) {
+	return wrapTensor(call(func(e *string) capi.Tensor { return capi.TensorFromIdxFile(path, e) }))
+}
+
+// TensorFromFileMmap maps a binary file as a read-only tensor (shape[0] may be -1).
+func TensorFromFileMmap(path string, offset int64, dtype DType, shape ...int64) (*Tensor, error) {
+	return wrapTensor(call(func(e *string) capi.Tensor {
+		return capi.TensorFromFileMmap(path, offset, capi.Acc_dtype(dtype), shape, e)
+	}))
+}
+
+// tensorCall runs f with the tensor's handle, keeping the tensor alive through the call.
+func tensorCall[R any](t *Tensor, f func(h capi.Tensor, e *string) R) (R, error) {
+	h, err := t.handle()
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	defer runtime.KeepAlive(t)
+	return call(func(e *string) R { return f(h, e) })
+}
+
+func (t *Tensor) Numel() (int64, error) {
+	return tensorCall(t, func(h capi.Tensor, e *string) int64 { return h.Numel(e) })
+}
+
+func (t *Tensor) DType() (DType, error) {
+	d, err := tensorCall(t, func(h capi.Tensor, e *string) capi.Acc_dtype { return h.Dtype(e) })
+	return DType(d), err
+}
+
+func (t *Tensor) Device() (string, error) {
+	return tensorCall(t, func(h capi.Tensor, e *string) string { return h.Device(e) })
+}
+
+func (t *Tensor) RequiresGrad() (bool, error) {
+	return tensorCall(t, func(h capi.Tensor, e *string) bool { return h.RequiresGrad(e) })
+}
+
+func (t *Tensor) Shape() ([]int64, error) {
+	n, err := tensorCall(t, func(h capi.Tensor, e *string) int64 { return h.Ndim(e) })
+	if err != nil {
+		return nil, err
+	}
+	shape := make([]int64, n)
+	_, err = tensorCall(t, func(h capi.Tensor, e *string) struct{} { h.CopyShape(shape, e); return struct{}{} })
+	return shape, err
+}
+
+func copyOut[T any](t *Tensor, copyFn func(h capi.Tensor, dst []T, e *string)) ([]T, error) {
+	n, err := t.Numel()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, n)
+	_, err = tensorCall(t, func(h capi.Tensor, e *string) struct{} { copyFn(h, out, e); return struct{}{} })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Float32s copies a float32 tensor's elements out (row-major).
+func (t *Tensor) Float32s() ([]float32, error) {
+	return copyOut(t, func(h capi.Tensor, d []float32, e *string) { h.CopyToFloats(d, e) })
+}
+func (t *Tensor) Float64s() ([]float64, error) {
+	return copyOut(t, func(h capi.Tensor, d []float64, e *string) { h.CopyToDoubles(d, e) })
+}
+func (t *Tensor) Int64s() ([]int64, error) {
+	return copyOut(t, func(h capi.Tensor, d []int64, e *string) { h.CopyToLongs(d, e) })
+}
+func (t *Tensor) Int32s() ([]int32, error) {
+	return copyOut(t, func(h capi.Tensor, d []int32, e *string) { h.CopyToInts(d, e) })
+}
+func (t *Tensor) Bytes() ([]byte, error) {
+	return copyOut(t, func(h capi.Tensor, d []byte, e *string) { h.CopyToBytes(d, e) })
+}
+
+// Item is the value of a one-element tensor.
+func (t *Tensor) Item() (float64, error) {
+	return tensorCall(t, func(h capi.Tensor, e *string) float64 { return h.Item(e) })
+}
+
+func (t *Tensor) Backward() error {
+	_, err := tensorCall(t, func(h capi.Tensor, e *string) struct{} { h.Backward(e); return struct{}{} })
+	return err
+}
+
+func (t *Tensor) newTensor(f func(h capi.Tensor, e *string) capi.Tensor) (*Tensor, error) {
+	return wrapTensor(tensorCall(t, f))
+}
+
+// To converts to device ("" keeps it) and dtype (Undefined keeps it).
+func (t *Tensor) To(device string, dtype DType) (*Tensor, error) {
+	return t.newTensor(func(h capi.Tensor, e *string) capi.Tensor { return h.To(device, capi.Acc_dtype(dtype), e) })
+}
+
+// Grad is the accumulated gradient, or nil when there is none.
+func (t *Tensor) Grad() (*Tensor, error) {
+	return t.newTensor(func(h capi.Tensor, e *string) capi.Tensor { return h.Grad(e) })
+}
+func (t *Tensor) Sum() (*Tensor, error) {
+	return t.newTensor(func(h capi.Tensor, e *string) capi.Tensor { return h.Sum(e) })
+}
+func (t *Tensor) Mean() (*Tensor, error) {
+	return t.newTensor(func(h capi.Tensor, e *string) capi.Tensor { return h.Mean(e) })
+}
+func (t *Tensor) Argmax(dim int64, keepdim bool) (*Tensor, error) {
+	return t.newTensor(func(h capi.Tensor, e *string) capi.Tensor { return h.Argmax(dim, keepdim, e) })
+}
+
+// CountEqual counts the positions where t and other hold equal values.
+func (t *Tensor) CountEqual(other *Tensor) (int64, error) {
+	o, err := other.handle()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(other)
+	return tensorCall(t, func(h capi.Tensor, e *string) int64 { return h.CountEqual(o, e) })
+}
+
+// Losses (PyTorch's definitions).
+func lossCall(a, b *Tensor, f func(x, y capi.Tensor, e *string) capi.Tensor) (*Tensor, error) {
+	x, err := a.handle()
+	if err != nil {
+		return nil, err
+	}
+	y, err := b.handle()
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.KeepAlive(a)
+	defer runtime.KeepAlive(b)
+	return wrapTensor(call(func(e *string) capi.Tensor { return f(x, y, e) }))
+}
+
+func CrossEntropy(logits, target *Tensor, reduction Reduction, labelSmoothing float64) (*Tensor, error) {
+	return lossCall(logits, target, func(x, y capi.Tensor, e *string) capi.Tensor {
+		return capi.LossCrossEntropy(x, y, capi.Acc_reduction(reduction), labelSmoothing, e)
+	})
+}
+func NLLLoss(logProbs, target *Tensor, reduction Reduction) (*Tensor, error) {
+	return lossCall(logProbs, target, func(x, y capi.Tensor, e *string) capi.Tensor {
+		return capi.LossNll(x, y, capi.Acc_reduction(reduction), e)
+	})
+}
+func MSELoss(input, target *Tensor, reduction Reduction) (*Tensor, error) {
+	return lossCall(input, target, func(x, y capi.Tensor, e *string) capi.Tensor {
+		return capi.LossMse(x, y, capi.Acc_reduction(reduction), e)
+	})
+}
+func BCEWithLogitsLoss(logits, target *Tensor, reduction Reduction) (*Tensor, error) {
+	return lossCall(logits, target, func(x, y capi.Tensor, e *string) capi.Tensor {
+		return capi.LossBceWithLogits(x, y, capi.Acc_reduction(reduction), e)
+	})
+}

@@ -1,0 +1,3 @@
+module accelerate/go
+
+go 1.19
