@@ -807,7 +807,8 @@ ACC_API ACC_NODISCARD acc_status acc_add_tracker(acc_accelerator *acc, const cha
  * with config_json, a JSON object of hyper-parameters (NULL or "" for none; nested objects are shown
  * by TensorBoard as "outer/inner"). TensorBoard shows them in its HPARAMS and TEXT dashboards; jsonl
  * and csv write them to hparams.json. A run already open is ended first. Invalid JSON or a non-object
- * is ACC_ERR_INVALID_ARGUMENT; a folder that cannot be created is ACC_ERR_IO. */
+ * is ACC_ERR_INVALID_ARGUMENT; a folder that cannot be created is ACC_ERR_IO. If a tracker cannot start,
+ * the run does not start (the trackers that did are finished). */
 ACC_API ACC_NODISCARD acc_status acc_init_trackers(acc_accelerator *acc, const char *project_name,
                                                    const char *config_json);
 /* Accelerate's log: n values by name (non-empty, distinct names; arrays borrowed) at `step`, or at

@@ -100,7 +100,16 @@ void TrackerSet::init(const std::string& project_name, const std::string& config
   config_json_ = config.dump();
   next_step_ = 0;
   running_ = true;
-  each([&](Tracker& t) { t.start(project_name, config); });
+  try {
+    each([&](Tracker& t) { t.start(project_name, config); });
+  } catch (...) {
+    // No half-started run: the trackers that did start finish, and log stays an error.
+    try {
+      end();
+    } catch (...) {
+    }
+    throw;
+  }
 }
 
 void TrackerSet::log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step) {

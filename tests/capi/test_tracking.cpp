@@ -363,6 +363,7 @@ TEST(Tracking, ErrorsAreReported) {
   // A file that cannot be created is an IO error naming it.
   acc_accelerator* blocked = make("csv", "/proc/acc_no_such_dir");
   ACC_EXPECT_ERROR(acc_init_trackers(blocked, "run", nullptr), ACC_ERR_IO, "/proc/acc_no_such_dir");
+  ACC_EXPECT_ERROR(acc_log_scalar(blocked, "loss", 1.0, -1), ACC_ERR_NOT_INITIALIZED, "init_trackers");
   acc_accelerator_free(blocked);
 }
 
