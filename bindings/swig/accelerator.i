@@ -120,6 +120,22 @@
   void saveModel(acc_model *model, const char *dir, const char *maxShardSize ERR) {
     check(acc_save_model($self, model, dir, opt_str(maxShardSize)));
   }
+  /* Checkpoints (Accelerate's save_state / load_state); dir "" uses automatic naming under
+   * project_dir. Returns the folder written or read. Collectives. */
+  std::string saveState(const char *dir ERR) {
+    char *s = nullptr;
+    check(acc_save_state($self, opt_str(dir), &s));
+    std::string r(s ? s : "");
+    acc_string_free(s);
+    return r;
+  }
+  std::string loadState(const char *dir ERR) {
+    char *s = nullptr;
+    check(acc_load_state($self, opt_str(dir), &s));
+    std::string r(s ? s : "");
+    acc_string_free(s);
+    return r;
+  }
   void print(const char *text ERR) { check(acc_print($self, text)); }
   void waitForEveryone(ERR0) { check(acc_wait_for_everyone($self)); }
   void freeMemory(ERR0) { check(acc_free_memory($self)); }

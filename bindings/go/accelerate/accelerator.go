@@ -279,3 +279,13 @@ func (a *Accelerator) SetTrigger() error {
 func (a *Accelerator) CheckTrigger() (bool, error) {
 	return with(a, &a.r, func(h capi.Accelerator, e *string) bool { return h.CheckTrigger(e) })
 }
+
+// SaveState writes a checkpoint into dir ("" = automatic naming under project_dir); returns the folder.
+func (a *Accelerator) SaveState(dir string) (string, error) {
+	return with(a, &a.r, func(h capi.Accelerator, e *string) string { return h.SaveState(dir, e) })
+}
+
+// LoadState restores a checkpoint from dir ("" = the newest under project_dir); returns the folder.
+func (a *Accelerator) LoadState(dir string) (string, error) {
+	return with(a, &a.r, func(h capi.Accelerator, e *string) string { return h.LoadState(dir, e) })
+}
