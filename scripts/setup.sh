@@ -16,6 +16,8 @@ packages=(
   libgtest-dev python3-torch
   # the main job's data set (Fashion-MNIST IDX files in /usr/share/datasets/fashion-mnist)
   dataset-fashion-mnist
+  # bindings: SWIG; Java (JDK via default-jdk-headless, JUnit 5); C# on Mono (mcs, NUnit); Go
+  swig default-jdk-headless junit5 mono-mcs nunit-console libnunit-cil-dev golang-go
 )
 
 missing=()
