@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <new>
+#include <optional>
 #include <typeinfo>
 #include <stdexcept>
 
@@ -15,6 +16,7 @@ struct LastError {
   acc_status status = ACC_OK;
   std::string message;
   std::string backtrace;
+  std::optional<acc::Error> raised;  // its backtrace is named only when asked for (it is slow)
 };
 
 LastError& last_error() {
@@ -22,12 +24,15 @@ LastError& last_error() {
   return error;
 }
 
-acc_status record(acc_status status, std::string message, std::string backtrace = {}) noexcept {
+acc_status record(acc_status status, std::string message, std::string backtrace = {},
+                  const acc::Error* raised = nullptr) noexcept {
   try {
     auto& e = last_error();
     e.status = status;
     e.message = std::move(message);
     e.backtrace = std::move(backtrace);
+    e.raised.reset();
+    if (raised) e.raised = *raised;
   } catch (...) {
     // Out of memory while recording: the status still tells the caller what happened.
   }
@@ -46,7 +51,7 @@ acc_status translate_current_exception() noexcept {
   try {
     throw;
   } catch (const acc::Error& e) {
-    return record(static_cast<acc_status>(e.status()), e.what(), e.backtrace());
+    return record(static_cast<acc_status>(e.status()), e.what(), {}, &e);
   } catch (const c10::OutOfMemoryError& e) {
     return record(ACC_ERR_OUT_OF_MEMORY, e.what_without_backtrace(), e.what());
   } catch (const c10::Error& e) {
@@ -63,7 +68,14 @@ acc_status translate_current_exception() noexcept {
 }
 
 const std::string& last_message() { return last_error().message; }
-const std::string& last_backtrace() { return last_error().backtrace; }
+const std::string& last_backtrace() {
+  auto& e = last_error();
+  if (e.raised) {
+    e.backtrace = e.raised->backtrace();
+    e.raised.reset();
+  }
+  return e.backtrace;
+}
 acc_status last_status() { return last_error().status; }
 
 }  // namespace acc::capi

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 #include <utility>
 
 namespace acc {
@@ -28,12 +29,13 @@ class Error : public std::runtime_error {
  public:
   Error(Status status, const std::string& message);
   Status status() const noexcept { return status_; }
-  // Where the error was raised (empty when backtraces are not available).
-  const std::string& backtrace() const noexcept { return backtrace_; }
+  // Where the error was raised (empty when backtraces are not available). Only the raw return
+  // addresses are captured when the error is raised (microseconds); they are named on first request.
+  std::string backtrace() const;
 
  private:
   Status status_;
-  std::string backtrace_;
+  std::vector<void*> frames_;
 };
 
 template <typename... Parts>
