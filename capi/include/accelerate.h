@@ -128,6 +128,10 @@ typedef struct acc_dataset acc_dataset;
 typedef struct acc_dataloader acc_dataloader;
 typedef struct acc_accelerator acc_accelerator;
 
+/* Releases the user_data of a callback once the library no longer needs it (may be NULL wherever one
+ * is taken). It may run on any thread. */
+typedef void (*acc_free_fn)(void *user_data);
+
 /* ------------------------------------------------------------------------------------------------
  * Library information and errors
  * ---------------------------------------------------------------------------------------------- */
@@ -457,6 +461,15 @@ ACC_API void acc_optimizer_free(acc_optimizer *opt);
 
 ACC_API ACC_NODISCARD acc_status acc_scheduler_create(acc_optimizer *opt, const char *name, const acc_options *opts,
                                                    acc_scheduler **out);
+/* The factor of a user schedule at `step` through *factor (finite, >= 0); non-zero fails the step. */
+typedef int (*acc_lr_lambda_fn)(void *user_data, int64_t step, double *factor);
+/* A user schedule, as PyTorch's LambdaLR: lr = base_lr * lambda(step), called at creation for step 0
+ * and at every step. A failing callback (non-zero, or a factor that is not finite or negative) fails
+ * acc_scheduler_create / acc_scheduler_step with its message and leaves the learning rates as they
+ * were. free_user_data (may be NULL) runs when the scheduler is gone. */
+ACC_API ACC_NODISCARD acc_status acc_scheduler_create_lambda(acc_optimizer *opt, acc_lr_lambda_fn lambda,
+                                                             void *user_data, acc_free_fn free_user_data,
+                                                             acc_scheduler **out);
 /* Advances one step and sets the optimizer's learning rates. */
 ACC_API ACC_NODISCARD acc_status acc_scheduler_step(acc_scheduler *sched);
 /* The learning rate of a group set by the last step (PyTorch's get_last_lr()). */
@@ -497,7 +510,6 @@ ACC_API ACC_NODISCARD acc_status acc_dataset_subset(acc_dataset *ds, int64_t sta
  * library reports as ACC_ERR_IO with the message a callback may leave with acc_callback_set_error.
  * They may run on the data loader's background threads (num_workers 0 keeps them on the thread
  * calling acc_dataloader_next), several at once, and must not call back into the same loader. */
-typedef void (*acc_free_fn)(void *user_data);
 /* Sample `index`: a new list of tensors (the sample's fields), handed to the library through *out. */
 typedef int (*acc_sample_fn)(void *user_data, int64_t index, acc_tensor_list **out);
 /* A batch made from n samples: a new list handed to the library through *out. */
@@ -647,6 +659,16 @@ ACC_API ACC_NODISCARD acc_status acc_clip_grad_norm(acc_accelerator *acc, acc_mo
                                                     double norm_type, double *total_norm);
 /* Clamps every gradient element of the model's parameters to [-clip_value, clip_value]. */
 ACC_API ACC_NODISCARD acc_status acc_clip_grad_value(acc_accelerator *acc, acc_model *model, double clip_value);
+/* Divides the gradients of an optimizer's parameters (opt NULL: of every prepared optimizer) by the
+ * fp16 loss scale, once per step (a second call before the step does nothing), e.g. to inspect or
+ * clip them by hand. Without fp16 there is nothing to unscale and it returns ACC_OK. */
+ACC_API ACC_NODISCARD acc_status acc_unscale_gradients(acc_accelerator *acc, acc_optimizer *opt);
+/* Accelerate's autocast(): until acc_autocast_end, code on the calling thread (a loss, a model not
+ * prepared) runs under the accelerator's mixed precision; enabled = 0 turns autocast off instead
+ * (AutocastKwargs(enabled=False)), e.g. for a computation that must stay fp32 inside a prepared
+ * model's region. Scopes nest; each begin needs an end on the same thread. */
+ACC_API ACC_NODISCARD acc_status acc_autocast_begin(acc_accelerator *acc, int enabled);
+ACC_API ACC_NODISCARD acc_status acc_autocast_end(acc_accelerator *acc);
 /* Accelerate's save_model: the unwrapped model's parameters and buffers, with the model's own names,
  * into `dir` as Hugging Face lays them out: model.safetensors, or, beyond max_shard_size ("10GB" when
  * NULL; "500MB", "2GiB", or bytes), model-0000k-of-0000n.safetensors shards plus

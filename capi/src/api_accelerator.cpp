@@ -107,6 +107,21 @@ acc_status acc_accelerator_iteration(const acc_accelerator* a, int64_t* out) {
   return get(a, [&](acc::Accelerator& x) { *out_param(out, "out") = x.iteration(); });
 }
 
+acc_status acc_unscale_gradients(acc_accelerator* a, acc_optimizer* opt) {
+  return guarded([&] {
+    auto& x = accelerator_arg(a);
+    x.unscale_gradients(opt ? live(opt, "opt").optimizer : nullptr);
+  });
+}
+
+acc_status acc_autocast_begin(acc_accelerator* a, int enabled) {
+  return guarded([&] { accelerator_arg(a).autocast_begin(enabled != 0); });
+}
+
+acc_status acc_autocast_end(acc_accelerator* a) {
+  return guarded([&] { accelerator_arg(a).autocast_end(); });
+}
+
 acc_status acc_prepare_model(acc_accelerator* a, acc_model* model, acc_placement placement, acc_model** out) {
   return guarded([&] {
     auto& x = accelerator_arg(a);

@@ -1,6 +1,7 @@
 // Optimizers and learning-rate schedulers.
 #include "guard.h"
 #include "handles.h"
+#include "host_callbacks.h"
 
 using namespace acc::capi;
 
@@ -61,6 +62,23 @@ acc_status acc_scheduler_create(acc_optimizer* opt, const char* name, const acc_
     auto options = options_arg(opts, acc::OptionsKind::Scheduler);
     out_param(out, "out");
     emit(out, std::make_shared<acc::LambdaScheduler>(o.optimizer, schedule, options));
+  });
+}
+
+acc_status acc_scheduler_create_lambda(acc_optimizer* opt, acc_lr_lambda_fn lambda, void* user_data,
+                                       acc_free_fn free_user_data, acc_scheduler** out) {
+  return guarded([&] {
+    auto& o = live(opt, "opt");
+    acc::require(lambda != nullptr, "lambda is NULL");
+    out_param(out, "out");
+    auto data = hold_user_data(user_data, free_user_data);
+    auto factor = [lambda, data](int64_t step) {
+      double value = 0.0;
+      invoke_host("the schedule's lambda at step " + std::to_string(step),
+                  [&] { return lambda(data.get(), step, &value); });
+      return value;
+    };
+    emit(out, std::make_shared<acc::LambdaScheduler>(o.optimizer, factor));
   });
 }
 

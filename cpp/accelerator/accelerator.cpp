@@ -254,6 +254,44 @@ void Accelerator::save_model(const std::shared_ptr<Model>& model, const std::str
   if (is_main_process()) save_sharded(dir, unwrap_model(model)->state_dict(), limit);
 }
 
+void Accelerator::unscale_gradients(const std::shared_ptr<Optimizer>& optimizer) {
+  if (!scaler_) return;
+  std::vector<at::Tensor> grads;
+  auto collect = [&](Optimizer& opt) {
+    for (auto& group : opt.impl().param_groups())
+      for (auto& p : group.params())
+        if (p.grad().defined()) grads.push_back(p.grad());
+  };
+  if (optimizer)
+    collect(*optimizer);
+  else
+    for (const auto& entry : optimizers_)
+      if (auto opt = entry.second.lock()) collect(*opt);
+  scaler_->unscale(grads);
+}
+
+namespace {
+
+// The autocast scopes opened on this thread, innermost last (across accelerators, as torch's state is
+// per thread).
+std::vector<std::unique_ptr<AutocastGuard>>& autocast_scopes() {
+  thread_local std::vector<std::unique_ptr<AutocastGuard>> scopes;
+  return scopes;
+}
+
+}  // namespace
+
+void Accelerator::autocast_begin(bool enabled) {
+  const auto dtype = enabled ? mixed_precision_dtype(config_.mixed_precision) : std::nullopt;
+  autocast_scopes().push_back(std::make_unique<AutocastGuard>(device_.type(), dtype));
+}
+
+void Accelerator::autocast_end() {
+  auto& scopes = autocast_scopes();
+  require(!scopes.empty(), "autocast_end without an autocast_begin on this thread");
+  scopes.pop_back();
+}
+
 void Accelerator::print(const std::string& text) const {
   if (!is_main_process()) return;
   std::fputs(text.c_str(), stdout);

@@ -64,6 +64,13 @@ class Accelerator {
   double clip_grad_norm(const std::shared_ptr<Model>& model, double max_norm, double norm_type);
   // Clamps every gradient element to [-clip_value, clip_value] (clip_grad_value_).
   void clip_grad_value(const std::shared_ptr<Model>& model, double clip_value);
+  // fp16: divides the gradients of the optimizer's parameters (null: every prepared optimizer's) by the
+  // loss scale, once per step. Nothing to do without fp16.
+  void unscale_gradients(const std::shared_ptr<Optimizer>& optimizer);
+  // Accelerate's autocast(): the calling thread computes under the mixed precision (or, with enabled
+  // false, without autocast) until the matching autocast_end on the same thread. Scopes nest.
+  void autocast_begin(bool enabled);
+  void autocast_end();
   // Accelerate's save_model: the unwrapped model as Hugging Face's safetensors layout in `dir`, shards of
   // at most max_shard_size ("10GB", "500MB", bytes); written by the main process only.
   void save_model(const std::shared_ptr<Model>& model, const std::string& dir, const std::string& max_shard_size);

@@ -69,11 +69,22 @@ LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std
   const size_t groups = optimizer_->num_param_groups();
   for (size_t g = 0; g < groups; ++g) base_lrs_.push_back(optimizer_->lr(g));
   factor_ = schedule_factor(name, options, optimizer_->default_lr());
-  apply();
+  apply(0);
 }
 
-void LambdaScheduler::apply() {
-  const double factor = factor_(step_);
+LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::function<double(int64_t)> factor)
+    : optimizer_(std::move(optimizer)), factor_(std::move(factor)) {
+  require(factor_ != nullptr, "a lambda schedule needs a factor function");
+  const size_t groups = optimizer_->num_param_groups();
+  for (size_t g = 0; g < groups; ++g) base_lrs_.push_back(optimizer_->lr(g));
+  apply(0);
+}
+
+void LambdaScheduler::apply(int64_t step) {
+  const double factor = factor_(step);  // first: a failing factor changes nothing
+  require(std::isfinite(factor) && factor >= 0, "the schedule's factor at step ", step, " is ", factor,
+          " (it must be finite and >= 0)");
+  step_ = step;
   last_lrs_.clear();
   for (size_t g = 0; g < base_lrs_.size(); ++g) {
     optimizer_->set_lr(g, base_lrs_[g] * factor);
@@ -81,18 +92,14 @@ void LambdaScheduler::apply() {
   }
 }
 
-void LambdaScheduler::step() {
-  ++step_;
-  apply();
-}
+void LambdaScheduler::step() { apply(step_ + 1); }
 
 void LambdaScheduler::load_state(const SchedulerState& state) {
   require(state.step >= 0, "a scheduler state needs a step >= 0, got ", state.step);
   require(state.base_lrs.size() == base_lrs_.size(), "the scheduler state has ", state.base_lrs.size(),
           " parameter groups, but the optimizer has ", base_lrs_.size());
-  step_ = state.step;
   base_lrs_ = state.base_lrs;
-  apply();
+  apply(state.step);
 }
 
 double LambdaScheduler::last_lr(size_t group) const {

@@ -38,6 +38,9 @@ class Scheduler {
 class LambdaScheduler final : public Scheduler {
  public:
   LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options);
+  // A user schedule (PyTorch's LambdaLR): lr = base_lr * factor(step). A factor that throws, or is
+  // not finite or negative, fails the step and leaves the schedule where it was.
+  LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::function<double(int64_t)> factor);
 
   void step() override;
   SchedulerState state() const override { return {step_, base_lrs_}; }
@@ -47,7 +50,7 @@ class LambdaScheduler final : public Scheduler {
   std::shared_ptr<Optimizer> optimizer() const override { return optimizer_; }
 
  private:
-  void apply();
+  void apply(int64_t step);
 
   std::shared_ptr<Optimizer> optimizer_;
   std::function<double(int64_t)> factor_;

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <vector>
 
 #include "precision/grad_scaler.h"
 
@@ -35,4 +36,36 @@ TEST(GradScaler, AcceleratesDefaults) {
   EXPECT_EQ(defaults.backoff_factor, 0.5);
   EXPECT_EQ(defaults.growth_interval, 2000);
   EXPECT_THROW(acc::GradScaler({1.0, 0.5, 0.5, 10}, c10::Device(c10::kCPU)), std::exception);
+}
+
+// torch's rules step by step (init 8, growth 2, backoff 0.5, interval 3) over a pattern of good and
+// overflowing steps, worked out by hand: a good step counts; the third in a row doubles the scale
+// and resets the count; an overflow halves the scale and resets the count.
+TEST(GradScaler, StateSequenceUnderInjectedOverflowFollowsTheRules) {
+  acc::GradScaler scaler({8.0, 2.0, 0.5, 3}, c10::Device(c10::kCPU));
+  const std::vector<bool> overflow = {false, false, false, true, false, true, false, false, false, false};
+  const std::vector<double> scale = {8, 8, 16, 8, 8, 4, 4, 4, 8, 8};
+  const std::vector<int64_t> tracker = {1, 2, 0, 0, 1, 0, 1, 2, 0, 1};
+  for (size_t step = 0; step < overflow.size(); ++step) {
+    const double before = scaler.current_scale();
+    at::Tensor grad = at::tensor({before, overflow[step] ? std::numeric_limits<float>::infinity() : 2.0f * before});
+    scaler.unscale({grad});
+    EXPECT_EQ(scaler.found_inf(), overflow[step]) << "step " << step;
+    if (!overflow[step]) EXPECT_TRUE(at::equal(grad, at::tensor({1.0f, 2.0f}))) << "step " << step;
+    scaler.update();
+    EXPECT_EQ(scaler.current_scale(), scale[step]) << "step " << step;
+    EXPECT_EQ(scaler.growth_tracker(), tracker[step]) << "step " << step;
+  }
+}
+
+TEST(GradScaler, StateRoundTripsForCheckpoints) {
+  acc::GradScaler scaler({8.0, 2.0, 0.5, 3}, c10::Device(c10::kCPU));
+  scaler.load_state(1024.0, 2);
+  EXPECT_EQ(scaler.current_scale(), 1024.0);
+  EXPECT_EQ(scaler.growth_tracker(), 2);
+  scaler.unscale({at::tensor({1.0f})});
+  scaler.update();  // the third good step in a row
+  EXPECT_EQ(scaler.current_scale(), 2048.0);
+  EXPECT_THROW(scaler.load_state(-1.0, 0), std::exception);
+  EXPECT_THROW(scaler.load_state(1.0, 3), std::exception);  // the tracker must stay below the interval
 }

@@ -1,0 +1,291 @@
+// Mixed precision and the training-step semantics around it on one process: bf16 trains as well as
+// fp32, the autocast scope for code outside a prepared model, unscale_gradients, accumulation equal
+// to one large batch, and user learning-rate schedules.
+#include <cmath>
+
+#include "support.h"
+
+using acc_test::floats;
+using acc_test::longs;
+using acc_test::to_floats;
+
+namespace {
+
+// Three Gaussian-ish blobs in 4 dimensions, 50 samples each, from a fixed formula.
+struct Blobs {
+  std::vector<float> x;
+  std::vector<int64_t> y;
+  Blobs() {
+    for (int64_t i = 0; i < 150; ++i) {
+      const int64_t c = i % 3;
+      for (int f = 0; f < 4; ++f)
+        x.push_back(static_cast<float>((f == c ? 2.0 : 0.0) + 0.6 * std::sin(1.7 * static_cast<double>(i * 4 + f))));
+      y.push_back(c);
+    }
+  }
+};
+
+const char* kClassifier = R"([{"type":"linear","in_features":4,"out_features":32},{"type":"relu"},
+                              {"type":"linear","in_features":32,"out_features":3}])";
+
+// Full-batch training of the classifier under a mixed_precision mode; returns the accuracy.
+double train_accuracy(const char* mixed_precision) {
+  EXPECT_EQ(acc_set_seed(3), ACC_OK);
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"mixed_precision", mixed_precision}});
+  acc_model* model = nullptr;
+  EXPECT_EQ(acc_model_from_spec(kClassifier, &model), ACC_OK);
+  acc_options* oo = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &oo), ACC_OK);
+  EXPECT_EQ(acc_options_set_double(oo, "lr", 0.05), ACC_OK);
+  acc_optimizer* opt = nullptr;
+  EXPECT_EQ(acc_optimizer_create(model, "adam", oo, &opt), ACC_OK);
+  acc_options_free(oo);
+  EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+  Blobs blobs;
+  acc_tensor* x = floats(blobs.x, {150, 4});
+  acc_tensor* y = longs(blobs.y, {150});
+  for (int epoch = 0; epoch < 60; ++epoch) {
+    acc_tensor *out = nullptr, *loss = nullptr;
+    EXPECT_EQ(acc_model_forward1(model, x, 0, &out), ACC_OK);
+    EXPECT_EQ(acc_loss_cross_entropy(out, y, ACC_REDUCTION_MEAN, 0.0, &loss), ACC_OK);
+    EXPECT_EQ(acc_backward(acc, loss), ACC_OK);
+    EXPECT_EQ(acc_optimizer_step(opt), ACC_OK);
+    EXPECT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+    acc_tensor_free(out);
+    acc_tensor_free(loss);
+  }
+  acc_tensor *out = nullptr, *predicted = nullptr;
+  EXPECT_EQ(acc_model_forward1(model, x, ACC_FORWARD_NO_GRAD, &out), ACC_OK);
+  EXPECT_EQ(acc_tensor_argmax(out, 1, 0, &predicted), ACC_OK);
+  int64_t correct = 0;
+  EXPECT_EQ(acc_tensor_count_equal(predicted, y, &correct), ACC_OK);
+  for (acc_tensor* t : {x, y, out, predicted}) acc_tensor_free(t);
+  acc_optimizer_free(opt);
+  acc_model_free(model);
+  acc_accelerator_free(acc);
+  return static_cast<double>(correct) / 150.0;
+}
+
+acc_dtype output_dtype(acc_model* model, acc_tensor* x) {
+  acc_tensor* out = nullptr;
+  EXPECT_EQ(acc_model_forward1(model, x, ACC_FORWARD_NO_GRAD, &out), ACC_OK) << acc_last_error_message();
+  acc_dtype dtype = ACC_DTYPE_FLOAT32;
+  EXPECT_EQ(acc_tensor_dtype(out, &dtype), ACC_OK);
+  acc_tensor_free(out);
+  return dtype;
+}
+
+}  // namespace
+
+TEST(MixedPrecision, Bf16TrainsAsWellAsFp32) {
+  const double fp32 = train_accuracy("no"), bf16 = train_accuracy("bf16");
+  EXPECT_GT(fp32, 0.95);
+  EXPECT_GT(bf16, 0.95);
+  EXPECT_NEAR(bf16, fp32, 0.03);
+}
+
+TEST(MixedPrecision, Fp16OnTheCpuIsUnsupportedWithAReason) {
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
+  ACC_ASSERT_OK(acc_options_set(o, "cpu", "1"));
+  ACC_ASSERT_OK(acc_options_set(o, "mixed_precision", "fp16"));
+  acc_accelerator* acc = nullptr;
+  ACC_EXPECT_ERROR(acc_accelerator_create(o, &acc), ACC_ERR_UNSUPPORTED, "bf16");
+  acc_options_free(o);
+}
+
+TEST(Autocast, ScopesApplyToCodeOutsideThePreparedModelAndNest) {
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"mixed_precision", "bf16"}});
+  acc_model* raw = nullptr;  // not prepared: only the scope decides its precision
+  ACC_ASSERT_OK(acc_model_from_spec(kClassifier, &raw));
+  acc_tensor* x = floats(std::vector<float>(8, 0.5f), {2, 4});
+  EXPECT_EQ(output_dtype(raw, x), ACC_DTYPE_FLOAT32);
+  ACC_ASSERT_OK(acc_autocast_begin(acc, 1));
+  EXPECT_EQ(output_dtype(raw, x), ACC_DTYPE_BFLOAT16);
+  ACC_ASSERT_OK(acc_autocast_begin(acc, 0));  // AutocastKwargs(enabled=False)
+  EXPECT_EQ(output_dtype(raw, x), ACC_DTYPE_FLOAT32);
+  ACC_ASSERT_OK(acc_autocast_end(acc));
+  EXPECT_EQ(output_dtype(raw, x), ACC_DTYPE_BFLOAT16);
+  ACC_ASSERT_OK(acc_autocast_end(acc));
+  EXPECT_EQ(output_dtype(raw, x), ACC_DTYPE_FLOAT32);  // nothing leaks out of the scope
+  ACC_EXPECT_ERROR(acc_autocast_end(acc), ACC_ERR_INVALID_ARGUMENT, "without an autocast_begin");
+  acc_tensor_free(x);
+  acc_model_free(raw);
+  acc_accelerator_free(acc);
+}
+
+TEST(Autocast, WithoutMixedPrecisionTheScopeComputesInFp32) {
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}});
+  acc_model* raw = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(kClassifier, &raw));
+  acc_tensor* x = floats(std::vector<float>(4, 1.0f), {1, 4});
+  ACC_ASSERT_OK(acc_autocast_begin(acc, 1));
+  EXPECT_EQ(output_dtype(raw, x), ACC_DTYPE_FLOAT32);
+  ACC_ASSERT_OK(acc_autocast_end(acc));
+  acc_tensor_free(x);
+  acc_model_free(raw);
+  acc_accelerator_free(acc);
+}
+
+TEST(UnscaleGradients, WithoutFp16GradientsStayAsTheyAre) {
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}});
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":2,"out_features":1}])", &model));
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
+  ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
+  acc_tensor* x = floats({1, 2}, {1, 2});
+  acc_tensor *out = nullptr, *loss = nullptr, *w = nullptr, *grad = nullptr;
+  ACC_ASSERT_OK(acc_model_forward1(model, x, 0, &out));
+  ACC_ASSERT_OK(acc_tensor_sum(out, &loss));
+  ACC_ASSERT_OK(acc_backward(acc, loss));
+  ACC_ASSERT_OK(acc_unscale_gradients(acc, opt));
+  ACC_ASSERT_OK(acc_unscale_gradients(acc, nullptr));
+  ACC_ASSERT_OK(acc_model_parameter(model, "0.weight", &w));
+  ACC_ASSERT_OK(acc_tensor_grad(w, &grad));
+  EXPECT_EQ(to_floats(grad), (std::vector<float>{1, 2}));  // d(sum(w.x + b))/dw = x
+  for (acc_tensor* t : {x, out, loss, w, grad}) acc_tensor_free(t);
+  ACC_EXPECT_ERROR(acc_unscale_gradients(nullptr, opt), ACC_ERR_INVALID_HANDLE, "acc");
+  acc_optimizer_free(opt);
+  acc_model_free(model);
+  acc_accelerator_free(acc);
+}
+
+namespace {
+
+// Trains a linear model with SGD through the accelerator; every call of `step` is one micro-step on
+// rows [first, first + rows) of a fixed data set. Returns the weights.
+std::vector<float> accumulate_and_step(int64_t accumulation, int64_t rows_per_micro_step) {
+  EXPECT_EQ(acc_set_seed(1), ACC_OK);
+  acc_accelerator* acc =
+      acc_test::make_accelerator({{"cpu", "1"}, {"gradient_accumulation_steps", std::to_string(accumulation)}});
+  acc_model* model = nullptr;
+  EXPECT_EQ(acc_model_from_spec(R"([{"type":"linear","in_features":3,"out_features":2}])", &model), ACC_OK);
+  acc_options* oo = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &oo), ACC_OK);
+  EXPECT_EQ(acc_options_set_double(oo, "lr", 0.1), ACC_OK);
+  acc_optimizer* opt = nullptr;
+  EXPECT_EQ(acc_optimizer_create(model, "sgd", oo, &opt), ACC_OK);
+  acc_options_free(oo);
+  EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK);
+  for (int64_t first = 0; first < 16; first += rows_per_micro_step) {
+    std::vector<float> x, y;
+    for (int64_t r = first; r < first + rows_per_micro_step; ++r) {
+      for (int f = 0; f < 3; ++f) x.push_back(std::sin(0.9f * static_cast<float>(r * 3 + f)));
+      for (int f = 0; f < 2; ++f) y.push_back(std::cos(0.4f * static_cast<float>(r + f)));
+    }
+    acc_tensor* xt = floats(x, {rows_per_micro_step, 3});
+    acc_tensor* yt = floats(y, {rows_per_micro_step, 2});
+    acc_tensor *out = nullptr, *loss = nullptr;
+    EXPECT_EQ(acc_accumulate_begin(acc), ACC_OK);
+    EXPECT_EQ(acc_model_forward1(model, xt, 0, &out), ACC_OK);
+    EXPECT_EQ(acc_loss_mse(out, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+    EXPECT_EQ(acc_backward(acc, loss), ACC_OK);
+    EXPECT_EQ(acc_optimizer_step(opt), ACC_OK);
+    EXPECT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+    EXPECT_EQ(acc_accumulate_end(acc), ACC_OK);
+    for (acc_tensor* t : {xt, yt, out, loss}) acc_tensor_free(t);
+  }
+  acc_tensor* w = nullptr;
+  EXPECT_EQ(acc_model_parameter(model, "0.weight", &w), ACC_OK);
+  auto weights = to_floats(w);
+  acc_tensor_free(w);
+  acc_optimizer_free(opt);
+  acc_model_free(model);
+  acc_accelerator_free(acc);
+  return weights;
+}
+
+}  // namespace
+
+TEST(Accumulation, KMicroStepsEqualOneStepOnTheKTimesBatch) {
+  for (int64_t k : {2, 4}) {
+    const auto accumulated = accumulate_and_step(k, 8 / k);  // 16 rows: windows of k micro-steps of 8/k rows
+    const auto whole = accumulate_and_step(1, 8);                // 2 steps of 8 rows
+    ASSERT_EQ(accumulated.size(), whole.size());
+    for (size_t i = 0; i < whole.size(); ++i) EXPECT_NEAR(accumulated[i], whole[i], 1e-6) << "k=" << k << " i=" << i;
+  }
+}
+
+namespace {
+
+struct Schedule {
+  std::vector<int64_t> asked;
+  bool fail_at_3 = false;
+  static int lambda(void* self, int64_t step, double* factor) {
+    auto* s = static_cast<Schedule*>(self);
+    s->asked.push_back(step);
+    if (s->fail_at_3 && step == 3) {
+      acc_callback_set_error("no schedule past step 2");
+      return 7;
+    }
+    *factor = step == 5 ? std::nan("") : 1.0 - static_cast<double>(step) / 10.0;
+    return 0;
+  }
+};
+
+double lr_of(acc_optimizer* opt) {
+  double lr = 0;
+  EXPECT_EQ(acc_optimizer_get_lr(opt, 0, &lr), ACC_OK);
+  return lr;
+}
+
+}  // namespace
+
+TEST(Scheduler, UserLambdaSetsTheRateAndItsFailuresChangeNothing) {
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":2,"out_features":1}])", &model));
+  acc_options* oo = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_OPTIMIZER, &oo));
+  ACC_ASSERT_OK(acc_options_set_double(oo, "lr", 1.0));
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", oo, &opt));
+  acc_options_free(oo);
+  Schedule schedule;
+  schedule.fail_at_3 = true;
+  acc_scheduler* sched = nullptr;
+  ACC_ASSERT_OK(acc_scheduler_create_lambda(opt, Schedule::lambda, &schedule, nullptr, &sched));
+  EXPECT_DOUBLE_EQ(lr_of(opt), 1.0);
+  ACC_ASSERT_OK(acc_scheduler_step(sched));
+  ACC_ASSERT_OK(acc_scheduler_step(sched));
+  EXPECT_DOUBLE_EQ(lr_of(opt), 0.8);
+  ACC_EXPECT_ERROR(acc_scheduler_step(sched), ACC_ERR_IO, "no schedule past step 2");
+  EXPECT_DOUBLE_EQ(lr_of(opt), 0.8);
+  int64_t step = 0;
+  ACC_ASSERT_OK(acc_scheduler_get_step(sched, &step));
+  EXPECT_EQ(step, 2);
+  schedule.fail_at_3 = false;
+  ACC_ASSERT_OK(acc_scheduler_step(sched));
+  ACC_ASSERT_OK(acc_scheduler_step(sched));
+  ACC_EXPECT_ERROR(acc_scheduler_step(sched), ACC_ERR_INVALID_ARGUMENT, "must be finite");  // NaN at step 5
+  EXPECT_DOUBLE_EQ(lr_of(opt), 0.6);
+  EXPECT_EQ(schedule.asked, (std::vector<int64_t>{0, 1, 2, 3, 3, 4, 5}));
+  ACC_EXPECT_ERROR(acc_scheduler_create_lambda(opt, nullptr, nullptr, nullptr, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "lambda");
+  acc_scheduler_free(sched);
+  acc_optimizer_free(opt);
+  acc_model_free(model);
+}
+
+namespace {
+
+int freed = 0;
+void count_free(void*) { ++freed; }
+int failing_lambda(void*, int64_t, double*) { return 1; }
+
+}  // namespace
+
+TEST(Scheduler, AFailedLambdaCreationReleasesTheUserData) {
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":2,"out_features":1}])", &model));
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
+  acc_scheduler* sched = nullptr;
+  freed = 0;
+  ACC_EXPECT_ERROR(acc_scheduler_create_lambda(opt, failing_lambda, nullptr, count_free, &sched), ACC_ERR_IO,
+                   "lambda at step 0");
+  EXPECT_EQ(sched, nullptr);
+  EXPECT_EQ(freed, 1);
+  acc_optimizer_free(opt);
+  acc_model_free(model);
+}
