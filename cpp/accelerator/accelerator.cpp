@@ -32,9 +32,9 @@ Accelerator::Accelerator(const Options& options)
     : config_(resolve_accelerator_config(options)),
       process_(detect_process_env()),
       device_(pick_device(config_, process_.local_rank)),
-      dist_(process_.distributed() ? std::make_shared<Distributed>(process_, device_,
-                                                                   std::chrono::seconds(config_.timeout_seconds))
-                                   : nullptr),
+      dist_(process_.distributed()
+                ? join_process_group(process_, device_, std::chrono::seconds(config_.timeout_seconds))
+                : nullptr),
       collectives_(dist_),
       gradient_state_(std::make_shared<GradientState>(config_.gradient_accumulation_steps)) {
   if (mixed_precision_dtype(config_.mixed_precision) == c10::kHalf) {

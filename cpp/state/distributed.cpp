@@ -1,5 +1,7 @@
 #include "state/distributed.h"
 
+#include <mutex>
+
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -108,6 +110,21 @@ Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, std::
   } catch (...) {
     rendezvous_failed("process group creation");
   }
+}
+
+std::shared_ptr<Distributed> join_process_group(const ProcessEnv& env, const c10::Device& device,
+                                                std::chrono::milliseconds timeout) {
+  static std::mutex mutex;
+  static std::weak_ptr<Distributed> current;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto group = current.lock()) {
+    require(group->device().type() == device.type(), "this process already joined its job on ", group->device(),
+            "; an accelerator on ", device, " cannot join it too (use the same cpu setting)");
+    return group;
+  }
+  auto group = std::make_shared<Distributed>(env, device, timeout);
+  current = group;
+  return group;
 }
 
 }  // namespace acc

@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
+#include <memory>
 #include <string>
 
 #include "state/process_env.h"
@@ -36,6 +37,12 @@ class Distributed {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
 };
+
+// The process group of this process, made on first use and shared by every Accelerator alive in the
+// process (as Accelerate's AcceleratorState is): a process joins its job once. A later accelerator
+// gets the same group; it must use the same kind of device.
+std::shared_ptr<Distributed> join_process_group(const ProcessEnv& env, const c10::Device& device,
+                                                std::chrono::milliseconds timeout);
 
 // Waits for a collective; its failure becomes acc::Error (Timeout, Aborted or Distributed) that
 // names the collective.
