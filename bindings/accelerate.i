@@ -60,7 +60,11 @@ using namespace accswig;
 
 /* SWIG names an %extend method's C function <struct>_<method>, which for e.g. Tensor.numel would be
  * acc_tensor_numel itself: such methods are written numel_ and lose the underscore here. */
+#if defined(SWIGCSHARP)  /* PascalCase, which drops the underscore too */
+%rename("%(camelcase)s", regextarget=1) "[a-z0-9]_$";
+#else
 %rename("%(regex:/^(.*)_$/\\1/)s", regextarget=1) "[a-z0-9]_$";
+#endif
 
 %rename(Tensor) acc_tensor;
 %rename(TensorList) acc_tensor_list;
@@ -133,7 +137,9 @@ class Collator : public Callback {
 
 /* ---- library-wide functions ------------------------------------------------------------------- */
 
+#if !defined(SWIGCSHARP)  /* C#: Library (a class may not share the namespace's name Accelerate) */
 %rename(Accelerate) accswig::Library;
+#endif
 %nodefaultctor accswig::Library;
 %nodefaultctor accswig::Loss;
 %nodefaultctor accswig::LoadReport;

@@ -1,0 +1,27 @@
+# mcs over every .cs file under SOURCES (a |-list of folders and files): SWIG's output is only known
+# after it ran, so the files are globbed at build time. TARGET: library or exe; REFERENCES: a |-list.
+string(REPLACE "|" ";" SOURCES "${SOURCES}")
+string(REPLACE "|" ";" REFERENCES "${REFERENCES}")
+set(files)
+foreach(src ${SOURCES})
+  if(IS_DIRECTORY ${src})
+    file(GLOB_RECURSE found ${src}/*.cs)
+    list(APPEND files ${found})
+  else()
+    list(APPEND files ${src})
+  endif()
+endforeach()
+set(refs)
+foreach(r ${REFERENCES})
+  list(APPEND refs -r:${r})
+endforeach()
+set(main)
+if(MAIN)
+  set(main -main:${MAIN})
+endif()
+# CS0414: SWIG's helpers keep delegates in fields that are only assigned (on purpose).
+execute_process(COMMAND ${MCS} -nologo -nowarn:414 -warnaserror+ -langversion:7 -target:${TARGET} -out:${OUT}
+                        ${main} ${refs} ${files} RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "mcs failed")
+endif()

@@ -1,0 +1,48 @@
+// Accelerator: Prepare overloads, scoped sections for `using`, byte-array collectives.
+using System.Collections.Generic;
+
+namespace Accelerate {
+
+public partial class Accelerator {
+  public Model Prepare(Model model) { return PrepareModel(model, Placement.DEFAULT); }
+  public Optimizer Prepare(Optimizer opt) { return PrepareOptimizer(opt, Placement.DEFAULT); }
+  public DataLoader Prepare(DataLoader loader) { return PrepareDataLoader(loader, Placement.DEFAULT); }
+  public Scheduler Prepare(Scheduler sched) { return PrepareScheduler(sched); }
+
+  /// `using (acc.Accumulate()) { ... }`: one micro-step of gradient accumulation.
+  public Scope Accumulate() {
+    AccumulateBegin();
+    return new Scope(AccumulateEnd);
+  }
+  /// Gradients accumulate locally, without the allreduce, inside the scope.
+  public Scope NoSync(Model model) {
+    NoSyncBegin(model);
+    return new Scope(() => NoSyncEnd(model));
+  }
+  /// The main process runs the scope first; the others wait for it.
+  public Scope MainProcessFirst() {
+    MainProcessFirstBegin();
+    return new Scope(MainProcessFirstEnd);
+  }
+  public Scope LocalMainProcessFirst() {
+    LocalMainProcessFirstBegin();
+    return new Scope(LocalMainProcessFirstEnd);
+  }
+
+  /// Every process's bytes, in rank order.
+  public List<byte[]> GatherObject(byte[] data, string name = null) {
+    using (StringList list = GatherObject(data, data.LongLength, name)) {
+      var result = new List<byte[]>();
+      for (long i = 0, n = list.Size(); i < n; ++i) result.Add(list.GetBytes(i));
+      return result;
+    }
+  }
+  /// This process's share {start, end, padding} of n items.
+  public long[] SplitBetweenProcesses(long n, bool applyPadding) {
+    var r = new long[3];
+    SplitBetweenProcesses(n, applyPadding, r, r.LongLength);
+    return r;
+  }
+}
+
+}

@@ -1,0 +1,150 @@
+// Director adapters that run the user's delegates for the library. Two rules make them safe:
+//  - nothing thrown may unwind into C++ (Mono would skip the C++ destructors; .NET would abort): every
+//    exception is caught here and reported with acc_callback_set_error and a non-zero status;
+//  - the native side holds only function pointers to delegates stored in the adapter, so the
+//    adapter is pinned by a GCHandle from registration until the library releases it (Released).
+using System;
+using System.Collections.Generic;
+using System.Runtime.InteropServices;
+using System.Threading;
+
+namespace Accelerate {
+
+internal static class CallbackErrors {
+  internal static int Failed(Exception e) {
+    Library.CallbackSetError(e.GetType().Name + ": " + e.Message);
+    return 1;
+  }
+
+  // Appends `fields` to `list`, then disposes them (the list holds its own references).
+  internal static void AppendAndDispose(TensorList list, Tensor[] fields, string what) {
+    if (fields == null) throw new InvalidOperationException("the callback returned null for " + what);
+    try {
+      foreach (Tensor t in fields) list.Append(null, t);
+    } finally {
+      foreach (Tensor t in fields)
+        if (t != null) t.Dispose();
+    }
+  }
+}
+
+// The pinning shared by the adapters: Pin() before the object goes to the library, which owns the
+// native half from then on (it deletes it, so the proxy must not), and unpins it through Released.
+internal static class Pinning {
+  internal static long live;
+
+  internal static GCHandle Pin(object adapter) {
+    Interlocked.Increment(ref live);
+    return GCHandle.Alloc(adapter);
+  }
+  internal static void Unpin(ref GCHandle handle) {
+    if (!handle.IsAllocated) return;
+    handle.Free();
+    Interlocked.Decrement(ref live);
+  }
+}
+
+public partial class Library {
+  /// How many C# callbacks (datasets, collation, hooks, trackers...) the library holds now: a debug
+  /// aid like LiveHandles, to check that callbacks are released with their owners.
+  public static long LiveCallbacks() { return Interlocked.Read(ref Pinning.live); }
+}
+
+internal sealed class SampleAdapter : SampleSource {
+  readonly Func<long, Tensor[]> fn;
+  GCHandle self;
+
+  internal SampleAdapter(Func<long, Tensor[]> fn) { this.fn = fn; }
+
+  internal SampleAdapter Register() {
+    self = Pinning.Pin(this);
+    swigCMemOwn = false;
+    return this;
+  }
+
+  public override int Sample(long index, TensorList out_) {
+    try {
+      CallbackErrors.AppendAndDispose(out_, fn(index), "sample " + index);
+      return 0;
+    } catch (Exception e) {
+      return CallbackErrors.Failed(e);
+    }
+  }
+
+  public override void Released() { Pinning.Unpin(ref self); }
+}
+
+internal sealed class StreamAdapter : StreamSource {
+  readonly Func<Tensor[]> next;
+  readonly Action<long> start;
+  GCHandle self;
+
+  internal StreamAdapter(Func<Tensor[]> next, Action<long> start) {
+    this.next = next;
+    this.start = start;
+  }
+
+  internal StreamAdapter Register() {
+    self = Pinning.Pin(this);
+    swigCMemOwn = false;
+    return this;
+  }
+
+  public override int Start(long epoch) {
+    try {
+      if (start != null) start(epoch);
+      return 0;
+    } catch (Exception e) {
+      return CallbackErrors.Failed(e);
+    }
+  }
+
+  public override int Next(TensorList out_) {
+    try {
+      Tensor[] fields = next();
+      if (fields != null) CallbackErrors.AppendAndDispose(out_, fields, "next");
+      return 0;
+    } catch (Exception e) {
+      return CallbackErrors.Failed(e);
+    }
+  }
+
+  public override void Released() { Pinning.Unpin(ref self); }
+}
+
+internal sealed class CollateAdapter : Collator {
+  readonly Func<IList<Tensor[]>, Tensor[]> fn;
+  GCHandle self;
+
+  internal CollateAdapter(Func<IList<Tensor[]>, Tensor[]> fn) { this.fn = fn; }
+
+  internal CollateAdapter Register() {
+    self = Pinning.Pin(this);
+    swigCMemOwn = false;
+    return this;
+  }
+
+  public override int Collate(long n, TensorList samples, TensorList out_) {
+    var list = new List<Tensor[]>();
+    try {
+      Tensor[] flat = samples.ToArray();
+      int fields = n == 0 ? 0 : flat.Length / (int)n;
+      for (int i = 0; i < n; ++i) {
+        var sample = new Tensor[fields];
+        Array.Copy(flat, i * fields, sample, 0, fields);
+        list.Add(sample);
+      }
+      CallbackErrors.AppendAndDispose(out_, fn(list), "collate");
+      return 0;
+    } catch (Exception e) {
+      return CallbackErrors.Failed(e);
+    } finally {
+      foreach (Tensor[] sample in list)
+        foreach (Tensor t in sample) t.Dispose();
+    }
+  }
+
+  public override void Released() { Pinning.Unpin(ref self); }
+}
+
+}

@@ -1,0 +1,42 @@
+// Model: forward on arrays of inputs, and the names a safetensors load found missing or unexpected.
+using System.Collections.Generic;
+
+namespace Accelerate {
+
+public sealed class LoadResult {
+  public IList<string> Missing { get; internal set; }
+  public IList<string> Unexpected { get; internal set; }
+}
+
+public partial class Model {
+  public static readonly uint FlagDefault = Native.ACC_FORWARD_DEFAULT;
+  public static readonly uint FlagNoGrad = Native.ACC_FORWARD_NO_GRAD;
+
+  /// Forward on one input with autograd recording.
+  public Tensor Forward(Tensor input) { return Forward1(input, FlagDefault); }
+  /// Forward without autograd history (evaluation).
+  public Tensor ForwardNoGrad(Tensor input) { return Forward1(input, FlagNoGrad); }
+  /// Forward on several inputs; the outputs flattened into a list.
+  public TensorList Forward(uint flags, params Tensor[] inputs) {
+    using (TensorList list = TensorList.Of(inputs)) return Forward(list, flags);
+  }
+
+  /// Loads weights from a safetensors file; non-strict loads report the names that did not match.
+  public LoadResult LoadSafetensors(string path, bool strict = true) {
+    using (LoadReport report = LoadSafetensorsReport(path, strict)) {
+      var result = new LoadResult { Missing = new List<string>(), Unexpected = new List<string>() };
+      for (long i = 0; i < report.MissingCount(); ++i) result.Missing.Add(report.Missing(i));
+      for (long i = 0; i < report.UnexpectedCount(); ++i) result.Unexpected.Add(report.Unexpected(i));
+      return result;
+    }
+  }
+}
+
+public partial class Optimizer {
+  /// A parameter group of the named parameters, with option overrides (may be null).
+  public void AddParamGroup(IEnumerable<string> names, Options overrides) {
+    AddParamGroup(string.Join("\n", names), overrides);
+  }
+}
+
+}

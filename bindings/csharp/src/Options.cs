@@ -1,0 +1,16 @@
+// Options with typed Put overloads that chain: Options.Accelerator().Put("cpu", true).
+namespace Accelerate {
+
+public partial class Options {
+  public static Options Accelerator() { return new Options(OptionsKind.ACCELERATOR); }
+  public static Options Optimizer() { return new Options(OptionsKind.OPTIMIZER); }
+  public static Options Scheduler() { return new Options(OptionsKind.SCHEDULER); }
+  public static Options DataLoader() { return new Options(OptionsKind.DATALOADER); }
+
+  public Options Put(string key, long value) { SetInt(key, value); return this; }
+  public Options Put(string key, double value) { SetDouble(key, value); return this; }
+  public Options Put(string key, bool value) { SetBool(key, value); return this; }
+  public Options Put(string key, string value) { SetString(key, value); return this; }
+}
+
+}

@@ -1,0 +1,54 @@
+// Tensor: C# arrays in and out, the shape as long[].
+namespace Accelerate {
+
+public partial class Tensor {
+  public static Tensor Of(float[] data, params long[] shape) { return FromFloats(data, data.LongLength, shape, shape.LongLength); }
+  public static Tensor Of(double[] data, params long[] shape) { return FromDoubles(data, data.LongLength, shape, shape.LongLength); }
+  public static Tensor Of(long[] data, params long[] shape) { return FromLongs(data, data.LongLength, shape, shape.LongLength); }
+  public static Tensor Of(int[] data, params long[] shape) { return FromInts(data, data.LongLength, shape, shape.LongLength); }
+  /// uint8 elements.
+  public static Tensor Of(byte[] data, params long[] shape) { return FromBytes(data, data.LongLength, shape, shape.LongLength); }
+
+  /// Zeros on the CPU.
+  public static Tensor Zeros(DType dtype, params long[] shape) { return Zeros(shape, shape.LongLength, dtype, null); }
+  public static Tensor Zeros(DType dtype, string device, params long[] shape) {
+    return Zeros(shape, shape.LongLength, dtype, device);
+  }
+  /// Elements of a raw file mapped from `offset` (read-only, shared with the page cache).
+  public static Tensor FromFileMmap(string path, long offset, DType dtype, params long[] shape) {
+    return FromFileMmap(path, offset, dtype, shape, shape.LongLength);
+  }
+
+  public long[] Shape() {
+    long[] s = new long[Ndim()];
+    CopyShape(s, s.LongLength);
+    return s;
+  }
+  public float[] ToFloatArray() {
+    float[] a = new float[Numel()];
+    CopyToFloats(a, a.LongLength);
+    return a;
+  }
+  public double[] ToDoubleArray() {
+    double[] a = new double[Numel()];
+    CopyToDoubles(a, a.LongLength);
+    return a;
+  }
+  public long[] ToLongArray() {
+    long[] a = new long[Numel()];
+    CopyToLongs(a, a.LongLength);
+    return a;
+  }
+  public int[] ToIntArray() {
+    int[] a = new int[Numel()];
+    CopyToInts(a, a.LongLength);
+    return a;
+  }
+  public byte[] ToByteArray() {
+    byte[] a = new byte[Numel()];
+    CopyToBytes(a, a.LongLength);
+    return a;
+  }
+}
+
+}
