@@ -61,11 +61,11 @@ int report(const char* who, const acc::Error& e, bool config_stage) {
 
 // The config file in effect: the one given, else Accelerate's default if there is one.
 std::pair<std::optional<std::string>, std::optional<acc::ClusterConfig>> load_config(
-    const std::optional<std::string>& given) {
+    const std::optional<std::string>& given, bool warn = true) {
   auto path = acc::find_config_file(given);
   if (!path) return {std::nullopt, std::nullopt};
   auto config = acc::load_config_file(*path);
-  acc::report_config_warnings(config, *path);
+  if (warn) acc::report_config_warnings(config, *path);
   return {path, config};
 }
 
@@ -220,7 +220,7 @@ int main(int argc, char** argv) {
       std::optional<acc::ClusterConfig> file;
       std::string problem;
       try {
-        std::tie(path, file) = load_config(config_path);
+        std::tie(path, file) = load_config(config_path, false);  // the report lists the warnings
       } catch (const acc::Error& e) {
         problem = e.what();
       }
