@@ -36,7 +36,7 @@ Accelerator::Accelerator(const Options& options)
                 ? join_process_group(process_, device_, std::chrono::seconds(config_.timeout_seconds))
                 : nullptr),
       collectives_(dist_),
-      gradient_state_(std::make_shared<GradientState>(config_.gradient_accumulation_steps)) {
+      gradient_state_(std::make_shared<GradientState>(config_.gradient_accumulation_steps, config_.sync_with_dataloader)) {
   if (mixed_precision_dtype(config_.mixed_precision) == c10::kHalf) {
     if (!device_.is_cuda())
       fail(Status::Unsupported, "mixed_precision \"fp16\" needs a GPU: libtorch's CPU autocast computes in bf16 only "
@@ -215,10 +215,11 @@ void Accelerator::clip_grad_value(const std::shared_ptr<Model>& model, double cl
 
 void Accelerator::accumulate_begin() {
   gradient_state_->begin_micro_step();
-  // Off the window's end, gradients accumulate locally: no allreduce in this backward.
+  // Off the window's end, gradients accumulate locally: no allreduce in this backward (unless
+  // sync_each_batch trades that speed for the memory of the local accumulation).
+  const bool allreduce = gradient_state_->sync_gradients() || config_.sync_each_batch;
   for (const auto& entry : models_)
-    if (auto model = std::dynamic_pointer_cast<PreparedModel>(entry.second.lock()))
-      model->set_gradient_sync(gradient_state_->sync_gradients());
+    if (auto model = std::dynamic_pointer_cast<PreparedModel>(entry.second.lock())) model->set_gradient_sync(allreduce);
 }
 
 void Accelerator::no_sync_begin(const std::shared_ptr<Model>& model) { prepared(model)->set_gradient_sync(false); }

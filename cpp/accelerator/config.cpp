@@ -55,6 +55,8 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   c.cpu = pick("cpu").get_bool("cpu");
   c.mixed_precision = pick("mixed_precision").get_string("mixed_precision");
   c.gradient_accumulation_steps = pick("gradient_accumulation_steps").get_int("gradient_accumulation_steps");
+  c.sync_with_dataloader = o.get_bool("sync_with_dataloader");
+  c.sync_each_batch = o.get_bool("sync_each_batch");
   if (o.has("seed")) c.seed = static_cast<uint64_t>(o.get_int("seed"));
   c.device_placement = o.get_bool("device_placement");
   c.step_scheduler_with_optimizer = o.get_bool("step_scheduler_with_optimizer");

@@ -14,6 +14,8 @@ struct AcceleratorConfig {
   bool cpu = false;
   std::string mixed_precision = "no";
   int64_t gradient_accumulation_steps = 1;
+  bool sync_with_dataloader = true;  // the last batch of a prepared loader ends the window
+  bool sync_each_batch = false;      // allreduce every micro-step (less memory), step at the window's end
   std::optional<uint64_t> seed;
   bool device_placement = true;
   bool step_scheduler_with_optimizer = true;

@@ -3,7 +3,7 @@
 namespace acc {
 
 void GradientState::begin_micro_step() {
-  if (end_of_dataloader_) {
+  if (sync_with_dataloader_ && end_of_dataloader_) {
     step_ = 0;
     sync_gradients_ = true;
   } else {

@@ -9,7 +9,9 @@ namespace acc {
 
 class GradientState final : public LoaderObserver {
  public:
-  explicit GradientState(int64_t num_steps) : num_steps_(num_steps) {}
+  // sync_with_dataloader: the last batch of the loader being iterated also ends a window.
+  explicit GradientState(int64_t num_steps, bool sync_with_dataloader = true)
+      : num_steps_(num_steps), sync_with_dataloader_(sync_with_dataloader) {}
 
   int64_t num_steps() const { return num_steps_; }
   bool sync_gradients() const { return sync_gradients_; }
@@ -29,6 +31,7 @@ class GradientState final : public LoaderObserver {
 
  private:
   const int64_t num_steps_;
+  const bool sync_with_dataloader_;
   bool sync_gradients_ = true;
   int64_t step_ = 0;
   bool end_of_dataloader_ = false;

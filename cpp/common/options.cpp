@@ -82,6 +82,9 @@ const std::vector<OptionSpec>& option_schema(OptionsKind kind) {
       num("cpu", T::Bool, false, std::nullopt),
       OptionSpec{"mixed_precision", T::String, std::string("no"), std::nullopt, std::nullopt, {"no", "fp16", "bf16"}},
       num("gradient_accumulation_steps", T::Int, int64_t{1}, 1.0),
+      // GradientAccumulationPlugin.
+      num("sync_with_dataloader", T::Bool, true, std::nullopt),
+      num("sync_each_batch", T::Bool, false, std::nullopt),
       num("seed", T::Int, std::nullopt, 0.0),
       num("device_placement", T::Bool, true, std::nullopt),
       num("step_scheduler_with_optimizer", T::Bool, true, std::nullopt),

@@ -289,3 +289,32 @@ TEST(Scheduler, AFailedLambdaCreationReleasesTheUserData) {
   acc_optimizer_free(opt);
   acc_model_free(model);
 }
+
+TEST(Accumulation, SyncWithDataloaderOffLetsTheLastWindowRunOn) {
+  for (const char* sync_with_dataloader : {"1", "0"}) {
+    acc_accelerator* acc = acc_test::make_accelerator(
+        {{"cpu", "1"}, {"gradient_accumulation_steps", "2"}, {"sync_with_dataloader", sync_with_dataloader}});
+    acc_tensor* x = floats({1, 2, 3, 4, 5}, {5, 1});
+    const acc_tensor* fields[] = {x};
+    acc_dataset* ds = nullptr;
+    ACC_ASSERT_OK(acc_dataset_from_tensors(fields, 1, &ds));
+    acc_dataloader* dl = nullptr;
+    ACC_ASSERT_OK(acc_dataloader_create(ds, nullptr, &dl));
+    ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &dl, nullptr));
+    std::vector<int> syncs;
+    for (acc_tensor_list* batch = nullptr; acc_dataloader_next(dl, &batch) == ACC_OK && batch;) {
+      ACC_ASSERT_OK(acc_accumulate_begin(acc));
+      int sync = -1;
+      ACC_ASSERT_OK(acc_accelerator_sync_gradients(acc, &sync));
+      syncs.push_back(sync);
+      ACC_ASSERT_OK(acc_accumulate_end(acc));
+      acc_tensor_list_free(batch);
+    }
+    EXPECT_EQ(syncs, (std::string(sync_with_dataloader) == "1" ? std::vector<int>{0, 1, 0, 1, 1}
+                                                               : std::vector<int>{0, 1, 0, 1, 0}));
+    acc_dataloader_free(dl);
+    acc_dataset_free(ds);
+    acc_tensor_free(x);
+    acc_accelerator_free(acc);
+  }
+}

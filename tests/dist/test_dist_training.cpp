@@ -110,3 +110,34 @@ TEST(Training, AccumulationWithDdpEqualsOneStepOnTheJobsBatch) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6) << "weight " << i;
   acc_accelerator_free(acc);
 }
+
+namespace {
+
+// After one micro-step that does not end the window, whether every process holds the same gradient
+// (an allreduce ran) under an accelerator with sync_each_batch set as given.
+bool gradients_agree_after_a_local_micro_step(const char* sync_each_batch) {
+  acc_accelerator* acc =
+      acc_test::make_accelerator({{"gradient_accumulation_steps", "2"}, {"sync_each_batch", sync_each_batch}});
+  Net net(0.1, false);
+  EXPECT_EQ(acc_prepare(acc, &net.model, &net.opt, nullptr, nullptr), ACC_OK);
+  net.micro_step(acc, g_rank * 4, 4);  // different rows on every process; no optimizer step yet
+  acc_tensor *w = nullptr, *grad = nullptr, *all = nullptr;
+  EXPECT_EQ(acc_model_parameter(net.model, "0.weight", &w), ACC_OK);
+  EXPECT_EQ(acc_tensor_grad(w, &grad), ACC_OK);
+  EXPECT_EQ(acc_gather(acc, grad, "grad", &all), ACC_OK) << acc_last_error_message();
+  const auto values = to_floats(all);
+  const size_t per = values.size() / static_cast<size_t>(g_world);
+  bool agree = true;
+  for (size_t i = per; i < values.size(); ++i) agree = agree && values[i] == values[i % per];
+  for (acc_tensor* t : {w, grad, all}) acc_tensor_free(t);
+  EXPECT_EQ(acc_accumulate_begin(acc), ACC_OK);  // finish the window so every process is in step
+  acc_accelerator_free(acc);
+  return agree;
+}
+
+}  // namespace
+
+TEST(Training, SyncEachBatchAllreducesEveryMicroStep) {
+  EXPECT_FALSE(gradients_agree_after_a_local_micro_step("0"));  // no_sync: each process keeps its own
+  EXPECT_TRUE(gradients_agree_after_a_local_micro_step("1"));
+}
