@@ -210,7 +210,10 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   device (string, where batches are put; default: where the dataset is).
  * Keys of ACC_OPTIONS_ACCELERATOR (Accelerator(...)'s arguments):
  *   cpu (bool, default false: the GPU when CUDA is there), mixed_precision ("no", "bf16", "fp16"),
- *   gradient_accumulation_steps (int, default 1), seed (int: acc_set_seed at creation),
+ *   gradient_accumulation_steps (int, default 1), sync_with_dataloader (bool, default true: the last
+ *   batch of a prepared loader ends an accumulation window), sync_each_batch (bool, default false:
+ *   gradients are allreduced on every micro-step, saving memory; the optimizer still steps at the
+ *   window's end) (GradientAccumulationPlugin), seed (int: acc_set_seed at creation),
  *   device_placement (bool, default true), step_scheduler_with_optimizer (bool, default true),
  *   split_batches (bool, default false), even_batches (bool, default true:
  *   on several processes the last batches are completed from the epoch's start so every process
