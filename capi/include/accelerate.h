@@ -552,6 +552,14 @@ ACC_API void acc_dataset_free(acc_dataset *ds);
  * dataset alive. */
 ACC_API ACC_NODISCARD acc_status acc_dataloader_create(acc_dataset *ds, const acc_options *opts,
                                                        acc_dataloader **out);
+/* A loader over a batch sampler's batches: batch k holds the dataset indices
+ * indices[offset_k .. offset_k + batch_sizes[k]) (the batches laid end to end), yielded in this order
+ * every epoch. Sizes may vary (on several processes that needs the accelerator's even_batches off, as
+ * in Accelerate). opts: an ACC_OPTIONS_DATALOADER object or NULL; batch_size, shuffle and drop_last
+ * are the sampler's business and are refused. */
+ACC_API ACC_NODISCARD acc_status acc_dataloader_create_from_batches(acc_dataset *ds, const int64_t *indices,
+                                                                    const size_t *batch_sizes, size_t num_batches,
+                                                                    const acc_options *opts, acc_dataloader **out);
 /* The next batch (one tensor per field, batch dimension first). At the end of an epoch *out is
  * set to NULL; the call after that starts the next epoch. */
 ACC_API ACC_NODISCARD acc_status acc_dataloader_next(acc_dataloader *dl, acc_tensor_list **out);

@@ -110,6 +110,28 @@ acc_status acc_dataloader_create(acc_dataset* ds, const acc_options* opts, acc_d
   });
 }
 
+acc_status acc_dataloader_create_from_batches(acc_dataset* ds, const int64_t* indices, const size_t* batch_sizes,
+                                             size_t num_batches, const acc_options* opts, acc_dataloader** out) {
+  return guarded([&] {
+    const auto& d = live(ds, "ds");
+    acc::require(!d.stream, "a stream has no indices: batches need a map-style dataset");
+    acc::require(num_batches > 0, "num_batches must be at least 1");
+    acc::require(batch_sizes != nullptr, "batch_sizes is NULL");
+    const auto given = options_arg(opts, acc::OptionsKind::DataLoader);
+    for (const char* key : {"batch_size", "shuffle", "drop_last", "seed"})
+      acc::require(!given.has(key), "option '", key, "' does not apply to a loader over given batches");
+    auto options = loader_options(given);
+    size_t total = 0;
+    for (size_t b = 0; b < num_batches; ++b) total += batch_sizes[b];
+    acc::require(indices != nullptr || total == 0, "indices is NULL");
+    options.batches.resize(num_batches);
+    for (size_t b = 0, at = 0; b < num_batches; at += batch_sizes[b], ++b)
+      options.batches[b].assign(indices + at, indices + at + batch_sizes[b]);
+    out_param(out, "out");
+    emit(out, std::make_shared<acc::DataLoader>(d.dataset, options));
+  });
+}
+
 acc_status acc_dataloader_next(acc_dataloader* dl, acc_tensor_list** out) {
   return guarded([&] {
     auto& loader = *live(dl, "dl").loader;

@@ -9,8 +9,37 @@ namespace acc {
 DataLoader::DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options)
     : dataset_(std::move(dataset)), options_(std::move(options)) {
   require(dataset_ != nullptr, "the data loader needs a dataset");
-  require(options_.batch_size >= 1, "batch_size must be at least 1, got ", options_.batch_size);
   require(options_.prefetch_factor >= 1, "prefetch_factor must be at least 1");
+  if (!options_.batches.empty()) {
+    require(!options_.shuffle && !options_.drop_last, "a loader over given batches cannot shuffle or drop_last",
+            " (the batch sampler decides both)");
+    const int64_t n = dataset_->size();
+    for (size_t b = 0; b < options_.batches.size(); ++b) {
+      require(!options_.batches[b].empty(), "batch ", b, " of the batch sampler is empty");
+      for (int64_t i : options_.batches[b])
+        require(i >= 0 && i < n, "batch ", b, " holds index ", i, ", outside the dataset of ", n, " samples");
+    }
+    // A standard batch sampler: every batch of one size, the last one possibly shorter.
+    const size_t first = options_.batches.front().size();
+    for (size_t b = 0; b < options_.batches.size(); ++b) {
+      const size_t size = options_.batches[b].size();
+      if (size != first && !(b + 1 == options_.batches.size() && size < first)) variable_batches_ = true;
+    }
+    options_.batch_size = static_cast<int64_t>(first);
+  }
+  require(options_.batch_size >= 1, "batch_size must be at least 1, got ", options_.batch_size);
+}
+
+int64_t DataLoader::samples_per_epoch() const {
+  if (options_.batches.empty()) return dataset_->size();
+  int64_t total = 0;
+  for (const auto& batch : options_.batches) total += static_cast<int64_t>(batch.size());
+  return total;
+}
+
+std::vector<std::vector<int64_t>> DataLoader::unshuffled_batches() const {
+  if (!options_.batches.empty()) return options_.batches;
+  return make_batches(epoch_order(dataset_->size(), false, std::nullopt, 0), options_.batch_size, options_.drop_last);
 }
 
 DataLoader::DataLoader(DataLoaderOptions options) : options_(std::move(options)) {
@@ -41,11 +70,13 @@ std::vector<at::Tensor> DataLoader::to_device(std::vector<at::Tensor> batch) con
 }
 
 int64_t DataLoader::length() const {
+  if (!options_.batches.empty()) return static_cast<int64_t>(options_.batches.size());
   const int64_t n = dataset_->size(), b = options_.batch_size;
   return options_.drop_last ? n / b : (n + b - 1) / b;
 }
 
 int64_t DataLoader::remainder() const {
+  if (!options_.batches.empty()) return -1;  // one process: nothing is padded
   return options_.drop_last ? -1 : dataset_->size() % options_.batch_size;
 }
 
@@ -90,6 +121,7 @@ void DataLoader::load_state(const LoaderState& state) {
 }
 
 std::vector<std::vector<int64_t>> DataLoader::plan_epoch(int64_t) const {
+  if (!options_.batches.empty()) return options_.batches;
   const int64_t n = dataset_->size();
   return make_batches(epoch_seed_ ? permutation(n, *epoch_seed_) : epoch_order(n, false, std::nullopt, 0),
                       options_.batch_size, options_.drop_last);
@@ -138,26 +170,30 @@ ShardedDataLoader::ShardedDataLoader(std::shared_ptr<Dataset> dataset, DataLoade
     : DataLoader(std::move(dataset), std::move(options)), shard_(shard) {
   require(!this->options().shuffle || this->options().seed, "a sharded loader that shuffles needs a shared seed");
   check_sharding(this->options().batch_size, shard_.num_processes, shard_.split_batches);
+  if (variable_batches()) {
+    require(!shard_.split_batches, "batches of varying sizes cannot be split across processes (split_batches)");
+    require(!shard_.even_batches, "batches of varying sizes need even_batches off on several processes ",
+            "(there is no batch size to complete the last round with)");
+  }
 }
 
 int64_t ShardedDataLoader::length() const {
   // Exact by construction: the shard of an epoch in sequential order (lengths do not depend on order).
-  std::vector<int64_t> order(static_cast<size_t>(dataset()->size()));
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
-  return static_cast<int64_t>(shard(make_batches(order, options().batch_size, options().drop_last)).size());
+  return static_cast<int64_t>(shard(unshuffled_batches()).size());
 }
 
 int64_t ShardedDataLoader::remainder() const {
   if (options().drop_last || !shard_.even_batches) return -1;
   const int64_t total_batch_size = options().batch_size * (shard_.split_batches ? 1 : shard_.num_processes);
-  return dataset()->size() % total_batch_size;
+  return samples_per_epoch() % total_batch_size;
 }
 
 std::vector<std::vector<int64_t>> ShardedDataLoader::shard(const std::vector<std::vector<int64_t>>& batches) const {
   const auto& o = options();
   if (shard_.split_batches)
     return split_batches(batches, o.batch_size, o.drop_last, shard_.num_processes, shard_.rank, shard_.even_batches);
-  return shard_batches(batches, o.batch_size, o.drop_last, shard_.num_processes, shard_.rank, shard_.even_batches);
+  return shard_batches(batches, variable_batches() ? 0 : o.batch_size, o.drop_last, shard_.num_processes, shard_.rank,
+                       shard_.even_batches);
 }
 
 std::vector<std::vector<int64_t>> ShardedDataLoader::plan_epoch(int64_t epoch) const {

@@ -39,6 +39,10 @@ struct DataLoaderOptions {
   bool non_blocking = true;           // asynchronous copies to a CUDA device (from pinned memory)
   CollateFn collate;                  // none: the dataset's own batching (stacking)
   int64_t skip_batches = 0;           // batches of the next epoch not to yield (skip_first_batches)
+  // A batch sampler's batches (dataset indices), yielded in this order every epoch; sizes may vary.
+  // batch_size then comes from them (see DataLoader), and shuffle and drop_last do not apply.
+  // Empty: consecutive batches of batch_size.
+  std::vector<std::vector<int64_t>> batches;
 };
 
 // Where a loader stands, for checkpoints: its epoch, the batches of it already handed out, and the
@@ -61,6 +65,10 @@ class DataLoader {
   virtual std::optional<std::vector<at::Tensor>> next();
   // Batches in an epoch.
   virtual int64_t length() const;
+  // Whether batches come from a batch sampler whose sizes vary (Accelerate's batch_size None).
+  bool variable_batches() const { return variable_batches_; }
+  // Samples in an epoch before sharding (the dataset's size, or the batch sampler's total).
+  int64_t samples_per_epoch() const;
   // Samples per step over all processes (Accelerate's total_batch_size) and in the dataset (-1 unknown).
   virtual int64_t total_batch_size() const { return options_.batch_size; }
   virtual int64_t total_dataset_length() const { return dataset_ ? dataset_->size() : -1; }
@@ -99,6 +107,8 @@ class DataLoader {
  protected:
   // For loaders without a map-style dataset (streams).
   explicit DataLoader(DataLoaderOptions options);
+  // An epoch's batches before sharding, in sequential order (for lengths, which do not depend on order).
+  std::vector<std::vector<int64_t>> unshuffled_batches() const;
   // The batches (dataset indices) of the epoch being started (shuffled with epoch_seed()); the
   // sharding of later layers overrides this.
   virtual std::vector<std::vector<int64_t>> plan_epoch(int64_t epoch) const;
@@ -120,6 +130,7 @@ class DataLoader {
   int64_t epoch_ = 0;
   bool in_epoch_ = false;
   bool end_of_epoch_ = false;
+  bool variable_batches_ = false;
   std::optional<uint64_t> epoch_seed_;
   std::optional<uint64_t> resume_seed_;  // from load_state: the next epoch's seed, not drawn again
   int64_t skipped_ = 0;                  // batches skip_first_batches dropped from this epoch

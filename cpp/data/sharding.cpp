@@ -13,13 +13,15 @@ std::vector<std::vector<int64_t>> shard_batches(const std::vector<std::vector<in
   const int64_t p = num_processes;
   std::vector<std::vector<int64_t>> out;
   std::vector<int64_t> initial, pending;
-  const auto full = static_cast<size_t>(batch_size);
+  const bool variable = batch_size <= 0;  // a batch sampler of varying sizes (Accelerate's b None)
+  require(!variable || !even_batches, "batches of varying sizes need even_batches off");
+  const auto full = static_cast<size_t>(variable ? 0 : batch_size);
   int64_t idx = 0;
   for (; idx < static_cast<int64_t>(batches.size()); ++idx) {
     const auto& batch = batches[idx];
     if (!drop_last && idx < p) initial.insert(initial.end(), batch.begin(), batch.end());
     if (idx % p == rank) pending = batch;
-    if (idx % p == p - 1 && batch.size() == full) {
+    if (idx % p == p - 1 && (variable || batch.size() == full)) {
       out.push_back(pending);
       pending.clear();
     }

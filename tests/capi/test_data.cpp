@@ -541,3 +541,37 @@ TEST(IterableDataset, AStreamErrorIsReported) {
   acc_dataloader_free(dl);
   acc_dataset_free(ds);
 }
+
+TEST(DataLoader, BatchSamplerBatchesOfVaryingSizes) {
+  acc_dataset* ds = counting_dataset(10);
+  const int64_t indices[] = {9, 0, 1, 5, 2, 3, 4};
+  const size_t sizes[] = {1, 3, 3};
+  acc_dataloader* dl = nullptr;
+  ACC_ASSERT_OK(acc_dataloader_create_from_batches(ds, indices, sizes, 3, nullptr, &dl));
+  int64_t length = 0;
+  ACC_ASSERT_OK(acc_dataloader_length(dl, &length));
+  EXPECT_EQ(length, 3);
+  const std::vector<std::vector<int64_t>> expected = {{9}, {0, 1, 5}, {2, 3, 4}};
+  EXPECT_EQ(epoch(dl), expected);
+  EXPECT_EQ(epoch(dl), expected);  // every epoch
+  acc_dataloader_free(dl);
+
+  acc_dataloader* bad = nullptr;
+  const int64_t outside[] = {3, 10};
+  const size_t two[] = {2};
+  ACC_EXPECT_ERROR(acc_dataloader_create_from_batches(ds, outside, two, 1, nullptr, &bad), ACC_ERR_INVALID_ARGUMENT,
+                   "index 10, outside the dataset of 10");
+  const size_t with_empty[] = {2, 0};
+  ACC_EXPECT_ERROR(acc_dataloader_create_from_batches(ds, indices, with_empty, 2, nullptr, &bad),
+                   ACC_ERR_INVALID_ARGUMENT, "batch 1 of the batch sampler is empty");
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
+  ACC_ASSERT_OK(acc_options_set_bool(o, "shuffle", 1));
+  ACC_EXPECT_ERROR(acc_dataloader_create_from_batches(ds, indices, sizes, 3, o, &bad), ACC_ERR_INVALID_ARGUMENT,
+                   "'shuffle' does not apply");
+  acc_options_free(o);
+  ACC_EXPECT_ERROR(acc_dataloader_create_from_batches(ds, indices, nullptr, 3, nullptr, &bad),
+                   ACC_ERR_INVALID_ARGUMENT, "batch_sizes");
+  EXPECT_EQ(bad, nullptr);
+  acc_dataset_free(ds);
+}

@@ -1,7 +1,7 @@
 // Training-step semantics on several processes: the scheduler steps once per process per optimizer
 // step (Accelerate's own check: LambdaLR(1 - n/10) is at 1 - P/10 after one step), gradient
-// accumulation with DDP equals one step on the whole job's batch, and a second Accelerator in the
-// same process shares the process group.
+// accumulation with DDP equals one step on the whole job's batch, a second Accelerator in the same
+// process shares the process group, and batch samplers of varying sizes shard without even_batches.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -140,4 +140,53 @@ bool gradients_agree_after_a_local_micro_step(const char* sync_each_batch) {
 TEST(Training, SyncEachBatchAllreducesEveryMicroStep) {
   EXPECT_FALSE(gradients_agree_after_a_local_micro_step("0"));  // no_sync: each process keeps its own
   EXPECT_TRUE(gradients_agree_after_a_local_micro_step("1"));
+}
+
+TEST(Training, BatchSamplersOfVaryingSizesShardWithoutEvenBatches) {
+  // 7 batches of sizes 1..7 over the ids 0..27, laid end to end.
+  std::vector<int64_t> ids(28);
+  for (int64_t i = 0; i < 28; ++i) ids[i] = i;
+  std::vector<size_t> sizes = {1, 2, 3, 4, 5, 6, 7};
+  acc_tensor* t = acc_test::longs(ids, {28});
+  const acc_tensor* fields[] = {t};
+  acc_dataset* ds = nullptr;
+  ASSERT_EQ(acc_dataset_from_tensors(fields, 1, &ds), ACC_OK);
+  auto make_loader = [&] {
+    acc_dataloader* dl = nullptr;
+    EXPECT_EQ(acc_dataloader_create_from_batches(ds, ids.data(), sizes.data(), sizes.size(), nullptr, &dl), ACC_OK);
+    return dl;
+  };
+  acc_dataloader* refused = make_loader();
+  ACC_EXPECT_ERROR(acc_prepare(g_acc, nullptr, nullptr, &refused, nullptr), ACC_ERR_INVALID_ARGUMENT, "even_batches");
+  acc_dataloader_free(refused);
+
+  acc_accelerator* acc = acc_test::make_accelerator({{"even_batches", "0"}});
+  acc_dataloader* dl = make_loader();
+  ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &dl, nullptr));
+  // Process r gets batches r, r + P, ... (Accelerate's BatchSamplerShard with batch_size None).
+  std::vector<int64_t> got, want;
+  for (size_t b = static_cast<size_t>(g_rank), first = 0; b < sizes.size(); b += static_cast<size_t>(g_world)) {
+    first = 0;
+    for (size_t k = 0; k < b; ++k) first += sizes[k];
+    for (size_t k = 0; k < sizes[b]; ++k) want.push_back(static_cast<int64_t>(first + k));
+  }
+  int64_t length = 0;
+  ACC_ASSERT_OK(acc_dataloader_length(dl, &length));
+  EXPECT_EQ(length, (7 - g_rank + g_world - 1) / g_world);
+  for (acc_tensor_list* batch = nullptr; acc_dataloader_next(dl, &batch) == ACC_OK && batch;) {
+    acc_tensor* b = nullptr;
+    ASSERT_EQ(acc_tensor_list_get(batch, 0, &b), ACC_OK);
+    int64_t n = 0;
+    ASSERT_EQ(acc_tensor_numel(b, &n), ACC_OK);
+    std::vector<int64_t> values(static_cast<size_t>(n));
+    ASSERT_EQ(acc_tensor_to_host(b, values.data(), values.size() * 8), ACC_OK);
+    got.insert(got.end(), values.begin(), values.end());
+    acc_tensor_free(b);
+    acc_tensor_list_free(batch);
+  }
+  EXPECT_EQ(got, want);
+  acc_dataloader_free(dl);
+  acc_accelerator_free(acc);
+  acc_tensor_free(t);
+  acc_dataset_free(ds);
 }
