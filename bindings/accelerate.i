@@ -26,6 +26,7 @@ using namespace accswig;
 #define ERR0
 #define ERR
 #endif
+#include "swig/callbacks.hpp"
 %}
 
 /* Linux LP64: int64_t is long (stdint.i would otherwise declare it long long). */
@@ -76,6 +77,7 @@ using namespace accswig;
 %rename(Dataset) acc_dataset;
 %rename(DataLoader) acc_dataloader;
 %rename(Accelerator) acc_accelerator;
+%rename(Progress) acc_progress;
 
 #if !defined(SWIGGO)  /* Go reads the enums as cgo constants instead (bindings/go/internal/capi) */
 %rename(Status) acc_status;

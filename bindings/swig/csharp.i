@@ -111,3 +111,13 @@ ACC_CS_ARRAY(uint8_t, byte)
 %csmethodmodifiers acc_accelerator::localMainProcessFirstBegin "internal";
 %csmethodmodifiers acc_accelerator::localMainProcessFirstEnd "internal";
 %rename(LoadSafetensorsReport) acc_model::loadSafetensors;
+%csmethodmodifiers acc_accelerator::autocastBegin "internal";
+%csmethodmodifiers acc_accelerator::autocastEnd "internal";
+%csmethodmodifiers acc_accelerator::registerForCheckpointing "internal";
+%csmethodmodifiers acc_accelerator::registerSaveStatePreHook "internal";
+%csmethodmodifiers acc_accelerator::registerLoadStatePreHook "internal";
+%csmethodmodifiers acc_accelerator::addTracker "internal";
+%csmethodmodifiers acc_accelerator::logValues "internal";
+%csmethodmodifiers acc_scheduler::fromLrLambda "internal";
+%csmethodmodifiers accswig::Bytes::append_ "internal";
+%csmethodmodifiers accswig::Bytes::copyTo "internal";

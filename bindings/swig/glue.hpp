@@ -102,6 +102,51 @@ class Collator : public Callback {
   virtual int collate(int64_t n, acc_tensor_list* samples, acc_tensor_list* out) = 0;
 };
 
+// Views handed to the callbacks below, valid during the call only (defined in swig/callbacks.i).
+class Bytes;
+class Metrics;
+class Factor;
+
+class StateHandler : public Callback {
+ public:
+  // Writes the object's state into `out` (save_state) / restores it from `in` (load_state).
+  virtual int save(Bytes* out) = 0;
+  virtual int load(Bytes* in) = 0;
+};
+
+class CheckpointHook : public Callback {
+ public:
+  // Runs with the checkpoint folder before save_state writes or load_state reads it.
+  virtual int run(const char* dir) = 0;
+};
+
+class Tracker : public Callback {
+ public:
+  virtual int init(const char* project, const char* configJson) = 0;
+  virtual int log(Metrics* metrics, int64_t step) = 0;
+  virtual int finish() = 0;
+};
+
+class LrLambda : public Callback {
+ public:
+  // Sets the learning-rate factor of `step` through out.
+  virtual int factor(int64_t step, Factor* out) = 0;
+};
+
+// Runs a host callback that returns a status; a C++ exception (e.g. Java's director exception)
+// becomes a failure with its text.
+template <typename Call>
+int guarded(Call call) {
+  try {
+    return call();
+  } catch (const std::exception& e) {
+    acc_callback_set_error(e.what());
+  } catch (...) {
+    acc_callback_set_error("unknown exception in a callback");
+  }
+  return 1;
+}
+
 // The callbacks the library holds. Whether the library frees user data when a registration fails
 // depends on where it fails, so the glue frees each object at most once through this set.
 class Registry {
@@ -192,14 +237,7 @@ inline int next_trampoline(void* user_data, acc_tensor_list** out) {
 }
 
 inline int start_trampoline(void* user_data, int64_t epoch) {
-  try {
-    return static_cast<StreamSource*>(user_data)->start(epoch);
-  } catch (const std::exception& e) {
-    acc_callback_set_error(e.what());
-  } catch (...) {
-    acc_callback_set_error("unknown exception in a callback");
-  }
-  return 1;
+  return guarded([&] { return static_cast<StreamSource*>(user_data)->start(epoch); });
 }
 
 inline int collate_trampoline(void* user_data, const acc_tensor_list* const* samples, size_t n,

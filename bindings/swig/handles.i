@@ -461,3 +461,4 @@ struct acc_accelerator {};
 }
 
 %include "swig/accelerator.i"
+%include "swig/callbacks.i"

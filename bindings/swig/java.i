@@ -135,10 +135,12 @@ ACC_JAVA_HANDLE(acc_scheduler)
 ACC_JAVA_HANDLE(acc_dataset)
 ACC_JAVA_HANDLE(acc_dataloader)
 ACC_JAVA_HANDLE(acc_accelerator)
+ACC_JAVA_HANDLE(acc_progress)
 ACC_JAVA_HANDLE(accswig::LoadReport)
 
 /* Directors: no finalizer either; the host layer hands them to the library, which frees them. */
-%typemap(javafinalize) accswig::SampleSource, accswig::StreamSource, accswig::Collator ""
+%typemap(javafinalize) accswig::SampleSource, accswig::StreamSource, accswig::Collator, accswig::StateHandler,
+    accswig::CheckpointHook, accswig::Tracker, accswig::LrLambda ""
 
 /* Internal plumbing the idiomatic methods (java_code.i) are built on. */
 %javamethodmodifiers acc_tensor::copyShape "protected";

@@ -1,0 +1,197 @@
+// Adapters for the checkpoint, tracker and schedule callbacks (same rules as Callbacks.cs: pinned
+// while registered, every exception caught and returned as a failure with its message).
+using System;
+using System.Collections.Generic;
+using System.Runtime.InteropServices;
+
+namespace Accelerate {
+
+/// A tracker written in C#: Accelerator.AddTracker calls it on the main process.
+public interface ITracker {
+  /// A run starts: its project name and hyper-parameters as a JSON object ("{}" when none).
+  void Init(string project, string configJson);
+  void Log(IDictionary<string, double> values, long step);
+  /// The run ends.
+  void Finish();
+}
+
+public partial class Bytes {
+  public byte[] ToArray() {
+    var a = new byte[Size()];
+    CopyTo(a, a.LongLength);
+    return a;
+  }
+}
+
+public partial class Metrics {
+  public Dictionary<string, double> ToDictionary() {
+    var d = new Dictionary<string, double>();
+    for (long i = 0, n = Size(); i < n; ++i) d[Name(i)] = Value(i);
+    return d;
+  }
+}
+
+internal sealed class StateAdapter : StateHandler {
+  readonly Func<byte[]> save;
+  readonly Action<byte[]> load;
+  GCHandle self;
+
+  internal StateAdapter(Func<byte[]> save, Action<byte[]> load) {
+    this.save = save;
+    this.load = load;
+    self = Pinning.Pin(this);
+    swigCMemOwn = false;
+  }
+
+  public override int Save(Bytes out_) {
+    try {
+      byte[] data = save() ?? new byte[0];
+      out_.Append(data, data.LongLength);
+      return 0;
+    } catch (Exception e) {
+      return CallbackErrors.Failed(e);
+    }
+  }
+
+  public override int Load(Bytes in_) {
+    try {
+      load(in_.ToArray());
+      return 0;
+    } catch (Exception e) {
+      return CallbackErrors.Failed(e);
+    }
+  }
+
+  public override void Released() { Pinning.Unpin(ref self); }
+}
+
+internal sealed class HookAdapter : CheckpointHook {
+  readonly Action<string> hook;
+  GCHandle self;
+
+  internal HookAdapter(Action<string> hook) {
+    this.hook = hook;
+    self = Pinning.Pin(this);
+    swigCMemOwn = false;
+  }
+
+  public override int Run(string dir) {
+    try {
+      hook(dir);
+      return 0;
+    } catch (Exception e) {
+      return CallbackErrors.Failed(e);
+    }
+  }
+
+  public override void Released() { Pinning.Unpin(ref self); }
+}
+
+internal sealed class TrackerAdapter : Tracker {
+  readonly ITracker tracker;
+  GCHandle self;
+
+  internal TrackerAdapter(ITracker tracker) {
+    this.tracker = tracker;
+    self = Pinning.Pin(this);
+    swigCMemOwn = false;
+  }
+
+  public override int Init(string project, string configJson) {
+    try {
+      tracker.Init(project, configJson);
+      return 0;
+    } catch (Exception e) {
+      return CallbackErrors.Failed(e);
+    }
+  }
+
+  public override int Log(Metrics metrics, long step) {
+    try {
+      tracker.Log(metrics.ToDictionary(), step);
+      return 0;
+    } catch (Exception e) {
+      return CallbackErrors.Failed(e);
+    }
+  }
+
+  public override int Finish() {
+    try {
+      tracker.Finish();
+      return 0;
+    } catch (Exception e) {
+      return CallbackErrors.Failed(e);
+    }
+  }
+
+  public override void Released() { Pinning.Unpin(ref self); }
+}
+
+internal sealed class LrLambdaAdapter : LrLambda {
+  readonly Func<long, double> fn;
+  GCHandle self;
+
+  internal LrLambdaAdapter(Func<long, double> fn) {
+    this.fn = fn;
+    self = Pinning.Pin(this);
+    swigCMemOwn = false;
+  }
+
+  public override int Factor(long step, LrFactor out_) {
+    try {
+      out_.Set(fn(step));
+      return 0;
+    } catch (Exception e) {
+      return CallbackErrors.Failed(e);
+    }
+  }
+
+  public override void Released() { Pinning.Unpin(ref self); }
+}
+
+public partial class Scheduler {
+  /// PyTorch's LambdaLR: lr = base_lr * factor(step), called at creation (step 0) and every step.
+  /// An exception fails the step (AccelerateIOException) and leaves the rates as they were.
+  public static Scheduler FromLambda(Optimizer opt, Func<long, double> factor) {
+    if (factor == null) throw new ArgumentNullException("factor");
+    return FromLrLambda(opt, new LrLambdaAdapter(factor));
+  }
+}
+
+public partial class Accelerator {
+  /// Accelerate's register_for_checkpointing: save() returns the object's state, which SaveState
+  /// stores and LoadState hands back to load() on every process.
+  public void RegisterForCheckpointing(Func<byte[]> save, Action<byte[]> load) {
+    if (save == null || load == null) throw new ArgumentNullException(save == null ? "save" : "load");
+    RegisterForCheckpointing(new StateAdapter(save, load));
+  }
+  /// Runs with the folder before SaveState writes; an exception aborts the save on every process.
+  public void RegisterSaveStatePreHook(Action<string> hook) {
+    if (hook == null) throw new ArgumentNullException("hook");
+    RegisterSaveStatePreHook(new HookAdapter(hook));
+  }
+  /// Runs with the folder before LoadState reads; an exception aborts the load on every process.
+  public void RegisterLoadStatePreHook(Action<string> hook) {
+    if (hook == null) throw new ArgumentNullException("hook");
+    RegisterLoadStatePreHook(new HookAdapter(hook));
+  }
+  public void AddTracker(string name, ITracker tracker) {
+    if (tracker == null) throw new ArgumentNullException("tracker");
+    AddTracker(name, new TrackerAdapter(tracker));
+  }
+  /// Accelerate's log: values by name at `step`, or at the step after the last one when step < 0.
+  public void Log(IDictionary<string, double> values, long step = -1) {
+    var names = new List<string>(values.Keys);
+    var data = new double[names.Count];
+    for (int i = 0; i < data.Length; ++i) data[i] = values[names[i]];
+    LogValues(string.Join("\n", names), data, data.LongLength, step);
+  }
+  /// `using (acc.Autocast()) { ... }`: the accelerator's mixed precision for code that is not a
+  /// prepared model (enabled false: autocast off). It ends on the thread it began on.
+  public Scope Autocast(bool enabled = true) {
+    AutocastBegin(enabled);
+    return new Scope(AutocastEnd);
+  }
+}
+
+}

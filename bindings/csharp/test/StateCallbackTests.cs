@@ -1,0 +1,145 @@
+// Checkpoint state, pre-hooks, program trackers and LR lambdas written as C# delegates: each is
+// called as the C API documents, an exception comes back as AccelerateIOException with its
+// message, and every delegate is released with its owner.
+using System;
+using System.Collections.Generic;
+using System.IO;
+using NUnit.Framework;
+
+namespace Accelerate.Tests {
+
+[TestFixture]
+public class StateCallbackTests {
+  const string Spec = "[{\"type\":\"linear\",\"in_features\":2,\"out_features\":1}]";
+
+  static Accelerator NewAccelerator(string projectDir) {
+    using (Options o = Options.Accelerator().Put("cpu", true).Put("project_dir", projectDir)) return new Accelerator(o);
+  }
+
+  [Test]
+  public void CustomStateAndHooksGoThroughSaveAndLoad() {
+    long baseline = Library.LiveCallbacks();
+    string dir = TestDirs.Temp();
+    var hooks = new List<string>();
+    byte[] state = {1, 2, 3};
+    byte[] loaded = null;
+    using (Accelerator acc = NewAccelerator(dir)) {
+      acc.RegisterForCheckpointing(() => state, bytes => loaded = bytes);
+      acc.RegisterSaveStatePreHook(d => hooks.Add("save " + d));
+      acc.RegisterLoadStatePreHook(d => hooks.Add("load " + d));
+      Assert.AreEqual(baseline + 3, Library.LiveCallbacks());
+      Assert.AreEqual(0, acc.Iteration());
+      string written = acc.SaveState(Path.Combine(dir, "ckpt"));
+      Assert.AreEqual(1, acc.Iteration());
+      state = new byte[] {9};
+      acc.LoadState(written);
+      Assert.AreEqual(new byte[] {1, 2, 3}, loaded);
+      Assert.AreEqual(new[] {"save " + written, "load " + written}, hooks.ToArray());
+    }
+    Assert.AreEqual(baseline, Library.LiveCallbacks());
+  }
+
+  [Test]
+  public void AThrowingHookAbortsTheSaveWithItsMessage() {
+    string dir = TestDirs.Temp();
+    using (Accelerator acc = NewAccelerator(dir)) {
+      acc.RegisterSaveStatePreHook(d => { throw new InvalidOperationException("disk quota"); });
+      var e = Assert.Throws<AccelerateIOException>(() => acc.SaveState(Path.Combine(dir, "ckpt")));
+      StringAssert.Contains("disk quota", e.Message);
+      Assert.IsFalse(Directory.Exists(Path.Combine(dir, "ckpt")));
+    }
+  }
+
+  [Test]
+  public void AThrowingStateLoaderFailsTheLoad() {
+    string dir = TestDirs.Temp();
+    using (Accelerator acc = NewAccelerator(dir)) {
+      acc.RegisterForCheckpointing(() => new byte[] {7}, bytes => { throw new FormatException("bad state"); });
+      string written = acc.SaveState(Path.Combine(dir, "ckpt"));
+      var e = Assert.Throws<AccelerateIOException>(() => acc.LoadState(written));
+      StringAssert.Contains("bad state", e.Message);
+    }
+  }
+
+  sealed class Recorder : ITracker {
+    internal readonly List<string> Calls = new List<string>();
+    internal bool FailLog;
+    public void Init(string project, string configJson) { Calls.Add("init " + project + " " + configJson); }
+    public void Log(IDictionary<string, double> values, long step) {
+      if (FailLog) throw new IOException("tracker offline");
+      foreach (var kv in values) Calls.Add("log " + step + " " + kv.Key + "=" + kv.Value);
+    }
+    public void Finish() { Calls.Add("finish"); }
+  }
+
+  [Test]
+  public void AProgramTrackerReceivesTheRun() {
+    var rec = new Recorder();
+    using (Accelerator acc = NewAccelerator(TestDirs.Temp())) {
+      acc.AddTracker("mine", rec);
+      using (StringList names = acc.TrackerNames()) Assert.AreEqual(new[] {"mine"}, names.ToList().ToArray());
+      acc.InitTrackers("run1", "{\"lr\":0.5}");
+      acc.Log(new Dictionary<string, double> {{"loss", 1.5}});
+      acc.LogScalar("acc", 0.25, 7);
+      rec.FailLog = true;
+      var e = Assert.Throws<AccelerateIOException>(() => acc.LogScalar("loss", 1, -1));
+      StringAssert.Contains("tracker offline", e.Message);
+      acc.EndTraining();
+      Assert.AreEqual("", acc.TrackerPath("mine"));
+    }
+    Assert.AreEqual(new[] {"init run1 {\"lr\":0.5}", "log 0 loss=1.5", "log 7 acc=0.25", "finish"}, rec.Calls.ToArray());
+  }
+
+  [Test]
+  public void AnLrLambdaSetsTheRates() {
+    using (Model model = Model.FromSpec(Spec))
+    using (Options oo = Options.Optimizer().Put("lr", 0.8))
+    using (var opt = new Optimizer(model, "sgd", oo))
+    using (Scheduler sched = Scheduler.FromLambda(opt, step => {
+             if (step == 3) throw new ArgumentException("no step 3");
+             return Math.Pow(0.5, step);
+           })) {
+      Assert.AreEqual(0.8, opt.GetLr(0));
+      sched.Step();
+      sched.Step();
+      Assert.AreEqual(0.2, opt.GetLr(0));
+      var e = Assert.Throws<AccelerateIOException>(() => sched.Step());
+      StringAssert.Contains("no step 3", e.Message);
+      Assert.AreEqual(0.2, opt.GetLr(0));
+    }
+  }
+
+  [Test]
+  public void SaveAndStateDictOfAPreparedModel() {
+    string dir = TestDirs.Temp();
+    using (Accelerator acc = NewAccelerator(dir))
+    using (Model raw = Model.FromSpec(Spec))
+    using (Model model = acc.Prepare(raw))
+    using (TensorList state = acc.GetStateDict(model, true)) {
+      Assert.AreEqual("0.weight", state.Name(0));
+      string file = Path.Combine(dir, "w.safetensors");
+      acc.Save(state, file);
+      using (TensorList back = TensorList.LoadSafetensors(file))
+      using (Tensor w = back.Find("0.weight"))
+      using (Tensor p = model.Parameter("0.weight"))
+        Assert.AreEqual(p.ToFloatArray(), w.ToFloatArray());
+    }
+  }
+
+  [Test]
+  public void ProgressAndAutocastScopes() {
+    using (Accelerator acc = NewAccelerator(TestDirs.Temp())) {
+      using (var p = new Progress(acc, 4, "steps")) {
+        p.Update(2);
+        p.SetPostfix("loss 0.5");
+        p.Finish();
+        p.Update(1);  // ignored after Finish
+      }
+      using (acc.Autocast(false))
+      using (Tensor t = Tensor.Of(new float[] {1, 2}, 2))
+      using (Tensor s = t.Sum()) Assert.AreEqual(3.0, s.Item());
+    }
+  }
+}
+
+}

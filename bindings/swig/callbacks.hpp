@@ -1,0 +1,98 @@
+// Views handed to the callbacks of swig/callbacks.i, and the trampolines that build them. Included
+// into every wrapper by accelerate.i (after its ERR macros) and parsed by SWIG for the views.
+#pragma once
+
+namespace accswig {
+/* A state callback's bytes: appended to while saving, read while loading. */
+class Bytes {
+ public:
+  void append_(const uint8_t *data, size_t n ERR) {
+    if (!sink_) fail(ACC_ERR_INVALID_ARGUMENT, "these bytes are being loaded, not saved");
+    check(acc_bytes_append(sink_, data, n));
+  }
+  int64_t size_() const { return (int64_t)len_; }
+  /* Copies the bytes into dst, whose length must be size. */
+  void copyTo(uint8_t *dst, size_t n ERR) {
+    if (n != len_) fail(ACC_ERR_INVALID_ARGUMENT, "the array's length is not the size of the bytes");
+    if (n) memcpy(dst, data_, n);
+  }
+#ifndef SWIG
+  acc_bytes *sink_ = nullptr;
+  const void *data_ = nullptr;
+  size_t len_ = 0;
+#endif
+};
+
+/* The values a tracker logs: n names and values. */
+class Metrics {
+ public:
+  int64_t size_() const { return (int64_t)n_; }
+  std::string name_(int64_t i ERR) const { return names_[index(i)]; }
+  double value(int64_t i ERR) const { return values_[index(i)]; }
+#ifndef SWIG
+  const char *const *names_ = nullptr;
+  const double *values_ = nullptr;
+  size_t n_ = 0;
+  size_t index(int64_t i) const {
+    if (i < 0 || (size_t)i >= n_) fail(ACC_ERR_INVALID_ARGUMENT, "metric index out of range");
+    return (size_t)i;
+  }
+#endif
+};
+
+/* Where an LR lambda puts its factor. */
+class Factor {
+ public:
+  void set_(double value) {
+    value_ = value;
+    has_ = true;
+  }
+#ifndef SWIG
+  double value_ = 0;
+  bool has_ = false;
+#endif
+};
+}
+
+#ifndef SWIG
+namespace accswig {
+inline int state_save_trampoline(void *ud, acc_bytes *out) {
+  Bytes b;
+  b.sink_ = out;
+  return guarded([&] { return static_cast<StateHandler *>(ud)->save(&b); });
+}
+inline int state_load_trampoline(void *ud, const void *data, size_t size) {
+  Bytes b;
+  b.data_ = data;
+  b.len_ = size;
+  return guarded([&] { return static_cast<StateHandler *>(ud)->load(&b); });
+}
+inline int hook_trampoline(void *ud, const char *dir) {
+  return guarded([&] { return static_cast<CheckpointHook *>(ud)->run(dir); });
+}
+inline int tracker_init_trampoline(void *ud, const char *project, const char *config) {
+  return guarded([&] { return static_cast<Tracker *>(ud)->init(project, config ? config : "{}"); });
+}
+inline int tracker_log_trampoline(void *ud, const char *const *names, const double *values, size_t n, int64_t step) {
+  Metrics m;
+  m.names_ = names;
+  m.values_ = values;
+  m.n_ = n;
+  return guarded([&] { return static_cast<Tracker *>(ud)->log(&m, step); });
+}
+inline int tracker_finish_trampoline(void *ud) {
+  return guarded([&] { return static_cast<Tracker *>(ud)->finish(); });
+}
+inline int lr_lambda_trampoline(void *ud, int64_t step, double *factor) {
+  Factor f;
+  const int code = guarded([&] { return static_cast<LrLambda *>(ud)->factor(step, &f); });
+  if (code != 0) return code;
+  if (!f.has_) {
+    acc_callback_set_error("the schedule callback set no factor");
+    return 1;
+  }
+  *factor = f.value_;
+  return 0;
+}
+}
+#endif

@@ -1,0 +1,137 @@
+/* callbacks.i — the callbacks the C API gained with checkpoints, trackers and user schedules
+ * (custom checkpoint state, save/load pre-hooks, program trackers, LR lambdas), the accelerator
+ * methods that go with them, and the progress display (included by accelerate.i after handles.i).
+ * Host layers subclass the directors; each catches its language's exceptions and returns non-zero
+ * after Accelerate.callbackSetError, like the dataset callbacks. */
+
+%nodefaultctor accswig::Bytes;
+%nodefaultctor accswig::Metrics;
+%rename(LrFactor) accswig::Factor;
+%nodefaultctor accswig::Factor;
+%include "swig/callbacks.hpp"
+
+%feature("director") accswig::StateHandler;
+%feature("director") accswig::CheckpointHook;
+%feature("director") accswig::Tracker;
+%feature("director") accswig::LrLambda;
+namespace accswig {
+class StateHandler : public Callback {
+ public:
+  virtual int save(Bytes *out) = 0;
+  virtual int load(Bytes *in) = 0;
+};
+class CheckpointHook : public Callback {
+ public:
+  virtual int run(const char *dir) = 0;
+};
+class Tracker : public Callback {
+ public:
+  virtual int init(const char *project, const char *configJson) = 0;
+  virtual int log(Metrics *metrics, int64_t step) = 0;
+  virtual int finish() = 0;
+};
+class LrLambda : public Callback {
+ public:
+  virtual int factor(int64_t step, Factor *out) = 0;
+};
+}
+
+%extend acc_scheduler {
+  /* PyTorch's LambdaLR: lr = base_lr * factor(step). The library owns `fn` from here on. */
+  static acc_scheduler *fromLrLambda(acc_optimizer *opt, accswig::LrLambda *fn ERR) {
+    acc_scheduler *out = nullptr;
+    register_callback(fn, [&](void *ud, acc_free_fn fr) {
+      return acc_scheduler_create_lambda(opt, &lr_lambda_trampoline, ud, fr, &out);
+    });
+    return out;
+  }
+}
+
+%extend acc_accelerator {
+  /* Accelerate's save(): named tensors as one safetensors file, written once per machine. */
+  void save(const acc_tensor_list *tensors, const char *path ERR) { check(acc_save($self, tensors, path)); }
+  /* A prepared model's parameters and buffers on the CPU; unwrap: the model's own names. */
+  acc_tensor_list *getStateDict(acc_model *model, bool unwrap ERR) {
+    acc_tensor_list *out = nullptr;
+    check(acc_get_state_dict($self, model, unwrap ? 1 : 0, &out));
+    return out;
+  }
+  /* How many checkpoints save_state wrote (or load_state restored) so far. */
+  int64_t iteration_(ERR0) {
+    int64_t n = 0;
+    check(acc_accelerator_iteration($self, &n));
+    return n;
+  }
+  /* opt null: every prepared optimizer. */
+  void unscaleGradients(acc_optimizer *opt ERR) { check(acc_unscale_gradients($self, opt)); }
+  /* Thread-bound (libtorch's autocast state is per thread): the layers pair them on one thread. */
+  void autocastBegin(bool enabled ERR) { check(acc_autocast_begin($self, enabled ? 1 : 0)); }
+  void autocastEnd(ERR0) { check(acc_autocast_end($self)); }
+
+  /* The library owns each callback object from here on, until the accelerator is gone. */
+  void registerForCheckpointing(accswig::StateHandler *handler ERR) {
+    register_callback(handler, [&](void *ud, acc_free_fn fr) {
+      return acc_register_for_checkpointing($self, &state_save_trampoline, &state_load_trampoline, ud, fr);
+    });
+  }
+  void registerSaveStatePreHook(accswig::CheckpointHook *hook ERR) {
+    register_callback(hook, [&](void *ud, acc_free_fn fr) {
+      return acc_register_save_state_pre_hook($self, &hook_trampoline, ud, fr);
+    });
+  }
+  void registerLoadStatePreHook(accswig::CheckpointHook *hook ERR) {
+    register_callback(hook, [&](void *ud, acc_free_fn fr) {
+      return acc_register_load_state_pre_hook($self, &hook_trampoline, ud, fr);
+    });
+  }
+
+  /* Experiment tracking. configJson "" means none; step < 0: the step after the last one. */
+  void addTracker(const char *name, accswig::Tracker *tracker ERR) {
+    register_callback(tracker, [&](void *ud, acc_free_fn fr) {
+      return acc_add_tracker($self, name, &tracker_init_trampoline, &tracker_log_trampoline,
+                             &tracker_finish_trampoline, ud, fr);
+    });
+  }
+  void initTrackers(const char *project, const char *configJson ERR) {
+    check(acc_init_trackers($self, project, opt_str(configJson)));
+  }
+  /* names: "\n"-separated, one per value. */
+  void logValues(const char *names, const double *data, size_t n, int64_t step ERR) {
+    std::vector<std::string> list = split_lines(names ? names : "");
+    if (list.size() != n) fail(ACC_ERR_INVALID_ARGUMENT, "log: as many names as values are needed");
+    std::vector<const char *> ptrs;
+    for (const auto &s : list) ptrs.push_back(s.c_str());
+    check(acc_log($self, ptrs.data(), data, n, step));
+  }
+  void logScalar(const char *name, double value, int64_t step ERR) { check(acc_log_scalar($self, name, value, step)); }
+  void endTraining(ERR0) { check(acc_end_training($self)); }
+  acc_string_list *trackerNames(ERR0) {
+    acc_string_list *out = nullptr;
+    check(acc_tracker_names($self, &out));
+    return out;
+  }
+  std::string trackerPath(const char *name ERR) {
+    char *s = nullptr;
+    check(acc_tracker_path($self, name, &s));
+    std::string r(s ? s : "");
+    acc_string_free(s);
+    return r;
+  }
+}
+
+/* ---- Progress ---------------------------------------------------------------------------------- */
+
+struct acc_progress {};
+%extend acc_progress {
+  /* total <= 0: unknown; description may be "". Shown on the main process only. */
+  acc_progress(const acc_accelerator *acc, int64_t total, const char *description ERR) {
+    acc_progress *out = nullptr;
+    check(acc_progress_create(acc, total, opt_str(description), &out));
+    return out;
+  }
+  ~acc_progress() { acc_progress_free($self); }
+  void update_(int64_t n ERR) { check(acc_progress_update($self, n)); }
+  void setPostfix(const char *text ERR) { check(acc_progress_set_postfix($self, text)); }
+  /* Shows the final state; later updates are ignored (named finish: close releases the handle). */
+  void finish(ERR0) { check(acc_progress_close($self)); }
+}
