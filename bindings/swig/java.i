@@ -160,5 +160,13 @@ ACC_JAVA_HANDLE(accswig::LoadReport)
 %javamethodmodifiers acc_accelerator::mainProcessFirstEnd "protected";
 %javamethodmodifiers acc_accelerator::localMainProcessFirstBegin "protected";
 %javamethodmodifiers acc_accelerator::localMainProcessFirstEnd "protected";
+%javamethodmodifiers acc_accelerator::autocastBegin "protected";
+%javamethodmodifiers acc_accelerator::autocastEnd "protected";
+%javamethodmodifiers acc_accelerator::registerForCheckpointing "protected";
+%javamethodmodifiers acc_accelerator::registerSaveStatePreHook "protected";
+%javamethodmodifiers acc_accelerator::registerLoadStatePreHook "protected";
+%javamethodmodifiers acc_accelerator::addTracker "protected";
+%javamethodmodifiers acc_accelerator::logValues "protected";
+%javamethodmodifiers acc_scheduler::fromLrLambda "protected";
 
 %include "swig/java_code.i"

@@ -136,6 +136,13 @@
   }
 %}
 
+%typemap(javacode) acc_scheduler %{
+  /** PyTorch's LambdaLR: lr = base_lr * fn.factor(step), at creation (step 0) and every step. */
+  public static Scheduler fromLambda(Optimizer opt, LrLambdaFunction fn) {
+    return fromLrLambda(opt, CallbackAdapters.lrLambda(fn));
+  }
+%}
+
 %typemap(javacode) acc_dataloader %{
   /** Batches are made by `fn` instead of by stacking. */
   public void setCollate(CollateFunction fn) {
@@ -201,6 +208,32 @@
       for (long i = 0, n = list.size(); i < n; ++i) out.add(list.getBytes(i));
       return out;
     }
+  }
+  /** Accelerate's register_for_checkpointing: the object's bytes go into every checkpoint. */
+  public void registerForCheckpointing(CheckpointState state) {
+    registerForCheckpointing(CallbackAdapters.state(state));
+  }
+  public void registerSaveStatePreHook(CheckpointHookFunction hook) {
+    registerSaveStatePreHook(CallbackAdapters.hook(hook));
+  }
+  public void registerLoadStatePreHook(CheckpointHookFunction hook) {
+    registerLoadStatePreHook(CallbackAdapters.hook(hook));
+  }
+  public void addTracker(String name, TrackerCallbacks tracker) {
+    addTracker(name, CallbackAdapters.tracker(tracker));
+  }
+  /** Accelerate's log: values by name at step, or at the step after the last one when step < 0. */
+  public void log(java.util.Map<String, Double> values, long step) {
+    String[] names = values.keySet().toArray(new String[0]);
+    double[] data = new double[names.length];
+    for (int i = 0; i < names.length; ++i) data[i] = values.get(names[i]);
+    logValues(String.join("\n", names), data, step);
+  }
+  /** {@code try (Scope s = acc.autocast(true)) { ... }}: mixed precision for code that is not a
+   *  prepared model (false: autocast off); it must end on the thread it began on. */
+  public Scope autocast(boolean enabled) {
+    autocastBegin(enabled);
+    return new Scope(this::autocastEnd);
   }
   /** This process's share {start, end, padding} of n items. */
   public long[] splitBetweenProcesses(long n, boolean applyPadding) {

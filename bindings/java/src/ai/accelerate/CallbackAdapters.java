@@ -79,6 +79,105 @@ final class CallbackAdapters {
     return c;
   }
 
+  static StateHandler state(CheckpointState st) {
+    StateHandler h = new StateHandler() {
+      @Override
+      public int save(Bytes out) {
+        try {
+          byte[] data = st.save();
+          out.append(data == null ? new byte[0] : data);
+          return 0;
+        } catch (Throwable t) {
+          return failed(t);
+        }
+      }
+
+      @Override
+      public int load(Bytes in) {
+        try {
+          byte[] data = new byte[Math.toIntExact(in.size())];
+          in.copyTo(data);
+          st.load(data);
+          return 0;
+        } catch (Throwable t) {
+          return failed(t);
+        }
+      }
+    };
+    h.swigReleaseOwnership();
+    return h;
+  }
+
+  static CheckpointHook hook(CheckpointHookFunction fn) {
+    CheckpointHook h = new CheckpointHook() {
+      @Override
+      public int run(String dir) {
+        try {
+          fn.run(dir);
+          return 0;
+        } catch (Throwable t) {
+          return failed(t);
+        }
+      }
+    };
+    h.swigReleaseOwnership();
+    return h;
+  }
+
+  static Tracker tracker(TrackerCallbacks cb) {
+    Tracker tr = new Tracker() {
+      @Override
+      public int init(String project, String configJson) {
+        try {
+          cb.init(project, configJson);
+          return 0;
+        } catch (Throwable t) {
+          return failed(t);
+        }
+      }
+
+      @Override
+      public int log(Metrics metrics, long step) {
+        try {
+          java.util.Map<String, Double> values = new java.util.LinkedHashMap<>();
+          for (long i = 0, n = metrics.size(); i < n; ++i) values.put(metrics.name(i), metrics.value(i));
+          cb.log(values, step);
+          return 0;
+        } catch (Throwable t) {
+          return failed(t);
+        }
+      }
+
+      @Override
+      public int finish() {
+        try {
+          cb.finish();
+          return 0;
+        } catch (Throwable t) {
+          return failed(t);
+        }
+      }
+    };
+    tr.swigReleaseOwnership();
+    return tr;
+  }
+
+  static LrLambda lrLambda(LrLambdaFunction fn) {
+    LrLambda l = new LrLambda() {
+      @Override
+      public int factor(long step, LrFactor out) {
+        try {
+          out.set(fn.factor(step));
+          return 0;
+        } catch (Throwable t) {
+          return failed(t);
+        }
+      }
+    };
+    l.swigReleaseOwnership();
+    return l;
+  }
+
   private static void appendAndClose(TensorList out, Tensor[] fields, String what) {
     if (fields == null) throw new NullPointerException("the callback returned null for " + what);
     try {

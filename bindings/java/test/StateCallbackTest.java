@@ -1,0 +1,126 @@
+package ai.accelerate.test;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+import ai.accelerate.*;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import org.junit.jupiter.api.Test;
+
+/** Checkpoint state, pre-hooks, program trackers and LR lambdas as Java lambdas: called as the C
+ *  API documents; an exception comes back as IoException with its message. */
+class StateCallbackTest {
+  static final String SPEC = "[{\"type\":\"linear\",\"in_features\":2,\"out_features\":1}]";
+
+  static Accelerator newAccelerator(Path dir) {
+    try (Options o = Options.accelerator().put("cpu", true).put("project_dir", dir.toString())) {
+      return new Accelerator(o);
+    }
+  }
+
+  @Test
+  void customStateAndHooksGoThroughSaveAndLoad() throws Exception {
+    Path dir = Files.createTempDirectory("acc-state");
+    List<String> hooks = new ArrayList<>();
+    byte[][] loaded = {null};
+    try (Accelerator acc = newAccelerator(dir)) {
+      acc.registerForCheckpointing(new CheckpointState() {
+        public byte[] save() { return new byte[] {1, 2, 3}; }
+        public void load(byte[] state) { loaded[0] = state; }
+      });
+      acc.registerSaveStatePreHook(d -> hooks.add("save " + d));
+      acc.registerLoadStatePreHook(d -> hooks.add("load " + d));
+      assertEquals(0, acc.iteration());
+      String written = acc.saveState(dir.resolve("ckpt").toString());
+      assertEquals(1, acc.iteration());
+      acc.loadState(written);
+      assertArrayEquals(new byte[] {1, 2, 3}, loaded[0]);
+      assertEquals(List.of("save " + written, "load " + written), hooks);
+    }
+  }
+
+  @Test
+  void aThrowingHookAbortsTheSaveWithItsMessage() throws Exception {
+    Path dir = Files.createTempDirectory("acc-state");
+    try (Accelerator acc = newAccelerator(dir)) {
+      acc.registerSaveStatePreHook(d -> { throw new IllegalStateException("disk quota"); });
+      IoException e = assertThrows(IoException.class, () -> acc.saveState(dir.resolve("ckpt").toString()));
+      assertTrue(e.getMessage().contains("disk quota"), e.getMessage());
+      assertFalse(Files.exists(dir.resolve("ckpt")));
+    }
+  }
+
+  @Test
+  void aProgramTrackerReceivesTheRun() throws Exception {
+    List<String> calls = new ArrayList<>();
+    boolean[] fail = {false};
+    try (Accelerator acc = newAccelerator(Files.createTempDirectory("acc-track"))) {
+      acc.addTracker("mine", new TrackerCallbacks() {
+        public void init(String project, String config) { calls.add("init " + project + " " + config); }
+        public void log(Map<String, Double> values, long step) throws Exception {
+          if (fail[0]) throw new java.io.IOException("tracker offline");
+          values.forEach((k, v) -> calls.add("log " + step + " " + k + "=" + v));
+        }
+        public void finish() { calls.add("finish"); }
+      });
+      try (StringList names = acc.trackerNames()) {
+        assertEquals(List.of("mine"), names.toList());
+      }
+      acc.initTrackers("run1", "{\"lr\":0.5}");
+      acc.log(Map.of("loss", 1.5), -1);
+      acc.logScalar("acc", 0.25, 7);
+      fail[0] = true;
+      IoException e = assertThrows(IoException.class, () -> acc.logScalar("loss", 1, -1));
+      assertTrue(e.getMessage().contains("tracker offline"), e.getMessage());
+      acc.endTraining();
+    }
+    assertEquals(List.of("init run1 {\"lr\":0.5}", "log 0 loss=1.5", "log 7 acc=0.25", "finish"), calls);
+  }
+
+  @Test
+  void anLrLambdaSetsTheRates() {
+    try (Model model = Model.fromSpec(SPEC);
+         Options oo = Options.optimizer().put("lr", 0.8);
+         Optimizer opt = new Optimizer(model, "sgd", oo);
+         Scheduler sched = Scheduler.fromLambda(opt, step -> {
+           if (step == 3) throw new IllegalArgumentException("no step 3");
+           return Math.pow(0.5, step);
+         })) {
+      assertEquals(0.8, opt.getLr(0));
+      sched.step();
+      sched.step();
+      assertEquals(0.2, opt.getLr(0));
+      IoException e = assertThrows(IoException.class, sched::step);
+      assertTrue(e.getMessage().contains("no step 3"), e.getMessage());
+      assertEquals(0.2, opt.getLr(0));
+    }
+  }
+
+  @Test
+  void saveStateDictProgressAndAutocast() throws Exception {
+    Path dir = Files.createTempDirectory("acc-save");
+    try (Accelerator acc = newAccelerator(dir);
+         Model raw = Model.fromSpec(SPEC);
+         Model model = acc.prepare(raw);
+         TensorList state = acc.getStateDict(model, true)) {
+      assertEquals("0.weight", state.name(0));
+      String file = dir.resolve("w.safetensors").toString();
+      acc.save(state, file);
+      try (TensorList back = TensorList.loadSafetensors(file); Tensor w = back.find("0.weight");
+           Tensor p = model.parameter("0.weight")) {
+        assertArrayEquals(p.toFloatArray(), w.toFloatArray());
+      }
+      try (Progress p = new Progress(acc, 4, "steps")) {
+        p.update(2);
+        p.setPostfix("loss 0.5");
+        p.finish();
+      }
+      try (Scope s = acc.autocast(false); Tensor t = Tensor.of(new float[] {1, 2}, 2); Tensor sum = t.sum()) {
+        assertEquals(3.0, sum.item());
+      }
+    }
+  }
+}
