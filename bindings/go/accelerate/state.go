@@ -1,0 +1,260 @@
+package accelerate
+
+import (
+	"runtime"
+	"strings"
+
+	"accelerate/go/internal/capi"
+)
+
+// CheckpointState is an object whose bytes go into checkpoints (RegisterForCheckpointing): Save is
+// called by SaveState, Load with the same bytes by LoadState on every process. An error or a panic
+// fails the save or load with its message (ErrIO).
+type CheckpointState interface {
+	Save() ([]byte, error)
+	Load(state []byte) error
+}
+
+// TrackerFuncs is a tracker of the program (AddTracker), called on the main process only; nil
+// functions are skipped. An error or a panic fails the call that triggered it (ErrIO).
+type TrackerFuncs struct {
+	Init   func(project, configJSON string) error
+	Log    func(values map[string]float64, step int64) error
+	Finish func() error
+}
+
+func (a *Accelerator) RegisterForCheckpointing(s CheckpointState) error {
+	d := capi.NewDirectorStateHandler(&stateAdapter{s})
+	return a.do(func(h capi.Accelerator, e *string) { h.RegisterForCheckpointing(d, e) })
+}
+
+// RegisterSaveStatePreHook: fn runs with the folder before SaveState writes it; an error aborts it.
+func (a *Accelerator) RegisterSaveStatePreHook(fn func(dir string) error) error {
+	d := capi.NewDirectorCheckpointHook(&hookAdapter{fn})
+	return a.do(func(h capi.Accelerator, e *string) { h.RegisterSaveStatePreHook(d, e) })
+}
+
+// RegisterLoadStatePreHook: fn runs with the folder before LoadState reads it; an error aborts it.
+func (a *Accelerator) RegisterLoadStatePreHook(fn func(dir string) error) error {
+	d := capi.NewDirectorCheckpointHook(&hookAdapter{fn})
+	return a.do(func(h capi.Accelerator, e *string) { h.RegisterLoadStatePreHook(d, e) })
+}
+
+func (a *Accelerator) AddTracker(name string, t TrackerFuncs) error {
+	d := capi.NewDirectorTracker(&trackerAdapter{t})
+	return a.do(func(h capi.Accelerator, e *string) { h.AddTracker(name, d, e) })
+}
+
+// InitTrackers starts a run; configJSON is a JSON object of hyper-parameters ("" for none).
+func (a *Accelerator) InitTrackers(project, configJSON string) error {
+	return a.do(func(h capi.Accelerator, e *string) { h.InitTrackers(project, configJSON, e) })
+}
+
+// Log logs values at step, or at the step after the last one when step < 0.
+func (a *Accelerator) Log(values map[string]float64, step int64) error {
+	names := make([]string, 0, len(values))
+	data := make([]float64, 0, len(values))
+	for k, v := range values {
+		names = append(names, k)
+		data = append(data, v)
+	}
+	return a.do(func(h capi.Accelerator, e *string) { h.LogValues(strings.Join(names, "\n"), data, step, e) })
+}
+func (a *Accelerator) LogScalar(name string, value float64, step int64) error {
+	return a.do(func(h capi.Accelerator, e *string) { h.LogScalar(name, value, step, e) })
+}
+func (a *Accelerator) EndTraining() error {
+	return a.do(func(h capi.Accelerator, e *string) { h.EndTraining(e) })
+}
+func (a *Accelerator) TrackerNames() ([]string, error) {
+	return stringList(with(a, &a.r, func(h capi.Accelerator, e *string) capi.StringList { return h.TrackerNames(e) }))
+}
+func (a *Accelerator) TrackerPath(name string) (string, error) {
+	return with(a, &a.r, func(h capi.Accelerator, e *string) string { return h.TrackerPath(name, e) })
+}
+
+// Save writes named tensors as one safetensors file, once per machine.
+func (a *Accelerator) Save(tensors *TensorList, path string) error {
+	lh, err := tensors.handle()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(tensors)
+	return a.do(func(h capi.Accelerator, e *string) { h.Save(lh, path, e) })
+}
+
+// StateDict is a prepared model's parameters and buffers on the CPU (unwrap: the model's own names).
+func (a *Accelerator) StateDict(m *Model, unwrap bool) (*TensorList, error) {
+	mh, err := m.r.get()
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.KeepAlive(m)
+	return wrapTensorList(with(a, &a.r, func(h capi.Accelerator, e *string) capi.TensorList { return h.GetStateDict(mh, unwrap, e) }))
+}
+
+// Iteration is how many checkpoints SaveState wrote (or LoadState restored) so far.
+func (a *Accelerator) Iteration() (int64, error) {
+	return with(a, &a.r, func(h capi.Accelerator, e *string) int64 { return h.Iteration(e) })
+}
+
+// UnscaleGradients divides an optimizer's gradients (nil: every prepared one) by the fp16 scale.
+func (a *Accelerator) UnscaleGradients(o *Optimizer) error {
+	var oh capi.Optimizer = capi.SwigcptrOptimizer(0)
+	if o != nil {
+		var err error
+		if oh, err = o.r.get(); err != nil {
+			return err
+		}
+		defer runtime.KeepAlive(o)
+	}
+	return a.do(func(h capi.Accelerator, e *string) { h.UnscaleGradients(oh, e) })
+}
+
+// Autocast runs fn under the accelerator's mixed precision (enabled false: autocast off). libtorch's
+// autocast state belongs to an OS thread, so the goroutine is locked to one for the call.
+func (a *Accelerator) Autocast(enabled bool, fn func() error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := a.do(func(h capi.Accelerator, e *string) { h.AutocastBegin(enabled, e) }); err != nil {
+		return err
+	}
+	ferr := fn()
+	if err := a.do(func(h capi.Accelerator, e *string) { h.AutocastEnd(e) }); ferr == nil {
+		ferr = err
+	}
+	return ferr
+}
+
+// SchedulerFromLambda is PyTorch's LambdaLR: lr = base_lr * factor(step), at creation (step 0) and
+// at every step. An error or a panic fails the step (ErrIO) and leaves the rates as they were.
+func SchedulerFromLambda(opt *Optimizer, factor func(step int64) (float64, error)) (*Scheduler, error) {
+	d := capi.NewDirectorLrLambda(&lrAdapter{factor})
+	return adoptScheduler(with(opt, &opt.r, func(h capi.Optimizer, e *string) capi.Scheduler {
+		return capi.SchedulerFromLrLambda(h, d, e)
+	}))
+}
+
+// Progress is a progress display shown by the main process.
+type Progress struct{ r ref[capi.Progress] }
+
+func adoptProgress(h capi.Progress, err error) (*Progress, error) {
+	return adopt(h, err, "Progress", capi.DeleteProgress, func(r ref[capi.Progress]) *Progress { return &Progress{r} }, (*Progress).Close)
+}
+func (p *Progress) Close() error { runtime.SetFinalizer(p, nil); return p.r.close() }
+
+// NewProgress displays total steps (<= 0: unknown) labelled description.
+func NewProgress(a *Accelerator, total int64, description string) (*Progress, error) {
+	return adoptProgress(with(a, &a.r, func(h capi.Accelerator, e *string) capi.Progress {
+		return capi.NewProgress(h, total, description, e)
+	}))
+}
+func (p *Progress) Update(n int64) error {
+	_, err := with(p, &p.r, func(h capi.Progress, e *string) none { h.Update(n, e); return none{} })
+	return err
+}
+func (p *Progress) SetPostfix(text string) error {
+	_, err := with(p, &p.r, func(h capi.Progress, e *string) none { h.SetPostfix(text, e); return none{} })
+	return err
+}
+
+// Finish shows the final state; later updates are ignored.
+func (p *Progress) Finish() error {
+	_, err := with(p, &p.r, func(h capi.Progress, e *string) none { h.Finish(e); return none{} })
+	return err
+}
+
+// The adapters run on the library's threads: every panic is recovered (guard) and every error
+// returned as the callback's failure.
+type stateAdapter struct{ s CheckpointState }
+
+func (a *stateAdapter) Save(out capi.Bytes) (code int) {
+	defer guard(&code)
+	data, err := a.s.Save()
+	if err != nil {
+		return fail(err)
+	}
+	if err := call0(func(e *string) { out.Append(data, e) }); err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+func (a *stateAdapter) Load(in capi.Bytes) (code int) {
+	defer guard(&code)
+	data := make([]byte, in.Size())
+	if err := call0(func(e *string) { in.CopyTo(data, e) }); err != nil {
+		return fail(err)
+	}
+	if err := a.s.Load(data); err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+type hookAdapter struct{ fn func(string) error }
+
+func (a *hookAdapter) Run(dir string) (code int) {
+	defer guard(&code)
+	if err := a.fn(dir); err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+type trackerAdapter struct{ t TrackerFuncs }
+
+func (a *trackerAdapter) Init(project, configJSON string) (code int) {
+	defer guard(&code)
+	if a.t.Init != nil {
+		if err := a.t.Init(project, configJSON); err != nil {
+			return fail(err)
+		}
+	}
+	return 0
+}
+
+func (a *trackerAdapter) Log(m capi.Metrics, step int64) (code int) {
+	defer guard(&code)
+	if a.t.Log == nil {
+		return 0
+	}
+	values := map[string]float64{}
+	for i := int64(0); i < m.Size(); i++ {
+		name, err := call(func(e *string) string { return m.Name(i, e) })
+		if err != nil {
+			return fail(err)
+		}
+		v, err := call(func(e *string) float64 { return m.Value(i, e) })
+		if err != nil {
+			return fail(err)
+		}
+		values[name] = v
+	}
+	if err := a.t.Log(values, step); err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+func (a *trackerAdapter) Finish() (code int) {
+	defer guard(&code)
+	if a.t.Finish != nil {
+		if err := a.t.Finish(); err != nil {
+			return fail(err)
+		}
+	}
+	return 0
+}
+
+type lrAdapter struct{ fn func(int64) (float64, error) }
+
+func (a *lrAdapter) Factor(step int64, out capi.LrFactor) (code int) {
+	defer guard(&code)
+	f, err := a.fn(step)
+	if err != nil {
+		return fail(err)
+	}
+	out.Set(f)
+	return 0
+}

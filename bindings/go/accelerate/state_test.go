@@ -1,0 +1,145 @@
+package accelerate_test
+
+import (
+	"errors"
+	"math"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	acc "accelerate/go/accelerate"
+)
+
+type memState struct{ saved, loaded []byte }
+
+func (m *memState) Save() ([]byte, error)   { return m.saved, nil }
+func (m *memState) Load(state []byte) error { m.loaded = state; return nil }
+
+func newCPUAccelerator(t *testing.T, dir string) *acc.Accelerator {
+	o, err := acc.NewOptions(acc.AcceleratorOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	if err := o.SetBool("cpu", true); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.SetString("project_dir", dir); err != nil {
+		t.Fatal(err)
+	}
+	a, err := acc.NewAccelerator(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestCheckpointStateAndHooks(t *testing.T) {
+	dir := t.TempDir()
+	a := newCPUAccelerator(t, dir)
+	defer a.Close()
+	st := &memState{saved: []byte{1, 2, 3}}
+	var hooks []string
+	if err := a.RegisterForCheckpointing(st); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RegisterSaveStatePreHook(func(d string) error { hooks = append(hooks, "save "+d); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RegisterLoadStatePreHook(func(d string) error { hooks = append(hooks, "load "+d); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	written, err := a.SaveState(filepath.Join(dir, "ckpt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it, _ := a.Iteration(); it != 1 {
+		t.Fatalf("iteration %d after one save", it)
+	}
+	if _, err := a.LoadState(written); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(st.loaded, []byte{1, 2, 3}) || !reflect.DeepEqual(hooks, []string{"save " + written, "load " + written}) {
+		t.Fatalf("loaded %v, hooks %v", st.loaded, hooks)
+	}
+	// A panicking hook aborts the save with its message.
+	if err := a.RegisterSaveStatePreHook(func(string) error { panic("disk quota") }); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.SaveState(filepath.Join(dir, "ckpt2"))
+	if !errors.Is(err, acc.ErrIO) || !strings.Contains(err.Error(), "disk quota") {
+		t.Fatalf("want ErrIO with the panic's message, got %v", err)
+	}
+}
+
+func TestTrackerFuncs(t *testing.T) {
+	a := newCPUAccelerator(t, t.TempDir())
+	defer a.Close()
+	var calls []string
+	fail := false
+	err := a.AddTracker("mine", acc.TrackerFuncs{
+		Init: func(p, c string) error { calls = append(calls, "init "+p+" "+c); return nil },
+		Log: func(v map[string]float64, step int64) error {
+			if fail {
+				return errors.New("tracker offline")
+			}
+			calls = append(calls, "log", strings.Repeat("x", int(v["loss"])))
+			return nil
+		},
+		Finish: func() error { calls = append(calls, "finish"); return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.InitTrackers("run1", `{"lr":0.5}`); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Log(map[string]float64{"loss": 2}, -1); err != nil {
+		t.Fatal(err)
+	}
+	fail = true
+	if err := a.LogScalar("loss", 1, -1); !errors.Is(err, acc.ErrIO) || !strings.Contains(err.Error(), "tracker offline") {
+		t.Fatalf("want ErrIO with the tracker's message, got %v", err)
+	}
+	if err := a.EndTraining(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{`init run1 {"lr":0.5}`, "log", "xx", "finish"}
+	if !reflect.DeepEqual(calls, want) {
+		t.Fatalf("calls %q, want %q", calls, want)
+	}
+}
+
+func TestSchedulerFromLambda(t *testing.T) {
+	m, err := acc.ModelFromSpec(`[{"type":"linear","in_features":2,"out_features":1}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	opt, err := acc.NewOptimizer(m, "sgd", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opt.Close()
+	base, _ := opt.LR(0)
+	s, err := acc.SchedulerFromLambda(opt, func(step int64) (float64, error) {
+		if step == 2 {
+			return 0, errors.New("no step 2")
+		}
+		return math.Pow(0.5, float64(step)), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Step(); err != nil {
+		t.Fatal(err)
+	}
+	if lr, _ := opt.LR(0); lr != base/2 {
+		t.Fatalf("lr %v, want %v", lr, base/2)
+	}
+	if err := s.Step(); !errors.Is(err, acc.ErrIO) || !strings.Contains(err.Error(), "no step 2") {
+		t.Fatalf("want ErrIO with the lambda's message, got %v", err)
+	}
+}
