@@ -261,3 +261,46 @@ TEST(Safetensors, MutatedAndTruncatedFilesNeverCrashTheReader) {
   EXPECT_GT(accepted, 10);    // ...and some leave it valid (e.g. a digit of a tensor value)
   std::remove(path.c_str());
 }
+
+// Round trips through several shard sizes: the number of shards follows Hugging Face's rule (tensors in
+// order, a new shard when the next would overflow, a tensor larger than the limit alone), and every
+// layout loads back to the same weights.
+TEST(SaveModel, RoundTripsThroughSeveralShardSizes) {
+  acc_accelerator* acc = nullptr;
+  ACC_ASSERT_OK(acc_accelerator_create(nullptr, &acc));
+  // Tensors in order: 0.weight 4096 B, 0.bias 128 B, 2.weight 2048 B, 2.bias 64 B.
+  const char* spec = R"([{"type":"linear","in_features":32,"out_features":32},{"type":"relu"},
+                         {"type":"linear","in_features":32,"out_features":16}])";
+  ACC_ASSERT_OK(acc_set_seed(4));
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(spec, &model));
+  struct Case {
+    const char* size;
+    size_t shards;
+  };
+  for (const Case& c : {Case{"1000B", 4}, Case{"4224", 2}, Case{"4300B", 2}, Case{"6336", 1}, Case{"10GB", 1}}) {
+    const std::string dir = temp_path(std::string("shards_") + c.size);
+    ACC_ASSERT_OK(acc_save_model(acc, model, dir.c_str(), c.size));
+    size_t safetensors = 0;
+    for (const auto& name : files_in(dir)) safetensors += name.size() > 12 && name.substr(name.size() - 12) == ".safetensors";
+    EXPECT_EQ(safetensors, c.shards) << c.size;
+    EXPECT_EQ(files_in(dir).count("model.safetensors.index.json"), c.shards > 1 ? 1u : 0u) << c.size;
+    ACC_ASSERT_OK(acc_set_seed(99));
+    acc_model* fresh = nullptr;
+    ACC_ASSERT_OK(acc_model_from_spec(spec, &fresh));
+    ACC_ASSERT_OK(acc_model_load_safetensors(fresh, dir.c_str(), 1, nullptr, nullptr));
+    for (const char* name : {"0.weight", "0.bias", "2.weight", "2.bias"}) {
+      acc_tensor *a = nullptr, *b = nullptr;
+      ACC_ASSERT_OK(acc_model_parameter(model, name, &a));
+      ACC_ASSERT_OK(acc_model_parameter(fresh, name, &b));
+      EXPECT_EQ(to_floats(a), to_floats(b)) << c.size << " " << name;
+      acc_tensor_free(a);
+      acc_tensor_free(b);
+    }
+    acc_model_free(fresh);
+    for (const auto& name : files_in(dir)) std::remove((dir + "/" + name).c_str());
+    rmdir(dir.c_str());
+  }
+  acc_model_free(model);
+  acc_accelerator_free(acc);
+}
