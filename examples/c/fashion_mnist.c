@@ -134,7 +134,7 @@ int main(int argc, char **argv) {
   acc_model *model = NULL, *unwrapped = NULL;
   acc_optimizer *opt = NULL;
   acc_scheduler *sched = NULL;
-  int64_t steps_per_epoch = 0, train_size = 0, processes = 1;
+  int64_t steps_per_epoch = 0, batches_per_process = 0, train_size = 0, processes = 1;
   char *device = NULL, line[256];
   acc_progress *progress = NULL;
   int64_t global_step = 0;
@@ -177,8 +177,11 @@ int main(int argc, char **argv) {
   CHECK(acc_prepare(acc, &model, &opt, &train_loader, &sched));
   CHECK(acc_prepare(acc, NULL, NULL, &test_loader, NULL));
   CHECK(acc_accelerator_num_processes(acc, &processes));
+  /* The schedule is sized in batches of the whole data set, as in Accelerate (a prepared scheduler
+   * steps once per process); each process iterates its own shard. */
+  CHECK(acc_dataloader_length(train_loader, &batches_per_process));
   snprintf(line, sizeof line, "training on %lld process(es), %s: %lld samples, %lld steps per epoch", (long long)processes,
-           device, (long long)train_size, (long long)steps_per_epoch);
+           device, (long long)train_size, (long long)batches_per_process);
   CHECK(acc_print(acc, line));
   /* 3. Trackers (the main process writes): the hyper-parameters once, then metrics by step. */
   snprintf(line, sizeof line, "{\"epochs\": %d, \"batch_size\": %d, \"lr\": %g, \"processes\": %lld}", a.epochs,
@@ -190,7 +193,7 @@ int main(int argc, char **argv) {
     int64_t n = 0;
     acc_tensor_list *batch = NULL;
     snprintf(line, sizeof line, "epoch %d/%d", epoch + 1, a.epochs);
-    CHECK(acc_progress_create(acc, steps_per_epoch, line, &progress));
+    CHECK(acc_progress_create(acc, batches_per_process, line, &progress));
     for (;;) {
       acc_tensor *x = NULL, *y = NULL, *logits = NULL, *loss = NULL;
       CHECK(acc_dataloader_next(train_loader, &batch));
