@@ -219,7 +219,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   on several processes the last batches are completed from the epoch's start so every process
  *   gets as many), dispatch_batches (bool; default: true for streams, false for map-style datasets:
  *   process 0 reads and sends each process its slice), data_seed (int: the seed of prepared
- *   shuffling loaders that have none), non_blocking (bool, default true: batches go to a GPU
+ *   shuffling loaders that have none), use_seedable_sampler (bool, default false: a prepared shuffling
+ *   loader without a seed uses the seed torch's generator was seeded with, as Accelerate's
+ *   SeedableRandomSampler: epoch e permutes with it + e), non_blocking (bool, default true: batches go to a GPU
  *   asynchronously from pinned memory), timeout_seconds (int, default 1800: rendezvous and every collective),
  *   ddp_bucket_cap_mb (int, default 25), ddp_find_unused_parameters (bool, default false),
  *   ddp_broadcast_buffers (bool, default true), ddp_comm_hook ("no", "fp16", "bf16": gradients

@@ -109,6 +109,9 @@ std::shared_ptr<DataLoader> Accelerator::prepare_dataloader(const std::shared_pt
   if (device_placement.value_or(config_.device_placement)) options.device = device_;
   options.non_blocking = config_.non_blocking;
   if (options.shuffle && !options.seed) options.seed = config_.data_seed;
+  // Accelerate's SeedableRandomSampler: the seed torch's generator was seeded with (rank 0's, below).
+  const bool seedable = options.shuffle && !options.seed && config_.use_seedable_sampler;
+  if (seedable) options.seed = at::detail::getDefaultCPUGenerator().current_seed();
   std::shared_ptr<DataLoader> prepared;
   auto stream = std::dynamic_pointer_cast<IterableDataLoader>(loader);
   if (dist_ && config_.dispatch_batches.value_or(stream != nullptr)) {
@@ -126,8 +129,9 @@ std::shared_ptr<DataLoader> Accelerator::prepare_dataloader(const std::shared_pt
         ShardOptions{process_.world_size, process_.rank, config_.split_batches, config_.even_batches});
   } else if (dist_) {
     // Every process must shuffle alike: without a seed of its own, the loader takes one from rank 0.
-    if (options.shuffle && !options.seed) {
-      at::Tensor seed = at::randint(0, int64_t{1} << 31, {1}, at::TensorOptions().dtype(at::kLong));
+    if (options.shuffle && (!options.seed || seedable)) {
+      at::Tensor seed = seedable ? at::tensor({static_cast<int64_t>(*options.seed & 0x7fffffffffffffffull)}, at::kLong)
+                                 : at::randint(0, int64_t{1} << 31, {1}, at::TensorOptions().dtype(at::kLong));
       options.seed = static_cast<uint64_t>(collectives_.broadcast(seed, 0, "prepare_dataloader (seed)").item<int64_t>());
     }
     prepared = std::make_shared<ShardedDataLoader>(

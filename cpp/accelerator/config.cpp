@@ -72,6 +72,7 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   c.even_batches = o.get_bool("even_batches");
   if (o.has("dispatch_batches")) c.dispatch_batches = o.get_bool("dispatch_batches");
   if (o.has("data_seed")) c.data_seed = static_cast<uint64_t>(o.get_int("data_seed"));
+  c.use_seedable_sampler = o.get_bool("use_seedable_sampler");
   c.non_blocking = o.get_bool("non_blocking");
   c.scaler_init_scale = o.get_double("scaler_init_scale");
   c.scaler_growth_factor = o.get_double("scaler_growth_factor");

@@ -31,6 +31,7 @@ struct AcceleratorConfig {
   bool even_batches = true;
   std::optional<bool> dispatch_batches;
   std::optional<uint64_t> data_seed;  // seed of prepared shuffling loaders that have none
+  bool use_seedable_sampler = false;   // without data_seed: torch's initial seed, epoch e permutes with it + e
   bool non_blocking = true;
   // GradScalerKwargs (fp16).
   double scaler_init_scale = 65536.0;

@@ -101,6 +101,7 @@ const std::vector<OptionSpec>& option_schema(OptionsKind kind) {
       num("even_batches", T::Bool, true, std::nullopt),
       num("dispatch_batches", T::Bool, std::nullopt, std::nullopt),
       num("data_seed", T::Int, std::nullopt, 0.0),
+      num("use_seedable_sampler", T::Bool, false, std::nullopt),
       num("non_blocking", T::Bool, true, std::nullopt),
       num("scaler_init_scale", T::Double, 65536.0, 0.0),
       num("scaler_growth_factor", T::Double, 2.0, 1.0),

@@ -575,3 +575,21 @@ TEST(DataLoader, BatchSamplerBatchesOfVaryingSizes) {
   EXPECT_EQ(bad, nullptr);
   acc_dataset_free(ds);
 }
+
+TEST(DataLoader, SeedableSamplerUsesTorchsSeedPlusTheEpoch) {
+  acc_dataset* ds = counting_dataset(12);
+  // The reference: a loader with seed 21 of its own permutes epoch e with 21 + e.
+  acc_dataloader* seeded = loader(ds, {{"batch_size", "12"}, {"shuffle", "1"}, {"seed", "21"}});
+  const auto epoch0 = epoch(seeded), epoch1 = epoch(seeded);
+  acc_dataloader_free(seeded);
+
+  ACC_ASSERT_OK(acc_set_seed(21));
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"use_seedable_sampler", "1"}});
+  acc_dataloader* dl = loader(ds, {{"batch_size", "12"}, {"shuffle", "1"}});
+  ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &dl, nullptr));
+  EXPECT_EQ(epoch(dl), epoch0);
+  EXPECT_EQ(epoch(dl), epoch1);
+  acc_dataloader_free(dl);
+  acc_accelerator_free(acc);
+  acc_dataset_free(ds);
+}
