@@ -6,7 +6,8 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
 
-/** The Java binding trains, gathers and reduces exactly as the C API does, to the last bit. */
+/** The Java binding trains, gathers, reduces, saves and resumes exactly as the C API does, to the
+ *  last bit. */
 class GoldenTest {
   @Test
   void sameBitsAsTheCApi() throws Exception {
@@ -18,6 +19,8 @@ class GoldenTest {
     String actual = Files.readString(mine);
     assertTrue(expected.contains("loss 15 "), "the reference has 16 steps");
     assertTrue(expected.contains("param 2.weight 48 "), "the reference has the last layer's weights");
+    assertTrue(expected.contains("saved at step 18\n") && expected.contains("resumed at step 18\n"),
+        "the reference saves and resumes mid-epoch");
     assertEquals(expected, actual);
   }
 }
