@@ -9,7 +9,8 @@ import (
 	"accelerate/go/internal/golden"
 )
 
-// The Go binding trains, gathers and reduces exactly as the C API does, to the last bit.
+// The Go binding trains, gathers, reduces, saves and resumes exactly as the C API does, to the last
+// bit.
 func TestGoldenSameBitsAsTheCAPI(t *testing.T) {
 	reference := os.Getenv("ACC_GOLDEN_REFERENCE")
 	if reference == "" {
@@ -27,7 +28,8 @@ func TestGoldenSameBitsAsTheCAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(want), "loss 15 ") || !strings.Contains(string(want), "param 2.weight 48 ") {
+	if !strings.Contains(string(want), "loss 15 ") || !strings.Contains(string(want), "param 2.weight 48 ") ||
+		!strings.Contains(string(want), "saved at step 18\n") || !strings.Contains(string(want), "resumed at step 18\n") {
 		t.Fatalf("unexpected reference:\n%s", want)
 	}
 	if string(want) != string(got) {
