@@ -1,5 +1,4 @@
-// Shared by the benchmarks: the same ReLU MLP as a C-API layer spec and as a torch::nn::Sequential,
-// and a check that stops the benchmark on a C-API error.
+// Shared by the benchmarks: the same ReLU MLP as a C-API layer spec and as a torch::nn::Sequential.
 #pragma once
 
 #include <torch/torch.h>
@@ -10,14 +9,7 @@
 #include <vector>
 
 #include "accelerate.h"
-
-#define OK(expr)                                                                 \
-  do {                                                                           \
-    if ((expr) != ACC_OK) {                                                      \
-      std::fprintf(stderr, "%s: %s\n", #expr, acc_last_error_message());        \
-      std::exit(1);                                                              \
-    }                                                                            \
-  } while (0)
+#include "check.h"
 
 inline std::string mlp_spec(const std::vector<int64_t>& widths) {
   std::string json = "[";

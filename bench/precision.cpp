@@ -12,14 +12,7 @@
 #include <vector>
 
 #include "accelerate.h"
-
-#define OK(expr)                                                              \
-  do {                                                                        \
-    if ((expr) != ACC_OK) {                                                   \
-      std::fprintf(stderr, "%s: %s\n", #expr, acc_last_error_message());     \
-      std::exit(1);                                                           \
-    }                                                                         \
-  } while (0)
+#include "check.h"
 
 namespace {
 

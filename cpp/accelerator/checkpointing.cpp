@@ -82,6 +82,15 @@ std::vector<std::pair<std::string, at::Generator>> generators() {
   return all;
 }
 
+// The objects still alive, in order.
+template <typename T>
+std::vector<std::shared_ptr<T>> lock_all(const std::vector<std::weak_ptr<T>>& objects) {
+  std::vector<std::shared_ptr<T>> alive;
+  for (const auto& weak : objects)
+    if (auto object = weak.lock()) alive.push_back(std::move(object));
+  return alive;
+}
+
 NamedTensors contiguous_cpu(const NamedTensors& tensors) {
   NamedTensors out;
   for (const auto& entry : tensors) out.emplace_back(entry.first, entry.second.detach().to(at::kCPU).contiguous());
@@ -90,33 +99,12 @@ NamedTensors contiguous_cpu(const NamedTensors& tensors) {
 
 }  // namespace
 
-std::vector<std::shared_ptr<PreparedModel>> Accelerator::live_models() const {
-  std::vector<std::shared_ptr<PreparedModel>> out;
-  for (const auto& weak : model_order_)
-    if (auto p = weak.lock()) out.push_back(p);
-  return out;
-}
-
+std::vector<std::shared_ptr<PreparedModel>> Accelerator::live_models() const { return lock_all(model_order_); }
 std::vector<std::shared_ptr<AcceleratedOptimizer>> Accelerator::live_optimizers() const {
-  std::vector<std::shared_ptr<AcceleratedOptimizer>> out;
-  for (const auto& weak : optimizer_order_)
-    if (auto p = weak.lock()) out.push_back(p);
-  return out;
+  return lock_all(optimizer_order_);
 }
-
-std::vector<std::shared_ptr<Scheduler>> Accelerator::live_schedulers() const {
-  std::vector<std::shared_ptr<Scheduler>> out;
-  for (const auto& weak : scheduler_order_)
-    if (auto p = weak.lock()) out.push_back(p);
-  return out;
-}
-
-std::vector<std::shared_ptr<DataLoader>> Accelerator::live_loaders() const {
-  std::vector<std::shared_ptr<DataLoader>> out;
-  for (const auto& weak : loader_order_)
-    if (auto p = weak.lock()) out.push_back(p);
-  return out;
-}
+std::vector<std::shared_ptr<Scheduler>> Accelerator::live_schedulers() const { return lock_all(scheduler_order_); }
+std::vector<std::shared_ptr<DataLoader>> Accelerator::live_loaders() const { return lock_all(loader_order_); }
 
 void Accelerator::on_every_process(const std::string& what, const std::function<void()>& step) {
   std::string failure;

@@ -148,9 +148,7 @@ void CsvTracker::start(const std::string& project_name, const nlohmann::json& co
 }
 
 void CsvTracker::log(const std::shared_ptr<const Record>& record) {
-  if (!file_) fail(Status::NotInitialized, "the csv tracker has not started");
-  file_->check();
-  file_->post([record, table = table_](std::FILE*& file, const std::string& path) {
+  running_file().post([record, table = table_](std::FILE*& file, const std::string& path) {
     size_t added = 0;
     for (const auto& name : record->names)
       if (!table->index.count(name)) {

@@ -12,27 +12,21 @@
 #include <string>
 #include <vector>
 
-#include "tracking/async_file.h"
-#include "tracking/tracker.h"
+#include "tracking/file_tracker.h"
 
 namespace acc::tracking {
 
-class CsvTracker : public Tracker {
+class CsvTracker : public FileTracker {
  public:
-  explicit CsvTracker(std::string logging_dir) : logging_dir_(std::move(logging_dir)) {}
-  const std::string& name() const override { return name_; }
+  explicit CsvTracker(std::string logging_dir) : FileTracker("csv", std::move(logging_dir)) {}
   void start(const std::string& project_name, const nlohmann::json& config) override;
   void log(const std::shared_ptr<const Record>& record) override;
   void finish() override;
-  std::string path() const override { return path_; }
 
   struct Table;  // the columns; touched only by the writer thread once the file is open
 
  private:
-  const std::string name_ = "csv";
-  std::string logging_dir_, path_;
   std::shared_ptr<Table> table_;
-  std::unique_ptr<AsyncFile> file_;
 };
 
 // The fields of the first CSV record in `text` and the bytes it takes (with its line end).

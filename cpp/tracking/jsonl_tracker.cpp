@@ -22,9 +22,7 @@ void JsonlTracker::start(const std::string& project_name, const nlohmann::json& 
 }
 
 void JsonlTracker::log(const std::shared_ptr<const Record>& record) {
-  if (!file_) fail(Status::NotInitialized, "the jsonl tracker has not started");
-  file_->check();
-  file_->post([record](std::FILE*& file, const std::string& path) {
+  running_file().post([record](std::FILE*& file, const std::string& path) {
     nlohmann::json values = nlohmann::json::object();
     for (size_t i = 0; i < record->names.size(); ++i) values[record->names[i]] = json_number(record->values[i]);
     // Insertion order of the keys: step, wall_time, values.

@@ -7,24 +7,18 @@
 #include <memory>
 #include <string>
 
-#include "tracking/async_file.h"
-#include "tracking/tracker.h"
+#include "tracking/file_tracker.h"
 
 namespace acc::tracking {
 
-class JsonlTracker : public Tracker {
+class JsonlTracker : public FileTracker {
  public:
-  explicit JsonlTracker(std::string logging_dir) : logging_dir_(std::move(logging_dir)) {}
-  const std::string& name() const override { return name_; }
+  explicit JsonlTracker(std::string logging_dir) : FileTracker("jsonl", std::move(logging_dir)) {}
   void start(const std::string& project_name, const nlohmann::json& config) override;
   void log(const std::shared_ptr<const Record>& record) override;
   void finish() override;
-  std::string path() const override { return path_; }
 
  private:
-  const std::string name_ = "jsonl";
-  std::string logging_dir_, path_;
-  std::unique_ptr<AsyncFile> file_;
 };
 
 // A value as JSON: the number, or "nan" / "inf" / "-inf".

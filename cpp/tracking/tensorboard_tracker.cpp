@@ -115,9 +115,7 @@ void TensorBoardTracker::start(const std::string& project_name, const nlohmann::
 }
 
 void TensorBoardTracker::log(const std::shared_ptr<const Record>& record) {
-  if (!file_) fail(Status::NotInitialized, "the tensorboard tracker has not started");
-  file_->check();
-  file_->post([record](std::FILE*& file, const std::string& path) {
+  running_file().post([record](std::FILE*& file, const std::string& path) {
     tb::Event event;
     event.set_wall_time(record->wall_time);
     event.set_step(record->step);

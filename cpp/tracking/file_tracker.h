@@ -1,0 +1,35 @@
+// What the file trackers (csv, jsonl, tensorboard) share: a name, the logging folder, and the file of
+// the current run, written by an AsyncFile on a background thread.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/error.h"
+#include "tracking/async_file.h"
+#include "tracking/tracker.h"
+
+namespace acc::tracking {
+
+class FileTracker : public Tracker {
+ public:
+  FileTracker(std::string name, std::string logging_dir)
+      : name_(std::move(name)), logging_dir_(std::move(logging_dir)) {}
+  const std::string& name() const override { return name_; }
+  std::string path() const override { return path_; }
+
+ protected:
+  // The file of the current run; fails if no run has started or its writer has failed.
+  AsyncFile& running_file() {
+    if (!file_) fail(Status::NotInitialized, "the ", name_, " tracker has not started");
+    file_->check();
+    return *file_;
+  }
+
+  const std::string name_;
+  const std::string logging_dir_;
+  std::string path_;
+  std::unique_ptr<AsyncFile> file_;
+};
+
+}  // namespace acc::tracking
