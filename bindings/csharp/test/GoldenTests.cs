@@ -1,4 +1,5 @@
-// The C# golden run prints exactly what the C reference (bindings/golden/golden.c) printed.
+// The C# golden run (training, gather, reduce, checkpoint and resume) prints exactly what the C
+// reference (bindings/golden/golden.c) printed.
 using System;
 using System.IO;
 using NUnit.Framework;
@@ -15,6 +16,8 @@ public class GoldenTests {
     string written = Golden.Run(prefix);
     string expected = File.ReadAllText(reference), actual = File.ReadAllText(written);
     Assert.That(expected.Length, Is.GreaterThan(1000), "the reference looks truncated");
+    StringAssert.Contains("saved at step 18\n", expected, "the reference saves mid-epoch");
+    StringAssert.Contains("resumed at step 18\n", expected, "the reference resumes mid-epoch");
     Assert.AreEqual(expected, actual, "the C# numbers differ from the C API's: " + written + " vs " + reference);
   }
 }
