@@ -3,11 +3,15 @@
  *
  *   fashion_mnist [--epochs N] [--batch-size N] [--lr X] [--train-samples N] [--test-samples N]
  *                 [--data DIR] [--save FILE.pt] [--min-accuracy PCT] [--project-dir DIR]
+ *                 [--checkpoint-every STEPS] [--resume]
  *
  * Reads the IDX files of Debian's dataset-fashion-mnist package; shows a progress bar and prints one
  * line per epoch (loss, samples/s) on the main process, evaluates on the test split and saves the
  * weights as TorchScript. Metrics go to TensorBoard and JSONL under --project-dir (default
  * fashion_mnist_project; "" disables tracking): `tensorboard --logdir fashion_mnist_project`.
+ * --checkpoint-every saves the whole training state every STEPS steps into
+ * <project-dir>/checkpoints/checkpoint_<i> (the last two are kept); --resume continues from the newest
+ * one, exactly where it was: the same batches, weights, optimizer moments, schedule and RNG.
  * Exits 3 when the test accuracy is below --min-accuracy. */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
 #include <stdio.h>
@@ -42,14 +46,17 @@ struct args {
   double lr, min_accuracy;
   long train_samples, test_samples;
   const char *data, *save, *project_dir;
+  long checkpoint_every;
+  int resume;
 };
 
 static struct args parse_args(int argc, char **argv) {
   struct args a = {3, 64, 2e-3, 0.0, 0, 0, "/usr/share/datasets/fashion-mnist", "fashion_mnist.pt",
-                    "fashion_mnist_project"};
+                    "fashion_mnist_project", 0, 0};
   int i;
   for (i = 1; i < argc; i += 2) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(argv[i], "--resume")) { a.resume = 1; --i; continue; } /* a flag without a value */
     if (!v) { fprintf(stderr, "%s needs a value\n", argv[i]); exit(2); }
     if (!strcmp(argv[i], "--epochs")) a.epochs = atoi(v);
     else if (!strcmp(argv[i], "--batch-size")) a.batch_size = atoi(v);
@@ -60,10 +67,27 @@ static struct args parse_args(int argc, char **argv) {
     else if (!strcmp(argv[i], "--save")) a.save = v;
     else if (!strcmp(argv[i], "--min-accuracy")) a.min_accuracy = atof(v);
     else if (!strcmp(argv[i], "--project-dir")) a.project_dir = v;
+    else if (!strcmp(argv[i], "--checkpoint-every")) a.checkpoint_every = atol(v);
     else { fprintf(stderr, "unknown argument %s\n", argv[i]); exit(2); }
   }
   if (a.epochs < 1 || a.batch_size < 1) { fprintf(stderr, "--epochs and --batch-size must be >= 1\n"); exit(2); }
+  if ((a.checkpoint_every > 0 || a.resume) && !*a.project_dir) {
+    fprintf(stderr, "--checkpoint-every and --resume need a --project-dir\n");
+    exit(2);
+  }
   return a;
+}
+
+/* The step counter travels in the checkpoint as a registered object (Accelerate's
+ * register_for_checkpointing): its bytes are saved and loaded by these two callbacks. */
+static int save_step(void *step, acc_bytes *out) { return acc_bytes_append(out, step, sizeof(int64_t)) != ACC_OK; }
+static int load_step(void *step, const void *data, size_t size) {
+  if (size != sizeof(int64_t)) {
+    acc_callback_set_error("the step counter's state has the wrong size");
+    return 1;
+  }
+  memcpy(step, data, size);
+  return 0;
 }
 
 static acc_dataset *load_split(const struct args *a, const char *split, long limit) {
@@ -139,7 +163,7 @@ int main(int argc, char **argv) {
   acc_progress *progress = NULL;
   int64_t global_step = 0;
   double accuracy;
-  int epoch;
+  int epoch, first_epoch = 0;
 
   /* 1. The accelerator: settings from the program, else from accelerate-launch's environment. */
   CHECK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &acc_opts));
@@ -147,6 +171,8 @@ int main(int argc, char **argv) {
   if (*a.project_dir) { /* Accelerate's log_with + project_dir */
     CHECK(acc_options_set(acc_opts, "log_with", "tensorboard,jsonl"));
     CHECK(acc_options_set(acc_opts, "project_dir", a.project_dir));
+    CHECK(acc_options_set_bool(acc_opts, "automatic_checkpoint_naming", 1)); /* ProjectConfiguration */
+    CHECK(acc_options_set_int(acc_opts, "total_limit", 2));
   }
   CHECK(acc_accelerator_create(acc_opts, &acc));
   CHECK(acc_accelerator_device(acc, &device));
@@ -183,12 +209,23 @@ int main(int argc, char **argv) {
   snprintf(line, sizeof line, "training on %lld process(es), %s: %lld samples, %lld steps per epoch", (long long)processes,
            device, (long long)train_size, (long long)batches_per_process);
   CHECK(acc_print(acc, line));
+  CHECK(acc_register_for_checkpointing(acc, save_step, load_step, &global_step, NULL));
+  if (a.resume) { /* after prepare, before iterating: everything continues where the checkpoint was */
+    char *from = NULL;
+    int64_t loader_epoch = 0;
+    CHECK(acc_load_state(acc, NULL, &from));
+    CHECK(acc_dataloader_epoch(train_loader, &loader_epoch));
+    first_epoch = (int)loader_epoch;
+    snprintf(line, sizeof line, "resumed from %s (epoch %d, step %lld)", from, first_epoch + 1, (long long)global_step);
+    CHECK(acc_print(acc, line));
+    acc_string_free(from);
+  }
   /* 3. Trackers (the main process writes): the hyper-parameters once, then metrics by step. */
   snprintf(line, sizeof line, "{\"epochs\": %d, \"batch_size\": %d, \"lr\": %g, \"processes\": %lld}", a.epochs,
            a.batch_size, a.lr, (long long)processes);
   CHECK(acc_init_trackers(acc, "fashion_mnist", line));
 
-  for (epoch = 0; epoch < a.epochs; ++epoch) {
+  for (epoch = first_epoch; epoch < a.epochs; ++epoch) {
     double start = seconds(), loss_value = 0.0, totals[3] = {0.0, 0.0, 0.0}; /* loss sum, batches, samples */
     int64_t n = 0;
     acc_tensor_list *batch = NULL;
@@ -221,6 +258,11 @@ int main(int argc, char **argv) {
       }
       ++global_step;
       CHECK(acc_progress_update(progress, 1));
+      if (a.checkpoint_every > 0 && global_step % a.checkpoint_every == 0) {
+        char *dir = NULL;
+        CHECK(acc_save_state(acc, NULL, &dir)); /* every process takes part */
+        acc_string_free(dir);
+      }
       acc_tensor_free(x); acc_tensor_free(y); acc_tensor_free(logits); acc_tensor_free(loss);
       acc_tensor_list_free(batch);
     }
