@@ -99,7 +99,7 @@ using namespace accswig;
 /* Deliberately not wrapped: acc_prepare (the per-object prepare methods do the same, and a binding
  * cannot swap the caller's handles in place); acc_tensor_from_host_borrow (zero-copy over host
  * memory the GC may move or free: the bindings copy); acc_last_error_code (the error is read inside
- * each wrapper call). acc_dataloader_create_from_batches is new in the header and not wrapped yet. */
+ * each wrapper call). */
 /* The whitelist: the header's functions are reached only through the classes below; its enums and
  * version macros are wrapped as they are, less the never-valid sentinels. */
 %rename("$ignore", %$isfunction, regextarget=1) "^acc_";

@@ -66,6 +66,7 @@ ACC_CS_ARRAY(int64_t, long)
 ACC_CS_ARRAY(int32_t, int)
 ACC_CS_ARRAY(uint8_t, byte)
 %apply const int64_t *data { const int64_t *shape }
+%apply const int64_t *data { const int64_t *sizes }
 
 /* ---- names and classes --------------------------------------------------------------------------- */
 
@@ -97,6 +98,7 @@ ACC_CS_ARRAY(uint8_t, byte)
 %csmethodmodifiers acc_dataset::fromSampleSource "internal";
 %csmethodmodifiers acc_dataset::fromStreamSource "internal";
 %csmethodmodifiers acc_dataloader::setCollator "internal";
+%csmethodmodifiers acc_dataloader::fromBatchArrays "internal";
 %csmethodmodifiers acc_string_list::copyBytes "internal";
 %csmethodmodifiers acc_model::forward_ "internal";
 %csmethodmodifiers acc_model::loadSafetensors "internal";

@@ -44,3 +44,4 @@ ACC_GO_SLICE(int64_t, int64)
 ACC_GO_SLICE(int32_t, int32)
 ACC_GO_SLICE(uint8_t, byte)
 %apply (const int64_t *data, size_t n) { (const int64_t *shape, size_t ndim) }
+%apply (const int64_t *data, size_t n) { (const int64_t *sizes, size_t nsizes) }

@@ -419,6 +419,23 @@ struct acc_accelerator {};
     return out;
   }
   ~acc_dataloader() { acc_dataloader_free($self); }
+  /* A batch sampler's batches: their indices laid end to end (data) and each batch's size (sizes);
+   * the host layers flatten a list of index arrays into these. The sizes must add up to the indices'
+   * length, which the C function cannot check. opts may be null. */
+  static acc_dataloader *fromBatchArrays(acc_dataset *ds, const int64_t *data, size_t n, const int64_t *sizes,
+                                         size_t nsizes, const acc_options *opts ERR) {
+    std::vector<size_t> counts(nsizes);
+    size_t total = 0;
+    for (size_t k = 0; k < nsizes; ++k) {
+      if (sizes[k] < 0) fail(ACC_ERR_INVALID_ARGUMENT, "a batch size is negative");
+      counts[k] = (size_t)sizes[k];
+      total += counts[k];
+    }
+    if (total != n) fail(ACC_ERR_INVALID_ARGUMENT, "the batch sizes do not add up to the number of indices");
+    acc_dataloader *out = nullptr;
+    check(acc_dataloader_create_from_batches(ds, data, counts.data(), counts.size(), opts, &out));
+    return out;
+  }
   /* The next batch, or null at the end of the epoch (the call after that starts the next one). */
   acc_tensor_list *next_(ERR0) {
     acc_tensor_list *out = nullptr;

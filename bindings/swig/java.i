@@ -77,6 +77,7 @@ ACC_JAVA_ARRAY(int64_t, long, jlong, jlongArray, Long)
 ACC_JAVA_ARRAY(int32_t, int, jint, jintArray, Int)
 ACC_JAVA_ARRAY(uint8_t, byte, jbyte, jbyteArray, Byte)
 %apply (const int64_t *data, size_t n) { (const int64_t *shape, size_t ndim) }
+%apply (const int64_t *data, size_t n) { (const int64_t *sizes, size_t nsizes) }
 
 /* ---- handle proxies ----------------------------------------------------------------------------- */
 
@@ -148,6 +149,7 @@ ACC_JAVA_HANDLE(accswig::LoadReport)
 %javamethodmodifiers acc_dataset::fromSampleSource "protected";
 %javamethodmodifiers acc_dataset::fromStreamSource "protected";
 %javamethodmodifiers acc_dataloader::setCollator "protected";
+%javamethodmodifiers acc_dataloader::fromBatchArrays "protected";
 %javamethodmodifiers acc_string_list::copyBytes "protected";
 %javamethodmodifiers acc_model::forward_ "protected";
 %javamethodmodifiers acc_accelerator::gatherObject "protected";

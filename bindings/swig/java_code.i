@@ -144,6 +144,28 @@
 %}
 
 %typemap(javacode) acc_dataloader %{
+  /** A loader over a batch sampler's batches (Accelerate's batch_sampler): batch k holds the dataset
+   *  indices batches[k], yielded in this order every epoch; sizes may vary. opts may be null;
+   *  batch_size, shuffle and drop_last are refused (the batches decide them). */
+  public static DataLoader fromBatches(Dataset ds, long[][] batches, Options opts) {
+    java.util.Objects.requireNonNull(batches, "batches");
+    long[] sizes = new long[batches.length];
+    int total = 0;
+    for (int k = 0; k < batches.length; ++k) {
+      java.util.Objects.requireNonNull(batches[k], "batch " + k);
+      sizes[k] = batches[k].length;
+      total = Math.addExact(total, batches[k].length);
+    }
+    long[] indices = new long[total];
+    for (int k = 0, at = 0; k < batches.length; at += batches[k].length, ++k)
+      System.arraycopy(batches[k], 0, indices, at, batches[k].length);
+    return fromBatchArrays(ds, indices, sizes, opts);
+  }
+  public static DataLoader fromBatches(Dataset ds, java.util.List<long[]> batches, Options opts) {
+    java.util.Objects.requireNonNull(batches, "batches");
+    return fromBatches(ds, batches.toArray(new long[0][]), opts);
+  }
+
   /** Batches are made by `fn` instead of by stacking. */
   public void setCollate(CollateFunction fn) {
     setCollator(CallbackAdapters.collate(fn));

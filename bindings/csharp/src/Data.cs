@@ -21,6 +21,22 @@ public partial class Dataset {
 }
 
 public partial class DataLoader : IEnumerable<TensorList> {
+  /// A loader over a batch sampler's batches (Accelerate's batch_sampler): batch k holds the dataset
+  /// indices batches[k], yielded in this order every epoch; sizes may vary. opts may be null;
+  /// batch_size, shuffle and drop_last are refused (the batches decide them).
+  public static DataLoader FromBatches(Dataset ds, IEnumerable<long[]> batches, Options opts = null) {
+    if (batches == null) throw new ArgumentNullException("batches");
+    var indices = new List<long>();
+    var sizes = new List<long>();
+    foreach (long[] batch in batches) {
+      if (batch == null) throw new ArgumentNullException("batches", "batch " + sizes.Count + " is null");
+      indices.AddRange(batch);
+      sizes.Add(batch.Length);
+    }
+    long[] flat = indices.ToArray(), counts = sizes.ToArray();
+    return FromBatchArrays(ds, flat, flat.Length, counts, counts.Length, opts);
+  }
+
   /// Batches are made by `collate` from the samples (each an array of fields, disposed after the
   /// call) instead of by stacking; the loader disposes the returned tensors.
   public void SetCollate(Func<IList<Tensor[]>, Tensor[]> collate) {

@@ -177,6 +177,26 @@ func NewDataLoader(ds *Dataset, opts *Options) (*DataLoader, error) {
 	return adoptDataLoader(with(ds, &ds.r, func(h capi.Dataset, e *string) capi.DataLoader { return capi.NewDataLoader(h, oh, e) }))
 }
 
+// DataLoaderFromBatches is a loader over a batch sampler's batches (Accelerate's batch_sampler):
+// batch k holds the dataset indices batches[k], yielded in this order every epoch; sizes may vary.
+// opts may be nil; batch_size, shuffle and drop_last are refused (the batches decide them).
+func DataLoaderFromBatches(ds *Dataset, batches [][]int64, opts *Options) (*DataLoader, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.KeepAlive(opts)
+	var indices []int64
+	sizes := make([]int64, len(batches))
+	for k, b := range batches {
+		sizes[k] = int64(len(b))
+		indices = append(indices, b...)
+	}
+	return adoptDataLoader(with(ds, &ds.r, func(h capi.Dataset, e *string) capi.DataLoader {
+		return capi.DataLoaderFromBatchArrays(h, indices, sizes, oh, e)
+	}))
+}
+
 // Next is the next batch, or nil at the end of the epoch (the call after that starts the next).
 func (l *DataLoader) Next() (*TensorList, error) {
 	return wrapTensorList(with(l, &l.r, func(h capi.DataLoader, e *string) capi.TensorList { return h.Next(e) }))

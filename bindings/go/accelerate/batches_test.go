@@ -1,0 +1,94 @@
+package accelerate_test
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+
+	acc "accelerate/go/accelerate"
+)
+
+// counting is a dataset whose one field is the sample's own index, so a batch shows its samples.
+func counting(t *testing.T, n int) *acc.Dataset {
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = int64(i)
+	}
+	field, err := acc.FromInt64s(ids, int64(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer field.Close()
+	ds, err := acc.DatasetFromTensors(field)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+func epochBatches(t *testing.T, l *acc.DataLoader) [][]int64 {
+	var out [][]int64
+	for {
+		batch, err := l.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if batch == nil {
+			return out
+		}
+		ids, err := batch.Get(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := ids.Int64s()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+		ids.Close()
+		batch.Close()
+	}
+}
+
+// DataLoaderFromBatches: a batch sampler's batches of varying sizes, in their order, every epoch;
+// what the C API refuses comes back as ErrInvalidArgument with its message.
+func TestDataLoaderFromBatches(t *testing.T) {
+	ds := counting(t, 10)
+	defer ds.Close()
+	batches := [][]int64{{9}, {0, 1, 5}, {2, 3, 4}}
+	l, err := acc.DataLoaderFromBatches(ds, batches, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if n, err := l.Len(); err != nil || n != 3 {
+		t.Fatalf("Len = %d, %v; want 3", n, err)
+	}
+	for epoch := 0; epoch < 2; epoch++ {
+		if got := epochBatches(t, l); !reflect.DeepEqual(got, batches) {
+			t.Fatalf("epoch %d: %v, want %v", epoch, got, batches)
+		}
+	}
+
+	o, _ := acc.NewOptions(acc.DataLoaderOptions)
+	defer o.Close()
+	if err := o.SetBool("shuffle", true); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		batches [][]int64
+		opts    *acc.Options
+		message string
+	}{
+		{[][]int64{{3, 10}}, nil, "index 10, outside the dataset of 10"},
+		{[][]int64{{1, 2}, {}}, nil, "batch 1 of the batch sampler is empty"},
+		{nil, nil, "num_batches"},
+		{[][]int64{{1}}, o, "'shuffle' does not apply"},
+	} {
+		l, err := acc.DataLoaderFromBatches(ds, c.batches, c.opts)
+		if l != nil || !errors.Is(err, acc.ErrInvalidArgument) || !strings.Contains(err.Error(), c.message) {
+			t.Errorf("%v: got %v, %v; want ErrInvalidArgument with %q", c.batches, l, err, c.message)
+		}
+	}
+}
