@@ -96,10 +96,13 @@ using namespace accswig;
 %rename("%(strip:[ACC_PLACEMENT_])s", %$isenumitem, regextarget=1) "^ACC_PLACEMENT_";
 #endif
 
-/* Deliberately not wrapped: acc_prepare (the per-object prepare methods do the same, and a binding
- * cannot swap the caller's handles in place); acc_tensor_from_host_borrow (zero-copy over host
- * memory the GC may move or free: the bindings copy); acc_last_error_code (the error is read inside
- * each wrapper call). */
+/* Deliberately not wrapped (the test bindings_header_coverage checks that the interface calls every
+ * other function of accelerate.h, and none of these):
+ *  - acc_prepare: the per-object prepare methods do the same, and a binding cannot swap the caller's
+ *    handles in place
+ *  - acc_tensor_from_host_borrow: zero-copy over host memory the GC may move or free; the bindings copy
+ *  - acc_last_error_code: the error is read inside each wrapper call
+ */
 /* The whitelist: the header's functions are reached only through the classes below; its enums and
  * version macros are wrapped as they are, less the never-valid sentinels. */
 %rename("$ignore", %$isfunction, regextarget=1) "^acc_";

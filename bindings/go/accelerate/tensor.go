@@ -85,6 +85,9 @@ func FromBytes(data []byte, shape ...int64) (*Tensor, error) {
 	return wrapTensor(call(func(e *string) capi.Tensor { return capi.TensorFromBytes(data, shape, e) }))
 }
 
+// Size is the bytes of one element (0 for Undefined or an unknown value).
+func (d DType) Size() int { return int(capi.AccelerateDtypeSize(capi.Acc_dtype(d))) }
+
 // Zeros is a new tensor of zeros on device ("" for the CPU).
 func Zeros(dtype DType, device string, shape ...int64) (*Tensor, error) {
 	return wrapTensor(call(func(e *string) capi.Tensor {
