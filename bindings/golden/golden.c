@@ -158,6 +158,18 @@ static void put_params(FILE *f, acc_model *model) {
   acc_string_list_free(names);
 }
 
+/* The registered state's file as the checkpoint holds it, in hex: the languages must write the same
+ * bytes, not only read back their own. */
+static void put_file_hex(FILE *f, const char *label, const char *path) {
+  FILE *in = fopen(path, "rb");
+  int c;
+  if (!in) { perror(path); exit(1); }
+  fprintf(f, "%s ", label);
+  while ((c = fgetc(in)) != EOF) fprintf(f, "%02x", c);
+  fprintf(f, "\n");
+  fclose(in);
+}
+
 /* The rest of the epoch after the checkpoint and the weights it ends with, as one string. */
 static char *finish_epoch(acc_accelerator *acc, const objects *o) {
   char *text = NULL;
@@ -215,6 +227,9 @@ int main(int argc, char **argv) {
   train(f, acc, &first, STEPS_BEFORE_SAVE);
   CHECK(acc_save_state(acc, ckpt, NULL));
   fprintf(f, "saved at step %" PRId64 "\n", g_steps);
+  snprintf(path, sizeof path, "%s/custom_checkpoint_0.bin", ckpt);
+  put_file_hex(f, "custom_checkpoint_0.bin", path);
+  snprintf(path, sizeof path, "%s.rank%" PRId64, argv[1], rank);
   continued_text = finish_epoch(acc, &first);
   fprintf(f, "continued\n%s", continued_text);
 

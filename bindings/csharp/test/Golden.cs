@@ -152,6 +152,10 @@ public static class Golden {
         Train(out_, acc, first, counter, StepsBeforeSave);
         acc.SaveState(ckpt);
         out_.Append("saved at step ").Append(counter.Steps).Append('\n');
+        // The registered state's file in hex: every language must write the same bytes.
+        out_.Append("custom_checkpoint_0.bin ");
+        foreach (byte b in File.ReadAllBytes(Path.Combine(ckpt, "custom_checkpoint_0.bin"))) out_.Append(b.ToString("x2"));
+        out_.Append('\n');
         continued = FinishEpoch(acc, first, counter);
         out_.Append("continued\n").Append(continued);
         acc.FreeMemory();

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 
 	acc "accelerate/go/accelerate"
@@ -193,6 +194,8 @@ func Run(prefix string) (path string, err error) {
 	train(&out, a, first, counter, stepsBeforeSave)
 	must(a.SaveState(ckpt))
 	fmt.Fprintf(&out, "saved at step %d\n", counter.steps)
+	// The registered state's file in hex: every language must write the same bytes.
+	fmt.Fprintf(&out, "custom_checkpoint_0.bin %x\n", must(os.ReadFile(filepath.Join(ckpt, "custom_checkpoint_0.bin"))))
 	continued := finishEpoch(a, first, counter)
 	out.WriteString("continued\n" + continued)
 	check(a.FreeMemory())
