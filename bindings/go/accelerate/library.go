@@ -52,7 +52,9 @@ const (
 )
 
 // LiveHandles counts the native objects of a kind that are alive (for leak checks).
-func LiveHandles(kind HandleKind) int64 { return capi.AccelerateLiveHandles(capi.Acc_handle_kind(kind)) }
+func LiveHandles(kind HandleKind) int64 {
+	return capi.AccelerateLiveHandles(capi.Acc_handle_kind(kind))
+}
 
 // LastErrorBacktrace is the C++ backtrace of this thread's last failure, if one was captured.
 func LastErrorBacktrace() string { return capi.AccelerateLastErrorBacktrace() }
