@@ -10,18 +10,13 @@
 //   random_states_<rank>.safetensors                    each process's RNG states
 //   dataloader_state_<rank>.json                        each process's loader positions
 //   accelerate_state.json                               the manifest, written last
-#include <ATen/core/Generator.h>
-
-#include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "accelerator/accelerator.h"
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/safetensors.h"
-#include "common/device.h"
+#include "checkpoint/state_files.h"
 #include "common/error.h"
 #include "optim/optimizer_state.h"
 
@@ -33,53 +28,8 @@ namespace {
 
 constexpr int kFormatVersion = 1;
 
-// Accelerate's names for the i-th object of a kind: model.safetensors, model_1.safetensors, ...
-std::string indexed_name(const std::string& stem, size_t i, const std::string& extension) {
-  return i == 0 ? stem + extension : stem + "_" + std::to_string(i) + extension;
-}
-
-std::string join(const std::string& dir, const std::string& name) { return (fs::path(dir) / name).string(); }
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) fail(Status::Io, "cannot write '", path, "'");
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(Status::Io, "checkpoint file '", path, "' is missing or unreadable");
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
-}
-
-json read_json(const std::string& path) {
-  try {
-    return json::parse(read_file(path));
-  } catch (const json::exception& e) {
-    fail(Status::Io, "checkpoint file '", path, "' is not valid JSON: ", e.what());
-  }
-}
-
-// A JSON field with a message naming the file when it is missing or of the wrong type.
-template <class T>
-T field(const json& j, const char* key, const std::string& path) {
-  try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    fail(Status::Io, "checkpoint file '", path, "' lacks a valid '", key, "'");
-  }
-}
-
-// Every generator whose state a resumed run needs: the CPU's, and each GPU's.
-std::vector<std::pair<std::string, at::Generator>> generators() {
-  std::vector<std::pair<std::string, at::Generator>> all = {{"cpu", at::detail::getDefaultCPUGenerator()}};
-  for (int64_t i = 0; cuda_available() && i < cuda_device_count(); ++i)
-    all.emplace_back("cuda_" + std::to_string(i),
-                     at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i))));
-  return all;
+std::string rank_file(const std::string& dir, const char* stem, int64_t rank, const char* extension) {
+  return join_path(dir, stem + std::to_string(rank) + extension);
 }
 
 // The objects still alive, in order.
@@ -167,38 +117,27 @@ std::string Accelerator::save_state(const std::string& dir) {
 
   on_every_process("save_state (writing '" + target + "')", [&] {
     // Each process: its RNG states and loader positions.
-    NamedTensors rng;
-    for (auto& generator : generators()) rng.emplace_back(generator.first, generator.second.get_state());
-    save_safetensors(join(staging, "random_states_" + std::to_string(process_index()) + ".safetensors"), rng,
+    save_safetensors(rank_file(staging, "random_states_", process_index(), ".safetensors"), capture_rng_states(),
                      {{"step", std::to_string(step())}});
-    json states = json::array();
-    for (const auto& loader : loaders) {
-      const LoaderState state = loader->state();
-      auto optional = [](const std::optional<uint64_t>& v) { return v ? json(*v) : json(nullptr); };
-      states.push_back({{"epoch", state.epoch}, {"position", state.position},
-                        {"epoch_seed", optional(state.epoch_seed)}, {"seed", optional(state.seed)}});
-    }
-    write_file(join(staging, "dataloader_state_" + std::to_string(process_index()) + ".json"), states.dump(2));
+    std::vector<LoaderState> states;
+    for (const auto& loader : loaders) states.push_back(loader->state());
+    write_loader_states(rank_file(staging, "dataloader_state_", process_index(), ".json"), states);
     if (!writer) return;
     // Shared files.
     for (size_t i = 0; i < models.size(); ++i)
-      save_safetensors(join(staging, indexed_name("model", i, ".safetensors")),
+      save_safetensors(join_path(staging, indexed_name("model", i, ".safetensors")),
                        contiguous_cpu(models[i]->unwrap()->state_dict()), {{"format", "pt"}});
     for (size_t i = 0; i < optimizers.size(); ++i) {
       auto snapshot = snapshot_optimizer(*optimizers[i]->unwrap());
-      save_safetensors(join(staging, indexed_name("optimizer", i, ".safetensors")), snapshot.tensors,
+      save_safetensors(join_path(staging, indexed_name("optimizer", i, ".safetensors")), snapshot.tensors,
                        Metadata(snapshot.metadata.begin(), snapshot.metadata.end()));
     }
-    for (size_t i = 0; i < schedulers.size(); ++i) {
-      const SchedulerState state = schedulers[i]->state();
-      write_file(join(staging, indexed_name("scheduler", i, ".json")),
-                 json{{"step", state.step}, {"base_lrs", state.base_lrs}}.dump(2));
-    }
+    for (size_t i = 0; i < schedulers.size(); ++i)
+      write_scheduler_state(join_path(staging, indexed_name("scheduler", i, ".json")), schedulers[i]->state());
     if (scaler_)
-      write_file(join(staging, "scaler.json"),
-                 json{{"scale", scaler_->current_scale()}, {"growth_tracker", scaler_->growth_tracker()}}.dump(2));
+      write_scaler_state(join_path(staging, "scaler.json"), {scaler_->current_scale(), scaler_->growth_tracker()});
     for (size_t i = 0; i < custom_states_.size(); ++i)
-      write_file(join(staging, "custom_checkpoint_" + std::to_string(i) + ".bin"), custom_states_[i].save());
+      write_file(join_path(staging, "custom_checkpoint_" + std::to_string(i) + ".bin"), custom_states_[i].save());
   });
 
   on_every_process("save_state (completing '" + target + "')", [&] {
@@ -214,7 +153,7 @@ std::string Accelerator::save_state(const std::string& dir) {
                            {"dataloaders", loaders.size()},
                            {"custom_objects", custom_states_.size()},
                            {"scaler", scaler_ != nullptr}};
-    write_file(join(staging, kCheckpointManifest), manifest.dump(2));
+    write_file(join_path(staging, kCheckpointManifest), manifest.dump(2));
     publish_checkpoint(staging, target);
     if (automatic && config_.total_limit) rotate_checkpoints(config_.project_dir, *config_.total_limit);
   });
@@ -245,20 +184,20 @@ std::string Accelerator::load_state(const std::string& dir) {
         fail(Status::InvalidArgument, "prepared data loader ", i,
              " is in the middle of an epoch: load the checkpoint before iterating it");
     for (const auto& hook : load_hooks_) hook(source);
-    const std::string manifest_path = join(source, kCheckpointManifest);
+    const std::string manifest_path = join_path(source, kCheckpointManifest);
     if (!fs::is_directory(source)) fail(Status::Io, "checkpoint folder '", source, "' does not exist");
     if (!fs::exists(manifest_path))
       fail(Status::Io, "'", source, "' is not a complete checkpoint (", kCheckpointManifest, " is missing)");
     const json manifest = read_json(manifest_path);
-    const auto version = field<int>(manifest, "format_version", manifest_path);
+    const auto version = json_field<int>(manifest, "format_version", manifest_path);
     if (version != kFormatVersion)
       fail(Status::VersionMismatch, manifest_path, ": checkpoint format ", version, ", this library reads ", kFormatVersion);
-    const auto saved_processes = field<int64_t>(manifest, "num_processes", manifest_path);
+    const auto saved_processes = json_field<int64_t>(manifest, "num_processes", manifest_path);
     if (saved_processes != num_processes())
       fail(Status::InvalidArgument, manifest_path, ": the checkpoint was saved by ", saved_processes,
            " processes, this job has ", num_processes());
     auto expect_count = [&](const char* key, size_t have) {
-      const auto saved = field<size_t>(manifest, key, manifest_path);
+      const auto saved = json_field<size_t>(manifest, key, manifest_path);
       if (saved != have)
         fail(Status::InvalidArgument, manifest_path, ": the checkpoint holds ", saved, " ", key, ", ", have,
              " are prepared");
@@ -268,15 +207,15 @@ std::string Accelerator::load_state(const std::string& dir) {
     expect_count("schedulers", schedulers.size());
     expect_count("dataloaders", loaders.size());
     expect_count("custom_objects", custom_states_.size());
-    if (field<bool>(manifest, "scaler", manifest_path) != (scaler_ != nullptr))
+    if (json_field<bool>(manifest, "scaler", manifest_path) != (scaler_ != nullptr))
       fail(Status::InvalidArgument, manifest_path, ": saved with mixed_precision ",
-           field<std::string>(manifest, "mixed_precision", manifest_path), ", this accelerator uses ",
+           json_field<std::string>(manifest, "mixed_precision", manifest_path), ", this accelerator uses ",
            config_.mixed_precision, " (GradScaler state ", scaler_ ? "missing" : "unexpected", ")");
-    saved_iteration = field<int64_t>(manifest, "iteration", manifest_path);
-    const auto saved_step = field<int64_t>(manifest, "step", manifest_path);
+    saved_iteration = json_field<int64_t>(manifest, "iteration", manifest_path);
+    const auto saved_step = json_field<int64_t>(manifest, "step", manifest_path);
 
     for (size_t i = 0; i < models.size(); ++i) {
-      const std::string path = join(source, indexed_name("model", i, ".safetensors"));
+      const std::string path = join_path(source, indexed_name("model", i, ".safetensors"));
       auto contents = std::make_shared<SafetensorsContents>(load_safetensors(path));
       auto model = models[i]->unwrap();
       try {
@@ -287,70 +226,47 @@ std::string Accelerator::load_state(const std::string& dir) {
       apply.push_back([model, contents] { model->load_state_dict(contents->tensors, true); });
     }
     for (size_t i = 0; i < optimizers.size(); ++i) {
-      const std::string path = join(source, indexed_name("optimizer", i, ".safetensors"));
+      const std::string path = join_path(source, indexed_name("optimizer", i, ".safetensors"));
       auto contents = std::make_shared<SafetensorsContents>(load_safetensors(path));
       OptimizerSnapshot snapshot{contents->tensors, {contents->metadata.begin(), contents->metadata.end()}};
       auto restore = prepare_optimizer_restore(*optimizers[i]->unwrap(), snapshot, "checkpoint file '" + path + "'");
       apply.push_back([restore, contents] { restore(); });
     }
     for (size_t i = 0; i < schedulers.size(); ++i) {
-      const std::string path = join(source, indexed_name("scheduler", i, ".json"));
-      const json j = read_json(path);
-      SchedulerState state{field<int64_t>(j, "step", path), field<std::vector<double>>(j, "base_lrs", path)};
-      const SchedulerState current = schedulers[i]->state();
-      if (state.step < 0 || state.base_lrs.size() != current.base_lrs.size())
+      const std::string path = join_path(source, indexed_name("scheduler", i, ".json"));
+      const SchedulerState state = read_scheduler_state(path);
+      const size_t groups = schedulers[i]->state().base_lrs.size();
+      if (state.base_lrs.size() != groups)
         fail(Status::InvalidArgument, "checkpoint file '", path, "' holds ", state.base_lrs.size(),
-             " parameter groups (step ", state.step, "), the scheduler has ", current.base_lrs.size());
+             " parameter groups, the scheduler has ", groups);
       auto scheduler = schedulers[i];
       apply.push_back([scheduler, state] { scheduler->load_state(state); });
     }
     if (scaler_) {
-      const std::string path = join(source, "scaler.json");
-      const json j = read_json(path);
-      const double scale = field<double>(j, "scale", path);
-      const auto tracker = field<int64_t>(j, "growth_tracker", path);
-      if (!(scale > 0) || !std::isfinite(scale) || tracker < 0 || tracker >= config_.scaler_growth_interval)
-        fail(Status::InvalidArgument, "checkpoint file '", path, "' holds an invalid GradScaler state (scale ", scale,
-             ", growth_tracker ", tracker, ")");
+      const std::string path = join_path(source, "scaler.json");
+      const ScalerState state = read_scaler_state(path);
+      if (!(state.scale > 0) || !std::isfinite(state.scale) || state.growth_tracker < 0 ||
+          state.growth_tracker >= config_.scaler_growth_interval)
+        fail(Status::InvalidArgument, "checkpoint file '", path, "' holds an invalid GradScaler state (scale ",
+             state.scale, ", growth_tracker ", state.growth_tracker, ")");
       auto scaler = scaler_;
-      apply.push_back([scaler, scale, tracker] { scaler->load_state(scale, tracker); });
+      apply.push_back([scaler, state] { scaler->load_state(state.scale, state.growth_tracker); });
     }
     {
-      const std::string path = join(source, "dataloader_state_" + std::to_string(process_index()) + ".json");
-      const json states = read_json(path);
-      if (!states.is_array() || states.size() != loaders.size())
-        fail(Status::InvalidArgument, "checkpoint file '", path, "' does not hold ", loaders.size(), " loader states");
-      for (size_t i = 0; i < loaders.size(); ++i) {
-        LoaderState state{field<int64_t>(states[i], "epoch", path), field<int64_t>(states[i], "position", path), {}, {}};
-        auto optional = [&](const char* key) -> std::optional<uint64_t> {
-          if (!states[i].is_object() || !states[i].contains(key) || states[i][key].is_null()) return std::nullopt;
-          return field<uint64_t>(states[i], key, path);
-        };
-        state.epoch_seed = optional("epoch_seed");
-        state.seed = optional("seed");
-        if (state.epoch < 0 || state.position < 0)
-          fail(Status::InvalidArgument, "checkpoint file '", path, "': loader ", i, " has a negative epoch or position");
-        auto loader = loaders[i];
-        apply.push_back([loader, state] { loader->load_state(state); });
-      }
+      const std::string path = rank_file(source, "dataloader_state_", process_index(), ".json");
+      const auto states = read_loader_states(path);
+      if (states.size() != loaders.size())
+        fail(Status::InvalidArgument, "checkpoint file '", path, "' holds ", states.size(), " loader states, ",
+             loaders.size(), " loaders are prepared");
+      for (size_t i = 0; i < loaders.size(); ++i)
+        apply.push_back([loader = loaders[i], state = states[i]] { loader->load_state(state); });
     }
     {
-      const std::string path = join(source, "random_states_" + std::to_string(process_index()) + ".safetensors");
-      auto contents = std::make_shared<SafetensorsContents>(load_safetensors(path));
-      for (auto& generator : generators()) {
-        auto it = std::find_if(contents->tensors.begin(), contents->tensors.end(),
-                               [&](const auto& entry) { return entry.first == generator.first; });
-        if (it == contents->tensors.end())
-          fail(Status::InvalidArgument, "checkpoint file '", path, "' has no state for the ", generator.first,
-               " generator");
-        if (it->second.scalar_type() != at::kByte || it->second.numel() != generator.second.get_state().numel())
-          fail(Status::InvalidArgument, "checkpoint file '", path, "': the ", generator.first,
-               " generator state has the wrong size or type");
-        apply.push_back([gen = generator.second, state = it->second.clone()]() mutable { gen.set_state(state); });
-      }
+      const std::string path = rank_file(source, "random_states_", process_index(), ".safetensors");
+      apply.push_back(prepare_rng_restore(load_safetensors(path).tensors, path));
     }
     for (size_t i = 0; i < custom_states_.size(); ++i) {
-      const std::string path = join(source, "custom_checkpoint_" + std::to_string(i) + ".bin");
+      const std::string path = join_path(source, "custom_checkpoint_" + std::to_string(i) + ".bin");
       auto bytes = std::make_shared<std::string>(read_file(path));
       auto load = custom_states_[i].load;
       apply.push_back([load, bytes] { load(*bytes); });

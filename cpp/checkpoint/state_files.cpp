@@ -1,0 +1,138 @@
+#include "checkpoint/state_files.h"
+
+#include <ATen/ATen.h>
+#include <ATen/core/Generator.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/device.h"
+
+namespace acc {
+using nlohmann::json;
+
+std::string indexed_name(const std::string& stem, size_t i, const std::string& extension) {
+  return i == 0 ? stem + extension : stem + "_" + std::to_string(i) + extension;
+}
+
+std::string join_path(const std::string& dir, const std::string& name) {
+  return (std::filesystem::path(dir) / name).string();
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) fail(Status::Io, "cannot write '", path, "'");
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(Status::Io, "checkpoint file '", path, "' is missing or unreadable");
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+json read_json(const std::string& path) {
+  try {
+    return json::parse(read_file(path));
+  } catch (const json::exception& e) {
+    fail(Status::Io, "checkpoint file '", path, "' is not valid JSON: ", e.what());
+  }
+}
+
+void write_scheduler_state(const std::string& path, const SchedulerState& state) {
+  write_file(path, json{{"step", state.step}, {"base_lrs", state.base_lrs}}.dump(2));
+}
+
+SchedulerState read_scheduler_state(const std::string& path) {
+  const json j = read_json(path);
+  SchedulerState state{json_field<int64_t>(j, "step", path), json_field<std::vector<double>>(j, "base_lrs", path)};
+  if (state.step < 0) fail(Status::InvalidArgument, "checkpoint file '", path, "' holds a negative step");
+  return state;
+}
+
+void write_scaler_state(const std::string& path, const ScalerState& state) {
+  write_file(path, json{{"scale", state.scale}, {"growth_tracker", state.growth_tracker}}.dump(2));
+}
+
+ScalerState read_scaler_state(const std::string& path) {
+  const json j = read_json(path);
+  return {json_field<double>(j, "scale", path), json_field<int64_t>(j, "growth_tracker", path)};
+}
+
+namespace {
+
+json optional_seed(const std::optional<uint64_t>& seed) { return seed ? json(*seed) : json(nullptr); }
+
+std::optional<uint64_t> read_optional_seed(const json& j, const char* key, const std::string& path) {
+  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+  return json_field<uint64_t>(j, key, path);
+}
+
+}  // namespace
+
+void write_loader_states(const std::string& path, const std::vector<LoaderState>& states) {
+  json all = json::array();
+  for (const auto& s : states)
+    all.push_back({{"epoch", s.epoch}, {"position", s.position}, {"epoch_seed", optional_seed(s.epoch_seed)},
+                   {"seed", optional_seed(s.seed)}});
+  write_file(path, all.dump(2));
+}
+
+std::vector<LoaderState> read_loader_states(const std::string& path) {
+  const json all = read_json(path);
+  if (!all.is_array()) fail(Status::Io, "checkpoint file '", path, "' is not a list of loader states");
+  std::vector<LoaderState> states;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!all[i].is_object()) fail(Status::Io, "checkpoint file '", path, "': loader ", i, " is not an object");
+    LoaderState s;
+    s.epoch = json_field<int64_t>(all[i], "epoch", path);
+    s.position = json_field<int64_t>(all[i], "position", path);
+    s.epoch_seed = read_optional_seed(all[i], "epoch_seed", path);
+    s.seed = read_optional_seed(all[i], "seed", path);
+    if (s.epoch < 0 || s.position < 0)
+      fail(Status::InvalidArgument, "checkpoint file '", path, "': loader ", i, " has a negative epoch or position");
+    states.push_back(s);
+  }
+  return states;
+}
+
+namespace {
+
+std::vector<std::pair<std::string, at::Generator>> generators() {
+  std::vector<std::pair<std::string, at::Generator>> all = {{"cpu", at::detail::getDefaultCPUGenerator()}};
+  for (int64_t i = 0; cuda_available() && i < cuda_device_count(); ++i)
+    all.emplace_back("cuda_" + std::to_string(i),
+                     at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i))));
+  return all;
+}
+
+}  // namespace
+
+NamedTensors capture_rng_states() {
+  NamedTensors states;
+  for (auto& generator : generators()) states.emplace_back(generator.first, generator.second.get_state());
+  return states;
+}
+
+std::function<void()> prepare_rng_restore(const NamedTensors& saved, const std::string& path) {
+  std::vector<std::function<void()>> sets;
+  for (auto& generator : generators()) {
+    auto it = std::find_if(saved.begin(), saved.end(), [&](const auto& entry) { return entry.first == generator.first; });
+    if (it == saved.end())
+      fail(Status::InvalidArgument, "checkpoint file '", path, "' has no state for the ", generator.first, " generator");
+    if (it->second.scalar_type() != at::kByte || it->second.numel() != generator.second.get_state().numel())
+      fail(Status::InvalidArgument, "checkpoint file '", path, "': the ", generator.first,
+           " generator state has the wrong size or type");
+    sets.push_back([gen = generator.second, state = it->second.clone()]() mutable { gen.set_state(state); });
+  }
+  return [sets] {
+    for (const auto& set : sets) set();
+  };
+}
+
+}  // namespace acc
