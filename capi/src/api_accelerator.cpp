@@ -7,8 +7,6 @@ using namespace acc::capi;
 
 namespace {
 
-acc::Accelerator& accelerator_arg(const acc_accelerator* a) { return *live(a, "acc").accelerator; }
-
 std::optional<bool> placement_arg(acc_placement p) {
   acc::require(p == ACC_PLACEMENT_DEFAULT || p == ACC_PLACEMENT_NO || p == ACC_PLACEMENT_YES, "invalid placement ",
                static_cast<int>(p));

@@ -5,25 +5,12 @@
 
 using namespace acc::capi;
 
-namespace {
-
-acc::NamedTensors named(const acc_tensor_list& list) {
-  acc::NamedTensors out;
-  for (size_t i = 0; i < list.tensors.size(); ++i) {
-    acc::require(!list.names[i].empty(), "tensor ", i, " of the list has no name (safetensors needs one)");
-    out.emplace_back(list.names[i], list.tensors[i]);
-  }
-  return out;
-}
-
-}  // namespace
-
 extern "C" {
 
 acc_status acc_tensor_list_save_safetensors(const acc_tensor_list* list, const char* path) {
   return guarded([&] {
     const auto& l = live(list, "list");
-    acc::save_safetensors(text_arg(path, "path"), named(l), {{"format", "pt"}});
+    acc::save_safetensors(text_arg(path, "path"), named_tensors(l, true), {{"format", "pt"}});
   });
 }
 
@@ -31,13 +18,7 @@ acc_status acc_tensor_list_load_safetensors(const char* path, acc_tensor_list** 
   return guarded([&] {
     const std::string file = text_arg(path, "path");
     out_param(out, "out");
-    std::vector<std::string> names;
-    std::vector<at::Tensor> tensors;
-    for (auto& entry : acc::load_safetensors(file).tensors) {
-      names.push_back(entry.first);
-      tensors.push_back(entry.second);
-    }
-    emit(out, std::move(names), std::move(tensors));
+    emit_named(out, acc::load_safetensors(file).tensors);
   });
 }
 
@@ -54,7 +35,7 @@ acc_status acc_model_load_safetensors(acc_model* model, const char* path, int st
 
 acc_status acc_save_model(acc_accelerator* a, acc_model* model, const char* dir, const char* max_shard_size) {
   return guarded([&] {
-    auto& accelerator = *live(a, "acc").accelerator;
+    auto& accelerator = accelerator_arg(a);
     auto& m = live(model, "model");
     accelerator.save_model(m.model, text_arg(dir, "dir"), max_shard_size ? max_shard_size : "10GB");
   });

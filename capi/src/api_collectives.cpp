@@ -6,7 +6,7 @@ using namespace acc::capi;
 
 namespace {
 
-acc::Collectives& collectives_arg(acc_accelerator* a) { return live(a, "acc").accelerator->collectives(); }
+acc::Collectives& collectives_arg(acc_accelerator* a) { return accelerator_arg(a).collectives(); }
 
 std::string name_arg(const char* name, const char* fallback) { return name ? name : fallback; }
 
@@ -25,7 +25,7 @@ acc_status acc_gather(acc_accelerator* a, const acc_tensor* t, const char* name,
 
 acc_status acc_gather_for_metrics(acc_accelerator* a, const acc_tensor* t, const char* name, acc_tensor** out) {
   return guarded([&] {
-    auto& accelerator = *live(a, "acc").accelerator;
+    auto& accelerator = accelerator_arg(a);
     const at::Tensor& x = live(t, "t").tensor;
     out_param(out, "out");
     emit(out, accelerator.gather_for_metrics(x, name_arg(name, "gather_for_metrics")));
@@ -47,10 +47,9 @@ acc_status acc_reduce(acc_accelerator* a, const acc_tensor* t, acc_reduction op,
   return guarded([&] {
     auto& c = collectives_arg(a);
     const at::Tensor& x = live(t, "t").tensor;
-    acc::require(op == ACC_REDUCTION_NONE || op == ACC_REDUCTION_MEAN || op == ACC_REDUCTION_SUM,
-                 "invalid reduction ", static_cast<int>(op));
+    const acc::Reduction reduction = reduction_arg(op);
     out_param(out, "out");
-    emit(out, c.reduce(x, static_cast<acc::Reduction>(op), name_arg(name, "reduce")));
+    emit(out, c.reduce(x, reduction, name_arg(name, "reduce")));
   });
 }
 
@@ -76,7 +75,7 @@ acc_status acc_pad_across_processes(acc_accelerator* a, const acc_tensor* t, int
 acc_status acc_split_between_processes(const acc_accelerator* a, int64_t n, int apply_padding, int64_t* start,
                                        int64_t* end, int64_t* padding) {
   return guarded([&] {
-    auto split = live(a, "acc").accelerator->collectives().split_between_processes(n, apply_padding != 0);
+    auto split = accelerator_arg(a).collectives().split_between_processes(n, apply_padding != 0);
     *out_param(start, "start") = split.start;
     *out_param(end, "end") = split.end;
     if (padding) *padding = split.padding;

@@ -9,16 +9,6 @@ namespace {
 
 acc::Model& model_arg(const acc_model* m) { return *live(m, "model").model; }
 
-void emit_named(acc_tensor_list** out, const acc::NamedTensors& named) {
-  std::vector<std::string> names;
-  std::vector<at::Tensor> tensors;
-  for (const auto& entry : named) {
-    names.push_back(entry.first);
-    tensors.push_back(entry.second);
-  }
-  emit(out, std::move(names), std::move(tensors));
-}
-
 acc::NamedTensors run_forward(acc::Model& model, const acc_tensor* const* inputs, size_t n, uint32_t flags) {
   acc::require(inputs || n == 0, "inputs is NULL but n is ", n);
   acc::require((flags & ~ACC_FORWARD_NO_GRAD) == 0, "unknown forward flags ", flags);
@@ -131,9 +121,7 @@ acc_status acc_model_load_state_dict(acc_model* model, const acc_tensor_list* st
   return guarded([&] {
     acc::Model& m = model_arg(model);
     const auto& l = live(state, "state");
-    acc::NamedTensors named;
-    for (size_t i = 0; i < l.tensors.size(); ++i) named.emplace_back(l.names[i], l.tensors[i]);
-    m.load_state_dict(named, strict != 0);
+    m.load_state_dict(named_tensors(l, false), strict != 0);
   });
 }
 

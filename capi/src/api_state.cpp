@@ -12,8 +12,6 @@ using namespace acc::capi;
 
 namespace {
 
-acc::Accelerator& accelerator_arg(acc_accelerator* a) { return *live(a, "acc").accelerator; }
-
 void emit_dir(char** out_dir, const std::string& dir) {
   if (out_dir) *out_dir = owned_string(dir);
 }
@@ -91,13 +89,7 @@ acc_status acc_register_load_state_pre_hook(acc_accelerator* a, acc_checkpoint_h
 acc_status acc_save(acc_accelerator* a, const acc_tensor_list* tensors, const char* path) {
   return guarded([&] {
     auto& x = accelerator_arg(a);
-    const auto& list = live(tensors, "tensors");
-    acc::NamedTensors named;
-    for (size_t i = 0; i < list.tensors.size(); ++i) {
-      acc::require(!list.names[i].empty(), "tensor ", i, " of the list has no name (safetensors needs one)");
-      named.emplace_back(list.names[i], list.tensors[i]);
-    }
-    x.save(named, text_arg(path, "path"));
+    x.save(named_tensors(live(tensors, "tensors"), true), text_arg(path, "path"));
   });
 }
 
@@ -106,13 +98,7 @@ acc_status acc_get_state_dict(acc_accelerator* a, acc_model* model, int unwrap, 
     auto& x = accelerator_arg(a);
     auto& m = live(model, "model");
     out_param(out, "out");
-    std::vector<std::string> names;
-    std::vector<at::Tensor> values;
-    for (auto& entry : x.get_state_dict(m.model, unwrap != 0)) {
-      names.push_back(entry.first);
-      values.push_back(entry.second);
-    }
-    emit(out, std::move(names), std::move(values));
+    emit_named(out, x.get_state_dict(m.model, unwrap != 0));
   });
 }
 

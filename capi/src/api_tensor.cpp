@@ -16,12 +16,6 @@ c10::ArrayRef<int64_t> dims_arg(const int64_t* dims, size_t ndim) {
 
 const at::Tensor& tensor_arg(const acc_tensor* t, const char* name) { return live(t, name).tensor; }
 
-acc::Reduction reduction_arg(acc_reduction r) {
-  acc::require(r == ACC_REDUCTION_NONE || r == ACC_REDUCTION_MEAN || r == ACC_REDUCTION_SUM, "invalid reduction ",
-               static_cast<int>(r));
-  return static_cast<acc::Reduction>(r);
-}
-
 template <typename Op>
 acc_status unary(const acc_tensor* t, acc_tensor** out, Op op) {
   return guarded([&] {

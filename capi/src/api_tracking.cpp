@@ -8,8 +8,6 @@ using namespace acc::capi;
 
 namespace {
 
-acc::Accelerator& accelerator_arg(const acc_accelerator* a) { return *live(a, "acc").accelerator; }
-
 std::vector<std::string> names_arg(const char* const* names, size_t n) {
   acc::require(n == 0 || names != nullptr, "names is NULL");
   std::vector<std::string> out;

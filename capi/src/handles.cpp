@@ -100,4 +100,31 @@ acc_dtype from_scalar_type(at::ScalarType type) {
   fail(Status::Unsupported, "the tensor's dtype ", type, " has no acc_dtype");
 }
 
+acc::Reduction reduction_arg(acc_reduction r) {
+  require(r == ACC_REDUCTION_NONE || r == ACC_REDUCTION_MEAN || r == ACC_REDUCTION_SUM, "invalid reduction ",
+          static_cast<int>(r));
+  return static_cast<acc::Reduction>(r);
+}
+
+acc::NamedTensors named_tensors(const acc_tensor_list& list, bool names_required) {
+  acc::NamedTensors out;
+  for (size_t i = 0; i < list.tensors.size(); ++i) {
+    require(!names_required || !list.names[i].empty(), "tensor ", i, " of the list has no name (safetensors needs one)");
+    out.emplace_back(list.names[i], list.tensors[i]);
+  }
+  return out;
+}
+
+void emit_named(acc_tensor_list** out, const acc::NamedTensors& named) {
+  std::vector<std::string> names;
+  std::vector<at::Tensor> tensors;
+  names.reserve(named.size());
+  tensors.reserve(named.size());
+  for (const auto& entry : named) {
+    names.push_back(entry.first);
+    tensors.push_back(entry.second);
+  }
+  emit(out, std::move(names), std::move(tensors));
+}
+
 }  // namespace acc::capi

@@ -19,6 +19,7 @@
 #include "model/model.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"
+#include "tensor/losses.h"
 #include "tracking/progress.h"
 
 struct acc_tensor {
@@ -120,6 +121,16 @@ inline std::string text_arg(const char* text, const char* argument) {
   if (!text) fail(Status::InvalidArgument, argument, " is NULL");
   return text;
 }
+
+// The accelerator behind a handle argument named "acc".
+inline acc::Accelerator& accelerator_arg(const acc_accelerator* a) { return *live(a, "acc").accelerator; }
+
+acc::Reduction reduction_arg(acc_reduction r);
+
+// A tensor list as named tensors; names_required: every tensor must have a name (safetensors).
+acc::NamedTensors named_tensors(const acc_tensor_list& list, bool names_required);
+// A new tensor list handle holding `named`, written to *out.
+void emit_named(acc_tensor_list** out, const acc::NamedTensors& named);
 
 // The options passed to a function that takes options of `kind` (NULL: all defaults).
 acc::Options options_arg(const acc_options* opts, acc::OptionsKind kind);

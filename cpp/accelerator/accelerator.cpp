@@ -47,10 +47,7 @@ Accelerator::Accelerator(const Options& options)
         device_);
   }
   iteration_ = config_.iteration;
-  if (config_.seed) {
-    torch::manual_seed(*config_.seed);
-    if (cuda_available()) torch::cuda::manual_seed_all(*config_.seed);
-  }
+  if (config_.seed) set_seed(*config_.seed);
 }
 
 std::string Accelerator::distributed_type() const {

@@ -1,6 +1,7 @@
 #include "common/device.h"
 
 #include <torch/cuda.h>
+#include <torch/utils.h>
 
 #include "common/error.h"
 
@@ -9,6 +10,11 @@ namespace acc {
 bool cuda_available() { return torch::cuda::is_available(); }
 
 int cuda_device_count() { return cuda_available() ? static_cast<int>(torch::cuda::device_count()) : 0; }
+
+void set_seed(uint64_t seed) {
+  torch::manual_seed(seed);
+  if (cuda_available()) torch::cuda::manual_seed_all(seed);
+}
 
 c10::Device parse_device(const std::string& name) {
   c10::optional<c10::Device> device;

@@ -3,6 +3,7 @@
 
 #include <c10/core/Device.h>
 
+#include <cstdint>
 #include <string>
 
 namespace acc {
@@ -15,5 +16,8 @@ std::string device_name(const c10::Device& device);
 
 bool cuda_available();
 int cuda_device_count();
+
+// Seeds torch's CPU generator and every GPU's (acc_set_seed, the accelerator's seed option).
+void set_seed(uint64_t seed);
 
 }  // namespace acc
