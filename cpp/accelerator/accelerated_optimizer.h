@@ -20,6 +20,7 @@ class AcceleratedOptimizer final : public Optimizer {
   void add_param_group(const std::vector<std::string>& names, const Options& overrides) override {
     inner_->add_param_group(names, overrides);
   }
+  const std::string& algorithm() const override { return inner_->algorithm(); }
   size_t num_param_groups() const override { return inner_->num_param_groups(); }
   double lr(size_t group) const override { return inner_->lr(group); }
   void set_lr(size_t group, double lr) override { inner_->set_lr(group, lr); }
@@ -39,8 +40,5 @@ class AcceleratedOptimizer final : public Optimizer {
   std::shared_ptr<GradScaler> scaler_;
   bool step_was_skipped_ = false;
 };
-
-// Moves an optimizer's per-parameter state (momentum, Adam moments) to a device.
-void move_optimizer_state(torch::optim::Optimizer& optimizer, const c10::Device& device);
 
 }  // namespace acc

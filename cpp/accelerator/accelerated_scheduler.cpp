@@ -9,16 +9,14 @@ AcceleratedScheduler::AcceleratedScheduler(std::shared_ptr<Scheduler> inner,
     : inner_(std::move(inner)),
       optimizer_(std::move(optimizer)),
       state_(std::move(state)),
-      num_processes_(num_processes),
-      split_batches_(split_batches),
+      repeats_(split_batches ? 1 : num_processes),
       step_with_optimizer_(step_with_optimizer) {}
 
 void AcceleratedScheduler::step() {
   if (!step_with_optimizer_) return inner_->step();
   if (!state_->sync_gradients()) return;
   if (optimizer_ && optimizer_->step_was_skipped()) return;
-  const int64_t repeats = split_batches_ ? 1 : num_processes_;
-  for (int64_t i = 0; i < repeats; ++i) inner_->step();
+  for (int64_t i = 0; i < repeats_; ++i) inner_->step();
 }
 
 }  // namespace acc

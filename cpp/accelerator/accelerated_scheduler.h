@@ -29,8 +29,7 @@ class AcceleratedScheduler final : public Scheduler {
   std::shared_ptr<Scheduler> inner_;
   std::shared_ptr<AcceleratedOptimizer> optimizer_;  // null when the optimizer was not prepared
   std::shared_ptr<GradientState> state_;
-  int64_t num_processes_;
-  bool split_batches_;
+  int64_t repeats_;  // inner steps per step: num_processes, or 1 with split_batches
   bool step_with_optimizer_;
 };
 

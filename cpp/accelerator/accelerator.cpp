@@ -1,8 +1,5 @@
 #include "accelerator/accelerator.h"
 
-#include <torch/cuda.h>
-#include <torch/utils.h>
-
 #include <cmath>
 #include <cstdio>
 
@@ -10,6 +7,7 @@
 #include "common/device.h"
 #include "common/error.h"
 #include "data/dispatcher.h"
+#include "optim/optimizer_state.h"
 #include "precision/autocast.h"
 
 namespace acc {
@@ -56,8 +54,8 @@ std::string Accelerator::distributed_type() const {
 }
 
 bool Accelerator::optimizer_step_was_skipped() const {
-  for (const auto& entry : optimizers_)
-    if (auto opt = entry.second.lock(); opt && opt->step_was_skipped()) return true;
+  for (const auto& opt : live_optimizers())
+    if (opt->step_was_skipped()) return true;
   return false;
 }
 
@@ -89,7 +87,7 @@ std::shared_ptr<Optimizer> Accelerator::prepare_optimizer(const std::shared_ptr<
   require(optimizer != nullptr, "prepare_optimizer needs an optimizer");
   if (auto accelerated = std::dynamic_pointer_cast<AcceleratedOptimizer>(optimizer)) return accelerated;
   if (auto prepared = find_prepared<AcceleratedOptimizer>(optimizers_, optimizer.get())) return prepared;
-  if (device_placement.value_or(config_.device_placement)) move_optimizer_state(optimizer->impl(), device_);
+  if (device_placement.value_or(config_.device_placement)) move_optimizer_state(*optimizer, device_);
   auto prepared = std::make_shared<AcceleratedOptimizer>(optimizer, gradient_state_, scaler_);
   optimizers_[optimizer.get()] = prepared;
   optimizer_order_.push_back(prepared);
@@ -219,8 +217,8 @@ void Accelerator::accumulate_begin() {
   // Off the window's end, gradients accumulate locally: no allreduce in this backward (unless
   // sync_each_batch trades that speed for the memory of the local accumulation).
   const bool allreduce = gradient_state_->sync_gradients() || config_.sync_each_batch;
-  for (const auto& entry : models_)
-    if (auto model = std::dynamic_pointer_cast<PreparedModel>(entry.second.lock())) model->set_gradient_sync(allreduce);
+  for (const auto& weak : model_order_)
+    if (auto model = weak.lock()) model->set_gradient_sync(allreduce);
 }
 
 void Accelerator::no_sync_begin(const std::shared_ptr<Model>& model) { prepared(model)->set_gradient_sync(false); }
@@ -258,17 +256,12 @@ void Accelerator::save_model(const std::shared_ptr<Model>& model, const std::str
 
 void Accelerator::unscale_gradients(const std::shared_ptr<Optimizer>& optimizer) {
   if (!scaler_) return;
-  std::vector<at::Tensor> grads;
-  auto collect = [&](Optimizer& opt) {
-    for (auto& group : opt.impl().param_groups())
-      for (auto& p : group.params())
-        if (p.grad().defined()) grads.push_back(p.grad());
-  };
-  if (optimizer)
-    collect(*optimizer);
-  else
-    for (const auto& entry : optimizers_)
-      if (auto opt = entry.second.lock()) collect(*opt);
+  std::vector<at::Tensor> grads = optimizer ? optimizer->gradients() : std::vector<at::Tensor>{};
+  if (!optimizer)
+    for (const auto& opt : live_optimizers()) {
+      auto more = opt->gradients();
+      grads.insert(grads.end(), more.begin(), more.end());
+    }
   scaler_->unscale(grads);
 }
 

@@ -126,11 +126,11 @@ std::string Accelerator::save_state(const std::string& dir) {
     // Shared files.
     for (size_t i = 0; i < models.size(); ++i)
       save_safetensors(join_path(staging, indexed_name("model", i, ".safetensors")),
-                       contiguous_cpu(models[i]->unwrap()->state_dict()), {{"format", "pt"}});
+                       models[i]->unwrap()->state_dict(), {{"format", "pt"}});
     for (size_t i = 0; i < optimizers.size(); ++i) {
       auto snapshot = snapshot_optimizer(*optimizers[i]->unwrap());
       save_safetensors(join_path(staging, indexed_name("optimizer", i, ".safetensors")), snapshot.tensors,
-                       Metadata(snapshot.metadata.begin(), snapshot.metadata.end()));
+                       snapshot.metadata);
     }
     for (size_t i = 0; i < schedulers.size(); ++i)
       write_scheduler_state(join_path(staging, indexed_name("scheduler", i, ".json")), schedulers[i]->state());
@@ -227,10 +227,9 @@ std::string Accelerator::load_state(const std::string& dir) {
     }
     for (size_t i = 0; i < optimizers.size(); ++i) {
       const std::string path = join_path(source, indexed_name("optimizer", i, ".safetensors"));
-      auto contents = std::make_shared<SafetensorsContents>(load_safetensors(path));
-      OptimizerSnapshot snapshot{contents->tensors, {contents->metadata.begin(), contents->metadata.end()}};
-      auto restore = prepare_optimizer_restore(*optimizers[i]->unwrap(), snapshot, "checkpoint file '" + path + "'");
-      apply.push_back([restore, contents] { restore(); });
+      SafetensorsContents contents = load_safetensors(path);  // its tensors keep the file mapped
+      OptimizerSnapshot snapshot{std::move(contents.tensors), std::move(contents.metadata)};
+      apply.push_back(prepare_optimizer_restore(*optimizers[i]->unwrap(), snapshot, "checkpoint file '" + path + "'"));
     }
     for (size_t i = 0; i < schedulers.size(); ++i) {
       const std::string path = join_path(source, indexed_name("scheduler", i, ".json"));
@@ -283,7 +282,7 @@ std::string Accelerator::load_state(const std::string& dir) {
 }
 
 void Accelerator::save(const NamedTensors& tensors, const std::string& path) {
-  if (writes_shared_files()) save_safetensors(path, contiguous_cpu(tensors), {{"format", "pt"}});
+  if (writes_shared_files()) save_safetensors(path, tensors, {{"format", "pt"}});  // it copies to the CPU
 }
 
 NamedTensors Accelerator::get_state_dict(const std::shared_ptr<Model>& model, bool unwrap) const {

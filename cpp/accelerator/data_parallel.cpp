@@ -15,20 +15,22 @@ constexpr int64_t kFirstBucketBytes = 1024 * 1024;  // PyTorch DDP's first, smal
 
 DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distributed> dist,
                            DataParallelOptions options)
-    : model_(std::move(model)), dist_(std::move(dist)), options_(options) {
+    : dist_(std::move(dist)), options_(options) {
   std::vector<at::Tensor> params;
   std::unordered_map<size_t, std::string> names;
   std::vector<at::Tensor> everything;
-  for (const auto& entry : model_->named_parameters()) {
+  for (const auto& entry : model->named_parameters()) {
     everything.push_back(entry.second);
     if (!entry.second.requires_grad()) continue;
     names[params.size()] = entry.first;
     params.push_back(entry.second);
   }
-  for (const auto& entry : model_->named_buffers()) everything.push_back(entry.second);
+  // Buffers keep their identity (Model::to and load_state_dict work in place): found once, not per forward.
+  for (const auto& entry : model->named_buffers()) buffers_.push_back(entry.second);
+  everything.insert(everything.end(), buffers_.begin(), buffers_.end());
   broadcast(everything, "prepare_model (initial parameters)");
   if (params.empty()) return;
-  if (options_.comm_hook == "bf16" && dist_->backend() == "gloo")
+  if (options_.comm_hook == "bf16" && !dist_->device().is_cuda())
     fail(Status::Unsupported, "the bf16 DDP comm hook needs NCCL: Gloo cannot allreduce bf16 (use \"fp16\" on CPU)");
 
   const int64_t cap = options_.bucket_cap_mb * 1024 * 1024;
@@ -78,11 +80,7 @@ void DataParallel::broadcast(const std::vector<at::Tensor>& tensors, const std::
 }
 
 void DataParallel::before_forward() {
-  if (options_.broadcast_buffers) {
-    std::vector<at::Tensor> buffers;
-    for (const auto& entry : model_->named_buffers()) buffers.push_back(entry.second);
-    if (!buffers.empty()) broadcast(buffers, "forward (buffers)");
-  }
+  if (options_.broadcast_buffers && !buffers_.empty()) broadcast(buffers_, "forward (buffers)");
   if (reducer_) reducer_->prepare_for_forward();
 }
 

@@ -34,7 +34,7 @@ class DataParallel {
  private:
   void broadcast(const std::vector<at::Tensor>& tensors, const std::string& name);
 
-  std::shared_ptr<Model> model_;
+  std::vector<at::Tensor> buffers_;  // the model's buffers, broadcast from rank 0 before each forward
   std::shared_ptr<Distributed> dist_;
   DataParallelOptions options_;
   std::unique_ptr<c10d::Reducer> reducer_;

@@ -14,7 +14,7 @@ void GradientState::begin_micro_step() {
 
 void GradientState::on_batch(const DataLoader& loader, bool last_of_epoch) {
   end_of_dataloader_ = last_of_epoch;
-  remainder_ = loader.remainder();
+  if (last_of_epoch) remainder_ = loader.remainder();  // only read at the end of the loader
 }
 
 void GradientState::on_epoch_end(const DataLoader&) { end_of_dataloader_ = false; }

@@ -13,7 +13,6 @@ class GradientState final : public LoaderObserver {
   explicit GradientState(int64_t num_steps, bool sync_with_dataloader = true)
       : num_steps_(num_steps), sync_with_dataloader_(sync_with_dataloader) {}
 
-  int64_t num_steps() const { return num_steps_; }
   bool sync_gradients() const { return sync_gradients_; }
   // Micro-steps counted by accumulate() in the current window (Accelerate's accelerator.step).
   int64_t step() const { return step_; }

@@ -29,7 +29,6 @@ class PreparedModel final : public Model {
   const std::shared_ptr<Model>& unwrap() const { return inner_; }
   // Whether the next backward averages gradients across processes (off: no_sync, accumulation).
   void set_gradient_sync(bool sync) { gradient_sync_ = sync; }
-  bool gradient_sync() const { return gradient_sync_; }
   // After a forward under no_sync: the coming backward averages gradients after all.
   void trigger_sync_in_backward() {
     if (data_parallel_) data_parallel_->sync_next_backward();

@@ -1,8 +1,5 @@
 #include "checkpoint/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "data/mmap.h"
 #include "tensor/host.h"
 
 namespace acc {
@@ -42,34 +40,6 @@ at::ScalarType dtype_of(const std::string& name, const std::string& path, const 
   for (const auto& d : dtypes())
     if (d.first == name) return d.second;
   fail(Status::Io, "'", path, "': tensor '", tensor, "' has an unknown dtype '", name, "'");
-}
-
-// A read-only mapping shared by the tensors made from it.
-struct Mapping {
-  void* base = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (base) munmap(base, size);
-  }
-};
-
-std::shared_ptr<Mapping> map_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(Status::Io, "cannot open '", path, "': ", std::strerror(errno));
-  struct stat st {};
-  fstat(fd, &st);
-  auto mapping = std::make_shared<Mapping>();
-  mapping->size = static_cast<size_t>(st.st_size);
-  if (mapping->size > 0) {
-    void* base = mmap(nullptr, mapping->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-    const int err = errno;
-    ::close(fd);
-    if (base == MAP_FAILED) fail(Status::Io, "cannot map '", path, "': ", std::strerror(err));
-    mapping->base = base;
-  } else {
-    ::close(fd);
-  }
-  return mapping;
 }
 
 }  // namespace
@@ -107,13 +77,15 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
 }
 
 SafetensorsContents load_safetensors(const std::string& path) {
-  auto mapping = map_file(path);
-  const auto* bytes = static_cast<const unsigned char*>(mapping->base);
-  if (mapping->size < 8) fail(Status::Io, "'", path, "' is too short to be a safetensors file");
+  // The whole file as a byte tensor over a private mapping, kept alive by every tensor made from it.
+  const at::Tensor file = mmap_tensor(path, 0, at::kByte, {-1});
+  const auto file_size = static_cast<uint64_t>(file.numel());
+  const auto* bytes = file_size ? file.data_ptr<uint8_t>() : nullptr;
+  if (file_size < 8) fail(Status::Io, "'", path, "' is too short to be a safetensors file");
   uint64_t header_size = 0;
   for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | bytes[i];
   if (header_size > kMaxHeader) fail(Status::Io, "'", path, "': header of ", header_size, " bytes is too large");
-  if (8 + header_size > mapping->size)
+  if (8 + header_size > file_size)
     fail(Status::Io, "'", path, "': header of ", header_size, " bytes runs past the end of the file");
   json header;
   try {
@@ -122,8 +94,8 @@ SafetensorsContents load_safetensors(const std::string& path) {
     fail(Status::Io, "'", path, "': the header is not valid JSON: ", e.what());
   }
   if (!header.is_object()) fail(Status::Io, "'", path, "': the header is not a JSON object");
-  const uint64_t data_size = mapping->size - 8 - header_size;
-  char* data = static_cast<char*>(mapping->base) + 8 + header_size;
+  const uint64_t data_size = file_size - 8 - header_size;
+  char* data = reinterpret_cast<char*>(file.data_ptr<uint8_t>()) + 8 + header_size;
 
   SafetensorsContents contents;
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
@@ -164,7 +136,7 @@ SafetensorsContents load_safetensors(const std::string& path) {
            entry["dtype"].get<std::string>(), " needs ", numel * c10::elementSize(type), " bytes but has ", end - begin);
     ranges.emplace_back(begin, end);
     contents.tensors.emplace_back(
-        name, at::from_blob(data + begin, shape, [mapping](void*) {}, at::TensorOptions().dtype(type)));
+        name, at::from_blob(data + begin, shape, [file](void*) {}, at::TensorOptions().dtype(type)));
   }
   // The tensors must tile the data: no overlap, no hole.
   std::sort(ranges.begin(), ranges.end());

@@ -13,14 +13,24 @@
 
 namespace acc {
 
+namespace {
+
+// Closes the file on every way out (the mapping keeps the file alive on its own).
+struct FileDescriptor {
+  int fd;
+  ~FileDescriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
 at::Tensor mmap_tensor(const std::string& path, uint64_t offset, at::ScalarType dtype, std::vector<int64_t> dims) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  const int fd = file.fd;
   if (fd < 0) fail(Status::Io, "cannot open '", path, "': ", std::strerror(errno));
   struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    ::close(fd);
-    fail(Status::Io, "cannot stat '", path, "': ", std::strerror(errno));
-  }
+  if (::fstat(fd, &st) != 0) fail(Status::Io, "cannot stat '", path, "': ", std::strerror(errno));
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
   const uint64_t available = file_size > offset ? file_size - offset : 0;
   const uint64_t item = c10::elementSize(dtype);
@@ -31,20 +41,14 @@ at::Tensor mmap_tensor(const std::string& path, uint64_t offset, at::ScalarType 
     dims[0] = static_cast<int64_t>(available / (item * static_cast<uint64_t>(per_row)));
   }
   const uint64_t needed = static_cast<uint64_t>(checked_numel(dims)) * item;
-  if (needed > available) {
-    ::close(fd);
+  if (needed > available)
     fail(Status::Io, "'", path, "' holds ", available, " bytes after offset ", offset, " but the shape needs ", needed);
-  }
-  if (needed == 0) {
-    ::close(fd);
-    return at::empty(dims, at::TensorOptions().dtype(dtype));
-  }
+  if (needed == 0) return at::empty(dims, at::TensorOptions().dtype(dtype));
   // mmap needs a page-aligned offset: map from the page start and point past the slack.
   const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
   const uint64_t start = offset - offset % page, slack = offset - start, length = needed + slack;
   void* base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, static_cast<off_t>(start));
   const int map_errno = errno;
-  ::close(fd);  // the mapping keeps the file alive
   if (base == MAP_FAILED) fail(Status::Io, "cannot map '", path, "': ", std::strerror(map_errno));
   return at::from_blob(
       static_cast<char*>(base) + slack, dims, [base, length](void*) { ::munmap(base, length); },

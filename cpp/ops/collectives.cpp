@@ -10,12 +10,6 @@ namespace {
 
 constexpr int64_t kMaxDims = 16;
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 }  // namespace
 
 std::vector<at::Tensor> Collectives::all_gather(const at::Tensor& tensor, const std::string& name) {
@@ -52,7 +46,7 @@ void Collectives::verify_same_shapes(const at::Tensor& tensor, const std::string
   bool same = std::all_of(shapes.begin(), shapes.end(), [&](const auto& s) { return s == shapes[0]; });
   if (same) return;
   std::string detail;
-  for (size_t r = 0; r < shapes.size(); ++r) detail += (r ? ", " : "") + concat("rank ", r, " ", shape_text(shapes[r]));
+  for (size_t r = 0; r < shapes.size(); ++r) detail += (r ? ", " : "") + concat("rank ", r, " ", c10::IntArrayRef(shapes[r]));
   fail(Status::InvalidArgument, "collective '", name, "' needs the same shape on every process, got ", detail);
 }
 

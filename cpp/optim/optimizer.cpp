@@ -21,6 +21,14 @@ const std::set<std::string>& keys_for(const std::string& algorithm) {
 
 }  // namespace
 
+std::vector<at::Tensor> Optimizer::gradients() {
+  std::vector<at::Tensor> grads;
+  for (auto& group : impl().param_groups())
+    for (auto& p : group.params())
+      if (p.grad().defined()) grads.push_back(p.grad());
+  return grads;
+}
+
 TorchOptimizer::TorchOptimizer(std::shared_ptr<Model> model, const std::string& algorithm, const Options& options)
     : model_(std::move(model)), algorithm_(algorithm), options_(options) {
   require(options.kind() == OptionsKind::Optimizer, "optimizer options must be of kind optimizer, got ",

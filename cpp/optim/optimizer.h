@@ -18,6 +18,8 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // Moves the named parameters into a new group with the optimizer's options plus `overrides`.
   virtual void add_param_group(const std::vector<std::string>& names, const Options& overrides) = 0;
+  // "sgd", "adam" or "adamw".
+  virtual const std::string& algorithm() const = 0;
   virtual size_t num_param_groups() const = 0;
   virtual double lr(size_t group) const = 0;
   virtual void set_lr(size_t group, double lr) = 0;
@@ -27,6 +29,8 @@ class Optimizer {
   virtual void zero_grad() = 0;  // set_to_none, as PyTorch's default and Accelerate's
   virtual torch::optim::Optimizer& impl() = 0;
   virtual std::shared_ptr<Model> model() const = 0;
+  // The gradients its parameters have (aliasing them).
+  std::vector<at::Tensor> gradients();
 };
 
 // SGD, Adam or AdamW of torch::optim.
@@ -36,6 +40,7 @@ class TorchOptimizer final : public Optimizer {
   TorchOptimizer(std::shared_ptr<Model> model, const std::string& algorithm, const Options& options);
 
   void add_param_group(const std::vector<std::string>& names, const Options& overrides) override;
+  const std::string& algorithm() const override { return algorithm_; }
   size_t num_param_groups() const override;
   double lr(size_t group) const override;
   void set_lr(size_t group, double lr) override;

@@ -27,13 +27,6 @@ using torch::optim::SGDParamState;
 // torch::optim keys per-parameter state by the address of the parameter's TensorImpl.
 std::string state_key(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
 
-std::string algorithm_of(torch::optim::Optimizer& impl) {
-  if (dynamic_cast<AdamW*>(&impl)) return "adamw";
-  if (dynamic_cast<Adam*>(&impl)) return "adam";
-  if (dynamic_cast<SGD*>(&impl)) return "sgd";
-  fail(Status::Unsupported, "checkpoints support SGD, Adam and AdamW optimizers");
-}
-
 std::unordered_map<const c10::TensorImpl*, std::string> parameter_names(Optimizer& optimizer) {
   std::unordered_map<const c10::TensorImpl*, std::string> names;
   for (auto& entry : optimizer.model()->named_parameters()) names.emplace(entry.second.unsafeGetTensorImpl(), entry.first);
@@ -115,11 +108,32 @@ const std::vector<std::string>& required_fields(const std::string& algorithm) {
   return algorithm == "sgd" ? sgd : adam;
 }
 
+template <class State>
+void move_adam_state(State& s, const c10::Device& device) {
+  s.exp_avg(s.exp_avg().to(device)).exp_avg_sq(s.exp_avg_sq().to(device));
+  if (s.max_exp_avg_sq().defined()) s.max_exp_avg_sq(s.max_exp_avg_sq().to(device));
+}
+
 }  // namespace
+
+void move_optimizer_state(Optimizer& optimizer, const c10::Device& device) {
+  const std::string& algorithm = optimizer.algorithm();
+  for (auto& entry : optimizer.impl().state()) {
+    auto& state = *entry.second;
+    if (algorithm == "adam") {
+      move_adam_state(static_cast<AdamParamState&>(state), device);
+    } else if (algorithm == "adamw") {
+      move_adam_state(static_cast<AdamWParamState&>(state), device);
+    } else {
+      auto& sgd = static_cast<SGDParamState&>(state);
+      if (sgd.momentum_buffer().defined()) sgd.momentum_buffer(sgd.momentum_buffer().to(device));
+    }
+  }
+}
 
 OptimizerSnapshot snapshot_optimizer(Optimizer& optimizer) {
   auto& impl = optimizer.impl();
-  const std::string algorithm = algorithm_of(impl);
+  const std::string& algorithm = optimizer.algorithm();
   const auto names = parameter_names(optimizer);
   OptimizerSnapshot snapshot;
   json groups = json::array();
@@ -143,7 +157,7 @@ OptimizerSnapshot snapshot_optimizer(Optimizer& optimizer) {
 std::function<void()> prepare_optimizer_restore(Optimizer& optimizer, const OptimizerSnapshot& snapshot,
                                                 const std::string& source) {
   auto& impl = optimizer.impl();
-  const std::string algorithm = algorithm_of(impl);
+  const std::string& algorithm = optimizer.algorithm();
   auto meta = [&](const std::string& key) -> const std::string& {
     auto it = snapshot.metadata.find(key);
     require(it != snapshot.metadata.end(), source, ": not an optimizer state (no '", key, "' in its metadata)");

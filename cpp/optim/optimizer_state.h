@@ -22,6 +22,9 @@ OptimizerSnapshot snapshot_optimizer(Optimizer& optimizer);
 // Checks a snapshot against the optimizer (same algorithm, groups of the same parameters, tensors of
 // the parameters' shapes) and returns what applies it; the optimizer is untouched until that runs.
 // `source` names the snapshot in error messages.
+// Moves the per-parameter state (momentum, Adam moments) to a device (prepare's device placement).
+void move_optimizer_state(Optimizer& optimizer, const c10::Device& device);
+
 std::function<void()> prepare_optimizer_restore(Optimizer& optimizer, const OptimizerSnapshot& snapshot,
                                                 const std::string& source);
 

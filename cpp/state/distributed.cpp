@@ -66,9 +66,7 @@ Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, std::
     : rank_(env.rank),
       world_(env.world_size),
       device_(device),
-      timeout_(timeout),
-      debug_(false),
-      backend_(device.is_cuda() ? "nccl" : "gloo") {
+      debug_(false) {
   if (const char* flag = std::getenv("ACCELERATE_DEBUG_MODE")) debug_ = parse_bool(flag).value_or(false);
   c10d::TCPStoreOptions store_options;
   store_options.port = static_cast<uint16_t>(env.master_port);

@@ -23,17 +23,13 @@ class Distributed {
   int64_t world_size() const { return world_; }
   // Where collective tensors must live: the CPU for Gloo, the rank's GPU for NCCL.
   const c10::Device& device() const { return device_; }
-  std::chrono::milliseconds timeout() const { return timeout_; }
   // ACCELERATE_DEBUG_MODE: shapes are compared across ranks before each collective.
   bool debug() const { return debug_; }
-  const std::string& backend() const { return backend_; }
 
  private:
   int64_t rank_, world_;
   c10::Device device_;
-  std::chrono::milliseconds timeout_;
   bool debug_;
-  std::string backend_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
 };
