@@ -9,18 +9,6 @@ using namespace acc::capi;
 
 namespace {
 
-acc::DataLoaderOptions loader_options(const acc::Options& o) {
-  acc::DataLoaderOptions options;
-  options.batch_size = o.get_int("batch_size");
-  options.shuffle = o.get_bool("shuffle");
-  options.drop_last = o.get_bool("drop_last");
-  if (o.has("seed")) options.seed = static_cast<uint64_t>(o.get_int("seed"));
-  options.num_workers = static_cast<size_t>(o.get_int("num_workers"));
-  options.prefetch_factor = static_cast<size_t>(o.get_int("prefetch_factor"));
-  if (o.has("device")) options.device = acc::parse_device(o.get_string("device"));
-  return options;
-}
-
 const std::shared_ptr<acc::Dataset>& map_dataset(const acc_dataset* ds) {
   const auto& d = live(ds, "ds");
   if (!d.dataset) acc::fail(acc::Status::InvalidArgument, "ds is an iterable dataset (a stream): it has no samples by index");
@@ -100,13 +88,9 @@ void acc_dataset_free(acc_dataset* ds) { release(ds); }
 acc_status acc_dataloader_create(acc_dataset* ds, const acc_options* opts, acc_dataloader** out) {
   return guarded([&] {
     const auto& d = live(ds, "ds");
-    auto options = loader_options(options_arg(opts, acc::OptionsKind::DataLoader));
+    auto options = acc::dataloader_options(options_arg(opts, acc::OptionsKind::DataLoader));
     out_param(out, "out");
-    if (d.stream)
-      emit(out, std::shared_ptr<acc::DataLoader>(
-                    std::make_shared<acc::IterableDataLoader>(d.stream, options, acc::ShardOptions{})));
-    else
-      emit(out, std::make_shared<acc::DataLoader>(d.dataset, options));
+    emit(out, acc::make_data_loader(d.dataset, d.stream, std::move(options)));
   });
 }
 
@@ -118,17 +102,16 @@ acc_status acc_dataloader_create_from_batches(acc_dataset* ds, const int64_t* in
     acc::require(num_batches > 0, "num_batches must be at least 1");
     acc::require(batch_sizes != nullptr, "batch_sizes is NULL");
     const auto given = options_arg(opts, acc::OptionsKind::DataLoader);
-    for (const char* key : {"batch_size", "shuffle", "drop_last", "seed"})
-      acc::require(!given.has(key), "option '", key, "' does not apply to a loader over given batches");
-    auto options = loader_options(given);
     size_t total = 0;
     for (size_t b = 0; b < num_batches; ++b) total += batch_sizes[b];
     acc::require(indices != nullptr || total == 0, "indices is NULL");
-    options.batches.resize(num_batches);
+    // The C arrays (batches laid end to end) become the loader's batches.
+    std::vector<std::vector<int64_t>> batches(num_batches);
     for (size_t b = 0, at = 0; b < num_batches; at += batch_sizes[b], ++b)
-      options.batches[b].assign(indices + at, indices + at + batch_sizes[b]);
+      batches[b].assign(indices + at, indices + at + batch_sizes[b]);
+    auto options = acc::dataloader_options(given, std::move(batches));
     out_param(out, "out");
-    emit(out, std::make_shared<acc::DataLoader>(d.dataset, options));
+    emit(out, std::make_shared<acc::DataLoader>(d.dataset, std::move(options)));
   });
 }
 

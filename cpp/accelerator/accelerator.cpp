@@ -113,9 +113,7 @@ std::shared_ptr<DataLoader> Accelerator::prepare_dataloader(const std::shared_pt
     // Process 0 reads through a plain loader and sends every process its slice.
     DataLoaderOptions base_options = loader->options();
     base_options.device.reset();
-    std::shared_ptr<DataLoader> base =
-        stream ? std::shared_ptr<DataLoader>(std::make_shared<IterableDataLoader>(stream->source(), base_options, ShardOptions{}))
-               : std::make_shared<DataLoader>(loader->dataset(), base_options);
+    auto base = make_data_loader(loader->dataset(), stream ? stream->source() : nullptr, base_options);
     prepared = std::make_shared<DispatchingDataLoader>(base, dist_, config_.split_batches);
     prepared->set_device_option(options.device);
   } else if (stream) {

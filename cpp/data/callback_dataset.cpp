@@ -31,6 +31,11 @@ CallbackDataset::CallbackDataset(int64_t size, SampleFn sample) : size_(size), s
   require(static_cast<bool>(sample_), "the dataset needs a sample function");
 }
 
+std::vector<at::Tensor> CallbackDataset::get(int64_t index) const {
+  require(index >= 0 && index < size_, "index ", index, " is out of range for a dataset of ", size_, " samples");
+  return sample_(index);
+}
+
 std::vector<at::Tensor> CallbackDataset::get_batch(const std::vector<int64_t>& indices) const {
   std::vector<std::vector<at::Tensor>> samples;
   samples.reserve(indices.size());

@@ -21,6 +21,9 @@ class CallbackDataset final : public Dataset {
   CallbackDataset(int64_t size, SampleFn sample);
   int64_t size() const override { return size_; }
   std::vector<at::Tensor> get_batch(const std::vector<int64_t>& indices) const override;
+  // The callback's sample as it is (no stacking into a batch of one and back): the loader's collate
+  // path asks for samples one by one.
+  std::vector<at::Tensor> get(int64_t index) const override;
 
  private:
   int64_t size_;

@@ -1,5 +1,6 @@
 #include "data/dataloader.h"
 
+#include "common/device.h"
 #include "common/error.h"
 #include "data/sampler.h"
 #include "data/sharding.h"
@@ -184,8 +185,7 @@ int64_t ShardedDataLoader::length() const {
 
 int64_t ShardedDataLoader::remainder() const {
   if (options().drop_last || !shard_.even_batches) return -1;
-  const int64_t total_batch_size = options().batch_size * (shard_.split_batches ? 1 : shard_.num_processes);
-  return samples_per_epoch() % total_batch_size;
+  return samples_per_epoch() % total_batch_size();
 }
 
 std::vector<std::vector<int64_t>> ShardedDataLoader::shard(const std::vector<std::vector<int64_t>>& batches) const {
@@ -205,18 +205,15 @@ IterableDataLoader::IterableDataLoader(std::shared_ptr<IterableSource> source, D
     : DataLoader(std::move(options)), source_(std::move(source)), shard_(shard) {
   require(source_ != nullptr, "the data loader needs a stream");
   require(!this->options().shuffle, "an iterable dataset cannot be shuffled by the loader (shuffle it in the stream)");
-  per_ = shard_.num_processes > 1 ? per_process_batch_size(this->options().batch_size, shard_.num_processes,
-                                                          shard_.split_batches)
-                                  : this->options().batch_size;
+  per_ = per_process_batch_size(this->options().batch_size, shard_.num_processes, shard_.split_batches);
 }
 
 int64_t IterableDataLoader::length() const {
   const int64_t n = source_->size_hint();
   if (n < 0) return -1;
   const bool drop = options().drop_last;
-  // On several processes every round of the stream gives each process one batch.
-  const int64_t round = shard_.num_processes > 1 && !shard_.split_batches ? per_ * shard_.num_processes
-                                                                          : options().batch_size;
+  // Every round of the stream gives each process one batch.
+  const int64_t round = total_batch_size();
   return drop ? n / round : (n + round - 1) / round;
 }
 
@@ -264,6 +261,34 @@ std::optional<std::vector<at::Tensor>> IterableDataLoader::next() {
   ++position_;
   batch_handed_out(!lookahead_.has_value());
   return batch;
+}
+
+DataLoaderOptions dataloader_options(const Options& o) {
+  require(o.kind() == OptionsKind::DataLoader, "data loader options must be of kind dataloader, got ",
+          options_kind_name(o.kind()));
+  DataLoaderOptions options;
+  options.batch_size = o.get_int("batch_size");
+  options.shuffle = o.get_bool("shuffle");
+  options.drop_last = o.get_bool("drop_last");
+  if (o.has("seed")) options.seed = static_cast<uint64_t>(o.get_int("seed"));
+  options.num_workers = static_cast<size_t>(o.get_int("num_workers"));
+  options.prefetch_factor = static_cast<size_t>(o.get_int("prefetch_factor"));
+  if (o.has("device")) options.device = parse_device(o.get_string("device"));
+  return options;
+}
+
+DataLoaderOptions dataloader_options(const Options& o, std::vector<std::vector<int64_t>> batches) {
+  for (const char* key : {"batch_size", "shuffle", "drop_last", "seed"})
+    require(!o.has(key), "option '", key, "' does not apply to a loader over given batches");
+  DataLoaderOptions options = dataloader_options(o);
+  options.batches = std::move(batches);
+  return options;
+}
+
+std::shared_ptr<DataLoader> make_data_loader(const std::shared_ptr<Dataset>& dataset,
+                                             const std::shared_ptr<IterableSource>& stream, DataLoaderOptions options) {
+  if (stream) return std::make_shared<IterableDataLoader>(stream, std::move(options), ShardOptions{});
+  return std::make_shared<DataLoader>(dataset, std::move(options));
 }
 
 }  // namespace acc

@@ -10,10 +10,12 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/options.h"
 #include "data/callback_dataset.h"
 #include "data/dataset.h"
 #include "data/iterable.h"
 #include "data/prefetcher.h"
+#include "data/sharding.h"
 
 namespace acc {
 
@@ -154,7 +156,7 @@ class ShardedDataLoader final : public DataLoader {
   int64_t length() const override;
   int64_t remainder() const override;
   int64_t total_batch_size() const override {
-    return options().batch_size * (shard_.split_batches ? 1 : shard_.num_processes);
+    return acc::total_batch_size(options().batch_size, shard_.num_processes, shard_.split_batches);
   }
 
  protected:
@@ -179,7 +181,7 @@ class IterableDataLoader final : public DataLoader {
   int64_t remainder() const override { return tail_real_ > 0 ? tail_real_ : -1; }
   int64_t position() const override { return position_; }
   int64_t total_batch_size() const override {
-    return options().batch_size * (shard_.split_batches ? 1 : shard_.num_processes);
+    return acc::total_batch_size(options().batch_size, shard_.num_processes, shard_.split_batches);
   }
   int64_t total_dataset_length() const override { return source_->size_hint(); }
   const std::shared_ptr<IterableSource>& source() const { return source_; }
@@ -197,5 +199,15 @@ class IterableDataLoader final : public DataLoader {
   int64_t tail_real_ = -1;
   int64_t position_ = 0;
 };
+
+// Loader options from an options object of kind dataloader (see ACC_OPTIONS_DATALOADER).
+DataLoaderOptions dataloader_options(const Options& options);
+// The same for a loader over a batch sampler's `batches`: batch_size, shuffle, drop_last and seed are
+// the sampler's business and are refused.
+DataLoaderOptions dataloader_options(const Options& options, std::vector<std::vector<int64_t>> batches);
+
+// A loader over a map-style dataset, or over a stream when `stream` is set (one process's view).
+std::shared_ptr<DataLoader> make_data_loader(const std::shared_ptr<Dataset>& dataset,
+                                             const std::shared_ptr<IterableSource>& stream, DataLoaderOptions options);
 
 }  // namespace acc

@@ -17,7 +17,8 @@ class Dataset {
   // Must be safe to call from several threads at once (loaders prefetch in the background).
   virtual std::vector<at::Tensor> get_batch(const std::vector<int64_t>& indices) const = 0;
   // One sample: each field without the batch dimension.
-  std::vector<at::Tensor> get(int64_t index) const;
+  // Sample `index` (by default, a batch of one without its batch dimension).
+  virtual std::vector<at::Tensor> get(int64_t index) const;
 };
 
 // Fields of equal length (dim 0), in memory or memory-mapped; a batch is an index_select.

@@ -22,7 +22,7 @@ class DispatchingDataLoader final : public DataLoader {
   int64_t remainder() const override { return remainder_; }
   int64_t position() const override { return position_; }
   int64_t total_batch_size() const override {
-    return options().batch_size * (split_ ? 1 : collectives_.world_size());
+    return acc::total_batch_size(options().batch_size, collectives_.world_size(), split_);
   }
   int64_t total_dataset_length() const override { return base_->total_dataset_length(); }
   // The shuffle seed lives in process 0's base loader.

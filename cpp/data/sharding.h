@@ -31,6 +31,11 @@ std::vector<int64_t> shard_iterable(int64_t n, int64_t batch_size, bool drop_las
 // The batch size of each process's loader: batch_size, or batch_size / P with split_batches (which
 // must leave at least one sample).
 int64_t per_process_batch_size(int64_t batch_size, int64_t num_processes, bool split);
+// Samples per step over all processes (Accelerate's total_batch_size): batch_size with split_batches
+// (it is global), else batch_size on each of num_processes.
+inline int64_t total_batch_size(int64_t batch_size, int64_t num_processes, bool split) {
+  return split ? batch_size : batch_size * num_processes;
+}
 
 // Fails, as Accelerate does, on configurations it refuses.
 void check_sharding(int64_t batch_size, int64_t num_processes, bool split);

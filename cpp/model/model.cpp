@@ -43,11 +43,11 @@ std::unordered_map<std::string, at::Tensor> own_tensors(const Model& model) {
   return own;
 }
 
-}  // namespace
+using KeyReport = std::pair<std::vector<std::string>, std::vector<std::string>>;
 
-std::pair<std::vector<std::string>, std::vector<std::string>> Model::check_state_dict(const NamedTensors& state,
-                                                                                      bool strict) const {
-  const auto own = own_tensors(*this);
+// The checks of load_state_dict against the model's tensors by name: missing / unexpected names.
+KeyReport check_against(const std::unordered_map<std::string, at::Tensor>& own, const NamedTensors& state,
+                        bool strict) {
   std::set<std::string> given, unexpected, missing;
   for (auto& entry : state) {
     given.insert(entry.first);
@@ -78,11 +78,18 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Model::check_state
           std::vector<std::string>(unexpected.begin(), unexpected.end())};
 }
 
+}  // namespace
+
+std::pair<std::vector<std::string>, std::vector<std::string>> Model::check_state_dict(const NamedTensors& state,
+                                                                                      bool strict) const {
+  return check_against(own_tensors(*this), state, strict);
+}
+
 std::pair<std::vector<std::string>, std::vector<std::string>> Model::load_state_dict(const NamedTensors& state,
                                                                                      bool strict) {
   // Every check first, so a failed load leaves the model as it was.
-  auto result = check_state_dict(state, strict);
   const auto own = own_tensors(*this);
+  auto result = check_against(own, state, strict);
   at::NoGradGuard no_grad;
   for (auto& entry : state) {
     auto it = own.find(entry.first);

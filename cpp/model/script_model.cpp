@@ -45,21 +45,24 @@ NamedTensors flatten_outputs(const c10::IValue& value) {
   return out;
 }
 
-ScriptModel::ScriptModel(torch::jit::Module module) : module_(std::move(module)) {}
+ScriptModel::ScriptModel(torch::jit::Module module) : module_(std::move(module)) {
+  if (auto method = module_.find_method("forward")) {
+    const auto& schema = method->function().getSchema();
+    Arity arity{0, schema.arguments().size() - 1, concat(schema)};  // without self
+    for (size_t i = 1; i < schema.arguments().size(); ++i)
+      if (!schema.arguments()[i].default_value()) ++arity.required;
+    arity_ = std::move(arity);
+  }
+}
 
 NamedTensors ScriptModel::forward(const std::vector<at::Tensor>& inputs) {
-  auto method = module_.find_method("forward");
-  if (!method) fail(Status::Unsupported, "the TorchScript module has no forward method");
-  const auto& schema = method->function().getSchema();
-  const size_t expected = schema.arguments().size() - 1;  // without self
-  size_t required = 0;
-  for (size_t i = 1; i < schema.arguments().size(); ++i)
-    if (!schema.arguments()[i].default_value()) ++required;
+  if (!arity_) fail(Status::Unsupported, "the TorchScript module has no forward method");
+  const auto& [required, expected, schema] = *arity_;
   require(inputs.size() >= required && inputs.size() <= expected, "forward takes ",
           required == expected ? concat(expected) : concat(required, " to ", expected), " input(s), got ",
           inputs.size(), " (", schema, ")");
   std::vector<c10::IValue> args(inputs.begin(), inputs.end());
-  return flatten_outputs((*method)(std::move(args)));
+  return flatten_outputs(module_.get_method("forward")(std::move(args)));
 }
 
 NamedTensors ScriptModel::named_parameters() const {

@@ -3,6 +3,9 @@
 
 #include <torch/script.h>
 
+#include <optional>
+#include <string>
+
 #include "model/model.h"
 
 namespace acc {
@@ -24,6 +27,12 @@ class ScriptModel final : public Model {
 
  private:
   mutable torch::jit::Module module_;
+  // forward's argument counts (without self), read once from its schema; none without a forward.
+  struct Arity {
+    size_t required, expected;
+    std::string schema;
+  };
+  std::optional<Arity> arity_;
 };
 
 }  // namespace acc
