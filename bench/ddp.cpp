@@ -20,11 +20,6 @@ namespace {
 constexpr int64_t kBatch = 64;
 const std::vector<int64_t> kWidths = {784, 1024, 1024, 10};
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 struct PlainDdp {
   torch::nn::Sequential net;
   std::unique_ptr<torch::optim::AdamW> opt;
@@ -95,13 +90,6 @@ struct CapiDdp {
     acc_tensor_free(loss);
   }
 };
-
-template <typename Loop>
-double time_steps(Loop& loop, int steps) {
-  const auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < steps; ++i) loop.step();
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / steps;
-}
 
 }  // namespace
 

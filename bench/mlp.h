@@ -1,4 +1,4 @@
-// Shared by the benchmarks: the same ReLU MLP as a C-API layer spec and as a torch::nn::Sequential.
+// The ReLU MLP of mlp_spec (bench_util.h) as a torch::nn::Sequential, for the plain-libtorch baselines.
 #pragma once
 
 #include <torch/torch.h>
@@ -9,17 +9,7 @@
 #include <vector>
 
 #include "accelerate.h"
-#include "check.h"
-
-inline std::string mlp_spec(const std::vector<int64_t>& widths) {
-  std::string json = "[";
-  for (size_t i = 0; i + 1 < widths.size(); ++i) {
-    if (i) json += R"(,{"type":"relu"},)";
-    json += R"({"type":"linear","in_features":)" + std::to_string(widths[i]) + R"(,"out_features":)" +
-            std::to_string(widths[i + 1]) + "}";
-  }
-  return json + "]";
-}
+#include "bench_util.h"
 
 inline torch::nn::Sequential mlp_module(const std::vector<int64_t>& widths) {
   torch::nn::Sequential net;

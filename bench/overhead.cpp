@@ -26,11 +26,6 @@ struct Shape {
   int64_t batch;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // (a) plain libtorch: an nn::Sequential, AdamW, batches by index_select in a shuffled order.
 struct PlainLoop {
   torch::nn::Sequential net;
@@ -111,13 +106,6 @@ struct CapiLoop {
     acc_tensor_list_free(batch);
   }
 };
-
-template <typename Loop>
-double time_steps(Loop& loop, int steps) {
-  const auto start = Clock::now();
-  for (int i = 0; i < steps; ++i) loop.step();
-  return std::chrono::duration<double, std::micro>(Clock::now() - start).count() / steps;
-}
 
 void overhead(const Shape& s, int rounds, int steps) {
   const int64_t n = 4096;

@@ -12,15 +12,13 @@
 #include <vector>
 
 #include "accelerate.h"
-#include "check.h"
+#include "bench_util.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-const char* kMlp = R"([{"type":"linear","in_features":784,"out_features":1024},{"type":"relu"},
-                       {"type":"linear","in_features":1024,"out_features":1024},{"type":"relu"},
-                       {"type":"linear","in_features":1024,"out_features":10}])";
+const std::string kMlp = mlp_spec({784, 1024, 1024, 10});
 const char* kCnn = R"([{"type":"conv2d","in_channels":1,"out_channels":16,"kernel_size":3,"padding":1},{"type":"relu"},
                        {"type":"maxpool2d","kernel_size":2},
                        {"type":"conv2d","in_channels":16,"out_channels":32,"kernel_size":3,"padding":1},{"type":"relu"},
@@ -30,7 +28,7 @@ const char* kCnn = R"([{"type":"conv2d","in_channels":1,"out_channels":16,"kerne
 // A prepared model + AdamW under one accelerator configuration, stepping on a fixed batch.
 class Trainer {
  public:
-  Trainer(const char* spec, const char* mixed_precision, int64_t accumulation, std::vector<int64_t> input_shape) {
+  Trainer(const std::string& spec, const char* mixed_precision, int64_t accumulation, std::vector<int64_t> input_shape) {
     acc_options* o = nullptr;
     OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
     OK(acc_options_set(o, "cpu", "1"));
@@ -38,7 +36,7 @@ class Trainer {
     OK(acc_options_set_int(o, "gradient_accumulation_steps", accumulation));
     OK(acc_accelerator_create(o, &acc_));
     acc_options_free(o);
-    OK(acc_model_from_spec(spec, &model_));
+    OK(acc_model_from_spec(spec.c_str(), &model_));
     OK(acc_optimizer_create(model_, "adamw", nullptr, &opt_));
     OK(acc_prepare(acc_, &model_, &opt_, nullptr, nullptr));
     int64_t n = 1;
@@ -80,11 +78,6 @@ class Trainer {
   acc_tensor* x_ = nullptr;
   acc_tensor* y_ = nullptr;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Median microseconds per step of a and b, measured in alternating rounds.
 std::pair<double, double> interleaved(Trainer& a, Trainer& b, int rounds, int steps) {

@@ -15,16 +15,11 @@
 #include <vector>
 
 #include "accelerate.h"
-#include "check.h"
+#include "bench_util.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // CPU time in microseconds of this thread or of the whole process (every thread).
 double cpu_micros(clockid_t clock) {
@@ -45,9 +40,8 @@ struct Step {
   acc_accelerator* acc;
 
   explicit Step(acc_accelerator* a) : acc(a) {
-    const char* spec = R"([{"type":"linear","in_features":256,"out_features":256},{"type":"relu"},
-                           {"type":"linear","in_features":256,"out_features":10}])";
-    OK(acc_model_from_spec(spec, &model));
+    const std::string spec = mlp_spec({256, 256, 10});
+    OK(acc_model_from_spec(spec.c_str(), &model));
     OK(acc_optimizer_create(model, "adamw", nullptr, &opt));
     OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
     std::mt19937 rng(0);

@@ -13,6 +13,7 @@
 #include "cli/estimate_memory.h"
 #include "cli/questionnaire.h"
 #include "cli/self_check.h"
+#include "common/options.h"
 #include "common/device.h"
 #include "common/error.h"
 #include "config/config_file.h"
@@ -24,7 +25,6 @@ struct LaunchArgs {
   acc::LaunchFlags flags;
   std::optional<std::string> config_file;
   std::string module;
-  bool multi_gpu = false;
 };
 
 void add_launch_options(CLI::App* app, LaunchArgs& a) {
@@ -36,11 +36,12 @@ void add_launch_options(CLI::App* app, LaunchArgs& a) {
   app->add_option("--main_process_ip", f.main_process_ip, "address of machine 0");
   app->add_option("--main_process_port", f.main_process_port, "port of the rendezvous (0 or none: a free port)")
       ->check(CLI::Range(0, 65535));
-  app->add_option("--mixed_precision", f.mixed_precision, "no, fp16 or bf16")->check(CLI::IsMember({"no", "fp16", "bf16"}));
+  app->add_option("--mixed_precision", f.mixed_precision, "no, fp16 or bf16")
+      ->check(CLI::IsMember(acc::mixed_precision_choices()));
   app->add_option("--gradient_accumulation_steps", f.gradient_accumulation_steps, "micro-steps per optimizer step")
       ->check(CLI::Range(1, 1 << 20));
   app->add_flag("--cpu", f.cpu, "train on the CPU even when a GPU is there");
-  app->add_flag("--multi_gpu", a.multi_gpu, "train on GPUs even if the config file says use_cpu");
+  app->add_flag("--multi_gpu", f.multi_gpu, "train on GPUs even if the config file says use_cpu");
   app->add_flag("--debug", f.debug, "check tensor shapes across processes before each collective");
   app->add_option("--num_cpu_threads_per_process", f.num_cpu_threads_per_process, "OMP_NUM_THREADS of each process")
       ->check(CLI::Range(1, 1 << 20));
@@ -79,7 +80,6 @@ int run_launch(const char* who, LaunchArgs& a, std::vector<std::string> command)
   try {
     auto [path, file] = load_config(a.config_file);
     config = acc::resolve_launch_config(a.flags, file, path, std::move(command));
-    if (a.multi_gpu && !a.flags.cpu) config.cpu = false;
   } catch (const acc::Error& e) {
     return report(who, e, true);
   }
@@ -145,11 +145,11 @@ int main(int argc, char** argv) {
   config->add_option("--config_file", config_path, "where to save it (default: Accelerate's default_config.yaml)");
   config->add_flag("--default", config_default, "write a default config without asking (every GPU, or one CPU process)");
   config->add_option("--mixed_precision", default_precision, "mixed precision of --default")
-      ->check(CLI::IsMember({"no", "fp16", "bf16"}));
+      ->check(CLI::IsMember(acc::mixed_precision_choices()));
   auto* config_default_cmd = config->add_subcommand("default", "same as config --default");
   config_default_cmd->add_option("--config_file", config_path, "where to save it");
   config_default_cmd->add_option("--mixed_precision", default_precision, "no, fp16 or bf16")
-      ->check(CLI::IsMember({"no", "fp16", "bf16"}));
+      ->check(CLI::IsMember(acc::mixed_precision_choices()));
   auto* config_update = config->add_subcommand("update", "rewrite a config file in the current format, keeping its values");
   config_update->add_option("--config_file", config_path, "the file (default: Accelerate's default_config.yaml)");
 

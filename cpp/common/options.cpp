@@ -1,5 +1,7 @@
 #include "common/options.h"
 
+#include <algorithm>
+
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -231,6 +233,17 @@ bool Options::get_bool(const std::string& key, bool fallback) const {
 std::string Options::get_string(const std::string& key, const std::string& fallback) const {
   auto v = lookup(key);
   return v ? std::get<std::string>(*v) : fallback;
+}
+
+const std::vector<std::string>& mixed_precision_choices() {
+  for (const auto& spec : option_schema(OptionsKind::Accelerator))
+    if (spec.key == "mixed_precision") return spec.choices;
+  fail(Status::Internal, "the accelerator options have no mixed_precision");
+}
+
+bool is_mixed_precision(const std::string& mode) {
+  const auto& choices = mixed_precision_choices();
+  return std::find(choices.begin(), choices.end(), mode) != choices.end();
 }
 
 }  // namespace acc

@@ -58,4 +58,9 @@ class Options {
   std::map<std::string, OptionValue> values_;
 };
 
+// The values of the accelerator's mixed_precision option ("no", "fp16", "bf16"), from its schema: the
+// CLI, the launcher and the config file check against this one list.
+const std::vector<std::string>& mixed_precision_choices();
+bool is_mixed_precision(const std::string& mode);
+
 }  // namespace acc

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -18,6 +19,7 @@
 
 #include "common/error.h"
 #include "common/options.h"
+#include "state/process_env.h"
 
 namespace acc {
 namespace {
@@ -46,15 +48,6 @@ const std::map<std::string, std::string>& ignored_keys() {
       {"commands", "TPU only"},
   };
   return keys;
-}
-
-bool is_typed_key(const std::string& key) {
-  static const std::set<std::string> keys = {
-      "compute_environment", "distributed_type", "mixed_precision", "use_cpu",          "debug",
-      "num_processes",       "machine_rank",     "num_machines",    "gpu_ids",          "main_process_ip",
-      "main_process_port",   "rdzv_backend",     "same_network",    "main_training_function",
-      "enable_cpu_affinity", "gradient_accumulation_steps"};
-  return keys.count(key) > 0;
 }
 
 std::string lower(std::string s) {
@@ -200,7 +193,8 @@ struct Reader {
   }
 };
 
-void read_typed(ClusterConfig& c, const Reader& r, const std::string& key, const YAML::Node& v) {
+// Reads a key this runtime acts on into its field; false for any other key.
+bool read_typed(ClusterConfig& c, const Reader& r, const std::string& key, const YAML::Node& v) {
   if (key == "compute_environment") {
     c.compute_environment = r.text(v, key);
     if (c.compute_environment != "LOCAL_MACHINE")
@@ -214,7 +208,7 @@ void read_typed(ClusterConfig& c, const Reader& r, const std::string& key, const
     // PyYAML reads an unquoted `no` as false; Accelerate turns that back into "no".
     const std::string s = r.text(v, key);
     c.mixed_precision = parse_bool(s) == false ? "no" : s;
-    if (c.mixed_precision != "no" && c.mixed_precision != "fp16" && c.mixed_precision != "bf16")
+    if (!is_mixed_precision(c.mixed_precision))
       r.bad(v, key, "one of no, fp16, bf16 (fp8 is not supported)");
   } else if (key == "use_cpu") {
     c.use_cpu = r.flag(v, key);
@@ -249,8 +243,11 @@ void read_typed(ClusterConfig& c, const Reader& r, const std::string& key, const
     if (c.enable_cpu_affinity) c.warnings.push_back("enable_cpu_affinity is not implemented and is ignored");
   } else if (key == "gradient_accumulation_steps") {
     c.gradient_accumulation_steps = r.integer(v, key, 1, 1 << 30);
+  } else {
+    return false;
   }
   c.present.insert(key);
+  return true;
 }
 
 }  // namespace
@@ -335,10 +332,7 @@ ClusterConfig parse_config_text(const std::string& text, const std::string& orig
   std::vector<std::string> unknown;
   for (const auto& [key, value] : entries) {
     if (value.IsNull() && key != "distributed_type") continue;  // Accelerate's None: not set
-    if (is_typed_key(key)) {
-      read_typed(c, reader, key, value);
-      continue;
-    }
+    if (read_typed(c, reader, key, value)) continue;
     c.other[key] = node_text(value);
     auto known = ignored_keys().find(key);
     if (known == ignored_keys().end()) unknown.push_back(key);
@@ -413,12 +407,10 @@ void save_config_file(const ClusterConfig& c, const std::string& path) {
   std::string text = config_to_yaml(c);
   if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0)
     text = node_to_json(YAML::Load(text)).dump(2) + "\n";
-  // mkdir -p of the parent directory.
-  for (size_t slash = path.find('/', 1); slash != std::string::npos; slash = path.find('/', slash + 1)) {
-    const std::string dir = path.substr(0, slash);
-    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-      fail(Status::Io, "cannot create directory ", dir, " for the config file: ", std::strerror(errno));
-  }
+  const auto parent = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (ec) fail(Status::Io, "cannot create directory ", parent.string(), " for the config file: ", ec.message());
   std::ofstream out(path, std::ios::trunc);
   out << text;
   out.close();
@@ -426,8 +418,7 @@ void save_config_file(const ClusterConfig& c, const std::string& path) {
 }
 
 ClusterConfig default_cluster_config(const std::string& mixed_precision, int gpu_count) {
-  require(mixed_precision == "no" || mixed_precision == "fp16" || mixed_precision == "bf16",
-          "--mixed_precision must be no, fp16 or bf16, got '", mixed_precision, "'");
+  require(is_mixed_precision(mixed_precision), "--mixed_precision must be no, fp16 or bf16, got '", mixed_precision, "'");
   ClusterConfig c;
   c.mixed_precision = mixed_precision;
   c.use_cpu = gpu_count == 0;
@@ -461,8 +452,7 @@ std::optional<ClusterConfig> implicit_config() {
     fail(e.status(), e.what(), " [the Accelerator reads this config file for options the program did not set;"
                                " set HF_HOME or ACCELERATE_CONFIG_FILE to use another]");
   }
-  const char* rank = std::getenv("RANK");
-  const bool main_process = !rank || std::string(rank) == "0";
+  const bool main_process = detect_process_env().rank == 0;  // torchrun, MPI or SLURM alike
   if (main_process && !std::getenv("ACCELERATE_CONFIG_REPORTED")) report_config_warnings(config, *path);
   return config;
 }

@@ -26,6 +26,7 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
   if (f.mixed_precision) c.mixed_precision = f.mixed_precision;
   if (f.gradient_accumulation_steps) c.gradient_accumulation_steps = f.gradient_accumulation_steps;
   if (f.cpu) c.cpu = true;
+  if (f.multi_gpu && !f.cpu) c.cpu = false;
   if (f.debug) c.debug = true;
   if (f.gpu_ids) c.gpu_ids = *f.gpu_ids == "all" ? std::nullopt : f.gpu_ids;
   if (f.num_cpu_threads_per_process) c.num_cpu_threads_per_process = f.num_cpu_threads_per_process;

@@ -21,6 +21,7 @@ struct LaunchFlags {
   std::optional<std::string> mixed_precision;
   std::optional<int> gradient_accumulation_steps;
   bool cpu = false;
+  bool multi_gpu = false;  // GPUs even if the config file says use_cpu (--cpu still wins)
   bool debug = false;
   std::optional<std::string> gpu_ids;
   std::optional<int> num_cpu_threads_per_process;

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/options.h"
 
 extern char** environ;
 
@@ -195,9 +196,7 @@ void validate_launch_config(const LaunchConfig& c) {
   require(!c.main_process_port || (*c.main_process_port > 0 && *c.main_process_port < 65536),
           "--main_process_port must be a TCP port (1-65535)");
   require(c.num_machines == 1 || c.main_process_port, "a job over several machines needs --main_process_port");
-  require(!c.mixed_precision || *c.mixed_precision == "no" || *c.mixed_precision == "fp16" ||
-              *c.mixed_precision == "bf16",
-          "--mixed_precision must be no, fp16 or bf16");
+  require(!c.mixed_precision || is_mixed_precision(*c.mixed_precision), "--mixed_precision must be no, fp16 or bf16");
   require(!c.gradient_accumulation_steps || *c.gradient_accumulation_steps >= 1,
           "--gradient_accumulation_steps must be at least 1");
   require(!c.num_cpu_threads_per_process || *c.num_cpu_threads_per_process >= 1,

@@ -51,11 +51,6 @@ void AsyncFile::enqueue(Task task) {
   if (queue_.size() == kWakeBatch) wake_.notify_one();
 }
 
-void AsyncFile::check() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!error_.empty()) fail(Status::Io, error_);
-}
-
 void AsyncFile::flush() {
   std::unique_lock<std::mutex> lock(mutex_);
   if (closed_) return;

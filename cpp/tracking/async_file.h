@@ -1,7 +1,7 @@
 // A file written by a background thread, so that logging never waits for the disk: callers queue
 // work and return at once; the thread runs it in order and flushes the file every flush interval,
 // on flush() and on close(). A write error is kept and reported by the next call on the caller's
-// side (check, flush, close), as ACC_ERR_IO.
+// side (append, post, flush, close), as ACC_ERR_IO.
 #pragma once
 
 #include <chrono>
@@ -30,8 +30,6 @@ class AsyncFile {
 
   void append(std::string bytes);
   void post(Task task);
-  // Throws the first write error, if any.
-  void check();
   // Returns when everything queued so far is on disk (flushed to the OS).
   void flush();
   // flush(), then stops the thread and closes the file. Further calls are errors.

@@ -166,10 +166,4 @@ void CsvTracker::log(const std::shared_ptr<const Record>& record) {
   });
 }
 
-void CsvTracker::finish() {
-  if (!file_) return;
-  std::unique_ptr<AsyncFile> file = std::move(file_);
-  file->close();
-}
-
 }  // namespace acc::tracking

@@ -21,7 +21,6 @@ class CsvTracker : public FileTracker {
   explicit CsvTracker(std::string logging_dir) : FileTracker("csv", std::move(logging_dir)) {}
   void start(const std::string& project_name, const nlohmann::json& config) override;
   void log(const std::shared_ptr<const Record>& record) override;
-  void finish() override;
 
   struct Table;  // the columns; touched only by the writer thread once the file is open
 

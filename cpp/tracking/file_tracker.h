@@ -17,12 +17,18 @@ class FileTracker : public Tracker {
       : name_(std::move(name)), logging_dir_(std::move(logging_dir)) {}
   const std::string& name() const override { return name_; }
   std::string path() const override { return path_; }
+  // Closes the run's file (everything queued is written first); nothing to do without a run.
+  void finish() override {
+    if (!file_) return;
+    std::unique_ptr<AsyncFile> file = std::move(file_);  // gone even if close() throws
+    file->close();
+  }
 
  protected:
-  // The file of the current run; fails if no run has started or its writer has failed.
+  // The file of the current run; fails if no run has started. (A failed writer is reported by the
+  // next post/append on it.)
   AsyncFile& running_file() {
     if (!file_) fail(Status::NotInitialized, "the ", name_, " tracker has not started");
-    file_->check();
     return *file_;
   }
 

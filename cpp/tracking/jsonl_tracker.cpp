@@ -32,10 +32,4 @@ void JsonlTracker::log(const std::shared_ptr<const Record>& record) {
   });
 }
 
-void JsonlTracker::finish() {
-  if (!file_) return;
-  std::unique_ptr<AsyncFile> file = std::move(file_);
-  file->close();
-}
-
 }  // namespace acc::tracking

@@ -16,9 +16,6 @@ class JsonlTracker : public FileTracker {
   explicit JsonlTracker(std::string logging_dir) : FileTracker("jsonl", std::move(logging_dir)) {}
   void start(const std::string& project_name, const nlohmann::json& config) override;
   void log(const std::shared_ptr<const Record>& record) override;
-  void finish() override;
-
- private:
 };
 
 // A value as JSON: the number, or "nan" / "inf" / "-inf".

@@ -131,10 +131,8 @@ void TensorBoardTracker::log(const std::shared_ptr<const Record>& record) {
 }
 
 void TensorBoardTracker::finish() {
-  if (!file_) return;
-  std::unique_ptr<AsyncFile> file = std::move(file_);
-  if (has_hparams_) file->append(end_record(now_seconds()));
-  file->close();
+  if (file_ && has_hparams_) file_->append(end_record(now_seconds()));  // the HParams session ends
+  FileTracker::finish();
 }
 
 }  // namespace acc::tracking

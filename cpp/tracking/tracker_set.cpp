@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
-#include <set>
 
 #include "common/error.h"
 #include "tracking/csv_tracker.h"
@@ -115,10 +114,11 @@ void TrackerSet::init(const std::string& project_name, const std::string& config
 void TrackerSet::log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step) {
   if (!running_) fail(Status::NotInitialized, "log needs init_trackers first (or after end_training)");
   require(names.size() == values.size(), "log: ", names.size(), " names but ", values.size(), " values");
-  std::set<std::string> seen;
-  for (const auto& name : names) {
-    require(!name.empty(), "log: a value name is empty");
-    require(seen.insert(name).second, "log: the name \"", name, "\" appears twice in one call");
+  // A few names per call: compared pairwise, with no allocation on the training thread.
+  for (size_t i = 0; i < names.size(); ++i) {
+    require(!names[i].empty(), "log: a value name is empty");
+    for (size_t j = 0; j < i; ++j)
+      require(names[j] != names[i], "log: the name \"", names[i], "\" appears twice in one call");
   }
   const int64_t at = step.value_or(next_step_);
   next_step_ = at + 1;

@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
 
   for (int epoch = 0; epoch < epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
-    double loss_sum = 0;
+    at::Tensor loss_sum = at::zeros({}, accelerator.device());  // summed on the device: no sync per step
     int64_t batches = 0;
     while (auto batch = prepared_loader->next()) {
       accelerator.accumulate_begin();
@@ -66,12 +66,12 @@ int main(int argc, char** argv) {
       prepared_scheduler->step();
       prepared_optimizer->zero_grad();
       accelerator.accumulate_end();
-      loss_sum += loss.item<double>();
+      loss_sum += loss.detach();
       ++batches;
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    accelerator.print("epoch " + std::to_string(epoch + 1) + " loss " + std::to_string(loss_sum / batches) + " (" +
-                      std::to_string(static_cast<int>(batches * 64 / seconds)) + " samples/s)");
+    accelerator.print("epoch " + std::to_string(epoch + 1) + " loss " + std::to_string(loss_sum.item<double>() / batches) + " (" +
+                      std::to_string(static_cast<int>(batches * train_options.batch_size / seconds)) + " samples/s)");
   }
 
   prepared_model->set_training(false);

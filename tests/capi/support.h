@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -58,6 +60,12 @@ inline double item(const acc_tensor* t) {
   double v = 0;
   EXPECT_EQ(acc_tensor_item(t, &v), ACC_OK) << acc_last_error_message();
   return v;
+}
+
+// A file's bytes ("" when it cannot be read).
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
 // An accelerator with options given as key/value text.

@@ -11,15 +11,11 @@
 #include "support.h"
 
 using acc_test::floats;
+using acc_test::read_file;
 using acc_test::temp_path;
 using acc_test::to_floats;
 
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 void write_file(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;

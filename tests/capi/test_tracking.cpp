@@ -1,12 +1,10 @@
 // Experiment tracking through the C API: log_with's TensorBoard, JSONL and CSV files read back
 // independently, trackers of the program, errors, and the progress display.
 #include <nlohmann/json.hpp>
-#include <sys/stat.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <dirent.h>
 #include <fstream>
 #include <sstream>
 
@@ -16,15 +14,10 @@
 namespace {
 
 acc_accelerator* make(const std::string& log_with, const std::string& project_dir) {
-  acc_options* o = nullptr;
-  EXPECT_EQ(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o), ACC_OK);
-  EXPECT_EQ(acc_options_set(o, "cpu", "true"), ACC_OK);
-  if (!log_with.empty()) EXPECT_EQ(acc_options_set(o, "log_with", log_with.c_str()), ACC_OK);
-  if (!project_dir.empty()) EXPECT_EQ(acc_options_set(o, "project_dir", project_dir.c_str()), ACC_OK);
-  acc_accelerator* a = nullptr;
-  EXPECT_EQ(acc_accelerator_create(o, &a), ACC_OK) << acc_last_error_message();
-  acc_options_free(o);
-  return a;
+  std::vector<std::pair<std::string, std::string>> options = {{"cpu", "true"}};
+  if (!log_with.empty()) options.emplace_back("log_with", log_with);
+  if (!project_dir.empty()) options.emplace_back("project_dir", project_dir);
+  return acc_test::make_accelerator(options);
 }
 
 std::string tracker_path(acc_accelerator* a, const char* name) {
@@ -33,13 +26,6 @@ std::string tracker_path(acc_accelerator* a, const char* name) {
   std::string out = path ? path : "";
   acc_string_free(path);
   return out;
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -53,16 +39,6 @@ std::string fresh_dir(const std::string& name) {
   const std::string dir = acc_test::temp_path(name);
   EXPECT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
   return dir;
-}
-
-std::vector<std::string> files_in(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = opendir(dir.c_str())) {
-    while (dirent* e = readdir(d))
-      if (e->d_name[0] != '.') names.push_back(e->d_name);
-    closedir(d);
-  }
-  return names;
 }
 
 // A tracker of the program that remembers every call.
@@ -178,7 +154,7 @@ TEST(Tracking, TensorBoardItselfReadsTheEventFile) {
   const std::string py = dir + "/read.py", out = dir + "/read.out";
   std::ofstream(py) << script;
   ASSERT_EQ(std::system(("python3 '" + py + "' > '" + out + "'").c_str()), 0);
-  EXPECT_EQ(read_text(out), "0:0 5:2 10:4\n");
+  EXPECT_EQ(acc_test::read_file(out), "0:0 5:2 10:4\n");
   acc_accelerator_free(a);
 }
 
@@ -194,7 +170,7 @@ TEST(Tracking, JsonlHasOneRecordPerLogCall) {
   ACC_ASSERT_OK(acc_end_training(a));
   const std::string path = tracker_path(a, "jsonl");
   EXPECT_EQ(path, dir + "/run/metrics.jsonl");
-  const auto lines = lines_of(read_text(path));
+  const auto lines = lines_of(acc_test::read_file(path));
   ASSERT_EQ(lines.size(), 3u);
   auto first = nlohmann::json::parse(lines[0]);
   EXPECT_EQ(first["step"], 7);
@@ -203,7 +179,7 @@ TEST(Tracking, JsonlHasOneRecordPerLogCall) {
   EXPECT_EQ(nlohmann::json::parse(lines[1])["step"], 8);
   EXPECT_EQ(nlohmann::json::parse(lines[1])["values"]["loss"], "nan");
   EXPECT_EQ(nlohmann::json::parse(lines[2])["values"]["loss"], "-inf");
-  EXPECT_EQ(nlohmann::json::parse(read_text(dir + "/run/hparams.json")), nlohmann::json::parse(kConfig));
+  EXPECT_EQ(nlohmann::json::parse(acc_test::read_file(dir + "/run/hparams.json")), nlohmann::json::parse(kConfig));
   acc_accelerator_free(a);
 }
 
@@ -218,7 +194,7 @@ TEST(Tracking, CsvHeaderIsTheUnionOfNamesInOrderOfAppearance) {
   ACC_ASSERT_OK(acc_log_scalar(a, "acc, top-1", 1.0, 2));
   ACC_ASSERT_OK(acc_end_training(a));
   const std::string path = tracker_path(a, "csv");
-  auto rows = lines_of(read_text(path));
+  auto rows = lines_of(acc_test::read_file(path));
   ASSERT_EQ(rows.size(), 4u);
   EXPECT_EQ(rows[0], "step,wall_time,loss,\"acc, top-1\"");
   auto cells = [](const std::string& row) {
@@ -241,7 +217,7 @@ TEST(Tracking, CsvHeaderIsTheUnionOfNamesInOrderOfAppearance) {
   ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
   ACC_ASSERT_OK(acc_log_scalar(a, "lr", 0.01, 3));
   ACC_ASSERT_OK(acc_end_training(a));
-  rows = lines_of(read_text(path));
+  rows = lines_of(acc_test::read_file(path));
   ASSERT_EQ(rows.size(), 5u);
   EXPECT_EQ(rows[0], "step,wall_time,loss,\"acc, top-1\",lr");
   EXPECT_EQ(cells(rows[1]).size(), 5u);
@@ -287,8 +263,8 @@ TEST(Tracking, AllWritesEveryBuiltInTrackerAndProgramTrackersGetEveryCall) {
   ASSERT_EQ(r.logs.size(), 3u);
   EXPECT_EQ(r.logs[0], (std::map<std::string, double>{{"loss", 0.5}, {"lr", 0.1}}));
   EXPECT_EQ(r.logs[2], (std::map<std::string, double>{{"loss", 0.125}}));
-  EXPECT_EQ(lines_of(read_text(tracker_path(a, "jsonl"))).size(), 3u);
-  EXPECT_EQ(lines_of(read_text(tracker_path(a, "csv"))).size(), 4u);
+  EXPECT_EQ(lines_of(acc_test::read_file(tracker_path(a, "jsonl"))).size(), 3u);
+  EXPECT_EQ(lines_of(acc_test::read_file(tracker_path(a, "csv"))).size(), 4u);
   EXPECT_EQ(acc_test::read_event_file(tracker_path(a, "tensorboard")).size(), 6u);  // version, hparams, 3 logs, end
   EXPECT_FALSE(freed);
   acc_accelerator_free(a);
@@ -352,7 +328,7 @@ TEST(Tracking, ErrorsAreReported) {
   ACC_EXPECT_ERROR(acc_log(a, dup, nullptr, 1, -1), ACC_ERR_INVALID_ARGUMENT, "values");
   ACC_ASSERT_OK(acc_log(a, nullptr, nullptr, 0, -1));
   ACC_ASSERT_OK(acc_end_training(a));
-  EXPECT_EQ(lines_of(read_text(tracker_path(a, "jsonl"))).size(), 1u);
+  EXPECT_EQ(lines_of(acc_test::read_file(tracker_path(a, "jsonl"))).size(), 1u);
   ACC_EXPECT_ERROR(acc_log_scalar(a, "loss", 1.0, -1), ACC_ERR_NOT_INITIALIZED, "init_trackers");
   char* path = nullptr;
   ACC_EXPECT_ERROR(acc_tracker_path(a, "wandb", &path), ACC_ERR_INVALID_ARGUMENT, "no tracker named \"wandb\"");

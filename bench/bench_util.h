@@ -1,0 +1,45 @@
+// What the benchmarks share, without torch headers (the C-API-only benchmarks compile fast): a check
+// that stops at the first C API error, medians, timing a step function, and the MLP layer spec.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "accelerate.h"
+
+#define OK(expr)                                                                 \
+  do {                                                                           \
+    if ((expr) != ACC_OK) {                                                      \
+      std::fprintf(stderr, "%s: %s\n", #expr, acc_last_error_message());        \
+      std::exit(1);                                                              \
+    }                                                                            \
+  } while (0)
+
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Microseconds per call of loop.step(), over `steps` calls.
+template <typename Loop>
+double time_steps(Loop& loop, int steps) {
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) loop.step();
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / steps;
+}
+
+// A ReLU MLP of the given widths (in, hidden..., out) as a C-API layer spec.
+inline std::string mlp_spec(const std::vector<int64_t>& widths) {
+  std::string json = "[";
+  for (size_t i = 0; i + 1 < widths.size(); ++i) {
+    if (i) json += R"(,{"type":"relu"},)";
+    json += R"({"type":"linear","in_features":)" + std::to_string(widths[i]) + R"(,"out_features":)" +
+            std::to_string(widths[i + 1]) + "}";
+  }
+  return json + "]";
+}
