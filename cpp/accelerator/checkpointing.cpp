@@ -10,7 +10,6 @@
 //   random_states_<rank>.safetensors                    each process's RNG states
 //   dataloader_state_<rank>.json                        each process's loader positions
 //   accelerate_state.json                               the manifest, written last
-#include <cmath>
 #include <filesystem>
 
 #include "accelerator/accelerator.h"
@@ -27,6 +26,16 @@ using nlohmann::json;
 namespace {
 
 constexpr int kFormatVersion = 1;
+
+// Runs an object's own state checks; a failure names the checkpoint file it came from.
+template <typename Check>
+void checked(const std::string& path, Check check) {
+  try {
+    check();
+  } catch (const Error& e) {
+    fail(e.status(), "checkpoint file '", path, "': ", e.what());
+  }
+}
 
 std::string rank_file(const std::string& dir, const char* stem, int64_t rank, const char* extension) {
   return join_path(dir, stem + std::to_string(rank) + extension);
@@ -234,21 +243,15 @@ std::string Accelerator::load_state(const std::string& dir) {
     for (size_t i = 0; i < schedulers.size(); ++i) {
       const std::string path = join_path(source, indexed_name("scheduler", i, ".json"));
       const SchedulerState state = read_scheduler_state(path);
-      const size_t groups = schedulers[i]->state().base_lrs.size();
-      if (state.base_lrs.size() != groups)
-        fail(Status::InvalidArgument, "checkpoint file '", path, "' holds ", state.base_lrs.size(),
-             " parameter groups, the scheduler has ", groups);
       auto scheduler = schedulers[i];
+      checked(path, [&] { scheduler->check_state(state); });
       apply.push_back([scheduler, state] { scheduler->load_state(state); });
     }
     if (scaler_) {
       const std::string path = join_path(source, "scaler.json");
       const ScalerState state = read_scaler_state(path);
-      if (!(state.scale > 0) || !std::isfinite(state.scale) || state.growth_tracker < 0 ||
-          state.growth_tracker >= config_.scaler_growth_interval)
-        fail(Status::InvalidArgument, "checkpoint file '", path, "' holds an invalid GradScaler state (scale ",
-             state.scale, ", growth_tracker ", state.growth_tracker, ")");
       auto scaler = scaler_;
+      checked(path, [&] { scaler->check_state(state.scale, state.growth_tracker); });
       apply.push_back([scaler, state] { scaler->load_state(state.scale, state.growth_tracker); });
     }
     {

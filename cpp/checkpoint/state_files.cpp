@@ -50,9 +50,7 @@ void write_scheduler_state(const std::string& path, const SchedulerState& state)
 
 SchedulerState read_scheduler_state(const std::string& path) {
   const json j = read_json(path);
-  SchedulerState state{json_field<int64_t>(j, "step", path), json_field<std::vector<double>>(j, "base_lrs", path)};
-  if (state.step < 0) fail(Status::InvalidArgument, "checkpoint file '", path, "' holds a negative step");
-  return state;
+  return {json_field<int64_t>(j, "step", path), json_field<std::vector<double>>(j, "base_lrs", path)};
 }
 
 void write_scaler_state(const std::string& path, const ScalerState& state) {

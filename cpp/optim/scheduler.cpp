@@ -94,10 +94,14 @@ void LambdaScheduler::apply(int64_t step) {
 
 void LambdaScheduler::step() { apply(step_ + 1); }
 
-void LambdaScheduler::load_state(const SchedulerState& state) {
+void LambdaScheduler::check_state(const SchedulerState& state) const {
   require(state.step >= 0, "a scheduler state needs a step >= 0, got ", state.step);
   require(state.base_lrs.size() == base_lrs_.size(), "the scheduler state has ", state.base_lrs.size(),
           " parameter groups, but the optimizer has ", base_lrs_.size());
+}
+
+void LambdaScheduler::load_state(const SchedulerState& state) {
+  check_state(state);
   base_lrs_ = state.base_lrs;
   apply(state.step);
 }

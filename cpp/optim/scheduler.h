@@ -30,6 +30,8 @@ class Scheduler {
   virtual SchedulerState state() const = 0;
   // Resumes at the saved step: each group's lr is set as the schedule gives it there.
   virtual void load_state(const SchedulerState& state) = 0;
+  // The checks of load_state alone: throws what it would, changes nothing.
+  virtual void check_state(const SchedulerState& state) const = 0;
   virtual double last_lr(size_t group) const = 0;
   virtual int64_t step_count() const = 0;
   virtual std::shared_ptr<Optimizer> optimizer() const = 0;
@@ -45,6 +47,7 @@ class LambdaScheduler final : public Scheduler {
   void step() override;
   SchedulerState state() const override { return {step_, base_lrs_}; }
   void load_state(const SchedulerState& state) override;
+  void check_state(const SchedulerState& state) const override;
   double last_lr(size_t group) const override;
   int64_t step_count() const override { return step_; }
   std::shared_ptr<Optimizer> optimizer() const override { return optimizer_; }

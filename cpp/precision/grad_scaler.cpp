@@ -36,10 +36,14 @@ void GradScaler::unscale(const std::vector<at::Tensor>& grads) {
 
 int64_t GradScaler::growth_tracker() const { return growth_tracker_.item<int>(); }
 
-void GradScaler::load_state(double scale, int64_t growth_tracker) {
+void GradScaler::check_state(double scale, int64_t growth_tracker) const {
   require(scale > 0 && std::isfinite(scale), "a GradScaler state needs a finite scale > 0, got ", scale);
   require(growth_tracker >= 0 && growth_tracker < options_.growth_interval, "a GradScaler state's growth tracker (",
           growth_tracker, ") must be in [0, growth_interval = ", options_.growth_interval, ")");
+}
+
+void GradScaler::load_state(double scale, int64_t growth_tracker) {
+  check_state(scale, growth_tracker);
   scale_.fill_(scale);
   growth_tracker_.fill_(growth_tracker);
 }

@@ -33,6 +33,8 @@ class GradScaler {
   // Checkpoints: the scale and the count of good steps in a row (torch's scale / _growth_tracker).
   int64_t growth_tracker() const;
   void load_state(double scale, int64_t growth_tracker);
+  // The checks of load_state alone (a finite scale > 0, a tracker in [0, growth_interval)).
+  void check_state(double scale, int64_t growth_tracker) const;
 
  private:
   GradScalerOptions options_;
