@@ -19,12 +19,6 @@ acc_status get(const acc_accelerator* a, Getter getter) {
   return guarded([&] { getter(accelerator_arg(a)); });
 }
 
-const char* static_name(const std::string& name) {
-  for (const char* known : {"NO", "MULTI_CPU", "MULTI_GPU", "no", "bf16", "fp16"})
-    if (name == known) return known;
-  acc::fail(acc::Status::Internal, "no static name for '", name, "'");
-}
-
 // Replaces *slot by a new handle to `prepared` (freeing the old one), or leaves it when NULL.
 template <typename Handle, typename Object>
 void swap_in(Handle** slot, std::shared_ptr<Object> prepared) {
@@ -54,11 +48,11 @@ acc_status acc_accelerator_device(const acc_accelerator* a, char** out) {
 }
 
 acc_status acc_accelerator_distributed_type(const acc_accelerator* a, const char** out) {
-  return get(a, [&](acc::Accelerator& x) { *out_param(out, "out") = static_name(x.distributed_type()); });
+  return get(a, [&](acc::Accelerator& x) { *out_param(out, "out") = x.distributed_type(); });
 }
 
 acc_status acc_accelerator_mixed_precision(const acc_accelerator* a, const char** out) {
-  return get(a, [&](acc::Accelerator& x) { *out_param(out, "out") = static_name(x.mixed_precision()); });
+  return get(a, [&](acc::Accelerator& x) { *out_param(out, "out") = x.mixed_precision_name(); });
 }
 
 acc_status acc_accelerator_process_index(const acc_accelerator* a, int64_t* out) {

@@ -25,10 +25,8 @@ extern "C" {
 
 acc_status acc_dataset_from_tensors(const acc_tensor* const* fields, size_t n, acc_dataset** out) {
   return guarded([&] {
-    acc::require(fields || n == 0, "fields is NULL but n is ", n);
+    auto tensors = tensors_arg(fields, n, "fields");
     out_param(out, "out");
-    std::vector<at::Tensor> tensors;
-    for (size_t i = 0; i < n; ++i) tensors.push_back(live(fields[i], "fields[i]").tensor);
     emit(out, std::make_shared<acc::TensorDataset>(std::move(tensors)));
   });
 }

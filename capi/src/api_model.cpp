@@ -10,11 +10,8 @@ namespace {
 acc::Model& model_arg(const acc_model* m) { return *live(m, "model").model; }
 
 acc::NamedTensors run_forward(acc::Model& model, const acc_tensor* const* inputs, size_t n, uint32_t flags) {
-  acc::require(inputs || n == 0, "inputs is NULL but n is ", n);
+  auto args = tensors_arg(inputs, n, "inputs");
   acc::require((flags & ~ACC_FORWARD_NO_GRAD) == 0, "unknown forward flags ", flags);
-  std::vector<at::Tensor> args;
-  args.reserve(n);
-  for (size_t i = 0; i < n; ++i) args.push_back(live(inputs[i], "inputs[i]").tensor);
   // Grad mode is thread-local torch state: set it for this call only.
   at::AutoGradMode grad_mode((flags & ACC_FORWARD_NO_GRAD) == 0);
   return model.forward(args);

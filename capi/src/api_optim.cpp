@@ -23,10 +23,7 @@ acc_status acc_optimizer_add_param_group(acc_optimizer* opt, const char* const* 
                                          const acc_options* overrides) {
   return guarded([&] {
     auto& o = *live(opt, "opt").optimizer;
-    acc::require(names || n == 0, "names is NULL but n is ", n);
-    std::vector<std::string> list;
-    for (size_t i = 0; i < n; ++i) list.push_back(text_arg(names[i], "names[i]"));
-    o.add_param_group(list, options_arg(overrides, acc::OptionsKind::Optimizer));
+    o.add_param_group(names_arg(names, n, "names"), options_arg(overrides, acc::OptionsKind::Optimizer));
   });
 }
 

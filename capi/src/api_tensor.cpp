@@ -123,9 +123,7 @@ acc_status acc_tensor_grad(const acc_tensor* t, acc_tensor** out) {
 acc_status acc_tensor_backward(const acc_tensor* loss) {
   return guarded([&] {
     const at::Tensor& l = tensor_arg(loss, "loss");
-    acc::require(l.numel() == 1, "backward needs a scalar loss, got shape ", l.sizes());
-    acc::require(l.requires_grad(), "the loss does not require grad: it was computed without autograd history "
-                                    "(e.g. by a forward with ACC_FORWARD_NO_GRAD)");
+    acc::require_backward_loss(l);
     l.backward();
   });
 }

@@ -8,17 +8,6 @@ using namespace acc::capi;
 
 namespace {
 
-std::vector<std::string> names_arg(const char* const* names, size_t n) {
-  acc::require(n == 0 || names != nullptr, "names is NULL");
-  std::vector<std::string> out;
-  out.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    acc::require(names[i] != nullptr, "names[", i, "] is NULL");
-    out.emplace_back(names[i]);
-  }
-  return out;
-}
-
 std::optional<int64_t> step_arg(int64_t step) {
   if (step < 0) return std::nullopt;
   return step;
@@ -66,7 +55,7 @@ acc_status acc_init_trackers(acc_accelerator* acc, const char* project_name, con
 acc_status acc_log(acc_accelerator* acc, const char* const* names, const double* values, size_t n, int64_t step) {
   return guarded([&] {
     auto& a = accelerator_arg(acc);
-    auto keys = names_arg(names, n);
+    auto keys = names_arg(names, n, "names");
     acc::require(n == 0 || values != nullptr, "values is NULL");
     a.log(std::move(keys), std::vector<double>(values, values + n), step_arg(step));
   });

@@ -106,6 +106,26 @@ acc::Reduction reduction_arg(acc_reduction r) {
   return static_cast<acc::Reduction>(r);
 }
 
+std::vector<at::Tensor> tensors_arg(const acc_tensor* const* tensors, size_t n, const std::string& array) {
+  require(tensors || n == 0, array, " is NULL but n is ", n);
+  const std::string item = array + "[i]";
+  std::vector<at::Tensor> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) out.push_back(live(tensors[i], item.c_str()).tensor);
+  return out;
+}
+
+std::vector<std::string> names_arg(const char* const* names, size_t n, const std::string& array) {
+  require(names || n == 0, array, " is NULL but n is ", n);
+  std::vector<std::string> out;
+  out.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    require(names[i] != nullptr, array, "[", i, "] is NULL");
+    out.emplace_back(names[i]);
+  }
+  return out;
+}
+
 acc::NamedTensors named_tensors(const acc_tensor_list& list, bool names_required) {
   acc::NamedTensors out;
   for (size_t i = 0; i < list.tensors.size(); ++i) {

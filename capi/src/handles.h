@@ -127,6 +127,12 @@ inline acc::Accelerator& accelerator_arg(const acc_accelerator* a) { return *liv
 
 acc::Reduction reduction_arg(acc_reduction r);
 
+// An array argument of n tensor handles named `array` ("inputs": errors say "inputs is NULL but n is 2",
+// "inputs[i] is not a live acc_tensor").
+std::vector<at::Tensor> tensors_arg(const acc_tensor* const* tensors, size_t n, const std::string& array);
+// An array argument of n strings ("names is NULL but n is 2", "names[1] is NULL").
+std::vector<std::string> names_arg(const char* const* names, size_t n, const std::string& array);
+
 // A tensor list as named tensors; names_required: every tensor must have a name (safetensors).
 acc::NamedTensors named_tensors(const acc_tensor_list& list, bool names_required);
 // A new tensor list handle holding `named`, written to *out.

@@ -9,6 +9,7 @@
 #include "data/dispatcher.h"
 #include "optim/optimizer_state.h"
 #include "precision/autocast.h"
+#include "tensor/losses.h"
 
 namespace acc {
 namespace {
@@ -48,7 +49,13 @@ Accelerator::Accelerator(const Options& options)
   if (config_.seed) set_seed(*config_.seed);
 }
 
-std::string Accelerator::distributed_type() const {
+const char* Accelerator::mixed_precision_name() const {
+  for (const auto& choice : mixed_precision_choices())
+    if (choice == config_.mixed_precision) return choice.c_str();
+  fail(Status::Internal, "mixed_precision '", config_.mixed_precision, "' is not a choice of the option");
+}
+
+const char* Accelerator::distributed_type() const {
   if (!dist_) return "NO";
   return device_.is_cuda() ? "MULTI_GPU" : "MULTI_CPU";
 }
@@ -161,9 +168,7 @@ std::shared_ptr<Model> Accelerator::unwrap_model(const std::shared_ptr<Model>& m
 }
 
 void Accelerator::backward(const at::Tensor& loss) {
-  require(loss.defined() && loss.numel() == 1, "backward needs a scalar loss, got shape ",
-          loss.defined() ? loss.sizes() : c10::IntArrayRef{});
-  require(loss.requires_grad(), "the loss does not require grad: it was computed without autograd history");
+  require_backward_loss(loss);
   const int64_t steps = config_.gradient_accumulation_steps;
   at::Tensor scaled = steps > 1 ? loss / static_cast<double>(steps) : loss;
   if (scaler_) scaled = scaler_->scale(scaled);

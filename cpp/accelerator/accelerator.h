@@ -29,7 +29,7 @@ class Accelerator {
   const AcceleratorConfig& config() const { return config_; }
   const c10::Device& device() const { return device_; }
   // Accelerate's DistributedType names: "NO", "MULTI_CPU" or "MULTI_GPU".
-  std::string distributed_type() const;
+  const char* distributed_type() const;  // a static string
   int64_t process_index() const { return process_.rank; }
   int64_t num_processes() const { return process_.world_size; }
   int64_t local_process_index() const { return process_.local_rank; }
@@ -37,6 +37,8 @@ class Accelerator {
   bool is_local_main_process() const { return local_process_index() == 0; }
   bool is_last_process() const { return process_index() == num_processes() - 1; }
   const std::string& mixed_precision() const { return config_.mixed_precision; }
+  // The same as a static string (the option schema's own), for the C API.
+  const char* mixed_precision_name() const;
   bool sync_gradients() const { return gradient_state_->sync_gradients(); }
   int64_t step() const { return gradient_state_->step(); }
   // Whether the last step of any prepared optimizer was skipped (fp16 overflow).

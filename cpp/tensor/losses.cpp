@@ -60,4 +60,11 @@ at::Tensor bce_with_logits(const at::Tensor& logits, const at::Tensor& target, R
   return at::binary_cross_entropy_with_logits(logits, target, {}, {}, to_aten(reduction));
 }
 
+void require_backward_loss(const at::Tensor& loss) {
+  require(loss.defined() && loss.numel() == 1, "backward needs a scalar loss, got shape ",
+          loss.defined() ? loss.sizes() : c10::IntArrayRef{});
+  require(loss.requires_grad(), "the loss does not require grad: it was computed without autograd history "
+                                "(e.g. by a forward without gradients, ACC_FORWARD_NO_GRAD)");
+}
+
 }  // namespace acc
