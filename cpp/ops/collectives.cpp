@@ -86,7 +86,8 @@ at::Tensor Collectives::reduce(const at::Tensor& tensor, Reduction op, const std
     return tensor.clone();
   }
   verify_same_shapes(tensor, name);
-  at::Tensor buffer = tensor.detach().to(dist_->device()).clone();
+  // One copy onto the collective device (a new tensor: the input is never overwritten).
+  at::Tensor buffer = tensor.detach().to(dist_->device(), tensor.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
   std::vector<at::Tensor> tensors{buffer};
   wait_collective(dist_->group()->allreduce(tensors), name);
   if (op == Reduction::Mean) {
@@ -105,7 +106,8 @@ at::Tensor Collectives::broadcast(const at::Tensor& tensor, int64_t src, const s
     broadcast(at::zeros({1}, tensor.options()), src, name);
     return tensor.clone();
   }
-  at::Tensor buffer = tensor.detach().to(dist_->device()).clone();
+  // One copy onto the collective device (a new tensor: the input is never overwritten).
+  at::Tensor buffer = tensor.detach().to(dist_->device(), tensor.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
   std::vector<at::Tensor> tensors{buffer};
   c10d::BroadcastOptions options;
   options.rootRank = src;
