@@ -69,6 +69,44 @@ func TestCloseTwiceAndUseAfterCloseAreErrors(t *testing.T) {
 	opt.Close()
 }
 
+// A nil object is an invalid handle, never a crash: as a receiver (Close included) or an argument.
+func TestNilObjectsAreInvalidHandles(t *testing.T) {
+	var m *acc.Model
+	if err := m.Close(); !errors.Is(err, acc.ErrInvalidHandle) || !strings.Contains(err.Error(), "Model") {
+		t.Fatalf("Close of a nil *Model: %v", err)
+	}
+	if _, err := m.ParameterNames(); !errors.Is(err, acc.ErrInvalidHandle) {
+		t.Fatalf("method of a nil *Model: %v", err)
+	}
+	if _, err := acc.NewOptimizer(nil, "sgd", nil); !errors.Is(err, acc.ErrInvalidHandle) {
+		t.Fatalf("nil *Model argument: %v", err)
+	}
+	var x *acc.Tensor
+	if err := x.Close(); !errors.Is(err, acc.ErrInvalidHandle) {
+		t.Fatalf("Close of a nil *Tensor: %v", err)
+	}
+	y, err := acc.FromFloat32s([]float32{1, 2}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Close()
+	if _, err := y.CountEqual(nil); !errors.Is(err, acc.ErrInvalidHandle) {
+		t.Fatalf("nil *Tensor argument: %v", err)
+	}
+	real, err := acc.ModelFromSpec(`[{"type":"linear","in_features":2,"out_features":1}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer real.Close()
+	if _, err := real.Forward(nil); !errors.Is(err, acc.ErrInvalidHandle) {
+		t.Fatalf("nil *Tensor argument to Forward: %v", err)
+	}
+	var l *acc.TensorList
+	if err := l.Close(); !errors.Is(err, acc.ErrInvalidHandle) {
+		t.Fatalf("Close of a nil *TensorList: %v", err)
+	}
+}
+
 func rssKB(t *testing.T) int64 {
 	b, err := os.ReadFile("/proc/self/status")
 	if err != nil {

@@ -26,106 +26,113 @@ func NewAccelerator(opts *Options) (*Accelerator, error) {
 	}
 	defer runtime.KeepAlive(opts)
 	h, err := call(func(e *string) capi.Accelerator { return capi.NewAccelerator(oh, e) })
-	return adopt(h, err, "Accelerator", capi.DeleteAccelerator, func(r ref[capi.Accelerator]) *Accelerator { return &Accelerator{r} }, (*Accelerator).Close)
+	return adopt(h, err, capi.DeleteAccelerator, func(r ref[capi.Accelerator]) *Accelerator { return &Accelerator{r} }, (*Accelerator).Close)
 }
-func (a *Accelerator) Close() error { runtime.SetFinalizer(a, nil); return a.r.close() }
+func (a *Accelerator) Close() error { return closeObject(a, a.ref()) }
+
+func (a *Accelerator) ref() *ref[capi.Accelerator] {
+	if a == nil {
+		return nil
+	}
+	return &a.r
+}
 
 func (a *Accelerator) do(f func(h capi.Accelerator, e *string)) error {
-	_, err := with(a, &a.r, func(h capi.Accelerator, e *string) none { f(h, e); return none{} })
+	_, err := with(a.ref(), func(h capi.Accelerator, e *string) none { f(h, e); return none{} })
 	return err
 }
 
 func (a *Accelerator) Device() (string, error) {
-	return with(a, &a.r, func(h capi.Accelerator, e *string) string { return h.Device(e) })
+	return with(a.ref(), func(h capi.Accelerator, e *string) string { return h.Device(e) })
 }
 func (a *Accelerator) DistributedType() (string, error) {
-	return with(a, &a.r, func(h capi.Accelerator, e *string) string { return h.DistributedType(e) })
+	return with(a.ref(), func(h capi.Accelerator, e *string) string { return h.DistributedType(e) })
 }
 func (a *Accelerator) MixedPrecision() (string, error) {
-	return with(a, &a.r, func(h capi.Accelerator, e *string) string { return h.MixedPrecision(e) })
+	return with(a.ref(), func(h capi.Accelerator, e *string) string { return h.MixedPrecision(e) })
 }
 func (a *Accelerator) ProcessIndex() (int64, error) {
-	return with(a, &a.r, func(h capi.Accelerator, e *string) int64 { return h.ProcessIndex(e) })
+	return with(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.ProcessIndex(e) })
 }
 func (a *Accelerator) NumProcesses() (int64, error) {
-	return with(a, &a.r, func(h capi.Accelerator, e *string) int64 { return h.NumProcesses(e) })
+	return with(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.NumProcesses(e) })
 }
 func (a *Accelerator) LocalProcessIndex() (int64, error) {
-	return with(a, &a.r, func(h capi.Accelerator, e *string) int64 { return h.LocalProcessIndex(e) })
+	return with(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.LocalProcessIndex(e) })
 }
 func (a *Accelerator) IsMainProcess() (bool, error) {
-	return with(a, &a.r, func(h capi.Accelerator, e *string) bool { return h.IsMainProcess(e) })
+	return with(a.ref(), func(h capi.Accelerator, e *string) bool { return h.IsMainProcess(e) })
 }
 func (a *Accelerator) IsLocalMainProcess() (bool, error) {
-	return with(a, &a.r, func(h capi.Accelerator, e *string) bool { return h.IsLocalMainProcess(e) })
+	return with(a.ref(), func(h capi.Accelerator, e *string) bool { return h.IsLocalMainProcess(e) })
 }
 func (a *Accelerator) IsLastProcess() (bool, error) {
-	return with(a, &a.r, func(h capi.Accelerator, e *string) bool { return h.IsLastProcess(e) })
+	return with(a.ref(), func(h capi.Accelerator, e *string) bool { return h.IsLastProcess(e) })
 }
 func (a *Accelerator) GradientAccumulationSteps() (int64, error) {
-	return with(a, &a.r, func(h capi.Accelerator, e *string) int64 { return h.GradientAccumulationSteps(e) })
+	return with(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.GradientAccumulationSteps(e) })
 }
 func (a *Accelerator) SyncGradients() (bool, error) {
-	return with(a, &a.r, func(h capi.Accelerator, e *string) bool { return h.SyncGradients(e) })
+	return with(a.ref(), func(h capi.Accelerator, e *string) bool { return h.SyncGradients(e) })
 }
 func (a *Accelerator) OptimizerStepWasSkipped() (bool, error) {
-	return with(a, &a.r, func(h capi.Accelerator, e *string) bool { return h.OptimizerStepWasSkipped(e) })
+	return with(a.ref(), func(h capi.Accelerator, e *string) bool { return h.OptimizerStepWasSkipped(e) })
 }
 func (a *Accelerator) Step() (int64, error) {
-	return with(a, &a.r, func(h capi.Accelerator, e *string) int64 { return h.Step(e) })
+	return with(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.Step(e) })
 }
 
 // PrepareModel returns the prepared model (a new object; m stays the raw model).
 func (a *Accelerator) PrepareModel(m *Model, p Placement) (*Model, error) {
-	mh, err := m.r.get()
+	mh, err := m.ref().get()
 	if err != nil {
 		return nil, err
 	}
 	defer runtime.KeepAlive(m)
-	return adoptModel(with(a, &a.r, func(h capi.Accelerator, e *string) capi.Model {
+	return adoptModel(with(a.ref(), func(h capi.Accelerator, e *string) capi.Model {
 		return h.PrepareModel(mh, capi.Acc_placement(p), e)
 	}))
 }
 func (a *Accelerator) PrepareOptimizer(o *Optimizer, p Placement) (*Optimizer, error) {
-	oh, err := o.r.get()
+	oh, err := o.ref().get()
 	if err != nil {
 		return nil, err
 	}
 	defer runtime.KeepAlive(o)
-	return adoptOptimizer(with(a, &a.r, func(h capi.Accelerator, e *string) capi.Optimizer {
+	return adoptOptimizer(with(a.ref(), func(h capi.Accelerator, e *string) capi.Optimizer {
 		return h.PrepareOptimizer(oh, capi.Acc_placement(p), e)
 	}))
 }
 func (a *Accelerator) PrepareDataLoader(l *DataLoader, p Placement) (*DataLoader, error) {
-	lh, err := l.r.get()
+	lh, err := l.ref().get()
 	if err != nil {
 		return nil, err
 	}
 	defer runtime.KeepAlive(l)
-	return adoptDataLoader(with(a, &a.r, func(h capi.Accelerator, e *string) capi.DataLoader {
+	return adoptDataLoader(with(a.ref(), func(h capi.Accelerator, e *string) capi.DataLoader {
 		return h.PrepareDataLoader(lh, capi.Acc_placement(p), e)
 	}))
 }
 func (a *Accelerator) PrepareScheduler(s *Scheduler) (*Scheduler, error) {
-	sh, err := s.r.get()
+	sh, err := s.ref().get()
 	if err != nil {
 		return nil, err
 	}
 	defer runtime.KeepAlive(s)
-	return adoptScheduler(with(a, &a.r, func(h capi.Accelerator, e *string) capi.Scheduler { return h.PrepareScheduler(sh, e) }))
+	return adoptScheduler(with(a.ref(), func(h capi.Accelerator, e *string) capi.Scheduler { return h.PrepareScheduler(sh, e) }))
 }
 func (a *Accelerator) UnwrapModel(m *Model) (*Model, error) {
-	mh, err := m.r.get()
+	mh, err := m.ref().get()
 	if err != nil {
 		return nil, err
 	}
 	defer runtime.KeepAlive(m)
-	return adoptModel(with(a, &a.r, func(h capi.Accelerator, e *string) capi.Model { return h.UnwrapModel(mh, e) }))
+	return adoptModel(with(a.ref(), func(h capi.Accelerator, e *string) capi.Model { return h.UnwrapModel(mh, e) }))
 }
 
 // Backward is Accelerate's backward (loss / gradient_accumulation_steps, then back-propagation).
 func (a *Accelerator) Backward(loss *Tensor) error {
-	lh, err := loss.handle()
+	lh, err := loss.ref().get()
 	if err != nil {
 		return err
 	}
@@ -143,7 +150,7 @@ func (a *Accelerator) Accumulate() (end func() error, err error) {
 
 // NoSync accumulates gradients locally until the returned function runs.
 func (a *Accelerator) NoSync(m *Model) (end func() error, err error) {
-	mh, err := m.r.get()
+	mh, err := m.ref().get()
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +190,7 @@ func once(f func() error) func() error {
 }
 
 func (a *Accelerator) TriggerSyncInBackward(m *Model) error {
-	mh, err := m.r.get()
+	mh, err := m.ref().get()
 	if err != nil {
 		return err
 	}
@@ -193,15 +200,15 @@ func (a *Accelerator) TriggerSyncInBackward(m *Model) error {
 
 // ClipGradNorm clips the gradients' total norm to maxNorm; returns the norm before clipping.
 func (a *Accelerator) ClipGradNorm(m *Model, maxNorm, normType float64) (float64, error) {
-	mh, err := m.r.get()
+	mh, err := m.ref().get()
 	if err != nil {
 		return 0, err
 	}
 	defer runtime.KeepAlive(m)
-	return with(a, &a.r, func(h capi.Accelerator, e *string) float64 { return h.ClipGradNorm(mh, maxNorm, normType, e) })
+	return with(a.ref(), func(h capi.Accelerator, e *string) float64 { return h.ClipGradNorm(mh, maxNorm, normType, e) })
 }
 func (a *Accelerator) ClipGradValue(m *Model, clip float64) error {
-	mh, err := m.r.get()
+	mh, err := m.ref().get()
 	if err != nil {
 		return err
 	}
@@ -211,7 +218,7 @@ func (a *Accelerator) ClipGradValue(m *Model, clip float64) error {
 
 // SaveModel writes the unwrapped model's weights as safetensors into dir (maxShardSize "" = 10GB).
 func (a *Accelerator) SaveModel(m *Model, dir, maxShardSize string) error {
-	mh, err := m.r.get()
+	mh, err := m.ref().get()
 	if err != nil {
 		return err
 	}
@@ -231,12 +238,12 @@ func (a *Accelerator) FreeMemory() error {
 }
 
 func (a *Accelerator) collective(t *Tensor, f func(h capi.Accelerator, th capi.Tensor, e *string) capi.Tensor) (*Tensor, error) {
-	th, err := t.handle()
+	th, err := t.ref().get()
 	if err != nil {
 		return nil, err
 	}
 	defer runtime.KeepAlive(t)
-	return wrapTensor(with(a, &a.r, func(h capi.Accelerator, e *string) capi.Tensor { return f(h, th, e) }))
+	return wrapTensor(with(a.ref(), func(h capi.Accelerator, e *string) capi.Tensor { return f(h, th, e) }))
 }
 
 // Gather concatenates every process's tensor on dim 0 (name may be "").
@@ -264,7 +271,7 @@ func (a *Accelerator) PadAcrossProcesses(t *Tensor, dim int64, value float64, pa
 
 // GatherObject returns every process's bytes in rank order.
 func (a *Accelerator) GatherObject(data []byte, name string) ([][]byte, error) {
-	return byteList(with(a, &a.r, func(h capi.Accelerator, e *string) capi.StringList { return h.GatherObject(data, name, e) }))
+	return byteList(with(a.ref(), func(h capi.Accelerator, e *string) capi.StringList { return h.GatherObject(data, name, e) }))
 }
 
 // SplitBetweenProcesses is this process's share [start, end) of n items, and its padding.
@@ -277,15 +284,15 @@ func (a *Accelerator) SetTrigger() error {
 	return a.do(func(h capi.Accelerator, e *string) { h.SetTrigger(e) })
 }
 func (a *Accelerator) CheckTrigger() (bool, error) {
-	return with(a, &a.r, func(h capi.Accelerator, e *string) bool { return h.CheckTrigger(e) })
+	return with(a.ref(), func(h capi.Accelerator, e *string) bool { return h.CheckTrigger(e) })
 }
 
 // SaveState writes a checkpoint into dir ("" = automatic naming under project_dir); returns the folder.
 func (a *Accelerator) SaveState(dir string) (string, error) {
-	return with(a, &a.r, func(h capi.Accelerator, e *string) string { return h.SaveState(dir, e) })
+	return with(a.ref(), func(h capi.Accelerator, e *string) string { return h.SaveState(dir, e) })
 }
 
 // LoadState restores a checkpoint from dir ("" = the newest under project_dir); returns the folder.
 func (a *Accelerator) LoadState(dir string) (string, error) {
-	return with(a, &a.r, func(h capi.Accelerator, e *string) string { return h.LoadState(dir, e) })
+	return with(a.ref(), func(h capi.Accelerator, e *string) string { return h.LoadState(dir, e) })
 }

@@ -11,9 +11,16 @@ import (
 type Dataset struct{ r ref[capi.Dataset] }
 
 func adoptDataset(h capi.Dataset, err error) (*Dataset, error) {
-	return adopt(h, err, "Dataset", capi.DeleteDataset, func(r ref[capi.Dataset]) *Dataset { return &Dataset{r} }, (*Dataset).Close)
+	return adopt(h, err, capi.DeleteDataset, func(r ref[capi.Dataset]) *Dataset { return &Dataset{r} }, (*Dataset).Close)
 }
-func (d *Dataset) Close() error { runtime.SetFinalizer(d, nil); return d.r.close() }
+func (d *Dataset) Close() error { return closeObject(d, d.ref()) }
+
+func (d *Dataset) ref() *ref[capi.Dataset] {
+	if d == nil {
+		return nil
+	}
+	return &d.r
+}
 
 // DatasetFromTensors: fields sharing their first dimension (e.g. features [N, D], labels [N]).
 func DatasetFromTensors(fields ...*Tensor) (*Dataset, error) {
@@ -22,7 +29,7 @@ func DatasetFromTensors(fields ...*Tensor) (*Dataset, error) {
 		return nil, err
 	}
 	defer l.Close()
-	return adoptDataset(call(func(e *string) capi.Dataset { return capi.DatasetFromTensors(l.h, e) }))
+	return adoptDataset(call(func(e *string) capi.Dataset { return capi.DatasetFromTensors(l.r.h, e) }))
 }
 
 // DatasetFromIDX: images as float32 [N,1,H,W] in [0,1], labels as int64 [N].
@@ -54,13 +61,13 @@ func DatasetFromStream(fn StreamFunc, sizeHint int64) (*Dataset, error) {
 }
 
 func (d *Dataset) Size() (int64, error) {
-	return with(d, &d.r, func(h capi.Dataset, e *string) int64 { return h.Size(e) })
+	return with(d.ref(), func(h capi.Dataset, e *string) int64 { return h.Size(e) })
 }
 func (d *Dataset) Subset(start, count int64) (*Dataset, error) {
-	return adoptDataset(with(d, &d.r, func(h capi.Dataset, e *string) capi.Dataset { return h.Subset(start, count, e) }))
+	return adoptDataset(with(d.ref(), func(h capi.Dataset, e *string) capi.Dataset { return h.Subset(start, count, e) }))
 }
 func (d *Dataset) Get(index int64) (*TensorList, error) {
-	return wrapTensorList(with(d, &d.r, func(h capi.Dataset, e *string) capi.TensorList { return h.Get(index, e) }))
+	return wrapTensorList(with(d.ref(), func(h capi.Dataset, e *string) capi.TensorList { return h.Get(index, e) }))
 }
 
 // The adapters run on the library's threads: nothing may panic through C++ frames, so every
@@ -84,7 +91,7 @@ func appendAndClose(out capi.TensorList, fields []*Tensor) int {
 		}
 	}()
 	for _, t := range fields {
-		h, err := t.handle()
+		h, err := t.ref().get()
 		if err != nil {
 			return fail(err)
 		}
@@ -163,9 +170,16 @@ func (a *collateAdapter) Collate(n int64, flat capi.TensorList, out capi.TensorL
 type DataLoader struct{ r ref[capi.DataLoader] }
 
 func adoptDataLoader(h capi.DataLoader, err error) (*DataLoader, error) {
-	return adopt(h, err, "DataLoader", capi.DeleteDataLoader, func(r ref[capi.DataLoader]) *DataLoader { return &DataLoader{r} }, (*DataLoader).Close)
+	return adopt(h, err, capi.DeleteDataLoader, func(r ref[capi.DataLoader]) *DataLoader { return &DataLoader{r} }, (*DataLoader).Close)
 }
-func (l *DataLoader) Close() error { runtime.SetFinalizer(l, nil); return l.r.close() }
+func (l *DataLoader) Close() error { return closeObject(l, l.ref()) }
+
+func (l *DataLoader) ref() *ref[capi.DataLoader] {
+	if l == nil {
+		return nil
+	}
+	return &l.r
+}
 
 // NewDataLoader; opts may be nil (batch size 1, in order).
 func NewDataLoader(ds *Dataset, opts *Options) (*DataLoader, error) {
@@ -174,7 +188,7 @@ func NewDataLoader(ds *Dataset, opts *Options) (*DataLoader, error) {
 		return nil, err
 	}
 	defer runtime.KeepAlive(opts)
-	return adoptDataLoader(with(ds, &ds.r, func(h capi.Dataset, e *string) capi.DataLoader { return capi.NewDataLoader(h, oh, e) }))
+	return adoptDataLoader(with(ds.ref(), func(h capi.Dataset, e *string) capi.DataLoader { return capi.NewDataLoader(h, oh, e) }))
 }
 
 // DataLoaderFromBatches is a loader over a batch sampler's batches (Accelerate's batch_sampler):
@@ -192,42 +206,42 @@ func DataLoaderFromBatches(ds *Dataset, batches [][]int64, opts *Options) (*Data
 		sizes[k] = int64(len(b))
 		indices = append(indices, b...)
 	}
-	return adoptDataLoader(with(ds, &ds.r, func(h capi.Dataset, e *string) capi.DataLoader {
+	return adoptDataLoader(with(ds.ref(), func(h capi.Dataset, e *string) capi.DataLoader {
 		return capi.DataLoaderFromBatchArrays(h, indices, sizes, oh, e)
 	}))
 }
 
 // Next is the next batch, or nil at the end of the epoch (the call after that starts the next).
 func (l *DataLoader) Next() (*TensorList, error) {
-	return wrapTensorList(with(l, &l.r, func(h capi.DataLoader, e *string) capi.TensorList { return h.Next(e) }))
+	return wrapTensorList(with(l.ref(), func(h capi.DataLoader, e *string) capi.TensorList { return h.Next(e) }))
 }
 func (l *DataLoader) Len() (int64, error) {
-	return with(l, &l.r, func(h capi.DataLoader, e *string) int64 { return h.Length(e) })
+	return with(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.Length(e) })
 }
 func (l *DataLoader) Epoch() (int64, error) {
-	return with(l, &l.r, func(h capi.DataLoader, e *string) int64 { return h.Epoch(e) })
+	return with(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.Epoch(e) })
 }
 func (l *DataLoader) SetEpoch(epoch int64) error {
-	_, err := with(l, &l.r, func(h capi.DataLoader, e *string) none { h.SetEpoch(epoch, e); return none{} })
+	_, err := with(l.ref(), func(h capi.DataLoader, e *string) none { h.SetEpoch(epoch, e); return none{} })
 	return err
 }
 func (l *DataLoader) SkipFirstBatches(n int64) error {
-	_, err := with(l, &l.r, func(h capi.DataLoader, e *string) none { h.SkipFirstBatches(n, e); return none{} })
+	_, err := with(l.ref(), func(h capi.DataLoader, e *string) none { h.SkipFirstBatches(n, e); return none{} })
 	return err
 }
 func (l *DataLoader) TotalBatchSize() (int64, error) {
-	return with(l, &l.r, func(h capi.DataLoader, e *string) int64 { return h.TotalBatchSize(e) })
+	return with(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.TotalBatchSize(e) })
 }
 func (l *DataLoader) TotalDatasetLength() (int64, error) {
-	return with(l, &l.r, func(h capi.DataLoader, e *string) int64 { return h.TotalDatasetLength(e) })
+	return with(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.TotalDatasetLength(e) })
 }
 func (l *DataLoader) EndOfEpoch() (bool, error) {
-	return with(l, &l.r, func(h capi.DataLoader, e *string) bool { return h.EndOfEpoch(e) })
+	return with(l.ref(), func(h capi.DataLoader, e *string) bool { return h.EndOfEpoch(e) })
 }
 
 // SetCollate makes batches with fn instead of stacking samples.
 func (l *DataLoader) SetCollate(fn CollateFunc) error {
 	c := capi.NewDirectorCollator(&collateAdapter{fn})
-	_, err := with(l, &l.r, func(h capi.DataLoader, e *string) none { h.SetCollator(c, e); return none{} })
+	_, err := with(l.ref(), func(h capi.DataLoader, e *string) none { h.SetCollator(c, e); return none{} })
 	return err
 }

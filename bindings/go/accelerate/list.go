@@ -7,15 +7,10 @@ import (
 )
 
 // TensorList is an ordered list of optionally named tensors (batches, model outputs, state dicts).
-type TensorList struct{ h capi.TensorList }
+type TensorList struct{ r ref[capi.TensorList] }
 
 func wrapTensorList(h capi.TensorList, err error) (*TensorList, error) {
-	if err != nil || h == nil || h.Swigcptr() == 0 {
-		return nil, err
-	}
-	l := &TensorList{h}
-	runtime.SetFinalizer(l, (*TensorList).Close)
-	return l, nil
+	return adopt(h, err, capi.DeleteTensorList, func(r ref[capi.TensorList]) *TensorList { return &TensorList{r} }, (*TensorList).Close)
 }
 
 // NewTensorList makes a list of the given tensors (the list holds its own references).
@@ -33,65 +28,47 @@ func NewTensorList(tensors ...*Tensor) (*TensorList, error) {
 	return l, nil
 }
 
-func (l *TensorList) Close() error {
-	if l == nil || l.h == nil {
-		return closedError("TensorList")
-	}
-	capi.DeleteTensorList(l.h)
-	l.h = nil
-	runtime.SetFinalizer(l, nil)
-	return nil
-}
+func (l *TensorList) Close() error { return closeObject(l, l.ref()) }
 
-func (l *TensorList) handle() (capi.TensorList, error) {
-	if l == nil || l.h == nil {
-		return nil, closedError("TensorList")
+func (l *TensorList) ref() *ref[capi.TensorList] {
+	if l == nil {
+		return nil
 	}
-	return l.h, nil
-}
-
-func listCall[R any](l *TensorList, f func(h capi.TensorList, e *string) R) (R, error) {
-	h, err := l.handle()
-	if err != nil {
-		var zero R
-		return zero, err
-	}
-	defer runtime.KeepAlive(l)
-	return call(func(e *string) R { return f(h, e) })
+	return &l.r
 }
 
 // Append adds t under name ("" for none).
 func (l *TensorList) Append(name string, t *Tensor) error {
-	th, err := t.handle()
+	th, err := t.ref().get()
 	if err != nil {
 		return err
 	}
 	defer runtime.KeepAlive(t)
-	_, err = listCall(l, func(h capi.TensorList, e *string) struct{} { h.Append(name, th, e); return struct{}{} })
+	_, err = with(l.ref(), func(h capi.TensorList, e *string) struct{} { h.Append(name, th, e); return struct{}{} })
 	return err
 }
 
 func (l *TensorList) Len() (int, error) {
-	n, err := listCall(l, func(h capi.TensorList, e *string) int64 { return h.Size(e) })
+	n, err := with(l.ref(), func(h capi.TensorList, e *string) int64 { return h.Size(e) })
 	return int(n), err
 }
 
 // Get is a new handle to entry i (the caller closes it).
 func (l *TensorList) Get(i int) (*Tensor, error) {
-	return wrapTensor(listCall(l, func(h capi.TensorList, e *string) capi.Tensor { return h.Get(int64(i), e) }))
+	return wrapTensor(with(l.ref(), func(h capi.TensorList, e *string) capi.Tensor { return h.Get(int64(i), e) }))
 }
 
 func (l *TensorList) Name(i int) (string, error) {
-	return listCall(l, func(h capi.TensorList, e *string) string { return h.Name(int64(i), e) })
+	return with(l.ref(), func(h capi.TensorList, e *string) string { return h.Name(int64(i), e) })
 }
 
 // Find is a new handle to the entry called name.
 func (l *TensorList) Find(name string) (*Tensor, error) {
-	return wrapTensor(listCall(l, func(h capi.TensorList, e *string) capi.Tensor { return h.Find(name, e) }))
+	return wrapTensor(with(l.ref(), func(h capi.TensorList, e *string) capi.Tensor { return h.Find(name, e) }))
 }
 
 func (l *TensorList) SaveSafetensors(path string) error {
-	_, err := listCall(l, func(h capi.TensorList, e *string) struct{} { h.SaveSafetensors(path, e); return struct{}{} })
+	_, err := with(l.ref(), func(h capi.TensorList, e *string) struct{} { h.SaveSafetensors(path, e); return struct{}{} })
 	return err
 }
 

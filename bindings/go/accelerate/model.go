@@ -22,51 +22,65 @@ type Options struct{ r ref[capi.Options] }
 
 func NewOptions(kind OptionsKind) (*Options, error) {
 	h, err := call(func(e *string) capi.Options { return capi.NewOptions(capi.Acc_options_kind(kind), e) })
-	return adopt(h, err, "Options", capi.DeleteOptions, func(r ref[capi.Options]) *Options { return &Options{r} }, (*Options).Close)
+	return adopt(h, err, capi.DeleteOptions, func(r ref[capi.Options]) *Options { return &Options{r} }, (*Options).Close)
 }
-func (o *Options) Close() error { runtime.SetFinalizer(o, nil); return o.r.close() }
+func (o *Options) Close() error { return closeObject(o, o.ref()) }
+
+func (o *Options) ref() *ref[capi.Options] {
+	if o == nil {
+		return nil
+	}
+	return &o.r
+}
 
 // handleOf is the handle to pass for an optional *Options (nil: NULL).
 func (o *Options) handleOf() (capi.Options, error) {
 	if o == nil {
 		return capi.SwigcptrOptions(0), nil
 	}
-	return o.r.get()
+	return o.ref().get()
 }
 
 func (o *Options) SetInt(key string, v int64) error {
-	_, err := with(o, &o.r, func(h capi.Options, e *string) none { h.SetInt(key, v, e); return none{} })
+	_, err := with(o.ref(), func(h capi.Options, e *string) none { h.SetInt(key, v, e); return none{} })
 	return err
 }
 func (o *Options) SetFloat(key string, v float64) error {
-	_, err := with(o, &o.r, func(h capi.Options, e *string) none { h.SetDouble(key, v, e); return none{} })
+	_, err := with(o.ref(), func(h capi.Options, e *string) none { h.SetDouble(key, v, e); return none{} })
 	return err
 }
 func (o *Options) SetBool(key string, v bool) error {
-	_, err := with(o, &o.r, func(h capi.Options, e *string) none { h.SetBool(key, v, e); return none{} })
+	_, err := with(o.ref(), func(h capi.Options, e *string) none { h.SetBool(key, v, e); return none{} })
 	return err
 }
 func (o *Options) SetString(key, v string) error {
-	_, err := with(o, &o.r, func(h capi.Options, e *string) none { h.SetString(key, v, e); return none{} })
+	_, err := with(o.ref(), func(h capi.Options, e *string) none { h.SetString(key, v, e); return none{} })
 	return err
 }
 
 // Set sets any key from its text form ("4", "0.9", "true").
 func (o *Options) Set(key, v string) error {
-	_, err := with(o, &o.r, func(h capi.Options, e *string) none { h.Set(key, v, e); return none{} })
+	_, err := with(o.ref(), func(h capi.Options, e *string) none { h.Set(key, v, e); return none{} })
 	return err
 }
 func (o *Options) Get(key string) (string, error) {
-	return with(o, &o.r, func(h capi.Options, e *string) string { return h.Get(key, e) })
+	return with(o.ref(), func(h capi.Options, e *string) string { return h.Get(key, e) })
 }
 
 // Model is a trainable module (a TorchScript module or a layer spec), raw or prepared.
 type Model struct{ r ref[capi.Model] }
 
 func adoptModel(h capi.Model, err error) (*Model, error) {
-	return adopt(h, err, "Model", capi.DeleteModel, func(r ref[capi.Model]) *Model { return &Model{r} }, (*Model).Close)
+	return adopt(h, err, capi.DeleteModel, func(r ref[capi.Model]) *Model { return &Model{r} }, (*Model).Close)
 }
-func (m *Model) Close() error { runtime.SetFinalizer(m, nil); return m.r.close() }
+func (m *Model) Close() error { return closeObject(m, m.ref()) }
+
+func (m *Model) ref() *ref[capi.Model] {
+	if m == nil {
+		return nil
+	}
+	return &m.r
+}
 
 // ModelFromSpec builds a sequential model from a JSON layer spec (see accelerate.h).
 func ModelFromSpec(spec string) (*Model, error) {
@@ -77,12 +91,12 @@ func LoadTorchScript(path string) (*Model, error) {
 }
 
 func (m *Model) forward1(x *Tensor, flags uint) (*Tensor, error) {
-	xh, err := x.handle()
+	xh, err := x.ref().get()
 	if err != nil {
 		return nil, err
 	}
 	defer runtime.KeepAlive(x)
-	return wrapTensor(with(m, &m.r, func(h capi.Model, e *string) capi.Tensor { return h.Forward1(xh, flags, e) }))
+	return wrapTensor(with(m.ref(), func(h capi.Model, e *string) capi.Tensor { return h.Forward1(xh, flags, e) }))
 }
 
 // Forward runs the model on one input, recording autograd history.
@@ -102,60 +116,60 @@ func (m *Model) ForwardMany(noGrad bool, inputs ...*Tensor) (*TensorList, error)
 	if noGrad {
 		flags = capi.ForwardNoGrad
 	}
-	return wrapTensorList(with(m, &m.r, func(h capi.Model, e *string) capi.TensorList { return h.Forward(in.h, flags, e) }))
+	return wrapTensorList(with(m.ref(), func(h capi.Model, e *string) capi.TensorList { return h.Forward(in.r.h, flags, e) }))
 }
 
 func (m *Model) SetTraining(training bool) error {
-	_, err := with(m, &m.r, func(h capi.Model, e *string) none { h.SetTraining(training, e); return none{} })
+	_, err := with(m.ref(), func(h capi.Model, e *string) none { h.SetTraining(training, e); return none{} })
 	return err
 }
 func (m *Model) IsTraining() (bool, error) {
-	return with(m, &m.r, func(h capi.Model, e *string) bool { return h.IsTraining(e) })
+	return with(m.ref(), func(h capi.Model, e *string) bool { return h.IsTraining(e) })
 }
 
 // To moves the model to device ("" keeps it) and floating parameters to dtype (Undefined keeps it).
 func (m *Model) To(device string, dtype DType) error {
-	_, err := with(m, &m.r, func(h capi.Model, e *string) none { h.To(device, capi.Acc_dtype(dtype), e); return none{} })
+	_, err := with(m.ref(), func(h capi.Model, e *string) none { h.To(device, capi.Acc_dtype(dtype), e); return none{} })
 	return err
 }
 func (m *Model) ParameterNames() ([]string, error) {
-	return stringList(with(m, &m.r, func(h capi.Model, e *string) capi.StringList { return h.ParameterNames(e) }))
+	return stringList(with(m.ref(), func(h capi.Model, e *string) capi.StringList { return h.ParameterNames(e) }))
 }
 func (m *Model) Parameter(name string) (*Tensor, error) {
-	return wrapTensor(with(m, &m.r, func(h capi.Model, e *string) capi.Tensor { return h.Parameter(name, e) }))
+	return wrapTensor(with(m.ref(), func(h capi.Model, e *string) capi.Tensor { return h.Parameter(name, e) }))
 }
 func (m *Model) ParameterCount() (tensors int64, elements int64, err error) {
-	if tensors, err = with(m, &m.r, func(h capi.Model, e *string) int64 { return h.ParameterTensorCount(e) }); err != nil {
+	if tensors, err = with(m.ref(), func(h capi.Model, e *string) int64 { return h.ParameterTensorCount(e) }); err != nil {
 		return 0, 0, err
 	}
-	elements, err = with(m, &m.r, func(h capi.Model, e *string) int64 { return h.ParameterElementCount(e) })
+	elements, err = with(m.ref(), func(h capi.Model, e *string) int64 { return h.ParameterElementCount(e) })
 	return tensors, elements, err
 }
 func (m *Model) ZeroGrad() error {
-	_, err := with(m, &m.r, func(h capi.Model, e *string) none { h.ZeroGrad(e); return none{} })
+	_, err := with(m.ref(), func(h capi.Model, e *string) none { h.ZeroGrad(e); return none{} })
 	return err
 }
 func (m *Model) StateDict() (*TensorList, error) {
-	return wrapTensorList(with(m, &m.r, func(h capi.Model, e *string) capi.TensorList { return h.StateDict(e) }))
+	return wrapTensorList(with(m.ref(), func(h capi.Model, e *string) capi.TensorList { return h.StateDict(e) }))
 }
 func (m *Model) LoadStateDict(state *TensorList, strict bool) error {
-	sh, err := state.handle()
+	sh, err := state.ref().get()
 	if err != nil {
 		return err
 	}
 	defer runtime.KeepAlive(state)
-	_, err = with(m, &m.r, func(h capi.Model, e *string) none { h.LoadStateDict(sh, strict, e); return none{} })
+	_, err = with(m.ref(), func(h capi.Model, e *string) none { h.LoadStateDict(sh, strict, e); return none{} })
 	return err
 }
 func (m *Model) SaveTorchScript(path string) error {
-	_, err := with(m, &m.r, func(h capi.Model, e *string) none { h.SaveTorchscript(path, e); return none{} })
+	_, err := with(m.ref(), func(h capi.Model, e *string) none { h.SaveTorchscript(path, e); return none{} })
 	return err
 }
 
 // LoadSafetensors loads weights saved by SaveModel or save_pretrained; returns the names the
 // model has but the file lacks, and the other way round.
 func (m *Model) LoadSafetensors(path string, strict bool) (missing, unexpected []string, err error) {
-	rep, err := with(m, &m.r, func(h capi.Model, e *string) capi.LoadReport { return h.LoadSafetensors(path, strict, e) })
+	rep, err := with(m.ref(), func(h capi.Model, e *string) capi.LoadReport { return h.LoadSafetensors(path, strict, e) })
 	if err != nil || rep.Swigcptr() == 0 {
 		return nil, nil, err
 	}
@@ -173,9 +187,16 @@ func (m *Model) LoadSafetensors(path string, strict bool) (missing, unexpected [
 type Optimizer struct{ r ref[capi.Optimizer] }
 
 func adoptOptimizer(h capi.Optimizer, err error) (*Optimizer, error) {
-	return adopt(h, err, "Optimizer", capi.DeleteOptimizer, func(r ref[capi.Optimizer]) *Optimizer { return &Optimizer{r} }, (*Optimizer).Close)
+	return adopt(h, err, capi.DeleteOptimizer, func(r ref[capi.Optimizer]) *Optimizer { return &Optimizer{r} }, (*Optimizer).Close)
 }
-func (o *Optimizer) Close() error { runtime.SetFinalizer(o, nil); return o.r.close() }
+func (o *Optimizer) Close() error { return closeObject(o, o.ref()) }
+
+func (o *Optimizer) ref() *ref[capi.Optimizer] {
+	if o == nil {
+		return nil
+	}
+	return &o.r
+}
 
 // NewOptimizer; opts may be nil (PyTorch's defaults).
 func NewOptimizer(model *Model, algorithm string, opts *Options) (*Optimizer, error) {
@@ -184,27 +205,27 @@ func NewOptimizer(model *Model, algorithm string, opts *Options) (*Optimizer, er
 		return nil, err
 	}
 	defer runtime.KeepAlive(opts)
-	return adoptOptimizer(with(model, &model.r, func(h capi.Model, e *string) capi.Optimizer {
+	return adoptOptimizer(with(model.ref(), func(h capi.Model, e *string) capi.Optimizer {
 		return capi.NewOptimizer(h, algorithm, oh, e)
 	}))
 }
 func (o *Optimizer) Step() error {
-	_, err := with(o, &o.r, func(h capi.Optimizer, e *string) none { h.Step(e); return none{} })
+	_, err := with(o.ref(), func(h capi.Optimizer, e *string) none { h.Step(e); return none{} })
 	return err
 }
 func (o *Optimizer) ZeroGrad() error {
-	_, err := with(o, &o.r, func(h capi.Optimizer, e *string) none { h.ZeroGrad(e); return none{} })
+	_, err := with(o.ref(), func(h capi.Optimizer, e *string) none { h.ZeroGrad(e); return none{} })
 	return err
 }
 func (o *Optimizer) LR(group int) (float64, error) {
-	return with(o, &o.r, func(h capi.Optimizer, e *string) float64 { return h.GetLr(int64(group), e) })
+	return with(o.ref(), func(h capi.Optimizer, e *string) float64 { return h.GetLr(int64(group), e) })
 }
 func (o *Optimizer) SetLR(group int, lr float64) error {
-	_, err := with(o, &o.r, func(h capi.Optimizer, e *string) none { h.SetLr(int64(group), lr, e); return none{} })
+	_, err := with(o.ref(), func(h capi.Optimizer, e *string) none { h.SetLr(int64(group), lr, e); return none{} })
 	return err
 }
 func (o *Optimizer) NumParamGroups() (int, error) {
-	n, err := with(o, &o.r, func(h capi.Optimizer, e *string) int64 { return h.NumParamGroups(e) })
+	n, err := with(o.ref(), func(h capi.Optimizer, e *string) int64 { return h.NumParamGroups(e) })
 	return int(n), err
 }
 
@@ -215,7 +236,7 @@ func (o *Optimizer) AddParamGroup(names []string, overrides *Options) error {
 		return err
 	}
 	defer runtime.KeepAlive(overrides)
-	_, err = with(o, &o.r, func(h capi.Optimizer, e *string) none {
+	_, err = with(o.ref(), func(h capi.Optimizer, e *string) none {
 		h.AddParamGroup(strings.Join(names, "\n"), oh, e)
 		return none{}
 	})
@@ -226,9 +247,16 @@ func (o *Optimizer) AddParamGroup(names []string, overrides *Options) error {
 type Scheduler struct{ r ref[capi.Scheduler] }
 
 func adoptScheduler(h capi.Scheduler, err error) (*Scheduler, error) {
-	return adopt(h, err, "Scheduler", capi.DeleteScheduler, func(r ref[capi.Scheduler]) *Scheduler { return &Scheduler{r} }, (*Scheduler).Close)
+	return adopt(h, err, capi.DeleteScheduler, func(r ref[capi.Scheduler]) *Scheduler { return &Scheduler{r} }, (*Scheduler).Close)
 }
-func (s *Scheduler) Close() error { runtime.SetFinalizer(s, nil); return s.r.close() }
+func (s *Scheduler) Close() error { return closeObject(s, s.ref()) }
+
+func (s *Scheduler) ref() *ref[capi.Scheduler] {
+	if s == nil {
+		return nil
+	}
+	return &s.r
+}
 
 func NewScheduler(opt *Optimizer, name string, opts *Options) (*Scheduler, error) {
 	oh, err := opts.handleOf()
@@ -236,17 +264,17 @@ func NewScheduler(opt *Optimizer, name string, opts *Options) (*Scheduler, error
 		return nil, err
 	}
 	defer runtime.KeepAlive(opts)
-	return adoptScheduler(with(opt, &opt.r, func(h capi.Optimizer, e *string) capi.Scheduler {
+	return adoptScheduler(with(opt.ref(), func(h capi.Optimizer, e *string) capi.Scheduler {
 		return capi.NewScheduler(h, name, oh, e)
 	}))
 }
 func (s *Scheduler) Step() error {
-	_, err := with(s, &s.r, func(h capi.Scheduler, e *string) none { h.Step(e); return none{} })
+	_, err := with(s.ref(), func(h capi.Scheduler, e *string) none { h.Step(e); return none{} })
 	return err
 }
 func (s *Scheduler) LastLR(group int) (float64, error) {
-	return with(s, &s.r, func(h capi.Scheduler, e *string) float64 { return h.GetLastLr(int64(group), e) })
+	return with(s.ref(), func(h capi.Scheduler, e *string) float64 { return h.GetLastLr(int64(group), e) })
 }
 func (s *Scheduler) StepCount() (int64, error) {
-	return with(s, &s.r, func(h capi.Scheduler, e *string) int64 { return h.GetStep(e) })
+	return with(s.ref(), func(h capi.Scheduler, e *string) int64 { return h.GetStep(e) })
 }

@@ -1,51 +1,63 @@
 package accelerate
 
-import "runtime"
+import (
+	"reflect"
+	"runtime"
+)
+
+type handle interface{ Swigcptr() uintptr }
 
 // ref is the native handle an object owns: released once by Close, or by the finalizer backstop.
-type ref[H interface{ Swigcptr() uintptr }] struct {
+// A nil *ref stands for a nil object: get and close report it as they report a closed one.
+type ref[H handle] struct {
 	h    H
 	live bool
-	kind string
 	free func(H)
 }
 
+// kindOf names the objects holding an H ("Model" for capi.Model) in closed-handle errors.
+func kindOf[H handle]() string { return reflect.TypeOf((*H)(nil)).Elem().Name() }
+
+// get is the live handle, or the ErrInvalidHandle error for a nil or closed object (the accessor
+// for receivers and arguments alike: m.ref().get()).
 func (r *ref[H]) get() (H, error) {
-	if !r.live {
+	if r == nil || !r.live {
 		var zero H
-		return zero, closedError(r.kind)
+		return zero, closedError(kindOf[H]())
 	}
 	return r.h, nil
 }
 
-func (r *ref[H]) close() error {
-	if !r.live {
-		return closedError(r.kind)
+// closeObject releases obj's handle r once and drops its finalizer; closing a nil or closed
+// object returns the ErrInvalidHandle error.
+func closeObject[T any, H handle](obj *T, r *ref[H]) error {
+	if obj == nil || r == nil || !r.live {
+		return closedError(kindOf[H]())
 	}
+	runtime.SetFinalizer(obj, nil)
 	r.live = false
 	r.free(r.h)
 	return nil
 }
 
 // adopt returns nil for a failed call or a NULL handle, else a new object owning h.
-func adopt[T any, H interface{ Swigcptr() uintptr }](h H, err error, kind string, free func(H),
-	make func(ref[H]) *T, closer func(*T) error) (*T, error) {
-	if err != nil || h.Swigcptr() == 0 {
+func adopt[T any, H handle](h H, err error, free func(H), make func(ref[H]) *T, closer func(*T) error) (*T, error) {
+	if err != nil || any(h) == nil || h.Swigcptr() == 0 {
 		return nil, err
 	}
-	obj := make(ref[H]{h: h, live: true, kind: kind, free: free})
+	obj := make(ref[H]{h: h, live: true, free: free})
 	runtime.SetFinalizer(obj, closer)
 	return obj, nil
 }
 
-// with runs f on the handle, keeping owner (and so the handle) alive until it returns.
-func with[R any, H interface{ Swigcptr() uintptr }](owner any, r *ref[H], f func(h H, e *string) R) (R, error) {
+// with runs f on r's handle, keeping r's object (and so the handle) alive until it returns.
+func with[R any, H handle](r *ref[H], f func(h H, e *string) R) (R, error) {
 	h, err := r.get()
 	if err != nil {
 		var zero R
 		return zero, err
 	}
-	defer runtime.KeepAlive(owner)
+	defer runtime.KeepAlive(r)
 	return call(func(e *string) R { return f(h, e) })
 }
 

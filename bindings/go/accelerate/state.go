@@ -67,15 +67,15 @@ func (a *Accelerator) EndTraining() error {
 	return a.do(func(h capi.Accelerator, e *string) { h.EndTraining(e) })
 }
 func (a *Accelerator) TrackerNames() ([]string, error) {
-	return stringList(with(a, &a.r, func(h capi.Accelerator, e *string) capi.StringList { return h.TrackerNames(e) }))
+	return stringList(with(a.ref(), func(h capi.Accelerator, e *string) capi.StringList { return h.TrackerNames(e) }))
 }
 func (a *Accelerator) TrackerPath(name string) (string, error) {
-	return with(a, &a.r, func(h capi.Accelerator, e *string) string { return h.TrackerPath(name, e) })
+	return with(a.ref(), func(h capi.Accelerator, e *string) string { return h.TrackerPath(name, e) })
 }
 
 // Save writes named tensors as one safetensors file, once per machine.
 func (a *Accelerator) Save(tensors *TensorList, path string) error {
-	lh, err := tensors.handle()
+	lh, err := tensors.ref().get()
 	if err != nil {
 		return err
 	}
@@ -85,17 +85,17 @@ func (a *Accelerator) Save(tensors *TensorList, path string) error {
 
 // StateDict is a prepared model's parameters and buffers on the CPU (unwrap: the model's own names).
 func (a *Accelerator) StateDict(m *Model, unwrap bool) (*TensorList, error) {
-	mh, err := m.r.get()
+	mh, err := m.ref().get()
 	if err != nil {
 		return nil, err
 	}
 	defer runtime.KeepAlive(m)
-	return wrapTensorList(with(a, &a.r, func(h capi.Accelerator, e *string) capi.TensorList { return h.GetStateDict(mh, unwrap, e) }))
+	return wrapTensorList(with(a.ref(), func(h capi.Accelerator, e *string) capi.TensorList { return h.GetStateDict(mh, unwrap, e) }))
 }
 
 // Iteration is how many checkpoints SaveState wrote (or LoadState restored) so far.
 func (a *Accelerator) Iteration() (int64, error) {
-	return with(a, &a.r, func(h capi.Accelerator, e *string) int64 { return h.Iteration(e) })
+	return with(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.Iteration(e) })
 }
 
 // UnscaleGradients divides an optimizer's gradients (nil: every prepared one) by the fp16 scale.
@@ -103,7 +103,7 @@ func (a *Accelerator) UnscaleGradients(o *Optimizer) error {
 	var oh capi.Optimizer = capi.SwigcptrOptimizer(0)
 	if o != nil {
 		var err error
-		if oh, err = o.r.get(); err != nil {
+		if oh, err = o.ref().get(); err != nil {
 			return err
 		}
 		defer runtime.KeepAlive(o)
@@ -130,7 +130,7 @@ func (a *Accelerator) Autocast(enabled bool, fn func() error) error {
 // at every step. An error or a panic fails the step (ErrIO) and leaves the rates as they were.
 func SchedulerFromLambda(opt *Optimizer, factor func(step int64) (float64, error)) (*Scheduler, error) {
 	d := capi.NewDirectorLrLambda(&lrAdapter{factor})
-	return adoptScheduler(with(opt, &opt.r, func(h capi.Optimizer, e *string) capi.Scheduler {
+	return adoptScheduler(with(opt.ref(), func(h capi.Optimizer, e *string) capi.Scheduler {
 		return capi.SchedulerFromLrLambda(h, d, e)
 	}))
 }
@@ -139,28 +139,35 @@ func SchedulerFromLambda(opt *Optimizer, factor func(step int64) (float64, error
 type Progress struct{ r ref[capi.Progress] }
 
 func adoptProgress(h capi.Progress, err error) (*Progress, error) {
-	return adopt(h, err, "Progress", capi.DeleteProgress, func(r ref[capi.Progress]) *Progress { return &Progress{r} }, (*Progress).Close)
+	return adopt(h, err, capi.DeleteProgress, func(r ref[capi.Progress]) *Progress { return &Progress{r} }, (*Progress).Close)
 }
-func (p *Progress) Close() error { runtime.SetFinalizer(p, nil); return p.r.close() }
+func (p *Progress) Close() error { return closeObject(p, p.ref()) }
+
+func (p *Progress) ref() *ref[capi.Progress] {
+	if p == nil {
+		return nil
+	}
+	return &p.r
+}
 
 // NewProgress displays total steps (<= 0: unknown) labelled description.
 func NewProgress(a *Accelerator, total int64, description string) (*Progress, error) {
-	return adoptProgress(with(a, &a.r, func(h capi.Accelerator, e *string) capi.Progress {
+	return adoptProgress(with(a.ref(), func(h capi.Accelerator, e *string) capi.Progress {
 		return capi.NewProgress(h, total, description, e)
 	}))
 }
 func (p *Progress) Update(n int64) error {
-	_, err := with(p, &p.r, func(h capi.Progress, e *string) none { h.Update(n, e); return none{} })
+	_, err := with(p.ref(), func(h capi.Progress, e *string) none { h.Update(n, e); return none{} })
 	return err
 }
 func (p *Progress) SetPostfix(text string) error {
-	_, err := with(p, &p.r, func(h capi.Progress, e *string) none { h.SetPostfix(text, e); return none{} })
+	_, err := with(p.ref(), func(h capi.Progress, e *string) none { h.SetPostfix(text, e); return none{} })
 	return err
 }
 
 // Finish shows the final state; later updates are ignored.
 func (p *Progress) Finish() error {
-	_, err := with(p, &p.r, func(h capi.Progress, e *string) none { h.Finish(e); return none{} })
+	_, err := with(p.ref(), func(h capi.Progress, e *string) none { h.Finish(e); return none{} })
 	return err
 }
 

@@ -31,33 +31,20 @@ const (
 )
 
 // Tensor is a libtorch tensor owned by Go; Close releases it.
-type Tensor struct{ h capi.Tensor }
+type Tensor struct{ r ref[capi.Tensor] }
 
 func wrapTensor(h capi.Tensor, err error) (*Tensor, error) {
-	if err != nil || h == nil || h.Swigcptr() == 0 {
-		return nil, err
-	}
-	t := &Tensor{h}
-	runtime.SetFinalizer(t, (*Tensor).Close)
-	return t, nil
+	return adopt(h, err, capi.DeleteTensor, func(r ref[capi.Tensor]) *Tensor { return &Tensor{r} }, (*Tensor).Close)
 }
 
 // Close releases the tensor; closing again returns an ErrInvalidHandle error.
-func (t *Tensor) Close() error {
-	if t == nil || t.h == nil {
-		return closedError("Tensor")
-	}
-	capi.DeleteTensor(t.h)
-	t.h = nil
-	runtime.SetFinalizer(t, nil)
-	return nil
-}
+func (t *Tensor) Close() error { return closeObject(t, t.ref()) }
 
-func (t *Tensor) handle() (capi.Tensor, error) {
-	if t == nil || t.h == nil {
-		return nil, closedError("Tensor")
+func (t *Tensor) ref() *ref[capi.Tensor] {
+	if t == nil {
+		return nil
 	}
-	return t.h, nil
+	return &t.r
 }
 
 // FromFloat32s copies data into a new CPU tensor of the given shape.
@@ -107,41 +94,30 @@ func TensorFromFileMmap(path string, offset int64, dtype DType, shape ...int64) 
 	}))
 }
 
-// tensorCall runs f with the tensor's handle, keeping the tensor alive through the call.
-func tensorCall[R any](t *Tensor, f func(h capi.Tensor, e *string) R) (R, error) {
-	h, err := t.handle()
-	if err != nil {
-		var zero R
-		return zero, err
-	}
-	defer runtime.KeepAlive(t)
-	return call(func(e *string) R { return f(h, e) })
-}
-
 func (t *Tensor) Numel() (int64, error) {
-	return tensorCall(t, func(h capi.Tensor, e *string) int64 { return h.Numel(e) })
+	return with(t.ref(), func(h capi.Tensor, e *string) int64 { return h.Numel(e) })
 }
 
 func (t *Tensor) DType() (DType, error) {
-	d, err := tensorCall(t, func(h capi.Tensor, e *string) capi.Acc_dtype { return h.Dtype(e) })
+	d, err := with(t.ref(), func(h capi.Tensor, e *string) capi.Acc_dtype { return h.Dtype(e) })
 	return DType(d), err
 }
 
 func (t *Tensor) Device() (string, error) {
-	return tensorCall(t, func(h capi.Tensor, e *string) string { return h.Device(e) })
+	return with(t.ref(), func(h capi.Tensor, e *string) string { return h.Device(e) })
 }
 
 func (t *Tensor) RequiresGrad() (bool, error) {
-	return tensorCall(t, func(h capi.Tensor, e *string) bool { return h.RequiresGrad(e) })
+	return with(t.ref(), func(h capi.Tensor, e *string) bool { return h.RequiresGrad(e) })
 }
 
 func (t *Tensor) Shape() ([]int64, error) {
-	n, err := tensorCall(t, func(h capi.Tensor, e *string) int64 { return h.Ndim(e) })
+	n, err := with(t.ref(), func(h capi.Tensor, e *string) int64 { return h.Ndim(e) })
 	if err != nil {
 		return nil, err
 	}
 	shape := make([]int64, n)
-	_, err = tensorCall(t, func(h capi.Tensor, e *string) struct{} { h.CopyShape(shape, e); return struct{}{} })
+	_, err = with(t.ref(), func(h capi.Tensor, e *string) struct{} { h.CopyShape(shape, e); return struct{}{} })
 	return shape, err
 }
 
@@ -151,7 +127,7 @@ func copyOut[T any](t *Tensor, copyFn func(h capi.Tensor, dst []T, e *string)) (
 		return nil, err
 	}
 	out := make([]T, n)
-	_, err = tensorCall(t, func(h capi.Tensor, e *string) struct{} { copyFn(h, out, e); return struct{}{} })
+	_, err = with(t.ref(), func(h capi.Tensor, e *string) struct{} { copyFn(h, out, e); return struct{}{} })
 	if err != nil {
 		return nil, err
 	}
@@ -177,16 +153,16 @@ func (t *Tensor) Bytes() ([]byte, error) {
 
 // Item is the value of a one-element tensor.
 func (t *Tensor) Item() (float64, error) {
-	return tensorCall(t, func(h capi.Tensor, e *string) float64 { return h.Item(e) })
+	return with(t.ref(), func(h capi.Tensor, e *string) float64 { return h.Item(e) })
 }
 
 func (t *Tensor) Backward() error {
-	_, err := tensorCall(t, func(h capi.Tensor, e *string) struct{} { h.Backward(e); return struct{}{} })
+	_, err := with(t.ref(), func(h capi.Tensor, e *string) struct{} { h.Backward(e); return struct{}{} })
 	return err
 }
 
 func (t *Tensor) newTensor(f func(h capi.Tensor, e *string) capi.Tensor) (*Tensor, error) {
-	return wrapTensor(tensorCall(t, f))
+	return wrapTensor(with(t.ref(), f))
 }
 
 // To converts to device ("" keeps it) and dtype (Undefined keeps it).
@@ -210,21 +186,21 @@ func (t *Tensor) Argmax(dim int64, keepdim bool) (*Tensor, error) {
 
 // CountEqual counts the positions where t and other hold equal values.
 func (t *Tensor) CountEqual(other *Tensor) (int64, error) {
-	o, err := other.handle()
+	o, err := other.ref().get()
 	if err != nil {
 		return 0, err
 	}
 	defer runtime.KeepAlive(other)
-	return tensorCall(t, func(h capi.Tensor, e *string) int64 { return h.CountEqual(o, e) })
+	return with(t.ref(), func(h capi.Tensor, e *string) int64 { return h.CountEqual(o, e) })
 }
 
 // Losses (PyTorch's definitions).
 func lossCall(a, b *Tensor, f func(x, y capi.Tensor, e *string) capi.Tensor) (*Tensor, error) {
-	x, err := a.handle()
+	x, err := a.ref().get()
 	if err != nil {
 		return nil, err
 	}
-	y, err := b.handle()
+	y, err := b.ref().get()
 	if err != nil {
 		return nil, err
 	}
