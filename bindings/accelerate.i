@@ -13,6 +13,7 @@
 %module(directors="1") Native
 
 %{
+#include <memory>
 #include <string>
 #include <vector>
 #include "accelerate.h"

@@ -56,7 +56,7 @@ static void accswig_java_throw(JNIEnv *jenv, int code, const char *message) {
 %typemap(jtype) (const CTYPE *data, size_t n), (CTYPE *dst, size_t n) "JTYPE[]"
 %typemap(jstype) (const CTYPE *data, size_t n), (CTYPE *dst, size_t n) "JTYPE[]"
 %typemap(javain) (const CTYPE *data, size_t n), (CTYPE *dst, size_t n) "$javainput"
-%typemap(in) (const CTYPE *data, size_t n) (std::vector<CTYPE> temp), (CTYPE *dst, size_t n) (std::vector<CTYPE> temp) {
+%typemap(in) (const CTYPE *data, size_t n) (std::vector<CTYPE> temp) {
   if (!$input) {
     SWIG_JavaThrowException(jenv, SWIG_JavaNullPointerException, "array is null");
     return $null;
@@ -66,8 +66,20 @@ static void accswig_java_throw(JNIEnv *jenv, int code, const char *message) {
   $1 = temp.data();
   $2 = temp.size();
 }
+/* An output array is only written: the temporary is allocated (not copied in, not zero-filled)
+ * and copied back by the argout typemap. */
+%typemap(in) (CTYPE *dst, size_t n) (std::unique_ptr<CTYPE[]> temp, size_t count) {
+  if (!$input) {
+    SWIG_JavaThrowException(jenv, SWIG_JavaNullPointerException, "array is null");
+    return $null;
+  }
+  count = (size_t)jenv->GetArrayLength($input);
+  temp.reset(new CTYPE[count]);
+  $1 = temp.get();
+  $2 = count;
+}
 %typemap(argout) (CTYPE *dst, size_t n) {
-  jenv->Set##NAME##ArrayRegion($input, 0, (jsize)temp$argnum.size(), reinterpret_cast<const JNIELEM *>(temp$argnum.data()));
+  jenv->Set##NAME##ArrayRegion($input, 0, (jsize)count$argnum, reinterpret_cast<const JNIELEM *>(temp$argnum.get()));
 }
 %enddef
 
