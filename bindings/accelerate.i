@@ -165,9 +165,19 @@ struct Library {
     return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
   }
   static int abiVersion() { return acc_abi_version(); }
-  /* The ABI this wrapper was compiled against, checked against the loaded library. */
-  static int compiledAbiVersion() { return ACC_ABI_VERSION; }
   static void checkAbi(int expected ERR) { check(acc_check_abi(expected)); }
+  /* Each language's one load-time check: its host code (built for hostAbi), this wrapper (compiled
+   * against ACC_ABI_VERSION) and the loaded library must agree, or VERSION_MISMATCH names all three;
+   * then the library's own check. */
+  static void checkBinding(const char *language, int hostAbi ERR) {
+    const int library = acc_abi_version();
+    if (hostAbi != library || ACC_ABI_VERSION != library)
+      fail(ACC_ERR_VERSION_MISMATCH, std::string("the ") + language + " binding was built for ABI version " +
+                                         std::to_string(hostAbi) + " (wrapper library: " +
+                                         std::to_string(ACC_ABI_VERSION) + ") but the loaded libaccelerate has ABI version " +
+                                         std::to_string(library) + "; use the binding built with this library");
+    check(acc_check_abi(hostAbi));
+  }
   static std::string buildInfo() { return acc_build_info(); }
   static std::string statusName(acc_status status) { return acc_status_name(status); }
   static int64_t liveHandles(acc_handle_kind kind) { return acc_debug_live_handles(kind); }

@@ -5,14 +5,7 @@ namespace Accelerate {
 
 internal static class NativeLoader {
   internal static bool CheckAbi() {
-    int assembly = Native.ACC_ABI_VERSION;  // a compile-time constant of this assembly
-    int wrapper = NativePINVOKE.Library_CompiledAbiVersion();
-    int library = NativePINVOKE.Library_AbiVersion();
-    if (assembly != library || wrapper != library)
-      throw new AccelerateVersionMismatchException(
-          "accelerate: the C# binding was built for ABI version " + assembly + " (wrapper library: " + wrapper +
-          ") but the loaded libaccelerate has ABI version " + library + "; use the binding built with this library");
-    NativePINVOKE.Library_CheckAbi(assembly);  // the library's own check, for its message
+    NativePINVOKE.Library_CheckBinding("C#", Native.ACC_ABI_VERSION);  // a compile-time constant of this assembly
     if (NativePINVOKE.SWIGPendingException.Pending) throw NativePINVOKE.SWIGPendingException.Retrieve();
     return true;
   }

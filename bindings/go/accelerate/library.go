@@ -1,18 +1,10 @@
 package accelerate
 
-import (
-	"fmt"
-
-	"accelerate/go/internal/capi"
-)
+import "accelerate/go/internal/capi"
 
 // The package refuses to load against a library of another ABI (a clear message, not a crash).
 func init() {
-	if lib := capi.AccelerateAbiVersion(); lib != capi.ABIVersion || capi.AccelerateCompiledAbiVersion() != lib {
-		panic(fmt.Sprintf("accelerate: the Go binding was built for ABI version %d but the loaded libaccelerate has ABI version %d; rebuild the binding against this library",
-			capi.ABIVersion, lib))
-	}
-	if err := CheckABI(capi.ABIVersion); err != nil {
+	if err := call0(func(e *string) { capi.AccelerateCheckBinding("Go", capi.ABIVersion, e) }); err != nil {
 		panic(err.Error())
 	}
 }

@@ -1,7 +1,7 @@
 package ai.accelerate;
 
 /** Loads the JNI library once and checks that the jar, the JNI library and libaccelerate agree on
- *  the ABI version, so a mismatch fails at load with both versions named. */
+ *  the ABI version, so a mismatch fails at load with all three versions named (Accelerate.checkBinding). */
 final class NativeLoader {
   static final String LIBRARY = "accelerate_java";
   private static boolean loaded;
@@ -17,14 +17,6 @@ final class NativeLoader {
           + "); add its folder to -Djava.library.path, and make libaccelerate.so.0 findable by the dynamic loader");
     }
     loaded = true;
-    final int jar = NativeConstants.ACC_ABI_VERSION;  // a compile-time constant of this jar
-    final int jni = Accelerate.compiledAbiVersion();
-    final int library = Accelerate.abiVersion();
-    if (jar != library || jni != library) {
-      throw new VersionMismatchException("accelerate: the Java binding was built for ABI version " + jar
-          + " (JNI library: " + jni + ") but the loaded libaccelerate has ABI version " + library
-          + "; use the binding built with this library");
-    }
-    Accelerate.checkAbi(jar);
+    Accelerate.checkBinding("Java", NativeConstants.ACC_ABI_VERSION);  // a compile-time constant of this jar
   }
 }
