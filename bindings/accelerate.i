@@ -7,9 +7,9 @@
  *  - every handle a method returns is owned by the caller (%feature("new") below), freed by the
  *    proxy's close/Dispose/Close;
  *  - arrays are the language's arrays; name lists cross as one "\n"-joined string;
- *  - host callbacks are SWIG directors (bindings/swig/glue.hpp), freed through acc_free_fn.
+ *  - host callbacks are SWIG directors (bindings/swig/directors.hpp), freed through acc_free_fn.
  * Per-language typemaps live in swig/{java,csharp,go}.i. Go needs a hidden trailing error argument
- * on each method (ERR / ERR0 below), which expands to nothing in the other languages. */
+ * on each method (ERR / ERR0, swig/err.hpp), which expands to nothing in the other languages. */
 %module(directors="1") Native
 
 %{
@@ -19,14 +19,7 @@
 #include "accelerate.h"
 #include "swig/glue.hpp"
 using namespace accswig;
-/* The same hidden error argument as the SWIG macros below, for the code SWIG copies verbatim. */
-#if defined(SWIGGO)
-#define ERR0 std::string *swig_err
-#define ERR , std::string *swig_err
-#else
-#define ERR0
-#define ERR
-#endif
+#include "swig/err.hpp"
 #include "swig/callbacks.hpp"
 %}
 
@@ -39,13 +32,7 @@ using namespace accswig;
 #endif
 %include <std_string.i>
 
-#if defined(SWIGGO)
-#define ERR0 std::string *swig_err
-#define ERR , std::string *swig_err
-#else
-#define ERR0
-#define ERR
-#endif
+%include "swig/err.hpp"
 
 /* Every handle a wrapped method returns is the caller's (the C API's out-parameter rule). */
 %feature("new", "1");
@@ -123,27 +110,12 @@ using namespace accswig;
 %feature("director") accswig::SampleSource;
 %feature("director") accswig::StreamSource;
 %feature("director") accswig::Collator;
+%feature("director") accswig::StateHandler;
+%feature("director") accswig::CheckpointHook;
+%feature("director") accswig::Tracker;
+%feature("director") accswig::LrLambda;
 %nodefaultctor accswig::Callback;
-namespace accswig {
-class Callback {
- public:
-  virtual ~Callback();
-  virtual void released();
-};
-class SampleSource : public Callback {
- public:
-  virtual int sample(int64_t index, acc_tensor_list *out) = 0;
-};
-class StreamSource : public Callback {
- public:
-  virtual int start(int64_t epoch) = 0;
-  virtual int next(acc_tensor_list *out) = 0;
-};
-class Collator : public Callback {
- public:
-  virtual int collate(int64_t n, acc_tensor_list *samples, acc_tensor_list *out) = 0;
-};
-}
+%include "swig/directors.hpp"
 
 /* ---- library-wide functions ------------------------------------------------------------------- */
 

@@ -10,32 +10,6 @@
 %nodefaultctor accswig::Factor;
 %include "swig/callbacks.hpp"
 
-%feature("director") accswig::StateHandler;
-%feature("director") accswig::CheckpointHook;
-%feature("director") accswig::Tracker;
-%feature("director") accswig::LrLambda;
-namespace accswig {
-class StateHandler : public Callback {
- public:
-  virtual int save(Bytes *out) = 0;
-  virtual int load(Bytes *in) = 0;
-};
-class CheckpointHook : public Callback {
- public:
-  virtual int run(const char *dir) = 0;
-};
-class Tracker : public Callback {
- public:
-  virtual int init(const char *project, const char *configJson) = 0;
-  virtual int log(Metrics *metrics, int64_t step) = 0;
-  virtual int finish() = 0;
-};
-class LrLambda : public Callback {
- public:
-  virtual int factor(int64_t step, Factor *out) = 0;
-};
-}
-
 %extend acc_scheduler {
   /* PyTorch's LambdaLR: lr = base_lr * factor(step). The library owns `fn` from here on. */
   static acc_scheduler *fromLrLambda(acc_optimizer *opt, accswig::LrLambda *fn ERR) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "accelerate.h"
+#include "swig/directors.hpp"
 
 namespace accswig {
 
@@ -70,67 +71,6 @@ struct ListTensors {
   ListTensors& operator=(const ListTensors&) = delete;
   const acc_tensor* const* data() const { return tensors.data(); }
   size_t size() const { return tensors.size(); }
-};
-
-// ---- callbacks ------------------------------------------------------------------------------
-// Host objects implement these (SWIG directors). A method returns 0 on success; on failure the host
-// layer has already called acc_callback_set_error with its exception's text and returns non-zero.
-// released() runs once when the library drops the object, so a host that must pin it (C#) can unpin.
-
-class Callback {
- public:
-  virtual ~Callback() {}
-  virtual void released() {}
-};
-
-class SampleSource : public Callback {
- public:
-  // Appends the fields of sample `index` to `out`.
-  virtual int sample(int64_t index, acc_tensor_list* out) = 0;
-};
-
-class StreamSource : public Callback {
- public:
-  virtual int start(int64_t epoch) = 0;
-  // Appends the next sample's fields to `out`; leaves it empty at the end of the stream.
-  virtual int next(acc_tensor_list* out) = 0;
-};
-
-class Collator : public Callback {
- public:
-  // `samples` holds n samples' fields one after the other (sample-major); appends the batch to `out`.
-  virtual int collate(int64_t n, acc_tensor_list* samples, acc_tensor_list* out) = 0;
-};
-
-// Views handed to the callbacks below, valid during the call only (defined in swig/callbacks.i).
-class Bytes;
-class Metrics;
-class Factor;
-
-class StateHandler : public Callback {
- public:
-  // Writes the object's state into `out` (save_state) / restores it from `in` (load_state).
-  virtual int save(Bytes* out) = 0;
-  virtual int load(Bytes* in) = 0;
-};
-
-class CheckpointHook : public Callback {
- public:
-  // Runs with the checkpoint folder before save_state writes or load_state reads it.
-  virtual int run(const char* dir) = 0;
-};
-
-class Tracker : public Callback {
- public:
-  virtual int init(const char* project, const char* configJson) = 0;
-  virtual int log(Metrics* metrics, int64_t step) = 0;
-  virtual int finish() = 0;
-};
-
-class LrLambda : public Callback {
- public:
-  // Sets the learning-rate factor of `step` through out.
-  virtual int factor(int64_t step, Factor* out) = 0;
 };
 
 // Runs a host callback that returns a status; a C++ exception (e.g. Java's director exception)

@@ -97,11 +97,9 @@ ACC_JAVA_ARRAY(uint8_t, byte, jbyte, jbyteArray, Byte)
 %typemap(javainterfaces) CTYPE "AutoCloseable"
 %typemap(javabody) CTYPE %{
   private transient long swigCPtr;
-  protected transient boolean swigCMemOwn;
   private transient java.lang.ref.Cleaner.Cleanable swigCleanable;
 
   protected $javaclassname(long cPtr, boolean cMemoryOwn) {
-    swigCMemOwn = cMemoryOwn;
     swigCPtr = cPtr;
     // The safety net frees a handle that was never closed; it holds the address, not the proxy.
     swigCleanable = cMemoryOwn && cPtr != 0 ? NativeCleaner.register(this, cPtr, $javaclassname::swigFree) : null;
@@ -133,7 +131,6 @@ ACC_JAVA_ARRAY(uint8_t, byte, jbyte, jbyteArray, Byte)
       swigCleanable = null;
     }
     swigCPtr = 0;
-    swigCMemOwn = false;
   }
 %typemap(javafinalize) CTYPE ""
 %enddef
