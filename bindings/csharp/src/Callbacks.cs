@@ -28,18 +28,22 @@ internal static class CallbackErrors {
   }
 }
 
-// The pinning shared by the adapters: Pin() before the object goes to the library, which owns the
-// native half from then on (it deletes it, so the proxy must not), and unpins it through Released.
-internal static class Pinning {
-  internal static long live;
+// The pinning shared by the adapters: each constructor calls Pin() before the object goes to the
+// library, which owns the native half from then on (it deletes it, so the proxy must not), and each
+// Released override calls Unpin() when the library lets it go.
+public partial class Callback {
+  internal static long live;  // pinned adapters (Library.LiveCallbacks)
+  GCHandle pin;
 
-  internal static GCHandle Pin(object adapter) {
+  internal void Pin() {
     Interlocked.Increment(ref live);
-    return GCHandle.Alloc(adapter);
+    pin = GCHandle.Alloc(this);
+    swigCMemOwn = false;
   }
-  internal static void Unpin(ref GCHandle handle) {
-    if (!handle.IsAllocated) return;
-    handle.Free();
+
+  internal void Unpin() {
+    if (!pin.IsAllocated) return;
+    pin.Free();
     Interlocked.Decrement(ref live);
   }
 }
@@ -47,19 +51,15 @@ internal static class Pinning {
 public partial class Library {
   /// How many C# callbacks (datasets, collation, hooks, trackers...) the library holds now: a debug
   /// aid like LiveHandles, to check that callbacks are released with their owners.
-  public static long LiveCallbacks() { return Interlocked.Read(ref Pinning.live); }
+  public static long LiveCallbacks() { return Interlocked.Read(ref Callback.live); }
 }
 
 internal sealed class SampleAdapter : SampleSource {
   readonly Func<long, Tensor[]> fn;
-  GCHandle self;
 
-  internal SampleAdapter(Func<long, Tensor[]> fn) { this.fn = fn; }
-
-  internal SampleAdapter Register() {
-    self = Pinning.Pin(this);
-    swigCMemOwn = false;
-    return this;
+  internal SampleAdapter(Func<long, Tensor[]> fn) {
+    this.fn = fn;
+    Pin();
   }
 
   public override int Sample(long index, TensorList out_) {
@@ -71,23 +71,17 @@ internal sealed class SampleAdapter : SampleSource {
     }
   }
 
-  public override void Released() { Pinning.Unpin(ref self); }
+  public override void Released() { Unpin(); }
 }
 
 internal sealed class StreamAdapter : StreamSource {
   readonly Func<Tensor[]> next;
   readonly Action<long> start;
-  GCHandle self;
 
   internal StreamAdapter(Func<Tensor[]> next, Action<long> start) {
     this.next = next;
     this.start = start;
-  }
-
-  internal StreamAdapter Register() {
-    self = Pinning.Pin(this);
-    swigCMemOwn = false;
-    return this;
+    Pin();
   }
 
   public override int Start(long epoch) {
@@ -109,19 +103,15 @@ internal sealed class StreamAdapter : StreamSource {
     }
   }
 
-  public override void Released() { Pinning.Unpin(ref self); }
+  public override void Released() { Unpin(); }
 }
 
 internal sealed class CollateAdapter : Collator {
   readonly Func<IList<Tensor[]>, Tensor[]> fn;
-  GCHandle self;
 
-  internal CollateAdapter(Func<IList<Tensor[]>, Tensor[]> fn) { this.fn = fn; }
-
-  internal CollateAdapter Register() {
-    self = Pinning.Pin(this);
-    swigCMemOwn = false;
-    return this;
+  internal CollateAdapter(Func<IList<Tensor[]>, Tensor[]> fn) {
+    this.fn = fn;
+    Pin();
   }
 
   public override int Collate(long n, TensorList samples, TensorList out_) {
@@ -144,7 +134,7 @@ internal sealed class CollateAdapter : Collator {
     }
   }
 
-  public override void Released() { Pinning.Unpin(ref self); }
+  public override void Released() { Unpin(); }
 }
 
 }

@@ -10,13 +10,13 @@ public partial class Dataset {
   /// disposes. It may run on loader threads; an exception fails the loader's call (AccelerateIOException).
   public static Dataset FromCallback(long size, Func<long, Tensor[]> sample) {
     if (sample == null) throw new ArgumentNullException("sample");
-    return FromSampleSource(size, new SampleAdapter(sample).Register());
+    return FromSampleSource(size, new SampleAdapter(sample));
   }
   /// An iterable dataset: `next()` gives the next sample's fields or null at the end; `start(epoch)`
   /// (may be null) restarts the stream. sizeHint -1 when unknown.
   public static Dataset FromIterator(Func<Tensor[]> next, Action<long> start = null, long sizeHint = -1) {
     if (next == null) throw new ArgumentNullException("next");
-    return FromStreamSource(new StreamAdapter(next, start).Register(), sizeHint);
+    return FromStreamSource(new StreamAdapter(next, start), sizeHint);
   }
 }
 
@@ -41,7 +41,7 @@ public partial class DataLoader : IEnumerable<TensorList> {
   /// call) instead of by stacking; the loader disposes the returned tensors.
   public void SetCollate(Func<IList<Tensor[]>, Tensor[]> collate) {
     if (collate == null) throw new ArgumentNullException("collate");
-    SetCollator(new CollateAdapter(collate).Register());
+    SetCollator(new CollateAdapter(collate));
   }
 
   /// The batches of the current epoch; each batch is the caller's to dispose.

@@ -2,7 +2,6 @@
 // while registered, every exception caught and returned as a failure with its message).
 using System;
 using System.Collections.Generic;
-using System.Runtime.InteropServices;
 
 namespace Accelerate {
 
@@ -34,13 +33,11 @@ public partial class Metrics {
 internal sealed class StateAdapter : StateHandler {
   readonly Func<byte[]> save;
   readonly Action<byte[]> load;
-  GCHandle self;
 
   internal StateAdapter(Func<byte[]> save, Action<byte[]> load) {
     this.save = save;
     this.load = load;
-    self = Pinning.Pin(this);
-    swigCMemOwn = false;
+    Pin();
   }
 
   public override int Save(Bytes out_) {
@@ -62,17 +59,15 @@ internal sealed class StateAdapter : StateHandler {
     }
   }
 
-  public override void Released() { Pinning.Unpin(ref self); }
+  public override void Released() { Unpin(); }
 }
 
 internal sealed class HookAdapter : CheckpointHook {
   readonly Action<string> hook;
-  GCHandle self;
 
   internal HookAdapter(Action<string> hook) {
     this.hook = hook;
-    self = Pinning.Pin(this);
-    swigCMemOwn = false;
+    Pin();
   }
 
   public override int Run(string dir) {
@@ -84,17 +79,15 @@ internal sealed class HookAdapter : CheckpointHook {
     }
   }
 
-  public override void Released() { Pinning.Unpin(ref self); }
+  public override void Released() { Unpin(); }
 }
 
 internal sealed class TrackerAdapter : Tracker {
   readonly ITracker tracker;
-  GCHandle self;
 
   internal TrackerAdapter(ITracker tracker) {
     this.tracker = tracker;
-    self = Pinning.Pin(this);
-    swigCMemOwn = false;
+    Pin();
   }
 
   public override int Init(string project, string configJson) {
@@ -124,17 +117,15 @@ internal sealed class TrackerAdapter : Tracker {
     }
   }
 
-  public override void Released() { Pinning.Unpin(ref self); }
+  public override void Released() { Unpin(); }
 }
 
 internal sealed class LrLambdaAdapter : LrLambda {
   readonly Func<long, double> fn;
-  GCHandle self;
 
   internal LrLambdaAdapter(Func<long, double> fn) {
     this.fn = fn;
-    self = Pinning.Pin(this);
-    swigCMemOwn = false;
+    Pin();
   }
 
   public override int Factor(long step, LrFactor out_) {
@@ -146,7 +137,7 @@ internal sealed class LrLambdaAdapter : LrLambda {
     }
   }
 
-  public override void Released() { Pinning.Unpin(ref self); }
+  public override void Released() { Unpin(); }
 }
 
 public partial class Scheduler {
