@@ -1,5 +1,6 @@
 # Fails unless every function accelerate.h declares is called by the SWIG interface (accelerate.i and
-# swig/*, comments left out) or is on accelerate.i's "Deliberately not wrapped" list, with a reason.
+# swig/*, /* */ and // comments left out) or is on accelerate.i's "Deliberately not wrapped" list,
+# with a reason.
 # The three languages share that interface, so a function it calls is in all of them.
 foreach(v HEADER INTERFACE SWIG_DIR)
   if(NOT DEFINED ${v})
@@ -8,12 +9,8 @@ foreach(v HEADER INTERFACE SWIG_DIR)
 endforeach()
 
 file(READ ${HEADER} header)
-string(REGEX MATCHALL "ACC_API[^(;]*[ *]acc_[a-z0-9_]+\\(" decls "${header}")
-set(functions "")
-foreach(d IN LISTS decls)
-  string(REGEX REPLACE ".*[ *](acc_[a-z0-9_]+)\\($" "\\1" name "${d}")
-  list(APPEND functions ${name})
-endforeach()
+string(REGEX MATCHALL "ACC_API[^(;]*[ *]acc_[a-z0-9_]+\\(" functions "${header}")
+list(TRANSFORM functions REPLACE ".*[ *](acc_[a-z0-9_]+)\\($" "\\1")
 list(LENGTH functions count)
 if(count LESS 100)
   message(FATAL_ERROR "found only ${count} functions in ${HEADER}: the pattern no longer fits the header")
@@ -21,12 +18,8 @@ endif()
 
 file(READ ${INTERFACE} interface)
 # Each entry needs a reason after the colon (only the name is captured: reasons may hold ';').
-string(REGEX MATCHALL "\n \\*  - acc_[a-z0-9_]+: [a-zA-Z]" excluded_lines "${interface}")
-set(excluded "")
-foreach(line IN LISTS excluded_lines)
-  string(REGEX REPLACE "^\n \\*  - (acc_[a-z0-9_]+):.*" "\\1" name "${line}")
-  list(APPEND excluded ${name})
-endforeach()
+string(REGEX MATCHALL "\n \\*  - acc_[a-z0-9_]+: [a-zA-Z]" excluded "${interface}")
+list(TRANSFORM excluded REPLACE "^\n \\*  - (acc_[a-z0-9_]+):.*" "\\1")
 
 set(code "${interface}")
 file(GLOB swig_files ${SWIG_DIR}/*)
@@ -34,7 +27,8 @@ foreach(f IN LISTS swig_files)
   file(READ ${f} text)
   string(APPEND code "\n${text}")
 endforeach()
-string(REGEX REPLACE "/\\*([^*]|\\*+[^*/])*\\*+/" "" code "${code}")
+# Comments, /* */ and //, whichever opens first (so neither kind hides inside the other).
+string(REGEX REPLACE "/\\*([^*]|\\*+[^*/])*\\*+/|//[^\n]*" "" code "${code}")
 
 set(problems "")
 foreach(name IN LISTS functions)
