@@ -74,6 +74,8 @@ func options(kind acc.OptionsKind, kv map[string]any) (*acc.Options, error) {
 			err = o.SetBool(k, v)
 		case string:
 			err = o.SetString(k, v)
+		default:
+			err = fmt.Errorf("option %s: unsupported value type %T", k, v)
 		}
 		if err != nil {
 			o.Close()

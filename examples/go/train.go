@@ -17,6 +17,19 @@ func (c closer) close() {
 	}
 }
 
+// features gets a batch's inputs and labels, closed with c.
+func features(batch *acc.TensorList, c *closer) (x, y *acc.Tensor, err error) {
+	if x, err = batch.Get(0); err != nil {
+		return nil, nil, err
+	}
+	c.add(x)
+	if y, err = batch.Get(1); err != nil {
+		return nil, nil, err
+	}
+	c.add(y)
+	return x, y, nil
+}
+
 // trainEpoch runs one epoch and returns the summed loss, the number of batches and of samples.
 func trainEpoch(a *acc.Accelerator, model *acc.Model, opt *acc.Optimizer, sched *acc.Scheduler,
 	loader *acc.DataLoader) (lossSum, batches, samples float64, err error) {
@@ -38,16 +51,10 @@ func trainStep(a *acc.Accelerator, model *acc.Model, opt *acc.Optimizer, sched *
 	batch *acc.TensorList) (float64, int64, error) {
 	var c closer
 	defer c.close()
-	x, err := batch.Get(0)
+	x, y, err := features(batch, &c)
 	if err != nil {
 		return 0, 0, err
 	}
-	c.add(x)
-	y, err := batch.Get(1)
-	if err != nil {
-		return 0, 0, err
-	}
-	c.add(y)
 	end, err := a.Accumulate()
 	if err != nil {
 		return 0, 0, err
@@ -113,16 +120,10 @@ func evaluate(a *acc.Accelerator, model *acc.Model, loader *acc.DataLoader) (flo
 func evalBatch(model *acc.Model, batch *acc.TensorList) (correct, seen int64, err error) {
 	var c closer
 	defer c.close()
-	x, err := batch.Get(0)
+	x, y, err := features(batch, &c)
 	if err != nil {
 		return 0, 0, err
 	}
-	c.add(x)
-	y, err := batch.Get(1)
-	if err != nil {
-		return 0, 0, err
-	}
-	c.add(y)
 	logits, err := model.ForwardNoGrad(x)
 	if err != nil {
 		return 0, 0, err

@@ -76,8 +76,8 @@ func LoadSafetensors(path string) (*TensorList, error) {
 	return wrapTensorList(call(func(e *string) capi.TensorList { return capi.TensorListLoadSafetensors(path, e) }))
 }
 
-// stringList copies a library string list into Go and releases it.
-func stringList(h capi.StringList, err error) ([]string, error) {
+// readList copies each item of a library string list into Go with item, then releases the list.
+func readList[T any](h capi.StringList, err error, item func(h capi.StringList, i int64) (T, error)) ([]T, error) {
 	if err != nil || h == nil || h.Swigcptr() == 0 {
 		return nil, err
 	}
@@ -86,35 +86,30 @@ func stringList(h capi.StringList, err error) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]string, n)
+	out := make([]T, n)
 	for i := range out {
-		if out[i], err = call(func(e *string) string { return h.Get(int64(i), e) }); err != nil {
+		if out[i], err = item(h, int64(i)); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
 }
 
+// stringList copies a library string list into Go and releases it.
+func stringList(h capi.StringList, err error) ([]string, error) {
+	return readList(h, err, func(h capi.StringList, i int64) (string, error) {
+		return call(func(e *string) string { return h.Get(i, e) })
+	})
+}
+
 // byteList copies a library list of byte items into Go and releases it.
 func byteList(h capi.StringList, err error) ([][]byte, error) {
-	if err != nil || h == nil || h.Swigcptr() == 0 {
-		return nil, err
-	}
-	defer capi.DeleteStringList(h)
-	n, err := call(func(e *string) int64 { return h.Size(e) })
-	if err != nil {
-		return nil, err
-	}
-	out := make([][]byte, n)
-	for i := range out {
-		size, err := call(func(e *string) int64 { return h.ByteSize(int64(i), e) })
+	return readList(h, err, func(h capi.StringList, i int64) ([]byte, error) {
+		size, err := call(func(e *string) int64 { return h.ByteSize(i, e) })
 		if err != nil {
 			return nil, err
 		}
-		out[i] = make([]byte, size)
-		if err := call0(func(e *string) { h.CopyBytes(int64(i), out[i], e) }); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+		b := make([]byte, size)
+		return b, call0(func(e *string) { h.CopyBytes(i, b, e) })
+	})
 }
