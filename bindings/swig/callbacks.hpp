@@ -3,6 +3,33 @@
 #pragma once
 
 namespace accswig {
+/* The samples a collator batches: size() samples of fields(i) tensors each, the same number for
+ * every sample (collate_trampoline checks). get returns a new handle the caller closes. */
+class Samples {
+ public:
+  int64_t size_() const { return (int64_t)n_; }
+  int64_t fields(int64_t i ERR) const {
+    index(i);
+    return (int64_t)fields_;
+  }
+  acc_tensor *get(int64_t i, int64_t j ERR) const {
+    const acc_tensor_list *sample = lists_[index(i)];
+    if (j < 0 || (size_t)j >= fields_) fail(ACC_ERR_INVALID_ARGUMENT, "sample field index out of range");
+    acc_tensor *t = nullptr;
+    check(acc_tensor_list_get(sample, (size_t)j, &t));
+    return t;
+  }
+#ifndef SWIG
+  const acc_tensor_list *const *lists_ = nullptr;
+  size_t n_ = 0;
+  size_t fields_ = 0;
+  size_t index(int64_t i) const {
+    if (i < 0 || (size_t)i >= n_) fail(ACC_ERR_INVALID_ARGUMENT, "sample index out of range");
+    return (size_t)i;
+  }
+#endif
+};
+
 /* A state callback's bytes: appended to while saving, read while loading. */
 class Bytes {
  public:
@@ -56,6 +83,33 @@ class Factor {
 
 #ifndef SWIG
 namespace accswig {
+/* Hands the collator the samples as a Samples view, once every sample has as many fields as the
+ * first (else the loader fails with that message, before any host code runs). */
+inline int collate_trampoline(void *user_data, const acc_tensor_list *const *samples, size_t n,
+                              acc_tensor_list **out) {
+  Samples view;
+  view.lists_ = samples;
+  view.n_ = n;
+  for (size_t i = 0; i < n; ++i) {
+    size_t fields = 0;
+    if (acc_tensor_list_size(samples[i], &fields) != ACC_OK) {
+      acc_callback_set_error(acc_last_error_message());
+      return 1;
+    }
+    if (i == 0) {
+      view.fields_ = fields;
+    } else if (fields != view.fields_) {
+      const std::string message = "collate: sample " + std::to_string(i) + " has " + std::to_string(fields) +
+                                  " fields but sample 0 has " + std::to_string(view.fields_) +
+                                  "; every sample of a batch needs the same fields";
+      acc_callback_set_error(message.c_str());
+      return 1;
+    }
+  }
+  auto *collator = static_cast<Collator *>(user_data);
+  return fill_list(out, [&](acc_tensor_list *list) { return collator->collate(&view, list); });
+}
+
 inline int state_save_trampoline(void *ud, acc_bytes *out) {
   Bytes b;
   b.sink_ = out;

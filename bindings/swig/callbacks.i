@@ -4,6 +4,7 @@
  * Host layers subclass the directors; each catches its language's exceptions and returns non-zero
  * after Accelerate.callbackSetError, like the dataset callbacks. */
 
+%nodefaultctor accswig::Samples;
 %nodefaultctor accswig::Bytes;
 %nodefaultctor accswig::Metrics;
 %rename(LrFactor) accswig::Factor;

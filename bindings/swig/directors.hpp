@@ -34,16 +34,17 @@ class StreamSource : public Callback {
   virtual int next(acc_tensor_list* out) = 0;
 };
 
-class Collator : public Callback {
- public:
-  // `samples` holds n samples' fields one after the other (sample-major); appends the batch to `out`.
-  virtual int collate(int64_t n, acc_tensor_list* samples, acc_tensor_list* out) = 0;
-};
-
-// Views handed to the callbacks below, valid during the call only (defined in swig/callbacks.hpp).
+// Views handed to the callbacks, valid during the call only (defined in swig/callbacks.hpp).
+class Samples;
 class Bytes;
 class Metrics;
 class Factor;
+
+class Collator : public Callback {
+ public:
+  // Appends the batch made of `samples` (each with the same number of fields) to `out`.
+  virtual int collate(Samples* samples, acc_tensor_list* out) = 0;
+};
 
 class StateHandler : public Callback {
  public:

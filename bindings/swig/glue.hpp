@@ -180,29 +180,4 @@ inline int start_trampoline(void* user_data, int64_t epoch) {
   return guarded([&] { return static_cast<StreamSource*>(user_data)->start(epoch); });
 }
 
-inline int collate_trampoline(void* user_data, const acc_tensor_list* const* samples, size_t n,
-                              acc_tensor_list** out) {
-  auto* collator = static_cast<Collator*>(user_data);
-  acc_tensor_list* flat = nullptr;
-  if (acc_tensor_list_create(&flat) != ACC_OK) {
-    acc_callback_set_error(acc_last_error_message());
-    return 1;
-  }
-  try {
-    for (size_t i = 0; i < n; ++i) {
-      ListTensors fields(samples[i]);
-      for (acc_tensor* t : fields.tensors) check(acc_tensor_list_append(flat, nullptr, t));
-    }
-  } catch (const Error& e) {
-    acc_tensor_list_free(flat);
-    acc_callback_set_error(e.message.c_str());
-    return 1;
-  }
-  const int code = fill_list(out, [&](acc_tensor_list* list) {
-    return collator->collate(static_cast<int64_t>(n), flat, list);
-  });
-  acc_tensor_list_free(flat);
-  return code;
-}
-
 }  // namespace accswig

@@ -114,15 +114,13 @@ internal sealed class CollateAdapter : Collator {
     Pin();
   }
 
-  public override int Collate(long n, TensorList samples, TensorList out_) {
+  public override int Collate(Samples samples, TensorList out_) {
     var list = new List<Tensor[]>();
     try {
-      Tensor[] flat = samples.ToArray();
-      int fields = n == 0 ? 0 : flat.Length / (int)n;
-      for (int i = 0; i < n; ++i) {
-        var sample = new Tensor[fields];
-        Array.Copy(flat, i * fields, sample, 0, fields);
+      for (long i = 0, n = samples.Size(); i < n; ++i) {
+        var sample = new Tensor[samples.Fields(i)];
         list.Add(sample);
+        for (int j = 0; j < sample.Length; ++j) sample[j] = samples.Get(i, j);
       }
       CallbackErrors.AppendAndDispose(out_, fn(list), "collate");
       return 0;
@@ -130,7 +128,8 @@ internal sealed class CollateAdapter : Collator {
       return CallbackErrors.Failed(e);
     } finally {
       foreach (Tensor[] sample in list)
-        foreach (Tensor t in sample) t.Dispose();
+        foreach (Tensor t in sample)
+          if (t != null) t.Dispose();
     }
   }
 

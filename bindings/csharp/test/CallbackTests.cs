@@ -99,6 +99,18 @@ public class CallbackTests {
   }
 
   [Test]
+  public void UnevenSamplesFailCollationWithTheLibrarysMessage() {
+    Func<long, Tensor[]> fn = i => i == 1 ? new[] {Tensor.Of(new float[] {1f}, 1)} : Sample(i);
+    using (Dataset ds = Dataset.FromCallback(4, fn))
+    using (Options o = Options.DataLoader().Put("batch_size", 2).Put("num_workers", 0))
+    using (var dl = new DataLoader(ds, o)) {
+      dl.SetCollate(samples => { throw new InvalidOperationException("collate ran on uneven samples"); });
+      var e = Assert.Catch<AccelerateException>(() => dl.Next());
+      StringAssert.Contains("sample 1 has 1 fields but sample 0 has 2", e.Message);
+    }
+  }
+
+  [Test]
   public void DelegatesAreReleasedWithTheirOwners() {
     long baseline = Library.LiveCallbacks();
     Dataset ds = Dataset.FromCallback(3, Sample);

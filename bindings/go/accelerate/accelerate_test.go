@@ -264,3 +264,35 @@ func TestStreamAndCollate(t *testing.T) {
 		t.Fatalf("batch %v, starts %d", v, src.starts)
 	}
 }
+
+func TestUnevenSamplesFailCollationWithTheLibrarysMessage(t *testing.T) {
+	ds, err := acc.DatasetFromFunc(4, func(i int64) ([]*acc.Tensor, error) {
+		x, err := acc.FromFloat32s([]float32{float32(i)}, 1)
+		if err != nil || i == 1 {
+			return []*acc.Tensor{x}, err
+		}
+		y, err := acc.FromInt64s([]int64{i}, 1)
+		return []*acc.Tensor{x, y}, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	o, _ := acc.NewOptions(acc.DataLoaderOptions)
+	defer o.Close()
+	o.SetInt("batch_size", 2)
+	dl, err := acc.NewDataLoader(ds, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dl.Close()
+	if err := dl.SetCollate(func(samples [][]*acc.Tensor) ([]*acc.Tensor, error) {
+		return nil, errors.New("collate ran on uneven samples")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := dl.Next(); err == nil || !strings.Contains(err.Error(), "sample 1 has 1 fields but sample 0 has 2") {
+		b.Close()
+		t.Fatalf("got %v", err)
+	}
+}

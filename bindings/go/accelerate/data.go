@@ -137,14 +137,9 @@ type CollateFunc func(samples [][]*Tensor) ([]*Tensor, error)
 
 type collateAdapter struct{ fn CollateFunc }
 
-func (a *collateAdapter) Collate(n int64, flat capi.TensorList, out capi.TensorList) (code int) {
+func (a *collateAdapter) Collate(view capi.Samples, out capi.TensorList) (code int) {
 	defer guard(&code)
-	size, err := call(func(e *string) int64 { return flat.Size(e) })
-	if err != nil || n == 0 {
-		return fail(fmt.Errorf("collate: %v", err))
-	}
-	per := size / n
-	samples := make([][]*Tensor, n)
+	samples := make([][]*Tensor, view.Size())
 	defer func() {
 		for _, s := range samples {
 			for _, t := range s {
@@ -152,12 +147,18 @@ func (a *collateAdapter) Collate(n int64, flat capi.TensorList, out capi.TensorL
 			}
 		}
 	}()
-	for i := int64(0); i < size; i++ {
-		t, err := wrapTensor(call(func(e *string) capi.Tensor { return flat.Get(i, e) }))
+	for i := range samples {
+		n, err := call(func(e *string) int64 { return view.Fields(int64(i), e) })
 		if err != nil {
 			return fail(err)
 		}
-		samples[i/per] = append(samples[i/per], t)
+		for j := int64(0); j < n; j++ {
+			t, err := wrapTensor(call(func(e *string) capi.Tensor { return view.Get(int64(i), j, e) }))
+			if err != nil {
+				return fail(err)
+			}
+			samples[i] = append(samples[i], t)
+		}
 	}
 	batch, err := a.fn(samples)
 	if err != nil {

@@ -99,4 +99,17 @@ class CallbackTest {
       }
     }
   }
+
+  @Test
+  void unevenSamplesFailCollationWithTheLibrarysMessage() {
+    try (Dataset ds = Dataset.fromCallback(4, i -> i == 1 ? new Tensor[] {Tensor.of(new float[] {1f}, 1)} : sample(i));
+         Options o = Options.dataLoader().put("batch_size", 2).put("num_workers", 0);
+         DataLoader dl = new DataLoader(ds, o)) {
+      dl.setCollate(samples -> {
+        throw new IllegalStateException("collate ran on uneven samples");
+      });
+      AccelerateException e = assertThrows(AccelerateException.class, dl::next);
+      assertTrue(e.getMessage().contains("sample 1 has 1 fields but sample 0 has 2"), e.getMessage());
+    }
+  }
 }

@@ -55,15 +55,13 @@ final class CallbackAdapters {
   static Collator collate(CollateFunction fn) {
     Collator c = new Collator() {
       @Override
-      public int collate(long n, TensorList samples, TensorList out) {
+      public int collate(Samples samples, TensorList out) {
         List<Tensor[]> list = new ArrayList<>();
         try {
-          Tensor[] flat = samples.toArray();
-          int fields = n == 0 ? 0 : flat.length / (int) n;
-          for (int i = 0; i < n; ++i) {
-            Tensor[] sample = new Tensor[fields];
-            System.arraycopy(flat, i * fields, sample, 0, fields);
+          for (long i = 0, n = samples.size(); i < n; ++i) {
+            Tensor[] sample = new Tensor[(int) samples.fields(i)];
             list.add(sample);
+            for (int j = 0; j < sample.length; ++j) sample[j] = samples.get(i, j);
           }
           appendAndClose(out, fn.apply(list), "collate");
           return 0;
@@ -71,7 +69,8 @@ final class CallbackAdapters {
           return failed(t);
         } finally {
           for (Tensor[] sample : list)
-            for (Tensor t : sample) t.close();
+            for (Tensor t : sample)
+              if (t != null) t.close();
         }
       }
     };
