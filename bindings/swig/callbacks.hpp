@@ -1,4 +1,4 @@
-// Views handed to the callbacks of swig/callbacks.i, and the trampolines that build them. Included
+// Views handed to the director callbacks (swig/directors.hpp), and the trampolines that build them.
 // into every wrapper by accelerate.i (after its ERR macros) and parsed by SWIG for the views.
 #pragma once
 
