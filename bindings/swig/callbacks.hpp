@@ -1,5 +1,5 @@
 // Views handed to the director callbacks (swig/directors.hpp), and the trampolines that build them.
-// into every wrapper by accelerate.i (after its ERR macros) and parsed by SWIG for the views.
+// Included into every wrapper by accelerate.i (after its ERR macros) and parsed by SWIG for the views.
 #pragma once
 
 namespace accswig {
