@@ -697,7 +697,7 @@ ACC_API ACC_NODISCARD acc_status acc_save_model(acc_accelerator *acc, acc_model 
  * prepared (in prepare order: model.safetensors, model_1.safetensors, optimizer.safetensors,
  * scheduler.json, ...), the GradScaler (scaler.json, fp16), each process's RNG states
  * (random_states_<rank>.safetensors) and loader positions (dataloader_state_<rank>.json: epoch,
- * batches done, the epoch's shuffle seed), the step counter, registered objects
+ * batches done, the epoch's shuffle seed or generator state), the step counter, registered objects
  * (custom_checkpoint_<i>.bin) and a manifest (accelerate_state.json). Shared files are written by the
  * main process (each node's local main with save_on_each_node), per-process files by each process.
  * ---------------------------------------------------------------------------------------------- */

@@ -74,7 +74,7 @@ acc_status acc_dataset_from_callback(int64_t size, acc_sample_fn sample, void* u
       return call_back("the dataset's sample callback for index " + std::to_string(index),
                        [&](acc_tensor_list** list) { return sample(data.get(), index, list); });
     };
-    emit(out, std::shared_ptr<acc::Dataset>(std::make_shared<acc::CallbackDataset>(size, fn)));
+    emit_dataset(out, std::make_shared<acc::CallbackDataset>(size, fn));
   });
 }
 

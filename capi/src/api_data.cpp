@@ -27,7 +27,7 @@ acc_status acc_dataset_from_tensors(const acc_tensor* const* fields, size_t n, a
   return guarded([&] {
     auto tensors = tensors_arg(fields, n, "fields");
     out_param(out, "out");
-    emit(out, std::make_shared<acc::TensorDataset>(std::move(tensors)));
+    emit_dataset(out, std::make_shared<acc::TensorDataset>(std::move(tensors)));
   });
 }
 
@@ -54,7 +54,7 @@ acc_status acc_dataset_from_idx(const char* images_path, const char* labels_path
     const std::string images = text_arg(images_path, "images_path");
     const std::string labels = text_arg(labels_path, "labels_path");
     out_param(out, "out");
-    emit(out, std::shared_ptr<acc::Dataset>(acc::idx_dataset(images, labels)));
+    emit_dataset(out, acc::idx_dataset(images, labels));
   });
 }
 
@@ -62,7 +62,7 @@ acc_status acc_dataset_subset(acc_dataset* ds, int64_t start, int64_t count, acc
   return guarded([&] {
     auto& base = map_dataset(ds);
     out_param(out, "out");
-    emit(out, std::make_shared<acc::SubsetDataset>(base, start, count));
+    emit_dataset(out, std::make_shared<acc::SubsetDataset>(base, start, count));
   });
 }
 

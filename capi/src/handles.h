@@ -94,6 +94,11 @@ void emit(T** out, Args&&... args) {
   *out = handle.release();
 }
 
+// A map-style dataset handle (no stream).
+inline void emit_dataset(acc_dataset** out, std::shared_ptr<acc::Dataset> dataset) {
+  emit(out, std::move(dataset), std::shared_ptr<acc::IterableSource>());
+}
+
 // The handle's object, or an InvalidHandle error naming the argument.
 template <typename T>
 T& live(T* handle, const char* argument) {

@@ -126,17 +126,20 @@ std::shared_ptr<DataLoader> Accelerator::prepare_dataloader(const std::shared_pt
   } else if (stream) {
     prepared = std::make_shared<IterableDataLoader>(
         stream->source(), options,
-        ShardOptions{process_.world_size, process_.rank, config_.split_batches, config_.even_batches});
+        ShardOptions{process_.world_size, process_.rank, config_.split_batches, config_.even_batches, {}});
   } else if (dist_) {
-    // Every process must shuffle alike: without a seed of its own, the loader takes one from rank 0.
-    if (options.shuffle && (!options.seed || seedable)) {
-      at::Tensor seed = seedable ? at::tensor({static_cast<int64_t>(*options.seed & 0x7fffffffffffffffull)}, at::kLong)
-                                 : at::randint(0, int64_t{1} << 31, {1}, at::TensorOptions().dtype(at::kLong));
+    // Every process must shuffle alike: the seedable sampler's seed is rank 0's; without a seed,
+    // the loader's generator takes rank 0's state at the start of every epoch, as Accelerate's.
+    ShardOptions shard{process_.world_size, process_.rank, config_.split_batches, config_.even_batches, {}};
+    if (seedable) {
+      at::Tensor seed = at::tensor({static_cast<int64_t>(*options.seed & 0x7fffffffffffffffull)}, at::kLong);
       options.seed = static_cast<uint64_t>(collectives_.broadcast(seed, 0, "prepare_dataloader (seed)").item<int64_t>());
+    } else if (options.shuffle && !options.seed) {
+      shard.synchronize_generator = [collectives = collectives_](at::Generator& generator) mutable {
+        generator.set_state(collectives.broadcast(generator.get_state(), 0, "data loader shuffle (generator state)"));
+      };
     }
-    prepared = std::make_shared<ShardedDataLoader>(
-        loader->dataset(), options,
-        ShardOptions{process_.world_size, process_.rank, config_.split_batches, config_.even_batches});
+    prepared = std::make_shared<ShardedDataLoader>(loader->dataset(), options, shard);
   } else {
     prepared = std::make_shared<DataLoader>(loader->dataset(), options);
   }

@@ -260,8 +260,11 @@ std::string Accelerator::load_state(const std::string& dir) {
       if (states.size() != loaders.size())
         fail(Status::InvalidArgument, "checkpoint file '", path, "' holds ", states.size(), " loader states, ",
              loaders.size(), " loaders are prepared");
-      for (size_t i = 0; i < loaders.size(); ++i)
-        apply.push_back([loader = loaders[i], state = states[i]] { loader->load_state(state); });
+      for (size_t i = 0; i < loaders.size(); ++i) {
+        auto loader = loaders[i];
+        checked(path, [&] { loader->check_state(states[i]); });
+        apply.push_back([loader, state = states[i]] { loader->load_state(state); });
+      }
     }
     {
       const std::string path = rank_file(source, "random_states_", process_index(), ".safetensors");

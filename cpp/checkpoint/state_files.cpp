@@ -71,13 +71,44 @@ std::optional<uint64_t> read_optional_seed(const json& j, const char* key, const
   return json_field<uint64_t>(j, key, path);
 }
 
+// Generator states as hexadecimal text (a CPU generator's is 5 KB).
+std::string to_hex(const std::vector<uint8_t>& bytes) {
+  static const char digits[] = "0123456789abcdef";
+  std::string text;
+  text.reserve(bytes.size() * 2);
+  for (uint8_t b : bytes) {
+    text.push_back(digits[b >> 4]);
+    text.push_back(digits[b & 15]);
+  }
+  return text;
+}
+
+std::vector<uint8_t> from_hex(const json& j, size_t loader, const std::string& path) {
+  if (!j.contains("generator_state")) return {};
+  const auto text = json_field<std::string>(j, "generator_state", path);
+  auto digit = [&](char c) -> uint8_t {
+    if (c >= '0' && c <= '9') return static_cast<uint8_t>(c - '0');
+    if (c >= 'a' && c <= 'f') return static_cast<uint8_t>(c - 'a' + 10);
+    fail(Status::Io, "checkpoint file '", path, "': loader ", loader, "'s generator_state is not hexadecimal");
+  };
+  if (text.size() % 2 != 0)
+    fail(Status::Io, "checkpoint file '", path, "': loader ", loader, "'s generator_state has an odd length");
+  std::vector<uint8_t> bytes(text.size() / 2);
+  for (size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = static_cast<uint8_t>(digit(text[2 * i]) << 4 | digit(text[2 * i + 1]));
+  return bytes;
+}
+
 }  // namespace
 
 void write_loader_states(const std::string& path, const std::vector<LoaderState>& states) {
   json all = json::array();
-  for (const auto& s : states)
-    all.push_back({{"epoch", s.epoch}, {"position", s.position}, {"epoch_seed", optional_seed(s.epoch_seed)},
-                   {"seed", optional_seed(s.seed)}});
+  for (const auto& s : states) {
+    json entry = {{"epoch", s.epoch}, {"position", s.position}, {"epoch_seed", optional_seed(s.epoch_seed)},
+                  {"seed", optional_seed(s.seed)}};
+    if (!s.generator_state.empty()) entry["generator_state"] = to_hex(s.generator_state);
+    all.push_back(entry);
+  }
   write_file(path, all.dump(2));
 }
 
@@ -92,6 +123,7 @@ std::vector<LoaderState> read_loader_states(const std::string& path) {
     s.position = json_field<int64_t>(all[i], "position", path);
     s.epoch_seed = read_optional_seed(all[i], "epoch_seed", path);
     s.seed = read_optional_seed(all[i], "seed", path);
+    s.generator_state = from_hex(all[i], i, path);
     if (s.epoch < 0 || s.position < 0)
       fail(Status::InvalidArgument, "checkpoint file '", path, "': loader ", i, " has a negative epoch or position");
     states.push_back(s);

@@ -106,33 +106,75 @@ LoaderState DataLoader::state() const {
   LoaderState state;
   state.epoch = epoch_;
   state.seed = options_.seed;
-  if (in_epoch_) {
-    state.position = position();
-    state.epoch_seed = epoch_seed_;
+  // Between epochs a loaded state may still be pending: it is the state until the epoch starts.
+  state.position = in_epoch_ ? position() : options_.skip_batches;
+  state.epoch_seed = in_epoch_ ? epoch_seed_ : resume_seed_;
+  if (generator_) {
+    at::Tensor bytes = in_epoch_ ? epoch_start_generator_state_ : generator_->get_state();
+    state.generator_state = !in_epoch_ && !resume_generator_state_.empty()
+                                ? resume_generator_state_
+                                : std::vector<uint8_t>(bytes.data_ptr<uint8_t>(), bytes.data_ptr<uint8_t>() + bytes.numel());
   }
   return state;
 }
 
+void DataLoader::check_state(const LoaderState& state) const {
+  require(state.epoch >= 0 && state.position >= 0, "a loader state has a negative epoch or position");
+  if (state.generator_state.empty()) return;
+  require(generator_.has_value(), "the saved loader shuffled with a generator synchronized across processes, "
+          "this one does not (prepare it as it was: shuffle without a seed, on several processes)");
+  const int64_t expected = generator_->get_state().numel();
+  require(static_cast<int64_t>(state.generator_state.size()) == expected, "the saved shuffle generator state has ",
+          state.generator_state.size(), " bytes, a CPU generator's has ", expected);
+}
+
 void DataLoader::load_state(const LoaderState& state) {
   require(!in_epoch_, "a data loader's state can only be loaded between epochs (before iterating)");
+  check_state(state);
   set_epoch(state.epoch);
   skip_first_batches(state.position);
   resume_seed_ = state.epoch_seed;
+  resume_generator_state_ = state.generator_state;
   if (state.seed) options_.seed = state.seed;
+}
+
+void DataLoader::synchronize_shuffle(std::function<void(at::Generator&)> synchronize) {
+  require(!in_epoch_, "the shuffle can only change between epochs");
+  require(options_.shuffle && !options_.seed, "a synchronized shuffle is for a shuffling loader without a seed");
+  require(static_cast<bool>(synchronize), "synchronize_shuffle needs a function");
+  generator_ = seeded_generator(draw_seed());
+  synchronize_ = std::move(synchronize);
 }
 
 std::vector<std::vector<int64_t>> DataLoader::plan_epoch(int64_t) const {
   if (!options_.batches.empty()) return options_.batches;
-  const int64_t n = dataset_->size();
-  return make_batches(epoch_seed_ ? permutation(n, *epoch_seed_) : epoch_order(n, false, std::nullopt, 0),
+  return make_batches(options_.shuffle ? order_ : epoch_order(dataset_->size(), false, std::nullopt, 0),
                       options_.batch_size, options_.drop_last);
+}
+
+void DataLoader::shuffle_epoch() {
+  order_.clear();
+  epoch_seed_.reset();
+  if (!options_.shuffle) return;
+  const int64_t n = dataset_->size();
+  if (generator_ && !options_.seed) {  // a seed from an older checkpoint takes precedence
+    if (!resume_generator_state_.empty()) {
+      generator_->set_state(at::tensor(at::ArrayRef<uint8_t>(resume_generator_state_), at::kByte));
+      resume_generator_state_.clear();
+    }
+    synchronize_(*generator_);
+    epoch_start_generator_state_ = generator_->get_state();
+    order_ = permutation(n, *generator_);
+  } else {
+    epoch_seed_ = resume_seed_ ? *resume_seed_ : epoch_generator_seed(options_.seed, epoch_);
+    order_ = permutation(n, *epoch_seed_);
+  }
+  resume_seed_.reset();
 }
 
 void DataLoader::start_epoch() {
   prefetcher_.reset();
-  epoch_seed_.reset();
-  if (options_.shuffle) epoch_seed_ = resume_seed_ ? *resume_seed_ : epoch_generator_seed(options_.seed, epoch_);
-  resume_seed_.reset();
+  shuffle_epoch();
   plan_ = plan_epoch(epoch_);
   const auto skip = static_cast<size_t>(std::min<int64_t>(take_skip_batches(), static_cast<int64_t>(plan_.size())));
   plan_.erase(plan_.begin(), plan_.begin() + static_cast<std::ptrdiff_t>(skip));
@@ -163,13 +205,20 @@ std::optional<std::vector<at::Tensor>> DataLoader::next() {
   }
   // End of the epoch: the next call starts the following one.
   prefetcher_.reset();
+  // PyTorch's RandomSampler, once its permutation is exhausted, draws one more for its (here empty)
+  // tail, randperm(n)[:0]; the synchronized generator advances as Accelerate's does.
+  if (generator_ && !options_.seed) permutation(dataset_->size(), *generator_);
   epoch_finished();
   return std::nullopt;
 }
 
 ShardedDataLoader::ShardedDataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options, ShardOptions shard)
     : DataLoader(std::move(dataset), std::move(options)), shard_(shard) {
-  require(!this->options().shuffle || this->options().seed, "a sharded loader that shuffles needs a shared seed");
+  if (this->options().shuffle && !this->options().seed) {
+    require(static_cast<bool>(shard_.synchronize_generator),
+            "a sharded loader that shuffles needs a shared seed or a synchronized generator");
+    synchronize_shuffle(shard_.synchronize_generator);
+  }
   check_sharding(this->options().batch_size, shard_.num_processes, shard_.split_batches);
   if (variable_batches()) {
     require(!shard_.split_batches, "batches of varying sizes cannot be split across processes (split_batches)");

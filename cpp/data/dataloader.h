@@ -2,8 +2,10 @@
 // batches fetched ahead on background threads and placed on a device.
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <c10/core/Device.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -47,14 +49,15 @@ struct DataLoaderOptions {
   std::vector<std::vector<int64_t>> batches;
 };
 
-// Where a loader stands, for checkpoints: its epoch, the batches of it already handed out, and the
-// seed of the epoch's shuffle (drawn when the epoch started, for a loader without a seed of its own).
-// A prepared loader on several processes shuffles with a seed drawn at prepare time; that is kept too.
+// Where a loader stands, for checkpoints: its epoch, the batches of it already handed out, and what
+// gives the epoch's shuffle: the seed drawn when the epoch started (a loader without a seed of its
+// own), or the synchronized generator's state at the epoch's start (see synchronize_shuffle).
 struct LoaderState {
   int64_t epoch = 0;
   int64_t position = 0;
   std::optional<uint64_t> epoch_seed;
-  std::optional<uint64_t> seed;  // the loader's own shuffle seed, if it has one
+  std::optional<uint64_t> seed;         // the loader's own shuffle seed, if it has one
+  std::vector<uint8_t> generator_state;  // empty without a synchronized generator
 };
 
 class DataLoader {
@@ -89,6 +92,8 @@ class DataLoader {
   // batch): the next batch is the one after `position` in `epoch`, in the same order.
   virtual LoaderState state() const;
   virtual void load_state(const LoaderState& state);
+  // Whether load_state would take `state` (an InvalidArgument error saying why not).
+  void check_state(const LoaderState& state) const;
   // The generator seed of the last epoch started's shuffle (none without shuffling or before one).
   std::optional<uint64_t> epoch_seed() const { return epoch_seed_; }
 
@@ -115,6 +120,12 @@ class DataLoader {
   // sharding of later layers overrides this.
   virtual std::vector<std::vector<int64_t>> plan_epoch(int64_t epoch) const;
 
+  // Accelerate's shuffle for a loader without a seed on several processes: one generator, seeded
+  // once from torch's default generator; at the start of every epoch `synchronize` replaces its
+  // state with process 0's, then the epoch's permutation advances it.
+  void synchronize_shuffle(std::function<void(at::Generator&)> synchronize);
+  bool has_synchronized_generator() const { return static_cast<bool>(synchronize_); }
+
   // Bookkeeping shared by every kind of loader.
   void batch_handed_out(bool last_of_epoch);
   void epoch_finished();
@@ -126,6 +137,8 @@ class DataLoader {
 
  private:
   void start_epoch();
+  // The epoch's sample order when shuffling (order_), and the seed or generator state that gives it.
+  void shuffle_epoch();
 
   std::shared_ptr<Dataset> dataset_;
   DataLoaderOptions options_;
@@ -135,6 +148,11 @@ class DataLoader {
   bool variable_batches_ = false;
   std::optional<uint64_t> epoch_seed_;
   std::optional<uint64_t> resume_seed_;  // from load_state: the next epoch's seed, not drawn again
+  std::optional<at::Generator> generator_;               // synchronize_shuffle's generator
+  std::function<void(at::Generator&)> synchronize_;
+  at::Tensor epoch_start_generator_state_;                // its state before this epoch's permutation
+  std::vector<uint8_t> resume_generator_state_;           // from load_state
+  std::vector<int64_t> order_;                            // the epoch's shuffled sample order
   int64_t skipped_ = 0;                  // batches skip_first_batches dropped from this epoch
   std::vector<std::vector<int64_t>> plan_;
   std::unique_ptr<Prefetcher> prefetcher_;
@@ -146,10 +164,13 @@ struct ShardOptions {
   int64_t rank = 0;
   bool split_batches = false;  // each batch is cut into per-process slices (batch_size is global)
   bool even_batches = true;    // the last round is completed from the epoch's start
+  // For a shuffle without a seed: sets a generator to process 0's state (see synchronize_shuffle).
+  std::function<void(at::Generator&)> synchronize_generator;
 };
 
 // The loader of one process in a multi-process job: the same epoch order on every process (a
-// shuffle needs a seed that every process shares), sharded as Accelerate's BatchSamplerShard.
+// shuffle needs a seed that every process shares, or a generator synchronized from process 0),
+// sharded as Accelerate's BatchSamplerShard.
 class ShardedDataLoader final : public DataLoader {
  public:
   ShardedDataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options, ShardOptions shard);

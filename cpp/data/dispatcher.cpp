@@ -110,7 +110,7 @@ LoaderState DispatchingDataLoader::state() const {
 
 void DispatchingDataLoader::load_state(const LoaderState& state) {
   DataLoader::load_state(state);
-  if (collectives_.rank() == 0) base_->load_state({state.epoch, 0, state.epoch_seed, state.seed});
+  if (collectives_.rank() == 0) base_->load_state({state.epoch, 0, state.epoch_seed, state.seed, {}});
 }
 
 std::optional<std::vector<at::Tensor>> DispatchingDataLoader::next() {

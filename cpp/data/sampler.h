@@ -1,6 +1,8 @@
 // The order of a map-style dataset in an epoch, and its batches.
 #pragma once
 
+#include <ATen/core/Generator.h>
+
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -18,6 +20,12 @@ std::vector<int64_t> epoch_order(int64_t n, bool shuffle, std::optional<uint64_t
 // A checkpoint keeps the first, so a resumed epoch has the same order without redrawing.
 uint64_t epoch_generator_seed(std::optional<uint64_t> seed, int64_t epoch);
 std::vector<int64_t> permutation(int64_t n, uint64_t generator_seed);
+// A CPU generator seeded as torch.Generator().manual_seed(seed).
+at::Generator seeded_generator(uint64_t seed);
+// randperm(n) from `generator`, which it advances.
+std::vector<int64_t> permutation(int64_t n, at::Generator& generator);
+// A seed drawn from torch's default generator as Python's torch.empty((), dtype=int64).random_().
+uint64_t draw_seed();
 
 // Consecutive batches of batch_size; the last one is shorter, or dropped with drop_last.
 std::vector<std::vector<int64_t>> make_batches(const std::vector<int64_t>& order, int64_t batch_size, bool drop_last);

@@ -393,11 +393,11 @@ TEST(CallbackDataset, CollateCallbackMakesTheBatch) {
     acc_tensor* t = nullptr;
     const int64_t dims[1] = {1};
     if (acc_tensor_from_host(&total, sizeof total, dims, 1, ACC_DTYPE_INT64, &t) != ACC_OK) return 1;
-    acc_tensor_list_create(out);
-    acc_tensor_list_append(*out, "unused", t);  // field 0
-    acc_tensor_list_append(*out, "sum", t);     // field 1, what epoch() reads
+    const bool ok = acc_tensor_list_create(out) == ACC_OK &&
+                    acc_tensor_list_append(*out, "unused", t) == ACC_OK &&  // field 0
+                    acc_tensor_list_append(*out, "sum", t) == ACC_OK;       // field 1, what epoch() reads
     acc_tensor_free(t);
-    return 0;
+    return ok ? 0 : 1;
   };
   ACC_ASSERT_OK(acc_dataloader_set_collate(dl, collate, nullptr, nullptr));
   auto batches = epoch(dl);
@@ -459,11 +459,10 @@ int stream_next(void* user_data, acc_tensor_list** out) {
   if (acc_tensor_from_host(&x, sizeof x, one, 1, ACC_DTYPE_FLOAT32, &xt) != ACC_OK ||
       acc_tensor_from_host(&i, sizeof i, nullptr, 0, ACC_DTYPE_INT64, &yt) != ACC_OK || acc_tensor_list_create(out) != ACC_OK)
     return 1;
-  acc_tensor_list_append(*out, "x", xt);
-  acc_tensor_list_append(*out, "y", yt);
+  const bool ok = acc_tensor_list_append(*out, "x", xt) == ACC_OK && acc_tensor_list_append(*out, "y", yt) == ACC_OK;
   acc_tensor_free(xt);
   acc_tensor_free(yt);
-  return 0;
+  return ok ? 0 : 1;
 }
 
 int stream_start(void* user_data, int64_t epoch) {

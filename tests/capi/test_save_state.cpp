@@ -353,6 +353,41 @@ TEST(LoadState, TruncatedOrCorruptFilesAreRefused) {
   dir = saved_checkpoint("rng");
   fs::resize_file(dir + "/random_states_0.safetensors", 4);
   expect_refused(dir, ACC_ERR_IO, "random_states_0.safetensors");
+
+  // A loader state with a shuffle generator's state: not hexadecimal, or for a loader without one.
+  dir = saved_checkpoint("generator_hex");
+  std::ofstream(dir + "/dataloader_state_0.json")
+      << R"([{"epoch": 1, "position": 2, "epoch_seed": 5, "seed": null, "generator_state": "zz"}])";
+  expect_refused(dir, ACC_ERR_IO, "dataloader_state_0.json': loader 0's generator_state is not hexadecimal");
+  dir = saved_checkpoint("generator_kind");
+  std::ofstream(dir + "/dataloader_state_0.json")
+      << R"([{"epoch": 1, "position": 2, "epoch_seed": 5, "seed": null, "generator_state": "00ff"}])";
+  expect_refused(dir, ACC_ERR_INVALID_ARGUMENT, "shuffled with a generator synchronized across processes");
+}
+
+TEST(SaveState, ASaveRightAfterALoadKeepsThePositionStillToResume) {
+  // Resumed, then checkpointed again before the first step: that checkpoint resumes the same run.
+  const std::string dir = fresh_dir("resave") + "/first", again = fresh_dir("resave_again") + "/second";
+  Training whole({});
+  whole.train(14 + 6);
+  std::vector<float> seen;
+  {
+    Training head({});
+    head.train(14);
+    ACC_ASSERT_OK(acc_save_state(head.acc, dir.c_str(), nullptr));
+    seen = head.seen;
+  }
+  {
+    Training middle({});
+    ACC_ASSERT_OK(acc_load_state(middle.acc, dir.c_str(), nullptr));
+    ACC_ASSERT_OK(acc_save_state(middle.acc, again.c_str(), nullptr));
+  }
+  Training tail({});
+  ACC_ASSERT_OK(acc_load_state(tail.acc, again.c_str(), nullptr));
+  tail.train(6);
+  seen.insert(seen.end(), tail.seen.begin(), tail.seen.end());
+  EXPECT_EQ(seen, whole.seen);
+  EXPECT_EQ(tail.weights(), whole.weights());
 }
 
 TEST(LoadState, CheckpointsOfOtherJobsAreRefused) {

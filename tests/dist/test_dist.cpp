@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "accelerate.h"
 #include "../capi/support.h"
 #include "job.h"
@@ -429,10 +431,9 @@ TEST(Data, StreamsAreShardedAndGatheredOnce) {
     const int64_t i = c->cursor++;
     acc_tensor* t = nullptr;
     if (acc_tensor_from_host(&i, sizeof i, nullptr, 0, ACC_DTYPE_INT64, &t) != ACC_OK) return 1;
-    acc_tensor_list_create(out);
-    acc_tensor_list_append(*out, nullptr, t);
+    const bool ok = acc_tensor_list_create(out) == ACC_OK && acc_tensor_list_append(*out, nullptr, t) == ACC_OK;
     acc_tensor_free(t);
-    return 0;
+    return ok ? 0 : 1;
   };
   auto start = [](void* ud, int64_t) -> int {
     static_cast<Counter*>(ud)->cursor = 0;
@@ -474,6 +475,47 @@ TEST(Data, PreparedLoadersShardBatchesAcrossProcesses) {
   ASSERT_EQ(static_cast<int64_t>(seen.size()), 2 * length);
   EXPECT_EQ(seen[0], 2 * g_rank);
   EXPECT_EQ(seen[1], 2 * g_rank + 1);
+  acc_dataloader_free(dl);
+  acc_dataset_free(ds);
+}
+
+TEST(Data, UnseededShuffleFollowsProcessZerosGeneratorEveryEpoch) {
+  // Every process seeds torch differently, yet all shuffle alike: each epoch's order is PyTorch's own
+  // RandomSampler over process 0's generator, as Accelerate synchronizes it (export_shuffles.py).
+  const auto ref = nlohmann::json::parse(acc_test::read_file(acc_test::data_dir() + "/synchronized_shuffle.json"));
+  const auto samples = ref.at("samples").get<int64_t>();
+  ACC_ASSERT_OK(acc_set_seed(ref.at("seed").get<uint64_t>() + 1000 * static_cast<uint64_t>(g_rank)));
+  acc_dataset* ds = id_dataset(samples);
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
+  ACC_ASSERT_OK(acc_options_set_int(o, "batch_size", 2));
+  ACC_ASSERT_OK(acc_options_set_bool(o, "shuffle", 1));
+  acc_dataloader* dl = nullptr;
+  ACC_ASSERT_OK(acc_dataloader_create(ds, o, &dl));
+  acc_options_free(o);
+  ACC_ASSERT_OK(acc_prepare(g_acc, nullptr, nullptr, &dl, nullptr));
+  // 24 samples in batches of 2 fill every round on 2, 3 and 4 processes: gathering each step's
+  // batches in rank order gives the epoch's global order.
+  for (const auto& expected : ref.at("orders")) {
+    std::vector<int64_t> order;
+    for (;;) {
+      acc_tensor_list* batch = nullptr;
+      ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
+      if (!batch) break;
+      acc_tensor *b = nullptr, *all = nullptr;
+      ACC_ASSERT_OK(acc_tensor_list_get(batch, 0, &b));
+      ACC_ASSERT_OK(acc_gather(g_acc, b, "shuffle order", &all));
+      int64_t n = 0;
+      ACC_ASSERT_OK(acc_tensor_numel(all, &n));
+      std::vector<int64_t> v(static_cast<size_t>(n));
+      ACC_ASSERT_OK(acc_tensor_to_host(all, v.data(), v.size() * 8));
+      order.insert(order.end(), v.begin(), v.end());
+      acc_tensor_free(b);
+      acc_tensor_free(all);
+      acc_tensor_list_free(batch);
+    }
+    EXPECT_EQ(order, expected.get<std::vector<int64_t>>());
+  }
   acc_dataloader_free(dl);
   acc_dataset_free(ds);
 }

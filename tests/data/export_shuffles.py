@@ -1,0 +1,34 @@
+"""Writes the shuffled orders a prepared data loader must reproduce, computed by PyTorch itself.
+
+Accelerate's prepare_data_loader gives a shuffling loader on several processes (without
+use_seedable_sampler) a sampler generator seeded with one draw from torch's global generator, and
+at the start of every epoch sets every process's generator to process 0's state. So every epoch's
+order is that of PyTorch's own RandomSampler over process 0's generator, iterated to its end.
+
+Run with Debian's python3-torch: python3 export_shuffles.py OUTPUT_DIR
+"""
+import json
+import sys
+from pathlib import Path
+
+import torch
+from torch.utils.data import RandomSampler
+
+SEED = 1234      # process 0's torch.manual_seed (acc_set_seed) before prepare
+SAMPLES = 24
+EPOCHS = 3
+
+
+def main(out: Path) -> None:
+    torch.manual_seed(SEED)
+    generator = torch.Generator()
+    generator.manual_seed(int(torch.empty((), dtype=torch.int64).random_().item()))  # prepare's draw
+    sampler = RandomSampler(range(SAMPLES), generator=generator)
+    orders = [list(sampler) for _ in range(EPOCHS)]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "synchronized_shuffle.json").write_text(
+        json.dumps({"seed": SEED, "samples": SAMPLES, "orders": orders}))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
