@@ -13,10 +13,10 @@ void AcceleratedOptimizer::step() {
     step_was_skipped_ = false;
     return;
   }
-  if (!scaler_->unscaled()) scaler_->unscale(inner_->gradients());  // a clip_grad_norm may have done it
-  step_was_skipped_ = scaler_->found_inf();
+  scaler_->unscale(inner_->gradients(), this);  // a no-op for gradients clipping already unscaled
+  step_was_skipped_ = scaler_->found_inf(this);
   if (!step_was_skipped_) inner_->step();
-  scaler_->update();
+  scaler_->note_optimizer_step();
 }
 
 void AcceleratedOptimizer::zero_grad() {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <unordered_set>
 
 #include "checkpoint/safetensors.h"
 #include "common/device.h"
@@ -190,7 +191,7 @@ double Accelerator::clip_grad_norm(const std::shared_ptr<Model>& model, double m
   require(norm_type > 0, "norm_type must be positive (or infinity), got ", norm_type);
   const std::vector<at::Tensor> grads = model->gradients();
   if (grads.empty()) return 0.0;
-  if (scaler_) scaler_->unscale(grads);  // clip true gradients, not scaled ones
+  unscale_model_gradients(model, grads);  // clip true gradients, not scaled ones
   at::NoGradGuard no_grad;
   at::Tensor total;
   if (std::isinf(norm_type)) {
@@ -213,7 +214,7 @@ void Accelerator::clip_grad_value(const std::shared_ptr<Model>& model, double cl
   require(model != nullptr, "clip_grad_value needs a model");
   require(std::isfinite(clip_value) && clip_value >= 0, "clip_value must be a number >= 0, got ", clip_value);
   const std::vector<at::Tensor> grads = model->gradients();
-  if (scaler_) scaler_->unscale(grads);
+  unscale_model_gradients(model, grads);
   at::NoGradGuard no_grad;
   for (const auto& g : grads) g.clamp_(-clip_value, clip_value);
 }
@@ -262,13 +263,29 @@ void Accelerator::save_model(const std::shared_ptr<Model>& model, const std::str
 
 void Accelerator::unscale_gradients(const std::shared_ptr<Optimizer>& optimizer) {
   if (!scaler_) return;
-  std::vector<at::Tensor> grads = optimizer ? optimizer->gradients() : std::vector<at::Tensor>{};
-  if (!optimizer)
-    for (const auto& opt : live_optimizers()) {
-      auto more = opt->gradients();
-      grads.insert(grads.end(), more.begin(), more.end());
-    }
-  scaler_->unscale(grads);
+  if (!optimizer) {
+    for (const auto& opt : live_optimizers()) scaler_->unscale(opt->gradients(), opt.get());
+    return;
+  }
+  // Overflow is recorded under the prepared optimizer, whose step reads it.
+  auto prepared = std::dynamic_pointer_cast<AcceleratedOptimizer>(optimizer);
+  if (!prepared) prepared = find_prepared<AcceleratedOptimizer>(optimizers_, optimizer.get());
+  scaler_->unscale(optimizer->gradients(), prepared ? static_cast<const void*>(prepared.get()) : optimizer.get());
+}
+
+void Accelerator::unscale_model_gradients(const std::shared_ptr<Model>& model, const std::vector<at::Tensor>& grads) {
+  if (!scaler_) return;
+  // Each gradient under the optimizer that steps with it (so an overflow skips that optimizer's
+  // step); the model's gradients no prepared optimizer holds under the model.
+  std::unordered_set<const c10::TensorImpl*> mine;
+  for (const auto& g : grads) mine.insert(g.unsafeGetTensorImpl());
+  for (const auto& opt : live_optimizers()) {
+    std::vector<at::Tensor> shared;
+    for (const auto& g : opt->gradients())
+      if (mine.count(g.unsafeGetTensorImpl())) shared.push_back(g);
+    scaler_->unscale(shared, opt.get());
+  }
+  scaler_->unscale(grads, model.get());
 }
 
 namespace {

@@ -143,6 +143,8 @@ class Accelerator {
   bool writes_shared_files() const { return config_.save_on_each_node ? is_local_main_process() : is_main_process(); }
   // Prepared objects still alive, in prepare order (the order of their checkpoint files).
   std::vector<std::shared_ptr<PreparedModel>> live_models() const;
+  // fp16: divides a model's gradients by the loss scale, each under the optimizer that steps with it.
+  void unscale_model_gradients(const std::shared_ptr<Model>& model, const std::vector<at::Tensor>& grads);
   std::vector<std::shared_ptr<AcceleratedOptimizer>> live_optimizers() const;
   std::vector<std::shared_ptr<Scheduler>> live_schedulers() const;
   std::vector<std::shared_ptr<DataLoader>> live_loaders() const;

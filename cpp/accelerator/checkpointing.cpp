@@ -125,6 +125,7 @@ std::string Accelerator::save_state(const std::string& dir) {
   });
 
   on_every_process("save_state (writing '" + target + "')", [&] {
+    if (scaler_) scaler_->settle();  // the scale update the last step left for the next backward
     // Each process: its RNG states and loader positions.
     save_safetensors(rank_file(staging, "random_states_", process_index(), ".safetensors"), capture_rng_states(),
                      {{"step", std::to_string(step())}});

@@ -14,24 +14,46 @@ GradScaler::GradScaler(GradScalerOptions options, const c10::Device& device)
   const auto on = at::TensorOptions().device(device);
   scale_ = at::full({1}, options_.init_scale, on.dtype(at::kFloat));
   growth_tracker_ = at::zeros({1}, on.dtype(at::kInt));
-  found_inf_ = at::zeros({1}, on.dtype(at::kFloat));
 }
 
-at::Tensor GradScaler::scale(const at::Tensor& loss) const { return loss * scale_.to(loss.device()); }
+at::Tensor GradScaler::scale(const at::Tensor& loss) {
+  // A new backward: the step before it is over. Without an optimizer step there is nothing to
+  // update, but what was divided before belongs to the old gradients.
+  if (stepped_)
+    update();
+  else
+    forget_step();
+  return loss * scale_.to(loss.device());
+}
 
-void GradScaler::unscale(const std::vector<at::Tensor>& grads) {
-  if (unscaled_) return;
-  unscaled_ = true;
+void GradScaler::unscale(const std::vector<at::Tensor>& grads, const void* key) {
+  at::Tensor& found = found_inf_[key];
+  if (!found.defined()) found = at::zeros({1}, scale_.options());
+  std::vector<at::Tensor> pending;
+  for (const auto& g : grads)
+    if (g.defined() && unscaled_.insert(g.unsafeGetTensorImpl()).second) pending.push_back(g);
+  if (pending.empty()) return;
   at::NoGradGuard no_grad;
   const at::Tensor inv_scale = scale_.to(at::kDouble).reciprocal().to(at::kFloat);
   if (fused_) {
-    at::_amp_foreach_non_finite_check_and_unscale_(grads, found_inf_, inv_scale);
+    at::_amp_foreach_non_finite_check_and_unscale_(pending, found, inv_scale);
     return;
   }
-  for (const auto& g : grads) {
-    if (!at::isfinite(g).all().item<bool>()) found_inf_.fill_(1.0);
+  for (const auto& g : pending) {
+    if (!at::isfinite(g).all().item<bool>()) found.fill_(1.0);
     g.mul_(inv_scale.to(g.device()));
   }
+}
+
+bool GradScaler::found_inf(const void* key) const {
+  auto it = found_inf_.find(key);
+  return it != found_inf_.end() && it->second.item<float>() != 0.0f;
+}
+
+bool GradScaler::found_inf() const {
+  for (const auto& entry : found_inf_)
+    if (entry.second.item<float>() != 0.0f) return true;
+  return false;
 }
 
 int64_t GradScaler::growth_tracker() const { return growth_tracker_.item<int>(); }
@@ -46,16 +68,21 @@ void GradScaler::load_state(double scale, int64_t growth_tracker) {
   check_state(scale, growth_tracker);
   scale_.fill_(scale);
   growth_tracker_.fill_(growth_tracker);
+  forget_step();
 }
 
-bool GradScaler::found_inf() const { return found_inf_.item<float>() != 0.0f; }
+void GradScaler::settle() {
+  if (stepped_) update();
+}
 
 void GradScaler::update() {
   at::NoGradGuard no_grad;
+  at::Tensor found = at::zeros({1}, scale_.options());
+  for (const auto& entry : found_inf_) found.add_(entry.second);
   if (fused_) {
-    at::_amp_update_scale_(scale_, growth_tracker_, found_inf_, options_.growth_factor, options_.backoff_factor,
+    at::_amp_update_scale_(scale_, growth_tracker_, found, options_.growth_factor, options_.backoff_factor,
                            options_.growth_interval);
-  } else if (found_inf()) {
+  } else if (found.item<float>() != 0.0f) {
     scale_.mul_(options_.backoff_factor);
     growth_tracker_.zero_();
   } else if (growth_tracker_.item<int>() + 1 >= options_.growth_interval) {
@@ -64,8 +91,13 @@ void GradScaler::update() {
   } else {
     growth_tracker_.add_(1);
   }
-  found_inf_.zero_();
-  unscaled_ = false;
+  forget_step();
+}
+
+void GradScaler::forget_step() {
+  found_inf_.clear();
+  unscaled_.clear();
+  stepped_ = false;
 }
 
 double GradScaler::current_scale() const { return scale_.item<double>(); }

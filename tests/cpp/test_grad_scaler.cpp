@@ -1,9 +1,12 @@
-// Dynamic loss scaling: scale, unscale once, skip on overflow, back off, grow.
+// Dynamic loss scaling: scale, unscale once, skip on overflow (per optimizer), back off, grow.
 #include <gtest/gtest.h>
 
 #include <limits>
 #include <vector>
 
+#include "accelerator/accelerated_optimizer.h"
+#include "model/model.h"
+#include "optim/optimizer.h"
 #include "precision/grad_scaler.h"
 
 TEST(GradScaler, ScalesUnscalesOnceAndDetectsOverflow) {
@@ -68,4 +71,57 @@ TEST(GradScaler, StateRoundTripsForCheckpoints) {
   EXPECT_EQ(scaler.current_scale(), 2048.0);
   EXPECT_THROW(scaler.load_state(-1.0, 0), std::exception);
   EXPECT_THROW(scaler.load_state(1.0, 3), std::exception);  // the tracker must stay below the interval
+}
+
+TEST(GradScaler, OverflowIsPerOptimizerAndTheScaleChangesOncePerStep) {
+  acc::GradScaler scaler({8.0, 2.0, 0.5, 2}, c10::Device(c10::kCPU));
+  int a = 0, b = 0;  // two optimizers' keys
+  at::Tensor ga = at::tensor({8.0f, std::numeric_limits<float>::infinity()}), gb = at::tensor({16.0f});
+  scaler.unscale({ga}, &a);
+  scaler.unscale({gb}, &b);
+  scaler.unscale({gb}, &a);  // already divided in this step: unchanged, and not a's overflow
+  EXPECT_TRUE(scaler.found_inf(&a));
+  EXPECT_FALSE(scaler.found_inf(&b));
+  EXPECT_TRUE(at::equal(gb, at::tensor({2.0f})));
+  scaler.note_optimizer_step();
+  scaler.note_optimizer_step();
+  EXPECT_EQ(scaler.current_scale(), 8.0);  // both optimizers divided by the scale of their backward
+  // The next backward's loss is scaled after one update: one backoff, not one per optimizer.
+  EXPECT_EQ(scaler.scale(at::ones({})).item<double>(), 4.0);
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+  EXPECT_FALSE(scaler.found_inf());
+}
+
+// Two models, two optimizers, one fp16-style scaled backward; model A's gradients overflow. A's step
+// is skipped, B's step uses its true gradients (divided by the scale they were multiplied with; an
+// update after A's step, as Accelerate does, would divide B's by half of it).
+TEST(GradScaler, APreparedOptimizerSkipsOnlyItsOwnOverflowingStep) {
+  const char* spec = R"([{"type":"linear","in_features":3,"out_features":2}])";
+  torch::manual_seed(7);
+  auto model_a = acc::model_from_spec(spec), model_b = acc::model_from_spec(spec);
+  acc::Options sgd(acc::OptionsKind::Optimizer);
+  sgd.set("lr", 1.0);
+  auto state = std::make_shared<acc::GradientState>(1);
+  auto scaler = std::make_shared<acc::GradScaler>(acc::GradScalerOptions{1024.0, 2.0, 0.5, 2000}, c10::Device(c10::kCPU));
+  acc::AcceleratedOptimizer opt_a(std::make_shared<acc::TorchOptimizer>(model_a, "sgd", sgd), state, scaler);
+  acc::AcceleratedOptimizer opt_b(std::make_shared<acc::TorchOptimizer>(model_b, "sgd", sgd), state, scaler);
+  const at::Tensor x = at::rand({4, 3});
+  auto output = [&x](acc::Model& m) { return m.forward({x}).front().second.sum(); };
+
+  // B's true gradient, from an unscaled backward.
+  output(*model_b).backward();
+  const at::Tensor b_weight = model_b->named_parameters().front().second.detach().clone();
+  const at::Tensor b_grad = model_b->gradients().front().clone();
+  opt_b.unwrap()->zero_grad();
+
+  scaler->scale(output(*model_a) + output(*model_b)).backward();
+  model_a->gradients().front()[0][0] = std::numeric_limits<float>::infinity();
+  const at::Tensor a_weight = model_a->named_parameters().front().second.detach().clone();
+  opt_a.step();
+  opt_b.step();
+  EXPECT_TRUE(opt_a.step_was_skipped());
+  EXPECT_FALSE(opt_b.step_was_skipped());
+  EXPECT_TRUE(at::equal(model_a->named_parameters().front().second, a_weight));
+  EXPECT_TRUE(at::allclose(model_b->named_parameters().front().second, b_weight - b_grad, 0, 1e-6));
+  EXPECT_EQ(scaler->scale(at::ones({})).item<double>(), 512.0);  // one backoff for the step
 }
