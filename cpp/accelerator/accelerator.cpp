@@ -326,6 +326,7 @@ void Accelerator::free_memory() {
   optimizer_order_.clear();
   scheduler_order_.clear();
   loader_order_.clear();
+  gradient_state_->set_step(0);  // as Accelerate's: the next training starts a fresh accumulation window
 }
 
 }  // namespace acc

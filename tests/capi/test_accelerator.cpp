@@ -298,6 +298,24 @@ TEST(MixedPrecision, Bf16ForwardComputesInBf16AndReturnsFp32) {
   acc_accelerator_free(a);
 }
 
+TEST(Accumulation, FreeMemoryStartsTheNextTrainingWithAFreshWindow) {
+  acc_accelerator* a = make({{"cpu", "1"}, {"gradient_accumulation_steps", "2"}});
+  ACC_ASSERT_OK(acc_accumulate_begin(a));  // a training stopped after one micro-step of a window
+  ACC_ASSERT_OK(acc_accumulate_end(a));
+  int64_t step = -1;
+  ACC_ASSERT_OK(acc_accelerator_step(a, &step));
+  EXPECT_EQ(step, 1);
+  ACC_ASSERT_OK(acc_free_memory(a));
+  ACC_ASSERT_OK(acc_accelerator_step(a, &step));
+  EXPECT_EQ(step, 0);
+  ACC_ASSERT_OK(acc_accumulate_begin(a));
+  int sync = -1;
+  ACC_ASSERT_OK(acc_accelerator_sync_gradients(a, &sync));
+  EXPECT_EQ(sync, 0);  // the first micro-step of the new window
+  ACC_ASSERT_OK(acc_accumulate_end(a));
+  acc_accelerator_free(a);
+}
+
 TEST(Print, OnlyTheMainProcessPrints) {
   acc_accelerator* a = make({});
   testing::internal::CaptureStdout();

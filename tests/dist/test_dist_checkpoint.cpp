@@ -29,13 +29,14 @@ std::string shared_dir(const char* name) {
 
 // A model, AdamW with a schedule and an unseeded shuffling loader (ids, features, targets), prepared.
 struct DistRun {
+  acc_accelerator* acc;
   acc_model* model = nullptr;
   acc_optimizer* opt = nullptr;
   acc_scheduler* sched = nullptr;
   acc_dataloader* dl = nullptr;
   std::vector<int64_t> ids;  // the samples this process trained on, in order
 
-  DistRun() {
+  explicit DistRun(acc_accelerator* accelerator = g_acc) : acc(accelerator) {
     EXPECT_EQ(acc_model_from_spec(kNet, &model), ACC_OK) << acc_last_error_message();
     EXPECT_EQ(acc_optimizer_create(model, "adamw", nullptr, &opt), ACC_OK);
     acc_options* so = nullptr;
@@ -64,14 +65,14 @@ struct DistRun {
     for (acc_tensor* t : {it, xt, yt}) acc_tensor_free(t);
     acc_dataset_free(ds);
     acc_options_free(lo);
-    EXPECT_EQ(acc_prepare(g_acc, &model, &opt, &dl, &sched), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_prepare(acc, &model, &opt, &dl, &sched), ACC_OK) << acc_last_error_message();
   }
   ~DistRun() {
     acc_dataloader_free(dl);
     acc_scheduler_free(sched);
     acc_optimizer_free(opt);
     acc_model_free(model);
-    EXPECT_EQ(acc_free_memory(g_acc), ACC_OK);  // the next run prepares its own objects
+    EXPECT_EQ(acc_free_memory(acc), ACC_OK);  // the next run prepares its own objects
   }
 
   void train(int steps) {
@@ -89,12 +90,14 @@ struct DistRun {
       std::vector<int64_t> batch_ids(static_cast<size_t>(n));
       ASSERT_EQ(acc_tensor_to_host(id, batch_ids.data(), batch_ids.size() * 8), ACC_OK);
       ids.insert(ids.end(), batch_ids.begin(), batch_ids.end());
+      ASSERT_EQ(acc_accumulate_begin(acc), ACC_OK);
       ASSERT_EQ(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
       ASSERT_EQ(acc_loss_mse(out, y, ACC_REDUCTION_MEAN, &loss), ACC_OK);
-      ASSERT_EQ(acc_backward(g_acc, loss), ACC_OK) << acc_last_error_message();
+      ASSERT_EQ(acc_backward(acc, loss), ACC_OK) << acc_last_error_message();
       ASSERT_EQ(acc_optimizer_step(opt), ACC_OK);
       ASSERT_EQ(acc_scheduler_step(sched), ACC_OK);
       ASSERT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+      ASSERT_EQ(acc_accumulate_end(acc), ACC_OK);
       for (acc_tensor* t : {id, x, y, out, loss}) acc_tensor_free(t);
       acc_tensor_list_free(batch);
     }
@@ -102,7 +105,7 @@ struct DistRun {
 
   std::vector<float> weights() const {
     acc_tensor_list* state = nullptr;
-    EXPECT_EQ(acc_get_state_dict(g_acc, model, 1, &state), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_get_state_dict(acc, model, 1, &state), ACC_OK) << acc_last_error_message();
     size_t n = 0;
     EXPECT_EQ(acc_tensor_list_size(state, &n), ACC_OK);
     std::vector<float> all;
@@ -118,18 +121,15 @@ struct DistRun {
   }
 };
 
-}  // namespace
-
-TEST(Checkpoint, ResumedRunMatchesTheUninterruptedOneBitForBit) {
-  const std::string dir = shared_dir("resume");
-  const int64_t per_epoch = (kSamples + kBatch * g_world - 1) / (kBatch * g_world);
-  const int first = static_cast<int>(per_epoch + 1), rest = static_cast<int>(per_epoch + 2);
-
+// Trains `first` + `rest` steps in one go, then `first`, saves, and resumes in a fresh run for `rest`
+// (RNG reseeded per process, as a new job would be): the same batches and bit-identical weights.
+void expect_exact_resume(acc_accelerator* acc, const char* name, int first, int rest) {
+  const std::string dir = shared_dir(name);
   ACC_ASSERT_OK(acc_set_seed(11));
   std::vector<int64_t> whole_ids;
   std::vector<float> whole_weights;
   {
-    DistRun whole;
+    DistRun whole(acc);
     whole.train(first + rest);
     whole_ids = whole.ids;
     whole_weights = whole.weights();
@@ -137,20 +137,37 @@ TEST(Checkpoint, ResumedRunMatchesTheUninterruptedOneBitForBit) {
   ACC_ASSERT_OK(acc_set_seed(11));
   std::vector<int64_t> ids;
   {
-    DistRun head;
+    DistRun head(acc);
     head.train(first);
-    ACC_ASSERT_OK(acc_save_state(g_acc, dir.c_str(), nullptr));
+    ACC_ASSERT_OK(acc_save_state(acc, dir.c_str(), nullptr));
     ids = head.ids;
   }
-  ACC_ASSERT_OK(acc_set_seed(1000 + static_cast<uint64_t>(g_rank)));  // as a new job would be
-  DistRun tail;
-  ACC_ASSERT_OK(acc_load_state(g_acc, dir.c_str(), nullptr));
+  ACC_ASSERT_OK(acc_set_seed(1000 + static_cast<uint64_t>(g_rank)));
+  DistRun tail(acc);
+  ACC_ASSERT_OK(acc_load_state(acc, dir.c_str(), nullptr));
   tail.train(rest);
   ids.insert(ids.end(), tail.ids.begin(), tail.ids.end());
   EXPECT_EQ(ids, whole_ids) << "process " << g_rank << " saw other batches after resuming";
   EXPECT_EQ(tail.weights(), whole_weights) << "process " << g_rank;
-  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  ACC_ASSERT_OK(acc_wait_for_everyone(acc));
   if (g_rank == 0) std::filesystem::remove_all(dir);
+}
+
+int64_t batches_per_epoch() { return (kSamples + kBatch * g_world - 1) / (kBatch * g_world); }
+
+}  // namespace
+
+TEST(Checkpoint, ResumedRunMatchesTheUninterruptedOneBitForBit) {
+  const auto per_epoch = static_cast<int>(batches_per_epoch());
+  expect_exact_resume(g_acc, "resume", per_epoch + 1, per_epoch + 2);  // saved mid-epoch, resumed past its end
+}
+
+TEST(Checkpoint, ResumeIsExactWithBf16AndAccumulation) {
+  acc_accelerator* acc = acc_test::make_accelerator({{"mixed_precision", "bf16"}, {"gradient_accumulation_steps", "2"}});
+  // Saved at a window's end (the window restarts with each epoch): the second batch of epoch 1.
+  const auto per_epoch = static_cast<int>(batches_per_epoch());
+  expect_exact_resume(acc, "resume_bf16", per_epoch + 2, per_epoch + 3);
+  acc_accelerator_free(acc);
 }
 
 TEST(Checkpoint, AFileOneProcessCannotReadFailsTheLoadEverywhere) {
