@@ -750,8 +750,8 @@ ACC_API ACC_NODISCARD acc_status acc_get_state_dict(acc_accelerator *acc, acc_mo
 ACC_API ACC_NODISCARD acc_status acc_print(const acc_accelerator *acc, const char *text);
 /* Waits until every process gets here; returns at once on one process. */
 ACC_API ACC_NODISCARD acc_status acc_wait_for_everyone(acc_accelerator *acc);
-/* Drops the accelerator's references to what it prepared and resets the step counter to 0
- * (Accelerate's free_memory / clear), to train something else next. */
+/* Drops the accelerator's references to what it prepared, resets the step counter to 0 and gives
+ * cached GPU memory back (Accelerate's free_memory / clear), to train something else next. */
 ACC_API ACC_NODISCARD acc_status acc_free_memory(acc_accelerator *acc);
 
 /* Gradients of a prepared model accumulate locally, without the allreduce, until acc_no_sync_end

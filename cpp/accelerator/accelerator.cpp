@@ -327,6 +327,7 @@ void Accelerator::free_memory() {
   scheduler_order_.clear();
   loader_order_.clear();
   gradient_state_->set_step(0);  // as Accelerate's: the next training starts a fresh accumulation window
+  release_device_cache();
 }
 
 }  // namespace acc

@@ -120,8 +120,8 @@ class Accelerator {
   // Accelerate's main_process_first / local_main_process_first, as begin/end pairs.
   void main_process_first_begin(bool local);
   void main_process_first_end(bool local);
-  // Forgets every prepared object (they stay usable by whoever still holds them) and resets the step
-  // counter, as Accelerate's.
+  // Forgets every prepared object (they stay usable by whoever still holds them), resets the step
+  // counter and releases cached GPU memory, as Accelerate's.
   void free_memory();
   // Experiment tracking (Accelerate's init_trackers / log / end_training): log_with's trackers and
   // those added to trackers(); only the main process writes.

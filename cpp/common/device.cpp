@@ -2,6 +2,9 @@
 
 #include <torch/cuda.h>
 #include <torch/utils.h>
+#ifdef ACC_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #include "common/error.h"
 
@@ -14,6 +17,12 @@ int cuda_device_count() { return cuda_available() ? static_cast<int>(torch::cuda
 void set_seed(uint64_t seed) {
   torch::manual_seed(seed);
   if (cuda_available()) torch::cuda::manual_seed_all(seed);
+}
+
+void release_device_cache() {
+#ifdef ACC_WITH_CUDA
+  if (cuda_available()) c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
 }
 
 c10::Device parse_device(const std::string& name) {

@@ -20,4 +20,8 @@ int cuda_device_count();
 // Seeds torch's CPU generator and every GPU's (acc_set_seed, the accelerator's seed option).
 void set_seed(uint64_t seed);
 
+// Gives the GPU memory torch's caching allocator holds unused back to the driver
+// (torch.cuda.empty_cache, what Accelerate's free_memory ends with); nothing on CPU.
+void release_device_cache();
+
 }  // namespace acc

@@ -124,7 +124,6 @@ class DataLoader {
   // once from torch's default generator; at the start of every epoch `synchronize` replaces its
   // state with process 0's, then the epoch's permutation advances it.
   void synchronize_shuffle(std::function<void(at::Generator&)> synchronize);
-  bool has_synchronized_generator() const { return static_cast<bool>(synchronize_); }
 
   // Bookkeeping shared by every kind of loader.
   void batch_handed_out(bool last_of_epoch);
@@ -148,12 +147,12 @@ class DataLoader {
   bool variable_batches_ = false;
   std::optional<uint64_t> epoch_seed_;
   std::optional<uint64_t> resume_seed_;  // from load_state: the next epoch's seed, not drawn again
-  std::optional<at::Generator> generator_;               // synchronize_shuffle's generator
+  std::optional<at::Generator> generator_;  // synchronize_shuffle's generator
   std::function<void(at::Generator&)> synchronize_;
-  at::Tensor epoch_start_generator_state_;                // its state before this epoch's permutation
-  std::vector<uint8_t> resume_generator_state_;           // from load_state
-  std::vector<int64_t> order_;                            // the epoch's shuffled sample order
-  int64_t skipped_ = 0;                  // batches skip_first_batches dropped from this epoch
+  at::Tensor epoch_start_generator_state_;       // its state before this epoch's permutation
+  std::vector<uint8_t> resume_generator_state_;  // from load_state
+  std::vector<int64_t> order_;                   // the epoch's shuffled sample order
+  int64_t skipped_ = 0;                          // batches skip_first_batches dropped from this epoch
   std::vector<std::vector<int64_t>> plan_;
   std::unique_ptr<Prefetcher> prefetcher_;
   std::shared_ptr<LoaderObserver> observer_;

@@ -314,6 +314,15 @@ TEST(TensorList, NamedAccessAndErrors) {
 #define ACC_TEST_UNDER_ASAN 0
 #endif
 
+TEST(Errors, AnAllocationTheHostCannotMakeIsOutOfMemory) {
+  if (ACC_TEST_UNDER_ASAN) GTEST_SKIP() << "AddressSanitizer aborts on allocations this large";
+  // 1 PiB of float32: past the address space, so no overcommit setting lets it through.
+  const int64_t dims[2] = {int64_t{1} << 24, int64_t{1} << 24};
+  acc_tensor* t = nullptr;
+  ACC_EXPECT_ERROR(acc_tensor_zeros(dims, 2, ACC_DTYPE_FLOAT32, nullptr, &t), ACC_ERR_OUT_OF_MEMORY, "allocate");
+  EXPECT_EQ(t, nullptr);
+}
+
 TEST(Leak, HundredThousandTensorsGiveTheirMemoryBack) {
   std::vector<float> values(256, 1.0f);  // 1 KiB each: 100 MB if nothing were freed
   auto churn = [&] {
