@@ -151,6 +151,13 @@ TEST(Dist, PropertiesComeFromTheLauncher) {
   ACC_ASSERT_OK(acc_accelerator_is_last_process(g_acc, &last));
   EXPECT_EQ(main, g_rank == 0);
   EXPECT_EQ(last, g_rank == g_world - 1);
+  // Per machine (node): the local rank, and a local main process on each.
+  int64_t local = -1;
+  int local_main = -1;
+  ACC_ASSERT_OK(acc_accelerator_local_process_index(g_acc, &local));
+  ACC_ASSERT_OK(acc_accelerator_is_local_main_process(g_acc, &local_main));
+  EXPECT_EQ(local, std::atoll(std::getenv("LOCAL_RANK")));
+  EXPECT_EQ(local_main, local == 0);
   ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
 }
 

@@ -185,3 +185,31 @@ TEST(Checkpoint, AFileOneProcessCannotReadFailsTheLoadEverywhere) {
   ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
   if (g_rank == 0) std::filesystem::remove_all(dir);
 }
+
+TEST(Checkpoint, SaveOnEachNodeGivesEveryNodeACompleteCheckpoint) {
+  // Each node's local main writes the shared files into the node's folder: on a cluster the same
+  // path on each node's own disk; here, where simulated nodes share one disk, a folder per node.
+  acc_accelerator* acc = acc_test::make_accelerator({{"save_on_each_node", "true"}});
+  const std::string dir = shared_dir("each_node") + "_node" + std::getenv("GROUP_RANK");
+  std::vector<float> saved;
+  {
+    DistRun run(acc);
+    run.train(2);
+    saved = run.weights();
+    ACC_ASSERT_OK(acc_save_state(acc, dir.c_str(), nullptr));
+  }
+  ACC_ASSERT_OK(acc_wait_for_everyone(acc));
+  for (const char* name : {"accelerate_state.json", "model.safetensors", "optimizer.safetensors", "scheduler.json"})
+    EXPECT_TRUE(std::filesystem::exists(dir + "/" + name)) << dir << " lacks " << name;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/random_states_" + std::to_string(g_rank) + ".safetensors"));
+  {
+    DistRun fresh(acc);
+    ACC_ASSERT_OK(acc_load_state(acc, dir.c_str(), nullptr));  // every process reads its node's copy
+    EXPECT_EQ(fresh.weights(), saved);
+  }
+  ACC_ASSERT_OK(acc_wait_for_everyone(acc));
+  int local_main = 0;
+  ACC_ASSERT_OK(acc_accelerator_is_local_main_process(acc, &local_main));
+  if (local_main) std::filesystem::remove_all(dir);
+  acc_accelerator_free(acc);
+}
