@@ -114,6 +114,7 @@ using namespace accswig;
 %feature("director") accswig::CheckpointHook;
 %feature("director") accswig::Tracker;
 %feature("director") accswig::LrLambda;
+%feature("director") accswig::BatchSizeRun;
 %nodefaultctor accswig::Callback;
 %include "swig/directors.hpp"
 
@@ -158,6 +159,13 @@ struct Library {
   static std::string lastErrorBacktrace() { return acc_last_error_backtrace(); }
   /* For callback implementations: the message of the error they are about to return. */
   static void callbackSetError(const char *message) { acc_callback_set_error(message); }
+  /* Accelerate's find_executable_batch_size over `run` (borrowed for the call); the layers wrap it. */
+  static int64_t findBatchSizeWith(int64_t startingBatchSize, accswig::BatchSizeRun *run ERR) {
+    if (!run) fail(ACC_ERR_INVALID_ARGUMENT, "the run is null");
+    int64_t out = 0;
+    check(acc_find_executable_batch_size(startingBatchSize, &batch_size_trampoline, run, &out));
+    return out;
+  }
 };
 
 /* Names Model.loadSafetensors found missing from the file and unexpected in it. */

@@ -137,6 +137,10 @@ inline int tracker_log_trampoline(void *ud, const char *const *names, const doub
 inline int tracker_finish_trampoline(void *ud) {
   return guarded([&] { return static_cast<Tracker *>(ud)->finish(); });
 }
+inline int batch_size_trampoline(void *ud, int64_t batch_size) {
+  // The run returns a status: a C++ exception escaping it is reported as ACC_ERR_IO, not as 1.
+  return guarded([&] { return static_cast<BatchSizeRun *>(ud)->run(batch_size); }, ACC_ERR_IO);
+}
 inline int lr_lambda_trampoline(void *ud, int64_t step, double *factor) {
   Factor f;
   const int code = guarded([&] { return static_cast<LrLambda *>(ud)->factor(step, &f); });

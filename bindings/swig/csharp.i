@@ -81,6 +81,7 @@ ACC_CS_ARRAY(uint8_t, byte)
 %csconst(0) ACC_FORWARD_NO_GRAD;
 
 /* Internal plumbing the idiomatic methods (bindings/csharp/src) are built on. */
+%csmethodmodifiers accswig::Library::findBatchSizeWith "internal";
 %csmethodmodifiers acc_tensor::fromFloats "internal";
 %csmethodmodifiers acc_tensor::fromDoubles "internal";
 %csmethodmodifiers acc_tensor::fromLongs "internal";

@@ -72,4 +72,12 @@ class LrLambda : public Callback {
   virtual int factor(int64_t step, Factor* out) = 0;
 };
 
+class BatchSizeRun : public Callback {
+ public:
+  // Trains with `batch_size`. Unlike the others it returns an acc_status: the host layer turns the
+  // library's exception into its status (ACC_ERR_OUT_OF_MEMORY: try a smaller batch), any other
+  // into ACC_ERR_IO. Borrowed for one Library.findBatchSizeWith call, never owned by the library.
+  virtual int run(int64_t batch_size) = 0;
+};
+
 }  // namespace accswig

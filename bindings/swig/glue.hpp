@@ -76,7 +76,7 @@ struct ListTensors {
 // Runs a host callback that returns a status; a C++ exception (e.g. Java's director exception)
 // becomes a failure with its text.
 template <typename Call>
-int guarded(Call call) {
+int guarded(Call call, int failure = 1) {
   try {
     return call();
   } catch (const std::exception& e) {
@@ -84,7 +84,7 @@ int guarded(Call call) {
   } catch (...) {
     acc_callback_set_error("unknown exception in a callback");
   }
-  return 1;
+  return failure;
 }
 
 // The callbacks the library holds. Whether the library frees user data when a registration fails

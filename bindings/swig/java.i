@@ -150,10 +150,11 @@ ACC_JAVA_HANDLE(accswig::LoadReport)
 
 /* Directors: no finalizer either; the host layer hands them to the library, which frees them. */
 %typemap(javafinalize) accswig::SampleSource, accswig::StreamSource, accswig::Collator, accswig::StateHandler,
-    accswig::CheckpointHook, accswig::Tracker, accswig::LrLambda ""
+    accswig::CheckpointHook, accswig::Tracker, accswig::LrLambda, accswig::BatchSizeRun ""
 
 /* Internal plumbing the idiomatic methods (java_code.i) are built on. */
 %javamethodmodifiers acc_tensor::copyShape "protected";
+%javamethodmodifiers accswig::Library::findBatchSizeWith "protected";
 %javamethodmodifiers acc_optimizer::addParamGroup "protected";
 %javamethodmodifiers acc_dataset::fromSampleSource "protected";
 %javamethodmodifiers acc_dataset::fromStreamSource "protected";

@@ -136,6 +136,22 @@
   }
 %}
 
+%typemap(javacode) accswig::Library %{
+  /** Accelerate's find_executable_batch_size: runs fn with startingBatchSize and, while it throws
+   *  OutOfMemoryException, again with 90% of the batch size (rounded down); returns the batch size
+   *  that ran. Another exception from fn ends the search: the library's as it was thrown, any other
+   *  as an IoException with its message. OutOfMemoryException when no batch size down to 1 fits. */
+  public static long findExecutableBatchSize(long startingBatchSize, BatchSizeFunction fn) {
+    if (fn == null) throw new NullPointerException("fn");
+    BatchSizeRun run = CallbackAdapters.batchSizeRun(fn);
+    try {
+      return findBatchSizeWith(startingBatchSize, run);
+    } finally {
+      run.delete();
+    }
+  }
+%}
+
 %typemap(javacode) acc_scheduler %{
   /** PyTorch's LambdaLR: lr = base_lr * fn.factor(step), at creation (step 0) and every step. */
   public static Scheduler fromLambda(Optimizer opt, LrLambdaFunction fn) {

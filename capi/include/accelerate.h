@@ -176,6 +176,20 @@ ACC_API int64_t acc_debug_live_handles(acc_handle_kind kind);
  * same run. */
 ACC_API ACC_NODISCARD acc_status acc_set_seed(uint64_t seed);
 
+/* A training run for acc_find_executable_batch_size: returns 0 when it finished with batch_size, or
+ * an acc_status when it failed, usually the status of the library call that failed
+ * (ACC_ERR_OUT_OF_MEMORY when the batch did not fit). */
+typedef int (*acc_batch_size_fn)(void *user_data, int64_t batch_size);
+/* Accelerate's find_executable_batch_size: runs fn with starting_batch_size and, each time it returns
+ * ACC_ERR_OUT_OF_MEMORY, gives cached GPU memory back and runs it again with 90% of the batch size
+ * (rounded down). *out_batch_size: the batch size of the run that finished. Another status from fn
+ * ends the search and is returned, with the message fn left with acc_callback_set_error or else that
+ * of the library call that failed (a value that is no acc_status is ACC_ERR_IO). When no batch size
+ * down to 1 fits: ACC_ERR_OUT_OF_MEMORY. fn runs on the calling thread; each process searches on its
+ * own, as in Accelerate. */
+ACC_API ACC_NODISCARD acc_status acc_find_executable_batch_size(int64_t starting_batch_size, acc_batch_size_fn fn,
+                                                                void *user_data, int64_t *out_batch_size);
+
 /* ------------------------------------------------------------------------------------------------
  * String lists (parameter names, state-dict keys, ...)
  * ---------------------------------------------------------------------------------------------- */

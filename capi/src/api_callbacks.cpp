@@ -1,4 +1,6 @@
-// Datasets and collation driven by callbacks of the host program.
+// Datasets and collation driven by callbacks of the host program, and the batch-size search that
+// runs the host's training.
+#include "common/batch_size_search.h"
 #include "data/callback_dataset.h"
 #include "guard.h"
 #include "handles.h"
@@ -62,6 +64,25 @@ void acc_callback_set_error(const char* message) {
     acc::capi::g_callback_error = message ? message : "";
   } catch (...) {
   }
+}
+
+acc_status acc_find_executable_batch_size(int64_t starting_batch_size, acc_batch_size_fn fn, void* user_data,
+                                          int64_t* out_batch_size) {
+  return guarded([&] {
+    acc::require(fn != nullptr, "fn is NULL");
+    int64_t* out = out_param(out_batch_size, "out_batch_size");
+    *out = acc::find_executable_batch_size(starting_batch_size, [&](int64_t batch_size) {
+      clear_callback_error();
+      const int code = fn(user_data, batch_size);
+      if (code == ACC_OK) return true;
+      if (code == ACC_ERR_OUT_OF_MEMORY) return false;
+      // Another failure ends the search: its status, and the callback's message or the failed call's.
+      const std::string message = g_callback_error.empty() ? last_message() : g_callback_error;
+      const bool status = code > ACC_OK && code <= ACC_ERR_INTERNAL;
+      acc::fail(status ? static_cast<acc::Status>(code) : acc::Status::Io, "the run with batch size ", batch_size,
+                " failed", status ? "" : " (code " + std::to_string(code) + ")", message.empty() ? "" : ": " + message);
+    });
+  });
 }
 
 acc_status acc_dataset_from_callback(int64_t size, acc_sample_fn sample, void* user_data, acc_free_fn free_user_data,

@@ -20,6 +20,18 @@
   } while (0)
 
 // Asserts a failure with `code` whose message contains `needle`.
+// Whether AddressSanitizer watches this build (it aborts on allocations too large to be real).
+#if defined(__SANITIZE_ADDRESS__)
+#define ACC_TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ACC_TEST_UNDER_ASAN 1
+#endif
+#endif
+#ifndef ACC_TEST_UNDER_ASAN
+#define ACC_TEST_UNDER_ASAN 0
+#endif
+
 #define ACC_EXPECT_ERROR(expr, code, needle)                                                       \
   do {                                                                                             \
     acc_status acc_status_ = (expr);                                                               \

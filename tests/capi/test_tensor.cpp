@@ -303,17 +303,6 @@ TEST(TensorList, NamedAccessAndErrors) {
   acc_tensor_list_free(list);
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define ACC_TEST_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define ACC_TEST_UNDER_ASAN 1
-#endif
-#endif
-#ifndef ACC_TEST_UNDER_ASAN
-#define ACC_TEST_UNDER_ASAN 0
-#endif
-
 TEST(Errors, AnAllocationTheHostCannotMakeIsOutOfMemory) {
   if (ACC_TEST_UNDER_ASAN) GTEST_SKIP() << "AddressSanitizer aborts on allocations this large";
   // 1 PiB of float32: past the address space, so no overcommit setting lets it through.

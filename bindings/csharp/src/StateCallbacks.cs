@@ -140,6 +140,38 @@ internal sealed class LrLambdaAdapter : LrLambda {
   public override void Released() { Unpin(); }
 }
 
+// Borrowed for one search (not pinned: the caller holds it for the call and disposes it): returns
+// the status of what failed, as BatchSizeRun asks.
+internal sealed class BatchSizeAdapter : BatchSizeRun {
+  readonly Action<long> run;
+
+  internal BatchSizeAdapter(Action<long> run) { this.run = run; }
+
+  public override int Run(long batchSize) {
+    try {
+      run(batchSize);
+      return 0;
+    } catch (AccelerateException e) {
+      Library.CallbackSetError(e.Message);
+      return (int)e.Status;
+    } catch (Exception e) {
+      CallbackErrors.Failed(e);
+      return (int)Status.IO;
+    }
+  }
+}
+
+public partial class Library {
+  /// Accelerate's find_executable_batch_size: runs `run` with startingBatchSize and, while it throws
+  /// AccelerateOutOfMemoryException, again with 90% of the batch size (rounded down); returns the
+  /// batch size that ran. Another exception ends the search: the library's as it was thrown, any
+  /// other as AccelerateIOException with its message.
+  public static long FindExecutableBatchSize(long startingBatchSize, Action<long> run) {
+    if (run == null) throw new ArgumentNullException("run");
+    using (var adapter = new BatchSizeAdapter(run)) return FindBatchSizeWith(startingBatchSize, adapter);
+  }
+}
+
 public partial class Scheduler {
   /// PyTorch's LambdaLR: lr = base_lr * factor(step), called at creation (step 0) and every step.
   /// An exception fails the step (AccelerateIOException) and leaves the rates as they were.

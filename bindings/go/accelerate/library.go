@@ -1,6 +1,11 @@
 package accelerate
 
-import "accelerate/go/internal/capi"
+import (
+	"errors"
+	"fmt"
+
+	"accelerate/go/internal/capi"
+)
 
 // The package refuses to load against a library of another ABI (a clear message, not a crash).
 func init() {
@@ -50,3 +55,40 @@ func LiveHandles(kind HandleKind) int64 {
 
 // LastErrorBacktrace is the C++ backtrace of this thread's last failure, if one was captured.
 func LastErrorBacktrace() string { return capi.AccelerateLastErrorBacktrace() }
+
+// FindExecutableBatchSize is Accelerate's find_executable_batch_size: it calls run with
+// startingBatchSize and, while run fails with ErrOutOfMemory, again with 90% of the batch size
+// (rounded down); it returns the batch size whose run succeeded. Another error ends the search: the
+// library's with its status, any other (or a panic) as ErrIO with its text. run is called on the
+// calling goroutine.
+func FindExecutableBatchSize(startingBatchSize int64, run func(batchSize int64) error) (int64, error) {
+	if run == nil {
+		return 0, &Error{Status: StatusInvalidArgument, Message: "run is nil"}
+	}
+	d := capi.NewDirectorBatchSizeRun(&batchSizeAdapter{run})
+	defer capi.DeleteDirectorBatchSizeRun(d)
+	return call(func(e *string) int64 { return capi.AccelerateFindBatchSizeWith(startingBatchSize, d, e) })
+}
+
+// batchSizeAdapter returns the status of what failed (ErrOutOfMemory asks for a smaller batch).
+type batchSizeAdapter struct{ fn func(int64) error }
+
+func (a *batchSizeAdapter) Run(batchSize int64) (code int) {
+	defer func() {
+		if p := recover(); p != nil {
+			capi.AccelerateCallbackSetError(fmt.Sprint("panic: ", p))
+			code = int(StatusIO)
+		}
+	}()
+	err := a.fn(batchSize)
+	if err == nil {
+		return 0
+	}
+	var lib *Error
+	if errors.As(err, &lib) && lib.Status != StatusOK {
+		capi.AccelerateCallbackSetError(lib.Message)
+		return int(lib.Status)
+	}
+	capi.AccelerateCallbackSetError(err.Error())
+	return int(StatusIO)
+}

@@ -177,6 +177,25 @@ final class CallbackAdapters {
     return l;
   }
 
+  /** Borrowed for one search (the caller deletes it): returns the library's status of what failed. */
+  static BatchSizeRun batchSizeRun(BatchSizeFunction fn) {
+    return new BatchSizeRun() {
+      @Override
+      public int run(long batchSize) {
+        try {
+          fn.run(batchSize);
+          return 0;
+        } catch (AccelerateException e) {
+          Accelerate.callbackSetError(e.getMessage());
+          return e.status().swigValue();
+        } catch (Throwable t) {
+          failed(t);
+          return Status.IO.swigValue();
+        }
+      }
+    };
+  }
+
   private static void appendAndClose(TensorList out, Tensor[] fields, String what) {
     if (fields == null) throw new NullPointerException("the callback returned null for " + what);
     try {
