@@ -109,6 +109,8 @@ ACC_CS_ARRAY(uint8_t, byte)
 %csmethodmodifiers acc_accelerator::accumulateEnd "internal";
 %csmethodmodifiers acc_accelerator::noSyncBegin "internal";
 %csmethodmodifiers acc_accelerator::noSyncEnd "internal";
+%csmethodmodifiers acc_accelerator::joinUnevenInputsBegin "internal";
+%csmethodmodifiers acc_accelerator::joinUnevenInputsEnd "internal";
 %csmethodmodifiers acc_accelerator::mainProcessFirstBegin "internal";
 %csmethodmodifiers acc_accelerator::mainProcessFirstEnd "internal";
 %csmethodmodifiers acc_accelerator::localMainProcessFirstBegin "internal";

@@ -168,6 +168,8 @@ ACC_JAVA_HANDLE(accswig::LoadReport)
 %javamethodmodifiers acc_accelerator::accumulateEnd "protected";
 %javamethodmodifiers acc_accelerator::noSyncBegin "protected";
 %javamethodmodifiers acc_accelerator::noSyncEnd "protected";
+%javamethodmodifiers acc_accelerator::joinUnevenInputsBegin "protected";
+%javamethodmodifiers acc_accelerator::joinUnevenInputsEnd "protected";
 %javamethodmodifiers acc_accelerator::mainProcessFirstBegin "protected";
 %javamethodmodifiers acc_accelerator::mainProcessFirstEnd "protected";
 %javamethodmodifiers acc_accelerator::localMainProcessFirstBegin "protected";

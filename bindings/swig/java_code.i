@@ -230,6 +230,13 @@
     noSyncBegin(model);
     return new Scope(() -> noSyncEnd(model));
   }
+  /** Accelerate's join_uneven_inputs: processes may run different numbers of training steps of the
+   *  model inside the scope; closing it where a process's data has ended joins the others until all
+   *  have ended, then every replica takes the weights of one that trained to the end. */
+  public Scope joinUnevenInputs(Model model) {
+    joinUnevenInputsBegin(model);
+    return new Scope(() -> joinUnevenInputsEnd(model));
+  }
   /** The main process runs the scope first; the others wait for it. */
   public Scope mainProcessFirst() {
     mainProcessFirstBegin();

@@ -775,6 +775,18 @@ ACC_API ACC_NODISCARD acc_status acc_no_sync_end(acc_accelerator *acc, acc_model
 /* After a forward inside no_sync: the coming backward averages gradients after all (Accelerate's
  * trigger_sync_in_backward). */
 ACC_API ACC_NODISCARD acc_status acc_trigger_sync_in_backward(acc_accelerator *acc, acc_model *model);
+/* Accelerate's join_uneven_inputs for a prepared model (torch's Join with DDP's join hook), as a
+ * begin/end pair: in between, processes may run different numbers of training steps (loaders with
+ * even_batches off). Each process calls end when its data has ended; end then takes part in the
+ * others' buffer broadcasts and gradient averaging with zeros (averages stay divided by the number of
+ * processes, as torch's default) until every process has called it, and finally every replica takes
+ * the parameters and buffers of a process that trained to the end. Inside, a training forward costs
+ * two small allreduces more; the model's forward and backward must alternate (one forward per
+ * backward), and no other collective (gather, reduce, ...) may run in between on some processes only.
+ * Not supported with ddp_find_unused_parameters or acc_trigger_sync_in_backward (ACC_ERR_INVALID_ARGUMENT
+ * naming it). On one process both do nothing. */
+ACC_API ACC_NODISCARD acc_status acc_join_uneven_inputs_begin(acc_accelerator *acc, acc_model *model);
+ACC_API ACC_NODISCARD acc_status acc_join_uneven_inputs_end(acc_accelerator *acc, acc_model *model);
 /* Python's `with accelerator.main_process_first()`: the main process runs the section first, the
  * others wait for it at begin; it waits for them at end. The local variants use the machine's main. */
 ACC_API ACC_NODISCARD acc_status acc_main_process_first_begin(acc_accelerator *acc);

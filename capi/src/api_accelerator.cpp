@@ -235,6 +235,14 @@ acc_status acc_trigger_sync_in_backward(acc_accelerator* a, acc_model* model) {
   return guarded([&] { accelerator_arg(a).trigger_sync_in_backward(live(model, "model").model); });
 }
 
+acc_status acc_join_uneven_inputs_begin(acc_accelerator* a, acc_model* model) {
+  return guarded([&] { accelerator_arg(a).join_uneven_inputs_begin(live(model, "model").model); });
+}
+
+acc_status acc_join_uneven_inputs_end(acc_accelerator* a, acc_model* model) {
+  return guarded([&] { accelerator_arg(a).join_uneven_inputs_end(live(model, "model").model); });
+}
+
 acc_status acc_main_process_first_begin(acc_accelerator* a) {
   return guarded([&] { accelerator_arg(a).main_process_first_begin(false); });
 }

@@ -114,6 +114,9 @@ class Accelerator {
   void no_sync_begin(const std::shared_ptr<Model>& model);
   void no_sync_end(const std::shared_ptr<Model>& model);
   void trigger_sync_in_backward(const std::shared_ptr<Model>& model);
+  // Accelerate's join_uneven_inputs for a prepared model, as a begin/end pair (see DataParallel).
+  void join_uneven_inputs_begin(const std::shared_ptr<Model>& model) { prepared(model)->join_begin(); }
+  void join_uneven_inputs_end(const std::shared_ptr<Model>& model) { prepared(model)->join_end(); }
   // gather, without the samples that even_batches repeated at the end of the epoch (call it on every
   // batch inside the loop, as in Accelerate).
   at::Tensor gather_for_metrics(const at::Tensor& tensor, const std::string& name);

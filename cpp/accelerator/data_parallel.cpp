@@ -18,17 +18,16 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
     : dist_(std::move(dist)), options_(options) {
   std::vector<at::Tensor> params;
   std::unordered_map<size_t, std::string> names;
-  std::vector<at::Tensor> everything;
   for (const auto& entry : model->named_parameters()) {
-    everything.push_back(entry.second);
+    state_.push_back(entry.second);
     if (!entry.second.requires_grad()) continue;
     names[params.size()] = entry.first;
     params.push_back(entry.second);
   }
   // Buffers keep their identity (Model::to and load_state_dict work in place): found once, not per forward.
   for (const auto& entry : model->named_buffers()) buffers_.push_back(entry.second);
-  everything.insert(everything.end(), buffers_.begin(), buffers_.end());
-  broadcast(everything, "prepare_model (initial parameters)");
+  state_.insert(state_.end(), buffers_.begin(), buffers_.end());
+  broadcast(state_, "prepare_model (initial parameters)");
   if (params.empty()) return;
   if (options_.comm_hook == "bf16" && !dist_->device().is_cuda())
     fail(Status::Unsupported, "the bf16 DDP comm hook needs NCCL: Gloo cannot allreduce bf16 (use \"fp16\" on CPU)");
@@ -41,6 +40,15 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
   // Gradients are ready in reverse order of the forward: the last parameters' bucket goes first.
   std::reverse(buckets.begin(), buckets.end());
   std::reverse(limits.begin(), limits.end());
+  for (const auto& bucket : buckets) {
+    int64_t elements = 0;
+    for (size_t i : bucket) elements += params[i].numel();
+    // The compression hooks allreduce a 16-bit copy of the bucket.
+    const at::ScalarType wire = options_.comm_hook == "fp16"   ? at::kHalf
+                                : options_.comm_hook == "bf16" ? at::kBFloat16
+                                                               : params[bucket.front()].scalar_type();
+    buckets_.emplace_back(elements, wire);
+  }
   try {
     reducer_ = std::make_unique<c10d::Reducer>(params, buckets, limits, dist_->group(),
                                                std::vector<bool>(params.size(), false), cap,
@@ -57,7 +65,7 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
     require(options_.comm_hook == "no", "unknown DDP comm hook '", options_.comm_hook, "' (no, fp16, bf16)");
 }
 
-void DataParallel::broadcast(const std::vector<at::Tensor>& tensors, const std::string& name) {
+void DataParallel::broadcast(const std::vector<at::Tensor>& tensors, const std::string& name, int64_t source) {
   // One collective per dtype, not per tensor: buffers are broadcast before every training forward.
   at::NoGradGuard no_grad;
   std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
@@ -68,9 +76,9 @@ void DataParallel::broadcast(const std::vector<at::Tensor>& tensors, const std::
     for (const auto& t : group) flat.push_back(t.reshape({-1}).to(dist_->device()));
     std::vector<at::Tensor> list{at::cat(flat)};
     c10d::BroadcastOptions options;
-    options.rootRank = 0;
+    options.rootRank = source;
     wait_collective(dist_->group()->broadcast(list, options), name);
-    if (dist_->rank() == 0) continue;
+    if (dist_->rank() == source) continue;
     int64_t offset = 0;
     for (auto& t : group) {
       t.copy_(list[0].narrow(0, offset, t.numel()).view(t.sizes()));
@@ -79,9 +87,51 @@ void DataParallel::broadcast(const std::vector<at::Tensor>& tensors, const std::
   }
 }
 
-void DataParallel::before_forward() {
+void DataParallel::before_forward(bool sync) {
+  if (joining_) allreduce(1, c10d::ReduceOp::SUM, "join_uneven_inputs (processes still training)");
   if (options_.broadcast_buffers && !buffers_.empty()) broadcast(buffers_, "forward (buffers)");
+  if (joining_) allreduce(sync ? 1 : 0, c10d::ReduceOp::MAX, "join_uneven_inputs (gradient sync)");
   if (reducer_) reducer_->prepare_for_forward();
+}
+
+int64_t DataParallel::allreduce(int64_t value, c10d::ReduceOp op, const std::string& name) {
+  std::vector<at::Tensor> list{at::full({1}, value, at::TensorOptions().dtype(at::kLong).device(dist_->device()))};
+  c10d::AllreduceOptions options;
+  options.reduceOp = op;
+  wait_collective(dist_->group()->allreduce(list, options), name);
+  return list[0].item<int64_t>();
+}
+
+void DataParallel::join_begin() {
+  require(!joining_, "join_uneven_inputs has begun already for this model");
+  require(!options_.find_unused_parameters,
+          "join_uneven_inputs does not support ddp_find_unused_parameters (its extra allreduce is not joined)");
+  joining_ = true;
+}
+
+void DataParallel::join_end() {
+  require(joining_, "join_uneven_inputs_end without join_uneven_inputs_begin");
+  joining_ = false;
+  // Until every process is here: one round per training forward the others still run.
+  bool last_to_finish = true;
+  while (allreduce(0, c10d::ReduceOp::SUM, "join_uneven_inputs (processes still training)") > 0) {
+    last_to_finish = false;
+    if (options_.broadcast_buffers && !buffers_.empty()) broadcast(buffers_, "forward (buffers)");
+    if (allreduce(0, c10d::ReduceOp::MAX, "join_uneven_inputs (gradient sync)") > 0) shadow_gradient_allreduces();
+  }
+  // Replicas that finished early missed steps: all take the state of the highest rank among those
+  // that finished last (they ran every step).
+  const int64_t authority =
+      allreduce(last_to_finish ? dist_->rank() : -1, c10d::ReduceOp::MAX, "join_uneven_inputs (final model)");
+  broadcast(state_, "join_uneven_inputs (final model)", authority);
+}
+
+void DataParallel::shadow_gradient_allreduces() {
+  // The Reducer launches its buckets' allreduces in bucket order, one each (comm hooks included).
+  for (const auto& [elements, dtype] : buckets_) {
+    std::vector<at::Tensor> zeros{at::zeros({elements}, at::TensorOptions().dtype(dtype).device(dist_->device()))};
+    wait_collective(dist_->group()->allreduce(zeros), "join_uneven_inputs (gradients)");
+  }
 }
 
 void DataParallel::after_forward(const NamedTensors& outputs, bool sync) {
@@ -98,6 +148,8 @@ void DataParallel::after_forward(const NamedTensors& outputs, bool sync) {
 
 void DataParallel::sync_next_backward() {
   if (!reducer_) return;
+  require(!joining_, "trigger_sync_in_backward is not supported inside join_uneven_inputs (processes that "
+          "have finished could not know the backward averages gradients)");
   try {
     reducer_->prepare_for_backward({});
   } catch (const c10::Error& e) {

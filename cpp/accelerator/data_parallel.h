@@ -25,16 +25,33 @@ class DataParallel {
   DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distributed> dist, DataParallelOptions options);
 
   // Around each forward that records autograd history: buffers from rank 0, then the Reducer is told
-  // a backward follows (unless gradients are to accumulate locally: no_sync).
-  void before_forward();
+  // a backward follows (unless gradients are to accumulate locally, sync false: no_sync).
+  void before_forward(bool sync);
   void after_forward(const NamedTensors& outputs, bool sync);
   // Makes the next backward average gradients even inside no_sync (trigger_sync_in_backward).
   void sync_next_backward();
 
- private:
-  void broadcast(const std::vector<at::Tensor>& tensors, const std::string& name);
+  // Accelerate's join_uneven_inputs (torch's Join with DDP's join hook), for processes that run
+  // different numbers of training steps. Between join_begin and join_end each training forward
+  // first tells the others that this process still trains and whether its backward averages
+  // gradients. join_end, where a process's data has ended, joins the others' collectives with zeros
+  // (its buffer broadcasts, and the gradient allreduces: averages stay divided by every process)
+  // until all have ended; then every replica takes the parameters and buffers of a process that
+  // trained to the end.
+  void join_begin();
+  void join_end();
+  bool joining() const { return joining_; }
 
+ private:
+  void broadcast(const std::vector<at::Tensor>& tensors, const std::string& name, int64_t source = 0);
+  int64_t allreduce(int64_t value, c10d::ReduceOp op, const std::string& name);
+  // A joined process's side of the gradient allreduces of one backward: zeros, bucket by bucket.
+  void shadow_gradient_allreduces();
+
+  std::vector<at::Tensor> state_;    // parameters and buffers: what replicas must agree on
   std::vector<at::Tensor> buffers_;  // the model's buffers, broadcast from rank 0 before each forward
+  std::vector<std::pair<int64_t, at::ScalarType>> buckets_;  // the Reducer's buckets: elements, dtype
+  bool joining_ = false;
   std::shared_ptr<Distributed> dist_;
   DataParallelOptions options_;
   std::unique_ptr<c10d::Reducer> reducer_;

@@ -14,7 +14,7 @@ PreparedModel::PreparedModel(std::shared_ptr<Model> inner, c10::DeviceType devic
 NamedTensors PreparedModel::forward(const std::vector<at::Tensor>& inputs) {
   // Only a forward that a backward can follow involves the other processes.
   const bool distributed = data_parallel_ && at::GradMode::is_enabled() && is_training();
-  if (distributed) data_parallel_->before_forward();
+  if (distributed) data_parallel_->before_forward(gradient_sync_);
   NamedTensors outputs;
   if (autocast_dtype_) {
     {

@@ -33,6 +33,13 @@ class PreparedModel final : public Model {
   void trigger_sync_in_backward() {
     if (data_parallel_) data_parallel_->sync_next_backward();
   }
+  // join_uneven_inputs (see DataParallel); nothing to do on one process.
+  void join_begin() {
+    if (data_parallel_) data_parallel_->join_begin();
+  }
+  void join_end() {
+    if (data_parallel_) data_parallel_->join_end();
+  }
 
  private:
   std::shared_ptr<Model> inner_;

@@ -276,38 +276,23 @@ TEST(Dist, MainProcessFirst) {
 
 TEST(Ddp, HalfBatchesOnEachProcessMatchTheWholeBatchOnOne) {
   // Reference: a local copy of the same initial model, trained on the whole job's batch.
-  ACC_ASSERT_OK(acc_set_seed(11));
-  acc_model* local = nullptr;
-  ACC_ASSERT_OK(acc_model_from_spec(kNet, &local));
-  ACC_ASSERT_OK(acc_set_seed(11));
-  acc_model* model = nullptr;
-  ACC_ASSERT_OK(acc_model_from_spec(kNet, &model));
-  acc_optimizer *local_opt = nullptr, *opt = nullptr;
-  ACC_ASSERT_OK(acc_optimizer_create(local, "sgd", nullptr, &local_opt));
-  ACC_ASSERT_OK(acc_optimizer_set_lr(local_opt, 0, 0.2));
-  ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
-  ACC_ASSERT_OK(acc_optimizer_set_lr(opt, 0, 0.2));
+  TwinModels twins(kNet, 11, 0.2, 0.2);
   const char* hook = std::getenv("ACC_TEST_COMM_HOOK");
   if (hook && std::string(hook) == "bf16") {  // Gloo has no bf16 allreduce: refused, not mis-summed
-    ACC_EXPECT_ERROR(acc_prepare(g_acc, &model, &opt, nullptr, nullptr), ACC_ERR_UNSUPPORTED, "needs NCCL");
-    for (acc_model* m : {local, model}) acc_model_free(m);
-    for (acc_optimizer* o : {local_opt, opt}) acc_optimizer_free(o);
+    ACC_EXPECT_ERROR(acc_prepare(g_acc, &twins.model, &twins.opt, nullptr, nullptr), ACC_ERR_UNSUPPORTED,
+                     "needs NCCL");
     return;
   }
-  ACC_ASSERT_OK(acc_prepare(g_acc, &model, &opt, nullptr, nullptr));
+  ACC_ASSERT_OK(acc_prepare(g_acc, &twins.model, &twins.opt, nullptr, nullptr));
   for (int step = 0; step < 5; ++step) {
     auto [x, y] = job_batch(step);
-    train_step(local, local_opt, x, y, 8 * g_world, false);
-    train_step(model, opt, rows_of(x, 3, g_rank * 8, 8), rows_of(y, 2, g_rank * 8, 8), 8, true);
+    train_step(twins.local, twins.local_opt, x, y, 8 * g_world, false);
+    train_step(twins.model, twins.opt, rows_of(x, 3, g_rank * 8, 8), rows_of(y, 2, g_rank * 8, 8), 8, true);
   }
   for (const char* name : {"0.weight", "0.bias", "2.weight", "2.bias"}) {
-    auto a = weights(local, name), b = weights(model, name);
+    auto a = weights(twins.local, name), b = weights(twins.model, name);
     for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], weight_tolerance()) << name << "[" << i << "]";
   }
-  acc_optimizer_free(local_opt);
-  acc_optimizer_free(opt);
-  acc_model_free(local);
-  acc_model_free(model);
 }
 
 TEST(Ddp, TorchScriptModelsTrainDataParallelToo) {

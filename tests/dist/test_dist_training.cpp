@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -189,4 +190,117 @@ TEST(Training, BatchSamplersOfVaryingSizesShardWithoutEvenBatches) {
   acc_accelerator_free(acc);
   acc_tensor_free(t);
   acc_dataset_free(ds);
+}
+
+namespace {
+
+// Rank `rank`'s 4 samples at `step` (inputs of 3 features, targets of 2).
+std::vector<float> rank_rows(int64_t rank, int step, int64_t width, bool targets) {
+  std::vector<float> v;
+  for (int64_t i = 0; i < 4 * width; ++i) {
+    const auto k = static_cast<float>(rank * 97 + step * 13 + i);
+    v.push_back(targets ? std::cos(0.3f * k) : std::sin(0.7f * k));
+  }
+  return v;
+}
+
+// Forward and backward of rank `rank`'s batch at `step` (acc: the accelerator's backward; null: plain).
+void forward_backward(acc_model* m, acc_accelerator* acc, int64_t rank, int step) {
+  acc_tensor* x = floats(rank_rows(rank, step, 3, false), {4, 3});
+  acc_tensor* y = floats(rank_rows(rank, step, 2, true), {4, 2});
+  acc_tensor *out = nullptr, *loss = nullptr;
+  ASSERT_EQ(acc_model_forward1(m, x, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
+  ASSERT_EQ(acc_loss_mse(out, y, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+  ASSERT_EQ(acc ? acc_backward(acc, loss) : acc_tensor_backward(loss), ACC_OK) << acc_last_error_message();
+  for (acc_tensor* t : {x, y, out, loss}) acc_tensor_free(t);
+}
+
+std::vector<float> all_weights(acc_model* m) {
+  std::vector<float> all;
+  for (const char* name : {"0.weight", "0.bias", "2.weight", "2.bias"}) {
+    acc_tensor* w = nullptr;
+    EXPECT_EQ(acc_model_parameter(m, name, &w), ACC_OK);
+    auto v = to_floats(w);
+    all.insert(all.end(), v.begin(), v.end());
+    acc_tensor_free(w);
+  }
+  return all;
+}
+
+}  // namespace
+
+TEST(Join, ProcessesThatRunOutOfStepsJoinTheOthersUntilTheEnd) {
+  // Rank r trains 2 + r steps. At each step the job's gradient is the sum over the ranks still
+  // training, divided by the number of processes (torch's Join default); at the end every replica
+  // holds the weights of the last rank, which trained every step.
+  const char* net = R"([{"type":"linear","in_features":3,"out_features":4},{"type":"tanh"},
+                        {"type":"linear","in_features":4,"out_features":2}])";
+  const int steps = static_cast<int>(2 + g_rank), most = static_cast<int>(1 + g_world);
+  TwinModels twins(net, 5, 0.2 / static_cast<double>(g_world), 0.2);  // the reference steps with sum / P
+  acc_model *local = twins.local, *&model = twins.model;
+  acc_optimizer *local_opt = twins.local_opt, *&opt = twins.opt;
+  ACC_ASSERT_OK(acc_prepare(g_acc, &model, &opt, nullptr, nullptr));
+
+  // The reference, on this process alone: every rank's batches, step by step.
+  for (int step = 0; step < most; ++step) {
+    for (int64_t r = 0; r < g_world; ++r)
+      if (step < 2 + r) forward_backward(local, nullptr, r, step);
+    ACC_ASSERT_OK(acc_optimizer_step(local_opt));
+    ACC_ASSERT_OK(acc_optimizer_zero_grad(local_opt));
+  }
+
+  ACC_ASSERT_OK(acc_join_uneven_inputs_begin(g_acc, model));
+  for (int step = 0; step < steps; ++step) {
+    forward_backward(model, g_acc, g_rank, step);
+    ACC_ASSERT_OK(acc_optimizer_step(opt));
+    ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
+  }
+  ACC_ASSERT_OK(acc_join_uneven_inputs_end(g_acc, model));
+  const auto expected = all_weights(local), got = all_weights(model);
+  ASSERT_EQ(got.size(), expected.size());
+  const double tolerance = std::getenv("ACC_TEST_COMM_HOOK") ? 2e-3 : 1e-5;  // 16-bit gradients on the wire
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], tolerance) << "weight " << i;
+  ACC_EXPECT_ERROR(acc_join_uneven_inputs_end(g_acc, model), ACC_ERR_INVALID_ARGUMENT, "without");
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));  // the job goes on in step
+}
+
+TEST(Join, BuffersAndAccumulationStayMatchedAndReplicasEndEqual) {
+  // A model with batch-norm buffers (broadcast before every forward) and accumulation over 2
+  // micro-steps (no allreduce on the first): rank r runs 3 + 2r micro-steps, then all agree.
+  acc_accelerator* acc = acc_test::make_accelerator({{"gradient_accumulation_steps", "2"}});
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":3,"out_features":4},
+      {"type":"batchnorm1d","num_features":4},{"type":"linear","in_features":4,"out_features":2}])", &model));
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(model, "adam", nullptr, &opt));
+  ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
+  ACC_ASSERT_OK(acc_join_uneven_inputs_begin(acc, model));
+  for (int step = 0; step < 3 + 2 * g_rank; ++step) {
+    ACC_ASSERT_OK(acc_accumulate_begin(acc));
+    forward_backward(model, acc, g_rank, step);
+    ACC_ASSERT_OK(acc_optimizer_step(opt));
+    ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
+    ACC_ASSERT_OK(acc_accumulate_end(acc));
+  }
+  ACC_ASSERT_OK(acc_join_uneven_inputs_end(acc, model));
+  // Every replica now equals process 0's, buffers included.
+  acc_tensor_list* state = nullptr;
+  ACC_ASSERT_OK(acc_get_state_dict(acc, model, 1, &state));
+  size_t n = 0;
+  ACC_ASSERT_OK(acc_tensor_list_size(state, &n));
+  for (size_t i = 0; i < n; ++i) {
+    acc_tensor *t = nullptr, *root = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_get(state, i, &t));
+    ACC_ASSERT_OK(acc_broadcast(acc, t, 0, "replica check", &root));
+    const char* name = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_name(state, i, &name));
+    if (std::string(name).find("num_batches_tracked") == std::string::npos)
+      EXPECT_EQ(to_floats(t), to_floats(root)) << name;
+    acc_tensor_free(t);
+    acc_tensor_free(root);
+  }
+  acc_tensor_list_free(state);
+  acc_optimizer_free(opt);
+  acc_model_free(model);
+  acc_accelerator_free(acc);
 }

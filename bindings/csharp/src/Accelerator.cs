@@ -19,6 +19,13 @@ public partial class Accelerator {
     NoSyncBegin(model);
     return new Scope(() => NoSyncEnd(model));
   }
+  /// Accelerate's join_uneven_inputs: processes may run different numbers of training steps of the
+  /// model inside the scope; disposing it where a process's data has ended joins the others until
+  /// all have ended, then every replica takes the weights of one that trained to the end.
+  public Scope JoinUnevenInputs(Model model) {
+    JoinUnevenInputsBegin(model);
+    return new Scope(() => JoinUnevenInputsEnd(model));
+  }
   /// The main process runs the scope first; the others wait for it.
   public Scope MainProcessFirst() {
     MainProcessFirstBegin();

@@ -150,16 +150,28 @@ func (a *Accelerator) Accumulate() (end func() error, err error) {
 
 // NoSync accumulates gradients locally until the returned function runs.
 func (a *Accelerator) NoSync(m *Model) (end func() error, err error) {
+	return a.modelScope(m, capi.Accelerator.NoSyncBegin, capi.Accelerator.NoSyncEnd)
+}
+
+// JoinUnevenInputs is Accelerate's join_uneven_inputs: processes may run different numbers of
+// training steps of m until end, which a process calls when its data has ended; end joins the others
+// until all have ended, then every replica takes the weights of one that trained to the end.
+func (a *Accelerator) JoinUnevenInputs(m *Model) (end func() error, err error) {
+	return a.modelScope(m, capi.Accelerator.JoinUnevenInputsBegin, capi.Accelerator.JoinUnevenInputsEnd)
+}
+
+// modelScope runs begin on m now and returns end, which runs once.
+func (a *Accelerator) modelScope(m *Model, begin, end func(capi.Accelerator, capi.Model, *string)) (func() error, error) {
 	mh, err := m.ref().get()
 	if err != nil {
 		return nil, err
 	}
-	if err := a.do(func(h capi.Accelerator, e *string) { h.NoSyncBegin(mh, e) }); err != nil {
+	if err := a.do(func(h capi.Accelerator, e *string) { begin(h, mh, e) }); err != nil {
 		return nil, err
 	}
 	return once(func() error {
 		defer runtime.KeepAlive(m)
-		return a.do(func(h capi.Accelerator, e *string) { h.NoSyncEnd(mh, e) })
+		return a.do(func(h capi.Accelerator, e *string) { end(h, mh, e) })
 	}), nil
 }
 

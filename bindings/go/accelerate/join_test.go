@@ -1,0 +1,44 @@
+package accelerate_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	acc "accelerate/go/accelerate"
+)
+
+// JoinUnevenInputs returns its end function (on one process the scope changes nothing).
+func TestJoinUnevenInputsIsAScopeForPreparedModels(t *testing.T) {
+	a := newCPUAccelerator(t, t.TempDir())
+	defer a.Close()
+	raw, err := acc.ModelFromSpec(`[{"type":"linear","in_features":2,"out_features":1}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	model, err := a.PrepareModel(raw, acc.PlacementDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer model.Close()
+	end, err := a.JoinUnevenInputs(model)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, _ := acc.FromFloat32s([]float32{1, 2}, 1, 2)
+	defer x.Close()
+	y, err := model.Forward(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y.Close()
+	if err := end(); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := acc.ModelFromSpec(`[{"type":"linear","in_features":2,"out_features":1}]`)
+	defer other.Close()
+	if _, err := a.JoinUnevenInputs(other); !errors.Is(err, acc.ErrInvalidArgument) || !strings.Contains(err.Error(), "not prepared") {
+		t.Fatalf("an unprepared model: %v", err)
+	}
+}
