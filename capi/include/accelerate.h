@@ -783,8 +783,8 @@ ACC_API ACC_NODISCARD acc_status acc_trigger_sync_in_backward(acc_accelerator *a
  * the parameters and buffers of a process that trained to the end. Inside, a training forward costs
  * two small allreduces more; the model's forward and backward must alternate (one forward per
  * backward), and no other collective (gather, reduce, ...) may run in between on some processes only.
- * Not supported with ddp_find_unused_parameters or acc_trigger_sync_in_backward (ACC_ERR_INVALID_ARGUMENT
- * naming it). On one process both do nothing. */
+ * Not built for ddp_find_unused_parameters, nor for acc_trigger_sync_in_backward inside
+ * (ACC_ERR_UNSUPPORTED). On one process both do nothing. */
 ACC_API ACC_NODISCARD acc_status acc_join_uneven_inputs_begin(acc_accelerator *acc, acc_model *model);
 ACC_API ACC_NODISCARD acc_status acc_join_uneven_inputs_end(acc_accelerator *acc, acc_model *model);
 /* Python's `with accelerator.main_process_first()`: the main process runs the section first, the

@@ -104,8 +104,9 @@ int64_t DataParallel::allreduce(int64_t value, c10d::ReduceOp op, const std::str
 
 void DataParallel::join_begin() {
   require(!joining_, "join_uneven_inputs has begun already for this model");
-  require(!options_.find_unused_parameters,
-          "join_uneven_inputs does not support ddp_find_unused_parameters (its extra allreduce is not joined)");
+  if (options_.find_unused_parameters)
+    fail(Status::Unsupported,
+         "join_uneven_inputs does not support ddp_find_unused_parameters (its extra allreduce is not joined)");
   joining_ = true;
 }
 
@@ -148,8 +149,9 @@ void DataParallel::after_forward(const NamedTensors& outputs, bool sync) {
 
 void DataParallel::sync_next_backward() {
   if (!reducer_) return;
-  require(!joining_, "trigger_sync_in_backward is not supported inside join_uneven_inputs (processes that "
-          "have finished could not know the backward averages gradients)");
+  if (joining_)
+    fail(Status::Unsupported, "trigger_sync_in_backward is not supported inside join_uneven_inputs (processes ",
+         "that have finished could not know that the backward averages gradients)");
   try {
     reducer_->prepare_for_backward({});
   } catch (const c10::Error& e) {

@@ -304,3 +304,20 @@ TEST(Join, BuffersAndAccumulationStayMatchedAndReplicasEndEqual) {
   acc_model_free(model);
   acc_accelerator_free(acc);
 }
+
+TEST(Join, CombinationsItDoesNotCoverAreRefused) {
+  acc_accelerator* acc = acc_test::make_accelerator({{"ddp_find_unused_parameters", "true"}});
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":3,"out_features":2}])", &model));
+  ACC_ASSERT_OK(acc_prepare(acc, &model, nullptr, nullptr, nullptr));
+  ACC_EXPECT_ERROR(acc_join_uneven_inputs_begin(acc, model), ACC_ERR_UNSUPPORTED, "ddp_find_unused_parameters");
+  acc_model_free(model);
+  acc_accelerator_free(acc);
+
+  ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":3,"out_features":2}])", &model));
+  ACC_ASSERT_OK(acc_prepare(g_acc, &model, nullptr, nullptr, nullptr));
+  ACC_ASSERT_OK(acc_join_uneven_inputs_begin(g_acc, model));
+  ACC_EXPECT_ERROR(acc_trigger_sync_in_backward(g_acc, model), ACC_ERR_UNSUPPORTED, "inside join_uneven_inputs");
+  ACC_ASSERT_OK(acc_join_uneven_inputs_end(g_acc, model));  // nobody trained: every process ends at once
+  acc_model_free(model);
+}
