@@ -583,7 +583,9 @@ ACC_API ACC_NODISCARD acc_status acc_dataloader_next(acc_dataloader *dl, acc_ten
 ACC_API ACC_NODISCARD acc_status acc_dataloader_length(const acc_dataloader *dl, int64_t *out);
 /* The epoch being iterated, or the next one between epochs (the first is 0). */
 ACC_API ACC_NODISCARD acc_status acc_dataloader_epoch(const acc_dataloader *dl, int64_t *out);
-/* Sets the epoch of the next iteration (its shuffle order). Only between epochs. */
+/* Sets the epoch of the next iteration: with a seed (or use_seedable_sampler) epoch e shuffles with
+ * seed + e; without one, each epoch draws a new order (on several processes from a generator synchronized
+ * from process 0, as Accelerate's). Only between epochs. */
 ACC_API ACC_NODISCARD acc_status acc_dataloader_set_epoch(acc_dataloader *dl, int64_t epoch);
 /* Batches are made by `collate` from the samples instead of by stacking. Only between epochs. */
 ACC_API ACC_NODISCARD acc_status acc_dataloader_set_collate(acc_dataloader *dl, acc_collate_fn collate, void *user_data,
