@@ -142,7 +142,10 @@
   void noSyncBegin(acc_model *model ERR) { check(acc_no_sync_begin($self, model)); }
   void noSyncEnd(acc_model *model ERR) { check(acc_no_sync_end($self, model)); }
   void triggerSyncInBackward(acc_model *model ERR) { check(acc_trigger_sync_in_backward($self, model)); }
-  void joinUnevenInputsBegin(acc_model *model ERR) { check(acc_join_uneven_inputs_begin($self, model)); }
+  /* evenBatches: -1 keeps the loaders' setting, 0 or 1 overrides it until the end. */
+  void joinUnevenInputsBegin(acc_model *model, int evenBatches ERR) {
+    check(acc_join_uneven_inputs_begin($self, model, evenBatches));
+  }
   void joinUnevenInputsEnd(acc_model *model ERR) { check(acc_join_uneven_inputs_end($self, model)); }
   void mainProcessFirstBegin(ERR0) { check(acc_main_process_first_begin($self)); }
   void mainProcessFirstEnd(ERR0) { check(acc_main_process_first_end($self)); }

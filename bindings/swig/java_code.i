@@ -234,7 +234,12 @@
    *  model inside the scope; closing it where a process's data has ended joins the others until all
    *  have ended, then every replica takes the weights of one that trained to the end. */
   public Scope joinUnevenInputs(Model model) {
-    joinUnevenInputsBegin(model);
+    joinUnevenInputsBegin(model, -1);
+    return new Scope(() -> joinUnevenInputsEnd(model));
+  }
+  /** The same, with every prepared map-style loader's even_batches set to evenBatches until the end. */
+  public Scope joinUnevenInputs(Model model, boolean evenBatches) {
+    joinUnevenInputsBegin(model, evenBatches ? 1 : 0);
     return new Scope(() -> joinUnevenInputsEnd(model));
   }
   /** The main process runs the scope first; the others wait for it. */

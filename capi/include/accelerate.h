@@ -786,8 +786,12 @@ ACC_API ACC_NODISCARD acc_status acc_trigger_sync_in_backward(acc_accelerator *a
  * two small allreduces more; the model's forward and backward must alternate (one forward per
  * backward), and no other collective (gather, reduce, ...) may run in between on some processes only.
  * Not built for ddp_find_unused_parameters, nor for acc_trigger_sync_in_backward inside
- * (ACC_ERR_UNSUPPORTED). On one process both do nothing. */
-ACC_API ACC_NODISCARD acc_status acc_join_uneven_inputs_begin(acc_accelerator *acc, acc_model *model);
+ * (ACC_ERR_UNSUPPORTED). On one process both do nothing.
+ * even_batches: -1 keeps the loaders as they were prepared; 0 or 1 sets even_batches of every prepared
+ * map-style loader until end (between epochs only; streams and dispatched loaders keep theirs, as in
+ * Accelerate). */
+ACC_API ACC_NODISCARD acc_status acc_join_uneven_inputs_begin(acc_accelerator *acc, acc_model *model,
+                                                              int even_batches);
 ACC_API ACC_NODISCARD acc_status acc_join_uneven_inputs_end(acc_accelerator *acc, acc_model *model);
 /* Python's `with accelerator.main_process_first()`: the main process runs the section first, the
  * others wait for it at begin; it waits for them at end. The local variants use the machine's main. */

@@ -235,8 +235,13 @@ acc_status acc_trigger_sync_in_backward(acc_accelerator* a, acc_model* model) {
   return guarded([&] { accelerator_arg(a).trigger_sync_in_backward(live(model, "model").model); });
 }
 
-acc_status acc_join_uneven_inputs_begin(acc_accelerator* a, acc_model* model) {
-  return guarded([&] { accelerator_arg(a).join_uneven_inputs_begin(live(model, "model").model); });
+acc_status acc_join_uneven_inputs_begin(acc_accelerator* a, acc_model* model, int even_batches) {
+  return guarded([&] {
+    acc::require(even_batches >= -1 && even_batches <= 1, "even_batches must be -1 (keep), 0 or 1, got ", even_batches);
+    std::optional<bool> override;
+    if (even_batches >= 0) override = even_batches == 1;
+    accelerator_arg(a).join_uneven_inputs_begin(live(model, "model").model, override);
+  });
 }
 
 acc_status acc_join_uneven_inputs_end(acc_accelerator* a, acc_model* model) {

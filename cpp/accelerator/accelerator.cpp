@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <unordered_set>
+#include <utility>
 
 #include "checkpoint/safetensors.h"
 #include "common/device.h"
@@ -217,6 +218,33 @@ void Accelerator::clip_grad_value(const std::shared_ptr<Model>& model, double cl
   unscale_model_gradients(model, grads);
   at::NoGradGuard no_grad;
   for (const auto& g : grads) g.clamp_(-clip_value, clip_value);
+}
+
+void Accelerator::join_uneven_inputs_begin(const std::shared_ptr<Model>& model, std::optional<bool> even_batches) {
+  auto wrapper = prepared(model);
+  // Streams and dispatched loaders keep theirs, as in Accelerate (which overrides batch samplers only).
+  std::vector<std::pair<std::shared_ptr<ShardedDataLoader>, bool>> changed;
+  try {
+    if (even_batches && num_processes() > 1)
+      for (const auto& loader : live_loaders())
+        if (auto sharded = std::dynamic_pointer_cast<ShardedDataLoader>(loader)) {
+          const bool before = sharded->even_batches();
+          sharded->set_even_batches(*even_batches);
+          changed.emplace_back(sharded, before);
+        }
+    wrapper->join_begin();
+  } catch (...) {
+    for (auto& [loader, before] : changed) loader->set_even_batches(before);
+    throw;
+  }
+  for (auto& [loader, before] : changed) even_batches_restore_.emplace_back(loader, before);
+}
+
+void Accelerator::join_uneven_inputs_end(const std::shared_ptr<Model>& model) {
+  prepared(model)->join_end();
+  auto restore = std::exchange(even_batches_restore_, {});
+  for (auto& [weak, before] : restore)
+    if (auto loader = weak.lock()) loader->set_even_batches(before);
 }
 
 void Accelerator::accumulate_begin() {

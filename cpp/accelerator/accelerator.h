@@ -115,8 +115,9 @@ class Accelerator {
   void no_sync_end(const std::shared_ptr<Model>& model);
   void trigger_sync_in_backward(const std::shared_ptr<Model>& model);
   // Accelerate's join_uneven_inputs for a prepared model, as a begin/end pair (see DataParallel).
-  void join_uneven_inputs_begin(const std::shared_ptr<Model>& model) { prepared(model)->join_begin(); }
-  void join_uneven_inputs_end(const std::shared_ptr<Model>& model) { prepared(model)->join_end(); }
+  // even_batches, if set, overrides the setting of the prepared map-style loaders until the end.
+  void join_uneven_inputs_begin(const std::shared_ptr<Model>& model, std::optional<bool> even_batches);
+  void join_uneven_inputs_end(const std::shared_ptr<Model>& model);
   // gather, without the samples that even_batches repeated at the end of the epoch (call it on every
   // batch inside the loop, as in Accelerate).
   at::Tensor gather_for_metrics(const at::Tensor& tensor, const std::string& name);
@@ -159,6 +160,8 @@ class Accelerator {
   std::shared_ptr<Distributed> dist_;  // null on one process
   Collectives collectives_;
   std::shared_ptr<GradientState> gradient_state_;
+  // Loaders whose even_batches a join overrides, with the value to restore at its end.
+  std::vector<std::pair<std::weak_ptr<ShardedDataLoader>, bool>> even_batches_restore_;
   std::shared_ptr<GradScaler> scaler_;  // fp16 only
   tracking::TrackerSet trackers_{config_.log_with, config_.logging_dir, process_.rank == 0};
   // Raw object -> its prepared wrapper, so that preparing twice gives the same wrapper.

@@ -227,6 +227,12 @@ ShardedDataLoader::ShardedDataLoader(std::shared_ptr<Dataset> dataset, DataLoade
   }
 }
 
+void ShardedDataLoader::set_even_batches(bool even) {
+  require(!in_epoch(), "even_batches can only change between epochs");
+  require(!even || !variable_batches(), "batches of varying sizes need even_batches off on several processes");
+  shard_.even_batches = even;
+}
+
 int64_t ShardedDataLoader::length() const {
   // Exact by construction: the shard of an epoch in sequential order (lengths do not depend on order).
   return static_cast<int64_t>(shard(unshuffled_batches()).size());

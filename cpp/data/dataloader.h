@@ -178,6 +178,9 @@ class ShardedDataLoader final : public DataLoader {
   int64_t total_batch_size() const override {
     return acc::total_batch_size(options().batch_size, shard_.num_processes, shard_.split_batches);
   }
+  bool even_batches() const { return shard_.even_batches; }
+  // For the epochs that start from now on (join_uneven_inputs's override); only between epochs.
+  void set_even_batches(bool even);
 
  protected:
   std::vector<std::vector<int64_t>> plan_epoch(int64_t epoch) const override;

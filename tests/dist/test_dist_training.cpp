@@ -249,7 +249,7 @@ TEST(Join, ProcessesThatRunOutOfStepsJoinTheOthersUntilTheEnd) {
     ACC_ASSERT_OK(acc_optimizer_zero_grad(local_opt));
   }
 
-  ACC_ASSERT_OK(acc_join_uneven_inputs_begin(g_acc, model));
+  ACC_ASSERT_OK(acc_join_uneven_inputs_begin(g_acc, model, -1));
   for (int step = 0; step < steps; ++step) {
     forward_backward(model, g_acc, g_rank, step);
     ACC_ASSERT_OK(acc_optimizer_step(opt));
@@ -274,7 +274,7 @@ TEST(Join, BuffersAndAccumulationStayMatchedAndReplicasEndEqual) {
   acc_optimizer* opt = nullptr;
   ACC_ASSERT_OK(acc_optimizer_create(model, "adam", nullptr, &opt));
   ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
-  ACC_ASSERT_OK(acc_join_uneven_inputs_begin(acc, model));
+  ACC_ASSERT_OK(acc_join_uneven_inputs_begin(acc, model, -1));
   for (int step = 0; step < 3 + 2 * g_rank; ++step) {
     ACC_ASSERT_OK(acc_accumulate_begin(acc));
     forward_backward(model, acc, g_rank, step);
@@ -310,14 +310,78 @@ TEST(Join, CombinationsItDoesNotCoverAreRefused) {
   acc_model* model = nullptr;
   ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":3,"out_features":2}])", &model));
   ACC_ASSERT_OK(acc_prepare(acc, &model, nullptr, nullptr, nullptr));
-  ACC_EXPECT_ERROR(acc_join_uneven_inputs_begin(acc, model), ACC_ERR_UNSUPPORTED, "ddp_find_unused_parameters");
+  ACC_EXPECT_ERROR(acc_join_uneven_inputs_begin(acc, model, -1), ACC_ERR_UNSUPPORTED, "ddp_find_unused_parameters");
   acc_model_free(model);
   acc_accelerator_free(acc);
 
   ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":3,"out_features":2}])", &model));
   ACC_ASSERT_OK(acc_prepare(g_acc, &model, nullptr, nullptr, nullptr));
-  ACC_ASSERT_OK(acc_join_uneven_inputs_begin(g_acc, model));
+  ACC_ASSERT_OK(acc_join_uneven_inputs_begin(g_acc, model, -1));
   ACC_EXPECT_ERROR(acc_trigger_sync_in_backward(g_acc, model), ACC_ERR_UNSUPPORTED, "inside join_uneven_inputs");
   ACC_ASSERT_OK(acc_join_uneven_inputs_end(g_acc, model));  // nobody trained: every process ends at once
   acc_model_free(model);
+}
+
+TEST(Join, EvenBatchesCanBeTurnedOffForTheJoin) {
+  // 10 samples in batches of 2: 5 batches over P processes. Prepared with even_batches (the
+  // default) every process gets ceil(5 / P) of them; inside a join with even_batches off, process r
+  // gets batches r, r + P, ... only, trains on them, and the loader is as prepared again after it.
+  std::vector<float> x, y;
+  for (int i = 0; i < 10; ++i) {
+    for (int f = 0; f < 3; ++f) x.push_back(std::sin(0.5f * static_cast<float>(i * 3 + f)));
+    for (int f = 0; f < 2; ++f) y.push_back(std::cos(0.4f * static_cast<float>(i + f)));
+  }
+  acc_tensor* xt = floats(x, {10, 3});
+  acc_tensor* yt = floats(y, {10, 2});
+  const acc_tensor* fields[] = {xt, yt};
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_tensors(fields, 2, &ds));
+  acc_options* lo = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &lo));
+  ACC_ASSERT_OK(acc_options_set_int(lo, "batch_size", 2));
+  acc_dataloader* dl = nullptr;
+  ACC_ASSERT_OK(acc_dataloader_create(ds, lo, &dl));
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":3,"out_features":2}])", &model));
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
+  ACC_ASSERT_OK(acc_prepare(g_acc, &model, &opt, &dl, nullptr));
+  auto length = [&] {
+    int64_t n = -1;
+    EXPECT_EQ(acc_dataloader_length(dl, &n), ACC_OK);
+    return n;
+  };
+  const int64_t even = (5 + g_world - 1) / g_world, mine = (5 - g_rank + g_world - 1) / g_world;
+  EXPECT_EQ(length(), even);
+
+  ACC_ASSERT_OK(acc_join_uneven_inputs_begin(g_acc, model, 0));
+  EXPECT_EQ(length(), mine);
+  int64_t trained = 0;
+  for (;;) {
+    acc_tensor_list* batch = nullptr;
+    ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
+    if (!batch) break;
+    acc_tensor *bx = nullptr, *by = nullptr, *out = nullptr, *loss = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_get(batch, 0, &bx));
+    ACC_ASSERT_OK(acc_tensor_list_get(batch, 1, &by));
+    ACC_ASSERT_OK(acc_model_forward1(model, bx, ACC_FORWARD_DEFAULT, &out));
+    ACC_ASSERT_OK(acc_loss_mse(out, by, ACC_REDUCTION_MEAN, &loss));
+    ACC_ASSERT_OK(acc_backward(g_acc, loss));
+    ACC_ASSERT_OK(acc_optimizer_step(opt));
+    ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
+    for (acc_tensor* t : {bx, by, out, loss}) acc_tensor_free(t);
+    acc_tensor_list_free(batch);
+    ++trained;
+  }
+  ACC_ASSERT_OK(acc_join_uneven_inputs_end(g_acc, model));
+  EXPECT_EQ(trained, mine);
+  EXPECT_EQ(length(), even);
+  ACC_EXPECT_ERROR(acc_join_uneven_inputs_begin(g_acc, model, 2), ACC_ERR_INVALID_ARGUMENT, "even_batches must be");
+  for (acc_tensor* t : {xt, yt}) acc_tensor_free(t);
+  acc_options_free(lo);
+  acc_dataset_free(ds);
+  acc_dataloader_free(dl);
+  acc_optimizer_free(opt);
+  acc_model_free(model);
+  ACC_ASSERT_OK(acc_free_memory(g_acc));
 }

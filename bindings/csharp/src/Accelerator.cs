@@ -22,8 +22,9 @@ public partial class Accelerator {
   /// Accelerate's join_uneven_inputs: processes may run different numbers of training steps of the
   /// model inside the scope; disposing it where a process's data has ended joins the others until
   /// all have ended, then every replica takes the weights of one that trained to the end.
-  public Scope JoinUnevenInputs(Model model) {
-    JoinUnevenInputsBegin(model);
+  /// evenBatches, if given, sets every prepared map-style loader's even_batches until the end.
+  public Scope JoinUnevenInputs(Model model, bool? evenBatches = null) {
+    JoinUnevenInputsBegin(model, evenBatches.HasValue ? (evenBatches.Value ? 1 : 0) : -1);
     return new Scope(() => JoinUnevenInputsEnd(model));
   }
   /// The main process runs the scope first; the others wait for it.

@@ -153,11 +153,21 @@ func (a *Accelerator) NoSync(m *Model) (end func() error, err error) {
 	return a.modelScope(m, capi.Accelerator.NoSyncBegin, capi.Accelerator.NoSyncEnd)
 }
 
+// EvenBatches is what JoinUnevenInputs does to the even_batches of the prepared map-style loaders.
+type EvenBatches int
+
+const (
+	KeepEvenBatches EvenBatches = -1 // as they were prepared
+	EvenBatchesOff  EvenBatches = 0  // off until end
+	EvenBatchesOn   EvenBatches = 1  // on until end
+)
+
 // JoinUnevenInputs is Accelerate's join_uneven_inputs: processes may run different numbers of
 // training steps of m until end, which a process calls when its data has ended; end joins the others
 // until all have ended, then every replica takes the weights of one that trained to the end.
-func (a *Accelerator) JoinUnevenInputs(m *Model) (end func() error, err error) {
-	return a.modelScope(m, capi.Accelerator.JoinUnevenInputsBegin, capi.Accelerator.JoinUnevenInputsEnd)
+func (a *Accelerator) JoinUnevenInputs(m *Model, even EvenBatches) (end func() error, err error) {
+	begin := func(h capi.Accelerator, mh capi.Model, e *string) { h.JoinUnevenInputsBegin(mh, int(even), e) }
+	return a.modelScope(m, begin, capi.Accelerator.JoinUnevenInputsEnd)
 }
 
 // modelScope runs begin on m now and returns end, which runs once.

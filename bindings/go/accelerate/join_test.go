@@ -22,7 +22,7 @@ func TestJoinUnevenInputsIsAScopeForPreparedModels(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer model.Close()
-	end, err := a.JoinUnevenInputs(model)
+	end, err := a.JoinUnevenInputs(model, acc.KeepEvenBatches)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestJoinUnevenInputsIsAScopeForPreparedModels(t *testing.T) {
 	}
 	other, _ := acc.ModelFromSpec(`[{"type":"linear","in_features":2,"out_features":1}]`)
 	defer other.Close()
-	if _, err := a.JoinUnevenInputs(other); !errors.Is(err, acc.ErrInvalidArgument) || !strings.Contains(err.Error(), "not prepared") {
+	if _, err := a.JoinUnevenInputs(other, acc.EvenBatchesOff); !errors.Is(err, acc.ErrInvalidArgument) || !strings.Contains(err.Error(), "not prepared") {
 		t.Fatalf("an unprepared model: %v", err)
 	}
 }
