@@ -783,8 +783,9 @@ ACC_API ACC_NODISCARD acc_status acc_trigger_sync_in_backward(acc_accelerator *a
  * others' buffer broadcasts and gradient averaging with zeros (averages stay divided by the number of
  * processes, as torch's default) until every process has called it, and finally every replica takes
  * the parameters and buffers of a process that trained to the end. Inside, a training forward costs
- * two small allreduces more; the model's forward and backward must alternate (one forward per
- * backward), and no other collective (gather, reduce, ...) may run in between on some processes only.
+ * one small allreduce more, not waited for; the model's forward and backward must alternate (one
+ * forward per backward), and no other collective (gather, reduce, ...) may run in between on some
+ * processes only.
  * Not built for ddp_find_unused_parameters, nor for acc_trigger_sync_in_backward inside
  * (ACC_ERR_UNSUPPORTED). On one process both do nothing.
  * even_batches: -1 keeps the loaders as they were prepared; 0 or 1 sets even_batches of every prepared

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 #include "accelerator/compress_hook.h"
 #include "common/error.h"
@@ -10,6 +11,7 @@ namespace acc {
 namespace {
 
 constexpr int64_t kFirstBucketBytes = 1024 * 1024;  // PyTorch DDP's first, small bucket
+const char* const kAnnouncement = "join_uneven_inputs (processes still training)";
 
 }  // namespace
 
@@ -88,18 +90,30 @@ void DataParallel::broadcast(const std::vector<at::Tensor>& tensors, const std::
 }
 
 void DataParallel::before_forward(bool sync) {
-  if (joining_) allreduce(1, c10d::ReduceOp::SUM, "join_uneven_inputs (processes still training)");
+  if (joining_) announce(sync);
   if (options_.broadcast_buffers && !buffers_.empty()) broadcast(buffers_, "forward (buffers)");
-  if (joining_) allreduce(sync ? 1 : 0, c10d::ReduceOp::MAX, "join_uneven_inputs (gradient sync)");
   if (reducer_) reducer_->prepare_for_forward();
 }
 
-int64_t DataParallel::allreduce(int64_t value, c10d::ReduceOp op, const std::string& name) {
-  std::vector<at::Tensor> list{at::full({1}, value, at::TensorOptions().dtype(at::kLong).device(dist_->device()))};
+void DataParallel::announce(bool sync) {
+  finish_announcement();
+  // Processes still training do not need the sums: the allreduce runs on while they compute (the
+  // group keeps collectives in order), and only the next announcement waits for it.
+  announcement_ = at::tensor({int64_t{1}, int64_t{sync ? 1 : 0}}, at::kLong).to(dist_->device());
+  std::vector<at::Tensor> list{announcement_};
+  announcement_work_ = dist_->group()->allreduce(list);
+}
+
+void DataParallel::finish_announcement() {
+  if (announcement_work_) wait_collective(std::exchange(announcement_work_, {}), kAnnouncement);
+}
+
+at::Tensor DataParallel::allreduce(std::vector<int64_t> values, c10d::ReduceOp op, const std::string& name) {
+  std::vector<at::Tensor> list{at::tensor(values, at::kLong).to(dist_->device())};
   c10d::AllreduceOptions options;
   options.reduceOp = op;
   wait_collective(dist_->group()->allreduce(list, options), name);
-  return list[0].item<int64_t>();
+  return list[0].cpu();
 }
 
 void DataParallel::join_begin() {
@@ -113,18 +127,22 @@ void DataParallel::join_begin() {
 void DataParallel::join_end() {
   require(joining_, "join_uneven_inputs_end without join_uneven_inputs_begin");
   joining_ = false;
-  // Until every process is here: one round per training forward the others still run.
+  finish_announcement();
+  // Until every process is here: one round per training forward the others still run, answering
+  // their announcement with zeros and following their buffer broadcast and gradient allreduces.
   bool last_to_finish = true;
-  while (allreduce(0, c10d::ReduceOp::SUM, "join_uneven_inputs (processes still training)") > 0) {
+  for (;;) {
+    const at::Tensor sums = allreduce({0, 0}, c10d::ReduceOp::SUM, kAnnouncement);
+    if (sums[0].item<int64_t>() == 0) break;
     last_to_finish = false;
     if (options_.broadcast_buffers && !buffers_.empty()) broadcast(buffers_, "forward (buffers)");
-    if (allreduce(0, c10d::ReduceOp::MAX, "join_uneven_inputs (gradient sync)") > 0) shadow_gradient_allreduces();
+    if (sums[1].item<int64_t>() > 0) shadow_gradient_allreduces();
   }
   // Replicas that finished early missed steps: all take the state of the highest rank among those
   // that finished last (they ran every step).
-  const int64_t authority =
-      allreduce(last_to_finish ? dist_->rank() : -1, c10d::ReduceOp::MAX, "join_uneven_inputs (final model)");
-  broadcast(state_, "join_uneven_inputs (final model)", authority);
+  const at::Tensor authority =
+      allreduce({last_to_finish ? dist_->rank() : -1}, c10d::ReduceOp::MAX, "join_uneven_inputs (final model)");
+  broadcast(state_, "join_uneven_inputs (final model)", authority.item<int64_t>());
 }
 
 void DataParallel::shadow_gradient_allreduces() {

@@ -33,8 +33,7 @@ class DataParallel {
 
   // Accelerate's join_uneven_inputs (torch's Join with DDP's join hook), for processes that run
   // different numbers of training steps. Between join_begin and join_end each training forward
-  // first tells the others that this process still trains and whether its backward averages
-  // gradients. join_end, where a process's data has ended, joins the others' collectives with zeros
+  // first announces that this process still trains and whether its backward averages gradients. join_end, where a process's data has ended, joins the others' collectives with zeros
   // (its buffer broadcasts, and the gradient allreduces: averages stay divided by every process)
   // until all have ended; then every replica takes the parameters and buffers of a process that
   // trained to the end.
@@ -44,7 +43,12 @@ class DataParallel {
 
  private:
   void broadcast(const std::vector<at::Tensor>& tensors, const std::string& name, int64_t source = 0);
-  int64_t allreduce(int64_t value, c10d::ReduceOp op, const std::string& name);
+  // Sums or maxima over processes, waited for.
+  at::Tensor allreduce(std::vector<int64_t> values, c10d::ReduceOp op, const std::string& name);
+  // In a join, a training forward's [1, gradients averaged ? 1 : 0], summed over processes; not
+  // waited for until the next one (finish_announcement).
+  void announce(bool sync);
+  void finish_announcement();
   // A joined process's side of the gradient allreduces of one backward: zeros, bucket by bucket.
   void shadow_gradient_allreduces();
 
@@ -52,6 +56,8 @@ class DataParallel {
   std::vector<at::Tensor> buffers_;  // the model's buffers, broadcast from rank 0 before each forward
   std::vector<std::pair<int64_t, at::ScalarType>> buckets_;  // the Reducer's buckets: elements, dtype
   bool joining_ = false;
+  at::Tensor announcement_;
+  c10::intrusive_ptr<c10d::Work> announcement_work_;
   std::shared_ptr<Distributed> dist_;
   DataParallelOptions options_;
   std::unique_ptr<c10d::Reducer> reducer_;
