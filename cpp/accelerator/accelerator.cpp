@@ -21,12 +21,6 @@ c10::Device pick_device(const AcceleratorConfig& c, int64_t local_index) {
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_index % cuda_device_count()));
 }
 
-template <typename T, typename U>
-std::shared_ptr<T> find_prepared(const std::map<const void*, std::weak_ptr<U>>& map, const void* key) {
-  auto it = map.find(key);
-  return it == map.end() ? nullptr : std::static_pointer_cast<T>(it->second.lock());
-}
-
 }  // namespace
 
 Accelerator::Accelerator(const Options& options)
@@ -70,7 +64,7 @@ bool Accelerator::optimizer_step_was_skipped() const {
 
 std::shared_ptr<Model> Accelerator::wrapped_model(const std::shared_ptr<Model>& model) const {
   if (std::dynamic_pointer_cast<PreparedModel>(model)) return model;
-  return find_prepared<Model>(models_, model.get());
+  return models_.find(model.get());
 }
 
 std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& model,
@@ -86,8 +80,7 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
                             config_.ddp_comm_hook});
   auto prepared = std::make_shared<PreparedModel>(model, device_.type(), mixed_precision_dtype(config_.mixed_precision),
                                                   std::move(data_parallel));
-  models_[model.get()] = prepared;
-  model_order_.push_back(prepared);
+  models_.add(model.get(), prepared);
   return prepared;
 }
 
@@ -95,20 +88,18 @@ std::shared_ptr<Optimizer> Accelerator::prepare_optimizer(const std::shared_ptr<
                                                           std::optional<bool> device_placement) {
   require(optimizer != nullptr, "prepare_optimizer needs an optimizer");
   if (auto accelerated = std::dynamic_pointer_cast<AcceleratedOptimizer>(optimizer)) return accelerated;
-  if (auto prepared = find_prepared<AcceleratedOptimizer>(optimizers_, optimizer.get())) return prepared;
+  if (auto prepared = optimizers_.find(optimizer.get())) return prepared;
   if (device_placement.value_or(config_.device_placement)) move_optimizer_state(*optimizer, device_);
   auto prepared = std::make_shared<AcceleratedOptimizer>(optimizer, gradient_state_, scaler_);
-  optimizers_[optimizer.get()] = prepared;
-  optimizer_order_.push_back(prepared);
+  optimizers_.add(optimizer.get(), prepared);
   return prepared;
 }
 
 std::shared_ptr<DataLoader> Accelerator::prepare_dataloader(const std::shared_ptr<DataLoader>& loader,
                                                             std::optional<bool> device_placement) {
   require(loader != nullptr, "prepare_dataloader needs a data loader");
-  for (const auto& entry : loaders_)
-    if (entry.second.lock() == loader) return loader;  // already a prepared loader
-  if (auto prepared = find_prepared<DataLoader>(loaders_, loader.get())) return prepared;
+  if (loaders_.holds(loader.get())) return loader;  // already a prepared loader
+  if (auto prepared = loaders_.find(loader.get())) return prepared;
   DataLoaderOptions options = loader->options();
   if (device_placement.value_or(config_.device_placement)) options.device = device_;
   options.non_blocking = config_.non_blocking;
@@ -147,22 +138,20 @@ std::shared_ptr<DataLoader> Accelerator::prepare_dataloader(const std::shared_pt
   }
   prepared->set_epoch(loader->epoch());
   prepared->set_observer(gradient_state_);
-  loaders_[loader.get()] = prepared;
-  loader_order_.push_back(prepared);
+  loaders_.add(loader.get(), prepared);
   return prepared;
 }
 
 std::shared_ptr<Scheduler> Accelerator::prepare_scheduler(const std::shared_ptr<Scheduler>& scheduler) {
   require(scheduler != nullptr, "prepare_scheduler needs a scheduler");
   if (std::dynamic_pointer_cast<AcceleratedScheduler>(scheduler)) return scheduler;
-  if (auto prepared = find_prepared<Scheduler>(schedulers_, scheduler.get())) return prepared;
+  if (auto prepared = schedulers_.find(scheduler.get())) return prepared;
   // Bind to the prepared wrapper of the scheduler's optimizer, to see skipped steps.
   auto optimizer = std::dynamic_pointer_cast<AcceleratedOptimizer>(scheduler->optimizer());
-  if (!optimizer) optimizer = find_prepared<AcceleratedOptimizer>(optimizers_, scheduler->optimizer().get());
+  if (!optimizer) optimizer = optimizers_.find(scheduler->optimizer().get());
   auto prepared = std::make_shared<AcceleratedScheduler>(scheduler, optimizer, gradient_state_, num_processes(),
                                                          config_.split_batches, config_.step_scheduler_with_optimizer);
-  schedulers_[scheduler.get()] = prepared;
-  scheduler_order_.push_back(prepared);
+  schedulers_.add(scheduler.get(), prepared);
   return prepared;
 }
 
@@ -252,8 +241,7 @@ void Accelerator::accumulate_begin() {
   // Off the window's end, gradients accumulate locally: no allreduce in this backward (unless
   // sync_each_batch trades that speed for the memory of the local accumulation).
   const bool allreduce = gradient_state_->sync_gradients() || config_.sync_each_batch;
-  for (const auto& weak : model_order_)
-    if (auto model = weak.lock()) model->set_gradient_sync(allreduce);
+  for (const auto& model : live_models()) model->set_gradient_sync(allreduce);
 }
 
 void Accelerator::no_sync_begin(const std::shared_ptr<Model>& model) { prepared(model)->set_gradient_sync(false); }
@@ -297,7 +285,7 @@ void Accelerator::unscale_gradients(const std::shared_ptr<Optimizer>& optimizer)
   }
   // Overflow is recorded under the prepared optimizer, whose step reads it.
   auto prepared = std::dynamic_pointer_cast<AcceleratedOptimizer>(optimizer);
-  if (!prepared) prepared = find_prepared<AcceleratedOptimizer>(optimizers_, optimizer.get());
+  if (!prepared) prepared = optimizers_.find(optimizer.get());
   scaler_->unscale(optimizer->gradients(), prepared ? static_cast<const void*>(prepared.get()) : optimizer.get());
 }
 
@@ -350,10 +338,6 @@ void Accelerator::free_memory() {
   optimizers_.clear();
   loaders_.clear();
   schedulers_.clear();
-  model_order_.clear();
-  optimizer_order_.clear();
-  scheduler_order_.clear();
-  loader_order_.clear();
   gradient_state_->set_step(0);  // as Accelerate's: the next training starts a fresh accumulation window
   release_device_cache();
 }

@@ -5,7 +5,6 @@
 #include <c10/core/Device.h>
 
 #include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +14,7 @@
 #include "accelerator/config.h"
 #include "accelerator/gradient_state.h"
 #include "accelerator/prepared_model.h"
+#include "accelerator/prepared_set.h"
 #include "data/dataloader.h"
 #include "ops/collectives.h"
 #include "state/process_env.h"
@@ -147,12 +147,12 @@ class Accelerator {
   void on_every_process(const std::string& what, const std::function<void()>& step);
   bool writes_shared_files() const { return config_.save_on_each_node ? is_local_main_process() : is_main_process(); }
   // Prepared objects still alive, in prepare order (the order of their checkpoint files).
-  std::vector<std::shared_ptr<PreparedModel>> live_models() const;
+  std::vector<std::shared_ptr<PreparedModel>> live_models() const { return models_.live(); }
+  std::vector<std::shared_ptr<AcceleratedOptimizer>> live_optimizers() const { return optimizers_.live(); }
+  std::vector<std::shared_ptr<Scheduler>> live_schedulers() const { return schedulers_.live(); }
+  std::vector<std::shared_ptr<DataLoader>> live_loaders() const { return loaders_.live(); }
   // fp16: divides a model's gradients by the loss scale, each under the optimizer that steps with it.
   void unscale_model_gradients(const std::shared_ptr<Model>& model, const std::vector<at::Tensor>& grads);
-  std::vector<std::shared_ptr<AcceleratedOptimizer>> live_optimizers() const;
-  std::vector<std::shared_ptr<Scheduler>> live_schedulers() const;
-  std::vector<std::shared_ptr<DataLoader>> live_loaders() const;
 
   AcceleratorConfig config_;
   ProcessEnv process_;
@@ -164,16 +164,10 @@ class Accelerator {
   std::vector<std::pair<std::weak_ptr<ShardedDataLoader>, bool>> even_batches_restore_;
   std::shared_ptr<GradScaler> scaler_;  // fp16 only
   tracking::TrackerSet trackers_{config_.log_with, config_.logging_dir, process_.rank == 0};
-  // Raw object -> its prepared wrapper, so that preparing twice gives the same wrapper.
-  std::map<const void*, std::weak_ptr<Model>> models_;
-  std::map<const void*, std::weak_ptr<AcceleratedOptimizer>> optimizers_;
-  std::map<const void*, std::weak_ptr<DataLoader>> loaders_;
-  std::map<const void*, std::weak_ptr<Scheduler>> schedulers_;
-  // The same, in prepare order.
-  std::vector<std::weak_ptr<PreparedModel>> model_order_;
-  std::vector<std::weak_ptr<AcceleratedOptimizer>> optimizer_order_;
-  std::vector<std::weak_ptr<Scheduler>> scheduler_order_;
-  std::vector<std::weak_ptr<DataLoader>> loader_order_;
+  PreparedSet<PreparedModel> models_;
+  PreparedSet<AcceleratedOptimizer> optimizers_;
+  PreparedSet<DataLoader> loaders_;
+  PreparedSet<Scheduler> schedulers_;
   struct CustomState {
     StateSaver save;
     StateLoader load;

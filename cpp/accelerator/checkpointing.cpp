@@ -41,15 +41,6 @@ std::string rank_file(const std::string& dir, const char* stem, int64_t rank, co
   return join_path(dir, stem + std::to_string(rank) + extension);
 }
 
-// The objects still alive, in order.
-template <typename T>
-std::vector<std::shared_ptr<T>> lock_all(const std::vector<std::weak_ptr<T>>& objects) {
-  std::vector<std::shared_ptr<T>> alive;
-  for (const auto& weak : objects)
-    if (auto object = weak.lock()) alive.push_back(std::move(object));
-  return alive;
-}
-
 NamedTensors contiguous_cpu(const NamedTensors& tensors) {
   NamedTensors out;
   for (const auto& entry : tensors) out.emplace_back(entry.first, entry.second.detach().to(at::kCPU).contiguous());
@@ -57,13 +48,6 @@ NamedTensors contiguous_cpu(const NamedTensors& tensors) {
 }
 
 }  // namespace
-
-std::vector<std::shared_ptr<PreparedModel>> Accelerator::live_models() const { return lock_all(model_order_); }
-std::vector<std::shared_ptr<AcceleratedOptimizer>> Accelerator::live_optimizers() const {
-  return lock_all(optimizer_order_);
-}
-std::vector<std::shared_ptr<Scheduler>> Accelerator::live_schedulers() const { return lock_all(scheduler_order_); }
-std::vector<std::shared_ptr<DataLoader>> Accelerator::live_loaders() const { return lock_all(loader_order_); }
 
 void Accelerator::on_every_process(const std::string& what, const std::function<void()>& step) {
   std::string failure;

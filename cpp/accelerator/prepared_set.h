@@ -1,0 +1,49 @@
+// What an Accelerator prepared of one kind, in prepare order (the order of their checkpoint files),
+// each under the object it wraps so that preparing that object again gives the same wrapper. Held
+// weakly: the program owns them, and what it dropped is skipped.
+#pragma once
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+namespace acc {
+
+template <typename T>
+class PreparedSet {
+ public:
+  void add(const void* original, const std::shared_ptr<T>& prepared) {
+    entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [](const Entry& e) { return e.prepared.expired(); }),
+                   entries_.end());
+    entries_.push_back({original, prepared});
+  }
+  // The live wrapper of `original`, or null.
+  std::shared_ptr<T> find(const void* original) const {
+    for (auto it = entries_.rbegin(); it != entries_.rend(); ++it)
+      if (it->original == original)
+        if (auto prepared = it->prepared.lock()) return prepared;
+    return nullptr;
+  }
+  // Whether `object` is one of the wrappers.
+  bool holds(const void* object) const {
+    for (const auto& e : entries_)
+      if (auto prepared = e.prepared.lock(); prepared.get() == object) return true;
+    return false;
+  }
+  std::vector<std::shared_ptr<T>> live() const {
+    std::vector<std::shared_ptr<T>> alive;
+    for (const auto& e : entries_)
+      if (auto prepared = e.prepared.lock()) alive.push_back(std::move(prepared));
+    return alive;
+  }
+  void clear() { entries_.clear(); }
+
+ private:
+  struct Entry {
+    const void* original;
+    std::weak_ptr<T> prepared;
+  };
+  std::vector<Entry> entries_;
+};
+
+}  // namespace acc
