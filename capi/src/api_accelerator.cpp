@@ -7,11 +7,16 @@ using namespace acc::capi;
 
 namespace {
 
+// -1: not set; 0 or 1: false or true.
+std::optional<bool> tristate_arg(int value, const char* what) {
+  acc::require(value >= -1 && value <= 1, what, " must be -1, 0 or 1, got ", value);
+  if (value < 0) return std::nullopt;
+  return value == 1;
+}
+
 std::optional<bool> placement_arg(acc_placement p) {
-  acc::require(p == ACC_PLACEMENT_DEFAULT || p == ACC_PLACEMENT_NO || p == ACC_PLACEMENT_YES, "invalid placement ",
-               static_cast<int>(p));
-  if (p == ACC_PLACEMENT_DEFAULT) return std::nullopt;
-  return p == ACC_PLACEMENT_YES;
+  static_assert(ACC_PLACEMENT_DEFAULT == -1 && ACC_PLACEMENT_NO == 0 && ACC_PLACEMENT_YES == 1);
+  return tristate_arg(static_cast<int>(p), "placement");
 }
 
 template <typename Getter>
@@ -237,10 +242,7 @@ acc_status acc_trigger_sync_in_backward(acc_accelerator* a, acc_model* model) {
 
 acc_status acc_join_uneven_inputs_begin(acc_accelerator* a, acc_model* model, int even_batches) {
   return guarded([&] {
-    acc::require(even_batches >= -1 && even_batches <= 1, "even_batches must be -1 (keep), 0 or 1, got ", even_batches);
-    std::optional<bool> override;
-    if (even_batches >= 0) override = even_batches == 1;
-    accelerator_arg(a).join_uneven_inputs_begin(live(model, "model").model, override);
+    accelerator_arg(a).join_uneven_inputs_begin(live(model, "model").model, tristate_arg(even_batches, "even_batches"));
   });
 }
 

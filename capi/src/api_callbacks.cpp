@@ -25,6 +25,13 @@ void host_callback_failed(const std::string& what, int code) {
   acc::fail(acc::Status::Io, what, " failed (code ", code, ")", g_callback_error.empty() ? "" : ": " + g_callback_error);
 }
 
+void host_status_failed(const std::string& what, int code) {
+  const std::string message = g_callback_error.empty() ? last_message() : g_callback_error;
+  const bool status = code > ACC_OK && code <= ACC_ERR_INTERNAL;
+  acc::fail(status ? static_cast<acc::Status>(code) : acc::Status::Io, what, " failed",
+            status ? "" : " (code " + std::to_string(code) + ")", message.empty() ? "" : ": " + message);
+}
+
 }  // namespace acc::capi
 
 using namespace acc::capi;
@@ -35,12 +42,11 @@ namespace {
 template <typename Call>
 std::vector<at::Tensor> call_back(const std::string& what, Call call) {
   acc_tensor_list* list = nullptr;
-  clear_callback_error();
-  const int code = call(&list);
-  if (code != 0) {
-    acc_tensor_list_free(list);
-    host_callback_failed(what, code);
-  }
+  invoke_host(what, [&] {
+    const int code = call(&list);
+    if (code != 0) acc_tensor_list_free(list);  // whatever the callback handed out before failing
+    return code;
+  });
   if (!list) acc::fail(acc::Status::Io, what, " returned no tensor list");
   if (!is_live(list, ACC_HANDLE_TENSOR_LIST)) acc::fail(acc::Status::Io, what, " returned an invalid tensor list");
   std::vector<at::Tensor> tensors = std::move(list->tensors);
@@ -76,11 +82,7 @@ acc_status acc_find_executable_batch_size(int64_t starting_batch_size, acc_batch
       const int code = fn(user_data, batch_size);
       if (code == ACC_OK) return true;
       if (code == ACC_ERR_OUT_OF_MEMORY) return false;
-      // Another failure ends the search: its status, and the callback's message or the failed call's.
-      const std::string message = g_callback_error.empty() ? last_message() : g_callback_error;
-      const bool status = code > ACC_OK && code <= ACC_ERR_INTERNAL;
-      acc::fail(status ? static_cast<acc::Status>(code) : acc::Status::Io, "the run with batch size ", batch_size,
-                " failed", status ? "" : " (code " + std::to_string(code) + ")", message.empty() ? "" : ": " + message);
+      host_status_failed("the run with batch size " + std::to_string(batch_size), code);  // ends the search
     });
   });
 }

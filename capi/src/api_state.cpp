@@ -32,14 +32,14 @@ extern "C" {
 acc_status acc_save_state(acc_accelerator* a, const char* dir, char** out_dir) {
   return guarded([&] {
     auto& x = accelerator_arg(a);
-    emit_dir(out_dir, x.save_state(dir ? text_arg(dir, "dir") : std::string()));
+    emit_dir(out_dir, x.save_state(dir ? dir : ""));
   });
 }
 
 acc_status acc_load_state(acc_accelerator* a, const char* dir, char** out_dir) {
   return guarded([&] {
     auto& x = accelerator_arg(a);
-    emit_dir(out_dir, x.load_state(dir ? text_arg(dir, "dir") : std::string()));
+    emit_dir(out_dir, x.load_state(dir ? dir : ""));
   });
 }
 

@@ -110,11 +110,6 @@ acc_status acc_progress_close(acc_progress* p) {
   return guarded([&] { live(p, "p").progress->close(); });
 }
 
-void acc_progress_free(acc_progress* p) {
-  try {
-    release(p);
-  } catch (...) {
-  }
-}
+void acc_progress_free(acc_progress* p) { release(p); }
 
 }  // extern "C"

@@ -18,7 +18,12 @@ std::shared_ptr<void> hold_user_data(void* user_data, acc_free_fn free_user_data
 template <typename Call>
 void invoke_host(const std::string& what, Call call);
 
-// Implementation details of invoke_host.
+// A callback that returns an acc_status (the batch-size search's run) failed with `code`: an
+// acc::Error with that status (ACC_ERR_IO for a value that is none), naming `what`, with the message
+// the callback left or else that of the library call that failed.
+[[noreturn]] void host_status_failed(const std::string& what, int code);
+
+// Implementation details of invoke_host (clear_callback_error also before host_status_failed's call).
 void clear_callback_error();
 [[noreturn]] void host_callback_failed(const std::string& what, int code);
 
