@@ -10,7 +10,7 @@ extern "C" {
 acc_status acc_tensor_list_save_safetensors(const acc_tensor_list* list, const char* path) {
   return guarded([&] {
     const auto& l = live(list, "list");
-    acc::save_safetensors(text_arg(path, "path"), named_tensors(l, true), {{"format", "pt"}});
+    acc::save_safetensors(text_arg(path, "path"), named_tensors(l));
   });
 }
 
@@ -26,8 +26,7 @@ acc_status acc_model_load_safetensors(acc_model* model, const char* path, int st
                                       acc_string_list** unexpected) {
   return guarded([&] {
     auto& m = *live(model, "model").model;
-    const std::string file = text_arg(path, "path");
-    auto [lacking, extra] = m.load_state_dict(acc::load_sharded(file), strict != 0);
+    auto [lacking, extra] = acc::load_checkpoint_in_model(m, text_arg(path, "path"), strict != 0);
     if (missing) emit(missing, std::move(lacking));
     if (unexpected) emit(unexpected, std::move(extra));
   });
@@ -37,7 +36,7 @@ acc_status acc_save_model(acc_accelerator* a, acc_model* model, const char* dir,
   return guarded([&] {
     auto& accelerator = accelerator_arg(a);
     auto& m = live(model, "model");
-    accelerator.save_model(m.model, text_arg(dir, "dir"), max_shard_size ? max_shard_size : "10GB");
+    accelerator.save_model(m.model, text_arg(dir, "dir"), max_shard_size ? max_shard_size : acc::kDefaultMaxShardSize);
   });
 }
 

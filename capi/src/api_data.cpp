@@ -96,9 +96,7 @@ acc_status acc_dataloader_create_from_batches(acc_dataset* ds, const int64_t* in
                                              size_t num_batches, const acc_options* opts, acc_dataloader** out) {
   return guarded([&] {
     const auto& d = live(ds, "ds");
-    acc::require(!d.stream, "a stream has no indices: batches need a map-style dataset");
-    acc::require(num_batches > 0, "num_batches must be at least 1");
-    acc::require(batch_sizes != nullptr, "batch_sizes is NULL");
+    acc::require(batch_sizes != nullptr || num_batches == 0, "batch_sizes is NULL");
     const auto given = options_arg(opts, acc::OptionsKind::DataLoader);
     size_t total = 0;
     for (size_t b = 0; b < num_batches; ++b) total += batch_sizes[b];
@@ -109,7 +107,7 @@ acc_status acc_dataloader_create_from_batches(acc_dataset* ds, const int64_t* in
       batches[b].assign(indices + at, indices + at + batch_sizes[b]);
     auto options = acc::dataloader_options(given, std::move(batches));
     out_param(out, "out");
-    emit(out, std::make_shared<acc::DataLoader>(d.dataset, std::move(options)));
+    emit(out, acc::make_data_loader(d.dataset, d.stream, std::move(options)));
   });
 }
 

@@ -118,7 +118,7 @@ acc_status acc_model_load_state_dict(acc_model* model, const acc_tensor_list* st
   return guarded([&] {
     acc::Model& m = model_arg(model);
     const auto& l = live(state, "state");
-    m.load_state_dict(named_tensors(l, false), strict != 0);
+    m.load_state_dict(named_tensors(l), strict != 0);
   });
 }
 

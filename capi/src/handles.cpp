@@ -126,12 +126,9 @@ std::vector<std::string> names_arg(const char* const* names, size_t n, const std
   return out;
 }
 
-acc::NamedTensors named_tensors(const acc_tensor_list& list, bool names_required) {
+acc::NamedTensors named_tensors(const acc_tensor_list& list) {
   acc::NamedTensors out;
-  for (size_t i = 0; i < list.tensors.size(); ++i) {
-    require(!names_required || !list.names[i].empty(), "tensor ", i, " of the list has no name (safetensors needs one)");
-    out.emplace_back(list.names[i], list.tensors[i]);
-  }
+  for (size_t i = 0; i < list.tensors.size(); ++i) out.emplace_back(list.names[i], list.tensors[i]);
   return out;
 }
 

@@ -138,8 +138,8 @@ std::vector<at::Tensor> tensors_arg(const acc_tensor* const* tensors, size_t n, 
 // An array argument of n strings ("names is NULL but n is 2", "names[1] is NULL").
 std::vector<std::string> names_arg(const char* const* names, size_t n, const std::string& array);
 
-// A tensor list as named tensors; names_required: every tensor must have a name (safetensors).
-acc::NamedTensors named_tensors(const acc_tensor_list& list, bool names_required);
+// A tensor list as named tensors (unnamed ones have "").
+acc::NamedTensors named_tensors(const acc_tensor_list& list);
 // A new tensor list handle holding `named`, written to *out.
 void emit_named(acc_tensor_list** out, const acc::NamedTensors& named);
 

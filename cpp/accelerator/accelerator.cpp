@@ -5,7 +5,6 @@
 #include <unordered_set>
 #include <utility>
 
-#include "checkpoint/safetensors.h"
 #include "common/device.h"
 #include "common/error.h"
 #include "data/dispatcher.h"

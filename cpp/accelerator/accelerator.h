@@ -15,6 +15,7 @@
 #include "accelerator/gradient_state.h"
 #include "accelerator/prepared_model.h"
 #include "accelerator/prepared_set.h"
+#include "checkpoint/safetensors.h"
 #include "data/dataloader.h"
 #include "ops/collectives.h"
 #include "state/process_env.h"
@@ -75,7 +76,8 @@ class Accelerator {
   void autocast_end();
   // Accelerate's save_model: the unwrapped model as Hugging Face's safetensors layout in `dir`, shards of
   // at most max_shard_size ("10GB", "500MB", bytes); written by the main process only.
-  void save_model(const std::shared_ptr<Model>& model, const std::string& dir, const std::string& max_shard_size);
+  void save_model(const std::shared_ptr<Model>& model, const std::string& dir,
+                  const std::string& max_shard_size = kDefaultMaxShardSize);
   // ---- Checkpoints (checkpointing.cpp) ----
   // save_state: every prepared model, optimizer, scheduler and data loader, the GradScaler, each
   // process's RNG states, the step counter and registered objects, into `dir` (empty: the automatic

@@ -120,7 +120,7 @@ std::string Accelerator::save_state(const std::string& dir) {
     // Shared files.
     for (size_t i = 0; i < models.size(); ++i)
       save_safetensors(join_path(staging, indexed_name("model", i, ".safetensors")),
-                       models[i]->unwrap()->state_dict(), {{"format", "pt"}});
+                       models[i]->unwrap()->state_dict());
     for (size_t i = 0; i < optimizers.size(); ++i) {
       auto snapshot = snapshot_optimizer(*optimizers[i]->unwrap());
       save_safetensors(join_path(staging, indexed_name("optimizer", i, ".safetensors")), snapshot.tensors,
@@ -273,7 +273,7 @@ std::string Accelerator::load_state(const std::string& dir) {
 }
 
 void Accelerator::save(const NamedTensors& tensors, const std::string& path) {
-  if (writes_shared_files()) save_safetensors(path, tensors, {{"format", "pt"}});  // it copies to the CPU
+  if (writes_shared_files()) save_safetensors(path, tensors);  // it copies to the CPU
 }
 
 NamedTensors Accelerator::get_state_dict(const std::shared_ptr<Model>& model, bool unwrap) const {

@@ -50,6 +50,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   std::vector<at::Tensor> data;
   uint64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {
+    require(!name.empty(), "tensor ", data.size(), " has no name (safetensors needs one)");
     require(name != "__metadata__" && !header.contains(name), "tensor name '", name, "' is reserved or repeated");
     at::Tensor t = tensor.detach().to(at::kCPU).contiguous();
     const uint64_t bytes = t.nbytes();
@@ -188,17 +189,16 @@ std::vector<std::string> save_sharded(const std::string& dir, const NamedTensors
     current += bytes;
     total += bytes;
   }
-  const Metadata metadata = {{"format", "pt"}};
   std::vector<std::string> written;
   if (shards.size() == 1) {
-    save_safetensors(dir + "/model.safetensors", shards[0], metadata);
+    save_safetensors(dir + "/model.safetensors", shards[0]);
     written.push_back("model.safetensors");
   } else {
     json weight_map = json::object();
     for (size_t i = 0; i < shards.size(); ++i) {
       char name[64];
       std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
-      save_safetensors(dir + "/" + name, shards[i], metadata);
+      save_safetensors(dir + "/" + name, shards[i]);
       for (const auto& entry : shards[i]) weight_map[entry.first] = name;
       written.push_back(name);
     }
@@ -250,6 +250,12 @@ NamedTensors load_sharded(const std::string& path) {
     return all;
   }
   return load_safetensors(file).tensors;
+}
+
+std::pair<std::vector<std::string>, std::vector<std::string>> load_checkpoint_in_model(Model& model,
+                                                                                      const std::string& path,
+                                                                                      bool strict) {
+  return model.load_state_dict(load_sharded(path), strict);
 }
 
 }  // namespace acc

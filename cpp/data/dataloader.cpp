@@ -259,6 +259,7 @@ IterableDataLoader::IterableDataLoader(std::shared_ptr<IterableSource> source, D
                                        ShardOptions shard)
     : DataLoader(std::move(options)), source_(std::move(source)), shard_(shard) {
   require(source_ != nullptr, "the data loader needs a stream");
+  require(this->options().batches.empty(), "a stream has no indices: batches need a map-style dataset");
   require(!this->options().shuffle, "an iterable dataset cannot be shuffled by the loader (shuffle it in the stream)");
   per_ = per_process_batch_size(this->options().batch_size, shard_.num_processes, shard_.split_batches);
 }
@@ -335,6 +336,7 @@ DataLoaderOptions dataloader_options(const Options& o) {
 DataLoaderOptions dataloader_options(const Options& o, std::vector<std::vector<int64_t>> batches) {
   for (const char* key : {"batch_size", "shuffle", "drop_last", "seed"})
     require(!o.has(key), "option '", key, "' does not apply to a loader over given batches");
+  require(!batches.empty(), "a batch sampler needs at least one batch");
   DataLoaderOptions options = dataloader_options(o);
   options.batches = std::move(batches);
   return options;
