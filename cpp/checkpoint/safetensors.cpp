@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "data/mmap.h"
 #include "tensor/host.h"
 
@@ -203,10 +204,7 @@ std::vector<std::string> save_sharded(const std::string& dir, const NamedTensors
       written.push_back(name);
     }
     const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-    const std::string temporary = dir + "/model.safetensors.index.json.tmp";
-    std::ofstream(temporary) << index.dump(2) << "\n";
-    fs::rename(temporary, dir + "/model.safetensors.index.json", ec);
-    if (ec) fail(Status::Io, "cannot write the index in '", dir, "': ", ec.message());
+    write_file_atomically(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
     written.push_back("model.safetensors.index.json");
   }
   // Files of an earlier save that this one did not write would be picked up by loaders: remove them.

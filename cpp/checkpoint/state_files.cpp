@@ -21,19 +21,10 @@ std::string join_path(const std::string& dir, const std::string& name) {
   return (std::filesystem::path(dir) / name).string();
 }
 
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) fail(Status::Io, "cannot write '", path, "'");
-}
-
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(Status::Io, "checkpoint file '", path, "' is missing or unreadable");
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
+  auto bytes = read_whole_file(path);
+  if (!bytes) fail(Status::Io, "checkpoint file '", path, "' is missing or unreadable");
+  return std::move(*bytes);
 }
 
 json read_json(const std::string& path) {

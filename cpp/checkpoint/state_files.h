@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "data/dataloader.h"
 #include "model/model.h"
 #include "optim/scheduler.h"
@@ -19,7 +20,6 @@ namespace acc {
 std::string indexed_name(const std::string& stem, size_t i, const std::string& extension);
 std::string join_path(const std::string& dir, const std::string& name);
 
-void write_file(const std::string& path, const std::string& bytes);
 std::string read_file(const std::string& path);
 nlohmann::json read_json(const std::string& path);
 

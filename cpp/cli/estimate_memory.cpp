@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/files.h"
 
 namespace acc {
 namespace {
@@ -66,11 +67,9 @@ ModelSizes model_sizes(const Model& model) {
 
 std::shared_ptr<Model> load_model_file(const std::string& path) {
   if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) {
-    std::ifstream in(path);
-    if (!in) fail(Status::Io, "cannot read layer spec ", path, ": check the path");
-    std::stringstream text;
-    text << in.rdbuf();
-    return model_from_spec(text.str());
+    const auto text = read_whole_file(path);
+    if (!text) fail(Status::Io, "cannot read layer spec ", path, ": check the path");
+    return model_from_spec(*text);
   }
   std::ifstream probe(path);
   if (!probe) fail(Status::Io, "cannot read model file ", path, ": check the path");

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "common/options.h"
 #include "state/process_env.h"
 
@@ -355,13 +356,11 @@ ClusterConfig parse_config_text(const std::string& text, const std::string& orig
 }
 
 ClusterConfig load_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in)
+  const auto text = read_whole_file(path);
+  if (!text)
     fail(Status::Io, "cannot read config file ", path, ": ", std::strerror(errno),
          " (fix its permissions, or pass another file with --config_file)");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_config_text(text.str(), path);
+  return parse_config_text(*text, path);
 }
 
 std::string config_to_yaml(const ClusterConfig& c) {
@@ -411,10 +410,7 @@ void save_config_file(const ClusterConfig& c, const std::string& path) {
   std::error_code ec;
   if (!parent.empty()) std::filesystem::create_directories(parent, ec);
   if (ec) fail(Status::Io, "cannot create directory ", parent.string(), " for the config file: ", ec.message());
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) fail(Status::Io, "cannot write config file ", path, ": ", std::strerror(errno));
+  write_file_atomically(path, text);
 }
 
 ClusterConfig default_cluster_config(const std::string& mixed_precision, int gpu_count) {

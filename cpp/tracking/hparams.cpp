@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "tracking/tracker.h"
 
 namespace acc::tracking {
@@ -40,15 +41,7 @@ nlohmann::json flatten_config(const nlohmann::json& config) {
 }
 
 void write_config_file(const std::string& dir, const nlohmann::json& config) {
-  const std::string path = dir + "/hparams.json", temp = path + ".tmp";
-  const std::string text = config.dump(2) + "\n";
-  std::FILE* f = std::fopen(temp.c_str(), "wb");
-  if (!f) fail(Status::Io, "cannot write ", temp, ": ", std::strerror(errno));
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok) fail(Status::Io, "cannot write ", temp, ": ", std::strerror(errno));
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  if (ec) fail(Status::Io, "cannot rename ", temp, " to ", path, ": ", ec.message());
+  write_file_atomically(dir + "/hparams.json", config.dump(2) + "\n");
 }
 
 std::string make_run_dir(const std::string& logging_dir, const std::string& project_name) {

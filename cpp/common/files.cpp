@@ -1,0 +1,34 @@
+#include "common/files.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/error.h"
+
+namespace acc {
+
+std::optional<std::string> read_whole_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) fail(Status::Io, "cannot write '", path, "'");
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  const std::string temporary = path + ".tmp";
+  write_file(temporary, bytes);
+  std::error_code ec;
+  std::filesystem::rename(temporary, path, ec);
+  if (ec) fail(Status::Io, "cannot rename '", temporary, "' to '", path, "': ", ec.message());
+}
+
+}  // namespace acc

@@ -1,0 +1,16 @@
+// Small files read and written whole (checkpoint parts, config files, layer specs, hparams).
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace acc {
+
+// The file's bytes; nullopt when it cannot be opened (the caller says what the file was for).
+std::optional<std::string> read_whole_file(const std::string& path);
+// Writes `bytes` to `path`; an Io error naming the file when that fails (a full disk included).
+void write_file(const std::string& path, const std::string& bytes);
+// The same through `path`.tmp renamed into place, so a reader never sees half a file.
+void write_file_atomically(const std::string& path, const std::string& bytes);
+
+}  // namespace acc
