@@ -27,8 +27,7 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
     if (!file) file = implicit_config();
     if (!*file) return std::nullopt;
     const ClusterConfig& f = **file;
-    if (std::string(key) == "cpu" && (f.present.count("use_cpu") || f.distributed_type == "MULTI_CPU"))
-      return (f.use_cpu || f.distributed_type == "MULTI_CPU") ? "true" : "false";
+    if (std::string(key) == "cpu" && f.says_cpu()) return f.wants_cpu() ? "true" : "false";
     if (std::string(key) == "mixed_precision" && f.present.count("mixed_precision")) return f.mixed_precision;
     if (std::string(key) == "gradient_accumulation_steps" && f.gradient_accumulation_steps)
       return std::to_string(*f.gradient_accumulation_steps);

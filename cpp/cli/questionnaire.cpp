@@ -143,7 +143,7 @@ ClusterConfig ask_cluster_config(std::istream& in, std::ostream& out, bool termi
               (c.distributed_type == "NO" && (gpu_count == 0 || ask.yes_no("Do you want to run your training on CPU only "
                                                                            "(even if a GPU is available)?",
                                                                            false)));
-  c.mixed_precision = ask.choice("Do you wish to use mixed precision?", {"no", "fp16", "bf16"}, 0);
+  c.mixed_precision = ask.choice("Do you wish to use mixed precision?", mixed_precision_choices(), 0);
   const int steps = ask.integer("How many gradient accumulation steps (micro-batches per optimizer step)?", 1, 1, 1 << 20);
   if (steps > 1) c.gradient_accumulation_steps = steps;
   if (c.gradient_accumulation_steps) c.present.insert("gradient_accumulation_steps");

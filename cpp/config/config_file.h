@@ -35,6 +35,10 @@ struct ClusterConfig {
 
   std::set<std::string> present;      // the keys the file had (after legacy keys were converted)
   std::vector<std::string> warnings;  // what the file asks for that this runtime ignores
+
+  // Whether the job runs on the CPU (use_cpu, or a MULTI_CPU job), and whether the file says so.
+  bool wants_cpu() const { return use_cpu || distributed_type == "MULTI_CPU"; }
+  bool says_cpu() const { return present.count("use_cpu") || distributed_type == "MULTI_CPU"; }
 };
 
 // The directory Accelerate keeps its config in: $HF_HOME/accelerate, else

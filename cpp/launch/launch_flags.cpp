@@ -13,7 +13,7 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
     c.main_process_port = file->main_process_port;
     c.mixed_precision = file->mixed_precision;
     c.gradient_accumulation_steps = file->gradient_accumulation_steps;
-    c.cpu = file->use_cpu || file->distributed_type == "MULTI_CPU";
+    c.cpu = file->wants_cpu();
     c.debug = file->debug;
     if (file->gpu_ids && *file->gpu_ids != "all") c.gpu_ids = file->gpu_ids;
     c.config_file = config_path;

@@ -32,11 +32,13 @@ AsyncFile::~AsyncFile() {
   }
 }
 
+void write_all(std::FILE* file, const std::string& path, const std::string& bytes) {
+  if (std::fwrite(bytes.data(), 1, bytes.size(), file) != bytes.size())
+    fail(Status::Io, "cannot write ", path, ": ", std::strerror(errno));
+}
+
 void AsyncFile::append(std::string bytes) {
-  enqueue([bytes = std::move(bytes)](std::FILE*& file, const std::string& path) {
-    if (std::fwrite(bytes.data(), 1, bytes.size(), file) != bytes.size())
-      fail(Status::Io, "cannot write ", path, ": ", std::strerror(errno));
-  });
+  enqueue([bytes = std::move(bytes)](std::FILE*& file, const std::string& path) { write_all(file, path, bytes); });
 }
 
 void AsyncFile::post(Task task) { enqueue(std::move(task)); }

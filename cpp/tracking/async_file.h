@@ -16,6 +16,9 @@
 
 namespace acc::tracking {
 
+// Writes all of `bytes` to `file` (the writer thread's); an Io error naming `path` otherwise.
+void write_all(std::FILE* file, const std::string& path, const std::string& bytes);
+
 class AsyncFile {
  public:
   // Runs on the writer thread with the open file (which it may close and reopen, e.g. to rewrite it)

@@ -88,10 +88,6 @@ void widen(std::FILE*& file, const std::string& path, CsvTracker::Table& table, 
   if (!file) fail(Status::Io, "cannot reopen ", path);
 }
 
-void write_all(std::FILE* file, const std::string& path, const std::string& text) {
-  if (std::fwrite(text.data(), 1, text.size(), file) != text.size()) fail(Status::Io, "cannot write ", path);
-}
-
 }  // namespace
 
 std::vector<std::string> parse_csv_record(const std::string& text, size_t* consumed) {
@@ -124,11 +120,8 @@ std::vector<std::string> parse_csv_record(const std::string& text, size_t* consu
   return fields;
 }
 
-void CsvTracker::start(const std::string& project_name, const nlohmann::json& config) {
-  if (file_) finish();
-  const std::string dir = make_run_dir(logging_dir_, project_name);
-  write_config_file(dir, config);
-  path_ = dir + "/metrics.csv";
+void CsvTracker::start(const std::string& project_name, const nlohmann::json&) {
+  open_run(project_name, "metrics.csv", /*truncate=*/false);  // appends: nothing written yet
   table_ = std::make_shared<Table>();
   // An existing table (a resumed run) keeps its columns.
   if (std::ifstream in{path_, std::ios::binary}) {
@@ -144,7 +137,6 @@ void CsvTracker::start(const std::string& project_name, const nlohmann::json& co
       table_->header_bytes = consumed;
     }
   }
-  file_ = std::make_unique<AsyncFile>(path_, /*truncate=*/false);
 }
 
 void CsvTracker::log(const std::shared_ptr<const Record>& record) {

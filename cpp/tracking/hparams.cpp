@@ -1,8 +1,5 @@
 #include "tracking/hparams.h"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <filesystem>
 
 #include "common/error.h"

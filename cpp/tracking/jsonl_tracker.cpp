@@ -7,18 +7,19 @@
 
 namespace acc::tracking {
 
+namespace {
+
+// A value as JSON: the number, or "nan" / "inf" / "-inf".
 nlohmann::json json_number(double value) {
   if (std::isnan(value)) return "nan";
   if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
   return value;
 }
 
-void JsonlTracker::start(const std::string& project_name, const nlohmann::json& config) {
-  if (file_) finish();
-  const std::string dir = make_run_dir(logging_dir_, project_name);
-  write_config_file(dir, config);
-  path_ = dir + "/metrics.jsonl";
-  file_ = std::make_unique<AsyncFile>(path_, /*truncate=*/false);
+}  // namespace
+
+void JsonlTracker::start(const std::string& project_name, const nlohmann::json&) {
+  open_run(project_name, "metrics.jsonl", /*truncate=*/false);
 }
 
 void JsonlTracker::log(const std::shared_ptr<const Record>& record) {
@@ -28,7 +29,7 @@ void JsonlTracker::log(const std::shared_ptr<const Record>& record) {
     // Insertion order of the keys: step, wall_time, values.
     const std::string line = concat("{\"step\":", record->step, ",\"wall_time\":", nlohmann::json(record->wall_time).dump(),
                                     ",\"values\":", values.dump(), "}\n");
-    if (std::fwrite(line.data(), 1, line.size(), file) != line.size()) fail(Status::Io, "cannot write ", path);
+    write_all(file, path, line);
   });
 }
 

@@ -18,7 +18,4 @@ class JsonlTracker : public FileTracker {
   void log(const std::shared_ptr<const Record>& record) override;
 };
 
-// A value as JSON: the number, or "nan" / "inf" / "-inf".
-nlohmann::json json_number(double value);
-
 }  // namespace acc::tracking

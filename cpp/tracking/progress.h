@@ -28,7 +28,6 @@ class Progress {
   void set_postfix(std::string text);
   // Shows the final state; later updates are ignored.
   void close();
-  int64_t count() const { return count_; }
 
   // The text of a display (without line ends) after `elapsed` seconds.
   static std::string bar_line(const std::string& description, int64_t count, int64_t total, double elapsed,

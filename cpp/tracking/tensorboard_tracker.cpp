@@ -106,10 +106,7 @@ std::string end_record(double wall_time) {
 }  // namespace
 
 void TensorBoardTracker::start(const std::string& project_name, const nlohmann::json& config) {
-  if (file_) finish();
-  const std::string dir = make_run_dir(logging_dir_, project_name);
-  path_ = dir + "/" + event_file_name();
-  file_ = std::make_unique<AsyncFile>(path_, /*truncate=*/true);
+  open_run(project_name, event_file_name(), /*truncate=*/true);
   has_hparams_ = !config.empty();
   file_->append(start_records(config, now_seconds()));
 }
@@ -125,8 +122,7 @@ void TensorBoardTracker::log(const std::shared_ptr<const Record>& record) {
       value->set_tag(record->names[i]);
       value->set_simple_value(static_cast<float>(record->values[i]));
     }
-    const std::string bytes = framed(event);
-    if (std::fwrite(bytes.data(), 1, bytes.size(), file) != bytes.size()) fail(Status::Io, "cannot write ", path);
+    write_all(file, path, framed(event));
   });
 }
 

@@ -56,6 +56,7 @@ TrackerSet::TrackerSet(const std::string& log_with, std::string logging_dir, boo
   for (const auto& name : parse_log_with(log_with)) {
     require(!logging_dir_.empty(), "log_with \"", name, "\" writes files and needs project_dir or logging_dir");
     trackers_.push_back(make_builtin(name, logging_dir_));
+    if (name != "tensorboard") hparams_file_ = true;  // csv and jsonl runs keep their config beside them
   }
 }
 
@@ -86,7 +87,7 @@ void TrackerSet::add(std::shared_ptr<Tracker> tracker) {
   for (const auto& t : trackers_)
     require(t->name() != tracker->name(), "a tracker named \"", tracker->name(), "\" is already there");
   trackers_.push_back(tracker);
-  if (running_ && main_) tracker->start(project_name_, parse_config(config_json_));
+  if (running_ && main_) tracker->start(project_name_, config_);
 }
 
 void TrackerSet::init(const std::string& project_name, const std::string& config_json) {
@@ -96,10 +97,11 @@ void TrackerSet::init(const std::string& project_name, const std::string& config
   const nlohmann::json config = parse_config(config_json);
   if (running_) end();
   project_name_ = project_name;
-  config_json_ = config.dump();
+  config_ = config;
   next_step_ = 0;
   running_ = true;
   try {
+    if (main_ && hparams_file_) write_config_file(make_run_dir(logging_dir_, project_name), config);
     each([&](Tracker& t) { t.start(project_name, config); });
   } catch (...) {
     // No half-started run: the trackers that did start finish, and log stays an error.

@@ -33,7 +33,6 @@ class TrackerSet {
   // Ends the run: trackers finish and their files are complete on disk.
   void end();
 
-  bool running() const { return running_; }
   std::vector<std::string> names() const;
   // Where tracker `name` writes ("" for trackers without a file, before a run, off the main process).
   std::string path(const std::string& name) const;
@@ -48,7 +47,8 @@ class TrackerSet {
   bool running_ = false;
   int64_t next_step_ = 0;
   std::string project_name_;
-  std::string config_json_;
+  nlohmann::json config_;
+  bool hparams_file_ = false;  // a built-in tracker that keeps hparams.json in the run's folder
   std::vector<std::shared_ptr<Tracker>> trackers_;
 };
 
