@@ -16,7 +16,6 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 const std::string kMlp = mlp_spec({784, 1024, 1024, 10});
 const char* kCnn = R"([{"type":"conv2d","in_channels":1,"out_channels":16,"kernel_size":3,"padding":1},{"type":"relu"},
@@ -84,11 +83,8 @@ std::pair<double, double> interleaved(Trainer& a, Trainer& b, int rounds, int st
   for (int i = 0; i < 3; ++i) a.step(), b.step();  // warm-up
   std::vector<double> ta, tb;
   for (int r = 0; r < rounds; ++r) {
-    for (auto [trainer, times] : {std::pair{&a, &ta}, std::pair{&b, &tb}}) {
-      const auto start = Clock::now();
-      for (int s = 0; s < steps; ++s) trainer->step();
-      times->push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count() / steps);
-    }
+    ta.push_back(time_steps(a, steps));
+    tb.push_back(time_steps(b, steps));
   }
   return {median(ta), median(tb)};
 }
