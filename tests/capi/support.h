@@ -60,13 +60,17 @@ inline acc_tensor* longs(const std::vector<int64_t>& values, const std::vector<i
   return t;
 }
 
-inline std::vector<float> to_floats(const acc_tensor* t) {
+// The elements of a tensor of element type T (float32: float, int64: int64_t), in row-major order.
+template <typename T>
+std::vector<T> to_host(const acc_tensor* t) {
   int64_t n = 0;
   EXPECT_EQ(acc_tensor_numel(t, &n), ACC_OK);
-  std::vector<float> out(static_cast<size_t>(n));
-  EXPECT_EQ(acc_tensor_to_host(t, out.data(), out.size() * sizeof(float)), ACC_OK) << acc_last_error_message();
+  std::vector<T> out(static_cast<size_t>(n));
+  EXPECT_EQ(acc_tensor_to_host(t, out.data(), out.size() * sizeof(T)), ACC_OK) << acc_last_error_message();
   return out;
 }
+inline std::vector<float> to_floats(const acc_tensor* t) { return to_host<float>(t); }
+inline std::vector<int64_t> to_longs(const acc_tensor* t) { return to_host<int64_t>(t); }
 
 inline double item(const acc_tensor* t) {
   double v = 0;

@@ -53,10 +53,7 @@ std::vector<std::vector<int64_t>> epoch(acc_dataloader* dl) {
     if (!batch) break;
     acc_tensor* y = nullptr;
     EXPECT_EQ(acc_tensor_list_get(batch, 1, &y), ACC_OK);
-    int64_t n = 0;
-    EXPECT_EQ(acc_tensor_numel(y, &n), ACC_OK);
-    std::vector<int64_t> labels(static_cast<size_t>(n));
-    EXPECT_EQ(acc_tensor_to_host(y, labels.data(), labels.size() * 8), ACC_OK);
+    const auto labels = acc_test::to_longs(y);
     out.push_back(labels);
     acc_tensor_free(y);
     acc_tensor_list_free(batch);
@@ -497,11 +494,7 @@ TEST(IterableDataset, StreamsAreBatchedInOrderEachEpoch) {
     ends.push_back(end);
     acc_tensor* y = nullptr;
     ACC_ASSERT_OK(acc_tensor_list_get(batch, 1, &y));
-    int64_t n = 0;
-    ACC_ASSERT_OK(acc_tensor_numel(y, &n));
-    std::vector<int64_t> v(static_cast<size_t>(n));
-    ACC_ASSERT_OK(acc_tensor_to_host(y, v.data(), v.size() * 8));
-    batches.push_back(v);
+    batches.push_back(acc_test::to_longs(y));
     acc_tensor_free(y);
     acc_tensor_list_free(batch);
   }

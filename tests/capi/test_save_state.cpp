@@ -393,8 +393,7 @@ TEST(SaveState, ASaveRightAfterALoadKeepsThePositionStillToResume) {
 TEST(LoadState, CheckpointsOfOtherJobsAreRefused) {
   std::string dir = saved_checkpoint("processes");
   {
-    std::ifstream in(dir + "/accelerate_state.json");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string text = acc_test::read_file(dir + "/accelerate_state.json");
     const auto at = text.find("\"num_processes\": 1");
     ASSERT_NE(at, std::string::npos);
     text.replace(at, 18, "\"num_processes\": 4");

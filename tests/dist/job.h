@@ -6,6 +6,9 @@
 
 #include <cstdint>
 
+#include <vector>
+
+#include "../capi/support.h"
 #include "accelerate.h"
 
 extern acc_accelerator* g_acc;
@@ -38,3 +41,31 @@ struct TwinModels {
     EXPECT_EQ(acc_optimizer_set_lr(*o, 0, lr), ACC_OK);
   }
 };
+
+// A small network of 3 inputs and 2 outputs.
+inline const char* const kDistNet = R"([{"type":"linear","in_features":3,"out_features":4},{"type":"tanh"},
+                                       {"type":"linear","in_features":4,"out_features":2}])";
+
+// A parameter's values.
+inline std::vector<float> weights(acc_model* m, const char* name) {
+  acc_tensor* w = nullptr;
+  EXPECT_EQ(acc_model_parameter(m, name, &w), ACC_OK);
+  auto v = acc_test::to_floats(w);
+  acc_tensor_free(w);
+  return v;
+}
+
+// One step of `model` on `rows` rows of inputs x (3 features) and targets y (2): forward, MSE,
+// backward through `acc` (null: a plain backward), then opt's step and zero_grad (opt null: none).
+inline void train_step(acc_model* model, acc_optimizer* opt, const std::vector<float>& x, const std::vector<float>& y,
+                       int64_t rows, acc_accelerator* acc) {
+  acc_tensor* xt = acc_test::floats(x, {rows, 3});
+  acc_tensor* yt = acc_test::floats(y, {rows, 2});
+  acc_tensor *out = nullptr, *loss = nullptr;
+  ASSERT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
+  ASSERT_EQ(acc_loss_mse(out, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+  ASSERT_EQ(acc ? acc_backward(acc, loss) : acc_tensor_backward(loss), ACC_OK) << acc_last_error_message();
+  if (opt) ASSERT_EQ(acc_optimizer_step(opt), ACC_OK);
+  if (opt) ASSERT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+  for (acc_tensor* t : {xt, yt, out, loss}) acc_tensor_free(t);
+}

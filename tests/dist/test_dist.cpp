@@ -51,17 +51,6 @@ std::vector<float> range_values(int64_t n, float start, float step = 1.0f) {
   return v;
 }
 
-std::vector<float> weights(acc_model* m, const char* name) {
-  acc_tensor* w = nullptr;
-  EXPECT_EQ(acc_model_parameter(m, name, &w), ACC_OK);
-  auto v = to_floats(w);
-  acc_tensor_free(w);
-  return v;
-}
-
-const char* kNet = R"([{"type":"linear","in_features":3,"out_features":4},{"type":"tanh"},
-                       {"type":"linear","in_features":4,"out_features":2}])";
-
 // Inputs and targets of the whole job for a step; each process takes rows [rank*8, rank*8+8).
 std::pair<std::vector<float>, std::vector<float>> job_batch(int step) {
   std::vector<float> x, y;
@@ -72,20 +61,10 @@ std::pair<std::vector<float>, std::vector<float>> job_batch(int step) {
   return {x, y};
 }
 
+// train_step with the job's accelerator (use_accelerator_backward) or a plain backward.
 void train_step(acc_model* model, acc_optimizer* opt, const std::vector<float>& x, const std::vector<float>& y,
                 int64_t rows, bool use_accelerator_backward) {
-  acc_tensor* xt = floats(x, {rows, 3});
-  acc_tensor* yt = floats(y, {rows, 2});
-  acc_tensor *out = nullptr, *loss = nullptr;
-  ASSERT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
-  ASSERT_EQ(acc_loss_mse(out, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK);
-  if (use_accelerator_backward)
-    ASSERT_EQ(acc_backward(g_acc, loss), ACC_OK) << acc_last_error_message();
-  else
-    ASSERT_EQ(acc_tensor_backward(loss), ACC_OK);
-  if (opt) ASSERT_EQ(acc_optimizer_step(opt), ACC_OK);
-  if (opt) ASSERT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
-  for (acc_tensor* t : {xt, yt, out, loss}) acc_tensor_free(t);
+  train_step(model, opt, x, y, rows, use_accelerator_backward ? g_acc : nullptr);
 }
 
 std::vector<float> rows_of(const std::vector<float>& v, int64_t width, int64_t begin, int64_t count) {
@@ -126,10 +105,7 @@ std::vector<int64_t> gather_epoch(acc_dataloader* dl, const char* name) {
     acc_tensor *b = nullptr, *all = nullptr;
     EXPECT_EQ(acc_tensor_list_get(batch, 0, &b), ACC_OK);
     EXPECT_EQ(acc_gather_for_metrics(g_acc, b, name, &all), ACC_OK) << acc_last_error_message();
-    int64_t n = 0;
-    EXPECT_EQ(acc_tensor_numel(all, &n), ACC_OK);
-    std::vector<int64_t> v(static_cast<size_t>(n));
-    EXPECT_EQ(acc_tensor_to_host(all, v.data(), v.size() * 8), ACC_OK);
+    const auto v = acc_test::to_longs(all);
     gathered.insert(gathered.end(), v.begin(), v.end());
     acc_tensor_free(b);
     acc_tensor_free(all);
@@ -276,7 +252,7 @@ TEST(Dist, MainProcessFirst) {
 
 TEST(Ddp, HalfBatchesOnEachProcessMatchTheWholeBatchOnOne) {
   // Reference: a local copy of the same initial model, trained on the whole job's batch.
-  TwinModels twins(kNet, 11, 0.2, 0.2);
+  TwinModels twins(kDistNet, 11, 0.2, 0.2);
   const char* hook = std::getenv("ACC_TEST_COMM_HOOK");
   if (hook && std::string(hook) == "bf16") {  // Gloo has no bf16 allreduce: refused, not mis-summed
     ACC_EXPECT_ERROR(acc_prepare(g_acc, &twins.model, &twins.opt, nullptr, nullptr), ACC_ERR_UNSUPPORTED,
@@ -301,7 +277,7 @@ TEST(Ddp, TorchScriptModelsTrainDataParallelToo) {
   ACC_ASSERT_OK(acc_main_process_first_begin(g_acc));
   if (g_rank == 0) {
     acc_model* spec = nullptr;
-    ACC_ASSERT_OK(acc_model_from_spec(kNet, &spec));
+    ACC_ASSERT_OK(acc_model_from_spec(kDistNet, &spec));
     ACC_ASSERT_OK(acc_model_save_torchscript(spec, path.c_str()));
     acc_model_free(spec);
   }
@@ -332,10 +308,10 @@ TEST(Ddp, NoSyncAccumulatesLocallyAndSyncsOnce) {
   // Two micro-batches, the first under no_sync: the synced step equals one step over both.
   ACC_ASSERT_OK(acc_set_seed(5));
   acc_model* reference = nullptr;
-  ACC_ASSERT_OK(acc_model_from_spec(kNet, &reference));
+  ACC_ASSERT_OK(acc_model_from_spec(kDistNet, &reference));
   ACC_ASSERT_OK(acc_set_seed(5));
   acc_model* model = nullptr;
-  ACC_ASSERT_OK(acc_model_from_spec(kNet, &model));
+  ACC_ASSERT_OK(acc_model_from_spec(kDistNet, &model));
   acc_optimizer *ref_opt = nullptr, *opt = nullptr;
   ACC_ASSERT_OK(acc_optimizer_create(reference, "sgd", nullptr, &ref_opt));
   ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
@@ -372,7 +348,7 @@ TEST(Ddp, NoSyncAccumulatesLocallyAndSyncsOnce) {
 TEST(Ddp, TriggerSyncInBackwardSyncsInsideNoSync) {
   ACC_ASSERT_OK(acc_set_seed(9));
   acc_model* model = nullptr;
-  ACC_ASSERT_OK(acc_model_from_spec(kNet, &model));
+  ACC_ASSERT_OK(acc_model_from_spec(kDistNet, &model));
   acc_optimizer* opt = nullptr;
   ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
   ACC_ASSERT_OK(acc_prepare(g_acc, &model, &opt, nullptr, nullptr));
@@ -497,10 +473,7 @@ TEST(Data, UnseededShuffleFollowsProcessZerosGeneratorEveryEpoch) {
       acc_tensor *b = nullptr, *all = nullptr;
       ACC_ASSERT_OK(acc_tensor_list_get(batch, 0, &b));
       ACC_ASSERT_OK(acc_gather(g_acc, b, "shuffle order", &all));
-      int64_t n = 0;
-      ACC_ASSERT_OK(acc_tensor_numel(all, &n));
-      std::vector<int64_t> v(static_cast<size_t>(n));
-      ACC_ASSERT_OK(acc_tensor_to_host(all, v.data(), v.size() * 8));
+      const auto v = acc_test::to_longs(all);
       order.insert(order.end(), v.begin(), v.end());
       acc_tensor_free(b);
       acc_tensor_free(all);

@@ -85,10 +85,7 @@ struct DistRun {
       ASSERT_EQ(acc_tensor_list_get(batch, 0, &id), ACC_OK);
       ASSERT_EQ(acc_tensor_list_get(batch, 1, &x), ACC_OK);
       ASSERT_EQ(acc_tensor_list_get(batch, 2, &y), ACC_OK);
-      int64_t n = 0;
-      ASSERT_EQ(acc_tensor_numel(id, &n), ACC_OK);
-      std::vector<int64_t> batch_ids(static_cast<size_t>(n));
-      ASSERT_EQ(acc_tensor_to_host(id, batch_ids.data(), batch_ids.size() * 8), ACC_OK);
+      const auto batch_ids = acc_test::to_longs(id);
       ids.insert(ids.end(), batch_ids.begin(), batch_ids.end());
       ASSERT_EQ(acc_accumulate_begin(acc), ACC_OK);
       ASSERT_EQ(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();

@@ -70,13 +70,7 @@ struct Net {
     EXPECT_EQ(acc_optimizer_get_lr(opt, 0, &v), ACC_OK);
     return v;
   }
-  std::vector<float> weight() const {
-    acc_tensor* w = nullptr;
-    EXPECT_EQ(acc_model_parameter(model, "0.weight", &w), ACC_OK);
-    auto values = to_floats(w);
-    acc_tensor_free(w);
-    return values;
-  }
+  std::vector<float> weight() const { return weights(model, "0.weight"); }
 };
 
 }  // namespace
@@ -177,10 +171,7 @@ TEST(Training, BatchSamplersOfVaryingSizesShardWithoutEvenBatches) {
   for (acc_tensor_list* batch = nullptr; acc_dataloader_next(dl, &batch) == ACC_OK && batch;) {
     acc_tensor* b = nullptr;
     ASSERT_EQ(acc_tensor_list_get(batch, 0, &b), ACC_OK);
-    int64_t n = 0;
-    ASSERT_EQ(acc_tensor_numel(b, &n), ACC_OK);
-    std::vector<int64_t> values(static_cast<size_t>(n));
-    ASSERT_EQ(acc_tensor_to_host(b, values.data(), values.size() * 8), ACC_OK);
+    const auto values = acc_test::to_longs(b);
     got.insert(got.end(), values.begin(), values.end());
     acc_tensor_free(b);
     acc_tensor_list_free(batch);
@@ -206,23 +197,14 @@ std::vector<float> rank_rows(int64_t rank, int step, int64_t width, bool targets
 
 // Forward and backward of rank `rank`'s batch at `step` (acc: the accelerator's backward; null: plain).
 void forward_backward(acc_model* m, acc_accelerator* acc, int64_t rank, int step) {
-  acc_tensor* x = floats(rank_rows(rank, step, 3, false), {4, 3});
-  acc_tensor* y = floats(rank_rows(rank, step, 2, true), {4, 2});
-  acc_tensor *out = nullptr, *loss = nullptr;
-  ASSERT_EQ(acc_model_forward1(m, x, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
-  ASSERT_EQ(acc_loss_mse(out, y, ACC_REDUCTION_MEAN, &loss), ACC_OK);
-  ASSERT_EQ(acc ? acc_backward(acc, loss) : acc_tensor_backward(loss), ACC_OK) << acc_last_error_message();
-  for (acc_tensor* t : {x, y, out, loss}) acc_tensor_free(t);
+  train_step(m, nullptr, rank_rows(rank, step, 3, false), rank_rows(rank, step, 2, true), 4, acc);
 }
 
 std::vector<float> all_weights(acc_model* m) {
   std::vector<float> all;
   for (const char* name : {"0.weight", "0.bias", "2.weight", "2.bias"}) {
-    acc_tensor* w = nullptr;
-    EXPECT_EQ(acc_model_parameter(m, name, &w), ACC_OK);
-    auto v = to_floats(w);
+    const auto v = weights(m, name);
     all.insert(all.end(), v.begin(), v.end());
-    acc_tensor_free(w);
   }
   return all;
 }
@@ -233,10 +215,8 @@ TEST(Join, ProcessesThatRunOutOfStepsJoinTheOthersUntilTheEnd) {
   // Rank r trains 2 + r steps. At each step the job's gradient is the sum over the ranks still
   // training, divided by the number of processes (torch's Join default); at the end every replica
   // holds the weights of the last rank, which trained every step.
-  const char* net = R"([{"type":"linear","in_features":3,"out_features":4},{"type":"tanh"},
-                        {"type":"linear","in_features":4,"out_features":2}])";
   const int steps = static_cast<int>(2 + g_rank), most = static_cast<int>(1 + g_world);
-  TwinModels twins(net, 5, 0.2 / static_cast<double>(g_world), 0.2);  // the reference steps with sum / P
+  TwinModels twins(kDistNet, 5, 0.2 / static_cast<double>(g_world), 0.2);  // the reference steps with sum / P
   acc_model *local = twins.local, *&model = twins.model;
   acc_optimizer *local_opt = twins.local_opt, *&opt = twins.opt;
   ACC_ASSERT_OK(acc_prepare(g_acc, &model, &opt, nullptr, nullptr));

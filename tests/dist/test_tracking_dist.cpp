@@ -45,13 +45,8 @@ TEST(DistTracking, OnlyTheMainProcessWrites) {
   const char* base = std::getenv("ACC_TEST_TRACK_DIR");
   ASSERT_NE(base, nullptr) << "ACC_TEST_TRACK_DIR is not set";
   const std::string dir = base;
-  acc_options* o = nullptr;
-  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
-  ACC_ASSERT_OK(acc_options_set(o, "log_with", "all"));
-  ACC_ASSERT_OK(acc_options_set(o, "project_dir", dir.c_str()));
-  acc_accelerator* a = nullptr;
-  ACC_ASSERT_OK(acc_accelerator_create(o, &a));
-  acc_options_free(o);
+  acc_accelerator* a = acc_test::make_accelerator({{"log_with", "all"}, {"project_dir", dir}});
+  ASSERT_NE(a, nullptr);
   int64_t rank = -1, world = 0;
   ACC_ASSERT_OK(acc_accelerator_process_index(a, &rank));
   ACC_ASSERT_OK(acc_accelerator_num_processes(a, &world));
