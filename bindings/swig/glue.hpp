@@ -142,16 +142,7 @@ int fill_list(acc_tensor_list** out, Call call) {
     acc_callback_set_error(acc_last_error_message());
     return 1;
   }
-  int code = 1;
-  try {
-    code = call(list);
-  } catch (const std::exception& e) {  // e.g. a Java director exception
-    acc_callback_set_error(e.what());
-    code = 1;
-  } catch (...) {
-    acc_callback_set_error("unknown exception in a callback");
-    code = 1;
-  }
+  const int code = guarded([&] { return call(list); });  // e.g. a Java director exception
   if (code != 0) {
     acc_tensor_list_free(list);
     return code;

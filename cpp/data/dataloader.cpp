@@ -336,7 +336,7 @@ DataLoaderOptions dataloader_options(const Options& o) {
 DataLoaderOptions dataloader_options(const Options& o, std::vector<std::vector<int64_t>> batches) {
   for (const char* key : {"batch_size", "shuffle", "drop_last", "seed"})
     require(!o.has(key), "option '", key, "' does not apply to a loader over given batches");
-  require(!batches.empty(), "a batch sampler needs at least one batch");
+  require(!batches.empty(), "a batch sampler needs at least one batch (num_batches must be at least 1)");
   DataLoaderOptions options = dataloader_options(o);
   options.batches = std::move(batches);
   return options;

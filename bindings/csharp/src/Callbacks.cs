@@ -16,6 +16,16 @@ internal static class CallbackErrors {
     return 1;
   }
 
+  // Runs a callback's body: 0, or the status of a failure reported with acc_callback_set_error.
+  internal static int Run(Action body) {
+    try {
+      body();
+      return 0;
+    } catch (Exception e) {
+      return Failed(e);
+    }
+  }
+
   // Appends `fields` to `list`, then disposes them (the list holds its own references).
   internal static void AppendAndDispose(TensorList list, Tensor[] fields, string what) {
     if (fields == null) throw new InvalidOperationException("the callback returned null for " + what);
@@ -63,12 +73,7 @@ internal sealed class SampleAdapter : SampleSource {
   }
 
   public override int Sample(long index, TensorList out_) {
-    try {
-      CallbackErrors.AppendAndDispose(out_, fn(index), "sample " + index);
-      return 0;
-    } catch (Exception e) {
-      return CallbackErrors.Failed(e);
-    }
+    return CallbackErrors.Run(() => CallbackErrors.AppendAndDispose(out_, fn(index), "sample " + index));
   }
 
   public override void Released() { Unpin(); }
@@ -85,22 +90,14 @@ internal sealed class StreamAdapter : StreamSource {
   }
 
   public override int Start(long epoch) {
-    try {
-      if (start != null) start(epoch);
-      return 0;
-    } catch (Exception e) {
-      return CallbackErrors.Failed(e);
-    }
+    return CallbackErrors.Run(() => { if (start != null) start(epoch); });
   }
 
   public override int Next(TensorList out_) {
-    try {
+    return CallbackErrors.Run(() => {
       Tensor[] fields = next();
       if (fields != null) CallbackErrors.AppendAndDispose(out_, fields, "next");
-      return 0;
-    } catch (Exception e) {
-      return CallbackErrors.Failed(e);
-    }
+    });
   }
 
   public override void Released() { Unpin(); }

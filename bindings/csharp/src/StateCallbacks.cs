@@ -41,22 +41,14 @@ internal sealed class StateAdapter : StateHandler {
   }
 
   public override int Save(Bytes out_) {
-    try {
+    return CallbackErrors.Run(() => {
       byte[] data = save() ?? new byte[0];
       out_.Append(data, data.LongLength);
-      return 0;
-    } catch (Exception e) {
-      return CallbackErrors.Failed(e);
-    }
+    });
   }
 
   public override int Load(Bytes in_) {
-    try {
-      load(in_.ToArray());
-      return 0;
-    } catch (Exception e) {
-      return CallbackErrors.Failed(e);
-    }
+    return CallbackErrors.Run(() => load(in_.ToArray()));
   }
 
   public override void Released() { Unpin(); }
@@ -71,12 +63,7 @@ internal sealed class HookAdapter : CheckpointHook {
   }
 
   public override int Run(string dir) {
-    try {
-      hook(dir);
-      return 0;
-    } catch (Exception e) {
-      return CallbackErrors.Failed(e);
-    }
+    return CallbackErrors.Run(() => hook(dir));
   }
 
   public override void Released() { Unpin(); }
@@ -91,30 +78,15 @@ internal sealed class TrackerAdapter : Tracker {
   }
 
   public override int Init(string project, string configJson) {
-    try {
-      tracker.Init(project, configJson);
-      return 0;
-    } catch (Exception e) {
-      return CallbackErrors.Failed(e);
-    }
+    return CallbackErrors.Run(() => tracker.Init(project, configJson));
   }
 
   public override int Log(Metrics metrics, long step) {
-    try {
-      tracker.Log(metrics.ToDictionary(), step);
-      return 0;
-    } catch (Exception e) {
-      return CallbackErrors.Failed(e);
-    }
+    return CallbackErrors.Run(() => tracker.Log(metrics.ToDictionary(), step));
   }
 
   public override int Finish() {
-    try {
-      tracker.Finish();
-      return 0;
-    } catch (Exception e) {
-      return CallbackErrors.Failed(e);
-    }
+    return CallbackErrors.Run(() => tracker.Finish());
   }
 
   public override void Released() { Unpin(); }
@@ -129,12 +101,7 @@ internal sealed class LrLambdaAdapter : LrLambda {
   }
 
   public override int Factor(long step, LrFactor out_) {
-    try {
-      out_.Set(fn(step));
-      return 0;
-    } catch (Exception e) {
-      return CallbackErrors.Failed(e);
-    }
+    return CallbackErrors.Run(() => out_.Set(fn(step)));
   }
 
   public override void Released() { Unpin(); }

@@ -242,7 +242,9 @@ func (l *DataLoader) EndOfEpoch() (bool, error) {
 
 // SetCollate makes batches with fn instead of stacking samples.
 func (l *DataLoader) SetCollate(fn CollateFunc) error {
-	c := capi.NewDirectorCollator(&collateAdapter{fn})
-	_, err := with(l.ref(), func(h capi.DataLoader, e *string) none { h.SetCollator(c, e); return none{} })
+	_, err := with(l.ref(), func(h capi.DataLoader, e *string) none {
+		h.SetCollator(capi.NewDirectorCollator(&collateAdapter{fn}), e)
+		return none{}
+	})
 	return err
 }

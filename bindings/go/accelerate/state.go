@@ -24,25 +24,28 @@ type TrackerFuncs struct {
 }
 
 func (a *Accelerator) RegisterForCheckpointing(s CheckpointState) error {
-	d := capi.NewDirectorStateHandler(&stateAdapter{s})
-	return a.do(func(h capi.Accelerator, e *string) { h.RegisterForCheckpointing(d, e) })
+	// Directors are made inside: one for a closed accelerator would never reach the library to be freed.
+	return a.do(func(h capi.Accelerator, e *string) {
+		h.RegisterForCheckpointing(capi.NewDirectorStateHandler(&stateAdapter{s}), e)
+	})
 }
 
 // RegisterSaveStatePreHook: fn runs with the folder before SaveState writes it; an error aborts it.
 func (a *Accelerator) RegisterSaveStatePreHook(fn func(dir string) error) error {
-	d := capi.NewDirectorCheckpointHook(&hookAdapter{fn})
-	return a.do(func(h capi.Accelerator, e *string) { h.RegisterSaveStatePreHook(d, e) })
+	return a.do(func(h capi.Accelerator, e *string) {
+		h.RegisterSaveStatePreHook(capi.NewDirectorCheckpointHook(&hookAdapter{fn}), e)
+	})
 }
 
 // RegisterLoadStatePreHook: fn runs with the folder before LoadState reads it; an error aborts it.
 func (a *Accelerator) RegisterLoadStatePreHook(fn func(dir string) error) error {
-	d := capi.NewDirectorCheckpointHook(&hookAdapter{fn})
-	return a.do(func(h capi.Accelerator, e *string) { h.RegisterLoadStatePreHook(d, e) })
+	return a.do(func(h capi.Accelerator, e *string) {
+		h.RegisterLoadStatePreHook(capi.NewDirectorCheckpointHook(&hookAdapter{fn}), e)
+	})
 }
 
 func (a *Accelerator) AddTracker(name string, t TrackerFuncs) error {
-	d := capi.NewDirectorTracker(&trackerAdapter{t})
-	return a.do(func(h capi.Accelerator, e *string) { h.AddTracker(name, d, e) })
+	return a.do(func(h capi.Accelerator, e *string) { h.AddTracker(name, capi.NewDirectorTracker(&trackerAdapter{t}), e) })
 }
 
 // InitTrackers starts a run; configJSON is a JSON object of hyper-parameters ("" for none).
@@ -129,9 +132,8 @@ func (a *Accelerator) Autocast(enabled bool, fn func() error) error {
 // SchedulerFromLambda is PyTorch's LambdaLR: lr = base_lr * factor(step), at creation (step 0) and
 // at every step. An error or a panic fails the step (ErrIO) and leaves the rates as they were.
 func SchedulerFromLambda(opt *Optimizer, factor func(step int64) (float64, error)) (*Scheduler, error) {
-	d := capi.NewDirectorLrLambda(&lrAdapter{factor})
 	return adoptScheduler(with(opt.ref(), func(h capi.Optimizer, e *string) capi.Scheduler {
-		return capi.SchedulerFromLrLambda(h, d, e)
+		return capi.SchedulerFromLrLambda(h, capi.NewDirectorLrLambda(&lrAdapter{factor}), e)
 	}))
 }
 

@@ -13,12 +13,7 @@ final class CallbackAdapters {
     SampleSource s = new SampleSource() {
       @Override
       public int sample(long index, TensorList out) {
-        try {
-          appendAndClose(out, fn.apply(index), "sample " + index);
-          return 0;
-        } catch (Throwable t) {
-          return failed(t);
-        }
+        return guarded(() -> appendAndClose(out, fn.apply(index), "sample " + index));
       }
     };
     s.swigReleaseOwnership();
@@ -29,23 +24,15 @@ final class CallbackAdapters {
     StreamSource s = new StreamSource() {
       @Override
       public int start(long epoch) {
-        try {
-          fn.start(epoch);
-          return 0;
-        } catch (Throwable t) {
-          return failed(t);
-        }
+        return guarded(() -> fn.start(epoch));
       }
 
       @Override
       public int next(TensorList out) {
-        try {
+        return guarded(() -> {
           Tensor[] fields = fn.next();
           if (fields != null) appendAndClose(out, fields, "next");
-          return 0;
-        } catch (Throwable t) {
-          return failed(t);
-        }
+        });
       }
     };
     s.swigReleaseOwnership();
@@ -82,25 +69,19 @@ final class CallbackAdapters {
     StateHandler h = new StateHandler() {
       @Override
       public int save(Bytes out) {
-        try {
+        return guarded(() -> {
           byte[] data = st.save();
           out.append(data == null ? new byte[0] : data);
-          return 0;
-        } catch (Throwable t) {
-          return failed(t);
-        }
+        });
       }
 
       @Override
       public int load(Bytes in) {
-        try {
+        return guarded(() -> {
           byte[] data = new byte[Math.toIntExact(in.size())];
           in.copyTo(data);
           st.load(data);
-          return 0;
-        } catch (Throwable t) {
-          return failed(t);
-        }
+        });
       }
     };
     h.swigReleaseOwnership();
@@ -111,12 +92,7 @@ final class CallbackAdapters {
     CheckpointHook h = new CheckpointHook() {
       @Override
       public int run(String dir) {
-        try {
-          fn.run(dir);
-          return 0;
-        } catch (Throwable t) {
-          return failed(t);
-        }
+        return guarded(() -> fn.run(dir));
       }
     };
     h.swigReleaseOwnership();
@@ -127,34 +103,21 @@ final class CallbackAdapters {
     Tracker tr = new Tracker() {
       @Override
       public int init(String project, String configJson) {
-        try {
-          cb.init(project, configJson);
-          return 0;
-        } catch (Throwable t) {
-          return failed(t);
-        }
+        return guarded(() -> cb.init(project, configJson));
       }
 
       @Override
       public int log(Metrics metrics, long step) {
-        try {
+        return guarded(() -> {
           java.util.Map<String, Double> values = new java.util.LinkedHashMap<>();
           for (long i = 0, n = metrics.size(); i < n; ++i) values.put(metrics.name(i), metrics.value(i));
           cb.log(values, step);
-          return 0;
-        } catch (Throwable t) {
-          return failed(t);
-        }
+        });
       }
 
       @Override
       public int finish() {
-        try {
-          cb.finish();
-          return 0;
-        } catch (Throwable t) {
-          return failed(t);
-        }
+        return guarded(() -> cb.finish());
       }
     };
     tr.swigReleaseOwnership();
@@ -165,12 +128,7 @@ final class CallbackAdapters {
     LrLambda l = new LrLambda() {
       @Override
       public int factor(long step, LrFactor out) {
-        try {
-          out.set(fn.factor(step));
-          return 0;
-        } catch (Throwable t) {
-          return failed(t);
-        }
+        return guarded(() -> out.set(fn.factor(step)));
       }
     };
     l.swigReleaseOwnership();
@@ -203,6 +161,22 @@ final class CallbackAdapters {
     } finally {
       for (Tensor t : fields)
         if (t != null) t.close();
+    }
+  }
+
+  /** The body of a callback: returns while anything it throws is not allowed to reach C++. */
+  @FunctionalInterface
+  private interface Body {
+    void run() throws Throwable;
+  }
+
+  /** Runs a callback's body: 0, or the status of a failure reported with acc_callback_set_error. */
+  private static int guarded(Body body) {
+    try {
+      body.run();
+      return 0;
+    } catch (Throwable t) {
+      return failed(t);
     }
   }
 
