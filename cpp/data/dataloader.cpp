@@ -109,11 +109,12 @@ LoaderState DataLoader::state() const {
   // Between epochs a loaded state may still be pending: it is the state until the epoch starts.
   state.position = in_epoch_ ? position() : options_.skip_batches;
   state.epoch_seed = in_epoch_ ? epoch_seed_ : resume_seed_;
-  if (generator_) {
-    at::Tensor bytes = in_epoch_ ? epoch_start_generator_state_ : generator_->get_state();
-    state.generator_state = !in_epoch_ && !resume_generator_state_.empty()
-                                ? resume_generator_state_
-                                : std::vector<uint8_t>(bytes.data_ptr<uint8_t>(), bytes.data_ptr<uint8_t>() + bytes.numel());
+  if (!generator_) return state;
+  if (!in_epoch_ && !resume_generator_state_.empty()) {
+    state.generator_state = resume_generator_state_;
+  } else {
+    const at::Tensor bytes = in_epoch_ ? epoch_start_generator_state_ : generator_->get_state();
+    state.generator_state.assign(bytes.data_ptr<uint8_t>(), bytes.data_ptr<uint8_t>() + bytes.numel());
   }
   return state;
 }

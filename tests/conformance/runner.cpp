@@ -83,7 +83,7 @@ json gather_for_metrics(const std::vector<Batches>& per_process, int64_t n, int6
   for (const auto& p : per_process) steps = std::max(steps, p.size());
   for (const auto& p : per_process)
     if (p.size() != steps) return json{{"well_defined", false}};
-  const int64_t total = split ? b : b * procs;
+  const int64_t total = acc::total_batch_size(b, procs, split);
   const int64_t remainder = (drop_last || (procs > 1 && !even)) ? -1 : (procs == 1 ? n % b : n % total);
   std::vector<int64_t> kept;
   for (size_t s = 0; s < steps; ++s) {
@@ -252,7 +252,7 @@ int run_dist(const json& doc) {
       // epoch's samples past the skipped rounds (only whole rounds with drop_last). Where Accelerate
       // gets that right, every step must also match its answer.
       const int64_t n = p["n"], b = p["batch_size"], skip = p.value("skip", 0);
-      const int64_t total = p["split_batches"].get<bool>() ? b : b * world;
+      const int64_t total = acc::total_batch_size(b, world, p["split_batches"].get<bool>());
       const int64_t end = p["drop_last"].get<bool>() ? n / total * total : n;
       std::vector<int64_t> expected_kept, kept;
       for (int64_t i = std::min(skip * total, end); i < end; ++i) expected_kept.push_back(i);
