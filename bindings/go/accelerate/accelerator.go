@@ -38,8 +38,7 @@ func (a *Accelerator) ref() *ref[capi.Accelerator] {
 }
 
 func (a *Accelerator) do(f func(h capi.Accelerator, e *string)) error {
-	_, err := with(a.ref(), func(h capi.Accelerator, e *string) none { f(h, e); return none{} })
-	return err
+	return do(a.ref(), f)
 }
 
 func (a *Accelerator) Device() (string, error) {

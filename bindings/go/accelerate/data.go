@@ -223,12 +223,10 @@ func (l *DataLoader) Epoch() (int64, error) {
 	return with(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.Epoch(e) })
 }
 func (l *DataLoader) SetEpoch(epoch int64) error {
-	_, err := with(l.ref(), func(h capi.DataLoader, e *string) none { h.SetEpoch(epoch, e); return none{} })
-	return err
+	return do(l.ref(), func(h capi.DataLoader, e *string) { h.SetEpoch(epoch, e) })
 }
 func (l *DataLoader) SkipFirstBatches(n int64) error {
-	_, err := with(l.ref(), func(h capi.DataLoader, e *string) none { h.SkipFirstBatches(n, e); return none{} })
-	return err
+	return do(l.ref(), func(h capi.DataLoader, e *string) { h.SkipFirstBatches(n, e) })
 }
 func (l *DataLoader) TotalBatchSize() (int64, error) {
 	return with(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.TotalBatchSize(e) })
@@ -242,9 +240,7 @@ func (l *DataLoader) EndOfEpoch() (bool, error) {
 
 // SetCollate makes batches with fn instead of stacking samples.
 func (l *DataLoader) SetCollate(fn CollateFunc) error {
-	_, err := with(l.ref(), func(h capi.DataLoader, e *string) none {
+	return do(l.ref(), func(h capi.DataLoader, e *string) {
 		h.SetCollator(capi.NewDirectorCollator(&collateAdapter{fn}), e)
-		return none{}
 	})
-	return err
 }

@@ -42,26 +42,21 @@ func (o *Options) handleOf() (capi.Options, error) {
 }
 
 func (o *Options) SetInt(key string, v int64) error {
-	_, err := with(o.ref(), func(h capi.Options, e *string) none { h.SetInt(key, v, e); return none{} })
-	return err
+	return do(o.ref(), func(h capi.Options, e *string) { h.SetInt(key, v, e) })
 }
 func (o *Options) SetFloat(key string, v float64) error {
-	_, err := with(o.ref(), func(h capi.Options, e *string) none { h.SetDouble(key, v, e); return none{} })
-	return err
+	return do(o.ref(), func(h capi.Options, e *string) { h.SetDouble(key, v, e) })
 }
 func (o *Options) SetBool(key string, v bool) error {
-	_, err := with(o.ref(), func(h capi.Options, e *string) none { h.SetBool(key, v, e); return none{} })
-	return err
+	return do(o.ref(), func(h capi.Options, e *string) { h.SetBool(key, v, e) })
 }
 func (o *Options) SetString(key, v string) error {
-	_, err := with(o.ref(), func(h capi.Options, e *string) none { h.SetString(key, v, e); return none{} })
-	return err
+	return do(o.ref(), func(h capi.Options, e *string) { h.SetString(key, v, e) })
 }
 
 // Set sets any key from its text form ("4", "0.9", "true").
 func (o *Options) Set(key, v string) error {
-	_, err := with(o.ref(), func(h capi.Options, e *string) none { h.Set(key, v, e); return none{} })
-	return err
+	return do(o.ref(), func(h capi.Options, e *string) { h.Set(key, v, e) })
 }
 func (o *Options) Get(key string) (string, error) {
 	return with(o.ref(), func(h capi.Options, e *string) string { return h.Get(key, e) })
@@ -120,8 +115,7 @@ func (m *Model) ForwardMany(noGrad bool, inputs ...*Tensor) (*TensorList, error)
 }
 
 func (m *Model) SetTraining(training bool) error {
-	_, err := with(m.ref(), func(h capi.Model, e *string) none { h.SetTraining(training, e); return none{} })
-	return err
+	return do(m.ref(), func(h capi.Model, e *string) { h.SetTraining(training, e) })
 }
 func (m *Model) IsTraining() (bool, error) {
 	return with(m.ref(), func(h capi.Model, e *string) bool { return h.IsTraining(e) })
@@ -129,8 +123,7 @@ func (m *Model) IsTraining() (bool, error) {
 
 // To moves the model to device ("" keeps it) and floating parameters to dtype (Undefined keeps it).
 func (m *Model) To(device string, dtype DType) error {
-	_, err := with(m.ref(), func(h capi.Model, e *string) none { h.To(device, capi.Acc_dtype(dtype), e); return none{} })
-	return err
+	return do(m.ref(), func(h capi.Model, e *string) { h.To(device, capi.Acc_dtype(dtype), e) })
 }
 func (m *Model) ParameterNames() ([]string, error) {
 	return stringList(with(m.ref(), func(h capi.Model, e *string) capi.StringList { return h.ParameterNames(e) }))
@@ -146,8 +139,7 @@ func (m *Model) ParameterCount() (tensors int64, elements int64, err error) {
 	return tensors, elements, err
 }
 func (m *Model) ZeroGrad() error {
-	_, err := with(m.ref(), func(h capi.Model, e *string) none { h.ZeroGrad(e); return none{} })
-	return err
+	return do(m.ref(), func(h capi.Model, e *string) { h.ZeroGrad(e) })
 }
 func (m *Model) StateDict() (*TensorList, error) {
 	return wrapTensorList(with(m.ref(), func(h capi.Model, e *string) capi.TensorList { return h.StateDict(e) }))
@@ -158,12 +150,10 @@ func (m *Model) LoadStateDict(state *TensorList, strict bool) error {
 		return err
 	}
 	defer runtime.KeepAlive(state)
-	_, err = with(m.ref(), func(h capi.Model, e *string) none { h.LoadStateDict(sh, strict, e); return none{} })
-	return err
+	return do(m.ref(), func(h capi.Model, e *string) { h.LoadStateDict(sh, strict, e) })
 }
 func (m *Model) SaveTorchScript(path string) error {
-	_, err := with(m.ref(), func(h capi.Model, e *string) none { h.SaveTorchscript(path, e); return none{} })
-	return err
+	return do(m.ref(), func(h capi.Model, e *string) { h.SaveTorchscript(path, e) })
 }
 
 // LoadSafetensors loads weights saved by SaveModel or save_pretrained; returns the names the
@@ -210,19 +200,16 @@ func NewOptimizer(model *Model, algorithm string, opts *Options) (*Optimizer, er
 	}))
 }
 func (o *Optimizer) Step() error {
-	_, err := with(o.ref(), func(h capi.Optimizer, e *string) none { h.Step(e); return none{} })
-	return err
+	return do(o.ref(), func(h capi.Optimizer, e *string) { h.Step(e) })
 }
 func (o *Optimizer) ZeroGrad() error {
-	_, err := with(o.ref(), func(h capi.Optimizer, e *string) none { h.ZeroGrad(e); return none{} })
-	return err
+	return do(o.ref(), func(h capi.Optimizer, e *string) { h.ZeroGrad(e) })
 }
 func (o *Optimizer) LR(group int) (float64, error) {
 	return with(o.ref(), func(h capi.Optimizer, e *string) float64 { return h.GetLr(int64(group), e) })
 }
 func (o *Optimizer) SetLR(group int, lr float64) error {
-	_, err := with(o.ref(), func(h capi.Optimizer, e *string) none { h.SetLr(int64(group), lr, e); return none{} })
-	return err
+	return do(o.ref(), func(h capi.Optimizer, e *string) { h.SetLr(int64(group), lr, e) })
 }
 func (o *Optimizer) NumParamGroups() (int, error) {
 	n, err := with(o.ref(), func(h capi.Optimizer, e *string) int64 { return h.NumParamGroups(e) })
@@ -236,11 +223,7 @@ func (o *Optimizer) AddParamGroup(names []string, overrides *Options) error {
 		return err
 	}
 	defer runtime.KeepAlive(overrides)
-	_, err = with(o.ref(), func(h capi.Optimizer, e *string) none {
-		h.AddParamGroup(strings.Join(names, "\n"), oh, e)
-		return none{}
-	})
-	return err
+	return do(o.ref(), func(h capi.Optimizer, e *string) { h.AddParamGroup(strings.Join(names, "\n"), oh, e) })
 }
 
 // Scheduler of an optimizer's learning rate ("linear", "cosine", ... see accelerate.h).
@@ -269,8 +252,7 @@ func NewScheduler(opt *Optimizer, name string, opts *Options) (*Scheduler, error
 	}))
 }
 func (s *Scheduler) Step() error {
-	_, err := with(s.ref(), func(h capi.Scheduler, e *string) none { h.Step(e); return none{} })
-	return err
+	return do(s.ref(), func(h capi.Scheduler, e *string) { h.Step(e) })
 }
 func (s *Scheduler) LastLR(group int) (float64, error) {
 	return with(s.ref(), func(h capi.Scheduler, e *string) float64 { return h.GetLastLr(int64(group), e) })

@@ -62,3 +62,9 @@ func with[R any, H handle](r *ref[H], f func(h H, e *string) R) (R, error) {
 }
 
 type none struct{}
+
+// do runs a wrapped method that returns nothing but an error on a live handle.
+func do[H handle](r *ref[H], f func(h H, e *string)) error {
+	_, err := with(r, func(h H, e *string) none { f(h, e); return none{} })
+	return err
+}

@@ -45,7 +45,9 @@ func (a *Accelerator) RegisterLoadStatePreHook(fn func(dir string) error) error 
 }
 
 func (a *Accelerator) AddTracker(name string, t TrackerFuncs) error {
-	return a.do(func(h capi.Accelerator, e *string) { h.AddTracker(name, capi.NewDirectorTracker(&trackerAdapter{t}), e) })
+	return a.do(func(h capi.Accelerator, e *string) {
+		h.AddTracker(name, capi.NewDirectorTracker(&trackerAdapter{t}), e)
+	})
 }
 
 // InitTrackers starts a run; configJSON is a JSON object of hyper-parameters ("" for none).
@@ -159,18 +161,15 @@ func NewProgress(a *Accelerator, total int64, description string) (*Progress, er
 	}))
 }
 func (p *Progress) Update(n int64) error {
-	_, err := with(p.ref(), func(h capi.Progress, e *string) none { h.Update(n, e); return none{} })
-	return err
+	return do(p.ref(), func(h capi.Progress, e *string) { h.Update(n, e) })
 }
 func (p *Progress) SetPostfix(text string) error {
-	_, err := with(p.ref(), func(h capi.Progress, e *string) none { h.SetPostfix(text, e); return none{} })
-	return err
+	return do(p.ref(), func(h capi.Progress, e *string) { h.SetPostfix(text, e) })
 }
 
 // Finish shows the final state; later updates are ignored.
 func (p *Progress) Finish() error {
-	_, err := with(p.ref(), func(h capi.Progress, e *string) none { h.Finish(e); return none{} })
-	return err
+	return do(p.ref(), func(h capi.Progress, e *string) { h.Finish(e) })
 }
 
 // The adapters run on the library's threads: every panic is recovered (guard) and every error
