@@ -85,14 +85,22 @@ inline std::string read_file(const std::string& path) {
 }
 
 // An accelerator with options given as key/value text.
-inline acc_accelerator* make_accelerator(const std::vector<std::pair<std::string, std::string>>& items) {
+// acc_accelerator_create with accelerator options given as text; its status (the error stays for
+// acc_last_error_message).
+inline acc_status create_accelerator(const std::vector<std::pair<std::string, std::string>>& items,
+                                     acc_accelerator** out) {
   acc_options* o = nullptr;
   EXPECT_EQ(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o), ACC_OK);
   for (auto& kv : items)
     EXPECT_EQ(acc_options_set(o, kv.first.c_str(), kv.second.c_str()), ACC_OK) << acc_last_error_message();
-  acc_accelerator* a = nullptr;
-  EXPECT_EQ(acc_accelerator_create(o, &a), ACC_OK) << acc_last_error_message();
+  const acc_status status = acc_accelerator_create(o, out);
   acc_options_free(o);
+  return status;
+}
+
+inline acc_accelerator* make_accelerator(const std::vector<std::pair<std::string, std::string>>& items) {
+  acc_accelerator* a = nullptr;
+  EXPECT_EQ(create_accelerator(items, &a), ACC_OK) << acc_last_error_message();
   return a;
 }
 

@@ -393,13 +393,10 @@ TEST(SetSeed, TheSameSeedGivesTheSameRun) {
 TEST(Accelerator, ARendezvousThatNobodyJoinsTimesOut) {
   // Rank 0 of 2 whose peer never starts: creation fails after timeout_seconds, it does not hang.
   EnvVar rank("RANK", "0"), world("WORLD_SIZE", "2"), addr("MASTER_ADDR", "127.0.0.1"), port("MASTER_PORT", "29517");
-  acc_options* o = nullptr;
-  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
-  ACC_ASSERT_OK(acc_options_set_int(o, "timeout_seconds", 2));
   acc_accelerator* a = nullptr;
-  ACC_EXPECT_ERROR(acc_accelerator_create(o, &a), ACC_ERR_TIMEOUT, "rendezvous of 2 processes at 127.0.0.1:29517");
+  ACC_EXPECT_ERROR(acc_test::create_accelerator({{"timeout_seconds", "2"}}, &a), ACC_ERR_TIMEOUT,
+                   "rendezvous of 2 processes at 127.0.0.1:29517");
   EXPECT_EQ(a, nullptr);
-  acc_options_free(o);
 }
 
 TEST(Clipping, GradNormAndValueFollowTorchsDefinitions) {

@@ -85,13 +85,9 @@ TEST(MixedPrecision, Bf16TrainsAsWellAsFp32) {
 }
 
 TEST(MixedPrecision, Fp16OnTheCpuIsUnsupportedWithAReason) {
-  acc_options* o = nullptr;
-  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
-  ACC_ASSERT_OK(acc_options_set(o, "cpu", "1"));
-  ACC_ASSERT_OK(acc_options_set(o, "mixed_precision", "fp16"));
   acc_accelerator* acc = nullptr;
-  ACC_EXPECT_ERROR(acc_accelerator_create(o, &acc), ACC_ERR_UNSUPPORTED, "bf16");
-  acc_options_free(o);
+  ACC_EXPECT_ERROR(acc_test::create_accelerator({{"cpu", "1"}, {"mixed_precision", "fp16"}}, &acc),
+                   ACC_ERR_UNSUPPORTED, "bf16");
 }
 
 TEST(Autocast, ScopesApplyToCodeOutsideThePreparedModelAndNest) {

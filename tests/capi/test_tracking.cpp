@@ -283,18 +283,12 @@ TEST(Tracking, ATrackerAddedDuringARunStartsAtOnce) {
 }
 
 TEST(Tracking, ErrorsAreReported) {
-  acc_options* o = nullptr;
-  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
-  ACC_ASSERT_OK(acc_options_set(o, "log_with", "tensorboard,wandb"));
-  ACC_ASSERT_OK(acc_options_set(o, "project_dir", "/tmp"));
   acc_accelerator* bad = nullptr;
-  ACC_EXPECT_ERROR(acc_accelerator_create(o, &bad), ACC_ERR_INVALID_ARGUMENT, "unknown tracker \"wandb\"");
+  ACC_EXPECT_ERROR(acc_test::create_accelerator({{"log_with", "tensorboard,wandb"}, {"project_dir", "/tmp"}}, &bad),
+                   ACC_ERR_INVALID_ARGUMENT, "unknown tracker \"wandb\"");
   EXPECT_EQ(bad, nullptr);
-  acc_options_free(o);
-  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
-  ACC_ASSERT_OK(acc_options_set(o, "log_with", "jsonl"));
-  ACC_EXPECT_ERROR(acc_accelerator_create(o, &bad), ACC_ERR_INVALID_ARGUMENT, "needs project_dir or logging_dir");
-  acc_options_free(o);
+  ACC_EXPECT_ERROR(acc_test::create_accelerator({{"log_with", "jsonl"}}, &bad), ACC_ERR_INVALID_ARGUMENT,
+                   "needs project_dir or logging_dir");
 
   const std::string dir = fresh_dir("errors");
   acc_accelerator* a = make("jsonl", dir);
