@@ -240,7 +240,7 @@ void Accelerator::accumulate_begin() {
   // Off the window's end, gradients accumulate locally: no allreduce in this backward (unless
   // sync_each_batch trades that speed for the memory of the local accumulation).
   const bool allreduce = gradient_state_->sync_gradients() || config_.sync_each_batch;
-  for (const auto& model : live_models()) model->set_gradient_sync(allreduce);
+  models_.each([allreduce](PreparedModel& model) { model.set_gradient_sync(allreduce); });
 }
 
 void Accelerator::no_sync_begin(const std::shared_ptr<Model>& model) { prepared(model)->set_gradient_sync(false); }

@@ -30,6 +30,12 @@ class PreparedSet {
       if (auto prepared = e.prepared.lock(); prepared.get() == object) return true;
     return false;
   }
+  // Calls f on each live wrapper, in order, without collecting them (for the training step).
+  template <typename F>
+  void each(F f) const {
+    for (const auto& e : entries_)
+      if (auto prepared = e.prepared.lock()) f(*prepared);
+  }
   std::vector<std::shared_ptr<T>> live() const {
     std::vector<std::shared_ptr<T>> alive;
     for (const auto& e : entries_)
