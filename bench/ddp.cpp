@@ -4,8 +4,8 @@
 // the same loop inside join_uneven_inputs (one small allreduce more per step) against (b).
 //
 //   accelerate-launch --num_processes 2 bench_ddp [--quick]
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "accelerate.h"
+#include "common/compat.h"
 #include "mlp.h"
 
 namespace {
@@ -30,14 +31,9 @@ struct PlainDdp {
 
   PlainDdp(int rank, int world_size, int port) : net(mlp_module(kWidths)), world(world_size) {
     opt = std::make_unique<torch::optim::AdamW>(net->parameters(), torch::optim::AdamWOptions(1e-3));
-    c10d::TCPStoreOptions so;
-    so.port = static_cast<uint16_t>(port);
-    so.isServer = rank == 0;
-    so.numWorkers = world_size;
-    auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", so);
-    auto options = c10d::ProcessGroupGloo::Options::create();
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-    group = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, options);
+    auto store = acc::compat::make_tcp_store("127.0.0.1", static_cast<uint16_t>(port), rank == 0,
+                                             static_cast<size_t>(world_size), std::chrono::minutes(5));
+    group = acc::compat::make_gloo_group(store, rank, world_size, std::chrono::minutes(5), /*loopback=*/true);
     x = torch::randn({kBatch, kWidths.front()});
     y = torch::randint(0, kWidths.back(), {kBatch});
   }

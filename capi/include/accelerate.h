@@ -237,6 +237,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   loader without a seed uses the seed torch's generator was seeded with, as Accelerate's
  *   SeedableRandomSampler: epoch e permutes with it + e), non_blocking (bool, default true: batches go to a GPU
  *   asynchronously from pinned memory), timeout_seconds (int, default 1800: rendezvous and every collective),
+ *   backend ("gloo" or "nccl", InitProcessGroupKwargs(backend=...); default nccl when the process
+ *   runs on a GPU, gloo on the CPU; "gloo" on GPUs lets several processes share one GPU, which NCCL
+ *   refuses; "nccl" on the CPU is ACC_ERR_UNSUPPORTED),
  *   ddp_bucket_cap_mb (int, default 25), ddp_find_unused_parameters (bool, default false),
  *   ddp_broadcast_buffers (bool, default true), ddp_comm_hook ("no", "fp16", "bf16": gradients
  *   travel compressed) (DistributedDataParallelKwargs).

@@ -17,7 +17,15 @@ namespace {
 
 c10::Device pick_device(const AcceleratorConfig& c, int64_t local_index) {
   if (c.cpu || !cuda_available()) return c10::Device(c10::kCPU);
-  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_index % cuda_device_count()));
+  c10::Device device(c10::kCUDA, static_cast<c10::DeviceIndex>(local_index % cuda_device_count()));
+  set_current_device(device);  // as Accelerate's torch.cuda.set_device: NCCL and new tensors use it
+  return device;
+}
+
+// Accelerate's default: NCCL for GPUs, Gloo for CPUs.
+Backend pick_backend(const AcceleratorConfig& c, const c10::Device& device) {
+  if (!c.backend) return device.is_cuda() ? Backend::Nccl : Backend::Gloo;
+  return parse_backend(*c.backend);
 }
 
 }  // namespace
@@ -27,7 +35,8 @@ Accelerator::Accelerator(const Options& options)
       process_(detect_process_env()),
       device_(pick_device(config_, process_.local_rank)),
       dist_(process_.distributed()
-                ? join_process_group(process_, device_, std::chrono::seconds(config_.timeout_seconds))
+                ? join_process_group(process_, device_, pick_backend(config_, device_),
+                                     std::chrono::seconds(config_.timeout_seconds))
                 : nullptr),
       collectives_(dist_),
       gradient_state_(std::make_shared<GradientState>(config_.gradient_accumulation_steps, config_.sync_with_dataloader)) {
@@ -63,7 +72,7 @@ bool Accelerator::optimizer_step_was_skipped() const {
 
 std::shared_ptr<Model> Accelerator::wrapped_model(const std::shared_ptr<Model>& model) const {
   if (std::dynamic_pointer_cast<PreparedModel>(model)) return model;
-  return models_.find(model.get());
+  return models_.find(model);
 }
 
 std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& model,
@@ -79,7 +88,7 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
                             config_.ddp_comm_hook});
   auto prepared = std::make_shared<PreparedModel>(model, device_.type(), mixed_precision_dtype(config_.mixed_precision),
                                                   std::move(data_parallel));
-  models_.add(model.get(), prepared);
+  models_.add(model, prepared);
   return prepared;
 }
 
@@ -87,10 +96,10 @@ std::shared_ptr<Optimizer> Accelerator::prepare_optimizer(const std::shared_ptr<
                                                           std::optional<bool> device_placement) {
   require(optimizer != nullptr, "prepare_optimizer needs an optimizer");
   if (auto accelerated = std::dynamic_pointer_cast<AcceleratedOptimizer>(optimizer)) return accelerated;
-  if (auto prepared = optimizers_.find(optimizer.get())) return prepared;
+  if (auto prepared = optimizers_.find(optimizer)) return prepared;
   if (device_placement.value_or(config_.device_placement)) move_optimizer_state(*optimizer, device_);
   auto prepared = std::make_shared<AcceleratedOptimizer>(optimizer, gradient_state_, scaler_);
-  optimizers_.add(optimizer.get(), prepared);
+  optimizers_.add(optimizer, prepared);
   return prepared;
 }
 
@@ -98,7 +107,7 @@ std::shared_ptr<DataLoader> Accelerator::prepare_dataloader(const std::shared_pt
                                                             std::optional<bool> device_placement) {
   require(loader != nullptr, "prepare_dataloader needs a data loader");
   if (loaders_.holds(loader.get())) return loader;  // already a prepared loader
-  if (auto prepared = loaders_.find(loader.get())) return prepared;
+  if (auto prepared = loaders_.find(loader)) return prepared;
   DataLoaderOptions options = loader->options();
   if (device_placement.value_or(config_.device_placement)) options.device = device_;
   options.non_blocking = config_.non_blocking;
@@ -137,20 +146,20 @@ std::shared_ptr<DataLoader> Accelerator::prepare_dataloader(const std::shared_pt
   }
   prepared->set_epoch(loader->epoch());
   prepared->set_observer(gradient_state_);
-  loaders_.add(loader.get(), prepared);
+  loaders_.add(loader, prepared);
   return prepared;
 }
 
 std::shared_ptr<Scheduler> Accelerator::prepare_scheduler(const std::shared_ptr<Scheduler>& scheduler) {
   require(scheduler != nullptr, "prepare_scheduler needs a scheduler");
   if (std::dynamic_pointer_cast<AcceleratedScheduler>(scheduler)) return scheduler;
-  if (auto prepared = schedulers_.find(scheduler.get())) return prepared;
+  if (auto prepared = schedulers_.find(scheduler)) return prepared;
   // Bind to the prepared wrapper of the scheduler's optimizer, to see skipped steps.
   auto optimizer = std::dynamic_pointer_cast<AcceleratedOptimizer>(scheduler->optimizer());
-  if (!optimizer) optimizer = optimizers_.find(scheduler->optimizer().get());
+  if (!optimizer) optimizer = optimizers_.find(scheduler->optimizer());
   auto prepared = std::make_shared<AcceleratedScheduler>(scheduler, optimizer, gradient_state_, num_processes(),
                                                          config_.split_batches, config_.step_scheduler_with_optimizer);
-  schedulers_.add(scheduler.get(), prepared);
+  schedulers_.add(scheduler, prepared);
   return prepared;
 }
 
@@ -284,7 +293,7 @@ void Accelerator::unscale_gradients(const std::shared_ptr<Optimizer>& optimizer)
   }
   // Overflow is recorded under the prepared optimizer, whose step reads it.
   auto prepared = std::dynamic_pointer_cast<AcceleratedOptimizer>(optimizer);
-  if (!prepared) prepared = optimizers_.find(optimizer.get());
+  if (!prepared) prepared = optimizers_.find(optimizer);
   scaler_->unscale(optimizer->gradients(), prepared ? static_cast<const void*>(prepared.get()) : optimizer.get());
 }
 

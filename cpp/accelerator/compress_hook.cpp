@@ -12,7 +12,7 @@ c10::intrusive_ptr<c10::ivalue::Future> CompressHook::runHook(c10d::GradBucket& 
   auto reduced = group_->allreduce(tensors)->getFuture();
   at::Tensor destination = bucket.getBufferRef();
   return reduced->then(
-      [destination](c10::ivalue::Future& future) mutable {
+      [destination](c10::ivalue::Future& future) {
         destination.copy_(future.value().toTensorVector()[0]);
         return c10::IValue(destination);
       },

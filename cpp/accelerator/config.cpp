@@ -78,6 +78,7 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   c.scaler_backoff_factor = o.get_double("scaler_backoff_factor");
   c.scaler_growth_interval = o.get_int("scaler_growth_interval");
   c.timeout_seconds = o.get_int("timeout_seconds");
+  if (o.has("backend")) c.backend = o.get_string("backend");
   c.ddp_bucket_cap_mb = o.get_int("ddp_bucket_cap_mb");
   c.ddp_find_unused_parameters = o.get_bool("ddp_find_unused_parameters");
   c.ddp_broadcast_buffers = o.get_bool("ddp_broadcast_buffers");

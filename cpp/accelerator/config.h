@@ -39,6 +39,7 @@ struct AcceleratorConfig {
   double scaler_backoff_factor = 0.5;
   int64_t scaler_growth_interval = 2000;  // none: Accelerate's default (dispatch iterable datasets)
   int64_t timeout_seconds = 1800;  // process-group creation and every collective
+  std::optional<std::string> backend;  // "gloo" or "nccl"; none: nccl on CUDA, gloo on the CPU
   int64_t ddp_bucket_cap_mb = 25;
   bool ddp_find_unused_parameters = false;
   bool ddp_broadcast_buffers = true;

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "accelerator/compress_hook.h"
+#include "common/compat.h"
 #include "common/error.h"
 
 namespace acc {
@@ -31,7 +32,8 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
   state_.insert(state_.end(), buffers_.begin(), buffers_.end());
   broadcast(state_, "prepare_model (initial parameters)");
   if (params.empty()) return;
-  if (options_.comm_hook == "bf16" && !dist_->device().is_cuda())
+  bucket_device_ = params.front().device();
+  if (options_.comm_hook == "bf16" && dist_->backend() != Backend::Nccl)
     fail(Status::Unsupported, "the bf16 DDP comm hook needs NCCL: Gloo cannot allreduce bf16 (use \"fp16\" on CPU)");
 
   const int64_t cap = options_.bucket_cap_mb * 1024 * 1024;
@@ -51,11 +53,16 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
                                                                : params[bucket.front()].scalar_type();
     buckets_.emplace_back(elements, wire);
   }
+  compat::ReducerSettings settings;
+  settings.params = std::move(params);
+  settings.buckets = std::move(buckets);
+  settings.bucket_limits = std::move(limits);
+  settings.bucket_cap_bytes = cap;
+  settings.first_bucket_cap_bytes = kFirstBucketBytes;
+  settings.find_unused_parameters = options_.find_unused_parameters;
+  settings.names = std::move(names);
   try {
-    reducer_ = std::make_unique<c10d::Reducer>(params, buckets, limits, dist_->group(),
-                                               std::vector<bool>(params.size(), false), cap,
-                                               options_.find_unused_parameters, /*gradient_as_bucket_view=*/false,
-                                               names, kFirstBucketBytes);
+    reducer_ = compat::make_reducer(std::move(settings), dist_->group());
   } catch (...) {
     rethrow_collective_error("prepare_model (reducer)");
   }
@@ -146,9 +153,10 @@ void DataParallel::join_end() {
 }
 
 void DataParallel::shadow_gradient_allreduces() {
-  // The Reducer launches its buckets' allreduces in bucket order, one each (comm hooks included).
+  // The Reducer launches its buckets' allreduces in bucket order, one each (comm hooks included), on
+  // the parameters' device: the shadows must match them (Gloo runs other algorithms on CUDA tensors).
   for (const auto& [elements, dtype] : buckets_) {
-    std::vector<at::Tensor> zeros{at::zeros({elements}, at::TensorOptions().dtype(dtype).device(dist_->device()))};
+    std::vector<at::Tensor> zeros{at::zeros({elements}, at::TensorOptions().dtype(dtype).device(bucket_device_))};
     wait_collective(dist_->group()->allreduce(zeros), "join_uneven_inputs (gradients)");
   }
 }

@@ -61,6 +61,7 @@ class DataParallel {
   std::shared_ptr<Distributed> dist_;
   DataParallelOptions options_;
   std::unique_ptr<c10d::Reducer> reducer_;
+  c10::Device bucket_device_{c10::kCPU};  // the parameters' device, where the Reducer's buckets live
 };
 
 }  // namespace acc

@@ -1,6 +1,7 @@
 // What an Accelerator prepared of one kind, in prepare order (the order of their checkpoint files),
 // each under the object it wraps so that preparing that object again gives the same wrapper. Held
-// weakly: the program owns them, and what it dropped is skipped.
+// weakly: the program owns them, and what it dropped is skipped. The wrapped object is held weakly
+// too, so that a new object at the address of a freed one is not taken for it.
 #pragma once
 
 #include <algorithm>
@@ -12,15 +13,15 @@ namespace acc {
 template <typename T>
 class PreparedSet {
  public:
-  void add(const void* original, const std::shared_ptr<T>& prepared) {
+  void add(const std::shared_ptr<const void>& original, const std::shared_ptr<T>& prepared) {
     entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [](const Entry& e) { return e.prepared.expired(); }),
                    entries_.end());
-    entries_.push_back({original, prepared});
+    entries_.push_back({original.get(), original, prepared});
   }
   // The live wrapper of `original`, or null.
-  std::shared_ptr<T> find(const void* original) const {
+  std::shared_ptr<T> find(const std::shared_ptr<const void>& original) const {
     for (auto it = entries_.rbegin(); it != entries_.rend(); ++it)
-      if (it->original == original)
+      if (it->address == original.get() && !it->original.expired())
         if (auto prepared = it->prepared.lock()) return prepared;
     return nullptr;
   }
@@ -46,7 +47,8 @@ class PreparedSet {
 
  private:
   struct Entry {
-    const void* original;
+    const void* address;
+    std::weak_ptr<const void> original;
     std::weak_ptr<T> prepared;
   };
   std::vector<Entry> entries_;

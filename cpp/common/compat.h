@@ -1,15 +1,41 @@
-// The few places where libtorch 1.13 (Debian) and 2.x (CUDA builds in PyTorch wheels) differ.
+// The one place that knows which libtorch it is built against: Debian's 1.13, or a 2.x (a PyTorch
+// wheel's libtorch, Debian 13's 2.6, sid's 2.14). Differences are keyed on ACC_TORCH_VERSION
+// (major * 100 + minor: 113, 206, 211, 300...); where a 2.x release changed a signature without a
+// documented version (the Reducer's constructor changed three times), the form is detected at
+// compile time and the libtorch in hand decides.
 #pragma once
 
 #include <ATen/autocast_mode.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/DeviceType.h>
+#include <c10/util/intrusive_ptr.h>
+#include <torch/optim/optimizer.h>
 #include <torch/version.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#define ACC_TORCH_VERSION (TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR)
+
+namespace c10d {
+class ProcessGroup;
+class Reducer;
+class Store;
+}  // namespace c10d
 
 namespace acc::compat {
 
-// Autocast state of one device type (CPU or CUDA) on the calling thread.
+// ---- autocast: one call per device type since 2.4; separate CPU and GPU calls before ----
+
 inline bool autocast_enabled(c10::DeviceType device) {
-#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4
+#if ACC_TORCH_VERSION >= 204
   return at::autocast::is_autocast_enabled(device);
 #else
   return device == c10::DeviceType::CUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
@@ -17,7 +43,7 @@ inline bool autocast_enabled(c10::DeviceType device) {
 }
 
 inline void set_autocast_enabled(c10::DeviceType device, bool enabled) {
-#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4
+#if ACC_TORCH_VERSION >= 204
   at::autocast::set_autocast_enabled(device, enabled);
 #else
   if (device == c10::DeviceType::CUDA)
@@ -28,7 +54,7 @@ inline void set_autocast_enabled(c10::DeviceType device, bool enabled) {
 }
 
 inline c10::ScalarType autocast_dtype(c10::DeviceType device) {
-#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4
+#if ACC_TORCH_VERSION >= 204
   return at::autocast::get_autocast_dtype(device);
 #else
   return device == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype()
@@ -37,7 +63,7 @@ inline c10::ScalarType autocast_dtype(c10::DeviceType device) {
 }
 
 inline void set_autocast_dtype(c10::DeviceType device, c10::ScalarType dtype) {
-#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 4
+#if ACC_TORCH_VERSION >= 204
   at::autocast::set_autocast_dtype(device, dtype);
 #else
   if (device == c10::DeviceType::CUDA)
@@ -46,5 +72,57 @@ inline void set_autocast_dtype(c10::DeviceType device, c10::ScalarType dtype) {
     at::autocast::set_autocast_cpu_dtype(dtype);
 #endif
 }
+
+// ---- torch::optim: per-parameter state is keyed by the parameter's TensorImpl, its address as text
+// in 1.13 and the address itself in 2.x ----
+
+using OptimizerStateKey =
+    std::decay_t<decltype(std::declval<torch::optim::Optimizer&>().state())>::key_type;
+
+template <typename Key = OptimizerStateKey>
+Key optimizer_state_key(const at::Tensor& param) {
+  if constexpr (std::is_same_v<Key, std::string>) {
+    std::ostringstream text;  // what 1.13's c10::guts::to_string writes
+    text << param.unsafeGetTensorImpl();
+    return text.str();
+  } else {
+    return param.unsafeGetTensorImpl();
+  }
+}
+
+// ---- TorchScript: a libtorch built with LLVM (Debian's 2.x) fuses CPU kernels in the JIT, which
+// PyTorch's own builds do not: compiling each fused graph takes seconds and changes the numbers.
+// Turns that off for the process, so TorchScript models run as under PyTorch's builds. ----
+void disable_cpu_fusion();
+
+// ---- c10d: since 2.0 Gloo and NCCL are Backends that a ProcessGroup dispatches to by device ----
+
+// The TCPStore of a rendezvous (rank 0 serves it). 2.4+ serve it with libuv by default; a libtorch
+// built without libuv (Debian's) refuses that, and then the classic server is used.
+c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, uint16_t port, bool is_server,
+                                               size_t workers, std::chrono::milliseconds timeout);
+
+// A Gloo process group. It takes CPU tensors, and on a CUDA libtorch CUDA tensors too (several
+// processes can then share one GPU, which NCCL refuses). `loopback` binds to 127.0.0.1, else to
+// the address the machine's hostname resolves to.
+c10::intrusive_ptr<c10d::ProcessGroup> make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                       int size, std::chrono::milliseconds timeout, bool loopback);
+
+// An NCCL process group (CUDA tensors only); fails with Unsupported in a build without CUDA.
+c10::intrusive_ptr<c10d::ProcessGroup> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                       int size, std::chrono::milliseconds timeout);
+
+// What DDP's Reducer needs from us, in every libtorch's constructor order.
+struct ReducerSettings {
+  std::vector<at::Tensor> params;
+  std::vector<std::vector<size_t>> buckets;  // indices into params, in the order they are reduced
+  std::vector<size_t> bucket_limits;         // each bucket's size cap in bytes (1.13..2.6 take them)
+  int64_t bucket_cap_bytes = 0;
+  int64_t first_bucket_cap_bytes = 0;
+  bool find_unused_parameters = false;
+  std::unordered_map<size_t, std::string> names;  // parameter names, for the Reducer's error messages
+};
+
+std::unique_ptr<c10d::Reducer> make_reducer(ReducerSettings settings, c10::intrusive_ptr<c10d::ProcessGroup> group);
 
 }  // namespace acc::compat

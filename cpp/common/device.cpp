@@ -4,6 +4,7 @@
 #include <torch/utils.h>
 #ifdef ACC_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #endif
 
 #include "common/error.h"
@@ -13,6 +14,14 @@ namespace acc {
 bool cuda_available() { return torch::cuda::is_available(); }
 
 int cuda_device_count() { return cuda_available() ? static_cast<int>(torch::cuda::device_count()) : 0; }
+
+void set_current_device(const c10::Device& device) {
+#ifdef ACC_WITH_CUDA
+  if (device.is_cuda() && device.has_index()) c10::cuda::set_device(device.index());
+#else
+  (void)device;
+#endif
+}
 
 void set_seed(uint64_t seed) {
   torch::manual_seed(seed);

@@ -17,6 +17,9 @@ std::string device_name(const c10::Device& device);
 bool cuda_available();
 int cuda_device_count();
 
+// Makes `device` the calling thread's current GPU (torch.cuda.set_device); nothing for the CPU.
+void set_current_device(const c10::Device& device);
+
 // Seeds torch's CPU generator and every GPU's (acc_set_seed, the accelerator's seed option).
 void set_seed(uint64_t seed);
 

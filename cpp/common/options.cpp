@@ -110,6 +110,8 @@ const std::vector<OptionSpec>& option_schema(OptionsKind kind) {
       num("scaler_backoff_factor", T::Double, 0.5, 0.0, 1.0),
       num("scaler_growth_interval", T::Int, int64_t{2000}, 1.0),
       num("timeout_seconds", T::Int, int64_t{1800}, 1.0),
+      // InitProcessGroupKwargs(backend=...); unset: nccl on CUDA, gloo on the CPU.
+      OptionSpec{"backend", T::String, std::nullopt, std::nullopt, std::nullopt, {"gloo", "nccl"}},
       num("ddp_bucket_cap_mb", T::Int, int64_t{25}, 1.0),
       num("ddp_find_unused_parameters", T::Bool, false, std::nullopt),
       num("ddp_broadcast_buffers", T::Bool, true, std::nullopt),

@@ -2,6 +2,7 @@
 
 #include <fstream>
 
+#include "common/compat.h"
 #include "common/error.h"
 
 namespace acc {
@@ -90,6 +91,7 @@ std::shared_ptr<Model> load_torchscript_model(const std::string& path) {
   std::ifstream probe(path, std::ios::binary);
   if (!probe) fail(Status::Io, "cannot open TorchScript file '", path, "'");
   probe.close();
+  compat::disable_cpu_fusion();
   try {
     return std::make_shared<ScriptModel>(torch::jit::load(path, at::Device(at::kCPU)));
   } catch (const c10::Error& e) {

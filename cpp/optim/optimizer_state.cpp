@@ -8,6 +8,7 @@
 
 #include <unordered_map>
 
+#include "common/compat.h"
 #include "common/error.h"
 
 namespace acc {
@@ -24,8 +25,7 @@ using torch::optim::SGD;
 using torch::optim::SGDOptions;
 using torch::optim::SGDParamState;
 
-// torch::optim keys per-parameter state by the address of the parameter's TensorImpl.
-std::string state_key(const at::Tensor& p) { return c10::guts::to_string(p.unsafeGetTensorImpl()); }
+compat::OptimizerStateKey state_key(const at::Tensor& p) { return compat::optimizer_state_key(p); }
 
 std::unordered_map<const c10::TensorImpl*, std::string> parameter_names(Optimizer& optimizer) {
   std::unordered_map<const c10::TensorImpl*, std::string> names;

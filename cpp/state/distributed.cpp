@@ -3,14 +3,10 @@
 #include <mutex>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#ifdef ACC_WITH_CUDA
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
 
 #include <cstdlib>
 
+#include "common/compat.h"
 #include "common/error.h"
 #include "common/options.h"
 
@@ -18,18 +14,6 @@ namespace acc {
 namespace {
 
 bool contains(const std::string& text, const char* needle) { return text.find(needle) != std::string::npos; }
-
-c10::intrusive_ptr<c10d::ProcessGroup> make_gloo(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                                 std::chrono::milliseconds timeout, const std::string& address) {
-  auto options = c10d::ProcessGroupGloo::Options::create();
-  options->timeout = timeout;
-  // Loopback jobs bind to loopback; others to the address the machine's hostname resolves to.
-  if (address == "127.0.0.1" || address == "localhost")
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
-  else
-    options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
-  return c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
-}
 
 }  // namespace
 
@@ -62,18 +46,27 @@ void wait_collective(const c10::intrusive_ptr<c10d::Work>& work, const std::stri
   }
 }
 
-Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, std::chrono::milliseconds timeout)
+const char* backend_name(Backend backend) { return backend == Backend::Nccl ? "nccl" : "gloo"; }
+
+Backend parse_backend(const std::string& name) {
+  if (name == "gloo") return Backend::Gloo;
+  if (name == "nccl") return Backend::Nccl;
+  fail(Status::InvalidArgument, "unknown process-group backend '", name, "' (gloo, nccl)");
+}
+
+Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, Backend backend,
+                         std::chrono::milliseconds timeout)
     : rank_(env.rank),
       world_(env.world_size),
-      device_(device),
+      backend_(backend),
+      process_device_(device),
+      // Gloo's collectives are staged on the CPU (it takes every op there); NCCL's on the GPU.
+      device_(backend == Backend::Nccl ? device : c10::Device(c10::kCPU)),
       debug_(false) {
+  if (backend == Backend::Nccl && !device.is_cuda())
+    fail(Status::Unsupported, "backend \"nccl\" needs a CUDA device; this process runs on ", device,
+         " (use \"gloo\")");
   if (const char* flag = std::getenv("ACCELERATE_DEBUG_MODE")) debug_ = parse_bool(flag).value_or(false);
-  c10d::TCPStoreOptions store_options;
-  store_options.port = static_cast<uint16_t>(env.master_port);
-  store_options.isServer = env.rank == 0;
-  store_options.numWorkers = static_cast<size_t>(env.world_size);
-  store_options.waitWorkers = true;
-  store_options.timeout = timeout;
   // Both steps wait for every process: a failure here is a failed rendezvous.
   auto rendezvous_failed = [&](const char* step) {
     try {
@@ -85,23 +78,20 @@ Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, std::
     }
   };
   try {
-    store_ = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
+    store_ = compat::make_tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port), env.rank == 0,
+                                    static_cast<size_t>(env.world_size), timeout);
   } catch (...) {
     rendezvous_failed("store");
   }
   auto store = c10::make_intrusive<c10d::PrefixStore>("accelerate/", store_);
   try {
-    if (device.is_cuda()) {
-#ifdef ACC_WITH_CUDA
-      auto options = c10d::ProcessGroupNCCL::Options::create();
-      options->timeout = timeout;
-      group_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, static_cast<int>(rank_), static_cast<int>(world_),
-                                                           options);
-#else
-      fail(Status::Unsupported, "NCCL is not built in: configure with a CUDA libtorch");
-#endif
+    const int rank = static_cast<int>(rank_), size = static_cast<int>(world_);
+    if (backend == Backend::Nccl) {
+      group_ = compat::make_nccl_group(store, rank, size, timeout);
     } else {
-      group_ = make_gloo(store, static_cast<int>(rank_), static_cast<int>(world_), timeout, env.master_addr);
+      // Loopback jobs bind to loopback; others to the address the machine's hostname resolves to.
+      const bool loopback = env.master_addr == "127.0.0.1" || env.master_addr == "localhost";
+      group_ = compat::make_gloo_group(store, rank, size, timeout, loopback);
     }
   } catch (const Error&) {
     throw;
@@ -110,17 +100,20 @@ Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, std::
   }
 }
 
-std::shared_ptr<Distributed> join_process_group(const ProcessEnv& env, const c10::Device& device,
+std::shared_ptr<Distributed> join_process_group(const ProcessEnv& env, const c10::Device& device, Backend backend,
                                                 std::chrono::milliseconds timeout) {
   static std::mutex mutex;
   static std::weak_ptr<Distributed> current;
   std::lock_guard<std::mutex> lock(mutex);
   if (auto group = current.lock()) {
-    require(group->device().type() == device.type(), "this process already joined its job on ", group->device(),
+    require(group->process_device().type() == device.type(), "this process already joined its job on ",
+            group->process_device(),
             "; an accelerator on ", device, " cannot join it too (use the same cpu setting)");
+    require(group->backend() == backend, "this process already joined its job over ", backend_name(group->backend()),
+            "; an accelerator cannot join it over ", backend_name(backend), " too (use the same backend setting)");
     return group;
   }
-  auto group = std::make_shared<Distributed>(env, device, timeout);
+  auto group = std::make_shared<Distributed>(env, device, backend, timeout);
   current = group;
   return group;
 }

@@ -1,6 +1,7 @@
 // The process group of a multi-process job: TCPStore rendezvous at MASTER_ADDR:MASTER_PORT, then
-// c10d's Gloo backend on CPU (NCCL on CUDA in a CUDA build), with a timeout that every collective
-// honours. A failed or stalled peer becomes Timeout/Aborted naming the collective, never a hang.
+// c10d's Gloo or NCCL backend (Accelerate's InitProcessGroupKwargs(backend=...): NCCL by default on
+// CUDA, Gloo on CPU), with a timeout that every collective honours. A failed or stalled peer becomes
+// Timeout/Aborted naming the collective, never a hang.
 #pragma once
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -14,20 +15,33 @@
 
 namespace acc {
 
+// Gloo takes CPU tensors (and CUDA tensors on a CUDA libtorch: processes can share a GPU); NCCL
+// takes CUDA tensors, one process per GPU.
+enum class Backend { Gloo, Nccl };
+const char* backend_name(Backend backend);
+Backend parse_backend(const std::string& name);  // "gloo" or "nccl"
+
 class Distributed {
  public:
-  Distributed(const ProcessEnv& env, const c10::Device& device, std::chrono::milliseconds timeout);
+  // `device` is where this process trains; NCCL needs it to be a GPU.
+  Distributed(const ProcessEnv& env, const c10::Device& device, Backend backend, std::chrono::milliseconds timeout);
 
   const c10::intrusive_ptr<c10d::ProcessGroup>& group() const { return group_; }
   int64_t rank() const { return rank_; }
   int64_t world_size() const { return world_; }
-  // Where collective tensors must live: the CPU for Gloo, the rank's GPU for NCCL.
+  Backend backend() const { return backend_; }
+  // Where this process trains.
+  const c10::Device& process_device() const { return process_device_; }
+  // Where our collectives stage their tensors: the CPU for Gloo, the rank's GPU for NCCL. (DDP's
+  // buckets stay on the parameters' device: Gloo reduces CUDA buckets itself.)
   const c10::Device& device() const { return device_; }
   // ACCELERATE_DEBUG_MODE: shapes are compared across ranks before each collective.
   bool debug() const { return debug_; }
 
  private:
   int64_t rank_, world_;
+  Backend backend_;
+  c10::Device process_device_;
   c10::Device device_;
   bool debug_;
   c10::intrusive_ptr<c10d::Store> store_;
@@ -36,8 +50,8 @@ class Distributed {
 
 // The process group of this process, made on first use and shared by every Accelerator alive in the
 // process (as Accelerate's AcceleratorState is): a process joins its job once. A later accelerator
-// gets the same group; it must use the same kind of device.
-std::shared_ptr<Distributed> join_process_group(const ProcessEnv& env, const c10::Device& device,
+// gets the same group; it must use the same kind of device and the same backend.
+std::shared_ptr<Distributed> join_process_group(const ProcessEnv& env, const c10::Device& device, Backend backend,
                                                 std::chrono::milliseconds timeout);
 
 // Waits for a collective; its failure becomes acc::Error (Timeout, Aborted or Distributed) that

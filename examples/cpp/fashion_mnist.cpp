@@ -1,7 +1,7 @@
 // The Fashion-MNIST job with the C++ API (namespace acc), for programs that link the
 // implementation directly instead of the C ABI.
 //
-//   fashion_mnist_cpp [epochs] [train_samples]
+//   fashion_mnist_cpp [epochs] [train_samples] [data_dir]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -17,7 +17,7 @@
 int main(int argc, char** argv) {
   const int epochs = argc > 1 ? std::atoi(argv[1]) : 1;
   const int64_t train_samples = argc > 2 ? std::atoll(argv[2]) : 0;
-  const std::string dir = "/usr/share/datasets/fashion-mnist/";
+  const std::string dir = std::string(argc > 3 ? argv[3] : "/usr/share/datasets/fashion-mnist") + "/";
 
   acc::Options accelerator_options(acc::OptionsKind::Accelerator);
   accelerator_options.set("seed", int64_t{42});

@@ -399,6 +399,20 @@ TEST(Accelerator, ARendezvousThatNobodyJoinsTimesOut) {
   EXPECT_EQ(a, nullptr);
 }
 
+TEST(Accelerator, ProcessGroupBackendIsCheckedBeforeTheRendezvous) {
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
+  ACC_EXPECT_ERROR(acc_options_set(o, "backend", "mpi"), ACC_ERR_INVALID_ARGUMENT, "gloo");
+  acc_options_free(o);
+  // NCCL takes CUDA tensors only: a CPU job asking for it fails at once, naming the way out, instead
+  // of waiting for its peer (which never starts here).
+  EnvVar rank("RANK", "0"), world("WORLD_SIZE", "2"), addr("MASTER_ADDR", "127.0.0.1"), port("MASTER_PORT", "29518");
+  acc_accelerator* a = nullptr;
+  ACC_EXPECT_ERROR(acc_test::create_accelerator({{"cpu", "1"}, {"backend", "nccl"}, {"timeout_seconds", "60"}}, &a),
+                   ACC_ERR_UNSUPPORTED, "backend \"nccl\" needs a CUDA device");
+  EXPECT_EQ(a, nullptr);
+}
+
 TEST(Clipping, GradNormAndValueFollowTorchsDefinitions) {
   acc_accelerator* a = make({{"cpu", "1"}});
   acc_model* model = nullptr;

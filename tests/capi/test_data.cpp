@@ -2,9 +2,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include <cstdio>
-#include <fstream>
+#include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <set>
 
 #include "support.h"
@@ -15,9 +17,10 @@ using acc_test::temp_path;
 
 namespace {
 
-const char* kFashion = "/usr/share/datasets/fashion-mnist";
+const std::string kFashion =
+    std::getenv("ACC_FASHION_MNIST_DIR") ? std::getenv("ACC_FASHION_MNIST_DIR") : "/usr/share/datasets/fashion-mnist";
 
-bool have_fashion() { return std::ifstream(std::string(kFashion) + "/t10k-labels-idx1-ubyte.gz").good(); }
+bool have_fashion() { return std::ifstream(kFashion + "/t10k-labels-idx1-ubyte.gz").good(); }
 
 // A dataset of n samples: feature i is the float i, label i is the int i.
 acc_dataset* counting_dataset(int64_t n) {

@@ -34,10 +34,26 @@ class AcceleratorEnvironment : public testing::Environment {
     if (const char* timeout = std::getenv("ACC_TEST_TIMEOUT"))
       ASSERT_EQ(acc_options_set(o, "timeout_seconds", timeout), ACC_OK);
     if (const char* hook = std::getenv("ACC_TEST_COMM_HOOK")) ASSERT_EQ(acc_options_set(o, "ddp_comm_hook", hook), ACC_OK);
+    // The GPU suite (tests/gpu) runs these tests on a GPU: ACC_TEST_BACKEND picks the process
+    // group's backend ("gloo" lets 2 processes share one GPU), ACC_TEST_USE_GPU=1 requires the
+    // accelerator to be on CUDA (so that they cannot pass on the CPU instead), 0 keeps it on the CPU.
+    if (const char* backend = std::getenv("ACC_TEST_BACKEND")) ACC_ASSERT_OK(acc_options_set(o, "backend", backend));
+    const char* use_gpu = std::getenv("ACC_TEST_USE_GPU");
+    if (use_gpu && std::string(use_gpu) == "0") ACC_ASSERT_OK(acc_options_set(o, "cpu", "true"));
     ACC_ASSERT_OK(acc_accelerator_create(o, &g_acc));
     acc_options_free(o);
     ACC_ASSERT_OK(acc_accelerator_process_index(g_acc, &g_rank));
     ACC_ASSERT_OK(acc_accelerator_num_processes(g_acc, &g_world));
+    if (use_gpu && std::string(use_gpu) == "1") {
+      char* device = nullptr;
+      ACC_ASSERT_OK(acc_accelerator_device(g_acc, &device));
+      const std::string name = device ? device : "";
+      acc_string_free(device);
+      ASSERT_EQ(name.rfind("cuda", 0), 0u) << "ACC_TEST_USE_GPU=1 but the accelerator runs on " << name;
+      const char* type = nullptr;
+      ACC_ASSERT_OK(acc_accelerator_distributed_type(g_acc, &type));
+      ASSERT_STREQ(type, g_world > 1 ? "MULTI_GPU" : "NO");
+    }
   }
   void TearDown() override { acc_accelerator_free(g_acc); }
 };

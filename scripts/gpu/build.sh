@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Builds accelerate on a machine with PyTorch 2.x in python3, CMake, Ninja and a C++ compiler (an
+# NVIDIA GPU and nvcc for the CUDA build) but no internet and no Debian packages, such as the GPU
+# machine: the Debian packages that scripts/gpu/fetch-deps.sh downloaded into deps/gpu/debs are
+# unpacked into a private prefix (deps/gpu/prefix, never /), then CMake configures against the
+# libtorch inside that PyTorch (torch.utils.cmake_prefix_path) and builds with every core.
+#   scripts/gpu/build.sh [extra cmake arguments]
+# ACC_PYTHON: the python3 holding torch; ACC_TORCH_CMAKE_PREFIX: a libtorch's CMake folder instead
+# (e.g. /usr/lib/x86_64-linux-gnu/cmake for Debian's); ACC_BUILD_DIR (build-gpu), ACC_DEPS_DIR.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source scripts/gpu/env.sh
+
+[ -n "$(ls "$deps"/debs/*.deb 2>/dev/null)" ] || {
+  echo "build: no packages in $deps/debs: run scripts/gpu/fetch-deps.sh on a Debian 12 machine first" >&2; exit 1; }
+mkdir -p "$prefix/.unpacked"
+for deb in "$deps"/debs/*.deb; do
+  stamp=$prefix/.unpacked/$(basename "$deb")
+  [ -f "$stamp" ] && continue
+  if command -v dpkg-deb >/dev/null; then
+    dpkg-deb -x "$deb" "$prefix"
+  else  # a .deb is an ar archive holding data.tar.xz
+    ar p "$deb" data.tar.xz | tar -xJ -C "$prefix"
+  fi
+  touch "$stamp"
+done
+# Debian's -dev packages link some libraries absolutely (libz.so -> /lib/.../libz.so.1.2.13): point
+# each such link into the prefix, else at this machine's copy with the same soname.
+while IFS= read -r link; do
+  target=$(readlink "$link")
+  if [ -e "$prefix$target" ]; then ln -sfn "$prefix$target" "$link"; continue; fi
+  candidate=$target
+  while [ ! -e "$candidate" ] && [[ "$candidate" == *.so.* ]]; do candidate=${candidate%.*}; done
+  [ -e "$candidate" ] && ln -sfn "$candidate" "$link"
+done < <(find "$prefix" -type l -lname '/*')
+
+torch_cmake=${ACC_TORCH_CMAKE_PREFIX:-$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')}
+# The NCCL header of a PyTorch wheel's CUDA build lives in the nvidia-nccl package.
+nccl_root=$("$python" -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null || true)
+if command -v clang++ >/dev/null; then compilers=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++); else
+  compilers=(-DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++); fi
+echo "build: libtorch from $torch_cmake, packages from $prefix, ${compilers[*]}"
+cmake -S . -B "$build" -G Ninja "${compilers[@]}" \
+  -DCMAKE_PREFIX_PATH="$torch_cmake;$prefix/usr" \
+  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
+  -DProtobuf_PROTOC_EXECUTABLE="$prefix/usr/bin/protoc" \
+  -DACC_PYTHON_TORCH="$python" \
+  -DACC_FASHION_MNIST_DIR="$prefix/usr/share/datasets/fashion-mnist" \
+  -DACC_BUILD_BINDINGS=OFF \
+  ${nccl_root:+-DACC_NCCL_ROOT="$nccl_root"} "$@"
+cmake --build "$build" -j "$(nproc)"

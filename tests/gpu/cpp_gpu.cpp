@@ -1,0 +1,257 @@
+// GPU tests of the C++ core (linked through acc_use_core) and of what only C++ can measure: the
+// fp16 GradScaler's fused CUDA kernels, an NCCL process group running every collective, and the
+// caching allocator's reserved memory around acc_free_memory.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <ATen/ATen.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#ifdef ACC_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+#include "common/device.h"
+#include "gpu_support.h"
+#include "ops/collectives.h"
+#include "precision/grad_scaler.h"
+#include "state/distributed.h"
+#include "state/process_env.h"
+
+// A test compiled without ACC_WITH_CUDA cannot test what it is about even where the library sees a
+// GPU: a failure, not a skip.
+#define ACC_REQUIRE_CUDA_BUILD() \
+  GTEST_FAIL() << "the library sees a CUDA GPU but this test was compiled without ACC_WITH_CUDA"
+
+namespace {
+
+const c10::Device kGpu(c10::kCUDA, 0);
+
+at::TensorOptions on_gpu(at::ScalarType dtype = at::kFloat) { return at::TensorOptions().device(kGpu).dtype(dtype); }
+
+// A TCP port nothing listens on right now (the kernel's choice).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+#ifdef ACC_WITH_CUDA
+// The caching allocator's figures for GPU 0 (index 0 of each StatArray: all pools together).
+int64_t reserved_bytes() { return c10::cuda::CUDACachingAllocator::getDeviceStats(0).reserved_bytes[0].current; }
+int64_t allocated_bytes() { return c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].current; }
+#endif
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+double gib(int64_t bytes) { return static_cast<double>(bytes) / static_cast<double>(kGiB); }
+
+}  // namespace
+
+TEST(GpuGradScaler, FusedCudaKernelsUnscaleDetectOverflowAndBackOff) {
+  ACC_REQUIRE_CUDA();
+  acc::GradScaler scaler({/*init_scale=*/1024.0, /*growth_factor=*/2.0, /*backoff_factor=*/0.5,
+                          /*growth_interval=*/2000},
+                         kGpu);
+  const at::Tensor loss = at::scalar_tensor(3.0, on_gpu());
+  at::Tensor scaled = scaler.scale(loss);
+  EXPECT_EQ(scaled.device(), kGpu);
+  EXPECT_EQ(scaled.item<float>(), 3072.0f);
+
+  // A step with an inf among its gradients: found, the finite ones still divided by the scale.
+  const int key = 0;
+  at::Tensor good = at::full({1000}, 2048.0, on_gpu());
+  at::Tensor bad = at::full({1000}, 1.0, on_gpu());
+  bad.select(0, 500).fill_(std::numeric_limits<float>::infinity());
+  scaler.unscale({good, bad}, &key);
+  EXPECT_TRUE(scaler.found_inf(&key));
+  EXPECT_TRUE(at::equal(good.cpu(), at::full({1000}, 2.0f))) << "2048 / 1024";
+  scaler.note_optimizer_step();
+  scaler.update();
+  EXPECT_EQ(scaler.current_scale(), 512.0) << "backed off by 0.5";
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+
+  // The next step: finite gradients, divided exactly by the new scale; no overflow.
+  scaled = scaler.scale(loss);
+  EXPECT_EQ(scaled.item<float>(), 1536.0f);
+  at::Tensor g = at::full({4096}, 1024.0, on_gpu());
+  g.select(0, 7).fill_(-512.0);
+  scaler.unscale({g}, &key);
+  EXPECT_FALSE(scaler.found_inf(&key));
+  at::Tensor expected = at::full({4096}, 2.0f);
+  expected.select(0, 7).fill_(-1.0);
+  EXPECT_TRUE(at::equal(g.cpu(), expected));
+  scaler.note_optimizer_step();
+  scaler.update();
+  EXPECT_EQ(scaler.current_scale(), 512.0);
+  EXPECT_EQ(scaler.growth_tracker(), 1);
+
+  // NaN is an overflow too.
+  at::Tensor n = at::ones({3}, on_gpu());
+  n.select(0, 1).fill_(std::numeric_limits<float>::quiet_NaN());
+  scaler.unscale({n}, &key);
+  EXPECT_TRUE(scaler.found_inf(&key));
+  scaler.note_optimizer_step();
+  scaler.update();
+  EXPECT_EQ(scaler.current_scale(), 256.0);
+  EXPECT_EQ(scaler.growth_tracker(), 0);
+}
+
+TEST(GpuNccl, AProcessGroupOfOneRunsEveryCollective) {
+  ACC_REQUIRE_CUDA();
+#ifndef ACC_WITH_CUDA
+  ACC_REQUIRE_CUDA_BUILD();
+#else
+  acc::ProcessEnv env;
+  env.rank = 0;
+  env.world_size = 1;
+  env.local_rank = 0;
+  env.local_world_size = 1;
+  env.master_addr = "127.0.0.1";
+  env.master_port = free_port();
+  ASSERT_GT(env.master_port, 0) << "no free port";
+  acc::set_current_device(kGpu);
+  std::shared_ptr<acc::Distributed> dist;
+  try {
+    dist = std::make_shared<acc::Distributed>(env, kGpu, acc::Backend::Nccl, std::chrono::seconds(120));
+  } catch (const std::exception& e) {
+    FAIL() << "NCCL process group: " << e.what();
+  }
+  EXPECT_EQ(dist->backend(), acc::Backend::Nccl);
+  EXPECT_EQ(dist->device(), kGpu) << "NCCL stages its collectives on the GPU";
+  EXPECT_EQ(dist->world_size(), 1);
+  EXPECT_EQ(dist->rank(), 0);
+  acc::Collectives c(dist);
+
+  // gather: the one process's tensor, on its device; a 0-dim tensor counts as [1].
+  const at::Tensor t = at::arange(6, on_gpu()).reshape({2, 3});
+  at::Tensor g = c.gather(t, "gather");
+  EXPECT_EQ(g.device(), kGpu);
+  EXPECT_EQ(g.sizes(), t.sizes());
+  EXPECT_TRUE(at::equal(g.cpu(), t.cpu()));
+  at::Tensor s = c.gather(at::scalar_tensor(7.0, on_gpu()), "gather a scalar");
+  EXPECT_EQ(s.dim(), 1);
+  EXPECT_EQ(s.numel(), 1);
+  EXPECT_EQ(s.item<float>(), 7.0f);
+
+  // gather_object: the bytes, NUL included.
+  const std::string bytes("rank 0\0tail", 11);
+  const auto objects = c.gather_object(bytes, "objects");
+  ASSERT_EQ(objects.size(), 1u);
+  EXPECT_EQ(objects[0], bytes);
+
+  // reduce: sum and mean of one process are its values; the input is left alone.
+  const at::Tensor r = at::tensor({1.5f, -2.0f, 4.0f}).to(kGpu);
+  const at::Tensor sum = c.reduce(r, acc::Reduction::Sum, "reduce sum");
+  const at::Tensor mean = c.reduce(r, acc::Reduction::Mean, "reduce mean");
+  EXPECT_EQ(sum.device(), kGpu);
+  EXPECT_TRUE(at::equal(sum.cpu(), at::tensor({1.5f, -2.0f, 4.0f})));
+  EXPECT_TRUE(at::equal(mean.cpu(), at::tensor({1.5f, -2.0f, 4.0f})));
+  EXPECT_TRUE(at::equal(r.cpu(), at::tensor({1.5f, -2.0f, 4.0f})));
+  EXPECT_NE(sum.data_ptr(), r.data_ptr()) << "reduce returns a new tensor";
+  // A larger int64 sum (the trigger uses one too).
+  const at::Tensor big = at::arange(1 << 20, on_gpu(at::kLong));
+  EXPECT_TRUE(at::equal(c.reduce(big, acc::Reduction::Sum, "reduce int64").cpu(), big.cpu()));
+  c.set_trigger();
+  EXPECT_TRUE(c.check_trigger("trigger"));
+  EXPECT_FALSE(c.check_trigger("trigger")) << "the check lowers it";
+
+  // broadcast from process 0; a source outside the job is refused.
+  const at::Tensor b = c.broadcast(r, 0, "broadcast");
+  EXPECT_EQ(b.device(), kGpu);
+  EXPECT_TRUE(at::equal(b.cpu(), r.cpu()));
+  EXPECT_NE(b.data_ptr(), r.data_ptr()) << "broadcast returns a new tensor";
+  EXPECT_ANY_THROW(c.broadcast(r, 1, "broadcast from nowhere"));
+
+  // pad_across_processes: one process is already the longest; the shapes still go through NCCL.
+  const at::Tensor p = c.pad_across_processes(t, 1, -1.0, false, "pad");
+  EXPECT_TRUE(at::equal(p.cpu(), t.cpu()));
+  const at::Tensor q = c.pad_across_processes(t, 0, 0.0, true, "pad first");
+  EXPECT_TRUE(at::equal(q.cpu(), t.cpu()));
+
+  // barrier
+  EXPECT_NO_THROW(c.barrier("barrier"));
+#endif
+}
+
+TEST(GpuFreeMemory, GivesCachedTensorMemoryBack) {
+  ACC_REQUIRE_CUDA();
+#ifndef ACC_WITH_CUDA
+  ACC_REQUIRE_CUDA_BUILD();
+#else
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  ASSERT_NE(acc, nullptr);
+  const std::string device = acc_gpu::device_of(acc);
+  ASSERT_EQ(device, "cuda:0");
+  ACC_ASSERT_OK(acc_free_memory(acc));
+  const int64_t r0 = reserved_bytes();
+
+  // 1 GiB of tensors made by the library, then dropped: torch keeps the memory cached.
+  std::vector<acc_tensor*> tensors(4, nullptr);
+  const int64_t dims[1] = {int64_t{1} << 26};  // 2^26 floats: 256 MiB each
+  for (auto& t : tensors) ACC_ASSERT_OK(acc_tensor_zeros(dims, 1, ACC_DTYPE_FLOAT32, device.c_str(), &t));
+  const int64_t allocated = allocated_bytes();
+  for (auto& t : tensors) acc_tensor_free(t);
+  const int64_t r1 = reserved_bytes();
+  ACC_ASSERT_OK(acc_free_memory(acc));
+  const int64_t r2 = reserved_bytes();
+  std::printf("reserved: %.3f GiB before, %.3f GiB with 1 GiB of tensors dropped (%.3f GiB were allocated), "
+              "%.3f GiB after acc_free_memory\n", gib(r0), gib(r1), gib(allocated), gib(r2));
+  EXPECT_GE(allocated, kGiB);
+  EXPECT_GE(r1 - r0, kGiB) << "the dropped tensors' memory should still be cached before acc_free_memory";
+  EXPECT_GE(r1 - r2, kGiB) << "acc_free_memory gave back less than the 1 GiB cached";
+  acc_accelerator_free(acc);
+#endif
+}
+
+TEST(GpuFreeMemory, ReleasesWhatThePreparedModelHeld) {
+  ACC_REQUIRE_CUDA();
+#ifndef ACC_WITH_CUDA
+  ACC_REQUIRE_CUDA_BUILD();
+#else
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  ASSERT_NE(acc, nullptr);
+  ACC_ASSERT_OK(acc_free_memory(acc));
+  const int64_t r0 = reserved_bytes();
+  // 16384 x 16384 float32 weights: 1 GiB on the GPU once prepared.
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":16384,"out_features":16384}])", &model));
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
+  ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
+  const int64_t held = allocated_bytes();
+  // The program lets go of its handles; what is left is the accelerator's (Accelerate's
+  // `del model, optimizer` then `accelerator.free_memory()`).
+  acc_optimizer_free(opt);
+  acc_model_free(model);
+  const int64_t r1 = reserved_bytes();
+  ACC_ASSERT_OK(acc_free_memory(acc));
+  const int64_t r2 = reserved_bytes();
+  const int64_t after = allocated_bytes();
+  std::printf("prepared model: %.3f GiB allocated; reserved %.3f GiB before it, %.3f GiB with it, %.3f GiB after "
+              "acc_free_memory (%.3f GiB still allocated)\n", gib(held), gib(r0), gib(r1), gib(r2), gib(after));
+  EXPECT_GE(held, kGiB);
+  EXPECT_GE(r1 - r2, kGiB) << "acc_free_memory did not give the model's memory back";
+  EXPECT_LE(after, held - kGiB) << "the model's weights are still allocated";
+  acc_accelerator_free(acc);
+#endif
+}

@@ -1,0 +1,66 @@
+# The GPU suite: every test here carries the CTest label `gpu` (scripts/gpu/test.sh runs them with
+# `ctest -L gpu`; the CPU suite leaves them out with -LE gpu). Included by tests/CMakeLists.txt.
+#
+# Where no CUDA GPU is usable each test is SKIPPED with the reason: a GoogleTest case calls
+# GTEST_SKIP() (each case is a CTest entry of its own, so SKIP_REGULAR_EXPRESSION only ever sees that
+# one case's skip), and a program runs through acc_gpu_run, which exits 77 (SKIP_RETURN_CODE).
+# Both decide with gpu/gpu_check.h, from the library's acc_build_info(): where an NVIDIA GPU is
+# present but the library cannot use it, the tests FAIL instead of skipping. The Python steps exit
+# 77 when their package (torch 2.x, safetensors, tensorboard) is missing, which skips the test too.
+# -DACC_BUILD_GPU_TESTS=OFF leaves the suite out of the build.
+option(ACC_BUILD_GPU_TESTS "Build the GPU tests (CTest label gpu; skipped without a CUDA GPU)" ON)
+if(ACC_BUILD_GPU_TESTS)
+  include(GoogleTest)
+  set(ACC_GPU_DIR ${CMAKE_CURRENT_SOURCE_DIR}/gpu)
+  set(ACC_GPU_WORK ${CMAKE_CURRENT_BINARY_DIR}/gpu_work)  # each test's files, kept for inspection
+  set(ACC_GPU_ENV "ACC_PYTHON_TORCH=${ACC_PYTHON_TORCH}" "ACC_GPU_TEST_SCRIPTS=${ACC_GPU_DIR}"
+    "ACC_GPU_TEST_WORK=${ACC_GPU_WORK}")
+
+  # acc_gpu_run PROGRAM ARGS...: PROGRAM when a GPU is usable, else exit 77.
+  add_executable(acc_gpu_run ${ACC_GPU_DIR}/acc_gpu_run.cpp)
+  target_link_libraries(acc_gpu_run PRIVATE accelerate nlohmann_json::nlohmann_json)
+
+  # GoogleTest cases through the C API only, and cases of the C++ core; one CTest entry per case
+  # (gpu.<Suite>.<Name>), found in the sources by gtest_add_tests.
+  set(ACC_GPU_CAPI_SOURCES ${ACC_GPU_DIR}/capi_precision.cpp ${ACC_GPU_DIR}/capi_memory.cpp
+    ${ACC_GPU_DIR}/capi_python.cpp)
+  add_executable(acc_gpu_capi_tests ${ACC_GPU_CAPI_SOURCES})
+  target_link_libraries(acc_gpu_capi_tests PRIVATE accelerate GTest::gtest_main nlohmann_json::nlohmann_json)
+  gtest_add_tests(TARGET acc_gpu_capi_tests SOURCES ${ACC_GPU_CAPI_SOURCES} TEST_PREFIX "gpu."
+    TEST_LIST acc_gpu_capi_cases)
+
+  set(ACC_GPU_CPP_SOURCES ${ACC_GPU_DIR}/cpp_gpu.cpp)
+  add_executable(acc_gpu_cpp_tests ${ACC_GPU_CPP_SOURCES})
+  target_link_libraries(acc_gpu_cpp_tests PRIVATE accelerate GTest::gtest_main)
+  acc_use_core(acc_gpu_cpp_tests)
+  gtest_add_tests(TARGET acc_gpu_cpp_tests SOURCES ${ACC_GPU_CPP_SOURCES} TEST_PREFIX "gpu."
+    TEST_LIST acc_gpu_cpp_cases)
+
+  # GoogleTest prints "[  SKIPPED ] <test>" only for a case that skipped (a failed one is FAILED).
+  set_tests_properties(${acc_gpu_capi_cases} ${acc_gpu_cpp_cases} PROPERTIES
+    LABELS gpu TIMEOUT 300 RUN_SERIAL TRUE SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]"
+    ENVIRONMENT "${ACC_GPU_ENV}")
+
+  # The Fashion-MNIST main job (3 epochs, the example's defaults) on the GPU reaches 88% test accuracy.
+  if(ACC_HAVE_FASHION_MNIST AND TARGET fashion_mnist)
+    add_test(NAME gpu.fashion_mnist_main_job_reaches_88_percent
+      COMMAND acc_gpu_run $<TARGET_FILE:fashion_mnist> --min-accuracy 88 --data ${ACC_FASHION_MNIST_DIR}
+              --save "" --project-dir ${ACC_GPU_WORK}/fashion_mnist_project)
+    # The example names its device ("training on 1 process(es), cuda:0: ..."): never the CPU here.
+    set_tests_properties(gpu.fashion_mnist_main_job_reaches_88_percent PROPERTIES
+      LABELS gpu TIMEOUT 900 RUN_SERIAL TRUE SKIP_RETURN_CODE 77
+      FAIL_REGULAR_EXPRESSION "training on [0-9]+ process\\(es\\), cpu")
+  else()
+    message(STATUS "accelerate: no Fashion-MNIST in ${ACC_FASHION_MNIST_DIR} (or no examples): "
+      "the GPU main-job test is not added")
+  endif()
+
+  # Two processes share the GPU over Gloo; tests/dist's Ddp cases compare DDP on 2 processes with
+  # one process on the whole batch. ACC_TEST_USE_GPU=1 makes them assert that they run on CUDA.
+  add_test(NAME gpu.dist_ddp_2_processes_share_the_gpu_over_gloo
+    COMMAND acc_gpu_run $<TARGET_FILE:accelerate-launch> --num_processes 2 --kill_timeout 2
+            $<TARGET_FILE:acc_dist_tests> --gtest_filter=Ddp.*)
+  set_tests_properties(gpu.dist_ddp_2_processes_share_the_gpu_over_gloo PROPERTIES
+    LABELS gpu TIMEOUT 180 RUN_SERIAL TRUE SKIP_RETURN_CODE 77
+    ENVIRONMENT "ACC_TEST_BACKEND=gloo;ACC_TEST_USE_GPU=1;ACC_TEST_DATA=${ACC_TEST_DATA}")
+endif()
