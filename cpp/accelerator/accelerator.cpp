@@ -8,6 +8,7 @@
 #include "common/device.h"
 #include "common/error.h"
 #include "data/dispatcher.h"
+#include "optim/clip_grad.h"
 #include "optim/optimizer_state.h"
 #include "precision/autocast.h"
 #include "tensor/losses.h"
@@ -190,22 +191,7 @@ double Accelerator::clip_grad_norm(const std::shared_ptr<Model>& model, double m
   const std::vector<at::Tensor> grads = model->gradients();
   if (grads.empty()) return 0.0;
   unscale_model_gradients(model, grads);  // clip true gradients, not scaled ones
-  at::NoGradGuard no_grad;
-  at::Tensor total;
-  if (std::isinf(norm_type)) {
-    std::vector<at::Tensor> maxima;
-    for (const auto& g : grads) maxima.push_back(g.detach().abs().max().to(at::kDouble));
-    total = at::stack(maxima).max();
-  } else {
-    std::vector<at::Tensor> norms;
-    for (const auto& g : grads) norms.push_back(g.detach().to(at::kDouble).norm(norm_type));
-    total = at::stack(norms).norm(norm_type);
-  }
-  const double norm = total.item<double>();
-  const double scale = max_norm / (norm + 1e-6);  // as torch.nn.utils.clip_grad_norm_
-  if (scale < 1.0)
-    for (auto& g : grads) g.mul_(scale);
-  return norm;
+  return acc::clip_grad_norm(grads, max_norm, norm_type);
 }
 
 void Accelerator::clip_grad_value(const std::shared_ptr<Model>& model, double clip_value) {
@@ -213,8 +199,7 @@ void Accelerator::clip_grad_value(const std::shared_ptr<Model>& model, double cl
   require(std::isfinite(clip_value) && clip_value >= 0, "clip_value must be a number >= 0, got ", clip_value);
   const std::vector<at::Tensor> grads = model->gradients();
   unscale_model_gradients(model, grads);
-  at::NoGradGuard no_grad;
-  for (const auto& g : grads) g.clamp_(-clip_value, clip_value);
+  acc::clip_grad_value(grads, clip_value);
 }
 
 void Accelerator::join_uneven_inputs_begin(const std::shared_ptr<Model>& model, std::optional<bool> even_batches) {

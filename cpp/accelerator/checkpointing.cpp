@@ -100,6 +100,7 @@ std::string Accelerator::save_state(const std::string& dir) {
     if (automatic && fs::exists(target))
       fail(Status::InvalidArgument, "checkpoint folder '", target, "' already exists (iteration ", iteration_,
            "); set iteration past it");
+    check_checkpoint_target(target);
     for (const auto& hook : save_hooks_) hook(target);
     if (!writer) return;
     std::error_code ec;
@@ -149,6 +150,7 @@ std::string Accelerator::save_state(const std::string& dir) {
                            {"scaler", scaler_ != nullptr}};
     write_file(join_path(staging, kCheckpointManifest), manifest.dump(2));
     publish_checkpoint(staging, target);
+    if (automatic) remove_interrupted_saves(config_.project_dir);
     if (automatic && config_.total_limit) rotate_checkpoints(config_.project_dir, *config_.total_limit);
   });
   ++iteration_;

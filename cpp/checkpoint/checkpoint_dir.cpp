@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <regex>
 #include <system_error>
+#include <vector>
 
 #include "common/error.h"
 
@@ -69,6 +71,46 @@ void rotate_checkpoints(const std::string& project_dir, int64_t keep) {
     remove_all_or_fail(hidden);
     found.erase(found.begin());
   }
+}
+
+namespace {
+
+// The names save_state writes (accelerator/checkpointing.cpp): model[_i].safetensors,
+// optimizer[_i].safetensors, scheduler[_i].json, random_states_<rank>.safetensors,
+// dataloader_state_<rank>.json, scaler.json, custom_checkpoint_<i>.bin and the manifest.
+bool is_checkpoint_file(const std::string& name) {
+  static const std::regex pattern(
+      R"((model|optimizer)(_[0-9]+)?\.safetensors|scheduler(_[0-9]+)?\.json|random_states_[0-9]+\.safetensors|)"
+      R"(dataloader_state_[0-9]+\.json|scaler\.json|custom_checkpoint_[0-9]+\.bin)");
+  return name == kCheckpointManifest || std::regex_match(name, pattern);
+}
+
+}  // namespace
+
+void remove_interrupted_saves(const std::string& project_dir) {
+  static const std::regex leftover(R"(\.checkpoint_[0-9]+\.(incomplete|incomplete\.old|deleting))");
+  const fs::path root = fs::path(project_dir) / "checkpoints";
+  std::error_code ec;
+  std::vector<fs::path> doomed;
+  for (fs::directory_iterator it(root, ec), end; !ec && it != end; it.increment(ec))
+    if (std::regex_match(it->path().filename().string(), leftover)) doomed.push_back(it->path());
+  for (const auto& path : doomed) remove_all_or_fail(path);
+}
+
+void check_checkpoint_target(const std::string& target) {
+  std::error_code ec;
+  const auto status = fs::symlink_status(target, ec);
+  if (!fs::exists(status)) return;
+  if (!fs::is_directory(status))
+    fail(Status::InvalidArgument, "save_state: '", target, "' exists and is not a folder (nothing was changed)");
+  for (fs::directory_iterator it(target, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!it->is_regular_file(ec) || !is_checkpoint_file(name))
+      fail(Status::InvalidArgument, "save_state: '", target, "' holds '", name, "', which is not part of a checkpoint; "
+           "a save replaces the whole folder, so it only writes into a new or empty folder or an earlier "
+           "checkpoint (nothing was changed)");
+  }
+  if (ec) fail(Status::Io, "save_state: cannot list '", target, "': ", ec.message());
 }
 
 std::string staging_dir(const std::string& target) {

@@ -21,6 +21,15 @@ std::optional<std::string> newest_checkpoint(const std::string& project_dir);
 // alone). Run after a new checkpoint is complete, so a crash never leaves fewer than before.
 void rotate_checkpoints(const std::string& project_dir, int64_t keep);
 
+// Refuses (InvalidArgument, naming what is there) a save_state target that publish_checkpoint would
+// destroy without it being ours: a file, or a folder holding anything but a checkpoint's files.
+// Nothing is changed. A missing or empty folder, or an earlier checkpoint, may be replaced.
+void check_checkpoint_target(const std::string& target);
+
+// Deletes what saves and rotations killed midway left under project_dir/checkpoints: the hidden
+// .checkpoint_<i>.incomplete[.old] and .checkpoint_<i>.deleting folders (run after a save is published).
+void remove_interrupted_saves(const std::string& project_dir);
+
 // Where a checkpoint for `target` is written before it is complete: a hidden sibling folder.
 std::string staging_dir(const std::string& target);
 

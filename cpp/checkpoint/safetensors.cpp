@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -37,6 +38,16 @@ std::string dtype_name(at::ScalarType type) {
   fail(Status::Unsupported, "safetensors has no dtype for ", type);
 }
 
+// The position of a dtype in the reference implementation's Dtype enumeration, which grows with the
+// element size: its writer lays tensors out by this rank, largest first, then by name.
+int dtype_rank(at::ScalarType type) {
+  static const at::ScalarType order[] = {at::kBool, at::kByte, at::kChar, at::kShort,  at::kHalf,
+                                         at::kBFloat16, at::kInt, at::kFloat, at::kDouble, at::kLong};
+  for (int i = 0; i < static_cast<int>(std::size(order)); ++i)
+    if (order[i] == type) return i;
+  fail(Status::Unsupported, "safetensors has no dtype for ", type);
+}
+
 at::ScalarType dtype_of(const std::string& name, const std::string& path, const std::string& tensor) {
   for (const auto& d : dtypes())
     if (d.first == name) return d.second;
@@ -46,18 +57,33 @@ at::ScalarType dtype_of(const std::string& name, const std::string& path, const 
 }  // namespace
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
-  json header = json::object();
-  if (!metadata.empty()) header["__metadata__"] = metadata;
-  std::vector<at::Tensor> data;
-  uint64_t offset = 0;
+  // Laid out as the reference writer lays them out (safetensors' prepare()): larger dtypes first,
+  // then by name, so that with the data starting 8-byte aligned every tensor starts at a multiple of
+  // its element size (readers that map the file view tensors in place); the header lists
+  // __metadata__ first, then the tensors in that order, each as dtype, shape, data_offsets.
+  std::vector<std::pair<std::string, at::Tensor>> data;
   for (const auto& [name, tensor] : tensors) {
     require(!name.empty(), "tensor ", data.size(), " has no name (safetensors needs one)");
-    require(name != "__metadata__" && !header.contains(name), "tensor name '", name, "' is reserved or repeated");
-    at::Tensor t = tensor.detach().to(at::kCPU).contiguous();
+    require(name != "__metadata__", "tensor name '__metadata__' is reserved");
+    data.emplace_back(name, tensor.detach().to(at::kCPU).contiguous());
+  }
+  std::sort(data.begin(), data.end(), [](const auto& a, const auto& b) {
+    const int ra = dtype_rank(a.second.scalar_type()), rb = dtype_rank(b.second.scalar_type());
+    return ra != rb ? ra > rb : a.first < b.first;
+  });
+  for (size_t i = 1; i < data.size(); ++i)
+    require(data[i].first != data[i - 1].first, "tensor name '", data[i].first, "' is repeated");
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : data) {
     const uint64_t bytes = t.nbytes();
-    header[name] = {{"dtype", dtype_name(t.scalar_type())}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + bytes}}};
+    nlohmann::ordered_json entry;
+    entry["dtype"] = dtype_name(t.scalar_type());
+    entry["shape"] = t.sizes().vec();
+    entry["data_offsets"] = {offset, offset + bytes};
+    header[name] = std::move(entry);
     offset += bytes;
-    data.push_back(t);
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
@@ -70,7 +96,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
     for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(length >> (8 * i));
     out.write(reinterpret_cast<const char*>(le), 8);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const auto& t : data) out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
+    for (const auto& [name, t] : data)
+      out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
     out.flush();
     if (!out) fail(Status::Io, "writing '", temporary, "' failed (disk full?)");
   }

@@ -105,6 +105,47 @@ TEST(Safetensors, EveryDtypeRoundTripsAndTheBytesFollowTheFormat) {
   std::remove(path.c_str());
 }
 
+TEST(Safetensors, LaidOutAsTheReferenceWriterSoEveryTensorIsAligned) {
+  // Python's safetensors writes larger dtypes first, then names in order, and lists the header the
+  // same way: an int64 (BatchNorm's num_batches_tracked) after an odd number of floats would start
+  // at 4 mod 8 otherwise, which readers that view the mapped file in place refuse.
+  acc_tensor_list* list = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&list));
+  const uint8_t flags[3] = {1, 0, 1};
+  const float one[1] = {1.0f}, two[2] = {2.0f, 3.0f};
+  const int64_t count[1] = {5};
+  const uint16_t half[1] = {0x3c00};
+  struct Item {
+    const char* name;
+    const void* data;
+    size_t bytes;
+    acc_dtype dtype;
+    int64_t n;
+  } items[] = {{"b.bool", flags, 3, ACC_DTYPE_BOOL, 3},     {"a.f32", one, 4, ACC_DTYPE_FLOAT32, 1},
+               {"n", count, 8, ACC_DTYPE_INT64, 1},         {"h", half, 2, ACC_DTYPE_FLOAT16, 1},
+               {"c.f32", two, 8, ACC_DTYPE_FLOAT32, 2}};
+  for (const auto& item : items) {
+    acc_tensor* t = nullptr;
+    ACC_ASSERT_OK(acc_tensor_from_host(item.data, item.bytes, &item.n, 1, item.dtype, &t));
+    ACC_ASSERT_OK(acc_tensor_list_append(list, item.name, t));
+    acc_tensor_free(t);
+  }
+  const std::string path = temp_path("aligned.safetensors");
+  ACC_ASSERT_OK(acc_tensor_list_save_safetensors(list, path.c_str()));
+  std::string header =
+      R"({"__metadata__":{"format":"pt"},"n":{"dtype":"I64","shape":[1],"data_offsets":[0,8]},)"
+      R"("a.f32":{"dtype":"F32","shape":[1],"data_offsets":[8,12]},"c.f32":{"dtype":"F32","shape":[2],"data_offsets":[12,20]},)"
+      R"("h":{"dtype":"F16","shape":[1],"data_offsets":[20,22]},"b.bool":{"dtype":"BOOL","shape":[3],"data_offsets":[22,25]}})";
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string data;
+  for (const char* name : {"n", "a.f32", "c.f32", "h", "b.bool"})
+    for (const auto& item : items)
+      if (std::string(item.name) == name) data.append(static_cast<const char*>(item.data), item.bytes);
+  EXPECT_EQ(read_file(path), safetensors_bytes(header, data));
+  acc_tensor_list_free(list);
+  std::remove(path.c_str());
+}
+
 TEST(Safetensors, CorruptFilesAreRejectedWithTheReason) {
   const std::string path = temp_path("bad.safetensors");
   acc_tensor_list* out = nullptr;

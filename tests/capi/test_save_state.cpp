@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -232,10 +233,48 @@ TEST(SaveState, TheFolderHasAccelerateStyleNames) {
   EXPECT_EQ(entries(fs::path(dir).parent_path().string()), std::vector<std::string>{"ckpt"});  // no staging left
 }
 
+TEST(SaveState, NeverReplacesWhatItDidNotWrite) {
+  // A save replaces its folder as a whole, so a folder with the program's own files in it, or a
+  // file at that path, is refused before anything changes; an empty folder or an earlier
+  // checkpoint is replaced.
+  const std::string root = fresh_dir("not_ours");
+  auto write_text = [](const std::string& path, const char* text) { std::ofstream(path) << text; };
+  Training t({});
+  t.train(2);
+  const std::string mixed = root + "/results";
+  fs::create_directories(mixed);
+  write_text(mixed + "/notes.txt", "mine");
+  write_text(mixed + "/model.safetensors", "also mine");
+  ACC_EXPECT_ERROR(acc_save_state(t.acc, mixed.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT, "holds 'notes.txt'");
+  EXPECT_EQ(entries(mixed), (std::vector<std::string>{"model.safetensors", "notes.txt"}));
+  EXPECT_EQ(acc_test::read_file(mixed + "/notes.txt"), "mine");
+  EXPECT_EQ(acc_test::read_file(mixed + "/model.safetensors"), "also mine");
+  fs::create_directories(mixed + "/runs");
+  fs::remove(mixed + "/notes.txt");
+  ACC_EXPECT_ERROR(acc_save_state(t.acc, mixed.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT, "holds 'runs'");
+
+  const std::string file = root + "/weights.bin";
+  write_text(file, "data");
+  ACC_EXPECT_ERROR(acc_save_state(t.acc, file.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT, "is not a folder");
+  EXPECT_EQ(acc_test::read_file(file), "data");
+  EXPECT_EQ(entries(root), (std::vector<std::string>{"results", "weights.bin"}));  // no staging left either
+
+  const std::string empty = root + "/empty";
+  fs::create_directories(empty);
+  ACC_ASSERT_OK(acc_save_state(t.acc, empty.c_str(), nullptr));
+  t.train(1);
+  ACC_ASSERT_OK(acc_save_state(t.acc, empty.c_str(), nullptr));  // an earlier checkpoint is replaced
+}
+
 TEST(SaveState, AutomaticNamingRotatesAfterCompletionAndResumesTheIteration) {
   const std::string project = fresh_dir("rotation");
   fs::create_directories(project + "/checkpoints/checkpoint_best");  // not numbered: left alone
   std::ofstream(project + "/checkpoints/notes.txt") << "keep me";
+  // What a save and a rotation killed midway leave behind goes with the next save.
+  for (const char* leftover : {".checkpoint_7.incomplete", ".checkpoint_7.incomplete.old", ".checkpoint_0.deleting"}) {
+    fs::create_directories(project + "/checkpoints/" + leftover);
+    std::ofstream(project + "/checkpoints/" + leftover + "/model.safetensors") << "partial";
+  }
   const std::vector<std::pair<std::string, std::string>> options = {
       {"project_dir", project}, {"automatic_checkpoint_naming", "1"}, {"total_limit", "2"}};
   {
