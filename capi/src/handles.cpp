@@ -1,18 +1,57 @@
 #include "handles.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <array>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <unordered_map>
 
 namespace acc::capi {
 namespace {
 
+// Handle cells come from address space reserved in large chunks and handed out once, in order.
+// Memory is committed only where cells are touched, and a page whose cells are all retired is given
+// back to the kernel (its addresses stay reserved, never reused): a long run that creates and frees
+// millions of handles holds only the pages of its live ones.
+class CellArena {
+ public:
+  void* allocate() {
+    if (next_ == end_) map_chunk();
+    void* cell = next_;
+    next_ += kHandleCellSize;
+    return cell;
+  }
+  void retire(void* cell) {
+    const auto page = reinterpret_cast<uintptr_t>(cell) & ~(page_size_ - 1);
+    if (++retired_[page] < page_size_ / kHandleCellSize) return;
+    retired_.erase(page);
+    ::madvise(reinterpret_cast<void*>(page), page_size_, MADV_DONTNEED);
+  }
+
+ private:
+  static constexpr size_t kChunk = size_t{1} << 32;  // 32 million cells of address space per chunk
+  void map_chunk() {
+    void* chunk = ::mmap(nullptr, kChunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (chunk == MAP_FAILED) throw std::bad_alloc();
+    next_ = static_cast<char*>(chunk);
+    end_ = next_ + kChunk;
+  }
+  const uintptr_t page_size_ = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  char* next_ = nullptr;
+  char* end_ = nullptr;
+  std::unordered_map<uintptr_t, size_t> retired_;  // cells retired per page not yet given back
+};
+
 struct Registry {
   std::mutex mutex;
   std::unordered_map<const void*, acc_handle_kind> kinds;
   std::array<int64_t, 16> counts{};
+  CellArena cells;
 };
 
 Registry& registry() {
@@ -21,6 +60,18 @@ Registry& registry() {
 }
 
 }  // namespace
+
+void* allocate_handle_cell() {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return r.cells.allocate();
+}
+
+void retire_handle_cell(void* cell) {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.cells.retire(cell);
+}
 
 void register_handle(const void* handle, acc_handle_kind kind) {
   auto& r = registry();

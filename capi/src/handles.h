@@ -79,7 +79,13 @@ ACC_HANDLE_TRAITS(acc_accelerator, ACC_HANDLE_ACCELERATOR)
 ACC_HANDLE_TRAITS(acc_progress, ACC_HANDLE_PROGRESS)
 #undef ACC_HANDLE_TRAITS
 
-// The registry of live handles (thread-safe).
+// The registry of live handles (thread-safe). A handle lives in a cell of its own at an address
+// that no later handle ever gets, so a released handle stays invalid for good (a new handle at a
+// freed one's address would otherwise be taken for it, and a second free would release it).
+constexpr size_t kHandleCellSize = 128;
+void* allocate_handle_cell();
+// Gives a cell whose handle was destroyed (or never built) back; its address is not used again.
+void retire_handle_cell(void* cell);
 void register_handle(const void* handle, acc_handle_kind kind);
 // Returns false when `handle` is not live with that kind (then nothing is changed).
 bool unregister_handle(const void* handle, acc_handle_kind kind);
@@ -89,9 +95,17 @@ int64_t live_handles(acc_handle_kind kind);
 // Allocates a handle, registers it and writes it to *out.
 template <typename T, typename... Args>
 void emit(T** out, Args&&... args) {
-  auto handle = std::make_unique<T>(T{std::forward<Args>(args)...});
-  register_handle(handle.get(), HandleTraits<T>::value);
-  *out = handle.release();
+  static_assert(sizeof(T) <= kHandleCellSize && alignof(T) <= 16, "a handle struct must fit a cell");
+  void* cell = allocate_handle_cell();
+  T* handle = nullptr;
+  try {
+    handle = new (cell) T{std::forward<Args>(args)...};
+  } catch (...) {
+    retire_handle_cell(cell);
+    throw;
+  }
+  register_handle(handle, HandleTraits<T>::value);
+  *out = handle;
 }
 
 // A map-style dataset handle (no stream).
@@ -113,7 +127,9 @@ T& live(T* handle, const char* argument) {
 // Frees a handle; NULL is a no-op, a pointer that is not live is ignored (never freed twice).
 template <typename T>
 void release(T* handle) {
-  if (handle && unregister_handle(handle, HandleTraits<T>::value)) delete handle;
+  if (!handle || !unregister_handle(handle, HandleTraits<T>::value)) return;
+  handle->~T();
+  retire_handle_cell(handle);
 }
 
 template <typename T>

@@ -92,6 +92,10 @@ void DataLoader::skip_first_batches(int64_t batches) {
   options_.skip_batches = batches;
 }
 
+void DataLoader::take_iterator_draw() {
+  if (!std::exchange(iterator_draw_taken_, false)) draw_iterator_base_seed();
+}
+
 void DataLoader::set_epoch(int64_t epoch) {
   require(!in_epoch_, "set_epoch is only allowed between epochs");
   require(epoch >= 0, "epoch must not be negative, got ", epoch);
@@ -134,6 +138,7 @@ void DataLoader::load_state(const LoaderState& state) {
   check_state(state);
   set_epoch(state.epoch);
   skip_first_batches(state.position);
+  iterator_draw_taken_ = state.position > 0;
   resume_seed_ = state.epoch_seed;
   resume_generator_state_ = state.generator_state;
   if (state.seed) options_.seed = state.seed;
@@ -175,6 +180,7 @@ void DataLoader::shuffle_epoch() {
 
 void DataLoader::start_epoch() {
   prefetcher_.reset();
+  take_iterator_draw();
   shuffle_epoch();
   plan_ = plan_epoch(epoch_);
   const auto skip = static_cast<size_t>(std::min<int64_t>(take_skip_batches(), static_cast<int64_t>(plan_.size())));
@@ -297,6 +303,7 @@ std::optional<std::vector<at::Tensor>> IterableDataLoader::produce() {
 
 std::optional<std::vector<at::Tensor>> IterableDataLoader::next() {
   if (!in_epoch()) {
+    take_iterator_draw();
     source_->start_epoch(epoch());
     ready_.clear();
     stream_done_ = false;

@@ -105,6 +105,10 @@ class DataLoader {
   // to resume in the middle of an epoch; later epochs start from their beginning.
   void skip_first_batches(int64_t batches);
   void set_observer(std::shared_ptr<LoaderObserver> observer) { observer_ = std::move(observer); }
+  // The next epoch was begun before a checkpoint (load_state in the middle of it): the draw from
+  // torch's global generator that starting it takes (draw_iterator_base_seed) was taken then, and
+  // the restored random state comes after it, so it is not taken again (exact resume).
+  void resume_started_epoch() { iterator_draw_taken_ = true; }
   // Where batches go (only between epochs).
   void set_device_option(std::optional<c10::Device> device) {
     require(!in_epoch_, "the device can only change between epochs");
@@ -133,6 +137,8 @@ class DataLoader {
   std::vector<at::Tensor> to_device(std::vector<at::Tensor> batch) const;
   // The batches to skip at the start of this epoch (skip_first_batches), cleared for the next.
   int64_t take_skip_batches() { return std::exchange(options_.skip_batches, 0); }
+  // At the start of an epoch: torch's iterator draw (see draw_iterator_base_seed), unless resumed.
+  void take_iterator_draw();
 
  private:
   void start_epoch();
@@ -153,6 +159,7 @@ class DataLoader {
   std::vector<uint8_t> resume_generator_state_;  // from load_state
   std::vector<int64_t> order_;                   // the epoch's shuffled sample order
   int64_t skipped_ = 0;                          // batches skip_first_batches dropped from this epoch
+  bool iterator_draw_taken_ = false;             // resume_started_epoch
   std::vector<std::vector<int64_t>> plan_;
   std::unique_ptr<Prefetcher> prefetcher_;
   std::shared_ptr<LoaderObserver> observer_;

@@ -110,12 +110,20 @@ LoaderState DispatchingDataLoader::state() const {
 
 void DispatchingDataLoader::load_state(const LoaderState& state) {
   DataLoader::load_state(state);
-  if (collectives_.rank() == 0) base_->load_state({state.epoch, 0, state.epoch_seed, state.seed, {}});
+  if (collectives_.rank() == 0) {
+    base_->load_state({state.epoch, 0, state.epoch_seed, state.seed, {}});
+    if (state.position > 0) base_->resume_started_epoch();
+  }
 }
 
 std::optional<std::vector<at::Tensor>> DispatchingDataLoader::next() {
   if (!in_epoch()) {
-    if (collectives_.rank() == 0) base_->set_epoch(epoch());
+    // Every process creates the base loader's iterator (Accelerate, torch >= 2.0.1); on process 0
+    // the base loader takes that draw itself when it starts its epoch.
+    if (collectives_.rank() == 0)
+      base_->set_epoch(epoch());
+    else
+      take_iterator_draw();
     lookahead_.reset();
     first_.clear();
     remainder_ = -1;

@@ -16,6 +16,8 @@ uint64_t draw_seed() {
   return global.get<at::CPUGeneratorImpl>()->random64() & 0x7fffffffffffffffull;
 }
 
+void draw_iterator_base_seed() { draw_seed(); }
+
 uint64_t epoch_generator_seed(std::optional<uint64_t> seed, int64_t epoch) {
   if (seed) return (*seed + static_cast<uint64_t>(epoch)) & 0xffffffffull;  // Python: (seed + epoch) mod 2^32
   return draw_seed();

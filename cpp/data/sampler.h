@@ -27,6 +27,12 @@ std::vector<int64_t> permutation(int64_t n, at::Generator& generator);
 // A seed drawn from torch's default generator as Python's torch.empty((), dtype=int64).random_().
 uint64_t draw_seed();
 
+// What creating a torch DataLoader iterator takes from torch's global generator: one draw, its
+// _base_seed (random_() of an int64 on loader.generator, None for every loader we model). Every
+// loader calls it when an epoch starts, before its sampler draws, so that dropout and unseeded
+// shuffles afterwards see the random stream Python's would.
+void draw_iterator_base_seed();
+
 // Consecutive batches of batch_size; the last one is shorter, or dropped with drop_last.
 std::vector<std::vector<int64_t>> make_batches(const std::vector<int64_t>& order, int64_t batch_size, bool drop_last);
 

@@ -1,7 +1,9 @@
 // Library information, error reporting, options.
 #include <unistd.h>
 
+#include <cstdint>
 #include <thread>
+#include <vector>
 
 #include "support.h"
 
@@ -107,6 +109,27 @@ TEST(Handles, FreedAndForeignHandlesAreRejected) {
   ACC_EXPECT_ERROR(acc_options_set_double(reinterpret_cast<acc_options*>(t), "lr", 0.1), ACC_ERR_INVALID_HANDLE,
                    "acc_options");
   acc_tensor_free(t);
+}
+
+TEST(Handles, AFreedHandleStaysInvalidWhateverIsCreatedAfterIt) {
+  // Allocators hand a freed block to the next allocation of its size at once: were handles placed
+  // there, the freed handle would act on the new object, and a second free would release it.
+  acc_tensor* freed = acc_test::floats({1, 2, 3}, {3});
+  const auto freed_address = reinterpret_cast<uintptr_t>(freed);
+  acc_tensor_free(freed);
+  std::vector<acc_tensor*> fresh;
+  for (int i = 0; i < 256; ++i) {
+    fresh.push_back(acc_test::floats({static_cast<float>(i)}, {1}));
+    EXPECT_NE(reinterpret_cast<uintptr_t>(fresh.back()), freed_address) << i;
+  }
+  int64_t n = 0;
+  ACC_EXPECT_ERROR(acc_tensor_numel(freed, &n), ACC_ERR_INVALID_HANDLE, "not a live acc_tensor");
+  acc_tensor_free(freed);  // releases nothing
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    ACC_ASSERT_OK(acc_tensor_numel(fresh[i], &n));
+    EXPECT_EQ(acc_test::to_floats(fresh[i]), std::vector<float>{static_cast<float>(i)});
+    acc_tensor_free(fresh[i]);
+  }
 }
 
 TEST(Handles, LiveCountsFollowCreateAndFree) {

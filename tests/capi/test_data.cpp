@@ -9,6 +9,8 @@
 #include <fstream>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "support.h"
 
 using acc_test::floats;
@@ -175,6 +177,28 @@ TEST(DataLoader, UnseededShuffleFollowsSetSeed) {
   EXPECT_EQ(epoch(b)[0], first);
   acc_dataloader_free(a);
   acc_dataloader_free(b);
+  acc_dataset_free(ds);
+}
+
+TEST(DataLoader, EachEpochTakesTheDrawOfATorchIterator) {
+  // PyTorch's own loaders after torch.manual_seed (tests/data/export_shuffles.py): every epoch's
+  // iterator draws a base seed from the global generator before the sampler draws its own.
+  std::ifstream in(std::string(std::getenv("ACC_TEST_DATA")) + "/loader_stream.json");
+  ASSERT_TRUE(in.good()) << "run the export_pytorch_shuffles fixture";
+  const auto expected = nlohmann::json::parse(in);
+  const int64_t n = expected["samples"];
+  acc_dataset* ds = counting_dataset(n);
+  ACC_ASSERT_OK(acc_set_seed(expected["seed"].get<uint64_t>()));
+  acc_dataloader* first = loader(ds, {{"batch_size", "5"}, {"shuffle", "1"}});
+  for (const auto& order : expected["epochs"]) {
+    std::vector<int64_t> got;
+    for (const auto& batch : epoch(first)) got.insert(got.end(), batch.begin(), batch.end());
+    EXPECT_EQ(got, order.get<std::vector<int64_t>>());
+  }
+  acc_dataloader* second = loader(ds, {{"batch_size", std::to_string(n).c_str()}, {"shuffle", "1"}});
+  EXPECT_EQ(epoch(second)[0], expected["later"].get<std::vector<int64_t>>());
+  acc_dataloader_free(first);
+  acc_dataloader_free(second);
   acc_dataset_free(ds);
 }
 

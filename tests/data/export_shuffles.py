@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import torch
-from torch.utils.data import RandomSampler
+from torch.utils.data import DataLoader, RandomSampler
 
 SEED = 1234      # process 0's torch.manual_seed (acc_set_seed) before prepare
 SAMPLES = 24
@@ -28,6 +28,17 @@ def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "synchronized_shuffle.json").write_text(
         json.dumps({"seed": SEED, "samples": SAMPLES, "orders": orders}))
+
+    # Plain DataLoaders after torch.manual_seed: each epoch's iterator draws its _base_seed from the
+    # global generator, then the sampler draws its own seed; a later loader's order shows where the
+    # global stream stands.
+    torch.manual_seed(SEED)
+    first = DataLoader(range(SAMPLES), batch_size=5, shuffle=True)
+    epochs = [[i for batch in first for i in batch.tolist()] for _ in range(2)]
+    second = DataLoader(range(SAMPLES), batch_size=SAMPLES, shuffle=True)
+    later = [i for batch in second for i in batch.tolist()]
+    (out / "loader_stream.json").write_text(
+        json.dumps({"seed": SEED, "samples": SAMPLES, "epochs": epochs, "later": later}))
 
 
 if __name__ == "__main__":
