@@ -90,6 +90,11 @@ using namespace accswig;
  *    handles in place
  *  - acc_tensor_from_host_borrow: zero-copy over host memory the GC may move or free; the bindings copy
  *  - acc_last_error_code: the error is read inside each wrapper call
+ *  - acc_random_get_state: new in the C API, not yet in the bindings (to do)
+ *  - acc_random_set_state: new in the C API, not yet in the bindings (to do)
+ *  - acc_tensor_rand: new in the C API, not yet in the bindings (to do)
+ *  - acc_tensor_randn: new in the C API, not yet in the bindings (to do)
+ *  - acc_model_set_graph_optimization: new in the C API, not yet in the bindings (to do)
  */
 /* The whitelist: the header's functions are reached only through the classes below; its enums and
  * version macros are wrapped as they are, less the never-valid sentinels. */

@@ -176,6 +176,18 @@ ACC_API int64_t acc_debug_live_handles(acc_handle_kind kind);
  * same run. */
 ACC_API ACC_NODISCARD acc_status acc_set_seed(uint64_t seed);
 
+/* torch.get_rng_state(): the state of torch's global CPU generator (the one dropout, shuffles
+ * without a seed and acc_tensor_rand draw from), as a new 1-D uint8 tensor. */
+ACC_API ACC_NODISCARD acc_status acc_random_get_state(acc_tensor **out);
+/* torch.set_rng_state(state): restores a state acc_random_get_state returned (or Python's
+ * torch.get_rng_state()). Anything else (another dtype, shape or size, or bytes that are not a
+ * generator state) is ACC_ERR_INVALID_ARGUMENT and changes nothing. */
+ACC_API ACC_NODISCARD acc_status acc_random_set_state(const acc_tensor *state);
+/* torch.rand(dims) and torch.randn(dims): new float32 CPU tensors drawn from torch's global CPU
+ * generator, the same numbers Python draws after the same seed. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_rand(const int64_t *dims, size_t ndim, acc_tensor **out);
+ACC_API ACC_NODISCARD acc_status acc_tensor_randn(const int64_t *dims, size_t ndim, acc_tensor **out);
+
 /* A training run for acc_find_executable_batch_size: returns 0 when it finished with batch_size, or
  * an acc_status when it failed, usually the status of the library call that failed
  * (ACC_ERR_OUT_OF_MEMORY when the batch did not fit). */
@@ -382,6 +394,11 @@ ACC_API void acc_tensor_list_free(acc_tensor_list *list);
 /* Loads a TorchScript module saved by PyTorch (torch.jit.save) onto the CPU. Missing files are
  * ACC_ERR_IO, files that are not TorchScript archives ACC_ERR_IO with the reason. */
 ACC_API ACC_NODISCARD acc_status acc_model_load_torchscript(const char *path, acc_model **out);
+/* Whether the TorchScript JIT optimises the model's forward (1, the default, as for a module
+ * torch.jit.load gives Python: profiling-guided specialisation, fused GPU kernels); 0 runs every
+ * operation one by one as PyTorch's eager mode does, which gives Python's eager numbers. A prepared
+ * model passes it to the model it wraps; layer-spec models always run eagerly (accepted, no effect). */
+ACC_API ACC_NODISCARD acc_status acc_model_set_graph_optimization(acc_model *model, int enabled);
 
 /* Builds a sequential model from a JSON layer spec, initialised as PyTorch initialises each layer
  * (draws from torch's CPU generator: seed with acc_set_seed for a reproducible model).

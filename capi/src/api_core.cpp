@@ -75,6 +75,17 @@ acc_status acc_set_seed(uint64_t seed) {
   return guarded([&] { acc::set_seed(seed); });
 }
 
+acc_status acc_random_get_state(acc_tensor** out) {
+  return guarded([&] {
+    out_param(out, "out");
+    emit(out, acc::global_random_state());
+  });
+}
+
+acc_status acc_random_set_state(const acc_tensor* state) {
+  return guarded([&] { acc::set_global_random_state(live(state, "state").tensor); });
+}
+
 acc_status acc_string_list_size(const acc_string_list* list, size_t* out) {
   return guarded([&] { *out_param(out, "out") = live(list, "list").items.size(); });
 }

@@ -59,6 +59,10 @@ acc_status acc_model_set_training(acc_model* model, int training) {
   return guarded([&] { model_arg(model).set_training(training != 0); });
 }
 
+acc_status acc_model_set_graph_optimization(acc_model* model, int enabled) {
+  return guarded([&] { model_arg(model).set_graph_optimization(enabled != 0); });
+}
+
 acc_status acc_model_is_training(const acc_model* model, int* out) {
   return guarded([&] { *out_param(out, "out") = model_arg(model).is_training() ? 1 : 0; });
 }

@@ -65,6 +65,24 @@ acc_status acc_tensor_zeros(const int64_t* dims, size_t ndim, acc_dtype dtype, c
   });
 }
 
+acc_status acc_tensor_rand(const int64_t* dims, size_t ndim, acc_tensor** out) {
+  return guarded([&] {
+    out_param(out, "out");
+    auto shape = dims_arg(dims, ndim);
+    acc::checked_numel(shape);
+    emit(out, at::rand(shape, at::TensorOptions().dtype(at::kFloat)));
+  });
+}
+
+acc_status acc_tensor_randn(const int64_t* dims, size_t ndim, acc_tensor** out) {
+  return guarded([&] {
+    out_param(out, "out");
+    auto shape = dims_arg(dims, ndim);
+    acc::checked_numel(shape);
+    emit(out, at::randn(shape, at::TensorOptions().dtype(at::kFloat)));
+  });
+}
+
 acc_status acc_tensor_to_host(const acc_tensor* t, void* dst, size_t nbytes) {
   return guarded([&] { acc::tensor_to_host(tensor_arg(t, "t"), dst, nbytes); });
 }

@@ -25,6 +25,7 @@ class PreparedModel final : public Model {
   void set_training(bool training) override { inner_->set_training(training); }
   bool is_training() const override { return inner_->is_training(); }
   void save_torchscript(const std::string& path) const override { inner_->save_torchscript(path); }
+  void set_graph_optimization(bool enabled) override { inner_->set_graph_optimization(enabled); }
 
   const std::shared_ptr<Model>& unwrap() const { return inner_; }
   // Whether the next backward averages gradients across processes (off: no_sync, accumulation).

@@ -1,6 +1,7 @@
 // Device names as users write them ("cpu", "cuda", "cuda:1").
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <cstdint>
@@ -22,6 +23,11 @@ void set_current_device(const c10::Device& device);
 
 // Seeds torch's CPU generator and every GPU's (acc_set_seed, the accelerator's seed option).
 void set_seed(uint64_t seed);
+
+// torch.get_rng_state() / torch.set_rng_state(): the global CPU generator's state as a uint8
+// tensor. A state of another dtype, shape or size is InvalidArgument and changes nothing.
+at::Tensor global_random_state();
+void set_global_random_state(const at::Tensor& state);
 
 // Gives the GPU memory torch's caching allocator holds unused back to the driver
 // (torch.cuda.empty_cache, what Accelerate's free_memory ends with); nothing on CPU.

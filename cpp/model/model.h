@@ -26,6 +26,9 @@ class Model {
   virtual bool is_training() const = 0;
   // Saves a TorchScript archive that torch.jit.load reads.
   virtual void save_torchscript(const std::string& path) const = 0;
+  // Whether a TorchScript forward is optimised by the JIT (see acc_model_set_graph_optimization);
+  // models that run eagerly anyway ignore it.
+  virtual void set_graph_optimization(bool) {}
 
   // Moves parameters and buffers in place (their identity is kept, so optimizers stay valid).
   // Only floating tensors change dtype.

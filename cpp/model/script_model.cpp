@@ -63,6 +63,8 @@ NamedTensors ScriptModel::forward(const std::vector<at::Tensor>& inputs) {
           required == expected ? concat(expected) : concat(required, " to ", expected), " input(s), got ",
           inputs.size(), " (", schema, ")");
   std::vector<c10::IValue> args(inputs.begin(), inputs.end());
+  // The executor's switch is per thread: set around this forward only.
+  torch::jit::GraphOptimizerEnabledGuard optimize(optimize_);
   return flatten_outputs(module_.get_method("forward")(std::move(args)));
 }
 

@@ -24,9 +24,11 @@ class ScriptModel final : public Model {
   void set_training(bool training) override;
   bool is_training() const override;
   void save_torchscript(const std::string& path) const override;
+  void set_graph_optimization(bool enabled) override { optimize_ = enabled; }
 
  private:
   mutable torch::jit::Module module_;
+  bool optimize_ = true;
   // forward's argument counts (without self), read once from its schema; none without a forward.
   struct Arity {
     size_t required, expected;

@@ -2,8 +2,12 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "support.h"
 
@@ -140,4 +144,40 @@ TEST(Handles, LiveCountsFollowCreateAndFree) {
   acc_tensor_free(a);
   acc_tensor_free(b);
   EXPECT_EQ(acc_debug_live_handles(ACC_HANDLE_TENSOR), before);
+}
+
+TEST(Random, TheGlobalGeneratorAsPythonSeesIt) {
+  // PyTorch's own numbers after torch.manual_seed (tests/data/export_shuffles.py).
+  std::ifstream in(std::string(std::getenv("ACC_TEST_DATA")) + "/random_stream.json");
+  ASSERT_TRUE(in.good()) << "run the export_pytorch_shuffles fixture";
+  const auto expected = nlohmann::json::parse(in);
+  auto hexes = [](const nlohmann::json& values) {
+    std::vector<float> out;
+    for (const auto& v : values) out.push_back(static_cast<float>(std::strtod(v.get<std::string>().c_str(), nullptr)));
+    return out;
+  };
+  ACC_ASSERT_OK(acc_set_seed(expected["seed"].get<uint64_t>()));
+  acc_tensor* state = nullptr;
+  ACC_ASSERT_OK(acc_random_get_state(&state));
+  EXPECT_EQ(acc_test::to_host<uint8_t>(state), expected["state"].get<std::vector<uint8_t>>());
+  const int64_t five = 5, two_by_three[2] = {2, 3};
+  acc_tensor *uniform = nullptr, *normal = nullptr;
+  ACC_ASSERT_OK(acc_tensor_rand(&five, 1, &uniform));
+  ACC_ASSERT_OK(acc_tensor_randn(two_by_three, 2, &normal));
+  EXPECT_EQ(acc_test::to_floats(uniform), hexes(expected["rand"]));
+  EXPECT_EQ(acc_test::to_floats(normal), hexes(expected["randn"]));
+  // Back to the saved state: the same draws again.
+  ACC_ASSERT_OK(acc_random_set_state(state));
+  acc_tensor* again = nullptr;
+  ACC_ASSERT_OK(acc_tensor_rand(&five, 1, &again));
+  EXPECT_EQ(acc_test::to_floats(again), hexes(expected["rand"]));
+  // A tensor that is not a state is refused and changes nothing.
+  acc_tensor* bogus = acc_test::floats({1, 2, 3}, {3});
+  ACC_EXPECT_ERROR(acc_random_set_state(bogus), ACC_ERR_INVALID_ARGUMENT, "uint8 tensor of");
+  ACC_EXPECT_ERROR(acc_random_set_state(nullptr), ACC_ERR_INVALID_HANDLE, "state is NULL");
+  ACC_EXPECT_ERROR(acc_tensor_rand(nullptr, 1, &again), ACC_ERR_INVALID_ARGUMENT, "dims is NULL");
+  acc_tensor* after = nullptr;
+  ACC_ASSERT_OK(acc_tensor_randn(two_by_three, 2, &after));
+  EXPECT_EQ(acc_test::to_floats(after), hexes(expected["randn"]));  // the stream went on where it was
+  for (acc_tensor* t : {state, uniform, normal, again, bogus, after}) acc_tensor_free(t);
 }

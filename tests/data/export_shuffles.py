@@ -37,6 +37,15 @@ def main(out: Path) -> None:
     epochs = [[i for batch in first for i in batch.tolist()] for _ in range(2)]
     second = DataLoader(range(SAMPLES), batch_size=SAMPLES, shuffle=True)
     later = [i for batch in second for i in batch.tolist()]
+    # The global generator itself: its state right after the seed, and what rand / randn draw next.
+    torch.manual_seed(SEED)
+    state = torch.get_rng_state()
+    uniform = torch.rand(5)
+    normal = torch.randn(2, 3)
+    (out / "random_stream.json").write_text(json.dumps({
+        "seed": SEED, "state": state.tolist(), "rand": [float(v).hex() for v in uniform.tolist()],
+        "randn": [float(v).hex() for v in normal.flatten().tolist()]}))
+
     (out / "loader_stream.json").write_text(
         json.dumps({"seed": SEED, "samples": SAMPLES, "epochs": epochs, "later": later}))
 
