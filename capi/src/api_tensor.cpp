@@ -14,6 +14,13 @@ c10::ArrayRef<int64_t> dims_arg(const int64_t* dims, size_t ndim) {
   return c10::ArrayRef<int64_t>(dims, ndim);
 }
 
+// The dims of a tensor to create: none negative, and their product within int64.
+c10::ArrayRef<int64_t> shape_arg(const int64_t* dims, size_t ndim) {
+  auto shape = dims_arg(dims, ndim);
+  acc::checked_numel(shape);
+  return shape;
+}
+
 const at::Tensor& tensor_arg(const acc_tensor* t, const char* name) { return live(t, name).tensor; }
 
 template <typename Op>
@@ -58,29 +65,18 @@ acc_status acc_tensor_from_host_borrow(void* data, size_t nbytes, const int64_t*
 acc_status acc_tensor_zeros(const int64_t* dims, size_t ndim, acc_dtype dtype, const char* device, acc_tensor** out) {
   return guarded([&] {
     out_param(out, "out");
-    auto shape = dims_arg(dims, ndim);
-    acc::checked_numel(shape);
+    const auto shape = shape_arg(dims, ndim);
     const c10::Device where = device ? acc::parse_device(device) : c10::Device(c10::kCPU);
     emit(out, at::zeros(shape, at::TensorOptions().dtype(to_scalar_type(dtype)).device(where)));
   });
 }
 
 acc_status acc_tensor_rand(const int64_t* dims, size_t ndim, acc_tensor** out) {
-  return guarded([&] {
-    out_param(out, "out");
-    auto shape = dims_arg(dims, ndim);
-    acc::checked_numel(shape);
-    emit(out, at::rand(shape, at::TensorOptions().dtype(at::kFloat)));
-  });
+  return guarded([&] { emit(out_param(out, "out"), at::rand(shape_arg(dims, ndim), at::kFloat)); });
 }
 
 acc_status acc_tensor_randn(const int64_t* dims, size_t ndim, acc_tensor** out) {
-  return guarded([&] {
-    out_param(out, "out");
-    auto shape = dims_arg(dims, ndim);
-    acc::checked_numel(shape);
-    emit(out, at::randn(shape, at::TensorOptions().dtype(at::kFloat)));
-  });
+  return guarded([&] { emit(out_param(out, "out"), at::randn(shape_arg(dims, ndim), at::kFloat)); });
 }
 
 acc_status acc_tensor_to_host(const acc_tensor* t, void* dst, size_t nbytes) {
