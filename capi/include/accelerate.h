@@ -113,6 +113,7 @@ typedef enum acc_handle_kind {
   ACC_HANDLE_DATALOADER = 9,
   ACC_HANDLE_ACCELERATOR = 10,
   ACC_HANDLE_PROGRESS = 11,
+  ACC_HANDLE_BYTES = 12, /* the sink of a state-saving callback, live during that callback only */
   ACC_HANDLE_MAX_ENUM = 0x7fffffff
 } acc_handle_kind;
 

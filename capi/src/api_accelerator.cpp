@@ -169,6 +169,7 @@ acc_status acc_prepare(acc_accelerator* a, acc_model** model, acc_optimizer** op
     if (opt && *opt) o = live(*opt, "*opt").optimizer;
     if (dl && *dl) d = live(*dl, "*dl").loader;
     if (sched && *sched) s = live(*sched, "*sched").scheduler;
+    if (s) x.check_scheduler_preparable(s, o);
     if (m) m = x.prepare_model(m, std::nullopt);
     if (o) o = x.prepare_optimizer(o, std::nullopt);
     if (d) d = x.prepare_dataloader(d, std::nullopt);

@@ -75,10 +75,14 @@ acc_status acc_pad_across_processes(acc_accelerator* a, const acc_tensor* t, int
 acc_status acc_split_between_processes(const acc_accelerator* a, int64_t n, int apply_padding, int64_t* start,
                                        int64_t* end, int64_t* padding) {
   return guarded([&] {
-    auto split = accelerator_arg(a).collectives().split_between_processes(n, apply_padding != 0);
-    *out_param(start, "start") = split.start;
-    *out_param(end, "end") = split.end;
-    if (padding) *padding = split.padding;
+    auto& c = accelerator_arg(a).collectives();
+    out_param(start, "start");
+    out_param(end, "end");
+    out_param(padding, "padding");
+    const auto split = c.split_between_processes(n, apply_padding != 0);
+    *start = split.start;
+    *end = split.end;
+    *padding = split.padding;
   });
 }
 

@@ -102,8 +102,10 @@ acc_status acc_string_list_get_bytes(const acc_string_list* list, size_t index, 
   return guarded([&] {
     const auto& items = live(list, "list").items;
     acc::require(index < items.size(), "index ", index, " is out of range (the list has ", items.size(), " items)");
-    *out_param(data, "data") = items[index].data();
-    *out_param(size, "size") = items[index].size();
+    out_param(data, "data");
+    out_param(size, "size");
+    *data = items[index].data();
+    *size = items[index].size();
   });
 }
 

@@ -1,4 +1,6 @@
 // Datasets and data loaders.
+#include <limits>
+
 #include "common/device.h"
 #include "data/idx.h"
 #include "data/mmap.h"
@@ -98,8 +100,14 @@ acc_status acc_dataloader_create_from_batches(acc_dataset* ds, const int64_t* in
     const auto& d = live(ds, "ds");
     acc::require(batch_sizes != nullptr || num_batches == 0, "batch_sizes is NULL");
     const auto given = options_arg(opts, acc::OptionsKind::DataLoader);
+    // Every index is read from the array: the sizes' sum must be a count that can exist.
+    constexpr size_t kMaxIndices = static_cast<size_t>(std::numeric_limits<int64_t>::max()) / sizeof(int64_t);
     size_t total = 0;
-    for (size_t b = 0; b < num_batches; ++b) total += batch_sizes[b];
+    for (size_t b = 0; b < num_batches; ++b) {
+      acc::require(batch_sizes[b] <= kMaxIndices - total, "batch_sizes[", b, "] = ", batch_sizes[b],
+                   ": the batches' sizes add up past any array of indices");
+      total += batch_sizes[b];
+    }
     acc::require(indices != nullptr || total == 0, "indices is NULL");
     // The C arrays (batches laid end to end) become the loader's batches.
     std::vector<std::vector<int64_t>> batches(num_batches);

@@ -3,14 +3,22 @@
 #include "handles.h"
 #include "host_callbacks.h"
 
-// The sink a state-saving callback writes into (lives on the stack of the save).
-struct acc_bytes {
-  std::string data;
-};
-
 using namespace acc::capi;
 
 namespace {
+
+// What a save callback appends to a sink made for the call; the sink is released afterwards, so
+// one kept past the callback is refused as a dead handle.
+std::string collect_bytes(const std::function<void(acc_bytes*)>& fill) {
+  acc_bytes* sink = nullptr;
+  emit(&sink);
+  struct Release {
+    acc_bytes* sink;
+    ~Release() { release(sink); }
+  } release_sink{sink};
+  fill(sink);
+  return std::move(sink->data);
+}
 
 void emit_dir(char** out_dir, const std::string& dir) {
   if (out_dir) *out_dir = owned_string(dir);
@@ -45,9 +53,9 @@ acc_status acc_load_state(acc_accelerator* a, const char* dir, char** out_dir) {
 
 acc_status acc_bytes_append(acc_bytes* sink, const void* data, size_t size) {
   return guarded([&] {
-    acc::require(sink != nullptr, "sink is NULL");
+    auto& bytes = live(sink, "sink").data;
     acc::require(data != nullptr || size == 0, "data is NULL but size is ", size);
-    if (size) sink->data.append(static_cast<const char*>(data), size);
+    if (size) bytes.append(static_cast<const char*>(data), size);
   });
 }
 
@@ -59,9 +67,9 @@ acc_status acc_register_for_checkpointing(acc_accelerator* a, acc_state_save_fn 
     auto data = hold_user_data(user_data, free_user_data);
     x.register_for_checkpointing(
         [save, data] {
-          acc_bytes sink;
-          invoke_host("a registered object's save callback", [&] { return save(data.get(), &sink); });
-          return std::move(sink.data);
+          return collect_bytes([&](acc_bytes* sink) {
+            invoke_host("a registered object's save callback", [&] { return save(data.get(), sink); });
+          });
         },
         [load, data](const std::string& bytes) {
           invoke_host("a registered object's load callback",

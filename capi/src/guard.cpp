@@ -2,6 +2,13 @@
 
 #include <c10/util/Exception.h>
 
+#include <cxxabi.h>
+#include <nlohmann/json.hpp>
+#include <yaml-cpp/exceptions.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
 #include <new>
 #include <optional>
 #include <typeinfo>
@@ -53,6 +60,13 @@ acc_status from_c10(const c10::Error& e) {
   return record(internal ? ACC_ERR_INTERNAL : ACC_ERR_INVALID_ARGUMENT, std::move(message), e.what());
 }
 
+// "std::out_of_range" rather than "St12out_of_range".
+std::string type_name(const std::type_info& type) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> name(abi::__cxa_demangle(type.name(), nullptr, nullptr, &status), std::free);
+  return status == 0 && name ? name.get() : type.name();
+}
+
 }  // namespace
 
 acc_status translate_current_exception() noexcept {
@@ -68,8 +82,16 @@ acc_status translate_current_exception() noexcept {
     return record(ACC_ERR_OUT_OF_MEMORY, "out of host memory");
   } catch (const std::invalid_argument& e) {
     return record(ACC_ERR_INVALID_ARGUMENT, e.what());
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the system refuses (too long, not a folder, no permission): the caller's to fix.
+    return record(ACC_ERR_IO, e.what());
+  } catch (const nlohmann::json::exception& e) {
+    // JSON the caller gave (a spec, a configuration, names that are not UTF-8).
+    return record(ACC_ERR_INVALID_ARGUMENT, std::string("invalid JSON input: ") + e.what());
+  } catch (const YAML::Exception& e) {
+    return record(ACC_ERR_INVALID_ARGUMENT, std::string("invalid YAML input: ") + e.what());
   } catch (const std::exception& e) {
-    return record(ACC_ERR_INTERNAL, std::string("unexpected error (") + typeid(e).name() + "): " + e.what());
+    return record(ACC_ERR_INTERNAL, "unexpected error (" + type_name(typeid(e)) + "): " + e.what());
   } catch (...) {
     return record(ACC_ERR_INTERNAL, "unexpected error of an unknown type");
   }

@@ -57,6 +57,10 @@ struct acc_accelerator {
 struct acc_progress {
   std::unique_ptr<acc::tracking::Progress> progress;
 };
+// The sink a state-saving callback writes into (a handle live during that callback only).
+struct acc_bytes {
+  std::string data;
+};
 
 namespace acc::capi {
 
@@ -77,6 +81,7 @@ ACC_HANDLE_TRAITS(acc_dataset, ACC_HANDLE_DATASET)
 ACC_HANDLE_TRAITS(acc_dataloader, ACC_HANDLE_DATALOADER)
 ACC_HANDLE_TRAITS(acc_accelerator, ACC_HANDLE_ACCELERATOR)
 ACC_HANDLE_TRAITS(acc_progress, ACC_HANDLE_PROGRESS)
+ACC_HANDLE_TRAITS(acc_bytes, ACC_HANDLE_BYTES)
 #undef ACC_HANDLE_TRAITS
 
 // The registry of live handles (thread-safe). A handle lives in a cell of its own at an address

@@ -156,12 +156,23 @@ std::shared_ptr<Scheduler> Accelerator::prepare_scheduler(const std::shared_ptr<
   if (std::dynamic_pointer_cast<AcceleratedScheduler>(scheduler)) return scheduler;
   if (auto prepared = schedulers_.find(scheduler)) return prepared;
   // Bind to the prepared wrapper of the scheduler's optimizer, to see skipped steps.
+  check_scheduler_preparable(scheduler, nullptr);
   auto optimizer = std::dynamic_pointer_cast<AcceleratedOptimizer>(scheduler->optimizer());
   if (!optimizer) optimizer = optimizers_.find(scheduler->optimizer());
   auto prepared = std::make_shared<AcceleratedScheduler>(scheduler, optimizer, gradient_state_, num_processes(),
                                                          config_.split_batches, config_.step_scheduler_with_optimizer);
   schedulers_.add(scheduler, prepared);
   return prepared;
+}
+
+void Accelerator::check_scheduler_preparable(const std::shared_ptr<Scheduler>& scheduler,
+                                             const std::shared_ptr<Optimizer>& optimizer) const {
+  if (std::dynamic_pointer_cast<AcceleratedScheduler>(scheduler) || schedulers_.find(scheduler)) return;
+  const auto& own = scheduler->optimizer();
+  const bool ready = std::dynamic_pointer_cast<AcceleratedOptimizer>(own) || optimizers_.find(own) ||
+                     (optimizer && own == optimizer);
+  require(ready, "prepare_scheduler: prepare the scheduler's optimizer first (acc_prepare_optimizer, or acc_prepare "
+          "with both)");
 }
 
 std::shared_ptr<Model> Accelerator::unwrap_model(const std::shared_ptr<Model>& model) const {
@@ -235,11 +246,17 @@ void Accelerator::accumulate_begin() {
   // sync_each_batch trades that speed for the memory of the local accumulation).
   const bool allreduce = gradient_state_->sync_gradients() || config_.sync_each_batch;
   models_.each([allreduce](PreparedModel& model) { model.set_gradient_sync(allreduce); });
+  ++accumulate_depth_;
 }
 
-void Accelerator::no_sync_begin(const std::shared_ptr<Model>& model) { prepared(model)->set_gradient_sync(false); }
+void Accelerator::accumulate_end() {
+  require(accumulate_depth_ > 0, "accumulate_end without an accumulate_begin");
+  if (--accumulate_depth_ == 0) models_.each([](PreparedModel& model) { model.set_gradient_sync(true); });
+}
 
-void Accelerator::no_sync_end(const std::shared_ptr<Model>& model) { prepared(model)->set_gradient_sync(true); }
+void Accelerator::no_sync_begin(const std::shared_ptr<Model>& model) { prepared(model)->no_sync_begin(); }
+
+void Accelerator::no_sync_end(const std::shared_ptr<Model>& model) { prepared(model)->no_sync_end(); }
 
 void Accelerator::trigger_sync_in_backward(const std::shared_ptr<Model>& model) {
   prepared(model)->trigger_sync_in_backward();
@@ -257,9 +274,13 @@ at::Tensor Accelerator::gather_for_metrics(const at::Tensor& tensor, const std::
 void Accelerator::main_process_first_begin(bool local) {
   const bool first = local ? is_local_main_process() : is_main_process();
   if (!first) wait_for_everyone();
+  ++main_first_depth_[local];
 }
 
 void Accelerator::main_process_first_end(bool local) {
+  const char* scope = local ? "local_main_process_first" : "main_process_first";
+  require(main_first_depth_[local] > 0, scope, "_end without a ", scope, "_begin");
+  --main_first_depth_[local];
   const bool first = local ? is_local_main_process() : is_main_process();
   if (first) wait_for_everyone();
 }

@@ -54,6 +54,9 @@ class Accelerator {
                                                  std::optional<bool> device_placement);
   // The scheduler's optimizer should be prepared first (as Accelerate prepares schedulers last).
   std::shared_ptr<Scheduler> prepare_scheduler(const std::shared_ptr<Scheduler>& scheduler);
+  // Throws unless prepare_scheduler can take `scheduler` once `optimizer` (may be null) is prepared.
+  void check_scheduler_preparable(const std::shared_ptr<Scheduler>& scheduler,
+                                  const std::shared_ptr<Optimizer>& optimizer) const;
   // The model without the Accelerator's wrapper.
   std::shared_ptr<Model> unwrap_model(const std::shared_ptr<Model>& model) const;
 
@@ -61,7 +64,9 @@ class Accelerator {
   void backward(const at::Tensor& loss);
   // Start of a micro-step in gradient accumulation (C's stand-in for `with accumulate(model)`).
   void accumulate_begin();
-  void accumulate_end() {}
+  // Closes the micro-step: gradients sync again outside accumulation (as the no_sync context
+  // `accumulate` enters is left).
+  void accumulate_end();
   // Scales the gradients of a model's parameters so that their total norm is at most max_norm;
   // returns the norm before clipping (Accelerate's clip_grad_norm_).
   double clip_grad_norm(const std::shared_ptr<Model>& model, double max_norm, double norm_type);
@@ -177,6 +182,9 @@ class Accelerator {
   std::vector<CustomState> custom_states_;
   std::vector<CheckpointHook> save_hooks_;
   std::vector<CheckpointHook> load_hooks_;
+  // Open begin/end scopes, so that an end without its begin is an error.
+  int64_t accumulate_depth_ = 0;
+  int64_t main_first_depth_[2] = {0, 0};  // [local]
   int64_t iteration_ = 0;
 };
 

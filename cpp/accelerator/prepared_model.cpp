@@ -14,7 +14,7 @@ PreparedModel::PreparedModel(std::shared_ptr<Model> inner, c10::DeviceType devic
 NamedTensors PreparedModel::forward(const std::vector<at::Tensor>& inputs) {
   // Only a forward that a backward can follow involves the other processes.
   const bool distributed = data_parallel_ && at::GradMode::is_enabled() && is_training();
-  if (distributed) data_parallel_->before_forward(gradient_sync_);
+  if (distributed) data_parallel_->before_forward(syncs_gradients());
   NamedTensors outputs;
   if (autocast_dtype_) {
     {
@@ -27,7 +27,7 @@ NamedTensors PreparedModel::forward(const std::vector<at::Tensor>& inputs) {
   } else {
     outputs = inner_->forward(inputs);
   }
-  if (distributed) data_parallel_->after_forward(outputs, gradient_sync_);
+  if (distributed) data_parallel_->after_forward(outputs, syncs_gradients());
   return outputs;
 }
 

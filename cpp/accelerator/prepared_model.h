@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "accelerator/data_parallel.h"
+#include "common/error.h"
 #include "model/model.h"
 
 namespace acc {
@@ -28,8 +29,15 @@ class PreparedModel final : public Model {
   void set_graph_optimization(bool enabled) override { inner_->set_graph_optimization(enabled); }
 
   const std::shared_ptr<Model>& unwrap() const { return inner_; }
-  // Whether the next backward averages gradients across processes (off: no_sync, accumulation).
+  // Whether the next backward averages gradients across processes (off inside an accumulation
+  // window; no_sync scopes turn it off on top of that).
   void set_gradient_sync(bool sync) { gradient_sync_ = sync; }
+  void no_sync_begin() { ++no_sync_depth_; }
+  void no_sync_end() {
+    require(no_sync_depth_ > 0, "no_sync_end without a no_sync_begin for this model");
+    --no_sync_depth_;
+  }
+  bool syncs_gradients() const { return gradient_sync_ && no_sync_depth_ == 0; }
   // After a forward under no_sync: the coming backward averages gradients after all.
   void trigger_sync_in_backward() {
     if (data_parallel_) data_parallel_->sync_next_backward();
@@ -48,6 +56,7 @@ class PreparedModel final : public Model {
   std::optional<c10::ScalarType> autocast_dtype_;
   std::unique_ptr<DataParallel> data_parallel_;
   bool gradient_sync_ = true;
+  int64_t no_sync_depth_ = 0;
 };
 
 }  // namespace acc

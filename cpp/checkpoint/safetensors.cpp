@@ -85,7 +85,13 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
     header[name] = std::move(entry);
     offset += bytes;
   }
-  std::string text = header.dump();
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::type_error& e) {
+    fail(Status::InvalidArgument, "cannot write '", path, "': a tensor name or metadata value is not valid UTF-8 (",
+         e.what(), ")");
+  }
   text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
   const std::string temporary = path + ".tmp";
   {

@@ -37,8 +37,9 @@ std::vector<at::Tensor> TensorDataset::get_batch(const std::vector<int64_t>& ind
 
 SubsetDataset::SubsetDataset(std::shared_ptr<Dataset> base, int64_t start, int64_t count)
     : base_(std::move(base)), start_(start), count_(count) {
-  require(start >= 0 && count >= 0 && start + count <= base_->size(), "subset [", start, ", ", start + count,
-          ") is outside the dataset's ", base_->size(), " samples");
+  const int64_t size = base_->size();
+  require(start >= 0 && count >= 0 && start <= size && count <= size - start, "subset of ", count,
+          " samples from ", start, " is outside the dataset's ", size, " samples");
 }
 
 std::vector<at::Tensor> SubsetDataset::get_batch(const std::vector<int64_t>& indices) const {

@@ -31,16 +31,15 @@ at::Tensor mmap_tensor(const std::string& path, uint64_t offset, at::ScalarType 
   if (fd < 0) fail(Status::Io, "cannot open '", path, "': ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0) fail(Status::Io, "cannot stat '", path, "': ", std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) fail(Status::Io, "'", path, "' is not a regular file");
   const uint64_t file_size = static_cast<uint64_t>(st.st_size);
   const uint64_t available = file_size > offset ? file_size - offset : 0;
-  const uint64_t item = c10::elementSize(dtype);
   if (!dims.empty() && dims[0] == -1) {
-    int64_t per_row = 1;
-    for (size_t i = 1; i < dims.size(); ++i) per_row *= dims[i];
-    require(per_row > 0, "cannot infer the first size of a shape with a zero size");
-    dims[0] = static_cast<int64_t>(available / (item * static_cast<uint64_t>(per_row)));
+    const int64_t row_bytes = checked_nbytes(c10::ArrayRef<int64_t>(dims).slice(1), dtype);
+    require(row_bytes > 0, "cannot infer the first size of a shape with a zero size");
+    dims[0] = static_cast<int64_t>(available / static_cast<uint64_t>(row_bytes));
   }
-  const uint64_t needed = static_cast<uint64_t>(checked_numel(dims)) * item;
+  const uint64_t needed = static_cast<uint64_t>(checked_nbytes(dims, dtype));
   if (needed > available)
     fail(Status::Io, "'", path, "' holds ", available, " bytes after offset ", offset, " but the shape needs ", needed);
   if (needed == 0) return at::empty(dims, at::TensorOptions().dtype(dtype));

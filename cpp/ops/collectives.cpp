@@ -117,7 +117,9 @@ at::Tensor Collectives::broadcast(const at::Tensor& tensor, int64_t src, const s
 
 at::Tensor Collectives::pad_across_processes(const at::Tensor& tensor, int64_t dim, double value, bool pad_first,
                                              const std::string& name) {
-  if (!dist_ || dim >= tensor.dim() || dim < -tensor.dim()) return tensor;
+  require(tensor.dim() > 0 && dim < tensor.dim() && dim >= -tensor.dim(), "collective '", name, "': dim ", dim,
+          " is not a dimension of a tensor with ", tensor.dim(), " dimensions");
+  if (!dist_) return tensor;
   if (dim < 0) dim += tensor.dim();
   int64_t longest = 0;
   for (const auto& shape : all_shapes(tensor, name)) {

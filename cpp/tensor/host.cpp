@@ -28,6 +28,14 @@ int64_t checked_numel(c10::ArrayRef<int64_t> dims) {
   return numel;
 }
 
+int64_t checked_nbytes(c10::ArrayRef<int64_t> dims, at::ScalarType dtype) {
+  const int64_t numel = checked_numel(dims);
+  const auto item = static_cast<int64_t>(c10::elementSize(dtype));
+  if (numel > std::numeric_limits<int64_t>::max() / item)
+    fail(Status::InvalidArgument, "the shape's size in bytes overflows int64");
+  return numel * item;
+}
+
 at::Tensor tensor_from_host_copy(const void* data, size_t nbytes, c10::ArrayRef<int64_t> dims,
                                  at::ScalarType dtype) {
   const int64_t numel = checked_numel(dims);

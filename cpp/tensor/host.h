@@ -12,6 +12,8 @@ namespace acc {
 
 // Validates dims (none negative) and returns numel, failing on overflow.
 int64_t checked_numel(c10::ArrayRef<int64_t> dims);
+// The bytes of a tensor of that shape and dtype; InvalidArgument unless the count fits int64.
+int64_t checked_nbytes(c10::ArrayRef<int64_t> dims, at::ScalarType dtype);
 
 // A CPU tensor holding a copy of the bytes; nbytes must equal numel * element size.
 at::Tensor tensor_from_host_copy(const void* data, size_t nbytes, c10::ArrayRef<int64_t> dims,

@@ -310,7 +310,7 @@ TEST(SaveState, WithoutAFolderOrAutomaticNamingItIsAnError) {
   ACC_EXPECT_ERROR(acc_save_state(t.acc, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "automatic_checkpoint_naming");
   ACC_EXPECT_ERROR(acc_load_state(t.acc, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "project_dir");
   ACC_EXPECT_ERROR(acc_save_state(nullptr, "x", nullptr), ACC_ERR_INVALID_HANDLE, "acc");
-  ACC_EXPECT_ERROR(acc_bytes_append(nullptr, "x", 1), ACC_ERR_INVALID_ARGUMENT, "sink");
+  ACC_EXPECT_ERROR(acc_bytes_append(nullptr, "x", 1), ACC_ERR_INVALID_HANDLE, "sink");
   ACC_EXPECT_ERROR(acc_register_for_checkpointing(t.acc, Counter::save, nullptr, nullptr, nullptr),
                    ACC_ERR_INVALID_ARGUMENT, "load");
 }

@@ -1,0 +1,224 @@
+// Bad input through the C API: calls out of order, arguments out of range, shapes whose sizes
+// overflow, pointers that are not what they claim. Each must be an error status with a plain
+// message, leave the out-parameters alone, and never crash.
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "support.h"
+
+using acc_test::floats;
+
+namespace {
+
+const char* kLinear = R"([{"type":"linear","in_features":2,"out_features":1}])";
+
+acc_accelerator* cpu_accelerator() { return acc_test::make_accelerator({{"cpu", "true"}}); }
+
+acc_model* linear_model() {
+  acc_model* m = nullptr;
+  EXPECT_EQ(acc_model_from_spec(kLinear, &m), ACC_OK) << acc_last_error_message();
+  return m;
+}
+
+}  // namespace
+
+TEST(BadInput, EndWithoutBeginIsAnError) {
+  acc_accelerator* a = cpu_accelerator();
+  acc_model* raw = linear_model();
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_prepare_model(a, raw, ACC_PLACEMENT_DEFAULT, &model));
+
+  ACC_EXPECT_ERROR(acc_accumulate_end(a), ACC_ERR_INVALID_ARGUMENT, "accumulate_begin");
+  ACC_EXPECT_ERROR(acc_no_sync_end(a, model), ACC_ERR_INVALID_ARGUMENT, "no_sync_begin");
+  ACC_EXPECT_ERROR(acc_main_process_first_end(a), ACC_ERR_INVALID_ARGUMENT, "main_process_first_begin");
+  ACC_EXPECT_ERROR(acc_local_main_process_first_end(a), ACC_ERR_INVALID_ARGUMENT,
+                   "local_main_process_first_begin");
+  ACC_EXPECT_ERROR(acc_autocast_end(a), ACC_ERR_INVALID_ARGUMENT, "autocast_begin");
+
+  // Matched pairs still work, nested ones too; a second end after them is an error again.
+  ACC_ASSERT_OK(acc_accumulate_begin(a));
+  ACC_ASSERT_OK(acc_accumulate_end(a));
+  ACC_ASSERT_OK(acc_no_sync_begin(a, model));
+  ACC_ASSERT_OK(acc_no_sync_begin(a, model));
+  ACC_ASSERT_OK(acc_no_sync_end(a, model));
+  ACC_ASSERT_OK(acc_no_sync_end(a, model));
+  ACC_EXPECT_ERROR(acc_no_sync_end(a, model), ACC_ERR_INVALID_ARGUMENT, "no_sync_begin");
+  ACC_ASSERT_OK(acc_main_process_first_begin(a));
+  ACC_ASSERT_OK(acc_main_process_first_end(a));
+  ACC_EXPECT_ERROR(acc_main_process_first_end(a), ACC_ERR_INVALID_ARGUMENT, "main_process_first_begin");
+  ACC_ASSERT_OK(acc_local_main_process_first_begin(a));
+  ACC_ASSERT_OK(acc_local_main_process_first_end(a));
+
+  acc_model_free(model);
+  acc_model_free(raw);
+  acc_accelerator_free(a);
+}
+
+TEST(BadInput, PadAcrossProcessesRefusesADimensionTheTensorDoesNotHave) {
+  acc_accelerator* a = cpu_accelerator();
+  acc_tensor* t = floats({1, 2, 3, 4, 5, 6}, {2, 3});
+  acc_tensor* out = nullptr;
+  for (int64_t dim : {int64_t{2}, int64_t{-3}, INT64_MAX, INT64_MIN}) {
+    ACC_EXPECT_ERROR(acc_pad_across_processes(a, t, dim, 0, 0, "x", &out), ACC_ERR_INVALID_ARGUMENT, "dim");
+    EXPECT_EQ(out, nullptr);
+  }
+  ACC_ASSERT_OK(acc_pad_across_processes(a, t, -1, 0, 0, "x", &out));
+  acc_tensor_free(out);
+  acc_tensor_free(t);
+  acc_accelerator_free(a);
+}
+
+TEST(BadInput, ASchedulerIsPreparedAfterItsOptimizer) {
+  acc_accelerator* a = cpu_accelerator();
+  acc_model* model = linear_model();
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
+  acc_scheduler* sched = nullptr;
+  ACC_ASSERT_OK(acc_scheduler_create(opt, "constant", nullptr, &sched));
+  acc_scheduler* prepared = nullptr;
+  ACC_EXPECT_ERROR(acc_prepare_scheduler(a, sched, &prepared), ACC_ERR_INVALID_ARGUMENT, "optimizer");
+  EXPECT_EQ(prepared, nullptr);
+
+  acc_optimizer* prepared_opt = nullptr;
+  ACC_ASSERT_OK(acc_prepare_optimizer(a, opt, ACC_PLACEMENT_DEFAULT, &prepared_opt));
+  ACC_ASSERT_OK(acc_prepare_scheduler(a, sched, &prepared));
+  // Both at once: acc_prepare takes the optimizer first, whatever the order of the arguments.
+  acc_optimizer* opt2 = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt2));
+  acc_scheduler* sched2 = nullptr;
+  ACC_ASSERT_OK(acc_scheduler_create(opt2, "constant", nullptr, &sched2));
+  ACC_ASSERT_OK(acc_prepare(a, nullptr, &opt2, nullptr, &sched2));
+
+  for (acc_scheduler* s : {sched, prepared, sched2}) acc_scheduler_free(s);
+  for (acc_optimizer* o : {opt, prepared_opt, opt2}) acc_optimizer_free(o);
+  acc_model_free(model);
+  acc_accelerator_free(a);
+}
+
+TEST(BadInput, OutParametersAreRequiredAndUntouchedOnFailure) {
+  acc_accelerator* a = cpu_accelerator();
+  int64_t start = -7, end = -7, padding = -7;
+  ACC_EXPECT_ERROR(acc_split_between_processes(a, 5, 1, &start, &end, nullptr), ACC_ERR_INVALID_ARGUMENT, "padding");
+  ACC_EXPECT_ERROR(acc_split_between_processes(a, 5, 1, &start, nullptr, &padding), ACC_ERR_INVALID_ARGUMENT, "end");
+  EXPECT_EQ(start, -7);
+  EXPECT_EQ(padding, -7);
+  ACC_EXPECT_ERROR(acc_split_between_processes(a, -1, 1, &start, &end, &padding), ACC_ERR_INVALID_ARGUMENT, "n");
+  ACC_ASSERT_OK(acc_split_between_processes(a, 5, 1, &start, &end, &padding));
+  EXPECT_EQ(start, 0);
+  EXPECT_EQ(end, 5);
+  EXPECT_EQ(padding, 0);
+
+  acc_string_list* list = nullptr;
+  ACC_ASSERT_OK(acc_gather_object(a, "abc", 3, "bytes", &list));
+  const void* data = reinterpret_cast<const void*>(0x1);
+  ACC_EXPECT_ERROR(acc_string_list_get_bytes(list, 0, &data, nullptr), ACC_ERR_INVALID_ARGUMENT, "size");
+  EXPECT_EQ(data, reinterpret_cast<const void*>(0x1));
+  acc_string_list_free(list);
+  acc_accelerator_free(a);
+}
+
+TEST(BadInput, CallersMistakesAreInvalidArgumentWithAPlainMessage) {
+  acc_accelerator* a = cpu_accelerator();
+  acc_model* model = linear_model();
+  // Larger than float32 can hold: clips nothing, as a bound of +inf would.
+  ACC_ASSERT_OK(acc_clip_grad_value(a, model, 1e308));
+
+  const std::string long_path = "/tmp/" + std::string(100000, 'x');
+  acc_model* loaded = nullptr;
+  const acc_status status = acc_model_load_torchscript(long_path.c_str(), &loaded);
+  EXPECT_TRUE(status == ACC_ERR_IO || status == ACC_ERR_INVALID_ARGUMENT) << acc_status_name(status);
+  EXPECT_EQ(std::string(acc_last_error_message()).find("unexpected"), std::string::npos) << acc_last_error_message();
+  char* dir = nullptr;
+  const acc_status save = acc_save_state(a, long_path.c_str(), &dir);
+  EXPECT_TRUE(save == ACC_ERR_IO || save == ACC_ERR_INVALID_ARGUMENT) << acc_status_name(save);
+  EXPECT_EQ(std::string(acc_last_error_message()).find("unexpected"), std::string::npos) << acc_last_error_message();
+  EXPECT_EQ(dir, nullptr);
+
+  ACC_EXPECT_ERROR(acc_model_from_spec(R"([{"type":"linear","in_features":1e400,"out_features":1}])", &loaded),
+                   ACC_ERR_INVALID_ARGUMENT, "1e400");
+  EXPECT_EQ(loaded, nullptr);
+
+  // A name that is not UTF-8 cannot go into a JSON file or an event file.
+  ACC_ASSERT_OK(acc_model_from_spec(kLinear, &loaded));
+  acc_tensor_list* state = nullptr;
+  ACC_ASSERT_OK(acc_model_state_dict(loaded, &state));
+  acc_model_free(loaded);
+  acc_tensor* x = floats({1}, {1});
+  acc_tensor_list* list = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&list));
+  ACC_ASSERT_OK(acc_tensor_list_append(list, "\xff\xfe", x));
+  const std::string file = acc_test::temp_path("bad_name.safetensors");
+  ACC_EXPECT_ERROR(acc_save(a, list, file.c_str()), ACC_ERR_INVALID_ARGUMENT, "UTF-8");
+  EXPECT_EQ(acc_test::read_file(file), "") << "nothing is written";
+  acc_tensor_list_free(list);
+  acc_tensor_list_free(state);
+  acc_tensor_free(x);
+  acc_model_free(model);
+  acc_accelerator_free(a);
+}
+
+TEST(BadInput, ShapesWhoseSizeOverflowsAreRefused) {
+  const std::string file = acc_test::temp_path("mmap_overflow.bin");
+  {
+    FILE* f = std::fopen(file.c_str(), "wb");
+    const char bytes[64] = {};
+    std::fwrite(bytes, 1, sizeof bytes, f);
+    std::fclose(f);
+  }
+  acc_tensor* t = nullptr;
+  const int64_t wrap_row[] = {-1, int64_t{1} << 62};
+  ACC_EXPECT_ERROR(acc_tensor_from_file_mmap(file.c_str(), 0, ACC_DTYPE_FLOAT32, wrap_row, 2, &t),
+                   ACC_ERR_INVALID_ARGUMENT, "overflow");
+  const int64_t wrap_total[] = {int64_t{1} << 31, int64_t{1} << 31};
+  ACC_EXPECT_ERROR(acc_tensor_from_file_mmap(file.c_str(), 0, ACC_DTYPE_FLOAT64, wrap_total, 2, &t),
+                   ACC_ERR_INVALID_ARGUMENT, "overflow");
+  EXPECT_EQ(t, nullptr);
+  std::remove(file.c_str());
+
+  acc_tensor* values = floats({1, 2, 3, 4}, {4});
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_tensors(&values, 1, &ds));
+  acc_dataset* sub = nullptr;
+  ACC_EXPECT_ERROR(acc_dataset_subset(ds, 2, INT64_MAX, &sub), ACC_ERR_INVALID_ARGUMENT, "outside");
+  ACC_EXPECT_ERROR(acc_dataset_subset(ds, INT64_MAX, 2, &sub), ACC_ERR_INVALID_ARGUMENT, "outside");
+  EXPECT_EQ(sub, nullptr);
+
+  const int64_t indices[] = {0, 1};
+  const size_t sizes[] = {SIZE_MAX, 3};
+  acc_dataloader* dl = nullptr;
+  ACC_EXPECT_ERROR(acc_dataloader_create_from_batches(ds, indices, sizes, 2, nullptr, &dl), ACC_ERR_INVALID_ARGUMENT,
+                   "batch_sizes");
+  EXPECT_EQ(dl, nullptr);
+  acc_dataset_free(ds);
+  acc_tensor_free(values);
+}
+
+namespace {
+
+struct Kept {
+  acc_bytes* sink = nullptr;
+};
+
+int keep_sink(void* self, acc_bytes* out) {
+  static_cast<Kept*>(self)->sink = out;
+  return acc_bytes_append(out, "x", 1) == ACC_OK ? 0 : 1;
+}
+int accept_bytes(void*, const void*, size_t) { return 0; }
+
+}  // namespace
+
+TEST(BadInput, ASinkIsOnlyValidDuringItsCallback) {
+  acc_accelerator* a = acc_test::make_accelerator({{"cpu", "true"}, {"project_dir", acc_test::temp_path("sink")}});
+  Kept kept;
+  ACC_ASSERT_OK(acc_register_for_checkpointing(a, keep_sink, accept_bytes, &kept, nullptr));
+  const std::string dir = acc_test::temp_path("sink/ckpt");
+  ACC_ASSERT_OK(acc_save_state(a, dir.c_str(), nullptr));
+  ASSERT_NE(kept.sink, nullptr);
+  ACC_EXPECT_ERROR(acc_bytes_append(kept.sink, "y", 1), ACC_ERR_INVALID_HANDLE, "sink");
+  long long foreign = 0;
+  ACC_EXPECT_ERROR(acc_bytes_append(reinterpret_cast<acc_bytes*>(&foreign), "y", 1), ACC_ERR_INVALID_HANDLE, "sink");
+  acc_accelerator_free(a);
+  std::system(("rm -rf " + acc_test::temp_path("sink")).c_str());
+}
