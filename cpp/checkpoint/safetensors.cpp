@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/json_input.h"
 #include "common/files.h"
 #include "data/mmap.h"
 #include "tensor/host.h"
@@ -122,12 +123,8 @@ SafetensorsContents load_safetensors(const std::string& path) {
   if (header_size > kMaxHeader) fail(Status::Io, "'", path, "': header of ", header_size, " bytes is too large");
   if (8 + header_size > file_size)
     fail(Status::Io, "'", path, "': header of ", header_size, " bytes runs past the end of the file");
-  json header;
-  try {
-    header = json::parse(reinterpret_cast<const char*>(bytes) + 8, reinterpret_cast<const char*>(bytes) + 8 + header_size);
-  } catch (const json::exception& e) {
-    fail(Status::Io, "'", path, "': the header is not valid JSON: ", e.what());
-  }
+  const json header = parse_json_input(
+      std::string_view(reinterpret_cast<const char*>(bytes) + 8, header_size), "the header of '" + path + "'", Status::Io);
   if (!header.is_object()) fail(Status::Io, "'", path, "': the header is not a JSON object");
   const uint64_t data_size = file_size - 8 - header_size;
   char* data = reinterpret_cast<char*>(file.data_ptr<uint8_t>()) + 8 + header_size;
@@ -260,14 +257,9 @@ NamedTensors load_sharded(const std::string& path) {
     else fail(Status::Io, "'", path, "' holds neither model.safetensors nor model.safetensors.index.json");
   }
   if (file.size() > 5 && file.substr(file.size() - 5) == ".json") {
-    std::ifstream in(file);
-    if (!in) fail(Status::Io, "cannot open '", file, "'");
-    json index;
-    try {
-      index = json::parse(in);
-    } catch (const json::exception& e) {
-      fail(Status::Io, "'", file, "' is not valid JSON: ", e.what());
-    }
+    const auto text = read_whole_file(file);
+    if (!text) fail(Status::Io, "cannot open '", file, "'");
+    const json index = parse_json_input(*text, "'" + file + "'", Status::Io);
     if (!index.contains("weight_map") || !index["weight_map"].is_object())
       fail(Status::Io, "'", file, "' has no weight_map");
     const std::string dir = fs::path(file).parent_path().string();

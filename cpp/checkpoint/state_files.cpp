@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "common/device.h"
+#include "common/json_input.h"
 
 namespace acc {
 using nlohmann::json;
@@ -26,11 +27,7 @@ std::string read_file(const std::string& path) {
 }
 
 json read_json(const std::string& path) {
-  try {
-    return json::parse(read_file(path));
-  } catch (const json::exception& e) {
-    fail(Status::Io, "checkpoint file '", path, "' is not valid JSON: ", e.what());
-  }
+  return parse_json_input(read_file(path), "checkpoint file '" + path + "'", Status::Io);
 }
 
 void write_scheduler_state(const std::string& path, const SchedulerState& state) {

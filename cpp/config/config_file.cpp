@@ -121,6 +121,27 @@ void emit_node(YAML::Emitter& out, const YAML::Node& n) {
   }
 }
 
+// A config file is a few dozen values. Aliases make a YAML tree a graph whose expansion can grow
+// exponentially with the text ("billion laughs"): walk it as its readers will, expanded, and stop
+// at a bound on nodes and on depth.
+constexpr int64_t kMaxConfigNodes = 100000;
+constexpr int kMaxConfigDepth = 64;
+
+void count_nodes(const YAML::Node& n, int depth, int64_t& seen, const std::string& origin) {
+  if (++seen > kMaxConfigNodes)
+    fail(Status::InvalidArgument, origin, ": the config expands to more than ", kMaxConfigNodes,
+         " values (aliases of aliases?); a config file is a mapping of a few dozen keys");
+  if (depth > kMaxConfigDepth)
+    fail(Status::InvalidArgument, origin, ": the config is nested deeper than ", kMaxConfigDepth, " levels");
+  if (n.IsSequence())
+    for (const auto& item : n) count_nodes(item, depth + 1, seen, origin);
+  else if (n.IsMap())
+    for (const auto& kv : n) {
+      count_nodes(kv.first, depth + 1, seen, origin);
+      count_nodes(kv.second, depth + 1, seen, origin);
+    }
+}
+
 nlohmann::json node_to_json(const YAML::Node& n) {
   switch (n.Type()) {
     case YAML::NodeType::Null:
@@ -309,6 +330,8 @@ ClusterConfig parse_config_text(const std::string& text, const std::string& orig
     fail(Status::InvalidArgument, origin, ":", e.mark.line + 1, ": not valid YAML (", e.msg,
          "); fix it, or write a new one with `accelerate config`");
   }
+  int64_t nodes = 0;
+  count_nodes(root, 0, nodes, origin);
   if (!root.IsMap())
     fail(Status::InvalidArgument, origin, ": a config file is a mapping of keys to values (",
          root.IsNull() ? "this one is empty" : "this one is not", "); write one with `accelerate config`");
@@ -356,6 +379,12 @@ ClusterConfig parse_config_text(const std::string& text, const std::string& orig
 }
 
 ClusterConfig load_config_file(const std::string& path) {
+  constexpr uintmax_t kMaxConfigBytes = 1 << 20;
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (!ec && size > kMaxConfigBytes)
+    fail(Status::InvalidArgument, "config file ", path, " is ", size, " bytes; a config file is at most ",
+         kMaxConfigBytes, " (is this the right file?)");
   const auto text = read_whole_file(path);
   if (!text)
     fail(Status::Io, "cannot read config file ", path, ": ", std::strerror(errno),

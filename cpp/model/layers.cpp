@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/json_input.h"
 
 namespace acc {
 namespace {
@@ -284,12 +285,7 @@ void require_positive(const json& args, const char* name, const std::string& whe
 }  // namespace
 
 std::vector<LayerSpec> parse_layer_specs(const std::string& json_spec) {
-  json root;
-  try {
-    root = json::parse(json_spec);
-  } catch (const json::parse_error& e) {
-    fail(Status::InvalidArgument, "model spec is not valid JSON: ", e.what());
-  }
+  const json root = parse_json_input(json_spec, "model spec");
   require(root.is_array() && !root.empty(), "model spec must be a non-empty JSON array of layers");
   std::vector<LayerSpec> specs;
   for (size_t i = 0; i < root.size(); ++i) {

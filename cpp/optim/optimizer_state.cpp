@@ -10,6 +10,7 @@
 
 #include "common/compat.h"
 #include "common/error.h"
+#include "common/json_input.h"
 
 namespace acc {
 namespace {
@@ -165,12 +166,7 @@ std::function<void()> prepare_optimizer_restore(Optimizer& optimizer, const Opti
   };
   require(meta("algorithm") == algorithm, source, ": holds the state of a ", meta("algorithm"),
           " optimizer, but this one is ", algorithm);
-  json groups;
-  try {
-    groups = json::parse(meta("param_groups"));
-  } catch (const json::exception& e) {
-    fail(Status::InvalidArgument, source, ": its param_groups metadata is not JSON: ", e.what());
-  }
+  const json groups = parse_json_input(meta("param_groups"), source + ": its param_groups metadata");
   require(groups.is_array() && groups.size() == impl.param_groups().size(), source, ": holds ",
           groups.is_array() ? groups.size() : 0, " parameter groups, but the optimizer has ", impl.param_groups().size());
 

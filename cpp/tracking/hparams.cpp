@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "common/error.h"
+#include "common/json_input.h"
 #include "common/files.h"
 #include "tracking/tracker.h"
 
@@ -25,8 +26,7 @@ void flatten_into(const nlohmann::json& node, const std::string& prefix, nlohman
 
 nlohmann::json parse_config(const std::string& text) {
   if (text.empty()) return nlohmann::json::object();
-  nlohmann::json config = nlohmann::json::parse(text, nullptr, false);
-  require(!config.is_discarded(), "config is not valid JSON: ", text.substr(0, 200));
+  nlohmann::json config = parse_json_input(text, "config");
   require(config.is_object(), "config must be a JSON object of hyper-parameters, not ", config.type_name());
   return config;
 }

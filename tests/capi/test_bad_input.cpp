@@ -222,3 +222,51 @@ TEST(BadInput, ASinkIsOnlyValidDuringItsCallback) {
   acc_accelerator_free(a);
   std::system(("rm -rf " + acc_test::temp_path("sink")).c_str());
 }
+
+namespace {
+
+std::string nested_json(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+std::string nested_object(size_t depth) {
+  std::string text;
+  for (size_t i = 0; i < depth; ++i) text += "{\"a\":";
+  return text + "1" + std::string(depth, '}');
+}
+
+}  // namespace
+
+TEST(BadInput, DeeplyNestedJsonIsRefusedNotAStackOverflow) {
+  acc_model* model = nullptr;
+  ACC_EXPECT_ERROR(acc_model_from_spec(nested_json(100000).c_str(), &model), ACC_ERR_INVALID_ARGUMENT, "nested deeper");
+  EXPECT_EQ(model, nullptr);
+
+  const std::string dir = acc_test::temp_path("deep_config");
+  acc_accelerator* a = acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "jsonl"}, {"project_dir", dir}});
+  ACC_EXPECT_ERROR(acc_init_trackers(a, "run", nested_object(100000).c_str()), ACC_ERR_INVALID_ARGUMENT,
+                   "nested deeper");
+  // A reasonable nesting still works.
+  ACC_ASSERT_OK(acc_init_trackers(a, "run", nested_object(20).c_str()));
+  ACC_ASSERT_OK(acc_end_training(a));
+  acc_accelerator_free(a);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+TEST(BadInput, AConfigFileOfNestedAliasesIsRefusedAtOnce) {
+  const std::string path = acc_test::temp_path("laughs.yaml");
+  {
+    std::string text = "distributed_type: 'NO'\na0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+    for (int i = 1; i < 10; ++i) {
+      text += "a" + std::to_string(i) + ": &a" + std::to_string(i) + " [";
+      for (int k = 0; k < 10; ++k) text += (k ? ", *a" : "*a") + std::to_string(i - 1);
+      text += "]\n";
+    }
+    FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+  }
+  setenv("ACCELERATE_CONFIG_FILE", path.c_str(), 1);
+  acc_accelerator* a = nullptr;
+  ACC_EXPECT_ERROR(acc_accelerator_create(nullptr, &a), ACC_ERR_INVALID_ARGUMENT, "expands to more than");
+  EXPECT_EQ(a, nullptr);
+  unsetenv("ACCELERATE_CONFIG_FILE");
+  std::remove(path.c_str());
+}

@@ -1,0 +1,22 @@
+// JSON that comes from outside the library (model specs, tracker configurations, checkpoint and
+// safetensors files) is parsed here, with a bound on its nesting: a document nested 100,000 deep
+// would otherwise overflow the stack of whatever walks the tree afterwards.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <string_view>
+
+#include "common/error.h"
+
+namespace acc {
+
+constexpr int kMaxJsonDepth = 256;
+
+// The parsed document. Invalid JSON or nesting deeper than kMaxJsonDepth is an error with
+// `status`, the message starting with `what` (e.g. "model spec", "checkpoint file 'x'").
+nlohmann::json parse_json_input(std::string_view text, const std::string& what,
+                                Status status = Status::InvalidArgument);
+
+}  // namespace acc
