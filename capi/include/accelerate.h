@@ -84,6 +84,8 @@ typedef enum acc_dtype {
   ACC_DTYPE_INT32 = 6,
   ACC_DTYPE_UINT8 = 7,
   ACC_DTYPE_BOOL = 8,
+  ACC_DTYPE_INT8 = 9,
+  ACC_DTYPE_INT16 = 10,
   ACC_DTYPE_MAX_ENUM = 0x7fffffff
 } acc_dtype;
 
@@ -534,8 +536,10 @@ ACC_API ACC_NODISCARD acc_status acc_dataset_from_tensors(const acc_tensor *cons
 ACC_API ACC_NODISCARD acc_status acc_tensor_from_file_mmap(const char *path, uint64_t offset, acc_dtype dtype,
                                                            const int64_t *dims, size_t ndim, acc_tensor **out);
 
-/* Reads an IDX file ((Fashion-)MNIST format, plain or .gz) into a tensor of its own type and
- * shape. Missing, truncated or corrupt files are ACC_ERR_IO with the reason. */
+/* Reads an IDX file ((Fashion-)MNIST format, plain or .gz) into a tensor of its own type (uint8,
+ * int8, int16, int32, float32 or float64) and shape. Missing, truncated or corrupt files, a header
+ * that declares more data than the file holds (checked before anything is allocated for it) and
+ * paths that are not regular files are ACC_ERR_IO with the reason. */
 ACC_API ACC_NODISCARD acc_status acc_tensor_from_idx_file(const char *path, acc_tensor **out);
 
 /* An image classification dataset from a pair of IDX files: field 0 is the images as float32 in

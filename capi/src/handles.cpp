@@ -130,6 +130,8 @@ at::ScalarType to_scalar_type(acc_dtype dtype) {
     case ACC_DTYPE_INT32: return at::kInt;
     case ACC_DTYPE_UINT8: return at::kByte;
     case ACC_DTYPE_BOOL: return at::kBool;
+    case ACC_DTYPE_INT8: return at::kChar;
+    case ACC_DTYPE_INT16: return at::kShort;
     case ACC_DTYPE_UNDEFINED:
     case ACC_DTYPE_MAX_ENUM: break;
   }
@@ -146,6 +148,8 @@ acc_dtype from_scalar_type(at::ScalarType type) {
     case at::kInt: return ACC_DTYPE_INT32;
     case at::kByte: return ACC_DTYPE_UINT8;
     case at::kBool: return ACC_DTYPE_BOOL;
+    case at::kChar: return ACC_DTYPE_INT8;
+    case at::kShort: return ACC_DTYPE_INT16;
     default: break;
   }
   fail(Status::Unsupported, "the tensor's dtype ", type, " has no acc_dtype");

@@ -1,8 +1,12 @@
 #include "data/idx.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -46,9 +50,31 @@ at::ScalarType idx_type(uint8_t code, const std::string& path) {
   }
 }
 
+// The data after the header: `expected` bytes, read in chunks, so that a header declaring far more
+// than the file holds (e.g. a gzip claiming 784 GB) is refused at the end of the real data instead
+// of being allocated up front.
+std::vector<uint8_t> read_data(gzFile file, size_t expected, const std::string& path) {
+  constexpr size_t kChunk = size_t{64} << 20;
+  std::vector<uint8_t> data;
+  data.reserve(std::min(expected, kChunk));
+  while (data.size() < expected) {
+    const size_t at = data.size(), want = std::min(expected - at, std::max(at, kChunk));
+    data.resize(at + want);
+    const size_t got = read_bytes(file, data.data() + at, want, path);
+    if (got != want)
+      fail(Status::Io, "'", path, "' is truncated: the header declares ", expected, " bytes of data, the file has ",
+           at + got);
+  }
+  return data;
+}
+
 }  // namespace
 
 at::Tensor read_idx(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) fail(Status::Io, "cannot open IDX file '", path, "': ", std::strerror(errno));
+  // A FIFO or a device would block or never end.
+  if (!S_ISREG(st.st_mode)) fail(Status::Io, "'", path, "' is not a regular file");
   GzFile file(gzopen(path.c_str(), "rb"));
   if (!file) fail(Status::Io, "cannot open IDX file '", path, "'");
   std::array<uint8_t, 4> magic{};
@@ -65,14 +91,18 @@ at::Tensor read_idx(const std::string& path) {
     numel *= static_cast<uint64_t>(d);
     if (numel > (uint64_t(1) << 40)) fail(Status::Io, "'", path, "' declares an implausible size");
   }
-  at::Tensor out = at::empty(dims, at::TensorOptions().dtype(type));
-  const size_t expected = out.nbytes();
-  const size_t got = read_bytes(file.get(), out.data_ptr(), expected, path);
-  if (got != expected)
-    fail(Status::Io, "'", path, "' is truncated: the header declares ", expected, " bytes of data, the file has ", got);
+  const size_t expected = numel * c10::elementSize(type);
+  const uint64_t header = 4 + 4 * dims.size();
+  if (gzdirect(file.get()) && static_cast<uint64_t>(st.st_size) < header + expected)
+    fail(Status::Io, "'", path, "' is truncated: the header declares ", expected, " bytes of data, the file has ",
+         static_cast<uint64_t>(st.st_size) - header);
+  auto data = std::make_shared<std::vector<uint8_t>>(read_data(file.get(), expected, path));
   unsigned char extra;
   if (read_bytes(file.get(), &extra, 1, path) != 0)
     fail(Status::Io, "'", path, "' has data past the ", expected, " bytes its header declares");
+  if (expected == 0) return at::empty(dims, at::TensorOptions().dtype(type));
+  at::Tensor out = at::from_blob(
+      data->data(), dims, [data](void*) {}, at::TensorOptions().dtype(type));
   // IDX stores multi-byte values big-endian.
   if (c10::elementSize(type) > 1) {
     auto* bytes = static_cast<uint8_t*>(out.data_ptr());

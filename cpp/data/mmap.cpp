@@ -26,7 +26,8 @@ struct FileDescriptor {
 }  // namespace
 
 at::Tensor mmap_tensor(const std::string& path, uint64_t offset, at::ScalarType dtype, std::vector<int64_t> dims) {
-  const FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // O_NONBLOCK: opening a FIFO would otherwise wait for a writer (regular files ignore it).
+  const FileDescriptor file{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   const int fd = file.fd;
   if (fd < 0) fail(Status::Io, "cannot open '", path, "': ", std::strerror(errno));
   struct stat st {};

@@ -13,9 +13,14 @@ namespace {
 void flatten_into(const nlohmann::json& node, const std::string& prefix, nlohmann::json& out) {
   for (const auto& [key, value] : node.items()) {
     const std::string name = prefix.empty() ? key : prefix + "/" + key;
-    if (value.is_object() && !value.empty())
+    if (value.is_object() && !value.empty()) {
       flatten_into(value, name, out);
-    else if (value.is_number() || value.is_string() || value.is_boolean())
+      continue;
+    }
+    // {"a/b": 1} next to {"a": {"b": 2}} would give two values one name: one would be lost.
+    require(!out.contains(name), "config: the key \"", name, "\" appears twice once nested objects are joined with '/'",
+            " (rename one of them)");
+    if (value.is_number() || value.is_string() || value.is_boolean())
       out[name] = value;
     else
       out[name] = value.dump();

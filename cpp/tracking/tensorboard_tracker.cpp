@@ -50,10 +50,26 @@ void add_hparams_value(tb::Summary& summary, const char* tag, const tb::HParamsP
   plugin->set_content(data.SerializeAsString());
 }
 
+// A table cell's text: a '|' would end the cell and a line break the row.
+std::string markdown_cell(const std::string& text) {
+  std::string cell;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\\' || c == '|') cell += '\\';
+    if (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') continue;
+    if (c == '\n' || c == '\r')
+      cell += "<br>";
+    else
+      cell += c;
+  }
+  return cell;
+}
+
 // The hyper-parameters as a markdown table for the TEXT dashboard.
 void add_text_value(tb::Summary& summary, const nlohmann::json& flat) {
   std::string table = "| hyper-parameter | value |\n|---|---|\n";
-  for (const auto& [name, v] : flat.items()) table += "| " + name + " | " + (v.is_string() ? v.get<std::string>() : v.dump()) + " |\n";
+  for (const auto& [name, v] : flat.items())
+    table += "| " + markdown_cell(name) + " | " + markdown_cell(v.is_string() ? v.get<std::string>() : v.dump()) + " |\n";
   auto* value = summary.add_value();
   value->set_tag("hparams/text_summary");
   auto* metadata = value->mutable_metadata();
@@ -112,6 +128,7 @@ void TensorBoardTracker::start(const std::string& project_name, const nlohmann::
 }
 
 void TensorBoardTracker::log(const std::shared_ptr<const Record>& record) {
+  if (record->names.empty()) return;  // an event without values shows nothing
   running_file().post([record](std::FILE*& file, const std::string& path) {
     tb::Event event;
     event.set_wall_time(record->wall_time);

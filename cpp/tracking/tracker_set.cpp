@@ -124,7 +124,7 @@ void TrackerSet::log(std::vector<std::string> names, std::vector<double> values,
   }
   const int64_t at = step.value_or(next_step_);
   next_step_ = at + 1;
-  if (!main_ || names.empty()) return;
+  if (!main_) return;  // a call without values is still a line in JSONL and CSV
   auto record = std::make_shared<Record>();
   record->step = at;
   record->wall_time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

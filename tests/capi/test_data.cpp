@@ -1,4 +1,5 @@
 // Datasets (tensors, memory-mapped files, IDX files) and data loaders.
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -328,6 +329,70 @@ TEST(Idx, TruncatedAndCorruptFilesAreRejectedWithTheReason) {
   ACC_EXPECT_ERROR(acc_dataset_from_idx(images.c_str(), path.c_str(), &ds), ACC_ERR_IO, "has 2 images but");
   std::remove(path.c_str());
   std::remove(images.c_str());
+}
+
+TEST(Idx, AHeaderClaimingMoreThanTheFileHoldsIsRefusedBeforeAllocating) {
+  acc_tensor* t = nullptr;
+  // 0xFFFFFFFF x 0xFF bytes claimed (1 TB) with 2 bytes behind the header.
+  const std::vector<unsigned char> huge = {0, 0, 8, 2, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0xff, 1, 2};
+  const std::string plain = temp_path("huge.idx");
+  {
+    std::ofstream f(plain, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(huge.data()), static_cast<std::streamsize>(huge.size()));
+  }
+  ACC_EXPECT_ERROR(acc_tensor_from_idx_file(plain.c_str(), &t), ACC_ERR_IO, "the file has 2");
+  // 0xFFFFFFFF bytes claimed (4 GB), 2 there: a gzip stream can only tell by being read.
+  const std::vector<unsigned char> big = {0, 0, 8, 1, 0xff, 0xff, 0xff, 0xff, 1, 2};
+  const std::string gz = temp_path("big.idx.gz");
+  write_gz(gz, big);
+  ACC_EXPECT_ERROR(acc_tensor_from_idx_file(gz.c_str(), &t), ACC_ERR_IO, "the file has 2");
+  EXPECT_EQ(t, nullptr);
+  std::remove(plain.c_str());
+  std::remove(gz.c_str());
+}
+
+TEST(Idx, APathThatIsNotARegularFileIsRefusedInsteadOfBlocking) {
+  const std::string fifo = temp_path("labels.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  acc_tensor* t = nullptr;
+  ACC_EXPECT_ERROR(acc_tensor_from_idx_file(fifo.c_str(), &t), ACC_ERR_IO, "not a regular file");
+  const int64_t dims[] = {4};
+  ACC_EXPECT_ERROR(acc_tensor_from_file_mmap(fifo.c_str(), 0, ACC_DTYPE_UINT8, dims, 1, &t), ACC_ERR_IO,
+                   "not a regular file");
+  ACC_EXPECT_ERROR(acc_tensor_from_idx_file("/tmp", &t), ACC_ERR_IO, "not a regular file");
+  std::remove(fifo.c_str());
+}
+
+TEST(Idx, SignedByteAndShortFilesLoadAsInt8AndInt16) {
+  const std::string path = temp_path("signed.idx.gz");
+  acc_tensor* t = nullptr;
+  write_gz(path, {0, 0, 0x09, 1, 0, 0, 0, 3, 0x80, 0x00, 0x7f});
+  ACC_ASSERT_OK(acc_tensor_from_idx_file(path.c_str(), &t));
+  acc_dtype dtype = ACC_DTYPE_UNDEFINED;
+  ACC_ASSERT_OK(acc_tensor_dtype(t, &dtype));
+  EXPECT_EQ(dtype, ACC_DTYPE_INT8);
+  EXPECT_EQ(acc_dtype_size(ACC_DTYPE_INT8), 1u);
+  int8_t bytes[3] = {};
+  ACC_ASSERT_OK(acc_tensor_to_host(t, bytes, sizeof bytes));
+  EXPECT_EQ(bytes[0], -128);
+  EXPECT_EQ(bytes[2], 127);
+  acc_tensor_free(t);
+  // int16, big-endian in the file.
+  write_gz(path, {0, 0, 0x0B, 1, 0, 0, 0, 2, 0xff, 0xfe, 0x01, 0x00});
+  ACC_ASSERT_OK(acc_tensor_from_idx_file(path.c_str(), &t));
+  ACC_ASSERT_OK(acc_tensor_dtype(t, &dtype));
+  EXPECT_EQ(dtype, ACC_DTYPE_INT16);
+  int16_t shorts[2] = {};
+  ACC_ASSERT_OK(acc_tensor_to_host(t, shorts, sizeof shorts));
+  EXPECT_EQ(shorts[0], -2);
+  EXPECT_EQ(shorts[1], 256);
+  // They convert like any other dtype.
+  acc_tensor* wide = nullptr;
+  ACC_ASSERT_OK(acc_tensor_to(t, nullptr, ACC_DTYPE_INT64, &wide));
+  EXPECT_EQ(acc_test::to_longs(wide), (std::vector<int64_t>{-2, 256}));
+  acc_tensor_free(wide);
+  acc_tensor_free(t);
+  std::remove(path.c_str());
 }
 
 namespace {

@@ -183,6 +183,50 @@ TEST(Tracking, JsonlHasOneRecordPerLogCall) {
   acc_accelerator_free(a);
 }
 
+TEST(Tracking, TheTextTableEscapesPipesAndLineBreaks) {
+  const std::string dir = fresh_dir("tb_text");
+  acc_accelerator* a = make("tensorboard", dir);
+  ACC_ASSERT_OK(acc_init_trackers(a, "run", R"({"cmd": "a | b", "note": "line1\nline2", "path\\x": 1})"));
+  ACC_ASSERT_OK(acc_end_training(a));
+  std::string text;
+  for (const auto& e : acc_test::read_event_file(tracker_path(a, "tensorboard")))
+    for (const auto& v : e.values)
+      if (v.plugin_name == "text" && !v.tensor_strings.empty()) text = v.tensor_strings[0];
+  const auto rows = lines_of(text);
+  ASSERT_EQ(rows.size(), 5u) << text;  // header, rule, three rows: nothing split a row
+  EXPECT_NE(text.find("| cmd | a \\| b |"), std::string::npos) << text;
+  EXPECT_NE(text.find("| note | line1<br>line2 |"), std::string::npos) << text;
+  EXPECT_NE(text.find("| path\\\\x | 1 |"), std::string::npos) << text;
+  acc_accelerator_free(a);
+}
+
+TEST(Tracking, AConfigKeyThatFlattensOntoANestedOneIsRefused) {
+  const std::string dir = fresh_dir("tb_collision");
+  acc_accelerator* a = make("tensorboard,jsonl", dir);
+  ACC_EXPECT_ERROR(acc_init_trackers(a, "run", R"({"a/b": 1, "a": {"b": 2}})"), ACC_ERR_INVALID_ARGUMENT, "\"a/b\"");
+  ACC_ASSERT_OK(acc_init_trackers(a, "run", R"({"a/c": 1, "a": {"b": 2}})"));
+  ACC_ASSERT_OK(acc_end_training(a));
+  acc_accelerator_free(a);
+}
+
+TEST(Tracking, ALogCallWithoutValuesIsStillALine) {
+  const std::string dir = fresh_dir("empty_log");
+  acc_accelerator* a = make("jsonl,csv", dir);
+  ACC_ASSERT_OK(acc_init_trackers(a, "run", ""));
+  ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.5, 3));
+  ACC_ASSERT_OK(acc_log(a, nullptr, nullptr, 0, -1));
+  ACC_ASSERT_OK(acc_end_training(a));
+  const auto jsonl = lines_of(acc_test::read_file(tracker_path(a, "jsonl")));
+  ASSERT_EQ(jsonl.size(), 2u);
+  EXPECT_EQ(nlohmann::json::parse(jsonl[1])["step"], 4);
+  EXPECT_EQ(nlohmann::json::parse(jsonl[1])["values"], nlohmann::json::object());
+  const auto csv = lines_of(acc_test::read_file(tracker_path(a, "csv")));
+  ASSERT_EQ(csv.size(), 3u);  // header and two rows
+  EXPECT_EQ(csv[2].rfind("4,", 0), 0u) << csv[2];
+  EXPECT_EQ(csv[2].back(), ',') << "an empty loss cell: " << csv[2];
+  acc_accelerator_free(a);
+}
+
 TEST(Tracking, CsvHeaderIsTheUnionOfNamesInOrderOfAppearance) {
   const std::string dir = fresh_dir("csv");
   acc_accelerator* a = make("csv", dir);
@@ -320,9 +364,10 @@ TEST(Tracking, ErrorsAreReported) {
   ACC_EXPECT_ERROR(acc_log(a, empty, two, 1, -1), ACC_ERR_INVALID_ARGUMENT, "empty");
   ACC_EXPECT_ERROR(acc_log(a, nullptr, two, 1, -1), ACC_ERR_INVALID_ARGUMENT, "names");
   ACC_EXPECT_ERROR(acc_log(a, dup, nullptr, 1, -1), ACC_ERR_INVALID_ARGUMENT, "values");
-  ACC_ASSERT_OK(acc_log(a, nullptr, nullptr, 0, -1));
+  // A call without values reaches every tracker too (the failing one fails again).
+  ACC_EXPECT_ERROR(acc_log(a, nullptr, nullptr, 0, -1), ACC_ERR_IO, "the metrics service is down");
   ACC_ASSERT_OK(acc_end_training(a));
-  EXPECT_EQ(lines_of(acc_test::read_file(tracker_path(a, "jsonl"))).size(), 1u);
+  EXPECT_EQ(lines_of(acc_test::read_file(tracker_path(a, "jsonl"))).size(), 2u);
   ACC_EXPECT_ERROR(acc_log_scalar(a, "loss", 1.0, -1), ACC_ERR_NOT_INITIALIZED, "init_trackers");
   char* path = nullptr;
   ACC_EXPECT_ERROR(acc_tracker_path(a, "wandb", &path), ACC_ERR_INVALID_ARGUMENT, "no tracker named \"wandb\"");

@@ -19,6 +19,8 @@ const (
 	Int32     DType = capi.DTypeInt32
 	Uint8     DType = capi.DTypeUint8
 	Bool      DType = capi.DTypeBool
+	Int8      DType = capi.DTypeInt8
+	Int16     DType = capi.DTypeInt16
 )
 
 // Reduction of a loss or a cross-process reduce.

@@ -38,6 +38,8 @@ const (
 	DTypeInt32     = C.ACC_DTYPE_INT32
 	DTypeUint8     = C.ACC_DTYPE_UINT8
 	DTypeBool      = C.ACC_DTYPE_BOOL
+	DTypeInt8      = C.ACC_DTYPE_INT8
+	DTypeInt16     = C.ACC_DTYPE_INT16
 )
 
 // Reductions, options kinds, placements, handle kinds, forward flags.
