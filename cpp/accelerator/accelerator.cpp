@@ -11,6 +11,7 @@
 #include "optim/clip_grad.h"
 #include "optim/optimizer_state.h"
 #include "precision/autocast.h"
+#include "state/distributed.h"
 #include "tensor/losses.h"
 
 namespace acc {
@@ -186,7 +187,14 @@ void Accelerator::backward(const at::Tensor& loss) {
   const int64_t steps = config_.gradient_accumulation_steps;
   at::Tensor scaled = steps > 1 ? loss / static_cast<double>(steps) : loss;
   if (scaler_) scaled = scaler_->scale(scaled);
-  scaled.backward();
+  ++backward_calls_;
+  try {
+    scaled.backward();
+  } catch (...) {
+    // DDP's gradient allreduce runs inside backward: a peer lost there is named like any collective.
+    if (dist_) rethrow_peer_failure_or_original(concat("backward #", backward_calls_, " (DDP's gradient allreduce)"));
+    throw;
+  }
 }
 
 std::shared_ptr<PreparedModel> Accelerator::prepared(const std::shared_ptr<Model>& model) const {

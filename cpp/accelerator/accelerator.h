@@ -182,6 +182,7 @@ class Accelerator {
   std::vector<CustomState> custom_states_;
   std::vector<CheckpointHook> save_hooks_;
   std::vector<CheckpointHook> load_hooks_;
+  int64_t backward_calls_ = 0;  // names the step in errors of backward's collectives
   // Open begin/end scopes, so that an end without its begin is an error.
   int64_t accumulate_depth_ = 0;
   int64_t main_first_depth_[2] = {0, 0};  // [local]

@@ -111,7 +111,9 @@ c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, uint16_t
   options.port = port;
   options.isServer = is_server;
   options.numWorkers = workers;
-  options.waitWorkers = true;
+  // The process group's connection waits for every peer (within the timeout) anyway; the store
+  // waiting for them first would make a missing peer cost twice the timeout.
+  options.waitWorkers = false;
   options.timeout = timeout;
   try {
     return c10::make_intrusive<c10d::TCPStore>(host, options);

@@ -5,6 +5,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 #include <cstdlib>
+#include <optional>
 
 #include "common/compat.h"
 #include "common/error.h"
@@ -15,13 +16,10 @@ namespace {
 
 bool contains(const std::string& text, const char* needle) { return text.find(needle) != std::string::npos; }
 
-}  // namespace
-
-[[noreturn]] void rethrow_collective_error(const std::string& name) {
+// The message of the exception being handled, without libtorch's backtrace.
+std::string current_message() {
   std::string message;
   try {
-    throw;
-  } catch (const Error&) {
     throw;
   } catch (const std::exception& e) {
     message = e.what();
@@ -30,12 +28,49 @@ bool contains(const std::string& text, const char* needle) { return text.find(ne
   }
   const auto newline = message.find("\nException raised from");
   if (newline != std::string::npos) message.resize(newline);
+  return message;
+}
+
+// What a transport's message says happened to the peers, if it says so.
+std::optional<Status> peer_failure(const std::string& message) {
   if (contains(message, "imed out") || contains(message, "timeout") || contains(message, "Timeout"))
-    fail(Status::Timeout, "collective '", name, "' timed out (a process stopped or is stalled): ", message);
+    return Status::Timeout;
   if (contains(message, "closed") || contains(message, "reset by peer") || contains(message, "Broken pipe") ||
       contains(message, "Connection refused"))
-    fail(Status::Aborted, "collective '", name, "' failed because a peer process went away: ", message);
-  fail(Status::Distributed, "collective '", name, "' failed: ", message);
+    return Status::Aborted;
+  return std::nullopt;
+}
+
+[[noreturn]] void fail_for_peer(Status status, const std::string& name, const std::string& message) {
+  if (status == Status::Timeout)
+    fail(Status::Timeout, "collective '", name, "' timed out (a process stopped or is stalled): ", message);
+  fail(Status::Aborted, "collective '", name, "' failed because a peer process went away: ", message);
+}
+
+}  // namespace
+
+[[noreturn]] void rethrow_collective_error(const std::string& name) {
+  try {
+    throw;
+  } catch (const Error&) {
+    throw;
+  } catch (...) {
+    const std::string message = current_message();
+    if (const auto status = peer_failure(message)) fail_for_peer(*status, name, message);
+    fail(Status::Distributed, "collective '", name, "' failed: ", message);
+  }
+}
+
+[[noreturn]] void rethrow_peer_failure_or_original(const std::string& name) {
+  try {
+    throw;
+  } catch (const Error&) {
+    throw;
+  } catch (...) {
+    const std::string message = current_message();
+    if (const auto status = peer_failure(message)) fail_for_peer(*status, name, message);
+    throw;
+  }
 }
 
 void wait_collective(const c10::intrusive_ptr<c10d::Work>& work, const std::string& name) {

@@ -60,5 +60,9 @@ void wait_collective(const c10::intrusive_ptr<c10d::Work>& work, const std::stri
 
 // Translates the exception being handled (call inside a catch block) for collective `name`.
 [[noreturn]] void rethrow_collective_error(const std::string& name);
+// For work that runs collectives inside other code (DDP's gradient allreduce in backward): the
+// exception being handled, if it reports a stalled or vanished peer, becomes the Timeout/Aborted
+// error naming `name`; any other exception is rethrown as it is.
+[[noreturn]] void rethrow_peer_failure_or_original(const std::string& name);
 
 }  // namespace acc

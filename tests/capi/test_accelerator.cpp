@@ -1,5 +1,6 @@
 // The Accelerator on one process: options and environment, properties, prepare, backward and
 // gradient accumulation.
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 
@@ -391,12 +392,18 @@ TEST(SetSeed, TheSameSeedGivesTheSameRun) {
 }
 
 TEST(Accelerator, ARendezvousThatNobodyJoinsTimesOut) {
-  // Rank 0 of 2 whose peer never starts: creation fails after timeout_seconds, it does not hang.
-  EnvVar rank("RANK", "0"), world("WORLD_SIZE", "2"), addr("MASTER_ADDR", "127.0.0.1"), port("MASTER_PORT", "29517");
-  acc_accelerator* a = nullptr;
-  ACC_EXPECT_ERROR(acc_test::create_accelerator({{"timeout_seconds", "2"}}, &a), ACC_ERR_TIMEOUT,
-                   "rendezvous of 2 processes at 127.0.0.1:29517");
-  EXPECT_EQ(a, nullptr);
+  // Rank 0 of 2 whose peer never starts, and rank 1 whose rank 0 never starts: creation fails
+  // within timeout_seconds (not a multiple of it), it does not hang.
+  for (const char* r : {"0", "1"}) {
+    EnvVar rank("RANK", r), world("WORLD_SIZE", "2"), addr("MASTER_ADDR", "127.0.0.1"), port("MASTER_PORT", "29517");
+    acc_accelerator* a = nullptr;
+    const auto started = std::chrono::steady_clock::now();
+    ACC_EXPECT_ERROR(acc_test::create_accelerator({{"timeout_seconds", "2"}}, &a), ACC_ERR_TIMEOUT,
+                     "rendezvous of 2 processes at 127.0.0.1:29517");
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    EXPECT_LT(seconds, 3.0) << "rank " << r << " gave up after " << seconds << " s with a timeout of 2 s";
+    EXPECT_EQ(a, nullptr);
+  }
 }
 
 TEST(Accelerator, ProcessGroupBackendIsCheckedBeforeTheRendezvous) {

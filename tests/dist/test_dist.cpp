@@ -533,6 +533,35 @@ TEST(Fault, ADeadOrStalledPeerIsAnErrorNotAHang) {
   _exit(testing::Test::HasFailure() ? 1 : 0);  // the group is broken: no clean teardown to wait for
 }
 
+// DDP's gradient allreduce runs inside acc_backward: a peer that dies or stalls before it is named
+// as that collective, with the step, as Timeout/Aborted (not an internal error).
+TEST(Fault, ADeadOrStalledPeerDuringBackwardIsNamed) {
+  const char* mode = std::getenv("ACC_TEST_FAULT");
+  if (!mode) GTEST_SKIP() << "set ACC_TEST_FAULT=exit or stall (the fault tests run on their own)";
+  acc_model* raw = nullptr;
+  ASSERT_EQ(acc_model_from_spec(R"([{"type":"linear","in_features":3,"out_features":2}])", &raw), ACC_OK);
+  acc_model* model = nullptr;
+  ASSERT_EQ(acc_prepare_model(g_acc, raw, ACC_PLACEMENT_DEFAULT, &model), ACC_OK) << acc_last_error_message();
+  auto [x, y] = job_batch(0);
+  train_step(model, nullptr, rows_of(x, 3, g_rank * 8, 8), rows_of(y, 2, g_rank * 8, 8), 8, true);  // both alive
+  if (g_rank == 1) {
+    if (std::string(mode) == "exit") _exit(0);
+    std::this_thread::sleep_for(std::chrono::seconds(8));
+    _exit(0);
+  }
+  acc_tensor* xt = floats(rows_of(x, 3, 0, 8), {8, 3});
+  acc_tensor* yt = floats(rows_of(y, 2, 0, 8), {8, 2});
+  acc_tensor *out = nullptr, *loss = nullptr;
+  ASSERT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
+  ASSERT_EQ(acc_loss_mse(out, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+  const acc_status status = acc_backward(g_acc, loss);
+  const std::string message = acc_last_error_message();
+  EXPECT_TRUE(status == ACC_ERR_TIMEOUT || status == ACC_ERR_ABORTED) << acc_status_name(status) << ": " << message;
+  EXPECT_NE(message.find("backward #2 (DDP's gradient allreduce)"), std::string::npos) << message;
+  std::fflush(stdout);
+  _exit(testing::Test::HasFailure() ? 1 : 0);
+}
+
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
   testing::AddGlobalTestEnvironment(new AcceleratorEnvironment);
