@@ -172,6 +172,9 @@ std::string Accelerator::load_state(const std::string& dir) {
 
   // Everything is read and checked first; `apply` then changes state and cannot fail on bad files.
   std::vector<std::function<void()>> apply;
+  // Registered objects can only be checked by loading them: they are loaded first, each one's
+  // current bytes kept to roll back to should one of them refuse.
+  std::vector<std::string> custom_paths, custom_bytes, custom_before;
   int64_t saved_iteration = 0;
   on_every_process("load_state ('" + source + "')", [&] {
     // Loaders resume between epochs only; say so before anything has changed.
@@ -188,7 +191,7 @@ std::string Accelerator::load_state(const std::string& dir) {
     const auto version = json_field<int>(manifest, "format_version", manifest_path);
     if (version != kFormatVersion)
       fail(Status::VersionMismatch, manifest_path, ": checkpoint format ", version, ", this library reads ", kFormatVersion);
-    const auto saved_processes = json_field<int64_t>(manifest, "num_processes", manifest_path);
+    const auto saved_processes = json_field_at_least<int64_t>(manifest, "num_processes", manifest_path, 1);
     if (saved_processes != num_processes())
       fail(Status::InvalidArgument, manifest_path, ": the checkpoint was saved by ", saved_processes,
            " processes, this job has ", num_processes());
@@ -203,12 +206,16 @@ std::string Accelerator::load_state(const std::string& dir) {
     expect_count("schedulers", schedulers.size());
     expect_count("dataloaders", loaders.size());
     expect_count("custom_objects", custom_states_.size());
+    const auto saved_precision = json_field<std::string>(manifest, "mixed_precision", manifest_path);
+    if (saved_precision != "no" && saved_precision != "fp16" && saved_precision != "bf16")
+      fail(Status::Io, "checkpoint file '", manifest_path, "': 'mixed_precision' must be no, fp16 or bf16, not '",
+           saved_precision, "'");
     if (json_field<bool>(manifest, "scaler", manifest_path) != (scaler_ != nullptr))
-      fail(Status::InvalidArgument, manifest_path, ": saved with mixed_precision ",
-           json_field<std::string>(manifest, "mixed_precision", manifest_path), ", this accelerator uses ",
-           config_.mixed_precision, " (GradScaler state ", scaler_ ? "missing" : "unexpected", ")");
-    saved_iteration = json_field<int64_t>(manifest, "iteration", manifest_path);
-    const auto saved_step = json_field<int64_t>(manifest, "step", manifest_path);
+      fail(Status::InvalidArgument, manifest_path, ": saved with mixed_precision ", saved_precision,
+           ", this accelerator uses ", config_.mixed_precision, " (GradScaler state ", scaler_ ? "missing" : "unexpected",
+           ")");
+    saved_iteration = json_field_at_least<int64_t>(manifest, "iteration", manifest_path, 0);
+    const auto saved_step = json_field_at_least<int64_t>(manifest, "step", manifest_path, 0);
 
     for (size_t i = 0; i < models.size(); ++i) {
       const std::string path = join_path(source, indexed_name("model", i, ".safetensors"));
@@ -258,14 +265,29 @@ std::string Accelerator::load_state(const std::string& dir) {
       apply.push_back(prepare_rng_restore(load_safetensors(path).tensors, path));
     }
     for (size_t i = 0; i < custom_states_.size(); ++i) {
-      const std::string path = join_path(source, "custom_checkpoint_" + std::to_string(i) + ".bin");
-      auto bytes = std::make_shared<std::string>(read_file(path));
-      auto load = custom_states_[i].load;
-      apply.push_back([load, bytes] { load(*bytes); });
+      custom_paths.push_back(join_path(source, "custom_checkpoint_" + std::to_string(i) + ".bin"));
+      custom_bytes.push_back(read_file(custom_paths.back()));
+      custom_before.push_back(custom_states_[i].save());
     }
     auto state = gradient_state_;
     apply.push_back([state, saved_step] { state->set_step(saved_step); });
   });
+  size_t loaded = 0;
+  try {
+    on_every_process("load_state (registered objects of '" + source + "')", [&] {
+      for (; loaded < custom_states_.size(); ++loaded)
+        checked(custom_paths[loaded], [&] { custom_states_[loaded].load(custom_bytes[loaded]); });
+    });
+  } catch (...) {
+    for (size_t i = 0; i < loaded; ++i) {
+      try {
+        custom_states_[i].load(custom_before[i]);
+      } catch (...) {
+        // Best effort: the error that stopped the load is the one to report.
+      }
+    }
+    throw;
+  }
   on_every_process("load_state (restoring '" + source + "')", [&] {
     for (auto& step : apply) step();
   });

@@ -36,7 +36,11 @@ void write_scheduler_state(const std::string& path, const SchedulerState& state)
 
 SchedulerState read_scheduler_state(const std::string& path) {
   const json j = read_json(path);
-  return {json_field<int64_t>(j, "step", path), json_field<std::vector<double>>(j, "base_lrs", path)};
+  SchedulerState state{json_field_at_least<int64_t>(j, "step", path, 0),
+                       json_field<std::vector<double>>(j, "base_lrs", path)};
+  for (double lr : state.base_lrs)
+    if (lr < 0) fail(Status::Io, "checkpoint file '", path, "': 'base_lrs' holds a negative learning rate ", lr);
+  return state;
 }
 
 void write_scaler_state(const std::string& path, const ScalerState& state) {
@@ -45,7 +49,7 @@ void write_scaler_state(const std::string& path, const ScalerState& state) {
 
 ScalerState read_scaler_state(const std::string& path) {
   const json j = read_json(path);
-  return {json_field<double>(j, "scale", path), json_field<int64_t>(j, "growth_tracker", path)};
+  return {json_field<double>(j, "scale", path), json_field_at_least<int64_t>(j, "growth_tracker", path, 0)};
 }
 
 namespace {
@@ -105,13 +109,11 @@ std::vector<LoaderState> read_loader_states(const std::string& path) {
   for (size_t i = 0; i < all.size(); ++i) {
     if (!all[i].is_object()) fail(Status::Io, "checkpoint file '", path, "': loader ", i, " is not an object");
     LoaderState s;
-    s.epoch = json_field<int64_t>(all[i], "epoch", path);
-    s.position = json_field<int64_t>(all[i], "position", path);
+    s.epoch = json_field_at_least<int64_t>(all[i], "epoch", path, 0);
+    s.position = json_field_at_least<int64_t>(all[i], "position", path, 0);
     s.epoch_seed = read_optional_seed(all[i], "epoch_seed", path);
     s.seed = read_optional_seed(all[i], "seed", path);
     s.generator_state = from_hex(all[i], i, path);
-    if (s.epoch < 0 || s.position < 0)
-      fail(Status::InvalidArgument, "checkpoint file '", path, "': loader ", i, " has a negative epoch or position");
     states.push_back(s);
   }
   return states;

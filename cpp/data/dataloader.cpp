@@ -125,6 +125,9 @@ LoaderState DataLoader::state() const {
 
 void DataLoader::check_state(const LoaderState& state) const {
   require(state.epoch >= 0 && state.position >= 0, "a loader state has a negative epoch or position");
+  const int64_t batches = length();
+  require(batches < 0 || state.position <= batches, "a loader state's position (", state.position,
+          ") is past the end of an epoch of ", batches, " batches");
   if (state.generator_state.empty()) return;
   require(generator_.has_value(), "the saved loader shuffled with a generator synchronized across processes, "
           "this one does not (prepare it as it was: shuffle without a seed, on several processes)");

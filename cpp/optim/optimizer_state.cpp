@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+#include <limits>
 #include <unordered_map>
 
 #include "common/compat.h"
@@ -55,6 +57,34 @@ json group_options(const std::string& algorithm, torch::optim::OptimizerOptions&
   auto& sgd = static_cast<SGDOptions&>(o);
   return {{"lr", sgd.lr()}, {"momentum", sgd.momentum()}, {"dampening", sgd.dampening()},
           {"weight_decay", sgd.weight_decay()}, {"nesterov", sgd.nesterov()}};
+}
+
+// The ranges PyTorch's optimizers check at construction, for a group's saved options: a checkpoint
+// that holds a negative eps or a beta of 1 is refused, not trained on.
+void check_group_options(const std::string& algorithm, const json& j, const std::string& where) {
+  require(j.is_object(), where, ": the options are not an object");
+  auto number = [&](const char* key, double min, double below) {
+    require(j.contains(key) && j[key].is_number(), where, ": '", key, "' must be a number");
+    const double v = j[key].get<double>();
+    require(std::isfinite(v) && v >= min && v < below, where, ": '", key, "' is ", v, ", outside [", min, ", ",
+            below, ")");
+  };
+  auto flag = [&](const char* key) {
+    require(j.contains(key) && j[key].is_boolean(), where, ": '", key, "' must be true or false");
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  number("lr", 0, inf);
+  number("weight_decay", 0, inf);
+  if (algorithm == "sgd") {
+    number("momentum", 0, inf);
+    number("dampening", -inf, inf);
+    flag("nesterov");
+    return;
+  }
+  number("beta1", 0, 1);
+  number("beta2", 0, 1);
+  number("eps", 0, inf);
+  flag("amsgrad");
 }
 
 void set_group_options(const std::string& algorithm, torch::optim::OptimizerOptions& o, const json& j) {
@@ -207,6 +237,7 @@ std::function<void()> prepare_optimizer_restore(Optimizer& optimizer, const Opti
         }
         planned.push_back({params[i], it->second});
       }
+      check_group_options(algorithm, groups[g].at("options"), concat(source, ": parameter group ", g));
       // Applied to a copy first, so a malformed entry fails here and not halfway through the restore.
       auto probe = impl.param_groups()[g].options().clone();
       set_group_options(algorithm, *probe, groups[g].at("options"));

@@ -98,6 +98,11 @@ void LambdaScheduler::check_state(const SchedulerState& state) const {
   require(state.step >= 0, "a scheduler state needs a step >= 0, got ", state.step);
   require(state.base_lrs.size() == base_lrs_.size(), "the scheduler state has ", state.base_lrs.size(),
           " parameter groups, but the optimizer has ", base_lrs_.size());
+  for (double lr : state.base_lrs)
+    require(std::isfinite(lr) && lr >= 0, "a scheduler state's base learning rates must be finite and >= 0, got ", lr);
+  const double factor = factor_(state.step);  // a schedule that fails at that step fails here, before any change
+  require(std::isfinite(factor) && factor >= 0, "the schedule's factor at step ", state.step, " is ", factor,
+          " (it must be finite and >= 0)");
 }
 
 void LambdaScheduler::load_state(const SchedulerState& state) {

@@ -13,6 +13,8 @@
 #include <random>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "support.h"
 
 namespace fs = std::filesystem;
@@ -363,10 +365,46 @@ void expect_refused(const std::string& dir, acc_status code, const std::string& 
   Training t({});
   const auto before = t.weights();
   const double lr_before = t.lr();
+  const int64_t counter_before = t.counter.value;
   ACC_EXPECT_ERROR(acc_load_state(t.acc, dir.c_str(), nullptr), code, needle);
   EXPECT_EQ(t.weights(), before);
   EXPECT_EQ(t.lr(), lr_before);
+  EXPECT_EQ(t.counter.value, counter_before);
   t.train(1);  // still usable
+}
+
+// A copy of checkpoint `from` with one JSON file changed by `edit`.
+template <typename Edit>
+std::string with_json_edit(const std::string& from, const std::string& name, const std::string& file, Edit edit) {
+  const std::string dir = fresh_dir(name) + "/ckpt";
+  fs::copy(from, dir, fs::copy_options::recursive);
+  nlohmann::json j = nlohmann::json::parse(acc_test::read_file(dir + "/" + file));
+  edit(j);
+  std::ofstream(dir + "/" + file, std::ios::trunc) << j.dump();
+  return dir;
+}
+
+// A copy of checkpoint `from` whose optimizer.safetensors holds param_groups edited by `edit` (the
+// header is rewritten; the tensors' offsets are relative to the data and stay valid).
+template <typename Edit>
+std::string with_optimizer_groups_edit(const std::string& from, const std::string& name, Edit edit) {
+  const std::string dir = fresh_dir(name) + "/ckpt";
+  fs::copy(from, dir, fs::copy_options::recursive);
+  const std::string path = dir + "/optimizer.safetensors";
+  const std::string bytes = acc_test::read_file(path);
+  uint64_t header_size = 0;
+  std::memcpy(&header_size, bytes.data(), 8);
+  nlohmann::ordered_json header = nlohmann::ordered_json::parse(bytes.substr(8, header_size));
+  nlohmann::json groups = nlohmann::json::parse(header["__metadata__"]["param_groups"].get<std::string>());
+  edit(groups);
+  header["__metadata__"]["param_groups"] = groups.dump();
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const uint64_t size = text.size();
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(&size), 8);
+  out << text << bytes.substr(8 + header_size);
+  return dir;
 }
 
 }  // namespace
@@ -465,6 +503,74 @@ TEST(LoadState, CheckpointsOfOtherJobsAreRefused) {
     acc_tensor_free(w);
   }
   expect_refused(dir, ACC_ERR_INVALID_ARGUMENT, "does not fit model 0");
+}
+
+TEST(LoadState, ValuesOutOfRangeAreRefusedNamingFileAndKeyBeforeAnythingChanges) {
+  const std::string saved = saved_checkpoint("values");
+  using J = nlohmann::json;
+  auto loader = [&](const char* name, const char* key, J value, acc_status code, const std::string& needle) {
+    expect_refused(with_json_edit(saved, name, "dataloader_state_0.json", [&](J& j) { j[0][key] = value; }), code,
+                   needle);
+  };
+  loader("pos_fraction", "position", 1.5, ACC_ERR_IO, "dataloader_state_0.json': 'position' must be an integer");
+  loader("pos_negative", "position", -1, ACC_ERR_IO, "'position' must be >= 0");
+  loader("pos_huge", "position", J::parse("18446744073709551616"), ACC_ERR_IO, "'position' must be an integer");
+  loader("pos_1e308", "position", 1e308, ACC_ERR_IO, "'position' must be an integer");
+  loader("pos_past_end", "position", 1000, ACC_ERR_INVALID_ARGUMENT, "past the end of an epoch of 10 batches");
+  loader("seed_negative", "epoch_seed", -1, ACC_ERR_IO, "'epoch_seed' must be an integer >= 0");
+  loader("seed_fraction", "epoch_seed", 1.5, ACC_ERR_IO, "'epoch_seed' must be an integer");
+
+  auto manifest = [&](const char* name, const char* key, J value, const std::string& needle) {
+    expect_refused(with_json_edit(saved, name, "accelerate_state.json", [&](J& j) { j[key] = value; }), ACC_ERR_IO,
+                   needle);
+  };
+  manifest("step_negative", "step", -1, "accelerate_state.json': 'step' must be >= 0");
+  manifest("iteration_fraction", "iteration", 0.5, "'iteration' must be an integer");
+  manifest("precision", "mixed_precision", "fp8", "'mixed_precision' must be no, fp16 or bf16");
+
+  expect_refused(with_json_edit(saved, "lr_negative", "scheduler.json", [](J& j) { j["base_lrs"][0] = -0.1; }),
+                 ACC_ERR_IO, "scheduler.json': 'base_lrs' holds a negative learning rate");
+  expect_refused(with_json_edit(saved, "sched_step", "scheduler.json", [](J& j) { j["step"] = -3; }), ACC_ERR_IO,
+                 "scheduler.json': 'step' must be >= 0");
+
+  expect_refused(with_optimizer_groups_edit(saved, "eps", [](J& g) { g[0]["options"]["eps"] = -1e-8; }),
+                 ACC_ERR_INVALID_ARGUMENT, "optimizer.safetensors': parameter group 0: 'eps' is -1e-08");
+  expect_refused(with_optimizer_groups_edit(saved, "beta", [](J& g) { g[0]["options"]["beta2"] = 1.0; }),
+                 ACC_ERR_INVALID_ARGUMENT, "'beta2' is 1");
+  expect_refused(with_optimizer_groups_edit(saved, "lr_text", [](J& g) { g[0]["options"]["lr"] = "fast"; }),
+                 ACC_ERR_INVALID_ARGUMENT, "'lr' must be a number");
+}
+
+namespace {
+
+// A registered object that saves one byte and refuses every load.
+int save_one_byte(void*, acc_bytes* out) { return acc_bytes_append(out, "x", 1) == ACC_OK ? 0 : 1; }
+int refuse_load(void*, const void*, size_t) {
+  acc_callback_set_error("this object's state is from another version");
+  return 1;
+}
+
+}  // namespace
+
+TEST(LoadState, ARegisteredObjectThatRefusesItsBytesLeavesEverythingAsItWas) {
+  const std::string dir = fresh_dir("refusing_object") + "/ckpt";
+  {
+    Training t({});
+    ACC_ASSERT_OK(acc_register_for_checkpointing(t.acc, save_one_byte, refuse_load, nullptr, nullptr));
+    t.train(3);
+    ACC_ASSERT_OK(acc_save_state(t.acc, dir.c_str(), nullptr));
+  }
+  Training t({});
+  ACC_ASSERT_OK(acc_register_for_checkpointing(t.acc, save_one_byte, refuse_load, nullptr, nullptr));
+  t.counter.value = 42;
+  const auto weights = t.weights();
+  const double lr = t.lr();
+  const int64_t counter = t.counter.value;
+  ACC_EXPECT_ERROR(acc_load_state(t.acc, dir.c_str(), nullptr), ACC_ERR_IO, "custom_checkpoint_1.bin");
+  EXPECT_NE(std::string(acc_last_error_message()).find("another version"), std::string::npos);
+  EXPECT_EQ(t.weights(), weights);
+  EXPECT_EQ(t.lr(), lr);
+  EXPECT_EQ(t.counter.value, counter) << "the counter (loaded before the refusing object) is rolled back";
 }
 
 TEST(LoadState, ALoaderInTheMiddleOfAnEpochIsRefused) {
