@@ -4,6 +4,7 @@
 
 #include "common/compat.h"
 #include "common/error.h"
+#include "model/torchscript_archive.h"
 
 namespace acc {
 namespace {
@@ -93,11 +94,15 @@ std::shared_ptr<Model> load_torchscript_model(const std::string& path) {
   std::ifstream probe(path, std::ios::binary);
   if (!probe) fail(Status::Io, "cannot open TorchScript file '", path, "'");
   probe.close();
+  verify_torchscript_archive(path);
   compat::disable_cpu_fusion();
   try {
     return std::make_shared<ScriptModel>(torch::jit::load(path, at::Device(at::kCPU)));
   } catch (const c10::Error& e) {
     fail(Status::Io, "'", path, "' is not a readable TorchScript archive: ", e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    // The archive's code or pickles are malformed in a way libtorch reports with another type.
+    fail(Status::Io, "'", path, "' is not a readable TorchScript archive: ", e.what());
   }
 }
 

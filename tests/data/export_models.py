@@ -2,7 +2,9 @@
 
 Run with Debian's python3-torch: python3 export_models.py OUTPUT_DIR
 """
+import struct
 import sys
+import zipfile
 from pathlib import Path
 
 import torch
@@ -35,11 +37,36 @@ class DictOutput(torch.nn.Module):
         return {"logits": y, "norm": y.norm()}
 
 
+def largest_tensor_record(archive: Path) -> zipfile.ZipInfo:
+    with zipfile.ZipFile(archive) as z:
+        return max((i for i in z.infolist() if "/data/" in i.filename and not i.filename.endswith(".pkl")),
+                   key=lambda i: i.file_size)
+
+
+def write_damaged_copies(archive: Path, out: Path) -> None:
+    """A copy with one bit flipped inside the largest weight record (its CRC-32 no longer matches),
+    and a well-formed copy (CRCs recomputed) whose largest weight record is cut to half its tensor."""
+    data = bytearray(archive.read_bytes())
+    record = largest_tensor_record(archive)
+    name_length, extra_length = struct.unpack_from("<HH", data, record.header_offset + 26)
+    start = record.header_offset + 30 + name_length + extra_length
+    data[start + record.file_size // 2] ^= 0x10
+    (out / (archive.stem + "_flipped.pt")).write_bytes(bytes(data))
+    with zipfile.ZipFile(archive) as source, \
+            zipfile.ZipFile(out / (archive.stem + "_short_record.pt"), "w", zipfile.ZIP_STORED) as short:
+        for info in source.infolist():
+            payload = source.read(info)
+            if info.filename == record.filename:
+                payload = payload[: len(payload) // 2]
+            short.writestr(info.filename, payload)
+
+
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     torch.jit.save(torch.jit.script(Classifier()), str(out / "classifier.pt"))
     torch.jit.save(torch.jit.script(DictOutput()), str(out / "dict_output.pt"))
+    write_damaged_copies(out / "classifier.pt", out)
     # What PyTorch computes for a fixed input, for the tests to compare with.
     m = torch.jit.load(str(out / "dict_output.pt"))
     x = torch.arange(8, dtype=torch.float32).reshape(2, 4) / 8
