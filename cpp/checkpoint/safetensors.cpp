@@ -13,6 +13,7 @@
 
 #include "common/error.h"
 #include "common/json_input.h"
+#include "common/utf8.h"
 #include "common/files.h"
 #include "data/mmap.h"
 #include "tensor/host.h"
@@ -66,6 +67,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   for (const auto& [name, tensor] : tensors) {
     require(!name.empty(), "tensor ", data.size(), " has no name (safetensors needs one)");
     require(name != "__metadata__", "tensor name '__metadata__' is reserved");
+    require(is_utf8(name), "cannot write '", path, "': tensor ", data.size(), "'s name is not valid UTF-8");
     data.emplace_back(name, tensor.detach().to(at::kCPU).contiguous());
   }
   std::sort(data.begin(), data.end(), [](const auto& a, const auto& b) {

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "common/error.h"
+#include "common/utf8.h"
 #include "tracking/csv_tracker.h"
 #include "tracking/hparams.h"
 #include "tracking/jsonl_tracker.h"
@@ -119,6 +120,7 @@ void TrackerSet::log(std::vector<std::string> names, std::vector<double> values,
   // A few names per call: compared pairwise, with no allocation on the training thread.
   for (size_t i = 0; i < names.size(); ++i) {
     require(!names[i].empty(), "log: a value name is empty");
+    require(is_utf8(names[i]), "log: value name ", i, " is not valid UTF-8");
     for (size_t j = 0; j < i; ++j)
       require(names[j] != names[i], "log: the name \"", names[i], "\" appears twice in one call");
   }

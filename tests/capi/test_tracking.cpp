@@ -360,6 +360,8 @@ TEST(Tracking, ErrorsAreReported) {
   const char* dup[] = {"a", "a"};
   const double two[] = {1, 2};
   ACC_EXPECT_ERROR(acc_log(a, dup, two, 2, -1), ACC_ERR_INVALID_ARGUMENT, "appears twice");
+  const char* not_utf8[] = {"loss\xff"};
+  ACC_EXPECT_ERROR(acc_log(a, not_utf8, two, 1, -1), ACC_ERR_INVALID_ARGUMENT, "not valid UTF-8");
   const char* empty[] = {""};
   ACC_EXPECT_ERROR(acc_log(a, empty, two, 1, -1), ACC_ERR_INVALID_ARGUMENT, "empty");
   ACC_EXPECT_ERROR(acc_log(a, nullptr, two, 1, -1), ACC_ERR_INVALID_ARGUMENT, "names");
