@@ -90,11 +90,6 @@ using namespace accswig;
  *    handles in place
  *  - acc_tensor_from_host_borrow: zero-copy over host memory the GC may move or free; the bindings copy
  *  - acc_last_error_code: the error is read inside each wrapper call
- *  - acc_random_get_state: new in the C API, not yet in the bindings (to do)
- *  - acc_random_set_state: new in the C API, not yet in the bindings (to do)
- *  - acc_tensor_rand: new in the C API, not yet in the bindings (to do)
- *  - acc_tensor_randn: new in the C API, not yet in the bindings (to do)
- *  - acc_model_set_graph_optimization: new in the C API, not yet in the bindings (to do)
  */
 /* The whitelist: the header's functions are reached only through the classes below; its enums and
  * version macros are wrapped as they are, less the never-valid sentinels. */
@@ -160,6 +155,13 @@ struct Library {
   static std::string statusName(acc_status status) { return acc_status_name(status); }
   static int64_t liveHandles(acc_handle_kind kind) { return acc_debug_live_handles(kind); }
   static void setSeed(int64_t seed ERR) { check(acc_set_seed((uint64_t)seed)); }
+  /* torch.get_rng_state() / set_rng_state(): torch's global CPU generator as a 1-D uint8 tensor. */
+  static acc_tensor *getRandomState(ERR0) {
+    acc_tensor *out = nullptr;
+    check(acc_random_get_state(&out));
+    return out;
+  }
+  static void setRandomState(const acc_tensor *state ERR) { check(acc_random_set_state(state)); }
   static size_t dtypeSize(acc_dtype dtype) { return acc_dtype_size(dtype); }
   static std::string lastErrorBacktrace() { return acc_last_error_backtrace(); }
   /* For callback implementations: the message of the error they are about to return. */

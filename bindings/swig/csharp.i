@@ -67,6 +67,7 @@ ACC_CS_ARRAY(int32_t, int)
 ACC_CS_ARRAY(uint8_t, byte)
 %apply const int64_t *data { const int64_t *shape }
 %apply const int64_t *data { const int64_t *sizes }
+%apply const int64_t *data { const int64_t *dims }
 
 /* ---- names and classes --------------------------------------------------------------------------- */
 
@@ -94,6 +95,8 @@ ACC_CS_ARRAY(uint8_t, byte)
 %csmethodmodifiers acc_tensor::copyToBytes "internal";
 %csmethodmodifiers acc_tensor::copyShape "internal";
 %csmethodmodifiers acc_tensor::zeros_ "internal";
+%csmethodmodifiers acc_tensor::rand_ "internal";
+%csmethodmodifiers acc_tensor::randn_ "internal";
 %csmethodmodifiers acc_tensor::fromFileMmap "internal";
 %csmethodmodifiers acc_optimizer::addParamGroup "internal";
 %csmethodmodifiers acc_dataset::fromSampleSource "internal";

@@ -45,3 +45,4 @@ ACC_GO_SLICE(int32_t, int32)
 ACC_GO_SLICE(uint8_t, byte)
 %apply (const int64_t *data, size_t n) { (const int64_t *shape, size_t ndim) }
 %apply (const int64_t *data, size_t n) { (const int64_t *sizes, size_t nsizes) }
+%apply (const int64_t *data, size_t n) { (const int64_t *dims, size_t ndim) }

@@ -1,6 +1,7 @@
 /* handles.i — one proxy class per handle type of accelerate.h (included by accelerate.i).
  * Array parameters are named (const T *data, size_t n) for inputs, (T *dst, size_t n) for outputs
- * and (const int64_t *shape, size_t ndim) for shapes; the language files map them. An empty
+ * and (const int64_t *shape, size_t ndim) for shapes, (const int64_t *dims, size_t ndim) where the
+ * shape is the only argument (Java takes it as varargs); the language files map them. An empty
  * string stands for NULL where the C API takes an optional string (Go strings cannot be null). */
 
 %{
@@ -50,6 +51,17 @@ struct acc_accelerator {};
   static acc_tensor *zeros_(const int64_t *shape, size_t ndim, acc_dtype dtype, const char *device ERR) {
     acc_tensor *out = nullptr;
     check(acc_tensor_zeros(shape, ndim, dtype, opt_str(device), &out));
+    return out;
+  }
+  /* torch.rand / torch.randn: float32 CPU draws from torch's global CPU generator (getRandomState). */
+  static acc_tensor *rand_(const int64_t *dims, size_t ndim ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_tensor_rand(dims, ndim, &out));
+    return out;
+  }
+  static acc_tensor *randn_(const int64_t *dims, size_t ndim ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_tensor_randn(dims, ndim, &out));
     return out;
   }
   static acc_tensor *fromIdxFile(const char *path ERR) {
@@ -260,6 +272,11 @@ struct acc_accelerator {};
     int r = 0;
     check(acc_model_is_training($self, &r));
     return r != 0;
+  }
+  /* false: a TorchScript forward runs eagerly, op by op (PyTorch's eager numbers); layer-spec models
+   * always do (accepted, no effect); a prepared model passes it to the model it wraps. */
+  void setGraphOptimization(bool enabled ERR) {
+    check(acc_model_set_graph_optimization($self, enabled ? 1 : 0));
   }
   /* device "": keep; dtype UNDEFINED: keep. */
   void to_(const char *device, acc_dtype dtype ERR) { check(acc_model_to($self, opt_str(device), dtype)); }

@@ -90,6 +90,9 @@ ACC_JAVA_ARRAY(int32_t, int, jint, jintArray, Int)
 ACC_JAVA_ARRAY(uint8_t, byte, jbyte, jbyteArray, Byte)
 %apply (const int64_t *data, size_t n) { (const int64_t *shape, size_t ndim) }
 %apply (const int64_t *data, size_t n) { (const int64_t *sizes, size_t nsizes) }
+/* A shape that is the only argument is varargs: Tensor.rand(2, 3). */
+%apply (const int64_t *data, size_t n) { (const int64_t *dims, size_t ndim) }
+%typemap(jstype) (const int64_t *dims, size_t ndim) "long..."
 
 /* ---- handle proxies ----------------------------------------------------------------------------- */
 

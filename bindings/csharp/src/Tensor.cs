@@ -14,6 +14,9 @@ public partial class Tensor {
   public static Tensor Zeros(DType dtype, string device, params long[] shape) {
     return Zeros(shape, shape.LongLength, dtype, device);
   }
+  /// torch.rand / torch.randn: float32 CPU draws from torch's global CPU generator (Library.GetRandomState).
+  public static Tensor Rand(params long[] shape) { return Rand(shape, shape.LongLength); }
+  public static Tensor Randn(params long[] shape) { return Randn(shape, shape.LongLength); }
   /// Elements of a raw file mapped from `offset` (read-only, shared with the page cache).
   public static Tensor FromFileMmap(string path, long offset, DType dtype, params long[] shape) {
     return FromFileMmap(path, offset, dtype, shape, shape.LongLength);

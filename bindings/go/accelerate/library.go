@@ -31,6 +31,18 @@ func BuildInfo() string { return capi.AccelerateBuildInfo() }
 // SetSeed seeds every random generator the library uses.
 func SetSeed(seed int64) error { return call0(func(e *string) { capi.AccelerateSetSeed(seed, e) }) }
 
+// RandomState is torch.get_rng_state(): the state of torch's global CPU generator (the one dropout,
+// unseeded shuffles and Rand draw from) as a new 1-D uint8 tensor.
+func RandomState() (*Tensor, error) {
+	return wrapTensor(call(func(e *string) capi.Tensor { return capi.AccelerateGetRandomState(e) }))
+}
+
+// SetRandomState is torch.set_rng_state(state): restores a state RandomState returned. Anything
+// else is ErrInvalidArgument and changes nothing.
+func SetRandomState(state *Tensor) error {
+	return do(state.ref(), func(h capi.Tensor, e *string) { capi.AccelerateSetRandomState(h, e) })
+}
+
 // HandleKind selects a kind of native object for LiveHandles.
 type HandleKind int
 

@@ -121,6 +121,13 @@ func (m *Model) IsTraining() (bool, error) {
 	return with(m.ref(), func(h capi.Model, e *string) bool { return h.IsTraining(e) })
 }
 
+// SetGraphOptimization false runs a TorchScript model's forward eagerly, op by op, without the JIT's
+// graph optimisation (true, the default), which gives PyTorch's eager numbers. Layer-spec models
+// always run eagerly (accepted, no effect); a prepared model passes it to the model it wraps.
+func (m *Model) SetGraphOptimization(enabled bool) error {
+	return do(m.ref(), func(h capi.Model, e *string) { h.SetGraphOptimization(enabled, e) })
+}
+
 // To moves the model to device ("" keeps it) and floating parameters to dtype (Undefined keeps it).
 func (m *Model) To(device string, dtype DType) error {
 	return do(m.ref(), func(h capi.Model, e *string) { h.To(device, capi.Acc_dtype(dtype), e) })

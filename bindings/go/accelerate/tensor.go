@@ -84,6 +84,17 @@ func Zeros(dtype DType, device string, shape ...int64) (*Tensor, error) {
 	}))
 }
 
+// Rand is torch.rand(shape): a new float32 CPU tensor of uniform draws in [0, 1) from torch's
+// global CPU generator (the one SetSeed seeds and RandomState saves).
+func Rand(shape ...int64) (*Tensor, error) {
+	return wrapTensor(call(func(e *string) capi.Tensor { return capi.TensorRand(shape, e) }))
+}
+
+// Randn is torch.randn(shape): standard normal draws from the same generator.
+func Randn(shape ...int64) (*Tensor, error) {
+	return wrapTensor(call(func(e *string) capi.Tensor { return capi.TensorRandn(shape, e) }))
+}
+
 // TensorFromIDXFile reads an IDX file ((Fashion-)MNIST format, plain or .gz).
 func TensorFromIDXFile(path string) (*Tensor, error) {
 	return wrapTensor(call(func(e *string) capi.Tensor { return capi.TensorFromIdxFile(path, e) }))
