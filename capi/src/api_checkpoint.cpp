@@ -1,4 +1,5 @@
 // Safetensors reading and writing, save_model, and loading weights into a model.
+#include "checkpoint/pretrained_layout.h"
 #include "checkpoint/safetensors.h"
 #include "guard.h"
 #include "handles.h"
@@ -26,7 +27,7 @@ acc_status acc_model_load_safetensors(acc_model* model, const char* path, int st
                                       acc_string_list** unexpected) {
   return guarded([&] {
     auto& m = *live(model, "model").model;
-    auto [lacking, extra] = acc::load_checkpoint_in_model(m, text_arg(path, "path"), strict != 0);
+    auto [lacking, extra] = m.load_state_dict(acc::load_sharded(text_arg(path, "path")), strict != 0);  // load_checkpoint_in_model
     if (missing) emit(missing, std::move(lacking));
     if (unexpected) emit(unexpected, std::move(extra));
   });

@@ -3,7 +3,7 @@
 
 #include "common/device.h"
 #include "data/idx.h"
-#include "data/mmap.h"
+#include "tensor/mmap.h"
 #include "guard.h"
 #include "handles.h"
 

@@ -15,6 +15,8 @@
 #include "accelerator/gradient_state.h"
 #include "accelerator/prepared_model.h"
 #include "accelerator/prepared_set.h"
+#include "checkpoint/checkpoint_io.h"
+#include "checkpoint/pretrained_layout.h"
 #include "checkpoint/safetensors.h"
 #include "data/dataloader.h"
 #include "ops/collectives.h"
@@ -97,7 +99,7 @@ class Accelerator {
   using StateLoader = std::function<void(const std::string& bytes)>;
   void register_for_checkpointing(StateSaver save, StateLoader load);
   // Called with the checkpoint folder before save_state writes / load_state reads; throwing aborts.
-  using CheckpointHook = std::function<void(const std::string& dir)>;
+  using CheckpointHook = acc::CheckpointHook;
   void register_save_state_pre_hook(CheckpointHook hook) { save_hooks_.push_back(std::move(hook)); }
   void register_load_state_pre_hook(CheckpointHook hook) { load_hooks_.push_back(std::move(hook)); }
   // The number the next automatic checkpoint gets (ProjectConfiguration.iteration).
@@ -149,9 +151,11 @@ class Accelerator {
  private:
   std::shared_ptr<Model> wrapped_model(const std::shared_ptr<Model>& model) const;
   std::shared_ptr<PreparedModel> prepared(const std::shared_ptr<Model>& model) const;
-  // Runs `step` on every process and agrees on the outcome: if it failed anywhere, every process
-  // throws with the failures of all (so no process waits for one that gave up).
-  void on_every_process(const std::string& what, const std::function<void()>& step);
+  // save_state's parts (checkpoint/checkpoint_part.h) for the live prepared objects, in file order,
+  // and the manifest that describes them; loading checks a saved manifest against this one.
+  CheckpointParts checkpoint_parts() const;
+  nlohmann::json checkpoint_manifest() const;
+  std::function<void()> check_checkpoint_manifest(const nlohmann::json& manifest, const std::string& path);
   bool writes_shared_files() const { return config_.save_on_each_node ? is_local_main_process() : is_main_process(); }
   // Prepared objects still alive, in prepare order (the order of their checkpoint files).
   std::vector<std::shared_ptr<PreparedModel>> live_models() const { return models_.live(); }

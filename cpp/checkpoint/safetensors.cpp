@@ -15,7 +15,7 @@
 #include "common/json_input.h"
 #include "common/utf8.h"
 #include "common/files.h"
-#include "data/mmap.h"
+#include "tensor/mmap.h"
 #include "tensor/host.h"
 
 namespace acc {
@@ -186,101 +186,6 @@ SafetensorsContents load_safetensors(const std::string& path) {
     return a.second.data_ptr() < b.second.data_ptr();
   });
   return contents;
-}
-
-int64_t parse_size(const std::string& text) {
-  size_t digits = 0;
-  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) ++digits;
-  require(digits > 0, "size '", text, "' must start with a number (e.g. \"10GB\", \"500MB\")");
-  const double number = std::stod(text.substr(0, digits));
-  std::string unit = text.substr(digits);
-  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  const std::map<std::string, double> units = {{"", 1},         {"B", 1},          {"KB", 1e3},       {"MB", 1e6},
-                                               {"GB", 1e9},     {"TB", 1e12},      {"KIB", 1024.0},   {"MIB", 1048576.0},
-                                               {"GIB", 1073741824.0}, {"TIB", 1099511627776.0}};
-  auto it = units.find(unit);
-  require(it != units.end(), "unknown size unit in '", text, "' (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)");
-  require(number * it->second >= 1, "size '", text, "' must be at least one byte");
-  return static_cast<int64_t>(number * it->second);
-}
-
-std::vector<std::string> save_sharded(const std::string& dir, const NamedTensors& tensors, int64_t max_shard_bytes) {
-  require(max_shard_bytes > 0, "max_shard_size must be positive");
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) fail(Status::Io, "cannot create '", dir, "': ", ec.message());
-  // Hugging Face's rule: a new shard when the next tensor would overflow a non-empty one.
-  std::vector<NamedTensors> shards(1);
-  int64_t current = 0, total = 0;
-  for (const auto& entry : tensors) {
-    const int64_t bytes = static_cast<int64_t>(entry.second.nbytes());
-    if (current > 0 && current + bytes > max_shard_bytes) {
-      shards.emplace_back();
-      current = 0;
-    }
-    shards.back().push_back(entry);
-    current += bytes;
-    total += bytes;
-  }
-  std::vector<std::string> written;
-  if (shards.size() == 1) {
-    save_safetensors(dir + "/model.safetensors", shards[0]);
-    written.push_back("model.safetensors");
-  } else {
-    json weight_map = json::object();
-    for (size_t i = 0; i < shards.size(); ++i) {
-      char name[64];
-      std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
-      save_safetensors(dir + "/" + name, shards[i]);
-      for (const auto& entry : shards[i]) weight_map[entry.first] = name;
-      written.push_back(name);
-    }
-    const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-    write_file_atomically(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
-    written.push_back("model.safetensors.index.json");
-  }
-  // Files of an earlier save that this one did not write would be picked up by loaders: remove them.
-  for (const auto& file : fs::directory_iterator(dir, ec)) {
-    const std::string name = file.path().filename().string();
-    const bool ours = name.rfind("model", 0) == 0 &&
-                      (name.size() > 12 && (name.substr(name.size() - 12) == ".safetensors" ||
-                                            name == "model.safetensors.index.json"));
-    if (ours && std::find(written.begin(), written.end(), name) == written.end()) fs::remove(file.path(), ec);
-  }
-  return written;
-}
-
-NamedTensors load_sharded(const std::string& path) {
-  std::error_code ec;
-  std::string file = path;
-  if (fs::is_directory(path, ec)) {
-    if (fs::exists(path + "/model.safetensors.index.json")) file = path + "/model.safetensors.index.json";
-    else if (fs::exists(path + "/model.safetensors")) file = path + "/model.safetensors";
-    else fail(Status::Io, "'", path, "' holds neither model.safetensors nor model.safetensors.index.json");
-  }
-  if (file.size() > 5 && file.substr(file.size() - 5) == ".json") {
-    const auto text = read_whole_file(file);
-    if (!text) fail(Status::Io, "cannot open '", file, "'");
-    const json index = parse_json_input(*text, "'" + file + "'", Status::Io);
-    if (!index.contains("weight_map") || !index["weight_map"].is_object())
-      fail(Status::Io, "'", file, "' has no weight_map");
-    const std::string dir = fs::path(file).parent_path().string();
-    std::vector<std::string> shards;
-    for (const auto& [name, shard] : index["weight_map"].items())
-      if (std::find(shards.begin(), shards.end(), shard.get<std::string>()) == shards.end()) shards.push_back(shard);
-    std::sort(shards.begin(), shards.end());
-    NamedTensors all;
-    for (const auto& shard : shards)
-      for (auto& entry : load_safetensors(dir + "/" + shard).tensors) all.push_back(std::move(entry));
-    return all;
-  }
-  return load_safetensors(file).tensors;
-}
-
-std::pair<std::vector<std::string>, std::vector<std::string>> load_checkpoint_in_model(Model& model,
-                                                                                      const std::string& path,
-                                                                                      bool strict) {
-  return model.load_state_dict(load_sharded(path), strict);
 }
 
 }  // namespace acc

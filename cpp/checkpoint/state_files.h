@@ -1,10 +1,9 @@
-// The small files of a save_state checkpoint: raw bytes and JSON (every error names the file), the
-// JSON forms of scheduler, GradScaler and data-loader states, and the RNG states as named tensors.
+// Reading the small files of a save_state checkpoint: raw bytes and JSON whose every error names
+// the file, and typed, range-checked JSON fields.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -13,19 +12,23 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
-#include "common/files.h"
-#include "data/dataloader.h"
-#include "model/model.h"
-#include "optim/scheduler.h"
 
 namespace acc {
 
-// Accelerate's names for the i-th object of a kind: model.safetensors, model_1.safetensors, ...
-std::string indexed_name(const std::string& stem, size_t i, const std::string& extension);
 std::string join_path(const std::string& dir, const std::string& name);
 
 std::string read_file(const std::string& path);
 nlohmann::json read_json(const std::string& path);
+
+// Runs an object's own state checks; a failure names the checkpoint file the state came from.
+template <typename Check>
+void checked_by_file(const std::string& path, Check check) {
+  try {
+    check();
+  } catch (const Error& e) {
+    fail(e.status(), "checkpoint file '", path, "': ", e.what());
+  }
+}
 
 // A field of a checkpoint's JSON file, of exactly its type: an integer field takes no 1.5, no -1
 // (unsigned) and nothing past its type's range; a number is finite. An Io error naming the file and
@@ -68,23 +71,5 @@ T json_field_at_least(const nlohmann::json& j, const char* key, const std::strin
   if (value < min) fail(Status::Io, "checkpoint file '", path, "': '", key, "' must be >= ", min, ", not ", value);
   return value;
 }
-
-void write_scheduler_state(const std::string& path, const SchedulerState& state);
-SchedulerState read_scheduler_state(const std::string& path);
-
-struct ScalerState {
-  double scale = 0;
-  int64_t growth_tracker = 0;
-};
-void write_scaler_state(const std::string& path, const ScalerState& state);
-ScalerState read_scaler_state(const std::string& path);
-
-void write_loader_states(const std::string& path, const std::vector<LoaderState>& states);
-std::vector<LoaderState> read_loader_states(const std::string& path);
-
-// The states of every generator a resumed run needs (the CPU's, each GPU's), as byte tensors.
-NamedTensors capture_rng_states();
-// Checks saved states against this process's generators; returns what sets them.
-std::function<void()> prepare_rng_restore(const NamedTensors& saved, const std::string& path);
 
 }  // namespace acc

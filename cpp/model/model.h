@@ -9,9 +9,9 @@
 #include <utility>
 #include <vector>
 
-namespace acc {
+#include "tensor/named_tensors.h"
 
-using NamedTensors = std::vector<std::pair<std::string, at::Tensor>>;
+namespace acc {
 
 class Model {
  public:

@@ -13,7 +13,7 @@
 #include <ATen/ATen.h>
 
 #include "common/error.h"
-#include "data/mmap.h"
+#include "tensor/mmap.h"
 #include "model/pickle_storages.h"
 
 namespace acc {

@@ -79,6 +79,35 @@ std::vector<std::string> Collectives::gather_object(const std::string& bytes, co
   return out;
 }
 
+void Collectives::agree(const std::string& what, const std::function<void()>& step) {
+  std::string failure;
+  Status status = Status::Ok;
+  try {
+    step();
+  } catch (const Error& e) {
+    failure = e.what();
+    status = e.status();
+  } catch (const std::exception& e) {
+    failure = e.what();
+    status = Status::Internal;
+  }
+  if (!dist_) {
+    if (status != Status::Ok) fail(status, failure);
+    return;
+  }
+  // Each process sends its status code (one byte) and message.
+  const auto outcomes = gather_object(std::string(1, static_cast<char>(status)) + failure, what);
+  std::string message;
+  Status first = Status::Ok;
+  for (size_t rank = 0; rank < outcomes.size(); ++rank) {
+    const auto code = static_cast<Status>(outcomes[rank].empty() ? 0 : outcomes[rank][0]);
+    if (code == Status::Ok) continue;
+    if (first == Status::Ok) first = code;
+    message += concat(message.empty() ? "" : "; ", "process ", rank, ": ", outcomes[rank].substr(1));
+  }
+  if (first != Status::Ok) fail(first, what, " failed: ", message);
+}
+
 at::Tensor Collectives::reduce(const at::Tensor& tensor, Reduction op, const std::string& name) {
   if (op == Reduction::None || !dist_) return tensor.clone();
   if (tensor.numel() == 0) {  // as in all_gather: Gloo cannot take empty tensors

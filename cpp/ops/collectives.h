@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,10 @@ class Collectives {
   at::Tensor gather(const at::Tensor& tensor, const std::string& name);
   // Every process's bytes, in rank order.
   std::vector<std::string> gather_object(const std::string& bytes, const std::string& name);
+  // Runs `step` on every process, then every process fails alike if any failed: with the status of
+  // the first process that failed and every failing process's message ("<what> failed: process 1:
+  // ..."). A collective, so that no process waits for a peer that gave up.
+  void agree(const std::string& what, const std::function<void()>& step);
   // Sum or mean over processes; Reduction::None returns the input unchanged (as documented; Accelerate
   // itself sums there).
   at::Tensor reduce(const at::Tensor& tensor, Reduction op, const std::string& name);

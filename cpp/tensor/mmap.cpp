@@ -1,4 +1,4 @@
-#include "data/mmap.h"
+#include "tensor/mmap.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

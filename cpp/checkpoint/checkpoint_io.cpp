@@ -1,0 +1,86 @@
+#include "checkpoint/checkpoint_io.h"
+
+#include <filesystem>
+
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/state_files.h"
+#include "common/error.h"
+#include "common/files.h"
+
+namespace acc {
+namespace fs = std::filesystem;
+
+std::string indexed_name(const std::string& stem, size_t i, const std::string& extension) {
+  return i == 0 ? stem + extension : stem + "_" + std::to_string(i) + extension;
+}
+
+void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& parts, Collectives& collectives) {
+  const std::string& target = save.target;
+  const std::string staging = staging_dir(target);
+  collectives.agree("save_state (preparing '" + target + "')", [&] {
+    if (save.automatic && fs::exists(target))
+      fail(Status::InvalidArgument, "checkpoint folder '", target, "' already exists; set iteration past it");
+    check_checkpoint_target(target);
+    for (const auto& hook : save.hooks) hook(target);
+    if (!save.writer) return;
+    std::error_code ec;
+    fs::remove_all(staging, ec);
+    fs::create_directories(staging, ec);
+    if (ec) fail(Status::Io, "cannot create '", staging, "': ", ec.message());
+  });
+  collectives.agree("save_state (writing '" + target + "')", [&] {
+    for (const auto& part : parts)
+      if (part->per_process() || save.writer) part->save(join_path(staging, part->file()));
+  });
+  collectives.agree("save_state (completing '" + target + "')", [&] {
+    if (!save.writer) return;
+    write_file(join_path(staging, kCheckpointManifest), save.manifest.dump(2));
+    publish_checkpoint(staging, target);
+    if (save.automatic) remove_interrupted_saves(save.project_dir);
+    if (save.automatic && save.total_limit) rotate_checkpoints(save.project_dir, *save.total_limit);
+  });
+}
+
+void load_accelerator_state(const CheckpointLoad& load, const CheckpointParts& parts, Collectives& collectives) {
+  const std::string& source = load.source;
+  // Everything is read and checked first, on every process; nothing has changed if any fails.
+  std::vector<StagedLoad> staged;
+  std::function<void()> apply_manifest;
+  collectives.agree("load_state ('" + source + "')", [&] {
+    if (load.precheck) load.precheck();
+    for (const auto& hook : load.hooks) hook(source);
+    const std::string manifest_path = join_path(source, kCheckpointManifest);
+    if (!fs::is_directory(source)) fail(Status::Io, "checkpoint folder '", source, "' does not exist");
+    if (!fs::exists(manifest_path))
+      fail(Status::Io, "'", source, "' is not a complete checkpoint (", kCheckpointManifest, " is missing)");
+    if (load.check_manifest) apply_manifest = load.check_manifest(read_json(manifest_path), manifest_path);
+    for (const auto& part : parts) staged.push_back(part->load(join_path(source, part->file())));
+  });
+  // Parts that can only be checked by loading them go first; if any refuses (on any process), those
+  // loaded are rolled back and nothing else has changed.
+  size_t loaded = 0;
+  std::vector<size_t> revocable;
+  for (size_t i = 0; i < staged.size(); ++i)
+    if (staged[i].rollback) revocable.push_back(i);
+  try {
+    collectives.agree("load_state (registered objects of '" + source + "')", [&] {
+      for (; loaded < revocable.size(); ++loaded) staged[revocable[loaded]].apply();
+    });
+  } catch (...) {
+    for (size_t i = 0; i < loaded; ++i) {
+      try {
+        staged[revocable[i]].rollback();
+      } catch (...) {
+        // Best effort: the error that stopped the load is the one to report.
+      }
+    }
+    throw;
+  }
+  collectives.agree("load_state (restoring '" + source + "')", [&] {
+    for (auto& s : staged)
+      if (!s.rollback) s.apply();
+    if (apply_manifest) apply_manifest();
+  });
+}
+
+}  // namespace acc

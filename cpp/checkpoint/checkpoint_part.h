@@ -1,0 +1,40 @@
+// One piece of a save_state checkpoint: a kind of state and its file. Each kind supplies its parts
+// beside its own code (weights in model/, optimizer and scheduler in optim/, loader positions in
+// data/, the GradScaler in precision/, random states here, registered objects in accelerator/);
+// save_accelerator_state / load_accelerator_state (checkpoint_io.h) loop over them.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace acc {
+
+// What loading a part read and checked. `apply` changes the live state and cannot fail on a bad
+// file. A part whose state can only be checked by loading it (a registered object's callback may
+// refuse its bytes) gives a `rollback` too: its apply runs first, and is undone if any fails.
+struct StagedLoad {
+  std::function<void()> apply;
+  std::function<void()> rollback;  // empty for parts whose apply cannot fail
+};
+
+class CheckpointPart {
+ public:
+  virtual ~CheckpointPart() = default;
+  // The file's name in the checkpoint folder (Accelerate's names where a file plays the same role).
+  virtual std::string file() const = 0;
+  // Each process writes and reads its own file (RNG states, loader positions); otherwise the file
+  // is shared: written by the main process, read by every process.
+  virtual bool per_process() const { return false; }
+  virtual void save(const std::string& path) const = 0;
+  // Reads and checks the file; errors name it. Nothing changes until the result is applied.
+  virtual StagedLoad load(const std::string& path) const = 0;
+};
+
+using CheckpointParts = std::vector<std::unique_ptr<CheckpointPart>>;
+
+// Accelerate's names for the i-th object of a kind: model.safetensors, model_1.safetensors, ...
+std::string indexed_name(const std::string& stem, size_t i, const std::string& extension);
+
+}  // namespace acc

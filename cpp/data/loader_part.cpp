@@ -1,0 +1,104 @@
+#include "data/loader_part.h"
+
+#include "checkpoint/state_files.h"
+#include "common/error.h"
+#include "common/files.h"
+
+namespace acc {
+namespace {
+using nlohmann::json;
+
+json optional_seed(const std::optional<uint64_t>& seed) { return seed ? json(*seed) : json(nullptr); }
+
+std::optional<uint64_t> read_optional_seed(const json& j, const char* key, const std::string& path) {
+  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+  return json_field<uint64_t>(j, key, path);
+}
+
+// Generator states as hexadecimal text (a CPU generator's is 5 KB).
+std::string to_hex(const std::vector<uint8_t>& bytes) {
+  static const char digits[] = "0123456789abcdef";
+  std::string text;
+  text.reserve(bytes.size() * 2);
+  for (uint8_t b : bytes) {
+    text.push_back(digits[b >> 4]);
+    text.push_back(digits[b & 15]);
+  }
+  return text;
+}
+
+std::vector<uint8_t> from_hex(const json& j, size_t loader, const std::string& path) {
+  if (!j.contains("generator_state")) return {};
+  const auto text = json_field<std::string>(j, "generator_state", path);
+  auto digit = [&](char c) -> uint8_t {
+    if (c >= '0' && c <= '9') return static_cast<uint8_t>(c - '0');
+    if (c >= 'a' && c <= 'f') return static_cast<uint8_t>(c - 'a' + 10);
+    fail(Status::Io, "checkpoint file '", path, "': loader ", loader, "'s generator_state is not hexadecimal");
+  };
+  if (text.size() % 2 != 0)
+    fail(Status::Io, "checkpoint file '", path, "': loader ", loader, "'s generator_state has an odd length");
+  std::vector<uint8_t> bytes(text.size() / 2);
+  for (size_t i = 0; i < bytes.size(); ++i)
+    bytes[i] = static_cast<uint8_t>(digit(text[2 * i]) << 4 | digit(text[2 * i + 1]));
+  return bytes;
+}
+
+std::vector<LoaderState> read_loader_states(const std::string& path) {
+  const json all = read_json(path);
+  if (!all.is_array()) fail(Status::Io, "checkpoint file '", path, "' is not a list of loader states");
+  std::vector<LoaderState> states;
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (!all[i].is_object()) fail(Status::Io, "checkpoint file '", path, "': loader ", i, " is not an object");
+    LoaderState s;
+    s.epoch = json_field_at_least<int64_t>(all[i], "epoch", path, 0);
+    s.position = json_field_at_least<int64_t>(all[i], "position", path, 0);
+    s.epoch_seed = read_optional_seed(all[i], "epoch_seed", path);
+    s.seed = read_optional_seed(all[i], "seed", path);
+    s.generator_state = from_hex(all[i], i, path);
+    states.push_back(s);
+  }
+  return states;
+}
+
+class LoaderStatesPart final : public CheckpointPart {
+ public:
+  LoaderStatesPart(int64_t rank, std::vector<std::shared_ptr<DataLoader>> loaders)
+      : rank_(rank), loaders_(std::move(loaders)) {}
+
+  std::string file() const override { return "dataloader_state_" + std::to_string(rank_) + ".json"; }
+  bool per_process() const override { return true; }
+  void save(const std::string& path) const override {
+    json all = json::array();
+    for (const auto& loader : loaders_) {
+      const LoaderState s = loader->state();
+      json entry = {{"epoch", s.epoch}, {"position", s.position}, {"epoch_seed", optional_seed(s.epoch_seed)},
+                    {"seed", optional_seed(s.seed)}};
+      if (!s.generator_state.empty()) entry["generator_state"] = to_hex(s.generator_state);
+      all.push_back(entry);
+    }
+    write_file(path, all.dump(2));
+  }
+  StagedLoad load(const std::string& path) const override {
+    const auto states = read_loader_states(path);
+    if (states.size() != loaders_.size())
+      fail(Status::InvalidArgument, "checkpoint file '", path, "' holds ", states.size(), " loader states, ",
+           loaders_.size(), " loaders are prepared");
+    for (size_t i = 0; i < loaders_.size(); ++i) checked_by_file(path, [&] { loaders_[i]->check_state(states[i]); });
+    return {[loaders = loaders_, states] {
+              for (size_t i = 0; i < loaders.size(); ++i) loaders[i]->load_state(states[i]);
+            },
+            {}};
+  }
+
+ private:
+  int64_t rank_;
+  std::vector<std::shared_ptr<DataLoader>> loaders_;
+};
+
+}  // namespace
+
+std::unique_ptr<CheckpointPart> loader_states_part(int64_t rank, std::vector<std::shared_ptr<DataLoader>> loaders) {
+  return std::make_unique<LoaderStatesPart>(rank, std::move(loaders));
+}
+
+}  // namespace acc

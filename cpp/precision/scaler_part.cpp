@@ -1,0 +1,37 @@
+#include "precision/scaler_part.h"
+
+#include "checkpoint/state_files.h"
+#include "common/files.h"
+
+namespace acc {
+namespace {
+
+class ScalerPart final : public CheckpointPart {
+ public:
+  explicit ScalerPart(std::shared_ptr<GradScaler> scaler) : scaler_(std::move(scaler)) {}
+
+  std::string file() const override { return "scaler.json"; }
+  void save(const std::string& path) const override {
+    scaler_->settle();  // the scale update the last step left for the next backward
+    write_file(path, nlohmann::json{{"scale", scaler_->current_scale()}, {"growth_tracker", scaler_->growth_tracker()}}
+                         .dump(2));
+  }
+  StagedLoad load(const std::string& path) const override {
+    const nlohmann::json j = read_json(path);
+    const double scale = json_field<double>(j, "scale", path);
+    const int64_t growth_tracker = json_field_at_least<int64_t>(j, "growth_tracker", path, 0);
+    checked_by_file(path, [&] { scaler_->check_state(scale, growth_tracker); });
+    return {[scaler = scaler_, scale, growth_tracker] { scaler->load_state(scale, growth_tracker); }, {}};
+  }
+
+ private:
+  std::shared_ptr<GradScaler> scaler_;
+};
+
+}  // namespace
+
+std::unique_ptr<CheckpointPart> scaler_part(std::shared_ptr<GradScaler> scaler) {
+  return std::make_unique<ScalerPart>(std::move(scaler));
+}
+
+}  // namespace acc
