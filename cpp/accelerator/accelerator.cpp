@@ -7,7 +7,7 @@
 
 #include "common/device.h"
 #include "common/error.h"
-#include "data/dispatcher.h"
+#include "data/prepare_data_loader.h"
 #include "optim/clip_grad.h"
 #include "optim/optimizer_state.h"
 #include "precision/autocast.h"
@@ -110,43 +110,18 @@ std::shared_ptr<DataLoader> Accelerator::prepare_dataloader(const std::shared_pt
   require(loader != nullptr, "prepare_dataloader needs a data loader");
   if (loaders_.holds(loader.get())) return loader;  // already a prepared loader
   if (auto prepared = loaders_.find(loader)) return prepared;
-  DataLoaderOptions options = loader->options();
+  PrepareDataLoaderOptions options;
+  options.num_processes = process_.world_size;
+  options.process_index = process_.rank;
+  options.split_batches = config_.split_batches;
+  options.even_batches = config_.even_batches;
+  options.dispatch_batches = config_.dispatch_batches;
   if (device_placement.value_or(config_.device_placement)) options.device = device_;
+  else options.device = loader->options().device;
   options.non_blocking = config_.non_blocking;
-  if (options.shuffle && !options.seed) options.seed = config_.data_seed;
-  // Accelerate's SeedableRandomSampler: the seed torch's generator was seeded with (rank 0's, below).
-  const bool seedable = options.shuffle && !options.seed && config_.use_seedable_sampler;
-  if (seedable) options.seed = at::detail::getDefaultCPUGenerator().current_seed();
-  std::shared_ptr<DataLoader> prepared;
-  auto stream = std::dynamic_pointer_cast<IterableDataLoader>(loader);
-  if (dist_ && config_.dispatch_batches.value_or(stream != nullptr)) {
-    // Process 0 reads through a plain loader and sends every process its slice.
-    DataLoaderOptions base_options = loader->options();
-    base_options.device.reset();
-    auto base = make_data_loader(loader->dataset(), stream ? stream->source() : nullptr, base_options);
-    prepared = std::make_shared<DispatchingDataLoader>(base, dist_, config_.split_batches);
-    prepared->set_device_option(options.device);
-  } else if (stream) {
-    prepared = std::make_shared<IterableDataLoader>(
-        stream->source(), options,
-        ShardOptions{process_.world_size, process_.rank, config_.split_batches, config_.even_batches, {}});
-  } else if (dist_) {
-    // Every process must shuffle alike: the seedable sampler's seed is rank 0's; without a seed,
-    // the loader's generator takes rank 0's state at the start of every epoch, as Accelerate's.
-    ShardOptions shard{process_.world_size, process_.rank, config_.split_batches, config_.even_batches, {}};
-    if (seedable) {
-      at::Tensor seed = at::tensor({static_cast<int64_t>(*options.seed & 0x7fffffffffffffffull)}, at::kLong);
-      options.seed = static_cast<uint64_t>(collectives_.broadcast(seed, 0, "prepare_dataloader (seed)").item<int64_t>());
-    } else if (options.shuffle && !options.seed) {
-      shard.synchronize_generator = [collectives = collectives_](at::Generator& generator) mutable {
-        generator.set_state(collectives.broadcast(generator.get_state(), 0, "data loader shuffle (generator state)"));
-      };
-    }
-    prepared = std::make_shared<ShardedDataLoader>(loader->dataset(), options, shard);
-  } else {
-    prepared = std::make_shared<DataLoader>(loader->dataset(), options);
-  }
-  prepared->set_epoch(loader->epoch());
+  options.data_seed = config_.data_seed;
+  options.use_seedable_sampler = config_.use_seedable_sampler;
+  auto prepared = prepare_data_loader(*loader, options, dist_, collectives_);
   prepared->set_observer(gradient_state_);
   loaders_.add(loader, prepared);
   return prepared;
@@ -223,29 +198,20 @@ void Accelerator::clip_grad_value(const std::shared_ptr<Model>& model, double cl
 
 void Accelerator::join_uneven_inputs_begin(const std::shared_ptr<Model>& model, std::optional<bool> even_batches) {
   auto wrapper = prepared(model);
-  // Streams and dispatched loaders keep theirs, as in Accelerate (which overrides batch samplers only).
-  std::vector<std::pair<std::shared_ptr<ShardedDataLoader>, bool>> changed;
+  std::function<void()> restore;
+  if (even_batches && num_processes() > 1) restore = override_even_batches(live_loaders(), *even_batches);
   try {
-    if (even_batches && num_processes() > 1)
-      for (const auto& loader : live_loaders())
-        if (auto sharded = std::dynamic_pointer_cast<ShardedDataLoader>(loader)) {
-          const bool before = sharded->even_batches();
-          sharded->set_even_batches(*even_batches);
-          changed.emplace_back(sharded, before);
-        }
     wrapper->join_begin();
   } catch (...) {
-    for (auto& [loader, before] : changed) loader->set_even_batches(before);
+    if (restore) restore();
     throw;
   }
-  for (auto& [loader, before] : changed) even_batches_restore_.emplace_back(loader, before);
+  if (restore) even_batches_restore_.push_back(std::move(restore));
 }
 
 void Accelerator::join_uneven_inputs_end(const std::shared_ptr<Model>& model) {
   prepared(model)->join_end();
-  auto restore = std::exchange(even_batches_restore_, {});
-  for (auto& [weak, before] : restore)
-    if (auto loader = weak.lock()) loader->set_even_batches(before);
+  for (auto& restore : std::exchange(even_batches_restore_, {})) restore();
 }
 
 void Accelerator::accumulate_begin() {

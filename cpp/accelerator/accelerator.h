@@ -172,7 +172,7 @@ class Accelerator {
   Collectives collectives_;
   std::shared_ptr<GradientState> gradient_state_;
   // Loaders whose even_batches a join overrides, with the value to restore at its end.
-  std::vector<std::pair<std::weak_ptr<ShardedDataLoader>, bool>> even_batches_restore_;
+  std::vector<std::function<void()>> even_batches_restore_;  // join_uneven_inputs' override
   std::shared_ptr<GradScaler> scaler_;  // fp16 only
   tracking::TrackerSet trackers_{config_.log_with, config_.logging_dir, process_.rank == 0};
   PreparedSet<PreparedModel> models_;

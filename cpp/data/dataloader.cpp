@@ -2,6 +2,7 @@
 
 #include "common/device.h"
 #include "common/error.h"
+#include "data/iterable_dataloader.h"
 #include "data/sampler.h"
 #include "data/sharding.h"
 
@@ -220,114 +221,6 @@ std::optional<std::vector<at::Tensor>> DataLoader::next() {
   if (generator_ && !options_.seed) permutation(dataset_->size(), *generator_);
   epoch_finished();
   return std::nullopt;
-}
-
-ShardedDataLoader::ShardedDataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options, ShardOptions shard)
-    : DataLoader(std::move(dataset), std::move(options)), shard_(shard) {
-  if (this->options().shuffle && !this->options().seed) {
-    require(static_cast<bool>(shard_.synchronize_generator),
-            "a sharded loader that shuffles needs a shared seed or a synchronized generator");
-    synchronize_shuffle(shard_.synchronize_generator);
-  }
-  check_sharding(this->options().batch_size, shard_.num_processes, shard_.split_batches);
-  if (variable_batches()) {
-    require(!shard_.split_batches, "batches of varying sizes cannot be split across processes (split_batches)");
-    require(!shard_.even_batches, "batches of varying sizes need even_batches off on several processes ",
-            "(there is no batch size to complete the last round with)");
-  }
-}
-
-void ShardedDataLoader::set_even_batches(bool even) {
-  require(!in_epoch(), "even_batches can only change between epochs");
-  require(!even || !variable_batches(), "batches of varying sizes need even_batches off on several processes");
-  shard_.even_batches = even;
-}
-
-int64_t ShardedDataLoader::length() const {
-  // Exact by construction: the shard of an epoch in sequential order (lengths do not depend on order).
-  return static_cast<int64_t>(shard(unshuffled_batches()).size());
-}
-
-int64_t ShardedDataLoader::remainder() const {
-  if (options().drop_last || !shard_.even_batches) return -1;
-  return samples_per_epoch() % total_batch_size();
-}
-
-std::vector<std::vector<int64_t>> ShardedDataLoader::shard(const std::vector<std::vector<int64_t>>& batches) const {
-  const auto& o = options();
-  if (shard_.split_batches)
-    return split_batches(batches, o.batch_size, o.drop_last, shard_.num_processes, shard_.rank, shard_.even_batches);
-  return shard_batches(batches, variable_batches() ? 0 : o.batch_size, o.drop_last, shard_.num_processes, shard_.rank,
-                       shard_.even_batches);
-}
-
-std::vector<std::vector<int64_t>> ShardedDataLoader::plan_epoch(int64_t epoch) const {
-  return shard(DataLoader::plan_epoch(epoch));
-}
-
-IterableDataLoader::IterableDataLoader(std::shared_ptr<IterableSource> source, DataLoaderOptions options,
-                                       ShardOptions shard)
-    : DataLoader(std::move(options)), source_(std::move(source)), shard_(shard) {
-  require(source_ != nullptr, "the data loader needs a stream");
-  require(this->options().batches.empty(), "a stream has no indices: batches need a map-style dataset");
-  require(!this->options().shuffle, "an iterable dataset cannot be shuffled by the loader (shuffle it in the stream)");
-  per_ = per_process_batch_size(this->options().batch_size, shard_.num_processes, shard_.split_batches);
-}
-
-int64_t IterableDataLoader::length() const {
-  const int64_t n = source_->size_hint();
-  if (n < 0) return -1;
-  const bool drop = options().drop_last;
-  // Every round of the stream gives each process one batch.
-  const int64_t round = total_batch_size();
-  return drop ? n / round : (n + round - 1) / round;
-}
-
-std::optional<std::vector<at::Tensor>> IterableDataLoader::produce() {
-  while (static_cast<int64_t>(ready_.size()) < per_ && !stream_done_) {
-    auto sample = source_->next();
-    if (!sample) {
-      stream_done_ = true;
-      if (sharder_) tail_real_ = sharder_->finish(ready_);
-      break;
-    }
-    if (sharder_)
-      sharder_->push(std::move(*sample), ready_);
-    else
-      ready_.push_back(std::move(*sample));
-  }
-  size_t take = std::min(ready_.size(), static_cast<size_t>(per_));
-  if (take == 0 || (take < static_cast<size_t>(per_) && options().drop_last)) return std::nullopt;
-  std::vector<Sample> samples(std::make_move_iterator(ready_.begin()),
-                              std::make_move_iterator(ready_.begin() + static_cast<std::ptrdiff_t>(take)));
-  ready_.erase(ready_.begin(), ready_.begin() + static_cast<std::ptrdiff_t>(take));
-  return to_device(options().collate ? options().collate(samples) : default_collate(samples));
-}
-
-std::optional<std::vector<at::Tensor>> IterableDataLoader::next() {
-  if (!in_epoch()) {
-    take_iterator_draw();
-    source_->start_epoch(epoch());
-    ready_.clear();
-    stream_done_ = false;
-    tail_real_ = -1;
-    position_ = 0;
-    if (shard_.num_processes > 1)
-      sharder_ = std::make_unique<IterableSharder<Sample>>(options().batch_size, options().drop_last,
-                                                           shard_.num_processes, shard_.rank, shard_.split_batches);
-    set_in_epoch(true);
-    lookahead_ = produce();
-    for (int64_t skip = take_skip_batches(); skip > 0 && lookahead_; --skip, ++position_) lookahead_ = produce();
-  }
-  if (!lookahead_) {
-    epoch_finished();
-    return std::nullopt;
-  }
-  auto batch = std::move(lookahead_);
-  lookahead_ = produce();
-  ++position_;
-  batch_handed_out(!lookahead_.has_value());
-  return batch;
 }
 
 DataLoaderOptions dataloader_options(const Options& o) {

@@ -1,5 +1,6 @@
 // A data loader over a map-style dataset: batches in sequential or shuffled order, drop_last,
-// batches fetched ahead on background threads and placed on a device.
+// batches fetched ahead on background threads and placed on a device. The base of the sharded
+// loader (sharded_dataloader.h) and the stream loader (iterable_dataloader.h).
 #pragma once
 
 #include <ATen/core/Generator.h>
@@ -16,21 +17,11 @@
 #include "data/callback_dataset.h"
 #include "data/dataset.h"
 #include "data/iterable.h"
+#include "data/loader_observer.h"
 #include "data/prefetcher.h"
 #include "data/sharding.h"
 
 namespace acc {
-
-class DataLoader;
-
-// Told about every batch a loader hands out (the Accelerator's gradient state listens, to know the
-// end of the data loader).
-class LoaderObserver {
- public:
-  virtual ~LoaderObserver() = default;
-  virtual void on_batch(const DataLoader& loader, bool last_of_epoch) = 0;
-  virtual void on_epoch_end(const DataLoader& loader) = 0;
-};
 
 struct DataLoaderOptions {
   int64_t batch_size = 1;
@@ -172,62 +163,6 @@ struct ShardOptions {
   bool even_batches = true;    // the last round is completed from the epoch's start
   // For a shuffle without a seed: sets a generator to process 0's state (see synchronize_shuffle).
   std::function<void(at::Generator&)> synchronize_generator;
-};
-
-// The loader of one process in a multi-process job: the same epoch order on every process (a
-// shuffle needs a seed that every process shares, or a generator synchronized from process 0),
-// sharded as Accelerate's BatchSamplerShard.
-class ShardedDataLoader final : public DataLoader {
- public:
-  ShardedDataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options, ShardOptions shard);
-  int64_t length() const override;
-  int64_t remainder() const override;
-  int64_t total_batch_size() const override {
-    return acc::total_batch_size(options().batch_size, shard_.num_processes, shard_.split_batches);
-  }
-  bool even_batches() const { return shard_.even_batches; }
-  // For the epochs that start from now on (join_uneven_inputs's override); only between epochs.
-  void set_even_batches(bool even);
-
- protected:
-  std::vector<std::vector<int64_t>> plan_epoch(int64_t epoch) const override;
-
- private:
-  std::vector<std::vector<int64_t>> shard(const std::vector<std::vector<int64_t>>& batches) const;
-
-  ShardOptions shard_;
-};
-
-// A loader over a stream (an iterable dataset), sharded as Accelerate's IterableDatasetShard on
-// several processes. The stream is read on the calling thread, one batch ahead (to flag the last).
-class IterableDataLoader final : public DataLoader {
- public:
-  IterableDataLoader(std::shared_ptr<IterableSource> source, DataLoaderOptions options, ShardOptions shard);
-
-  std::optional<std::vector<at::Tensor>> next() override;
-  // From the stream's size hint; -1 when the size is unknown.
-  int64_t length() const override;
-  // Real samples in the padded last round (known once the stream has ended); -1 otherwise.
-  int64_t remainder() const override { return tail_real_ > 0 ? tail_real_ : -1; }
-  int64_t position() const override { return position_; }
-  int64_t total_batch_size() const override {
-    return acc::total_batch_size(options().batch_size, shard_.num_processes, shard_.split_batches);
-  }
-  int64_t total_dataset_length() const override { return source_->size_hint(); }
-  const std::shared_ptr<IterableSource>& source() const { return source_; }
-
- private:
-  std::optional<std::vector<at::Tensor>> produce();
-
-  std::shared_ptr<IterableSource> source_;
-  ShardOptions shard_;
-  int64_t per_;
-  std::unique_ptr<IterableSharder<Sample>> sharder_;
-  std::vector<Sample> ready_;
-  bool stream_done_ = false;
-  std::optional<std::vector<at::Tensor>> lookahead_;
-  int64_t tail_real_ = -1;
-  int64_t position_ = 0;
 };
 
 // Loader options from an options object of kind dataloader (see ACC_OPTIONS_DATALOADER).

@@ -18,6 +18,8 @@
 #include "accelerator/accelerator.h"
 #include "common/error.h"
 #include "data/dataloader.h"
+#include "data/iterable_dataloader.h"
+#include "data/sharded_dataloader.h"
 #include "data/dispatcher.h"
 #include "data/sampler.h"
 #include "data/sharding.h"

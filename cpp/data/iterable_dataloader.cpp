@@ -1,0 +1,72 @@
+#include "data/iterable_dataloader.h"
+
+#include "common/error.h"
+
+namespace acc {
+
+IterableDataLoader::IterableDataLoader(std::shared_ptr<IterableSource> source, DataLoaderOptions options,
+                                       ShardOptions shard)
+    : DataLoader(std::move(options)), source_(std::move(source)), shard_(shard) {
+  require(source_ != nullptr, "the data loader needs a stream");
+  require(this->options().batches.empty(), "a stream has no indices: batches need a map-style dataset");
+  require(!this->options().shuffle, "an iterable dataset cannot be shuffled by the loader (shuffle it in the stream)");
+  per_ = per_process_batch_size(this->options().batch_size, shard_.num_processes, shard_.split_batches);
+}
+
+int64_t IterableDataLoader::length() const {
+  const int64_t n = source_->size_hint();
+  if (n < 0) return -1;
+  const bool drop = options().drop_last;
+  // Every round of the stream gives each process one batch.
+  const int64_t round = total_batch_size();
+  return drop ? n / round : (n + round - 1) / round;
+}
+
+std::optional<std::vector<at::Tensor>> IterableDataLoader::produce() {
+  while (static_cast<int64_t>(ready_.size()) < per_ && !stream_done_) {
+    auto sample = source_->next();
+    if (!sample) {
+      stream_done_ = true;
+      if (sharder_) tail_real_ = sharder_->finish(ready_);
+      break;
+    }
+    if (sharder_)
+      sharder_->push(std::move(*sample), ready_);
+    else
+      ready_.push_back(std::move(*sample));
+  }
+  size_t take = std::min(ready_.size(), static_cast<size_t>(per_));
+  if (take == 0 || (take < static_cast<size_t>(per_) && options().drop_last)) return std::nullopt;
+  std::vector<Sample> samples(std::make_move_iterator(ready_.begin()),
+                              std::make_move_iterator(ready_.begin() + static_cast<std::ptrdiff_t>(take)));
+  ready_.erase(ready_.begin(), ready_.begin() + static_cast<std::ptrdiff_t>(take));
+  return to_device(options().collate ? options().collate(samples) : default_collate(samples));
+}
+
+std::optional<std::vector<at::Tensor>> IterableDataLoader::next() {
+  if (!in_epoch()) {
+    take_iterator_draw();
+    source_->start_epoch(epoch());
+    ready_.clear();
+    stream_done_ = false;
+    tail_real_ = -1;
+    position_ = 0;
+    if (shard_.num_processes > 1)
+      sharder_ = std::make_unique<IterableSharder<Sample>>(options().batch_size, options().drop_last,
+                                                           shard_.num_processes, shard_.rank, shard_.split_batches);
+    set_in_epoch(true);
+    lookahead_ = produce();
+    for (int64_t skip = take_skip_batches(); skip > 0 && lookahead_; --skip, ++position_) lookahead_ = produce();
+  }
+  if (!lookahead_) {
+    epoch_finished();
+    return std::nullopt;
+  }
+  auto batch = std::move(lookahead_);
+  lookahead_ = produce();
+  ++position_;
+  batch_handed_out(!lookahead_.has_value());
+  return batch;
+}
+
+}  // namespace acc

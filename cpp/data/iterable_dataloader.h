@@ -1,0 +1,46 @@
+// The loader over a stream (Accelerate's IterableDatasetShard on several processes).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "data/dataloader.h"
+#include "data/iterable.h"
+#include "data/sharding.h"
+
+namespace acc {
+
+// A loader over a stream (an iterable dataset), sharded as Accelerate's IterableDatasetShard on
+// several processes. The stream is read on the calling thread, one batch ahead (to flag the last).
+class IterableDataLoader final : public DataLoader {
+ public:
+  IterableDataLoader(std::shared_ptr<IterableSource> source, DataLoaderOptions options, ShardOptions shard);
+
+  std::optional<std::vector<at::Tensor>> next() override;
+  // From the stream's size hint; -1 when the size is unknown.
+  int64_t length() const override;
+  // Real samples in the padded last round (known once the stream has ended); -1 otherwise.
+  int64_t remainder() const override { return tail_real_ > 0 ? tail_real_ : -1; }
+  int64_t position() const override { return position_; }
+  int64_t total_batch_size() const override {
+    return acc::total_batch_size(options().batch_size, shard_.num_processes, shard_.split_batches);
+  }
+  int64_t total_dataset_length() const override { return source_->size_hint(); }
+  const std::shared_ptr<IterableSource>& source() const { return source_; }
+
+ private:
+  std::optional<std::vector<at::Tensor>> produce();
+
+  std::shared_ptr<IterableSource> source_;
+  ShardOptions shard_;
+  int64_t per_;
+  std::unique_ptr<IterableSharder<Sample>> sharder_;
+  std::vector<Sample> ready_;
+  bool stream_done_ = false;
+  std::optional<std::vector<at::Tensor>> lookahead_;
+  int64_t tail_real_ = -1;
+  int64_t position_ = 0;
+};
+
+}  // namespace acc

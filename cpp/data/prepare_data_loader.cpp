@@ -1,0 +1,79 @@
+#include "data/prepare_data_loader.h"
+
+#include <ATen/core/Generator.h>
+
+#include "data/dispatcher.h"
+#include "data/iterable_dataloader.h"
+#include "data/sharded_dataloader.h"
+
+namespace acc {
+
+std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const PrepareDataLoaderOptions& o,
+                                                const std::shared_ptr<Distributed>& dist, Collectives collectives) {
+  DataLoaderOptions options = loader.options();
+  options.device = o.device;
+  options.non_blocking = o.non_blocking;
+  if (options.shuffle && !options.seed) options.seed = o.data_seed;
+  // Accelerate's SeedableRandomSampler: the seed torch's generator was seeded with (rank 0's, below).
+  const bool seedable = options.shuffle && !options.seed && o.use_seedable_sampler;
+  if (seedable) options.seed = at::detail::getDefaultCPUGenerator().current_seed();
+  const auto* stream = dynamic_cast<const IterableDataLoader*>(&loader);
+  const ShardOptions shard_options{o.num_processes, o.process_index, o.split_batches, o.even_batches, {}};
+  std::shared_ptr<DataLoader> prepared;
+  if (dist && o.dispatch_batches.value_or(stream != nullptr)) {
+    // Process 0 reads through a plain loader and sends every process its slice.
+    DataLoaderOptions base_options = loader.options();
+    base_options.device.reset();
+    auto base = make_data_loader(loader.dataset(), stream ? stream->source() : nullptr, base_options);
+    prepared = std::make_shared<DispatchingDataLoader>(base, dist, o.split_batches);
+    prepared->set_device_option(options.device);
+  } else if (stream) {
+    prepared = std::make_shared<IterableDataLoader>(stream->source(), options, shard_options);
+  } else if (dist) {
+    // Every process must shuffle alike: the seedable sampler's seed is rank 0's; without a seed,
+    // the loader's generator takes rank 0's state at the start of every epoch, as Accelerate's.
+    ShardOptions shard = shard_options;
+    if (seedable) {
+      at::Tensor seed = at::tensor({static_cast<int64_t>(*options.seed & 0x7fffffffffffffffull)}, at::kLong);
+      options.seed = static_cast<uint64_t>(collectives.broadcast(seed, 0, "prepare_dataloader (seed)").item<int64_t>());
+    } else if (options.shuffle && !options.seed) {
+      shard.synchronize_generator = [collectives](at::Generator& generator) mutable {
+        generator.set_state(collectives.broadcast(generator.get_state(), 0, "data loader shuffle (generator state)"));
+      };
+    }
+    prepared = std::make_shared<ShardedDataLoader>(loader.dataset(), options, shard);
+  } else {
+    prepared = std::make_shared<DataLoader>(loader.dataset(), options);
+  }
+  prepared->set_epoch(loader.epoch());
+  return prepared;
+}
+
+namespace {
+
+using EvenBatchesChanges = std::vector<std::pair<std::weak_ptr<ShardedDataLoader>, bool>>;
+
+void restore_even_batches(const EvenBatchesChanges& changed) {
+  for (const auto& [weak, before] : changed)
+    if (auto loader = weak.lock()) loader->set_even_batches(before);
+}
+
+}  // namespace
+
+std::function<void()> override_even_batches(const std::vector<std::shared_ptr<DataLoader>>& loaders, bool even) {
+  EvenBatchesChanges changed;
+  try {
+    for (const auto& loader : loaders)
+      if (auto sharded = std::dynamic_pointer_cast<ShardedDataLoader>(loader)) {
+        const bool before = sharded->even_batches();
+        sharded->set_even_batches(even);
+        changed.emplace_back(sharded, before);
+      }
+  } catch (...) {
+    restore_even_batches(changed);
+    throw;
+  }
+  return [changed] { restore_even_batches(changed); };
+}
+
+}  // namespace acc
