@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "common/error.h"
-#include "tensor/losses.h"
 
 namespace acc {
 namespace {

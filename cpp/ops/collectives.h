@@ -10,11 +10,9 @@
 #include <vector>
 
 #include "state/distributed.h"
-#include "tensor/losses.h"
+#include "tensor/reduction.h"
 
 namespace acc {
-
-// Reduction (None, Mean, Sum) is the losses' enum.
 
 struct ProcessSplit {
   int64_t start = 0;    // [start, end) of the items this process takes

@@ -3,10 +3,9 @@
 
 #include <ATen/ATen.h>
 
-namespace acc {
+#include "tensor/reduction.h"
 
-// Same values as acc_reduction; also at::Reduction's.
-enum class Reduction : int { None = 0, Mean = 1, Sum = 2 };
+namespace acc {
 
 at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& target, Reduction reduction,
                          double label_smoothing);
