@@ -787,6 +787,11 @@ ACC_API ACC_NODISCARD acc_status acc_save(acc_accelerator *acc, const acc_tensor
 ACC_API ACC_NODISCARD acc_status acc_get_state_dict(acc_accelerator *acc, acc_model *model, int unwrap,
                                                     acc_tensor_list **out);
 
+/* ------------------------------------------------------------------------------------------------
+ * Running as one of several processes: printing, barriers, gradient synchronisation scopes,
+ * uneven inputs, main-process-first sections, and giving memory back.
+ * ---------------------------------------------------------------------------------------------- */
+
 /* Prints text and a newline on the main process only. */
 ACC_API ACC_NODISCARD acc_status acc_print(const acc_accelerator *acc, const char *text);
 /* Waits until every process gets here; returns at once on one process. */

@@ -1,4 +1,4 @@
-// The Accelerator: creation, properties, prepare, backward, accumulation, process control.
+// The Accelerator: creation, properties, prepare, backward, accumulation, clipping.
 #include "common/device.h"
 #include "guard.h"
 #include "handles.h"
@@ -6,13 +6,6 @@
 using namespace acc::capi;
 
 namespace {
-
-// -1: not set; 0 or 1: false or true.
-std::optional<bool> tristate_arg(int value, const char* what) {
-  acc::require(value >= -1 && value <= 1, what, " must be -1, 0 or 1, got ", value);
-  if (value < 0) return std::nullopt;
-  return value == 1;
-}
 
 std::optional<bool> placement_arg(acc_placement p) {
   static_assert(ACC_PLACEMENT_DEFAULT == -1 && ACC_PLACEMENT_NO == 0 && ACC_PLACEMENT_YES == 1);
@@ -215,56 +208,6 @@ acc_status acc_clip_grad_norm(acc_accelerator* a, acc_model* model, double max_n
 
 acc_status acc_clip_grad_value(acc_accelerator* a, acc_model* model, double clip_value) {
   return guarded([&] { accelerator_arg(a).clip_grad_value(live(model, "model").model, clip_value); });
-}
-
-acc_status acc_print(const acc_accelerator* a, const char* text) {
-  return guarded([&] { accelerator_arg(a).print(text_arg(text, "text")); });
-}
-
-acc_status acc_wait_for_everyone(acc_accelerator* a) {
-  return guarded([&] { accelerator_arg(a).wait_for_everyone(); });
-}
-
-acc_status acc_free_memory(acc_accelerator* a) {
-  return guarded([&] { accelerator_arg(a).free_memory(); });
-}
-
-acc_status acc_no_sync_begin(acc_accelerator* a, acc_model* model) {
-  return guarded([&] { accelerator_arg(a).no_sync_begin(live(model, "model").model); });
-}
-
-acc_status acc_no_sync_end(acc_accelerator* a, acc_model* model) {
-  return guarded([&] { accelerator_arg(a).no_sync_end(live(model, "model").model); });
-}
-
-acc_status acc_trigger_sync_in_backward(acc_accelerator* a, acc_model* model) {
-  return guarded([&] { accelerator_arg(a).trigger_sync_in_backward(live(model, "model").model); });
-}
-
-acc_status acc_join_uneven_inputs_begin(acc_accelerator* a, acc_model* model, int even_batches) {
-  return guarded([&] {
-    accelerator_arg(a).join_uneven_inputs_begin(live(model, "model").model, tristate_arg(even_batches, "even_batches"));
-  });
-}
-
-acc_status acc_join_uneven_inputs_end(acc_accelerator* a, acc_model* model) {
-  return guarded([&] { accelerator_arg(a).join_uneven_inputs_end(live(model, "model").model); });
-}
-
-acc_status acc_main_process_first_begin(acc_accelerator* a) {
-  return guarded([&] { accelerator_arg(a).main_process_first_begin(false); });
-}
-
-acc_status acc_main_process_first_end(acc_accelerator* a) {
-  return guarded([&] { accelerator_arg(a).main_process_first_end(false); });
-}
-
-acc_status acc_local_main_process_first_begin(acc_accelerator* a) {
-  return guarded([&] { accelerator_arg(a).main_process_first_begin(true); });
-}
-
-acc_status acc_local_main_process_first_end(acc_accelerator* a) {
-  return guarded([&] { accelerator_arg(a).main_process_first_end(true); });
 }
 
 }  // extern "C"

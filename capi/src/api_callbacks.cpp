@@ -6,34 +6,6 @@
 #include "handles.h"
 #include "host_callbacks.h"
 
-namespace acc::capi {
-namespace {
-
-thread_local std::string g_callback_error;
-
-}  // namespace
-
-std::shared_ptr<void> hold_user_data(void* user_data, acc_free_fn free_user_data) {
-  return std::shared_ptr<void>(user_data, [free_user_data](void* p) {
-    if (free_user_data) free_user_data(p);
-  });
-}
-
-void clear_callback_error() { g_callback_error.clear(); }
-
-void host_callback_failed(const std::string& what, int code) {
-  acc::fail(acc::Status::Io, what, " failed (code ", code, ")", g_callback_error.empty() ? "" : ": " + g_callback_error);
-}
-
-void host_status_failed(const std::string& what, int code) {
-  const std::string message = g_callback_error.empty() ? last_message() : g_callback_error;
-  const bool status = code > ACC_OK && code <= ACC_ERR_INTERNAL;
-  acc::fail(status ? static_cast<acc::Status>(code) : acc::Status::Io, what, " failed",
-            status ? "" : " (code " + std::to_string(code) + ")", message.empty() ? "" : ": " + message);
-}
-
-}  // namespace acc::capi
-
 using namespace acc::capi;
 
 namespace {
@@ -64,13 +36,6 @@ acc_tensor_list* make_end_marker() {
 }  // namespace
 
 extern "C" {
-
-void acc_callback_set_error(const char* message) {
-  try {
-    acc::capi::g_callback_error = message ? message : "";
-  } catch (...) {
-  }
-}
 
 acc_status acc_find_executable_batch_size(int64_t starting_batch_size, acc_batch_size_fn fn, void* user_data,
                                           int64_t* out_batch_size) {

@@ -4,6 +4,7 @@
 
 #include "common/build_info.h"
 #include "common/device.h"
+#include "common/random.h"
 #include "common/version.h"
 #include "guard.h"
 #include "handles.h"

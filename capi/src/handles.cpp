@@ -155,6 +155,12 @@ acc_dtype from_scalar_type(at::ScalarType type) {
   fail(Status::Unsupported, "the tensor's dtype ", type, " has no acc_dtype");
 }
 
+std::optional<bool> tristate_arg(int value, const char* what) {
+  acc::require(value >= -1 && value <= 1, what, " must be -1, 0 or 1, got ", value);
+  if (value < 0) return std::nullopt;
+  return value == 1;
+}
+
 acc::Reduction reduction_arg(acc_reduction r) {
   require(r == ACC_REDUCTION_NONE || r == ACC_REDUCTION_MEAN || r == ACC_REDUCTION_SUM, "invalid reduction ",
           static_cast<int>(r));

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <string>
 #include <utility>
@@ -152,6 +153,8 @@ inline std::string text_arg(const char* text, const char* argument) {
 inline acc::Accelerator& accelerator_arg(const acc_accelerator* a) { return *live(a, "acc").accelerator; }
 
 acc::Reduction reduction_arg(acc_reduction r);
+// A C tristate: -1 not set, 0 or 1 false or true; anything else is an error naming `what`.
+std::optional<bool> tristate_arg(int value, const char* what);
 
 // An array argument of n tensor handles named `array` ("inputs": errors say "inputs is NULL but n is 2",
 // "inputs[i] is not a live acc_tensor").

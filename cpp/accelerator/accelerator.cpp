@@ -7,6 +7,7 @@
 
 #include "common/device.h"
 #include "common/error.h"
+#include "common/random.h"
 #include "data/prepare_data_loader.h"
 #include "optim/clip_grad.h"
 #include "optim/optimizer_state.h"

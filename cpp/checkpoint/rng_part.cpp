@@ -1,26 +1,17 @@
 #include "checkpoint/rng_part.h"
 
 #include <ATen/ATen.h>
-#include <ATen/core/Generator.h>
 
 #include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "checkpoint/safetensors.h"
-#include "common/device.h"
+#include "common/random.h"
 #include "common/error.h"
 
 namespace acc {
 namespace {
-
-std::vector<std::pair<std::string, at::Generator>> generators() {
-  std::vector<std::pair<std::string, at::Generator>> all = {{"cpu", at::detail::getDefaultCPUGenerator()}};
-  for (int64_t i = 0; cuda_available() && i < cuda_device_count(); ++i)
-    all.emplace_back("cuda_" + std::to_string(i),
-                     at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i))));
-  return all;
-}
 
 class RngStatesPart final : public CheckpointPart {
  public:
@@ -30,13 +21,13 @@ class RngStatesPart final : public CheckpointPart {
   bool per_process() const override { return true; }
   void save(const std::string& path) const override {
     NamedTensors states;
-    for (auto& generator : generators()) states.emplace_back(generator.first, generator.second.get_state());
+    for (auto& generator : default_generators()) states.emplace_back(generator.first, generator.second.get_state());
     save_safetensors(path, states, {{"step", std::to_string(step_)}});
   }
   StagedLoad load(const std::string& path) const override {
     const NamedTensors saved = load_safetensors(path).tensors;
     std::vector<std::function<void()>> sets;
-    for (auto& generator : generators()) {
+    for (auto& generator : default_generators()) {
       auto it = std::find_if(saved.begin(), saved.end(), [&](const auto& e) { return e.first == generator.first; });
       if (it == saved.end())
         fail(Status::InvalidArgument, "checkpoint file '", path, "' has no state for the ", generator.first, " generator");

@@ -1,6 +1,5 @@
 #include "common/device.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/cuda.h>
 #include <torch/utils.h>
 #ifdef ACC_WITH_CUDA
@@ -8,7 +7,6 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
-#include <mutex>
 
 #include "common/error.h"
 
@@ -24,31 +22,6 @@ void set_current_device(const c10::Device& device) {
 #else
   (void)device;
 #endif
-}
-
-void set_seed(uint64_t seed) {
-  torch::manual_seed(seed);
-  if (cuda_available()) torch::cuda::manual_seed_all(seed);
-}
-
-at::Tensor global_random_state() {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  return generator.get_state();
-}
-
-void set_global_random_state(const at::Tensor& state) {
-  auto generator = at::detail::getDefaultCPUGenerator();
-  const int64_t expected = generator.get_state().numel();
-  require(state.scalar_type() == at::kByte && state.dim() == 1 && state.numel() == expected,
-          "a random state is a 1-D uint8 tensor of ", expected, " bytes (as acc_random_get_state gives), got ",
-          state.scalar_type(), " ", state.sizes());
-  try {
-    std::lock_guard<std::mutex> lock(generator.mutex());
-    generator.set_state(state.to(at::kCPU).contiguous());
-  } catch (const c10::Error& e) {
-    fail(Status::InvalidArgument, "not a random state of torch's CPU generator: ", e.what_without_backtrace());
-  }
 }
 
 void release_device_cache() {

@@ -9,15 +9,6 @@
 
 namespace acc {
 
-uint64_t draw_seed() {
-  auto global = at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(global.mutex());
-  // ATen's int64 random_(): a 64-bit draw modulo 2^63.
-  return global.get<at::CPUGeneratorImpl>()->random64() & 0x7fffffffffffffffull;
-}
-
-void draw_iterator_base_seed() { draw_seed(); }
-
 uint64_t epoch_generator_seed(std::optional<uint64_t> seed, int64_t epoch) {
   if (seed) return (*seed + static_cast<uint64_t>(epoch)) & 0xffffffffull;  // Python: (seed + epoch) mod 2^32
   return draw_seed();
@@ -29,8 +20,6 @@ std::vector<int64_t> permutation(int64_t n, at::Generator& generator) {
   std::copy(perm.data_ptr<int64_t>(), perm.data_ptr<int64_t>() + n, order.begin());
   return order;
 }
-
-at::Generator seeded_generator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
 
 std::vector<int64_t> permutation(int64_t n, uint64_t generator_seed) {
   at::Generator generator = seeded_generator(generator_seed);

@@ -7,6 +7,8 @@
 #include <optional>
 #include <vector>
 
+#include "common/random.h"
+
 namespace acc {
 
 // 0..n-1, or a permutation of it. With a seed, epoch e is randperm(n) from a CPU generator
@@ -20,18 +22,8 @@ std::vector<int64_t> epoch_order(int64_t n, bool shuffle, std::optional<uint64_t
 // A checkpoint keeps the first, so a resumed epoch has the same order without redrawing.
 uint64_t epoch_generator_seed(std::optional<uint64_t> seed, int64_t epoch);
 std::vector<int64_t> permutation(int64_t n, uint64_t generator_seed);
-// A CPU generator seeded as torch.Generator().manual_seed(seed).
-at::Generator seeded_generator(uint64_t seed);
 // randperm(n) from `generator`, which it advances.
 std::vector<int64_t> permutation(int64_t n, at::Generator& generator);
-// A seed drawn from torch's default generator as Python's torch.empty((), dtype=int64).random_().
-uint64_t draw_seed();
-
-// What creating a torch DataLoader iterator takes from torch's global generator: one draw, its
-// _base_seed (random_() of an int64 on loader.generator, None for every loader we model). Every
-// loader calls it when an epoch starts, before its sampler draws, so that dropout and unseeded
-// shuffles afterwards see the random stream Python's would.
-void draw_iterator_base_seed();
 
 // Consecutive batches of batch_size; the last one is shorter, or dropped with drop_last.
 std::vector<std::vector<int64_t>> make_batches(const std::vector<int64_t>& order, int64_t batch_size, bool drop_last);

@@ -1,0 +1,59 @@
+#include "common/random.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
+#include <torch/cuda.h>
+#include <torch/utils.h>
+
+#include <mutex>
+
+#include "common/device.h"
+#include "common/error.h"
+
+namespace acc {
+
+void set_seed(uint64_t seed) {
+  torch::manual_seed(seed);
+  if (cuda_available()) torch::cuda::manual_seed_all(seed);
+}
+
+at::Tensor global_random_state() {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
+void set_global_random_state(const at::Tensor& state) {
+  auto generator = at::detail::getDefaultCPUGenerator();
+  const int64_t expected = generator.get_state().numel();
+  require(state.scalar_type() == at::kByte && state.dim() == 1 && state.numel() == expected,
+          "a random state is a 1-D uint8 tensor of ", expected, " bytes (as acc_random_get_state gives), got ",
+          state.scalar_type(), " ", state.sizes());
+  try {
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    generator.set_state(state.to(at::kCPU).contiguous());
+  } catch (const c10::Error& e) {
+    fail(Status::InvalidArgument, "not a random state of torch's CPU generator: ", e.what_without_backtrace());
+  }
+}
+
+std::vector<std::pair<std::string, at::Generator>> default_generators() {
+  std::vector<std::pair<std::string, at::Generator>> all = {{"cpu", at::detail::getDefaultCPUGenerator()}};
+  for (int64_t i = 0; cuda_available() && i < cuda_device_count(); ++i)
+    all.emplace_back("cuda_" + std::to_string(i),
+                     at::globalContext().defaultGenerator(c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(i))));
+  return all;
+}
+
+at::Generator seeded_generator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
+
+uint64_t draw_seed() {
+  auto global = at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(global.mutex());
+  // ATen's int64 random_(): a 64-bit draw modulo 2^63.
+  return global.get<at::CPUGeneratorImpl>()->random64() & 0x7fffffffffffffffull;
+}
+
+void draw_iterator_base_seed() { draw_seed(); }
+
+}  // namespace acc

@@ -1,0 +1,37 @@
+// torch's random number generators as the library uses them: seeding, the global generator's state,
+// seeded generators, and draws taken exactly where PyTorch takes them (so that the random stream
+// stays in step with Python's).
+#pragma once
+
+#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace acc {
+
+// Seeds torch's CPU generator and every GPU's (acc_set_seed, the accelerator's seed option).
+void set_seed(uint64_t seed);
+
+// torch.get_rng_state() / torch.set_rng_state(): the global CPU generator's state as a uint8
+// tensor. A state of another dtype, shape or size is InvalidArgument and changes nothing.
+at::Tensor global_random_state();
+void set_global_random_state(const at::Tensor& state);
+
+// The default generators a checkpoint saves: "cpu", then "cuda_<i>" for each GPU.
+std::vector<std::pair<std::string, at::Generator>> default_generators();
+
+// A CPU generator seeded as torch.Generator().manual_seed(seed).
+at::Generator seeded_generator(uint64_t seed);
+// A seed drawn from torch's default generator as Python's torch.empty((), dtype=int64).random_().
+uint64_t draw_seed();
+// What creating a torch DataLoader iterator takes from torch's global generator: one draw, its
+// _base_seed (random_() of an int64 on loader.generator, None for every loader we model). Every
+// loader calls it when an epoch starts, before its sampler draws, so that dropout and unseeded
+// shuffles afterwards see the random stream Python's would.
+void draw_iterator_base_seed();
+
+}  // namespace acc
