@@ -49,28 +49,31 @@ std::optional<Status> peer_failure(const std::string& message) {
 
 }  // namespace
 
-[[noreturn]] void rethrow_collective_error(const std::string& name) {
+namespace {
+
+// Inside a catch block: an acc::Error goes on as it is, and a transport's report of a stalled or
+// vanished peer becomes Timeout/Aborted naming `name`; anything else returns.
+void throw_if_peer_failure(const std::string& name) {
   try {
     throw;
   } catch (const Error&) {
     throw;
   } catch (...) {
-    const std::string message = current_message();
-    if (const auto status = peer_failure(message)) fail_for_peer(*status, name, message);
-    fail(Status::Distributed, "collective '", name, "' failed: ", message);
   }
+  const std::string message = current_message();
+  if (const auto status = peer_failure(message)) fail_for_peer(*status, name, message);
+}
+
+}  // namespace
+
+[[noreturn]] void rethrow_collective_error(const std::string& name) {
+  throw_if_peer_failure(name);
+  fail(Status::Distributed, "collective '", name, "' failed: ", current_message());
 }
 
 [[noreturn]] void rethrow_peer_failure_or_original(const std::string& name) {
-  try {
-    throw;
-  } catch (const Error&) {
-    throw;
-  } catch (...) {
-    const std::string message = current_message();
-    if (const auto status = peer_failure(message)) fail_for_peer(*status, name, message);
-    throw;
-  }
+  throw_if_peer_failure(name);
+  throw;
 }
 
 void wait_collective(const c10::intrusive_ptr<c10d::Work>& work, const std::string& name) {
