@@ -442,6 +442,13 @@ ACC_API ACC_NODISCARD acc_status acc_model_parameter_names(const acc_model *mode
 ACC_API ACC_NODISCARD acc_status acc_model_parameter(const acc_model *model, const char *name, acc_tensor **out);
 /* Sets every parameter's gradient to none. */
 ACC_API ACC_NODISCARD acc_status acc_model_zero_grad(acc_model *model);
+/* Freezes (requires_grad 0) or unfreezes the parameters whose names match `patterns`: a
+ * comma-separated list of shell globs matched against whole names, '*' crossing dots ("0.*",
+ * "*.bias,encoder.*"). A frozen parameter gets no gradient, no optimizer state and no allreduce.
+ * Call it before creating the optimizer and before preparing the model (a prepared model is
+ * refused). *count (may be NULL): how many matched; no match is ACC_ERR_INVALID_ARGUMENT. */
+ACC_API ACC_NODISCARD acc_status acc_model_set_requires_grad(acc_model *model, const char *patterns,
+                                                             int requires_grad, size_t *count);
 
 /* Parameters and buffers by name, as detached tensors sharing the model's storage. */
 ACC_API ACC_NODISCARD acc_status acc_model_state_dict(const acc_model *model, acc_tensor_list **out);
@@ -485,6 +492,12 @@ ACC_API ACC_NODISCARD acc_status acc_optimizer_create(acc_model *model, const ch
  * optimizer's, overridden by `overrides` (may be NULL). Only before the first step. */
 ACC_API ACC_NODISCARD acc_status acc_optimizer_add_param_group(acc_optimizer *opt, const char *const *names,
                                                                size_t n, const acc_options *overrides);
+/* The same for the trainable parameters whose names match `patterns` (as acc_model_set_requires_grad
+ * matches them); *count (may be NULL) says how many moved. The transformers convention, no weight
+ * decay for biases and norm weights: patterns "*.bias,*norm*.weight" with weight_decay 0. */
+ACC_API ACC_NODISCARD acc_status acc_optimizer_add_param_group_matching(acc_optimizer *opt, const char *patterns,
+                                                                        const acc_options *overrides,
+                                                                        size_t *count);
 ACC_API ACC_NODISCARD acc_status acc_optimizer_num_param_groups(const acc_optimizer *opt, size_t *out);
 ACC_API ACC_NODISCARD acc_status acc_optimizer_get_lr(const acc_optimizer *opt, size_t group, double *out);
 ACC_API ACC_NODISCARD acc_status acc_optimizer_set_lr(acc_optimizer *opt, size_t group, double lr);

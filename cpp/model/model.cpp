@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "common/error.h"
+#include "common/name_patterns.h"
 
 namespace acc {
 
@@ -103,6 +104,26 @@ std::vector<at::Tensor> Model::trainable_parameters() const {
   for (auto& entry : named_parameters())
     if (entry.second.requires_grad()) out.push_back(entry.second);
   return out;
+}
+
+std::vector<std::string> Model::parameter_names_matching(const std::string& patterns) const {
+  const NamePatterns match(patterns);
+  std::vector<std::string> names;
+  for (const auto& entry : named_parameters())
+    if (match.matches(entry.first)) names.push_back(entry.first);
+  require(!names.empty(), "no parameter name matches '", patterns, "' (names look like '",
+          named_parameters().empty() ? std::string("<none>") : named_parameters().front().first, "')");
+  return names;
+}
+
+size_t Model::set_requires_grad(const std::string& patterns, bool requires_grad) {
+  const auto names = parameter_names_matching(patterns);
+  for (const auto& name : names) {
+    at::Tensor p = find_tensor(name);
+    p.set_requires_grad(requires_grad);
+    if (!requires_grad) p.mutable_grad() = at::Tensor();  // a frozen parameter keeps no stale gradient
+  }
+  return names.size();
 }
 
 std::vector<at::Tensor> Model::gradients() const {

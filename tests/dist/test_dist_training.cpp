@@ -211,6 +211,39 @@ std::vector<float> all_weights(acc_model* m) {
 
 }  // namespace
 
+TEST(Training, FrozenParametersStayOutOfDdp) {
+  // The first layer frozen before prepare: DDP's Reducer leaves it out (no allreduce waits for its
+  // gradient), it does not move, and the trainable layer ends equal on every process.
+  acc_model* model = nullptr;
+  ASSERT_EQ(acc_set_seed(3), ACC_OK);
+  ASSERT_EQ(acc_model_from_spec(kDistNet, &model), ACC_OK);
+  ASSERT_EQ(acc_model_set_requires_grad(model, "0.*", 0, nullptr), ACC_OK) << acc_last_error_message();
+  acc_optimizer* opt = nullptr;
+  ASSERT_EQ(acc_optimizer_create(model, "sgd", nullptr, &opt), ACC_OK);
+  ASSERT_EQ(acc_prepare(g_acc, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+  const auto frozen = weights(model, "0.weight"), trained = weights(model, "2.weight");
+  std::vector<float> x, y;
+  for (int i = 0; i < 8; ++i) {  // different rows on every process
+    for (int f = 0; f < 3; ++f) x.push_back(std::sin(0.3f * static_cast<float>(g_rank * 100 + i * 3 + f)));
+    for (int f = 0; f < 2; ++f) y.push_back(std::cos(0.2f * static_cast<float>(g_rank * 100 + i + f)));
+  }
+  for (int step = 0; step < 3; ++step) train_step(model, opt, x, y, 8, g_acc);
+  EXPECT_EQ(weights(model, "0.weight"), frozen);
+  const auto after = weights(model, "2.weight");
+  EXPECT_NE(after, trained);
+  acc_tensor* mine = floats(after, {static_cast<int64_t>(after.size())});
+  acc_tensor* all = nullptr;
+  ASSERT_EQ(acc_gather(g_acc, mine, "frozen ddp weights", &all), ACC_OK);
+  const auto gathered = to_floats(all);
+  for (int64_t r = 1; r < g_world; ++r)
+    EXPECT_EQ(std::vector<float>(gathered.begin() + r * after.size(), gathered.begin() + (r + 1) * after.size()),
+              after)
+        << "replica " << r;
+  for (acc_tensor* t : {mine, all}) acc_tensor_free(t);
+  acc_optimizer_free(opt);
+  acc_model_free(model);
+}
+
 TEST(Join, ProcessesThatRunOutOfStepsJoinTheOthersUntilTheEnd) {
   // Rank r trains 2 + r steps. At each step the job's gradient is the sum over the ranks still
   // training, divided by the number of processes (torch's Join default); at the end every replica
