@@ -90,8 +90,6 @@ using namespace accswig;
  *    handles in place
  *  - acc_tensor_from_host_borrow: zero-copy over host memory the GC may move or free; the bindings copy
  *  - acc_last_error_code: the error is read inside each wrapper call
- *  - acc_model_set_requires_grad: new in the C API, not yet in the bindings (to do)
- *  - acc_optimizer_add_param_group_matching: new in the C API, not yet in the bindings (to do)
  */
 /* The whitelist: the header's functions are reached only through the classes below; its enums and
  * version macros are wrapped as they are, less the never-valid sentinels. */

@@ -301,6 +301,14 @@ struct acc_accelerator {};
     return out;
   }
   void zeroGrad(ERR0) { check(acc_model_zero_grad($self)); }
+  /* Freezes (false) or unfreezes the parameters whose names match patterns, comma-separated shell
+   * globs over whole names ("0.*", "*.bias,encoder.*"); returns how many matched (none is
+   * INVALID_ARGUMENT). Before creating the optimizer and preparing (a prepared model is refused). */
+  size_t setRequiresGrad(const char *patterns, bool requiresGrad ERR) {
+    size_t n = 0;
+    check(acc_model_set_requires_grad($self, patterns, requiresGrad ? 1 : 0, &n));
+    return n;
+  }
   acc_tensor_list *stateDict(ERR0) {
     acc_tensor_list *out = nullptr;
     check(acc_model_state_dict($self, &out));
@@ -343,6 +351,13 @@ struct acc_accelerator {};
     std::vector<const char *> ptrs;
     for (const auto &s : list) ptrs.push_back(s.c_str());
     check(acc_optimizer_add_param_group($self, ptrs.data(), ptrs.size(), overrides));
+  }
+  /* The same for the trainable parameters whose names match patterns (as setRequiresGrad matches
+   * them); returns how many moved. */
+  size_t addParamGroupMatching(const char *patterns, const acc_options *overrides ERR) {
+    size_t n = 0;
+    check(acc_optimizer_add_param_group_matching($self, patterns, overrides, &n));
+    return n;
   }
   size_t numParamGroups(ERR0) {
     size_t n = 0;

@@ -148,6 +148,16 @@ func (m *Model) ParameterCount() (tensors int64, elements int64, err error) {
 func (m *Model) ZeroGrad() error {
 	return do(m.ref(), func(h capi.Model, e *string) { h.ZeroGrad(e) })
 }
+
+// SetRequiresGrad freezes (on false) or unfreezes the parameters whose names match patterns:
+// comma-separated shell globs over whole names, '*' crossing dots ("0.*", "*.bias,encoder.*").
+// It returns how many matched; none is ErrInvalidArgument. Call it before NewOptimizer and before
+// preparing the model (a prepared model is refused).
+func (m *Model) SetRequiresGrad(patterns string, on bool) (int, error) {
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.SetRequiresGrad(patterns, on, e) })
+	return int(n), err
+}
+
 func (m *Model) StateDict() (*TensorList, error) {
 	return wrapTensorList(with(m.ref(), func(h capi.Model, e *string) capi.TensorList { return h.StateDict(e) }))
 }
@@ -231,6 +241,18 @@ func (o *Optimizer) AddParamGroup(names []string, overrides *Options) error {
 	}
 	defer runtime.KeepAlive(overrides)
 	return do(o.ref(), func(h capi.Optimizer, e *string) { h.AddParamGroup(strings.Join(names, "\n"), oh, e) })
+}
+
+// AddParamGroupMatching moves the trainable parameters whose names match patterns (as
+// SetRequiresGrad matches them) into a new group (overrides may be nil); it returns how many moved.
+func (o *Optimizer) AddParamGroupMatching(patterns string, overrides *Options) (int, error) {
+	oh, err := overrides.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(overrides)
+	n, err := with(o.ref(), func(h capi.Optimizer, e *string) int64 { return h.AddParamGroupMatching(patterns, oh, e) })
+	return int(n), err
 }
 
 // Scheduler of an optimizer's learning rate ("linear", "cosine", ... see accelerate.h).
