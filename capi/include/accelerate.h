@@ -264,6 +264,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   kept by rotation), iteration (int, default 0: the next automatic checkpoint's number),
  *   save_on_each_node (bool, default false: shared files on every node's local main process).
  *   log_with (string: trackers, "tensorboard", "jsonl", "csv", "all" or a comma-separated list).
+ *   GradScalerKwargs (fp16): scaler_init_scale (double, default 65536),
+ *   scaler_growth_factor (double, default 2), scaler_backoff_factor (double, default 0.5),
+ *   scaler_growth_interval (int, default 2000).
  *   Unset cpu, mixed_precision and gradient_accumulation_steps are read from ACCELERATE_USE_CPU,
  *   ACCELERATE_MIXED_PRECISION and ACCELERATE_GRADIENT_ACCUMULATION_STEPS (set by
  *   accelerate-launch); a value set with acc_options_* always wins.
