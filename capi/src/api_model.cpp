@@ -66,11 +66,7 @@ acc_status acc_model_set_graph_optimization(acc_model* model, int enabled) {
 acc_status acc_model_set_requires_grad(acc_model* model, const char* patterns, int requires_grad, size_t* count) {
   return guarded([&] {
     auto& m = model_arg(model);
-    const std::string text = text_arg(patterns, "patterns");
-    // DDP's Reducer and the optimizers were built over the trainable parameters of the time.
-    acc::require(dynamic_cast<acc::PreparedModel*>(&m) == nullptr,
-                 "freeze or unfreeze parameters before preparing the model (and before creating its optimizer)");
-    const size_t changed = m.set_requires_grad(text, requires_grad != 0);
+    const size_t changed = m.set_requires_grad(text_arg(patterns, "patterns"), requires_grad != 0);
     if (count) *count = changed;
   });
 }

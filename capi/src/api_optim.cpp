@@ -32,14 +32,8 @@ acc_status acc_optimizer_add_param_group_matching(acc_optimizer* opt, const char
   return guarded([&] {
     auto& o = *live(opt, "opt").optimizer;
     const std::string text = text_arg(patterns, "patterns");
-    const auto overriding = options_arg(overrides, acc::OptionsKind::Optimizer);
-    auto model = o.model();
-    std::vector<std::string> trainable;  // frozen parameters are in no group
-    for (const auto& name : model->parameter_names_matching(text))
-      if (model->find_tensor(name).requires_grad()) trainable.push_back(name);
-    acc::require(!trainable.empty(), "every parameter matching '", text, "' is frozen");
-    o.add_param_group(trainable, overriding);
-    if (count) *count = trainable.size();
+    const size_t moved = o.add_param_group_matching(text, options_arg(overrides, acc::OptionsKind::Optimizer));
+    if (count) *count = moved;
   });
 }
 

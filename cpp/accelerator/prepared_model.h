@@ -27,6 +27,11 @@ class PreparedModel final : public Model {
   bool is_training() const override { return inner_->is_training(); }
   void save_torchscript(const std::string& path) const override { inner_->save_torchscript(path); }
   void set_graph_optimization(bool enabled) override { inner_->set_graph_optimization(enabled); }
+  // DDP's Reducer and the optimizers were built over the trainable parameters of the time.
+  size_t set_requires_grad(const std::string&, bool) override {
+    fail(Status::InvalidArgument,
+         "freeze or unfreeze parameters before preparing the model (and before creating its optimizer)");
+  }
 
   const std::shared_ptr<Model>& unwrap() const { return inner_; }
   // Whether the next backward averages gradients across processes (off inside an accumulation

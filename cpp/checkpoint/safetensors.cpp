@@ -63,6 +63,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   // then by name, so that with the data starting 8-byte aligned every tensor starts at a multiple of
   // its element size (readers that map the file view tensors in place); the header lists
   // __metadata__ first, then the tensors in that order, each as dtype, shape, data_offsets.
+  for (const auto& [key, value] : metadata)
+    require(is_utf8(key) && is_utf8(value), "cannot write '", path, "': metadata '", key, "' is not valid UTF-8");
   std::vector<std::pair<std::string, at::Tensor>> data;
   for (const auto& [name, tensor] : tensors) {
     require(!name.empty(), "tensor ", data.size(), " has no name (safetensors needs one)");
@@ -88,13 +90,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
     header[name] = std::move(entry);
     offset += bytes;
   }
-  std::string text;
-  try {
-    text = header.dump();
-  } catch (const nlohmann::json::type_error& e) {
-    fail(Status::InvalidArgument, "cannot write '", path, "': a tensor name or metadata value is not valid UTF-8 (",
-         e.what(), ")");
-  }
+  std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
   const std::string temporary = path + ".tmp";
   {

@@ -2,6 +2,7 @@
 
 #include "common/device.h"
 #include "common/error.h"
+#include "common/random.h"
 #include "data/iterable_dataloader.h"
 #include "data/sampler.h"
 #include "data/sharding.h"

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "common/error.h"
+#include "common/random.h"
 
 namespace acc {
 

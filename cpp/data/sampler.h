@@ -7,8 +7,6 @@
 #include <optional>
 #include <vector>
 
-#include "common/random.h"
-
 namespace acc {
 
 // 0..n-1, or a permutation of it. With a seed, epoch e is randperm(n) from a CPU generator

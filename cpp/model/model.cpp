@@ -108,11 +108,12 @@ std::vector<at::Tensor> Model::trainable_parameters() const {
 
 std::vector<std::string> Model::parameter_names_matching(const std::string& patterns) const {
   const NamePatterns match(patterns);
+  const NamedTensors params = named_parameters();
   std::vector<std::string> names;
-  for (const auto& entry : named_parameters())
+  for (const auto& entry : params)
     if (match.matches(entry.first)) names.push_back(entry.first);
   require(!names.empty(), "no parameter name matches '", patterns, "' (names look like '",
-          named_parameters().empty() ? std::string("<none>") : named_parameters().front().first, "')");
+          params.empty() ? std::string("<none>") : params.front().first, "')");
   return names;
 }
 

@@ -47,7 +47,7 @@ class Model {
   // Freezes (or unfreezes) the parameters whose names match: a frozen parameter gets no gradient,
   // and optimizers and DDP made afterwards leave it out. Returns how many matched; none is an error
   // (a pattern that matches nothing is most likely a typo).
-  size_t set_requires_grad(const std::string& patterns, bool requires_grad);
+  virtual size_t set_requires_grad(const std::string& patterns, bool requires_grad);
   // The names of the parameters that match, in the model's order.
   std::vector<std::string> parameter_names_matching(const std::string& patterns) const;
   at::Tensor find_tensor(const std::string& name) const;  // a parameter or buffer; throws if absent

@@ -73,6 +73,16 @@ std::unique_ptr<torch::optim::OptimizerOptions> TorchOptimizer::make_options(con
   return std::make_unique<torch::optim::AdamWOptions>(adamw);
 }
 
+size_t Optimizer::add_param_group_matching(const std::string& patterns, const Options& overrides) {
+  const auto owner = model();
+  std::vector<std::string> trainable;  // frozen parameters are in no group
+  for (const auto& name : owner->parameter_names_matching(patterns))
+    if (owner->find_tensor(name).requires_grad()) trainable.push_back(name);
+  require(!trainable.empty(), "every parameter matching '", patterns, "' is frozen");
+  add_param_group(trainable, overrides);
+  return trainable.size();
+}
+
 void TorchOptimizer::add_param_group(const std::vector<std::string>& names, const Options& overrides) {
   require(!stepped_, "parameter groups can only be added before the first step");
   require(!names.empty(), "a parameter group needs at least one parameter name");

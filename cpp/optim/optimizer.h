@@ -31,6 +31,9 @@ class Optimizer {
   virtual std::shared_ptr<Model> model() const = 0;
   // The gradients its parameters have (aliasing them).
   std::vector<at::Tensor> gradients();
+  // add_param_group for the trainable parameters whose names match `patterns` (NamePatterns);
+  // returns how many moved. None trainable among the matches is an error.
+  size_t add_param_group_matching(const std::string& patterns, const Options& overrides);
 };
 
 // SGD, Adam or AdamW of torch::optim.
