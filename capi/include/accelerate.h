@@ -258,6 +258,14 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   ddp_bucket_cap_mb (int, default 25), ddp_find_unused_parameters (bool, default false),
  *   ddp_broadcast_buffers (bool, default true), ddp_comm_hook ("no", "fp16", "bf16": gradients
  *   travel compressed) (DistributedDataParallelKwargs).
+ *   Sharded data parallelism (README "Sharded data parallelism"): zero_stage (int 0-3, default 0:
+ *   DDP; 1 shards the optimizer state, 2 also the gradients (FSDP's SHARD_GRAD_OP), 3 also the
+ *   parameters (FULL_SHARD)), offload_optimizer (bool, default false), offload_params (bool,
+ *   default false) (CPU offload: on a CPU device everything is in CPU memory already; on CUDA
+ *   ACC_ERR_UNSUPPORTED for now), state_dict_type ("FULL_STATE_DICT", default: save_state writes
+ *   consolidated files any number of processes can load; "SHARDED_STATE_DICT": each process writes
+ *   its own shard). Unset, they are read from Accelerate's ACCELERATE_USE_FSDP / FSDP_* and
+ *   ACCELERATE_USE_DEEPSPEED / ACCELERATE_DEEPSPEED_* variables (set by accelerate-launch).
  *   ProjectConfiguration: project_dir (string: where checkpoints and logs go), logging_dir (string,
  *   default project_dir), automatic_checkpoint_naming (bool, default false: acc_save_state with no
  *   folder writes project_dir/checkpoints/checkpoint_<iteration>), total_limit (int: checkpoints

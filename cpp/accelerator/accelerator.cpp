@@ -11,6 +11,7 @@
 #include "data/prepare_data_loader.h"
 #include "optim/clip_grad.h"
 #include "optim/optimizer_state.h"
+#include "parallel/sharded_optimizer.h"
 #include "precision/autocast.h"
 #include "state/distributed.h"
 #include "tensor/losses.h"
@@ -83,14 +84,23 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
   require(model != nullptr, "prepare_model needs a model");
   if (auto prepared = wrapped_model(model)) return prepared;
   if (device_placement.value_or(config_.device_placement)) model->to(device_, c10::nullopt);
-  std::unique_ptr<DataParallel> data_parallel;
-  if (dist_ && !model->trainable_parameters().empty())
-    data_parallel = std::make_unique<DataParallel>(
-        model, dist_,
-        DataParallelOptions{config_.ddp_bucket_cap_mb, config_.ddp_find_unused_parameters, config_.ddp_broadcast_buffers,
-                            config_.ddp_comm_hook});
+  for (const auto& optimizer : live_optimizers())
+    require(!(config_.zero_stage > 0 && dist_ && optimizer->model() == model), "prepare the model before (or with) ",
+            "its optimizer when sharding (zero_stage ", config_.zero_stage, "): the optimizer is split by the model's shards");
+  std::shared_ptr<ParallelEngine> parallel;
+  const DataParallelOptions ddp{config_.ddp_bucket_cap_mb, config_.ddp_find_unused_parameters,
+                                config_.ddp_broadcast_buffers, config_.ddp_comm_hook};
+  if (dist_ && !model->trainable_parameters().empty()) {
+    if (config_.zero_stage > 0)
+      parallel = std::make_shared<ShardedDataParallel>(
+          model, dist_,
+          ShardingOptions{static_cast<int>(config_.zero_stage), config_.offload_optimizer, config_.offload_params,
+                          config_.state_dict_type == "FULL_STATE_DICT", ddp});
+    else
+      parallel = std::make_shared<DataParallel>(model, dist_, ddp);
+  }
   auto prepared = std::make_shared<PreparedModel>(model, device_.type(), mixed_precision_dtype(config_.mixed_precision),
-                                                  std::move(data_parallel));
+                                                  std::move(parallel));
   models_.add(model, prepared);
   return prepared;
 }
@@ -101,7 +111,10 @@ std::shared_ptr<Optimizer> Accelerator::prepare_optimizer(const std::shared_ptr<
   if (auto accelerated = std::dynamic_pointer_cast<AcceleratedOptimizer>(optimizer)) return accelerated;
   if (auto prepared = optimizers_.find(optimizer)) return prepared;
   if (device_placement.value_or(config_.device_placement)) move_optimizer_state(*optimizer, device_);
-  auto prepared = std::make_shared<AcceleratedOptimizer>(optimizer, gradient_state_, scaler_);
+  std::shared_ptr<Optimizer> inner = optimizer;
+  if (auto model = std::dynamic_pointer_cast<PreparedModel>(wrapped_model(optimizer->model())))
+    if (auto engine = model->sharded()) inner = std::make_shared<ShardedOptimizer>(optimizer, engine);
+  auto prepared = std::make_shared<AcceleratedOptimizer>(inner, gradient_state_, scaler_);
   optimizers_.add(optimizer, prepared);
   return prepared;
 }
@@ -183,6 +196,12 @@ double Accelerator::clip_grad_norm(const std::shared_ptr<Model>& model, double m
   require(model != nullptr, "clip_grad_norm needs a model");
   require(std::isfinite(max_norm) && max_norm > 0, "max_norm must be a positive number, got ", max_norm);
   require(norm_type > 0, "norm_type must be positive (or infinity), got ", norm_type);
+  auto wrapper = std::dynamic_pointer_cast<PreparedModel>(wrapped_model(model));
+  if (auto engine = wrapper ? wrapper->sharded() : nullptr; engine && engine->options().stage >= 2) {
+    engine->attach_piece_gradients();
+    unscale_gradients(nullptr);  // the optimizers' pieces hold this process's gradients
+    return engine->clip_grad_norm(max_norm, norm_type);
+  }
   const std::vector<at::Tensor> grads = model->gradients();
   if (grads.empty()) return 0.0;
   unscale_model_gradients(model, grads);  // clip true gradients, not scaled ones
@@ -263,6 +282,13 @@ void Accelerator::main_process_first_end(bool local) {
 void Accelerator::save_model(const std::shared_ptr<Model>& model, const std::string& dir,
                              const std::string& max_shard_size) {
   const int64_t limit = parse_size(max_shard_size);
+  auto wrapper = std::dynamic_pointer_cast<PreparedModel>(wrapped_model(model));
+  if (auto engine = wrapper ? wrapper->sharded() : nullptr) {
+    // Every process takes part in gathering the shards; the main process writes.
+    const NamedTensors state = engine->full_state_dict();
+    if (is_main_process()) save_sharded(dir, state, limit);
+    return;
+  }
   if (is_main_process()) save_sharded(dir, unwrap_model(model)->state_dict(), limit);
 }
 

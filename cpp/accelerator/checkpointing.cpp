@@ -21,6 +21,7 @@
 #include "data/loader_part.h"
 #include "model/weights_part.h"
 #include "optim/checkpoint_parts.h"
+#include "parallel/sharded_checkpoint_parts.h"
 #include "precision/scaler_part.h"
 
 namespace acc {
@@ -46,9 +47,16 @@ void Accelerator::register_for_checkpointing(StateSaver save, StateLoader load) 
 CheckpointParts Accelerator::checkpoint_parts() const {
   CheckpointParts parts;
   const auto models = live_models();
-  for (size_t i = 0; i < models.size(); ++i) parts.push_back(weights_part(i, models[i]->unwrap()));
+  for (size_t i = 0; i < models.size(); ++i) {
+    auto engine = models[i]->sharded();
+    parts.push_back(engine && engine->options().stage == 3 ? sharded_weights_part(i, engine)
+                                                           : weights_part(i, models[i]->unwrap()));
+  }
   const auto optimizers = live_optimizers();
-  for (size_t i = 0; i < optimizers.size(); ++i) parts.push_back(optimizer_part(i, optimizers[i]->unwrap()));
+  for (size_t i = 0; i < optimizers.size(); ++i) {
+    auto sharded = std::dynamic_pointer_cast<ShardedOptimizer>(optimizers[i]->unwrap());
+    parts.push_back(sharded ? sharded_optimizer_part(i, sharded) : optimizer_part(i, optimizers[i]->unwrap()));
+  }
   const auto schedulers = live_schedulers();
   for (size_t i = 0; i < schedulers.size(); ++i) parts.push_back(scheduler_part(i, schedulers[i]));
   if (scaler_) parts.push_back(scaler_part(scaler_));
@@ -152,7 +160,10 @@ void Accelerator::save(const NamedTensors& tensors, const std::string& path) {
 
 NamedTensors Accelerator::get_state_dict(const std::shared_ptr<Model>& model, bool unwrap) const {
   require(model != nullptr, "get_state_dict needs a model");
-  NamedTensors state = contiguous_cpu(unwrap_model(model)->state_dict());
+  auto wrapper = std::dynamic_pointer_cast<PreparedModel>(wrapped_model(model));
+  auto engine = wrapper ? wrapper->sharded() : nullptr;
+  // Sharded: a collective (every process calls it), as Accelerate's get_state_dict under FSDP.
+  NamedTensors state = contiguous_cpu(engine ? engine->full_state_dict() : unwrap_model(model)->state_dict());
   const bool wrapped = !unwrap && dist_ && std::dynamic_pointer_cast<PreparedModel>(wrapped_model(model));
   if (wrapped)
     for (auto& entry : state) entry.first = "module." + entry.first;

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "common/error.h"
+#include "common/options.h"
 #include "config/config_file.h"
 
 namespace acc {
@@ -12,6 +13,67 @@ std::optional<std::string> env(const char* name) {
   const char* value = std::getenv(name);
   if (!value || !*value) return std::nullopt;
   return std::string(value);
+}
+
+bool env_true(const char* name) {
+  auto value = env(name);
+  if (!value) return false;
+  auto flag = parse_bool(*value);
+  require(flag.has_value(), "environment variable ", name, "='", *value, "' is not true or false");
+  return *flag;
+}
+
+// Accelerate's launcher variables for FSDP and DeepSpeed (accelerate-launch sets them from the config
+// file or its flags), for the sharding options the program did not set. A value this runtime cannot
+// honour is an error naming the variable, never a fallback to DDP.
+void read_sharding_env(const Options& o, AcceleratorConfig& c) {
+  auto unsupported = [](const char* name, const std::string& value, const char* why) {
+    fail(Status::Unsupported, "environment variable ", name, "='", value, "': ", why);
+  };
+  int64_t stage = 0;
+  bool offload_optimizer = false, offload_params = false;
+  std::optional<std::string> state_dict_type;
+  if (env_true("ACCELERATE_USE_FSDP")) {
+    const std::string strategy = env("FSDP_SHARDING_STRATEGY").value_or("FULL_SHARD");
+    if (strategy == "FULL_SHARD" || strategy == "1") stage = 3;
+    else if (strategy == "SHARD_GRAD_OP" || strategy == "2") stage = 2;
+    else if (strategy == "NO_SHARD" || strategy == "3") stage = 0;
+    else if (strategy == "HYBRID_SHARD" || strategy == "4" || strategy == "HYBRID_SHARD_ZERO2" || strategy == "5")
+      unsupported("FSDP_SHARDING_STRATEGY", strategy, "hybrid sharding (within a node, replicated across nodes) is not implemented");
+    else
+      fail(Status::InvalidArgument, "environment variable FSDP_SHARDING_STRATEGY='", strategy,
+           "' is not FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD");
+    offload_params = offload_optimizer = env_true("FSDP_OFFLOAD_PARAMS");
+    if (auto type = env("FSDP_STATE_DICT_TYPE")) {
+      if (*type == "LOCAL_STATE_DICT")
+        unsupported("FSDP_STATE_DICT_TYPE", *type, "use FULL_STATE_DICT or SHARDED_STATE_DICT");
+      require(*type == "FULL_STATE_DICT" || *type == "SHARDED_STATE_DICT", "environment variable FSDP_STATE_DICT_TYPE='",
+              *type, "' is not FULL_STATE_DICT or SHARDED_STATE_DICT");
+      state_dict_type = *type;
+    }
+    if (auto policy = env("FSDP_AUTO_WRAP_POLICY"); policy && *policy != "TRANSFORMER_BASED_WRAP")
+      unsupported("FSDP_AUTO_WRAP_POLICY", *policy,
+                  "units are fixed: a spec model's layers, a TorchScript model whole (TRANSFORMER_BASED_WRAP is accepted)");
+  } else if (env_true("ACCELERATE_USE_DEEPSPEED")) {
+    const std::string text = env("ACCELERATE_DEEPSPEED_ZERO_STAGE").value_or("2");  // DeepSpeedPlugin's default
+    require(text.size() == 1 && text[0] >= '0' && text[0] <= '3', "environment variable ACCELERATE_DEEPSPEED_ZERO_STAGE='",
+            text, "' is not 0, 1, 2 or 3");
+    stage = text[0] - '0';
+    auto device = [&](const char* name) {
+      const std::string value = env(name).value_or("none");
+      if (value == "nvme") unsupported(name, value, "NVMe offload is not implemented (none or cpu)");
+      require(value == "none" || value == "cpu", "environment variable ", name, "='", value, "' is not none or cpu");
+      return value == "cpu";
+    };
+    offload_optimizer = device("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE");
+    offload_params = device("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE");
+  } else {
+    return;
+  }
+  if (!o.has("zero_stage")) c.zero_stage = stage;
+  if (!o.has("offload_optimizer")) c.offload_optimizer = offload_optimizer;
+  if (!o.has("offload_params")) c.offload_params = offload_params;
+  if (!o.has("state_dict_type") && state_dict_type) c.state_dict_type = *state_dict_type;
 }
 
 }  // namespace
@@ -83,6 +145,11 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   c.ddp_find_unused_parameters = o.get_bool("ddp_find_unused_parameters");
   c.ddp_broadcast_buffers = o.get_bool("ddp_broadcast_buffers");
   c.ddp_comm_hook = o.get_string("ddp_comm_hook");
+  c.zero_stage = o.get_int("zero_stage");
+  c.offload_optimizer = o.get_bool("offload_optimizer");
+  c.offload_params = o.get_bool("offload_params");
+  c.state_dict_type = o.get_string("state_dict_type");
+  read_sharding_env(o, c);
   return c;
 }
 

@@ -44,6 +44,11 @@ struct AcceleratorConfig {
   bool ddp_find_unused_parameters = false;
   bool ddp_broadcast_buffers = true;
   std::string ddp_comm_hook = "no";
+  // Sharded data parallelism (0: DDP).
+  int64_t zero_stage = 0;
+  bool offload_optimizer = false;
+  bool offload_params = false;
+  std::string state_dict_type = "FULL_STATE_DICT";
 };
 
 // Precedence: an option the program set > ACCELERATE_USE_CPU / ACCELERATE_MIXED_PRECISION /

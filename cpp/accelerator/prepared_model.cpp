@@ -5,16 +5,17 @@
 namespace acc {
 
 PreparedModel::PreparedModel(std::shared_ptr<Model> inner, c10::DeviceType device,
-                             std::optional<c10::ScalarType> autocast_dtype, std::unique_ptr<DataParallel> data_parallel)
+                             std::optional<c10::ScalarType> autocast_dtype, std::shared_ptr<ParallelEngine> parallel)
     : inner_(std::move(inner)),
       device_(device),
       autocast_dtype_(autocast_dtype),
-      data_parallel_(std::move(data_parallel)) {}
+      parallel_(std::move(parallel)) {}
 
 NamedTensors PreparedModel::forward(const std::vector<at::Tensor>& inputs) {
   // Only a forward that a backward can follow involves the other processes.
-  const bool distributed = data_parallel_ && at::GradMode::is_enabled() && is_training();
-  if (distributed) data_parallel_->before_forward(syncs_gradients());
+  const bool distributed =
+      parallel_ && (parallel_->every_forward() || (at::GradMode::is_enabled() && is_training()));
+  if (distributed) parallel_->before_forward(syncs_gradients());
   NamedTensors outputs;
   if (autocast_dtype_) {
     {
@@ -27,7 +28,7 @@ NamedTensors PreparedModel::forward(const std::vector<at::Tensor>& inputs) {
   } else {
     outputs = inner_->forward(inputs);
   }
-  if (distributed) data_parallel_->after_forward(outputs, syncs_gradients());
+  if (distributed) parallel_->after_forward(outputs, syncs_gradients());
   return outputs;
 }
 

@@ -8,7 +8,8 @@
 #include <memory>
 #include <optional>
 
-#include "accelerator/data_parallel.h"
+#include "parallel/parallel_engine.h"
+#include "parallel/sharded_data_parallel.h"
 #include "common/error.h"
 #include "model/model.h"
 
@@ -16,9 +17,9 @@ namespace acc {
 
 class PreparedModel final : public Model {
  public:
-  // data_parallel: null on one process.
+  // parallel: DDP or sharded data parallelism; null on one process.
   PreparedModel(std::shared_ptr<Model> inner, c10::DeviceType device, std::optional<c10::ScalarType> autocast_dtype,
-                std::unique_ptr<DataParallel> data_parallel = nullptr);
+                std::shared_ptr<ParallelEngine> parallel = nullptr);
 
   NamedTensors forward(const std::vector<at::Tensor>& inputs) override;
   NamedTensors named_parameters() const override { return inner_->named_parameters(); }
@@ -45,21 +46,23 @@ class PreparedModel final : public Model {
   bool syncs_gradients() const { return gradient_sync_ && no_sync_depth_ == 0; }
   // After a forward under no_sync: the coming backward averages gradients after all.
   void trigger_sync_in_backward() {
-    if (data_parallel_) data_parallel_->sync_next_backward();
+    if (parallel_) parallel_->sync_next_backward();
   }
   // join_uneven_inputs (see DataParallel); nothing to do on one process.
   void join_begin() {
-    if (data_parallel_) data_parallel_->join_begin();
+    if (parallel_) parallel_->join_begin();
   }
   void join_end() {
-    if (data_parallel_) data_parallel_->join_end();
+    if (parallel_) parallel_->join_end();
   }
+  // The sharding engine, when the model is sharded (zero_stage 1-3 on several processes).
+  std::shared_ptr<ShardedDataParallel> sharded() const { return std::dynamic_pointer_cast<ShardedDataParallel>(parallel_); }
 
  private:
   std::shared_ptr<Model> inner_;
   c10::DeviceType device_;
   std::optional<c10::ScalarType> autocast_dtype_;
-  std::unique_ptr<DataParallel> data_parallel_;
+  std::shared_ptr<ParallelEngine> parallel_;
   bool gradient_sync_ = true;
   int64_t no_sync_depth_ = 0;
 };

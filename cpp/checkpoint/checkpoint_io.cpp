@@ -29,6 +29,7 @@ void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& p
     if (ec) fail(Status::Io, "cannot create '", staging, "': ", ec.message());
   });
   collectives.agree("save_state (writing '" + target + "')", [&] {
+    for (const auto& part : parts) part->collect();
     for (const auto& part : parts)
       if (part->per_process() || save.writer) part->save(join_path(staging, part->file()));
   });

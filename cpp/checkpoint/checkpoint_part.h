@@ -27,6 +27,9 @@ class CheckpointPart {
   // Each process writes and reads its own file (RNG states, loader positions); otherwise the file
   // is shared: written by the main process, read by every process.
   virtual bool per_process() const { return false; }
+  // A step every process runs before any file is written: a collective that gathers what the writer
+  // saves (sharded state consolidated into one file). Most parts have nothing to gather.
+  virtual void collect() {}
   virtual void save(const std::string& path) const = 0;
   // Reads and checks the file; errors name it. Nothing changes until the result is applied.
   virtual StagedLoad load(const std::string& path) const = 0;

@@ -116,6 +116,12 @@ const std::vector<OptionSpec>& option_schema(OptionsKind kind) {
       num("ddp_find_unused_parameters", T::Bool, false, std::nullopt),
       num("ddp_broadcast_buffers", T::Bool, true, std::nullopt),
       OptionSpec{"ddp_comm_hook", T::String, std::string("no"), std::nullopt, std::nullopt, {"no", "fp16", "bf16"}},
+      // Sharded data parallelism (DeepSpeed's ZeRO stage; FSDP's strategies map onto it); 0: DDP.
+      num("zero_stage", T::Int, int64_t{0}, 0.0, 3.0),
+      num("offload_optimizer", T::Bool, false, std::nullopt),
+      num("offload_params", T::Bool, false, std::nullopt),
+      OptionSpec{"state_dict_type", T::String, std::string("FULL_STATE_DICT"), std::nullopt, std::nullopt,
+                 {"FULL_STATE_DICT", "SHARDED_STATE_DICT"}},
   };
   switch (kind) {
     case OptionsKind::Accelerator: return accelerator;

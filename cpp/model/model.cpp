@@ -106,6 +106,12 @@ std::vector<at::Tensor> Model::trainable_parameters() const {
   return out;
 }
 
+std::vector<std::vector<std::string>> Model::parameter_units() const {
+  std::vector<std::string> names;
+  for (const auto& entry : named_parameters()) names.push_back(entry.first);
+  return {names};
+}
+
 std::vector<std::string> Model::parameter_names_matching(const std::string& patterns) const {
   const NamePatterns match(patterns);
   const NamedTensors params = named_parameters();

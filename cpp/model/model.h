@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -12,6 +13,14 @@
 #include "tensor/named_tensors.h"
 
 namespace acc {
+
+// Called around each unit's forward (see Model::set_unit_hooks): sharded data parallelism's stage 3
+// gathers a unit's parameters just before it runs and frees them after; `after` may return the
+// output with a gradient hook attached.
+struct UnitHooks {
+  std::function<void(size_t unit)> before;
+  std::function<at::Tensor(size_t unit, const at::Tensor& output)> after;
+};
 
 class Model {
  public:
@@ -50,7 +59,14 @@ class Model {
   virtual size_t set_requires_grad(const std::string& patterns, bool requires_grad);
   // The names of the parameters that match, in the model's order.
   std::vector<std::string> parameter_names_matching(const std::string& patterns) const;
-  at::Tensor find_tensor(const std::string& name) const;  // a parameter or buffer; throws if absent
+  at::Tensor find_tensor(const std::string& name) const;
+  // The model's units in forward order, as parameter names: the granularity at which sharded data
+  // parallelism (stage 3) gathers parameters. A spec model has one unit per layer with parameters;
+  // any other model is one unit (a TorchScript forward cannot be interrupted between its children).
+  virtual std::vector<std::vector<std::string>> parameter_units() const;
+  // Installs hooks that forward calls around each unit of parameter_units(); false where the model
+  // runs as one piece (the caller then brackets the whole forward). Empty hooks uninstall.
+  virtual bool set_unit_hooks(UnitHooks) { return false; }  // a parameter or buffer; throws if absent
   void zero_grad();
 };
 

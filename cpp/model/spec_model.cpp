@@ -22,7 +22,38 @@ SpecModel::SpecModel(std::vector<LayerSpec> layers) : layers_(std::move(layers))
   for (size_t i = 0; i < layers_.size(); ++i) net_->push_back(std::to_string(i), build_layer(layers_[i]));
 }
 
-at::Tensor SpecModel::forward_tensor(const at::Tensor& input) { return net_->forward(input); }
+at::Tensor SpecModel::forward_tensor(const at::Tensor& input) {
+  if (!hooks_.before) return net_->forward(input);
+  at::Tensor x = input;
+  for (size_t i = 0; i < net_->size(); ++i) {
+    const int64_t unit = unit_of_layer_[i];
+    if (unit >= 0) hooks_.before(static_cast<size_t>(unit));
+    x = (net_->begin() + static_cast<std::ptrdiff_t>(i))->forward(x);
+    if (unit >= 0) x = hooks_.after(static_cast<size_t>(unit), x);
+  }
+  return x;
+}
+
+std::vector<std::vector<std::string>> SpecModel::parameter_units() const {
+  std::vector<std::vector<std::string>> units;
+  const auto& children = net_->children();
+  for (size_t i = 0; i < children.size(); ++i) {
+    std::vector<std::string> names;
+    for (const auto& p : defined_only(children[i]->named_parameters(true))) names.push_back(std::to_string(i) + "." + p.first);
+    if (!names.empty()) units.push_back(std::move(names));
+  }
+  return units;
+}
+
+bool SpecModel::set_unit_hooks(UnitHooks hooks) {
+  unit_of_layer_.assign(net_->size(), -1);
+  int64_t unit = 0;
+  const auto& children = net_->children();
+  for (size_t i = 0; i < children.size(); ++i)
+    if (!defined_only(children[i]->named_parameters(true)).empty()) unit_of_layer_[i] = unit++;
+  hooks_ = std::move(hooks);
+  return true;
+}
 
 NamedTensors SpecModel::forward(const std::vector<at::Tensor>& inputs) {
   require(inputs.size() == 1, "a model built from a layer spec takes 1 input, got ", inputs.size());

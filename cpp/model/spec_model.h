@@ -21,10 +21,15 @@ class SpecModel final : public Model {
   void save_torchscript(const std::string& path) const override;
 
   at::Tensor forward_tensor(const at::Tensor& input);
+  // One unit per layer that has parameters.
+  std::vector<std::vector<std::string>> parameter_units() const override;
+  bool set_unit_hooks(UnitHooks hooks) override;
 
  private:
   std::vector<LayerSpec> layers_;
   torch::nn::Sequential net_;
+  UnitHooks hooks_;
+  std::vector<int64_t> unit_of_layer_;  // -1 for layers without parameters
 };
 
 }  // namespace acc

@@ -26,13 +26,18 @@ std::vector<std::vector<at::Tensor>> by_device_and_dtype(const std::vector<at::T
 
 double clip_grad_norm(const std::vector<at::Tensor>& grads, double max_norm, double norm_type) {
   if (grads.empty()) return 0.0;
+  return clip_grad_norm(grads, max_norm, norm_type, nullptr);
+}
+
+double clip_grad_norm(const std::vector<at::Tensor>& grads, double max_norm, double norm_type,
+                      const std::function<at::Tensor(const at::Tensor&)>& global_total) {
   at::NoGradGuard no_grad;
   const auto groups = by_device_and_dtype(grads);
-  const c10::Device first_device = grads.front().device();
   std::vector<at::Tensor> norms;
   for (const auto& group : groups)
-    for (auto& norm : at::_foreach_norm(group, norm_type)) norms.push_back(norm.to(first_device));
-  const at::Tensor total = at::linalg_vector_norm(at::stack(norms), norm_type);
+    for (auto& norm : at::_foreach_norm(group, norm_type)) norms.push_back(norm.to(grads.front().device()));
+  at::Tensor total = norms.empty() ? at::zeros({}, at::kFloat) : at::linalg_vector_norm(at::stack(norms), norm_type);
+  if (global_total) total = global_total(total);
   // Python's max_norm / (total + 1e-6) is Tensor.__rtruediv__: reciprocal, then a product.
   const at::Tensor coef = at::reciprocal(total + 1e-6).mul(max_norm).clamp_max(1.0);
   for (const auto& group : groups) {

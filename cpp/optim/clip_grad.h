@@ -4,6 +4,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <functional>
 #include <vector>
 
 namespace acc {
@@ -14,6 +15,10 @@ namespace acc {
 // max_norm clamped to 1, then every gradient multiplied by it (also when it is 1), all in the
 // gradients' dtype.
 double clip_grad_norm(const std::vector<at::Tensor>& grads, double max_norm, double norm_type);
+// The same over gradients split across processes: `global_total` turns this process's total norm (a
+// 0-dim tensor; 0 when it has no gradients) into the total over every process's.
+double clip_grad_norm(const std::vector<at::Tensor>& grads, double max_norm, double norm_type,
+                      const std::function<at::Tensor(const at::Tensor&)>& global_total);
 
 // Clamps every gradient to [-clip_value, clip_value].
 void clip_grad_value(const std::vector<at::Tensor>& grads, double clip_value);

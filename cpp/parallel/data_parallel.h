@@ -8,6 +8,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "parallel/parallel_engine.h"
 #include "state/distributed.h"
 
 namespace acc {
@@ -19,17 +20,22 @@ struct DataParallelOptions {
   std::string comm_hook = "no";  // "no", "fp16" (the Reducer's built-in compression) or "bf16"
 };
 
-class DataParallel {
+// DDP's buckets over `params` (indices into it), in the order the Reducer reduces them (the last
+// parameters' bucket first), and each bucket's size limit.
+std::pair<std::vector<std::vector<size_t>>, std::vector<size_t>> ddp_buckets(const std::vector<at::Tensor>& params,
+                                                                             int64_t cap_bytes);
+
+class DataParallel final : public ParallelEngine {
  public:
   // Broadcasts parameters and buffers from rank 0, so every replica starts equal.
   DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distributed> dist, DataParallelOptions options);
 
   // Around each forward that records autograd history: buffers from rank 0, then the Reducer is told
   // a backward follows (unless gradients are to accumulate locally, sync false: no_sync).
-  void before_forward(bool sync);
-  void after_forward(const NamedTensors& outputs, bool sync);
+  void before_forward(bool sync) override;
+  void after_forward(const NamedTensors& outputs, bool sync) override;
   // Makes the next backward average gradients even inside no_sync (trigger_sync_in_backward).
-  void sync_next_backward();
+  void sync_next_backward() override;
 
   // Accelerate's join_uneven_inputs (torch's Join with DDP's join hook), for processes that run
   // different numbers of training steps. Between join_begin and join_end each training forward
@@ -37,8 +43,8 @@ class DataParallel {
   // (its buffer broadcasts, and the gradient allreduces: averages stay divided by every process)
   // until all have ended; then every replica takes the parameters and buffers of a process that
   // trained to the end.
-  void join_begin();
-  void join_end();
+  void join_begin() override;
+  void join_end() override;
   bool joining() const { return joining_; }
 
  private:

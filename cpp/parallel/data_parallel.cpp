@@ -1,10 +1,10 @@
-#include "accelerator/data_parallel.h"
+#include "parallel/data_parallel.h"
 
 #include <algorithm>
-#include <map>
 #include <utility>
 
-#include "accelerator/compress_hook.h"
+#include "parallel/broadcast.h"
+#include "parallel/compress_hook.h"
 #include "common/compat.h"
 #include "common/error.h"
 
@@ -15,6 +15,19 @@ constexpr int64_t kFirstBucketBytes = 1024 * 1024;  // PyTorch DDP's first, smal
 const char* const kAnnouncement = "join_uneven_inputs (processes still training)";
 
 }  // namespace
+
+std::pair<std::vector<std::vector<size_t>>, std::vector<size_t>> ddp_buckets(const std::vector<at::Tensor>& params,
+                                                                             int64_t cap_bytes) {
+  std::vector<std::vector<size_t>> buckets;
+  std::vector<size_t> limits;
+  std::tie(buckets, limits) = c10d::compute_bucket_assignment_by_size(
+      params, {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(cap_bytes)},
+      std::vector<bool>(params.size(), false));
+  // Gradients are ready in reverse order of the forward: the last parameters' bucket goes first.
+  std::reverse(buckets.begin(), buckets.end());
+  std::reverse(limits.begin(), limits.end());
+  return {std::move(buckets), std::move(limits)};
+}
 
 DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distributed> dist,
                            DataParallelOptions options)
@@ -37,13 +50,7 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
     fail(Status::Unsupported, "the bf16 DDP comm hook needs NCCL: Gloo cannot allreduce bf16 (use \"fp16\" on CPU)");
 
   const int64_t cap = options_.bucket_cap_mb * 1024 * 1024;
-  std::vector<std::vector<size_t>> buckets;
-  std::vector<size_t> limits;
-  std::tie(buckets, limits) = c10d::compute_bucket_assignment_by_size(
-      params, {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(cap)}, std::vector<bool>(params.size(), false));
-  // Gradients are ready in reverse order of the forward: the last parameters' bucket goes first.
-  std::reverse(buckets.begin(), buckets.end());
-  std::reverse(limits.begin(), limits.end());
+  auto [buckets, limits] = ddp_buckets(params, cap);
   for (const auto& bucket : buckets) {
     int64_t elements = 0;
     for (size_t i : bucket) elements += params[i].numel();
@@ -75,25 +82,7 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
 }
 
 void DataParallel::broadcast(const std::vector<at::Tensor>& tensors, const std::string& name, int64_t source) {
-  // One collective per dtype, not per tensor: buffers are broadcast before every training forward.
-  at::NoGradGuard no_grad;
-  std::map<at::ScalarType, std::vector<at::Tensor>> by_dtype;
-  for (const auto& t : tensors)
-    if (t.numel() > 0) by_dtype[t.scalar_type()].push_back(t.detach());
-  for (auto& [dtype, group] : by_dtype) {
-    std::vector<at::Tensor> flat;
-    for (const auto& t : group) flat.push_back(t.reshape({-1}).to(dist_->device()));
-    std::vector<at::Tensor> list{at::cat(flat)};
-    c10d::BroadcastOptions options;
-    options.rootRank = source;
-    wait_collective(dist_->group()->broadcast(list, options), name);
-    if (dist_->rank() == source) continue;
-    int64_t offset = 0;
-    for (auto& t : group) {
-      t.copy_(list[0].narrow(0, offset, t.numel()).view(t.sizes()));
-      offset += t.numel();
-    }
-  }
+  broadcast_in_place(*dist_, tensors, name, source);
 }
 
 void DataParallel::before_forward(bool sync) {

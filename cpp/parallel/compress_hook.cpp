@@ -1,4 +1,4 @@
-#include "accelerator/compress_hook.h"
+#include "parallel/compress_hook.h"
 
 namespace acc {
 

@@ -1,0 +1,57 @@
+// How sharded data parallelism lays out the trainable parameters: groups of consecutive parameters
+// (units) are each flattened into one vector, padded to a multiple of the number of processes, and
+// split evenly: process r owns the r-th contiguous slice of every unit. The slices a process owns,
+// unit after unit, make its shard.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace acc {
+
+struct FlatUnit {
+  std::vector<size_t> params;    // indices into the trainable parameters, ascending
+  std::vector<int64_t> offsets;  // where each starts in the unit's vector
+  int64_t numel = 0;             // the parameters' elements (without padding)
+  int64_t slice = 0;             // each process's share: ceil(numel / processes)
+  int64_t shard_offset = 0;      // where this process's slice starts in its shard
+  int64_t world = 1;
+  at::ScalarType dtype = at::kFloat;
+  int64_t padded() const { return slice * world; }  // the vector's length
+  int64_t my_begin(int64_t rank) const { return rank * slice; }
+};
+
+// The part of one parameter a process owns.
+struct FlatPiece {
+  size_t param;        // index into the trainable parameters
+  size_t unit;
+  int64_t begin;       // first element owned, in the flattened parameter
+  int64_t length;
+  int64_t shard_pos;   // where it lies in the process's shard
+};
+
+class FlatLayout {
+ public:
+  // `units`: indices of consecutive parameters; a unit whose parameters differ in dtype is split.
+  FlatLayout(const std::vector<at::Tensor>& params, const std::vector<std::vector<size_t>>& units, int64_t world,
+             int64_t rank);
+
+  const std::vector<FlatUnit>& units() const { return units_; }
+  const std::vector<FlatPiece>& pieces() const { return pieces_; }
+  int64_t shard_numel() const { return shard_numel_; }
+  int64_t rank() const { return rank_; }
+  int64_t world() const { return world_; }
+  // The unit each parameter belongs to.
+  size_t unit_of(size_t param) const { return unit_of_[param]; }
+
+ private:
+  std::vector<FlatUnit> units_;
+  std::vector<FlatPiece> pieces_;
+  std::vector<size_t> unit_of_;
+  int64_t shard_numel_ = 0;
+  int64_t world_, rank_;
+};
+
+}  // namespace acc

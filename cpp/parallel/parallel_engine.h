@@ -1,0 +1,26 @@
+// What a prepared model's forward tells the engine that keeps the processes' replicas in step:
+// DDP (DataParallel) or sharded data parallelism (ShardedDataParallel).
+#pragma once
+
+#include "tensor/named_tensors.h"
+
+namespace acc {
+
+class ParallelEngine {
+ public:
+  virtual ~ParallelEngine() = default;
+  // Whether every forward involves the other processes (sharded parameters are gathered for
+  // evaluation too); otherwise only forwards a backward can follow (training, with grad mode on).
+  virtual bool every_forward() const { return false; }
+  // Around such a forward. sync: whether the coming backward averages gradients (false inside
+  // accumulation windows and no_sync).
+  virtual void before_forward(bool sync) = 0;
+  virtual void after_forward(const NamedTensors& outputs, bool sync) = 0;
+  // Makes the next backward average gradients even inside no_sync (trigger_sync_in_backward).
+  virtual void sync_next_backward() = 0;
+  // Accelerate's join_uneven_inputs.
+  virtual void join_begin() = 0;
+  virtual void join_end() = 0;
+};
+
+}  // namespace acc

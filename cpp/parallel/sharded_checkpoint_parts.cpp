@@ -1,0 +1,290 @@
+#include "parallel/sharded_checkpoint_parts.h"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+#include "checkpoint/safetensors.h"
+#include "checkpoint/state_files.h"
+#include "common/error.h"
+#include "common/json_input.h"
+#include "ops/collectives.h"
+#include "optim/optimizer_state.h"
+
+namespace acc {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+std::string shard_name(const std::string& stem, size_t index, int64_t rank) {
+  return indexed_name(stem, index, "") + "_shard_" + std::to_string(rank) + ".safetensors";
+}
+
+// Refuses a shard written by a different number of processes or another sharding.
+void check_shard_metadata(const Metadata& metadata, const ShardedDataParallel& engine, const std::string& path) {
+  auto value = [&](const char* key) -> std::string {
+    auto it = metadata.find(key);
+    if (it == metadata.end()) fail(Status::Io, "checkpoint file '", path, "': not a shard (no '", key, "' in its metadata)");
+    return it->second;
+  };
+  const std::string world = std::to_string(engine.layout().world()), stage = std::to_string(engine.options().stage);
+  if (value("num_processes") != world || value("zero_stage") != stage)
+    fail(Status::InvalidArgument, "checkpoint file '", path, "' is a shard of ", value("num_processes"),
+         " processes under zero_stage ", value("zero_stage"), "; this job has ", world, " under zero_stage ", stage,
+         " (SHARDED_STATE_DICT loads only on the same sharding; save with FULL_STATE_DICT to change it)");
+}
+
+Metadata shard_metadata(const ShardedDataParallel& engine, Metadata metadata = {}) {
+  metadata["num_processes"] = std::to_string(engine.layout().world());
+  metadata["zero_stage"] = std::to_string(engine.options().stage);
+  return metadata;
+}
+
+// The file a part loads: its own kind if the checkpoint has it, else the other one.
+std::string existing(const std::string& preferred, const std::string& other) {
+  return fs::exists(preferred) || !fs::exists(other) ? preferred : other;
+}
+
+class ShardedWeightsPart final : public CheckpointPart {
+ public:
+  ShardedWeightsPart(size_t index, std::shared_ptr<ShardedDataParallel> engine)
+      : index_(index), engine_(std::move(engine)), full_(engine_->options().full_state_dict) {}
+
+  std::string file() const override {
+    return full_ ? indexed_name("model", index_, ".safetensors") : shard_name("model", index_, engine_->layout().rank());
+  }
+  bool per_process() const override { return !full_; }
+  void collect() override {
+    if (full_) state_ = engine_->full_state_dict();
+  }
+  void save(const std::string& path) const override {
+    if (full_) {
+      save_safetensors(path, state_);
+      state_.clear();
+      return;
+    }
+    NamedTensors tensors;
+    for (size_t u = 0; u < engine_->shard_params().size(); ++u)
+      tensors.emplace_back("unit." + std::to_string(u), engine_->shard_params()[u]);
+    for (const auto& entry : engine_->replicated_state_dict()) tensors.push_back(entry);
+    save_safetensors(path, tensors, shard_metadata(*engine_, {{"format", "pt"}}));
+  }
+  StagedLoad load(const std::string& path) const override {
+    const fs::path dir = fs::path(path).parent_path();
+    const std::string source = existing(path, (dir / (full_ ? shard_name("model", index_, engine_->layout().rank())
+                                                              : indexed_name("model", index_, ".safetensors")))
+                                                  .string());
+    auto contents = std::make_shared<SafetensorsContents>(load_safetensors(source));
+    if (source.find("_shard_") == std::string::npos) {
+      checked_by_file(source, [&] { engine_->check_full_state_dict(contents->tensors); });
+      return {[engine = engine_, contents] { engine->load_full_state_dict(contents->tensors); }, {}};
+    }
+    check_shard_metadata(contents->metadata, *engine_, source);
+    checked_by_file(source, [&] { engine_->check_shard_state(contents->tensors); });
+    return {[engine = engine_, contents] { engine->load_shard_state(contents->tensors); }, {}};
+  }
+
+ private:
+  size_t index_;
+  std::shared_ptr<ShardedDataParallel> engine_;
+  bool full_;
+  mutable NamedTensors state_;
+};
+
+struct Field {
+  std::string param, field;
+};
+
+Field split_key(const std::string& key, const std::string& source) {
+  const auto dot = key.rfind('.');
+  require(key.rfind("state.", 0) == 0 && dot != std::string::npos && dot > 6, source, ": unexpected tensor '", key, "'");
+  return {key.substr(6, dot - 6), key.substr(dot + 1)};
+}
+
+class ShardedOptimizerPart final : public CheckpointPart {
+ public:
+  ShardedOptimizerPart(size_t index, std::shared_ptr<ShardedOptimizer> optimizer)
+      : index_(index), optimizer_(std::move(optimizer)), engine_(optimizer_->engine()),
+        full_(engine_->options().full_state_dict) {}
+
+  std::string file() const override {
+    return full_ ? indexed_name("optimizer", index_, ".safetensors")
+                 : shard_name("optimizer", index_, engine_->layout().rank());
+  }
+  bool per_process() const override { return !full_; }
+  void collect() override {
+    if (full_) consolidated_ = consolidate();
+  }
+  void save(const std::string& path) const override {
+    if (full_) {
+      save_safetensors(path, consolidated_.tensors, consolidated_.metadata);
+      consolidated_ = {};
+      return;
+    }
+    OptimizerSnapshot mine = snapshot_optimizer(*optimizer_);
+    save_safetensors(path, mine.tensors, shard_metadata(*engine_, mine.metadata));
+  }
+  StagedLoad load(const std::string& path) const override {
+    const fs::path dir = fs::path(path).parent_path();
+    const std::string source = existing(path, (dir / (full_ ? shard_name("optimizer", index_, engine_->layout().rank())
+                                                              : indexed_name("optimizer", index_, ".safetensors")))
+                                                  .string());
+    SafetensorsContents contents = load_safetensors(source);
+    const std::string what = "checkpoint file '" + source + "'";
+    OptimizerSnapshot snapshot{std::move(contents.tensors), std::move(contents.metadata)};
+    if (source.find("_shard_") != std::string::npos) {
+      check_shard_metadata(snapshot.metadata, *engine_, source);
+      return {prepare_optimizer_restore(*optimizer_, snapshot, what), {}};
+    }
+    return {prepare_optimizer_restore(*optimizer_, slice(snapshot, what), what), {}};
+  }
+
+ private:
+  // Every process's piece state made whole: elementwise fields are all-gathered unit by unit,
+  // per-parameter scalars (Adam's step) travel as JSON. Named and grouped as an unsharded
+  // optimizer's snapshot, so DDP and any number of processes can load it.
+  OptimizerSnapshot consolidate() const {
+    OptimizerSnapshot mine = snapshot_optimizer(*optimizer_);
+    std::map<std::string, std::map<std::string, at::Tensor>> by_param;
+    for (auto& entry : mine.tensors) {
+      const Field f = split_key(entry.first, "optimizer state");
+      by_param[f.param][f.field] = entry.second;
+    }
+    json info = {{"fields", json::object()}, {"scalars", json::object()}, {"stepped", json::array()}};
+    for (const auto& [param, fields] : by_param) {
+      info["stepped"].push_back(param);
+      for (const auto& [field, tensor] : fields) {
+        if (tensor.dim() == 0) info["scalars"][param][field] = {static_cast<int>(tensor.scalar_type()), tensor.item<double>()};
+        else info["fields"][field] = static_cast<int>(tensor.scalar_type());
+      }
+    }
+    Collectives collectives(engine_->distributed());
+    json fields = json::object(), scalars = json::object();
+    std::set<std::string> stepped;
+    for (const auto& bytes : collectives.gather_object(info.dump(), "save_state (optimizer shards)")) {
+      const json other = parse_json_input(bytes, "a process's optimizer shard summary");
+      fields.update(other["fields"]);
+      scalars.update(other["scalars"]);
+      for (const auto& name : other["stepped"]) stepped.insert(name.get<std::string>());
+    }
+    std::unordered_map<std::string, size_t> param_index;
+    for (size_t i = 0; i < engine_->names().size(); ++i) param_index.emplace(engine_->names()[i], i);
+    std::map<std::string, std::map<std::string, at::Tensor>> whole;
+    const auto& layout = engine_->layout();
+    const c10::Device wire = engine_->distributed()->device();
+    for (size_t u = 0; u < layout.units().size(); ++u) {
+      const FlatUnit& unit = layout.units()[u];
+      for (const auto& [field, dtype] : fields.items()) {
+        const auto type = static_cast<at::ScalarType>(dtype.get<int>());
+        at::Tensor local = at::zeros({unit.slice}, at::TensorOptions().dtype(type));
+        for (const auto& piece : layout.pieces()) {
+          if (piece.unit != u) continue;
+          auto p = by_param.find(engine_->names()[piece.param]);
+          if (p == by_param.end() || !p->second.count(field)) continue;
+          local.narrow(0, piece.shard_pos - unit.shard_offset, piece.length).copy_(p->second.at(field));
+        }
+        at::Tensor full = at::empty({unit.padded()}, local.options().device(wire));
+        engine_->allgather(full, local.to(wire), "save_state (optimizer shards)");
+        full = full.cpu();
+        for (size_t k = 0; k < unit.params.size(); ++k) {
+          const std::string& name = engine_->names()[unit.params[k]];
+          if (!stepped.count(name)) continue;
+          const auto& shape = engine_->shapes()[unit.params[k]];
+          whole[name][field] = full.narrow(0, unit.offsets[k], c10::multiply_integers(shape)).view(shape).clone();
+        }
+      }
+    }
+    OptimizerSnapshot out;
+    for (const auto& [param, values] : scalars.items())
+      for (const auto& [field, typed] : values.items()) {
+        const auto type = static_cast<at::ScalarType>(typed[0].get<int>());
+        whole[param][field] = at::scalar_tensor(typed[1].get<double>(), at::TensorOptions().dtype(type));
+      }
+    // Frozen parameters an optimizer holds are replicated: their state is this process's own.
+    for (const auto& [param, values] : by_param)
+      if (!param_index.count(param))
+        for (const auto& [field, tensor] : values) whole[param][field] = tensor;
+    for (const auto& group : optimizer_->group_names())
+      for (const auto& name : group) {
+        auto it = whole.find(name);
+        if (it == whole.end()) continue;
+        for (auto& [field, tensor] : it->second) out.tensors.emplace_back("state." + name + "." + field, tensor);
+      }
+    out.metadata = mine.metadata;
+    json groups = parse_json_input(mine.metadata.at("param_groups"), "optimizer param_groups");
+    for (size_t g = 0; g < groups.size(); ++g) groups[g]["params"] = optimizer_->group_names()[g];
+    out.metadata["param_groups"] = groups.dump();
+    return out;
+  }
+
+  // A consolidated (or DDP) snapshot cut down to this process's pieces.
+  OptimizerSnapshot slice(const OptimizerSnapshot& full, const std::string& source) const {
+    std::unordered_map<std::string, std::pair<int64_t, int64_t>> mine;  // name -> (begin, length)
+    std::unordered_map<std::string, int64_t> numel;
+    for (const auto& piece : engine_->layout().pieces())
+      mine[engine_->names()[piece.param]] = {piece.begin, piece.length};
+    for (size_t i = 0; i < engine_->names().size(); ++i)
+      numel[engine_->names()[i]] = c10::multiply_integers(engine_->shapes()[i]);
+    std::unordered_map<std::string, bool> own;  // the names this process's groups hold
+    for (const auto& entry : optimizer_->model()->named_parameters()) own[entry.first] = true;
+
+    OptimizerSnapshot out;
+    out.metadata = full.metadata;
+    auto groups_text = full.metadata.find("param_groups");
+    require(groups_text != full.metadata.end(), source, ": not an optimizer state (no 'param_groups' in its metadata)");
+    json groups = parse_json_input(groups_text->second, source + ": its param_groups metadata");
+    require(groups.is_array() && groups.size() == optimizer_->group_names().size(), source, ": holds ",
+            groups.is_array() ? groups.size() : 0, " parameter groups, but the optimizer has ",
+            optimizer_->group_names().size());
+    try {
+      for (size_t g = 0; g < groups.size(); ++g) {
+        const auto saved = groups[g].at("params").get<std::vector<std::string>>();
+        require(saved == optimizer_->group_names()[g], source, ": parameter group ", g,
+                " holds other parameters than the optimizer's");
+        json kept = json::array();
+        for (const auto& name : saved)
+          if (own.count(name)) kept.push_back(name);
+        groups[g]["params"] = kept;
+      }
+    } catch (const json::exception& e) {
+      fail(Status::InvalidArgument, source, ": malformed param_groups metadata: ", e.what());
+    }
+    out.metadata["param_groups"] = groups.dump();
+    for (const auto& entry : full.tensors) {
+      const Field f = split_key(entry.first, source);
+      if (!own.count(f.param)) continue;
+      auto piece = mine.find(f.param);
+      if (piece == mine.end() || entry.second.dim() == 0) {  // a frozen parameter's, or a scalar
+        out.tensors.push_back(entry);
+        continue;
+      }
+      require(entry.second.numel() == numel.at(f.param), source, ": '", entry.first, "' has ", entry.second.numel(),
+              " elements, the parameter ", numel.at(f.param));
+      out.tensors.emplace_back(entry.first,
+                               entry.second.reshape({-1}).narrow(0, piece->second.first, piece->second.second));
+    }
+    return out;
+  }
+
+  size_t index_;
+  std::shared_ptr<ShardedOptimizer> optimizer_;
+  std::shared_ptr<ShardedDataParallel> engine_;
+  bool full_;
+  mutable OptimizerSnapshot consolidated_;
+};
+
+}  // namespace
+
+std::unique_ptr<CheckpointPart> sharded_weights_part(size_t index, std::shared_ptr<ShardedDataParallel> engine) {
+  return std::make_unique<ShardedWeightsPart>(index, std::move(engine));
+}
+
+std::unique_ptr<CheckpointPart> sharded_optimizer_part(size_t index, std::shared_ptr<ShardedOptimizer> optimizer) {
+  return std::make_unique<ShardedOptimizerPart>(index, std::move(optimizer));
+}
+
+}  // namespace acc

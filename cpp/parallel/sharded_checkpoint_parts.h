@@ -1,0 +1,21 @@
+// The checkpoint parts of sharded models and their optimizers. FULL_STATE_DICT: every process takes
+// part in consolidating the shards and the main process writes the same files as DDP does
+// (model.safetensors, optimizer.safetensors), which load on any number of processes, sharded or
+// not. SHARDED_STATE_DICT: each process writes its own shard (model_shard_<rank>.safetensors under
+// stage 3, optimizer_shard_<rank>.safetensors), which loads on as many processes with the same
+// sharding. Loading reads whichever of the two the checkpoint holds.
+#pragma once
+
+#include <memory>
+
+#include "checkpoint/checkpoint_part.h"
+#include "parallel/sharded_data_parallel.h"
+#include "parallel/sharded_optimizer.h"
+
+namespace acc {
+
+// Stage 3's weights (stages 1 and 2 keep full parameters: the plain weights part serves them).
+std::unique_ptr<CheckpointPart> sharded_weights_part(size_t index, std::shared_ptr<ShardedDataParallel> engine);
+std::unique_ptr<CheckpointPart> sharded_optimizer_part(size_t index, std::shared_ptr<ShardedOptimizer> optimizer);
+
+}  // namespace acc

@@ -1,0 +1,466 @@
+#include "parallel/sharded_data_parallel.h"
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <c10/util/accumulate.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+
+#include "common/error.h"
+#include "optim/clip_grad.h"
+#include "parallel/broadcast.h"
+
+namespace acc {
+namespace {
+
+const char* const kReduce = "backward (sharded gradient reduction)";
+const char* const kGather = "sharded parameters (all-gather)";
+
+}  // namespace
+
+ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distributed> dist,
+                                         ShardingOptions options)
+    : model_(std::move(model)), dist_(std::move(dist)), options_(std::move(options)) {
+  require(options_.stage >= 1 && options_.stage <= 3, "zero_stage must be 1, 2 or 3, got ", options_.stage);
+  if (dist_->process_device().is_cuda() && (options_.offload_optimizer || options_.offload_params))
+    fail(Status::Unsupported, "CPU offload of sharded optimizer state or parameters is not implemented on CUDA yet");
+  std::vector<at::Tensor> everything;
+  for (const auto& entry : model_->named_parameters()) {
+    everything.push_back(entry.second);
+    if (!entry.second.requires_grad()) continue;
+    params_.push_back(entry.second);
+    names_.push_back(entry.first);
+    shapes_.push_back(entry.second.sizes().vec());
+  }
+  for (const auto& entry : model_->named_buffers()) buffers_.push_back(entry.second);
+  everything.insert(everything.end(), buffers_.begin(), buffers_.end());
+  broadcast_in_place(*dist_, everything, "prepare_model (initial parameters)");
+
+  // Units: one for stage 1 (each process owns a contiguous 1/N of all parameters), DDP's buckets for
+  // stage 2 (the same reductions as DDP, so the same sums), the model's units for stage 3.
+  std::vector<std::vector<size_t>> units;
+  if (options_.stage == 1) {
+    units.emplace_back();
+    for (size_t i = 0; i < params_.size(); ++i) units.back().push_back(i);
+  } else if (options_.stage == 2) {
+    units = ddp_buckets(params_, options_.data_parallel.bucket_cap_mb * 1024 * 1024).first;
+    std::reverse(units.begin(), units.end());  // the model's order; reductions go last unit first
+  } else {
+    std::unordered_map<std::string, size_t> index;
+    for (size_t i = 0; i < names_.size(); ++i) index.emplace(names_[i], i);
+    std::vector<bool> placed(params_.size(), false);
+    for (const auto& names : model_->parameter_units()) {
+      units.emplace_back();
+      for (const auto& name : names) {
+        auto it = index.find(name);
+        if (it == index.end() || placed[it->second]) continue;  // frozen (replicated), or already placed
+        placed[it->second] = true;
+        units.back().push_back(it->second);
+      }
+      if (units.back().empty()) units.pop_back();
+    }
+    for (size_t i = 0; i < params_.size(); ++i)
+      require(placed[i], "sharding: parameter '", names_[i], "' is in none of the model's units");
+  }
+  layout_ = std::make_unique<FlatLayout>(params_, units, dist_->world_size(), dist_->rank());
+
+  at::NoGradGuard no_grad;
+  const int64_t rank = dist_->rank();
+  for (const auto& unit : layout_->units()) {
+    const auto options = params_[unit.params.front()].options();
+    at::Tensor full = at::zeros({unit.padded()}, options);
+    for (size_t k = 0; k < unit.params.size(); ++k) {
+      at::Tensor& p = params_[unit.params[k]];
+      full.narrow(0, unit.offsets[k], p.numel()).copy_(p.reshape({-1}));
+    }
+    if (options_.stage == 3) {
+      shard_params_.push_back(full.narrow(0, unit.my_begin(rank), unit.slice).clone());
+    } else {
+      for (size_t k = 0; k < unit.params.size(); ++k) {
+        at::Tensor& p = params_[unit.params[k]];
+        p.set_data(full.narrow(0, unit.offsets[k], p.numel()).view(p.sizes()));
+      }
+      full_.push_back(full);
+    }
+    if (options_.stage >= 2) shard_grads_.push_back(at::zeros({unit.slice}, options));
+  }
+  for (const auto& piece : layout_->pieces()) {
+    const FlatUnit& unit = layout_->units()[piece.unit];
+    const size_t k = std::find(unit.params.begin(), unit.params.end(), piece.param) - unit.params.begin();
+    pieces_.push_back(options_.stage == 3
+                          ? shard_params_[piece.unit].narrow(0, piece.shard_pos - unit.shard_offset, piece.length)
+                          : full_[piece.unit].narrow(0, unit.offsets[k] + piece.begin, piece.length));
+  }
+  gathered_.assign(layout_->units().size(), true);
+
+  if (options_.stage == 1) {
+    reducer_ = std::make_unique<DataParallel>(model_, dist_, options_.data_parallel);
+    return;
+  }
+  // Reductions start from the gradient accumulators' hooks, as DDP's Reducer does; the accumulators
+  // are kept alive so that the hooks stay.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(params_[i]);
+    hook_keys_.push_back(accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [this, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          on_gradient_ready(i);
+          return outputs;
+        })));
+    accumulators_.push_back(std::move(accumulator));
+  }
+  if (options_.stage == 3) {
+    for (size_t u = 0; u < gathered_.size(); ++u) release(u);
+    // The model's units map onto the layout's (a unit of mixed dtypes became several).
+    std::vector<std::vector<size_t>> layout_units;
+    for (const auto& names : model_->parameter_units()) {
+      layout_units.emplace_back();
+      for (const auto& name : names)
+        for (size_t i = 0; i < names_.size(); ++i)
+          if (names_[i] == name) {
+            const size_t u = layout_->unit_of(i);
+            if (std::find(layout_units.back().begin(), layout_units.back().end(), u) == layout_units.back().end())
+              layout_units.back().push_back(u);
+          }
+    }
+    auto gather_all = [this](const std::vector<size_t>& units) {
+      for (size_t u : units)
+        if (!gathered_[u]) gather(u);
+    };
+    model_has_unit_hooks_ = model_->set_unit_hooks(UnitHooks{
+        [this, layout_units, gather_all](size_t m) {
+          if (m < layout_units.size()) gather_all(layout_units[m]);
+        },
+        [this, layout_units, gather_all](size_t m, const at::Tensor& output) {
+          if (m >= layout_units.size()) return output;
+          for (size_t u : layout_units[m]) release(u);
+          // Before the unit's backward, its parameters are gathered again.
+          if (output.requires_grad())
+            output.register_hook([gather_all, units = layout_units[m]](const at::Tensor&) { gather_all(units); });
+          return output;
+        }});
+  }
+}
+
+ShardedDataParallel::~ShardedDataParallel() {
+  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
+  if (model_has_unit_hooks_) model_->set_unit_hooks(UnitHooks{});
+}
+
+void ShardedDataParallel::before_forward(bool sync) {
+  if (reducer_) return reducer_->before_forward(sync);
+  const bool training = at::GradMode::is_enabled() && model_->is_training();
+  if (training) {
+    sync_ = sync;
+    if (options_.data_parallel.broadcast_buffers && !buffers_.empty())
+      broadcast_in_place(*dist_, buffers_, "forward (buffers)");
+  }
+  if (options_.stage == 3 && !model_has_unit_hooks_)
+    for (size_t u = 0; u < gathered_.size(); ++u)
+      if (!gathered_[u]) gather(u);
+}
+
+void ShardedDataParallel::after_forward(const NamedTensors& outputs, bool sync) {
+  if (reducer_) return reducer_->after_forward(outputs, sync);
+  if (options_.stage != 3 || model_has_unit_hooks_) return;
+  for (size_t u = 0; u < gathered_.size(); ++u) release(u);
+  for (const auto& entry : outputs)
+    if (entry.second.requires_grad())
+      entry.second.register_hook([this](const at::Tensor&) {
+        for (size_t u = 0; u < gathered_.size(); ++u)
+          if (!gathered_[u]) gather(u);
+      });
+}
+
+void ShardedDataParallel::sync_next_backward() {
+  if (reducer_) return reducer_->sync_next_backward();
+  sync_ = true;
+}
+
+void ShardedDataParallel::join_begin() {
+  fail(Status::Unsupported, "join_uneven_inputs is not supported with sharded data parallelism (zero_stage ",
+       options_.stage, "): give every process the same number of batches (even_batches)");
+}
+
+void ShardedDataParallel::join_end() { join_begin(); }
+
+at::Tensor ShardedDataParallel::my_slice(size_t unit, const at::Tensor& full) const {
+  const FlatUnit& u = layout_->units()[unit];
+  return full.narrow(0, u.my_begin(dist_->rank()), u.slice);
+}
+
+void ShardedDataParallel::allgather_into(const at::Tensor& full, const at::Tensor& mine, const std::string& name) {
+  if (dist_->backend() == Backend::Nccl) {
+    at::Tensor out = full, in = mine.contiguous();
+    return wait_collective(dist_->group()->_allgather_base(out, in), name);
+  }
+  const int64_t slice = mine.numel();
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int64_t r = 0; r < dist_->world_size(); ++r) outputs[0].push_back(full.narrow(0, r * slice, slice));
+  std::vector<at::Tensor> inputs{mine.contiguous()};
+  wait_collective(dist_->group()->allgather(outputs, inputs), name);
+}
+
+void ShardedDataParallel::gather(size_t unit) {
+  at::NoGradGuard no_grad;
+  const FlatUnit& u = layout_->units()[unit];
+  at::Tensor full = at::empty({u.padded()}, shard_params_[unit].options());
+  allgather_into(full, shard_params_[unit], kGather);
+  for (size_t k = 0; k < u.params.size(); ++k) {
+    const auto& shape = shapes_[u.params[k]];
+    params_[u.params[k]].set_data(full.narrow(0, u.offsets[k], c10::multiply_integers(shape)).view(shape));
+  }
+  gathered_[unit] = true;
+}
+
+void ShardedDataParallel::release(size_t unit) {
+  if (!gathered_[unit]) return;
+  const FlatUnit& u = layout_->units()[unit];
+  for (size_t k : u.params) {
+    at::Tensor& p = params_[k];
+    // An empty tensor, not freed storage: a stray read is a shape error, never a wild pointer.
+    p.set_data(at::empty({0}, p.options()));
+  }
+  gathered_[unit] = false;
+}
+
+void ShardedDataParallel::on_gradient_ready(size_t param) {
+  const size_t units = layout_->units().size();
+  if (!backward_started_) {
+    backward_started_ = true;
+    ready_count_.assign(units, 0);
+    launched_.assign(units, false);
+    next_launch_ = static_cast<int64_t>(units) - 1;
+    add_to_grads_ = grads_live_;
+    torch::autograd::Engine::get_default_engine().queue_callback([this] { finish_backward(); });
+  }
+  const size_t unit = layout_->unit_of(param);
+  if (++ready_count_[unit] < layout_->units()[unit].params.size()) return;
+  if (!sync_) {  // local accumulation: the full gradients stay
+    if (options_.stage == 3) release(unit);
+    return;
+  }
+  launched_[unit] = true;  // ready; launched below in order
+  // Every process must start the same reductions in the same order: the last unit first.
+  while (next_launch_ >= 0 && launched_[next_launch_]) launch_reduction(static_cast<size_t>(next_launch_--));
+  finish_reductions(false);
+}
+
+void ShardedDataParallel::launch_reduction(size_t unit) {
+  at::NoGradGuard no_grad;
+  const FlatUnit& u = layout_->units()[unit];
+  at::Tensor bucket = at::zeros({u.padded()}, shard_grads_[unit].options());
+  for (size_t k = 0; k < u.params.size(); ++k) {
+    at::Tensor& p = params_[u.params[k]];
+    if (p.grad().defined()) bucket.narrow(0, u.offsets[k], p.grad().numel()).copy_(p.grad().reshape({-1}));
+    p.mutable_grad().reset();  // the full gradient is not kept
+  }
+  if (options_.stage == 3) release(unit);
+  // As DDP's Reducer: each process's share divided in before the sum (a float multiply by 1/N).
+  at::Tensor sum = bucket.narrow(0, 0, u.numel);
+  sum.mul_(1.0 / static_cast<double>(dist_->world_size()));
+  Pending pending{unit, bucket, {}};
+  try {
+    if (dist_->backend() == Backend::Nccl) {
+      pending.bucket = at::empty({u.slice}, bucket.options());
+      pending.work = dist_->group()->_reduce_scatter_base(pending.bucket, bucket);
+    } else {
+      std::vector<at::Tensor> list{sum};  // the unpadded sum: the same collective as DDP's bucket
+      pending.work = dist_->group()->allreduce(list);
+    }
+  } catch (...) {
+    rethrow_collective_error(kReduce);
+  }
+  pending_.push_back(std::move(pending));
+}
+
+void ShardedDataParallel::finish_reductions(bool wait_all) {
+  size_t done = 0;
+  for (; done < pending_.size(); ++done) {
+    Pending& p = pending_[done];
+    if (!wait_all && !p.work->isCompleted()) break;
+    wait_collective(p.work, kReduce);
+    at::NoGradGuard no_grad;
+    const at::Tensor mine = dist_->backend() == Backend::Nccl ? p.bucket : my_slice(p.unit, p.bucket);
+    if (add_to_grads_) shard_grads_[p.unit].add_(mine);
+    else shard_grads_[p.unit].copy_(mine);
+  }
+  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
+}
+
+void ShardedDataParallel::finish_backward() {
+  backward_started_ = false;
+  if (sync_) {
+    // Units whose gradients never all arrived (parameters unused in this forward) count as zeros.
+    for (; next_launch_ >= 0; --next_launch_) launch_reduction(static_cast<size_t>(next_launch_));
+    finish_reductions(true);
+    grads_live_ = true;
+  }
+  if (options_.stage == 3)
+    for (size_t u = 0; u < gathered_.size(); ++u) release(u);
+}
+
+bool ShardedDataParallel::attach_piece_gradients() {
+  const auto& pieces = layout_->pieces();
+  if (options_.stage == 1) {
+    for (size_t i = 0; i < pieces.size(); ++i) {
+      const at::Tensor& grad = params_[pieces[i].param].grad();
+      if (!grad.defined()) return false;
+      pieces_[i].mutable_grad() = grad.reshape({-1}).narrow(0, pieces[i].begin, pieces[i].length);
+    }
+    return true;
+  }
+  if (!grads_live_) return false;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const FlatUnit& unit = layout_->units()[pieces[i].unit];
+    pieces_[i].mutable_grad() =
+        shard_grads_[pieces[i].unit].narrow(0, pieces[i].shard_pos - unit.shard_offset, pieces[i].length);
+  }
+  return true;
+}
+
+void ShardedDataParallel::after_step() {
+  if (options_.stage == 3) return;  // the next forward gathers the stepped shards
+  at::NoGradGuard no_grad;
+  for (size_t u = 0; u < full_.size(); ++u) allgather_into(full_[u], my_slice(u, full_[u]).clone(), kGather);
+}
+
+void ShardedDataParallel::zero_grad() {
+  for (auto& p : params_) p.mutable_grad().reset();
+  for (auto& piece : pieces_) piece.mutable_grad().reset();
+  grads_live_ = false;
+}
+
+double ShardedDataParallel::clip_grad_norm(double max_norm, double norm_type) {
+  std::vector<at::Tensor> grads;
+  if (attach_piece_gradients())
+    for (const auto& piece : pieces_) grads.push_back(piece.grad());
+  // Norms of this process's pieces, combined over processes: the p-th powers add up (the maximum
+  // for the infinity norm). The split into pieces changes the rounding of the sum, nothing else.
+  const bool infinite = std::isinf(norm_type);
+  return acc::clip_grad_norm(grads, max_norm, norm_type, [&](const at::Tensor& local) {
+    std::vector<at::Tensor> list{(infinite ? local : local.pow(norm_type)).reshape({1}).to(dist_->device())};
+    c10d::AllreduceOptions options;
+    options.reduceOp = infinite ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
+    wait_collective(dist_->group()->allreduce(list, options), "clip_grad_norm (total norm)");
+    at::Tensor total = list[0].to(local.device()).reshape({});
+    return infinite ? total : total.pow(1.0 / norm_type);
+  });
+}
+
+NamedTensors ShardedDataParallel::full_state_dict() {
+  if (options_.stage != 3) return model_->state_dict();
+  std::unordered_map<std::string, at::Tensor> full;
+  for (size_t u = 0; u < gathered_.size(); ++u) {
+    const bool was_gathered = gathered_[u];
+    if (!was_gathered) gather(u);
+    for (size_t i : layout_->units()[u].params) full[names_[i]] = params_[i].detach().clone();
+    if (!was_gathered) release(u);
+  }
+  NamedTensors out;
+  for (auto& entry : model_->state_dict()) {
+    auto it = full.find(entry.first);
+    out.emplace_back(entry.first, it != full.end() ? it->second : entry.second);
+  }
+  return out;
+}
+
+void ShardedDataParallel::check_full_state_dict(const NamedTensors& state) const {
+  if (options_.stage != 3) {
+    model_->check_state_dict(state, true);
+    return;
+  }
+  // The trainable parameters are empty at rest: their shapes are checked against the ones kept.
+  std::unordered_map<std::string, at::Tensor> by_name(state.begin(), state.end());
+  std::unordered_map<std::string, size_t> trainable;
+  for (size_t i = 0; i < names_.size(); ++i) trainable.emplace(names_[i], i);
+  NamedTensors rest;
+  for (const auto& entry : state) {
+    auto t = trainable.find(entry.first);
+    if (t == trainable.end()) {
+      rest.push_back(entry);
+      continue;
+    }
+    require(entry.second.sizes() == c10::IntArrayRef(shapes_[t->second]), "'", entry.first, "' has shape ",
+            entry.second.sizes(), ", the model's is ", c10::IntArrayRef(shapes_[t->second]));
+  }
+  for (const auto& name : names_) require(by_name.count(name), "the state lacks '", name, "'");
+  // Strict over the rest: every frozen parameter and buffer, nothing unknown.
+  NamedTensors live;
+  for (const auto& entry : model_->state_dict())
+    if (!trainable.count(entry.first)) live.push_back(entry);
+  std::unordered_map<std::string, bool> known;
+  for (const auto& entry : live) known[entry.first] = true;
+  for (const auto& entry : rest) require(known.count(entry.first), "the model has no '", entry.first, "'");
+  model_->check_state_dict(rest, false);
+  for (const auto& entry : live) require(by_name.count(entry.first), "the state lacks '", entry.first, "'");
+}
+
+void ShardedDataParallel::load_full_state_dict(const NamedTensors& state) {
+  check_full_state_dict(state);
+  if (options_.stage != 3) {
+    model_->load_state_dict(state, true);
+    return;
+  }
+  std::unordered_map<std::string, at::Tensor> by_name(state.begin(), state.end());
+  std::unordered_map<std::string, bool> trainable;
+  for (const auto& name : names_) trainable[name] = true;
+  NamedTensors rest;
+  for (const auto& entry : state)
+    if (!trainable.count(entry.first)) rest.push_back(entry);
+  model_->load_state_dict(rest, false);
+  at::NoGradGuard no_grad;
+  for (size_t u = 0; u < shard_params_.size(); ++u) {
+    const FlatUnit& unit = layout_->units()[u];
+    at::Tensor full = at::zeros({unit.padded()}, shard_params_[u].options());
+    for (size_t k = 0; k < unit.params.size(); ++k) {
+      const at::Tensor& value = by_name.at(names_[unit.params[k]]);
+      full.narrow(0, unit.offsets[k], value.numel()).copy_(value.reshape({-1}));
+    }
+    shard_params_[u].copy_(my_slice(u, full));
+  }
+}
+
+NamedTensors ShardedDataParallel::replicated_state_dict() const {
+  std::unordered_map<std::string, bool> trainable;
+  for (const auto& name : names_) trainable[name] = true;
+  NamedTensors out;
+  for (const auto& entry : model_->state_dict())
+    if (!trainable.count(entry.first)) out.push_back(entry);
+  return out;
+}
+
+void ShardedDataParallel::check_shard_state(const NamedTensors& state) const {
+  std::unordered_map<std::string, at::Tensor> by_name(state.begin(), state.end());
+  for (size_t u = 0; u < shard_params_.size(); ++u) {
+    const std::string key = "unit." + std::to_string(u);
+    auto it = by_name.find(key);
+    require(it != by_name.end(), "the shard lacks '", key, "'");
+    require(it->second.dim() == 1 && it->second.numel() == shard_params_[u].numel() &&
+                it->second.scalar_type() == shard_params_[u].scalar_type(),
+            "'", key, "' is not this process's slice of unit ", u, " (", shard_params_[u].numel(), " elements of ",
+            shard_params_[u].scalar_type(), ")");
+    by_name.erase(it);
+  }
+  NamedTensors rest(by_name.begin(), by_name.end());
+  model_->check_state_dict(rest, false);
+  for (const auto& entry : replicated_state_dict()) require(by_name.count(entry.first), "the shard lacks '", entry.first, "'");
+  require(rest.size() == replicated_state_dict().size(), "the shard holds tensors the model does not have");
+}
+
+void ShardedDataParallel::load_shard_state(const NamedTensors& state) {
+  check_shard_state(state);
+  at::NoGradGuard no_grad;
+  NamedTensors rest;
+  for (const auto& entry : state) {
+    if (entry.first.rfind("unit.", 0) == 0) shard_params_[std::stoul(entry.first.substr(5))].copy_(entry.second);
+    else rest.push_back(entry);
+  }
+  model_->load_state_dict(rest, false);
+}
+
+}  // namespace acc

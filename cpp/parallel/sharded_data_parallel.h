@@ -1,0 +1,134 @@
+// Sharded data parallelism on c10d (DeepSpeed's ZeRO stages, FSDP's sharding strategies): each of
+// N processes owns a contiguous 1/N of every unit of flattened parameters (parallel/flat_layout.h)
+// and keeps optimizer state only for what it owns (parallel/sharded_optimizer.h).
+//   stage 1 (ZeRO-1): gradients are averaged as DDP does (its Reducer); each process steps its slice
+//                     and the updated parameters are all-gathered.
+//   stage 2 (ZeRO-2, SHARD_GRAD_OP): DDP's buckets are reduced during backward as their gradients
+//                     become ready; a process keeps only its slice of each averaged bucket and drops
+//                     the full gradients.
+//   stage 3 (ZeRO-3, FULL_SHARD): parameters are sharded at rest too; a unit's parameters are
+//                     gathered just before its forward and again before its backward, and freed
+//                     after each. Units: a spec model's layers; a TorchScript model is one unit.
+// Collectives: NCCL reduce-scatters and all-gathers flat tensors; Gloo has no reduce-scatter in
+// libtorch 1.13, so a bucket is all-reduced (DDP's traffic) and each process keeps its slice.
+#pragma once
+
+#include <torch/csrc/autograd/function.h>
+
+#include <memory>
+#include <vector>
+
+#include "model/model.h"
+#include "parallel/data_parallel.h"
+#include "parallel/flat_layout.h"
+#include "parallel/parallel_engine.h"
+#include "state/distributed.h"
+
+namespace acc {
+
+struct ShardingOptions {
+  int stage = 1;                    // 1, 2 or 3
+  bool offload_optimizer = false;   // the optimizer's slice and state in CPU memory
+  bool offload_params = false;      // stage 3: parameter shards in CPU memory
+  bool full_state_dict = true;      // checkpoints: consolidated (FULL_STATE_DICT) or per process (SHARDED_STATE_DICT)
+  DataParallelOptions data_parallel;  // stage 1's Reducer; bucket_cap_mb makes stage 2's buckets
+};
+
+class ShardedDataParallel final : public ParallelEngine {
+ public:
+  // Broadcasts parameters and buffers from rank 0, flattens the trainable parameters into units and
+  // (stage 3) frees everything but this process's shard.
+  ShardedDataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distributed> dist, ShardingOptions options);
+  ~ShardedDataParallel() override;
+
+  bool every_forward() const override { return options_.stage == 3; }
+  void before_forward(bool sync) override;
+  void after_forward(const NamedTensors& outputs, bool sync) override;
+  void sync_next_backward() override;
+  void join_begin() override;
+  void join_end() override;
+
+  const ShardingOptions& options() const { return options_; }
+  const FlatLayout& layout() const { return *layout_; }
+  const std::shared_ptr<Distributed>& distributed() const { return dist_; }
+  // The trainable parameters, in the model's order, and their names.
+  const std::vector<at::Tensor>& params() const { return params_; }
+  const std::vector<std::string>& names() const { return names_; }
+  const std::vector<std::vector<int64_t>>& shapes() const { return shapes_; }
+  // Stage 3: each unit's slice of the parameters (what a SHARDED_STATE_DICT checkpoint holds).
+  const std::vector<at::Tensor>& shard_params() const { return shard_params_; }
+  // 1-D tensors aliasing what this process owns of each parameter (layout().pieces() order): the
+  // optimizer steps them in place.
+  const std::vector<at::Tensor>& pieces() const { return pieces_; }
+  // Points each piece's gradient at this process's share of the averaged gradients; false when no
+  // backward has produced one since zero_grad.
+  bool attach_piece_gradients();
+  // After the optimizer stepped the pieces: stages 1 and 2 all-gather the updated parameters.
+  void after_step();
+  void zero_grad();
+  // torch's clip_grad_norm_ over the gradients of every process's pieces (stages 2 and 3: the full
+  // gradients no longer exist); returns the total norm.
+  double clip_grad_norm(double max_norm, double norm_type);
+  // The full parameters and buffers (a collective: every process calls it; stage 3 gathers unit by
+  // unit into new tensors).
+  NamedTensors full_state_dict();
+  // Throws unless `state` holds every parameter and buffer with the model's shapes.
+  void check_full_state_dict(const NamedTensors& state) const;
+  // Copies full values in (each process keeps its slice under stage 3); checks first.
+  void load_full_state_dict(const NamedTensors& state);
+  // The replicated part of the state: frozen parameters and buffers.
+  NamedTensors replicated_state_dict() const;
+  // Stage 3's SHARDED_STATE_DICT: "unit.<u>" (this process's slice of unit u) plus the replicated state.
+  void check_shard_state(const NamedTensors& state) const;
+  void load_shard_state(const NamedTensors& state);
+  // Makes the allgather public for consolidating optimizer state: `full` (every process's slice of
+  // a unit, padded) from `mine`.
+  void allgather(const at::Tensor& full, const at::Tensor& mine, const std::string& name) {
+    allgather_into(full, mine, name);
+  }
+
+ private:
+  void gather(size_t unit);   // stage 3: the unit's full parameters, from every process's slice
+  void release(size_t unit);  // stage 3: back to the shard only
+  void on_gradient_ready(size_t param);
+  void launch_reduction(size_t unit);
+  void finish_reductions(bool wait_all);
+  void finish_backward();
+  at::Tensor my_slice(size_t unit, const at::Tensor& full) const;
+  void allgather_into(const at::Tensor& full, const at::Tensor& mine, const std::string& name);
+
+  std::shared_ptr<Model> model_;
+  std::shared_ptr<Distributed> dist_;
+  ShardingOptions options_;
+  std::vector<at::Tensor> params_;
+  std::vector<std::string> names_;
+  std::vector<std::vector<int64_t>> shapes_;  // stage 3 empties the parameters at rest
+  std::vector<at::Tensor> buffers_;
+  std::unique_ptr<FlatLayout> layout_;
+  std::vector<at::Tensor> pieces_;
+  std::unique_ptr<DataParallel> reducer_;  // stage 1
+  // Stages 1 and 2: each unit's full flat parameters (the parameters are views of it).
+  std::vector<at::Tensor> full_;
+  // Stage 3: each unit's slice of the parameters; stages 2 and 3: of the averaged gradients.
+  std::vector<at::Tensor> shard_params_, shard_grads_;
+  std::vector<bool> gathered_;
+  bool model_has_unit_hooks_ = false;
+  // The backward in progress.
+  bool sync_ = true;
+  bool backward_started_ = false;
+  bool grads_live_ = false;  // shard_grads_ hold a backward's result (zero_grad clears)
+  bool add_to_grads_ = false;
+  std::vector<size_t> ready_count_;
+  std::vector<bool> launched_;
+  int64_t next_launch_ = -1;
+  struct Pending {
+    size_t unit;
+    at::Tensor bucket;
+    c10::intrusive_ptr<c10d::Work> work;
+  };
+  std::vector<Pending> pending_;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<uintptr_t> hook_keys_;
+};
+
+}  // namespace acc
