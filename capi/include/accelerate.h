@@ -673,7 +673,9 @@ ACC_API void acc_accelerator_free(acc_accelerator *acc);
 
 /* The device prepared objects live on ("cpu", "cuda:0"); owned by the caller (acc_string_free). */
 ACC_API ACC_NODISCARD acc_status acc_accelerator_device(const acc_accelerator *acc, char **out);
-/* Accelerate's DistributedType name: "NO", "MULTI_CPU" or "MULTI_GPU". Static string. */
+/* Accelerate's DistributedType name: "NO", "MULTI_CPU" or "MULTI_GPU"; a sharded job on several
+ * processes (zero_stage 1-3) is "FSDP" when Accelerate's FSDP settings chose it, else "DEEPSPEED".
+ * Static string. */
 ACC_API ACC_NODISCARD acc_status acc_accelerator_distributed_type(const acc_accelerator *acc, const char **out);
 /* "no", "bf16" or "fp16". Static string. */
 ACC_API ACC_NODISCARD acc_status acc_accelerator_mixed_precision(const acc_accelerator *acc, const char **out);

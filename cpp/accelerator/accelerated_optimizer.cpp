@@ -13,8 +13,11 @@ void AcceleratedOptimizer::step() {
     step_was_skipped_ = false;
     return;
   }
+  inner_->attach_gradients();
   scaler_->unscale(inner_->gradients(), this);  // a no-op for gradients clipping already unscaled
-  step_was_skipped_ = scaler_->found_inf(this);
+  const bool found = scaler_->found_inf(this);
+  step_was_skipped_ = inner_->on_any_process(found);
+  if (step_was_skipped_ != found) scaler_->set_found_inf(this, step_was_skipped_);
   if (!step_was_skipped_) inner_->step();
   scaler_->note_optimizer_step();
 }

@@ -28,6 +28,8 @@ class AcceleratedOptimizer final : public Optimizer {
   void step() override;
   void zero_grad() override;
   torch::optim::Optimizer& impl() override { return inner_->impl(); }
+  void attach_gradients() override { inner_->attach_gradients(); }
+  bool on_any_process(bool found) override { return inner_->on_any_process(found); }
   std::shared_ptr<Model> model() const override { return inner_->model(); }
 
   // Whether the last step was skipped (fp16 overflow); a scheduler then does not step.

@@ -65,6 +65,7 @@ const char* Accelerator::mixed_precision_name() const {
 
 const char* Accelerator::distributed_type() const {
   if (!dist_) return "NO";
+  if (config_.zero_stage > 0) return config_.sharding_kind == "FSDP" ? "FSDP" : "DEEPSPEED";
   return device_.is_cuda() ? "MULTI_GPU" : "MULTI_CPU";
 }
 
@@ -198,8 +199,7 @@ double Accelerator::clip_grad_norm(const std::shared_ptr<Model>& model, double m
   require(norm_type > 0, "norm_type must be positive (or infinity), got ", norm_type);
   auto wrapper = std::dynamic_pointer_cast<PreparedModel>(wrapped_model(model));
   if (auto engine = wrapper ? wrapper->sharded() : nullptr; engine && engine->options().stage >= 2) {
-    engine->attach_piece_gradients();
-    unscale_gradients(nullptr);  // the optimizers' pieces hold this process's gradients
+    unscale_gradients(nullptr);  // the optimizers' slices hold this process's gradients
     return engine->clip_grad_norm(max_norm, norm_type);
   }
   const std::vector<at::Tensor> grads = model->gradients();
@@ -295,13 +295,18 @@ void Accelerator::save_model(const std::shared_ptr<Model>& model, const std::str
 void Accelerator::unscale_gradients(const std::shared_ptr<Optimizer>& optimizer) {
   if (!scaler_) return;
   if (!optimizer) {
-    for (const auto& opt : live_optimizers()) scaler_->unscale(opt->gradients(), opt.get());
+    for (const auto& opt : live_optimizers()) {
+      opt->attach_gradients();
+      scaler_->unscale(opt->gradients(), opt.get());
+    }
     return;
   }
   // Overflow is recorded under the prepared optimizer, whose step reads it.
   auto prepared = std::dynamic_pointer_cast<AcceleratedOptimizer>(optimizer);
   if (!prepared) prepared = optimizers_.find(optimizer);
-  scaler_->unscale(optimizer->gradients(), prepared ? static_cast<const void*>(prepared.get()) : optimizer.get());
+  Optimizer& target = prepared ? static_cast<Optimizer&>(*prepared) : *optimizer;
+  target.attach_gradients();
+  scaler_->unscale(target.gradients(), &target);
 }
 
 void Accelerator::unscale_model_gradients(const std::shared_ptr<Model>& model, const std::vector<at::Tensor>& grads) {

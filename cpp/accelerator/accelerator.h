@@ -155,7 +155,10 @@ class Accelerator {
   // and the manifest that describes them; loading checks a saved manifest against this one.
   CheckpointParts checkpoint_parts() const;
   nlohmann::json checkpoint_manifest() const;
-  std::function<void()> check_checkpoint_manifest(const nlohmann::json& manifest, const std::string& path);
+  // other_process_count: set when the checkpoint, saved by another number of processes, can load
+  // here all the same (consolidated, not sharded: see load_state).
+  std::function<void()> check_checkpoint_manifest(const nlohmann::json& manifest, const std::string& path,
+                                                  bool& other_process_count);
   bool writes_shared_files() const { return config_.save_on_each_node ? is_local_main_process() : is_main_process(); }
   // Prepared objects still alive, in prepare order (the order of their checkpoint files).
   std::vector<std::shared_ptr<PreparedModel>> live_models() const { return models_.live(); }

@@ -10,6 +10,9 @@
 //   random_states_<rank>.safetensors                    each process's RNG states
 //   dataloader_state_<rank>.json                        each process's loader positions
 //   accelerate_state.json                               the manifest, written last
+#include <cstdio>
+#include <filesystem>
+
 #include "accelerator/accelerator.h"
 #include "accelerator/registered_object_part.h"
 #include "checkpoint/checkpoint_dir.h"
@@ -81,14 +84,27 @@ json Accelerator::checkpoint_manifest() const {
           {"scaler", scaler_ != nullptr}};
 }
 
-std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifest, const std::string& path) {
+std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifest, const std::string& path,
+                                                             bool& other_process_count) {
   const auto version = json_field<int>(manifest, "format_version", path);
   if (version != kFormatVersion)
     fail(Status::VersionMismatch, path, ": checkpoint format ", version, ", this library reads ", kFormatVersion);
   const auto saved_processes = json_field_at_least<int64_t>(manifest, "num_processes", path, 1);
-  if (saved_processes != num_processes())
-    fail(Status::InvalidArgument, path, ": the checkpoint was saved by ", saved_processes, " processes, this job has ",
-         num_processes());
+  if (saved_processes != num_processes()) {
+    // Consolidated weights and optimizer state fit any number of processes; shards do not, and
+    // each process's RNG streams and loader positions have no counterpart: they stay as they are.
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    for (const auto& entry : std::filesystem::directory_iterator(dir))
+      if (entry.path().filename().string().find("_shard_") != std::string::npos)
+        fail(Status::InvalidArgument, path, ": the checkpoint was saved as shards (SHARDED_STATE_DICT) by ",
+             saved_processes, " processes, this job has ", num_processes(),
+             " (save with FULL_STATE_DICT to resume on another number of processes)");
+    other_process_count = true;
+    if (is_main_process())
+      std::fprintf(stderr, "accelerate: loading a checkpoint of %lld processes on %lld: weights, optimizer, scheduler "
+                   "and scaler states are restored; random states and data loader positions are not\n",
+                   static_cast<long long>(saved_processes), static_cast<long long>(num_processes()));
+  }
   const json live = checkpoint_manifest();
   for (const char* key : {"models", "optimizers", "schedulers", "dataloaders", "custom_objects"}) {
     const auto saved = json_field<size_t>(manifest, key, path);
@@ -147,8 +163,8 @@ std::string Accelerator::load_state(const std::string& dir) {
              " is in the middle of an epoch: load the checkpoint before iterating it");
   };
   load.hooks = load_hooks_;
-  load.check_manifest = [this](const json& manifest, const std::string& path) {
-    return check_checkpoint_manifest(manifest, path);
+  load.check_manifest = [this, &load](const json& manifest, const std::string& path) {
+    return check_checkpoint_manifest(manifest, path, load.other_process_count);
   };
   load_accelerator_state(load, checkpoint_parts(), collectives_);
   return load.source;

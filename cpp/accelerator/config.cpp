@@ -70,7 +70,10 @@ void read_sharding_env(const Options& o, AcceleratorConfig& c) {
   } else {
     return;
   }
-  if (!o.has("zero_stage")) c.zero_stage = stage;
+  if (!o.has("zero_stage")) {
+    c.zero_stage = stage;
+    c.sharding_kind = env_true("ACCELERATE_USE_FSDP") ? "FSDP" : "DEEPSPEED";
+  }
   if (!o.has("offload_optimizer")) c.offload_optimizer = offload_optimizer;
   if (!o.has("offload_params")) c.offload_params = offload_params;
   if (!o.has("state_dict_type") && state_dict_type) c.state_dict_type = *state_dict_type;

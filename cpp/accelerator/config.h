@@ -49,6 +49,9 @@ struct AcceleratorConfig {
   bool offload_optimizer = false;
   bool offload_params = false;
   std::string state_dict_type = "FULL_STATE_DICT";
+  // Accelerate's DistributedType for a sharded job: "FSDP" when FSDP's variables chose the stage,
+  // else "DEEPSPEED" (ZeRO's stages are DeepSpeed's names).
+  std::string sharding_kind = "DEEPSPEED";
 };
 
 // Precedence: an option the program set > ACCELERATE_USE_CPU / ACCELERATE_MIXED_PRECISION /

@@ -42,7 +42,7 @@ void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& p
   });
 }
 
-void load_accelerator_state(const CheckpointLoad& load, const CheckpointParts& parts, Collectives& collectives) {
+void load_accelerator_state(CheckpointLoad& load, const CheckpointParts& parts, Collectives& collectives) {
   const std::string& source = load.source;
   // Everything is read and checked first, on every process; nothing has changed if any fails.
   std::vector<StagedLoad> staged;
@@ -55,7 +55,9 @@ void load_accelerator_state(const CheckpointLoad& load, const CheckpointParts& p
     if (!fs::exists(manifest_path))
       fail(Status::Io, "'", source, "' is not a complete checkpoint (", kCheckpointManifest, " is missing)");
     if (load.check_manifest) apply_manifest = load.check_manifest(read_json(manifest_path), manifest_path);
-    for (const auto& part : parts) staged.push_back(part->load(join_path(source, part->file())));
+    for (const auto& part : parts)
+      if (!(load.other_process_count && part->process_local()))
+        staged.push_back(part->load(join_path(source, part->file())));
   });
   // Parts that can only be checked by loading them go first; if any refuses (on any process), those
   // loaded are rolled back and nothing else has changed.

@@ -35,9 +35,12 @@ struct CheckpointLoad {
   // Checks the manifest (its path for messages) against the live state; returns what to apply with
   // the parts (may be empty).
   std::function<std::function<void()>(const nlohmann::json& manifest, const std::string& path)> check_manifest;
+  // Set by check_manifest when the checkpoint comes from another number of processes: parts that
+  // are process_local() are then not read.
+  bool other_process_count = false;
 };
 
 void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& parts, Collectives& collectives);
-void load_accelerator_state(const CheckpointLoad& load, const CheckpointParts& parts, Collectives& collectives);
+void load_accelerator_state(CheckpointLoad& load, const CheckpointParts& parts, Collectives& collectives);
 
 }  // namespace acc

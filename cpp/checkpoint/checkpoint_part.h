@@ -27,6 +27,9 @@ class CheckpointPart {
   // Each process writes and reads its own file (RNG states, loader positions); otherwise the file
   // is shared: written by the main process, read by every process.
   virtual bool per_process() const { return false; }
+  // State of one process's run (RNG streams, loader positions): loading a checkpoint on another
+  // number of processes leaves it as it is. Shards of the model's state are per process but not this.
+  virtual bool process_local() const { return per_process(); }
   // A step every process runs before any file is written: a collective that gathers what the writer
   // saves (sharded state consolidated into one file). Most parts have nothing to gather.
   virtual void collect() {}

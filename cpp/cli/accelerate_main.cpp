@@ -52,6 +52,14 @@ void add_launch_options(CLI::App* app, LaunchArgs& a) {
       ->check(CLI::Range(0.0, 3600.0));
   app->add_flag("!--no_prefix", f.prefix_output, "do not prefix output lines with the rank");
   app->add_option("-m,--module", a.module, "run a Python module: python3 -m MODULE ARGS");
+  // Sharded data parallelism, with Accelerate's flag names (values are checked when resolved).
+  app->add_flag("--use_fsdp", f.use_fsdp, "shard as FSDP does (see --fsdp_sharding_strategy)");
+  for (const char* key : {"fsdp_sharding_strategy", "fsdp_offload_params", "fsdp_state_dict_type", "fsdp_auto_wrap_policy",
+                          "fsdp_version", "fsdp_reshard_after_forward"})
+    app->add_option(std::string("--") + key, f.fsdp[key], "FSDP: as fsdp_config's key");
+  app->add_flag("--use_deepspeed", f.use_deepspeed, "shard as DeepSpeed's ZeRO does (see --zero_stage)");
+  for (const char* key : {"zero_stage", "offload_optimizer_device", "offload_param_device"})
+    app->add_option(std::string("--") + key, f.deepspeed[key], "DeepSpeed: as deepspeed_config's key");
 }
 
 // Usage errors, and errors in the config file, exit 2; others 1.

@@ -20,6 +20,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/options.h"
+#include "config/sharding_config.h"
 #include "state/process_env.h"
 
 namespace acc {
@@ -29,8 +30,8 @@ namespace {
 // for nothing (false, 'no', null, [] or {}) is accepted silently; any other value is warned about.
 const std::map<std::string, std::string>& ignored_keys() {
   static const std::map<std::string, std::string> keys = {
-      {"deepspeed_config", "DeepSpeed is Python-only"},
-      {"fsdp_config", "FSDP is not implemented; data parallelism (DDP) is used"},
+      {"deepspeed_config", "distributed_type is not DEEPSPEED"},
+      {"fsdp_config", "distributed_type is not FSDP"},
       {"tp_config", "tensor parallelism is not implemented"},
       {"megatron_lm_config", "Megatron-LM is Python-only"},
       {"ipex_config", "IPEX is Python-only"},
@@ -223,9 +224,9 @@ bool read_typed(ClusterConfig& c, const Reader& r, const std::string& key, const
       r.bad(v, key, "LOCAL_MACHINE (this runtime launches on machines it runs on; SageMaker is not supported)");
   } else if (key == "distributed_type") {
     c.distributed_type = r.choice(v, key, {"NO", "MULTI_CPU", "MULTI_GPU", "DEEPSPEED", "FSDP", "MEGATRON_LM"});
-    if (c.distributed_type != "NO" && c.distributed_type != "MULTI_CPU" && c.distributed_type != "MULTI_GPU")
-      c.warnings.push_back("distributed_type " + c.distributed_type +
-                           " is not supported; data parallelism (MULTI_GPU, or MULTI_CPU with use_cpu) is used");
+    if (c.distributed_type == "MEGATRON_LM")
+      c.warnings.push_back("distributed_type MEGATRON_LM is not supported; data parallelism (MULTI_GPU, or MULTI_CPU "
+                           "with use_cpu) is used");
   } else if (key == "mixed_precision") {
     // PyYAML reads an unquoted `no` as false; Accelerate turns that back into "no".
     const std::string s = r.text(v, key);
@@ -353,14 +354,30 @@ ClusterConfig parse_config_text(const std::string& text, const std::string& orig
   }
   if (!entries.count("distributed_type"))
     fail(Status::InvalidArgument, origin, ": distributed_type is missing (NO, MULTI_CPU or MULTI_GPU)");
+  // The sharding section that distributed_type selects becomes the launcher's variables.
+  const std::string type = entries.at("distributed_type").IsScalar() ? entries.at("distributed_type").Scalar() : "";
+  const std::string section = type == "FSDP" ? "fsdp_config" : type == "DEEPSPEED" ? "deepspeed_config" : "";
   std::vector<std::string> unknown;
   for (const auto& [key, value] : entries) {
     if (value.IsNull() && key != "distributed_type") continue;  // Accelerate's None: not set
     if (read_typed(c, reader, key, value)) continue;
+    if (key == section) {
+      c.other[key] = node_text(value);
+      if (!value.IsMap()) reader.bad(value, key, "a mapping of settings");
+      SettingMap settings;
+      for (const auto& kv : value)
+        settings[kv.first.as<std::string>()] = kv.second.IsScalar() ? kv.second.Scalar() : node_text(kv.second);
+      c.sharding_env = type == "FSDP" ? fsdp_environment(settings, origin + ": " + key, c.warnings)
+                                      : deepspeed_environment(settings, origin + ": " + key, c.warnings);
+      continue;
+    }
     c.other[key] = node_text(value);
     auto known = ignored_keys().find(key);
     if (known == ignored_keys().end()) unknown.push_back(key);
     else if (!is_neutral(value)) c.warnings.push_back(key + " is ignored (" + known->second + ")");
+  }
+  if (!section.empty() && c.sharding_env.empty()) {  // the section is missing: Accelerate's defaults
+    c.sharding_env = type == "FSDP" ? fsdp_environment({}, origin, c.warnings) : deepspeed_environment({}, origin, c.warnings);
   }
   if (!unknown.empty()) {
     std::string list;

@@ -16,7 +16,7 @@ namespace acc {
 // kept as YAML text in `other`, so that a file read and written back loses nothing.
 struct ClusterConfig {
   std::string compute_environment = "LOCAL_MACHINE";
-  std::string distributed_type = "NO";  // NO, MULTI_CPU, MULTI_GPU (DEEPSPEED/FSDP/MEGATRON_LM: DDP)
+  std::string distributed_type = "NO";  // NO, MULTI_CPU, MULTI_GPU, FSDP, DEEPSPEED (MEGATRON_LM: DDP)
   std::string mixed_precision = "no";   // no, fp16, bf16
   bool use_cpu = false;
   bool debug = false;
@@ -32,6 +32,9 @@ struct ClusterConfig {
   bool enable_cpu_affinity = false;
   std::optional<int> gradient_accumulation_steps;  // this runtime's key; Accelerate's has none
   std::map<std::string, std::string> other;        // key -> YAML text of its value
+  // distributed_type FSDP / DEEPSPEED: the variables Accelerate's launcher sets from fsdp_config /
+  // deepspeed_config (config/sharding_config.h).
+  std::map<std::string, std::string> sharding_env;
 
   std::set<std::string> present;      // the keys the file had (after legacy keys were converted)
   std::vector<std::string> warnings;  // what the file asks for that this runtime ignores

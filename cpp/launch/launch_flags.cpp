@@ -1,5 +1,8 @@
 #include "launch/launch_flags.h"
 
+#include "common/error.h"
+#include "config/sharding_config.h"
+
 namespace acc {
 
 LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<ClusterConfig>& file,
@@ -17,6 +20,7 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
     c.debug = file->debug;
     if (file->gpu_ids && *file->gpu_ids != "all") c.gpu_ids = file->gpu_ids;
     c.config_file = config_path;
+    c.sharding_env = file->sharding_env;
   }
   if (f.num_processes) c.num_processes = *f.num_processes;
   if (f.num_machines) c.num_machines = *f.num_machines;
@@ -33,6 +37,28 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
   if (f.max_restarts) c.max_restarts = *f.max_restarts;
   if (f.kill_timeout_seconds) c.kill_timeout_seconds = *f.kill_timeout_seconds;
   c.prefix_output = f.prefix_output;
+  // A sharding flag overrides the file's key by key (fsdp_config / deepspeed_config then the flags).
+  auto given = [](const std::map<std::string, std::string>& flags) {
+    std::map<std::string, std::string> out;
+    for (const auto& [key, value] : flags)
+      if (!value.empty()) out[key] = value;
+    return out;
+  };
+  require(!(f.use_fsdp && f.use_deepspeed), "--use_fsdp and --use_deepspeed exclude each other");
+  if (f.use_fsdp || f.use_deepspeed || !given(f.fsdp).empty() || !given(f.deepspeed).empty()) {
+    const bool fsdp = f.use_fsdp || (!f.use_deepspeed && !given(f.fsdp).empty());
+    require(fsdp ? given(f.deepspeed).empty() : given(f.fsdp).empty(),
+            "DeepSpeed and FSDP flags cannot be mixed");
+    require(f.use_fsdp || f.use_deepspeed || (file && !file->sharding_env.empty()),
+            fsdp ? "FSDP flags need --use_fsdp (or a config file with distributed_type FSDP)"
+                 : "DeepSpeed flags need --use_deepspeed (or a config file with distributed_type DEEPSPEED)");
+    std::vector<std::string> warnings;
+    auto env = fsdp ? fsdp_environment(given(f.fsdp), "accelerate launch flags", warnings)
+                    : deepspeed_environment(given(f.deepspeed), "accelerate launch flags", warnings);
+    const bool same_kind = file && file->sharding_env.count(fsdp ? "ACCELERATE_USE_FSDP" : "ACCELERATE_USE_DEEPSPEED");
+    if (!same_kind) c.sharding_env.clear();
+    for (auto& [key, value] : env) c.sharding_env[key] = value;
+  }
   // Port 0 is Accelerate's "pick a free one", which on one machine is what no port means.
   if (c.main_process_port == 0 && c.num_machines == 1) c.main_process_port.reset();
   c.command = std::move(command);

@@ -2,6 +2,7 @@
 // file: a flag given > the config file > the default.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,6 +29,10 @@ struct LaunchFlags {
   std::optional<int> max_restarts;
   std::optional<double> kill_timeout_seconds;
   bool prefix_output = true;
+  // --use_fsdp / --use_deepspeed and their settings (empty values: not given).
+  bool use_fsdp = false;
+  bool use_deepspeed = false;
+  std::map<std::string, std::string> fsdp, deepspeed;
 };
 
 // The launch configuration from the flags and the config file (none: defaults only) found at

@@ -218,6 +218,7 @@ std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
       {"TORCHELASTIC_MAX_RESTARTS", std::to_string(c.max_restarts)},
   };
+  env.insert(c.sharding_env.begin(), c.sharding_env.end());
   if (c.mixed_precision) env["ACCELERATE_MIXED_PRECISION"] = *c.mixed_precision;
   if (c.gradient_accumulation_steps)
     env["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"] = std::to_string(*c.gradient_accumulation_steps);

@@ -26,6 +26,8 @@ struct LaunchConfig {
   double kill_timeout_seconds = 5.0;  // after a failure: SIGTERM, then SIGKILL after this long
   bool prefix_output = true;          // "[rank N] " before each line when several processes run
   std::vector<std::string> command;   // program and arguments
+  // FSDP / DeepSpeed settings as Accelerate's launcher variables (config/sharding_config.h).
+  std::map<std::string, std::string> sharding_env;
 };
 
 // Checks the configuration; usage errors throw acc::Error(InvalidArgument) with what to fix.

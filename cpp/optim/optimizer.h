@@ -29,6 +29,12 @@ class Optimizer {
   virtual void zero_grad() = 0;  // set_to_none, as PyTorch's default and Accelerate's
   virtual torch::optim::Optimizer& impl() = 0;
   virtual std::shared_ptr<Model> model() const = 0;
+  // Makes gradients() current before the step reads them (a sharded optimizer attaches its slices
+  // of the averaged gradients); most optimizers' parameters hold theirs already.
+  virtual void attach_gradients() {}
+  // Whether `found` (inf/nan among this optimizer's gradients) holds on any process: a sharded
+  // optimizer sees only its slices, and every process must skip or take the step alike.
+  virtual bool on_any_process(bool found) { return found; }
   // The gradients its parameters have (aliasing them).
   std::vector<at::Tensor> gradients();
   // add_param_group for the trainable parameters whose names match `patterns` (NamePatterns);

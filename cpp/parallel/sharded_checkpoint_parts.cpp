@@ -58,6 +58,7 @@ class ShardedWeightsPart final : public CheckpointPart {
     return full_ ? indexed_name("model", index_, ".safetensors") : shard_name("model", index_, engine_->layout().rank());
   }
   bool per_process() const override { return !full_; }
+  bool process_local() const override { return false; }
   void collect() override {
     if (full_) state_ = engine_->full_state_dict();
   }
@@ -116,6 +117,7 @@ class ShardedOptimizerPart final : public CheckpointPart {
                  : shard_name("optimizer", index_, engine_->layout().rank());
   }
   bool per_process() const override { return !full_; }
+  bool process_local() const override { return false; }
   void collect() override {
     if (full_) consolidated_ = consolidate();
   }

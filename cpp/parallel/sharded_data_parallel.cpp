@@ -306,6 +306,8 @@ void ShardedDataParallel::finish_backward() {
 
 bool ShardedDataParallel::attach_piece_gradients() {
   const auto& pieces = layout_->pieces();
+  // Attached once per step: the GradScaler divides each gradient tensor once, known by identity.
+  if (!pieces_.empty() && pieces_.front().grad().defined()) return true;
   if (options_.stage == 1) {
     for (size_t i = 0; i < pieces.size(); ++i) {
       const at::Tensor& grad = params_[pieces[i].param].grad();

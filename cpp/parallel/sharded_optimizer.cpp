@@ -78,6 +78,15 @@ void ShardedOptimizer::step() {
   engine_->after_step();
 }
 
+bool ShardedOptimizer::on_any_process(bool found) {
+  auto& dist = *engine_->distributed();
+  std::vector<at::Tensor> flag{at::full({1}, found ? 1.0f : 0.0f, at::TensorOptions().device(dist.device()))};
+  c10d::AllreduceOptions options;
+  options.reduceOp = c10d::ReduceOp::MAX;
+  wait_collective(dist.group()->allreduce(flag, options), "optimizer step (inf/nan check over shards)");
+  return flag[0].item<float>() != 0.0f;
+}
+
 void ShardedOptimizer::zero_grad() {
   inner_->zero_grad();
   engine_->zero_grad();

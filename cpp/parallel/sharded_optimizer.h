@@ -26,6 +26,8 @@ class ShardedOptimizer final : public Optimizer {
   void set_lr(size_t group, double lr) override { inner_->set_lr(group, lr); }
   double default_lr() const override { return inner_->default_lr(); }
   void step() override;
+  void attach_gradients() override { engine_->attach_piece_gradients(); }
+  bool on_any_process(bool found) override;
   void zero_grad() override;
   torch::optim::Optimizer& impl() override { return inner_->impl(); }
   // The pieces, named after their parameters (optimizer state is saved and checked by these names).

@@ -50,6 +50,12 @@ bool GradScaler::found_inf(const void* key) const {
   return it != found_inf_.end() && it->second.item<float>() != 0.0f;
 }
 
+void GradScaler::set_found_inf(const void* key, bool found) {
+  at::Tensor& flag = found_inf_[key];
+  if (!flag.defined()) flag = at::zeros({1}, scale_.options());
+  flag.fill_(found ? 1.0 : 0.0);
+}
+
 bool GradScaler::found_inf() const {
   for (const auto& entry : found_inf_)
     if (entry.second.item<float>() != 0.0f) return true;

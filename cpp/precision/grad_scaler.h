@@ -36,6 +36,8 @@ class GradScaler {
   // Whether gradients unscaled under `key` in this step held inf/nan; without a key, any.
   bool found_inf(const void* key) const;
   bool found_inf() const;
+  // Records under `key` what the processes agreed on (a sharded optimizer's slices differ).
+  void set_found_inf(const void* key, bool found);
   // An optimizer stepped (or skipped its step): the scale updates before the next scale() call.
   void note_optimizer_step() { stepped_ = true; }
   // Applies a pending update now (before reading the state for a checkpoint).

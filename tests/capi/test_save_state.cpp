@@ -476,7 +476,13 @@ TEST(LoadState, CheckpointsOfOtherJobsAreRefused) {
     text.replace(at, 18, "\"num_processes\": 4");
     std::ofstream(dir + "/accelerate_state.json") << text;
   }
-  expect_refused(dir, ACC_ERR_INVALID_ARGUMENT, "saved by 4 processes");
+  {
+    // Consolidated state fits any number of processes (random states and loader positions stay).
+    Training other({});
+    EXPECT_EQ(acc_load_state(other.acc, dir.c_str(), nullptr), ACC_OK) << acc_last_error_message();
+  }
+  std::ofstream(dir + "/optimizer_shard_3.safetensors") << "shard";  // shards do not
+  expect_refused(dir, ACC_ERR_INVALID_ARGUMENT, "saved as shards (SHARDED_STATE_DICT) by 4 processes");
 
   // Weights of another shape: the model file does not fit, and nothing was changed.
   dir = saved_checkpoint("shapes");

@@ -327,3 +327,119 @@ TEST(Sharded, EachProcessHoldsOnlyItsShare) {
     if (g_rank == 0) std::filesystem::remove_all(dir);
   }
 }
+
+// Run by CTest under `accelerate launch` with FSDP or DeepSpeed flags or config files:
+// ACC_TEST_EXPECT_SHARDING="<distributed type>:<stage>" is what those settings must give.
+TEST(Sharded, LauncherSettingsChooseTheStage) {
+  const char* expect = std::getenv("ACC_TEST_EXPECT_SHARDING");
+  if (!expect) GTEST_SKIP() << "runs under accelerate launch with sharding flags (ACC_TEST_EXPECT_SHARDING)";
+  const std::string text = expect;
+  const std::string type = text.substr(0, text.find(':'));
+  const int stage = std::stoi(text.substr(text.find(':') + 1));
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  const char* got = nullptr;
+  ACC_ASSERT_OK(acc_accelerator_distributed_type(acc, &got));
+  EXPECT_STREQ(got, type.c_str());
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(kShardNet, &model));
+  ACC_ASSERT_OK(acc_prepare(acc, &model, nullptr, nullptr, nullptr));
+  acc_tensor* w = nullptr;
+  ACC_ASSERT_OK(acc_model_parameter(model, "2.weight", &w));
+  int64_t numel = -1;
+  ACC_ASSERT_OK(acc_tensor_numel(w, &numel));
+  EXPECT_EQ(numel, stage == 3 ? 0 : 15) << "stage 3 leaves parameters empty at rest";
+  acc_tensor_free(w);
+  acc_model_free(model);
+  acc_accelerator_free(acc);
+}
+
+// A consolidated checkpoint saved by one job loads on a job of another size: CTest runs the export
+// on 3 processes (ACC_TEST_SHARDED_EXPORT) and the import on 2 (ACC_TEST_SHARDED_IMPORT).
+TEST(Sharded, ConsolidatedCheckpointForAnotherProcessCount) {
+  const char* dir = std::getenv("ACC_TEST_SHARDED_EXPORT");
+  if (!dir) GTEST_SKIP() << "the export half of a CTest pair (ACC_TEST_SHARDED_EXPORT)";
+  Job job(3, Settings{});
+  for (int i = 0; i < 3; ++i) job.micro_step();
+  ACC_ASSERT_OK(acc_save_state(job.acc, dir, nullptr));
+}
+
+TEST(Sharded, LoadsACheckpointOfAnotherProcessCount) {
+  const char* dir = std::getenv("ACC_TEST_SHARDED_IMPORT");
+  if (!dir) GTEST_SKIP() << "the import half of a CTest pair (ACC_TEST_SHARDED_IMPORT)";
+  for (int stage : {0, 2, 3}) {
+    SCOPED_TRACE("zero_stage " + std::to_string(stage));
+    Job job(stage, Settings{});
+    ACC_ASSERT_OK(acc_load_state(job.acc, dir, nullptr));
+    EXPECT_EQ(max_difference(job.weights(), file_tensors(std::string(dir) + "/model.safetensors")), 0.0);
+    // Adam's state came along: one more step equals a DDP job's from the same checkpoint.
+    Job ddp(0, Settings{});
+    ACC_ASSERT_OK(acc_load_state(ddp.acc, dir, nullptr));
+    job.micro_step();
+    ddp.micro_step();
+    EXPECT_LE(max_difference(job.weights(), ddp.weights()), stage == 3 ? 1e-6 : 0.0);
+  }
+}
+
+namespace {
+
+// PyTorch's exported classifier (fc1, fc2; forward(x, labels) -> (logits, loss)), trained for 3
+// steps on this process's rows under zero_stage `stage`; its weights afterwards.
+std::map<std::string, std::vector<float>> train_torchscript(int stage) {
+  acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", std::to_string(stage)}});
+  acc_model* model = nullptr;
+  acc_optimizer* opt = nullptr;
+  EXPECT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/classifier.pt").c_str(), &model), ACC_OK)
+      << acc_last_error_message();
+  EXPECT_EQ(acc_optimizer_create(model, "adamw", nullptr, &opt), ACC_OK);
+  EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> x;
+    std::vector<int64_t> labels;
+    for (int64_t i = 0; i < 4; ++i) {
+      for (int f = 0; f < 4; ++f) x.push_back(std::sin(0.5f * static_cast<float>((g_rank * 4 + i) * 4 + f + step)));
+      labels.push_back((g_rank + i + step) % 3);
+    }
+    acc_tensor* xt = floats(x, {4, 4});
+    acc_tensor* yt = acc_test::longs(labels, {4});
+    const acc_tensor* inputs[] = {xt, yt};
+    acc_tensor_list* outputs = nullptr;
+    acc_tensor* loss = nullptr;
+    EXPECT_EQ(acc_model_forward(model, inputs, 2, ACC_FORWARD_DEFAULT, &outputs), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_tensor_list_get(outputs, 1, &loss), ACC_OK);
+    EXPECT_EQ(acc_backward(acc, loss), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_optimizer_step(opt), ACC_OK);
+    EXPECT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+    acc_tensor_free(loss);
+    acc_tensor_list_free(outputs);
+    acc_tensor_free(xt);
+    acc_tensor_free(yt);
+  }
+  acc_tensor_list* list = nullptr;
+  EXPECT_EQ(acc_get_state_dict(acc, model, 1, &list), ACC_OK);
+  std::map<std::string, std::vector<float>> out;
+  size_t n = 0;
+  EXPECT_EQ(acc_tensor_list_size(list, &n), ACC_OK);
+  for (size_t i = 0; i < n; ++i) {
+    const char* name = nullptr;
+    acc_tensor* t = nullptr;
+    EXPECT_EQ(acc_tensor_list_name(list, i, &name), ACC_OK);
+    EXPECT_EQ(acc_tensor_list_get(list, i, &t), ACC_OK);
+    out[name] = to_floats(t);
+    acc_tensor_free(t);
+  }
+  acc_tensor_list_free(list);
+  acc_optimizer_free(opt);
+  acc_model_free(model);
+  acc_accelerator_free(acc);
+  return out;
+}
+
+}  // namespace
+
+// A TorchScript model is one unit: gathered whole before its forward and its backward.
+TEST(Sharded, TorchScriptModelsShardAsOneUnit) {
+  const auto ddp = train_torchscript(0);
+  for (int stage : {1, 2, 3})
+    EXPECT_LE(max_difference(ddp, train_torchscript(stage)), same_reduction_order(stage) ? 0.0 : 1e-5)
+        << "zero_stage " << stage;
+}

@@ -1,0 +1,142 @@
+// Sharded data parallelism against DDP, in one run (start it with accelerate-launch): for DDP and
+// zero_stage 1, 2, 3 (and 3 with offload_params, which on the CPU changes nothing: the state is in
+// CPU memory already) each process builds the same ~59M-parameter MLP, trains it with AdamW, and
+// reports
+//   - the peak resident memory its model, gradients and optimizer state cost: the peak RSS over
+//     prepare and the timed steps (VmHWM, reset through /proc/self/clear_refs before the model is
+//     made) minus the RSS before it; batches are tiny so activations are negligible;
+//   - the median step time (forward, backward, step, zero_grad).
+//
+//   accelerate-launch --num_processes N bench_sharded [--quick]
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+
+namespace {
+
+const std::vector<int64_t> kWidths = {1024, 4096, 4096, 4096, 4096, 1024};  // 58.7M parameters
+const std::vector<int64_t> kQuickWidths = {64, 256, 64};
+constexpr int64_t kRows = 8;
+
+// A /proc/self/status field in MiB.
+double status_mib(const char* field) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field, 0) == 0) return std::stod(line.substr(std::strlen(field))) / 1024.0;
+  return 0;
+}
+
+void reset_peak() {
+  std::ofstream("/proc/self/clear_refs") << "5";  // VmHWM := VmRSS
+}
+
+struct Run {
+  const char* name;
+  const char* stage;
+  const char* offload;
+  double mib = 0, us = 0;
+};
+
+void measure(Run& run, const std::vector<int64_t>& widths, int steps, int64_t rank) {
+  reset_peak();
+  const double before = status_mib("VmRSS:");
+  acc_options* o = nullptr;
+  OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
+  OK(acc_options_set(o, "zero_stage", run.stage));
+  OK(acc_options_set(o, "offload_params", run.offload));
+  OK(acc_options_set(o, "offload_optimizer", run.offload));
+  acc_accelerator* acc = nullptr;
+  OK(acc_accelerator_create(o, &acc));
+  acc_options_free(o);
+  OK(acc_set_seed(1));
+  acc_model* model = nullptr;
+  acc_optimizer* opt = nullptr;
+  OK(acc_model_from_spec(mlp_spec(widths).c_str(), &model));
+  OK(acc_optimizer_create(model, "adamw", nullptr, &opt));
+  OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
+  std::vector<float> xs(static_cast<size_t>(kRows * widths.front()), 0.5f);
+  std::vector<int64_t> ys(kRows, rank % widths.back());
+  const int64_t xdims[] = {kRows, widths.front()}, ydims[] = {kRows};
+  acc_tensor *x = nullptr, *y = nullptr;
+  OK(acc_tensor_from_host(xs.data(), xs.size() * sizeof(float), xdims, 2, ACC_DTYPE_FLOAT32, &x));
+  OK(acc_tensor_from_host(ys.data(), ys.size() * sizeof(int64_t), ydims, 1, ACC_DTYPE_INT64, &y));
+  struct Loop {
+    acc_accelerator* acc;
+    acc_model* model;
+    acc_optimizer* opt;
+    acc_tensor *x, *y;
+    void step() {
+      acc_tensor *logits = nullptr, *loss = nullptr;
+      OK(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &logits));
+      OK(acc_loss_cross_entropy(logits, y, ACC_REDUCTION_MEAN, 0.0, &loss));
+      OK(acc_backward(acc, loss));
+      OK(acc_optimizer_step(opt));
+      OK(acc_optimizer_zero_grad(opt));
+      acc_tensor_free(logits);
+      acc_tensor_free(loss);
+    }
+  } loop{acc, model, opt, x, y};
+  loop.step();  // Adam's state is made on the first step
+  std::vector<double> times;
+  for (int i = 0; i < steps; ++i) times.push_back(time_steps(loop, 1));
+  run.us = median(times);
+  run.mib = status_mib("VmHWM:") - before;
+  acc_tensor_free(x);
+  acc_tensor_free(y);
+  acc_optimizer_free(opt);
+  acc_model_free(model);
+  OK(acc_wait_for_everyone(acc));
+  acc_accelerator_free(acc);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  acc_accelerator* job = nullptr;
+  OK(acc_accelerator_create(nullptr, &job));  // joins the process group once, for the whole run
+  int64_t rank = 0, world = 1;
+  OK(acc_accelerator_process_index(job, &rank));
+  OK(acc_accelerator_num_processes(job, &world));
+  const auto& widths = quick ? kQuickWidths : kWidths;
+  std::vector<Run> runs = {{"DDP", "0", "false"},
+                           {"ZeRO-1", "1", "false"},
+                           {"ZeRO-2", "2", "false"},
+                           {"ZeRO-3", "3", "false"},
+                           {"ZeRO-3 + offload", "3", "true"}};
+  for (auto& run : runs) measure(run, widths, quick ? 2 : 7, rank);
+  // Each process's figures; the table shows the largest over processes.
+  for (auto& run : runs) {
+    float values[] = {static_cast<float>(run.mib), static_cast<float>(run.us)};
+    const int64_t dims[] = {2};
+    acc_tensor *t = nullptr, *all = nullptr;
+    OK(acc_tensor_from_host(values, sizeof values, dims, 1, ACC_DTYPE_FLOAT32, &t));
+    OK(acc_gather(job, t, "figures", &all));
+    std::vector<float> got(static_cast<size_t>(2 * world));
+    OK(acc_tensor_to_host(all, got.data(), got.size() * sizeof(float)));
+    run.mib = run.us = 0;
+    for (int64_t r = 0; r < world; ++r) {
+      run.mib = std::max(run.mib, static_cast<double>(got[2 * r]));
+      run.us = std::max(run.us, static_cast<double>(got[2 * r + 1]));
+    }
+    acc_tensor_free(t);
+    acc_tensor_free(all);
+  }
+  if (rank == 0) {
+    int64_t params = 0;
+    for (size_t i = 0; i + 1 < widths.size(); ++i) params += widths[i] * widths[i + 1] + widths[i + 1];
+    std::printf("sharded data parallelism on %lld processes, MLP of %.1fM parameters, AdamW, %lld rows per process\n",
+                static_cast<long long>(world), params / 1e6, static_cast<long long>(kRows));
+    std::printf("%-18s %14s %10s %12s %10s\n", "", "memory MiB", "vs DDP", "step ms", "vs DDP");
+    for (const auto& run : runs)
+      std::printf("%-18s %14.0f %10.3f %12.1f %10.3f\n", run.name, run.mib, run.mib / runs[0].mib, run.us / 1000,
+                  run.us / runs[0].us);
+  }
+  acc_accelerator_free(job);
+  return 0;
+}

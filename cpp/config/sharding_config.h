@@ -1,0 +1,25 @@
+// Accelerate's sharding settings, from a config file's fsdp_config / deepspeed_config or from
+// `accelerate launch --use_fsdp ... / --use_deepspeed ...`, turned into the environment variables
+// Accelerate's launcher gives its processes (ACCELERATE_USE_FSDP, FSDP_SHARDING_STRATEGY, ...;
+// ACCELERATE_USE_DEEPSPEED, ACCELERATE_DEEPSPEED_ZERO_STAGE, ...), which the accelerator reads
+// (accelerator/config.cpp). A value this runtime cannot honour is an error naming the key; keys
+// that tune what has no counterpart here are reported as ignored.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace acc {
+
+using SettingMap = std::map<std::string, std::string>;
+
+// `settings`: fsdp_config's keys (fsdp_sharding_strategy, fsdp_offload_params, fsdp_state_dict_type,
+// fsdp_auto_wrap_policy, fsdp_version, fsdp_reshard_after_forward, ...) as text. `origin` names the
+// file or the flags in errors; ignored keys are appended to `warnings`.
+SettingMap fsdp_environment(const SettingMap& settings, const std::string& origin, std::vector<std::string>& warnings);
+// deepspeed_config's keys (zero_stage, offload_optimizer_device, offload_param_device, ...).
+SettingMap deepspeed_environment(const SettingMap& settings, const std::string& origin,
+                                 std::vector<std::string>& warnings);
+
+}  // namespace acc
