@@ -1,5 +1,7 @@
 #include "optim/algorithm.h"
 
+#include <ATen/ATen.h>
+
 #include <cmath>
 #include <limits>
 
