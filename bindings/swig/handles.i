@@ -338,7 +338,8 @@ struct acc_accelerator {};
 /* ---- Optimizer and Scheduler ------------------------------------------------------------------ */
 
 %extend acc_optimizer {
-  /* algorithm "sgd", "adam" or "adamw"; opts may be null (PyTorch's defaults). */
+  /* algorithm "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion" or "adafactor"; opts may be null
+   * (PyTorch's defaults, or the reference code's for lion and adafactor). */
   acc_optimizer(acc_model *model, const char *algorithm, const acc_options *opts ERR) {
     acc_optimizer *out = nullptr;
     check(acc_optimizer_create(model, algorithm, opts, &out));

@@ -223,10 +223,22 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  * decides the keys it accepts); setting an unknown key or a value of the wrong type or range is
  * ACC_ERR_INVALID_ARGUMENT with a message that names the key.
  *
- * Keys of ACC_OPTIONS_OPTIMIZER (all optional; defaults are PyTorch's):
- *   lr (double, default 1e-3), weight_decay (double; 0, or 1e-2 for adamw), momentum (double, sgd),
- *   dampening (double, sgd), nesterov (bool, sgd), beta1, beta2 (double, adam/adamw),
- *   eps (double, adam/adamw), amsgrad (bool, adam/adamw).
+ * Keys of ACC_OPTIONS_OPTIMIZER (all optional; defaults are PyTorch's, or for lion and adafactor
+ * those of their reference code; a key the algorithm does not take is an error):
+ *   lr (double; default 1e-3 for sgd, adam, adamw; 1e-2 for rmsprop, adagrad; 1e-4 for lion; unset
+ *   for adafactor), weight_decay (double; 0, or 1e-2 for adamw; every algorithm),
+ *   momentum (double, sgd and rmsprop, default 0), dampening (double, sgd), nesterov (bool, sgd),
+ *   beta1, beta2 (double; adam/adamw 0.9, 0.999; lion 0.9, 0.99; adafactor takes beta1 alone:
+ *   unset, no first moment), eps (double; adam/adamw and rmsprop 1e-8, adagrad 1e-10),
+ *   amsgrad (bool, adam/adamw), alpha (double, rmsprop, default 0.99), centered (bool, rmsprop,
+ *   default false), lr_decay (double, adagrad, default 0), initial_accumulator_value (double,
+ *   adagrad, default 0).
+ *   adafactor (transformers' arguments): eps1, eps2 (double, its eps pair, default 1e-30 and 1e-3),
+ *   clip_threshold (double > 0, default 1), decay_rate (double <= 0, default -0.8),
+ *   scale_parameter (bool, default true: the step size is scaled by the parameter's RMS),
+ *   relative_step (bool, default true: a step size of min(1e-2, 1/sqrt(step)) instead of lr; lr
+ *   must then be unset, and relative_step false needs lr), warmup_init (bool, default false:
+ *   min(1e-6 * step, 1/sqrt(step)); needs relative_step).
  * Keys of ACC_OPTIONS_SCHEDULER:
  *   num_warmup_steps (int), num_training_steps (int), num_cycles (double, cosine, default 0.5),
  *   power (double, polynomial, default 1.0), lr_end (double, polynomial, default 1e-7),
@@ -495,8 +507,17 @@ ACC_API void acc_model_free(acc_model *model);
  * ---------------------------------------------------------------------------------------------- */
 
 /* An optimizer over every trainable parameter of `model`, in one parameter group.
- * algorithm: "sgd", "adam" or "adamw"; opts: an ACC_OPTIONS_OPTIMIZER object or NULL (defaults).
- * An option that the algorithm does not use (momentum for adam) is ACC_ERR_INVALID_ARGUMENT. */
+ * algorithm: "sgd", "adam", "adamw", "rmsprop", "adagrad" (PyTorch's, with its arithmetic),
+ * "lion" (Chen et al. 2023: p -= lr * sign(beta1 * m + (1 - beta1) * g), m tracks g with beta2,
+ * decoupled weight decay) or "adafactor" (transformers' Adafactor, Shazeer & Stern 2018: factored
+ * second moments of matrices, update clipping, a relative step size unless lr is given);
+ * opts: an ACC_OPTIONS_OPTIMIZER object or NULL (defaults).
+ * An option that the algorithm does not use (momentum for adam) is ACC_ERR_INVALID_ARGUMENT, as
+ * is a combination that PyTorch or transformers refuse (adafactor's lr with relative_step true).
+ * An adafactor group with relative_step has no learning rate: acc_optimizer_get_lr, _set_lr and
+ * schedulers over it are ACC_ERR_INVALID_ARGUMENT. The state that acc_save_state writes holds the
+ * fields PyTorch's state_dict names: step, exp_avg, exp_avg_sq, max_exp_avg_sq, momentum_buffer,
+ * square_avg, grad_avg, sum, and adafactor's exp_avg_sq_row, exp_avg_sq_col, RMS. */
 ACC_API ACC_NODISCARD acc_status acc_optimizer_create(acc_model *model, const char *algorithm, const acc_options *opts,
                                                    acc_optimizer **out);
 /* Moves the named parameters into a new parameter group whose hyper-parameters are the

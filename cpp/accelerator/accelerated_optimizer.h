@@ -21,6 +21,7 @@ class AcceleratedOptimizer final : public Optimizer {
     inner_->add_param_group(names, overrides);
   }
   const std::string& algorithm() const override { return inner_->algorithm(); }
+  bool elementwise() const override { return inner_->elementwise(); }
   size_t num_param_groups() const override { return inner_->num_param_groups(); }
   double lr(size_t group) const override { return inner_->lr(group); }
   void set_lr(size_t group, double lr) override { inner_->set_lr(group, lr); }

@@ -52,7 +52,8 @@ std::optional<bool> parse_bool(std::string text) {
 const std::vector<OptionSpec>& option_schema(OptionsKind kind) {
   using T = OptionType;
   static const std::vector<OptionSpec> optimizer = {
-      num("lr", T::Double, 1e-3, 0.0),
+      // Defaults differ between algorithms (cpp/optim/algorithm_*.cpp): none here.
+      num("lr", T::Double, std::nullopt, 0.0),
       num("weight_decay", T::Double, std::nullopt, 0.0),
       num("momentum", T::Double, std::nullopt, 0.0),
       num("dampening", T::Double, std::nullopt, 0.0),
@@ -61,6 +62,17 @@ const std::vector<OptionSpec>& option_schema(OptionsKind kind) {
       num("beta2", T::Double, std::nullopt, 0.0, 1.0),
       num("eps", T::Double, std::nullopt, 0.0),
       num("amsgrad", T::Bool, std::nullopt, std::nullopt),
+      num("alpha", T::Double, std::nullopt, 0.0),
+      num("centered", T::Bool, std::nullopt, std::nullopt),
+      num("lr_decay", T::Double, std::nullopt, 0.0),
+      num("initial_accumulator_value", T::Double, std::nullopt, 0.0),
+      num("eps1", T::Double, std::nullopt, 0.0),
+      num("eps2", T::Double, std::nullopt, 0.0),
+      num("clip_threshold", T::Double, std::nullopt, 0.0),
+      num("decay_rate", T::Double, std::nullopt, std::nullopt, 0.0),
+      num("scale_parameter", T::Bool, std::nullopt, std::nullopt),
+      num("relative_step", T::Bool, std::nullopt, std::nullopt),
+      num("warmup_init", T::Bool, std::nullopt, std::nullopt),
   };
   static const std::vector<OptionSpec> scheduler = {
       num("num_warmup_steps", T::Int, int64_t{0}, 0.0),

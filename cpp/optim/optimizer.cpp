@@ -1,25 +1,14 @@
 #include "optim/optimizer.h"
 
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
-#include <torch/optim/sgd.h>
-
+#include <algorithm>
+#include <cmath>
 #include <set>
 
+#include "common/compat.h"
 #include "common/error.h"
+#include "optim/algorithm.h"
 
 namespace acc {
-namespace {
-
-const std::set<std::string>& keys_for(const std::string& algorithm) {
-  static const std::set<std::string> sgd = {"lr", "weight_decay", "momentum", "dampening", "nesterov"};
-  static const std::set<std::string> adam = {"lr", "weight_decay", "beta1", "beta2", "eps", "amsgrad"};
-  if (algorithm == "sgd") return sgd;
-  if (algorithm == "adam" || algorithm == "adamw") return adam;
-  fail(Status::InvalidArgument, "unknown optimizer '", algorithm, "' (known: sgd, adam, adamw)");
-}
-
-}  // namespace
 
 std::vector<at::Tensor> Optimizer::gradients() {
   std::vector<at::Tensor> grads;
@@ -30,47 +19,29 @@ std::vector<at::Tensor> Optimizer::gradients() {
 }
 
 TorchOptimizer::TorchOptimizer(std::shared_ptr<Model> model, const std::string& algorithm, const Options& options)
-    : model_(std::move(model)), algorithm_(algorithm), options_(options) {
+    : model_(std::move(model)), algorithm_(&optimizer_algorithm(algorithm)), options_(options) {
   require(options.kind() == OptionsKind::Optimizer, "optimizer options must be of kind optimizer, got ",
           options_kind_name(options.kind()));
   auto defaults = make_options(options_);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(model_->trainable_parameters());
-  if (algorithm_ == "sgd")
-    impl_ = std::make_unique<torch::optim::SGD>(groups, static_cast<torch::optim::SGDOptions&>(*defaults));
-  else if (algorithm_ == "adam")
-    impl_ = std::make_unique<torch::optim::Adam>(groups, static_cast<torch::optim::AdamOptions&>(*defaults));
-  else
-    impl_ = std::make_unique<torch::optim::AdamW>(groups, static_cast<torch::optim::AdamWOptions&>(*defaults));
+  impl_ = algorithm_->make_optimizer(std::move(groups), *defaults);
 }
 
+const std::string& TorchOptimizer::algorithm() const { return algorithm_->name(); }
+
+bool TorchOptimizer::elementwise() const { return algorithm_->elementwise(); }
+
 std::unique_ptr<torch::optim::OptimizerOptions> TorchOptimizer::make_options(const Options& o) const {
-  const auto& allowed = keys_for(algorithm_);
-  for (const auto& key : o.keys_set())
-    require(allowed.count(key), "option '", key, "' does not apply to the ", algorithm_, " optimizer");
-  const double lr = o.get_double("lr");
-  if (algorithm_ == "sgd") {
-    torch::optim::SGDOptions sgd(lr);
-    sgd.momentum(o.get_double("momentum", 0.0))
-        .dampening(o.get_double("dampening", 0.0))
-        .weight_decay(o.get_double("weight_decay", 0.0))
-        .nesterov(o.get_bool("nesterov", false));
-    require(!sgd.nesterov() || (sgd.momentum() > 0 && sgd.dampening() == 0),
-            "nesterov momentum requires momentum > 0 and dampening = 0");
-    return std::make_unique<torch::optim::SGDOptions>(sgd);
+  const auto& allowed = algorithm_->keys();
+  for (const auto& key : o.keys_set()) {
+    if (allowed.count(key)) continue;
+    std::string list;
+    for (const auto& k : allowed) list += (list.empty() ? "" : ", ") + k;
+    fail(Status::InvalidArgument, "option '", key, "' does not apply to the ", algorithm(), " optimizer (it takes ",
+         list, ")");
   }
-  const auto betas = std::make_tuple(o.get_double("beta1", 0.9), o.get_double("beta2", 0.999));
-  require(std::get<0>(betas) < 1.0 && std::get<1>(betas) < 1.0, "beta1 and beta2 must be below 1");
-  if (algorithm_ == "adam") {
-    torch::optim::AdamOptions adam(lr);
-    adam.betas(betas).eps(o.get_double("eps", 1e-8)).weight_decay(o.get_double("weight_decay", 0.0)).amsgrad(
-        o.get_bool("amsgrad", false));
-    return std::make_unique<torch::optim::AdamOptions>(adam);
-  }
-  torch::optim::AdamWOptions adamw(lr);
-  adamw.betas(betas).eps(o.get_double("eps", 1e-8)).weight_decay(o.get_double("weight_decay", 1e-2)).amsgrad(
-      o.get_bool("amsgrad", false));
-  return std::make_unique<torch::optim::AdamWOptions>(adamw);
+  return algorithm_->make_options(o);
 }
 
 size_t Optimizer::add_param_group_matching(const std::string& patterns, const Options& overrides) {
@@ -88,6 +59,7 @@ void TorchOptimizer::add_param_group(const std::vector<std::string>& names, cons
   require(!names.empty(), "a parameter group needs at least one parameter name");
   Options merged = options_;
   for (const auto& key : overrides.keys_set()) merged.set_from_text(key, overrides.get_text(key));
+  auto options = make_options(merged);  // before anything moves: bad options change nothing
 
   std::vector<at::Tensor> moved;
   std::set<const c10::TensorImpl*> moving;
@@ -103,7 +75,13 @@ void TorchOptimizer::add_param_group(const std::vector<std::string>& names, cons
                                 [&](const at::Tensor& p) { return moving.count(p.unsafeGetTensorImpl()) > 0; }),
                  params.end());
   }
-  impl_->add_param_group(torch::optim::OptimizerParamGroup(moved, make_options(merged)));
+  // State kept from the start (Adagrad's accumulator) is made again with the new group's options
+  // (torch::optim refuses a new group's parameter that has state).
+  for (const auto& p : moved) impl_->state().erase(compat::optimizer_state_key(p));
+  impl_->add_param_group(torch::optim::OptimizerParamGroup(moved, std::move(options)));
+  const auto& group = impl_->param_groups().back().options();
+  for (const auto& p : moved)
+    if (auto state = algorithm_->initial_state(p, group)) impl_->state()[compat::optimizer_state_key(p)] = std::move(state);
 }
 
 size_t TorchOptimizer::num_param_groups() const { return impl_->param_groups().size(); }

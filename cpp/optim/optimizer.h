@@ -1,4 +1,5 @@
-// Optimizers over a model's parameters: SGD, Adam, AdamW (torch::optim), with parameter groups.
+// Optimizers over a model's parameters, with parameter groups: SGD, Adam, AdamW, RMSprop, Adagrad
+// (torch::optim's), Lion and Adafactor (torch::optim optimizers of ours, cpp/optim/lion.h, adafactor.h).
 #pragma once
 
 #include <torch/optim/optimizer.h>
@@ -12,14 +13,21 @@
 
 namespace acc {
 
+class OptimizerAlgorithm;
+
 // What the C API and schedulers see of an optimizer; the Accelerator's wrapper is one too.
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
   // Moves the named parameters into a new group with the optimizer's options plus `overrides`.
   virtual void add_param_group(const std::vector<std::string>& names, const Options& overrides) = 0;
-  // "sgd", "adam" or "adamw".
+  // "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion" or "adafactor".
   virtual const std::string& algorithm() const = 0;
+  // Whether each element's update depends only on that element's gradient and state, so that a
+  // contiguous slice of the flattened parameters can be stepped on its own (ZeRO sharding keeps
+  // state only for its slice). True for all but Adafactor, whose row/column moments span a whole
+  // matrix and whose step size scales with the RMS of the whole parameter.
+  virtual bool elementwise() const = 0;
   virtual size_t num_param_groups() const = 0;
   virtual double lr(size_t group) const = 0;
   virtual void set_lr(size_t group, double lr) = 0;
@@ -42,18 +50,19 @@ class Optimizer {
   size_t add_param_group_matching(const std::string& patterns, const Options& overrides);
 };
 
-// SGD, Adam or AdamW of torch::optim.
+// A torch::optim::Optimizer chosen by name (cpp/optim/algorithm.h).
 class TorchOptimizer final : public Optimizer {
  public:
-  // algorithm: "sgd", "adam" or "adamw". Every trainable parameter goes into group 0.
+  // algorithm: one of Optimizer::algorithm()'s names. Every trainable parameter goes into group 0.
   TorchOptimizer(std::shared_ptr<Model> model, const std::string& algorithm, const Options& options);
 
   void add_param_group(const std::vector<std::string>& names, const Options& overrides) override;
-  const std::string& algorithm() const override { return algorithm_; }
+  const std::string& algorithm() const override;
+  bool elementwise() const override;
   size_t num_param_groups() const override;
   double lr(size_t group) const override;
   void set_lr(size_t group, double lr) override;
-  double default_lr() const override { return options_.get_double("lr"); }
+  double default_lr() const override { return impl_->defaults().get_lr(); }
   void step() override;
   void zero_grad() override;
   torch::optim::Optimizer& impl() override { return *impl_; }
@@ -64,7 +73,7 @@ class TorchOptimizer final : public Optimizer {
   void check_group(size_t group) const;
 
   std::shared_ptr<Model> model_;
-  std::string algorithm_;
+  const OptimizerAlgorithm* algorithm_;
   Options options_;
   std::unique_ptr<torch::optim::Optimizer> impl_;
   bool stepped_ = false;

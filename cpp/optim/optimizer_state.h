@@ -19,11 +19,13 @@ struct OptimizerSnapshot {
 
 OptimizerSnapshot snapshot_optimizer(Optimizer& optimizer);
 
-// Checks a snapshot against the optimizer (same algorithm, groups of the same parameters, tensors of
-// the parameters' shapes) and returns what applies it; the optimizer is untouched until that runs.
-// `source` names the snapshot in error messages.
-// Moves the per-parameter state (momentum, Adam moments) to a device (prepare's device placement).
+// Moves the per-parameter state (momentum, moments) to a device (prepare's device placement).
 void move_optimizer_state(Optimizer& optimizer, const c10::Device& device);
+
+// Checks a snapshot against the optimizer (same algorithm, groups of the same parameters and
+// hyper-parameters in range, exactly the state fields the algorithm keeps, of the shapes it keeps
+// them in) and returns what applies it; the optimizer is untouched until that runs.
+// `source` names the snapshot in error messages.
 
 std::function<void()> prepare_optimizer_restore(Optimizer& optimizer, const OptimizerSnapshot& snapshot,
                                                 const std::string& source);

@@ -1,0 +1,54 @@
+#include "optim/algorithm.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <limits>
+
+#include "common/error.h"
+
+namespace acc {
+
+const OptimizerAlgorithm& optimizer_algorithm(const std::string& name) {
+  using namespace algorithm_detail;
+  static const std::vector<const OptimizerAlgorithm*> all = {&sgd(),     &adam(), &adamw(),    &rmsprop(),
+                                                             &adagrad(), &lion(), &adafactor()};
+  std::string known;
+  for (const auto* a : all) {
+    if (a->name() == name) return *a;
+    known += (known.empty() ? "" : ", ") + a->name();
+  }
+  fail(Status::InvalidArgument, "unknown optimizer '", name, "' (known: ", known, ")");
+}
+
+namespace algorithm_detail {
+
+void check_number(const nlohmann::json& j, const char* key, double min, double max, bool max_inclusive,
+                  const std::string& where, bool nullable) {
+  require(j.contains(key), where, ": '", key, "' is missing");
+  if (nullable && j[key].is_null()) return;
+  require(j[key].is_number(), where, ": '", key, "' must be a number", nullable ? " or null" : "");
+  const double v = j[key].get<double>();
+  require(std::isfinite(v) && v >= min && (max_inclusive ? v <= max : v < max), where, ": '", key, "' is ", v,
+          ", outside [", min, ", ", max, max_inclusive ? "]" : ")");
+}
+
+void check_flag(const nlohmann::json& j, const char* key, const std::string& where) {
+  require(j.contains(key) && j[key].is_boolean(), where, ": '", key, "' must be true or false");
+}
+
+at::Tensor step_tensor(int64_t step) { return at::scalar_tensor(step, at::kLong); }
+
+int64_t step_value(const StateFields& fields) { return fields.at("step").item<int64_t>(); }
+
+void put(StateFields& fields, const char* key, const at::Tensor& t) {
+  if (t.defined()) fields[key] = t;
+}
+
+at::Tensor get(const StateFields& fields, const char* key) {
+  auto it = fields.find(key);
+  return it == fields.end() ? at::Tensor() : it->second;
+}
+
+}  // namespace algorithm_detail
+}  // namespace acc

@@ -1,0 +1,86 @@
+// What differs between optimizer algorithms, each described in one place: the option keys it takes,
+// its torch::optim options and optimizer, its group hyper-parameters as JSON and its per-parameter
+// state as named tensors (the fields of a checkpoint, named as PyTorch's state_dict names them).
+// TorchOptimizer and the optimizer checkpoint code work through this and know no algorithm by name.
+#pragma once
+
+#include <torch/optim/optimizer.h>
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/options.h"
+
+namespace acc {
+
+// A parameter's state by field name; counters ("step") are 0-dim int64 tensors.
+using StateFields = std::map<std::string, at::Tensor>;
+
+class OptimizerAlgorithm {
+ public:
+  virtual ~OptimizerAlgorithm() = default;
+
+  virtual const std::string& name() const = 0;
+  // The ACC_OPTIONS_OPTIMIZER keys it takes; another key set is an error.
+  virtual const std::set<std::string>& keys() const = 0;
+  // See Optimizer::elementwise.
+  virtual bool elementwise() const { return true; }
+
+  // torch::optim options from options whose keys are checked; values out of range are errors.
+  virtual std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& options) const = 0;
+  virtual std::unique_ptr<torch::optim::Optimizer> make_optimizer(
+      std::vector<torch::optim::OptimizerParamGroup> groups, const torch::optim::OptimizerOptions& defaults) const = 0;
+  // The state a parameter has before its first step, made from its group's options, where the
+  // algorithm keeps one (Adagrad's accumulator); null where state starts at the first step.
+  virtual std::unique_ptr<torch::optim::OptimizerParamState> initial_state(
+      const at::Tensor& /*param*/, const torch::optim::OptimizerOptions& /*group*/) const {
+    return nullptr;
+  }
+
+  // A group's hyper-parameters for the checkpoint's metadata, their check (the ranges the
+  // optimizer itself accepts; `where` names the group in errors) and their application.
+  virtual nlohmann::json options_to_json(const torch::optim::OptimizerOptions& options) const = 0;
+  virtual void check_options_json(const nlohmann::json& j, const std::string& where) const = 0;
+  virtual void set_options_from_json(torch::optim::OptimizerOptions& options, const nlohmann::json& j) const = 0;
+
+  // The fields of a state (undefined tensors left out), and a state from such fields.
+  virtual StateFields state_fields(const torch::optim::OptimizerParamState& state) const = 0;
+  virtual std::unique_ptr<torch::optim::OptimizerParamState> make_state(const StateFields& fields) const = 0;
+  // Exactly the fields a saved state of `param` holds, with their shapes, when its group's saved
+  // options are `group` (checked already).
+  virtual std::map<std::string, std::vector<int64_t>> state_shapes(const nlohmann::json& group,
+                                                                   const at::Tensor& param) const = 0;
+  // The dtype of its state tensors for a parameter.
+  virtual at::ScalarType state_dtype(const at::Tensor& param) const { return param.scalar_type(); }
+};
+
+// "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor"; another name is an error that
+// lists them.
+const OptimizerAlgorithm& optimizer_algorithm(const std::string& name);
+
+// Helpers for the descriptions.
+namespace algorithm_detail {
+// A number of `j` in [min, max] (max excluded unless max_inclusive); null allowed when nullable.
+void check_number(const nlohmann::json& j, const char* key, double min, double max, bool max_inclusive,
+                  const std::string& where, bool nullable = false);
+void check_flag(const nlohmann::json& j, const char* key, const std::string& where);
+at::Tensor step_tensor(int64_t step);
+int64_t step_value(const StateFields& fields);
+// fields[key] where the tensor is defined.
+void put(StateFields& fields, const char* key, const at::Tensor& t);
+at::Tensor get(const StateFields& fields, const char* key);  // undefined when absent
+const OptimizerAlgorithm& sgd();
+const OptimizerAlgorithm& adam();
+const OptimizerAlgorithm& adamw();
+const OptimizerAlgorithm& rmsprop();
+const OptimizerAlgorithm& adagrad();
+const OptimizerAlgorithm& lion();
+const OptimizerAlgorithm& adafactor();
+}  // namespace algorithm_detail
+
+}  // namespace acc

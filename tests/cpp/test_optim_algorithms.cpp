@@ -1,0 +1,150 @@
+// The optimizer algorithms seen from C++: which are elementwise (ZeRO sharding relies on it), how
+// a saved state is checked before it is applied, state moved between devices, and Adafactor over
+// bf16 parameters (updated in float32, as transformers does).
+#include <gtest/gtest.h>
+
+#include <torch/torch.h>
+
+#include "common/error.h"
+#include "optim/optimizer.h"
+#include "optim/optimizer_state.h"
+
+namespace {
+
+const char* kSpec = R"([{"type":"linear","in_features":3,"out_features":4},{"type":"linear","in_features":4,"out_features":2}])";
+
+acc::Options options(std::initializer_list<std::pair<const char*, const char*>> items) {
+  acc::Options o(acc::OptionsKind::Optimizer);
+  for (const auto& kv : items) o.set_from_text(kv.first, kv.second);
+  return o;
+}
+
+void train_step(acc::Model& model, acc::Optimizer& opt) {
+  opt.zero_grad();
+  const auto out = model.forward({torch::ones({2, 3})});
+  out.front().second.pow(2).sum().backward();
+  opt.step();
+}
+
+std::string restore_error(acc::Optimizer& opt, const acc::OptimizerSnapshot& snapshot) {
+  try {
+    acc::prepare_optimizer_restore(opt, snapshot, "snap");
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+acc::OptimizerSnapshot without(acc::OptimizerSnapshot s, const std::string& name) {
+  s.tensors.erase(std::remove_if(s.tensors.begin(), s.tensors.end(), [&](const auto& t) { return t.first == name; }),
+                  s.tensors.end());
+  return s;
+}
+
+}  // namespace
+
+TEST(OptimizerAlgorithms, AllButAdafactorAreElementwise) {
+  auto model = acc::model_from_spec(kSpec);
+  for (const char* name : {"sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor"}) {
+    acc::TorchOptimizer opt(model, name, acc::Options(acc::OptionsKind::Optimizer));
+    EXPECT_EQ(opt.elementwise(), std::string(name) != "adafactor") << name;
+    EXPECT_EQ(opt.algorithm(), name);
+  }
+}
+
+TEST(OptimizerAlgorithms, ASavedStateMustHoldExactlyTheFieldsTheAlgorithmKeeps) {
+  auto model = acc::model_from_spec(kSpec);
+  acc::TorchOptimizer adafactor(model, "adafactor", options({{"beta1", "0.9"}}));
+  train_step(*model, adafactor);
+  const auto snap = acc::snapshot_optimizer(adafactor);
+  EXPECT_EQ(restore_error(adafactor, snap), "");
+  EXPECT_NE(restore_error(adafactor, without(snap, "state.0.weight.exp_avg_sq_row")).find("lacks 'exp_avg_sq_row'"),
+            std::string::npos);
+  auto extra = snap;
+  extra.tensors.emplace_back("state.0.bias.exp_avg_sq_row", torch::zeros({}));
+  EXPECT_NE(restore_error(adafactor, extra).find("is not part of the state of a adafactor optimizer"),
+            std::string::npos);
+  auto reshaped = snap;
+  for (auto& t : reshaped.tensors)
+    if (t.first == "state.0.weight.exp_avg_sq_col") t.second = torch::zeros({4});
+  EXPECT_NE(restore_error(adafactor, reshaped).find("has shape [4] but [3] was expected"), std::string::npos)
+      << restore_error(adafactor, reshaped);
+  auto fractional = snap;
+  for (auto& t : fractional.tensors)
+    if (t.first == "state.0.weight.step") t.second = torch::full({}, 1.5, torch::kDouble);
+  EXPECT_NE(restore_error(adafactor, fractional).find("not a whole number"), std::string::npos);
+  auto conflicting = snap;
+  auto pos = conflicting.metadata["param_groups"].find("\"lr\":null");
+  ASSERT_NE(pos, std::string::npos);
+  conflicting.metadata["param_groups"].replace(pos, 9, "\"lr\":0.5");
+  EXPECT_NE(restore_error(adafactor, conflicting).find("lr cannot be combined with relative_step=true"),
+            std::string::npos);
+
+  // Adagrad keeps an accumulator for every parameter from the start: a state without one is broken.
+  acc::TorchOptimizer adagrad(model, "adagrad", options({}));
+  const auto fresh = acc::snapshot_optimizer(adagrad);
+  EXPECT_EQ(fresh.tensors.size(), 8u);  // sum and step of 4 parameters before any step
+  EXPECT_NE(restore_error(adagrad, without(without(fresh, "state.1.bias.sum"), "state.1.bias.step"))
+                .find("the state of '1.bias' is missing"),
+            std::string::npos);
+
+  // RMSprop with momentum keeps a buffer; Adam with amsgrad its maximum.
+  acc::TorchOptimizer rmsprop(model, "rmsprop", options({{"momentum", "0.5"}}));
+  train_step(*model, rmsprop);
+  EXPECT_NE(restore_error(rmsprop, without(acc::snapshot_optimizer(rmsprop), "state.0.weight.momentum_buffer"))
+                .find("lacks 'momentum_buffer'"),
+            std::string::npos);
+  acc::TorchOptimizer adam(model, "adam", options({{"amsgrad", "true"}}));
+  train_step(*model, adam);
+  EXPECT_NE(restore_error(adam, without(acc::snapshot_optimizer(adam), "state.0.weight.max_exp_avg_sq"))
+                .find("lacks 'max_exp_avg_sq'"),
+            std::string::npos);
+}
+
+TEST(OptimizerAlgorithms, MovingStateKeepsEveryField) {
+  auto model = acc::model_from_spec(kSpec);
+  for (const char* name : {"rmsprop", "adagrad", "lion", "adafactor"}) {
+    acc::TorchOptimizer opt(model, name, options({}));
+    train_step(*model, opt);
+    const auto before = acc::snapshot_optimizer(opt);
+    acc::move_optimizer_state(opt, torch::kCPU);
+    const auto after = acc::snapshot_optimizer(opt);
+    ASSERT_EQ(after.tensors.size(), before.tensors.size()) << name;
+    for (size_t i = 0; i < after.tensors.size(); ++i) {
+      EXPECT_EQ(after.tensors[i].first, before.tensors[i].first) << name;
+      EXPECT_TRUE(torch::equal(after.tensors[i].second, before.tensors[i].second)) << name;
+    }
+  }
+}
+
+TEST(OptimizerAlgorithms, AdafactorUpdatesBf16ParametersInFloat32) {
+  auto low = acc::model_from_spec(kSpec);
+  auto full = acc::model_from_spec(kSpec);
+  low->to(c10::nullopt, torch::kBFloat16);
+  std::vector<std::pair<std::string, at::Tensor>> weights;
+  for (auto& p : low->named_parameters()) weights.emplace_back(p.first, p.second.detach().to(torch::kFloat));
+  full->load_state_dict(weights, true);
+  acc::TorchOptimizer low_opt(low, "adafactor", options({{"beta1", "0.9"}}));
+  acc::TorchOptimizer full_opt(full, "adafactor", options({{"beta1", "0.9"}}));
+  for (int step = 0; step < 3; ++step) {
+    // The same gradients (the bf16 ones) for both.
+    for (auto* m : {low.get(), full.get()}) m->zero_grad();
+    torch::manual_seed(step);
+    for (auto& p : low->named_parameters()) {
+      auto g = torch::randn(p.second.sizes()).to(torch::kBFloat16);
+      p.second.mutable_grad() = g;
+      full->find_tensor(p.first).mutable_grad() = g.to(torch::kFloat);
+    }
+    low_opt.step();
+    full_opt.step();
+    for (auto& p : low->named_parameters()) {
+      EXPECT_EQ(p.second.scalar_type(), torch::kBFloat16);
+      // transformers' rounding: the float32 result of the bf16 weights, rounded to bf16.
+      const auto expected = full->find_tensor(p.first).detach().to(torch::kBFloat16);
+      EXPECT_TRUE(torch::equal(p.second.detach(), expected)) << p.first << " step " << step;
+      full->find_tensor(p.first).detach().copy_(expected);  // continue from the same bf16 weights
+    }
+  }
+  for (const auto& t : acc::snapshot_optimizer(low_opt).tensors)
+    if (t.first.find(".step") == std::string::npos) EXPECT_EQ(t.second.scalar_type(), torch::kFloat) << t.first;
+}
