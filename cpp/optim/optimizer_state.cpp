@@ -46,6 +46,12 @@ void move_optimizer_state(Optimizer& optimizer, const c10::Device& device) {
   }
 }
 
+std::pair<std::string, std::string> split_state_key(const std::string& key, const std::string& source) {
+  const auto dot = key.rfind('.');
+  require(key.rfind("state.", 0) == 0 && dot != std::string::npos && dot > 6, source, ": unexpected tensor '", key, "'");
+  return {key.substr(6, dot - 6), key.substr(dot + 1)};
+}
+
 OptimizerSnapshot snapshot_optimizer(Optimizer& optimizer) {
   auto& impl = optimizer.impl();
   const OptimizerAlgorithm& algorithm = optimizer_algorithm(optimizer.algorithm());
@@ -86,10 +92,8 @@ std::function<void()> prepare_optimizer_restore(Optimizer& optimizer, const Opti
 
   std::map<std::string, StateFields> by_param;
   for (auto& entry : snapshot.tensors) {
-    const auto& key = entry.first;
-    const auto dot = key.rfind('.');
-    require(key.rfind("state.", 0) == 0 && dot > 6, source, ": unexpected tensor '", key, "'");
-    by_param[key.substr(6, dot - 6)][key.substr(dot + 1)] = entry.second;
+    const auto [param, field] = split_state_key(entry.first, source);
+    by_param[param][field] = entry.second;
   }
 
   const auto names = parameter_names(optimizer);

@@ -19,6 +19,10 @@ struct OptimizerSnapshot {
 
 OptimizerSnapshot snapshot_optimizer(Optimizer& optimizer);
 
+// A snapshot tensor's key "state.<param>.<field>" as (param, field); anything else is an error
+// naming `source`.
+std::pair<std::string, std::string> split_state_key(const std::string& key, const std::string& source);
+
 // Moves the per-parameter state (momentum, moments) to a device (prepare's device placement).
 void move_optimizer_state(Optimizer& optimizer, const c10::Device& device);
 

@@ -96,16 +96,6 @@ class ShardedWeightsPart final : public CheckpointPart {
   mutable NamedTensors state_;
 };
 
-struct Field {
-  std::string param, field;
-};
-
-Field split_key(const std::string& key, const std::string& source) {
-  const auto dot = key.rfind('.');
-  require(key.rfind("state.", 0) == 0 && dot != std::string::npos && dot > 6, source, ": unexpected tensor '", key, "'");
-  return {key.substr(6, dot - 6), key.substr(dot + 1)};
-}
-
 class ShardedOptimizerPart final : public CheckpointPart {
  public:
   ShardedOptimizerPart(size_t index, std::shared_ptr<ShardedOptimizer> optimizer)
@@ -142,7 +132,7 @@ class ShardedOptimizerPart final : public CheckpointPart {
       check_shard_metadata(snapshot.metadata, *engine_, source);
       return {prepare_optimizer_restore(*optimizer_, snapshot, what), {}};
     }
-    return {prepare_optimizer_restore(*optimizer_, slice(snapshot, what), what), {}};
+    return {prepare_optimizer_restore(*optimizer_, optimizer_->slice(snapshot, what), what), {}};
   }
 
  private:
@@ -153,8 +143,8 @@ class ShardedOptimizerPart final : public CheckpointPart {
     OptimizerSnapshot mine = snapshot_optimizer(*optimizer_);
     std::map<std::string, std::map<std::string, at::Tensor>> by_param;
     for (auto& entry : mine.tensors) {
-      const Field f = split_key(entry.first, "optimizer state");
-      by_param[f.param][f.field] = entry.second;
+      const auto [param, field] = split_state_key(entry.first, "optimizer state");
+      by_param[param][field] = entry.second;
     }
     json info = {{"fields", json::object()}, {"scalars", json::object()}, {"stepped", json::array()}};
     for (const auto& [param, fields] : by_param) {
@@ -220,55 +210,6 @@ class ShardedOptimizerPart final : public CheckpointPart {
     json groups = parse_json_input(mine.metadata.at("param_groups"), "optimizer param_groups");
     for (size_t g = 0; g < groups.size(); ++g) groups[g]["params"] = optimizer_->group_names()[g];
     out.metadata["param_groups"] = groups.dump();
-    return out;
-  }
-
-  // A consolidated (or DDP) snapshot cut down to this process's pieces.
-  OptimizerSnapshot slice(const OptimizerSnapshot& full, const std::string& source) const {
-    std::unordered_map<std::string, std::pair<int64_t, int64_t>> mine;  // name -> (begin, length)
-    std::unordered_map<std::string, int64_t> numel;
-    for (const auto& piece : engine_->layout().pieces())
-      mine[engine_->names()[piece.param]] = {piece.begin, piece.length};
-    for (size_t i = 0; i < engine_->names().size(); ++i)
-      numel[engine_->names()[i]] = c10::multiply_integers(engine_->shapes()[i]);
-    std::unordered_map<std::string, bool> own;  // the names this process's groups hold
-    for (const auto& entry : optimizer_->model()->named_parameters()) own[entry.first] = true;
-
-    OptimizerSnapshot out;
-    out.metadata = full.metadata;
-    auto groups_text = full.metadata.find("param_groups");
-    require(groups_text != full.metadata.end(), source, ": not an optimizer state (no 'param_groups' in its metadata)");
-    json groups = parse_json_input(groups_text->second, source + ": its param_groups metadata");
-    require(groups.is_array() && groups.size() == optimizer_->group_names().size(), source, ": holds ",
-            groups.is_array() ? groups.size() : 0, " parameter groups, but the optimizer has ",
-            optimizer_->group_names().size());
-    try {
-      for (size_t g = 0; g < groups.size(); ++g) {
-        const auto saved = groups[g].at("params").get<std::vector<std::string>>();
-        require(saved == optimizer_->group_names()[g], source, ": parameter group ", g,
-                " holds other parameters than the optimizer's");
-        json kept = json::array();
-        for (const auto& name : saved)
-          if (own.count(name)) kept.push_back(name);
-        groups[g]["params"] = kept;
-      }
-    } catch (const json::exception& e) {
-      fail(Status::InvalidArgument, source, ": malformed param_groups metadata: ", e.what());
-    }
-    out.metadata["param_groups"] = groups.dump();
-    for (const auto& entry : full.tensors) {
-      const Field f = split_key(entry.first, source);
-      if (!own.count(f.param)) continue;
-      auto piece = mine.find(f.param);
-      if (piece == mine.end() || entry.second.dim() == 0) {  // a frozen parameter's, or a scalar
-        out.tensors.push_back(entry);
-        continue;
-      }
-      require(entry.second.numel() == numel.at(f.param), source, ": '", entry.first, "' has ", entry.second.numel(),
-              " elements, the parameter ", numel.at(f.param));
-      out.tensors.emplace_back(entry.first,
-                               entry.second.reshape({-1}).narrow(0, piece->second.first, piece->second.second));
-    }
     return out;
   }
 

@@ -1,11 +1,20 @@
 #include "parallel/sharded_optimizer.h"
 
+#include <nlohmann/json.hpp>
+
+#include <c10/util/accumulate.h>
+
+#include <optional>
 #include <unordered_map>
 
 #include "common/error.h"
+#include "common/json_input.h"
+#include "optim/optimizer_state.h"
 
 namespace acc {
 namespace {
+
+using nlohmann::json;
 
 // What a process owns of the model's parameters, as a model: named like the parameters, 1-D.
 class PiecesModel final : public Model {
@@ -32,9 +41,14 @@ class PiecesModel final : public Model {
 
 ShardedOptimizer::ShardedOptimizer(std::shared_ptr<Optimizer> inner, std::shared_ptr<ShardedDataParallel> engine)
     : inner_(std::move(inner)), engine_(std::move(engine)) {
+  if (!inner_->elementwise())
+    fail(Status::Unsupported, "the ", inner_->algorithm(), " optimizer cannot be sharded (zero_stage ",
+         engine_->options().stage, "): its update is not elementwise (it needs whole parameters); use another "
+         "optimizer or zero_stage 0");
   auto& impl = inner_->impl();
-  require(impl.state().empty(), "prepare the optimizer before its first step when sharding (zero_stage ",
-          engine_->options().stage, "): its state is split across processes at prepare");
+  // State made before prepare (Adagrad's accumulators are made with the optimizer) is cut to slices.
+  std::optional<OptimizerSnapshot> existing;
+  if (!impl.state().empty()) existing = snapshot_optimizer(*inner_);
   std::unordered_map<const c10::TensorImpl*, size_t> index;
   for (size_t i = 0; i < engine_->params().size(); ++i) index.emplace(engine_->params()[i].unsafeGetTensorImpl(), i);
   std::vector<int64_t> piece_of(engine_->params().size(), -1);
@@ -65,6 +79,59 @@ ShardedOptimizer::ShardedOptimizer(std::shared_ptr<Optimizer> inner, std::shared
     group.params() = std::move(mine);
   }
   pieces_model_ = std::make_shared<PiecesModel>(std::move(named_pieces), std::move(frozen));
+  if (existing) {
+    impl.state().clear();
+    const std::string what = "the optimizer's state at prepare";
+    prepare_optimizer_restore(*this, slice(*existing, what), what)();
+  }
+}
+
+OptimizerSnapshot ShardedOptimizer::slice(const OptimizerSnapshot& full, const std::string& source) const {
+  std::unordered_map<std::string, std::pair<int64_t, int64_t>> mine;  // name -> (begin, length)
+  std::unordered_map<std::string, int64_t> numel;
+  for (const auto& piece : engine_->layout().pieces())
+    mine[engine_->names()[piece.param]] = {piece.begin, piece.length};
+  for (size_t i = 0; i < engine_->names().size(); ++i)
+    numel[engine_->names()[i]] = c10::multiply_integers(engine_->shapes()[i]);
+  std::unordered_map<std::string, bool> own;  // the names this process's groups hold
+  for (const auto& entry : pieces_model_->named_parameters()) own[entry.first] = true;
+
+  OptimizerSnapshot out;
+  out.metadata = full.metadata;
+  auto groups_text = full.metadata.find("param_groups");
+  require(groups_text != full.metadata.end(), source, ": not an optimizer state (no 'param_groups' in its metadata)");
+  json groups = parse_json_input(groups_text->second, source + ": its param_groups metadata");
+  require(groups.is_array() && groups.size() == group_names_.size(), source, ": holds ",
+          groups.is_array() ? groups.size() : 0, " parameter groups, but the optimizer has ",
+          group_names_.size());
+  try {
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const auto saved = groups[g].at("params").get<std::vector<std::string>>();
+      require(saved == group_names_[g], source, ": parameter group ", g,
+              " holds other parameters than the optimizer's");
+      json kept = json::array();
+      for (const auto& name : saved)
+        if (own.count(name)) kept.push_back(name);
+      groups[g]["params"] = kept;
+    }
+  } catch (const json::exception& e) {
+    fail(Status::InvalidArgument, source, ": malformed param_groups metadata: ", e.what());
+  }
+  out.metadata["param_groups"] = groups.dump();
+  for (const auto& entry : full.tensors) {
+    const auto [param, field] = split_state_key(entry.first, source);
+    if (!own.count(param)) continue;
+    auto piece = mine.find(param);
+    if (piece == mine.end() || entry.second.dim() == 0) {  // a frozen parameter's, or a scalar
+      out.tensors.push_back(entry);
+      continue;
+    }
+    require(entry.second.numel() == numel.at(param), source, ": '", entry.first, "' has ", entry.second.numel(),
+            " elements, the parameter ", numel.at(param));
+    out.tensors.emplace_back(entry.first,
+                             entry.second.reshape({-1}).narrow(0, piece->second.first, piece->second.second));
+  }
+  return out;
 }
 
 void ShardedOptimizer::add_param_group(const std::vector<std::string>&, const Options&) {

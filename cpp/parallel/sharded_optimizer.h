@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "optim/optimizer.h"
+#include "optim/optimizer_state.h"
 #include "parallel/sharded_data_parallel.h"
 
 namespace acc {
@@ -25,6 +26,7 @@ class ShardedOptimizer final : public Optimizer {
   double lr(size_t group) const override { return inner_->lr(group); }
   void set_lr(size_t group, double lr) override { inner_->set_lr(group, lr); }
   double default_lr() const override { return inner_->default_lr(); }
+  bool elementwise() const override { return inner_->elementwise(); }
   void step() override;
   void attach_gradients() override { engine_->attach_piece_gradients(); }
   bool on_any_process(bool found) override;
@@ -37,6 +39,9 @@ class ShardedOptimizer final : public Optimizer {
   // Every parameter name of each group, as the user's optimizer had them (a process's groups hold
   // only the parameters it owns a piece of).
   const std::vector<std::vector<std::string>>& group_names() const { return group_names_; }
+  // A whole optimizer's snapshot (consolidated, or DDP's) cut down to this process's slices;
+  // `source` names it in errors.
+  OptimizerSnapshot slice(const OptimizerSnapshot& whole, const std::string& source) const;
 
  private:
   std::shared_ptr<Optimizer> inner_;

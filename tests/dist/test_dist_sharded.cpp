@@ -155,6 +155,15 @@ TEST(Sharded, EachStageTrainsToDdpWeights) {
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, Settings{}, 6);
 }
 
+TEST(Sharded, EveryElementwiseOptimizerStepsItsSlicesAsTheWhole) {
+  for (const char* algorithm : {"adamw", "rmsprop", "adagrad", "lion"}) {
+    SCOPED_TRACE(algorithm);
+    Settings s;
+    s.algorithm = algorithm;
+    for (int stage : {1, 3}) expect_trains_like_ddp(stage, s, 3);
+  }
+}
+
 TEST(Sharded, WithAccumulationClippingAndBf16) {
   Settings s;
   s.accumulation = 2;
@@ -282,6 +291,19 @@ TEST(Sharded, WhatItCannotDoIsRefused) {
   EXPECT_NE(std::strstr(acc_last_error_message(), "zero_stage"), nullptr) << acc_last_error_message();
   const char* names[] = {"4.bias"};
   EXPECT_NE(acc_optimizer_add_param_group(job.opt, names, 1, nullptr), ACC_OK);
+  // Adafactor's factored moments need whole matrices: it cannot step slices.
+  {
+    acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", "1"}});
+    acc_model* model = nullptr;
+    acc_optimizer* opt = nullptr;
+    ACC_ASSERT_OK(acc_model_from_spec(kShardNet, &model));
+    ACC_ASSERT_OK(acc_optimizer_create(model, "adafactor", nullptr, &opt));
+    EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_ERR_UNSUPPORTED);
+    EXPECT_NE(std::strstr(acc_last_error_message(), "not elementwise"), nullptr) << acc_last_error_message();
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
   // An optimizer prepared before its model cannot be split by the model's shards.
   acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", "3"}});
   acc_model* model = nullptr;
