@@ -2,9 +2,10 @@
 // zero_stage 1, 2, 3 (and 3 with offload_params, which on the CPU changes nothing: the state is in
 // CPU memory already) each process builds the same ~59M-parameter MLP, trains it with AdamW, and
 // reports
-//   - the peak resident memory its model, gradients and optimizer state cost: the peak RSS over
-//     prepare and the timed steps (VmHWM, reset through /proc/self/clear_refs before the model is
-//     made) minus the RSS before it; batches are tiny so activations are negligible;
+//   - the peak resident memory its model, gradients and optimizer state cost while it trains: the
+//     peak RSS over the timed steps (VmHWM, reset through /proc/self/clear_refs after the first
+//     step) minus the RSS before the model was made; batches are tiny so activations are
+//     negligible. (The model is built whole before prepare shards it: that moment is not counted.)
 //   - the median step time (forward, backward, step, zero_grad).
 //
 //   accelerate-launch --num_processes N bench_sharded [--quick]
@@ -43,7 +44,6 @@ struct Run {
 };
 
 void measure(Run& run, const std::vector<int64_t>& widths, int steps, int64_t rank) {
-  reset_peak();
   const double before = status_mib("VmRSS:");
   acc_options* o = nullptr;
   OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
@@ -82,6 +82,7 @@ void measure(Run& run, const std::vector<int64_t>& widths, int steps, int64_t ra
     }
   } loop{acc, model, opt, x, y};
   loop.step();  // Adam's state is made on the first step
+  reset_peak();
   std::vector<double> times;
   for (int i = 0; i < steps; ++i) times.push_back(time_steps(loop, 1));
   run.us = median(times);

@@ -1,6 +1,7 @@
 #include "optim/clip_grad.h"
 
 #include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 
 #include <utility>
 

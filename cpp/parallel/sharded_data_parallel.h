@@ -14,8 +14,10 @@
 #pragma once
 
 #include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "model/model.h"
@@ -127,7 +129,8 @@ class ShardedDataParallel final : public ParallelEngine {
     c10::intrusive_ptr<c10d::Work> work;
   };
   std::vector<Pending> pending_;
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  // shared_ptr in libtorch 1.13-2.x, intrusive_ptr in later ones.
+  std::vector<decltype(torch::autograd::impl::grad_accumulator(std::declval<at::Tensor>()))> accumulators_;
   std::vector<uintptr_t> hook_keys_;
 };
 

@@ -1,5 +1,7 @@
 #include "precision/grad_scaler.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include <cmath>
 
 #include "common/error.h"
