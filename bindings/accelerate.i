@@ -74,6 +74,8 @@ using namespace accswig;
 %rename(HandleKind) acc_handle_kind;
 %rename(OptionsKind) acc_options_kind;
 %rename(Placement) acc_placement;
+#endif
+#if defined(SWIGJAVA)  /* Java's constants: Reduction.MEAN, HandleKind.HANDLE_TENSOR; C#'s are PascalCase (csharp.i) */
 %rename("%(strip:[ACC_ERR_])s", %$isenumitem, regextarget=1) "^ACC_ERR_";
 %rename(OK) ACC_OK;
 %rename("%(strip:[ACC_DTYPE_])s", %$isenumitem, regextarget=1) "^ACC_DTYPE_";

@@ -67,7 +67,7 @@ public sealed class FashionMnist {
   // Sums values over the job's processes (a no-op on one process).
   static double[] SumAcrossProcesses(Accelerator acc, params double[] values) {
     using (Tensor local = Tensor.Of(values, values.Length))
-    using (Tensor total = acc.Reduce(local, Reduction.SUM, "sum_across_processes"))
+    using (Tensor total = acc.Reduce(local, Reduction.Sum, "sum_across_processes"))
       return total.ToDoubleArray();
   }
 
@@ -125,7 +125,7 @@ public sealed class FashionMnist {
             using (Tensor y = batch.Get(1))
             using (acc.Accumulate())
             using (Tensor logits = model.Forward(x))
-            using (Tensor loss = Loss.CrossEntropy(logits, y, Reduction.MEAN, 0.0)) {
+            using (Tensor loss = Loss.CrossEntropy(logits, y, Reduction.Mean, 0.0)) {
               // 3. acc.Backward instead of the loss's own backward.
               acc.Backward(loss);
               opt.Step();

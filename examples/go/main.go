@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"os"
 
-	acc "accelerate/go/accelerate"
+	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
 
 const modelSpec = `[{"type":"conv2d","in_channels":1,"out_channels":32,"kernel_size":3,"padding":1},

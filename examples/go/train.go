@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	acc "accelerate/go/accelerate"
+	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
 
 // closer collects what a function must close on return, in reverse order.

@@ -4,9 +4,9 @@ using System.Collections.Generic;
 namespace Accelerate {
 
 public partial class Accelerator {
-  public Model Prepare(Model model) { return PrepareModel(model, Placement.DEFAULT); }
-  public Optimizer Prepare(Optimizer opt) { return PrepareOptimizer(opt, Placement.DEFAULT); }
-  public DataLoader Prepare(DataLoader loader) { return PrepareDataLoader(loader, Placement.DEFAULT); }
+  public Model Prepare(Model model) { return PrepareModel(model, Placement.Default); }
+  public Optimizer Prepare(Optimizer opt) { return PrepareOptimizer(opt, Placement.Default); }
+  public DataLoader Prepare(DataLoader loader) { return PrepareDataLoader(loader, Placement.Default); }
   public Scheduler Prepare(Scheduler sched) { return PrepareScheduler(sched); }
 
   /// `using (acc.Accumulate()) { ... }`: one micro-step of gradient accumulation.

@@ -4,6 +4,23 @@ using System.Collections.Generic;
 namespace Accelerate {
 
 public partial class TensorList {
+  /// <summary>Takes this list out of the tensor scope or pass over a loader that would dispose it:
+  /// its caller disposes it (and, for a batch, with it the tensors taken from it).</summary>
+  public TensorList Keep() {
+    MoveTo(null);
+    return this;
+  }
+  Tensor Entry(Tensor t) {
+    Owner entries = swigEntries;
+    if (entries != null && t != null) t.MoveTo(entries);
+    return t;
+  }
+  /// <summary>A new handle to entry <paramref name="index"/>. Of a batch from a pass over a loader it
+  /// is the batch's, disposed with it (unless kept); otherwise the caller disposes it (or its tensor
+  /// scope does).</summary>
+  public Tensor Get(long index) { return Entry(GetEntry(index)); }
+  /// <summary>A new handle to the entry called <paramref name="name"/>, owned as Get's is.</summary>
+  public Tensor Find(string name) { return Entry(FindEntry(name)); }
   /// A list of unnamed entries (the list holds its own references).
   public static TensorList Of(params Tensor[] tensors) {
     var list = new TensorList();

@@ -2,6 +2,12 @@
 namespace Accelerate {
 
 public partial class Tensor {
+  /// <summary>Takes this tensor out of the tensor scope or batch that would dispose it: its caller
+  /// disposes it.</summary>
+  public Tensor Keep() {
+    MoveTo(null);
+    return this;
+  }
   public static Tensor Of(float[] data, params long[] shape) { return FromFloats(data, data.LongLength, shape, shape.LongLength); }
   public static Tensor Of(double[] data, params long[] shape) { return FromDoubles(data, data.LongLength, shape, shape.LongLength); }
   public static Tensor Of(long[] data, params long[] shape) { return FromLongs(data, data.LongLength, shape, shape.LongLength); }

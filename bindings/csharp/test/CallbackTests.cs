@@ -16,7 +16,7 @@ public class CallbackTests {
 
   [Test]
   public void MapDatasetFromADelegateOnWorkerThreads() {
-    long baseline = Library.LiveHandles(HandleKind.HANDLE_ANY);
+    long baseline = Library.LiveHandles(HandleKind.HandleAny);
     using (Dataset ds = Dataset.FromCallback(10, Sample))
     using (Options o = Options.DataLoader().Put("batch_size", 4).Put("num_workers", 2))
     using (var dl = new DataLoader(ds, o)) {
@@ -34,7 +34,7 @@ public class CallbackTests {
         Assert.AreEqual(new float[] {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, firsts.ToArray());
       }
     }
-    Assert.AreEqual(baseline, Library.LiveHandles(HandleKind.HANDLE_ANY));
+    Assert.AreEqual(baseline, Library.LiveHandles(HandleKind.HandleAny));
   }
 
   [Test]

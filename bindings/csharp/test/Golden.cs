@@ -88,7 +88,7 @@ public static class Golden {
         Tensor logits, loss;
         using (acc.Accumulate()) {
           logits = o.Model.Forward(bx);
-          loss = Loss.CrossEntropy(logits, by, Reduction.MEAN, 0.0);
+          loss = Loss.CrossEntropy(logits, by, Reduction.Mean, 0.0);
           acc.Backward(loss);
           o.Opt.Step();
           o.Sched.Step();
@@ -97,7 +97,7 @@ public static class Golden {
         using (logits)
         using (loss)
         using (Tensor all = acc.Gather(loss, "loss"))
-        using (Tensor total = acc.Reduce(logits, Reduction.SUM, "logits")) {
+        using (Tensor total = acc.Reduce(logits, Reduction.Sum, "logits")) {
           long s = counter.Steps;
           out_.Append("loss ").Append(s).Append(' ')
               .Append(BitConverter.DoubleToInt64Bits(loss.Item()).ToString("x16")).Append('\n');

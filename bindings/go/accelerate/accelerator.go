@@ -3,7 +3,7 @@ package accelerate
 import (
 	"runtime"
 
-	"accelerate/go/internal/capi"
+	"github.com/accelerate-cpp/accelerate/go/internal/capi"
 )
 
 // Placement of one prepared object.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	acc "accelerate/go/accelerate"
+	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
 
 // counting is a dataset whose one field is the sample's own index, so a batch shows its samples.

@@ -3,8 +3,9 @@ package accelerate
 import (
 	"fmt"
 	"runtime"
+	"sync"
 
-	"accelerate/go/internal/capi"
+	"github.com/accelerate-cpp/accelerate/go/internal/capi"
 )
 
 // Dataset is a map-style dataset (samples by index) or a stream.
@@ -168,12 +169,30 @@ func (a *collateAdapter) Collate(view capi.Samples, out capi.TensorList) (code i
 }
 
 // DataLoader gives batches of a dataset.
-type DataLoader struct{ r ref[capi.DataLoader] }
+type DataLoader struct {
+	r    ref[capi.DataLoader]
+	mu   sync.Mutex
+	pass *owner // the current ForEach's batch
+}
 
 func adoptDataLoader(h capi.DataLoader, err error) (*DataLoader, error) {
-	return adopt(h, err, capi.DeleteDataLoader, func(r ref[capi.DataLoader]) *DataLoader { return &DataLoader{r} }, (*DataLoader).Close)
+	return adopt(h, err, capi.DeleteDataLoader, func(r ref[capi.DataLoader]) *DataLoader { return &DataLoader{r: r} }, (*DataLoader).Close)
 }
-func (l *DataLoader) Close() error { return closeObject(l, l.ref()) }
+
+// Close releases the loader (and the batch its ForEach holds); closing again returns an
+// ErrInvalidHandle error.
+func (l *DataLoader) Close() error {
+	if l != nil {
+		l.mu.Lock()
+		pass := l.pass
+		l.pass = nil
+		l.mu.Unlock()
+		if pass != nil {
+			pass.closeAll()
+		}
+	}
+	return closeObject(l, l.ref())
+}
 
 func (l *DataLoader) ref() *ref[capi.DataLoader] {
 	if l == nil {
@@ -234,6 +253,19 @@ func (l *DataLoader) TotalBatchSize() (int64, error) {
 func (l *DataLoader) TotalDatasetLength() (int64, error) {
 	return with(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.TotalDatasetLength(e) })
 }
+
+// EndEpoch ends the epoch being iterated before its last batch (a loop left early), as a dropped
+// Python iterator does: the next Next starts the following epoch, and a prepared loader's
+// accelerator learns that its data ended. Nothing between epochs.
+func (l *DataLoader) EndEpoch() error {
+	return do(l.ref(), func(h capi.DataLoader, e *string) { h.EndEpoch(e) })
+}
+
+// InEpoch reports whether an epoch has begun and not ended.
+func (l *DataLoader) InEpoch() (bool, error) {
+	return with(l.ref(), func(h capi.DataLoader, e *string) bool { return h.InEpoch(e) })
+}
+
 func (l *DataLoader) EndOfEpoch() (bool, error) {
 	return with(l.ref(), func(h capi.DataLoader, e *string) bool { return h.EndOfEpoch(e) })
 }

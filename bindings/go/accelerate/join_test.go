@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	acc "accelerate/go/accelerate"
+	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
 
 // JoinUnevenInputs returns its end function (on one process the scope changes nothing).

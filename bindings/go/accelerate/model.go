@@ -4,7 +4,7 @@ import (
 	"runtime"
 	"strings"
 
-	"accelerate/go/internal/capi"
+	"github.com/accelerate-cpp/accelerate/go/internal/capi"
 )
 
 // OptionsKind says what an Options object configures.

@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	acc "accelerate/go/accelerate"
+	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
 
 // draw returns the values of acc.Rand(shape...).

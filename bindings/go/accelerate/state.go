@@ -4,7 +4,7 @@ import (
 	"runtime"
 	"strings"
 
-	"accelerate/go/internal/capi"
+	"github.com/accelerate-cpp/accelerate/go/internal/capi"
 )
 
 // CheckpointState is an object whose bytes go into checkpoints (RegisterForCheckpointing): Save is

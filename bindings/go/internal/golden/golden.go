@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	acc "accelerate/go/accelerate"
+	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
 
 const (
