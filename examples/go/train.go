@@ -55,28 +55,27 @@ func trainStep(a *acc.Accelerator, model *acc.Model, opt *acc.Optimizer, sched *
 	if err != nil {
 		return 0, 0, err
 	}
-	end, err := a.Accumulate()
-	if err != nil {
-		return 0, 0, err
-	}
-	logits, err := model.Forward(x)
-	if err != nil {
-		end()
-		return 0, 0, err
-	}
-	c.add(logits)
-	loss, err := acc.CrossEntropy(logits, y, acc.ReductionMean, 0)
-	if err != nil {
-		end()
-		return 0, 0, err
-	}
-	c.add(loss)
-	// a.Backward instead of the loss's own backward.
-	for _, step := range []func() error{func() error { return a.Backward(loss) }, opt.Step, sched.Step, opt.ZeroGrad, end} {
-		if err := step(); err != nil {
-			end()
-			return 0, 0, err
+	var loss *acc.Tensor
+	err = a.Accumulate(func() error {
+		logits, err := model.Forward(x)
+		if err != nil {
+			return err
 		}
+		c.add(logits)
+		if loss, err = acc.CrossEntropy(logits, y, acc.ReductionMean, 0); err != nil {
+			return err
+		}
+		c.add(loss)
+		// a.Backward instead of the loss's own backward.
+		for _, step := range []func() error{func() error { return a.Backward(loss) }, opt.Step, sched.Step, opt.ZeroGrad} {
+			if err := step(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
 	}
 	value, err := loss.Item()
 	if err != nil {
