@@ -145,6 +145,72 @@ ACC_CS_HANDLE(acc_accelerator, false)
 ACC_CS_HANDLE(acc_progress, false)
 ACC_CS_HANDLE(accswig::LoadReport, false)
 
+/* Cheap getters are properties (bindings/csharp/src/Properties.cs) over these internal methods. */
+%rename(GetNdim) acc_tensor::ndim_;
+%csmethodmodifiers acc_tensor::ndim_ "internal";
+%rename(GetNumel) acc_tensor::numel_;
+%csmethodmodifiers acc_tensor::numel_ "internal";
+%rename(GetDType) acc_tensor::dtype_;
+%csmethodmodifiers acc_tensor::dtype_ "internal";
+%rename(GetDevice) acc_tensor::device_;
+%csmethodmodifiers acc_tensor::device_ "internal";
+%rename(GetRequiresGrad) acc_tensor::requiresGrad;
+%csmethodmodifiers acc_tensor::requiresGrad "internal";
+%rename(GetCount) acc_tensor_list::size_;
+%csmethodmodifiers acc_tensor_list::size_ "internal";
+%rename(GetCount) acc_string_list::size_;
+%csmethodmodifiers acc_string_list::size_ "internal";
+%rename(GetCount) acc_dataset::size_;
+%csmethodmodifiers acc_dataset::size_ "internal";
+%rename(GetLength) acc_dataloader::length_;
+%csmethodmodifiers acc_dataloader::length_ "internal";
+%rename(GetEpoch) acc_dataloader::epoch_;
+%csmethodmodifiers acc_dataloader::epoch_ "internal";
+%rename(GetInEpoch) acc_dataloader::inEpoch;
+%csmethodmodifiers acc_dataloader::inEpoch "internal";
+%rename(GetEndOfEpoch) acc_dataloader::endOfEpoch;
+%csmethodmodifiers acc_dataloader::endOfEpoch "internal";
+%rename(GetTotalBatchSize) acc_dataloader::totalBatchSize;
+%csmethodmodifiers acc_dataloader::totalBatchSize "internal";
+%rename(GetTotalDatasetLength) acc_dataloader::totalDatasetLength;
+%csmethodmodifiers acc_dataloader::totalDatasetLength "internal";
+%rename(GetIsTraining) acc_model::isTraining;
+%csmethodmodifiers acc_model::isTraining "internal";
+%rename(GetParameterTensorCount) acc_model::parameterTensorCount;
+%csmethodmodifiers acc_model::parameterTensorCount "internal";
+%rename(GetParameterElementCount) acc_model::parameterElementCount;
+%csmethodmodifiers acc_model::parameterElementCount "internal";
+%rename(GetNumParamGroups) acc_optimizer::numParamGroups;
+%csmethodmodifiers acc_optimizer::numParamGroups "internal";
+%rename(GetDevice) acc_accelerator::device_;
+%csmethodmodifiers acc_accelerator::device_ "internal";
+%rename(GetDistributedType) acc_accelerator::distributedType;
+%csmethodmodifiers acc_accelerator::distributedType "internal";
+%rename(GetMixedPrecision) acc_accelerator::mixedPrecision;
+%csmethodmodifiers acc_accelerator::mixedPrecision "internal";
+%rename(GetProcessIndex) acc_accelerator::processIndex;
+%csmethodmodifiers acc_accelerator::processIndex "internal";
+%rename(GetNumProcesses) acc_accelerator::numProcesses;
+%csmethodmodifiers acc_accelerator::numProcesses "internal";
+%rename(GetLocalProcessIndex) acc_accelerator::localProcessIndex;
+%csmethodmodifiers acc_accelerator::localProcessIndex "internal";
+%rename(GetIsMainProcess) acc_accelerator::isMainProcess;
+%csmethodmodifiers acc_accelerator::isMainProcess "internal";
+%rename(GetIsLocalMainProcess) acc_accelerator::isLocalMainProcess;
+%csmethodmodifiers acc_accelerator::isLocalMainProcess "internal";
+%rename(GetIsLastProcess) acc_accelerator::isLastProcess;
+%csmethodmodifiers acc_accelerator::isLastProcess "internal";
+%rename(GetGradientAccumulationSteps) acc_accelerator::gradientAccumulationSteps;
+%csmethodmodifiers acc_accelerator::gradientAccumulationSteps "internal";
+%rename(GetSyncGradients) acc_accelerator::syncGradients;
+%csmethodmodifiers acc_accelerator::syncGradients "internal";
+%rename(GetOptimizerStepWasSkipped) acc_accelerator::optimizerStepWasSkipped;
+%csmethodmodifiers acc_accelerator::optimizerStepWasSkipped "internal";
+%rename(GetStep) acc_accelerator::step_;
+%csmethodmodifiers acc_accelerator::step_ "internal";
+%rename(GetIteration) acc_accelerator::iteration_;
+%csmethodmodifiers acc_accelerator::iteration_ "internal";
+
 /* A batch's Get/Find hand their tensors to the batch (TensorList.Get in bindings/csharp/src). */
 %rename(GetEntry) acc_tensor_list::get_;
 %rename(FindEntry) acc_tensor_list::find_;

@@ -60,7 +60,7 @@ public sealed class FashionMnist {
 
   Dataset LoadSplit(string split, long limit) {
     Dataset ds = Dataset.FromIdx(data + "/" + split + "-images-idx3-ubyte.gz", data + "/" + split + "-labels-idx1-ubyte.gz");
-    if (limit <= 0 || limit >= ds.Size()) return ds;
+    if (limit <= 0 || limit >= ds.Count) return ds;
     using (ds) return ds.Subset(0, limit);
   }
 
@@ -82,7 +82,7 @@ public sealed class FashionMnist {
       using (Tensor logits = model.ForwardNoGrad(x))
       using (Tensor pred = logits.Argmax(1, false)) {
         correct += pred.CountEqual(y);
-        seen += y.Numel();
+        seen += y.Numel;
       }
     }
     model.SetTraining(true);
@@ -104,7 +104,7 @@ public sealed class FashionMnist {
     using (Model rawModel = Model.FromSpec(ModelSpec))
     using (Options optOpts = Options.Optimizer().Put("lr", lr))
     using (var rawOpt = new Optimizer(rawModel, "adamw", optOpts)) {
-      long stepsPerEpoch = rawTrain.Length();
+      long stepsPerEpoch = rawTrain.Length;
       using (Options schedOpts = Options.Scheduler().Put("num_warmup_steps", stepsPerEpoch / 10)
                  .Put("num_training_steps", stepsPerEpoch * epochs))
       using (var rawSched = new Scheduler(rawOpt, "cosine", schedOpts))
@@ -115,7 +115,7 @@ public sealed class FashionMnist {
       using (Scheduler sched = acc.Prepare(rawSched))
       using (DataLoader testLoader = acc.Prepare(rawTest)) {
         acc.Print(string.Format(inv, "training on {0} process(es), {1}: {2} samples, {3} steps per epoch",
-                                acc.NumProcesses(), acc.Device(), train.Size(), stepsPerEpoch));
+                                acc.NumProcesses, acc.Device, train.Count, stepsPerEpoch));
         for (int epoch = 0; epoch < epochs; ++epoch) {
           var clock = Stopwatch.StartNew();
           double lossSum = 0, batches = 0, samples = 0;
@@ -133,7 +133,7 @@ public sealed class FashionMnist {
               opt.ZeroGrad();
               lossSum += loss.Item();
               batches += 1;
-              samples += y.Numel();
+              samples += y.Numel;
             }
           }
           double[] totals = SumAcrossProcesses(acc, lossSum, batches, samples);

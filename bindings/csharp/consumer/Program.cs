@@ -44,8 +44,8 @@ public static class Program {
         }
         ++steps;
       }
-      Console.WriteLine("csharp consumer: accelerate " + Library.Version() + ", rank " + acc.ProcessIndex() + " of " +
-                        acc.NumProcesses() + ", " + steps + " steps, libaccelerate from " + LoadedFrom("libaccelerate.so.0"));
+      Console.WriteLine("csharp consumer: accelerate " + Library.Version() + ", rank " + acc.ProcessIndex + " of " +
+                        acc.NumProcesses + ", " + steps + " steps, libaccelerate from " + LoadedFrom("libaccelerate.so.0"));
     }
     return 0;
   }

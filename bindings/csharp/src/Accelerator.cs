@@ -41,7 +41,7 @@ public partial class Accelerator {
   public List<byte[]> GatherObject(byte[] data, string name = null) {
     using (StringList list = GatherObject(data, data.LongLength, name)) {
       var result = new List<byte[]>();
-      for (long i = 0, n = list.Size(); i < n; ++i) result.Add(list.GetBytes(i));
+      for (long i = 0, n = list.Count; i < n; ++i) result.Add(list.GetBytes(i));
       return result;
     }
   }

@@ -29,7 +29,7 @@ public partial class TensorList {
   }
   /// New handles to every entry; the caller disposes them.
   public Tensor[] ToArray() {
-    var a = new Tensor[Size()];
+    var a = new Tensor[Count];
     for (int i = 0; i < a.Length; ++i) a[i] = Get(i);
     return a;
   }
@@ -38,7 +38,7 @@ public partial class TensorList {
 public partial class StringList {
   public List<string> ToList() {
     var list = new List<string>();
-    for (long i = 0, n = Size(); i < n; ++i) list.Add(Get(i));
+    for (long i = 0, n = Count; i < n; ++i) list.Add(Get(i));
     return list;
   }
   public byte[] GetBytes(long index) {

@@ -29,32 +29,32 @@ public partial class Tensor {
   }
 
   public long[] Shape() {
-    long[] s = new long[Ndim()];
+    long[] s = new long[Ndim];
     CopyShape(s, s.LongLength);
     return s;
   }
   public float[] ToFloatArray() {
-    float[] a = new float[Numel()];
+    float[] a = new float[Numel];
     CopyToFloats(a, a.LongLength);
     return a;
   }
   public double[] ToDoubleArray() {
-    double[] a = new double[Numel()];
+    double[] a = new double[Numel];
     CopyToDoubles(a, a.LongLength);
     return a;
   }
   public long[] ToLongArray() {
-    long[] a = new long[Numel()];
+    long[] a = new long[Numel];
     CopyToLongs(a, a.LongLength);
     return a;
   }
   public int[] ToIntArray() {
-    int[] a = new int[Numel()];
+    int[] a = new int[Numel];
     CopyToInts(a, a.LongLength);
     return a;
   }
   public byte[] ToByteArray() {
-    byte[] a = new byte[Numel()];
+    byte[] a = new byte[Numel];
     CopyToBytes(a, a.LongLength);
     return a;
   }

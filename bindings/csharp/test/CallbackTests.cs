@@ -74,7 +74,7 @@ public class CallbackTests {
         long seen = 0;
         foreach (TensorList batch in dl)
           using (batch)
-          using (Tensor y = batch.Get(1)) seen += y.Numel();
+          using (Tensor y = batch.Get(1)) seen += y.Numel;
         Assert.AreEqual(5, seen);
       }
     }
@@ -119,7 +119,7 @@ public class CallbackTests {
       dl.SetCollate(samples => new[] {Tensor.Of(new float[] {samples.Count}, 1)});
       Assert.AreEqual(baseline + 2, Library.LiveCallbacks());
       ds.Dispose();  // the loader keeps the dataset, and so its delegate
-      using (TensorList batch = dl.Next()) Assert.AreEqual(1, batch.Size());
+      using (TensorList batch = dl.Next()) Assert.AreEqual(1, batch.Count);
       Assert.AreEqual(baseline + 2, Library.LiveCallbacks());
     }
     Assert.AreEqual(baseline, Library.LiveCallbacks());

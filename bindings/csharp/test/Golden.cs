@@ -142,7 +142,7 @@ public static class Golden {
     using (Tensor yt = Tensor.Of(y, N))
     using (TensorList fields = TensorList.Of(xt, yt))
     using (Dataset ds = Dataset.FromTensors(fields)) {
-      long rank = acc.ProcessIndex();
+      long rank = acc.ProcessIndex;
       acc.RegisterForCheckpointing(counter.Save, counter.Load);
       using (var first = new Objects(acc, ds)) {
         for (int epoch = 0; epoch < Epochs; ++epoch) Train(out_, acc, first, counter, -1);

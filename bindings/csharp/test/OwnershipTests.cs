@@ -137,9 +137,9 @@ public class OwnershipTests {
           break;
         }
       }
-      Assert.IsFalse(loader.InEpoch(), "break disposed the pass, which ended the epoch");
+      Assert.IsFalse(loader.InEpoch, "break disposed the pass, which ended the epoch");
       Assert.IsTrue(last.IsDisposed, "and released its batch");
-      Assert.AreEqual(1, loader.Epoch());
+      Assert.AreEqual(1, loader.Epoch);
       acc.LoadState(dir);  // refused mid-epoch
       int rest = 0;
       foreach (TensorList batch in loader) ++rest;

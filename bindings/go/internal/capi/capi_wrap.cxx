@@ -1153,19 +1153,19 @@ SwigDirector_SampleSource::SwigDirector_SampleSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_SampleSource_capi_954826e5f4c07cca(intgo);
+extern "C" void Swiggo_DeleteDirector_SampleSource_capi_8de2de55689d6b0e(intgo);
 SwigDirector_SampleSource::~SwigDirector_SampleSource()
 {
-  Swiggo_DeleteDirector_SampleSource_capi_954826e5f4c07cca(go_val);
+  Swiggo_DeleteDirector_SampleSource_capi_8de2de55689d6b0e(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorSampleSource_callback_released_capi_954826e5f4c07cca(int);
+extern "C" void Swig_DirectorSampleSource_callback_released_capi_8de2de55689d6b0e(int);
 void SwigDirector_SampleSource::released() {
-  Swig_DirectorSampleSource_callback_released_capi_954826e5f4c07cca(go_val);
+  Swig_DirectorSampleSource_callback_released_capi_8de2de55689d6b0e(go_val);
 }
 
-extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_954826e5f4c07cca(int, long long index, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_8de2de55689d6b0e(int, long long index, acc_tensor_list *out);
 int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1174,7 +1174,7 @@ int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   
   swig_index = (int64_t)index; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorSampleSource_callback_sample_capi_954826e5f4c07cca(go_val, swig_index, swig_out);
+  result = Swig_DirectorSampleSource_callback_sample_capi_8de2de55689d6b0e(go_val, swig_index, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1184,38 +1184,38 @@ SwigDirector_StreamSource::SwigDirector_StreamSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StreamSource_capi_954826e5f4c07cca(intgo);
+extern "C" void Swiggo_DeleteDirector_StreamSource_capi_8de2de55689d6b0e(intgo);
 SwigDirector_StreamSource::~SwigDirector_StreamSource()
 {
-  Swiggo_DeleteDirector_StreamSource_capi_954826e5f4c07cca(go_val);
+  Swiggo_DeleteDirector_StreamSource_capi_8de2de55689d6b0e(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStreamSource_callback_released_capi_954826e5f4c07cca(int);
+extern "C" void Swig_DirectorStreamSource_callback_released_capi_8de2de55689d6b0e(int);
 void SwigDirector_StreamSource::released() {
-  Swig_DirectorStreamSource_callback_released_capi_954826e5f4c07cca(go_val);
+  Swig_DirectorStreamSource_callback_released_capi_8de2de55689d6b0e(go_val);
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_954826e5f4c07cca(int, long long epoch);
+extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_8de2de55689d6b0e(int, long long epoch);
 int SwigDirector_StreamSource::start(int64_t epoch) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_epoch;
   
   swig_epoch = (int64_t)epoch; 
-  result = Swig_DirectorStreamSource_callback_start_capi_954826e5f4c07cca(go_val, swig_epoch);
+  result = Swig_DirectorStreamSource_callback_start_capi_8de2de55689d6b0e(go_val, swig_epoch);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_954826e5f4c07cca(int, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_8de2de55689d6b0e(int, acc_tensor_list *out);
 int SwigDirector_StreamSource::next(acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   acc_tensor_list *swig_out;
   
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorStreamSource_callback_next_capi_954826e5f4c07cca(go_val, swig_out);
+  result = Swig_DirectorStreamSource_callback_next_capi_8de2de55689d6b0e(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1225,19 +1225,19 @@ SwigDirector_Collator::SwigDirector_Collator(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Collator_capi_954826e5f4c07cca(intgo);
+extern "C" void Swiggo_DeleteDirector_Collator_capi_8de2de55689d6b0e(intgo);
 SwigDirector_Collator::~SwigDirector_Collator()
 {
-  Swiggo_DeleteDirector_Collator_capi_954826e5f4c07cca(go_val);
+  Swiggo_DeleteDirector_Collator_capi_8de2de55689d6b0e(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCollator_callback_released_capi_954826e5f4c07cca(int);
+extern "C" void Swig_DirectorCollator_callback_released_capi_8de2de55689d6b0e(int);
 void SwigDirector_Collator::released() {
-  Swig_DirectorCollator_callback_released_capi_954826e5f4c07cca(go_val);
+  Swig_DirectorCollator_callback_released_capi_8de2de55689d6b0e(go_val);
 }
 
-extern "C" intgo Swig_DirectorCollator_callback_collate_capi_954826e5f4c07cca(int, accswig::Samples *samples, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorCollator_callback_collate_capi_8de2de55689d6b0e(int, accswig::Samples *samples, acc_tensor_list *out);
 int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1246,7 +1246,7 @@ int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *ou
   
   *(accswig::Samples **)&swig_samples = (accswig::Samples *)samples; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorCollator_callback_collate_capi_954826e5f4c07cca(go_val, swig_samples, swig_out);
+  result = Swig_DirectorCollator_callback_collate_capi_8de2de55689d6b0e(go_val, swig_samples, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1256,38 +1256,38 @@ SwigDirector_StateHandler::SwigDirector_StateHandler(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StateHandler_capi_954826e5f4c07cca(intgo);
+extern "C" void Swiggo_DeleteDirector_StateHandler_capi_8de2de55689d6b0e(intgo);
 SwigDirector_StateHandler::~SwigDirector_StateHandler()
 {
-  Swiggo_DeleteDirector_StateHandler_capi_954826e5f4c07cca(go_val);
+  Swiggo_DeleteDirector_StateHandler_capi_8de2de55689d6b0e(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStateHandler_callback_released_capi_954826e5f4c07cca(int);
+extern "C" void Swig_DirectorStateHandler_callback_released_capi_8de2de55689d6b0e(int);
 void SwigDirector_StateHandler::released() {
-  Swig_DirectorStateHandler_callback_released_capi_954826e5f4c07cca(go_val);
+  Swig_DirectorStateHandler_callback_released_capi_8de2de55689d6b0e(go_val);
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_954826e5f4c07cca(int, accswig::Bytes *out);
+extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_8de2de55689d6b0e(int, accswig::Bytes *out);
 int SwigDirector_StateHandler::save(accswig::Bytes *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_out;
   
   *(accswig::Bytes **)&swig_out = (accswig::Bytes *)out; 
-  result = Swig_DirectorStateHandler_callback_save_capi_954826e5f4c07cca(go_val, swig_out);
+  result = Swig_DirectorStateHandler_callback_save_capi_8de2de55689d6b0e(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_954826e5f4c07cca(int, accswig::Bytes *in);
+extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_8de2de55689d6b0e(int, accswig::Bytes *in);
 int SwigDirector_StateHandler::load(accswig::Bytes *in) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_in;
   
   *(accswig::Bytes **)&swig_in = (accswig::Bytes *)in; 
-  result = Swig_DirectorStateHandler_callback_load_capi_954826e5f4c07cca(go_val, swig_in);
+  result = Swig_DirectorStateHandler_callback_load_capi_8de2de55689d6b0e(go_val, swig_in);
   c_result = (int)result; 
   return c_result;
 }
@@ -1297,19 +1297,19 @@ SwigDirector_CheckpointHook::SwigDirector_CheckpointHook(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_954826e5f4c07cca(intgo);
+extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_8de2de55689d6b0e(intgo);
 SwigDirector_CheckpointHook::~SwigDirector_CheckpointHook()
 {
-  Swiggo_DeleteDirector_CheckpointHook_capi_954826e5f4c07cca(go_val);
+  Swiggo_DeleteDirector_CheckpointHook_capi_8de2de55689d6b0e(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_954826e5f4c07cca(int);
+extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_8de2de55689d6b0e(int);
 void SwigDirector_CheckpointHook::released() {
-  Swig_DirectorCheckpointHook_callback_released_capi_954826e5f4c07cca(go_val);
+  Swig_DirectorCheckpointHook_callback_released_capi_8de2de55689d6b0e(go_val);
 }
 
-extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_954826e5f4c07cca(int, _gostring_ dir);
+extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_8de2de55689d6b0e(int, _gostring_ dir);
 int SwigDirector_CheckpointHook::run(char const *dir) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1318,7 +1318,7 @@ int SwigDirector_CheckpointHook::run(char const *dir) {
   
   swig_dir = Swig_AllocateString((char*)dir, dir ? strlen((char*)dir) : 0);
   
-  result = Swig_DirectorCheckpointHook_callback_run_capi_954826e5f4c07cca(go_val, swig_dir);
+  result = Swig_DirectorCheckpointHook_callback_run_capi_8de2de55689d6b0e(go_val, swig_dir);
   c_result = (int)result; 
   return c_result;
 }
@@ -1328,19 +1328,19 @@ SwigDirector_Tracker::SwigDirector_Tracker(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Tracker_capi_954826e5f4c07cca(intgo);
+extern "C" void Swiggo_DeleteDirector_Tracker_capi_8de2de55689d6b0e(intgo);
 SwigDirector_Tracker::~SwigDirector_Tracker()
 {
-  Swiggo_DeleteDirector_Tracker_capi_954826e5f4c07cca(go_val);
+  Swiggo_DeleteDirector_Tracker_capi_8de2de55689d6b0e(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTracker_callback_released_capi_954826e5f4c07cca(int);
+extern "C" void Swig_DirectorTracker_callback_released_capi_8de2de55689d6b0e(int);
 void SwigDirector_Tracker::released() {
-  Swig_DirectorTracker_callback_released_capi_954826e5f4c07cca(go_val);
+  Swig_DirectorTracker_callback_released_capi_8de2de55689d6b0e(go_val);
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_init_capi_954826e5f4c07cca(int, _gostring_ project, _gostring_ configJson);
+extern "C" intgo Swig_DirectorTracker_callback_init_capi_8de2de55689d6b0e(int, _gostring_ project, _gostring_ configJson);
 int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1353,12 +1353,12 @@ int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   
   swig_configJson = Swig_AllocateString((char*)configJson, configJson ? strlen((char*)configJson) : 0);
   
-  result = Swig_DirectorTracker_callback_init_capi_954826e5f4c07cca(go_val, swig_project, swig_configJson);
+  result = Swig_DirectorTracker_callback_init_capi_8de2de55689d6b0e(go_val, swig_project, swig_configJson);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_log_capi_954826e5f4c07cca(int, accswig::Metrics *metrics, long long step);
+extern "C" intgo Swig_DirectorTracker_callback_log_capi_8de2de55689d6b0e(int, accswig::Metrics *metrics, long long step);
 int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1367,17 +1367,17 @@ int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   
   *(accswig::Metrics **)&swig_metrics = (accswig::Metrics *)metrics; 
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_log_capi_954826e5f4c07cca(go_val, swig_metrics, swig_step);
+  result = Swig_DirectorTracker_callback_log_capi_8de2de55689d6b0e(go_val, swig_metrics, swig_step);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_finish_capi_954826e5f4c07cca(int);
+extern "C" intgo Swig_DirectorTracker_callback_finish_capi_8de2de55689d6b0e(int);
 int SwigDirector_Tracker::finish() {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   
-  result = Swig_DirectorTracker_callback_finish_capi_954826e5f4c07cca(go_val);
+  result = Swig_DirectorTracker_callback_finish_capi_8de2de55689d6b0e(go_val);
   c_result = (int)result; 
   return c_result;
 }
@@ -1387,19 +1387,19 @@ SwigDirector_LrLambda::SwigDirector_LrLambda(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_LrLambda_capi_954826e5f4c07cca(intgo);
+extern "C" void Swiggo_DeleteDirector_LrLambda_capi_8de2de55689d6b0e(intgo);
 SwigDirector_LrLambda::~SwigDirector_LrLambda()
 {
-  Swiggo_DeleteDirector_LrLambda_capi_954826e5f4c07cca(go_val);
+  Swiggo_DeleteDirector_LrLambda_capi_8de2de55689d6b0e(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorLrLambda_callback_released_capi_954826e5f4c07cca(int);
+extern "C" void Swig_DirectorLrLambda_callback_released_capi_8de2de55689d6b0e(int);
 void SwigDirector_LrLambda::released() {
-  Swig_DirectorLrLambda_callback_released_capi_954826e5f4c07cca(go_val);
+  Swig_DirectorLrLambda_callback_released_capi_8de2de55689d6b0e(go_val);
 }
 
-extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_954826e5f4c07cca(int, long long step, accswig::Factor *out);
+extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_8de2de55689d6b0e(int, long long step, accswig::Factor *out);
 int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1408,7 +1408,7 @@ int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   
   swig_step = (int64_t)step; 
   *(accswig::Factor **)&swig_out = (accswig::Factor *)out; 
-  result = Swig_DirectorLrLambda_callback_factor_capi_954826e5f4c07cca(go_val, swig_step, swig_out);
+  result = Swig_DirectorLrLambda_callback_factor_capi_8de2de55689d6b0e(go_val, swig_step, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1418,26 +1418,26 @@ SwigDirector_BatchSizeRun::SwigDirector_BatchSizeRun(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_954826e5f4c07cca(intgo);
+extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_8de2de55689d6b0e(intgo);
 SwigDirector_BatchSizeRun::~SwigDirector_BatchSizeRun()
 {
-  Swiggo_DeleteDirector_BatchSizeRun_capi_954826e5f4c07cca(go_val);
+  Swiggo_DeleteDirector_BatchSizeRun_capi_8de2de55689d6b0e(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_954826e5f4c07cca(int);
+extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_8de2de55689d6b0e(int);
 void SwigDirector_BatchSizeRun::released() {
-  Swig_DirectorBatchSizeRun_callback_released_capi_954826e5f4c07cca(go_val);
+  Swig_DirectorBatchSizeRun_callback_released_capi_8de2de55689d6b0e(go_val);
 }
 
-extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_954826e5f4c07cca(int, long long batch_size);
+extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_8de2de55689d6b0e(int, long long batch_size);
 int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_batch_size;
   
   swig_batch_size = (int64_t)batch_size; 
-  result = Swig_DirectorBatchSizeRun_callback_run_capi_954826e5f4c07cca(go_val, swig_batch_size);
+  result = Swig_DirectorBatchSizeRun_callback_run_capi_8de2de55689d6b0e(go_val, swig_batch_size);
   c_result = (int)result; 
   return c_result;
 }
@@ -1446,7 +1446,7 @@ int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_954826e5f4c07cca(void *_swig_go_0) {
+void _wrap_Swig_free_capi_8de2de55689d6b0e(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1456,7 +1456,7 @@ void _wrap_Swig_free_capi_954826e5f4c07cca(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_954826e5f4c07cca(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_8de2de55689d6b0e(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1469,7 +1469,7 @@ void *_wrap_Swig_malloc_capi_954826e5f4c07cca(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_ACC_OK_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_OK_capi_8de2de55689d6b0e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1489,7 +1489,7 @@ intgo _wrap_ACC_OK_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_8de2de55689d6b0e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1509,7 +1509,7 @@ intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_8de2de55689d6b0e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1529,7 +1529,7 @@ intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_8de2de55689d6b0e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1549,7 +1549,7 @@ intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_ERR_UNSUPPORTED_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_ERR_UNSUPPORTED_capi_8de2de55689d6b0e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1569,7 +1569,7 @@ intgo _wrap_ACC_ERR_UNSUPPORTED_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_8de2de55689d6b0e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1589,7 +1589,7 @@ intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_ERR_TIMEOUT_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_ERR_TIMEOUT_capi_8de2de55689d6b0e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1609,7 +1609,7 @@ intgo _wrap_ACC_ERR_TIMEOUT_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_ERR_ABORTED_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_ERR_ABORTED_capi_8de2de55689d6b0e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1629,7 +1629,7 @@ intgo _wrap_ACC_ERR_ABORTED_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_ERR_DISTRIBUTED_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_ERR_DISTRIBUTED_capi_8de2de55689d6b0e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1649,7 +1649,7 @@ intgo _wrap_ACC_ERR_DISTRIBUTED_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_ERR_IO_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_ERR_IO_capi_8de2de55689d6b0e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1669,7 +1669,7 @@ intgo _wrap_ACC_ERR_IO_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_8de2de55689d6b0e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1689,7 +1689,7 @@ intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_ERR_INTERNAL_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_ERR_INTERNAL_capi_8de2de55689d6b0e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1709,7 +1709,7 @@ intgo _wrap_ACC_ERR_INTERNAL_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UNDEFINED_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_DTYPE_UNDEFINED_capi_8de2de55689d6b0e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1729,7 +1729,7 @@ intgo _wrap_ACC_DTYPE_UNDEFINED_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT32_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_DTYPE_FLOAT32_capi_8de2de55689d6b0e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1749,7 +1749,7 @@ intgo _wrap_ACC_DTYPE_FLOAT32_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT64_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_DTYPE_FLOAT64_capi_8de2de55689d6b0e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1769,7 +1769,7 @@ intgo _wrap_ACC_DTYPE_FLOAT64_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BFLOAT16_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_DTYPE_BFLOAT16_capi_8de2de55689d6b0e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1789,7 +1789,7 @@ intgo _wrap_ACC_DTYPE_BFLOAT16_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT16_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_DTYPE_FLOAT16_capi_8de2de55689d6b0e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1809,7 +1809,7 @@ intgo _wrap_ACC_DTYPE_FLOAT16_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT64_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_DTYPE_INT64_capi_8de2de55689d6b0e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1829,7 +1829,7 @@ intgo _wrap_ACC_DTYPE_INT64_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT32_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_DTYPE_INT32_capi_8de2de55689d6b0e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1849,7 +1849,7 @@ intgo _wrap_ACC_DTYPE_INT32_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UINT8_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_DTYPE_UINT8_capi_8de2de55689d6b0e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1869,7 +1869,7 @@ intgo _wrap_ACC_DTYPE_UINT8_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BOOL_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_DTYPE_BOOL_capi_8de2de55689d6b0e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1889,7 +1889,7 @@ intgo _wrap_ACC_DTYPE_BOOL_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT8_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_DTYPE_INT8_capi_8de2de55689d6b0e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1909,7 +1909,7 @@ intgo _wrap_ACC_DTYPE_INT8_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT16_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_DTYPE_INT16_capi_8de2de55689d6b0e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1929,7 +1929,7 @@ intgo _wrap_ACC_DTYPE_INT16_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_NONE_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_REDUCTION_NONE_capi_8de2de55689d6b0e() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -1949,7 +1949,7 @@ intgo _wrap_ACC_REDUCTION_NONE_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_MEAN_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_REDUCTION_MEAN_capi_8de2de55689d6b0e() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -1969,7 +1969,7 @@ intgo _wrap_ACC_REDUCTION_MEAN_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_SUM_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_REDUCTION_SUM_capi_8de2de55689d6b0e() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -1989,7 +1989,7 @@ intgo _wrap_ACC_REDUCTION_SUM_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ANY_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_HANDLE_ANY_capi_8de2de55689d6b0e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2009,7 +2009,7 @@ intgo _wrap_ACC_HANDLE_ANY_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_HANDLE_TENSOR_capi_8de2de55689d6b0e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2029,7 +2029,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_8de2de55689d6b0e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2049,7 +2049,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_HANDLE_STRING_LIST_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_HANDLE_STRING_LIST_capi_8de2de55689d6b0e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2069,7 +2069,7 @@ intgo _wrap_ACC_HANDLE_STRING_LIST_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIONS_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_HANDLE_OPTIONS_capi_8de2de55689d6b0e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2089,7 +2089,7 @@ intgo _wrap_ACC_HANDLE_OPTIONS_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_HANDLE_MODEL_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_HANDLE_MODEL_capi_8de2de55689d6b0e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2109,7 +2109,7 @@ intgo _wrap_ACC_HANDLE_MODEL_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_8de2de55689d6b0e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2129,7 +2129,7 @@ intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_HANDLE_SCHEDULER_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_HANDLE_SCHEDULER_capi_8de2de55689d6b0e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2149,7 +2149,7 @@ intgo _wrap_ACC_HANDLE_SCHEDULER_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATASET_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_HANDLE_DATASET_capi_8de2de55689d6b0e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2169,7 +2169,7 @@ intgo _wrap_ACC_HANDLE_DATASET_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATALOADER_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_HANDLE_DATALOADER_capi_8de2de55689d6b0e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2189,7 +2189,7 @@ intgo _wrap_ACC_HANDLE_DATALOADER_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_8de2de55689d6b0e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2209,7 +2209,7 @@ intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_HANDLE_PROGRESS_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_HANDLE_PROGRESS_capi_8de2de55689d6b0e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2229,7 +2229,7 @@ intgo _wrap_ACC_HANDLE_PROGRESS_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_HANDLE_BYTES_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_HANDLE_BYTES_capi_8de2de55689d6b0e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2249,7 +2249,7 @@ intgo _wrap_ACC_HANDLE_BYTES_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_8de2de55689d6b0e() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2269,7 +2269,7 @@ intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_8de2de55689d6b0e() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2289,7 +2289,7 @@ intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_DATALOADER_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_OPTIONS_DATALOADER_capi_8de2de55689d6b0e() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2309,7 +2309,7 @@ intgo _wrap_ACC_OPTIONS_DATALOADER_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_8de2de55689d6b0e() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2329,7 +2329,7 @@ intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_8de2de55689d6b0e() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2349,7 +2349,7 @@ intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_NO_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_PLACEMENT_NO_capi_8de2de55689d6b0e() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2369,7 +2369,7 @@ intgo _wrap_ACC_PLACEMENT_NO_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_YES_capi_954826e5f4c07cca() {
+intgo _wrap_ACC_PLACEMENT_YES_capi_8de2de55689d6b0e() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2389,7 +2389,7 @@ intgo _wrap_ACC_PLACEMENT_YES_capi_954826e5f4c07cca() {
 }
 
 
-void _wrap_delete_Callback_capi_954826e5f4c07cca(accswig::Callback *_swig_go_0) {
+void _wrap_delete_Callback_capi_8de2de55689d6b0e(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -2407,7 +2407,7 @@ void _wrap_delete_Callback_capi_954826e5f4c07cca(accswig::Callback *_swig_go_0) 
 }
 
 
-void _wrap_Callback_released_capi_954826e5f4c07cca(accswig::Callback *_swig_go_0) {
+void _wrap_Callback_released_capi_8de2de55689d6b0e(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -2425,7 +2425,7 @@ void _wrap_Callback_released_capi_954826e5f4c07cca(accswig::Callback *_swig_go_0
 }
 
 
-accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_954826e5f4c07cca(intgo _swig_go_0) {
+accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_8de2de55689d6b0e(intgo _swig_go_0) {
   int arg1 ;
   accswig::SampleSource *result = 0 ;
   accswig::SampleSource *_swig_go_result;
@@ -2446,7 +2446,7 @@ accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_9548
 }
 
 
-void _wrap_DeleteDirectorSampleSource_capi_954826e5f4c07cca(accswig::SampleSource *_swig_go_0) {
+void _wrap_DeleteDirectorSampleSource_capi_8de2de55689d6b0e(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2464,7 +2464,7 @@ void _wrap_DeleteDirectorSampleSource_capi_954826e5f4c07cca(accswig::SampleSourc
 }
 
 
-void _wrap__swig_DirectorSampleSource_upcall_Released_capi_954826e5f4c07cca(SwigDirector_SampleSource *_swig_go_0) {
+void _wrap__swig_DirectorSampleSource_upcall_Released_capi_8de2de55689d6b0e(SwigDirector_SampleSource *_swig_go_0) {
   SwigDirector_SampleSource *arg1 = (SwigDirector_SampleSource *) 0 ;
   
   arg1 = *(SwigDirector_SampleSource **)&_swig_go_0; 
@@ -2482,7 +2482,7 @@ void _wrap__swig_DirectorSampleSource_upcall_Released_capi_954826e5f4c07cca(Swig
 }
 
 
-intgo _wrap_SampleSource_sample_capi_954826e5f4c07cca(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_SampleSource_sample_capi_8de2de55689d6b0e(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   int64_t arg2 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -2507,7 +2507,7 @@ intgo _wrap_SampleSource_sample_capi_954826e5f4c07cca(accswig::SampleSource *_sw
 }
 
 
-void _wrap_delete_SampleSource_capi_954826e5f4c07cca(accswig::SampleSource *_swig_go_0) {
+void _wrap_delete_SampleSource_capi_8de2de55689d6b0e(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2525,7 +2525,7 @@ void _wrap_delete_SampleSource_capi_954826e5f4c07cca(accswig::SampleSource *_swi
 }
 
 
-void _wrap_SampleSource_released_capi_954826e5f4c07cca(accswig::SampleSource *_swig_go_0) {
+void _wrap_SampleSource_released_capi_8de2de55689d6b0e(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2536,7 +2536,7 @@ void _wrap_SampleSource_released_capi_954826e5f4c07cca(accswig::SampleSource *_s
 }
 
 
-accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_954826e5f4c07cca(intgo _swig_go_0) {
+accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_8de2de55689d6b0e(intgo _swig_go_0) {
   int arg1 ;
   accswig::StreamSource *result = 0 ;
   accswig::StreamSource *_swig_go_result;
@@ -2557,7 +2557,7 @@ accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_9548
 }
 
 
-void _wrap_DeleteDirectorStreamSource_capi_954826e5f4c07cca(accswig::StreamSource *_swig_go_0) {
+void _wrap_DeleteDirectorStreamSource_capi_8de2de55689d6b0e(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -2575,7 +2575,7 @@ void _wrap_DeleteDirectorStreamSource_capi_954826e5f4c07cca(accswig::StreamSourc
 }
 
 
-void _wrap__swig_DirectorStreamSource_upcall_Released_capi_954826e5f4c07cca(SwigDirector_StreamSource *_swig_go_0) {
+void _wrap__swig_DirectorStreamSource_upcall_Released_capi_8de2de55689d6b0e(SwigDirector_StreamSource *_swig_go_0) {
   SwigDirector_StreamSource *arg1 = (SwigDirector_StreamSource *) 0 ;
   
   arg1 = *(SwigDirector_StreamSource **)&_swig_go_0; 
@@ -2593,7 +2593,7 @@ void _wrap__swig_DirectorStreamSource_upcall_Released_capi_954826e5f4c07cca(Swig
 }
 
 
-intgo _wrap_StreamSource_start_capi_954826e5f4c07cca(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_StreamSource_start_capi_8de2de55689d6b0e(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   int result;
@@ -2616,7 +2616,7 @@ intgo _wrap_StreamSource_start_capi_954826e5f4c07cca(accswig::StreamSource *_swi
 }
 
 
-intgo _wrap_StreamSource_next_capi_954826e5f4c07cca(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
+intgo _wrap_StreamSource_next_capi_8de2de55689d6b0e(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   int result;
@@ -2639,7 +2639,7 @@ intgo _wrap_StreamSource_next_capi_954826e5f4c07cca(accswig::StreamSource *_swig
 }
 
 
-void _wrap_delete_StreamSource_capi_954826e5f4c07cca(accswig::StreamSource *_swig_go_0) {
+void _wrap_delete_StreamSource_capi_8de2de55689d6b0e(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -2657,7 +2657,7 @@ void _wrap_delete_StreamSource_capi_954826e5f4c07cca(accswig::StreamSource *_swi
 }
 
 
-void _wrap_StreamSource_released_capi_954826e5f4c07cca(accswig::StreamSource *_swig_go_0) {
+void _wrap_StreamSource_released_capi_8de2de55689d6b0e(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -2668,7 +2668,7 @@ void _wrap_StreamSource_released_capi_954826e5f4c07cca(accswig::StreamSource *_s
 }
 
 
-accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_954826e5f4c07cca(intgo _swig_go_0) {
+accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_8de2de55689d6b0e(intgo _swig_go_0) {
   int arg1 ;
   accswig::Collator *result = 0 ;
   accswig::Collator *_swig_go_result;
@@ -2689,7 +2689,7 @@ accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_954826e5f4c07cca
 }
 
 
-void _wrap_DeleteDirectorCollator_capi_954826e5f4c07cca(accswig::Collator *_swig_go_0) {
+void _wrap_DeleteDirectorCollator_capi_8de2de55689d6b0e(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -2707,7 +2707,7 @@ void _wrap_DeleteDirectorCollator_capi_954826e5f4c07cca(accswig::Collator *_swig
 }
 
 
-void _wrap__swig_DirectorCollator_upcall_Released_capi_954826e5f4c07cca(SwigDirector_Collator *_swig_go_0) {
+void _wrap__swig_DirectorCollator_upcall_Released_capi_8de2de55689d6b0e(SwigDirector_Collator *_swig_go_0) {
   SwigDirector_Collator *arg1 = (SwigDirector_Collator *) 0 ;
   
   arg1 = *(SwigDirector_Collator **)&_swig_go_0; 
@@ -2725,7 +2725,7 @@ void _wrap__swig_DirectorCollator_upcall_Released_capi_954826e5f4c07cca(SwigDire
 }
 
 
-intgo _wrap_Collator_collate_capi_954826e5f4c07cca(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_Collator_collate_capi_8de2de55689d6b0e(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   accswig::Samples *arg2 = (accswig::Samples *) 0 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -2750,7 +2750,7 @@ intgo _wrap_Collator_collate_capi_954826e5f4c07cca(accswig::Collator *_swig_go_0
 }
 
 
-void _wrap_delete_Collator_capi_954826e5f4c07cca(accswig::Collator *_swig_go_0) {
+void _wrap_delete_Collator_capi_8de2de55689d6b0e(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -2768,7 +2768,7 @@ void _wrap_delete_Collator_capi_954826e5f4c07cca(accswig::Collator *_swig_go_0) 
 }
 
 
-void _wrap_Collator_released_capi_954826e5f4c07cca(accswig::Collator *_swig_go_0) {
+void _wrap_Collator_released_capi_8de2de55689d6b0e(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -2779,7 +2779,7 @@ void _wrap_Collator_released_capi_954826e5f4c07cca(accswig::Collator *_swig_go_0
 }
 
 
-accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_954826e5f4c07cca(intgo _swig_go_0) {
+accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_8de2de55689d6b0e(intgo _swig_go_0) {
   int arg1 ;
   accswig::StateHandler *result = 0 ;
   accswig::StateHandler *_swig_go_result;
@@ -2800,7 +2800,7 @@ accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_9548
 }
 
 
-void _wrap_DeleteDirectorStateHandler_capi_954826e5f4c07cca(accswig::StateHandler *_swig_go_0) {
+void _wrap_DeleteDirectorStateHandler_capi_8de2de55689d6b0e(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -2818,7 +2818,7 @@ void _wrap_DeleteDirectorStateHandler_capi_954826e5f4c07cca(accswig::StateHandle
 }
 
 
-void _wrap__swig_DirectorStateHandler_upcall_Released_capi_954826e5f4c07cca(SwigDirector_StateHandler *_swig_go_0) {
+void _wrap__swig_DirectorStateHandler_upcall_Released_capi_8de2de55689d6b0e(SwigDirector_StateHandler *_swig_go_0) {
   SwigDirector_StateHandler *arg1 = (SwigDirector_StateHandler *) 0 ;
   
   arg1 = *(SwigDirector_StateHandler **)&_swig_go_0; 
@@ -2836,7 +2836,7 @@ void _wrap__swig_DirectorStateHandler_upcall_Released_capi_954826e5f4c07cca(Swig
 }
 
 
-intgo _wrap_StateHandler_save_capi_954826e5f4c07cca(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_save_capi_8de2de55689d6b0e(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -2859,7 +2859,7 @@ intgo _wrap_StateHandler_save_capi_954826e5f4c07cca(accswig::StateHandler *_swig
 }
 
 
-intgo _wrap_StateHandler_load_capi_954826e5f4c07cca(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_load_capi_8de2de55689d6b0e(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -2882,7 +2882,7 @@ intgo _wrap_StateHandler_load_capi_954826e5f4c07cca(accswig::StateHandler *_swig
 }
 
 
-void _wrap_delete_StateHandler_capi_954826e5f4c07cca(accswig::StateHandler *_swig_go_0) {
+void _wrap_delete_StateHandler_capi_8de2de55689d6b0e(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -2900,7 +2900,7 @@ void _wrap_delete_StateHandler_capi_954826e5f4c07cca(accswig::StateHandler *_swi
 }
 
 
-void _wrap_StateHandler_released_capi_954826e5f4c07cca(accswig::StateHandler *_swig_go_0) {
+void _wrap_StateHandler_released_capi_8de2de55689d6b0e(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -2911,7 +2911,7 @@ void _wrap_StateHandler_released_capi_954826e5f4c07cca(accswig::StateHandler *_s
 }
 
 
-accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_954826e5f4c07cca(intgo _swig_go_0) {
+accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_8de2de55689d6b0e(intgo _swig_go_0) {
   int arg1 ;
   accswig::CheckpointHook *result = 0 ;
   accswig::CheckpointHook *_swig_go_result;
@@ -2932,7 +2932,7 @@ accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_cap
 }
 
 
-void _wrap_DeleteDirectorCheckpointHook_capi_954826e5f4c07cca(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_DeleteDirectorCheckpointHook_capi_8de2de55689d6b0e(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -2950,7 +2950,7 @@ void _wrap_DeleteDirectorCheckpointHook_capi_954826e5f4c07cca(accswig::Checkpoin
 }
 
 
-void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_954826e5f4c07cca(SwigDirector_CheckpointHook *_swig_go_0) {
+void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_8de2de55689d6b0e(SwigDirector_CheckpointHook *_swig_go_0) {
   SwigDirector_CheckpointHook *arg1 = (SwigDirector_CheckpointHook *) 0 ;
   
   arg1 = *(SwigDirector_CheckpointHook **)&_swig_go_0; 
@@ -2968,7 +2968,7 @@ void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_954826e5f4c07cca(Sw
 }
 
 
-intgo _wrap_CheckpointHook_run_capi_954826e5f4c07cca(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_CheckpointHook_run_capi_8de2de55689d6b0e(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   char *arg2 = (char *) 0 ;
   int result;
@@ -2996,7 +2996,7 @@ intgo _wrap_CheckpointHook_run_capi_954826e5f4c07cca(accswig::CheckpointHook *_s
 }
 
 
-void _wrap_delete_CheckpointHook_capi_954826e5f4c07cca(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_delete_CheckpointHook_capi_8de2de55689d6b0e(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3014,7 +3014,7 @@ void _wrap_delete_CheckpointHook_capi_954826e5f4c07cca(accswig::CheckpointHook *
 }
 
 
-void _wrap_CheckpointHook_released_capi_954826e5f4c07cca(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_CheckpointHook_released_capi_8de2de55689d6b0e(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3025,7 +3025,7 @@ void _wrap_CheckpointHook_released_capi_954826e5f4c07cca(accswig::CheckpointHook
 }
 
 
-accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_954826e5f4c07cca(intgo _swig_go_0) {
+accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_8de2de55689d6b0e(intgo _swig_go_0) {
   int arg1 ;
   accswig::Tracker *result = 0 ;
   accswig::Tracker *_swig_go_result;
@@ -3046,7 +3046,7 @@ accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_954826e5f4c07cca(in
 }
 
 
-void _wrap_DeleteDirectorTracker_capi_954826e5f4c07cca(accswig::Tracker *_swig_go_0) {
+void _wrap_DeleteDirectorTracker_capi_8de2de55689d6b0e(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3064,7 +3064,7 @@ void _wrap_DeleteDirectorTracker_capi_954826e5f4c07cca(accswig::Tracker *_swig_g
 }
 
 
-void _wrap__swig_DirectorTracker_upcall_Released_capi_954826e5f4c07cca(SwigDirector_Tracker *_swig_go_0) {
+void _wrap__swig_DirectorTracker_upcall_Released_capi_8de2de55689d6b0e(SwigDirector_Tracker *_swig_go_0) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   
   arg1 = *(SwigDirector_Tracker **)&_swig_go_0; 
@@ -3082,7 +3082,7 @@ void _wrap__swig_DirectorTracker_upcall_Released_capi_954826e5f4c07cca(SwigDirec
 }
 
 
-intgo _wrap_Tracker_init_capi_954826e5f4c07cca(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
+intgo _wrap_Tracker_init_capi_8de2de55689d6b0e(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -3117,7 +3117,7 @@ intgo _wrap_Tracker_init_capi_954826e5f4c07cca(accswig::Tracker *_swig_go_0, _go
 }
 
 
-intgo _wrap_Tracker_log_capi_954826e5f4c07cca(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_log_capi_8de2de55689d6b0e(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Metrics *arg2 = (accswig::Metrics *) 0 ;
   int64_t arg3 ;
@@ -3142,7 +3142,7 @@ intgo _wrap_Tracker_log_capi_954826e5f4c07cca(accswig::Tracker *_swig_go_0, accs
 }
 
 
-intgo _wrap_Tracker_finish_capi_954826e5f4c07cca(accswig::Tracker *_swig_go_0) {
+intgo _wrap_Tracker_finish_capi_8de2de55689d6b0e(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   int result;
   intgo _swig_go_result;
@@ -3163,7 +3163,7 @@ intgo _wrap_Tracker_finish_capi_954826e5f4c07cca(accswig::Tracker *_swig_go_0) {
 }
 
 
-void _wrap_delete_Tracker_capi_954826e5f4c07cca(accswig::Tracker *_swig_go_0) {
+void _wrap_delete_Tracker_capi_8de2de55689d6b0e(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3181,7 +3181,7 @@ void _wrap_delete_Tracker_capi_954826e5f4c07cca(accswig::Tracker *_swig_go_0) {
 }
 
 
-void _wrap_Tracker_released_capi_954826e5f4c07cca(accswig::Tracker *_swig_go_0) {
+void _wrap_Tracker_released_capi_8de2de55689d6b0e(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3192,7 +3192,7 @@ void _wrap_Tracker_released_capi_954826e5f4c07cca(accswig::Tracker *_swig_go_0) 
 }
 
 
-accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_954826e5f4c07cca(intgo _swig_go_0) {
+accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_8de2de55689d6b0e(intgo _swig_go_0) {
   int arg1 ;
   accswig::LrLambda *result = 0 ;
   accswig::LrLambda *_swig_go_result;
@@ -3213,7 +3213,7 @@ accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_954826e5f4c07cca
 }
 
 
-void _wrap_DeleteDirectorLrLambda_capi_954826e5f4c07cca(accswig::LrLambda *_swig_go_0) {
+void _wrap_DeleteDirectorLrLambda_capi_8de2de55689d6b0e(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3231,7 +3231,7 @@ void _wrap_DeleteDirectorLrLambda_capi_954826e5f4c07cca(accswig::LrLambda *_swig
 }
 
 
-void _wrap__swig_DirectorLrLambda_upcall_Released_capi_954826e5f4c07cca(SwigDirector_LrLambda *_swig_go_0) {
+void _wrap__swig_DirectorLrLambda_upcall_Released_capi_8de2de55689d6b0e(SwigDirector_LrLambda *_swig_go_0) {
   SwigDirector_LrLambda *arg1 = (SwigDirector_LrLambda *) 0 ;
   
   arg1 = *(SwigDirector_LrLambda **)&_swig_go_0; 
@@ -3249,7 +3249,7 @@ void _wrap__swig_DirectorLrLambda_upcall_Released_capi_954826e5f4c07cca(SwigDire
 }
 
 
-intgo _wrap_LrLambda_factor_capi_954826e5f4c07cca(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
+intgo _wrap_LrLambda_factor_capi_8de2de55689d6b0e(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   int64_t arg2 ;
   accswig::Factor *arg3 = (accswig::Factor *) 0 ;
@@ -3274,7 +3274,7 @@ intgo _wrap_LrLambda_factor_capi_954826e5f4c07cca(accswig::LrLambda *_swig_go_0,
 }
 
 
-void _wrap_delete_LrLambda_capi_954826e5f4c07cca(accswig::LrLambda *_swig_go_0) {
+void _wrap_delete_LrLambda_capi_8de2de55689d6b0e(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3292,7 +3292,7 @@ void _wrap_delete_LrLambda_capi_954826e5f4c07cca(accswig::LrLambda *_swig_go_0) 
 }
 
 
-void _wrap_LrLambda_released_capi_954826e5f4c07cca(accswig::LrLambda *_swig_go_0) {
+void _wrap_LrLambda_released_capi_8de2de55689d6b0e(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3303,7 +3303,7 @@ void _wrap_LrLambda_released_capi_954826e5f4c07cca(accswig::LrLambda *_swig_go_0
 }
 
 
-accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_954826e5f4c07cca(intgo _swig_go_0) {
+accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_8de2de55689d6b0e(intgo _swig_go_0) {
   int arg1 ;
   accswig::BatchSizeRun *result = 0 ;
   accswig::BatchSizeRun *_swig_go_result;
@@ -3324,7 +3324,7 @@ accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_9548
 }
 
 
-void _wrap_DeleteDirectorBatchSizeRun_capi_954826e5f4c07cca(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_DeleteDirectorBatchSizeRun_capi_8de2de55689d6b0e(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -3342,7 +3342,7 @@ void _wrap_DeleteDirectorBatchSizeRun_capi_954826e5f4c07cca(accswig::BatchSizeRu
 }
 
 
-void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_954826e5f4c07cca(SwigDirector_BatchSizeRun *_swig_go_0) {
+void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_8de2de55689d6b0e(SwigDirector_BatchSizeRun *_swig_go_0) {
   SwigDirector_BatchSizeRun *arg1 = (SwigDirector_BatchSizeRun *) 0 ;
   
   arg1 = *(SwigDirector_BatchSizeRun **)&_swig_go_0; 
@@ -3360,7 +3360,7 @@ void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_954826e5f4c07cca(Swig
 }
 
 
-intgo _wrap_BatchSizeRun_run_capi_954826e5f4c07cca(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_BatchSizeRun_run_capi_8de2de55689d6b0e(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   int64_t arg2 ;
   int result;
@@ -3383,7 +3383,7 @@ intgo _wrap_BatchSizeRun_run_capi_954826e5f4c07cca(accswig::BatchSizeRun *_swig_
 }
 
 
-void _wrap_delete_BatchSizeRun_capi_954826e5f4c07cca(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_delete_BatchSizeRun_capi_8de2de55689d6b0e(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -3401,7 +3401,7 @@ void _wrap_delete_BatchSizeRun_capi_954826e5f4c07cca(accswig::BatchSizeRun *_swi
 }
 
 
-void _wrap_BatchSizeRun_released_capi_954826e5f4c07cca(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_BatchSizeRun_released_capi_8de2de55689d6b0e(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -3412,7 +3412,7 @@ void _wrap_BatchSizeRun_released_capi_954826e5f4c07cca(accswig::BatchSizeRun *_s
 }
 
 
-_gostring_ _wrap_Accelerate_version_capi_954826e5f4c07cca() {
+_gostring_ _wrap_Accelerate_version_capi_8de2de55689d6b0e() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -3431,7 +3431,7 @@ _gostring_ _wrap_Accelerate_version_capi_954826e5f4c07cca() {
 }
 
 
-intgo _wrap_Accelerate_abiVersion_capi_954826e5f4c07cca() {
+intgo _wrap_Accelerate_abiVersion_capi_8de2de55689d6b0e() {
   int result;
   intgo _swig_go_result;
   
@@ -3450,7 +3450,7 @@ intgo _wrap_Accelerate_abiVersion_capi_954826e5f4c07cca() {
 }
 
 
-void _wrap_Accelerate_checkAbi_capi_954826e5f4c07cca(intgo _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_checkAbi_capi_8de2de55689d6b0e(intgo _swig_go_0, _gostring_* _swig_go_1) {
   int arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -3480,7 +3480,7 @@ void _wrap_Accelerate_checkAbi_capi_954826e5f4c07cca(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_Accelerate_checkBinding_capi_954826e5f4c07cca(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerate_checkBinding_capi_8de2de55689d6b0e(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   int arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -3517,7 +3517,7 @@ void _wrap_Accelerate_checkBinding_capi_954826e5f4c07cca(_gostring_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_Accelerate_buildInfo_capi_954826e5f4c07cca() {
+_gostring_ _wrap_Accelerate_buildInfo_capi_8de2de55689d6b0e() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -3536,7 +3536,7 @@ _gostring_ _wrap_Accelerate_buildInfo_capi_954826e5f4c07cca() {
 }
 
 
-_gostring_ _wrap_Accelerate_statusName_capi_954826e5f4c07cca(intgo _swig_go_0) {
+_gostring_ _wrap_Accelerate_statusName_capi_8de2de55689d6b0e(intgo _swig_go_0) {
   acc_status arg1 ;
   std::string result;
   _gostring_ _swig_go_result;
@@ -3557,7 +3557,7 @@ _gostring_ _wrap_Accelerate_statusName_capi_954826e5f4c07cca(intgo _swig_go_0) {
 }
 
 
-long long _wrap_Accelerate_liveHandles_capi_954826e5f4c07cca(intgo _swig_go_0) {
+long long _wrap_Accelerate_liveHandles_capi_8de2de55689d6b0e(intgo _swig_go_0) {
   acc_handle_kind arg1 ;
   int64_t result;
   long long _swig_go_result;
@@ -3578,7 +3578,7 @@ long long _wrap_Accelerate_liveHandles_capi_954826e5f4c07cca(intgo _swig_go_0) {
 }
 
 
-void _wrap_Accelerate_setSeed_capi_954826e5f4c07cca(long long _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setSeed_capi_8de2de55689d6b0e(long long _swig_go_0, _gostring_* _swig_go_1) {
   int64_t arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -3608,7 +3608,7 @@ void _wrap_Accelerate_setSeed_capi_954826e5f4c07cca(long long _swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Accelerate_getRandomState_capi_954826e5f4c07cca(_gostring_* _swig_go_0) {
+acc_tensor *_wrap_Accelerate_getRandomState_capi_8de2de55689d6b0e(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor *result = 0 ;
@@ -3639,7 +3639,7 @@ acc_tensor *_wrap_Accelerate_getRandomState_capi_954826e5f4c07cca(_gostring_* _s
 }
 
 
-void _wrap_Accelerate_setRandomState_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setRandomState_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -3669,7 +3669,7 @@ void _wrap_Accelerate_setRandomState_capi_954826e5f4c07cca(acc_tensor *_swig_go_
 }
 
 
-long long _wrap_Accelerate_dtypeSize_capi_954826e5f4c07cca(intgo _swig_go_0) {
+long long _wrap_Accelerate_dtypeSize_capi_8de2de55689d6b0e(intgo _swig_go_0) {
   acc_dtype arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -3690,7 +3690,7 @@ long long _wrap_Accelerate_dtypeSize_capi_954826e5f4c07cca(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_954826e5f4c07cca() {
+_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_8de2de55689d6b0e() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -3709,7 +3709,7 @@ _gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_954826e5f4c07cca() {
 }
 
 
-void _wrap_Accelerate_callbackSetError_capi_954826e5f4c07cca(_gostring_ _swig_go_0) {
+void _wrap_Accelerate_callbackSetError_capi_8de2de55689d6b0e(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
   
   
@@ -3732,7 +3732,7 @@ void _wrap_Accelerate_callbackSetError_capi_954826e5f4c07cca(_gostring_ _swig_go
 }
 
 
-long long _wrap_Accelerate_findBatchSizeWith_capi_954826e5f4c07cca(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerate_findBatchSizeWith_capi_8de2de55689d6b0e(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::BatchSizeRun *arg2 = (accswig::BatchSizeRun *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -3767,7 +3767,7 @@ long long _wrap_Accelerate_findBatchSizeWith_capi_954826e5f4c07cca(long long _sw
 }
 
 
-void _wrap_delete_Accelerate_capi_954826e5f4c07cca(accswig::Library *_swig_go_0) {
+void _wrap_delete_Accelerate_capi_8de2de55689d6b0e(accswig::Library *_swig_go_0) {
   accswig::Library *arg1 = (accswig::Library *) 0 ;
   
   arg1 = *(accswig::Library **)&_swig_go_0; 
@@ -3785,7 +3785,7 @@ void _wrap_delete_Accelerate_capi_954826e5f4c07cca(accswig::Library *_swig_go_0)
 }
 
 
-long long _wrap_LoadReport_missingCount_capi_954826e5f4c07cca(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_missingCount_capi_8de2de55689d6b0e(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3806,7 +3806,7 @@ long long _wrap_LoadReport_missingCount_capi_954826e5f4c07cca(accswig::LoadRepor
 }
 
 
-_gostring_ _wrap_LoadReport_missing_capi_954826e5f4c07cca(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_missing_capi_8de2de55689d6b0e(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -3829,7 +3829,7 @@ _gostring_ _wrap_LoadReport_missing_capi_954826e5f4c07cca(accswig::LoadReport *_
 }
 
 
-long long _wrap_LoadReport_unexpectedCount_capi_954826e5f4c07cca(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_unexpectedCount_capi_8de2de55689d6b0e(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3850,7 +3850,7 @@ long long _wrap_LoadReport_unexpectedCount_capi_954826e5f4c07cca(accswig::LoadRe
 }
 
 
-_gostring_ _wrap_LoadReport_unexpected_capi_954826e5f4c07cca(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_unexpected_capi_8de2de55689d6b0e(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -3873,7 +3873,7 @@ _gostring_ _wrap_LoadReport_unexpected_capi_954826e5f4c07cca(accswig::LoadReport
 }
 
 
-void _wrap_delete_LoadReport_capi_954826e5f4c07cca(accswig::LoadReport *_swig_go_0) {
+void _wrap_delete_LoadReport_capi_8de2de55689d6b0e(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   
   arg1 = *(accswig::LoadReport **)&_swig_go_0; 
@@ -3891,7 +3891,7 @@ void _wrap_delete_LoadReport_capi_954826e5f4c07cca(accswig::LoadReport *_swig_go
 }
 
 
-acc_tensor *_wrap_Loss_crossEntropy_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_crossEntropy_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -3930,7 +3930,7 @@ acc_tensor *_wrap_Loss_crossEntropy_capi_954826e5f4c07cca(acc_tensor *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Loss_nll_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_nll_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -3967,7 +3967,7 @@ acc_tensor *_wrap_Loss_nll_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_mse_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_mse_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4004,7 +4004,7 @@ acc_tensor *_wrap_Loss_mse_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_bceWithLogits_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_bceWithLogits_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4041,7 +4041,7 @@ acc_tensor *_wrap_Loss_bceWithLogits_capi_954826e5f4c07cca(acc_tensor *_swig_go_
 }
 
 
-void _wrap_delete_Loss_capi_954826e5f4c07cca(accswig::Loss *_swig_go_0) {
+void _wrap_delete_Loss_capi_8de2de55689d6b0e(accswig::Loss *_swig_go_0) {
   accswig::Loss *arg1 = (accswig::Loss *) 0 ;
   
   arg1 = *(accswig::Loss **)&_swig_go_0; 
@@ -4059,7 +4059,7 @@ void _wrap_delete_Loss_capi_954826e5f4c07cca(accswig::Loss *_swig_go_0) {
 }
 
 
-void _wrap_delete_Tensor_capi_954826e5f4c07cca(acc_tensor *_swig_go_0) {
+void _wrap_delete_Tensor_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   
   arg1 = *(acc_tensor **)&_swig_go_0; 
@@ -4077,7 +4077,7 @@ void _wrap_delete_Tensor_capi_954826e5f4c07cca(acc_tensor *_swig_go_0) {
 }
 
 
-acc_tensor *_wrap_Tensor_fromFloats_capi_954826e5f4c07cca(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromFloats_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   float *arg1 = (float *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4120,7 +4120,7 @@ acc_tensor *_wrap_Tensor_fromFloats_capi_954826e5f4c07cca(_goslice_ _swig_go_0, 
 }
 
 
-void _wrap_Tensor_copyToFloats_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToFloats_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -4156,7 +4156,7 @@ void _wrap_Tensor_copyToFloats_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_fromDoubles_capi_954826e5f4c07cca(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromDoubles_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   double *arg1 = (double *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4199,7 +4199,7 @@ acc_tensor *_wrap_Tensor_fromDoubles_capi_954826e5f4c07cca(_goslice_ _swig_go_0,
 }
 
 
-void _wrap_Tensor_copyToDoubles_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToDoubles_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   double *arg2 = (double *) 0 ;
   size_t arg3 ;
@@ -4235,7 +4235,7 @@ void _wrap_Tensor_copyToDoubles_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _g
 }
 
 
-acc_tensor *_wrap_Tensor_fromLongs_capi_954826e5f4c07cca(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromLongs_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4278,7 +4278,7 @@ acc_tensor *_wrap_Tensor_fromLongs_capi_954826e5f4c07cca(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToLongs_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToLongs_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -4314,7 +4314,7 @@ void _wrap_Tensor_copyToLongs_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_fromInts_capi_954826e5f4c07cca(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromInts_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int32_t *arg1 = (int32_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4357,7 +4357,7 @@ acc_tensor *_wrap_Tensor_fromInts_capi_954826e5f4c07cca(_goslice_ _swig_go_0, _g
 }
 
 
-void _wrap_Tensor_copyToInts_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToInts_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -4393,7 +4393,7 @@ void _wrap_Tensor_copyToInts_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gosl
 }
 
 
-acc_tensor *_wrap_Tensor_fromBytes_capi_954826e5f4c07cca(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromBytes_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4436,7 +4436,7 @@ acc_tensor *_wrap_Tensor_fromBytes_capi_954826e5f4c07cca(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToBytes_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToBytes_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -4472,7 +4472,7 @@ void _wrap_Tensor_copyToBytes_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_zeros_capi_954826e5f4c07cca(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_zeros_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   acc_dtype arg3 ;
@@ -4518,7 +4518,7 @@ acc_tensor *_wrap_Tensor_zeros_capi_954826e5f4c07cca(_goslice_ _swig_go_0, intgo
 }
 
 
-acc_tensor *_wrap_Tensor_rand_capi_954826e5f4c07cca(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_rand_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4555,7 +4555,7 @@ acc_tensor *_wrap_Tensor_rand_capi_954826e5f4c07cca(_goslice_ _swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_randn_capi_954826e5f4c07cca(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_randn_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4592,7 +4592,7 @@ acc_tensor *_wrap_Tensor_randn_capi_954826e5f4c07cca(_goslice_ _swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_fromIdxFile_capi_954826e5f4c07cca(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_fromIdxFile_capi_8de2de55689d6b0e(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4630,7 +4630,7 @@ acc_tensor *_wrap_Tensor_fromIdxFile_capi_954826e5f4c07cca(_gostring_ _swig_go_0
 }
 
 
-acc_tensor *_wrap_Tensor_fromFileMmap_capi_954826e5f4c07cca(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Tensor_fromFileMmap_capi_8de2de55689d6b0e(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   acc_dtype arg3 ;
@@ -4678,7 +4678,7 @@ acc_tensor *_wrap_Tensor_fromFileMmap_capi_954826e5f4c07cca(_gostring_ _swig_go_
 }
 
 
-long long _wrap_Tensor_ndim_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_ndim_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4711,7 +4711,7 @@ long long _wrap_Tensor_ndim_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gostr
 }
 
 
-void _wrap_Tensor_copyShape_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyShape_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -4747,7 +4747,7 @@ void _wrap_Tensor_copyShape_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Tensor_numel_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_numel_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4780,7 +4780,7 @@ long long _wrap_Tensor_numel_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gost
 }
 
 
-intgo _wrap_Tensor_dtype_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+intgo _wrap_Tensor_dtype_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4813,7 +4813,7 @@ intgo _wrap_Tensor_dtype_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gostring
 }
 
 
-_gostring_ _wrap_Tensor_device_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Tensor_device_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4846,7 +4846,7 @@ _gostring_ _wrap_Tensor_device_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _go
 }
 
 
-bool _wrap_Tensor_requiresGrad_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Tensor_requiresGrad_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4879,7 +4879,7 @@ bool _wrap_Tensor_requiresGrad_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_to_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_to_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -4921,7 +4921,7 @@ acc_tensor *_wrap_Tensor_to_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_grad_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_grad_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4954,7 +4954,7 @@ acc_tensor *_wrap_Tensor_grad_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gos
 }
 
 
-void _wrap_Tensor_backward_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Tensor_backward_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4984,7 +4984,7 @@ void _wrap_Tensor_backward_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gostri
 }
 
 
-acc_tensor *_wrap_Tensor_sum_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_sum_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5017,7 +5017,7 @@ acc_tensor *_wrap_Tensor_sum_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_mean_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_mean_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5050,7 +5050,7 @@ acc_tensor *_wrap_Tensor_mean_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_argmax_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_argmax_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -5087,7 +5087,7 @@ acc_tensor *_wrap_Tensor_argmax_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, lo
 }
 
 
-long long _wrap_Tensor_countEqual_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Tensor_countEqual_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5122,7 +5122,7 @@ long long _wrap_Tensor_countEqual_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, 
 }
 
 
-double _wrap_Tensor_item_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+double _wrap_Tensor_item_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5155,7 +5155,7 @@ double _wrap_Tensor_item_capi_954826e5f4c07cca(acc_tensor *_swig_go_0, _gostring
 }
 
 
-acc_tensor_list *_wrap_new_TensorList_capi_954826e5f4c07cca(_gostring_* _swig_go_0) {
+acc_tensor_list *_wrap_new_TensorList_capi_8de2de55689d6b0e(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor_list *result = 0 ;
@@ -5186,7 +5186,7 @@ acc_tensor_list *_wrap_new_TensorList_capi_954826e5f4c07cca(_gostring_* _swig_go
 }
 
 
-void _wrap_delete_TensorList_capi_954826e5f4c07cca(acc_tensor_list *_swig_go_0) {
+void _wrap_delete_TensorList_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go_0) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   
   arg1 = *(acc_tensor_list **)&_swig_go_0; 
@@ -5204,7 +5204,7 @@ void _wrap_delete_TensorList_capi_954826e5f4c07cca(acc_tensor_list *_swig_go_0) 
 }
 
 
-void _wrap_TensorList_append_capi_954826e5f4c07cca(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_TensorList_append_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_tensor *arg3 = (acc_tensor *) 0 ;
@@ -5243,7 +5243,7 @@ void _wrap_TensorList_append_capi_954826e5f4c07cca(acc_tensor_list *_swig_go_0, 
 }
 
 
-long long _wrap_TensorList_size_capi_954826e5f4c07cca(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_TensorList_size_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5276,7 +5276,7 @@ long long _wrap_TensorList_size_capi_954826e5f4c07cca(acc_tensor_list *_swig_go_
 }
 
 
-acc_tensor *_wrap_TensorList_get_capi_954826e5f4c07cca(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_get_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5311,7 +5311,7 @@ acc_tensor *_wrap_TensorList_get_capi_954826e5f4c07cca(acc_tensor_list *_swig_go
 }
 
 
-_gostring_ _wrap_TensorList_name_capi_954826e5f4c07cca(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_TensorList_name_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5346,7 +5346,7 @@ _gostring_ _wrap_TensorList_name_capi_954826e5f4c07cca(acc_tensor_list *_swig_go
 }
 
 
-acc_tensor *_wrap_TensorList_find_capi_954826e5f4c07cca(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_find_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5386,7 +5386,7 @@ acc_tensor *_wrap_TensorList_find_capi_954826e5f4c07cca(acc_tensor_list *_swig_g
 }
 
 
-void _wrap_TensorList_saveSafetensors_capi_954826e5f4c07cca(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_TensorList_saveSafetensors_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5423,7 +5423,7 @@ void _wrap_TensorList_saveSafetensors_capi_954826e5f4c07cca(acc_tensor_list *_sw
 }
 
 
-acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_954826e5f4c07cca(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_8de2de55689d6b0e(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5461,7 +5461,7 @@ acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_954826e5f4c07cca(_gostrin
 }
 
 
-void _wrap_delete_StringList_capi_954826e5f4c07cca(acc_string_list *_swig_go_0) {
+void _wrap_delete_StringList_capi_8de2de55689d6b0e(acc_string_list *_swig_go_0) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   
   arg1 = *(acc_string_list **)&_swig_go_0; 
@@ -5479,7 +5479,7 @@ void _wrap_delete_StringList_capi_954826e5f4c07cca(acc_string_list *_swig_go_0) 
 }
 
 
-long long _wrap_StringList_size_capi_954826e5f4c07cca(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_StringList_size_capi_8de2de55689d6b0e(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5512,7 +5512,7 @@ long long _wrap_StringList_size_capi_954826e5f4c07cca(acc_string_list *_swig_go_
 }
 
 
-_gostring_ _wrap_StringList_get_capi_954826e5f4c07cca(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_StringList_get_capi_8de2de55689d6b0e(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5547,7 +5547,7 @@ _gostring_ _wrap_StringList_get_capi_954826e5f4c07cca(acc_string_list *_swig_go_
 }
 
 
-long long _wrap_StringList_byteSize_capi_954826e5f4c07cca(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_StringList_byteSize_capi_8de2de55689d6b0e(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5582,7 +5582,7 @@ long long _wrap_StringList_byteSize_capi_954826e5f4c07cca(acc_string_list *_swig
 }
 
 
-void _wrap_StringList_copyBytes_capi_954826e5f4c07cca(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_StringList_copyBytes_capi_8de2de55689d6b0e(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -5620,7 +5620,7 @@ void _wrap_StringList_copyBytes_capi_954826e5f4c07cca(acc_string_list *_swig_go_
 }
 
 
-acc_options *_wrap_new_Options_capi_954826e5f4c07cca(intgo _swig_go_0, _gostring_* _swig_go_1) {
+acc_options *_wrap_new_Options_capi_8de2de55689d6b0e(intgo _swig_go_0, _gostring_* _swig_go_1) {
   acc_options_kind arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5653,7 +5653,7 @@ acc_options *_wrap_new_Options_capi_954826e5f4c07cca(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_delete_Options_capi_954826e5f4c07cca(acc_options *_swig_go_0) {
+void _wrap_delete_Options_capi_8de2de55689d6b0e(acc_options *_swig_go_0) {
   acc_options *arg1 = (acc_options *) 0 ;
   
   arg1 = *(acc_options **)&_swig_go_0; 
@@ -5671,7 +5671,7 @@ void _wrap_delete_Options_capi_954826e5f4c07cca(acc_options *_swig_go_0) {
 }
 
 
-void _wrap_Options_setInt_capi_954826e5f4c07cca(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setInt_capi_8de2de55689d6b0e(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -5710,7 +5710,7 @@ void _wrap_Options_setInt_capi_954826e5f4c07cca(acc_options *_swig_go_0, _gostri
 }
 
 
-void _wrap_Options_setDouble_capi_954826e5f4c07cca(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setDouble_capi_8de2de55689d6b0e(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -5749,7 +5749,7 @@ void _wrap_Options_setDouble_capi_954826e5f4c07cca(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_setBool_capi_954826e5f4c07cca(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setBool_capi_8de2de55689d6b0e(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -5788,7 +5788,7 @@ void _wrap_Options_setBool_capi_954826e5f4c07cca(acc_options *_swig_go_0, _gostr
 }
 
 
-void _wrap_Options_setString_capi_954826e5f4c07cca(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setString_capi_8de2de55689d6b0e(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5832,7 +5832,7 @@ void _wrap_Options_setString_capi_954826e5f4c07cca(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_set_capi_954826e5f4c07cca(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_set_capi_8de2de55689d6b0e(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5876,7 +5876,7 @@ void _wrap_Options_set_capi_954826e5f4c07cca(acc_options *_swig_go_0, _gostring_
 }
 
 
-_gostring_ _wrap_Options_get_capi_954826e5f4c07cca(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Options_get_capi_8de2de55689d6b0e(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5916,7 +5916,7 @@ _gostring_ _wrap_Options_get_capi_954826e5f4c07cca(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_delete_Model_capi_954826e5f4c07cca(acc_model *_swig_go_0) {
+void _wrap_delete_Model_capi_8de2de55689d6b0e(acc_model *_swig_go_0) {
   acc_model *arg1 = (acc_model *) 0 ;
   
   arg1 = *(acc_model **)&_swig_go_0; 
@@ -5934,7 +5934,7 @@ void _wrap_delete_Model_capi_954826e5f4c07cca(acc_model *_swig_go_0) {
 }
 
 
-acc_model *_wrap_Model_loadTorchscript_capi_954826e5f4c07cca(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_loadTorchscript_capi_8de2de55689d6b0e(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5972,7 +5972,7 @@ acc_model *_wrap_Model_loadTorchscript_capi_954826e5f4c07cca(_gostring_ _swig_go
 }
 
 
-acc_model *_wrap_Model_fromSpec_capi_954826e5f4c07cca(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_fromSpec_capi_8de2de55689d6b0e(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6010,7 +6010,7 @@ acc_model *_wrap_Model_fromSpec_capi_954826e5f4c07cca(_gostring_ _swig_go_0, _go
 }
 
 
-acc_tensor_list *_wrap_Model_forward_capi_954826e5f4c07cca(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Model_forward_capi_8de2de55689d6b0e(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   unsigned int arg3 ;
@@ -6047,7 +6047,7 @@ acc_tensor_list *_wrap_Model_forward_capi_954826e5f4c07cca(acc_model *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Model_forward1_capi_954826e5f4c07cca(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Model_forward1_capi_8de2de55689d6b0e(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   unsigned int arg3 ;
@@ -6084,7 +6084,7 @@ acc_tensor *_wrap_Model_forward1_capi_954826e5f4c07cca(acc_model *_swig_go_0, ac
 }
 
 
-void _wrap_Model_setTraining_capi_954826e5f4c07cca(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setTraining_capi_8de2de55689d6b0e(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6116,7 +6116,7 @@ void _wrap_Model_setTraining_capi_954826e5f4c07cca(acc_model *_swig_go_0, bool _
 }
 
 
-bool _wrap_Model_isTraining_capi_954826e5f4c07cca(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Model_isTraining_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6149,7 +6149,7 @@ bool _wrap_Model_isTraining_capi_954826e5f4c07cca(acc_model *_swig_go_0, _gostri
 }
 
 
-void _wrap_Model_setGraphOptimization_capi_954826e5f4c07cca(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setGraphOptimization_capi_8de2de55689d6b0e(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6181,7 +6181,7 @@ void _wrap_Model_setGraphOptimization_capi_954826e5f4c07cca(acc_model *_swig_go_
 }
 
 
-void _wrap_Model_to_capi_954826e5f4c07cca(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_to_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -6220,7 +6220,7 @@ void _wrap_Model_to_capi_954826e5f4c07cca(acc_model *_swig_go_0, _gostring_ _swi
 }
 
 
-long long _wrap_Model_parameterTensorCount_capi_954826e5f4c07cca(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterTensorCount_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6253,7 +6253,7 @@ long long _wrap_Model_parameterTensorCount_capi_954826e5f4c07cca(acc_model *_swi
 }
 
 
-long long _wrap_Model_parameterElementCount_capi_954826e5f4c07cca(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterElementCount_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6286,7 +6286,7 @@ long long _wrap_Model_parameterElementCount_capi_954826e5f4c07cca(acc_model *_sw
 }
 
 
-acc_string_list *_wrap_Model_parameterNames_capi_954826e5f4c07cca(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Model_parameterNames_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6319,7 +6319,7 @@ acc_string_list *_wrap_Model_parameterNames_capi_954826e5f4c07cca(acc_model *_sw
 }
 
 
-acc_tensor *_wrap_Model_parameter_capi_954826e5f4c07cca(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Model_parameter_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6359,7 +6359,7 @@ acc_tensor *_wrap_Model_parameter_capi_954826e5f4c07cca(acc_model *_swig_go_0, _
 }
 
 
-void _wrap_Model_zeroGrad_capi_954826e5f4c07cca(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_zeroGrad_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6389,7 +6389,7 @@ void _wrap_Model_zeroGrad_capi_954826e5f4c07cca(acc_model *_swig_go_0, _gostring
 }
 
 
-long long _wrap_Model_setRequiresGrad_capi_954826e5f4c07cca(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_setRequiresGrad_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -6431,7 +6431,7 @@ long long _wrap_Model_setRequiresGrad_capi_954826e5f4c07cca(acc_model *_swig_go_
 }
 
 
-acc_tensor_list *_wrap_Model_stateDict_capi_954826e5f4c07cca(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_Model_stateDict_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6464,7 +6464,7 @@ acc_tensor_list *_wrap_Model_stateDict_capi_954826e5f4c07cca(acc_model *_swig_go
 }
 
 
-void _wrap_Model_loadStateDict_capi_954826e5f4c07cca(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_loadStateDict_capi_8de2de55689d6b0e(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   bool arg3 ;
@@ -6498,7 +6498,7 @@ void _wrap_Model_loadStateDict_capi_954826e5f4c07cca(acc_model *_swig_go_0, acc_
 }
 
 
-void _wrap_Model_saveTorchscript_capi_954826e5f4c07cca(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveTorchscript_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6535,7 +6535,7 @@ void _wrap_Model_saveTorchscript_capi_954826e5f4c07cca(acc_model *_swig_go_0, _g
 }
 
 
-accswig::LoadReport *_wrap_Model_loadSafetensors_capi_954826e5f4c07cca(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+accswig::LoadReport *_wrap_Model_loadSafetensors_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -6577,7 +6577,7 @@ accswig::LoadReport *_wrap_Model_loadSafetensors_capi_954826e5f4c07cca(acc_model
 }
 
 
-acc_optimizer *_wrap_new_Optimizer_capi_954826e5f4c07cca(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_new_Optimizer_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -6619,7 +6619,7 @@ acc_optimizer *_wrap_new_Optimizer_capi_954826e5f4c07cca(acc_model *_swig_go_0, 
 }
 
 
-void _wrap_delete_Optimizer_capi_954826e5f4c07cca(acc_optimizer *_swig_go_0) {
+void _wrap_delete_Optimizer_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   
   arg1 = *(acc_optimizer **)&_swig_go_0; 
@@ -6637,7 +6637,7 @@ void _wrap_delete_Optimizer_capi_954826e5f4c07cca(acc_optimizer *_swig_go_0) {
 }
 
 
-void _wrap_Optimizer_addParamGroup_capi_954826e5f4c07cca(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_addParamGroup_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -6676,7 +6676,7 @@ void _wrap_Optimizer_addParamGroup_capi_954826e5f4c07cca(acc_optimizer *_swig_go
 }
 
 
-long long _wrap_Optimizer_addParamGroupMatching_capi_954826e5f4c07cca(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Optimizer_addParamGroupMatching_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -6718,7 +6718,7 @@ long long _wrap_Optimizer_addParamGroupMatching_capi_954826e5f4c07cca(acc_optimi
 }
 
 
-long long _wrap_Optimizer_numParamGroups_capi_954826e5f4c07cca(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Optimizer_numParamGroups_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6751,7 +6751,7 @@ long long _wrap_Optimizer_numParamGroups_capi_954826e5f4c07cca(acc_optimizer *_s
 }
 
 
-double _wrap_Optimizer_getLr_capi_954826e5f4c07cca(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Optimizer_getLr_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6786,7 +6786,7 @@ double _wrap_Optimizer_getLr_capi_954826e5f4c07cca(acc_optimizer *_swig_go_0, lo
 }
 
 
-void _wrap_Optimizer_setLr_capi_954826e5f4c07cca(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_setLr_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   double arg3 ;
@@ -6820,7 +6820,7 @@ void _wrap_Optimizer_setLr_capi_954826e5f4c07cca(acc_optimizer *_swig_go_0, long
 }
 
 
-void _wrap_Optimizer_step_capi_954826e5f4c07cca(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_step_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6850,7 +6850,7 @@ void _wrap_Optimizer_step_capi_954826e5f4c07cca(acc_optimizer *_swig_go_0, _gost
 }
 
 
-void _wrap_Optimizer_zeroGrad_capi_954826e5f4c07cca(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_zeroGrad_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6880,7 +6880,7 @@ void _wrap_Optimizer_zeroGrad_capi_954826e5f4c07cca(acc_optimizer *_swig_go_0, _
 }
 
 
-acc_scheduler *_wrap_new_Scheduler_capi_954826e5f4c07cca(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_new_Scheduler_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -6922,7 +6922,7 @@ acc_scheduler *_wrap_new_Scheduler_capi_954826e5f4c07cca(acc_optimizer *_swig_go
 }
 
 
-void _wrap_delete_Scheduler_capi_954826e5f4c07cca(acc_scheduler *_swig_go_0) {
+void _wrap_delete_Scheduler_capi_8de2de55689d6b0e(acc_scheduler *_swig_go_0) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   
   arg1 = *(acc_scheduler **)&_swig_go_0; 
@@ -6940,7 +6940,7 @@ void _wrap_delete_Scheduler_capi_954826e5f4c07cca(acc_scheduler *_swig_go_0) {
 }
 
 
-void _wrap_Scheduler_step_capi_954826e5f4c07cca(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Scheduler_step_capi_8de2de55689d6b0e(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6970,7 +6970,7 @@ void _wrap_Scheduler_step_capi_954826e5f4c07cca(acc_scheduler *_swig_go_0, _gost
 }
 
 
-double _wrap_Scheduler_getLastLr_capi_954826e5f4c07cca(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Scheduler_getLastLr_capi_8de2de55689d6b0e(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7005,7 +7005,7 @@ double _wrap_Scheduler_getLastLr_capi_954826e5f4c07cca(acc_scheduler *_swig_go_0
 }
 
 
-long long _wrap_Scheduler_getStep_capi_954826e5f4c07cca(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Scheduler_getStep_capi_8de2de55689d6b0e(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7038,7 +7038,7 @@ long long _wrap_Scheduler_getStep_capi_954826e5f4c07cca(acc_scheduler *_swig_go_
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_954826e5f4c07cca(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7073,7 +7073,7 @@ acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_954826e5f4c07cca(acc_optimizer 
 }
 
 
-void _wrap_delete_Dataset_capi_954826e5f4c07cca(acc_dataset *_swig_go_0) {
+void _wrap_delete_Dataset_capi_8de2de55689d6b0e(acc_dataset *_swig_go_0) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   
   arg1 = *(acc_dataset **)&_swig_go_0; 
@@ -7091,7 +7091,7 @@ void _wrap_delete_Dataset_capi_954826e5f4c07cca(acc_dataset *_swig_go_0) {
 }
 
 
-acc_dataset *_wrap_Dataset_fromTensors_capi_954826e5f4c07cca(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+acc_dataset *_wrap_Dataset_fromTensors_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7124,7 +7124,7 @@ acc_dataset *_wrap_Dataset_fromTensors_capi_954826e5f4c07cca(acc_tensor_list *_s
 }
 
 
-acc_dataset *_wrap_Dataset_fromIdx_capi_954826e5f4c07cca(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromIdx_capi_8de2de55689d6b0e(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7169,7 +7169,7 @@ acc_dataset *_wrap_Dataset_fromIdx_capi_954826e5f4c07cca(_gostring_ _swig_go_0, 
 }
 
 
-acc_dataset *_wrap_Dataset_fromSampleSource_capi_954826e5f4c07cca(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromSampleSource_capi_8de2de55689d6b0e(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::SampleSource *arg2 = (accswig::SampleSource *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7204,7 +7204,7 @@ acc_dataset *_wrap_Dataset_fromSampleSource_capi_954826e5f4c07cca(long long _swi
 }
 
 
-acc_dataset *_wrap_Dataset_fromStreamSource_capi_954826e5f4c07cca(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromStreamSource_capi_8de2de55689d6b0e(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7239,7 +7239,7 @@ acc_dataset *_wrap_Dataset_fromStreamSource_capi_954826e5f4c07cca(accswig::Strea
 }
 
 
-acc_dataset *_wrap_Dataset_subset_capi_954826e5f4c07cca(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataset *_wrap_Dataset_subset_capi_8de2de55689d6b0e(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -7276,7 +7276,7 @@ acc_dataset *_wrap_Dataset_subset_capi_954826e5f4c07cca(acc_dataset *_swig_go_0,
 }
 
 
-long long _wrap_Dataset_size_capi_954826e5f4c07cca(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Dataset_size_capi_8de2de55689d6b0e(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7309,7 +7309,7 @@ long long _wrap_Dataset_size_capi_954826e5f4c07cca(acc_dataset *_swig_go_0, _gos
 }
 
 
-acc_tensor_list *_wrap_Dataset_get_capi_954826e5f4c07cca(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor_list *_wrap_Dataset_get_capi_8de2de55689d6b0e(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7344,7 +7344,7 @@ acc_tensor_list *_wrap_Dataset_get_capi_954826e5f4c07cca(acc_dataset *_swig_go_0
 }
 
 
-acc_dataloader *_wrap_new_DataLoader_capi_954826e5f4c07cca(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataloader *_wrap_new_DataLoader_capi_8de2de55689d6b0e(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7379,7 +7379,7 @@ acc_dataloader *_wrap_new_DataLoader_capi_954826e5f4c07cca(acc_dataset *_swig_go
 }
 
 
-void _wrap_delete_DataLoader_capi_954826e5f4c07cca(acc_dataloader *_swig_go_0) {
+void _wrap_delete_DataLoader_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   
   arg1 = *(acc_dataloader **)&_swig_go_0; 
@@ -7397,7 +7397,7 @@ void _wrap_delete_DataLoader_capi_954826e5f4c07cca(acc_dataloader *_swig_go_0) {
 }
 
 
-acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_954826e5f4c07cca(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_8de2de55689d6b0e(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -7444,7 +7444,7 @@ acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_954826e5f4c07cca(acc_datas
 }
 
 
-acc_tensor_list *_wrap_DataLoader_next_capi_954826e5f4c07cca(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_DataLoader_next_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7477,7 +7477,7 @@ acc_tensor_list *_wrap_DataLoader_next_capi_954826e5f4c07cca(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_length_capi_954826e5f4c07cca(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_length_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7510,7 +7510,7 @@ long long _wrap_DataLoader_length_capi_954826e5f4c07cca(acc_dataloader *_swig_go
 }
 
 
-long long _wrap_DataLoader_epoch_capi_954826e5f4c07cca(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_epoch_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7543,7 +7543,7 @@ long long _wrap_DataLoader_epoch_capi_954826e5f4c07cca(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_setEpoch_capi_954826e5f4c07cca(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setEpoch_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7575,7 +7575,7 @@ void _wrap_DataLoader_setEpoch_capi_954826e5f4c07cca(acc_dataloader *_swig_go_0,
 }
 
 
-void _wrap_DataLoader_setCollator_capi_954826e5f4c07cca(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setCollator_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   accswig::Collator *arg2 = (accswig::Collator *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7607,7 +7607,7 @@ void _wrap_DataLoader_setCollator_capi_954826e5f4c07cca(acc_dataloader *_swig_go
 }
 
 
-void _wrap_DataLoader_skipFirstBatches_capi_954826e5f4c07cca(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_skipFirstBatches_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7639,7 +7639,7 @@ void _wrap_DataLoader_skipFirstBatches_capi_954826e5f4c07cca(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_totalBatchSize_capi_954826e5f4c07cca(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalBatchSize_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7672,7 +7672,7 @@ long long _wrap_DataLoader_totalBatchSize_capi_954826e5f4c07cca(acc_dataloader *
 }
 
 
-long long _wrap_DataLoader_totalDatasetLength_capi_954826e5f4c07cca(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalDatasetLength_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7705,7 +7705,7 @@ long long _wrap_DataLoader_totalDatasetLength_capi_954826e5f4c07cca(acc_dataload
 }
 
 
-bool _wrap_DataLoader_endOfEpoch_capi_954826e5f4c07cca(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_endOfEpoch_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7738,7 +7738,7 @@ bool _wrap_DataLoader_endOfEpoch_capi_954826e5f4c07cca(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_endEpoch_capi_954826e5f4c07cca(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_DataLoader_endEpoch_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7768,7 +7768,7 @@ void _wrap_DataLoader_endEpoch_capi_954826e5f4c07cca(acc_dataloader *_swig_go_0,
 }
 
 
-bool _wrap_DataLoader_inEpoch_capi_954826e5f4c07cca(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_inEpoch_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7801,7 +7801,7 @@ bool _wrap_DataLoader_inEpoch_capi_954826e5f4c07cca(acc_dataloader *_swig_go_0, 
 }
 
 
-acc_accelerator *_wrap_new_Accelerator_capi_954826e5f4c07cca(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
+acc_accelerator *_wrap_new_Accelerator_capi_8de2de55689d6b0e(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
   acc_options *arg1 = (acc_options *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7834,7 +7834,7 @@ acc_accelerator *_wrap_new_Accelerator_capi_954826e5f4c07cca(acc_options *_swig_
 }
 
 
-void _wrap_delete_Accelerator_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0) {
+void _wrap_delete_Accelerator_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
@@ -7852,7 +7852,7 @@ void _wrap_delete_Accelerator_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Accelerator_device_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_device_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7885,7 +7885,7 @@ _gostring_ _wrap_Accelerator_device_capi_954826e5f4c07cca(acc_accelerator *_swig
 }
 
 
-_gostring_ _wrap_Accelerator_distributedType_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_distributedType_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7918,7 +7918,7 @@ _gostring_ _wrap_Accelerator_distributedType_capi_954826e5f4c07cca(acc_accelerat
 }
 
 
-_gostring_ _wrap_Accelerator_mixedPrecision_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_mixedPrecision_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7951,7 +7951,7 @@ _gostring_ _wrap_Accelerator_mixedPrecision_capi_954826e5f4c07cca(acc_accelerato
 }
 
 
-long long _wrap_Accelerator_processIndex_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_processIndex_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7984,7 +7984,7 @@ long long _wrap_Accelerator_processIndex_capi_954826e5f4c07cca(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_numProcesses_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_numProcesses_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8017,7 +8017,7 @@ long long _wrap_Accelerator_numProcesses_capi_954826e5f4c07cca(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_localProcessIndex_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_localProcessIndex_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8050,7 +8050,7 @@ long long _wrap_Accelerator_localProcessIndex_capi_954826e5f4c07cca(acc_accelera
 }
 
 
-bool _wrap_Accelerator_isMainProcess_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isMainProcess_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8083,7 +8083,7 @@ bool _wrap_Accelerator_isMainProcess_capi_954826e5f4c07cca(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_isLocalMainProcess_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLocalMainProcess_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8116,7 +8116,7 @@ bool _wrap_Accelerator_isLocalMainProcess_capi_954826e5f4c07cca(acc_accelerator 
 }
 
 
-bool _wrap_Accelerator_isLastProcess_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLastProcess_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8149,7 +8149,7 @@ bool _wrap_Accelerator_isLastProcess_capi_954826e5f4c07cca(acc_accelerator *_swi
 }
 
 
-long long _wrap_Accelerator_gradientAccumulationSteps_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_gradientAccumulationSteps_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8182,7 +8182,7 @@ long long _wrap_Accelerator_gradientAccumulationSteps_capi_954826e5f4c07cca(acc_
 }
 
 
-bool _wrap_Accelerator_syncGradients_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_syncGradients_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8215,7 +8215,7 @@ bool _wrap_Accelerator_syncGradients_capi_954826e5f4c07cca(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_optimizerStepWasSkipped_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_optimizerStepWasSkipped_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8248,7 +8248,7 @@ bool _wrap_Accelerator_optimizerStepWasSkipped_capi_954826e5f4c07cca(acc_acceler
 }
 
 
-long long _wrap_Accelerator_step_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_step_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8281,7 +8281,7 @@ long long _wrap_Accelerator_step_capi_954826e5f4c07cca(acc_accelerator *_swig_go
 }
 
 
-acc_model *_wrap_Accelerator_prepareModel_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_model *_wrap_Accelerator_prepareModel_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   acc_placement arg3 ;
@@ -8318,7 +8318,7 @@ acc_model *_wrap_Accelerator_prepareModel_capi_954826e5f4c07cca(acc_accelerator 
 }
 
 
-acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   acc_placement arg3 ;
@@ -8355,7 +8355,7 @@ acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_954826e5f4c07cca(acc_acce
 }
 
 
-acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_dataloader *arg2 = (acc_dataloader *) 0 ;
   acc_placement arg3 ;
@@ -8392,7 +8392,7 @@ acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_954826e5f4c07cca(acc_ac
 }
 
 
-acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_scheduler *arg2 = (acc_scheduler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8427,7 +8427,7 @@ acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_954826e5f4c07cca(acc_acce
 }
 
 
-acc_model *_wrap_Accelerator_unwrapModel_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+acc_model *_wrap_Accelerator_unwrapModel_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8462,7 +8462,7 @@ acc_model *_wrap_Accelerator_unwrapModel_capi_954826e5f4c07cca(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_backward_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_backward_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8494,7 +8494,7 @@ void _wrap_Accelerator_backward_capi_954826e5f4c07cca(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_accumulateBegin_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateBegin_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8524,7 +8524,7 @@ void _wrap_Accelerator_accumulateBegin_capi_954826e5f4c07cca(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_accumulateEnd_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateEnd_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8554,7 +8554,7 @@ void _wrap_Accelerator_accumulateEnd_capi_954826e5f4c07cca(acc_accelerator *_swi
 }
 
 
-double _wrap_Accelerator_clipGradNorm_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+double _wrap_Accelerator_clipGradNorm_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -8593,7 +8593,7 @@ double _wrap_Accelerator_clipGradNorm_capi_954826e5f4c07cca(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_clipGradValue_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_clipGradValue_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -8627,7 +8627,7 @@ void _wrap_Accelerator_clipGradValue_capi_954826e5f4c07cca(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_saveModel_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_saveModel_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8673,7 +8673,7 @@ void _wrap_Accelerator_saveModel_capi_954826e5f4c07cca(acc_accelerator *_swig_go
 }
 
 
-_gostring_ _wrap_Accelerator_saveState_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_saveState_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8713,7 +8713,7 @@ _gostring_ _wrap_Accelerator_saveState_capi_954826e5f4c07cca(acc_accelerator *_s
 }
 
 
-_gostring_ _wrap_Accelerator_loadState_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_loadState_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8753,7 +8753,7 @@ _gostring_ _wrap_Accelerator_loadState_capi_954826e5f4c07cca(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_print_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_print_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8790,7 +8790,7 @@ void _wrap_Accelerator_print_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, 
 }
 
 
-void _wrap_Accelerator_waitForEveryone_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_waitForEveryone_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8820,7 +8820,7 @@ void _wrap_Accelerator_waitForEveryone_capi_954826e5f4c07cca(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_freeMemory_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_freeMemory_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8850,7 +8850,7 @@ void _wrap_Accelerator_freeMemory_capi_954826e5f4c07cca(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_noSyncBegin_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncBegin_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8882,7 +8882,7 @@ void _wrap_Accelerator_noSyncBegin_capi_954826e5f4c07cca(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_noSyncEnd_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncEnd_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8914,7 +8914,7 @@ void _wrap_Accelerator_noSyncEnd_capi_954826e5f4c07cca(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_triggerSyncInBackward_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_triggerSyncInBackward_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8946,7 +8946,7 @@ void _wrap_Accelerator_triggerSyncInBackward_capi_954826e5f4c07cca(acc_accelerat
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsBegin_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_joinUnevenInputsBegin_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int arg3 ;
@@ -8980,7 +8980,7 @@ void _wrap_Accelerator_joinUnevenInputsBegin_capi_954826e5f4c07cca(acc_accelerat
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsEnd_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_joinUnevenInputsEnd_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9012,7 +9012,7 @@ void _wrap_Accelerator_joinUnevenInputsEnd_capi_954826e5f4c07cca(acc_accelerator
 }
 
 
-void _wrap_Accelerator_mainProcessFirstBegin_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstBegin_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9042,7 +9042,7 @@ void _wrap_Accelerator_mainProcessFirstBegin_capi_954826e5f4c07cca(acc_accelerat
 }
 
 
-void _wrap_Accelerator_mainProcessFirstEnd_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstEnd_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9072,7 +9072,7 @@ void _wrap_Accelerator_mainProcessFirstEnd_capi_954826e5f4c07cca(acc_accelerator
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstBegin_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstBegin_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9102,7 +9102,7 @@ void _wrap_Accelerator_localMainProcessFirstBegin_capi_954826e5f4c07cca(acc_acce
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstEnd_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstEnd_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9132,7 +9132,7 @@ void _wrap_Accelerator_localMainProcessFirstEnd_capi_954826e5f4c07cca(acc_accele
 }
 
 
-acc_tensor *_wrap_Accelerator_gather_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gather_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9174,7 +9174,7 @@ acc_tensor *_wrap_Accelerator_gather_capi_954826e5f4c07cca(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9216,7 +9216,7 @@ acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_954826e5f4c07cca(acc_acceler
 }
 
 
-acc_string_list *_wrap_Accelerator_gatherObject_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_string_list *_wrap_Accelerator_gatherObject_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -9262,7 +9262,7 @@ acc_string_list *_wrap_Accelerator_gatherObject_capi_954826e5f4c07cca(acc_accele
 }
 
 
-acc_tensor *_wrap_Accelerator_reduce_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_reduce_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -9306,7 +9306,7 @@ acc_tensor *_wrap_Accelerator_reduce_capi_954826e5f4c07cca(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_broadcast_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_broadcast_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -9350,7 +9350,7 @@ acc_tensor *_wrap_Accelerator_broadcast_capi_954826e5f4c07cca(acc_accelerator *_
 }
 
 
-acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
+acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -9398,7 +9398,7 @@ acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_954826e5f4c07cca(acc_accel
 }
 
 
-void _wrap_Accelerator_splitBetweenProcesses_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_splitBetweenProcesses_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -9438,7 +9438,7 @@ void _wrap_Accelerator_splitBetweenProcesses_capi_954826e5f4c07cca(acc_accelerat
 }
 
 
-void _wrap_Accelerator_setTrigger_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_setTrigger_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9468,7 +9468,7 @@ void _wrap_Accelerator_setTrigger_capi_954826e5f4c07cca(acc_accelerator *_swig_g
 }
 
 
-bool _wrap_Accelerator_checkTrigger_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_checkTrigger_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9501,7 +9501,7 @@ bool _wrap_Accelerator_checkTrigger_capi_954826e5f4c07cca(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_save_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_save_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9540,7 +9540,7 @@ void _wrap_Accelerator_save_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, a
 }
 
 
-acc_tensor_list *_wrap_Accelerator_getStateDict_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Accelerator_getStateDict_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   bool arg3 ;
@@ -9577,7 +9577,7 @@ acc_tensor_list *_wrap_Accelerator_getStateDict_capi_954826e5f4c07cca(acc_accele
 }
 
 
-long long _wrap_Accelerator_iteration_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_iteration_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9610,7 +9610,7 @@ long long _wrap_Accelerator_iteration_capi_954826e5f4c07cca(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_unscaleGradients_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_unscaleGradients_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9642,7 +9642,7 @@ void _wrap_Accelerator_unscaleGradients_capi_954826e5f4c07cca(acc_accelerator *_
 }
 
 
-void _wrap_Accelerator_autocastBegin_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_autocastBegin_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9674,7 +9674,7 @@ void _wrap_Accelerator_autocastBegin_capi_954826e5f4c07cca(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_autocastEnd_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_autocastEnd_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9704,7 +9704,7 @@ void _wrap_Accelerator_autocastEnd_capi_954826e5f4c07cca(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_registerForCheckpointing_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerForCheckpointing_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::StateHandler *arg2 = (accswig::StateHandler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9736,7 +9736,7 @@ void _wrap_Accelerator_registerForCheckpointing_capi_954826e5f4c07cca(acc_accele
 }
 
 
-void _wrap_Accelerator_registerSaveStatePreHook_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerSaveStatePreHook_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9768,7 +9768,7 @@ void _wrap_Accelerator_registerSaveStatePreHook_capi_954826e5f4c07cca(acc_accele
 }
 
 
-void _wrap_Accelerator_registerLoadStatePreHook_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerLoadStatePreHook_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9800,7 +9800,7 @@ void _wrap_Accelerator_registerLoadStatePreHook_capi_954826e5f4c07cca(acc_accele
 }
 
 
-void _wrap_Accelerator_addTracker_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_addTracker_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   accswig::Tracker *arg3 = (accswig::Tracker *) 0 ;
@@ -9839,7 +9839,7 @@ void _wrap_Accelerator_addTracker_capi_954826e5f4c07cca(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_initTrackers_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_initTrackers_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9883,7 +9883,7 @@ void _wrap_Accelerator_initTrackers_capi_954826e5f4c07cca(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_logValues_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logValues_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -9928,7 +9928,7 @@ void _wrap_Accelerator_logValues_capi_954826e5f4c07cca(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_logScalar_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logScalar_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -9969,7 +9969,7 @@ void _wrap_Accelerator_logScalar_capi_954826e5f4c07cca(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_endTraining_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_endTraining_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9999,7 +9999,7 @@ void _wrap_Accelerator_endTraining_capi_954826e5f4c07cca(acc_accelerator *_swig_
 }
 
 
-acc_string_list *_wrap_Accelerator_trackerNames_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Accelerator_trackerNames_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10032,7 +10032,7 @@ acc_string_list *_wrap_Accelerator_trackerNames_capi_954826e5f4c07cca(acc_accele
 }
 
 
-_gostring_ _wrap_Accelerator_trackerPath_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_trackerPath_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10072,7 +10072,7 @@ _gostring_ _wrap_Accelerator_trackerPath_capi_954826e5f4c07cca(acc_accelerator *
 }
 
 
-long long _wrap_Samples_size_capi_954826e5f4c07cca(accswig::Samples *_swig_go_0) {
+long long _wrap_Samples_size_capi_8de2de55689d6b0e(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -10093,7 +10093,7 @@ long long _wrap_Samples_size_capi_954826e5f4c07cca(accswig::Samples *_swig_go_0)
 }
 
 
-long long _wrap_Samples_fields_capi_954826e5f4c07cca(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Samples_fields_capi_8de2de55689d6b0e(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10128,7 +10128,7 @@ long long _wrap_Samples_fields_capi_954826e5f4c07cca(accswig::Samples *_swig_go_
 }
 
 
-acc_tensor *_wrap_Samples_get_capi_954826e5f4c07cca(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Samples_get_capi_8de2de55689d6b0e(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -10165,7 +10165,7 @@ acc_tensor *_wrap_Samples_get_capi_954826e5f4c07cca(accswig::Samples *_swig_go_0
 }
 
 
-void _wrap_delete_Samples_capi_954826e5f4c07cca(accswig::Samples *_swig_go_0) {
+void _wrap_delete_Samples_capi_8de2de55689d6b0e(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   
   arg1 = *(accswig::Samples **)&_swig_go_0; 
@@ -10183,7 +10183,7 @@ void _wrap_delete_Samples_capi_954826e5f4c07cca(accswig::Samples *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_append_capi_954826e5f4c07cca(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_append_capi_8de2de55689d6b0e(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -10219,7 +10219,7 @@ void _wrap_Bytes_append_capi_954826e5f4c07cca(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Bytes_size_capi_954826e5f4c07cca(accswig::Bytes *_swig_go_0) {
+long long _wrap_Bytes_size_capi_8de2de55689d6b0e(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -10240,7 +10240,7 @@ long long _wrap_Bytes_size_capi_954826e5f4c07cca(accswig::Bytes *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_copyTo_capi_954826e5f4c07cca(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_copyTo_capi_8de2de55689d6b0e(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -10276,7 +10276,7 @@ void _wrap_Bytes_copyTo_capi_954826e5f4c07cca(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-void _wrap_delete_Bytes_capi_954826e5f4c07cca(accswig::Bytes *_swig_go_0) {
+void _wrap_delete_Bytes_capi_8de2de55689d6b0e(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   
   arg1 = *(accswig::Bytes **)&_swig_go_0; 
@@ -10294,7 +10294,7 @@ void _wrap_delete_Bytes_capi_954826e5f4c07cca(accswig::Bytes *_swig_go_0) {
 }
 
 
-long long _wrap_Metrics_size_capi_954826e5f4c07cca(accswig::Metrics *_swig_go_0) {
+long long _wrap_Metrics_size_capi_8de2de55689d6b0e(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -10315,7 +10315,7 @@ long long _wrap_Metrics_size_capi_954826e5f4c07cca(accswig::Metrics *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Metrics_name_capi_954826e5f4c07cca(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Metrics_name_capi_8de2de55689d6b0e(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10350,7 +10350,7 @@ _gostring_ _wrap_Metrics_name_capi_954826e5f4c07cca(accswig::Metrics *_swig_go_0
 }
 
 
-double _wrap_Metrics_value_capi_954826e5f4c07cca(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Metrics_value_capi_8de2de55689d6b0e(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10385,7 +10385,7 @@ double _wrap_Metrics_value_capi_954826e5f4c07cca(accswig::Metrics *_swig_go_0, l
 }
 
 
-void _wrap_delete_Metrics_capi_954826e5f4c07cca(accswig::Metrics *_swig_go_0) {
+void _wrap_delete_Metrics_capi_8de2de55689d6b0e(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   
   arg1 = *(accswig::Metrics **)&_swig_go_0; 
@@ -10403,7 +10403,7 @@ void _wrap_delete_Metrics_capi_954826e5f4c07cca(accswig::Metrics *_swig_go_0) {
 }
 
 
-void _wrap_LrFactor_set_capi_954826e5f4c07cca(accswig::Factor *_swig_go_0, double _swig_go_1) {
+void _wrap_LrFactor_set_capi_8de2de55689d6b0e(accswig::Factor *_swig_go_0, double _swig_go_1) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   double arg2 ;
   
@@ -10423,7 +10423,7 @@ void _wrap_LrFactor_set_capi_954826e5f4c07cca(accswig::Factor *_swig_go_0, doubl
 }
 
 
-void _wrap_delete_LrFactor_capi_954826e5f4c07cca(accswig::Factor *_swig_go_0) {
+void _wrap_delete_LrFactor_capi_8de2de55689d6b0e(accswig::Factor *_swig_go_0) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   
   arg1 = *(accswig::Factor **)&_swig_go_0; 
@@ -10441,7 +10441,7 @@ void _wrap_delete_LrFactor_capi_954826e5f4c07cca(accswig::Factor *_swig_go_0) {
 }
 
 
-acc_progress *_wrap_new_Progress_capi_954826e5f4c07cca(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_progress *_wrap_new_Progress_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -10483,7 +10483,7 @@ acc_progress *_wrap_new_Progress_capi_954826e5f4c07cca(acc_accelerator *_swig_go
 }
 
 
-void _wrap_delete_Progress_capi_954826e5f4c07cca(acc_progress *_swig_go_0) {
+void _wrap_delete_Progress_capi_8de2de55689d6b0e(acc_progress *_swig_go_0) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   
   arg1 = *(acc_progress **)&_swig_go_0; 
@@ -10501,7 +10501,7 @@ void _wrap_delete_Progress_capi_954826e5f4c07cca(acc_progress *_swig_go_0) {
 }
 
 
-void _wrap_Progress_update_capi_954826e5f4c07cca(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_update_capi_8de2de55689d6b0e(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10533,7 +10533,7 @@ void _wrap_Progress_update_capi_954826e5f4c07cca(acc_progress *_swig_go_0, long 
 }
 
 
-void _wrap_Progress_setPostfix_capi_954826e5f4c07cca(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_setPostfix_capi_8de2de55689d6b0e(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10570,7 +10570,7 @@ void _wrap_Progress_setPostfix_capi_954826e5f4c07cca(acc_progress *_swig_go_0, _
 }
 
 
-void _wrap_Progress_finish_capi_954826e5f4c07cca(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Progress_finish_capi_8de2de55689d6b0e(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
