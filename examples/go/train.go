@@ -81,8 +81,7 @@ func trainStep(a *acc.Accelerator, model *acc.Model, opt *acc.Optimizer, sched *
 	if err != nil {
 		return 0, 0, err
 	}
-	n, err := y.Numel()
-	return value, n, err
+	return value, y.Numel(), nil
 }
 
 // evaluate returns the test accuracy in percent over every process's share of the test split.
@@ -136,8 +135,7 @@ func evalBatch(model *acc.Model, batch *acc.TensorList) (correct, seen int64, er
 	if correct, err = pred.CountEqual(y); err != nil {
 		return 0, 0, err
 	}
-	seen, err = y.Numel()
-	return correct, seen, err
+	return correct, y.Numel(), nil
 }
 
 func run(cfg config) (float64, error) {
@@ -190,10 +188,7 @@ func run(cfg config) (float64, error) {
 	if first != nil {
 		return 0, first
 	}
-	stepsPerEpoch, err := rawTrain.Len()
-	if err != nil {
-		return 0, err
-	}
+	stepsPerEpoch := rawTrain.Len()
 	schedOpts, err := options(acc.SchedulerOptions, map[string]any{
 		"num_warmup_steps": stepsPerEpoch / 10, "num_training_steps": stepsPerEpoch * int64(cfg.epochs)})
 	keep(schedOpts, err)
@@ -219,9 +214,9 @@ func run(cfg config) (float64, error) {
 	if first != nil {
 		return 0, first
 	}
-	procs, _ := a.NumProcesses()
-	device, _ := a.Device()
-	size, _ := train.Size()
+	procs := a.NumProcesses()
+	device := a.Device()
+	size := train.Size()
 	a.Print(fmt.Sprintf("training on %d process(es), %s: %d samples, %d steps per epoch", procs, device, size, stepsPerEpoch))
 	for epoch := 0; epoch < cfg.epochs; epoch++ {
 		start := time.Now()

@@ -41,44 +41,44 @@ func (a *Accelerator) do(f func(h capi.Accelerator, e *string)) error {
 	return do(a.ref(), f)
 }
 
-func (a *Accelerator) Device() (string, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) string { return h.Device(e) })
+func (a *Accelerator) Device() string {
+	return value(a.ref(), func(h capi.Accelerator, e *string) string { return h.Device(e) })
 }
-func (a *Accelerator) DistributedType() (string, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) string { return h.DistributedType(e) })
+func (a *Accelerator) DistributedType() string {
+	return value(a.ref(), func(h capi.Accelerator, e *string) string { return h.DistributedType(e) })
 }
-func (a *Accelerator) MixedPrecision() (string, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) string { return h.MixedPrecision(e) })
+func (a *Accelerator) MixedPrecision() string {
+	return value(a.ref(), func(h capi.Accelerator, e *string) string { return h.MixedPrecision(e) })
 }
-func (a *Accelerator) ProcessIndex() (int64, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.ProcessIndex(e) })
+func (a *Accelerator) ProcessIndex() int64 {
+	return value(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.ProcessIndex(e) })
 }
-func (a *Accelerator) NumProcesses() (int64, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.NumProcesses(e) })
+func (a *Accelerator) NumProcesses() int64 {
+	return value(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.NumProcesses(e) })
 }
-func (a *Accelerator) LocalProcessIndex() (int64, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.LocalProcessIndex(e) })
+func (a *Accelerator) LocalProcessIndex() int64 {
+	return value(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.LocalProcessIndex(e) })
 }
-func (a *Accelerator) IsMainProcess() (bool, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) bool { return h.IsMainProcess(e) })
+func (a *Accelerator) IsMainProcess() bool {
+	return value(a.ref(), func(h capi.Accelerator, e *string) bool { return h.IsMainProcess(e) })
 }
-func (a *Accelerator) IsLocalMainProcess() (bool, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) bool { return h.IsLocalMainProcess(e) })
+func (a *Accelerator) IsLocalMainProcess() bool {
+	return value(a.ref(), func(h capi.Accelerator, e *string) bool { return h.IsLocalMainProcess(e) })
 }
-func (a *Accelerator) IsLastProcess() (bool, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) bool { return h.IsLastProcess(e) })
+func (a *Accelerator) IsLastProcess() bool {
+	return value(a.ref(), func(h capi.Accelerator, e *string) bool { return h.IsLastProcess(e) })
 }
-func (a *Accelerator) GradientAccumulationSteps() (int64, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.GradientAccumulationSteps(e) })
+func (a *Accelerator) GradientAccumulationSteps() int64 {
+	return value(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.GradientAccumulationSteps(e) })
 }
-func (a *Accelerator) SyncGradients() (bool, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) bool { return h.SyncGradients(e) })
+func (a *Accelerator) SyncGradients() bool {
+	return value(a.ref(), func(h capi.Accelerator, e *string) bool { return h.SyncGradients(e) })
 }
-func (a *Accelerator) OptimizerStepWasSkipped() (bool, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) bool { return h.OptimizerStepWasSkipped(e) })
+func (a *Accelerator) OptimizerStepWasSkipped() bool {
+	return value(a.ref(), func(h capi.Accelerator, e *string) bool { return h.OptimizerStepWasSkipped(e) })
 }
-func (a *Accelerator) Step() (int64, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.Step(e) })
+func (a *Accelerator) Step() int64 {
+	return value(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.Step(e) })
 }
 
 // PrepareModel returns the prepared model (a new object; m stays the raw model).

@@ -62,7 +62,7 @@ func TestDataLoaderFromBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if n, err := l.Len(); err != nil || n != 3 {
+	if n := l.Len(); n != 3 {
 		t.Fatalf("Len = %d, %v; want 3", n, err)
 	}
 	for epoch := 0; epoch < 2; epoch++ {

@@ -61,8 +61,8 @@ func DatasetFromStream(fn StreamFunc, sizeHint int64) (*Dataset, error) {
 	return adoptDataset(call(func(e *string) capi.Dataset { return capi.DatasetFromStreamSource(src, sizeHint, e) }))
 }
 
-func (d *Dataset) Size() (int64, error) {
-	return with(d.ref(), func(h capi.Dataset, e *string) int64 { return h.Size(e) })
+func (d *Dataset) Size() int64 {
+	return value(d.ref(), func(h capi.Dataset, e *string) int64 { return h.Size(e) })
 }
 func (d *Dataset) Subset(start, count int64) (*Dataset, error) {
 	return adoptDataset(with(d.ref(), func(h capi.Dataset, e *string) capi.Dataset { return h.Subset(start, count, e) }))
@@ -235,11 +235,11 @@ func DataLoaderFromBatches(ds *Dataset, batches [][]int64, opts *Options) (*Data
 func (l *DataLoader) Next() (*TensorList, error) {
 	return wrapTensorList(with(l.ref(), func(h capi.DataLoader, e *string) capi.TensorList { return h.Next(e) }))
 }
-func (l *DataLoader) Len() (int64, error) {
-	return with(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.Length(e) })
+func (l *DataLoader) Len() int64 {
+	return value(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.Length(e) })
 }
-func (l *DataLoader) Epoch() (int64, error) {
-	return with(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.Epoch(e) })
+func (l *DataLoader) Epoch() int64 {
+	return value(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.Epoch(e) })
 }
 func (l *DataLoader) SetEpoch(epoch int64) error {
 	return do(l.ref(), func(h capi.DataLoader, e *string) { h.SetEpoch(epoch, e) })
@@ -247,11 +247,11 @@ func (l *DataLoader) SetEpoch(epoch int64) error {
 func (l *DataLoader) SkipFirstBatches(n int64) error {
 	return do(l.ref(), func(h capi.DataLoader, e *string) { h.SkipFirstBatches(n, e) })
 }
-func (l *DataLoader) TotalBatchSize() (int64, error) {
-	return with(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.TotalBatchSize(e) })
+func (l *DataLoader) TotalBatchSize() int64 {
+	return value(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.TotalBatchSize(e) })
 }
-func (l *DataLoader) TotalDatasetLength() (int64, error) {
-	return with(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.TotalDatasetLength(e) })
+func (l *DataLoader) TotalDatasetLength() int64 {
+	return value(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.TotalDatasetLength(e) })
 }
 
 // EndEpoch ends the epoch being iterated before its last batch (a loop left early), as a dropped
@@ -262,12 +262,12 @@ func (l *DataLoader) EndEpoch() error {
 }
 
 // InEpoch reports whether an epoch has begun and not ended.
-func (l *DataLoader) InEpoch() (bool, error) {
-	return with(l.ref(), func(h capi.DataLoader, e *string) bool { return h.InEpoch(e) })
+func (l *DataLoader) InEpoch() bool {
+	return value(l.ref(), func(h capi.DataLoader, e *string) bool { return h.InEpoch(e) })
 }
 
-func (l *DataLoader) EndOfEpoch() (bool, error) {
-	return with(l.ref(), func(h capi.DataLoader, e *string) bool { return h.EndOfEpoch(e) })
+func (l *DataLoader) EndOfEpoch() bool {
+	return value(l.ref(), func(h capi.DataLoader, e *string) bool { return h.EndOfEpoch(e) })
 }
 
 // SetCollate makes batches with fn instead of stacking samples.

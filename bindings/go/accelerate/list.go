@@ -85,9 +85,8 @@ func (l *TensorList) Append(name string, t *Tensor) error {
 	return err
 }
 
-func (l *TensorList) Len() (int, error) {
-	n, err := with(l.ref(), func(h capi.TensorList, e *string) int64 { return h.Size(e) })
-	return int(n), err
+func (l *TensorList) Len() int {
+	return int(value(l.ref(), func(h capi.TensorList, e *string) int64 { return h.Size(e) }))
 }
 
 // Get is a new handle to entry i. Of a batch from DataLoader.ForEach it is the batch's, closed with

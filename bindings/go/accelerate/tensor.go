@@ -129,21 +129,20 @@ func TensorFromFileMmap(path string, offset int64, dtype DType, shape ...int64) 
 	}))
 }
 
-func (t *Tensor) Numel() (int64, error) {
-	return with(t.ref(), func(h capi.Tensor, e *string) int64 { return h.Numel(e) })
+func (t *Tensor) Numel() int64 {
+	return value(t.ref(), func(h capi.Tensor, e *string) int64 { return h.Numel(e) })
 }
 
-func (t *Tensor) DType() (DType, error) {
-	d, err := with(t.ref(), func(h capi.Tensor, e *string) capi.Acc_dtype { return h.Dtype(e) })
-	return DType(d), err
+func (t *Tensor) DType() DType {
+	return DType(value(t.ref(), func(h capi.Tensor, e *string) capi.Acc_dtype { return h.Dtype(e) }))
 }
 
-func (t *Tensor) Device() (string, error) {
-	return with(t.ref(), func(h capi.Tensor, e *string) string { return h.Device(e) })
+func (t *Tensor) Device() string {
+	return value(t.ref(), func(h capi.Tensor, e *string) string { return h.Device(e) })
 }
 
-func (t *Tensor) RequiresGrad() (bool, error) {
-	return with(t.ref(), func(h capi.Tensor, e *string) bool { return h.RequiresGrad(e) })
+func (t *Tensor) RequiresGrad() bool {
+	return value(t.ref(), func(h capi.Tensor, e *string) bool { return h.RequiresGrad(e) })
 }
 
 func (t *Tensor) Shape() ([]int64, error) {
@@ -157,7 +156,7 @@ func (t *Tensor) Shape() ([]int64, error) {
 }
 
 func copyOut[T any](t *Tensor, copyFn func(h capi.Tensor, dst []T, e *string)) ([]T, error) {
-	n, err := t.Numel()
+	n, err := with(t.ref(), func(h capi.Tensor, e *string) int64 { return h.Numel(e) })
 	if err != nil {
 		return nil, err
 	}

@@ -71,7 +71,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	rank, n := must(a.ProcessIndex()), must(a.NumProcesses())
+	rank, n := a.ProcessIndex(), a.NumProcesses()
 	fmt.Printf("go consumer: accelerate %s, rank %d of %d, %d steps, libaccelerate from %s\n",
 		acc.Version(), rank, n, steps, loadedFrom("libaccelerate.so"))
 }

@@ -174,7 +174,7 @@ func Run(prefix string) (path string, err error) {
 	defer ao.Close()
 	a := must(acc.NewAccelerator(ao))
 	defer a.Close()
-	rank := must(a.ProcessIndex())
+	rank := a.ProcessIndex()
 	counter := &stepCounter{}
 	check(a.RegisterForCheckpointing(counter))
 	xt := must(acc.FromFloat32s(x, n, d))
