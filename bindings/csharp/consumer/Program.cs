@@ -6,11 +6,12 @@ using System.IO;
 using Accelerate;
 
 public static class Program {
-  // The file a loaded library was mapped from (/proc/self/maps), for the test to check.
+  // The file a loaded library was mapped from (/proc/self/maps: the file a symlink such as
+  // libaccelerate.so.0 points to), for the test to check.
   static string LoadedFrom(string name) {
     foreach (string line in File.ReadAllLines("/proc/self/maps")) {
       int at = line.IndexOf('/');
-      if (at >= 0 && line.EndsWith("/" + name)) return line.Substring(at);
+      if (at >= 0 && line.Substring(at).Contains("/" + name)) return line.Substring(at);
     }
     return "?";
   }
@@ -45,7 +46,7 @@ public static class Program {
         ++steps;
       }
       Console.WriteLine("csharp consumer: accelerate " + Library.Version() + ", rank " + acc.ProcessIndex + " of " +
-                        acc.NumProcesses + ", " + steps + " steps, libaccelerate from " + LoadedFrom("libaccelerate.so.0"));
+                        acc.NumProcesses + ", " + steps + " steps, libaccelerate from " + LoadedFrom("libaccelerate.so"));
     }
     return 0;
   }

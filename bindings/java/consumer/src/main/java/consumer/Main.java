@@ -5,12 +5,13 @@ import ai.accelerate.*;
 /** Trains a small model for one epoch through the installed artifact (no -Djava.library.path: the
  *  jar carries its native libraries) and prints one line the test checks. Runs on 1 or N processes. */
 public final class Main {
-  /** The file a loaded library was mapped from (/proc/self/maps), for the test to check. */
+  /** The file a loaded library was mapped from (/proc/self/maps: the file a symlink such as
+   *  libaccelerate.so.0 points to), for the test to check. */
   static String loadedFrom(String name) {
     try {
       for (String line : java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/self/maps"))) {
         int at = line.indexOf('/');
-        if (at >= 0 && line.endsWith("/" + name)) return line.substring(at);
+        if (at >= 0 && line.substring(at).contains("/" + name)) return line.substring(at);
       }
     } catch (java.io.IOException e) {
       return "? (" + e.getMessage() + ")";
@@ -44,7 +45,7 @@ public final class Main {
         ++steps;
       }
       System.out.println("java consumer: accelerate " + Accelerate.version() + ", rank " + acc.processIndex() + " of "
-          + acc.numProcesses() + ", " + steps + " steps, libaccelerate from " + loadedFrom("libaccelerate.so.0"));
+          + acc.numProcesses() + ", " + steps + " steps, libaccelerate from " + loadedFrom("libaccelerate.so"));
     }
   }
 }
