@@ -75,13 +75,11 @@ public sealed class FashionMnist {
   static double Evaluate(Accelerator acc, Model model, DataLoader loader) {
     long correct = 0, seen = 0;
     model.SetTraining(false);
+    // The loop owns each batch and the tensors taken from it; the scope owns what the step makes.
     foreach (TensorList batch in loader) {
-      using (batch)
-      using (Tensor x = batch.Get(0))
-      using (Tensor y = batch.Get(1))
-      using (Tensor logits = model.ForwardNoGrad(x))
-      using (Tensor pred = logits.Argmax(1, false)) {
-        correct += pred.CountEqual(y);
+      using (Tensors.Scope()) {
+        Tensor y = batch.Get(1);
+        correct += model.ForwardNoGrad(batch.Get(0)).Argmax(1, false).CountEqual(y);
         seen += y.Numel;
       }
     }
@@ -119,13 +117,11 @@ public sealed class FashionMnist {
         for (int epoch = 0; epoch < epochs; ++epoch) {
           var clock = Stopwatch.StartNew();
           double lossSum = 0, batches = 0, samples = 0;
-          foreach (TensorList batch in trainLoader) {
-            using (batch)
-            using (Tensor x = batch.Get(0))
-            using (Tensor y = batch.Get(1))
-            using (acc.Accumulate())
-            using (Tensor logits = model.Forward(x))
-            using (Tensor loss = Loss.CrossEntropy(logits, y, Reduction.Mean, 0.0)) {
+          foreach (TensorList batch in trainLoader) {  // the loop releases each batch and its tensors
+            Tensor x = batch.Get(0), y = batch.Get(1);
+            using (Tensors.Scope())
+            using (acc.Accumulate()) {
+              Tensor loss = Loss.CrossEntropy(model.Forward(x), y, Reduction.Mean, 0.0);  // the scope's
               // 3. acc.Backward instead of the loss's own backward.
               acc.Backward(loss);
               opt.Step();
