@@ -18,6 +18,9 @@ packages=(
   dataset-fashion-mnist
   # bindings: SWIG; Java (JDK via default-jdk-headless, JUnit 5); C# on Mono (mcs, NUnit); Go
   swig default-jdk-headless junit5 mono-mcs nunit-console libnunit-cil-dev golang-go
+  # packaging the bindings and consuming the installed tree: the .nupkg is a zip; Maven builds a
+  # program against the installed Maven repository offline, with Debian's packaged plugins
+  zip unzip maven libmaven-compiler-plugin-java libmaven-resources-plugin-java
 )
 
 missing=()

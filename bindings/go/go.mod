@@ -1,3 +1,3 @@
-module accelerate/go
+module github.com/accelerate-cpp/accelerate/go
 
 go 1.19

@@ -69,7 +69,206 @@ ACC_CS_ARRAY(uint8_t, byte)
 %apply const int64_t *data { const int64_t *sizes }
 %apply const int64_t *data { const int64_t *dims }
 
+/* ---- handle proxies: SWIG's body and Dispose, plus ownership (tensor scopes, batches) ---------- */
+
+%define ACC_CS_HANDLE(CTYPE, TRACKED)
+%typemap(csbody) CTYPE %{
+  private global::System.Runtime.InteropServices.HandleRef swigCPtr;
+  protected bool swigCMemOwn;
+  // Who disposes this object besides its caller: a tensor scope, a batch (for the tensors taken from
+  // it) or a pass over a loader (for its current batch); null when only the caller does.
+  Owner swigOwner;
+  // What this object disposes with itself: a batch's tensors, a loader's current pass.
+  internal Owner swigEntries;
+
+  internal $csclassname(global::System.IntPtr cPtr, bool cMemoryOwn) {
+    swigCMemOwn = cMemoryOwn;
+    swigCPtr = new global::System.Runtime.InteropServices.HandleRef(this, cPtr);
+    if (cMemoryOwn && cPtr != global::System.IntPtr.Zero) MoveTo(Tensors.CurrentFor(TRACKED));
+  }
+
+  internal static global::System.Runtime.InteropServices.HandleRef getCPtr($csclassname obj) {
+    return (obj == null) ? new global::System.Runtime.InteropServices.HandleRef(null, global::System.IntPtr.Zero) : obj.swigCPtr;
+  }
+
+  // Hands the object to `owner` (null: to its caller alone).
+  internal void MoveTo(Owner owner) {
+    Owner old;
+    lock (this) {
+      old = swigOwner;
+      swigOwner = owner;
+    }
+    if (old != null) old.Remove(this);
+    if (owner != null) owner.Add(this);
+  }
+
+  /// <summary>Whether Dispose was called (or the object was never owned).</summary>
+  public bool IsDisposed {
+    get { lock (this) { return swigCPtr.Handle == global::System.IntPtr.Zero; } }
+  }
+%}
+%typemap(csdisposing, methodname="Dispose", methodmodifiers="protected", parameters="bool disposing") CTYPE {
+    Owner entries = null;
+    if (disposing) {
+      lock (this) {
+        entries = swigEntries;
+        swigEntries = null;
+      }
+      MoveTo(null);
+    }
+    try {
+      if (entries != null) entries.DisposeAll();
+    } finally {
+      lock (this) {
+        if (swigCPtr.Handle != global::System.IntPtr.Zero) {
+          if (swigCMemOwn) {
+            swigCMemOwn = false;
+            $imcall;
+          }
+          swigCPtr = new global::System.Runtime.InteropServices.HandleRef(null, global::System.IntPtr.Zero);
+        }
+      }
+    }
+  }
+%enddef
+
+ACC_CS_HANDLE(acc_tensor, true)
+ACC_CS_HANDLE(acc_tensor_list, true)
+ACC_CS_HANDLE(acc_string_list, false)
+ACC_CS_HANDLE(acc_options, false)
+ACC_CS_HANDLE(acc_model, false)
+ACC_CS_HANDLE(acc_optimizer, false)
+ACC_CS_HANDLE(acc_scheduler, false)
+ACC_CS_HANDLE(acc_dataset, false)
+ACC_CS_HANDLE(acc_dataloader, false)
+ACC_CS_HANDLE(acc_accelerator, false)
+ACC_CS_HANDLE(acc_progress, false)
+ACC_CS_HANDLE(accswig::LoadReport, false)
+
+/* Cheap getters are properties (bindings/csharp/src/Properties.cs) over these internal methods. */
+%rename(GetNdim) acc_tensor::ndim_;
+%csmethodmodifiers acc_tensor::ndim_ "internal";
+%rename(GetNumel) acc_tensor::numel_;
+%csmethodmodifiers acc_tensor::numel_ "internal";
+%rename(GetDType) acc_tensor::dtype_;
+%csmethodmodifiers acc_tensor::dtype_ "internal";
+%rename(GetDevice) acc_tensor::device_;
+%csmethodmodifiers acc_tensor::device_ "internal";
+%rename(GetRequiresGrad) acc_tensor::requiresGrad;
+%csmethodmodifiers acc_tensor::requiresGrad "internal";
+%rename(GetCount) acc_tensor_list::size_;
+%csmethodmodifiers acc_tensor_list::size_ "internal";
+%rename(GetCount) acc_string_list::size_;
+%csmethodmodifiers acc_string_list::size_ "internal";
+%rename(GetCount) acc_dataset::size_;
+%csmethodmodifiers acc_dataset::size_ "internal";
+%rename(GetLength) acc_dataloader::length_;
+%csmethodmodifiers acc_dataloader::length_ "internal";
+%rename(GetEpoch) acc_dataloader::epoch_;
+%csmethodmodifiers acc_dataloader::epoch_ "internal";
+%rename(GetInEpoch) acc_dataloader::inEpoch;
+%csmethodmodifiers acc_dataloader::inEpoch "internal";
+%rename(GetEndOfEpoch) acc_dataloader::endOfEpoch;
+%csmethodmodifiers acc_dataloader::endOfEpoch "internal";
+%rename(GetTotalBatchSize) acc_dataloader::totalBatchSize;
+%csmethodmodifiers acc_dataloader::totalBatchSize "internal";
+%rename(GetTotalDatasetLength) acc_dataloader::totalDatasetLength;
+%csmethodmodifiers acc_dataloader::totalDatasetLength "internal";
+%rename(GetIsTraining) acc_model::isTraining;
+%csmethodmodifiers acc_model::isTraining "internal";
+%rename(GetParameterTensorCount) acc_model::parameterTensorCount;
+%csmethodmodifiers acc_model::parameterTensorCount "internal";
+%rename(GetParameterElementCount) acc_model::parameterElementCount;
+%csmethodmodifiers acc_model::parameterElementCount "internal";
+%rename(GetNumParamGroups) acc_optimizer::numParamGroups;
+%csmethodmodifiers acc_optimizer::numParamGroups "internal";
+%rename(GetDevice) acc_accelerator::device_;
+%csmethodmodifiers acc_accelerator::device_ "internal";
+%rename(GetDistributedType) acc_accelerator::distributedType;
+%csmethodmodifiers acc_accelerator::distributedType "internal";
+%rename(GetMixedPrecision) acc_accelerator::mixedPrecision;
+%csmethodmodifiers acc_accelerator::mixedPrecision "internal";
+%rename(GetProcessIndex) acc_accelerator::processIndex;
+%csmethodmodifiers acc_accelerator::processIndex "internal";
+%rename(GetNumProcesses) acc_accelerator::numProcesses;
+%csmethodmodifiers acc_accelerator::numProcesses "internal";
+%rename(GetLocalProcessIndex) acc_accelerator::localProcessIndex;
+%csmethodmodifiers acc_accelerator::localProcessIndex "internal";
+%rename(GetIsMainProcess) acc_accelerator::isMainProcess;
+%csmethodmodifiers acc_accelerator::isMainProcess "internal";
+%rename(GetIsLocalMainProcess) acc_accelerator::isLocalMainProcess;
+%csmethodmodifiers acc_accelerator::isLocalMainProcess "internal";
+%rename(GetIsLastProcess) acc_accelerator::isLastProcess;
+%csmethodmodifiers acc_accelerator::isLastProcess "internal";
+%rename(GetGradientAccumulationSteps) acc_accelerator::gradientAccumulationSteps;
+%csmethodmodifiers acc_accelerator::gradientAccumulationSteps "internal";
+%rename(GetSyncGradients) acc_accelerator::syncGradients;
+%csmethodmodifiers acc_accelerator::syncGradients "internal";
+%rename(GetOptimizerStepWasSkipped) acc_accelerator::optimizerStepWasSkipped;
+%csmethodmodifiers acc_accelerator::optimizerStepWasSkipped "internal";
+%rename(GetStep) acc_accelerator::step_;
+%csmethodmodifiers acc_accelerator::step_ "internal";
+%rename(GetIteration) acc_accelerator::iteration_;
+%csmethodmodifiers acc_accelerator::iteration_ "internal";
+
+/* A batch's Get/Find hand their tensors to the batch (TensorList.Get in bindings/csharp/src). */
+%rename(GetEntry) acc_tensor_list::get_;
+%rename(FindEntry) acc_tensor_list::find_;
+%csmethodmodifiers acc_tensor_list::get_ "internal";
+%csmethodmodifiers acc_tensor_list::find_ "internal";
+
 /* ---- names and classes --------------------------------------------------------------------------- */
+
+/* PascalCase enum members (Reduction.Mean, DType.Float32, Status.InvalidArgument). C enum items share the
+ * classes' scope in SWIG: handle and options kinds are named as in Go (HandleKind.HandleTensor,
+ * OptionsKind.OptimizerOptions), not after the classes. */
+%rename(Ok) ACC_OK;
+%rename(InvalidArgument) ACC_ERR_INVALID_ARGUMENT;
+%rename(InvalidHandle) ACC_ERR_INVALID_HANDLE;
+%rename(NotInitialized) ACC_ERR_NOT_INITIALIZED;
+%rename(Unsupported) ACC_ERR_UNSUPPORTED;
+%rename(OutOfMemory) ACC_ERR_OUT_OF_MEMORY;
+%rename(Timeout) ACC_ERR_TIMEOUT;
+%rename(Aborted) ACC_ERR_ABORTED;
+%rename(Distributed) ACC_ERR_DISTRIBUTED;
+%rename(IO) ACC_ERR_IO;
+%rename(VersionMismatch) ACC_ERR_VERSION_MISMATCH;
+%rename(Internal) ACC_ERR_INTERNAL;
+%rename(Undefined) ACC_DTYPE_UNDEFINED;
+%rename(Float32) ACC_DTYPE_FLOAT32;
+%rename(Float64) ACC_DTYPE_FLOAT64;
+%rename(BFloat16) ACC_DTYPE_BFLOAT16;
+%rename(Float16) ACC_DTYPE_FLOAT16;
+%rename(Int64) ACC_DTYPE_INT64;
+%rename(Int32) ACC_DTYPE_INT32;
+%rename(UInt8) ACC_DTYPE_UINT8;
+%rename(Bool) ACC_DTYPE_BOOL;
+%rename(Int8) ACC_DTYPE_INT8;
+%rename(Int16) ACC_DTYPE_INT16;
+%rename(None) ACC_REDUCTION_NONE;
+%rename(Mean) ACC_REDUCTION_MEAN;
+%rename(Sum) ACC_REDUCTION_SUM;
+%rename(HandleAny) ACC_HANDLE_ANY;
+%rename(HandleTensor) ACC_HANDLE_TENSOR;
+%rename(HandleTensorList) ACC_HANDLE_TENSOR_LIST;
+%rename(HandleStringList) ACC_HANDLE_STRING_LIST;
+%rename(HandleOptions) ACC_HANDLE_OPTIONS;
+%rename(HandleModel) ACC_HANDLE_MODEL;
+%rename(HandleOptimizer) ACC_HANDLE_OPTIMIZER;
+%rename(HandleScheduler) ACC_HANDLE_SCHEDULER;
+%rename(HandleDataset) ACC_HANDLE_DATASET;
+%rename(HandleDataLoader) ACC_HANDLE_DATALOADER;
+%rename(HandleAccelerator) ACC_HANDLE_ACCELERATOR;
+%rename(HandleProgress) ACC_HANDLE_PROGRESS;
+%rename(HandleBytes) ACC_HANDLE_BYTES;
+%rename(OptimizerOptions) ACC_OPTIONS_OPTIMIZER;
+%rename(SchedulerOptions) ACC_OPTIONS_SCHEDULER;
+%rename(DataLoaderOptions) ACC_OPTIONS_DATALOADER;
+%rename(AcceleratorOptions) ACC_OPTIONS_ACCELERATOR;
+%rename(Default) ACC_PLACEMENT_DEFAULT;
+%rename(No) ACC_PLACEMENT_NO;
+%rename(Yes) ACC_PLACEMENT_YES;
+
 
 /* PascalCase members; camelcase also drops the trailing underscore of e.g. numel_. */
 %rename("%(camelcase)s", %$isfunction, %$ismember) "";

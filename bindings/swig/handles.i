@@ -508,6 +508,14 @@ struct acc_accelerator {};
     check(acc_dataloader_end_of_epoch($self, &r));
     return r != 0;
   }
+  /* Ends the epoch being iterated before its last batch (a loop left early); nothing between epochs. */
+  void endEpoch(ERR0) { check(acc_dataloader_end_epoch($self)); }
+  /* Whether an epoch has begun and not ended. */
+  bool inEpoch(ERR0) {
+    int r = 0;
+    check(acc_dataloader_in_epoch($self, &r));
+    return r != 0;
+  }
 }
 
 %include "swig/accelerator.i"

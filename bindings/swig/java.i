@@ -12,10 +12,10 @@ static void accswig_java_throw(JNIEnv *jenv, int code, const char *message) {
     case ACC_ERR_NOT_INITIALIZED: cls = "ai/accelerate/NotInitializedException"; break;
     case ACC_ERR_UNSUPPORTED: cls = "ai/accelerate/UnsupportedException"; break;
     case ACC_ERR_OUT_OF_MEMORY: cls = "ai/accelerate/OutOfMemoryException"; break;
-    case ACC_ERR_TIMEOUT: cls = "ai/accelerate/TimeoutException"; break;
+    case ACC_ERR_TIMEOUT: cls = "ai/accelerate/AccelerateTimeoutException"; break;
     case ACC_ERR_ABORTED: cls = "ai/accelerate/AbortedException"; break;
     case ACC_ERR_DISTRIBUTED: cls = "ai/accelerate/DistributedException"; break;
-    case ACC_ERR_IO: cls = "ai/accelerate/IoException"; break;
+    case ACC_ERR_IO: cls = "ai/accelerate/AccelerateIOException"; break;
     case ACC_ERR_VERSION_MISMATCH: cls = "ai/accelerate/VersionMismatchException"; break;
     case ACC_ERR_INTERNAL: cls = "ai/accelerate/InternalException"; break;
     default: break;
@@ -96,16 +96,22 @@ ACC_JAVA_ARRAY(uint8_t, byte, jbyte, jbyteArray, Byte)
 
 /* ---- handle proxies ----------------------------------------------------------------------------- */
 
-%define ACC_JAVA_HANDLE(CTYPE)
+%define ACC_JAVA_HANDLE(CTYPE, TRACKED)
 %typemap(javainterfaces) CTYPE "AutoCloseable"
 %typemap(javabody) CTYPE %{
   private transient long swigCPtr;
   private transient java.lang.ref.Cleaner.Cleanable swigCleanable;
+  // Who closes this object besides its caller: a tensor scope, a batch (for the tensors taken from
+  // it) or a pass over a loader (for its current batch); null when only the caller does.
+  private transient Owner swigOwner;
+  // What this object closes with itself: a batch's tensors, a loader's current pass.
+  transient Owner swigEntries;
 
   protected $javaclassname(long cPtr, boolean cMemoryOwn) {
     swigCPtr = cPtr;
     // The safety net frees a handle that was never closed; it holds the address, not the proxy.
     swigCleanable = cMemoryOwn && cPtr != 0 ? NativeCleaner.register(this, cPtr, $javaclassname::swigFree) : null;
+    if (TRACKED && swigCleanable != null) swigMoveTo(Tensors.current());
   }
 
   private static void swigFree(long cPtr) {
@@ -114,6 +120,14 @@ ACC_JAVA_ARRAY(uint8_t, byte, jbyte, jbyteArray, Byte)
 
   protected static long getCPtr($javaclassname obj) {
     return (obj == null) ? 0 : obj.swigCPtr;
+  }
+
+  // Hands the object to `owner` (null: to its caller alone).
+  synchronized void swigMoveTo(Owner owner) {
+    Owner old = swigOwner;
+    swigOwner = owner;
+    if (old != null) old.remove(this);
+    if (owner != null) owner.add(this);
   }
 
   /** Releases the native object now. Closing again does nothing; any other use of a closed
@@ -129,27 +143,35 @@ ACC_JAVA_ARRAY(uint8_t, byte, jbyte, jbyteArray, Byte)
   }
 %}
 %typemap(javadestruct, methodname="delete", methodmodifiers="public synchronized") CTYPE {
-    if (swigCleanable != null) {
-      swigCleanable.clean();  // runs swigFree at most once, whoever gets there first
-      swigCleanable = null;
+    Owner entries = swigEntries;
+    swigEntries = null;
+    try {
+      if (entries != null) entries.closeAll();
+    } finally {
+      swigMoveTo(null);
+      if (swigCleanable != null) {
+        swigCleanable.clean();  // runs swigFree at most once, whoever gets there first
+        swigCleanable = null;
+      }
+      swigCPtr = 0;
     }
-    swigCPtr = 0;
   }
 %typemap(javafinalize) CTYPE ""
 %enddef
 
-ACC_JAVA_HANDLE(acc_tensor)
-ACC_JAVA_HANDLE(acc_tensor_list)
-ACC_JAVA_HANDLE(acc_string_list)
-ACC_JAVA_HANDLE(acc_options)
-ACC_JAVA_HANDLE(acc_model)
-ACC_JAVA_HANDLE(acc_optimizer)
-ACC_JAVA_HANDLE(acc_scheduler)
-ACC_JAVA_HANDLE(acc_dataset)
-ACC_JAVA_HANDLE(acc_dataloader)
-ACC_JAVA_HANDLE(acc_accelerator)
-ACC_JAVA_HANDLE(acc_progress)
-ACC_JAVA_HANDLE(accswig::LoadReport)
+ACC_JAVA_HANDLE(acc_tensor, true)
+ACC_JAVA_HANDLE(acc_tensor_list, true)
+ACC_JAVA_HANDLE(acc_string_list, false)
+ACC_JAVA_HANDLE(acc_options, false)
+ACC_JAVA_HANDLE(acc_model, false)
+ACC_JAVA_HANDLE(acc_optimizer, false)
+ACC_JAVA_HANDLE(acc_scheduler, false)
+ACC_JAVA_HANDLE(acc_dataset, false)
+ACC_JAVA_HANDLE(acc_dataloader, false)
+ACC_JAVA_HANDLE(acc_accelerator, false)
+ACC_JAVA_HANDLE(acc_progress, false)
+ACC_JAVA_HANDLE(accswig::LoadReport, false)
+
 
 /* Directors: no finalizer either; the host layer hands them to the library, which frees them. */
 %typemap(javafinalize) accswig::SampleSource, accswig::StreamSource, accswig::Collator, accswig::StateHandler,
@@ -185,5 +207,10 @@ ACC_JAVA_HANDLE(accswig::LoadReport)
 %javamethodmodifiers acc_accelerator::addTracker "protected";
 %javamethodmodifiers acc_accelerator::logValues "protected";
 %javamethodmodifiers acc_scheduler::fromLrLambda "protected";
+/* A batch's get/find hand their tensors to the batch (TensorList.get in java_code.i). */
+%rename(getEntry) acc_tensor_list::get_;
+%rename(findEntry) acc_tensor_list::find_;
+%javamethodmodifiers acc_tensor_list::get_ "protected";
+%javamethodmodifiers acc_tensor_list::find_ "protected";
 
 %include "swig/java_code.i"

@@ -5,6 +5,11 @@
 %typemap(javainterfaces) acc_dataloader "AutoCloseable, Iterable<TensorList>"
 
 %typemap(javacode) acc_tensor %{
+  /** Takes this tensor out of the tensor scope or batch that would close it: its caller closes it. */
+  public Tensor keep() {
+    swigMoveTo(null);
+    return this;
+  }
   public static Tensor of(float[] data, long... shape) { return fromFloats(data, shape); }
   public static Tensor of(double[] data, long... shape) { return fromDoubles(data, shape); }
   public static Tensor of(long[] data, long... shape) { return fromLongs(data, shape); }
@@ -45,6 +50,30 @@
 %}
 
 %typemap(javacode) acc_tensor_list %{
+  /** Takes this list out of the tensor scope or loop over a loader that would close it: its caller
+   *  closes it (and, for a batch, with it the tensors taken from it). */
+  public TensorList keep() {
+    swigMoveTo(null);
+    return this;
+  }
+  // A batch owns the tensors taken from it: they close with it.
+  void ownEntries() {
+    if (swigEntries == null) swigEntries = new Owner();
+  }
+  private Tensor entry(Tensor t) {
+    Owner entries = swigEntries;
+    if (entries != null && t != null) t.swigMoveTo(entries);
+    return t;
+  }
+  /** A new handle to entry {@code index}. Of a batch from a loop over a loader, it is the batch's
+   *  and closes with it (unless kept); otherwise the caller closes it (or its tensor scope does). */
+  public Tensor get(long index) {
+    return entry(getEntry(index));
+  }
+  /** A new handle to the entry called {@code name}, owned as get's is. */
+  public Tensor find(String name) {
+    return entry(findEntry(name));
+  }
   /** A list of unnamed entries (the list holds its own references). */
   public static TensorList of(Tensor... tensors) {
     TensorList list = new TensorList();
@@ -140,7 +169,7 @@
   /** Accelerate's find_executable_batch_size: runs fn with startingBatchSize and, while it throws
    *  OutOfMemoryException, again with 90% of the batch size (rounded down); returns the batch size
    *  that ran. Another exception from fn ends the search: the library's as it was thrown, any other
-   *  as an IoException with its message. OutOfMemoryException when no batch size down to 1 fits. */
+   *  as an AccelerateIOException with its message. OutOfMemoryException when no batch size down to 1 fits. */
   public static long findExecutableBatchSize(long startingBatchSize, BatchSizeFunction fn) {
     if (fn == null) throw new NullPointerException("fn");
     BatchSizeRun run = CallbackAdapters.batchSizeRun(fn);
@@ -187,30 +216,26 @@
     setCollator(CallbackAdapters.collate(fn));
   }
 
-  /** The batches of the current epoch (each batch is the caller's to close). */
+  /** A pass over an epoch, which owns the batch it handed out last (see Batches). An earlier pass
+   *  of this loader is closed first, and an epoch left unfinished (a loop left with break, or next()
+   *  called by hand) is ended, so every pass starts at an epoch's beginning (or where load_state or
+   *  skipFirstBatches put it). The loader's close closes its pass. */
+  public synchronized Batches batches() {
+    Owner previous = swigEntries;
+    swigEntries = null;
+    if (previous != null) previous.closeAll();
+    endEpoch();
+    Batches pass = new Batches(this);
+    Owner holder = new Owner();
+    holder.add(pass);
+    swigEntries = holder;
+    return pass;
+  }
+
+  /** The batches of an epoch: {@code for (TensorList batch : loader)} runs on batches(). */
   @Override
   public java.util.Iterator<TensorList> iterator() {
-    return new java.util.Iterator<TensorList>() {
-      private TensorList pending;
-      private boolean done;
-
-      @Override
-      public boolean hasNext() {
-        if (pending == null && !done) {
-          pending = DataLoader.this.next();
-          done = pending == null;
-        }
-        return pending != null;
-      }
-
-      @Override
-      public TensorList next() {
-        if (!hasNext()) throw new java.util.NoSuchElementException();
-        TensorList batch = pending;
-        pending = null;
-        return batch;
-      }
-    };
+    return batches();
   }
 %}
 

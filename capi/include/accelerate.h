@@ -669,6 +669,18 @@ ACC_API ACC_NODISCARD acc_status acc_dataloader_total_batch_size(const acc_datal
 ACC_API ACC_NODISCARD acc_status acc_dataloader_total_dataset_length(const acc_dataloader *dl, int64_t *out);
 /* 1 when the batch last returned was the last of its epoch. */
 ACC_API ACC_NODISCARD acc_status acc_dataloader_end_of_epoch(const acc_dataloader *dl, int *out);
+/* Ends the epoch being iterated before its last batch, as dropping a Python iterator does (a loop
+ * left with break): batches fetched ahead are dropped, the epoch counts as done (the epoch counter
+ * advances, so the next acc_dataloader_next starts the following epoch with its own shuffle), and a
+ * prepared loader tells its accelerator that its data ended (the gradient state leaves the loader).
+ * Between epochs (before the first batch, after the NULL that ends one, after a load_state) it does
+ * nothing and returns ACC_OK. On several processes every process ends the epoch at the same batch.
+ * Errors: INVALID_HANDLE for a NULL or freed loader. */
+ACC_API ACC_NODISCARD acc_status acc_dataloader_end_epoch(acc_dataloader *dl);
+/* *out = 1 while an epoch has begun and not ended (after its first acc_dataloader_next and before
+ * the NULL that ends it, or acc_dataloader_end_epoch), else 0. Errors: INVALID_HANDLE, INVALID_ARGUMENT
+ * (out NULL). */
+ACC_API ACC_NODISCARD acc_status acc_dataloader_in_epoch(const acc_dataloader *dl, int *out);
 ACC_API void acc_dataloader_free(acc_dataloader *dl);
 
 /* ------------------------------------------------------------------------------------------------

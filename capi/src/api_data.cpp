@@ -155,6 +155,14 @@ acc_status acc_dataloader_end_of_epoch(const acc_dataloader* dl, int* out) {
   return guarded([&] { *out_param(out, "out") = live(dl, "dl").loader->end_of_epoch() ? 1 : 0; });
 }
 
+acc_status acc_dataloader_end_epoch(acc_dataloader* dl) {
+  return guarded([&] { live(dl, "dl").loader->end_epoch(); });
+}
+
+acc_status acc_dataloader_in_epoch(const acc_dataloader* dl, int* out) {
+  return guarded([&] { *out_param(out, "out") = live(dl, "dl").loader->in_epoch() ? 1 : 0; });
+}
+
 void acc_dataloader_free(acc_dataloader* dl) { release(dl); }
 
 }  // extern "C"

@@ -54,6 +54,14 @@ void DataLoader::batch_handed_out(bool last_of_epoch) {
   if (observer_) observer_->on_batch(*this, end_of_epoch_);
 }
 
+void DataLoader::end_epoch() {
+  if (!in_epoch_) return;
+  abandon_epoch();
+  prefetcher_.reset();
+  plan_.clear();
+  epoch_finished();
+}
+
 void DataLoader::epoch_finished() {
   in_epoch_ = false;
   ++epoch_;

@@ -79,6 +79,13 @@ class DataLoader {
   virtual int64_t position() const;
   // Whether the last batch handed out was the last of its epoch.
   bool end_of_epoch() const { return end_of_epoch_; }
+  // Ends the epoch being iterated before its last batch (a loop left early, as a Python iterator
+  // that is dropped): the batches fetched ahead are dropped, the epoch counts as done (the next
+  // call to next() starts the following one) and the observer hears of its end. Does nothing
+  // between epochs.
+  void end_epoch();
+  // Whether an epoch has begun and not ended.
+  bool in_epoch() const { return in_epoch_; }
   // Checkpointing: the state, and resuming from one (only between epochs, e.g. before the first
   // batch): the next batch is the one after `position` in `epoch`, in the same order.
   virtual LoaderState state() const;
@@ -123,11 +130,12 @@ class DataLoader {
   // Bookkeeping shared by every kind of loader.
   void batch_handed_out(bool last_of_epoch);
   void epoch_finished();
-  bool in_epoch() const { return in_epoch_; }
   void set_in_epoch(bool in_epoch) { in_epoch_ = in_epoch; }
   std::vector<at::Tensor> to_device(std::vector<at::Tensor> batch) const;
   // The batches to skip at the start of this epoch (skip_first_batches), cleared for the next.
   int64_t take_skip_batches() { return std::exchange(options_.skip_batches, 0); }
+  // What a kind of loader drops when its epoch is ended early (end_epoch), before the epoch ends.
+  virtual void abandon_epoch() {}
   // At the start of an epoch: torch's iterator draw (see draw_iterator_base_seed), unless resumed.
   void take_iterator_draw();
 

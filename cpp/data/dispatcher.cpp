@@ -116,6 +116,14 @@ void DispatchingDataLoader::load_state(const LoaderState& state) {
   }
 }
 
+void DispatchingDataLoader::abandon_epoch() {
+  // Every process leaves at the same batch (the loops are the same program): nothing is in flight.
+  // Process 0 drops the global batch it read ahead and ends its base loader's epoch.
+  lookahead_.reset();
+  first_.clear();
+  if (collectives_.rank() == 0) base_->end_epoch();
+}
+
 std::optional<std::vector<at::Tensor>> DispatchingDataLoader::next() {
   if (!in_epoch()) {
     // Every process creates the base loader's iterator (Accelerate, torch >= 2.0.1); on process 0

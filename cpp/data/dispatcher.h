@@ -29,6 +29,9 @@ class DispatchingDataLoader final : public DataLoader {
   LoaderState state() const override;
   void load_state(const LoaderState& state) override;
 
+ protected:
+  void abandon_epoch() override;
+
  private:
   // Process 0: the next global batch and whether it is the last; others: received.
   std::optional<std::vector<at::Tensor>> fetch_global(bool& last);

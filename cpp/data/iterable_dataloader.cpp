@@ -43,6 +43,13 @@ std::optional<std::vector<at::Tensor>> IterableDataLoader::produce() {
   return to_device(options().collate ? options().collate(samples) : default_collate(samples));
 }
 
+void IterableDataLoader::abandon_epoch() {
+  // The next epoch restarts the stream (start_epoch) and the sharder; what was read ahead is dropped.
+  lookahead_.reset();
+  ready_.clear();
+  sharder_.reset();
+}
+
 std::optional<std::vector<at::Tensor>> IterableDataLoader::next() {
   if (!in_epoch()) {
     take_iterator_draw();

@@ -29,6 +29,9 @@ class IterableDataLoader final : public DataLoader {
   int64_t total_dataset_length() const override { return source_->size_hint(); }
   const std::shared_ptr<IterableSource>& source() const { return source_; }
 
+ protected:
+  void abandon_epoch() override;
+
  private:
   std::optional<std::vector<at::Tensor>> produce();
 

@@ -60,14 +60,14 @@ public sealed class FashionMnist {
 
   Dataset LoadSplit(string split, long limit) {
     Dataset ds = Dataset.FromIdx(data + "/" + split + "-images-idx3-ubyte.gz", data + "/" + split + "-labels-idx1-ubyte.gz");
-    if (limit <= 0 || limit >= ds.Size()) return ds;
+    if (limit <= 0 || limit >= ds.Count) return ds;
     using (ds) return ds.Subset(0, limit);
   }
 
   // Sums values over the job's processes (a no-op on one process).
   static double[] SumAcrossProcesses(Accelerator acc, params double[] values) {
     using (Tensor local = Tensor.Of(values, values.Length))
-    using (Tensor total = acc.Reduce(local, Reduction.SUM, "sum_across_processes"))
+    using (Tensor total = acc.Reduce(local, Reduction.Sum, "sum_across_processes"))
       return total.ToDoubleArray();
   }
 
@@ -75,14 +75,12 @@ public sealed class FashionMnist {
   static double Evaluate(Accelerator acc, Model model, DataLoader loader) {
     long correct = 0, seen = 0;
     model.SetTraining(false);
+    // The loop owns each batch and the tensors taken from it; the scope owns what the step makes.
     foreach (TensorList batch in loader) {
-      using (batch)
-      using (Tensor x = batch.Get(0))
-      using (Tensor y = batch.Get(1))
-      using (Tensor logits = model.ForwardNoGrad(x))
-      using (Tensor pred = logits.Argmax(1, false)) {
-        correct += pred.CountEqual(y);
-        seen += y.Numel();
+      using (Tensors.Scope()) {
+        Tensor y = batch.Get(1);
+        correct += model.ForwardNoGrad(batch.Get(0)).Argmax(1, false).CountEqual(y);
+        seen += y.Numel;
       }
     }
     model.SetTraining(true);
@@ -104,7 +102,7 @@ public sealed class FashionMnist {
     using (Model rawModel = Model.FromSpec(ModelSpec))
     using (Options optOpts = Options.Optimizer().Put("lr", lr))
     using (var rawOpt = new Optimizer(rawModel, "adamw", optOpts)) {
-      long stepsPerEpoch = rawTrain.Length();
+      long stepsPerEpoch = rawTrain.Length;
       using (Options schedOpts = Options.Scheduler().Put("num_warmup_steps", stepsPerEpoch / 10)
                  .Put("num_training_steps", stepsPerEpoch * epochs))
       using (var rawSched = new Scheduler(rawOpt, "cosine", schedOpts))
@@ -115,17 +113,15 @@ public sealed class FashionMnist {
       using (Scheduler sched = acc.Prepare(rawSched))
       using (DataLoader testLoader = acc.Prepare(rawTest)) {
         acc.Print(string.Format(inv, "training on {0} process(es), {1}: {2} samples, {3} steps per epoch",
-                                acc.NumProcesses(), acc.Device(), train.Size(), stepsPerEpoch));
+                                acc.NumProcesses, acc.Device, train.Count, stepsPerEpoch));
         for (int epoch = 0; epoch < epochs; ++epoch) {
           var clock = Stopwatch.StartNew();
           double lossSum = 0, batches = 0, samples = 0;
-          foreach (TensorList batch in trainLoader) {
-            using (batch)
-            using (Tensor x = batch.Get(0))
-            using (Tensor y = batch.Get(1))
-            using (acc.Accumulate())
-            using (Tensor logits = model.Forward(x))
-            using (Tensor loss = Loss.CrossEntropy(logits, y, Reduction.MEAN, 0.0)) {
+          foreach (TensorList batch in trainLoader) {  // the loop releases each batch and its tensors
+            Tensor x = batch.Get(0), y = batch.Get(1);
+            using (Tensors.Scope())
+            using (acc.Accumulate()) {
+              Tensor loss = Loss.CrossEntropy(model.Forward(x), y, Reduction.Mean, 0.0);  // the scope's
               // 3. acc.Backward instead of the loss's own backward.
               acc.Backward(loss);
               opt.Step();
@@ -133,7 +129,7 @@ public sealed class FashionMnist {
               opt.ZeroGrad();
               lossSum += loss.Item();
               batches += 1;
-              samples += y.Numel();
+              samples += y.Numel;
             }
           }
           double[] totals = SumAcrossProcesses(acc, lossSum, batches, samples);

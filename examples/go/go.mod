@@ -1,7 +1,8 @@
-module accelerate/examples/go
+module example.com/accelerate-fashion-mnist
 
 go 1.19
 
-require accelerate/go v0.0.0
+require github.com/accelerate-cpp/accelerate/go v0.1.0
 
-replace accelerate/go => ../../bindings/go
+// The module of an installed tree is <prefix>/share/accelerate/go; this one is the source tree's.
+replace github.com/accelerate-cpp/accelerate/go => ../../bindings/go

@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"os"
 
-	acc "accelerate/go/accelerate"
+	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
 
 const modelSpec = `[{"type":"conv2d","in_channels":1,"out_channels":32,"kernel_size":3,"padding":1},
@@ -90,9 +90,8 @@ func loadSplit(dir, split string, limit int64) (*acc.Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
-	size, err := ds.Size()
-	if err != nil || limit <= 0 || limit >= size {
-		return ds, err
+	if size := ds.Size(); limit <= 0 || limit >= size {
+		return ds, nil
 	}
 	defer ds.Close()
 	return ds.Subset(0, limit)

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	acc "accelerate/go/accelerate"
+	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
 
 // closer collects what a function must close on return, in reverse order.
@@ -17,73 +17,57 @@ func (c closer) close() {
 	}
 }
 
-// features gets a batch's inputs and labels, closed with c.
-func features(batch *acc.TensorList, c *closer) (x, y *acc.Tensor, err error) {
+// features gets a batch's inputs and labels (the batch's: ForEach releases them with it).
+func features(batch *acc.TensorList) (x, y *acc.Tensor, err error) {
 	if x, err = batch.Get(0); err != nil {
 		return nil, nil, err
 	}
-	c.add(x)
-	if y, err = batch.Get(1); err != nil {
-		return nil, nil, err
-	}
-	c.add(y)
-	return x, y, nil
+	y, err = batch.Get(1)
+	return x, y, err
 }
 
 // trainEpoch runs one epoch and returns the summed loss, the number of batches and of samples.
+// ForEach owns each batch and the tensors taken from it; WithScope closes what a step makes.
 func trainEpoch(a *acc.Accelerator, model *acc.Model, opt *acc.Optimizer, sched *acc.Scheduler,
 	loader *acc.DataLoader) (lossSum, batches, samples float64, err error) {
-	for {
-		batch, err := loader.Next()
-		if err != nil || batch == nil {
-			return lossSum, batches, samples, err
-		}
-		loss, n, err := trainStep(a, model, opt, sched, batch)
-		batch.Close()
-		if err != nil {
-			return 0, 0, 0, err
-		}
-		lossSum, batches, samples = lossSum+loss, batches+1, samples+float64(n)
-	}
+	err = loader.ForEach(func(batch *acc.TensorList) error {
+		return acc.WithScope(func() error {
+			loss, n, err := trainStep(a, model, opt, sched, batch)
+			lossSum, batches, samples = lossSum+loss, batches+1, samples+float64(n)
+			return err
+		})
+	})
+	return lossSum, batches, samples, err
 }
 
 func trainStep(a *acc.Accelerator, model *acc.Model, opt *acc.Optimizer, sched *acc.Scheduler,
 	batch *acc.TensorList) (float64, int64, error) {
-	var c closer
-	defer c.close()
-	x, y, err := features(batch, &c)
+	x, y, err := features(batch)
 	if err != nil {
 		return 0, 0, err
 	}
-	end, err := a.Accumulate()
-	if err != nil {
-		return 0, 0, err
-	}
-	logits, err := model.Forward(x)
-	if err != nil {
-		end()
-		return 0, 0, err
-	}
-	c.add(logits)
-	loss, err := acc.CrossEntropy(logits, y, acc.ReductionMean, 0)
-	if err != nil {
-		end()
-		return 0, 0, err
-	}
-	c.add(loss)
-	// a.Backward instead of the loss's own backward.
-	for _, step := range []func() error{func() error { return a.Backward(loss) }, opt.Step, sched.Step, opt.ZeroGrad, end} {
-		if err := step(); err != nil {
-			end()
-			return 0, 0, err
+	var loss *acc.Tensor
+	err = a.Accumulate(func() error {
+		logits, err := model.Forward(x)
+		if err != nil {
+			return err
 		}
+		if loss, err = acc.CrossEntropy(logits, y, acc.ReductionMean, 0); err != nil {
+			return err
+		}
+		// a.Backward instead of the loss's own backward.
+		for _, step := range []func() error{func() error { return a.Backward(loss) }, opt.Step, sched.Step, opt.ZeroGrad} {
+			if err := step(); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
 	}
 	value, err := loss.Item()
-	if err != nil {
-		return 0, 0, err
-	}
-	n, err := y.Numel()
-	return value, n, err
+	return value, y.Numel(), err
 }
 
 // evaluate returns the test accuracy in percent over every process's share of the test split.
@@ -92,20 +76,15 @@ func evaluate(a *acc.Accelerator, model *acc.Model, loader *acc.DataLoader) (flo
 	if err := model.SetTraining(false); err != nil {
 		return 0, err
 	}
-	for {
-		batch, err := loader.Next()
-		if err != nil {
-			return 0, err
-		}
-		if batch == nil {
-			break
-		}
-		c, n, err := evalBatch(model, batch)
-		batch.Close()
-		if err != nil {
-			return 0, err
-		}
-		correct, seen = correct+c, seen+n
+	err := loader.ForEach(func(batch *acc.TensorList) error {
+		return acc.WithScope(func() error {
+			c, n, err := evalBatch(model, batch)
+			correct, seen = correct+c, seen+n
+			return err
+		})
+	})
+	if err != nil {
+		return 0, err
 	}
 	if err := model.SetTraining(true); err != nil {
 		return 0, err
@@ -118,9 +97,7 @@ func evaluate(a *acc.Accelerator, model *acc.Model, loader *acc.DataLoader) (flo
 }
 
 func evalBatch(model *acc.Model, batch *acc.TensorList) (correct, seen int64, err error) {
-	var c closer
-	defer c.close()
-	x, y, err := features(batch, &c)
+	x, y, err := features(batch)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -128,17 +105,14 @@ func evalBatch(model *acc.Model, batch *acc.TensorList) (correct, seen int64, er
 	if err != nil {
 		return 0, 0, err
 	}
-	c.add(logits)
 	pred, err := logits.Argmax(1, false)
 	if err != nil {
 		return 0, 0, err
 	}
-	c.add(pred)
 	if correct, err = pred.CountEqual(y); err != nil {
 		return 0, 0, err
 	}
-	seen, err = y.Numel()
-	return correct, seen, err
+	return correct, y.Numel(), nil
 }
 
 func run(cfg config) (float64, error) {
@@ -191,10 +165,7 @@ func run(cfg config) (float64, error) {
 	if first != nil {
 		return 0, first
 	}
-	stepsPerEpoch, err := rawTrain.Len()
-	if err != nil {
-		return 0, err
-	}
+	stepsPerEpoch := rawTrain.Len()
 	schedOpts, err := options(acc.SchedulerOptions, map[string]any{
 		"num_warmup_steps": stepsPerEpoch / 10, "num_training_steps": stepsPerEpoch * int64(cfg.epochs)})
 	keep(schedOpts, err)
@@ -220,9 +191,9 @@ func run(cfg config) (float64, error) {
 	if first != nil {
 		return 0, first
 	}
-	procs, _ := a.NumProcesses()
-	device, _ := a.Device()
-	size, _ := train.Size()
+	procs := a.NumProcesses()
+	device := a.Device()
+	size := train.Size()
 	a.Print(fmt.Sprintf("training on %d process(es), %s: %d samples, %d steps per epoch", procs, device, size, stepsPerEpoch))
 	for epoch := 0; epoch < cfg.epochs; epoch++ {
 		start := time.Now()

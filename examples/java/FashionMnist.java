@@ -75,10 +75,11 @@ public final class FashionMnist {
   static double evaluate(Accelerator acc, Model model, DataLoader loader) {
     long correct = 0, seen = 0;
     model.setTraining(false);
+    // The loop owns each batch and the tensors taken from it; the scope owns what the step makes.
     for (TensorList batch : loader) {
-      try (batch; Tensor x = batch.get(0); Tensor y = batch.get(1);
-           Tensor logits = model.forwardNoGrad(x); Tensor pred = logits.argmax(1, false)) {
-        correct += pred.countEqual(y);
+      try (TensorScope step = Tensors.scope()) {
+        Tensor y = batch.get(1);
+        correct += model.forwardNoGrad(batch.get(0)).argmax(1, false).countEqual(y);
         seen += y.numel();
       }
     }
@@ -115,10 +116,10 @@ public final class FashionMnist {
         for (int epoch = 0; epoch < epochs; ++epoch) {
           long start = System.nanoTime();
           double lossSum = 0, batches = 0, samples = 0;
-          for (TensorList batch : trainLoader) {
-            try (batch; Tensor x = batch.get(0); Tensor y = batch.get(1); Scope step = acc.accumulate();
-                 Tensor logits = model.forward(x);
-                 Tensor loss = Loss.crossEntropy(logits, y, Reduction.MEAN, 0.0)) {
+          for (TensorList batch : trainLoader) {  // the loop releases each batch and its tensors
+            Tensor x = batch.get(0), y = batch.get(1);
+            try (TensorScope tensors = Tensors.scope(); Scope step = acc.accumulate()) {
+              Tensor loss = Loss.crossEntropy(model.forward(x), y, Reduction.MEAN, 0.0);  // the scope's
               // 3. acc.backward instead of the loss's own backward.
               acc.backward(loss);
               opt.step();

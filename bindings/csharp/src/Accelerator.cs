@@ -4,9 +4,9 @@ using System.Collections.Generic;
 namespace Accelerate {
 
 public partial class Accelerator {
-  public Model Prepare(Model model) { return PrepareModel(model, Placement.DEFAULT); }
-  public Optimizer Prepare(Optimizer opt) { return PrepareOptimizer(opt, Placement.DEFAULT); }
-  public DataLoader Prepare(DataLoader loader) { return PrepareDataLoader(loader, Placement.DEFAULT); }
+  public Model Prepare(Model model) { return PrepareModel(model, Placement.Default); }
+  public Optimizer Prepare(Optimizer opt) { return PrepareOptimizer(opt, Placement.Default); }
+  public DataLoader Prepare(DataLoader loader) { return PrepareDataLoader(loader, Placement.Default); }
   public Scheduler Prepare(Scheduler sched) { return PrepareScheduler(sched); }
 
   /// `using (acc.Accumulate()) { ... }`: one micro-step of gradient accumulation.
@@ -41,7 +41,7 @@ public partial class Accelerator {
   public List<byte[]> GatherObject(byte[] data, string name = null) {
     using (StringList list = GatherObject(data, data.LongLength, name)) {
       var result = new List<byte[]>();
-      for (long i = 0, n = list.Size(); i < n; ++i) result.Add(list.GetBytes(i));
+      for (long i = 0, n = list.Count; i < n; ++i) result.Add(list.GetBytes(i));
       return result;
     }
   }

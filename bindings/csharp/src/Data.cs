@@ -44,11 +44,28 @@ public partial class DataLoader : IEnumerable<TensorList> {
     SetCollator(new CollateAdapter(collate));
   }
 
-  /// The batches of the current epoch; each batch is the caller's to dispose.
-  public IEnumerator<TensorList> GetEnumerator() {
-    for (TensorList batch = Next(); batch != null; batch = Next()) yield return batch;
+  /// <summary>A pass over an epoch, which owns the batch it handed out last (see Batches). An earlier
+  /// pass of this loader is disposed first, and an epoch left unfinished (Next() called by hand) is
+  /// ended, so every pass starts at an epoch's beginning (or where LoadState or SkipFirstBatches put
+  /// it). Disposing the loader disposes its pass.</summary>
+  public Batches Batches() {
+    Owner previous;
+    lock (this) {
+      previous = swigEntries;
+      swigEntries = null;
+    }
+    if (previous != null) previous.DisposeAll();
+    EndEpoch();
+    var pass = new Batches(this);
+    var holder = new Owner();
+    holder.Add(pass);
+    lock (this) swigEntries = holder;
+    return pass;
   }
-  IEnumerator IEnumerable.GetEnumerator() { return GetEnumerator(); }
+
+  /// <summary>The batches of an epoch: <c>foreach (TensorList batch in loader)</c> runs on Batches().</summary>
+  public IEnumerator<TensorList> GetEnumerator() { return Batches(); }
+  IEnumerator IEnumerable.GetEnumerator() { return Batches(); }
 }
 
 }

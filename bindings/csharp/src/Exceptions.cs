@@ -12,16 +12,16 @@ public class AccelerateException : Exception {
   // The exception type of a status (the raise delegate of NativePINVOKE and the layer use it).
   internal static AccelerateException FromStatus(Status status, string message) {
     switch (status) {
-      case Status.INVALID_ARGUMENT: return new AccelerateInvalidArgumentException(message);
-      case Status.INVALID_HANDLE: return new AccelerateInvalidHandleException(message);
-      case Status.NOT_INITIALIZED: return new AccelerateNotInitializedException(message);
-      case Status.UNSUPPORTED: return new AccelerateUnsupportedException(message);
-      case Status.OUT_OF_MEMORY: return new AccelerateOutOfMemoryException(message);
-      case Status.TIMEOUT: return new AccelerateTimeoutException(message);
-      case Status.ABORTED: return new AccelerateAbortedException(message);
-      case Status.DISTRIBUTED: return new AccelerateDistributedException(message);
+      case Status.InvalidArgument: return new AccelerateInvalidArgumentException(message);
+      case Status.InvalidHandle: return new AccelerateInvalidHandleException(message);
+      case Status.NotInitialized: return new AccelerateNotInitializedException(message);
+      case Status.Unsupported: return new AccelerateUnsupportedException(message);
+      case Status.OutOfMemory: return new AccelerateOutOfMemoryException(message);
+      case Status.Timeout: return new AccelerateTimeoutException(message);
+      case Status.Aborted: return new AccelerateAbortedException(message);
+      case Status.Distributed: return new AccelerateDistributedException(message);
       case Status.IO: return new AccelerateIOException(message);
-      case Status.VERSION_MISMATCH: return new AccelerateVersionMismatchException(message);
+      case Status.VersionMismatch: return new AccelerateVersionMismatchException(message);
       default: return new AccelerateInternalException(message);
     }
   }
@@ -29,35 +29,35 @@ public class AccelerateException : Exception {
 
 /// A bad value: null, wrong shape or dtype, unknown option.
 public class AccelerateInvalidArgumentException : AccelerateException {
-  public AccelerateInvalidArgumentException(string message) : base(Status.INVALID_ARGUMENT, message) {}
+  public AccelerateInvalidArgumentException(string message) : base(Status.InvalidArgument, message) {}
 }
 /// A null or released handle, e.g. an object used after Dispose.
 public class AccelerateInvalidHandleException : AccelerateException {
-  public AccelerateInvalidHandleException(string message) : base(Status.INVALID_HANDLE, message) {}
+  public AccelerateInvalidHandleException(string message) : base(Status.InvalidHandle, message) {}
 }
 /// A precondition is not met.
 public class AccelerateNotInitializedException : AccelerateException {
-  public AccelerateNotInitializedException(string message) : base(Status.NOT_INITIALIZED, message) {}
+  public AccelerateNotInitializedException(string message) : base(Status.NotInitialized, message) {}
 }
 /// The feature is not built in or not available on this machine.
 public class AccelerateUnsupportedException : AccelerateException {
-  public AccelerateUnsupportedException(string message) : base(Status.UNSUPPORTED, message) {}
+  public AccelerateUnsupportedException(string message) : base(Status.Unsupported, message) {}
 }
 /// Host or device memory exhausted.
 public class AccelerateOutOfMemoryException : AccelerateException {
-  public AccelerateOutOfMemoryException(string message) : base(Status.OUT_OF_MEMORY, message) {}
+  public AccelerateOutOfMemoryException(string message) : base(Status.OutOfMemory, message) {}
 }
 /// A collective or rendezvous did not finish in time.
 public class AccelerateTimeoutException : AccelerateException {
-  public AccelerateTimeoutException(string message) : base(Status.TIMEOUT, message) {}
+  public AccelerateTimeoutException(string message) : base(Status.Timeout, message) {}
 }
 /// A peer process failed; a restart may recover.
 public class AccelerateAbortedException : AccelerateException {
-  public AccelerateAbortedException(string message) : base(Status.ABORTED, message) {}
+  public AccelerateAbortedException(string message) : base(Status.Aborted, message) {}
 }
 /// Any other error of the process group.
 public class AccelerateDistributedException : AccelerateException {
-  public AccelerateDistributedException(string message) : base(Status.DISTRIBUTED, message) {}
+  public AccelerateDistributedException(string message) : base(Status.Distributed, message) {}
 }
 /// A file could not be read or written, or is corrupt; also a failed callback.
 public class AccelerateIOException : AccelerateException {
@@ -65,11 +65,11 @@ public class AccelerateIOException : AccelerateException {
 }
 /// The binding and the loaded library disagree on the ABI version.
 public class AccelerateVersionMismatchException : AccelerateException {
-  public AccelerateVersionMismatchException(string message) : base(Status.VERSION_MISMATCH, message) {}
+  public AccelerateVersionMismatchException(string message) : base(Status.VersionMismatch, message) {}
 }
 /// A bug in the library.
 public class AccelerateInternalException : AccelerateException {
-  public AccelerateInternalException(string message) : base(Status.INTERNAL, message) {}
+  public AccelerateInternalException(string message) : base(Status.Internal, message) {}
 }
 
 }

@@ -2,10 +2,10 @@
 namespace Accelerate {
 
 public partial class Options {
-  public static Options Accelerator() { return new Options(OptionsKind.ACCELERATOR); }
-  public static Options Optimizer() { return new Options(OptionsKind.OPTIMIZER); }
-  public static Options Scheduler() { return new Options(OptionsKind.SCHEDULER); }
-  public static Options DataLoader() { return new Options(OptionsKind.DATALOADER); }
+  public static Options Accelerator() { return new Options(OptionsKind.AcceleratorOptions); }
+  public static Options Optimizer() { return new Options(OptionsKind.OptimizerOptions); }
+  public static Options Scheduler() { return new Options(OptionsKind.SchedulerOptions); }
+  public static Options DataLoader() { return new Options(OptionsKind.DataLoaderOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

@@ -2,6 +2,12 @@
 namespace Accelerate {
 
 public partial class Tensor {
+  /// <summary>Takes this tensor out of the tensor scope or batch that would dispose it: its caller
+  /// disposes it.</summary>
+  public Tensor Keep() {
+    MoveTo(null);
+    return this;
+  }
   public static Tensor Of(float[] data, params long[] shape) { return FromFloats(data, data.LongLength, shape, shape.LongLength); }
   public static Tensor Of(double[] data, params long[] shape) { return FromDoubles(data, data.LongLength, shape, shape.LongLength); }
   public static Tensor Of(long[] data, params long[] shape) { return FromLongs(data, data.LongLength, shape, shape.LongLength); }
@@ -23,32 +29,32 @@ public partial class Tensor {
   }
 
   public long[] Shape() {
-    long[] s = new long[Ndim()];
+    long[] s = new long[Ndim];
     CopyShape(s, s.LongLength);
     return s;
   }
   public float[] ToFloatArray() {
-    float[] a = new float[Numel()];
+    float[] a = new float[Numel];
     CopyToFloats(a, a.LongLength);
     return a;
   }
   public double[] ToDoubleArray() {
-    double[] a = new double[Numel()];
+    double[] a = new double[Numel];
     CopyToDoubles(a, a.LongLength);
     return a;
   }
   public long[] ToLongArray() {
-    long[] a = new long[Numel()];
+    long[] a = new long[Numel];
     CopyToLongs(a, a.LongLength);
     return a;
   }
   public int[] ToIntArray() {
-    int[] a = new int[Numel()];
+    int[] a = new int[Numel];
     CopyToInts(a, a.LongLength);
     return a;
   }
   public byte[] ToByteArray() {
-    byte[] a = new byte[Numel()];
+    byte[] a = new byte[Numel];
     CopyToBytes(a, a.LongLength);
     return a;
   }

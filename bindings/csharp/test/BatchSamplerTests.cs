@@ -29,7 +29,7 @@ public class BatchSamplerTests {
     var batches = new long[][] {new long[] {9}, new long[] {0, 1, 5}, new long[] {2, 3, 4}};
     using (Dataset ds = Counting(10))
     using (DataLoader loader = DataLoader.FromBatches(ds, batches)) {
-      Assert.AreEqual(3, loader.Length());
+      Assert.AreEqual(3, loader.Length);
       for (int epoch = 0; epoch < 2; ++epoch) Assert.AreEqual(batches, Epoch(loader).ToArray());
     }
     // A List, with loader options that do apply.

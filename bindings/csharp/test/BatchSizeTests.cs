@@ -14,7 +14,7 @@ public class BatchSizeTests {
     long found = Library.FindExecutableBatchSize(16, batchSize => {
       tried.Add(batchSize);
       // Above 8, 2^48 bytes a sample: more than any address space, a real allocation failure.
-      using (Tensor t = Tensor.Zeros(DType.FLOAT32, batchSize, batchSize > 8 ? 1L << 46 : 4)) {
+      using (Tensor t = Tensor.Zeros(DType.Float32, batchSize, batchSize > 8 ? 1L << 46 : 4)) {
       }
     });
     Assert.AreEqual(8, found);

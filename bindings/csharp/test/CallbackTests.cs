@@ -16,7 +16,7 @@ public class CallbackTests {
 
   [Test]
   public void MapDatasetFromADelegateOnWorkerThreads() {
-    long baseline = Library.LiveHandles(HandleKind.HANDLE_ANY);
+    long baseline = Library.LiveHandles(HandleKind.HandleAny);
     using (Dataset ds = Dataset.FromCallback(10, Sample))
     using (Options o = Options.DataLoader().Put("batch_size", 4).Put("num_workers", 2))
     using (var dl = new DataLoader(ds, o)) {
@@ -34,7 +34,7 @@ public class CallbackTests {
         Assert.AreEqual(new float[] {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}, firsts.ToArray());
       }
     }
-    Assert.AreEqual(baseline, Library.LiveHandles(HandleKind.HANDLE_ANY));
+    Assert.AreEqual(baseline, Library.LiveHandles(HandleKind.HandleAny));
   }
 
   [Test]
@@ -74,7 +74,7 @@ public class CallbackTests {
         long seen = 0;
         foreach (TensorList batch in dl)
           using (batch)
-          using (Tensor y = batch.Get(1)) seen += y.Numel();
+          using (Tensor y = batch.Get(1)) seen += y.Numel;
         Assert.AreEqual(5, seen);
       }
     }
@@ -119,7 +119,7 @@ public class CallbackTests {
       dl.SetCollate(samples => new[] {Tensor.Of(new float[] {samples.Count}, 1)});
       Assert.AreEqual(baseline + 2, Library.LiveCallbacks());
       ds.Dispose();  // the loader keeps the dataset, and so its delegate
-      using (TensorList batch = dl.Next()) Assert.AreEqual(1, batch.Size());
+      using (TensorList batch = dl.Next()) Assert.AreEqual(1, batch.Count);
       Assert.AreEqual(baseline + 2, Library.LiveCallbacks());
     }
     Assert.AreEqual(baseline, Library.LiveCallbacks());

@@ -10,7 +10,7 @@ public class ErrorsTests {
     using (Options o = Options.Optimizer()) {
       var e = Assert.Throws<AccelerateInvalidArgumentException>(() => o.SetInt("no_such_key", 1));
       StringAssert.Contains("no_such_key", e.Message);
-      Assert.AreEqual(Status.INVALID_ARGUMENT, e.Status);
+      Assert.AreEqual(Status.InvalidArgument, e.Status);
       Assert.IsInstanceOf<AccelerateException>(e);
     }
   }
@@ -25,7 +25,7 @@ public class ErrorsTests {
   public void ShapeMismatchIsInvalidArgument() {
     using (Tensor logits = Tensor.Of(new float[6], 2, 3))
     using (Tensor target = Tensor.Of(new long[3], 3))
-      Assert.Throws<AccelerateInvalidArgumentException>(() => Loss.CrossEntropy(logits, target, Reduction.MEAN, 0.0));
+      Assert.Throws<AccelerateInvalidArgumentException>(() => Loss.CrossEntropy(logits, target, Reduction.Mean, 0.0));
   }
 
   [Test]
@@ -61,7 +61,7 @@ public class ErrorsTests {
   [Test]
   public void ExceptionTypesDoNotShadowSystemOnes() {
     Assert.IsFalse(typeof(System.TimeoutException).IsAssignableFrom(typeof(AccelerateTimeoutException)));
-    Assert.AreEqual(Status.TIMEOUT, new AccelerateTimeoutException("t").Status);
+    Assert.AreEqual(Status.Timeout, new AccelerateTimeoutException("t").Status);
   }
 }
 

@@ -18,7 +18,7 @@ public class FreezeTests {
     using (Tensor x = Tensor.Of(new float[] {0.1f, -0.2f, 0.3f, 0.4f, 0.5f, -0.6f, 0.7f, 0.8f}, 2, 4))
     using (Tensor target = Tensor.Of(new float[] {1, 0, 0, 1}, 2, 2))
     using (Tensor y = model.Forward(x))
-    using (Tensor loss = Loss.Mse(y, target, Reduction.MEAN)) {
+    using (Tensor loss = Loss.Mse(y, target, Reduction.Mean)) {
       loss.Backward();
       opt.Step();
     }
@@ -35,7 +35,7 @@ public class FreezeTests {
       var e = Assert.Throws<AccelerateInvalidArgumentException>(() => model.SetRequiresGrad("encoder.*", false));
       StringAssert.Contains("encoder.*", e.Message);
       Assert.AreEqual(2, model.SetRequiresGrad("0.*", true));
-      using (Tensor w = model.Parameter("0.weight")) Assert.IsTrue(w.RequiresGrad());
+      using (Tensor w = model.Parameter("0.weight")) Assert.IsTrue(w.RequiresGrad);
     }
   }
 
@@ -55,7 +55,7 @@ public class FreezeTests {
       using (var opt = new Optimizer(model, "sgd", null))
       using (Options overrides = Options.Optimizer().Put("lr", 0.5)) {
         Assert.AreEqual(1, opt.AddParamGroupMatching("*.bias", overrides));  // 0.bias is frozen
-        Assert.AreEqual(2, opt.NumParamGroups());
+        Assert.AreEqual(2, opt.NumParamGroups);
         Assert.AreEqual(0.5, opt.GetLr(1));
         Assert.Throws<AccelerateInvalidArgumentException>(() => opt.AddParamGroupMatching("nothing.*", null));
       }

@@ -88,7 +88,7 @@ public static class Golden {
         Tensor logits, loss;
         using (acc.Accumulate()) {
           logits = o.Model.Forward(bx);
-          loss = Loss.CrossEntropy(logits, by, Reduction.MEAN, 0.0);
+          loss = Loss.CrossEntropy(logits, by, Reduction.Mean, 0.0);
           acc.Backward(loss);
           o.Opt.Step();
           o.Sched.Step();
@@ -97,7 +97,7 @@ public static class Golden {
         using (logits)
         using (loss)
         using (Tensor all = acc.Gather(loss, "loss"))
-        using (Tensor total = acc.Reduce(logits, Reduction.SUM, "logits")) {
+        using (Tensor total = acc.Reduce(logits, Reduction.Sum, "logits")) {
           long s = counter.Steps;
           out_.Append("loss ").Append(s).Append(' ')
               .Append(BitConverter.DoubleToInt64Bits(loss.Item()).ToString("x16")).Append('\n');
@@ -142,7 +142,7 @@ public static class Golden {
     using (Tensor yt = Tensor.Of(y, N))
     using (TensorList fields = TensorList.Of(xt, yt))
     using (Dataset ds = Dataset.FromTensors(fields)) {
-      long rank = acc.ProcessIndex();
+      long rank = acc.ProcessIndex;
       acc.RegisterForCheckpointing(counter.Save, counter.Load);
       using (var first = new Objects(acc, ds)) {
         for (int epoch = 0; epoch < Epochs; ++epoch) Train(out_, acc, first, counter, -1);

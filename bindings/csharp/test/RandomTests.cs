@@ -21,8 +21,8 @@ public class RandomTests {
   public void RestoringTheStateRepeatsTheDraws() {
     Library.SetSeed(42);
     using (Tensor state = Library.GetRandomState()) {
-      Assert.AreEqual(DType.UINT8, state.Dtype());
-      Assert.AreEqual(1, state.Ndim());
+      Assert.AreEqual(DType.UInt8, state.DType);
+      Assert.AreEqual(1, state.Ndim);
       float[] first = Rand(3);
       foreach (float v in first) Assert.That(v, Is.GreaterThanOrEqualTo(0f) & Is.LessThan(1f));
       CollectionAssert.AreNotEqual(first, Rand(3), "the stream moves on");
@@ -37,8 +37,8 @@ public class RandomTests {
   public void RandnIsFloat32OnTheCpuInTheShapeAsked() {
     using (Tensor t = Tensor.Randn(2, 3)) {
       Assert.AreEqual(new long[] {2, 3}, t.Shape());
-      Assert.AreEqual(DType.FLOAT32, t.Dtype());
-      Assert.AreEqual("cpu", t.Device());
+      Assert.AreEqual(DType.Float32, t.DType);
+      Assert.AreEqual("cpu", t.Device);
     }
     Assert.Throws<AccelerateInvalidArgumentException>(() => Tensor.Randn(2, -1));
   }
@@ -46,11 +46,11 @@ public class RandomTests {
   [Test]
   public void ATensorThatIsNotAStateIsRefusedAndChangesNothing() {
     using (Tensor state = Library.GetRandomState())
-    using (Tensor floats = Tensor.Zeros(DType.FLOAT32, state.Numel()))
+    using (Tensor floats = Tensor.Zeros(DType.Float32, state.Numel))
     using (Tensor threeBytes = Tensor.Of(new byte[3], 3)) {
       foreach (Tensor bad in new[] {floats, threeBytes}) {
         var e = Assert.Throws<AccelerateInvalidArgumentException>(() => Library.SetRandomState(bad));
-        Assert.AreEqual(Status.INVALID_ARGUMENT, e.Status);
+        Assert.AreEqual(Status.InvalidArgument, e.Status);
       }
       Assert.Throws<AccelerateInvalidHandleException>(() => Library.SetRandomState(null));
       float[] next = Rand(3);

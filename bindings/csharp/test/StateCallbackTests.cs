@@ -28,9 +28,9 @@ public class StateCallbackTests {
       acc.RegisterSaveStatePreHook(d => hooks.Add("save " + d));
       acc.RegisterLoadStatePreHook(d => hooks.Add("load " + d));
       Assert.AreEqual(baseline + 3, Library.LiveCallbacks());
-      Assert.AreEqual(0, acc.Iteration());
+      Assert.AreEqual(0, acc.Iteration);
       string written = acc.SaveState(Path.Combine(dir, "ckpt"));
-      Assert.AreEqual(1, acc.Iteration());
+      Assert.AreEqual(1, acc.Iteration);
       state = new byte[] {9};
       acc.LoadState(written);
       Assert.AreEqual(new byte[] {1, 2, 3}, loaded);

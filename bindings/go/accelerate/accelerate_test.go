@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	acc "accelerate/go/accelerate"
+	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
 
 func TestErrorsCarryStatusAndMessage(t *testing.T) {
@@ -49,7 +49,7 @@ func TestCloseTwiceAndUseAfterCloseAreErrors(t *testing.T) {
 	if err := x.Close(); !errors.Is(err, acc.ErrInvalidHandle) {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := x.Numel(); !errors.Is(err, acc.ErrInvalidHandle) {
+	if _, err := x.Sum(); !errors.Is(err, acc.ErrInvalidHandle) {
 		t.Fatalf("use after Close: %v", err)
 	}
 	y, _ := acc.FromFloat32s([]float32{1, 2}, 2)

@@ -3,7 +3,7 @@ package accelerate
 import (
 	"runtime"
 
-	"accelerate/go/internal/capi"
+	"github.com/accelerate-cpp/accelerate/go/internal/capi"
 )
 
 // Placement of one prepared object.
@@ -41,44 +41,44 @@ func (a *Accelerator) do(f func(h capi.Accelerator, e *string)) error {
 	return do(a.ref(), f)
 }
 
-func (a *Accelerator) Device() (string, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) string { return h.Device(e) })
+func (a *Accelerator) Device() string {
+	return value(a.ref(), func(h capi.Accelerator, e *string) string { return h.Device(e) })
 }
-func (a *Accelerator) DistributedType() (string, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) string { return h.DistributedType(e) })
+func (a *Accelerator) DistributedType() string {
+	return value(a.ref(), func(h capi.Accelerator, e *string) string { return h.DistributedType(e) })
 }
-func (a *Accelerator) MixedPrecision() (string, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) string { return h.MixedPrecision(e) })
+func (a *Accelerator) MixedPrecision() string {
+	return value(a.ref(), func(h capi.Accelerator, e *string) string { return h.MixedPrecision(e) })
 }
-func (a *Accelerator) ProcessIndex() (int64, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.ProcessIndex(e) })
+func (a *Accelerator) ProcessIndex() int64 {
+	return value(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.ProcessIndex(e) })
 }
-func (a *Accelerator) NumProcesses() (int64, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.NumProcesses(e) })
+func (a *Accelerator) NumProcesses() int64 {
+	return value(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.NumProcesses(e) })
 }
-func (a *Accelerator) LocalProcessIndex() (int64, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.LocalProcessIndex(e) })
+func (a *Accelerator) LocalProcessIndex() int64 {
+	return value(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.LocalProcessIndex(e) })
 }
-func (a *Accelerator) IsMainProcess() (bool, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) bool { return h.IsMainProcess(e) })
+func (a *Accelerator) IsMainProcess() bool {
+	return value(a.ref(), func(h capi.Accelerator, e *string) bool { return h.IsMainProcess(e) })
 }
-func (a *Accelerator) IsLocalMainProcess() (bool, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) bool { return h.IsLocalMainProcess(e) })
+func (a *Accelerator) IsLocalMainProcess() bool {
+	return value(a.ref(), func(h capi.Accelerator, e *string) bool { return h.IsLocalMainProcess(e) })
 }
-func (a *Accelerator) IsLastProcess() (bool, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) bool { return h.IsLastProcess(e) })
+func (a *Accelerator) IsLastProcess() bool {
+	return value(a.ref(), func(h capi.Accelerator, e *string) bool { return h.IsLastProcess(e) })
 }
-func (a *Accelerator) GradientAccumulationSteps() (int64, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.GradientAccumulationSteps(e) })
+func (a *Accelerator) GradientAccumulationSteps() int64 {
+	return value(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.GradientAccumulationSteps(e) })
 }
-func (a *Accelerator) SyncGradients() (bool, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) bool { return h.SyncGradients(e) })
+func (a *Accelerator) SyncGradients() bool {
+	return value(a.ref(), func(h capi.Accelerator, e *string) bool { return h.SyncGradients(e) })
 }
-func (a *Accelerator) OptimizerStepWasSkipped() (bool, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) bool { return h.OptimizerStepWasSkipped(e) })
+func (a *Accelerator) OptimizerStepWasSkipped() bool {
+	return value(a.ref(), func(h capi.Accelerator, e *string) bool { return h.OptimizerStepWasSkipped(e) })
 }
-func (a *Accelerator) Step() (int64, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.Step(e) })
+func (a *Accelerator) Step() int64 {
+	return value(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.Step(e) })
 }
 
 // PrepareModel returns the prepared model (a new object; m stays the raw model).
@@ -139,17 +139,18 @@ func (a *Accelerator) Backward(loss *Tensor) error {
 	return a.do(func(h capi.Accelerator, e *string) { h.Backward(lh, e) })
 }
 
-// Accumulate starts a micro-step; call the returned function when it ends (defer it).
-func (a *Accelerator) Accumulate() (end func() error, err error) {
-	if err := a.do(func(h capi.Accelerator, e *string) { h.AccumulateBegin(e) }); err != nil {
-		return nil, err
-	}
-	return once(func() error { return a.do(func(h capi.Accelerator, e *string) { h.AccumulateEnd(e) }) }), nil
+// Accumulate runs f as one micro-step of gradient accumulation (Accelerate's
+// `with accelerator.accumulate(model):`); the micro-step ends when f returns, a panic included.
+// Returns f's error, else ending's.
+//
+//	err := a.Accumulate(func() error { ...; return a.Backward(loss) })
+func (a *Accelerator) Accumulate(f func() error) error {
+	return a.section(f, capi.Accelerator.AccumulateBegin, capi.Accelerator.AccumulateEnd)
 }
 
-// NoSync accumulates gradients locally until the returned function runs.
-func (a *Accelerator) NoSync(m *Model) (end func() error, err error) {
-	return a.modelScope(m, capi.Accelerator.NoSyncBegin, capi.Accelerator.NoSyncEnd)
+// NoSync runs f with gradients accumulating locally, without the allreduce.
+func (a *Accelerator) NoSync(m *Model, f func() error) error {
+	return a.modelSection(m, f, capi.Accelerator.NoSyncBegin, capi.Accelerator.NoSyncEnd)
 }
 
 // EvenBatches is what JoinUnevenInputs does to the even_batches of the prepared map-style loaders.
@@ -157,57 +158,50 @@ type EvenBatches int
 
 const (
 	KeepEvenBatches EvenBatches = -1 // as they were prepared
-	EvenBatchesOff  EvenBatches = 0  // off until end
-	EvenBatchesOn   EvenBatches = 1  // on until end
+	EvenBatchesOff  EvenBatches = 0  // off until the end
+	EvenBatchesOn   EvenBatches = 1  // on until the end
 )
 
 // JoinUnevenInputs is Accelerate's join_uneven_inputs: processes may run different numbers of
-// training steps of m until end, which a process calls when its data has ended; end joins the others
-// until all have ended, then every replica takes the weights of one that trained to the end.
-func (a *Accelerator) JoinUnevenInputs(m *Model, even EvenBatches) (end func() error, err error) {
+// training steps of m inside f; when f returns on a process whose data has ended, that process joins
+// the others until all have ended, then every replica takes the weights of one that trained to the end.
+func (a *Accelerator) JoinUnevenInputs(m *Model, even EvenBatches, f func() error) error {
 	begin := func(h capi.Accelerator, mh capi.Model, e *string) { h.JoinUnevenInputsBegin(mh, int(even), e) }
-	return a.modelScope(m, begin, capi.Accelerator.JoinUnevenInputsEnd)
+	return a.modelSection(m, f, begin, capi.Accelerator.JoinUnevenInputsEnd)
 }
 
-// modelScope runs begin on m now and returns end, which runs once.
-func (a *Accelerator) modelScope(m *Model, begin, end func(capi.Accelerator, capi.Model, *string)) (func() error, error) {
+// MainProcessFirst runs f on the main process first; the others run it once it has.
+func (a *Accelerator) MainProcessFirst(f func() error) error {
+	return a.section(f, capi.Accelerator.MainProcessFirstBegin, capi.Accelerator.MainProcessFirstEnd)
+}
+
+// LocalMainProcessFirst runs f on each machine's main process first.
+func (a *Accelerator) LocalMainProcessFirst(f func() error) error {
+	return a.section(f, capi.Accelerator.LocalMainProcessFirstBegin, capi.Accelerator.LocalMainProcessFirstEnd)
+}
+
+// section runs begin, then f, then end (also when f panics); f's error first, else end's.
+func (a *Accelerator) section(f func() error, begin, end func(capi.Accelerator, *string)) (err error) {
+	if err := a.do(begin); err != nil {
+		return err
+	}
+	defer func() {
+		if endErr := a.do(end); err == nil {
+			err = endErr
+		}
+	}()
+	return f()
+}
+
+// modelSection is section for the sections about a model.
+func (a *Accelerator) modelSection(m *Model, f func() error, begin, end func(capi.Accelerator, capi.Model, *string)) (err error) {
 	mh, err := m.ref().get()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := a.do(func(h capi.Accelerator, e *string) { begin(h, mh, e) }); err != nil {
-		return nil, err
-	}
-	return once(func() error {
-		defer runtime.KeepAlive(m)
-		return a.do(func(h capi.Accelerator, e *string) { end(h, mh, e) })
-	}), nil
-}
-
-// MainProcessFirst: the main process runs the section first; call end when it is done.
-func (a *Accelerator) MainProcessFirst() (end func() error, err error) {
-	if err := a.do(func(h capi.Accelerator, e *string) { h.MainProcessFirstBegin(e) }); err != nil {
-		return nil, err
-	}
-	return once(func() error { return a.do(func(h capi.Accelerator, e *string) { h.MainProcessFirstEnd(e) }) }), nil
-}
-
-func (a *Accelerator) LocalMainProcessFirst() (end func() error, err error) {
-	if err := a.do(func(h capi.Accelerator, e *string) { h.LocalMainProcessFirstBegin(e) }); err != nil {
-		return nil, err
-	}
-	return once(func() error { return a.do(func(h capi.Accelerator, e *string) { h.LocalMainProcessFirstEnd(e) }) }), nil
-}
-
-func once(f func() error) func() error {
-	done := false
-	return func() error {
-		if done {
-			return nil
-		}
-		done = true
-		return f()
-	}
+	defer runtime.KeepAlive(m)
+	return a.section(f, func(h capi.Accelerator, e *string) { begin(h, mh, e) },
+		func(h capi.Accelerator, e *string) { end(h, mh, e) })
 }
 
 func (a *Accelerator) TriggerSyncInBackward(m *Model) error {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	acc "accelerate/go/accelerate"
+	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
 
 // A run that does not fit (the library's ErrOutOfMemory, from a real allocation) is tried again smaller.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	acc "accelerate/go/accelerate"
+	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
 
 // counting is a dataset whose one field is the sample's own index, so a batch shows its samples.
@@ -62,7 +62,7 @@ func TestDataLoaderFromBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	if n, err := l.Len(); err != nil || n != 3 {
+	if n := l.Len(); n != 3 {
 		t.Fatalf("Len = %d, %v; want 3", n, err)
 	}
 	for epoch := 0; epoch < 2; epoch++ {

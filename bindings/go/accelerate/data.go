@@ -3,8 +3,9 @@ package accelerate
 import (
 	"fmt"
 	"runtime"
+	"sync"
 
-	"accelerate/go/internal/capi"
+	"github.com/accelerate-cpp/accelerate/go/internal/capi"
 )
 
 // Dataset is a map-style dataset (samples by index) or a stream.
@@ -60,8 +61,8 @@ func DatasetFromStream(fn StreamFunc, sizeHint int64) (*Dataset, error) {
 	return adoptDataset(call(func(e *string) capi.Dataset { return capi.DatasetFromStreamSource(src, sizeHint, e) }))
 }
 
-func (d *Dataset) Size() (int64, error) {
-	return with(d.ref(), func(h capi.Dataset, e *string) int64 { return h.Size(e) })
+func (d *Dataset) Size() int64 {
+	return value(d.ref(), func(h capi.Dataset, e *string) int64 { return h.Size(e) })
 }
 func (d *Dataset) Subset(start, count int64) (*Dataset, error) {
 	return adoptDataset(with(d.ref(), func(h capi.Dataset, e *string) capi.Dataset { return h.Subset(start, count, e) }))
@@ -168,12 +169,30 @@ func (a *collateAdapter) Collate(view capi.Samples, out capi.TensorList) (code i
 }
 
 // DataLoader gives batches of a dataset.
-type DataLoader struct{ r ref[capi.DataLoader] }
+type DataLoader struct {
+	r    ref[capi.DataLoader]
+	mu   sync.Mutex
+	pass *owner // the current ForEach's batch
+}
 
 func adoptDataLoader(h capi.DataLoader, err error) (*DataLoader, error) {
-	return adopt(h, err, capi.DeleteDataLoader, func(r ref[capi.DataLoader]) *DataLoader { return &DataLoader{r} }, (*DataLoader).Close)
+	return adopt(h, err, capi.DeleteDataLoader, func(r ref[capi.DataLoader]) *DataLoader { return &DataLoader{r: r} }, (*DataLoader).Close)
 }
-func (l *DataLoader) Close() error { return closeObject(l, l.ref()) }
+
+// Close releases the loader (and the batch its ForEach holds); closing again returns an
+// ErrInvalidHandle error.
+func (l *DataLoader) Close() error {
+	if l != nil {
+		l.mu.Lock()
+		pass := l.pass
+		l.pass = nil
+		l.mu.Unlock()
+		if pass != nil {
+			pass.closeAll()
+		}
+	}
+	return closeObject(l, l.ref())
+}
 
 func (l *DataLoader) ref() *ref[capi.DataLoader] {
 	if l == nil {
@@ -216,11 +235,11 @@ func DataLoaderFromBatches(ds *Dataset, batches [][]int64, opts *Options) (*Data
 func (l *DataLoader) Next() (*TensorList, error) {
 	return wrapTensorList(with(l.ref(), func(h capi.DataLoader, e *string) capi.TensorList { return h.Next(e) }))
 }
-func (l *DataLoader) Len() (int64, error) {
-	return with(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.Length(e) })
+func (l *DataLoader) Len() int64 {
+	return value(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.Length(e) })
 }
-func (l *DataLoader) Epoch() (int64, error) {
-	return with(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.Epoch(e) })
+func (l *DataLoader) Epoch() int64 {
+	return value(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.Epoch(e) })
 }
 func (l *DataLoader) SetEpoch(epoch int64) error {
 	return do(l.ref(), func(h capi.DataLoader, e *string) { h.SetEpoch(epoch, e) })
@@ -228,14 +247,27 @@ func (l *DataLoader) SetEpoch(epoch int64) error {
 func (l *DataLoader) SkipFirstBatches(n int64) error {
 	return do(l.ref(), func(h capi.DataLoader, e *string) { h.SkipFirstBatches(n, e) })
 }
-func (l *DataLoader) TotalBatchSize() (int64, error) {
-	return with(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.TotalBatchSize(e) })
+func (l *DataLoader) TotalBatchSize() int64 {
+	return value(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.TotalBatchSize(e) })
 }
-func (l *DataLoader) TotalDatasetLength() (int64, error) {
-	return with(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.TotalDatasetLength(e) })
+func (l *DataLoader) TotalDatasetLength() int64 {
+	return value(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.TotalDatasetLength(e) })
 }
-func (l *DataLoader) EndOfEpoch() (bool, error) {
-	return with(l.ref(), func(h capi.DataLoader, e *string) bool { return h.EndOfEpoch(e) })
+
+// EndEpoch ends the epoch being iterated before its last batch (a loop left early), as a dropped
+// Python iterator does: the next Next starts the following epoch, and a prepared loader's
+// accelerator learns that its data ended. Nothing between epochs.
+func (l *DataLoader) EndEpoch() error {
+	return do(l.ref(), func(h capi.DataLoader, e *string) { h.EndEpoch(e) })
+}
+
+// InEpoch reports whether an epoch has begun and not ended.
+func (l *DataLoader) InEpoch() bool {
+	return value(l.ref(), func(h capi.DataLoader, e *string) bool { return h.InEpoch(e) })
+}
+
+func (l *DataLoader) EndOfEpoch() bool {
+	return value(l.ref(), func(h capi.DataLoader, e *string) bool { return h.EndOfEpoch(e) })
 }
 
 // SetCollate makes batches with fn instead of stacking samples.

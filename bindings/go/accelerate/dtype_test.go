@@ -3,7 +3,7 @@ package accelerate_test
 import (
 	"testing"
 
-	acc "accelerate/go/accelerate"
+	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
 
 // DType.Size is acc_dtype_size: the bytes of one element, 0 for Undefined.

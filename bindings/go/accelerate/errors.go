@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"accelerate/go/internal/capi"
+	"github.com/accelerate-cpp/accelerate/go/internal/capi"
 )
 
 // Status is the library's acc_status.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	acc "accelerate/go/accelerate"
+	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
 
 const twoLinears = `[{"type":"linear","in_features":4,"out_features":3},{"type":"linear","in_features":3,"out_features":2}]`

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"accelerate/go/internal/golden"
+	"github.com/accelerate-cpp/accelerate/go/internal/golden"
 )
 
 // The Go binding trains, gathers, reduces, saves and resumes exactly as the C API does, to the last

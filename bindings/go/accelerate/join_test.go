@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	acc "accelerate/go/accelerate"
+	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
 
 // JoinUnevenInputs returns its end function (on one process the scope changes nothing).
@@ -22,23 +22,22 @@ func TestJoinUnevenInputsIsAScopeForPreparedModels(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer model.Close()
-	end, err := a.JoinUnevenInputs(model, acc.KeepEvenBatches)
-	if err != nil {
-		t.Fatal(err)
-	}
 	x, _ := acc.FromFloat32s([]float32{1, 2}, 1, 2)
 	defer x.Close()
-	y, err := model.Forward(x)
+	err = a.JoinUnevenInputs(model, acc.KeepEvenBatches, func() error {
+		y, err := model.Forward(x)
+		if err != nil {
+			return err
+		}
+		return y.Close()
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	y.Close()
-	if err := end(); err != nil {
 		t.Fatal(err)
 	}
 	other, _ := acc.ModelFromSpec(`[{"type":"linear","in_features":2,"out_features":1}]`)
 	defer other.Close()
-	if _, err := a.JoinUnevenInputs(other, acc.EvenBatchesOff); !errors.Is(err, acc.ErrInvalidArgument) || !strings.Contains(err.Error(), "not prepared") {
+	ran := false
+	if err := a.JoinUnevenInputs(other, acc.EvenBatchesOff, func() error { ran = true; return nil }); ran || !errors.Is(err, acc.ErrInvalidArgument) || !strings.Contains(err.Error(), "not prepared") {
 		t.Fatalf("an unprepared model: %v", err)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"accelerate/go/internal/capi"
+	"github.com/accelerate-cpp/accelerate/go/internal/capi"
 )
 
 // The package refuses to load against a library of another ABI (a clear message, not a crash).

@@ -3,14 +3,41 @@ package accelerate
 import (
 	"runtime"
 
-	"accelerate/go/internal/capi"
+	"github.com/accelerate-cpp/accelerate/go/internal/capi"
 )
 
 // TensorList is an ordered list of optionally named tensors (batches, model outputs, state dicts).
-type TensorList struct{ r ref[capi.TensorList] }
+type TensorList struct {
+	r       ref[capi.TensorList]
+	own     owned
+	entries *owner // a batch's: the tensors taken from it, closed with it
+}
 
 func wrapTensorList(h capi.TensorList, err error) (*TensorList, error) {
-	return adopt(h, err, capi.DeleteTensorList, func(r ref[capi.TensorList]) *TensorList { return &TensorList{r} }, (*TensorList).Close)
+	l, err := adopt(h, err, capi.DeleteTensorList, func(r ref[capi.TensorList]) *TensorList { return &TensorList{r: r} }, (*TensorList).Close)
+	if l != nil {
+		if s := currentScope(); s != nil {
+			l.own.moveTo(l, s)
+		}
+	}
+	return l, err
+}
+
+// Keep takes l out of the scope or pass over a loader that would close it: its caller closes it
+// (and, for a batch, with it the tensors taken from it). Returns l.
+func (l *TensorList) Keep() *TensorList {
+	if l != nil {
+		l.own.moveTo(l, nil)
+	}
+	return l
+}
+
+// entry hands a tensor taken from a batch to the batch.
+func (l *TensorList) entry(t *Tensor, err error) (*Tensor, error) {
+	if t != nil && l.entries != nil {
+		t.own.moveTo(t, l.entries)
+	}
+	return t, err
 }
 
 // NewTensorList makes a list of the given tensors (the list holds its own references).
@@ -28,7 +55,17 @@ func NewTensorList(tensors ...*Tensor) (*TensorList, error) {
 	return l, nil
 }
 
-func (l *TensorList) Close() error { return closeObject(l, l.ref()) }
+// Close releases the list (a batch: with the tensors taken from it); closing again returns an
+// ErrInvalidHandle error.
+func (l *TensorList) Close() error {
+	if l != nil {
+		l.own.moveTo(l, nil)
+		if l.entries != nil {
+			l.entries.closeAll()
+		}
+	}
+	return closeObject(l, l.ref())
+}
 
 func (l *TensorList) ref() *ref[capi.TensorList] {
 	if l == nil {
@@ -48,23 +85,23 @@ func (l *TensorList) Append(name string, t *Tensor) error {
 	return err
 }
 
-func (l *TensorList) Len() (int, error) {
-	n, err := with(l.ref(), func(h capi.TensorList, e *string) int64 { return h.Size(e) })
-	return int(n), err
+func (l *TensorList) Len() int {
+	return int(value(l.ref(), func(h capi.TensorList, e *string) int64 { return h.Size(e) }))
 }
 
-// Get is a new handle to entry i (the caller closes it).
+// Get is a new handle to entry i. Of a batch from DataLoader.ForEach it is the batch's, closed with
+// it (unless kept); otherwise the caller closes it (or its scope does).
 func (l *TensorList) Get(i int) (*Tensor, error) {
-	return wrapTensor(with(l.ref(), func(h capi.TensorList, e *string) capi.Tensor { return h.Get(int64(i), e) }))
+	return l.entry(wrapTensor(with(l.ref(), func(h capi.TensorList, e *string) capi.Tensor { return h.Get(int64(i), e) })))
 }
 
 func (l *TensorList) Name(i int) (string, error) {
 	return with(l.ref(), func(h capi.TensorList, e *string) string { return h.Name(int64(i), e) })
 }
 
-// Find is a new handle to the entry called name.
+// Find is a new handle to the entry called name, owned as Get's is.
 func (l *TensorList) Find(name string) (*Tensor, error) {
-	return wrapTensor(with(l.ref(), func(h capi.TensorList, e *string) capi.Tensor { return h.Find(name, e) }))
+	return l.entry(wrapTensor(with(l.ref(), func(h capi.TensorList, e *string) capi.Tensor { return h.Find(name, e) })))
 }
 
 func (l *TensorList) SaveSafetensors(path string) error {

@@ -4,7 +4,7 @@ import (
 	"runtime"
 	"strings"
 
-	"accelerate/go/internal/capi"
+	"github.com/accelerate-cpp/accelerate/go/internal/capi"
 )
 
 // OptionsKind says what an Options object configures.
@@ -117,8 +117,8 @@ func (m *Model) ForwardMany(noGrad bool, inputs ...*Tensor) (*TensorList, error)
 func (m *Model) SetTraining(training bool) error {
 	return do(m.ref(), func(h capi.Model, e *string) { h.SetTraining(training, e) })
 }
-func (m *Model) IsTraining() (bool, error) {
-	return with(m.ref(), func(h capi.Model, e *string) bool { return h.IsTraining(e) })
+func (m *Model) IsTraining() bool {
+	return value(m.ref(), func(h capi.Model, e *string) bool { return h.IsTraining(e) })
 }
 
 // SetGraphOptimization false runs a TorchScript model's forward eagerly, op by op, without the JIT's

@@ -68,3 +68,14 @@ func do[H handle](r *ref[H], f func(h H, e *string)) error {
 	_, err := with(r, func(h H, e *string) none { f(h, e); return none{} })
 	return err
 }
+
+// value runs a getter that fails only on a nil or closed object (its properties: a tensor's numel,
+// a loader's epoch, a process's rank), returning its value alone; on a nil or closed object it
+// panics with the ErrInvalidHandle error, as using a closed object is a bug in the program.
+func value[R any, H handle](r *ref[H], f func(h H, e *string) R) R {
+	v, err := with(r, f)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -6,7 +6,7 @@ import (
 	"reflect"
 	"testing"
 
-	acc "accelerate/go/accelerate"
+	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
 
 // draw returns the values of acc.Rand(shape...).
@@ -47,7 +47,7 @@ func TestRestoringTheRandomStateRepeatsTheDraws(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer state.Close()
-	if d, _ := state.DType(); d != acc.Uint8 {
+	if d := state.DType(); d != acc.Uint8 {
 		t.Fatalf("state dtype %v", d)
 	}
 	if s, _ := state.Shape(); len(s) != 1 {
@@ -83,8 +83,8 @@ func TestRandnIsFloat32OnTheCPUInTheShapeAsked(t *testing.T) {
 	}
 	defer x.Close()
 	shape, _ := x.Shape()
-	dtype, _ := x.DType()
-	device, _ := x.Device()
+	dtype := x.DType()
+	device := x.Device()
 	if !reflect.DeepEqual(shape, []int64{2, 3}) || dtype != acc.Float32 || device != "cpu" {
 		t.Fatalf("got shape %v, dtype %v, device %q", shape, dtype, device)
 	}
@@ -99,7 +99,7 @@ func TestATensorThatIsNotARandomStateIsRefusedAndChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer state.Close()
-	n, _ := state.Numel()
+	n := state.Numel()
 	floats, _ := acc.Zeros(acc.Float32, "", n)
 	defer floats.Close()
 	threeBytes, _ := acc.FromBytes(make([]byte, 3), 3)

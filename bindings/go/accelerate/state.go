@@ -4,7 +4,7 @@ import (
 	"runtime"
 	"strings"
 
-	"accelerate/go/internal/capi"
+	"github.com/accelerate-cpp/accelerate/go/internal/capi"
 )
 
 // CheckpointState is an object whose bytes go into checkpoints (RegisterForCheckpointing): Save is
@@ -99,8 +99,8 @@ func (a *Accelerator) StateDict(m *Model, unwrap bool) (*TensorList, error) {
 }
 
 // Iteration is how many checkpoints SaveState wrote (or LoadState restored) so far.
-func (a *Accelerator) Iteration() (int64, error) {
-	return with(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.Iteration(e) })
+func (a *Accelerator) Iteration() int64 {
+	return value(a.ref(), func(h capi.Accelerator, e *string) int64 { return h.Iteration(e) })
 }
 
 // UnscaleGradients divides an optimizer's gradients (nil: every prepared one) by the fp16 scale.

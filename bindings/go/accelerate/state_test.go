@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	acc "accelerate/go/accelerate"
+	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
 
 type memState struct{ saved, loaded []byte }
@@ -54,7 +54,7 @@ func TestCheckpointStateAndHooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if it, _ := a.Iteration(); it != 1 {
+	if it := a.Iteration(); it != 1 {
 		t.Fatalf("iteration %d after one save", it)
 	}
 	if _, err := a.LoadState(written); err != nil {

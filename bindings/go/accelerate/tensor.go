@@ -3,7 +3,7 @@ package accelerate
 import (
 	"runtime"
 
-	"accelerate/go/internal/capi"
+	"github.com/accelerate-cpp/accelerate/go/internal/capi"
 )
 
 // DType is a tensor element type.
@@ -32,15 +32,37 @@ const (
 	ReductionSum  Reduction = capi.ReductionSum
 )
 
-// Tensor is a libtorch tensor owned by Go; Close releases it.
-type Tensor struct{ r ref[capi.Tensor] }
+// Tensor is a libtorch tensor owned by Go; Close releases it (or the scope or batch that owns it).
+type Tensor struct {
+	r   ref[capi.Tensor]
+	own owned
+}
 
 func wrapTensor(h capi.Tensor, err error) (*Tensor, error) {
-	return adopt(h, err, capi.DeleteTensor, func(r ref[capi.Tensor]) *Tensor { return &Tensor{r} }, (*Tensor).Close)
+	t, err := adopt(h, err, capi.DeleteTensor, func(r ref[capi.Tensor]) *Tensor { return &Tensor{r: r} }, (*Tensor).Close)
+	if t != nil {
+		if s := currentScope(); s != nil {
+			t.own.moveTo(t, s)
+		}
+	}
+	return t, err
 }
 
 // Close releases the tensor; closing again returns an ErrInvalidHandle error.
-func (t *Tensor) Close() error { return closeObject(t, t.ref()) }
+func (t *Tensor) Close() error {
+	if t != nil {
+		t.own.moveTo(t, nil)
+	}
+	return closeObject(t, t.ref())
+}
+
+// Keep takes t out of the scope or batch that would close it: its caller closes it. Returns t.
+func (t *Tensor) Keep() *Tensor {
+	if t != nil {
+		t.own.moveTo(t, nil)
+	}
+	return t
+}
 
 func (t *Tensor) ref() *ref[capi.Tensor] {
 	if t == nil {
@@ -107,21 +129,20 @@ func TensorFromFileMmap(path string, offset int64, dtype DType, shape ...int64) 
 	}))
 }
 
-func (t *Tensor) Numel() (int64, error) {
-	return with(t.ref(), func(h capi.Tensor, e *string) int64 { return h.Numel(e) })
+func (t *Tensor) Numel() int64 {
+	return value(t.ref(), func(h capi.Tensor, e *string) int64 { return h.Numel(e) })
 }
 
-func (t *Tensor) DType() (DType, error) {
-	d, err := with(t.ref(), func(h capi.Tensor, e *string) capi.Acc_dtype { return h.Dtype(e) })
-	return DType(d), err
+func (t *Tensor) DType() DType {
+	return DType(value(t.ref(), func(h capi.Tensor, e *string) capi.Acc_dtype { return h.Dtype(e) }))
 }
 
-func (t *Tensor) Device() (string, error) {
-	return with(t.ref(), func(h capi.Tensor, e *string) string { return h.Device(e) })
+func (t *Tensor) Device() string {
+	return value(t.ref(), func(h capi.Tensor, e *string) string { return h.Device(e) })
 }
 
-func (t *Tensor) RequiresGrad() (bool, error) {
-	return with(t.ref(), func(h capi.Tensor, e *string) bool { return h.RequiresGrad(e) })
+func (t *Tensor) RequiresGrad() bool {
+	return value(t.ref(), func(h capi.Tensor, e *string) bool { return h.RequiresGrad(e) })
 }
 
 func (t *Tensor) Shape() ([]int64, error) {
@@ -135,7 +156,7 @@ func (t *Tensor) Shape() ([]int64, error) {
 }
 
 func copyOut[T any](t *Tensor, copyFn func(h capi.Tensor, dst []T, e *string)) ([]T, error) {
-	n, err := t.Numel()
+	n, err := with(t.ref(), func(h capi.Tensor, e *string) int64 { return h.Numel(e) })
 	if err != nil {
 		return nil, err
 	}

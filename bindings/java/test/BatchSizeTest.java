@@ -25,7 +25,7 @@ class BatchSizeTest {
 
   @Test
   void otherExceptionsEndTheSearch() {
-    IoException io = assertThrows(IoException.class,
+    AccelerateIOException io = assertThrows(AccelerateIOException.class,
         () -> Accelerate.findExecutableBatchSize(32, batchSize -> { throw new IllegalStateException("no data"); }));
     assertTrue(io.getMessage().contains("the run with batch size 32 failed: IllegalStateException: no data"),
         io.getMessage());

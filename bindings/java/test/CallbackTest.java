@@ -8,7 +8,7 @@ import java.util.List;
 import org.junit.jupiter.api.Test;
 
 /** Datasets and collation written as Java lambdas, on the loader's threads; a Java exception in a
- *  callback comes back as IoException with its message, and the lambdas are released with the
+ *  callback comes back as AccelerateIOException with its message, and the lambdas are released with the
  *  dataset. */
 class CallbackTest {
   static Tensor[] sample(long i) {
@@ -43,7 +43,7 @@ class CallbackTest {
          DataLoader dl = new DataLoader(ds, o)) {
       dl.next().close();
       dl.next().close();
-      IoException e = assertThrows(IoException.class, dl::next);
+      AccelerateIOException e = assertThrows(AccelerateIOException.class, dl::next);
       assertTrue(e.getMessage().contains("no sample two"), e.getMessage());
     }
   }

@@ -30,7 +30,7 @@ class CheckpointTest {
       assertArrayEquals(new float[saved.length], w.toFloatArray());
       acc.loadState(written);
       assertArrayEquals(saved, w.toFloatArray());
-      assertThrows(IoException.class, () -> acc.loadState(dir.resolve("missing").toString()));
+      assertThrows(AccelerateIOException.class, () -> acc.loadState(dir.resolve("missing").toString()));
     }
   }
 }

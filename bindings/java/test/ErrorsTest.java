@@ -19,7 +19,7 @@ class ErrorsTest {
 
   @Test
   void missingFileIsIo() {
-    IoException e = assertThrows(IoException.class, () -> Tensor.fromIdxFile("/nonexistent/x.idx"));
+    AccelerateIOException e = assertThrows(AccelerateIOException.class, () -> Tensor.fromIdxFile("/nonexistent/x.idx"));
     assertTrue(e.getMessage().contains("/nonexistent/x.idx"), e.getMessage());
   }
 

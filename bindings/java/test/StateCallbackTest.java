@@ -11,7 +11,7 @@ import java.util.Map;
 import org.junit.jupiter.api.Test;
 
 /** Checkpoint state, pre-hooks, program trackers and LR lambdas as Java lambdas: called as the C
- *  API documents; an exception comes back as IoException with its message. */
+ *  API documents; an exception comes back as AccelerateIOException with its message. */
 class StateCallbackTest {
   static final String SPEC = "[{\"type\":\"linear\",\"in_features\":2,\"out_features\":1}]";
 
@@ -47,7 +47,7 @@ class StateCallbackTest {
     Path dir = Files.createTempDirectory("acc-state");
     try (Accelerator acc = newAccelerator(dir)) {
       acc.registerSaveStatePreHook(d -> { throw new IllegalStateException("disk quota"); });
-      IoException e = assertThrows(IoException.class, () -> acc.saveState(dir.resolve("ckpt").toString()));
+      AccelerateIOException e = assertThrows(AccelerateIOException.class, () -> acc.saveState(dir.resolve("ckpt").toString()));
       assertTrue(e.getMessage().contains("disk quota"), e.getMessage());
       assertFalse(Files.exists(dir.resolve("ckpt")));
     }
@@ -73,7 +73,7 @@ class StateCallbackTest {
       acc.log(Map.of("loss", 1.5), -1);
       acc.logScalar("acc", 0.25, 7);
       fail[0] = true;
-      IoException e = assertThrows(IoException.class, () -> acc.logScalar("loss", 1, -1));
+      AccelerateIOException e = assertThrows(AccelerateIOException.class, () -> acc.logScalar("loss", 1, -1));
       assertTrue(e.getMessage().contains("tracker offline"), e.getMessage());
       acc.endTraining();
     }
@@ -93,7 +93,7 @@ class StateCallbackTest {
       sched.step();
       sched.step();
       assertEquals(0.2, opt.getLr(0));
-      IoException e = assertThrows(IoException.class, sched::step);
+      AccelerateIOException e = assertThrows(AccelerateIOException.class, sched::step);
       assertTrue(e.getMessage().contains("no step 3"), e.getMessage());
       assertEquals(0.2, opt.getLr(0));
     }

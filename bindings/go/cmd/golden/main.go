@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"accelerate/go/internal/golden"
+	"github.com/accelerate-cpp/accelerate/go/internal/golden"
 )
 
 func main() {

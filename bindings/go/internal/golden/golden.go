@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	acc "accelerate/go/accelerate"
+	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
 
 const (
@@ -114,14 +114,15 @@ func train(out *strings.Builder, a *acc.Accelerator, o *objects, counter *stepCo
 			return
 		}
 		bx, by := must(batch.Get(0)), must(batch.Get(1))
-		end := must(a.Accumulate())
-		logits := must(o.model.Forward(bx))
-		loss := must(acc.CrossEntropy(logits, by, acc.ReductionMean, 0))
-		check(a.Backward(loss))
-		check(o.opt.Step())
-		check(o.sched.Step())
-		check(o.opt.ZeroGrad())
-		check(end())
+		var logits, loss *acc.Tensor
+		check(a.Accumulate(func() error {
+			logits = must(o.model.Forward(bx))
+			loss = must(acc.CrossEntropy(logits, by, acc.ReductionMean, 0))
+			check(a.Backward(loss))
+			check(o.opt.Step())
+			check(o.sched.Step())
+			return o.opt.ZeroGrad()
+		}))
 		s := counter.steps
 		fmt.Fprintf(out, "loss %d %016x\n", s, math.Float64bits(must(loss.Item())))
 		all := must(a.Gather(loss, "loss"))
@@ -173,7 +174,7 @@ func Run(prefix string) (path string, err error) {
 	defer ao.Close()
 	a := must(acc.NewAccelerator(ao))
 	defer a.Close()
-	rank := must(a.ProcessIndex())
+	rank := a.ProcessIndex()
 	counter := &stepCounter{}
 	check(a.RegisterForCheckpointing(counter))
 	xt := must(acc.FromFloat32s(x, n, d))

@@ -1,7 +1,7 @@
 package ai.accelerate;
 
 /** A user learning-rate schedule (PyTorch's LambdaLR): lr = base_lr * factor(step). An exception
- *  fails the step with its message (IoException) and leaves the rates as they were. */
+ *  fails the step with its message (AccelerateIOException) and leaves the rates as they were. */
 @FunctionalInterface
 public interface LrLambdaFunction {
   double factor(long step) throws Exception;

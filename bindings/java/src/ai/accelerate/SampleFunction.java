@@ -1,7 +1,7 @@
 package ai.accelerate;
 
 /** Sample {@code index} of a map-style dataset: its fields. The dataset closes the returned tensors.
- *  May run on the loader's background threads. An exception becomes the loader's IoException. */
+ *  May run on the loader's background threads. An exception becomes the loader's AccelerateIOException. */
 @FunctionalInterface
 public interface SampleFunction {
   Tensor[] apply(long index) throws Exception;

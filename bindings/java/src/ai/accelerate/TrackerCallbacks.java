@@ -3,7 +3,7 @@ package ai.accelerate;
 import java.util.Map;
 
 /** A tracker written in Java (Accelerator.addTracker), called on the main process only. An
- *  exception fails the call that triggered it with its message (IoException). */
+ *  exception fails the call that triggered it with its message (AccelerateIOException). */
 public interface TrackerCallbacks {
   /** A run starts: its project name and hyper-parameters as a JSON object ("{}" when none). */
   default void init(String project, String configJson) throws Exception {}

@@ -1,10 +1,10 @@
 package ai.accelerate;
 
 /** A collective or rendezvous did not finish in time. */
-public class TimeoutException extends AccelerateException {
+public class AccelerateTimeoutException extends AccelerateException {
   private static final long serialVersionUID = 1L;
 
-  public TimeoutException(String message) {
+  public AccelerateTimeoutException(String message) {
     super(message);
   }
 

@@ -1,10 +1,10 @@
 package ai.accelerate;
 
 /** A file could not be read or written, or a host callback failed. */
-public class IoException extends AccelerateException {
+public class AccelerateIOException extends AccelerateException {
   private static final long serialVersionUID = 1L;
 
-  public IoException(String message) {
+  public AccelerateIOException(String message) {
     super(message);
   }
 

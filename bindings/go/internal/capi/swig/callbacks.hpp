@@ -1,0 +1,156 @@
+// Views handed to the director callbacks (swig/directors.hpp), and the trampolines that build them.
+// Included into every wrapper by accelerate.i (after its ERR macros) and parsed by SWIG for the views.
+#pragma once
+
+namespace accswig {
+/* The samples a collator batches: size() samples of fields(i) tensors each, the same number for
+ * every sample (collate_trampoline checks). get returns a new handle the caller closes. */
+class Samples {
+ public:
+  int64_t size_() const { return (int64_t)n_; }
+  int64_t fields(int64_t i ERR) const {
+    index(i);
+    return (int64_t)fields_;
+  }
+  acc_tensor *get(int64_t i, int64_t j ERR) const {
+    const acc_tensor_list *sample = lists_[index(i)];
+    if (j < 0 || (size_t)j >= fields_) fail(ACC_ERR_INVALID_ARGUMENT, "sample field index out of range");
+    acc_tensor *t = nullptr;
+    check(acc_tensor_list_get(sample, (size_t)j, &t));
+    return t;
+  }
+#ifndef SWIG
+  const acc_tensor_list *const *lists_ = nullptr;
+  size_t n_ = 0;
+  size_t fields_ = 0;
+  size_t index(int64_t i) const {
+    if (i < 0 || (size_t)i >= n_) fail(ACC_ERR_INVALID_ARGUMENT, "sample index out of range");
+    return (size_t)i;
+  }
+#endif
+};
+
+/* A state callback's bytes: appended to while saving, read while loading. */
+class Bytes {
+ public:
+  void append_(const uint8_t *data, size_t n ERR) {
+    if (!sink_) fail(ACC_ERR_INVALID_ARGUMENT, "these bytes are being loaded, not saved");
+    check(acc_bytes_append(sink_, data, n));
+  }
+  int64_t size_() const { return (int64_t)len_; }
+  /* Copies the bytes into dst, whose length must be size. */
+  void copyTo(uint8_t *dst, size_t n ERR) {
+    if (n != len_) fail(ACC_ERR_INVALID_ARGUMENT, "the array's length is not the size of the bytes");
+    if (n) memcpy(dst, data_, n);
+  }
+#ifndef SWIG
+  acc_bytes *sink_ = nullptr;
+  const void *data_ = nullptr;
+  size_t len_ = 0;
+#endif
+};
+
+/* The values a tracker logs: n names and values. */
+class Metrics {
+ public:
+  int64_t size_() const { return (int64_t)n_; }
+  std::string name_(int64_t i ERR) const { return names_[index(i)]; }
+  double value(int64_t i ERR) const { return values_[index(i)]; }
+#ifndef SWIG
+  const char *const *names_ = nullptr;
+  const double *values_ = nullptr;
+  size_t n_ = 0;
+  size_t index(int64_t i) const {
+    if (i < 0 || (size_t)i >= n_) fail(ACC_ERR_INVALID_ARGUMENT, "metric index out of range");
+    return (size_t)i;
+  }
+#endif
+};
+
+/* Where an LR lambda puts its factor. */
+class Factor {
+ public:
+  void set_(double value) {
+    value_ = value;
+    has_ = true;
+  }
+#ifndef SWIG
+  double value_ = 0;
+  bool has_ = false;
+#endif
+};
+}
+
+#ifndef SWIG
+namespace accswig {
+/* Hands the collator the samples as a Samples view, once every sample has as many fields as the
+ * first (else the loader fails with that message, before any host code runs). */
+inline int collate_trampoline(void *user_data, const acc_tensor_list *const *samples, size_t n,
+                              acc_tensor_list **out) {
+  Samples view;
+  view.lists_ = samples;
+  view.n_ = n;
+  for (size_t i = 0; i < n; ++i) {
+    size_t fields = 0;
+    if (acc_tensor_list_size(samples[i], &fields) != ACC_OK) {
+      acc_callback_set_error(acc_last_error_message());
+      return 1;
+    }
+    if (i == 0) {
+      view.fields_ = fields;
+    } else if (fields != view.fields_) {
+      const std::string message = "collate: sample " + std::to_string(i) + " has " + std::to_string(fields) +
+                                  " fields but sample 0 has " + std::to_string(view.fields_) +
+                                  "; every sample of a batch needs the same fields";
+      acc_callback_set_error(message.c_str());
+      return 1;
+    }
+  }
+  auto *collator = static_cast<Collator *>(user_data);
+  return fill_list(out, [&](acc_tensor_list *list) { return collator->collate(&view, list); });
+}
+
+inline int state_save_trampoline(void *ud, acc_bytes *out) {
+  Bytes b;
+  b.sink_ = out;
+  return guarded([&] { return static_cast<StateHandler *>(ud)->save(&b); });
+}
+inline int state_load_trampoline(void *ud, const void *data, size_t size) {
+  Bytes b;
+  b.data_ = data;
+  b.len_ = size;
+  return guarded([&] { return static_cast<StateHandler *>(ud)->load(&b); });
+}
+inline int hook_trampoline(void *ud, const char *dir) {
+  return guarded([&] { return static_cast<CheckpointHook *>(ud)->run(dir); });
+}
+inline int tracker_init_trampoline(void *ud, const char *project, const char *config) {
+  return guarded([&] { return static_cast<Tracker *>(ud)->init(project, config ? config : "{}"); });
+}
+inline int tracker_log_trampoline(void *ud, const char *const *names, const double *values, size_t n, int64_t step) {
+  Metrics m;
+  m.names_ = names;
+  m.values_ = values;
+  m.n_ = n;
+  return guarded([&] { return static_cast<Tracker *>(ud)->log(&m, step); });
+}
+inline int tracker_finish_trampoline(void *ud) {
+  return guarded([&] { return static_cast<Tracker *>(ud)->finish(); });
+}
+inline int batch_size_trampoline(void *ud, int64_t batch_size) {
+  // The run returns a status: a C++ exception escaping it is reported as ACC_ERR_IO, not as 1.
+  return guarded([&] { return static_cast<BatchSizeRun *>(ud)->run(batch_size); }, ACC_ERR_IO);
+}
+inline int lr_lambda_trampoline(void *ud, int64_t step, double *factor) {
+  Factor f;
+  const int code = guarded([&] { return static_cast<LrLambda *>(ud)->factor(step, &f); });
+  if (code != 0) return code;
+  if (!f.has_) {
+    acc_callback_set_error("the schedule callback set no factor");
+    return 1;
+  }
+  *factor = f.value_;
+  return 0;
+}
+}
+#endif

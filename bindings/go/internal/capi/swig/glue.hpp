@@ -1,0 +1,174 @@
+// C++ glue compiled into each language's wrapper library (never into libaccelerate): turns failed
+// statuses into a C++ exception that the per-language %exception maps, and adapts the C API's
+// callbacks to SWIG director classes, which the host languages subclass.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "accelerate.h"
+#include "swig/directors.hpp"
+
+namespace accswig {
+
+// A failed acc_* call: status and message, read right after the failure on the same thread.
+struct Error {
+  acc_status code;
+  std::string message;
+};
+
+inline void check(acc_status status) {
+  if (status != ACC_OK) throw Error{status, acc_last_error_message()};
+}
+
+inline void fail(acc_status status, const std::string& message) { throw Error{status, message}; }
+
+// Go has no pending-exception slot: the %exception handler parks the error here and the hidden
+// error argument of the same wrapper call takes it, so no goroutine can see another's error.
+inline std::string& go_pending_error() {
+  thread_local std::string pending;
+  return pending;
+}
+inline std::string take_go_error() {
+  std::string e;
+  e.swap(go_pending_error());
+  return e;
+}
+inline void park_go_error(acc_status code, const std::string& message) {
+  go_pending_error() = std::to_string(static_cast<int>(code)) + ":" + message;
+}
+
+// Splits "a\nb\nc" (how name lists cross the boundary: one string works in every language).
+inline std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+// Owns the tensors of a list for the length of a call (forward inputs, dataset fields).
+struct ListTensors {
+  std::vector<acc_tensor*> tensors;
+  explicit ListTensors(const acc_tensor_list* list) {
+    size_t n = 0;
+    check(acc_tensor_list_size(list, &n));
+    for (size_t i = 0; i < n; ++i) {
+      acc_tensor* t = nullptr;
+      check(acc_tensor_list_get(list, i, &t));
+      tensors.push_back(t);
+    }
+  }
+  ~ListTensors() {
+    for (acc_tensor* t : tensors) acc_tensor_free(t);
+  }
+  ListTensors(const ListTensors&) = delete;
+  ListTensors& operator=(const ListTensors&) = delete;
+  const acc_tensor* const* data() const { return tensors.data(); }
+  size_t size() const { return tensors.size(); }
+};
+
+// Runs a host callback that returns a status; a C++ exception (e.g. Java's director exception)
+// becomes a failure with its text.
+template <typename Call>
+int guarded(Call call, int failure = 1) {
+  try {
+    return call();
+  } catch (const std::exception& e) {
+    acc_callback_set_error(e.what());
+  } catch (...) {
+    acc_callback_set_error("unknown exception in a callback");
+  }
+  return failure;
+}
+
+// The callbacks the library holds. Whether the library frees user data when a registration fails
+// depends on where it fails, so the glue frees each object at most once through this set.
+class Registry {
+ public:
+  static Registry& get() {
+    static Registry* r = new Registry;  // never destroyed: callbacks may run during exit
+    return *r;
+  }
+  void add(Callback* cb) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.insert(cb);
+  }
+  // Drops `cb` if it is still held; true when this call dropped it.
+  bool drop(Callback* cb) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (live_.erase(cb) == 0) return false;
+    }
+    try {
+      cb->released();
+    } catch (...) {
+    }
+    delete cb;
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_set<Callback*> live_;
+};
+
+inline void free_callback(void* user_data) { Registry::get().drop(static_cast<Callback*>(user_data)); }
+
+// Registers `cb` with the library through `reg`, which receives the user_data and free function.
+template <typename Register>
+void register_callback(Callback* cb, Register reg) {
+  if (!cb) fail(ACC_ERR_INVALID_ARGUMENT, "callback object is null");
+  Registry::get().add(cb);
+  const acc_status status = reg(static_cast<void*>(cb), &free_callback);
+  if (status != ACC_OK) {
+    Error e{status, acc_last_error_message()};
+    Registry::get().drop(cb);
+    throw e;
+  }
+}
+
+// Runs a host callback that fills a new list; hands the list to the library on success.
+template <typename Call>
+int fill_list(acc_tensor_list** out, Call call) {
+  *out = nullptr;
+  acc_tensor_list* list = nullptr;
+  if (acc_tensor_list_create(&list) != ACC_OK) {
+    acc_callback_set_error(acc_last_error_message());
+    return 1;
+  }
+  const int code = guarded([&] { return call(list); });  // e.g. a Java director exception
+  if (code != 0) {
+    acc_tensor_list_free(list);
+    return code;
+  }
+  *out = list;
+  return 0;
+}
+
+inline int sample_trampoline(void* user_data, int64_t index, acc_tensor_list** out) {
+  auto* src = static_cast<SampleSource*>(user_data);
+  return fill_list(out, [&](acc_tensor_list* list) { return src->sample(index, list); });
+}
+
+inline int next_trampoline(void* user_data, acc_tensor_list** out) {
+  auto* src = static_cast<StreamSource*>(user_data);
+  const int code = fill_list(out, [&](acc_tensor_list* list) { return src->next(list); });
+  size_t n = 0;
+  if (code == 0 && acc_tensor_list_size(*out, &n) == ACC_OK && n == 0) {  // end of the stream
+    acc_tensor_list_free(*out);
+    *out = nullptr;
+  }
+  return code;
+}
+
+inline int start_trampoline(void* user_data, int64_t epoch) {
+  return guarded([&] { return static_cast<StreamSource*>(user_data)->start(epoch); });
+}
+
+}  // namespace accswig
