@@ -20,6 +20,7 @@ namespace {
 
 const char* const kReduce = "backward (sharded gradient reduction)";
 const char* const kGather = "sharded parameters (all-gather)";
+constexpr int64_t kGatherChunk = int64_t{4} << 20;  // elements per process and round (16 MiB of fp32)
 
 }  // namespace
 
@@ -137,6 +138,8 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
         },
         [this, layout_units, gather_all](size_t m, const at::Tensor& output) {
           if (m >= layout_units.size()) return output;
+          // The last unit's backward comes first: it stays gathered for it (as FSDP's root does).
+          if (m + 1 == layout_units.size() && output.requires_grad()) return output;
           for (size_t u : layout_units[m]) release(u);
           // Before the unit's backward, its parameters are gathered again.
           if (output.requires_grad())
@@ -167,13 +170,10 @@ void ShardedDataParallel::before_forward(bool sync) {
 void ShardedDataParallel::after_forward(const NamedTensors& outputs, bool sync) {
   if (reducer_) return reducer_->after_forward(outputs, sync);
   if (options_.stage != 3 || model_has_unit_hooks_) return;
-  for (size_t u = 0; u < gathered_.size(); ++u) release(u);
+  // One unit: a backward, if one follows, needs it next; it stays gathered until that has reduced it.
   for (const auto& entry : outputs)
-    if (entry.second.requires_grad())
-      entry.second.register_hook([this](const at::Tensor&) {
-        for (size_t u = 0; u < gathered_.size(); ++u)
-          if (!gathered_[u]) gather(u);
-      });
+    if (entry.second.requires_grad()) return;
+  for (size_t u = 0; u < gathered_.size(); ++u) release(u);
 }
 
 void ShardedDataParallel::sync_next_backward() {
@@ -194,15 +194,20 @@ at::Tensor ShardedDataParallel::my_slice(size_t unit, const at::Tensor& full) co
 }
 
 void ShardedDataParallel::allgather_into(const at::Tensor& full, const at::Tensor& mine, const std::string& name) {
-  if (dist_->backend() == Backend::Nccl) {
+  const int64_t slice = mine.numel();
+  if (dist_->backend() == Backend::Nccl && slice <= kGatherChunk) {
     at::Tensor out = full, in = mine.contiguous();
     return wait_collective(dist_->group()->_allgather_base(out, in), name);
   }
-  const int64_t slice = mine.numel();
-  std::vector<std::vector<at::Tensor>> outputs(1);
-  for (int64_t r = 0; r < dist_->world_size(); ++r) outputs[0].push_back(full.narrow(0, r * slice, slice));
-  std::vector<at::Tensor> inputs{mine.contiguous()};
-  wait_collective(dist_->group()->allgather(outputs, inputs), name);
+  // In rounds of at most kGatherChunk elements per process: the backend stages each round in a
+  // flat buffer of its own, which would otherwise be a second copy of the whole unit.
+  for (int64_t begin = 0; begin < slice; begin += kGatherChunk) {
+    const int64_t length = std::min(kGatherChunk, slice - begin);
+    std::vector<std::vector<at::Tensor>> outputs(1);
+    for (int64_t r = 0; r < dist_->world_size(); ++r) outputs[0].push_back(full.narrow(0, r * slice + begin, length));
+    std::vector<at::Tensor> inputs{mine.narrow(0, begin, length).clone()};  // `mine` may lie inside `full`
+    wait_collective(dist_->group()->allgather(outputs, inputs), name);
+  }
 }
 
 void ShardedDataParallel::gather(size_t unit) {
@@ -328,7 +333,7 @@ bool ShardedDataParallel::attach_piece_gradients() {
 void ShardedDataParallel::after_step() {
   if (options_.stage == 3) return;  // the next forward gathers the stepped shards
   at::NoGradGuard no_grad;
-  for (size_t u = 0; u < full_.size(); ++u) allgather_into(full_[u], my_slice(u, full_[u]).clone(), kGather);
+  for (size_t u = 0; u < full_.size(); ++u) allgather_into(full_[u], my_slice(u, full_[u]), kGather);
 }
 
 void ShardedDataParallel::zero_grad() {

@@ -16,7 +16,7 @@ public class OptimizerTests {
     using (Tensor x = Tensor.Of(new float[] {0.1f, -0.2f, 0.3f, 0.4f, 0.5f, -0.6f, 0.7f, 0.8f}, 2, 4))
     using (Tensor target = Tensor.Of(new float[] {1, 0, 0, 1}, 2, 2))
     using (Tensor y = model.Forward(x))
-    using (Tensor loss = Loss.Mse(y, target, Reduction.MEAN)) {
+    using (Tensor loss = Loss.Mse(y, target, Reduction.Mean)) {
       loss.Backward();
       opt.Step();
     }

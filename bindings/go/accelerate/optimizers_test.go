@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	acc "accelerate/go/accelerate"
+	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
 
 // The optimizers chosen by name: each one trains, and Adafactor's relative step has no lr.
