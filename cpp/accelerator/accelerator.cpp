@@ -211,6 +211,15 @@ double Accelerator::clip_grad_norm(const std::shared_ptr<Model>& model, double m
 void Accelerator::clip_grad_value(const std::shared_ptr<Model>& model, double clip_value) {
   require(model != nullptr, "clip_grad_value needs a model");
   require(std::isfinite(clip_value) && clip_value >= 0, "clip_value must be a number >= 0, got ", clip_value);
+  auto wrapper = std::dynamic_pointer_cast<PreparedModel>(wrapped_model(model));
+  if (auto engine = wrapper ? wrapper->sharded() : nullptr; engine && engine->options().stage >= 2) {
+    unscale_gradients(nullptr);
+    std::vector<at::Tensor> grads;
+    if (engine->attach_piece_gradients())
+      for (const auto& piece : engine->pieces()) grads.push_back(piece.grad());
+    acc::clip_grad_value(grads, clip_value);  // elementwise: the slices clip as the whole would
+    return;
+  }
   const std::vector<at::Tensor> grads = model->gradients();
   unscale_model_gradients(model, grads);
   acc::clip_grad_value(grads, clip_value);

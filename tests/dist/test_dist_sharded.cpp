@@ -29,7 +29,8 @@ const char* const kShardNet = R"([{"type":"linear","in_features":3,"out_features
 struct Settings {
   const char* algorithm = "adam";
   int accumulation = 1;
-  double clip = 0;  // 0: none
+  double clip = 0;        // max norm; 0: none
+  double clip_value = 0;  // 0: none
   const char* precision = "no";
   const char* freeze = nullptr;  // patterns frozen before prepare
   const char* state_dict_type = "FULL_STATE_DICT";
@@ -54,7 +55,11 @@ struct Job {
       size_t count = 0;
       EXPECT_EQ(acc_model_set_requires_grad(model, s.freeze, 0, &count), ACC_OK) << acc_last_error_message();
     }
-    EXPECT_EQ(acc_optimizer_create(model, s.algorithm, nullptr, &opt), ACC_OK) << acc_last_error_message();
+    acc_options* o = nullptr;
+    EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o), ACC_OK);
+    if (std::string(s.algorithm) == "sgd") EXPECT_EQ(acc_options_set(o, "momentum", "0.9"), ACC_OK);
+    EXPECT_EQ(acc_optimizer_create(model, s.algorithm, o, &opt), ACC_OK) << acc_last_error_message();
+    acc_options_free(o);
     EXPECT_EQ(acc_optimizer_set_lr(opt, 0, 0.05), ACC_OK);
     EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
   }
@@ -87,6 +92,8 @@ struct Job {
       double norm = 0;
       ASSERT_EQ(acc_clip_grad_norm(acc, model, settings.clip, 2.0, &norm), ACC_OK) << acc_last_error_message();
     }
+    if (sync && settings.clip_value > 0)
+      ASSERT_EQ(acc_clip_grad_value(acc, model, settings.clip_value), ACC_OK) << acc_last_error_message();
     ASSERT_EQ(acc_optimizer_step(opt), ACC_OK) << acc_last_error_message();
     ASSERT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
     ASSERT_EQ(acc_accumulate_end(acc), ACC_OK);
@@ -170,6 +177,13 @@ TEST(Sharded, WithAccumulationClippingAndBf16) {
   s.clip = 0.05;  // small enough to clip on most steps
   s.precision = "bf16";
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 6);
+}
+
+TEST(Sharded, ClippingByValueClipsTheSlices) {
+  Settings s;
+  s.algorithm = "sgd";
+  s.clip_value = 0.01;  // below most gradients here: a step that skipped it would differ
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 3);
 }
 
 TEST(Sharded, SgdWithMomentumAndFrozenParameters) {
@@ -272,6 +286,7 @@ TEST(Sharded, ConsolidatedFilesEqualDdpsAndLoadIntoDdp) {
     const double bound = same_reduction_order(stage) ? 0.0 : 1e-5;
     for (const char* file : {"/model.safetensors", "/optimizer.safetensors", "/hf/model.safetensors"})
       EXPECT_LE(max_difference(file_tensors(ddp_dir + file), file_tensors(sharded_dir + file)), bound) << file;
+    EXPECT_EQ(file_tensors(sharded_dir + "/optimizer.safetensors").size(), 6u) << "a momentum buffer per parameter";
     // DDP resumes from the sharded job's consolidated checkpoint and goes on as it does.
     ACC_ASSERT_OK(acc_load_state(ddp.acc, sharded_dir.c_str(), nullptr));
     ddp.micro_step();
