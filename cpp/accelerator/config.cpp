@@ -34,7 +34,11 @@ void read_sharding_env(const Options& o, AcceleratorConfig& c) {
   bool offload_optimizer = false, offload_params = false;
   std::optional<std::string> state_dict_type;
   if (env_true("ACCELERATE_USE_FSDP")) {
-    const std::string strategy = env("FSDP_SHARDING_STRATEGY").value_or("FULL_SHARD");
+    // FSDP2 (FSDP_VERSION=2) says whether parameters are freed after forward instead.
+    const bool fsdp2 = env("FSDP_VERSION").value_or("1") == "2";
+    const bool reshard = !env("FSDP_RESHARD_AFTER_FORWARD") || env_true("FSDP_RESHARD_AFTER_FORWARD");
+    const std::string strategy =
+        fsdp2 ? (reshard ? "FULL_SHARD" : "SHARD_GRAD_OP") : env("FSDP_SHARDING_STRATEGY").value_or("FULL_SHARD");
     if (strategy == "FULL_SHARD" || strategy == "1") stage = 3;
     else if (strategy == "SHARD_GRAD_OP" || strategy == "2") stage = 2;
     else if (strategy == "NO_SHARD" || strategy == "3") stage = 0;
@@ -65,6 +69,9 @@ void read_sharding_env(const Options& o, AcceleratorConfig& c) {
       require(value == "none" || value == "cpu", "environment variable ", name, "='", value, "' is not none or cpu");
       return value == "cpu";
     };
+    if (auto file = env("ACCELERATE_DEEPSPEED_CONFIG_FILE"); file && *file != "none")
+      unsupported("ACCELERATE_DEEPSPEED_CONFIG_FILE", *file,
+                  "DeepSpeed's JSON config is not read (set zero_stage and offload_*_device)");
     offload_optimizer = device("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE");
     offload_params = device("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE");
   } else {

@@ -1,0 +1,187 @@
+// Accelerate's FSDP and DeepSpeed settings (config file sections, launcher flags, the launcher's
+// variables) as this runtime's sharding options; what it cannot honour is refused naming the key.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "accelerator/config.h"
+#include "common/error.h"
+#include "config/config_file.h"
+#include "config/sharding_config.h"
+#include "launch/launch_flags.h"
+
+namespace {
+
+const char* const kVariables[] = {"ACCELERATE_USE_FSDP", "FSDP_SHARDING_STRATEGY", "FSDP_OFFLOAD_PARAMS",
+                                  "FSDP_STATE_DICT_TYPE", "FSDP_AUTO_WRAP_POLICY", "FSDP_VERSION",
+                                  "FSDP_RESHARD_AFTER_FORWARD", "ACCELERATE_USE_DEEPSPEED",
+                                  "ACCELERATE_DEEPSPEED_ZERO_STAGE", "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE",
+                                  "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "ACCELERATE_DEEPSPEED_CONFIG_FILE",
+                                  "ACCELERATE_CONFIG_FILE", "HF_HOME"};
+
+// Each test starts with none of the variables (and no config file to find).
+class Sharding : public testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* name : kVariables) {
+      const char* v = std::getenv(name);
+      saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
+      unsetenv(name);
+    }
+    setenv("HF_HOME", "/nonexistent/acc_sharding_test", 1);
+  }
+  void TearDown() override {
+    for (const auto& [name, value] : saved_) {
+      if (value) setenv(name.c_str(), value->c_str(), 1);
+      else unsetenv(name.c_str());
+    }
+  }
+  static acc::AcceleratorConfig resolve(const std::vector<std::pair<std::string, std::string>>& options = {}) {
+    acc::Options o(acc::OptionsKind::Accelerator);
+    for (const auto& [key, value] : options) o.set_from_text(key, value);
+    return acc::resolve_accelerator_config(o);
+  }
+  static std::pair<acc::Status, std::string> failure(const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const acc::Error& e) {
+      return {e.status(), e.what()};
+    }
+    return {acc::Status::Ok, "no error"};
+  }
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+}  // namespace
+
+TEST_F(Sharding, FsdpVariablesChooseTheStage) {
+  setenv("ACCELERATE_USE_FSDP", "true", 1);
+  EXPECT_EQ(resolve().zero_stage, 3) << "FULL_SHARD is FSDP's default";
+  setenv("FSDP_SHARDING_STRATEGY", "SHARD_GRAD_OP", 1);
+  EXPECT_EQ(resolve().zero_stage, 2);
+  setenv("FSDP_SHARDING_STRATEGY", "3", 1);  // older Accelerate writes the enum's number
+  EXPECT_EQ(resolve().zero_stage, 0);
+  setenv("FSDP_SHARDING_STRATEGY", "FULL_SHARD", 1);
+  setenv("FSDP_OFFLOAD_PARAMS", "true", 1);
+  setenv("FSDP_STATE_DICT_TYPE", "SHARDED_STATE_DICT", 1);
+  const auto c = resolve();
+  EXPECT_EQ(c.zero_stage, 3);
+  EXPECT_TRUE(c.offload_params);
+  EXPECT_TRUE(c.offload_optimizer);
+  EXPECT_EQ(c.state_dict_type, "SHARDED_STATE_DICT");
+  EXPECT_EQ(c.sharding_kind, "FSDP");
+  // FSDP2 says it with reshard_after_forward.
+  setenv("FSDP_VERSION", "2", 1);
+  setenv("FSDP_RESHARD_AFTER_FORWARD", "false", 1);
+  EXPECT_EQ(resolve().zero_stage, 2);
+  // An option the program set wins.
+  EXPECT_EQ(resolve({{"zero_stage", "1"}}).zero_stage, 1);
+}
+
+TEST_F(Sharding, DeepSpeedVariablesChooseTheStage) {
+  setenv("ACCELERATE_USE_DEEPSPEED", "true", 1);
+  EXPECT_EQ(resolve().zero_stage, 2) << "DeepSpeedPlugin's default";
+  setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3", 1);
+  setenv("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "cpu", 1);
+  const auto c = resolve();
+  EXPECT_EQ(c.zero_stage, 3);
+  EXPECT_TRUE(c.offload_optimizer);
+  EXPECT_FALSE(c.offload_params);
+  EXPECT_EQ(c.sharding_kind, "DEEPSPEED");
+}
+
+TEST_F(Sharding, WhatCannotBeHonouredIsRefusedNamingIt) {
+  setenv("ACCELERATE_USE_FSDP", "true", 1);
+  setenv("FSDP_SHARDING_STRATEGY", "HYBRID_SHARD", 1);
+  auto [status, message] = failure([] { resolve(); });
+  EXPECT_EQ(status, acc::Status::Unsupported);
+  EXPECT_NE(message.find("FSDP_SHARDING_STRATEGY"), std::string::npos) << message;
+  setenv("FSDP_SHARDING_STRATEGY", "FULL_SHARD", 1);
+  setenv("FSDP_STATE_DICT_TYPE", "LOCAL_STATE_DICT", 1);
+  std::tie(status, message) = failure([] { resolve(); });
+  EXPECT_EQ(status, acc::Status::Unsupported);
+  unsetenv("FSDP_STATE_DICT_TYPE");
+  setenv("FSDP_AUTO_WRAP_POLICY", "SIZE_BASED_WRAP", 1);
+  std::tie(status, message) = failure([] { resolve(); });
+  EXPECT_NE(message.find("FSDP_AUTO_WRAP_POLICY"), std::string::npos) << message;
+  unsetenv("ACCELERATE_USE_FSDP");
+  setenv("ACCELERATE_USE_DEEPSPEED", "true", 1);
+  setenv("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "nvme", 1);
+  std::tie(status, message) = failure([] { resolve(); });
+  EXPECT_EQ(status, acc::Status::Unsupported);
+  EXPECT_NE(message.find("NVMe"), std::string::npos) << message;
+  unsetenv("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE");
+  setenv("ACCELERATE_DEEPSPEED_CONFIG_FILE", "/etc/ds.json", 1);
+  std::tie(status, message) = failure([] { resolve(); });
+  EXPECT_NE(message.find("ACCELERATE_DEEPSPEED_CONFIG_FILE"), std::string::npos) << message;
+}
+
+TEST_F(Sharding, ConfigFileSectionsBecomeTheLaunchersVariables) {
+  const auto fsdp = acc::parse_config_text(R"(compute_environment: LOCAL_MACHINE
+distributed_type: FSDP
+fsdp_config:
+  fsdp_sharding_strategy: SHARD_GRAD_OP
+  fsdp_state_dict_type: FULL_STATE_DICT
+  fsdp_backward_prefetch: BACKWARD_PRE
+num_processes: 2
+use_cpu: true
+)", "fsdp.yaml");
+  EXPECT_EQ(fsdp.sharding_env.at("ACCELERATE_USE_FSDP"), "true");
+  EXPECT_EQ(fsdp.sharding_env.at("FSDP_SHARDING_STRATEGY"), "SHARD_GRAD_OP");
+  EXPECT_EQ(fsdp.sharding_env.at("FSDP_STATE_DICT_TYPE"), "FULL_STATE_DICT");
+  bool warned = false;
+  for (const auto& w : fsdp.warnings) warned = warned || w.find("fsdp_backward_prefetch is ignored") != std::string::npos;
+  EXPECT_TRUE(warned) << "tuning keys without a counterpart are reported";
+
+  const auto ds = acc::parse_config_text(R"(distributed_type: DEEPSPEED
+deepspeed_config:
+  zero_stage: 1
+  offload_optimizer_device: cpu
+  gradient_accumulation_steps: 4
+num_processes: 2
+)", "ds.yaml");
+  EXPECT_EQ(ds.sharding_env.at("ACCELERATE_DEEPSPEED_ZERO_STAGE"), "1");
+  EXPECT_EQ(ds.sharding_env.at("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE"), "cpu");
+  EXPECT_EQ(ds.sharding_env.at("ACCELERATE_GRADIENT_ACCUMULATION_STEPS"), "4");
+
+  auto [status, message] = failure([] {
+    acc::parse_config_text("distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: HYBRID_SHARD\nnum_processes: 2\n",
+                           "hybrid.yaml");
+  });
+  EXPECT_EQ(status, acc::Status::Unsupported);
+  EXPECT_NE(message.find("hybrid.yaml: fsdp_config: fsdp_sharding_strategy = HYBRID_SHARD"), std::string::npos)
+      << message;
+  // A section of the other kind asks for nothing here.
+  const auto ddp = acc::parse_config_text("distributed_type: MULTI_CPU\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
+                                          "num_processes: 2\n", "ddp.yaml");
+  EXPECT_TRUE(ddp.sharding_env.empty());
+}
+
+TEST_F(Sharding, LauncherFlagsOverrideTheFileKeyByKey) {
+  const auto file = acc::parse_config_text(
+      "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n  fsdp_state_dict_type: "
+      "SHARDED_STATE_DICT\nnum_processes: 2\n",
+      "fsdp.yaml");
+  acc::LaunchFlags flags;
+  flags.fsdp["fsdp_sharding_strategy"] = "SHARD_GRAD_OP";
+  const auto c = acc::resolve_launch_config(flags, file, std::string("fsdp.yaml"), {"train"});
+  EXPECT_EQ(c.sharding_env.at("FSDP_SHARDING_STRATEGY"), "SHARD_GRAD_OP");
+  EXPECT_EQ(c.sharding_env.at("FSDP_STATE_DICT_TYPE"), "SHARDED_STATE_DICT") << "the file's other keys stay";
+
+  acc::LaunchFlags deepspeed;
+  deepspeed.use_deepspeed = true;
+  deepspeed.deepspeed["zero_stage"] = "3";
+  const auto d = acc::resolve_launch_config(deepspeed, std::nullopt, std::nullopt, {"train"});
+  EXPECT_EQ(d.sharding_env.at("ACCELERATE_USE_DEEPSPEED"), "true");
+  EXPECT_EQ(d.sharding_env.at("ACCELERATE_DEEPSPEED_ZERO_STAGE"), "3");
+  EXPECT_EQ(d.sharding_env.count("ACCELERATE_USE_FSDP"), 0u);
+
+  acc::LaunchFlags stray;
+  stray.deepspeed["zero_stage"] = "2";  // without --use_deepspeed or a DeepSpeed file
+  EXPECT_NE(failure([&] { acc::resolve_launch_config(stray, std::nullopt, std::nullopt, {"train"}); }).second.find(
+                "need --use_deepspeed"),
+            std::string::npos);
+}
