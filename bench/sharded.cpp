@@ -2,10 +2,12 @@
 // zero_stage 1, 2, 3 (and 3 with offload_params, which on the CPU changes nothing: the state is in
 // CPU memory already) each process builds the same ~59M-parameter MLP, trains it with AdamW, and
 // reports
-//   - the peak resident memory its model, gradients and optimizer state cost while it trains: the
-//     peak RSS over the timed steps (VmHWM, reset through /proc/self/clear_refs after the first
-//     step) minus the RSS before the model was made; batches are tiny so activations are
+//   - the memory its parameters, gradients and optimizer state take while it trains: the peak of the
+//     bytes held by live CPU tensors over the timed steps (a counting allocator under libtorch's CPU
+//     allocator) minus those held before the model was made; batches are tiny so activations are
 //     negligible. (The model is built whole before prepare shards it: that moment is not counted.)
+//     Also the peak resident memory over the same steps (VmHWM after /proc/self/clear_refs), which
+//     adds what the C library's allocator keeps and the collectives' own buffers;
 //   - the median step time (forward, backward, step, zero_grad).
 // Every variant is measured twice, the second pass in reverse order (memory: the smaller peak).
 //
@@ -17,7 +19,12 @@
 #include <string>
 #include <vector>
 
+#include <c10/core/CPUAllocator.h>
+
+#include <atomic>
+
 #include "bench_util.h"
+#include "common/compat.h"
 
 namespace {
 
@@ -38,16 +45,69 @@ void reset_peak() {
   std::ofstream("/proc/self/clear_refs") << "5";  // VmHWM := VmRSS
 }
 
+// libtorch's CPU allocator, counting the bytes of live allocations and their peak.
+class CountingAllocator final : public c10::Allocator {
+ public:
+  explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
+#if ACC_TORCH_VERSION >= 203
+  c10::DataPtr allocate(size_t n) override { return count(n); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
+#else
+  c10::DataPtr allocate(size_t n) const override { return count(n); }
+#endif
+  c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
+  int64_t live() const { return live_; }
+  int64_t peak() const { return peak_; }
+  void reset_peak() { peak_ = live_.load(); }
+
+ private:
+  struct Held {
+    c10::DataPtr inner;
+    size_t bytes;
+    const CountingAllocator* owner;
+  };
+  static void release(void* context) {
+    auto* held = static_cast<Held*>(context);
+    const_cast<CountingAllocator*>(held->owner)->live_ -= static_cast<int64_t>(held->bytes);
+    delete held;
+  }
+  c10::DataPtr count(size_t n) const {
+    c10::DataPtr inner = base_->allocate(n);
+    void* data = inner.get();
+    const c10::Device device = inner.device();
+    auto* self = const_cast<CountingAllocator*>(this);
+    const int64_t now = self->live_ += static_cast<int64_t>(n);
+    int64_t peak = self->peak_;
+    while (now > peak && !self->peak_.compare_exchange_weak(peak, now)) {
+    }
+    return {data, new Held{std::move(inner), n, this}, &release, device};
+  }
+
+  c10::Allocator* base_;
+  std::atomic<int64_t> live_{0}, peak_{0};
+};
+
+CountingAllocator* counting() {
+  static CountingAllocator* allocator = [] {
+    auto* a = new CountingAllocator(c10::GetCPUAllocator());
+    c10::SetCPUAllocator(a, /*priority=*/100);
+    return a;
+  }();
+  return allocator;
+}
+
 struct Run {
   const char* name;
   const char* stage;
   const char* offload;
-  double mib = 1e300;
+  double mib = 1e300;      // live tensor bytes, MiB
+  double rss_mib = 1e300;  // resident memory, MiB
   std::vector<double> times;  // microseconds per step
   double us = 0;
 };
 
 void measure(Run& run, const std::vector<int64_t>& widths, int steps, int64_t rank) {
+  const int64_t tensors_before = counting()->live();
   const double before = status_mib("VmRSS:");
   acc_options* o = nullptr;
   OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
@@ -87,8 +147,10 @@ void measure(Run& run, const std::vector<int64_t>& widths, int steps, int64_t ra
   } loop{acc, model, opt, x, y};
   loop.step();  // Adam's state is made on the first step
   reset_peak();
+  counting()->reset_peak();
   for (int i = 0; i < steps; ++i) run.times.push_back(time_steps(loop, 1));
-  run.mib = std::min(run.mib, status_mib("VmHWM:") - before);
+  run.rss_mib = std::min(run.rss_mib, status_mib("VmHWM:") - before);
+  run.mib = std::min(run.mib, static_cast<double>(counting()->peak() - tensors_before) / (1 << 20));
   acc_tensor_free(x);
   acc_tensor_free(y);
   acc_optimizer_free(opt);
@@ -101,6 +163,7 @@ void measure(Run& run, const std::vector<int64_t>& widths, int steps, int64_t ra
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  counting();  // before any tensor exists
   acc_accelerator* job = nullptr;
   OK(acc_accelerator_create(nullptr, &job));  // joins the process group once, for the whole run
   int64_t rank = 0, world = 1;
@@ -119,17 +182,18 @@ int main(int argc, char** argv) {
   for (auto& run : runs) run.us = median(run.times);
   // Each process's figures; the table shows the largest over processes.
   for (auto& run : runs) {
-    float values[] = {static_cast<float>(run.mib), static_cast<float>(run.us)};
-    const int64_t dims[] = {2};
+    float values[] = {static_cast<float>(run.mib), static_cast<float>(run.rss_mib), static_cast<float>(run.us)};
+    const int64_t dims[] = {3};
     acc_tensor *t = nullptr, *all = nullptr;
     OK(acc_tensor_from_host(values, sizeof values, dims, 1, ACC_DTYPE_FLOAT32, &t));
     OK(acc_gather(job, t, "figures", &all));
-    std::vector<float> got(static_cast<size_t>(2 * world));
+    std::vector<float> got(static_cast<size_t>(3 * world));
     OK(acc_tensor_to_host(all, got.data(), got.size() * sizeof(float)));
-    run.mib = run.us = 0;
+    run.mib = run.rss_mib = run.us = 0;
     for (int64_t r = 0; r < world; ++r) {
-      run.mib = std::max(run.mib, static_cast<double>(got[2 * r]));
-      run.us = std::max(run.us, static_cast<double>(got[2 * r + 1]));
+      run.mib = std::max(run.mib, static_cast<double>(got[3 * r]));
+      run.rss_mib = std::max(run.rss_mib, static_cast<double>(got[3 * r + 1]));
+      run.us = std::max(run.us, static_cast<double>(got[3 * r + 2]));
     }
     acc_tensor_free(t);
     acc_tensor_free(all);
@@ -139,10 +203,11 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i + 1 < widths.size(); ++i) params += widths[i] * widths[i + 1] + widths[i + 1];
     std::printf("sharded data parallelism on %lld processes, MLP of %.1fM parameters, AdamW, %lld rows per process\n",
                 static_cast<long long>(world), params / 1e6, static_cast<long long>(kRows));
-    std::printf("%-18s %14s %10s %12s %10s\n", "", "memory MiB", "vs DDP", "step ms", "vs DDP");
+    std::printf("%-18s %12s %8s %10s %8s %10s %8s\n", "", "tensors MiB", "vs DDP", "RSS MiB", "vs DDP", "step ms",
+                "vs DDP");
     for (const auto& run : runs)
-      std::printf("%-18s %14.0f %10.3f %12.1f %10.3f\n", run.name, run.mib, run.mib / runs[0].mib, run.us / 1000,
-                  run.us / runs[0].us);
+      std::printf("%-18s %12.0f %8.3f %10.0f %8.3f %10.1f %8.3f\n", run.name, run.mib, run.mib / runs[0].mib,
+                  run.rss_mib, run.rss_mib / runs[0].rss_mib, run.us / 1000, run.us / runs[0].us);
   }
   acc_accelerator_free(job);
   return 0;

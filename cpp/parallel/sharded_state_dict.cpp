@@ -1,0 +1,123 @@
+// ShardedDataParallel's state dicts: the full weights gathered unit by unit, loading full weights
+// into the shards, and a process's own shard (SHARDED_STATE_DICT).
+#include <c10/util/accumulate.h>
+
+#include <unordered_map>
+
+#include "common/error.h"
+#include "parallel/sharded_data_parallel.h"
+
+namespace acc {
+
+NamedTensors ShardedDataParallel::full_state_dict() {
+  if (options_.stage != 3) return model_->state_dict();
+  std::unordered_map<std::string, at::Tensor> full;
+  for (size_t u = 0; u < gathered_.size(); ++u) {
+    const bool was_gathered = gathered_[u];
+    if (!was_gathered) gather(u);
+    for (size_t i : layout_->units()[u].params) full[names_[i]] = params_[i].detach().clone();
+    if (!was_gathered) release(u);
+  }
+  NamedTensors out;
+  for (auto& entry : model_->state_dict()) {
+    auto it = full.find(entry.first);
+    out.emplace_back(entry.first, it != full.end() ? it->second : entry.second);
+  }
+  return out;
+}
+
+void ShardedDataParallel::check_full_state_dict(const NamedTensors& state) const {
+  if (options_.stage != 3) {
+    model_->check_state_dict(state, true);
+    return;
+  }
+  // The trainable parameters are empty at rest: their shapes are checked against the ones kept.
+  std::unordered_map<std::string, at::Tensor> by_name(state.begin(), state.end());
+  std::unordered_map<std::string, size_t> trainable;
+  for (size_t i = 0; i < names_.size(); ++i) trainable.emplace(names_[i], i);
+  NamedTensors rest;
+  for (const auto& entry : state) {
+    auto t = trainable.find(entry.first);
+    if (t == trainable.end()) {
+      rest.push_back(entry);
+      continue;
+    }
+    require(entry.second.sizes() == c10::IntArrayRef(shapes_[t->second]), "'", entry.first, "' has shape ",
+            entry.second.sizes(), ", the model's is ", c10::IntArrayRef(shapes_[t->second]));
+  }
+  for (const auto& name : names_) require(by_name.count(name), "the state lacks '", name, "'");
+  // Strict over the rest: every frozen parameter and buffer, nothing unknown.
+  NamedTensors live;
+  for (const auto& entry : model_->state_dict())
+    if (!trainable.count(entry.first)) live.push_back(entry);
+  std::unordered_map<std::string, bool> known;
+  for (const auto& entry : live) known[entry.first] = true;
+  for (const auto& entry : rest) require(known.count(entry.first), "the model has no '", entry.first, "'");
+  model_->check_state_dict(rest, false);
+  for (const auto& entry : live) require(by_name.count(entry.first), "the state lacks '", entry.first, "'");
+}
+
+void ShardedDataParallel::load_full_state_dict(const NamedTensors& state) {
+  check_full_state_dict(state);
+  if (options_.stage != 3) {
+    model_->load_state_dict(state, true);
+    return;
+  }
+  std::unordered_map<std::string, at::Tensor> by_name(state.begin(), state.end());
+  std::unordered_map<std::string, bool> trainable;
+  for (const auto& name : names_) trainable[name] = true;
+  NamedTensors rest;
+  for (const auto& entry : state)
+    if (!trainable.count(entry.first)) rest.push_back(entry);
+  model_->load_state_dict(rest, false);
+  at::NoGradGuard no_grad;
+  for (size_t u = 0; u < shard_params_.size(); ++u) {
+    const FlatUnit& unit = layout_->units()[u];
+    at::Tensor full = at::zeros({unit.padded()}, shard_params_[u].options());
+    for (size_t k = 0; k < unit.params.size(); ++k) {
+      const at::Tensor& value = by_name.at(names_[unit.params[k]]);
+      full.narrow(0, unit.offsets[k], value.numel()).copy_(value.reshape({-1}));
+    }
+    shard_params_[u].copy_(my_slice(u, full));
+  }
+}
+
+NamedTensors ShardedDataParallel::replicated_state_dict() const {
+  std::unordered_map<std::string, bool> trainable;
+  for (const auto& name : names_) trainable[name] = true;
+  NamedTensors out;
+  for (const auto& entry : model_->state_dict())
+    if (!trainable.count(entry.first)) out.push_back(entry);
+  return out;
+}
+
+void ShardedDataParallel::check_shard_state(const NamedTensors& state) const {
+  std::unordered_map<std::string, at::Tensor> by_name(state.begin(), state.end());
+  for (size_t u = 0; u < shard_params_.size(); ++u) {
+    const std::string key = "unit." + std::to_string(u);
+    auto it = by_name.find(key);
+    require(it != by_name.end(), "the shard lacks '", key, "'");
+    require(it->second.dim() == 1 && it->second.numel() == shard_params_[u].numel() &&
+                it->second.scalar_type() == shard_params_[u].scalar_type(),
+            "'", key, "' is not this process's slice of unit ", u, " (", shard_params_[u].numel(), " elements of ",
+            shard_params_[u].scalar_type(), ")");
+    by_name.erase(it);
+  }
+  NamedTensors rest(by_name.begin(), by_name.end());
+  model_->check_state_dict(rest, false);
+  for (const auto& entry : replicated_state_dict()) require(by_name.count(entry.first), "the shard lacks '", entry.first, "'");
+  require(rest.size() == replicated_state_dict().size(), "the shard holds tensors the model does not have");
+}
+
+void ShardedDataParallel::load_shard_state(const NamedTensors& state) {
+  check_shard_state(state);
+  at::NoGradGuard no_grad;
+  NamedTensors rest;
+  for (const auto& entry : state) {
+    if (entry.first.rfind("unit.", 0) == 0) shard_params_[std::stoul(entry.first.substr(5))].copy_(entry.second);
+    else rest.push_back(entry);
+  }
+  model_->load_state_dict(rest, false);
+}
+
+}  // namespace acc
