@@ -20,7 +20,8 @@ namespace {
 
 const char* const kReduce = "backward (sharded gradient reduction)";
 const char* const kGather = "sharded parameters (all-gather)";
-constexpr int64_t kGatherChunk = int64_t{4} << 20;  // elements per process and round (16 MiB of fp32)
+constexpr size_t kReductionsInFlight = 2;
+constexpr int64_t kGatherChunk = int64_t{1} << 20;  // elements per process and round (4 MiB of fp32)
 
 }  // namespace
 
@@ -79,15 +80,12 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
       at::Tensor& p = params_[unit.params[k]];
       full.narrow(0, unit.offsets[k], p.numel()).copy_(p.reshape({-1}));
     }
-    if (options_.stage == 3) {
-      shard_params_.push_back(full.narrow(0, unit.my_begin(rank), unit.slice).clone());
-    } else {
-      for (size_t k = 0; k < unit.params.size(); ++k) {
-        at::Tensor& p = params_[unit.params[k]];
-        p.set_data(full.narrow(0, unit.offsets[k], p.numel()).view(p.sizes()));
-      }
-      full_.push_back(full);
+    if (options_.stage == 3) shard_params_.push_back(full.narrow(0, unit.my_begin(rank), unit.slice).clone());
+    for (size_t k = 0; k < unit.params.size(); ++k) {
+      at::Tensor& p = params_[unit.params[k]];
+      p.set_data(full.narrow(0, unit.offsets[k], p.numel()).view(p.sizes()));
     }
+    full_.push_back(full);
     if (options_.stage >= 2) shard_grads_.push_back(at::zeros({unit.slice}, options));
   }
   for (const auto& piece : layout_->pieces()) {
@@ -210,10 +208,20 @@ void ShardedDataParallel::allgather_into(const at::Tensor& full, const at::Tenso
   }
 }
 
+// Stage 3 frees and restores a unit's storage itself, not only the parameters' views of it:
+// autograd keeps views of the parameters it saved in forward (a linear layer's transposed weight),
+// which would otherwise hold every unit's full parameters until the backward; the gather before a
+// unit's backward refills that same storage.
 void ShardedDataParallel::gather(size_t unit) {
   at::NoGradGuard no_grad;
   const FlatUnit& u = layout_->units()[unit];
-  at::Tensor full = at::empty({u.padded()}, shard_params_[unit].options());
+  at::Tensor& full = full_[unit];
+  c10::StorageImpl* storage = full.storage().unsafeGetStorageImpl();
+  const size_t bytes = static_cast<size_t>(full.numel()) * full.element_size();
+  if (storage->nbytes() < bytes) {
+    storage->set_data_ptr(storage->allocator()->allocate(bytes));
+    storage->set_nbytes(bytes);
+  }
   allgather_into(full, shard_params_[unit], kGather);
   for (size_t k = 0; k < u.params.size(); ++k) {
     const auto& shape = shapes_[u.params[k]];
@@ -227,9 +235,12 @@ void ShardedDataParallel::release(size_t unit) {
   const FlatUnit& u = layout_->units()[unit];
   for (size_t k : u.params) {
     at::Tensor& p = params_[k];
-    // An empty tensor, not freed storage: a stray read is a shape error, never a wild pointer.
+    // An empty tensor: a stray read of a released parameter is a shape error, never a wild pointer.
     p.set_data(at::empty({0}, p.options()));
   }
+  c10::StorageImpl* storage = full_[unit].storage().unsafeGetStorageImpl();
+  storage->set_data_ptr(at::DataPtr(nullptr, full_[unit].device()));  // the old block is freed here
+  storage->set_nbytes(0);
   gathered_[unit] = false;
 }
 
@@ -268,6 +279,9 @@ void ShardedDataParallel::launch_reduction(size_t unit) {
   // As DDP's Reducer: each process's share divided in before the sum (a float multiply by 1/N).
   at::Tensor sum = bucket.narrow(0, 0, u.numel);
   sum.mul_(1.0 / static_cast<double>(dist_->world_size()));
+  // Bounded memory: a backward that outruns the reductions waits for the oldest before adding a
+  // bucket (DDP's Reducer keeps every bucket; here each would be a unit's full gradients).
+  while (pending_.size() >= kReductionsInFlight) finish_oldest_reduction();
   Pending pending{unit, bucket, {}};
   try {
     if (dist_->backend() == Backend::Nccl) {
@@ -283,18 +297,18 @@ void ShardedDataParallel::launch_reduction(size_t unit) {
   pending_.push_back(std::move(pending));
 }
 
+void ShardedDataParallel::finish_oldest_reduction() {
+  Pending p = std::move(pending_.front());
+  pending_.erase(pending_.begin());
+  wait_collective(p.work, kReduce);
+  at::NoGradGuard no_grad;
+  const at::Tensor mine = dist_->backend() == Backend::Nccl ? p.bucket : my_slice(p.unit, p.bucket);
+  if (add_to_grads_) shard_grads_[p.unit].add_(mine);
+  else shard_grads_[p.unit].copy_(mine);
+}
+
 void ShardedDataParallel::finish_reductions(bool wait_all) {
-  size_t done = 0;
-  for (; done < pending_.size(); ++done) {
-    Pending& p = pending_[done];
-    if (!wait_all && !p.work->isCompleted()) break;
-    wait_collective(p.work, kReduce);
-    at::NoGradGuard no_grad;
-    const at::Tensor mine = dist_->backend() == Backend::Nccl ? p.bucket : my_slice(p.unit, p.bucket);
-    if (add_to_grads_) shard_grads_[p.unit].add_(mine);
-    else shard_grads_[p.unit].copy_(mine);
-  }
-  pending_.erase(pending_.begin(), pending_.begin() + static_cast<std::ptrdiff_t>(done));
+  while (!pending_.empty() && (wait_all || pending_.front().work->isCompleted())) finish_oldest_reduction();
 }
 
 void ShardedDataParallel::finish_backward() {

@@ -94,6 +94,8 @@ class ShardedDataParallel final : public ParallelEngine {
   void release(size_t unit);  // stage 3: back to the shard only
   void on_gradient_ready(size_t param);
   void launch_reduction(size_t unit);
+  void finish_oldest_reduction();
+  // The reductions launched so far that have completed (all of them: wait_all).
   void finish_reductions(bool wait_all);
   void finish_backward();
   at::Tensor my_slice(size_t unit, const at::Tensor& full) const;
@@ -109,7 +111,8 @@ class ShardedDataParallel final : public ParallelEngine {
   std::unique_ptr<FlatLayout> layout_;
   std::vector<at::Tensor> pieces_;
   std::unique_ptr<DataParallel> reducer_;  // stage 1
-  // Stages 1 and 2: each unit's full flat parameters (the parameters are views of it).
+  // Each unit's full flat parameters (the parameters are views of it); under stage 3 its storage
+  // is empty while the unit is released.
   std::vector<at::Tensor> full_;
   // Stage 3: each unit's slice of the parameters; stages 2 and 3: of the averaged gradients.
   std::vector<at::Tensor> shard_params_, shard_grads_;
