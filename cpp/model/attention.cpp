@@ -3,6 +3,7 @@
 #include <torch/nn/init.h>
 
 #include <cmath>
+#include <limits>
 
 #include "common/error.h"
 
