@@ -131,6 +131,12 @@ struct acc_accelerator {};
     check(acc_tensor_mean($self, &out));
     return out;
   }
+  /* torch.reshape: one dim may be -1 (e.g. logits [B, T, V] to [-1, V] for the cross-entropy). */
+  acc_tensor *reshape_(const int64_t *dims, size_t ndim ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_tensor_reshape($self, dims, ndim, &out));
+    return out;
+  }
   acc_tensor *argmax_(int64_t dim, bool keepdim ERR) {
     acc_tensor *out = nullptr;
     check(acc_tensor_argmax($self, dim, keepdim ? 1 : 0, &out));

@@ -353,6 +353,13 @@ ACC_API ACC_NODISCARD acc_status acc_tensor_device(const acc_tensor *t, char **o
 /* Whether autograd records operations on this tensor. */
 ACC_API ACC_NODISCARD acc_status acc_tensor_requires_grad(const acc_tensor *t, int *out);
 
+/* The same elements in a new shape, as torch.reshape: one dim may be -1 (inferred); the result
+ * shares the input's storage where it can and carries autograd history. E.g. GPT-style logits
+ * [B, T, V] become [B*T, V] with dims {-1, V} (and targets [B, T] become {-1}) for
+ * acc_loss_cross_entropy, as `logits.view(-1, V)` in PyTorch. */
+ACC_API ACC_NODISCARD acc_status acc_tensor_reshape(const acc_tensor *t, const int64_t *dims, size_t ndim,
+                                                    acc_tensor **out);
+
 /* A new tensor on `device` (NULL: the same device) with `dtype` (ACC_DTYPE_UNDEFINED: the same).
  * Returns a new handle to the same data when nothing changes. */
 ACC_API ACC_NODISCARD acc_status acc_tensor_to(const acc_tensor *t, const char *device, acc_dtype dtype,
@@ -379,7 +386,8 @@ ACC_API ACC_NODISCARD acc_status acc_tensor_item(const acc_tensor *t, double *ou
  * Losses (PyTorch's definitions; the result is a new tensor that carries autograd history)
  * ---------------------------------------------------------------------------------------------- */
 
-/* logits [N, C] (or [N, C, d...]), target class indices int64 [N] ([N, d...]); ignore_index -100. */
+/* logits [N, C] (or [N, C, d...]), target class indices int64 [N] ([N, d...]); ignore_index -100.
+ * Sequence logits [B, T, V] are reshaped to [B*T, V] first (acc_tensor_reshape), as in PyTorch. */
 ACC_API ACC_NODISCARD acc_status acc_loss_cross_entropy(const acc_tensor *logits, const acc_tensor *target,
                                                         acc_reduction reduction, double label_smoothing,
                                                         acc_tensor **out);
@@ -437,7 +445,17 @@ ACC_API ACC_NODISCARD acc_status acc_model_set_graph_optimization(acc_model *mod
  *   {"type":"layernorm","normalized_shape":[128],"eps":1e-5}
  *   {"type":"batchnorm1d","num_features":128} {"type":"batchnorm2d","num_features":32}
  *   {"type":"embedding","num_embeddings":1000,"embedding_dim":64}
- * Parameters are named as in a PyTorch nn.Sequential ("0.weight", "0.bias", ...). */
+ * Transformer layers (nn.MultiheadAttention's and nn.TransformerEncoderLayer's arguments and
+ * parameter names; "causal":true masks future positions):
+ *   {"type":"multihead_attention","embed_dim":64,"num_heads":4,"batch_first":true,"causal":true}
+ *   {"type":"transformer_encoder_layer","d_model":64,"nhead":4,"dim_feedforward":256,"dropout":0.1,
+ *    "activation":"gelu","layer_norm_eps":1e-5,"batch_first":true,"norm_first":true,"causal":true}
+ *   {"type":"positional_embedding","num_embeddings":512,"embedding_dim":64}  (learned, added)
+ *   {"type":"sinusoidal_positional_encoding","embedding_dim":64}  (fixed, added; no parameters)
+ *   {"type":"rmsnorm","normalized_shape":[64],"eps":1e-6}  (eps null: the dtype's epsilon)
+ *   {"type":"tied_linear","tie_to":0,"bias":false}  (logits with embedding layer 0's weight, shared)
+ * Parameters are named as in a PyTorch nn.Sequential ("0.weight", "0.bias",
+ * "2.self_attn.in_proj_weight", ...); a tied weight is listed once, under its embedding. */
 ACC_API ACC_NODISCARD acc_status acc_model_from_spec(const char *json_spec, acc_model **out);
 
 /* Runs forward on n inputs. Outputs are flattened into a list: a tensor gives one unnamed entry;

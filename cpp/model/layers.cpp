@@ -8,36 +8,21 @@
 
 #include "common/error.h"
 #include "common/json_input.h"
+#include "model/attention.h"
+#include "model/layer_kind.h"
+#include "model/positional.h"
+#include "model/rms_norm.h"
+#include "model/tied_linear.h"
+#include "model/transformer_layers.h"
 
 namespace acc {
 namespace {
 
 using nlohmann::json;
 
-enum class Arg { Int, Float, Bool, IntOrPair, IntList, String, OptionalInt };
-
-struct ArgSpec {
-  const char* name;
-  Arg kind;
-  json fallback;  // null: required (except OptionalInt, where null is the default)
-};
-
-struct LayerKind {
-  std::vector<ArgSpec> args;
-  std::function<torch::nn::AnyModule(const json&)> build;
-  std::function<std::string(const json&)> script;
-};
-
-// TorchScript literals.
-std::string f(double v) {
-  std::ostringstream s;
-  s.precision(17);
-  s << v;
-  std::string text = s.str();
-  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
-  return text;
-}
-std::string b(bool v) { return v ? "True" : "False"; }
+// Short names for the TorchScript literals of layer_kind.h.
+std::string f(double v) { return script_float(v); }
+std::string b(bool v) { return script_bool(v); }
 std::string pair(const json& v) {
   auto p = v.get<std::vector<int64_t>>();
   return "[" + std::to_string(p[0]) + ", " + std::to_string(p[1]) + "]";
@@ -204,6 +189,12 @@ const std::map<std::string, LayerKind>& layer_kinds() {
                  (affine ? "self.weight, self.bias, " : "None, None, ") + f(a["eps"]) + ", False)";
         }}},
       {"batchnorm1d", batchnorm_kind(false)},
+      {"multihead_attention", multihead_attention_kind()},
+      {"transformer_encoder_layer", transformer_encoder_layer_kind()},
+      {"positional_embedding", positional_embedding_kind()},
+      {"sinusoidal_positional_encoding", sinusoidal_positional_encoding_kind()},
+      {"rmsnorm", rmsnorm_kind()},
+      {kTiedLinear, tied_linear_kind()},
       {"batchnorm2d", batchnorm_kind(true)},
       {"embedding",
        {{{"num_embeddings", Arg::Int, nullptr}, {"embedding_dim", Arg::Int, nullptr}, {"padding_idx", Arg::OptionalInt, nullptr}},
@@ -248,6 +239,9 @@ json checked_arg(const ArgSpec& spec, const json& value, const std::string& wher
     case Arg::Float:
       if (!value.is_number()) bad("a number");
       return value.get<double>();
+    case Arg::OptionalFloat:
+      if (!value.is_null() && !value.is_number()) bad("a number or null");
+      return value.is_null() ? value : json(value.get<double>());
     case Arg::Bool:
       if (!value.is_boolean()) bad("true or false");
       return value;
@@ -272,7 +266,7 @@ json checked_arg(const ArgSpec& spec, const json& value, const std::string& wher
 }
 
 void require_positive(const json& args, const char* name, const std::string& where) {
-  if (!args.contains(name)) return;
+  if (!args.contains(name) || args[name].is_null()) return;
   auto check = [&](const json& v) {
     require(v.is_number() && v.get<double>() > 0, where, ": argument '", name, "' must be positive, got ", v.dump());
   };
@@ -312,7 +306,7 @@ std::vector<LayerSpec> parse_layer_specs(const std::string& json_spec) {
         spec.args[arg.name] = checked_arg(arg, layer[arg.name], where);
       } else if (arg.fallback.is_string() && arg.kind == Arg::IntOrPair) {
         spec.args[arg.name] = spec.args[arg.fallback.get<std::string>()];  // stride defaults to kernel_size
-      } else if (!arg.fallback.is_null() || arg.kind == Arg::OptionalInt) {
+      } else if (!arg.fallback.is_null() || arg.kind == Arg::OptionalInt || arg.kind == Arg::OptionalFloat) {
         spec.args[arg.name] = checked_arg(arg, arg.fallback, where);
       } else {
         fail(Status::InvalidArgument, where, ": missing required argument '", arg.name, "'");
@@ -320,11 +314,26 @@ std::vector<LayerSpec> parse_layer_specs(const std::string& json_spec) {
     }
     for (const char* name : {"in_features", "out_features", "in_channels", "out_channels", "kernel_size", "stride",
                              "dilation", "groups", "num_features", "num_embeddings", "embedding_dim",
-                             "normalized_shape", "eps"})
+                             "normalized_shape", "embed_dim", "num_heads", "d_model", "nhead", "dim_feedforward",
+                             "layer_norm_eps"})
       require_positive(spec.args, name, where);
-    if (spec.args.contains("p"))
-      require(spec.args["p"].get<double>() >= 0 && spec.args["p"].get<double>() <= 1, where,
-              ": argument 'p' must be in [0, 1]");
+    for (const char* name : {"p", "dropout"})
+      if (spec.args.contains(name) && spec.args[name].is_number())
+        require(spec.args[name].get<double>() >= 0 && spec.args[name].get<double>() <= 1, where, ": argument '", name,
+                "' must be in [0, 1]");
+    for (const auto& heads : {std::make_pair("embed_dim", "num_heads"), std::make_pair("d_model", "nhead")})
+      if (spec.args.contains(heads.first))
+        require(spec.args[heads.first].get<int64_t>() % spec.args[heads.second].get<int64_t>() == 0, where,
+                ": argument '", heads.first, "' must be divisible by '", heads.second, "'");
+    if (spec.type == "transformer_encoder_layer") {
+      auto activation = spec.args["activation"].get<std::string>();
+      require(activation == "relu" || activation == "gelu", where, ": activation must be \"relu\" or \"gelu\"");
+    }
+    if (spec.type == kTiedLinear) {
+      const int64_t source = spec.args["tie_to"];
+      require(source >= 0 && static_cast<size_t>(source) < i && specs[static_cast<size_t>(source)].type == "embedding",
+              where, ": 'tie_to' must be the index of an earlier embedding layer, got ", source);
+    }
     if (spec.type == "gelu") {
       auto mode = spec.args["approximate"].get<std::string>();
       require(mode == "none" || mode == "tanh", where, ": approximate must be \"none\" or \"tanh\"");

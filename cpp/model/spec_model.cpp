@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "model/tied_linear.h"
 
 namespace acc {
 namespace {
@@ -16,20 +17,44 @@ NamedTensors defined_only(const torch::OrderedDict<std::string, at::Tensor>& dic
   return out;
 }
 
+// The TorchScript twin of an nn module's parameters and buffers, with its children that hold any
+// (the layer's script reads them as self.child.weight); a module without tensors is left out.
+torch::jit::Module script_tensors(const torch::nn::Module& module, const std::string& class_name, bool training,
+                                  const std::shared_ptr<torch::jit::CompilationUnit>& unit) {
+  torch::jit::Module out(c10::QualifiedName("__torch__.accelerate." + class_name), unit);
+  out.register_attribute("training", c10::BoolType::get(), training);
+  for (auto& p : defined_only(module.named_parameters(false)))
+    out.register_parameter(p.first, p.second.detach().clone().set_requires_grad(p.second.requires_grad()), false);
+  for (auto& b : defined_only(module.named_buffers(false))) out.register_buffer(b.first, b.second.detach().clone());
+  for (const auto& child : module.named_children())
+    if (!child.value()->named_parameters(true).is_empty() || !child.value()->named_buffers(true).is_empty())
+      out.register_module(child.key(), script_tensors(*child.value(), class_name + "_" + child.key(), training, unit));
+  return out;
+}
+
 }  // namespace
 
 SpecModel::SpecModel(std::vector<LayerSpec> layers) : layers_(std::move(layers)) {
   for (size_t i = 0; i < layers_.size(); ++i) net_->push_back(std::to_string(i), build_layer(layers_[i]));
+  // Tied layers reuse an earlier embedding's weight (parse_layer_specs checked the index).
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (layers_[i].type == kTiedLinear)
+      net_->ptr<TiedLinearImpl>(i)->tie(torch::nn::Embedding(net_->ptr<torch::nn::EmbeddingImpl>(
+          static_cast<size_t>(layers_[i].args["tie_to"].get<int64_t>()))));
 }
 
 at::Tensor SpecModel::forward_tensor(const at::Tensor& input) {
   if (!hooks_.before) return net_->forward(input);
   at::Tensor x = input;
   for (size_t i = 0; i < net_->size(); ++i) {
-    const int64_t unit = unit_of_layer_[i];
-    if (unit >= 0) hooks_.before(static_cast<size_t>(unit));
+    std::vector<size_t> units;
+    if (unit_of_layer_[i] >= 0) units.push_back(static_cast<size_t>(unit_of_layer_[i]));
+    // A tied layer computes with its embedding's weight: that unit is gathered again around it.
+    if (layers_[i].type == kTiedLinear)
+      units.push_back(static_cast<size_t>(unit_of_layer_[static_cast<size_t>(layers_[i].args["tie_to"].get<int64_t>())]));
+    for (size_t unit : units) hooks_.before(unit);
     x = (net_->begin() + static_cast<std::ptrdiff_t>(i))->forward(x);
-    if (unit >= 0) x = hooks_.after(static_cast<size_t>(unit), x);
+    for (size_t unit : units) x = hooks_.after(unit, x);
   }
   return x;
 }
@@ -77,15 +102,17 @@ void SpecModel::save_torchscript(const std::string& path) const {
   const auto& children = net_->children();
   for (size_t i = 0; i < layers_.size(); ++i) {
     const std::string name = std::to_string(i);
-    torch::jit::Module layer(c10::QualifiedName("__torch__.accelerate.Layer" + name + "_" + layers_[i].type), unit);
-    layer.register_attribute("training", c10::BoolType::get(), is_training());
-    for (auto& p : defined_only(children[i]->named_parameters(false)))
-      layer.register_parameter(p.first, p.second.detach().clone().set_requires_grad(p.second.requires_grad()), false);
-    for (auto& b : defined_only(children[i]->named_buffers(false)))
-      layer.register_buffer(b.first, b.second.detach().clone());
-    layer.define("def forward(self, x: Tensor) -> Tensor:\n    " + layer_script(layers_[i]) + "\n");
+    auto layer = script_tensors(*children[i], "Layer" + name + "_" + layers_[i].type, is_training(), unit);
+    if (layers_[i].type == kTiedLinear) {
+      // The weight stays the embedding's alone: the top forward hands it over.
+      layer.define("def forward(self, x: Tensor, weight: Tensor) -> Tensor:\n    " + layer_script(layers_[i]) + "\n");
+      forward += "    x = getattr(self, \"" + name + "\").forward(x, getattr(self, \"" +
+                 std::to_string(layers_[i].args["tie_to"].get<int64_t>()) + "\").weight)\n";
+    } else {
+      layer.define("def forward(self, x: Tensor) -> Tensor:\n    " + layer_script(layers_[i]) + "\n");
+      forward += "    x = getattr(self, \"" + name + "\").forward(x)\n";
+    }
     top.register_module(name, layer);
-    forward += "    x = getattr(self, \"" + name + "\").forward(x)\n";
   }
   forward += "    return x\n";
   top.define(forward);

@@ -80,26 +80,26 @@ typedef _goslice_ swig_type_50;
 typedef long long swig_type_51;
 typedef _gostring_ swig_type_52;
 typedef _gostring_ swig_type_53;
-typedef long long swig_type_54;
+typedef _goslice_ swig_type_54;
 typedef long long swig_type_55;
-typedef _gostring_ swig_type_56;
-typedef long long swig_type_57;
+typedef long long swig_type_56;
+typedef _gostring_ swig_type_57;
 typedef long long swig_type_58;
-typedef _gostring_ swig_type_59;
-typedef long long swig_type_60;
-typedef _gostring_ swig_type_61;
+typedef long long swig_type_59;
+typedef _gostring_ swig_type_60;
+typedef long long swig_type_61;
 typedef _gostring_ swig_type_62;
 typedef _gostring_ swig_type_63;
-typedef long long swig_type_64;
-typedef _gostring_ swig_type_65;
-typedef long long swig_type_66;
+typedef _gostring_ swig_type_64;
+typedef long long swig_type_65;
+typedef _gostring_ swig_type_66;
 typedef long long swig_type_67;
 typedef long long swig_type_68;
 typedef long long swig_type_69;
-typedef _goslice_ swig_type_70;
-typedef _gostring_ swig_type_71;
-typedef long long swig_type_72;
-typedef _gostring_ swig_type_73;
+typedef long long swig_type_70;
+typedef _goslice_ swig_type_71;
+typedef _gostring_ swig_type_72;
+typedef long long swig_type_73;
 typedef _gostring_ swig_type_74;
 typedef _gostring_ swig_type_75;
 typedef _gostring_ swig_type_76;
@@ -110,48 +110,48 @@ typedef _gostring_ swig_type_80;
 typedef _gostring_ swig_type_81;
 typedef _gostring_ swig_type_82;
 typedef _gostring_ swig_type_83;
-typedef long long swig_type_84;
+typedef _gostring_ swig_type_84;
 typedef long long swig_type_85;
-typedef _gostring_ swig_type_86;
-typedef long long swig_type_87;
-typedef _gostring_ swig_type_88;
+typedef long long swig_type_86;
+typedef _gostring_ swig_type_87;
+typedef long long swig_type_88;
 typedef _gostring_ swig_type_89;
 typedef _gostring_ swig_type_90;
 typedef _gostring_ swig_type_91;
 typedef _gostring_ swig_type_92;
-typedef long long swig_type_93;
-typedef _gostring_ swig_type_94;
-typedef long long swig_type_95;
+typedef _gostring_ swig_type_93;
+typedef long long swig_type_94;
+typedef _gostring_ swig_type_95;
 typedef long long swig_type_96;
 typedef long long swig_type_97;
-typedef _gostring_ swig_type_98;
-typedef long long swig_type_99;
+typedef long long swig_type_98;
+typedef _gostring_ swig_type_99;
 typedef long long swig_type_100;
-typedef _gostring_ swig_type_101;
+typedef long long swig_type_101;
 typedef _gostring_ swig_type_102;
-typedef long long swig_type_103;
+typedef _gostring_ swig_type_103;
 typedef long long swig_type_104;
 typedef long long swig_type_105;
 typedef long long swig_type_106;
 typedef long long swig_type_107;
 typedef long long swig_type_108;
-typedef _goslice_ swig_type_109;
+typedef long long swig_type_109;
 typedef _goslice_ swig_type_110;
-typedef long long swig_type_111;
+typedef _goslice_ swig_type_111;
 typedef long long swig_type_112;
 typedef long long swig_type_113;
 typedef long long swig_type_114;
 typedef long long swig_type_115;
 typedef long long swig_type_116;
-typedef _gostring_ swig_type_117;
+typedef long long swig_type_117;
 typedef _gostring_ swig_type_118;
 typedef _gostring_ swig_type_119;
-typedef long long swig_type_120;
+typedef _gostring_ swig_type_120;
 typedef long long swig_type_121;
 typedef long long swig_type_122;
 typedef long long swig_type_123;
 typedef long long swig_type_124;
-typedef _gostring_ swig_type_125;
+typedef long long swig_type_125;
 typedef _gostring_ swig_type_126;
 typedef _gostring_ swig_type_127;
 typedef _gostring_ swig_type_128;
@@ -160,43 +160,44 @@ typedef _gostring_ swig_type_130;
 typedef _gostring_ swig_type_131;
 typedef _gostring_ swig_type_132;
 typedef _gostring_ swig_type_133;
-typedef _goslice_ swig_type_134;
-typedef _gostring_ swig_type_135;
+typedef _gostring_ swig_type_134;
+typedef _goslice_ swig_type_135;
 typedef _gostring_ swig_type_136;
-typedef long long swig_type_137;
-typedef _gostring_ swig_type_138;
-typedef long long swig_type_139;
-typedef _gostring_ swig_type_140;
-typedef long long swig_type_141;
-typedef _goslice_ swig_type_142;
-typedef _gostring_ swig_type_143;
-typedef long long swig_type_144;
-typedef _gostring_ swig_type_145;
+typedef _gostring_ swig_type_137;
+typedef long long swig_type_138;
+typedef _gostring_ swig_type_139;
+typedef long long swig_type_140;
+typedef _gostring_ swig_type_141;
+typedef long long swig_type_142;
+typedef _goslice_ swig_type_143;
+typedef _gostring_ swig_type_144;
+typedef long long swig_type_145;
 typedef _gostring_ swig_type_146;
 typedef _gostring_ swig_type_147;
 typedef _gostring_ swig_type_148;
-typedef _goslice_ swig_type_149;
-typedef long long swig_type_150;
-typedef _gostring_ swig_type_151;
-typedef long long swig_type_152;
-typedef _gostring_ swig_type_153;
+typedef _gostring_ swig_type_149;
+typedef _goslice_ swig_type_150;
+typedef long long swig_type_151;
+typedef _gostring_ swig_type_152;
+typedef long long swig_type_153;
 typedef _gostring_ swig_type_154;
-typedef long long swig_type_155;
+typedef _gostring_ swig_type_155;
 typedef long long swig_type_156;
 typedef long long swig_type_157;
 typedef long long swig_type_158;
 typedef long long swig_type_159;
-typedef _goslice_ swig_type_160;
-typedef long long swig_type_161;
-typedef _goslice_ swig_type_162;
-typedef long long swig_type_163;
-typedef _gostring_ swig_type_164;
-typedef long long swig_type_165;
+typedef long long swig_type_160;
+typedef _goslice_ swig_type_161;
+typedef long long swig_type_162;
+typedef _goslice_ swig_type_163;
+typedef long long swig_type_164;
+typedef _gostring_ swig_type_165;
 typedef long long swig_type_166;
 typedef long long swig_type_167;
-typedef _gostring_ swig_type_168;
-typedef long long swig_type_169;
-typedef _gostring_ swig_type_170;
+typedef long long swig_type_168;
+typedef _gostring_ swig_type_169;
+typedef long long swig_type_170;
+typedef _gostring_ swig_type_171;
 extern void _wrap_Swig_free_capi_8de2de55689d6b0e(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_8de2de55689d6b0e(swig_intgo arg1);
 extern swig_intgo _wrap_ACC_OK_capi_8de2de55689d6b0e(void);
@@ -351,102 +352,103 @@ extern uintptr_t _wrap_Tensor_grad_capi_8de2de55689d6b0e(uintptr_t arg1, swig_vo
 extern void _wrap_Tensor_backward_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Tensor_sum_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Tensor_mean_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_argmax_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_54 arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_55 _wrap_Tensor_countEqual_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_reshape_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_54 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_argmax_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_55 arg2, _Bool arg3, swig_voidp arg4);
+extern swig_type_56 _wrap_Tensor_countEqual_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern double _wrap_Tensor_item_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_new_TensorList_capi_8de2de55689d6b0e(swig_voidp arg1);
 extern void _wrap_delete_TensorList_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern void _wrap_TensorList_append_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_56 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_57 _wrap_TensorList_size_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_TensorList_get_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_58 arg2, swig_voidp arg3);
-extern swig_type_59 _wrap_TensorList_name_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_60 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_TensorList_find_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_61 arg2, swig_voidp arg3);
-extern void _wrap_TensorList_saveSafetensors_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_62 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_TensorList_loadSafetensors_capi_8de2de55689d6b0e(swig_type_63 arg1, swig_voidp arg2);
+extern void _wrap_TensorList_append_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_57 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_58 _wrap_TensorList_size_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_TensorList_get_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_59 arg2, swig_voidp arg3);
+extern swig_type_60 _wrap_TensorList_name_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_61 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_TensorList_find_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_62 arg2, swig_voidp arg3);
+extern void _wrap_TensorList_saveSafetensors_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_63 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_TensorList_loadSafetensors_capi_8de2de55689d6b0e(swig_type_64 arg1, swig_voidp arg2);
 extern void _wrap_delete_StringList_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern swig_type_64 _wrap_StringList_size_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_65 _wrap_StringList_get_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_66 arg2, swig_voidp arg3);
-extern swig_type_67 _wrap_StringList_byteSize_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_68 arg2, swig_voidp arg3);
-extern void _wrap_StringList_copyBytes_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_69 arg2, swig_type_70 arg3, swig_voidp arg4);
+extern swig_type_65 _wrap_StringList_size_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_66 _wrap_StringList_get_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_67 arg2, swig_voidp arg3);
+extern swig_type_68 _wrap_StringList_byteSize_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_69 arg2, swig_voidp arg3);
+extern void _wrap_StringList_copyBytes_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_70 arg2, swig_type_71 arg3, swig_voidp arg4);
 extern uintptr_t _wrap_new_Options_capi_8de2de55689d6b0e(swig_intgo arg1, swig_voidp arg2);
 extern void _wrap_delete_Options_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern void _wrap_Options_setInt_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_71 arg2, swig_type_72 arg3, swig_voidp arg4);
-extern void _wrap_Options_setDouble_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_73 arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Options_setBool_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_74 arg2, _Bool arg3, swig_voidp arg4);
-extern void _wrap_Options_setString_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_75 arg2, swig_type_76 arg3, swig_voidp arg4);
-extern void _wrap_Options_set_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_77 arg2, swig_type_78 arg3, swig_voidp arg4);
-extern swig_type_79 _wrap_Options_get_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_80 arg2, swig_voidp arg3);
+extern void _wrap_Options_setInt_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_72 arg2, swig_type_73 arg3, swig_voidp arg4);
+extern void _wrap_Options_setDouble_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_74 arg2, double arg3, swig_voidp arg4);
+extern void _wrap_Options_setBool_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_75 arg2, _Bool arg3, swig_voidp arg4);
+extern void _wrap_Options_setString_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_76 arg2, swig_type_77 arg3, swig_voidp arg4);
+extern void _wrap_Options_set_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_78 arg2, swig_type_79 arg3, swig_voidp arg4);
+extern swig_type_80 _wrap_Options_get_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_81 arg2, swig_voidp arg3);
 extern void _wrap_delete_Model_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern uintptr_t _wrap_Model_loadTorchscript_capi_8de2de55689d6b0e(swig_type_81 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_fromSpec_capi_8de2de55689d6b0e(swig_type_82 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_loadTorchscript_capi_8de2de55689d6b0e(swig_type_82 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_fromSpec_capi_8de2de55689d6b0e(swig_type_83 arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Model_forward_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Model_forward1_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern void _wrap_Model_setTraining_capi_8de2de55689d6b0e(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern _Bool _wrap_Model_isTraining_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Model_setGraphOptimization_capi_8de2de55689d6b0e(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern void _wrap_Model_to_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_83 arg2, swig_intgo arg3, swig_voidp arg4);
-extern swig_type_84 _wrap_Model_parameterTensorCount_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_85 _wrap_Model_parameterElementCount_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_to_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_84 arg2, swig_intgo arg3, swig_voidp arg4);
+extern swig_type_85 _wrap_Model_parameterTensorCount_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_86 _wrap_Model_parameterElementCount_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Model_parameterNames_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_parameter_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_86 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Model_parameter_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_87 arg2, swig_voidp arg3);
 extern void _wrap_Model_zeroGrad_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_87 _wrap_Model_setRequiresGrad_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_88 arg2, _Bool arg3, swig_voidp arg4);
+extern swig_type_88 _wrap_Model_setRequiresGrad_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_89 arg2, _Bool arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Model_stateDict_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Model_loadStateDict_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern void _wrap_Model_saveTorchscript_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_89 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Model_loadSafetensors_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_90 arg2, _Bool arg3, swig_voidp arg4);
-extern uintptr_t _wrap_new_Optimizer_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_91 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Model_saveTorchscript_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_90 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Model_loadSafetensors_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_91 arg2, _Bool arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Optimizer_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_92 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_delete_Optimizer_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern void _wrap_Optimizer_addParamGroup_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_92 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_93 _wrap_Optimizer_addParamGroupMatching_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_94 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_95 _wrap_Optimizer_numParamGroups_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern double _wrap_Optimizer_getLr_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_96 arg2, swig_voidp arg3);
-extern void _wrap_Optimizer_setLr_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_97 arg2, double arg3, swig_voidp arg4);
+extern void _wrap_Optimizer_addParamGroup_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_93 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_94 _wrap_Optimizer_addParamGroupMatching_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_95 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_96 _wrap_Optimizer_numParamGroups_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Optimizer_getLr_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_97 arg2, swig_voidp arg3);
+extern void _wrap_Optimizer_setLr_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_98 arg2, double arg3, swig_voidp arg4);
 extern void _wrap_Optimizer_step_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Optimizer_zeroGrad_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_new_Scheduler_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_98 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Scheduler_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_99 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_delete_Scheduler_capi_8de2de55689d6b0e(uintptr_t arg1);
 extern void _wrap_Scheduler_step_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern double _wrap_Scheduler_getLastLr_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_99 arg2, swig_voidp arg3);
-extern swig_type_100 _wrap_Scheduler_getStep_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Scheduler_getLastLr_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_100 arg2, swig_voidp arg3);
+extern swig_type_101 _wrap_Scheduler_getStep_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Scheduler_fromLrLambda_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_Dataset_capi_8de2de55689d6b0e(uintptr_t arg1);
 extern uintptr_t _wrap_Dataset_fromTensors_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_fromIdx_capi_8de2de55689d6b0e(swig_type_101 arg1, swig_type_102 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromSampleSource_capi_8de2de55689d6b0e(swig_type_103 arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromStreamSource_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_104 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_subset_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_105 arg2, swig_type_106 arg3, swig_voidp arg4);
-extern swig_type_107 _wrap_Dataset_size_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_get_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_108 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromIdx_capi_8de2de55689d6b0e(swig_type_102 arg1, swig_type_103 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromSampleSource_capi_8de2de55689d6b0e(swig_type_104 arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromStreamSource_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_105 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_subset_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_106 arg2, swig_type_107 arg3, swig_voidp arg4);
+extern swig_type_108 _wrap_Dataset_size_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Dataset_get_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_109 arg2, swig_voidp arg3);
 extern uintptr_t _wrap_new_DataLoader_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_DataLoader_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_109 arg2, swig_type_110 arg3, uintptr_t arg4, swig_voidp arg5);
+extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_110 arg2, swig_type_111 arg3, uintptr_t arg4, swig_voidp arg5);
 extern uintptr_t _wrap_DataLoader_next_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_111 _wrap_DataLoader_length_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_112 _wrap_DataLoader_epoch_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_DataLoader_setEpoch_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_113 arg2, swig_voidp arg3);
+extern swig_type_112 _wrap_DataLoader_length_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_113 _wrap_DataLoader_epoch_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_setEpoch_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_114 arg2, swig_voidp arg3);
 extern void _wrap_DataLoader_setCollator_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_DataLoader_skipFirstBatches_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_114 arg2, swig_voidp arg3);
-extern swig_type_115 _wrap_DataLoader_totalBatchSize_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_116 _wrap_DataLoader_totalDatasetLength_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_skipFirstBatches_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_115 arg2, swig_voidp arg3);
+extern swig_type_116 _wrap_DataLoader_totalBatchSize_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_117 _wrap_DataLoader_totalDatasetLength_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_endOfEpoch_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_DataLoader_endEpoch_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_inEpoch_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_new_Accelerator_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_delete_Accelerator_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern swig_type_117 _wrap_Accelerator_device_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_118 _wrap_Accelerator_distributedType_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_119 _wrap_Accelerator_mixedPrecision_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_120 _wrap_Accelerator_processIndex_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_121 _wrap_Accelerator_numProcesses_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_122 _wrap_Accelerator_localProcessIndex_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_118 _wrap_Accelerator_device_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_119 _wrap_Accelerator_distributedType_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_120 _wrap_Accelerator_mixedPrecision_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_121 _wrap_Accelerator_processIndex_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_122 _wrap_Accelerator_numProcesses_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_123 _wrap_Accelerator_localProcessIndex_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isMainProcess_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isLocalMainProcess_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isLastProcess_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_123 _wrap_Accelerator_gradientAccumulationSteps_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_124 _wrap_Accelerator_gradientAccumulationSteps_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_syncGradients_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_optimizerStepWasSkipped_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_124 _wrap_Accelerator_step_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_125 _wrap_Accelerator_step_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_prepareModel_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_prepareOptimizer_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_prepareDataLoader_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
@@ -457,10 +459,10 @@ extern void _wrap_Accelerator_accumulateBegin_capi_8de2de55689d6b0e(uintptr_t ar
 extern void _wrap_Accelerator_accumulateEnd_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern double _wrap_Accelerator_clipGradNorm_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, double arg3, double arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_clipGradValue_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_saveModel_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_125 arg3, swig_type_126 arg4, swig_voidp arg5);
-extern swig_type_127 _wrap_Accelerator_saveState_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_128 arg2, swig_voidp arg3);
-extern swig_type_129 _wrap_Accelerator_loadState_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_130 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_print_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_131 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_saveModel_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_126 arg3, swig_type_127 arg4, swig_voidp arg5);
+extern swig_type_128 _wrap_Accelerator_saveState_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_129 arg2, swig_voidp arg3);
+extern swig_type_130 _wrap_Accelerator_loadState_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_131 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_print_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_132 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_waitForEveryone_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_freeMemory_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_noSyncBegin_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
@@ -472,49 +474,49 @@ extern void _wrap_Accelerator_mainProcessFirstBegin_capi_8de2de55689d6b0e(uintpt
 extern void _wrap_Accelerator_mainProcessFirstEnd_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstBegin_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstEnd_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_gather_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_132 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_133 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherObject_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_134 arg2, swig_type_135 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_reduce_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_136 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_broadcast_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_137 arg3, swig_type_138 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_139 arg3, double arg4, _Bool arg5, swig_type_140 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_splitBetweenProcesses_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_141 arg2, _Bool arg3, swig_type_142 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_gather_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_133 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_134 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherObject_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_135 arg2, swig_type_136 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_reduce_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_137 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_broadcast_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_138 arg3, swig_type_139 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_140 arg3, double arg4, _Bool arg5, swig_type_141 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_splitBetweenProcesses_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_142 arg2, _Bool arg3, swig_type_143 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_setTrigger_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_checkTrigger_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_save_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_143 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_save_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_144 arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_getStateDict_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_144 _wrap_Accelerator_iteration_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_145 _wrap_Accelerator_iteration_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_unscaleGradients_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastBegin_capi_8de2de55689d6b0e(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastEnd_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_registerForCheckpointing_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_registerSaveStatePreHook_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_registerLoadStatePreHook_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_addTracker_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_145 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_initTrackers_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_146 arg2, swig_type_147 arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_logValues_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_148 arg2, swig_type_149 arg3, swig_type_150 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logScalar_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_151 arg2, double arg3, swig_type_152 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_addTracker_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_146 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_initTrackers_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_147 arg2, swig_type_148 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_logValues_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_149 arg2, swig_type_150 arg3, swig_type_151 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logScalar_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_152 arg2, double arg3, swig_type_153 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_endTraining_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_trackerNames_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_153 _wrap_Accelerator_trackerPath_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_154 arg2, swig_voidp arg3);
-extern swig_type_155 _wrap_Samples_size_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern swig_type_156 _wrap_Samples_fields_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_157 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_158 arg2, swig_type_159 arg3, swig_voidp arg4);
+extern swig_type_154 _wrap_Accelerator_trackerPath_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_155 arg2, swig_voidp arg3);
+extern swig_type_156 _wrap_Samples_size_capi_8de2de55689d6b0e(uintptr_t arg1);
+extern swig_type_157 _wrap_Samples_fields_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_158 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_159 arg2, swig_type_160 arg3, swig_voidp arg4);
 extern void _wrap_delete_Samples_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_160 arg2, swig_voidp arg3);
-extern swig_type_161 _wrap_Bytes_size_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_162 arg2, swig_voidp arg3);
+extern void _wrap_Bytes_append_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_161 arg2, swig_voidp arg3);
+extern swig_type_162 _wrap_Bytes_size_capi_8de2de55689d6b0e(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_163 arg2, swig_voidp arg3);
 extern void _wrap_delete_Bytes_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern swig_type_163 _wrap_Metrics_size_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern swig_type_164 _wrap_Metrics_name_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_165 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_166 arg2, swig_voidp arg3);
+extern swig_type_164 _wrap_Metrics_size_capi_8de2de55689d6b0e(uintptr_t arg1);
+extern swig_type_165 _wrap_Metrics_name_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_166 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_167 arg2, swig_voidp arg3);
 extern void _wrap_delete_Metrics_capi_8de2de55689d6b0e(uintptr_t arg1);
 extern void _wrap_LrFactor_set_capi_8de2de55689d6b0e(uintptr_t arg1, double arg2);
 extern void _wrap_delete_LrFactor_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_167 arg2, swig_type_168 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Progress_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_168 arg2, swig_type_169 arg3, swig_voidp arg4);
 extern void _wrap_delete_Progress_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_169 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_170 arg2, swig_voidp arg3);
+extern void _wrap_Progress_update_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_170 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_171 arg2, swig_voidp arg3);
 extern void _wrap_Progress_finish_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
@@ -2760,13 +2762,30 @@ func (arg1 SwigcptrTensor) Mean(arg2 *string) (_swig_ret Tensor) {
 	return swig_r
 }
 
+func (arg1 SwigcptrTensor) Reshape(arg2 []int64, arg3 *string) (_swig_ret Tensor) {
+	var swig_r Tensor
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_reshape_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_54)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	return swig_r
+}
+
 func (arg1 SwigcptrTensor) Argmax(arg2 int64, arg3 bool, arg4 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_argmax_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_54(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_argmax_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_55(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -2821,6 +2840,7 @@ type Tensor interface {
 	Backward(arg2 *string)
 	Sum(arg2 *string) (_swig_ret Tensor)
 	Mean(arg2 *string) (_swig_ret Tensor)
+	Reshape(arg2 []int64, arg3 *string) (_swig_ret Tensor)
 	Argmax(arg2 int64, arg3 bool, arg4 *string) (_swig_ret Tensor)
 	CountEqual(arg2 Tensor, arg3 *string) (_swig_ret int64)
 	Item(arg2 *string) (_swig_ret float64)
@@ -2857,7 +2877,7 @@ func (arg1 SwigcptrTensorList) Append(arg2 string, arg3 Tensor, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_TensorList_append_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_56)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_TensorList_append_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_57)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -2886,7 +2906,7 @@ func (arg1 SwigcptrTensorList) Get(arg2 int64, arg3 *string) (_swig_ret Tensor) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_get_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_58(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_get_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_59(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2900,7 +2920,7 @@ func (arg1 SwigcptrTensorList) Name(arg2 int64, arg3 *string) (_swig_ret string)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_TensorList_name_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_60(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_TensorList_name_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_61(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -2917,7 +2937,7 @@ func (arg1 SwigcptrTensorList) Find(arg2 string, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_find_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_find_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2933,7 +2953,7 @@ func (arg1 SwigcptrTensorList) SaveSafetensors(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_TensorList_saveSafetensors_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_TensorList_saveSafetensors_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_63)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2948,7 +2968,7 @@ func TensorListLoadSafetensors(arg1 string, arg2 *string) (_swig_ret TensorList)
 	var swig_r TensorList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_TensorList_loadSafetensors_capi_8de2de55689d6b0e(*(*C.swig_type_63)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_TensorList_loadSafetensors_capi_8de2de55689d6b0e(*(*C.swig_type_64)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3003,7 +3023,7 @@ func (arg1 SwigcptrStringList) Get(arg2 int64, arg3 *string) (_swig_ret string) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_StringList_get_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_66(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_StringList_get_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_67(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -3020,7 +3040,7 @@ func (arg1 SwigcptrStringList) ByteSize(arg2 int64, arg3 *string) (_swig_ret int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_StringList_byteSize_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_68(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_StringList_byteSize_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_69(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3034,7 +3054,7 @@ func (arg1 SwigcptrStringList) CopyBytes(arg2 int64, arg3 []byte, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_StringList_copyBytes_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_69(_swig_i_1), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_StringList_copyBytes_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_70(_swig_i_1), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3086,7 +3106,7 @@ func (arg1 SwigcptrOptions) SetInt(arg2 string, arg3 int64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setInt_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_71)(unsafe.Pointer(&_swig_i_1)), C.swig_type_72(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setInt_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_72)(unsafe.Pointer(&_swig_i_1)), C.swig_type_73(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3102,7 +3122,7 @@ func (arg1 SwigcptrOptions) SetDouble(arg2 string, arg3 float64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setDouble_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_73)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setDouble_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_74)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3118,7 +3138,7 @@ func (arg1 SwigcptrOptions) SetBool(arg2 string, arg3 bool, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setBool_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_74)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setBool_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_75)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3134,7 +3154,7 @@ func (arg1 SwigcptrOptions) SetString(arg2 string, arg3 string, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setString_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_75)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_76)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setString_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_76)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_77)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3153,7 +3173,7 @@ func (arg1 SwigcptrOptions) Set(arg2 string, arg3 string, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_set_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_77)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_set_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3172,7 +3192,7 @@ func (arg1 SwigcptrOptions) Get(arg2 string, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Options_get_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_80)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Options_get_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -3216,7 +3236,7 @@ func ModelLoadTorchscript(arg1 string, arg2 *string) (_swig_ret Model) {
 	var swig_r Model
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Model)(SwigcptrModel(C._wrap_Model_loadTorchscript_capi_8de2de55689d6b0e(*(*C.swig_type_81)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Model_loadTorchscript_capi_8de2de55689d6b0e(*(*C.swig_type_82)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3232,7 +3252,7 @@ func ModelFromSpec(arg1 string, arg2 *string) (_swig_ret Model) {
 	var swig_r Model
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Model)(SwigcptrModel(C._wrap_Model_fromSpec_capi_8de2de55689d6b0e(*(*C.swig_type_82)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Model_fromSpec_capi_8de2de55689d6b0e(*(*C.swig_type_83)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3316,7 +3336,7 @@ func (arg1 SwigcptrModel) To(arg2 string, arg3 Acc_dtype, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Model_to_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Model_to_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3371,7 +3391,7 @@ func (arg1 SwigcptrModel) Parameter(arg2 string, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_parameter_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_86)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_parameter_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3400,7 +3420,7 @@ func (arg1 SwigcptrModel) SetRequiresGrad(arg2 string, arg3 bool, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_setRequiresGrad_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_88)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_setRequiresGrad_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3442,7 +3462,7 @@ func (arg1 SwigcptrModel) SaveTorchscript(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_saveTorchscript_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_saveTorchscript_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_90)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3459,7 +3479,7 @@ func (arg1 SwigcptrModel) LoadSafetensors(arg2 string, arg3 bool, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_90)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_91)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3507,7 +3527,7 @@ func NewOptimizer(arg1 Model, arg2 string, arg3 Options, arg4 *string) (_swig_re
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_91)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3529,7 +3549,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroup(arg2 string, arg3 Options, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_addParamGroup_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_addParamGroup_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_93)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3546,7 +3566,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroupMatching(arg2 string, arg3 Options, a
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_94)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3576,7 +3596,7 @@ func (arg1 SwigcptrOptimizer) GetLr(arg2 int64, arg3 *string) (_swig_ret float64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_96(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3590,7 +3610,7 @@ func (arg1 SwigcptrOptimizer) SetLr(arg2 int64, arg3 float64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_setLr_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_setLr_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_98(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3647,7 +3667,7 @@ func NewScheduler(arg1 Optimizer, arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_99)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3680,7 +3700,7 @@ func (arg1 SwigcptrScheduler) GetLastLr(arg2 int64, arg3 *string) (_swig_ret flo
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_99(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_100(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3756,7 +3776,7 @@ func DatasetFromIdx(arg1 string, arg2 string, arg3 *string) (_swig_ret Dataset) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_8de2de55689d6b0e(*(*C.swig_type_101)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_8de2de55689d6b0e(*(*C.swig_type_102)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3776,7 +3796,7 @@ func DatasetFromSampleSource(arg1 int64, arg2 SampleSource, arg3 *string) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_8de2de55689d6b0e(C.swig_type_103(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_8de2de55689d6b0e(C.swig_type_104(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3790,7 +3810,7 @@ func DatasetFromStreamSource(arg1 StreamSource, arg2 int64, arg3 *string) (_swig
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_104(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_105(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3805,7 +3825,7 @@ func (arg1 SwigcptrDataset) Subset(arg2 int64, arg3 int64, arg4 *string) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_105(_swig_i_1), C.swig_type_106(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_106(_swig_i_1), C.swig_type_107(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3832,7 +3852,7 @@ func (arg1 SwigcptrDataset) Get(arg2 int64, arg3 *string) (_swig_ret TensorList)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_108(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3884,7 +3904,7 @@ func DataLoaderFromBatchArrays(arg1 Dataset, arg2 []int64, arg3 []int64, arg4 Op
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_109)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -3942,7 +3962,7 @@ func (arg1 SwigcptrDataLoader) SetEpoch(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_setEpoch_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_113(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_setEpoch_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3966,7 +3986,7 @@ func (arg1 SwigcptrDataLoader) SkipFirstBatches(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_skipFirstBatches_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_skipFirstBatches_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_115(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4400,7 +4420,7 @@ func (arg1 SwigcptrAccelerator) SaveModel(arg2 Model, arg3 string, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_saveModel_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_saveModel_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4419,7 +4439,7 @@ func (arg1 SwigcptrAccelerator) SaveState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_saveState_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_128)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_saveState_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -4439,7 +4459,7 @@ func (arg1 SwigcptrAccelerator) LoadState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_loadState_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_130)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_loadState_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -4458,7 +4478,7 @@ func (arg1 SwigcptrAccelerator) Print(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_print_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_print_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4602,7 +4622,7 @@ func (arg1 SwigcptrAccelerator) Gather(arg2 Tensor, arg3 string, arg4 *string) (
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4620,7 +4640,7 @@ func (arg1 SwigcptrAccelerator) GatherForMetrics(arg2 Tensor, arg3 string, arg4 
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4638,7 +4658,7 @@ func (arg1 SwigcptrAccelerator) GatherObject(arg2 []byte, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4660,7 +4680,7 @@ func (arg1 SwigcptrAccelerator) Reduce(arg2 Tensor, arg3 Acc_reduction, arg4 str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4679,7 +4699,7 @@ func (arg1 SwigcptrAccelerator) Broadcast(arg2 Tensor, arg3 int64, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_137(_swig_i_2), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_138(_swig_i_2), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4700,7 +4720,7 @@ func (arg1 SwigcptrAccelerator) PadAcrossProcesses(arg2 Tensor, arg3 int64, arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_139(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_140(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -4718,7 +4738,7 @@ func (arg1 SwigcptrAccelerator) SplitBetweenProcesses(arg2 int64, arg3 bool, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_splitBetweenProcesses_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_141(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_splitBetweenProcesses_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_142(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4758,7 +4778,7 @@ func (arg1 SwigcptrAccelerator) Save(arg2 TensorList, arg3 string, arg4 *string)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_save_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_save_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4873,7 +4893,7 @@ func (arg1 SwigcptrAccelerator) AddTracker(arg2 string, arg3 Tracker, arg4 *stri
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_addTracker_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_addTracker_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4889,7 +4909,7 @@ func (arg1 SwigcptrAccelerator) InitTrackers(arg2 string, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_initTrackers_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_initTrackers_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4909,7 +4929,7 @@ func (arg1 SwigcptrAccelerator) LogValues(arg2 string, arg3 []float64, arg4 int6
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logValues_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_2)), C.swig_type_150(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logValues_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_2)), C.swig_type_151(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4929,7 +4949,7 @@ func (arg1 SwigcptrAccelerator) LogScalar(arg2 string, arg3 float64, arg4 int64,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logScalar_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_152(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logScalar_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_153(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4969,7 +4989,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5073,7 +5093,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_157(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_158(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5088,7 +5108,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_158(_swig_i_1), C.swig_type_159(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_159(_swig_i_1), C.swig_type_160(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5123,7 +5143,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5145,7 +5165,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5190,7 +5210,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_165(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_166(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5207,7 +5227,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_166(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_167(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5270,7 +5290,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_167(_swig_i_1), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_168(_swig_i_1), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5291,7 +5311,7 @@ func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_169(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_170(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5303,7 +5323,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)

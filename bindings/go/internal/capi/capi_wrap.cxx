@@ -569,6 +569,11 @@ SWIGINTERN acc_tensor *acc_tensor_mean_(acc_tensor *self,std::string *swig_err){
     check(acc_tensor_mean(self, &out));
     return out;
   }
+SWIGINTERN acc_tensor *acc_tensor_reshape_(acc_tensor *self,int64_t const *dims,size_t ndim,std::string *swig_err){
+    acc_tensor *out = nullptr;
+    check(acc_tensor_reshape(self, dims, ndim, &out));
+    return out;
+  }
 SWIGINTERN acc_tensor *acc_tensor_argmax_(acc_tensor *self,int64_t dim,bool keepdim,std::string *swig_err){
     acc_tensor *out = nullptr;
     check(acc_tensor_argmax(self, dim, keepdim ? 1 : 0, &out));
@@ -5044,6 +5049,45 @@ acc_tensor *_wrap_Tensor_mean_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gos
   {
     std::string e = accswig::take_go_error();
     if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+acc_tensor *_wrap_Tensor_reshape_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+  acc_tensor *arg1 = (acc_tensor *) 0 ;
+  int64_t *arg2 = (int64_t *) 0 ;
+  size_t arg3 ;
+  std::string *arg4 = (std::string *) 0 ;
+  std::string temp4 ;
+  acc_tensor *result = 0 ;
+  acc_tensor *_swig_go_result;
+  
+  arg1 = *(acc_tensor **)&_swig_go_0; 
+  
+  arg2 = (int64_t *)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
+  
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      result = (acc_tensor *)acc_tensor_reshape_(arg1,(long const *)arg2,SWIG_STD_MOVE(arg3),arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  *(acc_tensor **)&_swig_go_result = (acc_tensor *)result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
   return _swig_go_result;

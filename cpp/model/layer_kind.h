@@ -1,0 +1,51 @@
+// What a layer type of the model spec is made of: its arguments, how to build it as a torch::nn
+// module and the same computation as TorchScript source. Shared by layers.cpp (the table of types)
+// and the files that implement the larger layers (attention, transformer blocks, positions).
+#pragma once
+
+#include <torch/nn/modules/container/any.h>
+
+#include <nlohmann/json.hpp>
+#include <cstdint>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace acc {
+
+enum class Arg { Int, Float, Bool, IntOrPair, IntList, String, OptionalInt, OptionalFloat };
+
+struct ArgSpec {
+  const char* name;
+  Arg kind;
+  nlohmann::json fallback;  // null: required (except the Optional kinds, where null is the default)
+};
+
+struct LayerKind {
+  std::vector<ArgSpec> args;
+  std::function<torch::nn::AnyModule(const nlohmann::json&)> build;
+  // The body of `forward(self, x)`, indented by 4 spaces after its first line.
+  std::function<std::string(const nlohmann::json&)> script;
+};
+
+// TorchScript literals.
+inline std::string script_float(double v) {
+  std::ostringstream s;
+  s.precision(17);
+  s << v;
+  std::string text = s.str();
+  if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+  return text;
+}
+inline std::string script_bool(bool v) { return v ? "True" : "False"; }
+inline std::string script_int(const nlohmann::json& v) { return std::to_string(v.get<int64_t>()); }
+
+// Joins lines into a forward body (the first line follows the `def`'s own indentation).
+inline std::string script_lines(const std::vector<std::string>& lines) {
+  std::string out;
+  for (const auto& line : lines) out += (out.empty() ? "" : "\n    ") + line;
+  return out;
+}
+
+}  // namespace acc

@@ -1,0 +1,124 @@
+"""Outputs of PyTorch's own nn.MultiheadAttention and nn.TransformerEncoderLayer (and a small
+GPT-style stack over them) in eval mode, with their weights and inputs, for tests/capi/test_transformer.cpp
+to load into layer-spec models by name and reproduce. Each case holds the spec, the state dict,
+the input and the output; tensors are {"shape": [...], "values": [...]} in row-major order.
+
+Run with Debian's python3-torch: python3 export_transformer_cases.py OUTPUT_DIR
+"""
+import json
+import math
+import sys
+from pathlib import Path
+
+import torch
+from torch import nn
+
+
+def tensor(t):
+    return {"shape": list(t.shape), "values": t.detach().flatten().tolist(),
+            "dtype": "int64" if t.dtype == torch.int64 else "float32"}
+
+
+def causal_mask(t):
+    return torch.triu(torch.full((t, t), float("-inf")), 1)
+
+
+def perturbed(module):
+    # Biases and norm weights start at 0/1: move them so that a misplaced one shows.
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    return module
+
+
+def mha_case(batch_first, causal, bias, t=5, b=3, e=8, heads=2):
+    m = perturbed(nn.MultiheadAttention(e, heads, bias=bias, batch_first=batch_first)).eval()
+    x = torch.randn(b, t, e) if batch_first else torch.randn(t, b, e)
+    # With grad enabled PyTorch takes its reference path (1.13's fused eval path fails without biases).
+    y = m(x, x, x, attn_mask=causal_mask(t) if causal else None, need_weights=False)[0]
+    spec = {"type": "multihead_attention", "embed_dim": e, "num_heads": heads, "bias": bias,
+            "batch_first": batch_first, "causal": causal}
+    return {"name": f"mha batch_first={batch_first} causal={causal} bias={bias}", "spec": [spec],
+            "state": {"0." + k: tensor(v) for k, v in m.state_dict().items()}, "input": tensor(x),
+            "output": tensor(y)}
+
+
+def encoder_case(activation, norm_first, batch_first, causal, t=5, b=3, d=8, heads=2, ff=16):
+    m = perturbed(nn.TransformerEncoderLayer(d, heads, ff, dropout=0.1, activation=activation,
+                                             batch_first=batch_first, norm_first=norm_first)).eval()
+    x = torch.randn(b, t, d) if batch_first else torch.randn(t, b, d)
+    y = m(x, src_mask=causal_mask(t) if causal else None)
+    spec = {"type": "transformer_encoder_layer", "d_model": d, "nhead": heads, "dim_feedforward": ff,
+            "activation": activation, "batch_first": batch_first, "norm_first": norm_first, "causal": causal}
+    return {"name": f"encoder {activation} norm_first={norm_first} batch_first={batch_first} causal={causal}",
+            "spec": [spec], "state": {"0." + k: tensor(v) for k, v in m.state_dict().items()},
+            "input": tensor(x), "output": tensor(y)}
+
+
+class TinyGpt(nn.Module):
+    """embedding -> learned positions -> 2 pre-norm causal blocks -> layer norm -> tied head,
+    with attribute names that make its state dict the spec model's ("0.weight", "2.self_attn...")."""
+
+    def __init__(self, vocab, d, heads, ff, positions):
+        super().__init__()
+        self.layers = nn.ModuleDict({
+            "0": nn.Embedding(vocab, d),
+            "2": nn.TransformerEncoderLayer(d, heads, ff, activation="gelu", batch_first=True, norm_first=True),
+            "3": nn.TransformerEncoderLayer(d, heads, ff, activation="gelu", batch_first=True, norm_first=True),
+            "4": nn.LayerNorm(d),
+        })
+        self.positions = nn.Parameter(torch.randn(positions, d))
+
+    def forward(self, ids):
+        t = ids.shape[1]
+        h = self.layers["0"](ids) + self.positions[:t]
+        for block in ("2", "3"):
+            h = self.layers[block](h, src_mask=causal_mask(t))
+        return self.layers["4"](h) @ self.layers["0"].weight.T
+
+    def flat_state(self):
+        state = dict(self.layers.state_dict())
+        state["1.weight"] = self.positions
+        return state
+
+
+def gpt_case(vocab=16, d=8, heads=2, ff=16, positions=12):
+    m = perturbed(TinyGpt(vocab, d, heads, ff, positions)).eval()
+    ids = torch.randint(0, vocab, (2, 7))
+    y = m(ids)
+    block = {"type": "transformer_encoder_layer", "d_model": d, "nhead": heads, "dim_feedforward": ff,
+             "activation": "gelu", "batch_first": True, "norm_first": True, "causal": True}
+    spec = [{"type": "embedding", "num_embeddings": vocab, "embedding_dim": d},
+            {"type": "positional_embedding", "num_embeddings": positions, "embedding_dim": d},
+            block, block, {"type": "layernorm", "normalized_shape": d}, {"type": "tied_linear", "tie_to": 0}]
+    return {"name": "tiny gpt", "spec": spec, "state": {k: tensor(v) for k, v in m.flat_state().items()},
+            "input": tensor(ids), "output": tensor(y)}
+
+
+def sinusoidal_case(d=6, t=9):
+    # The formula as "Attention Is All You Need" (and PyTorch's tutorial) writes it.
+    position = torch.arange(t, dtype=torch.float32).unsqueeze(1)
+    div = torch.exp(torch.arange(0, d, 2, dtype=torch.float32) * (-math.log(10000.0) / d))
+    pe = torch.zeros(t, d)
+    pe[:, 0::2] = torch.sin(position * div)
+    pe[:, 1::2] = torch.cos(position * div)
+    x = torch.randn(2, t, d)
+    return {"name": "sinusoidal", "spec": [{"type": "sinusoidal_positional_encoding", "embedding_dim": d}],
+            "state": {}, "input": tensor(x), "output": tensor(x + pe)}
+
+
+def main(out_dir):
+    torch.manual_seed(0)
+    cases = [mha_case(False, False, True), mha_case(True, True, True), mha_case(True, False, False),
+             mha_case(False, True, True)]
+    for activation, norm_first, batch_first, causal in [("relu", False, False, False), ("gelu", True, True, True),
+                                                        ("relu", True, False, True), ("gelu", False, True, False)]:
+        cases.append(encoder_case(activation, norm_first, batch_first, causal))
+    cases.append(gpt_case())
+    cases.append(sinusoidal_case())
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    (Path(out_dir) / "transformer_cases.json").write_text(json.dumps({"torch": torch.__version__, "cases": cases}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
