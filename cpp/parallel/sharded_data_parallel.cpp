@@ -269,46 +269,79 @@ void ShardedDataParallel::on_gradient_ready(size_t param) {
 void ShardedDataParallel::launch_reduction(size_t unit) {
   at::NoGradGuard no_grad;
   const FlatUnit& u = layout_->units()[unit];
-  at::Tensor bucket = at::zeros({u.padded()}, shard_grads_[unit].options());
-  for (size_t k = 0; k < u.params.size(); ++k) {
-    at::Tensor& p = params_[u.params[k]];
-    if (p.grad().defined()) bucket.narrow(0, u.offsets[k], p.grad().numel()).copy_(p.grad().reshape({-1}));
-    p.mutable_grad().reset();  // the full gradient is not kept
-  }
-  if (options_.stage == 3) release(unit);
-  // As DDP's Reducer: each process's share divided in before the sum (a float multiply by 1/N).
-  at::Tensor sum = bucket.narrow(0, 0, u.numel);
-  sum.mul_(1.0 / static_cast<double>(dist_->world_size()));
-  // Bounded memory: a backward that outruns the reductions waits for the oldest before adding a
-  // bucket (DDP's Reducer keeps every bucket; here each would be a unit's full gradients).
+  const double share = 1.0 / static_cast<double>(dist_->world_size());
+  // Bounded memory: a backward that outruns the reductions waits for the oldest before adding one
+  // (DDP's Reducer keeps every bucket; here each would be a unit's full gradients).
   while (pending_.size() >= kReductionsInFlight) finish_oldest_reduction();
-  Pending pending{unit, bucket, {}};
+  Pending pending{unit, {}, {}};
   try {
-    if (dist_->backend() == Backend::Nccl) {
-      pending.bucket = at::empty({u.slice}, bucket.options());
-      pending.work = dist_->group()->_reduce_scatter_base(pending.bucket, bucket);
+    if (options_.stage == 3 && dist_->backend() == Backend::Gloo) {
+      // Stage 3 on Gloo all-reduces each gradient in place: no bucket, no second copy of the unit.
+      for (size_t k = 0; k < u.params.size(); ++k) {
+        at::Tensor& p = params_[u.params[k]];
+        at::Tensor grad = p.grad().defined() ? p.grad() : at::zeros(shapes_[u.params[k]], full_[unit].options());
+        p.mutable_grad().reset();
+        grad.mul_(share);  // as DDP's Reducer: each process's share divided in before the sum
+        std::vector<at::Tensor> list{grad};
+        pending.works.push_back(dist_->group()->allreduce(list));
+        pending.tensors.push_back(grad);
+      }
     } else {
-      std::vector<at::Tensor> list{sum};  // the unpadded sum: the same collective as DDP's bucket
-      pending.work = dist_->group()->allreduce(list);
+      at::Tensor bucket = at::zeros({u.padded()}, shard_grads_[unit].options());
+      for (size_t k = 0; k < u.params.size(); ++k) {
+        at::Tensor& p = params_[u.params[k]];
+        if (p.grad().defined()) bucket.narrow(0, u.offsets[k], p.grad().numel()).copy_(p.grad().reshape({-1}));
+        p.mutable_grad().reset();  // the full gradient is not kept
+      }
+      at::Tensor sum = bucket.narrow(0, 0, u.numel);
+      sum.mul_(share);
+      if (dist_->backend() == Backend::Nccl) {
+        at::Tensor mine = at::empty({u.slice}, bucket.options());
+        pending.works.push_back(dist_->group()->_reduce_scatter_base(mine, bucket));
+        pending.tensors.push_back(mine);
+      } else {
+        std::vector<at::Tensor> list{sum};  // the unpadded sum: the same collective as DDP's bucket
+        pending.works.push_back(dist_->group()->allreduce(list));
+        pending.tensors.push_back(bucket);
+      }
     }
   } catch (...) {
     rethrow_collective_error(kReduce);
   }
+  if (options_.stage == 3) release(unit);
   pending_.push_back(std::move(pending));
 }
 
 void ShardedDataParallel::finish_oldest_reduction() {
   Pending p = std::move(pending_.front());
   pending_.erase(pending_.begin());
-  wait_collective(p.work, kReduce);
+  for (const auto& work : p.works) wait_collective(work, kReduce);
   at::NoGradGuard no_grad;
-  const at::Tensor mine = dist_->backend() == Backend::Nccl ? p.bucket : my_slice(p.unit, p.bucket);
-  if (add_to_grads_) shard_grads_[p.unit].add_(mine);
-  else shard_grads_[p.unit].copy_(mine);
+  const FlatUnit& u = layout_->units()[p.unit];
+  auto take = [&](const at::Tensor& into, const at::Tensor& from) {
+    if (add_to_grads_) into.add_(from);
+    else into.copy_(from);
+  };
+  if (p.tensors.size() == u.params.size() && options_.stage == 3 && dist_->backend() == Backend::Gloo) {
+    // Per-parameter sums: this process's pieces of them.
+    for (const auto& piece : layout_->pieces()) {
+      if (piece.unit != p.unit) continue;
+      const size_t k = std::find(u.params.begin(), u.params.end(), piece.param) - u.params.begin();
+      take(shard_grads_[p.unit].narrow(0, piece.shard_pos - u.shard_offset, piece.length),
+           p.tensors[k].reshape({-1}).narrow(0, piece.begin, piece.length));
+    }
+    return;
+  }
+  take(shard_grads_[p.unit], dist_->backend() == Backend::Nccl ? p.tensors[0] : my_slice(p.unit, p.tensors[0]));
 }
 
 void ShardedDataParallel::finish_reductions(bool wait_all) {
-  while (!pending_.empty() && (wait_all || pending_.front().work->isCompleted())) finish_oldest_reduction();
+  auto completed = [](const Pending& p) {
+    for (const auto& work : p.works)
+      if (!work->isCompleted()) return false;
+    return true;
+  };
+  while (!pending_.empty() && (wait_all || completed(pending_.front()))) finish_oldest_reduction();
 }
 
 void ShardedDataParallel::finish_backward() {

@@ -126,10 +126,12 @@ class ShardedDataParallel final : public ParallelEngine {
   std::vector<size_t> ready_count_;
   std::vector<bool> launched_;
   int64_t next_launch_ = -1;
+  // A unit's reduction under way: a bucket (or this process's reduce-scattered slice) and its
+  // collective, or (stage 3 on Gloo) each gradient and its in-place all-reduce.
   struct Pending {
     size_t unit;
-    at::Tensor bucket;
-    c10::intrusive_ptr<c10d::Work> work;
+    std::vector<at::Tensor> tensors;
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
   };
   std::vector<Pending> pending_;
   // shared_ptr in libtorch 1.13-2.x, intrusive_ptr in later ones.
