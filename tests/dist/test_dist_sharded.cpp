@@ -33,6 +33,32 @@ const char* const kTiedGpt = R"([{"type":"embedding","num_embeddings":8,"embeddi
      "batch_first":true,"norm_first":true,"causal":true},
     {"type":"layernorm","normalized_shape":8},{"type":"tied_linear","tie_to":0}])";
 
+// A list's tensors as float values, by name (the list is freed).
+std::map<std::string, std::vector<float>> by_name(acc_tensor_list* list) {
+  std::map<std::string, std::vector<float>> out;
+  size_t n = 0;
+  EXPECT_EQ(acc_tensor_list_size(list, &n), ACC_OK);
+  for (size_t i = 0; i < n; ++i) {
+    const char* name = nullptr;
+    acc_tensor *t = nullptr, *f = nullptr;
+    EXPECT_EQ(acc_tensor_list_name(list, i, &name), ACC_OK);
+    EXPECT_EQ(acc_tensor_list_get(list, i, &t), ACC_OK);
+    EXPECT_EQ(acc_tensor_to(t, nullptr, ACC_DTYPE_FLOAT32, &f), ACC_OK);
+    out[name] = to_floats(f);
+    acc_tensor_free(t);
+    acc_tensor_free(f);
+  }
+  acc_tensor_list_free(list);
+  return out;
+}
+
+// A prepared model's full weights (a collective under sharding), by name.
+std::map<std::string, std::vector<float>> full_weights(acc_accelerator* acc, acc_model* model) {
+  acc_tensor_list* list = nullptr;
+  EXPECT_EQ(acc_get_state_dict(acc, model, 1, &list), ACC_OK) << acc_last_error_message();
+  return by_name(list);
+}
+
 struct Settings {
   const char* spec = kShardNet;
   bool tokens = false;  // the model takes token ids [4, 6] and is trained on the next token
@@ -136,24 +162,7 @@ struct Job {
     for (acc_tensor* t : {xt, yt, out, logits, loss}) acc_tensor_free(t);
   }
 
-  // The full weights (a collective under sharding), by name.
-  std::map<std::string, std::vector<float>> weights() {
-    acc_tensor_list* list = nullptr;
-    EXPECT_EQ(acc_get_state_dict(acc, model, 1, &list), ACC_OK) << acc_last_error_message();
-    std::map<std::string, std::vector<float>> out;
-    size_t n = 0;
-    EXPECT_EQ(acc_tensor_list_size(list, &n), ACC_OK);
-    for (size_t i = 0; i < n; ++i) {
-      const char* name = nullptr;
-      acc_tensor* t = nullptr;
-      EXPECT_EQ(acc_tensor_list_name(list, i, &name), ACC_OK);
-      EXPECT_EQ(acc_tensor_list_get(list, i, &t), ACC_OK);
-      out[name] = to_floats(t);
-      acc_tensor_free(t);
-    }
-    acc_tensor_list_free(list);
-    return out;
-  }
+  std::map<std::string, std::vector<float>> weights() { return full_weights(acc, model); }
 };
 
 // Largest difference between two weight sets with the same names and shapes.
@@ -253,21 +262,7 @@ namespace {
 std::map<std::string, std::vector<float>> file_tensors(const std::string& path) {
   acc_tensor_list* list = nullptr;
   EXPECT_EQ(acc_tensor_list_load_safetensors(path.c_str(), &list), ACC_OK) << acc_last_error_message();
-  std::map<std::string, std::vector<float>> out;
-  size_t n = 0;
-  EXPECT_EQ(acc_tensor_list_size(list, &n), ACC_OK);
-  for (size_t i = 0; i < n; ++i) {
-    const char* name = nullptr;
-    acc_tensor *t = nullptr, *f = nullptr;
-    EXPECT_EQ(acc_tensor_list_name(list, i, &name), ACC_OK);
-    EXPECT_EQ(acc_tensor_list_get(list, i, &t), ACC_OK);
-    EXPECT_EQ(acc_tensor_to(t, nullptr, ACC_DTYPE_FLOAT32, &f), ACC_OK);
-    out[name] = to_floats(f);
-    acc_tensor_free(t);
-    acc_tensor_free(f);
-  }
-  acc_tensor_list_free(list);
-  return out;
+  return by_name(list);
 }
 
 // A folder every process names alike (the main process's pid).
@@ -497,20 +492,7 @@ std::map<std::string, std::vector<float>> train_torchscript(int stage) {
     acc_tensor_free(xt);
     acc_tensor_free(yt);
   }
-  acc_tensor_list* list = nullptr;
-  EXPECT_EQ(acc_get_state_dict(acc, model, 1, &list), ACC_OK);
-  std::map<std::string, std::vector<float>> out;
-  size_t n = 0;
-  EXPECT_EQ(acc_tensor_list_size(list, &n), ACC_OK);
-  for (size_t i = 0; i < n; ++i) {
-    const char* name = nullptr;
-    acc_tensor* t = nullptr;
-    EXPECT_EQ(acc_tensor_list_name(list, i, &name), ACC_OK);
-    EXPECT_EQ(acc_tensor_list_get(list, i, &t), ACC_OK);
-    out[name] = to_floats(t);
-    acc_tensor_free(t);
-  }
-  acc_tensor_list_free(list);
+  auto out = full_weights(acc, model);
   acc_optimizer_free(opt);
   acc_model_free(model);
   acc_accelerator_free(acc);
