@@ -290,8 +290,12 @@ std::vector<LayerSpec> parse_layer_specs(const std::string& json_spec) {
     LayerSpec spec{layer["type"].get<std::string>(), json::object()};
     where += concat(" (", spec.type, ")");
     const LayerKind& kind = find_kind(spec.type);
+    if (layer.contains("checkpoint")) {
+      require(layer["checkpoint"].is_boolean(), where, ": 'checkpoint' must be true or false");
+      spec.checkpoint = layer["checkpoint"].get<bool>();
+    }
     for (auto& item : layer.items()) {
-      if (item.key() == "type") continue;
+      if (item.key() == "type" || item.key() == "checkpoint") continue;
       bool known = false;
       for (auto& arg : kind.args) known = known || item.key() == arg.name;
       if (!known) {

@@ -12,7 +12,8 @@ namespace acc {
 
 struct LayerSpec {
   std::string type;
-  nlohmann::json args;  // every argument, defaults filled in
+  nlohmann::json args;      // every argument, defaults filled in
+  bool checkpoint = false;  // "checkpoint": true recomputes the layer in backward (activation_checkpoint.h)
 };
 
 // Parses and validates a JSON array of layers; errors name the layer index and the argument.

@@ -66,7 +66,9 @@ class Model {
   virtual std::vector<std::vector<std::string>> parameter_units() const;
   // Installs hooks that forward calls around each unit of parameter_units(); false where the model
   // runs as one piece (the caller then brackets the whole forward). Empty hooks uninstall.
-  virtual bool set_unit_hooks(UnitHooks) { return false; }  // a parameter or buffer; throws if absent
+  virtual bool set_unit_hooks(UnitHooks) { return false; }
+  // Whether forward checkpoints activations (layers recomputed inside the backward).
+  virtual bool checkpoints_activations() const { return false; }  // a parameter or buffer; throws if absent
   void zero_grad();
 };
 

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "model/activation_checkpoint.h"
 #include "model/tied_linear.h"
 
 namespace acc {
@@ -44,16 +45,21 @@ SpecModel::SpecModel(std::vector<LayerSpec> layers) : layers_(std::move(layers))
 }
 
 at::Tensor SpecModel::forward_tensor(const at::Tensor& input) {
-  if (!hooks_.before) return net_->forward(input);
+  if (!hooks_.before && !checkpoints_activations()) return net_->forward(input);
   at::Tensor x = input;
   for (size_t i = 0; i < net_->size(); ++i) {
+    auto run = [this, i](const at::Tensor& t) { return (net_->begin() + static_cast<std::ptrdiff_t>(i))->forward(t); };
+    if (!hooks_.before) {
+      x = layers_[i].checkpoint ? checkpointed_forward(run, x) : run(x);
+      continue;
+    }
     std::vector<size_t> units;
     if (unit_of_layer_[i] >= 0) units.push_back(static_cast<size_t>(unit_of_layer_[i]));
     // A tied layer computes with its embedding's weight: that unit is gathered again around it.
     if (layers_[i].type == kTiedLinear)
       units.push_back(static_cast<size_t>(unit_of_layer_[static_cast<size_t>(layers_[i].args["tie_to"].get<int64_t>())]));
     for (size_t unit : units) hooks_.before(unit);
-    x = (net_->begin() + static_cast<std::ptrdiff_t>(i))->forward(x);
+    x = layers_[i].checkpoint ? checkpointed_forward(run, x) : run(x);
     for (size_t unit : units) x = hooks_.after(unit, x);
   }
   return x;
@@ -68,6 +74,12 @@ std::vector<std::vector<std::string>> SpecModel::parameter_units() const {
     if (!names.empty()) units.push_back(std::move(names));
   }
   return units;
+}
+
+bool SpecModel::checkpoints_activations() const {
+  for (const auto& layer : layers_)
+    if (layer.checkpoint) return true;
+  return false;
 }
 
 bool SpecModel::set_unit_hooks(UnitHooks hooks) {

@@ -24,6 +24,7 @@ class SpecModel final : public Model {
   // One unit per layer that has parameters.
   std::vector<std::vector<std::string>> parameter_units() const override;
   bool set_unit_hooks(UnitHooks hooks) override;
+  bool checkpoints_activations() const override;
 
  private:
   std::vector<LayerSpec> layers_;

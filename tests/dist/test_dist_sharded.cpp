@@ -360,6 +360,16 @@ TEST(Sharded, WhatItCannotDoIsRefused) {
     acc_model_free(model);
     acc_accelerator_free(acc);
   }
+  // Activation checkpointing recomputes inside the backward: not on several processes yet.
+  {
+    acc_accelerator* acc = acc_test::make_accelerator({});
+    acc_model* model = nullptr;
+    ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":3,"out_features":2,"checkpoint":true}])", &model));
+    EXPECT_EQ(acc_prepare(acc, &model, nullptr, nullptr, nullptr), ACC_ERR_UNSUPPORTED);
+    EXPECT_NE(std::strstr(acc_last_error_message(), "activation checkpointing"), nullptr) << acc_last_error_message();
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
   // An optimizer prepared before its model cannot be split by the model's shards.
   acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", "3"}});
   acc_model* model = nullptr;
