@@ -60,7 +60,8 @@ struct CapiLoop {
   acc_dataloader* loader = nullptr;
   acc_dataset* ds = nullptr;
 
-  CapiLoop(const Shape& s, const at::Tensor& xs, const at::Tensor& ys) {
+  // workers: the loader's background threads (1 is the default; 0 loads on the calling thread).
+  CapiLoop(const Shape& s, const at::Tensor& xs, const at::Tensor& ys, int workers) {
     OK(acc_accelerator_create(nullptr, &acc));
     acc_tensor *x = nullptr, *y = nullptr;
     OK(acc_tensor_from_host(xs.data_ptr(), xs.nbytes(), xs.sizes().data(), 2, ACC_DTYPE_FLOAT32, &x));
@@ -74,6 +75,7 @@ struct CapiLoop {
     OK(acc_options_set_int(lo, "batch_size", s.batch));
     OK(acc_options_set_bool(lo, "shuffle", 1));
     OK(acc_options_set_bool(lo, "drop_last", 1));
+    OK(acc_options_set_int(lo, "num_workers", workers));
     OK(acc_dataloader_create(ds, lo, &loader));
     acc_options_free(lo);
     OK(acc_model_from_spec(mlp_spec(s.widths).c_str(), &model));
@@ -112,16 +114,20 @@ void overhead(const Shape& s, int rounds, int steps) {
   torch::manual_seed(0);
   at::Tensor xs = torch::randn({n, s.widths.front()}), ys = torch::randint(0, s.widths.back(), {n});
   PlainLoop plain(s, xs, ys);
-  CapiLoop capi(s, xs, ys);
-  time_steps(plain, steps);  // warm up both
+  CapiLoop capi(s, xs, ys, 1), inline_capi(s, xs, ys, 0);
+  time_steps(plain, steps);  // warm up all
   time_steps(capi, steps);
-  std::vector<double> a, b;
-  for (int r = 0; r < rounds; ++r) {  // interleaved rounds, so drift hits both sides alike
+  time_steps(inline_capi, steps);
+  std::vector<double> a, b, c;
+  for (int r = 0; r < rounds; ++r) {  // interleaved rounds, so drift hits every side alike
     a.push_back(time_steps(plain, steps));
     b.push_back(time_steps(capi, steps));
+    c.push_back(time_steps(inline_capi, steps));
   }
-  std::printf("%-28s batch %3lld   (a) libtorch %9.1f us/step   (b) C API %9.1f us/step   (b)/(a) %.3f\n", s.name,
-              static_cast<long long>(s.batch), median(a), median(b), median(b) / median(a));
+  std::printf("%-28s batch %3lld   (a) libtorch %9.1f us/step   (b) C API %9.1f us/step   (b)/(a) %.3f   "
+              "(c) C API, loader without a worker thread %9.1f us/step   (c)/(a) %.3f\n",
+              s.name, static_cast<long long>(s.batch), median(a), median(b), median(b) / median(a), median(c),
+              median(c) / median(a));
 }
 
 double loader_throughput(acc_dataset* ds, int batches, int workers) {
