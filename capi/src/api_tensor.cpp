@@ -4,6 +4,7 @@
 #include "handles.h"
 #include "tensor/host.h"
 #include "tensor/losses.h"
+#include "tensor/reshape.h"
 
 using namespace acc::capi;
 
@@ -126,17 +127,7 @@ acc_status acc_tensor_to(const acc_tensor* t, const char* device, acc_dtype dtyp
 acc_status acc_tensor_reshape(const acc_tensor* t, const int64_t* dims, size_t ndim, acc_tensor** out) {
   return guarded([&] {
     out_param(out, "out");
-    const at::Tensor& x = tensor_arg(t, "t");
-    const auto shape = dims_arg(dims, ndim);
-    int64_t known = 1, inferred = 0;
-    for (int64_t d : shape) {
-      acc::require(d >= -1, "reshape: dim ", d, " is negative (only one -1 may stand for an inferred dim)");
-      if (d == -1) ++inferred; else known *= d;
-    }
-    acc::require(inferred <= 1, "reshape: only one dim may be -1");
-    acc::require(inferred ? (known > 0 && x.numel() % known == 0) : known == x.numel(), "reshape: shape ", shape,
-                 " does not fit a tensor of shape ", x.sizes(), " (", x.numel(), " elements)");
-    emit(out, x.reshape(shape));
+    emit(out, acc::checked_reshape(tensor_arg(t, "t"), dims_arg(dims, ndim)));
   });
 }
 

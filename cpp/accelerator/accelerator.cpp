@@ -198,12 +198,16 @@ std::shared_ptr<PreparedModel> Accelerator::prepared(const std::shared_ptr<Model
   return wrapper;
 }
 
+std::shared_ptr<ShardedDataParallel> Accelerator::sharding_engine(const std::shared_ptr<Model>& model) const {
+  auto wrapper = std::dynamic_pointer_cast<PreparedModel>(wrapped_model(model));
+  return wrapper ? wrapper->sharded() : nullptr;
+}
+
 double Accelerator::clip_grad_norm(const std::shared_ptr<Model>& model, double max_norm, double norm_type) {
   require(model != nullptr, "clip_grad_norm needs a model");
   require(std::isfinite(max_norm) && max_norm > 0, "max_norm must be a positive number, got ", max_norm);
   require(norm_type > 0, "norm_type must be positive (or infinity), got ", norm_type);
-  auto wrapper = std::dynamic_pointer_cast<PreparedModel>(wrapped_model(model));
-  if (auto engine = wrapper ? wrapper->sharded() : nullptr; engine && engine->options().stage >= 2) {
+  if (auto engine = sharding_engine(model); engine && engine->options().stage >= 2) {
     unscale_gradients(nullptr);  // the optimizers' slices hold this process's gradients
     return engine->clip_grad_norm(max_norm, norm_type);
   }
@@ -216,13 +220,9 @@ double Accelerator::clip_grad_norm(const std::shared_ptr<Model>& model, double m
 void Accelerator::clip_grad_value(const std::shared_ptr<Model>& model, double clip_value) {
   require(model != nullptr, "clip_grad_value needs a model");
   require(std::isfinite(clip_value) && clip_value >= 0, "clip_value must be a number >= 0, got ", clip_value);
-  auto wrapper = std::dynamic_pointer_cast<PreparedModel>(wrapped_model(model));
-  if (auto engine = wrapper ? wrapper->sharded() : nullptr; engine && engine->options().stage >= 2) {
+  if (auto engine = sharding_engine(model); engine && engine->options().stage >= 2) {
     unscale_gradients(nullptr);
-    std::vector<at::Tensor> grads;
-    if (engine->attach_piece_gradients())
-      for (const auto& piece : engine->pieces()) grads.push_back(piece.grad());
-    acc::clip_grad_value(grads, clip_value);  // elementwise: the slices clip as the whole would
+    acc::clip_grad_value(engine->piece_gradients(), clip_value);  // elementwise: slices clip as the whole would
     return;
   }
   const std::vector<at::Tensor> grads = model->gradients();
@@ -296,8 +296,7 @@ void Accelerator::main_process_first_end(bool local) {
 void Accelerator::save_model(const std::shared_ptr<Model>& model, const std::string& dir,
                              const std::string& max_shard_size) {
   const int64_t limit = parse_size(max_shard_size);
-  auto wrapper = std::dynamic_pointer_cast<PreparedModel>(wrapped_model(model));
-  if (auto engine = wrapper ? wrapper->sharded() : nullptr) {
+  if (auto engine = sharding_engine(model)) {
     // Every process takes part in gathering the shards; the main process writes.
     const NamedTensors state = engine->full_state_dict();
     if (is_main_process()) save_sharded(dir, state, limit);

@@ -157,6 +157,8 @@ class Accelerator {
   nlohmann::json checkpoint_manifest() const;
   // other_process_count: set when the checkpoint, saved by another number of processes, can load
   // here all the same (consolidated, not sharded: see load_state).
+  // The sharding engine of a prepared model (null when it is not sharded).
+  std::shared_ptr<ShardedDataParallel> sharding_engine(const std::shared_ptr<Model>& model) const;
   std::function<void()> check_checkpoint_manifest(const nlohmann::json& manifest, const std::string& path,
                                                   bool& other_process_count);
   bool writes_shared_files() const { return config_.save_on_each_node ? is_local_main_process() : is_main_process(); }

@@ -95,7 +95,7 @@ std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifes
     // each process's RNG streams and loader positions have no counterpart: they stay as they are.
     const std::string dir = std::filesystem::path(path).parent_path().string();
     for (const auto& entry : std::filesystem::directory_iterator(dir))
-      if (entry.path().filename().string().find("_shard_") != std::string::npos)
+      if (is_shard_file(entry.path().string()))
         fail(Status::InvalidArgument, path, ": the checkpoint was saved as shards (SHARDED_STATE_DICT) by ",
              saved_processes, " processes, this job has ", num_processes(),
              " (save with FULL_STATE_DICT to resume on another number of processes)");
@@ -176,8 +176,7 @@ void Accelerator::save(const NamedTensors& tensors, const std::string& path) {
 
 NamedTensors Accelerator::get_state_dict(const std::shared_ptr<Model>& model, bool unwrap) const {
   require(model != nullptr, "get_state_dict needs a model");
-  auto wrapper = std::dynamic_pointer_cast<PreparedModel>(wrapped_model(model));
-  auto engine = wrapper ? wrapper->sharded() : nullptr;
+  auto engine = sharding_engine(model);
   // Sharded: a collective (every process calls it), as Accelerate's get_state_dict under FSDP.
   NamedTensors state = contiguous_cpu(engine ? engine->full_state_dict() : unwrap_model(model)->state_dict());
   const bool wrapped = !unwrap && dist_ && std::dynamic_pointer_cast<PreparedModel>(wrapped_model(model));

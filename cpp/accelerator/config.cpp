@@ -5,6 +5,7 @@
 #include "common/error.h"
 #include "common/options.h"
 #include "config/config_file.h"
+#include "config/sharding_config.h"
 
 namespace acc {
 namespace {
@@ -15,75 +16,18 @@ std::optional<std::string> env(const char* name) {
   return std::string(value);
 }
 
-bool env_true(const char* name) {
-  auto value = env(name);
-  if (!value) return false;
-  auto flag = parse_bool(*value);
-  require(flag.has_value(), "environment variable ", name, "='", *value, "' is not true or false");
-  return *flag;
-}
-
-// Accelerate's launcher variables for FSDP and DeepSpeed (accelerate-launch sets them from the config
-// file or its flags), for the sharding options the program did not set. A value this runtime cannot
-// honour is an error naming the variable, never a fallback to DDP.
+// Accelerate's launcher variables for FSDP and DeepSpeed (config/sharding_config.h), for the
+// sharding options the program did not set.
 void read_sharding_env(const Options& o, AcceleratorConfig& c) {
-  auto unsupported = [](const char* name, const std::string& value, const char* why) {
-    fail(Status::Unsupported, "environment variable ", name, "='", value, "': ", why);
-  };
-  int64_t stage = 0;
-  bool offload_optimizer = false, offload_params = false;
-  std::optional<std::string> state_dict_type;
-  if (env_true("ACCELERATE_USE_FSDP")) {
-    // FSDP2 (FSDP_VERSION=2) says whether parameters are freed after forward instead.
-    const bool fsdp2 = env("FSDP_VERSION").value_or("1") == "2";
-    const bool reshard = !env("FSDP_RESHARD_AFTER_FORWARD") || env_true("FSDP_RESHARD_AFTER_FORWARD");
-    const std::string strategy =
-        fsdp2 ? (reshard ? "FULL_SHARD" : "SHARD_GRAD_OP") : env("FSDP_SHARDING_STRATEGY").value_or("FULL_SHARD");
-    if (strategy == "FULL_SHARD" || strategy == "1") stage = 3;
-    else if (strategy == "SHARD_GRAD_OP" || strategy == "2") stage = 2;
-    else if (strategy == "NO_SHARD" || strategy == "3") stage = 0;
-    else if (strategy == "HYBRID_SHARD" || strategy == "4" || strategy == "HYBRID_SHARD_ZERO2" || strategy == "5")
-      unsupported("FSDP_SHARDING_STRATEGY", strategy, "hybrid sharding (within a node, replicated across nodes) is not implemented");
-    else
-      fail(Status::InvalidArgument, "environment variable FSDP_SHARDING_STRATEGY='", strategy,
-           "' is not FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD");
-    offload_params = offload_optimizer = env_true("FSDP_OFFLOAD_PARAMS");
-    if (auto type = env("FSDP_STATE_DICT_TYPE")) {
-      if (*type == "LOCAL_STATE_DICT")
-        unsupported("FSDP_STATE_DICT_TYPE", *type, "use FULL_STATE_DICT or SHARDED_STATE_DICT");
-      require(*type == "FULL_STATE_DICT" || *type == "SHARDED_STATE_DICT", "environment variable FSDP_STATE_DICT_TYPE='",
-              *type, "' is not FULL_STATE_DICT or SHARDED_STATE_DICT");
-      state_dict_type = *type;
-    }
-    if (auto policy = env("FSDP_AUTO_WRAP_POLICY"); policy && *policy != "TRANSFORMER_BASED_WRAP")
-      unsupported("FSDP_AUTO_WRAP_POLICY", *policy,
-                  "units are fixed: a spec model's layers, a TorchScript model whole (TRANSFORMER_BASED_WRAP is accepted)");
-  } else if (env_true("ACCELERATE_USE_DEEPSPEED")) {
-    const std::string text = env("ACCELERATE_DEEPSPEED_ZERO_STAGE").value_or("2");  // DeepSpeedPlugin's default
-    require(text.size() == 1 && text[0] >= '0' && text[0] <= '3', "environment variable ACCELERATE_DEEPSPEED_ZERO_STAGE='",
-            text, "' is not 0, 1, 2 or 3");
-    stage = text[0] - '0';
-    auto device = [&](const char* name) {
-      const std::string value = env(name).value_or("none");
-      if (value == "nvme") unsupported(name, value, "NVMe offload is not implemented (none or cpu)");
-      require(value == "none" || value == "cpu", "environment variable ", name, "='", value, "' is not none or cpu");
-      return value == "cpu";
-    };
-    if (auto file = env("ACCELERATE_DEEPSPEED_CONFIG_FILE"); file && *file != "none")
-      unsupported("ACCELERATE_DEEPSPEED_CONFIG_FILE", *file,
-                  "DeepSpeed's JSON config is not read (set zero_stage and offload_*_device)");
-    offload_optimizer = device("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE");
-    offload_params = device("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE");
-  } else {
-    return;
-  }
+  const auto request = sharding_from_environment(env);
+  if (!request) return;
   if (!o.has("zero_stage")) {
-    c.zero_stage = stage;
-    c.sharding_kind = env_true("ACCELERATE_USE_FSDP") ? "FSDP" : "DEEPSPEED";
+    c.zero_stage = request->stage;
+    c.sharding_kind = request->kind;
   }
-  if (!o.has("offload_optimizer")) c.offload_optimizer = offload_optimizer;
-  if (!o.has("offload_params")) c.offload_params = offload_params;
-  if (!o.has("state_dict_type") && state_dict_type) c.state_dict_type = *state_dict_type;
+  if (!o.has("offload_optimizer")) c.offload_optimizer = request->offload_optimizer;
+  if (!o.has("offload_params")) c.offload_params = request->offload_params;
+  if (!o.has("state_dict_type") && request->state_dict_type) c.state_dict_type = *request->state_dict_type;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "config/sharding_config.h"
 
+#include <map>
 #include <set>
 
 #include "common/error.h"
@@ -23,20 +24,77 @@ const std::set<std::string>& ignored_deepspeed_keys() {
   return keys;
 }
 
-[[noreturn]] void unsupported(const std::string& origin, const std::string& key, const std::string& value,
+// Who says a value, for errors: a config key ("f.yaml: fsdp_config: fsdp_sharding_strategy = X")
+// or a launcher variable ("environment variable FSDP_SHARDING_STRATEGY='X'").
+struct Source {
+  std::string prefix;  // origin + ": " for a key; empty for a variable
+  bool variable = false;
+  std::string say(const std::string& name, const std::string& value) const {
+    return variable ? "environment variable " + name + "='" + value + "'" : prefix + name + " = " + value;
+  }
+};
+
+[[noreturn]] void unsupported(const Source& from, const std::string& name, const std::string& value,
                               const std::string& why) {
-  fail(Status::Unsupported, origin, ": ", key, " = ", value, " is not supported: ", why);
+  fail(Status::Unsupported, from.say(name, value), " is not supported: ", why);
 }
 
-bool flag(const std::string& origin, const std::string& key, const std::string& value) {
+bool flag(const Source& from, const std::string& name, const std::string& value) {
   auto b = parse_bool(value);
-  require(b.has_value(), origin, ": ", key, " must be true or false, not '", value, "'");
+  require(b.has_value(), from.say(name, value), ": must be true or false");
   return *b;
+}
+
+// FSDP's sharding strategy by name or by the enum's number (older Accelerate writes numbers).
+std::string fsdp_strategy(const Source& from, const std::string& name, const std::string& value) {
+  static const std::map<std::string, std::string> numbers = {
+      {"1", "FULL_SHARD"}, {"2", "SHARD_GRAD_OP"}, {"3", "NO_SHARD"}, {"4", "HYBRID_SHARD"}, {"5", "HYBRID_SHARD_ZERO2"}};
+  const std::string strategy = numbers.count(value) ? numbers.at(value) : value;
+  if (strategy == "HYBRID_SHARD" || strategy == "HYBRID_SHARD_ZERO2")
+    unsupported(from, name, value, "hybrid sharding (within a node, replicated across nodes) is not implemented");
+  require(strategy == "FULL_SHARD" || strategy == "SHARD_GRAD_OP" || strategy == "NO_SHARD", from.say(name, value),
+          ": must be FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD");
+  return strategy;
+}
+
+int64_t fsdp_stage(const std::string& strategy) {
+  return strategy == "FULL_SHARD" ? 3 : strategy == "SHARD_GRAD_OP" ? 2 : 0;
+}
+
+std::string state_dict_type(const Source& from, const std::string& name, const std::string& value) {
+  if (value == "LOCAL_STATE_DICT") unsupported(from, name, value, "use FULL_STATE_DICT or SHARDED_STATE_DICT");
+  require(value == "FULL_STATE_DICT" || value == "SHARDED_STATE_DICT", from.say(name, value),
+          ": must be FULL_STATE_DICT or SHARDED_STATE_DICT");
+  return value;
+}
+
+void wrap_policy(const Source& from, const std::string& name, const std::string& value) {
+  if (value != "TRANSFORMER_BASED_WRAP")
+    unsupported(from, name, value,
+                "units are a spec model's layers and a TorchScript model as a whole (TRANSFORMER_BASED_WRAP)");
+}
+
+int64_t zero_stage(const Source& from, const std::string& name, const std::string& value) {
+  require(value.size() == 1 && value[0] >= '0' && value[0] <= '3', from.say(name, value), ": must be 0, 1, 2 or 3");
+  return value[0] - '0';
+}
+
+// An offload device: true for cpu.
+bool offload_device(const Source& from, const std::string& name, const std::string& value) {
+  if (value == "nvme") unsupported(from, name, value, "NVMe offload is not implemented (none or cpu)");
+  require(value == "none" || value == "cpu", from.say(name, value), ": must be none or cpu");
+  return value == "cpu";
+}
+
+void deepspeed_config_file(const Source& from, const std::string& name, const std::string& value) {
+  if (!value.empty() && value != "none")
+    unsupported(from, name, value, "DeepSpeed's JSON config is not read (set zero_stage and offload_*_device)");
 }
 
 }  // namespace
 
 SettingMap fsdp_environment(const SettingMap& settings, const std::string& origin, std::vector<std::string>& warnings) {
+  const Source from{origin + ": ", false};
   SettingMap env{{"ACCELERATE_USE_FSDP", "true"}};
   auto get = [&](const std::string& key) -> const std::string* {
     auto it = settings.find(key);
@@ -48,36 +106,22 @@ SettingMap fsdp_environment(const SettingMap& settings, const std::string& origi
     // FSDP2 says whether parameters are freed after forward instead of naming a strategy.
     require(!get("fsdp_sharding_strategy"), origin, ": fsdp_version 2 takes fsdp_reshard_after_forward, not ",
             "fsdp_sharding_strategy");
-    const bool reshard = !get("fsdp_reshard_after_forward") ||
-                         flag(origin, "fsdp_reshard_after_forward", *get("fsdp_reshard_after_forward"));
-    env["FSDP_SHARDING_STRATEGY"] = reshard ? "FULL_SHARD" : "SHARD_GRAD_OP";
+    env["FSDP_VERSION"] = "2";
+    if (const std::string* s = get("fsdp_reshard_after_forward"))
+      env["FSDP_RESHARD_AFTER_FORWARD"] = flag(from, "fsdp_reshard_after_forward", *s) ? "true" : "false";
   } else if (const std::string* s = get("fsdp_sharding_strategy")) {
-    static const std::map<std::string, std::string> names = {{"1", "FULL_SHARD"}, {"2", "SHARD_GRAD_OP"},
-                                                             {"3", "NO_SHARD"},   {"4", "HYBRID_SHARD"},
-                                                             {"5", "HYBRID_SHARD_ZERO2"}};
-    const std::string name = names.count(*s) ? names.at(*s) : *s;
-    if (name == "HYBRID_SHARD" || name == "HYBRID_SHARD_ZERO2")
-      unsupported(origin, "fsdp_sharding_strategy", *s, "hybrid sharding (within a node, replicated across nodes) is not implemented");
-    require(name == "FULL_SHARD" || name == "SHARD_GRAD_OP" || name == "NO_SHARD", origin,
-            ": fsdp_sharding_strategy must be FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD, not '", *s, "'");
-    env["FSDP_SHARDING_STRATEGY"] = name;
+    env["FSDP_SHARDING_STRATEGY"] = fsdp_strategy(from, "fsdp_sharding_strategy", *s);
   }
   if (const std::string* s = get("fsdp_offload_params"))
-    env["FSDP_OFFLOAD_PARAMS"] = flag(origin, "fsdp_offload_params", *s) ? "true" : "false";
-  if (const std::string* s = get("fsdp_state_dict_type")) {
-    if (*s == "LOCAL_STATE_DICT") unsupported(origin, "fsdp_state_dict_type", *s, "use FULL_STATE_DICT or SHARDED_STATE_DICT");
-    require(*s == "FULL_STATE_DICT" || *s == "SHARDED_STATE_DICT", origin,
-            ": fsdp_state_dict_type must be FULL_STATE_DICT or SHARDED_STATE_DICT, not '", *s, "'");
-    env["FSDP_STATE_DICT_TYPE"] = *s;
-  }
+    env["FSDP_OFFLOAD_PARAMS"] = flag(from, "fsdp_offload_params", *s) ? "true" : "false";
+  if (const std::string* s = get("fsdp_state_dict_type"))
+    env["FSDP_STATE_DICT_TYPE"] = state_dict_type(from, "fsdp_state_dict_type", *s);
   if (const std::string* s = get("fsdp_auto_wrap_policy")) {
-    if (*s != "TRANSFORMER_BASED_WRAP")
-      unsupported(origin, "fsdp_auto_wrap_policy", *s,
-                  "units are a spec model's layers and a TorchScript model as a whole (TRANSFORMER_BASED_WRAP)");
+    wrap_policy(from, "fsdp_auto_wrap_policy", *s);
     env["FSDP_AUTO_WRAP_POLICY"] = *s;
   }
   if (const std::string* s = get("fsdp_min_num_params"); s && *s != "0")
-    unsupported(origin, "fsdp_min_num_params", *s, "size-based wrapping is not implemented");
+    unsupported(from, "fsdp_min_num_params", *s, "size-based wrapping is not implemented");
   for (const auto& [key, value] : settings) {
     static const std::set<std::string> read = {"fsdp_version",        "fsdp_reshard_after_forward", "fsdp_sharding_strategy",
                                                "fsdp_offload_params", "fsdp_state_dict_type",      "fsdp_auto_wrap_policy",
@@ -91,15 +135,14 @@ SettingMap fsdp_environment(const SettingMap& settings, const std::string& origi
 
 SettingMap deepspeed_environment(const SettingMap& settings, const std::string& origin,
                                  std::vector<std::string>& warnings) {
+  const Source from{origin + ": ", false};
   SettingMap env{{"ACCELERATE_USE_DEEPSPEED", "true"}};
   for (const auto& [key, value] : settings) {
     if (key == "zero_stage") {
-      require(value.size() == 1 && value[0] >= '0' && value[0] <= '3', origin, ": zero_stage must be 0, 1, 2 or 3, not '",
-              value, "'");
+      zero_stage(from, key, value);
       env["ACCELERATE_DEEPSPEED_ZERO_STAGE"] = value;
     } else if (key == "offload_optimizer_device" || key == "offload_param_device") {
-      if (value == "nvme") unsupported(origin, key, value, "NVMe offload is not implemented (none or cpu)");
-      require(value == "none" || value == "cpu", origin, ": ", key, " must be none or cpu, not '", value, "'");
+      offload_device(from, key, value);
       env[key == "offload_optimizer_device" ? "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE"
                                             : "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"] = value;
     } else if (key == "gradient_accumulation_steps") {
@@ -108,8 +151,7 @@ SettingMap deepspeed_environment(const SettingMap& settings, const std::string& 
               ": gradient_accumulation_steps must be a positive integer or auto, not '", value, "'");
       env["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"] = value;
     } else if (key == "deepspeed_config_file") {
-      if (!value.empty() && value != "none")
-        unsupported(origin, key, value, "DeepSpeed's JSON config is not read (set zero_stage and offload_*_device)");
+      deepspeed_config_file(from, key, value);
     } else if (ignored_deepspeed_keys().count(key)) {
       warnings.push_back("deepspeed_config." + key + " is ignored (no counterpart here)");
     } else {
@@ -117,6 +159,41 @@ SettingMap deepspeed_environment(const SettingMap& settings, const std::string& 
     }
   }
   return env;
+}
+
+std::optional<ShardingRequest> sharding_from_environment(const VariableLookup& lookup) {
+  const Source from{"", true};
+  auto is_true = [&](const char* name) {
+    auto value = lookup(name);
+    return value && flag(from, name, *value);
+  };
+  ShardingRequest r;
+  if (is_true("ACCELERATE_USE_FSDP")) {
+    r.kind = "FSDP";
+    std::string strategy = "FULL_SHARD";  // FSDP's default
+    if (lookup("FSDP_VERSION").value_or("1") == "2")
+      strategy = !lookup("FSDP_RESHARD_AFTER_FORWARD") || is_true("FSDP_RESHARD_AFTER_FORWARD") ? "FULL_SHARD"
+                                                                                              : "SHARD_GRAD_OP";
+    else if (auto s = lookup("FSDP_SHARDING_STRATEGY"))
+      strategy = fsdp_strategy(from, "FSDP_SHARDING_STRATEGY", *s);
+    r.stage = fsdp_stage(strategy);
+    r.offload_params = r.offload_optimizer = is_true("FSDP_OFFLOAD_PARAMS");
+    if (auto s = lookup("FSDP_STATE_DICT_TYPE")) r.state_dict_type = state_dict_type(from, "FSDP_STATE_DICT_TYPE", *s);
+    if (auto s = lookup("FSDP_AUTO_WRAP_POLICY")) wrap_policy(from, "FSDP_AUTO_WRAP_POLICY", *s);
+    return r;
+  }
+  if (is_true("ACCELERATE_USE_DEEPSPEED")) {
+    r.kind = "DEEPSPEED";
+    const char* const stage = "ACCELERATE_DEEPSPEED_ZERO_STAGE";
+    r.stage = zero_stage(from, stage, lookup(stage).value_or("2"));  // DeepSpeedPlugin's default
+    if (auto s = lookup("ACCELERATE_DEEPSPEED_CONFIG_FILE")) deepspeed_config_file(from, "ACCELERATE_DEEPSPEED_CONFIG_FILE", *s);
+    for (const char* name : {"ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"}) {
+      const bool cpu = offload_device(from, name, lookup(name).value_or("none"));
+      (std::string(name).find("OPTIMIZER") != std::string::npos ? r.offload_optimizer : r.offload_params) = cpu;
+    }
+    return r;
+  }
+  return std::nullopt;
 }
 
 }  // namespace acc

@@ -6,7 +6,10 @@
 // that tune what has no counterpart here are reported as ignored.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,5 +24,21 @@ SettingMap fsdp_environment(const SettingMap& settings, const std::string& origi
 // deepspeed_config's keys (zero_stage, offload_optimizer_device, offload_param_device, ...).
 SettingMap deepspeed_environment(const SettingMap& settings, const std::string& origin,
                                  std::vector<std::string>& warnings);
+
+// What the launcher variables ask for: FSDP's or DeepSpeed's sharding as a ZeRO stage.
+struct ShardingRequest {
+  std::string kind;  // "FSDP" or "DEEPSPEED"
+  int64_t stage = 0;
+  bool offload_optimizer = false;
+  bool offload_params = false;
+  std::optional<std::string> state_dict_type;
+};
+
+// A variable's value; none when it is unset or empty.
+using VariableLookup = std::function<std::optional<std::string>(const char* name)>;
+
+// Reads ACCELERATE_USE_FSDP / FSDP_* or ACCELERATE_USE_DEEPSPEED / ACCELERATE_DEEPSPEED_*, with the
+// same checks as the config keys they come from (errors name the variable); none when neither is on.
+std::optional<ShardingRequest> sharding_from_environment(const VariableLookup& lookup);
 
 }  // namespace acc

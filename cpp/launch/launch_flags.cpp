@@ -44,17 +44,17 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
       if (!value.empty()) out[key] = value;
     return out;
   };
+  const auto fsdp_flags = given(f.fsdp), deepspeed_flags = given(f.deepspeed);
   require(!(f.use_fsdp && f.use_deepspeed), "--use_fsdp and --use_deepspeed exclude each other");
-  if (f.use_fsdp || f.use_deepspeed || !given(f.fsdp).empty() || !given(f.deepspeed).empty()) {
-    const bool fsdp = f.use_fsdp || (!f.use_deepspeed && !given(f.fsdp).empty());
-    require(fsdp ? given(f.deepspeed).empty() : given(f.fsdp).empty(),
-            "DeepSpeed and FSDP flags cannot be mixed");
+  if (f.use_fsdp || f.use_deepspeed || !fsdp_flags.empty() || !deepspeed_flags.empty()) {
+    const bool fsdp = f.use_fsdp || (!f.use_deepspeed && !fsdp_flags.empty());
+    require(fsdp ? deepspeed_flags.empty() : fsdp_flags.empty(), "DeepSpeed and FSDP flags cannot be mixed");
     require(f.use_fsdp || f.use_deepspeed || (file && !file->sharding_env.empty()),
             fsdp ? "FSDP flags need --use_fsdp (or a config file with distributed_type FSDP)"
                  : "DeepSpeed flags need --use_deepspeed (or a config file with distributed_type DEEPSPEED)");
     std::vector<std::string> warnings;
-    auto env = fsdp ? fsdp_environment(given(f.fsdp), "accelerate launch flags", warnings)
-                    : deepspeed_environment(given(f.deepspeed), "accelerate launch flags", warnings);
+    auto env = fsdp ? fsdp_environment(fsdp_flags, "accelerate launch flags", warnings)
+                    : deepspeed_environment(deepspeed_flags, "accelerate launch flags", warnings);
     const bool same_kind = file && file->sharding_env.count(fsdp ? "ACCELERATE_USE_FSDP" : "ACCELERATE_USE_DEEPSPEED");
     if (!same_kind) c.sharding_env.clear();
     for (auto& [key, value] : env) c.sharding_env[key] = value;

@@ -65,14 +65,20 @@ at::Tensor SpecModel::forward_tensor(const at::Tensor& input) {
   return x;
 }
 
+std::vector<std::vector<std::string>> SpecModel::layer_parameter_names() const {
+  std::vector<std::vector<std::string>> names;
+  for (const auto& child : net_->children()) {
+    names.emplace_back();
+    for (const auto& p : defined_only(child->named_parameters(true)))
+      names.back().push_back(std::to_string(names.size() - 1) + "." + p.first);
+  }
+  return names;
+}
+
 std::vector<std::vector<std::string>> SpecModel::parameter_units() const {
   std::vector<std::vector<std::string>> units;
-  const auto& children = net_->children();
-  for (size_t i = 0; i < children.size(); ++i) {
-    std::vector<std::string> names;
-    for (const auto& p : defined_only(children[i]->named_parameters(true))) names.push_back(std::to_string(i) + "." + p.first);
+  for (auto& names : layer_parameter_names())
     if (!names.empty()) units.push_back(std::move(names));
-  }
   return units;
 }
 
@@ -83,11 +89,10 @@ bool SpecModel::checkpoints_activations() const {
 }
 
 bool SpecModel::set_unit_hooks(UnitHooks hooks) {
-  unit_of_layer_.assign(net_->size(), -1);
+  // Units are the layers with parameters (parameter_units), numbered in order.
+  unit_of_layer_.clear();
   int64_t unit = 0;
-  const auto& children = net_->children();
-  for (size_t i = 0; i < children.size(); ++i)
-    if (!defined_only(children[i]->named_parameters(true)).empty()) unit_of_layer_[i] = unit++;
+  for (const auto& names : layer_parameter_names()) unit_of_layer_.push_back(names.empty() ? -1 : unit++);
   hooks_ = std::move(hooks);
   return true;
 }

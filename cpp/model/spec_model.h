@@ -28,6 +28,9 @@ class SpecModel final : public Model {
 
  private:
   std::vector<LayerSpec> layers_;
+  // Each layer's parameter names ("<layer>.<name>"), empty for layers without any.
+  std::vector<std::vector<std::string>> layer_parameter_names() const;
+
   torch::nn::Sequential net_;
   UnitHooks hooks_;
   std::vector<int64_t> unit_of_layer_;  // -1 for layers without parameters

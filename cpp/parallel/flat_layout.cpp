@@ -20,7 +20,7 @@ FlatLayout::FlatLayout(const std::vector<at::Tensor>& params, const std::vector<
       const int64_t begin = std::max(unit.offsets[k], mine_begin);
       const int64_t end = std::min(unit.offsets[k] + params[unit.params[k]].numel(), mine_end);
       if (begin < end)
-        pieces_.push_back({unit.params[k], units_.size(), begin - unit.offsets[k], end - begin,
+        pieces_.push_back({unit.params[k], units_.size(), k, begin - unit.offsets[k], end - begin,
                            unit.shard_offset + begin - mine_begin});
       unit_of_[unit.params[k]] = units_.size();
     }

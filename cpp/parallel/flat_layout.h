@@ -27,6 +27,7 @@ struct FlatUnit {
 struct FlatPiece {
   size_t param;        // index into the trainable parameters
   size_t unit;
+  size_t slot;         // the parameter's place in its unit (FlatUnit::params, offsets)
   int64_t begin;       // first element owned, in the flattened parameter
   int64_t length;
   int64_t shard_pos;   // where it lies in the process's shard

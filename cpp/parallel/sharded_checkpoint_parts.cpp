@@ -20,8 +20,10 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
+const char* const kShardMark = "_shard_";
+
 std::string shard_name(const std::string& stem, size_t index, int64_t rank) {
-  return indexed_name(stem, index, "") + "_shard_" + std::to_string(rank) + ".safetensors";
+  return indexed_name(stem, index, "") + kShardMark + std::to_string(rank) + ".safetensors";
 }
 
 // Refuses a shard written by a different number of processes or another sharding.
@@ -80,7 +82,7 @@ class ShardedWeightsPart final : public CheckpointPart {
                                                               : indexed_name("model", index_, ".safetensors")))
                                                   .string());
     auto contents = std::make_shared<SafetensorsContents>(load_safetensors(source));
-    if (source.find("_shard_") == std::string::npos) {
+    if (!is_shard_file(source)) {
       checked_by_file(source, [&] { engine_->check_full_state_dict(contents->tensors); });
       return {[engine = engine_, contents] { engine->load_full_state_dict(contents->tensors); }, {}};
     }
@@ -128,7 +130,7 @@ class ShardedOptimizerPart final : public CheckpointPart {
     SafetensorsContents contents = load_safetensors(source);
     const std::string what = "checkpoint file '" + source + "'";
     OptimizerSnapshot snapshot{std::move(contents.tensors), std::move(contents.metadata)};
-    if (source.find("_shard_") != std::string::npos) {
+    if (is_shard_file(source)) {
       check_shard_metadata(snapshot.metadata, *engine_, source);
       return {prepare_optimizer_restore(*optimizer_, snapshot, what), {}};
     }
@@ -163,8 +165,6 @@ class ShardedOptimizerPart final : public CheckpointPart {
       scalars.update(other["scalars"]);
       for (const auto& name : other["stepped"]) stepped.insert(name.get<std::string>());
     }
-    std::unordered_map<std::string, size_t> param_index;
-    for (size_t i = 0; i < engine_->names().size(); ++i) param_index.emplace(engine_->names()[i], i);
     std::map<std::string, std::map<std::string, at::Tensor>> whole;
     const auto& layout = engine_->layout();
     const c10::Device wire = engine_->distributed()->device();
@@ -198,7 +198,7 @@ class ShardedOptimizerPart final : public CheckpointPart {
       }
     // Frozen parameters an optimizer holds are replicated: their state is this process's own.
     for (const auto& [param, values] : by_param)
-      if (!param_index.count(param))
+      if (!engine_->is_trainable(param))
         for (const auto& [field, tensor] : values) whole[param][field] = tensor;
     for (const auto& group : optimizer_->group_names())
       for (const auto& name : group) {
@@ -221,6 +221,10 @@ class ShardedOptimizerPart final : public CheckpointPart {
 };
 
 }  // namespace
+
+bool is_shard_file(const std::string& path) {
+  return fs::path(path).filename().string().find(kShardMark) != std::string::npos;
+}
 
 std::unique_ptr<CheckpointPart> sharded_weights_part(size_t index, std::shared_ptr<ShardedDataParallel> engine) {
   return std::make_unique<ShardedWeightsPart>(index, std::move(engine));

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "checkpoint/checkpoint_part.h"
 #include "parallel/sharded_data_parallel.h"
@@ -17,5 +18,7 @@ namespace acc {
 // Stage 3's weights (stages 1 and 2 keep full parameters: the plain weights part serves them).
 std::unique_ptr<CheckpointPart> sharded_weights_part(size_t index, std::shared_ptr<ShardedDataParallel> engine);
 std::unique_ptr<CheckpointPart> sharded_optimizer_part(size_t index, std::shared_ptr<ShardedOptimizer> optimizer);
+// Whether a checkpoint file is one process's shard (it loads only on the same sharding).
+bool is_shard_file(const std::string& path);
 
 }  // namespace acc

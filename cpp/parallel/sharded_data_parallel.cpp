@@ -35,6 +35,7 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
   for (const auto& entry : model_->named_parameters()) {
     everything.push_back(entry.second);
     if (!entry.second.requires_grad()) continue;
+    index_.emplace(entry.first, params_.size());
     params_.push_back(entry.second);
     names_.push_back(entry.first);
     shapes_.push_back(entry.second.sizes().vec());
@@ -53,14 +54,12 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
     units = ddp_buckets(params_, options_.data_parallel.bucket_cap_mb * 1024 * 1024).first;
     std::reverse(units.begin(), units.end());  // the model's order; reductions go last unit first
   } else {
-    std::unordered_map<std::string, size_t> index;
-    for (size_t i = 0; i < names_.size(); ++i) index.emplace(names_[i], i);
     std::vector<bool> placed(params_.size(), false);
     for (const auto& names : model_->parameter_units()) {
       units.emplace_back();
       for (const auto& name : names) {
-        auto it = index.find(name);
-        if (it == index.end() || placed[it->second]) continue;  // frozen (replicated), or already placed
+        auto it = index_.find(name);
+        if (it == index_.end() || placed[it->second]) continue;  // frozen (replicated), or already placed
         placed[it->second] = true;
         units.back().push_back(it->second);
       }
@@ -90,10 +89,9 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
   }
   for (const auto& piece : layout_->pieces()) {
     const FlatUnit& unit = layout_->units()[piece.unit];
-    const size_t k = std::find(unit.params.begin(), unit.params.end(), piece.param) - unit.params.begin();
     pieces_.push_back(options_.stage == 3
                           ? shard_params_[piece.unit].narrow(0, piece.shard_pos - unit.shard_offset, piece.length)
-                          : full_[piece.unit].narrow(0, unit.offsets[k] + piece.begin, piece.length));
+                          : full_[piece.unit].narrow(0, unit.offsets[piece.slot] + piece.begin, piece.length));
   }
   gathered_.assign(layout_->units().size(), true);
 
@@ -118,13 +116,13 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
     std::vector<std::vector<size_t>> layout_units;
     for (const auto& names : model_->parameter_units()) {
       layout_units.emplace_back();
-      for (const auto& name : names)
-        for (size_t i = 0; i < names_.size(); ++i)
-          if (names_[i] == name) {
-            const size_t u = layout_->unit_of(i);
-            if (std::find(layout_units.back().begin(), layout_units.back().end(), u) == layout_units.back().end())
-              layout_units.back().push_back(u);
-          }
+      for (const auto& name : names) {
+        auto it = index_.find(name);
+        if (it == index_.end()) continue;  // frozen
+        const size_t u = layout_->unit_of(it->second);
+        if (std::find(layout_units.back().begin(), layout_units.back().end(), u) == layout_units.back().end())
+          layout_units.back().push_back(u);
+      }
     }
     auto gather_all = [this](const std::vector<size_t>& units) {
       for (size_t u : units)
@@ -326,9 +324,8 @@ void ShardedDataParallel::finish_oldest_reduction() {
     // Per-parameter sums: this process's pieces of them.
     for (const auto& piece : layout_->pieces()) {
       if (piece.unit != p.unit) continue;
-      const size_t k = std::find(u.params.begin(), u.params.end(), piece.param) - u.params.begin();
       take(shard_grads_[p.unit].narrow(0, piece.shard_pos - u.shard_offset, piece.length),
-           p.tensors[k].reshape({-1}).narrow(0, piece.begin, piece.length));
+           p.tensors[piece.slot].reshape({-1}).narrow(0, piece.begin, piece.length));
     }
     return;
   }
@@ -377,6 +374,13 @@ bool ShardedDataParallel::attach_piece_gradients() {
   return true;
 }
 
+std::vector<at::Tensor> ShardedDataParallel::piece_gradients() {
+  std::vector<at::Tensor> grads;
+  if (attach_piece_gradients())
+    for (const auto& piece : pieces_) grads.push_back(piece.grad());
+  return grads;
+}
+
 void ShardedDataParallel::after_step() {
   if (options_.stage == 3) return;  // the next forward gathers the stepped shards
   at::NoGradGuard no_grad;
@@ -390,9 +394,7 @@ void ShardedDataParallel::zero_grad() {
 }
 
 double ShardedDataParallel::clip_grad_norm(double max_norm, double norm_type) {
-  std::vector<at::Tensor> grads;
-  if (attach_piece_gradients())
-    for (const auto& piece : pieces_) grads.push_back(piece.grad());
+  const std::vector<at::Tensor> grads = piece_gradients();
   // Norms of this process's pieces, combined over processes: the p-th powers add up (the maximum
   // for the infinity norm). The split into pieces changes the rounding of the sum, nothing else.
   const bool infinite = std::isinf(norm_type);

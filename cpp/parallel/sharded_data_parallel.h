@@ -17,6 +17,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <memory>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -57,6 +58,7 @@ class ShardedDataParallel final : public ParallelEngine {
   const std::vector<at::Tensor>& params() const { return params_; }
   const std::vector<std::string>& names() const { return names_; }
   const std::vector<std::vector<int64_t>>& shapes() const { return shapes_; }
+  bool is_trainable(const std::string& name) const { return index_.count(name) > 0; }
   // Stage 3: each unit's slice of the parameters (what a SHARDED_STATE_DICT checkpoint holds).
   const std::vector<at::Tensor>& shard_params() const { return shard_params_; }
   // 1-D tensors aliasing what this process owns of each parameter (layout().pieces() order): the
@@ -65,6 +67,8 @@ class ShardedDataParallel final : public ParallelEngine {
   // Points each piece's gradient at this process's share of the averaged gradients; false when no
   // backward has produced one since zero_grad.
   bool attach_piece_gradients();
+  // The pieces' gradients, attached first (empty when there are none yet).
+  std::vector<at::Tensor> piece_gradients();
   // After the optimizer stepped the pieces: stages 1 and 2 all-gather the updated parameters.
   void after_step();
   void zero_grad();
@@ -106,6 +110,7 @@ class ShardedDataParallel final : public ParallelEngine {
   ShardingOptions options_;
   std::vector<at::Tensor> params_;
   std::vector<std::string> names_;
+  std::unordered_map<std::string, size_t> index_;  // name -> index into params_
   std::vector<std::vector<int64_t>> shapes_;  // stage 3 empties the parameters at rest
   std::vector<at::Tensor> buffers_;
   std::unique_ptr<FlatLayout> layout_;

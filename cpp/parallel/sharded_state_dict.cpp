@@ -33,12 +33,10 @@ void ShardedDataParallel::check_full_state_dict(const NamedTensors& state) const
   }
   // The trainable parameters are empty at rest: their shapes are checked against the ones kept.
   std::unordered_map<std::string, at::Tensor> by_name(state.begin(), state.end());
-  std::unordered_map<std::string, size_t> trainable;
-  for (size_t i = 0; i < names_.size(); ++i) trainable.emplace(names_[i], i);
   NamedTensors rest;
   for (const auto& entry : state) {
-    auto t = trainable.find(entry.first);
-    if (t == trainable.end()) {
+    auto t = index_.find(entry.first);
+    if (t == index_.end()) {
       rest.push_back(entry);
       continue;
     }
@@ -47,9 +45,7 @@ void ShardedDataParallel::check_full_state_dict(const NamedTensors& state) const
   }
   for (const auto& name : names_) require(by_name.count(name), "the state lacks '", name, "'");
   // Strict over the rest: every frozen parameter and buffer, nothing unknown.
-  NamedTensors live;
-  for (const auto& entry : model_->state_dict())
-    if (!trainable.count(entry.first)) live.push_back(entry);
+  const NamedTensors live = replicated_state_dict();
   std::unordered_map<std::string, bool> known;
   for (const auto& entry : live) known[entry.first] = true;
   for (const auto& entry : rest) require(known.count(entry.first), "the model has no '", entry.first, "'");
@@ -64,11 +60,9 @@ void ShardedDataParallel::load_full_state_dict(const NamedTensors& state) {
     return;
   }
   std::unordered_map<std::string, at::Tensor> by_name(state.begin(), state.end());
-  std::unordered_map<std::string, bool> trainable;
-  for (const auto& name : names_) trainable[name] = true;
   NamedTensors rest;
   for (const auto& entry : state)
-    if (!trainable.count(entry.first)) rest.push_back(entry);
+    if (!index_.count(entry.first)) rest.push_back(entry);
   model_->load_state_dict(rest, false);
   at::NoGradGuard no_grad;
   for (size_t u = 0; u < shard_params_.size(); ++u) {
@@ -83,11 +77,9 @@ void ShardedDataParallel::load_full_state_dict(const NamedTensors& state) {
 }
 
 NamedTensors ShardedDataParallel::replicated_state_dict() const {
-  std::unordered_map<std::string, bool> trainable;
-  for (const auto& name : names_) trainable[name] = true;
   NamedTensors out;
   for (const auto& entry : model_->state_dict())
-    if (!trainable.count(entry.first)) out.push_back(entry);
+    if (!index_.count(entry.first)) out.push_back(entry);
   return out;
 }
 
@@ -105,8 +97,9 @@ void ShardedDataParallel::check_shard_state(const NamedTensors& state) const {
   }
   NamedTensors rest(by_name.begin(), by_name.end());
   model_->check_state_dict(rest, false);
-  for (const auto& entry : replicated_state_dict()) require(by_name.count(entry.first), "the shard lacks '", entry.first, "'");
-  require(rest.size() == replicated_state_dict().size(), "the shard holds tensors the model does not have");
+  const NamedTensors replicated = replicated_state_dict();
+  for (const auto& entry : replicated) require(by_name.count(entry.first), "the shard lacks '", entry.first, "'");
+  require(rest.size() == replicated.size(), "the shard holds tensors the model does not have");
 }
 
 void ShardedDataParallel::load_shard_state(const NamedTensors& state) {
