@@ -290,6 +290,12 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   Unset cpu, mixed_precision and gradient_accumulation_steps are read from ACCELERATE_USE_CPU,
  *   ACCELERATE_MIXED_PRECISION and ACCELERATE_GRADIENT_ACCUMULATION_STEPS (set by
  *   accelerate-launch); a value set with acc_options_* always wins.
+ * Keys of ACC_OPTIONS_LORA (PEFT's LoraConfig, see acc_model_add_lora):
+ *   r (int, default 8: the adapters' rank), lora_alpha (double, default 8: the scaling is
+ *   lora_alpha / r), use_rslora (bool, default false: lora_alpha / sqrt(r)), init_lora_weights
+ *   ("true", default: Kaiming-uniform A and zero B, so training starts from the base model;
+ *   "gaussian": A ~ N(0, 1/r), zero B; "false": both as nn.Linear initialises them), lora_dropout
+ *   (double, default 0; other values are ACC_ERR_UNSUPPORTED, see acc_model_add_lora).
  * ---------------------------------------------------------------------------------------------- */
 
 typedef enum acc_options_kind {
@@ -297,6 +303,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_SCHEDULER = 2,
   ACC_OPTIONS_DATALOADER = 3,
   ACC_OPTIONS_ACCELERATOR = 4,
+  ACC_OPTIONS_LORA = 5,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -517,6 +524,41 @@ ACC_API ACC_NODISCARD acc_status acc_tensor_list_load_safetensors(const char *pa
  * *missing and *unexpected (each may be NULL; new lists owned by the caller). */
 ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, const char *path, int strict,
                                                             acc_string_list **missing, acc_string_list **unexpected);
+
+
+/* LoRA adapters (beyond Python Accelerate: what PEFT's get_peft_model gives Python users). A
+ * linear layer's weight W trains as W + (B A) * scaling with W frozen; A (r x in) and B (out x r)
+ * are parameters of the model, listed after its own as "<module>.lora_A.weight" and
+ * "<module>.lora_B.weight", so optimizers, DDP, sharding and save_state treat them as any others.
+ * The adapted weight is handed to the layer for each forward, so a TorchScript model's layers are
+ * adapted without editing its code; PEFT adds B(A(x)) * scaling to the layer's output instead, which
+ * agrees to rounding. lora_dropout (dropout on the layer's input) has no such form: values other
+ * than 0 are ACC_ERR_UNSUPPORTED.
+ *
+ * acc_model_add_lora: adapts the linear layers (torch.nn.Linear in TorchScript, "linear" and the
+ * linear layers inside spec layers) that `target_modules` names, and freezes every other parameter
+ * (unfreeze some with acc_model_set_requires_grad afterwards). `target_modules` is PEFT's: module
+ * names separated by commas (a module matches a name if its own name is it or ends with "." and it:
+ * "q_proj,v_proj", "linear1"), or "re:" and a regular expression that must match the whole module
+ * name ("re:.*\.(linear1|linear2)"). Targets that match no linear layer, or match a module that is
+ * not one, are ACC_ERR_INVALID_ARGUMENT. `opts`: ACC_OPTIONS_LORA or NULL for the defaults.
+ * Initialisation draws from torch's global generator as PEFT does. Add adapters before creating the
+ * optimizer and before acc_prepare (a prepared model refuses). `count` (optional): layers adapted.
+ * acc_model_save_lora: PEFT's layout in `dir`: adapter_config.json and adapter_model.safetensors with
+ * PEFT's names ("base_model.model.<module>.lora_A.weight"), read by PeftModel.from_pretrained.
+ * acc_model_load_lora: reads that layout (PEFT's own files too): adds the adapters if the model has
+ * none, else requires the same targets, rank and scaling; every check comes before anything changes.
+ * Not implemented settings in a file (DoRA, trained biases, per-module ranks, ...) are refused by name.
+ * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload).
+ * acc_save_model and acc_model_save_torchscript always write merged weights (the base model's
+ * layout), leaving the adapters in place. */
+ACC_API ACC_NODISCARD acc_status acc_model_add_lora(acc_model *model, const char *target_modules,
+                                                   const acc_options *opts, size_t *count);
+ACC_API ACC_NODISCARD acc_status acc_model_save_lora(const acc_model *model, const char *dir);
+ACC_API ACC_NODISCARD acc_status acc_model_load_lora(acc_model *model, const char *dir);
+ACC_API ACC_NODISCARD acc_status acc_model_merge_lora(acc_model *model);
+/* The number of adapted layers (0 without adapters). */
+ACC_API ACC_NODISCARD acc_status acc_model_lora_count(const acc_model *model, size_t *out);
 
 ACC_API void acc_model_free(acc_model *model);
 

@@ -141,6 +141,32 @@ acc_status acc_model_save_torchscript(const acc_model* model, const char* path) 
   });
 }
 
+acc_status acc_model_add_lora(acc_model* model, const char* target_modules, const acc_options* opts, size_t* count) {
+  return guarded([&] {
+    acc::Model& m = model_arg(model);
+    const auto config = acc::LoraConfig::from(text_arg(target_modules, "target_modules"),
+                                              options_arg(opts, acc::OptionsKind::Lora));
+    const size_t added = m.add_lora(config);
+    if (count) *count = added;
+  });
+}
+
+acc_status acc_model_save_lora(const acc_model* model, const char* dir) {
+  return guarded([&] { model_arg(model).save_lora(text_arg(dir, "dir")); });
+}
+
+acc_status acc_model_load_lora(acc_model* model, const char* dir) {
+  return guarded([&] { model_arg(model).load_lora(text_arg(dir, "dir")); });
+}
+
+acc_status acc_model_merge_lora(acc_model* model) {
+  return guarded([&] { model_arg(model).merge_lora(); });
+}
+
+acc_status acc_model_lora_count(const acc_model* model, size_t* out) {
+  return guarded([&] { *out_param(out, "out") = model_arg(model).lora().size(); });
+}
+
 void acc_model_free(acc_model* model) { release(model); }
 
 }  // extern "C"

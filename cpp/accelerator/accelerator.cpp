@@ -296,13 +296,15 @@ void Accelerator::main_process_first_end(bool local) {
 void Accelerator::save_model(const std::shared_ptr<Model>& model, const std::string& dir,
                              const std::string& max_shard_size) {
   const int64_t limit = parse_size(max_shard_size);
+  // LoRA adapters are merged into the weights they adapt: the files are the base model's layout.
+  const LoraAdapters& adapters = model->lora();
   if (auto engine = sharding_engine(model)) {
     // Every process takes part in gathering the shards; the main process writes.
     const NamedTensors state = engine->full_state_dict();
-    if (is_main_process()) save_sharded(dir, state, limit);
+    if (is_main_process()) save_sharded(dir, adapters.merged(state), limit);
     return;
   }
-  if (is_main_process()) save_sharded(dir, unwrap_model(model)->state_dict(), limit);
+  if (is_main_process()) save_sharded(dir, adapters.merged(unwrap_model(model)->state_dict()), limit);
 }
 
 void Accelerator::unscale_gradients(const std::shared_ptr<Optimizer>& optimizer) {

@@ -28,7 +28,20 @@ class PreparedModel final : public Model {
   bool is_training() const override { return inner_->is_training(); }
   void save_torchscript(const std::string& path) const override { inner_->save_torchscript(path); }
   void set_graph_optimization(bool enabled) override { inner_->set_graph_optimization(enabled); }
-  // DDP's Reducer and the optimizers were built over the trainable parameters of the time.
+  const LoraAdapters& lora() const override { return inner_->lora(); }
+  // DDP's Reducer, the sharding engine and the optimizers were built over the parameters of the time.
+  size_t add_lora(const LoraConfig&) override {
+    fail(Status::InvalidArgument, "add LoRA adapters before preparing the model (and before creating its optimizer)");
+  }
+  void load_lora(const std::string&) override {
+    fail(Status::InvalidArgument,
+         "load LoRA adapters into the model before preparing it (acc_load_state restores them in a prepared one)");
+  }
+  void merge_lora() override {
+    fail(Status::InvalidArgument,
+         "merge LoRA adapters in the unwrapped model (acc_unwrap_model) once training is done; acc_save_model "
+         "writes merged weights without it");
+  }
   size_t set_requires_grad(const std::string&, bool) override {
     fail(Status::InvalidArgument,
          "freeze or unfreeze parameters before preparing the model (and before creating its optimizer)");
@@ -57,6 +70,9 @@ class PreparedModel final : public Model {
   }
   // The sharding engine, when the model is sharded (zero_stage 1-3 on several processes).
   std::shared_ptr<ShardedDataParallel> sharded() const { return std::dynamic_pointer_cast<ShardedDataParallel>(parallel_); }
+
+ protected:
+  void write_torchscript(const std::string& path) const override { inner_->save_torchscript(path); }
 
  private:
   std::shared_ptr<Model> inner_;

@@ -135,7 +135,17 @@ const std::vector<OptionSpec>& option_schema(OptionsKind kind) {
       OptionSpec{"state_dict_type", T::String, std::string("FULL_STATE_DICT"), std::nullopt, std::nullopt,
                  {"FULL_STATE_DICT", "SHARDED_STATE_DICT"}},
   };
+  // PEFT's LoraConfig (its defaults); the target modules are an argument of their own.
+  static const std::vector<OptionSpec> lora = {
+      num("r", T::Int, int64_t{8}, 1.0, 1048576.0),
+      num("lora_alpha", T::Double, 8.0, 0.0),
+      num("lora_dropout", T::Double, 0.0, 0.0, 1.0),
+      num("use_rslora", T::Bool, false, std::nullopt),
+      OptionSpec{"init_lora_weights", T::String, std::string("true"), std::nullopt, std::nullopt,
+                 {"true", "gaussian", "false"}},
+  };
   switch (kind) {
+    case OptionsKind::Lora: return lora;
     case OptionsKind::Accelerator: return accelerator;
     case OptionsKind::Optimizer: return optimizer;
     case OptionsKind::Scheduler: return scheduler;
@@ -150,6 +160,7 @@ const char* options_kind_name(OptionsKind kind) {
     case OptionsKind::Scheduler: return "scheduler";
     case OptionsKind::DataLoader: return "dataloader";
     case OptionsKind::Accelerator: return "accelerator";
+    case OptionsKind::Lora: return "lora";
   }
   return "?";
 }

@@ -25,7 +25,7 @@ struct OptionSpec {
 };
 
 // The same values as acc_options_kind.
-enum class OptionsKind : int { Optimizer = 1, Scheduler = 2, DataLoader = 3, Accelerator = 4 };
+enum class OptionsKind : int { Optimizer = 1, Scheduler = 2, DataLoader = 3, Accelerator = 4, Lora = 5 };
 
 const std::vector<OptionSpec>& option_schema(OptionsKind kind);
 

@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/name_patterns.h"
+#include "model/lora_files.h"
 
 namespace acc {
 
@@ -151,6 +152,84 @@ at::Tensor Model::find_tensor(const std::string& name) const {
 void Model::zero_grad() {
   for (auto& entry : named_parameters())
     if (entry.second.grad().defined()) entry.second.mutable_grad().reset();
+}
+
+void Model::save_torchscript(const std::string& path) const {
+  const LoraAdapters& adapters = lora();
+  if (adapters.empty()) return write_torchscript(path);
+  // The file is the deployable model: merged weights, written from a merged copy put in place for
+  // the write and taken out after (the adapters here stay as they were).
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> kept;
+  for (const auto& adapter : adapters.adapters()) kept.push_back(adapter.site.weight.clone());
+  auto restore = [&] {
+    for (size_t i = 0; i < kept.size(); ++i) adapters.adapters()[i].site.weight.copy_(kept[i]);
+  };
+  for (const auto& adapter : adapters.adapters())
+    adapter.site.weight.add_(lora_delta(adapter.a, adapter.b, adapters.config().scaling()));
+  try {
+    write_torchscript(path);
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
+}
+
+size_t Model::add_lora(const LoraConfig& config) {
+  const size_t added = lora_.add(config, linear_sites(), other_module_names());
+  // PEFT trains the adapters alone: every other parameter is frozen.
+  for (auto& entry : named_parameters()) {
+    const bool adapter = entry.first.find(".lora_A.weight") != std::string::npos ||
+                         entry.first.find(".lora_B.weight") != std::string::npos;
+    if (adapter) continue;
+    entry.second.set_requires_grad(false);
+    entry.second.mutable_grad() = at::Tensor();
+  }
+  return added;
+}
+
+void Model::save_lora(const std::string& dir) const { save_lora_files(dir, lora()); }
+
+void Model::load_lora(const std::string& dir) {
+  LoraFiles files = read_lora_files(dir);
+  const std::string where = "'" + dir + "'";
+  // The layers the file's configuration targets must be those its tensors adapt, with their shapes.
+  std::map<std::string, const LinearSite*> targeted;
+  const auto sites = linear_sites();
+  for (const auto& site : sites)
+    if (files.config.targets(site.module)) targeted[site.module] = &site;
+  for (const auto& [module, pair] : files.modules) {
+    auto it = targeted.find(module);
+    if (it == targeted.end())
+      fail(Status::InvalidArgument, where, " holds an adapter for '", module,
+           "', which is not a linear layer of this model that its target_modules selects");
+    const at::Tensor& w = it->second->weight;
+    require(pair.a.size(1) == w.size(1) && pair.b.size(0) == w.size(0), where, ": the adapter of '", module,
+            "' (", pair.b.size(0), " x ", pair.a.size(1), ") does not fit the layer's weight ", w.sizes());
+  }
+  for (const auto& [module, site] : targeted)
+    if (!files.modules.count(module)) fail(Status::InvalidArgument, where, " holds no adapter for '", module, "'");
+  if (!lora_.empty()) {
+    const LoraConfig& have = lora_.config();
+    require(have.r == files.config.r && have.scaling() == files.config.scaling() &&
+                have.describe_targets() == files.config.describe_targets(),
+            where, " holds adapters (", files.config.describe_targets(), ", r ", files.config.r,
+            ") unlike the model's (", have.describe_targets(), ", r ", have.r, ")");
+  } else {
+    add_lora(files.config);
+  }
+  at::NoGradGuard no_grad;
+  for (const auto& adapter : lora_.adapters()) {
+    const auto& pair = files.modules.at(adapter.site.module);
+    adapter.a.copy_(pair.a);
+    adapter.b.copy_(pair.b);
+  }
+}
+
+void Model::merge_lora() {
+  require(!lora_.empty(), "the model has no LoRA adapters to merge");
+  lora_.merge_and_remove();
 }
 
 }  // namespace acc

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "model/lora.h"
 #include "tensor/named_tensors.h"
 
 namespace acc {
@@ -33,8 +34,9 @@ class Model {
   virtual NamedTensors named_buffers() const = 0;
   virtual void set_training(bool training) = 0;
   virtual bool is_training() const = 0;
-  // Saves a TorchScript archive that torch.jit.load reads.
-  virtual void save_torchscript(const std::string& path) const = 0;
+  // Saves a TorchScript archive that torch.jit.load reads; LoRA adapters are merged into the file's
+  // weights (the model here keeps them).
+  virtual void save_torchscript(const std::string& path) const;
   // Whether a TorchScript forward is optimised by the JIT (see acc_model_set_graph_optimization);
   // models that run eagerly anyway ignore it.
   virtual void set_graph_optimization(bool) {}
@@ -70,6 +72,29 @@ class Model {
   // Whether forward checkpoints activations (layers recomputed inside the backward).
   virtual bool checkpoints_activations() const { return false; }  // a parameter or buffer; throws if absent
   void zero_grad();
+
+  // LoRA adapters (model/lora.h), PEFT's get_peft_model: adapts the linear layers the config targets
+  // and freezes every other parameter. named_parameters lists the adapters' parameters after the
+  // model's own. Returns how many layers were adapted.
+  virtual size_t add_lora(const LoraConfig& config);
+  // PEFT's layout in `dir`: adapter_config.json and adapter_model.safetensors.
+  void save_lora(const std::string& dir) const;
+  // Reads what save_lora (or PEFT's save_pretrained) wrote: adds the adapters if the model has none,
+  // else requires the same configuration; every check comes before anything changes.
+  virtual void load_lora(const std::string& dir);
+  // Merges the adapters into the weights and removes them (PEFT's merge_and_unload).
+  virtual void merge_lora();
+  virtual const LoraAdapters& lora() const { return lora_; }
+
+ protected:
+  // The TorchScript archive of the model as it is (save_torchscript merges adapters around it).
+  virtual void write_torchscript(const std::string& path) const = 0;
+  // The linear layers adapters can adapt, and the names of every other module (to refuse targets
+  // that are not linear layers), in the model's module order.
+  virtual std::vector<LinearSite> linear_sites() const { return {}; }
+  virtual std::vector<std::string> other_module_names() const { return {}; }
+
+  LoraAdapters lora_;
 };
 
 // Fails with an Io error unless `path` can be created or written (checked before a long save).

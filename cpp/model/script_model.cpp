@@ -66,12 +66,46 @@ NamedTensors ScriptModel::forward(const std::vector<at::Tensor>& inputs) {
   std::vector<c10::IValue> args(inputs.begin(), inputs.end());
   // The executor's switch is per thread: set around this forward only.
   torch::jit::GraphOptimizerEnabledGuard optimize(optimize_);
+  const auto adapted = lora_.apply();
   return flatten_outputs(module_.get_method("forward")(std::move(args)));
+}
+
+namespace {
+
+bool is_linear_module(const torch::jit::Module& module) {
+  const auto type = module.type()->name();
+  if (!type) return false;
+  const std::string& name = type->name();  // the class name without its qualifier
+  if (name != "Linear" && name != "NonDynamicallyQuantizableLinear") return false;
+  if (!module.hasattr("weight")) return false;
+  const c10::IValue weight = module.attr("weight");
+  return weight.isTensor() && weight.toTensor().dim() == 2 && weight.toTensor().is_floating_point();
+}
+
+}  // namespace
+
+std::vector<LinearSite> ScriptModel::linear_sites() const {
+  std::vector<LinearSite> sites;
+  for (const auto& entry : module_.named_modules()) {
+    if (entry.name.empty() || !is_linear_module(entry.value)) continue;
+    torch::jit::Module layer = entry.value;  // a handle on the same object
+    sites.push_back({entry.name, layer.attr("weight").toTensor(),
+                     [layer](const at::Tensor& weight) mutable { layer.setattr("weight", weight); }});
+  }
+  return sites;
+}
+
+std::vector<std::string> ScriptModel::other_module_names() const {
+  std::vector<std::string> names;
+  for (const auto& entry : module_.named_modules())
+    if (!entry.name.empty() && !is_linear_module(entry.value)) names.push_back(entry.name);
+  return names;
 }
 
 NamedTensors ScriptModel::named_parameters() const {
   NamedTensors out;
   for (const auto& p : module_.named_parameters(/*recurse=*/true)) out.emplace_back(p.name, p.value);
+  for (auto& entry : lora_.named_parameters()) out.push_back(std::move(entry));
   return out;
 }
 
@@ -85,7 +119,7 @@ void ScriptModel::set_training(bool training) { module_.train(training); }
 
 bool ScriptModel::is_training() const { return module_.is_training(); }
 
-void ScriptModel::save_torchscript(const std::string& path) const {
+void ScriptModel::write_torchscript(const std::string& path) const {
   require_writable(path);
   module_.save(path);
 }

@@ -23,8 +23,13 @@ class ScriptModel final : public Model {
   NamedTensors named_buffers() const override;
   void set_training(bool training) override;
   bool is_training() const override;
-  void save_torchscript(const std::string& path) const override;
   void set_graph_optimization(bool enabled) override { optimize_ = enabled; }
+
+ protected:
+  void write_torchscript(const std::string& path) const override;
+  // Submodules whose class is a Linear (nn.Linear, NonDynamicallyQuantizableLinear) with a 2-D weight.
+  std::vector<LinearSite> linear_sites() const override;
+  std::vector<std::string> other_module_names() const override;
 
  private:
   mutable torch::jit::Module module_;

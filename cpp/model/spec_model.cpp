@@ -45,10 +45,18 @@ SpecModel::SpecModel(std::vector<LayerSpec> layers) : layers_(std::move(layers))
 }
 
 at::Tensor SpecModel::forward_tensor(const at::Tensor& input) {
-  if (!hooks_.before && !checkpoints_activations()) return net_->forward(input);
+  if (!hooks_.before && !checkpoints_activations()) {
+    const auto adapted = lora_.apply();
+    return net_->forward(input);
+  }
   at::Tensor x = input;
   for (size_t i = 0; i < net_->size(); ++i) {
-    auto run = [this, i](const at::Tensor& t) { return (net_->begin() + static_cast<std::ptrdiff_t>(i))->forward(t); };
+    // Adapted weights are made inside the layer's run, so that a checkpointed layer's recomputation
+    // (and a sharded unit, gathered just before) uses them too.
+    auto run = [this, i](const at::Tensor& t) {
+      const auto adapted = lora_.apply(std::to_string(i));
+      return (net_->begin() + static_cast<std::ptrdiff_t>(i))->forward(t);
+    };
     if (!hooks_.before) {
       x = layers_[i].checkpoint ? checkpointed_forward(run, x) : run(x);
       continue;
@@ -72,6 +80,9 @@ std::vector<std::vector<std::string>> SpecModel::layer_parameter_names() const {
     for (const auto& p : defined_only(child->named_parameters(true)))
       names.back().push_back(std::to_string(names.size() - 1) + "." + p.first);
   }
+  // A layer's adapters belong to its unit (named "<layer>.<module>.lora_A.weight").
+  for (const auto& entry : lora_.named_parameters())
+    names.at(std::stoul(entry.first.substr(0, entry.first.find('.')))).push_back(entry.first);
   return names;
 }
 
@@ -103,7 +114,28 @@ NamedTensors SpecModel::forward(const std::vector<at::Tensor>& inputs) {
   return {{"", forward_tensor(inputs[0])}};
 }
 
-NamedTensors SpecModel::named_parameters() const { return defined_only(net_->named_parameters(true)); }
+NamedTensors SpecModel::named_parameters() const {
+  NamedTensors out = defined_only(net_->named_parameters(true));
+  for (auto& entry : lora_.named_parameters()) out.push_back(std::move(entry));
+  return out;
+}
+
+std::vector<LinearSite> SpecModel::linear_sites() const {
+  std::vector<LinearSite> sites;
+  for (const auto& entry : net_->named_modules("", /*include_self=*/false)) {
+    auto linear = std::dynamic_pointer_cast<torch::nn::LinearImpl>(entry.value());
+    if (!linear) continue;
+    sites.push_back({entry.key(), linear->weight, [linear](const at::Tensor& weight) { linear->weight = weight; }});
+  }
+  return sites;
+}
+
+std::vector<std::string> SpecModel::other_module_names() const {
+  std::vector<std::string> names;
+  for (const auto& entry : net_->named_modules("", /*include_self=*/false))
+    if (!std::dynamic_pointer_cast<torch::nn::LinearImpl>(entry.value())) names.push_back(entry.key());
+  return names;
+}
 
 NamedTensors SpecModel::named_buffers() const { return defined_only(net_->named_buffers(true)); }
 
@@ -111,7 +143,7 @@ void SpecModel::set_training(bool training) { net_->train(training); }
 
 bool SpecModel::is_training() const { return net_->is_training(); }
 
-void SpecModel::save_torchscript(const std::string& path) const {
+void SpecModel::write_torchscript(const std::string& path) const {
   auto unit = std::make_shared<torch::jit::CompilationUnit>();
   torch::jit::Module top(c10::QualifiedName("__torch__.accelerate.SpecModel"), unit);
   top.register_attribute("training", c10::BoolType::get(), is_training());

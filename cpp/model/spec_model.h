@@ -17,14 +17,19 @@ class SpecModel final : public Model {
   NamedTensors named_buffers() const override;
   void set_training(bool training) override;
   bool is_training() const override;
-  // Generates a TorchScript module with the same layers, names and current values.
-  void save_torchscript(const std::string& path) const override;
 
   at::Tensor forward_tensor(const at::Tensor& input);
   // One unit per layer that has parameters.
   std::vector<std::vector<std::string>> parameter_units() const override;
   bool set_unit_hooks(UnitHooks hooks) override;
   bool checkpoints_activations() const override;
+
+ protected:
+  // Generates a TorchScript module with the same layers, names and current values.
+  void write_torchscript(const std::string& path) const override;
+  // torch::nn::Linear modules anywhere in the layers (a tied output layer is not one).
+  std::vector<LinearSite> linear_sites() const override;
+  std::vector<std::string> other_module_names() const override;
 
  private:
   std::vector<LayerSpec> layers_;

@@ -29,7 +29,8 @@ class PiecesModel final : public Model {
   NamedTensors named_buffers() const override { return {}; }
   void set_training(bool) override {}
   bool is_training() const override { return true; }
-  void save_torchscript(const std::string&) const override {
+ protected:
+  void write_torchscript(const std::string&) const override {
     fail(Status::InvalidArgument, "the pieces of a sharded model cannot be saved as TorchScript");
   }
 

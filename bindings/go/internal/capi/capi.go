@@ -243,6 +243,7 @@ extern swig_intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_8de2de55689d6b0e(void);
 extern swig_intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_8de2de55689d6b0e(void);
 extern swig_intgo _wrap_ACC_OPTIONS_DATALOADER_capi_8de2de55689d6b0e(void);
 extern swig_intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_8de2de55689d6b0e(void);
+extern swig_intgo _wrap_ACC_OPTIONS_LORA_capi_8de2de55689d6b0e(void);
 extern swig_intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_8de2de55689d6b0e(void);
 extern swig_intgo _wrap_ACC_PLACEMENT_NO_capi_8de2de55689d6b0e(void);
 extern swig_intgo _wrap_ACC_PLACEMENT_YES_capi_8de2de55689d6b0e(void);
@@ -882,6 +883,13 @@ func _swig_getACC_OPTIONS_ACCELERATOR() (_swig_ret Acc_options_kind) {
 }
 
 var ACC_OPTIONS_ACCELERATOR Acc_options_kind = _swig_getACC_OPTIONS_ACCELERATOR()
+func _swig_getACC_OPTIONS_LORA() (_swig_ret Acc_options_kind) {
+	var swig_r Acc_options_kind
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_LORA_capi_8de2de55689d6b0e())
+	return swig_r
+}
+
+var ACC_OPTIONS_LORA Acc_options_kind = _swig_getACC_OPTIONS_LORA()
 type Acc_placement int
 func _swig_getACC_PLACEMENT_DEFAULT() (_swig_ret Acc_placement) {
 	var swig_r Acc_placement

@@ -2334,6 +2334,26 @@ intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_8de2de55689d6b0e() {
 }
 
 
+intgo _wrap_ACC_OPTIONS_LORA_capi_8de2de55689d6b0e() {
+  acc_options_kind result;
+  intgo _swig_go_result;
+  
+  
+  {
+    try {
+      result = ACC_OPTIONS_LORA;
+      
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_8de2de55689d6b0e() {
   acc_placement result;
   intgo _swig_go_result;

@@ -1,0 +1,195 @@
+#include "model/lora.h"
+
+#include <torch/nn/init.h>
+
+#include <cmath>
+#include <regex>
+#include <sstream>
+#include <unordered_map>
+
+#include "common/error.h"
+
+namespace acc {
+namespace {
+
+std::string trimmed(const std::string& text) {
+  const auto first = text.find_first_not_of(' '), last = text.find_last_not_of(' ');
+  return first == std::string::npos ? std::string() : text.substr(first, last - first + 1);
+}
+
+bool ends_with(const std::string& text, const std::string& tail) {
+  return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// nn.Linear(in, out, bias=False)'s own initialisation, which PEFT's adapters go through first.
+at::Tensor new_linear_weight(int64_t out, int64_t in) {
+  at::Tensor w = at::empty({out, in}, at::kFloat);
+  torch::nn::init::kaiming_uniform_(w, std::sqrt(5.0));
+  return w;
+}
+
+}  // namespace
+
+LoraConfig LoraConfig::from(const std::string& targets, const Options& options) {
+  LoraConfig config;
+  const std::string text = trimmed(targets);
+  require(!text.empty(), "target_modules is empty: name the linear layers to adapt (e.g. \"q_proj,v_proj\")");
+  if (text.rfind("re:", 0) == 0) {
+    config.target_regex = text.substr(3);
+    try {
+      std::regex check(config.target_regex);
+    } catch (const std::regex_error& e) {
+      fail(Status::InvalidArgument, "target_modules regular expression '", config.target_regex, "' is invalid: ",
+           e.what());
+    }
+  } else {
+    std::stringstream in(text);
+    for (std::string name; std::getline(in, name, ',');) {
+      name = trimmed(name);
+      require(!name.empty(), "target_modules '", text, "' has an empty name");
+      config.target_names.push_back(name);
+    }
+  }
+  config.r = options.get_int("r");
+  config.alpha = options.get_double("lora_alpha");
+  config.dropout = options.get_double("lora_dropout");
+  config.use_rslora = options.get_bool("use_rslora");
+  config.init = options.get_string("init_lora_weights");
+  if (config.dropout != 0)
+    fail(Status::Unsupported, "lora_dropout ", config.dropout,
+         " is not supported: adapters are applied to the layer's weight (W + B A * scaling), which leaves no "
+         "place for dropout on the layer's input; use 0");
+  return config;
+}
+
+double LoraConfig::scaling() const {
+  return use_rslora ? alpha / std::sqrt(static_cast<double>(r)) : alpha / static_cast<double>(r);
+}
+
+bool LoraConfig::targets(const std::string& module) const {
+  if (!target_regex.empty()) return std::regex_match(module, std::regex(target_regex));
+  for (const auto& name : target_names)
+    if (module == name || ends_with(module, "." + name)) return true;
+  return false;
+}
+
+std::string LoraConfig::describe_targets() const {
+  if (!target_regex.empty()) return "re:" + target_regex;
+  std::string out;
+  for (const auto& name : target_names) out += (out.empty() ? "" : ",") + name;
+  return out;
+}
+
+size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>& sites,
+                         const std::vector<std::string>& other_modules) {
+  require(adapters_.empty(), "the model already has LoRA adapters (", config_.describe_targets(),
+          "); merge them (acc_model_merge_lora) before adding others");
+  for (const auto& module : other_modules)
+    require(!config.targets(module), "target_modules '", config.describe_targets(), "' matches '", module,
+            "', which is not a linear layer; LoRA adapts linear layers only");
+  std::vector<const LinearSite*> chosen;
+  for (const auto& site : sites)
+    if (config.targets(site.module)) chosen.push_back(&site);
+  std::string examples;
+  for (size_t i = 0; i < sites.size() && i < 4; ++i) examples += (i ? ", " : "") + sites[i].module;
+  require(!chosen.empty(), "target_modules '", config.describe_targets(), "' matches no linear layer (",
+          sites.empty() ? std::string("the model has none") : "linear layers are e.g. " + examples, ")");
+
+  std::vector<LoraAdapter> made;
+  at::NoGradGuard no_grad;
+  for (const LinearSite* site : chosen) {
+    const int64_t out = site->weight.size(0), in = site->weight.size(1);
+    // PEFT makes lora_A = nn.Linear(in, r) and lora_B = nn.Linear(r, out) (each drawing its default
+    // initialisation) and then re-initialises them: the same draws keep the global stream in step.
+    at::Tensor a = new_linear_weight(config.r, in);
+    at::Tensor b = new_linear_weight(out, config.r);
+    if (config.init == "true") {
+      torch::nn::init::kaiming_uniform_(a, std::sqrt(5.0));
+      b.zero_();
+    } else if (config.init == "gaussian") {
+      a.normal_(0.0, 1.0 / static_cast<double>(config.r));
+      b.zero_();
+    }
+    // Adapters of a half-precision layer stay float32 (PEFT's autocast_adapter_dtype).
+    const bool low = site->weight.scalar_type() == at::kHalf || site->weight.scalar_type() == at::kBFloat16;
+    const auto options = site->weight.options().dtype(low ? at::kFloat : site->weight.scalar_type());
+    made.push_back({*site, a.to(options).set_requires_grad(true), b.to(options).set_requires_grad(true)});
+  }
+  config_ = config;
+  adapters_ = std::move(made);
+  return adapters_.size();
+}
+
+NamedTensors LoraAdapters::named_parameters() const {
+  NamedTensors out;
+  for (const auto& adapter : adapters_) {
+    out.emplace_back(adapter.site.module + ".lora_A.weight", adapter.a);
+    out.emplace_back(adapter.site.module + ".lora_B.weight", adapter.b);
+  }
+  return out;
+}
+
+at::Tensor lora_delta(const at::Tensor& a, const at::Tensor& b, double scaling) { return at::matmul(b, a) * scaling; }
+
+namespace {
+
+// W + delta computed in the wider of the two dtypes and rounded once to W's, as PEFT's in-place merge.
+at::Tensor adapted_weight(const at::Tensor& w, const at::Tensor& a, const at::Tensor& b, double scaling) {
+  return (w + lora_delta(a, b, scaling)).to(w.scalar_type());
+}
+
+}  // namespace
+
+LoraAdapters::Applied LoraAdapters::apply(const std::string& layer) const {
+  std::vector<const LoraAdapter*> applied;
+  for (const auto& adapter : adapters_) {
+    const std::string& module = adapter.site.module;
+    if (!layer.empty() && module != layer && module.rfind(layer + ".", 0) != 0) continue;
+    const at::Tensor& w = adapter.site.weight;
+    adapter.site.use_weight(adapted_weight(w, adapter.a, adapter.b, config_.scaling()));
+    applied.push_back(&adapter);
+  }
+  return Applied(std::move(applied));
+}
+
+LoraAdapters::Applied::~Applied() {
+  for (const LoraAdapter* adapter : applied_) adapter->site.use_weight(adapter->site.weight);
+}
+
+NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
+  if (adapters_.empty()) return state;
+  std::unordered_map<std::string, const at::Tensor*> by_name;
+  for (const auto& entry : state) by_name.emplace(entry.first, &entry.second);
+  auto entry_of = [&](const std::string& name) -> const at::Tensor& {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) fail(Status::Internal, "the state dict lacks the LoRA entry '", name, "'");
+    return *it->second;
+  };
+  std::unordered_map<std::string, at::Tensor> merged_weights;
+  std::unordered_map<std::string, bool> adapter_entries;
+  for (const auto& adapter : adapters_) {
+    const std::string& module = adapter.site.module;
+    const at::Tensor& w = entry_of(module + ".weight");
+    at::NoGradGuard no_grad;
+    merged_weights[module + ".weight"] = adapted_weight(w, entry_of(module + ".lora_A.weight"),
+                                                        entry_of(module + ".lora_B.weight"), config_.scaling());
+    adapter_entries[module + ".lora_A.weight"] = adapter_entries[module + ".lora_B.weight"] = true;
+  }
+  NamedTensors out;
+  for (const auto& entry : state) {
+    if (adapter_entries.count(entry.first)) continue;
+    auto it = merged_weights.find(entry.first);
+    out.emplace_back(entry.first, it == merged_weights.end() ? entry.second : it->second);
+  }
+  return out;
+}
+
+void LoraAdapters::merge_and_remove() {
+  at::NoGradGuard no_grad;
+  for (const auto& adapter : adapters_) {
+    adapter.site.weight.add_(lora_delta(adapter.a, adapter.b, config_.scaling()));
+  }
+  adapters_.clear();
+}
+
+}  // namespace acc

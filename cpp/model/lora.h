@@ -1,0 +1,98 @@
+// LoRA adapters (Hu et al. 2021; what PEFT's LoraConfig gives Python users): a linear layer's weight W
+// is trained as W + (B A) * scaling with W frozen, A (r x in) and B (out x r) new parameters.
+//
+// The adapted weight is handed to the layer in place of W for the duration of a forward (see
+// LoraAdapters::apply), so any linear layer works, a TorchScript module's included, without editing
+// its code. PEFT instead adds B(A(dropout(x))) * scaling to the layer's output: the two agree to
+// rounding, and dropout on the layer's input has no weight-side equivalent (refused).
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/options.h"
+#include "tensor/named_tensors.h"
+
+namespace acc {
+
+struct LoraConfig {
+  // PEFT's target_modules: module names (a module matches one if its name is it or ends with
+  // "." + it), or one regular expression that must match a whole name (PEFT's string form).
+  std::vector<std::string> target_names;
+  std::string target_regex;
+  int64_t r = 8;
+  double alpha = 8;
+  double dropout = 0;
+  bool use_rslora = false;   // scaling alpha / sqrt(r) instead of alpha / r
+  std::string init = "true";  // PEFT's init_lora_weights: "true" (Kaiming A, zero B), "gaussian", "false"
+
+  // `targets`: names separated by commas, or "re:" followed by a regular expression.
+  static LoraConfig from(const std::string& targets, const Options& options);
+  double scaling() const;
+  bool targets(const std::string& module) const;
+  std::string describe_targets() const;
+};
+
+// A linear layer that can take an adapted weight: `weight` is the layer's own parameter and
+// `use_weight` makes the layer compute with another tensor (the parameter itself restores it).
+struct LinearSite {
+  std::string module;
+  at::Tensor weight;
+  std::function<void(const at::Tensor&)> use_weight;
+};
+
+struct LoraAdapter {
+  LinearSite site;
+  at::Tensor a, b;  // lora_A.weight (r x in), lora_B.weight (out x r)
+};
+
+class LoraAdapters {
+ public:
+  bool empty() const { return adapters_.empty(); }
+  size_t size() const { return adapters_.size(); }
+  const LoraConfig& config() const { return config_; }
+  const std::vector<LoraAdapter>& adapters() const { return adapters_; }
+
+  // Adds an adapter to every site the config targets, initialised as PEFT does (same draws from the
+  // global generator, in the sites' order). Fails, changing nothing, if none matches, a match is
+  // not a linear layer (`other_modules` lists the model's other module names), or adapters exist.
+  size_t add(const LoraConfig& config, const std::vector<LinearSite>& sites,
+             const std::vector<std::string>& other_modules);
+  void clear() { adapters_.clear(); }
+
+  // "<module>.lora_A.weight" and "<module>.lora_B.weight" per adapter, in order.
+  NamedTensors named_parameters() const;
+
+  // While the returned guard lives, the layers whose module is `layer` or below it ("" for all)
+  // compute with W + (B A) * scaling; autograd reaches A and B through it.
+  class Applied {
+   public:
+    explicit Applied(std::vector<const LoraAdapter*> applied) : applied_(std::move(applied)) {}
+    Applied(Applied&& other) noexcept : applied_(std::move(other.applied_)) { other.applied_.clear(); }
+    Applied(const Applied&) = delete;
+    Applied& operator=(const Applied&) = delete;
+    ~Applied();
+
+   private:
+    std::vector<const LoraAdapter*> applied_;
+  };
+  Applied apply(const std::string& layer = "") const;
+
+  // `state` (a state dict with the adapters' entries) with every adapted weight merged
+  // (W + (B A) * scaling, in W's dtype) and the adapters' entries left out: the base model's layout.
+  NamedTensors merged(const NamedTensors& state) const;
+  // Merges into the layers' weights in place and removes the adapters (PEFT's merge_and_unload).
+  void merge_and_remove();
+
+ private:
+  LoraConfig config_;
+  std::vector<LoraAdapter> adapters_;
+};
+
+// The weight delta (B A) * scaling, as PEFT's get_delta_weight computes it.
+at::Tensor lora_delta(const at::Tensor& a, const at::Tensor& b, double scaling);
+
+}  // namespace acc

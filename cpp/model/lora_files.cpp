@@ -1,0 +1,165 @@
+#include "model/lora_files.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "checkpoint/safetensors.h"
+#include "common/error.h"
+#include "common/files.h"
+#include "common/json_input.h"
+
+namespace acc {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kConfigFile = "adapter_config.json";
+constexpr const char* kWeightsFile = "adapter_model.safetensors";
+constexpr const char* kPrefix = "base_model.model.";
+constexpr const char* kSuffixA = ".lora_A.weight";
+constexpr const char* kSuffixB = ".lora_B.weight";
+
+bool ends_with(const std::string& text, const std::string& tail) {
+  return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+json config_json(const LoraConfig& config) {
+  // Every field PEFT's LoraConfig reads back, with the values this library implements.
+  json j = {{"peft_type", "LORA"},
+            {"task_type", nullptr},
+            {"base_model_name_or_path", nullptr},
+            {"revision", nullptr},
+            {"inference_mode", true},
+            {"r", config.r},
+            {"lora_alpha", config.alpha},
+            {"lora_dropout", config.dropout},
+            {"use_rslora", config.use_rslora},
+            {"fan_in_fan_out", false},
+            {"bias", "none"},
+            {"modules_to_save", nullptr},
+            {"layers_to_transform", nullptr},
+            {"layers_pattern", nullptr},
+            {"rank_pattern", json::object()},
+            {"alpha_pattern", json::object()},
+            {"use_dora", false}};
+  if (config.init == "gaussian") j["init_lora_weights"] = "gaussian";
+  else j["init_lora_weights"] = config.init == "true";
+  if (!config.target_regex.empty()) j["target_modules"] = config.target_regex;
+  else j["target_modules"] = config.target_names;
+  return j;
+}
+
+LoraConfig config_from_json(const json& j, const std::string& path) {
+  auto refuse = [&](const std::string& key, const std::string& why) {
+    fail(Status::Io, "'", path, "': '", key, "' ", why);
+  };
+  if (!j.is_object()) fail(Status::Io, "'", path, "' is not a JSON object");
+  if (!j.contains("peft_type") || j["peft_type"] != "LORA")
+    refuse("peft_type", "must be \"LORA\" (other PEFT methods are not supported)");
+  LoraConfig config;
+  if (!j.contains("r") || !j["r"].is_number_integer() || j["r"].get<int64_t>() < 1 || j["r"].get<int64_t>() > (1 << 20))
+    refuse("r", "must be an integer from 1 to 2^20");
+  config.r = j["r"].get<int64_t>();
+  // PEFT's defaults where a field is absent (older files lack the newer ones).
+  auto number = [&](const char* key, double fallback) {
+    if (!j.contains(key) || j[key].is_null()) return fallback;
+    if (!j[key].is_number() || !std::isfinite(j[key].get<double>())) refuse(key, "must be a finite number");
+    return j[key].get<double>();
+  };
+  config.alpha = number("lora_alpha", 8);
+  config.dropout = number("lora_dropout", 0);
+  if (config.dropout < 0 || config.dropout >= 1) refuse("lora_dropout", "must be in [0, 1)");
+  auto flag = [&](const char* key) {
+    if (!j.contains(key) || j[key].is_null()) return false;
+    if (!j[key].is_boolean()) refuse(key, "must be true or false");
+    return j[key].get<bool>();
+  };
+  config.use_rslora = flag("use_rslora");
+  if (flag("use_dora")) refuse("use_dora", "is true: DoRA is not supported");
+  if (flag("fan_in_fan_out")) refuse("fan_in_fan_out", "is true: only nn.Linear's layout is supported");
+  if (j.contains("bias") && j["bias"] != "none") refuse("bias", "must be \"none\" (trained biases are not supported)");
+  for (const char* key : {"modules_to_save", "layers_to_transform", "layers_pattern"})
+    if (j.contains(key) && !j[key].is_null() && !(j[key].is_array() && j[key].empty()))
+      refuse(key, "is set: it is not supported");
+  for (const char* key : {"rank_pattern", "alpha_pattern"})
+    if (j.contains(key) && !j[key].is_null() && !(j[key].is_object() && j[key].empty()))
+      refuse(key, "is set: per-module ranks and alphas are not supported");
+  if (j.contains("init_lora_weights")) {
+    const json& init = j["init_lora_weights"];
+    if (init.is_boolean()) config.init = init.get<bool>() ? "true" : "false";
+    else if (init == "gaussian") config.init = "gaussian";
+    else refuse("init_lora_weights", "must be true, false or \"gaussian\"");
+  }
+  if (!j.contains("target_modules")) refuse("target_modules", "is missing");
+  const json& targets = j["target_modules"];
+  if (targets.is_string()) {
+    config.target_regex = targets.get<std::string>();
+    if (config.target_regex.empty()) refuse("target_modules", "is empty");
+  } else if (targets.is_array() && !targets.empty()) {
+    for (const auto& name : targets) {
+      if (!name.is_string() || name.get<std::string>().empty()) refuse("target_modules", "must hold module names");
+      config.target_names.push_back(name.get<std::string>());
+    }
+  } else {
+    refuse("target_modules", "must be a regular expression or a list of module names");
+  }
+  return config;
+}
+
+}  // namespace
+
+void save_lora_files(const std::string& dir, const LoraAdapters& adapters) {
+  require(!adapters.empty(), "the model has no LoRA adapters to save");
+  NamedTensors tensors;
+  for (const auto& adapter : adapters.adapters()) {
+    const auto& module = adapter.site.module;
+    require(adapter.a.dim() == 2 && adapter.b.dim() == 2,
+            "the adapter of '", module, "' is not whole here (sharded at rest under zero_stage 3): save the adapters "
+            "from the unwrapped model before preparing it, or use acc_save_model / save_state");
+    tensors.emplace_back(kPrefix + module + kSuffixA, adapter.a.detach().to(at::kCPU).contiguous());
+    tensors.emplace_back(kPrefix + module + kSuffixB, adapter.b.detach().to(at::kCPU).contiguous());
+  }
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail(Status::Io, "cannot create '", dir, "': ", ec.message());
+  save_safetensors((fs::path(dir) / kWeightsFile).string(), tensors);
+  write_file_atomically((fs::path(dir) / kConfigFile).string(), config_json(adapters.config()).dump(2) + "\n");
+}
+
+LoraFiles read_lora_files(const std::string& dir) {
+  const std::string config_path = (fs::path(dir) / kConfigFile).string();
+  const std::string weights_path = (fs::path(dir) / kWeightsFile).string();
+  const auto text = read_whole_file(config_path);
+  if (!text) fail(Status::Io, "cannot open '", config_path, "'");
+  LoraFiles files;
+  files.config = config_from_json(parse_json_input(*text, "'" + config_path + "'", Status::Io), config_path);
+  if (files.config.dropout != 0)
+    fail(Status::Unsupported, "'", config_path, "': lora_dropout ", files.config.dropout,
+         " is not supported here (adapters are applied to the weights); set it to 0 to load these adapters");
+
+  SafetensorsContents contents = load_safetensors(weights_path);
+  auto refuse = [&](const std::string& name, const std::string& why) {
+    fail(Status::Io, "'", weights_path, "': tensor '", name, "' ", why);
+  };
+  for (auto& [name, tensor] : contents.tensors) {
+    if (name.rfind(kPrefix, 0) != 0) refuse(name, std::string("is not named as PEFT names adapters (") + kPrefix + "...)");
+    const bool is_a = ends_with(name, kSuffixA), is_b = ends_with(name, kSuffixB);
+    if (!is_a && !is_b) refuse(name, "is not a lora_A or lora_B weight");
+    const std::string module = name.substr(std::string(kPrefix).size(),
+                                           name.size() - std::string(kPrefix).size() - std::string(kSuffixA).size());
+    if (module.empty()) refuse(name, "names no module");
+    if (tensor.dim() != 2 || !tensor.is_floating_point()) refuse(name, "must be a 2-D floating-point tensor");
+    if ((is_a ? tensor.size(0) : tensor.size(1)) != files.config.r)
+      refuse(name, "has shape " + concat(tensor.sizes()) + ", which does not have rank r = " + concat(files.config.r));
+    (is_a ? files.modules[module].a : files.modules[module].b) = tensor;
+  }
+  if (files.modules.empty()) fail(Status::Io, "'", weights_path, "' holds no adapter");
+  for (const auto& [module, pair] : files.modules)
+    if (!pair.a.defined() || !pair.b.defined())
+      fail(Status::Io, "'", weights_path, "': the adapter of '", module, "' lacks its ", pair.a.defined() ? "lora_B" : "lora_A",
+           " weight");
+  return files;
+}
+
+}  // namespace acc

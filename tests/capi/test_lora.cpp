@@ -1,0 +1,430 @@
+// LoRA adapters: they start as the base model, only they train, PEFT's initialisation draws and
+// arithmetic are reproduced on a scripted PyTorch model, merging gives the adapted model's outputs,
+// PEFT's files round-trip, and whatever cannot be honoured is refused before anything changes.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "support.h"
+
+using acc_test::floats;
+using acc_test::to_floats;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// linear 6->8, a post-norm encoder layer (d_model 8), linear 8->3.
+const char* kNet = R"([{"type":"linear","in_features":6,"out_features":8},
+  {"type":"transformer_encoder_layer","d_model":8,"nhead":2,"dim_feedforward":16,"dropout":0.0,"batch_first":true},
+  {"type":"linear","in_features":8,"out_features":3}])";
+const char* kTargets = "0,linear1,out_proj";
+
+acc_model* net(uint64_t seed = 5) {
+  EXPECT_EQ(acc_set_seed(seed), ACC_OK);
+  acc_model* m = nullptr;
+  EXPECT_EQ(acc_model_from_spec(kNet, &m), ACC_OK) << acc_last_error_message();
+  return m;
+}
+
+acc_options* lora_options(int64_t r, double alpha) {
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_LORA, &o), ACC_OK);
+  EXPECT_EQ(acc_options_set_int(o, "r", r), ACC_OK);
+  EXPECT_EQ(acc_options_set_double(o, "lora_alpha", alpha), ACC_OK);
+  return o;
+}
+
+size_t add_lora(acc_model* m, const char* targets = kTargets, int64_t r = 2, double alpha = 4) {
+  acc_options* o = lora_options(r, alpha);
+  size_t count = 0;
+  EXPECT_EQ(acc_model_add_lora(m, targets, o, &count), ACC_OK) << acc_last_error_message();
+  acc_options_free(o);
+  return count;
+}
+
+acc_tensor* input() {
+  std::vector<float> v(2 * 4 * 6);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37f * static_cast<float>(i));
+  return floats(v, {2, 4, 6});
+}
+
+std::vector<float> outputs(acc_model* m) {
+  acc_tensor* x = input();
+  acc_tensor* y = nullptr;
+  EXPECT_EQ(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y), ACC_OK) << acc_last_error_message();
+  auto v = y ? to_floats(y) : std::vector<float>{};
+  acc_tensor_free(x);
+  acc_tensor_free(y);
+  return v;
+}
+
+std::vector<float> param(const acc_model* m, const std::string& name) {
+  acc_tensor* t = nullptr;
+  EXPECT_EQ(acc_model_parameter(m, name.c_str(), &t), ACC_OK) << acc_last_error_message();
+  auto v = t ? to_floats(t) : std::vector<float>{};
+  acc_tensor_free(t);
+  return v;
+}
+
+std::vector<std::string> names(const acc_model* m) {
+  acc_string_list* list = nullptr;
+  EXPECT_EQ(acc_model_parameter_names(m, &list), ACC_OK);
+  size_t n = 0;
+  EXPECT_EQ(acc_string_list_size(list, &n), ACC_OK);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n; ++i) {
+    const char* s = nullptr;
+    EXPECT_EQ(acc_string_list_get(list, i, &s), ACC_OK);
+    out.emplace_back(s);
+  }
+  acc_string_list_free(list);
+  return out;
+}
+
+float max_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+  return worst;
+}
+
+// AdamW steps on an MSE loss against fixed targets; returns the losses.
+std::vector<double> train(acc_model* m, int steps) {
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o), ACC_OK);
+  EXPECT_EQ(acc_options_set_double(o, "lr", 1e-2), ACC_OK);
+  acc_optimizer* opt = nullptr;
+  EXPECT_EQ(acc_optimizer_create(m, "adamw", o, &opt), ACC_OK) << acc_last_error_message();
+  acc_options_free(o);
+  std::vector<double> losses;
+  acc_tensor* x = input();
+  std::vector<float> target(2 * 4 * 3);
+  for (size_t i = 0; i < target.size(); ++i) target[i] = std::cos(0.5f * static_cast<float>(i));
+  acc_tensor* y = floats(target, {2, 4, 3});
+  for (int s = 0; s < steps; ++s) {
+    acc_tensor *out = nullptr, *loss = nullptr;
+    EXPECT_EQ(acc_model_forward1(m, x, 0, &out), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_loss_mse(out, y, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+    losses.push_back(acc_test::item(loss));
+    EXPECT_EQ(acc_tensor_backward(loss), ACC_OK);
+    EXPECT_EQ(acc_optimizer_step(opt), ACC_OK);
+    EXPECT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+    acc_tensor_free(out);
+    acc_tensor_free(loss);
+  }
+  acc_tensor_free(x);
+  acc_tensor_free(y);
+  acc_optimizer_free(opt);
+  return losses;
+}
+
+acc_tensor* from_json(const json& t) {
+  return floats(t["values"].get<std::vector<float>>(), t["shape"].get<std::vector<int64_t>>());
+}
+
+}  // namespace
+
+TEST(Lora, AdaptersStartAsTheBaseModelAndFreezeEverythingElse) {
+  acc_model* m = net();
+  const auto before = outputs(m);
+  size_t base_tensors = 0;
+  int64_t base_elements = 0;
+  ACC_ASSERT_OK(acc_model_parameter_count(m, &base_tensors, &base_elements));
+  EXPECT_EQ(add_lora(m), 3u);
+  // Adapter parameters come after the model's own, named after the module they adapt.
+  const auto n = names(m);
+  const std::vector<std::string> adapters(n.end() - 6, n.end());
+  EXPECT_EQ(adapters, (std::vector<std::string>{"0.lora_A.weight", "0.lora_B.weight",
+                                                "1.self_attn.out_proj.lora_A.weight",
+                                                "1.self_attn.out_proj.lora_B.weight", "1.linear1.lora_A.weight",
+                                                "1.linear1.lora_B.weight"}));
+  EXPECT_EQ(param(m, "0.lora_A.weight").size(), 2u * 6u);
+  EXPECT_EQ(param(m, "1.linear1.lora_B.weight").size(), 16u * 2u);
+  size_t count = 0;
+  ACC_ASSERT_OK(acc_model_lora_count(m, &count));
+  EXPECT_EQ(count, 3u);
+  size_t tensors = 0;
+  int64_t elements = 0;
+  ACC_ASSERT_OK(acc_model_parameter_count(m, &tensors, &elements));
+  EXPECT_EQ(tensors, base_tensors + 6);
+  EXPECT_EQ(elements, base_elements + 2 * 6 + 8 * 2 + 2 * 8 + 8 * 2 + 2 * 8 + 16 * 2);
+  // B starts at zero: W + 0 is W, bit for bit.
+  EXPECT_EQ(outputs(m), before);
+  acc_model_free(m);
+}
+
+TEST(Lora, OnlyTheAdaptersChangeWhenTraining) {
+  acc_model* m = net();
+  add_lora(m);
+  const auto names_before = names(m);
+  std::vector<std::vector<float>> base;
+  for (const auto& name : names_before)
+    if (name.find("lora_") == std::string::npos) base.push_back(param(m, name));
+  const auto b_before = param(m, "1.linear1.lora_B.weight");
+  const auto losses = train(m, 30);
+  EXPECT_LT(losses.back(), 0.7 * losses.front());
+  size_t i = 0;
+  for (const auto& name : names_before)
+    if (name.find("lora_") == std::string::npos) EXPECT_EQ(param(m, name), base[i++]) << name;
+  EXPECT_NE(param(m, "1.linear1.lora_B.weight"), b_before);
+  acc_model_free(m);
+}
+
+TEST(Lora, ReproducesPeftOnAScriptedPyTorchModel) {
+  const std::string dir = acc_test::data_dir();
+  if (dir.empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  std::ifstream in(dir + "/lora_cases.json");
+  ASSERT_TRUE(in) << "run export_lora_cases.py first";
+  const json c = json::parse(in);
+  acc_model* m = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript((dir + "/lora_model.pt").c_str(), &m));
+  ACC_ASSERT_OK(acc_model_set_training(m, 0));
+
+  // PEFT's draws from the global generator, in its module order, and the stream after them.
+  ACC_ASSERT_OK(acc_set_seed(c["seed"].get<uint64_t>()));
+  const std::string targets = c["targets"];
+  EXPECT_EQ(add_lora(m, targets.c_str(), c["r"], c["lora_alpha"]), c["modules"].size());
+  for (const auto& module : c["modules"]) {
+    const std::string name = module;
+    EXPECT_EQ(param(m, name + ".lora_A.weight"), c["initial_a"][name]["values"].get<std::vector<float>>()) << name;
+  }
+  const int64_t three = 3;
+  acc_tensor* draw = nullptr;
+  ACC_ASSERT_OK(acc_tensor_rand(&three, 1, &draw));
+  EXPECT_EQ(to_floats(draw), c["next_draw"]["values"].get<std::vector<float>>());
+  acc_tensor_free(draw);
+
+  // PEFT's output base(x) + B(A(x)) * scaling, with trained-looking B.
+  acc_tensor_list* b = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&b));
+  for (const auto& item : c["chosen_b"].items()) {
+    acc_tensor* t = from_json(item.value());
+    ACC_ASSERT_OK(acc_tensor_list_append(b, (item.key() + ".lora_B.weight").c_str(), t));
+    acc_tensor_free(t);
+  }
+  ACC_ASSERT_OK(acc_model_load_state_dict(m, b, 0));
+  acc_tensor_list_free(b);
+  acc_tensor* x = from_json(c["input"]);
+  const auto expected = c["output"]["values"].get<std::vector<float>>();
+  acc_tensor* y = nullptr;
+  ACC_ASSERT_OK(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y));
+  EXPECT_LT(max_difference(to_floats(y), expected), 1e-5f);
+  acc_tensor_free(y);
+
+  // Merged: PEFT's W + (B A) * scaling, no adapters left, the same outputs.
+  ACC_ASSERT_OK(acc_model_merge_lora(m));
+  size_t count = 1;
+  ACC_ASSERT_OK(acc_model_lora_count(m, &count));
+  EXPECT_EQ(count, 0u);
+  for (const auto& item : c["merged"].items())
+    EXPECT_LT(max_difference(param(m, item.key()), item.value()["values"].get<std::vector<float>>()), 1e-6f)
+        << item.key();
+  for (const auto& name : names(m)) EXPECT_EQ(name.find("lora_"), std::string::npos) << name;
+  ACC_ASSERT_OK(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y));
+  EXPECT_LT(max_difference(to_floats(y), expected), 1e-5f);
+  acc_tensor_free(y);
+  acc_tensor_free(x);
+  acc_model_free(m);
+}
+
+TEST(Lora, PeftFilesRoundTrip) {
+  acc_model* m = net();
+  add_lora(m);
+  train(m, 5);
+  const auto trained = outputs(m);
+  const std::string dir = acc_test::temp_path("lora_adapter");
+  fs::remove_all(dir);
+  ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+
+  // PEFT's configuration and tensor names.
+  const json config = json::parse(acc_test::read_file(dir + "/adapter_config.json"));
+  EXPECT_EQ(config["peft_type"], "LORA");
+  EXPECT_EQ(config["r"], 2);
+  EXPECT_EQ(config["lora_alpha"], 4.0);
+  EXPECT_EQ(config["target_modules"], (json{"0", "linear1", "out_proj"}));
+  EXPECT_EQ(config["bias"], "none");
+  acc_tensor_list* saved = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors((dir + "/adapter_model.safetensors").c_str(), &saved));
+  size_t n = 0;
+  ACC_ASSERT_OK(acc_tensor_list_size(saved, &n));
+  std::vector<std::string> saved_names;
+  for (size_t i = 0; i < n; ++i) {
+    const char* name = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_name(saved, i, &name));
+    saved_names.emplace_back(name);
+  }
+  std::sort(saved_names.begin(), saved_names.end());
+  EXPECT_EQ(saved_names, (std::vector<std::string>{
+                             "base_model.model.0.lora_A.weight", "base_model.model.0.lora_B.weight",
+                             "base_model.model.1.linear1.lora_A.weight", "base_model.model.1.linear1.lora_B.weight",
+                             "base_model.model.1.self_attn.out_proj.lora_A.weight",
+                             "base_model.model.1.self_attn.out_proj.lora_B.weight"}));
+  acc_tensor_list_free(saved);
+
+  // A fresh base model (same seed, same weights) with the adapters loaded computes the same.
+  acc_model* fresh = net();
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  EXPECT_EQ(outputs(fresh), trained);
+  // Loading again into a model that has them replaces the values; another rank is refused.
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  acc_model* other = net();
+  add_lora(other, kTargets, 4, 4);
+  ACC_EXPECT_ERROR(acc_model_load_lora(other, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, "unlike the model's");
+  acc_model_free(other);
+  acc_model_free(fresh);
+  acc_model_free(m);
+}
+
+TEST(Lora, DamagedOrForeignAdapterFilesChangeNothing) {
+  acc_model* m = net();
+  add_lora(m);
+  const std::string dir = acc_test::temp_path("lora_damaged");
+  fs::remove_all(dir);
+  ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+  const std::string config_text = acc_test::read_file(dir + "/adapter_config.json");
+  auto write_config = [&](const json& j) { std::ofstream(dir + "/adapter_config.json") << j.dump(); };
+  acc_model* fresh = net();
+  const auto names_before = names(fresh);
+  auto expect_refused = [&](acc_status code, const char* needle) {
+    ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), code, needle);
+    EXPECT_EQ(names(fresh), names_before);  // no adapter was added
+  };
+  json j = json::parse(config_text);
+  j["peft_type"] = "IA3";
+  write_config(j);
+  expect_refused(ACC_ERR_IO, "peft_type");
+  j = json::parse(config_text);
+  j["use_dora"] = true;
+  write_config(j);
+  expect_refused(ACC_ERR_IO, "DoRA");
+  j = json::parse(config_text);
+  j["r"] = 3;  // the tensors have rank 2
+  write_config(j);
+  expect_refused(ACC_ERR_IO, "rank r = 3");
+  j = json::parse(config_text);
+  j["target_modules"] = json{"0", "linear1"};  // the file also adapts out_proj
+  write_config(j);
+  expect_refused(ACC_ERR_INVALID_ARGUMENT, "out_proj");
+  j = json::parse(config_text);
+  j["lora_dropout"] = 0.1;
+  write_config(j);
+  expect_refused(ACC_ERR_UNSUPPORTED, "lora_dropout");
+  std::ofstream(dir + "/adapter_config.json") << "{\"peft_type\": \"LORA\", \"r\":";
+  expect_refused(ACC_ERR_IO, "adapter_config.json");
+  write_config(json::parse(config_text));
+  std::ofstream(dir + "/adapter_model.safetensors") << "not a safetensors file";
+  expect_refused(ACC_ERR_IO, "adapter_model.safetensors");
+  acc_model_free(fresh);
+  acc_model_free(m);
+}
+
+TEST(Lora, SavedModelsHoldMergedWeights) {
+  acc_model* m = net();
+  add_lora(m);
+  train(m, 5);
+  const auto adapted = outputs(m);
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  const std::string dir = acc_test::temp_path("lora_saved_model");
+  fs::remove_all(dir);
+  ACC_ASSERT_OK(acc_save_model(acc, m, dir.c_str(), nullptr));
+  // The base model's layout: loads strictly into the model without adapters.
+  acc_model* base = net();
+  ACC_ASSERT_OK(acc_model_load_safetensors(base, dir.c_str(), 1, nullptr, nullptr));
+  EXPECT_LT(max_difference(outputs(base), adapted), 1e-5f);
+  // TorchScript as well; the model keeps its adapters.
+  const std::string pt = acc_test::temp_path("lora_saved_model.pt");
+  ACC_ASSERT_OK(acc_model_save_torchscript(m, pt.c_str()));
+  acc_model* script = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript(pt.c_str(), &script));
+  EXPECT_LT(max_difference(outputs(script), adapted), 1e-5f);
+  size_t count = 0;
+  ACC_ASSERT_OK(acc_model_lora_count(m, &count));
+  EXPECT_EQ(count, 3u);
+  EXPECT_EQ(outputs(m), adapted);
+  acc_model_free(script);
+  acc_model_free(base);
+  acc_accelerator_free(acc);
+  acc_model_free(m);
+}
+
+TEST(Lora, CheckpointedLayersRecomputeWithTheAdapters) {
+  // The encoder layer recomputed in backward must see the adapted weights again.
+  std::string spec = kNet;
+  spec.replace(spec.find("\"batch_first\":true}"), 19, "\"batch_first\":true,\"checkpoint\":true}");
+  std::vector<std::vector<float>> grads[2];
+  for (int checkpointed = 0; checkpointed < 2; ++checkpointed) {
+    ACC_ASSERT_OK(acc_set_seed(5));
+    acc_model* m = nullptr;
+    ACC_ASSERT_OK(acc_model_from_spec(checkpointed ? spec.c_str() : kNet, &m));
+    add_lora(m);
+    train(m, 3);  // B moves away from zero, so A gets gradients too
+    acc_tensor* x = input();
+    acc_tensor *out = nullptr, *loss = nullptr;
+    ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &out));
+    ACC_ASSERT_OK(acc_tensor_sum(out, &loss));
+    ACC_ASSERT_OK(acc_tensor_backward(loss));
+    for (const auto& name : names(m)) {
+      if (name.find("lora_") == std::string::npos) continue;
+      acc_tensor *p = nullptr, *g = nullptr;
+      ACC_ASSERT_OK(acc_model_parameter(m, name.c_str(), &p));
+      ACC_ASSERT_OK(acc_tensor_grad(p, &g));
+      grads[checkpointed].push_back(to_floats(g));
+      acc_tensor_free(g);
+      acc_tensor_free(p);
+    }
+    for (acc_tensor* t : {x, out, loss}) acc_tensor_free(t);
+    acc_model_free(m);
+  }
+  ASSERT_EQ(grads[0].size(), 6u);
+  EXPECT_EQ(grads[0], grads[1]);
+}
+
+TEST(Lora, RefusesWhatItCannotHonour) {
+  acc_model* m = net();
+  const auto names_before = names(m);
+  ACC_EXPECT_ERROR(acc_model_add_lora(nullptr, "0", nullptr, nullptr), ACC_ERR_INVALID_HANDLE, "model");
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, nullptr, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "target_modules");
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, " ", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "target_modules");
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, "q_proj", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "matches no linear layer");
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, "self_attn", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "not a linear layer");
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, "re:(", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "regular expression");
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_LORA, &o));
+  ACC_EXPECT_ERROR(acc_options_set_int(o, "r", 0), ACC_ERR_INVALID_ARGUMENT, "r");
+  ACC_EXPECT_ERROR(acc_options_set_string(o, "init_lora_weights", "pissa"), ACC_ERR_INVALID_ARGUMENT,
+                   "init_lora_weights");
+  ACC_ASSERT_OK(acc_options_set_double(o, "lora_dropout", 0.1));
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, "0", o, nullptr), ACC_ERR_UNSUPPORTED, "lora_dropout");
+  acc_options_free(o);
+  acc_options* wrong_kind = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_OPTIMIZER, &wrong_kind));
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, "0", wrong_kind, nullptr), ACC_ERR_INVALID_ARGUMENT, "lora options");
+  acc_options_free(wrong_kind);
+  ACC_EXPECT_ERROR(acc_model_merge_lora(m), ACC_ERR_INVALID_ARGUMENT, "no LoRA adapters");
+  ACC_EXPECT_ERROR(acc_model_save_lora(m, acc_test::temp_path("lora_none").c_str()), ACC_ERR_INVALID_ARGUMENT,
+                   "no LoRA adapters");
+  EXPECT_EQ(names(m), names_before);  // nothing above changed the model
+
+  // A regular expression over whole names (PEFT's string form); adapters cannot be added twice.
+  size_t count = 0;
+  ACC_ASSERT_OK(acc_model_add_lora(m, "re:1\\.linear[12]", nullptr, &count));
+  EXPECT_EQ(count, 2u);
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, "0", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "already has");
+
+  // A prepared model's parameters are fixed: adapters come before acc_prepare.
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  acc_model* plain = net();
+  ACC_ASSERT_OK(acc_prepare_model(acc, plain, ACC_PLACEMENT_DEFAULT, &plain));
+  ACC_EXPECT_ERROR(acc_model_add_lora(plain, "0", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "before preparing");
+  acc_model_free(plain);
+  acc_accelerator_free(acc);
+  acc_model_free(m);
+}

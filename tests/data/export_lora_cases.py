@@ -1,0 +1,88 @@
+"""A scripted model with nn.Linear layers and what PEFT's LoRA does to it, for tests/capi/test_lora.cpp.
+
+PEFT itself is not packaged for Debian, so its LoRA layer is reproduced here from its definition
+(peft/tuners/lora/layer.py): for each targeted nn.Linear, in named_modules() order, lora_A =
+nn.Linear(in, r, bias=False) and lora_B = nn.Linear(r, out, bias=False) are made (each drawing its
+default initialisation), then A is Kaiming-uniform re-initialised and B zeroed; the layer's output
+becomes base(x) + lora_B(lora_A(x)) * lora_alpha / r. Written: lora_model.pt (TorchScript) and
+lora_cases.json (the initial A matrices after manual_seed(1234), the next draw from the global
+generator, chosen B matrices, an input, PEFT's output and the merged weights).
+
+Run with Debian's python3-torch: python3 export_lora_cases.py OUTPUT_DIR
+"""
+import json
+import math
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def tensor(t):
+    return {"shape": list(t.shape), "values": t.detach().flatten().tolist()}
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(6, 8)
+        self.block = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+        self.norm = nn.LayerNorm(8)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.head(self.norm(self.block(torch.tanh(self.fc1(x)))))
+
+
+def targeted(name, targets):
+    return any(name == t or name.endswith("." + t) for t in targets)
+
+
+def main(out_dir):
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(7)
+    model = Net().eval()
+    torch.jit.script(model).save(str(out / "lora_model.pt"))
+
+    targets, r, alpha = ["fc1", "0", "head"], 4, 8.0
+    scaling = alpha / r
+    torch.manual_seed(1234)
+    adapters = {}
+    for name, module in model.named_modules():
+        if not targeted(name, targets):
+            continue
+        lora_a = nn.Linear(module.in_features, r, bias=False)
+        lora_b = nn.Linear(r, module.out_features, bias=False)
+        nn.init.kaiming_uniform_(lora_a.weight, a=math.sqrt(5))
+        nn.init.zeros_(lora_b.weight)
+        adapters[name] = (lora_a.weight.detach().clone(), lora_b.weight.detach().clone())
+    next_draw = torch.rand(3)
+
+    # Trained-looking B matrices, so that the adapters change the output.
+    g = torch.Generator().manual_seed(99)
+    chosen_b = {name: 0.3 * torch.randn(b.shape, generator=g) for name, (a, b) in adapters.items()}
+    modules = dict(model.named_modules())
+
+    def hook(name):
+        a, b = adapters[name][0], chosen_b[name]
+        return lambda m, inputs, output: output + F.linear(F.linear(inputs[0], a), b) * scaling
+
+    handles = [modules[name].register_forward_hook(hook(name)) for name in adapters]
+    x = torch.randn(5, 6, generator=g)
+    y = model(x)
+    for h in handles:
+        h.remove()
+    merged = {name + ".weight": modules[name].weight + (chosen_b[name] @ adapters[name][0]) * scaling
+              for name in adapters}
+    case = {"targets": ",".join(targets), "r": r, "lora_alpha": alpha, "seed": 1234,
+            "modules": list(adapters), "initial_a": {n: tensor(a) for n, (a, b) in adapters.items()},
+            "next_draw": tensor(next_draw), "chosen_b": {n: tensor(b) for n, b in chosen_b.items()},
+            "input": tensor(x), "output": tensor(y), "merged": {n: tensor(w) for n, w in merged.items()}}
+    (out / "lora_cases.json").write_text(json.dumps(case))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
