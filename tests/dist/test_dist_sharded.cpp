@@ -68,6 +68,7 @@ struct Settings {
   double clip_value = 0;  // 0: none
   const char* precision = "no";
   const char* freeze = nullptr;  // patterns frozen before prepare
+  const char* lora = nullptr;    // LoRA target modules, added before the optimizer is made
   const char* state_dict_type = "FULL_STATE_DICT";
 };
 
@@ -89,6 +90,13 @@ struct Job {
     if (s.freeze) {
       size_t count = 0;
       EXPECT_EQ(acc_model_set_requires_grad(model, s.freeze, 0, &count), ACC_OK) << acc_last_error_message();
+    }
+    if (s.lora) {
+      acc_options* o = nullptr;
+      EXPECT_EQ(acc_options_create(ACC_OPTIONS_LORA, &o), ACC_OK);
+      EXPECT_EQ(acc_options_set_int(o, "r", 2), ACC_OK);
+      EXPECT_EQ(acc_model_add_lora(model, s.lora, o, nullptr), ACC_OK) << acc_last_error_message();
+      acc_options_free(o);
     }
     acc_options* o = nullptr;
     EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o), ACC_OK);
@@ -254,6 +262,18 @@ TEST(Sharded, SgdWithMomentumAndFrozenParameters) {
     EXPECT_EQ(before.at("0.weight"), after.at("0.weight")) << "a frozen parameter changed";
     EXPECT_NE(before.at("2.weight"), after.at("2.weight")) << "a trainable parameter did not change";
   }
+}
+
+TEST(Sharded, LoraAdaptersTrainUnderEveryStageAsUnderDdp) {
+  Settings s;
+  s.lora = "0,2,4";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+  Job job(3, s);
+  const auto before = job.weights();
+  for (int i = 0; i < 3; ++i) job.micro_step();
+  const auto after = job.weights();
+  EXPECT_EQ(before.at("2.weight"), after.at("2.weight")) << "a base weight changed";
+  EXPECT_NE(before.at("2.lora_B.weight"), after.at("2.lora_B.weight")) << "an adapter did not train";
 }
 
 namespace {
