@@ -265,6 +265,7 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %rename(SchedulerOptions) ACC_OPTIONS_SCHEDULER;
 %rename(DataLoaderOptions) ACC_OPTIONS_DATALOADER;
 %rename(AcceleratorOptions) ACC_OPTIONS_ACCELERATOR;
+%rename(LoraOptions) ACC_OPTIONS_LORA;
 %rename(Default) ACC_PLACEMENT_DEFAULT;
 %rename(No) ACC_PLACEMENT_NO;
 %rename(Yes) ACC_PLACEMENT_YES;

@@ -315,6 +315,28 @@ struct acc_accelerator {};
     check(acc_model_set_requires_grad($self, patterns, requiresGrad ? 1 : 0, &n));
     return n;
   }
+  /* LoRA adapters (PEFT's get_peft_model): adapts the linear layers targetModules names (module names
+   * separated by commas, each matching a module named so or ending in "." and it; or "re:" and a
+   * regular expression over whole names) and freezes every other parameter. opts: LoRA options (r,
+   * lora_alpha, use_rslora, init_lora_weights) or null. Before creating the optimizer and preparing.
+   * Returns how many layers were adapted. */
+  size_t addLora(const char *targetModules, const acc_options *opts ERR) {
+    size_t n = 0;
+    check(acc_model_add_lora($self, targetModules, opts, &n));
+    return n;
+  }
+  /* Writes PEFT's adapter_config.json and adapter_model.safetensors into dir. */
+  void saveLora(const char *dir ERR) { check(acc_model_save_lora($self, dir)); }
+  /* Reads PEFT's adapter files (adds the adapters if the model has none); checks before changing. */
+  void loadLora(const char *dir ERR) { check(acc_model_load_lora($self, dir)); }
+  /* Merges the adapters into the weights and removes them (PEFT's merge_and_unload). */
+  void mergeLora(ERR0) { check(acc_model_merge_lora($self)); }
+  /* The number of adapted layers (0 without adapters). */
+  size_t loraCount(ERR0) {
+    size_t n = 0;
+    check(acc_model_lora_count($self, &n));
+    return n;
+  }
   acc_tensor_list *stateDict(ERR0) {
     acc_tensor_list *out = nullptr;
     check(acc_model_state_dict($self, &out));

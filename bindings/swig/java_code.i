@@ -119,6 +119,8 @@
   public static Options optimizer() { return new Options(OptionsKind.OPTIMIZER); }
   public static Options scheduler() { return new Options(OptionsKind.SCHEDULER); }
   public static Options dataLoader() { return new Options(OptionsKind.DATALOADER); }
+  /** Options of Model.addLora (r, lora_alpha, use_rslora, init_lora_weights). */
+  public static Options lora() { return new Options(OptionsKind.LORA); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {

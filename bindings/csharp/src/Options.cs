@@ -6,6 +6,8 @@ public partial class Options {
   public static Options Optimizer() { return new Options(OptionsKind.OptimizerOptions); }
   public static Options Scheduler() { return new Options(OptionsKind.SchedulerOptions); }
   public static Options DataLoader() { return new Options(OptionsKind.DataLoaderOptions); }
+  /// <summary>Options of Model.AddLora (r, lora_alpha, use_rslora, init_lora_weights).</summary>
+  public static Options Lora() { return new Options(OptionsKind.LoraOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

@@ -6,15 +6,15 @@ namespace Accelerate.Tests {
 
 [TestFixture]
 public class FreezeTests {
-  const string Spec = "[{\"type\":\"linear\",\"in_features\":4,\"out_features\":3},"
+  internal const string Spec = "[{\"type\":\"linear\",\"in_features\":4,\"out_features\":3},"
       + "{\"type\":\"linear\",\"in_features\":3,\"out_features\":2}]";
 
-  static float[] Param(Model model, string name) {
+  internal static float[] Param(Model model, string name) {
     using (Tensor p = model.Parameter(name)) return p.ToFloatArray();
   }
 
   /// One step on the MSE loss of a fixed batch.
-  static void TrainStep(Model model, Optimizer opt) {
+  internal static void TrainStep(Model model, Optimizer opt) {
     using (Tensor x = Tensor.Of(new float[] {0.1f, -0.2f, 0.3f, 0.4f, 0.5f, -0.6f, 0.7f, 0.8f}, 2, 4))
     using (Tensor target = Tensor.Of(new float[] {1, 0, 0, 1}, 2, 2))
     using (Tensor y = model.Forward(x))

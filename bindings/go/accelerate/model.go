@@ -15,6 +15,7 @@ const (
 	SchedulerOptions   OptionsKind = capi.OptionsScheduler
 	DataLoaderOptions  OptionsKind = capi.OptionsDataLoader
 	AcceleratorOptions OptionsKind = capi.OptionsAccelerator
+	LoraOptions        OptionsKind = capi.OptionsLora
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -156,6 +157,43 @@ func (m *Model) ZeroGrad() error {
 func (m *Model) SetRequiresGrad(patterns string, on bool) (int, error) {
 	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.SetRequiresGrad(patterns, on, e) })
 	return int(n), err
+}
+
+// AddLora adds LoRA adapters (PEFT's get_peft_model) to the linear layers targetModules names:
+// module names separated by commas, each matching a module named so or ending in "." and it
+// ("q_proj,v_proj"), or "re:" and a regular expression over whole names. Every other parameter is
+// frozen. opts: LoraOptions (r, lora_alpha, use_rslora, init_lora_weights) or nil. Call it before
+// NewOptimizer and before preparing the model. It returns how many layers were adapted.
+func (m *Model) AddLora(targetModules string, opts *Options) (int, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return 0, err
+	}
+	defer runtime.KeepAlive(opts)
+	n, err := with(m.ref(), func(h capi.Model, e *string) int64 { return h.AddLora(targetModules, oh, e) })
+	return int(n), err
+}
+
+// SaveLora writes PEFT's adapter_config.json and adapter_model.safetensors into dir.
+func (m *Model) SaveLora(dir string) error {
+	return do(m.ref(), func(h capi.Model, e *string) { h.SaveLora(dir, e) })
+}
+
+// LoadLora reads PEFT's adapter files from dir, adding the adapters if the model has none; every
+// check comes before anything changes.
+func (m *Model) LoadLora(dir string) error {
+	return do(m.ref(), func(h capi.Model, e *string) { h.LoadLora(dir, e) })
+}
+
+// MergeLora merges the adapters into the weights and removes them (PEFT's merge_and_unload).
+func (m *Model) MergeLora() error {
+	return do(m.ref(), func(h capi.Model, e *string) { h.MergeLora(e) })
+}
+
+// LoraCount is the number of adapted layers (0 without adapters, or for a closed model).
+func (m *Model) LoraCount() int {
+	n, _ := with(m.ref(), func(h capi.Model, e *string) int64 { return h.LoraCount(e) })
+	return int(n)
 }
 
 func (m *Model) StateDict() (*TensorList, error) {

@@ -116,88 +116,93 @@ typedef long long swig_type_86;
 typedef _gostring_ swig_type_87;
 typedef long long swig_type_88;
 typedef _gostring_ swig_type_89;
-typedef _gostring_ swig_type_90;
+typedef long long swig_type_90;
 typedef _gostring_ swig_type_91;
 typedef _gostring_ swig_type_92;
 typedef _gostring_ swig_type_93;
 typedef long long swig_type_94;
 typedef _gostring_ swig_type_95;
-typedef long long swig_type_96;
-typedef long long swig_type_97;
-typedef long long swig_type_98;
-typedef _gostring_ swig_type_99;
-typedef long long swig_type_100;
+typedef _gostring_ swig_type_96;
+typedef _gostring_ swig_type_97;
+typedef _gostring_ swig_type_98;
+typedef long long swig_type_99;
+typedef _gostring_ swig_type_100;
 typedef long long swig_type_101;
-typedef _gostring_ swig_type_102;
-typedef _gostring_ swig_type_103;
-typedef long long swig_type_104;
+typedef long long swig_type_102;
+typedef long long swig_type_103;
+typedef _gostring_ swig_type_104;
 typedef long long swig_type_105;
 typedef long long swig_type_106;
-typedef long long swig_type_107;
-typedef long long swig_type_108;
+typedef _gostring_ swig_type_107;
+typedef _gostring_ swig_type_108;
 typedef long long swig_type_109;
-typedef _goslice_ swig_type_110;
-typedef _goslice_ swig_type_111;
+typedef long long swig_type_110;
+typedef long long swig_type_111;
 typedef long long swig_type_112;
 typedef long long swig_type_113;
 typedef long long swig_type_114;
-typedef long long swig_type_115;
-typedef long long swig_type_116;
+typedef _goslice_ swig_type_115;
+typedef _goslice_ swig_type_116;
 typedef long long swig_type_117;
-typedef _gostring_ swig_type_118;
-typedef _gostring_ swig_type_119;
-typedef _gostring_ swig_type_120;
+typedef long long swig_type_118;
+typedef long long swig_type_119;
+typedef long long swig_type_120;
 typedef long long swig_type_121;
 typedef long long swig_type_122;
-typedef long long swig_type_123;
-typedef long long swig_type_124;
-typedef long long swig_type_125;
-typedef _gostring_ swig_type_126;
-typedef _gostring_ swig_type_127;
-typedef _gostring_ swig_type_128;
-typedef _gostring_ swig_type_129;
-typedef _gostring_ swig_type_130;
+typedef _gostring_ swig_type_123;
+typedef _gostring_ swig_type_124;
+typedef _gostring_ swig_type_125;
+typedef long long swig_type_126;
+typedef long long swig_type_127;
+typedef long long swig_type_128;
+typedef long long swig_type_129;
+typedef long long swig_type_130;
 typedef _gostring_ swig_type_131;
 typedef _gostring_ swig_type_132;
 typedef _gostring_ swig_type_133;
 typedef _gostring_ swig_type_134;
-typedef _goslice_ swig_type_135;
+typedef _gostring_ swig_type_135;
 typedef _gostring_ swig_type_136;
 typedef _gostring_ swig_type_137;
-typedef long long swig_type_138;
+typedef _gostring_ swig_type_138;
 typedef _gostring_ swig_type_139;
-typedef long long swig_type_140;
+typedef _goslice_ swig_type_140;
 typedef _gostring_ swig_type_141;
-typedef long long swig_type_142;
-typedef _goslice_ swig_type_143;
+typedef _gostring_ swig_type_142;
+typedef long long swig_type_143;
 typedef _gostring_ swig_type_144;
 typedef long long swig_type_145;
 typedef _gostring_ swig_type_146;
-typedef _gostring_ swig_type_147;
-typedef _gostring_ swig_type_148;
+typedef long long swig_type_147;
+typedef _goslice_ swig_type_148;
 typedef _gostring_ swig_type_149;
-typedef _goslice_ swig_type_150;
-typedef long long swig_type_151;
+typedef long long swig_type_150;
+typedef _gostring_ swig_type_151;
 typedef _gostring_ swig_type_152;
-typedef long long swig_type_153;
+typedef _gostring_ swig_type_153;
 typedef _gostring_ swig_type_154;
-typedef _gostring_ swig_type_155;
+typedef _goslice_ swig_type_155;
 typedef long long swig_type_156;
-typedef long long swig_type_157;
+typedef _gostring_ swig_type_157;
 typedef long long swig_type_158;
-typedef long long swig_type_159;
-typedef long long swig_type_160;
-typedef _goslice_ swig_type_161;
+typedef _gostring_ swig_type_159;
+typedef _gostring_ swig_type_160;
+typedef long long swig_type_161;
 typedef long long swig_type_162;
-typedef _goslice_ swig_type_163;
+typedef long long swig_type_163;
 typedef long long swig_type_164;
-typedef _gostring_ swig_type_165;
-typedef long long swig_type_166;
+typedef long long swig_type_165;
+typedef _goslice_ swig_type_166;
 typedef long long swig_type_167;
-typedef long long swig_type_168;
-typedef _gostring_ swig_type_169;
-typedef long long swig_type_170;
-typedef _gostring_ swig_type_171;
+typedef _goslice_ swig_type_168;
+typedef long long swig_type_169;
+typedef _gostring_ swig_type_170;
+typedef long long swig_type_171;
+typedef long long swig_type_172;
+typedef long long swig_type_173;
+typedef _gostring_ swig_type_174;
+typedef long long swig_type_175;
+typedef _gostring_ swig_type_176;
 extern void _wrap_Swig_free_capi_8de2de55689d6b0e(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_8de2de55689d6b0e(swig_intgo arg1);
 extern swig_intgo _wrap_ACC_OK_capi_8de2de55689d6b0e(void);
@@ -394,62 +399,67 @@ extern uintptr_t _wrap_Model_parameterNames_capi_8de2de55689d6b0e(uintptr_t arg1
 extern uintptr_t _wrap_Model_parameter_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_87 arg2, swig_voidp arg3);
 extern void _wrap_Model_zeroGrad_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern swig_type_88 _wrap_Model_setRequiresGrad_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_89 arg2, _Bool arg3, swig_voidp arg4);
+extern swig_type_90 _wrap_Model_addLora_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_91 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Model_saveLora_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_92 arg2, swig_voidp arg3);
+extern void _wrap_Model_loadLora_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_93 arg2, swig_voidp arg3);
+extern void _wrap_Model_mergeLora_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_94 _wrap_Model_loraCount_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Model_stateDict_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Model_loadStateDict_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern void _wrap_Model_saveTorchscript_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_90 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Model_loadSafetensors_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_91 arg2, _Bool arg3, swig_voidp arg4);
-extern uintptr_t _wrap_new_Optimizer_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_92 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Model_saveTorchscript_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_95 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Model_loadSafetensors_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_96 arg2, _Bool arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Optimizer_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_97 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_delete_Optimizer_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern void _wrap_Optimizer_addParamGroup_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_93 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_94 _wrap_Optimizer_addParamGroupMatching_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_95 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_96 _wrap_Optimizer_numParamGroups_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern double _wrap_Optimizer_getLr_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_97 arg2, swig_voidp arg3);
-extern void _wrap_Optimizer_setLr_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_98 arg2, double arg3, swig_voidp arg4);
+extern void _wrap_Optimizer_addParamGroup_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_98 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_99 _wrap_Optimizer_addParamGroupMatching_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_100 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_101 _wrap_Optimizer_numParamGroups_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Optimizer_getLr_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_102 arg2, swig_voidp arg3);
+extern void _wrap_Optimizer_setLr_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_103 arg2, double arg3, swig_voidp arg4);
 extern void _wrap_Optimizer_step_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Optimizer_zeroGrad_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_new_Scheduler_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_99 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Scheduler_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_104 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_delete_Scheduler_capi_8de2de55689d6b0e(uintptr_t arg1);
 extern void _wrap_Scheduler_step_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern double _wrap_Scheduler_getLastLr_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_100 arg2, swig_voidp arg3);
-extern swig_type_101 _wrap_Scheduler_getStep_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Scheduler_getLastLr_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_105 arg2, swig_voidp arg3);
+extern swig_type_106 _wrap_Scheduler_getStep_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Scheduler_fromLrLambda_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_Dataset_capi_8de2de55689d6b0e(uintptr_t arg1);
 extern uintptr_t _wrap_Dataset_fromTensors_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_fromIdx_capi_8de2de55689d6b0e(swig_type_102 arg1, swig_type_103 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromSampleSource_capi_8de2de55689d6b0e(swig_type_104 arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromStreamSource_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_105 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_subset_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_106 arg2, swig_type_107 arg3, swig_voidp arg4);
-extern swig_type_108 _wrap_Dataset_size_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_get_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_109 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromIdx_capi_8de2de55689d6b0e(swig_type_107 arg1, swig_type_108 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromSampleSource_capi_8de2de55689d6b0e(swig_type_109 arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromStreamSource_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_110 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_subset_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_111 arg2, swig_type_112 arg3, swig_voidp arg4);
+extern swig_type_113 _wrap_Dataset_size_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Dataset_get_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_114 arg2, swig_voidp arg3);
 extern uintptr_t _wrap_new_DataLoader_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_DataLoader_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_110 arg2, swig_type_111 arg3, uintptr_t arg4, swig_voidp arg5);
+extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_115 arg2, swig_type_116 arg3, uintptr_t arg4, swig_voidp arg5);
 extern uintptr_t _wrap_DataLoader_next_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_112 _wrap_DataLoader_length_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_113 _wrap_DataLoader_epoch_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_DataLoader_setEpoch_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_114 arg2, swig_voidp arg3);
+extern swig_type_117 _wrap_DataLoader_length_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_118 _wrap_DataLoader_epoch_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_setEpoch_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_119 arg2, swig_voidp arg3);
 extern void _wrap_DataLoader_setCollator_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_DataLoader_skipFirstBatches_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_115 arg2, swig_voidp arg3);
-extern swig_type_116 _wrap_DataLoader_totalBatchSize_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_117 _wrap_DataLoader_totalDatasetLength_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_skipFirstBatches_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_120 arg2, swig_voidp arg3);
+extern swig_type_121 _wrap_DataLoader_totalBatchSize_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_122 _wrap_DataLoader_totalDatasetLength_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_endOfEpoch_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_DataLoader_endEpoch_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_inEpoch_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_new_Accelerator_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_delete_Accelerator_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern swig_type_118 _wrap_Accelerator_device_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_119 _wrap_Accelerator_distributedType_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_120 _wrap_Accelerator_mixedPrecision_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_121 _wrap_Accelerator_processIndex_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_122 _wrap_Accelerator_numProcesses_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_123 _wrap_Accelerator_localProcessIndex_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_123 _wrap_Accelerator_device_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_124 _wrap_Accelerator_distributedType_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_125 _wrap_Accelerator_mixedPrecision_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_126 _wrap_Accelerator_processIndex_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_127 _wrap_Accelerator_numProcesses_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_128 _wrap_Accelerator_localProcessIndex_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isMainProcess_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isLocalMainProcess_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isLastProcess_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_124 _wrap_Accelerator_gradientAccumulationSteps_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_129 _wrap_Accelerator_gradientAccumulationSteps_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_syncGradients_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_optimizerStepWasSkipped_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_125 _wrap_Accelerator_step_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_130 _wrap_Accelerator_step_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_prepareModel_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_prepareOptimizer_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_prepareDataLoader_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
@@ -460,10 +470,10 @@ extern void _wrap_Accelerator_accumulateBegin_capi_8de2de55689d6b0e(uintptr_t ar
 extern void _wrap_Accelerator_accumulateEnd_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern double _wrap_Accelerator_clipGradNorm_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, double arg3, double arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_clipGradValue_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_saveModel_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_126 arg3, swig_type_127 arg4, swig_voidp arg5);
-extern swig_type_128 _wrap_Accelerator_saveState_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_129 arg2, swig_voidp arg3);
-extern swig_type_130 _wrap_Accelerator_loadState_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_131 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_print_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_132 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_saveModel_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_131 arg3, swig_type_132 arg4, swig_voidp arg5);
+extern swig_type_133 _wrap_Accelerator_saveState_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_134 arg2, swig_voidp arg3);
+extern swig_type_135 _wrap_Accelerator_loadState_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_136 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_print_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_137 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_waitForEveryone_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_freeMemory_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_noSyncBegin_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
@@ -475,49 +485,49 @@ extern void _wrap_Accelerator_mainProcessFirstBegin_capi_8de2de55689d6b0e(uintpt
 extern void _wrap_Accelerator_mainProcessFirstEnd_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstBegin_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstEnd_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_gather_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_133 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_134 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherObject_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_135 arg2, swig_type_136 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_reduce_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_137 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_broadcast_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_138 arg3, swig_type_139 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_140 arg3, double arg4, _Bool arg5, swig_type_141 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_splitBetweenProcesses_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_142 arg2, _Bool arg3, swig_type_143 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_gather_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_138 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_139 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherObject_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_140 arg2, swig_type_141 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_reduce_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_142 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_broadcast_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_143 arg3, swig_type_144 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_145 arg3, double arg4, _Bool arg5, swig_type_146 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_splitBetweenProcesses_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_147 arg2, _Bool arg3, swig_type_148 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_setTrigger_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_checkTrigger_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_save_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_144 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_save_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_149 arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_getStateDict_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_145 _wrap_Accelerator_iteration_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_150 _wrap_Accelerator_iteration_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_unscaleGradients_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastBegin_capi_8de2de55689d6b0e(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastEnd_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_registerForCheckpointing_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_registerSaveStatePreHook_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_registerLoadStatePreHook_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_addTracker_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_146 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_initTrackers_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_147 arg2, swig_type_148 arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_logValues_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_149 arg2, swig_type_150 arg3, swig_type_151 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logScalar_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_152 arg2, double arg3, swig_type_153 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_addTracker_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_151 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_initTrackers_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_152 arg2, swig_type_153 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_logValues_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_154 arg2, swig_type_155 arg3, swig_type_156 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logScalar_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_157 arg2, double arg3, swig_type_158 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_endTraining_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_trackerNames_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_154 _wrap_Accelerator_trackerPath_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_155 arg2, swig_voidp arg3);
-extern swig_type_156 _wrap_Samples_size_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern swig_type_157 _wrap_Samples_fields_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_158 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_159 arg2, swig_type_160 arg3, swig_voidp arg4);
+extern swig_type_159 _wrap_Accelerator_trackerPath_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_160 arg2, swig_voidp arg3);
+extern swig_type_161 _wrap_Samples_size_capi_8de2de55689d6b0e(uintptr_t arg1);
+extern swig_type_162 _wrap_Samples_fields_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_163 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_164 arg2, swig_type_165 arg3, swig_voidp arg4);
 extern void _wrap_delete_Samples_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_161 arg2, swig_voidp arg3);
-extern swig_type_162 _wrap_Bytes_size_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_163 arg2, swig_voidp arg3);
+extern void _wrap_Bytes_append_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_166 arg2, swig_voidp arg3);
+extern swig_type_167 _wrap_Bytes_size_capi_8de2de55689d6b0e(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_168 arg2, swig_voidp arg3);
 extern void _wrap_delete_Bytes_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern swig_type_164 _wrap_Metrics_size_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern swig_type_165 _wrap_Metrics_name_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_166 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_167 arg2, swig_voidp arg3);
+extern swig_type_169 _wrap_Metrics_size_capi_8de2de55689d6b0e(uintptr_t arg1);
+extern swig_type_170 _wrap_Metrics_name_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_171 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_172 arg2, swig_voidp arg3);
 extern void _wrap_delete_Metrics_capi_8de2de55689d6b0e(uintptr_t arg1);
 extern void _wrap_LrFactor_set_capi_8de2de55689d6b0e(uintptr_t arg1, double arg2);
 extern void _wrap_delete_LrFactor_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_168 arg2, swig_type_169 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Progress_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_173 arg2, swig_type_174 arg3, swig_voidp arg4);
 extern void _wrap_delete_Progress_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_170 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_171 arg2, swig_voidp arg3);
+extern void _wrap_Progress_update_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_175 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_176 arg2, swig_voidp arg3);
 extern void _wrap_Progress_finish_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
@@ -3440,6 +3450,78 @@ func (arg1 SwigcptrModel) SetRequiresGrad(arg2 string, arg3 bool, arg4 *string) 
 	return swig_r
 }
 
+func (arg1 SwigcptrModel) AddLora(arg2 string, arg3 Options, arg4 *string) (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	_swig_i_3 := arg4
+	swig_r = (int64)(C._wrap_Model_addLora_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_91)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+
+  if arg4 != nil && len(*arg4) > 0 {
+    *arg4 = swigCopyString(*arg4)
+  }
+
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	return swig_r
+}
+
+func (arg1 SwigcptrModel) SaveLora(arg2 string, arg3 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	C._wrap_Model_saveLora_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+}
+
+func (arg1 SwigcptrModel) LoadLora(arg2 string, arg3 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	C._wrap_Model_loadLora_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_93)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+}
+
+func (arg1 SwigcptrModel) MergeLora(arg2 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Model_mergeLora_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+
+  if arg2 != nil && len(*arg2) > 0 {
+    *arg2 = swigCopyString(*arg2)
+  }
+
+}
+
+func (arg1 SwigcptrModel) LoraCount(arg2 *string) (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r = (int64)(C._wrap_Model_loraCount_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+
+  if arg2 != nil && len(*arg2) > 0 {
+    *arg2 = swigCopyString(*arg2)
+  }
+
+	return swig_r
+}
+
 func (arg1 SwigcptrModel) StateDict(arg2 *string) (_swig_ret TensorList) {
 	var swig_r TensorList
 	_swig_i_0 := arg1
@@ -3470,7 +3552,7 @@ func (arg1 SwigcptrModel) SaveTorchscript(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_saveTorchscript_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_90)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_saveTorchscript_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3487,7 +3569,7 @@ func (arg1 SwigcptrModel) LoadSafetensors(arg2 string, arg3 bool, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_91)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3514,6 +3596,11 @@ type Model interface {
 	Parameter(arg2 string, arg3 *string) (_swig_ret Tensor)
 	ZeroGrad(arg2 *string)
 	SetRequiresGrad(arg2 string, arg3 bool, arg4 *string) (_swig_ret int64)
+	AddLora(arg2 string, arg3 Options, arg4 *string) (_swig_ret int64)
+	SaveLora(arg2 string, arg3 *string)
+	LoadLora(arg2 string, arg3 *string)
+	MergeLora(arg2 *string)
+	LoraCount(arg2 *string) (_swig_ret int64)
 	StateDict(arg2 *string) (_swig_ret TensorList)
 	LoadStateDict(arg2 TensorList, arg3 bool, arg4 *string)
 	SaveTorchscript(arg2 string, arg3 *string)
@@ -3535,7 +3622,7 @@ func NewOptimizer(arg1 Model, arg2 string, arg3 Options, arg4 *string) (_swig_re
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_97)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3557,7 +3644,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroup(arg2 string, arg3 Options, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_addParamGroup_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_93)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_addParamGroup_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3574,7 +3661,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroupMatching(arg2 string, arg3 Options, a
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3604,7 +3691,7 @@ func (arg1 SwigcptrOptimizer) GetLr(arg2 int64, arg3 *string) (_swig_ret float64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_97(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_102(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3618,7 +3705,7 @@ func (arg1 SwigcptrOptimizer) SetLr(arg2 int64, arg3 float64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_setLr_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_98(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_setLr_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_103(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3675,7 +3762,7 @@ func NewScheduler(arg1 Optimizer, arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_99)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_104)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3708,7 +3795,7 @@ func (arg1 SwigcptrScheduler) GetLastLr(arg2 int64, arg3 *string) (_swig_ret flo
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_100(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_105(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3784,7 +3871,7 @@ func DatasetFromIdx(arg1 string, arg2 string, arg3 *string) (_swig_ret Dataset) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_8de2de55689d6b0e(*(*C.swig_type_102)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_8de2de55689d6b0e(*(*C.swig_type_107)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3804,7 +3891,7 @@ func DatasetFromSampleSource(arg1 int64, arg2 SampleSource, arg3 *string) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_8de2de55689d6b0e(C.swig_type_104(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_8de2de55689d6b0e(C.swig_type_109(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3818,7 +3905,7 @@ func DatasetFromStreamSource(arg1 StreamSource, arg2 int64, arg3 *string) (_swig
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_105(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_110(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3833,7 +3920,7 @@ func (arg1 SwigcptrDataset) Subset(arg2 int64, arg3 int64, arg4 *string) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_106(_swig_i_1), C.swig_type_107(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1), C.swig_type_112(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3860,7 +3947,7 @@ func (arg1 SwigcptrDataset) Get(arg2 int64, arg3 *string) (_swig_ret TensorList)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3912,7 +3999,7 @@ func DataLoaderFromBatchArrays(arg1 Dataset, arg2 []int64, arg3 []int64, arg4 Op
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -3970,7 +4057,7 @@ func (arg1 SwigcptrDataLoader) SetEpoch(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_setEpoch_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_setEpoch_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_119(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3994,7 +4081,7 @@ func (arg1 SwigcptrDataLoader) SkipFirstBatches(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_skipFirstBatches_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_115(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_skipFirstBatches_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_120(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4428,7 +4515,7 @@ func (arg1 SwigcptrAccelerator) SaveModel(arg2 Model, arg3 string, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_saveModel_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_127)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_saveModel_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4447,7 +4534,7 @@ func (arg1 SwigcptrAccelerator) SaveState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_saveState_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_129)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_saveState_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -4467,7 +4554,7 @@ func (arg1 SwigcptrAccelerator) LoadState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_loadState_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_loadState_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -4486,7 +4573,7 @@ func (arg1 SwigcptrAccelerator) Print(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_print_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_print_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4630,7 +4717,7 @@ func (arg1 SwigcptrAccelerator) Gather(arg2 Tensor, arg3 string, arg4 *string) (
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4648,7 +4735,7 @@ func (arg1 SwigcptrAccelerator) GatherForMetrics(arg2 Tensor, arg3 string, arg4 
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4666,7 +4753,7 @@ func (arg1 SwigcptrAccelerator) GatherObject(arg2 []byte, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4688,7 +4775,7 @@ func (arg1 SwigcptrAccelerator) Reduce(arg2 Tensor, arg3 Acc_reduction, arg4 str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4707,7 +4794,7 @@ func (arg1 SwigcptrAccelerator) Broadcast(arg2 Tensor, arg3 int64, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_138(_swig_i_2), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_143(_swig_i_2), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4728,7 +4815,7 @@ func (arg1 SwigcptrAccelerator) PadAcrossProcesses(arg2 Tensor, arg3 int64, arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_140(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_145(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -4746,7 +4833,7 @@ func (arg1 SwigcptrAccelerator) SplitBetweenProcesses(arg2 int64, arg3 bool, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_splitBetweenProcesses_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_142(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_splitBetweenProcesses_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_147(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4786,7 +4873,7 @@ func (arg1 SwigcptrAccelerator) Save(arg2 TensorList, arg3 string, arg4 *string)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_save_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_save_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4901,7 +4988,7 @@ func (arg1 SwigcptrAccelerator) AddTracker(arg2 string, arg3 Tracker, arg4 *stri
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_addTracker_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_addTracker_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4917,7 +5004,7 @@ func (arg1 SwigcptrAccelerator) InitTrackers(arg2 string, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_initTrackers_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_initTrackers_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4937,7 +5024,7 @@ func (arg1 SwigcptrAccelerator) LogValues(arg2 string, arg3 []float64, arg4 int6
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logValues_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_2)), C.swig_type_151(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logValues_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_2)), C.swig_type_156(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4957,7 +5044,7 @@ func (arg1 SwigcptrAccelerator) LogScalar(arg2 string, arg3 float64, arg4 int64,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logScalar_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_153(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logScalar_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_158(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4997,7 +5084,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5101,7 +5188,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_158(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_163(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5116,7 +5203,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_159(_swig_i_1), C.swig_type_160(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_164(_swig_i_1), C.swig_type_165(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5151,7 +5238,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5173,7 +5260,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5218,7 +5305,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_166(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_171(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5235,7 +5322,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_167(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_172(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5298,7 +5385,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_168(_swig_i_1), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5319,7 +5406,7 @@ func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_170(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_175(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5331,7 +5418,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)

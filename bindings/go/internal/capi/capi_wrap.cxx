@@ -722,6 +722,19 @@ SWIGINTERN size_t acc_model_setRequiresGrad(acc_model *self,char const *patterns
     check(acc_model_set_requires_grad(self, patterns, requiresGrad ? 1 : 0, &n));
     return n;
   }
+SWIGINTERN size_t acc_model_addLora(acc_model *self,char const *targetModules,acc_options const *opts,std::string *swig_err){
+    size_t n = 0;
+    check(acc_model_add_lora(self, targetModules, opts, &n));
+    return n;
+  }
+SWIGINTERN void acc_model_saveLora(acc_model *self,char const *dir,std::string *swig_err){ check(acc_model_save_lora(self, dir)); }
+SWIGINTERN void acc_model_loadLora(acc_model *self,char const *dir,std::string *swig_err){ check(acc_model_load_lora(self, dir)); }
+SWIGINTERN void acc_model_mergeLora(acc_model *self,std::string *swig_err){ check(acc_model_merge_lora(self)); }
+SWIGINTERN size_t acc_model_loraCount(acc_model *self,std::string *swig_err){
+    size_t n = 0;
+    check(acc_model_lora_count(self, &n));
+    return n;
+  }
 SWIGINTERN acc_tensor_list *acc_model_stateDict(acc_model *self,std::string *swig_err){
     acc_tensor_list *out = nullptr;
     check(acc_model_state_dict(self, &out));
@@ -6491,6 +6504,185 @@ long long _wrap_Model_setRequiresGrad_capi_8de2de55689d6b0e(acc_model *_swig_go_
   }
   
   free(arg2); 
+  return _swig_go_result;
+}
+
+
+long long _wrap_Model_addLora_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  char *arg2 = (char *) 0 ;
+  acc_options *arg3 = (acc_options *) 0 ;
+  std::string *arg4 = (std::string *) 0 ;
+  std::string temp4 ;
+  size_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = *(acc_options **)&_swig_go_2; 
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      result = acc_model_addLora(arg1,(char const *)arg2,(acc_options const *)arg3,arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
+}
+
+
+void _wrap_Model_saveLora_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  char *arg2 = (char *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      acc_model_saveLora(arg1,(char const *)arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(arg2); 
+}
+
+
+void _wrap_Model_loadLora_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  char *arg2 = (char *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      acc_model_loadLora(arg1,(char const *)arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(arg2); 
+}
+
+
+void _wrap_Model_mergeLora_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  std::string *arg2 = (std::string *) 0 ;
+  std::string temp2 ;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  accswig::take_go_error();
+  arg2 = &temp2;
+  
+  
+  {
+    try {
+      acc_model_mergeLora(arg1,arg2);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+long long _wrap_Model_loraCount_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  std::string *arg2 = (std::string *) 0 ;
+  std::string temp2 ;
+  size_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  
+  accswig::take_go_error();
+  arg2 = &temp2;
+  
+  
+  {
+    try {
+      result = acc_model_loraCount(arg1,arg2);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
+  }
+  
   return _swig_go_result;
 }
 

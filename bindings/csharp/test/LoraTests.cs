@@ -1,0 +1,59 @@
+// LoRA adapters (Model.AddLora): only they train, PEFT's files round-trip, merging keeps outputs.
+using System.IO;
+using NUnit.Framework;
+
+namespace Accelerate.Tests {
+
+[TestFixture]
+public class LoraTests {
+  static Model NewModel() {
+    Library.SetSeed(3);
+    return Model.FromSpec(FreezeTests.Spec);
+  }
+
+  static float[] Output(Model model) {
+    using (Tensor x = Tensor.Of(new float[] {0.1f, -0.2f, 0.3f, 0.4f, 0.5f, -0.6f, 0.7f, 0.8f}, 2, 4))
+    using (Tensor y = model.Forward(x)) return y.ToFloatArray();
+  }
+
+  [Test]
+  public void AdaptersTrainAloneAndRoundTripThroughPeftFiles() {
+    string dir = Path.Combine(Path.GetTempPath(), "acc-cs-lora-" + System.Guid.NewGuid().ToString("N"));
+    using (Model model = NewModel())
+    using (Options o = Options.Lora().Put("r", 2L).Put("lora_alpha", 4.0)) {
+      Assert.AreEqual(2, model.AddLora("0,1", o));
+      Assert.AreEqual(2, model.LoraCount());
+      float[] baseWeight = FreezeTests.Param(model, "1.weight"), b = FreezeTests.Param(model, "1.lora_B.weight");
+      using (Options lr = Options.Optimizer().Put("lr", 0.1))
+      using (var opt = new Optimizer(model, "adamw", lr))
+        for (int i = 0; i < 3; ++i) FreezeTests.TrainStep(model, opt);
+      Assert.AreEqual(baseWeight, FreezeTests.Param(model, "1.weight"));
+      CollectionAssert.AreNotEqual(b, FreezeTests.Param(model, "1.lora_B.weight"));
+      float[] trained = Output(model);
+      model.SaveLora(dir);
+      Assert.IsTrue(File.Exists(Path.Combine(dir, "adapter_config.json")));
+      using (Model fresh = NewModel()) {
+        fresh.LoadLora(dir);
+        Assert.AreEqual(trained, Output(fresh));
+        fresh.MergeLora();
+        Assert.AreEqual(0, fresh.LoraCount());
+        float[] merged = Output(fresh);
+        for (int i = 0; i < trained.Length; ++i) Assert.AreEqual(trained[i], merged[i], 1e-5);
+      }
+      var e = Assert.Throws<AccelerateInvalidArgumentException>(() => model.AddLora("0", null));
+      StringAssert.Contains("already has", e.Message);
+    }
+    Directory.Delete(dir, true);
+  }
+
+  [Test]
+  public void TargetsThatAreNoLinearLayerAreRefused() {
+    using (Model model = NewModel()) {
+      var e = Assert.Throws<AccelerateInvalidArgumentException>(() => model.AddLora("q_proj", null));
+      StringAssert.Contains("matches no linear layer", e.Message);
+      Assert.AreEqual(0, model.LoraCount());
+    }
+  }
+}
+
+}

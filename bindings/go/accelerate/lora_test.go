@@ -1,0 +1,99 @@
+package accelerate_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
+)
+
+func seededTwoLinears(t *testing.T) *acc.Model {
+	t.Helper()
+	if err := acc.SetSeed(3); err != nil {
+		t.Fatal(err)
+	}
+	return newTwoLinears(t)
+}
+
+func outputOf(t *testing.T, m *acc.Model) []float32 {
+	t.Helper()
+	x, _ := acc.FromFloat32s([]float32{0.1, -0.2, 0.3, 0.4, 0.5, -0.6, 0.7, 0.8}, 2, 4)
+	defer x.Close()
+	y, err := m.Forward(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Close()
+	v, err := y.Float32s()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// LoRA adapters: only they train, PEFT's files round-trip, merging keeps the outputs.
+func TestLoraAdaptersTrainAloneAndRoundTrip(t *testing.T) {
+	m := seededTwoLinears(t)
+	defer m.Close()
+	o, _ := acc.NewOptions(acc.LoraOptions)
+	defer o.Close()
+	if err := o.SetInt("r", 2); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := m.AddLora("0,1", o); n != 2 || err != nil {
+		t.Fatalf("AddLora = %d, %v", n, err)
+	}
+	if m.LoraCount() != 2 {
+		t.Fatalf("LoraCount = %d", m.LoraCount())
+	}
+	base, b := paramValues(t, m, "1.weight"), paramValues(t, m, "1.lora_B.weight")
+	lr, _ := acc.NewOptions(acc.OptimizerOptions)
+	defer lr.Close()
+	_ = lr.SetFloat("lr", 0.1)
+	opt, err := acc.NewOptimizer(m, "adamw", lr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		trainStep(t, m, opt)
+	}
+	opt.Close()
+	if !reflect.DeepEqual(base, paramValues(t, m, "1.weight")) {
+		t.Error("a base weight changed")
+	}
+	if reflect.DeepEqual(b, paramValues(t, m, "1.lora_B.weight")) {
+		t.Error("an adapter did not train")
+	}
+	trained := outputOf(t, m)
+	dir := filepath.Join(t.TempDir(), "adapter")
+	if err := m.SaveLora(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "adapter_config.json")); err != nil {
+		t.Fatal(err)
+	}
+	fresh := seededTwoLinears(t)
+	defer fresh.Close()
+	if err := fresh.LoadLora(dir); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(trained, outputOf(t, fresh)) {
+		t.Error("loaded adapters compute otherwise")
+	}
+	if err := fresh.MergeLora(); err != nil || fresh.LoraCount() != 0 {
+		t.Fatalf("MergeLora: %v, %d left", err, fresh.LoraCount())
+	}
+	for i, v := range outputOf(t, fresh) {
+		if d := v - trained[i]; d > 1e-5 || d < -1e-5 {
+			t.Fatalf("merged output %d differs by %g", i, d)
+		}
+	}
+	if _, err := m.AddLora("q_proj", nil); !errors.Is(err, acc.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "already has") {
+		t.Errorf("AddLora twice: %v", err)
+	}
+}

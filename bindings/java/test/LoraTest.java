@@ -1,0 +1,63 @@
+package ai.accelerate.test;
+
+import static org.junit.jupiter.api.Assertions.*;
+
+import ai.accelerate.*;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+import org.junit.jupiter.api.Test;
+
+/** LoRA adapters (Model.addLora): only they train, PEFT's files round-trip, merging keeps outputs. */
+class LoraTest {
+  static Model model() {
+    Accelerate.setSeed(3);
+    return Model.fromSpec(FreezeTest.SPEC);
+  }
+
+  static float[] output(Model model) {
+    try (Tensor x = Tensor.of(new float[] {0.1f, -0.2f, 0.3f, 0.4f, 0.5f, -0.6f, 0.7f, 0.8f}, 2, 4);
+         Tensor y = model.forward(x)) {
+      return y.toFloatArray();
+    }
+  }
+
+  @Test
+  void adaptersTrainAloneAndRoundTripThroughPeftFiles() throws Exception {
+    Path dir = Files.createTempDirectory("acc-lora");
+    try (Model model = model(); Options o = Options.lora().put("r", 2).put("lora_alpha", 4.0)) {
+      assertEquals(2, model.addLora("0,1", o));
+      assertEquals(2, model.loraCount());
+      try (StringList names = model.parameterNames()) {
+        assertTrue(names.toList().contains("1.lora_B.weight"));
+      }
+      float[] base = FreezeTest.param(model, "1.weight"), b = FreezeTest.param(model, "1.lora_B.weight");
+      try (Options lr = Options.optimizer().put("lr", 0.1); Optimizer opt = new Optimizer(model, "adamw", lr)) {
+        for (int i = 0; i < 3; ++i) FreezeTest.trainStep(model, opt);
+      }
+      assertArrayEquals(base, FreezeTest.param(model, "1.weight"));
+      assertFalse(Arrays.equals(b, FreezeTest.param(model, "1.lora_B.weight")));
+      float[] trained = output(model);
+      model.saveLora(dir.toString());
+      assertTrue(Files.exists(dir.resolve("adapter_config.json")));
+      try (Model fresh = model()) {
+        fresh.loadLora(dir.toString());
+        assertArrayEquals(trained, output(fresh));
+        fresh.mergeLora();
+        assertEquals(0, fresh.loraCount());
+        assertArrayEquals(trained, output(fresh), 1e-5f);
+      }
+      InvalidArgumentException e = assertThrows(InvalidArgumentException.class, () -> model.addLora("0", null));
+      assertTrue(e.getMessage().contains("already has"), e.getMessage());
+    }
+  }
+
+  @Test
+  void targetsThatAreNoLinearLayerAreRefused() {
+    try (Model model = model()) {
+      InvalidArgumentException e = assertThrows(InvalidArgumentException.class, () -> model.addLora("q_proj", null));
+      assertTrue(e.getMessage().contains("matches no linear layer"), e.getMessage());
+      assertEquals(0, model.loraCount());
+    }
+  }
+}
