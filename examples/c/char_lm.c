@@ -1,16 +1,23 @@
 /* char_lm.c — a small GPT trained as a character-level language model, through the C API only.
  *
  *   char_lm [--text FILE] [--epochs N] [--batch-size N] [--lr X] [--context N] [--max-perplexity X]
- *           [--project-dir DIR]
+ *           [--project-dir DIR] [--init-from DIR [--lora TARGETS]]
  *
  * Reads a text file (default: the GPL-3 text Debian ships in /usr/share/common-licenses), cuts it
  * into windows of --context characters (targets: the same window shifted by one), keeps the last
  * tenth for validation, and trains a decoder-only transformer built from a layer spec: token and
  * learned position embeddings, 2 causal pre-norm blocks, RMSNorm and an output head tied to the token
  * embedding. Prints the training loss and the validation perplexity after each epoch on the main
- * process, logs both to JSONL under --project-dir, and saves the whole state there at the end
- * (save_state). Runs on several processes with accelerate-launch like any program. Exits 3 when the
- * final validation perplexity is above --max-perplexity. */
+ * process, logs both to JSONL under --project-dir, and saves there at the end the whole state
+ * (final_state, save_state) and the model with its vocabulary (model: model.safetensors as
+ * save_model writes it, vocab.txt). Runs on several processes with accelerate-launch like any
+ * program. Exits 3 when the final validation perplexity is above --max-perplexity (or, fine-tuning,
+ * not below where it started).
+ *
+ * Fine-tuning: --init-from DIR starts from such a saved model (its weights and vocabulary) instead of
+ * random weights; --lora TARGETS then trains LoRA adapters on the named linear layers alone (e.g.
+ * "out_proj,linear1,linear2"; rank 8, alpha 16), saved in PEFT's layout to --project-dir/adapter,
+ * while model/ gets the merged weights. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,18 +36,20 @@
   } while (0)
 
 struct args {
-  const char *text, *project_dir;
+  const char *text, *project_dir, *init_from, *lora;
   int epochs, batch_size, context;
   double lr, max_perplexity;
 };
 
 static struct args parse_args(int argc, char **argv) {
-  struct args a = {"/usr/share/common-licenses/GPL-3", "char_lm_project", 8, 8, 64, 3e-3, 0.0};
+  struct args a = {"/usr/share/common-licenses/GPL-3", "char_lm_project", NULL, NULL, 8, 8, 64, 3e-3, 0.0};
   int i;
   for (i = 1; i + 1 < argc; i += 2) {
     const char *v = argv[i + 1];
     if (!strcmp(argv[i], "--text")) a.text = v;
     else if (!strcmp(argv[i], "--project-dir")) a.project_dir = v;
+    else if (!strcmp(argv[i], "--init-from")) a.init_from = v;
+    else if (!strcmp(argv[i], "--lora")) a.lora = v;
     else if (!strcmp(argv[i], "--epochs")) a.epochs = atoi(v);
     else if (!strcmp(argv[i], "--batch-size")) a.batch_size = atoi(v);
     else if (!strcmp(argv[i], "--context")) a.context = atoi(v);
@@ -48,9 +57,9 @@ static struct args parse_args(int argc, char **argv) {
     else if (!strcmp(argv[i], "--max-perplexity")) a.max_perplexity = atof(v);
     else { fprintf(stderr, "unknown option %s\n", argv[i]); exit(2); }
   }
-  if (i < argc || a.epochs < 1 || a.batch_size < 1 || a.context < 2) {
+  if (i < argc || a.epochs < 1 || a.batch_size < 1 || a.context < 2 || (a.lora && !a.init_from)) {
     fprintf(stderr, "usage: char_lm [--text FILE] [--epochs N] [--batch-size N] [--lr X] [--context N] "
-                    "[--max-perplexity X] [--project-dir DIR]\n");
+                    "[--max-perplexity X] [--project-dir DIR] [--init-from DIR [--lora TARGETS]]\n");
     exit(2);
   }
   return a;
@@ -148,16 +157,30 @@ int main(int argc, char **argv) {
   acc_model *model = NULL;
   acc_optimizer *opt = NULL;
   char *saved = NULL;
-  double ppl = INFINITY;
+  double ppl = INFINITY, ppl_before = INFINITY;
   int64_t step = 0;
-  int epoch;
+  int epoch, main_process = 0;
 
-  /* The vocabulary: the bytes the text uses, numbered in byte order. */
+  /* The vocabulary: the bytes the text uses, numbered in byte order; when fine-tuning, the base
+   * model's (its vocab.txt holds them in order). */
   for (i = 0; i < 256; ++i) code[i] = -1;
-  for (i = 0; i < size; ++i) code[text[i]] = 0;
-  for (i = 0; i < 256; ++i)
-    if (code[i] == 0) code[i] = vocab++;
-  for (i = 0; i < size; ++i) ids[i] = code[text[i]];
+  if (a.init_from) {
+    char path[1024];
+    long n = 0;
+    unsigned char *bytes;
+    snprintf(path, sizeof path, "%s/vocab.txt", a.init_from);
+    bytes = read_text(path, &n);
+    for (i = 0; i < n; ++i) code[bytes[i]] = vocab++;
+    free(bytes);
+  } else {
+    for (i = 0; i < size; ++i) code[text[i]] = 0;
+    for (i = 0; i < 256; ++i)
+      if (code[i] == 0) code[i] = vocab++;
+  }
+  for (i = 0; i < size; ++i) {
+    if (code[text[i]] < 0) { fprintf(stderr, "byte %d of %s is not in the base model's vocabulary\n", text[i], a.text); return 1; }
+    ids[i] = code[text[i]];
+  }
   split = size - size / 10;
   if (split / a.context < 1 || (size - split - 1) / a.context < 1) { fprintf(stderr, "the text is too short\n"); return 1; }
 
@@ -188,11 +211,26 @@ int main(int argc, char **argv) {
            " {\"type\":\"tied_linear\",\"tie_to\":0}]",
            (long long)vocab, a.context);
   CHECK(acc_model_from_spec(spec, &model));
+  if (a.init_from) {
+    /* Fine-tuning: the base weights (strict: every name and shape must match the spec), then
+     * adapters on the chosen layers; adding them freezes everything else. */
+    CHECK(acc_model_load_safetensors(model, a.init_from, 1, NULL, NULL));
+    if (a.lora) {
+      acc_options *lora_opts = NULL;
+      size_t adapted = 0;
+      CHECK(acc_options_create(ACC_OPTIONS_LORA, &lora_opts));
+      CHECK(acc_options_set_int(lora_opts, "r", 8));
+      CHECK(acc_options_set_double(lora_opts, "lora_alpha", 16.0));
+      CHECK(acc_model_add_lora(model, a.lora, lora_opts, &adapted));
+      acc_options_free(lora_opts);
+    }
+  }
   CHECK(acc_options_create(ACC_OPTIONS_OPTIMIZER, &opt_opts));
   CHECK(acc_options_set_double(opt_opts, "lr", a.lr));
   CHECK(acc_optimizer_create(model, "adamw", opt_opts, &opt));
-  /* The usual fine-tuning convention in one line: no weight decay for biases and norm weights. */
-  {
+  /* The usual fine-tuning convention in one line: no weight decay for biases and norm weights
+   * (adapters have neither). */
+  if (!a.lora) {
     acc_options *no_decay = NULL;
     size_t moved = 0;
     CHECK(acc_options_create(ACC_OPTIONS_OPTIMIZER, &no_decay));
@@ -207,6 +245,11 @@ int main(int argc, char **argv) {
   CHECK(acc_print(acc, line));
   snprintf(line, sizeof line, "{\"vocab\": %lld, \"context\": %d, \"lr\": %g}", (long long)vocab, a.context, a.lr);
   CHECK(acc_init_trackers(acc, "char_lm", line));
+  if (a.init_from) {
+    ppl_before = perplexity(acc, model, valid_loader, vocab);
+    snprintf(line, sizeof line, "fine-tuning %s: validation perplexity %.2f before", a.init_from, ppl_before);
+    CHECK(acc_print(acc, line));
+  }
 
   for (epoch = 0; epoch < a.epochs; ++epoch) {
     double loss_sum = 0.0;
@@ -245,6 +288,23 @@ int main(int argc, char **argv) {
     CHECK(acc_save_state(acc, checkpoint, &saved));
     snprintf(line, sizeof line, "state saved to %s", saved);
     CHECK(acc_print(acc, line));
+    /* The model (adapters merged in) and its vocabulary, the starting point of a fine-tuning run. */
+    snprintf(checkpoint, sizeof checkpoint, "%s/model", a.project_dir);
+    CHECK(acc_save_model(acc, model, checkpoint, NULL));
+    CHECK(acc_accelerator_is_main_process(acc, &main_process));
+    if (main_process) {
+      char path[1100];
+      FILE *f;
+      snprintf(path, sizeof path, "%s/vocab.txt", checkpoint);
+      f = fopen(path, "wb");
+      for (i = 0; f && i < 256; ++i)
+        if (code[i] >= 0) fputc((int)i, f);
+      if (!f || fclose(f) != 0) { fprintf(stderr, "cannot write %s\n", path); return 1; }
+      if (a.lora) {
+        snprintf(checkpoint, sizeof checkpoint, "%s/adapter", a.project_dir);
+        CHECK(acc_model_save_lora(model, checkpoint));
+      }
+    }
   }
   CHECK(acc_end_training(acc));
 
@@ -261,5 +321,5 @@ int main(int argc, char **argv) {
   acc_accelerator_free(acc);
   free(ids);
   free(text);
-  return a.max_perplexity > 0 && !(ppl <= a.max_perplexity) ? 3 : 0;
+  return (a.max_perplexity > 0 && !(ppl <= a.max_perplexity)) || !(ppl < ppl_before) ? 3 : 0;
 }
