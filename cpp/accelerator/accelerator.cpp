@@ -48,10 +48,7 @@ Accelerator::Accelerator(const Options& options)
     if (!device_.is_cuda())
       fail(Status::Unsupported, "mixed_precision \"fp16\" needs a GPU: libtorch's CPU autocast computes in bf16 only "
                                 "(use \"bf16\" on the CPU)");
-    scaler_ = std::make_shared<GradScaler>(
-        GradScalerOptions{config_.scaler_init_scale, config_.scaler_growth_factor, config_.scaler_backoff_factor,
-                          config_.scaler_growth_interval},
-        device_);
+    scaler_ = std::make_shared<GradScaler>(config_.scaler, device_);
   }
   iteration_ = config_.iteration;
   if (config_.seed) set_seed(*config_.seed);
@@ -65,7 +62,7 @@ const char* Accelerator::mixed_precision_name() const {
 
 const char* Accelerator::distributed_type() const {
   if (!dist_) return "NO";
-  if (config_.zero_stage > 0) return config_.sharding_kind == "FSDP" ? "FSDP" : "DEEPSPEED";
+  if (config_.sharding.stage > 0) return config_.sharding_kind == "FSDP" ? "FSDP" : "DEEPSPEED";
   return device_.is_cuda() ? "MULTI_GPU" : "MULTI_CPU";
 }
 
@@ -86,24 +83,19 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
   if (auto prepared = wrapped_model(model)) return prepared;
   if (device_placement.value_or(config_.device_placement)) model->to(device_, c10::nullopt);
   for (const auto& optimizer : live_optimizers())
-    require(!(config_.zero_stage > 0 && dist_ && optimizer->model() == model), "prepare the model before (or with) ",
-            "its optimizer when sharding (zero_stage ", config_.zero_stage, "): the optimizer is split by the model's shards");
+    require(!(config_.sharding.stage > 0 && dist_ && optimizer->model() == model), "prepare the model before (or with) ",
+            "its optimizer when sharding (zero_stage ", config_.sharding.stage, "): the optimizer is split by the model's shards");
   // The recomputation runs a backward inside the backward, where DDP's and the sharding engine's
   // end-of-backward callbacks would fire early.
   if (dist_ && model->checkpoints_activations())
     fail(Status::Unsupported, "activation checkpointing (\"checkpoint\": true in the layer spec) is not supported on ",
          "several processes yet; it trains on one");
   std::shared_ptr<ParallelEngine> parallel;
-  const DataParallelOptions ddp{config_.ddp_bucket_cap_mb, config_.ddp_find_unused_parameters,
-                                config_.ddp_broadcast_buffers, config_.ddp_comm_hook};
   if (dist_ && !model->trainable_parameters().empty()) {
-    if (config_.zero_stage > 0)
-      parallel = std::make_shared<ShardedDataParallel>(
-          model, dist_,
-          ShardingOptions{static_cast<int>(config_.zero_stage), config_.offload_optimizer, config_.offload_params,
-                          config_.state_dict_type == "FULL_STATE_DICT", ddp});
+    if (config_.sharding.stage > 0)
+      parallel = std::make_shared<ShardedDataParallel>(model, dist_, config_.sharding, config_.ddp);
     else
-      parallel = std::make_shared<DataParallel>(model, dist_, ddp);
+      parallel = std::make_shared<DataParallel>(model, dist_, config_.ddp);
   }
   auto prepared = std::make_shared<PreparedModel>(model, device_.type(), mixed_precision_dtype(config_.mixed_precision),
                                                   std::move(parallel));

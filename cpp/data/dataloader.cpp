@@ -232,29 +232,6 @@ std::optional<std::vector<at::Tensor>> DataLoader::next() {
   return std::nullopt;
 }
 
-DataLoaderOptions dataloader_options(const Options& o) {
-  require(o.kind() == OptionsKind::DataLoader, "data loader options must be of kind dataloader, got ",
-          options_kind_name(o.kind()));
-  DataLoaderOptions options;
-  options.batch_size = o.get_int("batch_size");
-  options.shuffle = o.get_bool("shuffle");
-  options.drop_last = o.get_bool("drop_last");
-  if (o.has("seed")) options.seed = static_cast<uint64_t>(o.get_int("seed"));
-  options.num_workers = static_cast<size_t>(o.get_int("num_workers"));
-  options.prefetch_factor = static_cast<size_t>(o.get_int("prefetch_factor"));
-  if (o.has("device")) options.device = parse_device(o.get_string("device"));
-  return options;
-}
-
-DataLoaderOptions dataloader_options(const Options& o, std::vector<std::vector<int64_t>> batches) {
-  for (const char* key : {"batch_size", "shuffle", "drop_last", "seed"})
-    require(!o.has(key), "option '", key, "' does not apply to a loader over given batches");
-  require(!batches.empty(), "a batch sampler needs at least one batch (num_batches must be at least 1)");
-  DataLoaderOptions options = dataloader_options(o);
-  options.batches = std::move(batches);
-  return options;
-}
-
 std::shared_ptr<DataLoader> make_data_loader(const std::shared_ptr<Dataset>& dataset,
                                              const std::shared_ptr<IterableSource>& stream, DataLoaderOptions options) {
   if (stream) return std::make_shared<IterableDataLoader>(stream, std::move(options), ShardOptions{});

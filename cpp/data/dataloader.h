@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "common/options.h"
 #include "data/callback_dataset.h"
+#include "data/dataloader_options.h"
 #include "data/dataset.h"
 #include "data/iterable.h"
 #include "data/loader_observer.h"
@@ -22,23 +23,6 @@
 #include "data/sharding.h"
 
 namespace acc {
-
-struct DataLoaderOptions {
-  int64_t batch_size = 1;
-  bool shuffle = false;
-  bool drop_last = false;
-  std::optional<uint64_t> seed;  // seedable shuffling; none: drawn from torch's default generator
-  size_t num_workers = 1;        // prefetch threads; 0 loads in the caller's thread
-  size_t prefetch_factor = 2;    // batches fetched ahead, per worker
-  std::optional<c10::Device> device;  // where batches go; none: where the dataset is
-  bool non_blocking = true;           // asynchronous copies to a CUDA device (from pinned memory)
-  CollateFn collate;                  // none: the dataset's own batching (stacking)
-  int64_t skip_batches = 0;           // batches of the next epoch not to yield (skip_first_batches)
-  // A batch sampler's batches (dataset indices), yielded in this order every epoch; sizes may vary.
-  // batch_size then comes from them (see DataLoader), and shuffle and drop_last do not apply.
-  // Empty: consecutive batches of batch_size.
-  std::vector<std::vector<int64_t>> batches;
-};
 
 // Where a loader stands, for checkpoints: its epoch, the batches of it already handed out, and what
 // gives the epoch's shuffle: the seed drawn when the epoch started (a loader without a seed of its
@@ -172,12 +156,6 @@ struct ShardOptions {
   // For a shuffle without a seed: sets a generator to process 0's state (see synchronize_shuffle).
   std::function<void(at::Generator&)> synchronize_generator;
 };
-
-// Loader options from an options object of kind dataloader (see ACC_OPTIONS_DATALOADER).
-DataLoaderOptions dataloader_options(const Options& options);
-// The same for a loader over a batch sampler's `batches`: batch_size, shuffle, drop_last and seed are
-// the sampler's business and are refused.
-DataLoaderOptions dataloader_options(const Options& options, std::vector<std::vector<int64_t>> batches);
 
 // A loader over a map-style dataset, or over a stream when `stream` is set (one process's view).
 std::shared_ptr<DataLoader> make_data_loader(const std::shared_ptr<Dataset>& dataset,

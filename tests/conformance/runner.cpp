@@ -224,7 +224,7 @@ json run_dist_case(acc::Accelerator& accelerator, const json& p) {
 }
 
 int run_dist(const json& doc) {
-  acc::Options options(acc::OptionsKind::Accelerator);
+  acc::Options options(acc::accelerator_option_table());
   options.set("cpu", true);
   options.set("timeout_seconds", int64_t{60});  // a case that desynchronises the processes fails fast
   acc::Accelerator accelerator(options);

@@ -99,7 +99,7 @@ TEST(GradScaler, APreparedOptimizerSkipsOnlyItsOwnOverflowingStep) {
   const char* spec = R"([{"type":"linear","in_features":3,"out_features":2}])";
   torch::manual_seed(7);
   auto model_a = acc::model_from_spec(spec), model_b = acc::model_from_spec(spec);
-  acc::Options sgd(acc::OptionsKind::Optimizer);
+  acc::Options sgd(acc::optimizer_option_schema());
   sgd.set("lr", 1.0);
   auto state = std::make_shared<acc::GradientState>(1);
   auto scaler = std::make_shared<acc::GradScaler>(acc::GradScalerOptions{1024.0, 2.0, 0.5, 2000}, c10::Device(c10::kCPU));
