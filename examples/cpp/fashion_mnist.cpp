@@ -7,7 +7,7 @@
 #include <cstdlib>
 
 #include "accelerator/accelerator.h"
-#include "data/dataloader.h"
+#include "data/map_dataloader.h"
 #include "data/dataset.h"
 #include "model/model.h"
 #include "optim/optimizer.h"
@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   optimizer_options.set("lr", 2e-3);
   std::shared_ptr<acc::Optimizer> optimizer =
       std::make_shared<acc::TorchOptimizer>(model, "adamw", optimizer_options);
-  auto loader = std::make_shared<acc::DataLoader>(train, train_options);
+  auto loader = std::make_shared<acc::MapDataLoader>(train, train_options);
   acc::Options schedule_options(acc::scheduler_option_table());
   schedule_options.set("num_training_steps", loader->length() * epochs);
   std::shared_ptr<acc::Scheduler> scheduler =
@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   auto prepared_optimizer = accelerator.prepare_optimizer(optimizer, std::nullopt);
   auto prepared_loader = accelerator.prepare_dataloader(loader, std::nullopt);
   auto prepared_scheduler = accelerator.prepare_scheduler(scheduler);
-  auto test_loader = accelerator.prepare_dataloader(std::make_shared<acc::DataLoader>(test, test_options), std::nullopt);
+  auto test_loader = accelerator.prepare_dataloader(std::make_shared<acc::MapDataLoader>(test, test_options), std::nullopt);
 
   for (int epoch = 0; epoch < epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
