@@ -300,33 +300,30 @@ void Accelerator::save_model(const std::shared_ptr<Model>& model, const std::str
 void Accelerator::unscale_gradients(const std::shared_ptr<Optimizer>& optimizer) {
   if (!scaler_) return;
   if (!optimizer) {
-    for (const auto& opt : live_optimizers()) {
-      opt->attach_gradients();
-      scaler_->unscale(opt->gradients(), opt.get());
-    }
+    for (const auto& opt : live_optimizers()) opt->unscale_gradients();
     return;
   }
-  // Overflow is recorded under the prepared optimizer, whose step reads it.
+  // Overflow is recorded by the prepared optimizer, whose step reads it.
   auto prepared = std::dynamic_pointer_cast<AcceleratedOptimizer>(optimizer);
   if (!prepared) prepared = optimizers_.find(optimizer);
-  Optimizer& target = prepared ? static_cast<Optimizer&>(*prepared) : *optimizer;
-  target.attach_gradients();
-  scaler_->unscale(target.gradients(), &target);
+  if (prepared) return prepared->unscale_gradients();
+  optimizer->attach_gradients();
+  scaler_->unscale(optimizer->gradients());  // no prepared step to skip: the scale alone hears of it
 }
 
 void Accelerator::unscale_model_gradients(const std::shared_ptr<Model>& model, const std::vector<at::Tensor>& grads) {
   if (!scaler_) return;
-  // Each gradient under the optimizer that steps with it (so an overflow skips that optimizer's
-  // step); the model's gradients no prepared optimizer holds under the model.
+  // Each gradient with the optimizer that steps with it (so an overflow skips that optimizer's
+  // step); the model's gradients no prepared optimizer holds change the scale only.
   std::unordered_set<const c10::TensorImpl*> mine;
   for (const auto& g : grads) mine.insert(g.unsafeGetTensorImpl());
   for (const auto& opt : live_optimizers()) {
     std::vector<at::Tensor> shared;
     for (const auto& g : opt->gradients())
       if (mine.count(g.unsafeGetTensorImpl())) shared.push_back(g);
-    scaler_->unscale(shared, opt.get());
+    opt->unscale_gradients(shared);
   }
-  scaler_->unscale(grads, model.get());
+  scaler_->unscale(grads);
 }
 
 namespace {

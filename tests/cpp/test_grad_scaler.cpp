@@ -75,13 +75,13 @@ TEST(GradScaler, StateRoundTripsForCheckpoints) {
 
 TEST(GradScaler, OverflowIsPerOptimizerAndTheScaleChangesOncePerStep) {
   acc::GradScaler scaler({8.0, 2.0, 0.5, 2}, c10::Device(c10::kCPU));
-  int a = 0, b = 0;  // two optimizers' keys
+  acc::OverflowFlag a, b;  // two optimizers' flags
   at::Tensor ga = at::tensor({8.0f, std::numeric_limits<float>::infinity()}), gb = at::tensor({16.0f});
-  scaler.unscale({ga}, &a);
-  scaler.unscale({gb}, &b);
-  scaler.unscale({gb}, &a);  // already divided in this step: unchanged, and not a's overflow
-  EXPECT_TRUE(scaler.found_inf(&a));
-  EXPECT_FALSE(scaler.found_inf(&b));
+  scaler.unscale({ga}, a);
+  scaler.unscale({gb}, b);
+  scaler.unscale({gb}, a);  // already divided in this step: unchanged, and not a's overflow
+  EXPECT_TRUE(scaler.found_inf(a));
+  EXPECT_FALSE(scaler.found_inf(b));
   EXPECT_TRUE(at::equal(gb, at::tensor({2.0f})));
   scaler.note_optimizer_step();
   scaler.note_optimizer_step();
