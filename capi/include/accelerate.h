@@ -292,10 +292,10 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   accelerate-launch); a value set with acc_options_* always wins.
  * Keys of ACC_OPTIONS_LORA (PEFT's LoraConfig, see acc_model_add_lora):
  *   r (int, default 8: the adapters' rank), lora_alpha (double, default 8: the scaling is
- *   lora_alpha / r), use_rslora (bool, default false: lora_alpha / sqrt(r)), init_lora_weights
- *   ("true", default: Kaiming-uniform A and zero B, so training starts from the base model;
- *   "gaussian": A ~ N(0, 1/r), zero B; "false": both as nn.Linear initialises them), lora_dropout
- *   (double, default 0; other values are ACC_ERR_UNSUPPORTED, see acc_model_add_lora).
+ *   lora_alpha / r), use_rslora (bool, default false: lora_alpha / sqrt(r)),
+ *   init_lora_weights ("true", default: Kaiming-uniform A and zero B, so training starts from the
+ *   base model; "gaussian": A ~ N(0, 1/r), zero B; "false": both as nn.Linear initialises them),
+ *   lora_dropout (double, default 0; other values are ACC_ERR_UNSUPPORTED, see acc_model_add_lora).
  * ---------------------------------------------------------------------------------------------- */
 
 typedef enum acc_options_kind {

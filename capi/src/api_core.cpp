@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "accelerator/option_schemas.h"
 #include "common/build_info.h"
 #include "common/device.h"
 #include "common/random.h"
@@ -115,7 +116,7 @@ void acc_string_list_free(acc_string_list* list) { release(list); }
 acc_status acc_options_create(acc_options_kind kind, acc_options** out) {
   return guarded([&] {
     out_param(out, "out");
-    emit(out, acc::Options(static_cast<acc::OptionsKind>(kind)));  // an unknown kind fails there
+    emit(out, acc::Options(acc::option_schema(static_cast<acc::OptionsKind>(kind))));  // an unknown kind fails there
   });
 }
 

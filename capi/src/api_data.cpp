@@ -3,6 +3,7 @@
 
 #include "common/device.h"
 #include "data/idx.h"
+#include "data/prepare_data_loader.h"
 #include "tensor/mmap.h"
 #include "guard.h"
 #include "handles.h"

@@ -11,6 +11,8 @@
 #include <new>
 #include <unordered_map>
 
+#include "accelerator/option_schemas.h"
+
 namespace acc::capi {
 namespace {
 
@@ -106,7 +108,7 @@ int64_t live_handles(acc_handle_kind kind) {
 }
 
 acc::Options options_arg(const acc_options* opts, acc::OptionsKind kind) {
-  if (!opts) return acc::Options(kind);
+  if (!opts) return acc::Options(acc::option_schema(kind));
   const acc::Options& o = live(opts, "opts").options;
   acc::require(o.kind() == kind, "opts were created for ", acc::options_kind_name(o.kind()), " options, but ",
                acc::options_kind_name(kind), " options are needed here");

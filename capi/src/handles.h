@@ -17,6 +17,7 @@
 #include "common/options.h"
 #include "data/dataloader.h"
 #include "data/dataset.h"
+#include "data/iterable.h"
 #include "model/model.h"
 #include "optim/optimizer.h"
 #include "optim/scheduler.h"

@@ -13,13 +13,22 @@ void AcceleratedOptimizer::step() {
     step_was_skipped_ = false;
     return;
   }
-  inner_->attach_gradients();
-  scaler_->unscale(inner_->gradients(), this);  // a no-op for gradients clipping already unscaled
-  const bool found = scaler_->found_inf(this);
+  unscale_gradients();  // a no-op for gradients clipping already unscaled
+  const bool found = scaler_->found_inf(overflow_);
   step_was_skipped_ = inner_->on_any_process(found);
-  if (step_was_skipped_ != found) scaler_->set_found_inf(this, step_was_skipped_);
+  if (step_was_skipped_ != found) scaler_->set_found_inf(overflow_, step_was_skipped_);
   if (!step_was_skipped_) inner_->step();
   scaler_->note_optimizer_step();
+}
+
+void AcceleratedOptimizer::unscale_gradients() {
+  if (!scaler_) return;
+  inner_->attach_gradients();
+  scaler_->unscale(inner_->gradients(), overflow_);
+}
+
+void AcceleratedOptimizer::unscale_gradients(const std::vector<at::Tensor>& grads) {
+  if (scaler_) scaler_->unscale(grads, overflow_);
 }
 
 void AcceleratedOptimizer::zero_grad() {

@@ -33,6 +33,11 @@ class AcceleratedOptimizer final : public Optimizer {
   bool on_any_process(bool found) override { return inner_->on_any_process(found); }
   std::shared_ptr<Model> model() const override { return inner_->model(); }
 
+  // fp16: divides its gradients (or `grads`, those of a model being clipped that it steps with) by
+  // the loss scale, once per step, recording overflow for its own step. Nothing without a scaler.
+  void unscale_gradients();
+  void unscale_gradients(const std::vector<at::Tensor>& grads);
+
   // Whether the last step was skipped (fp16 overflow); a scheduler then does not step.
   bool step_was_skipped() const { return step_was_skipped_; }
   const std::shared_ptr<Optimizer>& unwrap() const { return inner_; }
@@ -41,6 +46,7 @@ class AcceleratedOptimizer final : public Optimizer {
   std::shared_ptr<Optimizer> inner_;
   std::shared_ptr<GradientState> state_;
   std::shared_ptr<GradScaler> scaler_;
+  OverflowFlag overflow_;  // this optimizer's, in the scaler's current step
   bool step_was_skipped_ = false;
 };
 

@@ -48,10 +48,7 @@ Accelerator::Accelerator(const Options& options)
     if (!device_.is_cuda())
       fail(Status::Unsupported, "mixed_precision \"fp16\" needs a GPU: libtorch's CPU autocast computes in bf16 only "
                                 "(use \"bf16\" on the CPU)");
-    scaler_ = std::make_shared<GradScaler>(
-        GradScalerOptions{config_.scaler_init_scale, config_.scaler_growth_factor, config_.scaler_backoff_factor,
-                          config_.scaler_growth_interval},
-        device_);
+    scaler_ = std::make_shared<GradScaler>(config_.scaler, device_);
   }
   iteration_ = config_.iteration;
   if (config_.seed) set_seed(*config_.seed);
@@ -65,7 +62,7 @@ const char* Accelerator::mixed_precision_name() const {
 
 const char* Accelerator::distributed_type() const {
   if (!dist_) return "NO";
-  if (config_.zero_stage > 0) return config_.sharding_kind == "FSDP" ? "FSDP" : "DEEPSPEED";
+  if (config_.sharding.stage > 0) return config_.sharding_kind == "FSDP" ? "FSDP" : "DEEPSPEED";
   return device_.is_cuda() ? "MULTI_GPU" : "MULTI_CPU";
 }
 
@@ -86,24 +83,19 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
   if (auto prepared = wrapped_model(model)) return prepared;
   if (device_placement.value_or(config_.device_placement)) model->to(device_, c10::nullopt);
   for (const auto& optimizer : live_optimizers())
-    require(!(config_.zero_stage > 0 && dist_ && optimizer->model() == model), "prepare the model before (or with) ",
-            "its optimizer when sharding (zero_stage ", config_.zero_stage, "): the optimizer is split by the model's shards");
+    require(!(config_.sharding.stage > 0 && dist_ && optimizer->model() == model), "prepare the model before (or with) ",
+            "its optimizer when sharding (zero_stage ", config_.sharding.stage, "): the optimizer is split by the model's shards");
   // The recomputation runs a backward inside the backward, where DDP's and the sharding engine's
   // end-of-backward callbacks would fire early.
   if (dist_ && model->checkpoints_activations())
     fail(Status::Unsupported, "activation checkpointing (\"checkpoint\": true in the layer spec) is not supported on ",
          "several processes yet; it trains on one");
   std::shared_ptr<ParallelEngine> parallel;
-  const DataParallelOptions ddp{config_.ddp_bucket_cap_mb, config_.ddp_find_unused_parameters,
-                                config_.ddp_broadcast_buffers, config_.ddp_comm_hook};
   if (dist_ && !model->trainable_parameters().empty()) {
-    if (config_.zero_stage > 0)
-      parallel = std::make_shared<ShardedDataParallel>(
-          model, dist_,
-          ShardingOptions{static_cast<int>(config_.zero_stage), config_.offload_optimizer, config_.offload_params,
-                          config_.state_dict_type == "FULL_STATE_DICT", ddp});
+    if (config_.sharding.stage > 0)
+      parallel = std::make_shared<ShardedDataParallel>(model, dist_, config_.sharding, config_.ddp);
     else
-      parallel = std::make_shared<DataParallel>(model, dist_, ddp);
+      parallel = std::make_shared<DataParallel>(model, dist_, config_.ddp);
   }
   auto prepared = std::make_shared<PreparedModel>(model, device_.type(), mixed_precision_dtype(config_.mixed_precision),
                                                   std::move(parallel));
@@ -310,33 +302,30 @@ void Accelerator::save_model(const std::shared_ptr<Model>& model, const std::str
 void Accelerator::unscale_gradients(const std::shared_ptr<Optimizer>& optimizer) {
   if (!scaler_) return;
   if (!optimizer) {
-    for (const auto& opt : live_optimizers()) {
-      opt->attach_gradients();
-      scaler_->unscale(opt->gradients(), opt.get());
-    }
+    for (const auto& opt : live_optimizers()) opt->unscale_gradients();
     return;
   }
-  // Overflow is recorded under the prepared optimizer, whose step reads it.
+  // Overflow is recorded by the prepared optimizer, whose step reads it.
   auto prepared = std::dynamic_pointer_cast<AcceleratedOptimizer>(optimizer);
   if (!prepared) prepared = optimizers_.find(optimizer);
-  Optimizer& target = prepared ? static_cast<Optimizer&>(*prepared) : *optimizer;
-  target.attach_gradients();
-  scaler_->unscale(target.gradients(), &target);
+  if (prepared) return prepared->unscale_gradients();
+  optimizer->attach_gradients();
+  scaler_->unscale(optimizer->gradients());  // no prepared step to skip: the scale alone hears of it
 }
 
 void Accelerator::unscale_model_gradients(const std::shared_ptr<Model>& model, const std::vector<at::Tensor>& grads) {
   if (!scaler_) return;
-  // Each gradient under the optimizer that steps with it (so an overflow skips that optimizer's
-  // step); the model's gradients no prepared optimizer holds under the model.
+  // Each gradient with the optimizer that steps with it (so an overflow skips that optimizer's
+  // step); the model's gradients no prepared optimizer holds change the scale only.
   std::unordered_set<const c10::TensorImpl*> mine;
   for (const auto& g : grads) mine.insert(g.unsafeGetTensorImpl());
   for (const auto& opt : live_optimizers()) {
     std::vector<at::Tensor> shared;
     for (const auto& g : opt->gradients())
       if (mine.count(g.unsafeGetTensorImpl())) shared.push_back(g);
-    scaler_->unscale(shared, opt.get());
+    opt->unscale_gradients(shared);
   }
-  scaler_->unscale(grads, model.get());
+  scaler_->unscale(grads);
 }
 
 namespace {

@@ -22,21 +22,85 @@ void read_sharding_env(const Options& o, AcceleratorConfig& c) {
   const auto request = sharding_from_environment(env);
   if (!request) return;
   if (!o.has("zero_stage")) {
-    c.zero_stage = request->stage;
+    c.sharding.stage = request->stage;
     c.sharding_kind = request->kind;
   }
-  if (!o.has("offload_optimizer")) c.offload_optimizer = request->offload_optimizer;
-  if (!o.has("offload_params")) c.offload_params = request->offload_params;
-  if (!o.has("state_dict_type") && request->state_dict_type) c.state_dict_type = *request->state_dict_type;
+  if (!o.has("offload_optimizer")) c.sharding.offload_optimizer = request->offload_optimizer;
+  if (!o.has("offload_params")) c.sharding.offload_params = request->offload_params;
+  if (!o.has("state_dict_type") && request->state_dict_type) c.sharding.state_dict_type = *request->state_dict_type;
 }
 
 }  // namespace
 
+const OptionTable<AcceleratorConfig>& accelerator_option_table() {
+  using C = AcceleratorConfig;
+  static const OptionTable<C> table(OptionsKind::Accelerator, [](OptionTable<C>& t) {
+    t.bind("cpu", "run on the CPU even where CUDA is there", &C::cpu);
+    t.bind("mixed_precision", "autocast dtype of forward passes", &C::mixed_precision).one_of(mixed_precision_choices());
+    t.bind("gradient_accumulation_steps", "micro-steps per optimizer step", &C::gradient_accumulation_steps).at_least(1);
+    // GradientAccumulationPlugin.
+    t.bind("sync_with_dataloader", "a prepared loader's last batch ends the window", &C::sync_with_dataloader);
+    t.bind("sync_each_batch", "allreduce gradients on every micro-step", &C::sync_each_batch);
+    t.bind("seed", "acc_set_seed at creation", &C::seed).at_least(0);
+    t.bind("device_placement", "prepare moves objects to the device", &C::device_placement);
+    t.bind("step_scheduler_with_optimizer", "a prepared scheduler steps once per process", &C::step_scheduler_with_optimizer);
+    t.bind("split_batches", "a loader's batch is cut between processes", &C::split_batches);
+    // ProjectConfiguration.
+    t.bind("project_dir", "where checkpoints and logs go", &C::project_dir);
+    t.bind("logging_dir", "where trackers write; empty: project_dir", &C::logging_dir);
+    t.bind("automatic_checkpoint_naming", "save_state without a folder writes checkpoint_<iteration>",
+           &C::automatic_checkpoint_naming);
+    t.bind("total_limit", "checkpoints kept by rotation", &C::total_limit).at_least(1);
+    t.bind("iteration", "the next automatic checkpoint's number", &C::iteration).at_least(0);
+    t.bind("save_on_each_node", "shared files on every node's local main process", &C::save_on_each_node);
+    t.bind("log_with", "trackers: tensorboard, jsonl, csv, all or a comma-separated list", &C::log_with);
+    t.bind("even_batches", "the last round is completed from the epoch's start", &C::even_batches);
+    t.bind("dispatch_batches", "process 0 reads and sends each process its slice", &C::dispatch_batches);
+    t.bind("data_seed", "seed of prepared shuffling loaders that have none", &C::data_seed).at_least(0);
+    t.bind("use_seedable_sampler", "unseeded shuffling uses torch's initial seed + epoch", &C::use_seedable_sampler);
+    t.bind("non_blocking", "batches go to a GPU asynchronously", &C::non_blocking);
+    // GradScalerKwargs.
+    t.bind("scaler_init_scale", "fp16: the first loss scale", &C::scaler, &GradScalerOptions::init_scale).at_least(0);
+    t.bind("scaler_growth_factor", "fp16: scale growth after good steps", &C::scaler, &GradScalerOptions::growth_factor)
+        .at_least(1);
+    t.bind("scaler_backoff_factor", "fp16: scale back-off after an overflow", &C::scaler,
+           &GradScalerOptions::backoff_factor)
+        .at_least(0)
+        .at_most(1);
+    t.bind("scaler_growth_interval", "fp16: good steps before the scale grows", &C::scaler,
+           &GradScalerOptions::growth_interval)
+        .at_least(1);
+    t.bind("timeout_seconds", "rendezvous and every collective", &C::timeout_seconds).at_least(1);
+    // InitProcessGroupKwargs(backend=...); unset: nccl on CUDA, gloo on the CPU.
+    t.bind("backend", "the process group's backend", &C::backend).one_of({"gloo", "nccl"});
+    // DistributedDataParallelKwargs.
+    t.bind("ddp_bucket_cap_mb", "DDP's gradient bucket size", &C::ddp, &DataParallelOptions::bucket_cap_mb).at_least(1);
+    t.bind("ddp_find_unused_parameters", "DDP tolerates parameters without gradients", &C::ddp,
+           &DataParallelOptions::find_unused_parameters);
+    t.bind("ddp_broadcast_buffers", "buffers from rank 0 before each forward", &C::ddp,
+           &DataParallelOptions::broadcast_buffers);
+    t.bind("ddp_comm_hook", "gradients travel compressed", &C::ddp, &DataParallelOptions::comm_hook)
+        .one_of({"no", "fp16", "bf16"});
+    // Sharded data parallelism (DeepSpeed's ZeRO stage; FSDP's strategies map onto it).
+    t.bind("zero_stage", "0: DDP; 1-3 shard optimizer state, gradients, parameters", &C::sharding,
+           &ShardingOptions::stage)
+        .at_least(0)
+        .at_most(3);
+    t.bind("offload_optimizer", "sharded optimizer state in CPU memory", &C::sharding,
+           &ShardingOptions::offload_optimizer);
+    t.bind("offload_params", "stage 3 parameter shards in CPU memory", &C::sharding, &ShardingOptions::offload_params);
+    t.bind("state_dict_type", "consolidated or per-process checkpoints", &C::sharding, &ShardingOptions::state_dict_type)
+        .one_of({"FULL_STATE_DICT", "SHARDED_STATE_DICT"});
+  });
+  return table;
+}
+
 AcceleratorConfig resolve_accelerator_config(const Options& o) {
   require(o.kind() == OptionsKind::Accelerator, "accelerator options must be of kind accelerator, got ",
           options_kind_name(o.kind()));
+  const auto& table = accelerator_option_table();
   // Environment values go through a scratch Options object, so they are checked like options.
-  Options from_env(OptionsKind::Accelerator);
+  Options from_env(table);
   // Accelerate's config file comes last: read only when a value is still missing.
   std::optional<std::optional<ClusterConfig>> file;
   auto from_file = [&](const char* key) -> std::optional<std::string> {
@@ -64,45 +128,11 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   take("cpu", "ACCELERATE_USE_CPU");
   take("mixed_precision", "ACCELERATE_MIXED_PRECISION");
   take("gradient_accumulation_steps", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS");
-  auto pick = [&](const char* key) -> const Options& { return o.has(key) ? o : from_env; };
 
   AcceleratorConfig c;
-  c.cpu = pick("cpu").get_bool("cpu");
-  c.mixed_precision = pick("mixed_precision").get_string("mixed_precision");
-  c.gradient_accumulation_steps = pick("gradient_accumulation_steps").get_int("gradient_accumulation_steps");
-  c.sync_with_dataloader = o.get_bool("sync_with_dataloader");
-  c.sync_each_batch = o.get_bool("sync_each_batch");
-  if (o.has("seed")) c.seed = static_cast<uint64_t>(o.get_int("seed"));
-  c.device_placement = o.get_bool("device_placement");
-  c.step_scheduler_with_optimizer = o.get_bool("step_scheduler_with_optimizer");
-  c.split_batches = o.get_bool("split_batches");
-  c.project_dir = o.get_string("project_dir");
-  c.logging_dir = o.get_string("logging_dir");
+  table.copy(from_env, c);
+  table.copy(o, c);  // the program's options win
   if (c.logging_dir.empty()) c.logging_dir = c.project_dir;
-  c.automatic_checkpoint_naming = o.get_bool("automatic_checkpoint_naming");
-  if (o.has("total_limit")) c.total_limit = o.get_int("total_limit");
-  c.iteration = o.get_int("iteration");
-  c.save_on_each_node = o.get_bool("save_on_each_node");
-  c.log_with = o.get_string("log_with");
-  c.even_batches = o.get_bool("even_batches");
-  if (o.has("dispatch_batches")) c.dispatch_batches = o.get_bool("dispatch_batches");
-  if (o.has("data_seed")) c.data_seed = static_cast<uint64_t>(o.get_int("data_seed"));
-  c.use_seedable_sampler = o.get_bool("use_seedable_sampler");
-  c.non_blocking = o.get_bool("non_blocking");
-  c.scaler_init_scale = o.get_double("scaler_init_scale");
-  c.scaler_growth_factor = o.get_double("scaler_growth_factor");
-  c.scaler_backoff_factor = o.get_double("scaler_backoff_factor");
-  c.scaler_growth_interval = o.get_int("scaler_growth_interval");
-  c.timeout_seconds = o.get_int("timeout_seconds");
-  if (o.has("backend")) c.backend = o.get_string("backend");
-  c.ddp_bucket_cap_mb = o.get_int("ddp_bucket_cap_mb");
-  c.ddp_find_unused_parameters = o.get_bool("ddp_find_unused_parameters");
-  c.ddp_broadcast_buffers = o.get_bool("ddp_broadcast_buffers");
-  c.ddp_comm_hook = o.get_string("ddp_comm_hook");
-  c.zero_stage = o.get_int("zero_stage");
-  c.offload_optimizer = o.get_bool("offload_optimizer");
-  c.offload_params = o.get_bool("offload_params");
-  c.state_dict_type = o.get_string("state_dict_type");
   read_sharding_env(o, c);
   return c;
 }

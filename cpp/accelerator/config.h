@@ -1,12 +1,15 @@
 // The Accelerator's settings: options set by the program, else Accelerate's environment variables
-// (as `accelerate-launch` sets them), else defaults.
+// (as `accelerate-launch` sets them), else defaults. Each default is a member initializer here or
+// in a sub-config; accelerator_option_table() binds every ACC_OPTIONS_ACCELERATOR key to its member.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 
-#include "common/options.h"
+#include "common/option_table.h"
+#include "parallel/parallel_options.h"
+#include "precision/grad_scaler.h"
 
 namespace acc {
 
@@ -29,30 +32,22 @@ struct AcceleratorConfig {
   bool save_on_each_node = false;
   std::string log_with;  // tracker names, comma-separated; empty: none
   bool even_batches = true;
-  std::optional<bool> dispatch_batches;
+  std::optional<bool> dispatch_batches;  // none: Accelerate's default (dispatch iterable datasets)
   std::optional<uint64_t> data_seed;  // seed of prepared shuffling loaders that have none
   bool use_seedable_sampler = false;   // without data_seed: torch's initial seed, epoch e permutes with it + e
   bool non_blocking = true;
-  // GradScalerKwargs (fp16).
-  double scaler_init_scale = 65536.0;
-  double scaler_growth_factor = 2.0;
-  double scaler_backoff_factor = 0.5;
-  int64_t scaler_growth_interval = 2000;  // none: Accelerate's default (dispatch iterable datasets)
+  GradScalerOptions scaler;  // GradScalerKwargs (fp16)
   int64_t timeout_seconds = 1800;  // process-group creation and every collective
   std::optional<std::string> backend;  // "gloo" or "nccl"; none: nccl on CUDA, gloo on the CPU
-  int64_t ddp_bucket_cap_mb = 25;
-  bool ddp_find_unused_parameters = false;
-  bool ddp_broadcast_buffers = true;
-  std::string ddp_comm_hook = "no";
-  // Sharded data parallelism (0: DDP).
-  int64_t zero_stage = 0;
-  bool offload_optimizer = false;
-  bool offload_params = false;
-  std::string state_dict_type = "FULL_STATE_DICT";
+  DataParallelOptions ddp;     // DistributedDataParallelKwargs
+  ShardingOptions sharding;    // stage 0: DDP
   // Accelerate's DistributedType for a sharded job: "FSDP" when FSDP's variables chose the stage,
   // else "DEEPSPEED" (ZeRO's stages are DeepSpeed's names).
   std::string sharding_kind = "DEEPSPEED";
 };
+
+// The ACC_OPTIONS_ACCELERATOR keys.
+const OptionTable<AcceleratorConfig>& accelerator_option_table();
 
 // Precedence: an option the program set > ACCELERATE_USE_CPU / ACCELERATE_MIXED_PRECISION /
 // ACCELERATE_GRADIENT_ACCUMULATION_STEPS > Accelerate's config file (use_cpu, mixed_precision,

@@ -48,7 +48,7 @@ std::pair<at::Tensor, at::Tensor> rows_of_batch(int step, int64_t first, int64_t
 
 std::string ddp_steps(Accelerator& acc) {
   const int64_t world = acc.num_processes(), rank = acc.process_index(), rows = 4, steps = 3;
-  Options sgd(OptionsKind::Optimizer);
+  Options sgd(optimizer_option_schema());
   sgd.set("lr", 0.1);
   torch::manual_seed(1234);
   auto model = model_from_spec(kSpec);
@@ -103,7 +103,7 @@ std::string checkpoint_round_trip(Accelerator& acc) {
   const std::string mine = "/tmp/accelerate_test_" + std::to_string(getpid()) + "_" +
                            std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
   const std::string dir = acc.collectives().gather_object(mine, "checkpoint_dir").at(0);
-  Options adam(OptionsKind::Optimizer);
+  Options adam(optimizer_option_schema());
   adam.set("lr", 0.01);
   torch::manual_seed(99);
   auto model = acc.prepare_model(model_from_spec(kSpec), std::nullopt);
@@ -134,7 +134,7 @@ std::string checkpoint_round_trip(Accelerator& acc) {
 }  // namespace
 
 int run_self_check() {
-  Options options(OptionsKind::Accelerator);
+  Options options(accelerator_option_table());
   options.set("timeout_seconds", int64_t{60});
   options.set("gradient_accumulation_steps", int64_t{1});  // the DDP check compares every step
   // Over several machines, each writes its own copy of the checkpoint (no shared file system needed).

@@ -1,8 +1,11 @@
-// Typed key/value options with a fixed schema per purpose. Setting an unknown key, or a value of
-// the wrong type or out of range, fails with a message that names the key.
+// Typed key/value options checked against a schema: the keys of one options kind, each with its
+// type, default, bounds or choices and a one-line doc. Setting an unknown key, or a value of the
+// wrong type or out of range, fails with a message that names the key. Each kind's schema is a
+// table written once beside the settings it fills (common/option_table.h).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -22,27 +25,52 @@ struct OptionSpec {
   std::optional<double> min;            // inclusive bounds for numbers
   std::optional<double> max;
   std::vector<std::string> choices;     // allowed strings, if restricted
+  std::string doc;                      // one line
+
+  OptionSpec& at_least(double bound) { return min = bound, *this; }
+  OptionSpec& at_most(double bound) { return max = bound, *this; }
+  OptionSpec& one_of(std::vector<std::string> allowed) { return choices = std::move(allowed), *this; }
 };
 
 // The same values as acc_options_kind.
 enum class OptionsKind : int { Optimizer = 1, Scheduler = 2, DataLoader = 3, Accelerator = 4, Lora = 5 };
 
-const std::vector<OptionSpec>& option_schema(OptionsKind kind);
+const char* options_kind_name(OptionsKind kind);
+
+// The keys of one options kind, in the order errors list them.
+struct OptionSchema {
+  // `fill` adds the keys, in the order errors list them.
+  explicit OptionSchema(OptionsKind kind, const std::function<void(OptionSchema&)>& fill = {}) : kind(kind) {
+    if (fill) fill(*this);
+  }
+  OptionSchema(const OptionSchema&) = delete;  // Options point at their schema: one per kind
+  OptionSchema& operator=(const OptionSchema&) = delete;
+
+  // A key whose default the consumer decides (an optimizer's defaults differ by algorithm).
+  OptionSpec& add(std::string key, OptionType type, std::string doc);
+  const OptionSpec* find(const std::string& key) const;
+
+  OptionsKind kind;
+  std::vector<OptionSpec> specs;
+};
 
 // Accelerate's spellings of a flag (1/0, true/false, yes/no, y/n, on/off, t/f; any case).
 std::optional<bool> parse_bool(std::string text);
-const char* options_kind_name(OptionsKind kind);
 
 class Options {
  public:
-  explicit Options(OptionsKind kind);
+  // `schema` outlives the options (the schemas are the tables' static instances).
+  explicit Options(const OptionSchema& schema) : schema_(&schema) {}
 
-  OptionsKind kind() const { return kind_; }
+  OptionsKind kind() const { return schema_->kind; }
+  const OptionSchema& schema() const { return *schema_; }
   void set(const std::string& key, OptionValue value);  // ints are accepted for double keys
   void set_from_text(const std::string& key, const std::string& text);
   bool has(const std::string& key) const { return values_.count(key) > 0; }  // set explicitly
   std::string get_text(const std::string& key) const;
   std::vector<std::string> keys_set() const;
+  // The value set explicitly; none when unset.
+  std::optional<OptionValue> value_set(const std::string& key) const;
 
   // The value set, else the schema's default, else `fallback`.
   int64_t get_int(const std::string& key, int64_t fallback = 0) const;
@@ -54,11 +82,11 @@ class Options {
   const OptionSpec& spec(const std::string& key) const;
   std::optional<OptionValue> lookup(const std::string& key) const;
 
-  OptionsKind kind_;
+  const OptionSchema* schema_;
   std::map<std::string, OptionValue> values_;
 };
 
-// The values of the accelerator's mixed_precision option ("no", "fp16", "bf16"), from its schema: the
+// The values of the accelerator's mixed_precision option ("no", "fp16", "bf16"): its table, the
 // CLI, the launcher and the config file check against this one list.
 const std::vector<std::string>& mixed_precision_choices();
 bool is_mixed_precision(const std::string& mode);

@@ -1,9 +1,10 @@
-// A data loader over a map-style dataset: batches in sequential or shuffled order, drop_last,
-// batches fetched ahead on background threads and placed on a device. The base of the sharded
-// loader (sharded_dataloader.h) and the stream loader (iterable_dataloader.h).
+// What every kind of data loader shares: the epoch and the position in it, skip_first_batches,
+// checkpoint state, collate and device placement of batches, the observer that hears of each batch.
+// The kinds, one per file: map_dataloader.h (a map-style dataset; sharded_dataloader.h derives
+// from it), iterable_dataloader.h (a stream) and dispatcher.h (process 0 reads, all get slices).
 #pragma once
 
-#include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <functional>
@@ -13,32 +14,10 @@
 #include <vector>
 
 #include "common/error.h"
-#include "common/options.h"
-#include "data/callback_dataset.h"
-#include "data/dataset.h"
-#include "data/iterable.h"
+#include "data/dataloader_options.h"
 #include "data/loader_observer.h"
-#include "data/prefetcher.h"
-#include "data/sharding.h"
 
 namespace acc {
-
-struct DataLoaderOptions {
-  int64_t batch_size = 1;
-  bool shuffle = false;
-  bool drop_last = false;
-  std::optional<uint64_t> seed;  // seedable shuffling; none: drawn from torch's default generator
-  size_t num_workers = 1;        // prefetch threads; 0 loads in the caller's thread
-  size_t prefetch_factor = 2;    // batches fetched ahead, per worker
-  std::optional<c10::Device> device;  // where batches go; none: where the dataset is
-  bool non_blocking = true;           // asynchronous copies to a CUDA device (from pinned memory)
-  CollateFn collate;                  // none: the dataset's own batching (stacking)
-  int64_t skip_batches = 0;           // batches of the next epoch not to yield (skip_first_batches)
-  // A batch sampler's batches (dataset indices), yielded in this order every epoch; sizes may vary.
-  // batch_size then comes from them (see DataLoader), and shuffle and drop_last do not apply.
-  // Empty: consecutive batches of batch_size.
-  std::vector<std::vector<int64_t>> batches;
-};
 
 // Where a loader stands, for checkpoints: its epoch, the batches of it already handed out, and what
 // gives the epoch's shuffle: the seed drawn when the epoch started (a loader without a seed of its
@@ -53,30 +32,25 @@ struct LoaderState {
 
 class DataLoader {
  public:
-  DataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options);
   virtual ~DataLoader() = default;
 
   // The next batch of the current epoch, or nullopt at its end; the call after the end starts the
   // next epoch.
-  virtual std::optional<std::vector<at::Tensor>> next();
-  // Batches in an epoch.
-  virtual int64_t length() const;
-  // Whether batches come from a batch sampler whose sizes vary (Accelerate's batch_size None).
-  bool variable_batches() const { return variable_batches_; }
-  // Samples in an epoch before sharding (the dataset's size, or the batch sampler's total).
-  int64_t samples_per_epoch() const;
+  virtual std::optional<std::vector<at::Tensor>> next() = 0;
+  // Batches in an epoch (-1 when unknown).
+  virtual int64_t length() const = 0;
   // Samples per step over all processes (Accelerate's total_batch_size) and in the dataset (-1 unknown).
   virtual int64_t total_batch_size() const { return options_.batch_size; }
-  virtual int64_t total_dataset_length() const { return dataset_ ? dataset_->size() : -1; }
+  virtual int64_t total_dataset_length() const = 0;
   // Accelerate's remainder: real samples in the epoch's last round of batches over all processes
   // (the rest repeats earlier samples); -1 when nothing is padded or it is unknown.
-  virtual int64_t remainder() const;
+  virtual int64_t remainder() const = 0;
   // The epoch being iterated (or the next one, between epochs).
   int64_t epoch() const { return epoch_; }
   // Sets the epoch the next iteration uses (its shuffle order); only between epochs.
   void set_epoch(int64_t epoch);
   // Batches handed out in the current epoch.
-  virtual int64_t position() const;
+  virtual int64_t position() const = 0;
   // Whether the last batch handed out was the last of its epoch.
   bool end_of_epoch() const { return end_of_epoch_; }
   // Ends the epoch being iterated before its last batch (a loop left early, as a Python iterator
@@ -93,9 +67,8 @@ class DataLoader {
   // Whether load_state would take `state` (an InvalidArgument error saying why not).
   void check_state(const LoaderState& state) const;
   // The generator seed of the last epoch started's shuffle (none without shuffling or before one).
-  std::optional<uint64_t> epoch_seed() const { return epoch_seed_; }
+  virtual std::optional<uint64_t> epoch_seed() const { return std::nullopt; }
 
-  const std::shared_ptr<Dataset>& dataset() const { return dataset_; }
   const DataLoaderOptions& options() const { return options_; }
   // Only between epochs (before the first batch of one).
   void set_collate(CollateFn collate);
@@ -114,23 +87,17 @@ class DataLoader {
   }
 
  protected:
-  // For loaders without a map-style dataset (streams).
   explicit DataLoader(DataLoaderOptions options);
-  // An epoch's batches before sharding, in sequential order (for lengths, which do not depend on order).
-  std::vector<std::vector<int64_t>> unshuffled_batches() const;
-  // The batches (dataset indices) of the epoch being started (shuffled with epoch_seed()); the
-  // sharding of later layers overrides this.
-  virtual std::vector<std::vector<int64_t>> plan_epoch(int64_t epoch) const;
-
-  // Accelerate's shuffle for a loader without a seed on several processes: one generator, seeded
-  // once from torch's default generator; at the start of every epoch `synchronize` replaces its
-  // state with process 0's, then the epoch's permutation advances it.
-  void synchronize_shuffle(std::function<void(at::Generator&)> synchronize);
 
   // Bookkeeping shared by every kind of loader.
   void batch_handed_out(bool last_of_epoch);
   void epoch_finished();
   void set_in_epoch(bool in_epoch) { in_epoch_ = in_epoch; }
+  // In an epoch whose last batch is still to come.
+  void begin_epoch() {
+    in_epoch_ = true;
+    end_of_epoch_ = false;
+  }
   std::vector<at::Tensor> to_device(std::vector<at::Tensor> batch) const;
   // The batches to skip at the start of this epoch (skip_first_batches), cleared for the next.
   int64_t take_skip_batches() { return std::exchange(options_.skip_batches, 0); }
@@ -138,49 +105,18 @@ class DataLoader {
   virtual void abandon_epoch() {}
   // At the start of an epoch: torch's iterator draw (see draw_iterator_base_seed), unless resumed.
   void take_iterator_draw();
+  // A saved shuffle generator's state (check_state): refused by loaders without such a generator.
+  virtual void check_generator_state(const std::vector<uint8_t>& bytes) const;
+  // For a kind of loader that settles its options once constructed (a batch sampler's batch size).
+  DataLoaderOptions& mutable_options() { return options_; }
 
  private:
-  void start_epoch();
-  // The epoch's sample order when shuffling (order_), and the seed or generator state that gives it.
-  void shuffle_epoch();
-
-  std::shared_ptr<Dataset> dataset_;
   DataLoaderOptions options_;
   int64_t epoch_ = 0;
   bool in_epoch_ = false;
   bool end_of_epoch_ = false;
-  bool variable_batches_ = false;
-  std::optional<uint64_t> epoch_seed_;
-  std::optional<uint64_t> resume_seed_;  // from load_state: the next epoch's seed, not drawn again
-  std::optional<at::Generator> generator_;  // synchronize_shuffle's generator
-  std::function<void(at::Generator&)> synchronize_;
-  at::Tensor epoch_start_generator_state_;       // its state before this epoch's permutation
-  std::vector<uint8_t> resume_generator_state_;  // from load_state
-  std::vector<int64_t> order_;                   // the epoch's shuffled sample order
-  int64_t skipped_ = 0;                          // batches skip_first_batches dropped from this epoch
-  bool iterator_draw_taken_ = false;             // resume_started_epoch
-  std::vector<std::vector<int64_t>> plan_;
-  std::unique_ptr<Prefetcher> prefetcher_;
+  bool iterator_draw_taken_ = false;  // resume_started_epoch
   std::shared_ptr<LoaderObserver> observer_;
 };
-
-struct ShardOptions {
-  int64_t num_processes = 1;
-  int64_t rank = 0;
-  bool split_batches = false;  // each batch is cut into per-process slices (batch_size is global)
-  bool even_batches = true;    // the last round is completed from the epoch's start
-  // For a shuffle without a seed: sets a generator to process 0's state (see synchronize_shuffle).
-  std::function<void(at::Generator&)> synchronize_generator;
-};
-
-// Loader options from an options object of kind dataloader (see ACC_OPTIONS_DATALOADER).
-DataLoaderOptions dataloader_options(const Options& options);
-// The same for a loader over a batch sampler's `batches`: batch_size, shuffle, drop_last and seed are
-// the sampler's business and are refused.
-DataLoaderOptions dataloader_options(const Options& options, std::vector<std::vector<int64_t>> batches);
-
-// A loader over a map-style dataset, or over a stream when `stream` is set (one process's view).
-std::shared_ptr<DataLoader> make_data_loader(const std::shared_ptr<Dataset>& dataset,
-                                             const std::shared_ptr<IterableSource>& stream, DataLoaderOptions options);
 
 }  // namespace acc

@@ -102,7 +102,9 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::fetch_global(bool&
 LoaderState DispatchingDataLoader::state() const {
   LoaderState state = DataLoader::state();
   if (collectives_.rank() == 0) {
-    if (in_epoch()) state.epoch_seed = base_->epoch_seed();
+    // In an epoch, the seed of the base loader's epoch (it may have ended while the last batches
+    // are handed out); between epochs, the one a loaded state left pending for the next.
+    state.epoch_seed = in_epoch() ? base_->epoch_seed() : base_->state().epoch_seed;
     state.seed = base_->options().seed;
   }
   return state;

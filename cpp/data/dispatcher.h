@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "data/dataloader.h"
+#include "data/sharding.h"
 #include "ops/collectives.h"
 
 namespace acc {

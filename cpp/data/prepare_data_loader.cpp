@@ -4,9 +4,16 @@
 
 #include "data/dispatcher.h"
 #include "data/iterable_dataloader.h"
+#include "data/map_dataloader.h"
 #include "data/sharded_dataloader.h"
 
 namespace acc {
+
+std::shared_ptr<DataLoader> make_data_loader(const std::shared_ptr<Dataset>& dataset,
+                                             const std::shared_ptr<IterableSource>& stream, DataLoaderOptions options) {
+  if (stream) return std::make_shared<IterableDataLoader>(stream, std::move(options), ShardOptions{});
+  return std::make_shared<MapDataLoader>(dataset, std::move(options));
+}
 
 std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const PrepareDataLoaderOptions& o,
                                                 const std::shared_ptr<Distributed>& dist, Collectives collectives) {
@@ -18,13 +25,15 @@ std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const 
   const bool seedable = options.shuffle && !options.seed && o.use_seedable_sampler;
   if (seedable) options.seed = at::detail::getDefaultCPUGenerator().current_seed();
   const auto* stream = dynamic_cast<const IterableDataLoader*>(&loader);
+  const auto* map = dynamic_cast<const MapDataLoader*>(&loader);
+  require(stream || map, "the data loader needs a dataset");  // a loader prepared already
   const ShardOptions shard_options{o.num_processes, o.process_index, o.split_batches, o.even_batches, {}};
   std::shared_ptr<DataLoader> prepared;
   if (dist && o.dispatch_batches.value_or(stream != nullptr)) {
     // Process 0 reads through a plain loader and sends every process its slice.
     DataLoaderOptions base_options = loader.options();
     base_options.device.reset();
-    auto base = make_data_loader(loader.dataset(), stream ? stream->source() : nullptr, base_options);
+    auto base = make_data_loader(map ? map->dataset() : nullptr, stream ? stream->source() : nullptr, base_options);
     prepared = std::make_shared<DispatchingDataLoader>(base, dist, o.split_batches);
     prepared->set_device_option(options.device);
   } else if (stream) {
@@ -41,9 +50,9 @@ std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const 
         generator.set_state(collectives.broadcast(generator.get_state(), 0, "data loader shuffle (generator state)"));
       };
     }
-    prepared = std::make_shared<ShardedDataLoader>(loader.dataset(), options, shard);
+    prepared = std::make_shared<ShardedDataLoader>(map->dataset(), options, shard);
   } else {
-    prepared = std::make_shared<DataLoader>(loader.dataset(), options);
+    prepared = std::make_shared<MapDataLoader>(map->dataset(), options);
   }
   prepared->set_epoch(loader.epoch());
   return prepared;

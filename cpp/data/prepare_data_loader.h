@@ -12,10 +12,16 @@
 #include <vector>
 
 #include "data/dataloader.h"
+#include "data/dataset.h"
+#include "data/iterable.h"
 #include "ops/collectives.h"
 #include "state/distributed.h"
 
 namespace acc {
+
+// A loader over a map-style dataset, or over a stream when `stream` is set (one process's view).
+std::shared_ptr<DataLoader> make_data_loader(const std::shared_ptr<Dataset>& dataset,
+                                             const std::shared_ptr<IterableSource>& stream, DataLoaderOptions options);
 
 // prepare_data_loader's parameters, as Accelerate names them.
 struct PrepareDataLoaderOptions {

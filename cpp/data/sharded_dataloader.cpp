@@ -6,7 +6,7 @@
 namespace acc {
 
 ShardedDataLoader::ShardedDataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options, ShardOptions shard)
-    : DataLoader(std::move(dataset), std::move(options)), shard_(shard) {
+    : MapDataLoader(std::move(dataset), std::move(options)), shard_(shard) {
   if (this->options().shuffle && !this->options().seed) {
     require(static_cast<bool>(shard_.synchronize_generator),
             "a sharded loader that shuffles needs a shared seed or a synchronized generator");
@@ -45,7 +45,7 @@ std::vector<std::vector<int64_t>> ShardedDataLoader::shard(const std::vector<std
 }
 
 std::vector<std::vector<int64_t>> ShardedDataLoader::plan_epoch(int64_t epoch) const {
-  return shard(DataLoader::plan_epoch(epoch));
+  return shard(MapDataLoader::plan_epoch(epoch));
 }
 
 }  // namespace acc

@@ -2,14 +2,15 @@
 // BatchSamplerShard).
 #pragma once
 
-#include "data/dataloader.h"
+#include "data/map_dataloader.h"
+#include "data/sharding.h"
 
 namespace acc {
 
 // The loader of one process in a multi-process job: the same epoch order on every process (a
 // shuffle needs a seed that every process shares, or a generator synchronized from process 0),
 // sharded as Accelerate's BatchSamplerShard.
-class ShardedDataLoader final : public DataLoader {
+class ShardedDataLoader final : public MapDataLoader {
  public:
   ShardedDataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options, ShardOptions shard);
   int64_t length() const override;

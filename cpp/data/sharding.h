@@ -1,10 +1,23 @@
 // Accelerate's BatchSamplerShard: which of an epoch's batches a process gets.
 #pragma once
 
+#include <ATen/core/Generator.h>
+
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace acc {
+
+// How one process's loader is sharded (ShardedDataLoader, IterableDataLoader).
+struct ShardOptions {
+  int64_t num_processes = 1;
+  int64_t rank = 0;
+  bool split_batches = false;  // each batch is cut into per-process slices (batch_size is global)
+  bool even_batches = true;    // the last round is completed from the epoch's start
+  // For a shuffle without a seed: sets a generator to process 0's state (see synchronize_shuffle).
+  std::function<void(at::Generator&)> synchronize_generator;
+};
 
 // batches: the epoch's batches of the whole dataset, in order (the last may be short unless
 // drop_last). Batch k goes to process k mod P; with even_batches the last round is completed with

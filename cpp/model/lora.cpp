@@ -30,8 +30,25 @@ at::Tensor new_linear_weight(int64_t out, int64_t in) {
 
 }  // namespace
 
+const OptionTable<LoraConfig>& lora_option_table() {
+  using L = LoraConfig;
+  static const OptionTable<L> table(OptionsKind::Lora, [](OptionTable<L>& t) {
+    t.bind("r", "the adapters' rank", &L::r).at_least(1).at_most(1 << 20);
+    t.bind("lora_alpha", "the scaling is lora_alpha / r", &L::alpha).at_least(0);
+    t.bind("lora_dropout", "dropout on the adapted layer's input (only 0 is supported)", &L::dropout)
+        .at_least(0)
+        .at_most(1);
+    t.bind("use_rslora", "scale by lora_alpha / sqrt(r)", &L::use_rslora);
+    t.bind("init_lora_weights", "Kaiming A and zero B (true), N(0, 1/r) A (gaussian), or nn.Linear's", &L::init)
+        .one_of({"true", "gaussian", "false"});
+  });
+  return table;
+}
+
 LoraConfig LoraConfig::from(const std::string& targets, const Options& options) {
-  LoraConfig config;
+  require(options.kind() == OptionsKind::Lora, "LoRA options must be of kind lora, got ",
+          options_kind_name(options.kind()));
+  LoraConfig config = lora_option_table().read(options);
   const std::string text = trimmed(targets);
   require(!text.empty(), "target_modules is empty: name the linear layers to adapt (e.g. \"q_proj,v_proj\")");
   if (text.rfind("re:", 0) == 0) {
@@ -50,11 +67,6 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
       config.target_names.push_back(name);
     }
   }
-  config.r = options.get_int("r");
-  config.alpha = options.get_double("lora_alpha");
-  config.dropout = options.get_double("lora_dropout");
-  config.use_rslora = options.get_bool("use_rslora");
-  config.init = options.get_string("init_lora_weights");
   if (config.dropout != 0)
     fail(Status::Unsupported, "lora_dropout ", config.dropout,
          " is not supported: adapters are applied to the layer's weight (W + B A * scaling), which leaves no "

@@ -13,11 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "common/options.h"
+#include "common/option_table.h"
 #include "tensor/named_tensors.h"
 
 namespace acc {
 
+// PEFT's LoraConfig. The ACC_OPTIONS_LORA keys fill the numbers and flags (lora_option_table); the
+// target modules are an argument of their own.
 struct LoraConfig {
   // PEFT's target_modules: module names (a module matches one if its name is it or ends with
   // "." + it), or one regular expression that must match a whole name (PEFT's string form).
@@ -29,12 +31,15 @@ struct LoraConfig {
   bool use_rslora = false;   // scaling alpha / sqrt(r) instead of alpha / r
   std::string init = "true";  // PEFT's init_lora_weights: "true" (Kaiming A, zero B), "gaussian", "false"
 
-  // `targets`: names separated by commas, or "re:" followed by a regular expression.
+  // `targets`: names separated by commas, or "re:" followed by a regular expression; `options` of
+  // kind lora.
   static LoraConfig from(const std::string& targets, const Options& options);
   double scaling() const;
   bool targets(const std::string& module) const;
   std::string describe_targets() const;
 };
+
+const OptionTable<LoraConfig>& lora_option_table();
 
 // A linear layer that can take an adapted weight: `weight` is the layer's own parameter and
 // `use_weight` makes the layer compute with another tensor (the parameter itself restores it).

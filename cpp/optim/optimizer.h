@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/options.h"
+#include "optim/optimizer_options.h"
 #include "model/model.h"
 
 namespace acc {

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "optim/schedule_options.h"
 
 namespace acc {
 namespace {
@@ -12,9 +13,9 @@ double warmup_factor(int64_t step, int64_t warmup) {
   return static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, warmup));
 }
 
-int64_t required_int(const Options& o, const char* key, const std::string& name) {
-  require(o.has(key), "the ", name, " schedule needs the option '", key, "'");
-  return o.get_int(key);
+int64_t required(const std::optional<int64_t>& value, const char* key, const std::string& name) {
+  require(value.has_value(), "the ", name, " schedule needs the option '", key, "'");
+  return *value;
 }
 
 }  // namespace
@@ -22,20 +23,21 @@ int64_t required_int(const Options& o, const char* key, const std::string& name)
 std::function<double(int64_t)> schedule_factor(const std::string& name, const Options& o, double default_lr) {
   require(o.kind() == OptionsKind::Scheduler, "scheduler options must be of kind scheduler, got ",
           options_kind_name(o.kind()));
-  const int64_t warmup = o.get_int("num_warmup_steps");
+  const ScheduleOptions options = scheduler_option_table().read(o);
+  const int64_t warmup = options.num_warmup_steps;
   if (name == "constant") return [](int64_t) { return 1.0; };
   if (name == "constant_with_warmup")
     return [warmup](int64_t s) { return s < warmup ? warmup_factor(s, warmup) : 1.0; };
   if (name == "linear") {
-    const int64_t total = required_int(o, "num_training_steps", name);
+    const int64_t total = required(options.num_training_steps, "num_training_steps", name);
     return [warmup, total](int64_t s) {
       if (s < warmup) return warmup_factor(s, warmup);
       return std::max(0.0, static_cast<double>(total - s) / static_cast<double>(std::max<int64_t>(1, total - warmup)));
     };
   }
   if (name == "cosine") {
-    const int64_t total = required_int(o, "num_training_steps", name);
-    const double cycles = o.get_double("num_cycles");
+    const int64_t total = required(options.num_training_steps, "num_training_steps", name);
+    const double cycles = options.num_cycles;
     return [warmup, total, cycles](int64_t s) {
       if (s < warmup) return warmup_factor(s, warmup);
       const double progress =
@@ -44,8 +46,8 @@ std::function<double(int64_t)> schedule_factor(const std::string& name, const Op
     };
   }
   if (name == "polynomial") {
-    const int64_t total = required_int(o, "num_training_steps", name);
-    const double lr_end = o.get_double("lr_end"), power = o.get_double("power");
+    const int64_t total = required(options.num_training_steps, "num_training_steps", name);
+    const double lr_end = options.lr_end, power = options.power;
     require(default_lr > lr_end, "the polynomial schedule needs lr_end (", lr_end,
             ") to be smaller than the optimizer's lr (", default_lr, ")");
     return [warmup, total, lr_end, power, default_lr](int64_t s) {
@@ -56,8 +58,8 @@ std::function<double(int64_t)> schedule_factor(const std::string& name, const Op
     };
   }
   if (name == "step") {
-    const int64_t size = required_int(o, "step_size", name);
-    const double gamma = o.get_double("gamma");
+    const int64_t size = required(options.step_size, "step_size", name);
+    const double gamma = options.gamma;
     return [size, gamma](int64_t s) { return std::pow(gamma, static_cast<double>(s / size)); };
   }
   fail(Status::InvalidArgument, "unknown schedule '", name,

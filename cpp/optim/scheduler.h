@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/options.h"
+#include "optim/schedule_options.h"
 #include "optim/optimizer.h"
 
 namespace acc {

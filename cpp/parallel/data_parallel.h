@@ -8,17 +8,11 @@
 #include <string>
 
 #include "model/model.h"
+#include "parallel/parallel_options.h"
 #include "parallel/parallel_engine.h"
 #include "state/distributed.h"
 
 namespace acc {
-
-struct DataParallelOptions {
-  int64_t bucket_cap_mb = 25;
-  bool find_unused_parameters = false;
-  bool broadcast_buffers = true;
-  std::string comm_hook = "no";  // "no", "fp16" (the Reducer's built-in compression) or "bf16"
-};
 
 // DDP's buckets over `params` (indices into it), in the order the Reducer reduces them (the last
 // parameters' bucket first), and each bucket's size limit.

@@ -54,7 +54,7 @@ std::string existing(const std::string& preferred, const std::string& other) {
 class ShardedWeightsPart final : public CheckpointPart {
  public:
   ShardedWeightsPart(size_t index, std::shared_ptr<ShardedDataParallel> engine)
-      : index_(index), engine_(std::move(engine)), full_(engine_->options().full_state_dict) {}
+      : index_(index), engine_(std::move(engine)), full_(engine_->options().full_state_dict()) {}
 
   std::string file() const override {
     return full_ ? indexed_name("model", index_, ".safetensors") : shard_name("model", index_, engine_->layout().rank());
@@ -102,7 +102,7 @@ class ShardedOptimizerPart final : public CheckpointPart {
  public:
   ShardedOptimizerPart(size_t index, std::shared_ptr<ShardedOptimizer> optimizer)
       : index_(index), optimizer_(std::move(optimizer)), engine_(optimizer_->engine()),
-        full_(engine_->options().full_state_dict) {}
+        full_(engine_->options().full_state_dict()) {}
 
   std::string file() const override {
     return full_ ? indexed_name("optimizer", index_, ".safetensors")

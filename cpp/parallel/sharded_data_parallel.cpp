@@ -26,8 +26,11 @@ constexpr int64_t kGatherChunk = int64_t{1} << 20;  // elements per process and 
 }  // namespace
 
 ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distributed> dist,
-                                         ShardingOptions options)
-    : model_(std::move(model)), dist_(std::move(dist)), options_(std::move(options)) {
+                                         ShardingOptions options, DataParallelOptions data_parallel)
+    : model_(std::move(model)),
+      dist_(std::move(dist)),
+      options_(std::move(options)),
+      data_parallel_(std::move(data_parallel)) {
   require(options_.stage >= 1 && options_.stage <= 3, "zero_stage must be 1, 2 or 3, got ", options_.stage);
   if (dist_->process_device().is_cuda() && (options_.offload_optimizer || options_.offload_params))
     fail(Status::Unsupported, "CPU offload of sharded optimizer state or parameters is not implemented on CUDA yet");
@@ -51,7 +54,7 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
     units.emplace_back();
     for (size_t i = 0; i < params_.size(); ++i) units.back().push_back(i);
   } else if (options_.stage == 2) {
-    units = ddp_buckets(params_, options_.data_parallel.bucket_cap_mb * 1024 * 1024).first;
+    units = ddp_buckets(params_, data_parallel_.bucket_cap_mb * 1024 * 1024).first;
     std::reverse(units.begin(), units.end());  // the model's order; reductions go last unit first
   } else {
     std::vector<bool> placed(params_.size(), false);
@@ -96,7 +99,7 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
   gathered_.assign(layout_->units().size(), true);
 
   if (options_.stage == 1) {
-    reducer_ = std::make_unique<DataParallel>(model_, dist_, options_.data_parallel);
+    reducer_ = std::make_unique<DataParallel>(model_, dist_, data_parallel_);
     return;
   }
   // Reductions start from the gradient accumulators' hooks, as DDP's Reducer does; the accumulators
@@ -155,7 +158,7 @@ void ShardedDataParallel::before_forward(bool sync) {
   const bool training = at::GradMode::is_enabled() && model_->is_training();
   if (training) {
     sync_ = sync;
-    if (options_.data_parallel.broadcast_buffers && !buffers_.empty())
+    if (data_parallel_.broadcast_buffers && !buffers_.empty())
       broadcast_in_place(*dist_, buffers_, "forward (buffers)");
   }
   if (options_.stage == 3 && !model_has_unit_hooks_)

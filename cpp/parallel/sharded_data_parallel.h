@@ -29,19 +29,13 @@
 
 namespace acc {
 
-struct ShardingOptions {
-  int stage = 1;                    // 1, 2 or 3
-  bool offload_optimizer = false;   // the optimizer's slice and state in CPU memory
-  bool offload_params = false;      // stage 3: parameter shards in CPU memory
-  bool full_state_dict = true;      // checkpoints: consolidated (FULL_STATE_DICT) or per process (SHARDED_STATE_DICT)
-  DataParallelOptions data_parallel;  // stage 1's Reducer; bucket_cap_mb makes stage 2's buckets
-};
-
 class ShardedDataParallel final : public ParallelEngine {
  public:
   // Broadcasts parameters and buffers from rank 0, flattens the trainable parameters into units and
   // (stage 3) frees everything but this process's shard.
-  ShardedDataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distributed> dist, ShardingOptions options);
+  // `data_parallel`: stage 1's Reducer; its bucket_cap_mb makes stage 2's buckets.
+  ShardedDataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distributed> dist, ShardingOptions options,
+                      DataParallelOptions data_parallel);
   ~ShardedDataParallel() override;
 
   bool every_forward() const override { return options_.stage == 3; }
@@ -108,6 +102,7 @@ class ShardedDataParallel final : public ParallelEngine {
   std::shared_ptr<Model> model_;
   std::shared_ptr<Distributed> dist_;
   ShardingOptions options_;
+  DataParallelOptions data_parallel_;
   std::vector<at::Tensor> params_;
   std::vector<std::string> names_;
   std::unordered_map<std::string, size_t> index_;  // name -> index into params_

@@ -28,9 +28,17 @@ at::Tensor GradScaler::scale(const at::Tensor& loss) {
   return loss * scale_.to(loss.device());
 }
 
-void GradScaler::unscale(const std::vector<at::Tensor>& grads, const void* key) {
-  at::Tensor& found = found_inf_[key];
-  if (!found.defined()) found = at::zeros({1}, scale_.options());
+at::Tensor& GradScaler::current(OverflowFlag& flag) {
+  if (flag.step_ != step_) {
+    flag.found_ = at::zeros({1}, scale_.options());
+    flag.step_ = step_;
+    step_flags_.push_back(flag.found_);  // the same storage: later fills count
+  }
+  return flag.found_;
+}
+
+void GradScaler::unscale(const std::vector<at::Tensor>& grads, OverflowFlag& flag) {
+  at::Tensor& found = current(flag);
   std::vector<at::Tensor> pending;
   for (const auto& g : grads)
     if (g.defined() && unscaled_.insert(g.unsafeGetTensorImpl()).second) pending.push_back(g);
@@ -47,20 +55,15 @@ void GradScaler::unscale(const std::vector<at::Tensor>& grads, const void* key) 
   }
 }
 
-bool GradScaler::found_inf(const void* key) const {
-  auto it = found_inf_.find(key);
-  return it != found_inf_.end() && it->second.item<float>() != 0.0f;
+bool GradScaler::found_inf(const OverflowFlag& flag) const {
+  return flag.step_ == step_ && flag.found_.item<float>() != 0.0f;
 }
 
-void GradScaler::set_found_inf(const void* key, bool found) {
-  at::Tensor& flag = found_inf_[key];
-  if (!flag.defined()) flag = at::zeros({1}, scale_.options());
-  flag.fill_(found ? 1.0 : 0.0);
-}
+void GradScaler::set_found_inf(OverflowFlag& flag, bool found) { current(flag).fill_(found ? 1.0 : 0.0); }
 
 bool GradScaler::found_inf() const {
-  for (const auto& entry : found_inf_)
-    if (entry.second.item<float>() != 0.0f) return true;
+  for (const auto& found : step_flags_)
+    if (found.item<float>() != 0.0f) return true;
   return false;
 }
 
@@ -86,7 +89,7 @@ void GradScaler::settle() {
 void GradScaler::update() {
   at::NoGradGuard no_grad;
   at::Tensor found = at::zeros({1}, scale_.options());
-  for (const auto& entry : found_inf_) found.add_(entry.second);
+  for (const auto& flag : step_flags_) found.add_(flag);
   if (fused_) {
     at::_amp_update_scale_(scale_, growth_tracker_, found, options_.growth_factor, options_.backoff_factor,
                            options_.growth_interval);
@@ -103,7 +106,8 @@ void GradScaler::update() {
 }
 
 void GradScaler::forget_step() {
-  found_inf_.clear();
+  step_flags_.clear();
+  ++step_;
   unscaled_.clear();
   stepped_ = false;
 }

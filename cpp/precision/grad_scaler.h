@@ -3,19 +3,29 @@
 // whose gradients hold inf/nan is skipped and the scale backs off; after growth_interval good steps
 // it grows. ATen's fused AMP kernels run where the device has them (CUDA), plain ops elsewhere.
 //
-// As in torch, overflow is tracked per optimizer (a key): one optimizer's inf skips its own step
-// only. Unlike Accelerate, which updates the scale after every optimizer's step, the scale changes
+// As in torch, overflow is tracked per optimizer (its OverflowFlag, held by the optimizer's
+// wrapper): one optimizer's inf skips its own step only. Unlike Accelerate, which updates the scale after every optimizer's step, the scale changes
 // once per step of the job, before the next loss is scaled: with several optimizers stepping on
 // one backward, each divides its gradients by the scale they were multiplied with.
 #pragma once
 
 #include <ATen/ATen.h>
 
-#include <map>
+#include <cstdint>
 #include <unordered_set>
 #include <vector>
 
 namespace acc {
+
+// Where one optimizer's overflow in the current step is recorded (torch's per-optimizer found_inf):
+// its step reads it, and the scaler reads every flag of the step when it updates the scale. A flag
+// from an earlier step reads as clear.
+class OverflowFlag {
+ private:
+  friend class GradScaler;
+  at::Tensor found_;    // float32 [1]
+  int64_t step_ = -1;   // the scaler's step it belongs to
+};
 
 struct GradScalerOptions {
   double init_scale = 65536.0;
@@ -30,19 +40,21 @@ class GradScaler {
 
   // The loss times the scale; first applies the update a finished step left pending (settle()).
   at::Tensor scale(const at::Tensor& loss);
-  // Divides the gradients by the scale and records, under `key` (the optimizer they belong to),
+  // Divides the gradients by the scale and records in `flag` (of the optimizer they belong to)
   // whether any is not finite. Each gradient is divided once per step: a second call is a no-op.
-  void unscale(const std::vector<at::Tensor>& grads, const void* key = nullptr);
-  // Whether gradients unscaled under `key` in this step held inf/nan; without a key, any.
-  bool found_inf(const void* key) const;
+  void unscale(const std::vector<at::Tensor>& grads, OverflowFlag& flag);
+  // The same for gradients no optimizer steps with: their overflow changes the scale only.
+  void unscale(const std::vector<at::Tensor>& grads) { unscale(grads, unowned_); }
+  // Whether gradients unscaled under `flag` in this step held inf/nan; without a flag, any.
+  bool found_inf(const OverflowFlag& flag) const;
   bool found_inf() const;
-  // Records under `key` what the processes agreed on (a sharded optimizer's slices differ).
-  void set_found_inf(const void* key, bool found);
+  // Records in `flag` what the processes agreed on (a sharded optimizer's slices differ).
+  void set_found_inf(OverflowFlag& flag, bool found);
   // An optimizer stepped (or skipped its step): the scale updates before the next scale() call.
   void note_optimizer_step() { stepped_ = true; }
   // Applies a pending update now (before reading the state for a checkpoint).
   void settle();
-  // Ends the step now: adjusts the scale from every key's overflow and forgets the step's state.
+  // Ends the step now: adjusts the scale from every flag's overflow and forgets the step's state.
   void update();
   // The scale and the count of good steps in a row (torch's scale / _growth_tracker) now, before a
   // pending update.
@@ -54,12 +66,16 @@ class GradScaler {
 
  private:
   void forget_step();
+  // `flag`'s tensor for this step: cleared and listed the first time in a step.
+  at::Tensor& current(OverflowFlag& flag);
 
   GradScalerOptions options_;
   at::Tensor scale_;           // float32 [1]
   at::Tensor growth_tracker_;  // int32 [1]: good steps in a row
   bool fused_;
-  std::map<const void*, at::Tensor> found_inf_;           // per key, float32 [1], this step
+  int64_t step_ = 0;                                     // counts the steps the scaler has ended
+  std::vector<at::Tensor> step_flags_;                    // the flags used in this step
+  OverflowFlag unowned_;                                  // gradients of no optimizer
   std::unordered_set<const c10::TensorImpl*> unscaled_;   // gradients divided in this step
   bool stepped_ = false;
 };

@@ -7,7 +7,7 @@
 #include <cstdlib>
 
 #include "accelerator/accelerator.h"
-#include "data/dataloader.h"
+#include "data/map_dataloader.h"
 #include "data/dataset.h"
 #include "model/model.h"
 #include "optim/optimizer.h"
@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   const int64_t train_samples = argc > 2 ? std::atoll(argv[2]) : 0;
   const std::string dir = std::string(argc > 3 ? argv[3] : "/usr/share/datasets/fashion-mnist") + "/";
 
-  acc::Options accelerator_options(acc::OptionsKind::Accelerator);
+  acc::Options accelerator_options(acc::accelerator_option_table());
   accelerator_options.set("seed", int64_t{42});
   acc::Accelerator accelerator(accelerator_options);
 
@@ -37,12 +37,12 @@ int main(int argc, char** argv) {
     {"type":"conv2d","in_channels":1,"out_channels":32,"kernel_size":3,"padding":1}, {"type":"relu"},
     {"type":"maxpool2d","kernel_size":2}, {"type":"flatten"},
     {"type":"linear","in_features":6272,"out_features":10}])");
-  acc::Options optimizer_options(acc::OptionsKind::Optimizer);
+  acc::Options optimizer_options(acc::optimizer_option_schema());
   optimizer_options.set("lr", 2e-3);
   std::shared_ptr<acc::Optimizer> optimizer =
       std::make_shared<acc::TorchOptimizer>(model, "adamw", optimizer_options);
-  auto loader = std::make_shared<acc::DataLoader>(train, train_options);
-  acc::Options schedule_options(acc::OptionsKind::Scheduler);
+  auto loader = std::make_shared<acc::MapDataLoader>(train, train_options);
+  acc::Options schedule_options(acc::scheduler_option_table());
   schedule_options.set("num_training_steps", loader->length() * epochs);
   std::shared_ptr<acc::Scheduler> scheduler =
       std::make_shared<acc::LambdaScheduler>(optimizer, "linear", schedule_options);
@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
   auto prepared_optimizer = accelerator.prepare_optimizer(optimizer, std::nullopt);
   auto prepared_loader = accelerator.prepare_dataloader(loader, std::nullopt);
   auto prepared_scheduler = accelerator.prepare_scheduler(scheduler);
-  auto test_loader = accelerator.prepare_dataloader(std::make_shared<acc::DataLoader>(test, test_options), std::nullopt);
+  auto test_loader = accelerator.prepare_dataloader(std::make_shared<acc::MapDataLoader>(test, test_options), std::nullopt);
 
   for (int epoch = 0; epoch < epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();

@@ -17,7 +17,7 @@
 
 #include "accelerator/accelerator.h"
 #include "common/error.h"
-#include "data/dataloader.h"
+#include "data/map_dataloader.h"
 #include "data/iterable_dataloader.h"
 #include "data/sharded_dataloader.h"
 #include "data/dispatcher.h"
@@ -204,7 +204,7 @@ json run_dist_case(acc::Accelerator& accelerator, const json& p) {
       loader = std::make_shared<acc::IterableDataLoader>(source, options, shard_or_single);
     } else {
       auto data = std::make_shared<acc::TensorDataset>(std::vector<at::Tensor>{at::arange(n, at::TensorOptions().dtype(at::kLong))});
-      loader = dispatch ? std::make_shared<acc::DataLoader>(data, options)
+      loader = dispatch ? std::make_shared<acc::MapDataLoader>(data, options)
                         : std::make_shared<acc::ShardedDataLoader>(data, options, shard);
     }
     if (dispatch) loader = std::make_shared<acc::DispatchingDataLoader>(loader, accelerator.distributed(), split);
@@ -224,7 +224,7 @@ json run_dist_case(acc::Accelerator& accelerator, const json& p) {
 }
 
 int run_dist(const json& doc) {
-  acc::Options options(acc::OptionsKind::Accelerator);
+  acc::Options options(acc::accelerator_option_table());
   options.set("cpu", true);
   options.set("timeout_seconds", int64_t{60});  // a case that desynchronises the processes fails fast
   acc::Accelerator accelerator(options);

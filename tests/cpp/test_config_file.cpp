@@ -270,7 +270,7 @@ TEST_F(Config, LaunchFlagsBeatTheFileWhichBeatsDefaults) {
 
 TEST_F(Config, TheAcceleratorReadsTheFileLast) {
   auto resolve = [](const acc::Options& o) { return acc::resolve_accelerator_config(o); };
-  acc::Options none(acc::OptionsKind::Accelerator);
+  acc::Options none(acc::accelerator_option_table());
   EXPECT_EQ(resolve(none).mixed_precision, "no");  // no file: defaults
   write(default_file(), "distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: bf16\n"
                         "gradient_accumulation_steps: 3\nfsdp_config: {fsdp_offload_params: true}\n");
@@ -280,7 +280,7 @@ TEST_F(Config, TheAcceleratorReadsTheFileLast) {
   EXPECT_TRUE(c.cpu);  // MULTI_CPU
   setenv("ACCELERATE_MIXED_PRECISION", "no", 1);
   EXPECT_EQ(resolve(none).mixed_precision, "no");  // the environment beats the file
-  acc::Options set(acc::OptionsKind::Accelerator);
+  acc::Options set(acc::accelerator_option_table());
   set.set("gradient_accumulation_steps", int64_t{5});
   set.set("cpu", false);
   EXPECT_EQ(resolve(set).gradient_accumulation_steps, 5);  // and the program beats both

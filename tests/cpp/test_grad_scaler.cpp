@@ -75,13 +75,13 @@ TEST(GradScaler, StateRoundTripsForCheckpoints) {
 
 TEST(GradScaler, OverflowIsPerOptimizerAndTheScaleChangesOncePerStep) {
   acc::GradScaler scaler({8.0, 2.0, 0.5, 2}, c10::Device(c10::kCPU));
-  int a = 0, b = 0;  // two optimizers' keys
+  acc::OverflowFlag a, b;  // two optimizers' flags
   at::Tensor ga = at::tensor({8.0f, std::numeric_limits<float>::infinity()}), gb = at::tensor({16.0f});
-  scaler.unscale({ga}, &a);
-  scaler.unscale({gb}, &b);
-  scaler.unscale({gb}, &a);  // already divided in this step: unchanged, and not a's overflow
-  EXPECT_TRUE(scaler.found_inf(&a));
-  EXPECT_FALSE(scaler.found_inf(&b));
+  scaler.unscale({ga}, a);
+  scaler.unscale({gb}, b);
+  scaler.unscale({gb}, a);  // already divided in this step: unchanged, and not a's overflow
+  EXPECT_TRUE(scaler.found_inf(a));
+  EXPECT_FALSE(scaler.found_inf(b));
   EXPECT_TRUE(at::equal(gb, at::tensor({2.0f})));
   scaler.note_optimizer_step();
   scaler.note_optimizer_step();
@@ -99,7 +99,7 @@ TEST(GradScaler, APreparedOptimizerSkipsOnlyItsOwnOverflowingStep) {
   const char* spec = R"([{"type":"linear","in_features":3,"out_features":2}])";
   torch::manual_seed(7);
   auto model_a = acc::model_from_spec(spec), model_b = acc::model_from_spec(spec);
-  acc::Options sgd(acc::OptionsKind::Optimizer);
+  acc::Options sgd(acc::optimizer_option_schema());
   sgd.set("lr", 1.0);
   auto state = std::make_shared<acc::GradientState>(1);
   auto scaler = std::make_shared<acc::GradScaler>(acc::GradScalerOptions{1024.0, 2.0, 0.5, 2000}, c10::Device(c10::kCPU));

@@ -14,7 +14,7 @@ namespace {
 const char* kSpec = R"([{"type":"linear","in_features":3,"out_features":4},{"type":"linear","in_features":4,"out_features":2}])";
 
 acc::Options options(std::initializer_list<std::pair<const char*, const char*>> items) {
-  acc::Options o(acc::OptionsKind::Optimizer);
+  acc::Options o(acc::optimizer_option_schema());
   for (const auto& kv : items) o.set_from_text(kv.first, kv.second);
   return o;
 }
@@ -46,7 +46,7 @@ acc::OptimizerSnapshot without(acc::OptimizerSnapshot s, const std::string& name
 TEST(OptimizerAlgorithms, AllButAdafactorAreElementwise) {
   auto model = acc::model_from_spec(kSpec);
   for (const char* name : {"sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor"}) {
-    acc::TorchOptimizer opt(model, name, acc::Options(acc::OptionsKind::Optimizer));
+    acc::TorchOptimizer opt(model, name, acc::Options(acc::optimizer_option_schema()));
     EXPECT_EQ(opt.elementwise(), std::string(name) != "adafactor") << name;
     EXPECT_EQ(opt.algorithm(), name);
   }

@@ -1,14 +1,16 @@
-// The option keys accelerate.h documents for each kind are exactly the keys its schema accepts:
-// a key added to one and not the other fails here.
+// The option keys accelerate.h documents for each kind are exactly the keys its table accepts (a
+// key added to one and not the other fails here), and the defaults it states for numbers and flags
+// ("key (int, ..., default 25") are the tables' (the settings structs' member initializers).
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <regex>
 #include <set>
 #include <string>
 
-#include "common/options.h"
+#include "accelerator/option_schemas.h"
 
 namespace {
 
@@ -43,11 +45,44 @@ std::set<std::string> documented_keys(const std::string& block) {
 
 std::set<std::string> schema_keys(acc::OptionsKind kind) {
   std::set<std::string> keys;
-  for (const auto& spec : acc::option_schema(kind)) keys.insert(spec.key);
+  for (const auto& spec : acc::option_schema(kind).specs) keys.insert(spec.key);
   return keys;
 }
 
+// "key (int|double|bool..., default VALUE" in a block, its comment prefixes removed.
+std::map<std::string, std::string> documented_defaults(std::string block) {
+  block = std::regex_replace(block, std::regex(R"(\n \*\s+)"), " ");
+  std::map<std::string, std::string> defaults;
+  const std::regex entry(R"(([a-z][a-z0-9_]*) \((?:int|double|bool)[^)]*?default ([0-9a-z.+-]+))");
+  for (std::sregex_iterator it(block.begin(), block.end(), entry), end; it != end; ++it) defaults[(*it)[1]] = (*it)[2];
+  return defaults;
+}
+
 }  // namespace
+
+TEST(OptionsDoc, TheHeaderStatesTheTablesDefaults) {
+  const std::string header = header_text();
+  const std::pair<const char*, acc::OptionsKind> kinds[] = {{"SCHEDULER", acc::OptionsKind::Scheduler},
+                                                             {"DATALOADER", acc::OptionsKind::DataLoader},
+                                                             {"ACCELERATOR", acc::OptionsKind::Accelerator},
+                                                             {"LORA", acc::OptionsKind::Lora}};
+  size_t checked = 0;
+  for (const auto& [name, kind] : kinds) {
+    for (const auto& [key, text] : documented_defaults(keys_block(header, name))) {
+      const acc::OptionSpec* spec = acc::option_schema(kind).find(key);
+      ASSERT_NE(spec, nullptr) << key;
+      ASSERT_TRUE(spec->fallback) << key << " is documented with a default and has none";
+      if (spec->type == acc::OptionType::Bool)
+        EXPECT_EQ(text, std::get<bool>(*spec->fallback) ? "true" : "false") << key;
+      else if (spec->type == acc::OptionType::Int)
+        EXPECT_EQ(std::stod(text), static_cast<double>(std::get<int64_t>(*spec->fallback))) << key;
+      else
+        EXPECT_EQ(std::stod(text), std::get<double>(*spec->fallback)) << key;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 30u);  // the pattern still finds the header's defaults
+}
 
 TEST(OptionsDoc, TheHeaderDocumentsExactlyTheKeysEachKindAccepts) {
   const std::string header = header_text();
@@ -55,6 +90,7 @@ TEST(OptionsDoc, TheHeaderDocumentsExactlyTheKeysEachKindAccepts) {
   const std::pair<const char*, acc::OptionsKind> kinds[] = {{"OPTIMIZER", acc::OptionsKind::Optimizer},
                                                              {"SCHEDULER", acc::OptionsKind::Scheduler},
                                                              {"DATALOADER", acc::OptionsKind::DataLoader},
-                                                             {"ACCELERATOR", acc::OptionsKind::Accelerator}};
+                                                             {"ACCELERATOR", acc::OptionsKind::Accelerator},
+                                                             {"LORA", acc::OptionsKind::Lora}};
   for (const auto& [name, kind] : kinds) EXPECT_EQ(documented_keys(keys_block(header, name)), schema_keys(kind)) << name;
 }

@@ -40,7 +40,7 @@ class Sharding : public testing::Test {
     }
   }
   static acc::AcceleratorConfig resolve(const std::vector<std::pair<std::string, std::string>>& options = {}) {
-    acc::Options o(acc::OptionsKind::Accelerator);
+    acc::Options o(acc::accelerator_option_table());
     for (const auto& [key, value] : options) o.set_from_text(key, value);
     return acc::resolve_accelerator_config(o);
   }
@@ -59,37 +59,37 @@ class Sharding : public testing::Test {
 
 TEST_F(Sharding, FsdpVariablesChooseTheStage) {
   setenv("ACCELERATE_USE_FSDP", "true", 1);
-  EXPECT_EQ(resolve().zero_stage, 3) << "FULL_SHARD is FSDP's default";
+  EXPECT_EQ(resolve().sharding.stage, 3) << "FULL_SHARD is FSDP's default";
   setenv("FSDP_SHARDING_STRATEGY", "SHARD_GRAD_OP", 1);
-  EXPECT_EQ(resolve().zero_stage, 2);
+  EXPECT_EQ(resolve().sharding.stage, 2);
   setenv("FSDP_SHARDING_STRATEGY", "3", 1);  // older Accelerate writes the enum's number
-  EXPECT_EQ(resolve().zero_stage, 0);
+  EXPECT_EQ(resolve().sharding.stage, 0);
   setenv("FSDP_SHARDING_STRATEGY", "FULL_SHARD", 1);
   setenv("FSDP_OFFLOAD_PARAMS", "true", 1);
   setenv("FSDP_STATE_DICT_TYPE", "SHARDED_STATE_DICT", 1);
   const auto c = resolve();
-  EXPECT_EQ(c.zero_stage, 3);
-  EXPECT_TRUE(c.offload_params);
-  EXPECT_TRUE(c.offload_optimizer);
-  EXPECT_EQ(c.state_dict_type, "SHARDED_STATE_DICT");
+  EXPECT_EQ(c.sharding.stage, 3);
+  EXPECT_TRUE(c.sharding.offload_params);
+  EXPECT_TRUE(c.sharding.offload_optimizer);
+  EXPECT_EQ(c.sharding.state_dict_type, "SHARDED_STATE_DICT");
   EXPECT_EQ(c.sharding_kind, "FSDP");
   // FSDP2 says it with reshard_after_forward.
   setenv("FSDP_VERSION", "2", 1);
   setenv("FSDP_RESHARD_AFTER_FORWARD", "false", 1);
-  EXPECT_EQ(resolve().zero_stage, 2);
+  EXPECT_EQ(resolve().sharding.stage, 2);
   // An option the program set wins.
-  EXPECT_EQ(resolve({{"zero_stage", "1"}}).zero_stage, 1);
+  EXPECT_EQ(resolve({{"zero_stage", "1"}}).sharding.stage, 1);
 }
 
 TEST_F(Sharding, DeepSpeedVariablesChooseTheStage) {
   setenv("ACCELERATE_USE_DEEPSPEED", "true", 1);
-  EXPECT_EQ(resolve().zero_stage, 2) << "DeepSpeedPlugin's default";
+  EXPECT_EQ(resolve().sharding.stage, 2) << "DeepSpeedPlugin's default";
   setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3", 1);
   setenv("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "cpu", 1);
   const auto c = resolve();
-  EXPECT_EQ(c.zero_stage, 3);
-  EXPECT_TRUE(c.offload_optimizer);
-  EXPECT_FALSE(c.offload_params);
+  EXPECT_EQ(c.sharding.stage, 3);
+  EXPECT_TRUE(c.sharding.offload_optimizer);
+  EXPECT_FALSE(c.sharding.offload_params);
   EXPECT_EQ(c.sharding_kind, "DEEPSPEED");
 }
 

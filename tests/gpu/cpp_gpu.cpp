@@ -78,12 +78,12 @@ TEST(GpuGradScaler, FusedCudaKernelsUnscaleDetectOverflowAndBackOff) {
   EXPECT_EQ(scaled.item<float>(), 3072.0f);
 
   // A step with an inf among its gradients: found, the finite ones still divided by the scale.
-  const int key = 0;
+  acc::OverflowFlag key;  // one optimizer's
   at::Tensor good = at::full({1000}, 2048.0, on_gpu());
   at::Tensor bad = at::full({1000}, 1.0, on_gpu());
   bad.select(0, 500).fill_(std::numeric_limits<float>::infinity());
-  scaler.unscale({good, bad}, &key);
-  EXPECT_TRUE(scaler.found_inf(&key));
+  scaler.unscale({good, bad}, key);
+  EXPECT_TRUE(scaler.found_inf(key));
   EXPECT_TRUE(at::equal(good.cpu(), at::full({1000}, 2.0f))) << "2048 / 1024";
   scaler.note_optimizer_step();
   scaler.update();
@@ -95,8 +95,8 @@ TEST(GpuGradScaler, FusedCudaKernelsUnscaleDetectOverflowAndBackOff) {
   EXPECT_EQ(scaled.item<float>(), 1536.0f);
   at::Tensor g = at::full({4096}, 1024.0, on_gpu());
   g.select(0, 7).fill_(-512.0);
-  scaler.unscale({g}, &key);
-  EXPECT_FALSE(scaler.found_inf(&key));
+  scaler.unscale({g}, key);
+  EXPECT_FALSE(scaler.found_inf(key));
   at::Tensor expected = at::full({4096}, 2.0f);
   expected.select(0, 7).fill_(-1.0);
   EXPECT_TRUE(at::equal(g.cpu(), expected));
@@ -108,8 +108,8 @@ TEST(GpuGradScaler, FusedCudaKernelsUnscaleDetectOverflowAndBackOff) {
   // NaN is an overflow too.
   at::Tensor n = at::ones({3}, on_gpu());
   n.select(0, 1).fill_(std::numeric_limits<float>::quiet_NaN());
-  scaler.unscale({n}, &key);
-  EXPECT_TRUE(scaler.found_inf(&key));
+  scaler.unscale({n}, key);
+  EXPECT_TRUE(scaler.found_inf(key));
   scaler.note_optimizer_step();
   scaler.update();
   EXPECT_EQ(scaler.current_scale(), 256.0);

@@ -1,0 +1,23 @@
+#include "accelerator/option_schemas.h"
+
+#include "accelerator/config.h"
+#include "common/error.h"
+#include "data/dataloader_options.h"
+#include "model/lora.h"
+#include "optim/optimizer_options.h"
+#include "optim/schedule_options.h"
+
+namespace acc {
+
+const OptionSchema& option_schema(OptionsKind kind) {
+  switch (kind) {
+    case OptionsKind::Accelerator: return accelerator_option_table();
+    case OptionsKind::Optimizer: return optimizer_option_schema();
+    case OptionsKind::Scheduler: return scheduler_option_table();
+    case OptionsKind::DataLoader: return dataloader_option_table();
+    case OptionsKind::Lora: return lora_option_table();
+  }
+  fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
+}
+
+}  // namespace acc

@@ -1,0 +1,168 @@
+#include "data/map_dataloader.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "common/random.h"
+#include "data/sampler.h"
+#include "data/sharding.h"
+
+namespace acc {
+
+MapDataLoader::MapDataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options)
+    : DataLoader(std::move(options)), dataset_(std::move(dataset)) {
+  require(dataset_ != nullptr, "the data loader needs a dataset");
+  DataLoaderOptions& o = mutable_options();
+  require(o.prefetch_factor >= 1, "prefetch_factor must be at least 1");
+  if (!o.batches.empty()) {
+    require(!o.shuffle && !o.drop_last, "a loader over given batches cannot shuffle or drop_last",
+            " (the batch sampler decides both)");
+    const int64_t n = dataset_->size();
+    for (size_t b = 0; b < o.batches.size(); ++b) {
+      require(!o.batches[b].empty(), "batch ", b, " of the batch sampler is empty");
+      for (int64_t i : o.batches[b])
+        require(i >= 0 && i < n, "batch ", b, " holds index ", i, ", outside the dataset of ", n, " samples");
+    }
+    // A standard batch sampler: every batch of one size, the last one possibly shorter.
+    const size_t first = o.batches.front().size();
+    for (size_t b = 0; b < o.batches.size(); ++b) {
+      const size_t size = o.batches[b].size();
+      if (size != first && !(b + 1 == o.batches.size() && size < first)) variable_batches_ = true;
+    }
+    o.batch_size = static_cast<int64_t>(first);
+  }
+}
+
+int64_t MapDataLoader::samples_per_epoch() const {
+  if (options().batches.empty()) return dataset_->size();
+  int64_t total = 0;
+  for (const auto& batch : options().batches) total += static_cast<int64_t>(batch.size());
+  return total;
+}
+
+std::vector<std::vector<int64_t>> MapDataLoader::unshuffled_batches() const {
+  if (!options().batches.empty()) return options().batches;
+  return make_batches(epoch_order(dataset_->size(), false, std::nullopt, 0), options().batch_size, options().drop_last);
+}
+
+int64_t MapDataLoader::length() const {
+  if (!options().batches.empty()) return static_cast<int64_t>(options().batches.size());
+  const int64_t n = dataset_->size(), b = options().batch_size;
+  return options().drop_last ? n / b : (n + b - 1) / b;
+}
+
+int64_t MapDataLoader::remainder() const {
+  if (!options().batches.empty()) return -1;  // one process: nothing is padded
+  return options().drop_last ? -1 : dataset_->size() % options().batch_size;
+}
+
+int64_t MapDataLoader::position() const {
+  return in_epoch() && prefetcher_ ? skipped_ + static_cast<int64_t>(prefetcher_->consumed()) : 0;
+}
+
+LoaderState MapDataLoader::state() const {
+  LoaderState state = DataLoader::state();
+  state.epoch_seed = in_epoch() ? epoch_seed_ : resume_seed_;
+  if (!generator_) return state;
+  if (!in_epoch() && !resume_generator_state_.empty()) {
+    state.generator_state = resume_generator_state_;
+  } else {
+    const at::Tensor bytes = in_epoch() ? epoch_start_generator_state_ : generator_->get_state();
+    state.generator_state.assign(bytes.data_ptr<uint8_t>(), bytes.data_ptr<uint8_t>() + bytes.numel());
+  }
+  return state;
+}
+
+void MapDataLoader::check_generator_state(const std::vector<uint8_t>& bytes) const {
+  if (!generator_) return DataLoader::check_generator_state(bytes);
+  const int64_t expected = generator_->get_state().numel();
+  require(static_cast<int64_t>(bytes.size()) == expected, "the saved shuffle generator state has ", bytes.size(),
+          " bytes, a CPU generator's has ", expected);
+}
+
+void MapDataLoader::load_state(const LoaderState& state) {
+  DataLoader::load_state(state);
+  resume_seed_ = state.epoch_seed;
+  resume_generator_state_ = state.generator_state;
+}
+
+void MapDataLoader::abandon_epoch() {
+  prefetcher_.reset();
+  plan_.clear();
+}
+
+void MapDataLoader::synchronize_shuffle(std::function<void(at::Generator&)> synchronize) {
+  require(!in_epoch(), "the shuffle can only change between epochs");
+  require(options().shuffle && !options().seed, "a synchronized shuffle is for a shuffling loader without a seed");
+  require(static_cast<bool>(synchronize), "synchronize_shuffle needs a function");
+  generator_ = seeded_generator(draw_seed());
+  synchronize_ = std::move(synchronize);
+}
+
+std::vector<std::vector<int64_t>> MapDataLoader::plan_epoch(int64_t) const {
+  if (!options().batches.empty()) return options().batches;
+  return make_batches(options().shuffle ? order_ : epoch_order(dataset_->size(), false, std::nullopt, 0),
+                      options().batch_size, options().drop_last);
+}
+
+void MapDataLoader::shuffle_epoch() {
+  order_.clear();
+  epoch_seed_.reset();
+  if (!options().shuffle) return;
+  const int64_t n = dataset_->size();
+  if (generator_ && !options().seed) {  // a seed from an older checkpoint takes precedence
+    if (!resume_generator_state_.empty()) {
+      generator_->set_state(at::tensor(at::ArrayRef<uint8_t>(resume_generator_state_), at::kByte));
+      resume_generator_state_.clear();
+    }
+    synchronize_(*generator_);
+    epoch_start_generator_state_ = generator_->get_state();
+    order_ = permutation(n, *generator_);
+  } else {
+    epoch_seed_ = resume_seed_ ? *resume_seed_ : epoch_generator_seed(options().seed, epoch());
+    order_ = permutation(n, *epoch_seed_);
+  }
+  resume_seed_.reset();
+}
+
+void MapDataLoader::start_epoch() {
+  prefetcher_.reset();
+  take_iterator_draw();
+  shuffle_epoch();
+  plan_ = plan_epoch(epoch());
+  const auto skip = static_cast<size_t>(std::min<int64_t>(take_skip_batches(), static_cast<int64_t>(plan_.size())));
+  plan_.erase(plan_.begin(), plan_.begin() + static_cast<std::ptrdiff_t>(skip));
+  skipped_ = static_cast<int64_t>(skip);
+  auto fetch = [this](size_t index) {
+    std::vector<at::Tensor> batch;
+    if (options().collate) {
+      std::vector<std::vector<at::Tensor>> samples;
+      for (int64_t i : plan_[index]) samples.push_back(dataset_->get(i));
+      batch = options().collate(samples);
+    } else {
+      batch = dataset_->get_batch(plan_[index]);
+    }
+    return to_device(std::move(batch));
+  };
+  prefetcher_ = std::make_unique<Prefetcher>(plan_.size(), fetch, options().num_workers,
+                                             options().prefetch_factor * std::max<size_t>(options().num_workers, 1));
+  begin_epoch();
+}
+
+std::optional<std::vector<at::Tensor>> MapDataLoader::next() {
+  if (!in_epoch()) start_epoch();
+  std::vector<at::Tensor> batch;
+  if (prefetcher_->next(batch)) {
+    batch_handed_out(prefetcher_->consumed() == plan_.size());
+    return batch;
+  }
+  // End of the epoch: the next call starts the following one.
+  prefetcher_.reset();
+  // PyTorch's RandomSampler, once its permutation is exhausted, draws one more for its (here empty)
+  // tail, randperm(n)[:0]; the synchronized generator advances as Accelerate's does.
+  if (generator_ && !options().seed) permutation(dataset_->size(), *generator_);
+  epoch_finished();
+  return std::nullopt;
+}
+
+}  // namespace acc

@@ -1,0 +1,70 @@
+// A data loader over a map-style dataset: batches in sequential or shuffled order (or a batch
+// sampler's), drop_last, batches fetched ahead on background threads and placed on a device. The
+// base of the sharded loader (sharded_dataloader.h).
+#pragma once
+
+#include <ATen/core/Generator.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "data/dataloader.h"
+#include "data/dataset.h"
+#include "data/prefetcher.h"
+
+namespace acc {
+
+class MapDataLoader : public DataLoader {
+ public:
+  MapDataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions options);
+
+  std::optional<std::vector<at::Tensor>> next() override;
+  int64_t length() const override;
+  int64_t total_dataset_length() const override { return dataset_->size(); }
+  int64_t remainder() const override;
+  int64_t position() const override;
+  LoaderState state() const override;
+  void load_state(const LoaderState& state) override;
+  std::optional<uint64_t> epoch_seed() const override { return epoch_seed_; }
+
+  const std::shared_ptr<Dataset>& dataset() const { return dataset_; }
+  // Whether batches come from a batch sampler whose sizes vary (Accelerate's batch_size None).
+  bool variable_batches() const { return variable_batches_; }
+  // Samples in an epoch before sharding (the dataset's size, or the batch sampler's total).
+  int64_t samples_per_epoch() const;
+
+ protected:
+  // An epoch's batches before sharding, in sequential order (for lengths, which do not depend on order).
+  std::vector<std::vector<int64_t>> unshuffled_batches() const;
+  // The batches (dataset indices) of the epoch being started (shuffled with epoch_seed()); the
+  // sharding of later layers overrides this.
+  virtual std::vector<std::vector<int64_t>> plan_epoch(int64_t epoch) const;
+  // Accelerate's shuffle for a loader without a seed on several processes: one generator, seeded
+  // once from torch's default generator; at the start of every epoch `synchronize` replaces its
+  // state with process 0's, then the epoch's permutation advances it.
+  void synchronize_shuffle(std::function<void(at::Generator&)> synchronize);
+  void abandon_epoch() override;
+  void check_generator_state(const std::vector<uint8_t>& bytes) const override;
+
+ private:
+  void start_epoch();
+  // The epoch's sample order when shuffling (order_), and the seed or generator state that gives it.
+  void shuffle_epoch();
+
+  std::shared_ptr<Dataset> dataset_;
+  bool variable_batches_ = false;
+  std::optional<uint64_t> epoch_seed_;
+  std::optional<uint64_t> resume_seed_;  // from load_state: the next epoch's seed, not drawn again
+  std::optional<at::Generator> generator_;  // synchronize_shuffle's generator
+  std::function<void(at::Generator&)> synchronize_;
+  at::Tensor epoch_start_generator_state_;       // its state before this epoch's permutation
+  std::vector<uint8_t> resume_generator_state_;  // from load_state
+  std::vector<int64_t> order_;                   // the epoch's shuffled sample order
+  int64_t skipped_ = 0;                          // batches skip_first_batches dropped from this epoch
+  std::vector<std::vector<int64_t>> plan_;
+  std::unique_ptr<Prefetcher> prefetcher_;
+};
+
+}  // namespace acc

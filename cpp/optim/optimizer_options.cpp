@@ -1,0 +1,32 @@
+#include "optim/optimizer_options.h"
+
+namespace acc {
+
+const OptionSchema& optimizer_option_schema() {
+  using T = OptionType;
+  static const OptionSchema schema(OptionsKind::Optimizer, [](OptionSchema& s) {
+    s.add("lr", T::Double, "learning rate").at_least(0);
+    s.add("weight_decay", T::Double, "L2 penalty (decoupled for adamw, lion, adafactor)").at_least(0);
+    s.add("momentum", T::Double, "sgd, rmsprop").at_least(0);
+    s.add("dampening", T::Double, "sgd").at_least(0);
+    s.add("nesterov", T::Bool, "sgd");
+    s.add("beta1", T::Double, "first-moment decay").at_least(0).at_most(1);
+    s.add("beta2", T::Double, "second-moment decay").at_least(0).at_most(1);
+    s.add("eps", T::Double, "added to the denominator").at_least(0);
+    s.add("amsgrad", T::Bool, "adam, adamw");
+    s.add("alpha", T::Double, "rmsprop's smoothing").at_least(0);
+    s.add("centered", T::Bool, "rmsprop");
+    s.add("lr_decay", T::Double, "adagrad").at_least(0);
+    s.add("initial_accumulator_value", T::Double, "adagrad").at_least(0);
+    s.add("eps1", T::Double, "adafactor: regularizes the squared gradient").at_least(0);
+    s.add("eps2", T::Double, "adafactor: floor of the parameter scale").at_least(0);
+    s.add("clip_threshold", T::Double, "adafactor: update RMS clip").at_least(0);
+    s.add("decay_rate", T::Double, "adafactor: second-moment decay exponent").at_most(0);
+    s.add("scale_parameter", T::Bool, "adafactor: step size scaled by the parameter's RMS");
+    s.add("relative_step", T::Bool, "adafactor: time-dependent step size instead of lr");
+    s.add("warmup_init", T::Bool, "adafactor: warm-up of the relative step");
+  });
+  return schema;
+}
+
+}  // namespace acc

@@ -1,0 +1,29 @@
+// How a prepared model is replicated or sharded: the settings of DataParallel and
+// ShardedDataParallel, held as members of the accelerator's config (accelerator/config.h), whose
+// option table fills them; the defaults here are the only ones.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace acc {
+
+// DistributedDataParallelKwargs.
+struct DataParallelOptions {
+  int64_t bucket_cap_mb = 25;
+  bool find_unused_parameters = false;
+  bool broadcast_buffers = true;
+  std::string comm_hook = "no";  // "no", "fp16" (the Reducer's built-in compression) or "bf16"
+};
+
+// Sharded data parallelism (DeepSpeed's ZeRO stages; FSDP's strategies map onto them).
+struct ShardingOptions {
+  int64_t stage = 0;                // 0: not sharded (DDP); 1, 2 or 3
+  bool offload_optimizer = false;   // the optimizer's slice and state in CPU memory
+  bool offload_params = false;      // stage 3: parameter shards in CPU memory
+  // Checkpoints: "FULL_STATE_DICT" (consolidated) or "SHARDED_STATE_DICT" (per process).
+  std::string state_dict_type = "FULL_STATE_DICT";
+  bool full_state_dict() const { return state_dict_type == "FULL_STATE_DICT"; }
+};
+
+}  // namespace acc
