@@ -180,6 +180,8 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %csmethodmodifiers acc_model::parameterTensorCount "internal";
 %rename(GetParameterElementCount) acc_model::parameterElementCount;
 %csmethodmodifiers acc_model::parameterElementCount "internal";
+%rename(GetLoraCount) acc_model::loraCount;
+%csmethodmodifiers acc_model::loraCount "internal";
 %rename(GetNumParamGroups) acc_optimizer::numParamGroups;
 %csmethodmodifiers acc_optimizer::numParamGroups "internal";
 %rename(GetDevice) acc_accelerator::device_;

@@ -52,6 +52,8 @@ public partial class Model {
   public long ParameterTensorCount { get { return GetParameterTensorCount(); } }
   /// <summary>The number of parameter elements.</summary>
   public long ParameterElementCount { get { return GetParameterElementCount(); } }
+  /// <summary>The number of layers with LoRA adapters (0 without adapters).</summary>
+  public long LoraCount { get { return GetLoraCount(); } }
 }
 
 public partial class Optimizer {

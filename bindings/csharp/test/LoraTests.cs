@@ -22,7 +22,7 @@ public class LoraTests {
     using (Model model = NewModel())
     using (Options o = Options.Lora().Put("r", 2L).Put("lora_alpha", 4.0)) {
       Assert.AreEqual(2, model.AddLora("0,1", o));
-      Assert.AreEqual(2, model.LoraCount());
+      Assert.AreEqual(2, model.LoraCount);
       float[] baseWeight = FreezeTests.Param(model, "1.weight"), b = FreezeTests.Param(model, "1.lora_B.weight");
       using (Options lr = Options.Optimizer().Put("lr", 0.1))
       using (var opt = new Optimizer(model, "adamw", lr))
@@ -36,7 +36,7 @@ public class LoraTests {
         fresh.LoadLora(dir);
         Assert.AreEqual(trained, Output(fresh));
         fresh.MergeLora();
-        Assert.AreEqual(0, fresh.LoraCount());
+        Assert.AreEqual(0, fresh.LoraCount);
         float[] merged = Output(fresh);
         for (int i = 0; i < trained.Length; ++i) Assert.AreEqual(trained[i], merged[i], 1e-5);
       }
@@ -51,7 +51,7 @@ public class LoraTests {
     using (Model model = NewModel()) {
       var e = Assert.Throws<AccelerateInvalidArgumentException>(() => model.AddLora("q_proj", null));
       StringAssert.Contains("matches no linear layer", e.Message);
-      Assert.AreEqual(0, model.LoraCount());
+      Assert.AreEqual(0, model.LoraCount);
     }
   }
 }
