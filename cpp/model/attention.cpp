@@ -45,16 +45,20 @@ at::Tensor MultiheadAttentionImpl::attend(const at::Tensor& x, const at::Tensor&
   } else {
     q_kv = at::linear(x, in_proj_weight, in_proj_bias).chunk(3, -1);
   }
-  auto split = [&](const at::Tensor& p, int64_t n) { return p.reshape({b, n, heads, d}).transpose(1, 2); };  // [B, H, n, d]
-  at::Tensor scores =
-      at::matmul(split(q_kv[0], t) / std::sqrt(static_cast<double>(d)), split(q_kv[1], s).transpose(-2, -1));
-  if (options.causal) {
-    auto future = at::ones({t, s}, x.options().dtype(at::kBool)).triu(1);
-    scores = scores.masked_fill(future, -std::numeric_limits<double>::infinity());
+  // Heads batched as [B * H, n, d] for bmm, as PyTorch lays them out (fewer operations than a 4-D matmul).
+  auto split = [&](const at::Tensor& p, int64_t n) {
+    return p.reshape({b, n, heads, d}).transpose(1, 2).reshape({b * heads, n, d});
+  };
+  const at::Tensor q = split(q_kv[0], t) / std::sqrt(static_cast<double>(d)), k = split(q_kv[1], s).transpose(1, 2);
+  at::Tensor scores;
+  if (options.causal) {  // -inf above the diagonal, added by the product itself (PyTorch's baddbmm)
+    scores = at::baddbmm(at::full({t, s}, -std::numeric_limits<double>::infinity(), q.options()).triu(1), q, k);
+  } else {
+    scores = at::bmm(q, k);
   }
   at::Tensor weights = at::softmax(scores, -1);
   if (options.dropout > 0) weights = at::dropout(weights, options.dropout, is_training());
-  at::Tensor out = at::matmul(weights, split(q_kv[2], s)).transpose(1, 2).reshape({b, t, e});
+  at::Tensor out = at::bmm(weights, split(q_kv[2], s)).view({b, heads, t, d}).transpose(1, 2).reshape({b, t, e});
   return out_proj->forward(out);
 }
 
@@ -95,18 +99,21 @@ std::vector<std::string> attention_script(const std::string& owner, const Attent
     lines.push_back("kv = torch.linear(" + key_value + ", pw[1], " + bkv + ").chunk(2, -1)");
     lines.push_back("qkv = [torch.linear(h, pw[0], " + bq + "), kv[0], kv[1]]");
   }
+  const std::string bh = "b * " + heads;
   lines.insert(lines.end(), {
-      "q = qkv[0].reshape([b, t, " + heads + ", " + d + "]).transpose(1, 2)",
-      "k = qkv[1].reshape([b, n, " + heads + ", " + d + "]).transpose(1, 2)",
-      "v = qkv[2].reshape([b, n, " + heads + ", " + d + "]).transpose(1, 2)",
-      "s = torch.matmul(q / " + script_float(std::sqrt(static_cast<double>(o.embed_dim / o.num_heads))) +
-          ", k.transpose(-2, -1))",
+      "q = qkv[0].reshape([b, t, " + heads + ", " + d + "]).transpose(1, 2).reshape([" + bh + ", t, " + d + "])",
+      "k = qkv[1].reshape([b, n, " + heads + ", " + d + "]).transpose(1, 2).reshape([" + bh + ", n, " + d + "])",
+      "v = qkv[2].reshape([b, n, " + heads + ", " + d + "]).transpose(1, 2).reshape([" + bh + ", n, " + d + "])",
+      "q = q / " + script_float(std::sqrt(static_cast<double>(o.embed_dim / o.num_heads))),
   });
   if (o.causal)
-    lines.push_back("s = s + torch.full([t, n], float(\"-inf\"), dtype=s.dtype, device=s.device).triu(1)");
+    lines.push_back("s = torch.baddbmm(torch.full([t, n], float(\"-inf\"), dtype=q.dtype, device=q.device).triu(1), q, "
+                    "k.transpose(1, 2))");
+  else
+    lines.push_back("s = torch.bmm(q, k.transpose(1, 2))");
   lines.push_back("a = torch.softmax(s, -1)");
   if (o.dropout > 0) lines.push_back("a = torch.dropout(a, " + script_float(o.dropout) + ", self.training)");
-  lines.push_back("h = torch.matmul(a, v).transpose(1, 2).reshape([b, t, " + e + "])");
+  lines.push_back("h = torch.bmm(a, v).view([b, " + heads + ", t, " + d + "]).transpose(1, 2).reshape([b, t, " + e + "])");
   lines.push_back("h = torch.linear(h, " + owner + ".out_proj.weight, " + bias_out + ")");
   return lines;
 }
