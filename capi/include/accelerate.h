@@ -441,7 +441,7 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_torchscript(const char *path, ac
  * model passes it to the model it wraps; layer-spec models always run eagerly (accepted, no effect). */
 ACC_API ACC_NODISCARD acc_status acc_model_set_graph_optimization(acc_model *model, int enabled);
 
-/* Builds a sequential model from a JSON layer spec, initialised as PyTorch initialises each layer
+/* Builds a model from a JSON layer spec, initialised as PyTorch initialises each layer
  * (draws from torch's CPU generator: seed with acc_set_seed for a reproducible model).
  * The spec is an array of layers, each an object with "type" and PyTorch's argument names:
  *   {"type":"linear","in_features":784,"out_features":128,"bias":true}
@@ -452,16 +452,23 @@ ACC_API ACC_NODISCARD acc_status acc_model_set_graph_optimization(acc_model *mod
  *   {"type":"layernorm","normalized_shape":[128],"eps":1e-5}
  *   {"type":"batchnorm1d","num_features":128} {"type":"batchnorm2d","num_features":32}
  *   {"type":"embedding","num_embeddings":1000,"embedding_dim":64}
- * Transformer layers (nn.MultiheadAttention's and nn.TransformerEncoderLayer's arguments and
- * parameter names; "causal":true masks future positions):
+ * Transformer layers (nn.MultiheadAttention's, nn.TransformerEncoderLayer's and
+ * nn.TransformerDecoderLayer's arguments and parameter names; "causal":true masks future positions
+ * in self-attention):
  *   {"type":"multihead_attention","embed_dim":64,"num_heads":4,"batch_first":true,"causal":true}
+ *   {"type":"multihead_attention","embed_dim":64,"num_heads":4,"key_value":{"input":1}}  (cross)
  *   {"type":"transformer_encoder_layer","d_model":64,"nhead":4,"dim_feedforward":256,"dropout":0.1,
  *    "activation":"gelu","layer_norm_eps":1e-5,"batch_first":true,"norm_first":true,"causal":true}
+ *   {"type":"transformer_decoder_layer", the encoder layer's arguments, "memory":{"layer":3}}
  *   {"type":"positional_embedding","num_embeddings":512,"embedding_dim":64}  (learned, added)
  *   {"type":"sinusoidal_positional_encoding","embedding_dim":64}  (fixed, added; no parameters)
  *   {"type":"rmsnorm","normalized_shape":[64],"eps":1e-6}  (eps null: the dtype's epsilon)
  *   {"type":"tied_linear","tie_to":0,"bias":false}  (logits with embedding layer 0's weight, shared)
- * Parameters are named as in a PyTorch nn.Sequential ("0.weight", "0.bias",
+ * Each layer reads the previous layer's output (layer 0: the model's input 0) unless it says
+ * "from":{"input":k} (the model's input k) or "from":{"layer":i} (an earlier layer's output); the
+ * tensors a layer attends to are named the same way ("memory", default {"input":1}; "key_value"),
+ * so acc_model_forward takes as many inputs as the layers read. The last layer's output is the
+ * model's. Parameters are named as in a PyTorch nn.Sequential ("0.weight", "0.bias",
  * "2.self_attn.in_proj_weight", ...); a tied weight is listed once, under its embedding. */
 ACC_API ACC_NODISCARD acc_status acc_model_from_spec(const char *json_spec, acc_model **out);
 

@@ -7,6 +7,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <algorithm>
 #include <type_traits>
 #include <utility>
 
@@ -18,30 +19,33 @@ using torch::autograd::Node;
 using torch::autograd::variable_list;
 
 // The backward of a checkpointed layer: recompute, then backpropagate into the layer's parameters
-// (their gradients accumulate as in the plain run) and return the input's gradient.
+// (their gradients accumulate as in the plain run) and return the inputs' gradients.
 struct CheckpointBackward final : Node {
   LayerForward layer;
-  at::Tensor input;  // detached
-  bool input_requires_grad = false;
-  at::Generator generator;  // the input device's default generator (dropout draws from it)
+  std::vector<at::Tensor> inputs;  // detached
+  std::vector<bool> requires_grad;
+  at::Generator generator;  // the first input's device's default generator (dropout draws from it)
   at::Tensor random_state;  // its state when the forward began
 
   variable_list apply(variable_list&& grads) override {
     const at::Tensor now = generator.get_state();
     generator.set_state(random_state);
-    at::Tensor x = input.detach().requires_grad_(input_requires_grad);
+    std::vector<at::Tensor> xs;
+    for (size_t i = 0; i < inputs.size(); ++i) xs.push_back(inputs[i].detach().requires_grad_(requires_grad[i]));
     at::Tensor y;
     {
       at::AutoGradMode with_history(true);
-      y = layer(x);
+      y = layer(xs);
     }
     generator.set_state(now);
     at::Tensor grad = grads[0].defined() ? grads[0] : at::zeros_like(y);
     if (y.requires_grad()) torch::autograd::backward({y}, {grad});
-    return {input_requires_grad ? x.grad() : at::Tensor()};
+    variable_list out;
+    for (size_t i = 0; i < xs.size(); ++i) out.push_back(requires_grad[i] ? xs[i].grad() : at::Tensor());
+    return out;
   }
   void release_variables() override {
-    input.reset();
+    inputs.clear();
     random_state.reset();
   }
 };
@@ -57,20 +61,23 @@ auto make_node() {
 
 }  // namespace
 
-at::Tensor checkpointed_forward(const LayerForward& layer, const at::Tensor& input) {
-  if (!at::GradMode::is_enabled() || !input.is_floating_point()) return layer(input);
+at::Tensor checkpointed_forward(const LayerForward& layer, const std::vector<at::Tensor>& inputs) {
+  const bool floating = std::any_of(inputs.begin(), inputs.end(), [](const at::Tensor& t) { return t.is_floating_point(); });
+  if (!at::GradMode::is_enabled() || !floating) return layer(inputs);
   auto node = make_node<CheckpointBackward>();
   node->layer = layer;
-  node->input = input.detach();
-  node->input_requires_grad = input.requires_grad();
-  node->generator = at::globalContext().defaultGenerator(input.device());
+  for (const auto& input : inputs) {
+    node->inputs.push_back(input.detach());
+    node->requires_grad.push_back(input.requires_grad());
+  }
+  node->generator = at::globalContext().defaultGenerator(inputs[0].device());
   node->random_state = node->generator.get_state();
   at::Tensor output;
   {
     at::NoGradGuard no_history;
-    output = layer(input);
+    output = layer(inputs);
   }
-  node->set_next_edges(torch::autograd::collect_next_edges(input));
+  node->set_next_edges(torch::autograd::collect_next_edges(inputs));
   torch::autograd::set_history(output, NodePtr(node));
   return output;
 }

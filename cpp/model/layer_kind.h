@@ -14,18 +14,21 @@
 
 namespace acc {
 
-enum class Arg { Int, Float, Bool, IntOrPair, IntList, String, OptionalInt, OptionalFloat };
+// Source: a tensor the layer reads besides its input, {"input": k} (the model's input k) or
+// {"layer": i} (an earlier layer's output); a null fallback makes it optional (absent: not read).
+enum class Arg { Int, Float, Bool, IntOrPair, IntList, String, OptionalInt, OptionalFloat, Source };
 
 struct ArgSpec {
   const char* name;
   Arg kind;
-  nlohmann::json fallback;  // null: required (except the Optional kinds, where null is the default)
+  nlohmann::json fallback;  // null: required (except the Optional kinds and Source, where null is the default)
 };
 
 struct LayerKind {
   std::vector<ArgSpec> args;
   std::function<torch::nn::AnyModule(const nlohmann::json&)> build;
-  // The body of `forward(self, x)`, indented by 4 spaces after its first line.
+  // The body of `forward(self, x, <Source arguments present>)`, indented by 4 spaces after its
+  // first line; the module's forward takes the same tensors in the same order.
   std::function<std::string(const nlohmann::json&)> script;
 };
 

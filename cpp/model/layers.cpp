@@ -2,6 +2,7 @@
 
 #include <torch/nn.h>
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -191,6 +192,7 @@ const std::map<std::string, LayerKind>& layer_kinds() {
       {"batchnorm1d", batchnorm_kind(false)},
       {"multihead_attention", multihead_attention_kind()},
       {"transformer_encoder_layer", transformer_encoder_layer_kind()},
+      {"transformer_decoder_layer", transformer_decoder_layer_kind()},
       {"positional_embedding", positional_embedding_kind()},
       {"sinusoidal_positional_encoding", sinusoidal_positional_encoding_kind()},
       {"rmsnorm", rmsnorm_kind()},
@@ -223,6 +225,14 @@ const LayerKind& find_kind(const std::string& type) {
     fail(Status::InvalidArgument, "unknown layer type '", type, "' (known: ", known, ")");
   }
   return it->second;
+}
+
+TensorSource checked_source(const json& value, const std::string& where, const std::string& name) {
+  const bool ok = value.is_object() && value.size() == 1 && (value.contains("input") || value.contains("layer")) &&
+                  value.begin()->is_number_integer() && value.begin()->get<int64_t>() >= 0;
+  require(ok, where, ": '", name, "' must be {\"input\": k} (the model's input k) or {\"layer\": i} (layer i's output), got ",
+          value.dump());
+  return {value.contains("input"), value.begin()->get<int64_t>()};
 }
 
 json checked_arg(const ArgSpec& spec, const json& value, const std::string& where) {
@@ -261,6 +271,9 @@ json checked_arg(const ArgSpec& spec, const json& value, const std::string& wher
         return value;
       }
       bad("an integer or a list of integers");
+    case Arg::Source:
+      if (!value.is_null()) checked_source(value, where, spec.name);
+      return value;
   }
   fail(Status::Internal, "unhandled argument kind");
 }
@@ -287,15 +300,21 @@ std::vector<LayerSpec> parse_layer_specs(const std::string& json_spec) {
     std::string where = concat("layer ", i);
     require(layer.is_object() && layer.contains("type") && layer["type"].is_string(), where,
             ": each layer must be an object with a string \"type\"");
-    LayerSpec spec{layer["type"].get<std::string>(), json::object()};
+    LayerSpec spec;
+    spec.type = layer["type"].get<std::string>();
+    spec.args = json::object();
     where += concat(" (", spec.type, ")");
     const LayerKind& kind = find_kind(spec.type);
     if (layer.contains("checkpoint")) {
       require(layer["checkpoint"].is_boolean(), where, ": 'checkpoint' must be true or false");
       spec.checkpoint = layer["checkpoint"].get<bool>();
     }
+    spec.inputs.push_back(layer.contains("from") ? checked_source(layer["from"], where, "from")
+                          : i == 0             ? TensorSource{true, 0}
+                                               : TensorSource{false, static_cast<int64_t>(i) - 1});
+    spec.input_names.push_back("x");
     for (auto& item : layer.items()) {
-      if (item.key() == "type" || item.key() == "checkpoint") continue;
+      if (item.key() == "type" || item.key() == "checkpoint" || item.key() == "from") continue;
       bool known = false;
       for (auto& arg : kind.args) known = known || item.key() == arg.name;
       if (!known) {
@@ -310,12 +329,21 @@ std::vector<LayerSpec> parse_layer_specs(const std::string& json_spec) {
         spec.args[arg.name] = checked_arg(arg, layer[arg.name], where);
       } else if (arg.fallback.is_string() && arg.kind == Arg::IntOrPair) {
         spec.args[arg.name] = spec.args[arg.fallback.get<std::string>()];  // stride defaults to kernel_size
-      } else if (!arg.fallback.is_null() || arg.kind == Arg::OptionalInt || arg.kind == Arg::OptionalFloat) {
+      } else if (!arg.fallback.is_null() || arg.kind == Arg::OptionalInt || arg.kind == Arg::OptionalFloat ||
+                 arg.kind == Arg::Source) {
         spec.args[arg.name] = checked_arg(arg, arg.fallback, where);
       } else {
         fail(Status::InvalidArgument, where, ": missing required argument '", arg.name, "'");
       }
     }
+    for (auto& arg : kind.args)
+      if (arg.kind == Arg::Source && !spec.args[arg.name].is_null()) {
+        spec.inputs.push_back(checked_source(spec.args[arg.name], where, arg.name));
+        spec.input_names.push_back(arg.name);
+      }
+    for (const auto& source : spec.inputs)
+      require(source.model_input || static_cast<size_t>(source.index) < i, where,
+              ": a layer reads only earlier layers' outputs, not layer ", source.index, "'s");
     for (const char* name : {"in_features", "out_features", "in_channels", "out_channels", "kernel_size", "stride",
                              "dilation", "groups", "num_features", "num_embeddings", "embedding_dim",
                              "normalized_shape", "embed_dim", "num_heads", "d_model", "nhead", "dim_feedforward",
@@ -329,10 +357,13 @@ std::vector<LayerSpec> parse_layer_specs(const std::string& json_spec) {
       if (spec.args.contains(heads.first))
         require(spec.args[heads.first].get<int64_t>() % spec.args[heads.second].get<int64_t>() == 0, where,
                 ": argument '", heads.first, "' must be divisible by '", heads.second, "'");
-    if (spec.type == "transformer_encoder_layer") {
+    if (spec.type == "transformer_encoder_layer" || spec.type == "transformer_decoder_layer") {
       auto activation = spec.args["activation"].get<std::string>();
       require(activation == "relu" || activation == "gelu", where, ": activation must be \"relu\" or \"gelu\"");
     }
+    if (spec.type == "multihead_attention")
+      require(!spec.args["causal"].get<bool>() || spec.args["key_value"].is_null(), where,
+              ": 'causal' masks self-attention; cross-attention (with 'key_value') takes no causal mask");
     if (spec.type == kTiedLinear) {
       const int64_t source = spec.args["tie_to"];
       require(source >= 0 && static_cast<size_t>(source) < i && specs[static_cast<size_t>(source)].type == "embedding",
@@ -345,6 +376,14 @@ std::vector<LayerSpec> parse_layer_specs(const std::string& json_spec) {
     specs.push_back(std::move(spec));
   }
   return specs;
+}
+
+size_t model_input_count(const std::vector<LayerSpec>& layers) {
+  size_t count = 1;
+  for (const auto& layer : layers)
+    for (const auto& source : layer.inputs)
+      if (source.model_input) count = std::max(count, static_cast<size_t>(source.index) + 1);
+  return count;
 }
 
 torch::nn::AnyModule build_layer(const LayerSpec& spec) { return find_kind(spec.type).build(spec.args); }

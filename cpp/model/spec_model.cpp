@@ -35,8 +35,14 @@ torch::jit::Module script_tensors(const torch::nn::Module& module, const std::st
 
 }  // namespace
 
-SpecModel::SpecModel(std::vector<LayerSpec> layers) : layers_(std::move(layers)) {
-  for (size_t i = 0; i < layers_.size(); ++i) net_->push_back(std::to_string(i), build_layer(layers_[i]));
+SpecModel::SpecModel(std::vector<LayerSpec> layers)
+    : layers_(std::move(layers)), input_count_(model_input_count(layers_)), last_reader_(layers_.size()) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    net_->push_back(std::to_string(i), build_layer(layers_[i]));
+    last_reader_[i] = i;
+    for (const auto& source : layers_[i].inputs)
+      if (!source.model_input) last_reader_[static_cast<size_t>(source.index)] = i;
+  }
   // Tied layers reuse an earlier embedding's weight (parse_layer_specs checked the index).
   for (size_t i = 0; i < layers_.size(); ++i)
     if (layers_[i].type == kTiedLinear)
@@ -44,33 +50,38 @@ SpecModel::SpecModel(std::vector<LayerSpec> layers) : layers_(std::move(layers))
           static_cast<size_t>(layers_[i].args["tie_to"].get<int64_t>()))));
 }
 
-at::Tensor SpecModel::forward_tensor(const at::Tensor& input) {
-  if (!hooks_.before && !checkpoints_activations()) {
-    const auto adapted = lora_.apply();
-    return net_->forward(input);
-  }
-  at::Tensor x = input;
-  for (size_t i = 0; i < net_->size(); ++i) {
-    // Adapted weights are made inside the layer's run, so that a checkpointed layer's recomputation
-    // (and a sharded unit, gathered just before) uses them too.
-    auto run = [this, i](const at::Tensor& t) {
-      const auto adapted = lora_.apply(std::to_string(i));
-      return (net_->begin() + static_cast<std::ptrdiff_t>(i))->forward(t);
-    };
-    if (!hooks_.before) {
-      x = layers_[i].checkpoint ? checkpointed_forward(run, x) : run(x);
-      continue;
-    }
-    std::vector<size_t> units;
-    if (unit_of_layer_[i] >= 0) units.push_back(static_cast<size_t>(unit_of_layer_[i]));
-    // A tied layer computes with its embedding's weight: that unit is gathered again around it.
-    if (layers_[i].type == kTiedLinear)
-      units.push_back(static_cast<size_t>(unit_of_layer_[static_cast<size_t>(layers_[i].args["tie_to"].get<int64_t>())]));
+at::Tensor SpecModel::run_layer(size_t i, const std::vector<at::Tensor>& inputs) {
+  auto& layer = *(net_->begin() + static_cast<std::ptrdiff_t>(i));
+  // Adapted weights are made here, inside the layer's run, so that a checkpointed layer's
+  // recomputation (and a sharded unit, gathered just before) uses them too.
+  const auto adapted = lora_.apply(std::to_string(i));
+  if (inputs.size() == 1) return layer.forward(inputs[0]);
+  if (inputs.size() == 2) return layer.forward(inputs[0], inputs[1]);
+  fail(Status::Internal, "a layer reads 1 or 2 tensors, not ", inputs.size());
+}
+
+NamedTensors SpecModel::forward(const std::vector<at::Tensor>& inputs) {
+  require(inputs.size() == input_count_, "this layer-spec model takes ", input_count_, " input(s), got ",
+          inputs.size());
+  for (size_t k = 0; k < inputs.size(); ++k) require(inputs[k].defined(), "input ", k, " is an undefined tensor");
+  std::vector<at::Tensor> outputs(layers_.size());  // each layer's, until its last reader has run
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    std::vector<at::Tensor> in;
+    for (const auto& source : layers_[i].inputs)
+      in.push_back(source.model_input ? inputs[static_cast<size_t>(source.index)]
+                                      : outputs[static_cast<size_t>(source.index)]);
+    auto run = [this, i](const std::vector<at::Tensor>& t) { return run_layer(i, t); };
+    const std::vector<size_t> no_units;
+    const auto& units = hooks_.before ? units_of_layer_[i] : no_units;
     for (size_t unit : units) hooks_.before(unit);
-    x = layers_[i].checkpoint ? checkpointed_forward(run, x) : run(x);
-    for (size_t unit : units) x = hooks_.after(unit, x);
+    at::Tensor y = layers_[i].checkpoint ? checkpointed_forward(run, in) : run(in);
+    for (size_t unit : units) y = hooks_.after(unit, y);
+    outputs[i] = y;
+    for (const auto& source : layers_[i].inputs)
+      if (!source.model_input && last_reader_[static_cast<size_t>(source.index)] == i)
+        outputs[static_cast<size_t>(source.index)].reset();
   }
-  return x;
+  return {{"", outputs.back()}};
 }
 
 std::vector<std::vector<std::string>> SpecModel::layer_parameter_names() const {
@@ -101,17 +112,19 @@ bool SpecModel::checkpoints_activations() const {
 
 bool SpecModel::set_unit_hooks(UnitHooks hooks) {
   // Units are the layers with parameters (parameter_units), numbered in order.
-  unit_of_layer_.clear();
+  std::vector<int64_t> unit_of_layer;  // -1 for layers without parameters
   int64_t unit = 0;
-  for (const auto& names : layer_parameter_names()) unit_of_layer_.push_back(names.empty() ? -1 : unit++);
+  for (const auto& names : layer_parameter_names()) unit_of_layer.push_back(names.empty() ? -1 : unit++);
+  units_of_layer_.assign(layers_.size(), {});
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (unit_of_layer[i] >= 0) units_of_layer_[i].push_back(static_cast<size_t>(unit_of_layer[i]));
+    // A tied layer computes with its embedding's weight: that unit is gathered again around it.
+    if (layers_[i].type == kTiedLinear)
+      units_of_layer_[i].push_back(
+          static_cast<size_t>(unit_of_layer[static_cast<size_t>(layers_[i].args["tie_to"].get<int64_t>())]));
+  }
   hooks_ = std::move(hooks);
   return true;
-}
-
-NamedTensors SpecModel::forward(const std::vector<at::Tensor>& inputs) {
-  require(inputs.size() == 1, "a model built from a layer spec takes 1 input, got ", inputs.size());
-  require(inputs[0].defined(), "input 0 is an undefined tensor");
-  return {{"", forward_tensor(inputs[0])}};
 }
 
 NamedTensors SpecModel::named_parameters() const {
@@ -147,23 +160,32 @@ void SpecModel::write_torchscript(const std::string& path) const {
   auto unit = std::make_shared<torch::jit::CompilationUnit>();
   torch::jit::Module top(c10::QualifiedName("__torch__.accelerate.SpecModel"), unit);
   top.register_attribute("training", c10::BoolType::get(), is_training());
-  std::string forward = "def forward(self, x: Tensor) -> Tensor:\n";
+  // Inputs are x, x1, x2...; each layer's output is out<i>.
+  auto input_name = [](size_t k) { return k == 0 ? std::string("x") : "x" + std::to_string(k); };
+  std::string signature;
+  for (size_t k = 0; k < input_count_; ++k) signature += ", " + input_name(k) + ": Tensor";
+  std::string forward = "def forward(self" + signature + ") -> Tensor:\n";
   const auto& children = net_->children();
   for (size_t i = 0; i < layers_.size(); ++i) {
     const std::string name = std::to_string(i);
     auto layer = script_tensors(*children[i], "Layer" + name + "_" + layers_[i].type, is_training(), unit);
+    std::string parameters, arguments;
+    for (size_t k = 0; k < layers_[i].inputs.size(); ++k) {
+      const TensorSource& source = layers_[i].inputs[k];
+      parameters += ", " + layers_[i].input_names[k] + ": Tensor";
+      arguments += std::string(k ? ", " : "") +
+                   (source.model_input ? input_name(static_cast<size_t>(source.index)) : "out" + std::to_string(source.index));
+    }
     if (layers_[i].type == kTiedLinear) {
       // The weight stays the embedding's alone: the top forward hands it over.
-      layer.define("def forward(self, x: Tensor, weight: Tensor) -> Tensor:\n    " + layer_script(layers_[i]) + "\n");
-      forward += "    x = getattr(self, \"" + name + "\").forward(x, getattr(self, \"" +
-                 std::to_string(layers_[i].args["tie_to"].get<int64_t>()) + "\").weight)\n";
-    } else {
-      layer.define("def forward(self, x: Tensor) -> Tensor:\n    " + layer_script(layers_[i]) + "\n");
-      forward += "    x = getattr(self, \"" + name + "\").forward(x)\n";
+      parameters += ", weight: Tensor";
+      arguments += ", getattr(self, \"" + std::to_string(layers_[i].args["tie_to"].get<int64_t>()) + "\").weight";
     }
+    layer.define("def forward(self" + parameters + ") -> Tensor:\n    " + layer_script(layers_[i]) + "\n");
+    forward += "    out" + name + " = getattr(self, \"" + name + "\").forward(" + arguments + ")\n";
     top.register_module(name, layer);
   }
-  forward += "    return x\n";
+  forward += "    return out" + std::to_string(layers_.size() - 1) + "\n";
   top.define(forward);
   require_writable(path);
   top.save(path);

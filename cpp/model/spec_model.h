@@ -1,4 +1,6 @@
-// A sequential model built from a layer spec, computed with torch::nn modules.
+// A model built from a layer spec, computed with torch::nn modules: layers run in order, each on
+// the previous one's output unless it names what it reads (LayerSpec::inputs), so that one spec
+// holds an encoder-decoder or a decoder over a memory given as the model's second input.
 #pragma once
 
 #include <torch/nn/modules/container/sequential.h>
@@ -18,7 +20,6 @@ class SpecModel final : public Model {
   void set_training(bool training) override;
   bool is_training() const override;
 
-  at::Tensor forward_tensor(const at::Tensor& input);
   // One unit per layer that has parameters.
   std::vector<std::vector<std::string>> parameter_units() const override;
   bool set_unit_hooks(UnitHooks hooks) override;
@@ -32,13 +33,18 @@ class SpecModel final : public Model {
   std::vector<std::string> other_module_names() const override;
 
  private:
+  at::Tensor run_layer(size_t i, const std::vector<at::Tensor>& inputs);
+
   std::vector<LayerSpec> layers_;
+  size_t input_count_;
+  // Per layer, the last layer that reads its output (when forward may let it go).
+  std::vector<size_t> last_reader_;
   // Each layer's parameter names ("<layer>.<name>"), empty for layers without any.
   std::vector<std::vector<std::string>> layer_parameter_names() const;
 
   torch::nn::Sequential net_;
   UnitHooks hooks_;
-  std::vector<int64_t> unit_of_layer_;  // -1 for layers without parameters
+  std::vector<std::vector<size_t>> units_of_layer_;  // the units whose parameters each layer computes with
 };
 
 }  // namespace acc

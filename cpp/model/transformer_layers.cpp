@@ -4,50 +4,61 @@
 
 namespace acc {
 
-TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(const EncoderLayerOptions& o) : options(o) {
+TransformerLayerImpl::TransformerLayerImpl(const TransformerLayerOptions& o) : options(o) {
   const int64_t d = o.attention.embed_dim;
   const bool bias = o.attention.bias;
   // Construction order is PyTorch's, so the generator's draws go to the same tensors.
   self_attn = register_module("self_attn", MultiheadAttention(o.attention));
+  if (o.cross_attention) {
+    AttentionOptions cross = o.attention;
+    cross.causal = false;  // PyTorch's memory_mask: none
+    multihead_attn = register_module("multihead_attn", MultiheadAttention(cross));
+  }
   linear1 = register_module("linear1", torch::nn::Linear(torch::nn::LinearOptions(d, o.dim_feedforward).bias(bias)));
   linear2 = register_module("linear2", torch::nn::Linear(torch::nn::LinearOptions(o.dim_feedforward, d).bias(bias)));
   auto norm = [&] { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(o.layer_norm_eps)); };
   norm1 = register_module("norm1", norm());
   norm2 = register_module("norm2", norm());
+  if (o.cross_attention) norm3 = register_module("norm3", norm());
 }
 
-at::Tensor TransformerEncoderLayerImpl::dropout(const at::Tensor& x) {
+at::Tensor TransformerLayerImpl::dropout(const at::Tensor& x) {
   const double p = options.attention.dropout;
   return p > 0 ? at::dropout(x, p, is_training()) : x;
 }
 
-at::Tensor TransformerEncoderLayerImpl::block(const at::Tensor& x) {
+at::Tensor TransformerLayerImpl::block(const at::Tensor& x, const at::Tensor& memory) {
   auto attention = [&](const at::Tensor& h) { return dropout(self_attn->attend(h)); };
+  auto cross = [&](const at::Tensor& h) { return dropout(multihead_attn->attend(h, memory)); };
   auto feed_forward = [&](const at::Tensor& h) {
     at::Tensor inner = linear1->forward(h);
     inner = options.gelu ? at::gelu(inner) : at::relu(inner);
     return dropout(linear2->forward(dropout(inner)));
   };
-  if (options.norm_first) {
+  const bool decoder = options.cross_attention;
+  torch::nn::LayerNorm& last_norm = decoder ? norm3 : norm2;
+  if (options.norm_first) {  // the memory is not normalised, as in PyTorch
     at::Tensor h = x + attention(norm1->forward(x));
-    return h + feed_forward(norm2->forward(h));
+    if (decoder) h = h + cross(norm2->forward(h));
+    return h + feed_forward(last_norm->forward(h));
   }
   at::Tensor h = norm1->forward(x + attention(x));
-  return norm2->forward(h + feed_forward(h));
+  if (decoder) h = norm2->forward(h + cross(h));
+  return last_norm->forward(h + feed_forward(h));
 }
 
-at::Tensor TransformerEncoderLayerImpl::forward(const at::Tensor& input) {
-  require(input.dim() == 2 || input.dim() == 3, "transformer_encoder_layer: expected a 2-D or 3-D input, got ",
-          input.sizes());
-  if (input.dim() == 2) return block(input.unsqueeze(0)).squeeze(0);
-  if (options.attention.batch_first) return block(input);
-  return block(input.transpose(0, 1)).transpose(0, 1);
+at::Tensor TransformerLayerImpl::forward(const at::Tensor& x, const at::Tensor& memory) {
+  const char* layer = options.cross_attention ? "transformer_decoder_layer" : "transformer_encoder_layer";
+  require(memory.defined() == options.cross_attention, layer,
+          options.cross_attention ? ": needs the memory it attends to" : ": takes one input");
+  return apply_batch_first(layer, options.attention.batch_first, x, memory,
+                           [this](const at::Tensor& h, const at::Tensor& m) { return block(h, m); });
 }
 
 namespace {
 
-EncoderLayerOptions encoder_options(const nlohmann::json& a) {
-  EncoderLayerOptions o;
+TransformerLayerOptions layer_options(const nlohmann::json& a, bool decoder) {
+  TransformerLayerOptions o;
   o.attention.embed_dim = a["d_model"];
   o.attention.num_heads = a["nhead"];
   o.attention.dropout = a["dropout"];
@@ -56,15 +67,16 @@ EncoderLayerOptions encoder_options(const nlohmann::json& a) {
   o.attention.causal = a["causal"];
   o.dim_feedforward = a["dim_feedforward"];
   const std::string activation = a["activation"];
-  require(activation == "relu" || activation == "gelu",
-          "transformer_encoder_layer: activation must be \"relu\" or \"gelu\", got \"", activation, "\"");
+  require(activation == "relu" || activation == "gelu", decoder ? "transformer_decoder_layer" : "transformer_encoder_layer",
+          ": activation must be \"relu\" or \"gelu\", got \"", activation, "\"");
   o.gelu = activation == "gelu";
   o.layer_norm_eps = a["layer_norm_eps"];
   o.norm_first = a["norm_first"];
+  o.cross_attention = decoder;
   return o;
 }
 
-std::string encoder_script(const EncoderLayerOptions& o) {
+std::string layer_script(const TransformerLayerOptions& o) {
   const std::string d = std::to_string(o.attention.embed_dim), eps = script_float(o.layer_norm_eps);
   const std::string drop = o.attention.dropout > 0 ? script_float(o.attention.dropout) : "";
   auto dropped = [&](const std::string& v) {
@@ -83,36 +95,53 @@ std::string encoder_script(const EncoderLayerOptions& o) {
   auto feed_forward = [&](const std::string& v) {
     return dropped(linear("linear2", dropped(activation + "(" + linear("linear1", v) + ")")));
   };
-  auto lines = to_batch_first_script(o.attention.batch_first);
+  const bool decoder = o.cross_attention;
+  const char* last_norm = decoder ? "norm3" : "norm2";
+  auto lines = to_batch_first_script(o.attention.batch_first, decoder ? "memory" : "");
+  auto append = [&](const std::vector<std::string>& more) { lines.insert(lines.end(), more.begin(), more.end()); };
+  // Each attention block reads `h` and leaves its output there; `y` holds the residual stream.
   lines.push_back("y = h");
   if (o.norm_first) lines.push_back("h = " + norm("norm1", "y"));
-  for (auto& line : attention_script("self.self_attn", o.attention)) lines.push_back(line);
-  if (o.norm_first) {
-    lines.push_back("h = y + " + dropped("h"));
-    lines.push_back("h = h + " + feed_forward(norm("norm2", "h")));
-  } else {
-    lines.push_back("h = " + norm("norm1", "y + " + dropped("h")));
-    lines.push_back("h = " + norm("norm2", "h + " + feed_forward("h")));
+  append(attention_script("self.self_attn", o.attention));
+  lines.push_back(o.norm_first ? "y = y + " + dropped("h") : "y = " + norm("norm1", "y + " + dropped("h")));
+  if (decoder) {
+    AttentionOptions cross = o.attention;
+    cross.causal = false;
+    lines.push_back(o.norm_first ? "h = " + norm("norm2", "y") : "h = y");
+    append(attention_script("self.multihead_attn", cross, "m"));
+    lines.push_back(o.norm_first ? "y = y + " + dropped("h") : "y = " + norm("norm2", "y + " + dropped("h")));
   }
-  for (auto& line : from_batch_first_script(o.attention.batch_first)) lines.push_back(line);
+  lines.push_back(o.norm_first ? "h = y + " + feed_forward(norm(last_norm, "y"))
+                               : "h = " + norm(last_norm, "y + " + feed_forward("y")));
+  append(from_batch_first_script(o.attention.batch_first));
   lines.push_back("return x");
   return script_lines(lines);
 }
 
+std::vector<ArgSpec> layer_args() {
+  return {{"d_model", Arg::Int, nullptr},
+          {"nhead", Arg::Int, nullptr},
+          {"dim_feedforward", Arg::Int, 2048},
+          {"dropout", Arg::Float, 0.1},
+          {"activation", Arg::String, "relu"},
+          {"layer_norm_eps", Arg::Float, 1e-5},
+          {"batch_first", Arg::Bool, false},
+          {"norm_first", Arg::Bool, false},
+          {"causal", Arg::Bool, false}};
+}
+
+LayerKind layer_kind(bool decoder) {
+  auto args = layer_args();
+  // nn.TransformerDecoderLayer.forward(tgt, memory): by default the model's second input.
+  if (decoder) args.push_back({"memory", Arg::Source, nlohmann::json{{"input", 1}}});
+  return {args,
+          [decoder](const nlohmann::json& a) { return torch::nn::AnyModule(TransformerLayer(layer_options(a, decoder))); },
+          [decoder](const nlohmann::json& a) { return layer_script(layer_options(a, decoder)); }};
+}
+
 }  // namespace
 
-LayerKind transformer_encoder_layer_kind() {
-  return {{{"d_model", Arg::Int, nullptr},
-           {"nhead", Arg::Int, nullptr},
-           {"dim_feedforward", Arg::Int, 2048},
-           {"dropout", Arg::Float, 0.1},
-           {"activation", Arg::String, "relu"},
-           {"layer_norm_eps", Arg::Float, 1e-5},
-           {"batch_first", Arg::Bool, false},
-           {"norm_first", Arg::Bool, false},
-           {"causal", Arg::Bool, false}},
-          [](const nlohmann::json& a) { return torch::nn::AnyModule(TransformerEncoderLayer(encoder_options(a))); },
-          [](const nlohmann::json& a) { return encoder_script(encoder_options(a)); }};
-}
+LayerKind transformer_encoder_layer_kind() { return layer_kind(false); }
+LayerKind transformer_decoder_layer_kind() { return layer_kind(true); }
 
 }  // namespace acc

@@ -22,25 +22,47 @@ std::string spec(bool checkpoint) {
              {"type":"linear","in_features":32,"out_features":3}])";
 }
 
+// An encoder-decoder over float inputs [2, 5, 6] and [2, 4, 6]: the checkpointed decoder layers
+// pass gradients back both to their input and to the memory (the checkpointed encoder's output).
+std::string encoder_decoder_spec(bool checkpoint) {
+  const std::string c = checkpoint ? R"(,"checkpoint":true)" : "";
+  const std::string decoder = R"({"type":"transformer_decoder_layer","d_model":32,"nhead":4,"dim_feedforward":64,
+      "dropout":0.2,"batch_first":true,"causal":true,"memory":{"layer":1})" + c + "}";
+  return R"([{"type":"linear","in_features":6,"out_features":32},
+             {"type":"transformer_encoder_layer","d_model":32,"nhead":4,"dim_feedforward":64,"dropout":0.2,
+              "batch_first":true)" + c + R"(},
+             {"type":"linear","in_features":6,"out_features":32,"from":{"input":1}},)" + decoder + "," + decoder +
+         R"(,{"type":"linear","in_features":32,"out_features":3}])";
+}
+
 struct Pass {
   float loss = 0;
   std::vector<std::vector<float>> grads;
 };
 
-// Builds the model from seed 3, trains one forward/backward in training mode (dropout on) and
-// returns the loss and every parameter's gradient.
-Pass forward_backward(bool checkpoint) {
+// Builds the model from seed 3, trains one forward/backward in training mode (dropout on) on inputs
+// of 5 (then 4) steps of 6 features and returns the loss and every parameter's gradient.
+Pass forward_backward(const std::string& spec, size_t inputs = 1) {
   Pass run;
   EXPECT_EQ(acc_set_seed(3), ACC_OK);
   acc_model* model = nullptr;
-  EXPECT_EQ(acc_model_from_spec(spec(checkpoint).c_str(), &model), ACC_OK) << acc_last_error_message();
-  std::vector<float> x;
-  for (int i = 0; i < 2 * 5 * 6; ++i) x.push_back(static_cast<float>((i * 37) % 11) / 7.0f - 0.6f);
-  acc_tensor* input = floats(x, {2, 5, 6});
-  acc_tensor* target = floats(std::vector<float>(2 * 5 * 3, 0.25f), {2, 5, 3});
+  EXPECT_EQ(acc_model_from_spec(spec.c_str(), &model), ACC_OK) << acc_last_error_message();
+  std::vector<acc_tensor*> in;
+  int64_t out_steps = 0;  // the output has the last input's steps
+  for (int64_t steps = 5; in.size() < inputs; --steps) {
+    std::vector<float> x;
+    for (int64_t i = 0; i < 2 * steps * 6; ++i) x.push_back(static_cast<float>((i * 37 + steps) % 11) / 7.0f - 0.6f);
+    in.push_back(floats(x, {2, steps, 6}));
+    out_steps = steps;
+  }
+  acc_tensor* target = floats(std::vector<float>(static_cast<size_t>(2 * out_steps * 3), 0.25f), {2, out_steps, 3});
+  acc_tensor_list* outputs = nullptr;
   acc_tensor *out = nullptr, *loss = nullptr;
   EXPECT_EQ(acc_set_seed(9), ACC_OK);  // the dropout masks
-  EXPECT_EQ(acc_model_forward1(model, input, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
+  EXPECT_EQ(acc_model_forward(model, in.data(), in.size(), ACC_FORWARD_DEFAULT, &outputs), ACC_OK)
+      << acc_last_error_message();
+  EXPECT_EQ(acc_tensor_list_get(outputs, 0, &out), ACC_OK);
+  acc_tensor_list_free(outputs);
   EXPECT_EQ(acc_loss_mse(out, target, ACC_REDUCTION_MEAN, &loss), ACC_OK);
   EXPECT_EQ(acc_tensor_backward(loss), ACC_OK) << acc_last_error_message();
   run.loss = to_floats(loss)[0];
@@ -59,15 +81,13 @@ Pass forward_backward(bool checkpoint) {
     acc_tensor_free(g);
   }
   acc_string_list_free(names);
-  for (acc_tensor* t : {input, target, out, loss}) acc_tensor_free(t);
+  for (acc_tensor* t : in) acc_tensor_free(t);
+  for (acc_tensor* t : {target, out, loss}) acc_tensor_free(t);
   acc_model_free(model);
   return run;
 }
 
-}  // namespace
-
-TEST(ActivationCheckpoint, GradientsEqualThePlainRunBitForBit) {
-  const Pass plain = forward_backward(false), checkpointed = forward_backward(true);
+void expect_same_pass(const Pass& plain, const Pass& checkpointed) {
   EXPECT_EQ(plain.loss, checkpointed.loss);
   ASSERT_EQ(plain.grads.size(), checkpointed.grads.size());
   ASSERT_GT(plain.grads.size(), 4u);
@@ -75,6 +95,16 @@ TEST(ActivationCheckpoint, GradientsEqualThePlainRunBitForBit) {
     ASSERT_FALSE(plain.grads[i].empty()) << "parameter " << i << " got no gradient";
     EXPECT_EQ(plain.grads[i], checkpointed.grads[i]) << "parameter " << i;
   }
+}
+
+}  // namespace
+
+TEST(ActivationCheckpoint, GradientsEqualThePlainRunBitForBit) {
+  expect_same_pass(forward_backward(spec(false)), forward_backward(spec(true)));
+}
+
+TEST(ActivationCheckpoint, EncoderDecoderGradientsEqualThePlainRunBitForBit) {
+  expect_same_pass(forward_backward(encoder_decoder_spec(false), 2), forward_backward(encoder_decoder_spec(true), 2));
 }
 
 TEST(ActivationCheckpoint, TheFlagIsABoolean) {

@@ -187,7 +187,7 @@ TEST(Model, ForwardErrorsNameTheProblem) {
       << acc_last_error_message();
   acc_tensor_list* out = nullptr;
   const acc_tensor* two[] = {wrong, wrong};
-  ACC_EXPECT_ERROR(acc_model_forward(m, two, 2, 0, &out), ACC_ERR_INVALID_ARGUMENT, "takes 1 input, got 2");
+  ACC_EXPECT_ERROR(acc_model_forward(m, two, 2, 0, &out), ACC_ERR_INVALID_ARGUMENT, "takes 1 input(s), got 2");
   ACC_EXPECT_ERROR(acc_model_forward(m, nullptr, 1, 0, &out), ACC_ERR_INVALID_ARGUMENT, "inputs is NULL");
   ACC_EXPECT_ERROR(acc_model_forward(m, two, 1, 0x80, &out), ACC_ERR_INVALID_ARGUMENT, "unknown forward flags");
   acc_tensor_free(wrong);

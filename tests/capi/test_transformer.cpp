@@ -1,5 +1,6 @@
-// Transformer layers of the layer spec: outputs of PyTorch's own nn.MultiheadAttention and
-// nn.TransformerEncoderLayer reproduced from their state dicts, a tiny GPT that learns, weight tying.
+// Transformer layers of the layer spec: outputs of PyTorch's own nn.MultiheadAttention (self and
+// cross), nn.TransformerEncoderLayer and nn.TransformerDecoderLayer reproduced from their state
+// dicts, a tiny GPT and a tiny encoder-decoder that learn, weight tying.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -31,6 +32,16 @@ acc_tensor* from_json(const json& t) {
 acc_tensor* run(acc_model* m, const acc_tensor* x) {
   acc_tensor* y = nullptr;
   EXPECT_EQ(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y), ACC_OK) << acc_last_error_message();
+  return y;
+}
+
+// The one output of a forward over several inputs.
+acc_tensor* run(acc_model* m, const std::vector<acc_tensor*>& inputs, uint32_t flags = ACC_FORWARD_NO_GRAD) {
+  acc_tensor_list* out = nullptr;
+  acc_tensor* y = nullptr;
+  EXPECT_EQ(acc_model_forward(m, inputs.data(), inputs.size(), flags, &out), ACC_OK) << acc_last_error_message();
+  if (out) EXPECT_EQ(acc_tensor_list_get(out, 0, &y), ACC_OK);
+  acc_tensor_list_free(out);
   return y;
 }
 
@@ -92,7 +103,7 @@ TEST(Transformer, ReproducesPyTorchLayersFromTheirStateDicts) {
   std::ifstream in(dir + "/transformer_cases.json");
   ASSERT_TRUE(in) << "run export_transformer_cases.py first";
   const json cases = json::parse(in)["cases"];
-  ASSERT_GE(cases.size(), 10u);
+  ASSERT_GE(cases.size(), 18u);
   for (const auto& c : cases) {
     SCOPED_TRACE(c["name"].get<std::string>());
     acc_model* m = spec_model(c["spec"].dump());
@@ -113,7 +124,8 @@ TEST(Transformer, ReproducesPyTorchLayersFromTheirStateDicts) {
     }
     acc_tensor_list_free(state);
     ACC_ASSERT_OK(acc_model_set_training(m, 0));
-    acc_tensor* x = from_json(c["input"]);
+    std::vector<acc_tensor*> x;
+    for (const auto& input : c["inputs"]) x.push_back(from_json(input));
     acc_tensor* y = run(m, x);
     const auto ours = to_floats(y);
     EXPECT_LE(max_difference(ours, c["output"]["values"].get<std::vector<float>>()), 1e-5f);
@@ -130,7 +142,7 @@ TEST(Transformer, ReproducesPyTorchLayersFromTheirStateDicts) {
     acc_tensor_free(z);
     acc_model_free(loaded);
     acc_tensor_free(y);
-    acc_tensor_free(x);
+    for (acc_tensor* t : x) acc_tensor_free(t);
     acc_model_free(m);
   }
 }
@@ -155,6 +167,94 @@ TEST(Transformer, InitialisationIsPyTorchs) {
   EXPECT_TRUE(all(parameter_values(m, "0.norm2.bias", false), 0.0f));
   // linear1: nn.Linear's kaiming-uniform bound 1/sqrt(fan_in).
   for (float x : parameter_values(m, "0.linear1.weight", false)) EXPECT_LE(std::fabs(x), 0.25f);
+  acc_model_free(m);
+}
+
+TEST(Transformer, InitialisationDrawsPyTorchsNumbers) {
+  const std::string dir = acc_test::data_dir();
+  if (dir.empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  std::ifstream in(dir + "/transformer_cases.json");
+  ASSERT_TRUE(in) << "run export_transformer_cases.py first";
+  const json cases = json::parse(in)["initialisations"];
+  ASSERT_EQ(cases.size(), 2u);
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    ACC_ASSERT_OK(acc_set_seed(c["seed"].get<uint64_t>()));
+    acc_model* m = spec_model(c["spec"].dump());
+    ASSERT_NE(m, nullptr);
+    std::vector<std::string> keys;
+    for (const auto& entry : c["state"].items()) {
+      keys.push_back(entry.key());
+      EXPECT_EQ(parameter_values(m, entry.key().c_str(), false), entry.value()["values"].get<std::vector<float>>())
+          << entry.key();
+    }
+    EXPECT_EQ(parameter_names(m), keys);
+    acc_model_free(m);
+  }
+}
+
+TEST(Transformer, TinyEncoderDecoderLearnsToReverse) {
+  // Sequences of 6 tokens (2..11) in, the same reversed out; the decoder reads the target shifted
+  // right behind a start token (1) and attends to the encoder's final norm (layer 3).
+  const int64_t vocab = 12, batch = 8, length = 6;
+  const std::string encoder = R"({"type":"transformer_encoder_layer","d_model":32,"nhead":4,"dim_feedforward":64,
+      "dropout":0.0,"batch_first":true,"norm_first":true})";
+  const std::string decoder = R"({"type":"transformer_decoder_layer","d_model":32,"nhead":4,"dim_feedforward":64,
+      "dropout":0.0,"batch_first":true,"norm_first":true,"causal":true,"memory":{"layer":3}})";
+  const std::string spec = R"([{"type":"embedding","num_embeddings":12,"embedding_dim":32},
+      {"type":"positional_embedding","num_embeddings":8,"embedding_dim":32},)" + encoder + R"(,
+      {"type":"layernorm","normalized_shape":32},
+      {"type":"embedding","num_embeddings":12,"embedding_dim":32,"from":{"input":1}},
+      {"type":"positional_embedding","num_embeddings":8,"embedding_dim":32},)" + decoder + "," + decoder + R"(,
+      {"type":"layernorm","normalized_shape":32},{"type":"tied_linear","tie_to":4}])";
+  ACC_ASSERT_OK(acc_set_seed(0));
+  acc_model* m = spec_model(spec);
+  ASSERT_NE(m, nullptr);
+  const auto names = parameter_names(m);
+  EXPECT_NE(std::find(names.begin(), names.end(), "6.multihead_attn.in_proj_weight"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "7.norm3.weight"), names.end());
+  std::vector<int64_t> source, shifted, target;
+  uint32_t state = 12345;
+  for (int64_t b = 0; b < batch; ++b) {
+    std::vector<int64_t> row;
+    for (int64_t t = 0; t < length; ++t) {
+      state = state * 1103515245u + 12345u;
+      row.push_back(2 + (state >> 16) % 10);
+    }
+    source.insert(source.end(), row.begin(), row.end());
+    target.insert(target.end(), row.rbegin(), row.rend());
+    shifted.push_back(1);
+    shifted.insert(shifted.end(), row.rbegin(), row.rend() - 1);
+  }
+  acc_tensor* src = longs(source, {batch, length});
+  acc_tensor* tgt_in = longs(shifted, {batch, length});
+  acc_tensor* tgt = longs(target, {batch, length});
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o));
+  ACC_ASSERT_OK(acc_options_set_double(o, "lr", 3e-3));
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(m, "adamw", o, &opt));
+  acc_options_free(o);
+  double first = 0, last = 0;
+  for (int step = 0; step < 80; ++step) {
+    ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
+    acc_tensor* logits = run(m, {src, tgt_in}, ACC_FORWARD_DEFAULT);
+    ASSERT_NE(logits, nullptr);
+    acc_tensor* loss = sequence_loss(logits, tgt, vocab);
+    ACC_ASSERT_OK(acc_tensor_item(loss, step == 0 ? &first : &last));
+    ACC_ASSERT_OK(acc_tensor_backward(loss));
+    ACC_ASSERT_OK(acc_optimizer_step(opt));
+    acc_tensor_free(loss);
+    acc_tensor_free(logits);
+  }
+  EXPECT_GT(first, 2.0);  // about log(12) at the start
+  EXPECT_LT(last, 0.25 * first) << "first " << first << ", last " << last;
+  // Both inputs are needed.
+  acc_tensor* y = nullptr;
+  ACC_EXPECT_ERROR(acc_model_forward1(m, src, ACC_FORWARD_NO_GRAD, &y), ACC_ERR_INVALID_ARGUMENT,
+                   "takes 2 input(s), got 1");
+  acc_optimizer_free(opt);
+  for (acc_tensor* t : {src, tgt_in, tgt}) acc_tensor_free(t);
   acc_model_free(m);
 }
 
@@ -303,6 +403,18 @@ TEST(Transformer, SpecErrorsNameTheProblem) {
   ACC_EXPECT_ERROR(acc_model_from_spec(R"([{"type":"transformer_encoder_layer","d_model":8,"nhead":2,
                                            "dropout":1.5}])", &m),
                    ACC_ERR_INVALID_ARGUMENT, "'dropout' must be in [0, 1]");
+  // What a layer reads: the model's inputs or earlier layers' outputs.
+  ACC_EXPECT_ERROR(acc_model_from_spec(R"([{"type":"transformer_decoder_layer","d_model":8,"nhead":2,
+                                           "memory":{"layer":0}}])", &m),
+                   ACC_ERR_INVALID_ARGUMENT, "reads only earlier layers' outputs, not layer 0's");
+  ACC_EXPECT_ERROR(acc_model_from_spec(R"([{"type":"transformer_decoder_layer","d_model":8,"nhead":2,
+                                           "memory":1}])", &m),
+                   ACC_ERR_INVALID_ARGUMENT, "'memory' must be {\"input\": k}");
+  ACC_EXPECT_ERROR(acc_model_from_spec(R"([{"type":"relu","from":{"input":-1}}])", &m), ACC_ERR_INVALID_ARGUMENT,
+                   "layer 0 (relu): 'from' must be");
+  ACC_EXPECT_ERROR(acc_model_from_spec(R"([{"type":"multihead_attention","embed_dim":8,"num_heads":2,"causal":true,
+                                           "key_value":{"input":1}}])", &m),
+                   ACC_ERR_INVALID_ARGUMENT, "'causal' masks self-attention");
   EXPECT_EQ(m, nullptr);
   // A sequence longer than the learned positions.
   m = spec_model(R"([{"type":"positional_embedding","num_embeddings":2,"embedding_dim":3}])");

@@ -1,7 +1,9 @@
-"""Outputs of PyTorch's own nn.MultiheadAttention and nn.TransformerEncoderLayer (and a small
-GPT-style stack over them) in eval mode, with their weights and inputs, for tests/capi/test_transformer.cpp
-to load into layer-spec models by name and reproduce. Each case holds the spec, the state dict,
-the input and the output; tensors are {"shape": [...], "values": [...]} in row-major order.
+"""Outputs of PyTorch's own nn.MultiheadAttention (self and cross), nn.TransformerEncoderLayer and
+nn.TransformerDecoderLayer (and a small GPT-style stack and a small encoder-decoder over them) in
+eval mode, with their weights and inputs, for tests/capi/test_transformer.cpp to load into
+layer-spec models by name and reproduce. Each case holds the spec, the state dict, the inputs (the
+model's forward arguments in order) and the output; tensors are {"shape": [...], "values": [...]}
+in row-major order.
 
 Run with Debian's python3-torch: python3 export_transformer_cases.py OUTPUT_DIR
 """
@@ -39,8 +41,20 @@ def mha_case(batch_first, causal, bias, t=5, b=3, e=8, heads=2):
     spec = {"type": "multihead_attention", "embed_dim": e, "num_heads": heads, "bias": bias,
             "batch_first": batch_first, "causal": causal}
     return {"name": f"mha batch_first={batch_first} causal={causal} bias={bias}", "spec": [spec],
-            "state": {"0." + k: tensor(v) for k, v in m.state_dict().items()}, "input": tensor(x),
+            "state": {"0." + k: tensor(v) for k, v in m.state_dict().items()}, "inputs": [tensor(x)],
             "output": tensor(y)}
+
+
+def cross_mha_case(batch_first, bias, t=5, s=4, b=3, e=8, heads=2):
+    m = perturbed(nn.MultiheadAttention(e, heads, bias=bias, batch_first=batch_first)).eval()
+    x = torch.randn(b, t, e) if batch_first else torch.randn(t, b, e)
+    memory = torch.randn(b, s, e) if batch_first else torch.randn(s, b, e)
+    y = m(x, memory, memory, need_weights=False)[0]
+    spec = {"type": "multihead_attention", "embed_dim": e, "num_heads": heads, "bias": bias,
+            "batch_first": batch_first, "key_value": {"input": 1}}
+    return {"name": f"cross mha batch_first={batch_first} bias={bias}", "spec": [spec],
+            "state": {"0." + k: tensor(v) for k, v in m.state_dict().items()},
+            "inputs": [tensor(x), tensor(memory)], "output": tensor(y)}
 
 
 def encoder_case(activation, norm_first, batch_first, causal, t=5, b=3, d=8, heads=2, ff=16):
@@ -52,7 +66,24 @@ def encoder_case(activation, norm_first, batch_first, causal, t=5, b=3, d=8, hea
             "activation": activation, "batch_first": batch_first, "norm_first": norm_first, "causal": causal}
     return {"name": f"encoder {activation} norm_first={norm_first} batch_first={batch_first} causal={causal}",
             "spec": [spec], "state": {"0." + k: tensor(v) for k, v in m.state_dict().items()},
-            "input": tensor(x), "output": tensor(y)}
+            "inputs": [tensor(x)], "output": tensor(y)}
+
+
+def decoder_case(activation, norm_first, batch_first, causal, unbatched=False, t=5, s=4, b=3, d=8, heads=2, ff=16):
+    m = perturbed(nn.TransformerDecoderLayer(d, heads, ff, dropout=0.1, activation=activation,
+                                             batch_first=batch_first, norm_first=norm_first)).eval()
+    def sequence(n):
+        if unbatched:
+            return torch.randn(n, d)
+        return torch.randn(b, n, d) if batch_first else torch.randn(n, b, d)
+    x, memory = sequence(t), sequence(s)
+    y = m(x, memory, tgt_mask=causal_mask(t) if causal else None)
+    spec = {"type": "transformer_decoder_layer", "d_model": d, "nhead": heads, "dim_feedforward": ff,
+            "activation": activation, "batch_first": batch_first, "norm_first": norm_first, "causal": causal}
+    return {"name": f"decoder {activation} norm_first={norm_first} batch_first={batch_first} causal={causal} "
+                    f"unbatched={unbatched}",
+            "spec": [spec], "state": {"0." + k: tensor(v) for k, v in m.state_dict().items()},
+            "inputs": [tensor(x), tensor(memory)], "output": tensor(y)}
 
 
 class TinyGpt(nn.Module):
@@ -92,7 +123,47 @@ def gpt_case(vocab=16, d=8, heads=2, ff=16, positions=12):
             {"type": "positional_embedding", "num_embeddings": positions, "embedding_dim": d},
             block, block, {"type": "layernorm", "normalized_shape": d}, {"type": "tied_linear", "tie_to": 0}]
     return {"name": "tiny gpt", "spec": spec, "state": {k: tensor(v) for k, v in m.flat_state().items()},
-            "input": tensor(ids), "output": tensor(y)}
+            "inputs": [tensor(ids)], "output": tensor(y)}
+
+
+class TinySeq2Seq(nn.Module):
+    """source embedding -> encoder layer -> target embedding -> 2 causal decoder layers over the
+    encoder's output -> linear, named as the spec model's layers ("0.weight", "3.multihead_attn...")."""
+
+    def __init__(self, vocab, d, heads, ff):
+        super().__init__()
+        decoder = lambda: nn.TransformerDecoderLayer(d, heads, ff, batch_first=True, norm_first=True)
+        self.layers = nn.ModuleDict({
+            "0": nn.Embedding(vocab, d),
+            "1": nn.TransformerEncoderLayer(d, heads, ff, batch_first=True),
+            "2": nn.Embedding(vocab, d),
+            "3": decoder(),
+            "4": decoder(),
+            "5": nn.Linear(d, vocab),
+        })
+
+    def forward(self, source, target):
+        memory = self.layers["1"](self.layers["0"](source))
+        h = self.layers["2"](target)
+        for block in ("3", "4"):
+            h = self.layers[block](h, memory, tgt_mask=causal_mask(target.shape[1]))
+        return self.layers["5"](h)
+
+
+def seq2seq_case(vocab=11, d=8, heads=2, ff=16):
+    m = perturbed(TinySeq2Seq(vocab, d, heads, ff)).eval()
+    source, target = torch.randint(0, vocab, (2, 6)), torch.randint(0, vocab, (2, 5))
+    y = m(source, target)
+    decoder = {"type": "transformer_decoder_layer", "d_model": d, "nhead": heads, "dim_feedforward": ff,
+               "batch_first": True, "norm_first": True, "causal": True, "memory": {"layer": 1}}
+    spec = [{"type": "embedding", "num_embeddings": vocab, "embedding_dim": d},
+            {"type": "transformer_encoder_layer", "d_model": d, "nhead": heads, "dim_feedforward": ff,
+             "batch_first": True},
+            {"type": "embedding", "num_embeddings": vocab, "embedding_dim": d, "from": {"input": 1}},
+            decoder, decoder, {"type": "linear", "in_features": d, "out_features": vocab}]
+    return {"name": "tiny encoder-decoder", "spec": spec,
+            "state": {k: tensor(v) for k, v in m.layers.state_dict().items()},
+            "inputs": [tensor(source), tensor(target)], "output": tensor(y)}
 
 
 def sinusoidal_case(d=6, t=9):
@@ -104,7 +175,16 @@ def sinusoidal_case(d=6, t=9):
     pe[:, 1::2] = torch.cos(position * div)
     x = torch.randn(2, t, d)
     return {"name": "sinusoidal", "spec": [{"type": "sinusoidal_positional_encoding", "embedding_dim": d}],
-            "state": {}, "input": tensor(x), "output": tensor(x + pe)}
+            "state": {}, "inputs": [tensor(x)], "output": tensor(x + pe)}
+
+
+def initialisation_case(decoder, seed=7, d=16, heads=4, ff=32):
+    # A fresh layer's weights after torch.manual_seed(seed): the spec model draws the same numbers.
+    torch.manual_seed(seed)
+    m = (nn.TransformerDecoderLayer if decoder else nn.TransformerEncoderLayer)(d, heads, ff)
+    kind = "transformer_decoder_layer" if decoder else "transformer_encoder_layer"
+    return {"name": kind, "seed": seed, "spec": [{"type": kind, "d_model": d, "nhead": heads, "dim_feedforward": ff}],
+            "state": {"0." + k: tensor(v) for k, v in m.state_dict().items()}}
 
 
 def main(out_dir):
@@ -114,10 +194,18 @@ def main(out_dir):
     for activation, norm_first, batch_first, causal in [("relu", False, False, False), ("gelu", True, True, True),
                                                         ("relu", True, False, True), ("gelu", False, True, False)]:
         cases.append(encoder_case(activation, norm_first, batch_first, causal))
+    cases += [cross_mha_case(True, True), cross_mha_case(False, False)]
+    for activation, norm_first, batch_first, causal in [("relu", False, False, True), ("gelu", True, True, True),
+                                                        ("relu", True, False, False), ("gelu", False, True, False)]:
+        cases.append(decoder_case(activation, norm_first, batch_first, causal))
+    cases.append(decoder_case("relu", True, True, True, unbatched=True))
     cases.append(gpt_case())
+    cases.append(seq2seq_case())
     cases.append(sinusoidal_case())
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    (Path(out_dir) / "transformer_cases.json").write_text(json.dumps({"torch": torch.__version__, "cases": cases}))
+    initialisations = [initialisation_case(False), initialisation_case(True)]
+    (Path(out_dir) / "transformer_cases.json").write_text(
+        json.dumps({"torch": torch.__version__, "cases": cases, "initialisations": initialisations}))
 
 
 if __name__ == "__main__":
