@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -79,6 +81,35 @@ inline double item(const acc_tensor* t) {
 }
 
 // A file's bytes ("" when it cannot be read).
+// The strings of a list, in order (the list stays the caller's).
+inline std::vector<std::string> strings(const acc_string_list* list) {
+  size_t n = 0;
+  EXPECT_EQ(acc_string_list_size(list, &n), ACC_OK);
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n; ++i) {
+    const char* s = nullptr;
+    EXPECT_EQ(acc_string_list_get(list, i, &s), ACC_OK);
+    out.emplace_back(s);
+  }
+  return out;
+}
+
+inline std::vector<std::string> parameter_names(const acc_model* m) {
+  acc_string_list* list = nullptr;
+  EXPECT_EQ(acc_model_parameter_names(m, &list), ACC_OK) << acc_last_error_message();
+  auto out = strings(list);
+  acc_string_list_free(list);
+  return out;
+}
+
+// The largest elementwise difference of two equally long vectors.
+inline float max_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+  return worst;
+}
+
 inline std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});

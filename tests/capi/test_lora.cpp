@@ -13,6 +13,7 @@
 #include "support.h"
 
 using acc_test::floats;
+using acc_test::max_difference;
 using acc_test::to_floats;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
@@ -72,28 +73,6 @@ std::vector<float> param(const acc_model* m, const std::string& name) {
   return v;
 }
 
-std::vector<std::string> names(const acc_model* m) {
-  acc_string_list* list = nullptr;
-  EXPECT_EQ(acc_model_parameter_names(m, &list), ACC_OK);
-  size_t n = 0;
-  EXPECT_EQ(acc_string_list_size(list, &n), ACC_OK);
-  std::vector<std::string> out;
-  for (size_t i = 0; i < n; ++i) {
-    const char* s = nullptr;
-    EXPECT_EQ(acc_string_list_get(list, i, &s), ACC_OK);
-    out.emplace_back(s);
-  }
-  acc_string_list_free(list);
-  return out;
-}
-
-float max_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  float worst = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
-  return worst;
-}
-
 // AdamW steps on an MSE loss against fixed targets; returns the losses.
 std::vector<double> train(acc_model* m, int steps) {
   acc_options* o = nullptr;
@@ -138,7 +117,7 @@ TEST(Lora, AdaptersStartAsTheBaseModelAndFreezeEverythingElse) {
   ACC_ASSERT_OK(acc_model_parameter_count(m, &base_tensors, &base_elements));
   EXPECT_EQ(add_lora(m), 3u);
   // Adapter parameters come after the model's own, named after the module they adapt.
-  const auto n = names(m);
+  const auto n = acc_test::parameter_names(m);
   const std::vector<std::string> adapters(n.end() - 6, n.end());
   EXPECT_EQ(adapters, (std::vector<std::string>{"0.lora_A.weight", "0.lora_B.weight",
                                                 "1.self_attn.out_proj.lora_A.weight",
@@ -162,7 +141,7 @@ TEST(Lora, AdaptersStartAsTheBaseModelAndFreezeEverythingElse) {
 TEST(Lora, OnlyTheAdaptersChangeWhenTraining) {
   acc_model* m = net();
   add_lora(m);
-  const auto names_before = names(m);
+  const auto names_before = acc_test::parameter_names(m);
   std::vector<std::vector<float>> base;
   for (const auto& name : names_before)
     if (name.find("lora_") == std::string::npos) base.push_back(param(m, name));
@@ -225,7 +204,7 @@ TEST(Lora, ReproducesPeftOnAScriptedPyTorchModel) {
   for (const auto& item : c["merged"].items())
     EXPECT_LT(max_difference(param(m, item.key()), item.value()["values"].get<std::vector<float>>()), 1e-6f)
         << item.key();
-  for (const auto& name : names(m)) EXPECT_EQ(name.find("lora_"), std::string::npos) << name;
+  for (const auto& name : acc_test::parameter_names(m)) EXPECT_EQ(name.find("lora_"), std::string::npos) << name;
   ACC_ASSERT_OK(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y));
   EXPECT_LT(max_difference(to_floats(y), expected), 1e-5f);
   acc_tensor_free(y);
@@ -290,10 +269,10 @@ TEST(Lora, DamagedOrForeignAdapterFilesChangeNothing) {
   const std::string config_text = acc_test::read_file(dir + "/adapter_config.json");
   auto write_config = [&](const json& j) { std::ofstream(dir + "/adapter_config.json") << j.dump(); };
   acc_model* fresh = net();
-  const auto names_before = names(fresh);
+  const auto names_before = acc_test::parameter_names(fresh);
   auto expect_refused = [&](acc_status code, const char* needle) {
     ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), code, needle);
-    EXPECT_EQ(names(fresh), names_before);  // no adapter was added
+    EXPECT_EQ(acc_test::parameter_names(fresh), names_before);  // no adapter was added
   };
   json j = json::parse(config_text);
   j["peft_type"] = "IA3";
@@ -369,7 +348,7 @@ TEST(Lora, CheckpointedLayersRecomputeWithTheAdapters) {
     ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &out));
     ACC_ASSERT_OK(acc_tensor_sum(out, &loss));
     ACC_ASSERT_OK(acc_tensor_backward(loss));
-    for (const auto& name : names(m)) {
+    for (const auto& name : acc_test::parameter_names(m)) {
       if (name.find("lora_") == std::string::npos) continue;
       acc_tensor *p = nullptr, *g = nullptr;
       ACC_ASSERT_OK(acc_model_parameter(m, name.c_str(), &p));
@@ -387,7 +366,7 @@ TEST(Lora, CheckpointedLayersRecomputeWithTheAdapters) {
 
 TEST(Lora, RefusesWhatItCannotHonour) {
   acc_model* m = net();
-  const auto names_before = names(m);
+  const auto names_before = acc_test::parameter_names(m);
   ACC_EXPECT_ERROR(acc_model_add_lora(nullptr, "0", nullptr, nullptr), ACC_ERR_INVALID_HANDLE, "model");
   ACC_EXPECT_ERROR(acc_model_add_lora(m, nullptr, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "target_modules");
   ACC_EXPECT_ERROR(acc_model_add_lora(m, " ", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "target_modules");
@@ -411,7 +390,7 @@ TEST(Lora, RefusesWhatItCannotHonour) {
   ACC_EXPECT_ERROR(acc_model_merge_lora(m), ACC_ERR_INVALID_ARGUMENT, "no LoRA adapters");
   ACC_EXPECT_ERROR(acc_model_save_lora(m, acc_test::temp_path("lora_none").c_str()), ACC_ERR_INVALID_ARGUMENT,
                    "no LoRA adapters");
-  EXPECT_EQ(names(m), names_before);  // nothing above changed the model
+  EXPECT_EQ(acc_test::parameter_names(m), names_before);  // nothing above changed the model
 
   // A regular expression over whole names (PEFT's string form); adapters cannot be added twice.
   size_t count = 0;

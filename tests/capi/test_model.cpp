@@ -23,18 +23,6 @@ acc_model* spec_model(const char* spec) {
   return m;
 }
 
-std::vector<std::string> names(acc_string_list* list) {
-  size_t n = 0;
-  EXPECT_EQ(acc_string_list_size(list, &n), ACC_OK);
-  std::vector<std::string> out;
-  for (size_t i = 0; i < n; ++i) {
-    const char* s = nullptr;
-    EXPECT_EQ(acc_string_list_get(list, i, &s), ACC_OK);
-    out.emplace_back(s);
-  }
-  return out;
-}
-
 std::vector<float> forward(acc_model* m, acc_tensor* x) {
   acc_tensor* y = nullptr;
   EXPECT_EQ(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y), ACC_OK) << acc_last_error_message();
@@ -55,7 +43,7 @@ TEST(Model, SpecBuildsNamedParametersLikeNnSequential) {
   acc_model* m = spec_model(kMlp);
   acc_string_list* list = nullptr;
   ACC_ASSERT_OK(acc_model_parameter_names(m, &list));
-  EXPECT_EQ(names(list), (std::vector<std::string>{"0.weight", "0.bias", "3.weight", "3.bias"}));
+  EXPECT_EQ(acc_test::strings(list), (std::vector<std::string>{"0.weight", "0.bias", "3.weight", "3.bias"}));
   acc_string_list_free(list);
   size_t tensors = 0;
   int64_t elements = 0;
@@ -135,7 +123,7 @@ TEST(Model, EveryLayerTypeBuildsRunsAndExportsToTorchScript) {
   acc_string_list *a = nullptr, *b = nullptr;
   ACC_ASSERT_OK(acc_model_parameter_names(m, &a));
   ACC_ASSERT_OK(acc_model_parameter_names(loaded, &b));
-  EXPECT_EQ(names(a), names(b));
+  EXPECT_EQ(acc_test::strings(a), acc_test::strings(b));
   acc_string_list_free(a);
   acc_string_list_free(b);
   acc_tensor* tracked = nullptr;
@@ -336,7 +324,7 @@ TEST(TorchScript, TupleOutputsFromAPyTorchExportTrain) {
   ACC_ASSERT_OK(acc_model_load_torchscript(path.c_str(), &m));
   acc_string_list* list = nullptr;
   ACC_ASSERT_OK(acc_model_parameter_names(m, &list));
-  EXPECT_EQ(names(list), (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}));
+  EXPECT_EQ(acc_test::strings(list), (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}));
   acc_string_list_free(list);
 
   // Three separable classes; the model's own loss (second output) must fall when trained from C.

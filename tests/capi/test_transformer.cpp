@@ -13,6 +13,8 @@
 using acc_test::floats;
 using acc_test::longs;
 using acc_test::to_floats;
+using acc_test::max_difference;
+using acc_test::parameter_names;
 using json = nlohmann::ordered_json;  // keeps PyTorch's order of the state dict
 
 namespace {
@@ -43,28 +45,6 @@ acc_tensor* run(acc_model* m, const std::vector<acc_tensor*>& inputs, uint32_t f
   if (out) EXPECT_EQ(acc_tensor_list_get(out, 0, &y), ACC_OK);
   acc_tensor_list_free(out);
   return y;
-}
-
-float max_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  float worst = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
-  return worst;
-}
-
-std::vector<std::string> parameter_names(const acc_model* m) {
-  acc_string_list* list = nullptr;
-  EXPECT_EQ(acc_model_parameter_names(m, &list), ACC_OK);
-  size_t n = 0;
-  EXPECT_EQ(acc_string_list_size(list, &n), ACC_OK);
-  std::vector<std::string> out;
-  for (size_t i = 0; i < n; ++i) {
-    const char* s = nullptr;
-    EXPECT_EQ(acc_string_list_get(list, i, &s), ACC_OK);
-    out.emplace_back(s);
-  }
-  acc_string_list_free(list);
-  return out;
 }
 
 std::vector<float> parameter_values(const acc_model* m, const char* name, bool gradient) {

@@ -1,0 +1,67 @@
+// What bench_checkpointing and bench_lora share: a stack of transformer encoder layers over a
+// [batch, tokens, d_model] input with a linear head, trained by AdamW on an MSE loss through the C
+// API, with the bytes of live tensors measured around each step (tensor_memory.h).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "tensor_memory.h"
+
+// `blocks` pre-norm encoder layers (8 heads, feed-forward 4 x d) and a linear head to 1; `extra` is
+// added to each layer's JSON object (e.g. R"(,"checkpoint":true)").
+inline std::string transformer_stack_spec(int blocks, int64_t d, double dropout, const std::string& extra = "") {
+  std::string json = "[";
+  for (int i = 0; i < blocks; ++i)
+    json += R"({"type":"transformer_encoder_layer","d_model":)" + std::to_string(d) + R"(,"nhead":8,"dim_feedforward":)" +
+            std::to_string(4 * d) + R"(,"dropout":)" + std::to_string(dropout) +
+            R"(,"batch_first":true,"norm_first":true)" + extra + "},";
+  return json + R"({"type":"linear","in_features":)" + std::to_string(d) + R"(,"out_features":1}])";
+}
+
+struct TransformerStackLoop {
+  acc_model* model = nullptr;
+  acc_optimizer* opt = nullptr;
+  acc_tensor *x = nullptr, *y = nullptr;
+  int64_t held_bytes = 0;  // live between steps: weights, optimizer state (after a first step)
+  int64_t step_bytes = 0;  // the most live during a step's forward and backward beyond the held bytes
+
+  // `adapt` may change the model before its optimizer is made (freeze, add adapters).
+  TransformerStackLoop(const std::string& json, int64_t batch, int64_t tokens, int64_t d,
+                       const std::function<void(acc_model*)>& adapt = {}) {
+    const int64_t before = counting()->live();
+    OK(acc_set_seed(1));
+    OK(acc_model_from_spec(json.c_str(), &model));
+    if (adapt) adapt(model);
+    OK(acc_optimizer_create(model, "adamw", nullptr, &opt));
+    std::vector<float> xs(static_cast<size_t>(batch * tokens * d)), ys(static_cast<size_t>(batch * tokens), 0.5f);
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>((i * 7919) % 1000) / 1000.0f - 0.5f;
+    const int64_t xdims[] = {batch, tokens, d}, ydims[] = {batch, tokens, 1};
+    OK(acc_tensor_from_host(xs.data(), xs.size() * sizeof(float), xdims, 3, ACC_DTYPE_FLOAT32, &x));
+    OK(acc_tensor_from_host(ys.data(), ys.size() * sizeof(float), ydims, 3, ACC_DTYPE_FLOAT32, &y));
+    step();  // optimizer state exists from the first step on
+    held_bytes = counting()->live() - before;
+    step_bytes = 0;
+  }
+  ~TransformerStackLoop() {
+    acc_tensor_free(x);
+    acc_tensor_free(y);
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+  }
+  void step() {
+    const int64_t before = counting()->live();
+    counting()->reset_peak();
+    acc_tensor *out = nullptr, *loss = nullptr;
+    OK(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &out));
+    OK(acc_loss_mse(out, y, ACC_REDUCTION_MEAN, &loss));
+    OK(acc_tensor_backward(loss));
+    step_bytes = std::max(step_bytes, counting()->peak() - before);
+    OK(acc_optimizer_step(opt));
+    OK(acc_optimizer_zero_grad(opt));
+    acc_tensor_free(out);
+    acc_tensor_free(loss);
+  }
+};
