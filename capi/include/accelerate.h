@@ -295,7 +295,8 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   lora_alpha / r), use_rslora (bool, default false: lora_alpha / sqrt(r)),
  *   init_lora_weights ("true", default: Kaiming-uniform A and zero B, so training starts from the
  *   base model; "gaussian": A ~ N(0, 1/r), zero B; "false": both as nn.Linear initialises them),
- *   lora_dropout (double, default 0; other values are ACC_ERR_UNSUPPORTED, see acc_model_add_lora).
+ *   lora_dropout (double, default 0: dropout on the adapted layer's input, in training mode; layer-spec
+ *   models only, see acc_model_add_lora).
  * ---------------------------------------------------------------------------------------------- */
 
 typedef enum acc_options_kind {
@@ -537,10 +538,11 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * linear layer's weight W trains as W + (B A) * scaling with W frozen; A (r x in) and B (out x r)
  * are parameters of the model, listed after its own as "<module>.lora_A.weight" and
  * "<module>.lora_B.weight", so optimizers, DDP, sharding and save_state treat them as any others.
- * The adapted weight is handed to the layer for each forward, so a TorchScript model's layers are
- * adapted without editing its code; PEFT adds B(A(x)) * scaling to the layer's output instead, which
- * agrees to rounding. lora_dropout (dropout on the layer's input) has no such form: values other
- * than 0 are ACC_ERR_UNSUPPORTED.
+ * A layer-spec model's linear layers compute as PEFT's LoRA layer: output + B(A(dropout(x))) *
+ * scaling (the same numbers, dropout masks included). A TorchScript model's nn.Linear layers, whose
+ * code is not edited, compute with the adapted weight W + (B A) * scaling instead (the same to
+ * rounding); dropout on their input has no such form, so lora_dropout other than 0 is
+ * ACC_ERR_UNSUPPORTED for them.
  *
  * acc_model_add_lora: adapts the linear layers (torch.nn.Linear in TorchScript, "linear" and the
  * linear layers inside spec layers) that `target_modules` names, and freezes every other parameter

@@ -17,7 +17,7 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(const AttentionOptions& o) : opti
   if (o.bias) in_proj_bias = register_parameter("in_proj_bias", torch::empty({3 * e}));
   // PyTorch's order of draws: out_proj's own Linear initialisation, then Xavier for the packed
   // projection; both biases start at zero.
-  out_proj = register_module("out_proj", torch::nn::Linear(torch::nn::LinearOptions(e, e).bias(o.bias)));
+  out_proj = register_module("out_proj", AdaptableLinear(torch::nn::LinearOptions(e, e).bias(o.bias)));
   torch::NoGradGuard no_grad;
   torch::nn::init::xavier_uniform_(in_proj_weight);
   if (o.bias) {

@@ -7,12 +7,12 @@
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/common.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
 #include <functional>
 #include <string>
 
+#include "model/adaptable_linear.h"
 #include "model/layer_kind.h"
 
 namespace acc {
@@ -37,7 +37,7 @@ class MultiheadAttentionImpl : public torch::nn::Module {
 
   AttentionOptions options;
   at::Tensor in_proj_weight, in_proj_bias;
-  torch::nn::Linear out_proj{nullptr};
+  AdaptableLinear out_proj{nullptr};
 
  protected:
   FORWARD_HAS_DEFAULT_ARGS({1, torch::nn::AnyValue(at::Tensor())})

@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/json_input.h"
+#include "model/adaptable_linear.h"
 #include "model/attention.h"
 #include "model/layer_kind.h"
 #include "model/positional.h"
@@ -69,7 +70,7 @@ const std::map<std::string, LayerKind>& layer_kinds() {
       {"linear",
        {{{"in_features", Arg::Int, nullptr}, {"out_features", Arg::Int, nullptr}, {"bias", Arg::Bool, true}},
         [](const json& a) {
-          return torch::nn::AnyModule(torch::nn::Linear(
+          return torch::nn::AnyModule(AdaptableLinear(
               torch::nn::LinearOptions(a["in_features"], a["out_features"]).bias(a["bias"].get<bool>())));
         },
         [](const json& a) {

@@ -67,10 +67,6 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
       config.target_names.push_back(name);
     }
   }
-  if (config.dropout != 0)
-    fail(Status::Unsupported, "lora_dropout ", config.dropout,
-         " is not supported: adapters are applied to the layer's weight (W + B A * scaling), which leaves no "
-         "place for dropout on the layer's input; use 0");
   return config;
 }
 
@@ -106,6 +102,12 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   for (size_t i = 0; i < sites.size() && i < 4; ++i) examples += (i ? ", " : "") + sites[i].module;
   require(!chosen.empty(), "target_modules '", config.describe_targets(), "' matches no linear layer (",
           sites.empty() ? std::string("the model has none") : "linear layers are e.g. " + examples, ")");
+  if (config.dropout != 0)
+    for (const LinearSite* site : chosen)
+      if (!site->set_output_adapter)
+        fail(Status::Unsupported, "lora_dropout ", config.dropout, " cannot apply to '", site->module,
+             "': a TorchScript layer is adapted through its weight (W + B A * scaling), which leaves no place for "
+             "dropout on its input; use 0 for TorchScript models");
 
   std::vector<LoraAdapter> made;
   at::NoGradGuard no_grad;
@@ -129,7 +131,22 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
   }
   config_ = config;
   adapters_ = std::move(made);
+  for (const auto& adapter : adapters_)
+    if (adapter.site.set_output_adapter) adapter.site.set_output_adapter(output_adapter(adapter));
   return adapters_.size();
+}
+
+OutputAdapter LoraAdapters::output_adapter(const LoraAdapter& adapter) const {
+  // PEFT's Linear.forward: result + lora_B(lora_A(dropout(x))) * scaling, the input cast to the
+  // adapters' dtype and the sum back to the layer's. The tensors are captured as handles: moves
+  // (Model::to) and sharding's storage swaps keep them.
+  const at::Tensor a = adapter.a, b = adapter.b;
+  const double scaling = config_.scaling(), p = config_.dropout;
+  return [a, b, scaling, p](const at::Tensor& input, const at::Tensor& output, bool training) {
+    at::Tensor x = input.to(a.scalar_type());
+    if (p > 0) x = at::dropout(x, p, training);
+    return (output + at::linear(at::linear(x, a), b) * scaling).to(output.scalar_type());
+  };
 }
 
 NamedTensors LoraAdapters::named_parameters() const {
@@ -156,6 +173,7 @@ LoraAdapters::Applied LoraAdapters::apply(const std::string& layer) const {
   std::vector<const LoraAdapter*> applied;
   for (const auto& adapter : adapters_) {
     const std::string& module = adapter.site.module;
+    if (adapter.site.set_output_adapter) continue;  // adapts its output itself
     if (!layer.empty() && module != layer && module.rfind(layer + ".", 0) != 0) continue;
     const at::Tensor& w = adapter.site.weight;
     adapter.site.use_weight(adapted_weight(w, adapter.a, adapter.b, config_.scaling()));
@@ -199,6 +217,7 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
 void LoraAdapters::merge_and_remove() {
   at::NoGradGuard no_grad;
   for (const auto& adapter : adapters_) {
+    if (adapter.site.set_output_adapter) adapter.site.set_output_adapter(nullptr);
     adapter.site.weight.add_(lora_delta(adapter.a, adapter.b, config_.scaling()));
   }
   adapters_.clear();

@@ -1,10 +1,11 @@
 // LoRA adapters (Hu et al. 2021; what PEFT's LoraConfig gives Python users): a linear layer's weight W
 // is trained as W + (B A) * scaling with W frozen, A (r x in) and B (out x r) new parameters.
 //
-// The adapted weight is handed to the layer in place of W for the duration of a forward (see
-// LoraAdapters::apply), so any linear layer works, a TorchScript module's included, without editing
-// its code. PEFT instead adds B(A(dropout(x))) * scaling to the layer's output: the two agree to
-// rounding, and dropout on the layer's input has no weight-side equivalent (refused).
+// Two ways in. A layer that takes an output adapter (a spec model's, model/adaptable_linear.h)
+// computes as PEFT's LoRA layer does: its output plus B(A(dropout(x))) * scaling. Any other linear
+// layer (a TorchScript module's, whose code we do not edit) gets the adapted weight
+// W + (B A) * scaling in place of W for the duration of a forward (LoraAdapters::apply): the same to
+// rounding, but dropout on the layer's input has no weight-side form, so it is refused there.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "common/option_table.h"
+#include "model/output_adapter.h"
 #include "tensor/named_tensors.h"
 
 namespace acc {
@@ -41,12 +43,14 @@ struct LoraConfig {
 
 const OptionTable<LoraConfig>& lora_option_table();
 
-// A linear layer that can take an adapted weight: `weight` is the layer's own parameter and
-// `use_weight` makes the layer compute with another tensor (the parameter itself restores it).
+// A linear layer adapters can adapt: `weight` is the layer's own parameter; `set_output_adapter`
+// (where the layer takes one) amends its output, else `use_weight` makes it compute with another
+// tensor (the parameter itself restores it).
 struct LinearSite {
   std::string module;
   at::Tensor weight;
   std::function<void(const at::Tensor&)> use_weight;
+  std::function<void(OutputAdapter)> set_output_adapter;
 };
 
 struct LoraAdapter {
@@ -66,13 +70,12 @@ class LoraAdapters {
   // not a linear layer (`other_modules` lists the model's other module names), or adapters exist.
   size_t add(const LoraConfig& config, const std::vector<LinearSite>& sites,
              const std::vector<std::string>& other_modules);
-  void clear() { adapters_.clear(); }
 
   // "<module>.lora_A.weight" and "<module>.lora_B.weight" per adapter, in order.
   NamedTensors named_parameters() const;
 
-  // While the returned guard lives, the layers whose module is `layer` or below it ("" for all)
-  // compute with W + (B A) * scaling; autograd reaches A and B through it.
+  // While the returned guard lives, the weight-adapted layers whose module is `layer` or below it
+  // ("" for all) compute with W + (B A) * scaling; autograd reaches A and B through it.
   class Applied {
    public:
     explicit Applied(std::vector<const LoraAdapter*> applied) : applied_(std::move(applied)) {}
@@ -93,6 +96,8 @@ class LoraAdapters {
   void merge_and_remove();
 
  private:
+  OutputAdapter output_adapter(const LoraAdapter& adapter) const;
+
   LoraConfig config_;
   std::vector<LoraAdapter> adapters_;
 };

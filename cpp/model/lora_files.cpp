@@ -134,9 +134,6 @@ LoraFiles read_lora_files(const std::string& dir) {
   if (!text) fail(Status::Io, "cannot open '", config_path, "'");
   LoraFiles files;
   files.config = config_from_json(parse_json_input(*text, "'" + config_path + "'", Status::Io), config_path);
-  if (files.config.dropout != 0)
-    fail(Status::Unsupported, "'", config_path, "': lora_dropout ", files.config.dropout,
-         " is not supported here (adapters are applied to the weights); set it to 0 to load these adapters");
 
   SafetensorsContents contents = load_safetensors(weights_path);
   auto refuse = [&](const std::string& name, const std::string& why) {

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "model/activation_checkpoint.h"
+#include "model/adaptable_linear.h"
 #include "model/tied_linear.h"
 
 namespace acc {
@@ -52,9 +53,6 @@ SpecModel::SpecModel(std::vector<LayerSpec> layers)
 
 at::Tensor SpecModel::run_layer(size_t i, const std::vector<at::Tensor>& inputs) {
   auto& layer = *(net_->begin() + static_cast<std::ptrdiff_t>(i));
-  // Adapted weights are made here, inside the layer's run, so that a checkpointed layer's
-  // recomputation (and a sharded unit, gathered just before) uses them too.
-  const auto adapted = lora_.apply(std::to_string(i));
   if (inputs.size() == 1) return layer.forward(inputs[0]);
   if (inputs.size() == 2) return layer.forward(inputs[0], inputs[1]);
   fail(Status::Internal, "a layer reads 1 or 2 tensors, not ", inputs.size());
@@ -136,9 +134,11 @@ NamedTensors SpecModel::named_parameters() const {
 std::vector<LinearSite> SpecModel::linear_sites() const {
   std::vector<LinearSite> sites;
   for (const auto& entry : net_->named_modules("", /*include_self=*/false)) {
-    auto linear = std::dynamic_pointer_cast<torch::nn::LinearImpl>(entry.value());
+    auto linear = std::dynamic_pointer_cast<AdaptableLinearImpl>(entry.value());
     if (!linear) continue;
-    sites.push_back({entry.key(), linear->weight, [linear](const at::Tensor& weight) { linear->weight = weight; }});
+    LinearSite site{entry.key(), linear->weight, nullptr, nullptr};
+    site.set_output_adapter = [linear](OutputAdapter adapter) { linear->set_output_adapter(std::move(adapter)); };
+    sites.push_back(std::move(site));
   }
   return sites;
 }
@@ -146,7 +146,7 @@ std::vector<LinearSite> SpecModel::linear_sites() const {
 std::vector<std::string> SpecModel::other_module_names() const {
   std::vector<std::string> names;
   for (const auto& entry : net_->named_modules("", /*include_self=*/false))
-    if (!std::dynamic_pointer_cast<torch::nn::LinearImpl>(entry.value())) names.push_back(entry.key());
+    if (!std::dynamic_pointer_cast<AdaptableLinearImpl>(entry.value())) names.push_back(entry.key());
   return names;
 }
 

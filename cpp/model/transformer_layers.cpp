@@ -14,8 +14,8 @@ TransformerLayerImpl::TransformerLayerImpl(const TransformerLayerOptions& o) : o
     cross.causal = false;  // PyTorch's memory_mask: none
     multihead_attn = register_module("multihead_attn", MultiheadAttention(cross));
   }
-  linear1 = register_module("linear1", torch::nn::Linear(torch::nn::LinearOptions(d, o.dim_feedforward).bias(bias)));
-  linear2 = register_module("linear2", torch::nn::Linear(torch::nn::LinearOptions(o.dim_feedforward, d).bias(bias)));
+  linear1 = register_module("linear1", AdaptableLinear(torch::nn::LinearOptions(d, o.dim_feedforward).bias(bias)));
+  linear2 = register_module("linear2", AdaptableLinear(torch::nn::LinearOptions(o.dim_feedforward, d).bias(bias)));
   auto norm = [&] { return torch::nn::LayerNorm(torch::nn::LayerNormOptions({d}).eps(o.layer_norm_eps)); };
   norm1 = register_module("norm1", norm());
   norm2 = register_module("norm2", norm());

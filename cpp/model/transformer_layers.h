@@ -6,9 +6,9 @@
 #pragma once
 
 #include <torch/nn/modules/common.h>
-#include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/normalization.h>
 
+#include "model/adaptable_linear.h"
 #include "model/attention.h"
 #include "model/layer_kind.h"
 
@@ -34,7 +34,7 @@ class TransformerLayerImpl : public torch::nn::Module {
 
   TransformerLayerOptions options;
   MultiheadAttention self_attn{nullptr}, multihead_attn{nullptr};
-  torch::nn::Linear linear1{nullptr}, linear2{nullptr};
+  AdaptableLinear linear1{nullptr}, linear2{nullptr};
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
 
  protected:

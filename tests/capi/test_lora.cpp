@@ -41,8 +41,9 @@ acc_options* lora_options(int64_t r, double alpha) {
   return o;
 }
 
-size_t add_lora(acc_model* m, const char* targets = kTargets, int64_t r = 2, double alpha = 4) {
+size_t add_lora(acc_model* m, const char* targets = kTargets, int64_t r = 2, double alpha = 4, double dropout = 0) {
   acc_options* o = lora_options(r, alpha);
+  EXPECT_EQ(acc_options_set_double(o, "lora_dropout", dropout), ACC_OK);
   size_t count = 0;
   EXPECT_EQ(acc_model_add_lora(m, targets, o, &count), ACC_OK) << acc_last_error_message();
   acc_options_free(o);
@@ -165,6 +166,12 @@ TEST(Lora, ReproducesPeftOnAScriptedPyTorchModel) {
   ACC_ASSERT_OK(acc_model_load_torchscript((dir + "/lora_model.pt").c_str(), &m));
   ACC_ASSERT_OK(acc_model_set_training(m, 0));
 
+  // Dropout on a layer's input has no form through the weight a TorchScript layer is adapted by.
+  acc_options* with_dropout = lora_options(2, 4);
+  ACC_ASSERT_OK(acc_options_set_double(with_dropout, "lora_dropout", 0.1));
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, "fc1", with_dropout, nullptr), ACC_ERR_UNSUPPORTED, "lora_dropout");
+  acc_options_free(with_dropout);
+
   // PEFT's draws from the global generator, in its module order, and the stream after them.
   ACC_ASSERT_OK(acc_set_seed(c["seed"].get<uint64_t>()));
   const std::string targets = c["targets"];
@@ -207,6 +214,55 @@ TEST(Lora, ReproducesPeftOnAScriptedPyTorchModel) {
   for (const auto& name : acc_test::parameter_names(m)) EXPECT_EQ(name.find("lora_"), std::string::npos) << name;
   ACC_ASSERT_OK(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y));
   EXPECT_LT(max_difference(to_floats(y), expected), 1e-5f);
+  acc_tensor_free(y);
+  acc_tensor_free(x);
+  acc_model_free(m);
+}
+
+TEST(Lora, SpecModelsComputeAsPeftWithDropout) {
+  // Layer-spec linear layers add B(A(dropout(x))) * scaling to their output, as PEFT's LoRA layer:
+  // the same dropout masks from the same seed, the same operations, the same numbers.
+  const std::string dir = acc_test::data_dir();
+  if (dir.empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  std::ifstream in(dir + "/lora_cases.json");
+  ASSERT_TRUE(in) << "run export_lora_cases.py first";
+  const json c = json::parse(in)["spec"];
+  acc_model* m = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(c["spec"].dump().c_str(), &m));
+  acc_tensor_list* state = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&state));
+  for (const auto& item : c["state"].items()) {
+    acc_tensor* t = from_json(item.value());
+    ACC_ASSERT_OK(acc_tensor_list_append(state, item.key().c_str(), t));
+    acc_tensor_free(t);
+  }
+  ACC_ASSERT_OK(acc_model_load_state_dict(m, state, 1));
+  acc_tensor_list_free(state);
+
+  ACC_ASSERT_OK(acc_set_seed(c["seed"].get<uint64_t>()));
+  acc_options* o = lora_options(c["r"], c["lora_alpha"]);
+  ACC_ASSERT_OK(acc_options_set_double(o, "lora_dropout", c["lora_dropout"]));
+  const std::string targets = c["targets"];
+  size_t count = 0;
+  ACC_ASSERT_OK(acc_model_add_lora(m, targets.c_str(), o, &count));
+  acc_options_free(o);
+  EXPECT_EQ(count, 3u);
+  acc_tensor_list* b = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&b));
+  for (const auto& item : c["initial_a"].items())
+    EXPECT_EQ(param(m, item.key() + ".lora_A.weight"), item.value()["values"].get<std::vector<float>>()) << item.key();
+  for (const auto& item : c["chosen_b"].items()) {
+    acc_tensor* t = from_json(item.value());
+    ACC_ASSERT_OK(acc_tensor_list_append(b, (item.key() + ".lora_B.weight").c_str(), t));
+    acc_tensor_free(t);
+  }
+  ACC_ASSERT_OK(acc_model_load_state_dict(m, b, 0));
+  acc_tensor_list_free(b);
+  ACC_ASSERT_OK(acc_model_set_training(m, 1));
+  acc_tensor* x = from_json(c["input"]);
+  acc_tensor* y = nullptr;
+  ACC_ASSERT_OK(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y));
+  EXPECT_EQ(to_floats(y), c["train_output"]["values"].get<std::vector<float>>());
   acc_tensor_free(y);
   acc_tensor_free(x);
   acc_model_free(m);
@@ -291,9 +347,9 @@ TEST(Lora, DamagedOrForeignAdapterFilesChangeNothing) {
   write_config(j);
   expect_refused(ACC_ERR_INVALID_ARGUMENT, "out_proj");
   j = json::parse(config_text);
-  j["lora_dropout"] = 0.1;
+  j["lora_dropout"] = 1.5;
   write_config(j);
-  expect_refused(ACC_ERR_UNSUPPORTED, "lora_dropout");
+  expect_refused(ACC_ERR_IO, "lora_dropout");
   std::ofstream(dir + "/adapter_config.json") << "{\"peft_type\": \"LORA\", \"r\":";
   expect_refused(ACC_ERR_IO, "adapter_config.json");
   write_config(json::parse(config_text));
@@ -333,7 +389,7 @@ TEST(Lora, SavedModelsHoldMergedWeights) {
 }
 
 TEST(Lora, CheckpointedLayersRecomputeWithTheAdapters) {
-  // The encoder layer recomputed in backward must see the adapted weights again.
+  // The encoder layer recomputed in backward must run its adapters again, with the same dropout masks.
   std::string spec = kNet;
   spec.replace(spec.find("\"batch_first\":true}"), 19, "\"batch_first\":true,\"checkpoint\":true}");
   std::vector<std::vector<float>> grads[2];
@@ -341,7 +397,7 @@ TEST(Lora, CheckpointedLayersRecomputeWithTheAdapters) {
     ACC_ASSERT_OK(acc_set_seed(5));
     acc_model* m = nullptr;
     ACC_ASSERT_OK(acc_model_from_spec(checkpointed ? spec.c_str() : kNet, &m));
-    add_lora(m);
+    add_lora(m, kTargets, 2, 4, 0.2);
     train(m, 3);  // B moves away from zero, so A gets gradients too
     acc_tensor* x = input();
     acc_tensor *out = nullptr, *loss = nullptr;
@@ -380,8 +436,6 @@ TEST(Lora, RefusesWhatItCannotHonour) {
   ACC_EXPECT_ERROR(acc_options_set_int(o, "r", 0), ACC_ERR_INVALID_ARGUMENT, "r");
   ACC_EXPECT_ERROR(acc_options_set_string(o, "init_lora_weights", "pissa"), ACC_ERR_INVALID_ARGUMENT,
                    "init_lora_weights");
-  ACC_ASSERT_OK(acc_options_set_double(o, "lora_dropout", 0.1));
-  ACC_EXPECT_ERROR(acc_model_add_lora(m, "0", o, nullptr), ACC_ERR_UNSUPPORTED, "lora_dropout");
   acc_options_free(o);
   acc_options* wrong_kind = nullptr;
   ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_OPTIMIZER, &wrong_kind));

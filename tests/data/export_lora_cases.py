@@ -6,7 +6,8 @@ nn.Linear(in, r, bias=False) and lora_B = nn.Linear(r, out, bias=False) are made
 default initialisation), then A is Kaiming-uniform re-initialised and B zeroed; the layer's output
 becomes base(x) + lora_B(lora_A(x)) * lora_alpha / r. Written: lora_model.pt (TorchScript) and
 lora_cases.json (the initial A matrices after manual_seed(1234), the next draw from the global
-generator, chosen B matrices, an input, PEFT's output and the merged weights).
+generator, chosen B matrices, an input, PEFT's output and the merged weights) and, for the same
+network written as a layer spec, PEFT's output in training mode with lora_dropout (its "spec" case).
 
 Run with Debian's python3-torch: python3 export_lora_cases.py OUTPUT_DIR
 """
@@ -40,6 +41,65 @@ def targeted(name, targets):
     return any(name == t or name.endswith("." + t) for t in targets)
 
 
+def make_adapters(model, targets, r):
+    """PEFT's adapters for the targeted nn.Linear layers, drawn as PEFT draws them."""
+    adapters = {}
+    for name, module in model.named_modules():
+        if not targeted(name, targets):
+            continue
+        lora_a = nn.Linear(module.in_features, r, bias=False)
+        lora_b = nn.Linear(r, module.out_features, bias=False)
+        nn.init.kaiming_uniform_(lora_a.weight, a=math.sqrt(5))
+        nn.init.zeros_(lora_b.weight)
+        adapters[name] = (lora_a.weight.detach().clone(), lora_b.weight.detach().clone())
+    return adapters
+
+
+def peft_forward(model, adapters, chosen_b, scaling, dropout, x):
+    """PEFT's Linear.forward on the adapted layers: base(x) + lora_B(lora_A(dropout(x))) * scaling."""
+    modules = dict(model.named_modules())
+
+    def hook(name):
+        a, b = adapters[name][0], chosen_b[name]
+        return lambda m, inputs, output: output + F.linear(
+            F.linear(F.dropout(inputs[0], dropout, m.training), a), b) * scaling
+
+    handles = [modules[name].register_forward_hook(hook(name)) for name in adapters]
+    y = model(x)
+    for h in handles:
+        h.remove()
+    return y
+
+
+# Net as a layer spec: fc1 is layer 0, block.0 layer 2, norm layer 4, head layer 5.
+SPEC = [{"type": "linear", "in_features": 6, "out_features": 8}, {"type": "tanh"},
+        {"type": "linear", "in_features": 8, "out_features": 8}, {"type": "relu"},
+        {"type": "layernorm", "normalized_shape": 8}, {"type": "linear", "in_features": 8, "out_features": 3}]
+SPEC_NAMES = {"fc1": "0", "block.0": "2", "norm": "4", "head": "5"}
+
+
+def spec_case(model, g):
+    """PEFT with lora_dropout 0.3 in training mode on Net, named as the spec model names it."""
+    targets, r, alpha, dropout, seed = ["0", "2", "5"], 2, 6.0, 0.3, 11
+    net_targets = [n for n, s in SPEC_NAMES.items() if s in targets]
+    torch.manual_seed(seed)
+    adapters = make_adapters(model, net_targets, r)
+    chosen_b = {name: 0.3 * torch.randn(b.shape, generator=g) for name, (a, b) in adapters.items()}
+    x = torch.randn(4, 6, generator=g)
+    model.train()
+    y = peft_forward(model, adapters, chosen_b, alpha / r, dropout, x)
+    model.eval()
+    state = {}
+    for key, value in model.state_dict().items():
+        module, _, leaf = key.rpartition(".")
+        state[SPEC_NAMES[module] + "." + leaf] = tensor(value)
+    return {"spec": SPEC, "state": state, "targets": ",".join(targets), "r": r, "lora_alpha": alpha,
+            "lora_dropout": dropout, "seed": seed,
+            "initial_a": {SPEC_NAMES[n]: tensor(a) for n, (a, b) in adapters.items()},
+            "chosen_b": {SPEC_NAMES[n]: tensor(b) for n, b in chosen_b.items()},
+            "input": tensor(x), "train_output": tensor(y)}
+
+
 def main(out_dir):
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -50,37 +110,22 @@ def main(out_dir):
     targets, r, alpha = ["fc1", "0", "head"], 4, 8.0
     scaling = alpha / r
     torch.manual_seed(1234)
-    adapters = {}
-    for name, module in model.named_modules():
-        if not targeted(name, targets):
-            continue
-        lora_a = nn.Linear(module.in_features, r, bias=False)
-        lora_b = nn.Linear(r, module.out_features, bias=False)
-        nn.init.kaiming_uniform_(lora_a.weight, a=math.sqrt(5))
-        nn.init.zeros_(lora_b.weight)
-        adapters[name] = (lora_a.weight.detach().clone(), lora_b.weight.detach().clone())
+    adapters = make_adapters(model, targets, r)
     next_draw = torch.rand(3)
 
     # Trained-looking B matrices, so that the adapters change the output.
     g = torch.Generator().manual_seed(99)
     chosen_b = {name: 0.3 * torch.randn(b.shape, generator=g) for name, (a, b) in adapters.items()}
     modules = dict(model.named_modules())
-
-    def hook(name):
-        a, b = adapters[name][0], chosen_b[name]
-        return lambda m, inputs, output: output + F.linear(F.linear(inputs[0], a), b) * scaling
-
-    handles = [modules[name].register_forward_hook(hook(name)) for name in adapters]
     x = torch.randn(5, 6, generator=g)
-    y = model(x)
-    for h in handles:
-        h.remove()
+    y = peft_forward(model, adapters, chosen_b, scaling, 0.0, x)
     merged = {name + ".weight": modules[name].weight + (chosen_b[name] @ adapters[name][0]) * scaling
               for name in adapters}
     case = {"targets": ",".join(targets), "r": r, "lora_alpha": alpha, "seed": 1234,
             "modules": list(adapters), "initial_a": {n: tensor(a) for n, (a, b) in adapters.items()},
             "next_draw": tensor(next_draw), "chosen_b": {n: tensor(b) for n, b in chosen_b.items()},
-            "input": tensor(x), "output": tensor(y), "merged": {n: tensor(w) for n, w in merged.items()}}
+            "input": tensor(x), "output": tensor(y), "merged": {n: tensor(w) for n, w in merged.items()},
+            "spec": spec_case(model, g)}
     (out / "lora_cases.json").write_text(json.dumps(case))
 
 

@@ -1,0 +1,31 @@
+// torch::nn::Linear whose output an adapter may amend: LoRA's B(A(dropout(x))) * scaling as PEFT
+// adds it (model/lora.h). The layers of a spec model use it wherever PyTorch uses nn.Linear, so
+// parameters, names, initialisation and arithmetic are Linear's while no adapter is set.
+#pragma once
+
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/pimpl.h>
+
+#include <utility>
+
+#include "model/output_adapter.h"
+
+namespace acc {
+
+class AdaptableLinearImpl : public torch::nn::LinearImpl {
+ public:
+  using torch::nn::LinearImpl::LinearImpl;
+
+  at::Tensor forward(const at::Tensor& input) {
+    at::Tensor output = torch::nn::LinearImpl::forward(input);
+    return adapter_ ? adapter_(input, output, is_training()) : output;
+  }
+  // An empty adapter removes it.
+  void set_output_adapter(OutputAdapter adapter) { adapter_ = std::move(adapter); }
+
+ private:
+  OutputAdapter adapter_;
+};
+TORCH_MODULE(AdaptableLinear);
+
+}  // namespace acc
