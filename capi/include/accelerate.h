@@ -461,6 +461,14 @@ ACC_API ACC_NODISCARD acc_status acc_model_set_graph_optimization(acc_model *mod
  *   {"type":"transformer_encoder_layer","d_model":64,"nhead":4,"dim_feedforward":256,"dropout":0.1,
  *    "activation":"gelu","layer_norm_eps":1e-5,"batch_first":true,"norm_first":true,"causal":true}
  *   {"type":"transformer_decoder_layer", the encoder layer's arguments, "memory":{"layer":3}}
+ * Padding masks (PyTorch's names; absent by default) are tensors the layer reads, named as
+ * "memory" is: multihead_attention's "key_padding_mask", transformer_encoder_layer's
+ * "src_key_padding_mask", transformer_decoder_layer's "tgt_key_padding_mask" and
+ * "memory_key_padding_mask", e.g. "src_key_padding_mask":{"input":1}. A mask is [batch, keys]
+ * whatever batch_first says ([keys] unbatched), bool (true: ignore that key) or floating (added to
+ * the scores); with "causal" both apply, as PyTorch merges attn_mask and key_padding_mask. A query
+ * whose keys are all masked gets NaN, as in PyTorch 1.13. A mask of the wrong shape, dtype or device
+ * makes acc_model_forward fail with ACC_ERR_INVALID_ARGUMENT naming the layer and the mask.
  *   {"type":"positional_embedding","num_embeddings":512,"embedding_dim":64}  (learned, added)
  *   {"type":"sinusoidal_positional_encoding","embedding_dim":64}  (fixed, added; no parameters)
  *   {"type":"rmsnorm","normalized_shape":[64],"eps":1e-6}  (eps null: the dtype's epsilon)

@@ -3,9 +3,9 @@
 #include <torch/nn/init.h>
 
 #include <cmath>
-#include <limits>
 
 #include "common/error.h"
+#include "model/attention_mask.h"
 
 namespace acc {
 
@@ -26,7 +26,8 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(const AttentionOptions& o) : opti
   }
 }
 
-at::Tensor MultiheadAttentionImpl::attend(const at::Tensor& x, const at::Tensor& key_value) {
+at::Tensor MultiheadAttentionImpl::attend(const at::Tensor& x, const at::Tensor& key_value,
+                                          const at::Tensor& key_padding_mask) {
   const int64_t e = options.embed_dim, heads = options.num_heads, d = e / heads;
   require(x.dim() == 3 && x.size(2) == e, "multihead_attention: expected a query [batch, time, ", e,
           "] (batch first), got ", x.sizes());
@@ -50,21 +51,22 @@ at::Tensor MultiheadAttentionImpl::attend(const at::Tensor& x, const at::Tensor&
     return p.reshape({b, n, heads, d}).transpose(1, 2).reshape({b * heads, n, d});
   };
   const at::Tensor q = split(q_kv[0], t) / std::sqrt(static_cast<double>(d)), k = split(q_kv[1], s).transpose(1, 2);
-  at::Tensor scores;
-  if (options.causal) {  // -inf above the diagonal, added by the product itself (PyTorch's baddbmm)
-    scores = at::baddbmm(at::full({t, s}, -std::numeric_limits<double>::infinity(), q.options()).triu(1), q, k);
-  } else {
-    scores = at::bmm(q, k);
-  }
+  // The masks are added by the product itself (PyTorch's baddbmm).
+  const at::Tensor bias = attention_bias(options.causal, key_padding_mask, heads, t, s, q.options());
+  const at::Tensor scores = bias.defined() ? at::baddbmm(bias, q, k) : at::bmm(q, k);
   at::Tensor weights = at::softmax(scores, -1);
   if (options.dropout > 0) weights = at::dropout(weights, options.dropout, is_training());
   at::Tensor out = at::bmm(weights, split(q_kv[2], s)).view({b, heads, t, d}).transpose(1, 2).reshape({b, t, e});
   return out_proj->forward(out);
 }
 
-at::Tensor MultiheadAttentionImpl::forward(const at::Tensor& query, const at::Tensor& key_value) {
-  return apply_batch_first("multihead_attention", options.batch_first, query, key_value,
-                           [this](const at::Tensor& x, const at::Tensor& m) { return attend(x, m); });
+at::Tensor MultiheadAttentionImpl::forward(const at::Tensor& query, const at::Tensor& key_value,
+                                           const at::Tensor& key_padding_mask) {
+  const char* layer = "multihead_attention";
+  return apply_batch_first(layer, options.batch_first, query, key_value, [&](const at::Tensor& x, const at::Tensor& m) {
+    const at::Tensor& keys = m.defined() ? m : x;
+    return attend(x, m, checked_key_padding_mask(layer, "key_padding_mask", key_padding_mask, query.dim() == 2, keys));
+  });
 }
 
 at::Tensor apply_batch_first(const char* layer, bool batch_first, const at::Tensor& x, const at::Tensor& memory,
@@ -82,7 +84,7 @@ at::Tensor apply_batch_first(const char* layer, bool batch_first, const at::Tens
 }
 
 std::vector<std::string> attention_script(const std::string& owner, const AttentionOptions& o,
-                                          const std::string& key_value) {
+                                          const std::string& key_value, const std::string& key_padding_mask) {
   const std::string heads = std::to_string(o.num_heads), d = std::to_string(o.embed_dim / o.num_heads);
   const std::string e = std::to_string(o.embed_dim), e2 = std::to_string(2 * o.embed_dim);
   const std::string bias_out = o.bias ? owner + ".out_proj.bias" : "None";
@@ -106,11 +108,10 @@ std::vector<std::string> attention_script(const std::string& owner, const Attent
       "v = qkv[2].reshape([b, n, " + heads + ", " + d + "]).transpose(1, 2).reshape([" + bh + ", n, " + d + "])",
       "q = q / " + script_float(std::sqrt(static_cast<double>(o.embed_dim / o.num_heads))),
   });
-  if (o.causal)
-    lines.push_back("s = torch.baddbmm(torch.full([t, n], float(\"-inf\"), dtype=q.dtype, device=q.device).triu(1), q, "
-                    "k.transpose(1, 2))");
-  else
-    lines.push_back("s = torch.bmm(q, k.transpose(1, 2))");
+  const auto bias = attention_bias_script(o.causal, key_padding_mask, o.num_heads);
+  lines.insert(lines.end(), bias.begin(), bias.end());
+  lines.push_back(bias.empty() ? "s = torch.bmm(q, k.transpose(1, 2))"
+                               : "s = torch.baddbmm(bias, q, k.transpose(1, 2))");
   lines.push_back("a = torch.softmax(s, -1)");
   if (o.dropout > 0) lines.push_back("a = torch.dropout(a, " + script_float(o.dropout) + ", self.training)");
   lines.push_back("h = torch.bmm(a, v).view([b, " + heads + ", t, " + d + "]).transpose(1, 2).reshape([b, t, " + e + "])");
@@ -118,9 +119,11 @@ std::vector<std::string> attention_script(const std::string& owner, const Attent
   return lines;
 }
 
-std::vector<std::string> to_batch_first_script(bool batch_first, const std::string& memory) {
+std::vector<std::string> to_batch_first_script(bool batch_first, const std::string& memory,
+                                               const std::vector<std::string>& masks) {
   std::vector<std::string> lines = {"unbatched = x.dim() == 2", "if unbatched:", "    h = x.unsqueeze(0)"};
   if (!memory.empty()) lines.push_back("    m = " + memory + ".unsqueeze(0)");
+  for (const auto& mask : masks) lines.push_back("    " + mask + " = " + mask + ".unsqueeze(0)");
   lines.push_back("else:");
   lines.push_back(batch_first ? "    h = x" : "    h = x.transpose(0, 1)");
   if (!memory.empty()) lines.push_back("    m = " + memory + (batch_first ? "" : ".transpose(0, 1)"));
@@ -153,13 +156,16 @@ LayerKind multihead_attention_kind() {
            {"bias", Arg::Bool, true},
            {"batch_first", Arg::Bool, false},
            {"causal", Arg::Bool, false},
-           {"key_value", Arg::Source, nullptr}},  // cross-attention's keys and values; null: self-attention
+           {"key_value", Arg::Source, nullptr},  // cross-attention's keys and values; null: self-attention
+           {"key_padding_mask", Arg::Source, nullptr}},
           [](const nlohmann::json& a) { return torch::nn::AnyModule(MultiheadAttention(attention_options(a))); },
           [](const nlohmann::json& a) {
             const AttentionOptions o = attention_options(a);
-            const bool cross = !a["key_value"].is_null();
-            auto lines = to_batch_first_script(o.batch_first, cross ? "key_value" : "");
-            for (auto& line : attention_script("self", o, cross ? "m" : "")) lines.push_back(line);
+            const bool cross = !a["key_value"].is_null(), padded = !a["key_padding_mask"].is_null();
+            const std::vector<std::string> masks(padded ? 1 : 0, "key_padding_mask");
+            auto lines = to_batch_first_script(o.batch_first, cross ? "key_value" : "", masks);
+            for (auto& line : attention_script("self", o, cross ? "m" : "", padded ? masks[0] : ""))
+              lines.push_back(line);
             for (auto& line : from_batch_first_script(o.batch_first)) lines.push_back(line);
             lines.push_back("return x");
             return script_lines(lines);

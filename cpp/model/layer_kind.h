@@ -28,7 +28,8 @@ struct LayerKind {
   std::vector<ArgSpec> args;
   std::function<torch::nn::AnyModule(const nlohmann::json&)> build;
   // The body of `forward(self, x, <Source arguments present>)`, indented by 4 spaces after its
-  // first line; the module's forward takes the same tensors in the same order.
+  // first line. The module's forward takes x, then one tensor per Source argument in this order
+  // (undefined where the spec leaves it out).
   std::function<std::string(const nlohmann::json&)> script;
 };
 

@@ -314,6 +314,7 @@ std::vector<LayerSpec> parse_layer_specs(const std::string& json_spec) {
                           : i == 0             ? TensorSource{true, 0}
                                                : TensorSource{false, static_cast<int64_t>(i) - 1});
     spec.input_names.push_back("x");
+    spec.slots.push_back(0);
     for (auto& item : layer.items()) {
       if (item.key() == "type" || item.key() == "checkpoint" || item.key() == "from") continue;
       bool known = false;
@@ -337,11 +338,15 @@ std::vector<LayerSpec> parse_layer_specs(const std::string& json_spec) {
         fail(Status::InvalidArgument, where, ": missing required argument '", arg.name, "'");
       }
     }
-    for (auto& arg : kind.args)
-      if (arg.kind == Arg::Source && !spec.args[arg.name].is_null()) {
-        spec.inputs.push_back(checked_source(spec.args[arg.name], where, arg.name));
-        spec.input_names.push_back(arg.name);
-      }
+    size_t slot = 0;
+    for (auto& arg : kind.args) {
+      if (arg.kind != Arg::Source) continue;
+      ++slot;
+      if (spec.args[arg.name].is_null()) continue;
+      spec.inputs.push_back(checked_source(spec.args[arg.name], where, arg.name));
+      spec.input_names.push_back(arg.name);
+      spec.slots.push_back(slot);
+    }
     for (const auto& source : spec.inputs)
       require(source.model_input || static_cast<size_t>(source.index) < i, where,
               ": a layer reads only earlier layers' outputs, not layer ", source.index, "'s");

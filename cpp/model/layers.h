@@ -26,6 +26,9 @@ struct LayerSpec {
   std::vector<TensorSource> inputs;
   // The names of those tensors in its TorchScript forward: "x", then the Source arguments' names.
   std::vector<std::string> input_names;
+  // Their positions among the module forward's tensor arguments (0 for the input; a Source
+  // argument's position counts the absent ones before it).
+  std::vector<size_t> slots;
 };
 
 // Parses and validates a JSON array of layers; errors name the layer index and the argument.

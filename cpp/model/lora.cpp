@@ -169,12 +169,10 @@ at::Tensor adapted_weight(const at::Tensor& w, const at::Tensor& a, const at::Te
 
 }  // namespace
 
-LoraAdapters::Applied LoraAdapters::apply(const std::string& layer) const {
+LoraAdapters::Applied LoraAdapters::apply() const {
   std::vector<const LoraAdapter*> applied;
   for (const auto& adapter : adapters_) {
-    const std::string& module = adapter.site.module;
     if (adapter.site.set_output_adapter) continue;  // adapts its output itself
-    if (!layer.empty() && module != layer && module.rfind(layer + ".", 0) != 0) continue;
     const at::Tensor& w = adapter.site.weight;
     adapter.site.use_weight(adapted_weight(w, adapter.a, adapter.b, config_.scaling()));
     applied.push_back(&adapter);

@@ -74,8 +74,8 @@ class LoraAdapters {
   // "<module>.lora_A.weight" and "<module>.lora_B.weight" per adapter, in order.
   NamedTensors named_parameters() const;
 
-  // While the returned guard lives, the weight-adapted layers whose module is `layer` or below it
-  // ("" for all) compute with W + (B A) * scaling; autograd reaches A and B through it.
+  // While the returned guard lives, the weight-adapted layers compute with W + (B A) * scaling;
+  // autograd reaches A and B through it.
   class Applied {
    public:
     explicit Applied(std::vector<const LoraAdapter*> applied) : applied_(std::move(applied)) {}
@@ -87,7 +87,7 @@ class LoraAdapters {
    private:
     std::vector<const LoraAdapter*> applied_;
   };
-  Applied apply(const std::string& layer = "") const;
+  Applied apply() const;
 
   // `state` (a state dict with the adapters' entries) with every adapted weight merged
   // (W + (B A) * scaling, in W's dtype) and the adapters' entries left out: the base model's layout.

@@ -53,9 +53,20 @@ SpecModel::SpecModel(std::vector<LayerSpec> layers)
 
 at::Tensor SpecModel::run_layer(size_t i, const std::vector<at::Tensor>& inputs) {
   auto& layer = *(net_->begin() + static_cast<std::ptrdiff_t>(i));
-  if (inputs.size() == 1) return layer.forward(inputs[0]);
-  if (inputs.size() == 2) return layer.forward(inputs[0], inputs[1]);
-  fail(Status::Internal, "a layer reads 1 or 2 tensors, not ", inputs.size());
+  std::vector<at::Tensor> in(layers_[i].slots.back() + 1);  // undefined where the spec names no tensor
+  for (size_t k = 0; k < inputs.size(); ++k) in[layers_[i].slots[k]] = inputs[k];
+  try {
+    switch (in.size()) {
+      case 1: return layer.forward(in[0]);
+      case 2: return layer.forward(in[0], in[1]);
+      case 3: return layer.forward(in[0], in[1], in[2]);
+      case 4: return layer.forward(in[0], in[1], in[2], in[3]);
+    }
+  } catch (const Error& e) {
+    if (e.status() != Status::InvalidArgument) throw;
+    fail(Status::InvalidArgument, "layer ", i, ": ", e.what());  // which of the spec's layers
+  }
+  fail(Status::Internal, "a layer reads 1 to 4 tensors, not ", in.size());
 }
 
 NamedTensors SpecModel::forward(const std::vector<at::Tensor>& inputs) {

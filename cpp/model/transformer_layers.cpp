@@ -1,6 +1,7 @@
 #include "model/transformer_layers.h"
 
 #include "common/error.h"
+#include "model/attention_mask.h"
 
 namespace acc {
 
@@ -27,9 +28,10 @@ at::Tensor TransformerLayerImpl::dropout(const at::Tensor& x) {
   return p > 0 ? at::dropout(x, p, is_training()) : x;
 }
 
-at::Tensor TransformerLayerImpl::block(const at::Tensor& x, const at::Tensor& memory) {
-  auto attention = [&](const at::Tensor& h) { return dropout(self_attn->attend(h)); };
-  auto cross = [&](const at::Tensor& h) { return dropout(multihead_attn->attend(h, memory)); };
+at::Tensor TransformerLayerImpl::block(const at::Tensor& x, const at::Tensor& key_padding_mask,
+                                       const at::Tensor& memory, const at::Tensor& memory_key_padding_mask) {
+  auto attention = [&](const at::Tensor& h) { return dropout(self_attn->attend(h, {}, key_padding_mask)); };
+  auto cross = [&](const at::Tensor& h) { return dropout(multihead_attn->attend(h, memory, memory_key_padding_mask)); };
   auto feed_forward = [&](const at::Tensor& h) {
     at::Tensor inner = linear1->forward(h);
     inner = options.gelu ? at::gelu(inner) : at::relu(inner);
@@ -47,12 +49,19 @@ at::Tensor TransformerLayerImpl::block(const at::Tensor& x, const at::Tensor& me
   return last_norm->forward(h + feed_forward(h));
 }
 
-at::Tensor TransformerLayerImpl::forward(const at::Tensor& x, const at::Tensor& memory) {
-  const char* layer = options.cross_attention ? "transformer_decoder_layer" : "transformer_encoder_layer";
-  require(memory.defined() == options.cross_attention, layer,
-          options.cross_attention ? ": needs the memory it attends to" : ": takes one input");
-  return apply_batch_first(layer, options.attention.batch_first, x, memory,
-                           [this](const at::Tensor& h, const at::Tensor& m) { return block(h, m); });
+at::Tensor TransformerLayerImpl::forward(const at::Tensor& x, const at::Tensor& key_padding_mask,
+                                         const at::Tensor& memory, const at::Tensor& memory_key_padding_mask) {
+  const bool decoder = options.cross_attention;
+  const char* layer = decoder ? "transformer_decoder_layer" : "transformer_encoder_layer";
+  require(memory.defined() == decoder && (decoder || !memory_key_padding_mask.defined()), layer,
+          decoder ? ": needs the memory it attends to" : ": takes no memory");
+  const char* mask = decoder ? "tgt_key_padding_mask" : "src_key_padding_mask";
+  const bool unbatched = x.dim() == 2;
+  auto body = [&](const at::Tensor& h, const at::Tensor& m) {
+    return block(h, checked_key_padding_mask(layer, mask, key_padding_mask, unbatched, h), m,
+                 checked_key_padding_mask(layer, "memory_key_padding_mask", memory_key_padding_mask, unbatched, m));
+  };
+  return apply_batch_first(layer, options.attention.batch_first, x, memory, body);
 }
 
 namespace {
@@ -76,7 +85,8 @@ TransformerLayerOptions layer_options(const nlohmann::json& a, bool decoder) {
   return o;
 }
 
-std::string layer_script(const TransformerLayerOptions& o) {
+// The masks are the names of the forward's mask arguments, empty when absent.
+std::string layer_script(const TransformerLayerOptions& o, const std::string& mask, const std::string& memory_mask) {
   const std::string d = std::to_string(o.attention.embed_dim), eps = script_float(o.layer_norm_eps);
   const std::string drop = o.attention.dropout > 0 ? script_float(o.attention.dropout) : "";
   auto dropped = [&](const std::string& v) {
@@ -97,18 +107,21 @@ std::string layer_script(const TransformerLayerOptions& o) {
   };
   const bool decoder = o.cross_attention;
   const char* last_norm = decoder ? "norm3" : "norm2";
-  auto lines = to_batch_first_script(o.attention.batch_first, decoder ? "memory" : "");
+  std::vector<std::string> masks;
+  for (const auto& name : {mask, memory_mask})
+    if (!name.empty()) masks.push_back(name);
+  auto lines = to_batch_first_script(o.attention.batch_first, decoder ? "memory" : "", masks);
   auto append = [&](const std::vector<std::string>& more) { lines.insert(lines.end(), more.begin(), more.end()); };
   // Each attention block reads `h` and leaves its output there; `y` holds the residual stream.
   lines.push_back("y = h");
   if (o.norm_first) lines.push_back("h = " + norm("norm1", "y"));
-  append(attention_script("self.self_attn", o.attention));
+  append(attention_script("self.self_attn", o.attention, "", mask));
   lines.push_back(o.norm_first ? "y = y + " + dropped("h") : "y = " + norm("norm1", "y + " + dropped("h")));
   if (decoder) {
     AttentionOptions cross = o.attention;
     cross.causal = false;
     lines.push_back(o.norm_first ? "h = " + norm("norm2", "y") : "h = y");
-    append(attention_script("self.multihead_attn", cross, "m"));
+    append(attention_script("self.multihead_attn", cross, "m", memory_mask));
     lines.push_back(o.norm_first ? "y = y + " + dropped("h") : "y = " + norm("norm2", "y + " + dropped("h")));
   }
   lines.push_back(o.norm_first ? "h = y + " + feed_forward(norm(last_norm, "y"))
@@ -132,11 +145,22 @@ std::vector<ArgSpec> layer_args() {
 
 LayerKind layer_kind(bool decoder) {
   auto args = layer_args();
-  // nn.TransformerDecoderLayer.forward(tgt, memory): by default the model's second input.
-  if (decoder) args.push_back({"memory", Arg::Source, nlohmann::json{{"input", 1}}});
+  // In TransformerLayerImpl::forward's order. The memory (nn.TransformerDecoderLayer.forward(tgt,
+  // memory)) is by default the model's second input; the masks are read only when named.
+  const char* mask = decoder ? "tgt_key_padding_mask" : "src_key_padding_mask";
+  args.push_back({mask, Arg::Source, nullptr});
+  if (decoder) {
+    args.push_back({"memory", Arg::Source, nlohmann::json{{"input", 1}}});
+    args.push_back({"memory_key_padding_mask", Arg::Source, nullptr});
+  }
+  auto named = [](const nlohmann::json& a, const char* name) {
+    return a.value(name, nlohmann::json()).is_null() ? "" : name;
+  };
   return {args,
           [decoder](const nlohmann::json& a) { return torch::nn::AnyModule(TransformerLayer(layer_options(a, decoder))); },
-          [decoder](const nlohmann::json& a) { return layer_script(layer_options(a, decoder)); }};
+          [decoder, mask, named](const nlohmann::json& a) {
+            return layer_script(layer_options(a, decoder), named(a, mask), named(a, "memory_key_padding_mask"));
+          }};
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
 // nn.TransformerEncoderLayer and nn.TransformerDecoderLayer as PyTorch computes them, over our
 // attention: their arguments (batch_first and norm_first included, which libtorch 1.13's C++
 // layers lack), their parameter names (self_attn.*, multihead_attn.*, linear1, linear2,
-// norm1..norm3) and order of initialisation, and a `causal` flag on the self-attention (a GPT-style
-// block is a causal encoder layer; a decoder's target mask is usually causal too).
+// norm1..norm3) and order of initialisation, a `causal` flag on the self-attention (a GPT-style
+// block is a causal encoder layer; a decoder's target mask is usually causal too) and PyTorch's key
+// padding masks (src_/tgt_key_padding_mask, memory_key_padding_mask; attention_mask.h).
 #pragma once
 
 #include <torch/nn/modules/common.h>
@@ -28,9 +29,12 @@ struct TransformerLayerOptions {
 class TransformerLayerImpl : public torch::nn::Module {
  public:
   explicit TransformerLayerImpl(const TransformerLayerOptions& options);
-  // x [T, B, E] ([B, T, E] when batch_first) or unbatched [T, E]; memory (decoder layers only)
-  // [S, B, E] in the same layout.
-  at::Tensor forward(const at::Tensor& x, const at::Tensor& memory = {});
+  // x [T, B, E] ([B, T, E] when batch_first) or unbatched [T, E]; key_padding_mask (PyTorch's
+  // src_ or tgt_key_padding_mask) [B, T] or undefined; memory (decoder layers only) [S, B, E] in x's
+  // layout and its memory_key_padding_mask [B, S] or undefined. (The order of the layer spec's
+  // tensor arguments, layer_kind.h.)
+  at::Tensor forward(const at::Tensor& x, const at::Tensor& key_padding_mask = {}, const at::Tensor& memory = {},
+                     const at::Tensor& memory_key_padding_mask = {});
 
   TransformerLayerOptions options;
   MultiheadAttention self_attn{nullptr}, multihead_attn{nullptr};
@@ -38,10 +42,13 @@ class TransformerLayerImpl : public torch::nn::Module {
   torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr}, norm3{nullptr};
 
  protected:
-  FORWARD_HAS_DEFAULT_ARGS({1, torch::nn::AnyValue(at::Tensor())})
+  FORWARD_HAS_DEFAULT_ARGS({1, torch::nn::AnyValue(at::Tensor())}, {2, torch::nn::AnyValue(at::Tensor())},
+                          {3, torch::nn::AnyValue(at::Tensor())})
 
  private:
-  at::Tensor block(const at::Tensor& x, const at::Tensor& memory);  // batch first
+  // Batch first, masks checked.
+  at::Tensor block(const at::Tensor& x, const at::Tensor& key_padding_mask, const at::Tensor& memory,
+                   const at::Tensor& memory_key_padding_mask);
   at::Tensor dropout(const at::Tensor& x);
 };
 TORCH_MODULE(TransformerLayer);

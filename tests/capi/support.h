@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,14 @@ inline acc_tensor* longs(const std::vector<int64_t>& values, const std::vector<i
   return t;
 }
 
+// A bool tensor (a padding mask) from 0/1 values.
+inline acc_tensor* bools(const std::vector<uint8_t>& values, const std::vector<int64_t>& dims) {
+  acc_tensor* t = nullptr;
+  if (acc_tensor_from_host(values.data(), values.size(), dims.data(), dims.size(), ACC_DTYPE_BOOL, &t) != ACC_OK)
+    ADD_FAILURE() << acc_last_error_message();
+  return t;
+}
+
 // The elements of a tensor of element type T (float32: float, int64: int64_t), in row-major order.
 template <typename T>
 std::vector<T> to_host(const acc_tensor* t) {
@@ -78,6 +87,29 @@ inline double item(const acc_tensor* t) {
   double v = 0;
   EXPECT_EQ(acc_tensor_item(t, &v), ACC_OK) << acc_last_error_message();
   return v;
+}
+
+// The one output of a forward over several inputs (ACC_FORWARD_* flags).
+inline acc_tensor* forward(acc_model* m, const std::vector<acc_tensor*>& inputs, uint32_t flags) {
+  acc_tensor_list* out = nullptr;
+  acc_tensor* y = nullptr;
+  EXPECT_EQ(acc_model_forward(m, inputs.data(), inputs.size(), flags, &out), ACC_OK) << acc_last_error_message();
+  if (out) EXPECT_EQ(acc_tensor_list_get(out, 0, &y), ACC_OK);
+  acc_tensor_list_free(out);
+  return y;
+}
+
+// Cross-entropy of logits [B, T, V] against targets [B, T] (-100: ignored), reshaped as PyTorch
+// users do.
+inline acc_tensor* sequence_loss(acc_tensor* logits, acc_tensor* targets, int64_t vocab) {
+  const int64_t flat_logits[] = {-1, vocab}, flat_targets[] = {-1};
+  acc_tensor *l = nullptr, *t = nullptr, *loss = nullptr;
+  EXPECT_EQ(acc_tensor_reshape(logits, flat_logits, 2, &l), ACC_OK) << acc_last_error_message();
+  EXPECT_EQ(acc_tensor_reshape(targets, flat_targets, 1, &t), ACC_OK) << acc_last_error_message();
+  EXPECT_EQ(acc_loss_cross_entropy(l, t, ACC_REDUCTION_MEAN, 0.0, &loss), ACC_OK) << acc_last_error_message();
+  acc_tensor_free(l);
+  acc_tensor_free(t);
+  return loss;
 }
 
 // A file's bytes ("" when it cannot be read).
@@ -102,11 +134,18 @@ inline std::vector<std::string> parameter_names(const acc_model* m) {
   return out;
 }
 
-// The largest elementwise difference of two equally long vectors.
+// The largest elementwise difference of two equally long vectors; NaN matches only NaN (infinity
+// otherwise: std::max would skip it).
 inline float max_difference(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());
   float worst = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) worst = std::max(worst, std::fabs(a[i] - b[i]));
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    if (std::isnan(a[i]) || std::isnan(b[i])) {
+      if (std::isnan(a[i]) != std::isnan(b[i])) return std::numeric_limits<float>::infinity();
+      continue;
+    }
+    worst = std::max(worst, std::fabs(a[i] - b[i]));
+  }
   return worst;
 }
 

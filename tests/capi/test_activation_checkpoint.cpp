@@ -24,13 +24,17 @@ std::string spec(bool checkpoint) {
 
 // An encoder-decoder over float inputs [2, 5, 6] and [2, 4, 6]: the checkpointed decoder layers
 // pass gradients back both to their input and to the memory (the checkpointed encoder's output).
-std::string encoder_decoder_spec(bool checkpoint) {
+// Padded: the layers also read padding masks of the source and the target (inputs 2 and 3).
+std::string encoder_decoder_spec(bool checkpoint, bool padded = false) {
   const std::string c = checkpoint ? R"(,"checkpoint":true)" : "";
+  const std::string source_mask = padded ? R"(,"src_key_padding_mask":{"input":2})" : "";
+  const std::string masks =
+      padded ? R"(,"tgt_key_padding_mask":{"input":3},"memory_key_padding_mask":{"input":2})" : "";
   const std::string decoder = R"({"type":"transformer_decoder_layer","d_model":32,"nhead":4,"dim_feedforward":64,
-      "dropout":0.2,"batch_first":true,"causal":true,"memory":{"layer":1})" + c + "}";
+      "dropout":0.2,"batch_first":true,"causal":true,"memory":{"layer":1})" + masks + c + "}";
   return R"([{"type":"linear","in_features":6,"out_features":32},
              {"type":"transformer_encoder_layer","d_model":32,"nhead":4,"dim_feedforward":64,"dropout":0.2,
-              "batch_first":true)" + c + R"(},
+              "batch_first":true)" + source_mask + c + R"(},
              {"type":"linear","in_features":6,"out_features":32,"from":{"input":1}},)" + decoder + "," + decoder +
          R"(,{"type":"linear","in_features":32,"out_features":3}])";
 }
@@ -41,8 +45,9 @@ struct Pass {
 };
 
 // Builds the model from seed 3, trains one forward/backward in training mode (dropout on) on inputs
-// of 5 (then 4) steps of 6 features and returns the loss and every parameter's gradient.
-Pass forward_backward(const std::string& spec, size_t inputs = 1) {
+// of 5 (then 4) steps of 6 features (then, with `masks`, a padding mask for each: batch row 1's
+// last steps padded) and returns the loss and every parameter's gradient.
+Pass forward_backward(const std::string& spec, size_t inputs = 1, bool masks = false) {
   Pass run;
   EXPECT_EQ(acc_set_seed(3), ACC_OK);
   acc_model* model = nullptr;
@@ -54,6 +59,12 @@ Pass forward_backward(const std::string& spec, size_t inputs = 1) {
     for (int64_t i = 0; i < 2 * steps * 6; ++i) x.push_back(static_cast<float>((i * 37 + steps) % 11) / 7.0f - 0.6f);
     in.push_back(floats(x, {2, steps, 6}));
     out_steps = steps;
+  }
+  for (size_t k = 0; masks && k < 2; ++k) {
+    const int64_t steps = 5 - static_cast<int64_t>(k);
+    std::vector<uint8_t> pads(static_cast<size_t>(2 * steps), 0);
+    for (int64_t t = 3; t < steps; ++t) pads[static_cast<size_t>(steps + t)] = 1;
+    in.push_back(acc_test::bools(pads, {2, steps}));
   }
   acc_tensor* target = floats(std::vector<float>(static_cast<size_t>(2 * out_steps * 3), 0.25f), {2, out_steps, 3});
   acc_tensor_list* outputs = nullptr;
@@ -105,6 +116,12 @@ TEST(ActivationCheckpoint, GradientsEqualThePlainRunBitForBit) {
 
 TEST(ActivationCheckpoint, EncoderDecoderGradientsEqualThePlainRunBitForBit) {
   expect_same_pass(forward_backward(encoder_decoder_spec(false), 2), forward_backward(encoder_decoder_spec(true), 2));
+}
+
+TEST(ActivationCheckpoint, WithPaddingMasksGradientsEqualThePlainRunBitForBit) {
+  // The masks are inputs without a gradient; the recomputation reads them again.
+  expect_same_pass(forward_backward(encoder_decoder_spec(false, true), 2, true),
+                   forward_backward(encoder_decoder_spec(true, true), 2, true));
 }
 
 TEST(ActivationCheckpoint, TheFlagIsABoolean) {

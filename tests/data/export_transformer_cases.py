@@ -2,8 +2,9 @@
 nn.TransformerDecoderLayer (and a small GPT-style stack and a small encoder-decoder over them) in
 eval mode, with their weights and inputs, for tests/capi/test_transformer.cpp to load into
 layer-spec models by name and reproduce. Each case holds the spec, the state dict, the inputs (the
-model's forward arguments in order) and the output; tensors are {"shape": [...], "values": [...]}
-in row-major order.
+model's forward arguments in order: padding masks are bool or float tensors) and the output; tensors
+are {"shape": [...], "values": [...], "dtype": ...} in row-major order, NaN written as null (a row
+whose keys are all masked is NaN in PyTorch).
 
 Run with Debian's python3-torch: python3 export_transformer_cases.py OUTPUT_DIR
 """
@@ -17,12 +18,18 @@ from torch import nn
 
 
 def tensor(t):
-    return {"shape": list(t.shape), "values": t.detach().flatten().tolist(),
-            "dtype": "int64" if t.dtype == torch.int64 else "float32"}
+    dtype = {torch.int64: "int64", torch.bool: "bool"}.get(t.dtype, "float32")
+    values = [None if isinstance(v, float) and math.isnan(v) else v for v in t.detach().flatten().tolist()]
+    return {"shape": list(t.shape), "values": values, "dtype": dtype}
 
 
 def causal_mask(t):
     return torch.triu(torch.full((t, t), float("-inf")), 1)
+
+
+def right_padding(b, n):
+    """[b, n] bool, true at padded keys: row i keeps n - i keys (row 0 none padded)."""
+    return torch.arange(n)[None, :] >= (n - torch.arange(b))[:, None]
 
 
 def perturbed(module):
@@ -57,19 +64,57 @@ def cross_mha_case(batch_first, bias, t=5, s=4, b=3, e=8, heads=2):
             "inputs": [tensor(x), tensor(memory)], "output": tensor(y)}
 
 
-def encoder_case(activation, norm_first, batch_first, causal, t=5, b=3, d=8, heads=2, ff=16):
+def padded_mha_case(batch_first, causal, cross, float_mask=False, unbatched=False, all_masked=False,
+                    t=5, s=4, b=3, e=8, heads=2):
+    """nn.MultiheadAttention with a key_padding_mask (the model's last input)."""
+    m = perturbed(nn.MultiheadAttention(e, heads, batch_first=batch_first)).eval()
+    def sequence(n):
+        if unbatched:
+            return torch.randn(n, e)
+        return torch.randn(b, n, e) if batch_first else torch.randn(n, b, e)
+    n = s if cross else t
+    x = sequence(t)
+    kv = sequence(s) if cross else x
+    mask = torch.randn(b, n) if float_mask else right_padding(b, n)
+    if all_masked:
+        mask[1] = True  # batch element 1 attends to nothing: NaN
+    if unbatched:
+        mask = mask[-1]
+    if float_mask and causal:
+        # 1.13 refuses a float key_padding_mask beside a float attn_mask; 2.x adds them, as we do.
+        merged = causal_mask(t)[None] + mask[:, None, :]
+        y = m(x, kv, kv, attn_mask=merged.repeat_interleave(heads, 0), need_weights=False)[0]
+    else:
+        y = m(x, kv, kv, key_padding_mask=mask, attn_mask=causal_mask(t) if causal else None, need_weights=False)[0]
+    spec = {"type": "multihead_attention", "embed_dim": e, "num_heads": heads, "batch_first": batch_first,
+            "causal": causal, "key_padding_mask": {"input": 2 if cross else 1}}
+    if cross:
+        spec["key_value"] = {"input": 1}
+    return {"name": f"padded mha batch_first={batch_first} causal={causal} cross={cross} float={float_mask} "
+                    f"unbatched={unbatched} all_masked={all_masked}",
+            "spec": [spec], "state": {"0." + k: tensor(v) for k, v in m.state_dict().items()},
+            "inputs": [tensor(x)] + ([tensor(kv)] if cross else []) + [tensor(mask)], "output": tensor(y)}
+
+
+def encoder_case(activation, norm_first, batch_first, causal, padded=False, float_mask=False, t=5, b=3, d=8, heads=2,
+                 ff=16):
     m = perturbed(nn.TransformerEncoderLayer(d, heads, ff, dropout=0.1, activation=activation,
                                              batch_first=batch_first, norm_first=norm_first)).eval()
     x = torch.randn(b, t, d) if batch_first else torch.randn(t, b, d)
-    y = m(x, src_mask=causal_mask(t) if causal else None)
+    mask = (torch.randn(b, t) if float_mask else right_padding(b, t)) if padded else None
+    y = m(x, src_mask=causal_mask(t) if causal else None, src_key_padding_mask=mask)
     spec = {"type": "transformer_encoder_layer", "d_model": d, "nhead": heads, "dim_feedforward": ff,
             "activation": activation, "batch_first": batch_first, "norm_first": norm_first, "causal": causal}
-    return {"name": f"encoder {activation} norm_first={norm_first} batch_first={batch_first} causal={causal}",
+    if padded:
+        spec["src_key_padding_mask"] = {"input": 1}
+    return {"name": f"encoder {activation} norm_first={norm_first} batch_first={batch_first} causal={causal} "
+                    f"padded={padded} float={float_mask}",
             "spec": [spec], "state": {"0." + k: tensor(v) for k, v in m.state_dict().items()},
-            "inputs": [tensor(x)], "output": tensor(y)}
+            "inputs": [tensor(x)] + ([tensor(mask)] if padded else []), "output": tensor(y)}
 
 
-def decoder_case(activation, norm_first, batch_first, causal, unbatched=False, t=5, s=4, b=3, d=8, heads=2, ff=16):
+def decoder_case(activation, norm_first, batch_first, causal, unbatched=False, padded=False, t=5, s=4, b=3, d=8,
+                 heads=2, ff=16):
     m = perturbed(nn.TransformerDecoderLayer(d, heads, ff, dropout=0.1, activation=activation,
                                              batch_first=batch_first, norm_first=norm_first)).eval()
     def sequence(n):
@@ -77,13 +122,20 @@ def decoder_case(activation, norm_first, batch_first, causal, unbatched=False, t
             return torch.randn(n, d)
         return torch.randn(b, n, d) if batch_first else torch.randn(n, b, d)
     x, memory = sequence(t), sequence(s)
-    y = m(x, memory, tgt_mask=causal_mask(t) if causal else None)
+    masks = [right_padding(b, t), right_padding(b, s).flip(0)] if padded else [None, None]
+    if padded and unbatched:
+        masks = [mask[-1] for mask in masks]
+    y = m(x, memory, tgt_mask=causal_mask(t) if causal else None, tgt_key_padding_mask=masks[0],
+          memory_key_padding_mask=masks[1])
     spec = {"type": "transformer_decoder_layer", "d_model": d, "nhead": heads, "dim_feedforward": ff,
             "activation": activation, "batch_first": batch_first, "norm_first": norm_first, "causal": causal}
+    if padded:
+        spec.update({"tgt_key_padding_mask": {"input": 2}, "memory_key_padding_mask": {"input": 3}})
     return {"name": f"decoder {activation} norm_first={norm_first} batch_first={batch_first} causal={causal} "
-                    f"unbatched={unbatched}",
+                    f"unbatched={unbatched} padded={padded}",
             "spec": [spec], "state": {"0." + k: tensor(v) for k, v in m.state_dict().items()},
-            "inputs": [tensor(x), tensor(memory)], "output": tensor(y)}
+            "inputs": [tensor(x), tensor(memory)] + ([tensor(mask) for mask in masks] if padded else []),
+            "output": tensor(y)}
 
 
 class TinyGpt(nn.Module):
@@ -199,6 +251,20 @@ def main(out_dir):
                                                         ("relu", True, False, False), ("gelu", False, True, False)]:
         cases.append(decoder_case(activation, norm_first, batch_first, causal))
     cases.append(decoder_case("relu", True, True, True, unbatched=True))
+    # Padding masks (issue 19): self and cross, bool and float, with and without the causal mask.
+    for batch_first, causal, cross, float_mask in [(True, False, False, False), (False, True, False, False),
+                                                   (True, False, True, False), (False, False, True, False),
+                                                   (True, False, False, True), (False, True, False, True)]:
+        cases.append(padded_mha_case(batch_first, causal, cross, float_mask))
+    cases.append(padded_mha_case(False, True, False, unbatched=True))
+    cases.append(padded_mha_case(True, False, False, all_masked=True))
+    for activation, norm_first, batch_first, causal, float_mask in [("relu", False, False, False, False),
+                                                                    ("gelu", True, True, True, False),
+                                                                    ("relu", True, True, False, True)]:
+        cases.append(encoder_case(activation, norm_first, batch_first, causal, padded=True, float_mask=float_mask))
+    for activation, norm_first, batch_first, causal in [("relu", False, False, True), ("gelu", True, True, False)]:
+        cases.append(decoder_case(activation, norm_first, batch_first, causal, padded=True))
+    cases.append(decoder_case("relu", False, True, True, unbatched=True, padded=True))
     cases.append(gpt_case())
     cases.append(seq2seq_case())
     cases.append(sinusoidal_case())

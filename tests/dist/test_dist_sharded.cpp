@@ -43,6 +43,16 @@ const char* const kEncoderDecoder = R"([{"type":"embedding","num_embeddings":8,"
      "batch_first":true,"norm_first":true,"causal":true,"memory":{"layer":1}},
     {"type":"layernorm","normalized_shape":8},{"type":"tied_linear","tie_to":2}])";
 
+// The same with padding masks of the source and the target (the model's inputs 2 and 3).
+const char* const kPaddedEncoderDecoder = R"([{"type":"embedding","num_embeddings":8,"embedding_dim":8},
+    {"type":"transformer_encoder_layer","d_model":8,"nhead":2,"dim_feedforward":12,"dropout":0.0,"batch_first":true,
+     "src_key_padding_mask":{"input":2}},
+    {"type":"embedding","num_embeddings":8,"embedding_dim":8,"from":{"input":1}},
+    {"type":"transformer_decoder_layer","d_model":8,"nhead":2,"dim_feedforward":12,"dropout":0.0,
+     "batch_first":true,"norm_first":true,"causal":true,"memory":{"layer":1},
+     "tgt_key_padding_mask":{"input":3},"memory_key_padding_mask":{"input":2}},
+    {"type":"layernorm","normalized_shape":8},{"type":"tied_linear","tie_to":2}])";
+
 // A list's tensors as float values, by name (the list is freed).
 std::map<std::string, std::vector<float>> by_name(acc_tensor_list* list) {
   std::map<std::string, std::vector<float>> out;
@@ -73,6 +83,7 @@ struct Settings {
   const char* spec = kShardNet;
   bool tokens = false;  // the model takes token ids [4, 6] and is trained on the next token
   bool source = false;  // with tokens: a first input, the same ids reversed, precedes them
+  bool padding = false;  // with source: padding masks of both follow (row r's last r % 3 positions)
   const char* algorithm = "adam";
   int accumulation = 1;
   double clip = 0;        // max norm; 0: none
@@ -159,12 +170,15 @@ struct Job {
   void token_step() {
     const int64_t rows = 4, steps = 6, vocab = 8;
     std::vector<int64_t> ids, next;
+    std::vector<uint8_t> pads;
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t row = (step_index * g_world + g_rank) * rows + i;
       auto token = [&](int64_t t) { return (row * 3 + t * (1 + row % 3)) % vocab; };
       for (int64_t t = 0; t < steps; ++t) {
+        const bool padded = settings.padding && t >= steps - row % 3;
         ids.push_back(token(t));
-        next.push_back(token(t + 1));
+        next.push_back(padded ? -100 : token(t + 1));
+        pads.push_back(padded);
       }
     }
     ++step_index;
@@ -175,6 +189,8 @@ struct Job {
     acc_tensor *out = nullptr, *logits = nullptr, *loss = nullptr;
     std::vector<acc_tensor*> inputs = {xt};
     if (settings.source) inputs.insert(inputs.begin(), source);
+    acc_tensor* mask = acc_test::bools(pads, {rows, steps});  // for both: the source is as long as the target
+    if (settings.padding) inputs.insert(inputs.end(), {mask, mask});
     acc_tensor_list* outputs = nullptr;
     ASSERT_EQ(acc_model_forward(model, inputs.data(), inputs.size(), ACC_FORWARD_DEFAULT, &outputs), ACC_OK)
         << acc_last_error_message();
@@ -185,7 +201,7 @@ struct Job {
     ASSERT_EQ(acc_backward(acc, loss), ACC_OK) << acc_last_error_message();
     ASSERT_EQ(acc_optimizer_step(opt), ACC_OK) << acc_last_error_message();
     ASSERT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
-    for (acc_tensor* t : {xt, source, yt, out, logits, loss}) acc_tensor_free(t);
+    for (acc_tensor* t : {xt, source, mask, yt, out, logits, loss}) acc_tensor_free(t);
   }
 
   std::map<std::string, std::vector<float>> weights() { return full_weights(acc, model); }
@@ -248,6 +264,16 @@ TEST(Sharded, EncoderDecoderTrainsToDdpWeights) {
   s.spec = kEncoderDecoder;
   s.tokens = true;
   s.source = true;
+  s.algorithm = "sgd";  // as above
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+}
+
+TEST(Sharded, PaddedEncoderDecoderTrainsToDdpWeights) {
+  Settings s;
+  s.spec = kPaddedEncoderDecoder;
+  s.tokens = true;
+  s.source = true;
+  s.padding = true;
   s.algorithm = "sgd";  // as above
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
 }
