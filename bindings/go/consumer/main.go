@@ -1,6 +1,7 @@
 // A program that uses the installed Go module (github.com/accelerate-cpp/accelerate/go, replaced by
-// the installed tree's share/accelerate/go) and the installed accelerate.pc: trains a small model for
-// one epoch and prints one line the test checks. Runs on 1 or N processes.
+// the installed tree's share/accelerate/go) and the installed accelerate-go.pc: trains a small model
+// for one epoch and prints one line the test checks. Runs on 1 or N processes. Its samples come from a
+// Go callback on the loader's threads, so the library's wrapper calls back into the program.
 package main
 
 import (
@@ -44,10 +45,12 @@ func main() {
 	must(0, ao.Set("seed", "5"))
 	a := must(acc.NewAccelerator(ao))
 	defer a.Close()
-	xt, yt := must(acc.FromFloat32s(x, 64, 4)), must(acc.FromInt64s(y, 64))
-	ds := must(acc.DatasetFromTensors(xt, yt))
+	ds := must(acc.DatasetFromFunc(64, func(i int64) ([]*acc.Tensor, error) {
+		return []*acc.Tensor{must(acc.FromFloat32s(x[4*i:4*i+4], 4)), must(acc.FromInt64s(y[i:i+1]))}, nil
+	}))
 	lo := must(acc.NewOptions(acc.DataLoaderOptions))
 	must(0, lo.Set("batch_size", "8"))
+	must(0, lo.Set("num_workers", "2"))
 	loader := must(a.PrepareDataLoader(must(acc.NewDataLoader(ds, lo)), acc.PlacementDefault))
 	model := must(a.PrepareModel(must(acc.ModelFromSpec(`[{"type":"linear","in_features":4,"out_features":2}]`)), acc.PlacementDefault))
 	oo := must(acc.NewOptions(acc.OptimizerOptions))

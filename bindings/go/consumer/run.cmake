@@ -1,6 +1,7 @@
 # The Go consumer of an installed tree (cmake -P): STEP=build makes a module in WORK that requires
 # github.com/accelerate-cpp/accelerate/go, replaced by STAGE's share/accelerate/go, and builds it
-# with the installed accelerate.pc (PKG_CONFIG_PATH, offline, no SWIG involved); STEP=run runs the
+# with the installed accelerate-go.pc (PKG_CONFIG_PATH, offline), with neither SWIG nor a C++
+# compiler (CXX=/bin/false: any C++ compilation or link would fail); STEP=run runs the
 # program (under LAUNCH with NPROC processes when given), LD_LIBRARY_PATH unset. EXPECT: regular
 # expressions the output must match.
 set(env ${CMAKE_COMMAND} -E env PKG_CONFIG_PATH=${STAGE}/${LIBDIR}/pkgconfig GOFLAGS=-mod=mod GOPROXY=off
@@ -11,7 +12,7 @@ if(STEP STREQUAL "build")
   file(WRITE ${WORK}/go.mod "module example.com/consumer\n\ngo 1.19\n\n"
     "require github.com/accelerate-cpp/accelerate/go v${VERSION}\n\n"
     "replace github.com/accelerate-cpp/accelerate/go => ${STAGE}/share/accelerate/go\n")
-  execute_process(COMMAND ${env} ${GO} build -o consumer . WORKING_DIRECTORY ${WORK} RESULT_VARIABLE rc)
+  execute_process(COMMAND ${env} CXX=/bin/false ${GO} build -o consumer . WORKING_DIRECTORY ${WORK} RESULT_VARIABLE rc)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "go build failed")
   endif()
