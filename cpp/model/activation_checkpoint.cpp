@@ -55,7 +55,10 @@ using NodePtr = decltype(torch::autograd::impl::grad_accumulator(std::declval<at
 
 template <class T>
 auto make_node() {
-  if constexpr (std::is_same_v<NodePtr, std::shared_ptr<Node>>) return std::shared_ptr<T>(new T(), torch::autograd::deleteNode);
+  // deleteNode (libtorch's non-recursive deleter for shared_ptr nodes) is found through T's base
+  // when this branch is instantiated: later libtorch versions, which take the other, have none.
+  if constexpr (std::is_same_v<NodePtr, std::shared_ptr<Node>>)
+    return std::shared_ptr<T>(new T(), [](T* node) { deleteNode(node); });
   else return c10::make_intrusive<T>();
 }
 
