@@ -1,5 +1,6 @@
 #include "model/lora.h"
 
+#include <ATen/core/grad_mode.h>
 #include <torch/nn/init.h>
 
 #include <cmath>

@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <ATen/core/grad_mode.h>
 
 #include <fstream>
 #include <set>
