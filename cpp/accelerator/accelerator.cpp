@@ -85,11 +85,6 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
   for (const auto& optimizer : live_optimizers())
     require(!(config_.sharding.stage > 0 && dist_ && optimizer->model() == model), "prepare the model before (or with) ",
             "its optimizer when sharding (zero_stage ", config_.sharding.stage, "): the optimizer is split by the model's shards");
-  // The recomputation runs a backward inside the backward, where DDP's and the sharding engine's
-  // end-of-backward callbacks would fire early.
-  if (dist_ && model->checkpoints_activations())
-    fail(Status::Unsupported, "activation checkpointing (\"checkpoint\": true in the layer spec) is not supported on ",
-         "several processes yet; it trains on one");
   std::shared_ptr<ParallelEngine> parallel;
   if (dist_ && !model->trainable_parameters().empty()) {
     if (config_.sharding.stage > 0)

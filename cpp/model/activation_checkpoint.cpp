@@ -18,12 +18,13 @@ namespace {
 using torch::autograd::Node;
 using torch::autograd::variable_list;
 
-// The backward of a checkpointed layer: recompute, then backpropagate into the layer's parameters
-// (their gradients accumulate as in the plain run) and return the inputs' gradients.
+// The backward of a checkpointed layer: recompute, then the gradients of the inputs and parameters,
+// returned along the node's edges (the parameters' lead to their accumulators in the outer backward).
 struct CheckpointBackward final : Node {
   LayerForward layer;
   std::vector<at::Tensor> inputs;  // detached
   std::vector<bool> requires_grad;
+  std::vector<at::Tensor> parameters;  // the live tensors the layer computes with
   at::Generator generator;  // the first input's device's default generator (dropout draws from it)
   at::Tensor random_state;  // its state when the forward began
 
@@ -38,14 +39,24 @@ struct CheckpointBackward final : Node {
       y = layer(xs);
     }
     generator.set_state(now);
-    at::Tensor grad = grads[0].defined() ? grads[0] : at::zeros_like(y);
-    if (y.requires_grad()) torch::autograd::backward({y}, {grad});
-    variable_list out;
-    for (size_t i = 0; i < xs.size(); ++i) out.push_back(requires_grad[i] ? xs[i].grad() : at::Tensor());
+    variable_list out(inputs.size() + parameters.size());
+    if (!y.requires_grad()) return out;
+    // autograd::grad captures the gradients of `wrt` instead of accumulating them.
+    std::vector<at::Tensor> wrt;
+    std::vector<size_t> slot;
+    for (size_t i = 0; i < xs.size(); ++i)
+      if (requires_grad[i]) wrt.push_back(xs[i]), slot.push_back(i);
+    for (size_t k = 0; k < parameters.size(); ++k) wrt.push_back(parameters[k]), slot.push_back(inputs.size() + k);
+    if (wrt.empty()) return out;
+    const at::Tensor grad = grads[0].defined() ? grads[0] : at::zeros_like(y);
+    const auto computed = torch::autograd::grad({y}, wrt, {grad}, /*retain_graph=*/false, /*create_graph=*/false,
+                                                /*allow_unused=*/true);
+    for (size_t n = 0; n < computed.size(); ++n) out[slot[n]] = computed[n];
     return out;
   }
   void release_variables() override {
     inputs.clear();
+    parameters.clear();
     random_state.reset();
   }
 };
@@ -64,7 +75,8 @@ auto make_node() {
 
 }  // namespace
 
-at::Tensor checkpointed_forward(const LayerForward& layer, const std::vector<at::Tensor>& inputs) {
+at::Tensor checkpointed_forward(const LayerForward& layer, const std::vector<at::Tensor>& inputs,
+                                const std::vector<at::Tensor>& parameters) {
   const bool floating = std::any_of(inputs.begin(), inputs.end(), [](const at::Tensor& t) { return t.is_floating_point(); });
   if (!at::GradMode::is_enabled() || !floating) return layer(inputs);
   auto node = make_node<CheckpointBackward>();
@@ -73,6 +85,8 @@ at::Tensor checkpointed_forward(const LayerForward& layer, const std::vector<at:
     node->inputs.push_back(input.detach());
     node->requires_grad.push_back(input.requires_grad());
   }
+  for (const auto& p : parameters)
+    if (p.requires_grad()) node->parameters.push_back(p);
   node->generator = at::globalContext().defaultGenerator(inputs[0].device());
   node->random_state = node->generator.get_state();
   at::Tensor output;
@@ -80,7 +94,9 @@ at::Tensor checkpointed_forward(const LayerForward& layer, const std::vector<at:
     at::NoGradGuard no_history;
     output = layer(inputs);
   }
-  node->set_next_edges(torch::autograd::collect_next_edges(inputs));
+  auto edges = torch::autograd::collect_next_edges(inputs);
+  for (const auto& edge : torch::autograd::collect_next_edges(node->parameters)) edges.push_back(edge);
+  node->set_next_edges(std::move(edges));
   torch::autograd::set_history(output, NodePtr(node));
   return output;
 }

@@ -61,7 +61,7 @@ class Model {
   virtual size_t set_requires_grad(const std::string& patterns, bool requires_grad);
   // The names of the parameters that match, in the model's order.
   std::vector<std::string> parameter_names_matching(const std::string& patterns) const;
-  at::Tensor find_tensor(const std::string& name) const;
+  at::Tensor find_tensor(const std::string& name) const;  // a parameter or buffer; throws if absent
   // The model's units in forward order, as parameter names: the granularity at which sharded data
   // parallelism (stage 3) gathers parameters. A spec model has one unit per layer with parameters;
   // any other model is one unit (a TorchScript forward cannot be interrupted between its children).
@@ -69,8 +69,6 @@ class Model {
   // Installs hooks that forward calls around each unit of parameter_units(); false where the model
   // runs as one piece (the caller then brackets the whole forward). Empty hooks uninstall.
   virtual bool set_unit_hooks(UnitHooks) { return false; }
-  // Whether forward checkpoints activations (layers recomputed inside the backward).
-  virtual bool checkpoints_activations() const { return false; }  // a parameter or buffer; throws if absent
   void zero_grad();
 
   // LoRA adapters (model/lora.h), PEFT's get_peft_model: adapts the linear layers the config targets

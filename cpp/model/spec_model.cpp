@@ -83,7 +83,7 @@ NamedTensors SpecModel::forward(const std::vector<at::Tensor>& inputs) {
     const std::vector<size_t> no_units;
     const auto& units = hooks_.before ? units_of_layer_[i] : no_units;
     for (size_t unit : units) hooks_.before(unit);
-    at::Tensor y = layers_[i].checkpoint ? checkpointed_forward(run, in) : run(in);
+    at::Tensor y = layers_[i].checkpoint ? checkpointed_forward(run, in, layer_tensors(i)) : run(in);
     for (size_t unit : units) y = hooks_.after(unit, y);
     outputs[i] = y;
     for (const auto& source : layers_[i].inputs)
@@ -91,6 +91,18 @@ NamedTensors SpecModel::forward(const std::vector<at::Tensor>& inputs) {
         outputs[static_cast<size_t>(source.index)].reset();
   }
   return {{"", outputs.back()}};
+}
+
+std::vector<at::Tensor> SpecModel::layer_tensors(size_t i) const {
+  std::vector<at::Tensor> out;
+  for (const auto& p : net_->children()[i]->parameters(true))
+    if (p.defined()) out.push_back(p);
+  const std::string prefix = std::to_string(i) + ".";
+  for (const auto& entry : lora_.named_parameters())
+    if (entry.first.rfind(prefix, 0) == 0) out.push_back(entry.second);
+  if (layers_[i].type == kTiedLinear)
+    out.push_back(net_->ptr<torch::nn::EmbeddingImpl>(static_cast<size_t>(layers_[i].args["tie_to"].get<int64_t>()))->weight);
+  return out;
 }
 
 std::vector<std::vector<std::string>> SpecModel::layer_parameter_names() const {
@@ -111,12 +123,6 @@ std::vector<std::vector<std::string>> SpecModel::parameter_units() const {
   for (auto& names : layer_parameter_names())
     if (!names.empty()) units.push_back(std::move(names));
   return units;
-}
-
-bool SpecModel::checkpoints_activations() const {
-  for (const auto& layer : layers_)
-    if (layer.checkpoint) return true;
-  return false;
 }
 
 bool SpecModel::set_unit_hooks(UnitHooks hooks) {

@@ -23,7 +23,6 @@ class SpecModel final : public Model {
   // One unit per layer that has parameters.
   std::vector<std::vector<std::string>> parameter_units() const override;
   bool set_unit_hooks(UnitHooks hooks) override;
-  bool checkpoints_activations() const override;
 
  protected:
   // Generates a TorchScript module with the same layers, names and current values.
@@ -34,6 +33,8 @@ class SpecModel final : public Model {
 
  private:
   at::Tensor run_layer(size_t i, const std::vector<at::Tensor>& inputs);
+  // The parameters layer i computes with: its own, its LoRA adapters', a tied layer's embedding weight.
+  std::vector<at::Tensor> layer_tensors(size_t i) const;
 
   std::vector<LayerSpec> layers_;
   size_t input_count_;
