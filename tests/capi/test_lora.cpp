@@ -388,6 +388,54 @@ TEST(Lora, SavedModelsHoldMergedWeights) {
   acc_model_free(m);
 }
 
+TEST(Lora, SaveStateResumesAdaptersAndTheirOptimizerState) {
+  // A prepared LoRA job saved after 3 steps and resumed elsewhere takes the same next 2 steps.
+  struct Run {
+    acc_accelerator* acc = acc_test::make_accelerator({});
+    acc_model* model = net();
+    acc_optimizer* opt = nullptr;
+    Run() {
+      add_lora(model);
+      EXPECT_EQ(acc_optimizer_create(model, "adamw", nullptr, &opt), ACC_OK);
+      EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+    }
+    ~Run() {
+      acc_optimizer_free(opt);
+      acc_model_free(model);
+      acc_accelerator_free(acc);
+    }
+    void steps(int n) {
+      acc_tensor* x = input();
+      std::vector<float> target(2 * 4 * 3, 0.25f);
+      acc_tensor* y = floats(target, {2, 4, 3});
+      for (int i = 0; i < n; ++i) {
+        acc_tensor *out = nullptr, *loss = nullptr;
+        ASSERT_EQ(acc_model_forward1(model, x, 0, &out), ACC_OK) << acc_last_error_message();
+        ASSERT_EQ(acc_loss_mse(out, y, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+        ASSERT_EQ(acc_backward(acc, loss), ACC_OK) << acc_last_error_message();
+        ASSERT_EQ(acc_optimizer_step(opt), ACC_OK);
+        ASSERT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+        acc_tensor_free(out);
+        acc_tensor_free(loss);
+      }
+      acc_tensor_free(x);
+      acc_tensor_free(y);
+    }
+  };
+  const std::string dir = acc_test::temp_path("lora_state");
+  fs::remove_all(dir);
+  Run first;
+  first.steps(3);
+  ACC_ASSERT_OK(acc_save_state(first.acc, dir.c_str(), nullptr));
+  first.steps(2);
+  Run resumed;
+  ACC_ASSERT_OK(acc_load_state(resumed.acc, dir.c_str(), nullptr));
+  resumed.steps(2);
+  for (const auto& name : acc_test::parameter_names(first.model))
+    EXPECT_EQ(param(resumed.model, name), param(first.model, name)) << name;
+  EXPECT_EQ(outputs(resumed.model), outputs(first.model));
+}
+
 TEST(Lora, CheckpointedLayersRecomputeWithTheAdapters) {
   // The encoder layer recomputed in backward must run its adapters again, with the same dropout masks.
   std::string spec = kNet;
