@@ -5,15 +5,16 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/text.h"
 
 namespace acc {
 
 NamePatterns::NamePatterns(const std::string& patterns) : text_(patterns) {
   std::stringstream in(patterns);
   for (std::string glob; std::getline(in, glob, ',');) {
-    const auto first = glob.find_first_not_of(' '), last = glob.find_last_not_of(' ');
-    require(first != std::string::npos, "name pattern list '", patterns, "' has an empty pattern");
-    globs_.push_back(glob.substr(first, last - first + 1));
+    glob = trimmed(glob);
+    require(!glob.empty(), "name pattern list '", patterns, "' has an empty pattern");
+    globs_.push_back(glob);
   }
   require(!globs_.empty(), "the name pattern list is empty");
 }

@@ -6,21 +6,15 @@
 #include <cmath>
 #include <regex>
 #include <sstream>
+#include <memory>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "common/error.h"
+#include "common/text.h"
 
 namespace acc {
 namespace {
-
-std::string trimmed(const std::string& text) {
-  const auto first = text.find_first_not_of(' '), last = text.find_last_not_of(' ');
-  return first == std::string::npos ? std::string() : text.substr(first, last - first + 1);
-}
-
-bool ends_with(const std::string& text, const std::string& tail) {
-  return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
-}
 
 // nn.Linear(in, out, bias=False)'s own initialisation, which PEFT's adapters go through first.
 at::Tensor new_linear_weight(int64_t out, int64_t in) {
@@ -36,7 +30,8 @@ const OptionTable<LoraConfig>& lora_option_table() {
   static const OptionTable<L> table(OptionsKind::Lora, [](OptionTable<L>& t) {
     t.bind("r", "the adapters' rank", &L::r).at_least(1).at_most(1 << 20);
     t.bind("lora_alpha", "the scaling is lora_alpha / r", &L::alpha).at_least(0);
-    t.bind("lora_dropout", "dropout on the adapted layer's input (only 0 is supported)", &L::dropout)
+    t.bind("lora_dropout", "dropout on the adapted layer's input (layer-spec models; TorchScript layers take 0)",
+           &L::dropout)
         .at_least(0)
         .at_most(1);
     t.bind("use_rslora", "scale by lora_alpha / sqrt(r)", &L::use_rslora);
@@ -53,13 +48,7 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
   const std::string text = trimmed(targets);
   require(!text.empty(), "target_modules is empty: name the linear layers to adapt (e.g. \"q_proj,v_proj\")");
   if (text.rfind("re:", 0) == 0) {
-    config.target_regex = text.substr(3);
-    try {
-      std::regex check(config.target_regex);
-    } catch (const std::regex_error& e) {
-      fail(Status::InvalidArgument, "target_modules regular expression '", config.target_regex, "' is invalid: ",
-           e.what());
-    }
+    config.set_target_regex(text.substr(3));
   } else {
     std::stringstream in(text);
     for (std::string name; std::getline(in, name, ',');) {
@@ -71,12 +60,23 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
   return config;
 }
 
+void LoraConfig::set_target_regex(const std::string& expression) {
+  std::shared_ptr<const std::regex> compiled;
+  try {
+    compiled = std::make_shared<const std::regex>(expression);
+  } catch (const std::regex_error& e) {
+    fail(Status::InvalidArgument, "target_modules regular expression '", expression, "' is invalid: ", e.what());
+  }
+  target_regex = expression;
+  regex_matches = [compiled](const std::string& module) { return std::regex_match(module, *compiled); };
+}
+
 double LoraConfig::scaling() const {
   return use_rslora ? alpha / std::sqrt(static_cast<double>(r)) : alpha / static_cast<double>(r);
 }
 
 bool LoraConfig::targets(const std::string& module) const {
-  if (!target_regex.empty()) return std::regex_match(module, std::regex(target_regex));
+  if (regex_matches) return regex_matches(module);
   for (const auto& name : target_names)
     if (module == name || ends_with(module, "." + name)) return true;
   return false;
@@ -159,9 +159,10 @@ NamedTensors LoraAdapters::named_parameters() const {
   return out;
 }
 
-at::Tensor lora_delta(const at::Tensor& a, const at::Tensor& b, double scaling) { return at::matmul(b, a) * scaling; }
-
 namespace {
+
+// The weight delta (B A) * scaling, as PEFT's get_delta_weight computes it.
+at::Tensor lora_delta(const at::Tensor& a, const at::Tensor& b, double scaling) { return at::matmul(b, a) * scaling; }
 
 // W + delta computed in the wider of the two dtypes and rounded once to W's, as PEFT's in-place merge.
 at::Tensor adapted_weight(const at::Tensor& w, const at::Tensor& a, const at::Tensor& b, double scaling) {
@@ -195,14 +196,14 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
     return *it->second;
   };
   std::unordered_map<std::string, at::Tensor> merged_weights;
-  std::unordered_map<std::string, bool> adapter_entries;
+  std::unordered_set<std::string> adapter_entries;
   for (const auto& adapter : adapters_) {
     const std::string& module = adapter.site.module;
     const at::Tensor& w = entry_of(module + ".weight");
     at::NoGradGuard no_grad;
     merged_weights[module + ".weight"] = adapted_weight(w, entry_of(module + ".lora_A.weight"),
                                                         entry_of(module + ".lora_B.weight"), config_.scaling());
-    adapter_entries[module + ".lora_A.weight"] = adapter_entries[module + ".lora_B.weight"] = true;
+    adapter_entries.insert({module + ".lora_A.weight", module + ".lora_B.weight"});
   }
   NamedTensors out;
   for (const auto& entry : state) {
@@ -213,12 +214,15 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
   return out;
 }
 
-void LoraAdapters::merge_and_remove() {
+void LoraAdapters::merge_into_weights() const {
   at::NoGradGuard no_grad;
-  for (const auto& adapter : adapters_) {
+  for (const auto& adapter : adapters_) adapter.site.weight.add_(lora_delta(adapter.a, adapter.b, config_.scaling()));
+}
+
+void LoraAdapters::merge_and_remove() {
+  merge_into_weights();
+  for (const auto& adapter : adapters_)
     if (adapter.site.set_output_adapter) adapter.site.set_output_adapter(nullptr);
-    adapter.site.weight.add_(lora_delta(adapter.a, adapter.b, config_.scaling()));
-  }
   adapters_.clear();
 }
 

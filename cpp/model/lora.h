@@ -26,7 +26,8 @@ struct LoraConfig {
   // PEFT's target_modules: module names (a module matches one if its name is it or ends with
   // "." + it), or one regular expression that must match a whole name (PEFT's string form).
   std::vector<std::string> target_names;
-  std::string target_regex;
+  std::string target_regex;  // set with set_target_regex
+  std::function<bool(const std::string&)> regex_matches;  // target_regex, compiled once
   int64_t r = 8;
   double alpha = 8;
   double dropout = 0;
@@ -36,6 +37,8 @@ struct LoraConfig {
   // `targets`: names separated by commas, or "re:" followed by a regular expression; `options` of
   // kind lora.
   static LoraConfig from(const std::string& targets, const Options& options);
+  // An invalid expression is an InvalidArgument error naming it.
+  void set_target_regex(const std::string& expression);
   double scaling() const;
   bool targets(const std::string& module) const;
   std::string describe_targets() const;
@@ -92,6 +95,9 @@ class LoraAdapters {
   // `state` (a state dict with the adapters' entries) with every adapted weight merged
   // (W + (B A) * scaling, in W's dtype) and the adapters' entries left out: the base model's layout.
   NamedTensors merged(const NamedTensors& state) const;
+  // Adds each adapter's (B A) * scaling into its layer's weight, in place; the adapters stay (a
+  // caller that keeps them restores the weights).
+  void merge_into_weights() const;
   // Merges into the layers' weights in place and removes the adapters (PEFT's merge_and_unload).
   void merge_and_remove();
 
@@ -101,8 +107,5 @@ class LoraAdapters {
   LoraConfig config_;
   std::vector<LoraAdapter> adapters_;
 };
-
-// The weight delta (B A) * scaling, as PEFT's get_delta_weight computes it.
-at::Tensor lora_delta(const at::Tensor& a, const at::Tensor& b, double scaling);
 
 }  // namespace acc

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/json_input.h"
+#include "common/text.h"
 
 namespace acc {
 namespace {
@@ -19,10 +20,6 @@ constexpr const char* kWeightsFile = "adapter_model.safetensors";
 constexpr const char* kPrefix = "base_model.model.";
 constexpr const char* kSuffixA = ".lora_A.weight";
 constexpr const char* kSuffixB = ".lora_B.weight";
-
-bool ends_with(const std::string& text, const std::string& tail) {
-  return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
-}
 
 json config_json(const LoraConfig& config) {
   // Every field PEFT's LoraConfig reads back, with the values this library implements.
@@ -94,8 +91,12 @@ LoraConfig config_from_json(const json& j, const std::string& path) {
   if (!j.contains("target_modules")) refuse("target_modules", "is missing");
   const json& targets = j["target_modules"];
   if (targets.is_string()) {
-    config.target_regex = targets.get<std::string>();
-    if (config.target_regex.empty()) refuse("target_modules", "is empty");
+    if (targets.get<std::string>().empty()) refuse("target_modules", "is empty");
+    try {
+      config.set_target_regex(targets.get<std::string>());
+    } catch (const Error& e) {
+      fail(Status::Io, "'", path, "': ", e.what());
+    }
   } else if (targets.is_array() && !targets.empty()) {
     for (const auto& name : targets) {
       if (!name.is_string() || name.get<std::string>().empty()) refuse("target_modules", "must hold module names");

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "common/error.h"
 #include "common/name_patterns.h"
@@ -166,8 +167,7 @@ void Model::save_torchscript(const std::string& path) const {
   auto restore = [&] {
     for (size_t i = 0; i < kept.size(); ++i) adapters.adapters()[i].site.weight.copy_(kept[i]);
   };
-  for (const auto& adapter : adapters.adapters())
-    adapter.site.weight.add_(lora_delta(adapter.a, adapter.b, adapters.config().scaling()));
+  adapters.merge_into_weights();
   try {
     write_torchscript(path);
   } catch (...) {
@@ -180,10 +180,10 @@ void Model::save_torchscript(const std::string& path) const {
 size_t Model::add_lora(const LoraConfig& config) {
   const size_t added = lora_.add(config, linear_sites(), other_module_names());
   // PEFT trains the adapters alone: every other parameter is frozen.
+  std::unordered_set<const c10::TensorImpl*> adapters;
+  for (const auto& entry : lora_.named_parameters()) adapters.insert(entry.second.unsafeGetTensorImpl());
   for (auto& entry : named_parameters()) {
-    const bool adapter = entry.first.find(".lora_A.weight") != std::string::npos ||
-                         entry.first.find(".lora_B.weight") != std::string::npos;
-    if (adapter) continue;
+    if (adapters.count(entry.second.unsafeGetTensorImpl())) continue;
     entry.second.set_requires_grad(false);
     entry.second.mutable_grad() = at::Tensor();
   }

@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "common/error.h"
+#include "common/text.h"
 #include "common/utf8.h"
 #include "tracking/csv_tracker.h"
 #include "tracking/hparams.h"
@@ -15,12 +16,6 @@ namespace acc::tracking {
 namespace {
 
 const std::vector<std::string> kBuiltIn = {"tensorboard", "jsonl", "csv"};
-
-std::string trimmed(const std::string& s) {
-  const auto begin = s.find_first_not_of(" \t");
-  if (begin == std::string::npos) return "";
-  return s.substr(begin, s.find_last_not_of(" \t") - begin + 1);
-}
 
 std::shared_ptr<Tracker> make_builtin(const std::string& name, const std::string& dir) {
   if (name == "tensorboard") return std::make_shared<TensorBoardTracker>(dir);

@@ -89,6 +89,32 @@ inline double item(const acc_tensor* t) {
   return v;
 }
 
+inline acc_model* spec_model(const std::string& spec) {
+  acc_model* m = nullptr;
+  EXPECT_EQ(acc_model_from_spec(spec.c_str(), &m), ACC_OK) << acc_last_error_message();
+  return m;
+}
+
+// An optimizer of `algorithm` over the model's trainable parameters with learning rate `lr`.
+inline acc_optimizer* optimizer(acc_model* m, const char* algorithm, double lr) {
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o), ACC_OK);
+  EXPECT_EQ(acc_options_set_double(o, "lr", lr), ACC_OK);
+  acc_optimizer* opt = nullptr;
+  EXPECT_EQ(acc_optimizer_create(m, algorithm, o, &opt), ACC_OK) << acc_last_error_message();
+  acc_options_free(o);
+  return opt;
+}
+
+// ACC_OPTIONS_LORA with rank r and lora_alpha (the caller frees them).
+inline acc_options* lora_options(int64_t r, double alpha) {
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_LORA, &o), ACC_OK);
+  EXPECT_EQ(acc_options_set_int(o, "r", r), ACC_OK);
+  EXPECT_EQ(acc_options_set_double(o, "lora_alpha", alpha), ACC_OK);
+  return o;
+}
+
 // The one output of a forward over several inputs (ACC_FORWARD_* flags).
 inline acc_tensor* forward(acc_model* m, const std::vector<acc_tensor*>& inputs, uint32_t flags) {
   acc_tensor_list* out = nullptr;

@@ -10,9 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "json_tensors.h"
 #include "support.h"
 
 using acc_test::floats;
+using acc_test::from_json;
+using acc_test::lora_options;
 using acc_test::max_difference;
 using acc_test::to_floats;
 using json = nlohmann::json;
@@ -31,14 +34,6 @@ acc_model* net(uint64_t seed = 5) {
   acc_model* m = nullptr;
   EXPECT_EQ(acc_model_from_spec(kNet, &m), ACC_OK) << acc_last_error_message();
   return m;
-}
-
-acc_options* lora_options(int64_t r, double alpha) {
-  acc_options* o = nullptr;
-  EXPECT_EQ(acc_options_create(ACC_OPTIONS_LORA, &o), ACC_OK);
-  EXPECT_EQ(acc_options_set_int(o, "r", r), ACC_OK);
-  EXPECT_EQ(acc_options_set_double(o, "lora_alpha", alpha), ACC_OK);
-  return o;
 }
 
 size_t add_lora(acc_model* m, const char* targets = kTargets, int64_t r = 2, double alpha = 4, double dropout = 0) {
@@ -76,12 +71,7 @@ std::vector<float> param(const acc_model* m, const std::string& name) {
 
 // AdamW steps on an MSE loss against fixed targets; returns the losses.
 std::vector<double> train(acc_model* m, int steps) {
-  acc_options* o = nullptr;
-  EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o), ACC_OK);
-  EXPECT_EQ(acc_options_set_double(o, "lr", 1e-2), ACC_OK);
-  acc_optimizer* opt = nullptr;
-  EXPECT_EQ(acc_optimizer_create(m, "adamw", o, &opt), ACC_OK) << acc_last_error_message();
-  acc_options_free(o);
+  acc_optimizer* opt = acc_test::optimizer(m, "adamw", 1e-2);
   std::vector<double> losses;
   acc_tensor* x = input();
   std::vector<float> target(2 * 4 * 3);
@@ -102,10 +92,6 @@ std::vector<double> train(acc_model* m, int steps) {
   acc_tensor_free(y);
   acc_optimizer_free(opt);
   return losses;
-}
-
-acc_tensor* from_json(const json& t) {
-  return floats(t["values"].get<std::vector<float>>(), t["shape"].get<std::vector<int64_t>>());
 }
 
 }  // namespace

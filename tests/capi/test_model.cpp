@@ -17,12 +17,6 @@ namespace {
 const char* kMlp = R"([{"type":"linear","in_features":4,"out_features":8},{"type":"relu"},
                        {"type":"dropout","p":0.0},{"type":"linear","in_features":8,"out_features":3}])";
 
-acc_model* spec_model(const char* spec) {
-  acc_model* m = nullptr;
-  EXPECT_EQ(acc_model_from_spec(spec, &m), ACC_OK) << acc_last_error_message();
-  return m;
-}
-
 std::vector<float> forward(acc_model* m, acc_tensor* x) {
   acc_tensor* y = nullptr;
   EXPECT_EQ(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y), ACC_OK) << acc_last_error_message();
@@ -40,7 +34,7 @@ std::string fixture(const char* name) {
 }  // namespace
 
 TEST(Model, SpecBuildsNamedParametersLikeNnSequential) {
-  acc_model* m = spec_model(kMlp);
+  acc_model* m = acc_test::spec_model(kMlp);
   acc_string_list* list = nullptr;
   ACC_ASSERT_OK(acc_model_parameter_names(m, &list));
   EXPECT_EQ(acc_test::strings(list), (std::vector<std::string>{"0.weight", "0.bias", "3.weight", "3.bias"}));
@@ -55,7 +49,7 @@ TEST(Model, SpecBuildsNamedParametersLikeNnSequential) {
 
 TEST(Model, SpecInitialisationFollowsPyTorchBounds) {
   // nn.Linear draws weight and bias from U(-1/sqrt(in), 1/sqrt(in)).
-  acc_model* m = spec_model(R"([{"type":"linear","in_features":100,"out_features":50}])");
+  acc_model* m = acc_test::spec_model(R"([{"type":"linear","in_features":100,"out_features":50}])");
   acc_tensor* w = nullptr;
   ACC_ASSERT_OK(acc_model_parameter(m, "0.weight", &w));
   float max_abs = 0;
@@ -68,9 +62,9 @@ TEST(Model, SpecInitialisationFollowsPyTorchBounds) {
 
 TEST(Model, SameSeedSameInitialisation) {
   ACC_ASSERT_OK(acc_set_seed(7));
-  acc_model* a = spec_model(kMlp);
+  acc_model* a = acc_test::spec_model(kMlp);
   ACC_ASSERT_OK(acc_set_seed(7));
-  acc_model* b = spec_model(kMlp);
+  acc_model* b = acc_test::spec_model(kMlp);
   acc_tensor *wa = nullptr, *wb = nullptr;
   ACC_ASSERT_OK(acc_model_parameter(a, "3.weight", &wa));
   ACC_ASSERT_OK(acc_model_parameter(b, "3.weight", &wb));
@@ -98,7 +92,7 @@ TEST(Model, EveryLayerTypeBuildsRunsAndExportsToTorchScript) {
     {"type":"sigmoid"},
     {"type":"softmax","dim":1}])";
   ACC_ASSERT_OK(acc_set_seed(3));
-  acc_model* m = spec_model(cnn);
+  acc_model* m = acc_test::spec_model(cnn);
   std::vector<float> pixels(2 * 8 * 8);
   for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = std::sin(static_cast<float>(i));
   acc_tensor* x = floats(pixels, {2, 1, 8, 8});
@@ -137,7 +131,7 @@ TEST(Model, EveryLayerTypeBuildsRunsAndExportsToTorchScript) {
 }
 
 TEST(Model, EmbeddingTakesIndices) {
-  acc_model* m = spec_model(R"([{"type":"embedding","num_embeddings":10,"embedding_dim":3,"padding_idx":0},
+  acc_model* m = acc_test::spec_model(R"([{"type":"embedding","num_embeddings":10,"embedding_dim":3,"padding_idx":0},
                                 {"type":"flatten"}])");
   acc_tensor* idx = longs({0, 4}, {1, 2});
   auto out = forward(m, idx);
@@ -167,7 +161,7 @@ TEST(Model, BadSpecsAreRejectedWithTheReason) {
 }
 
 TEST(Model, ForwardErrorsNameTheProblem) {
-  acc_model* m = spec_model(kMlp);
+  acc_model* m = acc_test::spec_model(kMlp);
   acc_tensor* wrong = floats(std::vector<float>(10, 0), {2, 5});
   acc_tensor* y = nullptr;
   ACC_EXPECT_ERROR(acc_model_forward1(m, wrong, 0, &y), ACC_ERR_INVALID_ARGUMENT, "");
@@ -187,7 +181,7 @@ TEST(Model, ForwardErrorsNameTheProblem) {
 }
 
 TEST(Model, NoGradForwardRecordsNoHistory) {
-  acc_model* m = spec_model(kMlp);
+  acc_model* m = acc_test::spec_model(kMlp);
   acc_tensor* x = floats(std::vector<float>(4, 1), {1, 4});
   acc_tensor* y = nullptr;
   int requires_grad = -1;
@@ -205,9 +199,9 @@ TEST(Model, NoGradForwardRecordsNoHistory) {
 
 TEST(Model, StateDictRoundTripAndStrictness) {
   ACC_ASSERT_OK(acc_set_seed(1));
-  acc_model* a = spec_model(kMlp);
+  acc_model* a = acc_test::spec_model(kMlp);
   ACC_ASSERT_OK(acc_set_seed(2));
-  acc_model* b = spec_model(kMlp);
+  acc_model* b = acc_test::spec_model(kMlp);
   acc_tensor* x = floats({0.1f, -0.2f, 0.3f, 0.4f}, {1, 4});
   EXPECT_NE(forward(a, x), forward(b, x));
   acc_tensor_list* state = nullptr;
@@ -238,7 +232,7 @@ TEST(Model, StateDictRoundTripAndStrictness) {
 }
 
 TEST(Model, ConversionToAnotherDtypeKeepsIntegerBuffers) {
-  acc_model* m = spec_model(R"([{"type":"linear","in_features":2,"out_features":2},
+  acc_model* m = acc_test::spec_model(R"([{"type":"linear","in_features":2,"out_features":2},
                                 {"type":"batchnorm1d","num_features":2}])");
   ACC_ASSERT_OK(acc_model_to(m, "cpu", ACC_DTYPE_FLOAT64));
   acc_tensor* t = nullptr;
@@ -266,7 +260,7 @@ TEST(TorchScript, MissingAndCorruptFilesAreIoErrors) {
   ACC_EXPECT_ERROR(acc_model_load_torchscript(path.c_str(), &m), ACC_ERR_IO, "not a zip archive");
   std::remove(path.c_str());
   EXPECT_EQ(m, nullptr);
-  acc_model* spec = spec_model(kMlp);
+  acc_model* spec = acc_test::spec_model(kMlp);
   ACC_EXPECT_ERROR(acc_model_save_torchscript(spec, "/nonexistent/dir/out.pt"), ACC_ERR_IO, "cannot write");
   acc_model_free(spec);
 }

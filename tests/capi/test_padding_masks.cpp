@@ -32,12 +32,6 @@ const char* const kPaddedEncoderDecoder = R"([
 const std::vector<uint8_t> kSourcePads = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1};
 const std::vector<uint8_t> kTargetPads = {0, 0, 0, 0, 1, 0, 0, 0, 1, 1};
 
-acc_model* model_from(const char* spec) {
-  acc_model* m = nullptr;
-  EXPECT_EQ(acc_model_from_spec(spec, &m), ACC_OK) << acc_last_error_message();
-  return m;
-}
-
 // The logits for these ids and pad flags.
 std::vector<float> logits(acc_model* m, const std::vector<int64_t>& source, const std::vector<int64_t>& target,
                           const std::vector<uint8_t>& source_pads, const std::vector<uint8_t>& target_pads) {
@@ -63,7 +57,7 @@ std::vector<float> positions(const std::vector<float>& logits, const std::vector
 
 TEST(PaddingMasks, PaddedTokensReachNoOtherOutput) {
   ACC_ASSERT_OK(acc_set_seed(5));
-  acc_model* m = model_from(kPaddedEncoderDecoder);
+  acc_model* m = acc_test::spec_model(kPaddedEncoderDecoder);
   ASSERT_NE(m, nullptr);
   ACC_ASSERT_OK(acc_model_set_training(m, 0));
   const std::vector<int64_t> source = {1, 2, 3, 4, 5, 6, 6, 5, 4, 3, 0, 0}, target = {7, 8, 9, 1, 0, 2, 3, 4, 0, 0};
@@ -99,7 +93,7 @@ TEST(PaddingMasks, APaddedBatchTrains) {
       {"type":"positional_embedding","num_embeddings":8,"embedding_dim":32},)" + block + "," + block + R"(,
       {"type":"layernorm","normalized_shape":32},{"type":"linear","in_features":32,"out_features":10}])";
   ACC_ASSERT_OK(acc_set_seed(0));
-  acc_model* m = model_from(spec.c_str());
+  acc_model* m = acc_test::spec_model(spec.c_str());
   ASSERT_NE(m, nullptr);
   std::vector<int64_t> ids, targets;
   std::vector<uint8_t> pads;
@@ -118,12 +112,7 @@ TEST(PaddingMasks, APaddedBatchTrains) {
   }
   std::vector<acc_tensor*> in = {longs(ids, {batch, length}), bools(pads, {batch, length})};
   acc_tensor* target = longs(targets, {batch, length});
-  acc_options* o = nullptr;
-  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o));
-  ACC_ASSERT_OK(acc_options_set_double(o, "lr", 3e-3));
-  acc_optimizer* opt = nullptr;
-  ACC_ASSERT_OK(acc_optimizer_create(m, "adamw", o, &opt));
-  acc_options_free(o);
+  acc_optimizer* opt = acc_test::optimizer(m, "adamw", 3e-3);
   double first = 0, last = 0;
   for (int step = 0; step < 60; ++step) {
     ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
@@ -146,7 +135,7 @@ TEST(PaddingMasks, APaddedBatchTrains) {
 
 TEST(PaddingMasks, BadMasksAreErrorsThatNameTheLayerAndTheMask) {
   ACC_ASSERT_OK(acc_set_seed(5));
-  acc_model* m = model_from(kPaddedEncoderDecoder);
+  acc_model* m = acc_test::spec_model(kPaddedEncoderDecoder);
   ASSERT_NE(m, nullptr);
   acc_tensor* source = longs(std::vector<int64_t>(12, 1), {2, 6});
   acc_tensor* target = longs(std::vector<int64_t>(10, 1), {2, 5});
@@ -170,7 +159,7 @@ TEST(PaddingMasks, BadMasksAreErrorsThatNameTheLayerAndTheMask) {
                "layer 3: transformer_decoder_layer: tgt_key_padding_mask must be");
   acc_model_free(m);
   // The memory's mask is checked against the memory, multihead_attention's against its keys.
-  m = model_from(R"([{"type":"multihead_attention","embed_dim":4,"num_heads":2,"key_value":{"input":1},
+  m = acc_test::spec_model(R"([{"type":"multihead_attention","embed_dim":4,"num_heads":2,"key_value":{"input":1},
                       "key_padding_mask":{"input":2}}])");
   ASSERT_NE(m, nullptr);
   acc_tensor* query = acc_test::floats(std::vector<float>(24, 0.5f), {3, 2, 4});

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 
+#include "json_tensors.h"
 #include "support.h"
 
 using acc_test::bools;
@@ -18,43 +19,17 @@ using acc_test::sequence_loss;
 using acc_test::to_floats;
 using acc_test::max_difference;
 using acc_test::parameter_names;
+using acc_test::float_values;
+using acc_test::from_json;
+using acc_test::spec_model;
 using json = nlohmann::ordered_json;  // keeps PyTorch's order of the state dict
 
 namespace {
-
-acc_model* spec_model(const std::string& spec) {
-  acc_model* m = nullptr;
-  EXPECT_EQ(acc_model_from_spec(spec.c_str(), &m), ACC_OK) << acc_last_error_message();
-  return m;
-}
-
-// A float tensor's values from the exporter, where null is NaN.
-std::vector<float> float_values(const json& t) {
-  std::vector<float> out;
-  for (const auto& v : t["values"])
-    out.push_back(v.is_null() ? std::numeric_limits<float>::quiet_NaN() : v.get<float>());
-  return out;
-}
-
-acc_tensor* from_json(const json& t) {
-  const auto shape = t["shape"].get<std::vector<int64_t>>();
-  if (t["dtype"] == "int64") return longs(t["values"].get<std::vector<int64_t>>(), shape);
-  if (t["dtype"] == "bool") {
-    std::vector<uint8_t> values;
-    for (const auto& v : t["values"]) values.push_back(v.get<bool>());
-    return bools(values, shape);
-  }
-  return floats(float_values(t), shape);
-}
 
 acc_tensor* run(acc_model* m, const acc_tensor* x) {
   acc_tensor* y = nullptr;
   EXPECT_EQ(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y), ACC_OK) << acc_last_error_message();
   return y;
-}
-
-acc_tensor* run(acc_model* m, const std::vector<acc_tensor*>& inputs, uint32_t flags = ACC_FORWARD_NO_GRAD) {
-  return acc_test::forward(m, inputs, flags);
 }
 
 std::vector<float> parameter_values(const acc_model* m, const char* name, bool gradient) {
@@ -104,7 +79,7 @@ TEST(Transformer, ReproducesPyTorchLayersFromTheirStateDicts) {
     ACC_ASSERT_OK(acc_model_set_training(m, 0));
     std::vector<acc_tensor*> x;
     for (const auto& input : c["inputs"]) x.push_back(from_json(input));
-    acc_tensor* y = run(m, x);
+    acc_tensor* y = acc_test::forward(m, x, ACC_FORWARD_NO_GRAD);
     const auto ours = to_floats(y);
     EXPECT_LE(max_difference(ours, float_values(c["output"])), 1e-5f);
 
@@ -115,7 +90,7 @@ TEST(Transformer, ReproducesPyTorchLayersFromTheirStateDicts) {
     ACC_ASSERT_OK(acc_model_load_torchscript(path.c_str(), &loaded));
     std::remove(path.c_str());
     EXPECT_EQ(parameter_names(loaded), parameter_names(m));
-    acc_tensor* z = run(loaded, x);
+    acc_tensor* z = acc_test::forward(loaded, x, ACC_FORWARD_NO_GRAD);
     EXPECT_LE(max_difference(to_floats(z), ours), 1e-6f);
     acc_tensor_free(z);
     acc_model_free(loaded);
@@ -207,16 +182,11 @@ TEST(Transformer, TinyEncoderDecoderLearnsToReverse) {
   acc_tensor* src = longs(source, {batch, length});
   acc_tensor* tgt_in = longs(shifted, {batch, length});
   acc_tensor* tgt = longs(target, {batch, length});
-  acc_options* o = nullptr;
-  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o));
-  ACC_ASSERT_OK(acc_options_set_double(o, "lr", 3e-3));
-  acc_optimizer* opt = nullptr;
-  ACC_ASSERT_OK(acc_optimizer_create(m, "adamw", o, &opt));
-  acc_options_free(o);
+  acc_optimizer* opt = acc_test::optimizer(m, "adamw", 3e-3);
   double first = 0, last = 0;
   for (int step = 0; step < 80; ++step) {
     ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
-    acc_tensor* logits = run(m, {src, tgt_in}, ACC_FORWARD_DEFAULT);
+    acc_tensor* logits = acc_test::forward(m, {src, tgt_in}, ACC_FORWARD_DEFAULT);
     ASSERT_NE(logits, nullptr);
     acc_tensor* loss = sequence_loss(logits, tgt, vocab);
     ACC_ASSERT_OK(acc_tensor_item(loss, step == 0 ? &first : &last));
@@ -256,12 +226,7 @@ TEST(Transformer, TinyGptLearnsARepeatingSequence) {
     }
   acc_tensor* x = longs(ids, {batch, steps});
   acc_tensor* target = longs(next, {batch, steps});
-  acc_options* o = nullptr;
-  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o));
-  ACC_ASSERT_OK(acc_options_set_double(o, "lr", 3e-3));
-  acc_optimizer* opt = nullptr;
-  ACC_ASSERT_OK(acc_optimizer_create(m, "adamw", o, &opt));
-  acc_options_free(o);
+  acc_optimizer* opt = acc_test::optimizer(m, "adamw", 3e-3);
   double first = 0, last = 0;
   for (int step = 0; step < 60; ++step) {
     ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));

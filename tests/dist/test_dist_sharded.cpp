@@ -114,9 +114,7 @@ struct Job {
       EXPECT_EQ(acc_model_set_requires_grad(model, s.freeze, 0, &count), ACC_OK) << acc_last_error_message();
     }
     if (s.lora) {
-      acc_options* o = nullptr;
-      EXPECT_EQ(acc_options_create(ACC_OPTIONS_LORA, &o), ACC_OK);
-      EXPECT_EQ(acc_options_set_int(o, "r", 2), ACC_OK);
+      acc_options* o = acc_test::lora_options(2, 8);
       EXPECT_EQ(acc_model_add_lora(model, s.lora, o, nullptr), ACC_OK) << acc_last_error_message();
       acc_options_free(o);
     }

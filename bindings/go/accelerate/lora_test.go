@@ -23,16 +23,7 @@ func outputOf(t *testing.T, m *acc.Model) []float32 {
 	t.Helper()
 	x, _ := acc.FromFloat32s([]float32{0.1, -0.2, 0.3, 0.4, 0.5, -0.6, 0.7, 0.8}, 2, 4)
 	defer x.Close()
-	y, err := m.Forward(x)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer y.Close()
-	v, err := y.Float32s()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
+	return forwardNoGrad(t, m, x)
 }
 
 // LoRA adapters: only they train, PEFT's files round-trip, merging keeps the outputs.
