@@ -273,8 +273,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   Sharded data parallelism (README "Sharded data parallelism"): zero_stage (int 0-3, default 0:
  *   DDP; 1 shards the optimizer state, 2 also the gradients (FSDP's SHARD_GRAD_OP), 3 also the
  *   parameters (FULL_SHARD)), offload_optimizer (bool, default false), offload_params (bool,
- *   default false) (CPU offload: on a CPU device everything is in CPU memory already; on CUDA
- *   ACC_ERR_UNSUPPORTED for now), state_dict_type ("FULL_STATE_DICT", default: save_state writes
+ *   default false) (CPU offload: the optimizer steps this process's slice and keeps its state in
+ *   host memory; stage 3 also keeps the parameter shard there; on a CPU device it costs a host copy
+ *   and saves nothing), state_dict_type ("FULL_STATE_DICT", default: save_state writes
  *   consolidated files any number of processes can load; "SHARDED_STATE_DICT": each process writes
  *   its own shard). Unset, they are read from Accelerate's ACCELERATE_USE_FSDP / FSDP_* and
  *   ACCELERATE_USE_DEEPSPEED / ACCELERATE_DEEPSPEED_* variables (set by accelerate-launch).

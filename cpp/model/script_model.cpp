@@ -1,5 +1,7 @@
 #include "model/script_model.h"
 
+#include <torch/csrc/jit/api/function_impl.h>
+
 #include <fstream>
 
 #include "common/compat.h"
@@ -67,7 +69,37 @@ NamedTensors ScriptModel::forward(const std::vector<at::Tensor>& inputs) {
   // The executor's switch is per thread: set around this forward only.
   torch::jit::GraphOptimizerEnabledGuard optimize(optimize_);
   const auto adapted = lora_.apply();
-  return flatten_outputs(module_.get_method("forward")(std::move(args)));
+  if (!marked_forward_) return flatten_outputs(module_.get_method("forward")(std::move(args)));
+  args.insert(args.begin(), module_._ivalue());
+  module_.get_method("forward").function().getSchema().checkAndNormalizeInputs(args);
+  marked_forward_->run(args);
+  return flatten_outputs(args.back());
+}
+
+ScriptModel::~ScriptModel() {
+  if (marked_forward_) install_unit_hooks(unit_token_, {}, UnitHooks{});
+}
+
+const ScriptUnitPlan& ScriptModel::unit_plan() const {
+  if (!unit_plan_) unit_plan_ = plan_script_units(module_, unit_token_);
+  return *unit_plan_;
+}
+
+std::vector<std::vector<std::string>> ScriptModel::parameter_units() const {
+  if (!lora_.empty()) return Model::parameter_units();
+  return unit_plan().units;
+}
+
+bool ScriptModel::set_unit_hooks(UnitHooks hooks) {
+  if (!hooks.before || !hooks.after || !lora_.empty() || !unit_plan().graph) {
+    install_unit_hooks(unit_token_, {}, UnitHooks{});
+    marked_forward_.reset();
+    return false;
+  }
+  install_unit_hooks(unit_token_, unit_plan().site_units, std::move(hooks));
+  marked_forward_ = std::make_unique<torch::jit::GraphFunction>("acc_sharded_forward", unit_plan().graph->copy(),
+                                                                 nullptr);
+  return true;
 }
 
 namespace {

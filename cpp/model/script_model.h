@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "model/script_units.h"
 
 namespace acc {
 
@@ -17,6 +18,7 @@ NamedTensors flatten_outputs(const c10::IValue& value);
 class ScriptModel final : public Model {
  public:
   explicit ScriptModel(torch::jit::Module module);
+  ~ScriptModel() override;
 
   NamedTensors forward(const std::vector<at::Tensor>& inputs) override;
   NamedTensors named_parameters() const override;
@@ -24,6 +26,10 @@ class ScriptModel final : public Model {
   void set_training(bool training) override;
   bool is_training() const override;
   void set_graph_optimization(bool enabled) override { optimize_ = enabled; }
+  // Stage 3's units: see model/script_units.h (one unit while LoRA adapters are added: their merged
+  // weights are made for the whole model at the start of each forward).
+  std::vector<std::vector<std::string>> parameter_units() const override;
+  bool set_unit_hooks(UnitHooks hooks) override;
 
  protected:
   void write_torchscript(const std::string& path) const override;
@@ -40,6 +46,11 @@ class ScriptModel final : public Model {
     std::string schema;
   };
   std::optional<Arity> arity_;
+  const int64_t unit_token_ = next_unit_token();
+  mutable std::optional<ScriptUnitPlan> unit_plan_;
+  const ScriptUnitPlan& unit_plan() const;
+  // forward with the unit markers, while hooks are installed.
+  std::unique_ptr<torch::jit::GraphFunction> marked_forward_;
 };
 
 }  // namespace acc

@@ -32,8 +32,9 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
       options_(std::move(options)),
       data_parallel_(std::move(data_parallel)) {
   require(options_.stage >= 1 && options_.stage <= 3, "zero_stage must be 1, 2 or 3, got ", options_.stage);
-  if (dist_->process_device().is_cuda() && (options_.offload_optimizer || options_.offload_params))
-    fail(Status::Unsupported, "CPU offload of sharded optimizer state or parameters is not implemented on CUDA yet");
+  // Stages 1 and 2 keep whole parameters on the device by design: offloading parameters there
+  // means offloading what the optimizer steps (as FSDP's CPUOffload with SHARD_GRAD_OP).
+  offload_ = options_.offload_optimizer || options_.offload_params;
   std::vector<at::Tensor> everything;
   for (const auto& entry : model_->named_parameters()) {
     everything.push_back(entry.second);
@@ -82,7 +83,11 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
       at::Tensor& p = params_[unit.params[k]];
       full.narrow(0, unit.offsets[k], p.numel()).copy_(p.reshape({-1}));
     }
-    if (options_.stage == 3) shard_params_.push_back(full.narrow(0, unit.my_begin(rank), unit.slice).clone());
+    const at::Tensor mine = full.narrow(0, unit.my_begin(rank), unit.slice);
+    const at::Tensor host = offload_ ? at::empty({unit.slice}, host_options(unit.dtype)).copy_(mine) : at::Tensor();
+    if (options_.stage == 3) shard_params_.push_back(offload_ ? host : mine.clone());
+    else if (offload_) host_master_.push_back(host);
+    if (offload_) host_grads_.push_back(at::zeros({unit.slice}, host_options(unit.dtype)));
     for (size_t k = 0; k < unit.params.size(); ++k) {
       at::Tensor& p = params_[unit.params[k]];
       p.set_data(full.narrow(0, unit.offsets[k], p.numel()).view(p.sizes()));
@@ -92,16 +97,19 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
   }
   for (const auto& piece : layout_->pieces()) {
     const FlatUnit& unit = layout_->units()[piece.unit];
-    pieces_.push_back(options_.stage == 3
-                          ? shard_params_[piece.unit].narrow(0, piece.shard_pos - unit.shard_offset, piece.length)
-                          : full_[piece.unit].narrow(0, unit.offsets[piece.slot] + piece.begin, piece.length));
+    const int64_t in_slice = piece.shard_pos - unit.shard_offset;
+    if (options_.stage == 3) pieces_.push_back(shard_params_[piece.unit].narrow(0, in_slice, piece.length));
+    else if (offload_) pieces_.push_back(host_master_[piece.unit].narrow(0, in_slice, piece.length));
+    else pieces_.push_back(full_[piece.unit].narrow(0, unit.offsets[piece.slot] + piece.begin, piece.length));
   }
   gathered_.assign(layout_->units().size(), true);
 
   if (options_.stage == 1) {
     reducer_ = std::make_unique<DataParallel>(model_, dist_, data_parallel_);
+    remember_parameter_versions();
     return;
   }
+  remember_parameter_versions();
   // Reductions start from the gradient accumulators' hooks, as DDP's Reducer does; the accumulators
   // are kept alive so that the hooks stay.
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -168,8 +176,9 @@ void ShardedDataParallel::before_forward(bool sync) {
 
 void ShardedDataParallel::after_forward(const NamedTensors& outputs, bool sync) {
   if (reducer_) return reducer_->after_forward(outputs, sync);
-  if (options_.stage != 3 || model_has_unit_hooks_) return;
-  // One unit: a backward, if one follows, needs it next; it stays gathered until that has reduced it.
+  if (options_.stage != 3) return;
+  // A backward, if one follows, needs the units still gathered (the last one, those whose output
+  // could not be hooked, or the model run as one piece) until it has reduced them.
   for (const auto& entry : outputs)
     if (entry.second.requires_grad()) return;
   for (size_t u = 0; u < gathered_.size(); ++u) release(u);
@@ -186,6 +195,23 @@ void ShardedDataParallel::join_begin() {
 }
 
 void ShardedDataParallel::join_end() { join_begin(); }
+
+at::TensorOptions ShardedDataParallel::host_options(at::ScalarType dtype) const {
+  return at::TensorOptions().dtype(dtype).device(at::kCPU).pinned_memory(dist_->process_device().is_cuda());
+}
+
+// In-place writes through a parameter (load_state_dict's copy_) bump its version counter; ours into
+// the flat vectors (the write-back, the all-gathers) do not: set_data left each parameter its own.
+bool ShardedDataParallel::parameters_written_since_host_copy() const {
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (params_[i]._version() != param_versions_[i]) return true;
+  return false;
+}
+
+void ShardedDataParallel::remember_parameter_versions() {
+  param_versions_.clear();
+  for (const auto& p : params_) param_versions_.push_back(p._version());
+}
 
 at::Tensor ShardedDataParallel::my_slice(size_t unit, const at::Tensor& full) const {
   const FlatUnit& u = layout_->units()[unit];
@@ -223,7 +249,9 @@ void ShardedDataParallel::gather(size_t unit) {
     storage->set_data_ptr(storage->allocator()->allocate(bytes));
     storage->set_nbytes(bytes);
   }
-  allgather_into(full, shard_params_[unit], kGather);
+  const at::Tensor& shard = shard_params_[unit];  // offloaded: staged to the device first
+  allgather_into(full, shard.device() == full.device() ? shard : shard.to(full.device(), /*non_blocking=*/true),
+                 kGather);
   for (size_t k = 0; k < u.params.size(); ++k) {
     const auto& shape = shapes_[u.params[k]];
     params_[u.params[k]].set_data(full.narrow(0, u.offsets[k], c10::multiply_integers(shape)).view(shape));
@@ -360,19 +388,28 @@ bool ShardedDataParallel::attach_piece_gradients() {
   const auto& pieces = layout_->pieces();
   // Attached once per step: the GradScaler divides each gradient tensor once, known by identity.
   if (!pieces_.empty() && pieces_.front().grad().defined()) return true;
+  at::NoGradGuard no_grad;
   if (options_.stage == 1) {
     for (size_t i = 0; i < pieces.size(); ++i) {
       const at::Tensor& grad = params_[pieces[i].param].grad();
       if (!grad.defined()) return false;
-      pieces_[i].mutable_grad() = grad.reshape({-1}).narrow(0, pieces[i].begin, pieces[i].length);
+      at::Tensor mine = grad.reshape({-1}).narrow(0, pieces[i].begin, pieces[i].length);
+      if (offload_) {
+        const FlatUnit& unit = layout_->units()[pieces[i].unit];
+        mine = host_grads_[pieces[i].unit].narrow(0, pieces[i].shard_pos - unit.shard_offset, pieces[i].length).copy_(mine);
+      }
+      pieces_[i].mutable_grad() = mine;
     }
     return true;
   }
   if (!grads_live_) return false;
+  if (offload_)
+    for (size_t u = 0; u < shard_grads_.size(); ++u) host_grads_[u].copy_(shard_grads_[u]);
+  const std::vector<at::Tensor>& slices = offload_ ? host_grads_ : shard_grads_;
   for (size_t i = 0; i < pieces.size(); ++i) {
     const FlatUnit& unit = layout_->units()[pieces[i].unit];
     pieces_[i].mutable_grad() =
-        shard_grads_[pieces[i].unit].narrow(0, pieces[i].shard_pos - unit.shard_offset, pieces[i].length);
+        slices[pieces[i].unit].narrow(0, pieces[i].shard_pos - unit.shard_offset, pieces[i].length);
   }
   return true;
 }
@@ -384,10 +421,21 @@ std::vector<at::Tensor> ShardedDataParallel::piece_gradients() {
   return grads;
 }
 
+void ShardedDataParallel::before_step() {
+  if (host_master_.empty() || !parameters_written_since_host_copy()) return;
+  at::NoGradGuard no_grad;
+  for (size_t u = 0; u < full_.size(); ++u) host_master_[u].copy_(my_slice(u, full_[u]));
+  remember_parameter_versions();
+}
+
 void ShardedDataParallel::after_step() {
   if (options_.stage == 3) return;  // the next forward gathers the stepped shards
   at::NoGradGuard no_grad;
-  for (size_t u = 0; u < full_.size(); ++u) allgather_into(full_[u], my_slice(u, full_[u]), kGather);
+  for (size_t u = 0; u < full_.size(); ++u) {
+    // From pinned memory the copy overlaps; the collective is ordered after it on the stream.
+    if (offload_) my_slice(u, full_[u]).copy_(host_master_[u], /*non_blocking=*/true);
+    allgather_into(full_[u], my_slice(u, full_[u]), kGather);
+  }
 }
 
 void ShardedDataParallel::zero_grad() {

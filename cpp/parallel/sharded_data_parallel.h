@@ -8,9 +8,16 @@
 //                     the full gradients.
 //   stage 3 (ZeRO-3, FULL_SHARD): parameters are sharded at rest too; a unit's parameters are
 //                     gathered just before its forward and again before its backward, and freed
-//                     after each. Units: a spec model's layers; a TorchScript model is one unit.
+//                     after each. Units: a spec model's layers; the submodules a TorchScript
+//                     forward calls (model/script_units.h).
 // Collectives: NCCL reduce-scatters and all-gathers flat tensors; Gloo has no reduce-scatter in
 // libtorch 1.13, so a bucket is all-reduced (DDP's traffic) and each process keeps its slice.
+// CPU offload (offload_optimizer, offload_params): the optimizer steps this process's slice in host
+// memory (pinned on CUDA), so its state lives there. Stages 1 and 2 keep a host copy of the slice
+// and copy the stepped values back before the all-gather; stage 3 keeps the shard itself in host
+// memory and stages each unit to the device for its gather. The averaged gradients' slices are
+// copied to the host once per step. On a CPU device the copies are real too (2/N of the
+// parameters' bytes more): the path runs and is tested the same, but saves nothing there.
 #pragma once
 
 #include <torch/csrc/autograd/function.h>
@@ -63,8 +70,13 @@ class ShardedDataParallel final : public ParallelEngine {
   bool attach_piece_gradients();
   // The pieces' gradients, attached first (empty when there are none yet).
   std::vector<at::Tensor> piece_gradients();
+  // Before the optimizer steps the pieces: under offload at stages 1 and 2, the host copy is
+  // refreshed when the parameters were written since it was taken (a loaded checkpoint).
+  void before_step();
   // After the optimizer stepped the pieces: stages 1 and 2 all-gather the updated parameters.
   void after_step();
+  // Whether the pieces (and the optimizer's state) are in host memory.
+  bool offloaded() const { return offload_; }
   void zero_grad();
   // torch's clip_grad_norm_ over the gradients of every process's pieces (stages 2 and 3: the full
   // gradients no longer exist); returns the total norm.
@@ -97,6 +109,10 @@ class ShardedDataParallel final : public ParallelEngine {
   void finish_reductions(bool wait_all);
   void finish_backward();
   at::Tensor my_slice(size_t unit, const at::Tensor& full) const;
+  // Host memory for offloaded slices: pinned when the process computes on CUDA.
+  at::TensorOptions host_options(at::ScalarType dtype) const;
+  bool parameters_written_since_host_copy() const;
+  void remember_parameter_versions();
   void allgather_into(const at::Tensor& full, const at::Tensor& mine, const std::string& name);
 
   std::shared_ptr<Model> model_;
@@ -117,6 +133,11 @@ class ShardedDataParallel final : public ParallelEngine {
   // Stage 3: each unit's slice of the parameters; stages 2 and 3: of the averaged gradients.
   std::vector<at::Tensor> shard_params_, shard_grads_;
   std::vector<bool> gathered_;
+  // Offload: stages 1-2 step `host_master_` (this process's slice of each unit, in host memory);
+  // every stage steps on `host_grads_`, the averaged gradients' slices copied to the host.
+  bool offload_ = false;
+  std::vector<at::Tensor> host_master_, host_grads_;
+  std::vector<int64_t> param_versions_;   // the parameters' version counters when host_master_ was taken
   bool model_has_unit_hooks_ = false;
   // The backward in progress.
   bool sync_ = true;

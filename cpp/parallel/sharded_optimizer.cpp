@@ -141,6 +141,7 @@ void ShardedOptimizer::add_param_group(const std::vector<std::string>&, const Op
 }
 
 void ShardedOptimizer::step() {
+  engine_->before_step();
   engine_->attach_piece_gradients();
   inner_->step();
   engine_->after_step();

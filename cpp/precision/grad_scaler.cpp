@@ -46,8 +46,11 @@ void GradScaler::unscale(const std::vector<at::Tensor>& grads, OverflowFlag& fla
   at::NoGradGuard no_grad;
   const at::Tensor inv_scale = scale_.to(at::kDouble).reciprocal().to(at::kFloat);
   if (fused_) {
-    at::_amp_foreach_non_finite_check_and_unscale_(pending, found, inv_scale);
-    return;
+    // The fused kernel takes CUDA gradients; offloaded ones (host memory) go the elementwise way.
+    std::vector<at::Tensor> on_device, on_host;
+    for (const auto& g : pending) (g.device() == found.device() ? on_device : on_host).push_back(g);
+    if (!on_device.empty()) at::_amp_foreach_non_finite_check_and_unscale_(on_device, found, inv_scale);
+    pending = std::move(on_host);
   }
   for (const auto& g : pending) {
     if (!at::isfinite(g).all().item<bool>()) found.fill_(1.0);

@@ -180,13 +180,15 @@ inline std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-// An accelerator with options given as key/value text.
 // acc_accelerator_create with accelerator options given as text; its status (the error stays for
-// acc_last_error_message).
+// acc_last_error_message). ACC_TEST_BACKEND (the GPU suite's "gloo", for processes sharing one GPU)
+// is every accelerator's backend unless the items name one: a process joins its group once.
 inline acc_status create_accelerator(const std::vector<std::pair<std::string, std::string>>& items,
                                      acc_accelerator** out) {
   acc_options* o = nullptr;
   EXPECT_EQ(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o), ACC_OK);
+  if (const char* backend = std::getenv("ACC_TEST_BACKEND"))
+    EXPECT_EQ(acc_options_set(o, "backend", backend), ACC_OK) << acc_last_error_message();
   for (auto& kv : items)
     EXPECT_EQ(acc_options_set(o, kv.first.c_str(), kv.second.c_str()), ACC_OK) << acc_last_error_message();
   const acc_status status = acc_accelerator_create(o, out);

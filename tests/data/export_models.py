@@ -37,6 +37,48 @@ class DictOutput(torch.nn.Module):
         return {"logits": y, "norm": y.norm()}
 
 
+class Block(torch.nn.Module):
+    def __init__(self, width: int):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(width)
+        self.fc = torch.nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor):
+        return x + self.fc(torch.tanh(self.norm(x)))
+
+
+class Stacked(torch.nn.Module):
+    """A GPT's shape: an embedding, a position table the forward reads itself, residual blocks in a
+    ModuleList and a head (stage 3 makes a unit of each submodule the forward calls)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(8, 6)
+        self.pos = torch.nn.Parameter(torch.randn(5, 6) * 0.1)
+        self.blocks = torch.nn.ModuleList([Block(6) for _ in range(3)])
+        self.head = torch.nn.Linear(6, 8)
+
+    def forward(self, ids: torch.Tensor):
+        h = self.embed(ids) + self.pos[: ids.shape[1]]
+        for block in self.blocks:
+            h = block(h)
+        return self.head(h)
+
+
+class Helper(torch.nn.Module):
+    """Calls a method of its own that runs a submodule: stage 3 cannot see that call."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def inner(self, x: torch.Tensor):
+        return self.fc(x)
+
+    def forward(self, x: torch.Tensor):
+        return self.inner(x) * 2
+
+
 def largest_tensor_record(archive: Path) -> zipfile.ZipInfo:
     with zipfile.ZipFile(archive) as z:
         return max((i for i in z.infolist() if "/data/" in i.filename and not i.filename.endswith(".pkl")),
@@ -66,6 +108,8 @@ def main(out: Path) -> None:
     torch.manual_seed(0)
     torch.jit.save(torch.jit.script(Classifier()), str(out / "classifier.pt"))
     torch.jit.save(torch.jit.script(DictOutput()), str(out / "dict_output.pt"))
+    torch.jit.save(torch.jit.script(Stacked()), str(out / "stacked.pt"))
+    torch.jit.save(torch.jit.script(Helper()), str(out / "helper.pt"))
     write_damaged_copies(out / "classifier.pt", out)
     # What PyTorch computes for a fixed input, for the tests to compare with.
     m = torch.jit.load(str(out / "dict_output.pt"))

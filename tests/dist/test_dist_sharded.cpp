@@ -92,6 +92,7 @@ struct Settings {
   const char* freeze = nullptr;  // patterns frozen before prepare
   const char* lora = nullptr;    // LoRA target modules, added before the optimizer is made
   const char* state_dict_type = "FULL_STATE_DICT";
+  bool offload = false;  // offload_optimizer and offload_params
 };
 
 // A prepared model and optimizer under zero_stage `stage` (0: DDP).
@@ -106,7 +107,9 @@ struct Job {
     acc = acc_test::make_accelerator({{"zero_stage", std::to_string(stage)},
                                       {"gradient_accumulation_steps", std::to_string(s.accumulation)},
                                       {"mixed_precision", s.precision},
-                                      {"state_dict_type", s.state_dict_type}});
+                                      {"state_dict_type", s.state_dict_type},
+                                      {"offload_optimizer", s.offload ? "true" : "false"},
+                                      {"offload_params", s.offload ? "true" : "false"}});
     EXPECT_EQ(acc_set_seed(11), ACC_OK);
     EXPECT_EQ(acc_model_from_spec(s.spec, &model), ACC_OK) << acc_last_error_message();
     if (s.freeze) {
@@ -293,6 +296,18 @@ TEST(Sharded, WithAccumulationClippingAndBf16) {
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 6);
 }
 
+// Offload steps each process's slice in host memory (a copy of it under stages 1 and 2, the shard
+// itself under stage 3), on gradients copied there: the same arithmetic on the same values.
+TEST(Sharded, CpuOffloadTrainsAsWithout) {
+  Settings s;
+  s.offload = true;
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+  s.accumulation = 2;
+  s.clip = 0.05;
+  s.precision = "bf16";
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 6);
+}
+
 TEST(Sharded, ClippingByValueClipsTheSlices) {
   Settings s;
   s.algorithm = "sgd";
@@ -391,32 +406,36 @@ std::string shared_dir(const std::string& name) {
 
 }  // namespace
 
+// Under offload the resumed job's host copies were taken at prepare, before load_state wrote the
+// parameters: stepping them instead of the loaded values would show here.
 TEST(Sharded, CheckpointsResumeExactlyShardedAndConsolidated) {
-  for (const char* type : {"FULL_STATE_DICT", "SHARDED_STATE_DICT"})
-    for (int stage : {1, 2, 3}) {
-      SCOPED_TRACE(std::string(type) + " zero_stage " + std::to_string(stage));
-      Settings s;
-      s.state_dict_type = type;
-      const std::string dir = shared_dir(std::string(type) + std::to_string(stage));
-      std::map<std::string, std::vector<float>> straight;
-      {
-        Job job(stage, s);
-        for (int i = 0; i < 2; ++i) job.micro_step();
-        ACC_ASSERT_OK(acc_save_state(job.acc, dir.c_str(), nullptr));
-        for (int i = 0; i < 3; ++i) job.micro_step();
-        straight = job.weights();
+  for (bool offload : {false, true})
+    for (const char* type : {"FULL_STATE_DICT", "SHARDED_STATE_DICT"})
+      for (int stage : {1, 2, 3}) {
+        SCOPED_TRACE(std::string(type) + " zero_stage " + std::to_string(stage) + (offload ? " offload" : ""));
+        Settings s;
+        s.state_dict_type = type;
+        s.offload = offload;
+        const std::string dir = shared_dir(std::string(type) + std::to_string(stage));
+        std::map<std::string, std::vector<float>> straight;
+        {
+          Job job(stage, s);
+          for (int i = 0; i < 2; ++i) job.micro_step();
+          ACC_ASSERT_OK(acc_save_state(job.acc, dir.c_str(), nullptr));
+          for (int i = 0; i < 3; ++i) job.micro_step();
+          straight = job.weights();
+        }
+        Job resumed(stage, s);
+        ACC_ASSERT_OK(acc_load_state(resumed.acc, dir.c_str(), nullptr));
+        resumed.step_index = 2;
+        for (int i = 0; i < 3; ++i) resumed.micro_step();
+        EXPECT_EQ(max_difference(straight, resumed.weights()), 0.0);
+        const bool sharded_files =
+            std::filesystem::exists(dir + "/optimizer_shard_" + std::to_string(g_rank) + ".safetensors");
+        EXPECT_EQ(sharded_files, std::string(type) == "SHARDED_STATE_DICT");
+        ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+        if (g_rank == 0) std::filesystem::remove_all(dir);
       }
-      Job resumed(stage, s);
-      ACC_ASSERT_OK(acc_load_state(resumed.acc, dir.c_str(), nullptr));
-      resumed.step_index = 2;
-      for (int i = 0; i < 3; ++i) resumed.micro_step();
-      EXPECT_EQ(max_difference(straight, resumed.weights()), 0.0);
-      const bool sharded_files =
-          std::filesystem::exists(dir + "/optimizer_shard_" + std::to_string(g_rank) + ".safetensors");
-      EXPECT_EQ(sharded_files, std::string(type) == "SHARDED_STATE_DICT");
-      ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
-      if (g_rank == 0) std::filesystem::remove_all(dir);
-    }
 }
 
 TEST(Sharded, ConsolidatedFilesEqualDdpsAndLoadIntoDdp) {
@@ -574,49 +593,91 @@ namespace {
 
 // PyTorch's exported classifier (fc1, fc2; forward(x, labels) -> (logits, loss)), trained for 3
 // steps on this process's rows under zero_stage `stage`; its weights afterwards.
-std::map<std::string, std::vector<float>> train_torchscript(int stage) {
+// Trains a TorchScript fixture for 3 AdamW steps under zero_stage `stage` (0: DDP); its weights,
+// and (in `eval`) the output of a forward without gradients afterwards.
+std::map<std::string, std::vector<float>> train_torchscript(int stage, const std::string& file,
+                                                            std::vector<float>* eval = nullptr) {
+  const bool stacked = file == "stacked.pt";  // token ids in, logits out; else classifier.pt
   acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", std::to_string(stage)}});
   acc_model* model = nullptr;
   acc_optimizer* opt = nullptr;
-  EXPECT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/classifier.pt").c_str(), &model), ACC_OK)
+  EXPECT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/" + file).c_str(), &model), ACC_OK)
       << acc_last_error_message();
   EXPECT_EQ(acc_optimizer_create(model, "adamw", nullptr, &opt), ACC_OK);
   EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
-  for (int step = 0; step < 3; ++step) {
+  auto batch = [&](int step) {
+    std::vector<acc_tensor*> inputs;
+    if (stacked) {
+      std::vector<int64_t> ids, next;
+      for (int64_t i = 0; i < 4 * 5; ++i) {
+        ids.push_back((g_rank * 7 + i * 3 + step) % 8);
+        next.push_back((g_rank * 7 + i * 3 + step + 3) % 8);
+      }
+      return std::vector<acc_tensor*>{acc_test::longs(ids, {4, 5}), acc_test::longs(next, {20})};
+    }
     std::vector<float> x;
     std::vector<int64_t> labels;
     for (int64_t i = 0; i < 4; ++i) {
       for (int f = 0; f < 4; ++f) x.push_back(std::sin(0.5f * static_cast<float>((g_rank * 4 + i) * 4 + f + step)));
       labels.push_back((g_rank + i + step) % 3);
     }
-    acc_tensor* xt = floats(x, {4, 4});
-    acc_tensor* yt = acc_test::longs(labels, {4});
-    const acc_tensor* inputs[] = {xt, yt};
+    return std::vector<acc_tensor*>{floats(x, {4, 4}), acc_test::longs(labels, {4})};
+  };
+  for (int step = 0; step < 4; ++step) {
+    std::vector<acc_tensor*> in = batch(step);
+    const size_t count = stacked ? 1 : 2;  // the stacked model's targets are the loss's
     acc_tensor_list* outputs = nullptr;
-    acc_tensor* loss = nullptr;
-    EXPECT_EQ(acc_model_forward(model, inputs, 2, ACC_FORWARD_DEFAULT, &outputs), ACC_OK) << acc_last_error_message();
-    EXPECT_EQ(acc_tensor_list_get(outputs, 1, &loss), ACC_OK);
-    EXPECT_EQ(acc_backward(acc, loss), ACC_OK) << acc_last_error_message();
-    EXPECT_EQ(acc_optimizer_step(opt), ACC_OK);
-    EXPECT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+    acc_tensor *out = nullptr, *loss = nullptr;
+    const unsigned flags = step == 3 ? ACC_FORWARD_NO_GRAD : ACC_FORWARD_DEFAULT;
+    EXPECT_EQ(acc_model_forward(model, in.data(), count, flags, &outputs), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_tensor_list_get(outputs, stacked ? 0 : 1, &out), ACC_OK);
+    if (step == 3) {  // evaluation after training
+      if (eval) *eval = to_floats(out);
+    } else {
+      if (stacked) {
+        const int64_t flat[] = {-1, 8};
+        acc_tensor* logits = nullptr;
+        EXPECT_EQ(acc_tensor_reshape(out, flat, 2, &logits), ACC_OK);
+        EXPECT_EQ(acc_loss_cross_entropy(logits, in[1], ACC_REDUCTION_MEAN, 0.0, &loss), ACC_OK);
+        acc_tensor_free(logits);
+      } else {
+        loss = out;
+        out = nullptr;
+      }
+      EXPECT_EQ(acc_backward(acc, loss), ACC_OK) << acc_last_error_message();
+      EXPECT_EQ(acc_optimizer_step(opt), ACC_OK);
+      EXPECT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+    }
+    for (acc_tensor* t : in) acc_tensor_free(t);
+    acc_tensor_free(out);
     acc_tensor_free(loss);
     acc_tensor_list_free(outputs);
-    acc_tensor_free(xt);
-    acc_tensor_free(yt);
   }
-  auto out = full_weights(acc, model);
+  auto weights = full_weights(acc, model);
   acc_optimizer_free(opt);
   acc_model_free(model);
   acc_accelerator_free(acc);
-  return out;
+  return weights;
 }
 
 }  // namespace
 
-// A TorchScript model is one unit: gathered whole before its forward and its backward.
-TEST(Sharded, TorchScriptModelsShardAsOneUnit) {
-  const auto ddp = train_torchscript(0);
-  for (int stage : {1, 2, 3})
-    EXPECT_LE(max_difference(ddp, train_torchscript(stage)), same_reduction_order(stage) ? 0.0 : 1e-5)
-        << "zero_stage " << stage;
+// Stage 3 gathers a TorchScript model by the submodules its forward calls (model/script_units.h):
+// the classifier's two layers, the stacked model's embedding, blocks and head with its position
+// table (read by the forward itself) in unit 0. Training and a forward without gradients afterwards
+// match DDP.
+TEST(Sharded, TorchScriptModelsShardBySubmodule) {
+  for (const char* file : {"classifier.pt", "stacked.pt"}) {
+    SCOPED_TRACE(file);
+    std::vector<float> ddp_eval;
+    const auto ddp = train_torchscript(0, file, &ddp_eval);
+    for (int stage : {1, 2, 3}) {
+      std::vector<float> eval;
+      EXPECT_LE(max_difference(ddp, train_torchscript(stage, file, &eval)), same_reduction_order(stage) ? 0.0 : 1e-5)
+          << "zero_stage " << stage;
+      ASSERT_EQ(eval.size(), ddp_eval.size());
+      for (size_t i = 0; i < eval.size(); ++i)
+        EXPECT_NEAR(eval[i], ddp_eval[i], same_reduction_order(stage) ? 0.0 : 1e-5) << "zero_stage " << stage;
+    }
+  }
 }

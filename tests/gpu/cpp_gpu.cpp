@@ -18,9 +18,15 @@
 
 #ifdef ACC_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #endif
 
+#include "accelerator/prepared_model.h"
 #include "common/device.h"
+#include "common/options.h"
+#include "model/model.h"
+#include "optim/optimizer.h"
+#include "parallel/sharded_optimizer.h"
 #include "gpu_support.h"
 #include "ops/collectives.h"
 #include "precision/grad_scaler.h"
@@ -56,6 +62,25 @@ int free_port() {
 }
 
 #ifdef ACC_WITH_CUDA
+// An NCCL process group of this one process on GPU 0, on a fresh port (null after a test failure).
+std::shared_ptr<acc::Distributed> nccl_group_of_one() {
+  acc::ProcessEnv env;
+  env.rank = 0;
+  env.world_size = 1;
+  env.local_rank = 0;
+  env.local_world_size = 1;
+  env.master_addr = "127.0.0.1";
+  env.master_port = free_port();
+  EXPECT_GT(env.master_port, 0) << "no free port";
+  acc::set_current_device(kGpu);
+  try {
+    return std::make_shared<acc::Distributed>(env, kGpu, acc::Backend::Nccl, std::chrono::seconds(120));
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "NCCL process group: " << e.what();
+    return nullptr;
+  }
+}
+
 // The caching allocator's figures for GPU 0 (index 0 of each StatArray: all pools together).
 int64_t reserved_bytes() { return c10::cuda::CUDACachingAllocator::getDeviceStats(0).reserved_bytes[0].current; }
 int64_t allocated_bytes() { return c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].current; }
@@ -121,21 +146,8 @@ TEST(GpuNccl, AProcessGroupOfOneRunsEveryCollective) {
 #ifndef ACC_WITH_CUDA
   ACC_REQUIRE_CUDA_BUILD();
 #else
-  acc::ProcessEnv env;
-  env.rank = 0;
-  env.world_size = 1;
-  env.local_rank = 0;
-  env.local_world_size = 1;
-  env.master_addr = "127.0.0.1";
-  env.master_port = free_port();
-  ASSERT_GT(env.master_port, 0) << "no free port";
-  acc::set_current_device(kGpu);
   std::shared_ptr<acc::Distributed> dist;
-  try {
-    dist = std::make_shared<acc::Distributed>(env, kGpu, acc::Backend::Nccl, std::chrono::seconds(120));
-  } catch (const std::exception& e) {
-    FAIL() << "NCCL process group: " << e.what();
-  }
+  ASSERT_NO_FATAL_FAILURE(dist = nccl_group_of_one());
   EXPECT_EQ(dist->backend(), acc::Backend::Nccl);
   EXPECT_EQ(dist->device(), kGpu) << "NCCL stages its collectives on the GPU";
   EXPECT_EQ(dist->world_size(), 1);
@@ -253,5 +265,67 @@ TEST(GpuFreeMemory, ReleasesWhatThePreparedModelHeld) {
   EXPECT_GE(r1 - r2, kGiB) << "acc_free_memory did not give the model's memory back";
   EXPECT_LE(after, held - kGiB) << "the model's weights are still allocated";
   acc_accelerator_free(acc);
+#endif
+}
+
+// Sharded data parallelism's CPU offload on CUDA (NCCL, one process: every stage's collectives run):
+// AdamW's two moments live in host memory, so after a step the GPU holds at least their bytes less;
+// stage 3 with offload_params keeps no parameter shard on the GPU at rest. The weights after 3 steps
+// equal those trained without offload, up to the rounding of CPU against CUDA AdamW kernels.
+TEST(GpuSharding, CpuOffloadKeepsOptimizerStateAndShardsOffTheGpu) {
+  ACC_REQUIRE_CUDA();
+#ifndef ACC_WITH_CUDA
+  ACC_REQUIRE_CUDA_BUILD();
+#else
+  constexpr int64_t kWidth = 2048;
+  const std::string spec = "[{\"type\":\"linear\",\"in_features\":2048,\"out_features\":2048}]";
+  const int64_t param_bytes = (kWidth * kWidth + kWidth) * 4;  // 16 MiB
+  struct Trained {
+    int64_t after_step = 0;  // bytes allocated on the GPU after the last step, before zero_grad
+    int64_t at_rest = 0;     // after zero_grad
+    std::vector<at::Tensor> weights;
+  };
+  auto train = [&](int64_t stage, bool offload) {
+    Trained out;
+    auto dist = nccl_group_of_one();
+    if (!dist) return out;
+    const int64_t baseline = allocated_bytes();
+    at::manual_seed(7);
+    auto model = acc::model_from_spec(spec);
+    model->to(kGpu, c10::nullopt);
+    const at::Tensor x = at::randn({16, kWidth}).to(kGpu);
+    acc::ShardingOptions options;
+    options.stage = stage;
+    options.offload_optimizer = offload;
+    options.offload_params = offload && stage == 3;
+    auto engine = std::make_shared<acc::ShardedDataParallel>(model, dist, options, acc::DataParallelOptions{});
+    acc::Options adamw(acc::optimizer_option_schema());
+    adamw.set("lr", 0.01);
+    acc::ShardedOptimizer optimizer(std::make_shared<acc::TorchOptimizer>(model, "adamw", adamw), engine);
+    acc::PreparedModel prepared(model, c10::kCUDA, std::nullopt, engine);
+    for (int step = 0; step < 3; ++step) {
+      prepared.forward({x}).at(0).second.pow(2).mean().backward();
+      optimizer.step();
+      c10::cuda::device_synchronize();
+      out.after_step = allocated_bytes() - baseline;
+      optimizer.zero_grad();
+    }
+    out.at_rest = allocated_bytes() - baseline;
+    for (const auto& entry : engine->full_state_dict()) out.weights.push_back(entry.second.cpu());
+    std::printf("zero_stage %lld%s: %.1f MiB on the GPU after a step, %.1f MiB at rest\n",
+                static_cast<long long>(stage), offload ? " + offload" : "", out.after_step / 1048576.0,
+                out.at_rest / 1048576.0);
+    return out;
+  };
+  for (int64_t stage : {1, 2, 3}) {
+    SCOPED_TRACE("zero_stage " + std::to_string(stage));
+    const Trained plain = train(stage, false), offloaded = train(stage, true);
+    ASSERT_FALSE(plain.weights.empty());
+    ASSERT_EQ(plain.weights.size(), offloaded.weights.size());
+    for (size_t i = 0; i < plain.weights.size(); ++i)
+      EXPECT_TRUE(at::allclose(plain.weights[i], offloaded.weights[i], 1e-5, 1e-7)) << "tensor " << i;
+    EXPECT_GE(plain.after_step - offloaded.after_step, 2 * param_bytes - (1 << 20)) << "AdamW's moments stayed on the GPU";
+    if (stage == 3) EXPECT_LT(offloaded.at_rest, param_bytes / 8) << "stage 3's shard stayed on the GPU";
+  }
 #endif
 }

@@ -63,4 +63,13 @@ if(ACC_BUILD_GPU_TESTS)
   set_tests_properties(gpu.dist_ddp_2_processes_share_the_gpu_over_gloo PROPERTIES
     LABELS gpu TIMEOUT 180 RUN_SERIAL TRUE SKIP_RETURN_CODE 77
     ENVIRONMENT "ACC_TEST_BACKEND=gloo;ACC_TEST_USE_GPU=1;ACC_TEST_DATA=${ACC_TEST_DATA}")
+
+  # Sharded data parallelism with CUDA tensors: tests/dist's Sharded cases (every stage against DDP,
+  # accumulation, clipping, bf16, CPU offload, checkpoints) on 2 processes sharing the GPU over Gloo.
+  add_test(NAME gpu.dist_sharded_2_processes_share_the_gpu_over_gloo
+    COMMAND acc_gpu_run $<TARGET_FILE:accelerate-launch> --num_processes 2 --kill_timeout 2
+            $<TARGET_FILE:acc_dist_tests> --gtest_filter=Sharded.*)
+  set_tests_properties(gpu.dist_sharded_2_processes_share_the_gpu_over_gloo PROPERTIES
+    LABELS gpu TIMEOUT 300 RUN_SERIAL TRUE SKIP_RETURN_CODE 77
+    ENVIRONMENT "ACC_TEST_BACKEND=gloo;ACC_TEST_USE_GPU=1;ACC_TEST_DATA=${ACC_TEST_DATA}")
 endif()

@@ -1,0 +1,220 @@
+#include "model/script_units.h"
+
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/runtime/operator.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#include "common/error.h"
+
+namespace acc {
+namespace {
+
+const char* const kBegin = "acc_internal::unit_begin";
+const char* const kEnd = "acc_internal::unit_end";
+
+struct Installed {
+  std::vector<std::vector<size_t>> site_units;
+  UnitHooks hooks;
+};
+
+std::mutex g_mutex;
+std::unordered_map<int64_t, std::shared_ptr<const Installed>> g_installed;
+
+std::shared_ptr<const Installed> installed(int64_t token) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_installed.find(token);
+  return it == g_installed.end() ? nullptr : it->second;
+}
+
+const std::vector<size_t>& units_of_site(const Installed& entry, int64_t site) {
+  require(site >= 0 && static_cast<size_t>(site) < entry.site_units.size(), "a unit marker names site ", site,
+          " of ", entry.site_units.size());
+  return entry.site_units[static_cast<size_t>(site)];
+}
+
+// The markers: JIT operators of our own, conservative (so the optimizer keeps them in place and
+// never drops them), that pass the call's tensor through unchanged for autograd.
+void register_markers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    torch::jit::registerOperator(torch::jit::Operator(
+        std::string(kBegin) + "(int token, int site) -> ()",
+        [](torch::jit::Stack& stack) {
+          const int64_t site = stack.back().toInt();
+          const int64_t token = stack[stack.size() - 2].toInt();
+          stack.resize(stack.size() - 2);
+          if (auto entry = installed(token))
+            for (size_t unit : units_of_site(*entry, site)) entry->hooks.before(unit);
+        },
+        c10::AliasAnalysisKind::CONSERVATIVE));
+    torch::jit::registerOperator(torch::jit::Operator(
+        std::string(kEnd) + "(Tensor output, int token, int site) -> Tensor",
+        [](torch::jit::Stack& stack) {
+          const int64_t site = stack.back().toInt();
+          const int64_t token = stack[stack.size() - 2].toInt();
+          at::Tensor output = stack[stack.size() - 3].toTensor();
+          stack.resize(stack.size() - 3);
+          if (auto entry = installed(token))
+            for (size_t unit : units_of_site(*entry, site)) output = entry->hooks.after(unit, output);
+          stack.emplace_back(std::move(output));
+        },
+        c10::AliasAnalysisKind::CONSERVATIVE));
+  });
+}
+
+bool is_module(const torch::jit::Value* value) {
+  const auto cls = value->type()->cast<c10::ClassType>();
+  return cls && cls->is_module();
+}
+
+std::string join(const std::string& path, const std::string& name) { return path.empty() ? name : path + "." + name; }
+
+// What the forward graph does with the module and its submodules.
+struct Reading {
+  std::vector<std::pair<torch::jit::Node*, std::string>> calls;  // calls of a submodule's method, in order
+  std::set<std::string> direct;  // tensors the forward reads itself, by full name
+  std::string opaque;            // set when the graph uses a module otherwise (the reason)
+};
+
+void read_block(torch::jit::Block* block, std::unordered_map<const torch::jit::Value*, std::string>& paths,
+                Reading& reading) {
+  for (torch::jit::Node* node : block->nodes()) {
+    for (size_t i = 0; i < node->inputs().size(); ++i) {
+      auto path = paths.find(node->input(i));
+      if (path == paths.end()) continue;
+      const bool attribute = node->kind() == c10::prim::GetAttr;
+      const bool call = node->kind() == c10::prim::CallMethod && i == 0;
+      if (call && path->second.empty()) {
+        reading.opaque = "forward calls another method of the module itself";
+      } else if (call) {
+        reading.calls.emplace_back(node, path->second);
+      } else if (!attribute) {
+        reading.opaque = "forward passes the module '" + (path->second.empty() ? "self" : path->second) + "' to '" +
+                         node->kind().toQualString() + "'";
+      }
+    }
+    if (node->kind() == c10::prim::GetAttr) {
+      auto base = paths.find(node->input(0));
+      if (base != paths.end()) {
+        const std::string name = join(base->second, node->s(c10::attr::name));
+        if (is_module(node->output())) paths[node->output()] = name;
+        else if (node->output()->type()->kind() == c10::TypeKind::TensorType) reading.direct.insert(name);
+      }
+    }
+    for (torch::jit::Block* inner : node->blocks()) read_block(inner, paths, reading);
+  }
+}
+
+bool under(const std::string& name, const std::string& path) {
+  return name.size() > path.size() && name.compare(0, path.size(), path) == 0 && name[path.size()] == '.';
+}
+
+void mark(torch::jit::Graph& graph, torch::jit::Node* call, int64_t token, int64_t site) {
+  torch::jit::WithInsertPoint point(call);
+  torch::jit::Value* token_value = graph.insertConstant(token);
+  torch::jit::Value* site_value = graph.insertConstant(site);
+  graph.create(c10::Symbol::fromQualString(kBegin), {token_value, site_value}, 0)->insertBefore(call);
+  if (call->outputs().size() != 1 || call->output()->type()->kind() != c10::TypeKind::TensorType) return;
+  torch::jit::Node* end = graph.create(c10::Symbol::fromQualString(kEnd), {call->output(), token_value, site_value}, 1);
+  end->output()->setType(call->output()->type());
+  end->insertAfter(call);
+  call->output()->replaceAllUsesAfterNodeWith(end, end->output());
+}
+
+}  // namespace
+
+int64_t next_unit_token() {
+  static std::atomic<int64_t> next{1};
+  return next++;
+}
+
+void install_unit_hooks(int64_t token, std::vector<std::vector<size_t>> site_units, UnitHooks hooks) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!hooks.before || !hooks.after) {
+    g_installed.erase(token);
+    return;
+  }
+  g_installed[token] = std::make_shared<const Installed>(Installed{std::move(site_units), std::move(hooks)});
+}
+
+ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token) {
+  ScriptUnitPlan plan;
+  std::vector<std::string> names;
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) names.push_back(p.name);
+  auto whole = [&](std::string why) {
+    plan.units = {names};
+    plan.site_units.clear();
+    plan.graph = nullptr;
+    plan.whole_because = std::move(why);
+    return plan;
+  };
+  auto method = module.find_method("forward");
+  if (!method) return whole("the module has no forward");
+  std::shared_ptr<torch::jit::Graph> graph = method->graph()->copy();
+  std::unordered_map<const torch::jit::Value*, std::string> paths{{graph->inputs()[0], ""}};
+  Reading reading;
+  read_block(graph->block(), paths, reading);
+  if (!reading.opaque.empty()) return whole(reading.opaque);
+  if (reading.calls.empty()) return whole("forward calls no submodule");
+
+  // Unit 0: what the forward reads itself; then one unit per called submodule, in call order, for
+  // its parameters that no earlier unit holds; what is left joins unit 0.
+  std::map<std::string, size_t> unit_of_param;
+  std::map<std::string, size_t> unit_of_path;
+  plan.units.emplace_back();
+  for (const auto& name : names)
+    if (reading.direct.count(name)) {
+      unit_of_param[name] = 0;
+      plan.units[0].push_back(name);
+    }
+  for (const auto& [call, path] : reading.calls) {
+    if (unit_of_path.count(path)) continue;
+    unit_of_path[path] = plan.units.size();
+    plan.units.emplace_back();
+    for (const auto& name : names)
+      if (under(name, path) && !unit_of_param.count(name)) {
+        unit_of_param[name] = plan.units.size() - 1;
+        plan.units.back().push_back(name);
+      }
+  }
+  for (const auto& name : names)
+    if (!unit_of_param.count(name)) {
+      unit_of_param[name] = 0;
+      plan.units[0].push_back(name);
+    }
+
+  register_markers();
+  plan.site_units.push_back({0});
+  for (const auto& [call, path] : reading.calls) {
+    std::set<size_t> touched;
+    for (const auto& name : names)
+      if (under(name, path)) touched.insert(unit_of_param.at(name));
+    if (touched.empty()) continue;  // a submodule without parameters
+    mark(*graph, call, token, static_cast<int64_t>(plan.site_units.size()));
+    plan.site_units.emplace_back(touched.begin(), touched.end());
+  }
+  // Site 0 brackets the whole forward: gathered first, and its end marks a tensor result.
+  torch::jit::Node* first = graph->block()->nodes().front();
+  torch::jit::Value* result = graph->outputs()[0];
+  {
+    torch::jit::WithInsertPoint point(first);
+    torch::jit::Value* token_value = graph->insertConstant(token);
+    torch::jit::Value* site_value = graph->insertConstant(int64_t{0});
+    graph->create(c10::Symbol::fromQualString(kBegin), {token_value, site_value}, 0)->insertBefore(first);
+    if (result->type()->kind() == c10::TypeKind::TensorType) {
+      torch::jit::Node* end = graph->create(c10::Symbol::fromQualString(kEnd), {result, token_value, site_value}, 1);
+      end->output()->setType(result->type());
+      end->insertBefore(graph->return_node());
+      graph->return_node()->replaceInput(0, end->output());
+    }
+  }
+  plan.graph = graph;
+  return plan;
+}
+
+}  // namespace acc

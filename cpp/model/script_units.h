@@ -1,0 +1,40 @@
+// Stage 3's units of a TorchScript model (sharded data parallelism gathers a unit's parameters just
+// before it runs and frees them after). A scripted forward cannot be paused from outside, so the
+// units follow the submodules its forward calls directly (`self.blocks[0](x)`, `self.head(h)`): a
+// copy of the forward graph gets a marker before each such call and one on its tensor result, which
+// run the model's UnitHooks (model/model.h). Unit 0 holds the parameters the forward reads itself
+// (`self.pos`) and those of submodules it never calls directly; it is gathered for the whole forward.
+// A forward the markers cannot follow (a submodule passed to a function, a method of the module
+// itself called) keeps one unit for the whole model.
+#pragma once
+
+#include <torch/script.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+
+namespace acc {
+
+struct ScriptUnitPlan {
+  std::vector<std::vector<std::string>> units;  // each unit's parameter names
+  // Null when the forward runs as one unit; else forward with the markers, taking self first.
+  std::shared_ptr<torch::jit::Graph> graph;
+  // Site s's units: site 0 is the whole forward (unit 0), site k > 0 the k-th marked call.
+  std::vector<std::vector<size_t>> site_units;
+  std::string whole_because;  // why the forward is one unit, when it is
+};
+
+// `token` names the model in the markers (see install_unit_hooks).
+ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token);
+
+// What the markers of `token`'s graph call; empty hooks remove the entry.
+void install_unit_hooks(int64_t token, std::vector<std::vector<size_t>> site_units, UnitHooks hooks);
+
+// A process-unique token for a model's markers.
+int64_t next_unit_token();
+
+}  // namespace acc

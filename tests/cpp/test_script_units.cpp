@@ -1,0 +1,69 @@
+// Stage 3's units of TorchScript models (model/script_units.h): one per submodule the forward
+// calls, unit 0 for what it reads itself, hooks run around each call and the output unchanged.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "model/script_model.h"
+
+namespace {
+
+std::shared_ptr<acc::Model> fixture(const std::string& name) {
+  const char* dir = std::getenv("ACC_TEST_DATA");
+  EXPECT_NE(dir, nullptr);
+  return acc::load_torchscript_model(std::string(dir ? dir : "") + "/" + name);
+}
+
+using Units = std::vector<std::vector<std::string>>;
+
+}  // namespace
+
+TEST(ScriptUnits, EachCalledSubmoduleIsAUnitAndForwardsOwnReadsAreUnitZero) {
+  auto model = fixture("stacked.pt");
+  const Units expected = {{"pos"},
+                          {"embed.weight"},
+                          {"blocks.0.norm.weight", "blocks.0.norm.bias", "blocks.0.fc.weight", "blocks.0.fc.bias"},
+                          {"blocks.1.norm.weight", "blocks.1.norm.bias", "blocks.1.fc.weight", "blocks.1.fc.bias"},
+                          {"blocks.2.norm.weight", "blocks.2.norm.bias", "blocks.2.fc.weight", "blocks.2.fc.bias"},
+                          {"head.weight", "head.bias"}};
+  EXPECT_EQ(model->parameter_units(), expected);
+}
+
+// The hooks run in the forward's order: unit 0 around the whole forward, each submodule's unit
+// around its call; what a hook returns is what the rest of the forward uses.
+TEST(ScriptUnits, HooksRunAroundEachCallAndTheOutputIsUnchanged) {
+  auto model = fixture("stacked.pt");
+  const at::Tensor ids = at::tensor({0, 3, 7, 1, 2, 2, 5, 4}, at::kLong).reshape({2, 4});
+  const at::Tensor plain = model->forward({ids}).at(0).second;
+  std::vector<std::string> events;
+  ASSERT_TRUE(model->set_unit_hooks(acc::UnitHooks{
+      [&](size_t unit) { events.push_back("before " + std::to_string(unit)); },
+      [&](size_t unit, const at::Tensor& output) {
+        events.push_back("after " + std::to_string(unit));
+        return unit == 2 ? output * 2 : output;  // a hook's result flows on
+      }}));
+  for (int run = 0; run < 3; ++run) {  // past the executor's profiling runs
+    events.clear();
+    const at::Tensor marked = model->forward({ids}).at(0).second;
+    const std::vector<std::string> expected = {"before 0", "before 1", "after 1", "before 2", "after 2", "before 3",
+                                               "after 3",  "before 4", "after 4", "before 5", "after 5", "after 0"};
+    EXPECT_EQ(events, expected) << "run " << run;
+    EXPECT_FALSE(at::allclose(marked, plain)) << "block 0's doubled output was not used";
+  }
+  ASSERT_FALSE(model->set_unit_hooks(acc::UnitHooks{}));
+  events.clear();
+  EXPECT_TRUE(at::equal(model->forward({ids}).at(0).second, plain)) << "uninstalled: the module's own forward";
+  EXPECT_TRUE(events.empty());
+}
+
+TEST(ScriptUnits, ATupleResultAndCallsItCannotSeeFallBack) {
+  // classifier.pt returns (logits, loss): fc1 and fc2 are units; unit 0 (nothing read directly) stays.
+  auto classifier = fixture("classifier.pt");
+  EXPECT_EQ(classifier->parameter_units(), (Units{{}, {"fc1.weight", "fc1.bias"}, {"fc2.weight", "fc2.bias"}}));
+  // helper.pt runs its submodule from a method of its own: one unit, no hooks.
+  auto helper = fixture("helper.pt");
+  EXPECT_EQ(helper->parameter_units(), (Units{{"fc.weight", "fc.bias"}}));
+  EXPECT_FALSE(helper->set_unit_hooks(acc::UnitHooks{[](size_t) {}, [](size_t, const at::Tensor& t) { return t; }}));
+}
