@@ -3,6 +3,7 @@
 #include <torch/csrc/jit/api/function_impl.h>
 
 #include <fstream>
+#include <unordered_set>
 
 #include "common/compat.h"
 #include "common/error.h"
@@ -136,7 +137,11 @@ std::vector<std::string> ScriptModel::other_module_names() const {
 
 NamedTensors ScriptModel::named_parameters() const {
   NamedTensors out;
-  for (const auto& p : module_.named_parameters(/*recurse=*/true)) out.emplace_back(p.name, p.value);
+  // A tensor several submodules hold (a tied head) is listed once, under its first name, as
+  // PyTorch's named_parameters does: stepped once, counted once by norms, saved once.
+  std::unordered_set<const c10::TensorImpl*> seen;
+  for (const auto& p : module_.named_parameters(/*recurse=*/true))
+    if (seen.insert(p.value.unsafeGetTensorImpl()).second) out.emplace_back(p.name, p.value);
   for (auto& entry : lora_.named_parameters()) out.push_back(std::move(entry));
   return out;
 }

@@ -144,8 +144,16 @@ void install_unit_hooks(int64_t token, std::vector<std::vector<size_t>> site_uni
 
 ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token) {
   ScriptUnitPlan plan;
+  // Every name a parameter is reachable by, with its first (the one ScriptModel lists): a tied
+  // head's weight is the embedding's.
   std::vector<std::string> names;
-  for (const auto& p : module.named_parameters(/*recurse=*/true)) names.push_back(p.name);
+  std::vector<std::pair<std::string, std::string>> aliases;  // (name, first name)
+  std::unordered_map<const c10::TensorImpl*, std::string> first_name;
+  for (const auto& p : module.named_parameters(/*recurse=*/true)) {
+    auto [it, added] = first_name.emplace(p.value.unsafeGetTensorImpl(), p.name);
+    if (added) names.push_back(p.name);
+    aliases.emplace_back(p.name, it->second);
+  }
   auto whole = [&](std::string why) {
     plan.units = {names};
     plan.site_units.clear();
@@ -166,34 +174,27 @@ ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token
   // its parameters that no earlier unit holds; what is left joins unit 0.
   std::map<std::string, size_t> unit_of_param;
   std::map<std::string, size_t> unit_of_path;
+  auto assign = [&](const std::string& name, size_t unit) {
+    if (unit_of_param.emplace(name, unit).second) plan.units[unit].push_back(name);
+  };
   plan.units.emplace_back();
-  for (const auto& name : names)
-    if (reading.direct.count(name)) {
-      unit_of_param[name] = 0;
-      plan.units[0].push_back(name);
-    }
+  for (const auto& [name, parameter] : aliases)
+    if (reading.direct.count(name)) assign(parameter, 0);
   for (const auto& [call, path] : reading.calls) {
     if (unit_of_path.count(path)) continue;
     unit_of_path[path] = plan.units.size();
     plan.units.emplace_back();
-    for (const auto& name : names)
-      if (under(name, path) && !unit_of_param.count(name)) {
-        unit_of_param[name] = plan.units.size() - 1;
-        plan.units.back().push_back(name);
-      }
+    for (const auto& [name, parameter] : aliases)
+      if (under(name, path)) assign(parameter, plan.units.size() - 1);
   }
-  for (const auto& name : names)
-    if (!unit_of_param.count(name)) {
-      unit_of_param[name] = 0;
-      plan.units[0].push_back(name);
-    }
+  for (const auto& name : names) assign(name, 0);
 
   register_markers();
   plan.site_units.push_back({0});
   for (const auto& [call, path] : reading.calls) {
     std::set<size_t> touched;
-    for (const auto& name : names)
-      if (under(name, path)) touched.insert(unit_of_param.at(name));
+    for (const auto& [name, parameter] : aliases)
+      if (under(name, path)) touched.insert(unit_of_param.at(parameter));
     if (touched.empty()) continue;  // a submodule without parameters
     mark(*graph, call, token, static_cast<int64_t>(plan.site_units.size()));
     plan.site_units.emplace_back(touched.begin(), touched.end());

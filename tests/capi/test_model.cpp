@@ -1,8 +1,11 @@
 // Models: built from a layer spec or loaded from TorchScript exported by PyTorch.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "support.h"
 
@@ -394,4 +397,52 @@ TEST(TorchScript, DictOutputsAreNamedAndMatchPyTorch) {
   for (acc_tensor* t : {x, logits, norm, buffer}) acc_tensor_free(t);
   acc_tensor_list_free(out);
   acc_model_free(m);
+}
+
+// A tied weight (GPT-2's head sharing the embedding's) is one parameter, as PyTorch's
+// named_parameters lists it: stepped once per step, counted once by norms, saved once. 3 AdamW steps
+// train the exported module as PyTorch trains it (tied_steps.json).
+TEST(TorchScript, TiedWeightsAreOneParameterAndTrainAsInPyTorch) {
+  std::ifstream in(acc_test::data_dir() + "/tied_steps.json");
+  ASSERT_TRUE(in) << "tied_steps.json (export_models.py)";
+  const auto expected = nlohmann::json::parse(in);
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript((acc_test::data_dir() + "/tied.pt").c_str(), &model));
+  EXPECT_EQ(acc_test::parameter_names(model), expected["names"].get<std::vector<std::string>>());
+  acc_optimizer* opt = acc_test::optimizer(model, "adamw", 0.1);
+  for (int step = 0; step < 3; ++step) {
+    std::vector<int64_t> ids, targets;
+    for (int64_t i = 0; i < 12; ++i) {
+      ids.push_back((3 * i + step) % 8);
+      targets.push_back((ids.back() + 1) % 8);
+    }
+    acc_tensor* x = acc_test::longs(ids, {3, 4});
+    acc_tensor* y = acc_test::longs(targets, {3, 4});
+    acc_tensor* logits = acc_test::forward(model, {x}, ACC_FORWARD_DEFAULT);
+    acc_tensor* loss = acc_test::sequence_loss(logits, y, 8);
+    ACC_ASSERT_OK(acc_tensor_backward(loss));
+    ACC_ASSERT_OK(acc_optimizer_step(opt));
+    ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
+    for (acc_tensor* t : {x, y, logits, loss}) acc_tensor_free(t);
+  }
+  for (const auto& [name, values] : expected["weights"].items()) {
+    acc_tensor* p = nullptr;
+    ACC_ASSERT_OK(acc_model_parameter(model, name.c_str(), &p));
+    EXPECT_LE(acc_test::max_difference(acc_test::to_floats(p), values.get<std::vector<float>>()), 1e-6) << name;
+    acc_tensor_free(p);
+  }
+  // save_model writes the shared tensor once, under its first name (as Accelerate's save_model).
+  const std::string dir = acc_test::temp_path("tied_model");
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  ACC_ASSERT_OK(acc_save_model(acc, model, dir.c_str(), nullptr));
+  acc_accelerator_free(acc);
+  acc_tensor_list* saved = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors((dir + "/model.safetensors").c_str(), &saved));
+  size_t count = 0;
+  ACC_ASSERT_OK(acc_tensor_list_size(saved, &count));
+  EXPECT_EQ(count, 1u);
+  acc_tensor_list_free(saved);
+  std::filesystem::remove_all(dir);
+  acc_optimizer_free(opt);
+  acc_model_free(model);
 }

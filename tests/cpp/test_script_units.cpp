@@ -67,3 +67,18 @@ TEST(ScriptUnits, ATupleResultAndCallsItCannotSeeFallBack) {
   EXPECT_EQ(helper->parameter_units(), (Units{{"fc.weight", "fc.bias"}}));
   EXPECT_FALSE(helper->set_unit_hooks(acc::UnitHooks{[](size_t) {}, [](size_t, const at::Tensor& t) { return t; }}));
 }
+
+// A tied head (GPT-2's) holds the embedding's weight: its call gathers the embedding's unit again.
+TEST(ScriptUnits, ATiedHeadGathersTheUnitOfTheWeightItShares) {
+  auto model = fixture("tied.pt");
+  EXPECT_EQ(model->parameter_units(), (Units{{}, {"embed.weight"}, {}}));
+  std::vector<std::string> events;
+  ASSERT_TRUE(model->set_unit_hooks(acc::UnitHooks{
+      [&](size_t unit) { events.push_back("before " + std::to_string(unit)); },
+      [&](size_t unit, const at::Tensor& output) {
+        events.push_back("after " + std::to_string(unit));
+        return output;
+      }}));
+  (void)model->forward({at::tensor({1, 2, 3}, at::kLong)});
+  EXPECT_EQ(events, (std::vector<std::string>{"before 0", "before 1", "after 1", "before 1", "after 1", "after 0"}));
+}

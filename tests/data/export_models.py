@@ -2,6 +2,7 @@
 
 Run with Debian's python3-torch: python3 export_models.py OUTPUT_DIR
 """
+import json
 import struct
 import sys
 import zipfile
@@ -79,6 +80,40 @@ class Helper(torch.nn.Module):
         return self.inner(x) * 2
 
 
+class Tied(torch.nn.Module):
+    """GPT-2's tied head: the output projection is the embedding's weight itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(8, 6)
+        self.head = torch.nn.Linear(6, 8, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids: torch.Tensor):
+        return self.head(torch.tanh(self.embed(ids)))
+
+
+def tied_batch(step: int):
+    ids = torch.tensor([(3 * i + step) % 8 for i in range(12)]).reshape(3, 4)
+    return ids, (ids + 1) % 8
+
+
+def write_tied_steps(model_path: Path, out: Path) -> None:
+    """The TorchScript module trained by PyTorch: 3 AdamW steps (lr 0.1) of next-token loss."""
+    m = torch.jit.load(str(model_path))
+    opt = torch.optim.AdamW(m.parameters(), lr=0.1)
+    for step in range(3):
+        ids, targets = tied_batch(step)
+        loss = F.cross_entropy(m(ids).reshape(-1, 8), targets.reshape(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    result = {"names": [n for n, _ in m.named_parameters()],
+              "state_dict_names": list(m.state_dict().keys()),
+              "weights": {n: p.detach().flatten().tolist() for n, p in m.named_parameters()}}
+    out.write_text(json.dumps(result))
+
+
 def largest_tensor_record(archive: Path) -> zipfile.ZipInfo:
     with zipfile.ZipFile(archive) as z:
         return max((i for i in z.infolist() if "/data/" in i.filename and not i.filename.endswith(".pkl")),
@@ -110,6 +145,8 @@ def main(out: Path) -> None:
     torch.jit.save(torch.jit.script(DictOutput()), str(out / "dict_output.pt"))
     torch.jit.save(torch.jit.script(Stacked()), str(out / "stacked.pt"))
     torch.jit.save(torch.jit.script(Helper()), str(out / "helper.pt"))
+    torch.jit.save(torch.jit.script(Tied()), str(out / "tied.pt"))
+    write_tied_steps(out / "tied.pt", out / "tied_steps.json")
     write_damaged_copies(out / "classifier.pt", out)
     # What PyTorch computes for a fixed input, for the tests to compare with.
     m = torch.jit.load(str(out / "dict_output.pt"))

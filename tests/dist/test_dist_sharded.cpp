@@ -597,7 +597,7 @@ namespace {
 // and (in `eval`) the output of a forward without gradients afterwards.
 std::map<std::string, std::vector<float>> train_torchscript(int stage, const std::string& file,
                                                             std::vector<float>* eval = nullptr) {
-  const bool stacked = file == "stacked.pt";  // token ids in, logits out; else classifier.pt
+  const bool stacked = file != "classifier.pt";  // token ids in, logits over 8 tokens out
   acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", std::to_string(stage)}});
   acc_model* model = nullptr;
   acc_optimizer* opt = nullptr;
@@ -664,10 +664,10 @@ std::map<std::string, std::vector<float>> train_torchscript(int stage, const std
 
 // Stage 3 gathers a TorchScript model by the submodules its forward calls (model/script_units.h):
 // the classifier's two layers, the stacked model's embedding, blocks and head with its position
-// table (read by the forward itself) in unit 0. Training and a forward without gradients afterwards
-// match DDP.
+// table (read by the forward itself) in unit 0, the tied model's head gathering the embedding's unit
+// again. Training and a forward without gradients afterwards match DDP.
 TEST(Sharded, TorchScriptModelsShardBySubmodule) {
-  for (const char* file : {"classifier.pt", "stacked.pt"}) {
+  for (const char* file : {"classifier.pt", "stacked.pt", "tied.pt"}) {
     SCOPED_TRACE(file);
     std::vector<float> ddp_eval;
     const auto ddp = train_torchscript(0, file, &ddp_eval);
