@@ -1,6 +1,6 @@
 // Sharded data parallelism against DDP, in one run (start it with accelerate-launch): for DDP and
-// zero_stage 1, 2, 3 (and 3 with offload_params, which on the CPU changes nothing: the state is in
-// CPU memory already) each process builds the same ~59M-parameter MLP, trains it with AdamW, and
+// zero_stage 1, 2, 3 (and 3 with offload_params, which on the CPU saves nothing and adds a host copy
+// of the gradients' slice: its GPU figures come from tests/gpu) each process builds the same ~59M-parameter MLP, trains it with AdamW, and
 // reports
 //   - the memory its parameters, gradients and optimizer state take while it trains: the peak of the
 //     bytes held by live CPU tensors over the timed steps (a counting allocator under libtorch's CPU

@@ -299,7 +299,7 @@
   public void addTracker(String name, TrackerCallbacks tracker) {
     addTracker(name, CallbackAdapters.tracker(tracker));
   }
-  /** Accelerate's log: values by name at step, or at the step after the last one when step < 0. */
+  /** Accelerate's log: values by name at step, or at the step after the last one when step is negative. */
   public void log(java.util.Map<String, Double> values, long step) {
     String[] names = values.keySet().toArray(new String[0]);
     double[] data = new double[names.length];

@@ -275,7 +275,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   parameters (FULL_SHARD)), offload_optimizer (bool, default false), offload_params (bool,
  *   default false) (CPU offload: the optimizer steps this process's slice and keeps its state in
  *   host memory; stage 3 also keeps the parameter shard there; on a CPU device it costs a host copy
- *   and saves nothing), state_dict_type ("FULL_STATE_DICT", default: save_state writes
+ *   and saves nothing), hybrid_shard (bool, default false: shard among the processes of each
+ *   machine and replicate across machines, FSDP's HYBRID_SHARD; one machine: plain sharding),
+ *   state_dict_type ("FULL_STATE_DICT", default: save_state writes
  *   consolidated files any number of processes can load; "SHARDED_STATE_DICT": each process writes
  *   its own shard). Unset, they are read from Accelerate's ACCELERATE_USE_FSDP / FSDP_* and
  *   ACCELERATE_USE_DEEPSPEED / ACCELERATE_DEEPSPEED_* variables (set by accelerate-launch).

@@ -200,7 +200,7 @@ double Accelerator::clip_grad_norm(const std::shared_ptr<Model>& model, double m
   }
   const std::vector<at::Tensor> grads = model->gradients();
   if (grads.empty()) return 0.0;
-  unscale_model_gradients(model, grads);  // clip true gradients, not scaled ones
+  unscale_model_gradients(grads);  // clip true gradients, not scaled ones
   return acc::clip_grad_norm(grads, max_norm, norm_type);
 }
 
@@ -213,7 +213,7 @@ void Accelerator::clip_grad_value(const std::shared_ptr<Model>& model, double cl
     return;
   }
   const std::vector<at::Tensor> grads = model->gradients();
-  unscale_model_gradients(model, grads);
+  unscale_model_gradients(grads);
   acc::clip_grad_value(grads, clip_value);
 }
 
@@ -308,7 +308,7 @@ void Accelerator::unscale_gradients(const std::shared_ptr<Optimizer>& optimizer)
   scaler_->unscale(optimizer->gradients());  // no prepared step to skip: the scale alone hears of it
 }
 
-void Accelerator::unscale_model_gradients(const std::shared_ptr<Model>& model, const std::vector<at::Tensor>& grads) {
+void Accelerator::unscale_model_gradients(const std::vector<at::Tensor>& grads) {
   if (!scaler_) return;
   // Each gradient with the optimizer that steps with it (so an overflow skips that optimizer's
   // step); the model's gradients no prepared optimizer holds change the scale only.

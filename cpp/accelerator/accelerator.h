@@ -168,7 +168,7 @@ class Accelerator {
   std::vector<std::shared_ptr<Scheduler>> live_schedulers() const { return schedulers_.live(); }
   std::vector<std::shared_ptr<DataLoader>> live_loaders() const { return loaders_.live(); }
   // fp16: divides a model's gradients by the loss scale, each under the optimizer that steps with it.
-  void unscale_model_gradients(const std::shared_ptr<Model>& model, const std::vector<at::Tensor>& grads);
+  void unscale_model_gradients(const std::vector<at::Tensor>& grads);
 
   AcceleratorConfig config_;
   ProcessEnv process_;

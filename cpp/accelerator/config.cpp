@@ -27,6 +27,7 @@ void read_sharding_env(const Options& o, AcceleratorConfig& c) {
   }
   if (!o.has("offload_optimizer")) c.sharding.offload_optimizer = request->offload_optimizer;
   if (!o.has("offload_params")) c.sharding.offload_params = request->offload_params;
+  if (!o.has("hybrid_shard")) c.sharding.hybrid = request->hybrid;
   if (!o.has("state_dict_type") && request->state_dict_type) c.sharding.state_dict_type = *request->state_dict_type;
 }
 
@@ -89,6 +90,8 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table() {
     t.bind("offload_optimizer", "sharded optimizer state in CPU memory", &C::sharding,
            &ShardingOptions::offload_optimizer);
     t.bind("offload_params", "stage 3 parameter shards in CPU memory", &C::sharding, &ShardingOptions::offload_params);
+    t.bind("hybrid_shard", "shard within each machine, replicate across machines", &C::sharding,
+           &ShardingOptions::hybrid);
     t.bind("state_dict_type", "consolidated or per-process checkpoints", &C::sharding, &ShardingOptions::state_dict_type)
         .one_of({"FULL_STATE_DICT", "SHARDED_STATE_DICT"});
   });

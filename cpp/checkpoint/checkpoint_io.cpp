@@ -31,7 +31,7 @@ void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& p
   collectives.agree("save_state (writing '" + target + "')", [&] {
     for (const auto& part : parts) part->collect();
     for (const auto& part : parts)
-      if (part->per_process() || save.writer) part->save(join_path(staging, part->file()));
+      if ((part->per_process() && part->writes_here()) || save.writer) part->save(join_path(staging, part->file()));
   });
   collectives.agree("save_state (completing '" + target + "')", [&] {
     if (!save.writer) return;

@@ -30,6 +30,9 @@ class CheckpointPart {
   // State of one process's run (RNG streams, loader positions): loading a checkpoint on another
   // number of processes leaves it as it is. Shards of the model's state are per process but not this.
   virtual bool process_local() const { return per_process(); }
+  // Whether this process writes its per-process file (hybrid sharding: one machine writes the
+  // shards every machine holds).
+  virtual bool writes_here() const { return true; }
   // A step every process runs before any file is written: a collective that gathers what the writer
   // saves (sharded state consolidated into one file). Most parts have nothing to gather.
   virtual void collect() {}

@@ -49,17 +49,20 @@ bool flag(const Source& from, const std::string& name, const std::string& value)
 std::string fsdp_strategy(const Source& from, const std::string& name, const std::string& value) {
   static const std::map<std::string, std::string> numbers = {
       {"1", "FULL_SHARD"}, {"2", "SHARD_GRAD_OP"}, {"3", "NO_SHARD"}, {"4", "HYBRID_SHARD"}, {"5", "HYBRID_SHARD_ZERO2"}};
-  const std::string strategy = numbers.count(value) ? numbers.at(value) : value;
-  if (strategy == "HYBRID_SHARD" || strategy == "HYBRID_SHARD_ZERO2")
-    unsupported(from, name, value, "hybrid sharding (within a node, replicated across nodes) is not implemented");
-  require(strategy == "FULL_SHARD" || strategy == "SHARD_GRAD_OP" || strategy == "NO_SHARD", from.say(name, value),
-          ": must be FULL_SHARD, SHARD_GRAD_OP, NO_SHARD or HYBRID_SHARD");
+  std::string strategy = numbers.count(value) ? numbers.at(value) : value;
+  if (strategy == "_HYBRID_SHARD_ZERO2") strategy = "HYBRID_SHARD_ZERO2";  // torch's enum name
+  require(strategy == "FULL_SHARD" || strategy == "SHARD_GRAD_OP" || strategy == "NO_SHARD" ||
+              strategy == "HYBRID_SHARD" || strategy == "HYBRID_SHARD_ZERO2",
+          from.say(name, value), ": must be FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD or HYBRID_SHARD_ZERO2");
   return strategy;
 }
 
 int64_t fsdp_stage(const std::string& strategy) {
-  return strategy == "FULL_SHARD" ? 3 : strategy == "SHARD_GRAD_OP" ? 2 : 0;
+  if (strategy == "FULL_SHARD" || strategy == "HYBRID_SHARD") return 3;
+  return strategy == "SHARD_GRAD_OP" || strategy == "HYBRID_SHARD_ZERO2" ? 2 : 0;
 }
+
+bool fsdp_hybrid(const std::string& strategy) { return strategy.rfind("HYBRID_SHARD", 0) == 0; }
 
 std::string state_dict_type(const Source& from, const std::string& name, const std::string& value) {
   if (value == "LOCAL_STATE_DICT") unsupported(from, name, value, "use FULL_STATE_DICT or SHARDED_STATE_DICT");
@@ -71,7 +74,7 @@ std::string state_dict_type(const Source& from, const std::string& name, const s
 void wrap_policy(const Source& from, const std::string& name, const std::string& value) {
   if (value != "TRANSFORMER_BASED_WRAP")
     unsupported(from, name, value,
-                "units are a spec model's layers and a TorchScript model as a whole (TRANSFORMER_BASED_WRAP)");
+                "units are a spec model's layers and the submodules a TorchScript forward calls (TRANSFORMER_BASED_WRAP)");
 }
 
 int64_t zero_stage(const Source& from, const std::string& name, const std::string& value) {
@@ -177,6 +180,7 @@ std::optional<ShardingRequest> sharding_from_environment(const VariableLookup& l
     else if (auto s = lookup("FSDP_SHARDING_STRATEGY"))
       strategy = fsdp_strategy(from, "FSDP_SHARDING_STRATEGY", *s);
     r.stage = fsdp_stage(strategy);
+    r.hybrid = fsdp_hybrid(strategy);
     r.offload_params = r.offload_optimizer = is_true("FSDP_OFFLOAD_PARAMS");
     if (auto s = lookup("FSDP_STATE_DICT_TYPE")) r.state_dict_type = state_dict_type(from, "FSDP_STATE_DICT_TYPE", *s);
     if (auto s = lookup("FSDP_AUTO_WRAP_POLICY")) wrap_policy(from, "FSDP_AUTO_WRAP_POLICY", *s);

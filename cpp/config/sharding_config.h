@@ -31,6 +31,7 @@ struct ShardingRequest {
   int64_t stage = 0;
   bool offload_optimizer = false;
   bool offload_params = false;
+  bool hybrid = false;  // HYBRID_SHARD, HYBRID_SHARD_ZERO2
   std::optional<std::string> state_dict_type;
 };
 

@@ -21,6 +21,7 @@ struct ShardingOptions {
   int64_t stage = 0;                // 0: not sharded (DDP); 1, 2 or 3
   bool offload_optimizer = false;   // the optimizer's slice and state in CPU memory
   bool offload_params = false;      // stage 3: parameter shards in CPU memory
+  bool hybrid = false;              // shard within each machine, replicate across machines
   // Checkpoints: "FULL_STATE_DICT" (consolidated) or "SHARDED_STATE_DICT" (per process).
   std::string state_dict_type = "FULL_STATE_DICT";
   bool full_state_dict() const { return state_dict_type == "FULL_STATE_DICT"; }

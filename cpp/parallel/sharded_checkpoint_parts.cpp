@@ -61,6 +61,7 @@ class ShardedWeightsPart final : public CheckpointPart {
   }
   bool per_process() const override { return !full_; }
   bool process_local() const override { return false; }
+  bool writes_here() const override { return engine_->writes_shards(); }
   void collect() override {
     if (full_) state_ = engine_->full_state_dict();
   }
@@ -110,6 +111,7 @@ class ShardedOptimizerPart final : public CheckpointPart {
   }
   bool per_process() const override { return !full_; }
   bool process_local() const override { return false; }
+  bool writes_here() const override { return engine_->writes_shards(); }
   void collect() override {
     if (full_) consolidated_ = consolidate();
   }

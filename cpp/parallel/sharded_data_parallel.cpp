@@ -35,6 +35,18 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
   // Stages 1 and 2 keep whole parameters on the device by design: offloading parameters there
   // means offloading what the optimizer steps (as FSDP's CPUOffload with SHARD_GRAD_OP).
   offload_ = options_.offload_optimizer || options_.offload_params;
+  shard_group_ = dist_->group();
+  shard_world_ = dist_->world_size();
+  shard_rank_ = dist_->rank();
+  if (options_.hybrid) {
+    const auto& groups = dist_->machine_groups();
+    if (groups.machines > 1) {  // on one machine hybrid sharding is plain sharding
+      shard_group_ = groups.machine;
+      shard_world_ = groups.local_size;
+      shard_rank_ = groups.local_rank;
+      peers_ = groups.peers;
+    }
+  }
   std::vector<at::Tensor> everything;
   for (const auto& entry : model_->named_parameters()) {
     everything.push_back(entry.second);
@@ -72,10 +84,10 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
     for (size_t i = 0; i < params_.size(); ++i)
       require(placed[i], "sharding: parameter '", names_[i], "' is in none of the model's units");
   }
-  layout_ = std::make_unique<FlatLayout>(params_, units, dist_->world_size(), dist_->rank());
+  layout_ = std::make_unique<FlatLayout>(params_, units, shard_world_, shard_rank_);
 
   at::NoGradGuard no_grad;
-  const int64_t rank = dist_->rank();
+  const int64_t rank = shard_rank_;
   for (const auto& unit : layout_->units()) {
     const auto options = params_[unit.params.front()].options();
     at::Tensor full = at::zeros({unit.padded()}, options);
@@ -140,7 +152,7 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
         if (!gathered_[u]) gather(u);
     };
     model_has_unit_hooks_ = model_->set_unit_hooks(UnitHooks{
-        [this, layout_units, gather_all](size_t m) {
+        [layout_units, gather_all](size_t m) {
           if (m < layout_units.size()) gather_all(layout_units[m]);
         },
         [this, layout_units, gather_all](size_t m, const at::Tensor& output) {
@@ -215,23 +227,23 @@ void ShardedDataParallel::remember_parameter_versions() {
 
 at::Tensor ShardedDataParallel::my_slice(size_t unit, const at::Tensor& full) const {
   const FlatUnit& u = layout_->units()[unit];
-  return full.narrow(0, u.my_begin(dist_->rank()), u.slice);
+  return full.narrow(0, u.my_begin(shard_rank_), u.slice);
 }
 
 void ShardedDataParallel::allgather_into(const at::Tensor& full, const at::Tensor& mine, const std::string& name) {
   const int64_t slice = mine.numel();
   if (dist_->backend() == Backend::Nccl && slice <= kGatherChunk) {
     at::Tensor out = full, in = mine.contiguous();
-    return wait_collective(dist_->group()->_allgather_base(out, in), name);
+    return wait_collective(shard_group_->_allgather_base(out, in), name);
   }
   // In rounds of at most kGatherChunk elements per process: the backend stages each round in a
   // flat buffer of its own, which would otherwise be a second copy of the whole unit.
   for (int64_t begin = 0; begin < slice; begin += kGatherChunk) {
     const int64_t length = std::min(kGatherChunk, slice - begin);
     std::vector<std::vector<at::Tensor>> outputs(1);
-    for (int64_t r = 0; r < dist_->world_size(); ++r) outputs[0].push_back(full.narrow(0, r * slice + begin, length));
+    for (int64_t r = 0; r < shard_world_; ++r) outputs[0].push_back(full.narrow(0, r * slice + begin, length));
     std::vector<at::Tensor> inputs{mine.narrow(0, begin, length).clone()};  // `mine` may lie inside `full`
-    wait_collective(dist_->group()->allgather(outputs, inputs), name);
+    wait_collective(shard_group_->allgather(outputs, inputs), name);
   }
 }
 
@@ -326,7 +338,7 @@ void ShardedDataParallel::launch_reduction(size_t unit) {
       sum.mul_(share);
       if (dist_->backend() == Backend::Nccl) {
         at::Tensor mine = at::empty({u.slice}, bucket.options());
-        pending.works.push_back(dist_->group()->_reduce_scatter_base(mine, bucket));
+        pending.works.push_back(shard_group_->_reduce_scatter_base(mine, bucket));  // this machine's sum
         pending.tensors.push_back(mine);
       } else {
         std::vector<at::Tensor> list{sum};  // the unpadded sum: the same collective as DDP's bucket
@@ -359,6 +371,11 @@ void ShardedDataParallel::finish_oldest_reduction() {
            p.tensors[piece.slot].reshape({-1}).narrow(0, piece.begin, piece.length));
     }
     return;
+  }
+  if (dist_->backend() == Backend::Nccl && peers_) {
+    // Hybrid: this machine's sum of the slice, summed over the machines holding the same slice.
+    std::vector<at::Tensor> list{p.tensors[0]};
+    wait_collective(peers_->allreduce(list), kReduce);
   }
   take(shard_grads_[p.unit], dist_->backend() == Backend::Nccl ? p.tensors[0] : my_slice(p.unit, p.tensors[0]));
 }
@@ -453,7 +470,7 @@ double ShardedDataParallel::clip_grad_norm(double max_norm, double norm_type) {
     std::vector<at::Tensor> list{(infinite ? local : local.pow(norm_type)).reshape({1}).to(dist_->device())};
     c10d::AllreduceOptions options;
     options.reduceOp = infinite ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
-    wait_collective(dist_->group()->allreduce(list, options), "clip_grad_norm (total norm)");
+    wait_collective(shard_group_->allreduce(list, options), "clip_grad_norm (total norm)");
     at::Tensor total = list[0].to(local.device()).reshape({});
     return infinite ? total : total.pow(1.0 / norm_type);
   });

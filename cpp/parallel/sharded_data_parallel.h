@@ -12,6 +12,10 @@
 //                     forward calls (model/script_units.h).
 // Collectives: NCCL reduce-scatters and all-gathers flat tensors; Gloo has no reduce-scatter in
 // libtorch 1.13, so a bucket is all-reduced (DDP's traffic) and each process keeps its slice.
+// Hybrid sharding (FSDP's HYBRID_SHARD): the processes of each machine shard among themselves
+// (layout, all-gathers, the norm) and the machines hold replicas; gradients are summed over every
+// process (NCCL: reduce-scattered in the machine, then all-reduced among the peers holding the
+// same slice).
 // CPU offload (offload_optimizer, offload_params): the optimizer steps this process's slice in host
 // memory (pinned on CUDA), so its state lives there. Stages 1 and 2 keep a host copy of the slice
 // and copy the stepped values back before the all-gather; stage 3 keeps the shard itself in host
@@ -55,6 +59,9 @@ class ShardedDataParallel final : public ParallelEngine {
   const ShardingOptions& options() const { return options_; }
   const FlatLayout& layout() const { return *layout_; }
   const std::shared_ptr<Distributed>& distributed() const { return dist_; }
+  // Whether this process writes its shard files (SHARDED_STATE_DICT): under hybrid sharding only
+  // the first machine's processes do, the other machines holding the same shards.
+  bool writes_shards() const { return !peers_ || dist_->rank() < shard_world_; }
   // The trainable parameters, in the model's order, and their names.
   const std::vector<at::Tensor>& params() const { return params_; }
   const std::vector<std::string>& names() const { return names_; }
@@ -117,6 +124,10 @@ class ShardedDataParallel final : public ParallelEngine {
 
   std::shared_ptr<Model> model_;
   std::shared_ptr<Distributed> dist_;
+  // The processes this one shards with: all of them, or (hybrid) those of its machine; `peers_`
+  // (hybrid only) holds the same slice on every machine.
+  c10::intrusive_ptr<c10d::ProcessGroup> shard_group_, peers_;
+  int64_t shard_world_ = 1, shard_rank_ = 0;
   ShardingOptions options_;
   DataParallelOptions data_parallel_;
   std::vector<at::Tensor> params_;

@@ -100,7 +100,12 @@ Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, Backe
       process_device_(device),
       // Gloo's collectives are staged on the CPU (it takes every op there); NCCL's on the GPU.
       device_(backend == Backend::Nccl ? device : c10::Device(c10::kCPU)),
-      debug_(false) {
+      debug_(false),
+      local_rank_(env.local_rank),
+      local_size_(env.local_world_size),
+      timeout_(timeout),
+      // Loopback jobs bind to loopback; others to the address the machine's hostname resolves to.
+      loopback_(env.master_addr == "127.0.0.1" || env.master_addr == "localhost") {
   if (backend == Backend::Nccl && !device.is_cuda())
     fail(Status::Unsupported, "backend \"nccl\" needs a CUDA device; this process runs on ", device,
          " (use \"gloo\")");
@@ -121,21 +126,45 @@ Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, Backe
   } catch (...) {
     rendezvous_failed("store");
   }
-  auto store = c10::make_intrusive<c10d::PrefixStore>("accelerate/", store_);
   try {
-    const int rank = static_cast<int>(rank_), size = static_cast<int>(world_);
-    if (backend == Backend::Nccl) {
-      group_ = compat::make_nccl_group(store, rank, size, timeout);
-    } else {
-      // Loopback jobs bind to loopback; others to the address the machine's hostname resolves to.
-      const bool loopback = env.master_addr == "127.0.0.1" || env.master_addr == "localhost";
-      group_ = compat::make_gloo_group(store, rank, size, timeout, loopback);
-    }
+    group_ = make_group("", static_cast<int>(rank_), static_cast<int>(world_));
   } catch (const Error&) {
     throw;
   } catch (...) {
     rendezvous_failed("process group creation");
   }
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup> Distributed::make_group(const std::string& name, int rank, int size) {
+  auto store = c10::make_intrusive<c10d::PrefixStore>("accelerate/" + name, store_);
+  if (backend_ == Backend::Nccl) return compat::make_nccl_group(store, rank, size, timeout_);
+  return compat::make_gloo_group(store, rank, size, timeout_, loopback_);
+}
+
+const Distributed::MachineGroups& Distributed::machine_groups() {
+  if (machine_groups_) return *machine_groups_;
+  require(local_size_ >= 1 && world_ % local_size_ == 0 && local_rank_ >= 0 && local_rank_ < local_size_,
+          "hybrid sharding needs the same number of processes on every machine: ", world_, " processes with ",
+          local_size_, " on this machine");
+  auto groups = std::make_unique<MachineGroups>();
+  groups->local_rank = local_rank_;
+  groups->local_size = local_size_;
+  groups->machines = world_ / local_size_;
+  groups->machine_index = rank_ / local_size_;
+  require(groups->machine_index * local_size_ + local_rank_ == rank_, "hybrid sharding needs processes ranked ",
+          "machine by machine (rank = machine * ", local_size_, " + local rank); process ", rank_,
+          " has local rank ", local_rank_);
+  try {
+    // Every process makes its machine's group first, then its peers': no two wait on each other.
+    groups->machine = make_group("machine" + std::to_string(groups->machine_index) + "/",
+                                 static_cast<int>(local_rank_), static_cast<int>(local_size_));
+    groups->peers = make_group("peers" + std::to_string(local_rank_) + "/", static_cast<int>(groups->machine_index),
+                               static_cast<int>(groups->machines));
+  } catch (...) {
+    rethrow_collective_error("hybrid sharding (process groups per machine)");
+  }
+  machine_groups_ = std::move(groups);
+  return *machine_groups_;
 }
 
 std::shared_ptr<Distributed> join_process_group(const ProcessEnv& env, const c10::Device& device, Backend backend,

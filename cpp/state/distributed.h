@@ -38,6 +38,16 @@ class Distributed {
   // ACCELERATE_DEBUG_MODE: shapes are compared across ranks before each collective.
   bool debug() const { return debug_; }
 
+  // Hybrid sharding's process groups: the processes of this machine, and the processes with this
+  // local rank on every machine (its peers). Made on first use, a collective step: every process
+  // asks at the same point. Needs the launcher's layout: the same number of processes on every
+  // machine, ranked machine by machine.
+  struct MachineGroups {
+    c10::intrusive_ptr<c10d::ProcessGroup> machine, peers;
+    int64_t machine_index = 0, machines = 1, local_rank = 0, local_size = 1;
+  };
+  const MachineGroups& machine_groups();
+
  private:
   int64_t rank_, world_;
   Backend backend_;
@@ -46,6 +56,12 @@ class Distributed {
   bool debug_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  int64_t local_rank_, local_size_;
+  std::chrono::milliseconds timeout_;
+  bool loopback_;
+  std::unique_ptr<MachineGroups> machine_groups_;
+  // A group of `ranks` (this process among them) on its own prefix of the store.
+  c10::intrusive_ptr<c10d::ProcessGroup> make_group(const std::string& name, int rank, int size);
 };
 
 // The process group of this process, made on first use and shared by every Accelerator alive in the

@@ -79,6 +79,18 @@ TEST_F(Sharding, FsdpVariablesChooseTheStage) {
   EXPECT_EQ(resolve().sharding.stage, 2);
   // An option the program set wins.
   EXPECT_EQ(resolve({{"zero_stage", "1"}}).sharding.stage, 1);
+  // Hybrid strategies shard within each machine: FULL_SHARD's or SHARD_GRAD_OP's stage.
+  unsetenv("FSDP_VERSION");
+  unsetenv("FSDP_RESHARD_AFTER_FORWARD");
+  EXPECT_FALSE(resolve().sharding.hybrid);
+  for (const auto& [strategy, stage] : std::vector<std::pair<std::string, int64_t>>{
+           {"HYBRID_SHARD", 3}, {"4", 3}, {"HYBRID_SHARD_ZERO2", 2}, {"_HYBRID_SHARD_ZERO2", 2}, {"5", 2}}) {
+    setenv("FSDP_SHARDING_STRATEGY", strategy.c_str(), 1);
+    const auto hybrid = resolve();
+    EXPECT_EQ(hybrid.sharding.stage, stage) << strategy;
+    EXPECT_TRUE(hybrid.sharding.hybrid) << strategy;
+  }
+  EXPECT_FALSE(resolve({{"hybrid_shard", "false"}}).sharding.hybrid) << "the program's option wins";
 }
 
 TEST_F(Sharding, DeepSpeedVariablesChooseTheStage) {
@@ -95,9 +107,9 @@ TEST_F(Sharding, DeepSpeedVariablesChooseTheStage) {
 
 TEST_F(Sharding, WhatCannotBeHonouredIsRefusedNamingIt) {
   setenv("ACCELERATE_USE_FSDP", "true", 1);
-  setenv("FSDP_SHARDING_STRATEGY", "HYBRID_SHARD", 1);
+  setenv("FSDP_SHARDING_STRATEGY", "HALF_SHARD", 1);
   auto [status, message] = failure([] { resolve(); });
-  EXPECT_EQ(status, acc::Status::Unsupported);
+  EXPECT_EQ(status, acc::Status::InvalidArgument);
   EXPECT_NE(message.find("FSDP_SHARDING_STRATEGY"), std::string::npos) << message;
   setenv("FSDP_SHARDING_STRATEGY", "FULL_SHARD", 1);
   setenv("FSDP_STATE_DICT_TYPE", "LOCAL_STATE_DICT", 1);
@@ -147,12 +159,15 @@ num_processes: 2
   EXPECT_EQ(ds.sharding_env.at("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE"), "cpu");
   EXPECT_EQ(ds.sharding_env.at("ACCELERATE_GRADIENT_ACCUMULATION_STEPS"), "4");
 
+  const auto hybrid = acc::parse_config_text(
+      "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: HYBRID_SHARD\nnum_processes: 2\n", "hybrid.yaml");
+  EXPECT_EQ(hybrid.sharding_env.at("FSDP_SHARDING_STRATEGY"), "HYBRID_SHARD");
   auto [status, message] = failure([] {
-    acc::parse_config_text("distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: HYBRID_SHARD\nnum_processes: 2\n",
-                           "hybrid.yaml");
+    acc::parse_config_text("distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: HALF_SHARD\nnum_processes: 2\n",
+                           "half.yaml");
   });
-  EXPECT_EQ(status, acc::Status::Unsupported);
-  EXPECT_NE(message.find("hybrid.yaml: fsdp_config: fsdp_sharding_strategy = HYBRID_SHARD"), std::string::npos)
+  EXPECT_EQ(status, acc::Status::InvalidArgument);
+  EXPECT_NE(message.find("half.yaml: fsdp_config: fsdp_sharding_strategy = HALF_SHARD"), std::string::npos)
       << message;
   // A section of the other kind asks for nothing here.
   const auto ddp = acc::parse_config_text("distributed_type: MULTI_CPU\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"

@@ -93,6 +93,7 @@ struct Settings {
   const char* lora = nullptr;    // LoRA target modules, added before the optimizer is made
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;  // offload_optimizer and offload_params
+  bool hybrid = false;   // hybrid_shard
 };
 
 // A prepared model and optimizer under zero_stage `stage` (0: DDP).
@@ -109,7 +110,8 @@ struct Job {
                                       {"mixed_precision", s.precision},
                                       {"state_dict_type", s.state_dict_type},
                                       {"offload_optimizer", s.offload ? "true" : "false"},
-                                      {"offload_params", s.offload ? "true" : "false"}});
+                                      {"offload_params", s.offload ? "true" : "false"},
+                                      {"hybrid_shard", s.hybrid ? "true" : "false"}});
     EXPECT_EQ(acc_set_seed(11), ACC_OK);
     EXPECT_EQ(acc_model_from_spec(s.spec, &model), ACC_OK) << acc_last_error_message();
     if (s.freeze) {
@@ -288,12 +290,16 @@ TEST(Sharded, EveryElementwiseOptimizerStepsItsSlicesAsTheWhole) {
   }
 }
 
-TEST(Sharded, WithAccumulationClippingAndBf16) {
-  Settings s;
+// `s` with 2 micro-steps per step, clipping and bf16 autocast.
+Settings accumulating_clipped_bf16(Settings s) {
   s.accumulation = 2;
   s.clip = 0.05;  // small enough to clip on most steps
   s.precision = "bf16";
-  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 6);
+  return s;
+}
+
+TEST(Sharded, WithAccumulationClippingAndBf16) {
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, accumulating_clipped_bf16(Settings{}), 6);
 }
 
 // Offload steps each process's slice in host memory (a copy of it under stages 1 and 2, the shard
@@ -302,10 +308,7 @@ TEST(Sharded, CpuOffloadTrainsAsWithout) {
   Settings s;
   s.offload = true;
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
-  s.accumulation = 2;
-  s.clip = 0.05;
-  s.precision = "bf16";
-  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 6);
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, accumulating_clipped_bf16(s), 6);
 }
 
 TEST(Sharded, ClippingByValueClipsTheSlices) {
@@ -436,6 +439,48 @@ TEST(Sharded, CheckpointsResumeExactlyShardedAndConsolidated) {
         ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
         if (g_rank == 0) std::filesystem::remove_all(dir);
       }
+}
+
+// Hybrid sharding (FSDP's HYBRID_SHARD): the processes of each machine shard among themselves and
+// the machines hold replicas. Under dist_tests_two_machines (2 machines of 2 processes) each slice
+// is half a unit and only the first machine writes the shard files; on one machine it is plain
+// sharding. Either way it trains as DDP.
+TEST(Sharded, HybridShardingShardsWithinEachMachine) {
+  const char* local = std::getenv("LOCAL_WORLD_SIZE");
+  const int64_t local_size = local ? std::atoll(local) : g_world;
+  Settings s;
+  s.hybrid = true;
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
+  for (int stage : {2, 3}) expect_trains_like_ddp(stage, accumulating_clipped_bf16(s), 4);
+  s.state_dict_type = "SHARDED_STATE_DICT";
+  for (int stage : {1, 3}) {
+    SCOPED_TRACE("zero_stage " + std::to_string(stage));
+    const std::string dir = shared_dir("hybrid" + std::to_string(stage));
+    std::map<std::string, std::vector<float>> straight;
+    {
+      Job job(stage, s);
+      job.micro_step();
+      ACC_ASSERT_OK(acc_save_state(job.acc, dir.c_str(), nullptr));
+      for (int i = 0; i < 2; ++i) job.micro_step();
+      straight = job.weights();
+    }
+    for (int64_t r = 0; r < g_world; ++r)
+      EXPECT_EQ(std::filesystem::exists(dir + "/optimizer_shard_" + std::to_string(r) + ".safetensors"), r < local_size)
+          << "shard " << r;
+    // The machine's shards hold every element once.
+    int64_t elements = 0;
+    for (int64_t r = 0; r < local_size; ++r)
+      for (const auto& [name, values] : file_tensors(dir + "/optimizer_shard_" + std::to_string(r) + ".safetensors"))
+        if (name.size() > 8 && name.compare(name.size() - 8, 8, ".exp_avg") == 0) elements += values.size();
+    EXPECT_EQ(elements, 46);
+    Job resumed(stage, s);
+    ACC_ASSERT_OK(acc_load_state(resumed.acc, dir.c_str(), nullptr));
+    resumed.step_index = 1;
+    for (int i = 0; i < 2; ++i) resumed.micro_step();
+    EXPECT_EQ(max_difference(straight, resumed.weights()), 0.0);
+    ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+    if (g_rank == 0) std::filesystem::remove_all(dir);
+  }
 }
 
 TEST(Sharded, ConsolidatedFilesEqualDdpsAndLoadIntoDdp) {

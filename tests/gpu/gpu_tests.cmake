@@ -55,21 +55,19 @@ if(ACC_BUILD_GPU_TESTS)
       "the GPU main-job test is not added")
   endif()
 
-  # Two processes share the GPU over Gloo; tests/dist's Ddp cases compare DDP on 2 processes with
-  # one process on the whole batch. ACC_TEST_USE_GPU=1 makes them assert that they run on CUDA.
-  add_test(NAME gpu.dist_ddp_2_processes_share_the_gpu_over_gloo
-    COMMAND acc_gpu_run $<TARGET_FILE:accelerate-launch> --num_processes 2 --kill_timeout 2
-            $<TARGET_FILE:acc_dist_tests> --gtest_filter=Ddp.*)
-  set_tests_properties(gpu.dist_ddp_2_processes_share_the_gpu_over_gloo PROPERTIES
-    LABELS gpu TIMEOUT 180 RUN_SERIAL TRUE SKIP_RETURN_CODE 77
-    ENVIRONMENT "ACC_TEST_BACKEND=gloo;ACC_TEST_USE_GPU=1;ACC_TEST_DATA=${ACC_TEST_DATA}")
-
-  # Sharded data parallelism with CUDA tensors: tests/dist's Sharded cases (every stage against DDP,
-  # accumulation, clipping, bf16, CPU offload, checkpoints) on 2 processes sharing the GPU over Gloo.
-  add_test(NAME gpu.dist_sharded_2_processes_share_the_gpu_over_gloo
-    COMMAND acc_gpu_run $<TARGET_FILE:accelerate-launch> --num_processes 2 --kill_timeout 2
-            $<TARGET_FILE:acc_dist_tests> --gtest_filter=Sharded.*)
-  set_tests_properties(gpu.dist_sharded_2_processes_share_the_gpu_over_gloo PROPERTIES
-    LABELS gpu TIMEOUT 300 RUN_SERIAL TRUE SKIP_RETURN_CODE 77
-    ENVIRONMENT "ACC_TEST_BACKEND=gloo;ACC_TEST_USE_GPU=1;ACC_TEST_DATA=${ACC_TEST_DATA}")
+  # tests/dist cases (a gtest filter) on 2 processes sharing the GPU over Gloo. ACC_TEST_USE_GPU=1
+  # makes them assert that they run on CUDA.
+  function(acc_gpu_dist_test name filter)
+    add_test(NAME ${name}
+      COMMAND acc_gpu_run $<TARGET_FILE:accelerate-launch> --num_processes 2 --kill_timeout 2
+              $<TARGET_FILE:acc_dist_tests> --gtest_filter=${filter})
+    set_tests_properties(${name} PROPERTIES
+      LABELS gpu TIMEOUT 300 RUN_SERIAL TRUE SKIP_RETURN_CODE 77
+      ENVIRONMENT "ACC_TEST_BACKEND=gloo;ACC_TEST_USE_GPU=1;ACC_TEST_DATA=${ACC_TEST_DATA}")
+  endfunction()
+  # DDP on 2 processes against one process on the whole batch.
+  acc_gpu_dist_test(gpu.dist_ddp_2_processes_share_the_gpu_over_gloo "Ddp.*")
+  # Sharded data parallelism with CUDA tensors: every stage against DDP, accumulation, clipping,
+  # bf16, CPU offload, TorchScript units, checkpoints.
+  acc_gpu_dist_test(gpu.dist_sharded_2_processes_share_the_gpu_over_gloo "Sharded.*")
 endif()

@@ -169,7 +169,7 @@ public partial class Accelerator {
     if (tracker == null) throw new ArgumentNullException("tracker");
     AddTracker(name, new TrackerAdapter(tracker));
   }
-  /// Accelerate's log: values by name at `step`, or at the step after the last one when step < 0.
+  /// Accelerate's log: values by name at `step`, or at the step after the last one when step is negative.
   public void Log(IDictionary<string, double> values, long step = -1) {
     var names = new List<string>(values.Keys);
     var data = new double[names.Count];
