@@ -120,6 +120,13 @@
   void saveModel(acc_model *model, const char *dir, const char *maxShardSize ERR) {
     check(acc_save_model($self, model, dir, opt_str(maxShardSize)));
   }
+  /* Accelerate's merge-weights: the model shards of a SHARDED_STATE_DICT checkpoint (zero_stage 3)
+   * merged into outputDir as saveModel lays it out. Needs no accelerator. */
+  static void mergeShardedCheckpoint(const char *checkpointDir, int64_t modelIndex, const char *outputDir,
+                                     const char *maxShardSize ERR) {
+    if (modelIndex < 0) accswig::fail(ACC_ERR_INVALID_ARGUMENT, "modelIndex must not be negative");
+    check(acc_merge_sharded_checkpoint(checkpointDir, static_cast<size_t>(modelIndex), outputDir, opt_str(maxShardSize)));
+  }
   /* Checkpoints (Accelerate's save_state / load_state); dir "" uses automatic naming under
    * project_dir. Returns the folder written or read. Collectives. */
   std::string saveState(const char *dir ERR) {

@@ -869,6 +869,14 @@ ACC_API ACC_NODISCARD acc_status acc_autocast_end(acc_accelerator *acc);
  * and renamed; shards of an earlier save that this one does not produce are removed. */
 ACC_API ACC_NODISCARD acc_status acc_save_model(acc_accelerator *acc, acc_model *model, const char *dir,
                                                 const char *max_shard_size);
+/* Accelerate's merge_fsdp_weights (`accelerate merge-weights`): the model_index-th model of a
+ * checkpoint saved with state_dict_type SHARDED_STATE_DICT under zero_stage 3 (every process's
+ * model_shard_<rank>.safetensors), merged without the job into `output_dir` as acc_save_model lays
+ * it out (max_shard_size as there). Needs no accelerator; every shard is checked first (a missing,
+ * foreign or damaged one is ACC_ERR_IO naming it). Other checkpoints hold full weights already:
+ * ACC_ERR_INVALID_ARGUMENT. */
+ACC_API ACC_NODISCARD acc_status acc_merge_sharded_checkpoint(const char *checkpoint_dir, size_t model_index,
+                                                              const char *output_dir, const char *max_shard_size);
 
 /* ------------------------------------------------------------------------------------------------
  * Checkpoints: save_state / load_state (exact resume), custom state, hooks.

@@ -3,6 +3,7 @@
 #include "checkpoint/safetensors.h"
 #include "guard.h"
 #include "handles.h"
+#include "parallel/merge_shards.h"
 
 using namespace acc::capi;
 
@@ -38,6 +39,14 @@ acc_status acc_save_model(acc_accelerator* a, acc_model* model, const char* dir,
     auto& accelerator = accelerator_arg(a);
     auto& m = live(model, "model");
     accelerator.save_model(m.model, text_arg(dir, "dir"), max_shard_size ? max_shard_size : acc::kDefaultMaxShardSize);
+  });
+}
+
+acc_status acc_merge_sharded_checkpoint(const char* checkpoint_dir, size_t model_index, const char* output_dir,
+                                        const char* max_shard_size) {
+  return guarded([&] {
+    const std::string from = text_arg(checkpoint_dir, "checkpoint_dir"), to = text_arg(output_dir, "output_dir");
+    acc::merge_sharded_checkpoint(from, model_index, to, max_shard_size ? max_shard_size : acc::kDefaultMaxShardSize);
   });
 }
 

@@ -1,4 +1,4 @@
-// accelerate: the command line — launch, config, env, test, estimate-memory. Installed as
+// accelerate: the command line — launch, config, env, test, estimate-memory, merge-weights. Installed as
 // `accelerate-launch` too, where it is `accelerate launch`.
 // Exit codes: 0 success; 2 a usage error (a flag, a value, a config file to fix); else the failing
 // process's code (launch, test) or 1.
@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <climits>
+#include <filesystem>
 #include <cstdio>
 #include <iostream>
 
@@ -18,6 +19,8 @@
 #include "common/error.h"
 #include "config/config_file.h"
 #include "launch/launch_flags.h"
+#include "parallel/merge_shards.h"
+#include "parallel/sharded_checkpoint_parts.h"
 
 namespace {
 
@@ -131,6 +134,26 @@ int launch_only(int argc, char** argv) {
   return run_launch("accelerate-launch", args, app.remaining());
 }
 
+// accelerate merge-weights: Accelerate's flags; its .bin output is not written here.
+int merge_weights(const std::string& from, size_t model, const std::string& to, const std::string& max_shard_size,
+                  bool unsafe, bool remove) {
+  if (unsafe) {
+    std::fprintf(stderr, "accelerate merge-weights: --unsafe_serialization (pickled .bin) is not supported: the "
+                         "merged weights are written as safetensors only\n");
+    return 2;
+  }
+  const auto files = acc::merge_sharded_checkpoint(from, model, to, max_shard_size);
+  for (const auto& file : files) std::printf("wrote %s\n", file.c_str());
+  if (remove)  // the shards just merged, not the rest of the checkpoint (optimizer state, RNG, ...)
+    for (int64_t r = 0;; ++r) {
+      const std::filesystem::path shard = std::filesystem::path(from) / acc::shard_name("model", model, r);
+      std::error_code ec;
+      if (!std::filesystem::remove(shard, ec)) break;
+      std::printf("removed %s\n", shard.c_str());
+    }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -180,6 +203,17 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"float32", "float16", "bfloat16", "int8", "int4"}));
   estimate->add_flag("--json", as_json, "print JSON instead of a table");
 
+  std::string merge_from, merge_to = ".", merge_shard_size = "10GB";
+  size_t merge_model = 0;
+  bool merge_unsafe = false, merge_remove = false;
+  auto* merge = app.add_subcommand("merge-weights", "merge a SHARDED_STATE_DICT checkpoint's model shards into full weights");
+  merge->add_option("checkpoint_directory", merge_from, "the checkpoint folder (model_shard_<rank>.safetensors)")->required();
+  merge->add_option("output_path", merge_to, "where to write model.safetensors (default: the current folder)");
+  merge->add_option("--model", merge_model, "which model of the checkpoint (0: model_shard_*, 1: model_1_shard_*)");
+  merge->add_option("--max_shard_size", merge_shard_size, "shard the output beyond this size, as save_model");
+  merge->add_flag("--unsafe_serialization", merge_unsafe, "(Accelerate's .bin output: not written here)");
+  merge->add_flag("--remove_checkpoint_dir", merge_remove, "remove the merged model's shard files afterwards");
+
   auto* worker = app.add_subcommand("self-check-worker", "one process of `accelerate test`");
   worker->group("");  // hidden: started by `accelerate test` through the launcher
 
@@ -191,6 +225,7 @@ int main(int argc, char** argv) {
 
   try {
     if (*launch) return run_launch("accelerate launch", launch_args, launch->remaining());
+    if (*merge) return merge_weights(merge_from, merge_model, merge_to, merge_shard_size, merge_unsafe, merge_remove);
     if (*worker) return acc::run_self_check();
     if (*test) {
       const int code = run_launch("accelerate test", test_args, {self_executable(), "self-check-worker"});

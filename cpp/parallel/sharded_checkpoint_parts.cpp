@@ -22,10 +22,6 @@ namespace fs = std::filesystem;
 
 const char* const kShardMark = "_shard_";
 
-std::string shard_name(const std::string& stem, size_t index, int64_t rank) {
-  return indexed_name(stem, index, "") + kShardMark + std::to_string(rank) + ".safetensors";
-}
-
 // Refuses a shard written by a different number of processes or another sharding.
 void check_shard_metadata(const Metadata& metadata, const ShardedDataParallel& engine, const std::string& path) {
   auto value = [&](const char* key) -> std::string {
@@ -42,6 +38,7 @@ void check_shard_metadata(const Metadata& metadata, const ShardedDataParallel& e
 
 Metadata shard_metadata(const ShardedDataParallel& engine, Metadata metadata = {}) {
   metadata["num_processes"] = std::to_string(engine.layout().world());
+  metadata["process_index"] = std::to_string(engine.layout().rank());
   metadata["zero_stage"] = std::to_string(engine.options().stage);
   return metadata;
 }
@@ -75,7 +72,7 @@ class ShardedWeightsPart final : public CheckpointPart {
     for (size_t u = 0; u < engine_->shard_params().size(); ++u)
       tensors.emplace_back("unit." + std::to_string(u), engine_->shard_params()[u]);
     for (const auto& entry : engine_->replicated_state_dict()) tensors.push_back(entry);
-    save_safetensors(path, tensors, shard_metadata(*engine_, {{"format", "pt"}}));
+    save_safetensors(path, tensors, shard_metadata(*engine_, {{"format", "pt"}, {"layout", engine_->shard_layout_json()}}));
   }
   StagedLoad load(const std::string& path) const override {
     const fs::path dir = fs::path(path).parent_path();
@@ -223,6 +220,10 @@ class ShardedOptimizerPart final : public CheckpointPart {
 };
 
 }  // namespace
+
+std::string shard_name(const std::string& stem, size_t index, int64_t rank) {
+  return indexed_name(stem, index, "") + kShardMark + std::to_string(rank) + ".safetensors";
+}
 
 bool is_shard_file(const std::string& path) {
   return fs::path(path).filename().string().find(kShardMark) != std::string::npos;

@@ -20,5 +20,9 @@ std::unique_ptr<CheckpointPart> sharded_weights_part(size_t index, std::shared_p
 std::unique_ptr<CheckpointPart> sharded_optimizer_part(size_t index, std::shared_ptr<ShardedOptimizer> optimizer);
 // Whether a checkpoint file is one process's shard (it loads only on the same sharding).
 bool is_shard_file(const std::string& path);
+// The file of process `rank`'s shard of the index-th model or optimizer: "model_shard_0.safetensors",
+// "optimizer_1_shard_2.safetensors". Its metadata: num_processes, process_index, zero_stage, and for
+// a model the layout (ShardedDataParallel::shard_layout_json).
+std::string shard_name(const std::string& stem, size_t index, int64_t rank);
 
 }  // namespace acc

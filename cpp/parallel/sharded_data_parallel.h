@@ -97,6 +97,9 @@ class ShardedDataParallel final : public ParallelEngine {
   void load_full_state_dict(const NamedTensors& state);
   // The replicated part of the state: frozen parameters and buffers.
   NamedTensors replicated_state_dict() const;
+  // Stage 3's shard layout as JSON, what merges shard files without the job (merge_shards.h):
+  // {"units": [{"slice": S, "params": [[name, shape, offset], ...]}, ...], "order": [state names]}.
+  std::string shard_layout_json() const;
   // Stage 3's SHARDED_STATE_DICT: "unit.<u>" (this process's slice of unit u) plus the replicated state.
   void check_shard_state(const NamedTensors& state) const;
   void load_shard_state(const NamedTensors& state);

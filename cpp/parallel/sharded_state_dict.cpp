@@ -1,6 +1,7 @@
 // ShardedDataParallel's state dicts: the full weights gathered unit by unit, loading full weights
 // into the shards, and a process's own shard (SHARDED_STATE_DICT).
 #include <c10/util/accumulate.h>
+#include <nlohmann/json.hpp>
 
 #include <unordered_map>
 
@@ -74,6 +75,19 @@ void ShardedDataParallel::load_full_state_dict(const NamedTensors& state) {
     }
     shard_params_[u].copy_(my_slice(u, full));
   }
+}
+
+std::string ShardedDataParallel::shard_layout_json() const {
+  nlohmann::json units = nlohmann::json::array();
+  for (const FlatUnit& unit : layout_->units()) {
+    nlohmann::json params = nlohmann::json::array();
+    for (size_t k = 0; k < unit.params.size(); ++k)
+      params.push_back({names_[unit.params[k]], shapes_[unit.params[k]], unit.offsets[k]});
+    units.push_back({{"slice", unit.slice}, {"params", params}});
+  }
+  nlohmann::json order = nlohmann::json::array();
+  for (const auto& entry : model_->state_dict()) order.push_back(entry.first);
+  return nlohmann::json{{"units", units}, {"order", order}}.dump();
 }
 
 NamedTensors ShardedDataParallel::replicated_state_dict() const {

@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -481,6 +482,52 @@ TEST(Sharded, HybridShardingShardsWithinEachMachine) {
     ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
     if (g_rank == 0) std::filesystem::remove_all(dir);
   }
+}
+
+// SHARDED_STATE_DICT shards of zero_stage 3 merge without the job into the very file acc_save_model
+// writes (Accelerate's merge-weights); a missing, foreign or damaged shard is refused naming it.
+// With ACC_TEST_MERGE_EXPORT the test only writes the checkpoint and save_model's folder there,
+// for the CLI's half of a CTest pair (cli_merge_weights).
+TEST(Sharded, ShardedCheckpointsMergeIntoWhatSaveModelWrites) {
+  Settings s;
+  s.state_dict_type = "SHARDED_STATE_DICT";
+  s.freeze = "0.*";  // a frozen parameter: replicated, in every shard
+  const char* exported = std::getenv("ACC_TEST_MERGE_EXPORT");
+  const std::string dir = exported ? std::string(exported) : shared_dir("merge");
+  const std::string checkpoint = dir + "/checkpoint", saved = dir + "/saved", merged = dir + "/merged";
+  {
+    Job job(3, s);
+    for (int i = 0; i < 2; ++i) job.micro_step();
+    ACC_ASSERT_OK(acc_save_state(job.acc, checkpoint.c_str(), nullptr));
+    ACC_ASSERT_OK(acc_save_model(job.acc, job.model, saved.c_str(), nullptr));
+  }
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (exported) return;
+  if (g_rank == 0) {
+    ACC_ASSERT_OK(acc_merge_sharded_checkpoint(checkpoint.c_str(), 0, merged.c_str(), nullptr));
+    const std::string bytes = acc_test::read_file(merged + "/model.safetensors");
+    EXPECT_FALSE(bytes.empty());
+    EXPECT_EQ(bytes, acc_test::read_file(saved + "/model.safetensors")) << "merged != save_model's file";
+    ACC_EXPECT_ERROR(acc_merge_sharded_checkpoint(checkpoint.c_str(), 1, merged.c_str(), nullptr),
+                     ACC_ERR_INVALID_ARGUMENT, "holds no model shards");
+    ACC_EXPECT_ERROR(acc_merge_sharded_checkpoint(saved.c_str(), 0, merged.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
+                     "holds no model shards");
+    const std::string last = checkpoint + "/model_shard_" + std::to_string(g_world - 1) + ".safetensors";
+    const std::string kept = acc_test::read_file(last);
+    std::filesystem::copy_file(checkpoint + "/model_shard_0.safetensors", last,
+                               std::filesystem::copy_options::overwrite_existing);
+    ACC_EXPECT_ERROR(acc_merge_sharded_checkpoint(checkpoint.c_str(), 0, merged.c_str(), nullptr), ACC_ERR_IO,
+                     "model_shard_" + std::to_string(g_world - 1) + ".safetensors' is not process");
+    std::ofstream(last, std::ios::binary | std::ios::trunc) << kept.substr(0, kept.size() / 2);
+    ACC_EXPECT_ERROR(acc_merge_sharded_checkpoint(checkpoint.c_str(), 0, merged.c_str(), nullptr), ACC_ERR_IO,
+                     "model_shard_" + std::to_string(g_world - 1));
+    std::filesystem::remove(last);
+    ACC_EXPECT_ERROR(acc_merge_sharded_checkpoint(checkpoint.c_str(), 0, merged.c_str(), nullptr), ACC_ERR_IO,
+                     "is missing");
+    EXPECT_EQ(acc_test::read_file(merged + "/model.safetensors"), bytes) << "a refused merge changed the output";
+  }
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0) std::filesystem::remove_all(dir);
 }
 
 TEST(Sharded, ConsolidatedFilesEqualDdpsAndLoadIntoDdp) {

@@ -28,6 +28,10 @@ public class CheckpointTests {
       acc.LoadState(written);
       Assert.AreEqual(saved, w.ToFloatArray());
       Assert.Throws<AccelerateIOException>(() => acc.LoadState(Path.Combine(dir, "missing")));
+      // An unsharded checkpoint holds full weights: nothing to merge (merge-weights).
+      var e = Assert.Throws<AccelerateInvalidArgumentException>(
+          () => Accelerator.MergeShardedCheckpoint(written, 0, Path.Combine(dir, "merged"), ""));
+      StringAssert.Contains("holds no model shards", e.Message);
     }
   }
 }

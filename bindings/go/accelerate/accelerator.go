@@ -241,6 +241,17 @@ func (a *Accelerator) SaveModel(m *Model, dir, maxShardSize string) error {
 	return a.do(func(h capi.Accelerator, e *string) { h.SaveModel(mh, dir, maxShardSize, e) })
 }
 
+// MergeShardedCheckpoint merges the model shards of a SHARDED_STATE_DICT checkpoint (zero_stage 3)
+// into outputDir as SaveModel lays it out (Accelerate's merge-weights); maxShardSize "" means the
+// default. It needs no accelerator.
+func MergeShardedCheckpoint(checkpointDir string, modelIndex int, outputDir, maxShardSize string) error {
+	_, err := call(func(e *string) struct{} {
+		capi.AcceleratorMergeShardedCheckpoint(checkpointDir, int64(modelIndex), outputDir, maxShardSize, e)
+		return struct{}{}
+	})
+	return err
+}
+
 // Print prints text on the main process only.
 func (a *Accelerator) Print(text string) error {
 	return a.do(func(h capi.Accelerator, e *string) { h.Print(text, e) })

@@ -63,6 +63,11 @@ func TestCheckpointStateAndHooks(t *testing.T) {
 	if !reflect.DeepEqual(st.loaded, []byte{1, 2, 3}) || !reflect.DeepEqual(hooks, []string{"save " + written, "load " + written}) {
 		t.Fatalf("loaded %v, hooks %v", st.loaded, hooks)
 	}
+	// An unsharded checkpoint holds full weights: nothing to merge (merge-weights).
+	err = acc.MergeShardedCheckpoint(written, 0, filepath.Join(dir, "merged"), "")
+	if !errors.Is(err, acc.ErrInvalidArgument) || !strings.Contains(err.Error(), "holds no model shards") {
+		t.Fatalf("want ErrInvalidArgument naming the missing shards, got %v", err)
+	}
 	// A panicking hook aborts the save with its message.
 	if err := a.RegisterSaveStatePreHook(func(string) error { panic("disk quota") }); err != nil {
 		t.Fatal(err)

@@ -1026,6 +1026,10 @@ SWIGINTERN void acc_accelerator_clipGradValue(acc_accelerator *self,acc_model *m
 SWIGINTERN void acc_accelerator_saveModel(acc_accelerator *self,acc_model *model,char const *dir,char const *maxShardSize,std::string *swig_err){
     check(acc_save_model(self, model, dir, opt_str(maxShardSize)));
   }
+SWIGINTERN void acc_accelerator_mergeShardedCheckpoint(char const *checkpointDir,int64_t modelIndex,char const *outputDir,char const *maxShardSize,std::string *swig_err){
+    if (modelIndex < 0) accswig::fail(ACC_ERR_INVALID_ARGUMENT, "modelIndex must not be negative");
+    check(acc_merge_sharded_checkpoint(checkpointDir, static_cast<size_t>(modelIndex), outputDir, opt_str(maxShardSize)));
+  }
 SWIGINTERN std::string acc_accelerator_saveState(acc_accelerator *self,char const *dir,std::string *swig_err){
     char *s = nullptr;
     check(acc_save_state(self, opt_str(dir), &s));
@@ -8924,6 +8928,57 @@ void _wrap_Accelerator_saveModel_capi_8de2de55689d6b0e(acc_accelerator *_swig_go
     if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
   }
   
+  free(arg3); 
+  free(arg4); 
+}
+
+
+void _wrap_Accelerator_mergeShardedCheckpoint_capi_8de2de55689d6b0e(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+  char *arg1 = (char *) 0 ;
+  int64_t arg2 ;
+  char *arg3 = (char *) 0 ;
+  char *arg4 = (char *) 0 ;
+  std::string *arg5 = (std::string *) 0 ;
+  std::string temp5 ;
+  
+  
+  arg1 = (char *)malloc(_swig_go_0.n + 1);
+  memcpy(arg1, _swig_go_0.p, _swig_go_0.n);
+  arg1[_swig_go_0.n] = '\0';
+  
+  arg2 = (int64_t)_swig_go_1; 
+  
+  arg3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
+  arg3[_swig_go_2.n] = '\0';
+  
+  
+  arg4 = (char *)malloc(_swig_go_3.n + 1);
+  memcpy(arg4, _swig_go_3.p, _swig_go_3.n);
+  arg4[_swig_go_3.n] = '\0';
+  
+  
+  accswig::take_go_error();
+  arg5 = &temp5;
+  
+  
+  {
+    try {
+      acc_accelerator_mergeShardedCheckpoint((char const *)arg1,arg2,(char const *)arg3,(char const *)arg4,arg5);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(arg1); 
   free(arg3); 
   free(arg4); 
 }

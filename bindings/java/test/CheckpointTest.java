@@ -31,6 +31,10 @@ class CheckpointTest {
       acc.loadState(written);
       assertArrayEquals(saved, w.toFloatArray());
       assertThrows(AccelerateIOException.class, () -> acc.loadState(dir.resolve("missing").toString()));
+      // An unsharded checkpoint holds full weights: nothing to merge (merge-weights).
+      InvalidArgumentException e = assertThrows(InvalidArgumentException.class,
+          () -> Accelerator.mergeShardedCheckpoint(written, 0, dir.resolve("merged").toString(), ""));
+      assertTrue(e.getMessage().contains("holds no model shards"), e.getMessage());
     }
   }
 }

@@ -1,0 +1,157 @@
+#include "parallel/merge_shards.h"
+
+#include <nlohmann/json.hpp>
+
+#include <ATen/ATen.h>
+
+#include <filesystem>
+#include <limits>
+#include <unordered_map>
+
+#include "checkpoint/pretrained_layout.h"
+#include "checkpoint/safetensors.h"
+#include "common/error.h"
+#include "common/json_input.h"
+#include "parallel/sharded_checkpoint_parts.h"
+
+namespace acc {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string& metadata_value(const SafetensorsContents& shard, const std::string& key, const std::string& path) {
+  auto it = shard.metadata.find(key);
+  if (it == shard.metadata.end())
+    fail(Status::Io, "'", path, "' is not a model shard of a sharded checkpoint (no '", key, "' in its metadata)");
+  return it->second;
+}
+
+int64_t metadata_int(const SafetensorsContents& shard, const std::string& key, const std::string& path) {
+  const std::string& text = metadata_value(shard, key, path);
+  try {
+    size_t used = 0;
+    const long long value = std::stoll(text, &used);
+    if (used == text.size() && value >= 0) return value;
+  } catch (const std::exception&) {
+  }
+  fail(Status::Io, "'", path, "': metadata '", key, "' is not a count: '", text, "'");
+}
+
+// One parameter of a unit, as the layout records it.
+struct LaidOut {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset = 0;
+};
+
+struct Layout {
+  std::vector<std::pair<int64_t, std::vector<LaidOut>>> units;  // (slice, parameters)
+  std::vector<std::string> order;
+};
+
+Layout read_layout(const std::string& text, const std::string& path) {
+  const json j = parse_json_input(text, "'" + path + "': its layout metadata");
+  Layout layout;
+  try {
+    for (const auto& unit : j.at("units")) {
+      std::vector<LaidOut> params;
+      for (const auto& p : unit.at("params"))
+        params.push_back({p.at(0).get<std::string>(), p.at(1).get<std::vector<int64_t>>(), p.at(2).get<int64_t>()});
+      layout.units.emplace_back(unit.at("slice").get<int64_t>(), std::move(params));
+    }
+    layout.order = j.at("order").get<std::vector<std::string>>();
+  } catch (const json::exception& e) {
+    fail(Status::Io, "'", path, "': malformed layout metadata: ", e.what());
+  }
+  return layout;
+}
+
+// Elements of `shape`, or -1 when a dimension is negative or the product overflows.
+int64_t elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && n > std::numeric_limits<int64_t>::max() / d)) return -1;
+    n *= d;
+  }
+  return n;
+}
+
+}  // namespace
+
+NamedTensors merge_model_shards(const std::string& checkpoint_dir, size_t model_index) {
+  const fs::path dir(checkpoint_dir);
+  require(fs::is_directory(dir), "'", checkpoint_dir, "' is not a checkpoint folder");
+  const std::string first = (dir / shard_name("model", model_index, 0)).string();
+  if (!fs::exists(first))
+    fail(Status::InvalidArgument, "'", checkpoint_dir, "' holds no model shards (", fs::path(first).filename().string(),
+         "): merging is for checkpoints saved with state_dict_type SHARDED_STATE_DICT under zero_stage 3 (the ",
+         "others hold the full weights already)");
+
+  // Every shard is read and checked against the first before anything is put together.
+  std::vector<SafetensorsContents> shards;
+  shards.push_back(load_safetensors(first));
+  const int64_t processes = metadata_int(shards[0], "num_processes", first);
+  const std::string& layout_text = metadata_value(shards[0], "layout", first);
+  if (metadata_value(shards[0], "zero_stage", first) != "3")
+    fail(Status::Io, "'", first, "' is not a zero_stage 3 model shard");
+  if (processes < 1 || processes > (1 << 20)) fail(Status::Io, "'", first, "' claims ", processes, " processes");
+  for (int64_t r = 0; r < processes; ++r) {
+    const std::string path = (dir / shard_name("model", model_index, r)).string();
+    if (r > 0) {
+      if (!fs::exists(path))
+        fail(Status::Io, "the shard of process ", r, " of ", processes, " is missing: '", path, "'");
+      shards.push_back(load_safetensors(path));
+    }
+    const SafetensorsContents& shard = shards.back();
+    if (metadata_int(shard, "num_processes", path) != processes || metadata_int(shard, "process_index", path) != r ||
+        metadata_value(shard, "layout", path) != layout_text)
+      fail(Status::Io, "'", path, "' is not process ", r, "'s shard of the same save as '", first, "'");
+  }
+  const Layout layout = read_layout(layout_text, first);
+
+  std::unordered_map<std::string, at::Tensor> merged;
+  std::vector<std::unordered_map<std::string, at::Tensor>> by_name;
+  for (const auto& shard : shards) by_name.emplace_back(shard.tensors.begin(), shard.tensors.end());
+  for (size_t u = 0; u < layout.units.size(); ++u) {
+    const auto& [slice, params] = layout.units[u];
+    const std::string key = "unit." + std::to_string(u);
+    std::vector<at::Tensor> slices;
+    for (int64_t r = 0; r < processes; ++r) {
+      const std::string path = (dir / shard_name("model", model_index, r)).string();
+      auto it = by_name[static_cast<size_t>(r)].find(key);
+      if (it == by_name[static_cast<size_t>(r)].end() || it->second.dim() != 1 || it->second.numel() != slice ||
+          (r > 0 && it->second.scalar_type() != slices.front().scalar_type()))
+        fail(Status::Io, "'", path, "' lacks '", key, "' as its layout describes it (", slice, " elements)");
+      slices.push_back(it->second);
+    }
+    const at::Tensor full = at::cat(slices);
+    for (const auto& p : params) {
+      const int64_t n = elements(p.shape);
+      if (n < 0 || p.offset < 0 || p.offset > full.numel() - n)
+        fail(Status::Io, "'", first, "': the layout puts '", p.name, "' outside unit ", u);
+      merged[p.name] = full.narrow(0, p.offset, n).view(p.shape).clone();
+    }
+  }
+  for (const auto& entry : shards[0].tensors)
+    if (entry.first.rfind("unit.", 0) != 0) merged.emplace(entry.first, entry.second.clone());
+
+  NamedTensors out;
+  for (const auto& name : layout.order) {
+    auto it = merged.find(name);
+    if (it == merged.end()) fail(Status::Io, "'", first, "': the model's '", name, "' is in no shard");
+    out.emplace_back(name, it->second);
+    merged.erase(it);
+  }
+  if (!merged.empty())
+    fail(Status::Io, "'", first, "' holds '", merged.begin()->first, "', which its model's state does not list");
+  return out;
+}
+
+std::vector<std::string> merge_sharded_checkpoint(const std::string& checkpoint_dir, size_t model_index,
+                                                  const std::string& output_dir, const std::string& max_shard_size) {
+  const int64_t limit = parse_size(max_shard_size.empty() ? kDefaultMaxShardSize : max_shard_size);
+  return save_sharded(output_dir, merge_model_shards(checkpoint_dir, model_index), limit);
+}
+
+}  // namespace acc
