@@ -341,3 +341,15 @@ TEST(SaveModel, RoundTripsThroughSeveralShardSizes) {
   acc_model_free(model);
   acc_accelerator_free(acc);
 }
+
+TEST(MergeShardedCheckpoint, BadArgumentsAreRefusedByName) {
+  ACC_EXPECT_ERROR(acc_merge_sharded_checkpoint(nullptr, 0, "/tmp/out", nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "checkpoint_dir");
+  ACC_EXPECT_ERROR(acc_merge_sharded_checkpoint("/tmp", 0, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "output_dir");
+  const std::string file = acc_test::temp_path("not_a_folder");
+  std::ofstream(file) << "x";
+  ACC_EXPECT_ERROR(acc_merge_sharded_checkpoint(file.c_str(), 0, "/tmp/out", nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "is not a checkpoint folder");
+  std::remove(file.c_str());
+  ACC_EXPECT_ERROR(acc_merge_sharded_checkpoint("/tmp", 0, "/tmp/out", "-3GB"), ACC_ERR_INVALID_ARGUMENT, "");
+}
