@@ -76,11 +76,11 @@ void rotate_checkpoints(const std::string& project_dir, int64_t keep) {
 namespace {
 
 // The names save_state writes (accelerator/checkpointing.cpp): model[_i].safetensors,
-// optimizer[_i].safetensors, scheduler[_i].json, random_states_<rank>.safetensors,
+// optimizer[_i].safetensors (and their _shard_<rank> files), scheduler[_i].json, random_states_<rank>.safetensors,
 // dataloader_state_<rank>.json, scaler.json, custom_checkpoint_<i>.bin and the manifest.
 bool is_checkpoint_file(const std::string& name) {
   static const std::regex pattern(
-      R"((model|optimizer)(_[0-9]+)?\.safetensors|scheduler(_[0-9]+)?\.json|random_states_[0-9]+\.safetensors|)"
+      R"((model|optimizer)(_[0-9]+)?(_shard_[0-9]+)?\.safetensors|scheduler(_[0-9]+)?\.json|random_states_[0-9]+\.safetensors|)"
       R"(dataloader_state_[0-9]+\.json|scaler\.json|custom_checkpoint_[0-9]+\.bin)");
   return name == kCheckpointManifest || std::regex_match(name, pattern);
 }
