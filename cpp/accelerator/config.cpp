@@ -137,6 +137,9 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   table.copy(o, c);  // the program's options win
   if (c.logging_dir.empty()) c.logging_dir = c.project_dir;
   read_sharding_env(o, c);
+  // Hybrid sharding without a stage would train plain DDP: say so rather than do it.
+  require(!c.sharding.hybrid || c.sharding.stage > 0,
+          "hybrid_shard shards within each machine: it needs zero_stage 1, 2 or 3, not 0 (DDP)");
   return c;
 }
 

@@ -91,6 +91,11 @@ TEST_F(Sharding, FsdpVariablesChooseTheStage) {
     EXPECT_TRUE(hybrid.sharding.hybrid) << strategy;
   }
   EXPECT_FALSE(resolve({{"hybrid_shard", "false"}}).sharding.hybrid) << "the program's option wins";
+  unsetenv("ACCELERATE_USE_FSDP");
+  unsetenv("FSDP_SHARDING_STRATEGY");
+  auto [status, message] = failure([] { resolve({{"hybrid_shard", "true"}}); });
+  EXPECT_EQ(status, acc::Status::InvalidArgument);
+  EXPECT_NE(message.find("needs zero_stage 1, 2 or 3"), std::string::npos) << message;
 }
 
 TEST_F(Sharding, DeepSpeedVariablesChooseTheStage) {
