@@ -27,7 +27,8 @@ void read_sharding_env(const Options& o, AcceleratorConfig& c) {
   }
   if (!o.has("offload_optimizer")) c.sharding.offload_optimizer = request->offload_optimizer;
   if (!o.has("offload_params")) c.sharding.offload_params = request->offload_params;
-  if (!o.has("hybrid_shard")) c.sharding.hybrid = request->hybrid;
+  // The program's zero_stage 0 turns sharding off, the launcher's hybrid strategy with it.
+  if (!o.has("hybrid_shard")) c.sharding.hybrid = request->hybrid && c.sharding.stage > 0;
   if (!o.has("state_dict_type") && request->state_dict_type) c.sharding.state_dict_type = *request->state_dict_type;
 }
 

@@ -91,6 +91,7 @@ TEST_F(Sharding, FsdpVariablesChooseTheStage) {
     EXPECT_TRUE(hybrid.sharding.hybrid) << strategy;
   }
   EXPECT_FALSE(resolve({{"hybrid_shard", "false"}}).sharding.hybrid) << "the program's option wins";
+  EXPECT_FALSE(resolve({{"zero_stage", "0"}}).sharding.hybrid) << "the program's zero_stage 0 is DDP";
   unsetenv("ACCELERATE_USE_FSDP");
   unsetenv("FSDP_SHARDING_STRATEGY");
   auto [status, message] = failure([] { resolve({{"hybrid_shard", "true"}}); });
