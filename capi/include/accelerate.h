@@ -298,8 +298,8 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   lora_alpha / r), use_rslora (bool, default false: lora_alpha / sqrt(r)),
  *   init_lora_weights ("true", default: Kaiming-uniform A and zero B, so training starts from the
  *   base model; "gaussian": A ~ N(0, 1/r), zero B; "false": both as nn.Linear initialises them),
- *   lora_dropout (double, default 0: dropout on the adapted layer's input, in training mode; layer-spec
- *   models only, see acc_model_add_lora).
+ *   lora_dropout (double, default 0: dropout on the adapted layer's input, in training mode; see
+ *   acc_model_add_lora for TorchScript models).
  * ---------------------------------------------------------------------------------------------- */
 
 typedef enum acc_options_kind {
@@ -551,9 +551,9 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * "<module>.lora_B.weight", so optimizers, DDP, sharding and save_state treat them as any others.
  * A layer-spec model's linear layers compute as PEFT's LoRA layer: output + B(A(dropout(x))) *
  * scaling (the same numbers, dropout masks included). A TorchScript model's nn.Linear layers, whose
- * code is not edited, compute with the adapted weight W + (B A) * scaling instead (the same to
- * rounding); dropout on their input has no such form, so lora_dropout other than 0 is
- * ACC_ERR_UNSUPPORTED for them.
+ * code is not edited, compute with the adapted weight W + (B A) * scaling when lora_dropout is 0
+ * (the same to rounding); with dropout, as PEFT's layer, through a marked copy of forward (a layer
+ * the forward reads the weight of instead of calling it is then ACC_ERR_UNSUPPORTED).
  *
  * acc_model_add_lora: adapts the linear layers (torch.nn.Linear in TorchScript, "linear" and the
  * linear layers inside spec layers) that `target_modules` names, and freezes every other parameter

@@ -30,8 +30,7 @@ const OptionTable<LoraConfig>& lora_option_table() {
   static const OptionTable<L> table(OptionsKind::Lora, [](OptionTable<L>& t) {
     t.bind("r", "the adapters' rank", &L::r).at_least(1).at_most(1 << 20);
     t.bind("lora_alpha", "the scaling is lora_alpha / r", &L::alpha).at_least(0);
-    t.bind("lora_dropout", "dropout on the adapted layer's input (layer-spec models; TorchScript layers take 0)",
-           &L::dropout)
+    t.bind("lora_dropout", "dropout on the adapted layer's input", &L::dropout)
         .at_least(0)
         .at_most(1);
     t.bind("use_rslora", "scale by lora_alpha / sqrt(r)", &L::use_rslora);
@@ -107,8 +106,8 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     for (const LinearSite* site : chosen)
       if (!site->set_output_adapter)
         fail(Status::Unsupported, "lora_dropout ", config.dropout, " cannot apply to '", site->module,
-             "': a TorchScript layer is adapted through its weight (W + B A * scaling), which leaves no place for "
-             "dropout on its input; use 0 for TorchScript models");
+             "': the layer is adapted through its weight (W + B A * scaling), which leaves no place for dropout on "
+             "its input; use lora_dropout 0");
 
   std::vector<LoraAdapter> made;
   at::NoGradGuard no_grad;

@@ -1,11 +1,11 @@
 // LoRA adapters (Hu et al. 2021; what PEFT's LoraConfig gives Python users): a linear layer's weight W
 // is trained as W + (B A) * scaling with W frozen, A (r x in) and B (out x r) new parameters.
 //
-// Two ways in. A layer that takes an output adapter (a spec model's, model/adaptable_linear.h)
-// computes as PEFT's LoRA layer does: its output plus B(A(dropout(x))) * scaling. Any other linear
-// layer (a TorchScript module's, whose code we do not edit) gets the adapted weight
-// W + (B A) * scaling in place of W for the duration of a forward (LoraAdapters::apply): the same to
-// rounding, but dropout on the layer's input has no weight-side form, so it is refused there.
+// Two ways in. A layer that takes an output adapter (a spec model's, model/adaptable_linear.h; a
+// TorchScript module's under lora_dropout > 0, model/script_lora.h) computes as PEFT's LoRA layer
+// does: its output plus B(A(dropout(x))) * scaling. Any other linear layer (a TorchScript module's
+// without dropout) gets the adapted weight W + (B A) * scaling in place of W for the duration of a
+// forward (LoraAdapters::apply): the same to rounding; dropout on the input has no weight-side form.
 #pragma once
 
 #include <ATen/ATen.h>

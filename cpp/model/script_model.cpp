@@ -2,6 +2,7 @@
 
 #include <torch/csrc/jit/api/function_impl.h>
 
+#include <algorithm>
 #include <fstream>
 #include <unordered_set>
 
@@ -70,15 +71,52 @@ NamedTensors ScriptModel::forward(const std::vector<at::Tensor>& inputs) {
   // The executor's switch is per thread: set around this forward only.
   torch::jit::GraphOptimizerEnabledGuard optimize(optimize_);
   const auto adapted = lora_.apply();
-  if (!marked_forward_) return flatten_outputs(module_.get_method("forward")(std::move(args)));
+  torch::jit::GraphFunction* marked = lora_forward_ ? lora_forward_.get() : units_forward_.get();
+  if (!marked) return flatten_outputs(module_.get_method("forward")(std::move(args)));
   args.insert(args.begin(), module_._ivalue());
   module_.get_method("forward").function().getSchema().checkAndNormalizeInputs(args);
-  marked_forward_->run(args);
+  marked->run(args);
   return flatten_outputs(args.back());
 }
 
 ScriptModel::~ScriptModel() {
-  if (marked_forward_) install_unit_hooks(unit_token_, {}, UnitHooks{});
+  if (units_forward_) install_unit_hooks(unit_token_, {}, UnitHooks{});
+  if (lora_outputs_) install_output_adapters(unit_token_, nullptr);
+}
+
+size_t ScriptModel::add_lora(const LoraConfig& config) {
+  if (config.dropout == 0 || !lora_.empty()) return Model::add_lora(config);  // (the latter refuses)
+  std::vector<std::string> layers;
+  for (const auto& site : linear_sites())
+    if (config.targets(site.module)) layers.push_back(site.module);
+  if (layers.empty()) return Model::add_lora(config);  // its error names the targets
+  // The marked forward is made, and checked, before any adapter is drawn.
+  auto graph = mark_adapted_linears(module_, layers, unit_token_);
+  output_layers_ = layers;
+  lora_outputs_ = std::make_shared<MarkedAdapters>(
+      MarkedAdapters{std::vector<OutputAdapter>(layers.size()), [this] { return is_training(); }});
+  size_t added = 0;
+  try {
+    added = Model::add_lora(config);  // sets the adapters through linear_sites()' set_output_adapter
+  } catch (...) {
+    drop_lora_outputs();
+    throw;
+  }
+  install_output_adapters(unit_token_, lora_outputs_);
+  lora_forward_ = std::make_unique<torch::jit::GraphFunction>("acc_lora_forward", graph, nullptr);
+  return added;
+}
+
+void ScriptModel::merge_lora() {
+  Model::merge_lora();
+  drop_lora_outputs();
+}
+
+void ScriptModel::drop_lora_outputs() {
+  if (lora_outputs_) install_output_adapters(unit_token_, nullptr);
+  lora_forward_.reset();
+  lora_outputs_.reset();
+  output_layers_.clear();
 }
 
 const ScriptUnitPlan& ScriptModel::unit_plan() const {
@@ -94,12 +132,12 @@ std::vector<std::vector<std::string>> ScriptModel::parameter_units() const {
 bool ScriptModel::set_unit_hooks(UnitHooks hooks) {
   if (!hooks.before || !hooks.after || !lora_.empty() || !unit_plan().graph) {
     install_unit_hooks(unit_token_, {}, UnitHooks{});
-    marked_forward_.reset();
+    units_forward_.reset();
     return false;
   }
   install_unit_hooks(unit_token_, unit_plan().site_units, std::move(hooks));
-  marked_forward_ = std::make_unique<torch::jit::GraphFunction>("acc_sharded_forward", unit_plan().graph->copy(),
-                                                                 nullptr);
+  units_forward_ = std::make_unique<torch::jit::GraphFunction>("acc_sharded_forward", unit_plan().graph->copy(),
+                                                                nullptr);
   return true;
 }
 
@@ -123,7 +161,13 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
     if (entry.name.empty() || !is_linear_module(entry.value)) continue;
     torch::jit::Module layer = entry.value;  // a handle on the same object
     sites.push_back({entry.name, layer.attr("weight").toTensor(),
-                     [layer](const at::Tensor& weight) mutable { layer.setattr("weight", weight); }});
+                     [layer](const at::Tensor& weight) mutable { layer.setattr("weight", weight); }, nullptr});
+    // Under LoRA with dropout the marked forward adapts this layer's output.
+    auto it = std::find(output_layers_.begin(), output_layers_.end(), entry.name);
+    if (it != output_layers_.end())
+      sites.back().set_output_adapter = [outputs = lora_outputs_, i = it - output_layers_.begin()](OutputAdapter a) {
+        outputs->adapters[static_cast<size_t>(i)] = std::move(a);
+      };
   }
   return sites;
 }

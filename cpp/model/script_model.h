@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "model/script_lora.h"
 #include "model/script_units.h"
 
 namespace acc {
@@ -30,6 +31,10 @@ class ScriptModel final : public Model {
   // weights are made for the whole model at the start of each forward).
   std::vector<std::vector<std::string>> parameter_units() const override;
   bool set_unit_hooks(UnitHooks hooks) override;
+  // lora_dropout > 0 adapts the layers' outputs as PEFT does (model/script_lora.h); 0 adapts their
+  // weights (model/lora.h), which also reaches weights the forward reads directly.
+  size_t add_lora(const LoraConfig& config) override;
+  void merge_lora() override;
 
  protected:
   void write_torchscript(const std::string& path) const override;
@@ -50,7 +55,13 @@ class ScriptModel final : public Model {
   mutable std::optional<ScriptUnitPlan> unit_plan_;
   const ScriptUnitPlan& unit_plan() const;
   // forward with the unit markers, while hooks are installed.
-  std::unique_ptr<torch::jit::GraphFunction> marked_forward_;
+  std::unique_ptr<torch::jit::GraphFunction> units_forward_;
+  // LoRA with dropout: the adapted layers (their order is the markers'), what the markers run, and
+  // forward with the markers.
+  std::vector<std::string> output_layers_;
+  std::shared_ptr<MarkedAdapters> lora_outputs_;
+  std::unique_ptr<torch::jit::GraphFunction> lora_forward_;
+  void drop_lora_outputs();
 };
 
 }  // namespace acc

@@ -81,8 +81,7 @@ struct Reading {
   std::string opaque;            // set when the graph uses a module otherwise (the reason)
 };
 
-void read_block(torch::jit::Block* block, std::unordered_map<const torch::jit::Value*, std::string>& paths,
-                Reading& reading) {
+void read_block(torch::jit::Block* block, const ModulePaths& paths, Reading& reading) {
   for (torch::jit::Node* node : block->nodes()) {
     for (size_t i = 0; i < node->inputs().size(); ++i) {
       auto path = paths.find(node->input(i));
@@ -98,13 +97,9 @@ void read_block(torch::jit::Block* block, std::unordered_map<const torch::jit::V
                          node->kind().toQualString() + "'";
       }
     }
-    if (node->kind() == c10::prim::GetAttr) {
+    if (node->kind() == c10::prim::GetAttr && node->output()->type()->kind() == c10::TypeKind::TensorType) {
       auto base = paths.find(node->input(0));
-      if (base != paths.end()) {
-        const std::string name = join(base->second, node->s(c10::attr::name));
-        if (is_module(node->output())) paths[node->output()] = name;
-        else if (node->output()->type()->kind() == c10::TypeKind::TensorType) reading.direct.insert(name);
-      }
+      if (base != paths.end()) reading.direct.insert(join(base->second, node->s(c10::attr::name)));
     }
     for (torch::jit::Block* inner : node->blocks()) read_block(inner, paths, reading);
   }
@@ -126,7 +121,23 @@ void mark(torch::jit::Graph& graph, torch::jit::Node* call, int64_t token, int64
   call->output()->replaceAllUsesAfterNodeWith(end, end->output());
 }
 
+void add_module_paths(torch::jit::Block* block, ModulePaths& paths) {
+  for (torch::jit::Node* node : block->nodes()) {
+    if (node->kind() == c10::prim::GetAttr && is_module(node->output())) {
+      auto base = paths.find(node->input(0));
+      if (base != paths.end()) paths[node->output()] = join(base->second, node->s(c10::attr::name));
+    }
+    for (torch::jit::Block* inner : node->blocks()) add_module_paths(inner, paths);
+  }
+}
+
 }  // namespace
+
+ModulePaths module_paths(torch::jit::Graph& graph) {
+  ModulePaths paths{{graph.inputs()[0], ""}};
+  add_module_paths(graph.block(), paths);
+  return paths;
+}
 
 int64_t next_unit_token() {
   static std::atomic<int64_t> next{1};
@@ -164,9 +175,8 @@ ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token
   auto method = module.find_method("forward");
   if (!method) return whole("the module has no forward");
   std::shared_ptr<torch::jit::Graph> graph = method->graph()->copy();
-  std::unordered_map<const torch::jit::Value*, std::string> paths{{graph->inputs()[0], ""}};
   Reading reading;
-  read_block(graph->block(), paths, reading);
+  read_block(graph->block(), module_paths(*graph), reading);
   if (!reading.opaque.empty()) return whole(reading.opaque);
   if (reading.calls.empty()) return whole("forward calls no submodule");
 

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "model/model.h"
@@ -36,5 +37,10 @@ void install_unit_hooks(int64_t token, std::vector<std::vector<size_t>> site_uni
 
 // A process-unique token for a model's markers.
 int64_t next_unit_token();
+
+// The submodule each module-typed value of a method's graph is, by dotted path: GetAttr chains from
+// the graph's first input (the module itself, "").
+using ModulePaths = std::unordered_map<const torch::jit::Value*, std::string>;
+ModulePaths module_paths(torch::jit::Graph& graph);
 
 }  // namespace acc

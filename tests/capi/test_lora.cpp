@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -152,12 +153,6 @@ TEST(Lora, ReproducesPeftOnAScriptedPyTorchModel) {
   ACC_ASSERT_OK(acc_model_load_torchscript((dir + "/lora_model.pt").c_str(), &m));
   ACC_ASSERT_OK(acc_model_set_training(m, 0));
 
-  // Dropout on a layer's input has no form through the weight a TorchScript layer is adapted by.
-  acc_options* with_dropout = lora_options(2, 4);
-  ACC_ASSERT_OK(acc_options_set_double(with_dropout, "lora_dropout", 0.1));
-  ACC_EXPECT_ERROR(acc_model_add_lora(m, "fc1", with_dropout, nullptr), ACC_ERR_UNSUPPORTED, "lora_dropout");
-  acc_options_free(with_dropout);
-
   // PEFT's draws from the global generator, in its module order, and the stream after them.
   ACC_ASSERT_OK(acc_set_seed(c["seed"].get<uint64_t>()));
   const std::string targets = c["targets"];
@@ -251,6 +246,80 @@ TEST(Lora, SpecModelsComputeAsPeftWithDropout) {
   EXPECT_EQ(to_floats(y), c["train_output"]["values"].get<std::vector<float>>());
   acc_tensor_free(y);
   acc_tensor_free(x);
+  acc_model_free(m);
+}
+
+TEST(Lora, ScriptedModelsComputeAsPeftWithDropout) {
+  // A TorchScript model's adapted layers get PEFT's B(A(dropout(x))) * scaling on their output from
+  // the marked forward (model/script_lora.h): the spec case's network, weights, seed and adapters,
+  // the same dropout masks, the same numbers.
+  const std::string dir = acc_test::data_dir();
+  if (dir.empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  std::ifstream in(dir + "/lora_cases.json");
+  ASSERT_TRUE(in) << "run export_lora_cases.py first";
+  const json c = json::parse(in)["spec"];
+  const std::map<std::string, std::string> module_of = {{"0", "fc1"}, {"2", "block.0"}, {"5", "head"}};
+  acc_model* m = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript((dir + "/lora_model.pt").c_str(), &m));
+  ACC_ASSERT_OK(acc_set_seed(c["seed"].get<uint64_t>()));
+  acc_options* o = lora_options(c["r"], c["lora_alpha"]);
+  ACC_ASSERT_OK(acc_options_set_double(o, "lora_dropout", c["lora_dropout"]));
+  size_t count = 0;
+  ACC_ASSERT_OK(acc_model_add_lora(m, "fc1,block.0,head", o, &count));
+  acc_options_free(o);
+  EXPECT_EQ(count, 3u);
+  acc_tensor_list* b = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&b));
+  for (const auto& item : c["initial_a"].items())
+    EXPECT_EQ(param(m, module_of.at(item.key()) + ".lora_A.weight"), item.value()["values"].get<std::vector<float>>())
+        << item.key();
+  for (const auto& item : c["chosen_b"].items()) {
+    acc_tensor* t = from_json(item.value());
+    ACC_ASSERT_OK(acc_tensor_list_append(b, (module_of.at(item.key()) + ".lora_B.weight").c_str(), t));
+    acc_tensor_free(t);
+  }
+  ACC_ASSERT_OK(acc_model_load_state_dict(m, b, 0));
+  acc_tensor_list_free(b);
+  ACC_ASSERT_OK(acc_model_set_training(m, 1));
+  acc_tensor* x = from_json(c["input"]);
+  acc_tensor* y = nullptr;
+  ACC_ASSERT_OK(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y));
+  EXPECT_EQ(to_floats(y), c["train_output"]["values"].get<std::vector<float>>());
+  acc_tensor_free(y);
+  // The adapters train through the markers.
+  ACC_ASSERT_OK(acc_model_forward1(m, x, ACC_FORWARD_DEFAULT, &y));
+  acc_tensor* loss = nullptr;
+  ACC_ASSERT_OK(acc_tensor_sum(y, &loss));
+  ACC_ASSERT_OK(acc_tensor_backward(loss));
+  acc_tensor *b_head = nullptr, *grad = nullptr;
+  ACC_ASSERT_OK(acc_model_parameter(m, "head.lora_B.weight", &b_head));
+  ACC_ASSERT_OK(acc_tensor_grad(b_head, &grad));
+  acc_tensor_free(b_head);
+  ASSERT_NE(grad, nullptr);
+  float largest = 0;
+  for (float g : to_floats(grad)) largest = std::max(largest, std::fabs(g));
+  EXPECT_GT(largest, 0.0f);
+  for (acc_tensor* t : {y, loss, grad}) acc_tensor_free(t);
+  // In evaluation the branch adds B A x * scaling (no dropout); merged, the weights compute the same.
+  ACC_ASSERT_OK(acc_model_set_training(m, 0));
+  ACC_ASSERT_OK(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y));
+  const std::vector<float> adapted = to_floats(y);
+  acc_tensor_free(y);
+  ACC_ASSERT_OK(acc_model_merge_lora(m));
+  ACC_ASSERT_OK(acc_model_forward1(m, x, ACC_FORWARD_NO_GRAD, &y));
+  EXPECT_LT(max_difference(to_floats(y), adapted), 1e-5f);
+  acc_tensor_free(y);
+  acc_tensor_free(x);
+  acc_model_free(m);
+
+  // A layer the forward never calls as a module (its weight read directly) has no input to drop.
+  ACC_ASSERT_OK(acc_model_load_torchscript((dir + "/direct_weight.pt").c_str(), &m));
+  o = lora_options(2, 4);
+  ACC_ASSERT_OK(acc_options_set_double(o, "lora_dropout", 0.1));
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, "fc", o, nullptr), ACC_ERR_UNSUPPORTED, "never calls it as a module");
+  ACC_ASSERT_OK(acc_model_lora_count(m, &count));
+  EXPECT_EQ(count, 0u) << "a refused add changes nothing";
+  acc_options_free(o);
   acc_model_free(m);
 }
 

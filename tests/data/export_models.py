@@ -93,6 +93,17 @@ class Tied(torch.nn.Module):
         return self.head(torch.tanh(self.embed(ids)))
 
 
+class DirectWeight(torch.nn.Module):
+    """Reads its layer's weight itself instead of calling the layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor):
+        return F.linear(x, self.fc.weight, self.fc.bias)
+
+
 def tied_batch(step: int):
     ids = torch.tensor([(3 * i + step) % 8 for i in range(12)]).reshape(3, 4)
     return ids, (ids + 1) % 8
@@ -146,6 +157,7 @@ def main(out: Path) -> None:
     torch.jit.save(torch.jit.script(Stacked()), str(out / "stacked.pt"))
     torch.jit.save(torch.jit.script(Helper()), str(out / "helper.pt"))
     torch.jit.save(torch.jit.script(Tied()), str(out / "tied.pt"))
+    torch.jit.save(torch.jit.script(DirectWeight()), str(out / "direct_weight.pt"))
     write_tied_steps(out / "tied.pt", out / "tied_steps.json")
     write_damaged_copies(out / "classifier.pt", out)
     # What PyTorch computes for a fixed input, for the tests to compare with.

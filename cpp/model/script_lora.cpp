@@ -1,0 +1,130 @@
+#include "model/script_lora.h"
+
+#include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/runtime/operator.h>
+
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "common/error.h"
+#include "model/script_units.h"
+
+namespace acc {
+namespace {
+
+const char* const kOutput = "acc_internal::lora_output";
+
+std::mutex g_mutex;
+std::unordered_map<int64_t, std::shared_ptr<MarkedAdapters>> g_installed;
+
+std::shared_ptr<MarkedAdapters> installed(int64_t token) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  auto it = g_installed.find(token);
+  return it == g_installed.end() ? nullptr : it->second;
+}
+
+// The marker: a conservative JIT operator of our own (kept in place by the optimizer), returning
+// the adapted output; autograd goes through the adapter's own tensor operations.
+void register_marker() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    torch::jit::registerOperator(torch::jit::Operator(
+        std::string(kOutput) + "(Tensor input, Tensor output, int token, int layer) -> Tensor",
+        [](torch::jit::Stack& stack) {
+          const int64_t layer = stack.back().toInt();
+          const int64_t token = stack[stack.size() - 2].toInt();
+          at::Tensor output = stack[stack.size() - 3].toTensor();
+          const at::Tensor input = stack[stack.size() - 4].toTensor();
+          stack.resize(stack.size() - 4);
+          if (auto entry = installed(token)) {
+            require(layer >= 0 && static_cast<size_t>(layer) < entry->adapters.size(), "a LoRA marker names layer ",
+                    layer, " of ", entry->adapters.size());
+            const OutputAdapter& adapter = entry->adapters[static_cast<size_t>(layer)];
+            if (adapter) output = adapter(input, output, entry->training && entry->training());
+          }
+          stack.emplace_back(std::move(output));
+        },
+        c10::AliasAnalysisKind::CONSERVATIVE));
+  });
+}
+
+// The first call in `block` (nested blocks included) to inline: any method or function call but
+// the forward of an adapted layer.
+torch::jit::Node* next_to_inline(torch::jit::Block* block, const ModulePaths& paths,
+                                 const std::map<std::string, int64_t>& layers) {
+  for (torch::jit::Node* node : block->nodes()) {
+    if (node->kind() == c10::prim::CallMethod) {
+      auto path = paths.find(node->input(0));
+      const bool adapted = path != paths.end() && layers.count(path->second) && node->s(c10::attr::name) == "forward";
+      if (!adapted && torch::jit::tryToGraphFunction(node)) return node;
+    } else if (node->kind() == c10::prim::CallFunction && torch::jit::tryToGraphFunction(node)) {
+      return node;
+    }
+    for (torch::jit::Block* inner : node->blocks())
+      if (torch::jit::Node* found = next_to_inline(inner, paths, layers)) return found;
+  }
+  return nullptr;
+}
+
+void collect_calls(torch::jit::Block* block, const ModulePaths& paths, const std::map<std::string, int64_t>& layers,
+                   std::vector<std::pair<torch::jit::Node*, int64_t>>& calls) {
+  for (torch::jit::Node* node : block->nodes()) {
+    if (node->kind() == c10::prim::CallMethod) {
+      auto path = paths.find(node->input(0));
+      if (path != paths.end() && layers.count(path->second)) calls.emplace_back(node, layers.at(path->second));
+    }
+    for (torch::jit::Block* inner : node->blocks()) collect_calls(inner, paths, layers, calls);
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<torch::jit::Graph> mark_adapted_linears(const torch::jit::Module& module,
+                                                         const std::vector<std::string>& layers, int64_t token) {
+  auto method = module.find_method("forward");
+  if (!method) fail(Status::Unsupported, "the TorchScript module has no forward method");
+  std::shared_ptr<torch::jit::Graph> graph = method->graph()->copy();
+  std::map<std::string, int64_t> index;
+  for (size_t i = 0; i < layers.size(); ++i) index[layers[i]] = static_cast<int64_t>(i);
+  // Inlined one call at a time: each inlining brings the callee's calls into view.
+  while (torch::jit::Node* call = next_to_inline(graph->block(), module_paths(*graph), index)) {
+    torch::jit::GraphFunction* callee = torch::jit::tryToGraphFunction(call);
+    if (call->kind() == c10::prim::CallFunction) call->removeInput(0);  // the function itself
+    // The callee's own graph, whose calls are still calls (its optimized graph has them inlined).
+    torch::jit::inlineCallTo(call, callee, callee->graph().get());
+  }
+  std::vector<std::pair<torch::jit::Node*, int64_t>> calls;
+  collect_calls(graph->block(), module_paths(*graph), index, calls);
+  std::vector<size_t> marked(layers.size(), 0);
+  register_marker();
+  for (const auto& [call, layer] : calls) {
+    if (call->inputs().size() != 2 || call->outputs().size() != 1 ||
+        call->output()->type()->kind() != c10::TypeKind::TensorType)
+      fail(Status::Unsupported, "LoRA with dropout on '", layers[static_cast<size_t>(layer)],
+           "': its forward does not take and return one tensor");
+    torch::jit::WithInsertPoint point(call);
+    torch::jit::Value* token_value = graph->insertConstant(token);
+    torch::jit::Value* layer_value = graph->insertConstant(layer);
+    torch::jit::Node* marker = graph->create(c10::Symbol::fromQualString(kOutput),
+                                             {call->input(1), call->output(), token_value, layer_value}, 1);
+    marker->output()->setType(call->output()->type());
+    marker->insertAfter(call);
+    call->output()->replaceAllUsesAfterNodeWith(marker, marker->output());
+    ++marked[static_cast<size_t>(layer)];
+  }
+  for (size_t i = 0; i < layers.size(); ++i)
+    if (marked[i] == 0)
+      fail(Status::Unsupported, "lora_dropout cannot apply to '", layers[i], "': the model's forward never calls it as ",
+           "a module (it reads its weight directly), so there is no input to apply dropout to; use lora_dropout 0");
+  return graph;
+}
+
+void install_output_adapters(int64_t token, std::shared_ptr<MarkedAdapters> adapters) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!adapters) g_installed.erase(token);
+  else g_installed[token] = std::move(adapters);
+}
+
+}  // namespace acc

@@ -1,0 +1,35 @@
+// LoRA with dropout on a TorchScript model. PEFT's layer computes base(x) + B(A(dropout(x))) *
+// scaling, which needs the layer's input: weight substitution (model/lora.h) cannot see it. So a
+// copy of forward has every call inlined except the calls of the adapted linear layers, and each of
+// those is followed by a marker that runs the layer's OutputAdapter on the call's input and output
+// — where PEFT's layer adds its branch, in the same order, so dropout draws the same numbers. The
+// module itself (and what save_torchscript writes) is untouched.
+#pragma once
+
+#include <torch/script.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/output_adapter.h"
+
+namespace acc {
+
+// Forward with markers after every call of `layers` (module paths of linear layers); taking self
+// first. A layer the forward never calls as a module (its weight read directly) is Unsupported,
+// naming it: PEFT's hook would not see such a use either.
+std::shared_ptr<torch::jit::Graph> mark_adapted_linears(const torch::jit::Module& module,
+                                                         const std::vector<std::string>& layers, int64_t token);
+
+// What the markers of `token` run: adapters[i] for layer i (an empty one passes the output on),
+// in training mode when `training` says so. Null adapters remove the entry.
+struct MarkedAdapters {
+  std::vector<OutputAdapter> adapters;
+  std::function<bool()> training;
+};
+void install_output_adapters(int64_t token, std::shared_ptr<MarkedAdapters> adapters);
+
+}  // namespace acc
