@@ -94,7 +94,7 @@ struct Settings {
   const char* lora = nullptr;    // LoRA target modules, added before the optimizer is made
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;  // offload_optimizer and offload_params
-  bool hybrid = false;   // hybrid_shard
+  bool hybrid = false;   // hybrid_shard (under zero_stage 1-3; DDP is DDP)
 };
 
 // A prepared model and optimizer under zero_stage `stage` (0: DDP).
@@ -112,7 +112,7 @@ struct Job {
                                       {"state_dict_type", s.state_dict_type},
                                       {"offload_optimizer", s.offload ? "true" : "false"},
                                       {"offload_params", s.offload ? "true" : "false"},
-                                      {"hybrid_shard", s.hybrid ? "true" : "false"}});
+                                      {"hybrid_shard", s.hybrid && stage > 0 ? "true" : "false"}});
     EXPECT_EQ(acc_set_seed(11), ACC_OK);
     EXPECT_EQ(acc_model_from_spec(s.spec, &model), ACC_OK) << acc_last_error_message();
     if (s.freeze) {
