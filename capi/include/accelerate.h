@@ -277,6 +277,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   host memory; stage 3 also keeps the parameter shard there; on a CPU device it costs a host copy
  *   and saves nothing), hybrid_shard (bool, default false: shard among the processes of each
  *   machine and replicate across machines, FSDP's HYBRID_SHARD; one machine: plain sharding),
+ *   transformer_cls_to_wrap (string, default "": zero_stage 3's units of a TorchScript model are
+ *   the modules of these comma-separated classes, e.g. "Block", however deep the forward calls
+ *   them (FSDP's transformer_layer_cls_to_wrap); empty: the submodules its forward calls),
  *   state_dict_type ("FULL_STATE_DICT", default: save_state writes
  *   consolidated files any number of processes can load; "SHARDED_STATE_DICT": each process writes
  *   its own shard). Unset, they are read from Accelerate's ACCELERATE_USE_FSDP / FSDP_* and

@@ -30,6 +30,8 @@ void read_sharding_env(const Options& o, AcceleratorConfig& c) {
   // The program's zero_stage 0 turns sharding off, the launcher's hybrid strategy with it.
   if (!o.has("hybrid_shard")) c.sharding.hybrid = request->hybrid && c.sharding.stage > 0;
   if (!o.has("state_dict_type") && request->state_dict_type) c.sharding.state_dict_type = *request->state_dict_type;
+  if (!o.has("transformer_cls_to_wrap") && request->transformer_cls_to_wrap)
+    c.sharding.transformer_cls_to_wrap = *request->transformer_cls_to_wrap;
 }
 
 }  // namespace
@@ -93,6 +95,8 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table() {
     t.bind("offload_params", "stage 3 parameter shards in CPU memory", &C::sharding, &ShardingOptions::offload_params);
     t.bind("hybrid_shard", "shard within each machine, replicate across machines", &C::sharding,
            &ShardingOptions::hybrid);
+    t.bind("transformer_cls_to_wrap", "stage 3 units of a TorchScript model: these module classes", &C::sharding,
+           &ShardingOptions::transformer_cls_to_wrap);
     t.bind("state_dict_type", "consolidated or per-process checkpoints", &C::sharding, &ShardingOptions::state_dict_type)
         .one_of({"FULL_STATE_DICT", "SHARDED_STATE_DICT"});
   });

@@ -13,8 +13,7 @@ namespace {
 const std::set<std::string>& ignored_fsdp_keys() {
   static const std::set<std::string> keys = {
       "fsdp_backward_prefetch",  "fsdp_forward_prefetch",          "fsdp_use_orig_params",
-      "fsdp_sync_module_states", "fsdp_cpu_ram_efficient_loading", "fsdp_transformer_layer_cls_to_wrap",
-      "fsdp_activation_checkpointing"};
+      "fsdp_sync_module_states", "fsdp_cpu_ram_efficient_loading", "fsdp_activation_checkpointing"};
   return keys;
 }
 
@@ -123,12 +122,13 @@ SettingMap fsdp_environment(const SettingMap& settings, const std::string& origi
     wrap_policy(from, "fsdp_auto_wrap_policy", *s);
     env["FSDP_AUTO_WRAP_POLICY"] = *s;
   }
+  if (const std::string* s = get("fsdp_transformer_layer_cls_to_wrap")) env["FSDP_TRANSFORMER_CLS_TO_WRAP"] = *s;
   if (const std::string* s = get("fsdp_min_num_params"); s && *s != "0")
     unsupported(from, "fsdp_min_num_params", *s, "size-based wrapping is not implemented");
   for (const auto& [key, value] : settings) {
     static const std::set<std::string> read = {"fsdp_version",        "fsdp_reshard_after_forward", "fsdp_sharding_strategy",
                                                "fsdp_offload_params", "fsdp_state_dict_type",      "fsdp_auto_wrap_policy",
-                                               "fsdp_min_num_params"};
+                                               "fsdp_min_num_params", "fsdp_transformer_layer_cls_to_wrap"};
     if (read.count(key)) continue;
     if (ignored_fsdp_keys().count(key)) warnings.push_back("fsdp_config." + key + " is ignored (no counterpart here)");
     else warnings.push_back("fsdp_config." + key + " is unknown and ignored");
@@ -184,6 +184,7 @@ std::optional<ShardingRequest> sharding_from_environment(const VariableLookup& l
     r.offload_params = r.offload_optimizer = is_true("FSDP_OFFLOAD_PARAMS");
     if (auto s = lookup("FSDP_STATE_DICT_TYPE")) r.state_dict_type = state_dict_type(from, "FSDP_STATE_DICT_TYPE", *s);
     if (auto s = lookup("FSDP_AUTO_WRAP_POLICY")) wrap_policy(from, "FSDP_AUTO_WRAP_POLICY", *s);
+    if (auto s = lookup("FSDP_TRANSFORMER_CLS_TO_WRAP")) r.transformer_cls_to_wrap = *s;
     return r;
   }
   if (is_true("ACCELERATE_USE_DEEPSPEED")) {

@@ -33,6 +33,7 @@ struct ShardingRequest {
   bool offload_params = false;
   bool hybrid = false;  // HYBRID_SHARD, HYBRID_SHARD_ZERO2
   std::optional<std::string> state_dict_type;
+  std::optional<std::string> transformer_cls_to_wrap;  // FSDP_TRANSFORMER_CLS_TO_WRAP
 };
 
 // A variable's value; none when it is unset or empty.

@@ -63,12 +63,16 @@ class Model {
   std::vector<std::string> parameter_names_matching(const std::string& patterns) const;
   at::Tensor find_tensor(const std::string& name) const;  // a parameter or buffer; throws if absent
   // The model's units in forward order, as parameter names: the granularity at which sharded data
-  // parallelism (stage 3) gathers parameters. A spec model has one unit per layer with parameters;
-  // any other model is one unit (a TorchScript forward cannot be interrupted between its children).
+  // parallelism (stage 3) gathers parameters. A spec model has one unit per layer with parameters,
+  // a TorchScript model one per submodule its forward calls (model/script_units.h); by default the
+  // whole model is one unit.
   virtual std::vector<std::vector<std::string>> parameter_units() const;
   // Installs hooks that forward calls around each unit of parameter_units(); false where the model
   // runs as one piece (the caller then brackets the whole forward). Empty hooks uninstall.
   virtual bool set_unit_hooks(UnitHooks) { return false; }
+  // FSDP's transformer_layer_cls_to_wrap: the module classes that make parameter_units() (a
+  // TorchScript model's; a spec model's units are its layers already).
+  virtual void set_unit_classes(const std::vector<std::string>&) {}
   void zero_grad();
 
   // LoRA adapters (model/lora.h), PEFT's get_peft_model: adapts the linear layers the config targets

@@ -1,7 +1,6 @@
 #include "model/script_lora.h"
 
 #include <torch/csrc/jit/ir/ir.h>
-#include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
 #include <map>
@@ -50,24 +49,6 @@ void register_marker() {
   });
 }
 
-// The first call in `block` (nested blocks included) to inline: any method or function call but
-// the forward of an adapted layer.
-torch::jit::Node* next_to_inline(torch::jit::Block* block, const ModulePaths& paths,
-                                 const std::map<std::string, int64_t>& layers) {
-  for (torch::jit::Node* node : block->nodes()) {
-    if (node->kind() == c10::prim::CallMethod) {
-      auto path = paths.find(node->input(0));
-      const bool adapted = path != paths.end() && layers.count(path->second) && node->s(c10::attr::name) == "forward";
-      if (!adapted && torch::jit::tryToGraphFunction(node)) return node;
-    } else if (node->kind() == c10::prim::CallFunction && torch::jit::tryToGraphFunction(node)) {
-      return node;
-    }
-    for (torch::jit::Block* inner : node->blocks())
-      if (torch::jit::Node* found = next_to_inline(inner, paths, layers)) return found;
-  }
-  return nullptr;
-}
-
 void collect_calls(torch::jit::Block* block, const ModulePaths& paths, const std::map<std::string, int64_t>& layers,
                    std::vector<std::pair<torch::jit::Node*, int64_t>>& calls) {
   for (torch::jit::Node* node : block->nodes()) {
@@ -88,13 +69,9 @@ std::shared_ptr<torch::jit::Graph> mark_adapted_linears(const torch::jit::Module
   std::shared_ptr<torch::jit::Graph> graph = method->graph()->copy();
   std::map<std::string, int64_t> index;
   for (size_t i = 0; i < layers.size(); ++i) index[layers[i]] = static_cast<int64_t>(i);
-  // Inlined one call at a time: each inlining brings the callee's calls into view.
-  while (torch::jit::Node* call = next_to_inline(graph->block(), module_paths(*graph), index)) {
-    torch::jit::GraphFunction* callee = torch::jit::tryToGraphFunction(call);
-    if (call->kind() == c10::prim::CallFunction) call->removeInput(0);  // the function itself
-    // The callee's own graph, whose calls are still calls (its optimized graph has them inlined).
-    torch::jit::inlineCallTo(call, callee, callee->graph().get());
-  }
+  inline_calls_except(*graph, [&](torch::jit::Node* call, const std::string& path) {
+    return index.count(path) && call->s(c10::attr::name) == "forward";
+  });
   std::vector<std::pair<torch::jit::Node*, int64_t>> calls;
   collect_calls(graph->block(), module_paths(*graph), index, calls);
   std::vector<size_t> marked(layers.size(), 0);

@@ -120,8 +120,14 @@ void ScriptModel::drop_lora_outputs() {
 }
 
 const ScriptUnitPlan& ScriptModel::unit_plan() const {
-  if (!unit_plan_) unit_plan_ = plan_script_units(module_, unit_token_);
+  if (!unit_plan_) unit_plan_ = plan_script_units(module_, unit_token_, unit_classes_);
   return *unit_plan_;
+}
+
+void ScriptModel::set_unit_classes(const std::vector<std::string>& classes) {
+  require(!units_forward_, "the model's units are in use (set the classes to wrap before preparing it)");
+  unit_classes_ = classes;
+  unit_plan_.reset();
 }
 
 std::vector<std::vector<std::string>> ScriptModel::parameter_units() const {

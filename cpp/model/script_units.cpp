@@ -1,8 +1,10 @@
 #include "model/script_units.h"
 
 #include <torch/csrc/jit/ir/ir.h>
+#include <torch/csrc/jit/passes/inliner.h>
 #include <torch/csrc/jit/runtime/operator.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -131,7 +133,34 @@ void add_module_paths(torch::jit::Block* block, ModulePaths& paths) {
   }
 }
 
+using KeepCall = std::function<bool(torch::jit::Node*, const std::string&)>;
+
+// The first call in `block` (nested blocks included) to inline.
+torch::jit::Node* next_to_inline(torch::jit::Block* block, const ModulePaths& paths, const KeepCall& keep) {
+  for (torch::jit::Node* node : block->nodes()) {
+    if (node->kind() == c10::prim::CallMethod) {
+      auto path = paths.find(node->input(0));
+      if (!(path != paths.end() && keep(node, path->second)) && torch::jit::tryToGraphFunction(node)) return node;
+    } else if (node->kind() == c10::prim::CallFunction && torch::jit::tryToGraphFunction(node)) {
+      return node;
+    }
+    for (torch::jit::Block* inner : node->blocks())
+      if (torch::jit::Node* found = next_to_inline(inner, paths, keep)) return found;
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+void inline_calls_except(torch::jit::Graph& graph, const KeepCall& keep) {
+  // One call at a time: each inlining brings the callee's calls into view.
+  while (torch::jit::Node* call = next_to_inline(graph.block(), module_paths(graph), keep)) {
+    torch::jit::GraphFunction* callee = torch::jit::tryToGraphFunction(call);
+    if (call->kind() == c10::prim::CallFunction) call->removeInput(0);  // the function itself
+    // The callee's own graph, whose calls are still calls (its optimized graph has them inlined).
+    torch::jit::inlineCallTo(call, callee, callee->graph().get());
+  }
+}
 
 ModulePaths module_paths(torch::jit::Graph& graph) {
   ModulePaths paths{{graph.inputs()[0], ""}};
@@ -153,7 +182,8 @@ void install_unit_hooks(int64_t token, std::vector<std::vector<size_t>> site_uni
   g_installed[token] = std::make_shared<const Installed>(Installed{std::move(site_units), std::move(hooks)});
 }
 
-ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token) {
+ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token,
+                                 const std::vector<std::string>& wrap_classes) {
   ScriptUnitPlan plan;
   // Every name a parameter is reachable by, with its first (the one ScriptModel lists): a tied
   // head's weight is the embedding's.
@@ -175,10 +205,18 @@ ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token
   auto method = module.find_method("forward");
   if (!method) return whole("the module has no forward");
   std::shared_ptr<torch::jit::Graph> graph = method->graph()->copy();
+  if (!wrap_classes.empty()) {
+    inline_calls_except(*graph, [&](torch::jit::Node* call, const std::string& path) {
+      const auto name = call->input(0)->type()->expect<c10::ClassType>()->name();
+      return !path.empty() && name &&
+             std::find(wrap_classes.begin(), wrap_classes.end(), name->name()) != wrap_classes.end();
+    });
+  }
   Reading reading;
   read_block(graph->block(), module_paths(*graph), reading);
   if (!reading.opaque.empty()) return whole(reading.opaque);
-  if (reading.calls.empty()) return whole("forward calls no submodule");
+  if (reading.calls.empty())
+    return whole(wrap_classes.empty() ? "forward calls no submodule" : "forward calls no module of the classes to wrap");
 
   // Unit 0: what the forward reads itself; then one unit per called submodule, in call order, for
   // its parameters that no earlier unit holds; what is left joins unit 0.

@@ -5,12 +5,13 @@
 // run the model's UnitHooks (model/model.h). Unit 0 holds the parameters the forward reads itself
 // (`self.pos`) and those of submodules it never calls directly; it is gathered for the whole forward.
 // A forward the markers cannot follow (a submodule passed to a function, a method of the module
-// itself called) keeps one unit for the whole model.
+// itself called) keeps one unit for the whole model. Finer units: name the classes to wrap.
 #pragma once
 
 #include <torch/script.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -29,8 +30,11 @@ struct ScriptUnitPlan {
   std::string whole_because;  // why the forward is one unit, when it is
 };
 
-// `token` names the model in the markers (see install_unit_hooks).
-ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token);
+// `token` names the model in the markers (see install_unit_hooks). `wrap_classes` (FSDP's
+// transformer_layer_cls_to_wrap: class names such as "Block") makes the units the modules of those
+// classes wherever the forward calls them, however deep: every other call is inlined first.
+ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token,
+                                 const std::vector<std::string>& wrap_classes = {});
 
 // What the markers of `token`'s graph call; empty hooks remove the entry.
 void install_unit_hooks(int64_t token, std::vector<std::vector<size_t>> site_units, UnitHooks hooks);
@@ -42,5 +46,10 @@ int64_t next_unit_token();
 // the graph's first input (the module itself, "").
 using ModulePaths = std::unordered_map<const torch::jit::Value*, std::string>;
 ModulePaths module_paths(torch::jit::Graph& graph);
+
+// Inlines every method and function call of `graph`, the callees' own calls included, except the
+// method calls `keep` (given the call and its module's path) says to leave as calls.
+void inline_calls_except(torch::jit::Graph& graph,
+                         const std::function<bool(torch::jit::Node* call, const std::string& path)>& keep);
 
 }  // namespace acc

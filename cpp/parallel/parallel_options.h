@@ -22,6 +22,9 @@ struct ShardingOptions {
   bool offload_optimizer = false;   // the optimizer's slice and state in CPU memory
   bool offload_params = false;      // stage 3: parameter shards in CPU memory
   bool hybrid = false;              // shard within each machine, replicate across machines
+  // Stage 3's units of a TorchScript model: these module classes (comma-separated), FSDP's
+  // transformer_layer_cls_to_wrap; empty: the submodules its forward calls.
+  std::string transformer_cls_to_wrap;
   // Checkpoints: "FULL_STATE_DICT" (consolidated) or "SHARDED_STATE_DICT" (per process).
   std::string state_dict_type = "FULL_STATE_DICT";
   bool full_state_dict() const { return state_dict_type == "FULL_STATE_DICT"; }

@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <unordered_map>
 
 #include "common/error.h"
+#include "common/text.h"
 #include "optim/clip_grad.h"
 #include "parallel/broadcast.h"
 
@@ -57,6 +59,13 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
   everything.insert(everything.end(), buffers_.begin(), buffers_.end());
   broadcast_in_place(*dist_, everything, "prepare_model (initial parameters)");
 
+  if (options_.stage == 3 && !options_.transformer_cls_to_wrap.empty()) {
+    std::vector<std::string> classes;
+    std::stringstream list(options_.transformer_cls_to_wrap);
+    for (std::string name; std::getline(list, name, ',');)
+      if (!trimmed(name).empty()) classes.push_back(trimmed(name));
+    model_->set_unit_classes(classes);
+  }
   // Units: one for stage 1 (each process owns a contiguous 1/N of all parameters), DDP's buckets for
   // stage 2 (the same reductions as DDP, so the same sums), the model's units for stage 3.
   std::vector<std::vector<size_t>> units;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "model/script_model.h"
 
 namespace {
@@ -81,4 +82,34 @@ TEST(ScriptUnits, ATiedHeadGathersTheUnitOfTheWeightItShares) {
       }}));
   (void)model->forward({at::tensor({1, 2, 3}, at::kLong)});
   EXPECT_EQ(events, (std::vector<std::string>{"before 0", "before 1", "after 1", "before 1", "after 1", "after 0"}));
+}
+
+// FSDP's transformer_layer_cls_to_wrap: the blocks one level down become the units, wherever the
+// forward calls them; everything else (the embedding, the head) joins unit 0.
+TEST(ScriptUnits, ClassesToWrapReachNestedModules) {
+  auto model = fixture("wrapped.pt");
+  const auto block = [](int i) {
+    const std::string p = "body.blocks." + std::to_string(i) + ".";
+    return std::vector<std::string>{p + "norm.weight", p + "norm.bias", p + "fc.weight", p + "fc.bias"};
+  };
+  EXPECT_EQ(model->parameter_units().size(), 4u) << "by default: pos, embed, body, head";
+  model->set_unit_classes({"Block"});
+  EXPECT_EQ(model->parameter_units(),
+            (Units{{"pos", "embed.weight", "head.weight", "head.bias"}, block(0), block(1), block(2)}));
+  const at::Tensor ids = at::tensor({0, 3, 7, 1, 2, 2, 5, 4}, at::kLong).reshape({2, 4});
+  const at::Tensor plain = model->forward({ids}).at(0).second;
+  std::vector<std::string> events;
+  ASSERT_TRUE(model->set_unit_hooks(acc::UnitHooks{
+      [&](size_t unit) { events.push_back("before " + std::to_string(unit)); },
+      [&](size_t unit, const at::Tensor& output) {
+        events.push_back("after " + std::to_string(unit));
+        return output;
+      }}));
+  EXPECT_TRUE(at::equal(model->forward({ids}).at(0).second, plain));
+  EXPECT_EQ(events, (std::vector<std::string>{"before 0", "before 1", "after 1", "before 2", "after 2", "before 3",
+                                              "after 3", "after 0"}));
+  EXPECT_THROW(model->set_unit_classes({"Body"}), acc::Error) << "the units are in use";
+  ASSERT_FALSE(model->set_unit_hooks(acc::UnitHooks{}));
+  model->set_unit_classes({"NoSuchClass"});
+  EXPECT_EQ(model->parameter_units().size(), 1u) << "no module of the classes: one unit";
 }

@@ -17,7 +17,7 @@ namespace {
 
 const char* const kVariables[] = {"ACCELERATE_USE_FSDP", "FSDP_SHARDING_STRATEGY", "FSDP_OFFLOAD_PARAMS",
                                   "FSDP_STATE_DICT_TYPE", "FSDP_AUTO_WRAP_POLICY", "FSDP_VERSION",
-                                  "FSDP_RESHARD_AFTER_FORWARD", "ACCELERATE_USE_DEEPSPEED",
+                                  "FSDP_RESHARD_AFTER_FORWARD", "FSDP_TRANSFORMER_CLS_TO_WRAP", "ACCELERATE_USE_DEEPSPEED",
                                   "ACCELERATE_DEEPSPEED_ZERO_STAGE", "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE",
                                   "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "ACCELERATE_DEEPSPEED_CONFIG_FILE",
                                   "ACCELERATE_CONFIG_FILE", "HF_HOME"};
@@ -73,6 +73,10 @@ TEST_F(Sharding, FsdpVariablesChooseTheStage) {
   EXPECT_TRUE(c.sharding.offload_optimizer);
   EXPECT_EQ(c.sharding.state_dict_type, "SHARDED_STATE_DICT");
   EXPECT_EQ(c.sharding_kind, "FSDP");
+  EXPECT_EQ(c.sharding.transformer_cls_to_wrap, "");
+  setenv("FSDP_TRANSFORMER_CLS_TO_WRAP", "GPT2Block,Block", 1);
+  EXPECT_EQ(resolve().sharding.transformer_cls_to_wrap, "GPT2Block,Block");
+  EXPECT_EQ(resolve({{"transformer_cls_to_wrap", "Layer"}}).sharding.transformer_cls_to_wrap, "Layer");
   // FSDP2 says it with reshard_after_forward.
   setenv("FSDP_VERSION", "2", 1);
   setenv("FSDP_RESHARD_AFTER_FORWARD", "false", 1);
@@ -144,9 +148,11 @@ fsdp_config:
   fsdp_sharding_strategy: SHARD_GRAD_OP
   fsdp_state_dict_type: FULL_STATE_DICT
   fsdp_backward_prefetch: BACKWARD_PRE
+  fsdp_transformer_layer_cls_to_wrap: Block
 num_processes: 2
 use_cpu: true
 )", "fsdp.yaml");
+  EXPECT_EQ(fsdp.sharding_env.at("FSDP_TRANSFORMER_CLS_TO_WRAP"), "Block");
   EXPECT_EQ(fsdp.sharding_env.at("ACCELERATE_USE_FSDP"), "true");
   EXPECT_EQ(fsdp.sharding_env.at("FSDP_SHARDING_STRATEGY"), "SHARD_GRAD_OP");
   EXPECT_EQ(fsdp.sharding_env.at("FSDP_STATE_DICT_TYPE"), "FULL_STATE_DICT");

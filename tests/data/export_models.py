@@ -66,6 +66,32 @@ class Stacked(torch.nn.Module):
         return self.head(h)
 
 
+class Body(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([Block(6) for _ in range(3)])
+
+    def forward(self, h: torch.Tensor):
+        for block in self.blocks:
+            h = block(h)
+        return h
+
+
+class Wrapped(torch.nn.Module):
+    """Stacked with its blocks one level down (self.body(h)): FSDP's transformer_layer_cls_to_wrap
+    ("Block") reaches them."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(8, 6)
+        self.pos = torch.nn.Parameter(torch.randn(5, 6) * 0.1)
+        self.body = Body()
+        self.head = torch.nn.Linear(6, 8)
+
+    def forward(self, ids: torch.Tensor):
+        return self.head(self.body(self.embed(ids) + self.pos[: ids.shape[1]]))
+
+
 class Helper(torch.nn.Module):
     """Calls a method of its own that runs a submodule: stage 3 cannot see that call."""
 
@@ -156,6 +182,7 @@ def main(out: Path) -> None:
     torch.jit.save(torch.jit.script(DictOutput()), str(out / "dict_output.pt"))
     torch.jit.save(torch.jit.script(Stacked()), str(out / "stacked.pt"))
     torch.jit.save(torch.jit.script(Helper()), str(out / "helper.pt"))
+    torch.jit.save(torch.jit.script(Wrapped()), str(out / "wrapped.pt"))
     torch.jit.save(torch.jit.script(Tied()), str(out / "tied.pt"))
     torch.jit.save(torch.jit.script(DirectWeight()), str(out / "direct_weight.pt"))
     write_tied_steps(out / "tied.pt", out / "tied_steps.json")

@@ -693,7 +693,9 @@ namespace {
 std::map<std::string, std::vector<float>> train_torchscript(int stage, const std::string& file,
                                                             std::vector<float>* eval = nullptr) {
   const bool stacked = file != "classifier.pt";  // token ids in, logits over 8 tokens out
-  acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", std::to_string(stage)}});
+  // wrapped.pt's blocks sit one level down: FSDP's transformer_layer_cls_to_wrap makes them units.
+  acc_accelerator* acc = acc_test::make_accelerator(
+      {{"zero_stage", std::to_string(stage)}, {"transformer_cls_to_wrap", file == "wrapped.pt" ? "Block" : ""}});
   acc_model* model = nullptr;
   acc_optimizer* opt = nullptr;
   EXPECT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/" + file).c_str(), &model), ACC_OK)
@@ -760,9 +762,10 @@ std::map<std::string, std::vector<float>> train_torchscript(int stage, const std
 // Stage 3 gathers a TorchScript model by the submodules its forward calls (model/script_units.h):
 // the classifier's two layers, the stacked model's embedding, blocks and head with its position
 // table (read by the forward itself) in unit 0, the tied model's head gathering the embedding's unit
-// again. Training and a forward without gradients afterwards match DDP.
+// again, the wrapped model's nested blocks by class (transformer_cls_to_wrap). Training and a forward
+// without gradients afterwards match DDP.
 TEST(Sharded, TorchScriptModelsShardBySubmodule) {
-  for (const char* file : {"classifier.pt", "stacked.pt", "tied.pt"}) {
+  for (const char* file : {"classifier.pt", "stacked.pt", "tied.pt", "wrapped.pt"}) {
     SCOPED_TRACE(file);
     std::vector<float> ddp_eval;
     const auto ddp = train_torchscript(0, file, &ddp_eval);
