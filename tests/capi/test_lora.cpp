@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <filesystem>
 #include <fstream>
@@ -200,6 +201,23 @@ TEST(Lora, ReproducesPeftOnAScriptedPyTorchModel) {
   acc_model_free(m);
 }
 
+// The spec case's adapters (lora_cases.json): A as PEFT drew them, then its chosen B loaded; the
+// case names layers by spec index, `module` names them in the model.
+void expect_spec_case_adapters(acc_model* m, const json& c, const std::function<std::string(const std::string&)>& module) {
+  for (const auto& item : c["initial_a"].items())
+    EXPECT_EQ(param(m, module(item.key()) + ".lora_A.weight"), item.value()["values"].get<std::vector<float>>())
+        << item.key();
+  acc_tensor_list* b = nullptr;
+  ASSERT_EQ(acc_tensor_list_create(&b), ACC_OK);
+  for (const auto& item : c["chosen_b"].items()) {
+    acc_tensor* t = from_json(item.value());
+    EXPECT_EQ(acc_tensor_list_append(b, (module(item.key()) + ".lora_B.weight").c_str(), t), ACC_OK);
+    acc_tensor_free(t);
+  }
+  EXPECT_EQ(acc_model_load_state_dict(m, b, 0), ACC_OK) << acc_last_error_message();
+  acc_tensor_list_free(b);
+}
+
 TEST(Lora, SpecModelsComputeAsPeftWithDropout) {
   // Layer-spec linear layers add B(A(dropout(x))) * scaling to their output, as PEFT's LoRA layer:
   // the same dropout masks from the same seed, the same operations, the same numbers.
@@ -228,17 +246,7 @@ TEST(Lora, SpecModelsComputeAsPeftWithDropout) {
   ACC_ASSERT_OK(acc_model_add_lora(m, targets.c_str(), o, &count));
   acc_options_free(o);
   EXPECT_EQ(count, 3u);
-  acc_tensor_list* b = nullptr;
-  ACC_ASSERT_OK(acc_tensor_list_create(&b));
-  for (const auto& item : c["initial_a"].items())
-    EXPECT_EQ(param(m, item.key() + ".lora_A.weight"), item.value()["values"].get<std::vector<float>>()) << item.key();
-  for (const auto& item : c["chosen_b"].items()) {
-    acc_tensor* t = from_json(item.value());
-    ACC_ASSERT_OK(acc_tensor_list_append(b, (item.key() + ".lora_B.weight").c_str(), t));
-    acc_tensor_free(t);
-  }
-  ACC_ASSERT_OK(acc_model_load_state_dict(m, b, 0));
-  acc_tensor_list_free(b);
+  expect_spec_case_adapters(m, c, [](const std::string& layer) { return layer; });
   ACC_ASSERT_OK(acc_model_set_training(m, 1));
   acc_tensor* x = from_json(c["input"]);
   acc_tensor* y = nullptr;
@@ -268,18 +276,7 @@ TEST(Lora, ScriptedModelsComputeAsPeftWithDropout) {
   ACC_ASSERT_OK(acc_model_add_lora(m, "fc1,block.0,head", o, &count));
   acc_options_free(o);
   EXPECT_EQ(count, 3u);
-  acc_tensor_list* b = nullptr;
-  ACC_ASSERT_OK(acc_tensor_list_create(&b));
-  for (const auto& item : c["initial_a"].items())
-    EXPECT_EQ(param(m, module_of.at(item.key()) + ".lora_A.weight"), item.value()["values"].get<std::vector<float>>())
-        << item.key();
-  for (const auto& item : c["chosen_b"].items()) {
-    acc_tensor* t = from_json(item.value());
-    ACC_ASSERT_OK(acc_tensor_list_append(b, (module_of.at(item.key()) + ".lora_B.weight").c_str(), t));
-    acc_tensor_free(t);
-  }
-  ACC_ASSERT_OK(acc_model_load_state_dict(m, b, 0));
-  acc_tensor_list_free(b);
+  expect_spec_case_adapters(m, c, [&](const std::string& layer) { return module_of.at(layer); });
   ACC_ASSERT_OK(acc_model_set_training(m, 1));
   acc_tensor* x = from_json(c["input"]);
   acc_tensor* y = nullptr;

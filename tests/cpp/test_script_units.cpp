@@ -19,6 +19,15 @@ std::shared_ptr<acc::Model> fixture(const std::string& name) {
 
 using Units = std::vector<std::vector<std::string>>;
 
+// Hooks that record "before <unit>" and "after <unit>" and pass the output on.
+acc::UnitHooks recording_hooks(std::vector<std::string>& events) {
+  return acc::UnitHooks{[&events](size_t unit) { events.push_back("before " + std::to_string(unit)); },
+                        [&events](size_t unit, const at::Tensor& output) {
+                          events.push_back("after " + std::to_string(unit));
+                          return output;
+                        }};
+}
+
 }  // namespace
 
 TEST(ScriptUnits, EachCalledSubmoduleIsAUnitAndForwardsOwnReadsAreUnitZero) {
@@ -74,12 +83,7 @@ TEST(ScriptUnits, ATiedHeadGathersTheUnitOfTheWeightItShares) {
   auto model = fixture("tied.pt");
   EXPECT_EQ(model->parameter_units(), (Units{{}, {"embed.weight"}, {}}));
   std::vector<std::string> events;
-  ASSERT_TRUE(model->set_unit_hooks(acc::UnitHooks{
-      [&](size_t unit) { events.push_back("before " + std::to_string(unit)); },
-      [&](size_t unit, const at::Tensor& output) {
-        events.push_back("after " + std::to_string(unit));
-        return output;
-      }}));
+  ASSERT_TRUE(model->set_unit_hooks(recording_hooks(events)));
   (void)model->forward({at::tensor({1, 2, 3}, at::kLong)});
   EXPECT_EQ(events, (std::vector<std::string>{"before 0", "before 1", "after 1", "before 1", "after 1", "after 0"}));
 }
@@ -99,12 +103,7 @@ TEST(ScriptUnits, ClassesToWrapReachNestedModules) {
   const at::Tensor ids = at::tensor({0, 3, 7, 1, 2, 2, 5, 4}, at::kLong).reshape({2, 4});
   const at::Tensor plain = model->forward({ids}).at(0).second;
   std::vector<std::string> events;
-  ASSERT_TRUE(model->set_unit_hooks(acc::UnitHooks{
-      [&](size_t unit) { events.push_back("before " + std::to_string(unit)); },
-      [&](size_t unit, const at::Tensor& output) {
-        events.push_back("after " + std::to_string(unit));
-        return output;
-      }}));
+  ASSERT_TRUE(model->set_unit_hooks(recording_hooks(events)));
   EXPECT_TRUE(at::equal(model->forward({ids}).at(0).second, plain));
   EXPECT_EQ(events, (std::vector<std::string>{"before 0", "before 1", "after 1", "before 2", "after 2", "before 3",
                                               "after 3", "after 0"}));
