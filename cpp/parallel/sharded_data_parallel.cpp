@@ -164,9 +164,10 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
         [this, layout_units, gather_all](size_t m, const at::Tensor& output) {
           if (m >= layout_units.size()) return output;
           // The last unit's backward comes first: it stays gathered for it (as FSDP's root does).
-          if (m + 1 == layout_units.size() && output.requires_grad()) return output;
-          for (size_t u : layout_units[m]) release(u);
-          // Before the unit's backward, its parameters are gathered again.
+          if (m + 1 < layout_units.size() || !output.requires_grad())
+            for (size_t u : layout_units[m]) release(u);
+          // Before the unit's backward its parameters are gathered again (the last unit's too:
+          // another forward, one without gradients, may have released it meanwhile).
           if (output.requires_grad())
             output.register_hook([gather_all, units = layout_units[m]](const at::Tensor&) { gather_all(units); });
           return output;
@@ -196,10 +197,20 @@ void ShardedDataParallel::after_forward(const NamedTensors& outputs, bool sync) 
   if (reducer_) return reducer_->after_forward(outputs, sync);
   if (options_.stage != 3) return;
   // A backward, if one follows, needs the units still gathered (the last one, those whose output
-  // could not be hooked, or the model run as one piece) until it has reduced them.
-  for (const auto& entry : outputs)
-    if (entry.second.requires_grad()) return;
-  for (size_t u = 0; u < gathered_.size(); ++u) release(u);
+  // could not be hooked, or the model run as one piece) until it has reduced them; should another
+  // forward without gradients release them first, the outputs' hooks gather them again.
+  bool backward_follows = false;
+  for (const auto& entry : outputs) {
+    if (!entry.second.requires_grad()) continue;
+    backward_follows = true;
+    if (!model_has_unit_hooks_)
+      entry.second.register_hook([this](const at::Tensor&) {
+        for (size_t u = 0; u < gathered_.size(); ++u)
+          if (!gathered_[u]) gather(u);
+      });
+  }
+  if (!backward_follows)
+    for (size_t u = 0; u < gathered_.size(); ++u) release(u);
 }
 
 void ShardedDataParallel::sync_next_backward() {

@@ -95,6 +95,7 @@ struct Settings {
   const char* state_dict_type = "FULL_STATE_DICT";
   bool offload = false;  // offload_optimizer and offload_params
   bool hybrid = false;   // hybrid_shard (under zero_stage 1-3; DDP is DDP)
+  bool eval_between = false;  // a forward without gradients between each forward and its backward
 };
 
 // A prepared model and optimizer under zero_stage `stage` (0: DDP).
@@ -155,6 +156,11 @@ struct Job {
     ASSERT_EQ(acc_accumulate_begin(acc), ACC_OK);
     ASSERT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
     ASSERT_EQ(acc_loss_mse(out, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+    if (settings.eval_between) {  // e.g. a metric on the same batch before the backward
+      acc_tensor* seen = nullptr;
+      ASSERT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_NO_GRAD, &seen), ACC_OK) << acc_last_error_message();
+      acc_tensor_free(seen);
+    }
     ASSERT_EQ(acc_backward(acc, loss), ACC_OK) << acc_last_error_message();
     int sync = 0;
     ASSERT_EQ(acc_accelerator_sync_gradients(acc, &sync), ACC_OK);
@@ -310,6 +316,14 @@ TEST(Sharded, CpuOffloadTrainsAsWithout) {
   s.offload = true;
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 4);
   for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, accumulating_clipped_bf16(s), 6);
+}
+
+// A forward without gradients between a forward and its backward releases every unit; the
+// backward gathers each again before it needs it, the last one included.
+TEST(Sharded, AnEvaluationForwardBeforeTheBackwardChangesNothing) {
+  Settings s;
+  s.eval_between = true;
+  for (int stage : {1, 2, 3}) expect_trains_like_ddp(stage, s, 3);
 }
 
 TEST(Sharded, ClippingByValueClipsTheSlices) {
