@@ -157,6 +157,7 @@ void Model::zero_grad() {
 }
 
 void Model::save_torchscript(const std::string& path) const {
+  if (!sharded_at_rest_.empty()) fail(Status::InvalidArgument, sharded_at_rest_);
   const LoraAdapters& adapters = lora();
   if (adapters.empty()) return write_torchscript(path);
   // The file is the deployable model: merged weights, written from a merged copy put in place for

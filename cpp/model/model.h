@@ -73,6 +73,10 @@ class Model {
   // FSDP's transformer_layer_cls_to_wrap: the module classes that make parameter_units() (a
   // TorchScript model's; a spec model's units are its layers already).
   virtual void set_unit_classes(const std::vector<std::string>&) {}
+  // While sharded data parallelism (stage 3) holds only slices of the parameters, a TorchScript
+  // file of the model would hold empty tensors: save_torchscript is refused with `reason`
+  // (empty: allowed again).
+  void set_sharded_at_rest(std::string reason) { sharded_at_rest_ = std::move(reason); }
   void zero_grad();
 
   // LoRA adapters (model/lora.h), PEFT's get_peft_model: adapts the linear layers the config targets
@@ -97,6 +101,9 @@ class Model {
   virtual std::vector<std::string> other_module_names() const { return {}; }
 
   LoraAdapters lora_;
+
+ private:
+  std::string sharded_at_rest_;
 };
 
 // Fails with an Io error unless `path` can be created or written (checked before a long save).

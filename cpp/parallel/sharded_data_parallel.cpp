@@ -140,6 +140,10 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
     accumulators_.push_back(std::move(accumulator));
   }
   if (options_.stage == 3) {
+    model_->set_sharded_at_rest(
+        "the model is sharded at rest (zero_stage 3): no process holds its whole parameters, so a TorchScript "
+        "file would hold empty tensors; write the full weights with acc_save_model (every process calls it) and "
+        "load them into an unprepared model to export it");
     for (size_t u = 0; u < gathered_.size(); ++u) release(u);
     // The model's units map onto the layout's (a unit of mixed dtypes became several).
     std::vector<std::vector<size_t>> layout_units;
@@ -178,6 +182,7 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
 ShardedDataParallel::~ShardedDataParallel() {
   for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
   if (model_has_unit_hooks_) model_->set_unit_hooks(UnitHooks{});
+  model_->set_sharded_at_rest("");
 }
 
 void ShardedDataParallel::before_forward(bool sync) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -628,6 +629,17 @@ TEST(Sharded, EachProcessHoldsOnlyItsShare) {
     ACC_ASSERT_OK(acc_tensor_numel(w, &numel));
     EXPECT_EQ(numel, stage == 3 ? 0 : 15);
     acc_tensor_free(w);
+    // So a TorchScript file of it would hold empty tensors: refused, prepared or unwrapped.
+    const std::string exported = acc_test::temp_path("sharded_export.pt");
+    acc_model* inner = nullptr;
+    ACC_ASSERT_OK(acc_unwrap_model(job.acc, job.model, &inner));
+    for (acc_model* m : {job.model, inner}) {
+      if (stage == 3) ACC_EXPECT_ERROR(acc_model_save_torchscript(m, exported.c_str()), ACC_ERR_INVALID_ARGUMENT,
+                                       "sharded at rest (zero_stage 3)");
+      else EXPECT_EQ(acc_model_save_torchscript(m, exported.c_str()), ACC_OK) << acc_last_error_message();
+    }
+    acc_model_free(inner);
+    std::remove(exported.c_str());
     // Adam's moments for this process's pieces only: together the processes hold each element once.
     const std::string dir = shared_dir("share" + std::to_string(stage));
     ACC_ASSERT_OK(acc_save_state(job.acc, dir.c_str(), nullptr));
