@@ -2,17 +2,13 @@
 
 #include <fnmatch.h>
 
-#include <sstream>
-
 #include "common/error.h"
 #include "common/text.h"
 
 namespace acc {
 
 NamePatterns::NamePatterns(const std::string& patterns) : text_(patterns) {
-  std::stringstream in(patterns);
-  for (std::string glob; std::getline(in, glob, ',');) {
-    glob = trimmed(glob);
+  for (const auto& glob : split_trimmed(patterns, ',')) {
     require(!glob.empty(), "name pattern list '", patterns, "' has an empty pattern");
     globs_.push_back(glob);
   }

@@ -1,5 +1,7 @@
 #include "common/text.h"
 
+#include <sstream>
+
 namespace acc {
 
 std::string trimmed(const std::string& text) {
@@ -10,6 +12,13 @@ std::string trimmed(const std::string& text) {
 
 bool ends_with(const std::string& text, const std::string& tail) {
   return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+std::vector<std::string> split_trimmed(const std::string& text, char separator) {
+  std::vector<std::string> pieces;
+  std::stringstream in(text);
+  for (std::string piece; std::getline(in, piece, separator);) pieces.push_back(trimmed(piece));
+  return pieces;
 }
 
 }  // namespace acc

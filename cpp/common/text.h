@@ -2,11 +2,15 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace acc {
 
 // `text` without the spaces and tabs around it.
 std::string trimmed(const std::string& text);
 bool ends_with(const std::string& text, const std::string& tail);
+// The pieces of a `separator`-separated list, each trimmed (empty ones kept for the caller to
+// refuse; a trailing separator adds none).
+std::vector<std::string> split_trimmed(const std::string& text, char separator);
 
 }  // namespace acc

@@ -49,9 +49,7 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
   if (text.rfind("re:", 0) == 0) {
     config.set_target_regex(text.substr(3));
   } else {
-    std::stringstream in(text);
-    for (std::string name; std::getline(in, name, ',');) {
-      name = trimmed(name);
+    for (const auto& name : split_trimmed(text, ',')) {
       require(!name.empty(), "target_modules '", text, "' has an empty name");
       config.target_names.push_back(name);
     }

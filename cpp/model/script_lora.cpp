@@ -5,9 +5,9 @@
 
 #include <map>
 #include <mutex>
-#include <unordered_map>
 
 #include "common/error.h"
+#include "model/marker_registry.h"
 #include "model/script_units.h"
 
 namespace acc {
@@ -15,13 +15,9 @@ namespace {
 
 const char* const kOutput = "acc_internal::lora_output";
 
-std::mutex g_mutex;
-std::unordered_map<int64_t, std::shared_ptr<MarkedAdapters>> g_installed;
-
-std::shared_ptr<MarkedAdapters> installed(int64_t token) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  auto it = g_installed.find(token);
-  return it == g_installed.end() ? nullptr : it->second;
+MarkerRegistry<MarkedAdapters>& installed() {
+  static MarkerRegistry<MarkedAdapters> registry;
+  return registry;
 }
 
 // The marker: a conservative JIT operator of our own (kept in place by the optimizer), returning
@@ -37,7 +33,7 @@ void register_marker() {
           at::Tensor output = stack[stack.size() - 3].toTensor();
           const at::Tensor input = stack[stack.size() - 4].toTensor();
           stack.resize(stack.size() - 4);
-          if (auto entry = installed(token)) {
+          if (auto entry = installed().find(token)) {
             require(layer >= 0 && static_cast<size_t>(layer) < entry->adapters.size(), "a LoRA marker names layer ",
                     layer, " of ", entry->adapters.size());
             const OutputAdapter& adapter = entry->adapters[static_cast<size_t>(layer)];
@@ -99,9 +95,7 @@ std::shared_ptr<torch::jit::Graph> mark_adapted_linears(const torch::jit::Module
 }
 
 void install_output_adapters(int64_t token, std::shared_ptr<MarkedAdapters> adapters) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (!adapters) g_installed.erase(token);
-  else g_installed[token] = std::move(adapters);
+  installed().set(token, std::move(adapters));
 }
 
 }  // namespace acc

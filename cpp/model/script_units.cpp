@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "common/error.h"
+#include "model/marker_registry.h"
 
 namespace acc {
 namespace {
@@ -24,13 +25,9 @@ struct Installed {
   UnitHooks hooks;
 };
 
-std::mutex g_mutex;
-std::unordered_map<int64_t, std::shared_ptr<const Installed>> g_installed;
-
-std::shared_ptr<const Installed> installed(int64_t token) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  auto it = g_installed.find(token);
-  return it == g_installed.end() ? nullptr : it->second;
+MarkerRegistry<const Installed>& installed() {
+  static MarkerRegistry<const Installed> registry;
+  return registry;
 }
 
 const std::vector<size_t>& units_of_site(const Installed& entry, int64_t site) {
@@ -50,7 +47,7 @@ void register_markers() {
           const int64_t site = stack.back().toInt();
           const int64_t token = stack[stack.size() - 2].toInt();
           stack.resize(stack.size() - 2);
-          if (auto entry = installed(token))
+          if (auto entry = installed().find(token))
             for (size_t unit : units_of_site(*entry, site)) entry->hooks.before(unit);
         },
         c10::AliasAnalysisKind::CONSERVATIVE));
@@ -61,7 +58,7 @@ void register_markers() {
           const int64_t token = stack[stack.size() - 2].toInt();
           at::Tensor output = stack[stack.size() - 3].toTensor();
           stack.resize(stack.size() - 3);
-          if (auto entry = installed(token))
+          if (auto entry = installed().find(token))
             for (size_t unit : units_of_site(*entry, site)) output = entry->hooks.after(unit, output);
           stack.emplace_back(std::move(output));
         },
@@ -174,12 +171,9 @@ int64_t next_unit_token() {
 }
 
 void install_unit_hooks(int64_t token, std::vector<std::vector<size_t>> site_units, UnitHooks hooks) {
-  std::lock_guard<std::mutex> lock(g_mutex);
-  if (!hooks.before || !hooks.after) {
-    g_installed.erase(token);
-    return;
-  }
-  g_installed[token] = std::make_shared<const Installed>(Installed{std::move(site_units), std::move(hooks)});
+  installed().set(token, hooks.before && hooks.after ? std::make_shared<const Installed>(
+                                                         Installed{std::move(site_units), std::move(hooks)})
+                                                   : nullptr);
 }
 
 ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token,

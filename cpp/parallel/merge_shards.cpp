@@ -82,7 +82,8 @@ int64_t elements(const std::vector<int64_t>& shape) {
 NamedTensors merge_model_shards(const std::string& checkpoint_dir, size_t model_index) {
   const fs::path dir(checkpoint_dir);
   require(fs::is_directory(dir), "'", checkpoint_dir, "' is not a checkpoint folder");
-  const std::string first = (dir / shard_name("model", model_index, 0)).string();
+  auto shard_path = [&](int64_t rank) { return (dir / shard_name("model", model_index, rank)).string(); };
+  const std::string first = shard_path(0);
   if (!fs::exists(first))
     fail(Status::InvalidArgument, "'", checkpoint_dir, "' holds no model shards (", fs::path(first).filename().string(),
          "): merging is for checkpoints saved with state_dict_type SHARDED_STATE_DICT under zero_stage 3 (the ",
@@ -97,7 +98,7 @@ NamedTensors merge_model_shards(const std::string& checkpoint_dir, size_t model_
     fail(Status::Io, "'", first, "' is not a zero_stage 3 model shard");
   if (processes < 1 || processes > (1 << 20)) fail(Status::Io, "'", first, "' claims ", processes, " processes");
   for (int64_t r = 0; r < processes; ++r) {
-    const std::string path = (dir / shard_name("model", model_index, r)).string();
+    const std::string path = shard_path(r);
     if (r > 0) {
       if (!fs::exists(path))
         fail(Status::Io, "the shard of process ", r, " of ", processes, " is missing: '", path, "'");
@@ -118,19 +119,18 @@ NamedTensors merge_model_shards(const std::string& checkpoint_dir, size_t model_
     const std::string key = "unit." + std::to_string(u);
     std::vector<at::Tensor> slices;
     for (int64_t r = 0; r < processes; ++r) {
-      const std::string path = (dir / shard_name("model", model_index, r)).string();
       auto it = by_name[static_cast<size_t>(r)].find(key);
       if (it == by_name[static_cast<size_t>(r)].end() || it->second.dim() != 1 || it->second.numel() != slice ||
           (r > 0 && it->second.scalar_type() != slices.front().scalar_type()))
-        fail(Status::Io, "'", path, "' lacks '", key, "' as its layout describes it (", slice, " elements)");
+        fail(Status::Io, "'", shard_path(r), "' lacks '", key, "' as its layout describes it (", slice, " elements)");
       slices.push_back(it->second);
     }
-    const at::Tensor full = at::cat(slices);
+    const at::Tensor full = at::cat(slices);  // a new tensor: the parameters are views of it
     for (const auto& p : params) {
       const int64_t n = elements(p.shape);
       if (n < 0 || p.offset < 0 || p.offset > full.numel() - n)
         fail(Status::Io, "'", first, "': the layout puts '", p.name, "' outside unit ", u);
-      merged[p.name] = full.narrow(0, p.offset, n).view(p.shape).clone();
+      merged[p.name] = full.narrow(0, p.offset, n).view(p.shape);
     }
   }
   for (const auto& entry : shards[0].tensors)

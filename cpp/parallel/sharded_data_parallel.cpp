@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <sstream>
 #include <unordered_map>
 
 #include "common/error.h"
@@ -61,9 +60,8 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
 
   if (options_.stage == 3 && !options_.transformer_cls_to_wrap.empty()) {
     std::vector<std::string> classes;
-    std::stringstream list(options_.transformer_cls_to_wrap);
-    for (std::string name; std::getline(list, name, ',');)
-      if (!trimmed(name).empty()) classes.push_back(trimmed(name));
+    for (auto& name : split_trimmed(options_.transformer_cls_to_wrap, ','))
+      if (!name.empty()) classes.push_back(std::move(name));
     model_->set_unit_classes(classes);
   }
   // Units: one for stage 1 (each process owns a contiguous 1/N of all parameters), DDP's buckets for
@@ -122,12 +120,9 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
   }
   gathered_.assign(layout_->units().size(), true);
 
-  if (options_.stage == 1) {
-    reducer_ = std::make_unique<DataParallel>(model_, dist_, data_parallel_);
-    remember_parameter_versions();
-    return;
-  }
-  remember_parameter_versions();
+  if (options_.stage == 1) reducer_ = std::make_unique<DataParallel>(model_, dist_, data_parallel_);
+  if (!host_master_.empty()) remember_parameter_versions();  // after the Reducer's broadcast
+  if (options_.stage == 1) return;
   // Reductions start from the gradient accumulators' hooks, as DDP's Reducer does; the accumulators
   // are kept alive so that the hooks stay.
   for (size_t i = 0; i < params_.size(); ++i) {
@@ -158,8 +153,7 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
       }
     }
     auto gather_all = [this](const std::vector<size_t>& units) {
-      for (size_t u : units)
-        if (!gathered_[u]) gather(u);
+      for (size_t u : units) gather(u);
     };
     model_has_unit_hooks_ = model_->set_unit_hooks(UnitHooks{
         [layout_units, gather_all](size_t m) {
@@ -194,8 +188,7 @@ void ShardedDataParallel::before_forward(bool sync) {
       broadcast_in_place(*dist_, buffers_, "forward (buffers)");
   }
   if (options_.stage == 3 && !model_has_unit_hooks_)
-    for (size_t u = 0; u < gathered_.size(); ++u)
-      if (!gathered_[u]) gather(u);
+    for (size_t u = 0; u < gathered_.size(); ++u) gather(u);
 }
 
 void ShardedDataParallel::after_forward(const NamedTensors& outputs, bool sync) {
@@ -210,8 +203,7 @@ void ShardedDataParallel::after_forward(const NamedTensors& outputs, bool sync) 
     backward_follows = true;
     if (!model_has_unit_hooks_)
       entry.second.register_hook([this](const at::Tensor&) {
-        for (size_t u = 0; u < gathered_.size(); ++u)
-          if (!gathered_[u]) gather(u);
+        for (size_t u = 0; u < gathered_.size(); ++u) gather(u);
       });
   }
   if (!backward_follows)
@@ -274,6 +266,7 @@ void ShardedDataParallel::allgather_into(const at::Tensor& full, const at::Tenso
 // which would otherwise hold every unit's full parameters until the backward; the gather before a
 // unit's backward refills that same storage.
 void ShardedDataParallel::gather(size_t unit) {
+  if (gathered_[unit]) return;
   at::NoGradGuard no_grad;
   const FlatUnit& u = layout_->units()[unit];
   at::Tensor& full = full_[unit];

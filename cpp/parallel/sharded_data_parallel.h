@@ -110,7 +110,7 @@ class ShardedDataParallel final : public ParallelEngine {
   }
 
  private:
-  void gather(size_t unit);   // stage 3: the unit's full parameters, from every process's slice
+  void gather(size_t unit);   // stage 3: the unit's full parameters, from every process's slice (once)
   void release(size_t unit);  // stage 3: back to the shard only
   // Gradient reduction (sharded_reduction.cpp).
   void on_gradient_ready(size_t param);

@@ -17,20 +17,6 @@ using acc_gpu::dtype_of;
 using acc_gpu::parameter;
 using acc_test::make_accelerator;
 
-namespace {
-
-acc_optimizer* make_optimizer(acc_model* model, const char* algorithm, double lr) {
-  acc_options* o = nullptr;
-  EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o), ACC_OK);
-  EXPECT_EQ(acc_options_set_double(o, "lr", lr), ACC_OK);
-  acc_optimizer* opt = nullptr;
-  EXPECT_EQ(acc_optimizer_create(model, algorithm, o, &opt), ACC_OK) << acc_last_error_message();
-  acc_options_free(o);
-  return opt;
-}
-
-}  // namespace
-
 TEST(GpuTorchScript, ScaledDotProductAttentionModelTrainsOnTheGpu) {
   ACC_REQUIRE_CUDA();
   const std::string work = acc_gpu::work_dir("sdpa_model");
@@ -43,7 +29,7 @@ TEST(GpuTorchScript, ScaledDotProductAttentionModelTrainsOnTheGpu) {
   ASSERT_EQ(device.rfind("cuda", 0), 0u) << device;
   acc_model* model = nullptr;
   ACC_ASSERT_OK(acc_model_load_torchscript(path.c_str(), &model));
-  acc_optimizer* opt = make_optimizer(model, "adam", 2e-2);
+  acc_optimizer* opt = acc_test::optimizer(model, "adam", 2e-2);
   ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
   const auto qkv_before = parameter(model, "qkv.weight");
   ASSERT_EQ(qkv_before.size(), 96u * 32u);
@@ -99,7 +85,7 @@ TEST(GpuSaveModel, SafetensorsLoadIntoTheSameModuleWithEqualOutputs) {
   ASSERT_EQ(device.rfind("cuda", 0), 0u) << device;
   acc_model* model = nullptr;
   ACC_ASSERT_OK(acc_model_load_torchscript((work + "/model.pt").c_str(), &model));
-  acc_optimizer* opt = make_optimizer(model, "sgd", 0.1);
+  acc_optimizer* opt = acc_test::optimizer(model, "sgd", 0.1);
   ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
 
   // A few training steps on the GPU (batch norm in training mode: one batch counted per step).
