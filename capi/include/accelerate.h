@@ -277,9 +277,13 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   host memory; stage 3 also keeps the parameter shard there; on a CPU device it costs a host copy
  *   and saves nothing), hybrid_shard (bool, default false: shard among the processes of each
  *   machine and replicate across machines, FSDP's HYBRID_SHARD; one machine: plain sharding),
- *   transformer_cls_to_wrap (string, default "": zero_stage 3's units of a TorchScript model are
- *   the modules of these comma-separated classes, e.g. "Block", however deep the forward calls
- *   them (FSDP's transformer_layer_cls_to_wrap); empty: the submodules its forward calls),
+ *   auto_wrap_policy ("TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP" or "NO_WRAP", FSDP's; unset:
+ *   zero_stage 3's units are the submodules a TorchScript forward calls and a spec model's layers,
+ *   or the classes below when named), min_num_params (int, default 0: SIZE_BASED_WRAP's threshold,
+ *   torch's size_based_auto_wrap_policy, nested units included; 0 wraps nothing, one unit, as
+ *   Accelerate), transformer_cls_to_wrap (string, default "": the units are the modules of these
+ *   comma-separated classes, e.g. "Block", however deep the forward calls them (FSDP's
+ *   transformer_layer_cls_to_wrap); a class the model lacks is an error),
  *   state_dict_type ("FULL_STATE_DICT", default: save_state writes
  *   consolidated files any number of processes can load; "SHARDED_STATE_DICT": each process writes
  *   its own shard). Unset, they are read from Accelerate's ACCELERATE_USE_FSDP / FSDP_* and

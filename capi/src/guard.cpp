@@ -82,6 +82,9 @@ acc_status translate_current_exception() noexcept {
     return record(ACC_ERR_OUT_OF_MEMORY, "out of host memory");
   } catch (const std::invalid_argument& e) {
     return record(ACC_ERR_INVALID_ARGUMENT, e.what());
+  } catch (const std::length_error& e) {
+    // A size no container can hold (a byte count near SIZE_MAX): the caller's to fix.
+    return record(ACC_ERR_INVALID_ARGUMENT, std::string("a size is larger than any buffer can be: ") + e.what());
   } catch (const std::filesystem::filesystem_error& e) {
     // A path the system refuses (too long, not a folder, no permission): the caller's to fix.
     return record(ACC_ERR_IO, e.what());

@@ -12,6 +12,7 @@
 //   accelerate_state.json                               the manifest, written last
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 
 #include "accelerator/accelerator.h"
 #include "accelerator/registered_object_part.h"
@@ -120,6 +121,8 @@ std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifes
     fail(Status::InvalidArgument, path, ": saved with mixed_precision ", saved_precision, ", this accelerator uses ",
          config_.mixed_precision, " (GradScaler state ", scaler_ ? "missing" : "unexpected", ")");
   const auto saved_iteration = json_field_at_least<int64_t>(manifest, "iteration", path, 0);
+  if (saved_iteration == std::numeric_limits<int64_t>::max())
+    fail(Status::Io, path, ": iteration ", saved_iteration, " leaves no number for the next checkpoint");
   const auto saved_step = json_field_at_least<int64_t>(manifest, "step", path, 0);
   return [this, saved_iteration, saved_step] {
     gradient_state_->set_step(saved_step);
@@ -132,6 +135,9 @@ std::string Accelerator::save_state(const std::string& dir) {
   const bool automatic = dir.empty();
   require(!automatic || config_.automatic_checkpoint_naming,
           "save_state needs a folder, or automatic_checkpoint_naming with a project_dir");
+  // The counter names checkpoint_<iteration> and must advance past it.
+  require(iteration_ < std::numeric_limits<int64_t>::max(), "the checkpoint counter (option iteration) is at its ",
+          "largest value, ", iteration_, ": there is no number for the checkpoint after this one");
   CheckpointSave save;
   save.target = automatic ? automatic_checkpoint_dir(config_.project_dir, iteration_) : dir;
   save.automatic = automatic;

@@ -32,6 +32,8 @@ void read_sharding_env(const Options& o, AcceleratorConfig& c) {
   if (!o.has("state_dict_type") && request->state_dict_type) c.sharding.state_dict_type = *request->state_dict_type;
   if (!o.has("transformer_cls_to_wrap") && request->transformer_cls_to_wrap)
     c.sharding.transformer_cls_to_wrap = *request->transformer_cls_to_wrap;
+  if (!o.has("auto_wrap_policy") && request->auto_wrap_policy) c.sharding.auto_wrap_policy = request->auto_wrap_policy;
+  if (!o.has("min_num_params") && request->min_num_params) c.sharding.min_num_params = *request->min_num_params;
 }
 
 }  // namespace
@@ -95,7 +97,12 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table() {
     t.bind("offload_params", "stage 3 parameter shards in CPU memory", &C::sharding, &ShardingOptions::offload_params);
     t.bind("hybrid_shard", "shard within each machine, replicate across machines", &C::sharding,
            &ShardingOptions::hybrid);
-    t.bind("transformer_cls_to_wrap", "stage 3 units of a TorchScript model: these module classes", &C::sharding,
+    t.bind("auto_wrap_policy", "which modules are stage 3's units", &C::sharding, &ShardingOptions::auto_wrap_policy)
+        .one_of(auto_wrap_policies());
+    t.bind("min_num_params", "SIZE_BASED_WRAP: parameters a module needs to be a unit", &C::sharding,
+           &ShardingOptions::min_num_params)
+        .at_least(0);
+    t.bind("transformer_cls_to_wrap", "stage 3 units: the modules of these classes", &C::sharding,
            &ShardingOptions::transformer_cls_to_wrap);
     t.bind("state_dict_type", "consolidated or per-process checkpoints", &C::sharding, &ShardingOptions::state_dict_type)
         .one_of({"FULL_STATE_DICT", "SHARDED_STATE_DICT"});

@@ -9,7 +9,11 @@ PreparedModel::PreparedModel(std::shared_ptr<Model> inner, c10::DeviceType devic
     : inner_(std::move(inner)),
       device_(device),
       autocast_dtype_(autocast_dtype),
-      parallel_(std::move(parallel)) {}
+      parallel_(std::move(parallel)),
+      trainable_set_hold_(inner_->hold_trainable_set(
+          "the model is prepared (its handle from before acc_prepare included): add LoRA adapters and freeze or "
+          "unfreeze parameters before preparing it",
+          /*freezing_too=*/true)) {}
 
 NamedTensors PreparedModel::forward(const std::vector<at::Tensor>& inputs) {
   // Only a forward that a backward can follow involves the other processes.

@@ -81,6 +81,7 @@ class PreparedModel final : public Model {
   std::shared_ptr<ParallelEngine> parallel_;
   bool gradient_sync_ = true;
   int64_t no_sync_depth_ = 0;
+  std::shared_ptr<void> trainable_set_hold_;  // see Model::hold_trainable_set
 };
 
 }  // namespace acc

@@ -73,15 +73,28 @@ std::vector<std::string> save_sharded(const std::string& dir, const NamedTensors
     write_file_atomically(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
     written.push_back("model.safetensors.index.json");
   }
-  // Files of an earlier save that this one did not write would be picked up by loaders: remove them.
+  // Files of an earlier save that this one did not write would be picked up by loaders: remove
+  // them, and only them (a user's model_best.safetensors beside them stays).
   for (const auto& file : fs::directory_iterator(dir, ec)) {
     const std::string name = file.path().filename().string();
-    const bool ours = name.rfind("model", 0) == 0 &&
-                      (name.size() > 12 && (name.substr(name.size() - 12) == ".safetensors" ||
-                                            name == "model.safetensors.index.json"));
-    if (ours && std::find(written.begin(), written.end(), name) == written.end()) fs::remove(file.path(), ec);
+    if (is_pretrained_file_name(name) && std::find(written.begin(), written.end(), name) == written.end())
+      fs::remove(file.path(), ec);
   }
   return written;
+}
+
+bool is_pretrained_file_name(const std::string& name) {
+  if (name == "model.safetensors" || name == "model.safetensors.index.json") return true;
+  // model-00001-of-00003.safetensors
+  const std::string head = "model-", middle = "-of-", tail = ".safetensors";
+  if (name.size() != head.size() + 5 + middle.size() + 5 + tail.size()) return false;
+  auto digits = [&](size_t at) {
+    return std::all_of(name.begin() + static_cast<std::ptrdiff_t>(at), name.begin() + static_cast<std::ptrdiff_t>(at + 5),
+                       [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+  };
+  return name.compare(0, head.size(), head) == 0 && digits(head.size()) &&
+         name.compare(head.size() + 5, middle.size(), middle) == 0 && digits(head.size() + 5 + middle.size()) &&
+         name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
 }
 
 NamedTensors load_sharded(const std::string& path) {

@@ -20,6 +20,9 @@ constexpr const char* kDefaultMaxShardSize = "10GB";
 // Returns the files written.
 std::vector<std::string> save_sharded(const std::string& dir, const NamedTensors& tensors, int64_t max_shard_bytes);
 
+// Whether a file name is one save_sharded writes (model.safetensors, its index, model-0000k-of-0000n).
+bool is_pretrained_file_name(const std::string& name);
+
 // Reads a single file, an index, or a directory holding either.
 NamedTensors load_sharded(const std::string& path);
 

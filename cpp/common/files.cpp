@@ -1,5 +1,7 @@
 #include "common/files.h"
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -8,7 +10,13 @@
 
 namespace acc {
 
+void refuse_unless_regular(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) fail(Status::Io, "'", path, "' is not a regular file");
+}
+
 std::optional<std::string> read_whole_file(const std::string& path) {
+  refuse_unless_regular(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   std::stringstream bytes;

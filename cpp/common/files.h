@@ -6,8 +6,11 @@
 
 namespace acc {
 
-// The file's bytes; nullopt when it cannot be opened (the caller says what the file was for).
+// The file's bytes; nullopt when it cannot be opened (the caller says what the file was for). An Io
+// error when `path` is there but not a regular file (a FIFO would block the reader forever).
 std::optional<std::string> read_whole_file(const std::string& path);
+// Fails with an Io error when `path` exists and is not a regular file (a FIFO, a device, a folder).
+void refuse_unless_regular(const std::string& path);
 // Writes `bytes` to `path`; an Io error naming the file when that fails (a full disk included).
 void write_file(const std::string& path, const std::string& bytes);
 // The same through `path`.tmp renamed into place, so a reader never sees half a file.

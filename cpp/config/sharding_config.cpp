@@ -1,5 +1,7 @@
 #include "config/sharding_config.h"
 
+#include <algorithm>
+#include <cctype>
 #include <map>
 #include <set>
 
@@ -70,10 +72,20 @@ std::string state_dict_type(const Source& from, const std::string& name, const s
   return value;
 }
 
-void wrap_policy(const Source& from, const std::string& name, const std::string& value) {
-  if (value != "TRANSFORMER_BASED_WRAP")
-    unsupported(from, name, value,
-                "units are a spec model's layers and the submodules a TorchScript forward calls (TRANSFORMER_BASED_WRAP)");
+// A policy in any case (Accelerate upper-cases it), upper-cased.
+std::string wrap_policy(const Source& from, const std::string& name, const std::string& value) {
+  std::string upper = value;
+  std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
+  const auto& policies = auto_wrap_policies();
+  require(std::find(policies.begin(), policies.end(), upper) != policies.end(), from.say(name, value),
+          ": must be TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP");
+  return upper;
+}
+
+int64_t min_num_params(const Source& from, const std::string& name, const std::string& value) {
+  require(!value.empty() && value.size() <= 18 && value.find_first_not_of("0123456789") == std::string::npos,
+          from.say(name, value), ": must be a number of parameters (0 or more)");
+  return std::stoll(value);
 }
 
 int64_t zero_stage(const Source& from, const std::string& name, const std::string& value) {
@@ -94,6 +106,11 @@ void deepspeed_config_file(const Source& from, const std::string& name, const st
 }
 
 }  // namespace
+
+const std::vector<std::string>& auto_wrap_policies() {
+  static const std::vector<std::string> policies = {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"};
+  return policies;
+}
 
 SettingMap fsdp_environment(const SettingMap& settings, const std::string& origin, std::vector<std::string>& warnings) {
   const Source from{origin + ": ", false};
@@ -118,13 +135,11 @@ SettingMap fsdp_environment(const SettingMap& settings, const std::string& origi
     env["FSDP_OFFLOAD_PARAMS"] = flag(from, "fsdp_offload_params", *s) ? "true" : "false";
   if (const std::string* s = get("fsdp_state_dict_type"))
     env["FSDP_STATE_DICT_TYPE"] = state_dict_type(from, "fsdp_state_dict_type", *s);
-  if (const std::string* s = get("fsdp_auto_wrap_policy")) {
-    wrap_policy(from, "fsdp_auto_wrap_policy", *s);
-    env["FSDP_AUTO_WRAP_POLICY"] = *s;
-  }
+  if (const std::string* s = get("fsdp_auto_wrap_policy"))
+    env["FSDP_AUTO_WRAP_POLICY"] = wrap_policy(from, "fsdp_auto_wrap_policy", *s);
   if (const std::string* s = get("fsdp_transformer_layer_cls_to_wrap")) env["FSDP_TRANSFORMER_CLS_TO_WRAP"] = *s;
-  if (const std::string* s = get("fsdp_min_num_params"); s && *s != "0")
-    unsupported(from, "fsdp_min_num_params", *s, "size-based wrapping is not implemented");
+  if (const std::string* s = get("fsdp_min_num_params"))
+    env["FSDP_MIN_NUM_PARAMS"] = std::to_string(min_num_params(from, "fsdp_min_num_params", *s));
   for (const auto& [key, value] : settings) {
     static const std::set<std::string> read = {"fsdp_version",        "fsdp_reshard_after_forward", "fsdp_sharding_strategy",
                                                "fsdp_offload_params", "fsdp_state_dict_type",      "fsdp_auto_wrap_policy",
@@ -183,7 +198,8 @@ std::optional<ShardingRequest> sharding_from_environment(const VariableLookup& l
     r.hybrid = fsdp_hybrid(strategy);
     r.offload_params = r.offload_optimizer = is_true("FSDP_OFFLOAD_PARAMS");
     if (auto s = lookup("FSDP_STATE_DICT_TYPE")) r.state_dict_type = state_dict_type(from, "FSDP_STATE_DICT_TYPE", *s);
-    if (auto s = lookup("FSDP_AUTO_WRAP_POLICY")) wrap_policy(from, "FSDP_AUTO_WRAP_POLICY", *s);
+    if (auto s = lookup("FSDP_AUTO_WRAP_POLICY")) r.auto_wrap_policy = wrap_policy(from, "FSDP_AUTO_WRAP_POLICY", *s);
+    if (auto s = lookup("FSDP_MIN_NUM_PARAMS")) r.min_num_params = min_num_params(from, "FSDP_MIN_NUM_PARAMS", *s);
     if (auto s = lookup("FSDP_TRANSFORMER_CLS_TO_WRAP")) r.transformer_cls_to_wrap = *s;
     return r;
   }

@@ -34,10 +34,15 @@ struct ShardingRequest {
   bool hybrid = false;  // HYBRID_SHARD, HYBRID_SHARD_ZERO2
   std::optional<std::string> state_dict_type;
   std::optional<std::string> transformer_cls_to_wrap;  // FSDP_TRANSFORMER_CLS_TO_WRAP
+  std::optional<std::string> auto_wrap_policy;         // FSDP_AUTO_WRAP_POLICY, upper case
+  std::optional<int64_t> min_num_params;               // FSDP_MIN_NUM_PARAMS
 };
 
 // A variable's value; none when it is unset or empty.
 using VariableLookup = std::function<std::optional<std::string>(const char* name)>;
+
+// FSDP's auto-wrap policies: TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP, NO_WRAP.
+const std::vector<std::string>& auto_wrap_policies();
 
 // Reads ACCELERATE_USE_FSDP / FSDP_* or ACCELERATE_USE_DEEPSPEED / ACCELERATE_DEEPSPEED_*, with the
 // same checks as the config keys they come from (errors name the variable); none when neither is on.

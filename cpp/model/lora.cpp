@@ -29,7 +29,8 @@ const OptionTable<LoraConfig>& lora_option_table() {
   using L = LoraConfig;
   static const OptionTable<L> table(OptionsKind::Lora, [](OptionTable<L>& t) {
     t.bind("r", "the adapters' rank", &L::r).at_least(1).at_most(1 << 20);
-    t.bind("lora_alpha", "the scaling is lora_alpha / r", &L::alpha).at_least(0);
+    // At most float's largest: the scaling multiplies float32 outputs (an inf would make 0 * inf NaNs).
+    t.bind("lora_alpha", "the scaling is lora_alpha / r", &L::alpha).at_least(0).at_most(kMaxLoraAlpha);
     t.bind("lora_dropout", "dropout on the adapted layer's input", &L::dropout)
         .at_least(0)
         .at_most(1);
@@ -57,7 +58,60 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
   return config;
 }
 
+namespace {
+
+// Whether a repetition starts at `expression[i]` that has no upper bound (*, + or {n,}).
+bool unbounded_repetition_at(const std::string& expression, size_t i) {
+  if (i >= expression.size()) return false;
+  if (expression[i] == '*' || expression[i] == '+') return true;
+  if (expression[i] != '{') return false;
+  const size_t close = expression.find('}', i);
+  return close != std::string::npos && expression[close - 1] == ',';
+}
+
+// std::regex compiles and matches by recursion with backtracking: a pattern nested thousands deep
+// overflows the stack, and a repeated group that itself repeats ((.*)*x) takes exponential time.
+// Module names are short, so such patterns are refused rather than run.
+void check_regex_cost(const std::string& expression) {
+  constexpr size_t kMaxLength = 1000, kMaxDepth = 32;
+  require(expression.size() <= kMaxLength, "target_modules regular expression is ", expression.size(),
+          " characters long (at most ", kMaxLength, ")");
+  std::vector<bool> repeats_inside;  // per open group: whether it holds an unbounded repetition
+  bool in_class = false;
+  for (size_t i = 0; i < expression.size(); ++i) {
+    const char c = expression[i];
+    if (c == '\\') {
+      ++i;
+      continue;
+    }
+    if (in_class) {
+      in_class = c != ']';
+      continue;
+    }
+    if (c == '[') {
+      in_class = true;
+    } else if (c == '(') {
+      repeats_inside.push_back(false);
+      require(repeats_inside.size() <= kMaxDepth, "target_modules regular expression '", expression,
+              "' nests groups deeper than ", kMaxDepth);
+    } else if (c == ')' && !repeats_inside.empty()) {
+      const bool inner = repeats_inside.back();
+      repeats_inside.pop_back();
+      const bool repeated = unbounded_repetition_at(expression, i + 1);
+      require(!(inner && repeated), "target_modules regular expression '", expression,
+              "' repeats a group that itself repeats (like (a+)+), which can take exponential time: write it "
+              "without the nesting");
+      if ((inner || repeated) && !repeats_inside.empty()) repeats_inside.back() = true;
+    } else if (unbounded_repetition_at(expression, i) && !repeats_inside.empty()) {
+      repeats_inside.back() = true;
+    }
+  }
+}
+
+}  // namespace
+
 void LoraConfig::set_target_regex(const std::string& expression) {
+  check_regex_cost(expression);
   std::shared_ptr<const std::regex> compiled;
   try {
     compiled = std::make_shared<const std::regex>(expression);

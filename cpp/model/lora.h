@@ -20,6 +20,9 @@
 
 namespace acc {
 
+// The largest lora_alpha: float's largest, since the scaling multiplies float32 outputs.
+constexpr double kMaxLoraAlpha = 3.4028234663852886e38;
+
 // PEFT's LoraConfig. The ACC_OPTIONS_LORA keys fill the numbers and flags (lora_option_table); the
 // target modules are an argument of their own.
 struct LoraConfig {

@@ -65,6 +65,8 @@ LoraConfig config_from_json(const json& j, const std::string& path) {
     return j[key].get<double>();
   };
   config.alpha = number("lora_alpha", 8);
+  if (config.alpha < 0 || config.alpha > kMaxLoraAlpha)  // as the option lora_alpha
+    refuse("lora_alpha", "must be in [0, " + concat(kMaxLoraAlpha) + "]");
   config.dropout = number("lora_dropout", 0);
   if (config.dropout < 0 || config.dropout >= 1) refuse("lora_dropout", "must be in [0, 1)");
   auto flag = [&](const char* key) {
@@ -124,8 +126,25 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail(Status::Io, "cannot create '", dir, "': ", ec.message());
-  save_safetensors((fs::path(dir) / kWeightsFile).string(), tensors);
-  write_file_atomically((fs::path(dir) / kConfigFile).string(), config_json(adapters.config()).dump(2) + "\n");
+  // Both files are written beside the old ones first and renamed into place only when both are
+  // whole, so a failed save leaves the adapter that was there loadable.
+  const std::string weights = (fs::path(dir) / kWeightsFile).string(), config = (fs::path(dir) / kConfigFile).string();
+  const std::string new_weights = weights + ".new", new_config = config + ".new";
+  write_file(new_config, config_json(adapters.config()).dump(2) + "\n");
+  try {
+    save_safetensors(new_weights, tensors);
+  } catch (...) {
+    fs::remove(new_config, ec);
+    throw;
+  }
+  for (const auto& [from, to] : {std::pair{new_weights, weights}, std::pair{new_config, config}}) {
+    fs::rename(from, to, ec);
+    if (ec) {
+      fs::remove(new_weights, ec);
+      fs::remove(new_config, ec);
+      fail(Status::Io, "cannot rename '", from, "' to '", to, "'");
+    }
+  }
 }
 
 LoraFiles read_lora_files(const std::string& dir) {

@@ -126,7 +126,20 @@ std::vector<std::string> Model::parameter_names_matching(const std::string& patt
   return names;
 }
 
+std::shared_ptr<void> Model::hold_trainable_set(std::string reason, bool freezing_too) {
+  auto hold = std::make_shared<const TrainableSetHold>(TrainableSetHold{std::move(reason), freezing_too});
+  holds_.erase(std::remove_if(holds_.begin(), holds_.end(), [](const auto& h) { return h.expired(); }), holds_.end());
+  holds_.push_back(hold);
+  return std::const_pointer_cast<TrainableSetHold>(hold);
+}
+
+void Model::require_trainable_set_free(bool freezing) const {
+  for (const auto& weak : holds_)
+    if (auto hold = weak.lock(); hold && (!freezing || hold->freezing_too)) fail(Status::InvalidArgument, hold->reason);
+}
+
 size_t Model::set_requires_grad(const std::string& patterns, bool requires_grad) {
+  require_trainable_set_free(/*freezing=*/!requires_grad);
   const auto names = parameter_names_matching(patterns);
   for (const auto& name : names) {
     at::Tensor p = find_tensor(name);
@@ -179,6 +192,7 @@ void Model::save_torchscript(const std::string& path) const {
 }
 
 size_t Model::add_lora(const LoraConfig& config) {
+  require_trainable_set_free(/*freezing=*/false);
   const size_t added = lora_.add(config, linear_sites(), other_module_names());
   // PEFT trains the adapters alone: every other parameter is frozen.
   std::unordered_set<const c10::TensorImpl*> adapters;
@@ -219,6 +233,7 @@ void Model::load_lora(const std::string& dir) {
             where, " holds adapters (", files.config.describe_targets(), ", r ", files.config.r,
             ") unlike the model's (", have.describe_targets(), ", r ", have.r, ")");
   } else {
+    require_trainable_set_free(/*freezing=*/false);  // before add_lora, whose refusal would not say "load"
     add_lora(files.config);
   }
   at::NoGradGuard no_grad;

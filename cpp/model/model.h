@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "model/lora.h"
+#include "model/unit_policy.h"
 #include "tensor/named_tensors.h"
 
 namespace acc {
@@ -70,13 +71,17 @@ class Model {
   // Installs hooks that forward calls around each unit of parameter_units(); false where the model
   // runs as one piece (the caller then brackets the whole forward). Empty hooks uninstall.
   virtual bool set_unit_hooks(UnitHooks) { return false; }
-  // FSDP's transformer_layer_cls_to_wrap: the module classes that make parameter_units() (a
-  // TorchScript model's; a spec model's units are its layers already).
-  virtual void set_unit_classes(const std::vector<std::string>&) {}
+  // FSDP's auto_wrap_policy: which modules make parameter_units() (model/unit_policy.h).
+  virtual void set_unit_policy(const UnitPolicy&) {}
   // While sharded data parallelism (stage 3) holds only slices of the parameters, a TorchScript
   // file of the model would hold empty tensors: save_torchscript is refused with `reason`
   // (empty: allowed again).
   void set_sharded_at_rest(std::string reason) { sharded_at_rest_ = std::move(reason); }
+  // An optimizer made over the model, or a prepared model (DDP, sharding), was built over the
+  // trainable parameters of the time: while such a hold lives, adding adapters and unfreezing are
+  // refused with `reason` (freezing too when `freezing_too`: DDP's and sharding's reductions expect
+  // every gradient). Dropping the returned hold ends it.
+  std::shared_ptr<void> hold_trainable_set(std::string reason, bool freezing_too);
   void zero_grad();
 
   // LoRA adapters (model/lora.h), PEFT's get_peft_model: adapts the linear layers the config targets
@@ -101,9 +106,16 @@ class Model {
   virtual std::vector<std::string> other_module_names() const { return {}; }
 
   LoraAdapters lora_;
+  // Fails with a live hold's reason when the trainable set may not change (see hold_trainable_set).
+  void require_trainable_set_free(bool freezing) const;
 
  private:
   std::string sharded_at_rest_;
+  struct TrainableSetHold {
+    std::string reason;
+    bool freezing_too;
+  };
+  std::vector<std::weak_ptr<const TrainableSetHold>> holds_;
 };
 
 // Fails with an Io error unless `path` can be created or written (checked before a long save).

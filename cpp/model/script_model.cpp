@@ -8,6 +8,7 @@
 
 #include "common/compat.h"
 #include "common/error.h"
+#include "common/files.h"
 #include "model/torchscript_archive.h"
 
 namespace acc {
@@ -85,6 +86,7 @@ ScriptModel::~ScriptModel() {
 }
 
 size_t ScriptModel::add_lora(const LoraConfig& config) {
+  require_trainable_set_free(/*freezing=*/false);
   if (config.dropout == 0 || !lora_.empty()) return Model::add_lora(config);  // (the latter refuses)
   std::vector<std::string> layers;
   for (const auto& site : linear_sites())
@@ -120,13 +122,14 @@ void ScriptModel::drop_lora_outputs() {
 }
 
 const ScriptUnitPlan& ScriptModel::unit_plan() const {
-  if (!unit_plan_) unit_plan_ = plan_script_units(module_, unit_token_, unit_classes_);
+  if (!unit_plan_) unit_plan_ = plan_script_units(module_, unit_token_, unit_policy_);
   return *unit_plan_;
 }
 
-void ScriptModel::set_unit_classes(const std::vector<std::string>& classes) {
-  require(!units_forward_, "the model's units are in use (set the classes to wrap before preparing it)");
-  unit_classes_ = classes;
+void ScriptModel::set_unit_policy(const UnitPolicy& policy) {
+  require(!units_forward_, "the model's units are in use (set the wrap policy before preparing it)");
+  (void)wrapped_module_paths(module_, policy);  // its errors (a class the model lacks) come now
+  unit_policy_ = policy;
   unit_plan_.reset();
 }
 
@@ -212,6 +215,7 @@ void ScriptModel::write_torchscript(const std::string& path) const {
 }
 
 std::shared_ptr<Model> load_torchscript_model(const std::string& path) {
+  refuse_unless_regular(path);
   std::ifstream probe(path, std::ios::binary);
   if (!probe) fail(Status::Io, "cannot open TorchScript file '", path, "'");
   probe.close();

@@ -31,7 +31,7 @@ class ScriptModel final : public Model {
   // weights are made for the whole model at the start of each forward).
   std::vector<std::vector<std::string>> parameter_units() const override;
   bool set_unit_hooks(UnitHooks hooks) override;
-  void set_unit_classes(const std::vector<std::string>& classes) override;
+  void set_unit_policy(const UnitPolicy& policy) override;
   // lora_dropout > 0 adapts the layers' outputs as PEFT does (model/script_lora.h); 0 adapts their
   // weights (model/lora.h), which also reaches weights the forward reads directly.
   size_t add_lora(const LoraConfig& config) override;
@@ -53,7 +53,7 @@ class ScriptModel final : public Model {
   };
   std::optional<Arity> arity_;
   const int64_t unit_token_ = next_unit_token();
-  std::vector<std::string> unit_classes_;
+  UnitPolicy unit_policy_;
   mutable std::optional<ScriptUnitPlan> unit_plan_;
   const ScriptUnitPlan& unit_plan() const;
   // forward with the unit markers, while hooks are installed.

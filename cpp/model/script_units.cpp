@@ -73,47 +73,28 @@ bool is_module(const torch::jit::Value* value) {
 
 std::string join(const std::string& path, const std::string& name) { return path.empty() ? name : path + "." + name; }
 
-// What the forward graph does with the module and its submodules.
-struct Reading {
-  std::vector<std::pair<torch::jit::Node*, std::string>> calls;  // calls of a submodule's method, in order
-  std::set<std::string> direct;  // tensors the forward reads itself, by full name
-  std::string opaque;            // set when the graph uses a module otherwise (the reason)
-};
-
-void read_block(torch::jit::Block* block, const ModulePaths& paths, Reading& reading) {
-  for (torch::jit::Node* node : block->nodes()) {
-    for (size_t i = 0; i < node->inputs().size(); ++i) {
-      auto path = paths.find(node->input(i));
-      if (path == paths.end()) continue;
-      const bool attribute = node->kind() == c10::prim::GetAttr;
-      const bool call = node->kind() == c10::prim::CallMethod && i == 0;
-      if (call && path->second.empty()) {
-        reading.opaque = "forward calls another method of the module itself";
-      } else if (call) {
-        reading.calls.emplace_back(node, path->second);
-      } else if (!attribute) {
-        reading.opaque = "forward passes the module '" + (path->second.empty() ? "self" : path->second) + "' to '" +
-                         node->kind().toQualString() + "'";
-      }
-    }
-    if (node->kind() == c10::prim::GetAttr && node->output()->type()->kind() == c10::TypeKind::TensorType) {
-      auto base = paths.find(node->input(0));
-      if (base != paths.end()) reading.direct.insert(join(base->second, node->s(c10::attr::name)));
-    }
-    for (torch::jit::Block* inner : node->blocks()) read_block(inner, paths, reading);
-  }
-}
-
 bool under(const std::string& name, const std::string& path) {
   return name.size() > path.size() && name.compare(0, path.size(), path) == 0 && name[path.size()] == '.';
 }
 
+size_t depth(const std::string& path) { return static_cast<size_t>(std::count(path.begin(), path.end(), '.')) + 1; }
+
+std::string class_name(const torch::jit::Module& module) {
+  const auto& name = module.type()->name();
+  return name ? name->name() : std::string();
+}
+
+bool single_tensor_result(const torch::jit::Node* call) {
+  return call->outputs().size() == 1 && call->output()->type()->kind() == c10::TypeKind::TensorType;
+}
+
+// Puts a begin marker of `site` before `call` and, for a single tensor result, an end marker on it.
 void mark(torch::jit::Graph& graph, torch::jit::Node* call, int64_t token, int64_t site) {
   torch::jit::WithInsertPoint point(call);
   torch::jit::Value* token_value = graph.insertConstant(token);
   torch::jit::Value* site_value = graph.insertConstant(site);
   graph.create(c10::Symbol::fromQualString(kBegin), {token_value, site_value}, 0)->insertBefore(call);
-  if (call->outputs().size() != 1 || call->output()->type()->kind() != c10::TypeKind::TensorType) return;
+  if (!single_tensor_result(call)) return;
   torch::jit::Node* end = graph.create(c10::Symbol::fromQualString(kEnd), {call->output(), token_value, site_value}, 1);
   end->output()->setType(call->output()->type());
   end->insertAfter(call);
@@ -147,16 +128,112 @@ torch::jit::Node* next_to_inline(torch::jit::Block* block, const ModulePaths& pa
   return nullptr;
 }
 
+void inline_call(torch::jit::Node* call) {
+  torch::jit::GraphFunction* callee = torch::jit::tryToGraphFunction(call);
+  if (call->kind() == c10::prim::CallFunction) call->removeInput(0);  // the function itself
+  // The callee's own graph, whose calls are still calls (its optimized graph has them inlined).
+  torch::jit::inlineCallTo(call, callee, callee->graph().get());
+}
+
+// The calls of submodules' methods in `block`, in order, with their modules' paths.
+void find_calls(torch::jit::Block* block, const ModulePaths& paths,
+                std::vector<std::pair<torch::jit::Node*, std::string>>& calls) {
+  for (torch::jit::Node* node : block->nodes()) {
+    if (node->kind() == c10::prim::CallMethod) {
+      auto path = paths.find(node->input(0));
+      if (path != paths.end() && !path->second.empty()) calls.emplace_back(node, path->second);
+    }
+    for (torch::jit::Block* inner : node->blocks()) find_calls(inner, paths, calls);
+  }
+}
+
+int64_t constant_int(torch::jit::Value* value) {
+  auto constant = torch::jit::toIValue(value);
+  require(constant && constant->isInt(), "a unit marker without a constant site");
+  return constant->toInt();
+}
+
+void find_ends(torch::jit::Block* block, std::set<int64_t>& ends) {
+  for (torch::jit::Node* node : block->nodes()) {
+    if (node->kind() == c10::Symbol::fromQualString(kEnd)) ends.insert(constant_int(node->input(2)));
+    for (torch::jit::Block* inner : node->blocks()) find_ends(inner, ends);
+  }
+}
+
+// What the marked forward graph does with the module and its submodules.
+struct Reading {
+  std::vector<int64_t> sites;                         // in the order of their begin markers
+  std::map<int64_t, std::vector<int64_t>> enclosing;  // the sites open at each site's begin
+  // The tensors the graph reads itself (by full name), by the innermost site open there (0: none).
+  std::map<int64_t, std::set<std::string>> reads;
+  std::string opaque;  // set when the graph uses a module otherwise (the reason)
+};
+
+void read_block(torch::jit::Block* block, const ModulePaths& paths, const std::set<int64_t>& ends,
+                std::vector<int64_t> open, Reading& reading) {
+  for (torch::jit::Node* node : block->nodes()) {
+    if (node->kind() == c10::Symbol::fromQualString(kBegin)) {
+      const int64_t site = constant_int(node->input(1));
+      reading.sites.push_back(site);
+      reading.enclosing[site] = open;
+      if (ends.count(site)) open.push_back(site);  // without an end it brackets nothing it can see
+      continue;
+    }
+    if (node->kind() == c10::Symbol::fromQualString(kEnd)) {
+      if (!open.empty() && open.back() == constant_int(node->input(2))) open.pop_back();
+      continue;
+    }
+    for (size_t i = 0; i < node->inputs().size(); ++i) {
+      auto path = paths.find(node->input(i));
+      if (path == paths.end()) continue;
+      const bool attribute = node->kind() == c10::prim::GetAttr;
+      const bool call = node->kind() == c10::prim::CallMethod && i == 0;
+      if (call && path->second.empty()) {
+        reading.opaque = "forward calls another method of the module itself";
+      } else if (!call && !attribute) {
+        reading.opaque = "forward passes the module '" + (path->second.empty() ? "self" : path->second) + "' to '" +
+                         node->kind().toQualString() + "'";
+      }
+    }
+    if (node->kind() == c10::prim::GetAttr && node->output()->type()->kind() == c10::TypeKind::TensorType) {
+      auto base = paths.find(node->input(0));
+      if (base != paths.end())
+        reading.reads[open.empty() ? 0 : open.back()].insert(join(base->second, node->s(c10::attr::name)));
+    }
+    for (torch::jit::Block* inner : node->blocks()) read_block(inner, paths, ends, open, reading);
+  }
+}
+
+int64_t parameter_numel(const torch::jit::Module& module) {
+  std::set<const c10::TensorImpl*> seen;  // a tied parameter counts once, as in module.parameters()
+  int64_t numel = 0;
+  for (const auto& p : module.named_parameters(/*recurse=*/true))
+    if (seen.insert(p.value.unsafeGetTensorImpl()).second) numel += p.value.numel();
+  return numel;
+}
+
+// torch's _recursive_wrap with size_based_auto_wrap_policy: children first; a module is wrapped
+// when the parameters its wrapped descendants leave reach min_num_params. Returns how many
+// parameters are wrapped in `module`'s subtree.
+int64_t wrap_by_size(const torch::jit::Module& module, const std::string& path, int64_t min_num_params,
+                     std::set<std::string>& wrapped) {
+  const int64_t numel = parameter_numel(module);
+  const std::string cls = class_name(module);
+  if (numel < min_num_params || cls == "MultiheadAttention") return 0;  // too small, or a forced leaf
+  int64_t in_children = 0;
+  for (const auto& child : module.named_children())
+    in_children += wrap_by_size(child.value, join(path, child.name), min_num_params, wrapped);
+  const bool excluded = path.empty() || cls == "ModuleList" || cls == "ModuleDict";  // the root is FSDP's own
+  if (excluded || numel - in_children < min_num_params) return in_children;
+  wrapped.insert(path);
+  return numel;
+}
+
 }  // namespace
 
 void inline_calls_except(torch::jit::Graph& graph, const KeepCall& keep) {
   // One call at a time: each inlining brings the callee's calls into view.
-  while (torch::jit::Node* call = next_to_inline(graph.block(), module_paths(graph), keep)) {
-    torch::jit::GraphFunction* callee = torch::jit::tryToGraphFunction(call);
-    if (call->kind() == c10::prim::CallFunction) call->removeInput(0);  // the function itself
-    // The callee's own graph, whose calls are still calls (its optimized graph has them inlined).
-    torch::jit::inlineCallTo(call, callee, callee->graph().get());
-  }
+  while (torch::jit::Node* call = next_to_inline(graph.block(), module_paths(graph), keep)) inline_call(call);
 }
 
 ModulePaths module_paths(torch::jit::Graph& graph) {
@@ -176,8 +253,32 @@ void install_unit_hooks(int64_t token, std::vector<std::vector<size_t>> site_uni
                                                    : nullptr);
 }
 
-ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token,
-                                 const std::vector<std::string>& wrap_classes) {
+std::set<std::string> wrapped_module_paths(const torch::jit::Module& module, const UnitPolicy& policy) {
+  std::set<std::string> wrapped;
+  if (policy.kind == UnitPolicy::Kind::Classes) {
+    std::set<std::string> present;
+    for (const auto& entry : module.named_modules()) {
+      if (entry.name.empty()) continue;
+      const std::string cls = class_name(entry.value);
+      present.insert(cls);
+      if (std::find(policy.classes.begin(), policy.classes.end(), cls) != policy.classes.end())
+        wrapped.insert(entry.name);
+    }
+    for (const auto& cls : policy.classes) {
+      if (present.count(cls)) continue;
+      std::string list;
+      for (const auto& name : present) list += (list.empty() ? "" : ", ") + name;
+      fail(Status::InvalidArgument, "transformer_cls_to_wrap: the model has no module of class '", cls,
+           "' (its classes: ", list.empty() ? "none" : list, ")");
+    }
+  } else if (policy.kind == UnitPolicy::Kind::Size) {
+    require(policy.min_num_params > 0, "min_num_params must be positive, got ", policy.min_num_params);
+    wrap_by_size(module, "", policy.min_num_params, wrapped);
+  }
+  return wrapped;
+}
+
+ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token, const UnitPolicy& policy) {
   ScriptUnitPlan plan;
   // Every name a parameter is reachable by, with its first (the one ScriptModel lists): a tied
   // head's weight is the embedding's.
@@ -189,6 +290,7 @@ ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token
     if (added) names.push_back(p.name);
     aliases.emplace_back(p.name, it->second);
   }
+  const std::map<std::string, std::string> parameter_of(aliases.begin(), aliases.end());
   auto whole = [&](std::string why) {
     plan.units = {names};
     plan.site_units.clear();
@@ -196,50 +298,109 @@ ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token
     plan.whole_because = std::move(why);
     return plan;
   };
+  std::set<std::string> wrapped = wrapped_module_paths(module, policy);
+  if (policy.kind == UnitPolicy::Kind::Whole) return whole("the wrap policy is NO_WRAP");
   auto method = module.find_method("forward");
   if (!method) return whole("the module has no forward");
   std::shared_ptr<torch::jit::Graph> graph = method->graph()->copy();
-  if (!wrap_classes.empty()) {
-    inline_calls_except(*graph, [&](torch::jit::Node* call, const std::string& path) {
-      const auto name = call->input(0)->type()->expect<c10::ClassType>()->name();
-      return !path.empty() && name &&
-             std::find(wrap_classes.begin(), wrap_classes.end(), name->name()) != wrap_classes.end();
-    });
+  if (policy.kind == UnitPolicy::Kind::Submodules) {  // the submodules the forward calls itself
+    std::vector<std::pair<torch::jit::Node*, std::string>> calls;
+    find_calls(graph->block(), module_paths(*graph), calls);
+    for (const auto& call : calls) wrapped.insert(call.second);
   }
-  Reading reading;
-  read_block(graph->block(), module_paths(*graph), reading);
-  if (!reading.opaque.empty()) return whole(reading.opaque);
-  if (reading.calls.empty())
-    return whole(wrap_classes.empty() ? "forward calls no submodule" : "forward calls no module of the classes to wrap");
+  if (wrapped.empty())
+    return whole(policy.kind == UnitPolicy::Kind::Size ? "no module reaches min_num_params"
+                                                       : "forward calls no submodule");
 
-  // Unit 0: what the forward reads itself; then one unit per called submodule, in call order, for
-  // its parameters that no earlier unit holds; what is left joins unit 0.
-  std::map<std::string, size_t> unit_of_param;
+  // Calls of wrapped modules stay calls, marked as sites; every other call is inlined, a wrapped
+  // module that holds wrapped ones being marked around its inlined body (a region).
+  register_markers();
+  std::vector<std::string> site_path{""};  // site 0: the whole forward
+  std::vector<bool> region{false};
+  auto holds_wrapped = [&](const std::string& path) {
+    return std::any_of(wrapped.begin(), wrapped.end(), [&](const std::string& w) { return under(w, path); });
+  };
+  const KeepCall keep = [&](torch::jit::Node*, const std::string& path) {
+    return wrapped.count(path) && !holds_wrapped(path);
+  };
+  for (;;) {
+    const ModulePaths paths = module_paths(*graph);
+    torch::jit::Node* call = next_to_inline(graph->block(), paths, keep);
+    if (!call) break;
+    auto path = call->kind() == c10::prim::CallMethod ? paths.find(call->input(0)) : paths.end();
+    if (path != paths.end() && wrapped.count(path->second) && single_tensor_result(call)) {
+      mark(*graph, call, token, static_cast<int64_t>(site_path.size()));
+      site_path.push_back(path->second);
+      region.push_back(true);
+    }
+    inline_call(call);
+  }
+  std::vector<std::pair<torch::jit::Node*, std::string>> calls;
+  find_calls(graph->block(), module_paths(*graph), calls);
+  for (const auto& [call, path] : calls) {
+    if (!wrapped.count(path)) continue;
+    mark(*graph, call, token, static_cast<int64_t>(site_path.size()));
+    site_path.push_back(path);
+    region.push_back(false);
+  }
+
+  std::set<int64_t> ends;
+  find_ends(graph->block(), ends);
+  Reading reading;
+  read_block(graph->block(), module_paths(*graph), ends, {}, reading);
+  if (!reading.opaque.empty()) return whole(reading.opaque);
+  if (reading.sites.empty())
+    return whole(policy.kind == UnitPolicy::Kind::Classes ? "forward calls no module of the classes to wrap"
+                                                          : "forward calls no module to wrap");
+
+  // Unit 0: what the forward reads outside every site; then one unit per wrapped module reached,
+  // in the forward's order, holding its parameters that no deeper reached module holds (a tie
+  // goes to the earlier unit); what is left joins unit 0.
+  std::vector<std::string> unit_paths{""};
   std::map<std::string, size_t> unit_of_path;
+  for (int64_t site : reading.sites) {
+    const std::string& path = site_path.at(static_cast<size_t>(site));
+    if (unit_of_path.emplace(path, unit_paths.size()).second) unit_paths.push_back(path);
+  }
+  plan.units.resize(unit_paths.size());
+  std::map<std::string, size_t> unit_of_param;
   auto assign = [&](const std::string& name, size_t unit) {
     if (unit_of_param.emplace(name, unit).second) plan.units[unit].push_back(name);
   };
-  plan.units.emplace_back();
   for (const auto& [name, parameter] : aliases)
-    if (reading.direct.count(name)) assign(parameter, 0);
-  for (const auto& [call, path] : reading.calls) {
-    if (unit_of_path.count(path)) continue;
-    unit_of_path[path] = plan.units.size();
-    plan.units.emplace_back();
-    for (const auto& [name, parameter] : aliases)
-      if (under(name, path)) assign(parameter, plan.units.size() - 1);
+    if (reading.reads[0].count(name)) assign(parameter, 0);
+  std::map<std::string, size_t> deepest;  // parameter -> its unit
+  for (const auto& [name, parameter] : aliases) {
+    for (size_t u = 1; u < unit_paths.size(); ++u) {
+      if (!under(name, unit_paths[u])) continue;
+      auto it = deepest.find(parameter);
+      if (it == deepest.end() || depth(unit_paths[u]) > depth(unit_paths[it->second])) deepest[parameter] = u;
+    }
   }
+  for (const auto& [name, parameter] : aliases)
+    if (auto it = deepest.find(parameter); it != deepest.end()) assign(parameter, it->second);
   for (const auto& name : names) assign(name, 0);
 
-  register_markers();
-  plan.site_units.push_back({0});
-  for (const auto& [call, path] : reading.calls) {
+  // Each site gathers what runs inside it: a call its module's parameters wherever they are held
+  // (a tied head: the embedding's unit), a region its own unit and what its body reads itself;
+  // never what an enclosing site holds, which its end would release too early.
+  plan.site_units.assign(site_path.size(), {});
+  plan.site_units[0] = {0};
+  for (int64_t site : reading.sites) {
+    const size_t s = static_cast<size_t>(site);
     std::set<size_t> touched;
-    for (const auto& [name, parameter] : aliases)
-      if (under(name, path)) touched.insert(unit_of_param.at(parameter));
-    if (touched.empty()) continue;  // a submodule without parameters
-    mark(*graph, call, token, static_cast<int64_t>(plan.site_units.size()));
-    plan.site_units.emplace_back(touched.begin(), touched.end());
+    if (region[s]) {
+      touched.insert(unit_of_path.at(site_path[s]));
+      for (const auto& name : reading.reads[site])
+        if (auto p = parameter_of.find(name); p != parameter_of.end()) touched.insert(unit_of_param.at(p->second));
+    } else {
+      for (const auto& [name, parameter] : aliases)
+        if (under(name, site_path[s])) touched.insert(unit_of_param.at(parameter));
+    }
+    touched.erase(0);
+    for (int64_t outer : reading.enclosing[site])
+      for (size_t u : plan.site_units[static_cast<size_t>(outer)]) touched.erase(u);
+    plan.site_units[s].assign(touched.begin(), touched.end());
   }
   // Site 0 brackets the whole forward: gathered first, and its end marks a tensor result.
   torch::jit::Node* first = graph->block()->nodes().front();

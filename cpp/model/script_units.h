@@ -5,7 +5,10 @@
 // run the model's UnitHooks (model/model.h). Unit 0 holds the parameters the forward reads itself
 // (`self.pos`) and those of submodules it never calls directly; it is gathered for the whole forward.
 // A forward the markers cannot follow (a submodule passed to a function, a method of the module
-// itself called) keeps one unit for the whole model. Finer units: name the classes to wrap.
+// itself called) keeps one unit for the whole model. A policy (model/unit_policy.h) chooses other
+// modules: their calls are marked wherever they are, every other call being inlined first, and a
+// chosen module that holds chosen modules is marked around its inlined body, its unit then holding
+// what its descendants' units do not (FSDP's nested units).
 #pragma once
 
 #include <torch/script.h>
@@ -13,11 +16,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "model/model.h"
+#include "model/unit_policy.h"
 
 namespace acc {
 
@@ -30,11 +35,14 @@ struct ScriptUnitPlan {
   std::string whole_because;  // why the forward is one unit, when it is
 };
 
-// `token` names the model in the markers (see install_unit_hooks). `wrap_classes` (FSDP's
-// transformer_layer_cls_to_wrap: class names such as "Block") makes the units the modules of those
-// classes wherever the forward calls them, however deep: every other call is inlined first.
-ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token,
-                                 const std::vector<std::string>& wrap_classes = {});
+// `token` names the model in the markers (see install_unit_hooks). A Classes policy naming a class
+// no submodule has is an error (as Accelerate's).
+ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token, const UnitPolicy& policy = {});
+
+// The modules a policy wraps, by dotted path (never the root): Classes' modules, or those torch's
+// size_based_auto_wrap_policy wraps (ModuleList/ModuleDict never, nothing inside a
+// MultiheadAttention). Empty for Submodules and Whole.
+std::set<std::string> wrapped_module_paths(const torch::jit::Module& module, const UnitPolicy& policy);
 
 // What the markers of `token`'s graph call; empty hooks remove the entry.
 void install_unit_hooks(int64_t token, std::vector<std::vector<size_t>> site_units, UnitHooks hooks);

@@ -2,6 +2,7 @@
 
 #include <torch/script.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "common/error.h"
@@ -74,6 +75,8 @@ NamedTensors SpecModel::forward(const std::vector<at::Tensor>& inputs) {
           inputs.size());
   for (size_t k = 0; k < inputs.size(); ++k) require(inputs[k].defined(), "input ", k, " is an undefined tensor");
   std::vector<at::Tensor> outputs(layers_.size());  // each layer's, until its last reader has run
+  const bool whole_unit = hooks_.before && whole_forward_unit();
+  if (whole_unit) hooks_.before(0);
   for (size_t i = 0; i < layers_.size(); ++i) {
     std::vector<at::Tensor> in;
     for (const auto& source : layers_[i].inputs)
@@ -90,7 +93,7 @@ NamedTensors SpecModel::forward(const std::vector<at::Tensor>& inputs) {
       if (!source.model_input && last_reader_[static_cast<size_t>(source.index)] == i)
         outputs[static_cast<size_t>(source.index)].reset();
   }
-  return {{"", outputs.back()}};
+  return {{"", whole_unit ? hooks_.after(0, outputs.back()) : outputs.back()}};
 }
 
 std::vector<at::Tensor> SpecModel::layer_tensors(size_t i) const {
@@ -118,28 +121,65 @@ std::vector<std::vector<std::string>> SpecModel::layer_parameter_names() const {
   return names;
 }
 
+void SpecModel::set_unit_policy(const UnitPolicy& policy) {
+  require(policy.kind != UnitPolicy::Kind::Size || policy.min_num_params > 0, "min_num_params must be positive, got ",
+          policy.min_num_params);
+  unit_policy_ = policy;
+}
+
+std::vector<int64_t> SpecModel::unit_of_layer() const {
+  std::vector<int64_t> units;
+  const auto names = layer_parameter_names();
+  int64_t next = unit_policy_.kind == UnitPolicy::Kind::Size ? 1 : 0;  // unit 0: the layers left over
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    bool own = !names[i].empty();
+    if (unit_policy_.kind == UnitPolicy::Kind::Size) {
+      int64_t numel = 0;  // as torch's module.parameters(): a tied layer counts its embedding's weight
+      for (const auto& t : layer_tensors(i)) numel += t.numel();
+      own = own && numel >= unit_policy_.min_num_params;
+    }
+    units.push_back(own ? next++ : -1);
+  }
+  return units;
+}
+
+bool SpecModel::whole_forward_unit() const {
+  if (unit_policy_.kind != UnitPolicy::Kind::Size) return false;
+  const auto units = unit_of_layer();
+  return std::any_of(units.begin(), units.end(), [](int64_t u) { return u >= 0; });
+}
+
 std::vector<std::vector<std::string>> SpecModel::parameter_units() const {
-  std::vector<std::vector<std::string>> units;
-  for (auto& names : layer_parameter_names())
-    if (!names.empty()) units.push_back(std::move(names));
+  if (unit_policy_.kind == UnitPolicy::Kind::Whole) return Model::parameter_units();
+  auto names = layer_parameter_names();
+  const auto units_of = unit_of_layer();
+  const bool sized = unit_policy_.kind == UnitPolicy::Kind::Size;
+  if (sized && !whole_forward_unit()) return Model::parameter_units();  // no layer is large enough
+  std::vector<std::vector<std::string>> units(sized ? 1 : 0);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (units_of[i] >= 0) units.push_back(std::move(names[i]));
+    else if (sized) units[0].insert(units[0].end(), names[i].begin(), names[i].end());
+  }
   return units;
 }
 
 bool SpecModel::set_unit_hooks(UnitHooks hooks) {
-  // Units are the layers with parameters (parameter_units), numbered in order.
-  std::vector<int64_t> unit_of_layer;  // -1 for layers without parameters
-  int64_t unit = 0;
-  for (const auto& names : layer_parameter_names()) unit_of_layer.push_back(names.empty() ? -1 : unit++);
+  const bool sized = unit_policy_.kind == UnitPolicy::Kind::Size;
+  if (unit_policy_.kind == UnitPolicy::Kind::Whole || (sized && !whole_forward_unit()) || !hooks.before)
+    hooks = UnitHooks{};  // one unit: the caller brackets the whole forward
+  const auto units_of = unit_of_layer();
   units_of_layer_.assign(layers_.size(), {});
   for (size_t i = 0; i < layers_.size(); ++i) {
-    if (unit_of_layer[i] >= 0) units_of_layer_[i].push_back(static_cast<size_t>(unit_of_layer[i]));
-    // A tied layer computes with its embedding's weight: that unit is gathered again around it.
-    if (layers_[i].type == kTiedLinear)
-      units_of_layer_[i].push_back(
-          static_cast<size_t>(unit_of_layer[static_cast<size_t>(layers_[i].args["tie_to"].get<int64_t>())]));
+    if (units_of[i] >= 0) units_of_layer_[i].push_back(static_cast<size_t>(units_of[i]));
+    // A tied layer computes with its embedding's weight: that unit is gathered again around it
+    // (under a size policy the embedding may be in unit 0, gathered throughout).
+    if (layers_[i].type == kTiedLinear) {
+      const int64_t tied = units_of[static_cast<size_t>(layers_[i].args["tie_to"].get<int64_t>())];
+      if (tied >= 0) units_of_layer_[i].push_back(static_cast<size_t>(tied));
+    }
   }
   hooks_ = std::move(hooks);
-  return true;
+  return static_cast<bool>(hooks_.before);
 }
 
 NamedTensors SpecModel::named_parameters() const {

@@ -20,9 +20,12 @@ class SpecModel final : public Model {
   void set_training(bool training) override;
   bool is_training() const override;
 
-  // One unit per layer that has parameters.
+  // One unit per layer that has parameters. A size policy makes units of the layers that reach
+  // min_num_params (layers are its leaves) and unit 0, gathered for the whole forward, of the
+  // others; NO_WRAP one unit; class names leave the layers as they are.
   std::vector<std::vector<std::string>> parameter_units() const override;
   bool set_unit_hooks(UnitHooks hooks) override;
+  void set_unit_policy(const UnitPolicy& policy) override;
 
  protected:
   // Generates a TorchScript module with the same layers, names and current values.
@@ -46,6 +49,10 @@ class SpecModel final : public Model {
   torch::nn::Sequential net_;
   UnitHooks hooks_;
   std::vector<std::vector<size_t>> units_of_layer_;  // the units whose parameters each layer computes with
+  UnitPolicy unit_policy_;
+  // Per layer, its unit in parameter_units() (-1: none of its own, or unit 0 under a size policy).
+  std::vector<int64_t> unit_of_layer() const;
+  bool whole_forward_unit() const;  // unit 0 is gathered around the whole forward
 };
 
 }  // namespace acc

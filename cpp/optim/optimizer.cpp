@@ -19,7 +19,13 @@ std::vector<at::Tensor> Optimizer::gradients() {
 }
 
 TorchOptimizer::TorchOptimizer(std::shared_ptr<Model> model, const std::string& algorithm, const Options& options)
-    : model_(std::move(model)), algorithm_(&optimizer_algorithm(algorithm)), options_(options) {
+    : model_(std::move(model)),
+      algorithm_(&optimizer_algorithm(algorithm)),
+      options_(options),
+      trainable_set_hold_(model_->hold_trainable_set(
+          "the model has an optimizer, made over its trainable parameters of the time: add LoRA adapters and unfreeze "
+          "parameters before creating it (a parameter added now would never be trained)",
+          /*freezing_too=*/false)) {
   require(options.kind() == OptionsKind::Optimizer, "optimizer options must be of kind optimizer, got ",
           options_kind_name(options.kind()));
   auto defaults = make_options(options_);

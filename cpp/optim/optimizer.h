@@ -76,6 +76,7 @@ class TorchOptimizer final : public Optimizer {
   std::shared_ptr<Model> model_;
   const OptimizerAlgorithm* algorithm_;
   Options options_;
+  std::shared_ptr<void> trainable_set_hold_;  // see Model::hold_trainable_set
   std::unique_ptr<torch::optim::Optimizer> impl_;
   bool stepped_ = false;
 };

@@ -17,10 +17,21 @@ using nlohmann::json;
 
 compat::OptimizerStateKey state_key(const at::Tensor& p) { return compat::optimizer_state_key(p); }
 
-std::unordered_map<const c10::TensorImpl*, std::string> parameter_names(Optimizer& optimizer) {
-  std::unordered_map<const c10::TensorImpl*, std::string> names;
+using ParameterNames = std::unordered_map<const c10::TensorImpl*, std::string>;
+
+ParameterNames parameter_names(Optimizer& optimizer) {
+  ParameterNames names;
   for (auto& entry : optimizer.model()->named_parameters()) names.emplace(entry.second.unsafeGetTensorImpl(), entry.first);
   return names;
+}
+
+// The model's name of a parameter the optimizer steps; a parameter the model no longer has (its
+// LoRA adapters merged since the optimizer was made) cannot be saved or restored by name.
+const std::string& name_of(const ParameterNames& names, const at::Tensor& p) {
+  auto it = names.find(p.unsafeGetTensorImpl());
+  require(it != names.end(), "the optimizer steps a parameter its model no longer has (were the model's LoRA adapters "
+          "merged after the optimizer was made?): save or load the state before merging");
+  return it->second;
 }
 
 // Counters stay on the CPU in their own dtype; moments follow the parameter.
@@ -61,7 +72,7 @@ OptimizerSnapshot snapshot_optimizer(Optimizer& optimizer) {
   for (auto& group : impl.param_groups()) {
     json params = json::array();
     for (auto& p : group.params()) {
-      const std::string& name = names.at(p.unsafeGetTensorImpl());
+      const std::string& name = name_of(names, p);
       params.push_back(name);
       auto it = impl.state().find(state_key(p));
       if (it == impl.state().end()) continue;  // not stepped yet
@@ -116,7 +127,7 @@ std::function<void()> prepare_optimizer_restore(Optimizer& optimizer, const Opti
       auto probe = impl.param_groups()[g].options().clone();
       algorithm.set_options_from_json(*probe, options);
       for (size_t i = 0; i < params.size(); ++i) {
-        const std::string& name = names.at(params[i].unsafeGetTensorImpl());
+        const std::string& name = name_of(names, params[i]);
         require(saved[i].get<std::string>() == name, source, ": parameter group ", g, " entry ", i, " is '",
                 saved[i].get<std::string>(), "', but the optimizer's is '", name, "'");
         auto it = by_param.find(name);

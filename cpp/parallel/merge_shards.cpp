@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <limits>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "checkpoint/pretrained_layout.h"
@@ -51,17 +52,25 @@ struct Layout {
 };
 
 Layout read_layout(const std::string& text, const std::string& path) {
-  const json j = parse_json_input(text, "'" + path + "': its layout metadata");
+  const json j = parse_json_input(text, "'" + path + "': its layout metadata", Status::Io);
+  auto integer = [&](const json& value) {
+    if (!value.is_number_integer()) throw std::invalid_argument(value.dump() + " is not a whole number");
+    return value.get<int64_t>();
+  };
   Layout layout;
   try {
     for (const auto& unit : j.at("units")) {
       std::vector<LaidOut> params;
-      for (const auto& p : unit.at("params"))
-        params.push_back({p.at(0).get<std::string>(), p.at(1).get<std::vector<int64_t>>(), p.at(2).get<int64_t>()});
-      layout.units.emplace_back(unit.at("slice").get<int64_t>(), std::move(params));
+      for (const auto& p : unit.at("params")) {
+        LaidOut laid{p.at(0).get<std::string>(), {}, integer(p.at(2))};
+        if (laid.name.empty()) throw std::invalid_argument("a parameter has no name");
+        for (const auto& d : p.at(1)) laid.shape.push_back(integer(d));
+        params.push_back(std::move(laid));
+      }
+      layout.units.emplace_back(integer(unit.at("slice")), std::move(params));
     }
     layout.order = j.at("order").get<std::vector<std::string>>();
-  } catch (const json::exception& e) {
+  } catch (const std::exception& e) {  // json's, and the checks above
     fail(Status::Io, "'", path, "': malformed layout metadata: ", e.what());
   }
   return layout;
@@ -126,15 +135,31 @@ NamedTensors merge_model_shards(const std::string& checkpoint_dir, size_t model_
       slices.push_back(it->second);
     }
     const at::Tensor full = at::cat(slices);  // a new tensor: the parameters are views of it
+    // A unit is its parameters end to end from 0, then less than one element per process of padding.
+    int64_t end = 0;
     for (const auto& p : params) {
       const int64_t n = elements(p.shape);
-      if (n < 0 || p.offset < 0 || p.offset > full.numel() - n)
-        fail(Status::Io, "'", first, "': the layout puts '", p.name, "' outside unit ", u);
-      merged[p.name] = full.narrow(0, p.offset, n).view(p.shape);
+      if (n < 0 || p.offset != end || p.offset > full.numel() - n)
+        fail(Status::Io, "'", first, "': the layout puts '", p.name, "' at ", p.offset, " in unit ", u, ", not right after ",
+             "the parameter before it (at ", end, ") and inside the unit's ", full.numel(), " elements");
+      if (!merged.emplace(p.name, full.narrow(0, p.offset, n).view(p.shape)).second)
+        fail(Status::Io, "'", first, "': the layout lists '", p.name, "' twice");
+      end += n;
+    }
+    if (full.numel() - end >= processes)
+      fail(Status::Io, "'", first, "': unit ", u, " holds ", full.numel(), " elements, its parameters only ", end);
+  }
+  for (const auto& entry : shards[0].tensors) {
+    if (entry.first.rfind("unit.", 0) == 0) {
+      const std::string number = entry.first.substr(5);
+      const bool described = !number.empty() && number.size() < 10 &&
+                             number.find_first_not_of("0123456789") == std::string::npos &&
+                             std::stoul(number) < layout.units.size();
+      if (!described) fail(Status::Io, "'", first, "' holds '", entry.first, "', which its layout does not describe");
+    } else if (!merged.emplace(entry.first, entry.second.clone()).second) {
+      fail(Status::Io, "'", first, "' holds '", entry.first, "' both in a unit and on its own");
     }
   }
-  for (const auto& entry : shards[0].tensors)
-    if (entry.first.rfind("unit.", 0) != 0) merged.emplace(entry.first, entry.second.clone());
 
   NamedTensors out;
   for (const auto& name : layout.order) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace acc {
@@ -22,8 +23,13 @@ struct ShardingOptions {
   bool offload_optimizer = false;   // the optimizer's slice and state in CPU memory
   bool offload_params = false;      // stage 3: parameter shards in CPU memory
   bool hybrid = false;              // shard within each machine, replicate across machines
-  // Stage 3's units of a TorchScript model: these module classes (comma-separated), FSDP's
-  // transformer_layer_cls_to_wrap; empty: the submodules its forward calls.
+  // Stage 3's units, FSDP's auto_wrap_policy: "TRANSFORMER_BASED_WRAP" (the modules of the
+  // classes below), "SIZE_BASED_WRAP" (torch's size_based_auto_wrap_policy with min_num_params;
+  // 0: one unit, as Accelerate), "NO_WRAP" (one unit); none: the classes below if any are named,
+  // else the submodules a TorchScript forward calls and a spec model's layers.
+  std::optional<std::string> auto_wrap_policy;
+  int64_t min_num_params = 0;
+  // Module classes (comma-separated), FSDP's transformer_layer_cls_to_wrap.
   std::string transformer_cls_to_wrap;
   // Checkpoints: "FULL_STATE_DICT" (consolidated) or "SHARDED_STATE_DICT" (per process).
   std::string state_dict_type = "FULL_STATE_DICT";

@@ -21,6 +21,26 @@ namespace {
 const char* const kGather = "sharded parameters (all-gather)";
 constexpr int64_t kGatherChunk = int64_t{1} << 20;  // elements per process and round (4 MiB of fp32)
 
+// FSDP's auto-wrap settings as Accelerate reads them: SIZE_BASED_WRAP with min_num_params 0 wraps
+// nothing (one unit); TRANSFORMER_BASED_WRAP, or no policy, with classes named wraps those.
+UnitPolicy unit_policy(const ShardingOptions& options) {
+  UnitPolicy policy;
+  const std::string named = options.auto_wrap_policy.value_or("");
+  if (named == "NO_WRAP" || (named == "SIZE_BASED_WRAP" && options.min_num_params == 0)) {
+    policy.kind = UnitPolicy::Kind::Whole;
+  } else if (named == "SIZE_BASED_WRAP") {
+    policy.kind = UnitPolicy::Kind::Size;
+    policy.min_num_params = options.min_num_params;
+  } else {
+    for (auto& name : split_trimmed(options.transformer_cls_to_wrap, ','))
+      if (!name.empty()) policy.classes.push_back(std::move(name));
+    require(!policy.classes.empty() || trimmed(options.transformer_cls_to_wrap).empty(), "transformer_cls_to_wrap '",
+            options.transformer_cls_to_wrap, "' names no class");
+    if (!policy.classes.empty()) policy.kind = UnitPolicy::Kind::Classes;
+  }
+  return policy;
+}
+
 }  // namespace
 
 ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distributed> dist,
@@ -58,12 +78,7 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
   everything.insert(everything.end(), buffers_.begin(), buffers_.end());
   broadcast_in_place(*dist_, everything, "prepare_model (initial parameters)");
 
-  if (options_.stage == 3 && !options_.transformer_cls_to_wrap.empty()) {
-    std::vector<std::string> classes;
-    for (auto& name : split_trimmed(options_.transformer_cls_to_wrap, ','))
-      if (!name.empty()) classes.push_back(std::move(name));
-    model_->set_unit_classes(classes);
-  }
+  if (options_.stage == 3) model_->set_unit_policy(unit_policy(options_));
   // Units: one for stage 1 (each process owns a contiguous 1/N of all parameters), DDP's buckets for
   // stage 2 (the same reductions as DDP, so the same sums), the model's units for stage 3.
   std::vector<std::vector<size_t>> units;

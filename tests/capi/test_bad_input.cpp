@@ -1,6 +1,8 @@
 // Bad input through the C API: calls out of order, arguments out of range, shapes whose sizes
 // overflow, pointers that are not what they claim. Each must be an error status with a plain
 // message, leave the out-parameters alone, and never crash.
+#include <sys/stat.h>
+
 #include <climits>
 #include <cstdint>
 #include <cstdio>
@@ -269,4 +271,50 @@ TEST(BadInput, AConfigFileOfNestedAliasesIsRefusedAtOnce) {
   EXPECT_EQ(a, nullptr);
   unsetenv("ACCELERATE_CONFIG_FILE");
   std::remove(path.c_str());
+}
+
+// A FIFO where a file is read (a model, a checkpoint's manifest, an adapter's config, a sharded
+// model's index) is refused at once: opening it would wait for a writer forever.
+TEST(BadInput, AFifoInPlaceOfAFileIsRefusedNotWaitedOn) {
+  const std::string dir = acc_test::temp_path("fifos");
+  ASSERT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir + "/state " + dir + "/lora " + dir + "/sharded").c_str()), 0);
+  for (const char* file : {"/model.pt", "/state/accelerate_state.json", "/lora/adapter_config.json",
+                           "/sharded/model.safetensors.index.json"})
+    ASSERT_EQ(mkfifo((dir + file).c_str(), 0600), 0) << file;
+  acc_model* model = nullptr;
+  ACC_EXPECT_ERROR(acc_model_load_torchscript((dir + "/model.pt").c_str(), &model), ACC_ERR_IO, "not a regular file");
+  EXPECT_EQ(model, nullptr);
+  model = linear_model();
+  ACC_EXPECT_ERROR(acc_model_load_lora(model, (dir + "/lora").c_str()), ACC_ERR_IO, "not a regular file");
+  ACC_EXPECT_ERROR(acc_model_load_safetensors(model, (dir + "/sharded").c_str(), 1, nullptr, nullptr), ACC_ERR_IO,
+                   "not a regular file");
+  acc_accelerator* a = cpu_accelerator();
+  ACC_EXPECT_ERROR(acc_load_state(a, (dir + "/state").c_str(), nullptr), ACC_ERR_IO, "not a regular file");
+  acc_accelerator_free(a);
+  acc_model_free(model);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// A byte count no buffer can hold is the caller's mistake, not an internal error.
+TEST(BadInput, AnImpossibleByteCountIsInvalid) {
+  acc_accelerator* a = cpu_accelerator();
+  const char byte = 1;
+  acc_string_list* out = nullptr;
+  ACC_EXPECT_ERROR(acc_gather_object(a, &byte, SIZE_MAX, "g", &out), ACC_ERR_INVALID_ARGUMENT, "larger than");
+  EXPECT_EQ(out, nullptr);
+  acc_accelerator_free(a);
+}
+
+// The checkpoint counter names checkpoint_<iteration>: at its largest value there is no next name.
+TEST(BadInput, ACheckpointCounterAtItsLargestIsRefused) {
+  const std::string dir = acc_test::temp_path("iteration_max");
+  acc_accelerator* a = acc_test::make_accelerator({{"cpu", "true"},
+                                                   {"project_dir", dir},
+                                                   {"automatic_checkpoint_naming", "true"},
+                                                   {"iteration", std::to_string(INT64_MAX)}});
+  char* saved = nullptr;
+  ACC_EXPECT_ERROR(acc_save_state(a, nullptr, &saved), ACC_ERR_INVALID_ARGUMENT, "largest value");
+  EXPECT_EQ(saved, nullptr);
+  acc_accelerator_free(a);
+  std::system(("rm -rf " + dir).c_str());
 }

@@ -203,9 +203,17 @@ TEST(SaveModel, ShardsAsHuggingFaceAndLoadsBack) {
   acc_tensor_free(a);
   acc_tensor_free(b);
 
-  // A second save in one file replaces the shards, and removes the stale ones.
+  // A second save in one file replaces the shards, and removes the stale ones; the user's files
+  // beside them, whatever their names, stay.
+  const std::set<std::string> users = {"model_best.safetensors", "model_1.safetensors", "modelzoo.safetensors",
+                                       "model-final.safetensors", "model_shard_0.safetensors",
+                                       "model-00001-of-0003.safetensors"};
+  for (const auto& name : users) std::ofstream(dir + "/" + name) << "the user's";
   ACC_ASSERT_OK(acc_save_model(acc, prepared, dir.c_str(), nullptr));
-  EXPECT_EQ(files_in(dir), (std::set<std::string>{"model.safetensors"}));
+  std::set<std::string> expected = users;
+  expected.insert("model.safetensors");
+  EXPECT_EQ(files_in(dir), expected);
+  for (const auto& name : users) std::remove((dir + "/" + name).c_str());
 
   // Non-strict loading reports what did not match.
   acc_model* other = nullptr;

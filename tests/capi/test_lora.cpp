@@ -561,3 +561,112 @@ TEST(Lora, RefusesWhatItCannotHonour) {
   acc_accelerator_free(acc);
   acc_model_free(m);
 }
+
+// The handle from before acc_prepare (or one from acc_unwrap_model) reaches the same model: its
+// trainable set is fixed as well. An optimizer fixes it too: a parameter added or unfrozen after
+// it would never be trained (freezing is still allowed, as in PyTorch, until the model is prepared).
+TEST(Lora, TheTrainableSetIsFixedOnceAnOptimizerOrAPreparedModelHoldsIt) {
+  acc_model* m = net();
+  const auto names = acc_test::parameter_names(m);
+  acc_optimizer* opt = acc_test::optimizer(m, "adamw", 1e-2);
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, "0", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "before creating it");
+  size_t count = 0;
+  ACC_ASSERT_OK(acc_model_set_requires_grad(m, "0.*", 0, &count));
+  ACC_EXPECT_ERROR(acc_model_set_requires_grad(m, "0.*", 1, &count), ACC_ERR_INVALID_ARGUMENT, "never be trained");
+  acc_optimizer_free(opt);
+  ACC_ASSERT_OK(acc_model_set_requires_grad(m, "0.*", 1, &count));  // the hold ended with the optimizer
+
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  acc_model* prepared = nullptr;
+  ACC_ASSERT_OK(acc_prepare_model(acc, m, ACC_PLACEMENT_DEFAULT, &prepared));
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, "0", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "before preparing it");
+  ACC_EXPECT_ERROR(acc_model_set_requires_grad(m, "0.*", 0, &count), ACC_ERR_INVALID_ARGUMENT, "before preparing it");
+  const std::string dir = acc_test::temp_path("lora_for_prepared");
+  acc_model* donor = net();
+  add_lora(donor);
+  ACC_ASSERT_OK(acc_model_save_lora(donor, dir.c_str()));
+  ACC_EXPECT_ERROR(acc_model_load_lora(m, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, "before preparing it");
+  EXPECT_EQ(acc_test::parameter_names(m), names) << "no adapter came in";
+  acc_model_free(donor);
+  acc_model_free(prepared);
+  acc_model_free(m);
+  acc_accelerator_free(acc);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// Merging in the unwrapped model once training is done, then saving the state: the optimizer
+// still steps the merged adapters, so the save is refused with the reason, not an internal error.
+TEST(Lora, SaveStateAfterMergingSaysWhy) {
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  acc_model* m = net();
+  add_lora(m, "0");
+  acc_optimizer* opt = acc_test::optimizer(m, "adamw", 1e-2);
+  ACC_ASSERT_OK(acc_prepare(acc, &m, &opt, nullptr, nullptr));
+  acc_model* inner = nullptr;
+  ACC_ASSERT_OK(acc_unwrap_model(acc, m, &inner));
+  ACC_ASSERT_OK(acc_model_merge_lora(inner));
+  const std::string dir = acc_test::temp_path("merged_state");
+  ACC_EXPECT_ERROR(acc_save_state(acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT, "before merging");
+  acc_model_free(inner);
+  acc_optimizer_free(opt);
+  acc_model_free(m);
+  acc_accelerator_free(acc);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// A save that fails halfway leaves the adapter that was in the folder loadable.
+TEST(Lora, AFailedSaveKeepsTheAdapterThatWasThere) {
+  const std::string dir = acc_test::temp_path("lora_kept");
+  acc_model* first = net();
+  add_lora(first, kTargets, 2);
+  ACC_ASSERT_OK(acc_model_save_lora(first, dir.c_str()));
+  ASSERT_EQ(std::system(("mkdir -p " + dir + "/adapter_config.json.new/blocker").c_str()), 0);
+  acc_model* second = net(6);
+  add_lora(second, kTargets, 4);
+  ACC_EXPECT_ERROR(acc_model_save_lora(second, dir.c_str()), ACC_ERR_IO, "adapter_config.json.new");
+  acc_model* reader = net();
+  ACC_ASSERT_OK(acc_model_load_lora(reader, dir.c_str()));
+  EXPECT_EQ(outputs(reader), outputs(first));
+  for (acc_model* m : {first, second, reader}) acc_model_free(m);
+  std::system(("rm -rf " + dir).c_str());
+}
+
+// std::regex recurses and backtracks: patterns nested thousands deep or repeating a repeated group
+// are refused at once (they would overflow the stack or run for minutes).
+TEST(Lora, RegularExpressionsThatWouldNotEndAreRefused) {
+  acc_model* m = net();
+  const std::string deep = "re:" + std::string(50000, '(') + std::string(50000, ')');
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, deep.c_str(), nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "characters long");
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, ("re:" + std::string(40, '(') + "0" + std::string(40, ')')).c_str(), nullptr,
+                                      nullptr),
+                   ACC_ERR_INVALID_ARGUMENT, "deeper than");
+  for (const char* pattern : {"re:(.*)*x", "re:(.*.*)*x", "re:(a+)+", "re:((0)+\\.)*x", "re:(.*){2,}x"})
+    ACC_EXPECT_ERROR(acc_model_add_lora(m, pattern, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "exponential");
+  // What PEFT users write still works: one level of repetition, bounded repetitions of groups.
+  size_t count = 0;
+  ACC_ASSERT_OK(acc_model_add_lora(m, "re:(.*\\.)?(linear1|out_proj)|[0]", nullptr, &count));
+  EXPECT_EQ(count, 3u);
+  acc_model_free(m);
+}
+
+// lora_alpha is the scaling's numerator: one that overflows float32 would make every output NaN.
+TEST(Lora, AlphaMustKeepTheScalingFinite) {
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_LORA, &o));
+  ACC_EXPECT_ERROR(acc_options_set_double(o, "lora_alpha", 1e308), ACC_ERR_INVALID_ARGUMENT, "lora_alpha");
+  acc_options_free(o);
+  const std::string dir = acc_test::temp_path("lora_alpha");
+  acc_model* m = net();
+  add_lora(m);
+  ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+  for (const char* alpha : {"1e308", "-4"}) {
+    auto config = json::parse(acc_test::read_file(dir + "/adapter_config.json"));
+    config["lora_alpha"] = json::parse(alpha);
+    std::ofstream(dir + "/adapter_config.json") << config.dump();
+    acc_model* fresh = net();
+    ACC_EXPECT_ERROR(acc_model_load_lora(fresh, dir.c_str()), ACC_ERR_IO, "lora_alpha");
+    acc_model_free(fresh);
+  }
+  acc_model_free(m);
+  std::system(("rm -rf " + dir).c_str());
+}

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,6 +21,20 @@ std::shared_ptr<acc::Model> fixture(const std::string& name) {
 }
 
 using Units = std::vector<std::vector<std::string>>;
+
+acc::UnitPolicy by_size(int64_t min_num_params) {
+  acc::UnitPolicy policy;
+  policy.kind = acc::UnitPolicy::Kind::Size;
+  policy.min_num_params = min_num_params;
+  return policy;
+}
+
+acc::UnitPolicy classes(std::vector<std::string> names) {
+  acc::UnitPolicy policy;
+  policy.kind = acc::UnitPolicy::Kind::Classes;
+  policy.classes = std::move(names);
+  return policy;
+}
 
 // Hooks that record "before <unit>" and "after <unit>" and pass the output on.
 acc::UnitHooks recording_hooks(std::vector<std::string>& events) {
@@ -97,7 +114,7 @@ TEST(ScriptUnits, ClassesToWrapReachNestedModules) {
     return std::vector<std::string>{p + "norm.weight", p + "norm.bias", p + "fc.weight", p + "fc.bias"};
   };
   EXPECT_EQ(model->parameter_units().size(), 4u) << "by default: pos, embed, body, head";
-  model->set_unit_classes({"Block"});
+  model->set_unit_policy(classes({"Block"}));
   EXPECT_EQ(model->parameter_units(),
             (Units{{"pos", "embed.weight", "head.weight", "head.bias"}, block(0), block(1), block(2)}));
   const at::Tensor ids = at::tensor({0, 3, 7, 1, 2, 2, 5, 4}, at::kLong).reshape({2, 4});
@@ -107,8 +124,107 @@ TEST(ScriptUnits, ClassesToWrapReachNestedModules) {
   EXPECT_TRUE(at::equal(model->forward({ids}).at(0).second, plain));
   EXPECT_EQ(events, (std::vector<std::string>{"before 0", "before 1", "after 1", "before 2", "after 2", "before 3",
                                               "after 3", "after 0"}));
-  EXPECT_THROW(model->set_unit_classes({"Body"}), acc::Error) << "the units are in use";
+  EXPECT_THROW(model->set_unit_policy(classes({"Body"})), acc::Error) << "the units are in use";
   ASSERT_FALSE(model->set_unit_hooks(acc::UnitHooks{}));
-  model->set_unit_classes({"NoSuchClass"});
-  EXPECT_EQ(model->parameter_units().size(), 1u) << "no module of the classes: one unit";
+  try {  // as Accelerate: a class the model lacks is an error, not one silent unit
+    model->set_unit_policy(classes({"Block", "NoSuchClass"}));
+    ADD_FAILURE() << "a class the model lacks was accepted";
+  } catch (const acc::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'NoSuchClass' (its classes: Block, Body, Embedding, LayerNorm, Linear, ModuleList)"), std::string::npos)
+        << e.what();
+  }
+}
+
+// FSDP's SIZE_BASED_WRAP: the modules torch's own size_based_auto_wrap_policy wraps, recorded by
+// export_models.py for each threshold (nested ones, a MultiheadAttention never entered, a
+// ModuleList never wrapped).
+TEST(ScriptUnits, SizePolicyWrapsWhatTorchWraps) {
+  const std::string dir = std::getenv("ACC_TEST_DATA") ? std::getenv("ACC_TEST_DATA") : "";
+  std::ifstream in(dir + "/sized_wraps.json");
+  ASSERT_TRUE(in) << "sized_wraps.json";
+  const auto torch_wraps = nlohmann::json::parse(in);
+  const torch::jit::Module module = torch::jit::load(dir + "/sized.pt");
+  ASSERT_GE(torch_wraps.size(), 4u);
+  for (const auto& [threshold, paths] : torch_wraps.items()) {
+    const auto ours = acc::wrapped_module_paths(module, by_size(std::stoll(threshold)));
+    EXPECT_EQ(ours, paths.get<std::set<std::string>>()) << "min_num_params " << threshold;
+  }
+}
+
+// min_num_params 1000 wraps each block and, inside it, the MLP's two linear layers (FSDP's nested
+// units): a block's unit holds its norm and attention, and is gathered around the whole block.
+TEST(ScriptUnits, NestedUnitsHoldWhatTheirDescendantsDoNot) {
+  auto model = fixture("sized.pt");
+  const at::Tensor ids = at::tensor({0, 3, 7, 1, 2, 2, 5, 4}, at::kLong).reshape({2, 4});
+  const at::Tensor plain = model->forward({ids}).at(0).second;
+  model->set_unit_policy(by_size(1000));
+  Units expected = {{"embed.weight", "head.weight", "head.bias"}};
+  for (int b = 0; b < 3; ++b) {
+    const std::string p = "blocks." + std::to_string(b) + ".";
+    expected.push_back({p + "norm.weight", p + "norm.bias", p + "attn.in_proj_weight", p + "attn.in_proj_bias",
+                        p + "attn.out_proj.weight", p + "attn.out_proj.bias"});
+    expected.push_back({p + "mlp.0.weight", p + "mlp.0.bias"});
+    expected.push_back({p + "mlp.2.weight", p + "mlp.2.bias"});
+  }
+  EXPECT_EQ(model->parameter_units(), expected);
+  std::vector<std::string> events;
+  ASSERT_TRUE(model->set_unit_hooks(recording_hooks(events)));
+  for (int run = 0; run < 3; ++run) {  // past the executor's profiling runs
+    events.clear();
+    EXPECT_TRUE(at::allclose(model->forward({ids}).at(0).second, plain, 1e-6, 1e-6)) << "run " << run;
+    std::vector<std::string> order = {"before 0"};
+    for (int b = 0; b < 3; ++b) {
+      const std::string u = std::to_string(3 * b + 1), l0 = std::to_string(3 * b + 2), l2 = std::to_string(3 * b + 3);
+      order.insert(order.end(), {"before " + u, "before " + l0, "after " + l0, "before " + l2, "after " + l2, "after " + u});
+    }
+    order.push_back("after 0");
+    EXPECT_EQ(events, order) << "run " << run;
+  }
+  ASSERT_FALSE(model->set_unit_hooks(acc::UnitHooks{}));
+}
+
+// Larger thresholds: the MLPs alone (a block's norm and attention join unit 0), the blocks, then
+// nothing (one unit, as NO_WRAP).
+TEST(ScriptUnits, SizePolicyThresholdsAndNoWrap) {
+  auto model = fixture("sized.pt");
+  model->set_unit_policy(by_size(2000));
+  auto units = model->parameter_units();
+  ASSERT_EQ(units.size(), 4u);
+  EXPECT_NE(std::find(units[0].begin(), units[0].end(), "blocks.1.attn.in_proj_weight"), units[0].end());
+  EXPECT_EQ(units[2], (std::vector<std::string>{"blocks.1.mlp.0.weight", "blocks.1.mlp.0.bias", "blocks.1.mlp.2.weight",
+                                                "blocks.1.mlp.2.bias"}));
+  model->set_unit_policy(by_size(3000));
+  units = model->parameter_units();
+  ASSERT_EQ(units.size(), 4u);
+  EXPECT_EQ(units[0], (std::vector<std::string>{"embed.weight", "head.weight", "head.bias"}));
+  EXPECT_EQ(units[3].size(), 10u) << "block 2 whole";
+  model->set_unit_policy(by_size(12000));
+  EXPECT_EQ(model->parameter_units().size(), 1u);
+  acc::UnitPolicy whole;
+  whole.kind = acc::UnitPolicy::Kind::Whole;
+  model->set_unit_policy(whole);
+  EXPECT_EQ(model->parameter_units().size(), 1u);
+  std::vector<std::string> events;
+  EXPECT_FALSE(model->set_unit_hooks(recording_hooks(events)));
+  EXPECT_THROW(model->set_unit_policy(by_size(0)), acc::Error);
+}
+
+// A layer-spec model under a size policy: its layers are the leaves; those that reach
+// min_num_params are units, the others form unit 0, gathered around the whole forward.
+TEST(SpecUnits, SizePolicyMakesUnitsOfLargeLayers) {
+  auto model = acc::model_from_spec(R"([{"type":"embedding","num_embeddings":8,"embedding_dim":16},
+    {"type":"linear","in_features":16,"out_features":64},{"type":"gelu"},
+    {"type":"linear","in_features":64,"out_features":16},{"type":"linear","in_features":16,"out_features":8}])");
+  const at::Tensor ids = at::tensor({0, 3, 7, 1}, at::kLong);
+  const at::Tensor plain = model->forward({ids}).at(0).second;
+  model->set_unit_policy(by_size(1000));
+  EXPECT_EQ(model->parameter_units(),
+            (Units{{"0.weight", "4.weight", "4.bias"}, {"1.weight", "1.bias"}, {"3.weight", "3.bias"}}));
+  std::vector<std::string> events;
+  ASSERT_TRUE(model->set_unit_hooks(recording_hooks(events)));
+  EXPECT_TRUE(at::equal(model->forward({ids}).at(0).second, plain));
+  EXPECT_EQ(events, (std::vector<std::string>{"before 0", "before 1", "after 1", "before 2", "after 2", "after 0"}));
+  model->set_unit_policy(by_size(5000));
+  EXPECT_EQ(model->parameter_units().size(), 1u) << "no layer is large enough";
+  EXPECT_FALSE(model->set_unit_hooks(recording_hooks(events)));
 }

@@ -126,9 +126,16 @@ TEST_F(Sharding, WhatCannotBeHonouredIsRefusedNamingIt) {
   std::tie(status, message) = failure([] { resolve(); });
   EXPECT_EQ(status, acc::Status::Unsupported);
   unsetenv("FSDP_STATE_DICT_TYPE");
-  setenv("FSDP_AUTO_WRAP_POLICY", "SIZE_BASED_WRAP", 1);
+  setenv("FSDP_AUTO_WRAP_POLICY", "LAMBDA_WRAP", 1);
   std::tie(status, message) = failure([] { resolve(); });
+  EXPECT_EQ(status, acc::Status::InvalidArgument);
   EXPECT_NE(message.find("FSDP_AUTO_WRAP_POLICY"), std::string::npos) << message;
+  setenv("FSDP_AUTO_WRAP_POLICY", "SIZE_BASED_WRAP", 1);
+  setenv("FSDP_MIN_NUM_PARAMS", "-5", 1);
+  std::tie(status, message) = failure([] { resolve(); });
+  EXPECT_NE(message.find("FSDP_MIN_NUM_PARAMS='-5'"), std::string::npos) << message;
+  unsetenv("FSDP_MIN_NUM_PARAMS");
+  unsetenv("FSDP_AUTO_WRAP_POLICY");
   unsetenv("ACCELERATE_USE_FSDP");
   setenv("ACCELERATE_USE_DEEPSPEED", "true", 1);
   setenv("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "nvme", 1);
@@ -139,6 +146,36 @@ TEST_F(Sharding, WhatCannotBeHonouredIsRefusedNamingIt) {
   setenv("ACCELERATE_DEEPSPEED_CONFIG_FILE", "/etc/ds.json", 1);
   std::tie(status, message) = failure([] { resolve(); });
   EXPECT_NE(message.find("ACCELERATE_DEEPSPEED_CONFIG_FILE"), std::string::npos) << message;
+}
+
+// fsdp_auto_wrap_policy as Accelerate reads it: any case; SIZE_BASED_WRAP with fsdp_min_num_params.
+TEST_F(Sharding, WrapPoliciesReachTheOptions) {
+  setenv("ACCELERATE_USE_FSDP", "true", 1);
+  setenv("FSDP_AUTO_WRAP_POLICY", "size_based_wrap", 1);
+  setenv("FSDP_MIN_NUM_PARAMS", "100000000", 1);
+  auto c = resolve();
+  EXPECT_EQ(c.sharding.auto_wrap_policy, std::optional<std::string>("SIZE_BASED_WRAP"));
+  EXPECT_EQ(c.sharding.min_num_params, 100000000);
+  c = resolve({{"auto_wrap_policy", "NO_WRAP"}, {"min_num_params", "7"}});
+  EXPECT_EQ(c.sharding.auto_wrap_policy, std::optional<std::string>("NO_WRAP")) << "the program's options win";
+  EXPECT_EQ(c.sharding.min_num_params, 7);
+  unsetenv("FSDP_AUTO_WRAP_POLICY");
+  unsetenv("FSDP_MIN_NUM_PARAMS");
+  EXPECT_FALSE(resolve().sharding.auto_wrap_policy.has_value());
+
+  const auto file = acc::parse_config_text(R"(distributed_type: FSDP
+fsdp_config:
+  fsdp_auto_wrap_policy: SIZE_BASED_WRAP
+  fsdp_min_num_params: 1000
+num_processes: 2
+)", "size.yaml");
+  EXPECT_EQ(file.sharding_env.at("FSDP_AUTO_WRAP_POLICY"), "SIZE_BASED_WRAP");
+  EXPECT_EQ(file.sharding_env.at("FSDP_MIN_NUM_PARAMS"), "1000");
+  auto [status, message] = failure([] {
+    acc::parse_config_text("distributed_type: FSDP\nfsdp_config:\n  fsdp_min_num_params: 1e8\n", "bad.yaml");
+  });
+  EXPECT_EQ(status, acc::Status::InvalidArgument);
+  EXPECT_NE(message.find("fsdp_min_num_params = 1e8"), std::string::npos) << message;
 }
 
 TEST_F(Sharding, ConfigFileSectionsBecomeTheLaunchersVariables) {

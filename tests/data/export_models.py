@@ -2,6 +2,8 @@
 
 Run with Debian's python3-torch: python3 export_models.py OUTPUT_DIR
 """
+import functools
+import importlib.util
 import json
 import struct
 import sys
@@ -130,6 +132,79 @@ class DirectWeight(torch.nn.Module):
         return F.linear(x, self.fc.weight, self.fc.bias)
 
 
+class SizedBlock(torch.nn.Module):
+    """A transformer block for FSDP's size-based wrapping: attention (a leaf it never enters), an MLP
+    whose layers it can wrap one by one, and a norm."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.norm = torch.nn.LayerNorm(width)
+        self.attn = torch.nn.MultiheadAttention(width, 2, batch_first=True)
+        self.mlp = torch.nn.Sequential(
+            torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, width)
+        )
+
+    def forward(self, x: torch.Tensor):
+        h = self.norm(x)
+        a, _ = self.attn(h, h, h, need_weights=False)
+        x = x + a
+        return x + self.mlp(x)
+
+
+class Sized(torch.nn.Module):
+    """Blocks of 3248 parameters (attention 1088, MLP 1088 + 1040, norm 32) between an embedding
+    and a head of 8 tokens: each min_num_params in SIZE_THRESHOLDS wraps other modules."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(8, 16)
+        self.blocks = torch.nn.ModuleList([SizedBlock(16) for _ in range(3)])
+        self.head = torch.nn.Linear(16, 8)
+
+    def forward(self, ids: torch.Tensor):
+        h = self.embed(ids)
+        for block in self.blocks:
+            h = block(h)
+        return self.head(h)
+
+
+SIZE_THRESHOLDS = [100, 1000, 2000, 3000, 12000]
+
+
+def fsdp_wrap_module():
+    """torch.distributed.fsdp.wrap; loaded from its file where the package's import fails (Debian's
+    torch 1.13 under Python 3.11)."""
+    try:
+        from torch.distributed.fsdp import wrap
+
+        return wrap
+    except Exception:
+        path = Path(torch.__file__).parent / "distributed" / "fsdp" / "wrap.py"
+        spec = importlib.util.spec_from_file_location("fsdp_wrap", path)
+        wrap = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(wrap)
+        return wrap
+
+
+def write_size_wraps(model: torch.nn.Module, out: Path) -> None:
+    """The modules torch's size_based_auto_wrap_policy wraps, for each threshold, found by torch's
+    own recursion with a wrapper that records instead of wrapping."""
+    wrap = fsdp_wrap_module()
+    names = {id(m): name for name, m in model.named_modules()}
+    chosen = {}
+    for threshold in SIZE_THRESHOLDS:
+        wrapped = []
+
+        def record(module, **kwargs):
+            wrapped.append(names[id(module)])
+            return module
+
+        policy = functools.partial(wrap.size_based_auto_wrap_policy, min_num_params=threshold)
+        wrap._recursive_wrap(model, policy, record, ignored_modules=set(), ignored_params=set(), only_wrap_children=True)
+        chosen[str(threshold)] = sorted(wrapped)
+    out.write_text(json.dumps(chosen, indent=1))
+
+
 def tied_batch(step: int):
     ids = torch.tensor([(3 * i + step) % 8 for i in range(12)]).reshape(3, 4)
     return ids, (ids + 1) % 8
@@ -185,6 +260,9 @@ def main(out: Path) -> None:
     torch.jit.save(torch.jit.script(Wrapped()), str(out / "wrapped.pt"))
     torch.jit.save(torch.jit.script(Tied()), str(out / "tied.pt"))
     torch.jit.save(torch.jit.script(DirectWeight()), str(out / "direct_weight.pt"))
+    sized = Sized()
+    torch.jit.save(torch.jit.script(sized), str(out / "sized.pt"))
+    write_size_wraps(sized, out / "sized_wraps.json")
     write_tied_steps(out / "tied.pt", out / "tied_steps.json")
     write_damaged_copies(out / "classifier.pt", out)
     # What PyTorch computes for a fixed input, for the tests to compare with.

@@ -3,6 +3,7 @@
 // Run on 2, 3 and 4 processes; the model's sizes (20, 18 and 8 elements per layer, 46 in all) do
 // not divide by 3 or 4, so the last process's slices are padded.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <string>
@@ -97,6 +99,8 @@ struct Settings {
   bool offload = false;  // offload_optimizer and offload_params
   bool hybrid = false;   // hybrid_shard (under zero_stage 1-3; DDP is DDP)
   bool eval_between = false;  // a forward without gradients between each forward and its backward
+  const char* wrap_policy = nullptr;  // auto_wrap_policy
+  const char* min_num_params = "0";
 };
 
 // A prepared model and optimizer under zero_stage `stage` (0: DDP).
@@ -108,13 +112,17 @@ struct Job {
   Settings settings;
 
   Job(int stage, Settings s) : settings(s) {
-    acc = acc_test::make_accelerator({{"zero_stage", std::to_string(stage)},
-                                      {"gradient_accumulation_steps", std::to_string(s.accumulation)},
-                                      {"mixed_precision", s.precision},
-                                      {"state_dict_type", s.state_dict_type},
-                                      {"offload_optimizer", s.offload ? "true" : "false"},
-                                      {"offload_params", s.offload ? "true" : "false"},
-                                      {"hybrid_shard", s.hybrid && stage > 0 ? "true" : "false"}});
+    std::vector<std::pair<std::string, std::string>> options = {
+        {"zero_stage", std::to_string(stage)},
+        {"gradient_accumulation_steps", std::to_string(s.accumulation)},
+        {"mixed_precision", s.precision},
+        {"state_dict_type", s.state_dict_type},
+        {"offload_optimizer", s.offload ? "true" : "false"},
+        {"offload_params", s.offload ? "true" : "false"},
+        {"hybrid_shard", s.hybrid && stage > 0 ? "true" : "false"},
+        {"min_num_params", s.min_num_params}};
+    if (s.wrap_policy) options.emplace_back("auto_wrap_policy", s.wrap_policy);
+    acc = acc_test::make_accelerator(options);
     EXPECT_EQ(acc_set_seed(11), ACC_OK);
     EXPECT_EQ(acc_model_from_spec(s.spec, &model), ACC_OK) << acc_last_error_message();
     if (s.freeze) {
@@ -491,6 +499,22 @@ TEST(Sharded, HybridShardingShardsWithinEachMachine) {
 // writes (Accelerate's merge-weights); a missing, foreign or damaged shard is refused naming it.
 // With ACC_TEST_MERGE_EXPORT the test only writes the checkpoint and save_model's folder there,
 // for the CLI's half of a CTest pair (cli_merge_weights).
+// Rewrites the layout a model shard records (its header's metadata), keeping its tensors.
+static void rewrite_layout(const std::string& path, const std::function<void(nlohmann::json&)>& edit) {
+  const std::string bytes = acc_test::read_file(path);
+  uint64_t length = 0;
+  for (int i = 0; i < 8; ++i) length |= uint64_t{static_cast<uint8_t>(bytes[static_cast<size_t>(i)])} << (8 * i);
+  auto header = nlohmann::ordered_json::parse(bytes.substr(8, length));
+  auto layout = nlohmann::json::parse(header["__metadata__"]["layout"].get<std::string>());
+  edit(layout);
+  header["__metadata__"]["layout"] = layout.dump();
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>(uint64_t{text.size()} >> (8 * i));
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << out << text << bytes.substr(8 + length);
+}
+
 TEST(Sharded, ShardedCheckpointsMergeIntoWhatSaveModelWrites) {
   Settings s;
   s.state_dict_type = "SHARDED_STATE_DICT";
@@ -515,6 +539,31 @@ TEST(Sharded, ShardedCheckpointsMergeIntoWhatSaveModelWrites) {
                      ACC_ERR_INVALID_ARGUMENT, "holds no model shards");
     ACC_EXPECT_ERROR(acc_merge_sharded_checkpoint(saved.c_str(), 0, merged.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
                      "holds no model shards");
+    // A layout that does not describe the shards (each edited alike in every shard) is refused.
+    const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> damages = {
+        {[](nlohmann::json& l) { l["units"] = nlohmann::json::array(); }, "which its layout does not describe"},
+        {[](nlohmann::json& l) { l["units"][0]["params"][1][2] = 0; }, "not right after"},
+        {[](nlohmann::json& l) { l["units"][0]["params"][0][1][0] = 2.5; }, "malformed layout"},
+        {[](nlohmann::json& l) { l["units"][0]["params"][0][0] = ""; }, "malformed layout"},
+        {[](nlohmann::json& l) { l["units"][0]["params"].erase(1); }, "its parameters only"}};
+    for (const auto& [damage, says] : damages) {
+      std::vector<std::string> originals;
+      for (int r = 0; r < g_world; ++r) {
+        const std::string shard = checkpoint + "/model_shard_" + std::to_string(r) + ".safetensors";
+        originals.push_back(acc_test::read_file(shard));
+        rewrite_layout(shard, damage);
+      }
+      ACC_EXPECT_ERROR(acc_merge_sharded_checkpoint(checkpoint.c_str(), 0, merged.c_str(), nullptr), ACC_ERR_IO, says);
+      for (int r = 0; r < g_world; ++r)
+        std::ofstream(checkpoint + "/model_shard_" + std::to_string(r) + ".safetensors", std::ios::binary)
+            << originals[static_cast<size_t>(r)];
+    }
+    // Merged into the checkpoint's own folder: the shards stay beside model.safetensors.
+    ACC_ASSERT_OK(acc_merge_sharded_checkpoint(checkpoint.c_str(), 0, checkpoint.c_str(), nullptr));
+    EXPECT_EQ(acc_test::read_file(checkpoint + "/model.safetensors"), bytes);
+    EXPECT_TRUE(std::filesystem::exists(checkpoint + "/model_shard_0.safetensors"));
+    std::filesystem::remove(checkpoint + "/model.safetensors");
+
     const std::string last = checkpoint + "/model_shard_" + std::to_string(g_world - 1) + ".safetensors";
     const std::string kept = acc_test::read_file(last);
     std::filesystem::copy_file(checkpoint + "/model_shard_0.safetensors", last,
@@ -585,6 +634,17 @@ TEST(Sharded, WhatItCannotDoIsRefused) {
     acc_optimizer_free(opt);
     acc_model_free(model);
     acc_accelerator_free(acc);
+  }
+  // Classes to wrap that the model lacks, or a list naming none, as Accelerate refuses them.
+  for (const auto& [classes, says] : {std::pair{"Block,NoSuchClass", "no module of class 'NoSuchClass'"},
+                                      std::pair{" , ,", "names no class"}}) {
+    acc_accelerator* a = acc_test::make_accelerator({{"zero_stage", "3"}, {"transformer_cls_to_wrap", classes}});
+    acc_model* m = nullptr;
+    acc_model* prepared = nullptr;
+    ACC_ASSERT_OK(acc_model_load_torchscript((acc_test::data_dir() + "/wrapped.pt").c_str(), &m));
+    ACC_EXPECT_ERROR(acc_prepare_model(a, m, ACC_PLACEMENT_DEFAULT, &prepared), ACC_ERR_INVALID_ARGUMENT, says);
+    acc_model_free(m);
+    acc_accelerator_free(a);
   }
   // An optimizer prepared before its model cannot be split by the model's shards.
   acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", "3"}});
@@ -701,17 +761,19 @@ namespace {
 // steps on this process's rows under zero_stage `stage`; its weights afterwards.
 // Trains a TorchScript fixture for 3 AdamW steps under zero_stage `stage` (0: DDP); its weights,
 // and (in `eval`) the output of a forward without gradients afterwards.
-std::map<std::string, std::vector<float>> train_torchscript(int stage, const std::string& file,
-                                                            std::vector<float>* eval = nullptr) {
+std::map<std::string, std::vector<float>> train_torchscript(
+    int stage, const std::string& file, std::vector<float>* eval = nullptr,
+    std::vector<std::pair<std::string, std::string>> options = {}, const char* algorithm = "adamw") {
   const bool stacked = file != "classifier.pt";  // token ids in, logits over 8 tokens out
   // wrapped.pt's blocks sit one level down: FSDP's transformer_layer_cls_to_wrap makes them units.
-  acc_accelerator* acc = acc_test::make_accelerator(
-      {{"zero_stage", std::to_string(stage)}, {"transformer_cls_to_wrap", file == "wrapped.pt" ? "Block" : ""}});
+  options.insert(options.end(), {{"zero_stage", std::to_string(stage)},
+                                 {"transformer_cls_to_wrap", file == "wrapped.pt" ? "Block" : ""}});
+  acc_accelerator* acc = acc_test::make_accelerator(options);
   acc_model* model = nullptr;
   acc_optimizer* opt = nullptr;
   EXPECT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/" + file).c_str(), &model), ACC_OK)
       << acc_last_error_message();
-  EXPECT_EQ(acc_optimizer_create(model, "adamw", nullptr, &opt), ACC_OK);
+  EXPECT_EQ(acc_optimizer_create(model, algorithm, nullptr, &opt), ACC_OK);
   EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
   auto batch = [&](int step) {
     std::vector<acc_tensor*> inputs;
@@ -789,4 +851,33 @@ TEST(Sharded, TorchScriptModelsShardBySubmodule) {
         EXPECT_NEAR(eval[i], ddp_eval[i], same_reduction_order(stage) ? 0.0 : 1e-5) << "zero_stage " << stage;
     }
   }
+}
+
+// FSDP's SIZE_BASED_WRAP and NO_WRAP: nested units (a block gathered around its MLP's layers, each
+// a unit), the MLPs alone, one unit; a layer-spec GPT whose large layer is a unit and whose tied
+// head computes with unit 0's embedding. Each trains to DDP's weights: exactly on 2 processes; on
+// 3 the sums differ by a few ulp, which SGD keeps that small (Adam's first steps, g / (|g| + eps),
+// would turn a gradient near 0 that rounds differently into a step of up to lr).
+TEST(Sharded, WrapPoliciesTrainAsDdp) {
+  std::vector<float> ddp_eval;
+  const auto ddp = train_torchscript(0, "sized.pt", &ddp_eval, {}, "sgd");
+  const std::vector<std::pair<std::string, std::string>> policies = {
+      {"SIZE_BASED_WRAP", "1000"}, {"SIZE_BASED_WRAP", "2000"}, {"NO_WRAP", "0"}};
+  for (const auto& [policy, min] : policies) {
+    SCOPED_TRACE(policy + " " + min);
+    std::vector<float> eval;
+    const auto sharded =
+        train_torchscript(3, "sized.pt", &eval, {{"auto_wrap_policy", policy}, {"min_num_params", min}}, "sgd");
+    const double bound = same_reduction_order(3) ? 0.0 : 1e-5;
+    EXPECT_LE(max_difference(ddp, sharded), bound);
+    ASSERT_EQ(eval.size(), ddp_eval.size());
+    for (size_t i = 0; i < eval.size(); ++i) EXPECT_NEAR(eval[i], ddp_eval[i], bound);
+  }
+  Settings s;
+  s.spec = kTiedGpt;
+  s.tokens = true;
+  s.wrap_policy = "SIZE_BASED_WRAP";
+  s.min_num_params = "100";
+  s.algorithm = "sgd";
+  expect_trains_like_ddp(3, s, 3);
 }

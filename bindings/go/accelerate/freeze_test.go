@@ -82,6 +82,12 @@ func TestFrozenParametersAreNotUpdated(t *testing.T) {
 		!strings.Contains(err.Error(), "encoder.*") {
 		t.Fatalf("a pattern that matches nothing: %v", err)
 	}
+	// The optimizer was made without them: unfreezing is refused while it lives.
+	if _, err := m.SetRequiresGrad("0.*", true); !errors.Is(err, acc.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "never be trained") {
+		t.Fatalf("unfreezing under an optimizer made without them: %v", err)
+	}
+	opt.Close()
 	if n, err := m.SetRequiresGrad("0.*", true); n != 2 || err != nil {
 		t.Fatalf("unfreezing 0.*: %d, %v", n, err)
 	}
