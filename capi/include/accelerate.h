@@ -297,6 +297,10 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   GradScalerKwargs (fp16): scaler_init_scale (double, default 65536),
  *   scaler_growth_factor (double, default 2), scaler_backoff_factor (double, default 0.5),
  *   scaler_growth_interval (int, default 2000).
+ *   gradient_clipping (double, default 0: none; DeepSpeed's gradient_clipping, also read from
+ *   ACCELERATE_GRADIENT_CLIPPING: each prepared optimizer's step first clips its model's
+ *   gradients, unscaled, to this global L2 norm, over every shard; acc_clip_grad_norm still clips
+ *   when called).
  *   Unset cpu, mixed_precision and gradient_accumulation_steps are read from ACCELERATE_USE_CPU,
  *   ACCELERATE_MIXED_PRECISION and ACCELERATE_GRADIENT_ACCUMULATION_STEPS (set by
  *   accelerate-launch); a value set with acc_options_* always wins.

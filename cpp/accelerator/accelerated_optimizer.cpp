@@ -9,11 +9,13 @@ AcceleratedOptimizer::AcceleratedOptimizer(std::shared_ptr<Optimizer> inner, std
 void AcceleratedOptimizer::step() {
   if (!state_->sync_gradients()) return;
   if (!scaler_) {
+    if (clip_) clip_();
     inner_->step();
     step_was_skipped_ = false;
     return;
   }
   unscale_gradients();  // a no-op for gradients clipping already unscaled
+  if (clip_) clip_();   // an overflow makes the norm inf, and the step is skipped below
   const bool found = scaler_->found_inf(overflow_);
   step_was_skipped_ = inner_->on_any_process(found);
   if (step_was_skipped_ != found) scaler_->set_found_inf(overflow_, step_was_skipped_);

@@ -2,6 +2,7 @@
 // (the end of an accumulation window).
 #pragma once
 
+#include <functional>
 #include <memory>
 
 #include "accelerator/gradient_state.h"
@@ -37,6 +38,8 @@ class AcceleratedOptimizer final : public Optimizer {
   // the loss scale, once per step, recording overflow for its own step. Nothing without a scaler.
   void unscale_gradients();
   void unscale_gradients(const std::vector<at::Tensor>& grads);
+  // DeepSpeed's gradient_clipping: run by step() before the inner step, after unscaling.
+  void set_gradient_clipping(std::function<void()> clip) { clip_ = std::move(clip); }
 
   // Whether the last step was skipped (fp16 overflow); a scheduler then does not step.
   bool step_was_skipped() const { return step_was_skipped_; }
@@ -48,6 +51,7 @@ class AcceleratedOptimizer final : public Optimizer {
   std::shared_ptr<GradScaler> scaler_;
   OverflowFlag overflow_;  // this optimizer's, in the scaler's current step
   bool step_was_skipped_ = false;
+  std::function<void()> clip_;
 };
 
 }  // namespace acc

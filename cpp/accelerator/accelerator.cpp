@@ -108,6 +108,18 @@ std::shared_ptr<Optimizer> Accelerator::prepare_optimizer(const std::shared_ptr<
   if (auto model = std::dynamic_pointer_cast<PreparedModel>(wrapped_model(optimizer->model())))
     if (auto engine = model->sharded()) inner = std::make_shared<ShardedOptimizer>(optimizer, engine);
   auto prepared = std::make_shared<AcceleratedOptimizer>(inner, gradient_state_, scaler_);
+  if (config_.gradient_clipping > 0) {
+    // As DeepSpeed's engine: the global norm of the model's gradients, over every shard.
+    const double max_norm = config_.gradient_clipping;
+    std::shared_ptr<ShardedDataParallel> engine = sharding_engine(optimizer->model());
+    prepared->set_gradient_clipping([engine, model = optimizer->model(), max_norm] {
+      if (engine && engine->options().stage >= 2) {
+        engine->clip_grad_norm(max_norm, 2.0);
+      } else if (const auto grads = model->gradients(); !grads.empty()) {
+        acc::clip_grad_norm(grads, max_norm, 2.0);
+      }
+    });
+  }
   optimizers_.add(optimizer, prepared);
   return prepared;
 }

@@ -1,6 +1,7 @@
 #include "accelerator/config.h"
 
 #include <cstdlib>
+#include <set>
 
 #include "common/error.h"
 #include "common/options.h"
@@ -34,6 +35,19 @@ void read_sharding_env(const Options& o, AcceleratorConfig& c) {
     c.sharding.transformer_cls_to_wrap = *request->transformer_cls_to_wrap;
   if (!o.has("auto_wrap_policy") && request->auto_wrap_policy) c.sharding.auto_wrap_policy = request->auto_wrap_policy;
   if (!o.has("min_num_params") && request->min_num_params) c.sharding.min_num_params = *request->min_num_params;
+  // A DeepSpeed JSON config's other settings: over the variables, under the program's options.
+  if (!o.has("gradient_accumulation_steps") && request->gradient_accumulation_steps)
+    c.gradient_accumulation_steps = *request->gradient_accumulation_steps;
+  if (!o.has("gradient_clipping") && request->gradient_clipping) c.gradient_clipping = *request->gradient_clipping;
+  if (!o.has("scaler_init_scale") && request->scaler_init_scale) c.scaler.init_scale = *request->scaler_init_scale;
+  if (!o.has("scaler_growth_interval") && request->scaler_growth_interval)
+    c.scaler.growth_interval = *request->scaler_growth_interval;
+  if (request->mixed_precision) {
+    // As Accelerate: the file's dtype wins over "no", and another one is a contradiction.
+    require(c.mixed_precision == "no" || c.mixed_precision == *request->mixed_precision, "mixed_precision \"",
+            c.mixed_precision, "\" contradicts the DeepSpeed config's ", *request->mixed_precision, ".enabled true");
+    c.mixed_precision = *request->mixed_precision;
+  }
 }
 
 }  // namespace
@@ -76,6 +90,8 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table() {
     t.bind("scaler_growth_interval", "fp16: good steps before the scale grows", &C::scaler,
            &GradScalerOptions::growth_interval)
         .at_least(1);
+    t.bind("gradient_clipping", "DeepSpeed's: prepared optimizers clip to this norm first", &C::gradient_clipping)
+        .at_least(0);
     t.bind("timeout_seconds", "rendezvous and every collective", &C::timeout_seconds).at_least(1);
     // InitProcessGroupKwargs(backend=...); unset: nccl on CUDA, gloo on the CPU.
     t.bind("backend", "the process group's backend", &C::backend).one_of({"gloo", "nccl"});
@@ -119,6 +135,8 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   // Accelerate's config file comes last: read only when a value is still missing.
   std::optional<std::optional<ClusterConfig>> file;
   auto from_file = [&](const char* key) -> std::optional<std::string> {
+    static const std::set<std::string> filed = {"cpu", "mixed_precision", "gradient_accumulation_steps"};
+    if (!filed.count(key)) return std::nullopt;  // the file is read only for what it can give
     if (!file) file = implicit_config();
     if (!*file) return std::nullopt;
     const ClusterConfig& f = **file;
@@ -128,9 +146,10 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
       return std::to_string(*f.gradient_accumulation_steps);
     return std::nullopt;
   };
-  auto take = [&](const char* key, const char* variable) {
+  // `unset`: a value that means none (Accelerate's launcher writes "auto" for no clipping).
+  auto take = [&](const char* key, const char* variable, const char* unset = nullptr) {
     if (o.has(key)) return;
-    if (auto value = env(variable)) {
+    if (auto value = env(variable); value && !(unset && *value == unset)) {
       try {
         from_env.set_from_text(key, *value);
       } catch (const Error& e) {
@@ -143,6 +162,7 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   take("cpu", "ACCELERATE_USE_CPU");
   take("mixed_precision", "ACCELERATE_MIXED_PRECISION");
   take("gradient_accumulation_steps", "ACCELERATE_GRADIENT_ACCUMULATION_STEPS");
+  take("gradient_clipping", "ACCELERATE_GRADIENT_CLIPPING", "auto");
 
   AcceleratorConfig c;
   table.copy(from_env, c);

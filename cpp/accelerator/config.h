@@ -37,6 +37,9 @@ struct AcceleratorConfig {
   bool use_seedable_sampler = false;   // without data_seed: torch's initial seed, epoch e permutes with it + e
   bool non_blocking = true;
   GradScalerOptions scaler;  // GradScalerKwargs (fp16)
+  // DeepSpeed's gradient_clipping: each prepared optimizer's step first clips the gradients of its
+  // model to this global L2 norm (after fp16 unscaling); 0: none.
+  double gradient_clipping = 0;
   int64_t timeout_seconds = 1800;  // process-group creation and every collective
   std::optional<std::string> backend;  // "gloo" or "nccl"; none: nccl on CUDA, gloo on the CPU
   DataParallelOptions ddp;     // DistributedDataParallelKwargs

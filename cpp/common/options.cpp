@@ -104,19 +104,21 @@ void Options::set(const std::string& key, OptionValue value) {
 void Options::set_from_text(const std::string& key, const std::string& text) {
   const OptionSpec& s = spec(key);
   auto bad = [&]() { fail(Status::InvalidArgument, "option '", key, "' takes ", type_name(s.type), ", got '", text, "'"); };
+  // strtoll/strtod skip leading blanks but stop at trailing ones: refuse both alike.
+  const bool blank_first = !text.empty() && std::isspace(static_cast<unsigned char>(text[0]));
   switch (s.type) {
     case OptionType::Int: {
       char* end = nullptr;
       errno = 0;
       long long v = std::strtoll(text.c_str(), &end, 10);
-      if (text.empty() || *end || errno) bad();
+      if (text.empty() || blank_first || *end || errno) bad();
       return set(key, static_cast<int64_t>(v));
     }
     case OptionType::Double: {
       char* end = nullptr;
       errno = 0;
       double v = std::strtod(text.c_str(), &end);
-      if (text.empty() || *end || errno) bad();
+      if (text.empty() || blank_first || *end || errno) bad();
       return set(key, v);
     }
     case OptionType::Bool: {

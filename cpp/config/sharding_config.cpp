@@ -2,14 +2,23 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "common/error.h"
+#include "common/files.h"
+#include "common/json_input.h"
 #include "common/options.h"
+#include "common/text.h"
 
 namespace acc {
 namespace {
+
+using nlohmann::json;
 
 // Keys that tune FSDP or DeepSpeed machinery this runtime does not have; accepted with a warning.
 const std::set<std::string>& ignored_fsdp_keys() {
@@ -20,8 +29,7 @@ const std::set<std::string>& ignored_fsdp_keys() {
 }
 
 const std::set<std::string>& ignored_deepspeed_keys() {
-  static const std::set<std::string> keys = {"zero3_init_flag", "zero3_save_16bit_model", "deepspeed_multinode_launcher",
-                                             "gradient_clipping"};
+  static const std::set<std::string> keys = {"zero3_init_flag", "zero3_save_16bit_model", "deepspeed_multinode_launcher"};
   return keys;
 }
 
@@ -100,9 +108,22 @@ bool offload_device(const Source& from, const std::string& name, const std::stri
   return value == "cpu";
 }
 
-void deepspeed_config_file(const Source& from, const std::string& name, const std::string& value) {
-  if (!value.empty() && value != "none")
-    unsupported(from, name, value, "DeepSpeed's JSON config is not read (set zero_stage and offload_*_device)");
+bool names_a_file(const std::string& value) { return !value.empty() && value != "none"; }
+
+// What a deepspeed_config key says, checked (errors name the key): the ShardingRequest fields.
+void apply_deepspeed_key(const Source& from, const std::string& key, const std::string& value, ShardingRequest& r) {
+  if (key == "zero_stage") {
+    r.stage = zero_stage(from, key, value);
+  } else if (key == "offload_optimizer_device") {
+    r.offload_optimizer = offload_device(from, key, value);
+  } else if (key == "offload_param_device") {
+    r.offload_params = offload_device(from, key, value);
+  }
+}
+
+// DeepSpeed's own keys that only tune its engine: reported, not refused.
+std::string ignored_in_file(const std::string& where, const std::string& key) {
+  return where + key + " is ignored (it tunes DeepSpeed's engine, which is not used here)";
 }
 
 }  // namespace
@@ -168,8 +189,25 @@ SettingMap deepspeed_environment(const SettingMap& settings, const std::string& 
       require(!value.empty() && value.find_first_not_of("0123456789") == std::string::npos && value != "0", origin,
               ": gradient_accumulation_steps must be a positive integer or auto, not '", value, "'");
       env["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"] = value;
+    } else if (key == "gradient_clipping") {
+      if (value == "auto" || value == "none") continue;
+      char* end = nullptr;
+      const double norm = std::strtod(value.c_str(), &end);
+      require(!value.empty() && end == value.c_str() + value.size() && std::isfinite(norm) && norm >= 0, origin,
+              ": gradient_clipping must be a number >= 0 or auto, not '", value, "'");
+      env["ACCELERATE_GRADIENT_CLIPPING"] = value;
     } else if (key == "deepspeed_config_file") {
-      deepspeed_config_file(from, key, value);
+      if (!names_a_file(value)) continue;
+      // As Accelerate: the file holds these, never the accelerate config beside it.
+      for (const char* own : {"zero_stage", "offload_optimizer_device", "offload_param_device",
+                              "gradient_accumulation_steps", "gradient_clipping"})
+        require(!settings.count(own), origin, ": ", own, " is set beside deepspeed_config_file: set it in the DeepSpeed ",
+                "config file (", value, ") instead");
+      ShardingRequest checked;  // its errors now, at launch
+      const Source in_file{"DeepSpeed config '" + value + "': ", false};
+      for (const auto& [file_key, file_value] : deepspeed_file_settings(value, warnings))
+        apply_deepspeed_key(in_file, file_key, file_value, checked);
+      env["ACCELERATE_DEEPSPEED_CONFIG_FILE"] = std::filesystem::absolute(value).string();
     } else if (ignored_deepspeed_keys().count(key)) {
       warnings.push_back("deepspeed_config." + key + " is ignored (no counterpart here)");
     } else {
@@ -177,6 +215,86 @@ SettingMap deepspeed_environment(const SettingMap& settings, const std::string& 
     }
   }
   return env;
+}
+
+SettingMap deepspeed_file_settings(const std::string& path, std::vector<std::string>& warnings) {
+  const auto text = read_whole_file(path);
+  if (!text) fail(Status::Io, "cannot open DeepSpeed config '", path, "'");
+  const std::string where = "DeepSpeed config '" + path + "': ";
+  const json j = parse_json_input(*text, "DeepSpeed config '" + path + "'", Status::Io);
+  if (!j.is_object()) fail(Status::Io, where, "not a JSON object");
+  auto refuse = [&](const std::string& key, const std::string& why) { fail(Status::InvalidArgument, where, key, " ", why); };
+  auto is_auto = [](const json& v) { return v.is_string() && v.get<std::string>() == "auto"; };
+  auto whole = [&](const json& v, const std::string& key, int64_t low, int64_t high) {
+    if (!v.is_number_integer() || v.get<int64_t>() < low || v.get<int64_t>() > high)
+      refuse(key, "must be a whole number from " + std::to_string(low) + " to " + std::to_string(high) + ", not " + v.dump());
+    return v.get<int64_t>();
+  };
+  SettingMap out;
+  if (!j.contains("zero_optimization") || !j["zero_optimization"].is_object())
+    refuse("zero_optimization", "is missing: Accelerate needs the ZeRO section");
+  for (const auto& [key, value] : j["zero_optimization"].items()) {
+    const std::string name = "zero_optimization." + key;
+    if (key == "stage") {
+      if (!is_auto(value)) out["zero_stage"] = std::to_string(whole(value, name, 0, 3));
+    } else if (key == "offload_optimizer" || key == "offload_param") {
+      if (!value.is_object()) refuse(name, "must be an object");
+      for (const auto& [inner, setting] : value.items()) {
+        if (inner != "device") {
+          warnings.push_back(ignored_in_file(where, name + "." + inner));
+        } else if (!is_auto(setting)) {
+          if (!setting.is_string()) refuse(name + ".device", "must be none or cpu");
+          out[key == "offload_optimizer" ? "offload_optimizer_device" : "offload_param_device"] = setting.get<std::string>();
+        }
+      }
+    } else {
+      warnings.push_back(ignored_in_file(where, name));
+    }
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (key == "zero_optimization") continue;
+    if (key == "optimizer" || key == "scheduler")
+      fail(Status::Unsupported, where, key, " is not supported: DeepSpeed would build it; create it with acc_",
+           key == "optimizer" ? "optimizer_create" : "scheduler_create", " (Accelerate's Dummy", key == "optimizer" ? "Optim" : "Scheduler",
+           " has no counterpart)");
+    if (key == "gradient_accumulation_steps") {
+      if (!is_auto(value)) out[key] = std::to_string(whole(value, key, 1, int64_t{1} << 30));
+    } else if (key == "gradient_clipping") {
+      if (is_auto(value)) continue;
+      if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0)
+        refuse(key, "must be a number >= 0, not " + value.dump());
+      out[key] = concat(value.get<double>());
+    } else if (key == "bf16" || key == "fp16") {
+      if (!value.is_object()) refuse(key, "must be an object");
+      for (const auto& [inner, setting] : value.items()) {
+        const std::string name = key + "." + inner;
+        if (inner == "enabled") {
+          if (is_auto(setting)) continue;
+          if (!setting.is_boolean()) refuse(name, "must be true, false or auto");
+          if (!setting.get<bool>()) continue;
+          if (out.count("mixed_precision")) refuse(name, "is true, and so is " + out["mixed_precision"] + ".enabled");
+          out["mixed_precision"] = key;
+        } else if (key == "fp16" && inner == "loss_scale") {
+          if (!is_auto(setting) && !(setting.is_number() && setting.get<double>() == 0))
+            fail(Status::Unsupported, where, name, " is not supported: a static loss scale (0, dynamic scaling, is)");
+        } else if (key == "fp16" && inner == "initial_scale_power") {
+          if (!is_auto(setting)) out["scaler_init_scale"] = concat(std::ldexp(1.0, static_cast<int>(whole(setting, name, 0, 64))));
+        } else if (key == "fp16" && inner == "loss_scale_window") {
+          if (!is_auto(setting)) out["scaler_growth_interval"] = std::to_string(whole(setting, name, 1, int64_t{1} << 30));
+        } else if (inner != "auto_cast") {
+          warnings.push_back(where + name + " is ignored (fp16 here is torch's GradScaler: init scale, growth " +
+                             "interval, backoff 0.5, no hysteresis)");
+        }
+      }
+    } else if ((key == "train_batch_size" || key == "train_micro_batch_size_per_gpu") && is_auto(value)) {
+      continue;
+    } else if (key == "train_batch_size" || key == "train_micro_batch_size_per_gpu") {
+      warnings.push_back(where + key + " is ignored: the batch size is the data loader's");
+    } else {
+      warnings.push_back(ignored_in_file(where, key));
+    }
+  }
+  return out;
 }
 
 std::optional<ShardingRequest> sharding_from_environment(const VariableLookup& lookup) {
@@ -207,10 +325,27 @@ std::optional<ShardingRequest> sharding_from_environment(const VariableLookup& l
     r.kind = "DEEPSPEED";
     const char* const stage = "ACCELERATE_DEEPSPEED_ZERO_STAGE";
     r.stage = zero_stage(from, stage, lookup(stage).value_or("2"));  // DeepSpeedPlugin's default
-    if (auto s = lookup("ACCELERATE_DEEPSPEED_CONFIG_FILE")) deepspeed_config_file(from, "ACCELERATE_DEEPSPEED_CONFIG_FILE", *s);
     for (const char* name : {"ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"}) {
       const bool cpu = offload_device(from, name, lookup(name).value_or("none"));
       (std::string(name).find("OPTIMIZER") != std::string::npos ? r.offload_optimizer : r.offload_params) = cpu;
+    }
+    // A DeepSpeed JSON config: what it says wins over the variables (Accelerate fills only its
+    // "auto" values from them).
+    if (auto path = lookup("ACCELERATE_DEEPSPEED_CONFIG_FILE"); path && names_a_file(*path)) {
+      std::vector<std::string> reported;  // the launcher showed them
+      try {
+        const Source in_file{"DeepSpeed config '" + *path + "': ", false};
+        for (const auto& [key, value] : deepspeed_file_settings(*path, reported)) {
+          apply_deepspeed_key(in_file, key, value, r);
+          if (key == "gradient_accumulation_steps") r.gradient_accumulation_steps = std::stoll(value);
+          if (key == "gradient_clipping") r.gradient_clipping = std::stod(value);
+          if (key == "mixed_precision") r.mixed_precision = value;
+          if (key == "scaler_init_scale") r.scaler_init_scale = std::stod(value);
+          if (key == "scaler_growth_interval") r.scaler_growth_interval = std::stoll(value);
+        }
+      } catch (const Error& e) {
+        fail(e.status(), "environment variable ACCELERATE_DEEPSPEED_CONFIG_FILE='", *path, "': ", e.what());
+      }
     }
     return r;
   }

@@ -36,7 +36,20 @@ struct ShardingRequest {
   std::optional<std::string> transformer_cls_to_wrap;  // FSDP_TRANSFORMER_CLS_TO_WRAP
   std::optional<std::string> auto_wrap_policy;         // FSDP_AUTO_WRAP_POLICY, upper case
   std::optional<int64_t> min_num_params;               // FSDP_MIN_NUM_PARAMS
+  // From a DeepSpeed JSON config (ACCELERATE_DEEPSPEED_CONFIG_FILE): what it sets that is not sharding.
+  std::optional<int64_t> gradient_accumulation_steps;
+  std::optional<double> gradient_clipping;
+  std::optional<std::string> mixed_precision;  // "bf16" or "fp16" (bf16.enabled / fp16.enabled true)
+  std::optional<double> scaler_init_scale;     // 2 ** fp16.initial_scale_power
+  std::optional<int64_t> scaler_growth_interval;  // fp16.loss_scale_window
 };
+
+// DeepSpeed's JSON config (deepspeed_config_file) as settings: zero_stage, offload_optimizer_device,
+// offload_param_device, gradient_accumulation_steps, gradient_clipping, mixed_precision,
+// scaler_init_scale, scaler_growth_interval ("auto" values are left out: Accelerate's settings fill
+// them). The optimizer and scheduler sections (DeepSpeed would build those objects) are
+// ACC_ERR_UNSUPPORTED; keys that tune DeepSpeed's engine are reported in `warnings`.
+SettingMap deepspeed_file_settings(const std::string& path, std::vector<std::string>& warnings);
 
 // A variable's value; none when it is unset or empty.
 using VariableLookup = std::function<std::optional<std::string>(const char* name)>;

@@ -84,6 +84,10 @@ TEST(Options, TextSetterParsesByType) {
   ACC_EXPECT_ERROR(acc_options_set(opts, "num_warmup_steps", "10.5"), ACC_ERR_INVALID_ARGUMENT, "integer");
   ACC_EXPECT_ERROR(acc_options_set(opts, "num_warmup_steps", "-3"), ACC_ERR_INVALID_ARGUMENT, "at least 0");
   ACC_EXPECT_ERROR(acc_options_set(opts, "gamma", "nan"), ACC_ERR_INVALID_ARGUMENT, "finite");
+  const std::pair<const char*, const char*> blanks[] = {  // blanks before are refused as blanks after
+      {"num_warmup_steps", " 10"}, {"num_warmup_steps", "10 "}, {"num_warmup_steps", "\t10"},
+      {"num_cycles", " 1.5"},      {"num_cycles", "1.5\n"}};
+  for (const auto& [key, text] : blanks) ACC_EXPECT_ERROR(acc_options_set(opts, key, text), ACC_ERR_INVALID_ARGUMENT, "got '");
   ACC_EXPECT_ERROR(acc_options_set(opts, "warmup", "1"), ACC_ERR_INVALID_ARGUMENT, "known: num_warmup_steps");
   char* text = nullptr;
   ACC_ASSERT_OK(acc_options_get(opts, "num_warmup_steps", &text));

@@ -314,3 +314,52 @@ TEST(Accumulation, SyncWithDataloaderOffLetsTheLastWindowRunOn) {
     acc_accelerator_free(acc);
   }
 }
+
+// DeepSpeed's gradient_clipping: a prepared optimizer clips its model's gradients before each step
+// it takes, as an acc_clip_grad_norm call just before the step would; micro-steps inside an
+// accumulation window (where the step does nothing) clip nothing.
+TEST(Clipping, TheGradientClippingOptionClipsBeforeEachStep) {
+  enum class Clip { Option, ByHand, None };
+  auto train = [](Clip clip) {
+    acc_accelerator* acc = acc_test::make_accelerator(
+        {{"cpu", "true"}, {"gradient_accumulation_steps", "2"}, {"gradient_clipping", clip == Clip::Option ? "0.05" : "0"}});
+    EXPECT_EQ(acc_set_seed(3), ACC_OK);
+    acc_model* model = acc_test::spec_model(R"([{"type":"linear","in_features":4,"out_features":3},{"type":"tanh"},
+                                                {"type":"linear","in_features":3,"out_features":2}])");
+    acc_optimizer* opt = acc_test::optimizer(model, "sgd", 0.5);
+    EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+    for (int step = 0; step < 6; ++step) {
+      std::vector<float> x(8), y(4);
+      for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.7f * static_cast<float>(i + 8 * step));
+      for (size_t i = 0; i < y.size(); ++i) y[i] = std::cos(0.3f * static_cast<float>(i + 4 * step));
+      acc_tensor *xt = floats(x, {2, 4}), *yt = floats(y, {2, 2}), *out = nullptr, *loss = nullptr;
+      EXPECT_EQ(acc_accumulate_begin(acc), ACC_OK);
+      EXPECT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out), ACC_OK);
+      EXPECT_EQ(acc_loss_mse(out, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+      EXPECT_EQ(acc_backward(acc, loss), ACC_OK);
+      int sync = 0;
+      EXPECT_EQ(acc_accelerator_sync_gradients(acc, &sync), ACC_OK);
+      double norm = 0;
+      if (clip == Clip::ByHand && sync) EXPECT_EQ(acc_clip_grad_norm(acc, model, 0.05, 2.0, &norm), ACC_OK);
+      EXPECT_EQ(acc_optimizer_step(opt), ACC_OK);
+      EXPECT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+      EXPECT_EQ(acc_accumulate_end(acc), ACC_OK);
+      for (acc_tensor* t : {xt, yt, out, loss}) acc_tensor_free(t);
+    }
+    acc_tensor* w = nullptr;
+    EXPECT_EQ(acc_model_parameter(model, "0.weight", &w), ACC_OK);
+    const std::vector<float> weights = to_floats(w);
+    acc_tensor_free(w);
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+    return weights;
+  };
+  const auto by_option = train(Clip::Option);
+  EXPECT_EQ(by_option, train(Clip::ByHand));
+  EXPECT_NE(by_option, train(Clip::None)) << "the norm 0.05 must bind";
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
+  ACC_EXPECT_ERROR(acc_options_set(o, "gradient_clipping", "-1"), ACC_ERR_INVALID_ARGUMENT, "gradient_clipping");
+  acc_options_free(o);
+}

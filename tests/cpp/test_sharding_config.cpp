@@ -2,9 +2,13 @@
 // variables) as this runtime's sharding options; what it cannot honour is refused naming the key.
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <fstream>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "accelerator/config.h"
@@ -20,7 +24,9 @@ const char* const kVariables[] = {"ACCELERATE_USE_FSDP", "FSDP_SHARDING_STRATEGY
                                   "FSDP_RESHARD_AFTER_FORWARD", "FSDP_TRANSFORMER_CLS_TO_WRAP", "ACCELERATE_USE_DEEPSPEED",
                                   "ACCELERATE_DEEPSPEED_ZERO_STAGE", "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE",
                                   "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "ACCELERATE_DEEPSPEED_CONFIG_FILE",
-                                  "ACCELERATE_CONFIG_FILE", "HF_HOME"};
+                                  "FSDP_MIN_NUM_PARAMS", "ACCELERATE_GRADIENT_CLIPPING", "ACCELERATE_MIXED_PRECISION",
+                                  "ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "ACCELERATE_CONFIG_FILE",
+                                  "HF_HOME"};
 
 // Each test starts with none of the variables (and no config file to find).
 class Sharding : public testing::Test {
@@ -103,6 +109,94 @@ TEST_F(Sharding, FsdpVariablesChooseTheStage) {
   EXPECT_NE(message.find("needs zero_stage 1, 2 or 3"), std::string::npos) << message;
 }
 
+// DeepSpeed's gradient_clipping reaches its processes as Accelerate's launcher passes it ("auto":
+// none); a value that is not a norm is an error naming the variable.
+TEST_F(Sharding, GradientClippingComesFromItsVariable) {
+  EXPECT_EQ(resolve().gradient_clipping, 0.0);
+  setenv("ACCELERATE_GRADIENT_CLIPPING", "auto", 1);
+  EXPECT_EQ(resolve().gradient_clipping, 0.0);
+  setenv("ACCELERATE_GRADIENT_CLIPPING", "1.5", 1);
+  EXPECT_EQ(resolve().gradient_clipping, 1.5);
+  EXPECT_EQ(resolve({{"gradient_clipping", "0"}}).gradient_clipping, 0.0) << "the program's option wins";
+  setenv("ACCELERATE_GRADIENT_CLIPPING", "much", 1);
+  auto [status, message] = failure([] { resolve(); });
+  EXPECT_NE(message.find("ACCELERATE_GRADIENT_CLIPPING"), std::string::npos) << message;
+  unsetenv("ACCELERATE_GRADIENT_CLIPPING");
+  std::tie(status, message) = failure([] {
+    acc::parse_config_text("distributed_type: DEEPSPEED\ndeepspeed_config:\n  gradient_clipping: -2\n", "neg.yaml");
+  });
+  EXPECT_NE(message.find("gradient_clipping must be a number >= 0"), std::string::npos) << message;
+}
+
+// DeepSpeed's JSON config (deepspeed_config_file): its ZeRO section chooses the stage and offload,
+// its accumulation, clipping and bf16/fp16 sections the rest; "auto" leaves Accelerate's values.
+TEST_F(Sharding, ADeepSpeedJsonConfigIsRead) {
+  const std::string path = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/acc_ds_" +
+                           std::to_string(getpid()) + ".json";
+  auto write = [&](const std::string& text) { std::ofstream(path, std::ios::trunc) << text; };
+  write(R"({"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": true},
+            "overlap_comm": true},
+            "gradient_accumulation_steps": 4, "gradient_clipping": 1.5, "bf16": {"enabled": true},
+            "train_micro_batch_size_per_gpu": "auto", "steps_per_print": 10})");
+  setenv("ACCELERATE_USE_DEEPSPEED", "true", 1);
+  setenv("ACCELERATE_DEEPSPEED_CONFIG_FILE", path.c_str(), 1);
+  setenv("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "8", 1);
+  auto c = resolve();
+  EXPECT_EQ(c.sharding.stage, 3);
+  EXPECT_TRUE(c.sharding.offload_optimizer);
+  EXPECT_FALSE(c.sharding.offload_params);
+  EXPECT_EQ(c.gradient_accumulation_steps, 4) << "the file's, over the variable";
+  EXPECT_EQ(c.gradient_clipping, 1.5);
+  EXPECT_EQ(c.mixed_precision, "bf16");
+  EXPECT_EQ(resolve({{"gradient_accumulation_steps", "2"}}).gradient_accumulation_steps, 2) << "the program's wins";
+  setenv("ACCELERATE_MIXED_PRECISION", "fp16", 1);
+  auto [status, message] = failure([] { resolve(); });
+  EXPECT_NE(message.find("contradicts the DeepSpeed config's bf16.enabled"), std::string::npos) << message;
+  unsetenv("ACCELERATE_MIXED_PRECISION");
+
+  write(R"({"zero_optimization": {"stage": "auto"}, "fp16": {"enabled": true, "initial_scale_power": 12,
+            "loss_scale_window": 500, "hysteresis": 2}})");
+  c = resolve();
+  EXPECT_EQ(c.sharding.stage, 2) << "auto: DeepSpeedPlugin's default";
+  EXPECT_EQ(c.mixed_precision, "fp16");
+  EXPECT_EQ(c.scaler.init_scale, 4096.0);
+  EXPECT_EQ(c.scaler.growth_interval, 500);
+
+  // The launcher reads it too: errors at launch, the tuning keys reported, the path passed on.
+  const auto launch = acc::parse_config_text(
+      "distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  deepspeed_config_file: " + path + "\n",
+      "ds.yaml");
+  EXPECT_EQ(launch.sharding_env.at("ACCELERATE_DEEPSPEED_CONFIG_FILE"), path);
+  bool reported = false;
+  for (const auto& w : launch.warnings) reported = reported || w.find("fp16.hysteresis is ignored") != std::string::npos;
+  EXPECT_TRUE(reported);
+  std::tie(status, message) = failure([&] {
+    acc::parse_config_text("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 1\n"
+                           "  deepspeed_config_file: " + path + "\n",
+                           "both.yaml");
+  });
+  EXPECT_NE(message.find("zero_stage is set beside deepspeed_config_file"), std::string::npos) << message;
+
+  // What it cannot honour, each named.
+  const std::vector<std::tuple<std::string, acc::Status, std::string>> refused = {
+      {R"({"zero_optimization": {"stage": 2}, "optimizer": {"type": "AdamW"}})", acc::Status::Unsupported,
+       "optimizer is not supported"},
+      {R"({"zero_optimization": {"stage": 2}, "fp16": {"enabled": true, "loss_scale": 128}})", acc::Status::Unsupported,
+       "fp16.loss_scale"},
+      {R"({"zero_optimization": {"stage": 4}})", acc::Status::InvalidArgument, "zero_optimization.stage"},
+      {R"({"zero_optimization": {"stage": 2, "offload_param": {"device": "nvme"}}})", acc::Status::Unsupported, "NVMe"},
+      {R"({"gradient_clipping": 1.0})", acc::Status::InvalidArgument, "zero_optimization is missing"},
+      {R"({"zero_optimization": )", acc::Status::Io, path}};
+  for (const auto& [text, expected, says] : refused) {
+    write(text);
+    std::tie(status, message) = failure([] { resolve(); });
+    EXPECT_EQ(status, expected) << text << ": " << message;
+    EXPECT_NE(message.find(says), std::string::npos) << message;
+    EXPECT_NE(message.find("ACCELERATE_DEEPSPEED_CONFIG_FILE"), std::string::npos) << message;
+  }
+  std::remove(path.c_str());
+}
+
 TEST_F(Sharding, DeepSpeedVariablesChooseTheStage) {
   setenv("ACCELERATE_USE_DEEPSPEED", "true", 1);
   EXPECT_EQ(resolve().sharding.stage, 2) << "DeepSpeedPlugin's default";
@@ -143,8 +237,9 @@ TEST_F(Sharding, WhatCannotBeHonouredIsRefusedNamingIt) {
   EXPECT_EQ(status, acc::Status::Unsupported);
   EXPECT_NE(message.find("NVMe"), std::string::npos) << message;
   unsetenv("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE");
-  setenv("ACCELERATE_DEEPSPEED_CONFIG_FILE", "/etc/ds.json", 1);
+  setenv("ACCELERATE_DEEPSPEED_CONFIG_FILE", "/nonexistent/ds.json", 1);
   std::tie(status, message) = failure([] { resolve(); });
+  EXPECT_EQ(status, acc::Status::Io);
   EXPECT_NE(message.find("ACCELERATE_DEEPSPEED_CONFIG_FILE"), std::string::npos) << message;
 }
 
@@ -202,11 +297,13 @@ deepspeed_config:
   zero_stage: 1
   offload_optimizer_device: cpu
   gradient_accumulation_steps: 4
+  gradient_clipping: 1.0
 num_processes: 2
 )", "ds.yaml");
   EXPECT_EQ(ds.sharding_env.at("ACCELERATE_DEEPSPEED_ZERO_STAGE"), "1");
   EXPECT_EQ(ds.sharding_env.at("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE"), "cpu");
   EXPECT_EQ(ds.sharding_env.at("ACCELERATE_GRADIENT_ACCUMULATION_STEPS"), "4");
+  EXPECT_EQ(ds.sharding_env.at("ACCELERATE_GRADIENT_CLIPPING"), "1.0");
 
   const auto hybrid = acc::parse_config_text(
       "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: HYBRID_SHARD\nnum_processes: 2\n", "hybrid.yaml");

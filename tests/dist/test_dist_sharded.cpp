@@ -101,6 +101,7 @@ struct Settings {
   bool eval_between = false;  // a forward without gradients between each forward and its backward
   const char* wrap_policy = nullptr;  // auto_wrap_policy
   const char* min_num_params = "0";
+  const char* gradient_clipping = "0";  // the option: each optimizer step clips first
 };
 
 // A prepared model and optimizer under zero_stage `stage` (0: DDP).
@@ -120,7 +121,8 @@ struct Job {
         {"offload_optimizer", s.offload ? "true" : "false"},
         {"offload_params", s.offload ? "true" : "false"},
         {"hybrid_shard", s.hybrid && stage > 0 ? "true" : "false"},
-        {"min_num_params", s.min_num_params}};
+        {"min_num_params", s.min_num_params},
+        {"gradient_clipping", s.gradient_clipping}};
     if (s.wrap_policy) options.emplace_back("auto_wrap_policy", s.wrap_policy);
     acc = acc_test::make_accelerator(options);
     EXPECT_EQ(acc_set_seed(11), ACC_OK);
@@ -259,7 +261,8 @@ void expect_trains_like(const Settings& reference, int stage, const Settings& s,
     // Exact where the sums are the same. Otherwise the float sums of 3-4 gradients in another order
     // differ by a few ulp (|g| < 2 here: < 1e-6), which Adam's normalised steps of lr = 0.05 carry
     // over 6 steps into < 1e-4; clipping's norm from pieces adds a relative 1e-6 of a step.
-    if (same_reduction_order(stage) && s.clip == 0) EXPECT_EQ(difference, 0.0) << "after micro-step " << i;
+    const bool clipped = s.clip > 0 || std::string(s.gradient_clipping) != "0";
+    if (same_reduction_order(stage) && !clipped) EXPECT_EQ(difference, 0.0) << "after micro-step " << i;
     else EXPECT_LT(difference, 1e-4) << "after micro-step " << i;
   }
 }
@@ -324,6 +327,18 @@ TEST(Sharded, WithAccumulationClippingAndBf16) {
 
 // Offload steps each process's slice in host memory (a copy of it under stages 1 and 2, the shard
 // itself under stage 3), on gradients copied there: the same arithmetic on the same values.
+// DeepSpeed's gradient_clipping as an option: each stage clips as an acc_clip_grad_norm call
+// before each step does under DDP (the global norm over every process's slices).
+TEST(Sharded, GradientClippingOptionClipsAsClipGradNormDoes) {
+  Settings by_hand;
+  by_hand.clip = 0.05;
+  by_hand.accumulation = 2;
+  Settings by_option = by_hand;
+  by_option.clip = 0;
+  by_option.gradient_clipping = "0.05";
+  for (int stage : {0, 1, 2, 3}) expect_trains_like(by_hand, stage, by_option, 6);
+}
+
 TEST(Sharded, CpuOffloadTrainsAsWithout) {
   Settings s;
   s.offload = true;
