@@ -1,11 +1,17 @@
 #include "cli/questionnaire.h"
 
+#include <yaml-cpp/yaml.h>
+
+#include <climits>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <istream>
 #include <ostream>
 
 #include "common/error.h"
 #include "common/options.h"
+#include "config/sharding_config.h"
 
 namespace acc {
 namespace {
@@ -74,10 +80,12 @@ class Asker {
     return value;
   }
 
+  // `optional`: an empty answer is an answer (an empty value).
   std::string text(const std::string& question, const std::string& fallback,
-                   const std::function<std::string(const std::string&)>& check) {
+                   const std::function<std::string(const std::string&)>& check, bool optional = false) {
     std::string value;
     ask(question, fallback, [&](const std::string& a) -> std::string {
+      if (a.empty() && optional) return "";
       if (a.empty()) return "an answer is needed";
       std::string error = check(a);
       if (error.empty()) value = a;
@@ -97,6 +105,70 @@ class Asker {
   std::ostream& out_;
   bool terminal_;
 };
+
+// A config section as the YAML text ClusterConfig keeps, numbers and flags typed as Accelerate writes them.
+std::string section_yaml(const SettingMap& settings) {
+  YAML::Node node(YAML::NodeType::Map);
+  for (const auto& [key, value] : settings) {
+    char* end = nullptr;
+    const long long number = std::strtoll(value.c_str(), &end, 10);
+    if (value == "true" || value == "false") node[key] = value == "true";
+    else if (!value.empty() && !*end) node[key] = number;
+    else node[key] = value;
+  }
+  YAML::Emitter out;
+  out << node;
+  return out.c_str();
+}
+
+// Accelerate's FSDP questions (its version-1 plugin), as fsdp_config keys.
+SettingMap ask_fsdp(Asker& ask) {
+  SettingMap fsdp;
+  fsdp["fsdp_sharding_strategy"] = ask.choice(
+      "What should be your sharding strategy?", {"FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD", "HYBRID_SHARD", "HYBRID_SHARD_ZERO2"}, 0);
+  fsdp["fsdp_offload_params"] = ask.yes_no("Do you want to offload parameters and gradients to CPU?", false) ? "true" : "false";
+  const std::string policy =
+      ask.choice("What should be your auto wrap policy?", {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"}, 0);
+  fsdp["fsdp_auto_wrap_policy"] = policy;
+  if (policy == "TRANSFORMER_BASED_WRAP") {
+    const std::string classes = ask.text(
+        "Specify the comma-separated list of transformer layer class names (case-sensitive) to wrap, e.g. Block "
+        "(empty: the submodules the forward calls)",
+        "", [](const std::string&) { return std::string(); }, /*optional=*/true);
+    if (!classes.empty()) fsdp["fsdp_transformer_layer_cls_to_wrap"] = classes;
+  } else if (policy == "SIZE_BASED_WRAP") {
+    fsdp["fsdp_min_num_params"] = std::to_string(
+        ask.integer("What should be your FSDP's minimum number of parameters for Default Auto Wrapping Policy?",
+                    100000000, 0, INT_MAX));
+  }
+  fsdp["fsdp_state_dict_type"] =
+      ask.choice("What should be your FSDP's state dict type?", {"FULL_STATE_DICT", "SHARDED_STATE_DICT"}, 0);
+  return fsdp;
+}
+
+// Accelerate's DeepSpeed questions, as deepspeed_config keys.
+SettingMap ask_deepspeed(Asker& ask) {
+  SettingMap deepspeed;
+  if (ask.yes_no("Do you want to specify a json file to a DeepSpeed config?", false)) {
+    deepspeed["deepspeed_config_file"] = ask.text("Please enter the path to the json DeepSpeed config file", "",
+                                                  [](const std::string& a) -> std::string {
+                                                    std::error_code ec;
+                                                    return std::filesystem::is_regular_file(a, ec) ? "" : "no such file";
+                                                  });
+    return deepspeed;
+  }
+  const std::string stage = ask.choice("What should be your DeepSpeed's ZeRO optimization stage?", {"0", "1", "2", "3"}, 2);
+  deepspeed["zero_stage"] = stage;
+  deepspeed["offload_optimizer_device"] = ask.choice("Where to offload optimizer states?", {"none", "cpu"}, 0);
+  if (stage == "3") deepspeed["offload_param_device"] = ask.choice("Where to offload parameters?", {"none", "cpu"}, 0);
+  if (ask.yes_no("Do you want to use gradient clipping?", false))
+    deepspeed["gradient_clipping"] = ask.text("What is the gradient clipping value?", "1.0", [](const std::string& a) {
+      char* end = nullptr;
+      const double v = std::strtod(a.c_str(), &end);
+      return *end || !(v > 0) ? std::string("enter a positive number") : std::string();
+    });
+  return deepspeed;
+}
 
 }  // namespace
 
@@ -138,8 +210,21 @@ ClusterConfig ask_cluster_config(std::istream& in, std::ostream& out, bool termi
     c.debug = ask.yes_no("Should distributed operations be checked while running for errors? This can avoid timeout "
                          "issues but will be slower.",
                          false);
+    // Sharded data parallelism, in Accelerate's order: DeepSpeed first, then FSDP.
+    const std::string origin = "accelerate config";
+    if (ask.yes_no("Do you want to use DeepSpeed?", false)) {
+      const SettingMap deepspeed = ask_deepspeed(ask);
+      c.distributed_type = "DEEPSPEED";
+      c.other["deepspeed_config"] = section_yaml(deepspeed);
+      c.sharding_env = deepspeed_environment(deepspeed, origin, c.warnings);
+    } else if (ask.yes_no("Do you want to use FullyShardedDataParallel?", false)) {
+      const SettingMap fsdp = ask_fsdp(ask);
+      c.distributed_type = "FSDP";
+      c.other["fsdp_config"] = section_yaml(fsdp);
+      c.sharding_env = fsdp_environment(fsdp, origin, c.warnings);
+    }
   }
-  c.use_cpu = c.distributed_type == "MULTI_CPU" ||
+  c.use_cpu = kind == kinds[1] ||  // multi-CPU, sharded or not
               (c.distributed_type == "NO" && (gpu_count == 0 || ask.yes_no("Do you want to run your training on CPU only "
                                                                            "(even if a GPU is available)?",
                                                                            false)));

@@ -228,10 +228,19 @@ const LayerKind& find_kind(const std::string& type) {
   return it->second;
 }
 
+// A whole number a size can be: JSON integers above INT64_MAX would wrap to negative sizes.
+bool is_int64(const json& value) {
+  return value.is_number_integer() &&
+         !(value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX));
+}
+
 TensorSource checked_source(const json& value, const std::string& where, const std::string& name) {
+  // A model takes at most kMaxModelInputs inputs (forward's argument list).
   const bool ok = value.is_object() && value.size() == 1 && (value.contains("input") || value.contains("layer")) &&
-                  value.begin()->is_number_integer() && value.begin()->get<int64_t>() >= 0;
-  require(ok, where, ": '", name, "' must be {\"input\": k} (the model's input k) or {\"layer\": i} (layer i's output), got ",
+                  is_int64(*value.begin()) && value.begin()->get<int64_t>() >= 0 &&
+                  (value.contains("layer") || value.begin()->get<int64_t>() < kMaxModelInputs);
+  require(ok, where, ": '", name, "' must be {\"input\": k} (the model's input k < ", kMaxModelInputs,
+          ") or {\"layer\": i} (layer i's output), got ",
           value.dump());
   return {value.contains("input"), value.begin()->get<int64_t>()};
 }
@@ -242,10 +251,10 @@ json checked_arg(const ArgSpec& spec, const json& value, const std::string& wher
   };
   switch (spec.kind) {
     case Arg::Int:
-      if (!value.is_number_integer()) bad("an integer");
+      if (!is_int64(value)) bad("an integer");
       return value;
     case Arg::OptionalInt:
-      if (!value.is_null() && !value.is_number_integer()) bad("an integer or null");
+      if (!value.is_null() && !is_int64(value)) bad("an integer or null");
       return value;
     case Arg::Float:
       if (!value.is_number()) bad("a number");
@@ -260,15 +269,15 @@ json checked_arg(const ArgSpec& spec, const json& value, const std::string& wher
       if (!value.is_string()) bad("a string");
       return value;
     case Arg::IntOrPair:
-      if (value.is_number_integer()) return json::array({value, value});
-      if (value.is_array() && value.size() == 2 && value[0].is_number_integer() && value[1].is_number_integer())
+      if (is_int64(value)) return json::array({value, value});
+      if (value.is_array() && value.size() == 2 && is_int64(value[0]) && is_int64(value[1]))
         return value;
       bad("an integer or a pair of integers");
     case Arg::IntList:
-      if (value.is_number_integer()) return json::array({value});
+      if (is_int64(value)) return json::array({value});
       if (value.is_array() && !value.empty()) {
         for (auto& x : value)
-          if (!x.is_number_integer()) bad("an integer or a list of integers");
+          if (!is_int64(x)) bad("an integer or a list of integers");
         return value;
       }
       bad("an integer or a list of integers");

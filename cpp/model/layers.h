@@ -5,6 +5,8 @@
 #include <torch/nn/modules/container/any.h>
 
 #include <nlohmann/json.hpp>
+
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,8 @@ std::vector<LayerSpec> parse_layer_specs(const std::string& json_spec);
 
 // How many inputs a model of these layers takes: one more than the highest input a layer reads.
 size_t model_input_count(const std::vector<LayerSpec>& layers);
+// The most inputs a layer-spec model takes ({"input": k} needs k below it).
+constexpr int64_t kMaxModelInputs = 64;
 
 torch::nn::AnyModule build_layer(const LayerSpec& spec);
 

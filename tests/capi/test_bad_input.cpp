@@ -318,3 +318,16 @@ TEST(BadInput, ACheckpointCounterAtItsLargestIsRefused) {
   acc_accelerator_free(a);
   std::system(("rm -rf " + dir).c_str());
 }
+
+// JSON integers above INT64_MAX would wrap to negative sizes; an input index past any forward's
+// argument list would make the model demand that many inputs.
+TEST(BadInput, SpecNumbersOutsideWhatTheyCanBeAreRefused) {
+  acc_model* model = nullptr;
+  ACC_EXPECT_ERROR(acc_model_from_spec(R"([{"type":"linear","in_features":2,"out_features":18446744073709551615}])", &model),
+                   ACC_ERR_INVALID_ARGUMENT, "'out_features' must be an integer");
+  ACC_EXPECT_ERROR(acc_model_from_spec(R"([{"type":"avgpool2d","kernel_size":[2,18446744073709551615]}])", &model),
+                   ACC_ERR_INVALID_ARGUMENT, "kernel_size");
+  ACC_EXPECT_ERROR(acc_model_from_spec(R"([{"type":"relu","from":{"input":9223372036854775807}}])", &model),
+                   ACC_ERR_INVALID_ARGUMENT, "input k < 64");
+  EXPECT_EQ(model, nullptr);
+}

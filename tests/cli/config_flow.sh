@@ -15,7 +15,7 @@ grep -qx "distributed_type: 'NO'" "$file" || fail "distributed_type not written 
 if "$acc" config --default 2>/dev/null; then fail "config --default overwrote a file"; fi
 
 # The answers of the questionnaire, from a pipe.
-printf '1\n1\n2\nno\nbf16\n3\n' | "$acc" config --config_file "$HF_HOME/asked.yaml" >/dev/null || fail "config (questions)"
+printf '1\n1\n2\nno\nno\nno\nbf16\n3\n' | "$acc" config --config_file "$HF_HOME/asked.yaml" >/dev/null || fail "config (questions)"
 grep -qx "distributed_type: MULTI_CPU" "$HF_HOME/asked.yaml" || fail "answers not saved"
 grep -qx "gradient_accumulation_steps: 3" "$HF_HOME/asked.yaml" || fail "answers not saved"
 

@@ -296,8 +296,38 @@ TEST_F(Config, TheAcceleratorReadsTheFileLast) {
   EXPECT_NO_THROW(resolve(set));
 }
 
+// The sharding questions (DeepSpeed's, then FSDP's) write Accelerate's sections, which read back as
+// the launcher's variables.
+TEST_F(Config, QuestionsMakeShardedConfigs) {
+  std::ostringstream out;
+  // multi-CPU, 1 machine, 2 processes, no debug, no DeepSpeed, FSDP: SHARD_GRAD_OP, no offload,
+  // SIZE_BASED_WRAP of 1000, SHARDED_STATE_DICT; no mixed precision, 1 step.
+  std::istringstream fsdp_answers("1\n\n2\n\n\nyes\n1\n\n1\n1000\n1\n\n\n");
+  auto f = acc::ask_cluster_config(fsdp_answers, out, false, 0);
+  EXPECT_EQ(f.distributed_type, "FSDP");
+  EXPECT_TRUE(f.use_cpu);
+  EXPECT_EQ(f.sharding_env.at("FSDP_SHARDING_STRATEGY"), "SHARD_GRAD_OP");
+  EXPECT_EQ(f.sharding_env.at("FSDP_AUTO_WRAP_POLICY"), "SIZE_BASED_WRAP");
+  EXPECT_EQ(f.sharding_env.at("FSDP_MIN_NUM_PARAMS"), "1000");
+  EXPECT_EQ(f.sharding_env.at("FSDP_STATE_DICT_TYPE"), "SHARDED_STATE_DICT");
+  write(default_file(), acc::config_to_yaml(f));
+  const auto reread = acc::load_config_file(default_file().string());
+  EXPECT_EQ(reread.distributed_type, "FSDP");
+  EXPECT_EQ(reread.sharding_env, f.sharding_env);
+  EXPECT_NE(acc::config_to_yaml(f).find("fsdp_min_num_params: 1000"), std::string::npos) << acc::config_to_yaml(f);
+  // DeepSpeed: ZeRO-3, optimizer and parameters offloaded, clipping at 0.5.
+  std::istringstream ds_answers("1\n\n2\n\nyes\n\n3\n1\n1\nyes\n0.5\n\n\n");
+  auto d = acc::ask_cluster_config(ds_answers, out, false, 0);
+  EXPECT_EQ(d.distributed_type, "DEEPSPEED");
+  EXPECT_EQ(d.sharding_env.at("ACCELERATE_DEEPSPEED_ZERO_STAGE"), "3");
+  EXPECT_EQ(d.sharding_env.at("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE"), "cpu");
+  EXPECT_EQ(d.sharding_env.at("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"), "cpu");
+  EXPECT_EQ(d.sharding_env.at("ACCELERATE_GRADIENT_CLIPPING"), "0.5");
+  EXPECT_NE(acc::config_to_yaml(d).find("zero_stage: 3"), std::string::npos) << acc::config_to_yaml(d);
+}
+
 TEST_F(Config, QuestionsMakeAConfig) {
-  std::istringstream in("2\n1\n4\n0,1\nyes\nbf16\n2\n");
+  std::istringstream in("2\n1\n4\n0,1\nyes\n\n\nbf16\n2\n");
   std::ostringstream out;
   auto c = acc::ask_cluster_config(in, out, false, 4);
   EXPECT_EQ(c.distributed_type, "MULTI_GPU");
@@ -315,7 +345,7 @@ TEST_F(Config, QuestionsMakeAConfig) {
   EXPECT_TRUE(d.use_cpu);
   EXPECT_EQ(d.mixed_precision, "no");
   // Multi-node asks where the main process is.
-  std::istringstream nodes("1\n2\n1\n10.0.0.1\n\n\n\n\n\n\n");
+  std::istringstream nodes("1\n2\n1\n10.0.0.1\n\n\n\n\n\n\n\n\n");
   auto n = acc::ask_cluster_config(nodes, out, false, 0);
   EXPECT_EQ(n.num_machines, 2);
   EXPECT_EQ(n.machine_rank, 1);
@@ -331,7 +361,7 @@ TEST_F(Config, QuestionsMakeAConfig) {
   EXPECT_NE(error_of([&] { acc::ask_cluster_config(short_input, out, false, 0); }).find("the input ended before"),
             std::string::npos);
   // On a terminal a wrong answer is asked again.
-  std::istringstream retry("9\n1\n\n3\n\n\n\n");
+  std::istringstream retry("9\n1\n\n3\n\n\n\n\n\n");
   EXPECT_EQ(acc::ask_cluster_config(retry, out, true, 0).num_processes, 3);
 }
 
