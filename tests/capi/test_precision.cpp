@@ -2,6 +2,7 @@
 // fp32, the autocast scope for code outside a prepared model, unscale_gradients, accumulation equal
 // to one large batch, and user learning-rate schedules.
 #include <cmath>
+#include <functional>
 
 #include "support.h"
 
@@ -149,6 +150,33 @@ TEST(UnscaleGradients, WithoutFp16GradientsStayAsTheyAre) {
 
 namespace {
 
+// One micro-step of an accumulation window on (x, y) with an MSE loss; `at_window_end` runs after
+// the backward of a micro-step that ends a window (where the optimizer really steps).
+void micro_step(acc_accelerator* acc, acc_model* model, acc_optimizer* opt, acc_tensor* x, acc_tensor* y,
+                const std::function<void()>& at_window_end = {}) {
+  acc_tensor *out = nullptr, *loss = nullptr;
+  EXPECT_EQ(acc_accumulate_begin(acc), ACC_OK);
+  EXPECT_EQ(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &out), ACC_OK);
+  EXPECT_EQ(acc_loss_mse(out, y, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+  EXPECT_EQ(acc_backward(acc, loss), ACC_OK);
+  int sync = 0;
+  EXPECT_EQ(acc_accelerator_sync_gradients(acc, &sync), ACC_OK);
+  if (sync && at_window_end) at_window_end();
+  EXPECT_EQ(acc_optimizer_step(opt), ACC_OK);
+  EXPECT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+  EXPECT_EQ(acc_accumulate_end(acc), ACC_OK);
+  acc_tensor_free(out);
+  acc_tensor_free(loss);
+}
+
+std::vector<float> parameter_values(const acc_model* model, const char* name) {
+  acc_tensor* w = nullptr;
+  EXPECT_EQ(acc_model_parameter(model, name, &w), ACC_OK);
+  auto values = w ? to_floats(w) : std::vector<float>{};
+  acc_tensor_free(w);
+  return values;
+}
+
 // Trains a linear model with SGD through the accelerator; every call of `step` is one micro-step on
 // rows [first, first + rows) of a fixed data set. Returns the weights.
 std::vector<float> accumulate_and_step(int64_t accumulation, int64_t rows_per_micro_step) {
@@ -172,20 +200,11 @@ std::vector<float> accumulate_and_step(int64_t accumulation, int64_t rows_per_mi
     }
     acc_tensor* xt = floats(x, {rows_per_micro_step, 3});
     acc_tensor* yt = floats(y, {rows_per_micro_step, 2});
-    acc_tensor *out = nullptr, *loss = nullptr;
-    EXPECT_EQ(acc_accumulate_begin(acc), ACC_OK);
-    EXPECT_EQ(acc_model_forward1(model, xt, 0, &out), ACC_OK);
-    EXPECT_EQ(acc_loss_mse(out, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK);
-    EXPECT_EQ(acc_backward(acc, loss), ACC_OK);
-    EXPECT_EQ(acc_optimizer_step(opt), ACC_OK);
-    EXPECT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
-    EXPECT_EQ(acc_accumulate_end(acc), ACC_OK);
-    for (acc_tensor* t : {xt, yt, out, loss}) acc_tensor_free(t);
+    micro_step(acc, model, opt, xt, yt);
+    acc_tensor_free(xt);
+    acc_tensor_free(yt);
   }
-  acc_tensor* w = nullptr;
-  EXPECT_EQ(acc_model_parameter(model, "0.weight", &w), ACC_OK);
-  auto weights = to_floats(w);
-  acc_tensor_free(w);
+  auto weights = parameter_values(model, "0.weight");
   acc_optimizer_free(opt);
   acc_model_free(model);
   acc_accelerator_free(acc);
@@ -332,24 +351,15 @@ TEST(Clipping, TheGradientClippingOptionClipsBeforeEachStep) {
       std::vector<float> x(8), y(4);
       for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.7f * static_cast<float>(i + 8 * step));
       for (size_t i = 0; i < y.size(); ++i) y[i] = std::cos(0.3f * static_cast<float>(i + 4 * step));
-      acc_tensor *xt = floats(x, {2, 4}), *yt = floats(y, {2, 2}), *out = nullptr, *loss = nullptr;
-      EXPECT_EQ(acc_accumulate_begin(acc), ACC_OK);
-      EXPECT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out), ACC_OK);
-      EXPECT_EQ(acc_loss_mse(out, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK);
-      EXPECT_EQ(acc_backward(acc, loss), ACC_OK);
-      int sync = 0;
-      EXPECT_EQ(acc_accelerator_sync_gradients(acc, &sync), ACC_OK);
-      double norm = 0;
-      if (clip == Clip::ByHand && sync) EXPECT_EQ(acc_clip_grad_norm(acc, model, 0.05, 2.0, &norm), ACC_OK);
-      EXPECT_EQ(acc_optimizer_step(opt), ACC_OK);
-      EXPECT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
-      EXPECT_EQ(acc_accumulate_end(acc), ACC_OK);
-      for (acc_tensor* t : {xt, yt, out, loss}) acc_tensor_free(t);
+      acc_tensor *xt = floats(x, {2, 4}), *yt = floats(y, {2, 2});
+      micro_step(acc, model, opt, xt, yt, [&] {
+        double norm = 0;
+        if (clip == Clip::ByHand) EXPECT_EQ(acc_clip_grad_norm(acc, model, 0.05, 2.0, &norm), ACC_OK);
+      });
+      acc_tensor_free(xt);
+      acc_tensor_free(yt);
     }
-    acc_tensor* w = nullptr;
-    EXPECT_EQ(acc_model_parameter(model, "0.weight", &w), ACC_OK);
-    const std::vector<float> weights = to_floats(w);
-    acc_tensor_free(w);
+    const std::vector<float> weights = parameter_values(model, "0.weight");
     acc_optimizer_free(opt);
     acc_model_free(model);
     acc_accelerator_free(acc);
