@@ -1,6 +1,7 @@
 // Sharded data parallelism against DDP, in one run (start it with accelerate-launch): for DDP and
 // zero_stage 1, 2, 3 (and 3 with offload_params, which on the CPU saves nothing and adds a host copy
-// of the gradients' slice: its GPU figures come from tests/gpu) each process builds the same ~59M-parameter MLP, trains it with AdamW, and
+// of the gradients' slice: its GPU figures come from tests/gpu; and 3 under FSDP's NO_WRAP, one unit
+// for the whole model, as Accelerate's FSDP does without a wrap policy) each process builds the same ~59M-parameter MLP, trains it with AdamW, and
 // reports
 //   - the memory its parameters, gradients and optimizer state take while it trains: the peak of the
 //     bytes held by live CPU tensors over the timed steps (a counting allocator under libtorch's CPU
@@ -45,6 +46,7 @@ struct Run {
   const char* name;
   const char* stage;
   const char* offload;
+  const char* wrap_policy = nullptr;  // auto_wrap_policy; none: the spec's layers are the units
   double mib = 1e300;      // live tensor bytes, MiB
   double rss_mib = 1e300;  // resident memory, MiB
   std::vector<double> times;  // microseconds per step
@@ -58,6 +60,7 @@ void measure(Run& run, const std::vector<int64_t>& widths, int steps, int64_t ra
   OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
   OK(acc_options_set(o, "zero_stage", run.stage));
   OK(acc_options_set(o, "offload_params", run.offload));
+  if (run.wrap_policy) OK(acc_options_set(o, "auto_wrap_policy", run.wrap_policy));
   OK(acc_options_set(o, "offload_optimizer", run.offload));
   acc_accelerator* acc = nullptr;
   OK(acc_accelerator_create(o, &acc));
@@ -119,7 +122,8 @@ int main(int argc, char** argv) {
                            {"ZeRO-1", "1", "false"},
                            {"ZeRO-2", "2", "false"},
                            {"ZeRO-3", "3", "false"},
-                           {"ZeRO-3 + offload", "3", "true"}};
+                           {"ZeRO-3 + offload", "3", "true"},
+                           {"ZeRO-3 NO_WRAP", "3", "false", "NO_WRAP"}};
   // Two passes, the second in reverse order, so that a machine that gets busier or quieter during
   // the run does not favour the variants measured first.
   for (auto& run : runs) measure(run, widths, quick ? 2 : 5, rank);

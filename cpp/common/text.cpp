@@ -15,9 +15,12 @@ bool ends_with(const std::string& text, const std::string& tail) {
 }
 
 std::vector<std::string> split_trimmed(const std::string& text, char separator) {
+  // Every piece, a last empty one included ("a," is "a" and ""), which getline would drop.
   std::vector<std::string> pieces;
-  std::stringstream in(text);
-  for (std::string piece; std::getline(in, piece, separator);) pieces.push_back(trimmed(piece));
+  size_t start = 0;
+  for (size_t end; (end = text.find(separator, start)) != std::string::npos; start = end + 1)
+    pieces.push_back(trimmed(text.substr(start, end - start)));
+  pieces.push_back(trimmed(text.substr(start)));
   return pieces;
 }
 

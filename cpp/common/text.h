@@ -9,8 +9,8 @@ namespace acc {
 // `text` without the spaces and tabs around it.
 std::string trimmed(const std::string& text);
 bool ends_with(const std::string& text, const std::string& tail);
-// The pieces of a `separator`-separated list, each trimmed (empty ones kept for the caller to
-// refuse; a trailing separator adds none).
+// The pieces of a `separator`-separated list, each trimmed; empty ones are kept, a leading or
+// trailing separator's included, for the caller to refuse ("" is one empty piece).
 std::vector<std::string> split_trimmed(const std::string& text, char separator);
 
 }  // namespace acc

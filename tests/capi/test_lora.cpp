@@ -531,6 +531,8 @@ TEST(Lora, RefusesWhatItCannotHonour) {
   ACC_EXPECT_ERROR(acc_model_add_lora(m, "self_attn", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "not a linear layer");
   ACC_EXPECT_ERROR(acc_model_add_lora(m, "re:(", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "regular expression");
+  for (const char* listed : {"0,", ",0", "0,,linear1"})
+    ACC_EXPECT_ERROR(acc_model_add_lora(m, listed, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "empty name");
   acc_options* o = nullptr;
   ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_LORA, &o));
   ACC_EXPECT_ERROR(acc_options_set_int(o, "r", 0), ACC_ERR_INVALID_ARGUMENT, "r");
