@@ -283,7 +283,8 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   torch's size_based_auto_wrap_policy, nested units included; 0 wraps nothing, one unit, as
  *   Accelerate), transformer_cls_to_wrap (string, default "": the units are the modules of these
  *   comma-separated classes, e.g. "Block", however deep the forward calls them (FSDP's
- *   transformer_layer_cls_to_wrap); a class the model lacks is an error),
+ *   transformer_layer_cls_to_wrap; a layer-spec model's classes are its layer types, e.g.
+ *   "transformer_encoder_layer"); a class the model lacks is an error),
  *   state_dict_type ("FULL_STATE_DICT", default: save_state writes
  *   consolidated files any number of processes can load; "SHARDED_STATE_DICT": each process writes
  *   its own shard). Unset, they are read from Accelerate's ACCELERATE_USE_FSDP / FSDP_* and

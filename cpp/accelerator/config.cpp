@@ -19,26 +19,39 @@ std::optional<std::string> env(const char* name) {
 
 // Accelerate's launcher variables for FSDP and DeepSpeed (config/sharding_config.h), for the
 // sharding options the program did not set.
-void read_sharding_env(const Options& o, AcceleratorConfig& c) {
+// `from_env`: what the variables and the config file set (a DeepSpeed JSON config must agree with them).
+void read_sharding_env(const Options& o, const Options& from_env, AcceleratorConfig& c) {
   const auto request = sharding_from_environment(env);
   if (!request) return;
   if (!o.has("zero_stage")) {
     c.sharding.stage = request->stage;
     c.sharding_kind = request->kind;
   }
-  if (!o.has("offload_optimizer")) c.sharding.offload_optimizer = request->offload_optimizer;
-  if (!o.has("offload_params")) c.sharding.offload_params = request->offload_params;
-  // The program's zero_stage 0 turns sharding off, the launcher's hybrid strategy with it.
+  // The program's zero_stage 0 turns sharding off, the launcher's offload and hybrid strategy with it.
+  // (The launcher's own stage 0 with offload stays a contradiction, refused below.)
+  const bool keeps_offload = !o.has("zero_stage") || c.sharding.stage > 0;
+  if (!o.has("offload_optimizer")) c.sharding.offload_optimizer = request->offload_optimizer && keeps_offload;
+  if (!o.has("offload_params")) c.sharding.offload_params = request->offload_params && keeps_offload;
   if (!o.has("hybrid_shard")) c.sharding.hybrid = request->hybrid && c.sharding.stage > 0;
   if (!o.has("state_dict_type") && request->state_dict_type) c.sharding.state_dict_type = *request->state_dict_type;
   if (!o.has("transformer_cls_to_wrap") && request->transformer_cls_to_wrap)
     c.sharding.transformer_cls_to_wrap = *request->transformer_cls_to_wrap;
   if (!o.has("auto_wrap_policy") && request->auto_wrap_policy) c.sharding.auto_wrap_policy = request->auto_wrap_policy;
   if (!o.has("min_num_params") && request->min_num_params) c.sharding.min_num_params = *request->min_num_params;
-  // A DeepSpeed JSON config's other settings: over the variables, under the program's options.
-  if (!o.has("gradient_accumulation_steps") && request->gradient_accumulation_steps)
-    c.gradient_accumulation_steps = *request->gradient_accumulation_steps;
-  if (!o.has("gradient_clipping") && request->gradient_clipping) c.gradient_clipping = *request->gradient_clipping;
+  // A DeepSpeed JSON config's other settings: under the program's options; the variables and the
+  // config file must agree with them (Accelerate refuses such pairs too).
+  auto agreed = [&](const char* key, auto mine, auto theirs) {
+    require(o.has(key) || !from_env.has(key) || mine == theirs, key, " ", mine, " (from ACCELERATE_* variables or the ",
+            "config file) contradicts the DeepSpeed config's ", theirs);
+    return o.has(key) ? mine : theirs;
+  };
+  if (request->gradient_accumulation_steps)
+    c.gradient_accumulation_steps =
+        agreed("gradient_accumulation_steps", c.gradient_accumulation_steps, *request->gradient_accumulation_steps);
+  if (request->gradient_clipping) c.gradient_clipping = agreed("gradient_clipping", c.gradient_clipping, *request->gradient_clipping);
+  for (const auto& dtype : request->disabled_precisions)
+    require(c.mixed_precision != dtype, "mixed_precision \"", dtype, "\" contradicts the DeepSpeed config's ", dtype,
+            ".enabled false");
   if (!o.has("scaler_init_scale") && request->scaler_init_scale) c.scaler.init_scale = *request->scaler_init_scale;
   if (!o.has("scaler_growth_interval") && request->scaler_growth_interval)
     c.scaler.growth_interval = *request->scaler_growth_interval;
@@ -168,10 +181,13 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   table.copy(from_env, c);
   table.copy(o, c);  // the program's options win
   if (c.logging_dir.empty()) c.logging_dir = c.project_dir;
-  read_sharding_env(o, c);
+  read_sharding_env(o, from_env, c);
   // Hybrid sharding without a stage would train plain DDP: say so rather than do it.
   require(!c.sharding.hybrid || c.sharding.stage > 0,
           "hybrid_shard shards within each machine: it needs zero_stage 1, 2 or 3, not 0 (DDP)");
+  // So would offloading without a sharded optimizer to offload (DeepSpeed's stage 0, FSDP's NO_SHARD).
+  require(!(c.sharding.offload_optimizer || c.sharding.offload_params) || c.sharding.stage > 0,
+          "offload_optimizer and offload_params offload what sharding keeps: they need zero_stage 1, 2 or 3, not 0 (DDP)");
   return c;
 }
 

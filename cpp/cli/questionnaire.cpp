@@ -159,8 +159,12 @@ SettingMap ask_deepspeed(Asker& ask) {
   }
   const std::string stage = ask.choice("What should be your DeepSpeed's ZeRO optimization stage?", {"0", "1", "2", "3"}, 2);
   deepspeed["zero_stage"] = stage;
-  deepspeed["offload_optimizer_device"] = ask.choice("Where to offload optimizer states?", {"none", "cpu"}, 0);
-  if (stage == "3") deepspeed["offload_param_device"] = ask.choice("Where to offload parameters?", {"none", "cpu"}, 0);
+  if (stage == "2" || stage == "3") {  // where Accelerate asks them
+    deepspeed["offload_optimizer_device"] = ask.choice("Where to offload optimizer states?", {"none", "cpu"}, 0);
+    deepspeed["offload_param_device"] = ask.choice("Where to offload parameters?", {"none", "cpu"}, 0);
+  }
+  deepspeed["gradient_accumulation_steps"] = std::to_string(
+      ask.integer("How many gradient accumulation steps you're passing in your script?", 1, 1, 1 << 20));
   if (ask.yes_no("Do you want to use gradient clipping?", false))
     deepspeed["gradient_clipping"] = ask.text("What is the gradient clipping value?", "1.0", [](const std::string& a) {
       char* end = nullptr;
@@ -179,6 +183,7 @@ ClusterConfig ask_cluster_config(std::istream& in, std::ostream& out, bool termi
   const std::string kind = ask.choice("Which type of machine are you using?", kinds, gpu_count > 1 ? 2 : 0);
   c.distributed_type = kind == kinds[0] ? "NO" : kind == kinds[1] ? "MULTI_CPU" : "MULTI_GPU";
   c.num_processes = 1;
+  bool asks_precision = true, asks_accumulation = true;
   if (c.distributed_type != "NO") {
     c.num_machines = ask.integer("How many different machines will you use (more than 1 for multi-node training)?",
                                  1, 1, 1 << 16);
@@ -214,6 +219,9 @@ ClusterConfig ask_cluster_config(std::istream& in, std::ostream& out, bool termi
     const std::string origin = "accelerate config";
     if (ask.yes_no("Do you want to use DeepSpeed?", false)) {
       const SettingMap deepspeed = ask_deepspeed(ask);
+      // Precision and accumulation are the DeepSpeed section's (or its JSON file's) to say.
+      asks_precision = !deepspeed.count("deepspeed_config_file");
+      asks_accumulation = false;
       c.distributed_type = "DEEPSPEED";
       c.other["deepspeed_config"] = section_yaml(deepspeed);
       c.sharding_env = deepspeed_environment(deepspeed, origin, c.warnings);
@@ -228,8 +236,10 @@ ClusterConfig ask_cluster_config(std::istream& in, std::ostream& out, bool termi
               (c.distributed_type == "NO" && (gpu_count == 0 || ask.yes_no("Do you want to run your training on CPU only "
                                                                            "(even if a GPU is available)?",
                                                                            false)));
-  c.mixed_precision = ask.choice("Do you wish to use mixed precision?", mixed_precision_choices(), 0);
-  const int steps = ask.integer("How many gradient accumulation steps (micro-batches per optimizer step)?", 1, 1, 1 << 20);
+  if (asks_precision) c.mixed_precision = ask.choice("Do you wish to use mixed precision?", mixed_precision_choices(), 0);
+  const int steps = asks_accumulation ? ask.integer("How many gradient accumulation steps (micro-batches per optimizer step)?",
+                                                    1, 1, 1 << 20)
+                                      : 1;
   if (steps > 1) c.gradient_accumulation_steps = steps;
   if (c.gradient_accumulation_steps) c.present.insert("gradient_accumulation_steps");
   return c;

@@ -365,8 +365,10 @@ ClusterConfig parse_config_text(const std::string& text, const std::string& orig
       c.other[key] = node_text(value);
       if (!value.IsMap()) reader.bad(value, key, "a mapping of settings");
       SettingMap settings;
-      for (const auto& kv : value)
+      for (const auto& kv : value) {
+        if (kv.second.IsNull()) continue;  // Accelerate's None: not set
         settings[kv.first.as<std::string>()] = kv.second.IsScalar() ? kv.second.Scalar() : node_text(kv.second);
+      }
       c.sharding_env = type == "FSDP" ? fsdp_environment(settings, origin + ": " + key, c.warnings)
                                       : deepspeed_environment(settings, origin + ": " + key, c.warnings);
       continue;

@@ -271,7 +271,10 @@ SettingMap deepspeed_file_settings(const std::string& path, std::vector<std::str
         if (inner == "enabled") {
           if (is_auto(setting)) continue;
           if (!setting.is_boolean()) refuse(name, "must be true, false or auto");
-          if (!setting.get<bool>()) continue;
+          if (!setting.get<bool>()) {
+            out[key + "_disabled"] = "true";  // a mixed_precision of this dtype contradicts it
+            continue;
+          }
           if (out.count("mixed_precision")) refuse(name, "is true, and so is " + out["mixed_precision"] + ".enabled");
           out["mixed_precision"] = key;
         } else if (key == "fp16" && inner == "loss_scale") {
@@ -340,6 +343,7 @@ std::optional<ShardingRequest> sharding_from_environment(const VariableLookup& l
           if (key == "gradient_accumulation_steps") r.gradient_accumulation_steps = std::stoll(value);
           if (key == "gradient_clipping") r.gradient_clipping = std::stod(value);
           if (key == "mixed_precision") r.mixed_precision = value;
+          if (key == "bf16_disabled" || key == "fp16_disabled") r.disabled_precisions.push_back(key.substr(0, 4));
           if (key == "scaler_init_scale") r.scaler_init_scale = std::stod(value);
           if (key == "scaler_growth_interval") r.scaler_growth_interval = std::stoll(value);
         }

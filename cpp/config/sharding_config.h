@@ -40,6 +40,7 @@ struct ShardingRequest {
   std::optional<int64_t> gradient_accumulation_steps;
   std::optional<double> gradient_clipping;
   std::optional<std::string> mixed_precision;  // "bf16" or "fp16" (bf16.enabled / fp16.enabled true)
+  std::vector<std::string> disabled_precisions;  // "bf16" / "fp16" whose enabled is false
   std::optional<double> scaler_init_scale;     // 2 ** fp16.initial_scale_power
   std::optional<int64_t> scaler_growth_interval;  // fp16.loss_scale_window
 };

@@ -258,10 +258,9 @@ std::set<std::string> wrapped_module_paths(const torch::jit::Module& module, con
   if (policy.kind == UnitPolicy::Kind::Classes) {
     std::set<std::string> present;
     for (const auto& entry : module.named_modules()) {
-      if (entry.name.empty()) continue;
       const std::string cls = class_name(entry.value);
-      present.insert(cls);
-      if (std::find(policy.classes.begin(), policy.classes.end(), cls) != policy.classes.end())
+      present.insert(cls);  // the root's class too, as Accelerate finds it (the root is a unit anyway)
+      if (!entry.name.empty() && std::find(policy.classes.begin(), policy.classes.end(), cls) != policy.classes.end())
         wrapped.insert(entry.name);
     }
     for (const auto& cls : policy.classes) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 
 #include "common/error.h"
 #include "model/activation_checkpoint.h"
@@ -124,16 +125,30 @@ std::vector<std::vector<std::string>> SpecModel::layer_parameter_names() const {
 void SpecModel::set_unit_policy(const UnitPolicy& policy) {
   require(policy.kind != UnitPolicy::Kind::Size || policy.min_num_params > 0, "min_num_params must be positive, got ",
           policy.min_num_params);
+  if (policy.kind == UnitPolicy::Kind::Classes) {  // a spec model's classes are its layer types
+    std::set<std::string> types;
+    for (const auto& layer : layers_) types.insert(layer.type);
+    for (const auto& cls : policy.classes) {
+      if (types.count(cls)) continue;
+      std::string list;
+      for (const auto& type : types) list += (list.empty() ? "" : ", ") + type;
+      fail(Status::InvalidArgument, "transformer_cls_to_wrap: the model has no layer of type '", cls,
+           "' (a layer-spec model's classes are its layer types: ", list, ")");
+    }
+  }
   unit_policy_ = policy;
 }
 
 std::vector<int64_t> SpecModel::unit_of_layer() const {
   std::vector<int64_t> units;
   const auto names = layer_parameter_names();
-  int64_t next = unit_policy_.kind == UnitPolicy::Kind::Size ? 1 : 0;  // unit 0: the layers left over
+  int64_t next = gathers_leftovers() ? 1 : 0;  // unit 0: the layers left over
   for (size_t i = 0; i < layers_.size(); ++i) {
     bool own = !names[i].empty();
-    if (unit_policy_.kind == UnitPolicy::Kind::Size) {
+    if (unit_policy_.kind == UnitPolicy::Kind::Classes) {
+      const auto& classes = unit_policy_.classes;
+      own = own && std::find(classes.begin(), classes.end(), layers_[i].type) != classes.end();
+    } else if (unit_policy_.kind == UnitPolicy::Kind::Size) {
       int64_t numel = 0;  // as torch's module.parameters(): a tied layer counts its embedding's weight
       for (const auto& t : layer_tensors(i)) numel += t.numel();
       own = own && numel >= unit_policy_.min_num_params;
@@ -143,8 +158,12 @@ std::vector<int64_t> SpecModel::unit_of_layer() const {
   return units;
 }
 
+bool SpecModel::gathers_leftovers() const {
+  return unit_policy_.kind == UnitPolicy::Kind::Size || unit_policy_.kind == UnitPolicy::Kind::Classes;
+}
+
 bool SpecModel::whole_forward_unit() const {
-  if (unit_policy_.kind != UnitPolicy::Kind::Size) return false;
+  if (!gathers_leftovers()) return false;
   const auto units = unit_of_layer();
   return std::any_of(units.begin(), units.end(), [](int64_t u) { return u >= 0; });
 }
@@ -153,19 +172,19 @@ std::vector<std::vector<std::string>> SpecModel::parameter_units() const {
   if (unit_policy_.kind == UnitPolicy::Kind::Whole) return Model::parameter_units();
   auto names = layer_parameter_names();
   const auto units_of = unit_of_layer();
-  const bool sized = unit_policy_.kind == UnitPolicy::Kind::Size;
-  if (sized && !whole_forward_unit()) return Model::parameter_units();  // no layer is large enough
-  std::vector<std::vector<std::string>> units(sized ? 1 : 0);
+  const bool leftovers = gathers_leftovers();
+  if (leftovers && !whole_forward_unit()) return Model::parameter_units();  // no layer is wrapped
+  std::vector<std::vector<std::string>> units(leftovers ? 1 : 0);
   for (size_t i = 0; i < names.size(); ++i) {
     if (units_of[i] >= 0) units.push_back(std::move(names[i]));
-    else if (sized) units[0].insert(units[0].end(), names[i].begin(), names[i].end());
+    else if (leftovers) units[0].insert(units[0].end(), names[i].begin(), names[i].end());
   }
   return units;
 }
 
 bool SpecModel::set_unit_hooks(UnitHooks hooks) {
-  const bool sized = unit_policy_.kind == UnitPolicy::Kind::Size;
-  if (unit_policy_.kind == UnitPolicy::Kind::Whole || (sized && !whole_forward_unit()) || !hooks.before)
+  const bool leftovers = gathers_leftovers();
+  if (unit_policy_.kind == UnitPolicy::Kind::Whole || (leftovers && !whole_forward_unit()) || !hooks.before)
     hooks = UnitHooks{};  // one unit: the caller brackets the whole forward
   const auto units_of = unit_of_layer();
   units_of_layer_.assign(layers_.size(), {});

@@ -21,8 +21,9 @@ class SpecModel final : public Model {
   bool is_training() const override;
 
   // One unit per layer that has parameters. A size policy makes units of the layers that reach
-  // min_num_params (layers are its leaves) and unit 0, gathered for the whole forward, of the
-  // others; NO_WRAP one unit; class names leave the layers as they are.
+  // min_num_params (layers are its leaves), a class policy of the layers of those types
+  // ("transformer_encoder_layer"), and unit 0, gathered for the whole forward, of the others;
+  // NO_WRAP one unit.
   std::vector<std::vector<std::string>> parameter_units() const override;
   bool set_unit_hooks(UnitHooks hooks) override;
   void set_unit_policy(const UnitPolicy& policy) override;
@@ -53,6 +54,7 @@ class SpecModel final : public Model {
   // Per layer, its unit in parameter_units() (-1: none of its own, or unit 0 under a size policy).
   std::vector<int64_t> unit_of_layer() const;
   bool whole_forward_unit() const;  // unit 0 is gathered around the whole forward
+  bool gathers_leftovers() const;   // the policy leaves layers to unit 0 (sizes, classes)
 };
 
 }  // namespace acc

@@ -34,12 +34,20 @@ void check_shard_metadata(const Metadata& metadata, const ShardedDataParallel& e
     fail(Status::InvalidArgument, "checkpoint file '", path, "' is a shard of ", value("num_processes"),
          " processes under zero_stage ", value("zero_stage"), "; this job has ", world, " under zero_stage ", stage,
          " (SHARDED_STATE_DICT loads only on the same sharding; save with FULL_STATE_DICT to change it)");
+  // Slices of the same sizes can hold other parameters: the units must be laid out alike (the
+  // wrap policy, DDP's bucket size and the frozen parameters decide them).
+  auto layout = metadata.find("layout");
+  if (layout != metadata.end() && layout->second != engine.shard_layout_json())
+    fail(Status::InvalidArgument, "checkpoint file '", path, "' lays the parameters out in other units than this job ",
+         "(another auto_wrap_policy, transformer_cls_to_wrap, ddp_bucket_cap_mb or set of frozen parameters?): ",
+         "SHARDED_STATE_DICT loads only on the same sharding; save with FULL_STATE_DICT to change it");
 }
 
 Metadata shard_metadata(const ShardedDataParallel& engine, Metadata metadata = {}) {
   metadata["num_processes"] = std::to_string(engine.layout().world());
   metadata["process_index"] = std::to_string(engine.layout().rank());
   metadata["zero_stage"] = std::to_string(engine.options().stage);
+  metadata["layout"] = engine.shard_layout_json();
   return metadata;
 }
 
@@ -72,7 +80,7 @@ class ShardedWeightsPart final : public CheckpointPart {
     for (size_t u = 0; u < engine_->shard_params().size(); ++u)
       tensors.emplace_back("unit." + std::to_string(u), engine_->shard_params()[u]);
     for (const auto& entry : engine_->replicated_state_dict()) tensors.push_back(entry);
-    save_safetensors(path, tensors, shard_metadata(*engine_, {{"format", "pt"}, {"layout", engine_->shard_layout_json()}}));
+    save_safetensors(path, tensors, shard_metadata(*engine_, {{"format", "pt"}}));
   }
   StagedLoad load(const std::string& path) const override {
     const fs::path dir = fs::path(path).parent_path();

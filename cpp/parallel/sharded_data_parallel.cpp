@@ -32,10 +32,12 @@ UnitPolicy unit_policy(const ShardingOptions& options) {
     policy.kind = UnitPolicy::Kind::Size;
     policy.min_num_params = options.min_num_params;
   } else {
-    for (auto& name : split_trimmed(options.transformer_cls_to_wrap, ','))
-      if (!name.empty()) policy.classes.push_back(std::move(name));
-    require(!policy.classes.empty() || trimmed(options.transformer_cls_to_wrap).empty(), "transformer_cls_to_wrap '",
-            options.transformer_cls_to_wrap, "' names no class");
+    if (!trimmed(options.transformer_cls_to_wrap).empty()) {
+      for (auto& name : split_trimmed(options.transformer_cls_to_wrap, ',')) {
+        require(!name.empty(), "transformer_cls_to_wrap '", options.transformer_cls_to_wrap, "' has an empty class name");
+        policy.classes.push_back(std::move(name));
+      }
+    }
     if (!policy.classes.empty()) policy.kind = UnitPolicy::Kind::Classes;
   }
   return policy;

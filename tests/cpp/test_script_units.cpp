@@ -130,9 +130,11 @@ TEST(ScriptUnits, ClassesToWrapReachNestedModules) {
     model->set_unit_policy(classes({"Block", "NoSuchClass"}));
     ADD_FAILURE() << "a class the model lacks was accepted";
   } catch (const acc::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("'NoSuchClass' (its classes: Block, Body, Embedding, LayerNorm, Linear, ModuleList)"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("'NoSuchClass' (its classes: Block, Body, Embedding, LayerNorm, Linear, ModuleList, Wrapped)"), std::string::npos)
         << e.what();
   }
+  model->set_unit_policy(classes({"Wrapped"}));  // the root's class: Accelerate finds it, and the root is one unit
+  EXPECT_EQ(model->parameter_units().size(), 1u);
 }
 
 // FSDP's SIZE_BASED_WRAP: the modules torch's own size_based_auto_wrap_policy wraps, recorded by
@@ -227,4 +229,9 @@ TEST(SpecUnits, SizePolicyMakesUnitsOfLargeLayers) {
   model->set_unit_policy(by_size(5000));
   EXPECT_EQ(model->parameter_units().size(), 1u) << "no layer is large enough";
   EXPECT_FALSE(model->set_unit_hooks(recording_hooks(events)));
+  // Class names are layer types: the linear layers are units, the embedding joins unit 0.
+  model->set_unit_policy(classes({"linear"}));
+  EXPECT_EQ(model->parameter_units(),
+            (Units{{"0.weight"}, {"1.weight", "1.bias"}, {"3.weight", "3.bias"}, {"4.weight", "4.bias"}}));
+  EXPECT_THROW(model->set_unit_policy(classes({"LlamaDecoderLayer"})), acc::Error);
 }

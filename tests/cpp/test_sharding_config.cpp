@@ -140,18 +140,33 @@ TEST_F(Sharding, ADeepSpeedJsonConfigIsRead) {
             "train_micro_batch_size_per_gpu": "auto", "steps_per_print": 10})");
   setenv("ACCELERATE_USE_DEEPSPEED", "true", 1);
   setenv("ACCELERATE_DEEPSPEED_CONFIG_FILE", path.c_str(), 1);
-  setenv("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "8", 1);
   auto c = resolve();
   EXPECT_EQ(c.sharding.stage, 3);
   EXPECT_TRUE(c.sharding.offload_optimizer);
   EXPECT_FALSE(c.sharding.offload_params);
-  EXPECT_EQ(c.gradient_accumulation_steps, 4) << "the file's, over the variable";
+  EXPECT_EQ(c.gradient_accumulation_steps, 4);
   EXPECT_EQ(c.gradient_clipping, 1.5);
   EXPECT_EQ(c.mixed_precision, "bf16");
   EXPECT_EQ(resolve({{"gradient_accumulation_steps", "2"}}).gradient_accumulation_steps, 2) << "the program's wins";
   setenv("ACCELERATE_MIXED_PRECISION", "fp16", 1);
   auto [status, message] = failure([] { resolve(); });
   EXPECT_NE(message.find("contradicts the DeepSpeed config's bf16.enabled"), std::string::npos) << message;
+  unsetenv("ACCELERATE_MIXED_PRECISION");
+  // The launcher's --gradient_accumulation_steps (or the config file's) must agree with the file.
+  setenv("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "8", 1);
+  std::tie(status, message) = failure([] { resolve(); });
+  EXPECT_NE(message.find("gradient_accumulation_steps 8 (from ACCELERATE_* variables or the config file) contradicts "
+                         "the DeepSpeed config's 4"),
+            std::string::npos)
+      << message;
+  setenv("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "4", 1);
+  EXPECT_EQ(resolve().gradient_accumulation_steps, 4);
+  unsetenv("ACCELERATE_GRADIENT_ACCUMULATION_STEPS");
+
+  write(R"({"zero_optimization": {"stage": 2}, "bf16": {"enabled": false}})");
+  setenv("ACCELERATE_MIXED_PRECISION", "bf16", 1);
+  std::tie(status, message) = failure([] { resolve(); });
+  EXPECT_NE(message.find("contradicts the DeepSpeed config's bf16.enabled false"), std::string::npos) << message;
   unsetenv("ACCELERATE_MIXED_PRECISION");
 
   write(R"({"zero_optimization": {"stage": "auto"}, "fp16": {"enabled": true, "initial_scale_power": 12,
@@ -195,6 +210,20 @@ TEST_F(Sharding, ADeepSpeedJsonConfigIsRead) {
     EXPECT_NE(message.find("ACCELERATE_DEEPSPEED_CONFIG_FILE"), std::string::npos) << message;
   }
   std::remove(path.c_str());
+}
+
+// Offloading needs a sharded optimizer: the launcher's stage 0 with offload is refused, and the
+// program's zero_stage 0 turns the launcher's offload off with its sharding.
+TEST_F(Sharding, OffloadWithoutAStageIsRefused) {
+  setenv("ACCELERATE_USE_DEEPSPEED", "true", 1);
+  setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "0", 1);
+  setenv("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE", "cpu", 1);
+  auto [status, message] = failure([] { resolve(); });
+  EXPECT_NE(message.find("need zero_stage 1, 2 or 3"), std::string::npos) << message;
+  setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "2", 1);
+  EXPECT_FALSE(resolve({{"zero_stage", "0"}}).sharding.offload_optimizer);
+  std::tie(status, message) = failure([] { resolve({{"zero_stage", "0"}, {"offload_params", "true"}}); });
+  EXPECT_NE(message.find("need zero_stage 1, 2 or 3"), std::string::npos) << message;
 }
 
 TEST_F(Sharding, DeepSpeedVariablesChooseTheStage) {

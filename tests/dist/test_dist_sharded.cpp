@@ -118,8 +118,8 @@ struct Job {
         {"gradient_accumulation_steps", std::to_string(s.accumulation)},
         {"mixed_precision", s.precision},
         {"state_dict_type", s.state_dict_type},
-        {"offload_optimizer", s.offload ? "true" : "false"},
-        {"offload_params", s.offload ? "true" : "false"},
+        {"offload_optimizer", s.offload && stage > 0 ? "true" : "false"},
+        {"offload_params", s.offload && stage > 0 ? "true" : "false"},
         {"hybrid_shard", s.hybrid && stage > 0 ? "true" : "false"},
         {"min_num_params", s.min_num_params},
         {"gradient_clipping", s.gradient_clipping}};
@@ -514,6 +514,29 @@ TEST(Sharded, HybridShardingShardsWithinEachMachine) {
 // writes (Accelerate's merge-weights); a missing, foreign or damaged shard is refused naming it.
 // With ACC_TEST_MERGE_EXPORT the test only writes the checkpoint and save_model's folder there,
 // for the CLI's half of a CTest pair (cli_merge_weights).
+// Shards hold slices of units: a job whose units are laid out otherwise (another wrap policy here)
+// must refuse them, even where the slices have the same sizes, rather than load values into the
+// wrong parameters.
+TEST(Sharded, ShardsOfOtherUnitsAreRefused) {
+  Settings s;
+  s.state_dict_type = "SHARDED_STATE_DICT";
+  const std::string dir = shared_dir("other_units");
+  {
+    Job job(3, s);
+    job.micro_step();
+    ACC_ASSERT_OK(acc_save_state(job.acc, dir.c_str(), nullptr));
+  }
+  for (const char* policy : {"NO_WRAP", "SIZE_BASED_WRAP"}) {
+    Settings other = s;
+    other.wrap_policy = policy;
+    other.min_num_params = "10";  // SIZE_BASED_WRAP: layers 0 and 2 (20 and 18 parameters), not 4 (8)
+    Job job(3, other);
+    ACC_EXPECT_ERROR(acc_load_state(job.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT, "in other units");
+  }
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0) std::filesystem::remove_all(dir);
+}
+
 // Rewrites the layout a model shard records (its header's metadata), keeping its tensors.
 static void rewrite_layout(const std::string& path, const std::function<void(nlohmann::json&)>& edit) {
   const std::string bytes = acc_test::read_file(path);
@@ -652,7 +675,7 @@ TEST(Sharded, WhatItCannotDoIsRefused) {
   }
   // Classes to wrap that the model lacks, or a list naming none, as Accelerate refuses them.
   for (const auto& [classes, says] : {std::pair{"Block,NoSuchClass", "no module of class 'NoSuchClass'"},
-                                      std::pair{" , ,", "names no class"}}) {
+                                      std::pair{"Block,,Linear", "empty class name"}}) {
     acc_accelerator* a = acc_test::make_accelerator({{"zero_stage", "3"}, {"transformer_cls_to_wrap", classes}});
     acc_model* m = nullptr;
     acc_model* prepared = nullptr;
