@@ -3,6 +3,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -169,7 +170,8 @@ SettingMap ask_deepspeed(Asker& ask) {
     deepspeed["gradient_clipping"] = ask.text("What is the gradient clipping value?", "1.0", [](const std::string& a) {
       char* end = nullptr;
       const double v = std::strtod(a.c_str(), &end);
-      return *end || !(v > 0) ? std::string("enter a positive number") : std::string();
+      const bool decimal = a.find_first_of("xX") == std::string::npos;
+      return *end || !decimal || !(v > 0) || !std::isfinite(v) ? std::string("enter a positive number") : std::string();
     });
   return deepspeed;
 }

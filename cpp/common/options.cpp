@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include "common/error.h"
 
@@ -118,7 +119,11 @@ void Options::set_from_text(const std::string& key, const std::string& text) {
       char* end = nullptr;
       errno = 0;
       double v = std::strtod(text.c_str(), &end);
-      if (text.empty() || blank_first || *end || errno) bad();
+      // Decimal only (strtod also reads hex floats); a value too small for a double is its
+      // nearest (0 or a subnormal), as set_double's caller would have it, not an error.
+      const bool hex = text.find_first_of("xX") != std::string::npos;
+      const bool underflow = errno == ERANGE && std::fabs(v) <= std::numeric_limits<double>::min();
+      if (text.empty() || blank_first || hex || *end || (errno && !underflow)) bad();
       return set(key, v);
     }
     case OptionType::Bool: {

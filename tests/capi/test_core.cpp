@@ -88,6 +88,8 @@ TEST(Options, TextSetterParsesByType) {
       {"num_warmup_steps", " 10"}, {"num_warmup_steps", "10 "}, {"num_warmup_steps", "\t10"},
       {"num_cycles", " 1.5"},      {"num_cycles", "1.5\n"}};
   for (const auto& [key, text] : blanks) ACC_EXPECT_ERROR(acc_options_set(opts, key, text), ACC_ERR_INVALID_ARGUMENT, "got '");
+  ACC_EXPECT_ERROR(acc_options_set(opts, "num_cycles", "0x10"), ACC_ERR_INVALID_ARGUMENT, "got '");  // decimal only
+  ACC_ASSERT_OK(acc_options_set(opts, "num_cycles", "1e-320"));  // a subnormal, as acc_options_set_double takes it
   ACC_EXPECT_ERROR(acc_options_set(opts, "warmup", "1"), ACC_ERR_INVALID_ARGUMENT, "known: num_warmup_steps");
   char* text = nullptr;
   ACC_ASSERT_OK(acc_options_get(opts, "num_warmup_steps", &text));
