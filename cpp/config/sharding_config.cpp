@@ -118,7 +118,25 @@ void apply_deepspeed_key(const Source& from, const std::string& key, const std::
     r.offload_optimizer = offload_device(from, key, value);
   } else if (key == "offload_param_device") {
     r.offload_params = offload_device(from, key, value);
+  } else if (key == "gradient_accumulation_steps") {  // the rest come from a JSON file, already checked
+    r.gradient_accumulation_steps = std::stoll(value);
+  } else if (key == "gradient_clipping") {
+    r.gradient_clipping = std::stod(value);
+  } else if (key == "mixed_precision") {
+    r.mixed_precision = value;
+  } else if (key == "bf16_disabled" || key == "fp16_disabled") {
+    r.disabled_precisions.push_back(key.substr(0, 4));
+  } else if (key == "scaler_init_scale") {
+    r.scaler_init_scale = std::stod(value);
+  } else if (key == "scaler_growth_interval") {
+    r.scaler_growth_interval = std::stoll(value);
   }
+}
+
+// What a DeepSpeed JSON config says, into `r` (see deepspeed_file_settings).
+void apply_deepspeed_file(const std::string& path, ShardingRequest& r, std::vector<std::string>& warnings) {
+  const Source in_file{"DeepSpeed config '" + path + "': ", false};
+  for (const auto& [key, value] : deepspeed_file_settings(path, warnings)) apply_deepspeed_key(in_file, key, value, r);
 }
 
 // DeepSpeed's own keys that only tune its engine: reported, not refused.
@@ -204,9 +222,7 @@ SettingMap deepspeed_environment(const SettingMap& settings, const std::string& 
         require(!settings.count(own), origin, ": ", own, " is set beside deepspeed_config_file: set it in the DeepSpeed ",
                 "config file (", value, ") instead");
       ShardingRequest checked;  // its errors now, at launch
-      const Source in_file{"DeepSpeed config '" + value + "': ", false};
-      for (const auto& [file_key, file_value] : deepspeed_file_settings(value, warnings))
-        apply_deepspeed_key(in_file, file_key, file_value, checked);
+      apply_deepspeed_file(value, checked, warnings);
       env["ACCELERATE_DEEPSPEED_CONFIG_FILE"] = std::filesystem::absolute(value).string();
     } else if (ignored_deepspeed_keys().count(key)) {
       warnings.push_back("deepspeed_config." + key + " is ignored (no counterpart here)");
@@ -337,16 +353,7 @@ std::optional<ShardingRequest> sharding_from_environment(const VariableLookup& l
     if (auto path = lookup("ACCELERATE_DEEPSPEED_CONFIG_FILE"); path && names_a_file(*path)) {
       std::vector<std::string> reported;  // the launcher showed them
       try {
-        const Source in_file{"DeepSpeed config '" + *path + "': ", false};
-        for (const auto& [key, value] : deepspeed_file_settings(*path, reported)) {
-          apply_deepspeed_key(in_file, key, value, r);
-          if (key == "gradient_accumulation_steps") r.gradient_accumulation_steps = std::stoll(value);
-          if (key == "gradient_clipping") r.gradient_clipping = std::stod(value);
-          if (key == "mixed_precision") r.mixed_precision = value;
-          if (key == "bf16_disabled" || key == "fp16_disabled") r.disabled_precisions.push_back(key.substr(0, 4));
-          if (key == "scaler_init_scale") r.scaler_init_scale = std::stod(value);
-          if (key == "scaler_growth_interval") r.scaler_growth_interval = std::stoll(value);
-        }
+        apply_deepspeed_file(*path, r, reported);
       } catch (const Error& e) {
         fail(e.status(), "environment variable ACCELERATE_DEEPSPEED_CONFIG_FILE='", *path, "': ", e.what());
       }

@@ -127,10 +127,10 @@ std::vector<std::string> Model::parameter_names_matching(const std::string& patt
 }
 
 std::shared_ptr<void> Model::hold_trainable_set(std::string reason, bool freezing_too) {
-  auto hold = std::make_shared<const TrainableSetHold>(TrainableSetHold{std::move(reason), freezing_too});
+  auto hold = std::make_shared<TrainableSetHold>(TrainableSetHold{std::move(reason), freezing_too});
   holds_.erase(std::remove_if(holds_.begin(), holds_.end(), [](const auto& h) { return h.expired(); }), holds_.end());
   holds_.push_back(hold);
-  return std::const_pointer_cast<TrainableSetHold>(hold);
+  return hold;
 }
 
 void Model::require_trainable_set_free(bool freezing) const {

@@ -122,15 +122,13 @@ void ScriptModel::drop_lora_outputs() {
 }
 
 const ScriptUnitPlan& ScriptModel::unit_plan() const {
-  if (!unit_plan_) unit_plan_ = plan_script_units(module_, unit_token_, unit_policy_);
+  if (!unit_plan_) unit_plan_ = plan_script_units(module_, unit_token_);  // no policy: the submodules called
   return *unit_plan_;
 }
 
 void ScriptModel::set_unit_policy(const UnitPolicy& policy) {
   require(!units_forward_, "the model's units are in use (set the wrap policy before preparing it)");
-  (void)wrapped_module_paths(module_, policy);  // its errors (a class the model lacks) come now
-  unit_policy_ = policy;
-  unit_plan_.reset();
+  unit_plan_ = plan_script_units(module_, unit_token_, policy);  // its errors (a class the model lacks) come now
 }
 
 std::vector<std::vector<std::string>> ScriptModel::parameter_units() const {

@@ -53,7 +53,6 @@ class ScriptModel final : public Model {
   };
   std::optional<Arity> arity_;
   const int64_t unit_token_ = next_unit_token();
-  UnitPolicy unit_policy_;
   mutable std::optional<ScriptUnitPlan> unit_plan_;
   const ScriptUnitPlan& unit_plan() const;
   // forward with the unit markers, while hooks are installed.

@@ -76,7 +76,7 @@ NamedTensors SpecModel::forward(const std::vector<at::Tensor>& inputs) {
           inputs.size());
   for (size_t k = 0; k < inputs.size(); ++k) require(inputs[k].defined(), "input ", k, " is an undefined tensor");
   std::vector<at::Tensor> outputs(layers_.size());  // each layer's, until its last reader has run
-  const bool whole_unit = hooks_.before && whole_forward_unit();
+  const bool whole_unit = hooks_.before && leftover_unit_;
   if (whole_unit) hooks_.before(0);
   for (size_t i = 0; i < layers_.size(); ++i) {
     std::vector<at::Tensor> in;
@@ -162,18 +162,16 @@ bool SpecModel::gathers_leftovers() const {
   return unit_policy_.kind == UnitPolicy::Kind::Size || unit_policy_.kind == UnitPolicy::Kind::Classes;
 }
 
-bool SpecModel::whole_forward_unit() const {
-  if (!gathers_leftovers()) return false;
-  const auto units = unit_of_layer();
-  return std::any_of(units.begin(), units.end(), [](int64_t u) { return u >= 0; });
+bool SpecModel::has_leftover_unit(const std::vector<int64_t>& units_of) const {
+  return gathers_leftovers() && std::any_of(units_of.begin(), units_of.end(), [](int64_t u) { return u >= 0; });
 }
 
 std::vector<std::vector<std::string>> SpecModel::parameter_units() const {
   if (unit_policy_.kind == UnitPolicy::Kind::Whole) return Model::parameter_units();
   auto names = layer_parameter_names();
   const auto units_of = unit_of_layer();
-  const bool leftovers = gathers_leftovers();
-  if (leftovers && !whole_forward_unit()) return Model::parameter_units();  // no layer is wrapped
+  const bool leftovers = has_leftover_unit(units_of);
+  if (gathers_leftovers() && !leftovers) return Model::parameter_units();  // no layer is wrapped
   std::vector<std::vector<std::string>> units(leftovers ? 1 : 0);
   for (size_t i = 0; i < names.size(); ++i) {
     if (units_of[i] >= 0) units.push_back(std::move(names[i]));
@@ -183,10 +181,10 @@ std::vector<std::vector<std::string>> SpecModel::parameter_units() const {
 }
 
 bool SpecModel::set_unit_hooks(UnitHooks hooks) {
-  const bool leftovers = gathers_leftovers();
-  if (unit_policy_.kind == UnitPolicy::Kind::Whole || (leftovers && !whole_forward_unit()) || !hooks.before)
-    hooks = UnitHooks{};  // one unit: the caller brackets the whole forward
   const auto units_of = unit_of_layer();
+  leftover_unit_ = has_leftover_unit(units_of);
+  if (unit_policy_.kind == UnitPolicy::Kind::Whole || (gathers_leftovers() && !leftover_unit_) || !hooks.before)
+    hooks = UnitHooks{};  // one unit: the caller brackets the whole forward
   units_of_layer_.assign(layers_.size(), {});
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (units_of[i] >= 0) units_of_layer_[i].push_back(static_cast<size_t>(units_of[i]));

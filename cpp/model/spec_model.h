@@ -53,8 +53,10 @@ class SpecModel final : public Model {
   UnitPolicy unit_policy_;
   // Per layer, its unit in parameter_units() (-1: none of its own, or unit 0 under a size policy).
   std::vector<int64_t> unit_of_layer() const;
-  bool whole_forward_unit() const;  // unit 0 is gathered around the whole forward
-  bool gathers_leftovers() const;   // the policy leaves layers to unit 0 (sizes, classes)
+  bool gathers_leftovers() const;  // the policy leaves layers to unit 0 (sizes, classes)
+  // Whether the policy wraps some layers and leaves others to unit 0, gathered around the whole forward.
+  bool has_leftover_unit(const std::vector<int64_t>& units_of) const;
+  bool leftover_unit_ = false;  // has_leftover_unit, as of set_unit_hooks (forward reads it)
 };
 
 }  // namespace acc

@@ -96,6 +96,13 @@ std::vector<double> train(acc_model* m, int steps) {
   return losses;
 }
 
+// What export_lora_cases.py recorded of PEFT (under ACC_TEST_DATA, which the caller checked).
+json lora_cases() {
+  std::ifstream in(acc_test::data_dir() + "/lora_cases.json");
+  EXPECT_TRUE(in) << "run export_lora_cases.py first";
+  return in ? json::parse(in) : json::object();
+}
+
 }  // namespace
 
 TEST(Lora, AdaptersStartAsTheBaseModelAndFreezeEverythingElse) {
@@ -147,9 +154,8 @@ TEST(Lora, OnlyTheAdaptersChangeWhenTraining) {
 TEST(Lora, ReproducesPeftOnAScriptedPyTorchModel) {
   const std::string dir = acc_test::data_dir();
   if (dir.empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
-  std::ifstream in(dir + "/lora_cases.json");
-  ASSERT_TRUE(in) << "run export_lora_cases.py first";
-  const json c = json::parse(in);
+  const json c = lora_cases();
+  ASSERT_FALSE(c.empty());
   acc_model* m = nullptr;
   ACC_ASSERT_OK(acc_model_load_torchscript((dir + "/lora_model.pt").c_str(), &m));
   ACC_ASSERT_OK(acc_model_set_training(m, 0));
@@ -223,9 +229,9 @@ TEST(Lora, SpecModelsComputeAsPeftWithDropout) {
   // the same dropout masks from the same seed, the same operations, the same numbers.
   const std::string dir = acc_test::data_dir();
   if (dir.empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
-  std::ifstream in(dir + "/lora_cases.json");
-  ASSERT_TRUE(in) << "run export_lora_cases.py first";
-  const json c = json::parse(in)["spec"];
+  const json cases = lora_cases();
+  ASSERT_TRUE(cases.contains("spec"));
+  const json& c = cases["spec"];
   acc_model* m = nullptr;
   ACC_ASSERT_OK(acc_model_from_spec(c["spec"].dump().c_str(), &m));
   acc_tensor_list* state = nullptr;
@@ -263,9 +269,9 @@ TEST(Lora, ScriptedModelsComputeAsPeftWithDropout) {
   // the same dropout masks, the same numbers.
   const std::string dir = acc_test::data_dir();
   if (dir.empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
-  std::ifstream in(dir + "/lora_cases.json");
-  ASSERT_TRUE(in) << "run export_lora_cases.py first";
-  const json c = json::parse(in)["spec"];
+  const json cases = lora_cases();
+  ASSERT_TRUE(cases.contains("spec"));
+  const json& c = cases["spec"];
   const std::map<std::string, std::string> module_of = {{"0", "fc1"}, {"2", "block.0"}, {"5", "head"}};
   acc_model* m = nullptr;
   ACC_ASSERT_OK(acc_model_load_torchscript((dir + "/lora_model.pt").c_str(), &m));
