@@ -125,32 +125,36 @@ public class OwnershipTests {
 
   [Test]
   public void BreakingOutEndsTheEpochSoLoadStateTakesTheLoader() {
-    string dir = Path.Combine(Path.GetTempPath(), "acc-cs-break-" + Guid.NewGuid().ToString("N"));
-    using (Options ao = Options.Accelerator().Put("seed", 3))
-    using (var acc = new Accelerator(ao))
-    using (Dataset ds = MakeDataset())
-    using (Options lo = Options.DataLoader().Put("batch_size", 320).Put("shuffle", true))
-    using (var raw = new DataLoader(ds, lo))
-    using (DataLoader loader = acc.Prepare(raw)) {
-      TensorList last = null;
-      int seen = 0;
-      foreach (TensorList batch in loader) {
-        last = batch;
-        if (++seen == 3) {
-          acc.SaveState(dir);
-          break;
+    string dir = TestDirs.Temp();
+    try {
+      using (Options ao = Options.Accelerator().Put("seed", 3))
+      using (var acc = new Accelerator(ao))
+      using (Dataset ds = MakeDataset())
+      using (Options lo = Options.DataLoader().Put("batch_size", 320).Put("shuffle", true))
+      using (var raw = new DataLoader(ds, lo))
+      using (DataLoader loader = acc.Prepare(raw)) {
+        TensorList last = null;
+        int seen = 0;
+        foreach (TensorList batch in loader) {
+          last = batch;
+          if (++seen == 3) {
+            acc.SaveState(dir);
+            break;
+          }
         }
+        Assert.IsFalse(loader.InEpoch, "break disposed the pass, which ended the epoch");
+        Assert.IsTrue(last.IsDisposed, "and released its batch");
+        Assert.AreEqual(1, loader.Epoch);
+        acc.LoadState(dir);  // refused mid-epoch
+        int rest = 0;
+        foreach (TensorList batch in loader) ++rest;
+        Assert.AreEqual(7, rest, "the saved epoch resumes after its third batch");
+        int whole = 0;
+        foreach (TensorList batch in loader) ++whole;
+        Assert.AreEqual(10, whole);
       }
-      Assert.IsFalse(loader.InEpoch, "break disposed the pass, which ended the epoch");
-      Assert.IsTrue(last.IsDisposed, "and released its batch");
-      Assert.AreEqual(1, loader.Epoch);
-      acc.LoadState(dir);  // refused mid-epoch
-      int rest = 0;
-      foreach (TensorList batch in loader) ++rest;
-      Assert.AreEqual(7, rest, "the saved epoch resumes after its third batch");
-      int whole = 0;
-      foreach (TensorList batch in loader) ++whole;
-      Assert.AreEqual(10, whole);
+    } finally {
+      Directory.Delete(dir, true);
     }
   }
 }

@@ -6,14 +6,16 @@ import ai.accelerate.*;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /** save_state / load_state through Java: a resumed model has the saved weights again. */
 class CheckpointTest {
+  @TempDir Path dir;  // JUnit deletes it after each test
+
   static final String SPEC = "[{\"type\":\"linear\",\"in_features\":2,\"out_features\":1}]";
 
   @Test
   void saveThenLoadRestoresTheWeights() throws Exception {
-    Path dir = Files.createTempDirectory("acc-ckpt");
     try (Options o = Options.accelerator().put("cpu", true);
          Accelerator acc = new Accelerator(o);
          Model raw = Model.fromSpec(SPEC);

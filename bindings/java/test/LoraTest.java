@@ -7,9 +7,12 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.Arrays;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /** LoRA adapters (Model.addLora): only they train, PEFT's files round-trip, merging keeps outputs. */
 class LoraTest {
+  @TempDir Path dir;  // JUnit deletes it after each test
+
   static Model model() {
     Accelerate.setSeed(3);
     return Model.fromSpec(FreezeTest.SPEC);
@@ -24,7 +27,6 @@ class LoraTest {
 
   @Test
   void adaptersTrainAloneAndRoundTripThroughPeftFiles() throws Exception {
-    Path dir = Files.createTempDirectory("acc-lora");
     try (Model model = model(); Options o = Options.lora().put("r", 2).put("lora_alpha", 4.0)) {
       assertEquals(2, model.addLora("0,1", o));
       assertEquals(2, model.loraCount());

@@ -6,10 +6,13 @@ import ai.accelerate.*;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /** Who frees what: a loop over a loader owns its batches and the tensors taken from them, a tensor
  *  scope owns what is made inside it, and a loop left with break ends its epoch. */
 class OwnershipTest {
+  @TempDir Path dir;  // JUnit deletes it after each test
+
   static final int N = 3200, D = 784, C = 10, BATCH = 64;
   static final String SPEC = "[{\"type\":\"linear\",\"in_features\":784,\"out_features\":32},{\"type\":\"relu\"},"
       + "{\"type\":\"linear\",\"in_features\":32,\"out_features\":10}]";
@@ -126,7 +129,6 @@ class OwnershipTest {
 
   @Test
   void breakingOutEndsTheEpochForTheNextLoopAndForLoadState() throws Exception {
-    Path dir = Files.createTempDirectory("acc-java-break");
     try (Options ao = Options.accelerator().put("seed", 3);
          Accelerator acc = new Accelerator(ao);
          Dataset ds = dataset();

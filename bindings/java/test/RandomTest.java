@@ -3,13 +3,16 @@ package ai.accelerate.test;
 import static org.junit.jupiter.api.Assertions.*;
 
 import ai.accelerate.*;
-import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.Arrays;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /** torch's global CPU generator from Java (its state saved and restored, rand/randn drawn from it),
  *  and TorchScript models run without graph optimisation. */
 class RandomTest {
+  @TempDir Path dir;  // JUnit deletes it after each test
+
   static final String SPEC = "[{\"type\":\"linear\",\"in_features\":4,\"out_features\":2}]";
 
   static float[] rand(long... shape) {
@@ -68,7 +71,7 @@ class RandomTest {
 
   @Test
   void withoutGraphOptimisationTorchScriptGivesTheEagerNumbers() throws Exception {
-    String file = Files.createTempDirectory("acc-jit").resolve("model.pt").toString();
+    String file = dir.resolve("model.pt").toString();
     try (Model spec = Model.fromSpec(SPEC); Tensor x = Tensor.rand(3, 4)) {
       float[] eager = forward(spec, x);
       spec.setGraphOptimization(false);  // a layer-spec model always runs eagerly: accepted, no effect

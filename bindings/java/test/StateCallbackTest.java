@@ -9,10 +9,13 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 /** Checkpoint state, pre-hooks, program trackers and LR lambdas as Java lambdas: called as the C
  *  API documents; an exception comes back as AccelerateIOException with its message. */
 class StateCallbackTest {
+  @TempDir Path dir;  // JUnit deletes it after each test
+
   static final String SPEC = "[{\"type\":\"linear\",\"in_features\":2,\"out_features\":1}]";
 
   static Accelerator newAccelerator(Path dir) {
@@ -23,7 +26,6 @@ class StateCallbackTest {
 
   @Test
   void customStateAndHooksGoThroughSaveAndLoad() throws Exception {
-    Path dir = Files.createTempDirectory("acc-state");
     List<String> hooks = new ArrayList<>();
     byte[][] loaded = {null};
     try (Accelerator acc = newAccelerator(dir)) {
@@ -44,7 +46,6 @@ class StateCallbackTest {
 
   @Test
   void aThrowingHookAbortsTheSaveWithItsMessage() throws Exception {
-    Path dir = Files.createTempDirectory("acc-state");
     try (Accelerator acc = newAccelerator(dir)) {
       acc.registerSaveStatePreHook(d -> { throw new IllegalStateException("disk quota"); });
       AccelerateIOException e = assertThrows(AccelerateIOException.class, () -> acc.saveState(dir.resolve("ckpt").toString()));
@@ -57,7 +58,7 @@ class StateCallbackTest {
   void aProgramTrackerReceivesTheRun() throws Exception {
     List<String> calls = new ArrayList<>();
     boolean[] fail = {false};
-    try (Accelerator acc = newAccelerator(Files.createTempDirectory("acc-track"))) {
+    try (Accelerator acc = newAccelerator(dir)) {
       acc.addTracker("mine", new TrackerCallbacks() {
         public void init(String project, String config) { calls.add("init " + project + " " + config); }
         public void log(Map<String, Double> values, long step) throws Exception {
@@ -101,7 +102,6 @@ class StateCallbackTest {
 
   @Test
   void saveStateDictProgressAndAutocast() throws Exception {
-    Path dir = Files.createTempDirectory("acc-save");
     try (Accelerator acc = newAccelerator(dir);
          Model raw = Model.fromSpec(SPEC);
          Model model = acc.prepare(raw);
