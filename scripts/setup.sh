@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs everything accelerate needs to build, test and run its examples on Debian 12.
+# Installs everything accelerate needs to build, test and run its examples on Debian 12 (or 13).
 # Uses sudo when not run as root. Does nothing when every package is already installed.
 set -euo pipefail
 
@@ -37,7 +37,12 @@ if [ "$(id -u)" -ne 0 ]; then
   command -v sudo >/dev/null || { echo "setup: run as root or install sudo" >&2; exit 1; }
   sudo="sudo"
 fi
-echo "setup: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -q
-$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+# A package this release lacks (Debian 13 has no NUnit) is left out, with its tests: CMake skips them.
+available=()
+for p in "${missing[@]}"; do
+  if apt-cache show "$p" >/dev/null 2>&1; then available+=("$p"); else echo "setup: $p is not in this release: left out"; fi
+done
+echo "setup: installing ${available[*]}"
+$sudo apt-get install -y -q --no-install-recommends "${available[@]}"

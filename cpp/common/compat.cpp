@@ -100,6 +100,14 @@ std::unique_ptr<R> construct_reducer(ReducerSettings& s, const Group& g) {
 
 }  // namespace
 
+at::Tensor attention_softmax(const at::Tensor& scores) {
+#if ACC_TORCH_VERSION >= 205
+  return at::_safe_softmax(scores, -1);
+#else
+  return at::softmax(scores, -1);
+#endif
+}
+
 void disable_cpu_fusion() {
   static std::once_flag once;
   std::call_once(once, [] { torch::jit::overrideCanFuseOnCPU(false); });

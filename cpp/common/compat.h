@@ -73,6 +73,18 @@ inline void set_autocast_dtype(c10::DeviceType device, c10::ScalarType dtype) {
 #endif
 }
 
+// ---- attention: from 2.5 PyTorch's attention (scaled_dot_product_attention's math, which
+// nn.MultiheadAttention runs) gives a query that may attend to no key zeros, not NaN ----
+
+at::Tensor attention_softmax(const at::Tensor& scores);  // over the last dimension
+// The same in generated TorchScript.
+constexpr const char* kAttentionSoftmaxScript = ACC_TORCH_VERSION >= 205 ? "torch._safe_softmax" : "torch.softmax";
+
+// ---- torch.optim's Python rules (optim/python_rules.h): from 2.0 they update running averages with
+// lerp_, and Adam steps CUDA parameters with its foreach ops by default ----
+
+constexpr bool kPythonOptimizers2 = ACC_TORCH_VERSION >= 200;
+
 // ---- torch::optim: per-parameter state is keyed by the parameter's TensorImpl, its address as text
 // in 1.13 and the address itself in 2.x ----
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "common/compat.h"
 #include "common/error.h"
 #include "model/attention_mask.h"
 
@@ -54,7 +55,7 @@ at::Tensor MultiheadAttentionImpl::attend(const at::Tensor& x, const at::Tensor&
   // The masks are added by the product itself (PyTorch's baddbmm).
   const at::Tensor bias = attention_bias(options.causal, key_padding_mask, heads, t, s, q.options());
   const at::Tensor scores = bias.defined() ? at::baddbmm(bias, q, k) : at::bmm(q, k);
-  at::Tensor weights = at::softmax(scores, -1);
+  at::Tensor weights = compat::attention_softmax(scores);
   if (options.dropout > 0) weights = at::dropout(weights, options.dropout, is_training());
   at::Tensor out = at::bmm(weights, split(q_kv[2], s)).view({b, heads, t, d}).transpose(1, 2).reshape({b, t, e});
   return out_proj->forward(out);
@@ -112,7 +113,7 @@ std::vector<std::string> attention_script(const std::string& owner, const Attent
   lines.insert(lines.end(), bias.begin(), bias.end());
   lines.push_back(bias.empty() ? "s = torch.bmm(q, k.transpose(1, 2))"
                                : "s = torch.baddbmm(bias, q, k.transpose(1, 2))");
-  lines.push_back("a = torch.softmax(s, -1)");
+  lines.push_back(std::string("a = ") + compat::kAttentionSoftmaxScript + "(s, -1)");
   if (o.dropout > 0) lines.push_back("a = torch.dropout(a, " + script_float(o.dropout) + ", self.training)");
   lines.push_back("h = torch.bmm(a, v).view([b, " + heads + ", t, " + d + "]).transpose(1, 2).reshape([b, t, " + e + "])");
   lines.push_back("h = torch.linear(h, " + owner + ".out_proj.weight, " + bias_out + ")");

@@ -1,9 +1,10 @@
-// RMSprop: torch::optim's (the arithmetic of PyTorch's single-tensor RMSprop, op for op).
+// RMSprop: torch::optim's options and state, stepped as Python steps it (optim/python_rules.h).
 #include <torch/optim/rmsprop.h>
 
 #include <limits>
 
 #include "optim/algorithm.h"
+#include "optim/python_rules.h"
 
 namespace acc {
 namespace {
@@ -35,7 +36,7 @@ class RmsProp final : public OptimizerAlgorithm {
   }
   std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<torch::optim::OptimizerParamGroup> groups,
                                                           const torch::optim::OptimizerOptions& d) const override {
-    return std::make_unique<torch::optim::RMSprop>(std::move(groups), static_cast<const RMSpropOptions&>(d));
+    return std::make_unique<PythonRmsProp>(std::move(groups), static_cast<const RMSpropOptions&>(d));
   }
   json options_to_json(const torch::optim::OptimizerOptions& options) const override {
     const auto& o = static_cast<const RMSpropOptions&>(options);

@@ -1,12 +1,12 @@
-// SGD, Adam and AdamW: torch::optim's, with PyTorch's defaults (AdamW decays weights by 1e-2).
-#include <torch/optim/adam.h>
-#include <torch/optim/adamw.h>
+// SGD, Adam and AdamW with PyTorch's defaults (AdamW decays weights by 1e-2): torch::optim's options
+// and state; SGD's C++ rule, and Adam's stepped as Python steps it (optim/python_rules.h).
 #include <torch/optim/sgd.h>
 
 #include <limits>
 
 #include "common/error.h"
 #include "optim/algorithm.h"
+#include "optim/python_rules.h"
 
 namespace acc {
 namespace {
@@ -41,8 +41,11 @@ class Sgd final : public OptimizerAlgorithm {
   }
   json options_to_json(const torch::optim::OptimizerOptions& options) const override {
     const auto& o = static_cast<const torch::optim::SGDOptions&>(options);
-    return {{"lr", o.lr()}, {"momentum", o.momentum()}, {"dampening", o.dampening()},
-            {"weight_decay", o.weight_decay()}, {"nesterov", o.nesterov()}};
+    return {{"lr", o.lr()},
+            {"momentum", o.momentum()},
+            {"dampening", o.dampening()},
+            {"weight_decay", o.weight_decay()},
+            {"nesterov", o.nesterov()}};
   }
   void check_options_json(const json& j, const std::string& where) const override {
     check_number(j, "lr", 0, kInf, true, where);
@@ -158,13 +161,12 @@ const OptimizerAlgorithm& sgd() {
 }
 
 const OptimizerAlgorithm& adam() {
-  static const AdamFamily<torch::optim::AdamOptions, torch::optim::AdamParamState, torch::optim::Adam> a("adam", 0.0);
+  static const AdamFamily<torch::optim::AdamOptions, torch::optim::AdamParamState, PythonAdam> a("adam", 0.0);
   return a;
 }
 
 const OptimizerAlgorithm& adamw() {
-  static const AdamFamily<torch::optim::AdamWOptions, torch::optim::AdamWParamState, torch::optim::AdamW> a("adamw",
-                                                                                                            1e-2);
+  static const AdamFamily<torch::optim::AdamWOptions, torch::optim::AdamWParamState, PythonAdamW> a("adamw", 1e-2);
   return a;
 }
 

@@ -10,6 +10,7 @@
 #include "common/compat.h"
 #include "common/error.h"
 #include "common/options.h"
+#include "state/port_probe.h"
 
 namespace acc {
 namespace {
@@ -120,6 +121,12 @@ Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, Backe
            "not start?): ", e.what());
     }
   };
+  if (env.rank != 0 &&
+      !wait_until_accepting(env.master_addr, static_cast<uint16_t>(env.master_port),
+                            std::chrono::steady_clock::now() + timeout))
+    fail(Status::Timeout, "rendezvous of ", env.world_size, " processes at ", env.master_addr, ":", env.master_port,
+         " timed out after ", std::chrono::duration<double>(timeout).count(),
+         " s: nothing accepted a connection there (did process 0 start?)");
   try {
     store_ = compat::make_tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port), env.rank == 0,
                                     static_cast<size_t>(env.world_size), timeout);

@@ -1,9 +1,12 @@
-"""Weights after each step of PyTorch's own RMSprop and Adagrad, for tests/capi/test_optimizers.cpp to
-reproduce bit for bit: a small MLP (Linear 3->4, Tanh, Linear 4->2, MSE loss) trained on a fixed
+"""Weights after each step of PyTorch's own SGD, Adam, AdamW, RMSprop and Adagrad (the Python rules of
+the torch this runs with), for tests/capi/test_optimizers.cpp to reproduce bit for bit: a small MLP (Linear 3->4, Tanh, Linear 4->2, MSE loss) trained on a fixed
 batch, with default and non-default hyper-parameters and with a second parameter group for the
-biases. Values are written as float.hex() strings (exact).
+biases. Options are named as ours (beta1 and beta2 for Adam's betas). Values are written as
+float.hex() strings (exact).
 
-Run with Debian's python3-torch: python3 export_optimizer_cases.py OUTPUT_DIR
+Run with Debian's python3-torch: python3 export_optimizer_cases.py OUTPUT_DIR [DEVICE]. On a CUDA
+DEVICE PyTorch steps Adam, AdamW, SGD and RMSprop with its foreach ops (its default there), which
+the GPU suite holds ours to (tests/gpu/gpu_tests.cmake).
 """
 import json
 import sys
@@ -16,6 +19,14 @@ STEPS = 6
 
 # (algorithm, options of the optimizer, options of a second group holding the biases or None)
 CASES = [
+    ("sgd", {"lr": 0.1}, None),
+    ("sgd", {"lr": 0.05, "momentum": 0.9, "dampening": 0.1, "weight_decay": 0.01}, None),
+    ("sgd", {"lr": 0.05, "momentum": 0.9, "nesterov": True}, {"lr": 0.02, "momentum": 0.5, "weight_decay": 0.1}),
+    ("adam", {"lr": 0.01}, None),
+    ("adam", {"lr": 0.02, "beta1": 0.8, "beta2": 0.99, "eps": 1e-6, "weight_decay": 0.1, "amsgrad": True},
+     {"lr": 0.005, "amsgrad": False}),
+    ("adamw", {"lr": 0.01}, None),
+    ("adamw", {"lr": 0.02, "beta1": 0.85, "weight_decay": 0.05, "amsgrad": True}, {"lr": 0.01, "weight_decay": 0.0}),
     ("rmsprop", {}, None),
     ("rmsprop", {"lr": 0.01, "alpha": 0.9, "eps": 1e-6, "weight_decay": 0.1, "momentum": 0.9, "centered": True}, None),
     ("rmsprop", {"lr": 0.02, "momentum": 0.5},
@@ -27,6 +38,14 @@ CASES = [
 ]
 
 
+def torch_names(options):
+    """Our option names as torch.optim's: beta1 and beta2 are its betas."""
+    renamed = {k: v for k, v in options.items() if k not in ("beta1", "beta2")}
+    if "beta1" in options or "beta2" in options:
+        renamed["betas"] = (options.get("beta1", 0.9), options.get("beta2", 0.999))
+    return renamed
+
+
 def hexes(tensor):
     return [float(v).hex() for v in tensor.detach().flatten().tolist()]
 
@@ -36,24 +55,27 @@ def model():
     return torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2))
 
 
-def main(out_dir):
+def main(out_dir, device):
     torch.set_num_threads(1)
-    net = model()
+    net = model().to(device)
     initial = {name: p.detach().clone() for name, p in net.named_parameters()}
     g = torch.Generator().manual_seed(1)
-    x = torch.randn(5, 3, generator=g)
-    y = torch.randn(5, 2, generator=g)
+    x = torch.randn(5, 3, generator=g).to(device)
+    y = torch.randn(5, 2, generator=g).to(device)
     cases = []
     for algorithm, options, group in CASES:
-        net = model()
+        net = model().to(device)
         params = dict(net.named_parameters())
         if group is None:
             groups = [{"params": [params[n] for n in NAMES]}]
         else:
             groups = [{"params": [params["0.weight"], params["2.weight"]]},
                       dict(group, params=[params["0.bias"], params["2.bias"]])]
-        cls = {"rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad}[algorithm]
-        opt = cls(groups, **options)
+        cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
+               "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad}[algorithm]
+        if group is not None:
+            groups[1] = torch_names(groups[1])
+        opt = cls(groups, **torch_names(options))
         if algorithm == "adagrad" and group and "initial_accumulator_value" in group:
             # PyTorch fills every accumulator with the constructor's value, whatever a group says;
             # ours fills a group's with its own (README, "Where we differ"). Same arithmetic after.
@@ -68,6 +90,7 @@ def main(out_dir):
         cases.append({"algorithm": algorithm, "options": options, "group": group, "steps": steps})
     data = {
         "torch": torch.__version__,
+        "device": device,
         "initial": {n: {"shape": list(t.shape), "values": hexes(t)} for n, t in initial.items()},
         "x": hexes(x), "y": hexes(y),
         "cases": cases,
@@ -77,4 +100,4 @@ def main(out_dir):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "cpu")

@@ -77,7 +77,7 @@ def padded_mha_case(batch_first, causal, cross, float_mask=False, unbatched=Fals
     kv = sequence(s) if cross else x
     mask = torch.randn(b, n) if float_mask else right_padding(b, n)
     if all_masked:
-        mask[1] = True  # batch element 1 attends to nothing: NaN
+        mask[1] = True  # batch element 1 attends to nothing: NaN before torch 2.5, zeros from 2.5
     if unbatched:
         mask = mask[-1]
     if float_mask and causal:

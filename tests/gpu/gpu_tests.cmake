@@ -55,6 +55,15 @@ if(ACC_BUILD_GPU_TESTS)
       "the GPU main-job test is not added")
   endif()
 
+  # The built-in optimizers on CUDA against PyTorch's on CUDA, bit for bit: there Python steps Adam
+  # with its foreach ops, whose rounding differs from its one-tensor rule (optim/python_rules.h).
+  add_test(NAME gpu.optimizers_equal_pytorchs_on_cuda
+    COMMAND acc_gpu_run bash ${ACC_GPU_DIR}/optimizers_on_cuda.sh ${ACC_PYTHON_TORCH}
+            ${CMAKE_CURRENT_SOURCE_DIR}/data/export_optimizer_cases.py ${ACC_GPU_WORK}/optimizer_cases
+            $<TARGET_FILE:acc_capi_tests>)
+  set_tests_properties(gpu.optimizers_equal_pytorchs_on_cuda PROPERTIES
+    LABELS gpu TIMEOUT 300 RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
+
   # tests/dist cases (a gtest filter) on 2 processes sharing the GPU over Gloo. ACC_TEST_USE_GPU=1
   # makes them assert that they run on CUDA.
   function(acc_gpu_dist_test name filter)

@@ -1,0 +1,218 @@
+#include "optim/python_rules.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <map>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "common/compat.h"
+#include "common/error.h"
+
+namespace acc {
+namespace {
+
+using compat::kPythonOptimizers2;
+
+// avg <- keep * avg + (1 - keep) * value, rounded as Python's rule of this version rounds it.
+void update_average(const at::Tensor& avg, const at::Tensor& value, double keep) {
+  if constexpr (kPythonOptimizers2)
+    avg.lerp_(value, 1 - keep);
+  else
+    avg.mul_(keep).add_(value, 1 - keep);
+}
+
+// Python's bias_correction2 ** 0.5 (2.x) or math.sqrt (1.13): libm's pow and sqrt may round apart.
+double python_sqrt(double x) { return kPythonOptimizers2 ? std::pow(x, 0.5) : std::sqrt(x); }
+
+// The gradient a rule reads: dense, as PyTorch's rules require.
+const at::Tensor& dense_grad(const at::Tensor& p, const char* rule) {
+  const at::Tensor& grad = p.grad();
+  require(!grad.is_sparse(), rule, " does not support sparse gradients");
+  return grad;
+}
+
+// ---- Adam and AdamW ----
+
+struct AdamHyper {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool amsgrad;
+  bool decoupled;  // AdamW: the weights decay; Adam: the decay is added to the gradient
+};
+
+template <class Options>
+AdamHyper adam_hyper(const Options& o, bool decoupled) {
+  return {o.lr(), std::get<0>(o.betas()), std::get<1>(o.betas()), o.eps(), o.weight_decay(), o.amsgrad(), decoupled};
+}
+
+// One parameter's tensors for a step; step is already counted.
+struct AdamSlot {
+  at::Tensor param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq;
+  double step;
+};
+
+// _single_tensor_adam / _single_tensor_adamw (not capturable): Python's rule on CPU.
+void adam_single(const AdamSlot& s, const AdamHyper& h) {
+  at::Tensor grad = s.grad;
+  if (h.decoupled)
+    s.param.mul_(1 - h.lr * h.weight_decay);
+  else if (h.weight_decay != 0)
+    grad = grad.add(s.param, h.weight_decay);
+  update_average(s.exp_avg, grad, h.beta1);
+  s.exp_avg_sq.mul_(h.beta2).addcmul_(grad, grad, 1 - h.beta2);
+  const double bias_correction1 = 1 - std::pow(h.beta1, s.step);
+  const double bias_correction2 = 1 - std::pow(h.beta2, s.step);
+  const double step_size = h.lr / bias_correction1;
+  const double bias_correction2_sqrt = python_sqrt(bias_correction2);
+  at::Tensor second = s.exp_avg_sq;
+  if (h.amsgrad) {
+    second = s.max_exp_avg_sq;  // the running maximum, updated in place
+    at::maximum_out(second, second, s.exp_avg_sq);
+  }
+  const at::Tensor denom = (second.sqrt() / bias_correction2_sqrt).add_(h.eps);
+  s.param.addcdiv_(s.exp_avg, denom, -step_size);
+}
+
+// _multi_tensor_adam / _multi_tensor_adamw (not capturable): Python's rule on CUDA, for the
+// parameters of one device and dtype (Python groups them so before its foreach ops).
+void adam_foreach(const std::vector<const AdamSlot*>& slots, const AdamHyper& h) {
+#if ACC_TORCH_VERSION >= 200
+  std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs;
+  std::vector<at::Scalar> step_size, bias_correction2_sqrt;
+  for (const AdamSlot* s : slots) {
+    params.push_back(s->param);
+    grads.push_back(s->grad);
+    exp_avgs.push_back(s->exp_avg);
+    exp_avg_sqs.push_back(s->exp_avg_sq);
+    if (h.amsgrad) max_exp_avg_sqs.push_back(s->max_exp_avg_sq);
+    step_size.emplace_back((h.lr / (1 - std::pow(h.beta1, s->step))) * -1);
+    bias_correction2_sqrt.emplace_back(std::pow(1 - std::pow(h.beta2, s->step), 0.5));
+  }
+  if (h.decoupled) {
+    if (h.weight_decay != 0) at::_foreach_mul_(params, 1 - h.lr * h.weight_decay);
+  } else if (h.weight_decay != 0) {
+    grads = at::_foreach_add(grads, params, h.weight_decay);
+  }
+  at::_foreach_lerp_(exp_avgs, grads, 1 - h.beta1);
+  at::_foreach_mul_(exp_avg_sqs, h.beta2);
+  at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - h.beta2);
+  std::vector<at::Tensor> denom;
+  if (h.amsgrad) {
+    at::_foreach_maximum_(max_exp_avg_sqs, exp_avg_sqs);
+    denom = at::_foreach_sqrt(max_exp_avg_sqs);
+  } else {
+    denom = at::_foreach_sqrt(exp_avg_sqs);
+  }
+  at::_foreach_div_(denom, bias_correction2_sqrt);
+  at::_foreach_add_(denom, h.eps);
+  at::_foreach_addcdiv_(params, exp_avgs, denom, step_size);
+#else
+  for (const AdamSlot* s : slots) adam_single(*s, h);  // 1.13's Python stepped CUDA tensors one by one
+#endif
+}
+
+// Counts a step for every parameter with a gradient (making its state at its first), then applies
+// the rule: one by one on CPU, by foreach ops per device and dtype on CUDA, as Python chooses.
+template <class Options, class State, class Groups, class StateMap>
+void adam_step(Groups& groups, StateMap& states, bool decoupled, const char* rule) {
+  for (auto& group : groups) {
+    const AdamHyper h = adam_hyper(static_cast<const Options&>(group.options()), decoupled);
+    std::vector<AdamSlot> slots;
+    for (auto& p : group.params()) {
+      if (!p.grad().defined()) continue;
+      const at::Tensor& grad = dense_grad(p, rule);
+      auto& slot = states[compat::optimizer_state_key(p)];
+      if (!slot) {
+        auto fresh = std::make_unique<State>();
+        fresh->step(0);
+        fresh->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+        fresh->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+        if (h.amsgrad) fresh->max_exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+        slot = std::move(fresh);
+      }
+      auto& state = static_cast<State&>(*slot);
+      state.step(state.step() + 1);
+      slots.push_back(
+          {p, grad, state.exp_avg(), state.exp_avg_sq(), state.max_exp_avg_sq(), static_cast<double>(state.step())});
+    }
+    std::map<std::pair<std::string, at::ScalarType>, std::vector<const AdamSlot*>> on_cuda;
+    for (const AdamSlot& s : slots) {
+      if (s.param.is_cuda() && kPythonOptimizers2)
+        on_cuda[{s.param.device().str(), s.param.scalar_type()}].push_back(&s);
+      else
+        adam_single(s, h);
+    }
+    for (const auto& entry : on_cuda) adam_foreach(entry.second, h);
+  }
+}
+
+// Runs a closure with gradients on and the step itself without, as torch::optim's rules do.
+template <class Step>
+at::Tensor with_closure(const torch::optim::Optimizer::LossClosure& closure, Step&& step) {
+  at::NoGradGuard no_grad;
+  at::Tensor loss;
+  if (closure) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  step();
+  return loss;
+}
+
+}  // namespace
+
+at::Tensor PythonAdam::step(LossClosure closure) {
+  return with_closure(closure, [&] {
+    adam_step<torch::optim::AdamOptions, torch::optim::AdamParamState>(param_groups_, state_, false, "Adam");
+  });
+}
+
+at::Tensor PythonAdamW::step(LossClosure closure) {
+  return with_closure(closure, [&] {
+    adam_step<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(param_groups_, state_, true, "AdamW");
+  });
+}
+
+// _single_tensor_rmsprop; Python's foreach rule on CUDA rounds as this one does.
+at::Tensor PythonRmsProp::step(LossClosure closure) {
+  return with_closure(closure, [&] {
+    for (auto& group : param_groups_) {
+      const auto& o = static_cast<const torch::optim::RMSpropOptions&>(group.options());
+      for (auto& p : group.params()) {
+        if (!p.grad().defined()) continue;
+        at::Tensor grad = dense_grad(p, "RMSprop");
+        auto& slot = state_[compat::optimizer_state_key(p)];
+        if (!slot) {
+          auto fresh = std::make_unique<torch::optim::RMSpropParamState>();
+          fresh->step(0);
+          fresh->square_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+          if (o.momentum() > 0) fresh->momentum_buffer(at::zeros_like(p, at::MemoryFormat::Preserve));
+          if (o.centered()) fresh->grad_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+          slot = std::move(fresh);
+        }
+        auto& state = static_cast<torch::optim::RMSpropParamState&>(*slot);
+        state.step(state.step() + 1);
+        if (o.weight_decay() != 0) grad = grad.add(p, o.weight_decay());
+        state.square_avg().mul_(o.alpha()).addcmul_(grad, grad, 1 - o.alpha());
+        at::Tensor avg;
+        if (o.centered()) {
+          update_average(state.grad_avg(), grad, o.alpha());
+          avg = state.square_avg().addcmul(state.grad_avg(), state.grad_avg(), -1).sqrt_();
+        } else {
+          avg = state.square_avg().sqrt();
+        }
+        avg.add_(o.eps());
+        if (o.momentum() > 0) {
+          state.momentum_buffer().mul_(o.momentum()).addcdiv_(grad, avg);
+          p.add_(state.momentum_buffer(), -o.lr());
+        } else {
+          p.addcdiv_(grad, avg, -o.lr());
+        }
+      }
+    }
+  });
+}
+
+}  // namespace acc

@@ -1,0 +1,58 @@
+#include "state/port_probe.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <memory>
+#include <thread>
+
+namespace acc {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One non-blocking connect to `address`, waiting at most `wait` for it to complete.
+bool connects(const addrinfo& address, std::chrono::milliseconds wait) {
+  const int fd = ::socket(address.ai_family, address.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, address.ai_protocol);
+  if (fd < 0) return false;
+  bool ok = ::connect(fd, address.ai_addr, address.ai_addrlen) == 0;
+  if (!ok && errno == EINPROGRESS) {
+    pollfd p{fd, POLLOUT, 0};
+    if (::poll(&p, 1, static_cast<int>(wait.count())) == 1) {
+      int error = 0;
+      socklen_t length = sizeof error;
+      ok = ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length) == 0 && error == 0;
+    }
+  }
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+bool wait_until_accepting(const std::string& host, uint16_t port, Clock::time_point deadline) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  const std::string service = std::to_string(port);
+  constexpr auto kStep = std::chrono::milliseconds(50);
+  while (true) {
+    addrinfo* found = nullptr;
+    if (::getaddrinfo(host.c_str(), service.c_str(), &hints, &found) == 0) {
+      std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, &::freeaddrinfo);
+      for (const addrinfo* a = found; a; a = a->ai_next) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        if (connects(*a, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(1000)))) return true;
+      }
+    }
+    if (Clock::now() + kStep >= deadline) return false;
+    std::this_thread::sleep_for(kStep);
+  }
+}
+
+}  // namespace acc
