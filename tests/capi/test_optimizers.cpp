@@ -510,7 +510,7 @@ struct Prepared {
   Prepared(const char* algorithm, const json& options, const json& biases, bool schedule,
            const char* mixed_precision = "no") {
     acc = acc_test::make_accelerator({{"cpu", "1"}, {"mixed_precision", mixed_precision}});
-    opt = make_optimizer(net.model, algorithm, options, biases);
+    opt = make_optimizer(net.model, algorithm, options, std::optional<json>(std::in_place, biases));
     if (schedule) {
       acc_options* so = nullptr;
       EXPECT_EQ(acc_options_create(ACC_OPTIONS_SCHEDULER, &so), ACC_OK);
