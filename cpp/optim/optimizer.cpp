@@ -84,7 +84,12 @@ void TorchOptimizer::add_param_group(const std::vector<std::string>& names, cons
   // State kept from the start (Adagrad's accumulator) is made again with the new group's options
   // (torch::optim refuses a new group's parameter that has state).
   for (const auto& p : moved) impl_->state().erase(compat::optimizer_state_key(p));
+  auto as_given = options->clone();
   impl_->add_param_group(torch::optim::OptimizerParamGroup(moved, std::move(options)));
+  // Later libtorch releases (2.14 does) merge a new group's options into the optimizer's defaults,
+  // taking a field equal to its constructor's default as unset: a group's explicit weight_decay 0,
+  // momentum 0 or amsgrad false became the optimizer's. Ours are complete: they stand as given.
+  impl_->param_groups().back().set_options(std::move(as_given));
   const auto& group = impl_->param_groups().back().options();
   for (const auto& p : moved)
     if (auto state = algorithm_->initial_state(p, group)) impl_->state()[compat::optimizer_state_key(p)] = std::move(state);
