@@ -1,4 +1,4 @@
-// Adagrad: torch::optim's (the arithmetic of PyTorch's single-tensor Adagrad, op for op). As in
+// Adagrad: torch::optim's options and state, stepped as Python steps it (optim/python_rules.h). As in
 // PyTorch, every parameter has its accumulator from the start, filled with its group's
 // initial_accumulator_value.
 #include <torch/optim/adagrad.h>
@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "optim/algorithm.h"
+#include "optim/python_rules.h"
 
 namespace acc {
 namespace {
@@ -36,7 +37,7 @@ class Adagrad final : public OptimizerAlgorithm {
   }
   std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<torch::optim::OptimizerParamGroup> groups,
                                                           const torch::optim::OptimizerOptions& d) const override {
-    return std::make_unique<torch::optim::Adagrad>(std::move(groups), static_cast<const AdagradOptions&>(d));
+    return std::make_unique<PythonAdagrad>(std::move(groups), static_cast<const AdagradOptions&>(d));
   }
   std::unique_ptr<torch::optim::OptimizerParamState> initial_state(
       const at::Tensor& param, const torch::optim::OptimizerOptions& group) const override {

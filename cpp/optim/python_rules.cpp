@@ -148,6 +148,42 @@ void adam_step(Groups& groups, StateMap& states, bool decoupled, const char* rul
   }
 }
 
+// ---- Adagrad ----
+
+struct AdagradSlot {
+  at::Tensor param, grad, sum;
+  double step;  // already counted
+};
+
+// _multi_tensor_adagrad (dense gradients): Python's rule on CUDA, for one device and dtype.
+void adagrad_foreach(const std::vector<AdagradSlot>& slots, const torch::optim::AdagradOptions& o) {
+#if ACC_TORCH_VERSION >= 200
+  std::vector<at::Tensor> params, grads, sums;
+  std::vector<at::Scalar> minus_clr;
+  for (const AdagradSlot& s : slots) {
+    params.push_back(s.param);
+    grads.push_back(s.grad);
+    sums.push_back(s.sum);
+    minus_clr.emplace_back(-o.lr() / (1 + (s.step - 1) * o.lr_decay()));
+  }
+  if (o.weight_decay() != 0) grads = at::_foreach_add(grads, params, o.weight_decay());
+  at::_foreach_addcmul_(sums, grads, grads, 1);
+  std::vector<at::Tensor> denom = at::_foreach_sqrt(sums);  // Python's std
+  at::_foreach_add_(denom, o.eps());
+  std::vector<at::Tensor> numerator;
+  if (o.weight_decay() != 0) {  // the decayed gradients are fresh tensors: scaled in place
+    at::_foreach_mul_(grads, minus_clr);
+    numerator = grads;
+  } else {
+    numerator = at::_foreach_mul(grads, minus_clr);
+  }
+  at::_foreach_addcdiv_(params, numerator, denom);
+#else
+  (void)slots;
+  (void)o;
+#endif
+}
+
 // Runs a closure with gradients on and the step itself without, as torch::optim's rules do.
 template <class Step>
 at::Tensor with_closure(const torch::optim::Optimizer::LossClosure& closure, Step&& step) {
@@ -211,6 +247,36 @@ at::Tensor PythonRmsProp::step(LossClosure closure) {
           p.addcdiv_(grad, avg, -o.lr());
         }
       }
+    }
+  });
+}
+
+// _single_tensor_adagrad on CPU; on CUDA the foreach rule, per device and dtype. Every parameter
+// has its accumulator from the optimizer's creation (algorithm_adagrad.cpp).
+at::Tensor PythonAdagrad::step(LossClosure closure) {
+  return with_closure(closure, [&] {
+    for (auto& group : param_groups_) {
+      const auto& o = static_cast<const torch::optim::AdagradOptions&>(group.options());
+      std::map<std::pair<std::string, at::ScalarType>, std::vector<AdagradSlot>> on_cuda;
+      for (auto& p : group.params()) {
+        if (!p.grad().defined()) continue;
+        at::Tensor grad = dense_grad(p, "Adagrad");
+        auto it = state_.find(compat::optimizer_state_key(p));
+        require(it != state_.end() && it->second, "Adagrad: a parameter has no accumulator");
+        auto& state = static_cast<torch::optim::AdagradParamState&>(*it->second);
+        state.step(state.step() + 1);
+        const double step = static_cast<double>(state.step());
+        if (p.is_cuda() && kPythonOptimizers2) {
+          on_cuda[{p.device().str(), p.scalar_type()}].push_back({p, grad, state.sum(), step});
+          continue;
+        }
+        if (o.weight_decay() != 0) grad = grad.add(p, o.weight_decay());
+        const double clr = o.lr() / (1 + (step - 1) * o.lr_decay());
+        state.sum().addcmul_(grad, grad, 1.0);
+        const at::Tensor denom = state.sum().sqrt().add_(o.eps());
+        p.addcdiv_(grad, denom, -clr);
+      }
+      for (const auto& entry : on_cuda) adagrad_foreach(entry.second, o);
     }
   });
 }
