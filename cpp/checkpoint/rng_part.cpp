@@ -22,10 +22,15 @@ class RngStatesPart final : public CheckpointPart {
   void save(const std::string& path) const override {
     NamedTensors states;
     for (auto& generator : default_generators()) states.emplace_back(generator.first, generator.second.get_state());
-    save_safetensors(path, states, {{"step", std::to_string(step_)}});
+    save_safetensors(path, states, {{"step", std::to_string(step_)}, {"process_index", std::to_string(rank_)}});
   }
   StagedLoad load(const std::string& path) const override {
-    const NamedTensors saved = load_safetensors(path).tensors;
+    const SafetensorsContents contents = load_safetensors(path);
+    const NamedTensors& saved = contents.tensors;
+    auto index = contents.metadata.find("process_index");  // written since the check was added
+    if (index != contents.metadata.end() && index->second != std::to_string(rank_))
+      fail(Status::Io, "checkpoint file '", path, "' holds the random states of process ", index->second,
+           ", not of process ", rank_, " (renamed or swapped?)");
     std::vector<std::function<void()>> sets;
     for (auto& generator : default_generators()) {
       auto it = std::find_if(saved.begin(), saved.end(), [&](const auto& e) { return e.first == generator.first; });

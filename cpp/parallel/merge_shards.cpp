@@ -114,9 +114,15 @@ NamedTensors merge_model_shards(const std::string& checkpoint_dir, size_t model_
       shards.push_back(load_safetensors(path));
     }
     const SafetensorsContents& shard = shards.back();
-    if (metadata_int(shard, "num_processes", path) != processes || metadata_int(shard, "process_index", path) != r ||
-        metadata_value(shard, "layout", path) != layout_text)
+    if (metadata_int(shard, "process_index", path) != r)
+      fail(Status::Io, "'", path, "' is the shard of process ", metadata_int(shard, "process_index", path),
+           ", not of process ", r, " (renamed or swapped?)");
+    if (r > 0 && (metadata_int(shard, "num_processes", path) != processes ||
+                  metadata_value(shard, "layout", path) != layout_text))
       fail(Status::Io, "'", path, "' is not process ", r, "'s shard of the same save as '", first, "'");
+    auto crc = shard.metadata.find("data_crc32");
+    if (crc != shard.metadata.end() && crc->second != shard_data_crc32(shard.tensors))
+      fail(Status::Io, "'", path, "' is corrupt: its data does not match the checksum it was written with");
   }
   const Layout layout = read_layout(layout_text, first);
 

@@ -1,7 +1,10 @@
 #include "parallel/sharded_checkpoint_parts.h"
 
+#include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -22,8 +25,31 @@ namespace fs = std::filesystem;
 
 const char* const kShardMark = "_shard_";
 
-// Refuses a shard written by a different number of processes or another sharding.
-void check_shard_metadata(const Metadata& metadata, const ShardedDataParallel& engine, const std::string& path) {
+}  // namespace
+
+std::string shard_data_crc32(const NamedTensors& tensors) {
+  std::vector<const NamedTensors::value_type*> sorted;
+  for (const auto& entry : tensors) sorted.push_back(&entry);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->first < b->first; });
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (const auto* entry : sorted) {
+    const at::Tensor t = entry->second.to(at::kCPU).contiguous();
+    const auto* bytes = static_cast<const Bytef*>(t.data_ptr());
+    for (size_t done = 0, size = t.nbytes(); done < size;) {
+      const size_t chunk = std::min<size_t>(size - done, 1u << 30);
+      crc = crc32(crc, bytes + done, static_cast<uInt>(chunk));
+      done += chunk;
+    }
+  }
+  return std::to_string(crc);
+}
+
+namespace {
+
+// Refuses a shard written by a different number of processes, another sharding or another process,
+// or whose data is not what was written.
+void check_shard_metadata(const Metadata& metadata, const NamedTensors& tensors, const ShardedDataParallel& engine,
+                          const std::string& path) {
   auto value = [&](const char* key) -> std::string {
     auto it = metadata.find(key);
     if (it == metadata.end()) fail(Status::Io, "checkpoint file '", path, "': not a shard (no '", key, "' in its metadata)");
@@ -34,6 +60,13 @@ void check_shard_metadata(const Metadata& metadata, const ShardedDataParallel& e
     fail(Status::InvalidArgument, "checkpoint file '", path, "' is a shard of ", value("num_processes"),
          " processes under zero_stage ", value("zero_stage"), "; this job has ", world, " under zero_stage ", stage,
          " (SHARDED_STATE_DICT loads only on the same sharding; save with FULL_STATE_DICT to change it)");
+  const std::string rank = std::to_string(engine.layout().rank());
+  if (value("process_index") != rank)
+    fail(Status::Io, "checkpoint file '", path, "' is the shard of process ", value("process_index"), ", not of process ",
+         rank, " (renamed or swapped?)");
+  auto crc = metadata.find("data_crc32");  // written since the check was added
+  if (crc != metadata.end() && crc->second != shard_data_crc32(tensors))
+    fail(Status::Io, "checkpoint file '", path, "' is corrupt: its data does not match the checksum it was written with");
   // Slices of the same sizes can hold other parameters: the units must be laid out alike (the
   // wrap policy, DDP's bucket size and the frozen parameters decide them).
   auto layout = metadata.find("layout");
@@ -43,7 +76,8 @@ void check_shard_metadata(const Metadata& metadata, const ShardedDataParallel& e
          "SHARDED_STATE_DICT loads only on the same sharding; save with FULL_STATE_DICT to change it");
 }
 
-Metadata shard_metadata(const ShardedDataParallel& engine, Metadata metadata = {}) {
+Metadata shard_metadata(const ShardedDataParallel& engine, const NamedTensors& tensors, Metadata metadata = {}) {
+  metadata["data_crc32"] = shard_data_crc32(tensors);
   metadata["num_processes"] = std::to_string(engine.layout().world());
   metadata["process_index"] = std::to_string(engine.layout().rank());
   metadata["zero_stage"] = std::to_string(engine.options().stage);
@@ -80,7 +114,7 @@ class ShardedWeightsPart final : public CheckpointPart {
     for (size_t u = 0; u < engine_->shard_params().size(); ++u)
       tensors.emplace_back("unit." + std::to_string(u), engine_->shard_params()[u]);
     for (const auto& entry : engine_->replicated_state_dict()) tensors.push_back(entry);
-    save_safetensors(path, tensors, shard_metadata(*engine_, {{"format", "pt"}}));
+    save_safetensors(path, tensors, shard_metadata(*engine_, tensors, {{"format", "pt"}}));
   }
   StagedLoad load(const std::string& path) const override {
     const fs::path dir = fs::path(path).parent_path();
@@ -92,7 +126,7 @@ class ShardedWeightsPart final : public CheckpointPart {
       checked_by_file(source, [&] { engine_->check_full_state_dict(contents->tensors); });
       return {[engine = engine_, contents] { engine->load_full_state_dict(contents->tensors); }, {}};
     }
-    check_shard_metadata(contents->metadata, *engine_, source);
+    check_shard_metadata(contents->metadata, contents->tensors, *engine_, source);
     checked_by_file(source, [&] { engine_->check_shard_state(contents->tensors); });
     return {[engine = engine_, contents] { engine->load_shard_state(contents->tensors); }, {}};
   }
@@ -127,7 +161,7 @@ class ShardedOptimizerPart final : public CheckpointPart {
       return;
     }
     OptimizerSnapshot mine = snapshot_optimizer(*optimizer_);
-    save_safetensors(path, mine.tensors, shard_metadata(*engine_, mine.metadata));
+    save_safetensors(path, mine.tensors, shard_metadata(*engine_, mine.tensors, mine.metadata));
   }
   StagedLoad load(const std::string& path) const override {
     const fs::path dir = fs::path(path).parent_path();
@@ -138,7 +172,7 @@ class ShardedOptimizerPart final : public CheckpointPart {
     const std::string what = "checkpoint file '" + source + "'";
     OptimizerSnapshot snapshot{std::move(contents.tensors), std::move(contents.metadata)};
     if (is_shard_file(source)) {
-      check_shard_metadata(snapshot.metadata, *engine_, source);
+      check_shard_metadata(snapshot.metadata, snapshot.tensors, *engine_, source);
       return {prepare_optimizer_restore(*optimizer_, snapshot, what), {}};
     }
     return {prepare_optimizer_restore(*optimizer_, optimizer_->slice(snapshot, what), what), {}};

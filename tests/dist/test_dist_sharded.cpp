@@ -537,6 +537,57 @@ TEST(Sharded, ShardsOfOtherUnitsAreRefused) {
   if (g_rank == 0) std::filesystem::remove_all(dir);
 }
 
+// Each process loads its own shard: shards passed round to the next process, or a flipped bit in
+// their data, are refused with the file named (before, both loaded and trained on scrambled weights
+// or Adam moments); so are random states passed round.
+TEST(Sharded, SwappedOrCorruptShardsAreRefused) {
+  Settings s;
+  s.state_dict_type = "SHARDED_STATE_DICT";
+  const std::string dir = shared_dir("swapped_shards");
+  Job job(3, s);
+  job.micro_step();
+  ACC_ASSERT_OK(acc_save_state(job.acc, dir.c_str(), nullptr));
+  const auto weights = job.weights();
+  auto file = [&](const char* stem, int64_t r) { return dir + "/" + stem + std::to_string(r) + ".safetensors"; };
+  // Process 0 edits the files while the others wait; each case is undone before the next.
+  auto each_process_loads = [&](const char* stem, const std::function<void()>& edit, const char* expected) {
+    SCOPED_TRACE(stem);
+    ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+    std::vector<std::string> originals;
+    if (g_rank == 0) {
+      for (int64_t r = 0; r < g_world; ++r) originals.push_back(acc_test::read_file(file(stem, r)));
+      edit();
+    }
+    ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+    ACC_EXPECT_ERROR(acc_load_state(job.acc, dir.c_str(), nullptr), ACC_ERR_IO, expected);
+    EXPECT_EQ(job.weights(), weights) << "a refused load changed nothing";
+    ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+    if (g_rank == 0)
+      for (int64_t r = 0; r < g_world; ++r) std::ofstream(file(stem, r), std::ios::binary) << originals[static_cast<size_t>(r)];
+  };
+  for (const char* stem : {"model_shard_", "optimizer_shard_", "random_states_"}) {
+    each_process_loads(stem, [&] {  // process r's file becomes process r+1's
+      const std::string first = acc_test::read_file(file(stem, 0));
+      for (int64_t r = 0; r + 1 < g_world; ++r)
+        std::ofstream(file(stem, r), std::ios::binary) << acc_test::read_file(file(stem, r + 1));
+      std::ofstream(file(stem, g_world - 1), std::ios::binary) << first;
+    }, "(renamed or swapped?)");
+  }
+  for (const char* stem : {"model_shard_", "optimizer_shard_"}) {
+    each_process_loads(stem, [&] {  // the last byte is the last tensor's data
+      for (int64_t r = 0; r < g_world; ++r) {
+        std::string bytes = acc_test::read_file(file(stem, r));
+        bytes.back() = static_cast<char>(bytes.back() ^ 0x10);
+        std::ofstream(file(stem, r), std::ios::binary) << bytes;
+      }
+    }, "does not match the checksum it was written with");
+  }
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  ACC_ASSERT_OK(acc_load_state(job.acc, dir.c_str(), nullptr));  // the files as written load
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0) std::filesystem::remove_all(dir);
+}
+
 // Rewrites the layout a model shard records (its header's metadata), keeping its tensors.
 static void rewrite_layout(const std::string& path, const std::function<void(nlohmann::json&)>& edit) {
   const std::string bytes = acc_test::read_file(path);
@@ -607,7 +658,8 @@ TEST(Sharded, ShardedCheckpointsMergeIntoWhatSaveModelWrites) {
     std::filesystem::copy_file(checkpoint + "/model_shard_0.safetensors", last,
                                std::filesystem::copy_options::overwrite_existing);
     ACC_EXPECT_ERROR(acc_merge_sharded_checkpoint(checkpoint.c_str(), 0, merged.c_str(), nullptr), ACC_ERR_IO,
-                     "model_shard_" + std::to_string(g_world - 1) + ".safetensors' is not process");
+                     "model_shard_" + std::to_string(g_world - 1) + ".safetensors' is the shard of process 0, not of process " +
+                         std::to_string(g_world - 1));
     std::ofstream(last, std::ios::binary | std::ios::trunc) << kept.substr(0, kept.size() / 2);
     ACC_EXPECT_ERROR(acc_merge_sharded_checkpoint(checkpoint.c_str(), 0, merged.c_str(), nullptr), ACC_ERR_IO,
                      "model_shard_" + std::to_string(g_world - 1));
