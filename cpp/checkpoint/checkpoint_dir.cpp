@@ -1,5 +1,9 @@
 #include "checkpoint/checkpoint_dir.h"
 
+#include <fcntl.h>
+
+#include <cstdio>
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -123,6 +127,12 @@ void publish_checkpoint(const std::string& staging, const std::string& target) {
   std::error_code ec;
   const fs::path aside = fs::path(staging).string() + ".old";
   const bool replacing = fs::exists(target, ec);
+  // Swapped in one step where the file system can: a process killed between two renames would
+  // leave nothing at the target. The earlier checkpoint is then at the staging name, removed.
+  if (replacing && ::renameat2(AT_FDCWD, staging.c_str(), AT_FDCWD, target.c_str(), RENAME_EXCHANGE) == 0) {
+    remove_all_or_fail(staging);
+    return;
+  }
   if (replacing) {
     remove_all_or_fail(aside);
     fs::rename(target, aside, ec);

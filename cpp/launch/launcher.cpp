@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,7 +46,9 @@ int exit_code_of(int status) {
 
 Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_count) {
   int pipe_fds[2];
-  if (pipe(pipe_fds) != 0) fail(Status::Io, "pipe: ", std::strerror(errno));
+  // Close-on-exec: a rank holding another rank's pipe would keep it from ever seeing its reader go.
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) fail(Status::Io, "pipe: ", std::strerror(errno));
+  const pid_t launcher = getpid();
   auto env = launch_environment(config, local_rank, port, restart_count);
   // Build the child's environment before fork: only async-signal-safe calls after it.
   std::vector<std::string> entries;
@@ -65,6 +68,9 @@ Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_co
   if (pid < 0) fail(Status::Io, "fork: ", std::strerror(errno));
   if (pid == 0) {
     setpgid(0, 0);  // its own process group, so the whole tree can be signalled
+    // A launcher killed outright (SIGKILL: no chance to stop its ranks) takes them with it.
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != launcher) _exit(128 + SIGTERM);
     dup2(pipe_fds[1], STDOUT_FILENO);
     dup2(pipe_fds[1], STDERR_FILENO);
     close(pipe_fds[0]);

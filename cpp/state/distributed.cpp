@@ -1,5 +1,7 @@
 #include "state/distributed.h"
 
+#include <signal.h>
+
 #include <mutex>
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -85,6 +87,15 @@ void wait_collective(const c10::intrusive_ptr<c10d::Work>& work, const std::stri
   }
 }
 
+// Gloo writes to its peers' sockets without MSG_NOSIGNAL: once a peer is gone, SIGPIPE's default
+// action would kill this process silently (exit 141) where the write's error becomes an aborted
+// collective naming the operation. Python ignores SIGPIPE for the same reason; a program that set
+// its own handler keeps it.
+static void ignore_sigpipe() {
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
+}
+
 const char* backend_name(Backend backend) { return backend == Backend::Nccl ? "nccl" : "gloo"; }
 
 Backend parse_backend(const std::string& name) {
@@ -121,6 +132,7 @@ Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, Backe
            "not start?): ", e.what());
     }
   };
+  ignore_sigpipe();
   if (env.rank != 0 &&
       !wait_until_accepting(env.master_addr, static_cast<uint16_t>(env.master_port),
                             std::chrono::steady_clock::now() + timeout))

@@ -1,6 +1,7 @@
 // Multi-process tests, run by CTest through accelerate-launch on 2-4 processes (Gloo on loopback).
 // Every process runs the same tests in the same order; they use only the C API.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -151,6 +152,15 @@ TEST(Dist, PropertiesComeFromTheLauncher) {
   EXPECT_EQ(local, std::atoll(std::getenv("LOCAL_RANK")));
   EXPECT_EQ(local_main, local == 0);
   ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+}
+
+// Gloo writes to its peers without MSG_NOSIGNAL: with SIGPIPE's default action a process whose peer
+// had gone died silently (exit 141) instead of getting an aborted collective. The accelerator of a
+// multi-process job ignores it, as Python does.
+TEST(Dist, APeerGoneIsAnErrorNotASigpipe) {
+  struct sigaction current {};
+  ASSERT_EQ(sigaction(SIGPIPE, nullptr, &current), 0);
+  EXPECT_EQ(current.sa_handler, SIG_IGN);
 }
 
 TEST(Dist, ReduceAsInAccelerateDocs) {

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The launcher's ranks hold no other rank's output pipe, and die with a launcher killed outright.
+#   launcher_children.sh ACCELERATE_LAUNCH WORK_DIR
+set -euo pipefail
+launch=$1 work=$2
+rm -rf "$work" && mkdir -p "$work"
+
+"$launch" --num_processes 2 sh -c 'echo $$ > "$0/pid_$RANK.tmp" && mv "$0/pid_$RANK.tmp" "$0/pid_$RANK"; exec sleep 120' "$work" &
+launcher=$!
+for _ in $(seq 100); do [ -f "$work/pid_0" ] && [ -f "$work/pid_1" ] && break; sleep 0.1; done
+[ -f "$work/pid_0" ] && [ -f "$work/pid_1" ] || { echo "the ranks did not start"; kill -9 $launcher; exit 1; }
+
+# No rank holds another rank's output pipe (its read end kept that rank from ever seeing its
+# reader gone).
+own_0=$(readlink /proc/"$(cat "$work/pid_0")"/fd/1) own_1=$(readlink /proc/"$(cat "$work/pid_1")"/fd/1)
+for r in 0 1; do
+  other=$own_1; [ $r = 1 ] && other=$own_0
+  if for f in /proc/"$(cat "$work/pid_$r")"/fd/*; do readlink "$f"; done | grep -qxF "$other"; then
+    echo "rank $r holds the other rank's output pipe ($other)"; kill -9 $launcher; exit 1
+  fi
+done
+
+# SIGKILL gives the launcher no chance to stop its ranks: they must not run on unsupervised.
+kill -9 $launcher
+wait $launcher 2>/dev/null || true
+for r in 0 1; do
+  pid=$(cat "$work/pid_$r")
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "rank $r (pid $pid) still runs 5 s after its launcher was killed"; kill -9 "$pid"; exit 1
+  fi
+done
+echo "ok: each rank holds its own pipe only; the ranks ended with their launcher"
