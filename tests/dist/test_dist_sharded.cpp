@@ -510,16 +510,18 @@ TEST(Sharded, HybridShardingShardsWithinEachMachine) {
   }
 }
 
-// SHARDED_STATE_DICT shards of zero_stage 3 merge without the job into the very file acc_save_model
-// writes (Accelerate's merge-weights); a missing, foreign or damaged shard is refused naming it.
-// With ACC_TEST_MERGE_EXPORT the test only writes the checkpoint and save_model's folder there,
-// for the CLI's half of a CTest pair (cli_merge_weights).
 // Shards hold slices of units: a job whose units are laid out otherwise (another wrap policy here)
 // must refuse them, even where the slices have the same sizes, rather than load values into the
 // wrong parameters.
-TEST(Sharded, ShardsOfOtherUnitsAreRefused) {
+// Settings whose checkpoints are SHARDED_STATE_DICT files.
+static Settings sharded_files() {
   Settings s;
   s.state_dict_type = "SHARDED_STATE_DICT";
+  return s;
+}
+
+TEST(Sharded, ShardsOfOtherUnitsAreRefused) {
+  const Settings s = sharded_files();
   const std::string dir = shared_dir("other_units");
   {
     Job job(3, s);
@@ -541,10 +543,8 @@ TEST(Sharded, ShardsOfOtherUnitsAreRefused) {
 // their data, are refused with the file named (before, both loaded and trained on scrambled weights
 // or Adam moments); so are random states passed round.
 TEST(Sharded, SwappedOrCorruptShardsAreRefused) {
-  Settings s;
-  s.state_dict_type = "SHARDED_STATE_DICT";
   const std::string dir = shared_dir("swapped_shards");
-  Job job(3, s);
+  Job job(3, sharded_files());
   job.micro_step();
   ACC_ASSERT_OK(acc_save_state(job.acc, dir.c_str(), nullptr));
   const auto weights = job.weights();
@@ -604,6 +604,10 @@ static void rewrite_layout(const std::string& path, const std::function<void(nlo
   std::ofstream(path, std::ios::binary | std::ios::trunc) << out << text << bytes.substr(8 + length);
 }
 
+// SHARDED_STATE_DICT shards of zero_stage 3 merge without the job into the very file acc_save_model
+// writes (Accelerate's merge-weights); a missing, foreign or damaged shard is refused naming it.
+// With ACC_TEST_MERGE_EXPORT the test only writes the checkpoint and save_model's folder there,
+// for the CLI's half of a CTest pair (cli_merge_weights).
 TEST(Sharded, ShardedCheckpointsMergeIntoWhatSaveModelWrites) {
   Settings s;
   s.state_dict_type = "SHARDED_STATE_DICT";
