@@ -2,7 +2,7 @@
 # Builds this checkout against Debian 13's libtorch 2.6 and runs every CPU test, in a Debian 13
 # chroot: there the fixtures are written by torch 2.6's own Python, so every test that holds the
 # library to PyTorch (optimizers, attention, data order, TorchScript) holds it to PyTorch 2.x.
-# Needs root, debootstrap and Debian's mirror; about 2.5 GB and 15 minutes on 2 cores the first time.
+# Needs root, debootstrap and Debian's mirror; about 2.5 GB, and 15 to 25 minutes on 2 cores.
 #   scripts/check-debian13.sh [ROOT]    (the chroot; default /var/tmp/accelerate-debian13, kept for reruns)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,9 +19,9 @@ mount -t proc proc "$root/proc" && mounted+=("$root/proc")
 for d in dev dev/shm; do mount --bind "/$d" "$root/$d" && mounted+=("$root/$d"); done
 cp /etc/resolv.conf "$root/etc/resolv.conf"
 
-# The checkout as it is (tracked and untracked files, not ignored ones) into /src; the build stays
-# in /build between runs.
-rm -rf "$root/src" && mkdir -p "$root/src"
+# The checkout as it is (tracked and untracked files, not ignored ones) into /src, built afresh in
+# /build (an earlier build beside files copied with their own times could mix generated sources).
+rm -rf "$root/src" "$root/build" && mkdir -p "$root/src"
 git ls-files -z --cached --others --exclude-standard |
   xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh |
   tar --null -T - -cf - | tar -xf - -C "$root/src"
