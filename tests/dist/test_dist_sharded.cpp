@@ -664,6 +664,11 @@ TEST(Sharded, ShardedCheckpointsMergeIntoWhatSaveModelWrites) {
     ACC_EXPECT_ERROR(acc_merge_sharded_checkpoint(checkpoint.c_str(), 0, merged.c_str(), nullptr), ACC_ERR_IO,
                      "model_shard_" + std::to_string(g_world - 1) + ".safetensors' is the shard of process 0, not of process " +
                          std::to_string(g_world - 1));
+    std::string flipped = kept;  // the last byte is tensor data
+    flipped.back() = static_cast<char>(flipped.back() ^ 0x10);
+    std::ofstream(last, std::ios::binary | std::ios::trunc) << flipped;
+    ACC_EXPECT_ERROR(acc_merge_sharded_checkpoint(checkpoint.c_str(), 0, merged.c_str(), nullptr), ACC_ERR_IO,
+                     "model_shard_" + std::to_string(g_world - 1) + ".safetensors' is corrupt");
     std::ofstream(last, std::ios::binary | std::ios::trunc) << kept.substr(0, kept.size() / 2);
     ACC_EXPECT_ERROR(acc_merge_sharded_checkpoint(checkpoint.c_str(), 0, merged.c_str(), nullptr), ACC_ERR_IO,
                      "model_shard_" + std::to_string(g_world - 1));
