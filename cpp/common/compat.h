@@ -81,9 +81,11 @@ at::Tensor attention_softmax(const at::Tensor& scores);  // over the last dimens
 constexpr const char* kAttentionSoftmaxScript = ACC_TORCH_VERSION >= 205 ? "torch._safe_softmax" : "torch.softmax";
 
 // ---- torch.optim's Python rules (optim/python_rules.h): from 2.0 they update running averages with
-// lerp_, and Adam steps CUDA parameters with its foreach ops by default ----
+// lerp_, and step CUDA parameters with foreach ops by default (the macro for code that names ops
+// 1.13 lacks) ----
 
-constexpr bool kPythonOptimizers2 = ACC_TORCH_VERSION >= 200;
+#define ACC_PYTHON_OPTIMIZERS_2 (ACC_TORCH_VERSION >= 200)
+constexpr bool kPythonOptimizers2 = ACC_PYTHON_OPTIMIZERS_2;
 
 // ---- torch::optim: per-parameter state is keyed by the parameter's TensorImpl, its address as text
 // in 1.13 and the address itself in 2.x ----

@@ -12,6 +12,7 @@
 
 #include <ATen/ATen.h>
 
+#include "common/crc32.h"
 #include "common/error.h"
 #include "tensor/mmap.h"
 #include "model/pickle_storages.h"
@@ -74,15 +75,10 @@ Directory find_directory(const Bytes& f, const std::string& path) {
 // The CRC-32 of a record's uncompressed bytes: stored as they are, or deflated.
 uint32_t record_crc(const uint8_t* data, uint64_t compressed, uint64_t uncompressed, int method,
                     const std::string& path, const std::string& name) {
-  uLong crc = crc32(0L, Z_NULL, 0);
+  uLong crc = crc32_start();
   if (method == 0) {
     if (compressed != uncompressed) fail(Status::Io, "'", path, "': record '", name, "' has inconsistent sizes");
-    for (uint64_t done = 0; done < compressed;) {
-      const auto chunk = static_cast<uInt>(std::min<uint64_t>(compressed - done, 1u << 30));
-      crc = crc32(crc, data + done, chunk);
-      done += chunk;
-    }
-    return static_cast<uint32_t>(crc);
+    return crc32_update(static_cast<uint32_t>(crc), data, compressed);
   }
   if (method != 8) fail(Status::Io, "'", path, "': record '", name, "' uses zip compression method ", method,
                         " (PyTorch writes stored records; deflate is read too)");

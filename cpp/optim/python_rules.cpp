@@ -34,6 +34,19 @@ const at::Tensor& dense_grad(const at::Tensor& p, const char* rule) {
   return grad;
 }
 
+// Python's foreach rules take the CUDA parameters grouped by device and dtype (its
+// _group_tensors_by_device_and_dtype); everything else is stepped one tensor at a time.
+template <class Slot>
+using CudaGroups = std::map<std::pair<c10::DeviceIndex, at::ScalarType>, std::vector<Slot>>;
+
+// Whether `p` is stepped by a foreach rule: a CUDA parameter, from 2.0.
+bool steps_by_foreach(const at::Tensor& p) { return kPythonOptimizers2 && p.is_cuda(); }
+
+template <class Slot>
+void add_to_group(CudaGroups<Slot>& groups, const at::Tensor& p, Slot slot) {
+  groups[{p.device().index(), p.scalar_type()}].push_back(std::move(slot));
+}
+
 // ---- Adam and AdamW ----
 
 struct AdamHyper {
@@ -78,7 +91,7 @@ void adam_single(const AdamSlot& s, const AdamHyper& h) {
 // _multi_tensor_adam / _multi_tensor_adamw (not capturable): Python's rule on CUDA, for the
 // parameters of one device and dtype (Python groups them so before its foreach ops).
 void adam_foreach(const std::vector<const AdamSlot*>& slots, const AdamHyper& h) {
-#if ACC_TORCH_VERSION >= 200
+#if ACC_PYTHON_OPTIMIZERS_2
   std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs;
   std::vector<at::Scalar> step_size, bias_correction2_sqrt;
   for (const AdamSlot* s : slots) {
@@ -109,7 +122,8 @@ void adam_foreach(const std::vector<const AdamSlot*>& slots, const AdamHyper& h)
   at::_foreach_add_(denom, h.eps);
   at::_foreach_addcdiv_(params, exp_avgs, denom, step_size);
 #else
-  for (const AdamSlot* s : slots) adam_single(*s, h);  // 1.13's Python stepped CUDA tensors one by one
+  (void)slots;  // never called: 1.13's Python stepped CUDA tensors one by one
+  (void)h;
 #endif
 }
 
@@ -137,10 +151,10 @@ void adam_step(Groups& groups, StateMap& states, bool decoupled, const char* rul
       slots.push_back(
           {p, grad, state.exp_avg(), state.exp_avg_sq(), state.max_exp_avg_sq(), static_cast<double>(state.step())});
     }
-    std::map<std::pair<std::string, at::ScalarType>, std::vector<const AdamSlot*>> on_cuda;
+    CudaGroups<const AdamSlot*> on_cuda;
     for (const AdamSlot& s : slots) {
-      if (s.param.is_cuda() && kPythonOptimizers2)
-        on_cuda[{s.param.device().str(), s.param.scalar_type()}].push_back(&s);
+      if (steps_by_foreach(s.param))
+        add_to_group(on_cuda, s.param, &s);
       else
         adam_single(s, h);
     }
@@ -157,7 +171,7 @@ struct AdagradSlot {
 
 // _multi_tensor_adagrad (dense gradients): Python's rule on CUDA, for one device and dtype.
 void adagrad_foreach(const std::vector<AdagradSlot>& slots, const torch::optim::AdagradOptions& o) {
-#if ACC_TORCH_VERSION >= 200
+#if ACC_PYTHON_OPTIMIZERS_2
   std::vector<at::Tensor> params, grads, sums;
   std::vector<at::Scalar> minus_clr;
   for (const AdagradSlot& s : slots) {
@@ -179,7 +193,7 @@ void adagrad_foreach(const std::vector<AdagradSlot>& slots, const torch::optim::
   }
   at::_foreach_addcdiv_(params, numerator, denom);
 #else
-  (void)slots;
+  (void)slots;  // never called: 1.13's Python stepped CUDA tensors one by one
   (void)o;
 #endif
 }
@@ -257,7 +271,7 @@ at::Tensor PythonAdagrad::step(LossClosure closure) {
   return with_closure(closure, [&] {
     for (auto& group : param_groups_) {
       const auto& o = static_cast<const torch::optim::AdagradOptions&>(group.options());
-      std::map<std::pair<std::string, at::ScalarType>, std::vector<AdagradSlot>> on_cuda;
+      CudaGroups<AdagradSlot> on_cuda;
       for (auto& p : group.params()) {
         if (!p.grad().defined()) continue;
         at::Tensor grad = dense_grad(p, "Adagrad");
@@ -266,8 +280,8 @@ at::Tensor PythonAdagrad::step(LossClosure closure) {
         auto& state = static_cast<torch::optim::AdagradParamState&>(*it->second);
         state.step(state.step() + 1);
         const double step = static_cast<double>(state.step());
-        if (p.is_cuda() && kPythonOptimizers2) {
-          on_cuda[{p.device().str(), p.scalar_type()}].push_back({p, grad, state.sum(), step});
+        if (steps_by_foreach(p)) {
+          add_to_group(on_cuda, p, AdagradSlot{p, grad, state.sum(), step});
           continue;
         }
         if (o.weight_decay() != 0) grad = grad.add(p, o.weight_decay());

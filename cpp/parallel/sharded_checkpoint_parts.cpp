@@ -2,7 +2,6 @@
 
 #include <ATen/ATen.h>
 #include <nlohmann/json.hpp>
-#include <zlib.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -12,6 +11,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "checkpoint/state_files.h"
+#include "common/crc32.h"
 #include "common/error.h"
 #include "common/json_input.h"
 #include "ops/collectives.h"
@@ -31,15 +31,10 @@ std::string shard_data_crc32(const NamedTensors& tensors) {
   std::vector<const NamedTensors::value_type*> sorted;
   for (const auto& entry : tensors) sorted.push_back(&entry);
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->first < b->first; });
-  uLong crc = crc32(0L, Z_NULL, 0);
+  uint32_t crc = crc32_start();
   for (const auto* entry : sorted) {
     const at::Tensor t = entry->second.to(at::kCPU).contiguous();
-    const auto* bytes = static_cast<const Bytef*>(t.data_ptr());
-    for (size_t done = 0, size = t.nbytes(); done < size;) {
-      const size_t chunk = std::min<size_t>(size - done, 1u << 30);
-      crc = crc32(crc, bytes + done, static_cast<uInt>(chunk));
-      done += chunk;
-    }
+    crc = crc32_update(crc, t.data_ptr(), t.nbytes());
   }
   return std::to_string(crc);
 }
