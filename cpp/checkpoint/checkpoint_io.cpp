@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/save_identity.h"
 #include "checkpoint/state_files.h"
 #include "common/error.h"
 #include "common/files.h"
@@ -28,6 +29,8 @@ void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& p
     fs::create_directories(staging, ec);
     if (ec) fail(Status::Io, "cannot create '", staging, "': ", ec.message());
   });
+  const std::string save_id = new_save_id(collectives);
+  for (const auto& part : parts) part->set_save_id(save_id);
   collectives.agree("save_state (writing '" + target + "')", [&] {
     for (const auto& part : parts) part->collect();
     for (const auto& part : parts)
@@ -35,7 +38,9 @@ void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& p
   });
   collectives.agree("save_state (completing '" + target + "')", [&] {
     if (!save.writer) return;
-    write_file(join_path(staging, kCheckpointManifest), save.manifest.dump(2));
+    nlohmann::json manifest = save.manifest;
+    manifest[kSaveIdKey] = save_id;
+    write_file(join_path(staging, kCheckpointManifest), manifest.dump(2));
     publish_checkpoint(staging, target);
     if (save.automatic) remove_interrupted_saves(save.project_dir);
     if (save.automatic && save.total_limit) rotate_checkpoints(save.project_dir, *save.total_limit);
@@ -54,10 +59,16 @@ void load_accelerator_state(CheckpointLoad& load, const CheckpointParts& parts, 
     if (!fs::is_directory(source)) fail(Status::Io, "checkpoint folder '", source, "' does not exist");
     if (!fs::exists(manifest_path))
       fail(Status::Io, "'", source, "' is not a complete checkpoint (", kCheckpointManifest, " is missing)");
-    if (load.check_manifest) apply_manifest = load.check_manifest(read_json(manifest_path), manifest_path);
-    for (const auto& part : parts)
-      if (!(load.other_process_count && part->process_local()))
-        staged.push_back(part->load(join_path(source, part->file())));
+    const nlohmann::json manifest = read_json(manifest_path);
+    if (load.check_manifest) apply_manifest = load.check_manifest(manifest, manifest_path);
+    const std::string save_id = manifest.is_object() && manifest.contains(kSaveIdKey)
+                                    ? json_field<std::string>(manifest, kSaveIdKey, manifest_path)
+                                    : std::string();
+    for (const auto& part : parts) {
+      if (load.other_process_count && part->process_local()) continue;
+      part->set_save_id(save_id);
+      staged.push_back(part->load(join_path(source, part->file())));
+    }
   });
   // Parts that can only be checked by loading them go first; if any refuses (on any process), those
   // loaded are rolled back and nothing else has changed.

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace acc {
@@ -39,6 +40,14 @@ class CheckpointPart {
   virtual void save(const std::string& path) const = 0;
   // Reads and checks the file; errors name it. Nothing changes until the result is applied.
   virtual StagedLoad load(const std::string& path) const = 0;
+
+  // The save being written, or the one the manifest being loaded records (empty if it records
+  // none): per-process files record it and refuse another (checkpoint/save_identity.h).
+  void set_save_id(std::string id) { save_id_ = std::move(id); }
+  const std::string& save_id() const { return save_id_; }
+
+ private:
+  std::string save_id_;
 };
 
 using CheckpointParts = std::vector<std::unique_ptr<CheckpointPart>>;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "checkpoint/safetensors.h"
+#include "checkpoint/save_identity.h"
 #include "common/random.h"
 #include "common/error.h"
 
@@ -22,7 +23,8 @@ class RngStatesPart final : public CheckpointPart {
   void save(const std::string& path) const override {
     NamedTensors states;
     for (auto& generator : default_generators()) states.emplace_back(generator.first, generator.second.get_state());
-    save_safetensors(path, states, {{"step", std::to_string(step_)}, {"process_index", std::to_string(rank_)}});
+    save_safetensors(path, states, {{"step", std::to_string(step_)}, {"process_index", std::to_string(rank_)},
+                                    {kSaveIdKey, save_id()}});
   }
   StagedLoad load(const std::string& path) const override {
     const SafetensorsContents contents = load_safetensors(path);
@@ -31,6 +33,7 @@ class RngStatesPart final : public CheckpointPart {
     if (index != contents.metadata.end() && index->second != std::to_string(rank_))
       fail(Status::Io, "checkpoint file '", path, "' holds the random states of process ", index->second,
            ", not of process ", rank_, " (renamed or swapped?)");
+    check_save_id(contents.metadata, save_id(), path);
     std::vector<std::function<void()>> sets;
     for (auto& generator : default_generators()) {
       auto it = std::find_if(saved.begin(), saved.end(), [&](const auto& e) { return e.first == generator.first; });

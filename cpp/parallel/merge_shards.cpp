@@ -11,6 +11,7 @@
 
 #include "checkpoint/pretrained_layout.h"
 #include "checkpoint/safetensors.h"
+#include "checkpoint/save_identity.h"
 #include "common/error.h"
 #include "common/json_input.h"
 #include "parallel/sharded_checkpoint_parts.h"
@@ -26,6 +27,12 @@ const std::string& metadata_value(const SafetensorsContents& shard, const std::s
   if (it == shard.metadata.end())
     fail(Status::Io, "'", path, "' is not a model shard of a sharded checkpoint (no '", key, "' in its metadata)");
   return it->second;
+}
+
+// Empty for shards written before saves had an id.
+std::string recorded_save_id(const SafetensorsContents& shard) {
+  auto it = shard.metadata.find(kSaveIdKey);
+  return it == shard.metadata.end() ? std::string() : it->second;
 }
 
 int64_t metadata_int(const SafetensorsContents& shard, const std::string& key, const std::string& path) {
@@ -102,7 +109,9 @@ NamedTensors merge_model_shards(const std::string& checkpoint_dir, size_t model_
   std::vector<SafetensorsContents> shards;
   shards.push_back(load_safetensors(first));
   const int64_t processes = metadata_int(shards[0], "num_processes", first);
-  const std::string& layout_text = metadata_value(shards[0], "layout", first);
+  // Copies: `shards` grows below.
+  const std::string layout_text = metadata_value(shards[0], "layout", first);
+  const std::string save_id = recorded_save_id(shards[0]);
   if (metadata_value(shards[0], "zero_stage", first) != "3")
     fail(Status::Io, "'", first, "' is not a zero_stage 3 model shard");
   if (processes < 1 || processes > (1 << 20)) fail(Status::Io, "'", first, "' claims ", processes, " processes");
@@ -118,7 +127,7 @@ NamedTensors merge_model_shards(const std::string& checkpoint_dir, size_t model_
       fail(Status::Io, "'", path, "' is the shard of process ", metadata_int(shard, "process_index", path),
            ", not of process ", r, " (renamed or swapped?)");
     if (r > 0 && (metadata_int(shard, "num_processes", path) != processes ||
-                  metadata_value(shard, "layout", path) != layout_text))
+                  metadata_value(shard, "layout", path) != layout_text || recorded_save_id(shard) != save_id))
       fail(Status::Io, "'", path, "' is not process ", r, "'s shard of the same save as '", first, "'");
     auto crc = shard.metadata.find("data_crc32");
     if (crc != shard.metadata.end() && crc->second != shard_data_crc32(shard.tensors))

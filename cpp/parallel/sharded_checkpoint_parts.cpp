@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "checkpoint/safetensors.h"
+#include "checkpoint/save_identity.h"
 #include "checkpoint/state_files.h"
 #include "common/crc32.h"
 #include "common/error.h"
@@ -44,7 +45,7 @@ namespace {
 // Refuses a shard written by a different number of processes, another sharding or another process,
 // or whose data is not what was written.
 void check_shard_metadata(const Metadata& metadata, const NamedTensors& tensors, const ShardedDataParallel& engine,
-                          const std::string& path) {
+                          const std::string& save_id, const std::string& path) {
   auto value = [&](const char* key) -> std::string {
     auto it = metadata.find(key);
     if (it == metadata.end()) fail(Status::Io, "checkpoint file '", path, "': not a shard (no '", key, "' in its metadata)");
@@ -59,6 +60,7 @@ void check_shard_metadata(const Metadata& metadata, const NamedTensors& tensors,
   if (value("process_index") != rank)
     fail(Status::Io, "checkpoint file '", path, "' is the shard of process ", value("process_index"), ", not of process ",
          rank, " (renamed or swapped?)");
+  check_save_id(metadata, save_id, path);
   auto crc = metadata.find("data_crc32");  // written since the check was added
   if (crc != metadata.end() && crc->second != shard_data_crc32(tensors))
     fail(Status::Io, "checkpoint file '", path, "' is corrupt: its data does not match the checksum it was written with");
@@ -71,8 +73,10 @@ void check_shard_metadata(const Metadata& metadata, const NamedTensors& tensors,
          "SHARDED_STATE_DICT loads only on the same sharding; save with FULL_STATE_DICT to change it");
 }
 
-Metadata shard_metadata(const ShardedDataParallel& engine, const NamedTensors& tensors, Metadata metadata = {}) {
+Metadata shard_metadata(const ShardedDataParallel& engine, const NamedTensors& tensors, const std::string& save_id,
+                        Metadata metadata = {}) {
   metadata["data_crc32"] = shard_data_crc32(tensors);
+  metadata[kSaveIdKey] = save_id;
   metadata["num_processes"] = std::to_string(engine.layout().world());
   metadata["process_index"] = std::to_string(engine.layout().rank());
   metadata["zero_stage"] = std::to_string(engine.options().stage);
@@ -109,7 +113,7 @@ class ShardedWeightsPart final : public CheckpointPart {
     for (size_t u = 0; u < engine_->shard_params().size(); ++u)
       tensors.emplace_back("unit." + std::to_string(u), engine_->shard_params()[u]);
     for (const auto& entry : engine_->replicated_state_dict()) tensors.push_back(entry);
-    save_safetensors(path, tensors, shard_metadata(*engine_, tensors, {{"format", "pt"}}));
+    save_safetensors(path, tensors, shard_metadata(*engine_, tensors, save_id(), {{"format", "pt"}}));
   }
   StagedLoad load(const std::string& path) const override {
     const fs::path dir = fs::path(path).parent_path();
@@ -121,7 +125,7 @@ class ShardedWeightsPart final : public CheckpointPart {
       checked_by_file(source, [&] { engine_->check_full_state_dict(contents->tensors); });
       return {[engine = engine_, contents] { engine->load_full_state_dict(contents->tensors); }, {}};
     }
-    check_shard_metadata(contents->metadata, contents->tensors, *engine_, source);
+    check_shard_metadata(contents->metadata, contents->tensors, *engine_, save_id(), source);
     checked_by_file(source, [&] { engine_->check_shard_state(contents->tensors); });
     return {[engine = engine_, contents] { engine->load_shard_state(contents->tensors); }, {}};
   }
@@ -156,7 +160,7 @@ class ShardedOptimizerPart final : public CheckpointPart {
       return;
     }
     OptimizerSnapshot mine = snapshot_optimizer(*optimizer_);
-    save_safetensors(path, mine.tensors, shard_metadata(*engine_, mine.tensors, mine.metadata));
+    save_safetensors(path, mine.tensors, shard_metadata(*engine_, mine.tensors, save_id(), mine.metadata));
   }
   StagedLoad load(const std::string& path) const override {
     const fs::path dir = fs::path(path).parent_path();
@@ -167,7 +171,7 @@ class ShardedOptimizerPart final : public CheckpointPart {
     const std::string what = "checkpoint file '" + source + "'";
     OptimizerSnapshot snapshot{std::move(contents.tensors), std::move(contents.metadata)};
     if (is_shard_file(source)) {
-      check_shard_metadata(snapshot.metadata, snapshot.tensors, *engine_, source);
+      check_shard_metadata(snapshot.metadata, snapshot.tensors, *engine_, save_id(), source);
       return {prepare_optimizer_restore(*optimizer_, snapshot, what), {}};
     }
     return {prepare_optimizer_restore(*optimizer_, optimizer_->slice(snapshot, what), what), {}};

@@ -541,12 +541,18 @@ TEST(Sharded, ShardsOfOtherUnitsAreRefused) {
 
 // Each process loads its own shard: shards passed round to the next process, or a flipped bit in
 // their data, are refused with the file named (before, both loaded and trained on scrambled weights
-// or Adam moments); so are random states passed round.
+// or Adam moments); so are random states passed round, and one process's files copied from a later
+// save of the same job (each fits every other check).
 TEST(Sharded, SwappedOrCorruptShardsAreRefused) {
   const std::string dir = shared_dir("swapped_shards");
   Job job(3, sharded_files());
   job.micro_step();
   ACC_ASSERT_OK(acc_save_state(job.acc, dir.c_str(), nullptr));
+  // A later save of the same job: its files fit every check but one, the save they belong to.
+  const std::string later = shared_dir("swapped_shards_later");
+  job.micro_step();
+  ACC_ASSERT_OK(acc_save_state(job.acc, later.c_str(), nullptr));
+  ACC_ASSERT_OK(acc_load_state(job.acc, dir.c_str(), nullptr));
   const auto weights = job.weights();
   auto file = [&](const char* stem, int64_t r) { return dir + "/" + stem + std::to_string(r) + ".safetensors"; };
   // Process 0 edits the files while the others wait; each case is undone before the next.
@@ -573,6 +579,20 @@ TEST(Sharded, SwappedOrCorruptShardsAreRefused) {
       std::ofstream(file(stem, g_world - 1), std::ios::binary) << first;
     }, "(renamed or swapped?)");
   }
+  const int64_t copied = g_world - 1;
+  auto copy_from_later = [&](const char* stem) {
+    const std::string path = file(stem, copied);
+    std::ofstream(path, std::ios::binary) << acc_test::read_file(later + path.substr(dir.size()));
+  };
+  for (const char* stem : {"model_shard_", "optimizer_shard_", "random_states_"})
+    each_process_loads(stem, [&] { copy_from_later(stem); }, "copied from another checkpoint?");
+  if (g_rank == 0) {  // merge-weights too refuses a set of shards from two saves
+    const std::string original = acc_test::read_file(file("model_shard_", copied));
+    copy_from_later("model_shard_");
+    ACC_EXPECT_ERROR(acc_merge_sharded_checkpoint(dir.c_str(), 0, (later + "/merged").c_str(), nullptr), ACC_ERR_IO,
+                     "shard of the same save");
+    std::ofstream(file("model_shard_", copied), std::ios::binary) << original;
+  }
   for (const char* stem : {"model_shard_", "optimizer_shard_"}) {
     each_process_loads(stem, [&] {  // the last byte is the last tensor's data
       for (int64_t r = 0; r < g_world; ++r) {
@@ -584,8 +604,12 @@ TEST(Sharded, SwappedOrCorruptShardsAreRefused) {
   }
   ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
   ACC_ASSERT_OK(acc_load_state(job.acc, dir.c_str(), nullptr));  // the files as written load
+  EXPECT_EQ(job.weights(), weights);
   ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
-  if (g_rank == 0) std::filesystem::remove_all(dir);
+  if (g_rank == 0) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::remove_all(later);
+  }
 }
 
 // Rewrites the layout a model shard records (its header's metadata), keeping its tensors.
