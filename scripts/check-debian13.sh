@@ -2,11 +2,17 @@
 # Builds this checkout against Debian 13's libtorch 2.6 and runs every CPU test, in a Debian 13
 # chroot: there the fixtures are written by torch 2.6's own Python, so every test that holds the
 # library to PyTorch (optimizers, attention, data order, TorchScript) holds it to PyTorch 2.x.
-# Needs root, debootstrap and Debian's mirror; about 2.5 GB, and 15 to 25 minutes on 2 cores.
-#   scripts/check-debian13.sh [ROOT]    (the chroot; default /var/tmp/accelerate-debian13, kept for reruns)
+# With --cuda, against Debian 13's CUDA build of libtorch 2.6 (contrib, CUDA 12.4 and NCCL from
+# non-free) instead: the CUDA and NCCL code is compiled and linked (ACC_WITH_CUDA), every CPU test
+# runs on that libtorch, and the GPU tests report themselves skipped (no GPU here).
+# Needs root, debootstrap and Debian's mirror; about 2.5 GB (--cuda: 9 GB), and 15 to 25 minutes on 2 cores.
+#   scripts/check-debian13.sh [--cuda] [ROOT]
+#   (ROOT: the chroot; default /var/tmp/accelerate-debian13[-cuda], kept for reruns)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=${1:-/var/tmp/accelerate-debian13}
+cuda=false
+if [ "${1:-}" = --cuda ]; then cuda=true; shift; fi
+root=${1:-/var/tmp/accelerate-debian13$($cuda && echo -cuda || true)}
 [ "$(id -u)" -eq 0 ] || { echo "check-debian13: run as root (debootstrap, chroot)" >&2; exit 1; }
 command -v debootstrap >/dev/null || apt-get install -y -q debootstrap
 [ -x "$root/usr/bin/apt-get" ] ||
@@ -25,5 +31,41 @@ rm -rf "$root/src" "$root/build" && mkdir -p "$root/src"
 git ls-files -z --cached --others --exclude-standard |
   xargs -0 sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh |
   tar --null -T - -cf - | tar -xf - -C "$root/src"
+exclude=$($cuda && echo "libtorch-dev libgloo-dev python3-torch" || true)
+chroot "$root" env ACC_SETUP_EXCLUDE="$exclude" bash -c 'cd /src && scripts/setup.sh'
+if ! $cuda; then
+  chroot "$root" env ACC_BUILD_DIR=/build bash -c 'cd /src && scripts/build.sh && ctest --test-dir /build -LE gpu -j2 --output-on-failure'
+  exit
+fi
+
+# The CUDA libtorch replaces the CPU one (and its Python torch, which writes the fixtures, and Gloo).
+# It depends on nvidia-cudnn, a package that downloads cuDNN from NVIDIA when installed: a placeholder
+# package stands in for it, and a stub libcudnn.so.9 holding the functions libtorch calls (each
+# returns an error) lets the libraries load. Nothing calls them without a GPU.
+chroot "$root" bash -s <<'EOF'
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive
+echo "deb ${ACC_DEBIAN_MIRROR:-http://deb.debian.org/debian} trixie main contrib non-free" > /etc/apt/sources.list
+apt-get update -q
+apt-get install -y -q --no-install-recommends equivs gcc-13 g++-13
+if ! dpkg -s nvidia-cudnn >/dev/null 2>&1; then
+  cd /tmp
+  printf '%s\n' 'Package: nvidia-cudnn' 'Version: 9.0.0.312~cuda12' 'Section: misc' 'Priority: optional' \
+    'Description: placeholder for the cuDNN downloader (a stub library: no GPU here)' > nvidia-cudnn.ctl
+  equivs-build nvidia-cudnn.ctl >/dev/null && dpkg -i nvidia-cudnn_*.deb
+fi
+apt-get install -y -q --no-install-recommends libtorch-cuda-dev python3-torch-cuda libgloo-cuda-dev libnccl-dev \
+  nvidia-cuda-toolkit nvidia-cuda-dev
+libdir=/usr/lib/x86_64-linux-gnu
+if [ ! -e $libdir/libcudnn.so.9 ]; then
+  nm -D --undefined-only $libdir/libtorch_cuda.so $libdir/libtorch_python.so |
+    sed -n 's/^ *U \(cudnn[A-Za-z0-9_]*\)@libcudnn.so.9$/\1/p' | sort -u |
+    sed 's/.*/int &(void) { return 1; }/' > /tmp/cudnn_stub.c
+  echo 'libcudnn.so.9 { global: *; };' > /tmp/cudnn_stub.map
+  gcc-13 -shared -fPIC -o $libdir/libcudnn.so.9 -Wl,-soname,libcudnn.so.9 -Wl,--version-script=/tmp/cudnn_stub.map /tmp/cudnn_stub.c
+  ldconfig
+fi
+EOF
+# Debian's nvcc 12.4 takes gcc up to 13 as its host compiler, and no clang past 17.
 chroot "$root" env ACC_BUILD_DIR=/build bash -c \
-  'cd /src && scripts/setup.sh && scripts/build.sh && ctest --test-dir /build -LE gpu -j2 --output-on-failure'
+  'cd /src && scripts/build.sh -DCMAKE_CUDA_HOST_COMPILER=g++-13 && ctest --test-dir /build -j2 --output-on-failure'

@@ -23,8 +23,11 @@ packages=(
   zip unzip maven libmaven-compiler-plugin-java libmaven-resources-plugin-java
 )
 
+# ACC_SETUP_EXCLUDE: packages to leave out, e.g. "libtorch-dev libgloo-dev python3-torch" where
+# Debian's CUDA build of libtorch stands in their place (scripts/check-debian13.sh --cuda).
 missing=()
 for p in "${packages[@]}"; do
+  [[ " ${ACC_SETUP_EXCLUDE:-} " == *" $p "* ]] && continue
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then

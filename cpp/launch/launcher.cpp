@@ -15,10 +15,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "common/error.h"
 #include "common/options.h"
+#include "launch/rendezvous_store.h"
 
 extern char** environ;
 
@@ -222,6 +224,7 @@ std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int
       {"MASTER_ADDR", c.main_process_ip},
       {"MASTER_PORT", std::to_string(port)},
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
+      {"TORCHELASTIC_USE_AGENT_STORE", "True"},  // machine 0's launcher hosts the store
       {"TORCHELASTIC_MAX_RESTARTS", std::to_string(c.max_restarts)},
   };
   env.insert(c.sharding_env.begin(), c.sharding_env.end());
@@ -238,23 +241,6 @@ std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int
     env["ACCELERATE_CONFIG_REPORTED"] = "1";  // the launcher printed its warnings already
   }
   return env;
-}
-
-int find_free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) fail(Status::Io, "socket: ", std::strerror(errno));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    fail(Status::Io, "cannot find a free port: ", std::strerror(errno));
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
 }
 
 void require_port_free(int port) {
@@ -282,9 +268,13 @@ int run_launch(const LaunchConfig& config) {
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
+  // Machine 0's launcher hosts the store (on a free port when none is given); the others' processes
+  // connect to it at main_process_ip:main_process_port.
+  std::optional<RendezvousStore> store;
+  if (config.machine_rank == 0) store = host_rendezvous_store(config.main_process_port.value_or(0), config.num_processes);
+  const int port = store ? store->port : *config.main_process_port;
   int code = 0;
   for (int attempt = 0; attempt <= config.max_restarts; ++attempt) {
-    const int port = config.main_process_port.value_or(config.num_machines == 1 ? find_free_port() : 29500);
     code = run_group(config, port, attempt);
     if (code == 0 || code == 128 + SIGINT || code == 128 + SIGTERM) break;
     if (attempt < config.max_restarts)

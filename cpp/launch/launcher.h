@@ -14,7 +14,7 @@ struct LaunchConfig {
   int num_machines = 1;
   int machine_rank = 0;
   std::string main_process_ip = "127.0.0.1";
-  std::optional<int> main_process_port;  // none: a free port (one machine) or 29500
+  std::optional<int> main_process_port;  // none: a free port (one machine only)
   std::optional<std::string> mixed_precision;
   std::optional<int> gradient_accumulation_steps;
   bool cpu = false;
@@ -36,9 +36,6 @@ void validate_launch_config(const LaunchConfig& config);
 // The environment of local process `local_rank`: torchrun's variables and Accelerate's.
 std::map<std::string, std::string> launch_environment(const LaunchConfig& config, int local_rank, int port,
                                                       int restart_count);
-
-// A TCP port that was free on this machine a moment ago.
-int find_free_port();
 
 // Fails with InvalidArgument, saying what to do, when `port` is taken on this machine.
 void require_port_free(int port);

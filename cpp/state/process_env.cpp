@@ -65,6 +65,13 @@ ProcessEnv detect_process_env(const EnvLookup& env) {
   } else if (p.local_world_size != p.world_size) {
     fail(Status::InvalidArgument, "a job over several machines needs MASTER_ADDR (the address of rank 0's machine)");
   }
+  // PyTorch takes exactly "True" (str(True)); anything else leaves process 0 hosting the store.
+  if (env("TORCHELASTIC_USE_AGENT_STORE") == std::optional<std::string>("True")) {
+    auto attempt = first_int(env, {"TORCHELASTIC_RESTART_COUNT"});
+    require(attempt.has_value(), "TORCHELASTIC_USE_AGENT_STORE=True needs TORCHELASTIC_RESTART_COUNT (the launcher's ",
+            "attempt, which names the rendezvous keys)");
+    p.agent_store_prefix = "/worker/attempt_" + std::to_string(*attempt);
+  }
   return p;
 }
 

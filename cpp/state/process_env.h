@@ -17,6 +17,11 @@ struct ProcessEnv {
   int64_t local_world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // Set when the launcher hosts the rendezvous store (torchrun's and accelerate-launch's agent store,
+  // TORCHELASTIC_USE_AGENT_STORE=True): every process, 0 included, connects to it at
+  // MASTER_ADDR:MASTER_PORT and keys its rendezvous under this prefix,
+  // "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>", as PyTorch's env:// rendezvous does.
+  std::optional<std::string> agent_store_prefix;
   bool distributed() const { return world_size > 1; }
 };
 
@@ -25,7 +30,7 @@ using EnvLookup = std::function<std::optional<std::string>(const std::string& na
 // For each field, the first variable set in Accelerate's order (torchrun's, then PMI, Open MPI,
 // MVAPICH), then SLURM's. Values that are not integers >= 0, a rank outside the world, or a
 // multi-node job without MASTER_ADDR (nor a SLURM node list to take it from) are errors naming the
-// variable.
+// variable; so is an agent store without TORCHELASTIC_RESTART_COUNT.
 ProcessEnv detect_process_env(const EnvLookup& env);
 ProcessEnv detect_process_env();  // from this process's environment
 

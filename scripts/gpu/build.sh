@@ -39,9 +39,11 @@ torch_cmake=${ACC_TORCH_CMAKE_PREFIX:-$("$python" -c 'import torch; print(torch.
 nccl_root=$("$python" -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null || true)
 if command -v clang++ >/dev/null; then compilers=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++); else
   compilers=(-DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++); fi
-# nvcc may not know this clang: give it g++ as host compiler (see CMakeLists.txt).
+# nvcc may not know this clang: give it g++ as host compiler (see CMakeLists.txt), and let it take a
+# newer g++ than it lists: no CUDA source is compiled, only CMake's probe of nvcc.
 if [[ "${compilers[*]}" == *clang* ]] && command -v nvcc >/dev/null && command -v g++ >/dev/null; then
   compilers+=(-DCMAKE_CUDA_HOST_COMPILER="$(command -v g++)"); fi
+command -v nvcc >/dev/null && compilers+=(-DCMAKE_CUDA_FLAGS=-allow-unsupported-compiler)
 echo "build: libtorch from $torch_cmake, packages from $prefix, ${compilers[*]}"
 cmake -S . -B "$build" -G Ninja "${compilers[@]}" \
   -DCMAKE_PREFIX_PATH="$torch_cmake;$prefix/usr" \

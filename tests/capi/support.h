@@ -2,10 +2,12 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -208,9 +210,29 @@ inline std::string data_dir() {
   return dir ? dir : "";
 }
 
+// A folder of this test process's own ($TMPDIR/acc_test_<pid>), removed with everything in it when
+// the process that made it exits (not when a child forked from it does).
+class TempRoot {
+ public:
+  TempRoot() {
+    const char* dir = std::getenv("TMPDIR");
+    path_ = std::string(dir ? dir : "/tmp") + "/acc_test_" + std::to_string(owner_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempRoot() {
+    std::error_code ignored;
+    if (::getpid() == owner_) std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  pid_t owner_ = ::getpid();
+  std::string path_;
+};
+
 inline std::string temp_path(const std::string& name) {
-  const char* dir = std::getenv("TMPDIR");
-  return std::string(dir ? dir : "/tmp") + "/acc_test_" + std::to_string(::getpid()) + "_" + name;
+  static const TempRoot root;
+  return root.path() + "/" + name;
 }
 
 }  // namespace acc_test

@@ -44,6 +44,7 @@ TEST(Launcher, SetsTorchrunAndAccelerateVariables) {
   EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "3");
   EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.1");
   EXPECT_EQ(env["MASTER_PORT"], "12345");
+  EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], "True");
   EXPECT_EQ(env["ACCELERATE_MIXED_PRECISION"], "bf16");
   EXPECT_EQ(env["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"], "4");
   EXPECT_EQ(env["ACCELERATE_USE_CPU"], "true");
@@ -55,6 +56,15 @@ TEST(Launcher, SetsTorchrunAndAccelerateVariables) {
   multi.machine_rank = 1;
   multi.main_process_port = 29501;
   EXPECT_EQ(acc::launch_environment(multi, 1, 29501, 0)["RANK"], "3");
+}
+
+// Machine 0's launcher hosts the rendezvous store, as torchrun's agent does: it listens on the port
+// the processes are given (a free one when none is asked for) before any of them starts, so no port
+// is picked, released and taken by another program before process 0 could bind it.
+TEST(Launcher, HostsTheRendezvousStoreBeforeAnyProcessStarts) {
+  acc::LaunchConfig c = shell(2, "");
+  c.command = {"bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/$MASTER_PORT && [ \"$TORCHELASTIC_USE_AGENT_STORE\" = True ]"};
+  EXPECT_EQ(acc::run_launch(c), 0);
 }
 
 TEST(Launcher, EveryProcessRunsWithItsRank) {

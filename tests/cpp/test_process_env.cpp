@@ -37,6 +37,19 @@ TEST(ProcessEnv, Torchrun) {
   EXPECT_EQ(p.master_addr, "10.0.0.1");
   EXPECT_EQ(p.master_port, 1234);
   EXPECT_TRUE(p.distributed());
+  EXPECT_FALSE(p.agent_store_prefix) << "process 0 hosts the store";
+}
+
+// torchrun and accelerate-launch host the store themselves (TORCHELASTIC_USE_AGENT_STORE=True, as
+// PyTorch reads it: exactly "True"); each attempt's keys have their own prefix, as in PyTorch.
+TEST(ProcessEnv, AgentStore) {
+  auto p = detect({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                   {"TORCHELASTIC_RESTART_COUNT", "2"}});
+  ASSERT_TRUE(p.agent_store_prefix);
+  EXPECT_EQ(*p.agent_store_prefix, "/worker/attempt_2");
+  for (const char* other : {"False", "true", "1", ""})
+    EXPECT_FALSE(detect({{"TORCHELASTIC_USE_AGENT_STORE", other}, {"TORCHELASTIC_RESTART_COUNT", "0"}}).agent_store_prefix)
+        << other;
 }
 
 TEST(ProcessEnv, OpenMpiMpichAndMvapich) {
@@ -80,4 +93,6 @@ TEST(ProcessEnv, InconsistentValuesAreNamed) {
   EXPECT_NE(message({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).find("rank 2 is outside"), std::string::npos);
   EXPECT_NE(message({{"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}}).find("needs MASTER_ADDR"), std::string::npos);
   EXPECT_NE(message({{"MASTER_PORT", "70000"}}).find("not a TCP port"), std::string::npos);
+  EXPECT_NE(message({{"TORCHELASTIC_USE_AGENT_STORE", "True"}}).find("needs TORCHELASTIC_RESTART_COUNT"),
+            std::string::npos);
 }
