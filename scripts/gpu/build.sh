@@ -41,12 +41,15 @@ if command -v clang++ >/dev/null; then compilers=(-DCMAKE_C_COMPILER=clang -DCMA
   compilers=(-DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++); fi
 # nvcc may not know this clang: give it g++ as host compiler (see CMakeLists.txt), and let it take a
 # newer g++ than it lists: no CUDA source is compiled, only CMake's probe of nvcc.
-if [[ "${compilers[*]}" == *clang* ]] && command -v nvcc >/dev/null && command -v g++ >/dev/null; then
-  compilers+=(-DCMAKE_CUDA_HOST_COMPILER="$(command -v g++)"); fi
+host_gxx=$(command -v g++ || command -v "$(compgen -c g++- | grep -E '^g\+\+-[0-9]+$' | sort -t- -k2 -n | tail -1)" || true)
+if [[ "${compilers[*]}" == *clang* ]] && command -v nvcc >/dev/null && [ -n "$host_gxx" ]; then
+  compilers+=(-DCMAKE_CUDA_HOST_COMPILER="$host_gxx"); fi
 command -v nvcc >/dev/null && compilers+=(-DCMAKE_CUDA_FLAGS=-allow-unsupported-compiler)
 echo "build: libtorch from $torch_cmake, packages from $prefix, ${compilers[*]}"
+# The prefix first: its headers are the ones on the include path, so its CMake packages (GoogleTest,
+# yaml-cpp) must win over any other copy, e.g. beside a system libtorch's CMake files.
 cmake -S . -B "$build" -G Ninja "${compilers[@]}" \
-  -DCMAKE_PREFIX_PATH="$torch_cmake;$prefix/usr" \
+  -DCMAKE_PREFIX_PATH="$prefix/usr;$torch_cmake" \
   -DCMAKE_POLICY_VERSION_MINIMUM=3.5 \
   -DProtobuf_PROTOC_EXECUTABLE="$prefix/usr/bin/protoc" \
   -DACC_PYTHON_TORCH="$python" \
