@@ -6,6 +6,7 @@
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include <atomic>
 #include <cstdlib>
 #include <optional>
 
@@ -144,7 +145,13 @@ Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, Backe
   try {
     store_ = compat::make_tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port), hosts_store,
                                     static_cast<size_t>(env.world_size), timeout);
-    if (env.agent_store_prefix) store_ = c10::make_intrusive<c10d::PrefixStore>(*env.agent_store_prefix, store_);
+    // The launcher's store outlives this group: a group that every process joins again after all
+    // left the last one (accelerators freed, then created) keys its rendezvous apart from it.
+    static std::atomic<int64_t> joins{0};
+    if (env.agent_store_prefix) {
+      const std::string prefix = *env.agent_store_prefix + "/join_" + std::to_string(joins++);
+      store_ = c10::make_intrusive<c10d::PrefixStore>(prefix, store_);
+    }
   } catch (...) {
     rendezvous_failed("store");
   }

@@ -25,39 +25,66 @@ using acc_test::to_floats;
 acc_accelerator* g_acc = nullptr;
 int64_t g_rank = 0, g_world = 1;
 
+// The accelerator every test shares, its options from ACC_TEST_* variables.
+void create_global_accelerator();
+
 namespace {
 
 class AcceleratorEnvironment : public testing::Environment {
  public:
-  void SetUp() override {
-    acc_options* o = nullptr;
-    ASSERT_EQ(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o), ACC_OK);
-    if (const char* timeout = std::getenv("ACC_TEST_TIMEOUT"))
-      ASSERT_EQ(acc_options_set(o, "timeout_seconds", timeout), ACC_OK);
-    if (const char* hook = std::getenv("ACC_TEST_COMM_HOOK")) ASSERT_EQ(acc_options_set(o, "ddp_comm_hook", hook), ACC_OK);
-    // The GPU suite (tests/gpu) runs these tests on a GPU: ACC_TEST_BACKEND picks the process
-    // group's backend ("gloo" lets 2 processes share one GPU), ACC_TEST_USE_GPU=1 requires the
-    // accelerator to be on CUDA (so that they cannot pass on the CPU instead), 0 keeps it on the CPU.
-    if (const char* backend = std::getenv("ACC_TEST_BACKEND")) ACC_ASSERT_OK(acc_options_set(o, "backend", backend));
-    const char* use_gpu = std::getenv("ACC_TEST_USE_GPU");
-    if (use_gpu && std::string(use_gpu) == "0") ACC_ASSERT_OK(acc_options_set(o, "cpu", "true"));
-    ACC_ASSERT_OK(acc_accelerator_create(o, &g_acc));
-    acc_options_free(o);
-    ACC_ASSERT_OK(acc_accelerator_process_index(g_acc, &g_rank));
-    ACC_ASSERT_OK(acc_accelerator_num_processes(g_acc, &g_world));
-    if (use_gpu && std::string(use_gpu) == "1") {
-      char* device = nullptr;
-      ACC_ASSERT_OK(acc_accelerator_device(g_acc, &device));
-      const std::string name = device ? device : "";
-      acc_string_free(device);
-      ASSERT_EQ(name.rfind("cuda", 0), 0u) << "ACC_TEST_USE_GPU=1 but the accelerator runs on " << name;
-      const char* type = nullptr;
-      ACC_ASSERT_OK(acc_accelerator_distributed_type(g_acc, &type));
-      ASSERT_STREQ(type, g_world > 1 ? "MULTI_GPU" : "NO");
-    }
-  }
+  void SetUp() override { create_global_accelerator(); }
   void TearDown() override { acc_accelerator_free(g_acc); }
 };
+
+}  // namespace
+
+void create_global_accelerator() {
+  acc_options* o = nullptr;
+  ASSERT_EQ(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o), ACC_OK);
+  if (const char* timeout = std::getenv("ACC_TEST_TIMEOUT"))
+    ASSERT_EQ(acc_options_set(o, "timeout_seconds", timeout), ACC_OK);
+  if (const char* hook = std::getenv("ACC_TEST_COMM_HOOK")) ASSERT_EQ(acc_options_set(o, "ddp_comm_hook", hook), ACC_OK);
+  // The GPU suite (tests/gpu) runs these tests on a GPU: ACC_TEST_BACKEND picks the process
+  // group's backend ("gloo" lets 2 processes share one GPU), ACC_TEST_USE_GPU=1 requires the
+  // accelerator to be on CUDA (so that they cannot pass on the CPU instead), 0 keeps it on the CPU.
+  if (const char* backend = std::getenv("ACC_TEST_BACKEND")) ACC_ASSERT_OK(acc_options_set(o, "backend", backend));
+  const char* use_gpu = std::getenv("ACC_TEST_USE_GPU");
+  if (use_gpu && std::string(use_gpu) == "0") ACC_ASSERT_OK(acc_options_set(o, "cpu", "true"));
+  ACC_ASSERT_OK(acc_accelerator_create(o, &g_acc));
+  acc_options_free(o);
+  ACC_ASSERT_OK(acc_accelerator_process_index(g_acc, &g_rank));
+  ACC_ASSERT_OK(acc_accelerator_num_processes(g_acc, &g_world));
+  if (use_gpu && std::string(use_gpu) == "1") {
+    char* device = nullptr;
+    ACC_ASSERT_OK(acc_accelerator_device(g_acc, &device));
+    const std::string name = device ? device : "";
+    acc_string_free(device);
+    ASSERT_EQ(name.rfind("cuda", 0), 0u) << "ACC_TEST_USE_GPU=1 but the accelerator runs on " << name;
+    const char* type = nullptr;
+    ACC_ASSERT_OK(acc_accelerator_distributed_type(g_acc, &type));
+    ASSERT_STREQ(type, g_world > 1 ? "MULTI_GPU" : "NO");
+  }
+}
+
+namespace {
+
+// Every process frees its accelerator (the process group goes with the last) and creates one
+// again: the new group meets, also where the launcher's store (which outlives the group) still
+// holds the keys of the first.
+TEST(Dist, AGroupLeftByAllAndJoinedAgainMeets) {
+  acc_accelerator_free(g_acc);
+  g_acc = nullptr;
+  // The last process comes late: the others must not take the first group's keys for its.
+  if (g_rank == g_world - 1) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  create_global_accelerator();
+  ASSERT_NE(g_acc, nullptr);
+  acc_tensor* one = floats({1.0f}, {1});
+  acc_tensor* sum = nullptr;
+  ACC_ASSERT_OK(acc_reduce(g_acc, one, ACC_REDUCTION_SUM, "after joining again", &sum));
+  EXPECT_EQ(to_floats(sum), std::vector<float>{static_cast<float>(g_world)});
+  acc_tensor_free(one);
+  acc_tensor_free(sum);
+}
 
 // Gradients compressed to 16 bits on the wire agree with fp32 ones to about 3 significant digits.
 double weight_tolerance() { return std::getenv("ACC_TEST_COMM_HOOK") ? 2e-3 : 1e-5; }
