@@ -5,7 +5,7 @@
 # With --cuda, against Debian 13's CUDA build of libtorch 2.6 (contrib, CUDA 12.4 and NCCL from
 # non-free) instead: the CUDA and NCCL code is compiled and linked (ACC_WITH_CUDA), every CPU test
 # runs on that libtorch, and the GPU tests report themselves skipped (no GPU here).
-# Needs root, debootstrap and Debian's mirror; about 2.5 GB (--cuda: 9 GB), and 15 to 25 minutes on 2 cores.
+# Needs root, debootstrap and Debian's mirror; about 2.5 GB (--cuda: 15 GB), and 10 to 25 minutes on 2 cores.
 #   scripts/check-debian13.sh [--cuda] [ROOT]
 #   (ROOT: the chroot; default /var/tmp/accelerate-debian13[-cuda], kept for reruns)
 set -euo pipefail
