@@ -213,20 +213,23 @@ at::Tensor with_closure(const torch::optim::Optimizer::LossClosure& closure, Ste
 
 }  // namespace
 
-at::Tensor PythonAdam::step(LossClosure closure) {
+template <>
+at::Tensor PythonAdam::step(torch::optim::Optimizer::LossClosure closure) {
   return with_closure(closure, [&] {
     adam_step<torch::optim::AdamOptions, torch::optim::AdamParamState>(param_groups_, state_, false, "Adam");
   });
 }
 
-at::Tensor PythonAdamW::step(LossClosure closure) {
+template <>
+at::Tensor PythonAdamW::step(torch::optim::Optimizer::LossClosure closure) {
   return with_closure(closure, [&] {
     adam_step<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(param_groups_, state_, true, "AdamW");
   });
 }
 
 // _single_tensor_rmsprop; Python's foreach rule on CUDA rounds as this one does.
-at::Tensor PythonRmsProp::step(LossClosure closure) {
+template <>
+at::Tensor PythonRmsProp::step(torch::optim::Optimizer::LossClosure closure) {
   return with_closure(closure, [&] {
     for (auto& group : param_groups_) {
       const auto& o = static_cast<const torch::optim::RMSpropOptions&>(group.options());
@@ -267,7 +270,8 @@ at::Tensor PythonRmsProp::step(LossClosure closure) {
 
 // _single_tensor_adagrad on CPU; on CUDA the foreach rule, per device and dtype. Every parameter
 // has its accumulator from the optimizer's creation (algorithm_adagrad.cpp).
-at::Tensor PythonAdagrad::step(LossClosure closure) {
+template <>
+at::Tensor PythonAdagrad::step(torch::optim::Optimizer::LossClosure closure) {
   return with_closure(closure, [&] {
     for (auto& group : param_groups_) {
       const auto& o = static_cast<const torch::optim::AdagradOptions&>(group.options());

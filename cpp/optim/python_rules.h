@@ -14,28 +14,26 @@
 
 namespace acc {
 
-class PythonAdam final : public torch::optim::Adam {
+// torch::optim's optimizer `Base` with Python's step; each rule specialises step() (python_rules.cpp).
+template <class Base>
+class PythonRule final : public Base {
  public:
-  using torch::optim::Adam::Adam;
-  at::Tensor step(LossClosure closure = nullptr) override;
+  using Base::Base;
+  at::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override;
 };
 
-class PythonAdamW final : public torch::optim::AdamW {
- public:
-  using torch::optim::AdamW::AdamW;
-  at::Tensor step(LossClosure closure = nullptr) override;
-};
+using PythonAdam = PythonRule<torch::optim::Adam>;
+using PythonAdamW = PythonRule<torch::optim::AdamW>;
+using PythonRmsProp = PythonRule<torch::optim::RMSprop>;
+using PythonAdagrad = PythonRule<torch::optim::Adagrad>;
 
-class PythonRmsProp final : public torch::optim::RMSprop {
- public:
-  using torch::optim::RMSprop::RMSprop;
-  at::Tensor step(LossClosure closure = nullptr) override;
-};
-
-class PythonAdagrad final : public torch::optim::Adagrad {
- public:
-  using torch::optim::Adagrad::Adagrad;
-  at::Tensor step(LossClosure closure = nullptr) override;
-};
+template <>
+at::Tensor PythonAdam::step(torch::optim::Optimizer::LossClosure closure);
+template <>
+at::Tensor PythonAdamW::step(torch::optim::Optimizer::LossClosure closure);
+template <>
+at::Tensor PythonRmsProp::step(torch::optim::Optimizer::LossClosure closure);
+template <>
+at::Tensor PythonAdagrad::step(torch::optim::Optimizer::LossClosure closure);
 
 }  // namespace acc
