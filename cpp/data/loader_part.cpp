@@ -1,5 +1,6 @@
 #include "data/loader_part.h"
 
+#include "checkpoint/save_identity.h"
 #include "checkpoint/state_files.h"
 #include "common/error.h"
 #include "common/files.h"
@@ -43,12 +44,22 @@ std::vector<uint8_t> from_hex(const json& j, size_t loader, const std::string& p
   return bytes;
 }
 
-std::vector<LoaderState> read_loader_states(const std::string& path) {
+// Each loader's entry records the save's id (see save_identity.h): a process's loader positions copied
+// in from another save of the same job would resume a data order that no process ever held.
+void check_entry_save_id(const json& entry, const std::string& expected, const std::string& path) {
+  if (expected.empty()) return;
+  Metadata recorded;
+  if (entry.contains(kSaveIdKey)) recorded[kSaveIdKey] = json_field<std::string>(entry, kSaveIdKey, path);
+  check_save_id(recorded, expected, path);
+}
+
+std::vector<LoaderState> read_loader_states(const std::string& path, const std::string& save_id) {
   const json all = read_json(path);
   if (!all.is_array()) fail(Status::Io, "checkpoint file '", path, "' is not a list of loader states");
   std::vector<LoaderState> states;
   for (size_t i = 0; i < all.size(); ++i) {
     if (!all[i].is_object()) fail(Status::Io, "checkpoint file '", path, "': loader ", i, " is not an object");
+    check_entry_save_id(all[i], save_id, path);
     LoaderState s;
     s.epoch = json_field_at_least<int64_t>(all[i], "epoch", path, 0);
     s.position = json_field_at_least<int64_t>(all[i], "position", path, 0);
@@ -72,14 +83,14 @@ class LoaderStatesPart final : public CheckpointPart {
     for (const auto& loader : loaders_) {
       const LoaderState s = loader->state();
       json entry = {{"epoch", s.epoch}, {"position", s.position}, {"epoch_seed", optional_seed(s.epoch_seed)},
-                    {"seed", optional_seed(s.seed)}};
+                    {"seed", optional_seed(s.seed)}, {kSaveIdKey, save_id()}};
       if (!s.generator_state.empty()) entry["generator_state"] = to_hex(s.generator_state);
       all.push_back(entry);
     }
     write_file(path, all.dump(2));
   }
   StagedLoad load(const std::string& path) const override {
-    const auto states = read_loader_states(path);
+    const auto states = read_loader_states(path, save_id());
     if (states.size() != loaders_.size())
       fail(Status::InvalidArgument, "checkpoint file '", path, "' holds ", states.size(), " loader states, ",
            loaders_.size(), " loaders are prepared");

@@ -432,14 +432,41 @@ TEST(LoadState, TruncatedOrCorruptFilesAreRefused) {
   expect_refused(dir, ACC_ERR_IO, "random_states_0.safetensors");
 
   // A loader state with a shuffle generator's state: not hexadecimal, or for a loader without one.
-  dir = saved_checkpoint("generator_hex");
-  std::ofstream(dir + "/dataloader_state_0.json")
-      << R"([{"epoch": 1, "position": 2, "epoch_seed": 5, "seed": null, "generator_state": "zz"}])";
-  expect_refused(dir, ACC_ERR_IO, "dataloader_state_0.json': loader 0's generator_state is not hexadecimal");
-  dir = saved_checkpoint("generator_kind");
-  std::ofstream(dir + "/dataloader_state_0.json")
-      << R"([{"epoch": 1, "position": 2, "epoch_seed": 5, "seed": null, "generator_state": "00ff"}])";
-  expect_refused(dir, ACC_ERR_INVALID_ARGUMENT, "shuffled with a generator synchronized across processes");
+  const std::string saved = saved_checkpoint("generator");
+  auto with_generator_state = [&](const char* name, const char* state) {
+    return with_json_edit(saved, name, "dataloader_state_0.json", [&](nlohmann::json& j) { j[0]["generator_state"] = state; });
+  };
+  expect_refused(with_generator_state("generator_hex", "zz"), ACC_ERR_IO,
+                 "dataloader_state_0.json': loader 0's generator_state is not hexadecimal");
+  expect_refused(with_generator_state("generator_kind", "00ff"), ACC_ERR_INVALID_ARGUMENT,
+                 "shuffled with a generator synchronized across processes");
+}
+
+TEST(LoadState, AProcessFileCopiedFromAnotherSaveIsRefused) {
+  // Two saves of one run: a per-process file of the later one put into the earlier fits every check
+  // but the save it belongs to; loaded, it would resume positions or random streams of another step.
+  const std::string dir = fresh_dir("copied") + "/ckpt", later = fresh_dir("copied_later") + "/ckpt";
+  Training t({});
+  t.train(2);
+  ACC_ASSERT_OK(acc_save_state(t.acc, dir.c_str(), nullptr));
+  t.train(3);
+  ACC_ASSERT_OK(acc_save_state(t.acc, later.c_str(), nullptr));
+  for (const char* file : {"dataloader_state_0.json", "random_states_0.safetensors"}) {
+    SCOPED_TRACE(file);
+    const std::string mixed = fresh_dir(std::string("copied_mixed_") + file) + "/ckpt";
+    fs::copy(dir, mixed, fs::copy_options::recursive);
+    fs::copy_file(later + "/" + file, mixed + "/" + file, fs::copy_options::overwrite_existing);
+    expect_refused(mixed, ACC_ERR_IO, std::string(file) + "' was written by another save");
+  }
+  // Files without an id (written before ids existed) load where the manifest records none either.
+  const std::string old = with_json_edit(dir, "copied_old", "dataloader_state_0.json", [](nlohmann::json& j) {
+    for (auto& entry : j) entry.erase("save_id");
+  });
+  nlohmann::json manifest = nlohmann::json::parse(acc_test::read_file(old + "/accelerate_state.json"));
+  manifest.erase("save_id");
+  std::ofstream(old + "/accelerate_state.json", std::ios::trunc) << manifest.dump();
+  Training resumed({});
+  ACC_ASSERT_OK(acc_load_state(resumed.acc, old.c_str(), nullptr));
 }
 
 TEST(SaveState, ASaveRightAfterALoadKeepsThePositionStillToResume) {
