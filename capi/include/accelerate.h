@@ -167,7 +167,8 @@ ACC_API const char *acc_last_error_backtrace(void);
 /* A static, human-readable name for a status ("ACC_ERR_IO"); "unknown status" for other values. */
 ACC_API const char *acc_status_name(acc_status status);
 
-/* Frees a string that the library handed out through a char** out-parameter. NULL is allowed. */
+/* Frees a string that the library handed out through a char** out-parameter. NULL, a pointer the
+ * library did not hand out and one already freed are ignored. */
 ACC_API void acc_string_free(char *str);
 
 /* Number of live handles of a kind (ACC_HANDLE_ANY: all kinds); for leak checks in tests and

@@ -12,13 +12,13 @@ extern "C" {
 acc_status acc_tensor_list_save_safetensors(const acc_tensor_list* list, const char* path) {
   return guarded([&] {
     const auto& l = live(list, "list");
-    acc::save_safetensors(text_arg(path, "path"), named_tensors(l));
+    acc::save_safetensors(path_arg(path, "path"), named_tensors(l));
   });
 }
 
 acc_status acc_tensor_list_load_safetensors(const char* path, acc_tensor_list** out) {
   return guarded([&] {
-    const std::string file = text_arg(path, "path");
+    const std::string file = path_arg(path, "path");
     out_param(out, "out");
     emit_named(out, acc::load_safetensors(file).tensors);
   });
@@ -28,7 +28,7 @@ acc_status acc_model_load_safetensors(acc_model* model, const char* path, int st
                                       acc_string_list** unexpected) {
   return guarded([&] {
     auto& m = *live(model, "model").model;
-    auto [lacking, extra] = m.load_state_dict(acc::load_sharded(text_arg(path, "path")), strict != 0);  // load_checkpoint_in_model
+    auto [lacking, extra] = m.load_state_dict(acc::load_sharded(path_arg(path, "path")), strict != 0);  // load_checkpoint_in_model
     if (missing) emit(missing, std::move(lacking));
     if (unexpected) emit(unexpected, std::move(extra));
   });
@@ -38,14 +38,14 @@ acc_status acc_save_model(acc_accelerator* a, acc_model* model, const char* dir,
   return guarded([&] {
     auto& accelerator = accelerator_arg(a);
     auto& m = live(model, "model");
-    accelerator.save_model(m.model, text_arg(dir, "dir"), max_shard_size ? max_shard_size : acc::kDefaultMaxShardSize);
+    accelerator.save_model(m.model, path_arg(dir, "dir"), max_shard_size ? max_shard_size : acc::kDefaultMaxShardSize);
   });
 }
 
 acc_status acc_merge_sharded_checkpoint(const char* checkpoint_dir, size_t model_index, const char* output_dir,
                                         const char* max_shard_size) {
   return guarded([&] {
-    const std::string from = text_arg(checkpoint_dir, "checkpoint_dir"), to = text_arg(output_dir, "output_dir");
+    const std::string from = path_arg(checkpoint_dir, "checkpoint_dir"), to = path_arg(output_dir, "output_dir");
     acc::merge_sharded_checkpoint(from, model_index, to, max_shard_size ? max_shard_size : acc::kDefaultMaxShardSize);
   });
 }

@@ -69,7 +69,7 @@ const char* acc_status_name(acc_status status) {
   return "unknown status";
 }
 
-void acc_string_free(char* str) { std::free(str); }
+void acc_string_free(char* str) { release_owned_string(str); }
 
 int64_t acc_debug_live_handles(acc_handle_kind kind) { return live_handles(kind); }
 

@@ -37,7 +37,7 @@ acc_status acc_dataset_from_tensors(const acc_tensor* const* fields, size_t n, a
 acc_status acc_tensor_from_file_mmap(const char* path, uint64_t offset, acc_dtype dtype, const int64_t* dims,
                                      size_t ndim, acc_tensor** out) {
   return guarded([&] {
-    const std::string file = text_arg(path, "path");
+    const std::string file = path_arg(path, "path");
     acc::require(dims || ndim == 0, "dims is NULL but ndim is ", ndim);
     out_param(out, "out");
     emit(out, acc::mmap_tensor(file, offset, to_scalar_type(dtype), std::vector<int64_t>(dims, dims + ndim)));
@@ -46,7 +46,7 @@ acc_status acc_tensor_from_file_mmap(const char* path, uint64_t offset, acc_dtyp
 
 acc_status acc_tensor_from_idx_file(const char* path, acc_tensor** out) {
   return guarded([&] {
-    const std::string file = text_arg(path, "path");
+    const std::string file = path_arg(path, "path");
     out_param(out, "out");
     emit(out, acc::read_idx(file));
   });
@@ -54,8 +54,8 @@ acc_status acc_tensor_from_idx_file(const char* path, acc_tensor** out) {
 
 acc_status acc_dataset_from_idx(const char* images_path, const char* labels_path, acc_dataset** out) {
   return guarded([&] {
-    const std::string images = text_arg(images_path, "images_path");
-    const std::string labels = text_arg(labels_path, "labels_path");
+    const std::string images = path_arg(images_path, "images_path");
+    const std::string labels = path_arg(labels_path, "labels_path");
     out_param(out, "out");
     emit_dataset(out, acc::idx_dataset(images, labels));
   });

@@ -23,7 +23,7 @@ extern "C" {
 
 acc_status acc_model_load_torchscript(const char* path, acc_model** out) {
   return guarded([&] {
-    const std::string file = text_arg(path, "path");
+    const std::string file = path_arg(path, "path");
     emit(out_param(out, "out"), acc::load_torchscript_model(file));
   });
 }
@@ -137,7 +137,7 @@ acc_status acc_model_load_state_dict(acc_model* model, const acc_tensor_list* st
 acc_status acc_model_save_torchscript(const acc_model* model, const char* path) {
   return guarded([&] {
     acc::Model& m = model_arg(model);
-    m.save_torchscript(text_arg(path, "path"));
+    m.save_torchscript(path_arg(path, "path"));
   });
 }
 
@@ -152,11 +152,11 @@ acc_status acc_model_add_lora(acc_model* model, const char* target_modules, cons
 }
 
 acc_status acc_model_save_lora(const acc_model* model, const char* dir) {
-  return guarded([&] { model_arg(model).save_lora(text_arg(dir, "dir")); });
+  return guarded([&] { model_arg(model).save_lora(path_arg(dir, "dir")); });
 }
 
 acc_status acc_model_load_lora(acc_model* model, const char* dir) {
-  return guarded([&] { model_arg(model).load_lora(text_arg(dir, "dir")); });
+  return guarded([&] { model_arg(model).load_lora(path_arg(dir, "dir")); });
 }
 
 acc_status acc_model_merge_lora(acc_model* model) {

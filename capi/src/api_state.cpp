@@ -97,7 +97,7 @@ acc_status acc_register_load_state_pre_hook(acc_accelerator* a, acc_checkpoint_h
 acc_status acc_save(acc_accelerator* a, const acc_tensor_list* tensors, const char* path) {
   return guarded([&] {
     auto& x = accelerator_arg(a);
-    x.save(named_tensors(live(tensors, "tensors")), text_arg(path, "path"));
+    x.save(named_tensors(live(tensors, "tensors")), path_arg(path, "path"));
   });
 }
 

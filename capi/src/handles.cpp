@@ -10,6 +10,7 @@
 #include <mutex>
 #include <new>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "accelerator/option_schemas.h"
 
@@ -52,6 +53,7 @@ class CellArena {
 struct Registry {
   std::mutex mutex;
   std::unordered_map<const void*, acc_handle_kind> kinds;
+  std::unordered_set<const void*> strings;  // handed out by owned_string, not yet freed
   std::array<int64_t, 16> counts{};
   CellArena cells;
 };
@@ -119,7 +121,19 @@ char* owned_string(const std::string& text) {
   char* copy = static_cast<char*>(std::malloc(text.size() + 1));
   if (!copy) throw std::bad_alloc();
   std::memcpy(copy, text.c_str(), text.size() + 1);
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.strings.insert(copy);
   return copy;
+}
+
+void release_owned_string(char* text) {
+  auto& r = registry();
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    if (r.strings.erase(text) == 0) return;
+  }
+  std::free(text);
 }
 
 at::ScalarType to_scalar_type(acc_dtype dtype) {

@@ -150,6 +150,14 @@ inline std::string text_arg(const char* text, const char* argument) {
   return text;
 }
 
+// A file or folder path: neither NULL nor empty (the system would take "" as no file, or as
+// the working folder once a suffix is added).
+inline std::string path_arg(const char* text, const char* argument) {
+  std::string path = text_arg(text, argument);
+  if (path.empty()) fail(Status::InvalidArgument, argument, " is empty");
+  return path;
+}
+
 // The accelerator behind a handle argument named "acc".
 inline acc::Accelerator& accelerator_arg(const acc_accelerator* a) { return *live(a, "acc").accelerator; }
 
@@ -171,8 +179,10 @@ void emit_named(acc_tensor_list** out, const acc::NamedTensors& named);
 // The options passed to a function that takes options of `kind` (NULL: all defaults).
 acc::Options options_arg(const acc_options* opts, acc::OptionsKind kind);
 
-// A malloc'd copy for char** out-parameters (freed by acc_string_free).
+// A malloc'd copy for char** out-parameters (freed by acc_string_free), registered as handed out.
 char* owned_string(const std::string& text);
+// Frees a string owned_string handed out; any other pointer (NULL, foreign, already freed) is ignored.
+void release_owned_string(char* text);
 
 at::ScalarType to_scalar_type(acc_dtype dtype);
 acc_dtype from_scalar_type(at::ScalarType type);

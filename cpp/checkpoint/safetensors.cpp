@@ -92,8 +92,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
-  const std::string temporary = path + ".tmp";
-  {
+  write_through_temporary(path, [&](const std::string& temporary) {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     if (!out) fail(Status::Io, "cannot write '", temporary, "'");
     uint64_t length = text.size();
@@ -105,9 +104,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
       out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
     out.flush();
     if (!out) fail(Status::Io, "writing '", temporary, "' failed (disk full?)");
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0)
-    fail(Status::Io, "cannot rename '", temporary, "' to '", path, "': ", std::strerror(errno));
+  });
 }
 
 SafetensorsContents load_safetensors(const std::string& path) {

@@ -31,12 +31,21 @@ void write_file(const std::string& path, const std::string& bytes) {
   if (!out) fail(Status::Io, "cannot write '", path, "'");
 }
 
-void write_file_atomically(const std::string& path, const std::string& bytes) {
+void write_through_temporary(const std::string& path, const std::function<void(const std::string& temporary)>& write) {
   const std::string temporary = path + ".tmp";
-  write_file(temporary, bytes);
   std::error_code ec;
-  std::filesystem::rename(temporary, path, ec);
-  if (ec) fail(Status::Io, "cannot rename '", temporary, "' to '", path, "': ", ec.message());
+  try {
+    write(temporary);
+    std::filesystem::rename(temporary, path, ec);
+    if (ec) fail(Status::Io, "cannot write '", path, "': ", ec.message());
+  } catch (...) {
+    std::filesystem::remove(temporary, ec);
+    throw;
+  }
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  write_through_temporary(path, [&](const std::string& temporary) { write_file(temporary, bytes); });
 }
 
 }  // namespace acc

@@ -1,6 +1,7 @@
 // Small files read and written whole (checkpoint parts, config files, layer specs, hparams).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -13,7 +14,10 @@ std::optional<std::string> read_whole_file(const std::string& path);
 void refuse_unless_regular(const std::string& path);
 // Writes `bytes` to `path`; an Io error naming the file when that fails (a full disk included).
 void write_file(const std::string& path, const std::string& bytes);
-// The same through `path`.tmp renamed into place, so a reader never sees half a file.
+// Writes `path` through `path`.tmp: `write` fills the temporary, which is then renamed into place, so
+// a reader never sees half a file. On any failure the temporary is removed and `path` is as it was.
+void write_through_temporary(const std::string& path, const std::function<void(const std::string& temporary)>& write);
+// write_file through a temporary.
 void write_file_atomically(const std::string& path, const std::string& bytes);
 
 }  // namespace acc

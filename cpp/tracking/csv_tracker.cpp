@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "tracking/hparams.h"
 
 namespace acc::tracking {
@@ -66,24 +67,20 @@ std::string row_line(const Record& r, const CsvTracker::Table& table) {
 void widen(std::FILE*& file, const std::string& path, CsvTracker::Table& table, size_t added) {
   if (std::fclose(file) != 0) fail(Status::Io, "cannot write ", path);
   file = nullptr;
-  const std::string temp = path + ".tmp";
-  {
+  const std::string header = header_line(table.columns);
+  write_through_temporary(path, [&](const std::string& temporary) {
     std::ifstream in(path, std::ios::binary);
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     if (!in || !out) fail(Status::Io, "cannot rewrite ", path, " with new columns");
-    const std::string header = header_line(table.columns);
     out << header;
     in.seekg(static_cast<std::streamoff>(table.header_bytes));
     const std::string pad(added, ',');
     // Data rows hold numbers only, so a row is exactly one line.
     for (std::string line; std::getline(in, line);) out << line << pad << '\n';
     out.flush();
-    if (!out) fail(Status::Io, "cannot write ", temp);
-    table.header_bytes = header.size();
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  if (ec) fail(Status::Io, "cannot rename ", temp, " to ", path, ": ", ec.message());
+    if (!out) fail(Status::Io, "cannot write ", temporary);
+  });
+  table.header_bytes = header.size();
   file = std::fopen(path.c_str(), "ab");
   if (!file) fail(Status::Io, "cannot reopen ", path);
 }

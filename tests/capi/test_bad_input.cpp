@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "support.h"
@@ -159,6 +160,28 @@ TEST(BadInput, CallersMistakesAreInvalidArgumentWithAPlainMessage) {
   acc_tensor_free(x);
   acc_model_free(model);
   acc_accelerator_free(a);
+}
+
+TEST(BadInput, AnEmptyPathIsRefusedAndAFailedWriteLeavesNoTemporaryBehind) {
+  acc_tensor* x = floats({1, 2}, {2});
+  acc_tensor_list* list = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&list));
+  ACC_ASSERT_OK(acc_tensor_list_append(list, "x", x));
+  ACC_EXPECT_ERROR(acc_tensor_list_save_safetensors(list, ""), ACC_ERR_INVALID_ARGUMENT, "path is empty");
+  acc_model* model = linear_model();
+  ACC_EXPECT_ERROR(acc_model_save_torchscript(model, ""), ACC_ERR_INVALID_ARGUMENT, "path is empty");
+  acc_model* loaded = nullptr;
+  ACC_EXPECT_ERROR(acc_model_load_torchscript("", &loaded), ACC_ERR_INVALID_ARGUMENT, "path is empty");
+
+  // A path that is a folder: the rename into place fails, and the temporary it wrote is gone too.
+  const std::string folder = acc_test::temp_path("a_folder.safetensors");
+  std::filesystem::create_directories(folder);
+  ACC_EXPECT_ERROR(acc_tensor_list_save_safetensors(list, folder.c_str()), ACC_ERR_IO, folder);
+  EXPECT_FALSE(std::filesystem::exists(folder + ".tmp"));
+  EXPECT_TRUE(std::filesystem::is_directory(folder));
+  acc_model_free(model);
+  acc_tensor_list_free(list);
+  acc_tensor_free(x);
 }
 
 TEST(BadInput, ShapesWhoseSizeOverflowsAreRefused) {

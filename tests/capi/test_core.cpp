@@ -121,6 +121,19 @@ TEST(Handles, FreedAndForeignHandlesAreRejected) {
   acc_tensor_free(t);
 }
 
+TEST(Handles, StringFreeIgnoresWhatTheLibraryDidNotHandOut) {
+  acc_options* opts = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_OPTIMIZER, &opts));
+  char* text = nullptr;
+  ACC_ASSERT_OK(acc_options_get(opts, "lr", &text));
+  acc_string_free(text);
+  acc_string_free(text);  // freed already: glibc would abort on a second free()
+  char on_the_stack[] = "not the library's";
+  acc_string_free(on_the_stack);  // free() of it would abort
+  EXPECT_STREQ(on_the_stack, "not the library's");
+  acc_options_free(opts);
+}
+
 TEST(Handles, AFreedHandleStaysInvalidWhateverIsCreatedAfterIt) {
   // Allocators hand a freed block to the next allocation of its size at once: were handles placed
   // there, the freed handle would act on the new object, and a second free would release it.
