@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 
+#include <limits>
 #include <utility>
 
 namespace acc {
@@ -51,7 +52,13 @@ double clip_grad_norm(const std::vector<at::Tensor>& grads, double max_norm, dou
 
 void clip_grad_value(const std::vector<at::Tensor>& grads, double clip_value) {
   at::NoGradGuard no_grad;
-  for (const auto& g : grads) g.clamp_(-clip_value, clip_value);
+  for (const auto& g : grads) {
+    // A bound past the dtype's largest value clips nothing (as +inf would); ATen refuses to convert it.
+    const bool beyond = AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, g.scalar_type(), "clip_grad_value", [&] {
+      return clip_value >= static_cast<double>(std::numeric_limits<scalar_t>::max());
+    });
+    if (!beyond) g.clamp_(-clip_value, clip_value);
+  }
 }
 
 }  // namespace acc

@@ -44,3 +44,17 @@ TEST(ClipGradNorm, EqualsPyTorchsBitForBit) {
     }
   }
 }
+
+TEST(ClipGradValue, ABoundPastTheDtypesLargestValueClipsNothing) {
+  // ATen refuses to turn 1e308 into a float or 1e5 into a half; as a bound they clip nothing.
+  for (const auto& [dtype, bound] : {std::pair{at::kFloat, 1e308}, {at::kBFloat16, 1e308}, {at::kHalf, 1e5}}) {
+    const at::Tensor g = (at::arange(-4, 4, at::kFloat) * 1000).to(dtype);
+    const at::Tensor before = g.clone();
+    acc::clip_grad_value({g}, bound);
+    EXPECT_TRUE(at::equal(g, before)) << dtype;
+  }
+  const at::Tensor g = at::arange(-4, 4, at::kFloat);
+  acc::clip_grad_value({g}, 2.5);
+  EXPECT_EQ(g.max().item<float>(), 2.5f);
+  EXPECT_EQ(g.min().item<float>(), -2.5f);
+}
