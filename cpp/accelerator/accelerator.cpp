@@ -184,6 +184,12 @@ void Accelerator::backward(const at::Tensor& loss) {
   ++backward_calls_;
   try {
     scaled.backward();
+  } catch (const Error& e) {
+    // Sharding's collectives in backward name themselves; the message gains which backward it was.
+    const bool collective = e.status() == Status::Timeout || e.status() == Status::Aborted ||
+                            e.status() == Status::Distributed;
+    if (dist_ && collective) throw Error(e.status(), concat("backward #", backward_calls_, ": ", e.what()));
+    throw;
   } catch (...) {
     // DDP's gradient allreduce runs inside backward: a peer lost there is named like any collective.
     if (dist_) rethrow_peer_failure_or_original(concat("backward #", backward_calls_, " (DDP's gradient allreduce)"));

@@ -18,7 +18,6 @@
 namespace acc {
 namespace {
 
-const char* const kGather = "sharded parameters (all-gather)";
 constexpr int64_t kGatherChunk = int64_t{1} << 20;  // elements per process and round (4 MiB of fp32)
 
 // FSDP's auto-wrap settings as Accelerate reads them: SIZE_BASED_WRAP with min_num_params 0 wraps
@@ -169,12 +168,12 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
           layout_units.back().push_back(u);
       }
     }
-    auto gather_all = [this](const std::vector<size_t>& units) {
-      for (size_t u : units) gather(u);
+    auto gather_all = [this](const std::vector<size_t>& units, const char* phase) {
+      for (size_t u : units) gather(u, phase);
     };
     model_has_unit_hooks_ = model_->set_unit_hooks(UnitHooks{
         [layout_units, gather_all](size_t m) {
-          if (m < layout_units.size()) gather_all(layout_units[m]);
+          if (m < layout_units.size()) gather_all(layout_units[m], "forward");
         },
         [this, layout_units, gather_all](size_t m, const at::Tensor& output) {
           if (m >= layout_units.size()) return output;
@@ -184,7 +183,8 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
           // Before the unit's backward its parameters are gathered again (the last unit's too:
           // another forward, one without gradients, may have released it meanwhile).
           if (output.requires_grad())
-            output.register_hook([gather_all, units = layout_units[m]](const at::Tensor&) { gather_all(units); });
+            output.register_hook(
+                [gather_all, units = layout_units[m]](const at::Tensor&) { gather_all(units, "backward"); });
           return output;
         }});
   }
@@ -205,7 +205,7 @@ void ShardedDataParallel::before_forward(bool sync) {
       broadcast_in_place(*dist_, buffers_, "forward (buffers)");
   }
   if (options_.stage == 3 && !model_has_unit_hooks_)
-    for (size_t u = 0; u < gathered_.size(); ++u) gather(u);
+    for (size_t u = 0; u < gathered_.size(); ++u) gather(u, "forward");
 }
 
 void ShardedDataParallel::after_forward(const NamedTensors& outputs, bool sync) {
@@ -220,7 +220,7 @@ void ShardedDataParallel::after_forward(const NamedTensors& outputs, bool sync) 
     backward_follows = true;
     if (!model_has_unit_hooks_)
       entry.second.register_hook([this](const at::Tensor&) {
-        for (size_t u = 0; u < gathered_.size(); ++u) gather(u);
+        for (size_t u = 0; u < gathered_.size(); ++u) gather(u, "backward");
       });
   }
   if (!backward_follows)
@@ -282,7 +282,7 @@ void ShardedDataParallel::allgather_into(const at::Tensor& full, const at::Tenso
 // autograd keeps views of the parameters it saved in forward (a linear layer's transposed weight),
 // which would otherwise hold every unit's full parameters until the backward; the gather before a
 // unit's backward refills that same storage.
-void ShardedDataParallel::gather(size_t unit) {
+void ShardedDataParallel::gather(size_t unit, const char* phase) {
   if (gathered_[unit]) return;
   at::NoGradGuard no_grad;
   const FlatUnit& u = layout_->units()[unit];
@@ -295,7 +295,7 @@ void ShardedDataParallel::gather(size_t unit) {
   }
   const at::Tensor& shard = shard_params_[unit];  // offloaded: staged to the device first
   allgather_into(full, shard.device() == full.device() ? shard : shard.to(full.device(), /*non_blocking=*/true),
-                 kGather);
+                 concat(phase, " (zero_stage 3: gathering unit ", unit, " of ", gathered_.size(), ")"));
   for (size_t k = 0; k < u.params.size(); ++k) {
     const auto& shape = shapes_[u.params[k]];
     params_[u.params[k]].set_data(full.narrow(0, u.offsets[k], c10::multiply_integers(shape)).view(shape));
@@ -367,7 +367,7 @@ void ShardedDataParallel::after_step() {
   for (size_t u = 0; u < full_.size(); ++u) {
     // From pinned memory the copy overlaps; the collective is ordered after it on the stream.
     if (offload_) my_slice(u, full_[u]).copy_(host_master_[u], /*non_blocking=*/true);
-    allgather_into(full_[u], my_slice(u, full_[u]), kGather);
+    allgather_into(full_[u], my_slice(u, full_[u]), "optimizer step (gathering the updated parameter shards)");
   }
 }
 

@@ -110,7 +110,9 @@ class ShardedDataParallel final : public ParallelEngine {
   }
 
  private:
-  void gather(size_t unit);   // stage 3: the unit's full parameters, from every process's slice (once)
+  // stage 3: the unit's full parameters, from every process's slice (once); `phase` names the
+  // collective in errors ("forward", "backward", ...)
+  void gather(size_t unit, const char* phase);
   void release(size_t unit);  // stage 3: back to the shard only
   // Gradient reduction (sharded_reduction.cpp).
   void on_gradient_ready(size_t param);

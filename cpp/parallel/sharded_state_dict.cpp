@@ -15,7 +15,7 @@ NamedTensors ShardedDataParallel::full_state_dict() {
   std::unordered_map<std::string, at::Tensor> full;
   for (size_t u = 0; u < gathered_.size(); ++u) {
     const bool was_gathered = gathered_[u];
-    if (!was_gathered) gather(u);
+    if (!was_gathered) gather(u, "full state dict");
     for (size_t i : layout_->units()[u].params) full[names_[i]] = params_[i].detach().clone();
     if (!was_gathered) release(u);
   }

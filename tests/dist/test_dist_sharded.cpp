@@ -16,6 +16,8 @@
 #include <map>
 #include <string>
 #include <vector>
+#include <thread>
+#include <chrono>
 
 #include "../capi/support.h"
 #include "accelerate.h"
@@ -1003,4 +1005,51 @@ TEST(Sharded, WrapPoliciesTrainAsDdp) {
   s.min_num_params = "100";
   s.algorithm = "sgd";
   expect_trains_like_ddp(3, s, 3);
+}
+
+// Sharding's own collectives (stage 3's gathers in forward, stage 2's reduce-scatter in backward,
+// the total norm of clipping, stage 1's gather after the step) with a peer that dies or stalls
+// before them: Timeout/Aborted naming the operation, not an internal error or a hang.
+TEST(ShardedFault, ADeadOrStalledPeerIsNamed) {
+  const char* mode = std::getenv("ACC_TEST_FAULT");
+  const char* at_env = std::getenv("ACC_TEST_FAULT_AT");
+  if (!mode || !at_env) GTEST_SKIP() << "set ACC_TEST_FAULT (exit, stall) and ACC_TEST_FAULT_AT (the fault tests run on their own)";
+  const std::string at = at_env;
+  const int stage = at == "forward" ? 3 : at == "step" ? 1 : 2;
+  Job job(stage, Settings{});
+  job.micro_step();  // every process alive
+  auto fail_here = [&] {
+    if (std::string(mode) == "exit") _exit(0);  // dies without a word
+    std::this_thread::sleep_for(std::chrono::seconds(8));  // stalls past the others' timeout
+    _exit(0);
+  };
+  const bool dies_before_forward = at == "forward" || at == "backward";
+  if (g_rank == 1 && dies_before_forward) fail_here();
+  acc_tensor* x = floats(std::vector<float>(12, 0.5f), {4, 3});
+  acc_tensor* y = floats(std::vector<float>(8, 0.25f), {4, 2});
+  acc_tensor *out = nullptr, *loss = nullptr;
+  std::string expected;
+  acc_status status = acc_model_forward1(job.model, x, ACC_FORWARD_DEFAULT, &out);
+  if (at == "forward") expected = "collective 'forward (zero_stage 3: gathering unit 0 of ";
+  if (status == ACC_OK) {
+    ASSERT_EQ(acc_loss_mse(out, y, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+    status = acc_backward(job.acc, loss);
+    if (at == "backward") expected = "backward #2: collective 'backward (sharded gradient reduction)'";
+  }
+  if (status == ACC_OK && g_rank == 1) fail_here();  // after its share of backward's reduction
+  if (status == ACC_OK && at == "clip") {
+    double norm = 0;
+    status = acc_clip_grad_norm(job.acc, job.model, 1.0, 2.0, &norm);
+    expected = "collective 'clip_grad_norm (total norm)'";
+  }
+  if (status == ACC_OK && at == "step") {
+    status = acc_optimizer_step(job.opt);
+    expected = "collective 'optimizer step (gathering the updated parameter shards)'";
+  }
+  const std::string message = acc_last_error_message();
+  EXPECT_TRUE(status == ACC_ERR_TIMEOUT || status == ACC_ERR_ABORTED) << acc_status_name(status) << ": " << message;
+  EXPECT_NE(message.find(expected), std::string::npos) << "expected '" << expected << "' in: " << message;
+  std::printf("%s: %s\n", acc_status_name(status), message.c_str());
+  std::fflush(stdout);
+  _exit(testing::Test::HasFailure() ? 1 : 0);  // the group is broken: no clean teardown to wait for
 }
