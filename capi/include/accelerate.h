@@ -298,7 +298,12 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   log_with (string: trackers, "tensorboard", "jsonl", "csv", "all" or a comma-separated list).
  *   GradScalerKwargs (fp16): scaler_init_scale (double, default 65536),
  *   scaler_growth_factor (double, default 2), scaler_backoff_factor (double, default 0.5),
- *   scaler_growth_interval (int, default 2000).
+ *   scaler_growth_interval (int, default 2000). DeepSpeed's DynamicLossScaler:
+ *   scaler_hysteresis (int, default 1: overflows before the scale backs off),
+ *   scaler_consecutive_hysteresis (bool, default false: any good step restores it),
+ *   scaler_min_scale (double, default 0: none; an overflow at it fails the step). Under DeepSpeed's
+ *   sharding (zero_stage > 0, not FSDP) with fp16, unset ones take DeepSpeed's defaults: growth
+ *   interval 1000, hysteresis 2, minimum 1.
  *   gradient_clipping (double, default 0: none; DeepSpeed's gradient_clipping, also read from
  *   ACCELERATE_GRADIENT_CLIPPING: each prepared optimizer's step first clips its model's
  *   gradients, unscaled, to this global L2 norm, over every shard; acc_clip_grad_norm still clips

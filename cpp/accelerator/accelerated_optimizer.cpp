@@ -18,6 +18,7 @@ void AcceleratedOptimizer::step() {
   if (clip_) clip_();   // an overflow makes the norm inf, and the step is skipped below
   const bool found = scaler_->found_inf(overflow_);
   step_was_skipped_ = inner_->on_any_process(found);
+  scaler_->check_can_back_off(step_was_skipped_);
   if (step_was_skipped_ != found) scaler_->set_found_inf(overflow_, step_was_skipped_);
   if (!step_was_skipped_) inner_->step();
   scaler_->note_optimizer_step();

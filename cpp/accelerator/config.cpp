@@ -20,9 +20,9 @@ std::optional<std::string> env(const char* name) {
 // Accelerate's launcher variables for FSDP and DeepSpeed (config/sharding_config.h), for the
 // sharding options the program did not set.
 // `from_env`: what the variables and the config file set (a DeepSpeed JSON config must agree with them).
-void read_sharding_env(const Options& o, const Options& from_env, AcceleratorConfig& c) {
+std::optional<ShardingRequest> read_sharding_env(const Options& o, const Options& from_env, AcceleratorConfig& c) {
   const auto request = sharding_from_environment(env);
-  if (!request) return;
+  if (!request) return request;
   if (!o.has("zero_stage")) {
     c.sharding.stage = request->stage;
     c.sharding_kind = request->kind;
@@ -55,12 +55,28 @@ void read_sharding_env(const Options& o, const Options& from_env, AcceleratorCon
   if (!o.has("scaler_init_scale") && request->scaler_init_scale) c.scaler.init_scale = *request->scaler_init_scale;
   if (!o.has("scaler_growth_interval") && request->scaler_growth_interval)
     c.scaler.growth_interval = *request->scaler_growth_interval;
+  if (!o.has("scaler_hysteresis") && request->scaler_hysteresis) c.scaler.hysteresis = *request->scaler_hysteresis;
+  if (!o.has("scaler_consecutive_hysteresis") && request->scaler_consecutive_hysteresis)
+    c.scaler.consecutive_hysteresis = *request->scaler_consecutive_hysteresis;
+  if (!o.has("scaler_min_scale") && request->scaler_min_scale) c.scaler.min_scale = *request->scaler_min_scale;
   if (request->mixed_precision) {
     // As Accelerate: the file's dtype wins over "no", and another one is a contradiction.
     require(c.mixed_precision == "no" || c.mixed_precision == *request->mixed_precision, "mixed_precision \"",
             c.mixed_precision, "\" contradicts the DeepSpeed config's ", *request->mixed_precision, ".enabled true");
     c.mixed_precision = *request->mixed_precision;
   }
+  return request;
+}
+
+// Under DeepSpeed, Accelerate trains fp16 with DeepSpeed's loss scaler, whose defaults differ from
+// GradScaler's: a window of 1000 good steps, hysteresis 2, a minimum scale of 1 (the initial scale,
+// 2^16, is the same). Applied where the program, the variables and the DeepSpeed config left them.
+void use_deepspeed_loss_scaler_defaults(const Options& o, const std::optional<ShardingRequest>& request,
+                                        AcceleratorConfig& c) {
+  if (c.sharding.stage == 0 || c.sharding_kind != "DEEPSPEED" || c.mixed_precision != "fp16") return;
+  if (!o.has("scaler_growth_interval") && !(request && request->scaler_growth_interval)) c.scaler.growth_interval = 1000;
+  if (!o.has("scaler_hysteresis") && !(request && request->scaler_hysteresis)) c.scaler.hysteresis = 2;
+  if (!o.has("scaler_min_scale") && !(request && request->scaler_min_scale)) c.scaler.min_scale = 1;
 }
 
 }  // namespace
@@ -103,6 +119,13 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table() {
     t.bind("scaler_growth_interval", "fp16: good steps before the scale grows", &C::scaler,
            &GradScalerOptions::growth_interval)
         .at_least(1);
+    // DeepSpeed's DynamicLossScaler (the defaults under zero_stage > 0 with DeepSpeed's settings).
+    t.bind("scaler_hysteresis", "fp16: overflows before the scale backs off", &C::scaler, &GradScalerOptions::hysteresis)
+        .at_least(1);
+    t.bind("scaler_consecutive_hysteresis", "fp16: a good step restores the hysteresis", &C::scaler,
+           &GradScalerOptions::consecutive_hysteresis);
+    t.bind("scaler_min_scale", "fp16: the lowest loss scale (0: none)", &C::scaler, &GradScalerOptions::min_scale)
+        .at_least(0);
     t.bind("gradient_clipping", "DeepSpeed's: prepared optimizers clip to this norm first", &C::gradient_clipping)
         .at_least(0);
     t.bind("timeout_seconds", "rendezvous and every collective", &C::timeout_seconds).at_least(1);
@@ -181,7 +204,8 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   table.copy(from_env, c);
   table.copy(o, c);  // the program's options win
   if (c.logging_dir.empty()) c.logging_dir = c.project_dir;
-  read_sharding_env(o, from_env, c);
+  const auto sharding_request = read_sharding_env(o, from_env, c);
+  use_deepspeed_loss_scaler_defaults(o, sharding_request, c);
   // Hybrid sharding without a stage would train plain DDP: say so rather than do it.
   require(!c.sharding.hybrid || c.sharding.stage > 0,
           "hybrid_shard shards within each machine: it needs zero_stage 1, 2 or 3, not 0 (DDP)");

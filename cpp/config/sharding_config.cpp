@@ -130,6 +130,12 @@ void apply_deepspeed_key(const Source& from, const std::string& key, const std::
     r.scaler_init_scale = std::stod(value);
   } else if (key == "scaler_growth_interval") {
     r.scaler_growth_interval = std::stoll(value);
+  } else if (key == "scaler_hysteresis") {
+    r.scaler_hysteresis = std::stoll(value);
+  } else if (key == "scaler_consecutive_hysteresis") {
+    r.scaler_consecutive_hysteresis = value == "true";
+  } else if (key == "scaler_min_scale") {
+    r.scaler_min_scale = std::stod(value);
   }
 }
 
@@ -300,9 +306,21 @@ SettingMap deepspeed_file_settings(const std::string& path, std::vector<std::str
           if (!is_auto(setting)) out["scaler_init_scale"] = concat(std::ldexp(1.0, static_cast<int>(whole(setting, name, 0, 64))));
         } else if (key == "fp16" && inner == "loss_scale_window") {
           if (!is_auto(setting)) out["scaler_growth_interval"] = std::to_string(whole(setting, name, 1, int64_t{1} << 30));
+        } else if (key == "fp16" && inner == "hysteresis") {
+          if (!is_auto(setting)) out["scaler_hysteresis"] = std::to_string(whole(setting, name, 1, int64_t{1} << 30));
+        } else if (key == "fp16" && inner == "consecutive_hysteresis") {
+          if (is_auto(setting)) continue;
+          if (!setting.is_boolean()) refuse(name, "must be true, false or auto");
+          out["scaler_consecutive_hysteresis"] = setting.get<bool>() ? "true" : "false";
+        } else if (key == "fp16" && inner == "min_loss_scale") {
+          if (is_auto(setting)) continue;
+          if (!setting.is_number() || !std::isfinite(setting.get<double>()) || setting.get<double>() < 0)
+            refuse(name, "must be a number >= 0, not " + setting.dump());
+          out["scaler_min_scale"] = concat(setting.get<double>());
         } else if (inner != "auto_cast") {
-          warnings.push_back(where + name + " is ignored (fp16 here is torch's GradScaler: init scale, growth " +
-                             "interval, backoff 0.5, no hysteresis)");
+          warnings.push_back(where + name + " is ignored (fp16 here is DeepSpeed's dynamic loss scaler: " +
+                             "initial_scale_power, loss_scale_window, hysteresis, consecutive_hysteresis, " +
+                             "min_loss_scale)");
         }
       }
     } else if ((key == "train_batch_size" || key == "train_micro_batch_size_per_gpu") && is_auto(value)) {

@@ -43,11 +43,15 @@ struct ShardingRequest {
   std::vector<std::string> disabled_precisions;  // "bf16" / "fp16" whose enabled is false
   std::optional<double> scaler_init_scale;     // 2 ** fp16.initial_scale_power
   std::optional<int64_t> scaler_growth_interval;  // fp16.loss_scale_window
+  std::optional<int64_t> scaler_hysteresis;       // fp16.hysteresis
+  std::optional<bool> scaler_consecutive_hysteresis;  // fp16.consecutive_hysteresis
+  std::optional<double> scaler_min_scale;         // fp16.min_loss_scale
 };
 
 // DeepSpeed's JSON config (deepspeed_config_file) as settings: zero_stage, offload_optimizer_device,
 // offload_param_device, gradient_accumulation_steps, gradient_clipping, mixed_precision,
-// scaler_init_scale, scaler_growth_interval ("auto" values are left out: Accelerate's settings fill
+// scaler_init_scale, scaler_growth_interval, scaler_hysteresis, scaler_consecutive_hysteresis,
+// scaler_min_scale ("auto" values are left out: Accelerate's settings fill
 // them). The optimizer and scheduler sections (DeepSpeed would build those objects) are
 // ACC_ERR_UNSUPPORTED; keys that tune DeepSpeed's engine are reported in `warnings`.
 SettingMap deepspeed_file_settings(const std::string& path, std::vector<std::string>& warnings);

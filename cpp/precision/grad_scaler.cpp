@@ -9,10 +9,13 @@
 namespace acc {
 
 GradScaler::GradScaler(GradScalerOptions options, const c10::Device& device)
-    : options_(options), fused_(device.is_cuda()) {
+    : options_(options), fused_(device.is_cuda()), hysteresis_left_(options.hysteresis) {
   require(options_.init_scale > 0 && options_.growth_factor > 1.0 && options_.backoff_factor > 0 &&
               options_.backoff_factor < 1.0 && options_.growth_interval >= 1,
           "GradScaler needs init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1 and growth_interval >= 1");
+  require(options_.hysteresis >= 1 && options_.min_scale >= 0 && std::isfinite(options_.min_scale) &&
+              options_.min_scale <= options_.init_scale,
+          "the loss scaler needs hysteresis >= 1 and 0 <= min_scale <= init_scale");
   const auto on = at::TensorOptions().device(device);
   scale_ = at::full({1}, options_.init_scale, on.dtype(at::kFloat));
   growth_tracker_ = at::zeros({1}, on.dtype(at::kInt));
@@ -72,17 +75,28 @@ bool GradScaler::found_inf() const {
 
 int64_t GradScaler::growth_tracker() const { return growth_tracker_.item<int>(); }
 
-void GradScaler::check_state(double scale, int64_t growth_tracker) const {
+void GradScaler::check_state(double scale, int64_t growth_tracker, int64_t hysteresis_left) const {
   require(scale > 0 && std::isfinite(scale), "a GradScaler state needs a finite scale > 0, got ", scale);
   require(growth_tracker >= 0 && growth_tracker < options_.growth_interval, "a GradScaler state's growth tracker (",
           growth_tracker, ") must be in [0, growth_interval = ", options_.growth_interval, ")");
+  require(hysteresis_left >= 1 && hysteresis_left <= options_.hysteresis, "a loss scaler state's hysteresis (",
+          hysteresis_left, ") must be in [1, hysteresis = ", options_.hysteresis, "]");
 }
 
-void GradScaler::load_state(double scale, int64_t growth_tracker) {
-  check_state(scale, growth_tracker);
+void GradScaler::load_state(double scale, int64_t growth_tracker, int64_t hysteresis_left) {
+  check_state(scale, growth_tracker, hysteresis_left);
   scale_.fill_(scale);
   growth_tracker_.fill_(growth_tracker);
+  hysteresis_left_ = hysteresis_left;
   forget_step();
+}
+
+void GradScaler::check_can_back_off(bool overflowed) const {
+  if (!overflowed || options_.min_scale <= 0 || hysteresis_left_ > 1) return;
+  const double scale = current_scale();
+  require(scale > static_cast<float>(options_.min_scale), "the fp16 gradients overflowed with the loss scale already at ",
+          "its minimum (min_loss_scale ", options_.min_scale, "): the scale cannot back off further, and the run ",
+          "ends here as under DeepSpeed (lower min_loss_scale, or train in bf16)");
 }
 
 void GradScaler::settle() {
@@ -93,19 +107,34 @@ void GradScaler::update() {
   at::NoGradGuard no_grad;
   at::Tensor found = at::zeros({1}, scale_.options());
   for (const auto& flag : step_flags_) found.add_(flag);
-  if (fused_) {
+  const bool deepspeed_rules = options_.hysteresis > 1 || options_.min_scale > 0;
+  if (fused_ && !deepspeed_rules)
     at::_amp_update_scale_(scale_, growth_tracker_, found, options_.growth_factor, options_.backoff_factor,
                            options_.growth_interval);
-  } else if (found.item<float>() != 0.0f) {
+  else
+    update_on_host(found.item<float>() != 0.0f);
+  forget_step();
+}
+
+void GradScaler::update_on_host(bool overflowed) {
+  if (overflowed) {
+    growth_tracker_.zero_();  // DeepSpeed's last_overflow_iter: counted for hysteresis too
+    if (hysteresis_left_ > 1) {
+      --hysteresis_left_;  // skipped, the scale kept
+      return;
+    }
     scale_.mul_(options_.backoff_factor);
-    growth_tracker_.zero_();
-  } else if (growth_tracker_.item<int>() + 1 >= options_.growth_interval) {
+    if (options_.min_scale > 0) scale_.clamp_min_(options_.min_scale);
+    return;
+  }
+  if (options_.consecutive_hysteresis) hysteresis_left_ = options_.hysteresis;
+  if (growth_tracker_.item<int>() + 1 >= options_.growth_interval) {
+    hysteresis_left_ = options_.hysteresis;
     scale_.mul_(options_.growth_factor);
     growth_tracker_.zero_();
   } else {
     growth_tracker_.add_(1);
   }
-  forget_step();
 }
 
 void GradScaler::forget_step() {

@@ -3,6 +3,11 @@
 // whose gradients hold inf/nan is skipped and the scale backs off; after growth_interval good steps
 // it grows. ATen's fused AMP kernels run where the device has them (CUDA), plain ops elsewhere.
 //
+// With hysteresis or a minimum scale it is DeepSpeed's DynamicLossScaler (what Accelerate trains
+// fp16 with under DeepSpeed): an overflow skips the step but backs the scale off only once
+// `hysteresis` overflows have used up the allowance, which a growth (with consecutive_hysteresis, any
+// good step) restores; the scale never goes below min_scale, and an overflow at it ends the run.
+//
 // As in torch, overflow is tracked per optimizer (its OverflowFlag, held by the optimizer's
 // wrapper): one optimizer's inf skips its own step only. Unlike Accelerate, which updates the scale after every optimizer's step, the scale changes
 // once per step of the job, before the next loss is scaled: with several optimizers stepping on
@@ -32,6 +37,11 @@ struct GradScalerOptions {
   double growth_factor = 2.0;
   double backoff_factor = 0.5;
   int64_t growth_interval = 2000;
+  // DeepSpeed's DynamicLossScaler (fp16.hysteresis, consecutive_hysteresis, min_loss_scale); the
+  // defaults are torch's GradScaler, which has neither.
+  int64_t hysteresis = 1;
+  bool consecutive_hysteresis = false;
+  double min_scale = 0;  // 0: none
 };
 
 class GradScaler {
@@ -52,6 +62,9 @@ class GradScaler {
   void set_found_inf(OverflowFlag& flag, bool found);
   // An optimizer stepped (or skipped its step): the scale updates before the next scale() call.
   void note_optimizer_step() { stepped_ = true; }
+  // Fails (as DeepSpeed does) when `overflowed` would have to back the scale off below min_scale:
+  // the overflow happened at the minimum with no hysteresis left. Call before skipping the step.
+  void check_can_back_off(bool overflowed) const;
   // Applies a pending update now (before reading the state for a checkpoint).
   void settle();
   // Ends the step now: adjusts the scale from every flag's overflow and forgets the step's state.
@@ -60,12 +73,18 @@ class GradScaler {
   // pending update.
   double current_scale() const;
   int64_t growth_tracker() const;
-  void load_state(double scale, int64_t growth_tracker);
-  // The checks of load_state alone (a finite scale > 0, a tracker in [0, growth_interval)).
-  void check_state(double scale, int64_t growth_tracker) const;
+  // Overflows still tolerated before the scale backs off (DeepSpeed's cur_hysteresis; 1 without).
+  int64_t hysteresis_left() const { return hysteresis_left_; }
+  void load_state(double scale, int64_t growth_tracker, int64_t hysteresis_left);
+  // The checks of load_state alone (a finite scale > 0, a tracker in [0, growth_interval), a
+  // hysteresis in [1, hysteresis]).
+  void check_state(double scale, int64_t growth_tracker, int64_t hysteresis_left) const;
+  const GradScalerOptions& options() const { return options_; }
 
  private:
   void forget_step();
+  // DeepSpeed's rules (and torch's, where hysteresis is 1 and there is no minimum) on the host.
+  void update_on_host(bool overflowed);
   // `flag`'s tensor for this step: cleared and listed the first time in a step.
   at::Tensor& current(OverflowFlag& flag);
 
@@ -73,6 +92,7 @@ class GradScaler {
   at::Tensor scale_;           // float32 [1]
   at::Tensor growth_tracker_;  // int32 [1]: good steps in a row
   bool fused_;
+  int64_t hysteresis_left_;
   int64_t step_ = 0;                                     // counts the steps the scaler has ended
   std::vector<at::Tensor> step_flags_;                    // the flags used in this step
   OverflowFlag unowned_;                                  // gradients of no optimizer

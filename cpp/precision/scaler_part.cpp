@@ -13,15 +13,22 @@ class ScalerPart final : public CheckpointPart {
   std::string file() const override { return "scaler.json"; }
   void save(const std::string& path) const override {
     scaler_->settle();  // the scale update the last step left for the next backward
-    write_file(path, nlohmann::json{{"scale", scaler_->current_scale()}, {"growth_tracker", scaler_->growth_tracker()}}
+    write_file(path, nlohmann::json{{"scale", scaler_->current_scale()},
+                                    {"growth_tracker", scaler_->growth_tracker()},
+                                    {"hysteresis", scaler_->hysteresis_left()}}
                          .dump(2));
   }
   StagedLoad load(const std::string& path) const override {
     const nlohmann::json j = read_json(path);
     const double scale = json_field<double>(j, "scale", path);
     const int64_t growth_tracker = json_field_at_least<int64_t>(j, "growth_tracker", path, 0);
-    checked_by_file(path, [&] { scaler_->check_state(scale, growth_tracker); });
-    return {[scaler = scaler_, scale, growth_tracker] { scaler->load_state(scale, growth_tracker); }, {}};
+    // Written before hysteresis existed: the whole allowance, as a scaler without it has.
+    const int64_t hysteresis = j.is_object() && j.contains("hysteresis")
+                                   ? json_field_at_least<int64_t>(j, "hysteresis", path, 1)
+                                   : scaler_->options().hysteresis;
+    checked_by_file(path, [&] { scaler_->check_state(scale, growth_tracker, hysteresis); });
+    return {[scaler = scaler_, scale, growth_tracker, hysteresis] { scaler->load_state(scale, growth_tracker, hysteresis); },
+            {}};
   }
 
  private:

@@ -1,6 +1,7 @@
 // Dynamic loss scaling: scale, unscale once, skip on overflow (per optimizer), back off, grow.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <limits>
 #include <vector>
 
@@ -63,14 +64,15 @@ TEST(GradScaler, StateSequenceUnderInjectedOverflowFollowsTheRules) {
 
 TEST(GradScaler, StateRoundTripsForCheckpoints) {
   acc::GradScaler scaler({8.0, 2.0, 0.5, 3}, c10::Device(c10::kCPU));
-  scaler.load_state(1024.0, 2);
+  scaler.load_state(1024.0, 2, 1);
   EXPECT_EQ(scaler.current_scale(), 1024.0);
   EXPECT_EQ(scaler.growth_tracker(), 2);
   scaler.unscale({at::tensor({1.0f})});
   scaler.update();  // the third good step in a row
   EXPECT_EQ(scaler.current_scale(), 2048.0);
-  EXPECT_THROW(scaler.load_state(-1.0, 0), std::exception);
-  EXPECT_THROW(scaler.load_state(1.0, 3), std::exception);  // the tracker must stay below the interval
+  EXPECT_THROW(scaler.load_state(-1.0, 0, 1), std::exception);
+  EXPECT_THROW(scaler.load_state(1.0, 3, 1), std::exception);  // the tracker must stay below the interval
+  EXPECT_THROW(scaler.load_state(1.0, 0, 2), std::exception);  // more hysteresis than the scaler allows
 }
 
 TEST(GradScaler, OverflowIsPerOptimizerAndTheScaleChangesOncePerStep) {
@@ -124,4 +126,95 @@ TEST(GradScaler, APreparedOptimizerSkipsOnlyItsOwnOverflowingStep) {
   EXPECT_TRUE(at::equal(model_a->named_parameters().front().second, a_weight));
   EXPECT_TRUE(at::allclose(model_b->named_parameters().front().second, b_weight - b_grad, 0, 1e-6));
   EXPECT_EQ(scaler->scale(at::ones({})).item<double>(), 512.0);  // one backoff for the step
+}
+
+namespace {
+
+// DeepSpeed's DynamicLossScaler.update_scale as DeepSpeed states it (an iteration counter, the last
+// overflow's iteration, growth when their distance is a multiple of the window): the oracle for
+// our tracker-based form.
+struct DeepSpeedScaler {
+  double scale;
+  int64_t window, delayed_shift, hysteresis;
+  bool consecutive;
+  double min_scale;
+  int64_t iter = 0, last_overflow = -1;
+  // Returns false where DeepSpeed raises ("already at minimum").
+  bool update(bool overflow) {
+    if (overflow) {
+      if (delayed_shift == 1 || hysteresis == 1) {
+        if (scale == min_scale) return false;
+        scale = std::max(scale / 2, min_scale);
+      } else {
+        --hysteresis;
+      }
+      last_overflow = iter;
+    } else {
+      if (consecutive) hysteresis = delayed_shift;
+      if ((iter - last_overflow) % window == 0) {
+        if (!consecutive) hysteresis = delayed_shift;
+        scale *= 2;
+      }
+    }
+    ++iter;
+    return true;
+  }
+};
+
+}  // namespace
+
+TEST(GradScaler, WithHysteresisAndAMinimumItIsDeepSpeedsScaler) {
+  for (const bool consecutive : {false, true}) {
+    SCOPED_TRACE(consecutive ? "consecutive_hysteresis" : "hysteresis restored by growth");
+    const double min_scale = 1.0 / 1024;
+    acc::GradScalerOptions options{/*init_scale=*/1024.0, 2.0, 0.5, /*growth_interval=*/4};
+    options.hysteresis = 3;
+    options.consecutive_hysteresis = consecutive;
+    options.min_scale = min_scale;
+    acc::GradScaler scaler(options, c10::Device(c10::kCPU));
+    DeepSpeedScaler oracle{1024.0, 4, 3, 3, consecutive, min_scale};
+    bool ended = false;
+    // Bursts of overflows between runs of good steps, long enough to grow and to reach the minimum.
+    uint32_t state = 12345;
+    int64_t overflows = 0, growths = 0;
+    for (int step = 0; step < 400; ++step) {
+      state = state * 1103515245u + 12345u;
+      const bool overflow = (state >> 16) % 7 < (step % 60 < 30 ? 3u : 1u);
+      const double before = scaler.current_scale();
+      at::Tensor grad = at::tensor({overflow ? std::numeric_limits<float>::infinity() : 1.0f});
+      scaler.unscale({grad});
+      ASSERT_EQ(scaler.found_inf(), overflow);
+      bool refused = false;
+      try {
+        scaler.check_can_back_off(overflow);
+      } catch (const std::exception& e) {
+        refused = true;
+        EXPECT_NE(std::string(e.what()).find("already at its minimum"), std::string::npos) << e.what();
+      }
+      ASSERT_EQ(refused, !oracle.update(overflow)) << "step " << step;
+      ended = refused;
+      if (refused) break;  // where DeepSpeed ends the run
+      scaler.update();
+      ASSERT_EQ(scaler.current_scale(), oracle.scale) << "step " << step;
+      ASSERT_EQ(scaler.hysteresis_left(), oracle.hysteresis) << "step " << step;
+      overflows += overflow;
+      growths += scaler.current_scale() > before;
+    }
+    EXPECT_GT(overflows, 50);
+    EXPECT_GT(growths, 20);
+    // Resetting hysteresis on every good step keeps this pattern off the minimum; without, it ends.
+    EXPECT_EQ(ended, !consecutive);
+  }
+  // At the minimum: an overflow with hysteresis left only uses it up; without, the run ends.
+  acc::GradScalerOptions options{/*init_scale=*/2.0, 2.0, 0.5, 4};
+  options.hysteresis = 2;
+  options.min_scale = 2.0;
+  acc::GradScaler scaler(options, c10::Device(c10::kCPU));
+  scaler.check_can_back_off(true);
+  scaler.unscale({at::tensor({std::numeric_limits<float>::infinity()})});
+  scaler.update();
+  EXPECT_EQ(scaler.hysteresis_left(), 1);
+  EXPECT_EQ(scaler.current_scale(), 2.0);
+  scaler.check_can_back_off(false);
+  EXPECT_THROW(scaler.check_can_back_off(true), std::exception);
 }

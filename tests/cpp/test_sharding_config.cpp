@@ -170,12 +170,17 @@ TEST_F(Sharding, ADeepSpeedJsonConfigIsRead) {
   unsetenv("ACCELERATE_MIXED_PRECISION");
 
   write(R"({"zero_optimization": {"stage": "auto"}, "fp16": {"enabled": true, "initial_scale_power": 12,
-            "loss_scale_window": 500, "hysteresis": 2}})");
+            "loss_scale_window": 500, "hysteresis": 3, "consecutive_hysteresis": true, "min_loss_scale": 0.5,
+            "fp16_master_weights_and_grads": false}})");
   c = resolve();
   EXPECT_EQ(c.sharding.stage, 2) << "auto: DeepSpeedPlugin's default";
   EXPECT_EQ(c.mixed_precision, "fp16");
   EXPECT_EQ(c.scaler.init_scale, 4096.0);
   EXPECT_EQ(c.scaler.growth_interval, 500);
+  EXPECT_EQ(c.scaler.hysteresis, 3);
+  EXPECT_TRUE(c.scaler.consecutive_hysteresis);
+  EXPECT_EQ(c.scaler.min_scale, 0.5);
+  EXPECT_EQ(resolve({{"scaler_hysteresis", "1"}}).scaler.hysteresis, 1) << "the program's wins";
 
   // The launcher reads it too: errors at launch, the tuning keys reported, the path passed on.
   const auto launch = acc::parse_config_text(
@@ -183,7 +188,8 @@ TEST_F(Sharding, ADeepSpeedJsonConfigIsRead) {
       "ds.yaml");
   EXPECT_EQ(launch.sharding_env.at("ACCELERATE_DEEPSPEED_CONFIG_FILE"), path);
   bool reported = false;
-  for (const auto& w : launch.warnings) reported = reported || w.find("fp16.hysteresis is ignored") != std::string::npos;
+  for (const auto& w : launch.warnings)
+    reported = reported || w.find("fp16.fp16_master_weights_and_grads is ignored") != std::string::npos;
   EXPECT_TRUE(reported);
   std::tie(status, message) = failure([&] {
     acc::parse_config_text("distributed_type: DEEPSPEED\nnum_processes: 2\ndeepspeed_config:\n  zero_stage: 1\n"
@@ -192,6 +198,17 @@ TEST_F(Sharding, ADeepSpeedJsonConfigIsRead) {
   });
   EXPECT_NE(message.find("zero_stage is set beside deepspeed_config_file"), std::string::npos) << message;
 
+  // Unset in the file: DeepSpeed's own defaults (window 1000, hysteresis 2, minimum 1), not GradScaler's.
+  write(R"({"zero_optimization": {"stage": 1}, "fp16": {"enabled": "auto"}})");
+  setenv("ACCELERATE_MIXED_PRECISION", "fp16", 1);
+  c = resolve();
+  EXPECT_EQ(c.scaler.init_scale, 65536.0);
+  EXPECT_EQ(c.scaler.growth_interval, 1000);
+  EXPECT_EQ(c.scaler.hysteresis, 2);
+  EXPECT_FALSE(c.scaler.consecutive_hysteresis);
+  EXPECT_EQ(c.scaler.min_scale, 1.0);
+  unsetenv("ACCELERATE_MIXED_PRECISION");
+
   // What it cannot honour, each named.
   const std::vector<std::tuple<std::string, acc::Status, std::string>> refused = {
       {R"({"zero_optimization": {"stage": 2}, "optimizer": {"type": "AdamW"}})", acc::Status::Unsupported,
@@ -199,6 +216,9 @@ TEST_F(Sharding, ADeepSpeedJsonConfigIsRead) {
       {R"({"zero_optimization": {"stage": 2}, "fp16": {"enabled": true, "loss_scale": 128}})", acc::Status::Unsupported,
        "fp16.loss_scale"},
       {R"({"zero_optimization": {"stage": 4}})", acc::Status::InvalidArgument, "zero_optimization.stage"},
+      {R"({"zero_optimization": {"stage": 2}, "fp16": {"hysteresis": 0}})", acc::Status::InvalidArgument, "fp16.hysteresis"},
+      {R"({"zero_optimization": {"stage": 2}, "fp16": {"min_loss_scale": -1}})", acc::Status::InvalidArgument,
+       "fp16.min_loss_scale"},
       {R"({"zero_optimization": {"stage": 2, "offload_param": {"device": "nvme"}}})", acc::Status::Unsupported, "NVMe"},
       {R"({"gradient_clipping": 1.0})", acc::Status::InvalidArgument, "zero_optimization is missing"},
       {R"({"zero_optimization": )", acc::Status::Io, path}};
@@ -236,6 +256,19 @@ TEST_F(Sharding, DeepSpeedVariablesChooseTheStage) {
   EXPECT_TRUE(c.sharding.offload_optimizer);
   EXPECT_FALSE(c.sharding.offload_params);
   EXPECT_EQ(c.sharding_kind, "DEEPSPEED");
+  // fp16 under DeepSpeed is DeepSpeed's loss scaler; under FSDP (and DDP) torch's GradScaler.
+  EXPECT_EQ(c.scaler.hysteresis, 1) << "bf16 or no mixed precision: no loss scaler";
+  const auto fp16 = resolve({{"mixed_precision", "fp16"}});
+  EXPECT_EQ(fp16.scaler.growth_interval, 1000);
+  EXPECT_EQ(fp16.scaler.hysteresis, 2);
+  EXPECT_EQ(fp16.scaler.min_scale, 1.0);
+  EXPECT_EQ(resolve({{"mixed_precision", "fp16"}, {"scaler_growth_interval", "2000"}}).scaler.growth_interval, 2000);
+  unsetenv("ACCELERATE_USE_DEEPSPEED");
+  setenv("ACCELERATE_USE_FSDP", "true", 1);
+  const auto fsdp = resolve({{"mixed_precision", "fp16"}});
+  EXPECT_EQ(fsdp.scaler.growth_interval, 2000);
+  EXPECT_EQ(fsdp.scaler.hysteresis, 1);
+  EXPECT_EQ(fsdp.scaler.min_scale, 0.0);
 }
 
 TEST_F(Sharding, WhatCannotBeHonouredIsRefusedNamingIt) {

@@ -176,76 +176,115 @@ TEST(GpuAutocast, Fp16TrainingStepComputesInFp16WithFp32MasterWeights) {
   train_with_autocast("fp16", ACC_DTYPE_FLOAT16);
 }
 
-TEST(GpuGradScaler, AnFp16OverflowSkipsTheStepKeepsTheWeightsAndHalvesTheScale) {
-  ACC_REQUIRE_CUDA();
-  const std::string work = acc_gpu::work_dir("grad_scaler_overflow");
-  acc_accelerator* acc = make_accelerator({{"mixed_precision", "fp16"}, {"scaler_init_scale", "1024"}});
-  ASSERT_NE(acc, nullptr);
-  const std::string device = device_of(acc);
-  ASSERT_EQ(device.rfind("cuda", 0), 0u) << device;
-  ACC_ASSERT_OK(acc_set_seed(1));
+namespace {
+
+// A linear model trained with SGD under fp16 on CUDA, with targets that keep its fp16 gradients
+// finite (`small`) or make them overflow (`huge`).
+struct Fp16Job {
+  acc_accelerator* acc = nullptr;
   acc_model* model = nullptr;
   acc_optimizer* opt = nullptr;
-  ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":4,"out_features":2}])", &model));
-  acc_options* oo = nullptr;
-  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_OPTIMIZER, &oo));
-  ACC_ASSERT_OK(acc_options_set_double(oo, "lr", 0.1));
-  ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", oo, &opt));
-  acc_options_free(oo);
-  ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
+  acc_tensor *x = nullptr, *small = nullptr, *huge = nullptr;
 
-  acc_tensor* x = acc_gpu::floats_on(acc_gpu::uniform(8 * 4, 11), {8, 4}, device);
-  acc_tensor* y_small = acc_gpu::floats_on(acc_gpu::uniform(8 * 2, 12), {8, 2}, device);
-  // MSE against 30000: d(loss)/d(output) * 1024 is about 4e6, past fp16's 65504, so the fp16
-  // output's gradient is inf (the forward and the fp32 loss stay finite).
-  acc_tensor* y_huge = acc_gpu::floats_on(std::vector<float>(16, 30000.0f), {8, 2}, device);
-  // One step; returns whether the optimizer step was skipped.
-  auto step = [&](const acc_tensor* y) -> int {
+  explicit Fp16Job(std::vector<std::pair<std::string, std::string>> options) {
+    options.emplace_back("mixed_precision", "fp16");
+    acc = make_accelerator(options);
+    EXPECT_NE(acc, nullptr);
+    if (!acc) return;
+    const std::string device = device_of(acc);
+    EXPECT_EQ(device.rfind("cuda", 0), 0u) << device;
+    EXPECT_EQ(acc_set_seed(1), ACC_OK);
+    EXPECT_EQ(acc_model_from_spec(R"([{"type":"linear","in_features":4,"out_features":2}])", &model), ACC_OK);
+    acc_options* oo = nullptr;
+    EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &oo), ACC_OK);
+    EXPECT_EQ(acc_options_set_double(oo, "lr", 0.1), ACC_OK);
+    EXPECT_EQ(acc_optimizer_create(model, "sgd", oo, &opt), ACC_OK);
+    acc_options_free(oo);
+    EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+    x = acc_gpu::floats_on(acc_gpu::uniform(8 * 4, 11), {8, 4}, device);
+    small = acc_gpu::floats_on(acc_gpu::uniform(8 * 2, 12), {8, 2}, device);
+    // MSE against 30000: d(loss)/d(output) * 1024 is about 4e6, past fp16's 65504, so the fp16
+    // output's gradient is inf (the forward and the fp32 loss stay finite).
+    huge = acc_gpu::floats_on(std::vector<float>(16, 30000.0f), {8, 2}, device);
+  }
+  ~Fp16Job() {
+    for (acc_tensor* t : {x, small, huge}) acc_tensor_free(t);
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
+  Fp16Job(const Fp16Job&) = delete;
+  Fp16Job& operator=(const Fp16Job&) = delete;
+
+  // One step towards `y`: whether the optimizer step was skipped (-1 where the step failed).
+  int step(const acc_tensor* y) {
     acc_tensor *out = nullptr, *loss = nullptr;
     EXPECT_EQ(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
     EXPECT_EQ(acc_loss_mse(out, y, ACC_REDUCTION_MEAN, &loss), ACC_OK) << acc_last_error_message();
     EXPECT_TRUE(std::isfinite(acc_test::item(loss))) << "the loss itself must stay finite";
     EXPECT_EQ(acc_backward(acc, loss), ACC_OK) << acc_last_error_message();
-    EXPECT_EQ(acc_optimizer_step(opt), ACC_OK) << acc_last_error_message();
     int skipped = -1;
-    EXPECT_EQ(acc_accelerator_optimizer_step_was_skipped(acc, &skipped), ACC_OK);
+    if (acc_optimizer_step(opt) == ACC_OK) EXPECT_EQ(acc_accelerator_optimizer_step_was_skipped(acc, &skipped), ACC_OK);
     EXPECT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
     acc_tensor_free(out);
     acc_tensor_free(loss);
     return skipped;
-  };
-  auto weights = [&] {
+  }
+  std::vector<float> weights() const {
     auto w = parameter(model, "0.weight"), b = parameter(model, "0.bias");
     w.insert(w.end(), b.begin(), b.end());
     return w;
-  };
+  }
+};
 
-  const auto w0 = weights();
-  EXPECT_EQ(step(y_small), 0) << "a normal step";
-  const auto w1 = weights();
+}  // namespace
+
+TEST(GpuGradScaler, AnFp16OverflowSkipsTheStepKeepsTheWeightsAndHalvesTheScale) {
+  ACC_REQUIRE_CUDA();
+  const std::string work = acc_gpu::work_dir("grad_scaler_overflow");
+  Fp16Job job({{"scaler_init_scale", "1024"}});
+  ASSERT_NE(job.acc, nullptr);
+
+  const auto w0 = job.weights();
+  EXPECT_EQ(job.step(job.small), 0) << "a normal step";
+  const auto w1 = job.weights();
   EXPECT_NE(w1, w0) << "the normal step changed nothing";
-  auto state = saved_scaler_state(acc, work + "/after_normal_step");
+  auto state = saved_scaler_state(job.acc, work + "/after_normal_step");
   EXPECT_EQ(state.first, 1024.0);
   EXPECT_EQ(state.second, 1);
 
-  EXPECT_EQ(step(y_huge), 1) << "the step whose fp16 gradients overflowed was not skipped";
-  const auto w2 = weights();
+  EXPECT_EQ(job.step(job.huge), 1) << "the step whose fp16 gradients overflowed was not skipped";
+  const auto w2 = job.weights();
   EXPECT_EQ(w2, w1) << "a skipped step changed the weights";
   for (float v : w2) EXPECT_TRUE(std::isfinite(v));
-  state = saved_scaler_state(acc, work + "/after_overflow");
+  state = saved_scaler_state(job.acc, work + "/after_overflow");
   EXPECT_EQ(state.first, 512.0) << "the scale backs off by scaler_backoff_factor 0.5";
   EXPECT_EQ(state.second, 0);
 
-  EXPECT_EQ(step(y_small), 0) << "the step after an overflow is a normal one again";
-  const auto w3 = weights();
+  EXPECT_EQ(job.step(job.small), 0) << "the step after an overflow is a normal one again";
+  const auto w3 = job.weights();
   EXPECT_NE(w3, w2);
   for (float v : w3) EXPECT_TRUE(std::isfinite(v));
-  state = saved_scaler_state(acc, work + "/after_recovery");
+  state = saved_scaler_state(job.acc, work + "/after_recovery");
   EXPECT_EQ(state.first, 512.0);
   EXPECT_EQ(state.second, 1);
+}
 
-  for (acc_tensor* t : {x, y_small, y_huge}) acc_tensor_free(t);
-  acc_optimizer_free(opt);
-  acc_model_free(model);
-  acc_accelerator_free(acc);
+// DeepSpeed's loss scaler (hysteresis 2, minimum 512): the first overflow is skipped with the scale
+// kept, the second backs it off to the minimum, a third at the minimum fails the step.
+TEST(GpuGradScaler, DeepSpeedsHysteresisAndMinimumOnCuda) {
+  ACC_REQUIRE_CUDA();
+  Fp16Job job({{"scaler_init_scale", "1024"}, {"scaler_hysteresis", "2"}, {"scaler_min_scale", "512"}});
+  ASSERT_NE(job.acc, nullptr);
+  const std::string work = acc_gpu::work_dir("deepspeed_scaler");
+  const auto w0 = job.weights();
+  EXPECT_EQ(job.step(job.huge), 1);
+  EXPECT_EQ(job.weights(), w0);
+  EXPECT_EQ(saved_scaler_state(job.acc, work + "/first").first, 1024.0) << "hysteresis: the scale is kept";
+  EXPECT_EQ(job.step(job.huge), 1);
+  EXPECT_EQ(saved_scaler_state(job.acc, work + "/second").first, 512.0);
+  EXPECT_EQ(job.step(job.huge), -1) << "an overflow at the minimum scale fails the step";
+  EXPECT_NE(std::string(acc_last_error_message()).find("already at its minimum"), std::string::npos)
+      << acc_last_error_message();
+  EXPECT_EQ(job.weights(), w0);
 }
