@@ -149,6 +149,11 @@
   void noSyncBegin(acc_model *model ERR) { check(acc_no_sync_begin($self, model)); }
   void noSyncEnd(acc_model *model ERR) { check(acc_no_sync_end($self, model)); }
   void triggerSyncInBackward(acc_model *model ERR) { check(acc_trigger_sync_in_backward($self, model)); }
+  void localSgdBegin(acc_model *model, int64_t localSgdSteps, bool enabled ERR) {
+    check(acc_local_sgd_begin($self, model, localSgdSteps, enabled ? 1 : 0));
+  }
+  void localSgdStep(acc_model *model ERR) { check(acc_local_sgd_step($self, model)); }
+  void localSgdEnd(acc_model *model ERR) { check(acc_local_sgd_end($self, model)); }
   /* evenBatches: -1 keeps the loaders' setting, 0 or 1 overrides it until the end. */
   void joinUnevenInputsBegin(acc_model *model, int evenBatches ERR) {
     check(acc_join_uneven_inputs_begin($self, model, evenBatches));

@@ -314,6 +314,9 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %csmethodmodifiers acc_accelerator::accumulateEnd "internal";
 %csmethodmodifiers acc_accelerator::noSyncBegin "internal";
 %csmethodmodifiers acc_accelerator::noSyncEnd "internal";
+%csmethodmodifiers acc_accelerator::localSgdBegin "internal";
+%csmethodmodifiers acc_accelerator::localSgdStep "internal";
+%csmethodmodifiers acc_accelerator::localSgdEnd "internal";
 %csmethodmodifiers acc_accelerator::joinUnevenInputsBegin "internal";
 %csmethodmodifiers acc_accelerator::joinUnevenInputsEnd "internal";
 %csmethodmodifiers acc_accelerator::mainProcessFirstBegin "internal";

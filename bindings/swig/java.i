@@ -193,6 +193,9 @@ ACC_JAVA_HANDLE(accswig::LoadReport, false)
 %javamethodmodifiers acc_accelerator::accumulateEnd "protected";
 %javamethodmodifiers acc_accelerator::noSyncBegin "protected";
 %javamethodmodifiers acc_accelerator::noSyncEnd "protected";
+%javamethodmodifiers acc_accelerator::localSgdBegin "protected";
+%javamethodmodifiers acc_accelerator::localSgdStep "protected";
+%javamethodmodifiers acc_accelerator::localSgdEnd "protected";
 %javamethodmodifiers acc_accelerator::joinUnevenInputsBegin "protected";
 %javamethodmodifiers acc_accelerator::joinUnevenInputsEnd "protected";
 %javamethodmodifiers acc_accelerator::mainProcessFirstBegin "protected";

@@ -257,6 +257,14 @@
     noSyncBegin(model);
     return new Scope(() -> noSyncEnd(model));
   }
+  /** Accelerate's LocalSGD: {@code try (LocalSgd l = acc.localSgd(model, 8)) { ...; opt.step(); l.step(); }}
+   *  Each process steps on its own gradients; every localSgdSteps-th step() and close() average the
+   *  parameters over the processes. */
+  public LocalSgd localSgd(Model model, long localSgdSteps) { return localSgd(model, localSgdSteps, true); }
+  public LocalSgd localSgd(Model model, long localSgdSteps, boolean enabled) {
+    localSgdBegin(model, localSgdSteps, enabled);
+    return new LocalSgd(() -> localSgdStep(model), () -> localSgdEnd(model));
+  }
   /** Accelerate's join_uneven_inputs: processes may run different numbers of training steps of the
    *  model inside the scope; closing it where a process's data has ended joins the others until all
    *  have ended, then every replica takes the weights of one that trained to the end. */

@@ -972,6 +972,18 @@ ACC_API ACC_NODISCARD acc_status acc_no_sync_end(acc_accelerator *acc, acc_model
 /* After a forward inside no_sync: the coming backward averages gradients after all (Accelerate's
  * trigger_sync_in_backward). */
 ACC_API ACC_NODISCARD acc_status acc_trigger_sync_in_backward(acc_accelerator *acc, acc_model *model);
+/* Accelerate's LocalSGD for a prepared model (`with LocalSGD(accelerator, model, local_sgd_steps,
+ * enabled) as local_sgd:`), as a begin/step/end scope: begin enters no_sync, so each process steps
+ * on its own gradients; acc_local_sgd_step after each optimizer step averages the parameters over
+ * the processes every local_sgd_steps-th call (a barrier, then each parameter reduced to the mean),
+ * and end averages them once more and leaves no_sync. On one process, or with enabled 0, it only
+ * counts steps. Collectives: every process calls them alike. With sharding (zero_stage > 0) it is
+ * ACC_ERR_UNSUPPORTED, as in Accelerate; a second begin for the same model before its end, or a step
+ * or end without begin, is ACC_ERR_INVALID_ARGUMENT. */
+ACC_API ACC_NODISCARD acc_status acc_local_sgd_begin(acc_accelerator *acc, acc_model *model,
+                                                     int64_t local_sgd_steps, int enabled);
+ACC_API ACC_NODISCARD acc_status acc_local_sgd_step(acc_accelerator *acc, acc_model *model);
+ACC_API ACC_NODISCARD acc_status acc_local_sgd_end(acc_accelerator *acc, acc_model *model);
 /* Accelerate's join_uneven_inputs for a prepared model (torch's Join with DDP's join hook), as a
  * begin/end pair: in between, processes may run different numbers of training steps (loaders with
  * even_batches off). Each process calls end when its data has ended; end then takes part in the

@@ -33,6 +33,18 @@ acc_status acc_trigger_sync_in_backward(acc_accelerator* a, acc_model* model) {
   return guarded([&] { accelerator_arg(a).trigger_sync_in_backward(live(model, "model").model); });
 }
 
+acc_status acc_local_sgd_begin(acc_accelerator* a, acc_model* model, int64_t local_sgd_steps, int enabled) {
+  return guarded([&] { accelerator_arg(a).local_sgd_begin(live(model, "model").model, local_sgd_steps, enabled != 0); });
+}
+
+acc_status acc_local_sgd_step(acc_accelerator* a, acc_model* model) {
+  return guarded([&] { accelerator_arg(a).local_sgd_step(live(model, "model").model); });
+}
+
+acc_status acc_local_sgd_end(acc_accelerator* a, acc_model* model) {
+  return guarded([&] { accelerator_arg(a).local_sgd_end(live(model, "model").model); });
+}
+
 acc_status acc_join_uneven_inputs_begin(acc_accelerator* a, acc_model* model, int even_batches) {
   return guarded([&] {
     accelerator_arg(a).join_uneven_inputs_begin(live(model, "model").model, tristate_arg(even_batches, "even_batches"));

@@ -5,6 +5,7 @@
 #include <c10/core/Device.h>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -123,6 +124,13 @@ class Accelerator {
   void no_sync_begin(const std::shared_ptr<Model>& model);
   void no_sync_end(const std::shared_ptr<Model>& model);
   void trigger_sync_in_backward(const std::shared_ptr<Model>& model);
+  // ---- Accelerate's LocalSGD (local_sgd.cpp), as a begin/step/end scope per prepared model ----
+  // begin enters no_sync: each process steps on its own gradients; every local_sgd_steps-th step
+  // and the end average the parameters over the processes. Disabled (counting only) on one process
+  // or with enabled false; not with sharding (zero_stage > 0), as in Accelerate.
+  void local_sgd_begin(const std::shared_ptr<Model>& model, int64_t local_sgd_steps, bool enabled);
+  void local_sgd_step(const std::shared_ptr<Model>& model);
+  void local_sgd_end(const std::shared_ptr<Model>& model);
   // Accelerate's join_uneven_inputs for a prepared model, as a begin/end pair (see DataParallel).
   // even_batches, if set, overrides the setting of the prepared map-style loaders until the end.
   void join_uneven_inputs_begin(const std::shared_ptr<Model>& model, std::optional<bool> even_batches);
@@ -191,6 +199,14 @@ class Accelerator {
   std::vector<CustomState> custom_states_;
   std::vector<CheckpointHook> save_hooks_;
   std::vector<CheckpointHook> load_hooks_;
+  struct LocalSgdScope {
+    int64_t local_sgd_steps;
+    bool enabled;
+    int64_t steps = 0;
+  };
+  std::map<const Model*, LocalSgdScope> local_sgd_;  // open scopes, by prepared model
+  LocalSgdScope& local_sgd_scope(const std::shared_ptr<Model>& model, const char* call);
+  void average_parameters(const std::shared_ptr<Model>& model);
   int64_t backward_calls_ = 0;  // names the step in errors of backward's collectives
   // Open begin/end scopes, so that an end without its begin is an error.
   int64_t accumulate_depth_ = 0;

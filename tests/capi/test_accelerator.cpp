@@ -464,3 +464,29 @@ TEST(Clipping, GradNormAndValueFollowTorchsDefinitions) {
   acc_model_free(model);
   acc_accelerator_free(a);
 }
+
+TEST(LocalSgd, ScopesAreCheckedAndShardingIsRefused) {
+  acc_accelerator* a = make({{"cpu", "1"}});
+  acc_model *raw = nullptr, *model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(kLinear, &raw));
+  ACC_ASSERT_OK(acc_prepare_model(a, raw, ACC_PLACEMENT_DEFAULT, &model));
+  ACC_EXPECT_ERROR(acc_local_sgd_step(a, model), ACC_ERR_INVALID_ARGUMENT, "local_sgd_step without local_sgd_begin");
+  ACC_EXPECT_ERROR(acc_local_sgd_begin(a, model, 0, 1), ACC_ERR_INVALID_ARGUMENT, "local_sgd_steps must be >= 1");
+  ACC_ASSERT_OK(acc_local_sgd_begin(a, model, 2, 1));
+  ACC_EXPECT_ERROR(acc_local_sgd_begin(a, raw, 2, 1), ACC_ERR_INVALID_ARGUMENT, "already open");  // the same model
+  for (int i = 0; i < 3; ++i) ACC_ASSERT_OK(acc_local_sgd_step(a, model));  // one process: counting only
+  ACC_ASSERT_OK(acc_local_sgd_end(a, model));
+  ACC_EXPECT_ERROR(acc_local_sgd_end(a, model), ACC_ERR_INVALID_ARGUMENT, "local_sgd_end without local_sgd_begin");
+  acc_model_free(model);
+  acc_model_free(raw);
+  acc_accelerator_free(a);
+
+  // Accelerate refuses LocalSGD under DeepSpeed and FSDP whatever the number of processes.
+  a = make({{"cpu", "1"}, {"zero_stage", "2"}});
+  ACC_ASSERT_OK(acc_model_from_spec(kLinear, &raw));
+  ACC_ASSERT_OK(acc_prepare_model(a, raw, ACC_PLACEMENT_DEFAULT, &model));
+  ACC_EXPECT_ERROR(acc_local_sgd_begin(a, model, 2, 1), ACC_ERR_UNSUPPORTED, "not with sharding (zero_stage 2)");
+  acc_model_free(model);
+  acc_model_free(raw);
+  acc_accelerator_free(a);
+}

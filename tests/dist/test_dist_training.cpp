@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -397,4 +398,70 @@ TEST(Join, EvenBatchesCanBeTurnedOffForTheJoin) {
   acc_optimizer_free(opt);
   acc_model_free(model);
   ACC_ASSERT_OK(acc_free_memory(g_acc));
+}
+
+namespace {
+
+// Sets each replica's parameter `name` to the mean over the replicas, summed in process order (as
+// Gloo's allreduce sums two processes; on more its ring may add in another order).
+void average_replicas(const std::vector<std::unique_ptr<Net>>& replicas) {
+  for (const char* name : {"0.weight", "0.bias"}) {
+    std::vector<float> sum = weights(replicas[0]->model, name);
+    for (size_t r = 1; r < replicas.size(); ++r) {
+      const auto w = weights(replicas[r]->model, name);
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += w[i];
+    }
+    for (float& v : sum) v /= static_cast<float>(replicas.size());
+    for (const auto& replica : replicas) {
+      acc_tensor_list* state = nullptr;
+      ASSERT_EQ(acc_tensor_list_create(&state), ACC_OK);
+      acc_tensor* t = floats(sum, name == std::string("0.weight") ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{2});
+      ASSERT_EQ(acc_tensor_list_append(state, name, t), ACC_OK);
+      ASSERT_EQ(acc_model_load_state_dict(replica->model, state, 0), ACC_OK) << acc_last_error_message();
+      acc_tensor_free(t);
+      acc_tensor_list_free(state);
+    }
+  }
+}
+
+}  // namespace
+
+TEST(LocalSgd, ProcessesStepAloneAndAverageEveryKStepsAndAtTheEnd) {
+  constexpr int64_t kEvery = 2, kSteps = 5, kRows = 4;
+  ACC_ASSERT_OK(acc_set_seed(9));
+  Net net(0.1, false);
+  ACC_ASSERT_OK(acc_prepare(g_acc, &net.model, &net.opt, nullptr, nullptr));
+  std::vector<std::unique_ptr<Net>> replicas;  // every process's replica, trained here alone
+  for (int64_t r = 0; r < g_world; ++r) {
+    ACC_ASSERT_OK(acc_set_seed(9));
+    replicas.push_back(std::make_unique<Net>(0.1, false));
+  }
+  const double bound = g_world == 2 ? 0.0 : 1e-6;
+  auto expect_matches_replica = [&](const char* when) {
+    const auto got = net.weight(), want = replicas[static_cast<size_t>(g_rank)]->weight();
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], bound) << when << ", weight " << i;
+  };
+  ACC_ASSERT_OK(acc_local_sgd_begin(g_acc, net.model, kEvery, 1));
+  for (int64_t step = 0; step < kSteps; ++step) {
+    net.micro_step(g_acc, (step * g_world + g_rank) * kRows, kRows);  // this process's rows only
+    ACC_ASSERT_OK(acc_local_sgd_step(g_acc, net.model));
+    for (int64_t r = 0; r < g_world; ++r) replicas[static_cast<size_t>(r)]->micro_step(nullptr, (step * g_world + r) * kRows, kRows);
+    if ((step + 1) % kEvery == 0) average_replicas(replicas);
+    expect_matches_replica(("step " + std::to_string(step)).c_str());
+  }
+  // After step 5 (not a multiple of 2) the processes differ until the end averages them.
+  if (g_world > 1) EXPECT_NE(replicas[0]->weight(), replicas[1]->weight());
+  ACC_ASSERT_OK(acc_local_sgd_end(g_acc, net.model));
+  average_replicas(replicas);
+  expect_matches_replica("the end");
+  // Outside the scope DDP averages gradients again: one more step leaves every process equal.
+  net.micro_step(g_acc, g_rank * kRows, kRows);
+  acc_tensor* mine = floats(net.weight(), {6});
+  acc_tensor* all = nullptr;
+  ACC_ASSERT_OK(acc_gather(g_acc, mine, "local sgd weights", &all));
+  const auto gathered = to_floats(all);
+  for (int64_t r = 1; r < g_world; ++r)
+    EXPECT_EQ(std::vector<float>(gathered.begin() + r * 6, gathered.begin() + (r + 1) * 6), net.weight()) << r;
+  acc_tensor_free(mine);
+  acc_tensor_free(all);
 }

@@ -19,6 +19,13 @@ public partial class Accelerator {
     NoSyncBegin(model);
     return new Scope(() => NoSyncEnd(model));
   }
+  /// Accelerate's LocalSGD: `using (var l = acc.LocalSgd(model, 8)) { ...; opt.Step(); l.Step(); }`.
+  /// Each process steps on its own gradients; every localSgdSteps-th Step() and Dispose average the
+  /// parameters over the processes.
+  public LocalSgd LocalSgd(Model model, long localSgdSteps, bool enabled = true) {
+    LocalSgdBegin(model, localSgdSteps, enabled);
+    return new LocalSgd(() => LocalSgdStep(model), () => LocalSgdEnd(model));
+  }
   /// Accelerate's join_uneven_inputs: processes may run different numbers of training steps of the
   /// model inside the scope; disposing it where a process's data has ended joins the others until
   /// all have ended, then every replica takes the weights of one that trained to the end.

@@ -153,6 +153,23 @@ func (a *Accelerator) NoSync(m *Model, f func() error) error {
 	return a.modelSection(m, f, capi.Accelerator.NoSyncBegin, capi.Accelerator.NoSyncEnd)
 }
 
+// LocalSGD is Accelerate's LocalSGD: f trains with each process stepping on its own gradients and
+// calls step after each optimizer step, which averages the parameters over the processes every
+// localSGDSteps calls; they are averaged once more when f returns (a panic included). Returns f's
+// error, else ending's.
+//
+//	err := a.LocalSGD(m, 8, true, func(step func() error) error { ...; return step() })
+func (a *Accelerator) LocalSGD(m *Model, localSGDSteps int64, enabled bool, f func(step func() error) error) error {
+	mh, err := m.ref().get()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(m)
+	step := func() error { return a.do(func(h capi.Accelerator, e *string) { h.LocalSgdStep(mh, e) }) }
+	begin := func(h capi.Accelerator, mh capi.Model, e *string) { h.LocalSgdBegin(mh, localSGDSteps, enabled, e) }
+	return a.modelSection(m, func() error { return f(step) }, begin, capi.Accelerator.LocalSgdEnd)
+}
+
 // EvenBatches is what JoinUnevenInputs does to the even_batches of the prepared map-style loaders.
 type EvenBatches int
 

@@ -1050,6 +1050,11 @@ SWIGINTERN void acc_accelerator_freeMemory(acc_accelerator *self,std::string *sw
 SWIGINTERN void acc_accelerator_noSyncBegin(acc_accelerator *self,acc_model *model,std::string *swig_err){ check(acc_no_sync_begin(self, model)); }
 SWIGINTERN void acc_accelerator_noSyncEnd(acc_accelerator *self,acc_model *model,std::string *swig_err){ check(acc_no_sync_end(self, model)); }
 SWIGINTERN void acc_accelerator_triggerSyncInBackward(acc_accelerator *self,acc_model *model,std::string *swig_err){ check(acc_trigger_sync_in_backward(self, model)); }
+SWIGINTERN void acc_accelerator_localSgdBegin(acc_accelerator *self,acc_model *model,int64_t localSgdSteps,bool enabled,std::string *swig_err){
+    check(acc_local_sgd_begin(self, model, localSgdSteps, enabled ? 1 : 0));
+  }
+SWIGINTERN void acc_accelerator_localSgdStep(acc_accelerator *self,acc_model *model,std::string *swig_err){ check(acc_local_sgd_step(self, model)); }
+SWIGINTERN void acc_accelerator_localSgdEnd(acc_accelerator *self,acc_model *model,std::string *swig_err){ check(acc_local_sgd_end(self, model)); }
 SWIGINTERN void acc_accelerator_joinUnevenInputsBegin(acc_accelerator *self,acc_model *model,int evenBatches,std::string *swig_err){
     check(acc_join_uneven_inputs_begin(self, model, evenBatches));
   }
@@ -9241,6 +9246,106 @@ void _wrap_Accelerator_triggerSyncInBackward_capi_8de2de55689d6b0e(acc_accelerat
   {
     try {
       acc_accelerator_triggerSyncInBackward(arg1,arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+void _wrap_Accelerator_localSgdBegin_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  acc_model *arg2 = (acc_model *) 0 ;
+  int64_t arg3 ;
+  bool arg4 ;
+  std::string *arg5 = (std::string *) 0 ;
+  std::string temp5 ;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  arg2 = *(acc_model **)&_swig_go_1; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = (bool)_swig_go_3; 
+  
+  accswig::take_go_error();
+  arg5 = &temp5;
+  
+  
+  {
+    try {
+      acc_accelerator_localSgdBegin(arg1,arg2,arg3,arg4,arg5);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+void _wrap_Accelerator_localSgdStep_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  acc_model *arg2 = (acc_model *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  arg2 = *(acc_model **)&_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      acc_accelerator_localSgdStep(arg1,arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+void _wrap_Accelerator_localSgdEnd_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  acc_model *arg2 = (acc_model *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  arg2 = *(acc_model **)&_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      acc_accelerator_localSgdEnd(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
     } catch (const std::exception &e) {
