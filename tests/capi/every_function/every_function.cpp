@@ -4,11 +4,16 @@
 // in a child process of its own and must return: no signal, no hang, no ACC_ERR_INTERNAL, a message
 // with every error, the out-parameters left alone on failure, and no NULL, foreign or freed handle
 // accepted.
+//
+// Usage: acc_every_function_tests [fresh|prepared|stepped] [KEY=VALUE,...]: the live objects as made,
+// prepared by the accelerator, or prepared with a forward and backward done (gradients present);
+// the accelerator options after the state (e.g. zero_stage=3,mixed_precision=bf16).
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -64,6 +69,10 @@ struct Function {
 
 #include "every_function_calls.inc"
 
+// What main's arguments ask for.
+std::string g_state = "fresh";
+std::vector<std::pair<std::string, std::string>> g_options;
+
 // The set of objects one call works on, made in the child (and once more, freed).
 bool make(Live& live, bool freed) {
   auto ok = [](acc_status s) { return s == ACC_OK; };
@@ -80,8 +89,11 @@ bool make(Live& live, bool freed) {
   acc_string_list* sl = nullptr;
   const float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   const int64_t dims[2] = {4, 2};
-  if (!ok(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o)) || !ok(acc_options_set(o, "cpu", "true")) ||
-      !ok(acc_accelerator_create(o, &a)) ||
+  if (!ok(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o)) || !ok(acc_options_set(o, "cpu", "true")))
+    return false;
+  for (const auto& [key, value] : g_options)
+    if (!ok(acc_options_set(o, key.c_str(), value.c_str()))) return false;
+  if (!ok(acc_accelerator_create(o, &a)) ||
       !ok(acc_model_from_spec(R"([{"type":"linear","in_features":2,"out_features":1}])", &m)) ||
       !ok(acc_optimizer_create(m, "adamw", nullptr, &opt)) || !ok(acc_scheduler_create(opt, "constant", nullptr, &s)) ||
       !ok(acc_tensor_from_host(x, sizeof(x), dims, 2, ACC_DTYPE_FLOAT32, &t)))
@@ -91,6 +103,17 @@ bool make(Live& live, bool freed) {
       !ok(acc_tensor_list_create(&tl)) || !ok(acc_progress_create(a, 10, "d", &p)) ||
       !ok(acc_model_parameter_names(m, &sl)))
     return false;
+  if (!freed && g_state != "fresh") {
+    if (!ok(acc_prepare(a, &m, &opt, &dl, &s))) return false;
+    if (g_state == "stepped") {  // a forward and backward: the gradients are there
+      acc_tensor_list* batch = nullptr;
+      acc_tensor *input = nullptr, *output = nullptr, *loss = nullptr;
+      if (!ok(acc_dataloader_next(dl, &batch)) || !ok(acc_tensor_list_get(batch, 0, &input)) ||
+          !ok(acc_model_forward1(m, input, ACC_FORWARD_DEFAULT, &output)) || !ok(acc_tensor_mean(output, &loss)) ||
+          !ok(acc_backward(a, loss)))
+        return false;
+    }
+  }
   if (!freed) {
     live.accelerator = a, live.model = m, live.optimizer = opt, live.scheduler = s, live.dataset = ds;
     live.dataloader = dl, live.tensor = t, live.tensor_list = tl, live.options = o, live.progress = p;
@@ -179,7 +202,24 @@ std::string judge(const Function& f, int variant) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1) g_state = argv[1];
+  if (g_state != "fresh" && g_state != "prepared" && g_state != "stepped") {
+    std::fprintf(stderr, "usage: %s [fresh|prepared|stepped] [KEY=VALUE,...]\n", argv[0]);
+    return 2;
+  }
+  if (argc > 2) {
+    std::string list = argv[2];
+    for (size_t begin = 0; begin < list.size();) {
+      const size_t end = std::min(list.find(',', begin), list.size()), eq = list.find('=', begin);
+      if (eq >= end) {
+        std::fprintf(stderr, "%s: '%s' is not KEY=VALUE\n", argv[0], list.substr(begin, end - begin).c_str());
+        return 2;
+      }
+      g_options.emplace_back(list.substr(begin, eq - begin), list.substr(eq + 1, end - eq - 1));
+      begin = end + 1;
+    }
+  }
   // Calls may write files (save_state of an odd path): into a folder of our own, removed at the end.
   char folder[] = "/tmp/acc_every_function_XXXXXX";
   if (!mkdtemp(folder) || chdir(folder) != 0) return 2;
@@ -194,6 +234,6 @@ int main() {
     }
   }
   std::filesystem::remove_all(folder);
-  std::printf("%d calls of %zu functions, %d failed\n", calls, sizeof(kFunctions) / sizeof(kFunctions[0]), failures);
+  std::printf("%s objects: %d calls of %zu functions, %d failed\n", g_state.c_str(), calls, sizeof(kFunctions) / sizeof(kFunctions[0]), failures);
   return failures == 0 ? 0 : 1;
 }
