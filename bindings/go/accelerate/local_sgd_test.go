@@ -11,19 +11,10 @@ import (
 // LocalSGD hands f its step function (on one process it only counts steps).
 func TestLocalSGDIsAScopeWithStepsForPreparedModels(t *testing.T) {
 	a := newCPUAccelerator(t, t.TempDir())
-	defer a.Close()
-	raw, err := acc.ModelFromSpec(`[{"type":"linear","in_features":2,"out_features":1}]`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
-	model, err := a.PrepareModel(raw, acc.PlacementDefault)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer model.Close()
+	t.Cleanup(func() { a.Close() }) // after the models (cleanups run last first)
+	model := preparedLinear(t, a)
 	var kept func() error
-	err = a.LocalSGD(model, 2, true, func(step func() error) error {
+	err := a.LocalSGD(model, 2, true, func(step func() error) error {
 		kept = step
 		for i := 0; i < 3; i++ {
 			if err := step(); err != nil {
@@ -38,7 +29,7 @@ func TestLocalSGDIsAScopeWithStepsForPreparedModels(t *testing.T) {
 	if err := kept(); !errors.Is(err, acc.ErrInvalidArgument) || !strings.Contains(err.Error(), "without local_sgd_begin") {
 		t.Fatalf("a step after the scope: %v", err)
 	}
-	other, _ := acc.ModelFromSpec(`[{"type":"linear","in_features":2,"out_features":1}]`)
+	other, _ := acc.ModelFromSpec(linearSpec)
 	defer other.Close()
 	ran := false
 	if err := a.LocalSGD(other, 2, true, func(func() error) error { ran = true; return nil }); ran || !errors.Is(err, acc.ErrInvalidArgument) || !strings.Contains(err.Error(), "not prepared") {

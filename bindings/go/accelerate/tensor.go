@@ -214,6 +214,7 @@ func (t *Tensor) Sum() (*Tensor, error) {
 func (t *Tensor) Mean() (*Tensor, error) {
 	return t.newTensor(func(h capi.Tensor, e *string) capi.Tensor { return h.Mean(e) })
 }
+
 // Reshape is torch.reshape: one dim may be -1 (logits [B, T, V] become [-1, V] for CrossEntropy).
 func (t *Tensor) Reshape(shape ...int64) (*Tensor, error) {
 	return t.newTensor(func(h capi.Tensor, e *string) capi.Tensor { return h.Reshape(shape, e) })
