@@ -180,6 +180,11 @@
     check(acc_gather_object($self, data, n, opt_str(name), &out));
     return out;
   }
+  acc_string_list *broadcastObject(const uint8_t *data, size_t n, int64_t src, const char *name ERR) {
+    acc_string_list *out = nullptr;
+    check(acc_broadcast_object($self, data, n, src, opt_str(name), &out));
+    return out;
+  }
   acc_tensor *reduce(const acc_tensor *t, acc_reduction op, const char *name ERR) {
     acc_tensor *out = nullptr;
     check(acc_reduce($self, t, op, opt_str(name), &out));

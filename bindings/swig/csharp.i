@@ -309,6 +309,7 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %csmethodmodifiers acc_model::forward_ "internal";
 %csmethodmodifiers acc_model::loadSafetensors "internal";
 %csmethodmodifiers acc_accelerator::gatherObject "internal";
+%csmethodmodifiers acc_accelerator::broadcastObject "internal";
 %csmethodmodifiers acc_accelerator::splitBetweenProcesses "internal";
 %csmethodmodifiers acc_accelerator::accumulateBegin "internal";
 %csmethodmodifiers acc_accelerator::accumulateEnd "internal";

@@ -2,6 +2,7 @@
  * scopes for try-with-resources, lambdas for callbacks). Included by java.i, before the classes. */
 
 %rename(gatherObjectList) acc_accelerator::gatherObject;
+%rename(broadcastObjectList) acc_accelerator::broadcastObject;
 %typemap(javainterfaces) acc_dataloader "AutoCloseable, Iterable<TensorList>"
 
 %typemap(javacode) acc_tensor %{
@@ -292,6 +293,12 @@
       java.util.List<byte[]> out = new java.util.ArrayList<>();
       for (long i = 0, n = list.size(); i < n; ++i) out.add(list.getBytes(i));
       return out;
+    }
+  }
+  /** Process src's bytes on every process (the others' data is not read; it may be null). */
+  public byte[] broadcastObject(byte[] data, long src, String name) {
+    try (StringList list = broadcastObjectList(data == null ? new byte[0] : data, src, name == null ? "" : name)) {
+      return list.getBytes(0);
     }
   }
   /** Accelerate's register_for_checkpointing: the object's bytes go into every checkpoint. */

@@ -1027,6 +1027,11 @@ ACC_API ACC_NODISCARD acc_status acc_gather_for_metrics(acc_accelerator *acc, co
 /* Every process's bytes, in rank order (read them with acc_string_list_get_bytes). */
 ACC_API ACC_NODISCARD acc_status acc_gather_object(acc_accelerator *acc, const void *data, size_t size,
                                                    const char *name, acc_string_list **out);
+/* Process `src`'s bytes on every process, as one item (acc_string_list_get_bytes): Accelerate's
+ * broadcast_object_list for what the caller serialised. `data` and `size` are read on `src` only
+ * (others may pass NULL and 0). */
+ACC_API ACC_NODISCARD acc_status acc_broadcast_object(acc_accelerator *acc, const void *data, size_t size,
+                                                      int64_t src, const char *name, acc_string_list **out);
 /* ACC_REDUCTION_SUM or _MEAN over processes; ACC_REDUCTION_NONE returns the input unchanged. */
 ACC_API ACC_NODISCARD acc_status acc_reduce(acc_accelerator *acc, const acc_tensor *t, acc_reduction op,
                                             const char *name, acc_tensor **out);

@@ -43,6 +43,18 @@ acc_status acc_gather_object(acc_accelerator* a, const void* data, size_t size, 
   });
 }
 
+acc_status acc_broadcast_object(acc_accelerator* a, const void* data, size_t size, int64_t src, const char* name,
+                                acc_string_list** out) {
+  return guarded([&] {
+    auto& c = collectives_arg(a);
+    const bool source = c.rank() == src;
+    acc::require(!source || data || size == 0, "data is NULL but size is ", size);
+    out_param(out, "out");
+    const std::string bytes = source ? std::string(static_cast<const char*>(data), size) : std::string();
+    emit(out, std::vector<std::string>{c.broadcast_object(bytes, src, name_arg(name, "broadcast_object"))});
+  });
+}
+
 acc_status acc_reduce(acc_accelerator* a, const acc_tensor* t, acc_reduction op, const char* name, acc_tensor** out) {
   return guarded([&] {
     auto& c = collectives_arg(a);

@@ -125,6 +125,21 @@ at::Tensor Collectives::reduce(const at::Tensor& tensor, Reduction op, const std
   return buffer.to(tensor.device());
 }
 
+std::string Collectives::broadcast_object(const std::string& bytes, int64_t src, const std::string& name) {
+  require(src >= 0 && src < world_size(), "collective '", name, "': source process ", src, " is not in a job of ",
+          world_size());
+  if (!dist_) return bytes;
+  const bool mine = rank() == src;
+  const at::Tensor length = broadcast(at::full({1}, mine ? static_cast<int64_t>(bytes.size()) : 0, at::kLong), src,
+                                      name + " (size)");
+  const int64_t size = length.item<int64_t>();
+  if (size == 0) return {};
+  at::Tensor buffer = at::empty({size}, at::TensorOptions().dtype(at::kByte));
+  if (mine) std::copy(bytes.begin(), bytes.end(), buffer.data_ptr<uint8_t>());
+  buffer = broadcast(buffer, src, name);
+  return std::string(reinterpret_cast<const char*>(buffer.data_ptr<uint8_t>()), static_cast<size_t>(size));
+}
+
 at::Tensor Collectives::broadcast(const at::Tensor& tensor, int64_t src, const std::string& name) {
   require(src >= 0 && src < world_size(), "collective '", name, "': source process ", src, " is not in a job of ",
           world_size());

@@ -33,6 +33,9 @@ class Collectives {
   at::Tensor gather(const at::Tensor& tensor, const std::string& name);
   // Every process's bytes, in rank order.
   std::vector<std::string> gather_object(const std::string& bytes, const std::string& name);
+  // Process `src`'s bytes, on every process (the others' `bytes` are not read): Accelerate's
+  // broadcast_object_list for what a host language serialised.
+  std::string broadcast_object(const std::string& bytes, int64_t src, const std::string& name);
   // Runs `step` on every process, then every process fails alike if any failed: with the status of
   // the first process that failed and every failing process's message ("<what> failed: process 1:
   // ..."). A collective, so that no process waits for a peer that gave up.

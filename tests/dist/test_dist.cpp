@@ -249,6 +249,34 @@ TEST(Dist, BroadcastFromTheLastProcess) {
   acc_tensor_free(b);
 }
 
+TEST(Dist, BroadcastObjectGivesEveryProcessTheSourcesBytes) {
+  const int64_t src = g_world - 1;
+  const std::string sent = "from the last" + std::string(1, '\0') + std::string(300, 'y');
+  // Only the source's bytes are read: the others pass nothing.
+  auto received = [&](const std::string& bytes, int64_t from) {
+    const bool source = g_rank == from;
+    acc_string_list* out = nullptr;
+    EXPECT_EQ(acc_broadcast_object(g_acc, source ? bytes.data() : nullptr, source ? bytes.size() : 0, from, "object",
+                                   &out),
+              ACC_OK)
+        << acc_last_error_message();
+    const void* data = nullptr;
+    size_t size = 0, n = 0;
+    EXPECT_EQ(acc_string_list_size(out, &n), ACC_OK);
+    EXPECT_EQ(n, 1u);
+    EXPECT_EQ(acc_string_list_get_bytes(out, 0, &data, &size), ACC_OK);
+    std::string got(static_cast<const char*>(data), size);
+    acc_string_list_free(out);
+    return got;
+  };
+  EXPECT_EQ(received(sent, src), sent);
+  EXPECT_EQ(received("", 0), "");  // nothing to send is sent too
+  acc_string_list* out = nullptr;
+  ACC_EXPECT_ERROR(acc_broadcast_object(g_acc, "x", 1, g_world, "object", &out), ACC_ERR_INVALID_ARGUMENT,
+                   "source process");
+  EXPECT_EQ(out, nullptr);
+}
+
 TEST(Dist, PadAcrossProcessesEvensRaggedTensors) {
   acc_tensor* t = floats(range_values(g_rank + 1, 1.0f), {g_rank + 1});
   acc_tensor *end = nullptr, *first = nullptr;

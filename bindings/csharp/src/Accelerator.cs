@@ -52,6 +52,13 @@ public partial class Accelerator {
       return result;
     }
   }
+  /// Process src's bytes on every process (the others' data is not read; it may be null).
+  public byte[] BroadcastObject(byte[] data, long src, string name = null) {
+    if (data == null) data = new byte[0];
+    using (StringList list = BroadcastObject(data, data.LongLength, src, name)) {
+      return list.GetBytes(0);
+    }
+  }
   /// This process's share {start, end, padding} of n items.
   public long[] SplitBetweenProcesses(long n, bool applyPadding) {
     var r = new long[3];

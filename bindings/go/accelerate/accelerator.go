@@ -317,6 +317,17 @@ func (a *Accelerator) GatherObject(data []byte, name string) ([][]byte, error) {
 	return byteList(with(a.ref(), func(h capi.Accelerator, e *string) capi.StringList { return h.GatherObject(data, name, e) }))
 }
 
+// BroadcastObject is process src's bytes, on every process (the others' data is not read).
+func (a *Accelerator) BroadcastObject(data []byte, src int64, name string) ([]byte, error) {
+	items, err := byteList(with(a.ref(), func(h capi.Accelerator, e *string) capi.StringList {
+		return h.BroadcastObject(data, src, name, e)
+	}))
+	if err != nil {
+		return nil, err
+	}
+	return items[0], nil
+}
+
 // SplitBetweenProcesses is this process's share [start, end) of n items, and its padding.
 func (a *Accelerator) SplitBetweenProcesses(n int64, applyPadding bool) (start, end, padding int64, err error) {
 	out := make([]int64, 3)

@@ -1078,6 +1078,11 @@ SWIGINTERN acc_string_list *acc_accelerator_gatherObject(acc_accelerator *self,u
     check(acc_gather_object(self, data, n, opt_str(name), &out));
     return out;
   }
+SWIGINTERN acc_string_list *acc_accelerator_broadcastObject(acc_accelerator *self,uint8_t const *data,size_t n,int64_t src,char const *name,std::string *swig_err){
+    acc_string_list *out = nullptr;
+    check(acc_broadcast_object(self, data, n, src, opt_str(name), &out));
+    return out;
+  }
 SWIGINTERN acc_tensor *acc_accelerator_reduce(acc_accelerator *self,acc_tensor const *t,acc_reduction op,char const *name,std::string *swig_err){
     acc_tensor *out = nullptr;
     check(acc_reduce(self, t, op, opt_str(name), &out));
@@ -9674,6 +9679,54 @@ acc_string_list *_wrap_Accelerator_gatherObject_capi_8de2de55689d6b0e(acc_accele
   }
   
   free(arg4); 
+  return _swig_go_result;
+}
+
+
+acc_string_list *_wrap_Accelerator_broadcastObject_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  uint8_t *arg2 = (uint8_t *) 0 ;
+  size_t arg3 ;
+  int64_t arg4 ;
+  char *arg5 = (char *) 0 ;
+  std::string *arg6 = (std::string *) 0 ;
+  std::string temp6 ;
+  acc_string_list *result = 0 ;
+  acc_string_list *_swig_go_result;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  
+  arg2 = (uint8_t *)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
+  
+  arg4 = (int64_t)_swig_go_2; 
+  
+  arg5 = (char *)malloc(_swig_go_3.n + 1);
+  memcpy(arg5, _swig_go_3.p, _swig_go_3.n);
+  arg5[_swig_go_3.n] = '\0';
+  
+  
+  accswig::take_go_error();
+  arg6 = &temp6;
+  
+  
+  {
+    try {
+      result = (acc_string_list *)acc_accelerator_broadcastObject(arg1,(unsigned char const *)arg2,SWIG_STD_MOVE(arg3),arg4,(char const *)arg5,arg6);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  *(acc_string_list **)&_swig_go_result = (acc_string_list *)result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(arg5); 
   return _swig_go_result;
 }
 

@@ -173,41 +173,44 @@ typedef _gostring_ swig_type_143;
 typedef _gostring_ swig_type_144;
 typedef _goslice_ swig_type_145;
 typedef _gostring_ swig_type_146;
-typedef _gostring_ swig_type_147;
+typedef _goslice_ swig_type_147;
 typedef long long swig_type_148;
 typedef _gostring_ swig_type_149;
-typedef long long swig_type_150;
-typedef _gostring_ swig_type_151;
-typedef long long swig_type_152;
-typedef _goslice_ swig_type_153;
+typedef _gostring_ swig_type_150;
+typedef long long swig_type_151;
+typedef _gostring_ swig_type_152;
+typedef long long swig_type_153;
 typedef _gostring_ swig_type_154;
 typedef long long swig_type_155;
-typedef _gostring_ swig_type_156;
+typedef _goslice_ swig_type_156;
 typedef _gostring_ swig_type_157;
-typedef _gostring_ swig_type_158;
+typedef long long swig_type_158;
 typedef _gostring_ swig_type_159;
-typedef _goslice_ swig_type_160;
-typedef long long swig_type_161;
+typedef _gostring_ swig_type_160;
+typedef _gostring_ swig_type_161;
 typedef _gostring_ swig_type_162;
-typedef long long swig_type_163;
-typedef _gostring_ swig_type_164;
+typedef _goslice_ swig_type_163;
+typedef long long swig_type_164;
 typedef _gostring_ swig_type_165;
 typedef long long swig_type_166;
-typedef long long swig_type_167;
-typedef long long swig_type_168;
+typedef _gostring_ swig_type_167;
+typedef _gostring_ swig_type_168;
 typedef long long swig_type_169;
 typedef long long swig_type_170;
-typedef _goslice_ swig_type_171;
+typedef long long swig_type_171;
 typedef long long swig_type_172;
-typedef _goslice_ swig_type_173;
-typedef long long swig_type_174;
-typedef _gostring_ swig_type_175;
-typedef long long swig_type_176;
+typedef long long swig_type_173;
+typedef _goslice_ swig_type_174;
+typedef long long swig_type_175;
+typedef _goslice_ swig_type_176;
 typedef long long swig_type_177;
-typedef long long swig_type_178;
-typedef _gostring_ swig_type_179;
+typedef _gostring_ swig_type_178;
+typedef long long swig_type_179;
 typedef long long swig_type_180;
-typedef _gostring_ swig_type_181;
+typedef long long swig_type_181;
+typedef _gostring_ swig_type_182;
+typedef long long swig_type_183;
+typedef _gostring_ swig_type_184;
 extern void _wrap_Swig_free_capi_8de2de55689d6b0e(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_8de2de55689d6b0e(swig_intgo arg1);
 extern swig_intgo _wrap_ACC_OK_capi_8de2de55689d6b0e(void);
@@ -497,46 +500,47 @@ extern void _wrap_Accelerator_localMainProcessFirstEnd_capi_8de2de55689d6b0e(uin
 extern uintptr_t _wrap_Accelerator_gather_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_143 arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_144 arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_gatherObject_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_145 arg2, swig_type_146 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_reduce_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_147 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_broadcast_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_148 arg3, swig_type_149 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_150 arg3, double arg4, _Bool arg5, swig_type_151 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_splitBetweenProcesses_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_152 arg2, _Bool arg3, swig_type_153 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_broadcastObject_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_147 arg2, swig_type_148 arg3, swig_type_149 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_reduce_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_150 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_broadcast_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_151 arg3, swig_type_152 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_153 arg3, double arg4, _Bool arg5, swig_type_154 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_splitBetweenProcesses_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_155 arg2, _Bool arg3, swig_type_156 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_setTrigger_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_checkTrigger_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_save_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_154 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_save_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_type_157 arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_getStateDict_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_155 _wrap_Accelerator_iteration_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_158 _wrap_Accelerator_iteration_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_unscaleGradients_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastBegin_capi_8de2de55689d6b0e(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastEnd_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_registerForCheckpointing_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_registerSaveStatePreHook_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_registerLoadStatePreHook_capi_8de2de55689d6b0e(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_addTracker_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_156 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_initTrackers_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_logValues_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_159 arg2, swig_type_160 arg3, swig_type_161 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logScalar_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_162 arg2, double arg3, swig_type_163 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_addTracker_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_159 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_initTrackers_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_160 arg2, swig_type_161 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_logValues_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_162 arg2, swig_type_163 arg3, swig_type_164 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logScalar_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_165 arg2, double arg3, swig_type_166 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_endTraining_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_trackerNames_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_164 _wrap_Accelerator_trackerPath_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_165 arg2, swig_voidp arg3);
-extern swig_type_166 _wrap_Samples_size_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern swig_type_167 _wrap_Samples_fields_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_168 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_169 arg2, swig_type_170 arg3, swig_voidp arg4);
+extern swig_type_167 _wrap_Accelerator_trackerPath_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_168 arg2, swig_voidp arg3);
+extern swig_type_169 _wrap_Samples_size_capi_8de2de55689d6b0e(uintptr_t arg1);
+extern swig_type_170 _wrap_Samples_fields_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_171 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_172 arg2, swig_type_173 arg3, swig_voidp arg4);
 extern void _wrap_delete_Samples_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_171 arg2, swig_voidp arg3);
-extern swig_type_172 _wrap_Bytes_size_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_173 arg2, swig_voidp arg3);
+extern void _wrap_Bytes_append_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_174 arg2, swig_voidp arg3);
+extern swig_type_175 _wrap_Bytes_size_capi_8de2de55689d6b0e(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_176 arg2, swig_voidp arg3);
 extern void _wrap_delete_Bytes_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern swig_type_174 _wrap_Metrics_size_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern swig_type_175 _wrap_Metrics_name_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_176 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_177 arg2, swig_voidp arg3);
+extern swig_type_177 _wrap_Metrics_size_capi_8de2de55689d6b0e(uintptr_t arg1);
+extern swig_type_178 _wrap_Metrics_name_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_179 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_180 arg2, swig_voidp arg3);
 extern void _wrap_delete_Metrics_capi_8de2de55689d6b0e(uintptr_t arg1);
 extern void _wrap_LrFactor_set_capi_8de2de55689d6b0e(uintptr_t arg1, double arg2);
 extern void _wrap_delete_LrFactor_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_178 arg2, swig_type_179 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Progress_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_181 arg2, swig_type_182 arg3, swig_voidp arg4);
 extern void _wrap_delete_Progress_capi_8de2de55689d6b0e(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_180 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_181 arg2, swig_voidp arg3);
+extern void _wrap_Progress_update_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_183 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_8de2de55689d6b0e(uintptr_t arg1, swig_type_184 arg2, swig_voidp arg3);
 extern void _wrap_Progress_finish_capi_8de2de55689d6b0e(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
@@ -4838,6 +4842,28 @@ func (arg1 SwigcptrAccelerator) GatherObject(arg2 []byte, arg3 string, arg4 *str
 	return swig_r
 }
 
+func (arg1 SwigcptrAccelerator) BroadcastObject(arg2 []byte, arg3 int64, arg4 string, arg5 *string) (_swig_ret StringList) {
+	var swig_r StringList
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_1)), C.swig_type_148(_swig_i_2), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+
+  if arg5 != nil && len(*arg5) > 0 {
+    *arg5 = swigCopyString(*arg5)
+  }
+
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+	return swig_r
+}
+
 func (arg1 SwigcptrAccelerator) Reduce(arg2 Tensor, arg3 Acc_reduction, arg4 string, arg5 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
@@ -4845,7 +4871,7 @@ func (arg1 SwigcptrAccelerator) Reduce(arg2 Tensor, arg3 Acc_reduction, arg4 str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4864,7 +4890,7 @@ func (arg1 SwigcptrAccelerator) Broadcast(arg2 Tensor, arg3 int64, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_148(_swig_i_2), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_151(_swig_i_2), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4885,7 +4911,7 @@ func (arg1 SwigcptrAccelerator) PadAcrossProcesses(arg2 Tensor, arg3 int64, arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_150(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_153(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -4903,7 +4929,7 @@ func (arg1 SwigcptrAccelerator) SplitBetweenProcesses(arg2 int64, arg3 bool, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_splitBetweenProcesses_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_152(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_splitBetweenProcesses_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_155(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4943,7 +4969,7 @@ func (arg1 SwigcptrAccelerator) Save(arg2 TensorList, arg3 string, arg4 *string)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_save_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_save_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5058,7 +5084,7 @@ func (arg1 SwigcptrAccelerator) AddTracker(arg2 string, arg3 Tracker, arg4 *stri
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_addTracker_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_addTracker_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5074,7 +5100,7 @@ func (arg1 SwigcptrAccelerator) InitTrackers(arg2 string, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_initTrackers_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_initTrackers_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5094,7 +5120,7 @@ func (arg1 SwigcptrAccelerator) LogValues(arg2 string, arg3 []float64, arg4 int6
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logValues_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_2)), C.swig_type_161(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logValues_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_2)), C.swig_type_164(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5114,7 +5140,7 @@ func (arg1 SwigcptrAccelerator) LogScalar(arg2 string, arg3 float64, arg4 int64,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logScalar_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_163(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logScalar_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_166(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5154,7 +5180,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5216,6 +5242,7 @@ type Accelerator interface {
 	Gather(arg2 Tensor, arg3 string, arg4 *string) (_swig_ret Tensor)
 	GatherForMetrics(arg2 Tensor, arg3 string, arg4 *string) (_swig_ret Tensor)
 	GatherObject(arg2 []byte, arg3 string, arg4 *string) (_swig_ret StringList)
+	BroadcastObject(arg2 []byte, arg3 int64, arg4 string, arg5 *string) (_swig_ret StringList)
 	Reduce(arg2 Tensor, arg3 Acc_reduction, arg4 string, arg5 *string) (_swig_ret Tensor)
 	Broadcast(arg2 Tensor, arg3 int64, arg4 string, arg5 *string) (_swig_ret Tensor)
 	PadAcrossProcesses(arg2 Tensor, arg3 int64, arg4 float64, arg5 bool, arg6 string, arg7 *string) (_swig_ret Tensor)
@@ -5261,7 +5288,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_168(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_171(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5276,7 +5303,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_169(_swig_i_1), C.swig_type_170(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_172(_swig_i_1), C.swig_type_173(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5311,7 +5338,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5333,7 +5360,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5378,7 +5405,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_176(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5395,7 +5422,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_180(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5458,7 +5485,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_178(_swig_i_1), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5479,7 +5506,7 @@ func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_180(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5491,7 +5518,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_8de2de55689d6b0e(C.uintptr_t(_swig_i_0), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
