@@ -1,7 +1,8 @@
 // Data-parallel step time on N processes (run it with accelerate-launch): (a) a plain libtorch loop
 // that allreduces the flattened gradients after backward on its own Gloo group, against (b) the
 // C API loop with a prepared model (c10d's Reducer, allreduce overlapped with backward), and (c)
-// the same loop inside join_uneven_inputs (one small allreduce more per step) against (b).
+// the same loop inside join_uneven_inputs (one small allreduce more per step) against (b), and (d)
+// inside LocalSGD averaging every 8 steps (no gradient allreduce) against (b).
 //
 //   accelerate-launch --num_processes 2 bench_ddp [--quick]
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -59,6 +60,7 @@ struct CapiDdp {
   acc_model* model = nullptr;
   acc_optimizer* opt = nullptr;
   acc_tensor *x = nullptr, *y = nullptr;
+  bool local_sgd = false;  // inside acc_local_sgd_begin/end: each step ends with acc_local_sgd_step
 
   CapiDdp() {
     OK(acc_accelerator_create(nullptr, &acc));
@@ -83,6 +85,7 @@ struct CapiDdp {
     OK(acc_backward(acc, loss));
     OK(acc_optimizer_step(opt));
     OK(acc_optimizer_zero_grad(opt));
+    if (local_sgd) OK(acc_local_sgd_step(acc, model));
     acc_tensor_free(logits);
     acc_tensor_free(loss);
   }
@@ -106,13 +109,19 @@ int main(int argc, char** argv) {
   const int rounds = quick ? 1 : 9, steps = quick ? 2 : 20;
   time_steps(plain, steps);
   time_steps(capi, steps);
-  std::vector<double> a, b, c;
+  constexpr int64_t kLocalSgdSteps = 8;
+  std::vector<double> a, b, c, d;
   for (int r = 0; r < rounds; ++r) {
     a.push_back(time_steps(plain, steps));
     b.push_back(time_steps(capi, steps));
     OK(acc_join_uneven_inputs_begin(capi.acc, capi.model, -1));
     c.push_back(time_steps(capi, steps));
     OK(acc_join_uneven_inputs_end(capi.acc, capi.model));  // outside the timing: every process ends together
+    OK(acc_local_sgd_begin(capi.acc, capi.model, kLocalSgdSteps, 1));
+    capi.local_sgd = true;
+    d.push_back(time_steps(capi, steps));
+    capi.local_sgd = false;
+    OK(acc_local_sgd_end(capi.acc, capi.model));  // its last averaging outside the timing
   }
   if (rank == 0) {
     std::printf("DDP on %d processes, MLP 784-1024-1024-10, batch %lld per process: (a) libtorch + allreduce %.1f "
@@ -120,6 +129,8 @@ int main(int argc, char** argv) {
                 world, static_cast<long long>(kBatch), median(a), median(b), median(b) / median(a));
     std::printf("the same inside join_uneven_inputs: (c) %.1f us/step   (c)/(b) %.3f\n", median(c),
                 median(c) / median(b));
+    std::printf("the same inside LocalSGD averaging every %lld steps: (d) %.1f us/step   (d)/(b) %.3f\n",
+                static_cast<long long>(kLocalSgdSteps), median(d), median(d) / median(b));
   }
   return 0;
 }
