@@ -3,10 +3,12 @@
 #include <filesystem>
 
 #include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/file_records.h"
 #include "checkpoint/save_identity.h"
 #include "checkpoint/state_files.h"
 #include "common/error.h"
 #include "common/files.h"
+#include "common/json_input.h"
 
 namespace acc {
 namespace fs = std::filesystem;
@@ -31,16 +33,26 @@ void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& p
   });
   const std::string save_id = new_save_id(collectives);
   for (const auto& part : parts) part->set_save_id(save_id);
+  nlohmann::json written = nlohmann::json::object();  // this process's files, with their sizes and checksums
   collectives.agree("save_state (writing '" + target + "')", [&] {
     for (const auto& part : parts) part->collect();
-    for (const auto& part : parts)
-      if ((part->per_process() && part->writes_here()) || save.writer) part->save(join_path(staging, part->file()));
+    for (const auto& part : parts) {
+      if (!((part->per_process() && part->writes_here()) || save.writer)) continue;
+      const std::string path = join_path(staging, part->file());
+      part->save(path);
+      written[part->file()] = file_record(path);
+    }
   });
+  // Every process's files go into the manifest, so that each process checks what it reads.
+  nlohmann::json files = nlohmann::json::object();
+  for (const auto& bytes : collectives.gather_object(written.dump(), "save_state (file checksums)"))
+    files.update(parse_json_input(bytes, "a process's checkpoint file checksums"));
   collectives.agree("save_state (completing '" + target + "')", [&] {
     if (!save.writer) return;
     nlohmann::json manifest = save.manifest;
     manifest[kSaveIdKey] = save_id;
-    write_file(join_path(staging, kCheckpointManifest), manifest.dump(2));
+    manifest[kManifestFilesKey] = files;
+    write_file(join_path(staging, kCheckpointManifest), with_manifest_checksum(manifest).dump(2));
     publish_checkpoint(staging, target);
     if (save.automatic) remove_interrupted_saves(save.project_dir);
     if (save.automatic && save.total_limit) rotate_checkpoints(save.project_dir, *save.total_limit);
@@ -61,13 +73,17 @@ void load_accelerator_state(CheckpointLoad& load, const CheckpointParts& parts, 
       fail(Status::Io, "'", source, "' is not a complete checkpoint (", kCheckpointManifest, " is missing)");
     const nlohmann::json manifest = read_json(manifest_path);
     if (load.check_manifest) apply_manifest = load.check_manifest(manifest, manifest_path);
+    check_manifest_checksum(manifest, manifest_path);  // after the checks that name a bad value's key
     const std::string save_id = manifest.is_object() && manifest.contains(kSaveIdKey)
                                     ? json_field<std::string>(manifest, kSaveIdKey, manifest_path)
                                     : std::string();
     for (const auto& part : parts) {
       if (load.other_process_count && part->process_local()) continue;
       part->set_save_id(save_id);
-      staged.push_back(part->load(join_path(source, part->file())));
+      const std::string path = join_path(source, part->file());
+      staged.push_back(part->load(path));
+      // After the part's own checks, which name what is wrong more precisely than a checksum can.
+      check_file_record(manifest, part->file(), path, manifest_path);
     }
   });
   // Parts that can only be checked by loading them go first; if any refuses (on any process), those

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 
+#include "checkpoint/checkpoint_dir.h"
 #include "common/error.h"
 
 namespace acc {
@@ -29,7 +30,8 @@ void check_save_id(const Metadata& metadata, const std::string& expected, const 
   if (expected.empty()) return;
   auto it = metadata.find(kSaveIdKey);
   if (it == metadata.end() || it->second != expected)
-    fail(Status::Io, "checkpoint file '", path, "' was written by another save than the checkpoint's manifest (",
+    fail(Status::Io, "checkpoint file '", path, "' was written by another save than the checkpoint's manifest ",
+         kCheckpointManifest, " (",
          it == metadata.end() ? std::string("it records none") : "save " + it->second, ", the manifest save ", expected,
          "): copied from another checkpoint?");
 }

@@ -11,6 +11,7 @@
 
 #include "checkpoint/pretrained_layout.h"
 #include "checkpoint/safetensors.h"
+#include "checkpoint/data_checksum.h"
 #include "checkpoint/save_identity.h"
 #include "common/error.h"
 #include "common/json_input.h"
@@ -130,7 +131,7 @@ NamedTensors merge_model_shards(const std::string& checkpoint_dir, size_t model_
                   metadata_value(shard, "layout", path) != layout_text || recorded_save_id(shard) != save_id))
       fail(Status::Io, "'", path, "' is not process ", r, "'s shard of the same save as '", first, "'");
     auto crc = shard.metadata.find("data_crc32");
-    if (crc != shard.metadata.end() && crc->second != shard_data_crc32(shard.tensors))
+    if (crc != shard.metadata.end() && crc->second != data_crc32(shard.tensors))
       fail(Status::Io, "'", path, "' is corrupt: its data does not match the checksum it was written with");
   }
   const Layout layout = read_layout(layout_text, first);

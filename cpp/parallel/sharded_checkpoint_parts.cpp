@@ -12,7 +12,7 @@
 #include "checkpoint/safetensors.h"
 #include "checkpoint/save_identity.h"
 #include "checkpoint/state_files.h"
-#include "common/crc32.h"
+#include "checkpoint/data_checksum.h"
 #include "common/error.h"
 #include "common/json_input.h"
 #include "ops/collectives.h"
@@ -28,17 +28,6 @@ const char* const kShardMark = "_shard_";
 
 }  // namespace
 
-std::string shard_data_crc32(const NamedTensors& tensors) {
-  std::vector<const NamedTensors::value_type*> sorted;
-  for (const auto& entry : tensors) sorted.push_back(&entry);
-  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->first < b->first; });
-  uint32_t crc = crc32_start();
-  for (const auto* entry : sorted) {
-    const at::Tensor t = entry->second.to(at::kCPU).contiguous();
-    crc = crc32_update(crc, t.data_ptr(), t.nbytes());
-  }
-  return std::to_string(crc);
-}
 
 namespace {
 
@@ -61,9 +50,7 @@ void check_shard_metadata(const Metadata& metadata, const NamedTensors& tensors,
     fail(Status::Io, "checkpoint file '", path, "' is the shard of process ", value("process_index"), ", not of process ",
          rank, " (renamed or swapped?)");
   check_save_id(metadata, save_id, path);
-  auto crc = metadata.find("data_crc32");  // written since the check was added
-  if (crc != metadata.end() && crc->second != shard_data_crc32(tensors))
-    fail(Status::Io, "checkpoint file '", path, "' is corrupt: its data does not match the checksum it was written with");
+  check_data_crc32(metadata, tensors, path);
   // Slices of the same sizes can hold other parameters: the units must be laid out alike (the
   // wrap policy, DDP's bucket size and the frozen parameters decide them).
   auto layout = metadata.find("layout");
@@ -75,7 +62,7 @@ void check_shard_metadata(const Metadata& metadata, const NamedTensors& tensors,
 
 Metadata shard_metadata(const ShardedDataParallel& engine, const NamedTensors& tensors, const std::string& save_id,
                         Metadata metadata = {}) {
-  metadata["data_crc32"] = shard_data_crc32(tensors);
+  metadata = with_data_crc32(std::move(metadata), tensors);
   metadata[kSaveIdKey] = save_id;
   metadata["num_processes"] = std::to_string(engine.layout().world());
   metadata["process_index"] = std::to_string(engine.layout().rank());
@@ -105,7 +92,7 @@ class ShardedWeightsPart final : public CheckpointPart {
   }
   void save(const std::string& path) const override {
     if (full_) {
-      save_safetensors(path, state_);
+      save_safetensors(path, state_, with_data_crc32({{"format", "pt"}}, state_));
       state_.clear();
       return;
     }
@@ -122,6 +109,7 @@ class ShardedWeightsPart final : public CheckpointPart {
                                                   .string());
     auto contents = std::make_shared<SafetensorsContents>(load_safetensors(source));
     if (!is_shard_file(source)) {
+      check_data_crc32(contents->metadata, contents->tensors, source);
       checked_by_file(source, [&] { engine_->check_full_state_dict(contents->tensors); });
       return {[engine = engine_, contents] { engine->load_full_state_dict(contents->tensors); }, {}};
     }
@@ -155,7 +143,7 @@ class ShardedOptimizerPart final : public CheckpointPart {
   }
   void save(const std::string& path) const override {
     if (full_) {
-      save_safetensors(path, consolidated_.tensors, consolidated_.metadata);
+      save_safetensors(path, consolidated_.tensors, with_data_crc32(consolidated_.metadata, consolidated_.tensors));
       consolidated_ = {};
       return;
     }
@@ -168,6 +156,7 @@ class ShardedOptimizerPart final : public CheckpointPart {
                                                               : indexed_name("optimizer", index_, ".safetensors")))
                                                   .string());
     SafetensorsContents contents = load_safetensors(source);
+    if (!is_shard_file(source)) check_data_crc32(contents.metadata, contents.tensors, source);
     const std::string what = "checkpoint file '" + source + "'";
     OptimizerSnapshot snapshot{std::move(contents.tensors), std::move(contents.metadata)};
     if (is_shard_file(source)) {

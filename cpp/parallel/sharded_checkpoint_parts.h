@@ -22,10 +22,8 @@ std::unique_ptr<CheckpointPart> sharded_optimizer_part(size_t index, std::shared
 bool is_shard_file(const std::string& path);
 // The file of process `rank`'s shard of the index-th model or optimizer: "model_shard_0.safetensors",
 // "optimizer_1_shard_2.safetensors". Its metadata: num_processes, process_index, zero_stage, save_id,
-// data_crc32 (shard_data_crc32 of its tensors), and for a model the layout
+// data_crc32 (checkpoint/data_checksum.h), and for a model the layout
 // (ShardedDataParallel::shard_layout_json).
 std::string shard_name(const std::string& stem, size_t index, int64_t rank);
-// CRC-32 of the tensors' bytes, by name, as decimal text: safetensors checks its header, not its data.
-std::string shard_data_crc32(const NamedTensors& tensors);
 
 }  // namespace acc

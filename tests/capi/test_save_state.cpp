@@ -463,7 +463,7 @@ TEST(LoadState, AProcessFileCopiedFromAnotherSaveIsRefused) {
     for (auto& entry : j) entry.erase("save_id");
   });
   nlohmann::json manifest = nlohmann::json::parse(acc_test::read_file(old + "/accelerate_state.json"));
-  manifest.erase("save_id");
+  for (const char* key : {"save_id", "files", "manifest_crc32"}) manifest.erase(key);
   std::ofstream(old + "/accelerate_state.json", std::ios::trunc) << manifest.dump();
   Training resumed({});
   ACC_ASSERT_OK(acc_load_state(resumed.acc, old.c_str(), nullptr));
@@ -501,7 +501,9 @@ TEST(LoadState, CheckpointsOfOtherJobsAreRefused) {
     const auto at = text.find("\"num_processes\": 1");
     ASSERT_NE(at, std::string::npos);
     text.replace(at, 18, "\"num_processes\": 4");
-    std::ofstream(dir + "/accelerate_state.json") << text;
+    auto manifest = nlohmann::json::parse(text);
+    for (const char* key : {"files", "manifest_crc32"}) manifest.erase(key);  // as if written so: the change is meant
+    std::ofstream(dir + "/accelerate_state.json") << manifest.dump(2);
   }
   {
     // Consolidated state fits any number of processes (random states and loader positions stay).
@@ -584,6 +586,82 @@ int refuse_load(void*, const void*, size_t) {
 }
 
 }  // namespace
+
+// Every file of a checkpoint mutated at random (bits flipped, cut short, a character replaced, junk
+// appended, deleted): each load is refused naming the file, with nothing changed, unless the
+// mutation left the file as it was (the manifest records every file's size and CRC-32).
+TEST(LoadState, MutatedCheckpointsAreRefusedNamingTheFileWithNothingChanged) {
+  const std::string saved = saved_checkpoint("mutated");
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(saved))
+    if (entry.is_regular_file()) files.push_back(entry.path().filename().string());
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 7u);
+  Training t({});
+  auto state = [&] {
+    acc_tensor* rng_state = nullptr;
+    EXPECT_EQ(acc_random_get_state(&rng_state), ACC_OK);
+    std::vector<std::vector<float>> all = t.weights();
+    all.push_back({static_cast<float>(t.lr()), static_cast<float>(t.counter.value)});
+    int64_t epoch = -1;
+    EXPECT_EQ(acc_dataloader_epoch(t.dl, &epoch), ACC_OK);
+    all.push_back({static_cast<float>(epoch)});
+    std::vector<float> generator;
+    for (uint8_t v : acc_test::to_host<uint8_t>(rng_state)) generator.push_back(v);
+    all.push_back(generator);
+    acc_tensor_free(rng_state);
+    return all;
+  };
+  std::mt19937 rng(20261124);
+  auto below = [&](size_t n) { return static_cast<size_t>(rng() % std::max<size_t>(n, 1)); };
+  const std::string dir = fresh_dir("mutated_copy") + "/ckpt";
+  int refused = 0, loaded = 0;
+  for (int i = 0; i < 2000; ++i) {
+    fs::remove_all(dir);
+    fs::copy(saved, dir, fs::copy_options::recursive);
+    const std::string file = files[below(files.size())];
+    const std::string original = acc_test::read_file(dir + "/" + file);
+    std::string bytes = original;
+    const size_t kind = below(5);
+    if (kind == 0) {  // a few bytes flipped
+      for (size_t k = 0, n = 1 + below(3); k < n && !bytes.empty(); ++k)
+        bytes[below(bytes.size())] ^= static_cast<char>(1 + below(255));
+    } else if (kind == 1) {  // cut short
+      bytes.resize(below(bytes.size()));
+    } else if (kind == 2) {  // a character of a number or name replaced
+      const std::string replacements = "0123456789.-e\"x{}[]";
+      if (!bytes.empty()) bytes[below(bytes.size())] = replacements[below(replacements.size())];
+    } else if (kind == 3) {  // junk appended
+      for (size_t k = 0, n = 1 + below(16); k < n; ++k) bytes.push_back(static_cast<char>(below(256)));
+    }
+    if (kind == 4)
+      fs::remove(dir + "/" + file);
+    else
+      std::ofstream(dir + "/" + file, std::ios::binary | std::ios::trunc) << bytes;
+    const auto before = state();
+    const acc_status status = acc_load_state(t.acc, dir.c_str(), nullptr);
+    const std::string message = acc_last_error_message();
+    SCOPED_TRACE("mutation " + std::to_string(i) + " (kind " + std::to_string(kind) + ") of " + file + ": " + message);
+    ASSERT_NE(status, ACC_ERR_INTERNAL);
+    if (status == ACC_OK) {
+      ++loaded;
+      // Unchanged, or for JSON only its layout (a space turned into a tab): the same content.
+      auto same_json = [&] {
+        const auto a = nlohmann::json::parse(bytes, nullptr, false), b = nlohmann::json::parse(original, nullptr, false);
+        return !a.is_discarded() && a == b;
+      };
+      ASSERT_TRUE(kind != 4 && (bytes == original || same_json())) << "a changed file was loaded";
+      continue;
+    }
+    ++refused;
+    EXPECT_TRUE(status == ACC_ERR_IO || status == ACC_ERR_INVALID_ARGUMENT) << acc_status_name(status);
+    EXPECT_NE(message.find(file), std::string::npos) << "the message names another file";
+    ASSERT_EQ(state(), before) << "a refused load changed the state";
+  }
+  EXPECT_GT(refused, 1900);
+  EXPECT_LT(loaded, 100);
+  t.train(1);  // still usable
+}
 
 TEST(LoadState, ARegisteredObjectThatRefusesItsBytesLeavesEverythingAsItWas) {
   const std::string dir = fresh_dir("refusing_object") + "/ckpt";
