@@ -1,7 +1,7 @@
-// A CRC-32 of a safetensors file's tensor data, recorded in its metadata by save_state and checked
-// by load_state: safetensors itself checks only its header, so a flipped bit in the data (a weight,
-// an optimizer moment, a generator state) would otherwise load as a silently different checkpoint.
-// Files written before the checksum existed have none and load as before.
+// A CRC-32 of a shard file's tensor data, recorded in its metadata: safetensors itself checks only
+// its header, and a shard is also read without its checkpoint's manifest (merge-weights). The other
+// checkpoint files are covered by the manifest's file records (file_records.h). Shards written before
+// the checksum existed have none and load as before.
 #pragma once
 
 #include <string>

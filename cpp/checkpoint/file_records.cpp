@@ -4,13 +4,13 @@
 #include <fstream>
 #include <vector>
 
-#include "common/crc32.h"
+#include "common/crc32c.h"
 #include "common/error.h"
 
 namespace acc {
 namespace {
 
-std::string text_crc32(const std::string& text) { return std::to_string(crc32_update(crc32_start(), text.data(), text.size())); }
+std::string text_crc32c(const std::string& text) { return std::to_string(crc32c(text.data(), text.size())); }
 
 // The manifest as it is checksummed: without its checksum, dumped with sorted keys.
 std::string checksummed_text(nlohmann::json manifest) {
@@ -24,16 +24,16 @@ nlohmann::json file_record(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(Status::Io, "cannot read back '", path, "' to record its checksum");
   std::vector<char> buffer(size_t{1} << 20);
-  uint32_t crc = crc32_start();
+  uint32_t crc = 0;
   uint64_t size = 0;
   while (in) {
     in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
     const auto got = static_cast<size_t>(in.gcount());
-    crc = crc32_update(crc, buffer.data(), got);
+    crc = crc32c_extend(crc, buffer.data(), got);
     size += got;
   }
   if (in.bad()) fail(Status::Io, "cannot read back '", path, "' to record its checksum");
-  return {{"size", size}, {"crc32", std::to_string(crc)}};
+  return {{"size", size}, {"crc32c", std::to_string(crc)}};
 }
 
 void check_file_record(const nlohmann::json& manifest, const std::string& name, const std::string& path,
@@ -43,12 +43,12 @@ void check_file_record(const nlohmann::json& manifest, const std::string& name, 
   if (!files.is_object() || !files.contains(name) || !std::filesystem::exists(path)) return;
   const nlohmann::json& recorded = files[name];
   if (recorded != file_record(path))
-    fail(Status::Io, "checkpoint file '", path, "' is corrupt or was changed: its size or CRC-32 is not what ",
+    fail(Status::Io, "checkpoint file '", path, "' is corrupt or was changed: its size or CRC-32C is not what ",
          manifest_path, " recorded when it was written");
 }
 
 nlohmann::json with_manifest_checksum(nlohmann::json manifest) {
-  manifest[kManifestCrcKey] = text_crc32(checksummed_text(manifest));
+  manifest[kManifestCrcKey] = text_crc32c(checksummed_text(manifest));
   return manifest;
 }
 
@@ -60,7 +60,7 @@ void check_manifest_checksum(const nlohmann::json& manifest, const std::string& 
          "checksum of itself");
   if (!manifest.contains(kManifestCrcKey)) return;
   const nlohmann::json& recorded = manifest[kManifestCrcKey];
-  if (!recorded.is_string() || recorded.get<std::string>() != text_crc32(checksummed_text(manifest)))
+  if (!recorded.is_string() || recorded.get<std::string>() != text_crc32c(checksummed_text(manifest)))
     fail(Status::Io, "checkpoint file '", manifest_path, "' is corrupt or was changed: its contents do not match ",
          "the checksum it was written with");
 }

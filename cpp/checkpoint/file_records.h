@@ -1,4 +1,4 @@
-// What a checkpoint's manifest records of its files: each file's size and CRC-32, gathered from every
+// What a checkpoint's manifest records of its files: each file's size and CRC-32C, gathered from every
 // process that wrote one, and a checksum of the manifest itself. load_state checks each file it
 // reads against them once the file's own checks have passed (so a value out of range is still named
 // by its key), which refuses what those checks cannot see: a JSON value changed to another valid
@@ -13,9 +13,9 @@
 namespace acc {
 
 inline constexpr const char* kManifestFilesKey = "files";
-inline constexpr const char* kManifestCrcKey = "manifest_crc32";
+inline constexpr const char* kManifestCrcKey = "manifest_crc32c";
 
-// {"size": bytes, "crc32": "<decimal>"} of the file at `path`.
+// {"size": bytes, "crc32c": "<decimal>"} of the file at `path`.
 nlohmann::json file_record(const std::string& path);
 // Refuses the file `name` at `path` when `manifest` records another size or checksum for it (nothing
 // to check where it records none, or the file is not there: the part reading it says so).

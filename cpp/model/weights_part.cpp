@@ -1,6 +1,5 @@
 #include "model/weights_part.h"
 
-#include "checkpoint/data_checksum.h"
 #include "checkpoint/safetensors.h"
 #include "common/error.h"
 
@@ -12,13 +11,9 @@ class WeightsPart final : public CheckpointPart {
   WeightsPart(size_t index, std::shared_ptr<Model> model) : index_(index), model_(std::move(model)) {}
 
   std::string file() const override { return indexed_name("model", index_, ".safetensors"); }
-  void save(const std::string& path) const override {
-    const NamedTensors state = model_->state_dict();
-    save_safetensors(path, state, with_data_crc32({{"format", "pt"}}, state));
-  }
+  void save(const std::string& path) const override { save_safetensors(path, model_->state_dict()); }
   StagedLoad load(const std::string& path) const override {
     auto contents = std::make_shared<SafetensorsContents>(load_safetensors(path));
-    check_data_crc32(contents->metadata, contents->tensors, path);
     try {
       model_->check_state_dict(contents->tensors, true);
     } catch (const Error& e) {

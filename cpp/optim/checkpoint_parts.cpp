@@ -1,6 +1,5 @@
 #include "optim/checkpoint_parts.h"
 
-#include "checkpoint/data_checksum.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/state_files.h"
 #include "common/error.h"
@@ -17,11 +16,10 @@ class OptimizerPart final : public CheckpointPart {
   std::string file() const override { return indexed_name("optimizer", index_, ".safetensors"); }
   void save(const std::string& path) const override {
     auto snapshot = snapshot_optimizer(*optimizer_);
-    save_safetensors(path, snapshot.tensors, with_data_crc32(snapshot.metadata, snapshot.tensors));
+    save_safetensors(path, snapshot.tensors, snapshot.metadata);
   }
   StagedLoad load(const std::string& path) const override {
     SafetensorsContents contents = load_safetensors(path);  // its tensors keep the file mapped
-    check_data_crc32(contents.metadata, contents.tensors, path);
     OptimizerSnapshot snapshot{std::move(contents.tensors), std::move(contents.metadata)};
     return {prepare_optimizer_restore(*optimizer_, snapshot, "checkpoint file '" + path + "'"), {}};
   }

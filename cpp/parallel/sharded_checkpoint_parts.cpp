@@ -92,7 +92,7 @@ class ShardedWeightsPart final : public CheckpointPart {
   }
   void save(const std::string& path) const override {
     if (full_) {
-      save_safetensors(path, state_, with_data_crc32({{"format", "pt"}}, state_));
+      save_safetensors(path, state_);
       state_.clear();
       return;
     }
@@ -109,7 +109,6 @@ class ShardedWeightsPart final : public CheckpointPart {
                                                   .string());
     auto contents = std::make_shared<SafetensorsContents>(load_safetensors(source));
     if (!is_shard_file(source)) {
-      check_data_crc32(contents->metadata, contents->tensors, source);
       checked_by_file(source, [&] { engine_->check_full_state_dict(contents->tensors); });
       return {[engine = engine_, contents] { engine->load_full_state_dict(contents->tensors); }, {}};
     }
@@ -143,7 +142,7 @@ class ShardedOptimizerPart final : public CheckpointPart {
   }
   void save(const std::string& path) const override {
     if (full_) {
-      save_safetensors(path, consolidated_.tensors, with_data_crc32(consolidated_.metadata, consolidated_.tensors));
+      save_safetensors(path, consolidated_.tensors, consolidated_.metadata);
       consolidated_ = {};
       return;
     }
@@ -156,7 +155,6 @@ class ShardedOptimizerPart final : public CheckpointPart {
                                                               : indexed_name("optimizer", index_, ".safetensors")))
                                                   .string());
     SafetensorsContents contents = load_safetensors(source);
-    if (!is_shard_file(source)) check_data_crc32(contents.metadata, contents.tensors, source);
     const std::string what = "checkpoint file '" + source + "'";
     OptimizerSnapshot snapshot{std::move(contents.tensors), std::move(contents.metadata)};
     if (is_shard_file(source)) {

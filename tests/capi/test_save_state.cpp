@@ -463,7 +463,7 @@ TEST(LoadState, AProcessFileCopiedFromAnotherSaveIsRefused) {
     for (auto& entry : j) entry.erase("save_id");
   });
   nlohmann::json manifest = nlohmann::json::parse(acc_test::read_file(old + "/accelerate_state.json"));
-  for (const char* key : {"save_id", "files", "manifest_crc32"}) manifest.erase(key);
+  for (const char* key : {"save_id", "files", "manifest_crc32c"}) manifest.erase(key);
   std::ofstream(old + "/accelerate_state.json", std::ios::trunc) << manifest.dump();
   Training resumed({});
   ACC_ASSERT_OK(acc_load_state(resumed.acc, old.c_str(), nullptr));
@@ -502,7 +502,7 @@ TEST(LoadState, CheckpointsOfOtherJobsAreRefused) {
     ASSERT_NE(at, std::string::npos);
     text.replace(at, 18, "\"num_processes\": 4");
     auto manifest = nlohmann::json::parse(text);
-    for (const char* key : {"files", "manifest_crc32"}) manifest.erase(key);  // as if written so: the change is meant
+    for (const char* key : {"files", "manifest_crc32c"}) manifest.erase(key);  // as if written so: the change is meant
     std::ofstream(dir + "/accelerate_state.json") << manifest.dump(2);
   }
   {

@@ -1,4 +1,4 @@
-// Pieces of cpp/tracking checked on their own: CRC-32C against published check values, TFRecord
+// Pieces of cpp/tracking checked on their own: CRC-32C (common/) against published check values, TFRecord
 // framing, log_with parsing, the CSV header reader, the background file and the progress text.
 #include <gtest/gtest.h>
 
@@ -29,6 +29,14 @@ TEST(Crc32c, MatchesTheCheckValuesOfRfc3720) {
   // The slicing-by-8 path and the byte path agree at every split.
   const std::string text = "The quick brown fox jumps over the lazy dog, twice over.";
   for (size_t n = 0; n <= text.size(); ++n) EXPECT_EQ(crc32c(text.data(), n), acc_test::crc32c_bitwise(text.substr(0, n))) << n;
+  // Extended a piece at a time (as files are), at every split, and past many words.
+  for (size_t n = 0; n <= text.size(); ++n)
+    EXPECT_EQ(acc::crc32c_extend(acc::crc32c(text.data(), n), text.data() + n, text.size() - n),
+              crc32c(text.data(), text.size()))
+        << n;
+  std::string long_text;
+  for (int i = 0; i < 5000; ++i) long_text.push_back(static_cast<char>(i * 7919 % 251));
+  EXPECT_EQ(crc32c(long_text.data(), long_text.size()), acc_test::crc32c_bitwise(long_text));
 }
 
 TEST(TfRecord, FramesLengthDataAndMaskedCrcs) {
