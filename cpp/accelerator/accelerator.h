@@ -200,6 +200,7 @@ class Accelerator {
   std::vector<CheckpointHook> save_hooks_;
   std::vector<CheckpointHook> load_hooks_;
   struct LocalSgdScope {
+    std::weak_ptr<PreparedModel> model;  // a freed model's scope is forgotten (its address may be reused)
     int64_t local_sgd_steps;
     bool enabled;
     int64_t steps = 0;

@@ -15,15 +15,17 @@ void Accelerator::local_sgd_begin(const std::shared_ptr<Model>& model, int64_t l
          "), as in Accelerate");
   require(local_sgd_steps >= 1, "local_sgd_steps must be >= 1, got ", local_sgd_steps);
   const std::shared_ptr<PreparedModel> wrapper = prepared(model);
+  for (auto it = local_sgd_.begin(); it != local_sgd_.end();)
+    it = it->second.model.expired() ? local_sgd_.erase(it) : std::next(it);
   require(!local_sgd_.count(wrapper.get()), "a LocalSGD scope is already open for this model (local_sgd_end first)");
-  LocalSgdScope scope{local_sgd_steps, enabled && dist_ != nullptr};
+  LocalSgdScope scope{wrapper, local_sgd_steps, enabled && dist_ != nullptr};
   if (scope.enabled) wrapper->no_sync_begin();
   local_sgd_.emplace(wrapper.get(), scope);
 }
 
 Accelerator::LocalSgdScope& Accelerator::local_sgd_scope(const std::shared_ptr<Model>& model, const char* call) {
   auto it = local_sgd_.find(prepared(model).get());
-  require(it != local_sgd_.end(), call, " without local_sgd_begin for this model");
+  require(it != local_sgd_.end() && !it->second.model.expired(), call, " without local_sgd_begin for this model");
   return it->second;
 }
 
