@@ -107,6 +107,8 @@ using namespace accswig;
 %ignore ACC_HANDLE_MAX_ENUM;
 %ignore ACC_OPTIONS_MAX_ENUM;
 %ignore ACC_PLACEMENT_MAX_ENUM;
+%ignore ACC_SEED_DEVICE_SPECIFIC;  /* the bindings take booleans (setSeedWith) */
+%ignore ACC_SEED_DETERMINISTIC;
 %ignore ACC_API;
 %ignore ACC_NODISCARD;
 
@@ -162,6 +164,11 @@ struct Library {
   static std::string statusName(acc_status status) { return acc_status_name(status); }
   static int64_t liveHandles(acc_handle_kind kind) { return acc_debug_live_handles(kind); }
   static void setSeed(int64_t seed ERR) { check(acc_set_seed((uint64_t)seed)); }
+  /* Accelerate's set_seed(seed, device_specific, deterministic). */
+  static void setSeedWith(int64_t seed, bool deviceSpecific, bool deterministic ERR) {
+    check(acc_set_seed_with((uint64_t)seed, (deviceSpecific ? ACC_SEED_DEVICE_SPECIFIC : 0u) |
+                                                (deterministic ? ACC_SEED_DETERMINISTIC : 0u)));
+  }
   /* torch.get_rng_state() / set_rng_state(): torch's global CPU generator as a 1-D uint8 tensor. */
   static acc_tensor *getRandomState(ERR0) {
     acc_tensor *out = nullptr;

@@ -179,6 +179,13 @@ ACC_API int64_t acc_debug_live_handles(acc_handle_kind kind);
  * generators; shuffling loaders without their own seed draw from them). The same seed gives the
  * same run. */
 ACC_API ACC_NODISCARD acc_status acc_set_seed(uint64_t seed);
+/* Flags of acc_set_seed_with(). */
+#define ACC_SEED_DEVICE_SPECIFIC 1u /* seed + this process's index (from the launcher's environment) */
+#define ACC_SEED_DETERMINISTIC 2u   /* and torch.use_deterministic_algorithms(True) from now on */
+/* Accelerate's set_seed(seed, device_specific, deterministic): flags is 0 or a bitwise OR of
+ * ACC_SEED_*. With ACC_SEED_DEVICE_SPECIFIC every process draws its own stream (different dropout
+ * and augmentation per process); a seed that would pass 2^64 - 1 is ACC_ERR_INVALID_ARGUMENT. */
+ACC_API ACC_NODISCARD acc_status acc_set_seed_with(uint64_t seed, uint32_t flags);
 
 /* torch.get_rng_state(): the state of torch's global CPU generator (the one dropout, shuffles
  * without a seed and acc_tensor_rand draw from), as a new 1-D uint8 tensor. */

@@ -7,6 +7,7 @@
 #include "common/device.h"
 #include "common/random.h"
 #include "common/version.h"
+#include "state/process_env.h"
 #include "guard.h"
 #include "handles.h"
 
@@ -75,6 +76,17 @@ int64_t acc_debug_live_handles(acc_handle_kind kind) { return live_handles(kind)
 
 acc_status acc_set_seed(uint64_t seed) {
   return guarded([&] { acc::set_seed(seed); });
+}
+
+acc_status acc_set_seed_with(uint64_t seed, uint32_t flags) {
+  return guarded([&] {
+    const uint32_t known = ACC_SEED_DEVICE_SPECIFIC | ACC_SEED_DETERMINISTIC;
+    acc::require((flags & ~known) == 0, "unknown acc_set_seed_with flags ", flags & ~known, " (ACC_SEED_*)");
+    const bool device_specific = (flags & ACC_SEED_DEVICE_SPECIFIC) != 0;
+    // Accelerate takes the index from the process's state, which the launcher's variables set.
+    const int64_t index = device_specific ? acc::detect_process_env().rank : 0;
+    acc::set_seed(seed, device_specific, index, (flags & ACC_SEED_DETERMINISTIC) != 0);
+  });
 }
 
 acc_status acc_random_get_state(acc_tensor** out) {

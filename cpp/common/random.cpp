@@ -17,6 +17,16 @@ void set_seed(uint64_t seed) {
   if (cuda_available()) torch::cuda::manual_seed_all(seed);
 }
 
+void set_seed(uint64_t seed, bool device_specific, int64_t process_index, bool deterministic) {
+  if (device_specific) {
+    require(process_index >= 0 && seed <= UINT64_MAX - static_cast<uint64_t>(process_index), "seed ", seed,
+            " + process index ", process_index, " is past 2^64 - 1, the largest seed torch takes");
+    seed += static_cast<uint64_t>(process_index);
+  }
+  set_seed(seed);
+  if (deterministic) at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/false);
+}
+
 at::Tensor global_random_state() {
   auto generator = at::detail::getDefaultCPUGenerator();
   std::lock_guard<std::mutex> lock(generator.mutex());

@@ -15,6 +15,9 @@ namespace acc {
 
 // Seeds torch's CPU generator and every GPU's (acc_set_seed, the accelerator's seed option).
 void set_seed(uint64_t seed);
+// Accelerate's set_seed(seed, device_specific, deterministic): device_specific adds `process_index`;
+// deterministic turns torch's deterministic algorithms on (and leaves them on).
+void set_seed(uint64_t seed, bool device_specific, int64_t process_index, bool deterministic);
 
 // torch.get_rng_state() / torch.set_rng_state(): the global CPU generator's state as a uint8
 // tensor. A state of another dtype, shape or size is InvalidArgument and changes nothing.

@@ -238,6 +238,35 @@ TEST(Dist, GatherObjectKeepsBytesAndSizes) {
   acc_string_list_free(all);
 }
 
+TEST(Dist, DeviceSpecificSeedsGiveEachProcessItsOwnStream) {
+  auto draws = [](acc_status seeded) {
+    EXPECT_EQ(seeded, ACC_OK) << acc_last_error_message();
+    const int64_t dims[1] = {4};
+    acc_tensor* t = nullptr;
+    EXPECT_EQ(acc_tensor_rand(dims, 1, &t), ACC_OK);
+    auto v = to_floats(t);
+    acc_tensor_free(t);
+    return v;
+  };
+  // Accelerate's set_seed(100, device_specific=True) is set_seed(100 + process_index).
+  EXPECT_EQ(draws(acc_set_seed_with(100, ACC_SEED_DEVICE_SPECIFIC)), draws(acc_set_seed(100 + g_rank)));
+  acc_tensor* mine = floats(draws(acc_set_seed_with(100, ACC_SEED_DEVICE_SPECIFIC)), {4});
+  acc_tensor* all = nullptr;
+  ACC_ASSERT_OK(acc_gather(g_acc, mine, "device-specific draws", &all));
+  const auto gathered = to_floats(all);
+  for (int64_t r = 1; r < g_world; ++r)
+    EXPECT_NE(std::vector<float>(gathered.begin() + r * 4, gathered.begin() + (r + 1) * 4),
+              std::vector<float>(gathered.begin(), gathered.begin() + 4))
+        << "process " << r << " drew process 0's numbers";
+  EXPECT_EQ(draws(acc_set_seed_with(100, 0)), draws(acc_set_seed(100))) << "without the flag: the same seed";
+  ACC_EXPECT_ERROR(acc_set_seed_with(1, 4), ACC_ERR_INVALID_ARGUMENT, "unknown acc_set_seed_with flags 4");
+  if (g_rank > 0)
+    ACC_EXPECT_ERROR(acc_set_seed_with(UINT64_MAX, ACC_SEED_DEVICE_SPECIFIC), ACC_ERR_INVALID_ARGUMENT,
+                     "past 2^64 - 1");
+  acc_tensor_free(mine);
+  acc_tensor_free(all);
+}
+
 TEST(Dist, BroadcastFromTheLastProcess) {
   acc_tensor* t = floats({static_cast<float>(g_rank * 10)}, {1});
   acc_tensor* b = nullptr;

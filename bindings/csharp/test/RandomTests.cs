@@ -30,6 +30,9 @@ public class RandomTests {
       Assert.AreEqual(first, Rand(3));
       Library.SetSeed(42);
       Assert.AreEqual(first, Rand(3));
+      // Device-specific on one process (index 0): the same seed.
+      Library.SetSeedWith(42, true, false);
+      Assert.AreEqual(first, Rand(3));
     }
   }
 

@@ -31,6 +31,12 @@ func BuildInfo() string { return capi.AccelerateBuildInfo() }
 // SetSeed seeds every random generator the library uses.
 func SetSeed(seed int64) error { return call0(func(e *string) { capi.AccelerateSetSeed(seed, e) }) }
 
+// SetSeedWith is Accelerate's set_seed(seed, device_specific, deterministic): deviceSpecific adds this
+// process's index to the seed, deterministic turns torch's deterministic algorithms on.
+func SetSeedWith(seed int64, deviceSpecific, deterministic bool) error {
+	return call0(func(e *string) { capi.AccelerateSetSeedWith(seed, deviceSpecific, deterministic, e) })
+}
+
 // RandomState is torch.get_rng_state(): the state of torch's global CPU generator (the one dropout,
 // unseeded shuffles and Rand draw from) as a new 1-D uint8 tensor.
 func RandomState() (*Tensor, error) {

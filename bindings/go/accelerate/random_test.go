@@ -74,6 +74,13 @@ func TestRestoringTheRandomStateRepeatsTheDraws(t *testing.T) {
 	if again := draw(t, 3); !reflect.DeepEqual(first, again) {
 		t.Fatalf("after SetSeed(42) again: %v, want %v", again, first)
 	}
+	// Device-specific on one process (index 0): the same seed.
+	if err := acc.SetSeedWith(42, true, false); err != nil {
+		t.Fatal(err)
+	}
+	if again := draw(t, 3); !reflect.DeepEqual(first, again) {
+		t.Fatalf("after SetSeedWith(42, true, false): %v, want %v", again, first)
+	}
 }
 
 func TestRandnIsFloat32OnTheCPUInTheShapeAsked(t *testing.T) {

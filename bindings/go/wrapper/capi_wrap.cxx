@@ -375,6 +375,11 @@ struct Library {
   static std::string statusName(acc_status status) { return acc_status_name(status); }
   static int64_t liveHandles(acc_handle_kind kind) { return acc_debug_live_handles(kind); }
   static void setSeed(int64_t seed ERR) { check(acc_set_seed((uint64_t)seed)); }
+  /* Accelerate's set_seed(seed, device_specific, deterministic). */
+  static void setSeedWith(int64_t seed, bool deviceSpecific, bool deterministic ERR) {
+    check(acc_set_seed_with((uint64_t)seed, (deviceSpecific ? ACC_SEED_DEVICE_SPECIFIC : 0u) |
+                                                (deterministic ? ACC_SEED_DETERMINISTIC : 0u)));
+  }
   /* torch.get_rng_state() / set_rng_state(): torch's global CPU generator as a 1-D uint8 tensor. */
   static acc_tensor *getRandomState(ERR0) {
     acc_tensor *out = nullptr;
@@ -1185,19 +1190,19 @@ SwigDirector_SampleSource::SwigDirector_SampleSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_SampleSource_capi_8de2de55689d6b0e(intgo);
+extern "C" void Swiggo_DeleteDirector_SampleSource_capi_89e21309be903443(intgo);
 SwigDirector_SampleSource::~SwigDirector_SampleSource()
 {
-  Swiggo_DeleteDirector_SampleSource_capi_8de2de55689d6b0e(go_val);
+  Swiggo_DeleteDirector_SampleSource_capi_89e21309be903443(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorSampleSource_callback_released_capi_8de2de55689d6b0e(int);
+extern "C" void Swig_DirectorSampleSource_callback_released_capi_89e21309be903443(int);
 void SwigDirector_SampleSource::released() {
-  Swig_DirectorSampleSource_callback_released_capi_8de2de55689d6b0e(go_val);
+  Swig_DirectorSampleSource_callback_released_capi_89e21309be903443(go_val);
 }
 
-extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_8de2de55689d6b0e(int, long long index, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_89e21309be903443(int, long long index, acc_tensor_list *out);
 int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1206,7 +1211,7 @@ int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   
   swig_index = (int64_t)index; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorSampleSource_callback_sample_capi_8de2de55689d6b0e(go_val, swig_index, swig_out);
+  result = Swig_DirectorSampleSource_callback_sample_capi_89e21309be903443(go_val, swig_index, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1216,38 +1221,38 @@ SwigDirector_StreamSource::SwigDirector_StreamSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StreamSource_capi_8de2de55689d6b0e(intgo);
+extern "C" void Swiggo_DeleteDirector_StreamSource_capi_89e21309be903443(intgo);
 SwigDirector_StreamSource::~SwigDirector_StreamSource()
 {
-  Swiggo_DeleteDirector_StreamSource_capi_8de2de55689d6b0e(go_val);
+  Swiggo_DeleteDirector_StreamSource_capi_89e21309be903443(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStreamSource_callback_released_capi_8de2de55689d6b0e(int);
+extern "C" void Swig_DirectorStreamSource_callback_released_capi_89e21309be903443(int);
 void SwigDirector_StreamSource::released() {
-  Swig_DirectorStreamSource_callback_released_capi_8de2de55689d6b0e(go_val);
+  Swig_DirectorStreamSource_callback_released_capi_89e21309be903443(go_val);
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_8de2de55689d6b0e(int, long long epoch);
+extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_89e21309be903443(int, long long epoch);
 int SwigDirector_StreamSource::start(int64_t epoch) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_epoch;
   
   swig_epoch = (int64_t)epoch; 
-  result = Swig_DirectorStreamSource_callback_start_capi_8de2de55689d6b0e(go_val, swig_epoch);
+  result = Swig_DirectorStreamSource_callback_start_capi_89e21309be903443(go_val, swig_epoch);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_8de2de55689d6b0e(int, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_89e21309be903443(int, acc_tensor_list *out);
 int SwigDirector_StreamSource::next(acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   acc_tensor_list *swig_out;
   
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorStreamSource_callback_next_capi_8de2de55689d6b0e(go_val, swig_out);
+  result = Swig_DirectorStreamSource_callback_next_capi_89e21309be903443(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1257,19 +1262,19 @@ SwigDirector_Collator::SwigDirector_Collator(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Collator_capi_8de2de55689d6b0e(intgo);
+extern "C" void Swiggo_DeleteDirector_Collator_capi_89e21309be903443(intgo);
 SwigDirector_Collator::~SwigDirector_Collator()
 {
-  Swiggo_DeleteDirector_Collator_capi_8de2de55689d6b0e(go_val);
+  Swiggo_DeleteDirector_Collator_capi_89e21309be903443(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCollator_callback_released_capi_8de2de55689d6b0e(int);
+extern "C" void Swig_DirectorCollator_callback_released_capi_89e21309be903443(int);
 void SwigDirector_Collator::released() {
-  Swig_DirectorCollator_callback_released_capi_8de2de55689d6b0e(go_val);
+  Swig_DirectorCollator_callback_released_capi_89e21309be903443(go_val);
 }
 
-extern "C" intgo Swig_DirectorCollator_callback_collate_capi_8de2de55689d6b0e(int, accswig::Samples *samples, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorCollator_callback_collate_capi_89e21309be903443(int, accswig::Samples *samples, acc_tensor_list *out);
 int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1278,7 +1283,7 @@ int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *ou
   
   *(accswig::Samples **)&swig_samples = (accswig::Samples *)samples; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorCollator_callback_collate_capi_8de2de55689d6b0e(go_val, swig_samples, swig_out);
+  result = Swig_DirectorCollator_callback_collate_capi_89e21309be903443(go_val, swig_samples, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1288,38 +1293,38 @@ SwigDirector_StateHandler::SwigDirector_StateHandler(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StateHandler_capi_8de2de55689d6b0e(intgo);
+extern "C" void Swiggo_DeleteDirector_StateHandler_capi_89e21309be903443(intgo);
 SwigDirector_StateHandler::~SwigDirector_StateHandler()
 {
-  Swiggo_DeleteDirector_StateHandler_capi_8de2de55689d6b0e(go_val);
+  Swiggo_DeleteDirector_StateHandler_capi_89e21309be903443(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStateHandler_callback_released_capi_8de2de55689d6b0e(int);
+extern "C" void Swig_DirectorStateHandler_callback_released_capi_89e21309be903443(int);
 void SwigDirector_StateHandler::released() {
-  Swig_DirectorStateHandler_callback_released_capi_8de2de55689d6b0e(go_val);
+  Swig_DirectorStateHandler_callback_released_capi_89e21309be903443(go_val);
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_8de2de55689d6b0e(int, accswig::Bytes *out);
+extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_89e21309be903443(int, accswig::Bytes *out);
 int SwigDirector_StateHandler::save(accswig::Bytes *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_out;
   
   *(accswig::Bytes **)&swig_out = (accswig::Bytes *)out; 
-  result = Swig_DirectorStateHandler_callback_save_capi_8de2de55689d6b0e(go_val, swig_out);
+  result = Swig_DirectorStateHandler_callback_save_capi_89e21309be903443(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_8de2de55689d6b0e(int, accswig::Bytes *in);
+extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_89e21309be903443(int, accswig::Bytes *in);
 int SwigDirector_StateHandler::load(accswig::Bytes *in) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_in;
   
   *(accswig::Bytes **)&swig_in = (accswig::Bytes *)in; 
-  result = Swig_DirectorStateHandler_callback_load_capi_8de2de55689d6b0e(go_val, swig_in);
+  result = Swig_DirectorStateHandler_callback_load_capi_89e21309be903443(go_val, swig_in);
   c_result = (int)result; 
   return c_result;
 }
@@ -1329,19 +1334,19 @@ SwigDirector_CheckpointHook::SwigDirector_CheckpointHook(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_8de2de55689d6b0e(intgo);
+extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_89e21309be903443(intgo);
 SwigDirector_CheckpointHook::~SwigDirector_CheckpointHook()
 {
-  Swiggo_DeleteDirector_CheckpointHook_capi_8de2de55689d6b0e(go_val);
+  Swiggo_DeleteDirector_CheckpointHook_capi_89e21309be903443(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_8de2de55689d6b0e(int);
+extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_89e21309be903443(int);
 void SwigDirector_CheckpointHook::released() {
-  Swig_DirectorCheckpointHook_callback_released_capi_8de2de55689d6b0e(go_val);
+  Swig_DirectorCheckpointHook_callback_released_capi_89e21309be903443(go_val);
 }
 
-extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_8de2de55689d6b0e(int, _gostring_ dir);
+extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_89e21309be903443(int, _gostring_ dir);
 int SwigDirector_CheckpointHook::run(char const *dir) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1350,7 +1355,7 @@ int SwigDirector_CheckpointHook::run(char const *dir) {
   
   swig_dir = Swig_AllocateString((char*)dir, dir ? strlen((char*)dir) : 0);
   
-  result = Swig_DirectorCheckpointHook_callback_run_capi_8de2de55689d6b0e(go_val, swig_dir);
+  result = Swig_DirectorCheckpointHook_callback_run_capi_89e21309be903443(go_val, swig_dir);
   c_result = (int)result; 
   return c_result;
 }
@@ -1360,19 +1365,19 @@ SwigDirector_Tracker::SwigDirector_Tracker(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Tracker_capi_8de2de55689d6b0e(intgo);
+extern "C" void Swiggo_DeleteDirector_Tracker_capi_89e21309be903443(intgo);
 SwigDirector_Tracker::~SwigDirector_Tracker()
 {
-  Swiggo_DeleteDirector_Tracker_capi_8de2de55689d6b0e(go_val);
+  Swiggo_DeleteDirector_Tracker_capi_89e21309be903443(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTracker_callback_released_capi_8de2de55689d6b0e(int);
+extern "C" void Swig_DirectorTracker_callback_released_capi_89e21309be903443(int);
 void SwigDirector_Tracker::released() {
-  Swig_DirectorTracker_callback_released_capi_8de2de55689d6b0e(go_val);
+  Swig_DirectorTracker_callback_released_capi_89e21309be903443(go_val);
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_init_capi_8de2de55689d6b0e(int, _gostring_ project, _gostring_ configJson);
+extern "C" intgo Swig_DirectorTracker_callback_init_capi_89e21309be903443(int, _gostring_ project, _gostring_ configJson);
 int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1385,12 +1390,12 @@ int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   
   swig_configJson = Swig_AllocateString((char*)configJson, configJson ? strlen((char*)configJson) : 0);
   
-  result = Swig_DirectorTracker_callback_init_capi_8de2de55689d6b0e(go_val, swig_project, swig_configJson);
+  result = Swig_DirectorTracker_callback_init_capi_89e21309be903443(go_val, swig_project, swig_configJson);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_log_capi_8de2de55689d6b0e(int, accswig::Metrics *metrics, long long step);
+extern "C" intgo Swig_DirectorTracker_callback_log_capi_89e21309be903443(int, accswig::Metrics *metrics, long long step);
 int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1399,17 +1404,17 @@ int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   
   *(accswig::Metrics **)&swig_metrics = (accswig::Metrics *)metrics; 
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_log_capi_8de2de55689d6b0e(go_val, swig_metrics, swig_step);
+  result = Swig_DirectorTracker_callback_log_capi_89e21309be903443(go_val, swig_metrics, swig_step);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_finish_capi_8de2de55689d6b0e(int);
+extern "C" intgo Swig_DirectorTracker_callback_finish_capi_89e21309be903443(int);
 int SwigDirector_Tracker::finish() {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   
-  result = Swig_DirectorTracker_callback_finish_capi_8de2de55689d6b0e(go_val);
+  result = Swig_DirectorTracker_callback_finish_capi_89e21309be903443(go_val);
   c_result = (int)result; 
   return c_result;
 }
@@ -1419,19 +1424,19 @@ SwigDirector_LrLambda::SwigDirector_LrLambda(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_LrLambda_capi_8de2de55689d6b0e(intgo);
+extern "C" void Swiggo_DeleteDirector_LrLambda_capi_89e21309be903443(intgo);
 SwigDirector_LrLambda::~SwigDirector_LrLambda()
 {
-  Swiggo_DeleteDirector_LrLambda_capi_8de2de55689d6b0e(go_val);
+  Swiggo_DeleteDirector_LrLambda_capi_89e21309be903443(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorLrLambda_callback_released_capi_8de2de55689d6b0e(int);
+extern "C" void Swig_DirectorLrLambda_callback_released_capi_89e21309be903443(int);
 void SwigDirector_LrLambda::released() {
-  Swig_DirectorLrLambda_callback_released_capi_8de2de55689d6b0e(go_val);
+  Swig_DirectorLrLambda_callback_released_capi_89e21309be903443(go_val);
 }
 
-extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_8de2de55689d6b0e(int, long long step, accswig::Factor *out);
+extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_89e21309be903443(int, long long step, accswig::Factor *out);
 int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1440,7 +1445,7 @@ int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   
   swig_step = (int64_t)step; 
   *(accswig::Factor **)&swig_out = (accswig::Factor *)out; 
-  result = Swig_DirectorLrLambda_callback_factor_capi_8de2de55689d6b0e(go_val, swig_step, swig_out);
+  result = Swig_DirectorLrLambda_callback_factor_capi_89e21309be903443(go_val, swig_step, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1450,26 +1455,26 @@ SwigDirector_BatchSizeRun::SwigDirector_BatchSizeRun(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_8de2de55689d6b0e(intgo);
+extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_89e21309be903443(intgo);
 SwigDirector_BatchSizeRun::~SwigDirector_BatchSizeRun()
 {
-  Swiggo_DeleteDirector_BatchSizeRun_capi_8de2de55689d6b0e(go_val);
+  Swiggo_DeleteDirector_BatchSizeRun_capi_89e21309be903443(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_8de2de55689d6b0e(int);
+extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_89e21309be903443(int);
 void SwigDirector_BatchSizeRun::released() {
-  Swig_DirectorBatchSizeRun_callback_released_capi_8de2de55689d6b0e(go_val);
+  Swig_DirectorBatchSizeRun_callback_released_capi_89e21309be903443(go_val);
 }
 
-extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_8de2de55689d6b0e(int, long long batch_size);
+extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_89e21309be903443(int, long long batch_size);
 int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_batch_size;
   
   swig_batch_size = (int64_t)batch_size; 
-  result = Swig_DirectorBatchSizeRun_callback_run_capi_8de2de55689d6b0e(go_val, swig_batch_size);
+  result = Swig_DirectorBatchSizeRun_callback_run_capi_89e21309be903443(go_val, swig_batch_size);
   c_result = (int)result; 
   return c_result;
 }
@@ -1478,7 +1483,7 @@ int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_8de2de55689d6b0e(void *_swig_go_0) {
+void _wrap_Swig_free_capi_89e21309be903443(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1488,7 +1493,7 @@ void _wrap_Swig_free_capi_8de2de55689d6b0e(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_8de2de55689d6b0e(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_89e21309be903443(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1501,7 +1506,7 @@ void *_wrap_Swig_malloc_capi_8de2de55689d6b0e(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_ACC_OK_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_OK_capi_89e21309be903443() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1521,7 +1526,7 @@ intgo _wrap_ACC_OK_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_89e21309be903443() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1541,7 +1546,7 @@ intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_89e21309be903443() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1561,7 +1566,7 @@ intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_89e21309be903443() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1581,7 +1586,7 @@ intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_ERR_UNSUPPORTED_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_ERR_UNSUPPORTED_capi_89e21309be903443() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1601,7 +1606,7 @@ intgo _wrap_ACC_ERR_UNSUPPORTED_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_89e21309be903443() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1621,7 +1626,7 @@ intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_ERR_TIMEOUT_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_ERR_TIMEOUT_capi_89e21309be903443() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1641,7 +1646,7 @@ intgo _wrap_ACC_ERR_TIMEOUT_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_ERR_ABORTED_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_ERR_ABORTED_capi_89e21309be903443() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1661,7 +1666,7 @@ intgo _wrap_ACC_ERR_ABORTED_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_ERR_DISTRIBUTED_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_ERR_DISTRIBUTED_capi_89e21309be903443() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1681,7 +1686,7 @@ intgo _wrap_ACC_ERR_DISTRIBUTED_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_ERR_IO_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_ERR_IO_capi_89e21309be903443() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1701,7 +1706,7 @@ intgo _wrap_ACC_ERR_IO_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_89e21309be903443() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1721,7 +1726,7 @@ intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_ERR_INTERNAL_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_ERR_INTERNAL_capi_89e21309be903443() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1741,7 +1746,7 @@ intgo _wrap_ACC_ERR_INTERNAL_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UNDEFINED_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_DTYPE_UNDEFINED_capi_89e21309be903443() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1761,7 +1766,7 @@ intgo _wrap_ACC_DTYPE_UNDEFINED_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT32_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_DTYPE_FLOAT32_capi_89e21309be903443() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1781,7 +1786,7 @@ intgo _wrap_ACC_DTYPE_FLOAT32_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT64_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_DTYPE_FLOAT64_capi_89e21309be903443() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1801,7 +1806,7 @@ intgo _wrap_ACC_DTYPE_FLOAT64_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BFLOAT16_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_DTYPE_BFLOAT16_capi_89e21309be903443() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1821,7 +1826,7 @@ intgo _wrap_ACC_DTYPE_BFLOAT16_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT16_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_DTYPE_FLOAT16_capi_89e21309be903443() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1841,7 +1846,7 @@ intgo _wrap_ACC_DTYPE_FLOAT16_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT64_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_DTYPE_INT64_capi_89e21309be903443() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1861,7 +1866,7 @@ intgo _wrap_ACC_DTYPE_INT64_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT32_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_DTYPE_INT32_capi_89e21309be903443() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1881,7 +1886,7 @@ intgo _wrap_ACC_DTYPE_INT32_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UINT8_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_DTYPE_UINT8_capi_89e21309be903443() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1901,7 +1906,7 @@ intgo _wrap_ACC_DTYPE_UINT8_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BOOL_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_DTYPE_BOOL_capi_89e21309be903443() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1921,7 +1926,7 @@ intgo _wrap_ACC_DTYPE_BOOL_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT8_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_DTYPE_INT8_capi_89e21309be903443() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1941,7 +1946,7 @@ intgo _wrap_ACC_DTYPE_INT8_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT16_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_DTYPE_INT16_capi_89e21309be903443() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1961,7 +1966,7 @@ intgo _wrap_ACC_DTYPE_INT16_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_NONE_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_REDUCTION_NONE_capi_89e21309be903443() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -1981,7 +1986,7 @@ intgo _wrap_ACC_REDUCTION_NONE_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_MEAN_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_REDUCTION_MEAN_capi_89e21309be903443() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2001,7 +2006,7 @@ intgo _wrap_ACC_REDUCTION_MEAN_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_SUM_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_REDUCTION_SUM_capi_89e21309be903443() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2021,7 +2026,7 @@ intgo _wrap_ACC_REDUCTION_SUM_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ANY_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_HANDLE_ANY_capi_89e21309be903443() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2041,7 +2046,7 @@ intgo _wrap_ACC_HANDLE_ANY_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_HANDLE_TENSOR_capi_89e21309be903443() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2061,7 +2066,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_89e21309be903443() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2081,7 +2086,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_STRING_LIST_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_HANDLE_STRING_LIST_capi_89e21309be903443() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2101,7 +2106,7 @@ intgo _wrap_ACC_HANDLE_STRING_LIST_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIONS_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_HANDLE_OPTIONS_capi_89e21309be903443() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2121,7 +2126,7 @@ intgo _wrap_ACC_HANDLE_OPTIONS_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_MODEL_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_HANDLE_MODEL_capi_89e21309be903443() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2141,7 +2146,7 @@ intgo _wrap_ACC_HANDLE_MODEL_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_89e21309be903443() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2161,7 +2166,7 @@ intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_SCHEDULER_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_HANDLE_SCHEDULER_capi_89e21309be903443() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2181,7 +2186,7 @@ intgo _wrap_ACC_HANDLE_SCHEDULER_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATASET_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_HANDLE_DATASET_capi_89e21309be903443() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2201,7 +2206,7 @@ intgo _wrap_ACC_HANDLE_DATASET_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATALOADER_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_HANDLE_DATALOADER_capi_89e21309be903443() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2221,7 +2226,7 @@ intgo _wrap_ACC_HANDLE_DATALOADER_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_89e21309be903443() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2241,7 +2246,7 @@ intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_PROGRESS_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_HANDLE_PROGRESS_capi_89e21309be903443() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2261,7 +2266,7 @@ intgo _wrap_ACC_HANDLE_PROGRESS_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_BYTES_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_HANDLE_BYTES_capi_89e21309be903443() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2281,7 +2286,7 @@ intgo _wrap_ACC_HANDLE_BYTES_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_89e21309be903443() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2301,7 +2306,7 @@ intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_89e21309be903443() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2321,7 +2326,7 @@ intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_DATALOADER_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_OPTIONS_DATALOADER_capi_89e21309be903443() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2341,7 +2346,7 @@ intgo _wrap_ACC_OPTIONS_DATALOADER_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_89e21309be903443() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2361,7 +2366,7 @@ intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_LORA_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_OPTIONS_LORA_capi_89e21309be903443() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2381,7 +2386,7 @@ intgo _wrap_ACC_OPTIONS_LORA_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_89e21309be903443() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2401,7 +2406,7 @@ intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_NO_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_PLACEMENT_NO_capi_89e21309be903443() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2421,7 +2426,7 @@ intgo _wrap_ACC_PLACEMENT_NO_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_YES_capi_8de2de55689d6b0e() {
+intgo _wrap_ACC_PLACEMENT_YES_capi_89e21309be903443() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2441,7 +2446,7 @@ intgo _wrap_ACC_PLACEMENT_YES_capi_8de2de55689d6b0e() {
 }
 
 
-void _wrap_delete_Callback_capi_8de2de55689d6b0e(accswig::Callback *_swig_go_0) {
+void _wrap_delete_Callback_capi_89e21309be903443(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -2459,7 +2464,7 @@ void _wrap_delete_Callback_capi_8de2de55689d6b0e(accswig::Callback *_swig_go_0) 
 }
 
 
-void _wrap_Callback_released_capi_8de2de55689d6b0e(accswig::Callback *_swig_go_0) {
+void _wrap_Callback_released_capi_89e21309be903443(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -2477,7 +2482,7 @@ void _wrap_Callback_released_capi_8de2de55689d6b0e(accswig::Callback *_swig_go_0
 }
 
 
-accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_8de2de55689d6b0e(intgo _swig_go_0) {
+accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_89e21309be903443(intgo _swig_go_0) {
   int arg1 ;
   accswig::SampleSource *result = 0 ;
   accswig::SampleSource *_swig_go_result;
@@ -2498,7 +2503,7 @@ accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_8de2
 }
 
 
-void _wrap_DeleteDirectorSampleSource_capi_8de2de55689d6b0e(accswig::SampleSource *_swig_go_0) {
+void _wrap_DeleteDirectorSampleSource_capi_89e21309be903443(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2516,7 +2521,7 @@ void _wrap_DeleteDirectorSampleSource_capi_8de2de55689d6b0e(accswig::SampleSourc
 }
 
 
-void _wrap__swig_DirectorSampleSource_upcall_Released_capi_8de2de55689d6b0e(SwigDirector_SampleSource *_swig_go_0) {
+void _wrap__swig_DirectorSampleSource_upcall_Released_capi_89e21309be903443(SwigDirector_SampleSource *_swig_go_0) {
   SwigDirector_SampleSource *arg1 = (SwigDirector_SampleSource *) 0 ;
   
   arg1 = *(SwigDirector_SampleSource **)&_swig_go_0; 
@@ -2534,7 +2539,7 @@ void _wrap__swig_DirectorSampleSource_upcall_Released_capi_8de2de55689d6b0e(Swig
 }
 
 
-intgo _wrap_SampleSource_sample_capi_8de2de55689d6b0e(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_SampleSource_sample_capi_89e21309be903443(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   int64_t arg2 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -2559,7 +2564,7 @@ intgo _wrap_SampleSource_sample_capi_8de2de55689d6b0e(accswig::SampleSource *_sw
 }
 
 
-void _wrap_delete_SampleSource_capi_8de2de55689d6b0e(accswig::SampleSource *_swig_go_0) {
+void _wrap_delete_SampleSource_capi_89e21309be903443(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2577,7 +2582,7 @@ void _wrap_delete_SampleSource_capi_8de2de55689d6b0e(accswig::SampleSource *_swi
 }
 
 
-void _wrap_SampleSource_released_capi_8de2de55689d6b0e(accswig::SampleSource *_swig_go_0) {
+void _wrap_SampleSource_released_capi_89e21309be903443(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2588,7 +2593,7 @@ void _wrap_SampleSource_released_capi_8de2de55689d6b0e(accswig::SampleSource *_s
 }
 
 
-accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_8de2de55689d6b0e(intgo _swig_go_0) {
+accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_89e21309be903443(intgo _swig_go_0) {
   int arg1 ;
   accswig::StreamSource *result = 0 ;
   accswig::StreamSource *_swig_go_result;
@@ -2609,7 +2614,7 @@ accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_8de2
 }
 
 
-void _wrap_DeleteDirectorStreamSource_capi_8de2de55689d6b0e(accswig::StreamSource *_swig_go_0) {
+void _wrap_DeleteDirectorStreamSource_capi_89e21309be903443(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -2627,7 +2632,7 @@ void _wrap_DeleteDirectorStreamSource_capi_8de2de55689d6b0e(accswig::StreamSourc
 }
 
 
-void _wrap__swig_DirectorStreamSource_upcall_Released_capi_8de2de55689d6b0e(SwigDirector_StreamSource *_swig_go_0) {
+void _wrap__swig_DirectorStreamSource_upcall_Released_capi_89e21309be903443(SwigDirector_StreamSource *_swig_go_0) {
   SwigDirector_StreamSource *arg1 = (SwigDirector_StreamSource *) 0 ;
   
   arg1 = *(SwigDirector_StreamSource **)&_swig_go_0; 
@@ -2645,7 +2650,7 @@ void _wrap__swig_DirectorStreamSource_upcall_Released_capi_8de2de55689d6b0e(Swig
 }
 
 
-intgo _wrap_StreamSource_start_capi_8de2de55689d6b0e(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_StreamSource_start_capi_89e21309be903443(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   int result;
@@ -2668,7 +2673,7 @@ intgo _wrap_StreamSource_start_capi_8de2de55689d6b0e(accswig::StreamSource *_swi
 }
 
 
-intgo _wrap_StreamSource_next_capi_8de2de55689d6b0e(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
+intgo _wrap_StreamSource_next_capi_89e21309be903443(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   int result;
@@ -2691,7 +2696,7 @@ intgo _wrap_StreamSource_next_capi_8de2de55689d6b0e(accswig::StreamSource *_swig
 }
 
 
-void _wrap_delete_StreamSource_capi_8de2de55689d6b0e(accswig::StreamSource *_swig_go_0) {
+void _wrap_delete_StreamSource_capi_89e21309be903443(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -2709,7 +2714,7 @@ void _wrap_delete_StreamSource_capi_8de2de55689d6b0e(accswig::StreamSource *_swi
 }
 
 
-void _wrap_StreamSource_released_capi_8de2de55689d6b0e(accswig::StreamSource *_swig_go_0) {
+void _wrap_StreamSource_released_capi_89e21309be903443(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -2720,7 +2725,7 @@ void _wrap_StreamSource_released_capi_8de2de55689d6b0e(accswig::StreamSource *_s
 }
 
 
-accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_8de2de55689d6b0e(intgo _swig_go_0) {
+accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_89e21309be903443(intgo _swig_go_0) {
   int arg1 ;
   accswig::Collator *result = 0 ;
   accswig::Collator *_swig_go_result;
@@ -2741,7 +2746,7 @@ accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_8de2de55689d6b0e
 }
 
 
-void _wrap_DeleteDirectorCollator_capi_8de2de55689d6b0e(accswig::Collator *_swig_go_0) {
+void _wrap_DeleteDirectorCollator_capi_89e21309be903443(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -2759,7 +2764,7 @@ void _wrap_DeleteDirectorCollator_capi_8de2de55689d6b0e(accswig::Collator *_swig
 }
 
 
-void _wrap__swig_DirectorCollator_upcall_Released_capi_8de2de55689d6b0e(SwigDirector_Collator *_swig_go_0) {
+void _wrap__swig_DirectorCollator_upcall_Released_capi_89e21309be903443(SwigDirector_Collator *_swig_go_0) {
   SwigDirector_Collator *arg1 = (SwigDirector_Collator *) 0 ;
   
   arg1 = *(SwigDirector_Collator **)&_swig_go_0; 
@@ -2777,7 +2782,7 @@ void _wrap__swig_DirectorCollator_upcall_Released_capi_8de2de55689d6b0e(SwigDire
 }
 
 
-intgo _wrap_Collator_collate_capi_8de2de55689d6b0e(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_Collator_collate_capi_89e21309be903443(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   accswig::Samples *arg2 = (accswig::Samples *) 0 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -2802,7 +2807,7 @@ intgo _wrap_Collator_collate_capi_8de2de55689d6b0e(accswig::Collator *_swig_go_0
 }
 
 
-void _wrap_delete_Collator_capi_8de2de55689d6b0e(accswig::Collator *_swig_go_0) {
+void _wrap_delete_Collator_capi_89e21309be903443(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -2820,7 +2825,7 @@ void _wrap_delete_Collator_capi_8de2de55689d6b0e(accswig::Collator *_swig_go_0) 
 }
 
 
-void _wrap_Collator_released_capi_8de2de55689d6b0e(accswig::Collator *_swig_go_0) {
+void _wrap_Collator_released_capi_89e21309be903443(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -2831,7 +2836,7 @@ void _wrap_Collator_released_capi_8de2de55689d6b0e(accswig::Collator *_swig_go_0
 }
 
 
-accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_8de2de55689d6b0e(intgo _swig_go_0) {
+accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_89e21309be903443(intgo _swig_go_0) {
   int arg1 ;
   accswig::StateHandler *result = 0 ;
   accswig::StateHandler *_swig_go_result;
@@ -2852,7 +2857,7 @@ accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_8de2
 }
 
 
-void _wrap_DeleteDirectorStateHandler_capi_8de2de55689d6b0e(accswig::StateHandler *_swig_go_0) {
+void _wrap_DeleteDirectorStateHandler_capi_89e21309be903443(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -2870,7 +2875,7 @@ void _wrap_DeleteDirectorStateHandler_capi_8de2de55689d6b0e(accswig::StateHandle
 }
 
 
-void _wrap__swig_DirectorStateHandler_upcall_Released_capi_8de2de55689d6b0e(SwigDirector_StateHandler *_swig_go_0) {
+void _wrap__swig_DirectorStateHandler_upcall_Released_capi_89e21309be903443(SwigDirector_StateHandler *_swig_go_0) {
   SwigDirector_StateHandler *arg1 = (SwigDirector_StateHandler *) 0 ;
   
   arg1 = *(SwigDirector_StateHandler **)&_swig_go_0; 
@@ -2888,7 +2893,7 @@ void _wrap__swig_DirectorStateHandler_upcall_Released_capi_8de2de55689d6b0e(Swig
 }
 
 
-intgo _wrap_StateHandler_save_capi_8de2de55689d6b0e(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_save_capi_89e21309be903443(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -2911,7 +2916,7 @@ intgo _wrap_StateHandler_save_capi_8de2de55689d6b0e(accswig::StateHandler *_swig
 }
 
 
-intgo _wrap_StateHandler_load_capi_8de2de55689d6b0e(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_load_capi_89e21309be903443(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -2934,7 +2939,7 @@ intgo _wrap_StateHandler_load_capi_8de2de55689d6b0e(accswig::StateHandler *_swig
 }
 
 
-void _wrap_delete_StateHandler_capi_8de2de55689d6b0e(accswig::StateHandler *_swig_go_0) {
+void _wrap_delete_StateHandler_capi_89e21309be903443(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -2952,7 +2957,7 @@ void _wrap_delete_StateHandler_capi_8de2de55689d6b0e(accswig::StateHandler *_swi
 }
 
 
-void _wrap_StateHandler_released_capi_8de2de55689d6b0e(accswig::StateHandler *_swig_go_0) {
+void _wrap_StateHandler_released_capi_89e21309be903443(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -2963,7 +2968,7 @@ void _wrap_StateHandler_released_capi_8de2de55689d6b0e(accswig::StateHandler *_s
 }
 
 
-accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_8de2de55689d6b0e(intgo _swig_go_0) {
+accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_89e21309be903443(intgo _swig_go_0) {
   int arg1 ;
   accswig::CheckpointHook *result = 0 ;
   accswig::CheckpointHook *_swig_go_result;
@@ -2984,7 +2989,7 @@ accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_cap
 }
 
 
-void _wrap_DeleteDirectorCheckpointHook_capi_8de2de55689d6b0e(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_DeleteDirectorCheckpointHook_capi_89e21309be903443(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3002,7 +3007,7 @@ void _wrap_DeleteDirectorCheckpointHook_capi_8de2de55689d6b0e(accswig::Checkpoin
 }
 
 
-void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_8de2de55689d6b0e(SwigDirector_CheckpointHook *_swig_go_0) {
+void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_89e21309be903443(SwigDirector_CheckpointHook *_swig_go_0) {
   SwigDirector_CheckpointHook *arg1 = (SwigDirector_CheckpointHook *) 0 ;
   
   arg1 = *(SwigDirector_CheckpointHook **)&_swig_go_0; 
@@ -3020,7 +3025,7 @@ void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_8de2de55689d6b0e(Sw
 }
 
 
-intgo _wrap_CheckpointHook_run_capi_8de2de55689d6b0e(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_CheckpointHook_run_capi_89e21309be903443(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   char *arg2 = (char *) 0 ;
   int result;
@@ -3048,7 +3053,7 @@ intgo _wrap_CheckpointHook_run_capi_8de2de55689d6b0e(accswig::CheckpointHook *_s
 }
 
 
-void _wrap_delete_CheckpointHook_capi_8de2de55689d6b0e(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_delete_CheckpointHook_capi_89e21309be903443(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3066,7 +3071,7 @@ void _wrap_delete_CheckpointHook_capi_8de2de55689d6b0e(accswig::CheckpointHook *
 }
 
 
-void _wrap_CheckpointHook_released_capi_8de2de55689d6b0e(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_CheckpointHook_released_capi_89e21309be903443(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3077,7 +3082,7 @@ void _wrap_CheckpointHook_released_capi_8de2de55689d6b0e(accswig::CheckpointHook
 }
 
 
-accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_8de2de55689d6b0e(intgo _swig_go_0) {
+accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_89e21309be903443(intgo _swig_go_0) {
   int arg1 ;
   accswig::Tracker *result = 0 ;
   accswig::Tracker *_swig_go_result;
@@ -3098,7 +3103,7 @@ accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_8de2de55689d6b0e(in
 }
 
 
-void _wrap_DeleteDirectorTracker_capi_8de2de55689d6b0e(accswig::Tracker *_swig_go_0) {
+void _wrap_DeleteDirectorTracker_capi_89e21309be903443(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3116,7 +3121,7 @@ void _wrap_DeleteDirectorTracker_capi_8de2de55689d6b0e(accswig::Tracker *_swig_g
 }
 
 
-void _wrap__swig_DirectorTracker_upcall_Released_capi_8de2de55689d6b0e(SwigDirector_Tracker *_swig_go_0) {
+void _wrap__swig_DirectorTracker_upcall_Released_capi_89e21309be903443(SwigDirector_Tracker *_swig_go_0) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   
   arg1 = *(SwigDirector_Tracker **)&_swig_go_0; 
@@ -3134,7 +3139,7 @@ void _wrap__swig_DirectorTracker_upcall_Released_capi_8de2de55689d6b0e(SwigDirec
 }
 
 
-intgo _wrap_Tracker_init_capi_8de2de55689d6b0e(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
+intgo _wrap_Tracker_init_capi_89e21309be903443(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -3169,7 +3174,7 @@ intgo _wrap_Tracker_init_capi_8de2de55689d6b0e(accswig::Tracker *_swig_go_0, _go
 }
 
 
-intgo _wrap_Tracker_log_capi_8de2de55689d6b0e(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_log_capi_89e21309be903443(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Metrics *arg2 = (accswig::Metrics *) 0 ;
   int64_t arg3 ;
@@ -3194,7 +3199,7 @@ intgo _wrap_Tracker_log_capi_8de2de55689d6b0e(accswig::Tracker *_swig_go_0, accs
 }
 
 
-intgo _wrap_Tracker_finish_capi_8de2de55689d6b0e(accswig::Tracker *_swig_go_0) {
+intgo _wrap_Tracker_finish_capi_89e21309be903443(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   int result;
   intgo _swig_go_result;
@@ -3215,7 +3220,7 @@ intgo _wrap_Tracker_finish_capi_8de2de55689d6b0e(accswig::Tracker *_swig_go_0) {
 }
 
 
-void _wrap_delete_Tracker_capi_8de2de55689d6b0e(accswig::Tracker *_swig_go_0) {
+void _wrap_delete_Tracker_capi_89e21309be903443(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3233,7 +3238,7 @@ void _wrap_delete_Tracker_capi_8de2de55689d6b0e(accswig::Tracker *_swig_go_0) {
 }
 
 
-void _wrap_Tracker_released_capi_8de2de55689d6b0e(accswig::Tracker *_swig_go_0) {
+void _wrap_Tracker_released_capi_89e21309be903443(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3244,7 +3249,7 @@ void _wrap_Tracker_released_capi_8de2de55689d6b0e(accswig::Tracker *_swig_go_0) 
 }
 
 
-accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_8de2de55689d6b0e(intgo _swig_go_0) {
+accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_89e21309be903443(intgo _swig_go_0) {
   int arg1 ;
   accswig::LrLambda *result = 0 ;
   accswig::LrLambda *_swig_go_result;
@@ -3265,7 +3270,7 @@ accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_8de2de55689d6b0e
 }
 
 
-void _wrap_DeleteDirectorLrLambda_capi_8de2de55689d6b0e(accswig::LrLambda *_swig_go_0) {
+void _wrap_DeleteDirectorLrLambda_capi_89e21309be903443(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3283,7 +3288,7 @@ void _wrap_DeleteDirectorLrLambda_capi_8de2de55689d6b0e(accswig::LrLambda *_swig
 }
 
 
-void _wrap__swig_DirectorLrLambda_upcall_Released_capi_8de2de55689d6b0e(SwigDirector_LrLambda *_swig_go_0) {
+void _wrap__swig_DirectorLrLambda_upcall_Released_capi_89e21309be903443(SwigDirector_LrLambda *_swig_go_0) {
   SwigDirector_LrLambda *arg1 = (SwigDirector_LrLambda *) 0 ;
   
   arg1 = *(SwigDirector_LrLambda **)&_swig_go_0; 
@@ -3301,7 +3306,7 @@ void _wrap__swig_DirectorLrLambda_upcall_Released_capi_8de2de55689d6b0e(SwigDire
 }
 
 
-intgo _wrap_LrLambda_factor_capi_8de2de55689d6b0e(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
+intgo _wrap_LrLambda_factor_capi_89e21309be903443(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   int64_t arg2 ;
   accswig::Factor *arg3 = (accswig::Factor *) 0 ;
@@ -3326,7 +3331,7 @@ intgo _wrap_LrLambda_factor_capi_8de2de55689d6b0e(accswig::LrLambda *_swig_go_0,
 }
 
 
-void _wrap_delete_LrLambda_capi_8de2de55689d6b0e(accswig::LrLambda *_swig_go_0) {
+void _wrap_delete_LrLambda_capi_89e21309be903443(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3344,7 +3349,7 @@ void _wrap_delete_LrLambda_capi_8de2de55689d6b0e(accswig::LrLambda *_swig_go_0) 
 }
 
 
-void _wrap_LrLambda_released_capi_8de2de55689d6b0e(accswig::LrLambda *_swig_go_0) {
+void _wrap_LrLambda_released_capi_89e21309be903443(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3355,7 +3360,7 @@ void _wrap_LrLambda_released_capi_8de2de55689d6b0e(accswig::LrLambda *_swig_go_0
 }
 
 
-accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_8de2de55689d6b0e(intgo _swig_go_0) {
+accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_89e21309be903443(intgo _swig_go_0) {
   int arg1 ;
   accswig::BatchSizeRun *result = 0 ;
   accswig::BatchSizeRun *_swig_go_result;
@@ -3376,7 +3381,7 @@ accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_8de2
 }
 
 
-void _wrap_DeleteDirectorBatchSizeRun_capi_8de2de55689d6b0e(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_DeleteDirectorBatchSizeRun_capi_89e21309be903443(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -3394,7 +3399,7 @@ void _wrap_DeleteDirectorBatchSizeRun_capi_8de2de55689d6b0e(accswig::BatchSizeRu
 }
 
 
-void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_8de2de55689d6b0e(SwigDirector_BatchSizeRun *_swig_go_0) {
+void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_89e21309be903443(SwigDirector_BatchSizeRun *_swig_go_0) {
   SwigDirector_BatchSizeRun *arg1 = (SwigDirector_BatchSizeRun *) 0 ;
   
   arg1 = *(SwigDirector_BatchSizeRun **)&_swig_go_0; 
@@ -3412,7 +3417,7 @@ void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_8de2de55689d6b0e(Swig
 }
 
 
-intgo _wrap_BatchSizeRun_run_capi_8de2de55689d6b0e(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_BatchSizeRun_run_capi_89e21309be903443(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   int64_t arg2 ;
   int result;
@@ -3435,7 +3440,7 @@ intgo _wrap_BatchSizeRun_run_capi_8de2de55689d6b0e(accswig::BatchSizeRun *_swig_
 }
 
 
-void _wrap_delete_BatchSizeRun_capi_8de2de55689d6b0e(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_delete_BatchSizeRun_capi_89e21309be903443(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -3453,7 +3458,7 @@ void _wrap_delete_BatchSizeRun_capi_8de2de55689d6b0e(accswig::BatchSizeRun *_swi
 }
 
 
-void _wrap_BatchSizeRun_released_capi_8de2de55689d6b0e(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_BatchSizeRun_released_capi_89e21309be903443(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -3464,7 +3469,7 @@ void _wrap_BatchSizeRun_released_capi_8de2de55689d6b0e(accswig::BatchSizeRun *_s
 }
 
 
-_gostring_ _wrap_Accelerate_version_capi_8de2de55689d6b0e() {
+_gostring_ _wrap_Accelerate_version_capi_89e21309be903443() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -3483,7 +3488,7 @@ _gostring_ _wrap_Accelerate_version_capi_8de2de55689d6b0e() {
 }
 
 
-intgo _wrap_Accelerate_abiVersion_capi_8de2de55689d6b0e() {
+intgo _wrap_Accelerate_abiVersion_capi_89e21309be903443() {
   int result;
   intgo _swig_go_result;
   
@@ -3502,7 +3507,7 @@ intgo _wrap_Accelerate_abiVersion_capi_8de2de55689d6b0e() {
 }
 
 
-void _wrap_Accelerate_checkAbi_capi_8de2de55689d6b0e(intgo _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_checkAbi_capi_89e21309be903443(intgo _swig_go_0, _gostring_* _swig_go_1) {
   int arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -3532,7 +3537,7 @@ void _wrap_Accelerate_checkAbi_capi_8de2de55689d6b0e(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_Accelerate_checkBinding_capi_8de2de55689d6b0e(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerate_checkBinding_capi_89e21309be903443(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   int arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -3569,7 +3574,7 @@ void _wrap_Accelerate_checkBinding_capi_8de2de55689d6b0e(_gostring_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_Accelerate_buildInfo_capi_8de2de55689d6b0e() {
+_gostring_ _wrap_Accelerate_buildInfo_capi_89e21309be903443() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -3588,7 +3593,7 @@ _gostring_ _wrap_Accelerate_buildInfo_capi_8de2de55689d6b0e() {
 }
 
 
-_gostring_ _wrap_Accelerate_statusName_capi_8de2de55689d6b0e(intgo _swig_go_0) {
+_gostring_ _wrap_Accelerate_statusName_capi_89e21309be903443(intgo _swig_go_0) {
   acc_status arg1 ;
   std::string result;
   _gostring_ _swig_go_result;
@@ -3609,7 +3614,7 @@ _gostring_ _wrap_Accelerate_statusName_capi_8de2de55689d6b0e(intgo _swig_go_0) {
 }
 
 
-long long _wrap_Accelerate_liveHandles_capi_8de2de55689d6b0e(intgo _swig_go_0) {
+long long _wrap_Accelerate_liveHandles_capi_89e21309be903443(intgo _swig_go_0) {
   acc_handle_kind arg1 ;
   int64_t result;
   long long _swig_go_result;
@@ -3630,7 +3635,7 @@ long long _wrap_Accelerate_liveHandles_capi_8de2de55689d6b0e(intgo _swig_go_0) {
 }
 
 
-void _wrap_Accelerate_setSeed_capi_8de2de55689d6b0e(long long _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setSeed_capi_89e21309be903443(long long _swig_go_0, _gostring_* _swig_go_1) {
   int64_t arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -3660,7 +3665,41 @@ void _wrap_Accelerate_setSeed_capi_8de2de55689d6b0e(long long _swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Accelerate_getRandomState_capi_8de2de55689d6b0e(_gostring_* _swig_go_0) {
+void _wrap_Accelerate_setSeedWith_capi_89e21309be903443(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+  int64_t arg1 ;
+  bool arg2 ;
+  bool arg3 ;
+  std::string *arg4 = (std::string *) 0 ;
+  std::string temp4 ;
+  
+  arg1 = (int64_t)_swig_go_0; 
+  arg2 = (bool)_swig_go_1; 
+  arg3 = (bool)_swig_go_2; 
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      accswig::Library::setSeedWith(arg1,arg2,arg3,arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+acc_tensor *_wrap_Accelerate_getRandomState_capi_89e21309be903443(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor *result = 0 ;
@@ -3691,7 +3730,7 @@ acc_tensor *_wrap_Accelerate_getRandomState_capi_8de2de55689d6b0e(_gostring_* _s
 }
 
 
-void _wrap_Accelerate_setRandomState_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setRandomState_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -3721,7 +3760,7 @@ void _wrap_Accelerate_setRandomState_capi_8de2de55689d6b0e(acc_tensor *_swig_go_
 }
 
 
-long long _wrap_Accelerate_dtypeSize_capi_8de2de55689d6b0e(intgo _swig_go_0) {
+long long _wrap_Accelerate_dtypeSize_capi_89e21309be903443(intgo _swig_go_0) {
   acc_dtype arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -3742,7 +3781,7 @@ long long _wrap_Accelerate_dtypeSize_capi_8de2de55689d6b0e(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_8de2de55689d6b0e() {
+_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_89e21309be903443() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -3761,7 +3800,7 @@ _gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_8de2de55689d6b0e() {
 }
 
 
-void _wrap_Accelerate_callbackSetError_capi_8de2de55689d6b0e(_gostring_ _swig_go_0) {
+void _wrap_Accelerate_callbackSetError_capi_89e21309be903443(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
   
   
@@ -3784,7 +3823,7 @@ void _wrap_Accelerate_callbackSetError_capi_8de2de55689d6b0e(_gostring_ _swig_go
 }
 
 
-long long _wrap_Accelerate_findBatchSizeWith_capi_8de2de55689d6b0e(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerate_findBatchSizeWith_capi_89e21309be903443(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::BatchSizeRun *arg2 = (accswig::BatchSizeRun *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -3819,7 +3858,7 @@ long long _wrap_Accelerate_findBatchSizeWith_capi_8de2de55689d6b0e(long long _sw
 }
 
 
-void _wrap_delete_Accelerate_capi_8de2de55689d6b0e(accswig::Library *_swig_go_0) {
+void _wrap_delete_Accelerate_capi_89e21309be903443(accswig::Library *_swig_go_0) {
   accswig::Library *arg1 = (accswig::Library *) 0 ;
   
   arg1 = *(accswig::Library **)&_swig_go_0; 
@@ -3837,7 +3876,7 @@ void _wrap_delete_Accelerate_capi_8de2de55689d6b0e(accswig::Library *_swig_go_0)
 }
 
 
-long long _wrap_LoadReport_missingCount_capi_8de2de55689d6b0e(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_missingCount_capi_89e21309be903443(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3858,7 +3897,7 @@ long long _wrap_LoadReport_missingCount_capi_8de2de55689d6b0e(accswig::LoadRepor
 }
 
 
-_gostring_ _wrap_LoadReport_missing_capi_8de2de55689d6b0e(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_missing_capi_89e21309be903443(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -3881,7 +3920,7 @@ _gostring_ _wrap_LoadReport_missing_capi_8de2de55689d6b0e(accswig::LoadReport *_
 }
 
 
-long long _wrap_LoadReport_unexpectedCount_capi_8de2de55689d6b0e(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_unexpectedCount_capi_89e21309be903443(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3902,7 +3941,7 @@ long long _wrap_LoadReport_unexpectedCount_capi_8de2de55689d6b0e(accswig::LoadRe
 }
 
 
-_gostring_ _wrap_LoadReport_unexpected_capi_8de2de55689d6b0e(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_unexpected_capi_89e21309be903443(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -3925,7 +3964,7 @@ _gostring_ _wrap_LoadReport_unexpected_capi_8de2de55689d6b0e(accswig::LoadReport
 }
 
 
-void _wrap_delete_LoadReport_capi_8de2de55689d6b0e(accswig::LoadReport *_swig_go_0) {
+void _wrap_delete_LoadReport_capi_89e21309be903443(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   
   arg1 = *(accswig::LoadReport **)&_swig_go_0; 
@@ -3943,7 +3982,7 @@ void _wrap_delete_LoadReport_capi_8de2de55689d6b0e(accswig::LoadReport *_swig_go
 }
 
 
-acc_tensor *_wrap_Loss_crossEntropy_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_crossEntropy_capi_89e21309be903443(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -3982,7 +4021,7 @@ acc_tensor *_wrap_Loss_crossEntropy_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Loss_nll_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_nll_capi_89e21309be903443(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4019,7 +4058,7 @@ acc_tensor *_wrap_Loss_nll_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_mse_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_mse_capi_89e21309be903443(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4056,7 +4095,7 @@ acc_tensor *_wrap_Loss_mse_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_bceWithLogits_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_bceWithLogits_capi_89e21309be903443(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4093,7 +4132,7 @@ acc_tensor *_wrap_Loss_bceWithLogits_capi_8de2de55689d6b0e(acc_tensor *_swig_go_
 }
 
 
-void _wrap_delete_Loss_capi_8de2de55689d6b0e(accswig::Loss *_swig_go_0) {
+void _wrap_delete_Loss_capi_89e21309be903443(accswig::Loss *_swig_go_0) {
   accswig::Loss *arg1 = (accswig::Loss *) 0 ;
   
   arg1 = *(accswig::Loss **)&_swig_go_0; 
@@ -4111,7 +4150,7 @@ void _wrap_delete_Loss_capi_8de2de55689d6b0e(accswig::Loss *_swig_go_0) {
 }
 
 
-void _wrap_delete_Tensor_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0) {
+void _wrap_delete_Tensor_capi_89e21309be903443(acc_tensor *_swig_go_0) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   
   arg1 = *(acc_tensor **)&_swig_go_0; 
@@ -4129,7 +4168,7 @@ void _wrap_delete_Tensor_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0) {
 }
 
 
-acc_tensor *_wrap_Tensor_fromFloats_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromFloats_capi_89e21309be903443(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   float *arg1 = (float *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4172,7 +4211,7 @@ acc_tensor *_wrap_Tensor_fromFloats_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, 
 }
 
 
-void _wrap_Tensor_copyToFloats_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToFloats_capi_89e21309be903443(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -4208,7 +4247,7 @@ void _wrap_Tensor_copyToFloats_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_fromDoubles_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromDoubles_capi_89e21309be903443(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   double *arg1 = (double *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4251,7 +4290,7 @@ acc_tensor *_wrap_Tensor_fromDoubles_capi_8de2de55689d6b0e(_goslice_ _swig_go_0,
 }
 
 
-void _wrap_Tensor_copyToDoubles_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToDoubles_capi_89e21309be903443(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   double *arg2 = (double *) 0 ;
   size_t arg3 ;
@@ -4287,7 +4326,7 @@ void _wrap_Tensor_copyToDoubles_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _g
 }
 
 
-acc_tensor *_wrap_Tensor_fromLongs_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromLongs_capi_89e21309be903443(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4330,7 +4369,7 @@ acc_tensor *_wrap_Tensor_fromLongs_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToLongs_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToLongs_capi_89e21309be903443(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -4366,7 +4405,7 @@ void _wrap_Tensor_copyToLongs_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_fromInts_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromInts_capi_89e21309be903443(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int32_t *arg1 = (int32_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4409,7 +4448,7 @@ acc_tensor *_wrap_Tensor_fromInts_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, _g
 }
 
 
-void _wrap_Tensor_copyToInts_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToInts_capi_89e21309be903443(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -4445,7 +4484,7 @@ void _wrap_Tensor_copyToInts_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gosl
 }
 
 
-acc_tensor *_wrap_Tensor_fromBytes_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromBytes_capi_89e21309be903443(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4488,7 +4527,7 @@ acc_tensor *_wrap_Tensor_fromBytes_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToBytes_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToBytes_capi_89e21309be903443(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -4524,7 +4563,7 @@ void _wrap_Tensor_copyToBytes_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_zeros_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_zeros_capi_89e21309be903443(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   acc_dtype arg3 ;
@@ -4570,7 +4609,7 @@ acc_tensor *_wrap_Tensor_zeros_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, intgo
 }
 
 
-acc_tensor *_wrap_Tensor_rand_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_rand_capi_89e21309be903443(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4607,7 +4646,7 @@ acc_tensor *_wrap_Tensor_rand_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_randn_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_randn_capi_89e21309be903443(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4644,7 +4683,7 @@ acc_tensor *_wrap_Tensor_randn_capi_8de2de55689d6b0e(_goslice_ _swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_fromIdxFile_capi_8de2de55689d6b0e(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_fromIdxFile_capi_89e21309be903443(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4682,7 +4721,7 @@ acc_tensor *_wrap_Tensor_fromIdxFile_capi_8de2de55689d6b0e(_gostring_ _swig_go_0
 }
 
 
-acc_tensor *_wrap_Tensor_fromFileMmap_capi_8de2de55689d6b0e(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Tensor_fromFileMmap_capi_89e21309be903443(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   acc_dtype arg3 ;
@@ -4730,7 +4769,7 @@ acc_tensor *_wrap_Tensor_fromFileMmap_capi_8de2de55689d6b0e(_gostring_ _swig_go_
 }
 
 
-long long _wrap_Tensor_ndim_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_ndim_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4763,7 +4802,7 @@ long long _wrap_Tensor_ndim_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostr
 }
 
 
-void _wrap_Tensor_copyShape_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyShape_capi_89e21309be903443(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -4799,7 +4838,7 @@ void _wrap_Tensor_copyShape_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Tensor_numel_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_numel_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4832,7 +4871,7 @@ long long _wrap_Tensor_numel_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gost
 }
 
 
-intgo _wrap_Tensor_dtype_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+intgo _wrap_Tensor_dtype_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4865,7 +4904,7 @@ intgo _wrap_Tensor_dtype_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring
 }
 
 
-_gostring_ _wrap_Tensor_device_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Tensor_device_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4898,7 +4937,7 @@ _gostring_ _wrap_Tensor_device_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _go
 }
 
 
-bool _wrap_Tensor_requiresGrad_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Tensor_requiresGrad_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4931,7 +4970,7 @@ bool _wrap_Tensor_requiresGrad_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_to_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_to_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -4973,7 +5012,7 @@ acc_tensor *_wrap_Tensor_to_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_grad_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_grad_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5006,7 +5045,7 @@ acc_tensor *_wrap_Tensor_grad_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gos
 }
 
 
-void _wrap_Tensor_backward_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Tensor_backward_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5036,7 +5075,7 @@ void _wrap_Tensor_backward_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostri
 }
 
 
-acc_tensor *_wrap_Tensor_sum_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_sum_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5069,7 +5108,7 @@ acc_tensor *_wrap_Tensor_sum_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_mean_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_mean_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5102,7 +5141,7 @@ acc_tensor *_wrap_Tensor_mean_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_reshape_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_reshape_capi_89e21309be903443(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5141,7 +5180,7 @@ acc_tensor *_wrap_Tensor_reshape_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _
 }
 
 
-acc_tensor *_wrap_Tensor_argmax_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_argmax_capi_89e21309be903443(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -5178,7 +5217,7 @@ acc_tensor *_wrap_Tensor_argmax_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, lo
 }
 
 
-long long _wrap_Tensor_countEqual_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Tensor_countEqual_capi_89e21309be903443(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5213,7 +5252,7 @@ long long _wrap_Tensor_countEqual_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, 
 }
 
 
-double _wrap_Tensor_item_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+double _wrap_Tensor_item_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5246,7 +5285,7 @@ double _wrap_Tensor_item_capi_8de2de55689d6b0e(acc_tensor *_swig_go_0, _gostring
 }
 
 
-acc_tensor_list *_wrap_new_TensorList_capi_8de2de55689d6b0e(_gostring_* _swig_go_0) {
+acc_tensor_list *_wrap_new_TensorList_capi_89e21309be903443(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor_list *result = 0 ;
@@ -5277,7 +5316,7 @@ acc_tensor_list *_wrap_new_TensorList_capi_8de2de55689d6b0e(_gostring_* _swig_go
 }
 
 
-void _wrap_delete_TensorList_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go_0) {
+void _wrap_delete_TensorList_capi_89e21309be903443(acc_tensor_list *_swig_go_0) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   
   arg1 = *(acc_tensor_list **)&_swig_go_0; 
@@ -5295,7 +5334,7 @@ void _wrap_delete_TensorList_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go_0) 
 }
 
 
-void _wrap_TensorList_append_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_TensorList_append_capi_89e21309be903443(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_tensor *arg3 = (acc_tensor *) 0 ;
@@ -5334,7 +5373,7 @@ void _wrap_TensorList_append_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go_0, 
 }
 
 
-long long _wrap_TensorList_size_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_TensorList_size_capi_89e21309be903443(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5367,7 +5406,7 @@ long long _wrap_TensorList_size_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go_
 }
 
 
-acc_tensor *_wrap_TensorList_get_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_get_capi_89e21309be903443(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5402,7 +5441,7 @@ acc_tensor *_wrap_TensorList_get_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go
 }
 
 
-_gostring_ _wrap_TensorList_name_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_TensorList_name_capi_89e21309be903443(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5437,7 +5476,7 @@ _gostring_ _wrap_TensorList_name_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go
 }
 
 
-acc_tensor *_wrap_TensorList_find_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_find_capi_89e21309be903443(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5477,7 +5516,7 @@ acc_tensor *_wrap_TensorList_find_capi_8de2de55689d6b0e(acc_tensor_list *_swig_g
 }
 
 
-void _wrap_TensorList_saveSafetensors_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_TensorList_saveSafetensors_capi_89e21309be903443(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5514,7 +5553,7 @@ void _wrap_TensorList_saveSafetensors_capi_8de2de55689d6b0e(acc_tensor_list *_sw
 }
 
 
-acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_8de2de55689d6b0e(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_89e21309be903443(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5552,7 +5591,7 @@ acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_8de2de55689d6b0e(_gostrin
 }
 
 
-void _wrap_delete_StringList_capi_8de2de55689d6b0e(acc_string_list *_swig_go_0) {
+void _wrap_delete_StringList_capi_89e21309be903443(acc_string_list *_swig_go_0) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   
   arg1 = *(acc_string_list **)&_swig_go_0; 
@@ -5570,7 +5609,7 @@ void _wrap_delete_StringList_capi_8de2de55689d6b0e(acc_string_list *_swig_go_0) 
 }
 
 
-long long _wrap_StringList_size_capi_8de2de55689d6b0e(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_StringList_size_capi_89e21309be903443(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5603,7 +5642,7 @@ long long _wrap_StringList_size_capi_8de2de55689d6b0e(acc_string_list *_swig_go_
 }
 
 
-_gostring_ _wrap_StringList_get_capi_8de2de55689d6b0e(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_StringList_get_capi_89e21309be903443(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5638,7 +5677,7 @@ _gostring_ _wrap_StringList_get_capi_8de2de55689d6b0e(acc_string_list *_swig_go_
 }
 
 
-long long _wrap_StringList_byteSize_capi_8de2de55689d6b0e(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_StringList_byteSize_capi_89e21309be903443(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5673,7 +5712,7 @@ long long _wrap_StringList_byteSize_capi_8de2de55689d6b0e(acc_string_list *_swig
 }
 
 
-void _wrap_StringList_copyBytes_capi_8de2de55689d6b0e(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_StringList_copyBytes_capi_89e21309be903443(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -5711,7 +5750,7 @@ void _wrap_StringList_copyBytes_capi_8de2de55689d6b0e(acc_string_list *_swig_go_
 }
 
 
-acc_options *_wrap_new_Options_capi_8de2de55689d6b0e(intgo _swig_go_0, _gostring_* _swig_go_1) {
+acc_options *_wrap_new_Options_capi_89e21309be903443(intgo _swig_go_0, _gostring_* _swig_go_1) {
   acc_options_kind arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5744,7 +5783,7 @@ acc_options *_wrap_new_Options_capi_8de2de55689d6b0e(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_delete_Options_capi_8de2de55689d6b0e(acc_options *_swig_go_0) {
+void _wrap_delete_Options_capi_89e21309be903443(acc_options *_swig_go_0) {
   acc_options *arg1 = (acc_options *) 0 ;
   
   arg1 = *(acc_options **)&_swig_go_0; 
@@ -5762,7 +5801,7 @@ void _wrap_delete_Options_capi_8de2de55689d6b0e(acc_options *_swig_go_0) {
 }
 
 
-void _wrap_Options_setInt_capi_8de2de55689d6b0e(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setInt_capi_89e21309be903443(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -5801,7 +5840,7 @@ void _wrap_Options_setInt_capi_8de2de55689d6b0e(acc_options *_swig_go_0, _gostri
 }
 
 
-void _wrap_Options_setDouble_capi_8de2de55689d6b0e(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setDouble_capi_89e21309be903443(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -5840,7 +5879,7 @@ void _wrap_Options_setDouble_capi_8de2de55689d6b0e(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_setBool_capi_8de2de55689d6b0e(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setBool_capi_89e21309be903443(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -5879,7 +5918,7 @@ void _wrap_Options_setBool_capi_8de2de55689d6b0e(acc_options *_swig_go_0, _gostr
 }
 
 
-void _wrap_Options_setString_capi_8de2de55689d6b0e(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setString_capi_89e21309be903443(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5923,7 +5962,7 @@ void _wrap_Options_setString_capi_8de2de55689d6b0e(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_set_capi_8de2de55689d6b0e(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_set_capi_89e21309be903443(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5967,7 +6006,7 @@ void _wrap_Options_set_capi_8de2de55689d6b0e(acc_options *_swig_go_0, _gostring_
 }
 
 
-_gostring_ _wrap_Options_get_capi_8de2de55689d6b0e(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Options_get_capi_89e21309be903443(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6007,7 +6046,7 @@ _gostring_ _wrap_Options_get_capi_8de2de55689d6b0e(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_delete_Model_capi_8de2de55689d6b0e(acc_model *_swig_go_0) {
+void _wrap_delete_Model_capi_89e21309be903443(acc_model *_swig_go_0) {
   acc_model *arg1 = (acc_model *) 0 ;
   
   arg1 = *(acc_model **)&_swig_go_0; 
@@ -6025,7 +6064,7 @@ void _wrap_delete_Model_capi_8de2de55689d6b0e(acc_model *_swig_go_0) {
 }
 
 
-acc_model *_wrap_Model_loadTorchscript_capi_8de2de55689d6b0e(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_loadTorchscript_capi_89e21309be903443(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6063,7 +6102,7 @@ acc_model *_wrap_Model_loadTorchscript_capi_8de2de55689d6b0e(_gostring_ _swig_go
 }
 
 
-acc_model *_wrap_Model_fromSpec_capi_8de2de55689d6b0e(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_fromSpec_capi_89e21309be903443(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6101,7 +6140,7 @@ acc_model *_wrap_Model_fromSpec_capi_8de2de55689d6b0e(_gostring_ _swig_go_0, _go
 }
 
 
-acc_tensor_list *_wrap_Model_forward_capi_8de2de55689d6b0e(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Model_forward_capi_89e21309be903443(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   unsigned int arg3 ;
@@ -6138,7 +6177,7 @@ acc_tensor_list *_wrap_Model_forward_capi_8de2de55689d6b0e(acc_model *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Model_forward1_capi_8de2de55689d6b0e(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Model_forward1_capi_89e21309be903443(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   unsigned int arg3 ;
@@ -6175,7 +6214,7 @@ acc_tensor *_wrap_Model_forward1_capi_8de2de55689d6b0e(acc_model *_swig_go_0, ac
 }
 
 
-void _wrap_Model_setTraining_capi_8de2de55689d6b0e(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setTraining_capi_89e21309be903443(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6207,7 +6246,7 @@ void _wrap_Model_setTraining_capi_8de2de55689d6b0e(acc_model *_swig_go_0, bool _
 }
 
 
-bool _wrap_Model_isTraining_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Model_isTraining_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6240,7 +6279,7 @@ bool _wrap_Model_isTraining_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostri
 }
 
 
-void _wrap_Model_setGraphOptimization_capi_8de2de55689d6b0e(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setGraphOptimization_capi_89e21309be903443(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6272,7 +6311,7 @@ void _wrap_Model_setGraphOptimization_capi_8de2de55689d6b0e(acc_model *_swig_go_
 }
 
 
-void _wrap_Model_to_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_to_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -6311,7 +6350,7 @@ void _wrap_Model_to_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_ _swi
 }
 
 
-long long _wrap_Model_parameterTensorCount_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterTensorCount_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6344,7 +6383,7 @@ long long _wrap_Model_parameterTensorCount_capi_8de2de55689d6b0e(acc_model *_swi
 }
 
 
-long long _wrap_Model_parameterElementCount_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterElementCount_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6377,7 +6416,7 @@ long long _wrap_Model_parameterElementCount_capi_8de2de55689d6b0e(acc_model *_sw
 }
 
 
-acc_string_list *_wrap_Model_parameterNames_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Model_parameterNames_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6410,7 +6449,7 @@ acc_string_list *_wrap_Model_parameterNames_capi_8de2de55689d6b0e(acc_model *_sw
 }
 
 
-acc_tensor *_wrap_Model_parameter_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Model_parameter_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6450,7 +6489,7 @@ acc_tensor *_wrap_Model_parameter_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _
 }
 
 
-void _wrap_Model_zeroGrad_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_zeroGrad_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6480,7 +6519,7 @@ void _wrap_Model_zeroGrad_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring
 }
 
 
-long long _wrap_Model_setRequiresGrad_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_setRequiresGrad_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -6522,7 +6561,7 @@ long long _wrap_Model_setRequiresGrad_capi_8de2de55689d6b0e(acc_model *_swig_go_
 }
 
 
-long long _wrap_Model_addLora_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addLora_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -6564,7 +6603,7 @@ long long _wrap_Model_addLora_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gost
 }
 
 
-void _wrap_Model_saveLora_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveLora_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6601,7 +6640,7 @@ void _wrap_Model_saveLora_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_loadLora_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_loadLora_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6638,7 +6677,7 @@ void _wrap_Model_loadLora_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_mergeLora_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_mergeLora_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6668,7 +6707,7 @@ void _wrap_Model_mergeLora_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostrin
 }
 
 
-long long _wrap_Model_loraCount_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_loraCount_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6701,7 +6740,7 @@ long long _wrap_Model_loraCount_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _go
 }
 
 
-acc_tensor_list *_wrap_Model_stateDict_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_Model_stateDict_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6734,7 +6773,7 @@ acc_tensor_list *_wrap_Model_stateDict_capi_8de2de55689d6b0e(acc_model *_swig_go
 }
 
 
-void _wrap_Model_loadStateDict_capi_8de2de55689d6b0e(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_loadStateDict_capi_89e21309be903443(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   bool arg3 ;
@@ -6768,7 +6807,7 @@ void _wrap_Model_loadStateDict_capi_8de2de55689d6b0e(acc_model *_swig_go_0, acc_
 }
 
 
-void _wrap_Model_saveTorchscript_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveTorchscript_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6805,7 +6844,7 @@ void _wrap_Model_saveTorchscript_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _g
 }
 
 
-accswig::LoadReport *_wrap_Model_loadSafetensors_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+accswig::LoadReport *_wrap_Model_loadSafetensors_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -6847,7 +6886,7 @@ accswig::LoadReport *_wrap_Model_loadSafetensors_capi_8de2de55689d6b0e(acc_model
 }
 
 
-acc_optimizer *_wrap_new_Optimizer_capi_8de2de55689d6b0e(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_new_Optimizer_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -6889,7 +6928,7 @@ acc_optimizer *_wrap_new_Optimizer_capi_8de2de55689d6b0e(acc_model *_swig_go_0, 
 }
 
 
-void _wrap_delete_Optimizer_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0) {
+void _wrap_delete_Optimizer_capi_89e21309be903443(acc_optimizer *_swig_go_0) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   
   arg1 = *(acc_optimizer **)&_swig_go_0; 
@@ -6907,7 +6946,7 @@ void _wrap_delete_Optimizer_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0) {
 }
 
 
-void _wrap_Optimizer_addParamGroup_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_addParamGroup_capi_89e21309be903443(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -6946,7 +6985,7 @@ void _wrap_Optimizer_addParamGroup_capi_8de2de55689d6b0e(acc_optimizer *_swig_go
 }
 
 
-long long _wrap_Optimizer_addParamGroupMatching_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Optimizer_addParamGroupMatching_capi_89e21309be903443(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -6988,7 +7027,7 @@ long long _wrap_Optimizer_addParamGroupMatching_capi_8de2de55689d6b0e(acc_optimi
 }
 
 
-long long _wrap_Optimizer_numParamGroups_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Optimizer_numParamGroups_capi_89e21309be903443(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7021,7 +7060,7 @@ long long _wrap_Optimizer_numParamGroups_capi_8de2de55689d6b0e(acc_optimizer *_s
 }
 
 
-double _wrap_Optimizer_getLr_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Optimizer_getLr_capi_89e21309be903443(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7056,7 +7095,7 @@ double _wrap_Optimizer_getLr_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, lo
 }
 
 
-void _wrap_Optimizer_setLr_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_setLr_capi_89e21309be903443(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   double arg3 ;
@@ -7090,7 +7129,7 @@ void _wrap_Optimizer_setLr_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, long
 }
 
 
-void _wrap_Optimizer_step_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_step_capi_89e21309be903443(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7120,7 +7159,7 @@ void _wrap_Optimizer_step_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, _gost
 }
 
 
-void _wrap_Optimizer_zeroGrad_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_zeroGrad_capi_89e21309be903443(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7150,7 +7189,7 @@ void _wrap_Optimizer_zeroGrad_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, _
 }
 
 
-acc_scheduler *_wrap_new_Scheduler_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_new_Scheduler_capi_89e21309be903443(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7192,7 +7231,7 @@ acc_scheduler *_wrap_new_Scheduler_capi_8de2de55689d6b0e(acc_optimizer *_swig_go
 }
 
 
-void _wrap_delete_Scheduler_capi_8de2de55689d6b0e(acc_scheduler *_swig_go_0) {
+void _wrap_delete_Scheduler_capi_89e21309be903443(acc_scheduler *_swig_go_0) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   
   arg1 = *(acc_scheduler **)&_swig_go_0; 
@@ -7210,7 +7249,7 @@ void _wrap_delete_Scheduler_capi_8de2de55689d6b0e(acc_scheduler *_swig_go_0) {
 }
 
 
-void _wrap_Scheduler_step_capi_8de2de55689d6b0e(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Scheduler_step_capi_89e21309be903443(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7240,7 +7279,7 @@ void _wrap_Scheduler_step_capi_8de2de55689d6b0e(acc_scheduler *_swig_go_0, _gost
 }
 
 
-double _wrap_Scheduler_getLastLr_capi_8de2de55689d6b0e(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Scheduler_getLastLr_capi_89e21309be903443(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7275,7 +7314,7 @@ double _wrap_Scheduler_getLastLr_capi_8de2de55689d6b0e(acc_scheduler *_swig_go_0
 }
 
 
-long long _wrap_Scheduler_getStep_capi_8de2de55689d6b0e(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Scheduler_getStep_capi_89e21309be903443(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7308,7 +7347,7 @@ long long _wrap_Scheduler_getStep_capi_8de2de55689d6b0e(acc_scheduler *_swig_go_
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_8de2de55689d6b0e(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_89e21309be903443(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7343,7 +7382,7 @@ acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_8de2de55689d6b0e(acc_optimizer 
 }
 
 
-void _wrap_delete_Dataset_capi_8de2de55689d6b0e(acc_dataset *_swig_go_0) {
+void _wrap_delete_Dataset_capi_89e21309be903443(acc_dataset *_swig_go_0) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   
   arg1 = *(acc_dataset **)&_swig_go_0; 
@@ -7361,7 +7400,7 @@ void _wrap_delete_Dataset_capi_8de2de55689d6b0e(acc_dataset *_swig_go_0) {
 }
 
 
-acc_dataset *_wrap_Dataset_fromTensors_capi_8de2de55689d6b0e(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+acc_dataset *_wrap_Dataset_fromTensors_capi_89e21309be903443(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7394,7 +7433,7 @@ acc_dataset *_wrap_Dataset_fromTensors_capi_8de2de55689d6b0e(acc_tensor_list *_s
 }
 
 
-acc_dataset *_wrap_Dataset_fromIdx_capi_8de2de55689d6b0e(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromIdx_capi_89e21309be903443(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7439,7 +7478,7 @@ acc_dataset *_wrap_Dataset_fromIdx_capi_8de2de55689d6b0e(_gostring_ _swig_go_0, 
 }
 
 
-acc_dataset *_wrap_Dataset_fromSampleSource_capi_8de2de55689d6b0e(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromSampleSource_capi_89e21309be903443(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::SampleSource *arg2 = (accswig::SampleSource *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7474,7 +7513,7 @@ acc_dataset *_wrap_Dataset_fromSampleSource_capi_8de2de55689d6b0e(long long _swi
 }
 
 
-acc_dataset *_wrap_Dataset_fromStreamSource_capi_8de2de55689d6b0e(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromStreamSource_capi_89e21309be903443(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7509,7 +7548,7 @@ acc_dataset *_wrap_Dataset_fromStreamSource_capi_8de2de55689d6b0e(accswig::Strea
 }
 
 
-acc_dataset *_wrap_Dataset_subset_capi_8de2de55689d6b0e(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataset *_wrap_Dataset_subset_capi_89e21309be903443(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -7546,7 +7585,7 @@ acc_dataset *_wrap_Dataset_subset_capi_8de2de55689d6b0e(acc_dataset *_swig_go_0,
 }
 
 
-long long _wrap_Dataset_size_capi_8de2de55689d6b0e(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Dataset_size_capi_89e21309be903443(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7579,7 +7618,7 @@ long long _wrap_Dataset_size_capi_8de2de55689d6b0e(acc_dataset *_swig_go_0, _gos
 }
 
 
-acc_tensor_list *_wrap_Dataset_get_capi_8de2de55689d6b0e(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor_list *_wrap_Dataset_get_capi_89e21309be903443(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7614,7 +7653,7 @@ acc_tensor_list *_wrap_Dataset_get_capi_8de2de55689d6b0e(acc_dataset *_swig_go_0
 }
 
 
-acc_dataloader *_wrap_new_DataLoader_capi_8de2de55689d6b0e(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataloader *_wrap_new_DataLoader_capi_89e21309be903443(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7649,7 +7688,7 @@ acc_dataloader *_wrap_new_DataLoader_capi_8de2de55689d6b0e(acc_dataset *_swig_go
 }
 
 
-void _wrap_delete_DataLoader_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0) {
+void _wrap_delete_DataLoader_capi_89e21309be903443(acc_dataloader *_swig_go_0) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   
   arg1 = *(acc_dataloader **)&_swig_go_0; 
@@ -7667,7 +7706,7 @@ void _wrap_delete_DataLoader_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0) {
 }
 
 
-acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_8de2de55689d6b0e(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_89e21309be903443(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -7714,7 +7753,7 @@ acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_8de2de55689d6b0e(acc_datas
 }
 
 
-acc_tensor_list *_wrap_DataLoader_next_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_DataLoader_next_capi_89e21309be903443(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7747,7 +7786,7 @@ acc_tensor_list *_wrap_DataLoader_next_capi_8de2de55689d6b0e(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_length_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_length_capi_89e21309be903443(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7780,7 +7819,7 @@ long long _wrap_DataLoader_length_capi_8de2de55689d6b0e(acc_dataloader *_swig_go
 }
 
 
-long long _wrap_DataLoader_epoch_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_epoch_capi_89e21309be903443(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7813,7 +7852,7 @@ long long _wrap_DataLoader_epoch_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_setEpoch_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setEpoch_capi_89e21309be903443(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7845,7 +7884,7 @@ void _wrap_DataLoader_setEpoch_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0,
 }
 
 
-void _wrap_DataLoader_setCollator_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setCollator_capi_89e21309be903443(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   accswig::Collator *arg2 = (accswig::Collator *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7877,7 +7916,7 @@ void _wrap_DataLoader_setCollator_capi_8de2de55689d6b0e(acc_dataloader *_swig_go
 }
 
 
-void _wrap_DataLoader_skipFirstBatches_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_skipFirstBatches_capi_89e21309be903443(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7909,7 +7948,7 @@ void _wrap_DataLoader_skipFirstBatches_capi_8de2de55689d6b0e(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_totalBatchSize_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalBatchSize_capi_89e21309be903443(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7942,7 +7981,7 @@ long long _wrap_DataLoader_totalBatchSize_capi_8de2de55689d6b0e(acc_dataloader *
 }
 
 
-long long _wrap_DataLoader_totalDatasetLength_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalDatasetLength_capi_89e21309be903443(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7975,7 +8014,7 @@ long long _wrap_DataLoader_totalDatasetLength_capi_8de2de55689d6b0e(acc_dataload
 }
 
 
-bool _wrap_DataLoader_endOfEpoch_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_endOfEpoch_capi_89e21309be903443(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8008,7 +8047,7 @@ bool _wrap_DataLoader_endOfEpoch_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_endEpoch_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_DataLoader_endEpoch_capi_89e21309be903443(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8038,7 +8077,7 @@ void _wrap_DataLoader_endEpoch_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0,
 }
 
 
-bool _wrap_DataLoader_inEpoch_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_inEpoch_capi_89e21309be903443(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8071,7 +8110,7 @@ bool _wrap_DataLoader_inEpoch_capi_8de2de55689d6b0e(acc_dataloader *_swig_go_0, 
 }
 
 
-acc_accelerator *_wrap_new_Accelerator_capi_8de2de55689d6b0e(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
+acc_accelerator *_wrap_new_Accelerator_capi_89e21309be903443(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
   acc_options *arg1 = (acc_options *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8104,7 +8143,7 @@ acc_accelerator *_wrap_new_Accelerator_capi_8de2de55689d6b0e(acc_options *_swig_
 }
 
 
-void _wrap_delete_Accelerator_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0) {
+void _wrap_delete_Accelerator_capi_89e21309be903443(acc_accelerator *_swig_go_0) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
@@ -8122,7 +8161,7 @@ void _wrap_delete_Accelerator_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Accelerator_device_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_device_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8155,7 +8194,7 @@ _gostring_ _wrap_Accelerator_device_capi_8de2de55689d6b0e(acc_accelerator *_swig
 }
 
 
-_gostring_ _wrap_Accelerator_distributedType_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_distributedType_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8188,7 +8227,7 @@ _gostring_ _wrap_Accelerator_distributedType_capi_8de2de55689d6b0e(acc_accelerat
 }
 
 
-_gostring_ _wrap_Accelerator_mixedPrecision_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_mixedPrecision_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8221,7 +8260,7 @@ _gostring_ _wrap_Accelerator_mixedPrecision_capi_8de2de55689d6b0e(acc_accelerato
 }
 
 
-long long _wrap_Accelerator_processIndex_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_processIndex_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8254,7 +8293,7 @@ long long _wrap_Accelerator_processIndex_capi_8de2de55689d6b0e(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_numProcesses_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_numProcesses_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8287,7 +8326,7 @@ long long _wrap_Accelerator_numProcesses_capi_8de2de55689d6b0e(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_localProcessIndex_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_localProcessIndex_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8320,7 +8359,7 @@ long long _wrap_Accelerator_localProcessIndex_capi_8de2de55689d6b0e(acc_accelera
 }
 
 
-bool _wrap_Accelerator_isMainProcess_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isMainProcess_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8353,7 +8392,7 @@ bool _wrap_Accelerator_isMainProcess_capi_8de2de55689d6b0e(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_isLocalMainProcess_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLocalMainProcess_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8386,7 +8425,7 @@ bool _wrap_Accelerator_isLocalMainProcess_capi_8de2de55689d6b0e(acc_accelerator 
 }
 
 
-bool _wrap_Accelerator_isLastProcess_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLastProcess_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8419,7 +8458,7 @@ bool _wrap_Accelerator_isLastProcess_capi_8de2de55689d6b0e(acc_accelerator *_swi
 }
 
 
-long long _wrap_Accelerator_gradientAccumulationSteps_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_gradientAccumulationSteps_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8452,7 +8491,7 @@ long long _wrap_Accelerator_gradientAccumulationSteps_capi_8de2de55689d6b0e(acc_
 }
 
 
-bool _wrap_Accelerator_syncGradients_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_syncGradients_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8485,7 +8524,7 @@ bool _wrap_Accelerator_syncGradients_capi_8de2de55689d6b0e(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_optimizerStepWasSkipped_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_optimizerStepWasSkipped_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8518,7 +8557,7 @@ bool _wrap_Accelerator_optimizerStepWasSkipped_capi_8de2de55689d6b0e(acc_acceler
 }
 
 
-long long _wrap_Accelerator_step_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_step_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8551,7 +8590,7 @@ long long _wrap_Accelerator_step_capi_8de2de55689d6b0e(acc_accelerator *_swig_go
 }
 
 
-acc_model *_wrap_Accelerator_prepareModel_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_model *_wrap_Accelerator_prepareModel_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   acc_placement arg3 ;
@@ -8588,7 +8627,7 @@ acc_model *_wrap_Accelerator_prepareModel_capi_8de2de55689d6b0e(acc_accelerator 
 }
 
 
-acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   acc_placement arg3 ;
@@ -8625,7 +8664,7 @@ acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_8de2de55689d6b0e(acc_acce
 }
 
 
-acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_dataloader *arg2 = (acc_dataloader *) 0 ;
   acc_placement arg3 ;
@@ -8662,7 +8701,7 @@ acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_8de2de55689d6b0e(acc_ac
 }
 
 
-acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_scheduler *arg2 = (acc_scheduler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8697,7 +8736,7 @@ acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_8de2de55689d6b0e(acc_acce
 }
 
 
-acc_model *_wrap_Accelerator_unwrapModel_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+acc_model *_wrap_Accelerator_unwrapModel_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8732,7 +8771,7 @@ acc_model *_wrap_Accelerator_unwrapModel_capi_8de2de55689d6b0e(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_backward_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_backward_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8764,7 +8803,7 @@ void _wrap_Accelerator_backward_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_accumulateBegin_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateBegin_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8794,7 +8833,7 @@ void _wrap_Accelerator_accumulateBegin_capi_8de2de55689d6b0e(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_accumulateEnd_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateEnd_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8824,7 +8863,7 @@ void _wrap_Accelerator_accumulateEnd_capi_8de2de55689d6b0e(acc_accelerator *_swi
 }
 
 
-double _wrap_Accelerator_clipGradNorm_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+double _wrap_Accelerator_clipGradNorm_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -8863,7 +8902,7 @@ double _wrap_Accelerator_clipGradNorm_capi_8de2de55689d6b0e(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_clipGradValue_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_clipGradValue_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -8897,7 +8936,7 @@ void _wrap_Accelerator_clipGradValue_capi_8de2de55689d6b0e(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_saveModel_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_saveModel_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8943,7 +8982,7 @@ void _wrap_Accelerator_saveModel_capi_8de2de55689d6b0e(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_mergeShardedCheckpoint_capi_8de2de55689d6b0e(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_mergeShardedCheckpoint_capi_89e21309be903443(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -8994,7 +9033,7 @@ void _wrap_Accelerator_mergeShardedCheckpoint_capi_8de2de55689d6b0e(_gostring_ _
 }
 
 
-_gostring_ _wrap_Accelerator_saveState_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_saveState_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9034,7 +9073,7 @@ _gostring_ _wrap_Accelerator_saveState_capi_8de2de55689d6b0e(acc_accelerator *_s
 }
 
 
-_gostring_ _wrap_Accelerator_loadState_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_loadState_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9074,7 +9113,7 @@ _gostring_ _wrap_Accelerator_loadState_capi_8de2de55689d6b0e(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_print_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_print_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9111,7 +9150,7 @@ void _wrap_Accelerator_print_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, 
 }
 
 
-void _wrap_Accelerator_waitForEveryone_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_waitForEveryone_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9141,7 +9180,7 @@ void _wrap_Accelerator_waitForEveryone_capi_8de2de55689d6b0e(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_freeMemory_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_freeMemory_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9171,7 +9210,7 @@ void _wrap_Accelerator_freeMemory_capi_8de2de55689d6b0e(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_noSyncBegin_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncBegin_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9203,7 +9242,7 @@ void _wrap_Accelerator_noSyncBegin_capi_8de2de55689d6b0e(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_noSyncEnd_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncEnd_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9235,7 +9274,7 @@ void _wrap_Accelerator_noSyncEnd_capi_8de2de55689d6b0e(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_triggerSyncInBackward_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_triggerSyncInBackward_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9267,7 +9306,7 @@ void _wrap_Accelerator_triggerSyncInBackward_capi_8de2de55689d6b0e(acc_accelerat
 }
 
 
-void _wrap_Accelerator_localSgdBegin_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_localSgdBegin_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int64_t arg3 ;
@@ -9303,7 +9342,7 @@ void _wrap_Accelerator_localSgdBegin_capi_8de2de55689d6b0e(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_localSgdStep_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdStep_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9335,7 +9374,7 @@ void _wrap_Accelerator_localSgdStep_capi_8de2de55689d6b0e(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_localSgdEnd_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdEnd_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9367,7 +9406,7 @@ void _wrap_Accelerator_localSgdEnd_capi_8de2de55689d6b0e(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsBegin_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_joinUnevenInputsBegin_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int arg3 ;
@@ -9401,7 +9440,7 @@ void _wrap_Accelerator_joinUnevenInputsBegin_capi_8de2de55689d6b0e(acc_accelerat
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsEnd_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_joinUnevenInputsEnd_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9433,7 +9472,7 @@ void _wrap_Accelerator_joinUnevenInputsEnd_capi_8de2de55689d6b0e(acc_accelerator
 }
 
 
-void _wrap_Accelerator_mainProcessFirstBegin_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstBegin_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9463,7 +9502,7 @@ void _wrap_Accelerator_mainProcessFirstBegin_capi_8de2de55689d6b0e(acc_accelerat
 }
 
 
-void _wrap_Accelerator_mainProcessFirstEnd_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstEnd_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9493,7 +9532,7 @@ void _wrap_Accelerator_mainProcessFirstEnd_capi_8de2de55689d6b0e(acc_accelerator
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstBegin_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstBegin_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9523,7 +9562,7 @@ void _wrap_Accelerator_localMainProcessFirstBegin_capi_8de2de55689d6b0e(acc_acce
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstEnd_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstEnd_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9553,7 +9592,7 @@ void _wrap_Accelerator_localMainProcessFirstEnd_capi_8de2de55689d6b0e(acc_accele
 }
 
 
-acc_tensor *_wrap_Accelerator_gather_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gather_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9595,7 +9634,7 @@ acc_tensor *_wrap_Accelerator_gather_capi_8de2de55689d6b0e(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9637,7 +9676,7 @@ acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_8de2de55689d6b0e(acc_acceler
 }
 
 
-acc_string_list *_wrap_Accelerator_gatherObject_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_string_list *_wrap_Accelerator_gatherObject_capi_89e21309be903443(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -9683,7 +9722,7 @@ acc_string_list *_wrap_Accelerator_gatherObject_capi_8de2de55689d6b0e(acc_accele
 }
 
 
-acc_string_list *_wrap_Accelerator_broadcastObject_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_string_list *_wrap_Accelerator_broadcastObject_capi_89e21309be903443(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -9731,7 +9770,7 @@ acc_string_list *_wrap_Accelerator_broadcastObject_capi_8de2de55689d6b0e(acc_acc
 }
 
 
-acc_tensor *_wrap_Accelerator_reduce_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_reduce_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -9775,7 +9814,7 @@ acc_tensor *_wrap_Accelerator_reduce_capi_8de2de55689d6b0e(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_broadcast_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_broadcast_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -9819,7 +9858,7 @@ acc_tensor *_wrap_Accelerator_broadcast_capi_8de2de55689d6b0e(acc_accelerator *_
 }
 
 
-acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
+acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -9867,7 +9906,7 @@ acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_8de2de55689d6b0e(acc_accel
 }
 
 
-void _wrap_Accelerator_splitBetweenProcesses_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_splitBetweenProcesses_capi_89e21309be903443(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -9907,7 +9946,7 @@ void _wrap_Accelerator_splitBetweenProcesses_capi_8de2de55689d6b0e(acc_accelerat
 }
 
 
-void _wrap_Accelerator_setTrigger_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_setTrigger_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9937,7 +9976,7 @@ void _wrap_Accelerator_setTrigger_capi_8de2de55689d6b0e(acc_accelerator *_swig_g
 }
 
 
-bool _wrap_Accelerator_checkTrigger_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_checkTrigger_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9970,7 +10009,7 @@ bool _wrap_Accelerator_checkTrigger_capi_8de2de55689d6b0e(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_save_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_save_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -10009,7 +10048,7 @@ void _wrap_Accelerator_save_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, a
 }
 
 
-acc_tensor_list *_wrap_Accelerator_getStateDict_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Accelerator_getStateDict_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   bool arg3 ;
@@ -10046,7 +10085,7 @@ acc_tensor_list *_wrap_Accelerator_getStateDict_capi_8de2de55689d6b0e(acc_accele
 }
 
 
-long long _wrap_Accelerator_iteration_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_iteration_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10079,7 +10118,7 @@ long long _wrap_Accelerator_iteration_capi_8de2de55689d6b0e(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_unscaleGradients_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_unscaleGradients_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10111,7 +10150,7 @@ void _wrap_Accelerator_unscaleGradients_capi_8de2de55689d6b0e(acc_accelerator *_
 }
 
 
-void _wrap_Accelerator_autocastBegin_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_autocastBegin_capi_89e21309be903443(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10143,7 +10182,7 @@ void _wrap_Accelerator_autocastBegin_capi_8de2de55689d6b0e(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_autocastEnd_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_autocastEnd_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10173,7 +10212,7 @@ void _wrap_Accelerator_autocastEnd_capi_8de2de55689d6b0e(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_registerForCheckpointing_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerForCheckpointing_capi_89e21309be903443(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::StateHandler *arg2 = (accswig::StateHandler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10205,7 +10244,7 @@ void _wrap_Accelerator_registerForCheckpointing_capi_8de2de55689d6b0e(acc_accele
 }
 
 
-void _wrap_Accelerator_registerSaveStatePreHook_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerSaveStatePreHook_capi_89e21309be903443(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10237,7 +10276,7 @@ void _wrap_Accelerator_registerSaveStatePreHook_capi_8de2de55689d6b0e(acc_accele
 }
 
 
-void _wrap_Accelerator_registerLoadStatePreHook_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerLoadStatePreHook_capi_89e21309be903443(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10269,7 +10308,7 @@ void _wrap_Accelerator_registerLoadStatePreHook_capi_8de2de55689d6b0e(acc_accele
 }
 
 
-void _wrap_Accelerator_addTracker_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_addTracker_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   accswig::Tracker *arg3 = (accswig::Tracker *) 0 ;
@@ -10308,7 +10347,7 @@ void _wrap_Accelerator_addTracker_capi_8de2de55689d6b0e(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_initTrackers_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_initTrackers_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -10352,7 +10391,7 @@ void _wrap_Accelerator_initTrackers_capi_8de2de55689d6b0e(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_logValues_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logValues_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -10397,7 +10436,7 @@ void _wrap_Accelerator_logValues_capi_8de2de55689d6b0e(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_logScalar_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logScalar_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -10438,7 +10477,7 @@ void _wrap_Accelerator_logScalar_capi_8de2de55689d6b0e(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_endTraining_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_endTraining_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10468,7 +10507,7 @@ void _wrap_Accelerator_endTraining_capi_8de2de55689d6b0e(acc_accelerator *_swig_
 }
 
 
-acc_string_list *_wrap_Accelerator_trackerNames_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Accelerator_trackerNames_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10501,7 +10540,7 @@ acc_string_list *_wrap_Accelerator_trackerNames_capi_8de2de55689d6b0e(acc_accele
 }
 
 
-_gostring_ _wrap_Accelerator_trackerPath_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_trackerPath_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10541,7 +10580,7 @@ _gostring_ _wrap_Accelerator_trackerPath_capi_8de2de55689d6b0e(acc_accelerator *
 }
 
 
-long long _wrap_Samples_size_capi_8de2de55689d6b0e(accswig::Samples *_swig_go_0) {
+long long _wrap_Samples_size_capi_89e21309be903443(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -10562,7 +10601,7 @@ long long _wrap_Samples_size_capi_8de2de55689d6b0e(accswig::Samples *_swig_go_0)
 }
 
 
-long long _wrap_Samples_fields_capi_8de2de55689d6b0e(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Samples_fields_capi_89e21309be903443(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10597,7 +10636,7 @@ long long _wrap_Samples_fields_capi_8de2de55689d6b0e(accswig::Samples *_swig_go_
 }
 
 
-acc_tensor *_wrap_Samples_get_capi_8de2de55689d6b0e(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Samples_get_capi_89e21309be903443(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -10634,7 +10673,7 @@ acc_tensor *_wrap_Samples_get_capi_8de2de55689d6b0e(accswig::Samples *_swig_go_0
 }
 
 
-void _wrap_delete_Samples_capi_8de2de55689d6b0e(accswig::Samples *_swig_go_0) {
+void _wrap_delete_Samples_capi_89e21309be903443(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   
   arg1 = *(accswig::Samples **)&_swig_go_0; 
@@ -10652,7 +10691,7 @@ void _wrap_delete_Samples_capi_8de2de55689d6b0e(accswig::Samples *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_append_capi_8de2de55689d6b0e(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_append_capi_89e21309be903443(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -10688,7 +10727,7 @@ void _wrap_Bytes_append_capi_8de2de55689d6b0e(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Bytes_size_capi_8de2de55689d6b0e(accswig::Bytes *_swig_go_0) {
+long long _wrap_Bytes_size_capi_89e21309be903443(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -10709,7 +10748,7 @@ long long _wrap_Bytes_size_capi_8de2de55689d6b0e(accswig::Bytes *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_copyTo_capi_8de2de55689d6b0e(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_copyTo_capi_89e21309be903443(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -10745,7 +10784,7 @@ void _wrap_Bytes_copyTo_capi_8de2de55689d6b0e(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-void _wrap_delete_Bytes_capi_8de2de55689d6b0e(accswig::Bytes *_swig_go_0) {
+void _wrap_delete_Bytes_capi_89e21309be903443(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   
   arg1 = *(accswig::Bytes **)&_swig_go_0; 
@@ -10763,7 +10802,7 @@ void _wrap_delete_Bytes_capi_8de2de55689d6b0e(accswig::Bytes *_swig_go_0) {
 }
 
 
-long long _wrap_Metrics_size_capi_8de2de55689d6b0e(accswig::Metrics *_swig_go_0) {
+long long _wrap_Metrics_size_capi_89e21309be903443(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -10784,7 +10823,7 @@ long long _wrap_Metrics_size_capi_8de2de55689d6b0e(accswig::Metrics *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Metrics_name_capi_8de2de55689d6b0e(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Metrics_name_capi_89e21309be903443(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10819,7 +10858,7 @@ _gostring_ _wrap_Metrics_name_capi_8de2de55689d6b0e(accswig::Metrics *_swig_go_0
 }
 
 
-double _wrap_Metrics_value_capi_8de2de55689d6b0e(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Metrics_value_capi_89e21309be903443(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10854,7 +10893,7 @@ double _wrap_Metrics_value_capi_8de2de55689d6b0e(accswig::Metrics *_swig_go_0, l
 }
 
 
-void _wrap_delete_Metrics_capi_8de2de55689d6b0e(accswig::Metrics *_swig_go_0) {
+void _wrap_delete_Metrics_capi_89e21309be903443(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   
   arg1 = *(accswig::Metrics **)&_swig_go_0; 
@@ -10872,7 +10911,7 @@ void _wrap_delete_Metrics_capi_8de2de55689d6b0e(accswig::Metrics *_swig_go_0) {
 }
 
 
-void _wrap_LrFactor_set_capi_8de2de55689d6b0e(accswig::Factor *_swig_go_0, double _swig_go_1) {
+void _wrap_LrFactor_set_capi_89e21309be903443(accswig::Factor *_swig_go_0, double _swig_go_1) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   double arg2 ;
   
@@ -10892,7 +10931,7 @@ void _wrap_LrFactor_set_capi_8de2de55689d6b0e(accswig::Factor *_swig_go_0, doubl
 }
 
 
-void _wrap_delete_LrFactor_capi_8de2de55689d6b0e(accswig::Factor *_swig_go_0) {
+void _wrap_delete_LrFactor_capi_89e21309be903443(accswig::Factor *_swig_go_0) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   
   arg1 = *(accswig::Factor **)&_swig_go_0; 
@@ -10910,7 +10949,7 @@ void _wrap_delete_LrFactor_capi_8de2de55689d6b0e(accswig::Factor *_swig_go_0) {
 }
 
 
-acc_progress *_wrap_new_Progress_capi_8de2de55689d6b0e(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_progress *_wrap_new_Progress_capi_89e21309be903443(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -10952,7 +10991,7 @@ acc_progress *_wrap_new_Progress_capi_8de2de55689d6b0e(acc_accelerator *_swig_go
 }
 
 
-void _wrap_delete_Progress_capi_8de2de55689d6b0e(acc_progress *_swig_go_0) {
+void _wrap_delete_Progress_capi_89e21309be903443(acc_progress *_swig_go_0) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   
   arg1 = *(acc_progress **)&_swig_go_0; 
@@ -10970,7 +11009,7 @@ void _wrap_delete_Progress_capi_8de2de55689d6b0e(acc_progress *_swig_go_0) {
 }
 
 
-void _wrap_Progress_update_capi_8de2de55689d6b0e(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_update_capi_89e21309be903443(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11002,7 +11041,7 @@ void _wrap_Progress_update_capi_8de2de55689d6b0e(acc_progress *_swig_go_0, long 
 }
 
 
-void _wrap_Progress_setPostfix_capi_8de2de55689d6b0e(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_setPostfix_capi_89e21309be903443(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11039,7 +11078,7 @@ void _wrap_Progress_setPostfix_capi_8de2de55689d6b0e(acc_progress *_swig_go_0, _
 }
 
 
-void _wrap_Progress_finish_capi_8de2de55689d6b0e(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Progress_finish_capi_89e21309be903443(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;

@@ -40,6 +40,9 @@ class RandomTest {
       assertArrayEquals(first, rand(3));
       Accelerate.setSeed(42);
       assertArrayEquals(first, rand(3));
+      // Device-specific on one process (index 0): the same seed.
+      Accelerate.setSeedWith(42, true, false);
+      assertArrayEquals(first, rand(3));
     }
   }
 
