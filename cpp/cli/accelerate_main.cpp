@@ -28,6 +28,7 @@ struct LaunchArgs {
   acc::LaunchFlags flags;
   std::optional<std::string> config_file;
   std::string module;
+  bool no_python = false, same_network = false, quiet = false;
 };
 
 void add_launch_options(CLI::App* app, LaunchArgs& a) {
@@ -54,7 +55,16 @@ void add_launch_options(CLI::App* app, LaunchArgs& a) {
   app->add_option("--kill_timeout", f.kill_timeout_seconds, "seconds between SIGTERM and SIGKILL at teardown")
       ->check(CLI::Range(0.0, 3600.0));
   app->add_flag("!--no_prefix", f.prefix_output, "do not prefix output lines with the rank");
+  app->add_option("--monitor_interval", f.monitor_interval_seconds, "seconds between checks of the processes")
+      ->check(CLI::Range(0.001, 3600.0));
+  app->add_option("--rdzv_backend", f.rdzv_backend, "static (the only one: machine 0 hosts the store)");
+  app->add_option("--rdzv_conf", f.rdzv_conf, "nothing to configure for the static rendezvous");
   app->add_option("-m,--module", a.module, "run a Python module: python3 -m MODULE ARGS");
+  // Accelerate's flags that change nothing here: the program runs as given (not through python),
+  // machines need no shared-network hint, and there is no launch stack trace to silence.
+  app->add_flag("--no_python", a.no_python, "run PROGRAM as an executable (what this launcher always does)");
+  app->add_flag("--same_network", a.same_network, "accepted: the rendezvous needs no hint");
+  app->add_flag("-q,--quiet", a.quiet, "accepted: errors are short already");
   // Sharded data parallelism, with Accelerate's flag names (values are checked when resolved).
   app->add_flag("--use_fsdp", f.use_fsdp, "shard as FSDP does (see --fsdp_sharding_strategy)");
   for (const char* key : {"fsdp_sharding_strategy", "fsdp_offload_params", "fsdp_state_dict_type", "fsdp_auto_wrap_policy",
@@ -86,6 +96,10 @@ std::pair<std::optional<std::string>, std::optional<acc::ClusterConfig>> load_co
 int run_launch(const char* who, LaunchArgs& a, std::vector<std::string> command) {
   if (!command.empty() && command[0].size() > 1 && command[0][0] == '-') {
     std::fprintf(stderr, "%s: unknown option %s (see %s --help)\n", who, command[0].c_str(), who);
+    return 2;
+  }
+  if (!a.module.empty() && a.no_python) {
+    std::fprintf(stderr, "%s: --module and --no_python cannot be used together\n", who);
     return 2;
   }
   if (!a.module.empty()) command.insert(command.begin(), {"python3", "-m", a.module});

@@ -37,6 +37,13 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
   if (f.max_restarts) c.max_restarts = *f.max_restarts;
   if (f.kill_timeout_seconds) c.kill_timeout_seconds = *f.kill_timeout_seconds;
   c.prefix_output = f.prefix_output;
+  if (f.monitor_interval_seconds) c.monitor_interval_seconds = *f.monitor_interval_seconds;
+  // Machine 0's launcher hosts the store every process meets at (torchrun's static rendezvous).
+  if (f.rdzv_backend && *f.rdzv_backend != "static")
+    fail(Status::Unsupported, "--rdzv_backend ", *f.rdzv_backend, " is not supported: this launcher's rendezvous is ",
+         "static (machine 0 hosts the store at --main_process_ip:--main_process_port); use torchrun for elastic jobs");
+  require(!f.rdzv_conf || f.rdzv_conf->empty(), "--rdzv_conf configures an elastic rendezvous backend; with the ",
+          "static one there is nothing to configure");
   // A sharding flag overrides the file's key by key (fsdp_config / deepspeed_config then the flags).
   auto given = [](const std::map<std::string, std::string>& flags) {
     std::map<std::string, std::string> out;

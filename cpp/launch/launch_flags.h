@@ -29,6 +29,9 @@ struct LaunchFlags {
   std::optional<int> max_restarts;
   std::optional<double> kill_timeout_seconds;
   bool prefix_output = true;
+  std::optional<double> monitor_interval_seconds;
+  std::optional<std::string> rdzv_backend;  // Accelerate's default, static, is the only one
+  std::optional<std::string> rdzv_conf;
   // --use_fsdp / --use_deepspeed and their settings (empty values: not given).
   bool use_fsdp = false;
   bool use_deepspeed = false;

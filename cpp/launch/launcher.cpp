@@ -148,8 +148,9 @@ int run_group(const LaunchConfig& config, int port, int restart_count) {
     std::vector<size_t> owners;
     for (size_t i = 0; i < children.size(); ++i)
       if (children[i].out_fd >= 0) fds.push_back({children[i].out_fd, POLLIN, 0}), owners.push_back(i);
-    if (!fds.empty()) poll(fds.data(), fds.size(), 100);
-    else std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const int interval_ms = std::max(1, static_cast<int>(config.monitor_interval_seconds * 1000));
+    if (!fds.empty()) poll(fds.data(), fds.size(), interval_ms);
+    else std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
     for (size_t k = 0; k < fds.size(); ++k) {
       Child& c = children[owners[k]];
       if (!drain(c, config, config.machine_rank * local + c.local_rank)) {
@@ -210,6 +211,7 @@ void validate_launch_config(const LaunchConfig& c) {
   require(!c.num_cpu_threads_per_process || *c.num_cpu_threads_per_process >= 1,
           "--num_cpu_threads_per_process must be at least 1");
   require(c.max_restarts >= 0, "--max_restarts must not be negative");
+  require(c.monitor_interval_seconds > 0, "--monitor_interval must be more than 0 seconds");
 }
 
 std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int local_rank, int port,

@@ -25,6 +25,7 @@ struct LaunchConfig {
   int max_restarts = 0;
   double kill_timeout_seconds = 5.0;  // after a failure: SIGTERM, then SIGKILL after this long
   bool prefix_output = true;          // "[rank N] " before each line when several processes run
+  double monitor_interval_seconds = 0.1;  // how often the processes are checked (torchrun's 0.1)
   std::vector<std::string> command;   // program and arguments
   // FSDP / DeepSpeed settings as Accelerate's launcher variables (config/sharding_config.h).
   std::map<std::string, std::string> sharding_env;
