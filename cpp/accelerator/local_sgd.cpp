@@ -36,10 +36,11 @@ void Accelerator::local_sgd_step(const std::shared_ptr<Model>& model) {
 }
 
 void Accelerator::local_sgd_end(const std::shared_ptr<Model>& model) {
-  const std::shared_ptr<PreparedModel> wrapper = prepared(model);
-  const LocalSgdScope scope = local_sgd_scope(model, "local_sgd_end");
+  LocalSgdScope& open = local_sgd_scope(model, "local_sgd_end");
+  const std::shared_ptr<PreparedModel> wrapper = open.model.lock();
+  const bool enabled = open.enabled;
   local_sgd_.erase(wrapper.get());  // closed even if averaging fails: the group is broken then
-  if (!scope.enabled) return;
+  if (!enabled) return;
   try {
     average_parameters(model);
   } catch (...) {

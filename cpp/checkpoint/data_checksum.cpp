@@ -9,6 +9,7 @@
 #include "common/error.h"
 
 namespace acc {
+namespace {
 
 std::string data_crc32(const NamedTensors& tensors) {
   std::vector<const NamedTensors::value_type*> sorted;
@@ -21,6 +22,8 @@ std::string data_crc32(const NamedTensors& tensors) {
   }
   return std::to_string(crc);
 }
+
+}  // namespace
 
 Metadata with_data_crc32(Metadata metadata, const NamedTensors& tensors) {
   metadata[kDataCrcKey] = data_crc32(tensors);

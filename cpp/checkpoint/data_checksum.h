@@ -12,9 +12,8 @@ namespace acc {
 
 inline constexpr const char* kDataCrcKey = "data_crc32";
 
-// zlib's CRC-32 over the tensors' bytes in the order of their names (decimal text).
-std::string data_crc32(const NamedTensors& tensors);
-// `metadata` with the checksum of `tensors` added.
+// `metadata` with the checksum of `tensors` added: zlib's CRC-32 over their bytes in the order of
+// their names (decimal text).
 Metadata with_data_crc32(Metadata metadata, const NamedTensors& tensors);
 // Refuses (an Io error naming `path`) tensors whose checksum differs from the one `metadata` records.
 void check_data_crc32(const Metadata& metadata, const NamedTensors& tensors, const std::string& path);

@@ -130,9 +130,7 @@ NamedTensors merge_model_shards(const std::string& checkpoint_dir, size_t model_
     if (r > 0 && (metadata_int(shard, "num_processes", path) != processes ||
                   metadata_value(shard, "layout", path) != layout_text || recorded_save_id(shard) != save_id))
       fail(Status::Io, "'", path, "' is not process ", r, "'s shard of the same save as '", first, "'");
-    auto crc = shard.metadata.find("data_crc32");
-    if (crc != shard.metadata.end() && crc->second != data_crc32(shard.tensors))
-      fail(Status::Io, "'", path, "' is corrupt: its data does not match the checksum it was written with");
+    check_data_crc32(shard.metadata, shard.tensors, path);
   }
   const Layout layout = read_layout(layout_text, first);
 
