@@ -59,6 +59,11 @@ void add_launch_options(CLI::App* app, LaunchArgs& a) {
       ->check(CLI::Range(0.001, 3600.0));
   app->add_option("--rdzv_backend", f.rdzv_backend, "static (the only one: machine 0 hosts the store)");
   app->add_option("--rdzv_conf", f.rdzv_conf, "nothing to configure for the static rendezvous");
+  app->add_option("-t,--tee", f.tee, "streams written to log files and shown: 0 none, 1 stdout, 2 stderr, 3 both, "
+                  "or per local rank as 0:3,1:1");
+  app->add_option("-r,--redirects", f.redirects, "streams written to log files only (same values as --tee)");
+  app->add_option("--log_dir", f.log_dir, "folder for the processes' log files (default: a temporary one)");
+  app->add_option("--role", f.role, "the processes' role (ROLE_NAME)");
   app->add_option("-m,--module", a.module, "run a Python module: python3 -m MODULE ARGS");
   // Accelerate's flags that change nothing here: the program runs as given (not through python),
   // machines need no shared-network hint, and there is no launch stack trace to silence.

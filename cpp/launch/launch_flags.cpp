@@ -38,6 +38,10 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
   if (f.kill_timeout_seconds) c.kill_timeout_seconds = *f.kill_timeout_seconds;
   c.prefix_output = f.prefix_output;
   if (f.monitor_interval_seconds) c.monitor_interval_seconds = *f.monitor_interval_seconds;
+  if (f.tee) c.tee = *f.tee;
+  if (f.redirects) c.redirects = *f.redirects;
+  if (f.log_dir) c.log_dir = *f.log_dir;
+  if (f.role) c.role = *f.role;
   // Machine 0's launcher hosts the store every process meets at (torchrun's static rendezvous).
   if (f.rdzv_backend && *f.rdzv_backend != "static")
     fail(Status::Unsupported, "--rdzv_backend ", *f.rdzv_backend, " is not supported: this launcher's rendezvous is ",

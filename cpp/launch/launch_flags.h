@@ -32,6 +32,7 @@ struct LaunchFlags {
   std::optional<double> monitor_interval_seconds;
   std::optional<std::string> rdzv_backend;  // Accelerate's default, static, is the only one
   std::optional<std::string> rdzv_conf;
+  std::optional<std::string> tee, redirects, log_dir, role;  // torchrun's output routing and role
   // --use_fsdp / --use_deepspeed and their settings (empty values: not given).
   bool use_fsdp = false;
   bool use_deepspeed = false;

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -21,21 +22,33 @@
 #include "common/error.h"
 #include "common/options.h"
 #include "launch/rendezvous_store.h"
+#include "launch/worker_logs.h"
 
 extern char** environ;
 
 namespace acc {
 namespace {
 
+// torchrun's --rdzv_id default: a static rendezvous has a single run.
+constexpr const char* kRunId = "none";
+
 std::atomic<int> g_forward_signal{0};
 
 void remember_signal(int sig) { g_forward_signal = sig; }
 
+// One of a process's output streams: a pipe the launcher reads, relayed line by line to the console
+// (with the rank's prefix) and/or byte for byte to its log file.
+struct Stream {
+  int pipe_fd = -1;       // our end; -1 once it has closed
+  std::string pending;    // a partial line for the console
+  FILE* console = nullptr;  // stdout or stderr; null when redirected to the file only
+  int file_fd = -1;       // stdout.log / stderr.log when redirected or teed
+};
+
 struct Child {
   int local_rank = 0;
   pid_t pid = -1;
-  int out_fd = -1;  // stdout and stderr together
-  std::string pending;  // a partial line
+  Stream streams[2];  // stdout, stderr
   bool running = false;
   int exit_code = 0;
 };
@@ -46,12 +59,31 @@ int exit_code_of(int status) {
   return 1;
 }
 
-Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_count) {
-  int pipe_fds[2];
+// Where a local rank's output goes: its log folder (empty: none) and which streams go to files, and
+// which of those also to the console.
+struct OutputRouting {
+  std::string log_dir;
+  int to_file = kNoStream, teed = kNoStream;
+};
+
+int open_log(const std::string& dir, const char* name) {
+  const std::string path = dir + "/" + name;
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) fail(Status::Io, "cannot write log file ", path, ": ", std::strerror(errno));
+  return fd;
+}
+
+Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_count, const OutputRouting& routing) {
+  int out_pipe[2], err_pipe[2];
   // Close-on-exec: a rank holding another rank's pipe would keep it from ever seeing its reader go.
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) fail(Status::Io, "pipe: ", std::strerror(errno));
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) fail(Status::Io, "pipe: ", std::strerror(errno));
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+    close(out_pipe[0]), close(out_pipe[1]);
+    fail(Status::Io, "pipe: ", std::strerror(errno));
+  }
   const pid_t launcher = getpid();
   auto env = launch_environment(config, local_rank, port, restart_count);
+  if (!routing.log_dir.empty()) env["TORCHELASTIC_ERROR_FILE"] = routing.log_dir + "/error.json";
   // Build the child's environment before fork: only async-signal-safe calls after it.
   std::vector<std::string> entries;
   for (char** e = environ; *e; ++e) {
@@ -66,6 +98,18 @@ Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_co
   for (auto& a : command) argv.push_back(a.data());
   argv.push_back(nullptr);
 
+  Child child;
+  child.local_rank = local_rank;
+  const int pipes[2][2] = {{out_pipe[0], out_pipe[1]}, {err_pipe[0], err_pipe[1]}};
+  const int bits[2] = {kStdout, kStderr};
+  const char* names[2] = {"stdout.log", "stderr.log"};
+  for (int s = 0; s < 2; ++s) {
+    Stream& stream = child.streams[s];
+    stream.pipe_fd = pipes[s][0];
+    if (routing.to_file & bits[s]) stream.file_fd = open_log(routing.log_dir, names[s]);
+    if (!(routing.to_file & bits[s]) || (routing.teed & bits[s])) stream.console = s == 0 ? stdout : stderr;
+  }
+
   const pid_t pid = fork();
   if (pid < 0) fail(Status::Io, "fork: ", std::strerror(errno));
   if (pid == 0) {
@@ -73,58 +117,70 @@ Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_co
     // A launcher killed outright (SIGKILL: no chance to stop its ranks) takes them with it.
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != launcher) _exit(128 + SIGTERM);
-    dup2(pipe_fds[1], STDOUT_FILENO);
-    dup2(pipe_fds[1], STDERR_FILENO);
-    close(pipe_fds[0]);
-    close(pipe_fds[1]);
+    dup2(out_pipe[1], STDOUT_FILENO);
+    dup2(err_pipe[1], STDERR_FILENO);
     execvpe(argv[0], argv.data(), envp.data());
     dprintf(STDERR_FILENO, "accelerate-launch: cannot run '%s': %s\n", argv[0], strerror(errno));
     _exit(127);
   }
   setpgid(pid, pid);
-  close(pipe_fds[1]);
-  fcntl(pipe_fds[0], F_SETFL, fcntl(pipe_fds[0], F_GETFL) | O_NONBLOCK);
-  Child child;
-  child.local_rank = local_rank;
+  for (const auto& p : pipes) {
+    close(p[1]);
+    fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK);
+  }
   child.pid = pid;
-  child.out_fd = pipe_fds[0];
   child.running = true;
   return child;
 }
 
-void emit_lines(Child& c, const LaunchConfig& config, int global_rank, bool flush_partial) {
+void emit_lines(Stream& s, const LaunchConfig& config, int global_rank, bool flush_partial) {
   const bool prefix = config.prefix_output && config.num_processes > 1;
   size_t start = 0;
-  for (size_t nl; (nl = c.pending.find('\n', start)) != std::string::npos; start = nl + 1) {
-    std::string line = c.pending.substr(start, nl - start + 1);
-    if (prefix) std::fprintf(stdout, "[rank%d]: %s", global_rank, line.c_str());
-    else std::fputs(line.c_str(), stdout);
+  for (size_t nl; (nl = s.pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+    std::string line = s.pending.substr(start, nl - start + 1);
+    if (prefix) std::fprintf(s.console, "[rank%d]: %s", global_rank, line.c_str());
+    else std::fputs(line.c_str(), s.console);
   }
-  c.pending.erase(0, start);
-  if (flush_partial && !c.pending.empty()) {
-    if (prefix) std::fprintf(stdout, "[rank%d]: %s\n", global_rank, c.pending.c_str());
-    else std::fprintf(stdout, "%s\n", c.pending.c_str());
-    c.pending.clear();
+  s.pending.erase(0, start);
+  if (flush_partial && !s.pending.empty()) {
+    if (prefix) std::fprintf(s.console, "[rank%d]: %s\n", global_rank, s.pending.c_str());
+    else std::fprintf(s.console, "%s\n", s.pending.c_str());
+    s.pending.clear();
   }
-  std::fflush(stdout);
+  std::fflush(s.console);
 }
 
-// Reads what is available; returns false at end of stream.
-bool drain(Child& c, const LaunchConfig& config, int global_rank) {
+void write_all(int fd, const char* data, size_t size) {
+  while (size > 0) {
+    const ssize_t n = write(fd, data, size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // a full disk loses log lines, never the job
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+// Relays what is available; returns false at end of stream.
+bool drain(Stream& s, const LaunchConfig& config, int global_rank) {
   char buffer[4096];
   for (;;) {
-    const ssize_t n = read(c.out_fd, buffer, sizeof buffer);
+    const ssize_t n = read(s.pipe_fd, buffer, sizeof buffer);
     if (n > 0) {
-      c.pending.append(buffer, static_cast<size_t>(n));
+      if (s.file_fd >= 0) write_all(s.file_fd, buffer, static_cast<size_t>(n));
+      if (s.console) s.pending.append(buffer, static_cast<size_t>(n));
       continue;
     }
-    if (n == 0) {
-      emit_lines(c, config, global_rank, true);
-      return false;
-    }
-    emit_lines(c, config, global_rank, false);
+    if (s.console) emit_lines(s, config, global_rank, n == 0);
+    if (n == 0) return false;
     return errno == EAGAIN || errno == EINTR;
   }
+}
+
+void close_stream(Stream& s) {
+  close(s.pipe_fd);
+  s.pipe_fd = -1;
+  if (s.file_fd >= 0) close(s.file_fd);
+  s.file_fd = -1;
 }
 
 void signal_all(std::vector<Child>& children, int sig) {
@@ -132,30 +188,60 @@ void signal_all(std::vector<Child>& children, int sig) {
     if (c.running) kill(-c.pid, sig);
 }
 
-// Runs one attempt of the group; returns the job's exit code.
-int run_group(const LaunchConfig& config, int port, int restart_count) {
+// The routing of each local rank for one attempt: log folders made, when logs are asked for.
+std::vector<OutputRouting> route_outputs(const LaunchConfig& config, const std::string& run_log_dir, int restart_count) {
   const int local = config.num_processes / config.num_machines;
+  const auto redirects = parse_stream_spec(config.redirects, local, "--redirects");
+  const auto tee = parse_stream_spec(config.tee, local, "--tee");
+  std::vector<OutputRouting> routes(local);
+  if (run_log_dir.empty()) return routes;
+  const auto dirs = make_attempt_log_dirs(run_log_dir, restart_count, local);
+  for (int r = 0; r < local; ++r) routes[r] = {dirs[r], redirects[r] | tee[r], tee[r]};  // a tee is a redirect, shown too
+  return routes;
+}
+
+void reap_all(std::vector<Child>& children) {
+  signal_all(children, SIGKILL);
+  for (auto& c : children) {
+    if (c.running) waitpid(c.pid, nullptr, 0);
+    for (auto& s : c.streams) close_stream(s);
+  }
+}
+
+// Runs one attempt of the group; returns the job's exit code.
+int run_group(const LaunchConfig& config, int port, int restart_count, const std::string& run_log_dir) {
+  const int local = config.num_processes / config.num_machines;
+  const auto routes = route_outputs(config, run_log_dir, restart_count);
   std::vector<Child> children;
-  for (int i = 0; i < local; ++i) children.push_back(spawn(config, i, port, restart_count));
+  try {
+    for (int i = 0; i < local; ++i) children.push_back(spawn(config, i, port, restart_count, routes[i]));
+  } catch (...) {
+    reap_all(children);  // none left running without the others
+    throw;
+  }
 
   int result = 0;
   bool tearing_down = false;
   auto teardown_started = std::chrono::steady_clock::now();
   bool killed = false;
-  size_t open_streams = children.size();
+  size_t open_streams = children.size() * 2;
   while (open_streams > 0 || std::any_of(children.begin(), children.end(), [](const Child& c) { return c.running; })) {
     std::vector<pollfd> fds;
-    std::vector<size_t> owners;
-    for (size_t i = 0; i < children.size(); ++i)
-      if (children[i].out_fd >= 0) fds.push_back({children[i].out_fd, POLLIN, 0}), owners.push_back(i);
+    std::vector<Stream*> owners;
+    std::vector<int> ranks;
+    for (auto& c : children)
+      for (auto& s : c.streams)
+        if (s.pipe_fd >= 0) {
+          fds.push_back({s.pipe_fd, POLLIN, 0});
+          owners.push_back(&s);
+          ranks.push_back(config.machine_rank * local + c.local_rank);
+        }
     const int interval_ms = std::max(1, static_cast<int>(config.monitor_interval_seconds * 1000));
     if (!fds.empty()) poll(fds.data(), fds.size(), interval_ms);
     else std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
     for (size_t k = 0; k < fds.size(); ++k) {
-      Child& c = children[owners[k]];
-      if (!drain(c, config, config.machine_rank * local + c.local_rank)) {
-        close(c.out_fd);
-        c.out_fd = -1;
+      if (!drain(*owners[k], config, ranks[k])) {
+        close_stream(*owners[k]);
         --open_streams;
       }
     }
@@ -212,6 +298,10 @@ void validate_launch_config(const LaunchConfig& c) {
           "--num_cpu_threads_per_process must be at least 1");
   require(c.max_restarts >= 0, "--max_restarts must not be negative");
   require(c.monitor_interval_seconds > 0, "--monitor_interval must be more than 0 seconds");
+  const int local = c.num_processes / c.num_machines;
+  parse_stream_spec(c.redirects, local, "--redirects");
+  parse_stream_spec(c.tee, local, "--tee");
+  require(!c.role.empty(), "--role must not be empty");
 }
 
 std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int local_rank, int port,
@@ -228,6 +318,12 @@ std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
       {"TORCHELASTIC_USE_AGENT_STORE", "True"},  // machine 0's launcher hosts the store
       {"TORCHELASTIC_MAX_RESTARTS", std::to_string(c.max_restarts)},
+      {"TORCHELASTIC_RUN_ID", kRunId},
+      {"GROUP_WORLD_SIZE", std::to_string(c.num_machines)},
+      // One role: its ranks and size are the job's.
+      {"ROLE_NAME", c.role},
+      {"ROLE_RANK", std::to_string(c.machine_rank * local + local_rank)},
+      {"ROLE_WORLD_SIZE", std::to_string(c.num_processes)},
   };
   env.insert(c.sharding_env.begin(), c.sharding_env.end());
   if (c.mixed_precision) env["ACCELERATE_MIXED_PRECISION"] = *c.mixed_precision;
@@ -275,9 +371,20 @@ int run_launch(const LaunchConfig& config) {
   std::optional<RendezvousStore> store;
   if (config.machine_rank == 0) store = host_rendezvous_store(config.main_process_port.value_or(0), config.num_processes);
   const int port = store ? store->port : *config.main_process_port;
+  // torchrun makes a log folder for the run when files are asked for (its --log_dir or a temporary one).
+  const int local = config.num_processes / config.num_machines;
+  const auto any_set = [](const std::vector<int>& bits) {
+    return std::any_of(bits.begin(), bits.end(), [](int b) { return b != kNoStream; });
+  };
+  std::string run_log_dir;
+  if (config.log_dir || any_set(parse_stream_spec(config.redirects, local, "--redirects")) ||
+      any_set(parse_stream_spec(config.tee, local, "--tee"))) {
+    run_log_dir = make_run_log_dir(config.log_dir, kRunId);
+    std::fprintf(stderr, "accelerate-launch: the processes' logs are in %s\n", run_log_dir.c_str());
+  }
   int code = 0;
   for (int attempt = 0; attempt <= config.max_restarts; ++attempt) {
-    code = run_group(config, port, attempt);
+    code = run_group(config, port, attempt, run_log_dir);
     if (code == 0 || code == 128 + SIGINT || code == 128 + SIGTERM) break;
     if (attempt < config.max_restarts)
       std::fprintf(stderr, "accelerate-launch: restarting the group (%d of %d)\n", attempt + 1, config.max_restarts);

@@ -27,6 +27,11 @@ struct LaunchConfig {
   bool prefix_output = true;          // "[rank N] " before each line when several processes run
   double monitor_interval_seconds = 0.1;  // how often the processes are checked (torchrun's 0.1)
   std::vector<std::string> command;   // program and arguments
+  // torchrun's output routing (launch/worker_logs.h): streams written to a log file only
+  // (redirects), or to the file and the console (tee); "0" none, "3" both, "0:3,1:1" per local rank.
+  std::string redirects = "0", tee = "0";
+  std::optional<std::string> log_dir;  // where the run's log folder goes (none: $TMPDIR, if logs are asked for)
+  std::string role = "default";        // torchrun's ROLE_NAME
   // FSDP / DeepSpeed settings as Accelerate's launcher variables (config/sharding_config.h).
   std::map<std::string, std::string> sharding_env;
 };
@@ -34,7 +39,8 @@ struct LaunchConfig {
 // Checks the configuration; usage errors throw acc::Error(InvalidArgument) with what to fix.
 void validate_launch_config(const LaunchConfig& config);
 
-// The environment of local process `local_rank`: torchrun's variables and Accelerate's.
+// The environment of local process `local_rank`: torchrun's variables and Accelerate's (without
+// TORCHELASTIC_ERROR_FILE, which comes with a log folder).
 std::map<std::string, std::string> launch_environment(const LaunchConfig& config, int local_rank, int port,
                                                       int restart_count);
 

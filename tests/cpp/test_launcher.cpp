@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "common/error.h"
@@ -50,6 +52,12 @@ TEST(Launcher, SetsTorchrunAndAccelerateVariables) {
   EXPECT_EQ(env["ACCELERATE_USE_CPU"], "true");
   EXPECT_EQ(env["OMP_NUM_THREADS"], "2");
   EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "0,1");
+  EXPECT_EQ(env["ROLE_NAME"], "default");  // torchrun's, with --role's default
+  EXPECT_EQ(env["ROLE_RANK"], "2");
+  EXPECT_EQ(env["ROLE_WORLD_SIZE"], "3");
+  EXPECT_EQ(env["GROUP_WORLD_SIZE"], "1");
+  EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "none");
+  EXPECT_EQ(env.count("TORCHELASTIC_ERROR_FILE"), 0u);  // only with a log folder
   // A second machine's ranks follow the first machine's.
   acc::LaunchConfig multi = shell(4, "");
   multi.num_machines = 2;
@@ -116,6 +124,50 @@ TEST(Launcher, RestartsTheGroupAfterAFailure) {
   std::remove(marker.c_str());
 }
 
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// torchrun's --redirects / --tee / --log_dir: <log_dir>/none_XXXXXX/attempt_<n>/<local_rank>/ holds the
+// streams asked for, unprefixed; a redirected stream is not shown, a teed one is shown too.
+TEST(Launcher, RedirectsAndTeeWriteEachProcesssLogFiles) {
+  namespace fs = std::filesystem;
+  const fs::path root = temp_file("logs");
+  fs::remove_all(root);
+  acc::LaunchConfig c = shell(2, "echo out$RANK; echo err$RANK >&2; [ -n \"$TORCHELASTIC_ERROR_FILE\" ] || exit 9; "
+                                 "[ $TORCHELASTIC_RESTART_COUNT -ge 1 ] || exit 4");
+  c.log_dir = root.string();
+  c.redirects = "0:1";  // rank 0's stdout: file only
+  c.tee = "1:3";        // rank 1's stdout and stderr: file and console
+  c.max_restarts = 1;
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  const int code = acc::run_launch(c);
+  const std::string console_out = testing::internal::GetCapturedStdout();
+  const std::string console_err = testing::internal::GetCapturedStderr();
+  ASSERT_EQ(code, 0) << console_err;
+  std::vector<fs::path> runs(fs::directory_iterator(root), fs::directory_iterator{});
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(runs[0].filename().string().rfind("none_", 0), 0u) << runs[0];
+  EXPECT_NE(console_err.find(runs[0].string()), std::string::npos) << "the launcher says where the logs are";
+  for (const char* attempt : {"attempt_0", "attempt_1"}) {
+    const fs::path dir = runs[0] / attempt;
+    EXPECT_EQ(read_text(dir / "0" / "stdout.log"), "out0\n");
+    EXPECT_FALSE(fs::exists(dir / "0" / "stderr.log"));
+    EXPECT_EQ(read_text(dir / "1" / "stdout.log"), "out1\n");
+    EXPECT_EQ(read_text(dir / "1" / "stderr.log"), "err1\n");
+  }
+  EXPECT_EQ(console_out.find("out0"), std::string::npos);
+  EXPECT_NE(console_out.find("[rank1]: out1\n"), std::string::npos);
+  EXPECT_NE(console_err.find("[rank0]: err0\n"), std::string::npos);  // stderr stays stderr
+  EXPECT_NE(console_err.find("[rank1]: err1\n"), std::string::npos);
+  EXPECT_EQ(console_out.find("err"), std::string::npos);
+  fs::remove_all(root);
+}
+
 TEST(Launcher, UsageErrorsSayWhatToFix) {
   auto message = [](acc::LaunchConfig c) {
     try {
@@ -137,6 +189,28 @@ TEST(Launcher, UsageErrorsSayWhatToFix) {
   c = shell(4, "true");
   c.num_machines = 2;
   EXPECT_NE(message(c).find("needs --main_process_port"), std::string::npos);
+  c = shell(2, "true");
+  c.tee = "4";
+  EXPECT_NE(message(c).find("--tee 4: each value must be 0 (none), 1 (stdout), 2 (stderr) or 3 (both)"),
+            std::string::npos);
+  c.tee = "0:1,x:2";
+  EXPECT_NE(message(c).find("expected local_rank:value pairs"), std::string::npos);
+  c.tee = "0";
+  c.redirects = "2:3";
+  EXPECT_NE(message(c).find("--redirects 2:3: local rank 2 does not exist"), std::string::npos);
+  // A --log_dir that is a file is refused before any process starts.
+  c = shell(2, "true");
+  const std::string file = temp_file("log_dir_file");
+  std::ofstream(file) << "keep";
+  c.log_dir = file;
+  try {
+    acc::run_launch(c);
+    ADD_FAILURE() << "a file as --log_dir was accepted";
+  } catch (const acc::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a file, not a folder"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read_text(file), "keep");
+  std::remove(file.c_str());
   // The program: exit code 2 for usage errors, 127 for a program that does not exist.
   const char* launcher = std::getenv("ACC_LAUNCHER");
   if (!launcher) GTEST_SKIP() << "ACC_LAUNCHER is not set";
