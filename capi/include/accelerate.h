@@ -325,6 +325,14 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   base model; "gaussian": A ~ N(0, 1/r), zero B; "false": both as nn.Linear initialises them),
  *   lora_dropout (double, default 0: dropout on the adapted layer's input, in training mode; see
  *   acc_model_add_lora for TorchScript models).
+ * Keys of ACC_OPTIONS_PROFILE (Accelerate's ProfileKwargs, see acc_profile_begin):
+ *   activities ("cpu", "cuda" or "cpu,cuda"; default: cpu, and cuda when the accelerator is on a GPU),
+ *   schedule_wait, schedule_warmup, schedule_active, schedule_repeat, schedule_skip_first (int,
+ *   default 0: torch.profiler.schedule's; with schedule_active 0 there is no schedule and every step
+ *   is recorded), record_shapes (bool, default false), profile_memory (bool, default false),
+ *   with_stack (bool, default false: TorchScript source locations), with_flops (bool, default
+ *   false), with_modules (bool, default false: the TorchScript module hierarchy),
+ *   output_trace_dir (string, default none: the Chrome trace is not written).
  * ---------------------------------------------------------------------------------------------- */
 
 typedef enum acc_options_kind {
@@ -333,6 +341,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_DATALOADER = 3,
   ACC_OPTIONS_ACCELERATOR = 4,
   ACC_OPTIONS_LORA = 5,
+  ACC_OPTIONS_PROFILE = 6,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -991,6 +1000,22 @@ ACC_API ACC_NODISCARD acc_status acc_local_sgd_begin(acc_accelerator *acc, acc_m
                                                      int64_t local_sgd_steps, int enabled);
 ACC_API ACC_NODISCARD acc_status acc_local_sgd_step(acc_accelerator *acc, acc_model *model);
 ACC_API ACC_NODISCARD acc_status acc_local_sgd_end(acc_accelerator *acc, acc_model *model);
+/* Accelerate's accelerator.profile(ProfileKwargs), as a begin/step/end scope: torch's profiler
+ * records every libtorch operator (forward, backward, optimizer; with Kineto, CUDA kernels too) that
+ * the calling thread and the threads it starts run between begin and end. opts: ACC_OPTIONS_PROFILE,
+ * or NULL for the defaults. acc_profile_step is prof.step(): with a schedule, each call moves to the
+ * next step (skip_first, then cycles of wait, warmup and active steps), and the last cycle recorded
+ * is what end keeps. end stops the profiler and, with output_trace_dir, writes the Chrome trace
+ * (chrome://tracing, Perfetto) output_trace_dir/profile_<process index>.json, then waits for every
+ * process (a collective, as in Accelerate). step and end must come from the thread that called begin;
+ * one profile at a time (a second begin before end is ACC_ERR_INVALID_ARGUMENT); the cuda activity
+ * on a build without CUDA is ACC_ERR_UNSUPPORTED. acc_profile_summary gives the last ended profile's
+ * table, as torch's key_averages().table(): per operator its calls, self and total CPU time (and
+ * device time and FLOPs when recorded), sorted by self time; free it with acc_string_free. */
+ACC_API ACC_NODISCARD acc_status acc_profile_begin(acc_accelerator *acc, const acc_options *opts);
+ACC_API ACC_NODISCARD acc_status acc_profile_step(acc_accelerator *acc);
+ACC_API ACC_NODISCARD acc_status acc_profile_end(acc_accelerator *acc);
+ACC_API ACC_NODISCARD acc_status acc_profile_summary(acc_accelerator *acc, char **out);
 /* Accelerate's join_uneven_inputs for a prepared model (torch's Join with DDP's join hook), as a
  * begin/end pair: in between, processes may run different numbers of training steps (loaders with
  * even_batches off). Each process calls end when its data has ended; end then takes part in the

@@ -21,10 +21,13 @@
 #include "checkpoint/safetensors.h"
 #include "data/dataloader.h"
 #include "ops/collectives.h"
+#include "profiling/profile_config.h"
 #include "state/process_env.h"
 #include "tracking/tracker_set.h"
 
 namespace acc {
+
+class ProfilerSession;
 
 class Accelerator {
  public:
@@ -131,6 +134,16 @@ class Accelerator {
   void local_sgd_begin(const std::shared_ptr<Model>& model, int64_t local_sgd_steps, bool enabled);
   void local_sgd_step(const std::shared_ptr<Model>& model);
   void local_sgd_end(const std::shared_ptr<Model>& model);
+  // ---- Accelerate's profile() (profiling.cpp): torch's profiler as a begin/step/end scope ----
+  // begin starts it on the calling thread (step and end must come from that thread); step is
+  // prof.step() for the schedule; end stops it and, with output_trace_dir, writes the Chrome trace
+  // output_trace_dir/profile_<process index>.json and waits for everyone. Returns that path (empty:
+  // none written). One profile at a time.
+  void profile_begin(const ProfileConfig& config);
+  void profile_step();
+  std::string profile_end();
+  // The last ended profile's table of torch's key_averages().table().
+  std::string profile_summary() const;
   // Accelerate's join_uneven_inputs for a prepared model, as a begin/end pair (see DataParallel).
   // even_batches, if set, overrides the setting of the prepared map-style loaders until the end.
   void join_uneven_inputs_begin(const std::shared_ptr<Model>& model, std::optional<bool> even_batches);
@@ -208,6 +221,8 @@ class Accelerator {
   std::map<const Model*, LocalSgdScope> local_sgd_;  // open scopes, by prepared model
   LocalSgdScope& local_sgd_scope(const std::shared_ptr<Model>& model, const char* call);
   void average_parameters(const std::shared_ptr<Model>& model);
+  std::shared_ptr<ProfilerSession> profiler_;  // the open profile, or the last one ended
+  bool profiling_open_ = false;
   int64_t backward_calls_ = 0;  // names the step in errors of backward's collectives
   // Open begin/end scopes, so that an end without its begin is an error.
   int64_t accumulate_depth_ = 0;

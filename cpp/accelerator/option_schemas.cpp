@@ -6,6 +6,7 @@
 #include "model/lora.h"
 #include "optim/optimizer_options.h"
 #include "optim/schedule_options.h"
+#include "profiling/profile_config.h"
 
 namespace acc {
 
@@ -16,6 +17,7 @@ const OptionSchema& option_schema(OptionsKind kind) {
     case OptionsKind::Scheduler: return scheduler_option_table();
     case OptionsKind::DataLoader: return dataloader_option_table();
     case OptionsKind::Lora: return lora_option_table();
+    case OptionsKind::Profile: return profile_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

@@ -139,4 +139,34 @@ struct ReducerSettings {
 
 std::unique_ptr<c10d::Reducer> make_reducer(ReducerSettings settings, c10::intrusive_ptr<c10d::ProcessGroup> group);
 
+// ---- torch's profiler events: nanoseconds since 2.x (startNs, durationNs), microseconds in 1.13 ----
+
+namespace detail {
+template <class Event>
+auto event_start_ns(const Event& e, int) -> decltype(static_cast<uint64_t>(e.startNs())) {
+  return e.startNs();
+}
+template <class Event>
+uint64_t event_start_ns(const Event& e, long) {
+  return static_cast<uint64_t>(e.startUs()) * 1000;
+}
+template <class Event>
+auto event_duration_ns(const Event& e, int) -> decltype(static_cast<uint64_t>(e.durationNs())) {
+  return e.durationNs();
+}
+template <class Event>
+uint64_t event_duration_ns(const Event& e, long) {
+  return static_cast<uint64_t>(e.durationUs()) * 1000;
+}
+}  // namespace detail
+
+template <class Event>
+uint64_t profiler_event_start_ns(const Event& e) {
+  return detail::event_start_ns(e, 0);
+}
+template <class Event>
+uint64_t profiler_event_duration_ns(const Event& e) {
+  return detail::event_duration_ns(e, 0);
+}
+
 }  // namespace acc::compat

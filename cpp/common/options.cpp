@@ -52,6 +52,7 @@ const char* options_kind_name(OptionsKind kind) {
     case OptionsKind::DataLoader: return "dataloader";
     case OptionsKind::Accelerator: return "accelerator";
     case OptionsKind::Lora: return "lora";
+    case OptionsKind::Profile: return "profile";
   }
   return "?";
 }

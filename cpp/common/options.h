@@ -33,7 +33,7 @@ struct OptionSpec {
 };
 
 // The same values as acc_options_kind.
-enum class OptionsKind : int { Optimizer = 1, Scheduler = 2, DataLoader = 3, Accelerator = 4, Lora = 5 };
+enum class OptionsKind : int { Optimizer = 1, Scheduler = 2, DataLoader = 3, Accelerator = 4, Lora = 5, Profile = 6 };
 
 const char* options_kind_name(OptionsKind kind);
 

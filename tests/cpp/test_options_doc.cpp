@@ -65,7 +65,8 @@ TEST(OptionsDoc, TheHeaderStatesTheTablesDefaults) {
   const std::pair<const char*, acc::OptionsKind> kinds[] = {{"SCHEDULER", acc::OptionsKind::Scheduler},
                                                              {"DATALOADER", acc::OptionsKind::DataLoader},
                                                              {"ACCELERATOR", acc::OptionsKind::Accelerator},
-                                                             {"LORA", acc::OptionsKind::Lora}};
+                                                             {"LORA", acc::OptionsKind::Lora},
+                                                             {"PROFILE", acc::OptionsKind::Profile}};
   size_t checked = 0;
   for (const auto& [name, kind] : kinds) {
     for (const auto& [key, text] : documented_defaults(keys_block(header, name))) {
@@ -91,6 +92,7 @@ TEST(OptionsDoc, TheHeaderDocumentsExactlyTheKeysEachKindAccepts) {
                                                              {"SCHEDULER", acc::OptionsKind::Scheduler},
                                                              {"DATALOADER", acc::OptionsKind::DataLoader},
                                                              {"ACCELERATOR", acc::OptionsKind::Accelerator},
-                                                             {"LORA", acc::OptionsKind::Lora}};
+                                                             {"LORA", acc::OptionsKind::Lora},
+                                                             {"PROFILE", acc::OptionsKind::Profile}};
   for (const auto& [name, kind] : kinds) EXPECT_EQ(documented_keys(keys_block(header, name)), schema_keys(kind)) << name;
 }

@@ -4,11 +4,15 @@
 // process shares the process group, and batch samplers of varying sizes shard without even_batches.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "../capi/support.h"
 #include "job.h"
@@ -464,4 +468,36 @@ TEST(LocalSgd, ProcessesStepAloneAndAverageEveryKStepsAndAtTheEnd) {
     EXPECT_EQ(std::vector<float>(gathered.begin() + r * 6, gathered.begin() + (r + 1) * 6), net.weight()) << r;
   acc_tensor_free(mine);
   acc_tensor_free(all);
+}
+
+// Accelerate's profile() on every process: each writes profile_<its index>.json, and the end waits
+// for everyone, so that once any process is past it every trace is there. Each trace is its own
+// process's: its pid, and the rows of the batch that process trained on.
+TEST(Profile, EveryProcessWritesItsOwnTraceBeforeAnyGoesOn) {
+  const std::string dir = std::string("/tmp/acc_dist_profile_") + std::getenv("MASTER_PORT");
+  Net net(0.1, false);
+  ACC_ASSERT_OK(acc_prepare(g_acc, &net.model, &net.opt, nullptr, nullptr));
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_PROFILE, &o));
+  ACC_ASSERT_OK(acc_options_set_bool(o, "record_shapes", 1));
+  ACC_ASSERT_OK(acc_options_set_string(o, "output_trace_dir", dir.c_str()));
+  ACC_ASSERT_OK(acc_profile_begin(g_acc, o));
+  acc_options_free(o);
+  if (g_rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the last to write
+  net.micro_step(g_acc, 0, 2 + g_rank);
+  ACC_ASSERT_OK(acc_profile_end(g_acc));
+  for (int64_t r = 0; r < g_world; ++r) {
+    const std::string path = dir + "/profile_" + std::to_string(r) + ".json";
+    ASSERT_TRUE(std::filesystem::exists(path)) << path << " is not there after the end on process " << g_rank;
+    std::ifstream in(path);
+    const auto trace = nlohmann::json::parse(in);
+    bool found_batch = false;
+    for (const auto& e : trace["traceEvents"]) {
+      EXPECT_EQ(e["pid"].get<int64_t>(), r);
+      if (e.value("name", "") == "aten::addmm") found_batch = found_batch || e["args"]["Input Dims"][1][0] == 2 + r;
+    }
+    EXPECT_TRUE(found_batch) << path << " does not hold process " << r << "'s forward";
+  }
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0) std::filesystem::remove_all(dir);
 }

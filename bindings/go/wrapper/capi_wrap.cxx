@@ -2386,6 +2386,26 @@ intgo _wrap_ACC_OPTIONS_LORA_capi_89e21309be903443() {
 }
 
 
+intgo _wrap_ACC_OPTIONS_PROFILE_capi_89e21309be903443() {
+  acc_options_kind result;
+  intgo _swig_go_result;
+  
+  
+  {
+    try {
+      result = ACC_OPTIONS_PROFILE;
+      
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_89e21309be903443() {
   acc_placement result;
   intgo _swig_go_result;

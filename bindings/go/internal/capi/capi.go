@@ -258,6 +258,7 @@ extern swig_intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_89e21309be903443(void);
 extern swig_intgo _wrap_ACC_OPTIONS_DATALOADER_capi_89e21309be903443(void);
 extern swig_intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_89e21309be903443(void);
 extern swig_intgo _wrap_ACC_OPTIONS_LORA_capi_89e21309be903443(void);
+extern swig_intgo _wrap_ACC_OPTIONS_PROFILE_capi_89e21309be903443(void);
 extern swig_intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_89e21309be903443(void);
 extern swig_intgo _wrap_ACC_PLACEMENT_NO_capi_89e21309be903443(void);
 extern swig_intgo _wrap_ACC_PLACEMENT_YES_capi_89e21309be903443(void);
@@ -915,6 +916,13 @@ func _swig_getACC_OPTIONS_LORA() (_swig_ret Acc_options_kind) {
 }
 
 var ACC_OPTIONS_LORA Acc_options_kind = _swig_getACC_OPTIONS_LORA()
+func _swig_getACC_OPTIONS_PROFILE() (_swig_ret Acc_options_kind) {
+	var swig_r Acc_options_kind
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_PROFILE_capi_89e21309be903443())
+	return swig_r
+}
+
+var ACC_OPTIONS_PROFILE Acc_options_kind = _swig_getACC_OPTIONS_PROFILE()
 type Acc_placement int
 func _swig_getACC_PLACEMENT_DEFAULT() (_swig_ret Acc_placement) {
 	var swig_r Acc_placement

@@ -1,0 +1,157 @@
+#include "profiling/profiler_session.h"
+
+#include <torch/csrc/autograd/profiler_kineto.h>
+
+#include "common/compat.h"
+#include "common/error.h"
+#include "common/files.h"
+#include "profiling/profile_report.h"
+
+namespace acc {
+namespace tprof = torch::autograd::profiler;
+namespace timpl = torch::profiler::impl;
+
+struct ProfilerSession::Recording {
+  std::unique_ptr<tprof::ProfilerResult> result;
+  std::vector<ProfiledEvent> events;
+};
+
+namespace {
+
+bool wants(const std::string& activities, const std::string& name) {
+  return activities == name || activities.rfind(name + ",", 0) == 0 ||
+         (activities.size() > name.size() && activities.compare(activities.size() - name.size() - 1, std::string::npos, "," + name) == 0);
+}
+
+std::set<timpl::ActivityType> activity_set(bool cpu, bool cuda) {
+  std::set<timpl::ActivityType> set;
+  if (cpu) set.insert(timpl::ActivityType::CPU);
+  if (cuda) set.insert(timpl::ActivityType::CUDA);
+  return set;
+}
+
+timpl::ProfilerConfig torch_config(const ProfileConfig& c) {
+  return timpl::ProfilerConfig(timpl::ProfilerState::KINETO, c.record_shapes, c.profile_memory, c.with_stack, c.with_flops,
+                               c.with_modules);
+}
+
+ProfiledEvent plain_event(const tprof::KinetoEvent& e) {
+  ProfiledEvent p;
+  p.name = e.name();
+  p.start_ns = compat::profiler_event_start_ns(e);
+  p.duration_ns = compat::profiler_event_duration_ns(e);
+  p.thread = e.startThreadId();
+  p.on_device = e.deviceType() != c10::DeviceType::CPU;
+  p.device_index = static_cast<int>(e.deviceIndex());
+  p.bytes = e.nBytes();
+  p.is_memory = p.name == "[memory]";
+  if (e.hasShapes())
+    for (const auto& shape : e.shapes()) p.shapes.push_back(shape);
+  p.flops = e.flops();
+  p.sequence_nr = e.sequenceNr();
+  return p;
+}
+
+}  // namespace
+
+ProfilerSession::ProfilerSession(ProfileConfig config, const c10::Device& device)
+    : config_(std::move(config)), thread_(std::this_thread::get_id()) {
+  const std::string& a = config_.activities;
+  const bool cpu = a.empty() || wants(a, "cpu");
+  cuda_ = a.empty() ? device.is_cuda() : wants(a, "cuda");
+#ifndef ACC_WITH_CUDA
+  if (cuda_) fail(Status::Unsupported, "the profile activity cuda needs a CUDA build of this library and of libtorch");
+#endif
+  require(cpu || cuda_, "profile activities '", a, "' name nothing to record");
+  require(!timpl::profilerEnabled(), "torch's profiler is already running on this thread: end that profile first");
+  action_ = scheduled_action(config_, 0);
+  transit(ProfilerAction::None, action_);
+}
+
+ProfilerSession::~ProfilerSession() {
+  if (!recording_ || std::this_thread::get_id() != thread_) return;  // torch's profiler state is the thread's
+  try {
+    tprof::disableProfiler();
+  } catch (...) {
+  }
+}
+
+void ProfilerSession::check_thread(const char* call) const {
+  require(std::this_thread::get_id() == thread_, call,
+          " must run on the thread that began the profile: torch's profiler records that thread (and the threads "
+          "it starts)");
+  require(!finished_, call, " after the profile ended");
+}
+
+void ProfilerSession::step() {
+  check_thread("profile step");
+  const ProfilerAction previous = action_;
+  action_ = scheduled_action(config_, ++step_);
+  transit(previous, action_);
+}
+
+void ProfilerSession::finish() {
+  check_thread("profile end");
+  transit(action_, ProfilerAction::None);
+  finished_ = true;
+}
+
+// torch.profiler.profile's transitions from one step's action to the next one's (None at the end):
+// "prepare" warms the tracer up, "start" and "stop" bracket a recorded cycle, whose events are kept.
+void ProfilerSession::transit(ProfilerAction from, ProfilerAction to) {
+  using A = ProfilerAction;
+  const bool records = to == A::Record || to == A::RecordAndSave;
+  const auto prepare = [&] { tprof::prepareProfiler(torch_config(config_), activity_set(true, cuda_)); };
+  switch (from) {
+    case A::None:
+      if (to == A::Warmup) prepare();
+      if (records) prepare(), start_recording();
+      break;
+    case A::Warmup:
+      if (to == A::None) start_recording(), stop_recording();  // a warmup cut short, as torch does
+      if (records) start_recording();
+      break;
+    case A::Record:
+      if (!records) stop_recording();
+      break;
+    case A::RecordAndSave:  // the cycle's last step: its trace is complete
+      stop_recording();
+      if (to == A::Warmup) prepare();
+      if (records) prepare(), start_recording();
+      break;
+  }
+}
+
+void ProfilerSession::start_recording() {
+  tprof::enableProfiler(torch_config(config_), activity_set(true, cuda_));
+  recording_ = true;
+}
+
+void ProfilerSession::stop_recording() {
+  if (!recording_) return;
+  recording_ = false;
+  auto recording = std::make_shared<Recording>();
+  recording->result = tprof::disableProfiler();
+  for (const auto& e : recording->result->events()) recording->events.push_back(plain_event(e));
+  last_ = std::move(recording);
+}
+
+const std::vector<ProfiledEvent>& ProfilerSession::events() const {
+  static const std::vector<ProfiledEvent> none;
+  return last_ ? last_->events : none;
+}
+
+void ProfilerSession::export_chrome_trace(const std::string& path, int64_t process_index) const {
+  write_through_temporary(path, [&](const std::string& temporary) {
+    if (last_) {
+      try {  // Kineto's own file, what Python's export_chrome_trace writes, where libtorch has Kineto
+        last_->result->save(temporary);
+        return;
+      } catch (const c10::Error&) {  // "Saving a trace requires ... Kineto support": ours instead
+      }
+    }
+    write_file(temporary, chrome_trace_json(events(), process_index));
+  });
+}
+
+}  // namespace acc

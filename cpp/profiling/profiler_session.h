@@ -1,0 +1,56 @@
+// torch.profiler.profile driven from C: torch's own profiler (the event collector behind
+// torch.profiler, with Kineto's device tracing where libtorch has Kineto) started and stopped as
+// the schedule says at each step, keeping the events of the last recorded cycle.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "profiling/profile_config.h"
+#include "profiling/profiled_event.h"
+
+namespace acc {
+
+class ProfilerSession {
+ public:
+  // Starts step 0; fails with InvalidArgument when torch's profiler already runs on this thread and
+  // with Unsupported for the cuda activity where libtorch cannot trace CUDA.
+  ProfilerSession(ProfileConfig config, const c10::Device& device);
+  ~ProfilerSession();  // stops torch's profiler if still running (nothing kept)
+  ProfilerSession(const ProfilerSession&) = delete;
+  ProfilerSession& operator=(const ProfilerSession&) = delete;
+
+  // prof.step(): the next step of the schedule.
+  void step();
+  // Leaves the profile (the context manager's exit): a cycle being recorded ends there.
+  void finish();
+  // Writes the last recorded cycle's Chrome trace to `path` (torch's own exporter with Kineto, else
+  // this library's, in the same Trace Event Format).
+  void export_chrome_trace(const std::string& path, int64_t process_index) const;
+
+  const ProfileConfig& config() const { return config_; }
+  bool recorded() const { return last_ != nullptr; }
+  const std::vector<ProfiledEvent>& events() const;  // of the last recorded cycle
+
+ private:
+  struct Recording;  // torch's result and its events
+  void transit(ProfilerAction from, ProfilerAction to);
+  void start_recording();
+  void stop_recording();
+  void check_thread(const char* call) const;
+
+  ProfileConfig config_;
+  bool cuda_ = false;
+  std::thread::id thread_;
+  int64_t step_ = 0;
+  ProfilerAction action_ = ProfilerAction::None;
+  bool recording_ = false, finished_ = false;
+  std::shared_ptr<const Recording> last_;
+};
+
+}  // namespace acc

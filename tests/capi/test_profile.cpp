@@ -1,0 +1,225 @@
+// Accelerate's accelerator.profile(): torch's profiler around training steps, its schedule, the Chrome
+// trace per process and the key_averages table.
+#include <nlohmann/json.hpp>
+
+#include <set>
+#include <thread>
+
+#include "support.h"
+
+using namespace acc_test;
+
+namespace {
+
+const char* kMlp = R"([{"type":"linear","in_features":4,"out_features":8},{"type":"relu"},
+                       {"type":"linear","in_features":8,"out_features":1}])";
+
+struct Training {
+  acc_accelerator* acc = nullptr;
+  acc_model* model = nullptr;
+  acc_optimizer* opt = nullptr;
+
+  Training() {
+    EXPECT_EQ(acc_accelerator_create(nullptr, &acc), ACC_OK) << acc_last_error_message();
+    model = spec_model(kMlp);
+    opt = optimizer(model, "adamw", 0.01);
+    EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+  }
+  ~Training() {
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
+  // One step on a batch of `rows` rows: the rows show in the trace's input shapes.
+  void step(int64_t rows) {
+    acc_tensor* x = floats(std::vector<float>(rows * 4, 0.5f), {rows, 4});
+    acc_tensor *out = nullptr, *loss = nullptr;
+    ASSERT_EQ(acc_model_forward1(model, x, 0, &out), ACC_OK) << acc_last_error_message();
+    ASSERT_EQ(acc_tensor_sum(out, &loss), ACC_OK);
+    ASSERT_EQ(acc_backward(acc, loss), ACC_OK) << acc_last_error_message();
+    ASSERT_EQ(acc_optimizer_step(opt), ACC_OK);
+    ASSERT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+    for (acc_tensor* t : {x, out, loss}) acc_tensor_free(t);
+  }
+};
+
+std::string temp_dir(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("acc_profile_" + std::to_string(getpid()) + "_" + name);
+  std::filesystem::remove_all(dir);
+  return dir.string();
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << path;
+  return nlohmann::json::parse(in);
+}
+
+// The first dimension of the first input of every event named `name` in the trace.
+std::vector<int64_t> batch_rows_of(const nlohmann::json& trace, const std::string& name) {
+  std::vector<int64_t> rows;
+  for (const auto& e : trace["traceEvents"])
+    if (e.value("name", "") == name && e.contains("args") && e["args"].contains("Input Dims"))
+      rows.push_back(e["args"]["Input Dims"][1][0].get<int64_t>());  // addmm(bias, input, weight.t())
+  return rows;
+}
+
+std::string summary(acc_accelerator* acc) {
+  char* text = nullptr;
+  EXPECT_EQ(acc_profile_summary(acc, &text), ACC_OK) << acc_last_error_message();
+  std::string copy = text ? text : "";
+  acc_string_free(text);
+  return copy;
+}
+
+}  // namespace
+
+// Forward, backward and the optimizer's step are all in the trace, with shapes and FLOPs, and the
+// table lists the same operators.
+TEST(Profile, RecordsForwardBackwardAndOptimizerIntoAChromeTrace) {
+  Training t;
+  const std::string dir = temp_dir("trace");
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_PROFILE, &o));
+  ACC_ASSERT_OK(acc_options_set_bool(o, "record_shapes", 1));
+  ACC_ASSERT_OK(acc_options_set_bool(o, "with_flops", 1));
+  ACC_ASSERT_OK(acc_options_set_bool(o, "profile_memory", 1));
+  ACC_ASSERT_OK(acc_options_set_string(o, "output_trace_dir", dir.c_str()));
+  ACC_ASSERT_OK(acc_profile_begin(t.acc, o));
+  acc_options_free(o);
+  t.step(3);
+  ACC_ASSERT_OK(acc_profile_end(t.acc));
+
+  const nlohmann::json trace = read_json(dir + "/profile_0.json");
+  std::set<std::string> names;
+  uint64_t addmm_flops = 0;
+  bool memory = false;
+  for (const auto& e : trace["traceEvents"]) {
+    names.insert(e.value("name", ""));
+    if (e.value("name", "") == "aten::addmm" && e["args"].contains("flops")) addmm_flops += e["args"]["flops"].get<uint64_t>();
+    memory = memory || e.value("ph", "") == "i";
+  }
+  for (const char* op : {"aten::addmm", "aten::relu", "AddmmBackward0", "aten::threshold_backward"})
+    EXPECT_TRUE(names.count(op)) << op << " is not in the trace";
+  EXPECT_TRUE(std::any_of(names.begin(), names.end(), [](const std::string& n) { return n.find("aten::lerp") == 0 || n.find("aten::addcdiv") == 0; }))
+      << "AdamW's update is not in the trace";
+  EXPECT_EQ(batch_rows_of(trace, "aten::addmm"), (std::vector<int64_t>{3, 3}));
+  EXPECT_EQ(addmm_flops, 2u * 3 * 4 * 8 + 2u * 3 * 8 * 1);  // torch's estimate: 2 * M * K * N per product
+  EXPECT_TRUE(memory) << "profile_memory records allocations";
+
+  const std::string table = summary(t.acc);
+  EXPECT_NE(table.find("aten::addmm"), std::string::npos) << table;
+  EXPECT_NE(table.find("Self CPU time total: "), std::string::npos) << table;
+  EXPECT_NE(table.find("Total FLOPs"), std::string::npos) << table;
+  std::filesystem::remove_all(dir);
+}
+
+// torch.profiler.schedule(skip_first=1, wait=1, warmup=1, active=2, repeat=1): of 8 steps only the 4th
+// and 5th are recorded. Each step's batch has its own number of rows, so the trace tells which ran.
+TEST(Profile, TheScheduleRecordsTheActiveStepsOfTheLastCycle) {
+  Training t;
+  const std::string dir = temp_dir("schedule");
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_PROFILE, &o));
+  ACC_ASSERT_OK(acc_options_set_bool(o, "record_shapes", 1));
+  ACC_ASSERT_OK(acc_options_set_int(o, "schedule_skip_first", 1));
+  ACC_ASSERT_OK(acc_options_set_int(o, "schedule_wait", 1));
+  ACC_ASSERT_OK(acc_options_set_int(o, "schedule_warmup", 1));
+  ACC_ASSERT_OK(acc_options_set_int(o, "schedule_active", 2));
+  ACC_ASSERT_OK(acc_options_set_int(o, "schedule_repeat", 1));
+  ACC_ASSERT_OK(acc_options_set_string(o, "output_trace_dir", dir.c_str()));
+  ACC_ASSERT_OK(acc_profile_begin(t.acc, o));
+  for (int64_t step = 0; step < 8; ++step) {
+    t.step(step + 1);
+    ACC_ASSERT_OK(acc_profile_step(t.acc));
+  }
+  ACC_ASSERT_OK(acc_profile_end(t.acc));
+  EXPECT_EQ(batch_rows_of(read_json(dir + "/profile_0.json"), "aten::addmm"), (std::vector<int64_t>{4, 4, 5, 5}));
+
+  // repeat 0: cycles go on until the end, and the last one is kept.
+  ACC_ASSERT_OK(acc_options_set_int(o, "schedule_skip_first", 0));
+  ACC_ASSERT_OK(acc_options_set_int(o, "schedule_wait", 0));
+  ACC_ASSERT_OK(acc_options_set_int(o, "schedule_repeat", 0));
+  ACC_ASSERT_OK(acc_profile_begin(t.acc, o));
+  for (int64_t step = 0; step < 9; ++step) {  // cycles: steps 0-2, 3-5, 6-8 (warmup, then 2 active)
+    t.step(step + 1);
+    if (step < 8) ACC_ASSERT_OK(acc_profile_step(t.acc));  // a 10th step's warmup would end in an empty trace, as torch's
+  }
+  ACC_ASSERT_OK(acc_profile_end(t.acc));
+  EXPECT_EQ(batch_rows_of(read_json(dir + "/profile_0.json"), "aten::addmm"), (std::vector<int64_t>{8, 8, 9, 9}));
+  acc_options_free(o);
+  std::filesystem::remove_all(dir);
+}
+
+// Without a schedule every step is recorded; without output_trace_dir nothing is written, and the
+// table is there after the end.
+TEST(Profile, WithoutAScheduleEveryStepIsRecorded) {
+  Training t;
+  ACC_ASSERT_OK(acc_profile_begin(t.acc, nullptr));
+  t.step(2);
+  ACC_ASSERT_OK(acc_profile_step(t.acc));
+  t.step(2);
+  ACC_ASSERT_OK(acc_profile_end(t.acc));
+  const std::string table = summary(t.acc);
+  // Two steps: two forwards of two linear layers.
+  const auto at = table.find("aten::addmm");
+  ASSERT_NE(at, std::string::npos) << table;
+  const std::string row = table.substr(at, table.find('\n', at) - at);
+  EXPECT_EQ(row.substr(row.find_last_not_of(' ') - 1), " 4") << "the calls column: " << row;
+}
+
+TEST(Profile, MisuseIsAnErrorThatSaysWhatToDo) {
+  Training t;
+  char* text = nullptr;
+  ACC_EXPECT_ERROR(acc_profile_summary(t.acc, &text), ACC_ERR_INVALID_ARGUMENT, "no profile has ended yet");
+  EXPECT_EQ(text, nullptr);
+  ACC_EXPECT_ERROR(acc_profile_step(t.acc), ACC_ERR_INVALID_ARGUMENT, "without profile_begin");
+  ACC_EXPECT_ERROR(acc_profile_end(t.acc), ACC_ERR_INVALID_ARGUMENT, "without profile_begin");
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_PROFILE, &o));
+  ACC_EXPECT_ERROR(acc_options_set_int(o, "schedule_active", -1), ACC_ERR_INVALID_ARGUMENT, "schedule_active");
+  ACC_EXPECT_ERROR(acc_options_set_string(o, "activities", "tpu"), ACC_ERR_INVALID_ARGUMENT, "activities");
+  ACC_ASSERT_OK(acc_options_set_int(o, "schedule_wait", 2));
+  ACC_EXPECT_ERROR(acc_profile_begin(t.acc, o), ACC_ERR_INVALID_ARGUMENT, "needs schedule_active");
+  acc_options_free(o);
+  acc_options* wrong = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_LORA, &wrong));
+  ACC_EXPECT_ERROR(acc_profile_begin(t.acc, wrong), ACC_ERR_INVALID_ARGUMENT, "profile options are needed");
+  acc_options_free(wrong);
+
+  ACC_ASSERT_OK(acc_profile_begin(t.acc, nullptr));
+  ACC_EXPECT_ERROR(acc_profile_begin(t.acc, nullptr), ACC_ERR_INVALID_ARGUMENT, "already running");
+  // torch's profiler records the thread that began it: another thread cannot step or end it.
+  std::thread other([&] {
+    ACC_EXPECT_ERROR(acc_profile_step(t.acc), ACC_ERR_INVALID_ARGUMENT, "thread that began the profile");
+    ACC_EXPECT_ERROR(acc_profile_end(t.acc), ACC_ERR_INVALID_ARGUMENT, "thread that began the profile");
+  });
+  other.join();
+  ACC_ASSERT_OK(acc_profile_end(t.acc));
+  ACC_ASSERT_OK(acc_profile_begin(t.acc, nullptr));  // a new one after the end
+  ACC_ASSERT_OK(acc_profile_end(t.acc));
+
+  char* device = nullptr;
+  ACC_ASSERT_OK(acc_accelerator_device(t.acc, &device));
+  const bool on_cpu = std::string(device) == "cpu";
+  acc_string_free(device);
+  const bool cuda_build = std::string(acc_build_info()).find("\"cuda\":false") == std::string::npos;
+  if (on_cpu && !cuda_build) {
+    ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_PROFILE, &o));
+    ACC_ASSERT_OK(acc_options_set_string(o, "activities", "cuda"));
+    ACC_EXPECT_ERROR(acc_profile_begin(t.acc, o), ACC_ERR_UNSUPPORTED, "needs a CUDA build");
+    acc_options_free(o);
+  }
+
+  // An output_trace_dir that cannot be made: the end fails naming it, and the profiler is stopped.
+  const std::string file = temp_dir("a_file");
+  std::ofstream(file) << "x";
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_PROFILE, &o));
+  ACC_ASSERT_OK(acc_options_set_string(o, "output_trace_dir", (file + "/traces").c_str()));
+  ACC_ASSERT_OK(acc_profile_begin(t.acc, o));
+  ACC_EXPECT_ERROR(acc_profile_end(t.acc), ACC_ERR_IO, "output_trace_dir");
+  ACC_ASSERT_OK(acc_profile_begin(t.acc, nullptr));
+  ACC_ASSERT_OK(acc_profile_end(t.acc));
+  acc_options_free(o);
+  std::filesystem::remove(file);
+}
