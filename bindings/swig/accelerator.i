@@ -154,6 +154,18 @@
   }
   void localSgdStep(acc_model *model ERR) { check(acc_local_sgd_step($self, model)); }
   void localSgdEnd(acc_model *model ERR) { check(acc_local_sgd_end($self, model)); }
+  /* Accelerate's profile(): torch's profiler from begin to end on the calling thread (opts: profile
+   * options or null); profileStep is prof.step(); profileSummary is the last ended profile's table. */
+  void profileBegin(const acc_options *opts ERR) { check(acc_profile_begin($self, opts)); }
+  void profileStep(ERR0) { check(acc_profile_step($self)); }
+  void profileEnd(ERR0) { check(acc_profile_end($self)); }
+  std::string profileSummary(ERR0) {
+    char *s = nullptr;
+    check(acc_profile_summary($self, &s));
+    std::string r(s ? s : "");
+    acc_string_free(s);
+    return r;
+  }
   /* evenBatches: -1 keeps the loaders' setting, 0 or 1 overrides it until the end. */
   void joinUnevenInputsBegin(acc_model *model, int evenBatches ERR) {
     check(acc_join_uneven_inputs_begin($self, model, evenBatches));

@@ -268,6 +268,7 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %rename(DataLoaderOptions) ACC_OPTIONS_DATALOADER;
 %rename(AcceleratorOptions) ACC_OPTIONS_ACCELERATOR;
 %rename(LoraOptions) ACC_OPTIONS_LORA;
+%rename(ProfileOptions) ACC_OPTIONS_PROFILE;
 %rename(Default) ACC_PLACEMENT_DEFAULT;
 %rename(No) ACC_PLACEMENT_NO;
 %rename(Yes) ACC_PLACEMENT_YES;
@@ -315,6 +316,9 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %csmethodmodifiers acc_accelerator::accumulateEnd "internal";
 %csmethodmodifiers acc_accelerator::noSyncBegin "internal";
 %csmethodmodifiers acc_accelerator::noSyncEnd "internal";
+%csmethodmodifiers acc_accelerator::profileBegin "internal";
+%csmethodmodifiers acc_accelerator::profileStep "internal";
+%csmethodmodifiers acc_accelerator::profileEnd "internal";
 %csmethodmodifiers acc_accelerator::localSgdBegin "internal";
 %csmethodmodifiers acc_accelerator::localSgdStep "internal";
 %csmethodmodifiers acc_accelerator::localSgdEnd "internal";

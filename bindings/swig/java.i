@@ -194,6 +194,9 @@ ACC_JAVA_HANDLE(accswig::LoadReport, false)
 %javamethodmodifiers acc_accelerator::accumulateEnd "protected";
 %javamethodmodifiers acc_accelerator::noSyncBegin "protected";
 %javamethodmodifiers acc_accelerator::noSyncEnd "protected";
+%javamethodmodifiers acc_accelerator::profileBegin "protected";
+%javamethodmodifiers acc_accelerator::profileStep "protected";
+%javamethodmodifiers acc_accelerator::profileEnd "protected";
 %javamethodmodifiers acc_accelerator::localSgdBegin "protected";
 %javamethodmodifiers acc_accelerator::localSgdStep "protected";
 %javamethodmodifiers acc_accelerator::localSgdEnd "protected";

@@ -19,6 +19,13 @@ public partial class Accelerator {
     NoSyncBegin(model);
     return new Scope(() => NoSyncEnd(model));
   }
+  /// Accelerate's profile(): `using (var p = acc.Profile(Options.Profile().Put("output_trace_dir", dir)))
+  /// { ...; p.Step(); }`: torch's profiler records this thread's operators until Dispose, which writes
+  /// output_trace_dir/profile_&lt;process index&gt;.json; ProfileSummary() is then the operators' table.
+  public Profile Profile(Options opts = null) {
+    ProfileBegin(opts);
+    return new Profile(ProfileStep, ProfileEnd);
+  }
   /// Accelerate's LocalSGD: `using (var l = acc.LocalSgd(model, 8)) { ...; opt.Step(); l.Step(); }`.
   /// Each process steps on its own gradients; every localSgdSteps-th Step() and Dispose average the
   /// parameters over the processes.

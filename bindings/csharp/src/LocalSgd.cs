@@ -5,22 +5,8 @@ using System;
 
 namespace Accelerate {
 
-public sealed class LocalSgd : IDisposable {
-  readonly Action step;
-  Action end;
-
-  internal LocalSgd(Action step, Action end) {
-    this.step = step;
-    this.end = end;
-  }
-
-  public void Step() { step(); }
-
-  public void Dispose() {
-    Action e = end;
-    end = null;
-    if (e != null) e();
-  }
+public sealed class LocalSgd : SteppedScope {
+  internal LocalSgd(Action step, Action end) : base(step, end) {}
 }
 
 }

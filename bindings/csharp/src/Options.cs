@@ -8,6 +8,9 @@ public partial class Options {
   public static Options DataLoader() { return new Options(OptionsKind.DataLoaderOptions); }
   /// <summary>Options of Model.AddLora (r, lora_alpha, use_rslora, init_lora_weights).</summary>
   public static Options Lora() { return new Options(OptionsKind.LoraOptions); }
+  /// <summary>Options of Accelerator.Profile (Accelerate's ProfileKwargs: activities, schedule_*,
+  /// record_shapes, profile_memory, with_flops, output_trace_dir, ...).</summary>
+  public static Options Profile() { return new Options(OptionsKind.ProfileOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

@@ -170,6 +170,34 @@ func (a *Accelerator) LocalSGD(m *Model, localSGDSteps int64, enabled bool, f fu
 	return a.modelSection(m, func() error { return f(step) }, begin, capi.Accelerator.LocalSgdEnd)
 }
 
+// Profile is Accelerate's accelerator.profile(): torch's profiler records the operators f runs, and
+// f calls step for the profiler's schedule (prof.step()). When f returns (a panic included) the
+// profiler stops and, with output_trace_dir, every process writes its Chrome trace
+// output_trace_dir/profile_<process index>.json and waits for the others; ProfileSummary is then the
+// operators' table. opts: ProfileOptions or nil. torch's profiler records one OS thread, so f runs
+// locked to the calling goroutine's thread: do the work to profile in f itself, not in other
+// goroutines. Returns f's error, else ending's.
+//
+//	err := a.Profile(opts, func(step func() error) error { ...; return step() })
+func (a *Accelerator) Profile(opts *Options, f func(step func() error) error) error {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(opts)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	step := func() error { return a.do(func(h capi.Accelerator, e *string) { h.ProfileStep(e) }) }
+	begin := func(h capi.Accelerator, e *string) { h.ProfileBegin(oh, e) }
+	return a.section(func() error { return f(step) }, begin, capi.Accelerator.ProfileEnd)
+}
+
+// ProfileSummary is the last ended profile's table, as torch's key_averages().table(): per operator
+// its calls, self and total CPU time (and FLOPs when recorded), sorted by self time.
+func (a *Accelerator) ProfileSummary() (string, error) {
+	return with(a.ref(), func(h capi.Accelerator, e *string) string { return h.ProfileSummary(e) })
+}
+
 // EvenBatches is what JoinUnevenInputs does to the even_batches of the prepared map-style loaders.
 type EvenBatches int
 

@@ -16,6 +16,7 @@ const (
 	DataLoaderOptions  OptionsKind = capi.OptionsDataLoader
 	AcceleratorOptions OptionsKind = capi.OptionsAccelerator
 	LoraOptions        OptionsKind = capi.OptionsLora
+	ProfileOptions     OptionsKind = capi.OptionsProfile // Accelerate's ProfileKwargs (Accelerator.Profile)
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).

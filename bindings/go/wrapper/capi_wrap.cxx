@@ -1060,6 +1060,16 @@ SWIGINTERN void acc_accelerator_localSgdBegin(acc_accelerator *self,acc_model *m
   }
 SWIGINTERN void acc_accelerator_localSgdStep(acc_accelerator *self,acc_model *model,std::string *swig_err){ check(acc_local_sgd_step(self, model)); }
 SWIGINTERN void acc_accelerator_localSgdEnd(acc_accelerator *self,acc_model *model,std::string *swig_err){ check(acc_local_sgd_end(self, model)); }
+SWIGINTERN void acc_accelerator_profileBegin(acc_accelerator *self,acc_options const *opts,std::string *swig_err){ check(acc_profile_begin(self, opts)); }
+SWIGINTERN void acc_accelerator_profileStep(acc_accelerator *self,std::string *swig_err){ check(acc_profile_step(self)); }
+SWIGINTERN void acc_accelerator_profileEnd(acc_accelerator *self,std::string *swig_err){ check(acc_profile_end(self)); }
+SWIGINTERN std::string acc_accelerator_profileSummary(acc_accelerator *self,std::string *swig_err){
+    char *s = nullptr;
+    check(acc_profile_summary(self, &s));
+    std::string r(s ? s : "");
+    acc_string_free(s);
+    return r;
+  }
 SWIGINTERN void acc_accelerator_joinUnevenInputsBegin(acc_accelerator *self,acc_model *model,int evenBatches,std::string *swig_err){
     check(acc_join_uneven_inputs_begin(self, model, evenBatches));
   }
@@ -9423,6 +9433,131 @@ void _wrap_Accelerator_localSgdEnd_capi_89e21309be903443(acc_accelerator *_swig_
     if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
+}
+
+
+void _wrap_Accelerator_profileBegin_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  acc_options *arg2 = (acc_options *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  arg2 = *(acc_options **)&_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      acc_accelerator_profileBegin(arg1,(acc_options const *)arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+void _wrap_Accelerator_profileStep_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  std::string *arg2 = (std::string *) 0 ;
+  std::string temp2 ;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  
+  accswig::take_go_error();
+  arg2 = &temp2;
+  
+  
+  {
+    try {
+      acc_accelerator_profileStep(arg1,arg2);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+void _wrap_Accelerator_profileEnd_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  std::string *arg2 = (std::string *) 0 ;
+  std::string temp2 ;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  
+  accswig::take_go_error();
+  arg2 = &temp2;
+  
+  
+  {
+    try {
+      acc_accelerator_profileEnd(arg1,arg2);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+_gostring_ _wrap_Accelerator_profileSummary_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  std::string *arg2 = (std::string *) 0 ;
+  std::string temp2 ;
+  std::string result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  
+  accswig::take_go_error();
+  arg2 = &temp2;
+  
+  
+  {
+    try {
+      result = acc_accelerator_profileSummary(arg1,arg2);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = Swig_AllocateString((&result)->data(), (&result)->length()); 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
 }
 
 

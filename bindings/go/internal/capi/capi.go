@@ -172,46 +172,47 @@ typedef _gostring_ swig_type_142;
 typedef long long swig_type_143;
 typedef _gostring_ swig_type_144;
 typedef _gostring_ swig_type_145;
-typedef _goslice_ swig_type_146;
-typedef _gostring_ swig_type_147;
-typedef _goslice_ swig_type_148;
-typedef long long swig_type_149;
-typedef _gostring_ swig_type_150;
+typedef _gostring_ swig_type_146;
+typedef _goslice_ swig_type_147;
+typedef _gostring_ swig_type_148;
+typedef _goslice_ swig_type_149;
+typedef long long swig_type_150;
 typedef _gostring_ swig_type_151;
-typedef long long swig_type_152;
-typedef _gostring_ swig_type_153;
-typedef long long swig_type_154;
-typedef _gostring_ swig_type_155;
-typedef long long swig_type_156;
-typedef _goslice_ swig_type_157;
-typedef _gostring_ swig_type_158;
-typedef long long swig_type_159;
-typedef _gostring_ swig_type_160;
+typedef _gostring_ swig_type_152;
+typedef long long swig_type_153;
+typedef _gostring_ swig_type_154;
+typedef long long swig_type_155;
+typedef _gostring_ swig_type_156;
+typedef long long swig_type_157;
+typedef _goslice_ swig_type_158;
+typedef _gostring_ swig_type_159;
+typedef long long swig_type_160;
 typedef _gostring_ swig_type_161;
 typedef _gostring_ swig_type_162;
 typedef _gostring_ swig_type_163;
-typedef _goslice_ swig_type_164;
-typedef long long swig_type_165;
-typedef _gostring_ swig_type_166;
-typedef long long swig_type_167;
-typedef _gostring_ swig_type_168;
+typedef _gostring_ swig_type_164;
+typedef _goslice_ swig_type_165;
+typedef long long swig_type_166;
+typedef _gostring_ swig_type_167;
+typedef long long swig_type_168;
 typedef _gostring_ swig_type_169;
-typedef long long swig_type_170;
+typedef _gostring_ swig_type_170;
 typedef long long swig_type_171;
 typedef long long swig_type_172;
 typedef long long swig_type_173;
 typedef long long swig_type_174;
-typedef _goslice_ swig_type_175;
-typedef long long swig_type_176;
-typedef _goslice_ swig_type_177;
-typedef long long swig_type_178;
-typedef _gostring_ swig_type_179;
-typedef long long swig_type_180;
+typedef long long swig_type_175;
+typedef _goslice_ swig_type_176;
+typedef long long swig_type_177;
+typedef _goslice_ swig_type_178;
+typedef long long swig_type_179;
+typedef _gostring_ swig_type_180;
 typedef long long swig_type_181;
 typedef long long swig_type_182;
-typedef _gostring_ swig_type_183;
-typedef long long swig_type_184;
-typedef _gostring_ swig_type_185;
+typedef long long swig_type_183;
+typedef _gostring_ swig_type_184;
+typedef long long swig_type_185;
+typedef _gostring_ swig_type_186;
 extern void _wrap_Swig_free_capi_89e21309be903443(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_89e21309be903443(swig_intgo arg1);
 extern swig_intgo _wrap_ACC_OK_capi_89e21309be903443(void);
@@ -494,56 +495,60 @@ extern void _wrap_Accelerator_triggerSyncInBackward_capi_89e21309be903443(uintpt
 extern void _wrap_Accelerator_localSgdBegin_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_type_143 arg3, _Bool arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_localSgdStep_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_localSgdEnd_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_profileBegin_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_profileStep_capi_89e21309be903443(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_profileEnd_capi_89e21309be903443(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_144 _wrap_Accelerator_profileSummary_capi_89e21309be903443(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_joinUnevenInputsBegin_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern void _wrap_Accelerator_joinUnevenInputsEnd_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_mainProcessFirstBegin_capi_89e21309be903443(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_mainProcessFirstEnd_capi_89e21309be903443(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstBegin_capi_89e21309be903443(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstEnd_capi_89e21309be903443(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_gather_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_type_144 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_type_145 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherObject_capi_89e21309be903443(uintptr_t arg1, swig_type_146 arg2, swig_type_147 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_broadcastObject_capi_89e21309be903443(uintptr_t arg1, swig_type_148 arg2, swig_type_149 arg3, swig_type_150 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_reduce_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_151 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_broadcast_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_type_152 arg3, swig_type_153 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_type_154 arg3, double arg4, _Bool arg5, swig_type_155 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_splitBetweenProcesses_capi_89e21309be903443(uintptr_t arg1, swig_type_156 arg2, _Bool arg3, swig_type_157 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_gather_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_type_145 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_type_146 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherObject_capi_89e21309be903443(uintptr_t arg1, swig_type_147 arg2, swig_type_148 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_broadcastObject_capi_89e21309be903443(uintptr_t arg1, swig_type_149 arg2, swig_type_150 arg3, swig_type_151 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_reduce_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_152 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_broadcast_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_type_153 arg3, swig_type_154 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_type_155 arg3, double arg4, _Bool arg5, swig_type_156 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_splitBetweenProcesses_capi_89e21309be903443(uintptr_t arg1, swig_type_157 arg2, _Bool arg3, swig_type_158 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_setTrigger_capi_89e21309be903443(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_checkTrigger_capi_89e21309be903443(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_save_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_type_158 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_save_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_type_159 arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_getStateDict_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_159 _wrap_Accelerator_iteration_capi_89e21309be903443(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_160 _wrap_Accelerator_iteration_capi_89e21309be903443(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_unscaleGradients_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastBegin_capi_89e21309be903443(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastEnd_capi_89e21309be903443(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_registerForCheckpointing_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_registerSaveStatePreHook_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_registerLoadStatePreHook_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_addTracker_capi_89e21309be903443(uintptr_t arg1, swig_type_160 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_initTrackers_capi_89e21309be903443(uintptr_t arg1, swig_type_161 arg2, swig_type_162 arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_logValues_capi_89e21309be903443(uintptr_t arg1, swig_type_163 arg2, swig_type_164 arg3, swig_type_165 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logScalar_capi_89e21309be903443(uintptr_t arg1, swig_type_166 arg2, double arg3, swig_type_167 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_addTracker_capi_89e21309be903443(uintptr_t arg1, swig_type_161 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_initTrackers_capi_89e21309be903443(uintptr_t arg1, swig_type_162 arg2, swig_type_163 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_logValues_capi_89e21309be903443(uintptr_t arg1, swig_type_164 arg2, swig_type_165 arg3, swig_type_166 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logScalar_capi_89e21309be903443(uintptr_t arg1, swig_type_167 arg2, double arg3, swig_type_168 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_endTraining_capi_89e21309be903443(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_trackerNames_capi_89e21309be903443(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_168 _wrap_Accelerator_trackerPath_capi_89e21309be903443(uintptr_t arg1, swig_type_169 arg2, swig_voidp arg3);
-extern swig_type_170 _wrap_Samples_size_capi_89e21309be903443(uintptr_t arg1);
-extern swig_type_171 _wrap_Samples_fields_capi_89e21309be903443(uintptr_t arg1, swig_type_172 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_89e21309be903443(uintptr_t arg1, swig_type_173 arg2, swig_type_174 arg3, swig_voidp arg4);
+extern swig_type_169 _wrap_Accelerator_trackerPath_capi_89e21309be903443(uintptr_t arg1, swig_type_170 arg2, swig_voidp arg3);
+extern swig_type_171 _wrap_Samples_size_capi_89e21309be903443(uintptr_t arg1);
+extern swig_type_172 _wrap_Samples_fields_capi_89e21309be903443(uintptr_t arg1, swig_type_173 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_89e21309be903443(uintptr_t arg1, swig_type_174 arg2, swig_type_175 arg3, swig_voidp arg4);
 extern void _wrap_delete_Samples_capi_89e21309be903443(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_89e21309be903443(uintptr_t arg1, swig_type_175 arg2, swig_voidp arg3);
-extern swig_type_176 _wrap_Bytes_size_capi_89e21309be903443(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_89e21309be903443(uintptr_t arg1, swig_type_177 arg2, swig_voidp arg3);
+extern void _wrap_Bytes_append_capi_89e21309be903443(uintptr_t arg1, swig_type_176 arg2, swig_voidp arg3);
+extern swig_type_177 _wrap_Bytes_size_capi_89e21309be903443(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_89e21309be903443(uintptr_t arg1, swig_type_178 arg2, swig_voidp arg3);
 extern void _wrap_delete_Bytes_capi_89e21309be903443(uintptr_t arg1);
-extern swig_type_178 _wrap_Metrics_size_capi_89e21309be903443(uintptr_t arg1);
-extern swig_type_179 _wrap_Metrics_name_capi_89e21309be903443(uintptr_t arg1, swig_type_180 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_89e21309be903443(uintptr_t arg1, swig_type_181 arg2, swig_voidp arg3);
+extern swig_type_179 _wrap_Metrics_size_capi_89e21309be903443(uintptr_t arg1);
+extern swig_type_180 _wrap_Metrics_name_capi_89e21309be903443(uintptr_t arg1, swig_type_181 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_89e21309be903443(uintptr_t arg1, swig_type_182 arg2, swig_voidp arg3);
 extern void _wrap_delete_Metrics_capi_89e21309be903443(uintptr_t arg1);
 extern void _wrap_LrFactor_set_capi_89e21309be903443(uintptr_t arg1, double arg2);
 extern void _wrap_delete_LrFactor_capi_89e21309be903443(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_89e21309be903443(uintptr_t arg1, swig_type_182 arg2, swig_type_183 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Progress_capi_89e21309be903443(uintptr_t arg1, swig_type_183 arg2, swig_type_184 arg3, swig_voidp arg4);
 extern void _wrap_delete_Progress_capi_89e21309be903443(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_89e21309be903443(uintptr_t arg1, swig_type_184 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_89e21309be903443(uintptr_t arg1, swig_type_185 arg2, swig_voidp arg3);
+extern void _wrap_Progress_update_capi_89e21309be903443(uintptr_t arg1, swig_type_185 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_89e21309be903443(uintptr_t arg1, swig_type_186 arg2, swig_voidp arg3);
 extern void _wrap_Progress_finish_capi_89e21309be903443(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
@@ -4739,6 +4744,56 @@ func (arg1 SwigcptrAccelerator) LocalSgdEnd(arg2 Model, arg3 *string) {
 
 }
 
+func (arg1 SwigcptrAccelerator) ProfileBegin(arg2 Options, arg3 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := arg3
+	C._wrap_Accelerator_profileBegin_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+}
+
+func (arg1 SwigcptrAccelerator) ProfileStep(arg2 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Accelerator_profileStep_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+
+  if arg2 != nil && len(*arg2) > 0 {
+    *arg2 = swigCopyString(*arg2)
+  }
+
+}
+
+func (arg1 SwigcptrAccelerator) ProfileEnd(arg2 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	C._wrap_Accelerator_profileEnd_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+
+  if arg2 != nil && len(*arg2) > 0 {
+    *arg2 = swigCopyString(*arg2)
+  }
+
+}
+
+func (arg1 SwigcptrAccelerator) ProfileSummary(arg2 *string) (_swig_ret string) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r_p := C._wrap_Accelerator_profileSummary_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+
+  if arg2 != nil && len(*arg2) > 0 {
+    *arg2 = swigCopyString(*arg2)
+  }
+
+	var swig_r_1 string
+ swig_r_1 = swigCopyString(swig_r) 
+	return swig_r_1
+}
+
 func (arg1 SwigcptrAccelerator) JoinUnevenInputsBegin(arg2 Model, arg3 int, arg4 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
@@ -4814,7 +4869,7 @@ func (arg1 SwigcptrAccelerator) Gather(arg2 Tensor, arg3 string, arg4 *string) (
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4832,7 +4887,7 @@ func (arg1 SwigcptrAccelerator) GatherForMetrics(arg2 Tensor, arg3 string, arg4 
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4850,7 +4905,7 @@ func (arg1 SwigcptrAccelerator) GatherObject(arg2 []byte, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_89e21309be903443(C.uintptr_t(_swig_i_0), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_89e21309be903443(C.uintptr_t(_swig_i_0), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4872,7 +4927,7 @@ func (arg1 SwigcptrAccelerator) BroadcastObject(arg2 []byte, arg3 int64, arg4 st
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_89e21309be903443(C.uintptr_t(_swig_i_0), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_1)), C.swig_type_149(_swig_i_2), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_89e21309be903443(C.uintptr_t(_swig_i_0), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_1)), C.swig_type_150(_swig_i_2), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4894,7 +4949,7 @@ func (arg1 SwigcptrAccelerator) Reduce(arg2 Tensor, arg3 Acc_reduction, arg4 str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4913,7 +4968,7 @@ func (arg1 SwigcptrAccelerator) Broadcast(arg2 Tensor, arg3 int64, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_152(_swig_i_2), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_153(_swig_i_2), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4934,7 +4989,7 @@ func (arg1 SwigcptrAccelerator) PadAcrossProcesses(arg2 Tensor, arg3 int64, arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_154(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_155(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -4952,7 +5007,7 @@ func (arg1 SwigcptrAccelerator) SplitBetweenProcesses(arg2 int64, arg3 bool, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_splitBetweenProcesses_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.swig_type_156(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_splitBetweenProcesses_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.swig_type_157(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4992,7 +5047,7 @@ func (arg1 SwigcptrAccelerator) Save(arg2 TensorList, arg3 string, arg4 *string)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_save_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_save_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5107,7 +5162,7 @@ func (arg1 SwigcptrAccelerator) AddTracker(arg2 string, arg3 Tracker, arg4 *stri
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_addTracker_capi_89e21309be903443(C.uintptr_t(_swig_i_0), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_addTracker_capi_89e21309be903443(C.uintptr_t(_swig_i_0), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5123,7 +5178,7 @@ func (arg1 SwigcptrAccelerator) InitTrackers(arg2 string, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_initTrackers_capi_89e21309be903443(C.uintptr_t(_swig_i_0), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_initTrackers_capi_89e21309be903443(C.uintptr_t(_swig_i_0), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5143,7 +5198,7 @@ func (arg1 SwigcptrAccelerator) LogValues(arg2 string, arg3 []float64, arg4 int6
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logValues_capi_89e21309be903443(C.uintptr_t(_swig_i_0), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_2)), C.swig_type_165(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logValues_capi_89e21309be903443(C.uintptr_t(_swig_i_0), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_2)), C.swig_type_166(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5163,7 +5218,7 @@ func (arg1 SwigcptrAccelerator) LogScalar(arg2 string, arg3 float64, arg4 int64,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logScalar_capi_89e21309be903443(C.uintptr_t(_swig_i_0), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_167(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logScalar_capi_89e21309be903443(C.uintptr_t(_swig_i_0), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_168(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5203,7 +5258,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_89e21309be903443(C.uintptr_t(_swig_i_0), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_89e21309be903443(C.uintptr_t(_swig_i_0), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5256,6 +5311,10 @@ type Accelerator interface {
 	LocalSgdBegin(arg2 Model, arg3 int64, arg4 bool, arg5 *string)
 	LocalSgdStep(arg2 Model, arg3 *string)
 	LocalSgdEnd(arg2 Model, arg3 *string)
+	ProfileBegin(arg2 Options, arg3 *string)
+	ProfileStep(arg2 *string)
+	ProfileEnd(arg2 *string)
+	ProfileSummary(arg2 *string) (_swig_ret string)
 	JoinUnevenInputsBegin(arg2 Model, arg3 int, arg4 *string)
 	JoinUnevenInputsEnd(arg2 Model, arg3 *string)
 	MainProcessFirstBegin(arg2 *string)
@@ -5311,7 +5370,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.swig_type_172(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5326,7 +5385,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1), C.swig_type_174(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.swig_type_174(_swig_i_1), C.swig_type_175(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5361,7 +5420,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_89e21309be903443(C.uintptr_t(_swig_i_0), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_89e21309be903443(C.uintptr_t(_swig_i_0), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5383,7 +5442,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_89e21309be903443(C.uintptr_t(_swig_i_0), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_89e21309be903443(C.uintptr_t(_swig_i_0), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5428,7 +5487,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.swig_type_180(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5445,7 +5504,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.swig_type_182(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5508,7 +5567,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.swig_type_182(_swig_i_1), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5529,7 +5588,7 @@ func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.swig_type_184(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5541,7 +5600,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_89e21309be903443(C.uintptr_t(_swig_i_0), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_89e21309be903443(C.uintptr_t(_swig_i_0), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)

@@ -54,6 +54,7 @@ const (
 	OptionsDataLoader  = C.ACC_OPTIONS_DATALOADER
 	OptionsAccelerator = C.ACC_OPTIONS_ACCELERATOR
 	OptionsLora        = C.ACC_OPTIONS_LORA
+	OptionsProfile     = C.ACC_OPTIONS_PROFILE
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO

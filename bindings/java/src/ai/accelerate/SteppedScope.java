@@ -1,0 +1,24 @@
+package ai.accelerate;
+
+/** A try-with-resources scope with a step: step() runs the scope's step; close() ends it once
+ *  (closing again does nothing). The base of LocalSgd and Profile. */
+public abstract class SteppedScope implements AutoCloseable {
+  private final Runnable step;
+  private Runnable end;
+
+  SteppedScope(Runnable step, Runnable end) {
+    this.step = step;
+    this.end = end;
+  }
+
+  public void step() {
+    step.run();
+  }
+
+  @Override
+  public void close() {
+    Runnable e = end;
+    end = null;
+    if (e != null) e.run();
+  }
+}
