@@ -38,7 +38,7 @@ std::string Accelerator::profile_end() {
   } catch (...) {
     failure = std::current_exception();
   }
-  wait_for_everyone();
+  collectives_.barrier("profile end (waiting for every process's trace)");
   if (failure) std::rethrow_exception(failure);
   return path;
 }

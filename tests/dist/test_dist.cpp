@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -652,6 +653,32 @@ TEST(Fault, ADeadOrStalledPeerDuringBackwardIsNamed) {
   const std::string message = acc_last_error_message();
   EXPECT_TRUE(status == ACC_ERR_TIMEOUT || status == ACC_ERR_ABORTED) << acc_status_name(status) << ": " << message;
   EXPECT_NE(message.find("backward #2 (DDP's gradient allreduce)"), std::string::npos) << message;
+  std::fflush(stdout);
+  _exit(testing::Test::HasFailure() ? 1 : 0);
+}
+
+// acc_profile_end writes this process's trace, then waits for the others: a peer gone by then is
+// named as that wait, and the trace written is kept.
+TEST(Fault, ADeadOrStalledPeerAtProfileEndIsNamed) {
+  const char* mode = std::getenv("ACC_TEST_FAULT");
+  if (!mode) GTEST_SKIP() << "set ACC_TEST_FAULT=exit or stall (the fault tests run on their own)";
+  const std::string dir = std::string("/tmp/acc_dist_profile_fault_") + std::getenv("MASTER_PORT");
+  acc_options* o = nullptr;
+  ASSERT_EQ(acc_options_create(ACC_OPTIONS_PROFILE, &o), ACC_OK);
+  ASSERT_EQ(acc_options_set_string(o, "output_trace_dir", dir.c_str()), ACC_OK);
+  ASSERT_EQ(acc_profile_begin(g_acc, o), ACC_OK) << acc_last_error_message();
+  acc_options_free(o);
+  if (g_rank == 1) {
+    if (std::string(mode) == "exit") _exit(0);
+    std::this_thread::sleep_for(std::chrono::seconds(8));
+    _exit(0);
+  }
+  const acc_status status = acc_profile_end(g_acc);
+  const std::string message = acc_last_error_message();
+  EXPECT_TRUE(status == ACC_ERR_TIMEOUT || status == ACC_ERR_ABORTED) << acc_status_name(status) << ": " << message;
+  EXPECT_NE(message.find("profile end (waiting for every process's trace)"), std::string::npos) << message;
+  EXPECT_TRUE(std::filesystem::exists(dir + "/profile_0.json"));
+  std::filesystem::remove_all(dir);
   std::fflush(stdout);
   _exit(testing::Test::HasFailure() ? 1 : 0);
 }
