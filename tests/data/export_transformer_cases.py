@@ -239,6 +239,20 @@ def initialisation_case(decoder, seed=7, d=16, heads=4, ff=32):
             "state": {"0." + k: tensor(v) for k, v in m.state_dict().items()}}
 
 
+def plain_initialisation_case(seed=11):
+    # The plain layers' draws too (conv2d, batchnorm2d, linear, layernorm, embedding), built in order.
+    torch.manual_seed(seed)
+    m = nn.Sequential(nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(144, 16),
+                      nn.LayerNorm(16), nn.Linear(16, 3), nn.Embedding(5, 3))
+    spec = [{"type": "conv2d", "in_channels": 1, "out_channels": 4, "kernel_size": 3},
+            {"type": "batchnorm2d", "num_features": 4}, {"type": "relu"}, {"type": "flatten"},
+            {"type": "linear", "in_features": 144, "out_features": 16}, {"type": "layernorm", "normalized_shape": 16},
+            {"type": "linear", "in_features": 16, "out_features": 3},
+            {"type": "embedding", "num_embeddings": 5, "embedding_dim": 3}]
+    return {"name": "plain layers", "seed": seed, "spec": spec,
+            "state": {k: tensor(v) for k, v in m.named_parameters()}}
+
+
 def main(out_dir):
     torch.manual_seed(0)
     cases = [mha_case(False, False, True), mha_case(True, True, True), mha_case(True, False, False),
@@ -269,7 +283,7 @@ def main(out_dir):
     cases.append(seq2seq_case())
     cases.append(sinusoidal_case())
     Path(out_dir).mkdir(parents=True, exist_ok=True)
-    initialisations = [initialisation_case(False), initialisation_case(True)]
+    initialisations = [initialisation_case(False), initialisation_case(True), plain_initialisation_case()]
     (Path(out_dir) / "transformer_cases.json").write_text(
         json.dumps({"torch": torch.__version__, "cases": cases, "initialisations": initialisations}))
 
