@@ -1,6 +1,7 @@
 // Overhead of the C API: the same training loop (a) in plain libtorch C++ and (b) through
 // accelerate.h with a prepared model, optimizer and data loader, interleaved in one process.
-// Also the data loader's throughput over an in-memory and a memory-mapped dataset.
+// Also the cost of torch's profiler recording the C API loop, and the data loader's throughput over
+// an in-memory and a memory-mapped dataset.
 //
 //   bench_overhead [--quick]
 #include <torch/torch.h>
@@ -130,6 +131,25 @@ void overhead(const Shape& s, int rounds, int steps) {
               median(c) / median(a));
 }
 
+// The same C API loop with torch's profiler recording it (acc_profile_begin, default settings: CPU
+// operators, no shapes): each profiled round is its own profile, ended outside the timing.
+void profiled(const Shape& s, int rounds, int steps) {
+  const int64_t n = 4096;
+  torch::manual_seed(0);
+  at::Tensor xs = torch::randn({n, s.widths.front()}), ys = torch::randint(0, s.widths.back(), {n});
+  CapiLoop loop(s, xs, ys, 1);
+  time_steps(loop, steps);
+  std::vector<double> plain, recorded;
+  for (int r = 0; r < rounds; ++r) {
+    plain.push_back(time_steps(loop, steps));
+    OK(acc_profile_begin(loop.acc, nullptr));
+    recorded.push_back(time_steps(loop, steps));
+    OK(acc_profile_end(loop.acc));
+  }
+  std::printf("%-28s batch %3lld   (b) C API %9.1f us/step   (e) profiled %9.1f us/step   (e)/(b) %.3f\n", s.name,
+              static_cast<long long>(s.batch), median(plain), median(recorded), median(recorded) / median(plain));
+}
+
 double loader_throughput(acc_dataset* ds, int batches, int workers) {
   acc_options* lo = nullptr;
   OK(acc_options_create(ACC_OPTIONS_DATALOADER, &lo));
@@ -212,6 +232,9 @@ int main(int argc, char** argv) {
   std::printf("accelerate overhead benchmark (%s, %d intra-op threads)\n", acc_build_info(), at::get_num_threads());
   overhead({"MLP 784-1024-1024-10", {784, 1024, 1024, 10}, 64}, quick ? 1 : 15, quick ? 2 : 40);
   overhead({"MLP 32-64-10", {32, 64, 10}, 8}, quick ? 1 : 15, quick ? 2 : 400);
+  std::printf("torch's profiler recording the loop (acc_profile_begin ... acc_profile_end):\n");
+  profiled({"MLP 784-1024-1024-10", {784, 1024, 1024, 10}, 64}, quick ? 1 : 15, quick ? 2 : 40);
+  profiled({"MLP 32-64-10", {32, 64, 10}, 8}, quick ? 1 : 15, quick ? 2 : 400);
   loaders(quick ? 20 : 3000);
   return 0;
 }
