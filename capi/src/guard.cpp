@@ -46,16 +46,9 @@ acc_status record(acc_status status, std::string message, std::string backtrace 
   return status;
 }
 
-// libtorch reports a failed host allocation as a plain c10::Error (a GPU's as OutOfMemoryError):
-// "DefaultCPUAllocator: can't allocate memory" (1.x) or "...: not enough memory" (2.x).
-bool is_host_allocation_failure(const std::string& message) {
-  return message.find("DefaultCPUAllocator: can't allocate memory") != std::string::npos ||
-         message.find("DefaultCPUAllocator: not enough memory") != std::string::npos;
-}
-
 acc_status from_c10(const c10::Error& e) {
   std::string message = e.what_without_backtrace();
-  if (is_host_allocation_failure(message)) return record(ACC_ERR_OUT_OF_MEMORY, std::move(message), e.what());
+  if (acc::is_allocation_failure_message(message)) return record(ACC_ERR_OUT_OF_MEMORY, std::move(message), e.what());
   const bool internal = message.find("INTERNAL ASSERT FAILED") != std::string::npos;
   return record(internal ? ACC_ERR_INTERNAL : ACC_ERR_INVALID_ARGUMENT, std::move(message), e.what());
 }

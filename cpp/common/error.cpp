@@ -39,4 +39,10 @@ std::string Error::backtrace() const {
   return out;
 }
 
+bool is_allocation_failure_message(const std::string& message) {
+  return message.find("DefaultCPUAllocator: can't allocate memory") != std::string::npos ||
+         message.find("DefaultCPUAllocator: not enough memory") != std::string::npos ||
+         message.find("CUDA out of memory") != std::string::npos;
+}
+
 }  // namespace acc

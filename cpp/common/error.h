@@ -38,6 +38,11 @@ class Error : public std::runtime_error {
   std::vector<void*> frames_;
 };
 
+// Whether libtorch's message says an allocation failed: a host allocation ("DefaultCPUAllocator:
+// can't allocate memory" in 1.x, "...: not enough memory" in 2.x, raised as a plain c10::Error) or a
+// GPU's ("CUDA out of memory"), as it reads once the TorchScript interpreter has rethrown it as text.
+bool is_allocation_failure_message(const std::string& message);
+
 template <typename... Parts>
 std::string concat(Parts&&... parts) {
   std::ostringstream out;

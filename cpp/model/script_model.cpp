@@ -63,6 +63,23 @@ ScriptModel::ScriptModel(torch::jit::Module module) : module_(std::move(module))
 }
 
 NamedTensors ScriptModel::forward(const std::vector<at::Tensor>& inputs) {
+  try {
+    return run_forward(inputs);
+  } catch (const Error&) {
+    throw;
+  } catch (const c10::Error&) {
+    throw;  // raised outside the interpreter: the caller's translation knows it
+  } catch (const std::runtime_error& e) {
+    // The interpreter rethrows what failed inside the model (a shape or dtype the model cannot take,
+    // a `raise` in its code, an allocation) as text with the TorchScript traceback.
+    const std::string message = e.what();
+    if (is_allocation_failure_message(message)) fail(Status::OutOfMemory, "the TorchScript forward ran out of memory: ", message);
+    if (message.find("INTERNAL ASSERT FAILED") != std::string::npos) throw;
+    fail(Status::InvalidArgument, "the TorchScript forward failed on these inputs: ", message);
+  }
+}
+
+NamedTensors ScriptModel::run_forward(const std::vector<at::Tensor>& inputs) {
   if (!arity_) fail(Status::Unsupported, "the TorchScript module has no forward method");
   const auto& [required, expected, schema] = *arity_;
   require(inputs.size() >= required && inputs.size() <= expected, "forward takes ",

@@ -44,6 +44,7 @@ class ScriptModel final : public Model {
   std::vector<std::string> other_module_names() const override;
 
  private:
+  NamedTensors run_forward(const std::vector<at::Tensor>& inputs);  // forward without its error translation
   mutable torch::jit::Module module_;
   bool optimize_ = true;
   // forward's argument counts (without self), read once from its schema; none without a forward.

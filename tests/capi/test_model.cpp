@@ -314,6 +314,31 @@ TEST(TorchScript, MutatedArchivesAreRefusedOrWorkNeverCrash) {
   std::remove(path.c_str());
 }
 
+// What fails inside a TorchScript forward (here: 7 features where the model takes 4) is the caller's
+// to fix: INVALID_ARGUMENT with the model's own traceback, not an internal error.
+TEST(TorchScript, InputsTheModelCannotTakeAreInvalidArguments) {
+  const std::string path = fixture("classifier.pt");
+  if (path.empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  acc_model* m = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript(path.c_str(), &m));
+  acc_tensor* x = floats(std::vector<float>(2 * 7, 0.5f), {2, 7});
+  acc_tensor* y = longs({0, 1}, {2});
+  const acc_tensor* inputs[] = {x, y};
+  acc_tensor_list* out = nullptr;
+  ACC_EXPECT_ERROR(acc_model_forward(m, inputs, 2, ACC_FORWARD_DEFAULT, &out), ACC_ERR_INVALID_ARGUMENT,
+                   "the TorchScript forward failed on these inputs");
+  EXPECT_NE(std::string(acc_last_error_message()).find("self.fc1(x)"), std::string::npos) << acc_last_error_message();
+  EXPECT_EQ(out, nullptr);
+  acc_tensor* wrong_labels = floats({0.0f, 1.0f}, {2});  // cross_entropy wants class indices
+  acc_tensor* x4 = floats(std::vector<float>(2 * 4, 0.5f), {2, 4});
+  const acc_tensor* float_labels[] = {x4, wrong_labels};
+  acc_status s = acc_model_forward(m, float_labels, 2, ACC_FORWARD_DEFAULT, &out);
+  EXPECT_NE(s, ACC_ERR_INTERNAL) << acc_last_error_message();
+  if (s == ACC_OK) acc_tensor_list_free(out);
+  for (acc_tensor* t : {x, y, wrong_labels, x4}) acc_tensor_free(t);
+  acc_model_free(m);
+}
+
 TEST(TorchScript, TupleOutputsFromAPyTorchExportTrain) {
   const std::string path = fixture("classifier.pt");
   if (path.empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
