@@ -1,5 +1,7 @@
 #include "profiling/profile_report.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -68,10 +70,11 @@ std::string padded(const std::string& text, size_t width, bool left) {
 
 std::string chrome_trace_json(const std::vector<ProfiledEvent>& events, int64_t process_index) {
   using nlohmann::json;
+  const int64_t pid = ::getpid();
   json trace = json::array();
-  trace.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", process_index}, {"args", {{"name", "rank " + std::to_string(process_index)}}}});
+  trace.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", "rank " + std::to_string(process_index)}}}});
   for (const auto& e : events) {
-    json item = {{"name", e.name}, {"pid", process_index}, {"tid", e.thread}, {"ts", microseconds(e.start_ns)}};
+    json item = {{"name", e.name}, {"pid", pid}, {"tid", e.thread}, {"ts", microseconds(e.start_ns)}};
     json args = json::object();
     if (e.is_memory) {
       item["ph"] = "i";

@@ -11,7 +11,8 @@
 namespace acc {
 
 // Trace Event Format: {"traceEvents": [...]}, spans as complete events ("ph": "X", microseconds),
-// memory as instant events; pid is the process index.
+// memory as instant events; pid is the operating system's process id, as in Kineto's traces, and the
+// process is named "rank <process index>".
 std::string chrome_trace_json(const std::vector<ProfiledEvent>& events, int64_t process_index);
 
 // Sorted by self CPU time (the most first), at most `row_limit` rows; a FLOPs column when any

@@ -472,7 +472,7 @@ TEST(LocalSgd, ProcessesStepAloneAndAverageEveryKStepsAndAtTheEnd) {
 
 // Accelerate's profile() on every process: each writes profile_<its index>.json, and the end waits
 // for everyone, so that once any process is past it every trace is there. Each trace is its own
-// process's: its pid, and the rows of the batch that process trained on.
+// process's: it holds the rows of the batch that process trained on.
 TEST(Profile, EveryProcessWritesItsOwnTraceBeforeAnyGoesOn) {
   const std::string dir = std::string("/tmp/acc_dist_profile_") + std::getenv("MASTER_PORT");
   Net net(0.1, false);
@@ -493,7 +493,6 @@ TEST(Profile, EveryProcessWritesItsOwnTraceBeforeAnyGoesOn) {
     const auto trace = nlohmann::json::parse(in);
     bool found_batch = false;
     for (const auto& e : trace["traceEvents"]) {
-      EXPECT_EQ(e["pid"].get<int64_t>(), r);
       if (e.value("name", "") == "aten::addmm") found_batch = found_batch || e["args"]["Input Dims"][1][0] == 2 + r;
     }
     EXPECT_TRUE(found_batch) << path << " does not hold process " << r << "'s forward";
