@@ -18,11 +18,6 @@ struct ProfilerSession::Recording {
 
 namespace {
 
-bool wants(const std::string& activities, const std::string& name) {
-  return activities == name || activities.rfind(name + ",", 0) == 0 ||
-         (activities.size() > name.size() && activities.compare(activities.size() - name.size() - 1, std::string::npos, "," + name) == 0);
-}
-
 std::set<timpl::ActivityType> activity_set(bool cpu, bool cuda) {
   std::set<timpl::ActivityType> set;
   if (cpu) set.insert(timpl::ActivityType::CPU);
@@ -56,13 +51,13 @@ ProfiledEvent plain_event(const tprof::KinetoEvent& e) {
 
 ProfilerSession::ProfilerSession(ProfileConfig config, const c10::Device& device)
     : config_(std::move(config)), thread_(std::this_thread::get_id()) {
+  // The option's choices: "", "cpu", "cuda", "cpu,cuda", "cuda,cpu".
   const std::string& a = config_.activities;
-  const bool cpu = a.empty() || wants(a, "cpu");
-  cuda_ = a.empty() ? device.is_cuda() : wants(a, "cuda");
+  cpu_ = a.empty() || a.find("cpu") != std::string::npos;
+  cuda_ = a.empty() ? device.is_cuda() : a.find("cuda") != std::string::npos;
 #ifndef ACC_WITH_CUDA
   if (cuda_) fail(Status::Unsupported, "the profile activity cuda needs a CUDA build of this library and of libtorch");
 #endif
-  require(cpu || cuda_, "profile activities '", a, "' name nothing to record");
   require(!timpl::profilerEnabled(), "torch's profiler is already running on this thread: end that profile first");
   action_ = scheduled_action(config_, 0);
   transit(ProfilerAction::None, action_);
@@ -101,7 +96,7 @@ void ProfilerSession::finish() {
 void ProfilerSession::transit(ProfilerAction from, ProfilerAction to) {
   using A = ProfilerAction;
   const bool records = to == A::Record || to == A::RecordAndSave;
-  const auto prepare = [&] { tprof::prepareProfiler(torch_config(config_), activity_set(true, cuda_)); };
+  const auto prepare = [&] { tprof::prepareProfiler(torch_config(config_), activity_set(cpu_, cuda_)); };
   switch (from) {
     case A::None:
       if (to == A::Warmup) prepare();
@@ -123,7 +118,7 @@ void ProfilerSession::transit(ProfilerAction from, ProfilerAction to) {
 }
 
 void ProfilerSession::start_recording() {
-  tprof::enableProfiler(torch_config(config_), activity_set(true, cuda_));
+  tprof::enableProfiler(torch_config(config_), activity_set(cpu_, cuda_));
   recording_ = true;
 }
 

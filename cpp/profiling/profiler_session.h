@@ -45,7 +45,7 @@ class ProfilerSession {
   void check_thread(const char* call) const;
 
   ProfileConfig config_;
-  bool cuda_ = false;
+  bool cpu_ = true, cuda_ = false;  // the activities recorded
   std::thread::id thread_;
   int64_t step_ = 0;
   ProfilerAction action_ = ProfilerAction::None;
