@@ -13,6 +13,7 @@
 #include "optim/optimizer_state.h"
 #include "parallel/sharded_optimizer.h"
 #include "precision/autocast.h"
+#include "state/cpu_affinity.h"
 #include "state/distributed.h"
 #include "tensor/losses.h"
 
@@ -52,6 +53,15 @@ Accelerator::Accelerator(const Options& options)
   }
   iteration_ = config_.iteration;
   if (config_.seed) set_seed(*config_.seed);
+  // Accelerate's enable_cpu_affinity (its launcher sets the variable): the GPU's own cores.
+  const char* affinity = std::getenv("ACCELERATE_CPU_AFFINITY");
+  if (affinity && parse_bool(affinity).value_or(false)) {
+    const auto cores = pin_to_device_cores(device_);
+    const char* debug = std::getenv("ACCELERATE_DEBUG_MODE");
+    if (!cores.empty() && debug && parse_bool(debug).value_or(false))
+      std::fprintf(stderr, "accelerate: assigning %zu CPU cores to process %lld\n", cores.size(),
+                   static_cast<long long>(process_.local_rank));
+  }
 }
 
 const char* Accelerator::mixed_precision_name() const {

@@ -47,6 +47,7 @@ void add_launch_options(CLI::App* app, LaunchArgs& a) {
   app->add_flag("--cpu", f.cpu, "train on the CPU even when a GPU is there");
   app->add_flag("--multi_gpu", f.multi_gpu, "train on GPUs even if the config file says use_cpu");
   app->add_flag("--debug", f.debug, "check tensor shapes across processes before each collective");
+  app->add_flag("--enable_cpu_affinity", f.enable_cpu_affinity, "pin each process to the CPU cores of its GPU");
   app->add_option("--num_cpu_threads_per_process", f.num_cpu_threads_per_process, "OMP_NUM_THREADS of each process")
       ->check(CLI::Range(1, 1 << 20));
   app->add_option("--gpu_ids", f.gpu_ids, "GPUs to use, as CUDA_VISIBLE_DEVICES (e.g. 0,1), or all");

@@ -263,7 +263,6 @@ bool read_typed(ClusterConfig& c, const Reader& r, const std::string& key, const
     c.main_training_function = r.text(v, key);  // names a Python function: no meaning here
   } else if (key == "enable_cpu_affinity") {
     c.enable_cpu_affinity = r.flag(v, key);
-    if (c.enable_cpu_affinity) c.warnings.push_back("enable_cpu_affinity is not implemented and is ignored");
   } else if (key == "gradient_accumulation_steps") {
     c.gradient_accumulation_steps = r.integer(v, key, 1, 1 << 30);
   } else {

@@ -18,6 +18,7 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
     c.gradient_accumulation_steps = file->gradient_accumulation_steps;
     c.cpu = file->wants_cpu();
     c.debug = file->debug;
+    c.cpu_affinity = file->enable_cpu_affinity;
     if (file->gpu_ids && *file->gpu_ids != "all") c.gpu_ids = file->gpu_ids;
     c.config_file = config_path;
     c.sharding_env = file->sharding_env;
@@ -32,6 +33,7 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
   if (f.cpu) c.cpu = true;
   if (f.multi_gpu && !f.cpu) c.cpu = false;
   if (f.debug) c.debug = true;
+  if (f.enable_cpu_affinity) c.cpu_affinity = true;
   if (f.gpu_ids) c.gpu_ids = *f.gpu_ids == "all" ? std::nullopt : f.gpu_ids;
   if (f.num_cpu_threads_per_process) c.num_cpu_threads_per_process = f.num_cpu_threads_per_process;
   if (f.max_restarts) c.max_restarts = *f.max_restarts;

@@ -24,6 +24,7 @@ struct LaunchFlags {
   bool cpu = false;
   bool multi_gpu = false;  // GPUs even if the config file says use_cpu (--cpu still wins)
   bool debug = false;
+  bool enable_cpu_affinity = false;
   std::optional<std::string> gpu_ids;
   std::optional<int> num_cpu_threads_per_process;
   std::optional<int> max_restarts;

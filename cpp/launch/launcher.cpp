@@ -334,6 +334,7 @@ std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int
   else if (local > 1 && !std::getenv("OMP_NUM_THREADS")) env["OMP_NUM_THREADS"] = "1";  // as torchrun does
   if (c.gpu_ids) env["CUDA_VISIBLE_DEVICES"] = *c.gpu_ids;
   if (c.debug) env["ACCELERATE_DEBUG_MODE"] = "true";
+  if (c.cpu_affinity) env["ACCELERATE_CPU_AFFINITY"] = "1";
   if (c.config_file) {
     env["ACCELERATE_CONFIG_FILE"] = *c.config_file;
     env["ACCELERATE_CONFIG_REPORTED"] = "1";  // the launcher printed its warnings already

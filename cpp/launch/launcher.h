@@ -21,6 +21,7 @@ struct LaunchConfig {
   std::optional<int> num_cpu_threads_per_process;
   std::optional<std::string> gpu_ids;
   bool debug = false;                      // ACCELERATE_DEBUG_MODE: shapes checked before collectives
+  bool cpu_affinity = false;               // ACCELERATE_CPU_AFFINITY: each process pinned to its GPU's cores
   std::optional<std::string> config_file;  // the config file used: its processes read the same one
   int max_restarts = 0;
   double kill_timeout_seconds = 5.0;  // after a failure: SIGTERM, then SIGKILL after this long

@@ -58,6 +58,9 @@ TEST(Launcher, SetsTorchrunAndAccelerateVariables) {
   EXPECT_EQ(env["GROUP_WORLD_SIZE"], "1");
   EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "none");
   EXPECT_EQ(env.count("TORCHELASTIC_ERROR_FILE"), 0u);  // only with a log folder
+  EXPECT_EQ(env.count("ACCELERATE_CPU_AFFINITY"), 0u);
+  c.cpu_affinity = true;  // --enable_cpu_affinity, or the config file's enable_cpu_affinity
+  EXPECT_EQ(acc::launch_environment(c, 0, 12345, 0)["ACCELERATE_CPU_AFFINITY"], "1");
   // A second machine's ranks follow the first machine's.
   acc::LaunchConfig multi = shell(4, "");
   multi.num_machines = 2;

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <ATen/ATen.h>
@@ -30,6 +31,7 @@
 #include "gpu_support.h"
 #include "ops/collectives.h"
 #include "precision/grad_scaler.h"
+#include "state/cpu_affinity.h"
 #include "state/distributed.h"
 #include "state/process_env.h"
 
@@ -202,6 +204,25 @@ TEST(GpuNccl, AProcessGroupOfOneRunsEveryCollective) {
 
   // barrier
   EXPECT_NO_THROW(c.barrier("barrier"));
+#endif
+}
+
+// enable_cpu_affinity: the process is pinned to the cores the kernel lists for the GPU's PCI device.
+TEST(GpuCpuAffinity, PinsTheProcessToItsGpusCores) {
+  ACC_REQUIRE_CUDA();
+#ifndef ACC_WITH_CUDA
+  ACC_REQUIRE_CUDA_BUILD();
+#else
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  const std::vector<int> cores = acc::pin_to_device_cores(kGpu);
+  if (cores.empty()) GTEST_SKIP() << "the kernel lists no cores for this GPU's PCI device (see the warning)";
+  cpu_set_t after;
+  ASSERT_EQ(sched_getaffinity(0, sizeof after, &after), 0);
+  EXPECT_EQ(CPU_COUNT(&after), static_cast<int>(cores.size()));
+  for (int core : cores) EXPECT_TRUE(CPU_ISSET(core, &after)) << core;
+  std::printf("GPU 0's cores: %zu of %d\n", cores.size(), CPU_COUNT(&before));
+  ASSERT_EQ(sched_setaffinity(0, sizeof before, &before), 0);  // the other tests run unpinned
 #endif
 }
 

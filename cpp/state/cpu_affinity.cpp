@@ -1,0 +1,77 @@
+#include "state/cpu_affinity.h"
+
+#include <sched.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "common/error.h"
+#include "common/files.h"
+#include "common/text.h"
+
+#ifdef ACC_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#endif
+
+namespace acc {
+namespace {
+
+int cpu_number(const std::string& text, const std::string& what) {
+  require(!text.empty() && text.size() <= 6 && text.find_first_not_of("0123456789") == std::string::npos, what,
+          ": '", text, "' is not a CPU number");
+  return std::stoi(text);
+}
+
+void set_affinity(const std::vector<int>& cores) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int core : cores)
+    if (core < CPU_SETSIZE) CPU_SET(core, &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0)
+    fail(Status::Io, "cannot pin the process to CPU cores: ", std::strerror(errno));
+}
+
+}  // namespace
+
+std::vector<int> parse_cpu_list(const std::string& text, const std::string& what) {
+  std::vector<int> cores;
+  const size_t end = text.find_last_not_of("\r\n");  // the file's line ends
+  const std::string list = trimmed(end == std::string::npos ? "" : text.substr(0, end + 1));
+  if (list.empty()) return cores;
+  for (const auto& range : split_trimmed(list, ',')) {
+    const size_t dash = range.find('-');
+    const int first = cpu_number(range.substr(0, dash), what);
+    const int last = dash == std::string::npos ? first : cpu_number(range.substr(dash + 1), what);
+    require(first <= last, what, ": the range '", range, "' runs backwards");
+    for (int core = first; core <= last; ++core) cores.push_back(core);
+  }
+  return cores;
+}
+
+std::string pci_device_path(int domain, int bus, int device) {
+  char id[32];
+  std::snprintf(id, sizeof id, "%04x:%02x:%02x.0", domain, bus, device);
+  return std::string("/sys/bus/pci/devices/") + id;
+}
+
+std::vector<int> pin_to_device_cores(const c10::Device& device) {
+  if (!device.is_cuda()) return {};
+#ifdef ACC_WITH_CUDA
+  const auto* p = at::cuda::getDeviceProperties(device.index() < 0 ? 0 : device.index());
+  const std::string path = pci_device_path(p->pciDomainID, p->pciBusID, p->pciDeviceID) + "/local_cpulist";
+  const auto text = read_whole_file(path);
+  const auto cores = text ? parse_cpu_list(*text, path) : std::vector<int>{};
+  if (cores.empty()) {
+    std::fprintf(stderr, "accelerate: warning: enable_cpu_affinity: %s does not list the GPU's cores; the process "
+                 "stays unpinned\n", path.c_str());
+    return {};
+  }
+  set_affinity(cores);
+  return cores;
+#else
+  return {};  // no CUDA device in a build without CUDA
+#endif
+}
+
+}  // namespace acc
