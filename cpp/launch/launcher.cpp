@@ -103,15 +103,31 @@ Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_co
   const int pipes[2][2] = {{out_pipe[0], out_pipe[1]}, {err_pipe[0], err_pipe[1]}};
   const int bits[2] = {kStdout, kStderr};
   const char* names[2] = {"stdout.log", "stderr.log"};
+  auto close_everything = [&] {
+    for (const auto& p : pipes) close(p[0]), close(p[1]);
+    for (auto& stream : child.streams)
+      if (stream.file_fd >= 0) close(stream.file_fd);
+  };
   for (int s = 0; s < 2; ++s) {
     Stream& stream = child.streams[s];
     stream.pipe_fd = pipes[s][0];
-    if (routing.to_file & bits[s]) stream.file_fd = open_log(routing.log_dir, names[s]);
+    if (routing.to_file & bits[s]) {
+      try {
+        stream.file_fd = open_log(routing.log_dir, names[s]);
+      } catch (...) {
+        close_everything();
+        throw;
+      }
+    }
     if (!(routing.to_file & bits[s]) || (routing.teed & bits[s])) stream.console = s == 0 ? stdout : stderr;
   }
 
   const pid_t pid = fork();
-  if (pid < 0) fail(Status::Io, "fork: ", std::strerror(errno));
+  if (pid < 0) {
+    const int error = errno;
+    close_everything();
+    fail(Status::Io, "fork: ", std::strerror(error));
+  }
   if (pid == 0) {
     setpgid(0, 0);  // its own process group, so the whole tree can be signalled
     // A launcher killed outright (SIGKILL: no chance to stop its ranks) takes them with it.
