@@ -1009,7 +1009,7 @@ ACC_API ACC_NODISCARD acc_status acc_local_sgd_end(acc_accelerator *acc, acc_mod
  * (chrome://tracing, Perfetto) output_trace_dir/profile_<process index>.json, then waits for every
  * process (a collective, as in Accelerate). step and end must come from the thread that called begin;
  * one profile at a time (a second begin before end is ACC_ERR_INVALID_ARGUMENT); the cuda activity
- * on a build without CUDA is ACC_ERR_UNSUPPORTED. acc_profile_summary gives the last ended profile's
+ * with the accelerator on the CPU is ACC_ERR_UNSUPPORTED. acc_profile_summary gives the last ended profile's
  * table, as torch's key_averages().table(): per operator its calls, self and total CPU time (and
  * device time and FLOPs when recorded), sorted by self time; free it with acc_string_free. */
 ACC_API ACC_NODISCARD acc_status acc_profile_begin(acc_accelerator *acc, const acc_options *opts);

@@ -55,9 +55,9 @@ ProfilerSession::ProfilerSession(ProfileConfig config, const c10::Device& device
   const std::string& a = config_.activities;
   cpu_ = a.empty() || a.find("cpu") != std::string::npos;
   cuda_ = a.empty() ? device.is_cuda() : a.find("cuda") != std::string::npos;
-#ifndef ACC_WITH_CUDA
-  if (cuda_) fail(Status::Unsupported, "the profile activity cuda needs a CUDA build of this library and of libtorch");
-#endif
+  // A CUDA build on a machine without a GPU, or an accelerator kept on the CPU, has no kernels to trace.
+  if (cuda_ && !device.is_cuda())
+    fail(Status::Unsupported, "the profile activity cuda needs the accelerator on a GPU (it runs on ", device.str(), ")");
   require(!timpl::profilerEnabled(), "torch's profiler is already running on this thread: end that profile first");
   action_ = scheduled_action(config_, 0);
   transit(ProfilerAction::None, action_);
