@@ -53,15 +53,7 @@ Accelerator::Accelerator(const Options& options)
   }
   iteration_ = config_.iteration;
   if (config_.seed) set_seed(*config_.seed);
-  // Accelerate's enable_cpu_affinity (its launcher sets the variable): the GPU's own cores.
-  const char* affinity = std::getenv("ACCELERATE_CPU_AFFINITY");
-  if (affinity && parse_bool(affinity).value_or(false)) {
-    const auto cores = pin_to_device_cores(device_);
-    const char* debug = std::getenv("ACCELERATE_DEBUG_MODE");
-    if (!cores.empty() && debug && parse_bool(debug).value_or(false))
-      std::fprintf(stderr, "accelerate: assigning %zu CPU cores to process %lld\n", cores.size(),
-                   static_cast<long long>(process_.local_rank));
-  }
+  apply_cpu_affinity_setting(device_, process_.local_rank);
 }
 
 const char* Accelerator::mixed_precision_name() const {

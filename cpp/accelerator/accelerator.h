@@ -222,7 +222,6 @@ class Accelerator {
   LocalSgdScope& local_sgd_scope(const std::shared_ptr<Model>& model, const char* call);
   void average_parameters(const std::shared_ptr<Model>& model);
   std::shared_ptr<ProfilerSession> profiler_;  // the open profile, or the last one ended
-  bool profiling_open_ = false;
   int64_t backward_calls_ = 0;  // names the step in errors of backward's collectives
   // Open begin/end scopes, so that an end without its begin is an error.
   int64_t accumulate_depth_ = 0;

@@ -10,21 +10,18 @@
 namespace acc {
 
 void Accelerator::profile_begin(const ProfileConfig& config) {
-  require(!profiling_open_, "a profile is already running (profile_end first)");
-  profiler_.reset();
+  require(!profiler_ || !profiler_->open(), "a profile is already running (profile_end first)");
   profiler_ = std::make_shared<ProfilerSession>(config, device_);
-  profiling_open_ = true;
 }
 
 void Accelerator::profile_step() {
-  require(profiling_open_, "profile step without profile_begin");
+  require(profiler_ && profiler_->open(), "profile step without profile_begin");
   profiler_->step();
 }
 
 std::string Accelerator::profile_end() {
-  require(profiling_open_, "profile end without profile_begin");
+  require(profiler_ && profiler_->open(), "profile end without profile_begin");
   profiler_->finish();
-  profiling_open_ = false;
   const std::string& dir = profiler_->config().output_trace_dir;
   if (dir.empty()) return "";
   const std::string path = (std::filesystem::path(dir) / ("profile_" + std::to_string(process_index()) + ".json")).string();
@@ -44,7 +41,7 @@ std::string Accelerator::profile_end() {
 }
 
 std::string Accelerator::profile_summary() const {
-  require(profiler_ && !profiling_open_, "no profile has ended yet: profile_begin ... profile_end first");
+  require(profiler_ && !profiler_->open(), "no profile has ended yet: profile_begin ... profile_end first");
   return key_averages_table(profiler_->events());
 }
 

@@ -204,15 +204,30 @@ void signal_all(std::vector<Child>& children, int sig) {
     if (c.running) kill(-c.pid, sig);
 }
 
-// The routing of each local rank for one attempt: log folders made, when logs are asked for.
-std::vector<OutputRouting> route_outputs(const LaunchConfig& config, const std::string& run_log_dir, int restart_count) {
+// Per local rank, the streams --redirects and --tee send to files, and of those the ones --tee shows
+// too (a tee is a redirect that is also shown).
+struct StreamChoice {
+  std::vector<int> to_file, teed;
+  bool any_file() const {
+    return std::any_of(to_file.begin(), to_file.end(), [](int bits) { return bits != kNoStream; });
+  }
+};
+
+StreamChoice stream_choice(const LaunchConfig& config) {
   const int local = config.num_processes / config.num_machines;
-  const auto redirects = parse_stream_spec(config.redirects, local, "--redirects");
-  const auto tee = parse_stream_spec(config.tee, local, "--tee");
+  StreamChoice choice{parse_stream_spec(config.redirects, local, "--redirects"),
+                      parse_stream_spec(config.tee, local, "--tee")};
+  for (int r = 0; r < local; ++r) choice.to_file[r] |= choice.teed[r];
+  return choice;
+}
+
+// The routing of each local rank for one attempt: log folders made, when logs are asked for.
+std::vector<OutputRouting> route_outputs(const StreamChoice& choice, const std::string& run_log_dir, int restart_count) {
+  const int local = static_cast<int>(choice.to_file.size());
   std::vector<OutputRouting> routes(local);
   if (run_log_dir.empty()) return routes;
   const auto dirs = make_attempt_log_dirs(run_log_dir, restart_count, local);
-  for (int r = 0; r < local; ++r) routes[r] = {dirs[r], redirects[r] | tee[r], tee[r]};  // a tee is a redirect, shown too
+  for (int r = 0; r < local; ++r) routes[r] = {dirs[r], choice.to_file[r], choice.teed[r]};
   return routes;
 }
 
@@ -225,9 +240,10 @@ void reap_all(std::vector<Child>& children) {
 }
 
 // Runs one attempt of the group; returns the job's exit code.
-int run_group(const LaunchConfig& config, int port, int restart_count, const std::string& run_log_dir) {
+int run_group(const LaunchConfig& config, int port, int restart_count, const StreamChoice& choice,
+              const std::string& run_log_dir) {
   const int local = config.num_processes / config.num_machines;
-  const auto routes = route_outputs(config, run_log_dir, restart_count);
+  const auto routes = route_outputs(choice, run_log_dir, restart_count);
   std::vector<Child> children;
   try {
     for (int i = 0; i < local; ++i) children.push_back(spawn(config, i, port, restart_count, routes[i]));
@@ -389,19 +405,15 @@ int run_launch(const LaunchConfig& config) {
   if (config.machine_rank == 0) store = host_rendezvous_store(config.main_process_port.value_or(0), config.num_processes);
   const int port = store ? store->port : *config.main_process_port;
   // torchrun makes a log folder for the run when files are asked for (its --log_dir or a temporary one).
-  const int local = config.num_processes / config.num_machines;
-  const auto any_set = [](const std::vector<int>& bits) {
-    return std::any_of(bits.begin(), bits.end(), [](int b) { return b != kNoStream; });
-  };
+  const StreamChoice choice = stream_choice(config);
   std::string run_log_dir;
-  if (config.log_dir || any_set(parse_stream_spec(config.redirects, local, "--redirects")) ||
-      any_set(parse_stream_spec(config.tee, local, "--tee"))) {
+  if (config.log_dir || choice.any_file()) {
     run_log_dir = make_run_log_dir(config.log_dir, kRunId);
     std::fprintf(stderr, "accelerate-launch: the processes' logs are in %s\n", run_log_dir.c_str());
   }
   int code = 0;
   for (int attempt = 0; attempt <= config.max_restarts; ++attempt) {
-    code = run_group(config, port, attempt, run_log_dir);
+    code = run_group(config, port, attempt, choice, run_log_dir);
     if (code == 0 || code == 128 + SIGINT || code == 128 + SIGTERM) break;
     if (attempt < config.max_restarts)
       std::fprintf(stderr, "accelerate-launch: restarting the group (%d of %d)\n", attempt + 1, config.max_restarts);

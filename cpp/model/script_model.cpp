@@ -66,9 +66,7 @@ NamedTensors ScriptModel::forward(const std::vector<at::Tensor>& inputs) {
   try {
     return run_forward(inputs);
   } catch (const Error&) {
-    throw;
-  } catch (const c10::Error&) {
-    throw;  // raised outside the interpreter: the caller's translation knows it
+    throw;  // ours (an Error is a runtime_error too); c10::Error is not one, and passes by as it is
   } catch (const std::runtime_error& e) {
     // The interpreter rethrows what failed inside the model (a shape or dtype the model cannot take,
     // a `raise` in its code, an allocation) as text with the TorchScript traceback.

@@ -34,6 +34,7 @@ class ProfilerSession {
   void export_chrome_trace(const std::string& path, int64_t process_index) const;
 
   const ProfileConfig& config() const { return config_; }
+  bool open() const { return !finished_; }  // begun and not yet ended
   bool recorded() const { return last_ != nullptr; }
   const std::vector<ProfiledEvent>& events() const;  // of the last recorded cycle
 

@@ -3,11 +3,13 @@
 #include <sched.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/options.h"
 #include "common/text.h"
 
 #ifdef ACC_WITH_CUDA
@@ -72,6 +74,18 @@ std::vector<int> pin_to_device_cores(const c10::Device& device) {
 #else
   return {};  // no CUDA device in a build without CUDA
 #endif
+}
+
+void apply_cpu_affinity_setting(const c10::Device& device, int64_t local_rank) {
+  const auto flag = [](const char* name) {
+    const char* value = std::getenv(name);
+    return value && parse_bool(value).value_or(false);
+  };
+  if (!flag("ACCELERATE_CPU_AFFINITY")) return;
+  const auto cores = pin_to_device_cores(device);
+  if (!cores.empty() && flag("ACCELERATE_DEBUG_MODE"))
+    std::fprintf(stderr, "accelerate: assigning %zu CPU cores to process %lld\n", cores.size(),
+                 static_cast<long long>(local_rank));
 }
 
 }  // namespace acc

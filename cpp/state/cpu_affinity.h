@@ -23,4 +23,8 @@ std::string pci_device_path(int domain, int bus, int device);
 // stderr, not an error (the job runs unpinned).
 std::vector<int> pin_to_device_cores(const c10::Device& device);
 
+// pin_to_device_cores when ACCELERATE_CPU_AFFINITY (set by the launcher's --enable_cpu_affinity)
+// asks for it; with ACCELERATE_DEBUG_MODE, says how many cores process `local_rank` got.
+void apply_cpu_affinity_setting(const c10::Device& device, int64_t local_rank);
+
 }  // namespace acc
