@@ -83,17 +83,23 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
                                                   std::optional<bool> device_placement) {
   require(model != nullptr, "prepare_model needs a model");
   if (auto prepared = wrapped_model(model)) return prepared;
-  if (device_placement.value_or(config_.device_placement)) model->to(device_, c10::nullopt);
   for (const auto& optimizer : live_optimizers())
     require(!(config_.sharding.stage > 0 && dist_ && optimizer->model() == model), "prepare the model before (or with) ",
             "its optimizer when sharding (zero_stage ", config_.sharding.stage, "): the optimizer is split by the model's shards");
+  const bool place = device_placement.value_or(config_.device_placement);
+  const bool parallel_training = dist_ && !model->trainable_parameters().empty();
+  // Stage 3 moves only its shards to the device (see ShardedDataParallel): the model goes after.
+  const bool shards_first = parallel_training && config_.sharding.stage == 3;
+  if (place && !shards_first) model->to(device_, c10::nullopt);
   std::shared_ptr<ParallelEngine> parallel;
-  if (dist_ && !model->trainable_parameters().empty()) {
+  if (parallel_training) {
     if (config_.sharding.stage > 0)
-      parallel = std::make_shared<ShardedDataParallel>(model, dist_, config_.sharding, config_.ddp);
+      parallel = std::make_shared<ShardedDataParallel>(model, dist_, config_.sharding, config_.ddp,
+                                                       place ? std::optional<at::Device>(device_) : std::nullopt);
     else
       parallel = std::make_shared<DataParallel>(model, dist_, config_.ddp);
   }
+  if (place && shards_first) model->to(device_, c10::nullopt);  // frozen parameters and buffers
   auto prepared = std::make_shared<PreparedModel>(model, device_.type(), mixed_precision_dtype(config_.mixed_precision),
                                                   std::move(parallel));
   models_.add(model, prepared);

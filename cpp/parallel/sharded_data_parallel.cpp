@@ -18,6 +18,13 @@
 namespace acc {
 namespace {
 
+// Frees the block behind `full` (and every view of it) but keeps the tensor: gather() refills it.
+void free_storage(const at::Tensor& full) {
+  c10::StorageImpl* storage = full.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr(at::DataPtr(nullptr, full.device()));  // the old block is freed here
+  storage->set_nbytes(0);
+}
+
 constexpr int64_t kGatherChunk = int64_t{1} << 20;  // elements per process and round (4 MiB of fp32)
 
 // FSDP's auto-wrap settings as Accelerate reads them: SIZE_BASED_WRAP with min_num_params 0 wraps
@@ -45,7 +52,8 @@ UnitPolicy unit_policy(const ShardingOptions& options) {
 }  // namespace
 
 ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distributed> dist,
-                                         ShardingOptions options, DataParallelOptions data_parallel)
+                                         ShardingOptions options, DataParallelOptions data_parallel,
+                                         std::optional<at::Device> device)
     : model_(std::move(model)),
       dist_(std::move(dist)),
       options_(std::move(options)),
@@ -66,9 +74,11 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
       peers_ = groups.peers;
     }
   }
-  std::vector<at::Tensor> everything;
+  // Stage 3 broadcasts the trainable parameters unit by unit as it shards them (below), so that no
+  // process ever holds its whole model twice, nor (on a GPU) once.
+  std::vector<at::Tensor> replicated;
   for (const auto& entry : model_->named_parameters()) {
-    everything.push_back(entry.second);
+    if (!entry.second.requires_grad() || options_.stage < 3) replicated.push_back(entry.second);
     if (!entry.second.requires_grad()) continue;
     index_.emplace(entry.first, params_.size());
     params_.push_back(entry.second);
@@ -76,8 +86,8 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
     shapes_.push_back(entry.second.sizes().vec());
   }
   for (const auto& entry : model_->named_buffers()) buffers_.push_back(entry.second);
-  everything.insert(everything.end(), buffers_.begin(), buffers_.end());
-  broadcast_in_place(*dist_, everything, "prepare_model (initial parameters)");
+  replicated.insert(replicated.end(), buffers_.begin(), buffers_.end());
+  broadcast_in_place(*dist_, replicated, "prepare_model (initial parameters)");
 
   if (options_.stage == 3) model_->set_unit_policy(unit_policy(options_));
   // Units: one for stage 1 (each process owns a contiguous 1/N of all parameters), DDP's buckets for
@@ -108,13 +118,22 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
 
   at::NoGradGuard no_grad;
   const int64_t rank = shard_rank_;
-  for (const auto& unit : layout_->units()) {
-    const auto options = params_[unit.params.front()].options();
+  gathered_.assign(layout_->units().size(), options_.stage < 3);
+  accumulators_.resize(params_.size());
+  for (size_t u = 0; u < layout_->units().size(); ++u) {
+    const FlatUnit& unit = layout_->units()[u];
+    const at::Tensor& first = params_[unit.params.front()];
+    // Stage 3 flattens the unit where the model will train (`device`), straight from where it was
+    // built: the device receives this process's shard and one unit at a time, never the model.
+    const auto options = first.options().device(options_.stage == 3 ? device.value_or(first.device()) : first.device());
     at::Tensor full = at::zeros({unit.padded()}, options);
     for (size_t k = 0; k < unit.params.size(); ++k) {
       at::Tensor& p = params_[unit.params[k]];
       full.narrow(0, unit.offsets[k], p.numel()).copy_(p.reshape({-1}));
     }
+    if (options_.stage == 3)
+      broadcast_in_place(*dist_, {full}, concat("prepare_model (initial parameters of unit ", u, " of ",
+                                                layout_->units().size(), ")"));
     const at::Tensor mine = full.narrow(0, unit.my_begin(rank), unit.slice);
     const at::Tensor host = offload_ ? at::empty({unit.slice}, host_options(unit.dtype)).copy_(mine) : at::Tensor();
     if (options_.stage == 3) shard_params_.push_back(offload_ ? host : mine.clone());
@@ -123,7 +142,14 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
     for (size_t k = 0; k < unit.params.size(); ++k) {
       at::Tensor& p = params_[unit.params[k]];
       p.set_data(full.narrow(0, unit.offsets[k], p.numel()).view(p.sizes()));
+      if (options_.stage < 3) continue;
+      // Stage 3 starts released: the parameters are emptied (their storage freed). Their gradient
+      // accumulators are made first, while they have their shapes and the device: autograd checks
+      // every gradient against what the accumulator recorded.
+      accumulators_[unit.params[k]] = torch::autograd::impl::grad_accumulator(p);
+      p.set_data(at::empty({0}, options));
     }
+    if (options_.stage == 3) free_storage(full);
     full_.push_back(full);
     if (options_.stage >= 2) shard_grads_.push_back(at::zeros({unit.slice}, options));
   }
@@ -134,7 +160,6 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
     else if (offload_) pieces_.push_back(host_master_[piece.unit].narrow(0, in_slice, piece.length));
     else pieces_.push_back(full_[piece.unit].narrow(0, unit.offsets[piece.slot] + piece.begin, piece.length));
   }
-  gathered_.assign(layout_->units().size(), true);
 
   if (options_.stage == 1) reducer_ = std::make_unique<DataParallel>(model_, dist_, data_parallel_);
   if (!host_master_.empty()) remember_parameter_versions();  // after the Reducer's broadcast
@@ -142,20 +167,18 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
   // Reductions start from the gradient accumulators' hooks, as DDP's Reducer does; the accumulators
   // are kept alive so that the hooks stay.
   for (size_t i = 0; i < params_.size(); ++i) {
-    auto accumulator = torch::autograd::impl::grad_accumulator(params_[i]);
-    hook_keys_.push_back(accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+    if (!accumulators_[i]) accumulators_[i] = torch::autograd::impl::grad_accumulator(params_[i]);
+    hook_keys_.push_back(accumulators_[i]->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
         [this, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
           on_gradient_ready(i);
           return outputs;
         })));
-    accumulators_.push_back(std::move(accumulator));
   }
   if (options_.stage == 3) {
     model_->set_sharded_at_rest(
         "the model is sharded at rest (zero_stage 3): no process holds its whole parameters, so a TorchScript "
         "file would hold empty tensors; write the full weights with acc_save_model (every process calls it) and "
         "load them into an unprepared model to export it");
-    for (size_t u = 0; u < gathered_.size(); ++u) release(u);
     // The model's units map onto the layout's (a unit of mixed dtypes became several).
     std::vector<std::vector<size_t>> layout_units;
     for (const auto& names : model_->parameter_units()) {
@@ -191,7 +214,7 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
 }
 
 ShardedDataParallel::~ShardedDataParallel() {
-  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
+  for (size_t i = 0; i < hook_keys_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
   if (model_has_unit_hooks_) model_->set_unit_hooks(UnitHooks{});
   model_->set_sharded_at_rest("");
 }
@@ -311,9 +334,7 @@ void ShardedDataParallel::release(size_t unit) {
     // An empty tensor: a stray read of a released parameter is a shape error, never a wild pointer.
     p.set_data(at::empty({0}, p.options()));
   }
-  c10::StorageImpl* storage = full_[unit].storage().unsafeGetStorageImpl();
-  storage->set_data_ptr(at::DataPtr(nullptr, full_[unit].device()));  // the old block is freed here
-  storage->set_nbytes(0);
+  free_storage(full_[unit]);
   gathered_[unit] = false;
 }
 

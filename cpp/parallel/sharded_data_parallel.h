@@ -28,6 +28,7 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -45,8 +46,10 @@ class ShardedDataParallel final : public ParallelEngine {
   // Broadcasts parameters and buffers from rank 0, flattens the trainable parameters into units and
   // (stage 3) frees everything but this process's shard.
   // `data_parallel`: stage 1's Reducer; its bucket_cap_mb makes stage 2's buckets.
+  // `device`: where stage 3 puts the shards and gathers units (default: where the parameters are);
+  // the caller moves the rest of the model there afterwards, so the whole model never goes there.
   ShardedDataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distributed> dist, ShardingOptions options,
-                      DataParallelOptions data_parallel);
+                      DataParallelOptions data_parallel, std::optional<at::Device> device = std::nullopt);
   ~ShardedDataParallel() override;
 
   bool every_forward() const override { return options_.stage == 3; }

@@ -293,6 +293,60 @@ TEST(GpuFreeMemory, ReleasesWhatThePreparedModelHeld) {
 // AdamW's two moments live in host memory, so after a step the GPU holds at least their bytes less;
 // stage 3 with offload_params keeps no parameter shard on the GPU at rest. The weights after 3 steps
 // equal those trained without offload, up to the rounding of CPU against CUDA AdamW kernels.
+// Stage 3 flattens a model built on the CPU unit by unit straight into the GPU's shard: with its
+// parameters offloaded, the GPU holds its gradients' shard (here, one process: the whole model's
+// size) and one unit at a time while preparing, never the parameters too (moved whole first, as
+// before, the peak was both), and the model trains on the GPU as one moved there whole first.
+TEST(GpuSharding, Stage3PreparesAModelTheGpuHoldsOneUnitOfAtATime) {
+  ACC_REQUIRE_CUDA();
+#ifndef ACC_WITH_CUDA
+  ACC_REQUIRE_CUDA_BUILD();
+#else
+  const std::string layer = "{\"type\":\"linear\",\"in_features\":1024,\"out_features\":1024}";
+  const std::string spec = "[" + layer + "," + layer + "," + layer + "," + layer + "]";
+  const int64_t unit_bytes = (1024 * 1024 + 1024) * 4;  // 4 MiB; the model is 16 MiB
+  auto train = [&](bool built_on_gpu, int64_t* prepare_peak) {
+    std::vector<at::Tensor> weights;
+    auto dist = nccl_group_of_one();
+    if (!dist) return weights;
+    at::manual_seed(11);
+    auto model = acc::model_from_spec(spec);
+    if (built_on_gpu) model->to(kGpu, c10::nullopt);
+    c10::cuda::device_synchronize();
+    c10::cuda::CUDACachingAllocator::resetPeakStats(0);
+    const int64_t before = allocated_bytes();
+    acc::ShardingOptions options;
+    options.stage = 3;
+    options.offload_params = true;
+    auto engine = std::make_shared<acc::ShardedDataParallel>(model, dist, options, acc::DataParallelOptions{}, kGpu);
+    model->to(kGpu, c10::nullopt);  // what prepare does after: buffers and frozen parameters
+    c10::cuda::device_synchronize();
+    *prepare_peak = c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].peak - before;
+    acc::Options adamw(acc::optimizer_option_schema());
+    adamw.set("lr", 0.01);
+    acc::ShardedOptimizer optimizer(std::make_shared<acc::TorchOptimizer>(model, "adamw", adamw), engine);
+    acc::PreparedModel prepared(model, c10::kCUDA, std::nullopt, engine);
+    const at::Tensor x = at::randn({8, 1024}).to(kGpu);
+    for (int step = 0; step < 2; ++step) {
+      prepared.forward({x}).at(0).second.pow(2).mean().backward();
+      optimizer.step();
+      optimizer.zero_grad();
+    }
+    for (const auto& entry : engine->full_state_dict()) weights.push_back(entry.second.cpu());
+    return weights;
+  };
+  int64_t peak_from_cpu = 0, peak_from_gpu = 0;
+  const auto from_cpu = train(false, &peak_from_cpu), from_gpu = train(true, &peak_from_gpu);
+  std::printf("preparing zero_stage 3 + offload_params: %.1f MiB peak on the GPU (model: %.1f MiB)\n",
+              peak_from_cpu / 1048576.0, 4 * unit_bytes / 1048576.0);
+  EXPECT_LE(peak_from_cpu, 4 * unit_bytes + unit_bytes + (1 << 20))
+      << "the GPU held more than the gradients' shard and one unit while preparing";
+  ASSERT_FALSE(from_cpu.empty());
+  ASSERT_EQ(from_cpu.size(), from_gpu.size());
+  for (size_t i = 0; i < from_cpu.size(); ++i) EXPECT_TRUE(at::equal(from_cpu[i], from_gpu[i])) << "tensor " << i;
+#endif
+}
+
 TEST(GpuSharding, CpuOffloadKeepsOptimizerStateAndShardsOffTheGpu) {
   ACC_REQUIRE_CUDA();
 #ifndef ACC_WITH_CUDA
