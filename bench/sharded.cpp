@@ -6,15 +6,19 @@
 //   - the memory its parameters, gradients and optimizer state take while it trains: the peak of the
 //     bytes held by live CPU tensors over the timed steps (a counting allocator under libtorch's CPU
 //     allocator) minus those held before the model was made; batches are tiny so activations are
-//     negligible. (The model is built whole before prepare shards it: that moment is not counted.)
+//     negligible. (Building and preparing are the last figure's.)
 //     Also the peak resident memory over the same steps (VmHWM after /proc/self/clear_refs), which
 //     adds what the C library's allocator keeps and the collectives' own buffers;
-//   - the median step time (forward, backward, step, zero_grad).
+//   - the median step time (forward, backward, step, zero_grad);
+//   - the peak of live tensor bytes from building the model through acc_prepare, on the main
+//     process and on the others: with FSDP's cpu_ram_efficient_loading only the main process builds
+//     the weights, and stage 3 keeps only the shards of what it is given.
 // Every variant is measured twice, the second pass in reverse order (memory: the smaller peak).
 //
 //   accelerate-launch --num_processes N bench_sharded [--quick]
 #include <cstdio>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -47,7 +51,9 @@ struct Run {
   const char* stage;
   const char* offload;
   const char* wrap_policy = nullptr;  // auto_wrap_policy; none: the spec's layers are the units
+  bool main_process_loads = false;   // built under FSDP_CPU_RAM_EFFICIENT_LOADING
   double mib = 1e300;      // live tensor bytes, MiB
+  double prepare_mib = 1e300;  // live tensor bytes from building the model through prepare, MiB
   double rss_mib = 1e300;  // resident memory, MiB
   std::vector<double> times;  // microseconds per step
   double us = 0;
@@ -68,9 +74,17 @@ void measure(Run& run, const std::vector<int64_t>& widths, int steps, int64_t ra
   OK(acc_set_seed(1));
   acc_model* model = nullptr;
   acc_optimizer* opt = nullptr;
+  counting()->reset_peak();
+  if (run.main_process_loads) {
+    setenv("ACCELERATE_USE_FSDP", "true", 1);
+    setenv("FSDP_CPU_RAM_EFFICIENT_LOADING", "true", 1);
+  }
   OK(acc_model_from_spec(mlp_spec(widths).c_str(), &model));
+  unsetenv("ACCELERATE_USE_FSDP");
+  unsetenv("FSDP_CPU_RAM_EFFICIENT_LOADING");
   OK(acc_optimizer_create(model, "adamw", nullptr, &opt));
   OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
+  run.prepare_mib = std::min(run.prepare_mib, static_cast<double>(counting()->peak() - tensors_before) / (1 << 20));
   std::vector<float> xs(static_cast<size_t>(kRows * widths.front()), 0.5f);
   std::vector<int64_t> ys(kRows, rank % widths.back());
   const int64_t xdims[] = {kRows, widths.front()}, ydims[] = {kRows};
@@ -123,26 +137,35 @@ int main(int argc, char** argv) {
                            {"ZeRO-2", "2", "false"},
                            {"ZeRO-3", "3", "false"},
                            {"ZeRO-3 + offload", "3", "true"},
-                           {"ZeRO-3 NO_WRAP", "3", "false", "NO_WRAP"}};
+                           {"ZeRO-3 NO_WRAP", "3", "false", "NO_WRAP"},
+                           {"ZeRO-3, main loads", "3", "false", nullptr, true}};
   // Two passes, the second in reverse order, so that a machine that gets busier or quieter during
   // the run does not favour the variants measured first.
   for (auto& run : runs) measure(run, widths, quick ? 2 : 5, rank);
   for (auto it = runs.rbegin(); it != runs.rend(); ++it) measure(*it, widths, quick ? 2 : 5, rank);
   for (auto& run : runs) run.us = median(run.times);
-  // Each process's figures; the table shows the largest over processes.
-  for (auto& run : runs) {
-    float values[] = {static_cast<float>(run.mib), static_cast<float>(run.rss_mib), static_cast<float>(run.us)};
-    const int64_t dims[] = {3};
+  // Each process's figures; the table shows the largest over processes (preparing: the main
+  // process's, and the largest of the others').
+  constexpr int kFigures = 4;
+  std::vector<double> prepare_main(runs.size()), prepare_others(runs.size());
+  for (size_t i = 0; i < runs.size(); ++i) {
+    Run& run = runs[i];
+    float values[kFigures] = {static_cast<float>(run.mib), static_cast<float>(run.rss_mib), static_cast<float>(run.us),
+                              static_cast<float>(run.prepare_mib)};
+    const int64_t dims[] = {kFigures};
     acc_tensor *t = nullptr, *all = nullptr;
     OK(acc_tensor_from_host(values, sizeof values, dims, 1, ACC_DTYPE_FLOAT32, &t));
     OK(acc_gather(job, t, "figures", &all));
-    std::vector<float> got(static_cast<size_t>(3 * world));
+    std::vector<float> got(static_cast<size_t>(kFigures * world));
     OK(acc_tensor_to_host(all, got.data(), got.size() * sizeof(float)));
     run.mib = run.rss_mib = run.us = 0;
     for (int64_t r = 0; r < world; ++r) {
-      run.mib = std::max(run.mib, static_cast<double>(got[3 * r]));
-      run.rss_mib = std::max(run.rss_mib, static_cast<double>(got[3 * r + 1]));
-      run.us = std::max(run.us, static_cast<double>(got[3 * r + 2]));
+      const float* mine = &got[static_cast<size_t>(kFigures * r)];
+      run.mib = std::max(run.mib, static_cast<double>(mine[0]));
+      run.rss_mib = std::max(run.rss_mib, static_cast<double>(mine[1]));
+      run.us = std::max(run.us, static_cast<double>(mine[2]));
+      if (r == 0) prepare_main[i] = mine[3];
+      else prepare_others[i] = std::max(prepare_others[i], static_cast<double>(mine[3]));
     }
     acc_tensor_free(t);
     acc_tensor_free(all);
@@ -157,6 +180,11 @@ int main(int argc, char** argv) {
     for (const auto& run : runs)
       std::printf("%-18s %12.0f %8.3f %10.0f %8.3f %10.1f %8.3f\n", run.name, run.mib, run.mib / runs[0].mib,
                   run.rss_mib, run.rss_mib / runs[0].rss_mib, run.us / 1000, run.us / runs[0].us);
+    std::printf("\nbuilding the model and preparing it: peak live tensor MiB (vs DDP's main process)\n");
+    std::printf("%-18s %14s %8s %16s %8s\n", "", "main process", "vs DDP", "others (largest)", "vs DDP");
+    for (size_t i = 0; i < runs.size(); ++i)
+      std::printf("%-18s %14.0f %8.3f %16.0f %8.3f\n", runs[i].name, prepare_main[i], prepare_main[i] / prepare_main[0],
+                  prepare_others[i], prepare_others[i] / prepare_main[0]);
   }
   acc_accelerator_free(job);
   return 0;

@@ -468,6 +468,13 @@ ACC_API void acc_tensor_list_free(acc_tensor_list *list);
 
 /* ------------------------------------------------------------------------------------------------
  * Models
+ *
+ * Under FSDP's cpu_ram_efficient_loading or DeepSpeed's zero3_init_flag (the launcher's variables
+ * FSDP_CPU_RAM_EFFICIENT_LOADING / ACCELERATE_DEEPSPEED_ZERO3_INIT), a model loaded or built on a
+ * process other than the main one has placeholder weights (no memory) until acc_prepare fills
+ * them from the main process; until then acc_model_forward*, acc_model_parameter,
+ * acc_model_state_dict, acc_model_save_torchscript and acc_model_merge_lora are
+ * ACC_ERR_NOT_INITIALIZED there, and loading weights only checks names and shapes.
  * ---------------------------------------------------------------------------------------------- */
 
 /* Loads a TorchScript module saved by PyTorch (torch.jit.save) onto the CPU. Missing files are

@@ -1,4 +1,5 @@
 // Models: loading, building, forward, modes, parameters, state dicts, saving.
+#include "accelerator/config.h"
 #include "common/device.h"
 #include "guard.h"
 #include "handles.h"
@@ -24,14 +25,14 @@ extern "C" {
 acc_status acc_model_load_torchscript(const char* path, acc_model** out) {
   return guarded([&] {
     const std::string file = path_arg(path, "path");
-    emit(out_param(out, "out"), acc::load_torchscript_model(file));
+    emit(out_param(out, "out"), acc::load_torchscript_model(file, acc::builds_placeholder_weights()));
   });
 }
 
 acc_status acc_model_from_spec(const char* json_spec, acc_model** out) {
   return guarded([&] {
     const std::string spec = text_arg(json_spec, "json_spec");
-    emit(out_param(out, "out"), acc::model_from_spec(spec));
+    emit(out_param(out, "out"), acc::model_from_spec(spec, acc::builds_placeholder_weights()));
   });
 }
 
@@ -111,6 +112,7 @@ acc_status acc_model_parameter(const acc_model* model, const char* name, acc_ten
   return guarded([&] {
     acc::Model& m = model_arg(model);
     const std::string key = text_arg(name, "name");
+    m.require_weights("acc_model_parameter");
     emit(out_param(out, "out"), m.find_tensor(key));
   });
 }

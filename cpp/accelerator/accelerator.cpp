@@ -11,6 +11,7 @@
 #include "data/prepare_data_loader.h"
 #include "optim/clip_grad.h"
 #include "optim/optimizer_state.h"
+#include "parallel/broadcast.h"
 #include "parallel/sharded_optimizer.h"
 #include "precision/autocast.h"
 #include "state/cpu_affinity.h"
@@ -90,6 +91,12 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
   const bool parallel_training = dist_ && !model->trainable_parameters().empty();
   // Stage 3 moves only its shards to the device (see ShardedDataParallel): the model goes after.
   const bool shards_first = parallel_training && config_.sharding.stage == 3;
+  const bool weights_pending = model->weights_pending();
+  if (weights_pending) {
+    require(dist_ != nullptr, "the model has no weights on this process (cpu_ram_efficient_loading / zero3_init_flag ",
+            "built it so), but this accelerator runs no process group to receive them from the main process");
+    model->materialize_weights(place ? c10::optional<at::Device>(device_) : c10::nullopt, !shards_first);
+  }
   if (place && !shards_first) model->to(device_, c10::nullopt);
   std::shared_ptr<ParallelEngine> parallel;
   if (parallel_training) {
@@ -100,6 +107,12 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
       parallel = std::make_shared<DataParallel>(model, dist_, config_.ddp);
   }
   if (place && shards_first) model->to(device_, c10::nullopt);  // frozen parameters and buffers
+  // Engines take every process's weights from the main process; without one, that is done here.
+  if (weights_pending && !parallel) {
+    std::vector<at::Tensor> state;
+    for (const auto& entry : model->state_dict()) state.push_back(entry.second);
+    broadcast_in_place(*dist_, state, "prepare_model (the main process's weights)");
+  }
   auto prepared = std::make_shared<PreparedModel>(model, device_.type(), mixed_precision_dtype(config_.mixed_precision),
                                                   std::move(parallel));
   models_.add(model, prepared);

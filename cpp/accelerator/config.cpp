@@ -7,6 +7,7 @@
 #include "common/options.h"
 #include "config/config_file.h"
 #include "config/sharding_config.h"
+#include "state/process_env.h"
 
 namespace acc {
 namespace {
@@ -213,6 +214,11 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   require(!(c.sharding.offload_optimizer || c.sharding.offload_params) || c.sharding.stage > 0,
           "offload_optimizer and offload_params offload what sharding keeps: they need zero_stage 1, 2 or 3, not 0 (DDP)");
   return c;
+}
+
+bool builds_placeholder_weights() {
+  const auto request = sharding_from_environment(env);
+  return request && request->main_process_loads && detect_process_env().rank > 0;
 }
 
 }  // namespace acc

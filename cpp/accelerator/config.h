@@ -60,4 +60,9 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table();
 // with a value that does not parse is an error naming it.
 AcceleratorConfig resolve_accelerator_config(const Options& options);
 
+// Whether a model built in this process gets placeholder weights (Model::make_weights_pending):
+// the launcher's variables ask for FSDP's cpu_ram_efficient_loading or DeepSpeed's zero3_init_flag
+// (what transformers' from_pretrained reads too) and this is not the main process (RANK > 0).
+bool builds_placeholder_weights();
+
 }  // namespace acc

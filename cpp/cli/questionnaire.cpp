@@ -144,6 +144,9 @@ SettingMap ask_fsdp(Asker& ask) {
   }
   fsdp["fsdp_state_dict_type"] =
       ask.choice("What should be your FSDP's state dict type?", {"FULL_STATE_DICT", "SHARDED_STATE_DICT"}, 0);
+  fsdp["fsdp_cpu_ram_efficient_loading"] =
+      ask.yes_no("Do you want to enable CPU RAM efficient model loading (only the main process builds the weights)?",
+                 true) ? "true" : "false";
   return fsdp;
 }
 
@@ -173,6 +176,9 @@ SettingMap ask_deepspeed(Asker& ask) {
       const bool decimal = a.find_first_of("xX") == std::string::npos;
       return *end || !decimal || !(v > 0) || !std::isfinite(v) ? std::string("enter a positive number") : std::string();
     });
+  if (ask.yes_no("Do you want to enable `deepspeed.zero.Init` when using ZeRO Stage-3 for constructing massive models?",
+                 false))
+    deepspeed["zero3_init_flag"] = "true";
   return deepspeed;
 }
 

@@ -24,12 +24,12 @@ using nlohmann::json;
 const std::set<std::string>& ignored_fsdp_keys() {
   static const std::set<std::string> keys = {
       "fsdp_backward_prefetch",  "fsdp_forward_prefetch",          "fsdp_use_orig_params",
-      "fsdp_sync_module_states", "fsdp_cpu_ram_efficient_loading", "fsdp_activation_checkpointing"};
+      "fsdp_sync_module_states", "fsdp_activation_checkpointing"};
   return keys;
 }
 
 const std::set<std::string>& ignored_deepspeed_keys() {
-  static const std::set<std::string> keys = {"zero3_init_flag", "zero3_save_16bit_model", "deepspeed_multinode_launcher"};
+  static const std::set<std::string> keys = {"zero3_save_16bit_model", "deepspeed_multinode_launcher"};
   return keys;
 }
 
@@ -182,13 +182,16 @@ SettingMap fsdp_environment(const SettingMap& settings, const std::string& origi
     env["FSDP_STATE_DICT_TYPE"] = state_dict_type(from, "fsdp_state_dict_type", *s);
   if (const std::string* s = get("fsdp_auto_wrap_policy"))
     env["FSDP_AUTO_WRAP_POLICY"] = wrap_policy(from, "fsdp_auto_wrap_policy", *s);
+  if (const std::string* s = get("fsdp_cpu_ram_efficient_loading"))
+    env["FSDP_CPU_RAM_EFFICIENT_LOADING"] = flag(from, "fsdp_cpu_ram_efficient_loading", *s) ? "true" : "false";
   if (const std::string* s = get("fsdp_transformer_layer_cls_to_wrap")) env["FSDP_TRANSFORMER_CLS_TO_WRAP"] = *s;
   if (const std::string* s = get("fsdp_min_num_params"))
     env["FSDP_MIN_NUM_PARAMS"] = std::to_string(min_num_params(from, "fsdp_min_num_params", *s));
   for (const auto& [key, value] : settings) {
     static const std::set<std::string> read = {"fsdp_version",        "fsdp_reshard_after_forward", "fsdp_sharding_strategy",
                                                "fsdp_offload_params", "fsdp_state_dict_type",      "fsdp_auto_wrap_policy",
-                                               "fsdp_min_num_params", "fsdp_transformer_layer_cls_to_wrap"};
+                                               "fsdp_min_num_params", "fsdp_transformer_layer_cls_to_wrap",
+                                               "fsdp_cpu_ram_efficient_loading"};
     if (read.count(key)) continue;
     if (ignored_fsdp_keys().count(key)) warnings.push_back("fsdp_config." + key + " is ignored (no counterpart here)");
     else warnings.push_back("fsdp_config." + key + " is unknown and ignored");
@@ -208,6 +211,8 @@ SettingMap deepspeed_environment(const SettingMap& settings, const std::string& 
       offload_device(from, key, value);
       env[key == "offload_optimizer_device" ? "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE"
                                             : "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"] = value;
+    } else if (key == "zero3_init_flag") {
+      env["ACCELERATE_DEEPSPEED_ZERO3_INIT"] = flag(from, key, value) ? "true" : "false";
     } else if (key == "gradient_accumulation_steps") {
       if (value == "auto") continue;
       require(!value.empty() && value.find_first_not_of("0123456789") == std::string::npos && value != "0", origin,
@@ -356,6 +361,7 @@ std::optional<ShardingRequest> sharding_from_environment(const VariableLookup& l
     if (auto s = lookup("FSDP_AUTO_WRAP_POLICY")) r.auto_wrap_policy = wrap_policy(from, "FSDP_AUTO_WRAP_POLICY", *s);
     if (auto s = lookup("FSDP_MIN_NUM_PARAMS")) r.min_num_params = min_num_params(from, "FSDP_MIN_NUM_PARAMS", *s);
     if (auto s = lookup("FSDP_TRANSFORMER_CLS_TO_WRAP")) r.transformer_cls_to_wrap = *s;
+    r.main_process_loads = is_true("FSDP_CPU_RAM_EFFICIENT_LOADING");
     return r;
   }
   if (is_true("ACCELERATE_USE_DEEPSPEED")) {
@@ -376,6 +382,7 @@ std::optional<ShardingRequest> sharding_from_environment(const VariableLookup& l
         fail(e.status(), "environment variable ACCELERATE_DEEPSPEED_CONFIG_FILE='", *path, "': ", e.what());
       }
     }
+    r.main_process_loads = r.stage == 3 && is_true("ACCELERATE_DEEPSPEED_ZERO3_INIT");  // zero.Init is stage 3's
     return r;
   }
   return std::nullopt;

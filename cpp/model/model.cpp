@@ -18,11 +18,57 @@ void require_writable(const std::string& path) {
   if (!probe) fail(Status::Io, "cannot write '", path, "'");
 }
 
+namespace {
+
+// One zero expanded to `like`'s shape: a weight that takes no memory until it is filled.
+at::Tensor placeholder(const at::Tensor& like, const at::TensorOptions& options) {
+  return at::zeros({}, options).expand(like.sizes());
+}
+
+bool is_placeholder(const at::Tensor& t) {
+  const auto strides = t.strides();
+  return std::all_of(strides.begin(), strides.end(), [](int64_t s) { return s == 0; });
+}
+
+}  // namespace
+
+void make_placeholders(const NamedTensors& tensors) {
+  for (const auto& entry : tensors) {
+    at::Tensor t = entry.second;
+    t.set_data(placeholder(t, t.options()));
+  }
+}
+
+void Model::make_weights_pending() {
+  make_placeholders(named_parameters());
+  make_placeholders(named_buffers());
+  weights_pending_ = true;
+}
+
+void Model::materialize_weights(c10::optional<at::Device> device, bool trainable_too) {
+  if (!weights_pending_) return;
+  auto fill = [&](at::Tensor& t) {
+    if (is_placeholder(t)) t.set_data(at::empty(t.sizes(), t.options().device(device.value_or(t.device()))));
+  };
+  for (auto& entry : named_parameters())
+    if (trainable_too || !entry.second.requires_grad()) fill(entry.second);
+  for (auto& entry : named_buffers()) fill(entry.second);
+  weights_pending_ = false;
+}
+
+void Model::require_weights(const char* action) const {
+  if (weights_pending_)
+    fail(Status::NotInitialized, action, ": this process's model has no weights yet (cpu_ram_efficient_loading / ",
+         "zero3_init_flag: only the main process builds them); prepare it to receive the main process's weights");
+}
+
 void Model::to(c10::optional<at::Device> device, c10::optional<at::ScalarType> dtype) {
   at::NoGradGuard no_grad;
   auto move = [&](at::Tensor& t) {
     const at::ScalarType target = dtype && t.is_floating_point() ? *dtype : t.scalar_type();
     if (t.device() == device.value_or(t.device()) && t.scalar_type() == target) return;
+    if (weights_pending_ && is_placeholder(t))
+      return t.set_data(placeholder(t, t.options().device(device.value_or(t.device())).dtype(target)));
     // set_data keeps the tensor object that optimizers and the module hold.
     t.set_data(t.to(device.value_or(t.device()), target));
     if (t.grad().defined()) t.mutable_grad() = t.grad().to(t.device(), target);
@@ -32,6 +78,7 @@ void Model::to(c10::optional<at::Device> device, c10::optional<at::ScalarType> d
 }
 
 NamedTensors Model::state_dict() const {
+  require_weights("state_dict");
   NamedTensors out = named_parameters();
   for (auto& entry : named_buffers()) out.push_back(entry);
   for (auto& entry : out) entry.second = entry.second.detach();
@@ -94,6 +141,7 @@ std::pair<std::vector<std::string>, std::vector<std::string>> Model::load_state_
   // Every check first, so a failed load leaves the model as it was.
   const auto own = own_tensors(*this);
   auto result = check_against(own, state, strict);
+  if (weights_pending_) return result;  // the main process's weights arrive when preparing (as transformers skips it)
   at::NoGradGuard no_grad;
   for (auto& entry : state) {
     auto it = own.find(entry.first);
@@ -171,6 +219,7 @@ void Model::zero_grad() {
 
 void Model::save_torchscript(const std::string& path) const {
   if (!sharded_at_rest_.empty()) fail(Status::InvalidArgument, sharded_at_rest_);
+  require_weights("save_torchscript");
   const LoraAdapters& adapters = lora();
   if (adapters.empty()) return write_torchscript(path);
   // The file is the deployable model: merged weights, written from a merged copy put in place for
@@ -246,6 +295,7 @@ void Model::load_lora(const std::string& dir) {
 
 void Model::merge_lora() {
   require(!lora_.empty(), "the model has no LoRA adapters to merge");
+  require_weights("merge_lora");
   lora_.merge_and_remove();
 }
 

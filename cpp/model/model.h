@@ -77,6 +77,19 @@ class Model {
   // file of the model would hold empty tensors: save_torchscript is refused with `reason`
   // (empty: allowed again).
   void set_sharded_at_rest(std::string reason) { sharded_at_rest_ = std::move(reason); }
+  // FSDP's cpu_ram_efficient_loading (DeepSpeed's zero3_init_flag): on every process but the main
+  // one a model is built with placeholder weights (each parameter and buffer one zero, expanded to
+  // its shape: no memory, reads as zeros, refuses writes) that preparing fills from the main process.
+  // Until then its values are refused (forward, state_dict, saving; require_weights); loading a
+  // state dict only checks it. Placeholders stay placeholders when moved (to()).
+  void make_weights_pending();
+  bool weights_pending() const { return weights_pending_; }
+  // Gives the placeholders storage on `device` (default: where they are), uninitialised (a
+  // broadcast fills them next); trainable parameters too only with `trainable_too` (stage 3 fills
+  // its shards from them as they are). The model is no longer pending.
+  void materialize_weights(c10::optional<at::Device> device, bool trainable_too);
+  // Fails (NotInitialized) while the weights are pending: `action` would read them.
+  void require_weights(const char* action) const;
   // An optimizer made over the model, or a prepared model (DDP, sharding), was built over the
   // trainable parameters of the time: while such a hold lives, adding adapters and unfreezing are
   // refused with `reason` (freezing too when `freezing_too`: DDP's and sharding's reductions expect
@@ -111,6 +124,7 @@ class Model {
 
  private:
   std::string sharded_at_rest_;
+  bool weights_pending_ = false;
   struct TrainableSetHold {
     std::string reason;
     bool freezing_too;
@@ -118,10 +132,16 @@ class Model {
   std::vector<std::weak_ptr<const TrainableSetHold>> holds_;
 };
 
+// Makes each tensor a placeholder in place (see Model::make_weights_pending).
+void make_placeholders(const NamedTensors& tensors);
+
 // Fails with an Io error unless `path` can be created or written (checked before a long save).
 void require_writable(const std::string& path);
 
-std::shared_ptr<Model> load_torchscript_model(const std::string& path);
-std::shared_ptr<Model> model_from_spec(const std::string& json_spec);
+// `weights_pending`: built with placeholder weights (Model::make_weights_pending). A TorchScript
+// file is read whole first (torch::jit::load has no lazy reading); a spec model's layers never
+// hold their weights past their construction.
+std::shared_ptr<Model> load_torchscript_model(const std::string& path, bool weights_pending = false);
+std::shared_ptr<Model> model_from_spec(const std::string& json_spec, bool weights_pending = false);
 
 }  // namespace acc

@@ -63,6 +63,7 @@ ScriptModel::ScriptModel(torch::jit::Module module) : module_(std::move(module))
 }
 
 NamedTensors ScriptModel::forward(const std::vector<at::Tensor>& inputs) {
+  require_weights("forward");
   try {
     return run_forward(inputs);
   } catch (const Error&) {
@@ -227,21 +228,24 @@ void ScriptModel::write_torchscript(const std::string& path) const {
   module_.save(path);
 }
 
-std::shared_ptr<Model> load_torchscript_model(const std::string& path) {
+std::shared_ptr<Model> load_torchscript_model(const std::string& path, bool weights_pending) {
   refuse_unless_regular(path);
   std::ifstream probe(path, std::ios::binary);
   if (!probe) fail(Status::Io, "cannot open TorchScript file '", path, "'");
   probe.close();
   verify_torchscript_archive(path);
   compat::disable_cpu_fusion();
+  std::shared_ptr<Model> model;
   try {
-    return std::make_shared<ScriptModel>(torch::jit::load(path, at::Device(at::kCPU)));
+    model = std::make_shared<ScriptModel>(torch::jit::load(path, at::Device(at::kCPU)));
   } catch (const c10::Error& e) {
     fail(Status::Io, "'", path, "' is not a readable TorchScript archive: ", e.what_without_backtrace());
   } catch (const std::exception& e) {
     // The archive's code or pickles are malformed in a way libtorch reports with another type.
     fail(Status::Io, "'", path, "' is not a readable TorchScript archive: ", e.what());
   }
+  if (weights_pending) model->make_weights_pending();
+  return model;
 }
 
 }  // namespace acc

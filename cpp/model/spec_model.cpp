@@ -38,10 +38,14 @@ torch::jit::Module script_tensors(const torch::nn::Module& module, const std::st
 
 }  // namespace
 
-SpecModel::SpecModel(std::vector<LayerSpec> layers)
+SpecModel::SpecModel(std::vector<LayerSpec> layers, bool weights_pending)
     : layers_(std::move(layers)), input_count_(model_input_count(layers_)), last_reader_(layers_.size()) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     net_->push_back(std::to_string(i), build_layer(layers_[i]));
+    if (weights_pending) {  // each layer's weights go as soon as it is built (its random draws made)
+      make_placeholders(defined_only(net_->ptr(i)->named_parameters(true)));
+      make_placeholders(defined_only(net_->ptr(i)->named_buffers(true)));
+    }
     last_reader_[i] = i;
     for (const auto& source : layers_[i].inputs)
       if (!source.model_input) last_reader_[static_cast<size_t>(source.index)] = i;
@@ -51,6 +55,7 @@ SpecModel::SpecModel(std::vector<LayerSpec> layers)
     if (layers_[i].type == kTiedLinear)
       net_->ptr<TiedLinearImpl>(i)->tie(torch::nn::Embedding(net_->ptr<torch::nn::EmbeddingImpl>(
           static_cast<size_t>(layers_[i].args["tie_to"].get<int64_t>()))));
+  if (weights_pending) make_weights_pending();
 }
 
 at::Tensor SpecModel::run_layer(size_t i, const std::vector<at::Tensor>& inputs) {
@@ -72,6 +77,7 @@ at::Tensor SpecModel::run_layer(size_t i, const std::vector<at::Tensor>& inputs)
 }
 
 NamedTensors SpecModel::forward(const std::vector<at::Tensor>& inputs) {
+  require_weights("forward");
   require(inputs.size() == input_count_, "this layer-spec model takes ", input_count_, " input(s), got ",
           inputs.size());
   for (size_t k = 0; k < inputs.size(); ++k) require(inputs[k].defined(), "input ", k, " is an undefined tensor");
@@ -265,8 +271,8 @@ void SpecModel::write_torchscript(const std::string& path) const {
   top.save(path);
 }
 
-std::shared_ptr<Model> model_from_spec(const std::string& json_spec) {
-  return std::make_shared<SpecModel>(parse_layer_specs(json_spec));
+std::shared_ptr<Model> model_from_spec(const std::string& json_spec, bool weights_pending) {
+  return std::make_shared<SpecModel>(parse_layer_specs(json_spec), weights_pending);
 }
 
 }  // namespace acc

@@ -12,7 +12,9 @@ namespace acc {
 
 class SpecModel final : public Model {
  public:
-  explicit SpecModel(std::vector<LayerSpec> layers);
+  // `weights_pending`: see Model::make_weights_pending (each layer's weights become placeholders
+  // as soon as it is built, so the whole model never exists here).
+  explicit SpecModel(std::vector<LayerSpec> layers, bool weights_pending = false);
 
   NamedTensors forward(const std::vector<at::Tensor>& inputs) override;
   NamedTensors named_parameters() const override;

@@ -128,8 +128,10 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
     const auto options = first.options().device(options_.stage == 3 ? device.value_or(first.device()) : first.device());
     at::Tensor full = at::zeros({unit.padded()}, options);
     for (size_t k = 0; k < unit.params.size(); ++k) {
-      at::Tensor& p = params_[unit.params[k]];
-      full.narrow(0, unit.offsets[k], p.numel()).copy_(p.reshape({-1}));
+      const at::Tensor& p = params_[unit.params[k]];
+      // Copied in p's own shape: a placeholder (Model::make_weights_pending) is read as it is,
+      // never expanded to its size first.
+      full.narrow(0, unit.offsets[k], p.numel()).view(p.sizes()).copy_(p);
     }
     if (options_.stage == 3)
       broadcast_in_place(*dist_, {full}, concat("prepare_model (initial parameters of unit ", u, " of ",

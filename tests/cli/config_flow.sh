@@ -19,6 +19,14 @@ printf '1\n1\n2\nno\nno\nno\nbf16\n3\n' | "$acc" config --config_file "$HF_HOME/
 grep -qx "distributed_type: MULTI_CPU" "$HF_HOME/asked.yaml" || fail "answers not saved"
 grep -qx "gradient_accumulation_steps: 3" "$HF_HOME/asked.yaml" || fail "answers not saved"
 
+# FSDP's questions: strategy, offload, wrap policy, state dict type, CPU RAM efficient loading.
+printf '1\n1\n2\nno\nno\nyes\n1\nno\n2\n0\nyes\nno\n1\n' |
+  "$acc" config --config_file "$HF_HOME/fsdp.yaml" >/dev/null || fail "config (FSDP questions)"
+grep -qx "distributed_type: FSDP" "$HF_HOME/fsdp.yaml" || fail "FSDP not chosen"
+grep -qx "  fsdp_cpu_ram_efficient_loading: true" "$HF_HOME/fsdp.yaml" || fail "cpu_ram_efficient_loading not saved"
+out=$("$acc" launch --config_file "$HF_HOME/fsdp.yaml" sh -c 'echo "$RANK:$FSDP_CPU_RAM_EFFICIENT_LOADING"' 2>&1)
+echo "$out" | grep -q "rank1\]: 1:true" || fail "cpu_ram_efficient_loading did not reach the processes: $out"
+
 # config update rewrites an older file in today's format and keeps its values and unknown keys.
 printf 'distributed_type: MULTI_CPU\nnum_processes: 2\nfp16: true\nuse_cpu: true\nmy_key: 1\n' >"$HF_HOME/old.yaml"
 "$acc" config update --config_file "$HF_HOME/old.yaml" 2>/dev/null | grep -q "updated" || fail "config update"

@@ -302,8 +302,8 @@ TEST_F(Config, TheAcceleratorReadsTheFileLast) {
 TEST_F(Config, QuestionsMakeShardedConfigs) {
   std::ostringstream out;
   // multi-CPU, 1 machine, 2 processes, no debug, no DeepSpeed, FSDP: SHARD_GRAD_OP, no offload,
-  // SIZE_BASED_WRAP of 1000, SHARDED_STATE_DICT; no mixed precision, 1 step.
-  std::istringstream fsdp_answers("1\n\n2\n\n\nyes\n1\n\n1\n1000\n1\n\n\n");
+  // SIZE_BASED_WRAP of 1000, SHARDED_STATE_DICT, no CPU RAM efficient loading; no mixed precision, 1 step.
+  std::istringstream fsdp_answers("1\n\n2\n\n\nyes\n1\n\n1\n1000\n1\nno\n\n\n");
   auto f = acc::ask_cluster_config(fsdp_answers, out, false, 0);
   EXPECT_EQ(f.distributed_type, "FSDP");
   EXPECT_TRUE(f.use_cpu);
@@ -311,19 +311,21 @@ TEST_F(Config, QuestionsMakeShardedConfigs) {
   EXPECT_EQ(f.sharding_env.at("FSDP_AUTO_WRAP_POLICY"), "SIZE_BASED_WRAP");
   EXPECT_EQ(f.sharding_env.at("FSDP_MIN_NUM_PARAMS"), "1000");
   EXPECT_EQ(f.sharding_env.at("FSDP_STATE_DICT_TYPE"), "SHARDED_STATE_DICT");
+  EXPECT_EQ(f.sharding_env.at("FSDP_CPU_RAM_EFFICIENT_LOADING"), "false");
   write(default_file(), acc::config_to_yaml(f));
   const auto reread = acc::load_config_file(default_file().string());
   EXPECT_EQ(reread.distributed_type, "FSDP");
   EXPECT_EQ(reread.sharding_env, f.sharding_env);
   EXPECT_NE(acc::config_to_yaml(f).find("fsdp_min_num_params: 1000"), std::string::npos) << acc::config_to_yaml(f);
-  // DeepSpeed: ZeRO-3, optimizer and parameters offloaded, clipping at 0.5.
-  std::istringstream ds_answers("1\n\n2\n\nyes\n\n3\n1\n1\n4\nyes\n0.5\n\n");
+  // DeepSpeed: ZeRO-3, optimizer and parameters offloaded, clipping at 0.5, zero.Init.
+  std::istringstream ds_answers("1\n\n2\n\nyes\n\n3\n1\n1\n4\nyes\n0.5\nyes\n\n");
   auto d = acc::ask_cluster_config(ds_answers, out, false, 0);
   EXPECT_EQ(d.distributed_type, "DEEPSPEED");
   EXPECT_EQ(d.sharding_env.at("ACCELERATE_DEEPSPEED_ZERO_STAGE"), "3");
   EXPECT_EQ(d.sharding_env.at("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE"), "cpu");
   EXPECT_EQ(d.sharding_env.at("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"), "cpu");
   EXPECT_EQ(d.sharding_env.at("ACCELERATE_GRADIENT_CLIPPING"), "0.5");
+  EXPECT_EQ(d.sharding_env.at("ACCELERATE_DEEPSPEED_ZERO3_INIT"), "true");
   EXPECT_EQ(d.sharding_env.at("ACCELERATE_GRADIENT_ACCUMULATION_STEPS"), "4") << "asked in DeepSpeed's section";
   EXPECT_FALSE(d.gradient_accumulation_steps.has_value()) << "not also as this runtime's own key";
   EXPECT_NE(acc::config_to_yaml(d).find("zero_stage: 3"), std::string::npos) << acc::config_to_yaml(d);

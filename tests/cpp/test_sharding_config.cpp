@@ -26,7 +26,8 @@ const char* const kVariables[] = {"ACCELERATE_USE_FSDP", "FSDP_SHARDING_STRATEGY
                                   "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "ACCELERATE_DEEPSPEED_CONFIG_FILE",
                                   "FSDP_MIN_NUM_PARAMS", "ACCELERATE_GRADIENT_CLIPPING", "ACCELERATE_MIXED_PRECISION",
                                   "ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "ACCELERATE_CONFIG_FILE",
-                                  "HF_HOME"};
+                                  "FSDP_CPU_RAM_EFFICIENT_LOADING", "ACCELERATE_DEEPSPEED_ZERO3_INIT", "RANK",
+                                  "WORLD_SIZE", "HF_HOME"};
 
 // Each test starts with none of the variables (and no config file to find).
 class Sharding : public testing::Test {
@@ -381,6 +382,50 @@ num_processes: 2
   const auto ddp = acc::parse_config_text("distributed_type: MULTI_CPU\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\n"
                                           "num_processes: 2\n", "ddp.yaml");
   EXPECT_TRUE(ddp.sharding_env.empty());
+}
+
+// fsdp_cpu_ram_efficient_loading and zero3_init_flag (under zero stage 3) reach the processes as
+// Accelerate's variables, which make models built outside the main process placeholders.
+TEST_F(Sharding, OnlyTheMainProcessLoadsWhereTheConfigAsks) {
+  const auto fsdp = acc::parse_config_text(
+      "distributed_type: FSDP\nfsdp_config:\n  fsdp_cpu_ram_efficient_loading: true\nnum_processes: 2\n", "fsdp.yaml");
+  EXPECT_EQ(fsdp.sharding_env.at("FSDP_CPU_RAM_EFFICIENT_LOADING"), "true");
+  for (const auto& w : fsdp.warnings) EXPECT_EQ(w.find("cpu_ram_efficient_loading"), std::string::npos) << w;
+  const auto ds = acc::parse_config_text(
+      "distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 3\n  zero3_init_flag: true\nnum_processes: 2\n",
+      "ds.yaml");
+  EXPECT_EQ(ds.sharding_env.at("ACCELERATE_DEEPSPEED_ZERO3_INIT"), "true");
+  EXPECT_EQ(failure([] {
+              acc::parse_config_text("distributed_type: FSDP\nfsdp_config:\n  fsdp_cpu_ram_efficient_loading: maybe\n"
+                                     "num_processes: 2\n", "bad.yaml");
+            }).first,
+            acc::Status::InvalidArgument);
+  acc::LaunchFlags flags;
+  flags.use_deepspeed = true;
+  flags.deepspeed["zero_stage"] = "3";
+  flags.deepspeed["zero3_init_flag"] = "true";
+  EXPECT_EQ(acc::resolve_launch_config(flags, std::nullopt, std::nullopt, {"train"})
+                .sharding_env.at("ACCELERATE_DEEPSPEED_ZERO3_INIT"),
+            "true");
+
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("RANK", "1", 1);
+  EXPECT_FALSE(acc::builds_placeholder_weights()) << "nothing asks for it";
+  setenv("ACCELERATE_USE_FSDP", "true", 1);
+  setenv("FSDP_CPU_RAM_EFFICIENT_LOADING", "true", 1);
+  EXPECT_TRUE(acc::builds_placeholder_weights());
+  setenv("RANK", "0", 1);
+  EXPECT_FALSE(acc::builds_placeholder_weights()) << "the main process builds the weights";
+  setenv("RANK", "1", 1);
+  setenv("FSDP_CPU_RAM_EFFICIENT_LOADING", "false", 1);
+  EXPECT_FALSE(acc::builds_placeholder_weights());
+  unsetenv("ACCELERATE_USE_FSDP");
+  setenv("ACCELERATE_USE_DEEPSPEED", "true", 1);
+  setenv("ACCELERATE_DEEPSPEED_ZERO3_INIT", "true", 1);
+  setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "2", 1);
+  EXPECT_FALSE(acc::builds_placeholder_weights()) << "zero.Init belongs to stage 3";
+  setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3", 1);
+  EXPECT_TRUE(acc::builds_placeholder_weights());
 }
 
 TEST_F(Sharding, LauncherFlagsOverrideTheFileKeyByKey) {

@@ -14,6 +14,8 @@
 #include <functional>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 #include <thread>
@@ -104,7 +106,35 @@ struct Settings {
   const char* wrap_policy = nullptr;  // auto_wrap_policy
   const char* min_num_params = "0";
   const char* gradient_clipping = "0";  // the option: each optimizer step clips first
+  bool main_process_loads = false;  // the model is built under FSDP_CPU_RAM_EFFICIENT_LOADING
 };
+
+// Sets launcher variables for its lifetime, then restores what was there (a run under
+// --use_fsdp has ACCELERATE_USE_FSDP already).
+class ScopedVariables {
+ public:
+  explicit ScopedVariables(std::vector<std::pair<std::string, std::string>> values) {
+    for (const auto& [name, value] : values) {
+      const char* old = std::getenv(name.c_str());
+      saved_.emplace_back(name, old ? std::optional<std::string>(old) : std::nullopt);
+      ::setenv(name.c_str(), value.c_str(), 1);
+    }
+  }
+  ~ScopedVariables() {
+    for (const auto& [name, old] : saved_) {
+      if (old) ::setenv(name.c_str(), old->c_str(), 1);
+      else ::unsetenv(name.c_str());
+    }
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+ScopedVariables* main_process_loads_scope(bool on) {
+  if (!on) return nullptr;
+  return new ScopedVariables({{"ACCELERATE_USE_FSDP", "true"}, {"FSDP_CPU_RAM_EFFICIENT_LOADING", "true"}});
+}
 
 // A prepared model and optimizer under zero_stage `stage` (0: DDP).
 struct Job {
@@ -128,7 +158,10 @@ struct Job {
     if (s.wrap_policy) options.emplace_back("auto_wrap_policy", s.wrap_policy);
     acc = acc_test::make_accelerator(options);
     EXPECT_EQ(acc_set_seed(11), ACC_OK);
-    EXPECT_EQ(acc_model_from_spec(s.spec, &model), ACC_OK) << acc_last_error_message();
+    {
+      std::unique_ptr<ScopedVariables> loading(main_process_loads_scope(s.main_process_loads));
+      EXPECT_EQ(acc_model_from_spec(s.spec, &model), ACC_OK) << acc_last_error_message();
+    }
     if (s.freeze) {
       size_t count = 0;
       EXPECT_EQ(acc_model_set_requires_grad(model, s.freeze, 0, &count), ACC_OK) << acc_last_error_message();
@@ -410,6 +443,44 @@ TEST(Sharded, LoraAdaptersTrainUnderEveryStageAsUnderDdp) {
   const auto after = job.weights();
   EXPECT_EQ(before.at("2.weight"), after.at("2.weight")) << "a base weight changed";
   EXPECT_NE(before.at("2.lora_B.weight"), after.at("2.lora_B.weight")) << "an adapter did not train";
+}
+
+// FSDP's cpu_ram_efficient_loading (DeepSpeed's zero3_init_flag): only the main process builds the
+// weights. The others hold placeholders, refuse to compute with them or hand them out, and receive
+// the main process's weights when preparing: under DDP and every stage they train as if every
+// process had built the model (the weights are seeded alike here, so any zero left is seen).
+TEST(Sharded, OnlyTheMainProcessBuildsTheWeights) {
+  {
+    std::unique_ptr<ScopedVariables> loading(main_process_loads_scope(true));
+    acc_model* model = nullptr;
+    ASSERT_EQ(acc_model_from_spec(kShardNet, &model), ACC_OK) << acc_last_error_message();
+    size_t tensors = 0;
+    int64_t elements = 0;
+    ASSERT_EQ(acc_model_parameter_count(model, &tensors, &elements), ACC_OK);
+    EXPECT_EQ(elements, 46) << "the placeholders have the weights' shapes";
+    acc_tensor* x = floats({0.1f, 0.2f, 0.3f}, {1, 3});
+    acc_tensor *out = nullptr, *weight = nullptr;
+    acc_tensor_list* state = nullptr;
+    const acc_status expected = g_rank == 0 ? ACC_OK : ACC_ERR_NOT_INITIALIZED;
+    EXPECT_EQ(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &out), expected);
+    if (g_rank > 0) EXPECT_NE(std::string(acc_last_error_message()).find("cpu_ram_efficient_loading"), std::string::npos);
+    EXPECT_EQ(acc_model_parameter(model, "0.weight", &weight), expected);
+    EXPECT_EQ(acc_model_state_dict(model, &state), expected);
+    for (acc_tensor* t : {x, out, weight}) acc_tensor_free(t);
+    acc_tensor_list_free(state);
+    acc_model_free(model);
+  }
+  Settings s;
+  s.main_process_loads = true;
+  for (int stage : {0, 1, 2, 3}) expect_trains_like(Settings{}, stage, s, 4);
+  Settings lora = s, lora_reference;
+  lora.lora = lora_reference.lora = "0,2,4";
+  for (int stage : {0, 3}) expect_trains_like(lora_reference, stage, lora, 3);
+  Settings gpt = s, gpt_reference;
+  gpt.spec = gpt_reference.spec = kTiedGpt;
+  gpt.tokens = gpt_reference.tokens = true;
+  gpt.algorithm = gpt_reference.algorithm = "sgd";
+  for (int stage : {0, 3}) expect_trains_like(gpt_reference, stage, gpt, 3);
 }
 
 namespace {
