@@ -106,6 +106,7 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
     else
       parallel = std::make_shared<DataParallel>(model, dist_, config_.ddp);
   }
+  if (weights_pending) model->weights_arrived();  // stage 3 filled its shards
   if (place && shards_first) model->to(device_, c10::nullopt);  // frozen parameters and buffers
   // Engines take every process's weights from the main process; without one, that is done here.
   if (weights_pending && !parallel) {

@@ -25,9 +25,10 @@ at::Tensor placeholder(const at::Tensor& like, const at::TensorOptions& options)
   return at::zeros({}, options).expand(like.sizes());
 }
 
+// (A 0-dimensional placeholder is a real one-element tensor already: nothing to fill or keep.)
 bool is_placeholder(const at::Tensor& t) {
   const auto strides = t.strides();
-  return std::all_of(strides.begin(), strides.end(), [](int64_t s) { return s == 0; });
+  return t.dim() > 0 && std::all_of(strides.begin(), strides.end(), [](int64_t s) { return s == 0; });
 }
 
 }  // namespace
@@ -53,7 +54,7 @@ void Model::materialize_weights(c10::optional<at::Device> device, bool trainable
   for (auto& entry : named_parameters())
     if (trainable_too || !entry.second.requires_grad()) fill(entry.second);
   for (auto& entry : named_buffers()) fill(entry.second);
-  weights_pending_ = false;
+  weights_pending_ = !trainable_too;
 }
 
 void Model::require_weights(const char* action) const {

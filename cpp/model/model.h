@@ -85,9 +85,11 @@ class Model {
   void make_weights_pending();
   bool weights_pending() const { return weights_pending_; }
   // Gives the placeholders storage on `device` (default: where they are), uninitialised (a
-  // broadcast fills them next); trainable parameters too only with `trainable_too` (stage 3 fills
-  // its shards from them as they are). The model is no longer pending.
+  // broadcast fills them next), and ends pending; with `trainable_too` false the trainable
+  // parameters stay placeholders and the model pending (stage 3 fills its shards straight from the
+  // main process, then calls weights_arrived).
   void materialize_weights(c10::optional<at::Device> device, bool trainable_too);
+  void weights_arrived() { weights_pending_ = false; }
   // Fails (NotInitialized) while the weights are pending: `action` would read them.
   void require_weights(const char* action) const;
   // An optimizer made over the model, or a prepared model (DDP, sharding), was built over the

@@ -118,6 +118,9 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
 
   at::NoGradGuard no_grad;
   const int64_t rank = shard_rank_;
+  // A model built with placeholder weights (Model::make_weights_pending) gets every value from the
+  // main process's broadcast below: nothing of its own to copy.
+  const bool from_main_process = options_.stage == 3 && model_->weights_pending();
   gathered_.assign(layout_->units().size(), options_.stage < 3);
   accumulators_.resize(params_.size());
   for (size_t u = 0; u < layout_->units().size(); ++u) {
@@ -127,11 +130,9 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
     // built: the device receives this process's shard and one unit at a time, never the model.
     const auto options = first.options().device(options_.stage == 3 ? device.value_or(first.device()) : first.device());
     at::Tensor full = at::zeros({unit.padded()}, options);
-    for (size_t k = 0; k < unit.params.size(); ++k) {
+    for (size_t k = 0; k < unit.params.size() && !from_main_process; ++k) {
       const at::Tensor& p = params_[unit.params[k]];
-      // Copied in p's own shape: a placeholder (Model::make_weights_pending) is read as it is,
-      // never expanded to its size first.
-      full.narrow(0, unit.offsets[k], p.numel()).view(p.sizes()).copy_(p);
+      full.narrow(0, unit.offsets[k], p.numel()).copy_(p.reshape({-1}));
     }
     if (options_.stage == 3)
       broadcast_in_place(*dist_, {full}, concat("prepare_model (initial parameters of unit ", u, " of ",
