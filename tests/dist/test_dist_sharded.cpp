@@ -1049,6 +1049,25 @@ TEST(Sharded, TorchScriptModelsShardBySubmodule) {
   }
 }
 
+// cpu_ram_efficient_loading with a TorchScript model: the other processes drop what they read, and
+// DDP and stage 3 train as when every process kept it.
+TEST(Sharded, OnlyTheMainProcessKeepsATorchScriptModelsWeights) {
+  {
+    std::unique_ptr<ScopedVariables> loading(main_process_loads_scope(true));
+    acc_model* model = nullptr;
+    ASSERT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/stacked.pt").c_str(), &model), ACC_OK);
+    acc_tensor_list* state = nullptr;
+    EXPECT_EQ(acc_model_state_dict(model, &state), g_rank == 0 ? ACC_OK : ACC_ERR_NOT_INITIALIZED);
+    acc_tensor_list_free(state);
+    acc_model_free(model);
+  }
+  for (int stage : {0, 3}) {
+    const auto reference = train_torchscript(stage, "stacked.pt");
+    std::unique_ptr<ScopedVariables> loading(main_process_loads_scope(true));
+    EXPECT_EQ(max_difference(reference, train_torchscript(stage, "stacked.pt")), 0.0) << "zero_stage " << stage;
+  }
+}
+
 // FSDP's SIZE_BASED_WRAP and NO_WRAP: nested units (a block gathered around its MLP's layers, each
 // a unit), the MLPs alone, one unit; a layer-spec GPT whose large layer is a unit and whose tied
 // head computes with unit 0's embedding. Each trains to DDP's weights: exactly on 2 processes; on
