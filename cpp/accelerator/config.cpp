@@ -217,8 +217,12 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
 }
 
 bool builds_placeholder_weights() {
-  const auto request = sharding_from_environment(env);
-  return request && request->main_process_loads && detect_process_env().rank > 0;
+  try {
+    const auto request = sharding_from_environment(env);
+    return request && request->main_process_loads && detect_process_env().rank > 0;
+  } catch (const Error&) {
+    return false;  // a malformed variable: the accelerator names it when made; a model is built whole
+  }
 }
 
 }  // namespace acc

@@ -426,6 +426,10 @@ TEST_F(Sharding, OnlyTheMainProcessLoadsWhereTheConfigAsks) {
   EXPECT_FALSE(acc::builds_placeholder_weights()) << "zero.Init belongs to stage 3";
   setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3", 1);
   EXPECT_TRUE(acc::builds_placeholder_weights());
+  // A malformed variable does not stop a model being built (whole); the accelerator refuses it.
+  setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "three", 1);
+  EXPECT_FALSE(acc::builds_placeholder_weights());
+  EXPECT_EQ(failure([] { resolve(); }).first, acc::Status::InvalidArgument);
 }
 
 TEST_F(Sharding, LauncherFlagsOverrideTheFileKeyByKey) {
