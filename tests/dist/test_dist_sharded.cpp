@@ -905,16 +905,22 @@ TEST(Sharded, LauncherSettingsChooseTheStage) {
   const char* expect = std::getenv("ACC_TEST_EXPECT_SHARDING");
   if (!expect) GTEST_SKIP() << "runs under accelerate launch with sharding flags (ACC_TEST_EXPECT_SHARDING)";
   const std::string text = expect;
+  // TYPE:STAGE[:main_loads] (main_loads: only the main process builds the weights)
   const std::string type = text.substr(0, text.find(':'));
   const int stage = std::stoi(text.substr(text.find(':') + 1));
+  const bool main_loads = text.find(":main_loads") != std::string::npos;
   acc_accelerator* acc = acc_test::make_accelerator({});
   const char* got = nullptr;
   ACC_ASSERT_OK(acc_accelerator_distributed_type(acc, &got));
   EXPECT_STREQ(got, type.c_str());
   acc_model* model = nullptr;
   ACC_ASSERT_OK(acc_model_from_spec(kShardNet, &model));
-  ACC_ASSERT_OK(acc_prepare(acc, &model, nullptr, nullptr, nullptr));
   acc_tensor* w = nullptr;
+  EXPECT_EQ(acc_model_parameter(model, "2.weight", &w), main_loads && g_rank > 0 ? ACC_ERR_NOT_INITIALIZED : ACC_OK)
+      << "before prepare";
+  acc_tensor_free(w);
+  w = nullptr;
+  ACC_ASSERT_OK(acc_prepare(acc, &model, nullptr, nullptr, nullptr));
   ACC_ASSERT_OK(acc_model_parameter(model, "2.weight", &w));
   int64_t numel = -1;
   ACC_ASSERT_OK(acc_tensor_numel(w, &numel));
