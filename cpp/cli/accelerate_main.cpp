@@ -18,6 +18,7 @@
 #include "common/device.h"
 #include "common/error.h"
 #include "config/config_file.h"
+#include "config/fsdp2_conversion.h"
 #include "launch/launch_flags.h"
 #include "parallel/merge_shards.h"
 #include "parallel/sharded_checkpoint_parts.h"
@@ -176,6 +177,23 @@ int merge_weights(const std::string& from, size_t model, const std::string& to, 
   return 0;
 }
 
+// accelerate to-fsdp2: Accelerate's checks (the file exists; an output, or --overwrite; an
+// existing output only with --overwrite), then the file converted and written.
+int convert_config_to_fsdp2(const std::string& from, std::optional<std::string> to, bool overwrite) {
+  std::error_code ec;
+  if (!std::filesystem::exists(from, ec)) acc::fail(acc::Status::Io, "config file ", from, " not found");
+  if (!overwrite && !to) acc::fail(acc::Status::InvalidArgument, "without --overwrite, --output_file must be given");
+  if (!overwrite && std::filesystem::exists(*to, ec))
+    acc::fail(acc::Status::InvalidArgument, "output file ", *to, " already exists and --overwrite is not set");
+  std::vector<std::string> notes;
+  const auto converted = acc::convert_to_fsdp2(acc::load_config_file(from), from, notes);
+  for (const auto& note : notes) std::fprintf(stderr, "accelerate to-fsdp2: %s\n", note.c_str());
+  const std::string path = to.value_or(from);
+  acc::save_config_file(converted, path);
+  std::printf("wrote %s\n", path.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -236,6 +254,14 @@ int main(int argc, char** argv) {
   merge->add_flag("--unsafe_serialization", merge_unsafe, "(Accelerate's .bin output: not written here)");
   merge->add_flag("--remove_checkpoint_dir", merge_remove, "remove the merged model's shard files afterwards");
 
+  std::string fsdp2_from;
+  std::optional<std::string> fsdp2_to;
+  bool fsdp2_overwrite = false;
+  auto* to_fsdp2 = app.add_subcommand("to-fsdp2", "convert a config file's FSDP1 settings to FSDP2's");
+  to_fsdp2->add_option("--config_file", fsdp2_from, "the config file to convert")->required();
+  to_fsdp2->add_option("--output_file", fsdp2_to, "where to write the result (default with --overwrite: the file itself)");
+  to_fsdp2->add_flag("--overwrite", fsdp2_overwrite, "replace the output file (or the config file itself)");
+
   auto* worker = app.add_subcommand("self-check-worker", "one process of `accelerate test`");
   worker->group("");  // hidden: started by `accelerate test` through the launcher
 
@@ -247,6 +273,7 @@ int main(int argc, char** argv) {
 
   try {
     if (*launch) return run_launch("accelerate launch", launch_args, launch->remaining());
+    if (*to_fsdp2) return convert_config_to_fsdp2(fsdp2_from, fsdp2_to, fsdp2_overwrite);
     if (*merge) return merge_weights(merge_from, merge_model, merge_to, merge_shard_size, merge_unsafe, merge_remove);
     if (*worker) return acc::run_self_check();
     if (*test) {

@@ -27,6 +27,18 @@ grep -qx "  fsdp_cpu_ram_efficient_loading: true" "$HF_HOME/fsdp.yaml" || fail "
 out=$("$acc" launch --config_file "$HF_HOME/fsdp.yaml" sh -c 'echo "$RANK:$FSDP_CPU_RAM_EFFICIENT_LOADING"' 2>&1)
 echo "$out" | grep -q "rank1\]: 1:true" || fail "cpu_ram_efficient_loading did not reach the processes: $out"
 
+# to-fsdp2: FSDP1's strategy becomes FSDP2's reshard_after_forward; an existing output needs --overwrite.
+"$acc" to-fsdp2 --config_file "$HF_HOME/fsdp.yaml" --output_file "$HF_HOME/fsdp2.yaml" >/dev/null 2>&1 || fail "to-fsdp2"
+grep -qx "  fsdp_version: 2" "$HF_HOME/fsdp2.yaml" || fail "to-fsdp2: no fsdp_version 2"
+grep -qx "  fsdp_reshard_after_forward: false" "$HF_HOME/fsdp2.yaml" || fail "to-fsdp2: SHARD_GRAD_OP not converted"
+grep -q "fsdp_sharding_strategy" "$HF_HOME/fsdp2.yaml" && fail "to-fsdp2: FSDP1's strategy kept"
+if "$acc" to-fsdp2 --config_file "$HF_HOME/fsdp.yaml" --output_file "$HF_HOME/fsdp2.yaml" 2>/dev/null; then
+  fail "to-fsdp2 replaced an output without --overwrite"
+fi
+if "$acc" to-fsdp2 --config_file "$HF_HOME/fsdp.yaml" 2>/dev/null; then fail "to-fsdp2 without an output"; fi
+out=$("$acc" launch --config_file "$HF_HOME/fsdp2.yaml" sh -c 'echo "$RANK:$FSDP_VERSION:$FSDP_RESHARD_AFTER_FORWARD"' 2>&1)
+echo "$out" | grep -q "rank1\]: 1:2:false" || fail "to-fsdp2's file did not launch as FSDP2: $out"
+
 # config update rewrites an older file in today's format and keeps its values and unknown keys.
 printf 'distributed_type: MULTI_CPU\nnum_processes: 2\nfp16: true\nuse_cpu: true\nmy_key: 1\n' >"$HF_HOME/old.yaml"
 "$acc" config update --config_file "$HF_HOME/old.yaml" 2>/dev/null | grep -q "updated" || fail "config update"
