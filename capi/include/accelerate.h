@@ -293,7 +293,10 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   comma-separated classes, e.g. "Block", however deep the forward calls them (FSDP's
  *   transformer_layer_cls_to_wrap; a layer-spec model's classes are its layer types, e.g.
  *   "transformer_encoder_layer"); a class the model lacks is an error),
- *   state_dict_type ("FULL_STATE_DICT", default: save_state writes
+ *   activation_checkpointing (bool, default false: FSDP's fsdp_activation_checkpointing; the
+ *   layers of a spec model that the policy above wraps, every layer under NO_WRAP, are recomputed
+ *   in backward, with the same gradients; any zero_stage; a TorchScript model: ACC_ERR_UNSUPPORTED
+ *   at prepare), state_dict_type ("FULL_STATE_DICT", default: save_state writes
  *   consolidated files any number of processes can load; "SHARDED_STATE_DICT": each process writes
  *   its own shard). Unset, they are read from Accelerate's ACCELERATE_USE_FSDP / FSDP_* and
  *   ACCELERATE_USE_DEEPSPEED / ACCELERATE_DEEPSPEED_* variables (set by accelerate-launch).

@@ -91,6 +91,7 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
   const bool parallel_training = dist_ && !model->trainable_parameters().empty();
   // Stage 3 moves only its shards to the device (see ShardedDataParallel): the model goes after.
   const bool shards_first = parallel_training && config_.sharding.stage == 3;
+  if (config_.sharding.activation_checkpointing) model->checkpoint_activations(unit_policy(config_.sharding));
   const bool weights_pending = model->weights_pending();
   if (weights_pending) {
     require(dist_ != nullptr, "the model has no weights on this process (cpu_ram_efficient_loading / zero3_init_flag ",

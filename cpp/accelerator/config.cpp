@@ -39,6 +39,7 @@ std::optional<ShardingRequest> read_sharding_env(const Options& o, const Options
     c.sharding.transformer_cls_to_wrap = *request->transformer_cls_to_wrap;
   if (!o.has("auto_wrap_policy") && request->auto_wrap_policy) c.sharding.auto_wrap_policy = request->auto_wrap_policy;
   if (!o.has("min_num_params") && request->min_num_params) c.sharding.min_num_params = *request->min_num_params;
+  if (!o.has("activation_checkpointing")) c.sharding.activation_checkpointing = request->activation_checkpointing;
   // A DeepSpeed JSON config's other settings: under the program's options; the variables and the
   // config file must agree with them (Accelerate refuses such pairs too).
   auto agreed = [&](const char* key, auto mine, auto theirs) {
@@ -157,6 +158,8 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table() {
         .at_least(0);
     t.bind("transformer_cls_to_wrap", "stage 3 units: the modules of these classes", &C::sharding,
            &ShardingOptions::transformer_cls_to_wrap);
+    t.bind("activation_checkpointing", "recompute the wrap policy's modules in backward", &C::sharding,
+           &ShardingOptions::activation_checkpointing);
     t.bind("state_dict_type", "consolidated or per-process checkpoints", &C::sharding, &ShardingOptions::state_dict_type)
         .one_of({"FULL_STATE_DICT", "SHARDED_STATE_DICT"});
   });

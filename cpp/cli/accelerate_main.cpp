@@ -76,7 +76,8 @@ void add_launch_options(CLI::App* app, LaunchArgs& a) {
   app->add_flag("--use_fsdp", f.use_fsdp, "shard as FSDP does (see --fsdp_sharding_strategy)");
   for (const char* key : {"fsdp_sharding_strategy", "fsdp_offload_params", "fsdp_state_dict_type", "fsdp_auto_wrap_policy",
                           "fsdp_transformer_layer_cls_to_wrap", "fsdp_min_num_params", "fsdp_version",
-                          "fsdp_reshard_after_forward", "fsdp_cpu_ram_efficient_loading"})
+                          "fsdp_reshard_after_forward", "fsdp_cpu_ram_efficient_loading",
+                          "fsdp_activation_checkpointing"})
     app->add_option(std::string("--") + key, f.fsdp[key], "FSDP: as fsdp_config's key");
   app->add_flag("--use_deepspeed", f.use_deepspeed, "shard as DeepSpeed's ZeRO does (see --zero_stage)");
   for (const char* key : {"zero_stage", "offload_optimizer_device", "offload_param_device", "gradient_clipping",

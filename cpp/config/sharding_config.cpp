@@ -24,7 +24,7 @@ using nlohmann::json;
 const std::set<std::string>& ignored_fsdp_keys() {
   static const std::set<std::string> keys = {
       "fsdp_backward_prefetch",  "fsdp_forward_prefetch",          "fsdp_use_orig_params",
-      "fsdp_sync_module_states", "fsdp_activation_checkpointing"};
+      "fsdp_sync_module_states"};
   return keys;
 }
 
@@ -182,6 +182,8 @@ SettingMap fsdp_environment(const SettingMap& settings, const std::string& origi
     env["FSDP_STATE_DICT_TYPE"] = state_dict_type(from, "fsdp_state_dict_type", *s);
   if (const std::string* s = get("fsdp_auto_wrap_policy"))
     env["FSDP_AUTO_WRAP_POLICY"] = wrap_policy(from, "fsdp_auto_wrap_policy", *s);
+  if (const std::string* s = get("fsdp_activation_checkpointing"))
+    env["FSDP_ACTIVATION_CHECKPOINTING"] = flag(from, "fsdp_activation_checkpointing", *s) ? "true" : "false";
   if (const std::string* s = get("fsdp_cpu_ram_efficient_loading"))
     env["FSDP_CPU_RAM_EFFICIENT_LOADING"] = flag(from, "fsdp_cpu_ram_efficient_loading", *s) ? "true" : "false";
   if (const std::string* s = get("fsdp_transformer_layer_cls_to_wrap")) env["FSDP_TRANSFORMER_CLS_TO_WRAP"] = *s;
@@ -191,7 +193,7 @@ SettingMap fsdp_environment(const SettingMap& settings, const std::string& origi
     static const std::set<std::string> read = {"fsdp_version",        "fsdp_reshard_after_forward", "fsdp_sharding_strategy",
                                                "fsdp_offload_params", "fsdp_state_dict_type",      "fsdp_auto_wrap_policy",
                                                "fsdp_min_num_params", "fsdp_transformer_layer_cls_to_wrap",
-                                               "fsdp_cpu_ram_efficient_loading"};
+                                               "fsdp_cpu_ram_efficient_loading", "fsdp_activation_checkpointing"};
     if (read.count(key)) continue;
     if (ignored_fsdp_keys().count(key)) warnings.push_back("fsdp_config." + key + " is ignored (no counterpart here)");
     else warnings.push_back("fsdp_config." + key + " is unknown and ignored");
@@ -362,6 +364,7 @@ std::optional<ShardingRequest> sharding_from_environment(const VariableLookup& l
     if (auto s = lookup("FSDP_MIN_NUM_PARAMS")) r.min_num_params = min_num_params(from, "FSDP_MIN_NUM_PARAMS", *s);
     if (auto s = lookup("FSDP_TRANSFORMER_CLS_TO_WRAP")) r.transformer_cls_to_wrap = *s;
     r.main_process_loads = is_true("FSDP_CPU_RAM_EFFICIENT_LOADING");
+    r.activation_checkpointing = is_true("FSDP_ACTIVATION_CHECKPOINTING");
     return r;
   }
   if (is_true("ACCELERATE_USE_DEEPSPEED")) {

@@ -39,6 +39,7 @@ struct ShardingRequest {
   // FSDP_CPU_RAM_EFFICIENT_LOADING, or ACCELERATE_DEEPSPEED_ZERO3_INIT under zero stage 3: only the
   // main process builds a model's weights (Model::make_weights_pending).
   bool main_process_loads = false;
+  bool activation_checkpointing = false;  // FSDP_ACTIVATION_CHECKPOINTING
   // From a DeepSpeed JSON config (ACCELERATE_DEEPSPEED_CONFIG_FILE): what it sets that is not sharding.
   std::optional<int64_t> gradient_accumulation_steps;
   std::optional<double> gradient_clipping;

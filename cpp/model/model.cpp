@@ -294,6 +294,11 @@ void Model::load_lora(const std::string& dir) {
   }
 }
 
+size_t Model::checkpoint_activations(const UnitPolicy&) {
+  fail(Status::Unsupported, "activation_checkpointing (fsdp_activation_checkpointing) needs a layer-spec model: a ",
+       "TorchScript model's submodules cannot be re-run from outside (use \"checkpoint\": true in a layer spec)");
+}
+
 void Model::merge_lora() {
   require(!lora_.empty(), "the model has no LoRA adapters to merge");
   require_weights("merge_lora");

@@ -73,6 +73,10 @@ class Model {
   virtual bool set_unit_hooks(UnitHooks) { return false; }
   // FSDP's auto_wrap_policy: which modules make parameter_units() (model/unit_policy.h).
   virtual void set_unit_policy(const UnitPolicy&) {}
+  // FSDP's activation_checkpointing: the modules `policy` would wrap are recomputed in backward
+  // (model/activation_checkpoint.h); returns how many. A model that cannot re-run its modules from
+  // outside (TorchScript) refuses it (Unsupported).
+  virtual size_t checkpoint_activations(const UnitPolicy& policy);
   // While sharded data parallelism (stage 3) holds only slices of the parameters, a TorchScript
   // file of the model would hold empty tensors: save_torchscript is refused with `reason`
   // (empty: allowed again).

@@ -129,6 +129,23 @@ std::vector<std::vector<std::string>> SpecModel::layer_parameter_names() const {
 }
 
 void SpecModel::set_unit_policy(const UnitPolicy& policy) {
+  check_unit_policy(policy);
+  unit_policy_ = policy;
+}
+
+size_t SpecModel::checkpoint_activations(const UnitPolicy& policy) {
+  check_unit_policy(policy);
+  const auto units_of = unit_of_layer(policy);
+  size_t count = 0;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (policy.kind != UnitPolicy::Kind::Whole && units_of[i] < 0) continue;
+    count += layers_[i].checkpoint ? 0 : 1;
+    layers_[i].checkpoint = true;
+  }
+  return count;
+}
+
+void SpecModel::check_unit_policy(const UnitPolicy& policy) const {
   require(policy.kind != UnitPolicy::Kind::Size || policy.min_num_params > 0, "min_num_params must be positive, got ",
           policy.min_num_params);
   if (policy.kind == UnitPolicy::Kind::Classes) {  // a spec model's classes are its layer types
@@ -142,30 +159,29 @@ void SpecModel::set_unit_policy(const UnitPolicy& policy) {
            "' (a layer-spec model's classes are its layer types: ", list, ")");
     }
   }
-  unit_policy_ = policy;
 }
 
-std::vector<int64_t> SpecModel::unit_of_layer() const {
+std::vector<int64_t> SpecModel::unit_of_layer(const UnitPolicy& policy) const {
   std::vector<int64_t> units;
   const auto names = layer_parameter_names();
-  int64_t next = gathers_leftovers() ? 1 : 0;  // unit 0: the layers left over
+  int64_t next = gathers_leftovers(policy) ? 1 : 0;  // unit 0: the layers left over
   for (size_t i = 0; i < layers_.size(); ++i) {
     bool own = !names[i].empty();
-    if (unit_policy_.kind == UnitPolicy::Kind::Classes) {
-      const auto& classes = unit_policy_.classes;
+    if (policy.kind == UnitPolicy::Kind::Classes) {
+      const auto& classes = policy.classes;
       own = own && std::find(classes.begin(), classes.end(), layers_[i].type) != classes.end();
-    } else if (unit_policy_.kind == UnitPolicy::Kind::Size) {
+    } else if (policy.kind == UnitPolicy::Kind::Size) {
       int64_t numel = 0;  // as torch's module.parameters(): a tied layer counts its embedding's weight
       for (const auto& t : layer_tensors(i)) numel += t.numel();
-      own = own && numel >= unit_policy_.min_num_params;
+      own = own && numel >= policy.min_num_params;
     }
     units.push_back(own ? next++ : -1);
   }
   return units;
 }
 
-bool SpecModel::gathers_leftovers() const {
-  return unit_policy_.kind == UnitPolicy::Kind::Size || unit_policy_.kind == UnitPolicy::Kind::Classes;
+bool SpecModel::gathers_leftovers(const UnitPolicy& policy) {
+  return policy.kind == UnitPolicy::Kind::Size || policy.kind == UnitPolicy::Kind::Classes;
 }
 
 bool SpecModel::has_leftover_unit(const std::vector<int64_t>& units_of) const {

@@ -29,6 +29,10 @@ class SpecModel final : public Model {
   std::vector<std::vector<std::string>> parameter_units() const override;
   bool set_unit_hooks(UnitHooks hooks) override;
   void set_unit_policy(const UnitPolicy& policy) override;
+  // The layers `policy` makes units (every layer under NO_WRAP, as torch's
+  // apply_activation_checkpointing without a policy) are checkpointed.
+  size_t checkpoint_activations(const UnitPolicy& policy) override;
+  bool checkpoints_layer(size_t i) const { return layers_.at(i).checkpoint; }
 
  protected:
   // Generates a TorchScript module with the same layers, names and current values.
@@ -53,12 +57,17 @@ class SpecModel final : public Model {
   UnitHooks hooks_;
   std::vector<std::vector<size_t>> units_of_layer_;  // the units whose parameters each layer computes with
   UnitPolicy unit_policy_;
-  // Per layer, its unit in parameter_units() (-1: none of its own, or unit 0 under a size policy).
-  std::vector<int64_t> unit_of_layer() const;
-  bool gathers_leftovers() const;  // the policy leaves layers to unit 0 (sizes, classes)
+  // Per layer, its unit in parameter_units() under `policy` (-1: none of its own, or unit 0 under
+  // a size policy).
+  std::vector<int64_t> unit_of_layer(const UnitPolicy& policy) const;
+  std::vector<int64_t> unit_of_layer() const { return unit_of_layer(unit_policy_); }
+  static bool gathers_leftovers(const UnitPolicy& policy);  // the policy leaves layers to unit 0 (sizes, classes)
+  bool gathers_leftovers() const { return gathers_leftovers(unit_policy_); }
   // Whether the policy wraps some layers and leaves others to unit 0, gathered around the whole forward.
   bool has_leftover_unit(const std::vector<int64_t>& units_of) const;
   bool leftover_unit_ = false;  // has_leftover_unit, as of set_unit_hooks (forward reads it)
+  // Fails unless `policy` can apply here (a positive size; classes that are layer types).
+  void check_unit_policy(const UnitPolicy& policy) const;
 };
 
 }  // namespace acc

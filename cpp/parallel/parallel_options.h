@@ -31,6 +31,9 @@ struct ShardingOptions {
   int64_t min_num_params = 0;
   // Module classes (comma-separated), FSDP's transformer_layer_cls_to_wrap.
   std::string transformer_cls_to_wrap;
+  // FSDP's activation_checkpointing: the modules the wrap policy names (stage 3's units) are
+  // recomputed in backward instead of keeping their activations; any stage, DDP too.
+  bool activation_checkpointing = false;
   // Checkpoints: "FULL_STATE_DICT" (consolidated) or "SHARDED_STATE_DICT" (per process).
   std::string state_dict_type = "FULL_STATE_DICT";
   bool full_state_dict() const { return state_dict_type == "FULL_STATE_DICT"; }

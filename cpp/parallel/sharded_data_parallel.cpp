@@ -27,6 +27,8 @@ void free_storage(const at::Tensor& full) {
 
 constexpr int64_t kGatherChunk = int64_t{1} << 20;  // elements per process and round (4 MiB of fp32)
 
+}  // namespace
+
 // FSDP's auto-wrap settings as Accelerate reads them: SIZE_BASED_WRAP with min_num_params 0 wraps
 // nothing (one unit); TRANSFORMER_BASED_WRAP, or no policy, with classes named wraps those.
 UnitPolicy unit_policy(const ShardingOptions& options) {
@@ -48,8 +50,6 @@ UnitPolicy unit_policy(const ShardingOptions& options) {
   }
   return policy;
 }
-
-}  // namespace
 
 ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distributed> dist,
                                          ShardingOptions options, DataParallelOptions data_parallel,

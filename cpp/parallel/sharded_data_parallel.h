@@ -41,6 +41,10 @@
 
 namespace acc {
 
+// FSDP's auto_wrap_policy from the options: stage 3's units, and what activation_checkpointing
+// recomputes.
+UnitPolicy unit_policy(const ShardingOptions& options);
+
 class ShardedDataParallel final : public ParallelEngine {
  public:
   // Broadcasts parameters and buffers from rank 0, flattens the trainable parameters into units and

@@ -490,3 +490,19 @@ TEST(LocalSgd, ScopesAreCheckedAndShardingIsRefused) {
   acc_model_free(raw);
   acc_accelerator_free(a);
 }
+
+// The activation_checkpointing option (FSDP's fsdp_activation_checkpointing) checkpoints a spec
+// model's layers, which then train as without; a TorchScript model cannot honour it and says so.
+TEST(Accelerator, ActivationCheckpointingNeedsASpecModel) {
+  acc_accelerator* a = acc_test::make_accelerator({{"cpu", "1"}, {"activation_checkpointing", "true"}});
+  acc_model *raw = nullptr, *model = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript((acc_test::data_dir() + "/classifier.pt").c_str(), &raw));
+  ACC_EXPECT_ERROR(acc_prepare_model(a, raw, ACC_PLACEMENT_DEFAULT, &model), ACC_ERR_UNSUPPORTED,
+                   "fsdp_activation_checkpointing");
+  acc_model_free(raw);
+  ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":3,"out_features":2}])", &raw));
+  ACC_ASSERT_OK(acc_prepare_model(a, raw, ACC_PLACEMENT_DEFAULT, &model));
+  acc_model_free(model);
+  acc_model_free(raw);
+  acc_accelerator_free(a);
+}

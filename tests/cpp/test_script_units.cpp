@@ -2,6 +2,7 @@
 // calls, unit 0 for what it reads itself, hooks run around each call and the output unchanged.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 
 #include "common/error.h"
 #include "model/script_model.h"
+#include "model/spec_model.h"
 
 namespace {
 
@@ -234,4 +236,39 @@ TEST(SpecUnits, SizePolicyMakesUnitsOfLargeLayers) {
   EXPECT_EQ(model->parameter_units(),
             (Units{{"0.weight"}, {"1.weight", "1.bias"}, {"3.weight", "3.bias"}, {"4.weight", "4.bias"}}));
   EXPECT_THROW(model->set_unit_policy(classes({"LlamaDecoderLayer"})), acc::Error);
+}
+
+// FSDP's activation_checkpointing on a layer-spec model: the layers the wrap policy makes units
+// are recomputed in backward; a TorchScript model cannot re-run its modules from outside.
+TEST(ActivationCheckpointing, TheWrapPolicysLayersAreCheckpointed) {
+  const char* const spec = R"([{"type":"linear","in_features":4,"out_features":8},{"type":"tanh"},
+      {"type":"layernorm","normalized_shape":8},{"type":"linear","in_features":8,"out_features":2}])";
+  auto checkpointed = [&](const acc::UnitPolicy& policy) {
+    auto model = acc::model_from_spec(spec);
+    auto& layers = dynamic_cast<acc::SpecModel&>(*model);
+    const size_t count = model->checkpoint_activations(policy);
+    std::vector<bool> flags;
+    for (size_t i = 0; i < 4; ++i) flags.push_back(layers.checkpoints_layer(i));
+    EXPECT_EQ(count, static_cast<size_t>(std::count(flags.begin(), flags.end(), true)));
+    return flags;
+  };
+  EXPECT_EQ(checkpointed(acc::UnitPolicy{}), (std::vector<bool>{true, false, true, true})) << "layers with parameters";
+  acc::UnitPolicy classes;
+  classes.kind = acc::UnitPolicy::Kind::Classes;
+  classes.classes = {"linear"};
+  EXPECT_EQ(checkpointed(classes), (std::vector<bool>{true, false, false, true}));
+  acc::UnitPolicy whole;
+  whole.kind = acc::UnitPolicy::Kind::Whole;
+  EXPECT_EQ(checkpointed(whole), (std::vector<bool>{true, true, true, true})) << "no policy: every module";
+  EXPECT_EQ(checkpointed(by_size(20)), (std::vector<bool>{true, false, false, false})) << "40, 16 and 18 parameters";
+  classes.classes = {"conv2d"};
+  EXPECT_THROW(checkpointed(classes), acc::Error) << "a class the model lacks";
+
+  try {
+    fixture("classifier.pt")->checkpoint_activations(acc::UnitPolicy{});
+    ADD_FAILURE() << "a TorchScript model was checkpointed";
+  } catch (const acc::Error& e) {
+    EXPECT_EQ(e.status(), acc::Status::Unsupported);
+    EXPECT_NE(std::string(e.what()).find("fsdp_activation_checkpointing"), std::string::npos) << e.what();
+  }
 }

@@ -27,6 +27,7 @@ const char* const kVariables[] = {"ACCELERATE_USE_FSDP", "FSDP_SHARDING_STRATEGY
                                   "FSDP_MIN_NUM_PARAMS", "ACCELERATE_GRADIENT_CLIPPING", "ACCELERATE_MIXED_PRECISION",
                                   "ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "ACCELERATE_CONFIG_FILE",
                                   "FSDP_CPU_RAM_EFFICIENT_LOADING", "ACCELERATE_DEEPSPEED_ZERO3_INIT", "RANK",
+                                  "FSDP_ACTIVATION_CHECKPOINTING",
                                   "WORLD_SIZE", "HF_HOME"};
 
 // Each test starts with none of the variables (and no config file to find).
@@ -388,8 +389,16 @@ num_processes: 2
 // Accelerate's variables, which make models built outside the main process placeholders.
 TEST_F(Sharding, OnlyTheMainProcessLoadsWhereTheConfigAsks) {
   const auto fsdp = acc::parse_config_text(
-      "distributed_type: FSDP\nfsdp_config:\n  fsdp_cpu_ram_efficient_loading: true\nnum_processes: 2\n", "fsdp.yaml");
+      "distributed_type: FSDP\nfsdp_config:\n  fsdp_cpu_ram_efficient_loading: true\n"
+      "  fsdp_activation_checkpointing: true\nnum_processes: 2\n", "fsdp.yaml");
   EXPECT_EQ(fsdp.sharding_env.at("FSDP_CPU_RAM_EFFICIENT_LOADING"), "true");
+  EXPECT_EQ(fsdp.sharding_env.at("FSDP_ACTIVATION_CHECKPOINTING"), "true");
+  for (const auto& [name, value] : fsdp.sharding_env) setenv(name.c_str(), value.c_str(), 1);
+  EXPECT_TRUE(resolve().sharding.activation_checkpointing) << "the launcher's variable reaches the option";
+  EXPECT_FALSE(resolve({{"activation_checkpointing", "false"}}).sharding.activation_checkpointing) << "the program wins";
+  unsetenv("ACCELERATE_USE_FSDP");
+  unsetenv("FSDP_CPU_RAM_EFFICIENT_LOADING");
+  unsetenv("FSDP_ACTIVATION_CHECKPOINTING");
   for (const auto& w : fsdp.warnings) EXPECT_EQ(w.find("cpu_ram_efficient_loading"), std::string::npos) << w;
   const auto ds = acc::parse_config_text(
       "distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 3\n  zero3_init_flag: true\nnum_processes: 2\n",

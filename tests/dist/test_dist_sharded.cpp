@@ -107,6 +107,7 @@ struct Settings {
   const char* min_num_params = "0";
   const char* gradient_clipping = "0";  // the option: each optimizer step clips first
   bool main_process_loads = false;  // the model is built under FSDP_CPU_RAM_EFFICIENT_LOADING
+  bool activation_checkpointing = false;  // the option (FSDP's fsdp_activation_checkpointing)
 };
 
 // Sets launcher variables for its lifetime, then restores what was there (a run under
@@ -154,7 +155,8 @@ struct Job {
         {"offload_params", s.offload && stage > 0 ? "true" : "false"},
         {"hybrid_shard", s.hybrid && stage > 0 ? "true" : "false"},
         {"min_num_params", s.min_num_params},
-        {"gradient_clipping", s.gradient_clipping}};
+        {"gradient_clipping", s.gradient_clipping},
+        {"activation_checkpointing", s.activation_checkpointing ? "true" : "false"}};
     if (s.wrap_policy) options.emplace_back("auto_wrap_policy", s.wrap_policy);
     acc = acc_test::make_accelerator(options);
     EXPECT_EQ(acc_set_seed(11), ACC_OK);
@@ -409,6 +411,20 @@ TEST(Sharded, SgdWithMomentumAndFrozenParameters) {
     EXPECT_EQ(before.at("0.weight"), after.at("0.weight")) << "a frozen parameter changed";
     EXPECT_NE(before.at("2.weight"), after.at("2.weight")) << "a trainable parameter did not change";
   }
+}
+
+// FSDP's activation_checkpointing recomputes the wrap policy's layers in backward: the same
+// weights, step by step, under DDP and every stage (a tied transformer included).
+TEST(Sharded, ActivationCheckpointingOptionTrainsAsWithout) {
+  Settings plain, checkpointed;
+  checkpointed.activation_checkpointing = true;
+  for (int stage : {0, 1, 2, 3}) expect_trains_like(plain, stage, checkpointed, 4);
+  Settings gpt, gpt_checkpointed;
+  gpt.spec = gpt_checkpointed.spec = kTiedGpt;
+  gpt.tokens = gpt_checkpointed.tokens = true;
+  gpt.algorithm = gpt_checkpointed.algorithm = "sgd";
+  gpt_checkpointed.activation_checkpointing = true;
+  for (int stage : {0, 3}) expect_trains_like(gpt, stage, gpt_checkpointed, 3);
 }
 
 TEST(Sharded, CheckpointedLayersTrainAsThePlainModelUnderDdpAndEveryStage) {
