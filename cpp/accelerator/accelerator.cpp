@@ -94,8 +94,11 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
   if (config_.sharding.activation_checkpointing) model->checkpoint_activations(unit_policy(config_.sharding));
   const bool weights_pending = model->weights_pending();
   if (weights_pending) {
-    require(dist_ != nullptr, "the model has no weights on this process (cpu_ram_efficient_loading / zero3_init_flag ",
-            "built it so), but this accelerator runs no process group to receive them from the main process");
+    require(dist_ != nullptr && (parallel_training || main_process_loads_weights()),
+            "the model has no weights on this process (cpu_ram_efficient_loading / zero3_init_flag built it so), but ",
+            dist_ ? "the job no longer asks for main-process loading (FSDP_CPU_RAM_EFFICIENT_LOADING / "
+                    "ACCELERATE_DEEPSPEED_ZERO3_INIT), so the other processes would not send them"
+                  : "this accelerator runs no process group to receive them from the main process");
     model->materialize_weights(place ? c10::optional<at::Device>(device_) : c10::nullopt, !shards_first);
   }
   if (place && !shards_first) model->to(device_, c10::nullopt);
@@ -109,8 +112,10 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
   }
   if (weights_pending) model->weights_arrived();  // stage 3 filled its shards
   if (place && shards_first) model->to(device_, c10::nullopt);  // frozen parameters and buffers
-  // Engines take every process's weights from the main process; without one, that is done here.
-  if (weights_pending && !parallel) {
+  // Engines take every process's weights from the main process. A model with nothing to train has
+  // none: where the job asks for main-process loading, every process (the main one too, which
+  // never awaits weights) joins a broadcast of them here.
+  if (dist_ && !parallel && main_process_loads_weights()) {
     std::vector<at::Tensor> state;
     for (const auto& entry : model->state_dict()) state.push_back(entry.second);
     broadcast_in_place(*dist_, state, "prepare_model (the main process's weights)");

@@ -219,12 +219,20 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   return c;
 }
 
-bool builds_placeholder_weights() {
+bool main_process_loads_weights() {
   try {
     const auto request = sharding_from_environment(env);
-    return request && request->main_process_loads && detect_process_env().rank > 0;
+    return request && request->main_process_loads;
   } catch (const Error&) {
     return false;  // a malformed variable: the accelerator names it when made; a model is built whole
+  }
+}
+
+bool builds_placeholder_weights() {
+  try {
+    return main_process_loads_weights() && detect_process_env().rank > 0;
+  } catch (const Error&) {
+    return false;
   }
 }
 

@@ -64,5 +64,7 @@ AcceleratorConfig resolve_accelerator_config(const Options& options);
 // the launcher's variables ask for FSDP's cpu_ram_efficient_loading or DeepSpeed's zero3_init_flag
 // (what transformers' from_pretrained reads too) and this is not the main process (RANK > 0).
 bool builds_placeholder_weights();
+// Whether the launcher's variables ask for that, on any process.
+bool main_process_loads_weights();
 
 }  // namespace acc

@@ -486,6 +486,32 @@ TEST(Sharded, OnlyTheMainProcessBuildsTheWeights) {
     acc_tensor_list_free(state);
     acc_model_free(model);
   }
+  {  // A model with nothing to train: no engine, the weights still arrive (evaluation on every process).
+    acc_model *model = nullptr, *prepared = nullptr;
+    acc_accelerator* acc = acc_test::make_accelerator({});
+    ASSERT_EQ(acc_set_seed(static_cast<uint64_t>(5 + g_rank)), ACC_OK);  // each process would build other weights
+    std::unique_ptr<ScopedVariables> loading(main_process_loads_scope(true));  // the launcher's, all along
+    ASSERT_EQ(acc_model_from_spec(kShardNet, &model), ACC_OK);
+    size_t frozen = 0;
+    ASSERT_EQ(acc_model_set_requires_grad(model, "*", 0, &frozen), ACC_OK) << acc_last_error_message();
+    ASSERT_EQ(acc_prepare_model(acc, model, ACC_PLACEMENT_DEFAULT, &prepared), ACC_OK) << acc_last_error_message();
+    acc_tensor *weight = nullptr, *from_main = nullptr;
+    ASSERT_EQ(acc_model_parameter(prepared, "2.weight", &weight), ACC_OK) << acc_last_error_message();
+    ASSERT_EQ(acc_broadcast(acc, weight, 0, "2.weight", &from_main), ACC_OK);
+    EXPECT_EQ(to_floats(weight), to_floats(from_main)) << "this process did not receive the main process's weights";
+    for (acc_tensor* t : {weight, from_main}) acc_tensor_free(t);
+    acc_model_free(prepared);
+    acc_model_free(model);
+    // A pending model prepared once the job no longer asks for it: refused, not left waiting.
+    ASSERT_EQ(acc_model_from_spec(kShardNet, &model), ACC_OK);
+    ASSERT_EQ(acc_model_set_requires_grad(model, "*", 0, &frozen), ACC_OK);
+    loading.reset();
+    EXPECT_EQ(acc_prepare_model(acc, model, ACC_PLACEMENT_DEFAULT, &prepared),
+              g_rank == 0 ? ACC_OK : ACC_ERR_INVALID_ARGUMENT);
+    if (g_rank == 0) acc_model_free(prepared);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
   Settings s;
   s.main_process_loads = true;
   for (int stage : {0, 1, 2, 3}) expect_trains_like(Settings{}, stage, s, 4);
