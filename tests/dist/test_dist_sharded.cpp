@@ -1153,14 +1153,30 @@ TEST(ShardedFault, ADeadOrStalledPeerIsNamed) {
   const char* at_env = std::getenv("ACC_TEST_FAULT_AT");
   if (!mode || !at_env) GTEST_SKIP() << "set ACC_TEST_FAULT (exit, stall) and ACC_TEST_FAULT_AT (the fault tests run on their own)";
   const std::string at = at_env;
-  const int stage = at == "forward" ? 3 : at == "step" ? 1 : 2;
-  Job job(stage, Settings{});
-  job.micro_step();  // every process alive
   auto fail_here = [&] {
     if (std::string(mode) == "exit") _exit(0);  // dies without a word
     std::this_thread::sleep_for(std::chrono::seconds(8));  // stalls past the others' timeout
     _exit(0);
   };
+  auto expect_named = [](acc_status status, const std::string& expected) {
+    const std::string message = acc_last_error_message();
+    EXPECT_TRUE(status == ACC_ERR_TIMEOUT || status == ACC_ERR_ABORTED) << acc_status_name(status) << ": " << message;
+    EXPECT_NE(message.find(expected), std::string::npos) << "expected '" << expected << "' in: " << message;
+    std::printf("%s: %s\n", acc_status_name(status), message.c_str());
+    std::fflush(stdout);
+    _exit(testing::Test::HasFailure() ? 1 : 0);  // the group is broken: no clean teardown to wait for
+  };
+  if (at == "prepare") {  // stage 3 broadcasts the main process's units into the shards
+    acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", "3"}});
+    acc_model *model = nullptr, *prepared = nullptr;
+    ASSERT_EQ(acc_model_from_spec(kShardNet, &model), ACC_OK);
+    if (g_rank == 1) fail_here();
+    expect_named(acc_prepare_model(acc, model, ACC_PLACEMENT_DEFAULT, &prepared),
+                 "collective 'prepare_model (initial parameters of unit 0 of 3)'");
+  }
+  const int stage = at == "forward" ? 3 : at == "step" ? 1 : 2;
+  Job job(stage, Settings{});
+  job.micro_step();  // every process alive
   const bool dies_before_forward = at == "forward" || at == "backward";
   if (g_rank == 1 && dies_before_forward) fail_here();
   acc_tensor* x = floats(std::vector<float>(12, 0.5f), {4, 3});
@@ -1184,10 +1200,5 @@ TEST(ShardedFault, ADeadOrStalledPeerIsNamed) {
     status = acc_optimizer_step(job.opt);
     expected = "collective 'optimizer step (gathering the updated parameter shards)'";
   }
-  const std::string message = acc_last_error_message();
-  EXPECT_TRUE(status == ACC_ERR_TIMEOUT || status == ACC_ERR_ABORTED) << acc_status_name(status) << ": " << message;
-  EXPECT_NE(message.find(expected), std::string::npos) << "expected '" << expected << "' in: " << message;
-  std::printf("%s: %s\n", acc_status_name(status), message.c_str());
-  std::fflush(stdout);
-  _exit(testing::Test::HasFailure() ? 1 : 0);  // the group is broken: no clean teardown to wait for
+  expect_named(status, expected);
 }
