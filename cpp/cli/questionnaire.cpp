@@ -147,6 +147,8 @@ SettingMap ask_fsdp(Asker& ask) {
   fsdp["fsdp_cpu_ram_efficient_loading"] =
       ask.yes_no("Do you want to enable CPU RAM efficient model loading (only the main process builds the weights)?",
                  true) ? "true" : "false";
+  fsdp["fsdp_activation_checkpointing"] =
+      ask.yes_no("Do you want to enable FSDP activation checkpointing?", false) ? "true" : "false";
   return fsdp;
 }
 

@@ -19,8 +19,9 @@ printf '1\n1\n2\nno\nno\nno\nbf16\n3\n' | "$acc" config --config_file "$HF_HOME/
 grep -qx "distributed_type: MULTI_CPU" "$HF_HOME/asked.yaml" || fail "answers not saved"
 grep -qx "gradient_accumulation_steps: 3" "$HF_HOME/asked.yaml" || fail "answers not saved"
 
-# FSDP's questions: strategy, offload, wrap policy, state dict type, CPU RAM efficient loading.
-printf '1\n1\n2\nno\nno\nyes\n1\nno\n2\n0\nyes\nno\n1\n' |
+# FSDP's questions: strategy, offload, wrap policy, state dict type, CPU RAM efficient loading,
+# activation checkpointing.
+printf '1\n1\n2\nno\nno\nyes\n1\nno\n2\n0\nyes\nno\nno\n1\n' |
   "$acc" config --config_file "$HF_HOME/fsdp.yaml" >/dev/null || fail "config (FSDP questions)"
 grep -qx "distributed_type: FSDP" "$HF_HOME/fsdp.yaml" || fail "FSDP not chosen"
 grep -qx "  fsdp_cpu_ram_efficient_loading: true" "$HF_HOME/fsdp.yaml" || fail "cpu_ram_efficient_loading not saved"

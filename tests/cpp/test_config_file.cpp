@@ -302,8 +302,9 @@ TEST_F(Config, TheAcceleratorReadsTheFileLast) {
 TEST_F(Config, QuestionsMakeShardedConfigs) {
   std::ostringstream out;
   // multi-CPU, 1 machine, 2 processes, no debug, no DeepSpeed, FSDP: SHARD_GRAD_OP, no offload,
-  // SIZE_BASED_WRAP of 1000, SHARDED_STATE_DICT, no CPU RAM efficient loading; no mixed precision, 1 step.
-  std::istringstream fsdp_answers("1\n\n2\n\n\nyes\n1\n\n1\n1000\n1\nno\n\n\n");
+  // SIZE_BASED_WRAP of 1000, SHARDED_STATE_DICT, no CPU RAM efficient loading, activation
+  // checkpointing; no mixed precision, 1 step.
+  std::istringstream fsdp_answers("1\n\n2\n\n\nyes\n1\n\n1\n1000\n1\nno\nyes\n\n\n");
   auto f = acc::ask_cluster_config(fsdp_answers, out, false, 0);
   EXPECT_EQ(f.distributed_type, "FSDP");
   EXPECT_TRUE(f.use_cpu);
@@ -312,6 +313,7 @@ TEST_F(Config, QuestionsMakeShardedConfigs) {
   EXPECT_EQ(f.sharding_env.at("FSDP_MIN_NUM_PARAMS"), "1000");
   EXPECT_EQ(f.sharding_env.at("FSDP_STATE_DICT_TYPE"), "SHARDED_STATE_DICT");
   EXPECT_EQ(f.sharding_env.at("FSDP_CPU_RAM_EFFICIENT_LOADING"), "false");
+  EXPECT_EQ(f.sharding_env.at("FSDP_ACTIVATION_CHECKPOINTING"), "true");
   write(default_file(), acc::config_to_yaml(f));
   const auto reread = acc::load_config_file(default_file().string());
   EXPECT_EQ(reread.distributed_type, "FSDP");
