@@ -2,26 +2,12 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <map>
 #include <set>
 
 #include "common/error.h"
+#include "config/sharding_config.h"
 
 namespace acc {
-namespace {
-
-// A strategy, by name or by the enum's number (older Accelerate writes numbers), as FSDP2's
-// reshard_after_forward; none when `value` names no strategy.
-std::optional<bool> reshards_after_forward(const std::string& value) {
-  static const std::map<std::string, bool> strategies = {
-      {"FULL_SHARD", true}, {"SHARD_GRAD_OP", false}, {"NO_SHARD", false}, {"HYBRID_SHARD", true},
-      {"HYBRID_SHARD_ZERO2", false}, {"1", true}, {"2", false}, {"3", false}, {"4", true}, {"5", false}};
-  auto it = strategies.find(value);
-  if (it == strategies.end()) return std::nullopt;
-  return it->second;
-}
-
-}  // namespace
 
 ClusterConfig convert_to_fsdp2(const ClusterConfig& config, const std::string& origin, std::vector<std::string>& notes) {
   auto section = config.other.find("fsdp_config");
@@ -46,7 +32,7 @@ ClusterConfig convert_to_fsdp2(const ClusterConfig& config, const std::string& o
     } else if (key == "fsdp_forward_prefetch") {
       notes.push_back(key + " is not implemented in FSDP2: left out");
     } else if (key == "fsdp_sharding_strategy" || key == "fsdp_reshard_after_forward") {
-      const auto reshard = value.IsScalar() ? reshards_after_forward(value.Scalar()) : std::nullopt;
+      const auto reshard = value.IsScalar() ? fsdp_reshards_after_forward(value.Scalar()) : std::nullopt;
       if (reshard) converted["fsdp_reshard_after_forward"] = *reshard;
       else converted["fsdp_reshard_after_forward"] = value;
     } else if (key != "fsdp_version") {

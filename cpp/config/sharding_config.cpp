@@ -54,16 +54,24 @@ bool flag(const Source& from, const std::string& name, const std::string& value)
   return *b;
 }
 
-// FSDP's sharding strategy by name or by the enum's number (older Accelerate writes numbers).
-std::string fsdp_strategy(const Source& from, const std::string& name, const std::string& value) {
+// FSDP's sharding strategy by name or by the enum's number (older Accelerate writes numbers); none
+// when `value` names no strategy.
+std::optional<std::string> known_fsdp_strategy(const std::string& value) {
   static const std::map<std::string, std::string> numbers = {
       {"1", "FULL_SHARD"}, {"2", "SHARD_GRAD_OP"}, {"3", "NO_SHARD"}, {"4", "HYBRID_SHARD"}, {"5", "HYBRID_SHARD_ZERO2"}};
   std::string strategy = numbers.count(value) ? numbers.at(value) : value;
   if (strategy == "_HYBRID_SHARD_ZERO2") strategy = "HYBRID_SHARD_ZERO2";  // torch's enum name
-  require(strategy == "FULL_SHARD" || strategy == "SHARD_GRAD_OP" || strategy == "NO_SHARD" ||
-              strategy == "HYBRID_SHARD" || strategy == "HYBRID_SHARD_ZERO2",
-          from.say(name, value), ": must be FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD or HYBRID_SHARD_ZERO2");
-  return strategy;
+  if (strategy == "FULL_SHARD" || strategy == "SHARD_GRAD_OP" || strategy == "NO_SHARD" || strategy == "HYBRID_SHARD" ||
+      strategy == "HYBRID_SHARD_ZERO2")
+    return strategy;
+  return std::nullopt;
+}
+
+std::string fsdp_strategy(const Source& from, const std::string& name, const std::string& value) {
+  auto strategy = known_fsdp_strategy(value);
+  require(strategy.has_value(), from.say(name, value),
+          ": must be FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, HYBRID_SHARD or HYBRID_SHARD_ZERO2");
+  return *strategy;
 }
 
 int64_t fsdp_stage(const std::string& strategy) {
@@ -151,6 +159,12 @@ std::string ignored_in_file(const std::string& where, const std::string& key) {
 }
 
 }  // namespace
+
+std::optional<bool> fsdp_reshards_after_forward(const std::string& strategy) {
+  const auto known = known_fsdp_strategy(strategy);
+  if (!known) return std::nullopt;
+  return fsdp_stage(*known) == 3;
+}
 
 const std::vector<std::string>& auto_wrap_policies() {
   static const std::vector<std::string> policies = {"TRANSFORMER_BASED_WRAP", "SIZE_BASED_WRAP", "NO_WRAP"};

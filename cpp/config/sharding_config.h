@@ -60,6 +60,10 @@ struct ShardingRequest {
 // ACC_ERR_UNSUPPORTED; keys that tune DeepSpeed's engine are reported in `warnings`.
 SettingMap deepspeed_file_settings(const std::string& path, std::vector<std::string>& warnings);
 
+// An FSDP1 sharding strategy (by name or the enum's number) as FSDP2's reshard_after_forward:
+// true for FULL_SHARD and HYBRID_SHARD, false for the others; none when it names no strategy.
+std::optional<bool> fsdp_reshards_after_forward(const std::string& strategy);
+
 // A variable's value; none when it is unset or empty.
 using VariableLookup = std::function<std::optional<std::string>(const char* name)>;
 
