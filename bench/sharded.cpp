@@ -13,6 +13,8 @@
 //   - the peak of live tensor bytes from building the model through acc_prepare, on the main
 //     process and on the others: with FSDP's cpu_ram_efficient_loading only the main process builds
 //     the weights, and stage 3 keeps only the shards of what it is given.
+// Then the same MLP fine-tuned with LoRA adapters (r 8) on every linear layer, its base frozen: DDP
+// against stage 3, which shards the frozen base too (their ratios are against DDP + LoRA).
 // Every variant is measured twice, the second pass in reverse order (memory: the smaller peak).
 //
 //   accelerate-launch --num_processes N bench_sharded [--quick]
@@ -52,6 +54,8 @@ struct Run {
   const char* offload;
   const char* wrap_policy = nullptr;  // auto_wrap_policy; none: the spec's layers are the units
   bool main_process_loads = false;   // built under FSDP_CPU_RAM_EFFICIENT_LOADING
+  bool lora = false;                 // LoRA adapters on every linear layer, the base frozen
+  size_t baseline = 0;               // the run its ratios are against
   double mib = 1e300;      // live tensor bytes, MiB
   double prepare_mib = 1e300;  // live tensor bytes from building the model through prepare, MiB
   double rss_mib = 1e300;  // resident memory, MiB
@@ -82,6 +86,15 @@ void measure(Run& run, const std::vector<int64_t>& widths, int steps, int64_t ra
   OK(acc_model_from_spec(mlp_spec(widths).c_str(), &model));
   unsetenv("ACCELERATE_USE_FSDP");
   unsetenv("FSDP_CPU_RAM_EFFICIENT_LOADING");
+  if (run.lora) {
+    std::string targets;
+    for (size_t i = 0; i + 1 < widths.size(); ++i) targets += (i ? "," : "") + std::to_string(2 * i);
+    acc_options* lora = nullptr;
+    OK(acc_options_create(ACC_OPTIONS_LORA, &lora));
+    OK(acc_options_set_int(lora, "r", 8));
+    OK(acc_model_add_lora(model, targets.c_str(), lora, nullptr));
+    acc_options_free(lora);
+  }
   OK(acc_optimizer_create(model, "adamw", nullptr, &opt));
   OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
   run.prepare_mib = std::min(run.prepare_mib, static_cast<double>(counting()->peak() - tensors_before) / (1 << 20));
@@ -138,7 +151,9 @@ int main(int argc, char** argv) {
                            {"ZeRO-3", "3", "false"},
                            {"ZeRO-3 + offload", "3", "true"},
                            {"ZeRO-3 NO_WRAP", "3", "false", "NO_WRAP"},
-                           {"ZeRO-3, main loads", "3", "false", nullptr, true}};
+                           {"ZeRO-3, main loads", "3", "false", nullptr, true},
+                           {"DDP + LoRA", "0", "false", nullptr, false, true, 7},
+                           {"ZeRO-3 + LoRA", "3", "false", nullptr, false, true, 7}};
   // Two passes, the second in reverse order, so that a machine that gets busier or quieter during
   // the run does not favour the variants measured first.
   for (auto& run : runs) measure(run, widths, quick ? 2 : 5, rank);
@@ -177,14 +192,19 @@ int main(int argc, char** argv) {
                 static_cast<long long>(world), params / 1e6, static_cast<long long>(kRows));
     std::printf("%-18s %12s %8s %10s %8s %10s %8s\n", "", "tensors MiB", "vs DDP", "RSS MiB", "vs DDP", "step ms",
                 "vs DDP");
-    for (const auto& run : runs)
-      std::printf("%-18s %12.0f %8.3f %10.0f %8.3f %10.1f %8.3f\n", run.name, run.mib, run.mib / runs[0].mib,
-                  run.rss_mib, run.rss_mib / runs[0].rss_mib, run.us / 1000, run.us / runs[0].us);
+    for (const auto& run : runs) {
+      const Run& base = runs[run.baseline];
+      if (&run == &base && run.baseline) std::printf("\nLoRA (r 8) on every linear layer, the base frozen\n");
+      std::printf("%-18s %12.0f %8.3f %10.0f %8.3f %10.1f %8.3f\n", run.name, run.mib, run.mib / base.mib,
+                  run.rss_mib, run.rss_mib / base.rss_mib, run.us / 1000, run.us / base.us);
+    }
     std::printf("\nbuilding the model and preparing it: peak live tensor MiB (vs DDP's main process)\n");
     std::printf("%-18s %14s %8s %16s %8s\n", "", "main process", "vs DDP", "others (largest)", "vs DDP");
-    for (size_t i = 0; i < runs.size(); ++i)
-      std::printf("%-18s %14.0f %8.3f %16.0f %8.3f\n", runs[i].name, prepare_main[i], prepare_main[i] / prepare_main[0],
-                  prepare_others[i], prepare_others[i] / prepare_main[0]);
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const size_t base = runs[i].baseline;
+      std::printf("%-18s %14.0f %8.3f %16.0f %8.3f\n", runs[i].name, prepare_main[i],
+                  prepare_main[i] / prepare_main[base], prepare_others[i], prepare_others[i] / prepare_main[base]);
+    }
   }
   acc_accelerator_free(job);
   return 0;

@@ -46,15 +46,15 @@ void Model::make_weights_pending() {
   weights_pending_ = true;
 }
 
-void Model::materialize_weights(c10::optional<at::Device> device, bool trainable_too) {
+void Model::materialize_weights(c10::optional<at::Device> device, bool parameters_too) {
   if (!weights_pending_) return;
   auto fill = [&](at::Tensor& t) {
     if (is_placeholder(t)) t.set_data(at::empty(t.sizes(), t.options().device(device.value_or(t.device()))));
   };
-  for (auto& entry : named_parameters())
-    if (trainable_too || !entry.second.requires_grad()) fill(entry.second);
+  if (parameters_too)
+    for (auto& entry : named_parameters()) fill(entry.second);
   for (auto& entry : named_buffers()) fill(entry.second);
-  weights_pending_ = !trainable_too;
+  weights_pending_ = !parameters_too;
 }
 
 void Model::require_weights(const char* action) const {

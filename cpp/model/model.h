@@ -18,10 +18,14 @@ namespace acc {
 
 // Called around each unit's forward (see Model::set_unit_hooks): sharded data parallelism's stage 3
 // gathers a unit's parameters just before it runs and frees them after; `after` may return the
-// output with a gradient hook attached.
+// output with a gradient hook attached. `inputs` (optional) is given every tensor a call of a
+// module takes, after `before` for the call's units and before it runs (stage 3 learns from their
+// gradients when the call's backward is done with its frozen parameters); a model that cannot
+// name a call's inputs does not call it.
 struct UnitHooks {
   std::function<void(size_t unit)> before;
   std::function<at::Tensor(size_t unit, const at::Tensor& output)> after;
+  std::function<void(const std::vector<size_t>& units, const std::vector<at::Tensor>& inputs)> inputs;
 };
 
 class Model {
@@ -89,10 +93,10 @@ class Model {
   void make_weights_pending();
   bool weights_pending() const { return weights_pending_; }
   // Gives the placeholders storage on `device` (default: where they are), uninitialised (a
-  // broadcast fills them next), and ends pending; with `trainable_too` false the trainable
-  // parameters stay placeholders and the model pending (stage 3 fills its shards straight from the
-  // main process, then calls weights_arrived).
-  void materialize_weights(c10::optional<at::Device> device, bool trainable_too);
+  // broadcast fills them next), and ends pending; with `parameters_too` false only the buffers get
+  // it and the model stays pending (stage 3 fills its shards straight from the main process, then
+  // calls weights_arrived).
+  void materialize_weights(c10::optional<at::Device> device, bool parameters_too);
   void weights_arrived() { weights_pending_ = false; }
   // Fails (NotInitialized) while the weights are pending: `action` would read them.
   void require_weights(const char* action) const;

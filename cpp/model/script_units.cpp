@@ -19,6 +19,7 @@ namespace {
 
 const char* const kBegin = "acc_internal::unit_begin";
 const char* const kEnd = "acc_internal::unit_end";
+const char* const kInputs = "acc_internal::unit_inputs";
 
 struct Installed {
   std::vector<std::vector<size_t>> site_units;
@@ -63,6 +64,17 @@ void register_markers() {
           stack.emplace_back(std::move(output));
         },
         c10::AliasAnalysisKind::CONSERVATIVE));
+    torch::jit::registerOperator(torch::jit::Operator(
+        std::string(kInputs) + "(Tensor[] inputs, int token, int site) -> ()",
+        [](torch::jit::Stack& stack) {
+          const int64_t site = stack.back().toInt();
+          const int64_t token = stack[stack.size() - 2].toInt();
+          const std::vector<at::Tensor> inputs = stack[stack.size() - 3].toTensorVector();
+          stack.resize(stack.size() - 3);
+          if (auto entry = installed().find(token); entry && entry->hooks.inputs)
+            entry->hooks.inputs(units_of_site(*entry, site), inputs);
+        },
+        c10::AliasAnalysisKind::CONSERVATIVE));
   });
 }
 
@@ -88,12 +100,52 @@ bool single_tensor_result(const torch::jit::Node* call) {
   return call->outputs().size() == 1 && call->output()->type()->kind() == c10::TypeKind::TensorType;
 }
 
-// Puts a begin marker of `site` before `call` and, for a single tensor result, an end marker on it.
-void mark(torch::jit::Graph& graph, torch::jit::Node* call, int64_t token, int64_t site) {
+// Whether a value of this type can hold no tensor (an int, a list of floats, None, ...).
+bool holds_no_tensor(const c10::TypePtr& type) {
+  switch (type->kind()) {
+    case c10::TypeKind::IntType:
+    case c10::TypeKind::FloatType:
+    case c10::TypeKind::BoolType:
+    case c10::TypeKind::StringType:
+    case c10::TypeKind::NoneType:
+    case c10::TypeKind::NumberType:
+    case c10::TypeKind::DeviceObjType:
+      return true;
+    case c10::TypeKind::ListType:
+    case c10::TypeKind::TupleType:
+    case c10::TypeKind::OptionalType:
+    case c10::TypeKind::DictType: {
+      const auto contained = type->containedTypes();
+      return std::all_of(contained.begin(), contained.end(), [](const c10::TypePtr& t) { return holds_no_tensor(t); });
+    }
+    default:
+      return false;
+  }
+}
+
+// Before `call` (after its begin marker): the inputs marker, passing every tensor the call takes,
+// where each argument is a tensor or holds none (else the call's inputs go unreported).
+void mark_inputs(torch::jit::Graph& graph, torch::jit::Node* call, torch::jit::Value* token_value,
+                 torch::jit::Value* site_value) {
+  std::vector<torch::jit::Value*> tensors;
+  for (size_t i = 1; i < call->inputs().size(); ++i) {  // input 0: the module
+    torch::jit::Value* input = call->input(i);
+    if (input->type()->kind() == c10::TypeKind::TensorType) tensors.push_back(input);
+    else if (!holds_no_tensor(input->type())) return;
+  }
+  torch::jit::Node* list = graph.createList(c10::TensorType::get(), tensors);
+  list->insertBefore(call);
+  graph.create(c10::Symbol::fromQualString(kInputs), {list->output(), token_value, site_value}, 0)->insertBefore(call);
+}
+
+// Puts a begin marker of `site` before `call` and, for a single tensor result, an end marker on it;
+// `report_inputs`: the inputs marker too.
+void mark(torch::jit::Graph& graph, torch::jit::Node* call, int64_t token, int64_t site, bool report_inputs) {
   torch::jit::WithInsertPoint point(call);
   torch::jit::Value* token_value = graph.insertConstant(token);
   torch::jit::Value* site_value = graph.insertConstant(site);
   graph.create(c10::Symbol::fromQualString(kBegin), {token_value, site_value}, 0)->insertBefore(call);
+  if (report_inputs) mark_inputs(graph, call, token_value, site_value);
   if (!single_tensor_result(call)) return;
   torch::jit::Node* end = graph.create(c10::Symbol::fromQualString(kEnd), {call->output(), token_value, site_value}, 1);
   end->output()->setType(call->output()->type());
@@ -328,7 +380,8 @@ ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token
     if (!call) break;
     auto path = call->kind() == c10::prim::CallMethod ? paths.find(call->input(0)) : paths.end();
     if (path != paths.end() && wrapped.count(path->second) && single_tensor_result(call)) {
-      mark(*graph, call, token, static_cast<int64_t>(site_path.size()));
+      // A region's body runs its nested units, whose gradients the inputs marker would not wait for.
+      mark(*graph, call, token, static_cast<int64_t>(site_path.size()), /*report_inputs=*/false);
       site_path.push_back(path->second);
       region.push_back(true);
     }
@@ -338,7 +391,7 @@ ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token
   find_calls(graph->block(), module_paths(*graph), calls);
   for (const auto& [call, path] : calls) {
     if (!wrapped.count(path)) continue;
-    mark(*graph, call, token, static_cast<int64_t>(site_path.size()));
+    mark(*graph, call, token, static_cast<int64_t>(site_path.size()), /*report_inputs=*/true);
     site_path.push_back(path);
     region.push_back(false);
   }

@@ -1,8 +1,9 @@
 // Stage 3's units of a TorchScript model (sharded data parallelism gathers a unit's parameters just
 // before it runs and frees them after). A scripted forward cannot be paused from outside, so the
 // units follow the submodules its forward calls directly (`self.blocks[0](x)`, `self.head(h)`): a
-// copy of the forward graph gets a marker before each such call and one on its tensor result, which
-// run the model's UnitHooks (model/model.h). Unit 0 holds the parameters the forward reads itself
+// copy of the forward graph gets a marker before each such call, one passing the tensors it takes
+// (where every argument is a tensor or holds none), and one on its tensor result, which run the
+// model's UnitHooks (model/model.h). Unit 0 holds the parameters the forward reads itself
 // (`self.pos`) and those of submodules it never calls directly; it is gathered for the whole forward.
 // A forward the markers cannot follow (a submodule passed to a function, a method of the module
 // itself called) keeps one unit for the whole model. A policy (model/unit_policy.h) chooses other

@@ -93,6 +93,7 @@ NamedTensors SpecModel::forward(const std::vector<at::Tensor>& inputs) {
     const std::vector<size_t> no_units;
     const auto& units = hooks_.before ? units_of_layer_[i] : no_units;
     for (size_t unit : units) hooks_.before(unit);
+    if (!units.empty() && hooks_.inputs) hooks_.inputs(units, in);
     at::Tensor y = layers_[i].checkpoint ? checkpointed_forward(run, in, layer_tensors(i)) : run(in);
     for (size_t unit : units) y = hooks_.after(unit, y);
     outputs[i] = y;

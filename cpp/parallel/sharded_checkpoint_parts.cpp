@@ -96,10 +96,7 @@ class ShardedWeightsPart final : public CheckpointPart {
       state_.clear();
       return;
     }
-    NamedTensors tensors;
-    for (size_t u = 0; u < engine_->shard_params().size(); ++u)
-      tensors.emplace_back("unit." + std::to_string(u), engine_->shard_params()[u]);
-    for (const auto& entry : engine_->replicated_state_dict()) tensors.push_back(entry);
+    const NamedTensors tensors = engine_->shard_state_dict();
     save_safetensors(path, tensors, shard_metadata(*engine_, tensors, save_id(), {{"format", "pt"}}));
   }
   StagedLoad load(const std::string& path) const override {

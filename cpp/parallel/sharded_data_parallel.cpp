@@ -74,16 +74,13 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
       peers_ = groups.peers;
     }
   }
-  // Stage 3 broadcasts the trainable parameters unit by unit as it shards them (below), so that no
-  // process ever holds its whole model twice, nor (on a GPU) once.
+  // Stage 3 shards the frozen parameters too, and broadcasts every parameter unit by unit as it
+  // shards it (flatten), so that no process ever holds its whole model twice, nor (on a GPU) once.
   std::vector<at::Tensor> replicated;
   for (const auto& entry : model_->named_parameters()) {
-    if (!entry.second.requires_grad() || options_.stage < 3) replicated.push_back(entry.second);
-    if (!entry.second.requires_grad()) continue;
-    index_.emplace(entry.first, params_.size());
-    params_.push_back(entry.second);
-    names_.push_back(entry.first);
-    shapes_.push_back(entry.second.sizes().vec());
+    const bool trainable = entry.second.requires_grad();
+    if (options_.stage < 3) replicated.push_back(entry.second);
+    if (trainable || options_.stage == 3) (trainable ? trainable_ : frozen_).add(entry.first, entry.second);
   }
   for (const auto& entry : model_->named_buffers()) buffers_.push_back(entry.second);
   replicated.insert(replicated.end(), buffers_.begin(), buffers_.end());
@@ -95,73 +92,30 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
   std::vector<std::vector<size_t>> units;
   if (options_.stage == 1) {
     units.emplace_back();
-    for (size_t i = 0; i < params_.size(); ++i) units.back().push_back(i);
+    for (size_t i = 0; i < trainable_.params.size(); ++i) units.back().push_back(i);
   } else if (options_.stage == 2) {
-    units = ddp_buckets(params_, data_parallel_.bucket_cap_mb * 1024 * 1024).first;
+    units = ddp_buckets(trainable_.params, data_parallel_.bucket_cap_mb * 1024 * 1024).first;
     std::reverse(units.begin(), units.end());  // the model's order; reductions go last unit first
   } else {
-    std::vector<bool> placed(params_.size(), false);
-    for (const auto& names : model_->parameter_units()) {
-      units.emplace_back();
-      for (const auto& name : names) {
-        auto it = index_.find(name);
-        if (it == index_.end() || placed[it->second]) continue;  // frozen (replicated), or already placed
-        placed[it->second] = true;
-        units.back().push_back(it->second);
-      }
-      if (units.back().empty()) units.pop_back();
-    }
-    for (size_t i = 0; i < params_.size(); ++i)
-      require(placed[i], "sharding: parameter '", names_[i], "' is in none of the model's units");
+    units = flat_units_of_model(trainable_);
+    if (!frozen_.params.empty())
+      frozen_.layout = std::make_unique<FlatLayout>(frozen_.params, flat_units_of_model(frozen_), shard_world_,
+                                                    shard_rank_);
   }
-  layout_ = std::make_unique<FlatLayout>(params_, units, shard_world_, shard_rank_);
+  trainable_.layout = std::make_unique<FlatLayout>(trainable_.params, units, shard_world_, shard_rank_);
 
-  at::NoGradGuard no_grad;
-  const int64_t rank = shard_rank_;
   // A model built with placeholder weights (Model::make_weights_pending) gets every value from the
-  // main process's broadcast below: nothing of its own to copy.
+  // main process's broadcast: nothing of its own to copy.
   const bool from_main_process = options_.stage == 3 && model_->weights_pending();
-  gathered_.assign(layout_->units().size(), options_.stage < 3);
-  accumulators_.resize(params_.size());
-  for (size_t u = 0; u < layout_->units().size(); ++u) {
-    const FlatUnit& unit = layout_->units()[u];
-    const at::Tensor& first = params_[unit.params.front()];
-    // Stage 3 flattens the unit where the model will train (`device`), straight from where it was
-    // built: the device receives this process's shard and one unit at a time, never the model.
-    const auto options = first.options().device(options_.stage == 3 ? device.value_or(first.device()) : first.device());
-    at::Tensor full = at::zeros({unit.padded()}, options);
-    for (size_t k = 0; k < unit.params.size() && !from_main_process; ++k) {
-      const at::Tensor& p = params_[unit.params[k]];
-      full.narrow(0, unit.offsets[k], p.numel()).copy_(p.reshape({-1}));
-    }
-    if (options_.stage == 3)
-      broadcast_in_place(*dist_, {full}, concat("prepare_model (initial parameters of unit ", u, " of ",
-                                                layout_->units().size(), ")"));
-    const at::Tensor mine = full.narrow(0, unit.my_begin(rank), unit.slice);
-    const at::Tensor host = offload_ ? at::empty({unit.slice}, host_options(unit.dtype)).copy_(mine) : at::Tensor();
-    if (options_.stage == 3) shard_params_.push_back(offload_ ? host : mine.clone());
-    else if (offload_) host_master_.push_back(host);
-    if (offload_) host_grads_.push_back(at::zeros({unit.slice}, host_options(unit.dtype)));
-    for (size_t k = 0; k < unit.params.size(); ++k) {
-      at::Tensor& p = params_[unit.params[k]];
-      p.set_data(full.narrow(0, unit.offsets[k], p.numel()).view(p.sizes()));
-      if (options_.stage < 3) continue;
-      // Stage 3 starts released: the parameters are emptied (their storage freed). Their gradient
-      // accumulators are made first, while they have their shapes and the device: autograd checks
-      // every gradient against what the accumulator recorded.
-      accumulators_[unit.params[k]] = torch::autograd::impl::grad_accumulator(p);
-      p.set_data(at::empty({0}, options));
-    }
-    if (options_.stage == 3) free_storage(full);
-    full_.push_back(full);
-    if (options_.stage >= 2) shard_grads_.push_back(at::zeros({unit.slice}, options));
-  }
-  for (const auto& piece : layout_->pieces()) {
-    const FlatUnit& unit = layout_->units()[piece.unit];
+  accumulators_.resize(trainable_.params.size());
+  flatten(trainable_, device, from_main_process);
+  if (frozen_.layout) flatten(frozen_, device, from_main_process);
+  for (const auto& piece : trainable_.layout->pieces()) {
+    const FlatUnit& unit = trainable_.layout->units()[piece.unit];
     const int64_t in_slice = piece.shard_pos - unit.shard_offset;
-    if (options_.stage == 3) pieces_.push_back(shard_params_[piece.unit].narrow(0, in_slice, piece.length));
+    if (options_.stage == 3) pieces_.push_back(trainable_.shards[piece.unit].narrow(0, in_slice, piece.length));
     else if (offload_) pieces_.push_back(host_master_[piece.unit].narrow(0, in_slice, piece.length));
-    else pieces_.push_back(full_[piece.unit].narrow(0, unit.offsets[piece.slot] + piece.begin, piece.length));
+    else pieces_.push_back(trainable_.full[piece.unit].narrow(0, unit.offsets[piece.slot] + piece.begin, piece.length));
   }
 
   if (options_.stage == 1) reducer_ = std::make_unique<DataParallel>(model_, dist_, data_parallel_);
@@ -169,8 +123,8 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
   if (options_.stage == 1) return;
   // Reductions start from the gradient accumulators' hooks, as DDP's Reducer does; the accumulators
   // are kept alive so that the hooks stay.
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (!accumulators_[i]) accumulators_[i] = torch::autograd::impl::grad_accumulator(params_[i]);
+  for (size_t i = 0; i < trainable_.params.size(); ++i) {
+    if (!accumulators_[i]) accumulators_[i] = torch::autograd::impl::grad_accumulator(trainable_.params[i]);
     hook_keys_.push_back(accumulators_[i]->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
         [this, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
           on_gradient_ready(i);
@@ -182,38 +136,106 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
         "the model is sharded at rest (zero_stage 3): no process holds its whole parameters, so a TorchScript "
         "file would hold empty tensors; write the full weights with acc_save_model (every process calls it) and "
         "load them into an unprepared model to export it");
-    // The model's units map onto the layout's (a unit of mixed dtypes became several).
-    std::vector<std::vector<size_t>> layout_units;
-    for (const auto& names : model_->parameter_units()) {
-      layout_units.emplace_back();
-      for (const auto& name : names) {
-        auto it = index_.find(name);
-        if (it == index_.end()) continue;  // frozen
-        const size_t u = layout_->unit_of(it->second);
-        if (std::find(layout_units.back().begin(), layout_units.back().end(), u) == layout_units.back().end())
-          layout_units.back().push_back(u);
+    install_unit_hooks();
+  }
+}
+
+std::vector<std::vector<size_t>> ShardedDataParallel::flat_units_of_model(const FlatSet& set) const {
+  std::vector<std::vector<size_t>> units;
+  std::vector<bool> placed(set.params.size(), false);
+  for (const auto& names : model_->parameter_units()) {
+    units.emplace_back();
+    for (const auto& name : names) {
+      auto it = set.index.find(name);
+      if (it == set.index.end() || placed[it->second]) continue;  // in the other set, or already placed
+      placed[it->second] = true;
+      units.back().push_back(it->second);
+    }
+    if (units.back().empty()) units.pop_back();
+  }
+  for (size_t i = 0; i < set.params.size(); ++i)
+    require(placed[i], "sharding: parameter '", set.names[i], "' is in none of the model's units");
+  return units;
+}
+
+void ShardedDataParallel::flatten(FlatSet& set, std::optional<at::Device> device, bool from_main_process) {
+  at::NoGradGuard no_grad;
+  const bool trainable = &set == &trainable_, stage3 = options_.stage == 3;
+  const size_t count = set.layout->units().size();
+  set.gathered.assign(count, !stage3);
+  for (size_t u = 0; u < count; ++u) {
+    const FlatUnit& unit = set.layout->units()[u];
+    const at::Tensor& first = set.params[unit.params.front()];
+    // Stage 3 flattens the unit where the model will train (`device`), straight from where it was
+    // built: the device receives this process's shard and one unit at a time, never the model.
+    const auto options = first.options().device(stage3 ? device.value_or(first.device()) : first.device());
+    at::Tensor full = at::zeros({unit.padded()}, options);
+    for (size_t k = 0; k < unit.params.size() && !from_main_process; ++k) {
+      const at::Tensor& p = set.params[unit.params[k]];
+      full.narrow(0, unit.offsets[k], p.numel()).copy_(p.reshape({-1}));
+    }
+    if (stage3)
+      broadcast_in_place(*dist_, {full}, concat("prepare_model (initial parameters of ", set.what, " ", u, " of ",
+                                                count, ")"));
+    const at::Tensor mine = full.narrow(0, unit.my_begin(shard_rank_), unit.slice);
+    const at::Tensor host = offload_ ? at::empty({unit.slice}, host_options(unit.dtype)).copy_(mine) : at::Tensor();
+    if (stage3) set.shards.push_back(offload_ ? host : mine.clone());
+    else if (offload_) host_master_.push_back(host);
+    if (offload_ && trainable) host_grads_.push_back(at::zeros({unit.slice}, host_options(unit.dtype)));
+    for (size_t k = 0; k < unit.params.size(); ++k) {
+      at::Tensor& p = set.params[unit.params[k]];
+      p.set_data(full.narrow(0, unit.offsets[k], p.numel()).view(p.sizes()));
+      if (!stage3) continue;
+      // Stage 3 starts released: the parameters are emptied (their storage freed). Their gradient
+      // accumulators are made first, while they have their shapes and the device: autograd checks
+      // every gradient against what the accumulator recorded.
+      if (trainable) accumulators_[unit.params[k]] = torch::autograd::impl::grad_accumulator(p);
+      p.set_data(at::empty({0}, options));
+    }
+    if (stage3) free_storage(full);
+    set.full.push_back(full);
+    if (trainable && options_.stage >= 2) shard_grads_.push_back(at::zeros({unit.slice}, options));
+  }
+}
+
+void ShardedDataParallel::install_unit_hooks() {
+  // The model's units map onto the flat units (a unit of mixed dtypes became several).
+  const auto model_units = model_->parameter_units();
+  auto flat_units = [&](const FlatSet& set) {
+    std::vector<std::vector<size_t>> of(model_units.size());
+    for (size_t m = 0; m < model_units.size() && set.layout; ++m) {
+      for (const auto& name : model_units[m]) {
+        auto it = set.index.find(name);
+        if (it == set.index.end()) continue;
+        const size_t u = set.layout->unit_of(it->second);
+        if (std::find(of[m].begin(), of[m].end(), u) == of[m].end()) of[m].push_back(u);
       }
     }
-    auto gather_all = [this](const std::vector<size_t>& units, const char* phase) {
-      for (size_t u : units) gather(u, phase);
+    return of;
+  };
+  trainable_of_unit_ = flat_units(trainable_);
+  frozen_of_unit_ = flat_units(frozen_);
+  UnitHooks hooks{[this](size_t m) { gather_model_unit(m, "forward"); },
+                  [this](size_t m, const at::Tensor& output) {
+                    if (m >= trainable_of_unit_.size()) return output;
+                    // The last unit's backward comes first: it stays gathered for it (as FSDP's root does).
+                    if (m + 1 < trainable_of_unit_.size() || !output.requires_grad()) release_model_unit(m);
+                    if (frozen_release_) frozen_release_->call_output(m, output.requires_grad());
+                    // Before the unit's backward its parameters are gathered again (the last unit's
+                    // too: another forward, one without gradients, may have released it meanwhile).
+                    if (output.requires_grad())
+                      output.register_hook([this, m](const at::Tensor&) { gather_model_unit(m, "backward"); });
+                    return output;
+                  },
+                  {}};
+  if (frozen_.layout) {
+    frozen_release_ = std::make_shared<FrozenReleaseTracker>(frozen_of_unit_, trainable_of_unit_, frozen_.units(),
+                                                             [this](size_t f) { release(frozen_, f); });
+    hooks.inputs = [this](const std::vector<size_t>& units, const std::vector<at::Tensor>& inputs) {
+      frozen_release_->call_inputs(units, inputs);
     };
-    model_has_unit_hooks_ = model_->set_unit_hooks(UnitHooks{
-        [layout_units, gather_all](size_t m) {
-          if (m < layout_units.size()) gather_all(layout_units[m], "forward");
-        },
-        [this, layout_units, gather_all](size_t m, const at::Tensor& output) {
-          if (m >= layout_units.size()) return output;
-          // The last unit's backward comes first: it stays gathered for it (as FSDP's root does).
-          if (m + 1 < layout_units.size() || !output.requires_grad())
-            for (size_t u : layout_units[m]) release(u);
-          // Before the unit's backward its parameters are gathered again (the last unit's too:
-          // another forward, one without gradients, may have released it meanwhile).
-          if (output.requires_grad())
-            output.register_hook(
-                [gather_all, units = layout_units[m]](const at::Tensor&) { gather_all(units, "backward"); });
-          return output;
-        }});
   }
+  model_has_unit_hooks_ = model_->set_unit_hooks(std::move(hooks));
 }
 
 ShardedDataParallel::~ShardedDataParallel() {
@@ -227,11 +249,12 @@ void ShardedDataParallel::before_forward(bool sync) {
   const bool training = at::GradMode::is_enabled() && model_->is_training();
   if (training) {
     sync_ = sync;
+    if (frozen_release_) frozen_release_->forward_begins();
     if (data_parallel_.broadcast_buffers && !buffers_.empty())
       broadcast_in_place(*dist_, buffers_, "forward (buffers)");
   }
   if (options_.stage == 3 && !model_has_unit_hooks_)
-    for (size_t u = 0; u < gathered_.size(); ++u) gather(u, "forward");
+    gather_all("forward");
 }
 
 void ShardedDataParallel::after_forward(const NamedTensors& outputs, bool sync) {
@@ -245,12 +268,9 @@ void ShardedDataParallel::after_forward(const NamedTensors& outputs, bool sync) 
     if (!entry.second.requires_grad()) continue;
     backward_follows = true;
     if (!model_has_unit_hooks_)
-      entry.second.register_hook([this](const at::Tensor&) {
-        for (size_t u = 0; u < gathered_.size(); ++u) gather(u, "backward");
-      });
+      entry.second.register_hook([this](const at::Tensor&) { gather_all("backward"); });
   }
-  if (!backward_follows)
-    for (size_t u = 0; u < gathered_.size(); ++u) release(u);
+  if (!backward_follows) release_all();
 }
 
 void ShardedDataParallel::sync_next_backward() {
@@ -272,18 +292,18 @@ at::TensorOptions ShardedDataParallel::host_options(at::ScalarType dtype) const 
 // In-place writes through a parameter (load_state_dict's copy_) bump its version counter; ours into
 // the flat vectors (the write-back, the all-gathers) do not: set_data left each parameter its own.
 bool ShardedDataParallel::parameters_written_since_host_copy() const {
-  for (size_t i = 0; i < params_.size(); ++i)
-    if (params_[i]._version() != param_versions_[i]) return true;
+  for (size_t i = 0; i < trainable_.params.size(); ++i)
+    if (trainable_.params[i]._version() != param_versions_[i]) return true;
   return false;
 }
 
 void ShardedDataParallel::remember_parameter_versions() {
   param_versions_.clear();
-  for (const auto& p : params_) param_versions_.push_back(p._version());
+  for (const auto& p : trainable_.params) param_versions_.push_back(p._version());
 }
 
 at::Tensor ShardedDataParallel::my_slice(size_t unit, const at::Tensor& full) const {
-  const FlatUnit& u = layout_->units()[unit];
+  const FlatUnit& u = trainable_.layout->units()[unit];
   return full.narrow(0, u.my_begin(shard_rank_), u.slice);
 }
 
@@ -308,51 +328,77 @@ void ShardedDataParallel::allgather_into(const at::Tensor& full, const at::Tenso
 // autograd keeps views of the parameters it saved in forward (a linear layer's transposed weight),
 // which would otherwise hold every unit's full parameters until the backward; the gather before a
 // unit's backward refills that same storage.
-void ShardedDataParallel::gather(size_t unit, const char* phase) {
-  if (gathered_[unit]) return;
+void ShardedDataParallel::gather(FlatSet& set, size_t unit, const char* phase) {
+  if (set.gathered[unit]) return;
   at::NoGradGuard no_grad;
-  const FlatUnit& u = layout_->units()[unit];
-  at::Tensor& full = full_[unit];
+  const FlatUnit& u = set.layout->units()[unit];
+  at::Tensor& full = set.full[unit];
   c10::StorageImpl* storage = full.storage().unsafeGetStorageImpl();
   const size_t bytes = static_cast<size_t>(full.numel()) * full.element_size();
   if (storage->nbytes() < bytes) {
     storage->set_data_ptr(storage->allocator()->allocate(bytes));
     storage->set_nbytes(bytes);
   }
-  const at::Tensor& shard = shard_params_[unit];  // offloaded: staged to the device first
+  const at::Tensor& shard = set.shards[unit];  // offloaded: staged to the device first
   allgather_into(full, shard.device() == full.device() ? shard : shard.to(full.device(), /*non_blocking=*/true),
-                 concat(phase, " (zero_stage 3: gathering unit ", unit, " of ", gathered_.size(), ")"));
+                 concat(phase, " (zero_stage 3: gathering ", set.what, " ", unit, " of ", set.units(), ")"));
   for (size_t k = 0; k < u.params.size(); ++k) {
-    const auto& shape = shapes_[u.params[k]];
-    params_[u.params[k]].set_data(full.narrow(0, u.offsets[k], c10::multiply_integers(shape)).view(shape));
+    const auto& shape = set.shapes[u.params[k]];
+    set.params[u.params[k]].set_data(full.narrow(0, u.offsets[k], c10::multiply_integers(shape)).view(shape));
   }
-  gathered_[unit] = true;
+  set.gathered[unit] = true;
 }
 
-void ShardedDataParallel::release(size_t unit) {
-  if (!gathered_[unit]) return;
-  const FlatUnit& u = layout_->units()[unit];
+void ShardedDataParallel::release(FlatSet& set, size_t unit) {
+  if (!set.gathered[unit]) return;
+  const FlatUnit& u = set.layout->units()[unit];
   for (size_t k : u.params) {
-    at::Tensor& p = params_[k];
+    at::Tensor& p = set.params[k];
     // An empty tensor: a stray read of a released parameter is a shape error, never a wild pointer.
     p.set_data(at::empty({0}, p.options()));
   }
-  free_storage(full_[unit]);
-  gathered_[unit] = false;
+  free_storage(set.full[unit]);
+  set.gathered[unit] = false;
+}
+
+void ShardedDataParallel::gather_model_unit(size_t m, const char* phase) {
+  if (m >= trainable_of_unit_.size()) return;
+  for (size_t u : trainable_of_unit_[m]) gather(trainable_, u, phase);
+  for (size_t f : frozen_of_unit_[m]) gather(frozen_, f, phase);
+}
+
+void ShardedDataParallel::release_model_unit(size_t m) {
+  if (m >= trainable_of_unit_.size()) return;
+  for (size_t u : trainable_of_unit_[m]) release(trainable_, u);
+  for (size_t f : frozen_of_unit_[m]) release(frozen_, f);
+}
+
+void ShardedDataParallel::gather_all(const char* phase) {
+  for (size_t u = 0; u < trainable_.units(); ++u) gather(trainable_, u, phase);
+  for (size_t f = 0; f < frozen_.units(); ++f) gather(frozen_, f, phase);
+}
+
+void ShardedDataParallel::release_all() {
+  for (size_t u = 0; u < trainable_.units(); ++u) release(trainable_, u);
+  for (size_t f = 0; f < frozen_.units(); ++f) release(frozen_, f);
+}
+
+at::Tensor& ShardedDataParallel::shard_of(size_t u) {
+  return u < trainable_.shards.size() ? trainable_.shards[u] : frozen_.shards.at(u - trainable_.shards.size());
 }
 
 bool ShardedDataParallel::attach_piece_gradients() {
-  const auto& pieces = layout_->pieces();
+  const auto& pieces = trainable_.layout->pieces();
   // Attached once per step: the GradScaler divides each gradient tensor once, known by identity.
   if (!pieces_.empty() && pieces_.front().grad().defined()) return true;
   at::NoGradGuard no_grad;
   if (options_.stage == 1) {
     for (size_t i = 0; i < pieces.size(); ++i) {
-      const at::Tensor& grad = params_[pieces[i].param].grad();
+      const at::Tensor& grad = trainable_.params[pieces[i].param].grad();
       if (!grad.defined()) return false;
       at::Tensor mine = grad.reshape({-1}).narrow(0, pieces[i].begin, pieces[i].length);
       if (offload_) {
-        const FlatUnit& unit = layout_->units()[pieces[i].unit];
+        const FlatUnit& unit = trainable_.layout->units()[pieces[i].unit];
         mine = host_grads_[pieces[i].unit].narrow(0, pieces[i].shard_pos - unit.shard_offset, pieces[i].length).copy_(mine);
       }
       pieces_[i].mutable_grad() = mine;
@@ -364,7 +410,7 @@ bool ShardedDataParallel::attach_piece_gradients() {
     for (size_t u = 0; u < shard_grads_.size(); ++u) host_grads_[u].copy_(shard_grads_[u]);
   const std::vector<at::Tensor>& slices = offload_ ? host_grads_ : shard_grads_;
   for (size_t i = 0; i < pieces.size(); ++i) {
-    const FlatUnit& unit = layout_->units()[pieces[i].unit];
+    const FlatUnit& unit = trainable_.layout->units()[pieces[i].unit];
     pieces_[i].mutable_grad() =
         slices[pieces[i].unit].narrow(0, pieces[i].shard_pos - unit.shard_offset, pieces[i].length);
   }
@@ -381,22 +427,22 @@ std::vector<at::Tensor> ShardedDataParallel::piece_gradients() {
 void ShardedDataParallel::before_step() {
   if (host_master_.empty() || !parameters_written_since_host_copy()) return;
   at::NoGradGuard no_grad;
-  for (size_t u = 0; u < full_.size(); ++u) host_master_[u].copy_(my_slice(u, full_[u]));
+  for (size_t u = 0; u < trainable_.full.size(); ++u) host_master_[u].copy_(my_slice(u, trainable_.full[u]));
   remember_parameter_versions();
 }
 
 void ShardedDataParallel::after_step() {
   if (options_.stage == 3) return;  // the next forward gathers the stepped shards
   at::NoGradGuard no_grad;
-  for (size_t u = 0; u < full_.size(); ++u) {
+  for (size_t u = 0; u < trainable_.full.size(); ++u) {
     // From pinned memory the copy overlaps; the collective is ordered after it on the stream.
-    if (offload_) my_slice(u, full_[u]).copy_(host_master_[u], /*non_blocking=*/true);
-    allgather_into(full_[u], my_slice(u, full_[u]), "optimizer step (gathering the updated parameter shards)");
+    if (offload_) my_slice(u, trainable_.full[u]).copy_(host_master_[u], /*non_blocking=*/true);
+    allgather_into(trainable_.full[u], my_slice(u, trainable_.full[u]), "optimizer step (gathering the updated parameter shards)");
   }
 }
 
 void ShardedDataParallel::zero_grad() {
-  for (auto& p : params_) p.mutable_grad().reset();
+  for (auto& p : trainable_.params) p.mutable_grad().reset();
   for (auto& piece : pieces_) piece.mutable_grad().reset();
   grads_live_ = false;
 }

@@ -6,10 +6,12 @@
 //   stage 2 (ZeRO-2, SHARD_GRAD_OP): DDP's buckets are reduced during backward as their gradients
 //                     become ready; a process keeps only its slice of each averaged bucket and drops
 //                     the full gradients.
-//   stage 3 (ZeRO-3, FULL_SHARD): parameters are sharded at rest too; a unit's parameters are
-//                     gathered just before its forward and again before its backward, and freed
-//                     after each. Units: a spec model's layers; the submodules a TorchScript
-//                     forward calls (model/script_units.h).
+//   stage 3 (ZeRO-3, FULL_SHARD): parameters are sharded at rest too, frozen ones included (in
+//                     units of their own, never reduced); a unit's parameters are gathered just
+//                     before its forward and again before its backward, and freed after each (a
+//                     frozen unit's backward is followed by parallel/frozen_release.h). Units: a
+//                     spec model's layers; the submodules a TorchScript forward calls
+//                     (model/script_units.h).
 // Collectives: NCCL reduce-scatters and all-gathers flat tensors; Gloo has no reduce-scatter in
 // libtorch 1.13, so a bucket is all-reduced (DDP's traffic) and each process keeps its slice.
 // Hybrid sharding (FSDP's HYBRID_SHARD): the processes of each machine shard among themselves
@@ -36,6 +38,7 @@
 #include "model/model.h"
 #include "parallel/data_parallel.h"
 #include "parallel/flat_layout.h"
+#include "parallel/frozen_release.h"
 #include "parallel/parallel_engine.h"
 #include "state/distributed.h"
 
@@ -47,8 +50,8 @@ UnitPolicy unit_policy(const ShardingOptions& options);
 
 class ShardedDataParallel final : public ParallelEngine {
  public:
-  // Broadcasts parameters and buffers from rank 0, flattens the trainable parameters into units and
-  // (stage 3) frees everything but this process's shard.
+  // Broadcasts parameters and buffers from rank 0, flattens the trainable parameters (stage 3: and
+  // the frozen ones) into units and (stage 3) frees everything but this process's shard.
   // `data_parallel`: stage 1's Reducer; its bucket_cap_mb makes stage 2's buckets.
   // `device`: where stage 3 puts the shards and gathers units (default: where the parameters are);
   // the caller moves the rest of the model there afterwards, so the whole model never goes there.
@@ -64,18 +67,16 @@ class ShardedDataParallel final : public ParallelEngine {
   void join_end() override;
 
   const ShardingOptions& options() const { return options_; }
-  const FlatLayout& layout() const { return *layout_; }
+  const FlatLayout& layout() const { return *trainable_.layout; }
   const std::shared_ptr<Distributed>& distributed() const { return dist_; }
   // Whether this process writes its shard files (SHARDED_STATE_DICT): under hybrid sharding only
   // the first machine's processes do, the other machines holding the same shards.
   bool writes_shards() const { return !peers_ || dist_->rank() < shard_world_; }
   // The trainable parameters, in the model's order, and their names.
-  const std::vector<at::Tensor>& params() const { return params_; }
-  const std::vector<std::string>& names() const { return names_; }
-  const std::vector<std::vector<int64_t>>& shapes() const { return shapes_; }
-  bool is_trainable(const std::string& name) const { return index_.count(name) > 0; }
-  // Stage 3: each unit's slice of the parameters (what a SHARDED_STATE_DICT checkpoint holds).
-  const std::vector<at::Tensor>& shard_params() const { return shard_params_; }
+  const std::vector<at::Tensor>& params() const { return trainable_.params; }
+  const std::vector<std::string>& names() const { return trainable_.names; }
+  const std::vector<std::vector<int64_t>>& shapes() const { return trainable_.shapes; }
+  bool is_trainable(const std::string& name) const { return trainable_.index.count(name) > 0; }
   // 1-D tensors aliasing what this process owns of each parameter (layout().pieces() order): the
   // optimizer steps them in place.
   const std::vector<at::Tensor>& pieces() const { return pieces_; }
@@ -102,12 +103,14 @@ class ShardedDataParallel final : public ParallelEngine {
   void check_full_state_dict(const NamedTensors& state) const;
   // Copies full values in (each process keeps its slice under stage 3); checks first.
   void load_full_state_dict(const NamedTensors& state);
-  // The replicated part of the state: frozen parameters and buffers.
+  // The replicated part of the state: buffers, and below stage 3 the frozen parameters.
   NamedTensors replicated_state_dict() const;
   // Stage 3's shard layout as JSON, what merges shard files without the job (merge_shards.h):
   // {"units": [{"slice": S, "params": [[name, shape, offset], ...]}, ...], "order": [state names]}.
   std::string shard_layout_json() const;
-  // Stage 3's SHARDED_STATE_DICT: "unit.<u>" (this process's slice of unit u) plus the replicated state.
+  // Stage 3's SHARDED_STATE_DICT: "unit.<u>" (this process's slice of unit u: the trainable units,
+  // then the frozen ones, as in shard_layout_json) plus the replicated state.
+  NamedTensors shard_state_dict() const;
   void check_shard_state(const NamedTensors& state) const;
   void load_shard_state(const NamedTensors& state);
   // Makes the allgather public for consolidating optimizer state: `full` (every process's slice of
@@ -117,10 +120,44 @@ class ShardedDataParallel final : public ParallelEngine {
   }
 
  private:
+  // Parameters flattened unit by unit (parallel/flat_layout.h): the trainable ones, and under stage 3
+  // the frozen ones too, in units of their own (sharded as FSDP and DeepSpeed's ZeRO-3 shard them;
+  // never reduced or stepped).
+  struct FlatSet {
+    const char* what;  // how errors name its units: "unit", "frozen unit"
+    std::vector<at::Tensor> params;
+    std::vector<std::string> names;
+    std::unordered_map<std::string, size_t> index;  // name -> index into params
+    std::vector<std::vector<int64_t>> shapes;  // stage 3 empties the parameters at rest
+    std::unique_ptr<FlatLayout> layout;
+    // Each unit's full flat parameters (the parameters are views of it); under stage 3 its storage
+    // is empty while the unit is released.
+    std::vector<at::Tensor> full;
+    std::vector<at::Tensor> shards;  // stage 3: each unit's slice of the parameters
+    std::vector<bool> gathered;
+    size_t units() const { return full.size(); }
+    void add(const std::string& name, const at::Tensor& p) {
+      index.emplace(name, params.size());
+      params.push_back(p);
+      names.push_back(name);
+      shapes.push_back(p.sizes().vec());
+    }
+  };
+
   // stage 3: the unit's full parameters, from every process's slice (once); `phase` names the
   // collective in errors ("forward", "backward", ...)
-  void gather(size_t unit, const char* phase);
-  void release(size_t unit);  // stage 3: back to the shard only
+  void gather(FlatSet& set, size_t unit, const char* phase);
+  void release(FlatSet& set, size_t unit);  // stage 3: back to the shard only
+  void gather_model_unit(size_t m, const char* phase);
+  void release_model_unit(size_t m);
+  void gather_all(const char* phase);
+  void release_all();
+  // Construction: the model's units as indices into `set` (stage 3), and `set` flattened into them.
+  std::vector<std::vector<size_t>> flat_units_of_model(const FlatSet& set) const;
+  void flatten(FlatSet& set, std::optional<at::Device> device, bool from_main_process);
+  void install_unit_hooks();
+  // "unit.<u>" keys number the trainable units, then the frozen ones.
+  at::Tensor& shard_of(size_t u);
   // Gradient reduction (sharded_reduction.cpp).
   void on_gradient_ready(size_t param);
   void launch_reduction(size_t unit);
@@ -143,20 +180,16 @@ class ShardedDataParallel final : public ParallelEngine {
   int64_t shard_world_ = 1, shard_rank_ = 0;
   ShardingOptions options_;
   DataParallelOptions data_parallel_;
-  std::vector<at::Tensor> params_;
-  std::vector<std::string> names_;
-  std::unordered_map<std::string, size_t> index_;  // name -> index into params_
-  std::vector<std::vector<int64_t>> shapes_;  // stage 3 empties the parameters at rest
+  FlatSet trainable_{"unit"}, frozen_{"frozen unit"};
   std::vector<at::Tensor> buffers_;
-  std::unique_ptr<FlatLayout> layout_;
   std::vector<at::Tensor> pieces_;
   std::unique_ptr<DataParallel> reducer_;  // stage 1
-  // Each unit's full flat parameters (the parameters are views of it); under stage 3 its storage
-  // is empty while the unit is released.
-  std::vector<at::Tensor> full_;
-  // Stage 3: each unit's slice of the parameters; stages 2 and 3: of the averaged gradients.
-  std::vector<at::Tensor> shard_params_, shard_grads_;
-  std::vector<bool> gathered_;
+  // Stages 2 and 3: each unit's slice of the averaged gradients.
+  std::vector<at::Tensor> shard_grads_;
+  // Stage 3: the flat units (trainable, frozen) of each of the model's units, and when a frozen
+  // one may be freed during backward.
+  std::vector<std::vector<size_t>> trainable_of_unit_, frozen_of_unit_;
+  std::shared_ptr<FrozenReleaseTracker> frozen_release_;
   // Offload: stages 1-2 step `host_master_` (this process's slice of each unit, in host memory);
   // every stage steps on `host_grads_`, the averaged gradients' slices copied to the host.
   bool offload_ = false;

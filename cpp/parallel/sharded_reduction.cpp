@@ -15,7 +15,7 @@ constexpr size_t kReductionsInFlight = 2;
 }  // namespace
 
 void ShardedDataParallel::on_gradient_ready(size_t param) {
-  const size_t units = layout_->units().size();
+  const size_t units = trainable_.layout->units().size();
   if (!backward_started_) {
     backward_started_ = true;
     ready_count_.assign(units, 0);
@@ -24,10 +24,11 @@ void ShardedDataParallel::on_gradient_ready(size_t param) {
     add_to_grads_ = grads_live_;
     torch::autograd::Engine::get_default_engine().queue_callback([this] { finish_backward(); });
   }
-  const size_t unit = layout_->unit_of(param);
-  if (++ready_count_[unit] < layout_->units()[unit].params.size()) return;
+  const size_t unit = trainable_.layout->unit_of(param);
+  if (++ready_count_[unit] < trainable_.layout->units()[unit].params.size()) return;
+  if (frozen_release_) frozen_release_->trainable_ready(unit);
   if (!sync_) {  // local accumulation: the full gradients stay
-    if (options_.stage == 3) release(unit);
+    if (options_.stage == 3) release(trainable_, unit);
     return;
   }
   launched_[unit] = true;  // ready; launched below in order
@@ -38,7 +39,7 @@ void ShardedDataParallel::on_gradient_ready(size_t param) {
 
 void ShardedDataParallel::launch_reduction(size_t unit) {
   at::NoGradGuard no_grad;
-  const FlatUnit& u = layout_->units()[unit];
+  const FlatUnit& u = trainable_.layout->units()[unit];
   const double share = 1.0 / static_cast<double>(dist_->world_size());
   // Bounded memory: a backward that outruns the reductions waits for the oldest before adding one
   // (DDP's Reducer keeps every bucket; here each would be a unit's full gradients).
@@ -48,8 +49,8 @@ void ShardedDataParallel::launch_reduction(size_t unit) {
     if (options_.stage == 3 && dist_->backend() == Backend::Gloo) {
       // Stage 3 on Gloo all-reduces each gradient in place: no bucket, no second copy of the unit.
       for (size_t k = 0; k < u.params.size(); ++k) {
-        at::Tensor& p = params_[u.params[k]];
-        at::Tensor grad = p.grad().defined() ? p.grad() : at::zeros(shapes_[u.params[k]], full_[unit].options());
+        at::Tensor& p = trainable_.params[u.params[k]];
+        at::Tensor grad = p.grad().defined() ? p.grad() : at::zeros(trainable_.shapes[u.params[k]], trainable_.full[unit].options());
         p.mutable_grad().reset();
         grad.mul_(share);  // as DDP's Reducer: each process's share divided in before the sum
         std::vector<at::Tensor> list{grad};
@@ -59,7 +60,7 @@ void ShardedDataParallel::launch_reduction(size_t unit) {
     } else {
       at::Tensor bucket = at::zeros({u.padded()}, shard_grads_[unit].options());
       for (size_t k = 0; k < u.params.size(); ++k) {
-        at::Tensor& p = params_[u.params[k]];
+        at::Tensor& p = trainable_.params[u.params[k]];
         if (p.grad().defined()) bucket.narrow(0, u.offsets[k], p.grad().numel()).copy_(p.grad().reshape({-1}));
         p.mutable_grad().reset();  // the full gradient is not kept
       }
@@ -78,7 +79,7 @@ void ShardedDataParallel::launch_reduction(size_t unit) {
   } catch (...) {
     rethrow_collective_error(kReduce);
   }
-  if (options_.stage == 3) release(unit);
+  if (options_.stage == 3) release(trainable_, unit);
   pending_.push_back(std::move(pending));
 }
 
@@ -87,14 +88,14 @@ void ShardedDataParallel::finish_oldest_reduction() {
   pending_.erase(pending_.begin());
   for (const auto& work : p.works) wait_collective(work, kReduce);
   at::NoGradGuard no_grad;
-  const FlatUnit& u = layout_->units()[p.unit];
+  const FlatUnit& u = trainable_.layout->units()[p.unit];
   auto take = [&](const at::Tensor& into, const at::Tensor& from) {
     if (add_to_grads_) into.add_(from);
     else into.copy_(from);
   };
   if (p.tensors.size() == u.params.size() && options_.stage == 3 && dist_->backend() == Backend::Gloo) {
     // Per-parameter sums: this process's pieces of them.
-    for (const auto& piece : layout_->pieces()) {
+    for (const auto& piece : trainable_.layout->pieces()) {
       if (piece.unit != p.unit) continue;
       take(shard_grads_[p.unit].narrow(0, piece.shard_pos - u.shard_offset, piece.length),
            p.tensors[piece.slot].reshape({-1}).narrow(0, piece.begin, piece.length));
@@ -126,8 +127,8 @@ void ShardedDataParallel::finish_backward() {
     finish_reductions(true);
     grads_live_ = true;
   }
-  if (options_.stage == 3)
-    for (size_t u = 0; u < gathered_.size(); ++u) release(u);
+  if (options_.stage == 3) release_all();
+  if (frozen_release_) frozen_release_->backward_ended();
 }
 
 }  // namespace acc

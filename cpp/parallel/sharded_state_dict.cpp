@@ -13,11 +13,13 @@ namespace acc {
 NamedTensors ShardedDataParallel::full_state_dict() {
   if (options_.stage != 3) return model_->state_dict();
   std::unordered_map<std::string, at::Tensor> full;
-  for (size_t u = 0; u < gathered_.size(); ++u) {
-    const bool was_gathered = gathered_[u];
-    if (!was_gathered) gather(u, "full state dict");
-    for (size_t i : layout_->units()[u].params) full[names_[i]] = params_[i].detach().clone();
-    if (!was_gathered) release(u);
+  for (FlatSet* set : {&trainable_, &frozen_}) {
+    for (size_t u = 0; u < set->units(); ++u) {
+      const bool was_gathered = set->gathered[u];
+      if (!was_gathered) gather(*set, u, "full state dict");
+      for (size_t i : set->layout->units()[u].params) full[set->names[i]] = set->params[i].detach().clone();
+      if (!was_gathered) release(*set, u);
+    }
   }
   NamedTensors out;
   for (auto& entry : model_->state_dict()) {
@@ -32,20 +34,24 @@ void ShardedDataParallel::check_full_state_dict(const NamedTensors& state) const
     model_->check_state_dict(state, true);
     return;
   }
-  // The trainable parameters are empty at rest: their shapes are checked against the ones kept.
+  // The sharded parameters are empty at rest: their shapes are checked against the ones kept.
   std::unordered_map<std::string, at::Tensor> by_name(state.begin(), state.end());
   NamedTensors rest;
   for (const auto& entry : state) {
-    auto t = index_.find(entry.first);
-    if (t == index_.end()) {
+    const FlatSet* set = trainable_.index.count(entry.first) ? &trainable_
+                         : frozen_.index.count(entry.first) ? &frozen_
+                                                            : nullptr;
+    if (!set) {
       rest.push_back(entry);
       continue;
     }
-    require(entry.second.sizes() == c10::IntArrayRef(shapes_[t->second]), "'", entry.first, "' has shape ",
-            entry.second.sizes(), ", the model's is ", c10::IntArrayRef(shapes_[t->second]));
+    const auto& shape = set->shapes[set->index.at(entry.first)];
+    require(entry.second.sizes() == c10::IntArrayRef(shape), "'", entry.first, "' has shape ", entry.second.sizes(),
+            ", the model's is ", c10::IntArrayRef(shape));
   }
-  for (const auto& name : names_) require(by_name.count(name), "the state lacks '", name, "'");
-  // Strict over the rest: every frozen parameter and buffer, nothing unknown.
+  for (const FlatSet* set : {&trainable_, &frozen_})
+    for (const auto& name : set->names) require(by_name.count(name), "the state lacks '", name, "'");
+  // Strict over the rest: every buffer, nothing unknown.
   const NamedTensors live = replicated_state_dict();
   std::unordered_map<std::string, bool> known;
   for (const auto& entry : live) known[entry.first] = true;
@@ -63,27 +69,32 @@ void ShardedDataParallel::load_full_state_dict(const NamedTensors& state) {
   std::unordered_map<std::string, at::Tensor> by_name(state.begin(), state.end());
   NamedTensors rest;
   for (const auto& entry : state)
-    if (!index_.count(entry.first)) rest.push_back(entry);
+    if (!trainable_.index.count(entry.first) && !frozen_.index.count(entry.first)) rest.push_back(entry);
   model_->load_state_dict(rest, false);
   at::NoGradGuard no_grad;
-  for (size_t u = 0; u < shard_params_.size(); ++u) {
-    const FlatUnit& unit = layout_->units()[u];
-    at::Tensor full = at::zeros({unit.padded()}, shard_params_[u].options());
-    for (size_t k = 0; k < unit.params.size(); ++k) {
-      const at::Tensor& value = by_name.at(names_[unit.params[k]]);
-      full.narrow(0, unit.offsets[k], value.numel()).copy_(value.reshape({-1}));
+  for (FlatSet* set : {&trainable_, &frozen_}) {
+    for (size_t u = 0; u < set->shards.size(); ++u) {
+      const FlatUnit& unit = set->layout->units()[u];
+      at::Tensor full = at::zeros({unit.padded()}, set->shards[u].options());
+      for (size_t k = 0; k < unit.params.size(); ++k) {
+        const at::Tensor& value = by_name.at(set->names[unit.params[k]]);
+        full.narrow(0, unit.offsets[k], value.numel()).copy_(value.reshape({-1}));
+      }
+      set->shards[u].copy_(full.narrow(0, unit.my_begin(shard_rank_), unit.slice));
     }
-    shard_params_[u].copy_(my_slice(u, full));
   }
 }
 
 std::string ShardedDataParallel::shard_layout_json() const {
   nlohmann::json units = nlohmann::json::array();
-  for (const FlatUnit& unit : layout_->units()) {
-    nlohmann::json params = nlohmann::json::array();
-    for (size_t k = 0; k < unit.params.size(); ++k)
-      params.push_back({names_[unit.params[k]], shapes_[unit.params[k]], unit.offsets[k]});
-    units.push_back({{"slice", unit.slice}, {"params", params}});
+  for (const FlatSet* set : {&trainable_, &frozen_}) {
+    for (size_t u = 0; u < set->units(); ++u) {
+      const FlatUnit& unit = set->layout->units()[u];
+      nlohmann::json params = nlohmann::json::array();
+      for (size_t k = 0; k < unit.params.size(); ++k)
+        params.push_back({set->names[unit.params[k]], set->shapes[unit.params[k]], unit.offsets[k]});
+      units.push_back({{"slice", unit.slice}, {"params", params}});
+    }
   }
   nlohmann::json order = nlohmann::json::array();
   for (const auto& entry : model_->state_dict()) order.push_back(entry.first);
@@ -93,21 +104,33 @@ std::string ShardedDataParallel::shard_layout_json() const {
 NamedTensors ShardedDataParallel::replicated_state_dict() const {
   NamedTensors out;
   for (const auto& entry : model_->state_dict())
-    if (!index_.count(entry.first)) out.push_back(entry);
+    if (!trainable_.index.count(entry.first) && !frozen_.index.count(entry.first)) out.push_back(entry);
+  return out;
+}
+
+NamedTensors ShardedDataParallel::shard_state_dict() const {
+  NamedTensors out;
+  size_t u = 0;
+  for (const FlatSet* set : {&trainable_, &frozen_})
+    for (const auto& shard : set->shards) out.emplace_back("unit." + std::to_string(u++), shard);
+  for (auto& entry : replicated_state_dict()) out.push_back(std::move(entry));
   return out;
 }
 
 void ShardedDataParallel::check_shard_state(const NamedTensors& state) const {
   std::unordered_map<std::string, at::Tensor> by_name(state.begin(), state.end());
-  for (size_t u = 0; u < shard_params_.size(); ++u) {
-    const std::string key = "unit." + std::to_string(u);
-    auto it = by_name.find(key);
-    require(it != by_name.end(), "the shard lacks '", key, "'");
-    require(it->second.dim() == 1 && it->second.numel() == shard_params_[u].numel() &&
-                it->second.scalar_type() == shard_params_[u].scalar_type(),
-            "'", key, "' is not this process's slice of unit ", u, " (", shard_params_[u].numel(), " elements of ",
-            shard_params_[u].scalar_type(), ")");
-    by_name.erase(it);
+  size_t u = 0;
+  for (const FlatSet* set : {&trainable_, &frozen_}) {
+    for (const auto& shard : set->shards) {
+      const std::string key = "unit." + std::to_string(u++);
+      auto it = by_name.find(key);
+      require(it != by_name.end(), "the shard lacks '", key, "'");
+      require(it->second.dim() == 1 && it->second.numel() == shard.numel() &&
+                  it->second.scalar_type() == shard.scalar_type(),
+              "'", key, "' is not this process's slice of ", set->what, " ", u - 1, " (", shard.numel(), " elements of ",
+              shard.scalar_type(), ")");
+      by_name.erase(it);
+    }
   }
   NamedTensors rest(by_name.begin(), by_name.end());
   model_->check_state_dict(rest, false);
@@ -121,7 +144,7 @@ void ShardedDataParallel::load_shard_state(const NamedTensors& state) {
   at::NoGradGuard no_grad;
   NamedTensors rest;
   for (const auto& entry : state) {
-    if (entry.first.rfind("unit.", 0) == 0) shard_params_[std::stoul(entry.first.substr(5))].copy_(entry.second);
+    if (entry.first.rfind("unit.", 0) == 0) shard_of(std::stoul(entry.first.substr(5))).copy_(entry.second);
     else rest.push_back(entry);
   }
   model_->load_state_dict(rest, false);

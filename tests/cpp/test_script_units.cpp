@@ -87,6 +87,43 @@ TEST(ScriptUnits, HooksRunAroundEachCallAndTheOutputIsUnchanged) {
   EXPECT_TRUE(events.empty());
 }
 
+// Stage 3 learns from a call's inputs when its backward is done with its frozen parameters: each
+// marked call reports every tensor it takes, after its units' `before`, and they are the very
+// tensors it runs on (block 1 takes block 0's output).
+TEST(ScriptUnits, EachCallReportsTheTensorsItTakes) {
+  auto model = fixture("stacked.pt");
+  const at::Tensor ids = at::tensor({0, 3, 7, 1, 2, 2, 5, 4}, at::kLong).reshape({2, 4});
+  std::vector<std::string> events;
+  std::vector<const c10::TensorImpl*> outputs, inputs;
+  ASSERT_TRUE(model->set_unit_hooks(acc::UnitHooks{
+      [&](size_t unit) { events.push_back("before " + std::to_string(unit)); },
+      [&](size_t unit, const at::Tensor& output) {
+        events.push_back("after " + std::to_string(unit));
+        outputs.push_back(output.unsafeGetTensorImpl());
+        return output;
+      },
+      [&](const std::vector<size_t>& units, const std::vector<at::Tensor>& tensors) {
+        std::string event = "inputs";
+        for (size_t unit : units) event += " " + std::to_string(unit);
+        events.push_back(event + ": " + std::to_string(tensors.size()));
+        for (const auto& t : tensors) inputs.push_back(t.unsafeGetTensorImpl());
+      }}));
+  for (int run = 0; run < 3; ++run) {  // past the executor's profiling runs
+    events.clear();
+    outputs.clear();
+    inputs.clear();
+    model->forward({ids});
+    const std::vector<std::string> expected = {
+        "before 0", "before 1", "inputs 1: 1", "after 1", "before 2", "inputs 2: 1", "after 2", "before 3",
+        "inputs 3: 1", "after 3", "before 4", "inputs 4: 1", "after 4", "before 5", "inputs 5: 1", "after 5", "after 0"};
+    EXPECT_EQ(events, expected) << "run " << run;
+    ASSERT_EQ(inputs.size(), 5u);
+    EXPECT_EQ(inputs[0], ids.unsafeGetTensorImpl()) << "the embedding's call takes the ids";
+    EXPECT_EQ(inputs[3], outputs[2]) << "block 1 takes block 0's output";
+  }
+  model->set_unit_hooks(acc::UnitHooks{});
+}
+
 TEST(ScriptUnits, ATupleResultAndCallsItCannotSeeFallBack) {
   // classifier.pt returns (logits, loss): fc1 and fc2 are units; unit 0 (nothing read directly) stays.
   auto classifier = fixture("classifier.pt");

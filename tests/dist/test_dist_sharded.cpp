@@ -750,7 +750,7 @@ static void rewrite_layout(const std::string& path, const std::function<void(nlo
 TEST(Sharded, ShardedCheckpointsMergeIntoWhatSaveModelWrites) {
   Settings s;
   s.state_dict_type = "SHARDED_STATE_DICT";
-  s.freeze = "0.*";  // a frozen parameter: replicated, in every shard
+  s.freeze = "0.*";  // a frozen parameter: sharded in a unit of its own
   const char* exported = std::getenv("ACC_TEST_MERGE_EXPORT");
   const std::string dir = exported ? std::string(exported) : shared_dir("merge");
   const std::string checkpoint = dir + "/checkpoint", saved = dir + "/saved", merged = dir + "/merged";
@@ -1007,7 +1007,8 @@ namespace {
 // and (in `eval`) the output of a forward without gradients afterwards.
 std::map<std::string, std::vector<float>> train_torchscript(
     int stage, const std::string& file, std::vector<float>* eval = nullptr,
-    std::vector<std::pair<std::string, std::string>> options = {}, const char* algorithm = "adamw") {
+    std::vector<std::pair<std::string, std::string>> options = {}, const char* algorithm = "adamw",
+    const char* freeze = nullptr) {
   const bool stacked = file != "classifier.pt";  // token ids in, logits over 8 tokens out
   // wrapped.pt's blocks sit one level down: FSDP's transformer_layer_cls_to_wrap makes them units.
   options.insert(options.end(), {{"zero_stage", std::to_string(stage)},
@@ -1017,6 +1018,10 @@ std::map<std::string, std::vector<float>> train_torchscript(
   acc_optimizer* opt = nullptr;
   EXPECT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/" + file).c_str(), &model), ACC_OK)
       << acc_last_error_message();
+  if (freeze) {
+    size_t count = 0;
+    EXPECT_EQ(acc_model_set_requires_grad(model, freeze, 0, &count), ACC_OK) << acc_last_error_message();
+  }
   EXPECT_EQ(acc_optimizer_create(model, algorithm, nullptr, &opt), ACC_OK);
   EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
   auto batch = [&](int step) {
@@ -1094,6 +1099,50 @@ TEST(Sharded, TorchScriptModelsShardBySubmodule) {
       for (size_t i = 0; i < eval.size(); ++i)
         EXPECT_NEAR(eval[i], ddp_eval[i], same_reduction_order(stage) ? 0.0 : 1e-5) << "zero_stage " << stage;
     }
+  }
+}
+
+// Stage 3 shards frozen parameters too (FSDP and DeepSpeed's ZeRO-3 do), each frozen unit freed
+// during backward once the calls that ran it are done with it (tests/cpp/test_sharded_frozen.cpp
+// follows that timing). Whatever is frozen trains as under DDP: the first, middle or last layers; a
+// GPT's tied embedding and attention, with only its norms training (their gradients need the frozen
+// weights, though nothing before them trains); a TorchScript model's blocks, by call or nested
+// under a wrapping class. At rest no process holds a frozen parameter whole.
+TEST(Sharded, FrozenParametersAreShardedAndTrainAsDdp) {
+  for (const char* freeze : {"0.*", "2.*", "4.*", "0.*,4.*"}) {
+    SCOPED_TRACE(freeze);
+    Settings s;
+    s.freeze = freeze;
+    expect_trains_like_ddp(3, s, 3);
+  }
+  Settings gpt;
+  gpt.spec = kTiedGpt;
+  gpt.tokens = true;
+  gpt.algorithm = "sgd";
+  gpt.freeze = "0.*,*.self_attn.*,*.linear*";
+  expect_trains_like_ddp(3, gpt, 3);
+
+  Settings s;
+  s.freeze = "2.*";
+  Job job(3, s);
+  job.micro_step();
+  acc_tensor* w = nullptr;
+  ACC_ASSERT_OK(acc_model_parameter(job.model, "2.weight", &w));
+  int64_t numel = -1;
+  ACC_ASSERT_OK(acc_tensor_numel(w, &numel));
+  EXPECT_EQ(numel, 0) << "a frozen parameter is whole at rest";
+  acc_tensor_free(w);
+
+  for (const auto& [file, freeze] : {std::pair<std::string, const char*>{"stacked.pt", "blocks.1.*"},
+                                     {"stacked.pt", "embed.*,blocks.0.*"},
+                                     {"wrapped.pt", "body.blocks.1.*"}}) {
+    SCOPED_TRACE(file + " " + freeze);
+    std::vector<float> ddp_eval, eval;
+    const auto ddp = train_torchscript(0, file, &ddp_eval, {}, "adamw", freeze);
+    EXPECT_LE(max_difference(ddp, train_torchscript(3, file, &eval, {}, "adamw", freeze)),
+              same_reduction_order(3) ? 0.0 : 1e-5);
+    ASSERT_EQ(eval.size(), ddp_eval.size());
+    for (size_t i = 0; i < eval.size(); ++i) EXPECT_NEAR(eval[i], ddp_eval[i], same_reduction_order(3) ? 0.0 : 1e-5);
   }
 }
 
