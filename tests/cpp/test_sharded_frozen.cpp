@@ -3,16 +3,10 @@
 // ran it are done with it (parallel/frozen_release.h), so a model whose base is frozen (LoRA,
 // partial fine-tuning) is never whole in any process. Run on a Gloo group of this one process:
 // the same engine, collectives of one.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -25,38 +19,9 @@
 #include "optim/optimizer.h"
 #include "parallel/sharded_data_parallel.h"
 #include "parallel/sharded_optimizer.h"
-#include "state/distributed.h"
-#include "state/process_env.h"
+#include "group_of_one.h"
 
 namespace {
-
-// A TCP port nothing listens on right now (the kernel's choice).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
-
-std::shared_ptr<acc::Distributed> gloo_group_of_one() {
-  acc::ProcessEnv env;
-  env.rank = 0;
-  env.world_size = 1;
-  env.local_rank = 0;
-  env.local_world_size = 1;
-  env.master_addr = "127.0.0.1";
-  env.master_port = free_port();
-  return std::make_shared<acc::Distributed>(env, c10::Device(c10::kCPU), acc::Backend::Gloo,
-                                            std::chrono::seconds(60));
-}
 
 std::shared_ptr<acc::Model> torchscript_fixture(const std::string& name) {
   const char* dir = std::getenv("ACC_TEST_DATA");
@@ -108,7 +73,7 @@ std::vector<at::Tensor> train(const Case& c, bool sharded, std::vector<std::stri
   if (sharded) {
     acc::ShardingOptions options;
     options.stage = 3;
-    engine = std::make_shared<acc::ShardedDataParallel>(model, gloo_group_of_one(), options, acc::DataParallelOptions{});
+    engine = std::make_shared<acc::ShardedDataParallel>(model, acc_test::group_of_one(c10::Device(c10::kCPU), acc::Backend::Gloo), options, acc::DataParallelOptions{});
     if (at_rest) *at_rest = frozen_with_values(*model);
   }
   acc::Options sgd(acc::optimizer_option_schema());
@@ -177,7 +142,7 @@ TEST(ShardedFrozen, AForwardWithoutItsBackwardNeverFreesTooEarly) {
   model->set_requires_grad(c.freeze, false);
   acc::ShardingOptions options;
   options.stage = 3;
-  auto engine = std::make_shared<acc::ShardedDataParallel>(model, gloo_group_of_one(), options, acc::DataParallelOptions{});
+  auto engine = std::make_shared<acc::ShardedDataParallel>(model, acc_test::group_of_one(c10::Device(c10::kCPU), acc::Backend::Gloo), options, acc::DataParallelOptions{});
   acc::PreparedModel prepared(model, c10::kCPU, std::nullopt, engine);
   std::vector<std::string> held;
   model->find_tensor(c.probe).register_hook([&held, model](const at::Tensor&) { held = frozen_with_values(*model); });

@@ -1,9 +1,6 @@
 // GPU tests of the C++ core (linked through acc_use_core) and of what only C++ can measure: the
 // fp16 GradScaler's fused CUDA kernels, an NCCL process group running every collective, and the
 // caching allocator's reserved memory around acc_free_memory.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -28,6 +25,7 @@
 #include "model/model.h"
 #include "optim/optimizer.h"
 #include "parallel/sharded_optimizer.h"
+#include "../cpp/group_of_one.h"
 #include "gpu_support.h"
 #include "ops/collectives.h"
 #include "precision/grad_scaler.h"
@@ -46,37 +44,12 @@ const c10::Device kGpu(c10::kCUDA, 0);
 
 at::TensorOptions on_gpu(at::ScalarType dtype = at::kFloat) { return at::TensorOptions().device(kGpu).dtype(dtype); }
 
-// A TCP port nothing listens on right now (the kernel's choice).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
-
 #ifdef ACC_WITH_CUDA
 // An NCCL process group of this one process on GPU 0, on a fresh port (null after a test failure).
 std::shared_ptr<acc::Distributed> nccl_group_of_one() {
-  acc::ProcessEnv env;
-  env.rank = 0;
-  env.world_size = 1;
-  env.local_rank = 0;
-  env.local_world_size = 1;
-  env.master_addr = "127.0.0.1";
-  env.master_port = free_port();
-  EXPECT_GT(env.master_port, 0) << "no free port";
   acc::set_current_device(kGpu);
   try {
-    return std::make_shared<acc::Distributed>(env, kGpu, acc::Backend::Nccl, std::chrono::seconds(120));
+    return acc_test::group_of_one(kGpu, acc::Backend::Nccl);
   } catch (const std::exception& e) {
     ADD_FAILURE() << "NCCL process group: " << e.what();
     return nullptr;
