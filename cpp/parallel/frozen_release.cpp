@@ -18,6 +18,7 @@ FrozenReleaseTracker::FrozenReleaseTracker(std::vector<std::vector<size_t>> froz
     : frozen_of_(std::move(frozen_of)),
       trainable_of_(std::move(trainable_of)),
       release_(std::move(release)),
+      running_(frozen_of_.size(), false),
       open_(frozen_of_.size()),
       outstanding_(frozen_units, 0),
       held_(frozen_units, false) {
@@ -25,6 +26,10 @@ FrozenReleaseTracker::FrozenReleaseTracker(std::vector<std::vector<size_t>> froz
   for (const auto& units : trainable_of_)
     for (size_t u : units) trainable_units = std::max(trainable_units, u + 1);
   awaiting_trainable_.resize(trainable_units);
+}
+
+void FrozenReleaseTracker::call_begins(size_t m) {
+  if (m < running_.size()) running_[m] = true;
 }
 
 void FrozenReleaseTracker::call_inputs(const std::vector<size_t>& units, const std::vector<at::Tensor>& inputs) {
@@ -48,6 +53,7 @@ void FrozenReleaseTracker::call_inputs(const std::vector<size_t>& units, const s
 
 void FrozenReleaseTracker::call_output(size_t m, bool requires_grad) {
   if (m >= open_.size()) return;
+  running_[m] = false;
   std::shared_ptr<Call> call = std::move(open_[m]);
   open_[m].reset();
   if (!requires_grad) return;
@@ -64,6 +70,16 @@ void FrozenReleaseTracker::call_output(size_t m, bool requires_grad) {
   if (call->waiting == 0)
     for (size_t f : call->frozen) held_[f] = true;
   armed_.push_back(std::move(call));
+}
+
+void FrozenReleaseTracker::forward_ended(bool backward_follows) {
+  for (size_t m = 0; m < running_.size(); ++m) {
+    if (running_[m] && backward_follows)
+      for (size_t f : frozen_of_[m]) held_[f] = true;
+    running_[m] = false;
+    if (open_[m]) open_[m]->forgotten = true;
+    open_[m].reset();
+  }
 }
 
 void FrozenReleaseTracker::trainable_ready(size_t unit) {
@@ -86,6 +102,7 @@ void FrozenReleaseTracker::forget_calls() {
   armed_.clear();
   for (auto& calls : awaiting_trainable_) calls.clear();
   std::fill(open_.begin(), open_.end(), nullptr);
+  std::fill(running_.begin(), running_.end(), false);
   std::fill(outstanding_.begin(), outstanding_.end(), 0);
   std::fill(held_.begin(), held_.end(), false);
 }

@@ -26,10 +26,15 @@ class FrozenReleaseTracker : public std::enable_shared_from_this<FrozenReleaseTr
   FrozenReleaseTracker(std::vector<std::vector<size_t>> frozen_of, std::vector<std::vector<size_t>> trainable_of,
                        size_t frozen_units, std::function<void(size_t)> release);
 
-  // A call of the model's units `units` is about to run on `inputs` (every tensor it takes).
+  // A call running unit m begins (its units gathered).
+  void call_begins(size_t m);
+  // The call of the model's units `units` is about to run on `inputs` (every tensor it takes).
   void call_inputs(const std::vector<size_t>& units, const std::vector<at::Tensor>& inputs);
   // Unit m's call has run: a backward through it follows only when its output needs gradients.
   void call_output(size_t m, bool requires_grad);
+  // The model's forward has run: a call it never saw end (its result not one tensor) keeps its
+  // frozen units until the backward ends, if one follows.
+  void forward_ended(bool backward_follows);
   // Every gradient of the trainable flat unit `unit` has been accumulated in this backward.
   void trainable_ready(size_t unit);
   // A forward that records gradients begins: calls still awaiting an earlier forward's backward
@@ -50,7 +55,8 @@ class FrozenReleaseTracker : public std::enable_shared_from_this<FrozenReleaseTr
 
   std::vector<std::vector<size_t>> frozen_of_, trainable_of_;
   std::function<void(size_t)> release_;
-  std::vector<std::shared_ptr<Call>> open_;     // by model unit: the call running it
+  std::vector<bool> running_;                   // by model unit: a call of it has begun, not ended
+  std::vector<std::shared_ptr<Call>> open_;     // by model unit: the call running it, inputs seen
   std::vector<std::shared_ptr<Call>> armed_;    // awaiting their backward
   std::vector<std::vector<std::shared_ptr<Call>>> awaiting_trainable_;  // by trainable flat unit
   std::vector<int64_t> outstanding_;            // by frozen flat unit: armed calls not done

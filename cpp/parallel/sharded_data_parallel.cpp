@@ -215,7 +215,10 @@ void ShardedDataParallel::install_unit_hooks() {
   };
   trainable_of_unit_ = flat_units(trainable_);
   frozen_of_unit_ = flat_units(frozen_);
-  UnitHooks hooks{[this](size_t m) { gather_model_unit(m, "forward"); },
+  UnitHooks hooks{[this](size_t m) {
+                    gather_model_unit(m, "forward");
+                    if (frozen_release_) frozen_release_->call_begins(m);
+                  },
                   [this](size_t m, const at::Tensor& output) {
                     if (m >= trainable_of_unit_.size()) return output;
                     // The last unit's backward comes first: it stays gathered for it (as FSDP's root does).
@@ -270,6 +273,7 @@ void ShardedDataParallel::after_forward(const NamedTensors& outputs, bool sync) 
     if (!model_has_unit_hooks_)
       entry.second.register_hook([this](const at::Tensor&) { gather_all("backward"); });
   }
+  if (frozen_release_) frozen_release_->forward_ended(backward_follows);
   if (!backward_follows) release_all();
 }
 
