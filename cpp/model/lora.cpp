@@ -215,12 +215,11 @@ namespace {
 // The weight delta (B A) * scaling, as PEFT's get_delta_weight computes it.
 at::Tensor lora_delta(const at::Tensor& a, const at::Tensor& b, double scaling) { return at::matmul(b, a) * scaling; }
 
-// W + delta computed in the wider of the two dtypes and rounded once to W's, as PEFT's in-place merge.
+}  // namespace
+
 at::Tensor adapted_weight(const at::Tensor& w, const at::Tensor& a, const at::Tensor& b, double scaling) {
   return (w + lora_delta(a, b, scaling)).to(w.scalar_type());
 }
-
-}  // namespace
 
 LoraAdapters::Applied LoraAdapters::apply() const {
   std::vector<const LoraAdapter*> applied;

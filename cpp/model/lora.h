@@ -59,6 +59,10 @@ struct LinearSite {
   std::function<void(OutputAdapter)> set_output_adapter;
 };
 
+// W + (B A) * scaling, computed in the wider of the two dtypes and rounded once to W's (PEFT's
+// merge); autograd reaches A and B through it where gradients are on.
+at::Tensor adapted_weight(const at::Tensor& w, const at::Tensor& a, const at::Tensor& b, double scaling);
+
 struct LoraAdapter {
   LinearSite site;
   at::Tensor a, b;  // lora_A.weight (r x in), lora_B.weight (out x r)

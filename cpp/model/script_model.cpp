@@ -1,5 +1,7 @@
 #include "model/script_model.h"
 
+#include <c10/util/ScopeExit.h>
+
 #include <torch/csrc/jit/api/function_impl.h>
 
 #include <algorithm>
@@ -87,7 +89,12 @@ NamedTensors ScriptModel::run_forward(const std::vector<at::Tensor>& inputs) {
   std::vector<c10::IValue> args(inputs.begin(), inputs.end());
   // The executor's switch is per thread: set around this forward only.
   torch::jit::GraphOptimizerEnabledGuard optimize(optimize_);
-  const auto adapted = lora_.apply();
+  // Adapted weights for the whole forward, or unit by unit as stage 3 gathers the units.
+  std::optional<LoraAdapters::Applied> adapted;
+  if (!unit_lora_) adapted.emplace(lora_.apply());
+  const auto restore = c10::make_scope_exit([this] {
+    if (unit_lora_) unit_lora_->restore_all();
+  });
   torch::jit::GraphFunction* marked = lora_forward_ ? lora_forward_.get() : units_forward_.get();
   if (!marked) return flatten_outputs(module_.get_method("forward")(std::move(args)));
   args.insert(args.begin(), module_._ivalue());
@@ -126,6 +133,8 @@ size_t ScriptModel::add_lora(const LoraConfig& config) {
 }
 
 void ScriptModel::merge_lora() {
+  require(!unit_lora_, "merge_lora: the model is prepared under zero_stage 3, which adapts its weights unit by unit; "
+                       "acc_save_model writes the full weights with the adapters merged");
   Model::merge_lora();
   drop_lora_outputs();
 }
@@ -148,15 +157,40 @@ void ScriptModel::set_unit_policy(const UnitPolicy& policy) {
 }
 
 std::vector<std::vector<std::string>> ScriptModel::parameter_units() const {
-  if (!lora_.empty()) return Model::parameter_units();
-  return unit_plan().units;
+  if (lora_.empty()) return unit_plan().units;
+  if (auto adapted = adapted_units()) return adapted->units;
+  return Model::parameter_units();
+}
+
+std::optional<ScriptModel::AdaptedUnits> ScriptModel::adapted_units() const {
+  if (lora_forward_ || !unit_plan().graph) return std::nullopt;
+  AdaptedUnits out{unit_plan().units, std::vector<std::vector<size_t>>(unit_plan().units.size())};
+  const auto& adapters = lora_.adapters();
+  for (size_t i = 0; i < adapters.size(); ++i) {
+    const std::string& module = adapters[i].site.module;
+    const std::string weight = module + ".weight";
+    auto unit = std::find_if(out.units.begin(), out.units.end(), [&](const std::vector<std::string>& names) {
+      return std::find(names.begin(), names.end(), weight) != names.end();
+    });
+    if (unit == out.units.end()) return std::nullopt;
+    unit->insert(unit->end(), {module + ".lora_A.weight", module + ".lora_B.weight"});
+    out.adapters_of_unit[static_cast<size_t>(unit - out.units.begin())].push_back(i);
+  }
+  return out;
 }
 
 bool ScriptModel::set_unit_hooks(UnitHooks hooks) {
-  if (!hooks.before || !hooks.after || !lora_.empty() || !unit_plan().graph) {
+  std::optional<AdaptedUnits> adapted;
+  if (!lora_.empty()) adapted = adapted_units();
+  if (!hooks.before || !hooks.after || !unit_plan().graph || (!lora_.empty() && !adapted)) {
     install_unit_hooks(unit_token_, {}, UnitHooks{});
     units_forward_.reset();
+    unit_lora_.reset();
     return false;
+  }
+  if (adapted) {
+    unit_lora_ = std::make_unique<UnitLora>(lora_, std::move(adapted->adapters_of_unit));
+    hooks = unit_lora_->wrap(std::move(hooks));
   }
   install_unit_hooks(unit_token_, unit_plan().site_units, std::move(hooks));
   units_forward_ = std::make_unique<torch::jit::GraphFunction>("acc_sharded_forward", unit_plan().graph->copy(),

@@ -9,6 +9,7 @@
 #include "model/model.h"
 #include "model/script_lora.h"
 #include "model/script_units.h"
+#include "model/unit_lora.h"
 
 namespace acc {
 
@@ -27,8 +28,9 @@ class ScriptModel final : public Model {
   void set_training(bool training) override;
   bool is_training() const override;
   void set_graph_optimization(bool enabled) override { optimize_ = enabled; }
-  // Stage 3's units: see model/script_units.h (one unit while LoRA adapters are added: their merged
-  // weights are made for the whole model at the start of each forward).
+  // Stage 3's units: see model/script_units.h. LoRA adapters that adapt weights join their layer's
+  // unit, whose adapted weights are then made unit by unit (model/unit_lora.h); adapters of
+  // outputs (lora_dropout > 0) make the model one unit.
   std::vector<std::vector<std::string>> parameter_units() const override;
   bool set_unit_hooks(UnitHooks hooks) override;
   void set_unit_policy(const UnitPolicy& policy) override;
@@ -64,6 +66,16 @@ class ScriptModel final : public Model {
   std::shared_ptr<MarkedAdapters> lora_outputs_;
   std::unique_ptr<torch::jit::GraphFunction> lora_forward_;
   void drop_lora_outputs();
+  // Stage 3's units with each weight-adapted layer's adapters in its weight's unit, and those
+  // adapters by unit; none where the adapters adapt outputs, the forward is one unit, or an adapted
+  // weight is in no unit under its own name (a tied one).
+  struct AdaptedUnits {
+    std::vector<std::vector<std::string>> units;
+    std::vector<std::vector<size_t>> adapters_of_unit;
+  };
+  std::optional<AdaptedUnits> adapted_units() const;
+  // While stage 3's hooks run a model with weight-adapting LoRA adapters.
+  std::unique_ptr<UnitLora> unit_lora_;
 };
 
 }  // namespace acc

@@ -14,16 +14,10 @@
 #include "common/text.h"
 #include "optim/clip_grad.h"
 #include "parallel/broadcast.h"
+#include "tensor/storage.h"
 
 namespace acc {
 namespace {
-
-// Frees the block behind `full` (and every view of it) but keeps the tensor: gather() refills it.
-void free_storage(const at::Tensor& full) {
-  c10::StorageImpl* storage = full.storage().unsafeGetStorageImpl();
-  storage->set_data_ptr(at::DataPtr(nullptr, full.device()));  // the old block is freed here
-  storage->set_nbytes(0);
-}
 
 constexpr int64_t kGatherChunk = int64_t{1} << 20;  // elements per process and round (4 MiB of fp32)
 
@@ -337,12 +331,7 @@ void ShardedDataParallel::gather(FlatSet& set, size_t unit, const char* phase) {
   at::NoGradGuard no_grad;
   const FlatUnit& u = set.layout->units()[unit];
   at::Tensor& full = set.full[unit];
-  c10::StorageImpl* storage = full.storage().unsafeGetStorageImpl();
-  const size_t bytes = static_cast<size_t>(full.numel()) * full.element_size();
-  if (storage->nbytes() < bytes) {
-    storage->set_data_ptr(storage->allocator()->allocate(bytes));
-    storage->set_nbytes(bytes);
-  }
+  restore_storage(full);
   const at::Tensor& shard = set.shards[unit];  // offloaded: staged to the device first
   allgather_into(full, shard.device() == full.device() ? shard : shard.to(full.device(), /*non_blocking=*/true),
                  concat(phase, " (zero_stage 3: gathering ", set.what, " ", unit, " of ", set.units(), ")"));

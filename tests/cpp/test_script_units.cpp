@@ -124,6 +124,31 @@ TEST(ScriptUnits, EachCallReportsTheTensorsItTakes) {
   model->set_unit_hooks(acc::UnitHooks{});
 }
 
+// LoRA adapters that adapt a layer's weight join the unit of that weight (stage 3 makes the adapted
+// weights unit by unit, model/unit_lora.h); adapters of outputs (lora_dropout > 0) run in another
+// marked forward, so the model is then one unit.
+TEST(ScriptUnits, LoraAdaptersJoinTheirLayersUnit) {
+  acc::LoraConfig config;
+  config.target_names = {"blocks.1.fc", "head"};
+  auto model = fixture("stacked.pt");
+  model->add_lora(config);
+  const Units units = model->parameter_units();
+  ASSERT_EQ(units.size(), 6u);
+  EXPECT_EQ(units[3], (std::vector<std::string>{"blocks.1.norm.weight", "blocks.1.norm.bias", "blocks.1.fc.weight",
+                                                "blocks.1.fc.bias", "blocks.1.fc.lora_A.weight",
+                                                "blocks.1.fc.lora_B.weight"}));
+  EXPECT_EQ(units[5], (Units::value_type{"head.weight", "head.bias", "head.lora_A.weight", "head.lora_B.weight"}));
+  std::vector<std::string> events;
+  EXPECT_TRUE(model->set_unit_hooks(recording_hooks(events)));
+  model->set_unit_hooks(acc::UnitHooks{});
+
+  config.dropout = 0.1;
+  auto with_dropout = fixture("stacked.pt");
+  with_dropout->add_lora(config);
+  EXPECT_EQ(with_dropout->parameter_units().size(), 1u);
+  EXPECT_FALSE(with_dropout->set_unit_hooks(recording_hooks(events)));
+}
+
 TEST(ScriptUnits, ATupleResultAndCallsItCannotSeeFallBack) {
   // classifier.pt returns (logits, loss): fc1 and fc2 are units; unit 0 (nothing read directly) stays.
   auto classifier = fixture("classifier.pt");

@@ -94,6 +94,18 @@ std::vector<at::Tensor> train(const Case& c, bool sharded, std::vector<std::stri
   return weights;
 }
 
+// stacked.pt with LoRA adapters (r 2, PEFT's initialisation) on its blocks' and head's linear layers:
+// every other parameter frozen.
+std::shared_ptr<acc::Model> stacked_with_lora() {
+  auto model = torchscript_fixture("stacked.pt");
+  acc::LoraConfig config;
+  config.target_names = {"blocks.0.fc", "blocks.1.fc", "blocks.2.fc", "head"};
+  config.r = 2;
+  config.alpha = 4;
+  model->add_lora(config);
+  return model;
+}
+
 const std::vector<std::pair<std::string, Case>>& cases() {
   static const std::vector<std::pair<std::string, Case>> all = {
       // The frozen layers' inputs need gradients (the first layer trains).
@@ -108,6 +120,11 @@ const std::vector<std::pair<std::string, Case>>& cases() {
       // and head.
       {"TorchScript, frozen blocks",
        {[] { return torchscript_fixture("stacked.pt"); }, "blocks.0.*,blocks.1.*", "embed.weight", "", token_batch}},
+      // LoRA on a TorchScript model: the adapted weights are made unit by unit (model/unit_lora.h),
+      // their memory freed after each unit's forward and made again for its backward. The
+      // position table, read by the forward itself, is gathered throughout.
+      {"TorchScript with LoRA",
+       {stacked_with_lora, "pos", "blocks.0.fc.lora_A.weight", "pos,blocks.0.*", token_batch}},
   };
   return all;
 }
