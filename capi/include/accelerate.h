@@ -613,7 +613,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_load_safetensors(acc_model *model, co
  * acc_model_load_lora: reads that layout (PEFT's own files too): adds the adapters if the model has
  * none, else requires the same targets, rank and scaling; every check comes before anything changes.
  * Not implemented settings in a file (DoRA, trained biases, per-module ranks, ...) are refused by name.
- * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload).
+ * acc_model_merge_lora: merges the adapters into the weights and removes them (merge_and_unload);
+ * a model prepared under zero_stage 3 holds only slices of them: ACC_ERR_INVALID_ARGUMENT.
  * acc_save_model and acc_model_save_torchscript always write merged weights (the base model's
  * layout), leaving the adapters in place. */
 ACC_API ACC_NODISCARD acc_status acc_model_add_lora(acc_model *model, const char *target_modules,

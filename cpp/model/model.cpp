@@ -301,6 +301,9 @@ size_t Model::checkpoint_activations(const UnitPolicy&) {
 
 void Model::merge_lora() {
   require(!lora_.empty(), "the model has no LoRA adapters to merge");
+  require(sharded_at_rest_.empty(), "merge_lora: the model is prepared under zero_stage 3, which holds only slices of "
+                                    "its weights and adapters; acc_save_model writes the full weights with the "
+                                    "adapters merged");
   require_weights("merge_lora");
   lora_.merge_and_remove();
 }

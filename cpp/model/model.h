@@ -82,8 +82,8 @@ class Model {
   // outside (TorchScript) refuses it (Unsupported).
   virtual size_t checkpoint_activations(const UnitPolicy& policy);
   // While sharded data parallelism (stage 3) holds only slices of the parameters, a TorchScript
-  // file of the model would hold empty tensors: save_torchscript is refused with `reason`
-  // (empty: allowed again).
+  // file of the model would hold empty tensors: save_torchscript is refused with `reason`, and
+  // merge_lora too (empty: allowed again).
   void set_sharded_at_rest(std::string reason) { sharded_at_rest_ = std::move(reason); }
   // FSDP's cpu_ram_efficient_loading (DeepSpeed's zero3_init_flag): on every process but the main
   // one a model is built with placeholder weights (each parameter and buffer one zero, expanded to

@@ -133,8 +133,6 @@ size_t ScriptModel::add_lora(const LoraConfig& config) {
 }
 
 void ScriptModel::merge_lora() {
-  require(!unit_lora_, "merge_lora: the model is prepared under zero_stage 3, which adapts its weights unit by unit; "
-                       "acc_save_model writes the full weights with the adapters merged");
   Model::merge_lora();
   drop_lora_outputs();
 }
