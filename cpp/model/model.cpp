@@ -36,7 +36,7 @@ bool is_placeholder(const at::Tensor& t) {
 void make_placeholders(const NamedTensors& tensors) {
   for (const auto& entry : tensors) {
     at::Tensor t = entry.second;
-    t.set_data(placeholder(t, t.options()));
+    if (!is_placeholder(t)) t.set_data(placeholder(t, t.options()));  // (a spec model's are made layer by layer)
   }
 }
 

@@ -90,11 +90,14 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
   } else if (options_.stage == 2) {
     units = ddp_buckets(trainable_.params, data_parallel_.bucket_cap_mb * 1024 * 1024).first;
     std::reverse(units.begin(), units.end());  // the model's order; reductions go last unit first
-  } else {
-    units = flat_units_of_model(trainable_);
+  }
+  // Stage 3: the model's units, by parameter name (set by the wrap policy above).
+  const auto model_units = options_.stage == 3 ? model_->parameter_units() : std::vector<std::vector<std::string>>{};
+  if (options_.stage == 3) {
+    units = flat_units_of_model(trainable_, model_units);
     if (!frozen_.params.empty())
-      frozen_.layout = std::make_unique<FlatLayout>(frozen_.params, flat_units_of_model(frozen_), shard_world_,
-                                                    shard_rank_);
+      frozen_.layout = std::make_unique<FlatLayout>(frozen_.params, flat_units_of_model(frozen_, model_units),
+                                                    shard_world_, shard_rank_);
   }
   trainable_.layout = std::make_unique<FlatLayout>(trainable_.params, units, shard_world_, shard_rank_);
 
@@ -130,14 +133,15 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
         "the model is sharded at rest (zero_stage 3): no process holds its whole parameters, so a TorchScript "
         "file would hold empty tensors; write the full weights with acc_save_model (every process calls it) and "
         "load them into an unprepared model to export it");
-    install_unit_hooks();
+    install_unit_hooks(model_units);
   }
 }
 
-std::vector<std::vector<size_t>> ShardedDataParallel::flat_units_of_model(const FlatSet& set) const {
+std::vector<std::vector<size_t>> ShardedDataParallel::flat_units_of_model(const FlatSet& set,
+                                                                          const ModelUnits& model_units) const {
   std::vector<std::vector<size_t>> units;
   std::vector<bool> placed(set.params.size(), false);
-  for (const auto& names : model_->parameter_units()) {
+  for (const auto& names : model_units) {
     units.emplace_back();
     for (const auto& name : names) {
       auto it = set.index.find(name);
@@ -192,9 +196,8 @@ void ShardedDataParallel::flatten(FlatSet& set, std::optional<at::Device> device
   }
 }
 
-void ShardedDataParallel::install_unit_hooks() {
+void ShardedDataParallel::install_unit_hooks(const ModelUnits& model_units) {
   // The model's units map onto the flat units (a unit of mixed dtypes became several).
-  const auto model_units = model_->parameter_units();
   auto flat_units = [&](const FlatSet& set) {
     std::vector<std::vector<size_t>> of(model_units.size());
     for (size_t m = 0; m < model_units.size() && set.layout; ++m) {

@@ -152,10 +152,14 @@ class ShardedDataParallel final : public ParallelEngine {
   void release_model_unit(size_t m);
   void gather_all(const char* phase);
   void release_all();
-  // Construction: the model's units as indices into `set` (stage 3), and `set` flattened into them.
-  std::vector<std::vector<size_t>> flat_units_of_model(const FlatSet& set) const;
+  // Construction: the model's units (parameter names, Model::parameter_units) as indices into
+  // `set` (stage 3), `set` flattened into its layout, and the hooks around the model's units.
+  using ModelUnits = std::vector<std::vector<std::string>>;
+  std::vector<std::vector<size_t>> flat_units_of_model(const FlatSet& set, const ModelUnits& model_units) const;
   void flatten(FlatSet& set, std::optional<at::Device> device, bool from_main_process);
-  void install_unit_hooks();
+  void install_unit_hooks(const ModelUnits& model_units);
+  // The set that flattens the parameter `name` (null: replicated, a buffer or unknown).
+  const FlatSet* flat_set_of(const std::string& name) const;
   // "unit.<u>" keys number the trainable units, then the frozen ones.
   at::Tensor& shard_of(size_t u);
   // Gradient reduction (sharded_reduction.cpp).

@@ -10,6 +10,12 @@
 
 namespace acc {
 
+const ShardedDataParallel::FlatSet* ShardedDataParallel::flat_set_of(const std::string& name) const {
+  if (trainable_.index.count(name)) return &trainable_;
+  if (frozen_.index.count(name)) return &frozen_;
+  return nullptr;
+}
+
 NamedTensors ShardedDataParallel::full_state_dict() {
   if (options_.stage != 3) return model_->state_dict();
   std::unordered_map<std::string, at::Tensor> full;
@@ -38,9 +44,7 @@ void ShardedDataParallel::check_full_state_dict(const NamedTensors& state) const
   std::unordered_map<std::string, at::Tensor> by_name(state.begin(), state.end());
   NamedTensors rest;
   for (const auto& entry : state) {
-    const FlatSet* set = trainable_.index.count(entry.first) ? &trainable_
-                         : frozen_.index.count(entry.first) ? &frozen_
-                                                            : nullptr;
+    const FlatSet* set = flat_set_of(entry.first);
     if (!set) {
       rest.push_back(entry);
       continue;
@@ -69,7 +73,7 @@ void ShardedDataParallel::load_full_state_dict(const NamedTensors& state) {
   std::unordered_map<std::string, at::Tensor> by_name(state.begin(), state.end());
   NamedTensors rest;
   for (const auto& entry : state)
-    if (!trainable_.index.count(entry.first) && !frozen_.index.count(entry.first)) rest.push_back(entry);
+    if (!flat_set_of(entry.first)) rest.push_back(entry);
   model_->load_state_dict(rest, false);
   at::NoGradGuard no_grad;
   for (FlatSet* set : {&trainable_, &frozen_}) {
@@ -104,7 +108,7 @@ std::string ShardedDataParallel::shard_layout_json() const {
 NamedTensors ShardedDataParallel::replicated_state_dict() const {
   NamedTensors out;
   for (const auto& entry : model_->state_dict())
-    if (!trainable_.index.count(entry.first) && !frozen_.index.count(entry.first)) out.push_back(entry);
+    if (!flat_set_of(entry.first)) out.push_back(entry);
   return out;
 }
 
