@@ -63,13 +63,18 @@ std::shared_ptr<torch::jit::Graph> mark_adapted_linears(const torch::jit::Module
   auto method = module.find_method("forward");
   if (!method) fail(Status::Unsupported, "the TorchScript module has no forward method");
   std::shared_ptr<torch::jit::Graph> graph = method->graph()->copy();
+  mark_adapted_linears(*graph, layers, token);
+  return graph;
+}
+
+void mark_adapted_linears(torch::jit::Graph& graph, const std::vector<std::string>& layers, int64_t token) {
   std::map<std::string, int64_t> index;
   for (size_t i = 0; i < layers.size(); ++i) index[layers[i]] = static_cast<int64_t>(i);
-  inline_calls_except(*graph, [&](torch::jit::Node* call, const std::string& path) {
+  inline_calls_except(graph, [&](torch::jit::Node* call, const std::string& path) {
     return index.count(path) && call->s(c10::attr::name) == "forward";
   });
   std::vector<std::pair<torch::jit::Node*, int64_t>> calls;
-  collect_calls(graph->block(), module_paths(*graph), index, calls);
+  collect_calls(graph.block(), module_paths(graph), index, calls);
   std::vector<size_t> marked(layers.size(), 0);
   register_marker();
   for (const auto& [call, layer] : calls) {
@@ -78,9 +83,9 @@ std::shared_ptr<torch::jit::Graph> mark_adapted_linears(const torch::jit::Module
       fail(Status::Unsupported, "LoRA with dropout on '", layers[static_cast<size_t>(layer)],
            "': its forward does not take and return one tensor");
     torch::jit::WithInsertPoint point(call);
-    torch::jit::Value* token_value = graph->insertConstant(token);
-    torch::jit::Value* layer_value = graph->insertConstant(layer);
-    torch::jit::Node* marker = graph->create(c10::Symbol::fromQualString(kOutput),
+    torch::jit::Value* token_value = graph.insertConstant(token);
+    torch::jit::Value* layer_value = graph.insertConstant(layer);
+    torch::jit::Node* marker = graph.create(c10::Symbol::fromQualString(kOutput),
                                              {call->input(1), call->output(), token_value, layer_value}, 1);
     marker->output()->setType(call->output()->type());
     marker->insertAfter(call);
@@ -91,7 +96,6 @@ std::shared_ptr<torch::jit::Graph> mark_adapted_linears(const torch::jit::Module
     if (marked[i] == 0)
       fail(Status::Unsupported, "lora_dropout cannot apply to '", layers[i], "': the model's forward never calls it as ",
            "a module (it reads its weight directly), so there is no input to apply dropout to; use lora_dropout 0");
-  return graph;
 }
 
 void install_output_adapters(int64_t token, std::shared_ptr<MarkedAdapters> adapters) {

@@ -23,6 +23,10 @@ namespace acc {
 // naming it: PEFT's hook would not see such a use either.
 std::shared_ptr<torch::jit::Graph> mark_adapted_linears(const torch::jit::Module& module,
                                                          const std::vector<std::string>& layers, int64_t token);
+// The same on `graph` (a forward taking self first, such as stage 3's with its unit markers, whose
+// planning kept the layers' calls): every other call is inlined, so a marker lands after its layer's
+// call and before the end marker of the unit running it.
+void mark_adapted_linears(torch::jit::Graph& graph, const std::vector<std::string>& layers, int64_t token);
 
 // What the markers of `token` run: adapters[i] for layer i (an empty one passes the output on),
 // in training mode when `training` says so. Null adapters remove the entry.

@@ -95,7 +95,8 @@ NamedTensors ScriptModel::run_forward(const std::vector<at::Tensor>& inputs) {
   const auto restore = c10::make_scope_exit([this] {
     if (unit_lora_) unit_lora_->restore_all();
   });
-  torch::jit::GraphFunction* marked = lora_forward_ ? lora_forward_.get() : units_forward_.get();
+  // Stage 3's forward holds LoRA's output markers too.
+  torch::jit::GraphFunction* marked = units_forward_ ? units_forward_.get() : lora_forward_.get();
   if (!marked) return flatten_outputs(module_.get_method("forward")(std::move(args)));
   args.insert(args.begin(), module_._ivalue());
   module_.get_method("forward").function().getSchema().checkAndNormalizeInputs(args);
@@ -129,6 +130,7 @@ size_t ScriptModel::add_lora(const LoraConfig& config) {
   }
   install_output_adapters(unit_token_, lora_outputs_);
   lora_forward_ = std::make_unique<torch::jit::GraphFunction>("acc_lora_forward", graph, nullptr);
+  unit_plan_.reset();  // planned again, keeping the adapted layers' calls
   return added;
 }
 
@@ -142,16 +144,21 @@ void ScriptModel::drop_lora_outputs() {
   lora_forward_.reset();
   lora_outputs_.reset();
   output_layers_.clear();
+  if (!units_forward_) unit_plan_.reset();
 }
 
 const ScriptUnitPlan& ScriptModel::unit_plan() const {
-  if (!unit_plan_) unit_plan_ = plan_script_units(module_, unit_token_);  // no policy: the submodules called
+  if (!unit_plan_)
+    unit_plan_ = plan_script_units(module_, unit_token_, unit_policy_,
+                                   std::set<std::string>(output_layers_.begin(), output_layers_.end()));
   return *unit_plan_;
 }
 
 void ScriptModel::set_unit_policy(const UnitPolicy& policy) {
   require(!units_forward_, "the model's units are in use (set the wrap policy before preparing it)");
-  unit_plan_ = plan_script_units(module_, unit_token_, policy);  // its errors (a class the model lacks) come now
+  unit_policy_ = policy;
+  unit_plan_.reset();
+  (void)unit_plan();  // its errors (a class the model lacks) come now
 }
 
 std::vector<std::vector<std::string>> ScriptModel::parameter_units() const {
@@ -161,7 +168,7 @@ std::vector<std::vector<std::string>> ScriptModel::parameter_units() const {
 }
 
 std::optional<ScriptModel::AdaptedUnits> ScriptModel::adapted_units() const {
-  if (lora_forward_ || !unit_plan().graph) return std::nullopt;
+  if (!unit_plan().graph) return std::nullopt;
   AdaptedUnits out{unit_plan().units, std::vector<std::vector<size_t>>(unit_plan().units.size())};
   const auto& adapters = lora_.adapters();
   for (size_t i = 0; i < adapters.size(); ++i) {
@@ -186,13 +193,15 @@ bool ScriptModel::set_unit_hooks(UnitHooks hooks) {
     unit_lora_.reset();
     return false;
   }
-  if (adapted) {
+  std::shared_ptr<torch::jit::Graph> graph = unit_plan().graph->copy();
+  if (lora_outputs_) {
+    mark_adapted_linears(*graph, output_layers_, unit_token_);
+  } else if (adapted) {
     unit_lora_ = std::make_unique<UnitLora>(lora_, std::move(adapted->adapters_of_unit));
     hooks = unit_lora_->wrap(std::move(hooks));
   }
   install_unit_hooks(unit_token_, unit_plan().site_units, std::move(hooks));
-  units_forward_ = std::make_unique<torch::jit::GraphFunction>("acc_sharded_forward", unit_plan().graph->copy(),
-                                                                nullptr);
+  units_forward_ = std::make_unique<torch::jit::GraphFunction>("acc_sharded_forward", graph, nullptr);
   return true;
 }
 

@@ -28,9 +28,9 @@ class ScriptModel final : public Model {
   void set_training(bool training) override;
   bool is_training() const override;
   void set_graph_optimization(bool enabled) override { optimize_ = enabled; }
-  // Stage 3's units: see model/script_units.h. LoRA adapters that adapt weights join their layer's
-  // unit, whose adapted weights are then made unit by unit (model/unit_lora.h); adapters of
-  // outputs (lora_dropout > 0) make the model one unit.
+  // Stage 3's units: see model/script_units.h. LoRA adapters join their layer's unit: adapters of
+  // weights have their adapted weights made unit by unit (model/unit_lora.h), adapters of outputs
+  // (lora_dropout > 0) run from markers inside their layer's unit (model/script_lora.h).
   std::vector<std::vector<std::string>> parameter_units() const override;
   bool set_unit_hooks(UnitHooks hooks) override;
   void set_unit_policy(const UnitPolicy& policy) override;
@@ -56,6 +56,8 @@ class ScriptModel final : public Model {
   };
   std::optional<Arity> arity_;
   const int64_t unit_token_ = next_unit_token();
+  UnitPolicy unit_policy_;
+  // Planned with unit_policy_, keeping the calls of the layers whose outputs LoRA adapts.
   mutable std::optional<ScriptUnitPlan> unit_plan_;
   const ScriptUnitPlan& unit_plan() const;
   // forward with the unit markers, while hooks are installed.
@@ -66,15 +68,15 @@ class ScriptModel final : public Model {
   std::shared_ptr<MarkedAdapters> lora_outputs_;
   std::unique_ptr<torch::jit::GraphFunction> lora_forward_;
   void drop_lora_outputs();
-  // Stage 3's units with each weight-adapted layer's adapters in its weight's unit, and those
-  // adapters by unit; none where the adapters adapt outputs, the forward is one unit, or an adapted
-  // weight is in no unit under its own name (a tied one).
+  // Stage 3's units with each adapted layer's adapters in its weight's unit, and those adapters by
+  // unit; none where the forward is one unit or an adapted weight is in no unit under its own name
+  // (a tied one).
   struct AdaptedUnits {
     std::vector<std::vector<std::string>> units;
     std::vector<std::vector<size_t>> adapters_of_unit;
   };
   std::optional<AdaptedUnits> adapted_units() const;
-  // While stage 3's hooks run a model with weight-adapting LoRA adapters.
+  // While stage 3's hooks run a model with LoRA adapters of weights.
   std::unique_ptr<UnitLora> unit_lora_;
 };
 

@@ -218,11 +218,14 @@ struct Reading {
   std::map<int64_t, std::vector<int64_t>> enclosing;  // the sites open at each site's begin
   // The tensors the graph reads itself (by full name), by the innermost site open there (0: none).
   std::map<int64_t, std::set<std::string>> reads;
+  // The modules of calls kept unmarked (calls_kept), by the innermost site open there: such a call
+  // reads its module's parameters as an inlined body would.
+  std::map<int64_t, std::set<std::string>> kept_calls;
   std::string opaque;  // set when the graph uses a module otherwise (the reason)
 };
 
 void read_block(torch::jit::Block* block, const ModulePaths& paths, const std::set<int64_t>& ends,
-                std::vector<int64_t> open, Reading& reading) {
+                const std::set<std::string>& kept, std::vector<int64_t> open, Reading& reading) {
   for (torch::jit::Node* node : block->nodes()) {
     if (node->kind() == c10::Symbol::fromQualString(kBegin)) {
       const int64_t site = constant_int(node->input(1));
@@ -247,12 +250,17 @@ void read_block(torch::jit::Block* block, const ModulePaths& paths, const std::s
                          node->kind().toQualString() + "'";
       }
     }
+    if (node->kind() == c10::prim::CallMethod) {
+      auto path = paths.find(node->input(0));
+      if (path != paths.end() && kept.count(path->second))
+        reading.kept_calls[open.empty() ? 0 : open.back()].insert(path->second);
+    }
     if (node->kind() == c10::prim::GetAttr && node->output()->type()->kind() == c10::TypeKind::TensorType) {
       auto base = paths.find(node->input(0));
       if (base != paths.end())
         reading.reads[open.empty() ? 0 : open.back()].insert(join(base->second, node->s(c10::attr::name)));
     }
-    for (torch::jit::Block* inner : node->blocks()) read_block(inner, paths, ends, open, reading);
+    for (torch::jit::Block* inner : node->blocks()) read_block(inner, paths, ends, kept, open, reading);
   }
 }
 
@@ -329,7 +337,8 @@ std::set<std::string> wrapped_module_paths(const torch::jit::Module& module, con
   return wrapped;
 }
 
-ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token, const UnitPolicy& policy) {
+ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token, const UnitPolicy& policy,
+                                 const std::set<std::string>& calls_kept) {
   ScriptUnitPlan plan;
   // Every name a parameter is reachable by, with its first (the one ScriptModel lists): a tied
   // head's weight is the embedding's.
@@ -372,7 +381,7 @@ ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token
     return std::any_of(wrapped.begin(), wrapped.end(), [&](const std::string& w) { return under(w, path); });
   };
   const KeepCall keep = [&](torch::jit::Node*, const std::string& path) {
-    return wrapped.count(path) && !holds_wrapped(path);
+    return !holds_wrapped(path) && (wrapped.count(path) || calls_kept.count(path));
   };
   for (;;) {
     const ModulePaths paths = module_paths(*graph);
@@ -399,7 +408,14 @@ ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token
   std::set<int64_t> ends;
   find_ends(graph->block(), ends);
   Reading reading;
-  read_block(graph->block(), module_paths(*graph), ends, {}, reading);
+  std::set<std::string> kept;  // the calls kept unmarked: wrapped calls are sites, read as such
+  for (const auto& path : calls_kept)
+    if (!wrapped.count(path)) kept.insert(path);
+  read_block(graph->block(), module_paths(*graph), ends, kept, {}, reading);
+  for (const auto& [site, modules] : reading.kept_calls)
+    for (const auto& [name, parameter] : aliases)
+      for (const auto& module : modules)
+        if (under(name, module)) reading.reads[site].insert(name);
   if (!reading.opaque.empty()) return whole(reading.opaque);
   if (reading.sites.empty())
     return whole(policy.kind == UnitPolicy::Kind::Classes ? "forward calls no module of the classes to wrap"

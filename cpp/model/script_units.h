@@ -37,8 +37,11 @@ struct ScriptUnitPlan {
 };
 
 // `token` names the model in the markers (see install_unit_hooks). A Classes policy naming a class
-// no submodule has is an error (as Accelerate's).
-ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token, const UnitPolicy& policy = {});
+// no submodule has is an error (as Accelerate's). Calls of the modules `calls_kept` names (dotted
+// paths) stay calls, unmarked, wherever the plan would inline them, so that a later pass still finds
+// them (LoRA's adapted layers, model/script_lora.h); they change no unit.
+ScriptUnitPlan plan_script_units(const torch::jit::Module& module, int64_t token, const UnitPolicy& policy = {},
+                                 const std::set<std::string>& calls_kept = {});
 
 // The modules a policy wraps, by dotted path (never the root): Classes' modules, or those torch's
 // size_based_auto_wrap_policy wraps (ModuleList/ModuleDict never, nothing inside a

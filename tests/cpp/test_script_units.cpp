@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -124,29 +125,92 @@ TEST(ScriptUnits, EachCallReportsTheTensorsItTakes) {
   model->set_unit_hooks(acc::UnitHooks{});
 }
 
-// LoRA adapters that adapt a layer's weight join the unit of that weight (stage 3 makes the adapted
-// weights unit by unit, model/unit_lora.h); adapters of outputs (lora_dropout > 0) run in another
-// marked forward, so the model is then one unit.
-TEST(ScriptUnits, LoraAdaptersJoinTheirLayersUnit) {
-  acc::LoraConfig config;
-  config.target_names = {"blocks.1.fc", "head"};
-  auto model = fixture("stacked.pt");
-  model->add_lora(config);
-  const Units units = model->parameter_units();
-  ASSERT_EQ(units.size(), 6u);
-  EXPECT_EQ(units[3], (std::vector<std::string>{"blocks.1.norm.weight", "blocks.1.norm.bias", "blocks.1.fc.weight",
-                                                "blocks.1.fc.bias", "blocks.1.fc.lora_A.weight",
-                                                "blocks.1.fc.lora_B.weight"}));
-  EXPECT_EQ(units[5], (Units::value_type{"head.weight", "head.bias", "head.lora_A.weight", "head.lora_B.weight"}));
-  std::vector<std::string> events;
-  EXPECT_TRUE(model->set_unit_hooks(recording_hooks(events)));
-  model->set_unit_hooks(acc::UnitHooks{});
+// Hooks that hold each unit's parameters only between its before and after (as stage 3 does: an
+// empty tensor outside), so that a read outside its unit fails; every parameter is empty at first.
+struct EmptyingHooks {
+  std::vector<std::vector<at::Tensor>> params;  // by unit
+  std::vector<std::vector<at::Tensor>> values;  // what they hold while gathered
+  EmptyingHooks(acc::Model& model, const Units& units) {
+    std::map<std::string, at::Tensor> by_name;
+    for (const auto& [name, tensor] : model.named_parameters()) by_name[name] = tensor;
+    for (const auto& names : units) {
+      params.emplace_back();
+      values.emplace_back();
+      for (const auto& name : names) {
+        params.back().push_back(by_name.at(name));
+        values.back().push_back(by_name.at(name).detach().clone());
+        params.back().back().set_data(at::empty({0}, values.back().back().options()));
+      }
+    }
+  }
+  ~EmptyingHooks() {
+    for (size_t u = 0; u < params.size(); ++u)
+      for (size_t i = 0; i < params[u].size(); ++i) params[u][i].set_data(values[u][i]);
+  }
+  acc::UnitHooks hooks() {
+    return acc::UnitHooks{[this](size_t unit) {
+                            for (size_t i = 0; i < params[unit].size(); ++i) params[unit][i].set_data(values[unit][i]);
+                          },
+                          [this](size_t unit, const at::Tensor& output) {
+                            for (auto& p : params[unit]) p.set_data(at::empty({0}, p.options()));
+                            return output;
+                          }};
+  }
+};
 
-  config.dropout = 0.1;
-  auto with_dropout = fixture("stacked.pt");
-  with_dropout->add_lora(config);
-  EXPECT_EQ(with_dropout->parameter_units().size(), 1u);
-  EXPECT_FALSE(with_dropout->set_unit_hooks(recording_hooks(events)));
+// LoRA adapters join the unit of their layer's weight: adapters of weights have their adapted
+// weights made unit by unit (model/unit_lora.h); adapters of outputs (lora_dropout > 0) run from a
+// marker after their layer's call, inside its unit, wherever the layer is (a unit itself, inside a
+// block, or in what unit 0 runs), drawing dropout in the unsharded forward's order.
+TEST(ScriptUnits, LoraAdaptersJoinTheirLayersUnit) {
+  for (double dropout : {0.0, 0.1}) {
+    SCOPED_TRACE(dropout);
+    acc::LoraConfig config;
+    config.target_names = {"blocks.1.fc", "head"};
+    config.dropout = dropout;
+    auto model = fixture("stacked.pt");
+    model->add_lora(config);
+    const Units units = model->parameter_units();
+    ASSERT_EQ(units.size(), 6u);
+    EXPECT_EQ(units[3], (std::vector<std::string>{"blocks.1.norm.weight", "blocks.1.norm.bias", "blocks.1.fc.weight",
+                                                  "blocks.1.fc.bias", "blocks.1.fc.lora_A.weight",
+                                                  "blocks.1.fc.lora_B.weight"}));
+    EXPECT_EQ(units[5], (Units::value_type{"head.weight", "head.bias", "head.lora_A.weight", "head.lora_B.weight"}));
+  }
+
+  // Outputs adapted where stage 3 holds only the unit running: the blocks are units, the head is
+  // read in unit 0 (the policy wraps only the blocks) and the adapted fc inside block 1.
+  const at::Tensor ids = at::tensor({0, 3, 7, 1, 2, 2, 5, 4}, at::kLong).reshape({2, 4});
+  for (bool training : {false, true}) {
+    SCOPED_TRACE(training);
+    acc::LoraConfig config;
+    config.target_names = {"body.blocks.1.fc", "head"};
+    config.dropout = 0.5;
+    config.init = "false";  // B random: the adapters change the output
+    auto model = fixture("wrapped.pt");
+    model->add_lora(config);
+    model->set_unit_policy(classes({"Block"}));
+    model->set_training(training);
+    const Units units = model->parameter_units();
+    ASSERT_EQ(units.size(), 4u);
+    EXPECT_EQ(units[0], (Units::value_type{"pos", "embed.weight", "head.weight", "head.bias", "head.lora_A.weight",
+                                           "head.lora_B.weight"}));
+    EXPECT_EQ(units[2].back(), "body.blocks.1.fc.lora_B.weight");
+    at::NoGradGuard no_grad;
+    at::manual_seed(7);
+    const at::Tensor plain = model->forward({ids}).at(0).second;
+    at::Tensor by_units;
+    {
+      EmptyingHooks emptying(*model, units);
+      ASSERT_TRUE(model->set_unit_hooks(emptying.hooks()));
+      at::manual_seed(7);
+      by_units = model->forward({ids}).at(0).second;
+      model->set_unit_hooks(acc::UnitHooks{});
+    }
+    EXPECT_TRUE(at::equal(by_units, plain)) << (by_units - plain).abs().max().item<float>();
+    at::manual_seed(8);
+    EXPECT_EQ(at::equal(model->forward({ids}).at(0).second, plain), !training) << "dropout draws in training only";
+  }
 }
 
 TEST(ScriptUnits, ATupleResultAndCallsItCannotSeeFallBack) {

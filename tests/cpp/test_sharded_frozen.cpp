@@ -98,12 +98,13 @@ std::vector<at::Tensor> train(const Case& c, bool sharded, std::vector<std::stri
 
 // stacked.pt with LoRA adapters (r 2, PEFT's initialisation) on its blocks' and head's linear layers:
 // every other parameter frozen.
-std::shared_ptr<acc::Model> stacked_with_lora() {
+std::shared_ptr<acc::Model> stacked_with_lora(double dropout) {
   auto model = torchscript_fixture("stacked.pt");
   acc::LoraConfig config;
   config.target_names = {"blocks.0.fc", "blocks.1.fc", "blocks.2.fc", "head"};
   config.r = 2;
   config.alpha = 4;
+  config.dropout = dropout;
   model->add_lora(config);
   return model;
 }
@@ -126,7 +127,11 @@ const std::vector<std::pair<std::string, Case>>& cases() {
       // their memory freed after each unit's forward and made again for its backward. The
       // position table, read by the forward itself, is gathered throughout.
       {"TorchScript with LoRA",
-       {stacked_with_lora, "pos", "blocks.0.fc.lora_A.weight", "pos,blocks.0.*", token_batch}},
+       {[] { return stacked_with_lora(0); }, "pos", "blocks.0.fc.lora_A.weight", "pos,blocks.0.*", token_batch}},
+      // With dropout the adapters add to their layers' outputs, from markers inside the units
+      // (model/script_lora.h), drawing dropout as the unsharded forward does.
+      {"TorchScript with LoRA dropout",
+       {[] { return stacked_with_lora(0.25); }, "pos", "blocks.0.fc.lora_A.weight", "pos,blocks.0.*", token_batch}},
   };
   return all;
 }

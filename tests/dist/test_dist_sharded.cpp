@@ -1008,7 +1008,7 @@ namespace {
 std::map<std::string, std::vector<float>> train_torchscript(
     int stage, const std::string& file, std::vector<float>* eval = nullptr,
     std::vector<std::pair<std::string, std::string>> options = {}, const char* algorithm = "adamw",
-    const char* freeze = nullptr, const char* lora = nullptr) {
+    const char* freeze = nullptr, const char* lora = nullptr, double lora_dropout = 0) {
   const bool stacked = file != "classifier.pt";  // token ids in, logits over 8 tokens out
   // wrapped.pt's blocks sit one level down: FSDP's transformer_layer_cls_to_wrap makes them units.
   options.insert(options.end(), {{"zero_stage", std::to_string(stage)},
@@ -1025,6 +1025,7 @@ std::map<std::string, std::vector<float>> train_torchscript(
   if (lora) {
     EXPECT_EQ(acc_set_seed(5), ACC_OK);  // the adapters' initial draws
     acc_options* o = acc_test::lora_options(2, 4);
+    EXPECT_EQ(acc_options_set_double(o, "lora_dropout", lora_dropout), ACC_OK);
     EXPECT_EQ(acc_model_add_lora(model, lora, o, nullptr), ACC_OK) << acc_last_error_message();
     acc_options_free(o);
   }
@@ -1152,16 +1153,19 @@ TEST(Sharded, FrozenParametersAreShardedAndTrainAsDdp) {
   }
 }
 
-// LoRA on a TorchScript model under stage 3: the adapters join their layers' units and the adapted
-// weights are made unit by unit (model/unit_lora.h), freed after each unit's forward and made again
-// for its backward; training matches DDP, which adapts the whole model at the start of each forward.
+// LoRA on a TorchScript model under stage 3: the adapters join their layers' units. Without
+// dropout the adapted weights are made unit by unit (model/unit_lora.h), freed after each unit's
+// forward and made again for its backward; training matches DDP, which adapts the whole model at the
+// start of each forward. With dropout each layer's output is adapted from a marker inside its unit
+// (model/script_lora.h), drawing the same dropout masks in the same order as under DDP.
 TEST(Sharded, TorchScriptLoraTrainsUnitByUnitAsUnderDdp) {
-  for (const char* file : {"stacked.pt", "wrapped.pt"}) {
-    SCOPED_TRACE(file);
+  for (const auto& [file, dropout] : std::vector<std::pair<const char*, double>>{
+           {"stacked.pt", 0.0}, {"wrapped.pt", 0.0}, {"stacked.pt", 0.25}, {"wrapped.pt", 0.25}}) {
+    SCOPED_TRACE(std::string(file) + " lora_dropout " + std::to_string(dropout));
     std::vector<float> ddp_eval, eval;
     const char* targets = "fc,head";
-    const auto ddp = train_torchscript(0, file, &ddp_eval, {}, "adamw", nullptr, targets);
-    EXPECT_LE(max_difference(ddp, train_torchscript(3, file, &eval, {}, "adamw", nullptr, targets)),
+    const auto ddp = train_torchscript(0, file, &ddp_eval, {}, "adamw", nullptr, targets, dropout);
+    EXPECT_LE(max_difference(ddp, train_torchscript(3, file, &eval, {}, "adamw", nullptr, targets, dropout)),
               same_reduction_order(3) ? 0.0 : 1e-5);
     ASSERT_EQ(eval.size(), ddp_eval.size());
     for (size_t i = 0; i < eval.size(); ++i) EXPECT_NEAR(eval[i], ddp_eval[i], same_reduction_order(3) ? 0.0 : 1e-5);
