@@ -5,13 +5,17 @@
 # With --cuda, against Debian 13's CUDA build of libtorch 2.6 (contrib, CUDA 12.4 and NCCL from
 # non-free) instead: the CUDA and NCCL code is compiled and linked (ACC_WITH_CUDA), every CPU test
 # runs on that libtorch, and the GPU tests report themselves skipped (no GPU here).
+# With --accelerate, then trains through the C API next to Python Accelerate, step by step
+# (tests/sidebyside/run.sh, on torch 2.6), with Accelerate's sources (Debian has no package):
+# ACCELERATE_SRC (a checkout or a bare repository of huggingface/accelerate), else a clone.
 # Needs root, debootstrap and Debian's mirror; about 2.5 GB (--cuda: 15 GB), and 10 to 25 minutes on 2 cores.
-#   scripts/check-debian13.sh [--cuda] [ROOT]
+#   scripts/check-debian13.sh [--cuda | --accelerate] [ROOT]
 #   (ROOT: the chroot; default /var/tmp/accelerate-debian13[-cuda], kept for reruns)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cuda=false
+cuda=false accelerate=false
 if [ "${1:-}" = --cuda ]; then cuda=true; shift; fi
+if [ "${1:-}" = --accelerate ]; then accelerate=true; shift; fi
 root=${1:-/var/tmp/accelerate-debian13$($cuda && echo -cuda || true)}
 [ "$(id -u)" -eq 0 ] || { echo "check-debian13: run as root (debootstrap, chroot)" >&2; exit 1; }
 command -v debootstrap >/dev/null || apt-get install -y -q debootstrap
@@ -35,6 +39,18 @@ exclude=$($cuda && echo "libtorch-dev libgloo-dev python3-torch" || true)
 chroot "$root" env ACC_SETUP_EXCLUDE="$exclude" bash -c 'cd /src && scripts/setup.sh'
 if ! $cuda; then
   chroot "$root" env ACC_BUILD_DIR=/build bash -c 'cd /src && scripts/build.sh && ctest --test-dir /build -LE gpu -j2 --output-on-failure'
+  $accelerate || exit 0
+  rm -rf "$root/opt/accelerate" && mkdir -p "$root/opt/accelerate"
+  src=${ACCELERATE_SRC:-}
+  if [ -z "$src" ]; then
+    git clone -q --depth 1 https://github.com/huggingface/accelerate "$root/opt/accelerate"
+  elif [ -d "$src/src/accelerate" ]; then
+    cp -r "$src/src" "$root/opt/accelerate/"
+  else
+    git --git-dir="$src" archive HEAD src/accelerate | tar -x -C "$root/opt/accelerate"
+  fi
+  chroot "$root" bash -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-safetensors >/dev/null &&
+    cd /src && PYTHONPATH=/opt/accelerate/src tests/sidebyside/run.sh /build /tmp/sidebyside'
   exit
 fi
 

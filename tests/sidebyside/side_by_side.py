@@ -1,0 +1,475 @@
+"""Training through the C API next to Python Accelerate, step by step, on the same TorchScript models,
+weights and data: each scenario runs once with `accelerate.Accelerator` and once through
+libaccelerate (acc_ctypes.py); the losses, learning rates, gradient norms, an evaluation gathered
+with gather_for_metrics and the final weights are compared, and the files save_model writes (read
+by Python's safetensors, then byte by byte). Needs PyTorch and Accelerate in the python that runs
+it: `scripts/check-debian13.sh --accelerate` (Debian 13's torch 2.6 and Accelerate's sources), or
+a machine with both installed (scripts/gpu/test.sh). On the CPU unless ACC_SIDE_BY_SIDE_DEVICE=cuda.
+
+  side_by_side.py export DIR                       models and data into DIR
+  side_by_side.py run SIDE SCENARIO DIR            SIDE: accelerate or ours; one process of the job
+                                                   (launched by torchrun / accelerate-launch)
+  side_by_side.py compare SCENARIO DIR PROCESSES   exit 1 when any value differs
+  side_by_side.py list                             the scenarios
+"""
+import ctypes
+import json
+import math
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+
+SCENARIOS = {
+    # An MLP with dropout (the global generator's stream), AdamW, transformers' linear warmup, an
+    # unseeded shuffle over two epochs.
+    "mlp": dict(model="mlp", optimizer="adamw", schedule="linear"),
+    "mlp_accumulate_clip": dict(model="mlp", optimizer="adamw", schedule="linear", accumulation=2, clip=0.5),
+    "mlp_bf16": dict(model="mlp", optimizer="adamw", schedule="linear", mixed_precision="bf16"),
+    # Seedable shuffling (Accelerate's use_seedable_sampler with data_seed: epoch e shuffles with
+    # seed + e): the accelerator's data_seed here, or the loader's own seed.
+    "mlp_seedable_sampler": dict(model="mlp", optimizer="sgd", schedule="cosine", data_seed=11),
+    "mlp_loader_seed": dict(model="mlp", optimizer="sgd", schedule="cosine", data_seed=11, loader_seed=True),
+    # A causal transformer LM (TorchScript, dropout inside attention and the feed-forward), SGD
+    # with momentum and a cosine schedule.
+    "lm": dict(model="lm", optimizer="sgd", schedule="cosine"),
+    # save_state after the first epoch, everything made anew, load_state, the second epoch: the same
+    # numbers as without the break.
+    "mlp_resume": dict(model="mlp", optimizer="adamw", schedule="linear", resume=True, uninterrupted="mlp"),
+    "mlp_seedable_resume": dict(model="mlp", optimizer="adamw", schedule="linear", data_seed=11, resume=True),
+    # Windows that the loader's end cuts short (sync_with_dataloader); an infinity-norm clip.
+    "mlp_accumulate_3_clip_inf": dict(model="mlp", optimizer="adamw", schedule="linear", accumulation=3, clip=0.3,
+                                      clip_norm_type=math.inf),
+    # 42 samples: the last batch is short, and on 2 processes even_batches completes it from the
+    # epoch's start; split_batches; drop_last; batches
+    # dispatched from process 0.
+    "mlp_uneven": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear"),
+    "mlp_split_batches": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", split_batches=True),
+    "mlp_drop_last": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="linear", drop_last=True),
+    "mlp_dispatch": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="linear", dispatch_batches=True),
+    # Biases in a group without weight decay; a frozen embedding; gradients synchronised on every
+    # micro-batch (sync_each_batch); the scheduler stepped once per call (step_scheduler_with_optimizer off).
+    "mlp_no_decay_group": dict(model="mlp", optimizer="adamw", schedule="linear", no_decay="*.bias"),
+    "lm_frozen_embedding": dict(model="lm", optimizer="adamw", schedule="cosine", freeze="embed.*"),
+    "mlp_sync_each_batch": dict(model="mlp", optimizer="adamw", schedule="linear", accumulation=2,
+                                sync_each_batch=True),
+    "mlp_scheduler_apart": dict(model="mlp", optimizer="sgd", schedule="linear", step_scheduler_with_optimizer=False),
+    "lm_bf16_accumulate": dict(model="lm", optimizer="adamw", schedule="linear", mixed_precision="bf16",
+                               accumulation=2, clip=1.0),
+}
+DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=2, batch_size=4, data_seed=None,
+                loader_seed=False, resume=False, clip_norm_type=2.0, data=None, even_batches=True, split_batches=False,
+                drop_last=False, dispatch_batches=None, no_decay=None, freeze=None, sync_each_batch=False,
+                step_scheduler_with_optimizer=True)
+EVAL_SAMPLES = 10  # an evaluation loader whose last batch is uneven over 2 processes
+VOCAB, CLASSES = 16, 3
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 32)
+        self.drop = torch.nn.Dropout(0.1)
+        self.fc2 = torch.nn.Linear(32, CLASSES)
+
+    def forward(self, x: torch.Tensor):
+        return self.fc2(self.drop(torch.relu(self.fc1(x))))
+
+
+class Lm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(VOCAB, 32)
+        self.block = torch.nn.TransformerEncoderLayer(32, 4, 64, dropout=0.1, batch_first=True, norm_first=True)
+        self.head = torch.nn.Linear(32, VOCAB)
+
+    def forward(self, ids: torch.Tensor):
+        t = ids.shape[1]
+        mask = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
+        return self.head(self.block(self.embed(ids), src_mask=mask))
+
+
+def export(directory):
+    os.makedirs(directory, exist_ok=True)
+    torch.manual_seed(0)
+    torch.jit.script(Mlp()).save(os.path.join(directory, "mlp.pt"))
+    torch.jit.script(Lm()).save(os.path.join(directory, "lm.pt"))
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(40, 8, generator=g), torch.randint(0, CLASSES, (40,), generator=g)
+    ids = torch.randint(0, VOCAB, (24, 9), generator=g)
+    x42, y42 = torch.randn(42, 8, generator=g), torch.randint(0, CLASSES, (42,), generator=g)
+    torch.save({"mlp": [x, y], "mlp_42": [x42, y42], "lm": [ids[:, :-1].contiguous(), ids[:, 1:].contiguous()]},
+               os.path.join(directory, "data.pt"))
+
+
+def config(name):
+    cfg = {**DEFAULTS, **SCENARIOS[name], "name": name}
+    cfg["cpu"] = os.environ.get("ACC_SIDE_BY_SIDE_DEVICE", "cpu") == "cpu"  # else the GPU, on both sides
+    cfg["data"] = cfg["data"] or cfg["model"]
+    return cfg
+
+
+def schedule(cfg, total):
+    warmup = 2
+    if cfg["schedule"] == "linear":  # transformers' get_linear_schedule_with_warmup
+        return lambda s: s / max(1, warmup) if s < warmup else max(0.0, (total - s) / max(1, total - warmup))
+
+    def cosine(s):  # transformers' get_cosine_schedule_with_warmup, num_cycles 0.5
+        if s < warmup:
+            return s / max(1, warmup)
+        progress = (s - warmup) / max(1, total - warmup)
+        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * 0.5 * 2.0 * progress)))
+    return cosine
+
+
+def optimizer_settings(cfg):
+    if cfg["optimizer"] == "adamw":
+        return {"lr": 1e-2, "weight_decay": 0.01}
+    return {"lr": 0.05, "momentum": 0.9}
+
+
+def total_steps(cfg, samples, processes):
+    batches = math.ceil(samples / (cfg["batch_size"] * (1 if cfg["split_batches"] else processes)))
+    return cfg["epochs"] * batches // cfg["accumulation"]
+
+
+class AccelerateJob:
+    """The scenario's training loop on Python Accelerate."""
+
+    def __init__(self, cfg, directory):
+        from fnmatch import fnmatchcase
+
+        from accelerate import Accelerator, DataLoaderConfiguration, InitProcessGroupKwargs
+        from accelerate.utils import GradientAccumulationPlugin
+        from accelerate.utils import set_seed
+        from torch.utils.data import DataLoader, TensorDataset
+
+        self.cfg = cfg
+        self.seedable = cfg["data_seed"] is not None
+        distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+        if distributed:
+            sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dist"))
+            from classic_store import use_classic_store_without_libuv
+            use_classic_store_without_libuv()
+        self.accelerator = Accelerator(
+            cpu=cfg["cpu"], mixed_precision=cfg["mixed_precision"],
+            gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=cfg["accumulation"],
+                                                                    sync_each_batch=cfg["sync_each_batch"]),
+            step_scheduler_with_optimizer=cfg["step_scheduler_with_optimizer"],
+            dataloader_config=DataLoaderConfiguration(
+                use_seedable_sampler=self.seedable, data_seed=cfg["data_seed"], even_batches=cfg["even_batches"],
+                split_batches=cfg["split_batches"], dispatch_batches=cfg["dispatch_batches"]),
+            # Gloo, as ours on the CPU (Accelerate would take MPI where torch has it)
+            kwargs_handlers=[InitProcessGroupKwargs(backend="gloo")] if distributed else [])
+        self.rank, self.processes = self.accelerator.process_index, self.accelerator.num_processes
+        set_seed(cfg["seed"])
+        model = torch.jit.load(os.path.join(directory, cfg["model"] + ".pt"))
+        named = list(model.named_parameters())
+        for name, parameter in named:
+            if cfg["freeze"] and fnmatchcase(name, cfg["freeze"]):
+                parameter.requires_grad_(False)
+        groups = [{"params": [p for n, p in named if not (cfg["no_decay"] and fnmatchcase(n, cfg["no_decay"]))]}]
+        if cfg["no_decay"]:
+            groups.append({"params": [p for n, p in named if fnmatchcase(n, cfg["no_decay"])], "weight_decay": 0.0})
+        settings = optimizer_settings(cfg)
+        if cfg["optimizer"] == "adamw":
+            optimizer = torch.optim.AdamW(groups, **settings)
+        else:
+            optimizer = torch.optim.SGD(groups, **settings)
+        data = torch.load(os.path.join(directory, "data.pt"))[cfg["data"]]
+        total = total_steps(cfg, len(data[0]), self.processes)
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule(cfg, total))
+        loader = DataLoader(TensorDataset(*data), batch_size=cfg["batch_size"], shuffle=True, drop_last=cfg["drop_last"])
+        evaluation = DataLoader(TensorDataset(*[t[:EVAL_SAMPLES] for t in data]), batch_size=cfg["batch_size"])
+        self.model, self.optimizer, self.loader, self.scheduler, self.evaluation = self.accelerator.prepare(
+            model, optimizer, loader, scheduler, evaluation)
+
+    def train_epoch(self, epoch, record):
+        accelerator, model, optimizer, scheduler = self.accelerator, self.model, self.optimizer, self.scheduler
+        if self.seedable:
+            self.loader.set_epoch(epoch)
+        for inputs, targets in self.loader:
+            with accelerator.accumulate(model):
+                logits = model(inputs)
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+                accelerator.backward(loss)
+                if accelerator.sync_gradients and self.cfg["clip"] > 0:
+                    record["norm"].append(float(accelerator.clip_grad_norm_(model.parameters(), self.cfg["clip"],
+                                                                            self.cfg["clip_norm_type"])))
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+            record["loss"].append(loss.item())
+            record["lr"].append(scheduler.get_last_lr()[0])
+
+    def evaluate(self):
+        self.model.eval()
+        gathered = []
+        with torch.no_grad():
+            for inputs, _ in self.evaluation:
+                gathered += self.accelerator.gather_for_metrics(self.model(inputs)).float().flatten().tolist()
+        self.model.train()
+        return gathered
+
+    def save(self, checkpoint):
+        self.accelerator.save_state(checkpoint)
+
+    def save_model(self, directory):
+        try:
+            self.accelerator.save_model(self.model, directory)
+        except ModuleNotFoundError as e:  # huggingface_hub, which Debian lacks: what save_model does for one shard
+            if e.name != "huggingface_hub":
+                raise
+            from safetensors.torch import save_file
+            if self.accelerator.is_main_process:
+                os.makedirs(directory, exist_ok=True)
+                state = {k: v.contiguous() for k, v in self.accelerator.get_state_dict(self.model).items()}
+                save_file(state, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
+
+    def load(self, checkpoint):
+        self.accelerator.load_state(checkpoint)
+
+    def weights(self):
+        weights = self.accelerator.unwrap_model(self.model).state_dict()
+        return {name: t.float().flatten().tolist() for name, t in weights.items()}
+
+
+class OurJob:
+    """The same loop through the C API."""
+
+    def __init__(self, cfg, directory):
+        import acc_ctypes as api
+
+        self.api, self.cfg = api, cfg
+        self.lib = lib = api.load(os.environ.get("ACC_BUILD_DIR", "build"))
+        p = ctypes.c_void_p
+        accelerator_options = {"cpu": cfg["cpu"], "mixed_precision": cfg["mixed_precision"],
+                               "gradient_accumulation_steps": cfg["accumulation"], "even_batches": cfg["even_batches"],
+                               "split_batches": cfg["split_batches"], "sync_each_batch": cfg["sync_each_batch"],
+                               "step_scheduler_with_optimizer": cfg["step_scheduler_with_optimizer"]}
+        if cfg["dispatch_batches"] is not None:
+            accelerator_options["dispatch_batches"] = cfg["dispatch_batches"]
+        if cfg["data_seed"] is not None and not cfg["loader_seed"]:
+            accelerator_options.update(use_seedable_sampler=True, data_seed=cfg["data_seed"])
+        self.acc = acc = lib.new("acc_accelerator_create", lib.options(api.ACC_OPTIONS_ACCELERATOR, accelerator_options))
+        rank, size = ctypes.c_int64(), ctypes.c_int64()
+        lib.acc_accelerator_process_index(acc, ctypes.byref(rank))
+        lib.acc_accelerator_num_processes(acc, ctypes.byref(size))
+        self.rank, self.processes = rank.value, size.value
+        lib.acc_set_seed(ctypes.c_uint64(cfg["seed"]))
+        model = lib.new("acc_model_load_torchscript", os.path.join(directory, cfg["model"] + ".pt").encode())
+        if cfg["freeze"]:
+            lib.acc_model_set_requires_grad(model, cfg["freeze"].encode(), 0, None)
+        optimizer = lib.new("acc_optimizer_create", model, cfg["optimizer"].encode(),
+                            lib.options(api.ACC_OPTIONS_OPTIMIZER, optimizer_settings(cfg)))
+        if cfg["no_decay"]:
+            lib.acc_optimizer_add_param_group_matching(
+                optimizer, cfg["no_decay"].encode(), lib.options(api.ACC_OPTIONS_OPTIMIZER, {"weight_decay": 0.0}), None)
+        data = torch.load(os.path.join(directory, "data.pt"))[cfg["data"]]
+        scheduler = lib.new("acc_scheduler_create", optimizer, cfg["schedule"].encode(), lib.options(
+            api.ACC_OPTIONS_SCHEDULER,
+            {"num_warmup_steps": 2, "num_training_steps": total_steps(cfg, len(data[0]), self.processes)}))
+        loader_options = {"batch_size": cfg["batch_size"], "shuffle": True, "drop_last": cfg["drop_last"]}
+        if cfg["loader_seed"]:
+            loader_options["seed"] = cfg["data_seed"]
+        loader = self.loader_over(data, loader_options)
+        lib.acc_prepare(acc, ctypes.byref(model), ctypes.byref(optimizer), ctypes.byref(loader),
+                        ctypes.byref(scheduler))
+        evaluation = self.loader_over([t[:EVAL_SAMPLES] for t in data], {"batch_size": cfg["batch_size"]})
+        lib.acc_prepare(acc, None, None, ctypes.byref(evaluation), None)
+        self.model, self.optimizer, self.loader, self.scheduler, self.evaluation = (
+            model, optimizer, loader, scheduler, evaluation)
+
+    def loader_over(self, tensors, options):
+        lib, p = self.lib, ctypes.c_void_p
+        fields = [lib.tensor(t) for t in tensors]
+        dataset = lib.new("acc_dataset_from_tensors", (p * len(fields))(*fields), ctypes.c_size_t(len(fields)))
+        return lib.new("acc_dataloader_create", dataset, lib.options(self.api.ACC_OPTIONS_DATALOADER, options))
+
+    def batches(self, loader):
+        while True:
+            batch = ctypes.c_void_p()
+            self.lib.acc_dataloader_next(loader, ctypes.byref(batch))
+            if not batch:
+                return
+            yield batch
+
+    def forward(self, inputs, flags=0):
+        lib = self.lib
+        outputs = lib.new("acc_model_forward", self.model, (ctypes.c_void_p * 1)(inputs), ctypes.c_size_t(1),
+                          ctypes.c_uint32(flags))
+        logits = lib.list_get(outputs, 0)
+        lib.lib.acc_tensor_list_free(outputs)
+        return logits
+
+    def train_epoch(self, epoch, record):
+        lib, api, acc = self.lib, self.api, self.acc
+        for batch in self.batches(self.loader):
+            lib.acc_accumulate_begin(acc)
+            inputs, targets = lib.list_get(batch, 0), lib.list_get(batch, 1)
+            logits = self.forward(inputs)
+            width = lib.to_torch(logits).shape[-1]
+            flat_logits = lib.new("acc_tensor_reshape", logits, (ctypes.c_int64 * 2)(-1, width), ctypes.c_size_t(2))
+            flat_targets = lib.new("acc_tensor_reshape", targets, (ctypes.c_int64 * 1)(-1), ctypes.c_size_t(1))
+            loss = lib.new("acc_loss_cross_entropy", flat_logits, flat_targets, api.REDUCTION_MEAN, ctypes.c_double(0))
+            lib.acc_backward(acc, loss)
+            sync = ctypes.c_int()
+            lib.acc_accelerator_sync_gradients(acc, ctypes.byref(sync))
+            if sync.value and self.cfg["clip"] > 0:
+                norm = ctypes.c_double()
+                lib.acc_clip_grad_norm(acc, self.model, ctypes.c_double(self.cfg["clip"]),
+                                       ctypes.c_double(self.cfg["clip_norm_type"]), ctypes.byref(norm))
+                record["norm"].append(norm.value)
+            lib.acc_optimizer_step(self.optimizer)
+            lib.acc_scheduler_step(self.scheduler)
+            lib.acc_optimizer_zero_grad(self.optimizer)
+            lib.acc_accumulate_end(acc)
+            record["loss"].append(lib.item(loss))
+            lr = ctypes.c_double()
+            lib.acc_scheduler_get_last_lr(self.scheduler, ctypes.c_size_t(0), ctypes.byref(lr))
+            record["lr"].append(lr.value)
+            for t in (inputs, targets, logits, flat_logits, flat_targets, loss):
+                lib.lib.acc_tensor_free(t)
+            lib.lib.acc_tensor_list_free(batch)
+
+    def evaluate(self):
+        lib = self.lib
+        lib.acc_model_set_training(self.model, 0)
+        gathered = []
+        for batch in self.batches(self.evaluation):
+            inputs = lib.list_get(batch, 0)
+            logits = self.forward(inputs, flags=1)  # ACC_FORWARD_NO_GRAD
+            everyone = lib.new("acc_gather_for_metrics", self.acc, logits, b"logits")
+            gathered += lib.to_torch(everyone).flatten().tolist()
+            for t in (inputs, logits, everyone):
+                lib.lib.acc_tensor_free(t)
+            lib.lib.acc_tensor_list_free(batch)
+        lib.acc_model_set_training(self.model, 1)
+        return gathered
+
+    def save(self, checkpoint):
+        self.lib.acc_save_state(self.acc, checkpoint.encode(), None)
+
+    def save_model(self, directory):
+        self.lib.acc_save_model(self.acc, self.model, directory.encode(), None)
+
+    def load(self, checkpoint):
+        self.lib.acc_load_state(self.acc, checkpoint.encode(), None)
+
+    def weights(self):
+        state = self.lib.new("acc_model_state_dict", self.model)
+        return {name: self.lib.to_torch(t).flatten().tolist() for name, t in self.lib.list_items(state)}
+
+
+def run(side, cfg, directory):
+    """The scenario's epochs, then an evaluation gathered over the processes; with `resume`, every
+    object is made anew after the first epoch and the state saved then is loaded."""
+    job_class = AccelerateJob if side == "accelerate" else OurJob
+    job = job_class(cfg, directory)
+    record = {"loss": [], "lr": [], "norm": []}
+    for epoch in range(cfg["epochs"]):
+        if cfg["resume"] and epoch == cfg["epochs"] - 1:
+            checkpoint = os.path.join(directory, f"checkpoint.{side}.{job.processes}")
+            job.save(checkpoint)
+            job = job_class(cfg, directory)
+            job.load(checkpoint)
+        job.train_epoch(epoch, record)
+    record["eval"] = job.evaluate()
+    record["weights"] = job.weights()
+    job.save_model(os.path.join(directory, f"{cfg['name']}.{side}.{job.processes}.model"))
+    return record, job.rank, job.processes
+
+
+def differences(a, o):
+    """The first difference between two runs of one process (None when bit-identical), and the largest."""
+    first, worst = None, 0.0
+    for key in ("loss", "lr", "norm", "eval"):
+        if len(a[key]) != len(o[key]):
+            first = first or f"{len(a[key])} {key} values from Accelerate, {len(o[key])} from ours"
+            worst = math.inf
+            continue
+        for step, (x, y) in enumerate(zip(a[key], o[key])):
+            if x != y:
+                first = first or f"{key} at step {step}: {x!r} vs {y!r}"
+                worst = max(worst, abs(x - y))
+    if set(a["weights"]) != set(o["weights"]):
+        first = first or f"weights named differently: {sorted(set(a['weights']) ^ set(o['weights']))}"
+        worst = math.inf
+    for key in sorted(set(a["weights"]) & set(o["weights"])):
+        d = max((abs(x - y) for x, y in zip(a["weights"][key], o["weights"][key])), default=0.0)
+        if d > 0:
+            first = first or f"weight {key} differs by {d}"
+            worst = max(worst, d)
+    return first, worst
+
+
+def compare(name, directory, processes):
+    def load(scenario, side, rank):
+        with open(os.path.join(directory, f"{scenario}.{side}.{processes}.{rank}.json")) as f:
+            return json.load(f)
+
+    # A resumed run is held to Accelerate's uninterrupted one: Accelerate's own resume on several
+    # processes draws a new shuffle (its sampler's generator is not saved, accelerate#3242).
+    reference = SCENARIOS[name].get("uninterrupted", name)
+    if not os.path.exists(os.path.join(directory, f"{reference}.accelerate.{processes}.0.json")):
+        reference = name
+    verdict, ok = "bit-identical", True
+    for rank in range(processes):
+        ours = load(name, "ours", rank)
+        first, worst = differences(load(reference, "accelerate", rank), ours)
+        if first:
+            print(f"{name} rank {rank}: first difference: {first}")
+            verdict, ok = "DIFFERS (largest difference %.3g)" % worst, False
+        elif reference != name and differences(load(name, "accelerate", rank), ours)[0]:
+            verdict = f"bit-identical to Accelerate's uninterrupted run (its own resume differs)"
+    saved = saved_models_differ(name, directory, processes)
+    if saved:
+        print(f"{name}: save_model: {saved}")
+        verdict, ok = "DIFFERS (save_model)", False
+    print(f"{name:24s} {processes} process(es), {len(ours['loss'])} steps: {verdict}")
+    return ok
+
+
+def saved_models_differ(name, directory, processes):
+    """What differs between the model.safetensors files save_model wrote, read by Python's
+    safetensors, then byte by byte (None when they are the same file)."""
+    from safetensors.torch import load_file
+
+    files = [os.path.join(directory, f"{name}.{side}.{processes}.model", "model.safetensors")
+             for side in ("accelerate", "ours")]
+    if not all(os.path.exists(f) for f in files):
+        return "missing: " + ", ".join(f for f in files if not os.path.exists(f))
+    theirs, ours = (load_file(f) for f in files)
+    if theirs.keys() != ours.keys():
+        return f"tensors named differently: {sorted(theirs.keys() ^ ours.keys())}"
+    for key in theirs:
+        if theirs[key].dtype != ours[key].dtype or not torch.equal(theirs[key], ours[key]):
+            return f"tensor {key} differs"
+    with open(files[0], "rb") as a, open(files[1], "rb") as b:
+        if a.read() != b.read():  # the same tensors: the layout (order, offsets, header) differs
+            return "the same tensors, laid out otherwise than safetensors' own writer does"
+    return None
+
+
+def main(argv):
+    if argv[1] == "export":
+        export(argv[2])
+    elif argv[1] == "list":
+        print(" ".join(SCENARIOS))
+    elif argv[1] == "run":
+        side, name, directory = argv[2], argv[3], argv[4]
+        record, rank, processes = run(side, config(name), directory)
+        with open(os.path.join(directory, f"{name}.{side}.{processes}.{rank}.json"), "w") as f:
+            json.dump(record, f)
+    elif argv[1] == "compare":
+        return 0 if compare(argv[2], argv[3], int(argv[4])) else 1
+    else:
+        print(__doc__)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.exit(main(sys.argv))
