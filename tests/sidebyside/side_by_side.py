@@ -38,6 +38,11 @@ SCENARIOS = {
     # numbers as without the break.
     "mlp_resume": dict(model="mlp", optimizer="adamw", schedule="linear", resume=True, uninterrupted="mlp"),
     "mlp_seedable_resume": dict(model="mlp", optimizer="adamw", schedule="linear", data_seed=11, resume=True),
+    # Resumed in the middle of the first epoch (Accelerate: skip_first_batches).
+    "mlp_seedable_resume_mid_epoch": dict(model="mlp", optimizer="sgd", schedule="cosine", data_seed=11,
+                                          resume=True, resume_at=2, uninterrupted="mlp_seedable_sampler"),
+    "lm_resume_mid_epoch": dict(model="lm", optimizer="sgd", schedule="cosine", resume=True, resume_at=1,
+                                uninterrupted="lm"),
     # Windows that the loader's end cuts short (sync_with_dataloader); an infinity-norm clip.
     "mlp_accumulate_3_clip_inf": dict(model="mlp", optimizer="adamw", schedule="linear", accumulation=3, clip=0.3,
                                       clip_norm_type=math.inf),
@@ -61,7 +66,7 @@ SCENARIOS = {
 DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=2, batch_size=4, data_seed=None,
                 loader_seed=False, resume=False, clip_norm_type=2.0, data=None, even_batches=True, split_batches=False,
                 drop_last=False, dispatch_batches=None, no_decay=None, freeze=None, sync_each_batch=False,
-                step_scheduler_with_optimizer=True)
+                step_scheduler_with_optimizer=True, resume_at=None)
 EVAL_SAMPLES = 10  # an evaluation loader whose last batch is uneven over 2 processes
 VOCAB, CLASSES = 16, 3
 
@@ -185,11 +190,14 @@ class AccelerateJob:
         self.model, self.optimizer, self.loader, self.scheduler, self.evaluation = self.accelerator.prepare(
             model, optimizer, loader, scheduler, evaluation)
 
-    def train_epoch(self, epoch, record):
+    def train_epoch(self, epoch, record, skip=0, stop=None):
+        """The epoch's batches from `skip` (Accelerate's skip_first_batches, after a resume) until
+        `stop` batches are done (a loop left early)."""
         accelerator, model, optimizer, scheduler = self.accelerator, self.model, self.optimizer, self.scheduler
         if self.seedable:
             self.loader.set_epoch(epoch)
-        for inputs, targets in self.loader:
+        loader = accelerator.skip_first_batches(self.loader, skip) if skip else self.loader
+        for done, (inputs, targets) in enumerate(loader, start=skip + 1):
             with accelerator.accumulate(model):
                 logits = model(inputs)
                 loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
@@ -202,6 +210,8 @@ class AccelerateJob:
                 optimizer.zero_grad()
             record["loss"].append(loss.item())
             record["lr"].append(scheduler.get_last_lr()[0])
+            if done == stop:
+                break
 
     def evaluate(self):
         self.model.eval()
@@ -303,9 +313,10 @@ class OurJob:
         lib.lib.acc_tensor_list_free(outputs)
         return logits
 
-    def train_epoch(self, epoch, record):
+    def train_epoch(self, epoch, record, skip=0, stop=None):
+        """The same; a loader resumed by load_state starts after the batches it had done itself."""
         lib, api, acc = self.lib, self.api, self.acc
-        for batch in self.batches(self.loader):
+        for done, batch in enumerate(self.batches(self.loader), start=skip + 1):
             lib.acc_accumulate_begin(acc)
             inputs, targets = lib.list_get(batch, 0), lib.list_get(batch, 1)
             logits = self.forward(inputs)
@@ -332,6 +343,8 @@ class OurJob:
             for t in (inputs, targets, logits, flat_logits, flat_targets, loss):
                 lib.lib.acc_tensor_free(t)
             lib.lib.acc_tensor_list_free(batch)
+            if done == stop:
+                break
 
     def evaluate(self):
         lib = self.lib
@@ -363,18 +376,24 @@ class OurJob:
 
 
 def run(side, cfg, directory):
-    """The scenario's epochs, then an evaluation gathered over the processes; with `resume`, every
-    object is made anew after the first epoch and the state saved then is loaded."""
+    """The scenario's epochs, then an evaluation gathered over the processes. With `resume`, the
+    state is saved before the last epoch (or after `resume_at` batches of the first), every object
+    made anew and the state loaded, and training goes on from there."""
     job_class = AccelerateJob if side == "accelerate" else OurJob
     job = job_class(cfg, directory)
     record = {"loss": [], "lr": [], "norm": []}
+    resume_epoch = cfg["epochs"] - 1 if cfg["resume_at"] is None else 0
     for epoch in range(cfg["epochs"]):
-        if cfg["resume"] and epoch == cfg["epochs"] - 1:
+        skip = 0
+        if cfg["resume"] and epoch == resume_epoch:
+            if cfg["resume_at"] is not None:
+                job.train_epoch(epoch, record, stop=cfg["resume_at"])
+                skip = cfg["resume_at"]
             checkpoint = os.path.join(directory, f"checkpoint.{side}.{job.processes}")
             job.save(checkpoint)
             job = job_class(cfg, directory)
             job.load(checkpoint)
-        job.train_epoch(epoch, record)
+        job.train_epoch(epoch, record, skip=skip)
     record["eval"] = job.evaluate()
     record["weights"] = job.weights()
     job.save_model(os.path.join(directory, f"{cfg['name']}.{side}.{job.processes}.model"))
@@ -423,7 +442,7 @@ def compare(name, directory, processes):
             verdict, ok = "DIFFERS (largest difference %.3g)" % worst, False
         elif reference != name and differences(load(name, "accelerate", rank), ours)[0]:
             verdict = f"bit-identical to Accelerate's uninterrupted run (its own resume differs)"
-    saved = saved_models_differ(name, directory, processes)
+    saved = saved_models_differ(reference, name, directory, processes)
     if saved:
         print(f"{name}: save_model: {saved}")
         verdict, ok = "DIFFERS (save_model)", False
@@ -431,13 +450,13 @@ def compare(name, directory, processes):
     return ok
 
 
-def saved_models_differ(name, directory, processes):
+def saved_models_differ(theirs_name, ours_name, directory, processes):
     """What differs between the model.safetensors files save_model wrote, read by Python's
     safetensors, then byte by byte (None when they are the same file)."""
     from safetensors.torch import load_file
 
-    files = [os.path.join(directory, f"{name}.{side}.{processes}.model", "model.safetensors")
-             for side in ("accelerate", "ours")]
+    files = [os.path.join(directory, f"{scenario}.{side}.{processes}.model", "model.safetensors")
+             for scenario, side in ((theirs_name, "accelerate"), (ours_name, "ours"))]
     if not all(os.path.exists(f) for f in files):
         return "missing: " + ", ".join(f for f in files if not os.path.exists(f))
     theirs, ours = (load_file(f) for f in files)
