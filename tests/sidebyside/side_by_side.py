@@ -314,8 +314,11 @@ class OurJob:
         return logits
 
     def train_epoch(self, epoch, record, skip=0, stop=None):
-        """The same; a loader resumed by load_state starts after the batches it had done itself."""
+        """The same. A loader resumed by load_state starts after the batches it had done itself;
+        skip_first_batches with that number, as the Accelerate code does, changes nothing."""
         lib, api, acc = self.lib, self.api, self.acc
+        if skip:
+            lib.acc_dataloader_skip_first_batches(self.loader, ctypes.c_int64(skip))
         for done, batch in enumerate(self.batches(self.loader), start=skip + 1):
             lib.acc_accumulate_begin(acc)
             inputs, targets = lib.list_get(batch, 0), lib.list_get(batch, 1)
