@@ -18,12 +18,9 @@ int64_t required(const std::optional<int64_t>& value, const char* key, const std
   return *value;
 }
 
-}  // namespace
-
-std::function<double(int64_t)> schedule_factor(const std::string& name, const Options& o, double default_lr) {
-  require(o.kind() == OptionsKind::Scheduler, "scheduler options must be of kind scheduler, got ",
-          options_kind_name(o.kind()));
-  const ScheduleOptions options = scheduler_option_table().read(o);
+// The factor (LambdaLR's lambda) of transformers' named schedules; none for other names.
+std::function<double(int64_t)> schedule_factor(const std::string& name, const ScheduleOptions& options,
+                                               double default_lr) {
   const int64_t warmup = options.num_warmup_steps;
   if (name == "constant") return [](int64_t) { return 1.0; };
   if (name == "constant_with_warmup")
@@ -57,10 +54,24 @@ std::function<double(int64_t)> schedule_factor(const std::string& name, const Op
       return ((default_lr - lr_end) * std::pow(remaining, power) + lr_end) / default_lr;
     };
   }
-  if (name == "step") {
+  return nullptr;
+}
+
+}  // namespace
+
+ScheduleRule schedule_rule(const std::string& name, const Options& o, double default_lr) {
+  require(o.kind() == OptionsKind::Scheduler, "scheduler options must be of kind scheduler, got ",
+          options_kind_name(o.kind()));
+  const ScheduleOptions options = scheduler_option_table().read(o);
+  if (auto factor = schedule_factor(name, options, default_lr))
+    return [factor](double base, int64_t s) { return base * factor(s); };
+  if (name == "step") {  // PyTorch's StepLR: lr *= gamma every step_size steps (its rounding, not gamma ** k's)
     const int64_t size = required(options.step_size, "step_size", name);
     const double gamma = options.gamma;
-    return [size, gamma](int64_t s) { return std::pow(gamma, static_cast<double>(s / size)); };
+    return [size, gamma](double lr, int64_t s) {
+      for (int64_t k = 0; k < s / size; ++k) lr *= gamma;
+      return lr;
+    };
   }
   fail(Status::InvalidArgument, "unknown schedule '", name,
        "' (known: constant, constant_with_warmup, linear, cosine, polynomial, step)");
@@ -70,28 +81,39 @@ LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std
     : optimizer_(std::move(optimizer)) {
   const size_t groups = optimizer_->num_param_groups();
   for (size_t g = 0; g < groups; ++g) base_lrs_.push_back(optimizer_->lr(g));
-  factor_ = schedule_factor(name, options, optimizer_->default_lr());
+  rule_ = schedule_rule(name, options, optimizer_->default_lr());
   apply(0);
 }
 
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::function<double(int64_t)> factor)
-    : optimizer_(std::move(optimizer)), factor_(std::move(factor)) {
-  require(factor_ != nullptr, "a lambda schedule needs a factor function");
+    : optimizer_(std::move(optimizer)) {
+  require(factor != nullptr, "a lambda schedule needs a factor function");
+  rule_ = [factor = std::move(factor)](double base, int64_t s) {
+    const double f = factor(s);  // checked on its own: the message names the factor
+    require(std::isfinite(f) && f >= 0, "the schedule's factor at step ", s, " is ", f, " (it must be finite and >= 0)");
+    return base * f;
+  };
   const size_t groups = optimizer_->num_param_groups();
   for (size_t g = 0; g < groups; ++g) base_lrs_.push_back(optimizer_->lr(g));
   apply(0);
 }
 
-void LambdaScheduler::apply(int64_t step) {
-  const double factor = factor_(step);  // first: a failing factor changes nothing
-  require(std::isfinite(factor) && factor >= 0, "the schedule's factor at step ", step, " is ", factor,
-          " (it must be finite and >= 0)");
-  step_ = step;
-  last_lrs_.clear();
-  for (size_t g = 0; g < base_lrs_.size(); ++g) {
-    optimizer_->set_lr(g, base_lrs_[g] * factor);
-    last_lrs_.push_back(base_lrs_[g] * factor);
+std::vector<double> LambdaScheduler::lrs_at(const std::vector<double>& base_lrs, int64_t step) const {
+  std::vector<double> lrs;
+  for (double base : base_lrs) {
+    const double lr = rule_(base, step);
+    require(std::isfinite(lr) && lr >= 0, "the schedule's learning rate at step ", step, " is ", lr,
+            " (it must be finite and >= 0)");
+    lrs.push_back(lr);
   }
+  return lrs;
+}
+
+void LambdaScheduler::apply(int64_t step) {
+  std::vector<double> lrs = lrs_at(base_lrs_, step);  // first: a failing schedule changes nothing
+  step_ = step;
+  for (size_t g = 0; g < lrs.size(); ++g) optimizer_->set_lr(g, lrs[g]);
+  last_lrs_ = std::move(lrs);
 }
 
 void LambdaScheduler::step() { apply(step_ + 1); }
@@ -102,9 +124,7 @@ void LambdaScheduler::check_state(const SchedulerState& state) const {
           " parameter groups, but the optimizer has ", base_lrs_.size());
   for (double lr : state.base_lrs)
     require(std::isfinite(lr) && lr >= 0, "a scheduler state's base learning rates must be finite and >= 0, got ", lr);
-  const double factor = factor_(state.step);  // a schedule that fails at that step fails here, before any change
-  require(std::isfinite(factor) && factor >= 0, "the schedule's factor at step ", state.step, " is ", factor,
-          " (it must be finite and >= 0)");
+  (void)lrs_at(state.base_lrs, state.step);  // a schedule that fails at that step fails here, before any change
 }
 
 void LambdaScheduler::load_state(const SchedulerState& state) {

@@ -1,6 +1,7 @@
 // Learning-rate schedules with the names and formulas of transformers' get_scheduler(), plus
-// step decay. Like PyTorch's LambdaLR: lr = base_lr * factor(step), the factor of step 0 applied
-// at construction, base_lr being each group's learning rate at that moment.
+// PyTorch's StepLR. Like PyTorch's LambdaLR: lr = base_lr * factor(step), the factor of step 0
+// applied at construction, base_lr being each group's learning rate at that moment; StepLR
+// multiplies the learning rate by gamma at each decay, as PyTorch does (not by gamma ** k).
 #pragma once
 
 #include <functional>
@@ -14,8 +15,9 @@
 
 namespace acc {
 
-// The factor of a named schedule at a step; exposed for tests.
-std::function<double(int64_t)> schedule_factor(const std::string& name, const Options& options, double default_lr);
+// A group's learning rate at a step, from its base learning rate.
+using ScheduleRule = std::function<double(double base_lr, int64_t step)>;
+ScheduleRule schedule_rule(const std::string& name, const Options& options, double default_lr);
 
 // Where a schedule stands, for checkpoints.
 struct SchedulerState {
@@ -55,9 +57,11 @@ class LambdaScheduler final : public Scheduler {
 
  private:
   void apply(int64_t step);
+  // Each group's learning rate at `step` from these bases, checked: finite and >= 0.
+  std::vector<double> lrs_at(const std::vector<double>& base_lrs, int64_t step) const;
 
   std::shared_ptr<Optimizer> optimizer_;
-  std::function<double(int64_t)> factor_;
+  ScheduleRule rule_;
   std::vector<double> base_lrs_;
   std::vector<double> last_lrs_;
   int64_t step_ = 0;

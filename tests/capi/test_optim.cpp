@@ -75,9 +75,10 @@ std::vector<float> run_steps(const char* algorithm, std::initializer_list<std::p
   return weights;
 }
 
-double schedule_lr(const char* name, std::initializer_list<std::pair<const char*, const char*>> items, int steps) {
+double schedule_lr(const char* name, std::initializer_list<std::pair<const char*, const char*>> items, int steps,
+                   const char* lr = "1.0") {
   Scalar s;
-  acc_options* o = optimizer_options({{"lr", "1.0"}});
+  acc_options* o = optimizer_options({{"lr", lr}});
   acc_optimizer* opt = nullptr;
   EXPECT_EQ(acc_optimizer_create(s.model, "sgd", o, &opt), ACC_OK);
   acc_options_free(o);
@@ -239,6 +240,15 @@ TEST(Scheduler, TransformersFormulas) {
   EXPECT_NEAR(schedule_lr("polynomial", poly, 50), 0.325, 1e-12);
   EXPECT_NEAR(schedule_lr("polynomial", poly, 150), 0.1, 1e-12);
   EXPECT_NEAR(schedule_lr("step", {{"step_size", "10"}, {"gamma", "0.5"}}, 25), 0.25, 1e-12);
+}
+
+// PyTorch's StepLR multiplies the learning rate by gamma at each decay: after four decays of 0.1
+// from 0.1 that is 1.0000000000000004e-05, where 0.1 * 0.1 ** 4 is 1.0000000000000003e-05 (found by
+// the side-by-side run with Python Accelerate).
+TEST(Scheduler, StepDecaysAsPyTorchsStepLrMultiplies) {
+  const double lr = schedule_lr("step", {{"step_size", "10"}, {"gamma", "0.1"}}, 40, "0.1");
+  EXPECT_EQ(lr, (((0.1 * 0.1) * 0.1) * 0.1) * 0.1);
+  EXPECT_NE(lr, 0.1 * std::pow(0.1, 4)) << "the two roundings must differ for this test to mean anything";
 }
 
 TEST(Scheduler, ErrorsNameWhatIsMissing) {

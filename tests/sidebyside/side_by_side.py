@@ -60,13 +60,21 @@ SCENARIOS = {
     "mlp_sync_each_batch": dict(model="mlp", optimizer="adamw", schedule="linear", accumulation=2,
                                 sync_each_batch=True),
     "mlp_scheduler_apart": dict(model="mlp", optimizer="sgd", schedule="linear", step_scheduler_with_optimizer=False),
+    # Adam with amsgrad, RMSprop centred with momentum, Adagrad with decay; transformers' polynomial
+    # (power 2) and constant warmups, torch's StepLR; label smoothing.
+    "mlp_adam_polynomial": dict(model="mlp", optimizer="adam", schedule="polynomial", label_smoothing=0.1),
+    "mlp_rmsprop_constant": dict(model="mlp", optimizer="rmsprop", schedule="constant_with_warmup"),
+    "mlp_adagrad_step": dict(model="mlp", optimizer="adagrad", schedule="step"),
+    # A CNN with BatchNorm: its running statistics are buffers, broadcast from process 0 at each
+    # forward (DDP's broadcast_buffers), and the evaluation uses them.
+    "cnn_batchnorm": dict(model="cnn", data="images", optimizer="adamw", schedule="linear"),
     "lm_bf16_accumulate": dict(model="lm", optimizer="adamw", schedule="linear", mixed_precision="bf16",
                                accumulation=2, clip=1.0),
 }
 DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=2, batch_size=4, data_seed=None,
                 loader_seed=False, resume=False, clip_norm_type=2.0, data=None, even_batches=True, split_batches=False,
                 drop_last=False, dispatch_batches=None, no_decay=None, freeze=None, sync_each_batch=False,
-                step_scheduler_with_optimizer=True, resume_at=None)
+                step_scheduler_with_optimizer=True, resume_at=None, label_smoothing=0.0)
 EVAL_SAMPLES = 10  # an evaluation loader whose last batch is uneven over 2 processes
 VOCAB, CLASSES = 16, 3
 
@@ -95,16 +103,30 @@ class Lm(torch.nn.Module):
         return self.head(self.block(self.embed(ids), src_mask=mask))
 
 
+class Cnn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(1, 4, 3, padding=1)
+        self.norm = torch.nn.BatchNorm2d(4)
+        self.fc = torch.nn.Linear(4 * 8 * 8, CLASSES)
+
+    def forward(self, x: torch.Tensor):
+        return self.fc(torch.relu(self.norm(self.conv(x))).flatten(1))
+
+
 def export(directory):
     os.makedirs(directory, exist_ok=True)
     torch.manual_seed(0)
     torch.jit.script(Mlp()).save(os.path.join(directory, "mlp.pt"))
     torch.jit.script(Lm()).save(os.path.join(directory, "lm.pt"))
+    torch.jit.script(Cnn()).save(os.path.join(directory, "cnn.pt"))
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(40, 8, generator=g), torch.randint(0, CLASSES, (40,), generator=g)
     ids = torch.randint(0, VOCAB, (24, 9), generator=g)
     x42, y42 = torch.randn(42, 8, generator=g), torch.randint(0, CLASSES, (42,), generator=g)
-    torch.save({"mlp": [x, y], "mlp_42": [x42, y42], "lm": [ids[:, :-1].contiguous(), ids[:, 1:].contiguous()]},
+    images = torch.randn(40, 1, 8, 8, generator=g) * 2 + 0.5
+    torch.save({"mlp": [x, y], "mlp_42": [x42, y42], "lm": [ids[:, :-1].contiguous(), ids[:, 1:].contiguous()],
+                "images": [images, torch.randint(0, CLASSES, (40,), generator=g)]},
                os.path.join(directory, "data.pt"))
 
 
@@ -120,6 +142,20 @@ def schedule(cfg, total):
     if cfg["schedule"] == "linear":  # transformers' get_linear_schedule_with_warmup
         return lambda s: s / max(1, warmup) if s < warmup else max(0.0, (total - s) / max(1, total - warmup))
 
+    if cfg["schedule"] == "constant_with_warmup":  # transformers' get_constant_schedule_with_warmup
+        return lambda s: s / max(1.0, warmup) if s < warmup else 1.0
+    if cfg["schedule"] == "polynomial":  # transformers' get_polynomial_decay_schedule_with_warmup, power 2
+        lr_init, lr_end, power = optimizer_settings(cfg)["lr"], 1e-7, 2.0
+
+        def polynomial(s):
+            if s < warmup:
+                return s / max(1, warmup)
+            if s > total:
+                return lr_end / lr_init
+            remaining = 1 - (s - warmup) / (total - warmup)
+            return ((lr_init - lr_end) * remaining**power + lr_end) / lr_init
+        return polynomial
+
     def cosine(s):  # transformers' get_cosine_schedule_with_warmup, num_cycles 0.5
         if s < warmup:
             return s / max(1, warmup)
@@ -128,10 +164,26 @@ def schedule(cfg, total):
     return cosine
 
 
+def scheduler_settings(cfg, total):
+    if cfg["schedule"] == "step":
+        return {"step_size": 3, "gamma": 0.1}
+    settings = {"num_warmup_steps": 2, "num_training_steps": total}
+    if cfg["schedule"] == "polynomial":
+        settings["power"] = 2.0
+    return settings
+
+
+OPTIMIZERS = {
+    "adamw": (torch.optim.AdamW, {"lr": 1e-2, "weight_decay": 0.01}),
+    "sgd": (torch.optim.SGD, {"lr": 0.05, "momentum": 0.9}),
+    "adam": (torch.optim.Adam, {"lr": 1e-2, "amsgrad": True}),
+    "rmsprop": (torch.optim.RMSprop, {"lr": 1e-2, "momentum": 0.9, "centered": True}),
+    "adagrad": (torch.optim.Adagrad, {"lr": 0.1, "lr_decay": 0.01, "initial_accumulator_value": 0.1}),
+}
+
+
 def optimizer_settings(cfg):
-    if cfg["optimizer"] == "adamw":
-        return {"lr": 1e-2, "weight_decay": 0.01}
-    return {"lr": 0.05, "momentum": 0.9}
+    return OPTIMIZERS[cfg["optimizer"]][1]
 
 
 def total_steps(cfg, samples, processes):
@@ -177,14 +229,14 @@ class AccelerateJob:
         groups = [{"params": [p for n, p in named if not (cfg["no_decay"] and fnmatchcase(n, cfg["no_decay"]))]}]
         if cfg["no_decay"]:
             groups.append({"params": [p for n, p in named if fnmatchcase(n, cfg["no_decay"])], "weight_decay": 0.0})
-        settings = optimizer_settings(cfg)
-        if cfg["optimizer"] == "adamw":
-            optimizer = torch.optim.AdamW(groups, **settings)
-        else:
-            optimizer = torch.optim.SGD(groups, **settings)
+        algorithm, settings = OPTIMIZERS[cfg["optimizer"]]
+        optimizer = algorithm(groups, **settings)
         data = torch.load(os.path.join(directory, "data.pt"))[cfg["data"]]
         total = total_steps(cfg, len(data[0]), self.processes)
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule(cfg, total))
+        if cfg["schedule"] == "step":
+            scheduler = torch.optim.lr_scheduler.StepLR(optimizer, **scheduler_settings(cfg, total))
+        else:
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule(cfg, total))
         loader = DataLoader(TensorDataset(*data), batch_size=cfg["batch_size"], shuffle=True, drop_last=cfg["drop_last"])
         evaluation = DataLoader(TensorDataset(*[t[:EVAL_SAMPLES] for t in data]), batch_size=cfg["batch_size"])
         self.model, self.optimizer, self.loader, self.scheduler, self.evaluation = self.accelerator.prepare(
@@ -200,7 +252,8 @@ class AccelerateJob:
         for done, (inputs, targets) in enumerate(loader, start=skip + 1):
             with accelerator.accumulate(model):
                 logits = model(inputs)
-                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                                       label_smoothing=self.cfg["label_smoothing"])
                 accelerator.backward(loss)
                 if accelerator.sync_gradients and self.cfg["clip"] > 0:
                     record["norm"].append(float(accelerator.clip_grad_norm_(model.parameters(), self.cfg["clip"],
@@ -278,8 +331,7 @@ class OurJob:
                 optimizer, cfg["no_decay"].encode(), lib.options(api.ACC_OPTIONS_OPTIMIZER, {"weight_decay": 0.0}), None)
         data = torch.load(os.path.join(directory, "data.pt"))[cfg["data"]]
         scheduler = lib.new("acc_scheduler_create", optimizer, cfg["schedule"].encode(), lib.options(
-            api.ACC_OPTIONS_SCHEDULER,
-            {"num_warmup_steps": 2, "num_training_steps": total_steps(cfg, len(data[0]), self.processes)}))
+            api.ACC_OPTIONS_SCHEDULER, scheduler_settings(cfg, total_steps(cfg, len(data[0]), self.processes))))
         loader_options = {"batch_size": cfg["batch_size"], "shuffle": True, "drop_last": cfg["drop_last"]}
         if cfg["loader_seed"]:
             loader_options["seed"] = cfg["data_seed"]
@@ -326,7 +378,8 @@ class OurJob:
             width = lib.to_torch(logits).shape[-1]
             flat_logits = lib.new("acc_tensor_reshape", logits, (ctypes.c_int64 * 2)(-1, width), ctypes.c_size_t(2))
             flat_targets = lib.new("acc_tensor_reshape", targets, (ctypes.c_int64 * 1)(-1), ctypes.c_size_t(1))
-            loss = lib.new("acc_loss_cross_entropy", flat_logits, flat_targets, api.REDUCTION_MEAN, ctypes.c_double(0))
+            loss = lib.new("acc_loss_cross_entropy", flat_logits, flat_targets, api.REDUCTION_MEAN,
+                           ctypes.c_double(self.cfg["label_smoothing"]))
             lib.acc_backward(acc, loss)
             sync = ctypes.c_int()
             lib.acc_accelerator_sync_gradients(acc, ctypes.byref(sync))
