@@ -16,10 +16,12 @@ PreparedModel::PreparedModel(std::shared_ptr<Model> inner, c10::DeviceType devic
           /*freezing_too=*/true)) {}
 
 NamedTensors PreparedModel::forward(const std::vector<at::Tensor>& inputs) {
-  // Only a forward that a backward can follow involves the other processes.
-  const bool distributed =
-      parallel_ && (parallel_->every_forward() || (at::GradMode::is_enabled() && is_training()));
+  // A forward that a backward can follow involves the other processes; another one only where
+  // PyTorch's DDP broadcasts buffers at it (ParallelEngine::before_local_forward).
+  const bool grad = at::GradMode::is_enabled();
+  const bool distributed = parallel_ && (parallel_->every_forward() || (grad && is_training()));
   if (distributed) parallel_->before_forward(syncs_gradients());
+  else if (parallel_) parallel_->before_local_forward();
   NamedTensors outputs;
   if (autocast_dtype_) {
     {
@@ -33,6 +35,7 @@ NamedTensors PreparedModel::forward(const std::vector<at::Tensor>& inputs) {
     outputs = inner_->forward(inputs);
   }
   if (distributed) parallel_->after_forward(outputs, syncs_gradients());
+  if (parallel_) parallel_->forward_done(grad && syncs_gradients());
   return outputs;
 }
 

@@ -41,8 +41,10 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
     params.push_back(entry.second);
   }
   // Buffers keep their identity (Model::to and load_state_dict work in place): found once, not per forward.
-  for (const auto& entry : model->named_buffers()) buffers_.push_back(entry.second);
-  state_.insert(state_.end(), buffers_.begin(), buffers_.end());
+  std::vector<at::Tensor> buffers;
+  for (const auto& entry : model->named_buffers()) buffers.push_back(entry.second);
+  state_.insert(state_.end(), buffers.begin(), buffers.end());
+  buffer_sync_ = std::make_unique<BufferSync>(dist_, std::move(buffers), options_.broadcast_buffers);
   broadcast(state_, "prepare_model (initial parameters)");
   if (params.empty()) return;
   bucket_device_ = params.front().device();
@@ -87,7 +89,7 @@ void DataParallel::broadcast(const std::vector<at::Tensor>& tensors, const std::
 
 void DataParallel::before_forward(bool sync) {
   if (joining_) announce(sync);
-  if (options_.broadcast_buffers && !buffers_.empty()) broadcast(buffers_, "forward (buffers)");
+  buffer_sync_->before_forward();
   if (reducer_) reducer_->prepare_for_forward();
 }
 
@@ -125,14 +127,18 @@ void DataParallel::join_end() {
   joining_ = false;
   finish_announcement();
   // Until every process is here: one round per training forward the others still run, answering
-  // their announcement with zeros and following their buffer broadcast and gradient allreduces.
+  // their announcement with zeros and following their buffer broadcast (when due: the others'
+  // previous forward ran in step with this process's last one, then with the previous round) and
+  // gradient allreduces.
   bool last_to_finish = true;
   for (;;) {
     const at::Tensor sums = allreduce({0, 0}, c10d::ReduceOp::SUM, kAnnouncement);
     if (sums[0].item<int64_t>() == 0) break;
     last_to_finish = false;
-    if (options_.broadcast_buffers && !buffers_.empty()) broadcast(buffers_, "forward (buffers)");
-    if (sums[1].item<int64_t>() > 0) shadow_gradient_allreduces();
+    const bool averaged = sums[1].item<int64_t>() > 0;
+    buffer_sync_->before_forward();
+    buffer_sync_->forward_done(averaged);
+    if (averaged) shadow_gradient_allreduces();
   }
   // Replicas that finished early missed steps: all take the state of the highest rank among those
   // that finished last (they ran every step).

@@ -8,8 +8,9 @@
 #include <string>
 
 #include "model/model.h"
-#include "parallel/parallel_options.h"
+#include "parallel/buffer_sync.h"
 #include "parallel/parallel_engine.h"
+#include "parallel/parallel_options.h"
 #include "state/distributed.h"
 
 namespace acc {
@@ -24,10 +25,13 @@ class DataParallel final : public ParallelEngine {
   // Broadcasts parameters and buffers from rank 0, so every replica starts equal.
   DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distributed> dist, DataParallelOptions options);
 
-  // Around each forward that records autograd history: buffers from rank 0, then the Reducer is told
-  // a backward follows (unless gradients are to accumulate locally, sync false: no_sync).
+  // Around each forward that records autograd history: buffers from rank 0 when due (BufferSync),
+  // then the Reducer is told a backward follows (unless gradients are to accumulate locally, sync
+  // false: no_sync).
   void before_forward(bool sync) override;
   void after_forward(const NamedTensors& outputs, bool sync) override;
+  void before_local_forward() override { buffer_sync_->before_forward(); }
+  void forward_done(bool recorded_synced_gradients) override { buffer_sync_->forward_done(recorded_synced_gradients); }
   // Makes the next backward average gradients even inside no_sync (trigger_sync_in_backward).
   void sync_next_backward() override;
 
@@ -53,7 +57,7 @@ class DataParallel final : public ParallelEngine {
   void shadow_gradient_allreduces();
 
   std::vector<at::Tensor> state_;    // parameters and buffers: what replicas must agree on
-  std::vector<at::Tensor> buffers_;  // the model's buffers, broadcast from rank 0 before each forward
+  std::unique_ptr<BufferSync> buffer_sync_;  // the model's buffers, from rank 0 at forwards as DDP
   std::vector<std::pair<int64_t, at::ScalarType>> buckets_;  // the Reducer's buckets: elements, dtype
   bool joining_ = false;
   at::Tensor announcement_;

@@ -16,6 +16,11 @@ class ParallelEngine {
   // accumulation windows and no_sync).
   virtual void before_forward(bool sync) = 0;
   virtual void after_forward(const NamedTensors& outputs, bool sync) = 0;
+  // Around every other forward (no gradients, or evaluation mode): PyTorch's DDP broadcasts buffers
+  // at such a forward too when the one before it recorded gradients (parallel/buffer_sync.h).
+  virtual void before_local_forward() {}
+  // After every forward: whether it recorded gradients that its backward averages.
+  virtual void forward_done(bool recorded_synced_gradients) { (void)recorded_synced_gradients; }
   // Makes the next backward average gradients even inside no_sync (trigger_sync_in_backward).
   virtual void sync_next_backward() = 0;
   // Accelerate's join_uneven_inputs.

@@ -76,9 +76,11 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
     if (options_.stage < 3) replicated.push_back(entry.second);
     if (trainable || options_.stage == 3) (trainable ? trainable_ : frozen_).add(entry.first, entry.second);
   }
-  for (const auto& entry : model_->named_buffers()) buffers_.push_back(entry.second);
-  replicated.insert(replicated.end(), buffers_.begin(), buffers_.end());
+  std::vector<at::Tensor> buffers;
+  for (const auto& entry : model_->named_buffers()) buffers.push_back(entry.second);
+  replicated.insert(replicated.end(), buffers.begin(), buffers.end());
   broadcast_in_place(*dist_, replicated, "prepare_model (initial parameters)");
+  buffer_sync_ = std::make_unique<BufferSync>(dist_, std::move(buffers), data_parallel_.broadcast_buffers);
 
   if (options_.stage == 3) model_->set_unit_policy(unit_policy(options_));
   // Units: one for stage 1 (each process owns a contiguous 1/N of all parameters), DDP's buckets for
@@ -250,11 +252,20 @@ void ShardedDataParallel::before_forward(bool sync) {
   if (training) {
     sync_ = sync;
     if (frozen_release_) frozen_release_->forward_begins();
-    if (data_parallel_.broadcast_buffers && !buffers_.empty())
-      broadcast_in_place(*dist_, buffers_, "forward (buffers)");
   }
+  buffer_sync_->before_forward();  // stage 3's evaluation forwards come here too
   if (options_.stage == 3 && !model_has_unit_hooks_)
     gather_all("forward");
+}
+
+void ShardedDataParallel::before_local_forward() {
+  if (reducer_) return reducer_->before_local_forward();
+  buffer_sync_->before_forward();
+}
+
+void ShardedDataParallel::forward_done(bool recorded_synced_gradients) {
+  if (reducer_) return reducer_->forward_done(recorded_synced_gradients);
+  buffer_sync_->forward_done(recorded_synced_gradients);
 }
 
 void ShardedDataParallel::after_forward(const NamedTensors& outputs, bool sync) {

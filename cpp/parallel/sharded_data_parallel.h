@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "model/model.h"
+#include "parallel/buffer_sync.h"
 #include "parallel/data_parallel.h"
 #include "parallel/flat_layout.h"
 #include "parallel/frozen_release.h"
@@ -62,6 +63,8 @@ class ShardedDataParallel final : public ParallelEngine {
   bool every_forward() const override { return options_.stage == 3; }
   void before_forward(bool sync) override;
   void after_forward(const NamedTensors& outputs, bool sync) override;
+  void before_local_forward() override;
+  void forward_done(bool recorded_synced_gradients) override;
   void sync_next_backward() override;
   void join_begin() override;
   void join_end() override;
@@ -185,7 +188,7 @@ class ShardedDataParallel final : public ParallelEngine {
   ShardingOptions options_;
   DataParallelOptions data_parallel_;
   FlatSet trainable_{"unit"}, frozen_{"frozen unit"};
-  std::vector<at::Tensor> buffers_;
+  std::unique_ptr<BufferSync> buffer_sync_;  // the model's buffers, from rank 0 at forwards as DDP
   std::vector<at::Tensor> pieces_;
   std::unique_ptr<DataParallel> reducer_;  // stage 1
   // Stages 2 and 3: each unit's slice of the averaged gradients.

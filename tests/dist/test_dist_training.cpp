@@ -323,6 +323,70 @@ TEST(Join, BuffersAndAccumulationStayMatchedAndReplicasEndEqual) {
   acc_accelerator_free(acc);
 }
 
+namespace {
+
+// The batch norm's running mean, and whether every process holds the same.
+std::vector<float> running_mean(acc_model* model) {
+  acc_tensor_list* state = nullptr;
+  acc_tensor* mean = nullptr;
+  EXPECT_EQ(acc_model_state_dict(model, &state), ACC_OK);
+  EXPECT_EQ(acc_tensor_list_find(state, "1.running_mean", &mean), ACC_OK) << acc_last_error_message();
+  auto values = to_floats(mean);
+  acc_tensor_free(mean);
+  acc_tensor_list_free(state);
+  return values;
+}
+
+bool same_on_every_process(acc_accelerator* acc, const std::vector<float>& values) {
+  acc_tensor* mine = floats(values, {static_cast<int64_t>(values.size())});
+  acc_tensor* root = nullptr;
+  EXPECT_EQ(acc_broadcast(acc, mine, 0, "running mean", &root), ACC_OK);
+  const double differs = to_floats(root) == values ? 0.0 : 1.0;
+  acc_tensor *sum_tensor = nullptr, *flag = floats({static_cast<float>(differs)}, {1});
+  EXPECT_EQ(acc_reduce(acc, flag, ACC_REDUCTION_SUM, "running mean differs", &sum_tensor), ACC_OK);
+  const bool same = to_floats(sum_tensor)[0] == 0.0f;
+  for (acc_tensor* t : {mine, root, flag, sum_tensor}) acc_tensor_free(t);
+  return same;
+}
+
+}  // namespace
+
+// PyTorch's DDP broadcasts buffers from process 0 at a forward only when the forward before it
+// recorded gradients that its backward averages (require_forward_param_sync): not at the forward
+// after a no_sync micro-step, but at the first forward without gradients after training, so an
+// evaluation runs with process 0's running statistics (found side by side with Accelerate).
+TEST(Training, BuffersAreBroadcastAsPyTorchsDdpDoes) {
+  acc_accelerator* acc = acc_test::make_accelerator({{"gradient_accumulation_steps", "2"}});
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":3,"out_features":4},
+      {"type":"batchnorm1d","num_features":4},{"type":"linear","in_features":4,"out_features":2}])", &model));
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
+  ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
+  // A micro-step inside the window (no_sync) on each process's own rows, then the window's last on
+  // the same rows everywhere: without a broadcast before it, the statistics stay apart.
+  for (int64_t rows_of : {g_rank, int64_t{0}}) {
+    ACC_ASSERT_OK(acc_accumulate_begin(acc));
+    forward_backward(model, acc, rows_of, 0);
+    ACC_ASSERT_OK(acc_optimizer_step(opt));
+    ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
+    ACC_ASSERT_OK(acc_accumulate_end(acc));
+  }
+  EXPECT_FALSE(same_on_every_process(acc, running_mean(model)))
+      << "the forward after a no_sync micro-step broadcast the buffers";
+  // The evaluation's first forward takes process 0's statistics.
+  ACC_ASSERT_OK(acc_model_set_training(model, 0));
+  acc_tensor* x = floats({0.5f, -1.0f, 2.0f}, {1, 3});
+  acc_tensor* y = nullptr;
+  ACC_ASSERT_OK(acc_model_forward1(model, x, ACC_FORWARD_NO_GRAD, &y));
+  EXPECT_TRUE(same_on_every_process(acc, running_mean(model))) << "the evaluation did not start from process 0's";
+  acc_tensor_free(y);
+  acc_tensor_free(x);
+  acc_optimizer_free(opt);
+  acc_model_free(model);
+  acc_accelerator_free(acc);
+}
+
 TEST(Join, CombinationsItDoesNotCoverAreRefused) {
   acc_accelerator* acc = acc_test::make_accelerator({{"ddp_find_unused_parameters", "true"}});
   acc_model* model = nullptr;

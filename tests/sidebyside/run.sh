@@ -15,7 +15,7 @@ mkdir -p "$out"
 script="$here/side_by_side.py"
 python=${ACC_PYTHON:-python3}
 "$python" "$script" export "$out" || exit 2
-scenarios=${*:-$("$python" "$script" list)}
+scenarios=$("$python" "$script" list "$@") || exit 2
 counts="1 2"
 [ "${ACC_SIDE_BY_SIDE_DEVICE:-cpu}" = cpu ] || counts=1  # one GPU: NCCL takes one process per device
 status=0

@@ -10,7 +10,8 @@ a machine with both installed (scripts/gpu/test.sh). On the CPU unless ACC_SIDE_
   side_by_side.py run SIDE SCENARIO DIR            SIDE: accelerate or ours; one process of the job
                                                    (launched by torchrun / accelerate-launch)
   side_by_side.py compare SCENARIO DIR PROCESSES   exit 1 when any value differs
-  side_by_side.py list                             the scenarios
+  side_by_side.py list [SCENARIO...]               the scenarios to run (those given, and the
+                                                   uninterrupted runs resumed ones are held to)
 """
 import ctypes
 import json
@@ -487,8 +488,6 @@ def compare(name, directory, processes):
     # A resumed run is held to Accelerate's uninterrupted one: Accelerate's own resume on several
     # processes draws a new shuffle (its sampler's generator is not saved, accelerate#3242).
     reference = SCENARIOS[name].get("uninterrupted", name)
-    if not os.path.exists(os.path.join(directory, f"{reference}.accelerate.{processes}.0.json")):
-        reference = name
     verdict, ok = "bit-identical", True
     for rank in range(processes):
         ours = load(name, "ours", rank)
@@ -530,8 +529,14 @@ def saved_models_differ(theirs_name, ours_name, directory, processes):
 def main(argv):
     if argv[1] == "export":
         export(argv[2])
-    elif argv[1] == "list":
-        print(" ".join(SCENARIOS))
+    elif argv[1] == "list":  # the names given (all when none), each after the run it is held to
+        names = argv[2:] or list(SCENARIOS)
+        ordered = []
+        for name in names:
+            for needed in (SCENARIOS[name].get("uninterrupted"), name):
+                if needed and needed not in ordered:
+                    ordered.append(needed)
+        print(" ".join(ordered))
     elif argv[1] == "run":
         side, name, directory = argv[2], argv[3], argv[4]
         record, rank, processes = run(side, config(name), directory)
