@@ -28,6 +28,9 @@ int linear_decay(void*, int64_t step, double* factor) {
 }
 
 const char* kLinear = R"([{"type":"linear","in_features":3,"out_features":2}])";
+// With buffers: a batch norm's running statistics.
+const char* kBatchNormNet = R"([{"type":"linear","in_features":3,"out_features":4},
+    {"type":"batchnorm1d","num_features":4},{"type":"linear","in_features":4,"out_features":2}])";
 
 struct Net {
   acc_model* model = nullptr;
@@ -283,12 +286,11 @@ TEST(Join, ProcessesThatRunOutOfStepsJoinTheOthersUntilTheEnd) {
 }
 
 TEST(Join, BuffersAndAccumulationStayMatchedAndReplicasEndEqual) {
-  // A model with batch-norm buffers (broadcast before every forward) and accumulation over 2
+  // A model with batch-norm buffers (broadcast as PyTorch's DDP does) and accumulation over 2
   // micro-steps (no allreduce on the first): rank r runs 3 + 2r micro-steps, then all agree.
   acc_accelerator* acc = acc_test::make_accelerator({{"gradient_accumulation_steps", "2"}});
   acc_model* model = nullptr;
-  ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":3,"out_features":4},
-      {"type":"batchnorm1d","num_features":4},{"type":"linear","in_features":4,"out_features":2}])", &model));
+  ACC_ASSERT_OK(acc_model_from_spec(kBatchNormNet, &model));
   acc_optimizer* opt = nullptr;
   ACC_ASSERT_OK(acc_optimizer_create(model, "adam", nullptr, &opt));
   ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
@@ -358,8 +360,7 @@ bool same_on_every_process(acc_accelerator* acc, const std::vector<float>& value
 TEST(Training, BuffersAreBroadcastAsPyTorchsDdpDoes) {
   acc_accelerator* acc = acc_test::make_accelerator({{"gradient_accumulation_steps", "2"}});
   acc_model* model = nullptr;
-  ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"linear","in_features":3,"out_features":4},
-      {"type":"batchnorm1d","num_features":4},{"type":"linear","in_features":4,"out_features":2}])", &model));
+  ACC_ASSERT_OK(acc_model_from_spec(kBatchNormNet, &model));
   acc_optimizer* opt = nullptr;
   ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
   ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
