@@ -16,7 +16,7 @@ script="$here/side_by_side.py"
 python=${ACC_PYTHON:-python3}
 "$python" "$script" export "$out" || exit 2
 scenarios=$("$python" "$script" list "$@") || exit 2
-counts="1 2"
+counts=${ACC_SIDE_BY_SIDE_PROCESSES:-1 2}  # the process counts to run, e.g. "1 2 3"
 [ "${ACC_SIDE_BY_SIDE_DEVICE:-cpu}" = cpu ] || counts=1  # one GPU: NCCL takes one process per device
 status=0
 port=${ACC_SIDE_BY_SIDE_PORT:-29611}
