@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <vector>
 
 #include "common/error.h"
 #include "optim/schedule_options.h"
@@ -68,9 +70,19 @@ ScheduleRule schedule_rule(const std::string& name, const Options& o, double def
   if (name == "step") {  // PyTorch's StepLR: lr *= gamma every step_size steps (its rounding, not gamma ** k's)
     const int64_t size = required(options.step_size, "step_size", name);
     const double gamma = options.gamma;
-    return [size, gamma](double lr, int64_t s) {
-      for (int64_t k = 0; k < s / size; ++k) lr *= gamma;
-      return lr;
+    // Each group's last rate (by its base), so that a step goes on from it, as PyTorch's does,
+    // instead of redoing every decay since the start; a step before it starts again from the base.
+    struct Last {
+      double base, lr;
+      int64_t decays;
+    };
+    return [size, gamma, lasts = std::make_shared<std::vector<Last>>()](double base, int64_t s) {
+      const int64_t decays = s / size;
+      auto last = std::find_if(lasts->begin(), lasts->end(), [&](const Last& l) { return l.base == base; });
+      if (last == lasts->end()) last = lasts->insert(lasts->end(), Last{base, base, 0});
+      if (last->decays > decays) *last = Last{base, base, 0};
+      for (; last->decays < decays; ++last->decays) last->lr *= gamma;
+      return last->lr;
     };
   }
   fail(Status::InvalidArgument, "unknown schedule '", name,

@@ -8,7 +8,7 @@ BufferSync::BufferSync(std::shared_ptr<Distributed> dist, std::vector<at::Tensor
     : dist_(std::move(dist)), buffers_(std::move(buffers)), enabled_(enabled && !buffers_.empty()) {}
 
 void BufferSync::before_forward() {
-  if (due()) broadcast_in_place(*dist_, buffers_, "forward (buffers)");
+  if (due_ && enabled_) broadcast_in_place(*dist_, buffers_, "forward (buffers)");
 }
 
 }  // namespace acc

@@ -21,12 +21,9 @@ class BufferSync {
 
   // Before a forward: broadcasts when due (a collective: every process's forward calls it).
   void before_forward();
-  // After a forward: whether it recorded gradients that its backward averages.
+  // After a forward (or, in join_uneven_inputs, a round of the others' forwards followed without
+  // one): whether it recorded gradients that its backward averages.
   void forward_done(bool recorded_synced_gradients) { due_ = recorded_synced_gradients; }
-  // Whether the next forward broadcasts; set_due for a process following the others' forwards
-  // without running its own (join_uneven_inputs).
-  bool due() const { return due_ && enabled_; }
-  void set_due(bool due) { due_ = due; }
 
  private:
   std::shared_ptr<Distributed> dist_;
