@@ -9,7 +9,7 @@
 //   custom_checkpoint_0.bin ...                         registered objects' bytes (shared)
 //   random_states_<rank>.safetensors                    each process's RNG states
 //   dataloader_state_<rank>.json                        each process's loader positions
-//   accelerate_state.json                               the manifest, written last
+//   accelerate_state.json                               the manifest (and DDP's bucket layouts), written last
 #include <cstdio>
 #include <filesystem>
 #include <limits>
@@ -34,6 +34,44 @@ using nlohmann::json;
 namespace {
 
 constexpr int kFormatVersion = 1;
+
+// The manifest's "ddp_buckets": each model's DDP bucket layout once the Reducer rebuilt it (a list of
+// buckets, each a list of parameter indices), null before the rebuild or without DDP.
+json bucket_layouts(const std::vector<std::shared_ptr<PreparedModel>>& models) {
+  json layouts = json::array();
+  for (const auto& model : models) {
+    const DataParallel* ddp = model->data_parallel();
+    const auto layout = ddp ? ddp->saved_layout() : std::nullopt;
+    layouts.push_back(layout ? json(*layout) : json(nullptr));
+  }
+  return layouts;
+}
+
+// The saved layout of model `i` (nullopt: as before the first step; also for a checkpoint written
+// before layouts were saved), its shape checked.
+std::optional<BucketLayout> saved_bucket_layout(const json& manifest, size_t i, size_t models,
+                                                const std::string& path) {
+  if (!manifest.contains("ddp_buckets")) return std::nullopt;
+  const json& all = manifest["ddp_buckets"];
+  if (!all.is_array() || all.size() != models)
+    fail(Status::Io, "checkpoint file '", path, "': 'ddp_buckets' must be a list of one entry per model");
+  if (all[i].is_null()) return std::nullopt;
+  auto refuse = [&] {
+    fail(Status::Io, "checkpoint file '", path, "': 'ddp_buckets' entry ", i,
+         " must be null or a list of lists of parameter indices");
+  };
+  if (!all[i].is_array()) refuse();
+  BucketLayout layout;
+  for (const json& bucket : all[i]) {
+    if (!bucket.is_array()) refuse();
+    layout.emplace_back();
+    for (const json& index : bucket) {
+      if (!index.is_number_unsigned()) refuse();
+      layout.back().push_back(index.get<size_t>());
+    }
+  }
+  return layout;
+}
 
 NamedTensors contiguous_cpu(const NamedTensors& tensors) {
   NamedTensors out;
@@ -82,7 +120,8 @@ json Accelerator::checkpoint_manifest() const {
           {"schedulers", live_schedulers().size()},
           {"dataloaders", live_loaders().size()},
           {"custom_objects", custom_states_.size()},
-          {"scaler", scaler_ != nullptr}};
+          {"scaler", scaler_ != nullptr},
+          {"ddp_buckets", bucket_layouts(live_models())}};
 }
 
 std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifest, const std::string& path,
@@ -124,7 +163,18 @@ std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifes
   if (saved_iteration == std::numeric_limits<int64_t>::max())
     fail(Status::Io, path, ": iteration ", saved_iteration, " leaves no number for the next checkpoint");
   const auto saved_step = json_field_at_least<int64_t>(manifest, "step", path, 0);
-  return [this, saved_iteration, saved_step] {
+  // DDP's buckets as saved: on more than 2 processes they decide the sums' rounding.
+  std::vector<std::pair<DataParallel*, std::optional<BucketLayout>>> layouts;
+  const auto models = live_models();
+  for (size_t i = 0; i < models.size(); ++i) {
+    DataParallel* ddp = models[i]->data_parallel();
+    if (!ddp) continue;
+    auto layout = saved_bucket_layout(manifest, i, models.size(), path);
+    if (layout) ddp->check_layout(*layout, "checkpoint file '" + path + "'");
+    layouts.emplace_back(ddp, std::move(layout));
+  }
+  return [this, saved_iteration, saved_step, layouts] {
+    for (const auto& [ddp, layout] : layouts) ddp->restore_layout(layout);
     gradient_state_->set_step(saved_step);
     // Unlike Accelerate (#1601), the iteration counter resumes too: the next save does not collide.
     iteration_ = saved_iteration + 1;
@@ -144,6 +194,8 @@ std::string Accelerator::save_state(const std::string& dir) {
   save.project_dir = config_.project_dir;
   save.total_limit = config_.total_limit;
   save.writer = writes_shared_files();
+  for (const auto& model : live_models())
+    if (DataParallel* ddp = model->data_parallel()) ddp->settle_layout();
   save.manifest = checkpoint_manifest();
   save.hooks = save_hooks_;
   save_accelerator_state(save, checkpoint_parts(), collectives_);

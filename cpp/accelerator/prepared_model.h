@@ -70,6 +70,12 @@ class PreparedModel final : public Model {
   }
   // The sharding engine, when the model is sharded (zero_stage 1-3 on several processes).
   std::shared_ptr<ShardedDataParallel> sharded() const { return std::dynamic_pointer_cast<ShardedDataParallel>(parallel_); }
+  // DDP's Reducer (also zero_stage 1's), when gradients are averaged by one; null otherwise.
+  DataParallel* data_parallel() const {
+    if (auto ddp = dynamic_cast<DataParallel*>(parallel_.get())) return ddp;
+    const auto engine = sharded();
+    return engine ? engine->data_parallel() : nullptr;
+  }
 
  protected:
   void write_torchscript(const std::string& path) const override { inner_->save_torchscript(path); }

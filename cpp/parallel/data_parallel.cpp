@@ -1,6 +1,8 @@
 #include "parallel/data_parallel.h"
 
 #include <algorithm>
+#include <limits>
+#include <unordered_map>
 #include <utility>
 
 #include "parallel/broadcast.h"
@@ -12,33 +14,35 @@ namespace acc {
 namespace {
 
 constexpr int64_t kFirstBucketBytes = 1024 * 1024;  // PyTorch DDP's first, small bucket
+constexpr int64_t kDefaultBucketCapMb = 25;          // DDP's and Accelerate's default bucket_cap_mb
 const char* const kAnnouncement = "join_uneven_inputs (processes still training)";
 
 }  // namespace
 
-std::pair<std::vector<std::vector<size_t>>, std::vector<size_t>> ddp_buckets(const std::vector<at::Tensor>& params,
-                                                                             int64_t cap_bytes) {
-  std::vector<std::vector<size_t>> buckets;
-  std::vector<size_t> limits;
-  std::tie(buckets, limits) = c10d::compute_bucket_assignment_by_size(
-      params, {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(cap_bytes)},
-      std::vector<bool>(params.size(), false));
+std::pair<BucketLayout, std::vector<size_t>> reversed_buckets(const std::vector<at::Tensor>& params,
+                                                              const std::vector<size_t>& limits) {
+  BucketLayout buckets;
+  std::vector<size_t> bucket_limits;
+  std::tie(buckets, bucket_limits) =
+      c10d::compute_bucket_assignment_by_size(params, limits, std::vector<bool>(params.size(), false));
   // Gradients are ready in reverse order of the forward: the last parameters' bucket goes first.
   std::reverse(buckets.begin(), buckets.end());
-  std::reverse(limits.begin(), limits.end());
-  return {std::move(buckets), std::move(limits)};
+  std::reverse(bucket_limits.begin(), bucket_limits.end());
+  return {std::move(buckets), std::move(bucket_limits)};
+}
+
+std::pair<BucketLayout, std::vector<size_t>> ddp_buckets(const std::vector<at::Tensor>& params, int64_t cap_bytes) {
+  return reversed_buckets(params, {static_cast<size_t>(kFirstBucketBytes), static_cast<size_t>(cap_bytes)});
 }
 
 DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distributed> dist,
                            DataParallelOptions options)
     : dist_(std::move(dist)), options_(options) {
-  std::vector<at::Tensor> params;
-  std::unordered_map<size_t, std::string> names;
   for (const auto& entry : model->named_parameters()) {
     state_.push_back(entry.second);
     if (!entry.second.requires_grad()) continue;
-    names[params.size()] = entry.first;
-    params.push_back(entry.second);
+    names_[params_.size()] = entry.first;
+    params_.push_back(entry.second);
   }
   // Buffers keep their identity (Model::to and load_state_dict work in place): found once, not per forward.
   std::vector<at::Tensor> buffers;
@@ -46,30 +50,44 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
   state_.insert(state_.end(), buffers.begin(), buffers.end());
   buffer_sync_ = std::make_unique<BufferSync>(dist_, std::move(buffers), options_.broadcast_buffers);
   broadcast(state_, "prepare_model (initial parameters)");
-  if (params.empty()) return;
-  bucket_device_ = params.front().device();
+  if (params_.empty()) return;
+  bucket_device_ = params_.front().device();
   if (options_.comm_hook == "bf16" && dist_->backend() != Backend::Nccl)
     fail(Status::Unsupported, "the bf16 DDP comm hook needs NCCL: Gloo cannot allreduce bf16 (use \"fp16\" on CPU)");
+  require(options_.comm_hook == "no" || options_.comm_hook == "fp16" || options_.comm_hook == "bf16",
+          "unknown DDP comm hook '", options_.comm_hook, "' (no, fp16, bf16)");
+  std::vector<size_t> limits;
+  BucketLayout layout = initial_layout(&limits);
+  make_reducer(std::move(layout), std::move(limits));
+}
 
-  const int64_t cap = options_.bucket_cap_mb * 1024 * 1024;
-  auto [buckets, limits] = ddp_buckets(params, cap);
-  for (const auto& bucket : buckets) {
-    int64_t elements = 0;
-    for (size_t i : bucket) elements += params[i].numel();
-    // The compression hooks allreduce a 16-bit copy of the bucket.
-    const at::ScalarType wire = options_.comm_hook == "fp16"   ? at::kHalf
-                                : options_.comm_hook == "bf16" ? at::kBFloat16
-                                                               : params[bucket.front()].scalar_type();
-    buckets_.emplace_back(elements, wire);
-  }
+int64_t DataParallel::cap_bytes() const { return options_.bucket_cap_mb * 1024 * 1024; }
+
+int64_t DataParallel::first_bucket_bytes() const {
+  // Accelerate passes bucket_cap_mb on to DDP only when it is not 25 (DDP's default), and DDP then
+  // gives up its small first bucket.
+  return options_.bucket_cap_mb == kDefaultBucketCapMb ? kFirstBucketBytes : cap_bytes();
+}
+
+BucketLayout DataParallel::initial_layout(std::vector<size_t>* limits) const {
+  std::vector<size_t> size_limits;
+  if (!options_.find_unused_parameters) size_limits = {std::numeric_limits<size_t>::max()};  // rebuilt after step 1
+  else size_limits = {static_cast<size_t>(first_bucket_bytes()), static_cast<size_t>(cap_bytes())};
+  auto [layout, bucket_limits] = reversed_buckets(params_, size_limits);
+  *limits = std::move(bucket_limits);
+  return std::move(layout);
+}
+
+void DataParallel::make_reducer(BucketLayout layout, std::vector<size_t> limits) {
+  reducer_.reset();  // its autograd hooks go with it
   compat::ReducerSettings settings;
-  settings.params = std::move(params);
-  settings.buckets = std::move(buckets);
+  settings.params = params_;
+  settings.buckets = layout;
   settings.bucket_limits = std::move(limits);
-  settings.bucket_cap_bytes = cap;
-  settings.first_bucket_cap_bytes = kFirstBucketBytes;
+  settings.bucket_cap_bytes = cap_bytes();
+  settings.first_bucket_cap_bytes = first_bucket_bytes();
   settings.find_unused_parameters = options_.find_unused_parameters;
-  settings.names = std::move(names);
+  settings.names = names_;
   try {
     reducer_ = compat::make_reducer(std::move(settings), dist_->group());
   } catch (...) {
@@ -79,8 +97,80 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
     reducer_->register_builtin_comm_hook(c10d::BuiltinCommHookType::FP16_COMPRESS);
   else if (options_.comm_hook == "bf16")
     reducer_->register_comm_hook(std::make_unique<CompressHook>(dist_->group(), at::kBFloat16));
-  else
-    require(options_.comm_hook == "no", "unknown DDP comm hook '", options_.comm_hook, "' (no, fp16, bf16)");
+  record_layout(std::move(layout));
+}
+
+void DataParallel::record_layout(BucketLayout layout) {
+  layout_ = std::move(layout);
+  buckets_.clear();
+  for (const auto& bucket : layout_) {
+    int64_t elements = 0;
+    for (size_t i : bucket) elements += params_[i].numel();
+    // The compression hooks allreduce a 16-bit copy of the bucket.
+    const at::ScalarType wire = options_.comm_hook == "fp16"   ? at::kHalf
+                                : options_.comm_hook == "bf16" ? at::kBFloat16
+                                                               : params_[bucket.front()].scalar_type();
+    buckets_.emplace_back(elements, wire);
+  }
+}
+
+void DataParallel::rebuild_buckets_when_due(const char* during) {
+  if (!reducer_ || !reducer_->should_rebuild_buckets()) return;
+  try {
+    if (!reducer_->rebuild_buckets()) return;
+  } catch (...) {
+    rethrow_collective_error(std::string(during) + " (DDP's gradient buckets, rebuilt in the order of the first backward)");
+  }
+  std::unordered_map<const c10::TensorImpl*, size_t> index;
+  for (size_t i = 0; i < params_.size(); ++i) index.emplace(params_[i].unsafeGetTensorImpl(), i);
+  BucketLayout layout;
+  for (const auto& bucket : reducer_->get_grad_buckets(/*return_zero_tensors=*/false)) {
+    layout.emplace_back();
+    for (const auto& param : bucket.getParameters()) layout.back().push_back(index.at(param.unsafeGetTensorImpl()));
+  }
+  record_layout(std::move(layout));
+  rebuilt_ = true;
+}
+
+std::optional<BucketLayout> DataParallel::saved_layout() const {
+  if (!rebuilt_) return std::nullopt;
+  return layout_;
+}
+
+void DataParallel::check_layout(const BucketLayout& layout, const std::string& where) const {
+  std::vector<bool> seen(params_.size(), false);
+  for (size_t b = 0; b < layout.size(); ++b) {
+    if (layout[b].empty()) fail(Status::Io, where, ": DDP bucket ", b, " is empty");
+    for (size_t i : layout[b]) {
+      if (i >= params_.size())
+        fail(Status::Io, where, ": DDP bucket ", b, " names parameter ", i, ", the model has ", params_.size(),
+             " trainable ones");
+      if (seen[i]) fail(Status::Io, where, ": parameter ", i, " is in more than one DDP bucket");
+      seen[i] = true;
+      const auto& first = params_[layout[b].front()];
+      if (params_[i].scalar_type() != first.scalar_type() || params_[i].device() != first.device())
+        fail(Status::Io, where, ": DDP bucket ", b, " mixes dtypes or devices (", names_.at(i), ")");
+    }
+  }
+  for (size_t i = 0; i < seen.size(); ++i)
+    if (!seen[i]) fail(Status::Io, where, ": no DDP bucket holds parameter ", i, " (", names_.at(i), ")");
+}
+
+void DataParallel::restore_layout(const std::optional<BucketLayout>& layout) {
+  if (!reducer_) return;
+  if (!layout) {
+    if (!rebuilt_) return;
+    std::vector<size_t> limits;
+    BucketLayout first = initial_layout(&limits);
+    make_reducer(std::move(first), std::move(limits));
+    rebuilt_ = false;
+    return;
+  }
+  check_layout(*layout, "the DDP bucket layout");
+  if (rebuilt_ && *layout == layout_) return;
+  // The limits only label the buckets in the Reducer's logs.
+  make_reducer(*layout, std::vector<size_t>(layout->size(), static_cast<size_t>(cap_bytes())));
+  rebuilt_ = true;
 }
 
 void DataParallel::broadcast(const std::vector<at::Tensor>& tensors, const std::string& name, int64_t source) {
@@ -89,8 +179,16 @@ void DataParallel::broadcast(const std::vector<at::Tensor>& tensors, const std::
 
 void DataParallel::before_forward(bool sync) {
   if (joining_) announce(sync);
+  // PyTorch's DDP: the join announcement, the rebuild, then the buffers.
+  rebuild_buckets_when_due("forward");
   buffer_sync_->before_forward();
   if (reducer_) reducer_->prepare_for_forward();
+}
+
+void DataParallel::before_local_forward() {
+  // DDP rebuilds at any forward with gradients on, evaluation mode included.
+  if (at::GradMode::is_enabled()) rebuild_buckets_when_due("forward");
+  buffer_sync_->before_forward();
 }
 
 void DataParallel::announce(bool sync) {
@@ -136,9 +234,14 @@ void DataParallel::join_end() {
     if (sums[0].item<int64_t>() == 0) break;
     last_to_finish = false;
     const bool averaged = sums[1].item<int64_t>() > 0;
+    rebuild_buckets_when_due("join_uneven_inputs");
     buffer_sync_->before_forward();
     buffer_sync_->forward_done(averaged);
-    if (averaged) shadow_gradient_allreduces();
+    if (!averaged) continue;
+    shadow_gradient_allreduces();
+    // As DDP's join hook: a process that joins before its first averaging backward still takes
+    // part in the others' rebuild, with the model's order.
+    if (reducer_) reducer_->push_rebuilt_params_for_all_indices();
   }
   // Replicas that finished early missed steps: all take the state of the highest rank among those
   // that finished last (they ran every step).

@@ -5,7 +5,10 @@
 #include <torch/csrc/distributed/c10d/reducer.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <unordered_map>
+#include <vector>
 
 #include "model/model.h"
 #include "parallel/buffer_sync.h"
@@ -15,22 +18,30 @@
 
 namespace acc {
 
-// DDP's buckets over `params` (indices into it), in the order the Reducer reduces them (the last
-// parameters' bucket first), and each bucket's size limit.
-std::pair<std::vector<std::vector<size_t>>, std::vector<size_t>> ddp_buckets(const std::vector<at::Tensor>& params,
-                                                                             int64_t cap_bytes);
+// Gradient buckets: each bucket's parameters (indices into the trainable parameters, in the order
+// they lie in the bucket), in the order the Reducer reduces the buckets.
+using BucketLayout = std::vector<std::vector<size_t>>;
+
+// Buckets of at most `limits` bytes (the first limit for the first bucket, and so on; the last one
+// for the rest) over `params` in the model's order, the last parameters' bucket first, and each
+// bucket's size limit: PyTorch DDP's layout before its first step (dist._compute_bucket_assignment_by_size).
+std::pair<BucketLayout, std::vector<size_t>> reversed_buckets(const std::vector<at::Tensor>& params,
+                                                              const std::vector<size_t>& limits);
+// DDP's buckets with find_unused_parameters (a 1 MiB first bucket, then `cap_bytes` ones): what
+// stage 2 reduces.
+std::pair<BucketLayout, std::vector<size_t>> ddp_buckets(const std::vector<at::Tensor>& params, int64_t cap_bytes);
 
 class DataParallel final : public ParallelEngine {
  public:
   // Broadcasts parameters and buffers from rank 0, so every replica starts equal.
   DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distributed> dist, DataParallelOptions options);
 
-  // Around each forward that records autograd history: buffers from rank 0 when due (BufferSync),
-  // then the Reducer is told a backward follows (unless gradients are to accumulate locally, sync
-  // false: no_sync).
+  // Around each forward that records autograd history: the buckets rebuilt when due (below), buffers
+  // from rank 0 when due (BufferSync), then the Reducer is told a backward follows (unless gradients
+  // are to accumulate locally, sync false: no_sync).
   void before_forward(bool sync) override;
   void after_forward(const NamedTensors& outputs, bool sync) override;
-  void before_local_forward() override { buffer_sync_->before_forward(); }
+  void before_local_forward() override;
   void forward_done(bool recorded_synced_gradients) override { buffer_sync_->forward_done(recorded_synced_gradients); }
   // Makes the next backward average gradients even inside no_sync (trigger_sync_in_backward).
   void sync_next_backward() override;
@@ -45,7 +56,36 @@ class DataParallel final : public ParallelEngine {
   void join_end() override;
   bool joining() const { return joining_; }
 
+  // The gradient buckets, as PyTorch's DDP lays them out: without find_unused_parameters, one bucket
+  // of every parameter (per dtype) until the first backward that averages gradients; at the next
+  // forward with gradients on, the Reducer rebuilds them in the order that backward produced the
+  // gradients (a 1 MiB first bucket, then bucket_cap_mb ones: with bucket_cap_mb other than 25,
+  // every bucket bucket_cap_mb, as Accelerate passes it on). On more than 2 processes the layout
+  // decides the order in which Gloo's ring adds each element, so it is part of a checkpoint: `saved`
+  // (null before the rebuild) and restored by `restore_layout`.
+  const BucketLayout& layout() const { return layout_; }
+  // The rebuild, now if it is due at the next forward (save_state: the checkpoint then holds the
+  // layout of the next step). A collective where it is due: every process calls it.
+  void settle_layout() { rebuild_buckets_when_due("save_state"); }
+  std::optional<BucketLayout> saved_layout() const;
+  // Throws unless `layout` is a layout of this model's trainable parameters (each once, a dtype and
+  // a device per bucket); `where` names the file in the message.
+  void check_layout(const BucketLayout& layout, const std::string& where) const;
+  // Reducer buckets as `layout` (checked first), or as before the first step (nullopt). A new
+  // Reducer: the next averaging backward records its order again and the rebuild after it lands on
+  // the same layout, as a resumed PyTorch job's does.
+  void restore_layout(const std::optional<BucketLayout>& layout);
+
  private:
+  // A Reducer over `layout`, with the comm hook; records the layout and its wire buckets.
+  void make_reducer(BucketLayout layout, std::vector<size_t> limits);
+  BucketLayout initial_layout(std::vector<size_t>* limits) const;
+  int64_t cap_bytes() const;
+  int64_t first_bucket_bytes() const;
+  // The Reducer's rebuild, due at the first forward after the first averaging backward (a broadcast
+  // of rank 0's layout: every process calls it there).
+  void rebuild_buckets_when_due(const char* during);
+  void record_layout(BucketLayout layout);
   void broadcast(const std::vector<at::Tensor>& tensors, const std::string& name, int64_t source = 0);
   // Sums or maxima over processes, waited for.
   at::Tensor allreduce(std::vector<int64_t> values, c10d::ReduceOp op, const std::string& name);
@@ -57,6 +97,10 @@ class DataParallel final : public ParallelEngine {
   void shadow_gradient_allreduces();
 
   std::vector<at::Tensor> state_;    // parameters and buffers: what replicas must agree on
+  std::vector<at::Tensor> params_;   // the trainable ones, the Reducer's
+  std::unordered_map<size_t, std::string> names_;  // their names, for the Reducer's messages
+  BucketLayout layout_;
+  bool rebuilt_ = false;             // layout_ is no longer the first one
   std::unique_ptr<BufferSync> buffer_sync_;  // the model's buffers, from rank 0 at forwards as DDP
   std::vector<std::pair<int64_t, at::ScalarType>> buckets_;  // the Reducer's buckets: elements, dtype
   bool joining_ = false;

@@ -3,9 +3,11 @@
 // and keeps optimizer state only for what it owns (parallel/sharded_optimizer.h).
 //   stage 1 (ZeRO-1): gradients are averaged as DDP does (its Reducer); each process steps its slice
 //                     and the updated parameters are all-gathered.
-//   stage 2 (ZeRO-2, SHARD_GRAD_OP): DDP's buckets are reduced during backward as their gradients
-//                     become ready; a process keeps only its slice of each averaged bucket and drops
-//                     the full gradients.
+//   stage 2 (ZeRO-2, SHARD_GRAD_OP): buckets (DDP's, in the model's order: 1 MiB, then
+//                     bucket_cap_mb) are reduced during backward as their gradients become ready; a
+//                     process keeps only its slice of each averaged bucket and drops the full
+//                     gradients. They stay as they are (they are the shards' layout), where DDP
+//                     rebuilds its buckets after the first step.
 //   stage 3 (ZeRO-3, FULL_SHARD): parameters are sharded at rest too, frozen ones included (in
 //                     units of their own, never reduced); a unit's parameters are gathered just
 //                     before its forward and again before its backward, and freed after each (a
@@ -53,7 +55,7 @@ class ShardedDataParallel final : public ParallelEngine {
  public:
   // Broadcasts parameters and buffers from rank 0, flattens the trainable parameters (stage 3: and
   // the frozen ones) into units and (stage 3) frees everything but this process's shard.
-  // `data_parallel`: stage 1's Reducer; its bucket_cap_mb makes stage 2's buckets.
+  // `data_parallel`: stage 1's Reducer's options; its bucket_cap_mb makes stage 2's buckets.
   // `device`: where stage 3 puts the shards and gathers units (default: where the parameters are);
   // the caller moves the rest of the model there afterwards, so the whole model never goes there.
   ShardedDataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distributed> dist, ShardingOptions options,
@@ -70,6 +72,8 @@ class ShardedDataParallel final : public ParallelEngine {
   void join_end() override;
 
   const ShardingOptions& options() const { return options_; }
+  // Stage 1's Reducer (null at stages 2 and 3).
+  DataParallel* data_parallel() const { return reducer_.get(); }
   const FlatLayout& layout() const { return *trainable_.layout; }
   const std::shared_ptr<Distributed>& distributed() const { return dist_; }
   // Whether this process writes its shard files (SHARDED_STATE_DICT): under hybrid sharding only

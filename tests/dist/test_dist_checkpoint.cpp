@@ -2,11 +2,15 @@
 // same batches and bit-identical weights; a checkpoint one process cannot read fails on all of them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "../capi/support.h"
 #include "job.h"
@@ -179,6 +183,49 @@ TEST(Checkpoint, AFileOneProcessCannotReadFailsTheLoadEverywhere) {
   ACC_EXPECT_ERROR(acc_load_state(g_acc, dir.c_str(), nullptr), ACC_ERR_IO, "process 1");
   EXPECT_EQ(run.weights(), before);
   run.train(1);  // the job goes on: nobody is stuck in a collective
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0) std::filesystem::remove_all(dir);
+}
+
+// DDP's buckets, rebuilt in the order of the first averaged backward's gradients, decide how Gloo
+// rounds the sums on more than 2 processes: the manifest keeps them (null before the rebuild), and a
+// layout that is not one of the model's parameters is refused before anything changes.
+TEST(Checkpoint, DdpBucketLayoutIsSavedAndABadOneIsRefused) {
+  const std::string dir = shared_dir("buckets");
+  auto saved_layouts = [&] {
+    EXPECT_EQ(acc_wait_for_everyone(g_acc), ACC_OK);
+    return nlohmann::json::parse(acc_test::read_file(dir + "/accelerate_state.json"))["ddp_buckets"];
+  };
+  {
+    DistRun run;
+    ACC_ASSERT_OK(acc_save_state(g_acc, dir.c_str(), nullptr));
+    EXPECT_EQ(saved_layouts(), nlohmann::json::parse("[null]")) << "saved before any step";
+    run.train(1);  // the rebuild is due at the next forward; save_state does it first
+    ACC_ASSERT_OK(acc_save_state(g_acc, dir.c_str(), nullptr));
+  }
+  const nlohmann::json layouts = saved_layouts();
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));  // every process has read it before it is rewritten
+  ASSERT_TRUE(layouts.is_array() && layouts.size() == 1 && layouts[0].is_array()) << layouts.dump();
+  std::vector<size_t> order;
+  for (const auto& bucket : layouts[0])
+    for (const auto& index : bucket) order.push_back(index.get<size_t>());
+  EXPECT_NE(order, (std::vector<size_t>{0, 1, 2, 3})) << "the backward produces the last layer's gradients first";
+  std::sort(order.begin(), order.end());
+  EXPECT_EQ(order, (std::vector<size_t>{0, 1, 2, 3})) << "each trainable parameter once";
+
+  if (g_rank == 0) {
+    auto manifest = nlohmann::json::parse(acc_test::read_file(dir + "/accelerate_state.json"));
+    manifest["ddp_buckets"] = nlohmann::json::parse("[[[0, 0, 1, 2]]]");
+    std::ofstream(dir + "/accelerate_state.json", std::ios::trunc) << manifest.dump();
+  }
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  DistRun fresh;
+  const auto before = fresh.weights();
+  ACC_EXPECT_ERROR(acc_load_state(g_acc, dir.c_str(), nullptr), ACC_ERR_IO, "more than one DDP bucket");
+  EXPECT_NE(std::string(acc_last_error_message()).find("accelerate_state.json"), std::string::npos)
+      << acc_last_error_message();
+  EXPECT_EQ(fresh.weights(), before);
+  fresh.train(1);  // the job goes on
   ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
   if (g_rank == 0) std::filesystem::remove_all(dir);
 }

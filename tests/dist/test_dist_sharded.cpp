@@ -281,13 +281,18 @@ double max_difference(const std::map<std::string, std::vector<float>>& a,
   return worst;
 }
 
-// Whether the stage reduces exactly as DDP does: stages 1 and 2 use DDP's buckets; stage 3 reduces
-// layer by layer, which Gloo's ring sums in another order once more than 2 processes add up.
-bool same_reduction_order(int stage) { return stage < 3 || g_world == 2; }
+// Whether the stage reduces exactly as DDP does: stage 1 uses DDP's Reducer. Stage 2 reduces its
+// units (DDP's buckets as find_unused_parameters lays them out) and stage 3 layer by layer, while
+// DDP reduces one bucket of everything, then buckets rebuilt in the order of the gradients: once more
+// than 2 processes add up, Gloo's ring sums them in another order.
+bool same_reduction_order(int stage) { return stage == 1 || g_world == 2; }
 
 // Trains `reference` under DDP and `s` under zero_stage `stage` side by side from the same initial
-// weights, comparing them after every micro-step.
-void expect_trains_like(const Settings& reference, int stage, const Settings& s, int steps) {
+// weights, comparing them after every micro-step. `same_gradient_order`: whether the two models'
+// backwards produce the gradients in the same order (recomputed layers do not), which DDP's buckets
+// follow from the second step.
+void expect_trains_like(const Settings& reference, int stage, const Settings& s, int steps,
+                        bool same_gradient_order = true) {
   SCOPED_TRACE("zero_stage " + std::to_string(stage));
   Job ddp(0, reference), sharded(stage, s);
   EXPECT_EQ(max_difference(ddp.weights(), sharded.weights()), 0.0) << "initial weights";
@@ -299,7 +304,8 @@ void expect_trains_like(const Settings& reference, int stage, const Settings& s,
     // differ by a few ulp (|g| < 2 here: < 1e-6), which Adam's normalised steps of lr = 0.05 carry
     // over 6 steps into < 1e-4; clipping's norm from pieces adds a relative 1e-6 of a step.
     const bool clipped = s.clip > 0 || std::string(s.gradient_clipping) != "0";
-    if (same_reduction_order(stage) && !clipped) EXPECT_EQ(difference, 0.0) << "after micro-step " << i;
+    const bool same_sums = same_reduction_order(stage) && (same_gradient_order || g_world == 2);
+    if (same_sums && !clipped) EXPECT_EQ(difference, 0.0) << "after micro-step " << i;
     else EXPECT_LT(difference, 1e-4) << "after micro-step " << i;
   }
 }
@@ -418,23 +424,25 @@ TEST(Sharded, SgdWithMomentumAndFrozenParameters) {
 TEST(Sharded, ActivationCheckpointingOptionTrainsAsWithout) {
   Settings plain, checkpointed;
   checkpointed.activation_checkpointing = true;
-  for (int stage : {0, 1, 2, 3}) expect_trains_like(plain, stage, checkpointed, 4);
+  for (int stage : {0, 1, 2, 3}) expect_trains_like(plain, stage, checkpointed, 4, false);
   Settings gpt, gpt_checkpointed;
   gpt.spec = gpt_checkpointed.spec = kTiedGpt;
   gpt.tokens = gpt_checkpointed.tokens = true;
   gpt.algorithm = gpt_checkpointed.algorithm = "sgd";
   gpt_checkpointed.activation_checkpointing = true;
-  for (int stage : {0, 3}) expect_trains_like(gpt, stage, gpt_checkpointed, 3);
+  for (int stage : {0, 3}) expect_trains_like(gpt, stage, gpt_checkpointed, 3, false);
 }
 
 TEST(Sharded, CheckpointedLayersTrainAsThePlainModelUnderDdpAndEveryStage) {
   // The recomputation hands the parameters' gradients to the outer backward, where DDP's Reducer and
-  // the sharding engine see each once: the same weights as without checkpointing, step by step.
+  // the sharding engine see each once: the same weights as without checkpointing, step by step (to
+  // the bit on 2 processes; on more, DDP's rebuilt buckets follow the recomputation's order of
+  // gradients, and Gloo's ring rounds the sums apart).
   Settings plain, checkpointed;
   checkpointed.spec = R"([{"type":"linear","in_features":3,"out_features":5,"checkpoint":true},{"type":"tanh"},
                          {"type":"linear","in_features":5,"out_features":3,"checkpoint":true},{"type":"tanh"},
                          {"type":"linear","in_features":3,"out_features":2}])";
-  for (int stage : {0, 1, 2, 3}) expect_trains_like(plain, stage, checkpointed, 4);
+  for (int stage : {0, 1, 2, 3}) expect_trains_like(plain, stage, checkpointed, 4, false);
   // A GPT with a checkpointed block and a tied head (the embedding's weight used twice).
   Settings gpt;
   gpt.spec = kTiedGpt;
@@ -446,7 +454,7 @@ TEST(Sharded, CheckpointedLayersTrainAsThePlainModelUnderDdpAndEveryStage) {
       std::string(spec).replace(spec.find("\"causal\":true}"), 14, "\"causal\":true,\"checkpoint\":true}");
   gpt_checkpointed.spec = with_checkpoint.c_str();
   SCOPED_TRACE("tied GPT");
-  for (int stage : {0, 3}) expect_trains_like(gpt, stage, gpt_checkpointed, 3);
+  for (int stage : {0, 3}) expect_trains_like(gpt, stage, gpt_checkpointed, 3, false);
 }
 
 TEST(Sharded, LoraAdaptersTrainUnderEveryStageAsUnderDdp) {

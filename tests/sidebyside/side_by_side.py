@@ -51,7 +51,8 @@ SCENARIOS = {
     # epoch's start; split_batches; drop_last; batches
     # dispatched from process 0.
     "mlp_uneven": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear"),
-    "mlp_split_batches": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", split_batches=True),
+    "mlp_split_batches": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", split_batches=True,
+                              batch_size=12),  # a multiple of 1-4 processes
     "mlp_drop_last": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="linear", drop_last=True),
     "mlp_dispatch": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="linear", dispatch_batches=True),
     # Biases in a group without weight decay; a frozen embedding; gradients synchronised on every
