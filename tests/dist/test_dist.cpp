@@ -632,35 +632,52 @@ TEST(Fault, ADeadOrStalledPeerIsAnErrorNotAHang) {
   _exit(testing::Test::HasFailure() ? 1 : 0);  // the group is broken: no clean teardown to wait for
 }
 
+namespace {
+
+// A linear model prepared for DDP and trained `steps` steps by both processes; then process 1 exits
+// or stalls (`mode`) and only process 0 returns.
+acc_model* ddp_model_whose_peer_fails_after(int steps, const std::string& mode) {
+  acc_model* raw = nullptr;
+  EXPECT_EQ(acc_model_from_spec(R"([{"type":"linear","in_features":3,"out_features":2}])", &raw), ACC_OK);
+  acc_model* model = nullptr;
+  EXPECT_EQ(acc_prepare_model(g_acc, raw, ACC_PLACEMENT_DEFAULT, &model), ACC_OK) << acc_last_error_message();
+  auto [x, y] = job_batch(0);
+  for (int step = 0; step < steps; ++step)
+    train_step(model, nullptr, rows_of(x, 3, g_rank * 8, 8), rows_of(y, 2, g_rank * 8, 8), 8, true);
+  if (g_rank == 1) {
+    if (mode == "exit") _exit(0);
+    std::this_thread::sleep_for(std::chrono::seconds(8));
+    _exit(0);
+  }
+  return model;
+}
+
+// Process 0's side: the call failed as Timeout/Aborted naming `collective`; the group is broken, so
+// the test ends here without a clean teardown.
+void expect_named_and_exit(acc_status status, const std::string& collective) {
+  const std::string message = acc_last_error_message();
+  EXPECT_TRUE(status == ACC_ERR_TIMEOUT || status == ACC_ERR_ABORTED) << acc_status_name(status) << ": " << message;
+  EXPECT_NE(message.find(collective), std::string::npos) << message;
+  std::fflush(stdout);
+  _exit(testing::Test::HasFailure() ? 1 : 0);
+}
+
+}  // namespace
+
 // DDP's gradient allreduce runs inside acc_backward: a peer that dies or stalls before it is named
 // as that collective, with the step, as Timeout/Aborted (not an internal error).
 TEST(Fault, ADeadOrStalledPeerDuringBackwardIsNamed) {
   const char* mode = std::getenv("ACC_TEST_FAULT");
   if (!mode) GTEST_SKIP() << "set ACC_TEST_FAULT=exit or stall (the fault tests run on their own)";
-  acc_model* raw = nullptr;
-  ASSERT_EQ(acc_model_from_spec(R"([{"type":"linear","in_features":3,"out_features":2}])", &raw), ACC_OK);
-  acc_model* model = nullptr;
-  ASSERT_EQ(acc_prepare_model(g_acc, raw, ACC_PLACEMENT_DEFAULT, &model), ACC_OK) << acc_last_error_message();
+  // Two steps first: the second forward rebuilds DDP's buckets, with the peer.
+  acc_model* model = ddp_model_whose_peer_fails_after(2, mode);
   auto [x, y] = job_batch(0);
-  // Both alive for two steps: the second forward rebuilds DDP's buckets, with the others.
-  for (int step = 0; step < 2; ++step)
-    train_step(model, nullptr, rows_of(x, 3, g_rank * 8, 8), rows_of(y, 2, g_rank * 8, 8), 8, true);
-  if (g_rank == 1) {
-    if (std::string(mode) == "exit") _exit(0);
-    std::this_thread::sleep_for(std::chrono::seconds(8));
-    _exit(0);
-  }
   acc_tensor* xt = floats(rows_of(x, 3, 0, 8), {8, 3});
   acc_tensor* yt = floats(rows_of(y, 2, 0, 8), {8, 2});
   acc_tensor *out = nullptr, *loss = nullptr;
   ASSERT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
   ASSERT_EQ(acc_loss_mse(out, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK);
-  const acc_status status = acc_backward(g_acc, loss);
-  const std::string message = acc_last_error_message();
-  EXPECT_TRUE(status == ACC_ERR_TIMEOUT || status == ACC_ERR_ABORTED) << acc_status_name(status) << ": " << message;
-  EXPECT_NE(message.find("backward #3 (DDP's gradient allreduce)"), std::string::npos) << message;
-  std::fflush(stdout);
-  _exit(testing::Test::HasFailure() ? 1 : 0);
+  expect_named_and_exit(acc_backward(g_acc, loss), "backward #3 (DDP's gradient allreduce)");
 }
 
 // DDP rebuilds its buckets at the forward after the first averaged backward, a broadcast from rank
@@ -668,25 +685,12 @@ TEST(Fault, ADeadOrStalledPeerDuringBackwardIsNamed) {
 TEST(Fault, ADeadOrStalledPeerAtTheBucketRebuildIsNamed) {
   const char* mode = std::getenv("ACC_TEST_FAULT");
   if (!mode) GTEST_SKIP() << "set ACC_TEST_FAULT=exit or stall (the fault tests run on their own)";
-  acc_model* raw = nullptr;
-  ASSERT_EQ(acc_model_from_spec(R"([{"type":"linear","in_features":3,"out_features":2}])", &raw), ACC_OK);
-  acc_model* model = nullptr;
-  ASSERT_EQ(acc_prepare_model(g_acc, raw, ACC_PLACEMENT_DEFAULT, &model), ACC_OK) << acc_last_error_message();
+  acc_model* model = ddp_model_whose_peer_fails_after(1, mode);
   auto [x, y] = job_batch(0);
-  train_step(model, nullptr, rows_of(x, 3, g_rank * 8, 8), rows_of(y, 2, g_rank * 8, 8), 8, true);  // both alive
-  if (g_rank == 1) {
-    if (std::string(mode) == "exit") _exit(0);
-    std::this_thread::sleep_for(std::chrono::seconds(8));
-    _exit(0);
-  }
   acc_tensor* xt = floats(rows_of(x, 3, 0, 8), {8, 3});
   acc_tensor* out = nullptr;
-  const acc_status status = acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out);
-  const std::string message = acc_last_error_message();
-  EXPECT_TRUE(status == ACC_ERR_TIMEOUT || status == ACC_ERR_ABORTED) << acc_status_name(status) << ": " << message;
-  EXPECT_NE(message.find("forward (DDP's gradient buckets, rebuilt"), std::string::npos) << message;
-  std::fflush(stdout);
-  _exit(testing::Test::HasFailure() ? 1 : 0);
+  expect_named_and_exit(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out),
+                        "forward (DDP's gradient buckets, rebuilt");
 }
 
 // acc_profile_end writes this process's trace, then waits for the others: a peer gone by then is
