@@ -298,7 +298,10 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   in backward, with the same gradients; any zero_stage; a TorchScript model: ACC_ERR_UNSUPPORTED
  *   at prepare), state_dict_type ("FULL_STATE_DICT", default: save_state writes
  *   consolidated files any number of processes can load; "SHARDED_STATE_DICT": each process writes
- *   its own shard). Unset, they are read from Accelerate's ACCELERATE_USE_FSDP / FSDP_* and
+ *   its own shard), zero3_save_16bit_model (bool, default false: DeepSpeed's; under zero_stage 3
+ *   with mixed_precision bf16/fp16, acc_save_model and acc_get_state_dict give the weights and
+ *   floating buffers in that dtype, each rounded to nearest; otherwise fp32). Unset, they are read
+ *   from Accelerate's ACCELERATE_USE_FSDP / FSDP_* and
  *   ACCELERATE_USE_DEEPSPEED / ACCELERATE_DEEPSPEED_* variables (set by accelerate-launch).
  *   ProjectConfiguration: project_dir (string: where checkpoints and logs go), logging_dir (string,
  *   default project_dir), automatic_checkpoint_naming (bool, default false: acc_save_state with no

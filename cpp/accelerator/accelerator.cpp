@@ -334,10 +334,20 @@ void Accelerator::save_model(const std::shared_ptr<Model>& model, const std::str
   if (auto engine = sharding_engine(model)) {
     // Every process takes part in gathering the shards; the main process writes.
     const NamedTensors state = engine->full_state_dict();
-    if (is_main_process()) save_sharded(dir, adapters.merged(state), limit);
+    if (is_main_process()) save_sharded(dir, as_given_out(adapters.merged(state), *engine), limit);
     return;
   }
   if (is_main_process()) save_sharded(dir, adapters.merged(unwrap_model(model)->state_dict()), limit);
+}
+
+NamedTensors Accelerator::as_given_out(NamedTensors state, const ShardedDataParallel& engine) const {
+  const auto& sharding = engine.options();
+  if (sharding.stage != 3 || !sharding.save_16bit_model || config_.mixed_precision == "no") return state;
+  const at::ScalarType dtype = config_.mixed_precision == "bf16" ? at::kBFloat16 : at::kHalf;
+  // DeepSpeed's engine holds the module itself in 16 bits: buffers too; integer ones stay.
+  for (auto& entry : state)
+    if (entry.second.is_floating_point()) entry.second = entry.second.to(dtype);
+  return state;
 }
 
 void Accelerator::unscale_gradients(const std::shared_ptr<Optimizer>& optimizer) {

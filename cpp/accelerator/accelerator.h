@@ -176,10 +176,13 @@ class Accelerator {
   // and the manifest that describes them; loading checks a saved manifest against this one.
   CheckpointParts checkpoint_parts() const;
   nlohmann::json checkpoint_manifest() const;
-  // other_process_count: set when the checkpoint, saved by another number of processes, can load
-  // here all the same (consolidated, not sharded: see load_state).
   // The sharding engine of a prepared model (null when it is not sharded).
   std::shared_ptr<ShardedDataParallel> sharding_engine(const std::shared_ptr<Model>& model) const;
+  // A sharded model's full weights as save_model and get_state_dict give them: under zero_stage 3
+  // with zero3_save_16bit_model, the floating tensors in mixed_precision's bf16/fp16.
+  NamedTensors as_given_out(NamedTensors state, const ShardedDataParallel& engine) const;
+  // other_process_count: set when the checkpoint, saved by another number of processes, can load
+  // here all the same (consolidated, not sharded: see load_state).
   std::function<void()> check_checkpoint_manifest(const nlohmann::json& manifest, const std::string& path,
                                                   bool& other_process_count);
   bool writes_shared_files() const { return config_.save_on_each_node ? is_local_main_process() : is_main_process(); }

@@ -236,7 +236,8 @@ NamedTensors Accelerator::get_state_dict(const std::shared_ptr<Model>& model, bo
   require(model != nullptr, "get_state_dict needs a model");
   auto engine = sharding_engine(model);
   // Sharded: a collective (every process calls it), as Accelerate's get_state_dict under FSDP.
-  NamedTensors state = contiguous_cpu(engine ? engine->full_state_dict() : unwrap_model(model)->state_dict());
+  NamedTensors state =
+      contiguous_cpu(engine ? as_given_out(engine->full_state_dict(), *engine) : unwrap_model(model)->state_dict());
   const bool wrapped = !unwrap && dist_ && std::dynamic_pointer_cast<PreparedModel>(wrapped_model(model));
   if (wrapped)
     for (auto& entry : state) entry.first = "module." + entry.first;

@@ -40,6 +40,7 @@ std::optional<ShardingRequest> read_sharding_env(const Options& o, const Options
   if (!o.has("auto_wrap_policy") && request->auto_wrap_policy) c.sharding.auto_wrap_policy = request->auto_wrap_policy;
   if (!o.has("min_num_params") && request->min_num_params) c.sharding.min_num_params = *request->min_num_params;
   if (!o.has("activation_checkpointing")) c.sharding.activation_checkpointing = request->activation_checkpointing;
+  if (!o.has("zero3_save_16bit_model")) c.sharding.save_16bit_model = request->save_16bit_model;
   // A DeepSpeed JSON config's other settings: under the program's options; the variables and the
   // config file must agree with them (Accelerate refuses such pairs too).
   auto agreed = [&](const char* key, auto mine, auto theirs) {
@@ -162,6 +163,8 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table() {
            &ShardingOptions::activation_checkpointing);
     t.bind("state_dict_type", "consolidated or per-process checkpoints", &C::sharding, &ShardingOptions::state_dict_type)
         .one_of({"FULL_STATE_DICT", "SHARDED_STATE_DICT"});
+    t.bind("zero3_save_16bit_model", "stage 3 saves weights in the bf16/fp16 of mixed_precision", &C::sharding,
+           &ShardingOptions::save_16bit_model);
   });
   return table;
 }

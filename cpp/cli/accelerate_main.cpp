@@ -81,7 +81,7 @@ void add_launch_options(CLI::App* app, LaunchArgs& a) {
     app->add_option(std::string("--") + key, f.fsdp[key], "FSDP: as fsdp_config's key");
   app->add_flag("--use_deepspeed", f.use_deepspeed, "shard as DeepSpeed's ZeRO does (see --zero_stage)");
   for (const char* key : {"zero_stage", "offload_optimizer_device", "offload_param_device", "gradient_clipping",
-                          "deepspeed_config_file", "zero3_init_flag"})
+                          "deepspeed_config_file", "zero3_init_flag", "zero3_save_16bit_model"})
     app->add_option(std::string("--") + key, f.deepspeed[key], "DeepSpeed: as deepspeed_config's key");
 }
 

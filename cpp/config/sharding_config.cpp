@@ -29,7 +29,7 @@ const std::set<std::string>& ignored_fsdp_keys() {
 }
 
 const std::set<std::string>& ignored_deepspeed_keys() {
-  static const std::set<std::string> keys = {"zero3_save_16bit_model", "deepspeed_multinode_launcher"};
+  static const std::set<std::string> keys = {"deepspeed_multinode_launcher"};
   return keys;
 }
 
@@ -144,6 +144,8 @@ void apply_deepspeed_key(const Source& from, const std::string& key, const std::
     r.scaler_consecutive_hysteresis = value == "true";
   } else if (key == "scaler_min_scale") {
     r.scaler_min_scale = std::stod(value);
+  } else if (key == "zero3_save_16bit_model") {
+    r.save_16bit_model = flag(from, key, value);
   }
 }
 
@@ -229,6 +231,8 @@ SettingMap deepspeed_environment(const SettingMap& settings, const std::string& 
                                             : "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"] = value;
     } else if (key == "zero3_init_flag") {
       env["ACCELERATE_DEEPSPEED_ZERO3_INIT"] = flag(from, key, value) ? "true" : "false";
+    } else if (key == "zero3_save_16bit_model") {
+      env["ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL"] = flag(from, key, value) ? "true" : "false";
     } else if (key == "gradient_accumulation_steps") {
       if (value == "auto") continue;
       require(!value.empty() && value.find_first_not_of("0123456789") == std::string::npos && value != "0", origin,
@@ -280,6 +284,10 @@ SettingMap deepspeed_file_settings(const std::string& path, std::vector<std::str
     const std::string name = "zero_optimization." + key;
     if (key == "stage") {
       if (!is_auto(value)) out["zero_stage"] = std::to_string(whole(value, name, 0, 3));
+    } else if (key == "stage3_gather_16bit_weights_on_model_save") {
+      if (is_auto(value)) continue;  // Accelerate fills it from zero3_save_16bit_model
+      if (!value.is_boolean()) refuse(name, "must be true, false or auto, not " + value.dump());
+      out["zero3_save_16bit_model"] = value.get<bool>() ? "true" : "false";
     } else if (key == "offload_optimizer" || key == "offload_param") {
       if (!value.is_object()) refuse(name, "must be an object");
       for (const auto& [inner, setting] : value.items()) {
@@ -389,6 +397,7 @@ std::optional<ShardingRequest> sharding_from_environment(const VariableLookup& l
       const bool cpu = offload_device(from, name, lookup(name).value_or("none"));
       (std::string(name).find("OPTIMIZER") != std::string::npos ? r.offload_optimizer : r.offload_params) = cpu;
     }
+    r.save_16bit_model = is_true("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL");
     // A DeepSpeed JSON config: what it says wins over the variables (Accelerate fills only its
     // "auto" values from them).
     if (auto path = lookup("ACCELERATE_DEEPSPEED_CONFIG_FILE"); path && names_a_file(*path)) {

@@ -40,6 +40,9 @@ struct ShardingRequest {
   // main process builds a model's weights (Model::make_weights_pending).
   bool main_process_loads = false;
   bool activation_checkpointing = false;  // FSDP_ACTIVATION_CHECKPOINTING
+  // ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL, or the DeepSpeed config's
+  // zero_optimization.stage3_gather_16bit_weights_on_model_save.
+  bool save_16bit_model = false;
   // From a DeepSpeed JSON config (ACCELERATE_DEEPSPEED_CONFIG_FILE): what it sets that is not sharding.
   std::optional<int64_t> gradient_accumulation_steps;
   std::optional<double> gradient_clipping;

@@ -37,6 +37,9 @@ struct ShardingOptions {
   // Checkpoints: "FULL_STATE_DICT" (consolidated) or "SHARDED_STATE_DICT" (per process).
   std::string state_dict_type = "FULL_STATE_DICT";
   bool full_state_dict() const { return state_dict_type == "FULL_STATE_DICT"; }
+  // DeepSpeed's zero3_save_16bit_model: stage 3's save_model and get_state_dict give the weights in
+  // the mixed-precision dtype (bf16, fp16), as DeepSpeed's 16-bit consolidated state dict.
+  bool save_16bit_model = false;
 };
 
 }  // namespace acc

@@ -27,6 +27,7 @@ const char* const kVariables[] = {"ACCELERATE_USE_FSDP", "FSDP_SHARDING_STRATEGY
                                   "FSDP_MIN_NUM_PARAMS", "ACCELERATE_GRADIENT_CLIPPING", "ACCELERATE_MIXED_PRECISION",
                                   "ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "ACCELERATE_CONFIG_FILE",
                                   "FSDP_CPU_RAM_EFFICIENT_LOADING", "ACCELERATE_DEEPSPEED_ZERO3_INIT", "RANK",
+                                  "ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL",
                                   "FSDP_ACTIVATION_CHECKPOINTING",
                                   "WORLD_SIZE", "HF_HOME"};
 
@@ -465,4 +466,49 @@ TEST_F(Sharding, LauncherFlagsOverrideTheFileKeyByKey) {
   EXPECT_NE(failure([&] { acc::resolve_launch_config(stray, std::nullopt, std::nullopt, {"train"}); }).second.find(
                 "need --use_deepspeed"),
             std::string::npos);
+}
+
+TEST_F(Sharding, Zero3Save16BitModelComesFromEveryPlaceAccelerateReadsIt) {
+  // The config file's key and the launcher's flag become Accelerate's variable.
+  const auto file = acc::parse_config_text(
+      "distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero_stage: 3\n  zero3_save_16bit_model: true\n"
+      "num_processes: 2\n", "ds.yaml");
+  EXPECT_EQ(file.sharding_env.at("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL"), "true");
+  for (const auto& w : file.warnings) EXPECT_EQ(w.find("zero3_save_16bit_model"), std::string::npos) << w;
+  EXPECT_EQ(failure([] {
+              acc::parse_config_text("distributed_type: DEEPSPEED\ndeepspeed_config:\n  zero3_save_16bit_model: 2\n"
+                                     "num_processes: 2\n", "bad.yaml");
+            }).first,
+            acc::Status::InvalidArgument);
+  acc::LaunchFlags flags;
+  flags.use_deepspeed = true;
+  flags.deepspeed["zero_stage"] = "3";
+  flags.deepspeed["zero3_save_16bit_model"] = "true";
+  EXPECT_EQ(acc::resolve_launch_config(flags, std::nullopt, std::nullopt, {"train"})
+                .sharding_env.at("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL"),
+            "true");
+
+  // The variable, under the program's option.
+  EXPECT_FALSE(resolve().sharding.save_16bit_model);
+  setenv("ACCELERATE_USE_DEEPSPEED", "true", 1);
+  setenv("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3", 1);
+  EXPECT_FALSE(resolve().sharding.save_16bit_model);
+  setenv("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL", "true", 1);
+  EXPECT_TRUE(resolve().sharding.save_16bit_model);
+  EXPECT_FALSE(resolve({{"zero3_save_16bit_model", "false"}}).sharding.save_16bit_model) << "the program's wins";
+
+  // A DeepSpeed JSON config's stage3_gather_16bit_weights_on_model_save wins over the variable.
+  const std::string path = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/acc_ds16_" +
+                           std::to_string(getpid()) + ".json";
+  auto write = [&](const std::string& text) { std::ofstream(path, std::ios::trunc) << text; };
+  write(R"({"zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": false}})");
+  setenv("ACCELERATE_DEEPSPEED_CONFIG_FILE", path.c_str(), 1);
+  EXPECT_FALSE(resolve().sharding.save_16bit_model);
+  write(R"({"zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": "auto"}})");
+  EXPECT_TRUE(resolve().sharding.save_16bit_model) << "auto: Accelerate fills it from the variable";
+  write(R"({"zero_optimization": {"stage": 3, "stage3_gather_16bit_weights_on_model_save": "yes"}})");
+  const auto [status, message] = failure([] { resolve(); });
+  EXPECT_EQ(status, acc::Status::InvalidArgument);
+  EXPECT_NE(message.find("stage3_gather_16bit_weights_on_model_save"), std::string::npos) << message;
+  std::remove(path.c_str());
 }

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 #include <thread>
@@ -108,6 +109,7 @@ struct Settings {
   const char* gradient_clipping = "0";  // the option: each optimizer step clips first
   bool main_process_loads = false;  // the model is built under FSDP_CPU_RAM_EFFICIENT_LOADING
   bool activation_checkpointing = false;  // the option (FSDP's fsdp_activation_checkpointing)
+  bool save_16bit_model = false;  // the option (DeepSpeed's zero3_save_16bit_model)
 };
 
 // Sets launcher variables for its lifetime, then restores what was there (a run under
@@ -156,7 +158,8 @@ struct Job {
         {"hybrid_shard", s.hybrid && stage > 0 ? "true" : "false"},
         {"min_num_params", s.min_num_params},
         {"gradient_clipping", s.gradient_clipping},
-        {"activation_checkpointing", s.activation_checkpointing ? "true" : "false"}};
+        {"activation_checkpointing", s.activation_checkpointing ? "true" : "false"},
+        {"zero3_save_16bit_model", s.save_16bit_model ? "true" : "false"}};
     if (s.wrap_policy) options.emplace_back("auto_wrap_policy", s.wrap_policy);
     acc = acc_test::make_accelerator(options);
     EXPECT_EQ(acc_set_seed(11), ACC_OK);
@@ -555,6 +558,65 @@ std::string shared_dir(const std::string& name) {
 }
 
 }  // namespace
+
+// DeepSpeed's zero3_save_16bit_model: under zero_stage 3 with bf16, save_model and get_state_dict
+// give the weights in bf16 (DeepSpeed's 16-bit consolidated state dict), each the fp32 weight
+// rounded to nearest; without it, and below stage 3, fp32 (Accelerate's other stages give 16 bits
+// on their own: here the weights are fp32 there, see the README).
+TEST(Sharded, Zero3Save16BitModelGivesTheWeightsInBf16) {
+  auto bf16_rounded = [](std::map<std::string, std::vector<float>> weights) {
+    for (auto& [name, values] : weights)
+      for (float& v : values) {
+        uint32_t bits = 0;
+        std::memcpy(&bits, &v, 4);
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000u;  // round to nearest even
+        std::memcpy(&v, &bits, 4);
+      }
+    return weights;
+  };
+  auto saved_dtypes = [](Job& job, const std::string& dir) {
+    EXPECT_EQ(acc_save_model(job.acc, job.model, dir.c_str(), nullptr), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_wait_for_everyone(job.acc), ACC_OK);
+    const std::string bytes = acc_test::read_file(dir + "/model.safetensors");
+    uint64_t header = 0;
+    std::memcpy(&header, bytes.data(), 8);
+    std::set<std::string> dtypes;
+    const auto entries = nlohmann::json::parse(bytes.substr(8, header));
+    for (const auto& [name, entry] : entries.items())
+      if (name != "__metadata__") dtypes.insert(entry["dtype"].get<std::string>());
+    return dtypes;
+  };
+  Settings plain;
+  plain.precision = "bf16";
+  Settings sixteen = plain;
+  sixteen.save_16bit_model = true;
+  Job fp32(3, plain), bf16(3, sixteen), stage2(2, sixteen);
+  for (int i = 0; i < 2; ++i) {
+    fp32.micro_step();
+    bf16.micro_step();
+    stage2.micro_step();
+  }
+  const auto full = fp32.weights();
+  EXPECT_EQ(bf16.weights(), bf16_rounded(full));
+  EXPECT_NE(bf16.weights(), full) << "the weights were not rounded";
+  acc_tensor_list* list = nullptr;
+  ASSERT_EQ(acc_get_state_dict(bf16.acc, bf16.model, 1, &list), ACC_OK);
+  acc_tensor* first = nullptr;
+  ASSERT_EQ(acc_tensor_list_get(list, 0, &first), ACC_OK);
+  acc_dtype dtype = ACC_DTYPE_FLOAT32;
+  ASSERT_EQ(acc_tensor_dtype(first, &dtype), ACC_OK);
+  EXPECT_EQ(dtype, ACC_DTYPE_BFLOAT16);
+  acc_tensor_free(first);
+  acc_tensor_list_free(list);
+
+  const std::string dir = shared_dir("sixteen");
+  EXPECT_EQ(saved_dtypes(bf16, dir + "/bf16"), std::set<std::string>{"BF16"});
+  EXPECT_EQ(file_tensors(dir + "/bf16/model.safetensors"), bf16_rounded(full));
+  EXPECT_EQ(saved_dtypes(fp32, dir + "/fp32"), std::set<std::string>{"F32"}) << "without the option";
+  EXPECT_EQ(saved_dtypes(stage2, dir + "/stage2"), std::set<std::string>{"F32"}) << "below stage 3";
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0) std::filesystem::remove_all(dir);
+}
 
 // Under offload the resumed job's host copies were taken at prepare, before load_state wrote the
 // parameters: stepping them instead of the loaded values would show here.

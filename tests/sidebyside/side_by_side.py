@@ -72,11 +72,29 @@ SCENARIOS = {
     "cnn_batchnorm": dict(model="cnn", data="images", optimizer="adamw", schedule="linear"),
     "lm_bf16_accumulate": dict(model="lm", optimizer="adamw", schedule="linear", mixed_precision="bf16",
                                accumulation=2, clip=1.0),
+    # DDP's options (DistributedDataParallelKwargs) on a model of 2.1 MiB, whose gradient buckets
+    # decide the sums' rounding on 3 or more processes: the default (one bucket, then rebuilt in the
+    # gradients' order, 1 MiB first), a bucket_cap_mb that also caps the first bucket,
+    # find_unused_parameters (the model's order, never rebuilt); gradients sent as fp16. Without
+    # the JIT's graph optimisation on both sides: Debian 13's torch 2.6 hangs compiling this model's
+    # CPU fusion group at its third forward.
+    "wide": dict(model="wide", data="mlp", optimizer="sgd", schedule="linear", graph_optimization=False),
+    "wide_bucket_cap": dict(model="wide", data="mlp", optimizer="sgd", schedule="linear", ddp_bucket_cap_mb=2,
+                            graph_optimization=False),
+    "wide_find_unused": dict(model="wide", data="mlp", optimizer="sgd", schedule="linear",
+                             ddp_find_unused_parameters=True, graph_optimization=False),
+    "mlp_fp16_comm_hook": dict(model="mlp", optimizer="adamw", schedule="linear", ddp_comm_hook="fp16"),
+    # LocalSGD (each process steps alone, the parameters averaged every 3 steps and at the end);
+    # clipping by value.
+    "mlp_local_sgd": dict(model="mlp", optimizer="sgd", schedule="linear", local_sgd=3),
+    "mlp_clip_value": dict(model="mlp", optimizer="adamw", schedule="linear", clip_value=0.05),
 }
 DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=2, batch_size=4, data_seed=None,
                 loader_seed=False, resume=False, clip_norm_type=2.0, data=None, even_batches=True, split_batches=False,
                 drop_last=False, dispatch_batches=None, no_decay=None, freeze=None, sync_each_batch=False,
-                step_scheduler_with_optimizer=True, resume_at=None, label_smoothing=0.0)
+                step_scheduler_with_optimizer=True, resume_at=None, label_smoothing=0.0, ddp_bucket_cap_mb=None,
+                ddp_find_unused_parameters=False, ddp_comm_hook=None, local_sgd=None, clip_value=None,
+                graph_optimization=True)
 EVAL_SAMPLES = 10  # an evaluation loader whose last batch is uneven over 2 processes
 VOCAB, CLASSES = 16, 3
 
@@ -90,6 +108,20 @@ class Mlp(torch.nn.Module):
 
     def forward(self, x: torch.Tensor):
         return self.fc2(self.drop(torch.relu(self.fc1(x))))
+
+
+class Wide(torch.nn.Module):
+    """Two 1 MiB weights: DDP's 1 MiB first bucket closes at the first of them its backward reaches."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 512)
+        self.fc2 = torch.nn.Linear(512, 512)
+        self.fc3 = torch.nn.Linear(512, 512)
+        self.fc4 = torch.nn.Linear(512, CLASSES)
+
+    def forward(self, x: torch.Tensor):
+        return self.fc4(torch.tanh(self.fc3(torch.tanh(self.fc2(torch.relu(self.fc1(x)))))))
 
 
 class Lm(torch.nn.Module):
@@ -122,6 +154,7 @@ def export(directory):
     torch.jit.script(Mlp()).save(os.path.join(directory, "mlp.pt"))
     torch.jit.script(Lm()).save(os.path.join(directory, "lm.pt"))
     torch.jit.script(Cnn()).save(os.path.join(directory, "cnn.pt"))
+    torch.jit.script(Wide()).save(os.path.join(directory, "wide.pt"))
     g = torch.Generator().manual_seed(1)
     x, y = torch.randn(40, 8, generator=g), torch.randint(0, CLASSES, (40,), generator=g)
     ids = torch.randint(0, VOCAB, (24, 9), generator=g)
@@ -220,9 +253,10 @@ class AccelerateJob:
                 use_seedable_sampler=self.seedable, data_seed=cfg["data_seed"], even_batches=cfg["even_batches"],
                 split_batches=cfg["split_batches"], dispatch_batches=cfg["dispatch_batches"]),
             # Gloo, as ours on the CPU (Accelerate would take MPI where torch has it)
-            kwargs_handlers=[InitProcessGroupKwargs(backend="gloo")] if distributed else [])
+            kwargs_handlers=[InitProcessGroupKwargs(backend="gloo"), self.ddp_kwargs(cfg)] if distributed else [])
         self.rank, self.processes = self.accelerator.process_index, self.accelerator.num_processes
         set_seed(cfg["seed"])
+        torch._C._set_graph_executor_optimize(cfg["graph_optimization"])
         model = torch.jit.load(os.path.join(directory, cfg["model"] + ".pt"))
         named = list(model.named_parameters())
         for name, parameter in named:
@@ -243,6 +277,19 @@ class AccelerateJob:
         evaluation = DataLoader(TensorDataset(*[t[:EVAL_SAMPLES] for t in data]), batch_size=cfg["batch_size"])
         self.model, self.optimizer, self.loader, self.scheduler, self.evaluation = self.accelerator.prepare(
             model, optimizer, loader, scheduler, evaluation)
+        self.local_sgd = None
+
+    @staticmethod
+    def ddp_kwargs(cfg):
+        from accelerate import DistributedDataParallelKwargs
+        from accelerate.utils import DDPCommunicationHookType
+
+        kwargs = dict(find_unused_parameters=cfg["ddp_find_unused_parameters"])
+        if cfg["ddp_bucket_cap_mb"] is not None:
+            kwargs["bucket_cap_mb"] = cfg["ddp_bucket_cap_mb"]
+        if cfg["ddp_comm_hook"] == "fp16":
+            kwargs["comm_hook"] = DDPCommunicationHookType.FP16
+        return DistributedDataParallelKwargs(**kwargs)
 
     def train_epoch(self, epoch, record, skip=0, stop=None):
         """The epoch's batches from `skip` (Accelerate's skip_first_batches, after a resume) until
@@ -260,13 +307,27 @@ class AccelerateJob:
                 if accelerator.sync_gradients and self.cfg["clip"] > 0:
                     record["norm"].append(float(accelerator.clip_grad_norm_(model.parameters(), self.cfg["clip"],
                                                                             self.cfg["clip_norm_type"])))
+                if accelerator.sync_gradients and self.cfg["clip_value"]:
+                    accelerator.clip_grad_value_(model.parameters(), self.cfg["clip_value"])
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad()
+                if self.local_sgd:
+                    self.local_sgd.step()
             record["loss"].append(loss.item())
             record["lr"].append(scheduler.get_last_lr()[0])
             if done == stop:
                 break
+
+    def local_sgd_begin(self):
+        from accelerate.local_sgd import LocalSGD
+
+        self.local_sgd = LocalSGD(accelerator=self.accelerator, model=self.model, local_sgd_steps=self.cfg["local_sgd"])
+        self.local_sgd.__enter__()
+
+    def local_sgd_end(self):
+        self.local_sgd.__exit__(None, None, None)
+        self.local_sgd = None
 
     def evaluate(self):
         self.model.eval()
@@ -315,6 +376,12 @@ class OurJob:
                                "step_scheduler_with_optimizer": cfg["step_scheduler_with_optimizer"]}
         if cfg["dispatch_batches"] is not None:
             accelerator_options["dispatch_batches"] = cfg["dispatch_batches"]
+        if cfg["ddp_bucket_cap_mb"] is not None:
+            accelerator_options["ddp_bucket_cap_mb"] = cfg["ddp_bucket_cap_mb"]
+        if cfg["ddp_find_unused_parameters"]:
+            accelerator_options["ddp_find_unused_parameters"] = True
+        if cfg["ddp_comm_hook"]:
+            accelerator_options["ddp_comm_hook"] = cfg["ddp_comm_hook"]
         if cfg["data_seed"] is not None and not cfg["loader_seed"]:
             accelerator_options.update(use_seedable_sampler=True, data_seed=cfg["data_seed"])
         self.acc = acc = lib.new("acc_accelerator_create", lib.options(api.ACC_OPTIONS_ACCELERATOR, accelerator_options))
@@ -324,6 +391,8 @@ class OurJob:
         self.rank, self.processes = rank.value, size.value
         lib.acc_set_seed(ctypes.c_uint64(cfg["seed"]))
         model = lib.new("acc_model_load_torchscript", os.path.join(directory, cfg["model"] + ".pt").encode())
+        if not cfg["graph_optimization"]:
+            lib.acc_model_set_graph_optimization(model, 0)
         if cfg["freeze"]:
             lib.acc_model_set_requires_grad(model, cfg["freeze"].encode(), 0, None)
         optimizer = lib.new("acc_optimizer_create", model, cfg["optimizer"].encode(),
@@ -344,6 +413,7 @@ class OurJob:
         lib.acc_prepare(acc, None, None, ctypes.byref(evaluation), None)
         self.model, self.optimizer, self.loader, self.scheduler, self.evaluation = (
             model, optimizer, loader, scheduler, evaluation)
+        self.in_local_sgd = False
 
     def loader_over(self, tensors, options):
         lib, p = self.lib, ctypes.c_void_p
@@ -390,9 +460,13 @@ class OurJob:
                 lib.acc_clip_grad_norm(acc, self.model, ctypes.c_double(self.cfg["clip"]),
                                        ctypes.c_double(self.cfg["clip_norm_type"]), ctypes.byref(norm))
                 record["norm"].append(norm.value)
+            if sync.value and self.cfg["clip_value"]:
+                lib.acc_clip_grad_value(acc, self.model, ctypes.c_double(self.cfg["clip_value"]))
             lib.acc_optimizer_step(self.optimizer)
             lib.acc_scheduler_step(self.scheduler)
             lib.acc_optimizer_zero_grad(self.optimizer)
+            if self.in_local_sgd:
+                lib.acc_local_sgd_step(acc, self.model)
             lib.acc_accumulate_end(acc)
             record["loss"].append(lib.item(loss))
             lr = ctypes.c_double()
@@ -403,6 +477,14 @@ class OurJob:
             lib.lib.acc_tensor_list_free(batch)
             if done == stop:
                 break
+
+    def local_sgd_begin(self):
+        self.lib.acc_local_sgd_begin(self.acc, self.model, ctypes.c_int64(self.cfg["local_sgd"]), ctypes.c_int(1))
+        self.in_local_sgd = True
+
+    def local_sgd_end(self):
+        self.lib.acc_local_sgd_end(self.acc, self.model)
+        self.in_local_sgd = False
 
     def evaluate(self):
         lib = self.lib
@@ -441,6 +523,8 @@ def run(side, cfg, directory):
     job = job_class(cfg, directory)
     record = {"loss": [], "lr": [], "norm": []}
     resume_epoch = cfg["epochs"] - 1 if cfg["resume_at"] is None else 0
+    if cfg["local_sgd"]:
+        job.local_sgd_begin()
     for epoch in range(cfg["epochs"]):
         skip = 0
         if cfg["resume"] and epoch == resume_epoch:
@@ -452,6 +536,8 @@ def run(side, cfg, directory):
             job = job_class(cfg, directory)
             job.load(checkpoint)
         job.train_epoch(epoch, record, skip=skip)
+    if cfg["local_sgd"]:
+        job.local_sgd_end()
     record["eval"] = job.evaluate()
     record["weights"] = job.weights()
     job.save_model(os.path.join(directory, f"{cfg['name']}.{side}.{job.processes}.model"))
