@@ -178,6 +178,8 @@ SettingMap ask_deepspeed(Asker& ask) {
       const bool decimal = a.find_first_of("xX") == std::string::npos;
       return *end || !decimal || !(v > 0) || !std::isfinite(v) ? std::string("enter a positive number") : std::string();
     });
+  if (stage == "3" && ask.yes_no("Do you want to save 16-bit model weights when using ZeRO Stage-3?", false))
+    deepspeed["zero3_save_16bit_model"] = "true";
   if (ask.yes_no("Do you want to enable `deepspeed.zero.Init` when using ZeRO Stage-3 for constructing massive models?",
                  false))
     deepspeed["zero3_init_flag"] = "true";

@@ -319,14 +319,15 @@ TEST_F(Config, QuestionsMakeShardedConfigs) {
   EXPECT_EQ(reread.distributed_type, "FSDP");
   EXPECT_EQ(reread.sharding_env, f.sharding_env);
   EXPECT_NE(acc::config_to_yaml(f).find("fsdp_min_num_params: 1000"), std::string::npos) << acc::config_to_yaml(f);
-  // DeepSpeed: ZeRO-3, optimizer and parameters offloaded, clipping at 0.5, zero.Init.
-  std::istringstream ds_answers("1\n\n2\n\nyes\n\n3\n1\n1\n4\nyes\n0.5\nyes\n\n");
+  // DeepSpeed: ZeRO-3, optimizer and parameters offloaded, clipping at 0.5, 16-bit weights, zero.Init.
+  std::istringstream ds_answers("1\n\n2\n\nyes\n\n3\n1\n1\n4\nyes\n0.5\nyes\nyes\n\n");
   auto d = acc::ask_cluster_config(ds_answers, out, false, 0);
   EXPECT_EQ(d.distributed_type, "DEEPSPEED");
   EXPECT_EQ(d.sharding_env.at("ACCELERATE_DEEPSPEED_ZERO_STAGE"), "3");
   EXPECT_EQ(d.sharding_env.at("ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE"), "cpu");
   EXPECT_EQ(d.sharding_env.at("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE"), "cpu");
   EXPECT_EQ(d.sharding_env.at("ACCELERATE_GRADIENT_CLIPPING"), "0.5");
+  EXPECT_EQ(d.sharding_env.at("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL"), "true");
   EXPECT_EQ(d.sharding_env.at("ACCELERATE_DEEPSPEED_ZERO3_INIT"), "true");
   EXPECT_EQ(d.sharding_env.at("ACCELERATE_GRADIENT_ACCUMULATION_STEPS"), "4") << "asked in DeepSpeed's section";
   EXPECT_FALSE(d.gradient_accumulation_steps.has_value()) << "not also as this runtime's own key";
