@@ -53,6 +53,14 @@ class Sharding : public testing::Test {
     for (const auto& [key, value] : options) o.set_from_text(key, value);
     return acc::resolve_accelerator_config(o);
   }
+  // What `accelerate launch --use_deepspeed --zero_stage 3 --<key> true` gives the processes as `variable`.
+  static std::string stage3_launcher_flag(const std::string& key, const std::string& variable) {
+    acc::LaunchFlags flags;
+    flags.use_deepspeed = true;
+    flags.deepspeed["zero_stage"] = "3";
+    flags.deepspeed[key] = "true";
+    return acc::resolve_launch_config(flags, std::nullopt, std::nullopt, {"train"}).sharding_env.at(variable);
+  }
   static std::pair<acc::Status, std::string> failure(const std::function<void()>& f) {
     try {
       f();
@@ -410,13 +418,7 @@ TEST_F(Sharding, OnlyTheMainProcessLoadsWhereTheConfigAsks) {
                                      "num_processes: 2\n", "bad.yaml");
             }).first,
             acc::Status::InvalidArgument);
-  acc::LaunchFlags flags;
-  flags.use_deepspeed = true;
-  flags.deepspeed["zero_stage"] = "3";
-  flags.deepspeed["zero3_init_flag"] = "true";
-  EXPECT_EQ(acc::resolve_launch_config(flags, std::nullopt, std::nullopt, {"train"})
-                .sharding_env.at("ACCELERATE_DEEPSPEED_ZERO3_INIT"),
-            "true");
+  EXPECT_EQ(stage3_launcher_flag("zero3_init_flag", "ACCELERATE_DEEPSPEED_ZERO3_INIT"), "true");
 
   setenv("WORLD_SIZE", "2", 1);
   setenv("RANK", "1", 1);
@@ -480,13 +482,7 @@ TEST_F(Sharding, Zero3Save16BitModelComesFromEveryPlaceAccelerateReadsIt) {
                                      "num_processes: 2\n", "bad.yaml");
             }).first,
             acc::Status::InvalidArgument);
-  acc::LaunchFlags flags;
-  flags.use_deepspeed = true;
-  flags.deepspeed["zero_stage"] = "3";
-  flags.deepspeed["zero3_save_16bit_model"] = "true";
-  EXPECT_EQ(acc::resolve_launch_config(flags, std::nullopt, std::nullopt, {"train"})
-                .sharding_env.at("ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL"),
-            "true");
+  EXPECT_EQ(stage3_launcher_flag("zero3_save_16bit_model", "ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL"), "true");
 
   // The variable, under the program's option.
   EXPECT_FALSE(resolve().sharding.save_16bit_model);
