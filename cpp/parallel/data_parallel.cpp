@@ -51,7 +51,6 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
   buffer_sync_ = std::make_unique<BufferSync>(dist_, std::move(buffers), options_.broadcast_buffers);
   broadcast(state_, "prepare_model (initial parameters)");
   if (params_.empty()) return;
-  bucket_device_ = params_.front().device();
   if (options_.comm_hook == "bf16" && dist_->backend() != Backend::Nccl)
     fail(Status::Unsupported, "the bf16 DDP comm hook needs NCCL: Gloo cannot allreduce bf16 (use \"fp16\" on CPU)");
   require(options_.comm_hook == "no" || options_.comm_hook == "fp16" || options_.comm_hook == "bf16",
@@ -97,21 +96,7 @@ void DataParallel::make_reducer(BucketLayout layout, std::vector<size_t> limits)
     reducer_->register_builtin_comm_hook(c10d::BuiltinCommHookType::FP16_COMPRESS);
   else if (options_.comm_hook == "bf16")
     reducer_->register_comm_hook(std::make_unique<CompressHook>(dist_->group(), at::kBFloat16));
-  record_layout(std::move(layout));
-}
-
-void DataParallel::record_layout(BucketLayout layout) {
   layout_ = std::move(layout);
-  buckets_.clear();
-  for (const auto& bucket : layout_) {
-    int64_t elements = 0;
-    for (size_t i : bucket) elements += params_[i].numel();
-    // The compression hooks allreduce a 16-bit copy of the bucket.
-    const at::ScalarType wire = options_.comm_hook == "fp16"   ? at::kHalf
-                                : options_.comm_hook == "bf16" ? at::kBFloat16
-                                                               : params_[bucket.front()].scalar_type();
-    buckets_.emplace_back(elements, wire);
-  }
 }
 
 void DataParallel::rebuild_buckets_when_due(const char* during) {
@@ -128,7 +113,7 @@ void DataParallel::rebuild_buckets_when_due(const char* during) {
     layout.emplace_back();
     for (const auto& param : bucket.getParameters()) layout.back().push_back(index.at(param.unsafeGetTensorImpl()));
   }
-  record_layout(std::move(layout));
+  layout_ = std::move(layout);
   rebuilt_ = true;
 }
 
@@ -253,8 +238,15 @@ void DataParallel::join_end() {
 void DataParallel::shadow_gradient_allreduces() {
   // The Reducer launches its buckets' allreduces in bucket order, one each (comm hooks included), on
   // the parameters' device: the shadows must match them (Gloo runs other algorithms on CUDA tensors).
-  for (const auto& [elements, dtype] : buckets_) {
-    std::vector<at::Tensor> zeros{at::zeros({elements}, at::TensorOptions().dtype(dtype).device(bucket_device_))};
+  for (const auto& bucket : layout_) {
+    int64_t elements = 0;
+    for (size_t i : bucket) elements += params_[i].numel();
+    // The compression hooks allreduce a 16-bit copy of the bucket.
+    const at::ScalarType wire = options_.comm_hook == "fp16"   ? at::kHalf
+                                : options_.comm_hook == "bf16" ? at::kBFloat16
+                                                               : params_[bucket.front()].scalar_type();
+    std::vector<at::Tensor> zeros{
+        at::zeros({elements}, at::TensorOptions().dtype(wire).device(params_[bucket.front()].device()))};
     wait_collective(dist_->group()->allreduce(zeros), "join_uneven_inputs (gradients)");
   }
 }

@@ -77,7 +77,7 @@ class DataParallel final : public ParallelEngine {
   void restore_layout(const std::optional<BucketLayout>& layout);
 
  private:
-  // A Reducer over `layout`, with the comm hook; records the layout and its wire buckets.
+  // A Reducer over `layout`, with the comm hook; records the layout.
   void make_reducer(BucketLayout layout, std::vector<size_t> limits);
   BucketLayout initial_layout(std::vector<size_t>* limits) const;
   int64_t cap_bytes() const;
@@ -85,7 +85,6 @@ class DataParallel final : public ParallelEngine {
   // The Reducer's rebuild, due at the first forward after the first averaging backward (a broadcast
   // of rank 0's layout: every process calls it there).
   void rebuild_buckets_when_due(const char* during);
-  void record_layout(BucketLayout layout);
   void broadcast(const std::vector<at::Tensor>& tensors, const std::string& name, int64_t source = 0);
   // Sums or maxima over processes, waited for.
   at::Tensor allreduce(std::vector<int64_t> values, c10d::ReduceOp op, const std::string& name);
@@ -102,14 +101,12 @@ class DataParallel final : public ParallelEngine {
   BucketLayout layout_;
   bool rebuilt_ = false;             // layout_ is no longer the first one
   std::unique_ptr<BufferSync> buffer_sync_;  // the model's buffers, from rank 0 at forwards as DDP
-  std::vector<std::pair<int64_t, at::ScalarType>> buckets_;  // the Reducer's buckets: elements, dtype
   bool joining_ = false;
   at::Tensor announcement_;
   c10::intrusive_ptr<c10d::Work> announcement_work_;
   std::shared_ptr<Distributed> dist_;
   DataParallelOptions options_;
   std::unique_ptr<c10d::Reducer> reducer_;
-  c10::Device bucket_device_{c10::kCPU};  // the parameters' device, where the Reducer's buckets live
 };
 
 }  // namespace acc

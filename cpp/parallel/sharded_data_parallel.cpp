@@ -80,7 +80,8 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
   for (const auto& entry : model_->named_buffers()) buffers.push_back(entry.second);
   replicated.insert(replicated.end(), buffers.begin(), buffers.end());
   broadcast_in_place(*dist_, replicated, "prepare_model (initial parameters)");
-  buffer_sync_ = std::make_unique<BufferSync>(dist_, std::move(buffers), data_parallel_.broadcast_buffers);
+  if (options_.stage > 1)  // stage 1's Reducer (DataParallel) syncs them
+    buffer_sync_ = std::make_unique<BufferSync>(dist_, std::move(buffers), data_parallel_.broadcast_buffers);
 
   if (options_.stage == 3) model_->set_unit_policy(unit_policy(options_));
   // Units: one for stage 1 (each process owns a contiguous 1/N of all parameters), DDP's buckets for

@@ -192,7 +192,7 @@ class ShardedDataParallel final : public ParallelEngine {
   ShardingOptions options_;
   DataParallelOptions data_parallel_;
   FlatSet trainable_{"unit"}, frozen_{"frozen unit"};
-  std::unique_ptr<BufferSync> buffer_sync_;  // the model's buffers, from rank 0 at forwards as DDP
+  std::unique_ptr<BufferSync> buffer_sync_;  // stages 2-3: the model's buffers, from rank 0 at forwards as DDP
   std::vector<at::Tensor> pieces_;
   std::unique_ptr<DataParallel> reducer_;  // stage 1
   // Stages 2 and 3: each unit's slice of the averaged gradients.

@@ -369,7 +369,6 @@ class OurJob:
 
         self.api, self.cfg = api, cfg
         self.lib = lib = api.load(os.environ.get("ACC_BUILD_DIR", "build"))
-        p = ctypes.c_void_p
         accelerator_options = {"cpu": cfg["cpu"], "mixed_precision": cfg["mixed_precision"],
                                "gradient_accumulation_steps": cfg["accumulation"], "even_batches": cfg["even_batches"],
                                "split_batches": cfg["split_batches"], "sync_each_batch": cfg["sync_each_batch"],
