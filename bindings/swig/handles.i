@@ -404,7 +404,7 @@ struct acc_accelerator {};
 }
 
 %extend acc_scheduler {
-  /* name: "constant", "constant_with_warmup", "linear", "cosine", "polynomial", "step". */
+  /* name: one of transformers' get_scheduler() names ("linear", "cosine", ...) or "step"; see accelerate.h. */
   acc_scheduler(acc_optimizer *opt, const char *name, const acc_options *opts ERR) {
     acc_scheduler *out = nullptr;
     check(acc_scheduler_create(opt, name, opts, &out));

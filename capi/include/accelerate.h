@@ -247,10 +247,21 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   relative_step (bool, default true: a step size of min(1e-2, 1/sqrt(step)) instead of lr; lr
  *   must then be unset, and relative_step false needs lr), warmup_init (bool, default false:
  *   min(1e-6 * step, 1/sqrt(step)); needs relative_step).
- * Keys of ACC_OPTIONS_SCHEDULER:
- *   num_warmup_steps (int), num_training_steps (int), num_cycles (double, cosine, default 0.5),
+ * Keys of ACC_OPTIONS_SCHEDULER (transformers' names; every schedule takes num_warmup_steps and
+ * num_training_steps, ignored where unused as get_scheduler() does; another key that the schedule
+ * does not use is an error):
+ *   num_warmup_steps (int, default 0), num_training_steps (int),
+ *   num_cycles (double; cosine, cosine_with_min_lr, cosine_warmup_with_min_lr and
+ *   warmup_stable_decay's cosine decay: waves, default 0.5; cosine_with_restarts: restarts, default 1),
  *   power (double, polynomial, default 1.0), lr_end (double, polynomial, default 1e-7),
- *   step_size (int, step), gamma (double, step, default 0.1).
+ *   step_size (int, step), gamma (double, step, default 0.1),
+ *   timescale (int, inverse_sqrt, default num_warmup_steps, or 10000 without warm-up),
+ *   min_lr or min_lr_rate (double, one of them: cosine_with_min_lr, cosine_warmup_with_min_lr; the
+ *   final learning rate, or its ratio to the optimizer's lr), warmup_lr_rate (double,
+ *   cosine_warmup_with_min_lr: the first step's rate; unset, warm-up is (step + 1) / num_warmup_steps),
+ *   warmup_stable_decay: num_decay_steps (int, needed), num_stable_steps (int; default
+ *   num_training_steps - num_warmup_steps - num_decay_steps), warmup_type and decay_type ("linear",
+ *   "cosine", "1-sqrt"; defaults "linear" and "cosine"), min_lr_ratio (double in [0, 1], default 0).
  * Keys of ACC_OPTIONS_DATALOADER:
  *   batch_size (int, default 1), shuffle (bool, default false), drop_last (bool, default false),
  *   seed (int: seedable shuffling, epoch e uses seed + e; unset: drawn from torch's generator, which
@@ -668,8 +679,11 @@ ACC_API ACC_NODISCARD acc_status acc_optimizer_zero_grad(acc_optimizer *opt);
 ACC_API void acc_optimizer_free(acc_optimizer *opt);
 
 /* ------------------------------------------------------------------------------------------------
- * Learning-rate schedulers: the schedules of transformers' get_scheduler(), plus step decay.
- * name: "constant", "constant_with_warmup", "linear", "cosine", "polynomial", "step".
+ * Learning-rate schedulers: the schedules of transformers' get_scheduler() with its formulas
+ * (bit-identical rates), plus PyTorch's StepLR.
+ * name: "constant", "constant_with_warmup", "linear", "cosine", "cosine_with_restarts",
+ * "polynomial", "inverse_sqrt", "cosine_with_min_lr", "cosine_warmup_with_min_lr",
+ * "warmup_stable_decay", "step".
  * The learning rate of every group becomes base_lr * factor(step), where base_lr is the group's
  * learning rate when the scheduler was made; the factor at step 0 is applied at creation.
  * ---------------------------------------------------------------------------------------------- */

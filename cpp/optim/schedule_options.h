@@ -1,9 +1,11 @@
 // A named schedule's settings and the ACC_OPTIONS_SCHEDULER keys that fill them (one table: each
-// default is the member initializer here; a schedule that needs an unset one says so).
+// default is the member initializer here; an unset optional is one whose default depends on the
+// schedule, or that a schedule needs and says so).
 #pragma once
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "common/option_table.h"
 
@@ -11,12 +13,21 @@ namespace acc {
 
 struct ScheduleOptions {
   int64_t num_warmup_steps = 0;
-  std::optional<int64_t> num_training_steps;  // linear, cosine, polynomial
-  double num_cycles = 0.5;                    // cosine
+  std::optional<int64_t> num_training_steps;  // linear, cosine*, polynomial, warmup_stable_decay
+  std::optional<double> num_cycles;           // cosine* 0.5, cosine_with_restarts 1
   double power = 1.0;                         // polynomial
   double lr_end = 1e-7;                       // polynomial
   std::optional<int64_t> step_size;           // step
   double gamma = 0.1;                         // step
+  std::optional<int64_t> timescale;           // inverse_sqrt (num_warmup_steps, or 10000 without)
+  std::optional<double> min_lr;               // cosine_with_min_lr, cosine_warmup_with_min_lr:
+  std::optional<double> min_lr_rate;          //   exactly one of the two
+  std::optional<double> warmup_lr_rate;       // cosine_warmup_with_min_lr
+  std::optional<int64_t> num_stable_steps;    // warmup_stable_decay
+  std::optional<int64_t> num_decay_steps;
+  std::string warmup_type = "linear";
+  std::string decay_type = "cosine";
+  double min_lr_ratio = 0.0;
 };
 
 const OptionTable<ScheduleOptions>& scheduler_option_table();

@@ -1,5 +1,5 @@
-// Learning-rate schedules with the names and formulas of transformers' get_scheduler(), plus
-// PyTorch's StepLR. Like PyTorch's LambdaLR: lr = base_lr * factor(step), the factor of step 0
+// Learning-rate schedulers over an optimizer: a named schedule (optim/named_schedules.h) or a
+// user's factor. Like PyTorch's LambdaLR: lr = base_lr * factor(step), the factor of step 0
 // applied at construction, base_lr being each group's learning rate at that moment; StepLR
 // multiplies the learning rate by gamma at each decay, as PyTorch does (not by gamma ** k).
 #pragma once
@@ -10,14 +10,10 @@
 #include <vector>
 
 #include "common/options.h"
-#include "optim/schedule_options.h"
+#include "optim/named_schedules.h"
 #include "optim/optimizer.h"
 
 namespace acc {
-
-// A group's learning rate at a step, from its base learning rate.
-using ScheduleRule = std::function<double(double base_lr, int64_t step)>;
-ScheduleRule schedule_rule(const std::string& name, const Options& options, double default_lr);
 
 // Where a schedule stands, for checkpoints.
 struct SchedulerState {

@@ -11,6 +11,7 @@
 #include "data/dataset.h"
 #include "model/model.h"
 #include "optim/optimizer.h"
+#include "optim/schedule_options.h"
 #include "optim/scheduler.h"
 #include "tensor/losses.h"
 

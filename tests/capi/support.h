@@ -24,7 +24,6 @@
                                    << ": " << acc_last_error_message();                            \
   } while (0)
 
-// Asserts a failure with `code` whose message contains `needle`.
 // Whether AddressSanitizer watches this build (it aborts on allocations too large to be real).
 #if defined(__SANITIZE_ADDRESS__)
 #define ACC_TEST_UNDER_ASAN 1
@@ -37,6 +36,7 @@
 #define ACC_TEST_UNDER_ASAN 0
 #endif
 
+// Asserts a failure with `code` whose message contains `needle`.
 #define ACC_EXPECT_ERROR(expr, code, needle)                                                       \
   do {                                                                                             \
     acc_status acc_status_ = (expr);                                                               \

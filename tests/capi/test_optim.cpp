@@ -242,6 +242,100 @@ TEST(Scheduler, TransformersFormulas) {
   EXPECT_NEAR(schedule_lr("step", {{"step_size", "10"}, {"gamma", "0.5"}}, 25), 0.25, 1e-12);
 }
 
+// The rest of transformers' get_scheduler() names. The expected rates are what transformers'
+// lambdas give (evaluated in Python, printed with repr): compared to the bit.
+TEST(Scheduler, TheOtherTransformersSchedulesGiveItsRatesToTheBit) {
+  using Settings = std::initializer_list<std::pair<const char*, const char*>>;
+  struct Case {
+    const char* name;
+    Settings settings;
+    const char* lr;
+    std::vector<std::pair<int, double>> expected;  // (steps, learning rate)
+  };
+  const std::vector<Case> cases = {
+      {"cosine_with_restarts",
+       {{"num_warmup_steps", "10"}, {"num_training_steps", "100"}, {"num_cycles", "3"}},
+       "1.0",
+       {{5, 0.5}, {25, 0.5}, {40, 1.0}, {70, 1.0}, {99, 0.0027390523158632996}, {100, 0.0}, {120, 0.0}}},
+      {"inverse_sqrt", {{"num_warmup_steps", "10"}}, "1.0", {{5, 0.5}, {10, 1.0}, {37, 0.5198752449100363}}},
+      {"inverse_sqrt", {}, "1.0", {{12345, 0.6689748956828852}}},  // no warm-up: a timescale of 10000
+      {"inverse_sqrt", {{"num_warmup_steps", "3"}, {"timescale", "7"}}, "1.0", {{50, 0.3600411499115478}}},
+      {"cosine_with_min_lr",
+       {{"num_warmup_steps", "10"}, {"num_training_steps", "100"}, {"min_lr", "0.05"}},
+       "0.5",
+       {{37, 0.40725168176580645}, {100, 0.05}, {130, 0.16249999999999992}}},
+      {"cosine_warmup_with_min_lr",
+       {{"num_warmup_steps", "10"}, {"num_training_steps", "100"}, {"min_lr_rate", "0.2"}},
+       "1.0",
+       {{0, 0.1}, {9, 1.0}, {10, 0.9997563308076385}, {55, 0.5860402013189998}, {99, 0.2}}},
+      {"cosine_warmup_with_min_lr",
+       {{"num_warmup_steps", "10"}, {"num_training_steps", "100"}, {"min_lr_rate", "0.2"}, {"warmup_lr_rate", "0.3"}},
+       "1.0",
+       {{0, 0.3}, {4, 0.6111111111111112}}},
+      {"warmup_stable_decay",
+       {{"num_warmup_steps", "10"},
+        {"num_training_steps", "100"},
+        {"num_decay_steps", "20"},
+        {"warmup_type", "1-sqrt"},
+        {"min_lr_ratio", "0.1"}},
+       "1.0",
+       {{3, 0.247005976119332}, {50, 1.0}, {85, 0.8681980515339464}, {100, 0.1}, {150, 0.1}}},
+      {"warmup_stable_decay",
+       {{"num_warmup_steps", "10"},
+        {"num_stable_steps", "5"},
+        {"num_decay_steps", "20"},
+        {"warmup_type", "cosine"},
+        {"decay_type", "linear"}},
+       "1.0",
+       {{4, 0.3454915028125263}, {12, 1.0}, {20, 0.75}}},
+      {"warmup_stable_decay",
+       {{"num_warmup_steps", "10"}, {"num_training_steps", "40"}, {"num_decay_steps", "20"}, {"decay_type", "1-sqrt"}},
+       "1.0",
+       {{7, 0.7}, {25, 0.5}}},
+  };
+  for (const Case& c : cases)
+    for (const auto& [steps, lr] : c.expected)
+      EXPECT_EQ(schedule_lr(c.name, c.settings, steps, c.lr), lr) << c.name << " after " << steps << " steps";
+}
+
+TEST(Scheduler, ASettingTheScheduleDoesNotUseOrLacksIsAnError) {
+  Scalar s;
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(s.model, "sgd", nullptr, &opt));
+  auto create = [&](const char* name, std::initializer_list<std::pair<const char*, const char*>> items) {
+    acc_options* o = nullptr;
+    EXPECT_EQ(acc_options_create(ACC_OPTIONS_SCHEDULER, &o), ACC_OK);
+    for (auto& kv : items) EXPECT_EQ(acc_options_set(o, kv.first, kv.second), ACC_OK) << acc_last_error_message();
+    acc_scheduler* sched = nullptr;
+    const acc_status status = acc_scheduler_create(opt, name, o, &sched);
+    acc_options_free(o);
+    acc_scheduler_free(sched);
+    return status;
+  };
+  // Every schedule takes the two general keys, as get_scheduler() passes them to all.
+  EXPECT_EQ(create("constant", {{"num_warmup_steps", "3"}, {"num_training_steps", "9"}}), ACC_OK)
+      << acc_last_error_message();
+  ACC_EXPECT_ERROR(create("linear", {{"num_training_steps", "9"}, {"gamma", "0.5"}}), ACC_ERR_INVALID_ARGUMENT,
+                   "the linear schedule does not take the option 'gamma'");
+  ACC_EXPECT_ERROR(create("cosine_with_min_lr", {{"num_training_steps", "9"}}), ACC_ERR_INVALID_ARGUMENT,
+                   "needs the option 'min_lr' or 'min_lr_rate'");
+  ACC_EXPECT_ERROR(create("cosine_with_min_lr", {{"num_training_steps", "9"}, {"min_lr", "0.1"}, {"min_lr_rate", "0.1"}}),
+                   ACC_ERR_INVALID_ARGUMENT, "one of 'min_lr' and 'min_lr_rate', not both");
+  ACC_EXPECT_ERROR(create("warmup_stable_decay", {{"num_training_steps", "9"}}), ACC_ERR_INVALID_ARGUMENT,
+                   "needs the option 'num_decay_steps'");
+  ACC_EXPECT_ERROR(create("warmup_stable_decay", {{"num_decay_steps", "9"}}), ACC_ERR_INVALID_ARGUMENT,
+                   "needs the option 'num_stable_steps' or 'num_training_steps'");
+  ACC_EXPECT_ERROR(create("warmup_stable_decay", {{"num_warmup_steps", "5"}, {"num_training_steps", "9"},
+                                                  {"num_decay_steps", "5"}}),
+                   ACC_ERR_INVALID_ARGUMENT, "smaller than num_warmup_steps + num_decay_steps (10)");
+  ACC_EXPECT_ERROR(create("reduce_on_everything", {}), ACC_ERR_INVALID_ARGUMENT, "warmup_stable_decay, step");
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_SCHEDULER, &o));
+  ACC_EXPECT_ERROR(acc_options_set(o, "decay_type", "exponential"), ACC_ERR_INVALID_ARGUMENT, "decay_type");
+  acc_options_free(o);
+  acc_optimizer_free(opt);
+}
+
 // PyTorch's StepLR multiplies the learning rate by gamma at each decay: after four decays of 0.1
 // from 0.1 that is 1.0000000000000004e-05, where 0.1 * 0.1 ** 4 is 1.0000000000000003e-05 (found by
 // the side-by-side run with Python Accelerate).

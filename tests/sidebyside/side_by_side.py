@@ -88,13 +88,27 @@ SCENARIOS = {
     # clipping by value.
     "mlp_local_sgd": dict(model="mlp", optimizer="sgd", schedule="linear", local_sgd=3),
     "mlp_clip_value": dict(model="mlp", optimizer="adamw", schedule="linear", clip_value=0.05),
+    # The rest of transformers' get_scheduler() names, with their own settings.
+    "mlp_cosine_restarts": dict(model="mlp", optimizer="sgd", schedule="cosine_with_restarts",
+                                schedule_options={"num_cycles": 3}),
+    "mlp_inverse_sqrt": dict(model="mlp", optimizer="adamw", schedule="inverse_sqrt", schedule_options={"timescale": 3}),
+    "mlp_cosine_min_lr": dict(model="mlp", optimizer="sgd", schedule="cosine_with_min_lr",
+                              schedule_options={"min_lr": 1e-3, "num_cycles": 0.75}),
+    "mlp_cosine_warmup_min_lr": dict(model="mlp", optimizer="adamw", schedule="cosine_warmup_with_min_lr",
+                                     schedule_options={"min_lr_rate": 0.1, "warmup_lr_rate": 0.25}),
+    "mlp_warmup_stable_decay": dict(model="mlp", optimizer="sgd", schedule="warmup_stable_decay",
+                                    schedule_options={"num_decay_steps": 4, "warmup_type": "1-sqrt",
+                                                      "min_lr_ratio": 0.1}),
+    "mlp_warmup_stable_decay_short": dict(model="mlp", optimizer="adamw", schedule="warmup_stable_decay",
+                                          schedule_options={"num_decay_steps": 3, "num_stable_steps": 1,
+                                                            "warmup_type": "cosine", "decay_type": "1-sqrt"}),
 }
 DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=2, batch_size=4, data_seed=None,
                 loader_seed=False, resume=False, clip_norm_type=2.0, data=None, even_batches=True, split_batches=False,
                 drop_last=False, dispatch_batches=None, no_decay=None, freeze=None, sync_each_batch=False,
                 step_scheduler_with_optimizer=True, resume_at=None, label_smoothing=0.0, ddp_bucket_cap_mb=None,
                 ddp_find_unused_parameters=False, ddp_comm_hook=None, local_sgd=None, clip_value=None,
-                graph_optimization=True)
+                graph_optimization=True, schedule_options={})
 EVAL_SAMPLES = 10  # an evaluation loader whose last batch is uneven over 2 processes
 VOCAB, CLASSES = 16, 3
 
@@ -172,31 +186,80 @@ def config(name):
     return cfg
 
 
-def schedule(cfg, total):
-    warmup = 2
-    if cfg["schedule"] == "linear":  # transformers' get_linear_schedule_with_warmup
-        return lambda s: s / max(1, warmup) if s < warmup else max(0.0, (total - s) / max(1, total - warmup))
+def warmup(s, w):
+    return s / max(1, w)
 
-    if cfg["schedule"] == "constant_with_warmup":  # transformers' get_constant_schedule_with_warmup
-        return lambda s: s / max(1.0, warmup) if s < warmup else 1.0
-    if cfg["schedule"] == "polynomial":  # transformers' get_polynomial_decay_schedule_with_warmup, power 2
-        lr_init, lr_end, power = optimizer_settings(cfg)["lr"], 1e-7, 2.0
+
+def transformers_factor(name, settings, lr_init):
+    """The lambda of transformers' get_scheduler(name) (its optimization.py, restated here with the
+    same operations in the same order), for LambdaLR."""
+    w = settings.get("num_warmup_steps", 0)
+    total = settings.get("num_training_steps")
+    cycles = settings.get("num_cycles", 1 if name == "cosine_with_restarts" else 0.5)
+    if name == "linear":
+        return lambda s: warmup(s, w) if s < w else max(0.0, (total - s) / max(1, total - w))
+    if name == "constant_with_warmup":
+        return lambda s: s / max(1.0, w) if s < w else 1.0
+    if name == "polynomial":
+        lr_end, power = settings.get("lr_end", 1e-7), settings.get("power", 1.0)
 
         def polynomial(s):
-            if s < warmup:
-                return s / max(1, warmup)
+            if s < w:
+                return warmup(s, w)
             if s > total:
                 return lr_end / lr_init
-            remaining = 1 - (s - warmup) / (total - warmup)
+            remaining = 1 - (s - w) / (total - w)
             return ((lr_init - lr_end) * remaining**power + lr_end) / lr_init
         return polynomial
+    if name == "cosine_with_restarts":
+        def restarts(s):
+            if s < w:
+                return warmup(s, w)
+            progress = (s - w) / max(1, total - w)
+            return 0.0 if progress >= 1.0 else max(0.0, 0.5 * (1.0 + math.cos(math.pi * ((cycles * progress) % 1.0))))
+        return restarts
+    if name == "inverse_sqrt":
+        timescale = settings.get("timescale", w or 10_000)
+        return lambda s: warmup(s, w) if s < w else 1.0 / math.sqrt((s + timescale - w) / timescale)
+    floor = settings["min_lr"] / lr_init if "min_lr" in settings else settings.get("min_lr_rate", 0.0)
+    if name in ("cosine", "cosine_with_min_lr"):
+        def cosine(s):
+            if s < w:
+                return warmup(s, w)
+            progress = (s - w) / max(1, total - w)
+            factor = 0.5 * (1.0 + math.cos(math.pi * cycles * 2.0 * progress))
+            return max(0, factor * (1 - floor) + floor)
+        return cosine
+    if name == "cosine_warmup_with_min_lr":
+        first = settings.get("warmup_lr_rate")
 
-    def cosine(s):  # transformers' get_cosine_schedule_with_warmup, num_cycles 0.5
-        if s < warmup:
-            return s / max(1, warmup)
-        progress = (s - warmup) / max(1, total - warmup)
-        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * 0.5 * 2.0 * progress)))
-    return cosine
+        def cosine_from_step_one(s):
+            s, wf, tf = float(s), float(w), float(total)
+            if s < wf:
+                return (s + 1.0) / max(1.0, wf) if first is None else first + (1.0 - first) * s / max(1, wf - 1)
+            progress = (s - wf + 1.0) / max(1.0, tf - wf)
+            factor = 0.5 * (1.0 + math.cos(math.pi * cycles * 2.0 * progress))
+            return max(0, factor * (1 - floor) + floor)
+        return cosine_from_step_one
+    if name == "warmup_stable_decay":
+        decay = settings["num_decay_steps"]
+        stable = settings.get("num_stable_steps", (total or 0) - w - decay)
+        ratio = settings.get("min_lr_ratio", 0.0)
+        rise = {"linear": lambda p: p, "cosine": lambda p: 0.5 * (1.0 - math.cos(math.pi * p)),
+                "1-sqrt": lambda p: 1.0 - math.sqrt(1.0 - p)}[settings.get("warmup_type", "linear")]
+        fall = {"linear": lambda p: 1.0 - p, "cosine": lambda p: 0.5 * (1.0 + math.cos(math.pi * cycles * 2.0 * p)),
+                "1-sqrt": lambda p: 1.0 - math.sqrt(p)}[settings.get("decay_type", "cosine")]
+
+        def wsd(s):
+            if s < w:
+                return max(0.0, rise(s / max(1, w)) * (1.0 - ratio) + ratio)
+            if s < w + stable:
+                return 1.0
+            if s < w + stable + decay:
+                return max(0.0, fall((s - w - stable) / max(1, decay)) * (1.0 - ratio) + ratio)
+            return ratio
+        return wsd
+    raise ValueError(f"no transformers schedule '{name}'")
 
 
 def scheduler_settings(cfg, total):
@@ -205,7 +268,7 @@ def scheduler_settings(cfg, total):
     settings = {"num_warmup_steps": 2, "num_training_steps": total}
     if cfg["schedule"] == "polynomial":
         settings["power"] = 2.0
-    return settings
+    return {**settings, **cfg["schedule_options"]}
 
 
 OPTIMIZERS = {
@@ -272,7 +335,8 @@ class AccelerateJob:
         if cfg["schedule"] == "step":
             scheduler = torch.optim.lr_scheduler.StepLR(optimizer, **scheduler_settings(cfg, total))
         else:
-            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule(cfg, total))
+            factor = transformers_factor(cfg["schedule"], scheduler_settings(cfg, total), settings["lr"])
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         loader = DataLoader(TensorDataset(*data), batch_size=cfg["batch_size"], shuffle=True, drop_last=cfg["drop_last"])
         evaluation = DataLoader(TensorDataset(*[t[:EVAL_SAMPLES] for t in data]), batch_size=cfg["batch_size"])
         self.model, self.optimizer, self.loader, self.scheduler, self.evaluation = self.accelerator.prepare(

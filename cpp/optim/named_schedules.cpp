@@ -1,0 +1,223 @@
+#include "optim/named_schedules.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "common/error.h"
+#include "optim/schedule_options.h"
+
+namespace acc {
+namespace {
+
+using Factor = std::function<double(int64_t)>;  // LambdaLR's lambda: lr = base_lr * factor(step)
+
+double linear_warmup(int64_t step, int64_t warmup) {
+  return static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, warmup));
+}
+
+template <class T>
+T required(const std::optional<T>& value, const char* key, const std::string& name) {
+  require(value.has_value(), "the ", name, " schedule needs the option '", key, "'");
+  return *value;
+}
+
+// transformers' min_lr_rate: given, or min_lr over the optimizer's lr; exactly one of the two.
+double min_lr_rate(const ScheduleOptions& o, const std::string& name, double default_lr) {
+  require(!(o.min_lr && o.min_lr_rate), "the ", name, " schedule takes one of 'min_lr' and 'min_lr_rate', not both");
+  require(o.min_lr || o.min_lr_rate, "the ", name, " schedule needs the option 'min_lr' or 'min_lr_rate'");
+  return o.min_lr ? *o.min_lr / default_lr : *o.min_lr_rate;
+}
+
+Factor cosine_factor(const ScheduleOptions& o, const std::string& name, double floor_rate) {
+  const int64_t warmup = o.num_warmup_steps;
+  const int64_t total = required(o.num_training_steps, "num_training_steps", name);
+  const double cycles = o.num_cycles.value_or(0.5);
+  return [=](int64_t s) {
+    if (s < warmup) return linear_warmup(s, warmup);
+    const double progress =
+        static_cast<double>(s - warmup) / static_cast<double>(std::max<int64_t>(1, total - warmup));
+    const double factor = 0.5 * (1.0 + std::cos(M_PI * cycles * 2.0 * progress));
+    return std::max(0.0, factor * (1 - floor_rate) + floor_rate);
+  };
+}
+
+// The shapes of warmup_stable_decay's two ramps, from progress in [0, 1).
+double wsd_warmup(const std::string& type, double progress) {
+  if (type == "linear") return progress;
+  if (type == "cosine") return 0.5 * (1.0 - std::cos(M_PI * progress));
+  return 1.0 - std::sqrt(1.0 - progress);  // 1-sqrt
+}
+double wsd_decay(const std::string& type, double progress, double cycles) {
+  if (type == "linear") return 1.0 - progress;
+  if (type == "cosine") return 0.5 * (1.0 + std::cos(M_PI * cycles * 2.0 * progress));
+  return 1.0 - std::sqrt(progress);  // 1-sqrt
+}
+
+Factor wsd_factor(const ScheduleOptions& o, const std::string& name) {
+  const int64_t warmup = o.num_warmup_steps;
+  const int64_t decay = required(o.num_decay_steps, "num_decay_steps", name);
+  require(o.num_stable_steps || o.num_training_steps, "the ", name,
+          " schedule needs the option 'num_stable_steps' or 'num_training_steps'");
+  // As transformers: num_stable_steps wins when both are given.
+  const int64_t stable = o.num_stable_steps ? *o.num_stable_steps : *o.num_training_steps - warmup - decay;
+  require(stable >= 0, "the ", name, " schedule's num_training_steps (", o.num_training_steps.value_or(0),
+          ") is smaller than num_warmup_steps + num_decay_steps (", warmup + decay, ")");
+  const std::string warmup_type = o.warmup_type, decay_type = o.decay_type;
+  const double floor = o.min_lr_ratio, cycles = o.num_cycles.value_or(0.5);
+  return [=](int64_t s) {
+    if (s < warmup) {
+      const double progress = static_cast<double>(s) / static_cast<double>(std::max<int64_t>(1, warmup));
+      return std::max(0.0, wsd_warmup(warmup_type, progress) * (1.0 - floor) + floor);
+    }
+    if (s < warmup + stable) return 1.0;
+    if (s < warmup + stable + decay) {
+      const double progress =
+          static_cast<double>(s - warmup - stable) / static_cast<double>(std::max<int64_t>(1, decay));
+      return std::max(0.0, wsd_decay(decay_type, progress, cycles) * (1.0 - floor) + floor);
+    }
+    return floor;
+  };
+}
+
+// PyTorch's StepLR: lr *= gamma every step_size steps (its rounding, not gamma ** k's). Each
+// group's last rate is kept (by its base), so that a step goes on from it, as PyTorch's does,
+// instead of redoing every decay since the start; a step before it starts again from the base.
+ScheduleRule step_rule(const ScheduleOptions& o, const std::string& name) {
+  const int64_t size = required(o.step_size, "step_size", name);
+  const double gamma = o.gamma;
+  struct Last {
+    double base, lr;
+    int64_t decays;
+  };
+  return [size, gamma, lasts = std::make_shared<std::vector<Last>>()](double base, int64_t s) {
+    const int64_t decays = s / size;
+    auto last = std::find_if(lasts->begin(), lasts->end(), [&](const Last& l) { return l.base == base; });
+    if (last == lasts->end()) last = lasts->insert(lasts->end(), Last{base, base, 0});
+    if (last->decays > decays) *last = Last{base, base, 0};
+    for (; last->decays < decays; ++last->decays) last->lr *= gamma;
+    return last->lr;
+  };
+}
+
+ScheduleRule from_factor(Factor factor) {
+  return [factor = std::move(factor)](double base, int64_t s) { return base * factor(s); };
+}
+
+struct NamedSchedule {
+  const char* name;
+  std::vector<std::string> keys;  // what it takes beyond num_warmup_steps and num_training_steps
+  std::function<ScheduleRule(const ScheduleOptions&, const std::string& name, double default_lr)> make;
+};
+
+const std::vector<NamedSchedule>& named_schedules() {
+  using O = ScheduleOptions;
+  static const std::vector<NamedSchedule> table = {
+      {"constant", {}, [](const O&, const std::string&, double) { return from_factor([](int64_t) { return 1.0; }); }},
+      {"constant_with_warmup", {},
+       [](const O& o, const std::string&, double) {
+         return from_factor([w = o.num_warmup_steps](int64_t s) { return s < w ? linear_warmup(s, w) : 1.0; });
+       }},
+      {"linear", {},
+       [](const O& o, const std::string& name, double) {
+         const int64_t warmup = o.num_warmup_steps, total = required(o.num_training_steps, "num_training_steps", name);
+         return from_factor([=](int64_t s) {
+           if (s < warmup) return linear_warmup(s, warmup);
+           return std::max(0.0, static_cast<double>(total - s) /
+                                    static_cast<double>(std::max<int64_t>(1, total - warmup)));
+         });
+       }},
+      {"cosine", {"num_cycles"},
+       [](const O& o, const std::string& name, double) { return from_factor(cosine_factor(o, name, 0.0)); }},
+      {"cosine_with_restarts", {"num_cycles"},
+       [](const O& o, const std::string& name, double) {
+         const int64_t warmup = o.num_warmup_steps, total = required(o.num_training_steps, "num_training_steps", name);
+         const double cycles = o.num_cycles.value_or(1.0);
+         return from_factor([=](int64_t s) {
+           if (s < warmup) return linear_warmup(s, warmup);
+           const double progress =
+               static_cast<double>(s - warmup) / static_cast<double>(std::max<int64_t>(1, total - warmup));
+           if (progress >= 1.0) return 0.0;
+           return std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * std::fmod(cycles * progress, 1.0))));
+         });
+       }},
+      {"polynomial", {"power", "lr_end"},
+       [](const O& o, const std::string& name, double lr) {
+         const int64_t warmup = o.num_warmup_steps, total = required(o.num_training_steps, "num_training_steps", name);
+         const double lr_end = o.lr_end, power = o.power;
+         require(lr > lr_end, "the polynomial schedule needs lr_end (", lr_end, ") to be smaller than the optimizer's lr (",
+                 lr, ")");
+         return from_factor([=](int64_t s) {
+           if (s < warmup) return linear_warmup(s, warmup);
+           if (s > total) return lr_end / lr;
+           const double remaining = 1.0 - static_cast<double>(s - warmup) / static_cast<double>(total - warmup);
+           return ((lr - lr_end) * std::pow(remaining, power) + lr_end) / lr;
+         });
+       }},
+      {"inverse_sqrt", {"timescale"},
+       [](const O& o, const std::string&, double) {
+         const int64_t warmup = o.num_warmup_steps;
+         const int64_t timescale = o.timescale.value_or(warmup > 0 ? warmup : 10000);
+         return from_factor([=](int64_t s) {
+           if (s < warmup) return linear_warmup(s, warmup);
+           return 1.0 / std::sqrt(static_cast<double>(s + timescale - warmup) / static_cast<double>(timescale));
+         });
+       }},
+      {"cosine_with_min_lr", {"num_cycles", "min_lr", "min_lr_rate"},
+       [](const O& o, const std::string& name, double lr) {
+         return from_factor(cosine_factor(o, name, min_lr_rate(o, name, lr)));
+       }},
+      {"cosine_warmup_with_min_lr", {"num_cycles", "min_lr", "min_lr_rate", "warmup_lr_rate"},
+       [](const O& o, const std::string& name, double lr) {
+         // transformers' variant counts from step + 1 and computes in floats throughout.
+         const double warmup = static_cast<double>(o.num_warmup_steps);
+         const double total = static_cast<double>(required(o.num_training_steps, "num_training_steps", name));
+         const double cycles = o.num_cycles.value_or(0.5), floor_rate = min_lr_rate(o, name, lr);
+         const std::optional<double> first = o.warmup_lr_rate;
+         return from_factor([=](int64_t step) {
+           const double s = static_cast<double>(step);
+           if (s < warmup) {
+             if (!first) return (s + 1.) / std::max(1., warmup);
+             return *first + (1.0 - *first) * s / std::max(1., warmup - 1);
+           }
+           const double progress = (s - warmup + 1.) / std::max(1., total - warmup);
+           const double factor = 0.5 * (1.0 + std::cos(M_PI * cycles * 2.0 * progress));
+           return std::max(0.0, factor * (1 - floor_rate) + floor_rate);
+         });
+       }},
+      {"warmup_stable_decay",
+       {"num_stable_steps", "num_decay_steps", "warmup_type", "decay_type", "min_lr_ratio", "num_cycles"},
+       [](const O& o, const std::string& name, double) { return from_factor(wsd_factor(o, name)); }},
+      {"step", {"step_size", "gamma"}, [](const O& o, const std::string& name, double) { return step_rule(o, name); }},
+  };
+  return table;
+}
+
+}  // namespace
+
+const std::string& schedule_names() {
+  static const std::string names = [] {
+    std::string joined;
+    for (const NamedSchedule& s : named_schedules()) joined += (joined.empty() ? "" : ", ") + std::string(s.name);
+    return joined;
+  }();
+  return names;
+}
+
+ScheduleRule schedule_rule(const std::string& name, const Options& options, double default_lr) {
+  require(options.kind() == OptionsKind::Scheduler, "scheduler options must be of kind scheduler, got ",
+          options_kind_name(options.kind()));
+  const auto& table = named_schedules();
+  const auto schedule = std::find_if(table.begin(), table.end(), [&](const NamedSchedule& s) { return name == s.name; });
+  if (schedule == table.end())
+    fail(Status::InvalidArgument, "unknown schedule '", name, "' (known: ", schedule_names(), ")");
+  for (const std::string& key : options.keys_set()) {
+    const bool general = key == "num_warmup_steps" || key == "num_training_steps";
+    require(general || std::count(schedule->keys.begin(), schedule->keys.end(), key) > 0, "the ", name,
+            " schedule does not take the option '", key, "'");
+  }
+  return schedule->make(scheduler_option_table().read(options), name, default_lr);
+}
+
+}  // namespace acc

@@ -1,0 +1,25 @@
+// The named learning-rate schedules: transformers' get_scheduler() names and formulas (the same
+// floating-point operations in the same order, so the rates are bit-identical), plus PyTorch's
+// StepLR. A schedule is a rule: a group's learning rate at a step, from its base learning rate.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "common/options.h"
+
+namespace acc {
+
+using ScheduleRule = std::function<double(double base_lr, int64_t step)>;
+
+// The rule of schedule `name` with its ACC_OPTIONS_SCHEDULER options; `default_lr` is the
+// optimizer's lr (transformers reads optimizer.defaults["lr"] for lr_end and min_lr). Every
+// schedule takes num_warmup_steps and num_training_steps (ignored where unused, as get_scheduler
+// does); another key it does not use, an unknown name or a missing setting is an error naming it.
+ScheduleRule schedule_rule(const std::string& name, const Options& options, double default_lr);
+
+// The names, in the order errors list them.
+const std::string& schedule_names();
+
+}  // namespace acc
