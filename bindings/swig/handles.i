@@ -412,6 +412,8 @@ struct acc_accelerator {};
   }
   ~acc_scheduler() { acc_scheduler_free($self); }
   void step_(ERR0) { check(acc_scheduler_step($self)); }
+  /* reduce_lr_on_plateau's step, with the metric it follows. */
+  void stepMetric(double metric ERR) { check(acc_scheduler_step_metric($self, metric)); }
   double getLastLr(size_t group ERR) {
     double lr = 0;
     check(acc_scheduler_get_last_lr($self, group, &lr));

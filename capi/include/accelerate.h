@@ -262,6 +262,10 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   warmup_stable_decay: num_decay_steps (int, needed), num_stable_steps (int; default
  *   num_training_steps - num_warmup_steps - num_decay_steps), warmup_type and decay_type ("linear",
  *   "cosine", "1-sqrt"; defaults "linear" and "cosine"), min_lr_ratio (double in [0, 1], default 0).
+ *   reduce_lr_on_plateau (PyTorch's ReduceLROnPlateau, stepped by acc_scheduler_step_metric): mode
+ *   ("min" or "max", default "min"), factor (double < 1, default 0.1), patience (int, default 10),
+ *   threshold (double, default 1e-4), threshold_mode ("rel" or "abs", default "rel"), cooldown
+ *   (int, default 0), min_lr (double, one floor for every group, default 0), eps (double, 1e-8).
  * Keys of ACC_OPTIONS_DATALOADER:
  *   batch_size (int, default 1), shuffle (bool, default false), drop_last (bool, default false),
  *   seed (int: seedable shuffling, epoch e uses seed + e; unset: drawn from torch's generator, which
@@ -683,7 +687,8 @@ ACC_API void acc_optimizer_free(acc_optimizer *opt);
  * (bit-identical rates), plus PyTorch's StepLR.
  * name: "constant", "constant_with_warmup", "linear", "cosine", "cosine_with_restarts",
  * "polynomial", "inverse_sqrt", "cosine_with_min_lr", "cosine_warmup_with_min_lr",
- * "warmup_stable_decay", "step".
+ * "warmup_stable_decay", "reduce_lr_on_plateau" (steps with a metric: acc_scheduler_step_metric),
+ * "step".
  * The learning rate of every group becomes base_lr * factor(step), where base_lr is the group's
  * learning rate when the scheduler was made; the factor at step 0 is applied at creation.
  * ---------------------------------------------------------------------------------------------- */
@@ -701,6 +706,13 @@ ACC_API ACC_NODISCARD acc_status acc_scheduler_create_lambda(acc_optimizer *opt,
                                                              acc_scheduler **out);
 /* Advances one step and sets the optimizer's learning rates. */
 ACC_API ACC_NODISCARD acc_status acc_scheduler_step(acc_scheduler *sched);
+/* A step of a "reduce_lr_on_plateau" scheduler (PyTorch's ReduceLROnPlateau.step(metric)) with the
+ * metric it follows (a validation loss; NaN counts as no improvement). Other schedulers refuse a
+ * metric, and a plateau scheduler refuses acc_scheduler_step (ACC_ERR_INVALID_ARGUMENT). Prepared,
+ * it steps as Accelerate's AcceleratedScheduler passes the metric on: only when the optimizer
+ * stepped, num_processes times per call unless batches are split (once with
+ * step_scheduler_with_optimizer off). */
+ACC_API ACC_NODISCARD acc_status acc_scheduler_step_metric(acc_scheduler *sched, double metric);
 /* The learning rate of a group set by the last step (PyTorch's get_last_lr()). */
 ACC_API ACC_NODISCARD acc_status acc_scheduler_get_last_lr(const acc_scheduler *sched, size_t group, double *out);
 /* Number of steps taken so far. */

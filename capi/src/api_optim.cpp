@@ -68,7 +68,7 @@ acc_status acc_scheduler_create(acc_optimizer* opt, const char* name, const acc_
     const std::string schedule = text_arg(name, "name");
     auto options = options_arg(opts, acc::OptionsKind::Scheduler);
     out_param(out, "out");
-    emit(out, std::make_shared<acc::LambdaScheduler>(o.optimizer, schedule, options));
+    emit(out, acc::make_scheduler(o.optimizer, schedule, options));
   });
 }
 
@@ -91,6 +91,10 @@ acc_status acc_scheduler_create_lambda(acc_optimizer* opt, acc_lr_lambda_fn lamb
 
 acc_status acc_scheduler_step(acc_scheduler* sched) {
   return guarded([&] { live(sched, "sched").scheduler->step(); });
+}
+
+acc_status acc_scheduler_step_metric(acc_scheduler* sched, double metric) {
+  return guarded([&] { live(sched, "sched").scheduler->step_with_metric(metric); });
 }
 
 acc_status acc_scheduler_get_last_lr(const acc_scheduler* sched, size_t group, double* out) {

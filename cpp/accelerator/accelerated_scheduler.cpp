@@ -12,11 +12,25 @@ AcceleratedScheduler::AcceleratedScheduler(std::shared_ptr<Scheduler> inner,
       repeats_(split_batches ? 1 : num_processes),
       step_with_optimizer_(step_with_optimizer) {}
 
-void AcceleratedScheduler::step() {
-  if (!step_with_optimizer_) return inner_->step();
+template <class InnerStep>
+void AcceleratedScheduler::gated(InnerStep inner_step) {
+  if (!step_with_optimizer_) return inner_step();
   if (!state_->sync_gradients()) return;
   if (optimizer_ && optimizer_->step_was_skipped()) return;
-  for (int64_t i = 0; i < repeats_; ++i) inner_->step();
+  for (int64_t i = 0; i < repeats_; ++i) inner_step();
+}
+
+// A step of the wrong kind is refused even where the gate would skip it.
+void AcceleratedScheduler::step() {
+  if (inner_->takes_metric()) return inner_->step();  // its error
+  gated([&] { inner_->step(); });
+}
+
+// As Accelerate passes step()'s arguments on: a plateau scheduler sees the metric once per
+// inner step, so num_processes times per call unless batches are split.
+void AcceleratedScheduler::step_with_metric(double metric) {
+  if (!inner_->takes_metric()) return inner_->step_with_metric(metric);  // its error
+  gated([&] { inner_->step_with_metric(metric); });
 }
 
 }  // namespace acc

@@ -18,6 +18,8 @@ class AcceleratedScheduler final : public Scheduler {
                        bool step_with_optimizer);
 
   void step() override;
+  void step_with_metric(double metric) override;
+  bool takes_metric() const override { return inner_->takes_metric(); }
   SchedulerState state() const override { return inner_->state(); }
   void load_state(const SchedulerState& state) override { inner_->load_state(state); }
   void check_state(const SchedulerState& state) const override { inner_->check_state(state); }
@@ -27,6 +29,11 @@ class AcceleratedScheduler final : public Scheduler {
   const std::shared_ptr<Scheduler>& unwrap() const { return inner_; }
 
  private:
+  // Runs `inner_step` as Accelerate's step() runs the scheduler's: once without the optimizer
+  // link, else not at all unless the optimizer stepped, else `repeats_` times.
+  template <class InnerStep>
+  void gated(InnerStep inner_step);
+
   std::shared_ptr<Scheduler> inner_;
   std::shared_ptr<AcceleratedOptimizer> optimizer_;  // null when the optimizer was not prepared
   std::shared_ptr<GradientState> state_;

@@ -1,9 +1,12 @@
 #include "optim/checkpoint_parts.h"
 
+#include <cmath>
+
 #include "checkpoint/safetensors.h"
 #include "checkpoint/state_files.h"
 #include "common/error.h"
 #include "common/files.h"
+#include "optim/named_schedules.h"
 #include "optim/optimizer_state.h"
 
 namespace acc {
@@ -29,6 +32,22 @@ class OptimizerPart final : public CheckpointPart {
   std::shared_ptr<Optimizer> optimizer_;
 };
 
+// ReduceLROnPlateau's best metric is +-inf until a first one arrives, which JSON cannot hold:
+// those two are the strings "inf" and "-inf".
+nlohmann::json plateau_best_to_json(double best) {
+  if (std::isinf(best)) return best > 0 ? "inf" : "-inf";
+  return best;
+}
+double plateau_best_from_json(const nlohmann::json& plateau, const std::string& path) {
+  if (plateau.is_object() && plateau.contains("best") && plateau["best"].is_string()) {
+    const std::string text = plateau["best"].get<std::string>();
+    if (text == "inf" || text == "-inf") return text == "inf" ? INFINITY : -INFINITY;
+    fail(Status::Io, "checkpoint file '", path, "': 'best' must be a finite number, \"inf\" or \"-inf\", not \"",
+         text, "\"");
+  }
+  return json_field<double>(plateau, "best", path);
+}
+
 class SchedulerPart final : public CheckpointPart {
  public:
   SchedulerPart(size_t index, std::shared_ptr<Scheduler> scheduler) : index_(index), scheduler_(std::move(scheduler)) {}
@@ -36,14 +55,27 @@ class SchedulerPart final : public CheckpointPart {
   std::string file() const override { return indexed_name("scheduler", index_, ".json"); }
   void save(const std::string& path) const override {
     const SchedulerState state = scheduler_->state();
-    write_file(path, nlohmann::json{{"step", state.step}, {"base_lrs", state.base_lrs}}.dump(2));
+    nlohmann::json j{{"step", state.step}, {"base_lrs", state.base_lrs}};
+    if (const auto& p = state.plateau)
+      j[kPlateauSchedule] = {{"best", plateau_best_to_json(p->best)},
+                             {"num_bad_epochs", p->num_bad_epochs},
+                             {"cooldown_counter", p->cooldown_counter},
+                             {"lrs", p->lrs}};
+    write_file(path, j.dump(2));
   }
   StagedLoad load(const std::string& path) const override {
     const nlohmann::json j = read_json(path);
     SchedulerState state{json_field_at_least<int64_t>(j, "step", path, 0),
-                         json_field<std::vector<double>>(j, "base_lrs", path)};
+                         json_field<std::vector<double>>(j, "base_lrs", path), std::nullopt};
     for (double lr : state.base_lrs)
       if (lr < 0) fail(Status::Io, "checkpoint file '", path, "': 'base_lrs' holds a negative learning rate ", lr);
+    if (j.contains(kPlateauSchedule)) {
+      const nlohmann::json& p = j[kPlateauSchedule];
+      state.plateau = PlateauState{plateau_best_from_json(p, path),
+                                   json_field_at_least<int64_t>(p, "num_bad_epochs", path, 0),
+                                   json_field_at_least<int64_t>(p, "cooldown_counter", path, 0),
+                                   json_field<std::vector<double>>(p, "lrs", path)};
+    }
     checked_by_file(path, [&] { scheduler_->check_state(state); });
     return {[scheduler = scheduler_, state] { scheduler->load_state(state); }, {}};
   }

@@ -190,6 +190,9 @@ const std::vector<NamedSchedule>& named_schedules() {
        {"num_stable_steps", "num_decay_steps", "warmup_type", "decay_type", "min_lr_ratio", "num_cycles"},
        [](const O& o, const std::string& name, double) { return from_factor(wsd_factor(o, name)); }},
       {"step", {"step_size", "gamma"}, [](const O& o, const std::string& name, double) { return step_rule(o, name); }},
+      {kPlateauSchedule,
+       {"mode", "factor", "patience", "threshold", "threshold_mode", "cooldown", "min_lr", "eps"},
+       nullptr},  // a scheduler of its own
   };
   return table;
 }
@@ -205,7 +208,7 @@ const std::string& schedule_names() {
   return names;
 }
 
-ScheduleRule schedule_rule(const std::string& name, const Options& options, double default_lr) {
+static const NamedSchedule& checked_schedule(const std::string& name, const Options& options) {
   require(options.kind() == OptionsKind::Scheduler, "scheduler options must be of kind scheduler, got ",
           options_kind_name(options.kind()));
   const auto& table = named_schedules();
@@ -217,7 +220,15 @@ ScheduleRule schedule_rule(const std::string& name, const Options& options, doub
     require(general || std::count(schedule->keys.begin(), schedule->keys.end(), key) > 0, "the ", name,
             " schedule does not take the option '", key, "'");
   }
-  return schedule->make(scheduler_option_table().read(options), name, default_lr);
+  return *schedule;
+}
+
+void check_schedule_options(const std::string& name, const Options& options) { (void)checked_schedule(name, options); }
+
+ScheduleRule schedule_rule(const std::string& name, const Options& options, double default_lr) {
+  const NamedSchedule& schedule = checked_schedule(name, options);
+  require(schedule.make != nullptr, "the ", name, " schedule steps with a metric and has no rule");
+  return schedule.make(scheduler_option_table().read(options), name, default_lr);
 }
 
 }  // namespace acc

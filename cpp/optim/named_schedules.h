@@ -13,6 +13,14 @@ namespace acc {
 
 using ScheduleRule = std::function<double(double base_lr, int64_t step)>;
 
+// PyTorch's ReduceLROnPlateau (transformers' "reduce_lr_on_plateau"): a scheduler that steps with
+// a metric (optim/plateau_scheduler.h), so it has no rule.
+inline constexpr const char* kPlateauSchedule = "reduce_lr_on_plateau";
+
+// Checks that `name` is a schedule (the plateau one included) and that it takes every key set in
+// `options`: num_warmup_steps, num_training_steps and its own.
+void check_schedule_options(const std::string& name, const Options& options);
+
 // The rule of schedule `name` with its ACC_OPTIONS_SCHEDULER options; `default_lr` is the
 // optimizer's lr (transformers reads optimizer.defaults["lr"] for lr_end and min_lr). Every
 // schedule takes num_warmup_steps and num_training_steps (ignored where unused, as get_scheduler

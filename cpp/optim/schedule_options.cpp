@@ -13,7 +13,8 @@ const OptionTable<ScheduleOptions>& scheduler_option_table() {
     t.bind("step_size", "step: steps between decays", &S::step_size).at_least(1);
     t.bind("gamma", "step: the decay factor", &S::gamma).at_least(0);
     t.bind("timescale", "inverse_sqrt: steps per unit of the square root", &S::timescale).at_least(1);
-    t.bind("min_lr", "cosine with min lr: the final learning rate", &S::min_lr).at_least(0);
+    t.bind("min_lr", "cosine with min lr: the final learning rate; reduce_lr_on_plateau: the floor", &S::min_lr)
+        .at_least(0);
     t.bind("min_lr_rate", "cosine with min lr: the final learning rate over the initial one", &S::min_lr_rate)
         .at_least(0);
     t.bind("warmup_lr_rate", "cosine_warmup_with_min_lr: the first step's rate", &S::warmup_lr_rate).at_least(0);
@@ -26,6 +27,20 @@ const OptionTable<ScheduleOptions>& scheduler_option_table() {
     t.bind("min_lr_ratio", "warmup_stable_decay: the lowest rate over the initial one", &S::min_lr_ratio)
         .at_least(0)
         .at_most(1);
+    t.bind("mode", "reduce_lr_on_plateau: whether the metric should go down (min) or up (max)", &S::mode)
+        .one_of({"min", "max"});
+    t.bind("factor", "reduce_lr_on_plateau: what a reduction multiplies the rate by (< 1)", &S::factor)
+        .at_least(0);
+    t.bind("patience", "reduce_lr_on_plateau: steps without improvement before a reduction", &S::patience)
+        .at_least(0);
+    t.bind("threshold", "reduce_lr_on_plateau: the least change that counts as an improvement", &S::threshold)
+        .at_least(0);
+    t.bind("threshold_mode", "reduce_lr_on_plateau: threshold relative to the best (rel) or absolute (abs)",
+           &S::threshold_mode)
+        .one_of({"rel", "abs"});
+    t.bind("cooldown", "reduce_lr_on_plateau: steps after a reduction that count no bad step", &S::cooldown)
+        .at_least(0);
+    t.bind("eps", "reduce_lr_on_plateau: a reduction smaller than this is not made", &S::eps).at_least(0);
   });
   return table;
 }

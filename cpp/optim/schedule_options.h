@@ -20,7 +20,8 @@ struct ScheduleOptions {
   std::optional<int64_t> step_size;           // step
   double gamma = 0.1;                         // step
   std::optional<int64_t> timescale;           // inverse_sqrt (num_warmup_steps, or 10000 without)
-  std::optional<double> min_lr;               // cosine_with_min_lr, cosine_warmup_with_min_lr:
+  std::optional<double> min_lr;               // cosine_with_min_lr, cosine_warmup_with_min_lr,
+                                              // reduce_lr_on_plateau;
   std::optional<double> min_lr_rate;          //   exactly one of the two
   std::optional<double> warmup_lr_rate;       // cosine_warmup_with_min_lr
   std::optional<int64_t> num_stable_steps;    // warmup_stable_decay
@@ -28,6 +29,14 @@ struct ScheduleOptions {
   std::string warmup_type = "linear";
   std::string decay_type = "cosine";
   double min_lr_ratio = 0.0;
+  // reduce_lr_on_plateau (PyTorch's ReduceLROnPlateau; min_lr above is its floor, default 0)
+  std::string mode = "min";
+  double factor = 0.1;
+  int64_t patience = 10;
+  double threshold = 1e-4;
+  std::string threshold_mode = "rel";
+  int64_t cooldown = 0;
+  double eps = 1e-8;
 };
 
 const OptionTable<ScheduleOptions>& scheduler_option_table();

@@ -7,8 +7,22 @@
 
 #include "common/error.h"
 #include "optim/named_schedules.h"
+#include "optim/plateau_scheduler.h"
 
 namespace acc {
+
+void Scheduler::step_with_metric(double) {
+  fail(Status::InvalidArgument, "only a ", kPlateauSchedule,
+       " scheduler steps with a metric; this schedule steps without one (acc_scheduler_step)");
+}
+
+std::shared_ptr<Scheduler> make_scheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name,
+                                          const Options& options) {
+  check_schedule_options(name, options);
+  if (name == kPlateauSchedule)
+    return std::make_shared<PlateauScheduler>(std::move(optimizer), scheduler_option_table().read(options));
+  return std::make_shared<LambdaScheduler>(std::move(optimizer), name, options);
+}
 
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options)
     : optimizer_(std::move(optimizer)) {
@@ -52,6 +66,7 @@ void LambdaScheduler::apply(int64_t step) {
 void LambdaScheduler::step() { apply(step_ + 1); }
 
 void LambdaScheduler::check_state(const SchedulerState& state) const {
+  require(!state.plateau, "the state is a ", kPlateauSchedule, " scheduler's, not this schedule's");
   require(state.step >= 0, "a scheduler state needs a step >= 0, got ", state.step);
   require(state.base_lrs.size() == base_lrs_.size(), "the scheduler state has ", state.base_lrs.size(),
           " parameter groups, but the optimizer has ", base_lrs_.size());

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,10 +16,19 @@
 
 namespace acc {
 
+// Where ReduceLROnPlateau stands beyond its step count.
+struct PlateauState {
+  double best = 0;  // +-inf before a first metric (PyTorch's mode_worse)
+  int64_t num_bad_epochs = 0;
+  int64_t cooldown_counter = 0;
+  std::vector<double> lrs;  // each group's rate: the schedule lowers them where it stands
+};
+
 // Where a schedule stands, for checkpoints.
 struct SchedulerState {
   int64_t step = 0;
   std::vector<double> base_lrs;
+  std::optional<PlateauState> plateau;  // only a reduce_lr_on_plateau scheduler's
 };
 
 // What the C API sees of a scheduler; the Accelerator's wrapper is one too.
@@ -26,6 +36,10 @@ class Scheduler {
  public:
   virtual ~Scheduler() = default;
   virtual void step() = 0;
+  // A step with the metric the schedule follows (ReduceLROnPlateau's step(metrics)); the other
+  // schedules take none.
+  virtual void step_with_metric(double metric);
+  virtual bool takes_metric() const { return false; }
   virtual SchedulerState state() const = 0;
   // Resumes at the saved step: each group's lr is set as the schedule gives it there.
   virtual void load_state(const SchedulerState& state) = 0;
@@ -35,6 +49,10 @@ class Scheduler {
   virtual int64_t step_count() const = 0;
   virtual std::shared_ptr<Optimizer> optimizer() const = 0;
 };
+
+// The scheduler named `name` (a LambdaScheduler, or a PlateauScheduler for reduce_lr_on_plateau).
+std::shared_ptr<Scheduler> make_scheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name,
+                                          const Options& options);
 
 class LambdaScheduler final : public Scheduler {
  public:

@@ -336,6 +336,106 @@ TEST(Scheduler, ASettingTheScheduleDoesNotUseOrLacksIsAnError) {
   acc_optimizer_free(opt);
 }
 
+namespace {
+
+// The learning rate after each metric of a reduce_lr_on_plateau scheduler over SGD at lr 1.0.
+std::vector<double> plateau_lrs(std::initializer_list<std::pair<const char*, const char*>> items,
+                                const std::vector<double>& metrics) {
+  Scalar s;
+  acc_options* o = optimizer_options({{"lr", "1.0"}});
+  acc_optimizer* opt = nullptr;
+  EXPECT_EQ(acc_optimizer_create(s.model, "sgd", o, &opt), ACC_OK);
+  acc_options_free(o);
+  acc_options* so = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_SCHEDULER, &so), ACC_OK);
+  for (auto& kv : items) EXPECT_EQ(acc_options_set(so, kv.first, kv.second), ACC_OK) << acc_last_error_message();
+  acc_scheduler* sched = nullptr;
+  EXPECT_EQ(acc_scheduler_create(opt, "reduce_lr_on_plateau", so, &sched), ACC_OK) << acc_last_error_message();
+  acc_options_free(so);
+  std::vector<double> lrs;
+  for (double metric : metrics) {
+    EXPECT_EQ(acc_scheduler_step_metric(sched, metric), ACC_OK) << acc_last_error_message();
+    double lr = -1;
+    EXPECT_EQ(acc_scheduler_get_last_lr(sched, 0, &lr), ACC_OK);
+    lrs.push_back(lr);
+  }
+  int64_t steps = -1;
+  EXPECT_EQ(acc_scheduler_get_step(sched, &steps), ACC_OK);
+  EXPECT_EQ(steps, static_cast<int64_t>(metrics.size()));
+  acc_scheduler_free(sched);
+  acc_optimizer_free(opt);
+  return lrs;
+}
+
+}  // namespace
+
+// The expected rates are PyTorch's ReduceLROnPlateau's (torch 2.6) for the same settings and metrics:
+// relative threshold, cooldown, the min_lr floor and a NaN metric; then mode max with an absolute
+// threshold and an eps that stops the last reduction.
+TEST(Scheduler, ReduceLrOnPlateauLowersTheRateAsPyTorchs) {
+  const double nan = std::nan("");
+  EXPECT_EQ(plateau_lrs({{"patience", "2"}, {"cooldown", "1"}, {"factor", "0.5"}, {"min_lr", "0.2"}, {"threshold", "0.1"}},
+                        {10, 9.5, 9.2, 9.0, 8.0, 8.5, 8.4, 8.3, 8.2, 7.0, 7.0, 7.0, 7.0, 7.0, 7.0, nan, 1.0}),
+            (std::vector<double>{1.0, 1.0, 1.0, 0.5, 0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.25, 0.25, 0.2, 0.2, 0.2, 0.2,
+                                 0.2}));
+  EXPECT_EQ(plateau_lrs({{"mode", "max"}, {"threshold_mode", "abs"}, {"threshold", "0.5"}, {"patience", "0"},
+                         {"factor", "0.3"}, {"eps", "0.05"}},
+                        {1, 1.2, 2, 2.4, 2.6, 3.2, 3.0, 3.1}),
+            (std::vector<double>{1.0, 0.3, 0.3, 0.09, 0.09, 0.09, 0.027, 0.027}));
+}
+
+TEST(Scheduler, AMetricGoesOnlyToAPlateauScheduler) {
+  Scalar s;
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(s.model, "sgd", nullptr, &opt));
+  acc_scheduler *plateau = nullptr, *constant = nullptr;
+  ACC_ASSERT_OK(acc_scheduler_create(opt, "reduce_lr_on_plateau", nullptr, &plateau));
+  ACC_ASSERT_OK(acc_scheduler_create(opt, "constant", nullptr, &constant));
+  ACC_EXPECT_ERROR(acc_scheduler_step(plateau), ACC_ERR_INVALID_ARGUMENT, "acc_scheduler_step_metric");
+  ACC_EXPECT_ERROR(acc_scheduler_step_metric(constant, 1.0), ACC_ERR_INVALID_ARGUMENT,
+                   "only a reduce_lr_on_plateau scheduler steps with a metric");
+  ACC_EXPECT_ERROR(acc_scheduler_step_metric(nullptr, 1.0), ACC_ERR_INVALID_HANDLE, "sched");
+  int64_t steps = -1;
+  ACC_ASSERT_OK(acc_scheduler_get_step(plateau, &steps));
+  EXPECT_EQ(steps, 0);
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_SCHEDULER, &o));
+  ACC_ASSERT_OK(acc_options_set_double(o, "factor", 1.0));
+  acc_scheduler* bad = nullptr;
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "reduce_lr_on_plateau", o, &bad), ACC_ERR_INVALID_ARGUMENT,
+                   "factor must be < 1");
+  EXPECT_EQ(bad, nullptr);
+  ACC_EXPECT_ERROR(acc_options_set(o, "mode", "lowest"), ACC_ERR_INVALID_ARGUMENT, "mode");
+  acc_options_free(o);
+  acc_scheduler_free(plateau);
+  acc_scheduler_free(constant);
+  acc_optimizer_free(opt);
+}
+
+// Prepared, a plateau scheduler gets the metric as Accelerate's AcceleratedScheduler passes it on:
+// not inside an accumulation window, and a wrong kind of step is refused there too.
+TEST(Scheduler, APreparedPlateauSchedulerStepsOnlyWhenTheOptimizerDoes) {
+  Scalar s;
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"gradient_accumulation_steps", "2"}});
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(s.model, "sgd", nullptr, &opt));
+  acc_scheduler* sched = nullptr;
+  ACC_ASSERT_OK(acc_scheduler_create(opt, "reduce_lr_on_plateau", nullptr, &sched));
+  ACC_ASSERT_OK(acc_prepare(acc, nullptr, &opt, nullptr, &sched));
+  int64_t steps = -1;
+  for (int micro = 1; micro <= 4; ++micro) {
+    ACC_ASSERT_OK(acc_accumulate_begin(acc));
+    ACC_EXPECT_ERROR(acc_scheduler_step(sched), ACC_ERR_INVALID_ARGUMENT, "acc_scheduler_step_metric");
+    ACC_ASSERT_OK(acc_scheduler_step_metric(sched, 1.0));
+    ACC_ASSERT_OK(acc_accumulate_end(acc));
+    ACC_ASSERT_OK(acc_scheduler_get_step(sched, &steps));
+    EXPECT_EQ(steps, micro / 2) << "after micro-step " << micro;
+  }
+  acc_scheduler_free(sched);
+  acc_optimizer_free(opt);
+  acc_accelerator_free(acc);
+}
+
 // PyTorch's StepLR multiplies the learning rate by gamma at each decay: after four decays of 0.1
 // from 0.1 that is 1.0000000000000004e-05, where 0.1 * 0.1 ** 4 is 1.0000000000000003e-05 (found by
 // the side-by-side run with Python Accelerate).

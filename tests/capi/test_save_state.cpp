@@ -789,3 +789,118 @@ TEST(SaveState, KillDuringSaveLeavesEarlierCheckpointsLoadable) {
     ACC_ASSERT_OK(acc_load_state(resumed.acc, nullptr, nullptr));
   }
 }
+
+namespace {
+
+// A prepared reduce_lr_on_plateau scheduler over SGD at lr 1.0 (patience 1, cooldown 2, factor 0.5),
+// or a scheduler of another `schedule` without settings.
+struct PlateauRun {
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}});
+  acc_model* model = nullptr;
+  acc_optimizer* opt = nullptr;
+  acc_scheduler* sched = nullptr;
+
+  explicit PlateauRun(const std::string& schedule = "reduce_lr_on_plateau") {
+    EXPECT_EQ(acc_model_from_spec(kNet, &model), ACC_OK) << acc_last_error_message();
+    acc_options* oo = nullptr;
+    EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &oo), ACC_OK);
+    EXPECT_EQ(acc_options_set_double(oo, "lr", 1.0), ACC_OK);
+    EXPECT_EQ(acc_optimizer_create(model, "sgd", oo, &opt), ACC_OK) << acc_last_error_message();
+    acc_options_free(oo);
+    acc_options* so = nullptr;
+    EXPECT_EQ(acc_options_create(ACC_OPTIONS_SCHEDULER, &so), ACC_OK);
+    if (schedule == "reduce_lr_on_plateau")
+      for (auto [key, value] : {std::pair{"patience", "1"}, {"cooldown", "2"}, {"factor", "0.5"}})
+        EXPECT_EQ(acc_options_set(so, key, value), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_scheduler_create(opt, schedule.c_str(), so, &sched), ACC_OK) << acc_last_error_message();
+    acc_options_free(so);
+    EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, &sched), ACC_OK) << acc_last_error_message();
+  }
+  ~PlateauRun() {
+    acc_scheduler_free(sched);
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
+  double step(double metric) {
+    EXPECT_EQ(acc_scheduler_step_metric(sched, metric), ACC_OK) << acc_last_error_message();
+    double lr = -1;
+    EXPECT_EQ(acc_scheduler_get_last_lr(sched, 0, &lr), ACC_OK);
+    return lr;
+  }
+};
+
+}  // namespace
+
+// ReduceLROnPlateau's best metric, bad steps, cooldown and lowered rate are saved, so a resume goes
+// on exactly as the uninterrupted run; a checkpoint before any metric (best still inf) loads too.
+TEST(SaveState, APlateauSchedulerResumesWhereItStood) {
+  const std::string dir = fresh_dir("plateau") + "/ckpt";
+  PlateauRun whole;
+  {
+    PlateauRun head;
+    for (double metric : {5.0, 6.0, 7.0}) EXPECT_EQ(head.step(metric), whole.step(metric));
+    EXPECT_EQ(whole.step(8.0), 0.5);  // lowered at the third metric, then in cooldown
+    EXPECT_EQ(head.step(8.0), 0.5);
+    ACC_ASSERT_OK(acc_save_state(head.acc, dir.c_str(), nullptr));
+  }
+  const auto saved = nlohmann::json::parse(acc_test::read_file(dir + "/scheduler.json"));
+  ASSERT_TRUE(saved.contains("reduce_lr_on_plateau")) << saved.dump();
+  EXPECT_EQ(saved["reduce_lr_on_plateau"]["best"], 5.0);
+  EXPECT_EQ(saved["reduce_lr_on_plateau"]["cooldown_counter"], 1);
+  EXPECT_EQ(saved["reduce_lr_on_plateau"]["lrs"], nlohmann::json::array({0.5}));
+
+  PlateauRun tail;
+  ACC_ASSERT_OK(acc_load_state(tail.acc, dir.c_str(), nullptr));
+  int64_t steps = 0;
+  ACC_ASSERT_OK(acc_scheduler_get_step(tail.sched, &steps));
+  EXPECT_EQ(steps, 4);
+  double lr = 0;
+  ACC_ASSERT_OK(acc_optimizer_get_lr(tail.opt, 0, &lr));
+  EXPECT_EQ(lr, 0.5);
+  for (double metric : {9.0, 9.0, 9.0, 4.0, 4.5, 4.6, 4.7}) EXPECT_EQ(tail.step(metric), whole.step(metric));
+  EXPECT_EQ(whole.step(4.8), 0.125) << "the test must reach a second and third reduction";
+
+  const std::string fresh = fresh_dir("plateau_fresh") + "/ckpt";
+  {
+    PlateauRun unstepped;
+    ACC_ASSERT_OK(acc_save_state(unstepped.acc, fresh.c_str(), nullptr));
+  }
+  EXPECT_EQ(nlohmann::json::parse(acc_test::read_file(fresh + "/scheduler.json"))["reduce_lr_on_plateau"]["best"],
+            "inf");
+  PlateauRun again;
+  ACC_ASSERT_OK(acc_load_state(again.acc, fresh.c_str(), nullptr));
+  EXPECT_EQ(again.step(3.0), 1.0);
+  EXPECT_EQ(again.step(3.0), 1.0);
+  EXPECT_EQ(again.step(3.0), 0.5) << "a restored inf best must count the first metric as an improvement";
+}
+
+TEST(LoadState, ABadPlateauStateIsRefusedNamingTheFile) {
+  const std::string dir = fresh_dir("plateau_bad") + "/ckpt";
+  {
+    PlateauRun head;
+    head.step(2.0);
+    ACC_ASSERT_OK(acc_save_state(head.acc, dir.c_str(), nullptr));
+  }
+  using J = nlohmann::json;
+  auto refused = [&](const char* name, auto edit, acc_status code, const std::string& needle) {
+    const std::string edited = with_json_edit(dir, name, "scheduler.json", edit);
+    PlateauRun t;
+    ACC_EXPECT_ERROR(acc_load_state(t.acc, edited.c_str(), nullptr), code, needle);
+    double lr = 0;
+    EXPECT_EQ(acc_optimizer_get_lr(t.opt, 0, &lr), ACC_OK);
+    EXPECT_EQ(lr, 1.0);
+  };
+  refused("bad_epochs", [](J& j) { j["reduce_lr_on_plateau"]["num_bad_epochs"] = 5; }, ACC_ERR_INVALID_ARGUMENT,
+          "scheduler.json': num_bad_epochs must be in [0, patience 1], got 5");
+  refused("best_nan", [](J& j) { j["reduce_lr_on_plateau"]["best"] = "nan"; }, ACC_ERR_IO,
+          "scheduler.json': 'best' must be a finite number, \"inf\" or \"-inf\"");
+  refused("lrs", [](J& j) { j["reduce_lr_on_plateau"]["lrs"] = J::array({0.5, 0.5}); }, ACC_ERR_INVALID_ARGUMENT,
+          "2 parameter groups, but the optimizer has 1");
+  refused("not_plateau", [](J& j) { j.erase("reduce_lr_on_plateau"); }, ACC_ERR_INVALID_ARGUMENT,
+          "scheduler.json': the state is not a reduce_lr_on_plateau scheduler's");
+
+  PlateauRun constant("constant");  // a plateau state into another schedule
+  ACC_EXPECT_ERROR(acc_load_state(constant.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "scheduler.json': the state is a reduce_lr_on_plateau scheduler's, not this schedule's");
+}

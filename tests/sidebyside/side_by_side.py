@@ -102,6 +102,15 @@ SCENARIOS = {
     "mlp_warmup_stable_decay_short": dict(model="mlp", optimizer="adamw", schedule="warmup_stable_decay",
                                           schedule_options={"num_decay_steps": 3, "num_stable_steps": 1,
                                                             "warmup_type": "cosine", "decay_type": "1-sqrt"}),
+    # PyTorch's ReduceLROnPlateau stepped with each step's loss: Accelerate passes the metric on
+    # num_processes times per step, and not at all inside an accumulation window.
+    "mlp_reduce_on_plateau": dict(model="mlp", optimizer="sgd", schedule="reduce_lr_on_plateau",
+                                  schedule_options={"patience": 1, "factor": 0.5, "threshold": 0.01, "cooldown": 1}),
+    "mlp_reduce_on_plateau_accumulate": dict(model="mlp", optimizer="adamw", schedule="reduce_lr_on_plateau",
+                                             accumulation=2, schedule_options={"patience": 0, "factor": 0.7,
+                                                                               "threshold": 0.05,
+                                                                               "threshold_mode": "abs",
+                                                                               "min_lr": 4e-3}),
 }
 DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=2, batch_size=4, data_seed=None,
                 loader_seed=False, resume=False, clip_norm_type=2.0, data=None, even_batches=True, split_batches=False,
@@ -334,6 +343,8 @@ class AccelerateJob:
         total = total_steps(cfg, len(data[0]), self.processes)
         if cfg["schedule"] == "step":
             scheduler = torch.optim.lr_scheduler.StepLR(optimizer, **scheduler_settings(cfg, total))
+        elif cfg["schedule"] == "reduce_lr_on_plateau":
+            scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, **cfg["schedule_options"])
         else:
             factor = transformers_factor(cfg["schedule"], scheduler_settings(cfg, total), settings["lr"])
             scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
@@ -374,7 +385,10 @@ class AccelerateJob:
                 if accelerator.sync_gradients and self.cfg["clip_value"]:
                     accelerator.clip_grad_value_(model.parameters(), self.cfg["clip_value"])
                 optimizer.step()
-                scheduler.step()
+                if self.cfg["schedule"] == "reduce_lr_on_plateau":
+                    scheduler.step(loss.item())
+                else:
+                    scheduler.step()
                 optimizer.zero_grad()
                 if self.local_sgd:
                     self.local_sgd.step()
@@ -526,7 +540,10 @@ class OurJob:
             if sync.value and self.cfg["clip_value"]:
                 lib.acc_clip_grad_value(acc, self.model, ctypes.c_double(self.cfg["clip_value"]))
             lib.acc_optimizer_step(self.optimizer)
-            lib.acc_scheduler_step(self.scheduler)
+            if self.cfg["schedule"] == "reduce_lr_on_plateau":
+                lib.acc_scheduler_step_metric(self.scheduler, ctypes.c_double(lib.item(loss)))
+            else:
+                lib.acc_scheduler_step(self.scheduler)
             lib.acc_optimizer_zero_grad(self.optimizer)
             if self.in_local_sgd:
                 lib.acc_local_sgd_step(acc, self.model)

@@ -46,6 +46,20 @@ public class LifetimeTests {
   }
 
   [Test]
+  public void PlateauSchedulerStepsWithAMetric() {
+    using (Model model = Model.FromSpec(Spec))
+    using (Options oo = Options.Optimizer().Put("lr", 1.0))
+    using (var opt = new Optimizer(model, "sgd", oo))
+    using (Options so = Options.Scheduler().Put("patience", 0).Put("factor", 0.5))
+    using (var sched = new Scheduler(opt, "reduce_lr_on_plateau", so)) {
+      sched.StepMetric(2.0);
+      sched.StepMetric(3.0);
+      Assert.AreEqual(0.5, sched.GetLastLr(0));
+      Assert.Throws<AccelerateInvalidArgumentException>(() => sched.Step());
+    }
+  }
+
+  [Test]
   public void ScopesEndOnce() {
     using (Options o = Options.Accelerator().Put("cpu", true).Put("gradient_accumulation_steps", 2))
     using (var acc = new Accelerator(o)) {

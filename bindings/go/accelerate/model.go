@@ -323,6 +323,10 @@ func NewScheduler(opt *Optimizer, name string, opts *Options) (*Scheduler, error
 func (s *Scheduler) Step() error {
 	return do(s.ref(), func(h capi.Scheduler, e *string) { h.Step(e) })
 }
+// StepMetric is a reduce_lr_on_plateau scheduler's step, with the metric it follows.
+func (s *Scheduler) StepMetric(metric float64) error {
+	return do(s.ref(), func(h capi.Scheduler, e *string) { h.StepMetric(metric, e) })
+}
 func (s *Scheduler) LastLR(group int) (float64, error) {
 	return with(s.ref(), func(h capi.Scheduler, e *string) float64 { return h.GetLastLr(int64(group), e) })
 }

@@ -148,3 +148,41 @@ func TestSchedulerFromLambda(t *testing.T) {
 		t.Fatalf("want ErrIO with the lambda's message, got %v", err)
 	}
 }
+
+func TestPlateauSchedulerStepsWithAMetric(t *testing.T) {
+	m, err := acc.ModelFromSpec(`[{"type":"linear","in_features":2,"out_features":1}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	opt, err := acc.NewOptimizer(m, "sgd", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opt.Close()
+	o, err := acc.NewOptions(acc.SchedulerOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	if err := o.SetInt("patience", 0); err != nil {
+		t.Fatal(err)
+	}
+	s, err := acc.NewScheduler(opt, "reduce_lr_on_plateau", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	base, _ := opt.LR(0)
+	for _, metric := range []float64{2, 3} {
+		if err := s.StepMetric(metric); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lr, _ := s.LastLR(0); lr != base*0.1 {
+		t.Fatalf("lr %v, want %v", lr, base*0.1)
+	}
+	if err := s.Step(); !errors.Is(err, acc.ErrInvalidArgument) {
+		t.Fatalf("want ErrInvalidArgument for a step without its metric, got %v", err)
+	}
+}

@@ -801,6 +801,7 @@ SWIGINTERN acc_scheduler *new_acc_scheduler(acc_optimizer *opt,char const *name,
   }
 SWIGINTERN void delete_acc_scheduler(acc_scheduler *self){ acc_scheduler_free(self); }
 SWIGINTERN void acc_scheduler_step_(acc_scheduler *self,std::string *swig_err){ check(acc_scheduler_step(self)); }
+SWIGINTERN void acc_scheduler_stepMetric(acc_scheduler *self,double metric,std::string *swig_err){ check(acc_scheduler_step_metric(self, metric)); }
 SWIGINTERN double acc_scheduler_getLastLr(acc_scheduler *self,size_t group,std::string *swig_err){
     double lr = 0;
     check(acc_scheduler_get_last_lr(self, group, &lr));
@@ -7304,6 +7305,38 @@ void _wrap_Scheduler_step_capi_89e21309be903443(acc_scheduler *_swig_go_0, _gost
   {
     std::string e = accswig::take_go_error();
     if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+void _wrap_Scheduler_stepMetric_capi_89e21309be903443(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
+  acc_scheduler *arg1 = (acc_scheduler *) 0 ;
+  double arg2 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  
+  arg1 = *(acc_scheduler **)&_swig_go_0; 
+  arg2 = (double)_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      acc_scheduler_stepMetric(arg1,arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
 }

@@ -45,6 +45,20 @@ class LifetimeTest {
   }
 
   @Test
+  void plateauSchedulerStepsWithAMetric() {
+    try (Model model = Model.fromSpec(SPEC);
+         Options oo = Options.optimizer().put("lr", 1.0);
+         Optimizer opt = new Optimizer(model, "sgd", oo);
+         Options so = Options.scheduler().put("patience", 0).put("factor", 0.5);
+         Scheduler sched = new Scheduler(opt, "reduce_lr_on_plateau", so)) {
+      sched.stepMetric(2.0);
+      sched.stepMetric(3.0);
+      assertEquals(0.5, sched.getLastLr(0));
+      assertThrows(InvalidArgumentException.class, sched::step);
+    }
+  }
+
+  @Test
   void scopesEndOnce() {
     try (Options o = Options.accelerator().put("cpu", true).put("gradient_accumulation_steps", 2);
          Accelerator acc = new Accelerator(o)) {

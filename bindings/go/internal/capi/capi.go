@@ -432,6 +432,7 @@ extern void _wrap_Optimizer_zeroGrad_capi_89e21309be903443(uintptr_t arg1, swig_
 extern uintptr_t _wrap_new_Scheduler_capi_89e21309be903443(uintptr_t arg1, swig_type_105 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_delete_Scheduler_capi_89e21309be903443(uintptr_t arg1);
 extern void _wrap_Scheduler_step_capi_89e21309be903443(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Scheduler_stepMetric_capi_89e21309be903443(uintptr_t arg1, double arg2, swig_voidp arg3);
 extern double _wrap_Scheduler_getLastLr_capi_89e21309be903443(uintptr_t arg1, swig_type_106 arg2, swig_voidp arg3);
 extern swig_type_107 _wrap_Scheduler_getStep_capi_89e21309be903443(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Scheduler_fromLrLambda_capi_89e21309be903443(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
@@ -3831,6 +3832,18 @@ func (arg1 SwigcptrScheduler) Step(arg2 *string) {
 
 }
 
+func (arg1 SwigcptrScheduler) StepMetric(arg2 float64, arg3 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	C._wrap_Scheduler_stepMetric_capi_89e21309be903443(C.uintptr_t(_swig_i_0), C.double(_swig_i_1), C.swig_voidp(_swig_i_2))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+}
+
 func (arg1 SwigcptrScheduler) GetLastLr(arg2 int64, arg3 *string) (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
@@ -3876,6 +3889,7 @@ type Scheduler interface {
 	Swigcptr() uintptr
 	SwigIsScheduler()
 	Step(arg2 *string)
+	StepMetric(arg2 float64, arg3 *string)
 	GetLastLr(arg2 int64, arg3 *string) (_swig_ret float64)
 	GetStep(arg2 *string) (_swig_ret int64)
 }

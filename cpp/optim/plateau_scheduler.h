@@ -1,0 +1,41 @@
+// PyTorch's ReduceLROnPlateau (transformers' "reduce_lr_on_plateau"): each step takes a metric;
+// after more than `patience` steps without an improvement by `threshold` (relative or absolute)
+// every group's rate is multiplied by `factor`, not below `min_lr` and only by more than `eps`,
+// then `cooldown` steps count no bad step. Same comparisons and arithmetic as PyTorch's.
+#pragma once
+
+#include "optim/schedule_options.h"
+#include "optim/scheduler.h"
+
+namespace acc {
+
+class PlateauScheduler final : public Scheduler {
+ public:
+  PlateauScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& options);
+
+  void step() override;  // an error: this schedule needs the metric
+  void step_with_metric(double metric) override;
+  bool takes_metric() const override { return true; }
+  SchedulerState state() const override;
+  void load_state(const SchedulerState& state) override;
+  void check_state(const SchedulerState& state) const override;
+  double last_lr(size_t group) const override;
+  int64_t step_count() const override { return last_epoch_; }
+  std::shared_ptr<Optimizer> optimizer() const override { return optimizer_; }
+
+ private:
+  bool is_better(double metric) const;
+  void reduce_lrs();
+  std::vector<double> group_lrs() const;
+
+  std::shared_ptr<Optimizer> optimizer_;
+  bool maximize_, relative_;
+  double factor_, threshold_, min_lr_, eps_;
+  int64_t patience_, cooldown_;
+  std::vector<double> initial_lrs_;  // written as base_lrs, as the other schedules'
+  double best_;
+  int64_t num_bad_epochs_ = 0, cooldown_counter_ = 0, last_epoch_ = 0;
+  std::vector<double> last_lrs_;
+};
+
+}  // namespace acc
