@@ -252,20 +252,30 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  * does not use is an error):
  *   num_warmup_steps (int, default 0), num_training_steps (int),
  *   num_cycles (double; cosine, cosine_with_min_lr, cosine_warmup_with_min_lr and
- *   warmup_stable_decay's cosine decay: waves, default 0.5; cosine_with_restarts: restarts, default 1),
+ *   warmup_stable_decay's cosine decay: waves, unset 0.5; cosine_with_restarts: restarts, unset 1),
  *   power (double, polynomial, default 1.0), lr_end (double, polynomial, default 1e-7),
  *   step_size (int, step), gamma (double, step, default 0.1),
- *   timescale (int, inverse_sqrt, default num_warmup_steps, or 10000 without warm-up),
- *   min_lr or min_lr_rate (double, one of them: cosine_with_min_lr, cosine_warmup_with_min_lr; the
+ *   timescale (int, inverse_sqrt; unset: num_warmup_steps, or 10000 without warm-up),
+ *   min_lr, min_lr_rate (double, one of the two: cosine_with_min_lr, cosine_warmup_with_min_lr; the
  *   final learning rate, or its ratio to the optimizer's lr), warmup_lr_rate (double,
  *   cosine_warmup_with_min_lr: the first step's rate; unset, warm-up is (step + 1) / num_warmup_steps),
- *   warmup_stable_decay: num_decay_steps (int, needed), num_stable_steps (int; default
- *   num_training_steps - num_warmup_steps - num_decay_steps), warmup_type and decay_type ("linear",
+ *   warmup_stable_decay: num_decay_steps (int, needed), num_stable_steps (int; unset:
+ *   num_training_steps - num_warmup_steps - num_decay_steps), warmup_type, decay_type ("linear",
  *   "cosine", "1-sqrt"; defaults "linear" and "cosine"), min_lr_ratio (double in [0, 1], default 0).
- *   reduce_lr_on_plateau (PyTorch's ReduceLROnPlateau, stepped by acc_scheduler_step_metric): mode
- *   ("min" or "max", default "min"), factor (double < 1, default 0.1), patience (int, default 10),
- *   threshold (double, default 1e-4), threshold_mode ("rel" or "abs", default "rel"), cooldown
- *   (int, default 0), min_lr (double, one floor for every group, default 0), eps (double, 1e-8).
+ *   reduce_lr_on_plateau (PyTorch's ReduceLROnPlateau, stepped by acc_scheduler_step_metric):
+ *   mode ("min" or "max", default "min"), factor (double < 1, default 0.1),
+ *   patience (int, default 10), threshold (double, default 1e-4),
+ *   threshold_mode ("rel" or "abs", default "rel"), cooldown (int, default 0),
+ *   eps (double, default 1e-8), and min_lr above as one floor for every group (unset: 0).
+ *   one_cycle (PyTorch's OneCycleLR; the optimizer's own lr is not used): max_lr (double, needed),
+ *   total_steps (int; or else both of epochs, steps_per_epoch (int)),
+ *   pct_start (double in [0, 1], default 0.3), anneal_strategy ("cos" or "linear", default "cos"),
+ *   cycle_momentum (bool, default true: SGD's and RMSprop's momentum, Adam's, AdamW's and Lion's
+ *   beta1 move between max_momentum and base_momentum against the rate; an optimizer without
+ *   either needs it false), base_momentum (double, default 0.85), max_momentum (double, default
+ *   0.95), div_factor (double, default 25: the first rate is max_lr / div_factor),
+ *   final_div_factor (double, default 1e4: the last is the first / final_div_factor),
+ *   three_phase (bool, default false).
  * Keys of ACC_OPTIONS_DATALOADER:
  *   batch_size (int, default 1), shuffle (bool, default false), drop_last (bool, default false),
  *   seed (int: seedable shuffling, epoch e uses seed + e; unset: drawn from torch's generator, which
@@ -688,7 +698,8 @@ ACC_API void acc_optimizer_free(acc_optimizer *opt);
  * name: "constant", "constant_with_warmup", "linear", "cosine", "cosine_with_restarts",
  * "polynomial", "inverse_sqrt", "cosine_with_min_lr", "cosine_warmup_with_min_lr",
  * "warmup_stable_decay", "reduce_lr_on_plateau" (steps with a metric: acc_scheduler_step_metric),
- * "step".
+ * "step" (PyTorch's StepLR), "one_cycle" (PyTorch's OneCycleLR: a step past total_steps is an
+ * error; prepared, it stops at total_steps as Accelerate's AcceleratedScheduler does).
  * The learning rate of every group becomes base_lr * factor(step), where base_lr is the group's
  * learning rate when the scheduler was made; the factor at step 0 is applied at creation.
  * ---------------------------------------------------------------------------------------------- */

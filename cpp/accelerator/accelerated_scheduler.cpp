@@ -17,7 +17,12 @@ void AcceleratedScheduler::gated(InnerStep inner_step) {
   if (!step_with_optimizer_) return inner_step();
   if (!state_->sync_gradients()) return;
   if (optimizer_ && optimizer_->step_was_skipped()) return;
-  for (int64_t i = 0; i < repeats_; ++i) inner_step();
+  for (int64_t i = 0; i < repeats_; ++i) {
+    // Accelerate's special case for OneCycleLR: no step once it reached its total_steps.
+    const std::optional<int64_t> total = inner_->total_steps();
+    if (total && inner_->step_count() >= *total) return;
+    inner_step();
+  }
 }
 
 // A step of the wrong kind is refused even where the gate would skip it.

@@ -1,6 +1,6 @@
 // Accelerate's AcceleratedScheduler: steps only when the optimizer really stepped, and
 // num_processes times per call unless batches are split (so a schedule sized for one process's
-// loader length still ends on time).
+// loader length still ends on time), never past a schedule's total_steps.
 #pragma once
 
 #include <memory>
@@ -20,6 +20,7 @@ class AcceleratedScheduler final : public Scheduler {
   void step() override;
   void step_with_metric(double metric) override;
   bool takes_metric() const override { return inner_->takes_metric(); }
+  std::optional<int64_t> total_steps() const override { return inner_->total_steps(); }
   SchedulerState state() const override { return inner_->state(); }
   void load_state(const SchedulerState& state) override { inner_->load_state(state); }
   void check_state(const SchedulerState& state) const override { inner_->check_state(state); }

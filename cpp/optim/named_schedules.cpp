@@ -193,6 +193,10 @@ const std::vector<NamedSchedule>& named_schedules() {
       {kPlateauSchedule,
        {"mode", "factor", "patience", "threshold", "threshold_mode", "cooldown", "min_lr", "eps"},
        nullptr},  // a scheduler of its own
+      {kOneCycleSchedule,
+       {"max_lr", "total_steps", "epochs", "steps_per_epoch", "pct_start", "anneal_strategy", "cycle_momentum",
+        "base_momentum", "max_momentum", "div_factor", "final_div_factor", "three_phase"},
+       nullptr},  // a scheduler of its own
   };
   return table;
 }
@@ -227,7 +231,7 @@ void check_schedule_options(const std::string& name, const Options& options) { (
 
 ScheduleRule schedule_rule(const std::string& name, const Options& options, double default_lr) {
   const NamedSchedule& schedule = checked_schedule(name, options);
-  require(schedule.make != nullptr, "the ", name, " schedule steps with a metric and has no rule");
+  require(schedule.make != nullptr, "the ", name, " schedule is a scheduler of its own, with no rule");
   return schedule.make(scheduler_option_table().read(options), name, default_lr);
 }
 

@@ -1,6 +1,7 @@
 // The named learning-rate schedules: transformers' get_scheduler() names and formulas (the same
 // floating-point operations in the same order, so the rates are bit-identical), plus PyTorch's
-// StepLR. A schedule is a rule: a group's learning rate at a step, from its base learning rate.
+// StepLR, ReduceLROnPlateau and OneCycleLR. A schedule is mostly a rule: a group's learning rate
+// at a step, from its base learning rate.
 #pragma once
 
 #include <cstdint>
@@ -13,11 +14,13 @@ namespace acc {
 
 using ScheduleRule = std::function<double(double base_lr, int64_t step)>;
 
-// PyTorch's ReduceLROnPlateau (transformers' "reduce_lr_on_plateau"): a scheduler that steps with
-// a metric (optim/plateau_scheduler.h), so it has no rule.
+// Schedulers of their own, with no rule: PyTorch's ReduceLROnPlateau (transformers'
+// "reduce_lr_on_plateau"), which steps with a metric (optim/plateau_scheduler.h), and PyTorch's
+// OneCycleLR, which also cycles the momentum and ends at total_steps (optim/one_cycle_scheduler.h).
 inline constexpr const char* kPlateauSchedule = "reduce_lr_on_plateau";
+inline constexpr const char* kOneCycleSchedule = "one_cycle";
 
-// Checks that `name` is a schedule (the plateau one included) and that it takes every key set in
+// Checks that `name` is a schedule (those two included) and that it takes every key set in
 // `options`: num_warmup_steps, num_training_steps and its own.
 void check_schedule_options(const std::string& name, const Options& options);
 

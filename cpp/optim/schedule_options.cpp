@@ -41,6 +41,20 @@ const OptionTable<ScheduleOptions>& scheduler_option_table() {
     t.bind("cooldown", "reduce_lr_on_plateau: steps after a reduction that count no bad step", &S::cooldown)
         .at_least(0);
     t.bind("eps", "reduce_lr_on_plateau: a reduction smaller than this is not made", &S::eps).at_least(0);
+    t.bind("max_lr", "one_cycle: the peak learning rate", &S::max_lr).at_least(0);
+    t.bind("total_steps", "one_cycle: the cycle's steps", &S::total_steps).at_least(1);
+    t.bind("epochs", "one_cycle: epochs, with steps_per_epoch, instead of total_steps", &S::epochs).at_least(1);
+    t.bind("steps_per_epoch", "one_cycle: steps per epoch", &S::steps_per_epoch).at_least(1);
+    t.bind("pct_start", "one_cycle: the share of the cycle spent raising the rate", &S::pct_start)
+        .at_least(0)
+        .at_most(1);
+    t.bind("anneal_strategy", "one_cycle: the shape of each phase", &S::anneal_strategy).one_of({"cos", "linear"});
+    t.bind("cycle_momentum", "one_cycle: move the momentum (or beta1) against the rate", &S::cycle_momentum);
+    t.bind("base_momentum", "one_cycle: the momentum at the peak rate", &S::base_momentum).at_least(0);
+    t.bind("max_momentum", "one_cycle: the momentum at the lowest rates", &S::max_momentum).at_least(0);
+    t.bind("div_factor", "one_cycle: max_lr over the first rate", &S::div_factor).at_least(0);
+    t.bind("final_div_factor", "one_cycle: the first rate over the last", &S::final_div_factor).at_least(0);
+    t.bind("three_phase", "one_cycle: back to the first rate before the final annealing", &S::three_phase);
   });
   return table;
 }

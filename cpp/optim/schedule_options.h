@@ -37,6 +37,19 @@ struct ScheduleOptions {
   std::string threshold_mode = "rel";
   int64_t cooldown = 0;
   double eps = 1e-8;
+  // one_cycle (PyTorch's OneCycleLR)
+  std::optional<double> max_lr;
+  std::optional<int64_t> total_steps;  // or epochs * steps_per_epoch
+  std::optional<int64_t> epochs;
+  std::optional<int64_t> steps_per_epoch;
+  double pct_start = 0.3;
+  std::string anneal_strategy = "cos";
+  bool cycle_momentum = true;
+  double base_momentum = 0.85;
+  double max_momentum = 0.95;
+  double div_factor = 25.0;
+  double final_div_factor = 1e4;
+  bool three_phase = false;
 };
 
 const OptionTable<ScheduleOptions>& scheduler_option_table();

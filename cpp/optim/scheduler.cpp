@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "optim/named_schedules.h"
+#include "optim/one_cycle_scheduler.h"
 #include "optim/plateau_scheduler.h"
 
 namespace acc {
@@ -21,6 +22,8 @@ std::shared_ptr<Scheduler> make_scheduler(std::shared_ptr<Optimizer> optimizer, 
   check_schedule_options(name, options);
   if (name == kPlateauSchedule)
     return std::make_shared<PlateauScheduler>(std::move(optimizer), scheduler_option_table().read(options));
+  if (name == kOneCycleSchedule)
+    return std::make_shared<OneCycleScheduler>(std::move(optimizer), scheduler_option_table().read(options));
   return std::make_shared<LambdaScheduler>(std::move(optimizer), name, options);
 }
 

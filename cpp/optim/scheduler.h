@@ -40,6 +40,9 @@ class Scheduler {
   // schedules take none.
   virtual void step_with_metric(double metric);
   virtual bool takes_metric() const { return false; }
+  // Where the schedule ends, if it has an end that a step past fails (OneCycleLR's total_steps);
+  // Accelerate's AcceleratedScheduler steps such a schedule no further.
+  virtual std::optional<int64_t> total_steps() const { return std::nullopt; }
   virtual SchedulerState state() const = 0;
   // Resumes at the saved step: each group's lr is set as the schedule gives it there.
   virtual void load_state(const SchedulerState& state) = 0;
@@ -62,7 +65,7 @@ class LambdaScheduler final : public Scheduler {
   LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::function<double(int64_t)> factor);
 
   void step() override;
-  SchedulerState state() const override { return {step_, base_lrs_}; }
+  SchedulerState state() const override { return {step_, base_lrs_, std::nullopt}; }
   void load_state(const SchedulerState& state) override;
   void check_state(const SchedulerState& state) const override;
   double last_lr(size_t group) const override;

@@ -436,6 +436,70 @@ TEST(Scheduler, APreparedPlateauSchedulerStepsOnlyWhenTheOptimizerDoes) {
   acc_accelerator_free(acc);
 }
 
+// PyTorch's OneCycleLR (torch 2.6's rates for the same settings, to the bit): epochs *
+// steps_per_epoch steps, the optimizer's own lr ignored, and a step past the end refused.
+TEST(Scheduler, OneCycleGivesPyTorchsRatesAndEndsAtTotalSteps) {
+  const std::vector<double> want = {0.008000000000000007, 0.10400000000000001, 0.2, 0.19009692640269477,
+                                    0.1623491307899526,   0.12225240438725786, 0.07774839561274215,
+                                    0.0376516692100474,   0.009903873597305258, 8e-07, 0.009903873597305247};
+  auto settings = std::initializer_list<std::pair<const char*, const char*>>{
+      {"max_lr", "0.2"}, {"epochs", "2"}, {"steps_per_epoch", "5"}, {"cycle_momentum", "false"}};
+  for (int steps = 0; steps <= 10; ++steps)
+    EXPECT_EQ(schedule_lr("one_cycle", settings, steps, "0.1"), want[steps]) << "after " << steps << " steps";
+
+  Scalar s;
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(s.model, "sgd", nullptr, &opt));
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_SCHEDULER, &o));
+  acc_scheduler* sched = nullptr;
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "one_cycle", o, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "needs the option 'total_steps', or 'epochs' and 'steps_per_epoch'");
+  ACC_ASSERT_OK(acc_options_set(o, "total_steps", "2"));
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "one_cycle", o, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "needs the option 'max_lr'");
+  ACC_ASSERT_OK(acc_options_set(o, "max_lr", "0.5"));
+  ACC_ASSERT_OK(acc_options_set(o, "pct_start", "0.5"));
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "one_cycle", o, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "first phase is empty");
+  ACC_ASSERT_OK(acc_options_set(o, "pct_start", "0.3"));
+  ACC_ASSERT_OK(acc_scheduler_create(opt, "one_cycle", o, &sched));
+  ACC_ASSERT_OK(acc_scheduler_step(sched));
+  ACC_ASSERT_OK(acc_scheduler_step(sched));
+  double before = 0, after = -1;
+  ACC_ASSERT_OK(acc_scheduler_get_last_lr(sched, 0, &before));
+  ACC_EXPECT_ERROR(acc_scheduler_step(sched), ACC_ERR_INVALID_ARGUMENT, "stepped 3 times, past its total_steps of 2");
+  ACC_ASSERT_OK(acc_scheduler_get_last_lr(sched, 0, &after));
+  EXPECT_EQ(after, before);
+  acc_scheduler_free(sched);
+  acc_options_free(o);
+  acc_optimizer_free(opt);
+}
+
+// Prepared, OneCycleLR stops at total_steps, as Accelerate's AcceleratedScheduler does for a
+// schedule with total_steps (it steps only while _step_count <= total_steps).
+TEST(Scheduler, APreparedOneCycleStopsAtItsTotalSteps) {
+  Scalar s;
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}});
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(s.model, "sgd", nullptr, &opt));
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_SCHEDULER, &o));
+  ACC_ASSERT_OK(acc_options_set(o, "total_steps", "4"));
+  ACC_ASSERT_OK(acc_options_set(o, "max_lr", "0.5"));
+  acc_scheduler* sched = nullptr;
+  ACC_ASSERT_OK(acc_scheduler_create(opt, "one_cycle", o, &sched));
+  acc_options_free(o);
+  ACC_ASSERT_OK(acc_prepare(acc, nullptr, &opt, nullptr, &sched));
+  for (int i = 0; i < 7; ++i) ACC_ASSERT_OK(acc_scheduler_step(sched));  // 3 calls past the end
+  int64_t steps = -1;
+  ACC_ASSERT_OK(acc_scheduler_get_step(sched, &steps));
+  EXPECT_EQ(steps, 4);
+  acc_scheduler_free(sched);
+  acc_optimizer_free(opt);
+  acc_accelerator_free(acc);
+}
+
 // PyTorch's StepLR multiplies the learning rate by gamma at each decay: after four decays of 0.1
 // from 0.1 that is 1.0000000000000004e-05, where 0.1 * 0.1 ** 4 is 1.0000000000000003e-05 (found by
 // the side-by-side run with Python Accelerate).
@@ -452,8 +516,8 @@ TEST(Scheduler, ErrorsNameWhatIsMissing) {
   acc_scheduler* sched = nullptr;
   ACC_EXPECT_ERROR(acc_scheduler_create(opt, "linear", nullptr, &sched), ACC_ERR_INVALID_ARGUMENT,
                    "needs the option 'num_training_steps'");
-  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "one_cycle", nullptr, &sched), ACC_ERR_INVALID_ARGUMENT,
-                   "unknown schedule 'one_cycle'");
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "cyclic", nullptr, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "unknown schedule 'cyclic'");
   acc_options* o = nullptr;
   ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_SCHEDULER, &o));
   ACC_ASSERT_OK(acc_options_set_int(o, "num_training_steps", 10));

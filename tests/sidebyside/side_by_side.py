@@ -111,6 +111,11 @@ SCENARIOS = {
                                                                                "threshold": 0.05,
                                                                                "threshold_mode": "abs",
                                                                                "min_lr": 4e-3}),
+    # PyTorch's OneCycleLR, cycling SGD's momentum and AdamW's beta1: on 2 or more processes
+    # Accelerate steps it num_processes times per step, so it reaches total_steps early and stops.
+    "mlp_one_cycle": dict(model="mlp", optimizer="sgd", schedule="one_cycle", schedule_options={"max_lr": 0.1}),
+    "lm_one_cycle_three_phase": dict(model="lm", optimizer="adamw", schedule="one_cycle", accumulation=2,
+                                     schedule_options={"max_lr": 0.02, "three_phase": True, "pct_start": 0.25}),
 }
 DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=2, batch_size=4, data_seed=None,
                 loader_seed=False, resume=False, clip_norm_type=2.0, data=None, even_batches=True, split_batches=False,
@@ -274,6 +279,8 @@ def transformers_factor(name, settings, lr_init):
 def scheduler_settings(cfg, total):
     if cfg["schedule"] == "step":
         return {"step_size": 3, "gamma": 0.1}
+    if cfg["schedule"] == "one_cycle":
+        return {"total_steps": total, **cfg["schedule_options"]}
     settings = {"num_warmup_steps": 2, "num_training_steps": total}
     if cfg["schedule"] == "polynomial":
         settings["power"] = 2.0
@@ -343,6 +350,8 @@ class AccelerateJob:
         total = total_steps(cfg, len(data[0]), self.processes)
         if cfg["schedule"] == "step":
             scheduler = torch.optim.lr_scheduler.StepLR(optimizer, **scheduler_settings(cfg, total))
+        elif cfg["schedule"] == "one_cycle":
+            scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, **scheduler_settings(cfg, total))
         elif cfg["schedule"] == "reduce_lr_on_plateau":
             scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, **cfg["schedule_options"])
         else:

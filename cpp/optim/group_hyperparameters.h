@@ -1,0 +1,21 @@
+// A parameter group's hyper-parameter by its checkpoint name ("momentum", "beta1"), read and set
+// through the algorithm's description (optim/algorithm.h), for schedules that move more than the
+// learning rate (OneCycleLR cycles the momentum).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "optim/optimizer.h"
+
+namespace acc {
+
+// What OneCycleLR cycles, as PyTorch chooses it: beta1 where the optimizer has betas (Adam,
+// AdamW, Lion), else its momentum (SGD, RMSprop); empty where it has neither (Adagrad, Adafactor).
+std::string cycled_momentum_key(const Optimizer& optimizer);
+
+double group_hyperparameter(Optimizer& optimizer, size_t group, const std::string& key);
+// Checked as a loaded checkpoint's value is (the range the algorithm accepts).
+void set_group_hyperparameter(Optimizer& optimizer, size_t group, const std::string& key, double value);
+
+}  // namespace acc
