@@ -254,7 +254,10 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   num_cycles (double; cosine, cosine_with_min_lr, cosine_warmup_with_min_lr and
  *   warmup_stable_decay's cosine decay: waves, unset 0.5; cosine_with_restarts: restarts, unset 1),
  *   power (double, polynomial, default 1.0), lr_end (double, polynomial, default 1e-7),
- *   step_size (int, step), gamma (double, step, default 0.1),
+ *   PyTorch's chainable schedulers: step_size (int, step), gamma (double; step and multistep: unset
+ *   0.1; exponential: needed), milestones (string, multistep: the steps that decay, "30,80"),
+ *   T_max (int, cosine_annealing: steps from the base rate down to eta_min), eta_min (double,
+ *   cosine_annealing, default 0),
  *   timescale (int, inverse_sqrt; unset: num_warmup_steps, or 10000 without warm-up),
  *   min_lr, min_lr_rate (double, one of the two: cosine_with_min_lr, cosine_warmup_with_min_lr; the
  *   final learning rate, or its ratio to the optimizer's lr), warmup_lr_rate (double,
@@ -694,14 +697,17 @@ ACC_API void acc_optimizer_free(acc_optimizer *opt);
 
 /* ------------------------------------------------------------------------------------------------
  * Learning-rate schedulers: the schedules of transformers' get_scheduler() with its formulas
- * (bit-identical rates), plus PyTorch's StepLR.
+ * (bit-identical rates), plus PyTorch's own schedulers.
  * name: "constant", "constant_with_warmup", "linear", "cosine", "cosine_with_restarts",
  * "polynomial", "inverse_sqrt", "cosine_with_min_lr", "cosine_warmup_with_min_lr",
  * "warmup_stable_decay", "reduce_lr_on_plateau" (steps with a metric: acc_scheduler_step_metric),
- * "step" (PyTorch's StepLR), "one_cycle" (PyTorch's OneCycleLR: a step past total_steps is an
- * error; prepared, it stops at total_steps as Accelerate's AcceleratedScheduler does).
- * The learning rate of every group becomes base_lr * factor(step), where base_lr is the group's
- * learning rate when the scheduler was made; the factor at step 0 is applied at creation.
+ * and PyTorch's "step" (StepLR), "multistep" (MultiStepLR), "exponential" (ExponentialLR),
+ * "cosine_annealing" (CosineAnnealingLR: past T_max it rises again, as PyTorch's), each computed
+ * step by step from the rate before as PyTorch's get_lr() is, and "one_cycle" (OneCycleLR: a step
+ * past total_steps is an error; prepared, it stops at total_steps as Accelerate's
+ * AcceleratedScheduler does).
+ * transformers' schedules set every group's learning rate to base_lr * factor(step), where base_lr
+ * is the group's learning rate when the scheduler was made; step 0's is applied at creation.
  * ---------------------------------------------------------------------------------------------- */
 
 ACC_API ACC_NODISCARD acc_status acc_scheduler_create(acc_optimizer *opt, const char *name, const acc_options *opts,

@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/text.h"
+#include "optim/chainable_schedules.h"
 #include "optim/schedule_options.h"
 
 namespace acc {
@@ -81,24 +83,22 @@ Factor wsd_factor(const ScheduleOptions& o, const std::string& name) {
   };
 }
 
-// PyTorch's StepLR: lr *= gamma every step_size steps (its rounding, not gamma ** k's). Each
-// group's last rate is kept (by its base), so that a step goes on from it, as PyTorch's does,
-// instead of redoing every decay since the start; a step before it starts again from the base.
-ScheduleRule step_rule(const ScheduleOptions& o, const std::string& name) {
-  const int64_t size = required(o.step_size, "step_size", name);
-  const double gamma = o.gamma;
-  struct Last {
-    double base, lr;
-    int64_t decays;
-  };
-  return [size, gamma, lasts = std::make_shared<std::vector<Last>>()](double base, int64_t s) {
-    const int64_t decays = s / size;
-    auto last = std::find_if(lasts->begin(), lasts->end(), [&](const Last& l) { return l.base == base; });
-    if (last == lasts->end()) last = lasts->insert(lasts->end(), Last{base, base, 0});
-    if (last->decays > decays) *last = Last{base, base, 0};
-    for (; last->decays < decays; ++last->decays) last->lr *= gamma;
-    return last->lr;
-  };
+// MultiStepLR's milestones from "30,80": steps >= 1, in any order, repeats allowed.
+std::vector<int64_t> milestone_steps(const std::string& text) {
+  std::vector<int64_t> steps;
+  for (const std::string& item : split_trimmed(text, ',')) {
+    size_t used = 0;
+    int64_t step = 0;
+    try {
+      step = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    require(used > 0 && used == item.size() && step >= 1, "milestones must be steps >= 1 separated by commas, got '",
+            text, "'");
+    steps.push_back(step);
+  }
+  return steps;
 }
 
 ScheduleRule from_factor(Factor factor) {
@@ -189,7 +189,23 @@ const std::vector<NamedSchedule>& named_schedules() {
       {"warmup_stable_decay",
        {"num_stable_steps", "num_decay_steps", "warmup_type", "decay_type", "min_lr_ratio", "num_cycles"},
        [](const O& o, const std::string& name, double) { return from_factor(wsd_factor(o, name)); }},
-      {"step", {"step_size", "gamma"}, [](const O& o, const std::string& name, double) { return step_rule(o, name); }},
+      // PyTorch's chainable schedulers (optim/chainable_schedules.h)
+      {"step", {"step_size", "gamma"},
+       [](const O& o, const std::string& name, double) {
+         return step_lr_rule(required(o.step_size, "step_size", name), o.gamma.value_or(0.1));
+       }},
+      {"multistep", {"milestones", "gamma"},
+       [](const O& o, const std::string& name, double) {
+         return multistep_lr_rule(milestone_steps(required(o.milestones, "milestones", name)), o.gamma.value_or(0.1));
+       }},
+      {"exponential", {"gamma"},
+       [](const O& o, const std::string& name, double) {
+         return exponential_lr_rule(required(o.gamma, "gamma", name));
+       }},
+      {"cosine_annealing", {"T_max", "eta_min"},
+       [](const O& o, const std::string& name, double) {
+         return cosine_annealing_lr_rule(required(o.t_max, "T_max", name), o.eta_min);
+       }},
       {kPlateauSchedule,
        {"mode", "factor", "patience", "threshold", "threshold_mode", "cooldown", "min_lr", "eps"},
        nullptr},  // a scheduler of its own

@@ -75,7 +75,7 @@ void OneCycleScheduler::apply(int64_t step) {
     if (!momentum_key_.empty()) set_group_hyperparameter(*optimizer_, g, momentum_key_, momentum);
   }
   step_ = step;
-  last_lr_ = lr;
+  last_lrs_.assign(optimizer_->num_param_groups(), lr);
 }
 
 void OneCycleScheduler::step() { apply(step_ + 1); }
@@ -84,8 +84,7 @@ void OneCycleScheduler::check_state(const SchedulerState& state) const {
   require(!state.plateau, "the state is a ", kPlateauSchedule, " scheduler's, not this schedule's");
   require(state.step >= 0 && state.step <= total_, "a ", kOneCycleSchedule, " state's step must be in [0, ",
           total_, "], got ", state.step);
-  require(state.base_lrs.size() == base_lrs_.size(), "the scheduler state has ", state.base_lrs.size(),
-          " parameter groups, but the optimizer has ", base_lrs_.size());
+  check_group_count(state.base_lrs.size(), base_lrs_.size());
 }
 
 void OneCycleScheduler::load_state(const SchedulerState& state) {
@@ -95,9 +94,7 @@ void OneCycleScheduler::load_state(const SchedulerState& state) {
 }
 
 double OneCycleScheduler::last_lr(size_t group) const {
-  require(group < base_lrs_.size(), "parameter group ", group, " does not exist (the scheduler has ",
-          base_lrs_.size(), ")");
-  return last_lr_;
+  return group_lr(last_lrs_, group);
 }
 
 }  // namespace acc

@@ -44,7 +44,7 @@ class OneCycleScheduler final : public Scheduler {
   std::string momentum_key_;  // empty without cycle_momentum
   std::vector<Phase> phases_;
   std::vector<double> base_lrs_;  // the groups' rates before (written as the other schedules')
-  double last_lr_ = 0;
+  std::vector<double> last_lrs_;
   int64_t step_ = 0;
 };
 

@@ -20,10 +20,10 @@ PlateauScheduler::PlateauScheduler(std::shared_ptr<Optimizer> optimizer, const S
       cooldown_(o.cooldown),
       best_(maximize_ ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity()) {
   require(factor_ < 1.0, "the ", kPlateauSchedule, " schedule's factor must be < 1, got ", factor_);
-  initial_lrs_ = last_lrs_ = group_lrs();
+  initial_lrs_ = last_lrs_ = optimizer_lrs();
 }
 
-std::vector<double> PlateauScheduler::group_lrs() const {
+std::vector<double> PlateauScheduler::optimizer_lrs() const {
   std::vector<double> lrs;
   for (size_t g = 0; g < optimizer_->num_param_groups(); ++g) lrs.push_back(optimizer_->lr(g));
   return lrs;
@@ -64,7 +64,7 @@ void PlateauScheduler::step_with_metric(double metric) {
     cooldown_counter_ = cooldown_;
     num_bad_epochs_ = 0;
   }
-  last_lrs_ = group_lrs();
+  last_lrs_ = optimizer_lrs();
 }
 
 SchedulerState PlateauScheduler::state() const {
@@ -80,8 +80,7 @@ void PlateauScheduler::check_state(const SchedulerState& state) const {
           patience_, "], got ", p.num_bad_epochs);
   require(p.cooldown_counter >= 0 && p.cooldown_counter <= cooldown_, "cooldown_counter must be in [0, cooldown ",
           cooldown_, "], got ", p.cooldown_counter);
-  require(p.lrs.size() == optimizer_->num_param_groups(), "the scheduler state has ", p.lrs.size(),
-          " parameter groups, but the optimizer has ", optimizer_->num_param_groups());
+  check_group_count(p.lrs.size(), optimizer_->num_param_groups());
   for (double lr : p.lrs)
     require(std::isfinite(lr) && lr >= 0, "a scheduler state's learning rates must be finite and >= 0, got ", lr);
 }
@@ -99,9 +98,7 @@ void PlateauScheduler::load_state(const SchedulerState& state) {
 }
 
 double PlateauScheduler::last_lr(size_t group) const {
-  require(group < last_lrs_.size(), "parameter group ", group, " does not exist (the scheduler has ",
-          last_lrs_.size(), ")");
-  return last_lrs_[group];
+  return group_lr(last_lrs_, group);
 }
 
 }  // namespace acc

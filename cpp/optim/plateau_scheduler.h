@@ -26,7 +26,7 @@ class PlateauScheduler final : public Scheduler {
  private:
   bool is_better(double metric) const;
   void reduce_lrs();
-  std::vector<double> group_lrs() const;
+  std::vector<double> optimizer_lrs() const;
 
   std::shared_ptr<Optimizer> optimizer_;
   bool maximize_, relative_;

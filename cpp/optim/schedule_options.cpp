@@ -11,7 +11,10 @@ const OptionTable<ScheduleOptions>& scheduler_option_table() {
     t.bind("power", "polynomial: the decay's exponent", &S::power).at_least(0);
     t.bind("lr_end", "polynomial: the final learning rate", &S::lr_end).at_least(0);
     t.bind("step_size", "step: steps between decays", &S::step_size).at_least(1);
-    t.bind("gamma", "step: the decay factor", &S::gamma).at_least(0);
+    t.bind("gamma", "step, multistep, exponential: the decay factor", &S::gamma).at_least(0);
+    t.bind("milestones", "multistep: the steps that decay, comma-separated", &S::milestones);
+    t.bind("T_max", "cosine_annealing: steps of a half cosine", &S::t_max).at_least(1);
+    t.bind("eta_min", "cosine_annealing: the lowest learning rate", &S::eta_min).at_least(0);
     t.bind("timescale", "inverse_sqrt: steps per unit of the square root", &S::timescale).at_least(1);
     t.bind("min_lr", "cosine with min lr: the final learning rate; reduce_lr_on_plateau: the floor", &S::min_lr)
         .at_least(0);

@@ -18,7 +18,10 @@ struct ScheduleOptions {
   double power = 1.0;                         // polynomial
   double lr_end = 1e-7;                       // polynomial
   std::optional<int64_t> step_size;           // step
-  double gamma = 0.1;                         // step
+  std::optional<double> gamma;                // step, multistep (0.1); exponential (needed)
+  std::optional<std::string> milestones;      // multistep: "30,80"
+  std::optional<int64_t> t_max;               // cosine_annealing's T_max
+  double eta_min = 0.0;                       // cosine_annealing
   std::optional<int64_t> timescale;           // inverse_sqrt (num_warmup_steps, or 10000 without)
   std::optional<double> min_lr;               // cosine_with_min_lr, cosine_warmup_with_min_lr,
                                               // reduce_lr_on_plateau;

@@ -17,6 +17,15 @@ void Scheduler::step_with_metric(double) {
        " scheduler steps with a metric; this schedule steps without one (acc_scheduler_step)");
 }
 
+double Scheduler::group_lr(const std::vector<double>& lrs, size_t group) {
+  require(group < lrs.size(), "parameter group ", group, " does not exist (the scheduler has ", lrs.size(), ")");
+  return lrs[group];
+}
+
+void Scheduler::check_group_count(size_t saved, size_t groups) {
+  require(saved == groups, "the scheduler state has ", saved, " parameter groups, but the optimizer has ", groups);
+}
+
 std::shared_ptr<Scheduler> make_scheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name,
                                           const Options& options) {
   check_schedule_options(name, options);
@@ -71,8 +80,7 @@ void LambdaScheduler::step() { apply(step_ + 1); }
 void LambdaScheduler::check_state(const SchedulerState& state) const {
   require(!state.plateau, "the state is a ", kPlateauSchedule, " scheduler's, not this schedule's");
   require(state.step >= 0, "a scheduler state needs a step >= 0, got ", state.step);
-  require(state.base_lrs.size() == base_lrs_.size(), "the scheduler state has ", state.base_lrs.size(),
-          " parameter groups, but the optimizer has ", base_lrs_.size());
+  check_group_count(state.base_lrs.size(), base_lrs_.size());
   for (double lr : state.base_lrs)
     require(std::isfinite(lr) && lr >= 0, "a scheduler state's base learning rates must be finite and >= 0, got ", lr);
   (void)lrs_at(state.base_lrs, state.step);  // a schedule that fails at that step fails here, before any change
@@ -85,9 +93,7 @@ void LambdaScheduler::load_state(const SchedulerState& state) {
 }
 
 double LambdaScheduler::last_lr(size_t group) const {
-  require(group < last_lrs_.size(), "parameter group ", group, " does not exist (the scheduler has ",
-          last_lrs_.size(), ")");
-  return last_lrs_[group];
+  return group_lr(last_lrs_, group);
 }
 
 }  // namespace acc

@@ -51,6 +51,11 @@ class Scheduler {
   virtual double last_lr(size_t group) const = 0;
   virtual int64_t step_count() const = 0;
   virtual std::shared_ptr<Optimizer> optimizer() const = 0;
+
+ protected:
+  // The checks every scheduler's last_lr and check_state make.
+  static double group_lr(const std::vector<double>& lrs, size_t group);
+  static void check_group_count(size_t saved, size_t groups);
 };
 
 // The scheduler named `name` (a LambdaScheduler, or a PlateauScheduler for reduce_lr_on_plateau).

@@ -75,9 +75,10 @@ std::vector<float> run_steps(const char* algorithm, std::initializer_list<std::p
   return weights;
 }
 
-double schedule_lr(const char* name, std::initializer_list<std::pair<const char*, const char*>> items, int steps,
-                   const char* lr = "1.0") {
-  Scalar s;
+// Schedule `name` with its settings `items` over an SGD at `lr`.
+std::pair<acc_optimizer*, acc_scheduler*> sgd_schedule(const Scalar& s, const char* name,
+                                                       std::initializer_list<std::pair<const char*, const char*>> items,
+                                                       const char* lr) {
   acc_options* o = optimizer_options({{"lr", lr}});
   acc_optimizer* opt = nullptr;
   EXPECT_EQ(acc_optimizer_create(s.model, "sgd", o, &opt), ACC_OK);
@@ -88,6 +89,13 @@ double schedule_lr(const char* name, std::initializer_list<std::pair<const char*
   acc_scheduler* sched = nullptr;
   EXPECT_EQ(acc_scheduler_create(opt, name, so, &sched), ACC_OK) << acc_last_error_message();
   acc_options_free(so);
+  return {opt, sched};
+}
+
+double schedule_lr(const char* name, std::initializer_list<std::pair<const char*, const char*>> items, int steps,
+                   const char* lr = "1.0") {
+  Scalar s;
+  auto [opt, sched] = sgd_schedule(s, name, items, lr);
   for (int i = 0; i < steps; ++i) EXPECT_EQ(acc_scheduler_step(sched), ACC_OK);
   double last = -1, current = -2;
   int64_t count = -1;
@@ -342,16 +350,7 @@ namespace {
 std::vector<double> plateau_lrs(std::initializer_list<std::pair<const char*, const char*>> items,
                                 const std::vector<double>& metrics) {
   Scalar s;
-  acc_options* o = optimizer_options({{"lr", "1.0"}});
-  acc_optimizer* opt = nullptr;
-  EXPECT_EQ(acc_optimizer_create(s.model, "sgd", o, &opt), ACC_OK);
-  acc_options_free(o);
-  acc_options* so = nullptr;
-  EXPECT_EQ(acc_options_create(ACC_OPTIONS_SCHEDULER, &so), ACC_OK);
-  for (auto& kv : items) EXPECT_EQ(acc_options_set(so, kv.first, kv.second), ACC_OK) << acc_last_error_message();
-  acc_scheduler* sched = nullptr;
-  EXPECT_EQ(acc_scheduler_create(opt, "reduce_lr_on_plateau", so, &sched), ACC_OK) << acc_last_error_message();
-  acc_options_free(so);
+  auto [opt, sched] = sgd_schedule(s, "reduce_lr_on_plateau", items, "1.0");
   std::vector<double> lrs;
   for (double metric : metrics) {
     EXPECT_EQ(acc_scheduler_step_metric(sched, metric), ACC_OK) << acc_last_error_message();
@@ -498,6 +497,48 @@ TEST(Scheduler, APreparedOneCycleStopsAtItsTotalSteps) {
   acc_scheduler_free(sched);
   acc_optimizer_free(opt);
   acc_accelerator_free(acc);
+}
+
+// PyTorch's chainable schedulers, each step's rate from the one before (torch 2.6's rates for the
+// same settings, to the bit): MultiStepLR with a repeated milestone, ExponentialLR, and
+// CosineAnnealingLR past T_max, where it rises again through its restart branch.
+TEST(Scheduler, PyTorchsChainableSchedulersGiveItsRatesToTheBit) {
+  using Settings = std::initializer_list<std::pair<const char*, const char*>>;
+  auto rates = [](const char* name, Settings settings, int steps) {
+    std::vector<double> out;
+    for (int s = 0; s <= steps; ++s) out.push_back(schedule_lr(name, settings, s));
+    return out;
+  };
+  EXPECT_EQ(rates("multistep", {{"milestones", "2, 5,5"}, {"gamma", "0.5"}}, 7),
+            (std::vector<double>{1.0, 1.0, 0.5, 0.5, 0.5, 0.125, 0.125, 0.125}));
+  EXPECT_EQ(rates("exponential", {{"gamma", "0.9"}}, 6),
+            (std::vector<double>{1.0, 0.9, 0.81, 0.7290000000000001, 0.6561000000000001, 0.5904900000000002,
+                                 0.5314410000000002}));
+  EXPECT_EQ(rates("cosine_annealing", {{"T_max", "4"}, {"eta_min", "0.1"}}, 13),
+            (std::vector<double>{1.0, 0.8681980515339464, 0.55, 0.23180194846605368, 0.1, 0.2318019484660536, 0.55,
+                                 0.8681980515339467, 1.0000000000000004, 0.8681980515339468, 0.5500000000000004,
+                                 0.2318019484660541, 0.1, 0.2318019484660536}));
+  EXPECT_EQ(rates("step", {{"step_size", "3"}}, 10),
+            (std::vector<double>{1.0, 1.0, 1.0, 0.1, 0.1, 0.1, 0.010000000000000002, 0.010000000000000002,
+                                 0.010000000000000002, 0.0010000000000000002, 0.0010000000000000002}));
+
+  Scalar s;
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(s.model, "sgd", nullptr, &opt));
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_SCHEDULER, &o));
+  acc_scheduler* sched = nullptr;
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "exponential", o, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "needs the option 'gamma'");
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "cosine_annealing", o, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "needs the option 'T_max'");
+  ACC_ASSERT_OK(acc_options_set(o, "milestones", "3,x"));
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "multistep", o, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "milestones must be steps >= 1 separated by commas, got '3,x'");
+  ACC_ASSERT_OK(acc_options_set(o, "milestones", "0"));
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "multistep", o, &sched), ACC_ERR_INVALID_ARGUMENT, "got '0'");
+  acc_options_free(o);
+  acc_optimizer_free(opt);
 }
 
 // PyTorch's StepLR multiplies the learning rate by gamma at each decay: after four decays of 0.1

@@ -33,11 +33,11 @@ std::string keys_block(const std::string& header, const std::string& kind) {
 // Keys written as "name (type" or "name (\"choice\"", and names listed before one ("beta1, beta2 (").
 std::set<std::string> documented_keys(const std::string& block) {
   std::set<std::string> keys;
-  const std::regex entry(R"(([a-z][a-z0-9_]*)((?:, [a-z][a-z0-9_]*)*) \((?:double|int|bool|string|"))");
+  const std::regex entry(R"(([A-Za-z][A-Za-z0-9_]*)((?:, [A-Za-z][A-Za-z0-9_]*)*) \((?:double|int|bool|string|"))");
   for (std::sregex_iterator it(block.begin(), block.end(), entry), end; it != end; ++it) {
     keys.insert((*it)[1]);
     const std::string more = (*it)[2];
-    const std::regex name("[a-z][a-z0-9_]*");
+    const std::regex name("[A-Za-z][A-Za-z0-9_]*");
     for (std::sregex_iterator n(more.begin(), more.end(), name); n != std::sregex_iterator(); ++n) keys.insert(n->str());
   }
   return keys;
@@ -53,7 +53,7 @@ std::set<std::string> schema_keys(acc::OptionsKind kind) {
 std::map<std::string, std::string> documented_defaults(std::string block) {
   block = std::regex_replace(block, std::regex(R"(\n \*\s+)"), " ");
   std::map<std::string, std::string> defaults;
-  const std::regex entry(R"(([a-z][a-z0-9_]*) \((?:int|double|bool)[^)]*?default ([0-9a-z.+-]+))");
+  const std::regex entry(R"(([A-Za-z][A-Za-z0-9_]*) \((?:int|double|bool)[^)]*?default ([0-9a-z.+-]+))");
   for (std::sregex_iterator it(block.begin(), block.end(), entry), end; it != end; ++it) defaults[(*it)[1]] = (*it)[2];
   return defaults;
 }

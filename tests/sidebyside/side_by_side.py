@@ -116,6 +116,12 @@ SCENARIOS = {
     "mlp_one_cycle": dict(model="mlp", optimizer="sgd", schedule="one_cycle", schedule_options={"max_lr": 0.1}),
     "lm_one_cycle_three_phase": dict(model="lm", optimizer="adamw", schedule="one_cycle", accumulation=2,
                                      schedule_options={"max_lr": 0.02, "three_phase": True, "pct_start": 0.25}),
+    # PyTorch's chainable schedulers, each rate computed from the one before.
+    "mlp_cosine_annealing": dict(model="mlp", optimizer="adamw", schedule="cosine_annealing",
+                                 schedule_options={"T_max": 3, "eta_min": 1e-3}),
+    "mlp_multistep": dict(model="mlp", optimizer="sgd", schedule="multistep",
+                          schedule_options={"milestones": [2, 4, 4], "gamma": 0.5}),
+    "mlp_exponential": dict(model="mlp", optimizer="rmsprop", schedule="exponential", schedule_options={"gamma": 0.8}),
 }
 DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=2, batch_size=4, data_seed=None,
                 loader_seed=False, resume=False, clip_norm_type=2.0, data=None, even_batches=True, split_batches=False,
@@ -276,11 +282,17 @@ def transformers_factor(name, settings, lr_init):
     raise ValueError(f"no transformers schedule '{name}'")
 
 
+TORCH_SCHEDULERS = {"multistep": torch.optim.lr_scheduler.MultiStepLR, "exponential": torch.optim.lr_scheduler.ExponentialLR,
+                    "cosine_annealing": torch.optim.lr_scheduler.CosineAnnealingLR}
+
+
 def scheduler_settings(cfg, total):
     if cfg["schedule"] == "step":
         return {"step_size": 3, "gamma": 0.1}
     if cfg["schedule"] == "one_cycle":
         return {"total_steps": total, **cfg["schedule_options"]}
+    if cfg["schedule"] in TORCH_SCHEDULERS:
+        return dict(cfg["schedule_options"])
     settings = {"num_warmup_steps": 2, "num_training_steps": total}
     if cfg["schedule"] == "polynomial":
         settings["power"] = 2.0
@@ -350,6 +362,8 @@ class AccelerateJob:
         total = total_steps(cfg, len(data[0]), self.processes)
         if cfg["schedule"] == "step":
             scheduler = torch.optim.lr_scheduler.StepLR(optimizer, **scheduler_settings(cfg, total))
+        elif cfg["schedule"] in TORCH_SCHEDULERS:
+            scheduler = TORCH_SCHEDULERS[cfg["schedule"]](optimizer, **scheduler_settings(cfg, total))
         elif cfg["schedule"] == "one_cycle":
             scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, **scheduler_settings(cfg, total))
         elif cfg["schedule"] == "reduce_lr_on_plateau":
@@ -487,8 +501,10 @@ class OurJob:
             lib.acc_optimizer_add_param_group_matching(
                 optimizer, cfg["no_decay"].encode(), lib.options(api.ACC_OPTIONS_OPTIMIZER, {"weight_decay": 0.0}), None)
         data = torch.load(os.path.join(directory, "data.pt"))[cfg["data"]]
-        scheduler = lib.new("acc_scheduler_create", optimizer, cfg["schedule"].encode(), lib.options(
-            api.ACC_OPTIONS_SCHEDULER, scheduler_settings(cfg, total_steps(cfg, len(data[0]), self.processes))))
+        settings = scheduler_settings(cfg, total_steps(cfg, len(data[0]), self.processes))
+        settings = {k: ",".join(map(str, v)) if isinstance(v, list) else v for k, v in settings.items()}  # milestones
+        scheduler = lib.new("acc_scheduler_create", optimizer, cfg["schedule"].encode(),
+                            lib.options(api.ACC_OPTIONS_SCHEDULER, settings))
         loader_options = {"batch_size": cfg["batch_size"], "shuffle": True, "drop_last": cfg["drop_last"]}
         if cfg["loader_seed"]:
             loader_options["seed"] = cfg["data_seed"]

@@ -323,6 +323,7 @@ func NewScheduler(opt *Optimizer, name string, opts *Options) (*Scheduler, error
 func (s *Scheduler) Step() error {
 	return do(s.ref(), func(h capi.Scheduler, e *string) { h.Step(e) })
 }
+
 // StepMetric is a reduce_lr_on_plateau scheduler's step, with the metric it follows.
 func (s *Scheduler) StepMetric(metric float64) error {
 	return do(s.ref(), func(h capi.Scheduler, e *string) { h.StepMetric(metric, e) })

@@ -116,17 +116,24 @@ func TestTrackerFuncs(t *testing.T) {
 	}
 }
 
-func TestSchedulerFromLambda(t *testing.T) {
+// sgdOverALinearLayer is an SGD over a 2-to-1 linear layer, both closed when the test ends.
+func sgdOverALinearLayer(t *testing.T) *acc.Optimizer {
+	t.Helper()
 	m, err := acc.ModelFromSpec(`[{"type":"linear","in_features":2,"out_features":1}]`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
+	t.Cleanup(func() { m.Close() })
 	opt, err := acc.NewOptimizer(m, "sgd", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer opt.Close()
+	t.Cleanup(func() { opt.Close() })
+	return opt
+}
+
+func TestSchedulerFromLambda(t *testing.T) {
+	opt := sgdOverALinearLayer(t)
 	base, _ := opt.LR(0)
 	s, err := acc.SchedulerFromLambda(opt, func(step int64) (float64, error) {
 		if step == 2 {
@@ -150,16 +157,7 @@ func TestSchedulerFromLambda(t *testing.T) {
 }
 
 func TestPlateauSchedulerStepsWithAMetric(t *testing.T) {
-	m, err := acc.ModelFromSpec(`[{"type":"linear","in_features":2,"out_features":1}]`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	opt, err := acc.NewOptimizer(m, "sgd", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer opt.Close()
+	opt := sgdOverALinearLayer(t)
 	o, err := acc.NewOptions(acc.SchedulerOptions)
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,21 @@
+// PyTorch's chainable schedulers, whose get_lr() computes each step's rate from the rate before:
+// StepLR, MultiStepLR, ExponentialLR and CosineAnnealingLR. Their roundings follow from that
+// recursion (StepLR's 0.1 decayed four times is not 0.1 * 0.1 ** 4), so a rule here walks the
+// same recursion, step by step, from a group's base rate, with the same operations in the same
+// order; it remembers where each base's walk stands, so stepping on costs one step.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "optim/named_schedules.h"
+
+namespace acc {
+
+ScheduleRule step_lr_rule(int64_t step_size, double gamma);
+// milestones may repeat a step: the rate is then multiplied by gamma that many times over.
+ScheduleRule multistep_lr_rule(std::vector<int64_t> milestones, double gamma);
+ScheduleRule exponential_lr_rule(double gamma);
+ScheduleRule cosine_annealing_lr_rule(int64_t t_max, double eta_min);
+
+}  // namespace acc
