@@ -1,7 +1,8 @@
-// Learning-rate schedulers over an optimizer: a named schedule (optim/named_schedules.h) or a
-// user's factor. Like PyTorch's LambdaLR: lr = base_lr * factor(step), the factor of step 0
-// applied at construction, base_lr being each group's learning rate at that moment; StepLR
-// multiplies the learning rate by gamma at each decay, as PyTorch does (not by gamma ** k).
+// Learning-rate schedulers over an optimizer. LambdaScheduler runs a named schedule's rule
+// (optim/named_schedules.h) or a user's factor (PyTorch's LambdaLR: lr = base_lr * factor(step),
+// step 0's applied at construction, base_lr being each group's learning rate at that moment);
+// ReduceLROnPlateau and OneCycleLR are schedulers of their own (plateau_scheduler.h,
+// one_cycle_scheduler.h). make_scheduler picks by name.
 #pragma once
 
 #include <functional>
