@@ -124,6 +124,7 @@ using namespace accswig;
 %feature("director") accswig::Tracker;
 %feature("director") accswig::LrLambda;
 %feature("director") accswig::BatchSizeRun;
+%feature("director") accswig::TraceReady;
 %nodefaultctor accswig::Callback;
 %include "swig/directors.hpp"
 

@@ -155,7 +155,8 @@
   void localSgdStep(acc_model *model ERR) { check(acc_local_sgd_step($self, model)); }
   void localSgdEnd(acc_model *model ERR) { check(acc_local_sgd_end($self, model)); }
   /* Accelerate's profile(): torch's profiler from begin to end on the calling thread (opts: profile
-   * options or null); profileStep is prof.step(); profileSummary is the last ended profile's table. */
+   * options or null); profileStep is prof.step(); profileSummary is the last recorded cycle's table
+   * and exportChromeTrace writes its trace (after the end, or in an onTraceReady handler). */
   void profileBegin(const acc_options *opts ERR) { check(acc_profile_begin($self, opts)); }
   void profileStep(ERR0) { check(acc_profile_step($self)); }
   void profileEnd(ERR0) { check(acc_profile_end($self)); }
@@ -166,6 +167,7 @@
     acc_string_free(s);
     return r;
   }
+  void exportChromeTrace(const char *path ERR) { check(acc_profile_export_chrome_trace($self, path)); }
   /* evenBatches: -1 keeps the loaders' setting, 0 or 1 overrides it until the end. */
   void joinUnevenInputsBegin(acc_model *model, int evenBatches ERR) {
     check(acc_join_uneven_inputs_begin($self, model, evenBatches));

@@ -141,6 +141,9 @@ inline int batch_size_trampoline(void *ud, int64_t batch_size) {
   // The run returns a status: a C++ exception escaping it is reported as ACC_ERR_IO, not as 1.
   return guarded([&] { return static_cast<BatchSizeRun *>(ud)->run(batch_size); }, ACC_ERR_IO);
 }
+inline int trace_ready_trampoline(void *ud, int64_t step) {
+  return guarded([&] { return static_cast<TraceReady *>(ud)->ready(step); });
+}
 inline int lr_lambda_trampoline(void *ud, int64_t step, double *factor) {
   Factor f;
   const int code = guarded([&] { return static_cast<LrLambda *>(ud)->factor(step, &f); });

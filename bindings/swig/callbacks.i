@@ -54,6 +54,12 @@
       return acc_register_save_state_pre_hook($self, &hook_trampoline, ud, fr);
     });
   }
+  /* Accelerate's ProfileKwargs(on_trace_ready=...): for every later profile of this accelerator. */
+  void onTraceReady(accswig::TraceReady *handler ERR) {
+    register_callback(handler, [&](void *ud, acc_free_fn fr) {
+      return acc_profile_on_trace_ready($self, &trace_ready_trampoline, ud, fr);
+    });
+  }
   void registerLoadStatePreHook(accswig::CheckpointHook *hook ERR) {
     register_callback(hook, [&](void *ud, acc_free_fn fr) {
       return acc_register_load_state_pre_hook($self, &hook_trampoline, ud, fr);

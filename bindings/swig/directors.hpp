@@ -72,6 +72,12 @@ class LrLambda : public Callback {
   virtual int factor(int64_t step, Factor* out) = 0;
 };
 
+class TraceReady : public Callback {
+ public:
+  // A profile's recorded cycle ended at `step` (torch.profiler's on_trace_ready).
+  virtual int ready(int64_t step) = 0;
+};
+
 class BatchSizeRun : public Callback {
  public:
   // Trains with `batch_size`. Unlike the others it returns an acc_status: the host layer turns the

@@ -323,6 +323,12 @@
   public void registerLoadStatePreHook(CheckpointHookFunction hook) {
     registerLoadStatePreHook(CallbackAdapters.hook(hook));
   }
+  /** Accelerate's ProfileKwargs(on_trace_ready=handler), for every later profile: runs with the step at
+   *  which each recorded cycle ends; profileSummary and exportChromeTrace read that cycle in it. An
+   *  exception fails that profile step or end (AccelerateIOException). */
+  public void onTraceReady(TraceReadyFunction handler) {
+    onTraceReady(CallbackAdapters.traceReady(handler));
+  }
   public void addTracker(String name, TrackerCallbacks tracker) {
     addTracker(name, CallbackAdapters.tracker(tracker));
   }

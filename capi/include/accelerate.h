@@ -1068,13 +1068,27 @@ ACC_API ACC_NODISCARD acc_status acc_local_sgd_end(acc_accelerator *acc, acc_mod
  * (chrome://tracing, Perfetto) output_trace_dir/profile_<process index>.json, then waits for every
  * process (a collective, as in Accelerate). step and end must come from the thread that called begin;
  * one profile at a time (a second begin before end is ACC_ERR_INVALID_ARGUMENT); the cuda activity
- * with the accelerator on the CPU is ACC_ERR_UNSUPPORTED. acc_profile_summary gives the last ended profile's
- * table, as torch's key_averages().table(): per operator its calls, self and total CPU time (and
+ * with the accelerator on the CPU is ACC_ERR_UNSUPPORTED. acc_profile_summary gives the last recorded cycle's
+ * table (after end, or in on_trace_ready), as torch's key_averages().table(): per operator its calls, self and total CPU time (and
  * device time and FLOPs when recorded), sorted by self time; free it with acc_string_free. */
 ACC_API ACC_NODISCARD acc_status acc_profile_begin(acc_accelerator *acc, const acc_options *opts);
 ACC_API ACC_NODISCARD acc_status acc_profile_step(acc_accelerator *acc);
 ACC_API ACC_NODISCARD acc_status acc_profile_end(acc_accelerator *acc);
 ACC_API ACC_NODISCARD acc_status acc_profile_summary(acc_accelerator *acc, char **out);
+/* Accelerate's ProfileKwargs(on_trace_ready=handler), for every later profile of `acc`: called as
+ * torch.profiler calls it, each time a recorded cycle ends (in the acc_profile_step that ends a
+ * schedule's active steps, and in acc_profile_end while recording), on that call's thread, with the
+ * step at which the cycle ended. In it, acc_profile_summary gives that cycle's table and
+ * acc_profile_export_chrome_trace writes its trace (what Python's handler does with `prof`). A
+ * non-zero return fails that step or end (ACC_ERR_IO, with the message of acc_callback_set_error);
+ * the profile goes on, or ends all the same. fn NULL removes the handler. free_user_data (may be
+ * NULL) runs when the handler is replaced or the accelerator is gone. */
+typedef int (*acc_trace_ready_fn)(void *user_data, int64_t step);
+ACC_API ACC_NODISCARD acc_status acc_profile_on_trace_ready(acc_accelerator *acc, acc_trace_ready_fn fn,
+                                                            void *user_data, acc_free_fn free_user_data);
+/* The last recorded cycle's Chrome trace written to `path` by this process alone (no collective):
+ * after acc_profile_end, or in an on_trace_ready handler. */
+ACC_API ACC_NODISCARD acc_status acc_profile_export_chrome_trace(acc_accelerator *acc, const char *path);
 /* Accelerate's join_uneven_inputs for a prepared model (torch's Join with DDP's join hook), as a
  * begin/end pair: in between, processes may run different numbers of training steps (loaders with
  * even_batches off). Each process calls end when its data has ended; end then takes part in the

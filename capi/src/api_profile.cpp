@@ -1,5 +1,6 @@
 // Accelerate's accelerator.profile(): torch's profiler as a begin/step/end scope, and its table.
 #include "guard.h"
+#include "host_callbacks.h"
 #include "handles.h"
 #include "profiling/profile_config.h"
 
@@ -28,6 +29,22 @@ acc_status acc_profile_summary(acc_accelerator* a, char** out) {
     out_param(out, "out");
     *out = owned_string(accelerator.profile_summary());
   });
+}
+
+acc_status acc_profile_on_trace_ready(acc_accelerator* a, acc_trace_ready_fn fn, void* user_data,
+                                      acc_free_fn free_user_data) {
+  return guarded([&] {
+    acc::Accelerator& accelerator = accelerator_arg(a);
+    auto data = hold_user_data(user_data, free_user_data);  // freed here when fn is NULL
+    if (!fn) return accelerator.set_profile_trace_ready(nullptr);
+    accelerator.set_profile_trace_ready([fn, data](int64_t step) {
+      invoke_host("the profile's on_trace_ready at step " + std::to_string(step), [&] { return fn(data.get(), step); });
+    });
+  });
+}
+
+acc_status acc_profile_export_chrome_trace(acc_accelerator* a, const char* path) {
+  return guarded([&] { accelerator_arg(a).profile_export_chrome_trace(text_arg(path, "path")); });
 }
 
 }  // extern "C"

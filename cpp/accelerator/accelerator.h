@@ -142,8 +142,14 @@ class Accelerator {
   void profile_begin(const ProfileConfig& config);
   void profile_step();
   std::string profile_end();
-  // The last ended profile's table of torch's key_averages().table().
+  // ProfileKwargs' on_trace_ready, for every later profile (null: none): called with the step at
+  // which a recorded cycle ended, during the profile_step or profile_end that ends it. A failure
+  // fails that call; profile_end still ends the profile and writes and waits as it would.
+  void set_profile_trace_ready(std::function<void(int64_t step)> trace_ready);
+  // The last recorded cycle's table of torch's key_averages().table(), and its Chrome trace
+  // written to `path` by this process alone: after profile_end, or in trace_ready.
   std::string profile_summary() const;
+  void profile_export_chrome_trace(const std::string& path) const;
   // Accelerate's join_uneven_inputs for a prepared model, as a begin/end pair (see DataParallel).
   // even_batches, if set, overrides the setting of the prepared map-style loaders until the end.
   void join_uneven_inputs_begin(const std::shared_ptr<Model>& model, std::optional<bool> even_batches);
@@ -224,7 +230,9 @@ class Accelerator {
   std::map<const Model*, LocalSgdScope> local_sgd_;  // open scopes, by prepared model
   LocalSgdScope& local_sgd_scope(const std::shared_ptr<Model>& model, const char* call);
   void average_parameters(const std::shared_ptr<Model>& model);
+  void require_profile_to_read() const;
   std::shared_ptr<ProfilerSession> profiler_;  // the open profile, or the last one ended
+  std::function<void(int64_t)> profile_trace_ready_;
   int64_t backward_calls_ = 0;  // names the step in errors of backward's collectives
   // Open begin/end scopes, so that an end without its begin is an error.
   int64_t accumulate_depth_ = 0;

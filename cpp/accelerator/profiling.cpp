@@ -11,7 +11,11 @@ namespace acc {
 
 void Accelerator::profile_begin(const ProfileConfig& config) {
   require(!profiler_ || !profiler_->open(), "a profile is already running (profile_end first)");
-  profiler_ = std::make_shared<ProfilerSession>(config, device_);
+  profiler_ = std::make_shared<ProfilerSession>(config, device_, profile_trace_ready_);
+}
+
+void Accelerator::set_profile_trace_ready(std::function<void(int64_t)> trace_ready) {
+  profile_trace_ready_ = std::move(trace_ready);
 }
 
 void Accelerator::profile_step() {
@@ -21,28 +25,49 @@ void Accelerator::profile_step() {
 
 std::string Accelerator::profile_end() {
   require(profiler_ && profiler_->open(), "profile end without profile_begin");
-  profiler_->finish();
-  const std::string& dir = profiler_->config().output_trace_dir;
-  if (dir.empty()) return "";
-  const std::string path = (std::filesystem::path(dir) / ("profile_" + std::to_string(process_index()) + ".json")).string();
-  // Every process reaches the barrier, a failed write included, so that none waits on another.
+  // Every process reaches the barrier, a failed trace_ready or write included, so that none waits
+  // on another; the first failure is thrown after it.
   std::exception_ptr failure;
+  try {
+    profiler_->finish();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  const std::string& dir = profiler_->config().output_trace_dir;
+  if (dir.empty()) {
+    if (failure) std::rethrow_exception(failure);
+    return "";
+  }
+  const std::string path = (std::filesystem::path(dir) / ("profile_" + std::to_string(process_index()) + ".json")).string();
   try {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     if (ec) fail(Status::Io, "cannot make output_trace_dir ", dir, ": ", ec.message());
     profiler_->export_chrome_trace(path, process_index());
   } catch (...) {
-    failure = std::current_exception();
+    if (!failure) failure = std::current_exception();
   }
   collectives_.barrier("profile end (waiting for every process's trace)");
   if (failure) std::rethrow_exception(failure);
   return path;
 }
 
+// After profile_end, or while a profile runs once it recorded a cycle (in on_trace_ready).
+void Accelerator::require_profile_to_read() const {
+  require(profiler_ && (!profiler_->open() || profiler_->recorded()),
+          "no profile has ended yet, nor recorded a cycle: profile_begin ... profile_end first (or read it in "
+          "on_trace_ready)");
+}
+
 std::string Accelerator::profile_summary() const {
-  require(profiler_ && !profiler_->open(), "no profile has ended yet: profile_begin ... profile_end first");
+  require_profile_to_read();
   return key_averages_table(profiler_->events());
+}
+
+void Accelerator::profile_export_chrome_trace(const std::string& path) const {
+  require_profile_to_read();
+  require(!path.empty(), "the trace's path is empty");
+  profiler_->export_chrome_trace(path, process_index());
 }
 
 }  // namespace acc

@@ -49,8 +49,8 @@ ProfiledEvent plain_event(const tprof::KinetoEvent& e) {
 
 }  // namespace
 
-ProfilerSession::ProfilerSession(ProfileConfig config, const c10::Device& device)
-    : config_(std::move(config)), thread_(std::this_thread::get_id()) {
+ProfilerSession::ProfilerSession(ProfileConfig config, const c10::Device& device, TraceReady trace_ready)
+    : config_(std::move(config)), trace_ready_(std::move(trace_ready)), thread_(std::this_thread::get_id()) {
   // The option's choices: "", "cpu", "cuda", "cpu,cuda", "cuda,cpu".
   const std::string& a = config_.activities;
   cpu_ = a.empty() || a.find("cpu") != std::string::npos;
@@ -87,8 +87,12 @@ void ProfilerSession::step() {
 
 void ProfilerSession::finish() {
   check_thread("profile end");
+  finished_ = true;  // first: a failing trace_ready leaves the profile ended all the same
+  struct Release {  // the ended profile keeps no handler: replacing it releases the host's data
+    TraceReady& handler;
+    ~Release() { handler = nullptr; }
+  } release{trace_ready_};
   transit(action_, ProfilerAction::None);
-  finished_ = true;
 }
 
 // torch.profiler.profile's transitions from one step's action to the next one's (None at the end):
@@ -97,6 +101,15 @@ void ProfilerSession::transit(ProfilerAction from, ProfilerAction to) {
   using A = ProfilerAction;
   const bool records = to == A::Record || to == A::RecordAndSave;
   const auto prepare = [&] { tprof::prepareProfiler(torch_config(config_), activity_set(cpu_, cuda_)); };
+  std::exception_ptr failed;
+  const auto ready = [&] {  // where torch calls on_trace_ready; the transition goes on if it fails
+    if (!trace_ready_) return;
+    try {
+      trace_ready_(step_);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+  };
   switch (from) {
     case A::None:
       if (to == A::Warmup) prepare();
@@ -107,14 +120,16 @@ void ProfilerSession::transit(ProfilerAction from, ProfilerAction to) {
       if (records) start_recording();
       break;
     case A::Record:
-      if (!records) stop_recording();
+      if (!records) stop_recording(), ready();
       break;
     case A::RecordAndSave:  // the cycle's last step: its trace is complete
       stop_recording();
+      ready();
       if (to == A::Warmup) prepare();
       if (records) prepare(), start_recording();
       break;
   }
+  if (failed) std::rethrow_exception(failed);
 }
 
 void ProfilerSession::start_recording() {

@@ -5,6 +5,7 @@
 
 #include <c10/core/Device.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,16 +19,21 @@ namespace acc {
 
 class ProfilerSession {
  public:
+  // Called where torch.profiler calls on_trace_ready: when a recorded cycle ends (at the step that
+  // ends its active steps, or at the end while recording), with the step at which it ended.
+  using TraceReady = std::function<void(int64_t step)>;
+
   // Starts step 0; fails with InvalidArgument when torch's profiler already runs on this thread and
   // with Unsupported for the cuda activity where libtorch cannot trace CUDA.
-  ProfilerSession(ProfileConfig config, const c10::Device& device);
+  ProfilerSession(ProfileConfig config, const c10::Device& device, TraceReady trace_ready = nullptr);
   ~ProfilerSession();  // stops torch's profiler if still running (nothing kept)
   ProfilerSession(const ProfilerSession&) = delete;
   ProfilerSession& operator=(const ProfilerSession&) = delete;
 
   // prof.step(): the next step of the schedule.
   void step();
-  // Leaves the profile (the context manager's exit): a cycle being recorded ends there.
+  // Leaves the profile (the context manager's exit): a cycle being recorded ends there. The
+  // profile has ended afterwards even where trace_ready failed (its error is thrown then).
   void finish();
   // Writes the last recorded cycle's Chrome trace to `path` (torch's own exporter with Kineto, else
   // this library's, in the same Trace Event Format).
@@ -40,12 +46,14 @@ class ProfilerSession {
 
  private:
   struct Recording;  // torch's result and its events
+  // Runs torch's actions between two steps' actions; trace_ready's failure is thrown after all.
   void transit(ProfilerAction from, ProfilerAction to);
   void start_recording();
   void stop_recording();
   void check_thread(const char* call) const;
 
   ProfileConfig config_;
+  TraceReady trace_ready_;
   bool cpu_ = true, cuda_ = false;  // the activities recorded
   std::thread::id thread_;
   int64_t step_ = 0;

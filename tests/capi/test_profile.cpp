@@ -223,3 +223,118 @@ TEST(Profile, MisuseIsAnErrorThatSaysWhatToDo) {
   acc_options_free(o);
   std::filesystem::remove(file);
 }
+
+namespace {
+
+// What an on_trace_ready handler saw: the steps it was called at, and each cycle's table and trace.
+struct TraceReadyLog {
+  acc_accelerator* acc = nullptr;
+  std::string dir;
+  std::vector<int64_t> steps;
+  std::vector<std::string> tables;
+  int64_t fail_at = -1;
+  int freed = 0;
+
+  static int ready(void* self, int64_t step) {
+    auto& log = *static_cast<TraceReadyLog*>(self);
+    log.steps.push_back(step);
+    if (step == log.fail_at) {
+      acc_callback_set_error("the handler's disk is full");
+      return 1;
+    }
+    char* table = nullptr;
+    if (acc_profile_summary(log.acc, &table) != ACC_OK) return 1;
+    log.tables.emplace_back(table);
+    acc_string_free(table);
+    const std::string path = log.dir + "/cycle_" + std::to_string(step) + ".json";
+    return acc_profile_export_chrome_trace(log.acc, path.c_str()) == ACC_OK ? 0 : 1;
+  }
+  static void release(void* self) { ++static_cast<TraceReadyLog*>(self)->freed; }
+};
+
+acc_options* cycles_of_two_active_steps() {
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_PROFILE, &o), ACC_OK);
+  EXPECT_EQ(acc_options_set_bool(o, "record_shapes", 1), ACC_OK);
+  EXPECT_EQ(acc_options_set_int(o, "schedule_wait", 1), ACC_OK);
+  EXPECT_EQ(acc_options_set_int(o, "schedule_active", 2), ACC_OK);
+  EXPECT_EQ(acc_options_set_int(o, "schedule_repeat", 2), ACC_OK);
+  return o;
+}
+
+}  // namespace
+
+// torch.profiler's on_trace_ready: with schedule(wait=1, active=2, repeat=2) over 7 steps it runs
+// when each cycle's active steps end (prof.step() 3 and 6), in that step; the handler reads that
+// cycle's table and writes its trace, each holding that cycle's batches alone.
+TEST(Profile, OnTraceReadyRunsAsEachRecordedCycleEnds) {
+  Training t;
+  TraceReadyLog log{t.acc, temp_dir("trace_ready")};
+  std::filesystem::create_directories(log.dir);
+  ACC_ASSERT_OK(acc_profile_on_trace_ready(t.acc, &TraceReadyLog::ready, &log, &TraceReadyLog::release));
+  acc_options* o = cycles_of_two_active_steps();
+  ACC_ASSERT_OK(acc_profile_begin(t.acc, o));
+  for (int64_t step = 0; step < 7; ++step) {
+    t.step(step + 1);
+    ACC_ASSERT_OK(acc_profile_step(t.acc));
+  }
+  ACC_ASSERT_OK(acc_profile_end(t.acc));
+  EXPECT_EQ(log.steps, (std::vector<int64_t>{3, 6}));
+  ASSERT_EQ(log.tables.size(), 2u);
+  EXPECT_NE(log.tables[0].find("aten::addmm"), std::string::npos) << log.tables[0];
+  EXPECT_EQ(batch_rows_of(read_json(log.dir + "/cycle_3.json"), "aten::addmm"), (std::vector<int64_t>{2, 2, 3, 3}));
+  EXPECT_EQ(batch_rows_of(read_json(log.dir + "/cycle_6.json"), "aten::addmm"), (std::vector<int64_t>{5, 5, 6, 6}));
+
+  // A profile ended while recording calls it at the end; a failing handler fails that call, and
+  // the profile ends all the same.
+  log.steps.clear();
+  log.fail_at = 2;
+  ACC_ASSERT_OK(acc_profile_begin(t.acc, o));
+  t.step(1);
+  ACC_ASSERT_OK(acc_profile_step(t.acc));
+  t.step(2);
+  ACC_ASSERT_OK(acc_profile_step(t.acc));
+  ACC_EXPECT_ERROR(acc_profile_end(t.acc), ACC_ERR_IO, "the handler's disk is full");
+  EXPECT_EQ(log.steps, (std::vector<int64_t>{2}));
+  ACC_EXPECT_ERROR(acc_profile_step(t.acc), ACC_ERR_INVALID_ARGUMENT, "without profile_begin");
+  ACC_ASSERT_OK(acc_profile_begin(t.acc, o));  // a new profile can begin
+
+  // A failure in a step fails that step; the schedule goes on recording the next cycle.
+  log.steps.clear();
+  log.fail_at = 3;
+  for (int64_t step = 0; step < 6; ++step) {
+    t.step(step + 1);
+    if (step == 2)
+      ACC_EXPECT_ERROR(acc_profile_step(t.acc), ACC_ERR_IO, "on_trace_ready at step 3");
+    else
+      ACC_ASSERT_OK(acc_profile_step(t.acc));
+  }
+  ACC_ASSERT_OK(acc_profile_end(t.acc));
+  EXPECT_EQ(log.steps, (std::vector<int64_t>{3, 6}));
+  EXPECT_EQ(batch_rows_of(read_json(log.dir + "/cycle_6.json"), "aten::addmm"), (std::vector<int64_t>{5, 5, 6, 6}));
+
+  EXPECT_EQ(log.freed, 0);
+  ACC_ASSERT_OK(acc_profile_on_trace_ready(t.acc, nullptr, nullptr, nullptr));  // removed: released
+  EXPECT_EQ(log.freed, 1);
+  acc_options_free(o);
+  std::filesystem::remove_all(log.dir);
+}
+
+TEST(Profile, ATraceIsExportedOnlyOnceACycleWasRecorded) {
+  Training t;
+  ACC_EXPECT_ERROR(acc_profile_export_chrome_trace(t.acc, "/tmp/never.json"), ACC_ERR_INVALID_ARGUMENT,
+                   "no profile has ended yet");
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_PROFILE, &o));
+  ACC_ASSERT_OK(acc_options_set_bool(o, "record_shapes", 1));
+  ACC_ASSERT_OK(acc_profile_begin(t.acc, o));
+  acc_options_free(o);
+  ACC_EXPECT_ERROR(acc_profile_export_chrome_trace(t.acc, nullptr), ACC_ERR_INVALID_ARGUMENT, "path");
+  t.step(2);
+  ACC_ASSERT_OK(acc_profile_end(t.acc));
+  const std::string dir = temp_dir("export");
+  std::filesystem::create_directories(dir);
+  ACC_ASSERT_OK(acc_profile_export_chrome_trace(t.acc, (dir + "/trace.json").c_str()));
+  EXPECT_EQ(batch_rows_of(read_json(dir + "/trace.json"), "aten::addmm"), (std::vector<int64_t>{2, 2}));
+  std::filesystem::remove_all(dir);
+}

@@ -69,6 +69,21 @@ internal sealed class HookAdapter : CheckpointHook {
   public override void Released() { Unpin(); }
 }
 
+internal sealed class TraceReadyAdapter : TraceReady {
+  readonly Action<long> handler;
+
+  internal TraceReadyAdapter(Action<long> handler) {
+    this.handler = handler;
+    Pin();
+  }
+
+  public override int Ready(long step) {
+    return CallbackErrors.Run(() => handler(step));
+  }
+
+  public override void Released() { Unpin(); }
+}
+
 internal sealed class TrackerAdapter : Tracker {
   readonly ITracker tracker;
 
@@ -164,6 +179,13 @@ public partial class Accelerator {
   public void RegisterLoadStatePreHook(Action<string> hook) {
     if (hook == null) throw new ArgumentNullException("hook");
     RegisterLoadStatePreHook(new HookAdapter(hook));
+  }
+  /// Accelerate's ProfileKwargs(on_trace_ready=handler), for every later profile: runs with the step at
+  /// which each recorded cycle ends; ProfileSummary and ExportChromeTrace read that cycle in it. An
+  /// exception fails that profile step or end (AccelerateIOException).
+  public void OnTraceReady(Action<long> handler) {
+    if (handler == null) throw new ArgumentNullException("handler");
+    OnTraceReady(new TraceReadyAdapter(handler));
   }
   public void AddTracker(string name, ITracker tracker) {
     if (tracker == null) throw new ArgumentNullException("tracker");

@@ -31,6 +31,33 @@ public class ProfileTests {
     }
     Directory.Delete(dir, true);
   }
+
+  [Test]
+  public void OnTraceReadyReadsTheCycleThatEnded() {
+    string path = Path.Combine(Path.GetTempPath(), "acc_cs_cycle_" + System.Diagnostics.Process.GetCurrentProcess().Id + ".json");
+    using (Options o = Options.Accelerator().Put("cpu", true))
+    using (var acc = new Accelerator(o))
+    using (Model raw = Model.FromSpec(Spec))
+    using (Model model = acc.Prepare(raw)) {
+      var steps = new System.Collections.Generic.List<long>();
+      string table = "";
+      acc.OnTraceReady(step => {
+        steps.Add(step);
+        table = acc.ProfileSummary();
+        acc.ExportChromeTrace(path);
+      });
+      using (var profile = acc.Profile()) {
+        using (Tensor x = Tensor.Of(new float[] {1, 2}, 1, 2))
+        using (Tensor y = model.Forward(x)) {
+          profile.Step();
+        }
+      }
+      CollectionAssert.AreEqual(new long[] {1}, steps);
+      StringAssert.Contains("aten::addmm", table);
+      StringAssert.Contains("\"aten::addmm\"", File.ReadAllText(path));
+    }
+    File.Delete(path);
+  }
 }
 
 }

@@ -192,10 +192,17 @@ func (a *Accelerator) Profile(opts *Options, f func(step func() error) error) er
 	return a.section(func() error { return f(step) }, begin, capi.Accelerator.ProfileEnd)
 }
 
-// ProfileSummary is the last ended profile's table, as torch's key_averages().table(): per operator
-// its calls, self and total CPU time (and FLOPs when recorded), sorted by self time.
+// ProfileSummary is the last recorded cycle's table (after the profile, or in an OnTraceReady
+// handler), as torch's key_averages().table(): per operator its calls, self and total CPU time
+// (and FLOPs when recorded), sorted by self time.
 func (a *Accelerator) ProfileSummary() (string, error) {
 	return with(a.ref(), func(h capi.Accelerator, e *string) string { return h.ProfileSummary(e) })
+}
+
+// ExportChromeTrace writes the last recorded cycle's Chrome trace to path (this process alone):
+// after the profile, or in an OnTraceReady handler.
+func (a *Accelerator) ExportChromeTrace(path string) error {
+	return a.do(func(h capi.Accelerator, e *string) { h.ExportChromeTrace(path, e) })
 }
 
 // EvenBatches is what JoinUnevenInputs does to the even_batches of the prepared map-style loaders.

@@ -51,3 +51,47 @@ func TestProfileWritesTheTraceAndTheTable(t *testing.T) {
 		t.Fatalf("the table: %v\n%s", err, table)
 	}
 }
+
+// OnTraceReady runs when the profile's recorded cycle ends (here, at its end: no schedule), and
+// reads that cycle there; its error fails the end.
+func TestOnTraceReadyReadsTheCycleThatEnded(t *testing.T) {
+	a := newCPUAccelerator(t, t.TempDir())
+	t.Cleanup(func() { a.Close() })
+	model := preparedLinear(t, a)
+	path := filepath.Join(t.TempDir(), "cycle.json")
+	var steps []int64
+	var table string
+	err := a.OnTraceReady(func(step int64) error {
+		steps = append(steps, step)
+		var err error
+		if table, err = a.ProfileSummary(); err != nil {
+			return err
+		}
+		if err := a.ExportChromeTrace(path); err != nil {
+			return err
+		}
+		return errors.New("the handler gave up")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, _ := acc.FromFloat32s([]float32{1, 2}, 1, 2)
+	defer x.Close()
+	err = a.Profile(nil, func(step func() error) error {
+		y, err := model.Forward(x)
+		if err != nil {
+			return err
+		}
+		y.Close()
+		return step()
+	})
+	if !errors.Is(err, acc.ErrIO) || !strings.Contains(err.Error(), "the handler gave up") {
+		t.Fatalf("want the handler's error from the profile's end, got %v", err)
+	}
+	if len(steps) != 1 || steps[0] != 1 || !strings.Contains(table, "aten::addmm") {
+		t.Fatalf("steps %v, table:\n%s", steps, table)
+	}
+	if trace, err := os.ReadFile(path); err != nil || !strings.Contains(string(trace), `"aten::addmm"`) {
+		t.Fatalf("the trace: %v", err)
+	}
+}

@@ -44,6 +44,15 @@ func (a *Accelerator) RegisterLoadStatePreHook(fn func(dir string) error) error 
 	})
 }
 
+// OnTraceReady is Accelerate's ProfileKwargs(on_trace_ready=fn), for every later profile: fn runs
+// with the step at which each recorded cycle ends, and ProfileSummary and ExportChromeTrace read
+// that cycle in it. An error or a panic fails that profile step or end (ErrIO).
+func (a *Accelerator) OnTraceReady(fn func(step int64) error) error {
+	return a.do(func(h capi.Accelerator, e *string) {
+		h.OnTraceReady(capi.NewDirectorTraceReady(&traceReadyAdapter{fn}), e)
+	})
+}
+
 func (a *Accelerator) AddTracker(name string, t TrackerFuncs) error {
 	return a.do(func(h capi.Accelerator, e *string) {
 		h.AddTracker(name, capi.NewDirectorTracker(&trackerAdapter{t}), e)
@@ -205,6 +214,16 @@ type hookAdapter struct{ fn func(string) error }
 func (a *hookAdapter) Run(dir string) (code int) {
 	defer guard(&code)
 	if err := a.fn(dir); err != nil {
+		return fail(err)
+	}
+	return 0
+}
+
+type traceReadyAdapter struct{ fn func(int64) error }
+
+func (a *traceReadyAdapter) Ready(step int64) (code int) {
+	defer guard(&code)
+	if err := a.fn(step); err != nil {
 		return fail(err)
 	}
 	return 0

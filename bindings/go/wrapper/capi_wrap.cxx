@@ -1071,6 +1071,7 @@ SWIGINTERN std::string acc_accelerator_profileSummary(acc_accelerator *self,std:
     acc_string_free(s);
     return r;
   }
+SWIGINTERN void acc_accelerator_exportChromeTrace(acc_accelerator *self,char const *path,std::string *swig_err){ check(acc_profile_export_chrome_trace(self, path)); }
 SWIGINTERN void acc_accelerator_joinUnevenInputsBegin(acc_accelerator *self,acc_model *model,int evenBatches,std::string *swig_err){
     check(acc_join_uneven_inputs_begin(self, model, evenBatches));
   }
@@ -1148,6 +1149,11 @@ SWIGINTERN void acc_accelerator_registerSaveStatePreHook(acc_accelerator *self,a
       return acc_register_save_state_pre_hook(self, &hook_trampoline, ud, fr);
     });
   }
+SWIGINTERN void acc_accelerator_onTraceReady(acc_accelerator *self,accswig::TraceReady *handler,std::string *swig_err){
+    register_callback(handler, [&](void *ud, acc_free_fn fr) {
+      return acc_profile_on_trace_ready(self, &trace_ready_trampoline, ud, fr);
+    });
+  }
 SWIGINTERN void acc_accelerator_registerLoadStatePreHook(acc_accelerator *self,accswig::CheckpointHook *hook,std::string *swig_err){
     register_callback(hook, [&](void *ud, acc_free_fn fr) {
       return acc_register_load_state_pre_hook(self, &hook_trampoline, ud, fr);
@@ -1201,19 +1207,19 @@ SwigDirector_SampleSource::SwigDirector_SampleSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_SampleSource_capi_89e21309be903443(intgo);
+extern "C" void Swiggo_DeleteDirector_SampleSource_capi_52f78cd02c0a7ffd(intgo);
 SwigDirector_SampleSource::~SwigDirector_SampleSource()
 {
-  Swiggo_DeleteDirector_SampleSource_capi_89e21309be903443(go_val);
+  Swiggo_DeleteDirector_SampleSource_capi_52f78cd02c0a7ffd(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorSampleSource_callback_released_capi_89e21309be903443(int);
+extern "C" void Swig_DirectorSampleSource_callback_released_capi_52f78cd02c0a7ffd(int);
 void SwigDirector_SampleSource::released() {
-  Swig_DirectorSampleSource_callback_released_capi_89e21309be903443(go_val);
+  Swig_DirectorSampleSource_callback_released_capi_52f78cd02c0a7ffd(go_val);
 }
 
-extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_89e21309be903443(int, long long index, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_52f78cd02c0a7ffd(int, long long index, acc_tensor_list *out);
 int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1222,7 +1228,7 @@ int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   
   swig_index = (int64_t)index; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorSampleSource_callback_sample_capi_89e21309be903443(go_val, swig_index, swig_out);
+  result = Swig_DirectorSampleSource_callback_sample_capi_52f78cd02c0a7ffd(go_val, swig_index, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1232,38 +1238,38 @@ SwigDirector_StreamSource::SwigDirector_StreamSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StreamSource_capi_89e21309be903443(intgo);
+extern "C" void Swiggo_DeleteDirector_StreamSource_capi_52f78cd02c0a7ffd(intgo);
 SwigDirector_StreamSource::~SwigDirector_StreamSource()
 {
-  Swiggo_DeleteDirector_StreamSource_capi_89e21309be903443(go_val);
+  Swiggo_DeleteDirector_StreamSource_capi_52f78cd02c0a7ffd(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStreamSource_callback_released_capi_89e21309be903443(int);
+extern "C" void Swig_DirectorStreamSource_callback_released_capi_52f78cd02c0a7ffd(int);
 void SwigDirector_StreamSource::released() {
-  Swig_DirectorStreamSource_callback_released_capi_89e21309be903443(go_val);
+  Swig_DirectorStreamSource_callback_released_capi_52f78cd02c0a7ffd(go_val);
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_89e21309be903443(int, long long epoch);
+extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_52f78cd02c0a7ffd(int, long long epoch);
 int SwigDirector_StreamSource::start(int64_t epoch) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_epoch;
   
   swig_epoch = (int64_t)epoch; 
-  result = Swig_DirectorStreamSource_callback_start_capi_89e21309be903443(go_val, swig_epoch);
+  result = Swig_DirectorStreamSource_callback_start_capi_52f78cd02c0a7ffd(go_val, swig_epoch);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_89e21309be903443(int, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_52f78cd02c0a7ffd(int, acc_tensor_list *out);
 int SwigDirector_StreamSource::next(acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   acc_tensor_list *swig_out;
   
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorStreamSource_callback_next_capi_89e21309be903443(go_val, swig_out);
+  result = Swig_DirectorStreamSource_callback_next_capi_52f78cd02c0a7ffd(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1273,19 +1279,19 @@ SwigDirector_Collator::SwigDirector_Collator(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Collator_capi_89e21309be903443(intgo);
+extern "C" void Swiggo_DeleteDirector_Collator_capi_52f78cd02c0a7ffd(intgo);
 SwigDirector_Collator::~SwigDirector_Collator()
 {
-  Swiggo_DeleteDirector_Collator_capi_89e21309be903443(go_val);
+  Swiggo_DeleteDirector_Collator_capi_52f78cd02c0a7ffd(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCollator_callback_released_capi_89e21309be903443(int);
+extern "C" void Swig_DirectorCollator_callback_released_capi_52f78cd02c0a7ffd(int);
 void SwigDirector_Collator::released() {
-  Swig_DirectorCollator_callback_released_capi_89e21309be903443(go_val);
+  Swig_DirectorCollator_callback_released_capi_52f78cd02c0a7ffd(go_val);
 }
 
-extern "C" intgo Swig_DirectorCollator_callback_collate_capi_89e21309be903443(int, accswig::Samples *samples, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorCollator_callback_collate_capi_52f78cd02c0a7ffd(int, accswig::Samples *samples, acc_tensor_list *out);
 int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1294,7 +1300,7 @@ int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *ou
   
   *(accswig::Samples **)&swig_samples = (accswig::Samples *)samples; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorCollator_callback_collate_capi_89e21309be903443(go_val, swig_samples, swig_out);
+  result = Swig_DirectorCollator_callback_collate_capi_52f78cd02c0a7ffd(go_val, swig_samples, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1304,38 +1310,38 @@ SwigDirector_StateHandler::SwigDirector_StateHandler(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StateHandler_capi_89e21309be903443(intgo);
+extern "C" void Swiggo_DeleteDirector_StateHandler_capi_52f78cd02c0a7ffd(intgo);
 SwigDirector_StateHandler::~SwigDirector_StateHandler()
 {
-  Swiggo_DeleteDirector_StateHandler_capi_89e21309be903443(go_val);
+  Swiggo_DeleteDirector_StateHandler_capi_52f78cd02c0a7ffd(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStateHandler_callback_released_capi_89e21309be903443(int);
+extern "C" void Swig_DirectorStateHandler_callback_released_capi_52f78cd02c0a7ffd(int);
 void SwigDirector_StateHandler::released() {
-  Swig_DirectorStateHandler_callback_released_capi_89e21309be903443(go_val);
+  Swig_DirectorStateHandler_callback_released_capi_52f78cd02c0a7ffd(go_val);
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_89e21309be903443(int, accswig::Bytes *out);
+extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_52f78cd02c0a7ffd(int, accswig::Bytes *out);
 int SwigDirector_StateHandler::save(accswig::Bytes *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_out;
   
   *(accswig::Bytes **)&swig_out = (accswig::Bytes *)out; 
-  result = Swig_DirectorStateHandler_callback_save_capi_89e21309be903443(go_val, swig_out);
+  result = Swig_DirectorStateHandler_callback_save_capi_52f78cd02c0a7ffd(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_89e21309be903443(int, accswig::Bytes *in);
+extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_52f78cd02c0a7ffd(int, accswig::Bytes *in);
 int SwigDirector_StateHandler::load(accswig::Bytes *in) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_in;
   
   *(accswig::Bytes **)&swig_in = (accswig::Bytes *)in; 
-  result = Swig_DirectorStateHandler_callback_load_capi_89e21309be903443(go_val, swig_in);
+  result = Swig_DirectorStateHandler_callback_load_capi_52f78cd02c0a7ffd(go_val, swig_in);
   c_result = (int)result; 
   return c_result;
 }
@@ -1345,19 +1351,19 @@ SwigDirector_CheckpointHook::SwigDirector_CheckpointHook(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_89e21309be903443(intgo);
+extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_52f78cd02c0a7ffd(intgo);
 SwigDirector_CheckpointHook::~SwigDirector_CheckpointHook()
 {
-  Swiggo_DeleteDirector_CheckpointHook_capi_89e21309be903443(go_val);
+  Swiggo_DeleteDirector_CheckpointHook_capi_52f78cd02c0a7ffd(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_89e21309be903443(int);
+extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_52f78cd02c0a7ffd(int);
 void SwigDirector_CheckpointHook::released() {
-  Swig_DirectorCheckpointHook_callback_released_capi_89e21309be903443(go_val);
+  Swig_DirectorCheckpointHook_callback_released_capi_52f78cd02c0a7ffd(go_val);
 }
 
-extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_89e21309be903443(int, _gostring_ dir);
+extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_52f78cd02c0a7ffd(int, _gostring_ dir);
 int SwigDirector_CheckpointHook::run(char const *dir) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1366,7 +1372,7 @@ int SwigDirector_CheckpointHook::run(char const *dir) {
   
   swig_dir = Swig_AllocateString((char*)dir, dir ? strlen((char*)dir) : 0);
   
-  result = Swig_DirectorCheckpointHook_callback_run_capi_89e21309be903443(go_val, swig_dir);
+  result = Swig_DirectorCheckpointHook_callback_run_capi_52f78cd02c0a7ffd(go_val, swig_dir);
   c_result = (int)result; 
   return c_result;
 }
@@ -1376,19 +1382,19 @@ SwigDirector_Tracker::SwigDirector_Tracker(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Tracker_capi_89e21309be903443(intgo);
+extern "C" void Swiggo_DeleteDirector_Tracker_capi_52f78cd02c0a7ffd(intgo);
 SwigDirector_Tracker::~SwigDirector_Tracker()
 {
-  Swiggo_DeleteDirector_Tracker_capi_89e21309be903443(go_val);
+  Swiggo_DeleteDirector_Tracker_capi_52f78cd02c0a7ffd(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTracker_callback_released_capi_89e21309be903443(int);
+extern "C" void Swig_DirectorTracker_callback_released_capi_52f78cd02c0a7ffd(int);
 void SwigDirector_Tracker::released() {
-  Swig_DirectorTracker_callback_released_capi_89e21309be903443(go_val);
+  Swig_DirectorTracker_callback_released_capi_52f78cd02c0a7ffd(go_val);
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_init_capi_89e21309be903443(int, _gostring_ project, _gostring_ configJson);
+extern "C" intgo Swig_DirectorTracker_callback_init_capi_52f78cd02c0a7ffd(int, _gostring_ project, _gostring_ configJson);
 int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1401,12 +1407,12 @@ int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   
   swig_configJson = Swig_AllocateString((char*)configJson, configJson ? strlen((char*)configJson) : 0);
   
-  result = Swig_DirectorTracker_callback_init_capi_89e21309be903443(go_val, swig_project, swig_configJson);
+  result = Swig_DirectorTracker_callback_init_capi_52f78cd02c0a7ffd(go_val, swig_project, swig_configJson);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_log_capi_89e21309be903443(int, accswig::Metrics *metrics, long long step);
+extern "C" intgo Swig_DirectorTracker_callback_log_capi_52f78cd02c0a7ffd(int, accswig::Metrics *metrics, long long step);
 int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1415,17 +1421,17 @@ int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   
   *(accswig::Metrics **)&swig_metrics = (accswig::Metrics *)metrics; 
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_log_capi_89e21309be903443(go_val, swig_metrics, swig_step);
+  result = Swig_DirectorTracker_callback_log_capi_52f78cd02c0a7ffd(go_val, swig_metrics, swig_step);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_finish_capi_89e21309be903443(int);
+extern "C" intgo Swig_DirectorTracker_callback_finish_capi_52f78cd02c0a7ffd(int);
 int SwigDirector_Tracker::finish() {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   
-  result = Swig_DirectorTracker_callback_finish_capi_89e21309be903443(go_val);
+  result = Swig_DirectorTracker_callback_finish_capi_52f78cd02c0a7ffd(go_val);
   c_result = (int)result; 
   return c_result;
 }
@@ -1435,19 +1441,19 @@ SwigDirector_LrLambda::SwigDirector_LrLambda(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_LrLambda_capi_89e21309be903443(intgo);
+extern "C" void Swiggo_DeleteDirector_LrLambda_capi_52f78cd02c0a7ffd(intgo);
 SwigDirector_LrLambda::~SwigDirector_LrLambda()
 {
-  Swiggo_DeleteDirector_LrLambda_capi_89e21309be903443(go_val);
+  Swiggo_DeleteDirector_LrLambda_capi_52f78cd02c0a7ffd(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorLrLambda_callback_released_capi_89e21309be903443(int);
+extern "C" void Swig_DirectorLrLambda_callback_released_capi_52f78cd02c0a7ffd(int);
 void SwigDirector_LrLambda::released() {
-  Swig_DirectorLrLambda_callback_released_capi_89e21309be903443(go_val);
+  Swig_DirectorLrLambda_callback_released_capi_52f78cd02c0a7ffd(go_val);
 }
 
-extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_89e21309be903443(int, long long step, accswig::Factor *out);
+extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_52f78cd02c0a7ffd(int, long long step, accswig::Factor *out);
 int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1456,7 +1462,36 @@ int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   
   swig_step = (int64_t)step; 
   *(accswig::Factor **)&swig_out = (accswig::Factor *)out; 
-  result = Swig_DirectorLrLambda_callback_factor_capi_89e21309be903443(go_val, swig_step, swig_out);
+  result = Swig_DirectorLrLambda_callback_factor_capi_52f78cd02c0a7ffd(go_val, swig_step, swig_out);
+  c_result = (int)result; 
+  return c_result;
+}
+
+SwigDirector_TraceReady::SwigDirector_TraceReady(int swig_p)
+    : accswig::TraceReady(),
+      go_val(swig_p), swig_mem(0)
+{ }
+
+extern "C" void Swiggo_DeleteDirector_TraceReady_capi_52f78cd02c0a7ffd(intgo);
+SwigDirector_TraceReady::~SwigDirector_TraceReady()
+{
+  Swiggo_DeleteDirector_TraceReady_capi_52f78cd02c0a7ffd(go_val);
+  delete swig_mem;
+}
+
+extern "C" void Swig_DirectorTraceReady_callback_released_capi_52f78cd02c0a7ffd(int);
+void SwigDirector_TraceReady::released() {
+  Swig_DirectorTraceReady_callback_released_capi_52f78cd02c0a7ffd(go_val);
+}
+
+extern "C" intgo Swig_DirectorTraceReady_callback_ready_capi_52f78cd02c0a7ffd(int, long long step);
+int SwigDirector_TraceReady::ready(int64_t step) {
+  int c_result = SwigValueInit< int >() ;
+  intgo result;
+  long long swig_step;
+  
+  swig_step = (int64_t)step; 
+  result = Swig_DirectorTraceReady_callback_ready_capi_52f78cd02c0a7ffd(go_val, swig_step);
   c_result = (int)result; 
   return c_result;
 }
@@ -1466,26 +1501,26 @@ SwigDirector_BatchSizeRun::SwigDirector_BatchSizeRun(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_89e21309be903443(intgo);
+extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_52f78cd02c0a7ffd(intgo);
 SwigDirector_BatchSizeRun::~SwigDirector_BatchSizeRun()
 {
-  Swiggo_DeleteDirector_BatchSizeRun_capi_89e21309be903443(go_val);
+  Swiggo_DeleteDirector_BatchSizeRun_capi_52f78cd02c0a7ffd(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_89e21309be903443(int);
+extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_52f78cd02c0a7ffd(int);
 void SwigDirector_BatchSizeRun::released() {
-  Swig_DirectorBatchSizeRun_callback_released_capi_89e21309be903443(go_val);
+  Swig_DirectorBatchSizeRun_callback_released_capi_52f78cd02c0a7ffd(go_val);
 }
 
-extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_89e21309be903443(int, long long batch_size);
+extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_52f78cd02c0a7ffd(int, long long batch_size);
 int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_batch_size;
   
   swig_batch_size = (int64_t)batch_size; 
-  result = Swig_DirectorBatchSizeRun_callback_run_capi_89e21309be903443(go_val, swig_batch_size);
+  result = Swig_DirectorBatchSizeRun_callback_run_capi_52f78cd02c0a7ffd(go_val, swig_batch_size);
   c_result = (int)result; 
   return c_result;
 }
@@ -1494,7 +1529,7 @@ int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_89e21309be903443(void *_swig_go_0) {
+void _wrap_Swig_free_capi_52f78cd02c0a7ffd(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1504,7 +1539,7 @@ void _wrap_Swig_free_capi_89e21309be903443(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_89e21309be903443(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1517,7 +1552,7 @@ void *_wrap_Swig_malloc_capi_89e21309be903443(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_ACC_OK_capi_89e21309be903443() {
+intgo _wrap_ACC_OK_capi_52f78cd02c0a7ffd() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1537,7 +1572,7 @@ intgo _wrap_ACC_OK_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_89e21309be903443() {
+intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_52f78cd02c0a7ffd() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1557,7 +1592,7 @@ intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_89e21309be903443() {
+intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_52f78cd02c0a7ffd() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1577,7 +1612,7 @@ intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_89e21309be903443() {
+intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_52f78cd02c0a7ffd() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1597,7 +1632,7 @@ intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_ERR_UNSUPPORTED_capi_89e21309be903443() {
+intgo _wrap_ACC_ERR_UNSUPPORTED_capi_52f78cd02c0a7ffd() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1617,7 +1652,7 @@ intgo _wrap_ACC_ERR_UNSUPPORTED_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_89e21309be903443() {
+intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_52f78cd02c0a7ffd() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1637,7 +1672,7 @@ intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_ERR_TIMEOUT_capi_89e21309be903443() {
+intgo _wrap_ACC_ERR_TIMEOUT_capi_52f78cd02c0a7ffd() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1657,7 +1692,7 @@ intgo _wrap_ACC_ERR_TIMEOUT_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_ERR_ABORTED_capi_89e21309be903443() {
+intgo _wrap_ACC_ERR_ABORTED_capi_52f78cd02c0a7ffd() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1677,7 +1712,7 @@ intgo _wrap_ACC_ERR_ABORTED_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_ERR_DISTRIBUTED_capi_89e21309be903443() {
+intgo _wrap_ACC_ERR_DISTRIBUTED_capi_52f78cd02c0a7ffd() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1697,7 +1732,7 @@ intgo _wrap_ACC_ERR_DISTRIBUTED_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_ERR_IO_capi_89e21309be903443() {
+intgo _wrap_ACC_ERR_IO_capi_52f78cd02c0a7ffd() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1717,7 +1752,7 @@ intgo _wrap_ACC_ERR_IO_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_89e21309be903443() {
+intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_52f78cd02c0a7ffd() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1737,7 +1772,7 @@ intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_ERR_INTERNAL_capi_89e21309be903443() {
+intgo _wrap_ACC_ERR_INTERNAL_capi_52f78cd02c0a7ffd() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1757,7 +1792,7 @@ intgo _wrap_ACC_ERR_INTERNAL_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UNDEFINED_capi_89e21309be903443() {
+intgo _wrap_ACC_DTYPE_UNDEFINED_capi_52f78cd02c0a7ffd() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1777,7 +1812,7 @@ intgo _wrap_ACC_DTYPE_UNDEFINED_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT32_capi_89e21309be903443() {
+intgo _wrap_ACC_DTYPE_FLOAT32_capi_52f78cd02c0a7ffd() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1797,7 +1832,7 @@ intgo _wrap_ACC_DTYPE_FLOAT32_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT64_capi_89e21309be903443() {
+intgo _wrap_ACC_DTYPE_FLOAT64_capi_52f78cd02c0a7ffd() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1817,7 +1852,7 @@ intgo _wrap_ACC_DTYPE_FLOAT64_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BFLOAT16_capi_89e21309be903443() {
+intgo _wrap_ACC_DTYPE_BFLOAT16_capi_52f78cd02c0a7ffd() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1837,7 +1872,7 @@ intgo _wrap_ACC_DTYPE_BFLOAT16_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT16_capi_89e21309be903443() {
+intgo _wrap_ACC_DTYPE_FLOAT16_capi_52f78cd02c0a7ffd() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1857,7 +1892,7 @@ intgo _wrap_ACC_DTYPE_FLOAT16_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT64_capi_89e21309be903443() {
+intgo _wrap_ACC_DTYPE_INT64_capi_52f78cd02c0a7ffd() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1877,7 +1912,7 @@ intgo _wrap_ACC_DTYPE_INT64_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT32_capi_89e21309be903443() {
+intgo _wrap_ACC_DTYPE_INT32_capi_52f78cd02c0a7ffd() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1897,7 +1932,7 @@ intgo _wrap_ACC_DTYPE_INT32_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UINT8_capi_89e21309be903443() {
+intgo _wrap_ACC_DTYPE_UINT8_capi_52f78cd02c0a7ffd() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1917,7 +1952,7 @@ intgo _wrap_ACC_DTYPE_UINT8_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BOOL_capi_89e21309be903443() {
+intgo _wrap_ACC_DTYPE_BOOL_capi_52f78cd02c0a7ffd() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1937,7 +1972,7 @@ intgo _wrap_ACC_DTYPE_BOOL_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT8_capi_89e21309be903443() {
+intgo _wrap_ACC_DTYPE_INT8_capi_52f78cd02c0a7ffd() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1957,7 +1992,7 @@ intgo _wrap_ACC_DTYPE_INT8_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT16_capi_89e21309be903443() {
+intgo _wrap_ACC_DTYPE_INT16_capi_52f78cd02c0a7ffd() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1977,7 +2012,7 @@ intgo _wrap_ACC_DTYPE_INT16_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_NONE_capi_89e21309be903443() {
+intgo _wrap_ACC_REDUCTION_NONE_capi_52f78cd02c0a7ffd() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -1997,7 +2032,7 @@ intgo _wrap_ACC_REDUCTION_NONE_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_MEAN_capi_89e21309be903443() {
+intgo _wrap_ACC_REDUCTION_MEAN_capi_52f78cd02c0a7ffd() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2017,7 +2052,7 @@ intgo _wrap_ACC_REDUCTION_MEAN_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_SUM_capi_89e21309be903443() {
+intgo _wrap_ACC_REDUCTION_SUM_capi_52f78cd02c0a7ffd() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2037,7 +2072,7 @@ intgo _wrap_ACC_REDUCTION_SUM_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ANY_capi_89e21309be903443() {
+intgo _wrap_ACC_HANDLE_ANY_capi_52f78cd02c0a7ffd() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2057,7 +2092,7 @@ intgo _wrap_ACC_HANDLE_ANY_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_capi_89e21309be903443() {
+intgo _wrap_ACC_HANDLE_TENSOR_capi_52f78cd02c0a7ffd() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2077,7 +2112,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_89e21309be903443() {
+intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_52f78cd02c0a7ffd() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2097,7 +2132,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_HANDLE_STRING_LIST_capi_89e21309be903443() {
+intgo _wrap_ACC_HANDLE_STRING_LIST_capi_52f78cd02c0a7ffd() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2117,7 +2152,7 @@ intgo _wrap_ACC_HANDLE_STRING_LIST_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIONS_capi_89e21309be903443() {
+intgo _wrap_ACC_HANDLE_OPTIONS_capi_52f78cd02c0a7ffd() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2137,7 +2172,7 @@ intgo _wrap_ACC_HANDLE_OPTIONS_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_HANDLE_MODEL_capi_89e21309be903443() {
+intgo _wrap_ACC_HANDLE_MODEL_capi_52f78cd02c0a7ffd() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2157,7 +2192,7 @@ intgo _wrap_ACC_HANDLE_MODEL_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_89e21309be903443() {
+intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_52f78cd02c0a7ffd() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2177,7 +2212,7 @@ intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_HANDLE_SCHEDULER_capi_89e21309be903443() {
+intgo _wrap_ACC_HANDLE_SCHEDULER_capi_52f78cd02c0a7ffd() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2197,7 +2232,7 @@ intgo _wrap_ACC_HANDLE_SCHEDULER_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATASET_capi_89e21309be903443() {
+intgo _wrap_ACC_HANDLE_DATASET_capi_52f78cd02c0a7ffd() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2217,7 +2252,7 @@ intgo _wrap_ACC_HANDLE_DATASET_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATALOADER_capi_89e21309be903443() {
+intgo _wrap_ACC_HANDLE_DATALOADER_capi_52f78cd02c0a7ffd() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2237,7 +2272,7 @@ intgo _wrap_ACC_HANDLE_DATALOADER_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_89e21309be903443() {
+intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_52f78cd02c0a7ffd() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2257,7 +2292,7 @@ intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_HANDLE_PROGRESS_capi_89e21309be903443() {
+intgo _wrap_ACC_HANDLE_PROGRESS_capi_52f78cd02c0a7ffd() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2277,7 +2312,7 @@ intgo _wrap_ACC_HANDLE_PROGRESS_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_HANDLE_BYTES_capi_89e21309be903443() {
+intgo _wrap_ACC_HANDLE_BYTES_capi_52f78cd02c0a7ffd() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2297,7 +2332,7 @@ intgo _wrap_ACC_HANDLE_BYTES_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_89e21309be903443() {
+intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_52f78cd02c0a7ffd() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2317,7 +2352,7 @@ intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_89e21309be903443() {
+intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_52f78cd02c0a7ffd() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2337,7 +2372,7 @@ intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_DATALOADER_capi_89e21309be903443() {
+intgo _wrap_ACC_OPTIONS_DATALOADER_capi_52f78cd02c0a7ffd() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2357,7 +2392,7 @@ intgo _wrap_ACC_OPTIONS_DATALOADER_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_89e21309be903443() {
+intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_52f78cd02c0a7ffd() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2377,7 +2412,7 @@ intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_LORA_capi_89e21309be903443() {
+intgo _wrap_ACC_OPTIONS_LORA_capi_52f78cd02c0a7ffd() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2397,7 +2432,7 @@ intgo _wrap_ACC_OPTIONS_LORA_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_PROFILE_capi_89e21309be903443() {
+intgo _wrap_ACC_OPTIONS_PROFILE_capi_52f78cd02c0a7ffd() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2417,7 +2452,7 @@ intgo _wrap_ACC_OPTIONS_PROFILE_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_89e21309be903443() {
+intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_52f78cd02c0a7ffd() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2437,7 +2472,7 @@ intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_NO_capi_89e21309be903443() {
+intgo _wrap_ACC_PLACEMENT_NO_capi_52f78cd02c0a7ffd() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2457,7 +2492,7 @@ intgo _wrap_ACC_PLACEMENT_NO_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_YES_capi_89e21309be903443() {
+intgo _wrap_ACC_PLACEMENT_YES_capi_52f78cd02c0a7ffd() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2477,7 +2512,7 @@ intgo _wrap_ACC_PLACEMENT_YES_capi_89e21309be903443() {
 }
 
 
-void _wrap_delete_Callback_capi_89e21309be903443(accswig::Callback *_swig_go_0) {
+void _wrap_delete_Callback_capi_52f78cd02c0a7ffd(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -2495,7 +2530,7 @@ void _wrap_delete_Callback_capi_89e21309be903443(accswig::Callback *_swig_go_0) 
 }
 
 
-void _wrap_Callback_released_capi_89e21309be903443(accswig::Callback *_swig_go_0) {
+void _wrap_Callback_released_capi_52f78cd02c0a7ffd(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -2513,7 +2548,7 @@ void _wrap_Callback_released_capi_89e21309be903443(accswig::Callback *_swig_go_0
 }
 
 
-accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_89e21309be903443(intgo _swig_go_0) {
+accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
   int arg1 ;
   accswig::SampleSource *result = 0 ;
   accswig::SampleSource *_swig_go_result;
@@ -2534,7 +2569,7 @@ accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_89e2
 }
 
 
-void _wrap_DeleteDirectorSampleSource_capi_89e21309be903443(accswig::SampleSource *_swig_go_0) {
+void _wrap_DeleteDirectorSampleSource_capi_52f78cd02c0a7ffd(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2552,7 +2587,7 @@ void _wrap_DeleteDirectorSampleSource_capi_89e21309be903443(accswig::SampleSourc
 }
 
 
-void _wrap__swig_DirectorSampleSource_upcall_Released_capi_89e21309be903443(SwigDirector_SampleSource *_swig_go_0) {
+void _wrap__swig_DirectorSampleSource_upcall_Released_capi_52f78cd02c0a7ffd(SwigDirector_SampleSource *_swig_go_0) {
   SwigDirector_SampleSource *arg1 = (SwigDirector_SampleSource *) 0 ;
   
   arg1 = *(SwigDirector_SampleSource **)&_swig_go_0; 
@@ -2570,7 +2605,7 @@ void _wrap__swig_DirectorSampleSource_upcall_Released_capi_89e21309be903443(Swig
 }
 
 
-intgo _wrap_SampleSource_sample_capi_89e21309be903443(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_SampleSource_sample_capi_52f78cd02c0a7ffd(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   int64_t arg2 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -2595,7 +2630,7 @@ intgo _wrap_SampleSource_sample_capi_89e21309be903443(accswig::SampleSource *_sw
 }
 
 
-void _wrap_delete_SampleSource_capi_89e21309be903443(accswig::SampleSource *_swig_go_0) {
+void _wrap_delete_SampleSource_capi_52f78cd02c0a7ffd(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2613,7 +2648,7 @@ void _wrap_delete_SampleSource_capi_89e21309be903443(accswig::SampleSource *_swi
 }
 
 
-void _wrap_SampleSource_released_capi_89e21309be903443(accswig::SampleSource *_swig_go_0) {
+void _wrap_SampleSource_released_capi_52f78cd02c0a7ffd(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2624,7 +2659,7 @@ void _wrap_SampleSource_released_capi_89e21309be903443(accswig::SampleSource *_s
 }
 
 
-accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_89e21309be903443(intgo _swig_go_0) {
+accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
   int arg1 ;
   accswig::StreamSource *result = 0 ;
   accswig::StreamSource *_swig_go_result;
@@ -2645,7 +2680,7 @@ accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_89e2
 }
 
 
-void _wrap_DeleteDirectorStreamSource_capi_89e21309be903443(accswig::StreamSource *_swig_go_0) {
+void _wrap_DeleteDirectorStreamSource_capi_52f78cd02c0a7ffd(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -2663,7 +2698,7 @@ void _wrap_DeleteDirectorStreamSource_capi_89e21309be903443(accswig::StreamSourc
 }
 
 
-void _wrap__swig_DirectorStreamSource_upcall_Released_capi_89e21309be903443(SwigDirector_StreamSource *_swig_go_0) {
+void _wrap__swig_DirectorStreamSource_upcall_Released_capi_52f78cd02c0a7ffd(SwigDirector_StreamSource *_swig_go_0) {
   SwigDirector_StreamSource *arg1 = (SwigDirector_StreamSource *) 0 ;
   
   arg1 = *(SwigDirector_StreamSource **)&_swig_go_0; 
@@ -2681,7 +2716,7 @@ void _wrap__swig_DirectorStreamSource_upcall_Released_capi_89e21309be903443(Swig
 }
 
 
-intgo _wrap_StreamSource_start_capi_89e21309be903443(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_StreamSource_start_capi_52f78cd02c0a7ffd(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   int result;
@@ -2704,7 +2739,7 @@ intgo _wrap_StreamSource_start_capi_89e21309be903443(accswig::StreamSource *_swi
 }
 
 
-intgo _wrap_StreamSource_next_capi_89e21309be903443(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
+intgo _wrap_StreamSource_next_capi_52f78cd02c0a7ffd(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   int result;
@@ -2727,7 +2762,7 @@ intgo _wrap_StreamSource_next_capi_89e21309be903443(accswig::StreamSource *_swig
 }
 
 
-void _wrap_delete_StreamSource_capi_89e21309be903443(accswig::StreamSource *_swig_go_0) {
+void _wrap_delete_StreamSource_capi_52f78cd02c0a7ffd(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -2745,7 +2780,7 @@ void _wrap_delete_StreamSource_capi_89e21309be903443(accswig::StreamSource *_swi
 }
 
 
-void _wrap_StreamSource_released_capi_89e21309be903443(accswig::StreamSource *_swig_go_0) {
+void _wrap_StreamSource_released_capi_52f78cd02c0a7ffd(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -2756,7 +2791,7 @@ void _wrap_StreamSource_released_capi_89e21309be903443(accswig::StreamSource *_s
 }
 
 
-accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_89e21309be903443(intgo _swig_go_0) {
+accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
   int arg1 ;
   accswig::Collator *result = 0 ;
   accswig::Collator *_swig_go_result;
@@ -2777,7 +2812,7 @@ accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_89e21309be903443
 }
 
 
-void _wrap_DeleteDirectorCollator_capi_89e21309be903443(accswig::Collator *_swig_go_0) {
+void _wrap_DeleteDirectorCollator_capi_52f78cd02c0a7ffd(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -2795,7 +2830,7 @@ void _wrap_DeleteDirectorCollator_capi_89e21309be903443(accswig::Collator *_swig
 }
 
 
-void _wrap__swig_DirectorCollator_upcall_Released_capi_89e21309be903443(SwigDirector_Collator *_swig_go_0) {
+void _wrap__swig_DirectorCollator_upcall_Released_capi_52f78cd02c0a7ffd(SwigDirector_Collator *_swig_go_0) {
   SwigDirector_Collator *arg1 = (SwigDirector_Collator *) 0 ;
   
   arg1 = *(SwigDirector_Collator **)&_swig_go_0; 
@@ -2813,7 +2848,7 @@ void _wrap__swig_DirectorCollator_upcall_Released_capi_89e21309be903443(SwigDire
 }
 
 
-intgo _wrap_Collator_collate_capi_89e21309be903443(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_Collator_collate_capi_52f78cd02c0a7ffd(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   accswig::Samples *arg2 = (accswig::Samples *) 0 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -2838,7 +2873,7 @@ intgo _wrap_Collator_collate_capi_89e21309be903443(accswig::Collator *_swig_go_0
 }
 
 
-void _wrap_delete_Collator_capi_89e21309be903443(accswig::Collator *_swig_go_0) {
+void _wrap_delete_Collator_capi_52f78cd02c0a7ffd(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -2856,7 +2891,7 @@ void _wrap_delete_Collator_capi_89e21309be903443(accswig::Collator *_swig_go_0) 
 }
 
 
-void _wrap_Collator_released_capi_89e21309be903443(accswig::Collator *_swig_go_0) {
+void _wrap_Collator_released_capi_52f78cd02c0a7ffd(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -2867,7 +2902,7 @@ void _wrap_Collator_released_capi_89e21309be903443(accswig::Collator *_swig_go_0
 }
 
 
-accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_89e21309be903443(intgo _swig_go_0) {
+accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
   int arg1 ;
   accswig::StateHandler *result = 0 ;
   accswig::StateHandler *_swig_go_result;
@@ -2888,7 +2923,7 @@ accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_89e2
 }
 
 
-void _wrap_DeleteDirectorStateHandler_capi_89e21309be903443(accswig::StateHandler *_swig_go_0) {
+void _wrap_DeleteDirectorStateHandler_capi_52f78cd02c0a7ffd(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -2906,7 +2941,7 @@ void _wrap_DeleteDirectorStateHandler_capi_89e21309be903443(accswig::StateHandle
 }
 
 
-void _wrap__swig_DirectorStateHandler_upcall_Released_capi_89e21309be903443(SwigDirector_StateHandler *_swig_go_0) {
+void _wrap__swig_DirectorStateHandler_upcall_Released_capi_52f78cd02c0a7ffd(SwigDirector_StateHandler *_swig_go_0) {
   SwigDirector_StateHandler *arg1 = (SwigDirector_StateHandler *) 0 ;
   
   arg1 = *(SwigDirector_StateHandler **)&_swig_go_0; 
@@ -2924,7 +2959,7 @@ void _wrap__swig_DirectorStateHandler_upcall_Released_capi_89e21309be903443(Swig
 }
 
 
-intgo _wrap_StateHandler_save_capi_89e21309be903443(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_save_capi_52f78cd02c0a7ffd(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -2947,7 +2982,7 @@ intgo _wrap_StateHandler_save_capi_89e21309be903443(accswig::StateHandler *_swig
 }
 
 
-intgo _wrap_StateHandler_load_capi_89e21309be903443(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_load_capi_52f78cd02c0a7ffd(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -2970,7 +3005,7 @@ intgo _wrap_StateHandler_load_capi_89e21309be903443(accswig::StateHandler *_swig
 }
 
 
-void _wrap_delete_StateHandler_capi_89e21309be903443(accswig::StateHandler *_swig_go_0) {
+void _wrap_delete_StateHandler_capi_52f78cd02c0a7ffd(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -2988,7 +3023,7 @@ void _wrap_delete_StateHandler_capi_89e21309be903443(accswig::StateHandler *_swi
 }
 
 
-void _wrap_StateHandler_released_capi_89e21309be903443(accswig::StateHandler *_swig_go_0) {
+void _wrap_StateHandler_released_capi_52f78cd02c0a7ffd(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -2999,7 +3034,7 @@ void _wrap_StateHandler_released_capi_89e21309be903443(accswig::StateHandler *_s
 }
 
 
-accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_89e21309be903443(intgo _swig_go_0) {
+accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
   int arg1 ;
   accswig::CheckpointHook *result = 0 ;
   accswig::CheckpointHook *_swig_go_result;
@@ -3020,7 +3055,7 @@ accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_cap
 }
 
 
-void _wrap_DeleteDirectorCheckpointHook_capi_89e21309be903443(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_DeleteDirectorCheckpointHook_capi_52f78cd02c0a7ffd(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3038,7 +3073,7 @@ void _wrap_DeleteDirectorCheckpointHook_capi_89e21309be903443(accswig::Checkpoin
 }
 
 
-void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_89e21309be903443(SwigDirector_CheckpointHook *_swig_go_0) {
+void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_52f78cd02c0a7ffd(SwigDirector_CheckpointHook *_swig_go_0) {
   SwigDirector_CheckpointHook *arg1 = (SwigDirector_CheckpointHook *) 0 ;
   
   arg1 = *(SwigDirector_CheckpointHook **)&_swig_go_0; 
@@ -3056,7 +3091,7 @@ void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_89e21309be903443(Sw
 }
 
 
-intgo _wrap_CheckpointHook_run_capi_89e21309be903443(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_CheckpointHook_run_capi_52f78cd02c0a7ffd(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   char *arg2 = (char *) 0 ;
   int result;
@@ -3084,7 +3119,7 @@ intgo _wrap_CheckpointHook_run_capi_89e21309be903443(accswig::CheckpointHook *_s
 }
 
 
-void _wrap_delete_CheckpointHook_capi_89e21309be903443(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_delete_CheckpointHook_capi_52f78cd02c0a7ffd(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3102,7 +3137,7 @@ void _wrap_delete_CheckpointHook_capi_89e21309be903443(accswig::CheckpointHook *
 }
 
 
-void _wrap_CheckpointHook_released_capi_89e21309be903443(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_CheckpointHook_released_capi_52f78cd02c0a7ffd(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3113,7 +3148,7 @@ void _wrap_CheckpointHook_released_capi_89e21309be903443(accswig::CheckpointHook
 }
 
 
-accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_89e21309be903443(intgo _swig_go_0) {
+accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
   int arg1 ;
   accswig::Tracker *result = 0 ;
   accswig::Tracker *_swig_go_result;
@@ -3134,7 +3169,7 @@ accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_89e21309be903443(in
 }
 
 
-void _wrap_DeleteDirectorTracker_capi_89e21309be903443(accswig::Tracker *_swig_go_0) {
+void _wrap_DeleteDirectorTracker_capi_52f78cd02c0a7ffd(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3152,7 +3187,7 @@ void _wrap_DeleteDirectorTracker_capi_89e21309be903443(accswig::Tracker *_swig_g
 }
 
 
-void _wrap__swig_DirectorTracker_upcall_Released_capi_89e21309be903443(SwigDirector_Tracker *_swig_go_0) {
+void _wrap__swig_DirectorTracker_upcall_Released_capi_52f78cd02c0a7ffd(SwigDirector_Tracker *_swig_go_0) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   
   arg1 = *(SwigDirector_Tracker **)&_swig_go_0; 
@@ -3170,7 +3205,7 @@ void _wrap__swig_DirectorTracker_upcall_Released_capi_89e21309be903443(SwigDirec
 }
 
 
-intgo _wrap_Tracker_init_capi_89e21309be903443(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
+intgo _wrap_Tracker_init_capi_52f78cd02c0a7ffd(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -3205,7 +3240,7 @@ intgo _wrap_Tracker_init_capi_89e21309be903443(accswig::Tracker *_swig_go_0, _go
 }
 
 
-intgo _wrap_Tracker_log_capi_89e21309be903443(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_log_capi_52f78cd02c0a7ffd(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Metrics *arg2 = (accswig::Metrics *) 0 ;
   int64_t arg3 ;
@@ -3230,7 +3265,7 @@ intgo _wrap_Tracker_log_capi_89e21309be903443(accswig::Tracker *_swig_go_0, accs
 }
 
 
-intgo _wrap_Tracker_finish_capi_89e21309be903443(accswig::Tracker *_swig_go_0) {
+intgo _wrap_Tracker_finish_capi_52f78cd02c0a7ffd(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   int result;
   intgo _swig_go_result;
@@ -3251,7 +3286,7 @@ intgo _wrap_Tracker_finish_capi_89e21309be903443(accswig::Tracker *_swig_go_0) {
 }
 
 
-void _wrap_delete_Tracker_capi_89e21309be903443(accswig::Tracker *_swig_go_0) {
+void _wrap_delete_Tracker_capi_52f78cd02c0a7ffd(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3269,7 +3304,7 @@ void _wrap_delete_Tracker_capi_89e21309be903443(accswig::Tracker *_swig_go_0) {
 }
 
 
-void _wrap_Tracker_released_capi_89e21309be903443(accswig::Tracker *_swig_go_0) {
+void _wrap_Tracker_released_capi_52f78cd02c0a7ffd(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3280,7 +3315,7 @@ void _wrap_Tracker_released_capi_89e21309be903443(accswig::Tracker *_swig_go_0) 
 }
 
 
-accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_89e21309be903443(intgo _swig_go_0) {
+accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
   int arg1 ;
   accswig::LrLambda *result = 0 ;
   accswig::LrLambda *_swig_go_result;
@@ -3301,7 +3336,7 @@ accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_89e21309be903443
 }
 
 
-void _wrap_DeleteDirectorLrLambda_capi_89e21309be903443(accswig::LrLambda *_swig_go_0) {
+void _wrap_DeleteDirectorLrLambda_capi_52f78cd02c0a7ffd(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3319,7 +3354,7 @@ void _wrap_DeleteDirectorLrLambda_capi_89e21309be903443(accswig::LrLambda *_swig
 }
 
 
-void _wrap__swig_DirectorLrLambda_upcall_Released_capi_89e21309be903443(SwigDirector_LrLambda *_swig_go_0) {
+void _wrap__swig_DirectorLrLambda_upcall_Released_capi_52f78cd02c0a7ffd(SwigDirector_LrLambda *_swig_go_0) {
   SwigDirector_LrLambda *arg1 = (SwigDirector_LrLambda *) 0 ;
   
   arg1 = *(SwigDirector_LrLambda **)&_swig_go_0; 
@@ -3337,7 +3372,7 @@ void _wrap__swig_DirectorLrLambda_upcall_Released_capi_89e21309be903443(SwigDire
 }
 
 
-intgo _wrap_LrLambda_factor_capi_89e21309be903443(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
+intgo _wrap_LrLambda_factor_capi_52f78cd02c0a7ffd(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   int64_t arg2 ;
   accswig::Factor *arg3 = (accswig::Factor *) 0 ;
@@ -3362,7 +3397,7 @@ intgo _wrap_LrLambda_factor_capi_89e21309be903443(accswig::LrLambda *_swig_go_0,
 }
 
 
-void _wrap_delete_LrLambda_capi_89e21309be903443(accswig::LrLambda *_swig_go_0) {
+void _wrap_delete_LrLambda_capi_52f78cd02c0a7ffd(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3380,7 +3415,7 @@ void _wrap_delete_LrLambda_capi_89e21309be903443(accswig::LrLambda *_swig_go_0) 
 }
 
 
-void _wrap_LrLambda_released_capi_89e21309be903443(accswig::LrLambda *_swig_go_0) {
+void _wrap_LrLambda_released_capi_52f78cd02c0a7ffd(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3391,7 +3426,116 @@ void _wrap_LrLambda_released_capi_89e21309be903443(accswig::LrLambda *_swig_go_0
 }
 
 
-accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_89e21309be903443(intgo _swig_go_0) {
+accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
+  int arg1 ;
+  accswig::TraceReady *result = 0 ;
+  accswig::TraceReady *_swig_go_result;
+  
+  arg1 = (int)_swig_go_0; 
+  
+  {
+    try {
+      result = new SwigDirector_TraceReady(arg1);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  *(accswig::TraceReady **)&_swig_go_result = (accswig::TraceReady *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_DeleteDirectorTraceReady_capi_52f78cd02c0a7ffd(accswig::TraceReady *_swig_go_0) {
+  accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
+  
+  arg1 = *(accswig::TraceReady **)&_swig_go_0; 
+  
+  {
+    try {
+      delete arg1;
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+}
+
+
+void _wrap__swig_DirectorTraceReady_upcall_Released_capi_52f78cd02c0a7ffd(SwigDirector_TraceReady *_swig_go_0) {
+  SwigDirector_TraceReady *arg1 = (SwigDirector_TraceReady *) 0 ;
+  
+  arg1 = *(SwigDirector_TraceReady **)&_swig_go_0; 
+  
+  {
+    try {
+      arg1->_swig_upcall_released();
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+}
+
+
+intgo _wrap_TraceReady_ready_capi_52f78cd02c0a7ffd(accswig::TraceReady *_swig_go_0, long long _swig_go_1) {
+  accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
+  int64_t arg2 ;
+  int result;
+  intgo _swig_go_result;
+  
+  arg1 = *(accswig::TraceReady **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  {
+    try {
+      result = (int)(arg1)->ready(arg2);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_TraceReady_capi_52f78cd02c0a7ffd(accswig::TraceReady *_swig_go_0) {
+  accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
+  
+  arg1 = *(accswig::TraceReady **)&_swig_go_0; 
+  
+  {
+    try {
+      delete arg1;
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+}
+
+
+void _wrap_TraceReady_released_capi_52f78cd02c0a7ffd(accswig::TraceReady *_swig_go_0) {
+  accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
+  
+  arg1 = *(accswig::TraceReady **)&_swig_go_0; 
+  
+  accswig::Callback *swig_b0 = (accswig::Callback *)arg1;
+  (swig_b0)->released();
+  
+}
+
+
+accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
   int arg1 ;
   accswig::BatchSizeRun *result = 0 ;
   accswig::BatchSizeRun *_swig_go_result;
@@ -3412,7 +3556,7 @@ accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_89e2
 }
 
 
-void _wrap_DeleteDirectorBatchSizeRun_capi_89e21309be903443(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_DeleteDirectorBatchSizeRun_capi_52f78cd02c0a7ffd(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -3430,7 +3574,7 @@ void _wrap_DeleteDirectorBatchSizeRun_capi_89e21309be903443(accswig::BatchSizeRu
 }
 
 
-void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_89e21309be903443(SwigDirector_BatchSizeRun *_swig_go_0) {
+void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_52f78cd02c0a7ffd(SwigDirector_BatchSizeRun *_swig_go_0) {
   SwigDirector_BatchSizeRun *arg1 = (SwigDirector_BatchSizeRun *) 0 ;
   
   arg1 = *(SwigDirector_BatchSizeRun **)&_swig_go_0; 
@@ -3448,7 +3592,7 @@ void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_89e21309be903443(Swig
 }
 
 
-intgo _wrap_BatchSizeRun_run_capi_89e21309be903443(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_BatchSizeRun_run_capi_52f78cd02c0a7ffd(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   int64_t arg2 ;
   int result;
@@ -3471,7 +3615,7 @@ intgo _wrap_BatchSizeRun_run_capi_89e21309be903443(accswig::BatchSizeRun *_swig_
 }
 
 
-void _wrap_delete_BatchSizeRun_capi_89e21309be903443(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_delete_BatchSizeRun_capi_52f78cd02c0a7ffd(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -3489,7 +3633,7 @@ void _wrap_delete_BatchSizeRun_capi_89e21309be903443(accswig::BatchSizeRun *_swi
 }
 
 
-void _wrap_BatchSizeRun_released_capi_89e21309be903443(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_BatchSizeRun_released_capi_52f78cd02c0a7ffd(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -3500,7 +3644,7 @@ void _wrap_BatchSizeRun_released_capi_89e21309be903443(accswig::BatchSizeRun *_s
 }
 
 
-_gostring_ _wrap_Accelerate_version_capi_89e21309be903443() {
+_gostring_ _wrap_Accelerate_version_capi_52f78cd02c0a7ffd() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -3519,7 +3663,7 @@ _gostring_ _wrap_Accelerate_version_capi_89e21309be903443() {
 }
 
 
-intgo _wrap_Accelerate_abiVersion_capi_89e21309be903443() {
+intgo _wrap_Accelerate_abiVersion_capi_52f78cd02c0a7ffd() {
   int result;
   intgo _swig_go_result;
   
@@ -3538,7 +3682,7 @@ intgo _wrap_Accelerate_abiVersion_capi_89e21309be903443() {
 }
 
 
-void _wrap_Accelerate_checkAbi_capi_89e21309be903443(intgo _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_checkAbi_capi_52f78cd02c0a7ffd(intgo _swig_go_0, _gostring_* _swig_go_1) {
   int arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -3568,7 +3712,7 @@ void _wrap_Accelerate_checkAbi_capi_89e21309be903443(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_Accelerate_checkBinding_capi_89e21309be903443(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerate_checkBinding_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   int arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -3605,7 +3749,7 @@ void _wrap_Accelerate_checkBinding_capi_89e21309be903443(_gostring_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_Accelerate_buildInfo_capi_89e21309be903443() {
+_gostring_ _wrap_Accelerate_buildInfo_capi_52f78cd02c0a7ffd() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -3624,7 +3768,7 @@ _gostring_ _wrap_Accelerate_buildInfo_capi_89e21309be903443() {
 }
 
 
-_gostring_ _wrap_Accelerate_statusName_capi_89e21309be903443(intgo _swig_go_0) {
+_gostring_ _wrap_Accelerate_statusName_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
   acc_status arg1 ;
   std::string result;
   _gostring_ _swig_go_result;
@@ -3645,7 +3789,7 @@ _gostring_ _wrap_Accelerate_statusName_capi_89e21309be903443(intgo _swig_go_0) {
 }
 
 
-long long _wrap_Accelerate_liveHandles_capi_89e21309be903443(intgo _swig_go_0) {
+long long _wrap_Accelerate_liveHandles_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
   acc_handle_kind arg1 ;
   int64_t result;
   long long _swig_go_result;
@@ -3666,7 +3810,7 @@ long long _wrap_Accelerate_liveHandles_capi_89e21309be903443(intgo _swig_go_0) {
 }
 
 
-void _wrap_Accelerate_setSeed_capi_89e21309be903443(long long _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setSeed_capi_52f78cd02c0a7ffd(long long _swig_go_0, _gostring_* _swig_go_1) {
   int64_t arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -3696,7 +3840,7 @@ void _wrap_Accelerate_setSeed_capi_89e21309be903443(long long _swig_go_0, _gostr
 }
 
 
-void _wrap_Accelerate_setSeedWith_capi_89e21309be903443(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerate_setSeedWith_capi_52f78cd02c0a7ffd(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   int64_t arg1 ;
   bool arg2 ;
   bool arg3 ;
@@ -3730,7 +3874,7 @@ void _wrap_Accelerate_setSeedWith_capi_89e21309be903443(long long _swig_go_0, bo
 }
 
 
-acc_tensor *_wrap_Accelerate_getRandomState_capi_89e21309be903443(_gostring_* _swig_go_0) {
+acc_tensor *_wrap_Accelerate_getRandomState_capi_52f78cd02c0a7ffd(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor *result = 0 ;
@@ -3761,7 +3905,7 @@ acc_tensor *_wrap_Accelerate_getRandomState_capi_89e21309be903443(_gostring_* _s
 }
 
 
-void _wrap_Accelerate_setRandomState_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setRandomState_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -3791,7 +3935,7 @@ void _wrap_Accelerate_setRandomState_capi_89e21309be903443(acc_tensor *_swig_go_
 }
 
 
-long long _wrap_Accelerate_dtypeSize_capi_89e21309be903443(intgo _swig_go_0) {
+long long _wrap_Accelerate_dtypeSize_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
   acc_dtype arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -3812,7 +3956,7 @@ long long _wrap_Accelerate_dtypeSize_capi_89e21309be903443(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_89e21309be903443() {
+_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_52f78cd02c0a7ffd() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -3831,7 +3975,7 @@ _gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_89e21309be903443() {
 }
 
 
-void _wrap_Accelerate_callbackSetError_capi_89e21309be903443(_gostring_ _swig_go_0) {
+void _wrap_Accelerate_callbackSetError_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
   
   
@@ -3854,7 +3998,7 @@ void _wrap_Accelerate_callbackSetError_capi_89e21309be903443(_gostring_ _swig_go
 }
 
 
-long long _wrap_Accelerate_findBatchSizeWith_capi_89e21309be903443(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerate_findBatchSizeWith_capi_52f78cd02c0a7ffd(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::BatchSizeRun *arg2 = (accswig::BatchSizeRun *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -3889,7 +4033,7 @@ long long _wrap_Accelerate_findBatchSizeWith_capi_89e21309be903443(long long _sw
 }
 
 
-void _wrap_delete_Accelerate_capi_89e21309be903443(accswig::Library *_swig_go_0) {
+void _wrap_delete_Accelerate_capi_52f78cd02c0a7ffd(accswig::Library *_swig_go_0) {
   accswig::Library *arg1 = (accswig::Library *) 0 ;
   
   arg1 = *(accswig::Library **)&_swig_go_0; 
@@ -3907,7 +4051,7 @@ void _wrap_delete_Accelerate_capi_89e21309be903443(accswig::Library *_swig_go_0)
 }
 
 
-long long _wrap_LoadReport_missingCount_capi_89e21309be903443(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_missingCount_capi_52f78cd02c0a7ffd(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3928,7 +4072,7 @@ long long _wrap_LoadReport_missingCount_capi_89e21309be903443(accswig::LoadRepor
 }
 
 
-_gostring_ _wrap_LoadReport_missing_capi_89e21309be903443(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_missing_capi_52f78cd02c0a7ffd(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -3951,7 +4095,7 @@ _gostring_ _wrap_LoadReport_missing_capi_89e21309be903443(accswig::LoadReport *_
 }
 
 
-long long _wrap_LoadReport_unexpectedCount_capi_89e21309be903443(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_unexpectedCount_capi_52f78cd02c0a7ffd(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -3972,7 +4116,7 @@ long long _wrap_LoadReport_unexpectedCount_capi_89e21309be903443(accswig::LoadRe
 }
 
 
-_gostring_ _wrap_LoadReport_unexpected_capi_89e21309be903443(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_unexpected_capi_52f78cd02c0a7ffd(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -3995,7 +4139,7 @@ _gostring_ _wrap_LoadReport_unexpected_capi_89e21309be903443(accswig::LoadReport
 }
 
 
-void _wrap_delete_LoadReport_capi_89e21309be903443(accswig::LoadReport *_swig_go_0) {
+void _wrap_delete_LoadReport_capi_52f78cd02c0a7ffd(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   
   arg1 = *(accswig::LoadReport **)&_swig_go_0; 
@@ -4013,7 +4157,7 @@ void _wrap_delete_LoadReport_capi_89e21309be903443(accswig::LoadReport *_swig_go
 }
 
 
-acc_tensor *_wrap_Loss_crossEntropy_capi_89e21309be903443(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_crossEntropy_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4052,7 +4196,7 @@ acc_tensor *_wrap_Loss_crossEntropy_capi_89e21309be903443(acc_tensor *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Loss_nll_capi_89e21309be903443(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_nll_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4089,7 +4233,7 @@ acc_tensor *_wrap_Loss_nll_capi_89e21309be903443(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_mse_capi_89e21309be903443(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_mse_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4126,7 +4270,7 @@ acc_tensor *_wrap_Loss_mse_capi_89e21309be903443(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_bceWithLogits_capi_89e21309be903443(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_bceWithLogits_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4163,7 +4307,7 @@ acc_tensor *_wrap_Loss_bceWithLogits_capi_89e21309be903443(acc_tensor *_swig_go_
 }
 
 
-void _wrap_delete_Loss_capi_89e21309be903443(accswig::Loss *_swig_go_0) {
+void _wrap_delete_Loss_capi_52f78cd02c0a7ffd(accswig::Loss *_swig_go_0) {
   accswig::Loss *arg1 = (accswig::Loss *) 0 ;
   
   arg1 = *(accswig::Loss **)&_swig_go_0; 
@@ -4181,7 +4325,7 @@ void _wrap_delete_Loss_capi_89e21309be903443(accswig::Loss *_swig_go_0) {
 }
 
 
-void _wrap_delete_Tensor_capi_89e21309be903443(acc_tensor *_swig_go_0) {
+void _wrap_delete_Tensor_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   
   arg1 = *(acc_tensor **)&_swig_go_0; 
@@ -4199,7 +4343,7 @@ void _wrap_delete_Tensor_capi_89e21309be903443(acc_tensor *_swig_go_0) {
 }
 
 
-acc_tensor *_wrap_Tensor_fromFloats_capi_89e21309be903443(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromFloats_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   float *arg1 = (float *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4242,7 +4386,7 @@ acc_tensor *_wrap_Tensor_fromFloats_capi_89e21309be903443(_goslice_ _swig_go_0, 
 }
 
 
-void _wrap_Tensor_copyToFloats_capi_89e21309be903443(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToFloats_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -4278,7 +4422,7 @@ void _wrap_Tensor_copyToFloats_capi_89e21309be903443(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_fromDoubles_capi_89e21309be903443(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromDoubles_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   double *arg1 = (double *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4321,7 +4465,7 @@ acc_tensor *_wrap_Tensor_fromDoubles_capi_89e21309be903443(_goslice_ _swig_go_0,
 }
 
 
-void _wrap_Tensor_copyToDoubles_capi_89e21309be903443(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToDoubles_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   double *arg2 = (double *) 0 ;
   size_t arg3 ;
@@ -4357,7 +4501,7 @@ void _wrap_Tensor_copyToDoubles_capi_89e21309be903443(acc_tensor *_swig_go_0, _g
 }
 
 
-acc_tensor *_wrap_Tensor_fromLongs_capi_89e21309be903443(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromLongs_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4400,7 +4544,7 @@ acc_tensor *_wrap_Tensor_fromLongs_capi_89e21309be903443(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToLongs_capi_89e21309be903443(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToLongs_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -4436,7 +4580,7 @@ void _wrap_Tensor_copyToLongs_capi_89e21309be903443(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_fromInts_capi_89e21309be903443(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromInts_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int32_t *arg1 = (int32_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4479,7 +4623,7 @@ acc_tensor *_wrap_Tensor_fromInts_capi_89e21309be903443(_goslice_ _swig_go_0, _g
 }
 
 
-void _wrap_Tensor_copyToInts_capi_89e21309be903443(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToInts_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -4515,7 +4659,7 @@ void _wrap_Tensor_copyToInts_capi_89e21309be903443(acc_tensor *_swig_go_0, _gosl
 }
 
 
-acc_tensor *_wrap_Tensor_fromBytes_capi_89e21309be903443(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromBytes_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4558,7 +4702,7 @@ acc_tensor *_wrap_Tensor_fromBytes_capi_89e21309be903443(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToBytes_capi_89e21309be903443(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToBytes_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -4594,7 +4738,7 @@ void _wrap_Tensor_copyToBytes_capi_89e21309be903443(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_zeros_capi_89e21309be903443(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_zeros_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   acc_dtype arg3 ;
@@ -4640,7 +4784,7 @@ acc_tensor *_wrap_Tensor_zeros_capi_89e21309be903443(_goslice_ _swig_go_0, intgo
 }
 
 
-acc_tensor *_wrap_Tensor_rand_capi_89e21309be903443(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_rand_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4677,7 +4821,7 @@ acc_tensor *_wrap_Tensor_rand_capi_89e21309be903443(_goslice_ _swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_randn_capi_89e21309be903443(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_randn_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4714,7 +4858,7 @@ acc_tensor *_wrap_Tensor_randn_capi_89e21309be903443(_goslice_ _swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_fromIdxFile_capi_89e21309be903443(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_fromIdxFile_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4752,7 +4896,7 @@ acc_tensor *_wrap_Tensor_fromIdxFile_capi_89e21309be903443(_gostring_ _swig_go_0
 }
 
 
-acc_tensor *_wrap_Tensor_fromFileMmap_capi_89e21309be903443(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Tensor_fromFileMmap_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   acc_dtype arg3 ;
@@ -4800,7 +4944,7 @@ acc_tensor *_wrap_Tensor_fromFileMmap_capi_89e21309be903443(_gostring_ _swig_go_
 }
 
 
-long long _wrap_Tensor_ndim_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_ndim_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4833,7 +4977,7 @@ long long _wrap_Tensor_ndim_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostr
 }
 
 
-void _wrap_Tensor_copyShape_capi_89e21309be903443(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyShape_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -4869,7 +5013,7 @@ void _wrap_Tensor_copyShape_capi_89e21309be903443(acc_tensor *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Tensor_numel_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_numel_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4902,7 +5046,7 @@ long long _wrap_Tensor_numel_capi_89e21309be903443(acc_tensor *_swig_go_0, _gost
 }
 
 
-intgo _wrap_Tensor_dtype_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+intgo _wrap_Tensor_dtype_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4935,7 +5079,7 @@ intgo _wrap_Tensor_dtype_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring
 }
 
 
-_gostring_ _wrap_Tensor_device_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Tensor_device_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4968,7 +5112,7 @@ _gostring_ _wrap_Tensor_device_capi_89e21309be903443(acc_tensor *_swig_go_0, _go
 }
 
 
-bool _wrap_Tensor_requiresGrad_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Tensor_requiresGrad_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5001,7 +5145,7 @@ bool _wrap_Tensor_requiresGrad_capi_89e21309be903443(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_to_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_to_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -5043,7 +5187,7 @@ acc_tensor *_wrap_Tensor_to_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_grad_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_grad_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5076,7 +5220,7 @@ acc_tensor *_wrap_Tensor_grad_capi_89e21309be903443(acc_tensor *_swig_go_0, _gos
 }
 
 
-void _wrap_Tensor_backward_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Tensor_backward_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5106,7 +5250,7 @@ void _wrap_Tensor_backward_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostri
 }
 
 
-acc_tensor *_wrap_Tensor_sum_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_sum_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5139,7 +5283,7 @@ acc_tensor *_wrap_Tensor_sum_capi_89e21309be903443(acc_tensor *_swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_mean_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_mean_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5172,7 +5316,7 @@ acc_tensor *_wrap_Tensor_mean_capi_89e21309be903443(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_reshape_capi_89e21309be903443(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_reshape_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5211,7 +5355,7 @@ acc_tensor *_wrap_Tensor_reshape_capi_89e21309be903443(acc_tensor *_swig_go_0, _
 }
 
 
-acc_tensor *_wrap_Tensor_argmax_capi_89e21309be903443(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_argmax_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -5248,7 +5392,7 @@ acc_tensor *_wrap_Tensor_argmax_capi_89e21309be903443(acc_tensor *_swig_go_0, lo
 }
 
 
-long long _wrap_Tensor_countEqual_capi_89e21309be903443(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Tensor_countEqual_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5283,7 +5427,7 @@ long long _wrap_Tensor_countEqual_capi_89e21309be903443(acc_tensor *_swig_go_0, 
 }
 
 
-double _wrap_Tensor_item_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+double _wrap_Tensor_item_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5316,7 +5460,7 @@ double _wrap_Tensor_item_capi_89e21309be903443(acc_tensor *_swig_go_0, _gostring
 }
 
 
-acc_tensor_list *_wrap_new_TensorList_capi_89e21309be903443(_gostring_* _swig_go_0) {
+acc_tensor_list *_wrap_new_TensorList_capi_52f78cd02c0a7ffd(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor_list *result = 0 ;
@@ -5347,7 +5491,7 @@ acc_tensor_list *_wrap_new_TensorList_capi_89e21309be903443(_gostring_* _swig_go
 }
 
 
-void _wrap_delete_TensorList_capi_89e21309be903443(acc_tensor_list *_swig_go_0) {
+void _wrap_delete_TensorList_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go_0) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   
   arg1 = *(acc_tensor_list **)&_swig_go_0; 
@@ -5365,7 +5509,7 @@ void _wrap_delete_TensorList_capi_89e21309be903443(acc_tensor_list *_swig_go_0) 
 }
 
 
-void _wrap_TensorList_append_capi_89e21309be903443(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_TensorList_append_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_tensor *arg3 = (acc_tensor *) 0 ;
@@ -5404,7 +5548,7 @@ void _wrap_TensorList_append_capi_89e21309be903443(acc_tensor_list *_swig_go_0, 
 }
 
 
-long long _wrap_TensorList_size_capi_89e21309be903443(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_TensorList_size_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5437,7 +5581,7 @@ long long _wrap_TensorList_size_capi_89e21309be903443(acc_tensor_list *_swig_go_
 }
 
 
-acc_tensor *_wrap_TensorList_get_capi_89e21309be903443(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_get_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5472,7 +5616,7 @@ acc_tensor *_wrap_TensorList_get_capi_89e21309be903443(acc_tensor_list *_swig_go
 }
 
 
-_gostring_ _wrap_TensorList_name_capi_89e21309be903443(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_TensorList_name_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5507,7 +5651,7 @@ _gostring_ _wrap_TensorList_name_capi_89e21309be903443(acc_tensor_list *_swig_go
 }
 
 
-acc_tensor *_wrap_TensorList_find_capi_89e21309be903443(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_find_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5547,7 +5691,7 @@ acc_tensor *_wrap_TensorList_find_capi_89e21309be903443(acc_tensor_list *_swig_g
 }
 
 
-void _wrap_TensorList_saveSafetensors_capi_89e21309be903443(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_TensorList_saveSafetensors_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5584,7 +5728,7 @@ void _wrap_TensorList_saveSafetensors_capi_89e21309be903443(acc_tensor_list *_sw
 }
 
 
-acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_89e21309be903443(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5622,7 +5766,7 @@ acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_89e21309be903443(_gostrin
 }
 
 
-void _wrap_delete_StringList_capi_89e21309be903443(acc_string_list *_swig_go_0) {
+void _wrap_delete_StringList_capi_52f78cd02c0a7ffd(acc_string_list *_swig_go_0) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   
   arg1 = *(acc_string_list **)&_swig_go_0; 
@@ -5640,7 +5784,7 @@ void _wrap_delete_StringList_capi_89e21309be903443(acc_string_list *_swig_go_0) 
 }
 
 
-long long _wrap_StringList_size_capi_89e21309be903443(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_StringList_size_capi_52f78cd02c0a7ffd(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5673,7 +5817,7 @@ long long _wrap_StringList_size_capi_89e21309be903443(acc_string_list *_swig_go_
 }
 
 
-_gostring_ _wrap_StringList_get_capi_89e21309be903443(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_StringList_get_capi_52f78cd02c0a7ffd(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5708,7 +5852,7 @@ _gostring_ _wrap_StringList_get_capi_89e21309be903443(acc_string_list *_swig_go_
 }
 
 
-long long _wrap_StringList_byteSize_capi_89e21309be903443(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_StringList_byteSize_capi_52f78cd02c0a7ffd(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5743,7 +5887,7 @@ long long _wrap_StringList_byteSize_capi_89e21309be903443(acc_string_list *_swig
 }
 
 
-void _wrap_StringList_copyBytes_capi_89e21309be903443(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_StringList_copyBytes_capi_52f78cd02c0a7ffd(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -5781,7 +5925,7 @@ void _wrap_StringList_copyBytes_capi_89e21309be903443(acc_string_list *_swig_go_
 }
 
 
-acc_options *_wrap_new_Options_capi_89e21309be903443(intgo _swig_go_0, _gostring_* _swig_go_1) {
+acc_options *_wrap_new_Options_capi_52f78cd02c0a7ffd(intgo _swig_go_0, _gostring_* _swig_go_1) {
   acc_options_kind arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5814,7 +5958,7 @@ acc_options *_wrap_new_Options_capi_89e21309be903443(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_delete_Options_capi_89e21309be903443(acc_options *_swig_go_0) {
+void _wrap_delete_Options_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0) {
   acc_options *arg1 = (acc_options *) 0 ;
   
   arg1 = *(acc_options **)&_swig_go_0; 
@@ -5832,7 +5976,7 @@ void _wrap_delete_Options_capi_89e21309be903443(acc_options *_swig_go_0) {
 }
 
 
-void _wrap_Options_setInt_capi_89e21309be903443(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setInt_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -5871,7 +6015,7 @@ void _wrap_Options_setInt_capi_89e21309be903443(acc_options *_swig_go_0, _gostri
 }
 
 
-void _wrap_Options_setDouble_capi_89e21309be903443(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setDouble_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -5910,7 +6054,7 @@ void _wrap_Options_setDouble_capi_89e21309be903443(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_setBool_capi_89e21309be903443(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setBool_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -5949,7 +6093,7 @@ void _wrap_Options_setBool_capi_89e21309be903443(acc_options *_swig_go_0, _gostr
 }
 
 
-void _wrap_Options_setString_capi_89e21309be903443(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setString_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -5993,7 +6137,7 @@ void _wrap_Options_setString_capi_89e21309be903443(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_set_capi_89e21309be903443(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_set_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6037,7 +6181,7 @@ void _wrap_Options_set_capi_89e21309be903443(acc_options *_swig_go_0, _gostring_
 }
 
 
-_gostring_ _wrap_Options_get_capi_89e21309be903443(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Options_get_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6077,7 +6221,7 @@ _gostring_ _wrap_Options_get_capi_89e21309be903443(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_delete_Model_capi_89e21309be903443(acc_model *_swig_go_0) {
+void _wrap_delete_Model_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0) {
   acc_model *arg1 = (acc_model *) 0 ;
   
   arg1 = *(acc_model **)&_swig_go_0; 
@@ -6095,7 +6239,7 @@ void _wrap_delete_Model_capi_89e21309be903443(acc_model *_swig_go_0) {
 }
 
 
-acc_model *_wrap_Model_loadTorchscript_capi_89e21309be903443(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_loadTorchscript_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6133,7 +6277,7 @@ acc_model *_wrap_Model_loadTorchscript_capi_89e21309be903443(_gostring_ _swig_go
 }
 
 
-acc_model *_wrap_Model_fromSpec_capi_89e21309be903443(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_fromSpec_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6171,7 +6315,7 @@ acc_model *_wrap_Model_fromSpec_capi_89e21309be903443(_gostring_ _swig_go_0, _go
 }
 
 
-acc_tensor_list *_wrap_Model_forward_capi_89e21309be903443(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Model_forward_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   unsigned int arg3 ;
@@ -6208,7 +6352,7 @@ acc_tensor_list *_wrap_Model_forward_capi_89e21309be903443(acc_model *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Model_forward1_capi_89e21309be903443(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Model_forward1_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   unsigned int arg3 ;
@@ -6245,7 +6389,7 @@ acc_tensor *_wrap_Model_forward1_capi_89e21309be903443(acc_model *_swig_go_0, ac
 }
 
 
-void _wrap_Model_setTraining_capi_89e21309be903443(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setTraining_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6277,7 +6421,7 @@ void _wrap_Model_setTraining_capi_89e21309be903443(acc_model *_swig_go_0, bool _
 }
 
 
-bool _wrap_Model_isTraining_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Model_isTraining_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6310,7 +6454,7 @@ bool _wrap_Model_isTraining_capi_89e21309be903443(acc_model *_swig_go_0, _gostri
 }
 
 
-void _wrap_Model_setGraphOptimization_capi_89e21309be903443(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setGraphOptimization_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6342,7 +6486,7 @@ void _wrap_Model_setGraphOptimization_capi_89e21309be903443(acc_model *_swig_go_
 }
 
 
-void _wrap_Model_to_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_to_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -6381,7 +6525,7 @@ void _wrap_Model_to_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_ _swi
 }
 
 
-long long _wrap_Model_parameterTensorCount_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterTensorCount_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6414,7 +6558,7 @@ long long _wrap_Model_parameterTensorCount_capi_89e21309be903443(acc_model *_swi
 }
 
 
-long long _wrap_Model_parameterElementCount_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterElementCount_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6447,7 +6591,7 @@ long long _wrap_Model_parameterElementCount_capi_89e21309be903443(acc_model *_sw
 }
 
 
-acc_string_list *_wrap_Model_parameterNames_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Model_parameterNames_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6480,7 +6624,7 @@ acc_string_list *_wrap_Model_parameterNames_capi_89e21309be903443(acc_model *_sw
 }
 
 
-acc_tensor *_wrap_Model_parameter_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Model_parameter_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6520,7 +6664,7 @@ acc_tensor *_wrap_Model_parameter_capi_89e21309be903443(acc_model *_swig_go_0, _
 }
 
 
-void _wrap_Model_zeroGrad_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_zeroGrad_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6550,7 +6694,7 @@ void _wrap_Model_zeroGrad_capi_89e21309be903443(acc_model *_swig_go_0, _gostring
 }
 
 
-long long _wrap_Model_setRequiresGrad_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_setRequiresGrad_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -6592,7 +6736,7 @@ long long _wrap_Model_setRequiresGrad_capi_89e21309be903443(acc_model *_swig_go_
 }
 
 
-long long _wrap_Model_addLora_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addLora_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -6634,7 +6778,7 @@ long long _wrap_Model_addLora_capi_89e21309be903443(acc_model *_swig_go_0, _gost
 }
 
 
-void _wrap_Model_saveLora_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveLora_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6671,7 +6815,7 @@ void _wrap_Model_saveLora_capi_89e21309be903443(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_loadLora_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_loadLora_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6708,7 +6852,7 @@ void _wrap_Model_loadLora_capi_89e21309be903443(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_mergeLora_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_mergeLora_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6738,7 +6882,7 @@ void _wrap_Model_mergeLora_capi_89e21309be903443(acc_model *_swig_go_0, _gostrin
 }
 
 
-long long _wrap_Model_loraCount_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_loraCount_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6771,7 +6915,7 @@ long long _wrap_Model_loraCount_capi_89e21309be903443(acc_model *_swig_go_0, _go
 }
 
 
-acc_tensor_list *_wrap_Model_stateDict_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_Model_stateDict_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6804,7 +6948,7 @@ acc_tensor_list *_wrap_Model_stateDict_capi_89e21309be903443(acc_model *_swig_go
 }
 
 
-void _wrap_Model_loadStateDict_capi_89e21309be903443(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_loadStateDict_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   bool arg3 ;
@@ -6838,7 +6982,7 @@ void _wrap_Model_loadStateDict_capi_89e21309be903443(acc_model *_swig_go_0, acc_
 }
 
 
-void _wrap_Model_saveTorchscript_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveTorchscript_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6875,7 +7019,7 @@ void _wrap_Model_saveTorchscript_capi_89e21309be903443(acc_model *_swig_go_0, _g
 }
 
 
-accswig::LoadReport *_wrap_Model_loadSafetensors_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+accswig::LoadReport *_wrap_Model_loadSafetensors_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -6917,7 +7061,7 @@ accswig::LoadReport *_wrap_Model_loadSafetensors_capi_89e21309be903443(acc_model
 }
 
 
-acc_optimizer *_wrap_new_Optimizer_capi_89e21309be903443(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_new_Optimizer_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -6959,7 +7103,7 @@ acc_optimizer *_wrap_new_Optimizer_capi_89e21309be903443(acc_model *_swig_go_0, 
 }
 
 
-void _wrap_delete_Optimizer_capi_89e21309be903443(acc_optimizer *_swig_go_0) {
+void _wrap_delete_Optimizer_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   
   arg1 = *(acc_optimizer **)&_swig_go_0; 
@@ -6977,7 +7121,7 @@ void _wrap_delete_Optimizer_capi_89e21309be903443(acc_optimizer *_swig_go_0) {
 }
 
 
-void _wrap_Optimizer_addParamGroup_capi_89e21309be903443(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_addParamGroup_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7016,7 +7160,7 @@ void _wrap_Optimizer_addParamGroup_capi_89e21309be903443(acc_optimizer *_swig_go
 }
 
 
-long long _wrap_Optimizer_addParamGroupMatching_capi_89e21309be903443(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Optimizer_addParamGroupMatching_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7058,7 +7202,7 @@ long long _wrap_Optimizer_addParamGroupMatching_capi_89e21309be903443(acc_optimi
 }
 
 
-long long _wrap_Optimizer_numParamGroups_capi_89e21309be903443(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Optimizer_numParamGroups_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7091,7 +7235,7 @@ long long _wrap_Optimizer_numParamGroups_capi_89e21309be903443(acc_optimizer *_s
 }
 
 
-double _wrap_Optimizer_getLr_capi_89e21309be903443(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Optimizer_getLr_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7126,7 +7270,7 @@ double _wrap_Optimizer_getLr_capi_89e21309be903443(acc_optimizer *_swig_go_0, lo
 }
 
 
-void _wrap_Optimizer_setLr_capi_89e21309be903443(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_setLr_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   double arg3 ;
@@ -7160,7 +7304,7 @@ void _wrap_Optimizer_setLr_capi_89e21309be903443(acc_optimizer *_swig_go_0, long
 }
 
 
-void _wrap_Optimizer_step_capi_89e21309be903443(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_step_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7190,7 +7334,7 @@ void _wrap_Optimizer_step_capi_89e21309be903443(acc_optimizer *_swig_go_0, _gost
 }
 
 
-void _wrap_Optimizer_zeroGrad_capi_89e21309be903443(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_zeroGrad_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7220,7 +7364,7 @@ void _wrap_Optimizer_zeroGrad_capi_89e21309be903443(acc_optimizer *_swig_go_0, _
 }
 
 
-acc_scheduler *_wrap_new_Scheduler_capi_89e21309be903443(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_new_Scheduler_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7262,7 +7406,7 @@ acc_scheduler *_wrap_new_Scheduler_capi_89e21309be903443(acc_optimizer *_swig_go
 }
 
 
-void _wrap_delete_Scheduler_capi_89e21309be903443(acc_scheduler *_swig_go_0) {
+void _wrap_delete_Scheduler_capi_52f78cd02c0a7ffd(acc_scheduler *_swig_go_0) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   
   arg1 = *(acc_scheduler **)&_swig_go_0; 
@@ -7280,7 +7424,7 @@ void _wrap_delete_Scheduler_capi_89e21309be903443(acc_scheduler *_swig_go_0) {
 }
 
 
-void _wrap_Scheduler_step_capi_89e21309be903443(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Scheduler_step_capi_52f78cd02c0a7ffd(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7310,7 +7454,7 @@ void _wrap_Scheduler_step_capi_89e21309be903443(acc_scheduler *_swig_go_0, _gost
 }
 
 
-void _wrap_Scheduler_stepMetric_capi_89e21309be903443(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Scheduler_stepMetric_capi_52f78cd02c0a7ffd(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   double arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7342,7 +7486,7 @@ void _wrap_Scheduler_stepMetric_capi_89e21309be903443(acc_scheduler *_swig_go_0,
 }
 
 
-double _wrap_Scheduler_getLastLr_capi_89e21309be903443(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Scheduler_getLastLr_capi_52f78cd02c0a7ffd(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7377,7 +7521,7 @@ double _wrap_Scheduler_getLastLr_capi_89e21309be903443(acc_scheduler *_swig_go_0
 }
 
 
-long long _wrap_Scheduler_getStep_capi_89e21309be903443(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Scheduler_getStep_capi_52f78cd02c0a7ffd(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7410,7 +7554,7 @@ long long _wrap_Scheduler_getStep_capi_89e21309be903443(acc_scheduler *_swig_go_
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_89e21309be903443(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7445,7 +7589,7 @@ acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_89e21309be903443(acc_optimizer 
 }
 
 
-void _wrap_delete_Dataset_capi_89e21309be903443(acc_dataset *_swig_go_0) {
+void _wrap_delete_Dataset_capi_52f78cd02c0a7ffd(acc_dataset *_swig_go_0) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   
   arg1 = *(acc_dataset **)&_swig_go_0; 
@@ -7463,7 +7607,7 @@ void _wrap_delete_Dataset_capi_89e21309be903443(acc_dataset *_swig_go_0) {
 }
 
 
-acc_dataset *_wrap_Dataset_fromTensors_capi_89e21309be903443(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+acc_dataset *_wrap_Dataset_fromTensors_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7496,7 +7640,7 @@ acc_dataset *_wrap_Dataset_fromTensors_capi_89e21309be903443(acc_tensor_list *_s
 }
 
 
-acc_dataset *_wrap_Dataset_fromIdx_capi_89e21309be903443(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromIdx_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7541,7 +7685,7 @@ acc_dataset *_wrap_Dataset_fromIdx_capi_89e21309be903443(_gostring_ _swig_go_0, 
 }
 
 
-acc_dataset *_wrap_Dataset_fromSampleSource_capi_89e21309be903443(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromSampleSource_capi_52f78cd02c0a7ffd(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::SampleSource *arg2 = (accswig::SampleSource *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7576,7 +7720,7 @@ acc_dataset *_wrap_Dataset_fromSampleSource_capi_89e21309be903443(long long _swi
 }
 
 
-acc_dataset *_wrap_Dataset_fromStreamSource_capi_89e21309be903443(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromStreamSource_capi_52f78cd02c0a7ffd(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7611,7 +7755,7 @@ acc_dataset *_wrap_Dataset_fromStreamSource_capi_89e21309be903443(accswig::Strea
 }
 
 
-acc_dataset *_wrap_Dataset_subset_capi_89e21309be903443(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataset *_wrap_Dataset_subset_capi_52f78cd02c0a7ffd(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -7648,7 +7792,7 @@ acc_dataset *_wrap_Dataset_subset_capi_89e21309be903443(acc_dataset *_swig_go_0,
 }
 
 
-long long _wrap_Dataset_size_capi_89e21309be903443(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Dataset_size_capi_52f78cd02c0a7ffd(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7681,7 +7825,7 @@ long long _wrap_Dataset_size_capi_89e21309be903443(acc_dataset *_swig_go_0, _gos
 }
 
 
-acc_tensor_list *_wrap_Dataset_get_capi_89e21309be903443(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor_list *_wrap_Dataset_get_capi_52f78cd02c0a7ffd(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7716,7 +7860,7 @@ acc_tensor_list *_wrap_Dataset_get_capi_89e21309be903443(acc_dataset *_swig_go_0
 }
 
 
-acc_dataloader *_wrap_new_DataLoader_capi_89e21309be903443(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataloader *_wrap_new_DataLoader_capi_52f78cd02c0a7ffd(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7751,7 +7895,7 @@ acc_dataloader *_wrap_new_DataLoader_capi_89e21309be903443(acc_dataset *_swig_go
 }
 
 
-void _wrap_delete_DataLoader_capi_89e21309be903443(acc_dataloader *_swig_go_0) {
+void _wrap_delete_DataLoader_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   
   arg1 = *(acc_dataloader **)&_swig_go_0; 
@@ -7769,7 +7913,7 @@ void _wrap_delete_DataLoader_capi_89e21309be903443(acc_dataloader *_swig_go_0) {
 }
 
 
-acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_89e21309be903443(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_52f78cd02c0a7ffd(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -7816,7 +7960,7 @@ acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_89e21309be903443(acc_datas
 }
 
 
-acc_tensor_list *_wrap_DataLoader_next_capi_89e21309be903443(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_DataLoader_next_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7849,7 +7993,7 @@ acc_tensor_list *_wrap_DataLoader_next_capi_89e21309be903443(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_length_capi_89e21309be903443(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_length_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7882,7 +8026,7 @@ long long _wrap_DataLoader_length_capi_89e21309be903443(acc_dataloader *_swig_go
 }
 
 
-long long _wrap_DataLoader_epoch_capi_89e21309be903443(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_epoch_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7915,7 +8059,7 @@ long long _wrap_DataLoader_epoch_capi_89e21309be903443(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_setEpoch_capi_89e21309be903443(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setEpoch_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7947,7 +8091,7 @@ void _wrap_DataLoader_setEpoch_capi_89e21309be903443(acc_dataloader *_swig_go_0,
 }
 
 
-void _wrap_DataLoader_setCollator_capi_89e21309be903443(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setCollator_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   accswig::Collator *arg2 = (accswig::Collator *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7979,7 +8123,7 @@ void _wrap_DataLoader_setCollator_capi_89e21309be903443(acc_dataloader *_swig_go
 }
 
 
-void _wrap_DataLoader_skipFirstBatches_capi_89e21309be903443(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_skipFirstBatches_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8011,7 +8155,7 @@ void _wrap_DataLoader_skipFirstBatches_capi_89e21309be903443(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_totalBatchSize_capi_89e21309be903443(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalBatchSize_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8044,7 +8188,7 @@ long long _wrap_DataLoader_totalBatchSize_capi_89e21309be903443(acc_dataloader *
 }
 
 
-long long _wrap_DataLoader_totalDatasetLength_capi_89e21309be903443(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalDatasetLength_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8077,7 +8221,7 @@ long long _wrap_DataLoader_totalDatasetLength_capi_89e21309be903443(acc_dataload
 }
 
 
-bool _wrap_DataLoader_endOfEpoch_capi_89e21309be903443(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_endOfEpoch_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8110,7 +8254,7 @@ bool _wrap_DataLoader_endOfEpoch_capi_89e21309be903443(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_endEpoch_capi_89e21309be903443(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_DataLoader_endEpoch_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8140,7 +8284,7 @@ void _wrap_DataLoader_endEpoch_capi_89e21309be903443(acc_dataloader *_swig_go_0,
 }
 
 
-bool _wrap_DataLoader_inEpoch_capi_89e21309be903443(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_inEpoch_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8173,7 +8317,7 @@ bool _wrap_DataLoader_inEpoch_capi_89e21309be903443(acc_dataloader *_swig_go_0, 
 }
 
 
-acc_accelerator *_wrap_new_Accelerator_capi_89e21309be903443(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
+acc_accelerator *_wrap_new_Accelerator_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
   acc_options *arg1 = (acc_options *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8206,7 +8350,7 @@ acc_accelerator *_wrap_new_Accelerator_capi_89e21309be903443(acc_options *_swig_
 }
 
 
-void _wrap_delete_Accelerator_capi_89e21309be903443(acc_accelerator *_swig_go_0) {
+void _wrap_delete_Accelerator_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
@@ -8224,7 +8368,7 @@ void _wrap_delete_Accelerator_capi_89e21309be903443(acc_accelerator *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Accelerator_device_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_device_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8257,7 +8401,7 @@ _gostring_ _wrap_Accelerator_device_capi_89e21309be903443(acc_accelerator *_swig
 }
 
 
-_gostring_ _wrap_Accelerator_distributedType_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_distributedType_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8290,7 +8434,7 @@ _gostring_ _wrap_Accelerator_distributedType_capi_89e21309be903443(acc_accelerat
 }
 
 
-_gostring_ _wrap_Accelerator_mixedPrecision_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_mixedPrecision_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8323,7 +8467,7 @@ _gostring_ _wrap_Accelerator_mixedPrecision_capi_89e21309be903443(acc_accelerato
 }
 
 
-long long _wrap_Accelerator_processIndex_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_processIndex_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8356,7 +8500,7 @@ long long _wrap_Accelerator_processIndex_capi_89e21309be903443(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_numProcesses_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_numProcesses_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8389,7 +8533,7 @@ long long _wrap_Accelerator_numProcesses_capi_89e21309be903443(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_localProcessIndex_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_localProcessIndex_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8422,7 +8566,7 @@ long long _wrap_Accelerator_localProcessIndex_capi_89e21309be903443(acc_accelera
 }
 
 
-bool _wrap_Accelerator_isMainProcess_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isMainProcess_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8455,7 +8599,7 @@ bool _wrap_Accelerator_isMainProcess_capi_89e21309be903443(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_isLocalMainProcess_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLocalMainProcess_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8488,7 +8632,7 @@ bool _wrap_Accelerator_isLocalMainProcess_capi_89e21309be903443(acc_accelerator 
 }
 
 
-bool _wrap_Accelerator_isLastProcess_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLastProcess_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8521,7 +8665,7 @@ bool _wrap_Accelerator_isLastProcess_capi_89e21309be903443(acc_accelerator *_swi
 }
 
 
-long long _wrap_Accelerator_gradientAccumulationSteps_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_gradientAccumulationSteps_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8554,7 +8698,7 @@ long long _wrap_Accelerator_gradientAccumulationSteps_capi_89e21309be903443(acc_
 }
 
 
-bool _wrap_Accelerator_syncGradients_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_syncGradients_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8587,7 +8731,7 @@ bool _wrap_Accelerator_syncGradients_capi_89e21309be903443(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_optimizerStepWasSkipped_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_optimizerStepWasSkipped_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8620,7 +8764,7 @@ bool _wrap_Accelerator_optimizerStepWasSkipped_capi_89e21309be903443(acc_acceler
 }
 
 
-long long _wrap_Accelerator_step_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_step_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8653,7 +8797,7 @@ long long _wrap_Accelerator_step_capi_89e21309be903443(acc_accelerator *_swig_go
 }
 
 
-acc_model *_wrap_Accelerator_prepareModel_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_model *_wrap_Accelerator_prepareModel_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   acc_placement arg3 ;
@@ -8690,7 +8834,7 @@ acc_model *_wrap_Accelerator_prepareModel_capi_89e21309be903443(acc_accelerator 
 }
 
 
-acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   acc_placement arg3 ;
@@ -8727,7 +8871,7 @@ acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_89e21309be903443(acc_acce
 }
 
 
-acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_dataloader *arg2 = (acc_dataloader *) 0 ;
   acc_placement arg3 ;
@@ -8764,7 +8908,7 @@ acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_89e21309be903443(acc_ac
 }
 
 
-acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_scheduler *arg2 = (acc_scheduler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8799,7 +8943,7 @@ acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_89e21309be903443(acc_acce
 }
 
 
-acc_model *_wrap_Accelerator_unwrapModel_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+acc_model *_wrap_Accelerator_unwrapModel_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8834,7 +8978,7 @@ acc_model *_wrap_Accelerator_unwrapModel_capi_89e21309be903443(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_backward_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_backward_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8866,7 +9010,7 @@ void _wrap_Accelerator_backward_capi_89e21309be903443(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_accumulateBegin_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8896,7 +9040,7 @@ void _wrap_Accelerator_accumulateBegin_capi_89e21309be903443(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_accumulateEnd_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8926,7 +9070,7 @@ void _wrap_Accelerator_accumulateEnd_capi_89e21309be903443(acc_accelerator *_swi
 }
 
 
-double _wrap_Accelerator_clipGradNorm_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+double _wrap_Accelerator_clipGradNorm_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -8965,7 +9109,7 @@ double _wrap_Accelerator_clipGradNorm_capi_89e21309be903443(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_clipGradValue_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_clipGradValue_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -8999,7 +9143,7 @@ void _wrap_Accelerator_clipGradValue_capi_89e21309be903443(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_saveModel_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_saveModel_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9045,7 +9189,7 @@ void _wrap_Accelerator_saveModel_capi_89e21309be903443(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_mergeShardedCheckpoint_capi_89e21309be903443(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_mergeShardedCheckpoint_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -9096,7 +9240,7 @@ void _wrap_Accelerator_mergeShardedCheckpoint_capi_89e21309be903443(_gostring_ _
 }
 
 
-_gostring_ _wrap_Accelerator_saveState_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_saveState_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9136,7 +9280,7 @@ _gostring_ _wrap_Accelerator_saveState_capi_89e21309be903443(acc_accelerator *_s
 }
 
 
-_gostring_ _wrap_Accelerator_loadState_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_loadState_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9176,7 +9320,7 @@ _gostring_ _wrap_Accelerator_loadState_capi_89e21309be903443(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_print_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_print_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9213,7 +9357,7 @@ void _wrap_Accelerator_print_capi_89e21309be903443(acc_accelerator *_swig_go_0, 
 }
 
 
-void _wrap_Accelerator_waitForEveryone_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_waitForEveryone_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9243,7 +9387,7 @@ void _wrap_Accelerator_waitForEveryone_capi_89e21309be903443(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_freeMemory_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_freeMemory_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9273,7 +9417,7 @@ void _wrap_Accelerator_freeMemory_capi_89e21309be903443(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_noSyncBegin_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9305,7 +9449,7 @@ void _wrap_Accelerator_noSyncBegin_capi_89e21309be903443(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_noSyncEnd_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9337,7 +9481,7 @@ void _wrap_Accelerator_noSyncEnd_capi_89e21309be903443(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_triggerSyncInBackward_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_triggerSyncInBackward_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9369,7 +9513,7 @@ void _wrap_Accelerator_triggerSyncInBackward_capi_89e21309be903443(acc_accelerat
 }
 
 
-void _wrap_Accelerator_localSgdBegin_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_localSgdBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int64_t arg3 ;
@@ -9405,7 +9549,7 @@ void _wrap_Accelerator_localSgdBegin_capi_89e21309be903443(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_localSgdStep_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdStep_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9437,7 +9581,7 @@ void _wrap_Accelerator_localSgdStep_capi_89e21309be903443(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_localSgdEnd_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9469,7 +9613,7 @@ void _wrap_Accelerator_localSgdEnd_capi_89e21309be903443(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_profileBegin_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_profileBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9501,7 +9645,7 @@ void _wrap_Accelerator_profileBegin_capi_89e21309be903443(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_profileStep_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_profileStep_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9531,7 +9675,7 @@ void _wrap_Accelerator_profileStep_capi_89e21309be903443(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_profileEnd_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_profileEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9561,7 +9705,7 @@ void _wrap_Accelerator_profileEnd_capi_89e21309be903443(acc_accelerator *_swig_g
 }
 
 
-_gostring_ _wrap_Accelerator_profileSummary_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_profileSummary_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9594,7 +9738,44 @@ _gostring_ _wrap_Accelerator_profileSummary_capi_89e21309be903443(acc_accelerato
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsBegin_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_exportChromeTrace_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  char *arg2 = (char *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      acc_accelerator_exportChromeTrace(arg1,(char const *)arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(arg2); 
+}
+
+
+void _wrap_Accelerator_joinUnevenInputsBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int arg3 ;
@@ -9628,7 +9809,7 @@ void _wrap_Accelerator_joinUnevenInputsBegin_capi_89e21309be903443(acc_accelerat
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsEnd_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_joinUnevenInputsEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9660,7 +9841,7 @@ void _wrap_Accelerator_joinUnevenInputsEnd_capi_89e21309be903443(acc_accelerator
 }
 
 
-void _wrap_Accelerator_mainProcessFirstBegin_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9690,7 +9871,7 @@ void _wrap_Accelerator_mainProcessFirstBegin_capi_89e21309be903443(acc_accelerat
 }
 
 
-void _wrap_Accelerator_mainProcessFirstEnd_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9720,7 +9901,7 @@ void _wrap_Accelerator_mainProcessFirstEnd_capi_89e21309be903443(acc_accelerator
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstBegin_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9750,7 +9931,7 @@ void _wrap_Accelerator_localMainProcessFirstBegin_capi_89e21309be903443(acc_acce
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstEnd_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9780,7 +9961,7 @@ void _wrap_Accelerator_localMainProcessFirstEnd_capi_89e21309be903443(acc_accele
 }
 
 
-acc_tensor *_wrap_Accelerator_gather_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gather_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9822,7 +10003,7 @@ acc_tensor *_wrap_Accelerator_gather_capi_89e21309be903443(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9864,7 +10045,7 @@ acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_89e21309be903443(acc_acceler
 }
 
 
-acc_string_list *_wrap_Accelerator_gatherObject_capi_89e21309be903443(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_string_list *_wrap_Accelerator_gatherObject_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -9910,7 +10091,7 @@ acc_string_list *_wrap_Accelerator_gatherObject_capi_89e21309be903443(acc_accele
 }
 
 
-acc_string_list *_wrap_Accelerator_broadcastObject_capi_89e21309be903443(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_string_list *_wrap_Accelerator_broadcastObject_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -9958,7 +10139,7 @@ acc_string_list *_wrap_Accelerator_broadcastObject_capi_89e21309be903443(acc_acc
 }
 
 
-acc_tensor *_wrap_Accelerator_reduce_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_reduce_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -10002,7 +10183,7 @@ acc_tensor *_wrap_Accelerator_reduce_capi_89e21309be903443(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_broadcast_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_broadcast_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -10046,7 +10227,7 @@ acc_tensor *_wrap_Accelerator_broadcast_capi_89e21309be903443(acc_accelerator *_
 }
 
 
-acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
+acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -10094,7 +10275,7 @@ acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_89e21309be903443(acc_accel
 }
 
 
-void _wrap_Accelerator_splitBetweenProcesses_capi_89e21309be903443(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_splitBetweenProcesses_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -10134,7 +10315,7 @@ void _wrap_Accelerator_splitBetweenProcesses_capi_89e21309be903443(acc_accelerat
 }
 
 
-void _wrap_Accelerator_setTrigger_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_setTrigger_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10164,7 +10345,7 @@ void _wrap_Accelerator_setTrigger_capi_89e21309be903443(acc_accelerator *_swig_g
 }
 
 
-bool _wrap_Accelerator_checkTrigger_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_checkTrigger_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10197,7 +10378,7 @@ bool _wrap_Accelerator_checkTrigger_capi_89e21309be903443(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_save_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_save_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -10236,7 +10417,7 @@ void _wrap_Accelerator_save_capi_89e21309be903443(acc_accelerator *_swig_go_0, a
 }
 
 
-acc_tensor_list *_wrap_Accelerator_getStateDict_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Accelerator_getStateDict_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   bool arg3 ;
@@ -10273,7 +10454,7 @@ acc_tensor_list *_wrap_Accelerator_getStateDict_capi_89e21309be903443(acc_accele
 }
 
 
-long long _wrap_Accelerator_iteration_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_iteration_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10306,7 +10487,7 @@ long long _wrap_Accelerator_iteration_capi_89e21309be903443(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_unscaleGradients_capi_89e21309be903443(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_unscaleGradients_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10338,7 +10519,7 @@ void _wrap_Accelerator_unscaleGradients_capi_89e21309be903443(acc_accelerator *_
 }
 
 
-void _wrap_Accelerator_autocastBegin_capi_89e21309be903443(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_autocastBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10370,7 +10551,7 @@ void _wrap_Accelerator_autocastBegin_capi_89e21309be903443(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_autocastEnd_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_autocastEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10400,7 +10581,7 @@ void _wrap_Accelerator_autocastEnd_capi_89e21309be903443(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_registerForCheckpointing_capi_89e21309be903443(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerForCheckpointing_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::StateHandler *arg2 = (accswig::StateHandler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10432,7 +10613,7 @@ void _wrap_Accelerator_registerForCheckpointing_capi_89e21309be903443(acc_accele
 }
 
 
-void _wrap_Accelerator_registerSaveStatePreHook_capi_89e21309be903443(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerSaveStatePreHook_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10464,7 +10645,39 @@ void _wrap_Accelerator_registerSaveStatePreHook_capi_89e21309be903443(acc_accele
 }
 
 
-void _wrap_Accelerator_registerLoadStatePreHook_capi_89e21309be903443(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_onTraceReady_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, accswig::TraceReady *_swig_go_1, _gostring_* _swig_go_2) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  accswig::TraceReady *arg2 = (accswig::TraceReady *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  arg2 = *(accswig::TraceReady **)&_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      acc_accelerator_onTraceReady(arg1,arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+void _wrap_Accelerator_registerLoadStatePreHook_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10496,7 +10709,7 @@ void _wrap_Accelerator_registerLoadStatePreHook_capi_89e21309be903443(acc_accele
 }
 
 
-void _wrap_Accelerator_addTracker_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_addTracker_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   accswig::Tracker *arg3 = (accswig::Tracker *) 0 ;
@@ -10535,7 +10748,7 @@ void _wrap_Accelerator_addTracker_capi_89e21309be903443(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_initTrackers_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_initTrackers_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -10579,7 +10792,7 @@ void _wrap_Accelerator_initTrackers_capi_89e21309be903443(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_logValues_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logValues_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -10624,7 +10837,7 @@ void _wrap_Accelerator_logValues_capi_89e21309be903443(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_logScalar_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logScalar_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -10665,7 +10878,7 @@ void _wrap_Accelerator_logScalar_capi_89e21309be903443(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_endTraining_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_endTraining_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10695,7 +10908,7 @@ void _wrap_Accelerator_endTraining_capi_89e21309be903443(acc_accelerator *_swig_
 }
 
 
-acc_string_list *_wrap_Accelerator_trackerNames_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Accelerator_trackerNames_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10728,7 +10941,7 @@ acc_string_list *_wrap_Accelerator_trackerNames_capi_89e21309be903443(acc_accele
 }
 
 
-_gostring_ _wrap_Accelerator_trackerPath_capi_89e21309be903443(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_trackerPath_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10768,7 +10981,7 @@ _gostring_ _wrap_Accelerator_trackerPath_capi_89e21309be903443(acc_accelerator *
 }
 
 
-long long _wrap_Samples_size_capi_89e21309be903443(accswig::Samples *_swig_go_0) {
+long long _wrap_Samples_size_capi_52f78cd02c0a7ffd(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -10789,7 +11002,7 @@ long long _wrap_Samples_size_capi_89e21309be903443(accswig::Samples *_swig_go_0)
 }
 
 
-long long _wrap_Samples_fields_capi_89e21309be903443(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Samples_fields_capi_52f78cd02c0a7ffd(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10824,7 +11037,7 @@ long long _wrap_Samples_fields_capi_89e21309be903443(accswig::Samples *_swig_go_
 }
 
 
-acc_tensor *_wrap_Samples_get_capi_89e21309be903443(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Samples_get_capi_52f78cd02c0a7ffd(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -10861,7 +11074,7 @@ acc_tensor *_wrap_Samples_get_capi_89e21309be903443(accswig::Samples *_swig_go_0
 }
 
 
-void _wrap_delete_Samples_capi_89e21309be903443(accswig::Samples *_swig_go_0) {
+void _wrap_delete_Samples_capi_52f78cd02c0a7ffd(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   
   arg1 = *(accswig::Samples **)&_swig_go_0; 
@@ -10879,7 +11092,7 @@ void _wrap_delete_Samples_capi_89e21309be903443(accswig::Samples *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_append_capi_89e21309be903443(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_append_capi_52f78cd02c0a7ffd(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -10915,7 +11128,7 @@ void _wrap_Bytes_append_capi_89e21309be903443(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Bytes_size_capi_89e21309be903443(accswig::Bytes *_swig_go_0) {
+long long _wrap_Bytes_size_capi_52f78cd02c0a7ffd(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -10936,7 +11149,7 @@ long long _wrap_Bytes_size_capi_89e21309be903443(accswig::Bytes *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_copyTo_capi_89e21309be903443(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_copyTo_capi_52f78cd02c0a7ffd(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -10972,7 +11185,7 @@ void _wrap_Bytes_copyTo_capi_89e21309be903443(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-void _wrap_delete_Bytes_capi_89e21309be903443(accswig::Bytes *_swig_go_0) {
+void _wrap_delete_Bytes_capi_52f78cd02c0a7ffd(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   
   arg1 = *(accswig::Bytes **)&_swig_go_0; 
@@ -10990,7 +11203,7 @@ void _wrap_delete_Bytes_capi_89e21309be903443(accswig::Bytes *_swig_go_0) {
 }
 
 
-long long _wrap_Metrics_size_capi_89e21309be903443(accswig::Metrics *_swig_go_0) {
+long long _wrap_Metrics_size_capi_52f78cd02c0a7ffd(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -11011,7 +11224,7 @@ long long _wrap_Metrics_size_capi_89e21309be903443(accswig::Metrics *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Metrics_name_capi_89e21309be903443(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Metrics_name_capi_52f78cd02c0a7ffd(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11046,7 +11259,7 @@ _gostring_ _wrap_Metrics_name_capi_89e21309be903443(accswig::Metrics *_swig_go_0
 }
 
 
-double _wrap_Metrics_value_capi_89e21309be903443(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Metrics_value_capi_52f78cd02c0a7ffd(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11081,7 +11294,7 @@ double _wrap_Metrics_value_capi_89e21309be903443(accswig::Metrics *_swig_go_0, l
 }
 
 
-void _wrap_delete_Metrics_capi_89e21309be903443(accswig::Metrics *_swig_go_0) {
+void _wrap_delete_Metrics_capi_52f78cd02c0a7ffd(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   
   arg1 = *(accswig::Metrics **)&_swig_go_0; 
@@ -11099,7 +11312,7 @@ void _wrap_delete_Metrics_capi_89e21309be903443(accswig::Metrics *_swig_go_0) {
 }
 
 
-void _wrap_LrFactor_set_capi_89e21309be903443(accswig::Factor *_swig_go_0, double _swig_go_1) {
+void _wrap_LrFactor_set_capi_52f78cd02c0a7ffd(accswig::Factor *_swig_go_0, double _swig_go_1) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   double arg2 ;
   
@@ -11119,7 +11332,7 @@ void _wrap_LrFactor_set_capi_89e21309be903443(accswig::Factor *_swig_go_0, doubl
 }
 
 
-void _wrap_delete_LrFactor_capi_89e21309be903443(accswig::Factor *_swig_go_0) {
+void _wrap_delete_LrFactor_capi_52f78cd02c0a7ffd(accswig::Factor *_swig_go_0) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   
   arg1 = *(accswig::Factor **)&_swig_go_0; 
@@ -11137,7 +11350,7 @@ void _wrap_delete_LrFactor_capi_89e21309be903443(accswig::Factor *_swig_go_0) {
 }
 
 
-acc_progress *_wrap_new_Progress_capi_89e21309be903443(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_progress *_wrap_new_Progress_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -11179,7 +11392,7 @@ acc_progress *_wrap_new_Progress_capi_89e21309be903443(acc_accelerator *_swig_go
 }
 
 
-void _wrap_delete_Progress_capi_89e21309be903443(acc_progress *_swig_go_0) {
+void _wrap_delete_Progress_capi_52f78cd02c0a7ffd(acc_progress *_swig_go_0) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   
   arg1 = *(acc_progress **)&_swig_go_0; 
@@ -11197,7 +11410,7 @@ void _wrap_delete_Progress_capi_89e21309be903443(acc_progress *_swig_go_0) {
 }
 
 
-void _wrap_Progress_update_capi_89e21309be903443(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_update_capi_52f78cd02c0a7ffd(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11229,7 +11442,7 @@ void _wrap_Progress_update_capi_89e21309be903443(acc_progress *_swig_go_0, long 
 }
 
 
-void _wrap_Progress_setPostfix_capi_89e21309be903443(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_setPostfix_capi_52f78cd02c0a7ffd(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11266,7 +11479,7 @@ void _wrap_Progress_setPostfix_capi_89e21309be903443(acc_progress *_swig_go_0, _
 }
 
 
-void _wrap_Progress_finish_capi_89e21309be903443(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Progress_finish_capi_52f78cd02c0a7ffd(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;

@@ -122,6 +122,21 @@ class SwigDirector_LrLambda : public accswig::LrLambda
   Swig_memory *swig_mem;
 };
 
+class SwigDirector_TraceReady : public accswig::TraceReady
+{
+ public:
+  SwigDirector_TraceReady(int swig_p);
+  virtual ~SwigDirector_TraceReady();
+  void _swig_upcall_released() {
+    accswig::Callback::released();
+  }
+  virtual void released();
+  virtual int ready(int64_t step);
+ private:
+  intgo go_val;
+  Swig_memory *swig_mem;
+};
+
 class SwigDirector_BatchSizeRun : public accswig::BatchSizeRun
 {
  public:

@@ -33,4 +33,28 @@ class ProfileTest {
       assertTrue(acc.profileSummary().contains("aten::addmm"));
     }
   }
+
+  @Test
+  void onTraceReadyReadsTheCycleThatEnded(@TempDir Path dir) throws Exception {
+    try (Options o = Options.accelerator().put("cpu", true);
+         Accelerator acc = new Accelerator(o);
+         Model raw = Model.fromSpec(SPEC);
+         Model model = acc.prepare(raw)) {
+      java.util.List<Long> steps = new java.util.ArrayList<>();
+      String[] table = {""};
+      acc.onTraceReady(step -> {
+        steps.add(step);
+        table[0] = acc.profileSummary();
+        acc.exportChromeTrace(dir.resolve("cycle.json").toString());
+      });
+      try (Profile profile = acc.profile()) {
+        try (Tensor x = Tensor.of(new float[] {1, 2}, 1, 2); Tensor y = model.forward(x)) {
+          profile.step();
+        }
+      }
+      assertEquals(java.util.List.of(1L), steps);
+      assertTrue(table[0].contains("aten::addmm"), table[0]);
+      assertTrue(Files.readString(dir.resolve("cycle.json")).contains("\"aten::addmm\""));
+    }
+  }
 }

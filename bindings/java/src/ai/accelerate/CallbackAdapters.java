@@ -124,6 +124,17 @@ final class CallbackAdapters {
     return tr;
   }
 
+  static TraceReady traceReady(TraceReadyFunction fn) {
+    TraceReady t = new TraceReady() {
+      @Override
+      public int ready(long step) {
+        return guarded(() -> fn.ready(step));
+      }
+    };
+    t.swigReleaseOwnership();
+    return t;
+  }
+
   static LrLambda lrLambda(LrLambdaFunction fn) {
     LrLambda l = new LrLambda() {
       @Override
