@@ -55,7 +55,7 @@ class SchedulerPart final : public CheckpointPart {
   std::string file() const override { return indexed_name("scheduler", index_, ".json"); }
   void save(const std::string& path) const override {
     const SchedulerState state = scheduler_->state();
-    nlohmann::json j{{"step", state.step}, {"base_lrs", state.base_lrs}};
+    nlohmann::json j{{"schedule", state.schedule}, {"step", state.step}, {"base_lrs", state.base_lrs}};
     if (const auto& p = state.plateau)
       j[kPlateauSchedule] = {{"best", plateau_best_to_json(p->best)},
                              {"num_bad_epochs", p->num_bad_epochs},
@@ -66,7 +66,8 @@ class SchedulerPart final : public CheckpointPart {
   StagedLoad load(const std::string& path) const override {
     const nlohmann::json j = read_json(path);
     SchedulerState state{json_field_at_least<int64_t>(j, "step", path, 0),
-                         json_field<std::vector<double>>(j, "base_lrs", path), std::nullopt};
+                         json_field<std::vector<double>>(j, "base_lrs", path), std::nullopt,
+                         j.contains("schedule") ? json_field<std::string>(j, "schedule", path) : ""};
     for (double lr : state.base_lrs)
       if (lr < 0) fail(Status::Io, "checkpoint file '", path, "': 'base_lrs' holds a negative learning rate ", lr);
     if (j.contains(kPlateauSchedule)) {

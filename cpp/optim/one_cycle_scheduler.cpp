@@ -80,7 +80,13 @@ void OneCycleScheduler::apply(int64_t step) {
 
 void OneCycleScheduler::step() { apply(step_ + 1); }
 
+const std::string& OneCycleScheduler::name() const {
+  static const std::string one_cycle = kOneCycleSchedule;
+  return one_cycle;
+}
+
 void OneCycleScheduler::check_state(const SchedulerState& state) const {
+  check_schedule_name(state);
   require(!state.plateau, "the state is a ", kPlateauSchedule, " scheduler's, not this schedule's");
   require(state.step >= 0 && state.step <= total_, "a ", kOneCycleSchedule, " state's step must be in [0, ",
           total_, "], got ", state.step);

@@ -20,13 +20,14 @@ class OneCycleScheduler final : public Scheduler {
   OneCycleScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& options);
 
   void step() override;
-  SchedulerState state() const override { return {step_, base_lrs_, std::nullopt}; }
+  SchedulerState state() const override { return {step_, base_lrs_, std::nullopt, name()}; }
   void load_state(const SchedulerState& state) override;
   void check_state(const SchedulerState& state) const override;
   double last_lr(size_t group) const override;
   int64_t step_count() const override { return step_; }
   std::optional<int64_t> total_steps() const override { return total_; }
   std::shared_ptr<Optimizer> optimizer() const override { return optimizer_; }
+  const std::string& name() const override;
 
  private:
   struct Phase {

@@ -68,10 +68,11 @@ void PlateauScheduler::step_with_metric(double metric) {
 }
 
 SchedulerState PlateauScheduler::state() const {
-  return {last_epoch_, initial_lrs_, PlateauState{best_, num_bad_epochs_, cooldown_counter_, last_lrs_}};
+  return {last_epoch_, initial_lrs_, PlateauState{best_, num_bad_epochs_, cooldown_counter_, last_lrs_}, name()};
 }
 
 void PlateauScheduler::check_state(const SchedulerState& state) const {
+  check_schedule_name(state);
   require(state.plateau.has_value(), "the state is not a ", kPlateauSchedule, " scheduler's");
   const PlateauState& p = *state.plateau;
   require(state.step >= 0, "a scheduler state needs a step >= 0, got ", state.step);
@@ -95,6 +96,11 @@ void PlateauScheduler::load_state(const SchedulerState& state) {
   cooldown_counter_ = p.cooldown_counter;
   for (size_t g = 0; g < p.lrs.size(); ++g) optimizer_->set_lr(g, p.lrs[g]);
   last_lrs_ = p.lrs;
+}
+
+const std::string& PlateauScheduler::name() const {
+  static const std::string plateau = kPlateauSchedule;
+  return plateau;
 }
 
 double PlateauScheduler::last_lr(size_t group) const {

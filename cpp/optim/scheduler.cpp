@@ -26,6 +26,11 @@ void Scheduler::check_group_count(size_t saved, size_t groups) {
   require(saved == groups, "the scheduler state has ", saved, " parameter groups, but the optimizer has ", groups);
 }
 
+void Scheduler::check_schedule_name(const SchedulerState& state) const {
+  require(state.schedule.empty() || state.schedule == name(), "the state was saved by a '", state.schedule,
+          "' schedule; this scheduler's is '", name(), "'");
+}
+
 std::shared_ptr<Scheduler> make_scheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name,
                                           const Options& options) {
   check_schedule_options(name, options);
@@ -37,7 +42,7 @@ std::shared_ptr<Scheduler> make_scheduler(std::shared_ptr<Optimizer> optimizer, 
 }
 
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options)
-    : optimizer_(std::move(optimizer)) {
+    : optimizer_(std::move(optimizer)), name_(name) {
   const size_t groups = optimizer_->num_param_groups();
   for (size_t g = 0; g < groups; ++g) base_lrs_.push_back(optimizer_->lr(g));
   rule_ = schedule_rule(name, options, optimizer_->default_lr());
@@ -45,7 +50,7 @@ LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std
 }
 
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::function<double(int64_t)> factor)
-    : optimizer_(std::move(optimizer)) {
+    : optimizer_(std::move(optimizer)), name_("lambda") {
   require(factor != nullptr, "a lambda schedule needs a factor function");
   rule_ = [factor = std::move(factor)](double base, int64_t s) {
     const double f = factor(s);  // checked on its own: the message names the factor
@@ -78,6 +83,7 @@ void LambdaScheduler::apply(int64_t step) {
 void LambdaScheduler::step() { apply(step_ + 1); }
 
 void LambdaScheduler::check_state(const SchedulerState& state) const {
+  check_schedule_name(state);
   require(!state.plateau, "the state is a ", kPlateauSchedule, " scheduler's, not this schedule's");
   require(state.step >= 0, "a scheduler state needs a step >= 0, got ", state.step);
   check_group_count(state.base_lrs.size(), base_lrs_.size());

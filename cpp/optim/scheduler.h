@@ -30,6 +30,7 @@ struct SchedulerState {
   int64_t step = 0;
   std::vector<double> base_lrs;
   std::optional<PlateauState> plateau;  // only a reduce_lr_on_plateau scheduler's
+  std::string schedule;                 // its name ("lambda": a user's); empty in older checkpoints
 };
 
 // What the C API sees of a scheduler; the Accelerator's wrapper is one too.
@@ -52,11 +53,16 @@ class Scheduler {
   virtual double last_lr(size_t group) const = 0;
   virtual int64_t step_count() const = 0;
   virtual std::shared_ptr<Optimizer> optimizer() const = 0;
+  // The schedule's name (acc_scheduler_create's), or "lambda" for a user's factor.
+  virtual const std::string& name() const = 0;
 
  protected:
   // The checks every scheduler's last_lr and check_state make.
   static double group_lr(const std::vector<double>& lrs, size_t group);
   static void check_group_count(size_t saved, size_t groups);
+  // A state saved by another schedule is refused (a state without a name, from an older
+  // checkpoint, is taken).
+  void check_schedule_name(const SchedulerState& state) const;
 };
 
 // The scheduler named `name` (a LambdaScheduler, or a PlateauScheduler for reduce_lr_on_plateau).
@@ -71,12 +77,13 @@ class LambdaScheduler final : public Scheduler {
   LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::function<double(int64_t)> factor);
 
   void step() override;
-  SchedulerState state() const override { return {step_, base_lrs_, std::nullopt}; }
+  SchedulerState state() const override { return {step_, base_lrs_, std::nullopt, name_}; }
   void load_state(const SchedulerState& state) override;
   void check_state(const SchedulerState& state) const override;
   double last_lr(size_t group) const override;
   int64_t step_count() const override { return step_; }
   std::shared_ptr<Optimizer> optimizer() const override { return optimizer_; }
+  const std::string& name() const override { return name_; }
 
  private:
   void apply(int64_t step);
@@ -84,6 +91,7 @@ class LambdaScheduler final : public Scheduler {
   std::vector<double> lrs_at(const std::vector<double>& base_lrs, int64_t step) const;
 
   std::shared_ptr<Optimizer> optimizer_;
+  std::string name_;
   ScheduleRule rule_;
   std::vector<double> base_lrs_;
   std::vector<double> last_lrs_;
