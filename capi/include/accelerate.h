@@ -993,8 +993,9 @@ ACC_API ACC_NODISCARD acc_status acc_save_state(acc_accelerator *acc, const char
 /* Restores everything acc_save_state saved from `dir`, or with dir NULL from the newest complete
  * checkpoint_<i> under project_dir/checkpoints. Every file is read and checked on every process before
  * anything changes: a missing, truncated or corrupt file, a checkpoint of another number of processes or
- * of other objects, or tensors that do not fit fail with a message naming the file, leaving models and
- * optimizers as they were. Prepared loaders must be between epochs (load before iterating); each resumes
+ * of other objects or schedules, or tensors that do not fit fail with a message naming the file (a
+ * manifest of another checkpoint format: ACC_ERR_VERSION_MISMATCH), leaving models and optimizers as
+ * they were. Prepared loaders must be between epochs (load before iterating); each resumes
  * at the batch after the saved one, in the same order. iteration becomes the loaded one's plus one.
  * *out_dir (may be NULL) receives the folder loaded. A collective. */
 ACC_API ACC_NODISCARD acc_status acc_load_state(acc_accelerator *acc, const char *dir, char **out_dir);
