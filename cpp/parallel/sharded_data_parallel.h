@@ -131,6 +131,7 @@ class ShardedDataParallel final : public ParallelEngine {
   // the frozen ones too, in units of their own (sharded as FSDP and DeepSpeed's ZeRO-3 shard them;
   // never reduced or stepped).
   struct FlatSet {
+    explicit FlatSet(const char* what) : what(what) {}
     const char* what;  // how errors name its units: "unit", "frozen unit"
     std::vector<at::Tensor> params;
     std::vector<std::string> names;

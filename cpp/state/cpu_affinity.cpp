@@ -25,7 +25,7 @@ int cpu_number(const std::string& text, const std::string& what) {
   return std::stoi(text);
 }
 
-void set_affinity(const std::vector<int>& cores) {
+[[maybe_unused]] void set_affinity(const std::vector<int>& cores) {  // used with CUDA only
   cpu_set_t set;
   CPU_ZERO(&set);
   for (int core : cores)
