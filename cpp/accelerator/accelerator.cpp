@@ -342,11 +342,11 @@ void Accelerator::save_model(const std::shared_ptr<Model>& model, const std::str
 
 NamedTensors Accelerator::as_given_out(NamedTensors state, const ShardedDataParallel& engine) const {
   const auto& sharding = engine.options();
-  if (sharding.stage != 3 || !sharding.save_16bit_model || config_.mixed_precision == "no") return state;
-  const at::ScalarType dtype = config_.mixed_precision == "bf16" ? at::kBFloat16 : at::kHalf;
+  const std::optional<at::ScalarType> dtype = mixed_precision_dtype(config_.mixed_precision);
+  if (sharding.stage != 3 || !sharding.save_16bit_model || !dtype) return state;
   // DeepSpeed's engine holds the module itself in 16 bits: buffers too; integer ones stay.
   for (auto& entry : state)
-    if (entry.second.is_floating_point()) entry.second = entry.second.to(dtype);
+    if (entry.second.is_floating_point()) entry.second = entry.second.to(*dtype);
   return state;
 }
 

@@ -55,6 +55,12 @@ class OptimizerAlgorithm {
   // options are `group` (checked already).
   virtual std::map<std::string, std::vector<int64_t>> state_shapes(const nlohmann::json& group,
                                                                    const at::Tensor& param) const = 0;
+  // OneCycleLR's cycled hyper-parameter, as PyTorch picks it (beta1 where the optimizer has betas,
+  // else its momentum): its name in options_to_json, or null where it has neither; and its direct
+  // setter, for every scheduler step (the scheduler checks the values' range once, by name).
+  virtual const char* cycled_momentum() const { return nullptr; }
+  virtual void set_cycled_momentum(torch::optim::OptimizerOptions& /*options*/, double /*value*/) const {}
+
   // The dtype of its state tensors for a parameter.
   virtual at::ScalarType state_dtype(const at::Tensor& param) const { return param.scalar_type(); }
 };

@@ -46,6 +46,11 @@ class LionAlgorithm final : public OptimizerAlgorithm {
     check_number(j, "beta2", 0, 1, true, where);
     check_number(j, "weight_decay", 0, kInf, true, where);
   }
+  const char* cycled_momentum() const override { return "beta1"; }  // lion-pytorch's Lion has betas
+  void set_cycled_momentum(torch::optim::OptimizerOptions& options, double value) const override {
+    auto& o = static_cast<LionOptions&>(options);
+    o.betas(std::make_tuple(value, std::get<1>(o.betas())));
+  }
   void set_options_from_json(torch::optim::OptimizerOptions& options, const json& j) const override {
     static_cast<LionOptions&>(options)
         .lr(j.at("lr").get<double>())

@@ -55,6 +55,10 @@ class RmsProp final : public OptimizerAlgorithm {
     check_number(j, "momentum", 0, kInf, true, where);
     check_flag(j, "centered", where);
   }
+  const char* cycled_momentum() const override { return "momentum"; }
+  void set_cycled_momentum(torch::optim::OptimizerOptions& options, double value) const override {
+    static_cast<RMSpropOptions&>(options).momentum(value);
+  }
   void set_options_from_json(torch::optim::OptimizerOptions& options, const json& j) const override {
     static_cast<RMSpropOptions&>(options)
         .lr(j.at("lr").get<double>())

@@ -54,6 +54,10 @@ class Sgd final : public OptimizerAlgorithm {
     check_number(j, "dampening", -kInf, kInf, true, where);
     check_flag(j, "nesterov", where);
   }
+  const char* cycled_momentum() const override { return "momentum"; }
+  void set_cycled_momentum(torch::optim::OptimizerOptions& options, double value) const override {
+    static_cast<torch::optim::SGDOptions&>(options).momentum(value);
+  }
   void set_options_from_json(torch::optim::OptimizerOptions& options, const json& j) const override {
     static_cast<torch::optim::SGDOptions&>(options)
         .lr(j.at("lr").get<double>())
@@ -115,6 +119,11 @@ class AdamFamily final : public OptimizerAlgorithm {
     check_number(j, "beta2", 0, 1, false, where);
     check_number(j, "eps", 0, kInf, true, where);
     check_flag(j, "amsgrad", where);
+  }
+  const char* cycled_momentum() const override { return "beta1"; }
+  void set_cycled_momentum(torch::optim::OptimizerOptions& options, double value) const override {
+    auto& o = static_cast<AdamOptions&>(options);
+    o.betas(std::make_tuple(value, std::get<1>(o.betas())));
   }
   void set_options_from_json(torch::optim::OptimizerOptions& options, const json& j) const override {
     static_cast<AdamOptions&>(options)

@@ -15,10 +15,12 @@ torch::optim::OptimizerOptions& group_options(Optimizer& optimizer, size_t group
 }  // namespace
 
 std::string cycled_momentum_key(const Optimizer& optimizer) {
-  const std::string& name = optimizer.algorithm();
-  if (name == "adam" || name == "adamw" || name == "lion") return "beta1";
-  if (name == "sgd" || name == "rmsprop") return "momentum";
-  return "";
+  const char* key = optimizer_algorithm(optimizer.algorithm()).cycled_momentum();
+  return key ? key : "";
+}
+
+void set_cycled_momentum(Optimizer& optimizer, size_t group, double value) {
+  optimizer_algorithm(optimizer.algorithm()).set_cycled_momentum(group_options(optimizer, group), value);
 }
 
 double group_hyperparameter(Optimizer& optimizer, size_t group, const std::string& key) {

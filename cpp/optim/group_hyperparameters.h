@@ -10,9 +10,10 @@
 
 namespace acc {
 
-// What OneCycleLR cycles, as PyTorch chooses it: beta1 where the optimizer has betas (Adam,
-// AdamW, Lion), else its momentum (SGD, RMSprop); empty where it has neither (Adagrad, Adafactor).
+// What OneCycleLR cycles (OptimizerAlgorithm::cycled_momentum): "beta1", "momentum", or empty.
 std::string cycled_momentum_key(const Optimizer& optimizer);
+// Sets it on a group, unchecked (its range is checked once by set_group_hyperparameter).
+void set_cycled_momentum(Optimizer& optimizer, size_t group, double value);
 
 double group_hyperparameter(Optimizer& optimizer, size_t group, const std::string& key);
 // Checked as a loaded checkpoint's value is (the range the algorithm accepts).

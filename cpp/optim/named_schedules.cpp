@@ -19,6 +19,11 @@ double linear_warmup(int64_t step, int64_t warmup) {
   return static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, warmup));
 }
 
+// How far `step` is from the warm-up's end to `total` (transformers' "progress").
+double decay_progress(int64_t step, int64_t warmup, int64_t total) {
+  return static_cast<double>(step - warmup) / static_cast<double>(std::max<int64_t>(1, total - warmup));
+}
+
 template <class T>
 T required(const std::optional<T>& value, const char* key, const std::string& name) {
   require(value.has_value(), "the ", name, " schedule needs the option '", key, "'");
@@ -38,9 +43,7 @@ Factor cosine_factor(const ScheduleOptions& o, const std::string& name, double f
   const double cycles = o.num_cycles.value_or(0.5);
   return [=](int64_t s) {
     if (s < warmup) return linear_warmup(s, warmup);
-    const double progress =
-        static_cast<double>(s - warmup) / static_cast<double>(std::max<int64_t>(1, total - warmup));
-    const double factor = 0.5 * (1.0 + std::cos(M_PI * cycles * 2.0 * progress));
+    const double factor = 0.5 * (1.0 + std::cos(M_PI * cycles * 2.0 * decay_progress(s, warmup, total)));
     return std::max(0.0, factor * (1 - floor_rate) + floor_rate);
   };
 }
@@ -136,8 +139,7 @@ const std::vector<NamedSchedule>& named_schedules() {
          const double cycles = o.num_cycles.value_or(1.0);
          return from_factor([=](int64_t s) {
            if (s < warmup) return linear_warmup(s, warmup);
-           const double progress =
-               static_cast<double>(s - warmup) / static_cast<double>(std::max<int64_t>(1, total - warmup));
+           const double progress = decay_progress(s, warmup, total);
            if (progress >= 1.0) return 0.0;
            return std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * std::fmod(cycles * progress, 1.0))));
          });

@@ -21,7 +21,10 @@ int64_t cycle_steps(const ScheduleOptions& o) {
 }  // namespace
 
 OneCycleScheduler::OneCycleScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& o)
-    : optimizer_(std::move(optimizer)), total_(cycle_steps(o)), cosine_(o.anneal_strategy == "cos") {
+    : optimizer_(std::move(optimizer)),
+      total_(cycle_steps(o)),
+      cosine_(o.anneal_strategy == "cos"),
+      cycle_momentum_(o.cycle_momentum) {
   require(o.max_lr.has_value(), "the ", kOneCycleSchedule, " schedule needs the option 'max_lr'");
   const double max_lr = *o.max_lr, initial_lr = max_lr / o.div_factor, min_lr = initial_lr / o.final_div_factor;
   const double top = o.max_momentum, bottom = o.base_momentum;
@@ -38,11 +41,14 @@ OneCycleScheduler::OneCycleScheduler(std::shared_ptr<Optimizer> optimizer, const
   require(last_end != phases_[phases_.size() - 2].end_step, "the ", kOneCycleSchedule,
           " schedule's last phase is empty (give more total_steps or another pct_start)");
   if (o.cycle_momentum) {
-    momentum_key_ = cycled_momentum_key(*optimizer_);
-    require(!momentum_key_.empty(), "the ", kOneCycleSchedule, " schedule cycles the momentum, which the ",
+    const std::string key = cycled_momentum_key(*optimizer_);
+    require(!key.empty(), "the ", kOneCycleSchedule, " schedule cycles the momentum, which the ",
             optimizer_->algorithm(), " optimizer does not have (set cycle_momentum false)");
+    // Both ends checked once, as the optimizer checks its own; PyTorch starts each group at max_momentum.
+    for (size_t g = 0; g < optimizer_->num_param_groups(); ++g)
+      for (double momentum : {bottom, top}) set_group_hyperparameter(*optimizer_, g, key, momentum);
   }
-  for (size_t g = 0; g < optimizer_->num_param_groups(); ++g) base_lrs_.push_back(optimizer_->lr(g));
+  base_lrs_ = group_lrs(*optimizer_);
   apply(0);  // PyTorch's initial step
 }
 
@@ -72,7 +78,7 @@ void OneCycleScheduler::apply(int64_t step) {
           lr);
   for (size_t g = 0; g < optimizer_->num_param_groups(); ++g) {
     optimizer_->set_lr(g, lr);
-    if (!momentum_key_.empty()) set_group_hyperparameter(*optimizer_, g, momentum_key_, momentum);
+    if (cycle_momentum_) set_cycled_momentum(*optimizer_, g, momentum);
   }
   step_ = step;
   last_lrs_.assign(optimizer_->num_param_groups(), lr);

@@ -42,7 +42,7 @@ class OneCycleScheduler final : public Scheduler {
   std::shared_ptr<Optimizer> optimizer_;
   int64_t total_;
   bool cosine_;
-  std::string momentum_key_;  // empty without cycle_momentum
+  bool cycle_momentum_;
   std::vector<Phase> phases_;
   std::vector<double> base_lrs_;  // the groups' rates before (written as the other schedules')
   std::vector<double> last_lrs_;

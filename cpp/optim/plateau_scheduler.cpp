@@ -20,13 +20,7 @@ PlateauScheduler::PlateauScheduler(std::shared_ptr<Optimizer> optimizer, const S
       cooldown_(o.cooldown),
       best_(maximize_ ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity()) {
   require(factor_ < 1.0, "the ", kPlateauSchedule, " schedule's factor must be < 1, got ", factor_);
-  initial_lrs_ = last_lrs_ = optimizer_lrs();
-}
-
-std::vector<double> PlateauScheduler::optimizer_lrs() const {
-  std::vector<double> lrs;
-  for (size_t g = 0; g < optimizer_->num_param_groups(); ++g) lrs.push_back(optimizer_->lr(g));
-  return lrs;
+  initial_lrs_ = last_lrs_ = group_lrs(*optimizer_);
 }
 
 void PlateauScheduler::step() {
@@ -64,7 +58,7 @@ void PlateauScheduler::step_with_metric(double metric) {
     cooldown_counter_ = cooldown_;
     num_bad_epochs_ = 0;
   }
-  last_lrs_ = optimizer_lrs();
+  last_lrs_ = group_lrs(*optimizer_);
 }
 
 SchedulerState PlateauScheduler::state() const {

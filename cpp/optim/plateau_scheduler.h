@@ -27,7 +27,6 @@ class PlateauScheduler final : public Scheduler {
  private:
   bool is_better(double metric) const;
   void reduce_lrs();
-  std::vector<double> optimizer_lrs() const;
 
   std::shared_ptr<Optimizer> optimizer_;
   bool maximize_, relative_;

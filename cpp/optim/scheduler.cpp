@@ -17,6 +17,12 @@ void Scheduler::step_with_metric(double) {
        " scheduler steps with a metric; this schedule steps without one (acc_scheduler_step)");
 }
 
+std::vector<double> Scheduler::group_lrs(const Optimizer& optimizer) {
+  std::vector<double> lrs;
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g) lrs.push_back(optimizer.lr(g));
+  return lrs;
+}
+
 double Scheduler::group_lr(const std::vector<double>& lrs, size_t group) {
   require(group < lrs.size(), "parameter group ", group, " does not exist (the scheduler has ", lrs.size(), ")");
   return lrs[group];
@@ -33,32 +39,28 @@ void Scheduler::check_schedule_name(const SchedulerState& state) const {
 
 std::shared_ptr<Scheduler> make_scheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name,
                                           const Options& options) {
+  if (name != kPlateauSchedule && name != kOneCycleSchedule)
+    return std::make_shared<LambdaScheduler>(std::move(optimizer), name, options);  // checks the options
   check_schedule_options(name, options);
-  if (name == kPlateauSchedule)
-    return std::make_shared<PlateauScheduler>(std::move(optimizer), scheduler_option_table().read(options));
-  if (name == kOneCycleSchedule)
-    return std::make_shared<OneCycleScheduler>(std::move(optimizer), scheduler_option_table().read(options));
-  return std::make_shared<LambdaScheduler>(std::move(optimizer), name, options);
+  const ScheduleOptions settings = scheduler_option_table().read(options);
+  if (name == kPlateauSchedule) return std::make_shared<PlateauScheduler>(std::move(optimizer), settings);
+  return std::make_shared<OneCycleScheduler>(std::move(optimizer), settings);
 }
 
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options)
-    : optimizer_(std::move(optimizer)), name_(name) {
-  const size_t groups = optimizer_->num_param_groups();
-  for (size_t g = 0; g < groups; ++g) base_lrs_.push_back(optimizer_->lr(g));
+    : optimizer_(std::move(optimizer)), name_(name), base_lrs_(group_lrs(*optimizer_)) {
   rule_ = schedule_rule(name, options, optimizer_->default_lr());
   apply(0);
 }
 
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::function<double(int64_t)> factor)
-    : optimizer_(std::move(optimizer)), name_("lambda") {
+    : optimizer_(std::move(optimizer)), name_("lambda"), base_lrs_(group_lrs(*optimizer_)) {
   require(factor != nullptr, "a lambda schedule needs a factor function");
   rule_ = [factor = std::move(factor)](double base, int64_t s) {
     const double f = factor(s);  // checked on its own: the message names the factor
     require(std::isfinite(f) && f >= 0, "the schedule's factor at step ", s, " is ", f, " (it must be finite and >= 0)");
     return base * f;
   };
-  const size_t groups = optimizer_->num_param_groups();
-  for (size_t g = 0; g < groups; ++g) base_lrs_.push_back(optimizer_->lr(g));
   apply(0);
 }
 

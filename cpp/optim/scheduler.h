@@ -57,6 +57,8 @@ class Scheduler {
   virtual const std::string& name() const = 0;
 
  protected:
+  // Each parameter group's learning rate now.
+  static std::vector<double> group_lrs(const Optimizer& optimizer);
   // The checks every scheduler's last_lr and check_state make.
   static double group_lr(const std::vector<double>& lrs, size_t group);
   static void check_group_count(size_t saved, size_t groups);

@@ -1,5 +1,7 @@
 #include "profiling/profiler_session.h"
 
+#include <utility>
+
 #include <torch/csrc/autograd/profiler_kineto.h>
 
 #include "common/compat.h"
@@ -60,7 +62,7 @@ ProfilerSession::ProfilerSession(ProfileConfig config, const c10::Device& device
     fail(Status::Unsupported, "the profile activity cuda needs the accelerator on a GPU (it runs on ", device.str(), ")");
   require(!timpl::profilerEnabled(), "torch's profiler is already running on this thread: end that profile first");
   action_ = scheduled_action(config_, 0);
-  transit(ProfilerAction::None, action_);
+  transit(ProfilerAction::None, action_, trace_ready_);
 }
 
 ProfilerSession::~ProfilerSession() {
@@ -82,30 +84,28 @@ void ProfilerSession::step() {
   check_thread("profile step");
   const ProfilerAction previous = action_;
   action_ = scheduled_action(config_, ++step_);
-  transit(previous, action_);
+  transit(previous, action_, trace_ready_);
 }
 
 void ProfilerSession::finish() {
   check_thread("profile end");
   finished_ = true;  // first: a failing trace_ready leaves the profile ended all the same
-  struct Release {  // the ended profile keeps no handler: replacing it releases the host's data
-    TraceReady& handler;
-    ~Release() { handler = nullptr; }
-  } release{trace_ready_};
-  transit(action_, ProfilerAction::None);
+  // The ended profile keeps no handler: replacing the accelerator's then releases the host's data.
+  const TraceReady trace_ready = std::exchange(trace_ready_, nullptr);
+  transit(action_, ProfilerAction::None, trace_ready);
 }
 
 // torch.profiler.profile's transitions from one step's action to the next one's (None at the end):
 // "prepare" warms the tracer up, "start" and "stop" bracket a recorded cycle, whose events are kept.
-void ProfilerSession::transit(ProfilerAction from, ProfilerAction to) {
+void ProfilerSession::transit(ProfilerAction from, ProfilerAction to, const TraceReady& trace_ready) {
   using A = ProfilerAction;
   const bool records = to == A::Record || to == A::RecordAndSave;
   const auto prepare = [&] { tprof::prepareProfiler(torch_config(config_), activity_set(cpu_, cuda_)); };
   std::exception_ptr failed;
   const auto ready = [&] {  // where torch calls on_trace_ready; the transition goes on if it fails
-    if (!trace_ready_) return;
+    if (!trace_ready) return;
     try {
-      trace_ready_(step_);
+      trace_ready(step_);
     } catch (...) {
       failed = std::current_exception();
     }

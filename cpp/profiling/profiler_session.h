@@ -47,7 +47,7 @@ class ProfilerSession {
  private:
   struct Recording;  // torch's result and its events
   // Runs torch's actions between two steps' actions; trace_ready's failure is thrown after all.
-  void transit(ProfilerAction from, ProfilerAction to);
+  void transit(ProfilerAction from, ProfilerAction to, const TraceReady& trace_ready);
   void start_recording();
   void stop_recording();
   void check_thread(const char* call) const;
