@@ -257,7 +257,14 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   PyTorch's chainable schedulers: step_size (int, step), gamma (double; step and multistep: unset
  *   0.1; exponential: needed), milestones (string, multistep: the steps that decay, "30,80"),
  *   T_max (int, cosine_annealing: steps from the base rate down to eta_min), eta_min (double,
- *   cosine_annealing, default 0),
+ *   cosine_annealing and cosine_annealing_warm_restarts, default 0),
+ *   total_iters (int, constant_lr, linear_lr, polynomial_lr: the steps the change lasts, default 5),
+ *   factor (double; constant_lr: the rate over the base rate until total_iters, in (0, 1], unset
+ *   1/3; reduce_lr_on_plateau below), start_factor (double in (0, 1], linear_lr: the first step's
+ *   rate over the base rate, default 1/3), end_factor (double in [0, 1], linear_lr: the rate
+ *   from total_iters on, default 1), power above (polynomial_lr too),
+ *   T_0 (int, cosine_annealing_warm_restarts: steps until the first restart), T_mult (int,
+ *   cosine_annealing_warm_restarts: each period over the one before, default 1),
  *   timescale (int, inverse_sqrt; unset: num_warmup_steps, or 10000 without warm-up),
  *   min_lr, min_lr_rate (double, one of the two: cosine_with_min_lr, cosine_warmup_with_min_lr; the
  *   final learning rate, or its ratio to the optimizer's lr), warmup_lr_rate (double,
@@ -266,7 +273,7 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   num_training_steps - num_warmup_steps - num_decay_steps), warmup_type, decay_type ("linear",
  *   "cosine", "1-sqrt"; defaults "linear" and "cosine"), min_lr_ratio (double in [0, 1], default 0).
  *   reduce_lr_on_plateau (PyTorch's ReduceLROnPlateau, stepped by acc_scheduler_step_metric):
- *   mode ("min" or "max", default "min"), factor (double < 1, default 0.1),
+ *   mode ("min" or "max", default "min"), factor (double < 1, unset 0.1),
  *   patience (int, default 10), threshold (double, default 1e-4),
  *   threshold_mode ("rel" or "abs", default "rel"), cooldown (int, default 0),
  *   eps (double, default 1e-8), and min_lr above as one floor for every group (unset: 0).
@@ -275,10 +282,16 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   pct_start (double in [0, 1], default 0.3), anneal_strategy ("cos" or "linear", default "cos"),
  *   cycle_momentum (bool, default true: SGD's and RMSprop's momentum, Adam's, AdamW's and Lion's
  *   beta1 move between max_momentum and base_momentum against the rate; an optimizer without
- *   either needs it false), base_momentum (double, default 0.85), max_momentum (double, default
+ *   either needs it false), base_momentum (double, unset 0.85), max_momentum (double, unset
  *   0.95), div_factor (double, default 25: the first rate is max_lr / div_factor),
  *   final_div_factor (double, default 1e4: the last is the first / final_div_factor),
  *   three_phase (bool, default false).
+ *   cyclic (PyTorch's CyclicLR; every group's rate is set to base_lr at creation):
+ *   base_lr, max_lr (double, needed), step_size_up (int, steps up to max_lr, default 2000),
+ *   step_size_down (int; unset: step_size_up), mode ("triangular", "triangular2": each cycle half
+ *   as high as the one before, "exp_range": the height times gamma ** step; default "triangular"),
+ *   gamma (double, exp_range; unset 1), cycle_momentum (bool, default true, as for one_cycle),
+ *   base_momentum (double, unset 0.8), max_momentum (double, unset 0.9).
  * Keys of ACC_OPTIONS_DATALOADER:
  *   batch_size (int, default 1), shuffle (bool, default false), drop_last (bool, default false),
  *   seed (int: seedable shuffling, epoch e uses seed + e; unset: drawn from torch's generator, which
@@ -702,10 +715,12 @@ ACC_API void acc_optimizer_free(acc_optimizer *opt);
  * "polynomial", "inverse_sqrt", "cosine_with_min_lr", "cosine_warmup_with_min_lr",
  * "warmup_stable_decay", "reduce_lr_on_plateau" (steps with a metric: acc_scheduler_step_metric),
  * and PyTorch's "step" (StepLR), "multistep" (MultiStepLR), "exponential" (ExponentialLR),
- * "cosine_annealing" (CosineAnnealingLR: past T_max it rises again, as PyTorch's), each computed
- * step by step from the rate before as PyTorch's get_lr() is, and "one_cycle" (OneCycleLR: a step
- * past total_steps is an error; prepared, it stops at total_steps as Accelerate's
- * AcceleratedScheduler does).
+ * "cosine_annealing" (CosineAnnealingLR: past T_max it rises again, as PyTorch's), "constant_lr"
+ * (ConstantLR), "linear_lr" (LinearLR), "polynomial_lr" (PolynomialLR), each computed step by step
+ * from the rate before as PyTorch's get_lr() is, "cosine_annealing_warm_restarts"
+ * (CosineAnnealingWarmRestarts), "cyclic" (CyclicLR) and "one_cycle" (OneCycleLR: a step past
+ * total_steps is an error; prepared, it stops at total_steps as Accelerate's AcceleratedScheduler
+ * does).
  * transformers' schedules set every group's learning rate to base_lr * factor(step), where base_lr
  * is the group's learning rate when the scheduler was made; step 0's is applied at creation.
  * ---------------------------------------------------------------------------------------------- */

@@ -10,16 +10,19 @@ namespace {
 
 // The rate at `step` (>= 1) from the rate at step - 1 and the group's base rate.
 using Recursion = std::function<double(double previous, double base, int64_t step)>;
+// The rate at step 0 from the group's base rate (PyTorch's get_lr() at last_epoch 0).
+using Start = std::function<double(double base)>;
 
-ScheduleRule walk(Recursion next) {
+ScheduleRule walk(Recursion next, Start start = [](double base) { return base; }) {
   struct Walk {
     double base, lr;
     int64_t step;
   };
-  return [next = std::move(next), walks = std::make_shared<std::vector<Walk>>()](double base, int64_t step) {
+  return [next = std::move(next), start = std::move(start),
+          walks = std::make_shared<std::vector<Walk>>()](double base, int64_t step) {
     auto w = std::find_if(walks->begin(), walks->end(), [&](const Walk& x) { return x.base == base; });
-    if (w == walks->end()) w = walks->insert(walks->end(), Walk{base, base, 0});
-    if (w->step > step) *w = Walk{base, base, 0};  // an earlier step (a checkpoint): walk again
+    if (w == walks->end()) w = walks->insert(walks->end(), Walk{base, start(base), 0});
+    if (w->step > step) *w = Walk{base, start(base), 0};  // an earlier step (a checkpoint): walk again
     for (; w->step < step; ++w->step) w->lr = next(w->lr, base, w->step + 1);
     return w->lr;
   };
@@ -50,6 +53,44 @@ ScheduleRule cosine_annealing_lr_rule(int64_t t_max, double eta_min) {
     const double sd = static_cast<double>(s);
     return (1 + std::cos(M_PI * sd / t)) / (1 + std::cos(M_PI * (sd - 1) / t)) * (lr - eta_min) + eta_min;
   });
+}
+
+ScheduleRule constant_lr_rule(double factor, int64_t total_iters) {
+  return walk([=](double lr, double, int64_t s) { return s != total_iters ? lr : lr * (1.0 / factor); },
+              [=](double base) { return base * factor; });
+}
+
+ScheduleRule linear_lr_rule(double start_factor, double end_factor, int64_t total_iters) {
+  const double change = end_factor - start_factor, total = static_cast<double>(total_iters);
+  return walk(
+      [=](double lr, double, int64_t s) {
+        if (s > total_iters) return lr;
+        return lr * (1.0 + change / (total * start_factor + static_cast<double>(s - 1) * change));
+      },
+      [=](double base) { return base * start_factor; });
+}
+
+ScheduleRule polynomial_lr_rule(int64_t total_iters, double power) {
+  const double total = static_cast<double>(total_iters);
+  return walk([=](double lr, double, int64_t s) {
+    if (s > total_iters) return lr;
+    const double decay = (1.0 - static_cast<double>(s) / total) / (1.0 - static_cast<double>(s - 1) / total);
+    return lr * std::pow(decay, power);
+  });
+}
+
+ScheduleRule cosine_annealing_warm_restarts_rule(int64_t t_0, int64_t t_mult, double eta_min) {
+  return [=](double base, int64_t step) {
+    // Where PyTorch's T_cur and T_i stand after `step` steps of one each: a restart whenever T_cur
+    // reaches T_i, and each period T_mult times the one before.
+    int64_t t_cur = step, t_i = t_0;
+    while (t_cur >= t_i) {
+      t_cur -= t_i;
+      if (t_i > INT64_MAX / t_mult) break;  // a period past any step: T_cur stays in it
+      t_i *= t_mult;
+    }
+    return eta_min + (base - eta_min) * (1 + std::cos(M_PI * static_cast<double>(t_cur) / static_cast<double>(t_i))) / 2;
+  };
 }
 
 }  // namespace acc

@@ -1,5 +1,6 @@
 // PyTorch's chainable schedulers, whose get_lr() computes each step's rate from the rate before:
-// StepLR, MultiStepLR, ExponentialLR and CosineAnnealingLR. Their roundings follow from that
+// StepLR, MultiStepLR, ExponentialLR, CosineAnnealingLR, ConstantLR, LinearLR and PolynomialLR
+// (and CosineAnnealingWarmRestarts, whose rate comes from its base rate). Their roundings follow from that
 // recursion (StepLR's 0.1 decayed four times is not 0.1 * 0.1 ** 4), so a rule here walks the
 // same recursion, step by step, from a group's base rate, with the same operations in the same
 // order; it remembers where each base's walk stands, so stepping on costs one step.
@@ -17,5 +18,10 @@ ScheduleRule step_lr_rule(int64_t step_size, double gamma);
 ScheduleRule multistep_lr_rule(std::vector<int64_t> milestones, double gamma);
 ScheduleRule exponential_lr_rule(double gamma);
 ScheduleRule cosine_annealing_lr_rule(int64_t t_max, double eta_min);
+// factor in (0, 1]: PyTorch's division by it at total_iters is refused beforehand.
+ScheduleRule constant_lr_rule(double factor, int64_t total_iters);
+ScheduleRule linear_lr_rule(double start_factor, double end_factor, int64_t total_iters);
+ScheduleRule polynomial_lr_rule(int64_t total_iters, double power);
+ScheduleRule cosine_annealing_warm_restarts_rule(int64_t t_0, int64_t t_mult, double eta_min);
 
 }  // namespace acc

@@ -1,6 +1,6 @@
 // A parameter group's hyper-parameter by its checkpoint name ("momentum", "beta1"), read and set
 // through the algorithm's description (optim/algorithm.h), for schedules that move more than the
-// learning rate (OneCycleLR cycles the momentum).
+// learning rate (OneCycleLR and CyclicLR cycle the momentum).
 #pragma once
 
 #include <cstddef>
@@ -17,6 +17,7 @@ void set_cycled_momentum(Optimizer& optimizer, size_t group, double value);
 
 double group_hyperparameter(Optimizer& optimizer, size_t group, const std::string& key);
 // Checked as a loaded checkpoint's value is (the range the algorithm accepts).
+void check_group_hyperparameter(Optimizer& optimizer, size_t group, const std::string& key, double value);
 void set_group_hyperparameter(Optimizer& optimizer, size_t group, const std::string& key, double value);
 
 }  // namespace acc

@@ -208,12 +208,33 @@ const std::vector<NamedSchedule>& named_schedules() {
        [](const O& o, const std::string& name, double) {
          return cosine_annealing_lr_rule(required(o.t_max, "T_max", name), o.eta_min);
        }},
+      {"constant_lr", {"factor", "total_iters"},
+       [](const O& o, const std::string& name, double) {
+         const double factor = o.factor.value_or(1.0 / 3);
+         require(factor > 0 && factor <= 1, "the ", name, " schedule's factor must be in (0, 1], got ", factor);
+         return constant_lr_rule(factor, o.total_iters);
+       }},
+      {"linear_lr", {"start_factor", "end_factor", "total_iters"},
+       [](const O& o, const std::string& name, double) {
+         require(o.start_factor > 0, "the ", name, " schedule's start_factor must be in (0, 1], got ", o.start_factor);
+         return linear_lr_rule(o.start_factor, o.end_factor, o.total_iters);
+       }},
+      {"polynomial_lr", {"total_iters", "power"},
+       [](const O& o, const std::string&, double) { return polynomial_lr_rule(o.total_iters, o.power); }},
+      {"cosine_annealing_warm_restarts", {"T_0", "T_mult", "eta_min"},
+       [](const O& o, const std::string& name, double) {
+         return cosine_annealing_warm_restarts_rule(required(o.t_0, "T_0", name), o.t_mult, o.eta_min);
+       }},
       {kPlateauSchedule,
        {"mode", "factor", "patience", "threshold", "threshold_mode", "cooldown", "min_lr", "eps"},
        nullptr},  // a scheduler of its own
       {kOneCycleSchedule,
        {"max_lr", "total_steps", "epochs", "steps_per_epoch", "pct_start", "anneal_strategy", "cycle_momentum",
         "base_momentum", "max_momentum", "div_factor", "final_div_factor", "three_phase"},
+       nullptr},  // a scheduler of its own
+      {kCyclicSchedule,
+       {"base_lr", "max_lr", "step_size_up", "step_size_down", "mode", "gamma", "cycle_momentum", "base_momentum",
+        "max_momentum"},
        nullptr},  // a scheduler of its own
   };
   return table;

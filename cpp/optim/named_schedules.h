@@ -1,6 +1,6 @@
 // The named learning-rate schedules: transformers' get_scheduler() names and formulas (the same
 // floating-point operations in the same order, so the rates are bit-identical), plus PyTorch's
-// StepLR, ReduceLROnPlateau and OneCycleLR. A schedule is mostly a rule: a group's learning rate
+// own schedulers. A schedule is mostly a rule: a group's learning rate
 // at a step, from its base learning rate.
 #pragma once
 
@@ -16,9 +16,11 @@ using ScheduleRule = std::function<double(double base_lr, int64_t step)>;
 
 // Schedulers of their own, with no rule: PyTorch's ReduceLROnPlateau (transformers'
 // "reduce_lr_on_plateau"), which steps with a metric (optim/plateau_scheduler.h), and PyTorch's
-// OneCycleLR, which also cycles the momentum and ends at total_steps (optim/one_cycle_scheduler.h).
+// OneCycleLR and CyclicLR, which also cycle the momentum (optim/one_cycle_scheduler.h,
+// optim/cyclic_scheduler.h).
 inline constexpr const char* kPlateauSchedule = "reduce_lr_on_plateau";
 inline constexpr const char* kOneCycleSchedule = "one_cycle";
+inline constexpr const char* kCyclicSchedule = "cyclic";
 
 // Checks that `name` is a schedule (those two included) and that it takes every key set in
 // `options`: num_warmup_steps, num_training_steps and its own.

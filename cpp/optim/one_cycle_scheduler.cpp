@@ -3,11 +3,12 @@
 #include <cmath>
 
 #include "common/error.h"
-#include "optim/group_hyperparameters.h"
 #include "optim/named_schedules.h"
 
 namespace acc {
 namespace {
+
+constexpr double kBaseMomentum = 0.85, kMaxMomentum = 0.95;  // PyTorch's defaults
 
 int64_t cycle_steps(const ScheduleOptions& o) {
   if (o.total_steps) return *o.total_steps;
@@ -21,13 +22,13 @@ int64_t cycle_steps(const ScheduleOptions& o) {
 }  // namespace
 
 OneCycleScheduler::OneCycleScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& o)
-    : optimizer_(std::move(optimizer)),
+    : CyclingScheduler(std::move(optimizer), kOneCycleSchedule, o.cycle_momentum,
+                       o.base_momentum.value_or(kBaseMomentum), o.max_momentum.value_or(kMaxMomentum)),
       total_(cycle_steps(o)),
-      cosine_(o.anneal_strategy == "cos"),
-      cycle_momentum_(o.cycle_momentum) {
+      cosine_(o.anneal_strategy == "cos") {
   require(o.max_lr.has_value(), "the ", kOneCycleSchedule, " schedule needs the option 'max_lr'");
   const double max_lr = *o.max_lr, initial_lr = max_lr / o.div_factor, min_lr = initial_lr / o.final_div_factor;
-  const double top = o.max_momentum, bottom = o.base_momentum;
+  const double top = o.max_momentum.value_or(kMaxMomentum), bottom = o.base_momentum.value_or(kBaseMomentum);
   const double first_end = o.pct_start * static_cast<double>(total_) - 1, last_end = static_cast<double>(total_ - 1);
   if (o.three_phase)
     phases_ = {{first_end, initial_lr, max_lr, top, bottom},
@@ -40,16 +41,7 @@ OneCycleScheduler::OneCycleScheduler(std::shared_ptr<Optimizer> optimizer, const
   require(first_end != 0.0, "the ", kOneCycleSchedule, " schedule's first phase is empty (pct_start * total_steps is 1)");
   require(last_end != phases_[phases_.size() - 2].end_step, "the ", kOneCycleSchedule,
           " schedule's last phase is empty (give more total_steps or another pct_start)");
-  if (o.cycle_momentum) {
-    const std::string key = cycled_momentum_key(*optimizer_);
-    require(!key.empty(), "the ", kOneCycleSchedule, " schedule cycles the momentum, which the ",
-            optimizer_->algorithm(), " optimizer does not have (set cycle_momentum false)");
-    // Both ends checked once, as the optimizer checks its own; PyTorch starts each group at max_momentum.
-    for (size_t g = 0; g < optimizer_->num_param_groups(); ++g)
-      for (double momentum : {bottom, top}) set_group_hyperparameter(*optimizer_, g, key, momentum);
-  }
-  base_lrs_ = group_lrs(*optimizer_);
-  apply(0);  // PyTorch's initial step
+  start();
 }
 
 double OneCycleScheduler::anneal(double start, double end, double pct) const {
@@ -57,7 +49,7 @@ double OneCycleScheduler::anneal(double start, double end, double pct) const {
   return (end - start) * pct + start;
 }
 
-std::pair<double, double> OneCycleScheduler::at(int64_t step) const {
+CyclingScheduler::Point OneCycleScheduler::at(int64_t step) const {
   double start_step = 0.0;
   for (size_t i = 0; i < phases_.size(); ++i) {
     const Phase& phase = phases_[i];
@@ -70,43 +62,10 @@ std::pair<double, double> OneCycleScheduler::at(int64_t step) const {
   return {0, 0};  // not reached: the last phase takes every step
 }
 
-void OneCycleScheduler::apply(int64_t step) {
-  require(step <= total_, "the ", kOneCycleSchedule, " schedule was stepped ", step,
-          " times, past its total_steps of ", total_);
-  const auto [lr, momentum] = at(step);
-  require(std::isfinite(lr) && lr >= 0, "the ", kOneCycleSchedule, " schedule's learning rate at step ", step, " is ",
-          lr);
-  for (size_t g = 0; g < optimizer_->num_param_groups(); ++g) {
-    optimizer_->set_lr(g, lr);
-    if (cycle_momentum_) set_cycled_momentum(*optimizer_, g, momentum);
-  }
-  step_ = step;
-  last_lrs_.assign(optimizer_->num_param_groups(), lr);
-}
-
-void OneCycleScheduler::step() { apply(step_ + 1); }
-
-const std::string& OneCycleScheduler::name() const {
-  static const std::string one_cycle = kOneCycleSchedule;
-  return one_cycle;
-}
-
-void OneCycleScheduler::check_state(const SchedulerState& state) const {
-  check_schedule_name(state);
-  require(!state.plateau, "the state is a ", kPlateauSchedule, " scheduler's, not this schedule's");
-  require(state.step >= 0 && state.step <= total_, "a ", kOneCycleSchedule, " state's step must be in [0, ",
-          total_, "], got ", state.step);
-  check_group_count(state.base_lrs.size(), base_lrs_.size());
-}
-
-void OneCycleScheduler::load_state(const SchedulerState& state) {
-  check_state(state);
-  base_lrs_ = state.base_lrs;
-  apply(state.step);
-}
-
-double OneCycleScheduler::last_lr(size_t group) const {
-  return group_lr(last_lrs_, group);
+void OneCycleScheduler::check_step(int64_t step) const {
+  CyclingScheduler::check_step(step);
+  require(step <= total_, "the ", kOneCycleSchedule, " schedule was stepped ", step, " times, past its total_steps of ",
+          total_);
 }
 
 }  // namespace acc

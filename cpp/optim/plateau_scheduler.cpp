@@ -10,15 +10,17 @@ namespace acc {
 
 PlateauScheduler::PlateauScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& o)
     : optimizer_(std::move(optimizer)),
-      maximize_(o.mode == "max"),
+      maximize_(o.mode.value_or("min") == "max"),
       relative_(o.threshold_mode == "rel"),
-      factor_(o.factor),
+      factor_(o.factor.value_or(0.1)),
       threshold_(o.threshold),
       min_lr_(o.min_lr.value_or(0.0)),
       eps_(o.eps),
       patience_(o.patience),
       cooldown_(o.cooldown),
       best_(maximize_ ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity()) {
+  require(o.mode.value_or("min") == "min" || *o.mode == "max", "the ", kPlateauSchedule,
+          " schedule's mode is 'min' or 'max', got '", o.mode.value_or(""), "'");
   require(factor_ < 1.0, "the ", kPlateauSchedule, " schedule's factor must be < 1, got ", factor_);
   initial_lrs_ = last_lrs_ = group_lrs(*optimizer_);
 }

@@ -14,7 +14,18 @@ const OptionTable<ScheduleOptions>& scheduler_option_table() {
     t.bind("gamma", "step, multistep, exponential: the decay factor", &S::gamma).at_least(0);
     t.bind("milestones", "multistep: the steps that decay, comma-separated", &S::milestones);
     t.bind("T_max", "cosine_annealing: steps of a half cosine", &S::t_max).at_least(1);
-    t.bind("eta_min", "cosine_annealing: the lowest learning rate", &S::eta_min).at_least(0);
+    t.bind("eta_min", "cosine_annealing, cosine_annealing_warm_restarts: the lowest learning rate", &S::eta_min)
+        .at_least(0);
+    t.bind("total_iters", "constant_lr, linear_lr, polynomial_lr: the steps the change lasts", &S::total_iters)
+        .at_least(0);
+    t.bind("start_factor", "linear_lr: the first step's rate over the base rate", &S::start_factor)
+        .at_least(0)
+        .at_most(1);
+    t.bind("end_factor", "linear_lr: the rate over the base rate after total_iters", &S::end_factor)
+        .at_least(0)
+        .at_most(1);
+    t.bind("T_0", "cosine_annealing_warm_restarts: steps until the first restart", &S::t_0).at_least(1);
+    t.bind("T_mult", "cosine_annealing_warm_restarts: each period over the one before", &S::t_mult).at_least(1);
     t.bind("timescale", "inverse_sqrt: steps per unit of the square root", &S::timescale).at_least(1);
     t.bind("min_lr", "cosine with min lr: the final learning rate; reduce_lr_on_plateau: the floor", &S::min_lr)
         .at_least(0);
@@ -30,9 +41,15 @@ const OptionTable<ScheduleOptions>& scheduler_option_table() {
     t.bind("min_lr_ratio", "warmup_stable_decay: the lowest rate over the initial one", &S::min_lr_ratio)
         .at_least(0)
         .at_most(1);
-    t.bind("mode", "reduce_lr_on_plateau: whether the metric should go down (min) or up (max)", &S::mode)
-        .one_of({"min", "max"});
-    t.bind("factor", "reduce_lr_on_plateau: what a reduction multiplies the rate by (< 1)", &S::factor)
+    t.bind("mode",
+           "reduce_lr_on_plateau: whether the metric should go down (min) or up (max); cyclic: the cycles' "
+           "heights (triangular, triangular2, exp_range)",
+           &S::mode)
+        .one_of({"min", "max", "triangular", "triangular2", "exp_range"});
+    t.bind("factor",
+           "reduce_lr_on_plateau: what a reduction multiplies the rate by (< 1); constant_lr: the rate over the "
+           "base rate until total_iters",
+           &S::factor)
         .at_least(0);
     t.bind("patience", "reduce_lr_on_plateau: steps without improvement before a reduction", &S::patience)
         .at_least(0);
@@ -44,7 +61,10 @@ const OptionTable<ScheduleOptions>& scheduler_option_table() {
     t.bind("cooldown", "reduce_lr_on_plateau: steps after a reduction that count no bad step", &S::cooldown)
         .at_least(0);
     t.bind("eps", "reduce_lr_on_plateau: a reduction smaller than this is not made", &S::eps).at_least(0);
-    t.bind("max_lr", "one_cycle: the peak learning rate", &S::max_lr).at_least(0);
+    t.bind("max_lr", "one_cycle, cyclic: the peak learning rate", &S::max_lr).at_least(0);
+    t.bind("base_lr", "cyclic: the lowest learning rate (the optimizer's is replaced)", &S::base_lr).at_least(0);
+    t.bind("step_size_up", "cyclic: steps from base_lr up to max_lr", &S::step_size_up).at_least(1);
+    t.bind("step_size_down", "cyclic: steps back down (unset: step_size_up)", &S::step_size_down).at_least(1);
     t.bind("total_steps", "one_cycle: the cycle's steps", &S::total_steps).at_least(1);
     t.bind("epochs", "one_cycle: epochs, with steps_per_epoch, instead of total_steps", &S::epochs).at_least(1);
     t.bind("steps_per_epoch", "one_cycle: steps per epoch", &S::steps_per_epoch).at_least(1);
@@ -52,9 +72,9 @@ const OptionTable<ScheduleOptions>& scheduler_option_table() {
         .at_least(0)
         .at_most(1);
     t.bind("anneal_strategy", "one_cycle: the shape of each phase", &S::anneal_strategy).one_of({"cos", "linear"});
-    t.bind("cycle_momentum", "one_cycle: move the momentum (or beta1) against the rate", &S::cycle_momentum);
-    t.bind("base_momentum", "one_cycle: the momentum at the peak rate", &S::base_momentum).at_least(0);
-    t.bind("max_momentum", "one_cycle: the momentum at the lowest rates", &S::max_momentum).at_least(0);
+    t.bind("cycle_momentum", "one_cycle, cyclic: move the momentum (or beta1) against the rate", &S::cycle_momentum);
+    t.bind("base_momentum", "one_cycle, cyclic: the momentum at the peak rate", &S::base_momentum).at_least(0);
+    t.bind("max_momentum", "one_cycle, cyclic: the momentum at the lowest rates", &S::max_momentum).at_least(0);
     t.bind("div_factor", "one_cycle: max_lr over the first rate", &S::div_factor).at_least(0);
     t.bind("final_div_factor", "one_cycle: the first rate over the last", &S::final_div_factor).at_least(0);
     t.bind("three_phase", "one_cycle: back to the first rate before the final annealing", &S::three_phase);

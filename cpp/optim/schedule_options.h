@@ -21,7 +21,12 @@ struct ScheduleOptions {
   std::optional<double> gamma;                // step, multistep (0.1); exponential (needed)
   std::optional<std::string> milestones;      // multistep: "30,80"
   std::optional<int64_t> t_max;               // cosine_annealing's T_max
-  double eta_min = 0.0;                       // cosine_annealing
+  double eta_min = 0.0;                       // cosine_annealing, cosine_annealing_warm_restarts
+  int64_t total_iters = 5;                    // constant_lr, linear_lr, polynomial_lr
+  double start_factor = 1.0 / 3;              // linear_lr
+  double end_factor = 1.0;
+  std::optional<int64_t> t_0;                 // cosine_annealing_warm_restarts' T_0
+  int64_t t_mult = 1;                         //   and T_mult
   std::optional<int64_t> timescale;           // inverse_sqrt (num_warmup_steps, or 10000 without)
   std::optional<double> min_lr;               // cosine_with_min_lr, cosine_warmup_with_min_lr,
                                               // reduce_lr_on_plateau;
@@ -33,23 +38,26 @@ struct ScheduleOptions {
   std::string decay_type = "cosine";
   double min_lr_ratio = 0.0;
   // reduce_lr_on_plateau (PyTorch's ReduceLROnPlateau; min_lr above is its floor, default 0)
-  std::string mode = "min";
-  double factor = 0.1;
+  std::optional<std::string> mode;            // reduce_lr_on_plateau "min"; cyclic "triangular"
+  std::optional<double> factor;               // reduce_lr_on_plateau 0.1; constant_lr 1/3
   int64_t patience = 10;
   double threshold = 1e-4;
   std::string threshold_mode = "rel";
   int64_t cooldown = 0;
   double eps = 1e-8;
-  // one_cycle (PyTorch's OneCycleLR)
+  // one_cycle (PyTorch's OneCycleLR) and cyclic (PyTorch's CyclicLR)
   std::optional<double> max_lr;
+  std::optional<double> base_lr;               // cyclic
+  int64_t step_size_up = 2000;                 // cyclic
+  std::optional<int64_t> step_size_down;       // cyclic: step_size_up
   std::optional<int64_t> total_steps;  // or epochs * steps_per_epoch
   std::optional<int64_t> epochs;
   std::optional<int64_t> steps_per_epoch;
   double pct_start = 0.3;
   std::string anneal_strategy = "cos";
   bool cycle_momentum = true;
-  double base_momentum = 0.85;
-  double max_momentum = 0.95;
+  std::optional<double> base_momentum;         // one_cycle 0.85, cyclic 0.8
+  std::optional<double> max_momentum;          // one_cycle 0.95, cyclic 0.9
   double div_factor = 25.0;
   double final_div_factor = 1e4;
   bool three_phase = false;

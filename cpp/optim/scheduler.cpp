@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "optim/cyclic_scheduler.h"
 #include "optim/named_schedules.h"
 #include "optim/one_cycle_scheduler.h"
 #include "optim/plateau_scheduler.h"
@@ -39,11 +40,12 @@ void Scheduler::check_schedule_name(const SchedulerState& state) const {
 
 std::shared_ptr<Scheduler> make_scheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name,
                                           const Options& options) {
-  if (name != kPlateauSchedule && name != kOneCycleSchedule)
+  if (name != kPlateauSchedule && name != kOneCycleSchedule && name != kCyclicSchedule)
     return std::make_shared<LambdaScheduler>(std::move(optimizer), name, options);  // checks the options
   check_schedule_options(name, options);
   const ScheduleOptions settings = scheduler_option_table().read(options);
   if (name == kPlateauSchedule) return std::make_shared<PlateauScheduler>(std::move(optimizer), settings);
+  if (name == kCyclicSchedule) return std::make_shared<CyclicScheduler>(std::move(optimizer), settings);
   return std::make_shared<OneCycleScheduler>(std::move(optimizer), settings);
 }
 

@@ -541,6 +541,78 @@ TEST(Scheduler, PyTorchsChainableSchedulersGiveItsRatesToTheBit) {
   acc_optimizer_free(opt);
 }
 
+// PyTorch's ConstantLR, LinearLR and PolynomialLR (chainable: each step's rate from the one
+// before, from a first step that already scales the base rate) and CosineAnnealingWarmRestarts,
+// with torch 2.6's rates for the same settings, to the bit; CyclicLR replaces the optimizer's rate.
+TEST(Scheduler, PyTorchsWarmUpDecayAndRestartSchedulersGiveItsRatesToTheBit) {
+  using Settings = std::initializer_list<std::pair<const char*, const char*>>;
+  auto rates = [](const char* name, Settings settings, int steps, const char* lr) {
+    std::vector<double> out;
+    for (int s = 0; s <= steps; ++s) out.push_back(schedule_lr(name, settings, s, lr));
+    return out;
+  };
+  const double third = 0.03333333333333333;
+  EXPECT_EQ(rates("constant_lr", {{"total_iters", "4"}}, 7, "0.1"),
+            (std::vector<double>{third, third, third, third, 0.1, 0.1, 0.1, 0.1}));
+  EXPECT_EQ(rates("constant_lr", {{"factor", "0.3"}, {"total_iters", "2"}}, 4, "0.7"),
+            (std::vector<double>{0.21, 0.21, 0.7, 0.7, 0.7}));
+  EXPECT_EQ(rates("linear_lr", {{"start_factor", "0.25"}, {"end_factor", "0.9"}, {"total_iters", "5"}}, 8, "0.1"),
+            (std::vector<double>{0.025, 0.038000000000000006, 0.051000000000000004, 0.064, 0.077, 0.09, 0.09, 0.09,
+                                 0.09}));
+  EXPECT_EQ(rates("linear_lr", {}, 7, "0.3"),
+            (std::vector<double>{0.09999999999999999, 0.14, 0.18000000000000002, 0.22000000000000006,
+                                 0.26000000000000006, 0.30000000000000004, 0.30000000000000004,
+                                 0.30000000000000004}));
+  EXPECT_EQ(rates("polynomial_lr", {{"total_iters", "6"}, {"power", "2"}}, 8, "0.1"),
+            (std::vector<double>{0.1, 0.06944444444444446, 0.04444444444444447, 0.02500000000000001,
+                                 0.011111111111111117, 0.0027777777777777775, 0.0, 0.0, 0.0}));
+  EXPECT_EQ(rates("cosine_annealing_warm_restarts", {{"T_0", "3"}, {"T_mult", "2"}, {"eta_min", "0.01"}}, 12, "0.1"),
+            (std::vector<double>{0.1, 0.0775, 0.032500000000000015, 0.1, 0.09397114317029975, 0.0775,
+                                 0.05500000000000001, 0.032500000000000015, 0.01602885682970026, 0.1,
+                                 0.09846666218300808, 0.09397114317029975, 0.08681980515339464}));
+  EXPECT_EQ(rates("cyclic", {{"base_lr", "0.1"}, {"max_lr", "1"}, {"step_size_up", "4"}, {"cycle_momentum", "false"}},
+                  9, "0.5"),
+            (std::vector<double>{0.1, 0.325, 0.55, 0.775, 1.0, 0.775, 0.55, 0.325, 0.1, 0.325}));
+
+  Scalar s;
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(s.model, "sgd", nullptr, &opt));
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_SCHEDULER, &o));
+  acc_scheduler* sched = nullptr;
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "cosine_annealing_warm_restarts", o, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "needs the option 'T_0'");
+  ACC_ASSERT_OK(acc_options_set(o, "factor", "0"));
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "constant_lr", o, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "factor must be in (0, 1], got 0");
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "linear_lr", o, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "does not take the option 'factor'");
+  acc_options_free(o);
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_SCHEDULER, &o));
+  ACC_ASSERT_OK(acc_options_set(o, "start_factor", "0"));
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "linear_lr", o, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "start_factor must be in (0, 1], got 0");
+  acc_options_free(o);
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_SCHEDULER, &o));
+  ACC_ASSERT_OK(acc_options_set(o, "base_lr", "0.1"));
+  ACC_ASSERT_OK(acc_options_set(o, "max_lr", "1"));
+  ACC_ASSERT_OK(acc_options_set(o, "mode", "min"));
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "cyclic", o, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "mode is 'triangular', 'triangular2' or 'exp_range', got 'min'");
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "reduce_lr_on_plateau", o, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "does not take the option 'base_lr'");
+  acc_options_free(o);
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_SCHEDULER, &o));
+  ACC_ASSERT_OK(acc_options_set(o, "mode", "triangular"));
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "reduce_lr_on_plateau", o, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "mode is 'min' or 'max', got 'triangular'");
+  acc_options_free(o);
+  double lr = -1;
+  ACC_ASSERT_OK(acc_optimizer_get_lr(opt, 0, &lr));
+  EXPECT_EQ(lr, 1e-3) << "a refused schedule leaves the rate as it was";
+  acc_optimizer_free(opt);
+}
+
 // PyTorch's StepLR multiplies the learning rate by gamma at each decay: after four decays of 0.1
 // from 0.1 that is 1.0000000000000004e-05, where 0.1 * 0.1 ** 4 is 1.0000000000000003e-05 (found by
 // the side-by-side run with Python Accelerate).
@@ -557,8 +629,10 @@ TEST(Scheduler, ErrorsNameWhatIsMissing) {
   acc_scheduler* sched = nullptr;
   ACC_EXPECT_ERROR(acc_scheduler_create(opt, "linear", nullptr, &sched), ACC_ERR_INVALID_ARGUMENT,
                    "needs the option 'num_training_steps'");
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "cyclical", nullptr, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "unknown schedule 'cyclical'");
   ACC_EXPECT_ERROR(acc_scheduler_create(opt, "cyclic", nullptr, &sched), ACC_ERR_INVALID_ARGUMENT,
-                   "unknown schedule 'cyclic'");
+                   "the cyclic schedule needs the option 'base_lr'");
   acc_options* o = nullptr;
   ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_SCHEDULER, &o));
   ACC_ASSERT_OK(acc_options_set_int(o, "num_training_steps", 10));

@@ -122,6 +122,21 @@ SCENARIOS = {
     "mlp_multistep": dict(model="mlp", optimizer="sgd", schedule="multistep",
                           schedule_options={"milestones": [2, 4, 4], "gamma": 0.5}),
     "mlp_exponential": dict(model="mlp", optimizer="rmsprop", schedule="exponential", schedule_options={"gamma": 0.8}),
+    "mlp_constant_lr": dict(model="mlp", optimizer="sgd", schedule="constant_lr",
+                            schedule_options={"factor": 0.3, "total_iters": 3}),
+    "mlp_linear_lr": dict(model="mlp", optimizer="adamw", schedule="linear_lr",
+                          schedule_options={"start_factor": 0.2, "end_factor": 0.9, "total_iters": 4}),
+    "mlp_polynomial_lr": dict(model="mlp", optimizer="rmsprop", schedule="polynomial_lr",
+                              schedule_options={"total_iters": 5, "power": 1.5}),
+    "mlp_cosine_warm_restarts": dict(model="mlp", optimizer="adamw", schedule="cosine_annealing_warm_restarts",
+                                     schedule_options={"T_0": 2, "T_mult": 2, "eta_min": 1e-3}),
+    # PyTorch's CyclicLR, cycling SGD's momentum and AdamW's beta1 against the rate.
+    "mlp_cyclic_triangular2": dict(model="mlp", optimizer="sgd", schedule="cyclic",
+                                   schedule_options={"base_lr": 0.01, "max_lr": 0.1, "step_size_up": 2,
+                                                     "step_size_down": 3, "mode": "triangular2"}),
+    "lm_cyclic_exp_range": dict(model="lm", optimizer="adamw", schedule="cyclic", accumulation=2,
+                                schedule_options={"base_lr": 1e-3, "max_lr": 0.02, "step_size_up": 2,
+                                                  "mode": "exp_range", "gamma": 0.9}),
 }
 DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=2, batch_size=4, data_seed=None,
                 loader_seed=False, resume=False, clip_norm_type=2.0, data=None, even_batches=True, split_batches=False,
@@ -283,7 +298,11 @@ def transformers_factor(name, settings, lr_init):
 
 
 TORCH_SCHEDULERS = {"multistep": torch.optim.lr_scheduler.MultiStepLR, "exponential": torch.optim.lr_scheduler.ExponentialLR,
-                    "cosine_annealing": torch.optim.lr_scheduler.CosineAnnealingLR}
+                    "cosine_annealing": torch.optim.lr_scheduler.CosineAnnealingLR,
+                    "constant_lr": torch.optim.lr_scheduler.ConstantLR, "linear_lr": torch.optim.lr_scheduler.LinearLR,
+                    "polynomial_lr": torch.optim.lr_scheduler.PolynomialLR,
+                    "cosine_annealing_warm_restarts": torch.optim.lr_scheduler.CosineAnnealingWarmRestarts,
+                    "cyclic": torch.optim.lr_scheduler.CyclicLR}
 
 
 def scheduler_settings(cfg, total):

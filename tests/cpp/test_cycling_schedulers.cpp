@@ -1,10 +1,11 @@
-// PyTorch's OneCycleLR seen from C++: the momentum (or Adam's beta1) it moves against the rate. The
-// expected values are torch 2.6's OneCycleLR's for the same settings, compared to the bit.
+// PyTorch's OneCycleLR and CyclicLR seen from C++: the momentum (or Adam's beta1) they move against
+// the rate. The expected values are torch 2.6's for the same settings, compared to the bit.
 #include <gtest/gtest.h>
 
 #include <torch/torch.h>
 
 #include "optim/group_hyperparameters.h"
+#include "optim/cyclic_scheduler.h"
 #include "optim/one_cycle_scheduler.h"
 #include "optim/optimizer.h"
 
@@ -19,10 +20,11 @@ std::shared_ptr<acc::Optimizer> optimizer(const std::string& algorithm,
   return std::make_shared<acc::TorchOptimizer>(acc::model_from_spec(kSpec), algorithm, o);
 }
 
-// (lr, momentum) at steps 0..steps.
+// (lr, momentum) at steps 0..steps of a Scheduler (OneCycleScheduler or CyclicScheduler).
+template <class Scheduler = acc::OneCycleScheduler>
 std::vector<std::pair<double, double>> cycle(const std::shared_ptr<acc::Optimizer>& opt, acc::ScheduleOptions options,
                                              int steps, const std::string& key) {
-  acc::OneCycleScheduler sched(opt, options);
+  Scheduler sched(opt, options);
   std::vector<std::pair<double, double>> out;
   for (int s = 0; s <= steps; ++s) {
     if (s) sched.step();
@@ -86,4 +88,75 @@ TEST(OneCycle, AnOptimizerWithoutMomentumNeedsCycleMomentumOff) {
   o.cycle_momentum = false;
   acc::OneCycleScheduler sched(adagrad, o);
   EXPECT_DOUBLE_EQ(sched.last_lr(0), 0.1 / 25.0);  // the cosine annealing at 0 rounds it
+}
+
+// triangular2 halves each cycle's height; the optimizer's own rate (0.5) is replaced by base_lr.
+TEST(Cyclic, Triangular2MovesSgdsMomentumAgainstTheRate) {
+  acc::ScheduleOptions o;
+  o.base_lr = 0.01;
+  o.max_lr = 0.1;
+  o.step_size_up = 3;
+  o.step_size_down = 2;
+  o.mode = "triangular2";
+  const auto got = cycle<acc::CyclicScheduler>(optimizer("sgd", {{"lr", "0.5"}, {"momentum", "0.9"}}), o, 12,
+                                                   "momentum");
+  const std::vector<std::pair<double, double>> want = {
+      {0.01, 0.9},
+      {0.039999999999999994, 0.8666666666666667},
+      {0.06999999999999999, 0.8333333333333334},
+      {0.09999999999999999, 0.8},
+      {0.055, 0.8500000000000001},
+      {0.01, 0.9},
+      {0.025000000000000015, 0.8833333333333333},
+      {0.039999999999999994, 0.8666666666666667},
+      {0.055, 0.8500000000000001},
+      {0.03250000000000002, 0.875},
+      {0.01, 0.9},
+      {0.01750000000000001, 0.8916666666666667},
+      {0.024999999999999998, 0.8833333333333334}};
+  EXPECT_EQ(got, want);
+}
+
+// exp_range scales each step's height by gamma ** step; Adam's beta1 is the momentum it moves.
+TEST(Cyclic, ExpRangeMovesAdamsBeta1) {
+  acc::ScheduleOptions o;
+  o.base_lr = 0.001;
+  o.max_lr = 0.01;
+  o.step_size_up = 2;
+  o.mode = "exp_range";
+  o.gamma = 0.9;
+  o.base_momentum = 0.85;
+  o.max_momentum = 0.95;
+  const auto got = cycle<acc::CyclicScheduler>(optimizer("adam", {{"lr", "0.1"}}), o, 8, "beta1");
+  const std::vector<std::pair<double, double>> want = {
+      {0.001, 0.95},
+      {0.005050000000000001, 0.9049999999999999},
+      {0.008290000000000002, 0.869},
+      {0.004280500000000001, 0.91355},
+      {0.001, 0.95},
+      {0.0036572050000000006, 0.9204755},
+      {0.005782969000000001, 0.8968558999999999},
+      {0.0031523360500000006, 0.926085155},
+      {0.001, 0.95}};
+  EXPECT_EQ(got, want);
+}
+
+// A momentum out of the optimizer's range, or an optimizer without one, is refused before any
+// group's rate or momentum changes.
+TEST(Cyclic, ARefusedScheduleChangesNothing) {
+  const auto adam = optimizer("adam", {{"lr", "0.5"}, {"beta1", "0.7"}});
+  acc::ScheduleOptions o;
+  o.base_lr = 0.01;
+  o.max_lr = 0.1;
+  o.max_momentum = 1.0;  // Adam's beta1 is below 1
+  EXPECT_THROW(acc::CyclicScheduler(adam, o), std::exception);
+  EXPECT_EQ(adam->lr(0), 0.5);
+  EXPECT_EQ(acc::group_hyperparameter(*adam, 0, "beta1"), 0.7);
+  o.max_momentum.reset();
+  try {
+    acc::CyclicScheduler sched(optimizer("adagrad", {}), o);
+    ADD_FAILURE() << "adagrad has no momentum to cycle";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("the cyclic schedule cycles the momentum"), std::string::npos) << e.what();
+  }
 }

@@ -1,0 +1,31 @@
+// PyTorch's CyclicLR: the rate goes from base_lr up to max_lr in step_size_up steps and back down in
+// step_size_down, over and over; "triangular2" halves each cycle's height, "exp_range" scales it
+// by gamma ** step. The momentum (beta1 for Adam-like optimizers) moves the other way between
+// max_momentum and base_momentum. Made, it sets every group's rate to base_lr (PyTorch replaces
+// the optimizer's rate); the same operations as PyTorch's get_lr(), so the rates are bit-identical.
+// PyTorch's user scale_fn has no counterpart.
+#pragma once
+
+#include <string>
+
+#include "optim/cycling_scheduler.h"
+#include "optim/named_schedules.h"
+#include "optim/schedule_options.h"
+
+namespace acc {
+
+class CyclicScheduler final : public CyclingScheduler {
+ public:
+  CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& options);
+
+ private:
+  Point at(int64_t step) const override;
+  double scale(int64_t cycle, int64_t step) const;
+
+  double base_lr_, max_lr_, low_momentum_, high_momentum_;
+  double total_size_, step_ratio_;
+  std::string mode_;
+  double gamma_;
+};
+
+}  // namespace acc
