@@ -411,6 +411,10 @@ struct acc_accelerator {};
     return out;
   }
   ~acc_scheduler() { acc_scheduler_free($self); }
+  /* PyTorch's SequentialLR: from step `milestone` on, schedule `name` takes over (opts may be null). */
+  void then_(int64_t milestone, const char *name, const acc_options *opts ERR) {
+    check(acc_scheduler_then($self, milestone, name, opts));
+  }
   void step_(ERR0) { check(acc_scheduler_step($self)); }
   /* reduce_lr_on_plateau's step, with the metric it follows. */
   void stepMetric(double metric ERR) { check(acc_scheduler_step_metric($self, metric)); }

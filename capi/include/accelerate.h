@@ -736,6 +736,18 @@ typedef int (*acc_lr_lambda_fn)(void *user_data, int64_t step, double *factor);
 ACC_API ACC_NODISCARD acc_status acc_scheduler_create_lambda(acc_optimizer *opt, acc_lr_lambda_fn lambda,
                                                              void *user_data, acc_free_fn free_user_data,
                                                              acc_scheduler **out);
+/* Makes the scheduler a sequence, as PyTorch's SequentialLR([this, name...], milestones): from step
+ * `milestone` on, schedule `name` (with opts, as for acc_scheduler_create; NULL: its defaults)
+ * takes over, counting its steps from 0 there and working from the same base rates (a
+ * cosine_annealing after a warm-up starts from the base rate, not from where the warm-up ended).
+ * Call it once per later schedule, before the first step and before acc_prepare, with growing
+ * milestones >= 1. The sequence's steps, checkpoints and get_last_lr are the scheduler's; its
+ * name in scheduler.json lists the schedules ("linear_lr,cosine_annealing@5"). The first schedule
+ * may be any with a rule (a named one or acc_scheduler_create_lambda's); reduce_lr_on_plateau
+ * is refused as PyTorch refuses it (ACC_ERR_INVALID_ARGUMENT), one_cycle and cyclic are not
+ * built into sequences (ACC_ERR_UNSUPPORTED). A refused call changes nothing. */
+ACC_API ACC_NODISCARD acc_status acc_scheduler_then(acc_scheduler *sched, int64_t milestone, const char *name,
+                                                    const acc_options *opts);
 /* Advances one step and sets the optimizer's learning rates. */
 ACC_API ACC_NODISCARD acc_status acc_scheduler_step(acc_scheduler *sched);
 /* A step of a "reduce_lr_on_plateau" scheduler (PyTorch's ReduceLROnPlateau.step(metric)) with the

@@ -89,6 +89,14 @@ acc_status acc_scheduler_create_lambda(acc_optimizer* opt, acc_lr_lambda_fn lamb
   });
 }
 
+acc_status acc_scheduler_then(acc_scheduler* sched, int64_t milestone, const char* name, const acc_options* opts) {
+  return guarded([&] {
+    auto& s = live(sched, "sched");
+    const std::string schedule = text_arg(name, "name");
+    s.scheduler->then(milestone, schedule, options_arg(opts, acc::OptionsKind::Scheduler));
+  });
+}
+
 acc_status acc_scheduler_step(acc_scheduler* sched) {
   return guarded([&] { live(sched, "sched").scheduler->step(); });
 }

@@ -38,4 +38,10 @@ void AcceleratedScheduler::step_with_metric(double metric) {
   gated([&] { inner_->step_with_metric(metric); });
 }
 
+// Accelerate prepares a SequentialLR made whole beforehand.
+void AcceleratedScheduler::then(int64_t, const std::string&, const Options&) {
+  fail(Status::InvalidArgument, "a sequence of schedules is made before acc_prepare (it was prepared as '",
+       inner_->name(), "')");
+}
+
 }  // namespace acc

@@ -45,19 +45,23 @@ ScheduleRule exponential_lr_rule(double gamma) {
   return walk([=](double lr, double, int64_t) { return lr * gamma; });
 }
 
-ScheduleRule cosine_annealing_lr_rule(int64_t t_max, double eta_min) {
+ScheduleRule cosine_annealing_lr_rule(int64_t t_max, double eta_min, bool restarted) {
   const double t = static_cast<double>(t_max);
+  Start start = [](double base) { return base; };
+  if (restarted) start = [=](double base) { return eta_min + (base - eta_min) * (1 + std::cos(M_PI * 0 / t)) / 2; };
   return walk([=](double lr, double base, int64_t s) {
     const int64_t period = 2 * t_max, phase = ((s - 1 - t_max) % period + period) % period;  // Python's %
     if (phase == 0) return lr + (base - eta_min) * (1 - std::cos(M_PI / t)) / 2;
     const double sd = static_cast<double>(s);
     return (1 + std::cos(M_PI * sd / t)) / (1 + std::cos(M_PI * (sd - 1) / t)) * (lr - eta_min) + eta_min;
-  });
+  }, start);
 }
 
-ScheduleRule constant_lr_rule(double factor, int64_t total_iters) {
+ScheduleRule constant_lr_rule(double factor, int64_t total_iters, bool restarted) {
+  // The closed form at step 0 is base * (factor + (0 >= total_iters) * (1 - factor)).
+  const double first = restarted && total_iters == 0 ? factor + (1 - factor) : factor;
   return walk([=](double lr, double, int64_t s) { return s != total_iters ? lr : lr * (1.0 / factor); },
-              [=](double base) { return base * factor; });
+              [=](double base) { return base * first; });
 }
 
 ScheduleRule linear_lr_rule(double start_factor, double end_factor, int64_t total_iters) {

@@ -17,9 +17,10 @@ ScheduleRule step_lr_rule(int64_t step_size, double gamma);
 // milestones may repeat a step: the rate is then multiplied by gamma that many times over.
 ScheduleRule multistep_lr_rule(std::vector<int64_t> milestones, double gamma);
 ScheduleRule exponential_lr_rule(double gamma);
-ScheduleRule cosine_annealing_lr_rule(int64_t t_max, double eta_min);
+// `restarted`: from the closed form's rate at step 0 (PyTorch's step(0) in SequentialLR), not the base rate.
+ScheduleRule cosine_annealing_lr_rule(int64_t t_max, double eta_min, bool restarted = false);
 // factor in (0, 1]: PyTorch's division by it at total_iters is refused beforehand.
-ScheduleRule constant_lr_rule(double factor, int64_t total_iters);
+ScheduleRule constant_lr_rule(double factor, int64_t total_iters, bool restarted = false);
 ScheduleRule linear_lr_rule(double start_factor, double end_factor, int64_t total_iters);
 ScheduleRule polynomial_lr_rule(int64_t total_iters, double power);
 ScheduleRule cosine_annealing_warm_restarts_rule(int64_t t_0, int64_t t_mult, double eta_min);

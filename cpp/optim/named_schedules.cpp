@@ -108,11 +108,33 @@ ScheduleRule from_factor(Factor factor) {
   return [factor = std::move(factor)](double base, int64_t s) { return base * factor(s); };
 }
 
+using MakeRule = std::function<ScheduleRule(const ScheduleOptions&, const std::string& name, double default_lr)>;
+
 struct NamedSchedule {
   const char* name;
   std::vector<std::string> keys;  // what it takes beyond num_warmup_steps and num_training_steps
-  std::function<ScheduleRule(const ScheduleOptions&, const std::string& name, double default_lr)> make;
+  MakeRule make;
+  MakeRule restarted = nullptr;  // where SequentialLR's restart at a milestone differs from `make`
 };
+
+// linear_lr's and polynomial_lr's closed forms divide by total_iters: PyTorch fails restarting them without.
+MakeRule restarted_needs_total_iters(MakeRule make) {
+  return [make = std::move(make)](const ScheduleOptions& o, const std::string& name, double lr) {
+    require(o.total_iters >= 1, "a ", name, " schedule after a milestone needs total_iters >= 1 (PyTorch divides by it)");
+    return make(o, name, lr);
+  };
+}
+
+double constant_factor(const ScheduleOptions& o, const std::string& name) {
+  const double factor = o.factor.value_or(1.0 / 3);
+  require(factor > 0 && factor <= 1, "the ", name, " schedule's factor must be in (0, 1], got ", factor);
+  return factor;
+}
+
+ScheduleRule linear_lr(const ScheduleOptions& o, const std::string& name, double) {
+  require(o.start_factor > 0, "the ", name, " schedule's start_factor must be in (0, 1], got ", o.start_factor);
+  return linear_lr_rule(o.start_factor, o.end_factor, o.total_iters);
+}
 
 const std::vector<NamedSchedule>& named_schedules() {
   using O = ScheduleOptions;
@@ -207,20 +229,23 @@ const std::vector<NamedSchedule>& named_schedules() {
       {"cosine_annealing", {"T_max", "eta_min"},
        [](const O& o, const std::string& name, double) {
          return cosine_annealing_lr_rule(required(o.t_max, "T_max", name), o.eta_min);
+       },
+       [](const O& o, const std::string& name, double) {
+         return cosine_annealing_lr_rule(required(o.t_max, "T_max", name), o.eta_min, true);
        }},
       {"constant_lr", {"factor", "total_iters"},
        [](const O& o, const std::string& name, double) {
-         const double factor = o.factor.value_or(1.0 / 3);
-         require(factor > 0 && factor <= 1, "the ", name, " schedule's factor must be in (0, 1], got ", factor);
-         return constant_lr_rule(factor, o.total_iters);
-       }},
-      {"linear_lr", {"start_factor", "end_factor", "total_iters"},
+         return constant_lr_rule(constant_factor(o, name), o.total_iters);
+       },
        [](const O& o, const std::string& name, double) {
-         require(o.start_factor > 0, "the ", name, " schedule's start_factor must be in (0, 1], got ", o.start_factor);
-         return linear_lr_rule(o.start_factor, o.end_factor, o.total_iters);
+         return constant_lr_rule(constant_factor(o, name), o.total_iters, true);
        }},
+      {"linear_lr", {"start_factor", "end_factor", "total_iters"}, linear_lr,
+       restarted_needs_total_iters(linear_lr)},
       {"polynomial_lr", {"total_iters", "power"},
-       [](const O& o, const std::string&, double) { return polynomial_lr_rule(o.total_iters, o.power); }},
+       [](const O& o, const std::string&, double) { return polynomial_lr_rule(o.total_iters, o.power); },
+       restarted_needs_total_iters(
+           [](const O& o, const std::string&, double) { return polynomial_lr_rule(o.total_iters, o.power); })},
       {"cosine_annealing_warm_restarts", {"T_0", "T_mult", "eta_min"},
        [](const O& o, const std::string& name, double) {
          return cosine_annealing_warm_restarts_rule(required(o.t_0, "T_0", name), o.t_mult, o.eta_min);
@@ -272,6 +297,12 @@ ScheduleRule schedule_rule(const std::string& name, const Options& options, doub
   const NamedSchedule& schedule = checked_schedule(name, options);
   require(schedule.make != nullptr, "the ", name, " schedule is a scheduler of its own, with no rule");
   return schedule.make(scheduler_option_table().read(options), name, default_lr);
+}
+
+ScheduleRule restarted_schedule_rule(const std::string& name, const Options& options, double default_lr) {
+  const NamedSchedule& schedule = checked_schedule(name, options);
+  if (!schedule.restarted) return schedule_rule(name, options, default_lr);
+  return schedule.restarted(scheduler_option_table().read(options), name, default_lr);
 }
 
 }  // namespace acc

@@ -18,6 +18,14 @@ void Scheduler::step_with_metric(double) {
        " scheduler steps with a metric; this schedule steps without one (acc_scheduler_step)");
 }
 
+void Scheduler::then(int64_t, const std::string& name, const Options&) {
+  if (this->name() == kPlateauSchedule)
+    fail(Status::InvalidArgument, "a ", kPlateauSchedule, " scheduler cannot start a sequence (PyTorch's SequentialLR "
+         "does not take ReduceLROnPlateau)");
+  fail(Status::Unsupported, "a sequence of schedules starts with a schedule that has a rule; the ", this->name(),
+       " scheduler cannot be followed by '", name, "'");
+}
+
 std::vector<double> Scheduler::group_lrs(const Optimizer& optimizer) {
   std::vector<double> lrs;
   for (size_t g = 0; g < optimizer.num_param_groups(); ++g) lrs.push_back(optimizer.lr(g));
@@ -85,6 +93,24 @@ void LambdaScheduler::apply(int64_t step) {
 }
 
 void LambdaScheduler::step() { apply(step_ + 1); }
+
+void LambdaScheduler::then(int64_t milestone, const std::string& name, const Options& options) {
+  require(step_ == 0, "a sequence is made before the first step; the scheduler has taken ", step_);
+  require(milestone > last_milestone_, "a sequence's milestones must grow from 1, got ", milestone, " after ",
+          last_milestone_);
+  if (name == kPlateauSchedule)
+    fail(Status::InvalidArgument, "PyTorch's SequentialLR does not take a ", kPlateauSchedule, " schedule");
+  if (name == kOneCycleSchedule || name == kCyclicSchedule)
+    fail(Status::Unsupported, "a sequence takes schedules with a rule; the ", name,
+         " scheduler cannot be part of one here");
+  ScheduleRule next = restarted_schedule_rule(name, options, optimizer_->default_lr());
+  // SequentialLR's step: the schedule whose milestone was reached last, at the steps since it.
+  rule_ = [before = std::move(rule_), next = std::move(next), milestone](double base, int64_t s) {
+    return s < milestone ? before(base, s) : next(base, s - milestone);
+  };
+  last_milestone_ = milestone;
+  name_ += "," + name + "@" + std::to_string(milestone);
+}
 
 void LambdaScheduler::check_state(const SchedulerState& state) const {
   check_schedule_name(state);

@@ -53,8 +53,12 @@ class Scheduler {
   virtual double last_lr(size_t group) const = 0;
   virtual int64_t step_count() const = 0;
   virtual std::shared_ptr<Optimizer> optimizer() const = 0;
-  // The schedule's name (acc_scheduler_create's), or "lambda" for a user's factor.
+  // The schedule's name (acc_scheduler_create's), or "lambda" for a user's factor; a sequence's
+  // names its schedules and milestones ("linear_lr,cosine_annealing@5").
   virtual const std::string& name() const = 0;
+  // PyTorch's SequentialLR: from step `milestone` on, schedule `name` takes over, counting its steps
+  // from 0 there. Only before the first step; milestones grow. Only schedules with a rule take part.
+  virtual void then(int64_t milestone, const std::string& name, const Options& options);
 
  protected:
   // Each parameter group's learning rate now.
@@ -79,6 +83,7 @@ class LambdaScheduler final : public Scheduler {
   LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::function<double(int64_t)> factor);
 
   void step() override;
+  void then(int64_t milestone, const std::string& name, const Options& options) override;
   SchedulerState state() const override { return {step_, base_lrs_, std::nullopt, name_}; }
   void load_state(const SchedulerState& state) override;
   void check_state(const SchedulerState& state) const override;
@@ -98,6 +103,7 @@ class LambdaScheduler final : public Scheduler {
   std::vector<double> base_lrs_;
   std::vector<double> last_lrs_;
   int64_t step_ = 0;
+  int64_t last_milestone_ = 0;
 };
 
 }  // namespace acc

@@ -613,6 +613,144 @@ TEST(Scheduler, PyTorchsWarmUpDecayAndRestartSchedulersGiveItsRatesToTheBit) {
   acc_optimizer_free(opt);
 }
 
+namespace {
+
+using Settings = std::initializer_list<std::pair<const char*, const char*>>;
+
+acc_options* scheduler_options(Settings settings) {
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_SCHEDULER, &o), ACC_OK);
+  for (const auto& kv : settings) EXPECT_EQ(acc_options_set(o, kv.first, kv.second), ACC_OK) << kv.first;
+  return o;
+}
+
+// Appends schedule `name` from `milestone` on.
+void then(acc_scheduler* sched, int64_t milestone, const char* name, Settings settings) {
+  acc_options* o = scheduler_options(settings);
+  EXPECT_EQ(acc_scheduler_then(sched, milestone, name, o), ACC_OK) << acc_last_error_message();
+  acc_options_free(o);
+}
+
+// The rates of steps 0..steps, each also the optimizer's.
+std::vector<double> sequence_rates(acc_optimizer* opt, acc_scheduler* sched, int steps) {
+  std::vector<double> out;
+  for (int s = 0; s <= steps; ++s) {
+    if (s) EXPECT_EQ(acc_scheduler_step(sched), ACC_OK) << acc_last_error_message();
+    double last = -1, current = -2;
+    EXPECT_EQ(acc_scheduler_get_last_lr(sched, 0, &last), ACC_OK);
+    EXPECT_EQ(acc_optimizer_get_lr(opt, 0, &current), ACC_OK);
+    EXPECT_EQ(last, current);
+    out.push_back(last);
+  }
+  return out;
+}
+
+}  // namespace
+
+// PyTorch's SequentialLR (torch 2.6's rates for the same schedulers, to the bit): each later
+// schedule starts at its milestone from the base rate, with its closed form's step 0 (a cosine
+// with eta_min, a ConstantLR with total_iters 0), and a user lambda can lead.
+TEST(Scheduler, ASequenceGivesPyTorchsSequentialLrRatesToTheBit) {
+  {
+    Scalar s;
+    auto [opt, sched] = sgd_schedule(s, "linear_lr", {{"start_factor", "0.25"}, {"total_iters", "3"}}, "0.1");
+    then(sched, 3, "cosine_annealing", {{"T_max", "4"}, {"eta_min", "0.01"}});
+    EXPECT_EQ(sequence_rates(opt, sched, 10),
+              (std::vector<double>{0.025, 0.05, 0.07500000000000001, 0.1, 0.08681980515339464, 0.05500000000000001,
+                                   0.023180194846605363, 0.01, 0.023180194846605363, 0.05500000000000002,
+                                   0.08681980515339469}));
+    acc_scheduler_free(sched);
+    acc_optimizer_free(opt);
+  }
+  {
+    Scalar s;
+    auto [opt, sched] = sgd_schedule(s, "constant_lr", {{"factor", "0.5"}, {"total_iters", "2"}}, "0.3");
+    then(sched, 2, "exponential", {{"gamma", "0.9"}});
+    then(sched, 5, "step", {{"step_size", "2"}, {"gamma", "0.5"}});
+    EXPECT_EQ(sequence_rates(opt, sched, 9),
+              (std::vector<double>{0.15, 0.15, 0.3, 0.27, 0.24300000000000002, 0.3, 0.3, 0.15, 0.15, 0.075}));
+    acc_scheduler_free(sched);
+    acc_optimizer_free(opt);
+  }
+  {
+    Scalar s;
+    auto [opt, sched] = sgd_schedule(s, "exponential", {{"gamma", "0.8"}}, "0.7");
+    then(sched, 2, "constant_lr", {{"factor", "0.3"}, {"total_iters", "0"}});
+    EXPECT_EQ(sequence_rates(opt, sched, 4), (std::vector<double>{0.7, 0.5599999999999999, 0.7, 0.7, 0.7}));
+    acc_scheduler_free(sched);
+    acc_optimizer_free(opt);
+  }
+  {
+    Scalar s;
+    acc_optimizer* opt = nullptr;
+    acc_options* o = optimizer_options({{"lr", "0.1"}});
+    ASSERT_EQ(acc_optimizer_create(s.model, "sgd", o, &opt), ACC_OK);
+    acc_options_free(o);
+    acc_scheduler* sched = nullptr;
+    auto third = [](void*, int64_t step, double* factor) {
+      *factor = static_cast<double>(step + 1) / 3;
+      return 0;
+    };
+    ASSERT_EQ(acc_scheduler_create_lambda(opt, third, nullptr, nullptr, &sched), ACC_OK);
+    then(sched, 2, "cosine_annealing_warm_restarts", {{"T_0", "2"}, {"T_mult", "2"}, {"eta_min", "0.001"}});
+    EXPECT_EQ(sequence_rates(opt, sched, 8),
+              (std::vector<double>{0.03333333333333333, 0.06666666666666667, 0.1, 0.0505, 0.1, 0.0855017856687341,
+                                   0.0505, 0.0154982143312659, 0.1}));
+    acc_scheduler_free(sched);
+    acc_optimizer_free(opt);
+  }
+}
+
+// A sequence is made before its first step and before acc_prepare, from schedules with a rule, with
+// growing milestones; each refusal changes nothing, and a saved sequence loads only into the same.
+TEST(Scheduler, ASequenceIsCheckedAndRefusalsChangeNothing) {
+  Scalar s;
+  auto [opt, sched] = sgd_schedule(s, "linear_lr", {}, "0.3");
+  acc_options* o = scheduler_options({{"T_max", "4"}});
+  ACC_EXPECT_ERROR(acc_scheduler_then(sched, 0, "cosine_annealing", o), ACC_ERR_INVALID_ARGUMENT,
+                   "milestones must grow from 1, got 0");
+  ACC_EXPECT_ERROR(acc_scheduler_then(sched, 3, "reduce_lr_on_plateau", nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "does not take a reduce_lr_on_plateau");
+  ACC_EXPECT_ERROR(acc_scheduler_then(sched, 3, "one_cycle", nullptr), ACC_ERR_UNSUPPORTED,
+                   "one_cycle scheduler cannot be part of one");
+  ACC_EXPECT_ERROR(acc_scheduler_then(sched, 3, "cosine_annealing", nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "needs the option 'T_max'");
+  ACC_EXPECT_ERROR(acc_scheduler_then(sched, 3, "linear_lr", o), ACC_ERR_INVALID_ARGUMENT,
+                   "does not take the option 'T_max'");
+  ACC_EXPECT_ERROR(acc_scheduler_then(nullptr, 3, "linear_lr", nullptr), ACC_ERR_INVALID_HANDLE, "sched");
+  ACC_EXPECT_ERROR(acc_scheduler_then(sched, 3, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "name");
+  // Nothing was added: the rates are linear_lr's alone.
+  const std::vector<double> alone = sequence_rates(opt, sched, 7);
+  EXPECT_EQ(alone.back(), 0.30000000000000004);
+  ACC_EXPECT_ERROR(acc_scheduler_then(sched, 9, "cosine_annealing", o), ACC_ERR_INVALID_ARGUMENT,
+                   "before the first step");
+  acc_scheduler_free(sched);
+
+  acc_scheduler* plateau = nullptr;
+  ASSERT_EQ(acc_scheduler_create(opt, "reduce_lr_on_plateau", nullptr, &plateau), ACC_OK);
+  ACC_EXPECT_ERROR(acc_scheduler_then(plateau, 3, "cosine_annealing", o), ACC_ERR_INVALID_ARGUMENT,
+                   "cannot start a sequence");
+  acc_scheduler_free(plateau);
+  acc_options* cyclic = scheduler_options({{"base_lr", "0.1"}, {"max_lr", "1"}});
+  acc_scheduler* cycling = nullptr;
+  ASSERT_EQ(acc_scheduler_create(opt, "cyclic", cyclic, &cycling), ACC_OK);
+  ACC_EXPECT_ERROR(acc_scheduler_then(cycling, 3, "cosine_annealing", o), ACC_ERR_UNSUPPORTED,
+                   "the cyclic scheduler cannot be followed by 'cosine_annealing'");
+  acc_scheduler_free(cycling);
+  acc_options_free(cyclic);
+
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}});
+  acc_scheduler* prepared = nullptr;
+  ASSERT_EQ(acc_scheduler_create(opt, "linear_lr", nullptr, &prepared), ACC_OK);
+  ACC_ASSERT_OK(acc_prepare(acc, nullptr, &opt, nullptr, &prepared));
+  ACC_EXPECT_ERROR(acc_scheduler_then(prepared, 3, "cosine_annealing", o), ACC_ERR_INVALID_ARGUMENT,
+                   "before acc_prepare");
+  acc_scheduler_free(prepared);
+  acc_options_free(o);
+  acc_optimizer_free(opt);
+  acc_accelerator_free(acc);
+}
+
 // PyTorch's StepLR multiplies the learning rate by gamma at each decay: after four decays of 0.1
 // from 0.1 that is 1.0000000000000004e-05, where 0.1 * 0.1 ** 4 is 1.0000000000000003e-05 (found by
 // the side-by-side run with Python Accelerate).

@@ -916,3 +916,71 @@ TEST(LoadState, ABadPlateauStateIsRefusedNamingTheFile) {
   PlateauRun t;
   EXPECT_EQ(acc_load_state(t.acc, unnamed.c_str(), nullptr), ACC_OK) << acc_last_error_message();
 }
+
+namespace {
+
+// A prepared SGD at lr 1 under linear_lr, then cosine_annealing from step `milestone` on.
+struct SequenceRun {
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}});
+  acc_model* model = nullptr;
+  acc_optimizer* opt = nullptr;
+  acc_scheduler* sched = nullptr;
+
+  explicit SequenceRun(int64_t milestone) {
+    EXPECT_EQ(acc_model_from_spec(kNet, &model), ACC_OK) << acc_last_error_message();
+    acc_options* oo = nullptr;
+    EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &oo), ACC_OK);
+    EXPECT_EQ(acc_options_set_double(oo, "lr", 1.0), ACC_OK);
+    EXPECT_EQ(acc_optimizer_create(model, "sgd", oo, &opt), ACC_OK) << acc_last_error_message();
+    acc_options_free(oo);
+    EXPECT_EQ(acc_scheduler_create(opt, "linear_lr", nullptr, &sched), ACC_OK) << acc_last_error_message();
+    acc_options* so = nullptr;
+    EXPECT_EQ(acc_options_create(ACC_OPTIONS_SCHEDULER, &so), ACC_OK);
+    EXPECT_EQ(acc_options_set(so, "T_max", "3"), ACC_OK);
+    EXPECT_EQ(acc_scheduler_then(sched, milestone, "cosine_annealing", so), ACC_OK) << acc_last_error_message();
+    acc_options_free(so);
+    EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, &sched), ACC_OK) << acc_last_error_message();
+  }
+  ~SequenceRun() {
+    acc_scheduler_free(sched);
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
+  double step() {
+    EXPECT_EQ(acc_scheduler_step(sched), ACC_OK) << acc_last_error_message();
+    double lr = -1;
+    EXPECT_EQ(acc_scheduler_get_last_lr(sched, 0, &lr), ACC_OK);
+    return lr;
+  }
+};
+
+}  // namespace
+
+// A sequence resumes where it stood, past or before its milestone, and its state names its
+// schedules and milestones: another sequence refuses it.
+TEST(SaveState, ASequenceOfSchedulesResumesAndIsKnownByItsParts) {
+  const std::string dir = fresh_dir("sequence") + "/ckpt";
+  SequenceRun whole(5);
+  {
+    SequenceRun head(5);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(head.step(), whole.step());
+    ACC_ASSERT_OK(acc_save_state(head.acc, dir.c_str(), nullptr));
+  }
+  EXPECT_EQ(nlohmann::json::parse(acc_test::read_file(dir + "/scheduler.json"))["schedule"],
+            "linear_lr,cosine_annealing@5");
+  SequenceRun tail(5);
+  ACC_ASSERT_OK(acc_load_state(tail.acc, dir.c_str(), nullptr));
+  std::vector<double> resumed, uninterrupted;
+  for (int i = 0; i < 6; ++i) {
+    resumed.push_back(tail.step());
+    uninterrupted.push_back(whole.step());
+  }
+  EXPECT_EQ(resumed, uninterrupted);
+  EXPECT_EQ(uninterrupted[1], 1.0) << "the cosine must have taken over at step 5, from the base rate";
+
+  SequenceRun other(4);
+  ACC_EXPECT_ERROR(acc_load_state(other.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "saved by a 'linear_lr,cosine_annealing@5' schedule; this scheduler's is "
+                   "'linear_lr,cosine_annealing@4'");
+}

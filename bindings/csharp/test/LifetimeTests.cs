@@ -60,6 +60,25 @@ public class LifetimeTests {
   }
 
   [Test]
+  public void ASequenceHandsOverAtItsMilestone() {
+    using (Model model = Model.FromSpec(Spec))
+    using (Options oo = Options.Optimizer().Put("lr", 1.0))
+    using (var opt = new Optimizer(model, "sgd", oo))
+    using (Options lo = Options.Scheduler().Put("start_factor", 0.5).Put("total_iters", 2))
+    using (Options eo = Options.Scheduler().Put("gamma", 0.5))
+    using (var sched = new Scheduler(opt, "linear_lr", lo)) {
+      sched.Then(2, "exponential", eo);
+      Assert.AreEqual(0.5, sched.GetLastLr(0));
+      sched.Step();
+      sched.Step();
+      Assert.AreEqual(1.0, sched.GetLastLr(0));  // exponential from the base rate
+      sched.Step();
+      Assert.AreEqual(0.5, sched.GetLastLr(0));
+      Assert.Throws<AccelerateInvalidArgumentException>(() => sched.Then(5, "constant", null));
+    }
+  }
+
+  [Test]
   public void ScopesEndOnce() {
     using (Options o = Options.Accelerator().Put("cpu", true).Put("gradient_accumulation_steps", 2))
     using (var acc = new Accelerator(o)) {

@@ -328,6 +328,17 @@ func (s *Scheduler) Step() error {
 func (s *Scheduler) StepMetric(metric float64) error {
 	return do(s.ref(), func(h capi.Scheduler, e *string) { h.StepMetric(metric, e) })
 }
+
+// Then makes the scheduler a sequence (PyTorch's SequentialLR): from step milestone on, the
+// schedule name (opts may be nil) takes over. Before the first step and before Prepare.
+func (s *Scheduler) Then(milestone int64, name string, opts *Options) error {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(opts)
+	return do(s.ref(), func(h capi.Scheduler, e *string) { h.Then(milestone, name, oh, e) })
+}
 func (s *Scheduler) LastLR(group int) (float64, error) {
 	return with(s.ref(), func(h capi.Scheduler, e *string) float64 { return h.GetLastLr(int64(group), e) })
 }

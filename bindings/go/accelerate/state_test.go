@@ -156,6 +156,44 @@ func TestSchedulerFromLambda(t *testing.T) {
 	}
 }
 
+func TestASequenceHandsOverAtItsMilestone(t *testing.T) {
+	opt := sgdOverALinearLayer(t)
+	if err := opt.SetLR(0, 1.0); err != nil {
+		t.Fatal(err)
+	}
+	lo, _ := acc.NewOptions(acc.SchedulerOptions)
+	defer lo.Close()
+	eo, _ := acc.NewOptions(acc.SchedulerOptions)
+	defer eo.Close()
+	for _, err := range []error{lo.SetFloat("start_factor", 0.5), lo.SetInt("total_iters", 2), eo.SetFloat("gamma", 0.5)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := acc.NewScheduler(opt, "linear_lr", lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Then(2, "exponential", eo); err != nil {
+		t.Fatal(err)
+	}
+	want := []float64{0.5, 0.75, 1.0, 0.5} // linear_lr, then exponential from the base rate
+	for i, w := range want {
+		if i > 0 {
+			if err := s.Step(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if lr, _ := s.LastLR(0); lr != w {
+			t.Fatalf("step %d: lr %v, want %v", i, lr, w)
+		}
+	}
+	if err := s.Then(5, "constant", nil); !errors.Is(err, acc.ErrInvalidArgument) {
+		t.Fatalf("want ErrInvalidArgument for a sequence made after a step, got %v", err)
+	}
+}
+
 func TestPlateauSchedulerStepsWithAMetric(t *testing.T) {
 	opt := sgdOverALinearLayer(t)
 	o, err := acc.NewOptions(acc.SchedulerOptions)

@@ -800,6 +800,9 @@ SWIGINTERN acc_scheduler *new_acc_scheduler(acc_optimizer *opt,char const *name,
     return out;
   }
 SWIGINTERN void delete_acc_scheduler(acc_scheduler *self){ acc_scheduler_free(self); }
+SWIGINTERN void acc_scheduler_then_(acc_scheduler *self,int64_t milestone,char const *name,acc_options const *opts,std::string *swig_err){
+    check(acc_scheduler_then(self, milestone, name, opts));
+  }
 SWIGINTERN void acc_scheduler_step_(acc_scheduler *self,std::string *swig_err){ check(acc_scheduler_step(self)); }
 SWIGINTERN void acc_scheduler_stepMetric(acc_scheduler *self,double metric,std::string *swig_err){ check(acc_scheduler_step_metric(self, metric)); }
 SWIGINTERN double acc_scheduler_getLastLr(acc_scheduler *self,size_t group,std::string *swig_err){
@@ -7421,6 +7424,47 @@ void _wrap_delete_Scheduler_capi_52f78cd02c0a7ffd(acc_scheduler *_swig_go_0) {
     }
   }
   
+}
+
+
+void _wrap_Scheduler_then_capi_52f78cd02c0a7ffd(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+  acc_scheduler *arg1 = (acc_scheduler *) 0 ;
+  int64_t arg2 ;
+  char *arg3 = (char *) 0 ;
+  acc_options *arg4 = (acc_options *) 0 ;
+  std::string *arg5 = (std::string *) 0 ;
+  std::string temp5 ;
+  
+  arg1 = *(acc_scheduler **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  arg3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
+  arg3[_swig_go_2.n] = '\0';
+  
+  arg4 = *(acc_options **)&_swig_go_3; 
+  
+  accswig::take_go_error();
+  arg5 = &temp5;
+  
+  
+  {
+    try {
+      acc_scheduler_then_(arg1,arg2,(char const *)arg3,(acc_options const *)arg4,arg5);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(arg3); 
 }
 
 

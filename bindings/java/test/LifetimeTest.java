@@ -59,6 +59,25 @@ class LifetimeTest {
   }
 
   @Test
+  void aSequenceHandsOverAtItsMilestone() {
+    try (Model model = Model.fromSpec(SPEC);
+         Options oo = Options.optimizer().put("lr", 1.0);
+         Optimizer opt = new Optimizer(model, "sgd", oo);
+         Options lo = Options.scheduler().put("start_factor", 0.5).put("total_iters", 2);
+         Options eo = Options.scheduler().put("gamma", 0.5);
+         Scheduler sched = new Scheduler(opt, "linear_lr", lo)) {
+      sched.then(2, "exponential", eo);
+      assertEquals(0.5, sched.getLastLr(0));
+      sched.step();
+      sched.step();
+      assertEquals(1.0, sched.getLastLr(0));  // exponential from the base rate
+      sched.step();
+      assertEquals(0.5, sched.getLastLr(0));
+      assertThrows(InvalidArgumentException.class, () -> sched.then(5, "constant", null));
+    }
+  }
+
+  @Test
   void scopesEndOnce() {
     try (Options o = Options.accelerator().put("cpu", true).put("gradient_accumulation_steps", 2);
          Accelerator acc = new Accelerator(o)) {

@@ -134,87 +134,89 @@ typedef long long swig_type_104;
 typedef long long swig_type_105;
 typedef _gostring_ swig_type_106;
 typedef long long swig_type_107;
-typedef long long swig_type_108;
-typedef _gostring_ swig_type_109;
-typedef _gostring_ swig_type_110;
-typedef long long swig_type_111;
-typedef long long swig_type_112;
+typedef _gostring_ swig_type_108;
+typedef long long swig_type_109;
+typedef long long swig_type_110;
+typedef _gostring_ swig_type_111;
+typedef _gostring_ swig_type_112;
 typedef long long swig_type_113;
 typedef long long swig_type_114;
 typedef long long swig_type_115;
 typedef long long swig_type_116;
-typedef _goslice_ swig_type_117;
-typedef _goslice_ swig_type_118;
-typedef long long swig_type_119;
-typedef long long swig_type_120;
+typedef long long swig_type_117;
+typedef long long swig_type_118;
+typedef _goslice_ swig_type_119;
+typedef _goslice_ swig_type_120;
 typedef long long swig_type_121;
 typedef long long swig_type_122;
 typedef long long swig_type_123;
 typedef long long swig_type_124;
-typedef _gostring_ swig_type_125;
-typedef _gostring_ swig_type_126;
+typedef long long swig_type_125;
+typedef long long swig_type_126;
 typedef _gostring_ swig_type_127;
-typedef long long swig_type_128;
-typedef long long swig_type_129;
+typedef _gostring_ swig_type_128;
+typedef _gostring_ swig_type_129;
 typedef long long swig_type_130;
 typedef long long swig_type_131;
 typedef long long swig_type_132;
-typedef _gostring_ swig_type_133;
-typedef _gostring_ swig_type_134;
+typedef long long swig_type_133;
+typedef long long swig_type_134;
 typedef _gostring_ swig_type_135;
-typedef long long swig_type_136;
+typedef _gostring_ swig_type_136;
 typedef _gostring_ swig_type_137;
-typedef _gostring_ swig_type_138;
+typedef long long swig_type_138;
 typedef _gostring_ swig_type_139;
 typedef _gostring_ swig_type_140;
 typedef _gostring_ swig_type_141;
 typedef _gostring_ swig_type_142;
 typedef _gostring_ swig_type_143;
-typedef long long swig_type_144;
+typedef _gostring_ swig_type_144;
 typedef _gostring_ swig_type_145;
-typedef _gostring_ swig_type_146;
+typedef long long swig_type_146;
 typedef _gostring_ swig_type_147;
 typedef _gostring_ swig_type_148;
-typedef _goslice_ swig_type_149;
+typedef _gostring_ swig_type_149;
 typedef _gostring_ swig_type_150;
 typedef _goslice_ swig_type_151;
-typedef long long swig_type_152;
-typedef _gostring_ swig_type_153;
-typedef _gostring_ swig_type_154;
-typedef long long swig_type_155;
+typedef _gostring_ swig_type_152;
+typedef _goslice_ swig_type_153;
+typedef long long swig_type_154;
+typedef _gostring_ swig_type_155;
 typedef _gostring_ swig_type_156;
 typedef long long swig_type_157;
 typedef _gostring_ swig_type_158;
 typedef long long swig_type_159;
-typedef _goslice_ swig_type_160;
-typedef _gostring_ swig_type_161;
-typedef long long swig_type_162;
+typedef _gostring_ swig_type_160;
+typedef long long swig_type_161;
+typedef _goslice_ swig_type_162;
 typedef _gostring_ swig_type_163;
-typedef _gostring_ swig_type_164;
+typedef long long swig_type_164;
 typedef _gostring_ swig_type_165;
 typedef _gostring_ swig_type_166;
-typedef _goslice_ swig_type_167;
-typedef long long swig_type_168;
-typedef _gostring_ swig_type_169;
+typedef _gostring_ swig_type_167;
+typedef _gostring_ swig_type_168;
+typedef _goslice_ swig_type_169;
 typedef long long swig_type_170;
 typedef _gostring_ swig_type_171;
-typedef _gostring_ swig_type_172;
-typedef long long swig_type_173;
-typedef long long swig_type_174;
+typedef long long swig_type_172;
+typedef _gostring_ swig_type_173;
+typedef _gostring_ swig_type_174;
 typedef long long swig_type_175;
 typedef long long swig_type_176;
 typedef long long swig_type_177;
-typedef _goslice_ swig_type_178;
+typedef long long swig_type_178;
 typedef long long swig_type_179;
 typedef _goslice_ swig_type_180;
 typedef long long swig_type_181;
-typedef _gostring_ swig_type_182;
+typedef _goslice_ swig_type_182;
 typedef long long swig_type_183;
-typedef long long swig_type_184;
+typedef _gostring_ swig_type_184;
 typedef long long swig_type_185;
-typedef _gostring_ swig_type_186;
+typedef long long swig_type_186;
 typedef long long swig_type_187;
 typedef _gostring_ swig_type_188;
+typedef long long swig_type_189;
+typedef _gostring_ swig_type_190;
 extern void _wrap_Swig_free_capi_52f78cd02c0a7ffd(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_52f78cd02c0a7ffd(swig_intgo arg1);
 extern swig_intgo _wrap_ACC_OK_capi_52f78cd02c0a7ffd(void);
@@ -439,48 +441,49 @@ extern void _wrap_Optimizer_step_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_void
 extern void _wrap_Optimizer_zeroGrad_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_new_Scheduler_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_106 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_delete_Scheduler_capi_52f78cd02c0a7ffd(uintptr_t arg1);
+extern void _wrap_Scheduler_then_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_107 arg2, swig_type_108 arg3, uintptr_t arg4, swig_voidp arg5);
 extern void _wrap_Scheduler_step_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Scheduler_stepMetric_capi_52f78cd02c0a7ffd(uintptr_t arg1, double arg2, swig_voidp arg3);
-extern double _wrap_Scheduler_getLastLr_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_107 arg2, swig_voidp arg3);
-extern swig_type_108 _wrap_Scheduler_getStep_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Scheduler_getLastLr_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_109 arg2, swig_voidp arg3);
+extern swig_type_110 _wrap_Scheduler_getStep_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Scheduler_fromLrLambda_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_Dataset_capi_52f78cd02c0a7ffd(uintptr_t arg1);
 extern uintptr_t _wrap_Dataset_fromTensors_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_fromIdx_capi_52f78cd02c0a7ffd(swig_type_109 arg1, swig_type_110 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromSampleSource_capi_52f78cd02c0a7ffd(swig_type_111 arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromStreamSource_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_112 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_subset_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_113 arg2, swig_type_114 arg3, swig_voidp arg4);
-extern swig_type_115 _wrap_Dataset_size_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_get_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_116 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromIdx_capi_52f78cd02c0a7ffd(swig_type_111 arg1, swig_type_112 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromSampleSource_capi_52f78cd02c0a7ffd(swig_type_113 arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromStreamSource_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_114 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_subset_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_115 arg2, swig_type_116 arg3, swig_voidp arg4);
+extern swig_type_117 _wrap_Dataset_size_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Dataset_get_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_118 arg2, swig_voidp arg3);
 extern uintptr_t _wrap_new_DataLoader_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_DataLoader_capi_52f78cd02c0a7ffd(uintptr_t arg1);
-extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_117 arg2, swig_type_118 arg3, uintptr_t arg4, swig_voidp arg5);
+extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_119 arg2, swig_type_120 arg3, uintptr_t arg4, swig_voidp arg5);
 extern uintptr_t _wrap_DataLoader_next_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_119 _wrap_DataLoader_length_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_120 _wrap_DataLoader_epoch_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_DataLoader_setEpoch_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_121 arg2, swig_voidp arg3);
+extern swig_type_121 _wrap_DataLoader_length_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_122 _wrap_DataLoader_epoch_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_setEpoch_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_123 arg2, swig_voidp arg3);
 extern void _wrap_DataLoader_setCollator_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_DataLoader_skipFirstBatches_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_122 arg2, swig_voidp arg3);
-extern swig_type_123 _wrap_DataLoader_totalBatchSize_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_124 _wrap_DataLoader_totalDatasetLength_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_skipFirstBatches_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_124 arg2, swig_voidp arg3);
+extern swig_type_125 _wrap_DataLoader_totalBatchSize_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_126 _wrap_DataLoader_totalDatasetLength_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_endOfEpoch_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_DataLoader_endEpoch_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_inEpoch_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_new_Accelerator_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_delete_Accelerator_capi_52f78cd02c0a7ffd(uintptr_t arg1);
-extern swig_type_125 _wrap_Accelerator_device_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_126 _wrap_Accelerator_distributedType_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_127 _wrap_Accelerator_mixedPrecision_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_128 _wrap_Accelerator_processIndex_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_129 _wrap_Accelerator_numProcesses_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_130 _wrap_Accelerator_localProcessIndex_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_127 _wrap_Accelerator_device_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_128 _wrap_Accelerator_distributedType_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_129 _wrap_Accelerator_mixedPrecision_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_130 _wrap_Accelerator_processIndex_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_131 _wrap_Accelerator_numProcesses_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_132 _wrap_Accelerator_localProcessIndex_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isMainProcess_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isLocalMainProcess_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isLastProcess_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_131 _wrap_Accelerator_gradientAccumulationSteps_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_133 _wrap_Accelerator_gradientAccumulationSteps_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_syncGradients_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_optimizerStepWasSkipped_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_132 _wrap_Accelerator_step_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_134 _wrap_Accelerator_step_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_prepareModel_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_prepareOptimizer_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_prepareDataLoader_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
@@ -491,43 +494,43 @@ extern void _wrap_Accelerator_accumulateBegin_capi_52f78cd02c0a7ffd(uintptr_t ar
 extern void _wrap_Accelerator_accumulateEnd_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern double _wrap_Accelerator_clipGradNorm_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, double arg3, double arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_clipGradValue_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_saveModel_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_133 arg3, swig_type_134 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_52f78cd02c0a7ffd(swig_type_135 arg1, swig_type_136 arg2, swig_type_137 arg3, swig_type_138 arg4, swig_voidp arg5);
-extern swig_type_139 _wrap_Accelerator_saveState_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_140 arg2, swig_voidp arg3);
-extern swig_type_141 _wrap_Accelerator_loadState_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_142 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_print_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_143 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_saveModel_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_135 arg3, swig_type_136 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_52f78cd02c0a7ffd(swig_type_137 arg1, swig_type_138 arg2, swig_type_139 arg3, swig_type_140 arg4, swig_voidp arg5);
+extern swig_type_141 _wrap_Accelerator_saveState_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_142 arg2, swig_voidp arg3);
+extern swig_type_143 _wrap_Accelerator_loadState_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_144 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_print_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_145 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_waitForEveryone_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_freeMemory_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_noSyncBegin_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_noSyncEnd_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_triggerSyncInBackward_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_localSgdBegin_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_144 arg3, _Bool arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_localSgdBegin_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_146 arg3, _Bool arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_localSgdStep_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_localSgdEnd_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_profileBegin_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_profileStep_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_profileEnd_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_145 _wrap_Accelerator_profileSummary_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_exportChromeTrace_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_146 arg2, swig_voidp arg3);
+extern swig_type_147 _wrap_Accelerator_profileSummary_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_exportChromeTrace_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_148 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_joinUnevenInputsBegin_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern void _wrap_Accelerator_joinUnevenInputsEnd_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_mainProcessFirstBegin_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_mainProcessFirstEnd_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstBegin_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstEnd_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_gather_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_147 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_148 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherObject_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_149 arg2, swig_type_150 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_broadcastObject_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_151 arg2, swig_type_152 arg3, swig_type_153 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_reduce_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_154 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_broadcast_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_155 arg3, swig_type_156 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_157 arg3, double arg4, _Bool arg5, swig_type_158 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_splitBetweenProcesses_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_159 arg2, _Bool arg3, swig_type_160 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_gather_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_149 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_150 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherObject_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_151 arg2, swig_type_152 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_broadcastObject_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_153 arg2, swig_type_154 arg3, swig_type_155 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_reduce_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_156 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_broadcast_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_157 arg3, swig_type_158 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_159 arg3, double arg4, _Bool arg5, swig_type_160 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_splitBetweenProcesses_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_161 arg2, _Bool arg3, swig_type_162 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_setTrigger_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_checkTrigger_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_save_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_161 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_save_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_163 arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_getStateDict_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_162 _wrap_Accelerator_iteration_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_164 _wrap_Accelerator_iteration_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_unscaleGradients_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastBegin_capi_52f78cd02c0a7ffd(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastEnd_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
@@ -535,31 +538,31 @@ extern void _wrap_Accelerator_registerForCheckpointing_capi_52f78cd02c0a7ffd(uin
 extern void _wrap_Accelerator_registerSaveStatePreHook_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_onTraceReady_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_registerLoadStatePreHook_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_addTracker_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_163 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_initTrackers_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_164 arg2, swig_type_165 arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_logValues_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_166 arg2, swig_type_167 arg3, swig_type_168 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logScalar_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_169 arg2, double arg3, swig_type_170 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_addTracker_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_165 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_initTrackers_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_166 arg2, swig_type_167 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_logValues_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_168 arg2, swig_type_169 arg3, swig_type_170 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logScalar_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_171 arg2, double arg3, swig_type_172 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_endTraining_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_trackerNames_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_171 _wrap_Accelerator_trackerPath_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_172 arg2, swig_voidp arg3);
-extern swig_type_173 _wrap_Samples_size_capi_52f78cd02c0a7ffd(uintptr_t arg1);
-extern swig_type_174 _wrap_Samples_fields_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_175 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_176 arg2, swig_type_177 arg3, swig_voidp arg4);
+extern swig_type_173 _wrap_Accelerator_trackerPath_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_174 arg2, swig_voidp arg3);
+extern swig_type_175 _wrap_Samples_size_capi_52f78cd02c0a7ffd(uintptr_t arg1);
+extern swig_type_176 _wrap_Samples_fields_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_177 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_178 arg2, swig_type_179 arg3, swig_voidp arg4);
 extern void _wrap_delete_Samples_capi_52f78cd02c0a7ffd(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_178 arg2, swig_voidp arg3);
-extern swig_type_179 _wrap_Bytes_size_capi_52f78cd02c0a7ffd(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_180 arg2, swig_voidp arg3);
+extern void _wrap_Bytes_append_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_180 arg2, swig_voidp arg3);
+extern swig_type_181 _wrap_Bytes_size_capi_52f78cd02c0a7ffd(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_182 arg2, swig_voidp arg3);
 extern void _wrap_delete_Bytes_capi_52f78cd02c0a7ffd(uintptr_t arg1);
-extern swig_type_181 _wrap_Metrics_size_capi_52f78cd02c0a7ffd(uintptr_t arg1);
-extern swig_type_182 _wrap_Metrics_name_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_183 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_184 arg2, swig_voidp arg3);
+extern swig_type_183 _wrap_Metrics_size_capi_52f78cd02c0a7ffd(uintptr_t arg1);
+extern swig_type_184 _wrap_Metrics_name_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_185 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_186 arg2, swig_voidp arg3);
 extern void _wrap_delete_Metrics_capi_52f78cd02c0a7ffd(uintptr_t arg1);
 extern void _wrap_LrFactor_set_capi_52f78cd02c0a7ffd(uintptr_t arg1, double arg2);
 extern void _wrap_delete_LrFactor_capi_52f78cd02c0a7ffd(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_185 arg2, swig_type_186 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Progress_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_187 arg2, swig_type_188 arg3, swig_voidp arg4);
 extern void _wrap_delete_Progress_capi_52f78cd02c0a7ffd(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_187 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_188 arg2, swig_voidp arg3);
+extern void _wrap_Progress_update_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_189 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_190 arg2, swig_voidp arg3);
 extern void _wrap_Progress_finish_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
@@ -3952,6 +3955,23 @@ func DeleteScheduler(arg1 Scheduler) {
 	C._wrap_delete_Scheduler_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0))
 }
 
+func (arg1 SwigcptrScheduler) Then(arg2 int64, arg3 string, arg4 Options, arg5 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := getSwigcptr(arg4)
+	_swig_i_4 := arg5
+	C._wrap_Scheduler_then_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
+
+  if arg5 != nil && len(*arg5) > 0 {
+    *arg5 = swigCopyString(*arg5)
+  }
+
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+}
+
 func (arg1 SwigcptrScheduler) Step(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
@@ -3980,7 +4000,7 @@ func (arg1 SwigcptrScheduler) GetLastLr(arg2 int64, arg3 *string) (_swig_ret flo
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4019,6 +4039,7 @@ func SchedulerFromLrLambda(arg1 Optimizer, arg2 LrLambda, arg3 *string) (_swig_r
 type Scheduler interface {
 	Swigcptr() uintptr
 	SwigIsScheduler()
+	Then(arg2 int64, arg3 string, arg4 Options, arg5 *string)
 	Step(arg2 *string)
 	StepMetric(arg2 float64, arg3 *string)
 	GetLastLr(arg2 int64, arg3 *string) (_swig_ret float64)
@@ -4057,7 +4078,7 @@ func DatasetFromIdx(arg1 string, arg2 string, arg3 *string) (_swig_ret Dataset) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_52f78cd02c0a7ffd(*(*C.swig_type_109)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_52f78cd02c0a7ffd(*(*C.swig_type_111)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4077,7 +4098,7 @@ func DatasetFromSampleSource(arg1 int64, arg2 SampleSource, arg3 *string) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_52f78cd02c0a7ffd(C.swig_type_111(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_52f78cd02c0a7ffd(C.swig_type_113(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4091,7 +4112,7 @@ func DatasetFromStreamSource(arg1 StreamSource, arg2 int64, arg3 *string) (_swig
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_112(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4106,7 +4127,7 @@ func (arg1 SwigcptrDataset) Subset(arg2 int64, arg3 int64, arg4 *string) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_113(_swig_i_1), C.swig_type_114(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_115(_swig_i_1), C.swig_type_116(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4133,7 +4154,7 @@ func (arg1 SwigcptrDataset) Get(arg2 int64, arg3 *string) (_swig_ret TensorList)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_116(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_118(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4185,7 +4206,7 @@ func DataLoaderFromBatchArrays(arg1 Dataset, arg2 []int64, arg3 []int64, arg4 Op
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4243,7 +4264,7 @@ func (arg1 SwigcptrDataLoader) SetEpoch(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_setEpoch_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_121(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_setEpoch_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_123(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4267,7 +4288,7 @@ func (arg1 SwigcptrDataLoader) SkipFirstBatches(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_skipFirstBatches_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_122(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_skipFirstBatches_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_124(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4701,7 +4722,7 @@ func (arg1 SwigcptrAccelerator) SaveModel(arg2 Model, arg3 string, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_saveModel_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_saveModel_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4721,7 +4742,7 @@ func AcceleratorMergeShardedCheckpoint(arg1 string, arg2 int64, arg3 string, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_mergeShardedCheckpoint_capi_52f78cd02c0a7ffd(*(*C.swig_type_135)(unsafe.Pointer(&_swig_i_0)), C.swig_type_136(_swig_i_1), *(*C.swig_type_137)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_mergeShardedCheckpoint_capi_52f78cd02c0a7ffd(*(*C.swig_type_137)(unsafe.Pointer(&_swig_i_0)), C.swig_type_138(_swig_i_1), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4743,7 +4764,7 @@ func (arg1 SwigcptrAccelerator) SaveState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_saveState_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_saveState_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -4763,7 +4784,7 @@ func (arg1 SwigcptrAccelerator) LoadState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_loadState_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_loadState_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -4782,7 +4803,7 @@ func (arg1 SwigcptrAccelerator) Print(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_print_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_print_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4857,7 +4878,7 @@ func (arg1 SwigcptrAccelerator) LocalSgdBegin(arg2 Model, arg3 int64, arg4 bool,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_localSgdBegin_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_144(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_localSgdBegin_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_146(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4943,7 +4964,7 @@ func (arg1 SwigcptrAccelerator) ExportChromeTrace(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_exportChromeTrace_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_exportChromeTrace_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5029,7 +5050,7 @@ func (arg1 SwigcptrAccelerator) Gather(arg2 Tensor, arg3 string, arg4 *string) (
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5047,7 +5068,7 @@ func (arg1 SwigcptrAccelerator) GatherForMetrics(arg2 Tensor, arg3 string, arg4 
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5065,7 +5086,7 @@ func (arg1 SwigcptrAccelerator) GatherObject(arg2 []byte, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5087,7 +5108,7 @@ func (arg1 SwigcptrAccelerator) BroadcastObject(arg2 []byte, arg3 int64, arg4 st
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_1)), C.swig_type_152(_swig_i_2), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_1)), C.swig_type_154(_swig_i_2), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5109,7 +5130,7 @@ func (arg1 SwigcptrAccelerator) Reduce(arg2 Tensor, arg3 Acc_reduction, arg4 str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5128,7 +5149,7 @@ func (arg1 SwigcptrAccelerator) Broadcast(arg2 Tensor, arg3 int64, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_155(_swig_i_2), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_157(_swig_i_2), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5149,7 +5170,7 @@ func (arg1 SwigcptrAccelerator) PadAcrossProcesses(arg2 Tensor, arg3 int64, arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_157(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_159(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -5167,7 +5188,7 @@ func (arg1 SwigcptrAccelerator) SplitBetweenProcesses(arg2 int64, arg3 bool, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_splitBetweenProcesses_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_159(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_splitBetweenProcesses_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_161(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5207,7 +5228,7 @@ func (arg1 SwigcptrAccelerator) Save(arg2 TensorList, arg3 string, arg4 *string)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_save_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_save_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5334,7 +5355,7 @@ func (arg1 SwigcptrAccelerator) AddTracker(arg2 string, arg3 Tracker, arg4 *stri
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_addTracker_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_addTracker_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5350,7 +5371,7 @@ func (arg1 SwigcptrAccelerator) InitTrackers(arg2 string, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_initTrackers_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_initTrackers_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5370,7 +5391,7 @@ func (arg1 SwigcptrAccelerator) LogValues(arg2 string, arg3 []float64, arg4 int6
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logValues_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_2)), C.swig_type_168(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logValues_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_2)), C.swig_type_170(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5390,7 +5411,7 @@ func (arg1 SwigcptrAccelerator) LogScalar(arg2 string, arg3 float64, arg4 int64,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logScalar_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_170(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logScalar_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_172(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5430,7 +5451,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5544,7 +5565,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_175(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5559,7 +5580,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_176(_swig_i_1), C.swig_type_177(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_178(_swig_i_1), C.swig_type_179(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5594,7 +5615,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5616,7 +5637,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5661,7 +5682,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5678,7 +5699,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_184(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_186(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5741,7 +5762,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5762,7 +5783,7 @@ func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5774,7 +5795,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
