@@ -130,6 +130,12 @@ SCENARIOS = {
                               schedule_options={"total_iters": 5, "power": 1.5}),
     "mlp_cosine_warm_restarts": dict(model="mlp", optimizer="adamw", schedule="cosine_annealing_warm_restarts",
                                      schedule_options={"T_0": 2, "T_mult": 2, "eta_min": 1e-3}),
+    # PyTorch's SequentialLR: a warm-up, then a cosine from the base rate (its closed form's first
+    # rate, with eta_min), then a step decay.
+    "mlp_sequential": dict(model="mlp", optimizer="adamw", schedule="linear_lr",
+                           schedule_options={"start_factor": 0.1, "total_iters": 3},
+                           then=[(3, "cosine_annealing", {"T_max": 4, "eta_min": 1e-3}),
+                                 (6, "step", {"step_size": 2, "gamma": 0.5})]),
     # PyTorch's CyclicLR, cycling SGD's momentum and AdamW's beta1 against the rate.
     "mlp_cyclic_triangular2": dict(model="mlp", optimizer="sgd", schedule="cyclic",
                                    schedule_options={"base_lr": 0.01, "max_lr": 0.1, "step_size_up": 2,
@@ -143,7 +149,7 @@ DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=
                 drop_last=False, dispatch_batches=None, no_decay=None, freeze=None, sync_each_batch=False,
                 step_scheduler_with_optimizer=True, resume_at=None, label_smoothing=0.0, ddp_bucket_cap_mb=None,
                 ddp_find_unused_parameters=False, ddp_comm_hook=None, local_sgd=None, clip_value=None,
-                graph_optimization=True, schedule_options={})
+                graph_optimization=True, schedule_options={}, then=())
 EVAL_SAMPLES = 10  # an evaluation loader whose last batch is uneven over 2 processes
 VOCAB, CLASSES = 16, 3
 
@@ -302,7 +308,7 @@ TORCH_SCHEDULERS = {"multistep": torch.optim.lr_scheduler.MultiStepLR, "exponent
                     "constant_lr": torch.optim.lr_scheduler.ConstantLR, "linear_lr": torch.optim.lr_scheduler.LinearLR,
                     "polynomial_lr": torch.optim.lr_scheduler.PolynomialLR,
                     "cosine_annealing_warm_restarts": torch.optim.lr_scheduler.CosineAnnealingWarmRestarts,
-                    "cyclic": torch.optim.lr_scheduler.CyclicLR}
+                    "cyclic": torch.optim.lr_scheduler.CyclicLR, "step": torch.optim.lr_scheduler.StepLR}
 
 
 def scheduler_settings(cfg, total):
@@ -390,6 +396,10 @@ class AccelerateJob:
         else:
             factor = transformers_factor(cfg["schedule"], scheduler_settings(cfg, total), settings["lr"])
             scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        if cfg["then"]:
+            later = [TORCH_SCHEDULERS[name](optimizer, **options) for _, name, options in cfg["then"]]
+            scheduler = torch.optim.lr_scheduler.SequentialLR(optimizer, [scheduler, *later],
+                                                              milestones=[m for m, _, _ in cfg["then"]])
         loader = DataLoader(TensorDataset(*data), batch_size=cfg["batch_size"], shuffle=True, drop_last=cfg["drop_last"])
         evaluation = DataLoader(TensorDataset(*[t[:EVAL_SAMPLES] for t in data]), batch_size=cfg["batch_size"])
         self.model, self.optimizer, self.loader, self.scheduler, self.evaluation = self.accelerator.prepare(
@@ -524,6 +534,9 @@ class OurJob:
         settings = {k: ",".join(map(str, v)) if isinstance(v, list) else v for k, v in settings.items()}  # milestones
         scheduler = lib.new("acc_scheduler_create", optimizer, cfg["schedule"].encode(),
                             lib.options(api.ACC_OPTIONS_SCHEDULER, settings))
+        for milestone, name, options in cfg["then"]:
+            lib.acc_scheduler_then(scheduler, ctypes.c_int64(milestone), name.encode(),
+                                   lib.options(api.ACC_OPTIONS_SCHEDULER, options))
         loader_options = {"batch_size": cfg["batch_size"], "shuffle": True, "drop_last": cfg["drop_last"]}
         if cfg["loader_seed"]:
             loader_options["seed"] = cfg["data_seed"]
