@@ -13,13 +13,14 @@ using Recursion = std::function<double(double previous, double base, int64_t ste
 // The rate at step 0 from the group's base rate (PyTorch's get_lr() at last_epoch 0).
 using Start = std::function<double(double base)>;
 
-ScheduleRule walk(Recursion next, Start start = [](double base) { return base; }) {
+ScheduleRule walk(
+    Recursion next, Start start = [](double base) { return base; }) {
   struct Walk {
     double base, lr;
     int64_t step;
   };
-  return [next = std::move(next), start = std::move(start),
-          walks = std::make_shared<std::vector<Walk>>()](double base, int64_t step) {
+  return [next = std::move(next), start = std::move(start), walks = std::make_shared<std::vector<Walk>>()](
+             double base, int64_t step) {
     auto w = std::find_if(walks->begin(), walks->end(), [&](const Walk& x) { return x.base == base; });
     if (w == walks->end()) w = walks->insert(walks->end(), Walk{base, start(base), 0});
     if (w->step > step) *w = Walk{base, start(base), 0};  // an earlier step (a checkpoint): walk again
@@ -49,12 +50,14 @@ ScheduleRule cosine_annealing_lr_rule(int64_t t_max, double eta_min, bool restar
   const double t = static_cast<double>(t_max);
   Start start = [](double base) { return base; };
   if (restarted) start = [=](double base) { return eta_min + (base - eta_min) * (1 + std::cos(M_PI * 0 / t)) / 2; };
-  return walk([=](double lr, double base, int64_t s) {
-    const int64_t period = 2 * t_max, phase = ((s - 1 - t_max) % period + period) % period;  // Python's %
-    if (phase == 0) return lr + (base - eta_min) * (1 - std::cos(M_PI / t)) / 2;
-    const double sd = static_cast<double>(s);
-    return (1 + std::cos(M_PI * sd / t)) / (1 + std::cos(M_PI * (sd - 1) / t)) * (lr - eta_min) + eta_min;
-  }, start);
+  return walk(
+      [=](double lr, double base, int64_t s) {
+        const int64_t period = 2 * t_max, phase = ((s - 1 - t_max) % period + period) % period;  // Python's %
+        if (phase == 0) return lr + (base - eta_min) * (1 - std::cos(M_PI / t)) / 2;
+        const double sd = static_cast<double>(s);
+        return (1 + std::cos(M_PI * sd / t)) / (1 + std::cos(M_PI * (sd - 1) / t)) * (lr - eta_min) + eta_min;
+      },
+      start);
 }
 
 ScheduleRule constant_lr_rule(double factor, int64_t total_iters, bool restarted) {
@@ -93,7 +96,8 @@ ScheduleRule cosine_annealing_warm_restarts_rule(int64_t t_0, int64_t t_mult, do
       if (t_i > INT64_MAX / t_mult) break;  // a period past any step: T_cur stays in it
       t_i *= t_mult;
     }
-    return eta_min + (base - eta_min) * (1 + std::cos(M_PI * static_cast<double>(t_cur) / static_cast<double>(t_i))) / 2;
+    return eta_min +
+           (base - eta_min) * (1 + std::cos(M_PI * static_cast<double>(t_cur) / static_cast<double>(t_i))) / 2;
   };
 }
 

@@ -38,7 +38,8 @@ OneCycleScheduler::OneCycleScheduler(std::shared_ptr<Optimizer> optimizer, const
     phases_ = {{first_end, initial_lr, max_lr, top, bottom}, {last_end, max_lr, min_lr, bottom, top}};
   // PyTorch divides by each phase's length; the first phase is reached at step 0 and the last after
   // the one before it ends, so either may not be empty.
-  require(first_end != 0.0, "the ", kOneCycleSchedule, " schedule's first phase is empty (pct_start * total_steps is 1)");
+  require(first_end != 0.0, "the ", kOneCycleSchedule,
+          " schedule's first phase is empty (pct_start * total_steps is 1)");
   require(last_end != phases_[phases_.size() - 2].end_step, "the ", kOneCycleSchedule,
           " schedule's last phase is empty (give more total_steps or another pct_start)");
   start();

@@ -57,14 +57,35 @@ std::shared_ptr<Scheduler> make_scheduler(std::shared_ptr<Optimizer> optimizer, 
   return std::make_shared<OneCycleScheduler>(std::move(optimizer), settings);
 }
 
+IndexedScheduler::IndexedScheduler(std::shared_ptr<Optimizer> optimizer, std::string name)
+    : optimizer_(std::move(optimizer)), name_(std::move(name)), base_lrs_(group_lrs(*optimizer_)) {}
+
+void IndexedScheduler::set_rates(int64_t step, std::vector<double> lrs) {
+  for (size_t g = 0; g < lrs.size(); ++g) optimizer_->set_lr(g, lrs[g]);
+  step_ = step;
+  last_lrs_ = std::move(lrs);
+}
+
+void IndexedScheduler::check_state_shape(const SchedulerState& state) const {
+  check_schedule_name(state);
+  require(!state.plateau, "the state is a ", kPlateauSchedule, " scheduler's, not this schedule's");
+  check_group_count(state.base_lrs.size(), base_lrs_.size());
+}
+
+void IndexedScheduler::load_state(const SchedulerState& state) {
+  check_state(state);
+  base_lrs_ = state.base_lrs;
+  apply(state.step);
+}
+
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options)
-    : optimizer_(std::move(optimizer)), name_(name), base_lrs_(group_lrs(*optimizer_)) {
+    : IndexedScheduler(std::move(optimizer), name) {
   rule_ = schedule_rule(name, options, optimizer_->default_lr());
   apply(0);
 }
 
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::function<double(int64_t)> factor)
-    : optimizer_(std::move(optimizer)), name_("lambda"), base_lrs_(group_lrs(*optimizer_)) {
+    : IndexedScheduler(std::move(optimizer), "lambda") {
   require(factor != nullptr, "a lambda schedule needs a factor function");
   rule_ = [factor = std::move(factor)](double base, int64_t s) {
     const double f = factor(s);  // checked on its own: the message names the factor
@@ -85,17 +106,10 @@ std::vector<double> LambdaScheduler::lrs_at(const std::vector<double>& base_lrs,
   return lrs;
 }
 
-void LambdaScheduler::apply(int64_t step) {
-  std::vector<double> lrs = lrs_at(base_lrs_, step);  // first: a failing schedule changes nothing
-  step_ = step;
-  for (size_t g = 0; g < lrs.size(); ++g) optimizer_->set_lr(g, lrs[g]);
-  last_lrs_ = std::move(lrs);
-}
-
-void LambdaScheduler::step() { apply(step_ + 1); }
+void LambdaScheduler::apply(int64_t step) { set_rates(step, lrs_at(base_lrs_, step)); }
 
 void LambdaScheduler::then(int64_t milestone, const std::string& name, const Options& options) {
-  require(step_ == 0, "a sequence is made before the first step; the scheduler has taken ", step_);
+  require(step_count() == 0, "a sequence is made before the first step; the scheduler has taken ", step_count());
   require(milestone > last_milestone_, "a sequence's milestones must grow from 1, got ", milestone, " after ",
           last_milestone_);
   if (name == kPlateauSchedule)
@@ -113,23 +127,11 @@ void LambdaScheduler::then(int64_t milestone, const std::string& name, const Opt
 }
 
 void LambdaScheduler::check_state(const SchedulerState& state) const {
-  check_schedule_name(state);
-  require(!state.plateau, "the state is a ", kPlateauSchedule, " scheduler's, not this schedule's");
+  check_state_shape(state);
   require(state.step >= 0, "a scheduler state needs a step >= 0, got ", state.step);
-  check_group_count(state.base_lrs.size(), base_lrs_.size());
   for (double lr : state.base_lrs)
     require(std::isfinite(lr) && lr >= 0, "a scheduler state's base learning rates must be finite and >= 0, got ", lr);
   (void)lrs_at(state.base_lrs, state.step);  // a schedule that fails at that step fails here, before any change
-}
-
-void LambdaScheduler::load_state(const SchedulerState& state) {
-  check_state(state);
-  base_lrs_ = state.base_lrs;
-  apply(state.step);
-}
-
-double LambdaScheduler::last_lr(size_t group) const {
-  return group_lr(last_lrs_, group);
 }
 
 }  // namespace acc

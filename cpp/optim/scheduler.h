@@ -75,34 +75,53 @@ class Scheduler {
 std::shared_ptr<Scheduler> make_scheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name,
                                           const Options& options);
 
-class LambdaScheduler final : public Scheduler {
+// A scheduler whose rates follow from its step count and base rates alone (every one but
+// ReduceLROnPlateau): it goes to a step by applying it, and a resume applies the saved one.
+class IndexedScheduler : public Scheduler {
+ public:
+  void step() override { apply(step_ + 1); }
+  SchedulerState state() const override { return {step_, base_lrs_, std::nullopt, name_}; }
+  void load_state(const SchedulerState& state) override;
+  double last_lr(size_t group) const override { return group_lr(last_lrs_, group); }
+  int64_t step_count() const override { return step_; }
+  std::shared_ptr<Optimizer> optimizer() const override { return optimizer_; }
+  const std::string& name() const override { return name_; }
+
+ protected:
+  // The base rates are the groups' rates now.
+  IndexedScheduler(std::shared_ptr<Optimizer> optimizer, std::string name);
+  // Sets what the schedule gives at `step`, all checked before anything changes, then
+  // set_rates(step, ...).
+  virtual void apply(int64_t step) = 0;
+  void set_rates(int64_t step, std::vector<double> lrs);
+  // The checks every such state gets: its schedule's name, no plateau part, the group count.
+  void check_state_shape(const SchedulerState& state) const;
+
+  std::shared_ptr<Optimizer> optimizer_;
+  std::string name_;
+  std::vector<double> base_lrs_;
+
+ private:
+  std::vector<double> last_lrs_;
+  int64_t step_ = 0;
+};
+
+class LambdaScheduler final : public IndexedScheduler {
  public:
   LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options);
   // A user schedule (PyTorch's LambdaLR): lr = base_lr * factor(step). A factor that throws, or is
   // not finite or negative, fails the step and leaves the schedule where it was.
   LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::function<double(int64_t)> factor);
 
-  void step() override;
   void then(int64_t milestone, const std::string& name, const Options& options) override;
-  SchedulerState state() const override { return {step_, base_lrs_, std::nullopt, name_}; }
-  void load_state(const SchedulerState& state) override;
   void check_state(const SchedulerState& state) const override;
-  double last_lr(size_t group) const override;
-  int64_t step_count() const override { return step_; }
-  std::shared_ptr<Optimizer> optimizer() const override { return optimizer_; }
-  const std::string& name() const override { return name_; }
 
  private:
-  void apply(int64_t step);
+  void apply(int64_t step) override;
   // Each group's learning rate at `step` from these bases, checked: finite and >= 0.
   std::vector<double> lrs_at(const std::vector<double>& base_lrs, int64_t step) const;
 
-  std::shared_ptr<Optimizer> optimizer_;
-  std::string name_;
   ScheduleRule rule_;
-  std::vector<double> base_lrs_;
-  std::vector<double> last_lrs_;
-  int64_t step_ = 0;
   int64_t last_milestone_ = 0;
 };
 
