@@ -30,27 +30,12 @@ double group_hyperparameter(Optimizer& optimizer, size_t group, const std::strin
   return j[key].get<double>();
 }
 
-namespace {
-
-// The group's options as JSON with `key` set to `value`, checked as a loaded checkpoint's are.
-nlohmann::json checked_options_with(Optimizer& optimizer, size_t group, const std::string& key, double value) {
+void check_group_hyperparameter(Optimizer& optimizer, size_t group, const std::string& key, double value) {
   const OptimizerAlgorithm& algorithm = optimizer_algorithm(optimizer.algorithm());
   nlohmann::json j = algorithm.options_to_json(group_options(optimizer, group));
   require(j.contains(key) && j[key].is_number(), "the ", optimizer.algorithm(), " optimizer has no '", key, "'");
   j[key] = value;
   algorithm.check_options_json(j, "parameter group " + std::to_string(group));
-  return j;
-}
-
-}  // namespace
-
-void check_group_hyperparameter(Optimizer& optimizer, size_t group, const std::string& key, double value) {
-  (void)checked_options_with(optimizer, group, key, value);
-}
-
-void set_group_hyperparameter(Optimizer& optimizer, size_t group, const std::string& key, double value) {
-  const nlohmann::json j = checked_options_with(optimizer, group, key, value);
-  optimizer_algorithm(optimizer.algorithm()).set_options_from_json(group_options(optimizer, group), j);
 }
 
 }  // namespace acc

@@ -16,8 +16,7 @@ std::string cycled_momentum_key(const Optimizer& optimizer);
 void set_cycled_momentum(Optimizer& optimizer, size_t group, double value);
 
 double group_hyperparameter(Optimizer& optimizer, size_t group, const std::string& key);
-// Checked as a loaded checkpoint's value is (the range the algorithm accepts).
+// Throws unless `value` is one the algorithm accepts for `key` (as a loaded checkpoint's is checked).
 void check_group_hyperparameter(Optimizer& optimizer, size_t group, const std::string& key, double value);
-void set_group_hyperparameter(Optimizer& optimizer, size_t group, const std::string& key, double value);
 
 }  // namespace acc
