@@ -11,8 +11,8 @@ namespace acc {
 
 const OptimizerAlgorithm& optimizer_algorithm(const std::string& name) {
   using namespace algorithm_detail;
-  static const std::vector<const OptimizerAlgorithm*> all = {&sgd(),     &adam(), &adamw(),    &rmsprop(),
-                                                             &adagrad(), &lion(), &adafactor()};
+  static const std::vector<const OptimizerAlgorithm*> all = {&sgd(),  &adam(),      &adamw(), &rmsprop(), &adagrad(),
+                                                             &lion(), &adafactor(), &radam(), &nadam()};
   std::string known;
   for (const auto* a : all) {
     if (a->name() == name) return *a;

@@ -65,7 +65,7 @@ class OptimizerAlgorithm {
   virtual at::ScalarType state_dtype(const at::Tensor& param) const { return param.scalar_type(); }
 };
 
-// "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor"; another name is an error that
+// "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor", "radam", "nadam"; another name is an error that
 // lists them.
 const OptimizerAlgorithm& optimizer_algorithm(const std::string& name);
 
@@ -87,6 +87,8 @@ const OptimizerAlgorithm& rmsprop();
 const OptimizerAlgorithm& adagrad();
 const OptimizerAlgorithm& lion();
 const OptimizerAlgorithm& adafactor();
+const OptimizerAlgorithm& radam();
+const OptimizerAlgorithm& nadam();
 }  // namespace algorithm_detail
 
 }  // namespace acc

@@ -22,7 +22,7 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // Moves the named parameters into a new group with the optimizer's options plus `overrides`.
   virtual void add_param_group(const std::vector<std::string>& names, const Options& overrides) = 0;
-  // "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion" or "adafactor".
+  // "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor", "radam" or "nadam".
   virtual const std::string& algorithm() const = 0;
   // Whether each element's update depends only on that element's gradient and state, so that a
   // contiguous slice of the flattened parameters can be stepped on its own (ZeRO sharding keeps

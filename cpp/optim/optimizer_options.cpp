@@ -6,7 +6,7 @@ const OptionSchema& optimizer_option_schema() {
   using T = OptionType;
   static const OptionSchema schema(OptionsKind::Optimizer, [](OptionSchema& s) {
     s.add("lr", T::Double, "learning rate").at_least(0);
-    s.add("weight_decay", T::Double, "L2 penalty (decoupled for adamw, lion, adafactor)").at_least(0);
+    s.add("weight_decay", T::Double, "L2 penalty (decoupled for adamw, lion, adafactor; radam and nadam with decoupled_weight_decay)").at_least(0);
     s.add("momentum", T::Double, "sgd, rmsprop").at_least(0);
     s.add("dampening", T::Double, "sgd").at_least(0);
     s.add("nesterov", T::Bool, "sgd");
@@ -25,6 +25,8 @@ const OptionSchema& optimizer_option_schema() {
     s.add("scale_parameter", T::Bool, "adafactor: step size scaled by the parameter's RMS");
     s.add("relative_step", T::Bool, "adafactor: time-dependent step size instead of lr");
     s.add("warmup_init", T::Bool, "adafactor: warm-up of the relative step");
+    s.add("decoupled_weight_decay", T::Bool, "radam, nadam: the weights decay as adamw's");
+    s.add("momentum_decay", T::Double, "nadam: how fast the momentum's schedule moves").at_least(0);
   });
   return schema;
 }

@@ -10,22 +10,12 @@
 
 #include "common/compat.h"
 #include "common/error.h"
+#include "optim/python_arithmetic.h"
 
 namespace acc {
 namespace {
 
 using compat::kPythonOptimizers2;
-
-// avg <- keep * avg + (1 - keep) * value, rounded as Python's rule of this version rounds it.
-void update_average(const at::Tensor& avg, const at::Tensor& value, double keep) {
-  if constexpr (kPythonOptimizers2)
-    avg.lerp_(value, 1 - keep);
-  else
-    avg.mul_(keep).add_(value, 1 - keep);
-}
-
-// Python's bias_correction2 ** 0.5 (2.x) or math.sqrt (1.13): libm's pow and sqrt may round apart.
-double python_sqrt(double x) { return kPythonOptimizers2 ? std::pow(x, 0.5) : std::sqrt(x); }
 
 // The gradient a rule reads: dense, as PyTorch's rules require.
 const at::Tensor& dense_grad(const at::Tensor& p, const char* rule) {

@@ -45,7 +45,7 @@ acc::OptimizerSnapshot without(acc::OptimizerSnapshot s, const std::string& name
 
 TEST(OptimizerAlgorithms, AllButAdafactorAreElementwise) {
   auto model = acc::model_from_spec(kSpec);
-  for (const char* name : {"sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor"}) {
+  for (const char* name : {"sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor", "radam", "nadam"}) {
     acc::TorchOptimizer opt(model, name, acc::Options(acc::optimizer_option_schema()));
     EXPECT_EQ(opt.elementwise(), std::string(name) != "adafactor") << name;
     EXPECT_EQ(opt.algorithm(), name);
@@ -99,11 +99,31 @@ TEST(OptimizerAlgorithms, ASavedStateMustHoldExactlyTheFieldsTheAlgorithmKeeps) 
   EXPECT_NE(restore_error(adam, without(acc::snapshot_optimizer(adam), "state.0.weight.max_exp_avg_sq"))
                 .find("lacks 'max_exp_avg_sq'"),
             std::string::npos);
+
+  // NAdam's running product of momentum coefficients is in (0, 1], and float32 on the CPU as
+  // PyTorch keeps it, whatever the parameters' dtype.
+  acc::TorchOptimizer nadam(model, "nadam", options({}));
+  train_step(*model, nadam);
+  auto snap_nadam = acc::snapshot_optimizer(nadam);
+  for (const auto& t : snap_nadam.tensors)
+    if (t.first == "state.0.weight.mu_product") {
+      EXPECT_EQ(t.second.scalar_type(), torch::kFloat);
+      EXPECT_TRUE(t.second.is_cpu());
+      EXPECT_LT(t.second.item<double>(), 1.0);
+    }
+  EXPECT_EQ(restore_error(nadam, snap_nadam), "");
+  for (double bad : {0.0, 1.5, std::nan("")}) {
+    auto broken = snap_nadam;
+    for (auto& t : broken.tensors)
+      if (t.first == "state.0.weight.mu_product") t.second = torch::full({}, bad, torch::kFloat);
+    EXPECT_NE(restore_error(nadam, broken).find("not a product of momentum coefficients"), std::string::npos)
+        << bad << ": " << restore_error(nadam, broken);
+  }
 }
 
 TEST(OptimizerAlgorithms, MovingStateKeepsEveryField) {
   auto model = acc::model_from_spec(kSpec);
-  for (const char* name : {"rmsprop", "adagrad", "lion", "adafactor"}) {
+  for (const char* name : {"rmsprop", "adagrad", "lion", "adafactor", "radam", "nadam"}) {
     acc::TorchOptimizer opt(model, name, options({}));
     train_step(*model, opt);
     const auto before = acc::snapshot_optimizer(opt);

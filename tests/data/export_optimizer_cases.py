@@ -1,13 +1,15 @@
-"""Weights after each step of PyTorch's own SGD, Adam, AdamW, RMSprop and Adagrad (the Python rules of
-the torch this runs with), for tests/capi/test_optimizers.cpp to reproduce bit for bit: a small MLP (Linear 3->4, Tanh, Linear 4->2, MSE loss) trained on a fixed
+"""Weights after each step of PyTorch's own SGD, Adam, AdamW, RMSprop, Adagrad, RAdam and NAdam (the
+Python rules of the torch this runs with), for tests/capi/test_optimizers.cpp to reproduce bit for bit: a small MLP (Linear 3->4, Tanh, Linear 4->2, MSE loss) trained on a fixed
 batch, with default and non-default hyper-parameters and with a second parameter group for the
 biases. Options are named as ours (beta1 and beta2 for Adam's betas). Values are written as
 float.hex() strings (exact).
 
 Run with Debian's python3-torch: python3 export_optimizer_cases.py OUTPUT_DIR [DEVICE]. On a CUDA
 DEVICE PyTorch steps Adam, AdamW, SGD and RMSprop with its foreach ops (its default there), which
-the GPU suite holds ours to (tests/gpu/gpu_tests.cmake).
+the GPU suite holds ours to (tests/gpu/gpu_tests.cmake); RAdam and NAdam are made with
+foreach=False there, the one-tensor rule ours steps everywhere.
 """
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -15,7 +17,7 @@ from pathlib import Path
 import torch
 
 NAMES = ["0.weight", "0.bias", "2.weight", "2.bias"]
-STEPS = 6
+STEPS = 8  # RAdam rectifies from its 6th step with the default betas
 
 # (algorithm, options of the optimizer, options of a second group holding the biases or None)
 CASES = [
@@ -35,7 +37,18 @@ CASES = [
     ("adagrad", {"lr": 0.05, "lr_decay": 0.1, "weight_decay": 0.05, "initial_accumulator_value": 0.5, "eps": 1e-8},
      None),
     ("adagrad", {"lr": 0.05}, {"lr": 0.02, "initial_accumulator_value": 0.3, "lr_decay": 0.01}),
+    ("radam", {"lr": 0.01}, None),
+    ("radam", {"lr": 0.02, "beta1": 0.8, "beta2": 0.99, "eps": 1e-6, "weight_decay": 0.1},
+     {"lr": 0.005, "weight_decay": 0.0}),
+    ("nadam", {}, None),
+    ("nadam", {"lr": 0.01, "beta1": 0.85, "weight_decay": 0.05, "momentum_decay": 0.01}, {"lr": 0.02}),
 ]
+# PyTorch 2.x's AdamW-style decay for RAdam and NAdam (1.x has no such option).
+if "decoupled_weight_decay" in inspect.signature(torch.optim.RAdam).parameters:
+    CASES += [
+        ("radam", {"lr": 0.01, "weight_decay": 0.1, "decoupled_weight_decay": True}, None),
+        ("nadam", {"lr": 0.01, "weight_decay": 0.1, "decoupled_weight_decay": True}, {"lr": 0.005}),
+    ]
 
 
 def torch_names(options):
@@ -72,10 +85,12 @@ def main(out_dir, device):
             groups = [{"params": [params["0.weight"], params["2.weight"]]},
                       dict(group, params=[params["0.bias"], params["2.bias"]])]
         cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
-               "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad}[algorithm]
+               "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad, "radam": torch.optim.RAdam,
+               "nadam": torch.optim.NAdam}[algorithm]
         if group is not None:
             groups[1] = torch_names(groups[1])
-        opt = cls(groups, **torch_names(options))
+        extra = {"foreach": False} if algorithm in ("radam", "nadam") else {}
+        opt = cls(groups, **torch_names(options), **extra)
         if algorithm == "adagrad" and group and "initial_accumulator_value" in group:
             # PyTorch fills every accumulator with the constructor's value, whatever a group says;
             # ours fills a group's with its own (README, "Where we differ"). Same arithmetic after.

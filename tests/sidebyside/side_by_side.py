@@ -130,6 +130,10 @@ SCENARIOS = {
                               schedule_options={"total_iters": 5, "power": 1.5}),
     "mlp_cosine_warm_restarts": dict(model="mlp", optimizer="adamw", schedule="cosine_annealing_warm_restarts",
                                      schedule_options={"T_0": 2, "T_mult": 2, "eta_min": 1e-3}),
+    # PyTorch's RAdam (rectified from its 6th step, decoupled weight decay) and NAdam, which
+    # libtorch lacks.
+    "mlp_radam": dict(model="mlp", optimizer="radam", schedule="linear"),
+    "lm_nadam_accumulate": dict(model="lm", optimizer="nadam", schedule="cosine", accumulation=2),
     # PyTorch's SequentialLR: a warm-up, then a cosine from the base rate (its closed form's first
     # rate, with eta_min), then a step decay.
     "mlp_sequential": dict(model="mlp", optimizer="adamw", schedule="linear_lr",
@@ -330,6 +334,8 @@ OPTIMIZERS = {
     "adam": (torch.optim.Adam, {"lr": 1e-2, "amsgrad": True}),
     "rmsprop": (torch.optim.RMSprop, {"lr": 1e-2, "momentum": 0.9, "centered": True}),
     "adagrad": (torch.optim.Adagrad, {"lr": 0.1, "lr_decay": 0.01, "initial_accumulator_value": 0.1}),
+    "radam": (torch.optim.RAdam, {"lr": 1e-2, "weight_decay": 0.01, "decoupled_weight_decay": True}),
+    "nadam": (torch.optim.NAdam, {"lr": 1e-2, "weight_decay": 0.01, "momentum_decay": 8e-3}),
 }
 
 
