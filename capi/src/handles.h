@@ -20,7 +20,7 @@
 #include "data/iterable.h"
 #include "model/model.h"
 #include "optim/optimizer.h"
-#include "optim/scheduler.h"
+#include "schedule/scheduler.h"
 #include "tensor/losses.h"
 #include "tracking/progress.h"
 

@@ -7,7 +7,7 @@
 
 #include "accelerator/accelerated_optimizer.h"
 #include "accelerator/gradient_state.h"
-#include "optim/scheduler.h"
+#include "schedule/scheduler.h"
 
 namespace acc {
 

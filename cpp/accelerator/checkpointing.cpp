@@ -24,7 +24,8 @@
 #include "common/error.h"
 #include "data/loader_part.h"
 #include "model/weights_part.h"
-#include "optim/checkpoint_parts.h"
+#include "optim/optimizer_part.h"
+#include "schedule/scheduler_part.h"
 #include "parallel/sharded_checkpoint_parts.h"
 #include "precision/scaler_part.h"
 

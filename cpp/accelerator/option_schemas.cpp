@@ -5,7 +5,7 @@
 #include "data/dataloader_options.h"
 #include "model/lora.h"
 #include "optim/optimizer_options.h"
-#include "optim/schedule_options.h"
+#include "schedule/schedule_options.h"
 #include "profiling/profile_config.h"
 
 namespace acc {

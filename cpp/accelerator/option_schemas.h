@@ -1,6 +1,6 @@
 // Every options kind's table by its kind (the C API's acc_options_kind). The tables live beside the
 // settings they fill: data/dataloader_options, optim/optimizer_options,
-// optim/schedule_options, accelerator/config.
+// schedule/schedule_options, accelerator/config.
 #pragma once
 
 #include "common/options.h"

@@ -11,8 +11,8 @@
 #include "data/dataset.h"
 #include "model/model.h"
 #include "optim/optimizer.h"
-#include "optim/schedule_options.h"
-#include "optim/scheduler.h"
+#include "schedule/schedule_options.h"
+#include "schedule/scheduler.h"
 #include "tensor/losses.h"
 
 int main(int argc, char** argv) {

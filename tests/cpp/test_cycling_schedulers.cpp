@@ -5,8 +5,8 @@
 #include <torch/torch.h>
 
 #include "optim/group_hyperparameters.h"
-#include "optim/cyclic_scheduler.h"
-#include "optim/one_cycle_scheduler.h"
+#include "schedule/cyclic_scheduler.h"
+#include "schedule/one_cycle_scheduler.h"
 #include "optim/optimizer.h"
 
 namespace {

@@ -11,7 +11,7 @@
 #include "model/lora.h"
 #include "optim/algorithm.h"
 #include "optim/optimizer_options.h"
-#include "optim/schedule_options.h"
+#include "schedule/schedule_options.h"
 
 namespace {
 

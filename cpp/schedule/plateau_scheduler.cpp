@@ -1,10 +1,10 @@
-#include "optim/plateau_scheduler.h"
+#include "schedule/plateau_scheduler.h"
 
 #include <cmath>
 #include <limits>
 
 #include "common/error.h"
-#include "optim/named_schedules.h"
+#include "schedule/named_schedules.h"
 
 namespace acc {
 

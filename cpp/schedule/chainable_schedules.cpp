@@ -1,4 +1,4 @@
-#include "optim/chainable_schedules.h"
+#include "schedule/chainable_schedules.h"
 
 #include <algorithm>
 #include <cmath>

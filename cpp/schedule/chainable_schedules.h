@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "optim/named_schedules.h"
+#include "schedule/named_schedules.h"
 
 namespace acc {
 

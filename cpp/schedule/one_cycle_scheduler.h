@@ -9,8 +9,8 @@
 
 #include <vector>
 
-#include "optim/cycling_scheduler.h"
-#include "optim/schedule_options.h"
+#include "schedule/cycling_scheduler.h"
+#include "schedule/schedule_options.h"
 
 namespace acc {
 

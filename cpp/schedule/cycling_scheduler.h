@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "optim/scheduler.h"
+#include "schedule/scheduler.h"
 
 namespace acc {
 

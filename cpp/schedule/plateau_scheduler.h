@@ -4,8 +4,8 @@
 // then `cooldown` steps count no bad step. Same comparisons and arithmetic as PyTorch's.
 #pragma once
 
-#include "optim/schedule_options.h"
-#include "optim/scheduler.h"
+#include "schedule/schedule_options.h"
+#include "schedule/scheduler.h"
 
 namespace acc {
 

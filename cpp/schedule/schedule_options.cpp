@@ -1,4 +1,4 @@
-#include "optim/schedule_options.h"
+#include "schedule/schedule_options.h"
 
 namespace acc {
 

@@ -1,10 +1,10 @@
-#include "optim/cycling_scheduler.h"
+#include "schedule/cycling_scheduler.h"
 
 #include <cmath>
 
 #include "common/error.h"
 #include "optim/group_hyperparameters.h"
-#include "optim/named_schedules.h"
+#include "schedule/named_schedules.h"
 
 namespace acc {
 

@@ -1,4 +1,4 @@
-#include "optim/cyclic_scheduler.h"
+#include "schedule/cyclic_scheduler.h"
 
 #include <cmath>
 

@@ -1,9 +1,9 @@
-#include "optim/one_cycle_scheduler.h"
+#include "schedule/one_cycle_scheduler.h"
 
 #include <cmath>
 
 #include "common/error.h"
-#include "optim/named_schedules.h"
+#include "schedule/named_schedules.h"
 
 namespace acc {
 namespace {

@@ -1,5 +1,5 @@
 // Learning-rate schedulers over an optimizer. LambdaScheduler runs a named schedule's rule
-// (optim/named_schedules.h) or a user's factor (PyTorch's LambdaLR: lr = base_lr * factor(step),
+// (schedule/named_schedules.h) or a user's factor (PyTorch's LambdaLR: lr = base_lr * factor(step),
 // step 0's applied at construction, base_lr being each group's learning rate at that moment);
 // ReduceLROnPlateau and OneCycleLR are schedulers of their own (plateau_scheduler.h,
 // one_cycle_scheduler.h). make_scheduler picks by name.
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "common/options.h"
-#include "optim/named_schedules.h"
+#include "schedule/named_schedules.h"
 #include "optim/optimizer.h"
 
 namespace acc {

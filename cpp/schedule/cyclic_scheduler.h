@@ -8,9 +8,9 @@
 
 #include <string>
 
-#include "optim/cycling_scheduler.h"
-#include "optim/named_schedules.h"
-#include "optim/schedule_options.h"
+#include "schedule/cycling_scheduler.h"
+#include "schedule/named_schedules.h"
+#include "schedule/schedule_options.h"
 
 namespace acc {
 

@@ -1,4 +1,4 @@
-#include "optim/scheduler.h"
+#include "schedule/scheduler.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "common/error.h"
-#include "optim/cyclic_scheduler.h"
-#include "optim/named_schedules.h"
-#include "optim/one_cycle_scheduler.h"
-#include "optim/plateau_scheduler.h"
+#include "schedule/cyclic_scheduler.h"
+#include "schedule/named_schedules.h"
+#include "schedule/one_cycle_scheduler.h"
+#include "schedule/plateau_scheduler.h"
 
 namespace acc {
 

@@ -15,9 +15,9 @@ namespace acc {
 using ScheduleRule = std::function<double(double base_lr, int64_t step)>;
 
 // Schedulers of their own, with no rule: PyTorch's ReduceLROnPlateau (transformers'
-// "reduce_lr_on_plateau"), which steps with a metric (optim/plateau_scheduler.h), and PyTorch's
-// OneCycleLR and CyclicLR, which also cycle the momentum (optim/one_cycle_scheduler.h,
-// optim/cyclic_scheduler.h).
+// "reduce_lr_on_plateau"), which steps with a metric (schedule/plateau_scheduler.h), and PyTorch's
+// OneCycleLR and CyclicLR, which also cycle the momentum (schedule/one_cycle_scheduler.h,
+// schedule/cyclic_scheduler.h).
 inline constexpr const char* kPlateauSchedule = "reduce_lr_on_plateau";
 inline constexpr const char* kOneCycleSchedule = "one_cycle";
 inline constexpr const char* kCyclicSchedule = "cyclic";

@@ -1,4 +1,4 @@
-#include "optim/named_schedules.h"
+#include "schedule/named_schedules.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,8 +7,8 @@
 
 #include "common/error.h"
 #include "common/text.h"
-#include "optim/chainable_schedules.h"
-#include "optim/schedule_options.h"
+#include "schedule/chainable_schedules.h"
+#include "schedule/schedule_options.h"
 
 namespace acc {
 namespace {
@@ -213,7 +213,7 @@ const std::vector<NamedSchedule>& named_schedules() {
       {"warmup_stable_decay",
        {"num_stable_steps", "num_decay_steps", "warmup_type", "decay_type", "min_lr_ratio", "num_cycles"},
        [](const O& o, const std::string& name, double) { return from_factor(wsd_factor(o, name)); }},
-      // PyTorch's chainable schedulers (optim/chainable_schedules.h)
+      // PyTorch's chainable schedulers (schedule/chainable_schedules.h)
       {"step", {"step_size", "gamma"},
        [](const O& o, const std::string& name, double) {
          return step_lr_rule(required(o.step_size, "step_size", name), o.gamma.value_or(0.1));
