@@ -37,6 +37,15 @@ void check_flag(const nlohmann::json& j, const char* key, const std::string& whe
   require(j.contains(key) && j[key].is_boolean(), where, ": '", key, "' must be true or false");
 }
 
+void check_adam_hyperparameters(const nlohmann::json& j, const std::string& where) {
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  check_number(j, "lr", 0, kInf, true, where);
+  check_number(j, "weight_decay", 0, kInf, true, where);
+  check_number(j, "beta1", 0, 1, false, where);
+  check_number(j, "beta2", 0, 1, false, where);
+  check_number(j, "eps", 0, kInf, true, where);
+}
+
 at::Tensor step_tensor(int64_t step) { return at::scalar_tensor(step, at::kLong); }
 
 int64_t step_value(const StateFields& fields) { return fields.at("step").item<int64_t>(); }

@@ -75,6 +75,9 @@ namespace algorithm_detail {
 void check_number(const nlohmann::json& j, const char* key, double min, double max, bool max_inclusive,
                   const std::string& where, bool nullable = false);
 void check_flag(const nlohmann::json& j, const char* key, const std::string& where);
+// The hyper-parameters Adam and its variants share, in PyTorch's ranges: lr, weight_decay and eps
+// >= 0, beta1 and beta2 in [0, 1).
+void check_adam_hyperparameters(const nlohmann::json& j, const std::string& where);
 at::Tensor step_tensor(int64_t step);
 int64_t step_value(const StateFields& fields);
 // fields[key] where the tensor is defined.

@@ -55,13 +55,8 @@ class AdamVariant final : public OptimizerAlgorithm {
     if constexpr (kNAdam) j["momentum_decay"] = o.momentum_decay();
     return j;
   }
-  // PyTorch's ranges: betas in [0, 1), everything else >= 0.
   void check_options_json(const json& j, const std::string& where) const override {
-    check_number(j, "lr", 0, kInf, true, where);
-    check_number(j, "weight_decay", 0, kInf, true, where);
-    check_number(j, "beta1", 0, 1, false, where);
-    check_number(j, "beta2", 0, 1, false, where);
-    check_number(j, "eps", 0, kInf, true, where);
+    check_adam_hyperparameters(j, where);
     check_flag(j, "decoupled_weight_decay", where);
     if (kNAdam) check_number(j, "momentum_decay", 0, kInf, true, where);
   }

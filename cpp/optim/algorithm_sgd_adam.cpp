@@ -113,11 +113,7 @@ class AdamFamily final : public OptimizerAlgorithm {
             {"eps", o.eps()}, {"weight_decay", o.weight_decay()}, {"amsgrad", o.amsgrad()}};
   }
   void check_options_json(const json& j, const std::string& where) const override {
-    check_number(j, "lr", 0, kInf, true, where);
-    check_number(j, "weight_decay", 0, kInf, true, where);
-    check_number(j, "beta1", 0, 1, false, where);
-    check_number(j, "beta2", 0, 1, false, where);
-    check_number(j, "eps", 0, kInf, true, where);
+    check_adam_hyperparameters(j, where);
     check_flag(j, "amsgrad", where);
   }
   const char* cycled_momentum() const override { return "beta1"; }

@@ -1,8 +1,9 @@
 // Learning-rate schedulers over an optimizer. LambdaScheduler runs a named schedule's rule
 // (schedule/named_schedules.h) or a user's factor (PyTorch's LambdaLR: lr = base_lr * factor(step),
 // step 0's applied at construction, base_lr being each group's learning rate at that moment);
-// ReduceLROnPlateau and OneCycleLR are schedulers of their own (plateau_scheduler.h,
-// one_cycle_scheduler.h). make_scheduler picks by name.
+// a sequence of them is PyTorch's SequentialLR (then()). ReduceLROnPlateau, OneCycleLR and CyclicLR
+// are schedulers of their own (plateau_scheduler.h, one_cycle_scheduler.h, cyclic_scheduler.h).
+// make_scheduler picks by name.
 #pragma once
 
 #include <functional>
@@ -71,7 +72,8 @@ class Scheduler {
   void check_schedule_name(const SchedulerState& state) const;
 };
 
-// The scheduler named `name` (a LambdaScheduler, or a PlateauScheduler for reduce_lr_on_plateau).
+// The scheduler named `name`: a LambdaScheduler for a schedule with a rule, else reduce_lr_on_plateau's,
+// one_cycle's or cyclic's own.
 std::shared_ptr<Scheduler> make_scheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name,
                                           const Options& options);
 
