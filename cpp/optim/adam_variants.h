@@ -41,7 +41,8 @@ struct AdamVariantParamState : public torch::optim::OptimizerCloneableParamState
   TORCH_ARG(at::Tensor, exp_avg);
   TORCH_ARG(at::Tensor, exp_avg_sq);
   // NAdam's product of the momentum's schedule so far: a 0-dim float32 tensor on the CPU, as
-  // PyTorch keeps it (its default dtype), so that each product rounds as PyTorch's does.
+  // PyTorch keeps it (its default dtype), so that each product rounds as PyTorch's does (a state
+  // made from saved fields is brought to that by the algorithm's make_state).
   TORCH_ARG(at::Tensor, mu_product);
 };
 

@@ -86,7 +86,7 @@ class AdamVariant final : public OptimizerAlgorithm {
   std::unique_ptr<torch::optim::OptimizerParamState> make_state(const StateFields& f) const override {
     auto state = std::make_unique<AdamVariantParamState>();
     state->exp_avg(f.at("exp_avg")).exp_avg_sq(f.at("exp_avg_sq")).step(step_value(f));
-    if (kNAdam) state->mu_product(f.at("mu_product"));
+    if (kNAdam) state->mu_product(f.at("mu_product").to(at::kCPU, at::kFloat));  // as the rule keeps it
     return state;
   }
   std::map<std::string, std::vector<int64_t>> state_shapes(const json&, const at::Tensor& p) const override {

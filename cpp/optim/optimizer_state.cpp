@@ -179,7 +179,7 @@ std::function<void()> prepare_optimizer_restore(Optimizer& optimizer, const Opti
       StateFields fields;
       for (const auto& field : p.fields)
         fields[field.first] = stays_on_cpu(field.first)
-                                  ? field.second
+                                  ? field.second.clone()  // never a view of the file read
                                   : field.second.to(p.param.device(), algorithm.state_dtype(p.param)).clone();
       impl.state()[state_key(p.param)] = algorithm.make_state(fields);
     }

@@ -10,19 +10,12 @@
 
 #include "common/compat.h"
 #include "common/error.h"
-#include "optim/python_arithmetic.h"
+#include "optim/rule_helpers.h"
 
 namespace acc {
 namespace {
 
 using compat::kPythonOptimizers2;
-
-// The gradient a rule reads: dense, as PyTorch's rules require.
-const at::Tensor& dense_grad(const at::Tensor& p, const char* rule) {
-  const at::Tensor& grad = p.grad();
-  require(!grad.is_sparse(), rule, " does not support sparse gradients");
-  return grad;
-}
 
 // Python's foreach rules take the CUDA parameters grouped by device and dtype (its
 // _group_tensors_by_device_and_dtype); everything else is stepped one tensor at a time.
@@ -186,19 +179,6 @@ void adagrad_foreach(const std::vector<AdagradSlot>& slots, const torch::optim::
   (void)slots;  // never called: 1.13's Python stepped CUDA tensors one by one
   (void)o;
 #endif
-}
-
-// Runs a closure with gradients on and the step itself without, as torch::optim's rules do.
-template <class Step>
-at::Tensor with_closure(const torch::optim::Optimizer::LossClosure& closure, Step&& step) {
-  at::NoGradGuard no_grad;
-  at::Tensor loss;
-  if (closure) {
-    at::AutoGradMode enable_grad(true);
-    loss = closure();
-  }
-  step();
-  return loss;
 }
 
 }  // namespace

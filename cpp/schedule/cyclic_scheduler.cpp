@@ -13,10 +13,18 @@ constexpr double kBaseMomentum = 0.8, kMaxMomentum = 0.9;  // PyTorch's defaults
 const ScheduleOptions& checked(const ScheduleOptions& o) {
   require(o.base_lr.has_value(), "the ", kCyclicSchedule, " schedule needs the option 'base_lr'");
   require(o.max_lr.has_value(), "the ", kCyclicSchedule, " schedule needs the option 'max_lr'");
-  const std::string mode = o.mode.value_or("triangular");
-  require(mode == "triangular" || mode == "triangular2" || mode == "exp_range", "the ", kCyclicSchedule,
-          " schedule's mode is 'triangular', 'triangular2' or 'exp_range', got '", mode, "'");
   return o;
+}
+
+CyclicScheduler::Mode cyclic_mode(const std::optional<std::string>& mode) {
+  const std::string m = mode.value_or("triangular");
+  if (m == "triangular") return CyclicScheduler::Mode::Triangular;
+  if (m == "triangular2") return CyclicScheduler::Mode::Triangular2;
+  require(m == "exp_range", "the ", kCyclicSchedule,
+          " schedule's mode is 'triangular', 'triangular2' or "
+          "'exp_range', got '",
+          m, "'");
+  return CyclicScheduler::Mode::ExpRange;
 }
 
 }  // namespace
@@ -28,7 +36,7 @@ CyclicScheduler::CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const Sch
       max_lr_(*o.max_lr),
       low_momentum_(o.base_momentum.value_or(kBaseMomentum)),
       high_momentum_(o.max_momentum.value_or(kMaxMomentum)),
-      mode_(o.mode.value_or("triangular")),
+      mode_(cyclic_mode(o.mode)),
       gamma_(o.gamma.value_or(1.0)) {
   const double up = static_cast<double>(o.step_size_up);
   total_size_ = up + static_cast<double>(o.step_size_down.value_or(o.step_size_up));
@@ -39,8 +47,8 @@ CyclicScheduler::CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const Sch
 
 // PyTorch's scale_fn: of the cycle (triangular, triangular2) or of the step (exp_range).
 double CyclicScheduler::scale(int64_t cycle, int64_t step) const {
-  if (mode_ == "triangular") return 1.0;
-  if (mode_ == "triangular2") return 1 / std::pow(2.0, static_cast<double>(cycle - 1));
+  if (mode_ == Mode::Triangular) return 1.0;
+  if (mode_ == Mode::Triangular2) return 1 / std::pow(2.0, static_cast<double>(cycle - 1));
   return std::pow(gamma_, static_cast<double>(step));
 }
 

@@ -6,8 +6,6 @@
 // PyTorch's user scale_fn has no counterpart.
 #pragma once
 
-#include <string>
-
 #include "schedule/cycling_scheduler.h"
 #include "schedule/named_schedules.h"
 #include "schedule/schedule_options.h"
@@ -16,6 +14,9 @@ namespace acc {
 
 class CyclicScheduler final : public CyclingScheduler {
  public:
+  // How each cycle's height is scaled: not at all, halved per cycle, or by gamma ** step.
+  enum class Mode { Triangular, Triangular2, ExpRange };
+
   CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& options);
 
  private:
@@ -24,7 +25,7 @@ class CyclicScheduler final : public CyclingScheduler {
 
   double base_lr_, max_lr_, low_momentum_, high_momentum_;
   double total_size_, step_ratio_;
-  std::string mode_;
+  Mode mode_;
   double gamma_;
 };
 

@@ -12,9 +12,9 @@ CyclingScheduler::CyclingScheduler(std::shared_ptr<Optimizer> optimizer, std::st
                                    double low, double high)
     : IndexedScheduler(std::move(optimizer), std::move(name)), cycle_momentum_(cycle_momentum) {
   if (!cycle_momentum) return;
-  require(!cycled_momentum_key(*optimizer_).empty(), "the ", name_, " schedule cycles the momentum, which the ",
-          optimizer_->algorithm(), " optimizer does not have (set cycle_momentum false)");
   const std::string key = cycled_momentum_key(*optimizer_);
+  require(!key.empty(), "the ", name_, " schedule cycles the momentum, which the ", optimizer_->algorithm(),
+          " optimizer does not have (set cycle_momentum false)");
   for (size_t g = 0; g < optimizer_->num_param_groups(); ++g)
     for (double momentum : {low, high}) check_group_hyperparameter(*optimizer_, g, key, momentum);
 }

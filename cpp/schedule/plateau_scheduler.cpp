@@ -30,6 +30,11 @@ void PlateauScheduler::step() {
        " scheduler steps with the metric it follows (acc_scheduler_step_metric)");
 }
 
+void PlateauScheduler::then(int64_t, const std::string&, const Options&) {
+  fail(Status::InvalidArgument, "a ", kPlateauSchedule,
+       " scheduler cannot start a sequence (PyTorch's SequentialLR does not take ReduceLROnPlateau)");
+}
+
 bool PlateauScheduler::is_better(double metric) const {
   if (!maximize_) return relative_ ? metric < best_ * (1.0 - threshold_) : metric < best_ - threshold_;
   return relative_ ? metric > best_ * (threshold_ + 1.0) : metric > best_ + threshold_;

@@ -15,6 +15,7 @@ class PlateauScheduler final : public Scheduler {
 
   void step() override;  // an error: this schedule needs the metric
   void step_with_metric(double metric) override;
+  void then(int64_t milestone, const std::string& name, const Options& options) override;  // refused
   bool takes_metric() const override { return true; }
   SchedulerState state() const override;
   void load_state(const SchedulerState& state) override;

@@ -19,9 +19,6 @@ void Scheduler::step_with_metric(double) {
 }
 
 void Scheduler::then(int64_t, const std::string& name, const Options&) {
-  if (this->name() == kPlateauSchedule)
-    fail(Status::InvalidArgument, "a ", kPlateauSchedule, " scheduler cannot start a sequence (PyTorch's SequentialLR "
-         "does not take ReduceLROnPlateau)");
   fail(Status::Unsupported, "a sequence of schedules starts with a schedule that has a rule; the ", this->name(),
        " scheduler cannot be followed by '", name, "'");
 }

@@ -109,6 +109,14 @@ double schedule_lr(const char* name, std::initializer_list<std::pair<const char*
   return last;
 }
 
+// The rates after 0, 1, ..., steps steps of schedule `name`.
+std::vector<double> schedule_rates(const char* name, std::initializer_list<std::pair<const char*, const char*>> items,
+                                   int steps, const char* lr = "1.0") {
+  std::vector<double> out;
+  for (int s = 0; s <= steps; ++s) out.push_back(schedule_lr(name, items, s, lr));
+  return out;
+}
+
 }  // namespace
 
 TEST(Optimizer, SgdFollowsItsUpdateRule) {
@@ -503,22 +511,16 @@ TEST(Scheduler, APreparedOneCycleStopsAtItsTotalSteps) {
 // same settings, to the bit): MultiStepLR with a repeated milestone, ExponentialLR, and
 // CosineAnnealingLR past T_max, where it rises again through its restart branch.
 TEST(Scheduler, PyTorchsChainableSchedulersGiveItsRatesToTheBit) {
-  using Settings = std::initializer_list<std::pair<const char*, const char*>>;
-  auto rates = [](const char* name, Settings settings, int steps) {
-    std::vector<double> out;
-    for (int s = 0; s <= steps; ++s) out.push_back(schedule_lr(name, settings, s));
-    return out;
-  };
-  EXPECT_EQ(rates("multistep", {{"milestones", "2, 5,5"}, {"gamma", "0.5"}}, 7),
+  EXPECT_EQ(schedule_rates("multistep", {{"milestones", "2, 5,5"}, {"gamma", "0.5"}}, 7),
             (std::vector<double>{1.0, 1.0, 0.5, 0.5, 0.5, 0.125, 0.125, 0.125}));
-  EXPECT_EQ(rates("exponential", {{"gamma", "0.9"}}, 6),
+  EXPECT_EQ(schedule_rates("exponential", {{"gamma", "0.9"}}, 6),
             (std::vector<double>{1.0, 0.9, 0.81, 0.7290000000000001, 0.6561000000000001, 0.5904900000000002,
                                  0.5314410000000002}));
-  EXPECT_EQ(rates("cosine_annealing", {{"T_max", "4"}, {"eta_min", "0.1"}}, 13),
+  EXPECT_EQ(schedule_rates("cosine_annealing", {{"T_max", "4"}, {"eta_min", "0.1"}}, 13),
             (std::vector<double>{1.0, 0.8681980515339464, 0.55, 0.23180194846605368, 0.1, 0.2318019484660536, 0.55,
                                  0.8681980515339467, 1.0000000000000004, 0.8681980515339468, 0.5500000000000004,
                                  0.2318019484660541, 0.1, 0.2318019484660536}));
-  EXPECT_EQ(rates("step", {{"step_size", "3"}}, 10),
+  EXPECT_EQ(schedule_rates("step", {{"step_size", "3"}}, 10),
             (std::vector<double>{1.0, 1.0, 1.0, 0.1, 0.1, 0.1, 0.010000000000000002, 0.010000000000000002,
                                  0.010000000000000002, 0.0010000000000000002, 0.0010000000000000002}));
 
@@ -545,32 +547,26 @@ TEST(Scheduler, PyTorchsChainableSchedulersGiveItsRatesToTheBit) {
 // before, from a first step that already scales the base rate) and CosineAnnealingWarmRestarts,
 // with torch 2.6's rates for the same settings, to the bit; CyclicLR replaces the optimizer's rate.
 TEST(Scheduler, PyTorchsWarmUpDecayAndRestartSchedulersGiveItsRatesToTheBit) {
-  using Settings = std::initializer_list<std::pair<const char*, const char*>>;
-  auto rates = [](const char* name, Settings settings, int steps, const char* lr) {
-    std::vector<double> out;
-    for (int s = 0; s <= steps; ++s) out.push_back(schedule_lr(name, settings, s, lr));
-    return out;
-  };
   const double third = 0.03333333333333333;
-  EXPECT_EQ(rates("constant_lr", {{"total_iters", "4"}}, 7, "0.1"),
+  EXPECT_EQ(schedule_rates("constant_lr", {{"total_iters", "4"}}, 7, "0.1"),
             (std::vector<double>{third, third, third, third, 0.1, 0.1, 0.1, 0.1}));
-  EXPECT_EQ(rates("constant_lr", {{"factor", "0.3"}, {"total_iters", "2"}}, 4, "0.7"),
+  EXPECT_EQ(schedule_rates("constant_lr", {{"factor", "0.3"}, {"total_iters", "2"}}, 4, "0.7"),
             (std::vector<double>{0.21, 0.21, 0.7, 0.7, 0.7}));
-  EXPECT_EQ(rates("linear_lr", {{"start_factor", "0.25"}, {"end_factor", "0.9"}, {"total_iters", "5"}}, 8, "0.1"),
+  EXPECT_EQ(schedule_rates("linear_lr", {{"start_factor", "0.25"}, {"end_factor", "0.9"}, {"total_iters", "5"}}, 8, "0.1"),
             (std::vector<double>{0.025, 0.038000000000000006, 0.051000000000000004, 0.064, 0.077, 0.09, 0.09, 0.09,
                                  0.09}));
-  EXPECT_EQ(rates("linear_lr", {}, 7, "0.3"),
+  EXPECT_EQ(schedule_rates("linear_lr", {}, 7, "0.3"),
             (std::vector<double>{0.09999999999999999, 0.14, 0.18000000000000002, 0.22000000000000006,
                                  0.26000000000000006, 0.30000000000000004, 0.30000000000000004,
                                  0.30000000000000004}));
-  EXPECT_EQ(rates("polynomial_lr", {{"total_iters", "6"}, {"power", "2"}}, 8, "0.1"),
+  EXPECT_EQ(schedule_rates("polynomial_lr", {{"total_iters", "6"}, {"power", "2"}}, 8, "0.1"),
             (std::vector<double>{0.1, 0.06944444444444446, 0.04444444444444447, 0.02500000000000001,
                                  0.011111111111111117, 0.0027777777777777775, 0.0, 0.0, 0.0}));
-  EXPECT_EQ(rates("cosine_annealing_warm_restarts", {{"T_0", "3"}, {"T_mult", "2"}, {"eta_min", "0.01"}}, 12, "0.1"),
+  EXPECT_EQ(schedule_rates("cosine_annealing_warm_restarts", {{"T_0", "3"}, {"T_mult", "2"}, {"eta_min", "0.01"}}, 12, "0.1"),
             (std::vector<double>{0.1, 0.0775, 0.032500000000000015, 0.1, 0.09397114317029975, 0.0775,
                                  0.05500000000000001, 0.032500000000000015, 0.01602885682970026, 0.1,
                                  0.09846666218300808, 0.09397114317029975, 0.08681980515339464}));
-  EXPECT_EQ(rates("cyclic", {{"base_lr", "0.1"}, {"max_lr", "1"}, {"step_size_up", "4"}, {"cycle_momentum", "false"}},
+  EXPECT_EQ(schedule_rates("cyclic", {{"base_lr", "0.1"}, {"max_lr", "1"}, {"step_size_up", "4"}, {"cycle_momentum", "false"}},
                   9, "0.5"),
             (std::vector<double>{0.1, 0.325, 0.55, 0.775, 1.0, 0.775, 0.55, 0.325, 0.1, 0.325}));
 

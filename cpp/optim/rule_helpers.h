@@ -1,0 +1,50 @@
+// What the optimizer rules written here op for op after torch.optim's Python ones share: the
+// closure and no-grad frame of a step, the dense gradient they read, and where Python's rules of
+// 1.x and 2.x round differently, the rounding of the PyTorch version built against
+// (compat::kPythonOptimizers2).
+#pragma once
+
+#include <torch/optim/optimizer.h>
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <utility>
+
+#include "common/compat.h"
+#include "common/error.h"
+
+namespace acc {
+
+// Runs a closure with gradients on and the step itself without, as torch::optim's rules do.
+template <class Step>
+at::Tensor with_closure(const torch::optim::Optimizer::LossClosure& closure, Step&& step) {
+  at::NoGradGuard no_grad;
+  at::Tensor loss;
+  if (closure) {
+    at::AutoGradMode enable_grad(true);
+    loss = closure();
+  }
+  step();
+  return loss;
+}
+
+// The gradient a rule reads: dense, as PyTorch's rules require.
+inline const at::Tensor& dense_grad(const at::Tensor& p, const char* rule) {
+  const at::Tensor& grad = p.grad();
+  require(!grad.is_sparse(), rule, " does not support sparse gradients");
+  return grad;
+}
+
+// avg <- keep * avg + (1 - keep) * value: 2.x lerp_s, 1.x multiplied and added.
+inline void update_average(const at::Tensor& avg, const at::Tensor& value, double keep) {
+  if constexpr (compat::kPythonOptimizers2)
+    avg.lerp_(value, 1 - keep);
+  else
+    avg.mul_(keep).add_(value, 1 - keep);
+}
+
+// 2.x's x ** 0.5 or 1.x's math.sqrt(x): libm's pow and sqrt may round apart.
+inline double python_sqrt(double x) { return compat::kPythonOptimizers2 ? std::pow(x, 0.5) : std::sqrt(x); }
+
+}  // namespace acc
