@@ -233,17 +233,23 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *
  * Keys of ACC_OPTIONS_OPTIMIZER (all optional; defaults are PyTorch's, or for lion and adafactor
  * those of their reference code; a key the algorithm does not take is an error):
- *   lr (double; default 1e-3 for sgd, adam, adamw, radam; 2e-3 for nadam; 1e-2 for rmsprop,
- *   adagrad; 1e-4 for lion; unset for adafactor), weight_decay (double; 0, or 1e-2 for adamw;
- *   every algorithm),
+ *   lr (double; default 1e-3 for sgd, adam, adamw, radam; 2e-3 for nadam, adamax; 1e-2 for
+ *   rmsprop, adagrad, rprop, asgd; 1 for adadelta; 1e-4 for lion; unset for adafactor),
+ *   weight_decay (double; 0, or 1e-2 for adamw; every algorithm but rprop),
  *   momentum (double, sgd and rmsprop, default 0), dampening (double, sgd), nesterov (bool, sgd),
- *   beta1, beta2 (double; adam/adamw/radam/nadam 0.9, 0.999; lion 0.9, 0.99; adafactor takes
- *   beta1 alone: unset, no first moment), eps (double; adam/adamw/radam/nadam and rmsprop 1e-8,
- *   adagrad 1e-10),
- *   amsgrad (bool, adam/adamw), alpha (double, rmsprop, default 0.99), centered (bool, rmsprop,
- *   default false), lr_decay (double, adagrad, default 0), initial_accumulator_value (double,
+ *   beta1, beta2 (double; adam/adamw/radam/nadam/adamax 0.9, 0.999; lion 0.9, 0.99; adafactor
+ *   takes beta1 alone: unset, no first moment), eps (double; adam/adamw/radam/nadam/adamax and
+ *   rmsprop 1e-8, adagrad 1e-10, adadelta 1e-6),
+ *   amsgrad (bool, adam/adamw), alpha (double, rmsprop's smoothing, default 0.99; asgd's power of
+ *   the step size's decay, default 0.75), centered (bool, rmsprop, default false),
+ *   lr_decay (double, adagrad, default 0), initial_accumulator_value (double,
  *   adagrad, default 0), decoupled_weight_decay (bool, radam and nadam, default false: the
- *   weights decay as adamw's), momentum_decay (double, nadam, default 0.004).
+ *   weights decay as adamw's), momentum_decay (double, nadam, default 0.004),
+ *   rho (double, adadelta, in [0, 1], default 0.9),
+ *   etaminus, etaplus (double, rprop: PyTorch's etas, 0 < etaminus < 1 < etaplus, default 0.5 and
+ *   1.2), step_size_min, step_size_max (double, rprop: PyTorch's step_sizes, default 1e-6 and 50;
+ *   lr is every step size's start), lambd (double, asgd, default 1e-4), t0 (double, asgd: the step
+ *   from which the parameters are averaged into its state's "ax", default 1e6).
  *   adafactor (transformers' arguments): eps1, eps2 (double, its eps pair, default 1e-30 and 1e-3),
  *   clip_threshold (double > 0, default 1), decay_rate (double <= 0, default -0.8),
  *   scale_parameter (bool, default true: the step size is scaled by the parameter's RMS),
@@ -679,9 +685,9 @@ ACC_API void acc_model_free(acc_model *model);
  * ---------------------------------------------------------------------------------------------- */
 
 /* An optimizer over every trainable parameter of `model`, in one parameter group.
- * algorithm: "sgd", "adam", "adamw", "rmsprop", "adagrad", "radam", "nadam" (PyTorch's, with
- * its arithmetic; libtorch has no RAdam and NAdam: theirs are torch.optim's one-tensor rules, which
- * PyTorch's CUDA default, foreach, rounds otherwise),
+ * algorithm: "sgd", "adam", "adamw", "rmsprop", "adagrad", "radam", "nadam", "adamax", "adadelta",
+ * "rprop", "asgd" (PyTorch's, with its arithmetic; libtorch has none of the last six: theirs are
+ * torch.optim's one-tensor rules, which PyTorch's CUDA default, foreach, rounds otherwise),
  * "lion" (Chen et al. 2023: p -= lr * sign(beta1 * m + (1 - beta1) * g), m tracks g with beta2,
  * decoupled weight decay) or "adafactor" (transformers' Adafactor, Shazeer & Stern 2018: factored
  * second moments of matrices, update clipping, a relative step size unless lr is given);
@@ -691,7 +697,8 @@ ACC_API void acc_model_free(acc_model *model);
  * An adafactor group with relative_step has no learning rate: acc_optimizer_get_lr, _set_lr and
  * schedulers over it are ACC_ERR_INVALID_ARGUMENT. The state that acc_save_state writes holds the
  * fields PyTorch's state_dict names: step, exp_avg, exp_avg_sq, max_exp_avg_sq, momentum_buffer,
- * square_avg, grad_avg, sum, nadam's mu_product, and adafactor's exp_avg_sq_row, exp_avg_sq_col, RMS. */
+ * square_avg, grad_avg, sum, nadam's mu_product, adamax's exp_inf, adadelta's acc_delta, rprop's
+ * prev and step_size, asgd's eta, mu and ax, and adafactor's exp_avg_sq_row, exp_avg_sq_col, RMS. */
 ACC_API ACC_NODISCARD acc_status acc_optimizer_create(acc_model *model, const char *algorithm, const acc_options *opts,
                                                    acc_optimizer **out);
 /* Moves the named parameters into a new parameter group whose hyper-parameters are the

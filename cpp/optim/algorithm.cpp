@@ -11,8 +11,9 @@ namespace acc {
 
 const OptimizerAlgorithm& optimizer_algorithm(const std::string& name) {
   using namespace algorithm_detail;
-  static const std::vector<const OptimizerAlgorithm*> all = {&sgd(),  &adam(),      &adamw(), &rmsprop(), &adagrad(),
-                                                             &lion(), &adafactor(), &radam(), &nadam()};
+  static const std::vector<const OptimizerAlgorithm*> all = {
+      &sgd(),   &adam(),  &adamw(),  &rmsprop(),  &adagrad(), &lion(), &adafactor(),
+      &radam(), &nadam(), &adamax(), &adadelta(), &rprop(),   &asgd()};
   std::string known;
   for (const auto* a : all) {
     if (a->name() == name) return *a;
@@ -57,6 +58,13 @@ void put(StateFields& fields, const char* key, const at::Tensor& t) {
 at::Tensor get(const StateFields& fields, const char* key) {
   auto it = fields.find(key);
   return it == fields.end() ? at::Tensor() : it->second;
+}
+
+void check_scalar_field(const at::Tensor& value, double min, bool min_inclusive, double max, const std::string& where,
+                        const char* what) {
+  const double v = value.to(at::kDouble).item<double>();
+  require((min_inclusive ? v >= min : v > min) && v <= max, where, " is ", v, ", not ", what, " (in ",
+          min_inclusive ? "[" : "(", min, ", ", max, "])");
 }
 
 }  // namespace algorithm_detail

@@ -63,10 +63,18 @@ class OptimizerAlgorithm {
 
   // The dtype of its state tensors for a parameter.
   virtual at::ScalarType state_dtype(const at::Tensor& param) const { return param.scalar_type(); }
+  // Whether a state field is a number PyTorch keeps as a 0-dim float32 tensor on the CPU whatever the
+  // parameter's dtype and device (NAdam's mu_product), which stays so where the state moves or loads
+  // (make_state brings it to float32); counters ("step") stay on the CPU too.
+  virtual bool scalar_on_cpu(const std::string& /*field*/) const { return false; }
+  // Checks the values of a loaded state field whose shape and dtype were found right, where the
+  // algorithm bounds them (`where` names it in the error).
+  virtual void check_state_field(const std::string& /*field*/, const at::Tensor& /*value*/,
+                                 const std::string& /*where*/) const {}
 };
 
-// "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor", "radam", "nadam"; another name is an error that
-// lists them.
+// "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor", "radam", "nadam", "adamax", "adadelta",
+// "rprop", "asgd"; another name is an error that lists them.
 const OptimizerAlgorithm& optimizer_algorithm(const std::string& name);
 
 // Helpers for the descriptions.
@@ -83,6 +91,10 @@ int64_t step_value(const StateFields& fields);
 // fields[key] where the tensor is defined.
 void put(StateFields& fields, const char* key, const at::Tensor& t);
 at::Tensor get(const StateFields& fields, const char* key);  // undefined when absent
+// A 0-dim state field's value in [min, max] ((min, max] unless min_inclusive), else an error naming
+// `where` and saying what the value is.
+void check_scalar_field(const at::Tensor& value, double min, bool min_inclusive, double max, const std::string& where,
+                        const char* what);
 const OptimizerAlgorithm& sgd();
 const OptimizerAlgorithm& adam();
 const OptimizerAlgorithm& adamw();
@@ -92,6 +104,10 @@ const OptimizerAlgorithm& lion();
 const OptimizerAlgorithm& adafactor();
 const OptimizerAlgorithm& radam();
 const OptimizerAlgorithm& nadam();
+const OptimizerAlgorithm& adamax();
+const OptimizerAlgorithm& adadelta();
+const OptimizerAlgorithm& rprop();
+const OptimizerAlgorithm& asgd();
 }  // namespace algorithm_detail
 
 }  // namespace acc

@@ -89,6 +89,12 @@ class AdamVariant final : public OptimizerAlgorithm {
     if (kNAdam) state->mu_product(f.at("mu_product").to(at::kCPU, at::kFloat));  // as the rule keeps it
     return state;
   }
+  bool scalar_on_cpu(const std::string& field) const override { return kNAdam && field == "mu_product"; }
+  // NAdam's product of momentum coefficients in [0, 1): in (0, 1].
+  void check_state_field(const std::string& field, const at::Tensor& value, const std::string& where) const override {
+    if (kNAdam && field == "mu_product")
+      check_scalar_field(value, 0, false, 1, where, "a product of momentum coefficients");
+  }
   std::map<std::string, std::vector<int64_t>> state_shapes(const json&, const at::Tensor& p) const override {
     std::map<std::string, std::vector<int64_t>> shapes = {
         {"exp_avg", p.sizes().vec()}, {"exp_avg_sq", p.sizes().vec()}, {"step", {}}};

@@ -14,7 +14,7 @@ const OptionSchema& optimizer_option_schema() {
     s.add("beta2", T::Double, "second-moment decay").at_least(0).at_most(1);
     s.add("eps", T::Double, "added to the denominator").at_least(0);
     s.add("amsgrad", T::Bool, "adam, adamw");
-    s.add("alpha", T::Double, "rmsprop's smoothing").at_least(0);
+    s.add("alpha", T::Double, "rmsprop's smoothing; asgd's power of the step size's decay").at_least(0);
     s.add("centered", T::Bool, "rmsprop");
     s.add("lr_decay", T::Double, "adagrad").at_least(0);
     s.add("initial_accumulator_value", T::Double, "adagrad").at_least(0);
@@ -27,6 +27,13 @@ const OptionSchema& optimizer_option_schema() {
     s.add("warmup_init", T::Bool, "adafactor: warm-up of the relative step");
     s.add("decoupled_weight_decay", T::Bool, "radam, nadam: the weights decay as adamw's");
     s.add("momentum_decay", T::Double, "nadam: how fast the momentum's schedule moves").at_least(0);
+    s.add("rho", T::Double, "adadelta: the running averages' decay").at_least(0).at_most(1);
+    s.add("etaminus", T::Double, "rprop: step size factor when the gradient's sign flips").at_least(0).at_most(1);
+    s.add("etaplus", T::Double, "rprop: step size factor while the gradient keeps its sign").at_least(1);
+    s.add("step_size_min", T::Double, "rprop: smallest step size").at_least(0);
+    s.add("step_size_max", T::Double, "rprop: largest step size").at_least(0);
+    s.add("lambd", T::Double, "asgd: decay term").at_least(0);
+    s.add("t0", T::Double, "asgd: the step from which parameters are averaged").at_least(0);
   });
   return schema;
 }

@@ -34,10 +34,12 @@ const std::string& name_of(const ParameterNames& names, const at::Tensor& p) {
   return it->second;
 }
 
-// Counters stay on the CPU in their own dtype, as does NAdam's running product (float32, as
-// PyTorch keeps it, whatever the parameter's dtype); moments follow the parameter.
+// Counters stay on the CPU in their own dtype, as do the numbers an algorithm keeps there (NAdam's
+// running product); moments follow the parameter.
 bool is_counter(const std::string& field) { return field == "step"; }
-bool stays_on_cpu(const std::string& field) { return is_counter(field) || field == "mu_product"; }
+bool stays_on_cpu(const OptimizerAlgorithm& algorithm, const std::string& field) {
+  return is_counter(field) || algorithm.scalar_on_cpu(field);
+}
 
 // A saved step count: one whole number >= 0.
 void check_counter(const at::Tensor& t, const std::string& where) {
@@ -47,12 +49,6 @@ void check_counter(const at::Tensor& t, const std::string& where) {
           ", not a whole number >= 0");
 }
 
-// NAdam's product of momentum coefficients in [0, 1): in (0, 1].
-void check_product(const at::Tensor& t, const std::string& where) {
-  const double v = t.to(at::kDouble).item<double>();
-  require(v > 0 && v <= 1, where, " is ", v, ", not a product of momentum coefficients (in (0, 1])");
-}
-
 }  // namespace
 
 void move_optimizer_state(Optimizer& optimizer, const c10::Device& device) {
@@ -60,7 +56,7 @@ void move_optimizer_state(Optimizer& optimizer, const c10::Device& device) {
   for (auto& entry : optimizer.impl().state()) {
     StateFields fields = algorithm.state_fields(*entry.second);
     for (auto& field : fields)
-      if (!stays_on_cpu(field.first)) field.second = field.second.to(device);
+      if (!stays_on_cpu(algorithm, field.first)) field.second = field.second.to(device);
     entry.second = algorithm.make_state(fields);
   }
 }
@@ -160,7 +156,7 @@ std::function<void()> prepare_optimizer_restore(Optimizer& optimizer, const Opti
             check_counter(field.second, where);
           else
             require(at::isFloatingType(field.second.scalar_type()), where, " is not a floating-point tensor");
-          if (field.first == "mu_product") check_product(field.second, where);
+          algorithm.check_state_field(field.first, field.second, where);
         }
         planned.push_back({params[i], it->second});
       }
@@ -178,7 +174,7 @@ std::function<void()> prepare_optimizer_restore(Optimizer& optimizer, const Opti
     for (const auto& p : planned) {
       StateFields fields;
       for (const auto& field : p.fields)
-        fields[field.first] = stays_on_cpu(field.first)
+        fields[field.first] = stays_on_cpu(algorithm, field.first)
                                   ? field.second.clone()  // never a view of the file read
                                   : field.second.to(p.param.device(), algorithm.state_dtype(p.param)).clone();
       impl.state()[state_key(p.param)] = algorithm.make_state(fields);

@@ -36,6 +36,25 @@ inline const at::Tensor& dense_grad(const at::Tensor& p, const char* rule) {
   return grad;
 }
 
+// Calls fn(p, grad, options) for every parameter with a gradient, group by group, with the group's
+// options as `Options`.
+template <class Options, class Fn>
+void for_each_with_grad(torch::optim::Optimizer& optimizer, const char* rule, Fn&& fn) {
+  for (auto& group : optimizer.param_groups()) {
+    const auto& options = static_cast<const Options&>(group.options());
+    for (auto& p : group.params())
+      if (p.grad().defined()) fn(p, dense_grad(p, rule), options);
+  }
+}
+
+// The state of `p`, made by `make` (returning a unique_ptr<State>) before its first step.
+template <class State, class Make>
+State& state_of(torch::optim::Optimizer& optimizer, const at::Tensor& p, Make&& make) {
+  auto& slot = optimizer.state()[compat::optimizer_state_key(p)];
+  if (!slot) slot = make();
+  return static_cast<State&>(*slot);
+}
+
 // avg <- keep * avg + (1 - keep) * value: 2.x lerp_s, 1.x multiplied and added.
 inline void update_average(const at::Tensor& avg, const at::Tensor& value, double keep) {
   if constexpr (compat::kPythonOptimizers2)

@@ -276,7 +276,7 @@ TEST(Optimizers, BuiltInRulesEqualPyTorchsBitForBit) {
   std::ifstream in(acc_test::data_dir() + "/optimizer_cases.json");
   ASSERT_TRUE(in.good()) << "run the export_pytorch_optimizer_cases fixture";
   const json data = json::parse(in);
-  ASSERT_GE(data["cases"].size(), 17u);  // 19 from PyTorch 2.0: RAdam's and NAdam's decoupled decay
+  ASSERT_GE(data["cases"].size(), 25u);  // 27 from PyTorch 2.0: RAdam's and NAdam's decoupled decay
   for (const auto& c : data["cases"]) {
     const std::string algorithm = c["algorithm"];
     const std::string which = algorithm + " " + c["options"].dump() + " biases " + c["group"].dump();
@@ -468,8 +468,16 @@ TEST(Optimizers, BadOptionsAreRefusedWithTheReason) {
   refused("radam", {{"momentum_decay", 0.1}}, "'momentum_decay' does not apply to the radam optimizer");
   refused("nadam", {{"amsgrad", true}}, "'amsgrad' does not apply to the nadam optimizer");
   refused("radam", {{"beta1", 1.0}}, "'beta1' is 1, outside [0, 1)");
+  refused("rprop", {{"weight_decay", 0.1}}, "'weight_decay' does not apply to the rprop optimizer");
+  refused("rprop", {{"etaplus", 1.0}}, "'etaplus' must be above 1");
+  refused("rprop", {{"etaminus", 0.0}}, "'etaminus' must be above 0");
+  refused("rprop", {{"step_size_min", 2.0}, {"step_size_max", 1.0}}, "'step_size_min' is above 'step_size_max'");
+  refused("adadelta", {{"beta1", 0.9}}, "'beta1' does not apply to the adadelta optimizer");
+  refused("adamax", {{"beta2", 1.0}}, "'beta2' is 1, outside [0, 1)");
+  refused("asgd", {{"momentum", 0.9}}, "'momentum' does not apply to the asgd optimizer");
   ACC_EXPECT_ERROR(acc_optimizer_create(net.model, "lamb", nullptr, &opt), ACC_ERR_INVALID_ARGUMENT,
-                   "known: sgd, adam, adamw, rmsprop, adagrad, lion, adafactor, radam, nadam");
+                   "known: sgd, adam, adamw, rmsprop, adagrad, lion, adafactor, radam, nadam, adamax, adadelta, "
+                   "rprop, asgd");
 
   // Out-of-range values are refused when set, naming the key.
   acc_options* o = nullptr;
@@ -583,6 +591,14 @@ TEST(Optimizers, SaveStateAndLoadStateResumeBitIdentically) {
        {"exp_avg", "exp_avg_sq", "step"}, {"exp_avg", "exp_avg_sq", "step"}},
       {"nadam", {{"lr", 0.01}}, {{"momentum_decay", 0.01}}, true, {"exp_avg", "exp_avg_sq", "mu_product", "step"},
        {"exp_avg", "exp_avg_sq", "mu_product", "step"}},
+      {"adamax", {{"lr", 0.01}}, {{"weight_decay", 0.1}}, true, {"exp_avg", "exp_inf", "step"},
+       {"exp_avg", "exp_inf", "step"}},
+      {"adadelta", json::object(), {{"rho", 0.8}}, true, {"acc_delta", "square_avg", "step"},
+       {"acc_delta", "square_avg", "step"}},
+      {"rprop", json::object(), {{"etaplus", 1.5}}, false, {"prev", "step", "step_size"},
+       {"prev", "step", "step_size"}},
+      {"asgd", {{"lr", 0.05}, {"t0", 2.0}, {"lambd", 0.1}}, {{"alpha", 0.5}}, true, {"ax", "eta", "mu", "step"},
+       {"ax", "eta", "mu", "step"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.algorithm);
@@ -620,9 +636,14 @@ TEST(Optimizers, TrainUnderBf16AutocastWithFloat32Weights) {
                                                 {"lion", json::object()},
                                                 {"adafactor", json::object()},
                                                 {"radam", json::object()},
-                                                {"nadam", json::object()}};
+                                                {"nadam", json::object()},
+                                                {"adamax", json::object()},
+                                                {"adadelta", json::object()},
+                                                {"rprop", json::object()},
+                                                {"asgd", json::object()}};
   for (const auto& c : cases) {
-    Prepared run(c.first, c.second, json{{"weight_decay", 0.0}}, false, "bf16");
+    const json biases = std::string(c.first) == "rprop" ? json{{"lr", 0.02}} : json{{"weight_decay", 0.0}};
+    Prepared run(c.first, c.second, biases, false, "bf16");
     const Weights before = run.net.weights();
     run.train(3);
     for (const auto& name : kNames) {

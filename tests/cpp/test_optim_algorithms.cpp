@@ -3,6 +3,10 @@
 // bf16 parameters (updated in float32, as transformers does).
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+#include <tuple>
+
 #include <torch/torch.h>
 
 #include "common/error.h"
@@ -45,7 +49,8 @@ acc::OptimizerSnapshot without(acc::OptimizerSnapshot s, const std::string& name
 
 TEST(OptimizerAlgorithms, AllButAdafactorAreElementwise) {
   auto model = acc::model_from_spec(kSpec);
-  for (const char* name : {"sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor", "radam", "nadam"}) {
+  for (const char* name : {"sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor", "radam", "nadam", "adamax",
+                           "adadelta", "rprop", "asgd"}) {
     acc::TorchOptimizer opt(model, name, acc::Options(acc::optimizer_option_schema()));
     EXPECT_EQ(opt.elementwise(), std::string(name) != "adafactor") << name;
     EXPECT_EQ(opt.algorithm(), name);
@@ -119,11 +124,67 @@ TEST(OptimizerAlgorithms, ASavedStateMustHoldExactlyTheFieldsTheAlgorithmKeeps) 
     EXPECT_NE(restore_error(nadam, broken).find("not a product of momentum coefficients"), std::string::npos)
         << bad << ": " << restore_error(nadam, broken);
   }
+
+  // ASGD's step size eta (>= 0, finite) and averaging weight mu (in (0, 1]) are float32 numbers on
+  // the CPU, as PyTorch keeps them; Rprop's step sizes are never negative, infinite or NaN.
+  acc::TorchOptimizer asgd(model, "asgd", options({}));
+  train_step(*model, asgd);
+  const auto snap_asgd = acc::snapshot_optimizer(asgd);
+  for (const auto& t : snap_asgd.tensors)
+    if (t.first == "state.0.weight.eta" || t.first == "state.0.weight.mu") {
+      EXPECT_EQ(t.second.scalar_type(), torch::kFloat) << t.first;
+      EXPECT_TRUE(t.second.is_cpu()) << t.first;
+    }
+  EXPECT_EQ(restore_error(asgd, snap_asgd), "");
+  const std::tuple<const char*, double, const char*> bad_asgd[] = {{"eta", -0.1, "not a step size"},
+                                                                   {"eta", std::numeric_limits<double>::infinity(), "not a step size"},
+                                                                   {"mu", 0.0, "not an averaging weight"},
+                                                                   {"mu", 2.0, "not an averaging weight"},
+                                                                   {"mu", std::nan(""), "not an averaging weight"}};
+  for (const auto& [field, value, needle] : bad_asgd) {
+    auto broken = snap_asgd;
+    for (auto& t : broken.tensors)
+      if (t.first == std::string("state.0.weight.") + field) t.second = torch::full({}, value, torch::kFloat);
+    EXPECT_NE(restore_error(asgd, broken).find(needle), std::string::npos) << field << " " << value;
+  }
+  acc::TorchOptimizer rprop(model, "rprop", options({}));
+  train_step(*model, rprop);
+  for (double bad : {-1.0, std::numeric_limits<double>::infinity(), std::nan("")}) {
+    auto broken = acc::snapshot_optimizer(rprop);
+    for (auto& t : broken.tensors)
+      if (t.first == "state.0.bias.step_size") t.second = t.second.clone().index_fill_(0, torch::tensor({0}), bad);
+    EXPECT_NE(restore_error(rprop, broken).find("negative, infinite or NaN"), std::string::npos) << bad;
+  }
+}
+
+// ASGD's ax, which training never reads, averages the iterates as PyTorch's does: a step uses the
+// weight mu = 1 / max(1, step - t0) of the step before, so with t0 0 after n steps ax is the mean of
+// the weights after steps 2..n, and while step <= t0 + 1 it is the latest weights.
+TEST(OptimizerAlgorithms, AsgdAveragesTheIteratesFromT0) {
+  for (const char* t0 : {"0", "1000"}) {
+    auto model = acc::model_from_spec(kSpec);
+    acc::TorchOptimizer asgd(model, "asgd", options({{"lr", "0.05"}, {"t0", t0}}));
+    at::Tensor sum = torch::zeros({4, 3});
+    at::Tensor weight;
+    for (int step = 1; step <= 5; ++step) {
+      train_step(*model, asgd);
+      for (const auto& named : model->named_parameters())
+        if (named.first == "0.weight") weight = named.second.detach().clone();
+      if (step >= 2) sum += weight;
+    }
+    at::Tensor ax;
+    for (const auto& t : acc::snapshot_optimizer(asgd).tensors)
+      if (t.first == "state.0.weight.ax") ax = t.second;
+    ASSERT_TRUE(ax.defined());
+    const at::Tensor want = std::string(t0) == "0" ? sum / 4 : weight;
+    EXPECT_TRUE(torch::allclose(ax, want, 1e-6, 1e-7)) << "t0 " << t0 << ": " << ax << " vs " << want;
+  }
 }
 
 TEST(OptimizerAlgorithms, MovingStateKeepsEveryField) {
   auto model = acc::model_from_spec(kSpec);
-  for (const char* name : {"rmsprop", "adagrad", "lion", "adafactor", "radam", "nadam"}) {
+  for (const char* name :
+       {"rmsprop", "adagrad", "lion", "adafactor", "radam", "nadam", "adamax", "adadelta", "rprop", "asgd"}) {
     acc::TorchOptimizer opt(model, name, options({}));
     train_step(*model, opt);
     const auto before = acc::snapshot_optimizer(opt);

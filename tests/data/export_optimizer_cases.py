@@ -1,13 +1,15 @@
-"""Weights after each step of PyTorch's own SGD, Adam, AdamW, RMSprop, Adagrad, RAdam and NAdam (the
-Python rules of the torch this runs with), for tests/capi/test_optimizers.cpp to reproduce bit for bit: a small MLP (Linear 3->4, Tanh, Linear 4->2, MSE loss) trained on a fixed
+"""Weights after each step of PyTorch's own SGD, Adam, AdamW, RMSprop, Adagrad, RAdam, NAdam, Adamax,
+Adadelta, Rprop and ASGD (the Python rules of the torch this runs with), for tests/capi/test_optimizers.cpp to reproduce bit for bit: a small MLP (Linear 3->4, Tanh, Linear 4->2, MSE loss) trained on a fixed
 batch, with default and non-default hyper-parameters and with a second parameter group for the
-biases. Options are named as ours (beta1 and beta2 for Adam's betas). Values are written as
+biases. Options are named as ours (beta1 and beta2 for Adam's betas, etaminus and etaplus for
+Rprop's etas, step_size_min and step_size_max for its step_sizes). Values are written as
 float.hex() strings (exact).
 
 Run with Debian's python3-torch: python3 export_optimizer_cases.py OUTPUT_DIR [DEVICE]. On a CUDA
 DEVICE PyTorch steps Adam, AdamW, SGD and RMSprop with its foreach ops (its default there), which
-the GPU suite holds ours to (tests/gpu/gpu_tests.cmake); RAdam and NAdam are made with
-foreach=False there, the one-tensor rule ours steps everywhere.
+the GPU suite holds ours to (tests/gpu/gpu_tests.cmake); the optimizers libtorch lacks (RAdam,
+NAdam, Adamax, Adadelta, Rprop, ASGD) are made with foreach=False there, the one-tensor rule ours
+steps everywhere.
 """
 import inspect
 import json
@@ -42,6 +44,16 @@ CASES = [
      {"lr": 0.005, "weight_decay": 0.0}),
     ("nadam", {}, None),
     ("nadam", {"lr": 0.01, "beta1": 0.85, "weight_decay": 0.05, "momentum_decay": 0.01}, {"lr": 0.02}),
+    ("adamax", {}, None),
+    ("adamax", {"lr": 0.01, "beta1": 0.8, "beta2": 0.99, "eps": 1e-6, "weight_decay": 0.1}, {"lr": 0.005}),
+    ("adadelta", {}, None),
+    ("adadelta", {"lr": 0.5, "rho": 0.8, "eps": 1e-5, "weight_decay": 0.05}, {"rho": 0.95, "weight_decay": 0.0}),
+    ("rprop", {}, None),
+    ("rprop", {"lr": 0.02, "etaminus": 0.3, "etaplus": 1.5, "step_size_min": 1e-3, "step_size_max": 0.05},
+     {"lr": 0.001, "etaplus": 2.0}),
+    ("asgd", {}, None),
+    # t0 2 averages from the third step on; lambd large enough that eta decays visibly.
+    ("asgd", {"lr": 0.05, "lambd": 0.5, "alpha": 0.5, "t0": 2, "weight_decay": 0.1}, {"lr": 0.02, "t0": 0}),
 ]
 # PyTorch 2.x's AdamW-style decay for RAdam and NAdam (1.x has no such option).
 if "decoupled_weight_decay" in inspect.signature(torch.optim.RAdam).parameters:
@@ -51,11 +63,18 @@ if "decoupled_weight_decay" in inspect.signature(torch.optim.RAdam).parameters:
     ]
 
 
+# Our names of the members of torch.optim's pairs, with its defaults.
+PAIRS = {"betas": (("beta1", 0.9), ("beta2", 0.999)),
+         "etas": (("etaminus", 0.5), ("etaplus", 1.2)),
+         "step_sizes": (("step_size_min", 1e-6), ("step_size_max", 50))}
+
+
 def torch_names(options):
-    """Our option names as torch.optim's: beta1 and beta2 are its betas."""
-    renamed = {k: v for k, v in options.items() if k not in ("beta1", "beta2")}
-    if "beta1" in options or "beta2" in options:
-        renamed["betas"] = (options.get("beta1", 0.9), options.get("beta2", 0.999))
+    """Our option names as torch.optim's: beta1 and beta2 are its betas, and so on."""
+    renamed = dict(options)
+    for pair, members in PAIRS.items():
+        if any(name in options for name, _ in members):
+            renamed[pair] = tuple(renamed.pop(name, default) for name, default in members)
     return renamed
 
 
@@ -86,10 +105,12 @@ def main(out_dir, device):
                       dict(group, params=[params["0.bias"], params["2.bias"]])]
         cls = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam, "adamw": torch.optim.AdamW,
                "rmsprop": torch.optim.RMSprop, "adagrad": torch.optim.Adagrad, "radam": torch.optim.RAdam,
-               "nadam": torch.optim.NAdam}[algorithm]
+               "nadam": torch.optim.NAdam, "adamax": torch.optim.Adamax, "adadelta": torch.optim.Adadelta,
+               "rprop": torch.optim.Rprop, "asgd": torch.optim.ASGD}[algorithm]
         if group is not None:
             groups[1] = torch_names(groups[1])
-        extra = {"foreach": False} if algorithm in ("radam", "nadam") else {}
+        one_tensor_rule = ("radam", "nadam", "adamax", "adadelta", "rprop", "asgd")
+        extra = {"foreach": False} if algorithm in one_tensor_rule else {}
         opt = cls(groups, **torch_names(options), **extra)
         if algorithm == "adagrad" and group and "initial_accumulator_value" in group:
             # PyTorch fills every accumulator with the constructor's value, whatever a group says;

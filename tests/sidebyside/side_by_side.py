@@ -134,6 +134,12 @@ SCENARIOS = {
     # libtorch lacks.
     "mlp_radam": dict(model="mlp", optimizer="radam", schedule="linear"),
     "lm_nadam_accumulate": dict(model="lm", optimizer="nadam", schedule="cosine", accumulation=2),
+    # PyTorch's Adamax, Adadelta, Rprop and ASGD, which libtorch lacks too; ASGD's step size follows
+    # the scheduled rate, and its averaging starts at step 2.
+    "mlp_adamax": dict(model="mlp", optimizer="adamax", schedule="linear"),
+    "lm_adadelta_accumulate": dict(model="lm", optimizer="adadelta", schedule="cosine", accumulation=2),
+    "mlp_rprop": dict(model="mlp", optimizer="rprop", schedule="exponential", schedule_options={"gamma": 0.9}),
+    "mlp_asgd": dict(model="mlp", optimizer="asgd", schedule="linear"),
     # PyTorch's SequentialLR: a warm-up, then a cosine from the base rate (its closed form's first
     # rate, with eta_min), then a step decay.
     "mlp_sequential": dict(model="mlp", optimizer="adamw", schedule="linear_lr",
@@ -336,11 +342,28 @@ OPTIMIZERS = {
     "adagrad": (torch.optim.Adagrad, {"lr": 0.1, "lr_decay": 0.01, "initial_accumulator_value": 0.1}),
     "radam": (torch.optim.RAdam, {"lr": 1e-2, "weight_decay": 0.01, "decoupled_weight_decay": True}),
     "nadam": (torch.optim.NAdam, {"lr": 1e-2, "weight_decay": 0.01, "momentum_decay": 8e-3}),
+    "adamax": (torch.optim.Adamax, {"lr": 1e-2, "beta1": 0.85, "weight_decay": 0.01}),
+    "adadelta": (torch.optim.Adadelta, {"lr": 0.5, "rho": 0.85, "weight_decay": 0.01}),
+    "rprop": (torch.optim.Rprop, {"lr": 1e-3, "etaminus": 0.4, "etaplus": 1.3, "step_size_max": 0.01}),
+    "asgd": (torch.optim.ASGD, {"lr": 0.05, "lambd": 0.01, "alpha": 0.6, "t0": 1, "weight_decay": 0.01}),
 }
+# Our names of the members of torch.optim's pairs, with its defaults.
+TORCH_PAIRS = {"betas": (("beta1", 0.9), ("beta2", 0.999)),
+               "etas": (("etaminus", 0.5), ("etaplus", 1.2)),
+               "step_sizes": (("step_size_min", 1e-6), ("step_size_max", 50))}
 
 
 def optimizer_settings(cfg):
     return OPTIMIZERS[cfg["optimizer"]][1]
+
+
+def torch_optimizer_settings(cfg):
+    """The scenario's optimizer settings as torch.optim names them."""
+    settings = dict(optimizer_settings(cfg))
+    for pair, members in TORCH_PAIRS.items():
+        if any(name in settings for name, _ in members):
+            settings[pair] = tuple(settings.pop(name, default) for name, default in members)
+    return settings
 
 
 def total_steps(cfg, samples, processes):
@@ -387,8 +410,7 @@ class AccelerateJob:
         groups = [{"params": [p for n, p in named if not (cfg["no_decay"] and fnmatchcase(n, cfg["no_decay"]))]}]
         if cfg["no_decay"]:
             groups.append({"params": [p for n, p in named if fnmatchcase(n, cfg["no_decay"])], "weight_decay": 0.0})
-        algorithm, settings = OPTIMIZERS[cfg["optimizer"]]
-        optimizer = algorithm(groups, **settings)
+        optimizer = OPTIMIZERS[cfg["optimizer"]][0](groups, **torch_optimizer_settings(cfg))
         data = torch.load(os.path.join(directory, "data.pt"))[cfg["data"]]
         total = total_steps(cfg, len(data[0]), self.processes)
         if cfg["schedule"] == "step":
@@ -400,7 +422,7 @@ class AccelerateJob:
         elif cfg["schedule"] == "reduce_lr_on_plateau":
             scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, **cfg["schedule_options"])
         else:
-            factor = transformers_factor(cfg["schedule"], scheduler_settings(cfg, total), settings["lr"])
+            factor = transformers_factor(cfg["schedule"], scheduler_settings(cfg, total), optimizer_settings(cfg)["lr"])
             scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
         if cfg["then"]:
             later = [TORCH_SCHEDULERS[name](optimizer, **options) for _, name, options in cfg["then"]]
