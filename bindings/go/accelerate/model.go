@@ -230,7 +230,8 @@ func (m *Model) LoadSafetensors(path string, strict bool) (missing, unexpected [
 }
 
 // Optimizer over a model's parameters: "sgd", "adam", "adamw", "rmsprop", "adagrad", "radam",
-// "nadam", "lion" or "adafactor" (accelerate.h documents each one's options).
+// "nadam", "adamax", "adadelta", "rprop", "asgd", "lion" or "adafactor" (accelerate.h documents
+// each one's options).
 type Optimizer struct{ r ref[capi.Optimizer] }
 
 func adoptOptimizer(h capi.Optimizer, err error) (*Optimizer, error) {

@@ -11,7 +11,7 @@ import (
 
 // The optimizers chosen by name: each one trains, and Adafactor's relative step has no lr.
 func TestEveryOptimizerTrains(t *testing.T) {
-	for _, algorithm := range []string{"rmsprop", "adagrad", "radam", "nadam", "lion", "adafactor"} {
+	for _, algorithm := range []string{"rmsprop", "adagrad", "radam", "nadam", "adamax", "adadelta", "rprop", "asgd", "lion", "adafactor"} {
 		m := newTwoLinears(t)
 		opt, err := acc.NewOptimizer(m, algorithm, nil)
 		if err != nil {
