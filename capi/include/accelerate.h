@@ -245,7 +245,10 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   lr_decay (double, adagrad, default 0), initial_accumulator_value (double,
  *   adagrad, default 0), decoupled_weight_decay (bool, radam and nadam, default false: the
  *   weights decay as adamw's), momentum_decay (double, nadam, default 0.004),
- *   rho (double, adadelta, in [0, 1], default 0.9),
+ *   fused (bool, sgd, adam, adamw, adagrad, default false: PyTorch's fused=True, one kernel per
+ *   device and dtype, bit for bit PyTorch's fused step; needs a libtorch of 2.4 or later, else
+ *   ACC_ERR_UNSUPPORTED; adagrad's runs on the CPU only, as PyTorch's; for the whole optimizer,
+ *   not a group), rho (double, adadelta, in [0, 1], default 0.9),
  *   etaminus, etaplus (double, rprop: PyTorch's etas, 0 < etaminus < 1 < etaplus, default 0.5 and
  *   1.2), step_size_min, step_size_max (double, rprop: PyTorch's step_sizes, default 1e-6 and 50;
  *   lr is every step size's start), lambd (double, asgd, default 1e-4), t0 (double, asgd: the step

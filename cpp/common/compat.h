@@ -87,6 +87,11 @@ constexpr const char* kAttentionSoftmaxScript = ACC_TORCH_VERSION >= 205 ? "torc
 #define ACC_PYTHON_OPTIMIZERS_2 (ACC_TORCH_VERSION >= 200)
 constexpr bool kPythonOptimizers2 = ACC_PYTHON_OPTIMIZERS_2;
 
+// fused=True (one ATen kernel steps every parameter of a device and dtype: _fused_adam_, _fused_adamw_,
+// _fused_sgd_, _fused_adagrad_) on the CPU as on CUDA from 2.4 (optim/fused_rules.h).
+#define ACC_FUSED_OPTIMIZERS (ACC_TORCH_VERSION >= 204)
+constexpr bool kFusedOptimizers = ACC_FUSED_OPTIMIZERS;
+
 // ---- torch::optim: per-parameter state is keyed by the parameter's TensorImpl, its address as text
 // in 1.13 and the address itself in 2.x ----
 

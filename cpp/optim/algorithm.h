@@ -35,6 +35,12 @@ class OptimizerAlgorithm {
   virtual std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& options) const = 0;
   virtual std::unique_ptr<torch::optim::Optimizer> make_optimizer(
       std::vector<torch::optim::OptimizerParamGroup> groups, const torch::optim::OptimizerOptions& defaults) const = 0;
+  // PyTorch's fused=True implementation (optim/fused_rules.h) with the same options and state, where
+  // the algorithm has one (sgd, adam, adamw, adagrad; "fused" is then among its keys); null otherwise.
+  virtual std::unique_ptr<torch::optim::Optimizer> make_fused_optimizer(
+      std::vector<torch::optim::OptimizerParamGroup> /*groups*/, const torch::optim::OptimizerOptions& /*defaults*/) const {
+    return nullptr;
+  }
   // The state a parameter has before its first step, made from its group's options, where the
   // algorithm keeps one (Adagrad's accumulator); null where state starts at the first step.
   virtual std::unique_ptr<torch::optim::OptimizerParamState> initial_state(

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "optim/algorithm.h"
+#include "optim/fused_rules.h"
 #include "optim/python_rules.h"
 
 namespace acc {
@@ -24,7 +25,7 @@ class Adagrad final : public OptimizerAlgorithm {
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps"};
+    static const std::set<std::string> k = {"lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps", "fused"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
@@ -38,6 +39,10 @@ class Adagrad final : public OptimizerAlgorithm {
   std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<torch::optim::OptimizerParamGroup> groups,
                                                           const torch::optim::OptimizerOptions& d) const override {
     return std::make_unique<PythonAdagrad>(std::move(groups), static_cast<const AdagradOptions&>(d));
+  }
+  std::unique_ptr<torch::optim::Optimizer> make_fused_optimizer(std::vector<torch::optim::OptimizerParamGroup> groups,
+                                                                const torch::optim::OptimizerOptions& d) const override {
+    return std::make_unique<FusedAdagrad>(std::move(groups), static_cast<const AdagradOptions&>(d));
   }
   std::unique_ptr<torch::optim::OptimizerParamState> initial_state(
       const at::Tensor& param, const torch::optim::OptimizerOptions& group) const override {

@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "optim/algorithm.h"
+#include "optim/fused_rules.h"
 #include "optim/python_rules.h"
 
 namespace acc {
@@ -22,7 +23,7 @@ class Sgd final : public OptimizerAlgorithm {
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr", "weight_decay", "momentum", "dampening", "nesterov"};
+    static const std::set<std::string> k = {"lr", "weight_decay", "momentum", "dampening", "nesterov", "fused"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
@@ -38,6 +39,10 @@ class Sgd final : public OptimizerAlgorithm {
   std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<torch::optim::OptimizerParamGroup> groups,
                                                           const torch::optim::OptimizerOptions& d) const override {
     return std::make_unique<torch::optim::SGD>(std::move(groups), static_cast<const torch::optim::SGDOptions&>(d));
+  }
+  std::unique_ptr<torch::optim::Optimizer> make_fused_optimizer(std::vector<torch::optim::OptimizerParamGroup> groups,
+                                                                const torch::optim::OptimizerOptions& d) const override {
+    return std::make_unique<FusedSgd>(std::move(groups), static_cast<const torch::optim::SGDOptions&>(d));
   }
   json options_to_json(const torch::optim::OptimizerOptions& options) const override {
     const auto& o = static_cast<const torch::optim::SGDOptions&>(options);
@@ -83,14 +88,14 @@ class Sgd final : public OptimizerAlgorithm {
 };
 
 // Adam and AdamW share their options and state but for the class names.
-template <class AdamOptions, class AdamState, class AdamOptimizer>
+template <class AdamOptions, class AdamState, class AdamOptimizer, class FusedOptimizer>
 class AdamFamily final : public OptimizerAlgorithm {
  public:
   AdamFamily(std::string name, double default_weight_decay)
       : name_(std::move(name)), default_weight_decay_(default_weight_decay) {}
   const std::string& name() const override { return name_; }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr", "weight_decay", "beta1", "beta2", "eps", "amsgrad"};
+    static const std::set<std::string> k = {"lr", "weight_decay", "beta1", "beta2", "eps", "amsgrad", "fused"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
@@ -106,6 +111,10 @@ class AdamFamily final : public OptimizerAlgorithm {
   std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<torch::optim::OptimizerParamGroup> groups,
                                                           const torch::optim::OptimizerOptions& d) const override {
     return std::make_unique<AdamOptimizer>(std::move(groups), static_cast<const AdamOptions&>(d));
+  }
+  std::unique_ptr<torch::optim::Optimizer> make_fused_optimizer(std::vector<torch::optim::OptimizerParamGroup> groups,
+                                                                const torch::optim::OptimizerOptions& d) const override {
+    return std::make_unique<FusedOptimizer>(std::move(groups), static_cast<const AdamOptions&>(d));
   }
   json options_to_json(const torch::optim::OptimizerOptions& options) const override {
     const auto& o = static_cast<const AdamOptions&>(options);
@@ -166,12 +175,13 @@ const OptimizerAlgorithm& sgd() {
 }
 
 const OptimizerAlgorithm& adam() {
-  static const AdamFamily<torch::optim::AdamOptions, torch::optim::AdamParamState, PythonAdam> a("adam", 0.0);
+  static const AdamFamily<torch::optim::AdamOptions, torch::optim::AdamParamState, PythonAdam, FusedAdam> a("adam", 0.0);
   return a;
 }
 
 const OptimizerAlgorithm& adamw() {
-  static const AdamFamily<torch::optim::AdamWOptions, torch::optim::AdamWParamState, PythonAdamW> a("adamw", 1e-2);
+  static const AdamFamily<torch::optim::AdamWOptions, torch::optim::AdamWParamState, PythonAdamW, FusedAdamW> a("adamw",
+                                                                                                     1e-2);
   return a;
 }
 

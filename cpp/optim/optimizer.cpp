@@ -31,7 +31,15 @@ TorchOptimizer::TorchOptimizer(std::shared_ptr<Model> model, const std::string& 
   auto defaults = make_options(options_);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(model_->trainable_parameters());
-  impl_ = algorithm_->make_optimizer(std::move(groups), *defaults);
+  if (options_.get_bool("fused", false)) {
+    if (!compat::kFusedOptimizers)
+      fail(Status::Unsupported, "fused optimizers need PyTorch 2.4 or later; this library was built against ",
+           TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR);
+    impl_ = algorithm_->make_fused_optimizer(std::move(groups), *defaults);
+    require(impl_ != nullptr, "the ", algorithm_->name(), " optimizer has no fused implementation");
+  } else {
+    impl_ = algorithm_->make_optimizer(std::move(groups), *defaults);
+  }
 }
 
 const std::string& TorchOptimizer::algorithm() const { return algorithm_->name(); }
@@ -63,6 +71,7 @@ size_t Optimizer::add_param_group_matching(const std::string& patterns, const Op
 void TorchOptimizer::add_param_group(const std::vector<std::string>& names, const Options& overrides) {
   require(!stepped_, "parameter groups can only be added before the first step");
   require(!names.empty(), "a parameter group needs at least one parameter name");
+  require(!overrides.has("fused"), "'fused' is chosen for the whole optimizer, when it is made, not for a group");
   Options merged = options_;
   for (const auto& key : overrides.keys_set()) merged.set_from_text(key, overrides.get_text(key));
   auto options = make_options(merged);  // before anything moves: bad options change nothing

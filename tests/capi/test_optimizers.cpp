@@ -302,6 +302,41 @@ TEST(Optimizers, BuiltInRulesEqualPyTorchsBitForBit) {
   }
 }
 
+// PyTorch's fused=True kernels from 2.4 (their bit-for-bit cases are in the fixture above): a build
+// against an older libtorch refuses them, and fused is chosen for the whole optimizer, not a group.
+TEST(Optimizers, FusedIsTheWholeOptimizersChoiceAndNeedsPyTorch24) {
+  const json info = json::parse(acc_build_info());
+  const std::string version = info.at("libtorch");
+  const bool fused_built = std::stoi(version) * 100 + std::stoi(version.substr(version.find('.') + 1)) >= 204;
+  Mlp net;
+  for (const char* algorithm : {"sgd", "adam", "adamw", "adagrad"}) {
+    SCOPED_TRACE(algorithm);
+    acc_options* o = optimizer_options({{"fused", true}});
+    acc_optimizer* opt = nullptr;
+    if (!fused_built) {
+      ACC_EXPECT_ERROR(acc_optimizer_create(net.model, algorithm, o, &opt), ACC_ERR_UNSUPPORTED,
+                       "fused optimizers need PyTorch 2.4 or later");
+      acc_options_free(o);
+      continue;
+    }
+    ASSERT_EQ(acc_optimizer_create(net.model, algorithm, o, &opt), ACC_OK) << acc_last_error_message();
+    acc_options_free(o);
+    acc_options* group = optimizer_options({{"fused", false}});
+    ACC_EXPECT_ERROR(acc_optimizer_add_param_group(opt, kBiases, 2, group), ACC_ERR_INVALID_ARGUMENT,
+                     "'fused' is chosen for the whole optimizer");
+    acc_options_free(group);
+    ASSERT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+    net.backward();
+    ASSERT_EQ(acc_optimizer_step(opt), ACC_OK) << acc_last_error_message();
+    acc_optimizer_free(opt);
+  }
+  acc_optimizer* opt = nullptr;
+  acc_options* o = optimizer_options({{"fused", true}});
+  ACC_EXPECT_ERROR(acc_optimizer_create(net.model, "rmsprop", o, &opt), ACC_ERR_INVALID_ARGUMENT,
+                   "'fused' does not apply to the rmsprop optimizer");
+  acc_options_free(o);
+}
+
 TEST(Optimizers, LionFollowsThePapersRuleWithGroups) {
   struct Case {
     json options;

@@ -55,6 +55,22 @@ CASES = [
     # t0 2 averages from the third step on; lambd large enough that eta decays visibly.
     ("asgd", {"lr": 0.05, "lambd": 0.5, "alpha": 0.5, "t0": 2, "weight_decay": 0.1}, {"lr": 0.02, "t0": 0}),
 ]
+# PyTorch's fused=True kernels, on the CPU from 2.4 (on a CUDA DEVICE too).
+TORCH_VERSION = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+if TORCH_VERSION >= (2, 4):
+    CASES += [
+        ("sgd", {"lr": 0.05, "momentum": 0.9, "dampening": 0.1, "weight_decay": 0.01, "fused": True}, None),
+        ("sgd", {"lr": 0.05, "momentum": 0.9, "nesterov": True, "fused": True},
+         {"lr": 0.02, "momentum": 0.0, "nesterov": False}),
+        ("adam", {"lr": 0.01, "fused": True}, None),
+        ("adam", {"lr": 0.02, "beta1": 0.8, "eps": 1e-6, "weight_decay": 0.1, "amsgrad": True, "fused": True},
+         {"lr": 0.005, "amsgrad": False}),
+        ("adamw", {"lr": 0.02, "beta1": 0.85, "weight_decay": 0.05, "amsgrad": True, "fused": True},
+         {"lr": 0.01, "weight_decay": 0.0}),
+        # PyTorch's fused Adagrad is the CPU's only: main() leaves it out on CUDA.
+        ("adagrad", {"lr": 0.05, "lr_decay": 0.1, "weight_decay": 0.05, "initial_accumulator_value": 0.5,
+                     "fused": True}, {"lr": 0.02, "lr_decay": 0.01}),
+    ]
 # PyTorch 2.x's AdamW-style decay for RAdam and NAdam (1.x has no such option).
 if "decoupled_weight_decay" in inspect.signature(torch.optim.RAdam).parameters:
     CASES += [
@@ -96,6 +112,8 @@ def main(out_dir, device):
     y = torch.randn(5, 2, generator=g).to(device)
     cases = []
     for algorithm, options, group in CASES:
+        if algorithm == "adagrad" and options.get("fused") and device != "cpu":
+            continue
         net = model().to(device)
         params = dict(net.named_parameters())
         if group is None:

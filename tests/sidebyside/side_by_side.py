@@ -140,6 +140,10 @@ SCENARIOS = {
     "lm_adadelta_accumulate": dict(model="lm", optimizer="adadelta", schedule="cosine", accumulation=2),
     "mlp_rprop": dict(model="mlp", optimizer="rprop", schedule="exponential", schedule_options={"gamma": 0.9}),
     "mlp_asgd": dict(model="mlp", optimizer="asgd", schedule="linear"),
+    # PyTorch's fused=True kernels (from 2.4), which round otherwise than its other rules.
+    "lm_adamw_fused_accumulate_clip": dict(model="lm", optimizer="adamw_fused", schedule="linear", accumulation=2,
+                                           clip=0.5),
+    "mlp_sgd_fused_bf16": dict(model="mlp", optimizer="sgd_fused", schedule="cosine", mixed_precision="bf16"),
     # PyTorch's SequentialLR: a warm-up, then a cosine from the base rate (its closed form's first
     # rate, with eta_min), then a step decay.
     "mlp_sequential": dict(model="mlp", optimizer="adamw", schedule="linear_lr",
@@ -345,6 +349,8 @@ OPTIMIZERS = {
     "adamax": (torch.optim.Adamax, {"lr": 1e-2, "beta1": 0.85, "weight_decay": 0.01}),
     "adadelta": (torch.optim.Adadelta, {"lr": 0.5, "rho": 0.85, "weight_decay": 0.01}),
     "rprop": (torch.optim.Rprop, {"lr": 1e-3, "etaminus": 0.4, "etaplus": 1.3, "step_size_max": 0.01}),
+    "adamw_fused": (torch.optim.AdamW, {"lr": 1e-2, "weight_decay": 0.01, "amsgrad": True, "fused": True}),
+    "sgd_fused": (torch.optim.SGD, {"lr": 0.05, "momentum": 0.9, "nesterov": True, "fused": True}),
     "asgd": (torch.optim.ASGD, {"lr": 0.05, "lambd": 0.01, "alpha": 0.6, "t0": 1, "weight_decay": 0.01}),
 }
 # Our names of the members of torch.optim's pairs, with its defaults.
@@ -552,7 +558,7 @@ class OurJob:
             lib.acc_model_set_graph_optimization(model, 0)
         if cfg["freeze"]:
             lib.acc_model_set_requires_grad(model, cfg["freeze"].encode(), 0, None)
-        optimizer = lib.new("acc_optimizer_create", model, cfg["optimizer"].encode(),
+        optimizer = lib.new("acc_optimizer_create", model, cfg["optimizer"].removesuffix("_fused").encode(),
                             lib.options(api.ACC_OPTIONS_OPTIMIZER, optimizer_settings(cfg)))
         if cfg["no_decay"]:
             lib.acc_optimizer_add_param_group_matching(

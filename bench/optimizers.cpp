@@ -1,0 +1,101 @@
+// The optimizer step alone (gradients fixed, no forward or backward), through the C API, on an MLP of
+// 6.3M parameters: PyTorch's fused=True kernels (sgd with momentum, adam, adamw, adagrad) against the
+// one-tensor rule the same optimizer steps without it, and the optimizers written here over ATen
+// (radam, nadam, adamax, adadelta, rprop, asgd) against adam's one-tensor rule. The variants compared
+// run interleaved, round by round, in one process, so a busy machine slows both alike; the figures
+// are medians of rounds. Fused kernels need a libtorch of 2.4 or later: with an older one that line
+// says so.
+//
+//   bench_optimizers [--quick]
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "accelerate.h"
+#include "bench_util.h"
+
+namespace {
+
+const std::string kMlp = mlp_spec({1024, 2048, 2048, 1024});
+
+// A model with gradients from one backward, and an optimizer over it.
+class Stepper {
+ public:
+  Stepper(const char* algorithm, const std::vector<std::pair<const char*, const char*>>& settings) {
+    OK(acc_model_from_spec(kMlp.c_str(), &model_));
+    acc_options* o = nullptr;
+    OK(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o));
+    for (const auto& kv : settings) OK(acc_options_set(o, kv.first, kv.second));
+    status_ = acc_optimizer_create(model_, algorithm, o, &opt_);
+    acc_options_free(o);
+    if (status_ != ACC_OK) {
+      error_ = acc_last_error_message();
+      return;
+    }
+    const int64_t shape[] = {16, 1024};
+    acc_tensor *x = nullptr, *out = nullptr, *loss = nullptr;
+    OK(acc_tensor_randn(shape, 2, &x));
+    OK(acc_model_forward1(model_, x, 0, &out));
+    OK(acc_tensor_mean(out, &loss));
+    OK(acc_tensor_backward(loss));
+    for (acc_tensor* t : {x, out, loss}) acc_tensor_free(t);
+  }
+  ~Stepper() {
+    acc_optimizer_free(opt_);
+    acc_model_free(model_);
+  }
+  bool ok() const { return status_ == ACC_OK; }
+  const std::string& error() const { return error_; }
+  void step() { OK(acc_optimizer_step(opt_)); }
+
+ private:
+  acc_model* model_ = nullptr;
+  acc_optimizer* opt_ = nullptr;
+  acc_status status_ = ACC_OK;
+  std::string error_;
+};
+
+// Median microseconds per step of a and b, measured in alternating rounds.
+std::pair<double, double> interleaved(Stepper& a, Stepper& b, int rounds, int steps) {
+  std::vector<double> ta, tb;
+  a.step();  // states made outside the timing
+  b.step();
+  for (int r = 0; r < rounds; ++r) {
+    ta.push_back(time_steps(a, steps));
+    tb.push_back(time_steps(b, steps));
+  }
+  return {median(ta), median(tb)};
+}
+
+void compare(const char* what, const char* name_a, Stepper& a, const char* name_b, Stepper& b, int rounds, int steps) {
+  if (!b.ok()) {
+    std::printf("%-28s %s: %s\n", what, name_b, b.error().c_str());
+    return;
+  }
+  const auto t = interleaved(a, b, rounds, steps);
+  std::printf("%-28s %s %8.0f us/step   %s %8.0f us/step   ratio %.3f\n", what, name_a, t.first, name_b, t.second,
+              t.second / t.first);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const int rounds = quick ? 1 : 7, steps = quick ? 2 : 10;
+  std::printf("optimizer step alone, MLP 1024-2048-2048-1024 (6.3M parameters), fp32, CPU\n");
+  const std::pair<const char*, std::vector<std::pair<const char*, const char*>>> fusable[] = {
+      {"sgd", {{"momentum", "0.9"}}}, {"adam", {}}, {"adamw", {}}, {"adagrad", {}}};
+  for (const auto& entry : fusable) {
+    auto fused_settings = entry.second;
+    fused_settings.emplace_back("fused", "true");
+    Stepper one_tensor(entry.first, entry.second), fused(entry.first, fused_settings);
+    compare(entry.first, "one-tensor", one_tensor, "fused", fused, rounds, steps);
+  }
+  for (const char* algorithm : {"radam", "nadam", "adamax", "adadelta", "rprop", "asgd"}) {
+    Stepper adam("adam", {}), other(algorithm, {});
+    compare(algorithm, "adam", adam, algorithm, other, rounds, steps);
+  }
+  return 0;
+}
