@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "accelerate.h"
@@ -31,6 +32,19 @@ double time_steps(Loop& loop, int steps) {
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) loop.step();
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / steps;
+}
+
+// Median microseconds per step of a and b, measured in alternating rounds after `warm_up` steps of
+// each, so that a busy machine slows both alike.
+template <typename A, typename B>
+std::pair<double, double> interleaved(A& a, B& b, int rounds, int steps, int warm_up = 3) {
+  for (int i = 0; i < warm_up; ++i) a.step(), b.step();
+  std::vector<double> ta, tb;
+  for (int r = 0; r < rounds; ++r) {
+    ta.push_back(time_steps(a, steps));
+    tb.push_back(time_steps(b, steps));
+  }
+  return {median(ta), median(tb)};
 }
 
 // A ReLU MLP of the given widths (in, hidden..., out) as a C-API layer spec.

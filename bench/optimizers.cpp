@@ -57,24 +57,12 @@ class Stepper {
   std::string error_;
 };
 
-// Median microseconds per step of a and b, measured in alternating rounds.
-std::pair<double, double> interleaved(Stepper& a, Stepper& b, int rounds, int steps) {
-  std::vector<double> ta, tb;
-  a.step();  // states made outside the timing
-  b.step();
-  for (int r = 0; r < rounds; ++r) {
-    ta.push_back(time_steps(a, steps));
-    tb.push_back(time_steps(b, steps));
-  }
-  return {median(ta), median(tb)};
-}
-
 void compare(const char* what, const char* name_a, Stepper& a, const char* name_b, Stepper& b, int rounds, int steps) {
   if (!b.ok()) {
     std::printf("%-28s %s: %s\n", what, name_b, b.error().c_str());
     return;
   }
-  const auto t = interleaved(a, b, rounds, steps);
+  const auto t = interleaved(a, b, rounds, steps, /*warm_up=*/1);  // the first step makes the states
   std::printf("%-28s %s %8.0f us/step   %s %8.0f us/step   ratio %.3f\n", what, name_a, t.first, name_b, t.second,
               t.second / t.first);
 }

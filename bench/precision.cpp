@@ -78,17 +78,6 @@ class Trainer {
   acc_tensor* y_ = nullptr;
 };
 
-// Median microseconds per step of a and b, measured in alternating rounds.
-std::pair<double, double> interleaved(Trainer& a, Trainer& b, int rounds, int steps) {
-  for (int i = 0; i < 3; ++i) a.step(), b.step();  // warm-up
-  std::vector<double> ta, tb;
-  for (int r = 0; r < rounds; ++r) {
-    ta.push_back(time_steps(a, steps));
-    tb.push_back(time_steps(b, steps));
-  }
-  return {median(ta), median(tb)};
-}
-
 void report(const char* what, const char* name_a, const char* name_b, std::pair<double, double> t) {
   std::printf("%-34s %s %9.0f us/step   %s %9.0f us/step   ratio %.3f\n", what, name_a, t.first, name_b, t.second,
               t.second / t.first);

@@ -18,33 +18,26 @@ template <class Options, class Update>
 at::Tensor step_each(torch::optim::Optimizer& optimizer, const torch::optim::Optimizer::LossClosure& closure,
                      const char* rule, Update&& update) {
   return with_closure(closure, [&] {
-    for (auto& group : optimizer.param_groups()) {
-      const auto& o = static_cast<const Options&>(group.options());
-      for (auto& p : group.params()) {
-        if (!p.grad().defined()) continue;
-        at::Tensor grad = dense_grad(p, rule);
-        auto& slot = optimizer.state()[compat::optimizer_state_key(p)];
-        if (!slot) {
-          auto fresh = std::make_unique<AdamVariantParamState>();
-          fresh->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
-          fresh->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
-          if constexpr (std::is_same_v<Options, NAdamOptions>) fresh->mu_product(at::ones({}, at::kFloat));
-          slot = std::move(fresh);
-        }
-        auto& state = static_cast<AdamVariantParamState&>(*slot);
-        state.step(state.step() + 1);
-        if (o.weight_decay() != 0) {
-          if (o.decoupled_weight_decay())
-            p.mul_(1 - o.lr() * o.weight_decay());
-          else
-            grad = grad.add(p, o.weight_decay());
-        }
-        const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
-        update_average(state.exp_avg(), grad, beta1);
-        state.exp_avg_sq().mul_(beta2).addcmul_(grad, grad, 1 - beta2);
-        update(p, grad, state, o, beta1, beta2, static_cast<double>(state.step()));
+    for_each_with_grad<Options>(optimizer, rule, [&](at::Tensor& p, at::Tensor grad, const Options& o) {
+      auto& state = state_of<AdamVariantParamState>(optimizer, p, [&] {
+        auto fresh = std::make_unique<AdamVariantParamState>();
+        fresh->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+        fresh->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+        if constexpr (std::is_same_v<Options, NAdamOptions>) fresh->mu_product(at::ones({}, at::kFloat));
+        return fresh;
+      });
+      state.step(state.step() + 1);
+      if (o.weight_decay() != 0) {
+        if (o.decoupled_weight_decay())
+          p.mul_(1 - o.lr() * o.weight_decay());
+        else
+          grad = grad.add(p, o.weight_decay());
       }
-    }
+      const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+      update_average(state.exp_avg(), grad, beta1);
+      state.exp_avg_sq().mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+      update(p, grad, state, o, beta1, beta2, static_cast<double>(state.step()));
+    });
   });
 }
 
