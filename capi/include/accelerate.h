@@ -245,6 +245,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   lr_decay (double, adagrad, default 0), initial_accumulator_value (double,
  *   adagrad, default 0), decoupled_weight_decay (bool, radam and nadam, default false: the
  *   weights decay as adamw's), momentum_decay (double, nadam, default 0.004),
+ *   maximize (bool, every algorithm but lion and adafactor, default false: PyTorch's maximize, the
+ *   loss ascends; for the whole optimizer, not a group; the gradients are as backward left them
+ *   after the step),
  *   fused (bool, sgd, adam, adamw, adagrad, default false: PyTorch's fused=True, one kernel per
  *   device and dtype, bit for bit PyTorch's fused step; needs a libtorch of 2.4 or later, else
  *   ACC_ERR_UNSUPPORTED; adagrad's runs on the CPU only, as PyTorch's; for the whole optimizer,

@@ -25,7 +25,8 @@ class Adagrad final : public OptimizerAlgorithm {
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps", "fused"};
+    static const std::set<std::string> k = {"lr",  "lr_decay", "weight_decay", "initial_accumulator_value",
+                                            "eps", "fused",    "maximize"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {

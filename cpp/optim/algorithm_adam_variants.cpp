@@ -24,7 +24,8 @@ class AdamVariant final : public OptimizerAlgorithm {
   const std::string& name() const override { return name_; }
   const std::set<std::string>& keys() const override {
     static const std::set<std::string> k = [] {
-      std::set<std::string> keys = {"lr", "weight_decay", "beta1", "beta2", "eps", "decoupled_weight_decay"};
+      std::set<std::string> keys = {"lr",  "weight_decay", "beta1",   "beta2",
+                                     "eps", "maximize",     "decoupled_weight_decay"};
       if (kNAdam) keys.insert("momentum_decay");
       return keys;
     }();

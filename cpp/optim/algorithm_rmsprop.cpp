@@ -22,7 +22,8 @@ class RmsProp final : public OptimizerAlgorithm {
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr", "alpha", "eps", "weight_decay", "momentum", "centered"};
+    static const std::set<std::string> k = {"lr",       "alpha",    "eps",     "weight_decay",
+                                            "momentum", "centered", "maximize"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {

@@ -26,7 +26,8 @@ class RpropAlgorithm final : public OptimizerAlgorithm {
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr", "etaminus", "etaplus", "step_size_min", "step_size_max"};
+    static const std::set<std::string> k = {"lr",           "etaminus",      "etaplus",
+                                            "step_size_min", "step_size_max", "maximize"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
@@ -102,7 +103,7 @@ class AsgdAlgorithm final : public OptimizerAlgorithm {
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr", "lambd", "alpha", "t0", "weight_decay"};
+    static const std::set<std::string> k = {"lr", "lambd", "alpha", "t0", "weight_decay", "maximize"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {

@@ -23,7 +23,8 @@ class Sgd final : public OptimizerAlgorithm {
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr", "weight_decay", "momentum", "dampening", "nesterov", "fused"};
+    static const std::set<std::string> k = {"lr",       "weight_decay", "momentum", "dampening",
+                                            "nesterov", "fused",        "maximize"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
@@ -95,7 +96,8 @@ class AdamFamily final : public OptimizerAlgorithm {
       : name_(std::move(name)), default_weight_decay_(default_weight_decay) {}
   const std::string& name() const override { return name_; }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr", "weight_decay", "beta1", "beta2", "eps", "amsgrad", "fused"};
+    static const std::set<std::string> k = {"lr",  "weight_decay", "beta1", "beta2",
+                                            "eps", "amsgrad",      "fused", "maximize"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {

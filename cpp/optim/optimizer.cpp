@@ -29,6 +29,7 @@ TorchOptimizer::TorchOptimizer(std::shared_ptr<Model> model, const std::string& 
   require(options.kind() == OptionsKind::Optimizer, "optimizer options must be of kind optimizer, got ",
           options_kind_name(options.kind()));
   auto defaults = make_options(options_);
+  maximize_ = options_.get_bool("maximize", false);
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(model_->trainable_parameters());
   if (options_.get_bool("fused", false)) {
@@ -71,7 +72,8 @@ size_t Optimizer::add_param_group_matching(const std::string& patterns, const Op
 void TorchOptimizer::add_param_group(const std::vector<std::string>& names, const Options& overrides) {
   require(!stepped_, "parameter groups can only be added before the first step");
   require(!names.empty(), "a parameter group needs at least one parameter name");
-  require(!overrides.has("fused"), "'fused' is chosen for the whole optimizer, when it is made, not for a group");
+  for (const char* key : {"fused", "maximize"})
+    require(!overrides.has(key), "'", key, "' is chosen for the whole optimizer, when it is made, not for a group");
   Options merged = options_;
   for (const auto& key : overrides.keys_set()) merged.set_from_text(key, overrides.get_text(key));
   auto options = make_options(merged);  // before anything moves: bad options change nothing
@@ -122,9 +124,24 @@ void TorchOptimizer::set_lr(size_t group, double lr) {
   impl_->param_groups()[group].options().set_lr(lr);
 }
 
+// Every one of PyTorch's rules with maximize starts by negating the gradient (its fused kernels as
+// they read it), and negation is exact: so the gradients are negated in place for the step and
+// given back as they were, whatever the rule.
 void TorchOptimizer::step() {
   at::NoGradGuard no_grad;
-  impl_->step();
+  if (!maximize_) {
+    impl_->step();
+  } else {
+    const std::vector<at::Tensor> grads = gradients();
+    for (const auto& g : grads) g.neg_();
+    try {
+      impl_->step();
+    } catch (...) {
+      for (const auto& g : grads) g.neg_();
+      throw;
+    }
+    for (const auto& g : grads) g.neg_();
+  }
   stepped_ = true;
 }
 

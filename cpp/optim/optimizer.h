@@ -78,6 +78,7 @@ class TorchOptimizer final : public Optimizer {
   Options options_;
   std::shared_ptr<void> trainable_set_hold_;  // see Model::hold_trainable_set
   std::unique_ptr<torch::optim::Optimizer> impl_;
+  bool maximize_ = false;  // PyTorch's maximize, for the whole optimizer (see step())
   bool stepped_ = false;
 };
 

@@ -276,7 +276,8 @@ TEST(Optimizers, BuiltInRulesEqualPyTorchsBitForBit) {
   std::ifstream in(acc_test::data_dir() + "/optimizer_cases.json");
   ASSERT_TRUE(in.good()) << "run the export_pytorch_optimizer_cases fixture";
   const json data = json::parse(in);
-  ASSERT_GE(data["cases"].size(), 25u);  // 27 from PyTorch 2.0: RAdam's and NAdam's decoupled decay
+  // 34 on 1.x; from 2.0 also RAdam's and NAdam's decoupled decay and maximize, from 2.4 the fused kernels.
+  ASSERT_GE(data["cases"].size(), 34u);
   for (const auto& c : data["cases"]) {
     const std::string algorithm = c["algorithm"];
     const std::string which = algorithm + " " + c["options"].dump() + " biases " + c["group"].dump();
@@ -335,6 +336,33 @@ TEST(Optimizers, FusedIsTheWholeOptimizersChoiceAndNeedsPyTorch24) {
   ACC_EXPECT_ERROR(acc_optimizer_create(net.model, "rmsprop", o, &opt), ACC_ERR_INVALID_ARGUMENT,
                    "'fused' does not apply to the rmsprop optimizer");
   acc_options_free(o);
+}
+
+// maximize (bit for bit in the fixture above) negates the gradients for the step only: after it they
+// are the backward's, as PyTorch leaves them. Lion and Adafactor have no maximize, and a group cannot
+// choose its own.
+TEST(Optimizers, MaximizeLeavesTheGradientsAsTheBackwardMadeThem) {
+  Mlp net;
+  acc_options* o = optimizer_options({{"maximize", true}, {"weight_decay", 0.1}});
+  acc_optimizer* opt = nullptr;
+  ASSERT_EQ(acc_optimizer_create(net.model, "adamw", o, &opt), ACC_OK) << acc_last_error_message();
+  acc_options_free(o);
+  acc_options* group = optimizer_options({{"maximize", false}});
+  ACC_EXPECT_ERROR(acc_optimizer_add_param_group(opt, kBiases, 2, group), ACC_ERR_INVALID_ARGUMENT,
+                   "'maximize' is chosen for the whole optimizer");
+  acc_options_free(group);
+  net.backward();
+  std::map<std::string, std::vector<float>> grads;
+  for (const auto& name : kNames) grads[name] = net.parameter(name, true);
+  ASSERT_EQ(acc_optimizer_step(opt), ACC_OK) << acc_last_error_message();
+  for (const auto& name : kNames) EXPECT_EQ(net.parameter(name, true), grads[name]) << name;
+  acc_optimizer_free(opt);
+  for (const char* algorithm : {"lion", "adafactor"}) {
+    acc_options* m = optimizer_options({{"maximize", true}});
+    ACC_EXPECT_ERROR(acc_optimizer_create(net.model, algorithm, m, &opt), ACC_ERR_INVALID_ARGUMENT,
+                     "'maximize' does not apply");
+    acc_options_free(m);
+  }
 }
 
 TEST(Optimizers, LionFollowsThePapersRuleWithGroups) {

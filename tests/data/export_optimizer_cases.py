@@ -54,6 +54,16 @@ CASES = [
     ("asgd", {}, None),
     # t0 2 averages from the third step on; lambd large enough that eta decays visibly.
     ("asgd", {"lr": 0.05, "lambd": 0.5, "alpha": 0.5, "t0": 2, "weight_decay": 0.1}, {"lr": 0.02, "t0": 0}),
+    # maximize: the loss ascends (with weight decay, which PyTorch adds after negating the gradient).
+    ("sgd", {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.01, "maximize": True}, None),
+    ("adam", {"lr": 0.01, "amsgrad": True, "weight_decay": 0.1, "maximize": True}, {"lr": 0.005}),
+    ("adamw", {"lr": 0.01, "maximize": True}, None),
+    ("rmsprop", {"lr": 0.01, "centered": True, "momentum": 0.5, "maximize": True}, None),
+    ("adagrad", {"lr": 0.05, "weight_decay": 0.05, "maximize": True}, None),
+    ("adamax", {"weight_decay": 0.1, "maximize": True}, None),
+    ("adadelta", {"weight_decay": 0.05, "maximize": True}, None),
+    ("rprop", {"maximize": True}, None),
+    ("asgd", {"t0": 2, "weight_decay": 0.1, "maximize": True}, None),
 ]
 # PyTorch's fused=True kernels, on the CPU from 2.4 (on a CUDA DEVICE too).
 TORCH_VERSION = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
@@ -70,12 +80,16 @@ if TORCH_VERSION >= (2, 4):
         # PyTorch's fused Adagrad is the CPU's only: main() leaves it out on CUDA.
         ("adagrad", {"lr": 0.05, "lr_decay": 0.1, "weight_decay": 0.05, "initial_accumulator_value": 0.5,
                      "fused": True}, {"lr": 0.02, "lr_decay": 0.01}),
+        ("adamw", {"lr": 0.01, "amsgrad": True, "fused": True, "maximize": True}, None),
+        ("sgd", {"lr": 0.05, "momentum": 0.9, "nesterov": True, "fused": True, "maximize": True}, None),
     ]
 # PyTorch 2.x's AdamW-style decay for RAdam and NAdam (1.x has no such option).
 if "decoupled_weight_decay" in inspect.signature(torch.optim.RAdam).parameters:
     CASES += [
         ("radam", {"lr": 0.01, "weight_decay": 0.1, "decoupled_weight_decay": True}, None),
         ("nadam", {"lr": 0.01, "weight_decay": 0.1, "decoupled_weight_decay": True}, {"lr": 0.005}),
+        ("radam", {"lr": 0.01, "weight_decay": 0.1, "maximize": True}, None),  # 1.x's have no maximize
+        ("nadam", {"lr": 0.01, "maximize": True}, None),
     ]
 
 

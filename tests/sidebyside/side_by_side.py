@@ -144,6 +144,8 @@ SCENARIOS = {
     "lm_adamw_fused_accumulate_clip": dict(model="lm", optimizer="adamw_fused", schedule="linear", accumulation=2,
                                            clip=0.5),
     "mlp_sgd_fused_bf16": dict(model="mlp", optimizer="sgd_fused", schedule="cosine", mixed_precision="bf16"),
+    # PyTorch's maximize: the loss ascends (the gradients stay the backward's for the clipping).
+    "mlp_adam_maximize_clip": dict(model="mlp", optimizer="adam_maximize", schedule="linear", clip=0.5),
     # PyTorch's SequentialLR: a warm-up, then a cosine from the base rate (its closed form's first
     # rate, with eta_min), then a step decay.
     "mlp_sequential": dict(model="mlp", optimizer="adamw", schedule="linear_lr",
@@ -338,6 +340,7 @@ def scheduler_settings(cfg, total):
     return {**settings, **cfg["schedule_options"]}
 
 
+# Keyed by our algorithm's name, or that name and a variant after "_".
 OPTIMIZERS = {
     "adamw": (torch.optim.AdamW, {"lr": 1e-2, "weight_decay": 0.01}),
     "sgd": (torch.optim.SGD, {"lr": 0.05, "momentum": 0.9}),
@@ -351,6 +354,7 @@ OPTIMIZERS = {
     "rprop": (torch.optim.Rprop, {"lr": 1e-3, "etaminus": 0.4, "etaplus": 1.3, "step_size_max": 0.01}),
     "adamw_fused": (torch.optim.AdamW, {"lr": 1e-2, "weight_decay": 0.01, "amsgrad": True, "fused": True}),
     "sgd_fused": (torch.optim.SGD, {"lr": 0.05, "momentum": 0.9, "nesterov": True, "fused": True}),
+    "adam_maximize": (torch.optim.Adam, {"lr": 1e-2, "weight_decay": 0.01, "maximize": True}),
     "asgd": (torch.optim.ASGD, {"lr": 0.05, "lambd": 0.01, "alpha": 0.6, "t0": 1, "weight_decay": 0.01}),
 }
 # Our names of the members of torch.optim's pairs, with its defaults.
@@ -558,7 +562,7 @@ class OurJob:
             lib.acc_model_set_graph_optimization(model, 0)
         if cfg["freeze"]:
             lib.acc_model_set_requires_grad(model, cfg["freeze"].encode(), 0, None)
-        optimizer = lib.new("acc_optimizer_create", model, cfg["optimizer"].removesuffix("_fused").encode(),
+        optimizer = lib.new("acc_optimizer_create", model, cfg["optimizer"].split("_")[0].encode(),
                             lib.options(api.ACC_OPTIONS_OPTIMIZER, optimizer_settings(cfg)))
         if cfg["no_decay"]:
             lib.acc_optimizer_add_param_group_matching(
