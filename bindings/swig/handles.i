@@ -401,6 +401,18 @@ struct acc_accelerator {};
   void setLr(size_t group, double lr ERR) { check(acc_optimizer_set_lr($self, group, lr)); }
   void step_(ERR0) { check(acc_optimizer_step($self)); }
   void zeroGrad(ERR0) { check(acc_optimizer_zero_grad($self)); }
+  /* PyTorch's optimizer.state[p][field] for the parameter named `param` (a copy). */
+  acc_tensor *stateOf(const char *param, const char *field ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_optimizer_state($self, param, field, &out));
+    return out;
+  }
+  /* The fields stateOf gives for `param`: none before its first step. */
+  acc_string_list *stateFields(const char *param ERR) {
+    acc_string_list *out = nullptr;
+    check(acc_optimizer_state_fields($self, param, &out));
+    return out;
+  }
 }
 
 %extend acc_scheduler {

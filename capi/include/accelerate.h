@@ -717,6 +717,19 @@ ACC_API ACC_NODISCARD acc_status acc_optimizer_add_param_group(acc_optimizer *op
 ACC_API ACC_NODISCARD acc_status acc_optimizer_add_param_group_matching(acc_optimizer *opt, const char *patterns,
                                                                         const acc_options *overrides,
                                                                         size_t *count);
+/* The optimizer's state of the model's parameter `param`, PyTorch's optimizer.state[p][field] (for
+ * instance adam's "exp_avg", or asgd's "ax", the averaged parameter that evaluation uses): a copy,
+ * on the parameter's device; "step" is an int64 0-dim tensor on the CPU, nadam's mu_product and
+ * asgd's eta and mu float32 0-dim tensors on the CPU. Before the parameter's first step it has no
+ * state: ACC_ERR_NOT_INITIALIZED (adagrad's exists from the start). A field the optimizer does not
+ * keep is ACC_ERR_INVALID_ARGUMENT naming those it keeps; so is a parameter the model lacks or the
+ * optimizer does not step. Under sharded data parallelism each process holds slices of the state:
+ * ACC_ERR_UNSUPPORTED (acc_save_state writes it whole). */
+ACC_API ACC_NODISCARD acc_status acc_optimizer_state(const acc_optimizer *opt, const char *param, const char *field,
+                                                     acc_tensor **out);
+/* The fields acc_optimizer_state gives for `param`, sorted; none before its first step. */
+ACC_API ACC_NODISCARD acc_status acc_optimizer_state_fields(const acc_optimizer *opt, const char *param,
+                                                            acc_string_list **out);
 ACC_API ACC_NODISCARD acc_status acc_optimizer_num_param_groups(const acc_optimizer *opt, size_t *out);
 ACC_API ACC_NODISCARD acc_status acc_optimizer_get_lr(const acc_optimizer *opt, size_t group, double *out);
 ACC_API ACC_NODISCARD acc_status acc_optimizer_set_lr(acc_optimizer *opt, size_t group, double lr);

@@ -2,6 +2,7 @@
 #include "guard.h"
 #include "handles.h"
 #include "host_callbacks.h"
+#include "optim/optimizer_state.h"
 
 using namespace acc::capi;
 
@@ -58,6 +59,37 @@ acc_status acc_optimizer_step(acc_optimizer* opt) {
 
 acc_status acc_optimizer_zero_grad(acc_optimizer* opt) {
   return guarded([&] { live(opt, "opt").optimizer->zero_grad(); });
+}
+
+acc_status acc_optimizer_state(const acc_optimizer* opt, const char* param, const char* field, acc_tensor** out) {
+  return guarded([&] {
+    auto& o = *live(opt, "opt").optimizer;
+    const std::string name = text_arg(param, "param");
+    const std::string key = text_arg(field, "field");
+    out_param(out, "out");
+    const acc::StateFields fields = acc::parameter_state(o, name);
+    if (fields.empty())
+      acc::fail(acc::Status::NotInitialized, "'", name, "' has no optimizer state yet: the optimizer has not stepped it");
+    auto it = fields.find(key);
+    if (it == fields.end()) {
+      std::string known;
+      for (const auto& f : fields) known += (known.empty() ? "" : ", ") + f.first;
+      acc::fail(acc::Status::InvalidArgument, "the ", o.algorithm(), " optimizer keeps no '", key, "' for '", name,
+                "' (it keeps ", known, ")");
+    }
+    emit(out, it->second);
+  });
+}
+
+acc_status acc_optimizer_state_fields(const acc_optimizer* opt, const char* param, acc_string_list** out) {
+  return guarded([&] {
+    auto& o = *live(opt, "opt").optimizer;
+    const std::string name = text_arg(param, "param");
+    out_param(out, "out");
+    std::vector<std::string> names;
+    for (const auto& f : acc::parameter_state(o, name)) names.push_back(f.first);
+    emit(out, std::move(names));
+  });
 }
 
 void acc_optimizer_free(acc_optimizer* opt) { release(opt); }

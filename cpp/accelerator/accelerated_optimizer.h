@@ -23,6 +23,7 @@ class AcceleratedOptimizer final : public Optimizer {
   }
   const std::string& algorithm() const override { return inner_->algorithm(); }
   bool elementwise() const override { return inner_->elementwise(); }
+  bool holds_state_slices() const override { return inner_->holds_state_slices(); }
   size_t num_param_groups() const override { return inner_->num_param_groups(); }
   double lr(size_t group) const override { return inner_->lr(group); }
   void set_lr(size_t group, double lr) override { inner_->set_lr(group, lr); }

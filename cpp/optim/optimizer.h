@@ -1,5 +1,5 @@
-// Optimizers over a model's parameters, with parameter groups: SGD, Adam, AdamW, RMSprop, Adagrad
-// (torch::optim's), Lion and Adafactor (torch::optim optimizers of ours, cpp/optim/lion.h, adafactor.h).
+// Optimizers over a model's parameters, with parameter groups, chosen by name (optim/algorithm.h):
+// torch::optim's and torch::optim optimizers of ours.
 #pragma once
 
 #include <torch/optim/optimizer.h>
@@ -22,7 +22,7 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // Moves the named parameters into a new group with the optimizer's options plus `overrides`.
   virtual void add_param_group(const std::vector<std::string>& names, const Options& overrides) = 0;
-  // "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor", "radam" or "nadam".
+  // One of optimizer_algorithm's names (optim/algorithm.h).
   virtual const std::string& algorithm() const = 0;
   // Whether each element's update depends only on that element's gradient and state, so that a
   // contiguous slice of the flattened parameters can be stepped on its own (ZeRO sharding keeps
@@ -41,6 +41,8 @@ class Optimizer {
   // Makes gradients() current before the step reads them (a sharded optimizer attaches its slices
   // of the averaged gradients); most optimizers' parameters hold theirs already.
   virtual void attach_gradients() {}
+  // Whether each process holds only slices of the parameters' state (sharded data parallelism).
+  virtual bool holds_state_slices() const { return false; }
   // Whether `found` (inf/nan among this optimizer's gradients) holds on any process: a sharded
   // optimizer sees only its slices, and every process must skip or take the step alike.
   virtual bool on_any_process(bool found) { return found; }

@@ -51,6 +51,26 @@ void check_counter(const at::Tensor& t, const std::string& where) {
 
 }  // namespace
 
+StateFields parameter_state(Optimizer& optimizer, const std::string& name) {
+  if (optimizer.holds_state_slices())
+    fail(Status::Unsupported, "under sharded data parallelism each process holds slices of the optimizer's state; "
+         "acc_save_state writes it whole");
+  at::Tensor param;
+  for (auto& entry : optimizer.model()->named_parameters())
+    if (entry.first == name) param = entry.second;
+  require(param.defined(), "the model has no parameter '", name, "'");
+  bool held = false;
+  for (auto& group : optimizer.impl().param_groups())
+    for (auto& p : group.params()) held = held || p.unsafeGetTensorImpl() == param.unsafeGetTensorImpl();
+  require(held, "the optimizer does not step '", name, "' (it was frozen when the optimizer was made)");
+  StateFields fields;
+  auto it = optimizer.impl().state().find(state_key(param));
+  if (it == optimizer.impl().state().end()) return fields;
+  for (auto& field : optimizer_algorithm(optimizer.algorithm()).state_fields(*it->second))
+    fields[field.first] = field.second.detach().clone();
+  return fields;
+}
+
 void move_optimizer_state(Optimizer& optimizer, const c10::Device& device) {
   const OptimizerAlgorithm& algorithm = optimizer_algorithm(optimizer.algorithm());
   for (auto& entry : optimizer.impl().state()) {

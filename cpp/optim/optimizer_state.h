@@ -8,6 +8,7 @@
 #include <string>
 
 #include "model/model.h"
+#include "optim/algorithm.h"
 #include "optim/optimizer.h"
 
 namespace acc {
@@ -22,6 +23,12 @@ OptimizerSnapshot snapshot_optimizer(Optimizer& optimizer);
 // A snapshot tensor's key "state.<param>.<field>" as (param, field); anything else is an error
 // naming `source`.
 std::pair<std::string, std::string> split_state_key(const std::string& key, const std::string& source);
+
+// What PyTorch's optimizer.state[p] holds for the model's parameter `name`, copied, by field: empty
+// before the parameter's first step (Adagrad's exists from the start). A name the model lacks, or
+// a parameter no group of the optimizer holds, is an error; so is a sharded optimizer's state
+// (each process holds slices).
+StateFields parameter_state(Optimizer& optimizer, const std::string& name);
 
 // Moves the per-parameter state (momentum, moments) to a device (prepare's device placement).
 void move_optimizer_state(Optimizer& optimizer, const c10::Device& device);

@@ -27,6 +27,7 @@ class ShardedOptimizer final : public Optimizer {
   void set_lr(size_t group, double lr) override { inner_->set_lr(group, lr); }
   double default_lr() const override { return inner_->default_lr(); }
   bool elementwise() const override { return inner_->elementwise(); }
+  bool holds_state_slices() const override { return true; }
   void step() override;
   void attach_gradients() override { engine_->attach_piece_gradients(); }
   bool on_any_process(bool found) override;

@@ -365,6 +365,57 @@ TEST(Optimizers, MaximizeLeavesTheGradientsAsTheBackwardMadeThem) {
   }
 }
 
+// PyTorch's optimizer.state[p][field], read by parameter name: ASGD's averaged parameter (before t0
+// it is the latest weights, exactly), its step count, the fields each algorithm keeps, and the
+// refusals before a first step and for names and fields that are not there.
+TEST(Optimizers, TheStateOfAParameterIsReadByName) {
+  Mlp net;
+  acc_optimizer* opt = make_optimizer(net.model, "asgd", {{"lr", 0.05}});
+  ASSERT_NE(opt, nullptr);
+  acc_tensor* t = nullptr;
+  ACC_EXPECT_ERROR(acc_optimizer_state(opt, "0.weight", "ax", &t), ACC_ERR_NOT_INITIALIZED, "has no optimizer state yet");
+  acc_string_list* fields = nullptr;
+  ASSERT_EQ(acc_optimizer_state_fields(opt, "0.weight", &fields), ACC_OK);
+  EXPECT_TRUE(acc_test::strings(fields).empty());
+  acc_string_list_free(fields);
+  for (int step = 0; step < 3; ++step) {
+    ASSERT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+    net.backward();
+    ASSERT_EQ(acc_optimizer_step(opt), ACC_OK);
+  }
+  ASSERT_EQ(acc_optimizer_state_fields(opt, "0.weight", &fields), ACC_OK);
+  EXPECT_EQ(acc_test::strings(fields), (std::vector<std::string>{"ax", "eta", "mu", "step"}));
+  acc_string_list_free(fields);
+  ASSERT_EQ(acc_optimizer_state(opt, "0.weight", "ax", &t), ACC_OK) << acc_last_error_message();
+  EXPECT_EQ(to_floats(t), net.parameter("0.weight"));  // t0 1e6: ax follows the weights
+  acc_tensor_free(t);
+  ASSERT_EQ(acc_optimizer_state(opt, "2.bias", "step", &t), ACC_OK);
+  acc_dtype dtype = ACC_DTYPE_UNDEFINED;
+  double steps = 0;
+  ASSERT_EQ(acc_tensor_dtype(t, &dtype), ACC_OK);
+  ASSERT_EQ(acc_tensor_item(t, &steps), ACC_OK);
+  EXPECT_EQ(dtype, ACC_DTYPE_INT64);
+  EXPECT_EQ(steps, 3.0);
+  acc_tensor_free(t);
+  ACC_EXPECT_ERROR(acc_optimizer_state(opt, "0.weight", "exp_avg", &t), ACC_ERR_INVALID_ARGUMENT,
+                   "keeps no 'exp_avg' for '0.weight' (it keeps ax, eta, mu, step)");
+  t = nullptr;
+  ACC_EXPECT_ERROR(acc_optimizer_state(opt, "9.weight", "ax", &t), ACC_ERR_INVALID_ARGUMENT,
+                   "the model has no parameter '9.weight'");
+  EXPECT_EQ(t, nullptr);
+  acc_optimizer_free(opt);
+
+  // Adagrad's accumulators exist from the start; a frozen parameter is no optimizer's.
+  ASSERT_EQ(acc_model_set_requires_grad(net.model, "2.*", 0, nullptr), ACC_OK);
+  opt = make_optimizer(net.model, "adagrad", {{"initial_accumulator_value", 0.25}});
+  ASSERT_EQ(acc_optimizer_state(opt, "0.bias", "sum", &t), ACC_OK) << acc_last_error_message();
+  EXPECT_EQ(to_floats(t), std::vector<float>(4, 0.25f));
+  acc_tensor_free(t);
+  ACC_EXPECT_ERROR(acc_optimizer_state_fields(opt, "2.weight", &fields), ACC_ERR_INVALID_ARGUMENT,
+                   "the optimizer does not step '2.weight'");
+  acc_optimizer_free(opt);
+}
+
 TEST(Optimizers, LionFollowsThePapersRuleWithGroups) {
   struct Case {
     json options;

@@ -35,6 +35,21 @@ public class OptimizerTests {
   }
 
   [Test]
+  public void AParametersStateIsReadByName() {
+    using (Model model = Model.FromSpec(Spec))
+    using (var opt = new Optimizer(model, "asgd", null)) {
+      Assert.Throws<AccelerateNotInitializedException>(() => opt.StateOf("0.weight", "ax"));
+      TrainStep(model, opt);
+      using (StringList fields = opt.StateFields("0.weight"))
+        Assert.AreEqual(new[] {"ax", "eta", "mu", "step"}, fields.ToList());
+      using (Tensor ax = opt.StateOf("0.weight", "ax"))  // before t0, the latest weights
+        Assert.AreEqual(Param(model, "0.weight"), ax.ToFloatArray());
+      var e = Assert.Throws<AccelerateInvalidArgumentException>(() => opt.StateOf("0.weight", "sum"));
+      StringAssert.Contains("it keeps ax, eta, mu, step", e.Message);
+    }
+  }
+
+  [Test]
   public void AdafactorWithARelativeStepHasNoLearningRate() {
     using (Model model = Model.FromSpec(Spec)) {
       using (var opt = new Optimizer(model, "adafactor", null)) {

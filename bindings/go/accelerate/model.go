@@ -269,6 +269,17 @@ func (o *Optimizer) LR(group int) (float64, error) {
 func (o *Optimizer) SetLR(group int, lr float64) error {
 	return do(o.ref(), func(h capi.Optimizer, e *string) { h.SetLr(int64(group), lr, e) })
 }
+
+// State is PyTorch's optimizer.state[p][field] for the parameter named param (a copy): Adam's
+// "exp_avg", ASGD's averaged parameter "ax", ... (accelerate.h's acc_optimizer_state).
+func (o *Optimizer) State(param, field string) (*Tensor, error) {
+	return wrapTensor(with(o.ref(), func(h capi.Optimizer, e *string) capi.Tensor { return h.StateOf(param, field, e) }))
+}
+
+// StateFields names the fields State gives for param: none before its first step.
+func (o *Optimizer) StateFields(param string) ([]string, error) {
+	return stringList(with(o.ref(), func(h capi.Optimizer, e *string) capi.StringList { return h.StateFields(param, e) }))
+}
 func (o *Optimizer) NumParamGroups() (int, error) {
 	n, err := with(o.ref(), func(h capi.Optimizer, e *string) int64 { return h.NumParamGroups(e) })
 	return int(n), err

@@ -58,3 +58,34 @@ func TestAdafactorWithARelativeStepHasNoLearningRate(t *testing.T) {
 		t.Fatalf("LR: %v, %v", lr, err)
 	}
 }
+
+// PyTorch's optimizer.state[p][field], read by parameter name.
+func TestAParametersStateIsReadByName(t *testing.T) {
+	m := newTwoLinears(t)
+	defer m.Close()
+	opt, err := acc.NewOptimizer(m, "asgd", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opt.Close()
+	if _, err := opt.State("0.weight", "ax"); !errors.Is(err, acc.ErrNotInitialized) {
+		t.Fatalf("state before the first step: %v", err)
+	}
+	trainStep(t, m, opt)
+	if fields, err := opt.StateFields("0.weight"); err != nil || !reflect.DeepEqual(fields, []string{"ax", "eta", "mu", "step"}) {
+		t.Fatalf("fields: %v, %v", fields, err)
+	}
+	ax, err := opt.State("0.weight", "ax")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ax.Close()
+	values, err := ax.Float32s()
+	if err != nil || !reflect.DeepEqual(values, paramValues(t, m, "0.weight")) { // before t0, the latest weights
+		t.Fatalf("ax %v (%v), weights %v", values, err, paramValues(t, m, "0.weight"))
+	}
+	if _, err := opt.State("0.weight", "sum"); !errors.Is(err, acc.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "it keeps ax, eta, mu, step") {
+		t.Fatalf("unknown field: %v", err)
+	}
+}

@@ -794,6 +794,16 @@ SWIGINTERN double acc_optimizer_getLr(acc_optimizer *self,size_t group,std::stri
 SWIGINTERN void acc_optimizer_setLr(acc_optimizer *self,size_t group,double lr,std::string *swig_err){ check(acc_optimizer_set_lr(self, group, lr)); }
 SWIGINTERN void acc_optimizer_step_(acc_optimizer *self,std::string *swig_err){ check(acc_optimizer_step(self)); }
 SWIGINTERN void acc_optimizer_zeroGrad(acc_optimizer *self,std::string *swig_err){ check(acc_optimizer_zero_grad(self)); }
+SWIGINTERN acc_tensor *acc_optimizer_stateOf(acc_optimizer *self,char const *param,char const *field,std::string *swig_err){
+    acc_tensor *out = nullptr;
+    check(acc_optimizer_state(self, param, field, &out));
+    return out;
+  }
+SWIGINTERN acc_string_list *acc_optimizer_stateFields(acc_optimizer *self,char const *param,std::string *swig_err){
+    acc_string_list *out = nullptr;
+    check(acc_optimizer_state_fields(self, param, &out));
+    return out;
+  }
 SWIGINTERN acc_scheduler *new_acc_scheduler(acc_optimizer *opt,char const *name,acc_options const *opts,std::string *swig_err){
     acc_scheduler *out = nullptr;
     check(acc_scheduler_create(opt, name, opts, &out));
@@ -7364,6 +7374,93 @@ void _wrap_Optimizer_zeroGrad_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, _
     if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
   }
   
+}
+
+
+acc_tensor *_wrap_Optimizer_stateOf_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+  acc_optimizer *arg1 = (acc_optimizer *) 0 ;
+  char *arg2 = (char *) 0 ;
+  char *arg3 = (char *) 0 ;
+  std::string *arg4 = (std::string *) 0 ;
+  std::string temp4 ;
+  acc_tensor *result = 0 ;
+  acc_tensor *_swig_go_result;
+  
+  arg1 = *(acc_optimizer **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  arg3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
+  arg3[_swig_go_2.n] = '\0';
+  
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      result = (acc_tensor *)acc_optimizer_stateOf(arg1,(char const *)arg2,(char const *)arg3,arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  *(acc_tensor **)&_swig_go_result = (acc_tensor *)result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(arg2); 
+  free(arg3); 
+  return _swig_go_result;
+}
+
+
+acc_string_list *_wrap_Optimizer_stateFields_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+  acc_optimizer *arg1 = (acc_optimizer *) 0 ;
+  char *arg2 = (char *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  acc_string_list *result = 0 ;
+  acc_string_list *_swig_go_result;
+  
+  arg1 = *(acc_optimizer **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      result = (acc_string_list *)acc_optimizer_stateFields(arg1,(char const *)arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  *(acc_string_list **)&_swig_go_result = (acc_string_list *)result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(arg2); 
+  return _swig_go_result;
 }
 
 

@@ -20,6 +20,22 @@ class OptimizerTest {
   }
 
   @Test
+  void aParametersStateIsReadByName() {
+    try (Model model = Model.fromSpec(FreezeTest.SPEC); Optimizer opt = new Optimizer(model, "asgd", null)) {
+      assertThrows(NotInitializedException.class, () -> opt.stateOf("0.weight", "ax"));
+      FreezeTest.trainStep(model, opt);
+      try (StringList fields = opt.stateFields("0.weight")) {
+        assertEquals(Arrays.asList("ax", "eta", "mu", "step"), fields.toList());
+      }
+      try (Tensor ax = opt.stateOf("0.weight", "ax")) {  // before t0, the latest weights
+        assertArrayEquals(FreezeTest.param(model, "0.weight"), ax.toFloatArray());
+      }
+      InvalidArgumentException e = assertThrows(InvalidArgumentException.class, () -> opt.stateOf("0.weight", "sum"));
+      assertTrue(e.getMessage().contains("it keeps ax, eta, mu, step"), e.getMessage());
+    }
+  }
+
+  @Test
   void adafactorWithARelativeStepHasNoLearningRate() {
     try (Model model = Model.fromSpec(FreezeTest.SPEC); Optimizer opt = new Optimizer(model, "adafactor", null)) {
       InvalidArgumentException e = assertThrows(InvalidArgumentException.class, () -> opt.getLr(0));

@@ -133,90 +133,93 @@ typedef long long swig_type_103;
 typedef long long swig_type_104;
 typedef long long swig_type_105;
 typedef _gostring_ swig_type_106;
-typedef long long swig_type_107;
+typedef _gostring_ swig_type_107;
 typedef _gostring_ swig_type_108;
-typedef long long swig_type_109;
+typedef _gostring_ swig_type_109;
 typedef long long swig_type_110;
 typedef _gostring_ swig_type_111;
-typedef _gostring_ swig_type_112;
+typedef long long swig_type_112;
 typedef long long swig_type_113;
-typedef long long swig_type_114;
-typedef long long swig_type_115;
+typedef _gostring_ swig_type_114;
+typedef _gostring_ swig_type_115;
 typedef long long swig_type_116;
 typedef long long swig_type_117;
 typedef long long swig_type_118;
-typedef _goslice_ swig_type_119;
-typedef _goslice_ swig_type_120;
+typedef long long swig_type_119;
+typedef long long swig_type_120;
 typedef long long swig_type_121;
-typedef long long swig_type_122;
-typedef long long swig_type_123;
+typedef _goslice_ swig_type_122;
+typedef _goslice_ swig_type_123;
 typedef long long swig_type_124;
 typedef long long swig_type_125;
 typedef long long swig_type_126;
-typedef _gostring_ swig_type_127;
-typedef _gostring_ swig_type_128;
-typedef _gostring_ swig_type_129;
-typedef long long swig_type_130;
-typedef long long swig_type_131;
-typedef long long swig_type_132;
+typedef long long swig_type_127;
+typedef long long swig_type_128;
+typedef long long swig_type_129;
+typedef _gostring_ swig_type_130;
+typedef _gostring_ swig_type_131;
+typedef _gostring_ swig_type_132;
 typedef long long swig_type_133;
 typedef long long swig_type_134;
-typedef _gostring_ swig_type_135;
-typedef _gostring_ swig_type_136;
-typedef _gostring_ swig_type_137;
-typedef long long swig_type_138;
+typedef long long swig_type_135;
+typedef long long swig_type_136;
+typedef long long swig_type_137;
+typedef _gostring_ swig_type_138;
 typedef _gostring_ swig_type_139;
 typedef _gostring_ swig_type_140;
-typedef _gostring_ swig_type_141;
+typedef long long swig_type_141;
 typedef _gostring_ swig_type_142;
 typedef _gostring_ swig_type_143;
 typedef _gostring_ swig_type_144;
 typedef _gostring_ swig_type_145;
-typedef long long swig_type_146;
+typedef _gostring_ swig_type_146;
 typedef _gostring_ swig_type_147;
 typedef _gostring_ swig_type_148;
-typedef _gostring_ swig_type_149;
+typedef long long swig_type_149;
 typedef _gostring_ swig_type_150;
-typedef _goslice_ swig_type_151;
+typedef _gostring_ swig_type_151;
 typedef _gostring_ swig_type_152;
-typedef _goslice_ swig_type_153;
-typedef long long swig_type_154;
+typedef _gostring_ swig_type_153;
+typedef _goslice_ swig_type_154;
 typedef _gostring_ swig_type_155;
-typedef _gostring_ swig_type_156;
+typedef _goslice_ swig_type_156;
 typedef long long swig_type_157;
 typedef _gostring_ swig_type_158;
-typedef long long swig_type_159;
-typedef _gostring_ swig_type_160;
-typedef long long swig_type_161;
-typedef _goslice_ swig_type_162;
+typedef _gostring_ swig_type_159;
+typedef long long swig_type_160;
+typedef _gostring_ swig_type_161;
+typedef long long swig_type_162;
 typedef _gostring_ swig_type_163;
 typedef long long swig_type_164;
-typedef _gostring_ swig_type_165;
+typedef _goslice_ swig_type_165;
 typedef _gostring_ swig_type_166;
-typedef _gostring_ swig_type_167;
+typedef long long swig_type_167;
 typedef _gostring_ swig_type_168;
-typedef _goslice_ swig_type_169;
-typedef long long swig_type_170;
+typedef _gostring_ swig_type_169;
+typedef _gostring_ swig_type_170;
 typedef _gostring_ swig_type_171;
-typedef long long swig_type_172;
-typedef _gostring_ swig_type_173;
+typedef _goslice_ swig_type_172;
+typedef long long swig_type_173;
 typedef _gostring_ swig_type_174;
 typedef long long swig_type_175;
-typedef long long swig_type_176;
-typedef long long swig_type_177;
+typedef _gostring_ swig_type_176;
+typedef _gostring_ swig_type_177;
 typedef long long swig_type_178;
 typedef long long swig_type_179;
-typedef _goslice_ swig_type_180;
+typedef long long swig_type_180;
 typedef long long swig_type_181;
-typedef _goslice_ swig_type_182;
-typedef long long swig_type_183;
-typedef _gostring_ swig_type_184;
-typedef long long swig_type_185;
+typedef long long swig_type_182;
+typedef _goslice_ swig_type_183;
+typedef long long swig_type_184;
+typedef _goslice_ swig_type_185;
 typedef long long swig_type_186;
-typedef long long swig_type_187;
-typedef _gostring_ swig_type_188;
+typedef _gostring_ swig_type_187;
+typedef long long swig_type_188;
 typedef long long swig_type_189;
-typedef _gostring_ swig_type_190;
+typedef long long swig_type_190;
+typedef _gostring_ swig_type_191;
+typedef long long swig_type_192;
+typedef _gostring_ swig_type_193;
 extern void _wrap_Swig_free_capi_52f78cd02c0a7ffd(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_52f78cd02c0a7ffd(swig_intgo arg1);
 extern swig_intgo _wrap_ACC_OK_capi_52f78cd02c0a7ffd(void);
@@ -439,51 +442,53 @@ extern double _wrap_Optimizer_getLr_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_t
 extern void _wrap_Optimizer_setLr_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_105 arg2, double arg3, swig_voidp arg4);
 extern void _wrap_Optimizer_step_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Optimizer_zeroGrad_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_new_Scheduler_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_106 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Optimizer_stateOf_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_106 arg2, swig_type_107 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Optimizer_stateFields_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_108 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_new_Scheduler_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_109 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_delete_Scheduler_capi_52f78cd02c0a7ffd(uintptr_t arg1);
-extern void _wrap_Scheduler_then_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_107 arg2, swig_type_108 arg3, uintptr_t arg4, swig_voidp arg5);
+extern void _wrap_Scheduler_then_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_110 arg2, swig_type_111 arg3, uintptr_t arg4, swig_voidp arg5);
 extern void _wrap_Scheduler_step_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Scheduler_stepMetric_capi_52f78cd02c0a7ffd(uintptr_t arg1, double arg2, swig_voidp arg3);
-extern double _wrap_Scheduler_getLastLr_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_109 arg2, swig_voidp arg3);
-extern swig_type_110 _wrap_Scheduler_getStep_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Scheduler_getLastLr_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_112 arg2, swig_voidp arg3);
+extern swig_type_113 _wrap_Scheduler_getStep_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Scheduler_fromLrLambda_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_Dataset_capi_52f78cd02c0a7ffd(uintptr_t arg1);
 extern uintptr_t _wrap_Dataset_fromTensors_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_fromIdx_capi_52f78cd02c0a7ffd(swig_type_111 arg1, swig_type_112 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromSampleSource_capi_52f78cd02c0a7ffd(swig_type_113 arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromStreamSource_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_114 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_subset_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_115 arg2, swig_type_116 arg3, swig_voidp arg4);
-extern swig_type_117 _wrap_Dataset_size_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_get_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_118 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromIdx_capi_52f78cd02c0a7ffd(swig_type_114 arg1, swig_type_115 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromSampleSource_capi_52f78cd02c0a7ffd(swig_type_116 arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromStreamSource_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_117 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_subset_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_118 arg2, swig_type_119 arg3, swig_voidp arg4);
+extern swig_type_120 _wrap_Dataset_size_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Dataset_get_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_121 arg2, swig_voidp arg3);
 extern uintptr_t _wrap_new_DataLoader_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_DataLoader_capi_52f78cd02c0a7ffd(uintptr_t arg1);
-extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_119 arg2, swig_type_120 arg3, uintptr_t arg4, swig_voidp arg5);
+extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_122 arg2, swig_type_123 arg3, uintptr_t arg4, swig_voidp arg5);
 extern uintptr_t _wrap_DataLoader_next_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_121 _wrap_DataLoader_length_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_122 _wrap_DataLoader_epoch_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_DataLoader_setEpoch_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_123 arg2, swig_voidp arg3);
+extern swig_type_124 _wrap_DataLoader_length_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_125 _wrap_DataLoader_epoch_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_setEpoch_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_126 arg2, swig_voidp arg3);
 extern void _wrap_DataLoader_setCollator_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_DataLoader_skipFirstBatches_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_124 arg2, swig_voidp arg3);
-extern swig_type_125 _wrap_DataLoader_totalBatchSize_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_126 _wrap_DataLoader_totalDatasetLength_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_skipFirstBatches_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_127 arg2, swig_voidp arg3);
+extern swig_type_128 _wrap_DataLoader_totalBatchSize_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_129 _wrap_DataLoader_totalDatasetLength_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_endOfEpoch_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_DataLoader_endEpoch_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_inEpoch_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_new_Accelerator_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_delete_Accelerator_capi_52f78cd02c0a7ffd(uintptr_t arg1);
-extern swig_type_127 _wrap_Accelerator_device_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_128 _wrap_Accelerator_distributedType_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_129 _wrap_Accelerator_mixedPrecision_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_130 _wrap_Accelerator_processIndex_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_131 _wrap_Accelerator_numProcesses_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_132 _wrap_Accelerator_localProcessIndex_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_130 _wrap_Accelerator_device_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_131 _wrap_Accelerator_distributedType_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_132 _wrap_Accelerator_mixedPrecision_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_133 _wrap_Accelerator_processIndex_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_134 _wrap_Accelerator_numProcesses_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_135 _wrap_Accelerator_localProcessIndex_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isMainProcess_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isLocalMainProcess_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isLastProcess_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_133 _wrap_Accelerator_gradientAccumulationSteps_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_136 _wrap_Accelerator_gradientAccumulationSteps_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_syncGradients_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_optimizerStepWasSkipped_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_134 _wrap_Accelerator_step_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_137 _wrap_Accelerator_step_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_prepareModel_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_prepareOptimizer_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_prepareDataLoader_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
@@ -494,43 +499,43 @@ extern void _wrap_Accelerator_accumulateBegin_capi_52f78cd02c0a7ffd(uintptr_t ar
 extern void _wrap_Accelerator_accumulateEnd_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern double _wrap_Accelerator_clipGradNorm_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, double arg3, double arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_clipGradValue_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_saveModel_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_135 arg3, swig_type_136 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_52f78cd02c0a7ffd(swig_type_137 arg1, swig_type_138 arg2, swig_type_139 arg3, swig_type_140 arg4, swig_voidp arg5);
-extern swig_type_141 _wrap_Accelerator_saveState_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_142 arg2, swig_voidp arg3);
-extern swig_type_143 _wrap_Accelerator_loadState_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_144 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_print_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_145 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_saveModel_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_138 arg3, swig_type_139 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_52f78cd02c0a7ffd(swig_type_140 arg1, swig_type_141 arg2, swig_type_142 arg3, swig_type_143 arg4, swig_voidp arg5);
+extern swig_type_144 _wrap_Accelerator_saveState_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_145 arg2, swig_voidp arg3);
+extern swig_type_146 _wrap_Accelerator_loadState_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_147 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_print_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_148 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_waitForEveryone_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_freeMemory_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_noSyncBegin_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_noSyncEnd_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_triggerSyncInBackward_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_localSgdBegin_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_146 arg3, _Bool arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_localSgdBegin_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_149 arg3, _Bool arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_localSgdStep_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_localSgdEnd_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_profileBegin_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_profileStep_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_profileEnd_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_147 _wrap_Accelerator_profileSummary_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_exportChromeTrace_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_148 arg2, swig_voidp arg3);
+extern swig_type_150 _wrap_Accelerator_profileSummary_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_exportChromeTrace_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_151 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_joinUnevenInputsBegin_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern void _wrap_Accelerator_joinUnevenInputsEnd_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_mainProcessFirstBegin_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_mainProcessFirstEnd_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstBegin_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstEnd_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_gather_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_149 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_150 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherObject_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_151 arg2, swig_type_152 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_broadcastObject_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_153 arg2, swig_type_154 arg3, swig_type_155 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_reduce_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_156 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_broadcast_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_157 arg3, swig_type_158 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_159 arg3, double arg4, _Bool arg5, swig_type_160 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_splitBetweenProcesses_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_161 arg2, _Bool arg3, swig_type_162 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_gather_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_152 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_153 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherObject_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_154 arg2, swig_type_155 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_broadcastObject_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_156 arg2, swig_type_157 arg3, swig_type_158 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_reduce_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_159 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_broadcast_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_160 arg3, swig_type_161 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_162 arg3, double arg4, _Bool arg5, swig_type_163 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_splitBetweenProcesses_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_164 arg2, _Bool arg3, swig_type_165 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_setTrigger_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_checkTrigger_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_save_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_163 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_save_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_type_166 arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_getStateDict_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_164 _wrap_Accelerator_iteration_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_167 _wrap_Accelerator_iteration_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_unscaleGradients_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastBegin_capi_52f78cd02c0a7ffd(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastEnd_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
@@ -538,31 +543,31 @@ extern void _wrap_Accelerator_registerForCheckpointing_capi_52f78cd02c0a7ffd(uin
 extern void _wrap_Accelerator_registerSaveStatePreHook_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_onTraceReady_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_registerLoadStatePreHook_capi_52f78cd02c0a7ffd(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_addTracker_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_165 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_initTrackers_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_166 arg2, swig_type_167 arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_logValues_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_168 arg2, swig_type_169 arg3, swig_type_170 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logScalar_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_171 arg2, double arg3, swig_type_172 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_addTracker_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_168 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_initTrackers_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_169 arg2, swig_type_170 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_logValues_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_171 arg2, swig_type_172 arg3, swig_type_173 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logScalar_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_174 arg2, double arg3, swig_type_175 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_endTraining_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_trackerNames_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_173 _wrap_Accelerator_trackerPath_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_174 arg2, swig_voidp arg3);
-extern swig_type_175 _wrap_Samples_size_capi_52f78cd02c0a7ffd(uintptr_t arg1);
-extern swig_type_176 _wrap_Samples_fields_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_177 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_178 arg2, swig_type_179 arg3, swig_voidp arg4);
+extern swig_type_176 _wrap_Accelerator_trackerPath_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_177 arg2, swig_voidp arg3);
+extern swig_type_178 _wrap_Samples_size_capi_52f78cd02c0a7ffd(uintptr_t arg1);
+extern swig_type_179 _wrap_Samples_fields_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_180 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_181 arg2, swig_type_182 arg3, swig_voidp arg4);
 extern void _wrap_delete_Samples_capi_52f78cd02c0a7ffd(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_180 arg2, swig_voidp arg3);
-extern swig_type_181 _wrap_Bytes_size_capi_52f78cd02c0a7ffd(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_182 arg2, swig_voidp arg3);
+extern void _wrap_Bytes_append_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_183 arg2, swig_voidp arg3);
+extern swig_type_184 _wrap_Bytes_size_capi_52f78cd02c0a7ffd(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_185 arg2, swig_voidp arg3);
 extern void _wrap_delete_Bytes_capi_52f78cd02c0a7ffd(uintptr_t arg1);
-extern swig_type_183 _wrap_Metrics_size_capi_52f78cd02c0a7ffd(uintptr_t arg1);
-extern swig_type_184 _wrap_Metrics_name_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_185 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_186 arg2, swig_voidp arg3);
+extern swig_type_186 _wrap_Metrics_size_capi_52f78cd02c0a7ffd(uintptr_t arg1);
+extern swig_type_187 _wrap_Metrics_name_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_188 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_189 arg2, swig_voidp arg3);
 extern void _wrap_delete_Metrics_capi_52f78cd02c0a7ffd(uintptr_t arg1);
 extern void _wrap_LrFactor_set_capi_52f78cd02c0a7ffd(uintptr_t arg1, double arg2);
 extern void _wrap_delete_LrFactor_capi_52f78cd02c0a7ffd(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_187 arg2, swig_type_188 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Progress_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_190 arg2, swig_type_191 arg3, swig_voidp arg4);
 extern void _wrap_delete_Progress_capi_52f78cd02c0a7ffd(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_189 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_190 arg2, swig_voidp arg3);
+extern void _wrap_Progress_update_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_192 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_type_193 arg2, swig_voidp arg3);
 extern void _wrap_Progress_finish_capi_52f78cd02c0a7ffd(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
@@ -3911,6 +3916,44 @@ func (arg1 SwigcptrOptimizer) ZeroGrad(arg2 *string) {
 
 }
 
+func (arg1 SwigcptrOptimizer) StateOf(arg2 string, arg3 string, arg4 *string) (_swig_ret Tensor) {
+	var swig_r Tensor
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Optimizer_stateOf_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+
+  if arg4 != nil && len(*arg4) > 0 {
+    *arg4 = swigCopyString(*arg4)
+  }
+
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	return swig_r
+}
+
+func (arg1 SwigcptrOptimizer) StateFields(arg2 string, arg3 *string) (_swig_ret StringList) {
+	var swig_r StringList
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Optimizer_stateFields_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	return swig_r
+}
+
 type Optimizer interface {
 	Swigcptr() uintptr
 	SwigIsOptimizer()
@@ -3921,6 +3964,8 @@ type Optimizer interface {
 	SetLr(arg2 int64, arg3 float64, arg4 *string)
 	Step(arg2 *string)
 	ZeroGrad(arg2 *string)
+	StateOf(arg2 string, arg3 string, arg4 *string) (_swig_ret Tensor)
+	StateFields(arg2 string, arg3 *string) (_swig_ret StringList)
 }
 
 type SwigcptrScheduler uintptr
@@ -3938,7 +3983,7 @@ func NewScheduler(arg1 Optimizer, arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_109)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3961,7 +4006,7 @@ func (arg1 SwigcptrScheduler) Then(arg2 int64, arg3 string, arg4 Options, arg5 *
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	C._wrap_Scheduler_then_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1), *(*C.swig_type_108)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Scheduler_then_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_110(_swig_i_1), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4000,7 +4045,7 @@ func (arg1 SwigcptrScheduler) GetLastLr(arg2 int64, arg3 *string) (_swig_ret flo
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_112(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4078,7 +4123,7 @@ func DatasetFromIdx(arg1 string, arg2 string, arg3 *string) (_swig_ret Dataset) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_52f78cd02c0a7ffd(*(*C.swig_type_111)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_52f78cd02c0a7ffd(*(*C.swig_type_114)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4098,7 +4143,7 @@ func DatasetFromSampleSource(arg1 int64, arg2 SampleSource, arg3 *string) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_52f78cd02c0a7ffd(C.swig_type_113(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_52f78cd02c0a7ffd(C.swig_type_116(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4112,7 +4157,7 @@ func DatasetFromStreamSource(arg1 StreamSource, arg2 int64, arg3 *string) (_swig
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_114(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_117(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4127,7 +4172,7 @@ func (arg1 SwigcptrDataset) Subset(arg2 int64, arg3 int64, arg4 *string) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_115(_swig_i_1), C.swig_type_116(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_118(_swig_i_1), C.swig_type_119(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4154,7 +4199,7 @@ func (arg1 SwigcptrDataset) Get(arg2 int64, arg3 *string) (_swig_ret TensorList)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_118(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_121(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4206,7 +4251,7 @@ func DataLoaderFromBatchArrays(arg1 Dataset, arg2 []int64, arg3 []int64, arg4 Op
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_120)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_122)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_123)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4264,7 +4309,7 @@ func (arg1 SwigcptrDataLoader) SetEpoch(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_setEpoch_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_123(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_setEpoch_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_126(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4288,7 +4333,7 @@ func (arg1 SwigcptrDataLoader) SkipFirstBatches(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_skipFirstBatches_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_124(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_skipFirstBatches_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_127(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4722,7 +4767,7 @@ func (arg1 SwigcptrAccelerator) SaveModel(arg2 Model, arg3 string, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_saveModel_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_135)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_136)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_saveModel_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_138)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4742,7 +4787,7 @@ func AcceleratorMergeShardedCheckpoint(arg1 string, arg2 int64, arg3 string, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_mergeShardedCheckpoint_capi_52f78cd02c0a7ffd(*(*C.swig_type_137)(unsafe.Pointer(&_swig_i_0)), C.swig_type_138(_swig_i_1), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_mergeShardedCheckpoint_capi_52f78cd02c0a7ffd(*(*C.swig_type_140)(unsafe.Pointer(&_swig_i_0)), C.swig_type_141(_swig_i_1), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4764,7 +4809,7 @@ func (arg1 SwigcptrAccelerator) SaveState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_saveState_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_142)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_saveState_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -4784,7 +4829,7 @@ func (arg1 SwigcptrAccelerator) LoadState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_loadState_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_loadState_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -4803,7 +4848,7 @@ func (arg1 SwigcptrAccelerator) Print(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_print_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_print_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4878,7 +4923,7 @@ func (arg1 SwigcptrAccelerator) LocalSgdBegin(arg2 Model, arg3 int64, arg4 bool,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_localSgdBegin_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_146(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_localSgdBegin_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_149(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4964,7 +5009,7 @@ func (arg1 SwigcptrAccelerator) ExportChromeTrace(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_exportChromeTrace_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_exportChromeTrace_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5050,7 +5095,7 @@ func (arg1 SwigcptrAccelerator) Gather(arg2 Tensor, arg3 string, arg4 *string) (
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5068,7 +5113,7 @@ func (arg1 SwigcptrAccelerator) GatherForMetrics(arg2 Tensor, arg3 string, arg4 
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5086,7 +5131,7 @@ func (arg1 SwigcptrAccelerator) GatherObject(arg2 []byte, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5108,7 +5153,7 @@ func (arg1 SwigcptrAccelerator) BroadcastObject(arg2 []byte, arg3 int64, arg4 st
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_1)), C.swig_type_154(_swig_i_2), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_1)), C.swig_type_157(_swig_i_2), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5130,7 +5175,7 @@ func (arg1 SwigcptrAccelerator) Reduce(arg2 Tensor, arg3 Acc_reduction, arg4 str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5149,7 +5194,7 @@ func (arg1 SwigcptrAccelerator) Broadcast(arg2 Tensor, arg3 int64, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_157(_swig_i_2), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_160(_swig_i_2), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5170,7 +5215,7 @@ func (arg1 SwigcptrAccelerator) PadAcrossProcesses(arg2 Tensor, arg3 int64, arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_159(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_162(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -5188,7 +5233,7 @@ func (arg1 SwigcptrAccelerator) SplitBetweenProcesses(arg2 int64, arg3 bool, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_splitBetweenProcesses_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_161(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_splitBetweenProcesses_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_164(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5228,7 +5273,7 @@ func (arg1 SwigcptrAccelerator) Save(arg2 TensorList, arg3 string, arg4 *string)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_save_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_save_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5355,7 +5400,7 @@ func (arg1 SwigcptrAccelerator) AddTracker(arg2 string, arg3 Tracker, arg4 *stri
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_addTracker_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_addTracker_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5371,7 +5416,7 @@ func (arg1 SwigcptrAccelerator) InitTrackers(arg2 string, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_initTrackers_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_initTrackers_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5391,7 +5436,7 @@ func (arg1 SwigcptrAccelerator) LogValues(arg2 string, arg3 []float64, arg4 int6
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logValues_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_2)), C.swig_type_170(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logValues_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_2)), C.swig_type_173(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5411,7 +5456,7 @@ func (arg1 SwigcptrAccelerator) LogScalar(arg2 string, arg3 float64, arg4 int64,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logScalar_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_172(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logScalar_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_175(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5451,7 +5496,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5565,7 +5610,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_177(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_180(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5580,7 +5625,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_178(_swig_i_1), C.swig_type_179(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1), C.swig_type_182(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5615,7 +5660,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5637,7 +5682,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5682,7 +5727,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_185(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_188(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5699,7 +5744,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_186(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5762,7 +5807,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_187(_swig_i_1), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_190(_swig_i_1), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5783,7 +5828,7 @@ func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), C.swig_type_192(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5795,7 +5840,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_52f78cd02c0a7ffd(C.uintptr_t(_swig_i_0), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
