@@ -56,7 +56,8 @@ if(ACC_BUILD_GPU_TESTS)
   endif()
 
   # The built-in optimizers on CUDA against PyTorch's on CUDA, bit for bit: there Python steps Adam
-  # with its foreach ops, whose rounding differs from its one-tensor rule (optim/python_rules.h).
+  # with its foreach ops, whose rounding differs from its one-tensor rule (optim/python_rules.h),
+  # and the fixture's fused cases (PyTorch >= 2.4) run its CUDA fused kernels (optim/fused_rules.h).
   add_test(NAME gpu.optimizers_equal_pytorchs_on_cuda
     COMMAND acc_gpu_run bash ${ACC_GPU_DIR}/optimizers_on_cuda.sh ${ACC_PYTHON_TORCH}
             ${CMAKE_CURRENT_SOURCE_DIR}/data/export_optimizer_cases.py ${ACC_GPU_WORK}/optimizer_cases
