@@ -248,6 +248,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   maximize (bool, every algorithm but lion and adafactor, default false: PyTorch's maximize, the
  *   loss ascends; for the whole optimizer, not a group; the gradients are as backward left them
  *   after the step),
+ *   foreach (bool, every algorithm but lion and adafactor; unset: PyTorch's default, the foreach
+ *   rules for CUDA parameters from PyTorch 2.0, the one-tensor rules elsewhere; true needs a
+ *   libtorch of 2.0 or later, else ACC_ERR_UNSUPPORTED; not with fused; for the whole optimizer),
  *   fused (bool, sgd, adam, adamw, adagrad, default false: PyTorch's fused=True, one kernel per
  *   device and dtype, bit for bit PyTorch's fused step; needs a libtorch of 2.4 or later, else
  *   ACC_ERR_UNSUPPORTED; adagrad's runs on the CPU only, as PyTorch's; for the whole optimizer,
@@ -692,8 +695,9 @@ ACC_API void acc_model_free(acc_model *model);
 
 /* An optimizer over every trainable parameter of `model`, in one parameter group.
  * algorithm: "sgd", "adam", "adamw", "rmsprop", "adagrad", "radam", "nadam", "adamax", "adadelta",
- * "rprop", "asgd" (PyTorch's, with its arithmetic; libtorch has none of the last six: theirs are
- * torch.optim's one-tensor rules, which PyTorch's CUDA default, foreach, rounds otherwise),
+ * "rprop", "asgd" (PyTorch's, with its arithmetic: its one-tensor rules, and its foreach rules
+ * where it takes them (PyTorch's default for CUDA parameters; see the foreach option); libtorch
+ * has none of the last six),
  * "lion" (Chen et al. 2023: p -= lr * sign(beta1 * m + (1 - beta1) * g), m tracks g with beta2,
  * decoupled weight decay) or "adafactor" (transformers' Adafactor, Shazeer & Stern 2018: factored
  * second moments of matrices, update clipping, a relative step size unless lr is given);

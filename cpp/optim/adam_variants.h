@@ -1,12 +1,15 @@
 // PyTorch's RAdam and NAdam (torch.optim.RAdam, torch.optim.NAdam), which libtorch does not have,
 // stepped as torch.optim's one-tensor rules (_single_tensor_radam, _single_tensor_nadam) of
-// PyTorch 2.x, op for op, so their updates are PyTorch's to the bit on the CPU. On CUDA they step
-// the same rule, which is PyTorch's with foreach=False (its default foreach rule rounds otherwise).
+// PyTorch 2.x, op for op, so their updates are PyTorch's to the bit; with foreach (PyTorch's
+// default for CUDA parameters, see ForeachChoice) as its foreach rules (_multi_tensor_radam,
+// _multi_tensor_nadam), which round otherwise.
 #pragma once
 
 #include <torch/optim/optimizer.h>
 
 #include <tuple>
+
+#include "optim/rule_helpers.h"
 
 namespace acc {
 
@@ -46,13 +49,13 @@ struct AdamVariantParamState : public torch::optim::OptimizerCloneableParamState
   TORCH_ARG(at::Tensor, mu_product);
 };
 
-class RAdam final : public torch::optim::Optimizer {
+class RAdam final : public torch::optim::Optimizer, public ForeachChoice {
  public:
   RAdam(std::vector<torch::optim::OptimizerParamGroup> groups, const RAdamOptions& defaults);
   at::Tensor step(LossClosure closure = nullptr) override;
 };
 
-class NAdam final : public torch::optim::Optimizer {
+class NAdam final : public torch::optim::Optimizer, public ForeachChoice {
  public:
   NAdam(std::vector<torch::optim::OptimizerParamGroup> groups, const NAdamOptions& defaults);
   at::Tensor step(LossClosure closure = nullptr) override;

@@ -26,7 +26,7 @@ class Adagrad final : public OptimizerAlgorithm {
   }
   const std::set<std::string>& keys() const override {
     static const std::set<std::string> k = {"lr",  "lr_decay", "weight_decay", "initial_accumulator_value",
-                                            "eps", "fused",    "maximize"};
+                                            "eps", "fused",    "maximize", "foreach"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {

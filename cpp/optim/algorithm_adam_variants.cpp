@@ -25,7 +25,7 @@ class AdamVariant final : public OptimizerAlgorithm {
   const std::set<std::string>& keys() const override {
     static const std::set<std::string> k = [] {
       std::set<std::string> keys = {"lr",  "weight_decay", "beta1",   "beta2",
-                                     "eps", "maximize",     "decoupled_weight_decay"};
+                                     "eps", "maximize",     "decoupled_weight_decay", "foreach"};
       if (kNAdam) keys.insert("momentum_decay");
       return keys;
     }();

@@ -22,7 +22,7 @@ class AdamaxAlgorithm final : public OptimizerAlgorithm {
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr", "weight_decay", "beta1", "beta2", "eps", "maximize"};
+    static const std::set<std::string> k = {"lr", "weight_decay", "beta1", "beta2", "eps", "maximize", "foreach"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
@@ -85,7 +85,7 @@ class AdadeltaAlgorithm final : public OptimizerAlgorithm {
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr", "rho", "eps", "weight_decay", "maximize"};
+    static const std::set<std::string> k = {"lr", "rho", "eps", "weight_decay", "maximize", "foreach"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {

@@ -23,7 +23,7 @@ class RmsProp final : public OptimizerAlgorithm {
   }
   const std::set<std::string>& keys() const override {
     static const std::set<std::string> k = {"lr",       "alpha",    "eps",     "weight_decay",
-                                            "momentum", "centered", "maximize"};
+                                            "momentum", "centered", "maximize", "foreach"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {

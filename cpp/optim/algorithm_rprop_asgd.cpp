@@ -27,7 +27,7 @@ class RpropAlgorithm final : public OptimizerAlgorithm {
   }
   const std::set<std::string>& keys() const override {
     static const std::set<std::string> k = {"lr",           "etaminus",      "etaplus",
-                                            "step_size_min", "step_size_max", "maximize"};
+                                            "step_size_min", "step_size_max", "maximize", "foreach"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
@@ -103,7 +103,7 @@ class AsgdAlgorithm final : public OptimizerAlgorithm {
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr", "lambd", "alpha", "t0", "weight_decay", "maximize"};
+    static const std::set<std::string> k = {"lr", "lambd", "alpha", "t0", "weight_decay", "maximize", "foreach"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {

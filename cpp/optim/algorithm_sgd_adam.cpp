@@ -24,7 +24,7 @@ class Sgd final : public OptimizerAlgorithm {
   }
   const std::set<std::string>& keys() const override {
     static const std::set<std::string> k = {"lr",       "weight_decay", "momentum", "dampening",
-                                            "nesterov", "fused",        "maximize"};
+                                            "nesterov", "fused",        "maximize", "foreach"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
@@ -97,7 +97,7 @@ class AdamFamily final : public OptimizerAlgorithm {
   const std::string& name() const override { return name_; }
   const std::set<std::string>& keys() const override {
     static const std::set<std::string> k = {"lr",  "weight_decay", "beta1", "beta2",
-                                            "eps", "amsgrad",      "fused", "maximize"};
+                                            "eps", "amsgrad",      "fused", "maximize", "foreach"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {

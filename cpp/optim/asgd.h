@@ -2,10 +2,13 @@
 // which libtorch does not have, stepped as torch.optim's one-tensor rule (_single_tensor_asgd), op
 // for op. SGD with a step size eta that decays as lr / (1 + lambd * lr * step) ** alpha and a weight
 // decay of lambd * eta, keeping in `ax` the average of the parameters from step t0 on (before it,
-// their latest values). PyTorch keeps eta and mu as float32 numbers, so ours do too.
+// their latest values). PyTorch keeps eta and mu as float32 numbers, so ours do too. With foreach
+// (PyTorch's default for CUDA parameters, see ForeachChoice) it steps as _multi_tensor_asgd.
 #pragma once
 
 #include <torch/optim/optimizer.h>
+
+#include "optim/rule_helpers.h"
 
 namespace acc {
 
@@ -29,7 +32,7 @@ struct AsgdParamState : public torch::optim::OptimizerCloneableParamState<AsgdPa
   TORCH_ARG(at::Tensor, ax);   // the averaged parameter
 };
 
-class Asgd final : public torch::optim::Optimizer {
+class Asgd final : public torch::optim::Optimizer, public ForeachChoice {
  public:
   Asgd(std::vector<torch::optim::OptimizerParamGroup> groups, const AsgdOptions& defaults);
   at::Tensor step(LossClosure closure = nullptr) override;

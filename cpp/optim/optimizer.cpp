@@ -7,6 +7,7 @@
 #include "common/compat.h"
 #include "common/error.h"
 #include "optim/algorithm.h"
+#include "optim/rule_helpers.h"
 
 namespace acc {
 
@@ -41,6 +42,20 @@ TorchOptimizer::TorchOptimizer(std::shared_ptr<Model> model, const std::string& 
   } else {
     impl_ = algorithm_->make_optimizer(std::move(groups), *defaults);
   }
+  choose_foreach();
+}
+
+// PyTorch's foreach: unset, its default; true, the foreach rules of PyTorch 2.x (1.13's rounded
+// otherwise and are not written here). Rules whose foreach form rounds as their one-tensor form
+// (SGD, RMSprop, Adamax, Adadelta, Rprop) have no choice to make.
+void TorchOptimizer::choose_foreach() {
+  if (!options_.has("foreach")) return;
+  const bool foreach = options_.get_bool("foreach", false);
+  require(!(foreach && options_.get_bool("fused", false)), "fused and foreach cannot both be true, as in PyTorch");
+  if (foreach && !compat::kPythonOptimizers2)
+    fail(Status::Unsupported, "foreach=true steps PyTorch 2.x's foreach rules; this library was built against ",
+         TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR);
+  if (auto* choice = dynamic_cast<ForeachChoice*>(impl_.get())) choice->set_foreach(foreach);
 }
 
 const std::string& TorchOptimizer::algorithm() const { return algorithm_->name(); }
@@ -72,7 +87,7 @@ size_t Optimizer::add_param_group_matching(const std::string& patterns, const Op
 void TorchOptimizer::add_param_group(const std::vector<std::string>& names, const Options& overrides) {
   require(!stepped_, "parameter groups can only be added before the first step");
   require(!names.empty(), "a parameter group needs at least one parameter name");
-  for (const char* key : {"fused", "maximize"})
+  for (const char* key : {"fused", "maximize", "foreach"})
     require(!overrides.has(key), "'", key, "' is chosen for the whole optimizer, when it is made, not for a group");
   Options merged = options_;
   for (const auto& key : overrides.keys_set()) merged.set_from_text(key, overrides.get_text(key));

@@ -28,6 +28,7 @@ const OptionSchema& optimizer_option_schema() {
     s.add("decoupled_weight_decay", T::Bool, "radam, nadam: the weights decay as adamw's");
     s.add("momentum_decay", T::Double, "nadam: how fast the momentum's schedule moves").at_least(0);
     s.add("maximize", T::Bool, "every algorithm but lion and adafactor: ascend the loss (PyTorch's maximize)");
+    s.add("foreach", T::Bool, "every algorithm but lion and adafactor: PyTorch's foreach rules (unset: its default)");
     s.add("fused", T::Bool, "sgd, adam, adamw, adagrad: PyTorch's fused=True kernels (PyTorch 2.4 or later)");
     s.add("rho", T::Double, "adadelta: the running averages' decay").at_least(0).at_most(1);
     s.add("etaminus", T::Double, "rprop: step size factor when the gradient's sign flips").at_least(0).at_most(1);

@@ -15,20 +15,6 @@
 namespace acc {
 namespace {
 
-using compat::kPythonOptimizers2;
-
-// Python's foreach rules take the CUDA parameters grouped by device and dtype (its
-// _group_tensors_by_device_and_dtype); everything else is stepped one tensor at a time.
-template <class Slot>
-using CudaGroups = std::map<std::pair<c10::DeviceIndex, at::ScalarType>, std::vector<Slot>>;
-
-// Whether `p` is stepped by a foreach rule: a CUDA parameter, from 2.0.
-bool steps_by_foreach(const at::Tensor& p) { return kPythonOptimizers2 && p.is_cuda(); }
-
-template <class Slot>
-void add_to_group(CudaGroups<Slot>& groups, const at::Tensor& p, Slot slot) {
-  groups[{p.device().index(), p.scalar_type()}].push_back(std::move(slot));
-}
 
 // ---- Adam and AdamW ----
 
@@ -113,7 +99,7 @@ void adam_foreach(const std::vector<const AdamSlot*>& slots, const AdamHyper& h)
 // Counts a step for every parameter with a gradient (making its state at its first), then applies
 // the rule: one by one on CPU, by foreach ops per device and dtype on CUDA, as Python chooses.
 template <class Options, class State, class Groups, class StateMap>
-void adam_step(Groups& groups, StateMap& states, bool decoupled, const char* rule) {
+void adam_step(Groups& groups, StateMap& states, const ForeachChoice& choice, bool decoupled, const char* rule) {
   for (auto& group : groups) {
     const AdamHyper h = adam_hyper(static_cast<const Options&>(group.options()), decoupled);
     std::vector<AdamSlot> slots;
@@ -134,14 +120,14 @@ void adam_step(Groups& groups, StateMap& states, bool decoupled, const char* rul
       slots.push_back(
           {p, grad, state.exp_avg(), state.exp_avg_sq(), state.max_exp_avg_sq(), static_cast<double>(state.step())});
     }
-    CudaGroups<const AdamSlot*> on_cuda;
+    ForeachGroups<const AdamSlot*> by_foreach;
     for (const AdamSlot& s : slots) {
-      if (steps_by_foreach(s.param))
-        add_to_group(on_cuda, s.param, &s);
+      if (choice.steps_by_foreach(s.param))
+        by_foreach.add(s.param, &s);
       else
         adam_single(s, h);
     }
-    for (const auto& entry : on_cuda) adam_foreach(entry.second, h);
+    by_foreach.for_each([&](const std::vector<const AdamSlot*>& group) { adam_foreach(group, h); });
   }
 }
 
@@ -186,14 +172,15 @@ void adagrad_foreach(const std::vector<AdagradSlot>& slots, const torch::optim::
 template <>
 at::Tensor PythonAdam::step(torch::optim::Optimizer::LossClosure closure) {
   return with_closure(closure, [&] {
-    adam_step<torch::optim::AdamOptions, torch::optim::AdamParamState>(param_groups_, state_, false, "Adam");
+    adam_step<torch::optim::AdamOptions, torch::optim::AdamParamState>(param_groups_, state_, *this, false, "Adam");
   });
 }
 
 template <>
 at::Tensor PythonAdamW::step(torch::optim::Optimizer::LossClosure closure) {
   return with_closure(closure, [&] {
-    adam_step<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(param_groups_, state_, true, "AdamW");
+    adam_step<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(param_groups_, state_, *this, true,
+                                                                         "AdamW");
   });
 }
 
@@ -245,7 +232,7 @@ at::Tensor PythonAdagrad::step(torch::optim::Optimizer::LossClosure closure) {
   return with_closure(closure, [&] {
     for (auto& group : param_groups_) {
       const auto& o = static_cast<const torch::optim::AdagradOptions&>(group.options());
-      CudaGroups<AdagradSlot> on_cuda;
+      ForeachGroups<AdagradSlot> by_foreach;
       for (auto& p : group.params()) {
         if (!p.grad().defined()) continue;
         at::Tensor grad = dense_grad(p, "Adagrad");
@@ -255,7 +242,7 @@ at::Tensor PythonAdagrad::step(torch::optim::Optimizer::LossClosure closure) {
         state.step(state.step() + 1);
         const double step = static_cast<double>(state.step());
         if (steps_by_foreach(p)) {
-          add_to_group(on_cuda, p, AdagradSlot{p, grad, state.sum(), step});
+          by_foreach.add(p, AdagradSlot{p, grad, state.sum(), step});
           continue;
         }
         if (o.weight_decay() != 0) grad = grad.add(p, o.weight_decay());
@@ -264,7 +251,7 @@ at::Tensor PythonAdagrad::step(torch::optim::Optimizer::LossClosure closure) {
         const at::Tensor denom = state.sum().sqrt().add_(o.eps());
         p.addcdiv_(grad, denom, -clr);
       }
-      for (const auto& entry : on_cuda) adagrad_foreach(entry.second, o);
+      by_foreach.for_each([&](const std::vector<AdagradSlot>& group) { adagrad_foreach(group, o); });
     }
   });
 }

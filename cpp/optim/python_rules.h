@@ -12,11 +12,13 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/rmsprop.h>
 
+#include "optim/rule_helpers.h"
+
 namespace acc {
 
 // torch::optim's optimizer `Base` with Python's step; each rule specialises step() (python_rules.cpp).
 template <class Base>
-class PythonRule final : public Base {
+class PythonRule final : public Base, public ForeachChoice {
  public:
   using Base::Base;
   at::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override;

@@ -9,7 +9,11 @@
 #include <ATen/ATen.h>
 
 #include <cmath>
+#include <map>
+#include <optional>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "common/compat.h"
 #include "common/error.h"
@@ -54,6 +58,38 @@ State& state_of(torch::optim::Optimizer& optimizer, const at::Tensor& p, Make&& 
   if (!slot) slot = make();
   return static_cast<State&>(*slot);
 }
+
+// PyTorch's foreach argument, for the rules whose foreach form (Python's _multi_tensor_* rule, which
+// steps lists of tensors with _foreach ops) rounds otherwise than their one-tensor form: unset takes
+// PyTorch's default, the foreach form for CUDA parameters from 2.0 and the one-tensor form elsewhere.
+class ForeachChoice {
+ public:
+  virtual ~ForeachChoice() = default;
+  void set_foreach(std::optional<bool> foreach) { foreach_ = foreach; }
+  bool steps_by_foreach(const at::Tensor& p) const {
+    return foreach_ ? *foreach_ : compat::kPythonOptimizers2 && p.is_cuda();
+  }
+
+ private:
+  std::optional<bool> foreach_;
+};
+
+// Slots of the parameters of one device and dtype together, as Python's foreach rules group their
+// tensors (_group_tensors_by_device_and_dtype).
+template <class Slot>
+class ForeachGroups {
+ public:
+  void add(const at::Tensor& p, Slot slot) {
+    groups_[{p.device().type(), p.device().index(), p.scalar_type()}].push_back(std::move(slot));
+  }
+  template <class Fn>
+  void for_each(Fn&& fn) const {
+    for (const auto& entry : groups_) fn(entry.second);
+  }
+
+ private:
+  std::map<std::tuple<c10::DeviceType, c10::DeviceIndex, at::ScalarType>, std::vector<Slot>> groups_;
+};
 
 // avg <- keep * avg + (1 - keep) * value: 2.x lerp_s, 1.x multiplied and added.
 inline void update_average(const at::Tensor& avg, const at::Tensor& value, double keep) {

@@ -338,6 +338,36 @@ TEST(Optimizers, FusedIsTheWholeOptimizersChoiceAndNeedsPyTorch24) {
   acc_options_free(o);
 }
 
+// foreach=true (bit for bit in the fixture above from PyTorch 2.0) steps PyTorch 2.x's foreach rules:
+// a build against 1.13 refuses it; it excludes fused, and is the whole optimizer's choice.
+TEST(Optimizers, ForeachNeedsPyTorch2AndExcludesFused) {
+  const json info = json::parse(acc_build_info());
+  const bool pytorch2 = std::stoi(info.at("libtorch").get<std::string>()) >= 2;
+  Mlp net;
+  acc_optimizer* opt = nullptr;
+  acc_options* o = optimizer_options({{"foreach", true}});
+  if (pytorch2) {
+    ASSERT_EQ(acc_optimizer_create(net.model, "radam", o, &opt), ACC_OK) << acc_last_error_message();
+    acc_options* group = optimizer_options({{"foreach", false}});
+    ACC_EXPECT_ERROR(acc_optimizer_add_param_group(opt, kBiases, 2, group), ACC_ERR_INVALID_ARGUMENT,
+                     "'foreach' is chosen for the whole optimizer");
+    acc_options_free(group);
+    acc_optimizer_free(opt);
+    acc_options* both = optimizer_options({{"foreach", true}, {"fused", true}});
+    ACC_EXPECT_ERROR(acc_optimizer_create(net.model, "adam", both, &opt), ACC_ERR_INVALID_ARGUMENT,
+                     "fused and foreach cannot both be true");
+    acc_options_free(both);
+  } else {
+    ACC_EXPECT_ERROR(acc_optimizer_create(net.model, "radam", o, &opt), ACC_ERR_UNSUPPORTED,
+                     "foreach=true steps PyTorch 2.x's foreach rules");
+  }
+  acc_options_free(o);
+  acc_options* unforeach = optimizer_options({{"foreach", false}});  // the one-tensor rules: any version
+  ASSERT_EQ(acc_optimizer_create(net.model, "asgd", unforeach, &opt), ACC_OK) << acc_last_error_message();
+  acc_optimizer_free(opt);
+  acc_options_free(unforeach);
+}
+
 // maximize (bit for bit in the fixture above) negates the gradients for the step only: after it they
 // are the backward's, as PyTorch leaves them. Lion and Adafactor have no maximize, and a group cannot
 // choose its own.

@@ -7,9 +7,8 @@ float.hex() strings (exact).
 
 Run with Debian's python3-torch: python3 export_optimizer_cases.py OUTPUT_DIR [DEVICE]. On a CUDA
 DEVICE PyTorch steps Adam, AdamW, SGD and RMSprop with its foreach ops (its default there), which
-the GPU suite holds ours to (tests/gpu/gpu_tests.cmake); the optimizers libtorch lacks (RAdam,
-NAdam, Adamax, Adadelta, Rprop, ASGD) are made with foreach=False there, the one-tensor rule ours
-steps everywhere.
+the GPU suite holds ours to (tests/gpu/gpu_tests.cmake), and so it does for RAdam, NAdam, Adamax,
+Adadelta, Rprop and ASGD. Cases with foreach set say so in their options (ours takes the same key).
 """
 import inspect
 import json
@@ -90,6 +89,24 @@ if "decoupled_weight_decay" in inspect.signature(torch.optim.RAdam).parameters:
         ("nadam", {"lr": 0.01, "weight_decay": 0.1, "decoupled_weight_decay": True}, {"lr": 0.005}),
         ("radam", {"lr": 0.01, "weight_decay": 0.1, "maximize": True}, None),  # 1.x's have no maximize
         ("nadam", {"lr": 0.01, "maximize": True}, None),
+        # PyTorch 2.x's foreach rules (its default on CUDA), which round otherwise than the one-tensor
+        # rules for Adam, AdamW, Adagrad, RAdam (rectified from step 6), NAdam and ASGD; the others'
+        # round alike.
+        ("adam", {"lr": 0.01, "weight_decay": 0.1, "foreach": True}, None),
+        ("adamw", {"lr": 0.02, "amsgrad": True, "foreach": True}, {"lr": 0.01, "weight_decay": 0.0}),
+        ("adagrad", {"lr": 0.05, "lr_decay": 0.1, "weight_decay": 0.05, "foreach": True}, None),
+        ("radam", {"lr": 0.01, "weight_decay": 0.1, "foreach": True}, {"lr": 0.005, "weight_decay": 0.0}),
+        ("radam", {"lr": 0.01, "weight_decay": 0.1, "decoupled_weight_decay": True, "foreach": True}, None),
+        ("nadam", {"lr": 0.01, "beta1": 0.85, "weight_decay": 0.05, "momentum_decay": 0.01, "foreach": True},
+         {"lr": 0.02}),
+        ("asgd", {"lr": 0.05, "lambd": 0.5, "alpha": 0.5, "t0": 2, "weight_decay": 0.1, "foreach": True},
+         {"lr": 0.02, "t0": 0}),
+        ("asgd", {"foreach": True, "maximize": True}, None),
+        ("sgd", {"lr": 0.05, "momentum": 0.9, "nesterov": True, "foreach": True}, None),
+        ("rmsprop", {"lr": 0.01, "centered": True, "momentum": 0.5, "foreach": True}, None),
+        ("adamax", {"weight_decay": 0.1, "foreach": True}, None),
+        ("adadelta", {"weight_decay": 0.05, "foreach": True}, None),
+        ("rprop", {"lr": 0.02, "etaplus": 1.5, "foreach": True}, None),
     ]
 
 
@@ -141,9 +158,7 @@ def main(out_dir, device):
                "rprop": torch.optim.Rprop, "asgd": torch.optim.ASGD}[algorithm]
         if group is not None:
             groups[1] = torch_names(groups[1])
-        one_tensor_rule = ("radam", "nadam", "adamax", "adadelta", "rprop", "asgd")
-        extra = {"foreach": False} if algorithm in one_tensor_rule else {}
-        opt = cls(groups, **torch_names(options), **extra)
+        opt = cls(groups, **torch_names(options))
         if algorithm == "adagrad" and group and "initial_accumulator_value" in group:
             # PyTorch fills every accumulator with the constructor's value, whatever a group says;
             # ours fills a group's with its own (README, "Where we differ"). Same arithmetic after.

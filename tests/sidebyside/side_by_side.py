@@ -144,6 +144,10 @@ SCENARIOS = {
     "lm_adamw_fused_accumulate_clip": dict(model="lm", optimizer="adamw_fused", schedule="linear", accumulation=2,
                                            clip=0.5),
     "mlp_sgd_fused_bf16": dict(model="mlp", optimizer="sgd_fused", schedule="cosine", mixed_precision="bf16"),
+    # PyTorch 2.x's foreach rules (its default on CUDA), which round otherwise than the one-tensor ones.
+    "mlp_radam_foreach": dict(model="mlp", optimizer="radam_foreach", schedule="linear"),
+    "lm_nadam_foreach_accumulate": dict(model="lm", optimizer="nadam_foreach", schedule="cosine", accumulation=2),
+    "mlp_asgd_foreach": dict(model="mlp", optimizer="asgd_foreach", schedule="linear"),
     # PyTorch's maximize: the loss ascends (the gradients stay the backward's for the clipping).
     "mlp_adam_maximize_clip": dict(model="mlp", optimizer="adam_maximize", schedule="linear", clip=0.5),
     # PyTorch's SequentialLR: a warm-up, then a cosine from the base rate (its closed form's first
@@ -354,6 +358,10 @@ OPTIMIZERS = {
     "rprop": (torch.optim.Rprop, {"lr": 1e-3, "etaminus": 0.4, "etaplus": 1.3, "step_size_max": 0.01}),
     "adamw_fused": (torch.optim.AdamW, {"lr": 1e-2, "weight_decay": 0.01, "amsgrad": True, "fused": True}),
     "sgd_fused": (torch.optim.SGD, {"lr": 0.05, "momentum": 0.9, "nesterov": True, "fused": True}),
+    "radam_foreach": (torch.optim.RAdam, {"lr": 1e-2, "weight_decay": 0.01, "foreach": True}),
+    "nadam_foreach": (torch.optim.NAdam, {"lr": 1e-2, "weight_decay": 0.01, "momentum_decay": 8e-3, "foreach": True}),
+    "asgd_foreach": (torch.optim.ASGD, {"lr": 0.05, "lambd": 0.01, "alpha": 0.6, "t0": 1, "weight_decay": 0.01,
+                                        "foreach": True}),
     "adam_maximize": (torch.optim.Adam, {"lr": 1e-2, "weight_decay": 0.01, "maximize": True}),
     "asgd": (torch.optim.ASGD, {"lr": 0.05, "lambd": 0.01, "alpha": 0.6, "t0": 1, "weight_decay": 0.01}),
 }
