@@ -1,9 +1,10 @@
 // Adam, AdamW, RMSprop and Adagrad stepped as torch.optim's Python rules of the PyTorch version built
 // against, op for op. torch::optim's C++ rules are not kept in step with Python's: from 2.0 Python
 // updates Adam's first moment and RMSprop's centred average with lerp_ (C++ kept mul_ and add_, which
-// rounds otherwise), and on CUDA Python steps with its foreach ops, which round otherwise than its
-// one-tensor rule for Adam (the bias correction's division) and Adagrad (the step is scaled before
-// the division, not after). Options and state stay
+// rounds otherwise), and with foreach (its default for CUDA parameters, see ForeachChoice) Python
+// steps with its foreach ops, which round otherwise than its one-tensor rule on CUDA for Adam (the
+// bias correction's division) and Adagrad (the step is scaled before the division, not after).
+// RMSprop's foreach rule rounds as its one-tensor rule. Options and state stay
 // torch::optim's, so everything that reads them (checkpoints, sharding, offload) is unchanged.
 #pragma once
 
