@@ -94,6 +94,7 @@ struct Settings {
   bool source = false;  // with tokens: a first input, the same ids reversed, precedes them
   bool padding = false;  // with source: padding masks of both follow (row r's last r % 3 positions)
   const char* algorithm = "adam";
+  bool maximize = false;  // the optimizer's maximize
   int accumulation = 1;
   double clip = 0;        // max norm; 0: none
   double clip_value = 0;  // 0: none
@@ -179,6 +180,7 @@ struct Job {
     acc_options* o = nullptr;
     EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o), ACC_OK);
     if (std::string(s.algorithm) == "sgd") EXPECT_EQ(acc_options_set(o, "momentum", "0.9"), ACC_OK);
+    if (s.maximize) EXPECT_EQ(acc_options_set(o, "maximize", "true"), ACC_OK);
     EXPECT_EQ(acc_optimizer_create(model, s.algorithm, o, &opt), ACC_OK) << acc_last_error_message();
     acc_options_free(o);
     EXPECT_EQ(acc_optimizer_set_lr(opt, 0, 0.05), ACC_OK);
@@ -351,12 +353,17 @@ TEST(Sharded, PaddedEncoderDecoderTrainsToDdpWeights) {
 }
 
 TEST(Sharded, EveryElementwiseOptimizerStepsItsSlicesAsTheWhole) {
-  for (const char* algorithm : {"adamw", "rmsprop", "adagrad", "lion"}) {
+  for (const char* algorithm :
+       {"adamw", "rmsprop", "adagrad", "lion", "radam", "nadam", "adamax", "adadelta", "rprop", "asgd"}) {
     SCOPED_TRACE(algorithm);
     Settings s;
     s.algorithm = algorithm;
     for (int stage : {1, 3}) expect_trains_like_ddp(stage, s, 3);
   }
+  Settings ascending;  // maximize negates each slice's gradient as the whole's
+  ascending.algorithm = "adamw";
+  ascending.maximize = true;
+  for (int stage : {1, 2}) expect_trains_like_ddp(stage, ascending, 3);
 }
 
 // `s` with 2 micro-steps per step, clipping and bf16 autocast.
