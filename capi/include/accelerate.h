@@ -283,6 +283,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   from total_iters on, default 1), power above (polynomial_lr too),
  *   T_0 (int, cosine_annealing_warm_restarts: steps until the first restart), T_mult (int,
  *   cosine_annealing_warm_restarts: each period over the one before, default 1),
+ *   swa_lr (PyTorch's SWALR, from the rate it finds to swa_lr, then swa_lr; it can only lead a
+ *   sequence): swa_lr (double, needed), anneal_epochs (int, the steps it takes, 0: at once,
+ *   default 10), anneal_strategy ("cos" or "linear", default "cos"),
  *   timescale (int, inverse_sqrt; unset: num_warmup_steps, or 10000 without warm-up),
  *   min_lr, min_lr_rate (double, one of the two: cosine_with_min_lr, cosine_warmup_with_min_lr; the
  *   final learning rate, or its ratio to the optimizer's lr), warmup_lr_rate (double,

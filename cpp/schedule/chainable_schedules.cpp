@@ -86,6 +86,21 @@ ScheduleRule polynomial_lr_rule(int64_t total_iters, double power) {
   });
 }
 
+ScheduleRule swa_lr_rule(double swa_lr, int64_t anneal_epochs, bool cosine) {
+  const double span = static_cast<double>(std::max<int64_t>(1, anneal_epochs));
+  const auto anneal = [cosine](double t) { return cosine ? (1 - std::cos(M_PI * t)) / 2 : t; };
+  // SWALR.get_lr() at `step` from the rate before: it backs out the rate the last step started from,
+  // then moves it the current step's share of the way to swa_lr.
+  const auto next = [=](double lr, int64_t step) {
+    const double s = static_cast<double>(anneal_epochs == 0 ? std::max<int64_t>(1, step) : step);
+    const double prev_alpha = anneal(std::max(0.0, std::min(1.0, (s - 1) / span)));
+    const double prev_lr = prev_alpha == 1 ? swa_lr : (lr - prev_alpha * swa_lr) / (1 - prev_alpha);
+    const double alpha = anneal(std::max(0.0, std::min(1.0, s / span)));
+    return swa_lr * alpha + prev_lr * (1 - alpha);
+  };
+  return walk([=](double lr, double, int64_t s) { return next(lr, s); }, [=](double base) { return next(base, 0); });
+}
+
 ScheduleRule cosine_annealing_warm_restarts_rule(int64_t t_0, int64_t t_mult, double eta_min) {
   return [=](double base, int64_t step) {
     // Where PyTorch's T_cur and T_i stand after `step` steps of one each: a restart whenever T_cur

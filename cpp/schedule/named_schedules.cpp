@@ -250,6 +250,15 @@ const std::vector<NamedSchedule>& named_schedules() {
        [](const O& o, const std::string& name, double) {
          return cosine_annealing_warm_restarts_rule(required(o.t_0, "T_0", name), o.t_mult, o.eta_min);
        }},
+      {"swa_lr", {"swa_lr", "anneal_epochs", "anneal_strategy"},
+       [](const O& o, const std::string& name, double) {
+         return swa_lr_rule(required(o.swa_lr, "swa_lr", name), o.anneal_epochs, o.anneal_strategy == "cos");
+       },
+       // SequentialLR restarts a later SWALR by step(0), which SWALR's get_lr() does not read (it counts
+       // its own steps): not made here.
+       [](const O&, const std::string&, double) -> ScheduleRule {
+         fail(Status::Unsupported, "swa_lr can only lead a sequence: PyTorch's SWALR does not restart at a milestone");
+       }},
       {kPlateauSchedule,
        {"mode", "factor", "patience", "threshold", "threshold_mode", "cooldown", "min_lr", "eps"},
        nullptr},  // a scheduler of its own

@@ -55,6 +55,8 @@ struct ScheduleOptions {
   std::optional<int64_t> steps_per_epoch;
   double pct_start = 0.3;
   std::string anneal_strategy = "cos";
+  std::optional<double> swa_lr;  // swa_lr (SWALR)
+  int64_t anneal_epochs = 10;
   bool cycle_momentum = true;
   std::optional<double> base_momentum;         // one_cycle 0.85, cyclic 0.8
   std::optional<double> max_momentum;          // one_cycle 0.95, cyclic 0.9

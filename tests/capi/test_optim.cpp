@@ -566,6 +566,18 @@ TEST(Scheduler, PyTorchsWarmUpDecayAndRestartSchedulersGiveItsRatesToTheBit) {
             (std::vector<double>{0.1, 0.0775, 0.032500000000000015, 0.1, 0.09397114317029975, 0.0775,
                                  0.05500000000000001, 0.032500000000000015, 0.01602885682970026, 0.1,
                                  0.09846666218300808, 0.09397114317029975, 0.08681980515339464}));
+  // SWALR, with torch.optim.swa_utils' default of 10 steps, a line, and at once.
+  EXPECT_EQ(schedule_rates("swa_lr", {{"swa_lr", "0.05"}, {"anneal_epochs", "3"}}, 6, "0.1"),
+            (std::vector<double>{0.1, 0.08750000000000001, 0.06250000000000001, 0.05, 0.05, 0.05, 0.05}));
+  EXPECT_EQ(schedule_rates("swa_lr", {{"swa_lr", "0.05"}, {"anneal_epochs", "4"}, {"anneal_strategy", "linear"}}, 6,
+                           "0.3"),
+            (std::vector<double>{0.3, 0.2375, 0.175, 0.1125, 0.05, 0.05, 0.05}));
+  EXPECT_EQ(schedule_rates("swa_lr", {{"swa_lr", "0.02"}, {"anneal_epochs", "0"}}, 3, "0.1"),
+            (std::vector<double>{0.02, 0.02, 0.02, 0.02}));
+  EXPECT_EQ(schedule_rates("swa_lr", {{"swa_lr", "0.2"}}, 11, "0.1"),
+            (std::vector<double>{0.1, 0.10244717418524234, 0.10954915028125264, 0.12061073738537637,
+                                 0.13454915028125264, 0.15, 0.16545084971874738, 0.17938926261462365,
+                                 0.1904508497187474, 0.1975528258147577, 0.2, 0.2}));
   EXPECT_EQ(schedule_rates("cyclic", {{"base_lr", "0.1"}, {"max_lr", "1"}, {"step_size_up", "4"}, {"cycle_momentum", "false"}},
                   9, "0.5"),
             (std::vector<double>{0.1, 0.325, 0.55, 0.775, 1.0, 0.775, 0.55, 0.325, 0.1, 0.325}));
@@ -578,6 +590,8 @@ TEST(Scheduler, PyTorchsWarmUpDecayAndRestartSchedulersGiveItsRatesToTheBit) {
   acc_scheduler* sched = nullptr;
   ACC_EXPECT_ERROR(acc_scheduler_create(opt, "cosine_annealing_warm_restarts", o, &sched), ACC_ERR_INVALID_ARGUMENT,
                    "needs the option 'T_0'");
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "swa_lr", o, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "needs the option 'swa_lr'");
   ACC_ASSERT_OK(acc_options_set(o, "factor", "0"));
   ACC_EXPECT_ERROR(acc_scheduler_create(opt, "constant_lr", o, &sched), ACC_ERR_INVALID_ARGUMENT,
                    "factor must be in (0, 1], got 0");
@@ -709,6 +723,9 @@ TEST(Scheduler, ASequenceIsCheckedAndRefusalsChangeNothing) {
                    "does not take a reduce_lr_on_plateau");
   ACC_EXPECT_ERROR(acc_scheduler_then(sched, 3, "one_cycle", nullptr), ACC_ERR_UNSUPPORTED,
                    "one_cycle scheduler cannot be part of one");
+  acc_options* swa = scheduler_options({{"swa_lr", "0.05"}});
+  ACC_EXPECT_ERROR(acc_scheduler_then(sched, 3, "swa_lr", swa), ACC_ERR_UNSUPPORTED, "swa_lr can only lead a sequence");
+  acc_options_free(swa);
   ACC_EXPECT_ERROR(acc_scheduler_then(sched, 3, "cosine_annealing", nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "needs the option 'T_max'");
   ACC_EXPECT_ERROR(acc_scheduler_then(sched, 3, "linear_lr", o), ACC_ERR_INVALID_ARGUMENT,

@@ -140,6 +140,9 @@ SCENARIOS = {
     "lm_adadelta_accumulate": dict(model="lm", optimizer="adadelta", schedule="cosine", accumulation=2),
     "mlp_rprop": dict(model="mlp", optimizer="rprop", schedule="exponential", schedule_options={"gamma": 0.9}),
     "mlp_asgd": dict(model="mlp", optimizer="asgd", schedule="linear"),
+    # PyTorch's SWALR annealing ASGD's rate, as stochastic weight averaging does.
+    "mlp_asgd_swalr": dict(model="mlp", optimizer="asgd", schedule="swa_lr",
+                           schedule_options={"swa_lr": 0.01, "anneal_epochs": 4}),
     # PyTorch's fused=True kernels (from 2.4), which round otherwise than its other rules.
     "lm_adamw_fused_accumulate_clip": dict(model="lm", optimizer="adamw_fused", schedule="linear", accumulation=2,
                                            clip=0.5),
@@ -328,7 +331,8 @@ TORCH_SCHEDULERS = {"multistep": torch.optim.lr_scheduler.MultiStepLR, "exponent
                     "constant_lr": torch.optim.lr_scheduler.ConstantLR, "linear_lr": torch.optim.lr_scheduler.LinearLR,
                     "polynomial_lr": torch.optim.lr_scheduler.PolynomialLR,
                     "cosine_annealing_warm_restarts": torch.optim.lr_scheduler.CosineAnnealingWarmRestarts,
-                    "cyclic": torch.optim.lr_scheduler.CyclicLR, "step": torch.optim.lr_scheduler.StepLR}
+                    "cyclic": torch.optim.lr_scheduler.CyclicLR, "step": torch.optim.lr_scheduler.StepLR,
+                    "swa_lr": torch.optim.swa_utils.SWALR}
 
 
 def scheduler_settings(cfg, total):
