@@ -47,6 +47,12 @@ std::pair<double, double> interleaved(A& a, B& b, int rounds, int steps, int war
   return {median(ta), median(tb)};
 }
 
+// The line of one comparison: a's and b's medians (interleaved's), and b's over a's.
+inline void report(const char* what, const char* name_a, const char* name_b, std::pair<double, double> t) {
+  std::printf("%-34s %s %9.0f us/step   %s %9.0f us/step   ratio %.3f\n", what, name_a, t.first, name_b, t.second,
+              t.second / t.first);
+}
+
 // A ReLU MLP of the given widths (in, hidden..., out) as a C-API layer spec.
 inline std::string mlp_spec(const std::vector<int64_t>& widths) {
   std::string json = "[";

@@ -59,12 +59,10 @@ class Stepper {
 
 void compare(const char* what, const char* name_a, Stepper& a, const char* name_b, Stepper& b, int rounds, int steps) {
   if (!b.ok()) {
-    std::printf("%-28s %s: %s\n", what, name_b, b.error().c_str());
+    std::printf("%-34s %s: %s\n", what, name_b, b.error().c_str());
     return;
   }
-  const auto t = interleaved(a, b, rounds, steps, /*warm_up=*/1);  // the first step makes the states
-  std::printf("%-28s %s %8.0f us/step   %s %8.0f us/step   ratio %.3f\n", what, name_a, t.first, name_b, t.second,
-              t.second / t.first);
+  report(what, name_a, name_b, interleaved(a, b, rounds, steps, /*warm_up=*/1));  // the first step makes the states
 }
 
 }  // namespace

@@ -78,11 +78,6 @@ class Trainer {
   acc_tensor* y_ = nullptr;
 };
 
-void report(const char* what, const char* name_a, const char* name_b, std::pair<double, double> t) {
-  std::printf("%-34s %s %9.0f us/step   %s %9.0f us/step   ratio %.3f\n", what, name_a, t.first, name_b, t.second,
-              t.second / t.first);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {

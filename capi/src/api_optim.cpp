@@ -67,17 +67,7 @@ acc_status acc_optimizer_state(const acc_optimizer* opt, const char* param, cons
     const std::string name = text_arg(param, "param");
     const std::string key = text_arg(field, "field");
     out_param(out, "out");
-    const acc::StateFields fields = acc::parameter_state(o, name);
-    if (fields.empty())
-      acc::fail(acc::Status::NotInitialized, "'", name, "' has no optimizer state yet: the optimizer has not stepped it");
-    auto it = fields.find(key);
-    if (it == fields.end()) {
-      std::string known;
-      for (const auto& f : fields) known += (known.empty() ? "" : ", ") + f.first;
-      acc::fail(acc::Status::InvalidArgument, "the ", o.algorithm(), " optimizer keeps no '", key, "' for '", name,
-                "' (it keeps ", known, ")");
-    }
-    emit(out, it->second);
+    emit(out, acc::parameter_state_field(o, name, key));
   });
 }
 

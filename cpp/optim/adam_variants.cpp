@@ -42,7 +42,7 @@ at::Tensor step_groups(torch::optim::Optimizer& optimizer, const ForeachChoice& 
         });
         state.step(state.step() + 1);
         if (choice.steps_by_foreach(p))
-          by_foreach.add(p, VariantSlot{p, grad, &state});
+          by_foreach.of(p).push_back(VariantSlot{p, grad, &state});
         else
           single(p, grad, state, o);
       }

@@ -58,13 +58,13 @@ void asgd_foreach(const std::vector<AsgdSlot>& slots, const AsgdOptions& o) {
   at::_foreach_addcmul_(params, intermediate, etas, -1);
   intermediate = at::_foreach_sub(params, axs);
   at::_foreach_addcmul_(axs, intermediate, mus);
+  StepTensors steps;
   for (const AsgdSlot& s : slots) {
-    const double step = static_cast<double>(s.state->step());
-    const at::Tensor step_t = at::full({}, step, at::TensorOptions(s.param.device()).dtype(at::kFloat));
+    const at::Tensor& step = steps.get(s.param, s.state->step());
     // Python's lr / ((1 + lambd * lr * step) ** alpha) with step a tensor: lr / x is x.reciprocal() * lr.
-    const at::Tensor eta = at::pow(at::add(at::mul(step_t, o.lambd() * o.lr()), 1), o.alpha()).reciprocal() * o.lr();
+    const at::Tensor eta = at::pow(at::add(at::mul(step, o.lambd() * o.lr()), 1), o.alpha()).reciprocal() * o.lr();
     s.state->eta().copy_(eta);
-    s.state->mu().fill_(1 / std::max(1.0, step - o.t0()));
+    s.state->mu().fill_(1 / std::max(1.0, static_cast<double>(s.state->step()) - o.t0()));
   }
 #else
   (void)slots;  // never called: foreach=true needs PyTorch 2.x (TorchOptimizer refuses it before)
@@ -91,7 +91,7 @@ at::Tensor Asgd::step(LossClosure closure) {
         });
         s.step(s.step() + 1);
         if (steps_by_foreach(p))
-          by_foreach.add(p, AsgdSlot{p, grad, &s});
+          by_foreach.of(p).push_back(AsgdSlot{p, grad, &s});
         else
           asgd_single(p, grad, s, o);
       }

@@ -2,13 +2,11 @@
 
 #include <ATen/ATen.h>
 
-#include <map>
-#include <tuple>
-#include <utility>
 #include <vector>
 
 #include "common/compat.h"
 #include "common/error.h"
+#include "optim/python_rules.h"
 #include "optim/rule_helpers.h"
 
 namespace acc {
@@ -18,25 +16,7 @@ namespace {
 struct Batch {
   std::vector<at::Tensor> params, grads, first, second, third, steps;
 };
-using Batches = std::map<std::tuple<c10::DeviceType, c10::DeviceIndex, at::ScalarType>, Batch>;
-
-Batch& batch_of(Batches& batches, const at::Tensor& p) {
-  return batches[{p.device().type(), p.device().index(), p.scalar_type()}];
-}
-
-// A step count as the float32 0-dim tensor on the parameter's device that PyTorch's fused rules
-// keep, one per device and count.
-class StepTensors {
- public:
-  const at::Tensor& get(const at::Tensor& p, int64_t step) {
-    auto& t = made_[{p.device().type(), p.device().index(), step}];
-    if (!t.defined()) t = at::full({}, static_cast<double>(step), at::TensorOptions(p.device()).dtype(at::kFloat));
-    return t;
-  }
-
- private:
-  std::map<std::tuple<c10::DeviceType, c10::DeviceIndex, int64_t>, at::Tensor> made_;
-};
+using Batches = DeviceDtypeGroups<Batch>;
 
 template <class Options, class State, bool kDecoupled>
 void fused_adam(torch::optim::Optimizer& optimizer, const char* rule) {
@@ -48,16 +28,9 @@ void fused_adam(torch::optim::Optimizer& optimizer, const char* rule) {
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       const at::Tensor& grad = dense_grad(p, rule);
-      auto& s = state_of<State>(optimizer, p, [&] {
-        auto fresh = std::make_unique<State>();
-        fresh->step(0);
-        fresh->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
-        fresh->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
-        if (o.amsgrad()) fresh->max_exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
-        return fresh;
-      });
+      auto& s = state_of<State>(optimizer, p, [&] { return new_adam_state<State>(p, o.amsgrad()); });
       s.step(s.step() + 1);
-      Batch& b = batch_of(batches, p);
+      Batch& b = batches.of(p);
       b.params.push_back(p);
       b.grads.push_back(grad);
       b.first.push_back(s.exp_avg());
@@ -66,15 +39,14 @@ void fused_adam(torch::optim::Optimizer& optimizer, const char* rule) {
       b.steps.push_back(steps.get(p, s.step()));
     }
     const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
-    for (auto& entry : batches) {
-      Batch& b = entry.second;
+    batches.for_each([&](const Batch& b) {
       if constexpr (kDecoupled)
         at::_fused_adamw_(b.params, b.grads, b.first, b.second, b.third, b.steps, o.lr(), beta1, beta2,
                           o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false);
       else
         at::_fused_adam_(b.params, b.grads, b.first, b.second, b.third, b.steps, o.lr(), beta1, beta2,
                          o.weight_decay(), o.eps(), o.amsgrad(), /*maximize=*/false);
-    }
+    });
   }
 #else
   (void)optimizer;
@@ -111,15 +83,16 @@ at::Tensor FusedSgd::step(torch::optim::Optimizer::LossClosure closure) {
           }
           buffer = static_cast<torch::optim::SGDParamState&>(*slot).momentum_buffer();
         }
-        Batch& b = batch_of(*batches, p);
+        Batch& b = batches->of(p);
         b.params.push_back(p);
         b.grads.push_back(grad);
         if (momentum) b.first.push_back(buffer);
       }
-      for (auto* batches : {&later, &first})
-        for (auto& entry : *batches)
-          at::_fused_sgd_(entry.second.params, entry.second.grads, entry.second.first, o.weight_decay(), o.momentum(),
-                          o.lr(), o.dampening(), o.nesterov(), /*maximize=*/false, /*is_first_step=*/batches == &first);
+      for (const Batches* batches : {&later, &first})
+        batches->for_each([&](const Batch& b) {
+          at::_fused_sgd_(b.params, b.grads, b.first, o.weight_decay(), o.momentum(), o.lr(), o.dampening(),
+                          o.nesterov(), /*maximize=*/false, /*is_first_step=*/batches == &first);
+        });
     }
 #else
     fail(Status::Unsupported, "SGD with fused=true needs PyTorch 2.4 or later");
@@ -155,21 +128,18 @@ at::Tensor FusedAdagrad::step(torch::optim::Optimizer::LossClosure closure) {
         const at::Tensor& grad = dense_grad(p, "Adagrad");
         require(p.is_cpu(), "Adagrad with fused=true runs on the CPU only, as PyTorch's (a parameter is on ",
                 p.device().str(), ")");
-        auto it = state_.find(compat::optimizer_state_key(p));
-        require(it != state_.end() && it->second, "Adagrad: a parameter has no accumulator");
-        auto& s = static_cast<torch::optim::AdagradParamState&>(*it->second);
+        auto& s = adagrad_state(*this, p);
         s.step(s.step() + 1);
-        Batch& b = batch_of(batches, p);
+        Batch& b = batches.of(p);
         b.params.push_back(p);
         b.grads.push_back(grad);
         b.first.push_back(s.sum());
         b.steps.push_back(steps.get(p, s.step()));
       }
-      for (auto& entry : batches) {
-        Batch& b = entry.second;
+      batches.for_each([&](const Batch& b) {
         at::_fused_adagrad_(b.params, b.grads, b.first, b.steps, o.lr(), o.lr_decay(), o.weight_decay(), o.eps(),
                             /*maximize=*/false);
-      }
+      });
     }
 #else
     fail(Status::Unsupported, "Adagrad with fused=true needs PyTorch 2.4 or later");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 
 #include "common/compat.h"
@@ -10,6 +11,15 @@
 #include "optim/rule_helpers.h"
 
 namespace acc {
+namespace {
+
+// A choice that needs a newer libtorch than the one built against is unsupported, and says so.
+void require_pytorch(bool built, const char* what) {
+  if (!built)
+    fail(Status::Unsupported, what, "; this library was built against ", TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR);
+}
+
+}  // namespace
 
 std::vector<at::Tensor> Optimizer::gradients() {
   std::vector<at::Tensor> grads;
@@ -31,30 +41,21 @@ TorchOptimizer::TorchOptimizer(std::shared_ptr<Model> model, const std::string& 
           options_kind_name(options.kind()));
   auto defaults = make_options(options_);
   maximize_ = options_.get_bool("maximize", false);
+  const bool fused = options_.get_bool("fused", false);
+  const std::optional<bool> foreach =
+      options_.has("foreach") ? std::optional<bool>(options_.get_bool("foreach", false)) : std::nullopt;
+  require(!(fused && foreach.value_or(false)), "fused and foreach cannot both be true, as in PyTorch");
+  require_pytorch(!fused || compat::kFusedOptimizers, "fused optimizers need PyTorch 2.4 or later");
+  // PyTorch 1.13's foreach rules rounded otherwise again and are not written here.
+  require_pytorch(!foreach.value_or(false) || compat::kPythonOptimizers2,
+                  "foreach=true steps PyTorch 2.x's foreach rules");
   std::vector<torch::optim::OptimizerParamGroup> groups;
   groups.emplace_back(model_->trainable_parameters());
-  if (options_.get_bool("fused", false)) {
-    if (!compat::kFusedOptimizers)
-      fail(Status::Unsupported, "fused optimizers need PyTorch 2.4 or later; this library was built against ",
-           TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR);
-    impl_ = algorithm_->make_fused_optimizer(std::move(groups), *defaults);
-    require(impl_ != nullptr, "the ", algorithm_->name(), " optimizer has no fused implementation");
-  } else {
-    impl_ = algorithm_->make_optimizer(std::move(groups), *defaults);
-  }
-  choose_foreach();
-}
-
-// PyTorch's foreach: unset, its default; true, the foreach rules of PyTorch 2.x (1.13's rounded
-// otherwise and are not written here). Rules whose foreach form rounds as their one-tensor form
-// (SGD, RMSprop, Adamax, Adadelta, Rprop) have no choice to make.
-void TorchOptimizer::choose_foreach() {
-  if (!options_.has("foreach")) return;
-  const bool foreach = options_.get_bool("foreach", false);
-  require(!(foreach && options_.get_bool("fused", false)), "fused and foreach cannot both be true, as in PyTorch");
-  if (foreach && !compat::kPythonOptimizers2)
-    fail(Status::Unsupported, "foreach=true steps PyTorch 2.x's foreach rules; this library was built against ",
-         TORCH_VERSION_MAJOR, ".", TORCH_VERSION_MINOR);
+  impl_ = fused ? algorithm_->make_fused_optimizer(std::move(groups), *defaults)
+                : algorithm_->make_optimizer(std::move(groups), *defaults);
+  require(impl_ != nullptr, "the ", algorithm_->name(), " optimizer has no fused implementation");
+  // Rules whose foreach form rounds as their one-tensor form (SGD, RMSprop, Adamax, Adadelta, Rprop)
+  // have no choice to make.
   if (auto* choice = dynamic_cast<ForeachChoice*>(impl_.get())) choice->set_foreach(foreach);
 }
 

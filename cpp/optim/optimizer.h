@@ -74,7 +74,6 @@ class TorchOptimizer final : public Optimizer {
  private:
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& options) const;
   void check_group(size_t group) const;
-  void choose_foreach();
 
   std::shared_ptr<Model> model_;
   const OptimizerAlgorithm* algorithm_;

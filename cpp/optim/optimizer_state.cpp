@@ -71,6 +71,18 @@ StateFields parameter_state(Optimizer& optimizer, const std::string& name) {
   return fields;
 }
 
+at::Tensor parameter_state_field(Optimizer& optimizer, const std::string& name, const std::string& field) {
+  const StateFields fields = parameter_state(optimizer, name);
+  if (fields.empty())
+    fail(Status::NotInitialized, "'", name, "' has no optimizer state yet: the optimizer has not stepped it");
+  auto it = fields.find(field);
+  if (it != fields.end()) return it->second;
+  std::string known;
+  for (const auto& f : fields) known += (known.empty() ? "" : ", ") + f.first;
+  fail(Status::InvalidArgument, "the ", optimizer.algorithm(), " optimizer keeps no '", field, "' for '", name,
+       "' (it keeps ", known, ")");
+}
+
 void move_optimizer_state(Optimizer& optimizer, const c10::Device& device) {
   const OptimizerAlgorithm& algorithm = optimizer_algorithm(optimizer.algorithm());
   for (auto& entry : optimizer.impl().state()) {

@@ -29,6 +29,9 @@ std::pair<std::string, std::string> split_state_key(const std::string& key, cons
 // a parameter no group of the optimizer holds, is an error; so is a sharded optimizer's state
 // (each process holds slices).
 StateFields parameter_state(Optimizer& optimizer, const std::string& name);
+// One field of it: before the parameter's first step a NotInitialized error, and a field the
+// optimizer does not keep an error naming those it keeps.
+at::Tensor parameter_state_field(Optimizer& optimizer, const std::string& name, const std::string& field);
 
 // Moves the per-parameter state (momentum, moments) to a device (prepare's device placement).
 void move_optimizer_state(Optimizer& optimizer, const c10::Device& device);

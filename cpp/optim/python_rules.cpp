@@ -98,32 +98,23 @@ void adam_foreach(const std::vector<const AdamSlot*>& slots, const AdamHyper& h)
 
 // Counts a step for every parameter with a gradient (making its state at its first), then applies
 // the rule: one by one on CPU, by foreach ops per device and dtype on CUDA, as Python chooses.
-template <class Options, class State, class Groups, class StateMap>
-void adam_step(Groups& groups, StateMap& states, const ForeachChoice& choice, bool decoupled, const char* rule) {
-  for (auto& group : groups) {
+template <class Options, class State, class Rule>
+void adam_step(Rule& optimizer, bool decoupled, const char* rule) {
+  for (auto& group : optimizer.param_groups()) {
     const AdamHyper h = adam_hyper(static_cast<const Options&>(group.options()), decoupled);
     std::vector<AdamSlot> slots;
     for (auto& p : group.params()) {
       if (!p.grad().defined()) continue;
       const at::Tensor& grad = dense_grad(p, rule);
-      auto& slot = states[compat::optimizer_state_key(p)];
-      if (!slot) {
-        auto fresh = std::make_unique<State>();
-        fresh->step(0);
-        fresh->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
-        fresh->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
-        if (h.amsgrad) fresh->max_exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
-        slot = std::move(fresh);
-      }
-      auto& state = static_cast<State&>(*slot);
+      auto& state = state_of<State>(optimizer, p, [&] { return new_adam_state<State>(p, h.amsgrad); });
       state.step(state.step() + 1);
       slots.push_back(
           {p, grad, state.exp_avg(), state.exp_avg_sq(), state.max_exp_avg_sq(), static_cast<double>(state.step())});
     }
     ForeachGroups<const AdamSlot*> by_foreach;
     for (const AdamSlot& s : slots) {
-      if (choice.steps_by_foreach(s.param))
-        by_foreach.add(s.param, &s);
+      if (optimizer.steps_by_foreach(s.param))
+        by_foreach.of(s.param).push_back(&s);
       else
         adam_single(s, h);
     }
@@ -172,15 +163,14 @@ void adagrad_foreach(const std::vector<AdagradSlot>& slots, const torch::optim::
 template <>
 at::Tensor PythonAdam::step(torch::optim::Optimizer::LossClosure closure) {
   return with_closure(closure, [&] {
-    adam_step<torch::optim::AdamOptions, torch::optim::AdamParamState>(param_groups_, state_, *this, false, "Adam");
+    adam_step<torch::optim::AdamOptions, torch::optim::AdamParamState>(*this, false, "Adam");
   });
 }
 
 template <>
 at::Tensor PythonAdamW::step(torch::optim::Optimizer::LossClosure closure) {
   return with_closure(closure, [&] {
-    adam_step<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(param_groups_, state_, *this, true,
-                                                                         "AdamW");
+    adam_step<torch::optim::AdamWOptions, torch::optim::AdamWParamState>(*this, true, "AdamW");
   });
 }
 
@@ -188,21 +178,16 @@ at::Tensor PythonAdamW::step(torch::optim::Optimizer::LossClosure closure) {
 template <>
 at::Tensor PythonRmsProp::step(torch::optim::Optimizer::LossClosure closure) {
   return with_closure(closure, [&] {
-    for (auto& group : param_groups_) {
-      const auto& o = static_cast<const torch::optim::RMSpropOptions&>(group.options());
-      for (auto& p : group.params()) {
-        if (!p.grad().defined()) continue;
-        at::Tensor grad = dense_grad(p, "RMSprop");
-        auto& slot = state_[compat::optimizer_state_key(p)];
-        if (!slot) {
+    using Options = torch::optim::RMSpropOptions;
+    for_each_with_grad<Options>(*this, "RMSprop", [&](at::Tensor& p, at::Tensor grad, const Options& o) {
+        auto& state = state_of<torch::optim::RMSpropParamState>(*this, p, [&] {
           auto fresh = std::make_unique<torch::optim::RMSpropParamState>();
           fresh->step(0);
           fresh->square_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
           if (o.momentum() > 0) fresh->momentum_buffer(at::zeros_like(p, at::MemoryFormat::Preserve));
           if (o.centered()) fresh->grad_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
-          slot = std::move(fresh);
-        }
-        auto& state = static_cast<torch::optim::RMSpropParamState&>(*slot);
+          return fresh;
+        });
         state.step(state.step() + 1);
         if (o.weight_decay() != 0) grad = grad.add(p, o.weight_decay());
         state.square_avg().mul_(o.alpha()).addcmul_(grad, grad, 1 - o.alpha());
@@ -220,8 +205,7 @@ at::Tensor PythonRmsProp::step(torch::optim::Optimizer::LossClosure closure) {
         } else {
           p.addcdiv_(grad, avg, -o.lr());
         }
-      }
-    }
+    });
   });
 }
 
@@ -236,13 +220,11 @@ at::Tensor PythonAdagrad::step(torch::optim::Optimizer::LossClosure closure) {
       for (auto& p : group.params()) {
         if (!p.grad().defined()) continue;
         at::Tensor grad = dense_grad(p, "Adagrad");
-        auto it = state_.find(compat::optimizer_state_key(p));
-        require(it != state_.end() && it->second, "Adagrad: a parameter has no accumulator");
-        auto& state = static_cast<torch::optim::AdagradParamState&>(*it->second);
+        auto& state = adagrad_state(*this, p);
         state.step(state.step() + 1);
         const double step = static_cast<double>(state.step());
         if (steps_by_foreach(p)) {
-          by_foreach.add(p, AdagradSlot{p, grad, state.sum(), step});
+          by_foreach.of(p).push_back(AdagradSlot{p, grad, state.sum(), step});
           continue;
         }
         if (o.weight_decay() != 0) grad = grad.add(p, o.weight_decay());

@@ -13,6 +13,10 @@
 #include <torch/optim/adamw.h>
 #include <torch/optim/rmsprop.h>
 
+#include <ATen/ATen.h>
+
+#include <memory>
+
 #include "optim/rule_helpers.h"
 
 namespace acc {
@@ -24,6 +28,25 @@ class PythonRule final : public Base, public ForeachChoice {
   using Base::Base;
   at::Tensor step(torch::optim::Optimizer::LossClosure closure = nullptr) override;
 };
+
+// Adam's and AdamW's state before a parameter's first step, as torch.optim makes it (the running
+// maximum only with amsgrad); the fused rules make theirs so too.
+template <class State>
+std::unique_ptr<State> new_adam_state(const at::Tensor& p, bool amsgrad) {
+  auto fresh = std::make_unique<State>();
+  fresh->step(0);
+  fresh->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+  fresh->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+  if (amsgrad) fresh->max_exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+  return fresh;
+}
+
+// Adagrad's state of `p`, made with the optimizer (algorithm_adagrad.cpp); the fused rule reads it too.
+inline torch::optim::AdagradParamState& adagrad_state(torch::optim::Optimizer& optimizer, const at::Tensor& p) {
+  auto it = optimizer.state().find(compat::optimizer_state_key(p));
+  require(it != optimizer.state().end() && it->second, "Adagrad: a parameter has no accumulator");
+  return static_cast<torch::optim::AdagradParamState&>(*it->second);
+}
 
 using PythonAdam = PythonRule<torch::optim::Adam>;
 using PythonAdamW = PythonRule<torch::optim::AdamW>;

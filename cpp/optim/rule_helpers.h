@@ -74,21 +74,37 @@ class ForeachChoice {
   std::optional<bool> foreach_;
 };
 
-// Slots of the parameters of one device and dtype together, as Python's foreach rules group their
-// tensors (_group_tensors_by_device_and_dtype).
-template <class Slot>
-class ForeachGroups {
+// What the parameters of each device and dtype gather (a list of slots, or the lists one kernel
+// call takes), kept apart as Python's foreach and fused rules group their tensors
+// (_group_tensors_by_device_and_dtype).
+template <class Group>
+class DeviceDtypeGroups {
  public:
-  void add(const at::Tensor& p, Slot slot) {
-    groups_[{p.device().type(), p.device().index(), p.scalar_type()}].push_back(std::move(slot));
-  }
+  Group& of(const at::Tensor& p) { return groups_[{p.device().type(), p.device().index(), p.scalar_type()}]; }
   template <class Fn>
   void for_each(Fn&& fn) const {
     for (const auto& entry : groups_) fn(entry.second);
   }
 
  private:
-  std::map<std::tuple<c10::DeviceType, c10::DeviceIndex, at::ScalarType>, std::vector<Slot>> groups_;
+  std::map<std::tuple<c10::DeviceType, c10::DeviceIndex, at::ScalarType>, Group> groups_;
+};
+
+template <class Slot>
+using ForeachGroups = DeviceDtypeGroups<std::vector<Slot>>;
+
+// A step count as the float32 0-dim tensor on the parameter's device that PyTorch's fused and
+// foreach rules keep (and compute with), made once per device and count.
+class StepTensors {
+ public:
+  const at::Tensor& get(const at::Tensor& p, int64_t step) {
+    auto& t = made_[{p.device().type(), p.device().index(), step}];
+    if (!t.defined()) t = at::full({}, static_cast<double>(step), at::TensorOptions(p.device()).dtype(at::kFloat));
+    return t;
+  }
+
+ private:
+  std::map<std::tuple<c10::DeviceType, c10::DeviceIndex, int64_t>, at::Tensor> made_;
 };
 
 // avg <- keep * avg + (1 - keep) * value: 2.x lerp_s, 1.x multiplied and added.
