@@ -116,6 +116,7 @@ typedef enum acc_handle_kind {
   ACC_HANDLE_ACCELERATOR = 10,
   ACC_HANDLE_PROGRESS = 11,
   ACC_HANDLE_BYTES = 12, /* the sink of a state-saving callback, live during that callback only */
+  ACC_HANDLE_AVERAGED_MODEL = 13,
   ACC_HANDLE_MAX_ENUM = 0x7fffffff
 } acc_handle_kind;
 
@@ -130,6 +131,7 @@ typedef struct acc_scheduler acc_scheduler;
 typedef struct acc_dataset acc_dataset;
 typedef struct acc_dataloader acc_dataloader;
 typedef struct acc_accelerator acc_accelerator;
+typedef struct acc_averaged_model acc_averaged_model;
 
 /* Releases the user_data of a callback once the library no longer needs it (may be NULL wherever one
  * is taken). It may run on any thread. */
@@ -401,6 +403,13 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   with_stack (bool, default false: TorchScript source locations), with_flops (bool, default
  *   false), with_modules (bool, default false: the TorchScript module hierarchy),
  *   output_trace_dir (string, default none: the Chrome trace is not written).
+ * Keys of ACC_OPTIONS_AVERAGED_MODEL (PyTorch's AveragedModel, see acc_averaged_model_create):
+ *   strategy ("swa", default: the equal average of every update, AveragedModel's default; "ema":
+ *   an exponential moving average, get_ema_multi_avg_fn(decay)),
+ *   decay (double, default 0.999: ema's weight of the average at each update, in [0, 1]; only with
+ *   strategy ema), use_buffers (bool, default false: average the buffers too, instead of copying
+ *   the model's at each update), device (string, default: where the model's tensors are; e.g.
+ *   "cpu" keeps the averages off the GPU).
  * ---------------------------------------------------------------------------------------------- */
 
 typedef enum acc_options_kind {
@@ -410,6 +419,7 @@ typedef enum acc_options_kind {
   ACC_OPTIONS_ACCELERATOR = 4,
   ACC_OPTIONS_LORA = 5,
   ACC_OPTIONS_PROFILE = 6,
+  ACC_OPTIONS_AVERAGED_MODEL = 7,
   ACC_OPTIONS_MAX_ENUM = 0x7fffffff
 } acc_options_kind;
 
@@ -800,6 +810,47 @@ ACC_API ACC_NODISCARD acc_status acc_scheduler_get_last_lr(const acc_scheduler *
 /* Number of steps taken so far. */
 ACC_API ACC_NODISCARD acc_status acc_scheduler_get_step(const acc_scheduler *sched, int64_t *out);
 ACC_API void acc_scheduler_free(acc_scheduler *sched);
+
+/* ------------------------------------------------------------------------------------------------
+ * Averaged models: PyTorch's AveragedModel (torch.optim.swa_utils) for stochastic weight averaging
+ * (SWA, with the swa_lr schedule) and exponential moving averages of the weights (EMA). It keeps
+ * a copy of the model's parameters and buffers (not a second model): to evaluate or save the
+ * averages, write them into a model with acc_averaged_model_copy_to (e.g. a second copy of the
+ * model loaded for evaluation) or exchange them with the training model's values with
+ * acc_averaged_model_swap, and swap again to go on training. The arithmetic is AveragedModel's,
+ * to the bit (from PyTorch 2.1 its foreach lerp for EMA, and for SWA on CUDA).
+ * ---------------------------------------------------------------------------------------------- */
+
+/* AveragedModel(model, device, multi_avg_fn, use_buffers): copies the model's parameters and buffers
+ * (a prepared model's too). opts: ACC_OPTIONS_AVERAGED_MODEL or NULL (SWA). A model sharded at rest
+ * (zero_stage 3) is ACC_ERR_UNSUPPORTED. */
+ACC_API ACC_NODISCARD acc_status acc_averaged_model_create(const acc_model *model, const acc_options *opts,
+                                                           acc_averaged_model **out);
+/* update_parameters(model), after the optimizer's step: the first update copies the model's values,
+ * each later one averages them in (SWA: avg + (value - avg) / (n + 1); EMA: lerp by 1 - decay);
+ * buffers are copied unless use_buffers. `model` must have the parameters and buffers the averages
+ * were made from (names, shapes, dtypes; ACC_ERR_INVALID_ARGUMENT naming the first that differs). */
+ACC_API ACC_NODISCARD acc_status acc_averaged_model_update(acc_averaged_model *avg, const acc_model *model);
+/* n_averaged: the updates so far. */
+ACC_API ACC_NODISCARD acc_status acc_averaged_model_count(const acc_averaged_model *avg, int64_t *out);
+/* Writes the averages into `model`'s parameters and buffers (checked as for update). */
+ACC_API ACC_NODISCARD acc_status acc_averaged_model_copy_to(const acc_averaged_model *avg, acc_model *model);
+/* Exchanges the averages with `model`'s own values: evaluate or acc_save_model the averaged weights,
+ * then swap back (on every process of a prepared model). */
+ACC_API ACC_NODISCARD acc_status acc_averaged_model_swap(acc_averaged_model *avg, acc_model *model);
+/* AveragedModel.state_dict(): "n_averaged" (int64, 0-dim), then "module.<name>" for each parameter and
+ * buffer (aliasing the averages). */
+ACC_API ACC_NODISCARD acc_status acc_averaged_model_state_dict(const acc_averaged_model *avg,
+                                                               acc_tensor_list **out);
+/* Loads such a state (Python's AveragedModel.state_dict() too): every name, shape and dtype must
+ * match and n_averaged must not be negative, checked before anything changes. */
+ACC_API ACC_NODISCARD acc_status acc_averaged_model_load_state_dict(acc_averaged_model *avg,
+                                                                    const acc_tensor_list *state);
+/* Accelerate's register_for_checkpointing(averaged_model): acc_save_state writes its state dict as
+ * custom_checkpoint_<i>.safetensors (i counts registered objects, acc_register_for_checkpointing's
+ * too), acc_load_state checks and restores it. The accelerator keeps the averages alive. */
+ACC_API ACC_NODISCARD acc_status acc_register_averaged_model(acc_accelerator *acc, acc_averaged_model *avg);
+ACC_API void acc_averaged_model_free(acc_averaged_model *avg);
 
 /* ------------------------------------------------------------------------------------------------
  * Datasets (map-style: a number of samples, each a tuple of tensors, the "fields")

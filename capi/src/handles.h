@@ -19,6 +19,7 @@
 #include "data/dataset.h"
 #include "data/iterable.h"
 #include "model/model.h"
+#include "optim/averaged_model.h"
 #include "optim/optimizer.h"
 #include "schedule/scheduler.h"
 #include "tensor/losses.h"
@@ -59,6 +60,9 @@ struct acc_accelerator {
 struct acc_progress {
   std::unique_ptr<acc::tracking::Progress> progress;
 };
+struct acc_averaged_model {
+  std::shared_ptr<acc::AveragedModel> averaged;
+};
 // The sink a state-saving callback writes into (a handle live during that callback only).
 struct acc_bytes {
   std::string data;
@@ -84,6 +88,7 @@ ACC_HANDLE_TRAITS(acc_dataloader, ACC_HANDLE_DATALOADER)
 ACC_HANDLE_TRAITS(acc_accelerator, ACC_HANDLE_ACCELERATOR)
 ACC_HANDLE_TRAITS(acc_progress, ACC_HANDLE_PROGRESS)
 ACC_HANDLE_TRAITS(acc_bytes, ACC_HANDLE_BYTES)
+ACC_HANDLE_TRAITS(acc_averaged_model, ACC_HANDLE_AVERAGED_MODEL)
 #undef ACC_HANDLE_TRAITS
 
 // The registry of live handles (thread-safe). A handle lives in a cell of its own at an address

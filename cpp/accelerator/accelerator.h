@@ -102,6 +102,9 @@ class Accelerator {
   using StateSaver = std::function<std::string()>;
   using StateLoader = std::function<void(const std::string& bytes)>;
   void register_for_checkpointing(StateSaver save, StateLoader load);
+  // A registered object that makes its own checkpoint part, given its index among registered objects.
+  using CustomPartMaker = std::function<std::unique_ptr<CheckpointPart>(size_t index)>;
+  void register_for_checkpointing(CustomPartMaker make_part);
   // Called with the checkpoint folder before save_state writes / load_state reads; throwing aborts.
   using CheckpointHook = acc::CheckpointHook;
   void register_save_state_pre_hook(CheckpointHook hook) { save_hooks_.push_back(std::move(hook)); }
@@ -214,11 +217,7 @@ class Accelerator {
   PreparedSet<AcceleratedOptimizer> optimizers_;
   PreparedSet<DataLoader> loaders_;
   PreparedSet<Scheduler> schedulers_;
-  struct CustomState {
-    StateSaver save;
-    StateLoader load;
-  };
-  std::vector<CustomState> custom_states_;
+  std::vector<CustomPartMaker> custom_states_;
   std::vector<CheckpointHook> save_hooks_;
   std::vector<CheckpointHook> load_hooks_;
   struct LocalSgdScope {

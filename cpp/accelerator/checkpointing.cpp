@@ -6,7 +6,8 @@
 //   optimizer.safetensors, optimizer_1.safetensors ...  optimizer state by parameter name (shared)
 //   scheduler.json, scheduler_1.json ...                schedule step and base lrs (shared)
 //   scaler.json                                         GradScaler (shared, fp16 only)
-//   custom_checkpoint_0.bin ...                         registered objects' bytes (shared)
+//   custom_checkpoint_0.bin ...                         registered objects' bytes (shared; an averaged
+//                                                       model's state: custom_checkpoint_<i>.safetensors)
 //   random_states_<rank>.safetensors                    each process's RNG states
 //   dataloader_state_<rank>.json                        each process's loader positions
 //   accelerate_state.json                               the manifest (and DDP's bucket layouts), written last
@@ -84,7 +85,14 @@ NamedTensors contiguous_cpu(const NamedTensors& tensors) {
 
 void Accelerator::register_for_checkpointing(StateSaver save, StateLoader load) {
   require(save && load, "register_for_checkpointing needs a save and a load function");
-  custom_states_.push_back({std::move(save), std::move(load)});
+  register_for_checkpointing([save = std::move(save), load = std::move(load)](size_t index) {
+    return registered_object_part(index, save, load);
+  });
+}
+
+void Accelerator::register_for_checkpointing(CustomPartMaker make_part) {
+  require(static_cast<bool>(make_part), "register_for_checkpointing needs an object");
+  custom_states_.push_back(std::move(make_part));
 }
 
 CheckpointParts Accelerator::checkpoint_parts() const {
@@ -106,7 +114,7 @@ CheckpointParts Accelerator::checkpoint_parts() const {
   parts.push_back(loader_states_part(process_index(), live_loaders()));
   parts.push_back(rng_states_part(process_index(), step()));
   for (size_t i = 0; i < custom_states_.size(); ++i)
-    parts.push_back(registered_object_part(i, custom_states_[i].save, custom_states_[i].load));
+    parts.push_back(custom_states_[i](i));
   return parts;
 }
 

@@ -4,6 +4,7 @@
 #include "common/error.h"
 #include "data/dataloader_options.h"
 #include "model/lora.h"
+#include "optim/averaged_model.h"
 #include "optim/optimizer_options.h"
 #include "schedule/schedule_options.h"
 #include "profiling/profile_config.h"
@@ -18,6 +19,7 @@ const OptionSchema& option_schema(OptionsKind kind) {
     case OptionsKind::DataLoader: return dataloader_option_table();
     case OptionsKind::Lora: return lora_option_table();
     case OptionsKind::Profile: return profile_option_table();
+    case OptionsKind::AveragedModel: return averaging_option_table();
   }
   fail(Status::InvalidArgument, "unknown options kind ", static_cast<int>(kind));
 }

@@ -29,6 +29,7 @@ class PreparedModel final : public Model {
   void save_torchscript(const std::string& path) const override { inner_->save_torchscript(path); }
   void set_graph_optimization(bool enabled) override { inner_->set_graph_optimization(enabled); }
   const LoraAdapters& lora() const override { return inner_->lora(); }
+  bool sharded_at_rest() const override { return inner_->sharded_at_rest(); }
   // DDP's Reducer, the sharding engine and the optimizers were built over the parameters of the time.
   size_t add_lora(const LoraConfig&) override {
     fail(Status::InvalidArgument, "add LoRA adapters before preparing the model (and before creating its optimizer)");

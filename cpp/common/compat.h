@@ -92,6 +92,13 @@ constexpr bool kPythonOptimizers2 = ACC_PYTHON_OPTIMIZERS_2;
 #define ACC_FUSED_OPTIMIZERS (ACC_TORCH_VERSION >= 204)
 constexpr bool kFusedOptimizers = ACC_FUSED_OPTIMIZERS;
 
+// torch.optim.swa_utils.AveragedModel from 2.1: averages grouped by device and dtype, with
+// _foreach_lerp_ for EMA everywhere and for SWA on CUDA (before: its avg_fn tensor by tensor).
+#define ACC_FOREACH_AVERAGING (ACC_TORCH_VERSION >= 201)
+// (Its buffers follow the model's at each update without use_buffers from 2.0, pytorch#84053; ours
+// do on every version.)
+constexpr bool kForeachAveraging = ACC_FOREACH_AVERAGING;
+
 // ---- torch::optim: per-parameter state is keyed by the parameter's TensorImpl, its address as text
 // in 1.13 and the address itself in 2.x ----
 

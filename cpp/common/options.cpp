@@ -53,6 +53,7 @@ const char* options_kind_name(OptionsKind kind) {
     case OptionsKind::Accelerator: return "accelerator";
     case OptionsKind::Lora: return "lora";
     case OptionsKind::Profile: return "profile";
+    case OptionsKind::AveragedModel: return "averaged_model";
   }
   return "?";
 }

@@ -33,7 +33,8 @@ struct OptionSpec {
 };
 
 // The same values as acc_options_kind.
-enum class OptionsKind : int { Optimizer = 1, Scheduler = 2, DataLoader = 3, Accelerator = 4, Lora = 5, Profile = 6 };
+enum class OptionsKind : int { Optimizer = 1, Scheduler = 2, DataLoader = 3, Accelerator = 4, Lora = 5, Profile = 6,
+                              AveragedModel = 7 };
 
 const char* options_kind_name(OptionsKind kind);
 

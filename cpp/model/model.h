@@ -85,6 +85,7 @@ class Model {
   // file of the model would hold empty tensors: save_torchscript is refused with `reason`, and
   // merge_lora too (empty: allowed again).
   void set_sharded_at_rest(std::string reason) { sharded_at_rest_ = std::move(reason); }
+  virtual bool sharded_at_rest() const { return !sharded_at_rest_.empty(); }
   // FSDP's cpu_ram_efficient_loading (DeepSpeed's zero3_init_flag): on every process but the main
   // one a model is built with placeholder weights (each parameter and buffer one zero, expanded to
   // its shape: no memory, reads as zeros, refuses writes) that preparing fills from the main process.

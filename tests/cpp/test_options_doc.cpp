@@ -73,7 +73,8 @@ TEST(OptionsDoc, TheHeaderStatesTheTablesDefaults) {
                                                              {"DATALOADER", acc::OptionsKind::DataLoader},
                                                              {"ACCELERATOR", acc::OptionsKind::Accelerator},
                                                              {"LORA", acc::OptionsKind::Lora},
-                                                             {"PROFILE", acc::OptionsKind::Profile}};
+                                                             {"PROFILE", acc::OptionsKind::Profile},
+                                                             {"AVERAGED_MODEL", acc::OptionsKind::AveragedModel}};
   size_t checked = 0;
   for (const auto& [name, kind] : kinds) {
     for (const auto& [key, text] : documented_defaults(keys_block(header, name))) {
@@ -100,6 +101,7 @@ TEST(OptionsDoc, TheHeaderDocumentsExactlyTheKeysEachKindAccepts) {
                                                              {"DATALOADER", acc::OptionsKind::DataLoader},
                                                              {"ACCELERATOR", acc::OptionsKind::Accelerator},
                                                              {"LORA", acc::OptionsKind::Lora},
-                                                             {"PROFILE", acc::OptionsKind::Profile}};
+                                                             {"PROFILE", acc::OptionsKind::Profile},
+                                                             {"AVERAGED_MODEL", acc::OptionsKind::AveragedModel}};
   for (const auto& [name, kind] : kinds) EXPECT_EQ(documented_keys(keys_block(header, name)), schema_keys(kind)) << name;
 }

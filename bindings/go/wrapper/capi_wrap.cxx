@@ -2345,6 +2345,26 @@ intgo _wrap_ACC_HANDLE_BYTES_capi_52f78cd02c0a7ffd() {
 }
 
 
+intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_52f78cd02c0a7ffd() {
+  acc_handle_kind result;
+  intgo _swig_go_result;
+  
+  
+  {
+    try {
+      result = ACC_HANDLE_AVERAGED_MODEL;
+      
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_52f78cd02c0a7ffd() {
   acc_options_kind result;
   intgo _swig_go_result;
@@ -2453,6 +2473,26 @@ intgo _wrap_ACC_OPTIONS_PROFILE_capi_52f78cd02c0a7ffd() {
   {
     try {
       result = ACC_OPTIONS_PROFILE;
+      
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_52f78cd02c0a7ffd() {
+  acc_options_kind result;
+  intgo _swig_go_result;
+  
+  
+  {
+    try {
+      result = ACC_OPTIONS_AVERAGED_MODEL;
       
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);

@@ -44,6 +44,7 @@ struct Live {
   acc_options *options = nullptr, *freed_options = nullptr;
   acc_progress *progress = nullptr, *freed_progress = nullptr;
   acc_string_list *string_list = nullptr, *freed_string_list = nullptr;
+  acc_averaged_model *averaged_model = nullptr, *freed_averaged_model = nullptr;
   const acc_tensor* tensors[2] = {nullptr, nullptr};
   const acc_tensor* freed_tensors[2] = {nullptr, nullptr};
 };
@@ -87,6 +88,7 @@ bool make(Live& live, bool freed) {
   acc_tensor_list* tl = nullptr;
   acc_progress* p = nullptr;
   acc_string_list* sl = nullptr;
+  acc_averaged_model* avg = nullptr;
   const float x[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   const int64_t dims[2] = {4, 2};
   if (!ok(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o)) || !ok(acc_options_set(o, "cpu", "true")))
@@ -101,7 +103,7 @@ bool make(Live& live, bool freed) {
   const acc_tensor* fields[1] = {t};
   if (!ok(acc_dataset_from_tensors(fields, 1, &ds)) || !ok(acc_dataloader_create(ds, nullptr, &dl)) ||
       !ok(acc_tensor_list_create(&tl)) || !ok(acc_progress_create(a, 10, "d", &p)) ||
-      !ok(acc_model_parameter_names(m, &sl)))
+      !ok(acc_model_parameter_names(m, &sl)) || !ok(acc_averaged_model_create(m, nullptr, &avg)))
     return false;
   if (!freed && g_state != "fresh") {
     if (!ok(acc_prepare(a, &m, &opt, &dl, &s))) return false;
@@ -117,14 +119,15 @@ bool make(Live& live, bool freed) {
   if (!freed) {
     live.accelerator = a, live.model = m, live.optimizer = opt, live.scheduler = s, live.dataset = ds;
     live.dataloader = dl, live.tensor = t, live.tensor_list = tl, live.options = o, live.progress = p;
-    live.string_list = sl, live.tensors[0] = live.tensors[1] = t;
+    live.string_list = sl, live.averaged_model = avg, live.tensors[0] = live.tensors[1] = t;
     return true;
   }
   live.freed_accelerator = a, live.freed_model = m, live.freed_optimizer = opt, live.freed_scheduler = s;
   live.freed_dataset = ds, live.freed_dataloader = dl, live.freed_tensor = t, live.freed_tensor_list = tl;
-  live.freed_options = o, live.freed_progress = p, live.freed_string_list = sl;
+  live.freed_options = o, live.freed_progress = p, live.freed_string_list = sl, live.freed_averaged_model = avg;
   live.freed_tensors[0] = live.freed_tensors[1] = t;
   acc_progress_free(p);
+  acc_averaged_model_free(avg);
   acc_scheduler_free(s);
   acc_optimizer_free(opt);
   acc_dataloader_free(dl);

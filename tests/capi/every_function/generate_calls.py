@@ -13,7 +13,7 @@ import re
 import sys
 
 HANDLES = {"accelerator", "model", "optimizer", "scheduler", "dataset", "dataloader", "tensor", "tensor_list",
-           "options", "progress", "string_list"}
+           "options", "progress", "string_list", "averaged_model"}
 VARIANTS = ["null", "negative", "large", "foreign", "freed"]
 NUMBERS = {
     "int64_t": ["0", "-1", "INT64_MAX", "INT64_MIN", "1"],

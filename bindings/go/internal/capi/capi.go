@@ -261,12 +261,14 @@ extern swig_intgo _wrap_ACC_HANDLE_DATALOADER_capi_52f78cd02c0a7ffd(void);
 extern swig_intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_52f78cd02c0a7ffd(void);
 extern swig_intgo _wrap_ACC_HANDLE_PROGRESS_capi_52f78cd02c0a7ffd(void);
 extern swig_intgo _wrap_ACC_HANDLE_BYTES_capi_52f78cd02c0a7ffd(void);
+extern swig_intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_52f78cd02c0a7ffd(void);
 extern swig_intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_52f78cd02c0a7ffd(void);
 extern swig_intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_52f78cd02c0a7ffd(void);
 extern swig_intgo _wrap_ACC_OPTIONS_DATALOADER_capi_52f78cd02c0a7ffd(void);
 extern swig_intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_52f78cd02c0a7ffd(void);
 extern swig_intgo _wrap_ACC_OPTIONS_LORA_capi_52f78cd02c0a7ffd(void);
 extern swig_intgo _wrap_ACC_OPTIONS_PROFILE_capi_52f78cd02c0a7ffd(void);
+extern swig_intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_52f78cd02c0a7ffd(void);
 extern swig_intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_52f78cd02c0a7ffd(void);
 extern swig_intgo _wrap_ACC_PLACEMENT_NO_capi_52f78cd02c0a7ffd(void);
 extern swig_intgo _wrap_ACC_PLACEMENT_YES_capi_52f78cd02c0a7ffd(void);
@@ -904,6 +906,13 @@ func _swig_getACC_HANDLE_BYTES() (_swig_ret Acc_handle_kind) {
 }
 
 var ACC_HANDLE_BYTES Acc_handle_kind = _swig_getACC_HANDLE_BYTES()
+func _swig_getACC_HANDLE_AVERAGED_MODEL() (_swig_ret Acc_handle_kind) {
+	var swig_r Acc_handle_kind
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_AVERAGED_MODEL_capi_52f78cd02c0a7ffd())
+	return swig_r
+}
+
+var ACC_HANDLE_AVERAGED_MODEL Acc_handle_kind = _swig_getACC_HANDLE_AVERAGED_MODEL()
 type Acc_options_kind int
 func _swig_getACC_OPTIONS_OPTIMIZER() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
@@ -947,6 +956,13 @@ func _swig_getACC_OPTIONS_PROFILE() (_swig_ret Acc_options_kind) {
 }
 
 var ACC_OPTIONS_PROFILE Acc_options_kind = _swig_getACC_OPTIONS_PROFILE()
+func _swig_getACC_OPTIONS_AVERAGED_MODEL() (_swig_ret Acc_options_kind) {
+	var swig_r Acc_options_kind
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_52f78cd02c0a7ffd())
+	return swig_r
+}
+
+var ACC_OPTIONS_AVERAGED_MODEL Acc_options_kind = _swig_getACC_OPTIONS_AVERAGED_MODEL()
 type Acc_placement int
 func _swig_getACC_PLACEMENT_DEFAULT() (_swig_ret Acc_placement) {
 	var swig_r Acc_placement

@@ -1,0 +1,98 @@
+"""Averages PyTorch's AveragedModel (torch.optim.swa_utils) keeps, for tests/capi/test_averaging.cpp to
+reproduce bit for bit: a TorchScript model (Linear, BatchNorm1d with its int64 num_batches_tracked,
+Linear, and a float64 buffer) is given a sequence of states, and after each, update_parameters
+runs; the averaged module's state is recorded after every update, for SWA and EMA, with and
+without use_buffers. Values are written as float.hex() strings (exact); int64 ones as numbers.
+
+Before 2.1 PyTorch has no get_ema_multi_avg_fn: EMA cases use the arithmetic it does tensor by
+tensor (lerp for floating tensors, avg * decay + value * (1 - decay) otherwise), as ours does there.
+Before 2.0 AveragedModel left the buffers as it copied them when made (pytorch#84053, fixed in 2.0):
+ours keeps them in step with the model as 2.x does, and so does this script there, by hand.
+
+Run with Debian's python3-torch: python3 export_averaging_cases.py OUTPUT_DIR [DEVICE]. On a CUDA
+DEVICE the averages live there, where PyTorch 2.x averages SWA with its foreach lerp.
+"""
+import json
+import sys
+from pathlib import Path
+
+import torch
+from torch.optim import swa_utils
+
+UPDATES = 5
+CASES = [{}, {"use_buffers": True}, {"strategy": "ema", "decay": 0.9},
+         {"strategy": "ema", "decay": 0.75, "use_buffers": True}]
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(3, 4)
+        self.norm = torch.nn.BatchNorm1d(4)
+        self.fc2 = torch.nn.Linear(4, 2)
+        self.register_buffer("scale", torch.ones(2, dtype=torch.float64))
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.norm(self.fc1(x)))) * self.scale
+
+
+def encode(t):
+    t = t.detach().cpu()
+    values = t.flatten().tolist()
+    return {"dtype": str(t.dtype).replace("torch.", ""), "shape": list(t.shape),
+            "values": values if t.dtype == torch.int64 else [float(v).hex() for v in values]}
+
+
+def states(model):
+    """UPDATES successive states: every floating tensor moved by noise, num_batches_tracked counted on."""
+    g = torch.Generator().manual_seed(3)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    out = []
+    for _ in range(UPDATES):
+        for k, v in state.items():
+            if v.is_floating_point():
+                state[k] = v + torch.randn(v.shape, generator=g, dtype=v.dtype)
+            else:
+                state[k] = v + 3
+        out.append({k: v.clone() for k, v in state.items()})
+    return out
+
+
+def averaging(case):
+    if case.get("strategy") != "ema":
+        return {}
+    decay = case["decay"]
+    if hasattr(swa_utils, "get_ema_multi_avg_fn"):
+        return {"multi_avg_fn": swa_utils.get_ema_multi_avg_fn(decay)}
+    return {"avg_fn": lambda avg, value, n: torch.lerp(avg, value, 1 - decay) if avg.is_floating_point()
+            else avg * decay + value * (1 - decay)}
+
+
+def main(out_dir, device="cpu"):
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    model = Net()
+    torch.jit.script(model).save(str(out / "averaging_model.pt"))
+    sequence = states(model)
+    model.to(device)
+    cases = []
+    for case in CASES:
+        averaged = swa_utils.AveragedModel(model, use_buffers=case.get("use_buffers", False), **averaging(case))
+        updates = []
+        for state in sequence:
+            model.load_state_dict(state)
+            averaged.update_parameters(model)
+            if not case.get("use_buffers") and int(torch.__version__.split(".")[0]) < 2:
+                for mine, theirs in zip(averaged.module.buffers(), model.buffers()):
+                    mine.copy_(theirs)
+            updates.append({"n_averaged": int(averaged.n_averaged),
+                            "averages": {k: encode(v) for k, v in averaged.module.state_dict().items()}})
+        cases.append({"options": case, "updates": updates})
+    data = {"torch": torch.__version__, "device": device,
+            "states": [{k: encode(v) for k, v in s.items()} for s in sequence], "cases": cases}
+    (out / "averaging_cases.json").write_text(json.dumps(data))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
