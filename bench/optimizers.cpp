@@ -1,7 +1,8 @@
 // The optimizer step alone (gradients fixed, no forward or backward), through the C API, on an MLP of
 // 6.3M parameters: PyTorch's fused=True kernels (sgd with momentum, adam, adamw, adagrad) against the
 // one-tensor rule the same optimizer steps without it, and the optimizers written here over ATen
-// (radam, nadam, adamax, adadelta, rprop, asgd) against adam's one-tensor rule. The variants compared
+// (radam, nadam, adamax, adadelta, rprop, asgd) against adam's one-tensor rule; and an averaged
+// model's update (AveragedModel's SWA and EMA) against that adam step. The variants compared
 // run interleaved, round by round, in one process, so a busy machine slows both alike; the figures
 // are medians of rounds. Fused kernels need a libtorch of 2.4 or later: with an older one that line
 // says so.
@@ -49,6 +50,7 @@ class Stepper {
   bool ok() const { return status_ == ACC_OK; }
   const std::string& error() const { return error_; }
   void step() { OK(acc_optimizer_step(opt_)); }
+  acc_model* model() const { return model_; }
 
  private:
   acc_model* model_ = nullptr;
@@ -57,7 +59,28 @@ class Stepper {
   std::string error_;
 };
 
-void compare(const char* what, const char* name_a, Stepper& a, const char* name_b, Stepper& b, int rounds, int steps) {
+// An averaged model of a Stepper's model, updated at each step (acc_averaged_model_update).
+class Averager {
+ public:
+  Averager(acc_model* model, const char* strategy) : model_(model) {
+    acc_options* o = nullptr;
+    OK(acc_options_create(ACC_OPTIONS_AVERAGED_MODEL, &o));
+    OK(acc_options_set(o, "strategy", strategy));
+    OK(acc_averaged_model_create(model, o, &averaged_));
+    acc_options_free(o);
+  }
+  ~Averager() { acc_averaged_model_free(averaged_); }
+  bool ok() const { return true; }
+  std::string error() const { return {}; }
+  void step() { OK(acc_averaged_model_update(averaged_, model_)); }
+
+ private:
+  acc_model* model_;
+  acc_averaged_model* averaged_ = nullptr;
+};
+
+template <typename B>
+void compare(const char* what, const char* name_a, Stepper& a, const char* name_b, B& b, int rounds, int steps) {
   if (!b.ok()) {
     std::printf("%-34s %s: %s\n", what, name_b, b.error().c_str());
     return;
@@ -82,6 +105,12 @@ int main(int argc, char** argv) {
   for (const char* algorithm : {"radam", "nadam", "adamax", "adadelta", "rprop", "asgd"}) {
     Stepper adam("adam", {}), other(algorithm, {});
     compare(algorithm, "adam", adam, algorithm, other, rounds, steps);
+  }
+  for (const char* strategy : {"swa", "ema"}) {  // after its first update, which copies
+    Stepper adam("adam", {});
+    Averager averaged(adam.model(), strategy);
+    const std::string what = std::string("averaged model update, ") + strategy;
+    compare(what.c_str(), "adam", adam, "update", averaged, rounds, steps);
   }
   return 0;
 }

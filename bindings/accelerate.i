@@ -67,6 +67,7 @@ using namespace accswig;
 %rename(Model) acc_model;
 %rename(Optimizer) acc_optimizer;
 %rename(Scheduler) acc_scheduler;
+%rename(AveragedModel) acc_averaged_model;
 %rename(Dataset) acc_dataset;
 %rename(DataLoader) acc_dataloader;
 %rename(Accelerator) acc_accelerator;

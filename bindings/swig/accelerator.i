@@ -143,6 +143,7 @@
     acc_string_free(s);
     return r;
   }
+  void registerAveragedModel(acc_averaged_model *avg ERR) { check(acc_register_averaged_model($self, avg)); }
   void print(const char *text ERR) { check(acc_print($self, text)); }
   void waitForEveryone(ERR0) { check(acc_wait_for_everyone($self)); }
   void freeMemory(ERR0) { check(acc_free_memory($self)); }

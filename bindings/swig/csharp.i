@@ -139,6 +139,7 @@ ACC_CS_HANDLE(acc_options, false)
 ACC_CS_HANDLE(acc_model, false)
 ACC_CS_HANDLE(acc_optimizer, false)
 ACC_CS_HANDLE(acc_scheduler, false)
+ACC_CS_HANDLE(acc_averaged_model, false)
 ACC_CS_HANDLE(acc_dataset, false)
 ACC_CS_HANDLE(acc_dataloader, false)
 ACC_CS_HANDLE(acc_accelerator, false)
@@ -184,6 +185,8 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %csmethodmodifiers acc_model::loraCount "internal";
 %rename(GetNumParamGroups) acc_optimizer::numParamGroups;
 %csmethodmodifiers acc_optimizer::numParamGroups "internal";
+%rename(GetCount) acc_averaged_model::count_;
+%csmethodmodifiers acc_averaged_model::count_ "internal";
 %rename(GetDevice) acc_accelerator::device_;
 %csmethodmodifiers acc_accelerator::device_ "internal";
 %rename(GetDistributedType) acc_accelerator::distributedType;
@@ -263,12 +266,14 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %rename(HandleAccelerator) ACC_HANDLE_ACCELERATOR;
 %rename(HandleProgress) ACC_HANDLE_PROGRESS;
 %rename(HandleBytes) ACC_HANDLE_BYTES;
+%rename(HandleAveragedModel) ACC_HANDLE_AVERAGED_MODEL;
 %rename(OptimizerOptions) ACC_OPTIONS_OPTIMIZER;
 %rename(SchedulerOptions) ACC_OPTIONS_SCHEDULER;
 %rename(DataLoaderOptions) ACC_OPTIONS_DATALOADER;
 %rename(AcceleratorOptions) ACC_OPTIONS_ACCELERATOR;
 %rename(LoraOptions) ACC_OPTIONS_LORA;
 %rename(ProfileOptions) ACC_OPTIONS_PROFILE;
+%rename(AveragedModelOptions) ACC_OPTIONS_AVERAGED_MODEL;
 %rename(Default) ACC_PLACEMENT_DEFAULT;
 %rename(No) ACC_PLACEMENT_NO;
 %rename(Yes) ACC_PLACEMENT_YES;

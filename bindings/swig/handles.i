@@ -19,6 +19,7 @@ struct acc_options {};
 struct acc_model {};
 struct acc_optimizer {};
 struct acc_scheduler {};
+struct acc_averaged_model {};
 struct acc_dataset {};
 struct acc_dataloader {};
 struct acc_accelerator {};
@@ -440,6 +441,32 @@ struct acc_accelerator {};
     check(acc_scheduler_get_step($self, &n));
     return n;
   }
+}
+
+/* ---- AveragedModel ---------------------------------------------------------------------------- */
+
+%extend acc_averaged_model {
+  /* opts: averaged-model options (strategy "swa" or "ema", decay, use_buffers, device) or null (SWA). */
+  acc_averaged_model(const acc_model *model, const acc_options *opts ERR) {
+    acc_averaged_model *out = nullptr;
+    check(acc_averaged_model_create(model, opts, &out));
+    return out;
+  }
+  ~acc_averaged_model() { acc_averaged_model_free($self); }
+  void update_(const acc_model *model ERR) { check(acc_averaged_model_update($self, model)); }
+  int64_t count_(ERR0) {
+    int64_t n = 0;
+    check(acc_averaged_model_count($self, &n));
+    return n;
+  }
+  void copyTo(acc_model *model ERR) { check(acc_averaged_model_copy_to($self, model)); }
+  void swap_(acc_model *model ERR) { check(acc_averaged_model_swap($self, model)); }
+  acc_tensor_list *stateDict(ERR0) {
+    acc_tensor_list *out = nullptr;
+    check(acc_averaged_model_state_dict($self, &out));
+    return out;
+  }
+  void loadStateDict(const acc_tensor_list *state ERR) { check(acc_averaged_model_load_state_dict($self, state)); }
 }
 
 /* ---- Dataset and DataLoader ------------------------------------------------------------------- */

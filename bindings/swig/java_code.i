@@ -125,6 +125,9 @@
   /** Options of Accelerator.profile (Accelerate's ProfileKwargs: activities, schedule_*, record_shapes,
    *  profile_memory, with_flops, output_trace_dir, ...). */
   public static Options profile() { return new Options(OptionsKind.PROFILE); }
+  /** Options of new AveragedModel (PyTorch's AveragedModel: strategy "swa" or "ema", decay,
+   *  use_buffers, device). */
+  public static Options averagedModel() { return new Options(OptionsKind.AVERAGED_MODEL); }
 
   /** Sets a key from a Java value by its type (Integer/Long, Float/Double, Boolean, String). */
   public Options put(String key, Object value) {
@@ -261,9 +264,6 @@
     noSyncBegin(model);
     return new Scope(() -> noSyncEnd(model));
   }
-  /** Accelerate's LocalSGD: {@code try (LocalSgd l = acc.localSgd(model, 8)) { ...; opt.step(); l.step(); }}
-   *  Each process steps on its own gradients; every localSgdSteps-th step() and close() average the
-   *  parameters over the processes. */
   /** Accelerate's profile(): {@code try (Profile p = acc.profile(Options.profile().put("output_trace_dir", dir))) {
    *  ...; p.step(); }}: torch's profiler records this thread's operators until close(), which writes
    *  output_trace_dir/profile_<process index>.json; profileSummary() is then the operators' table.
@@ -273,6 +273,9 @@
     return new Profile(this::profileStep, this::profileEnd);
   }
   public Profile profile() { return profile(null); }
+  /** Accelerate's LocalSGD: {@code try (LocalSgd l = acc.localSgd(model, 8)) { ...; opt.step(); l.step(); }}
+   *  Each process steps on its own gradients; every localSgdSteps-th step() and close() average the
+   *  parameters over the processes. */
   public LocalSgd localSgd(Model model, long localSgdSteps) { return localSgd(model, localSgdSteps, true); }
   public LocalSgd localSgd(Model model, long localSgdSteps, boolean enabled) {
     localSgdBegin(model, localSgdSteps, enabled);

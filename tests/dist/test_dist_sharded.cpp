@@ -998,6 +998,26 @@ TEST(Sharded, EachProcessHoldsOnlyItsShare) {
                                        "sharded at rest (zero_stage 3)");
       else EXPECT_EQ(acc_model_save_torchscript(m, exported.c_str()), ACC_OK) << acc_last_error_message();
     }
+    // And averages of its weights (AveragedModel) cannot be taken; at stages 1 and 2 they can.
+    for (acc_model* m : {job.model, inner}) {
+      acc_averaged_model* avg = nullptr;
+      if (stage == 3) {
+        ACC_EXPECT_ERROR(acc_averaged_model_create(m, nullptr, &avg), ACC_ERR_UNSUPPORTED,
+                         "sharded at rest (zero_stage 3)");
+        continue;
+      }
+      ACC_ASSERT_OK(acc_averaged_model_create(m, nullptr, &avg));
+      ACC_ASSERT_OK(acc_averaged_model_update(avg, m));
+      acc_tensor *before = nullptr, *after = nullptr;
+      ACC_ASSERT_OK(acc_model_parameter(m, "2.weight", &before));
+      ACC_ASSERT_OK(acc_averaged_model_swap(avg, m));  // the first update copied the weights
+      ACC_ASSERT_OK(acc_model_parameter(m, "2.weight", &after));
+      EXPECT_EQ(to_floats(after).size(), 15u);
+      EXPECT_EQ(to_floats(after), to_floats(before));
+      acc_tensor_free(before);
+      acc_tensor_free(after);
+      acc_averaged_model_free(avg);
+    }
     acc_model_free(inner);
     std::remove(exported.c_str());
     // Adam's moments for this process's pieces only: together the processes hold each element once.

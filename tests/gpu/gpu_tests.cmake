@@ -59,10 +59,15 @@ if(ACC_BUILD_GPU_TESTS)
   # with its foreach ops, whose rounding differs from its one-tensor rule (optim/python_rules.h),
   # and the fixture's fused cases (PyTorch >= 2.4) run its CUDA fused kernels (optim/fused_rules.h).
   add_test(NAME gpu.optimizers_equal_pytorchs_on_cuda
-    COMMAND acc_gpu_run bash ${ACC_GPU_DIR}/optimizers_on_cuda.sh ${ACC_PYTHON_TORCH}
+    COMMAND acc_gpu_run bash ${ACC_GPU_DIR}/fixture_on_cuda.sh ${ACC_PYTHON_TORCH}
             ${CMAKE_CURRENT_SOURCE_DIR}/data/export_optimizer_cases.py ${ACC_GPU_WORK}/optimizer_cases
-            $<TARGET_FILE:acc_capi_tests>)
-  set_tests_properties(gpu.optimizers_equal_pytorchs_on_cuda PROPERTIES
+            $<TARGET_FILE:acc_capi_tests> Optimizers.BuiltInRulesEqualPyTorchsBitForBit)
+  # AveragedModel's averages kept on CUDA, where PyTorch 2.x averages SWA with its foreach lerp.
+  add_test(NAME gpu.averaged_models_equal_pytorchs_on_cuda
+    COMMAND acc_gpu_run bash ${ACC_GPU_DIR}/fixture_on_cuda.sh ${ACC_PYTHON_TORCH}
+            ${CMAKE_CURRENT_SOURCE_DIR}/data/export_averaging_cases.py ${ACC_GPU_WORK}/averaging_cases
+            $<TARGET_FILE:acc_capi_tests> AveragedModels.AverageAsPyTorchsAveragedModelBitForBit)
+  set_tests_properties(gpu.optimizers_equal_pytorchs_on_cuda gpu.averaged_models_equal_pytorchs_on_cuda PROPERTIES
     LABELS gpu TIMEOUT 300 RUN_SERIAL TRUE SKIP_RETURN_CODE 77)
 
   # tests/dist cases (a gtest filter) on 2 processes sharing the GPU over Gloo. ACC_TEST_USE_GPU=1

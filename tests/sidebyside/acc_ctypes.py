@@ -9,6 +9,7 @@ import os
 import torch
 
 ACC_OPTIONS_OPTIMIZER, ACC_OPTIONS_SCHEDULER, ACC_OPTIONS_DATALOADER, ACC_OPTIONS_ACCELERATOR = 1, 2, 3, 4
+ACC_OPTIONS_AVERAGED_MODEL = 7
 DTYPES = {torch.float32: 1, torch.float64: 2, torch.bfloat16: 3, torch.float16: 4, torch.int64: 5, torch.int32: 6}
 REDUCTION_MEAN = 1
 

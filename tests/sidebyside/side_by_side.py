@@ -143,6 +143,19 @@ SCENARIOS = {
     # PyTorch's SWALR annealing ASGD's rate, as stochastic weight averaging does.
     "mlp_asgd_swalr": dict(model="mlp", optimizer="asgd", schedule="swa_lr",
                            schedule_options={"swa_lr": 0.01, "anneal_epochs": 4}),
+    # PyTorch's AveragedModel, updated after each optimizer step and registered for checkpointing:
+    # SWA over SGD annealed by SWALR; EMA across accumulation windows, across a resume, and of
+    # BatchNorm's buffers (use_buffers, num_batches_tracked an integer). The evaluation runs the
+    # averaged weights too (ours swapped into the model, Accelerate's AveragedModel itself).
+    "mlp_swa": dict(model="mlp", optimizer="sgd", schedule="swa_lr", schedule_options={"swa_lr": 0.01, "anneal_epochs": 3},
+                    averaged={}),
+    "mlp_ema": dict(model="mlp", optimizer="adamw", schedule="linear", averaged={"strategy": "ema", "decay": 0.9}),
+    "mlp_ema_resume": dict(model="mlp", optimizer="adamw", schedule="linear", averaged={"strategy": "ema", "decay": 0.9},
+                           resume=True, uninterrupted="mlp_ema"),
+    "lm_ema_accumulate": dict(model="lm", optimizer="adamw", schedule="cosine", accumulation=2,
+                              averaged={"strategy": "ema", "decay": 0.8}),
+    "cnn_ema_buffers": dict(model="cnn", data="images", optimizer="adamw", schedule="linear",
+                            averaged={"strategy": "ema", "decay": 0.75, "use_buffers": True}),
     # PyTorch's fused=True kernels (from 2.4), which round otherwise than its other rules.
     "lm_adamw_fused_accumulate_clip": dict(model="lm", optimizer="adamw_fused", schedule="linear", accumulation=2,
                                            clip=0.5),
@@ -172,7 +185,7 @@ DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=
                 drop_last=False, dispatch_batches=None, no_decay=None, freeze=None, sync_each_batch=False,
                 step_scheduler_with_optimizer=True, resume_at=None, label_smoothing=0.0, ddp_bucket_cap_mb=None,
                 ddp_find_unused_parameters=False, ddp_comm_hook=None, local_sgd=None, clip_value=None,
-                graph_optimization=True, schedule_options={}, then=())
+                graph_optimization=True, schedule_options={}, then=(), averaged=None)
 EVAL_SAMPLES = 10  # an evaluation loader whose last batch is uneven over 2 processes
 VOCAB, CLASSES = 16, 3
 
@@ -455,6 +468,15 @@ class AccelerateJob:
         self.model, self.optimizer, self.loader, self.scheduler, self.evaluation = self.accelerator.prepare(
             model, optimizer, loader, scheduler, evaluation)
         self.local_sgd = None
+        self.averaged = None
+        if cfg["averaged"] is not None:
+            from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+            settings = cfg["averaged"]
+            ema = {"multi_avg_fn": get_ema_multi_avg_fn(settings["decay"])} if settings.get("strategy") == "ema" else {}
+            self.averaged = AveragedModel(self.accelerator.unwrap_model(self.model),
+                                          use_buffers=settings.get("use_buffers", False), **ema)
+            self.accelerator.register_for_checkpointing(self.averaged)
 
     @staticmethod
     def ddp_kwargs(cfg):
@@ -492,6 +514,8 @@ class AccelerateJob:
                 else:
                     scheduler.step()
                 optimizer.zero_grad()
+                if self.averaged is not None and accelerator.sync_gradients:
+                    self.averaged.update_parameters(accelerator.unwrap_model(model))
                 if self.local_sgd:
                     self.local_sgd.step()
             record["loss"].append(loss.item())
@@ -509,13 +533,14 @@ class AccelerateJob:
         self.local_sgd.__exit__(None, None, None)
         self.local_sgd = None
 
-    def evaluate(self):
-        self.model.eval()
+    def evaluate(self, averaged=False):
+        model = self.averaged if averaged else self.model
+        model.eval()
         gathered = []
         with torch.no_grad():
             for inputs, _ in self.evaluation:
-                gathered += self.accelerator.gather_for_metrics(self.model(inputs)).float().flatten().tolist()
-        self.model.train()
+                gathered += self.accelerator.gather_for_metrics(model(inputs)).float().flatten().tolist()
+        model.train()
         return gathered
 
     def save(self, checkpoint):
@@ -539,6 +564,9 @@ class AccelerateJob:
     def weights(self):
         weights = self.accelerator.unwrap_model(self.model).state_dict()
         return {name: t.float().flatten().tolist() for name, t in weights.items()}
+
+    def averages(self):
+        return {name: t.float().flatten().tolist() for name, t in self.averaged.state_dict().items()}
 
 
 class OurJob:
@@ -598,6 +626,11 @@ class OurJob:
         self.model, self.optimizer, self.loader, self.scheduler, self.evaluation = (
             model, optimizer, loader, scheduler, evaluation)
         self.in_local_sgd = False
+        self.averaged = None
+        if cfg["averaged"] is not None:
+            self.averaged = lib.new("acc_averaged_model_create", model,
+                                    lib.options(api.ACC_OPTIONS_AVERAGED_MODEL, cfg["averaged"]))
+            lib.acc_register_averaged_model(acc, self.averaged)
 
     def loader_over(self, tensors, options):
         lib, p = self.lib, ctypes.c_void_p
@@ -652,6 +685,8 @@ class OurJob:
             else:
                 lib.acc_scheduler_step(self.scheduler)
             lib.acc_optimizer_zero_grad(self.optimizer)
+            if self.averaged is not None and sync.value:
+                lib.acc_averaged_model_update(self.averaged, self.model)
             if self.in_local_sgd:
                 lib.acc_local_sgd_step(acc, self.model)
             lib.acc_accumulate_end(acc)
@@ -673,8 +708,15 @@ class OurJob:
         self.lib.acc_local_sgd_end(self.acc, self.model)
         self.in_local_sgd = False
 
-    def evaluate(self):
+    def evaluate(self, averaged=False):
+        """With `averaged`, the averages swapped into the model for the evaluation."""
         lib = self.lib
+        if averaged:
+            lib.acc_averaged_model_swap(self.averaged, self.model)
+            try:
+                return self.evaluate()
+            finally:
+                lib.acc_averaged_model_swap(self.averaged, self.model)
         lib.acc_model_set_training(self.model, 0)
         gathered = []
         for batch in self.batches(self.evaluation):
@@ -700,6 +742,10 @@ class OurJob:
     def weights(self):
         state = self.lib.new("acc_model_state_dict", self.model)
         return {name: self.lib.to_torch(t).flatten().tolist() for name, t in self.lib.list_items(state)}
+
+    def averages(self):
+        state = self.lib.new("acc_averaged_model_state_dict", self.averaged)
+        return {name: self.lib.to_torch(t).float().flatten().tolist() for name, t in self.lib.list_items(state)}
 
 
 def run(side, cfg, directory):
@@ -727,6 +773,9 @@ def run(side, cfg, directory):
         job.local_sgd_end()
     record["eval"] = job.evaluate()
     record["weights"] = job.weights()
+    if cfg["averaged"] is not None:
+        record["eval_averaged"] = job.evaluate(averaged=True)
+        record["averages"] = job.averages()
     job.save_model(os.path.join(directory, f"{cfg['name']}.{side}.{job.processes}.model"))
     return record, job.rank, job.processes
 
@@ -734,8 +783,10 @@ def run(side, cfg, directory):
 def differences(a, o):
     """The first difference between two runs of one process (None when bit-identical), and the largest."""
     first, worst = None, 0.0
-    for key in ("loss", "lr", "norm", "eval"):
-        if len(a[key]) != len(o[key]):
+    for key in ("loss", "lr", "norm", "eval", "eval_averaged"):
+        if key not in a and key not in o:
+            continue
+        if len(a.get(key, [])) != len(o.get(key, [])):
             first = first or f"{len(a[key])} {key} values from Accelerate, {len(o[key])} from ours"
             worst = math.inf
             continue
@@ -743,14 +794,16 @@ def differences(a, o):
             if x != y:
                 first = first or f"{key} at step {step}: {x!r} vs {y!r}"
                 worst = max(worst, abs(x - y))
-    if set(a["weights"]) != set(o["weights"]):
-        first = first or f"weights named differently: {sorted(set(a['weights']) ^ set(o['weights']))}"
-        worst = math.inf
-    for key in sorted(set(a["weights"]) & set(o["weights"])):
-        d = max((abs(x - y) for x, y in zip(a["weights"][key], o["weights"][key])), default=0.0)
-        if d > 0:
-            first = first or f"weight {key} differs by {d}"
-            worst = max(worst, d)
+    for field in ("weights", "averages"):
+        theirs, ours = a.get(field, {}), o.get(field, {})
+        if set(theirs) != set(ours):
+            first = first or f"{field} named differently: {sorted(set(theirs) ^ set(ours))}"
+            worst = math.inf
+        for key in sorted(set(theirs) & set(ours)):
+            d = max((abs(x - y) for x, y in zip(theirs[key], ours[key])), default=0.0)
+            if d > 0:
+                first = first or f"{field} {key} differs by {d}"
+                worst = max(worst, d)
     return first, worst
 
 

@@ -11,6 +11,9 @@ public partial class Options {
   /// <summary>Options of Accelerator.Profile (Accelerate's ProfileKwargs: activities, schedule_*,
   /// record_shapes, profile_memory, with_flops, output_trace_dir, ...).</summary>
   public static Options Profile() { return new Options(OptionsKind.ProfileOptions); }
+  /// <summary>Options of new AveragedModel (PyTorch's AveragedModel: strategy "swa" or "ema", decay,
+  /// use_buffers, device).</summary>
+  public static Options AveragedModel() { return new Options(OptionsKind.AveragedModelOptions); }
 
   public Options Put(string key, long value) { SetInt(key, value); return this; }
   public Options Put(string key, double value) { SetDouble(key, value); return this; }

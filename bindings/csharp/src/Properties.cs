@@ -61,6 +61,11 @@ public partial class Optimizer {
   public long NumParamGroups { get { return GetNumParamGroups(); } }
 }
 
+public partial class AveragedModel {
+  /// <summary>The updates averaged so far (AveragedModel's n_averaged).</summary>
+  public long Count { get { return GetCount(); } }
+}
+
 public partial class Accelerator {
   /// <summary>The device this process trains on.</summary>
   public string Device { get { return GetDevice(); } }

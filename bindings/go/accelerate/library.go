@@ -53,17 +53,18 @@ func SetRandomState(state *Tensor) error {
 type HandleKind int
 
 const (
-	HandleAny         HandleKind = capi.HandleAny
-	HandleTensor      HandleKind = capi.HandleTensor
-	HandleTensorList  HandleKind = capi.HandleTensorList
-	HandleStringList  HandleKind = capi.HandleStringList
-	HandleOptions     HandleKind = capi.HandleOptions
-	HandleModel       HandleKind = capi.HandleModel
-	HandleOptimizer   HandleKind = capi.HandleOptimizer
-	HandleScheduler   HandleKind = capi.HandleScheduler
-	HandleDataset     HandleKind = capi.HandleDataset
-	HandleDataLoader  HandleKind = capi.HandleDataLoader
-	HandleAccelerator HandleKind = capi.HandleAccelerator
+	HandleAny           HandleKind = capi.HandleAny
+	HandleTensor        HandleKind = capi.HandleTensor
+	HandleTensorList    HandleKind = capi.HandleTensorList
+	HandleStringList    HandleKind = capi.HandleStringList
+	HandleOptions       HandleKind = capi.HandleOptions
+	HandleModel         HandleKind = capi.HandleModel
+	HandleOptimizer     HandleKind = capi.HandleOptimizer
+	HandleScheduler     HandleKind = capi.HandleScheduler
+	HandleDataset       HandleKind = capi.HandleDataset
+	HandleDataLoader    HandleKind = capi.HandleDataLoader
+	HandleAccelerator   HandleKind = capi.HandleAccelerator
+	HandleAveragedModel HandleKind = capi.HandleAveragedModel
 )
 
 // LiveHandles counts the native objects of a kind that are alive (for leak checks).

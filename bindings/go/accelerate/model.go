@@ -11,12 +11,13 @@ import (
 type OptionsKind int
 
 const (
-	OptimizerOptions   OptionsKind = capi.OptionsOptimizer
-	SchedulerOptions   OptionsKind = capi.OptionsScheduler
-	DataLoaderOptions  OptionsKind = capi.OptionsDataLoader
-	AcceleratorOptions OptionsKind = capi.OptionsAccelerator
-	LoraOptions        OptionsKind = capi.OptionsLora
-	ProfileOptions     OptionsKind = capi.OptionsProfile // Accelerate's ProfileKwargs (Accelerator.Profile)
+	OptimizerOptions     OptionsKind = capi.OptionsOptimizer
+	SchedulerOptions     OptionsKind = capi.OptionsScheduler
+	DataLoaderOptions    OptionsKind = capi.OptionsDataLoader
+	AcceleratorOptions   OptionsKind = capi.OptionsAccelerator
+	LoraOptions          OptionsKind = capi.OptionsLora
+	ProfileOptions       OptionsKind = capi.OptionsProfile       // Accelerate's ProfileKwargs (Accelerator.Profile)
+	AveragedModelOptions OptionsKind = capi.OptionsAveragedModel // PyTorch's AveragedModel (NewAveragedModel)
 )
 
 // Options are typed key/values (see accelerate.h for the keys of each kind).
@@ -356,4 +357,85 @@ func (s *Scheduler) LastLR(group int) (float64, error) {
 }
 func (s *Scheduler) StepCount() (int64, error) {
 	return with(s.ref(), func(h capi.Scheduler, e *string) int64 { return h.GetStep(e) })
+}
+
+// AveragedModel is PyTorch's AveragedModel (torch.optim.swa_utils): averages of a model's
+// parameters and buffers over training, equal ones (stochastic weight averaging, SWA) or an
+// exponential moving average (EMA). It keeps the averages only, not a second model: CopyTo writes
+// them into a model (e.g. a second copy for evaluation), Swap exchanges them with the training
+// model's values (swap again to go on training).
+type AveragedModel struct{ r ref[capi.AveragedModel] }
+
+func (a *AveragedModel) Close() error { return closeObject(a, a.ref()) }
+
+func (a *AveragedModel) ref() *ref[capi.AveragedModel] {
+	if a == nil {
+		return nil
+	}
+	return &a.r
+}
+
+// NewAveragedModel copies model's parameters and buffers (a prepared model's too). opts:
+// AveragedModelOptions (strategy "swa" or "ema", decay, use_buffers, device) or nil (SWA). A model
+// sharded at rest (zero_stage 3) is ErrUnsupported.
+func NewAveragedModel(model *Model, opts *Options) (*AveragedModel, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.KeepAlive(opts)
+	h, err := with(model.ref(), func(h capi.Model, e *string) capi.AveragedModel { return capi.NewAveragedModel(h, oh, e) })
+	return adopt(h, err, capi.DeleteAveragedModel, func(r ref[capi.AveragedModel]) *AveragedModel { return &AveragedModel{r} }, (*AveragedModel).Close)
+}
+
+// averagedWith runs f on a's handle and model's.
+func (a *AveragedModel) averagedWith(model *Model, f func(h capi.AveragedModel, mh capi.Model, e *string)) error {
+	mh, err := model.ref().get()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(model)
+	return do(a.ref(), func(h capi.AveragedModel, e *string) { f(h, mh, e) })
+}
+
+// Update is update_parameters(model), after the optimizer's step: the first update copies the
+// model's values, each later one averages them in (SWA: avg + (value - avg) / (n + 1); EMA: lerp
+// by 1 - decay); buffers are copied unless use_buffers. model must have the parameters and buffers
+// the averages were made from (names, shapes, dtypes; ErrInvalidArgument names the first that
+// differs).
+func (a *AveragedModel) Update(model *Model) error {
+	return a.averagedWith(model, func(h capi.AveragedModel, mh capi.Model, e *string) { h.Update(mh, e) })
+}
+
+// Count is the number of updates so far (AveragedModel's n_averaged).
+func (a *AveragedModel) Count() (int64, error) {
+	return with(a.ref(), func(h capi.AveragedModel, e *string) int64 { return h.Count(e) })
+}
+
+// CopyTo writes the averages into model's parameters and buffers (checked as for Update).
+func (a *AveragedModel) CopyTo(model *Model) error {
+	return a.averagedWith(model, func(h capi.AveragedModel, mh capi.Model, e *string) { h.CopyTo(mh, e) })
+}
+
+// Swap exchanges the averages with model's own values: evaluate or SaveModel the averaged weights,
+// then swap back (on every process of a prepared model).
+func (a *AveragedModel) Swap(model *Model) error {
+	return a.averagedWith(model, func(h capi.AveragedModel, mh capi.Model, e *string) { h.Swap(mh, e) })
+}
+
+// StateDict is AveragedModel.state_dict(): "n_averaged" (int64, 0-dim), then "module.<name>" for
+// each parameter and buffer (aliasing the averages).
+func (a *AveragedModel) StateDict() (*TensorList, error) {
+	return wrapTensorList(with(a.ref(), func(h capi.AveragedModel, e *string) capi.TensorList { return h.StateDict(e) }))
+}
+
+// LoadStateDict loads such a state (Python's AveragedModel.state_dict() too): every name, shape
+// and dtype must match and n_averaged must not be negative, checked before anything changes.
+func (a *AveragedModel) LoadStateDict(state *TensorList) error {
+	sh, err := state.ref().get()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(state)
+	return do(a.ref(), func(h capi.AveragedModel, e *string) { h.LoadStateDict(sh, e) })
 }

@@ -30,6 +30,19 @@ func (a *Accelerator) RegisterForCheckpointing(s CheckpointState) error {
 	})
 }
 
+// RegisterAveragedModel is Accelerate's register_for_checkpointing(averaged_model): SaveState
+// writes avg's state dict as custom_checkpoint_<i>.safetensors (i counts registered objects,
+// RegisterForCheckpointing's too), LoadState checks and restores it. The accelerator keeps the
+// averages alive: avg may be closed after this.
+func (a *Accelerator) RegisterAveragedModel(avg *AveragedModel) error {
+	vh, err := avg.ref().get()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(avg)
+	return a.do(func(h capi.Accelerator, e *string) { h.RegisterAveragedModel(vh, e) })
+}
+
 // RegisterSaveStatePreHook: fn runs with the folder before SaveState writes it; an error aborts it.
 func (a *Accelerator) RegisterSaveStatePreHook(fn func(dir string) error) error {
 	return a.do(func(h capi.Accelerator, e *string) {

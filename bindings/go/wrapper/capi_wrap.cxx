@@ -832,6 +832,26 @@ SWIGINTERN acc_scheduler *acc_scheduler_fromLrLambda(acc_optimizer *opt,accswig:
     });
     return out;
   }
+SWIGINTERN acc_averaged_model *new_acc_averaged_model(acc_model const *model,acc_options const *opts,std::string *swig_err){
+    acc_averaged_model *out = nullptr;
+    check(acc_averaged_model_create(model, opts, &out));
+    return out;
+  }
+SWIGINTERN void delete_acc_averaged_model(acc_averaged_model *self){ acc_averaged_model_free(self); }
+SWIGINTERN void acc_averaged_model_update_(acc_averaged_model *self,acc_model const *model,std::string *swig_err){ check(acc_averaged_model_update(self, model)); }
+SWIGINTERN int64_t acc_averaged_model_count_(acc_averaged_model *self,std::string *swig_err){
+    int64_t n = 0;
+    check(acc_averaged_model_count(self, &n));
+    return n;
+  }
+SWIGINTERN void acc_averaged_model_copyTo(acc_averaged_model *self,acc_model *model,std::string *swig_err){ check(acc_averaged_model_copy_to(self, model)); }
+SWIGINTERN void acc_averaged_model_swap_(acc_averaged_model *self,acc_model *model,std::string *swig_err){ check(acc_averaged_model_swap(self, model)); }
+SWIGINTERN acc_tensor_list *acc_averaged_model_stateDict(acc_averaged_model *self,std::string *swig_err){
+    acc_tensor_list *out = nullptr;
+    check(acc_averaged_model_state_dict(self, &out));
+    return out;
+  }
+SWIGINTERN void acc_averaged_model_loadStateDict(acc_averaged_model *self,acc_tensor_list const *state,std::string *swig_err){ check(acc_averaged_model_load_state_dict(self, state)); }
 SWIGINTERN void delete_acc_dataset(acc_dataset *self){ acc_dataset_free(self); }
 SWIGINTERN acc_dataset *acc_dataset_fromTensors(acc_tensor_list const *fields,std::string *swig_err){
     ListTensors in(fields);
@@ -1063,6 +1083,7 @@ SWIGINTERN std::string acc_accelerator_loadState(acc_accelerator *self,char cons
     acc_string_free(s);
     return r;
   }
+SWIGINTERN void acc_accelerator_registerAveragedModel(acc_accelerator *self,acc_averaged_model *avg,std::string *swig_err){ check(acc_register_averaged_model(self, avg)); }
 SWIGINTERN void acc_accelerator_print(acc_accelerator *self,char const *text,std::string *swig_err){ check(acc_print(self, text)); }
 SWIGINTERN void acc_accelerator_waitForEveryone(acc_accelerator *self,std::string *swig_err){ check(acc_wait_for_everyone(self)); }
 SWIGINTERN void acc_accelerator_freeMemory(acc_accelerator *self,std::string *swig_err){ check(acc_free_memory(self)); }
@@ -1220,19 +1241,19 @@ SwigDirector_SampleSource::SwigDirector_SampleSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_SampleSource_capi_52f78cd02c0a7ffd(intgo);
+extern "C" void Swiggo_DeleteDirector_SampleSource_capi_3440afefeeef7c4d(intgo);
 SwigDirector_SampleSource::~SwigDirector_SampleSource()
 {
-  Swiggo_DeleteDirector_SampleSource_capi_52f78cd02c0a7ffd(go_val);
+  Swiggo_DeleteDirector_SampleSource_capi_3440afefeeef7c4d(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorSampleSource_callback_released_capi_52f78cd02c0a7ffd(int);
+extern "C" void Swig_DirectorSampleSource_callback_released_capi_3440afefeeef7c4d(int);
 void SwigDirector_SampleSource::released() {
-  Swig_DirectorSampleSource_callback_released_capi_52f78cd02c0a7ffd(go_val);
+  Swig_DirectorSampleSource_callback_released_capi_3440afefeeef7c4d(go_val);
 }
 
-extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_52f78cd02c0a7ffd(int, long long index, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_3440afefeeef7c4d(int, long long index, acc_tensor_list *out);
 int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1241,7 +1262,7 @@ int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   
   swig_index = (int64_t)index; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorSampleSource_callback_sample_capi_52f78cd02c0a7ffd(go_val, swig_index, swig_out);
+  result = Swig_DirectorSampleSource_callback_sample_capi_3440afefeeef7c4d(go_val, swig_index, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1251,38 +1272,38 @@ SwigDirector_StreamSource::SwigDirector_StreamSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StreamSource_capi_52f78cd02c0a7ffd(intgo);
+extern "C" void Swiggo_DeleteDirector_StreamSource_capi_3440afefeeef7c4d(intgo);
 SwigDirector_StreamSource::~SwigDirector_StreamSource()
 {
-  Swiggo_DeleteDirector_StreamSource_capi_52f78cd02c0a7ffd(go_val);
+  Swiggo_DeleteDirector_StreamSource_capi_3440afefeeef7c4d(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStreamSource_callback_released_capi_52f78cd02c0a7ffd(int);
+extern "C" void Swig_DirectorStreamSource_callback_released_capi_3440afefeeef7c4d(int);
 void SwigDirector_StreamSource::released() {
-  Swig_DirectorStreamSource_callback_released_capi_52f78cd02c0a7ffd(go_val);
+  Swig_DirectorStreamSource_callback_released_capi_3440afefeeef7c4d(go_val);
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_52f78cd02c0a7ffd(int, long long epoch);
+extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_3440afefeeef7c4d(int, long long epoch);
 int SwigDirector_StreamSource::start(int64_t epoch) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_epoch;
   
   swig_epoch = (int64_t)epoch; 
-  result = Swig_DirectorStreamSource_callback_start_capi_52f78cd02c0a7ffd(go_val, swig_epoch);
+  result = Swig_DirectorStreamSource_callback_start_capi_3440afefeeef7c4d(go_val, swig_epoch);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_52f78cd02c0a7ffd(int, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_3440afefeeef7c4d(int, acc_tensor_list *out);
 int SwigDirector_StreamSource::next(acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   acc_tensor_list *swig_out;
   
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorStreamSource_callback_next_capi_52f78cd02c0a7ffd(go_val, swig_out);
+  result = Swig_DirectorStreamSource_callback_next_capi_3440afefeeef7c4d(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1292,19 +1313,19 @@ SwigDirector_Collator::SwigDirector_Collator(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Collator_capi_52f78cd02c0a7ffd(intgo);
+extern "C" void Swiggo_DeleteDirector_Collator_capi_3440afefeeef7c4d(intgo);
 SwigDirector_Collator::~SwigDirector_Collator()
 {
-  Swiggo_DeleteDirector_Collator_capi_52f78cd02c0a7ffd(go_val);
+  Swiggo_DeleteDirector_Collator_capi_3440afefeeef7c4d(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCollator_callback_released_capi_52f78cd02c0a7ffd(int);
+extern "C" void Swig_DirectorCollator_callback_released_capi_3440afefeeef7c4d(int);
 void SwigDirector_Collator::released() {
-  Swig_DirectorCollator_callback_released_capi_52f78cd02c0a7ffd(go_val);
+  Swig_DirectorCollator_callback_released_capi_3440afefeeef7c4d(go_val);
 }
 
-extern "C" intgo Swig_DirectorCollator_callback_collate_capi_52f78cd02c0a7ffd(int, accswig::Samples *samples, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorCollator_callback_collate_capi_3440afefeeef7c4d(int, accswig::Samples *samples, acc_tensor_list *out);
 int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1313,7 +1334,7 @@ int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *ou
   
   *(accswig::Samples **)&swig_samples = (accswig::Samples *)samples; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorCollator_callback_collate_capi_52f78cd02c0a7ffd(go_val, swig_samples, swig_out);
+  result = Swig_DirectorCollator_callback_collate_capi_3440afefeeef7c4d(go_val, swig_samples, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1323,38 +1344,38 @@ SwigDirector_StateHandler::SwigDirector_StateHandler(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StateHandler_capi_52f78cd02c0a7ffd(intgo);
+extern "C" void Swiggo_DeleteDirector_StateHandler_capi_3440afefeeef7c4d(intgo);
 SwigDirector_StateHandler::~SwigDirector_StateHandler()
 {
-  Swiggo_DeleteDirector_StateHandler_capi_52f78cd02c0a7ffd(go_val);
+  Swiggo_DeleteDirector_StateHandler_capi_3440afefeeef7c4d(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStateHandler_callback_released_capi_52f78cd02c0a7ffd(int);
+extern "C" void Swig_DirectorStateHandler_callback_released_capi_3440afefeeef7c4d(int);
 void SwigDirector_StateHandler::released() {
-  Swig_DirectorStateHandler_callback_released_capi_52f78cd02c0a7ffd(go_val);
+  Swig_DirectorStateHandler_callback_released_capi_3440afefeeef7c4d(go_val);
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_52f78cd02c0a7ffd(int, accswig::Bytes *out);
+extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_3440afefeeef7c4d(int, accswig::Bytes *out);
 int SwigDirector_StateHandler::save(accswig::Bytes *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_out;
   
   *(accswig::Bytes **)&swig_out = (accswig::Bytes *)out; 
-  result = Swig_DirectorStateHandler_callback_save_capi_52f78cd02c0a7ffd(go_val, swig_out);
+  result = Swig_DirectorStateHandler_callback_save_capi_3440afefeeef7c4d(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_52f78cd02c0a7ffd(int, accswig::Bytes *in);
+extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_3440afefeeef7c4d(int, accswig::Bytes *in);
 int SwigDirector_StateHandler::load(accswig::Bytes *in) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_in;
   
   *(accswig::Bytes **)&swig_in = (accswig::Bytes *)in; 
-  result = Swig_DirectorStateHandler_callback_load_capi_52f78cd02c0a7ffd(go_val, swig_in);
+  result = Swig_DirectorStateHandler_callback_load_capi_3440afefeeef7c4d(go_val, swig_in);
   c_result = (int)result; 
   return c_result;
 }
@@ -1364,19 +1385,19 @@ SwigDirector_CheckpointHook::SwigDirector_CheckpointHook(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_52f78cd02c0a7ffd(intgo);
+extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_3440afefeeef7c4d(intgo);
 SwigDirector_CheckpointHook::~SwigDirector_CheckpointHook()
 {
-  Swiggo_DeleteDirector_CheckpointHook_capi_52f78cd02c0a7ffd(go_val);
+  Swiggo_DeleteDirector_CheckpointHook_capi_3440afefeeef7c4d(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_52f78cd02c0a7ffd(int);
+extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_3440afefeeef7c4d(int);
 void SwigDirector_CheckpointHook::released() {
-  Swig_DirectorCheckpointHook_callback_released_capi_52f78cd02c0a7ffd(go_val);
+  Swig_DirectorCheckpointHook_callback_released_capi_3440afefeeef7c4d(go_val);
 }
 
-extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_52f78cd02c0a7ffd(int, _gostring_ dir);
+extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_3440afefeeef7c4d(int, _gostring_ dir);
 int SwigDirector_CheckpointHook::run(char const *dir) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1385,7 +1406,7 @@ int SwigDirector_CheckpointHook::run(char const *dir) {
   
   swig_dir = Swig_AllocateString((char*)dir, dir ? strlen((char*)dir) : 0);
   
-  result = Swig_DirectorCheckpointHook_callback_run_capi_52f78cd02c0a7ffd(go_val, swig_dir);
+  result = Swig_DirectorCheckpointHook_callback_run_capi_3440afefeeef7c4d(go_val, swig_dir);
   c_result = (int)result; 
   return c_result;
 }
@@ -1395,19 +1416,19 @@ SwigDirector_Tracker::SwigDirector_Tracker(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Tracker_capi_52f78cd02c0a7ffd(intgo);
+extern "C" void Swiggo_DeleteDirector_Tracker_capi_3440afefeeef7c4d(intgo);
 SwigDirector_Tracker::~SwigDirector_Tracker()
 {
-  Swiggo_DeleteDirector_Tracker_capi_52f78cd02c0a7ffd(go_val);
+  Swiggo_DeleteDirector_Tracker_capi_3440afefeeef7c4d(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTracker_callback_released_capi_52f78cd02c0a7ffd(int);
+extern "C" void Swig_DirectorTracker_callback_released_capi_3440afefeeef7c4d(int);
 void SwigDirector_Tracker::released() {
-  Swig_DirectorTracker_callback_released_capi_52f78cd02c0a7ffd(go_val);
+  Swig_DirectorTracker_callback_released_capi_3440afefeeef7c4d(go_val);
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_init_capi_52f78cd02c0a7ffd(int, _gostring_ project, _gostring_ configJson);
+extern "C" intgo Swig_DirectorTracker_callback_init_capi_3440afefeeef7c4d(int, _gostring_ project, _gostring_ configJson);
 int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1420,12 +1441,12 @@ int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   
   swig_configJson = Swig_AllocateString((char*)configJson, configJson ? strlen((char*)configJson) : 0);
   
-  result = Swig_DirectorTracker_callback_init_capi_52f78cd02c0a7ffd(go_val, swig_project, swig_configJson);
+  result = Swig_DirectorTracker_callback_init_capi_3440afefeeef7c4d(go_val, swig_project, swig_configJson);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_log_capi_52f78cd02c0a7ffd(int, accswig::Metrics *metrics, long long step);
+extern "C" intgo Swig_DirectorTracker_callback_log_capi_3440afefeeef7c4d(int, accswig::Metrics *metrics, long long step);
 int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1434,17 +1455,17 @@ int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   
   *(accswig::Metrics **)&swig_metrics = (accswig::Metrics *)metrics; 
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_log_capi_52f78cd02c0a7ffd(go_val, swig_metrics, swig_step);
+  result = Swig_DirectorTracker_callback_log_capi_3440afefeeef7c4d(go_val, swig_metrics, swig_step);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_finish_capi_52f78cd02c0a7ffd(int);
+extern "C" intgo Swig_DirectorTracker_callback_finish_capi_3440afefeeef7c4d(int);
 int SwigDirector_Tracker::finish() {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   
-  result = Swig_DirectorTracker_callback_finish_capi_52f78cd02c0a7ffd(go_val);
+  result = Swig_DirectorTracker_callback_finish_capi_3440afefeeef7c4d(go_val);
   c_result = (int)result; 
   return c_result;
 }
@@ -1454,19 +1475,19 @@ SwigDirector_LrLambda::SwigDirector_LrLambda(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_LrLambda_capi_52f78cd02c0a7ffd(intgo);
+extern "C" void Swiggo_DeleteDirector_LrLambda_capi_3440afefeeef7c4d(intgo);
 SwigDirector_LrLambda::~SwigDirector_LrLambda()
 {
-  Swiggo_DeleteDirector_LrLambda_capi_52f78cd02c0a7ffd(go_val);
+  Swiggo_DeleteDirector_LrLambda_capi_3440afefeeef7c4d(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorLrLambda_callback_released_capi_52f78cd02c0a7ffd(int);
+extern "C" void Swig_DirectorLrLambda_callback_released_capi_3440afefeeef7c4d(int);
 void SwigDirector_LrLambda::released() {
-  Swig_DirectorLrLambda_callback_released_capi_52f78cd02c0a7ffd(go_val);
+  Swig_DirectorLrLambda_callback_released_capi_3440afefeeef7c4d(go_val);
 }
 
-extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_52f78cd02c0a7ffd(int, long long step, accswig::Factor *out);
+extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_3440afefeeef7c4d(int, long long step, accswig::Factor *out);
 int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1475,7 +1496,7 @@ int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   
   swig_step = (int64_t)step; 
   *(accswig::Factor **)&swig_out = (accswig::Factor *)out; 
-  result = Swig_DirectorLrLambda_callback_factor_capi_52f78cd02c0a7ffd(go_val, swig_step, swig_out);
+  result = Swig_DirectorLrLambda_callback_factor_capi_3440afefeeef7c4d(go_val, swig_step, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1485,26 +1506,26 @@ SwigDirector_TraceReady::SwigDirector_TraceReady(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_TraceReady_capi_52f78cd02c0a7ffd(intgo);
+extern "C" void Swiggo_DeleteDirector_TraceReady_capi_3440afefeeef7c4d(intgo);
 SwigDirector_TraceReady::~SwigDirector_TraceReady()
 {
-  Swiggo_DeleteDirector_TraceReady_capi_52f78cd02c0a7ffd(go_val);
+  Swiggo_DeleteDirector_TraceReady_capi_3440afefeeef7c4d(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTraceReady_callback_released_capi_52f78cd02c0a7ffd(int);
+extern "C" void Swig_DirectorTraceReady_callback_released_capi_3440afefeeef7c4d(int);
 void SwigDirector_TraceReady::released() {
-  Swig_DirectorTraceReady_callback_released_capi_52f78cd02c0a7ffd(go_val);
+  Swig_DirectorTraceReady_callback_released_capi_3440afefeeef7c4d(go_val);
 }
 
-extern "C" intgo Swig_DirectorTraceReady_callback_ready_capi_52f78cd02c0a7ffd(int, long long step);
+extern "C" intgo Swig_DirectorTraceReady_callback_ready_capi_3440afefeeef7c4d(int, long long step);
 int SwigDirector_TraceReady::ready(int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_step;
   
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTraceReady_callback_ready_capi_52f78cd02c0a7ffd(go_val, swig_step);
+  result = Swig_DirectorTraceReady_callback_ready_capi_3440afefeeef7c4d(go_val, swig_step);
   c_result = (int)result; 
   return c_result;
 }
@@ -1514,26 +1535,26 @@ SwigDirector_BatchSizeRun::SwigDirector_BatchSizeRun(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_52f78cd02c0a7ffd(intgo);
+extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_3440afefeeef7c4d(intgo);
 SwigDirector_BatchSizeRun::~SwigDirector_BatchSizeRun()
 {
-  Swiggo_DeleteDirector_BatchSizeRun_capi_52f78cd02c0a7ffd(go_val);
+  Swiggo_DeleteDirector_BatchSizeRun_capi_3440afefeeef7c4d(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_52f78cd02c0a7ffd(int);
+extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_3440afefeeef7c4d(int);
 void SwigDirector_BatchSizeRun::released() {
-  Swig_DirectorBatchSizeRun_callback_released_capi_52f78cd02c0a7ffd(go_val);
+  Swig_DirectorBatchSizeRun_callback_released_capi_3440afefeeef7c4d(go_val);
 }
 
-extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_52f78cd02c0a7ffd(int, long long batch_size);
+extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_3440afefeeef7c4d(int, long long batch_size);
 int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_batch_size;
   
   swig_batch_size = (int64_t)batch_size; 
-  result = Swig_DirectorBatchSizeRun_callback_run_capi_52f78cd02c0a7ffd(go_val, swig_batch_size);
+  result = Swig_DirectorBatchSizeRun_callback_run_capi_3440afefeeef7c4d(go_val, swig_batch_size);
   c_result = (int)result; 
   return c_result;
 }
@@ -1542,7 +1563,7 @@ int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_52f78cd02c0a7ffd(void *_swig_go_0) {
+void _wrap_Swig_free_capi_3440afefeeef7c4d(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1552,7 +1573,7 @@ void _wrap_Swig_free_capi_52f78cd02c0a7ffd(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_3440afefeeef7c4d(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1565,7 +1586,7 @@ void *_wrap_Swig_malloc_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_ACC_OK_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_OK_capi_3440afefeeef7c4d() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1585,7 +1606,7 @@ intgo _wrap_ACC_OK_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_3440afefeeef7c4d() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1605,7 +1626,7 @@ intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_3440afefeeef7c4d() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1625,7 +1646,7 @@ intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_3440afefeeef7c4d() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1645,7 +1666,7 @@ intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_ERR_UNSUPPORTED_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_ERR_UNSUPPORTED_capi_3440afefeeef7c4d() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1665,7 +1686,7 @@ intgo _wrap_ACC_ERR_UNSUPPORTED_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_3440afefeeef7c4d() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1685,7 +1706,7 @@ intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_ERR_TIMEOUT_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_ERR_TIMEOUT_capi_3440afefeeef7c4d() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1705,7 +1726,7 @@ intgo _wrap_ACC_ERR_TIMEOUT_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_ERR_ABORTED_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_ERR_ABORTED_capi_3440afefeeef7c4d() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1725,7 +1746,7 @@ intgo _wrap_ACC_ERR_ABORTED_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_ERR_DISTRIBUTED_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_ERR_DISTRIBUTED_capi_3440afefeeef7c4d() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1745,7 +1766,7 @@ intgo _wrap_ACC_ERR_DISTRIBUTED_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_ERR_IO_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_ERR_IO_capi_3440afefeeef7c4d() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1765,7 +1786,7 @@ intgo _wrap_ACC_ERR_IO_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_3440afefeeef7c4d() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1785,7 +1806,7 @@ intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_ERR_INTERNAL_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_ERR_INTERNAL_capi_3440afefeeef7c4d() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1805,7 +1826,7 @@ intgo _wrap_ACC_ERR_INTERNAL_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UNDEFINED_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_DTYPE_UNDEFINED_capi_3440afefeeef7c4d() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1825,7 +1846,7 @@ intgo _wrap_ACC_DTYPE_UNDEFINED_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT32_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_DTYPE_FLOAT32_capi_3440afefeeef7c4d() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1845,7 +1866,7 @@ intgo _wrap_ACC_DTYPE_FLOAT32_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT64_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_DTYPE_FLOAT64_capi_3440afefeeef7c4d() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1865,7 +1886,7 @@ intgo _wrap_ACC_DTYPE_FLOAT64_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BFLOAT16_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_DTYPE_BFLOAT16_capi_3440afefeeef7c4d() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1885,7 +1906,7 @@ intgo _wrap_ACC_DTYPE_BFLOAT16_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT16_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_DTYPE_FLOAT16_capi_3440afefeeef7c4d() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1905,7 +1926,7 @@ intgo _wrap_ACC_DTYPE_FLOAT16_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT64_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_DTYPE_INT64_capi_3440afefeeef7c4d() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1925,7 +1946,7 @@ intgo _wrap_ACC_DTYPE_INT64_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT32_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_DTYPE_INT32_capi_3440afefeeef7c4d() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1945,7 +1966,7 @@ intgo _wrap_ACC_DTYPE_INT32_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UINT8_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_DTYPE_UINT8_capi_3440afefeeef7c4d() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1965,7 +1986,7 @@ intgo _wrap_ACC_DTYPE_UINT8_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BOOL_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_DTYPE_BOOL_capi_3440afefeeef7c4d() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1985,7 +2006,7 @@ intgo _wrap_ACC_DTYPE_BOOL_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT8_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_DTYPE_INT8_capi_3440afefeeef7c4d() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2005,7 +2026,7 @@ intgo _wrap_ACC_DTYPE_INT8_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT16_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_DTYPE_INT16_capi_3440afefeeef7c4d() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2025,7 +2046,7 @@ intgo _wrap_ACC_DTYPE_INT16_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_NONE_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_REDUCTION_NONE_capi_3440afefeeef7c4d() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2045,7 +2066,7 @@ intgo _wrap_ACC_REDUCTION_NONE_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_MEAN_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_REDUCTION_MEAN_capi_3440afefeeef7c4d() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2065,7 +2086,7 @@ intgo _wrap_ACC_REDUCTION_MEAN_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_SUM_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_REDUCTION_SUM_capi_3440afefeeef7c4d() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2085,7 +2106,7 @@ intgo _wrap_ACC_REDUCTION_SUM_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ANY_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_HANDLE_ANY_capi_3440afefeeef7c4d() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2105,7 +2126,7 @@ intgo _wrap_ACC_HANDLE_ANY_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_HANDLE_TENSOR_capi_3440afefeeef7c4d() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2125,7 +2146,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_3440afefeeef7c4d() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2145,7 +2166,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_HANDLE_STRING_LIST_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_HANDLE_STRING_LIST_capi_3440afefeeef7c4d() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2165,7 +2186,7 @@ intgo _wrap_ACC_HANDLE_STRING_LIST_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIONS_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_HANDLE_OPTIONS_capi_3440afefeeef7c4d() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2185,7 +2206,7 @@ intgo _wrap_ACC_HANDLE_OPTIONS_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_HANDLE_MODEL_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_HANDLE_MODEL_capi_3440afefeeef7c4d() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2205,7 +2226,7 @@ intgo _wrap_ACC_HANDLE_MODEL_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_3440afefeeef7c4d() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2225,7 +2246,7 @@ intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_HANDLE_SCHEDULER_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_HANDLE_SCHEDULER_capi_3440afefeeef7c4d() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2245,7 +2266,7 @@ intgo _wrap_ACC_HANDLE_SCHEDULER_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATASET_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_HANDLE_DATASET_capi_3440afefeeef7c4d() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2265,7 +2286,7 @@ intgo _wrap_ACC_HANDLE_DATASET_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATALOADER_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_HANDLE_DATALOADER_capi_3440afefeeef7c4d() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2285,7 +2306,7 @@ intgo _wrap_ACC_HANDLE_DATALOADER_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_3440afefeeef7c4d() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2305,7 +2326,7 @@ intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_HANDLE_PROGRESS_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_HANDLE_PROGRESS_capi_3440afefeeef7c4d() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2325,7 +2346,7 @@ intgo _wrap_ACC_HANDLE_PROGRESS_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_HANDLE_BYTES_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_HANDLE_BYTES_capi_3440afefeeef7c4d() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2345,7 +2366,7 @@ intgo _wrap_ACC_HANDLE_BYTES_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_3440afefeeef7c4d() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2365,7 +2386,7 @@ intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_3440afefeeef7c4d() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2385,7 +2406,7 @@ intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_3440afefeeef7c4d() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2405,7 +2426,7 @@ intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_DATALOADER_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_OPTIONS_DATALOADER_capi_3440afefeeef7c4d() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2425,7 +2446,7 @@ intgo _wrap_ACC_OPTIONS_DATALOADER_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_3440afefeeef7c4d() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2445,7 +2466,7 @@ intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_LORA_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_OPTIONS_LORA_capi_3440afefeeef7c4d() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2465,7 +2486,7 @@ intgo _wrap_ACC_OPTIONS_LORA_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_PROFILE_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_OPTIONS_PROFILE_capi_3440afefeeef7c4d() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2485,7 +2506,7 @@ intgo _wrap_ACC_OPTIONS_PROFILE_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_3440afefeeef7c4d() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2505,7 +2526,7 @@ intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_3440afefeeef7c4d() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2525,7 +2546,7 @@ intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_NO_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_PLACEMENT_NO_capi_3440afefeeef7c4d() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2545,7 +2566,7 @@ intgo _wrap_ACC_PLACEMENT_NO_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_YES_capi_52f78cd02c0a7ffd() {
+intgo _wrap_ACC_PLACEMENT_YES_capi_3440afefeeef7c4d() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2565,7 +2586,7 @@ intgo _wrap_ACC_PLACEMENT_YES_capi_52f78cd02c0a7ffd() {
 }
 
 
-void _wrap_delete_Callback_capi_52f78cd02c0a7ffd(accswig::Callback *_swig_go_0) {
+void _wrap_delete_Callback_capi_3440afefeeef7c4d(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -2583,7 +2604,7 @@ void _wrap_delete_Callback_capi_52f78cd02c0a7ffd(accswig::Callback *_swig_go_0) 
 }
 
 
-void _wrap_Callback_released_capi_52f78cd02c0a7ffd(accswig::Callback *_swig_go_0) {
+void _wrap_Callback_released_capi_3440afefeeef7c4d(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -2601,7 +2622,7 @@ void _wrap_Callback_released_capi_52f78cd02c0a7ffd(accswig::Callback *_swig_go_0
 }
 
 
-accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
+accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_3440afefeeef7c4d(intgo _swig_go_0) {
   int arg1 ;
   accswig::SampleSource *result = 0 ;
   accswig::SampleSource *_swig_go_result;
@@ -2622,7 +2643,7 @@ accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_52f7
 }
 
 
-void _wrap_DeleteDirectorSampleSource_capi_52f78cd02c0a7ffd(accswig::SampleSource *_swig_go_0) {
+void _wrap_DeleteDirectorSampleSource_capi_3440afefeeef7c4d(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2640,7 +2661,7 @@ void _wrap_DeleteDirectorSampleSource_capi_52f78cd02c0a7ffd(accswig::SampleSourc
 }
 
 
-void _wrap__swig_DirectorSampleSource_upcall_Released_capi_52f78cd02c0a7ffd(SwigDirector_SampleSource *_swig_go_0) {
+void _wrap__swig_DirectorSampleSource_upcall_Released_capi_3440afefeeef7c4d(SwigDirector_SampleSource *_swig_go_0) {
   SwigDirector_SampleSource *arg1 = (SwigDirector_SampleSource *) 0 ;
   
   arg1 = *(SwigDirector_SampleSource **)&_swig_go_0; 
@@ -2658,7 +2679,7 @@ void _wrap__swig_DirectorSampleSource_upcall_Released_capi_52f78cd02c0a7ffd(Swig
 }
 
 
-intgo _wrap_SampleSource_sample_capi_52f78cd02c0a7ffd(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_SampleSource_sample_capi_3440afefeeef7c4d(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   int64_t arg2 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -2683,7 +2704,7 @@ intgo _wrap_SampleSource_sample_capi_52f78cd02c0a7ffd(accswig::SampleSource *_sw
 }
 
 
-void _wrap_delete_SampleSource_capi_52f78cd02c0a7ffd(accswig::SampleSource *_swig_go_0) {
+void _wrap_delete_SampleSource_capi_3440afefeeef7c4d(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2701,7 +2722,7 @@ void _wrap_delete_SampleSource_capi_52f78cd02c0a7ffd(accswig::SampleSource *_swi
 }
 
 
-void _wrap_SampleSource_released_capi_52f78cd02c0a7ffd(accswig::SampleSource *_swig_go_0) {
+void _wrap_SampleSource_released_capi_3440afefeeef7c4d(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2712,7 +2733,7 @@ void _wrap_SampleSource_released_capi_52f78cd02c0a7ffd(accswig::SampleSource *_s
 }
 
 
-accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
+accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_3440afefeeef7c4d(intgo _swig_go_0) {
   int arg1 ;
   accswig::StreamSource *result = 0 ;
   accswig::StreamSource *_swig_go_result;
@@ -2733,7 +2754,7 @@ accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_52f7
 }
 
 
-void _wrap_DeleteDirectorStreamSource_capi_52f78cd02c0a7ffd(accswig::StreamSource *_swig_go_0) {
+void _wrap_DeleteDirectorStreamSource_capi_3440afefeeef7c4d(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -2751,7 +2772,7 @@ void _wrap_DeleteDirectorStreamSource_capi_52f78cd02c0a7ffd(accswig::StreamSourc
 }
 
 
-void _wrap__swig_DirectorStreamSource_upcall_Released_capi_52f78cd02c0a7ffd(SwigDirector_StreamSource *_swig_go_0) {
+void _wrap__swig_DirectorStreamSource_upcall_Released_capi_3440afefeeef7c4d(SwigDirector_StreamSource *_swig_go_0) {
   SwigDirector_StreamSource *arg1 = (SwigDirector_StreamSource *) 0 ;
   
   arg1 = *(SwigDirector_StreamSource **)&_swig_go_0; 
@@ -2769,7 +2790,7 @@ void _wrap__swig_DirectorStreamSource_upcall_Released_capi_52f78cd02c0a7ffd(Swig
 }
 
 
-intgo _wrap_StreamSource_start_capi_52f78cd02c0a7ffd(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_StreamSource_start_capi_3440afefeeef7c4d(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   int result;
@@ -2792,7 +2813,7 @@ intgo _wrap_StreamSource_start_capi_52f78cd02c0a7ffd(accswig::StreamSource *_swi
 }
 
 
-intgo _wrap_StreamSource_next_capi_52f78cd02c0a7ffd(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
+intgo _wrap_StreamSource_next_capi_3440afefeeef7c4d(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   int result;
@@ -2815,7 +2836,7 @@ intgo _wrap_StreamSource_next_capi_52f78cd02c0a7ffd(accswig::StreamSource *_swig
 }
 
 
-void _wrap_delete_StreamSource_capi_52f78cd02c0a7ffd(accswig::StreamSource *_swig_go_0) {
+void _wrap_delete_StreamSource_capi_3440afefeeef7c4d(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -2833,7 +2854,7 @@ void _wrap_delete_StreamSource_capi_52f78cd02c0a7ffd(accswig::StreamSource *_swi
 }
 
 
-void _wrap_StreamSource_released_capi_52f78cd02c0a7ffd(accswig::StreamSource *_swig_go_0) {
+void _wrap_StreamSource_released_capi_3440afefeeef7c4d(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -2844,7 +2865,7 @@ void _wrap_StreamSource_released_capi_52f78cd02c0a7ffd(accswig::StreamSource *_s
 }
 
 
-accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
+accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_3440afefeeef7c4d(intgo _swig_go_0) {
   int arg1 ;
   accswig::Collator *result = 0 ;
   accswig::Collator *_swig_go_result;
@@ -2865,7 +2886,7 @@ accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_52f78cd02c0a7ffd
 }
 
 
-void _wrap_DeleteDirectorCollator_capi_52f78cd02c0a7ffd(accswig::Collator *_swig_go_0) {
+void _wrap_DeleteDirectorCollator_capi_3440afefeeef7c4d(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -2883,7 +2904,7 @@ void _wrap_DeleteDirectorCollator_capi_52f78cd02c0a7ffd(accswig::Collator *_swig
 }
 
 
-void _wrap__swig_DirectorCollator_upcall_Released_capi_52f78cd02c0a7ffd(SwigDirector_Collator *_swig_go_0) {
+void _wrap__swig_DirectorCollator_upcall_Released_capi_3440afefeeef7c4d(SwigDirector_Collator *_swig_go_0) {
   SwigDirector_Collator *arg1 = (SwigDirector_Collator *) 0 ;
   
   arg1 = *(SwigDirector_Collator **)&_swig_go_0; 
@@ -2901,7 +2922,7 @@ void _wrap__swig_DirectorCollator_upcall_Released_capi_52f78cd02c0a7ffd(SwigDire
 }
 
 
-intgo _wrap_Collator_collate_capi_52f78cd02c0a7ffd(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_Collator_collate_capi_3440afefeeef7c4d(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   accswig::Samples *arg2 = (accswig::Samples *) 0 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -2926,7 +2947,7 @@ intgo _wrap_Collator_collate_capi_52f78cd02c0a7ffd(accswig::Collator *_swig_go_0
 }
 
 
-void _wrap_delete_Collator_capi_52f78cd02c0a7ffd(accswig::Collator *_swig_go_0) {
+void _wrap_delete_Collator_capi_3440afefeeef7c4d(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -2944,7 +2965,7 @@ void _wrap_delete_Collator_capi_52f78cd02c0a7ffd(accswig::Collator *_swig_go_0) 
 }
 
 
-void _wrap_Collator_released_capi_52f78cd02c0a7ffd(accswig::Collator *_swig_go_0) {
+void _wrap_Collator_released_capi_3440afefeeef7c4d(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -2955,7 +2976,7 @@ void _wrap_Collator_released_capi_52f78cd02c0a7ffd(accswig::Collator *_swig_go_0
 }
 
 
-accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
+accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_3440afefeeef7c4d(intgo _swig_go_0) {
   int arg1 ;
   accswig::StateHandler *result = 0 ;
   accswig::StateHandler *_swig_go_result;
@@ -2976,7 +2997,7 @@ accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_52f7
 }
 
 
-void _wrap_DeleteDirectorStateHandler_capi_52f78cd02c0a7ffd(accswig::StateHandler *_swig_go_0) {
+void _wrap_DeleteDirectorStateHandler_capi_3440afefeeef7c4d(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -2994,7 +3015,7 @@ void _wrap_DeleteDirectorStateHandler_capi_52f78cd02c0a7ffd(accswig::StateHandle
 }
 
 
-void _wrap__swig_DirectorStateHandler_upcall_Released_capi_52f78cd02c0a7ffd(SwigDirector_StateHandler *_swig_go_0) {
+void _wrap__swig_DirectorStateHandler_upcall_Released_capi_3440afefeeef7c4d(SwigDirector_StateHandler *_swig_go_0) {
   SwigDirector_StateHandler *arg1 = (SwigDirector_StateHandler *) 0 ;
   
   arg1 = *(SwigDirector_StateHandler **)&_swig_go_0; 
@@ -3012,7 +3033,7 @@ void _wrap__swig_DirectorStateHandler_upcall_Released_capi_52f78cd02c0a7ffd(Swig
 }
 
 
-intgo _wrap_StateHandler_save_capi_52f78cd02c0a7ffd(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_save_capi_3440afefeeef7c4d(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -3035,7 +3056,7 @@ intgo _wrap_StateHandler_save_capi_52f78cd02c0a7ffd(accswig::StateHandler *_swig
 }
 
 
-intgo _wrap_StateHandler_load_capi_52f78cd02c0a7ffd(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_load_capi_3440afefeeef7c4d(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -3058,7 +3079,7 @@ intgo _wrap_StateHandler_load_capi_52f78cd02c0a7ffd(accswig::StateHandler *_swig
 }
 
 
-void _wrap_delete_StateHandler_capi_52f78cd02c0a7ffd(accswig::StateHandler *_swig_go_0) {
+void _wrap_delete_StateHandler_capi_3440afefeeef7c4d(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3076,7 +3097,7 @@ void _wrap_delete_StateHandler_capi_52f78cd02c0a7ffd(accswig::StateHandler *_swi
 }
 
 
-void _wrap_StateHandler_released_capi_52f78cd02c0a7ffd(accswig::StateHandler *_swig_go_0) {
+void _wrap_StateHandler_released_capi_3440afefeeef7c4d(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3087,7 +3108,7 @@ void _wrap_StateHandler_released_capi_52f78cd02c0a7ffd(accswig::StateHandler *_s
 }
 
 
-accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
+accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_3440afefeeef7c4d(intgo _swig_go_0) {
   int arg1 ;
   accswig::CheckpointHook *result = 0 ;
   accswig::CheckpointHook *_swig_go_result;
@@ -3108,7 +3129,7 @@ accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_cap
 }
 
 
-void _wrap_DeleteDirectorCheckpointHook_capi_52f78cd02c0a7ffd(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_DeleteDirectorCheckpointHook_capi_3440afefeeef7c4d(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3126,7 +3147,7 @@ void _wrap_DeleteDirectorCheckpointHook_capi_52f78cd02c0a7ffd(accswig::Checkpoin
 }
 
 
-void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_52f78cd02c0a7ffd(SwigDirector_CheckpointHook *_swig_go_0) {
+void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_3440afefeeef7c4d(SwigDirector_CheckpointHook *_swig_go_0) {
   SwigDirector_CheckpointHook *arg1 = (SwigDirector_CheckpointHook *) 0 ;
   
   arg1 = *(SwigDirector_CheckpointHook **)&_swig_go_0; 
@@ -3144,7 +3165,7 @@ void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_52f78cd02c0a7ffd(Sw
 }
 
 
-intgo _wrap_CheckpointHook_run_capi_52f78cd02c0a7ffd(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_CheckpointHook_run_capi_3440afefeeef7c4d(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   char *arg2 = (char *) 0 ;
   int result;
@@ -3172,7 +3193,7 @@ intgo _wrap_CheckpointHook_run_capi_52f78cd02c0a7ffd(accswig::CheckpointHook *_s
 }
 
 
-void _wrap_delete_CheckpointHook_capi_52f78cd02c0a7ffd(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_delete_CheckpointHook_capi_3440afefeeef7c4d(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3190,7 +3211,7 @@ void _wrap_delete_CheckpointHook_capi_52f78cd02c0a7ffd(accswig::CheckpointHook *
 }
 
 
-void _wrap_CheckpointHook_released_capi_52f78cd02c0a7ffd(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_CheckpointHook_released_capi_3440afefeeef7c4d(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3201,7 +3222,7 @@ void _wrap_CheckpointHook_released_capi_52f78cd02c0a7ffd(accswig::CheckpointHook
 }
 
 
-accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
+accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_3440afefeeef7c4d(intgo _swig_go_0) {
   int arg1 ;
   accswig::Tracker *result = 0 ;
   accswig::Tracker *_swig_go_result;
@@ -3222,7 +3243,7 @@ accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_52f78cd02c0a7ffd(in
 }
 
 
-void _wrap_DeleteDirectorTracker_capi_52f78cd02c0a7ffd(accswig::Tracker *_swig_go_0) {
+void _wrap_DeleteDirectorTracker_capi_3440afefeeef7c4d(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3240,7 +3261,7 @@ void _wrap_DeleteDirectorTracker_capi_52f78cd02c0a7ffd(accswig::Tracker *_swig_g
 }
 
 
-void _wrap__swig_DirectorTracker_upcall_Released_capi_52f78cd02c0a7ffd(SwigDirector_Tracker *_swig_go_0) {
+void _wrap__swig_DirectorTracker_upcall_Released_capi_3440afefeeef7c4d(SwigDirector_Tracker *_swig_go_0) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   
   arg1 = *(SwigDirector_Tracker **)&_swig_go_0; 
@@ -3258,7 +3279,7 @@ void _wrap__swig_DirectorTracker_upcall_Released_capi_52f78cd02c0a7ffd(SwigDirec
 }
 
 
-intgo _wrap_Tracker_init_capi_52f78cd02c0a7ffd(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
+intgo _wrap_Tracker_init_capi_3440afefeeef7c4d(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -3293,7 +3314,7 @@ intgo _wrap_Tracker_init_capi_52f78cd02c0a7ffd(accswig::Tracker *_swig_go_0, _go
 }
 
 
-intgo _wrap_Tracker_log_capi_52f78cd02c0a7ffd(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_log_capi_3440afefeeef7c4d(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Metrics *arg2 = (accswig::Metrics *) 0 ;
   int64_t arg3 ;
@@ -3318,7 +3339,7 @@ intgo _wrap_Tracker_log_capi_52f78cd02c0a7ffd(accswig::Tracker *_swig_go_0, accs
 }
 
 
-intgo _wrap_Tracker_finish_capi_52f78cd02c0a7ffd(accswig::Tracker *_swig_go_0) {
+intgo _wrap_Tracker_finish_capi_3440afefeeef7c4d(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   int result;
   intgo _swig_go_result;
@@ -3339,7 +3360,7 @@ intgo _wrap_Tracker_finish_capi_52f78cd02c0a7ffd(accswig::Tracker *_swig_go_0) {
 }
 
 
-void _wrap_delete_Tracker_capi_52f78cd02c0a7ffd(accswig::Tracker *_swig_go_0) {
+void _wrap_delete_Tracker_capi_3440afefeeef7c4d(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3357,7 +3378,7 @@ void _wrap_delete_Tracker_capi_52f78cd02c0a7ffd(accswig::Tracker *_swig_go_0) {
 }
 
 
-void _wrap_Tracker_released_capi_52f78cd02c0a7ffd(accswig::Tracker *_swig_go_0) {
+void _wrap_Tracker_released_capi_3440afefeeef7c4d(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3368,7 +3389,7 @@ void _wrap_Tracker_released_capi_52f78cd02c0a7ffd(accswig::Tracker *_swig_go_0) 
 }
 
 
-accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
+accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_3440afefeeef7c4d(intgo _swig_go_0) {
   int arg1 ;
   accswig::LrLambda *result = 0 ;
   accswig::LrLambda *_swig_go_result;
@@ -3389,7 +3410,7 @@ accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_52f78cd02c0a7ffd
 }
 
 
-void _wrap_DeleteDirectorLrLambda_capi_52f78cd02c0a7ffd(accswig::LrLambda *_swig_go_0) {
+void _wrap_DeleteDirectorLrLambda_capi_3440afefeeef7c4d(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3407,7 +3428,7 @@ void _wrap_DeleteDirectorLrLambda_capi_52f78cd02c0a7ffd(accswig::LrLambda *_swig
 }
 
 
-void _wrap__swig_DirectorLrLambda_upcall_Released_capi_52f78cd02c0a7ffd(SwigDirector_LrLambda *_swig_go_0) {
+void _wrap__swig_DirectorLrLambda_upcall_Released_capi_3440afefeeef7c4d(SwigDirector_LrLambda *_swig_go_0) {
   SwigDirector_LrLambda *arg1 = (SwigDirector_LrLambda *) 0 ;
   
   arg1 = *(SwigDirector_LrLambda **)&_swig_go_0; 
@@ -3425,7 +3446,7 @@ void _wrap__swig_DirectorLrLambda_upcall_Released_capi_52f78cd02c0a7ffd(SwigDire
 }
 
 
-intgo _wrap_LrLambda_factor_capi_52f78cd02c0a7ffd(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
+intgo _wrap_LrLambda_factor_capi_3440afefeeef7c4d(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   int64_t arg2 ;
   accswig::Factor *arg3 = (accswig::Factor *) 0 ;
@@ -3450,7 +3471,7 @@ intgo _wrap_LrLambda_factor_capi_52f78cd02c0a7ffd(accswig::LrLambda *_swig_go_0,
 }
 
 
-void _wrap_delete_LrLambda_capi_52f78cd02c0a7ffd(accswig::LrLambda *_swig_go_0) {
+void _wrap_delete_LrLambda_capi_3440afefeeef7c4d(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3468,7 +3489,7 @@ void _wrap_delete_LrLambda_capi_52f78cd02c0a7ffd(accswig::LrLambda *_swig_go_0) 
 }
 
 
-void _wrap_LrLambda_released_capi_52f78cd02c0a7ffd(accswig::LrLambda *_swig_go_0) {
+void _wrap_LrLambda_released_capi_3440afefeeef7c4d(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3479,7 +3500,7 @@ void _wrap_LrLambda_released_capi_52f78cd02c0a7ffd(accswig::LrLambda *_swig_go_0
 }
 
 
-accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
+accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_3440afefeeef7c4d(intgo _swig_go_0) {
   int arg1 ;
   accswig::TraceReady *result = 0 ;
   accswig::TraceReady *_swig_go_result;
@@ -3500,7 +3521,7 @@ accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_52f78cd02c
 }
 
 
-void _wrap_DeleteDirectorTraceReady_capi_52f78cd02c0a7ffd(accswig::TraceReady *_swig_go_0) {
+void _wrap_DeleteDirectorTraceReady_capi_3440afefeeef7c4d(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -3518,7 +3539,7 @@ void _wrap_DeleteDirectorTraceReady_capi_52f78cd02c0a7ffd(accswig::TraceReady *_
 }
 
 
-void _wrap__swig_DirectorTraceReady_upcall_Released_capi_52f78cd02c0a7ffd(SwigDirector_TraceReady *_swig_go_0) {
+void _wrap__swig_DirectorTraceReady_upcall_Released_capi_3440afefeeef7c4d(SwigDirector_TraceReady *_swig_go_0) {
   SwigDirector_TraceReady *arg1 = (SwigDirector_TraceReady *) 0 ;
   
   arg1 = *(SwigDirector_TraceReady **)&_swig_go_0; 
@@ -3536,7 +3557,7 @@ void _wrap__swig_DirectorTraceReady_upcall_Released_capi_52f78cd02c0a7ffd(SwigDi
 }
 
 
-intgo _wrap_TraceReady_ready_capi_52f78cd02c0a7ffd(accswig::TraceReady *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_TraceReady_ready_capi_3440afefeeef7c4d(accswig::TraceReady *_swig_go_0, long long _swig_go_1) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   int64_t arg2 ;
   int result;
@@ -3559,7 +3580,7 @@ intgo _wrap_TraceReady_ready_capi_52f78cd02c0a7ffd(accswig::TraceReady *_swig_go
 }
 
 
-void _wrap_delete_TraceReady_capi_52f78cd02c0a7ffd(accswig::TraceReady *_swig_go_0) {
+void _wrap_delete_TraceReady_capi_3440afefeeef7c4d(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -3577,7 +3598,7 @@ void _wrap_delete_TraceReady_capi_52f78cd02c0a7ffd(accswig::TraceReady *_swig_go
 }
 
 
-void _wrap_TraceReady_released_capi_52f78cd02c0a7ffd(accswig::TraceReady *_swig_go_0) {
+void _wrap_TraceReady_released_capi_3440afefeeef7c4d(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -3588,7 +3609,7 @@ void _wrap_TraceReady_released_capi_52f78cd02c0a7ffd(accswig::TraceReady *_swig_
 }
 
 
-accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
+accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_3440afefeeef7c4d(intgo _swig_go_0) {
   int arg1 ;
   accswig::BatchSizeRun *result = 0 ;
   accswig::BatchSizeRun *_swig_go_result;
@@ -3609,7 +3630,7 @@ accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_52f7
 }
 
 
-void _wrap_DeleteDirectorBatchSizeRun_capi_52f78cd02c0a7ffd(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_DeleteDirectorBatchSizeRun_capi_3440afefeeef7c4d(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -3627,7 +3648,7 @@ void _wrap_DeleteDirectorBatchSizeRun_capi_52f78cd02c0a7ffd(accswig::BatchSizeRu
 }
 
 
-void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_52f78cd02c0a7ffd(SwigDirector_BatchSizeRun *_swig_go_0) {
+void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_3440afefeeef7c4d(SwigDirector_BatchSizeRun *_swig_go_0) {
   SwigDirector_BatchSizeRun *arg1 = (SwigDirector_BatchSizeRun *) 0 ;
   
   arg1 = *(SwigDirector_BatchSizeRun **)&_swig_go_0; 
@@ -3645,7 +3666,7 @@ void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_52f78cd02c0a7ffd(Swig
 }
 
 
-intgo _wrap_BatchSizeRun_run_capi_52f78cd02c0a7ffd(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_BatchSizeRun_run_capi_3440afefeeef7c4d(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   int64_t arg2 ;
   int result;
@@ -3668,7 +3689,7 @@ intgo _wrap_BatchSizeRun_run_capi_52f78cd02c0a7ffd(accswig::BatchSizeRun *_swig_
 }
 
 
-void _wrap_delete_BatchSizeRun_capi_52f78cd02c0a7ffd(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_delete_BatchSizeRun_capi_3440afefeeef7c4d(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -3686,7 +3707,7 @@ void _wrap_delete_BatchSizeRun_capi_52f78cd02c0a7ffd(accswig::BatchSizeRun *_swi
 }
 
 
-void _wrap_BatchSizeRun_released_capi_52f78cd02c0a7ffd(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_BatchSizeRun_released_capi_3440afefeeef7c4d(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -3697,7 +3718,7 @@ void _wrap_BatchSizeRun_released_capi_52f78cd02c0a7ffd(accswig::BatchSizeRun *_s
 }
 
 
-_gostring_ _wrap_Accelerate_version_capi_52f78cd02c0a7ffd() {
+_gostring_ _wrap_Accelerate_version_capi_3440afefeeef7c4d() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -3716,7 +3737,7 @@ _gostring_ _wrap_Accelerate_version_capi_52f78cd02c0a7ffd() {
 }
 
 
-intgo _wrap_Accelerate_abiVersion_capi_52f78cd02c0a7ffd() {
+intgo _wrap_Accelerate_abiVersion_capi_3440afefeeef7c4d() {
   int result;
   intgo _swig_go_result;
   
@@ -3735,7 +3756,7 @@ intgo _wrap_Accelerate_abiVersion_capi_52f78cd02c0a7ffd() {
 }
 
 
-void _wrap_Accelerate_checkAbi_capi_52f78cd02c0a7ffd(intgo _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_checkAbi_capi_3440afefeeef7c4d(intgo _swig_go_0, _gostring_* _swig_go_1) {
   int arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -3765,7 +3786,7 @@ void _wrap_Accelerate_checkAbi_capi_52f78cd02c0a7ffd(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_Accelerate_checkBinding_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerate_checkBinding_capi_3440afefeeef7c4d(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   int arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -3802,7 +3823,7 @@ void _wrap_Accelerate_checkBinding_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_Accelerate_buildInfo_capi_52f78cd02c0a7ffd() {
+_gostring_ _wrap_Accelerate_buildInfo_capi_3440afefeeef7c4d() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -3821,7 +3842,7 @@ _gostring_ _wrap_Accelerate_buildInfo_capi_52f78cd02c0a7ffd() {
 }
 
 
-_gostring_ _wrap_Accelerate_statusName_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
+_gostring_ _wrap_Accelerate_statusName_capi_3440afefeeef7c4d(intgo _swig_go_0) {
   acc_status arg1 ;
   std::string result;
   _gostring_ _swig_go_result;
@@ -3842,7 +3863,7 @@ _gostring_ _wrap_Accelerate_statusName_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
 }
 
 
-long long _wrap_Accelerate_liveHandles_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
+long long _wrap_Accelerate_liveHandles_capi_3440afefeeef7c4d(intgo _swig_go_0) {
   acc_handle_kind arg1 ;
   int64_t result;
   long long _swig_go_result;
@@ -3863,7 +3884,7 @@ long long _wrap_Accelerate_liveHandles_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
 }
 
 
-void _wrap_Accelerate_setSeed_capi_52f78cd02c0a7ffd(long long _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setSeed_capi_3440afefeeef7c4d(long long _swig_go_0, _gostring_* _swig_go_1) {
   int64_t arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -3893,7 +3914,7 @@ void _wrap_Accelerate_setSeed_capi_52f78cd02c0a7ffd(long long _swig_go_0, _gostr
 }
 
 
-void _wrap_Accelerate_setSeedWith_capi_52f78cd02c0a7ffd(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerate_setSeedWith_capi_3440afefeeef7c4d(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   int64_t arg1 ;
   bool arg2 ;
   bool arg3 ;
@@ -3927,7 +3948,7 @@ void _wrap_Accelerate_setSeedWith_capi_52f78cd02c0a7ffd(long long _swig_go_0, bo
 }
 
 
-acc_tensor *_wrap_Accelerate_getRandomState_capi_52f78cd02c0a7ffd(_gostring_* _swig_go_0) {
+acc_tensor *_wrap_Accelerate_getRandomState_capi_3440afefeeef7c4d(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor *result = 0 ;
@@ -3958,7 +3979,7 @@ acc_tensor *_wrap_Accelerate_getRandomState_capi_52f78cd02c0a7ffd(_gostring_* _s
 }
 
 
-void _wrap_Accelerate_setRandomState_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setRandomState_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -3988,7 +4009,7 @@ void _wrap_Accelerate_setRandomState_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_
 }
 
 
-long long _wrap_Accelerate_dtypeSize_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
+long long _wrap_Accelerate_dtypeSize_capi_3440afefeeef7c4d(intgo _swig_go_0) {
   acc_dtype arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -4009,7 +4030,7 @@ long long _wrap_Accelerate_dtypeSize_capi_52f78cd02c0a7ffd(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_52f78cd02c0a7ffd() {
+_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_3440afefeeef7c4d() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -4028,7 +4049,7 @@ _gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_52f78cd02c0a7ffd() {
 }
 
 
-void _wrap_Accelerate_callbackSetError_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0) {
+void _wrap_Accelerate_callbackSetError_capi_3440afefeeef7c4d(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
   
   
@@ -4051,7 +4072,7 @@ void _wrap_Accelerate_callbackSetError_capi_52f78cd02c0a7ffd(_gostring_ _swig_go
 }
 
 
-long long _wrap_Accelerate_findBatchSizeWith_capi_52f78cd02c0a7ffd(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerate_findBatchSizeWith_capi_3440afefeeef7c4d(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::BatchSizeRun *arg2 = (accswig::BatchSizeRun *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4086,7 +4107,7 @@ long long _wrap_Accelerate_findBatchSizeWith_capi_52f78cd02c0a7ffd(long long _sw
 }
 
 
-void _wrap_delete_Accelerate_capi_52f78cd02c0a7ffd(accswig::Library *_swig_go_0) {
+void _wrap_delete_Accelerate_capi_3440afefeeef7c4d(accswig::Library *_swig_go_0) {
   accswig::Library *arg1 = (accswig::Library *) 0 ;
   
   arg1 = *(accswig::Library **)&_swig_go_0; 
@@ -4104,7 +4125,7 @@ void _wrap_delete_Accelerate_capi_52f78cd02c0a7ffd(accswig::Library *_swig_go_0)
 }
 
 
-long long _wrap_LoadReport_missingCount_capi_52f78cd02c0a7ffd(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_missingCount_capi_3440afefeeef7c4d(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -4125,7 +4146,7 @@ long long _wrap_LoadReport_missingCount_capi_52f78cd02c0a7ffd(accswig::LoadRepor
 }
 
 
-_gostring_ _wrap_LoadReport_missing_capi_52f78cd02c0a7ffd(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_missing_capi_3440afefeeef7c4d(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -4148,7 +4169,7 @@ _gostring_ _wrap_LoadReport_missing_capi_52f78cd02c0a7ffd(accswig::LoadReport *_
 }
 
 
-long long _wrap_LoadReport_unexpectedCount_capi_52f78cd02c0a7ffd(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_unexpectedCount_capi_3440afefeeef7c4d(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -4169,7 +4190,7 @@ long long _wrap_LoadReport_unexpectedCount_capi_52f78cd02c0a7ffd(accswig::LoadRe
 }
 
 
-_gostring_ _wrap_LoadReport_unexpected_capi_52f78cd02c0a7ffd(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_unexpected_capi_3440afefeeef7c4d(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -4192,7 +4213,7 @@ _gostring_ _wrap_LoadReport_unexpected_capi_52f78cd02c0a7ffd(accswig::LoadReport
 }
 
 
-void _wrap_delete_LoadReport_capi_52f78cd02c0a7ffd(accswig::LoadReport *_swig_go_0) {
+void _wrap_delete_LoadReport_capi_3440afefeeef7c4d(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   
   arg1 = *(accswig::LoadReport **)&_swig_go_0; 
@@ -4210,7 +4231,7 @@ void _wrap_delete_LoadReport_capi_52f78cd02c0a7ffd(accswig::LoadReport *_swig_go
 }
 
 
-acc_tensor *_wrap_Loss_crossEntropy_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_crossEntropy_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4249,7 +4270,7 @@ acc_tensor *_wrap_Loss_crossEntropy_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Loss_nll_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_nll_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4286,7 +4307,7 @@ acc_tensor *_wrap_Loss_nll_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_mse_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_mse_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4323,7 +4344,7 @@ acc_tensor *_wrap_Loss_mse_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_bceWithLogits_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_bceWithLogits_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4360,7 +4381,7 @@ acc_tensor *_wrap_Loss_bceWithLogits_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_
 }
 
 
-void _wrap_delete_Loss_capi_52f78cd02c0a7ffd(accswig::Loss *_swig_go_0) {
+void _wrap_delete_Loss_capi_3440afefeeef7c4d(accswig::Loss *_swig_go_0) {
   accswig::Loss *arg1 = (accswig::Loss *) 0 ;
   
   arg1 = *(accswig::Loss **)&_swig_go_0; 
@@ -4378,7 +4399,7 @@ void _wrap_delete_Loss_capi_52f78cd02c0a7ffd(accswig::Loss *_swig_go_0) {
 }
 
 
-void _wrap_delete_Tensor_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0) {
+void _wrap_delete_Tensor_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   
   arg1 = *(acc_tensor **)&_swig_go_0; 
@@ -4396,7 +4417,7 @@ void _wrap_delete_Tensor_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0) {
 }
 
 
-acc_tensor *_wrap_Tensor_fromFloats_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromFloats_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   float *arg1 = (float *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4439,7 +4460,7 @@ acc_tensor *_wrap_Tensor_fromFloats_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, 
 }
 
 
-void _wrap_Tensor_copyToFloats_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToFloats_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -4475,7 +4496,7 @@ void _wrap_Tensor_copyToFloats_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_fromDoubles_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromDoubles_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   double *arg1 = (double *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4518,7 +4539,7 @@ acc_tensor *_wrap_Tensor_fromDoubles_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0,
 }
 
 
-void _wrap_Tensor_copyToDoubles_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToDoubles_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   double *arg2 = (double *) 0 ;
   size_t arg3 ;
@@ -4554,7 +4575,7 @@ void _wrap_Tensor_copyToDoubles_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _g
 }
 
 
-acc_tensor *_wrap_Tensor_fromLongs_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromLongs_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4597,7 +4618,7 @@ acc_tensor *_wrap_Tensor_fromLongs_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToLongs_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToLongs_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -4633,7 +4654,7 @@ void _wrap_Tensor_copyToLongs_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_fromInts_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromInts_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int32_t *arg1 = (int32_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4676,7 +4697,7 @@ acc_tensor *_wrap_Tensor_fromInts_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, _g
 }
 
 
-void _wrap_Tensor_copyToInts_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToInts_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -4712,7 +4733,7 @@ void _wrap_Tensor_copyToInts_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gosl
 }
 
 
-acc_tensor *_wrap_Tensor_fromBytes_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromBytes_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4755,7 +4776,7 @@ acc_tensor *_wrap_Tensor_fromBytes_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToBytes_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToBytes_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -4791,7 +4812,7 @@ void _wrap_Tensor_copyToBytes_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_zeros_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_zeros_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   acc_dtype arg3 ;
@@ -4837,7 +4858,7 @@ acc_tensor *_wrap_Tensor_zeros_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, intgo
 }
 
 
-acc_tensor *_wrap_Tensor_rand_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_rand_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4874,7 +4895,7 @@ acc_tensor *_wrap_Tensor_rand_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_randn_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_randn_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4911,7 +4932,7 @@ acc_tensor *_wrap_Tensor_randn_capi_52f78cd02c0a7ffd(_goslice_ _swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_fromIdxFile_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_fromIdxFile_capi_3440afefeeef7c4d(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4949,7 +4970,7 @@ acc_tensor *_wrap_Tensor_fromIdxFile_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0
 }
 
 
-acc_tensor *_wrap_Tensor_fromFileMmap_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Tensor_fromFileMmap_capi_3440afefeeef7c4d(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   acc_dtype arg3 ;
@@ -4997,7 +5018,7 @@ acc_tensor *_wrap_Tensor_fromFileMmap_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_
 }
 
 
-long long _wrap_Tensor_ndim_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_ndim_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5030,7 +5051,7 @@ long long _wrap_Tensor_ndim_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostr
 }
 
 
-void _wrap_Tensor_copyShape_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyShape_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5066,7 +5087,7 @@ void _wrap_Tensor_copyShape_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Tensor_numel_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_numel_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5099,7 +5120,7 @@ long long _wrap_Tensor_numel_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gost
 }
 
 
-intgo _wrap_Tensor_dtype_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+intgo _wrap_Tensor_dtype_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5132,7 +5153,7 @@ intgo _wrap_Tensor_dtype_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring
 }
 
 
-_gostring_ _wrap_Tensor_device_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Tensor_device_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5165,7 +5186,7 @@ _gostring_ _wrap_Tensor_device_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _go
 }
 
 
-bool _wrap_Tensor_requiresGrad_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Tensor_requiresGrad_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5198,7 +5219,7 @@ bool _wrap_Tensor_requiresGrad_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_to_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_to_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -5240,7 +5261,7 @@ acc_tensor *_wrap_Tensor_to_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_grad_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_grad_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5273,7 +5294,7 @@ acc_tensor *_wrap_Tensor_grad_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gos
 }
 
 
-void _wrap_Tensor_backward_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Tensor_backward_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5303,7 +5324,7 @@ void _wrap_Tensor_backward_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostri
 }
 
 
-acc_tensor *_wrap_Tensor_sum_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_sum_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5336,7 +5357,7 @@ acc_tensor *_wrap_Tensor_sum_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_mean_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_mean_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5369,7 +5390,7 @@ acc_tensor *_wrap_Tensor_mean_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_reshape_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_reshape_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5408,7 +5429,7 @@ acc_tensor *_wrap_Tensor_reshape_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _
 }
 
 
-acc_tensor *_wrap_Tensor_argmax_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_argmax_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -5445,7 +5466,7 @@ acc_tensor *_wrap_Tensor_argmax_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, lo
 }
 
 
-long long _wrap_Tensor_countEqual_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Tensor_countEqual_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5480,7 +5501,7 @@ long long _wrap_Tensor_countEqual_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, 
 }
 
 
-double _wrap_Tensor_item_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+double _wrap_Tensor_item_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5513,7 +5534,7 @@ double _wrap_Tensor_item_capi_52f78cd02c0a7ffd(acc_tensor *_swig_go_0, _gostring
 }
 
 
-acc_tensor_list *_wrap_new_TensorList_capi_52f78cd02c0a7ffd(_gostring_* _swig_go_0) {
+acc_tensor_list *_wrap_new_TensorList_capi_3440afefeeef7c4d(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor_list *result = 0 ;
@@ -5544,7 +5565,7 @@ acc_tensor_list *_wrap_new_TensorList_capi_52f78cd02c0a7ffd(_gostring_* _swig_go
 }
 
 
-void _wrap_delete_TensorList_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go_0) {
+void _wrap_delete_TensorList_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go_0) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   
   arg1 = *(acc_tensor_list **)&_swig_go_0; 
@@ -5562,7 +5583,7 @@ void _wrap_delete_TensorList_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go_0) 
 }
 
 
-void _wrap_TensorList_append_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_TensorList_append_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_tensor *arg3 = (acc_tensor *) 0 ;
@@ -5601,7 +5622,7 @@ void _wrap_TensorList_append_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go_0, 
 }
 
 
-long long _wrap_TensorList_size_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_TensorList_size_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5634,7 +5655,7 @@ long long _wrap_TensorList_size_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go_
 }
 
 
-acc_tensor *_wrap_TensorList_get_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_get_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5669,7 +5690,7 @@ acc_tensor *_wrap_TensorList_get_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go
 }
 
 
-_gostring_ _wrap_TensorList_name_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_TensorList_name_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5704,7 +5725,7 @@ _gostring_ _wrap_TensorList_name_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go
 }
 
 
-acc_tensor *_wrap_TensorList_find_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_find_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5744,7 +5765,7 @@ acc_tensor *_wrap_TensorList_find_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_g
 }
 
 
-void _wrap_TensorList_saveSafetensors_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_TensorList_saveSafetensors_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5781,7 +5802,7 @@ void _wrap_TensorList_saveSafetensors_capi_52f78cd02c0a7ffd(acc_tensor_list *_sw
 }
 
 
-acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_3440afefeeef7c4d(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5819,7 +5840,7 @@ acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_52f78cd02c0a7ffd(_gostrin
 }
 
 
-void _wrap_delete_StringList_capi_52f78cd02c0a7ffd(acc_string_list *_swig_go_0) {
+void _wrap_delete_StringList_capi_3440afefeeef7c4d(acc_string_list *_swig_go_0) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   
   arg1 = *(acc_string_list **)&_swig_go_0; 
@@ -5837,7 +5858,7 @@ void _wrap_delete_StringList_capi_52f78cd02c0a7ffd(acc_string_list *_swig_go_0) 
 }
 
 
-long long _wrap_StringList_size_capi_52f78cd02c0a7ffd(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_StringList_size_capi_3440afefeeef7c4d(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5870,7 +5891,7 @@ long long _wrap_StringList_size_capi_52f78cd02c0a7ffd(acc_string_list *_swig_go_
 }
 
 
-_gostring_ _wrap_StringList_get_capi_52f78cd02c0a7ffd(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_StringList_get_capi_3440afefeeef7c4d(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5905,7 +5926,7 @@ _gostring_ _wrap_StringList_get_capi_52f78cd02c0a7ffd(acc_string_list *_swig_go_
 }
 
 
-long long _wrap_StringList_byteSize_capi_52f78cd02c0a7ffd(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_StringList_byteSize_capi_3440afefeeef7c4d(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5940,7 +5961,7 @@ long long _wrap_StringList_byteSize_capi_52f78cd02c0a7ffd(acc_string_list *_swig
 }
 
 
-void _wrap_StringList_copyBytes_capi_52f78cd02c0a7ffd(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_StringList_copyBytes_capi_3440afefeeef7c4d(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -5978,7 +5999,7 @@ void _wrap_StringList_copyBytes_capi_52f78cd02c0a7ffd(acc_string_list *_swig_go_
 }
 
 
-acc_options *_wrap_new_Options_capi_52f78cd02c0a7ffd(intgo _swig_go_0, _gostring_* _swig_go_1) {
+acc_options *_wrap_new_Options_capi_3440afefeeef7c4d(intgo _swig_go_0, _gostring_* _swig_go_1) {
   acc_options_kind arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6011,7 +6032,7 @@ acc_options *_wrap_new_Options_capi_52f78cd02c0a7ffd(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_delete_Options_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0) {
+void _wrap_delete_Options_capi_3440afefeeef7c4d(acc_options *_swig_go_0) {
   acc_options *arg1 = (acc_options *) 0 ;
   
   arg1 = *(acc_options **)&_swig_go_0; 
@@ -6029,7 +6050,7 @@ void _wrap_delete_Options_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0) {
 }
 
 
-void _wrap_Options_setInt_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setInt_capi_3440afefeeef7c4d(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -6068,7 +6089,7 @@ void _wrap_Options_setInt_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0, _gostri
 }
 
 
-void _wrap_Options_setDouble_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setDouble_capi_3440afefeeef7c4d(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -6107,7 +6128,7 @@ void _wrap_Options_setDouble_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_setBool_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setBool_capi_3440afefeeef7c4d(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -6146,7 +6167,7 @@ void _wrap_Options_setBool_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0, _gostr
 }
 
 
-void _wrap_Options_setString_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setString_capi_3440afefeeef7c4d(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6190,7 +6211,7 @@ void _wrap_Options_setString_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_set_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_set_capi_3440afefeeef7c4d(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6234,7 +6255,7 @@ void _wrap_Options_set_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0, _gostring_
 }
 
 
-_gostring_ _wrap_Options_get_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Options_get_capi_3440afefeeef7c4d(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6274,7 +6295,7 @@ _gostring_ _wrap_Options_get_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_delete_Model_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0) {
+void _wrap_delete_Model_capi_3440afefeeef7c4d(acc_model *_swig_go_0) {
   acc_model *arg1 = (acc_model *) 0 ;
   
   arg1 = *(acc_model **)&_swig_go_0; 
@@ -6292,7 +6313,7 @@ void _wrap_delete_Model_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0) {
 }
 
 
-acc_model *_wrap_Model_loadTorchscript_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_loadTorchscript_capi_3440afefeeef7c4d(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6330,7 +6351,7 @@ acc_model *_wrap_Model_loadTorchscript_capi_52f78cd02c0a7ffd(_gostring_ _swig_go
 }
 
 
-acc_model *_wrap_Model_fromSpec_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_fromSpec_capi_3440afefeeef7c4d(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6368,7 +6389,7 @@ acc_model *_wrap_Model_fromSpec_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0, _go
 }
 
 
-acc_tensor_list *_wrap_Model_forward_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Model_forward_capi_3440afefeeef7c4d(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   unsigned int arg3 ;
@@ -6405,7 +6426,7 @@ acc_tensor_list *_wrap_Model_forward_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Model_forward1_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Model_forward1_capi_3440afefeeef7c4d(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   unsigned int arg3 ;
@@ -6442,7 +6463,7 @@ acc_tensor *_wrap_Model_forward1_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, ac
 }
 
 
-void _wrap_Model_setTraining_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setTraining_capi_3440afefeeef7c4d(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6474,7 +6495,7 @@ void _wrap_Model_setTraining_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, bool _
 }
 
 
-bool _wrap_Model_isTraining_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Model_isTraining_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6507,7 +6528,7 @@ bool _wrap_Model_isTraining_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostri
 }
 
 
-void _wrap_Model_setGraphOptimization_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setGraphOptimization_capi_3440afefeeef7c4d(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6539,7 +6560,7 @@ void _wrap_Model_setGraphOptimization_capi_52f78cd02c0a7ffd(acc_model *_swig_go_
 }
 
 
-void _wrap_Model_to_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_to_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -6578,7 +6599,7 @@ void _wrap_Model_to_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_ _swi
 }
 
 
-long long _wrap_Model_parameterTensorCount_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterTensorCount_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6611,7 +6632,7 @@ long long _wrap_Model_parameterTensorCount_capi_52f78cd02c0a7ffd(acc_model *_swi
 }
 
 
-long long _wrap_Model_parameterElementCount_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterElementCount_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6644,7 +6665,7 @@ long long _wrap_Model_parameterElementCount_capi_52f78cd02c0a7ffd(acc_model *_sw
 }
 
 
-acc_string_list *_wrap_Model_parameterNames_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Model_parameterNames_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6677,7 +6698,7 @@ acc_string_list *_wrap_Model_parameterNames_capi_52f78cd02c0a7ffd(acc_model *_sw
 }
 
 
-acc_tensor *_wrap_Model_parameter_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Model_parameter_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6717,7 +6738,7 @@ acc_tensor *_wrap_Model_parameter_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _
 }
 
 
-void _wrap_Model_zeroGrad_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_zeroGrad_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6747,7 +6768,7 @@ void _wrap_Model_zeroGrad_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring
 }
 
 
-long long _wrap_Model_setRequiresGrad_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_setRequiresGrad_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -6789,7 +6810,7 @@ long long _wrap_Model_setRequiresGrad_capi_52f78cd02c0a7ffd(acc_model *_swig_go_
 }
 
 
-long long _wrap_Model_addLora_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addLora_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -6831,7 +6852,7 @@ long long _wrap_Model_addLora_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gost
 }
 
 
-void _wrap_Model_saveLora_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveLora_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6868,7 +6889,7 @@ void _wrap_Model_saveLora_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_loadLora_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_loadLora_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6905,7 +6926,7 @@ void _wrap_Model_loadLora_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_mergeLora_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_mergeLora_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6935,7 +6956,7 @@ void _wrap_Model_mergeLora_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostrin
 }
 
 
-long long _wrap_Model_loraCount_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_loraCount_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6968,7 +6989,7 @@ long long _wrap_Model_loraCount_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _go
 }
 
 
-acc_tensor_list *_wrap_Model_stateDict_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_Model_stateDict_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7001,7 +7022,7 @@ acc_tensor_list *_wrap_Model_stateDict_capi_52f78cd02c0a7ffd(acc_model *_swig_go
 }
 
 
-void _wrap_Model_loadStateDict_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_loadStateDict_capi_3440afefeeef7c4d(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   bool arg3 ;
@@ -7035,7 +7056,7 @@ void _wrap_Model_loadStateDict_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, acc_
 }
 
 
-void _wrap_Model_saveTorchscript_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveTorchscript_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7072,7 +7093,7 @@ void _wrap_Model_saveTorchscript_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _g
 }
 
 
-accswig::LoadReport *_wrap_Model_loadSafetensors_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+accswig::LoadReport *_wrap_Model_loadSafetensors_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -7114,7 +7135,7 @@ accswig::LoadReport *_wrap_Model_loadSafetensors_capi_52f78cd02c0a7ffd(acc_model
 }
 
 
-acc_optimizer *_wrap_new_Optimizer_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_new_Optimizer_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7156,7 +7177,7 @@ acc_optimizer *_wrap_new_Optimizer_capi_52f78cd02c0a7ffd(acc_model *_swig_go_0, 
 }
 
 
-void _wrap_delete_Optimizer_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0) {
+void _wrap_delete_Optimizer_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   
   arg1 = *(acc_optimizer **)&_swig_go_0; 
@@ -7174,7 +7195,7 @@ void _wrap_delete_Optimizer_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0) {
 }
 
 
-void _wrap_Optimizer_addParamGroup_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_addParamGroup_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7213,7 +7234,7 @@ void _wrap_Optimizer_addParamGroup_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go
 }
 
 
-long long _wrap_Optimizer_addParamGroupMatching_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Optimizer_addParamGroupMatching_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7255,7 +7276,7 @@ long long _wrap_Optimizer_addParamGroupMatching_capi_52f78cd02c0a7ffd(acc_optimi
 }
 
 
-long long _wrap_Optimizer_numParamGroups_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Optimizer_numParamGroups_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7288,7 +7309,7 @@ long long _wrap_Optimizer_numParamGroups_capi_52f78cd02c0a7ffd(acc_optimizer *_s
 }
 
 
-double _wrap_Optimizer_getLr_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Optimizer_getLr_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7323,7 +7344,7 @@ double _wrap_Optimizer_getLr_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, lo
 }
 
 
-void _wrap_Optimizer_setLr_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_setLr_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   double arg3 ;
@@ -7357,7 +7378,7 @@ void _wrap_Optimizer_setLr_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, long
 }
 
 
-void _wrap_Optimizer_step_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_step_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7387,7 +7408,7 @@ void _wrap_Optimizer_step_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, _gost
 }
 
 
-void _wrap_Optimizer_zeroGrad_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_zeroGrad_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7417,7 +7438,7 @@ void _wrap_Optimizer_zeroGrad_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, _
 }
 
 
-acc_tensor *_wrap_Optimizer_stateOf_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Optimizer_stateOf_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7464,7 +7485,7 @@ acc_tensor *_wrap_Optimizer_stateOf_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_g
 }
 
 
-acc_string_list *_wrap_Optimizer_stateFields_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_string_list *_wrap_Optimizer_stateFields_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7504,7 +7525,7 @@ acc_string_list *_wrap_Optimizer_stateFields_capi_52f78cd02c0a7ffd(acc_optimizer
 }
 
 
-acc_scheduler *_wrap_new_Scheduler_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_new_Scheduler_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7546,7 +7567,7 @@ acc_scheduler *_wrap_new_Scheduler_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go
 }
 
 
-void _wrap_delete_Scheduler_capi_52f78cd02c0a7ffd(acc_scheduler *_swig_go_0) {
+void _wrap_delete_Scheduler_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   
   arg1 = *(acc_scheduler **)&_swig_go_0; 
@@ -7564,7 +7585,7 @@ void _wrap_delete_Scheduler_capi_52f78cd02c0a7ffd(acc_scheduler *_swig_go_0) {
 }
 
 
-void _wrap_Scheduler_then_capi_52f78cd02c0a7ffd(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Scheduler_then_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -7605,7 +7626,7 @@ void _wrap_Scheduler_then_capi_52f78cd02c0a7ffd(acc_scheduler *_swig_go_0, long 
 }
 
 
-void _wrap_Scheduler_step_capi_52f78cd02c0a7ffd(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Scheduler_step_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7635,7 +7656,7 @@ void _wrap_Scheduler_step_capi_52f78cd02c0a7ffd(acc_scheduler *_swig_go_0, _gost
 }
 
 
-void _wrap_Scheduler_stepMetric_capi_52f78cd02c0a7ffd(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Scheduler_stepMetric_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   double arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7667,7 +7688,7 @@ void _wrap_Scheduler_stepMetric_capi_52f78cd02c0a7ffd(acc_scheduler *_swig_go_0,
 }
 
 
-double _wrap_Scheduler_getLastLr_capi_52f78cd02c0a7ffd(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Scheduler_getLastLr_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7702,7 +7723,7 @@ double _wrap_Scheduler_getLastLr_capi_52f78cd02c0a7ffd(acc_scheduler *_swig_go_0
 }
 
 
-long long _wrap_Scheduler_getStep_capi_52f78cd02c0a7ffd(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Scheduler_getStep_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7735,7 +7756,7 @@ long long _wrap_Scheduler_getStep_capi_52f78cd02c0a7ffd(acc_scheduler *_swig_go_
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_52f78cd02c0a7ffd(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7770,7 +7791,254 @@ acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_52f78cd02c0a7ffd(acc_optimizer 
 }
 
 
-void _wrap_delete_Dataset_capi_52f78cd02c0a7ffd(acc_dataset *_swig_go_0) {
+acc_averaged_model *_wrap_new_AveragedModel_capi_3440afefeeef7c4d(acc_model *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  acc_options *arg2 = (acc_options *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  acc_averaged_model *result = 0 ;
+  acc_averaged_model *_swig_go_result;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  arg2 = *(acc_options **)&_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      result = (acc_averaged_model *)new_acc_averaged_model((acc_model const *)arg1,(acc_options const *)arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  *(acc_averaged_model **)&_swig_go_result = (acc_averaged_model *)result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_AveragedModel_capi_3440afefeeef7c4d(acc_averaged_model *_swig_go_0) {
+  acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
+  
+  arg1 = *(acc_averaged_model **)&_swig_go_0; 
+  
+  {
+    try {
+      delete_acc_averaged_model(arg1);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+}
+
+
+void _wrap_AveragedModel_update_capi_3440afefeeef7c4d(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+  acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
+  acc_model *arg2 = (acc_model *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  
+  arg1 = *(acc_averaged_model **)&_swig_go_0; 
+  arg2 = *(acc_model **)&_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      acc_averaged_model_update_(arg1,(acc_model const *)arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+long long _wrap_AveragedModel_count_capi_3440afefeeef7c4d(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
+  acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
+  std::string *arg2 = (std::string *) 0 ;
+  std::string temp2 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(acc_averaged_model **)&_swig_go_0; 
+  
+  accswig::take_go_error();
+  arg2 = &temp2;
+  
+  
+  {
+    try {
+      result = (int64_t)acc_averaged_model_count_(arg1,arg2);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+void _wrap_AveragedModel_copyTo_capi_3440afefeeef7c4d(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+  acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
+  acc_model *arg2 = (acc_model *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  
+  arg1 = *(acc_averaged_model **)&_swig_go_0; 
+  arg2 = *(acc_model **)&_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      acc_averaged_model_copyTo(arg1,arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+void _wrap_AveragedModel_swap_capi_3440afefeeef7c4d(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+  acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
+  acc_model *arg2 = (acc_model *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  
+  arg1 = *(acc_averaged_model **)&_swig_go_0; 
+  arg2 = *(acc_model **)&_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      acc_averaged_model_swap_(arg1,arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+acc_tensor_list *_wrap_AveragedModel_stateDict_capi_3440afefeeef7c4d(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
+  acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
+  std::string *arg2 = (std::string *) 0 ;
+  std::string temp2 ;
+  acc_tensor_list *result = 0 ;
+  acc_tensor_list *_swig_go_result;
+  
+  arg1 = *(acc_averaged_model **)&_swig_go_0; 
+  
+  accswig::take_go_error();
+  arg2 = &temp2;
+  
+  
+  {
+    try {
+      result = (acc_tensor_list *)acc_averaged_model_stateDict(arg1,arg2);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  *(acc_tensor_list **)&_swig_go_result = (acc_tensor_list *)result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+void _wrap_AveragedModel_loadStateDict_capi_3440afefeeef7c4d(acc_averaged_model *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_* _swig_go_2) {
+  acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
+  acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  
+  arg1 = *(acc_averaged_model **)&_swig_go_0; 
+  arg2 = *(acc_tensor_list **)&_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      acc_averaged_model_loadStateDict(arg1,(acc_tensor_list const *)arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+void _wrap_delete_Dataset_capi_3440afefeeef7c4d(acc_dataset *_swig_go_0) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   
   arg1 = *(acc_dataset **)&_swig_go_0; 
@@ -7788,7 +8056,7 @@ void _wrap_delete_Dataset_capi_52f78cd02c0a7ffd(acc_dataset *_swig_go_0) {
 }
 
 
-acc_dataset *_wrap_Dataset_fromTensors_capi_52f78cd02c0a7ffd(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+acc_dataset *_wrap_Dataset_fromTensors_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7821,7 +8089,7 @@ acc_dataset *_wrap_Dataset_fromTensors_capi_52f78cd02c0a7ffd(acc_tensor_list *_s
 }
 
 
-acc_dataset *_wrap_Dataset_fromIdx_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromIdx_capi_3440afefeeef7c4d(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7866,7 +8134,7 @@ acc_dataset *_wrap_Dataset_fromIdx_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0, 
 }
 
 
-acc_dataset *_wrap_Dataset_fromSampleSource_capi_52f78cd02c0a7ffd(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromSampleSource_capi_3440afefeeef7c4d(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::SampleSource *arg2 = (accswig::SampleSource *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7901,7 +8169,7 @@ acc_dataset *_wrap_Dataset_fromSampleSource_capi_52f78cd02c0a7ffd(long long _swi
 }
 
 
-acc_dataset *_wrap_Dataset_fromStreamSource_capi_52f78cd02c0a7ffd(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromStreamSource_capi_3440afefeeef7c4d(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7936,7 +8204,7 @@ acc_dataset *_wrap_Dataset_fromStreamSource_capi_52f78cd02c0a7ffd(accswig::Strea
 }
 
 
-acc_dataset *_wrap_Dataset_subset_capi_52f78cd02c0a7ffd(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataset *_wrap_Dataset_subset_capi_3440afefeeef7c4d(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -7973,7 +8241,7 @@ acc_dataset *_wrap_Dataset_subset_capi_52f78cd02c0a7ffd(acc_dataset *_swig_go_0,
 }
 
 
-long long _wrap_Dataset_size_capi_52f78cd02c0a7ffd(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Dataset_size_capi_3440afefeeef7c4d(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8006,7 +8274,7 @@ long long _wrap_Dataset_size_capi_52f78cd02c0a7ffd(acc_dataset *_swig_go_0, _gos
 }
 
 
-acc_tensor_list *_wrap_Dataset_get_capi_52f78cd02c0a7ffd(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor_list *_wrap_Dataset_get_capi_3440afefeeef7c4d(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8041,7 +8309,7 @@ acc_tensor_list *_wrap_Dataset_get_capi_52f78cd02c0a7ffd(acc_dataset *_swig_go_0
 }
 
 
-acc_dataloader *_wrap_new_DataLoader_capi_52f78cd02c0a7ffd(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataloader *_wrap_new_DataLoader_capi_3440afefeeef7c4d(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8076,7 +8344,7 @@ acc_dataloader *_wrap_new_DataLoader_capi_52f78cd02c0a7ffd(acc_dataset *_swig_go
 }
 
 
-void _wrap_delete_DataLoader_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0) {
+void _wrap_delete_DataLoader_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   
   arg1 = *(acc_dataloader **)&_swig_go_0; 
@@ -8094,7 +8362,7 @@ void _wrap_delete_DataLoader_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0) {
 }
 
 
-acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_52f78cd02c0a7ffd(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_3440afefeeef7c4d(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -8141,7 +8409,7 @@ acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_52f78cd02c0a7ffd(acc_datas
 }
 
 
-acc_tensor_list *_wrap_DataLoader_next_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_DataLoader_next_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8174,7 +8442,7 @@ acc_tensor_list *_wrap_DataLoader_next_capi_52f78cd02c0a7ffd(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_length_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_length_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8207,7 +8475,7 @@ long long _wrap_DataLoader_length_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go
 }
 
 
-long long _wrap_DataLoader_epoch_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_epoch_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8240,7 +8508,7 @@ long long _wrap_DataLoader_epoch_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_setEpoch_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setEpoch_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8272,7 +8540,7 @@ void _wrap_DataLoader_setEpoch_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0,
 }
 
 
-void _wrap_DataLoader_setCollator_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setCollator_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   accswig::Collator *arg2 = (accswig::Collator *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8304,7 +8572,7 @@ void _wrap_DataLoader_setCollator_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go
 }
 
 
-void _wrap_DataLoader_skipFirstBatches_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_skipFirstBatches_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8336,7 +8604,7 @@ void _wrap_DataLoader_skipFirstBatches_capi_52f78cd02c0a7ffd(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_totalBatchSize_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalBatchSize_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8369,7 +8637,7 @@ long long _wrap_DataLoader_totalBatchSize_capi_52f78cd02c0a7ffd(acc_dataloader *
 }
 
 
-long long _wrap_DataLoader_totalDatasetLength_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalDatasetLength_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8402,7 +8670,7 @@ long long _wrap_DataLoader_totalDatasetLength_capi_52f78cd02c0a7ffd(acc_dataload
 }
 
 
-bool _wrap_DataLoader_endOfEpoch_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_endOfEpoch_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8435,7 +8703,7 @@ bool _wrap_DataLoader_endOfEpoch_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_endEpoch_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_DataLoader_endEpoch_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8465,7 +8733,7 @@ void _wrap_DataLoader_endEpoch_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0,
 }
 
 
-bool _wrap_DataLoader_inEpoch_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_inEpoch_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8498,7 +8766,7 @@ bool _wrap_DataLoader_inEpoch_capi_52f78cd02c0a7ffd(acc_dataloader *_swig_go_0, 
 }
 
 
-acc_accelerator *_wrap_new_Accelerator_capi_52f78cd02c0a7ffd(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
+acc_accelerator *_wrap_new_Accelerator_capi_3440afefeeef7c4d(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
   acc_options *arg1 = (acc_options *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8531,7 +8799,7 @@ acc_accelerator *_wrap_new_Accelerator_capi_52f78cd02c0a7ffd(acc_options *_swig_
 }
 
 
-void _wrap_delete_Accelerator_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0) {
+void _wrap_delete_Accelerator_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
@@ -8549,7 +8817,7 @@ void _wrap_delete_Accelerator_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Accelerator_device_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_device_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8582,7 +8850,7 @@ _gostring_ _wrap_Accelerator_device_capi_52f78cd02c0a7ffd(acc_accelerator *_swig
 }
 
 
-_gostring_ _wrap_Accelerator_distributedType_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_distributedType_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8615,7 +8883,7 @@ _gostring_ _wrap_Accelerator_distributedType_capi_52f78cd02c0a7ffd(acc_accelerat
 }
 
 
-_gostring_ _wrap_Accelerator_mixedPrecision_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_mixedPrecision_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8648,7 +8916,7 @@ _gostring_ _wrap_Accelerator_mixedPrecision_capi_52f78cd02c0a7ffd(acc_accelerato
 }
 
 
-long long _wrap_Accelerator_processIndex_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_processIndex_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8681,7 +8949,7 @@ long long _wrap_Accelerator_processIndex_capi_52f78cd02c0a7ffd(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_numProcesses_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_numProcesses_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8714,7 +8982,7 @@ long long _wrap_Accelerator_numProcesses_capi_52f78cd02c0a7ffd(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_localProcessIndex_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_localProcessIndex_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8747,7 +9015,7 @@ long long _wrap_Accelerator_localProcessIndex_capi_52f78cd02c0a7ffd(acc_accelera
 }
 
 
-bool _wrap_Accelerator_isMainProcess_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isMainProcess_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8780,7 +9048,7 @@ bool _wrap_Accelerator_isMainProcess_capi_52f78cd02c0a7ffd(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_isLocalMainProcess_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLocalMainProcess_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8813,7 +9081,7 @@ bool _wrap_Accelerator_isLocalMainProcess_capi_52f78cd02c0a7ffd(acc_accelerator 
 }
 
 
-bool _wrap_Accelerator_isLastProcess_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLastProcess_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8846,7 +9114,7 @@ bool _wrap_Accelerator_isLastProcess_capi_52f78cd02c0a7ffd(acc_accelerator *_swi
 }
 
 
-long long _wrap_Accelerator_gradientAccumulationSteps_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_gradientAccumulationSteps_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8879,7 +9147,7 @@ long long _wrap_Accelerator_gradientAccumulationSteps_capi_52f78cd02c0a7ffd(acc_
 }
 
 
-bool _wrap_Accelerator_syncGradients_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_syncGradients_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8912,7 +9180,7 @@ bool _wrap_Accelerator_syncGradients_capi_52f78cd02c0a7ffd(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_optimizerStepWasSkipped_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_optimizerStepWasSkipped_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8945,7 +9213,7 @@ bool _wrap_Accelerator_optimizerStepWasSkipped_capi_52f78cd02c0a7ffd(acc_acceler
 }
 
 
-long long _wrap_Accelerator_step_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_step_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8978,7 +9246,7 @@ long long _wrap_Accelerator_step_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go
 }
 
 
-acc_model *_wrap_Accelerator_prepareModel_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_model *_wrap_Accelerator_prepareModel_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   acc_placement arg3 ;
@@ -9015,7 +9283,7 @@ acc_model *_wrap_Accelerator_prepareModel_capi_52f78cd02c0a7ffd(acc_accelerator 
 }
 
 
-acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   acc_placement arg3 ;
@@ -9052,7 +9320,7 @@ acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_52f78cd02c0a7ffd(acc_acce
 }
 
 
-acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_dataloader *arg2 = (acc_dataloader *) 0 ;
   acc_placement arg3 ;
@@ -9089,7 +9357,7 @@ acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_52f78cd02c0a7ffd(acc_ac
 }
 
 
-acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_scheduler *arg2 = (acc_scheduler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9124,7 +9392,7 @@ acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_52f78cd02c0a7ffd(acc_acce
 }
 
 
-acc_model *_wrap_Accelerator_unwrapModel_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+acc_model *_wrap_Accelerator_unwrapModel_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9159,7 +9427,7 @@ acc_model *_wrap_Accelerator_unwrapModel_capi_52f78cd02c0a7ffd(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_backward_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_backward_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9191,7 +9459,7 @@ void _wrap_Accelerator_backward_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_accumulateBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateBegin_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9221,7 +9489,7 @@ void _wrap_Accelerator_accumulateBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_accumulateEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateEnd_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9251,7 +9519,7 @@ void _wrap_Accelerator_accumulateEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swi
 }
 
 
-double _wrap_Accelerator_clipGradNorm_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+double _wrap_Accelerator_clipGradNorm_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -9290,7 +9558,7 @@ double _wrap_Accelerator_clipGradNorm_capi_52f78cd02c0a7ffd(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_clipGradValue_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_clipGradValue_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -9324,7 +9592,7 @@ void _wrap_Accelerator_clipGradValue_capi_52f78cd02c0a7ffd(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_saveModel_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_saveModel_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9370,7 +9638,7 @@ void _wrap_Accelerator_saveModel_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_mergeShardedCheckpoint_capi_52f78cd02c0a7ffd(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_mergeShardedCheckpoint_capi_3440afefeeef7c4d(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -9421,7 +9689,7 @@ void _wrap_Accelerator_mergeShardedCheckpoint_capi_52f78cd02c0a7ffd(_gostring_ _
 }
 
 
-_gostring_ _wrap_Accelerator_saveState_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_saveState_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9461,7 +9729,7 @@ _gostring_ _wrap_Accelerator_saveState_capi_52f78cd02c0a7ffd(acc_accelerator *_s
 }
 
 
-_gostring_ _wrap_Accelerator_loadState_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_loadState_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9501,7 +9769,39 @@ _gostring_ _wrap_Accelerator_loadState_capi_52f78cd02c0a7ffd(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_print_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerAveragedModel_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_averaged_model *_swig_go_1, _gostring_* _swig_go_2) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  acc_averaged_model *arg2 = (acc_averaged_model *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  arg2 = *(acc_averaged_model **)&_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      acc_accelerator_registerAveragedModel(arg1,arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+void _wrap_Accelerator_print_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9538,7 +9838,7 @@ void _wrap_Accelerator_print_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, 
 }
 
 
-void _wrap_Accelerator_waitForEveryone_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_waitForEveryone_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9568,7 +9868,7 @@ void _wrap_Accelerator_waitForEveryone_capi_52f78cd02c0a7ffd(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_freeMemory_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_freeMemory_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9598,7 +9898,7 @@ void _wrap_Accelerator_freeMemory_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_noSyncBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncBegin_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9630,7 +9930,7 @@ void _wrap_Accelerator_noSyncBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_noSyncEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncEnd_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9662,7 +9962,7 @@ void _wrap_Accelerator_noSyncEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_triggerSyncInBackward_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_triggerSyncInBackward_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9694,7 +9994,7 @@ void _wrap_Accelerator_triggerSyncInBackward_capi_52f78cd02c0a7ffd(acc_accelerat
 }
 
 
-void _wrap_Accelerator_localSgdBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_localSgdBegin_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int64_t arg3 ;
@@ -9730,7 +10030,7 @@ void _wrap_Accelerator_localSgdBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_localSgdStep_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdStep_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9762,7 +10062,7 @@ void _wrap_Accelerator_localSgdStep_capi_52f78cd02c0a7ffd(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_localSgdEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdEnd_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9794,7 +10094,7 @@ void _wrap_Accelerator_localSgdEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_profileBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_profileBegin_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9826,7 +10126,7 @@ void _wrap_Accelerator_profileBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_profileStep_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_profileStep_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9856,7 +10156,7 @@ void _wrap_Accelerator_profileStep_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_profileEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_profileEnd_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9886,7 +10186,7 @@ void _wrap_Accelerator_profileEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_g
 }
 
 
-_gostring_ _wrap_Accelerator_profileSummary_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_profileSummary_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9919,7 +10219,7 @@ _gostring_ _wrap_Accelerator_profileSummary_capi_52f78cd02c0a7ffd(acc_accelerato
 }
 
 
-void _wrap_Accelerator_exportChromeTrace_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_exportChromeTrace_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9956,7 +10256,7 @@ void _wrap_Accelerator_exportChromeTrace_capi_52f78cd02c0a7ffd(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_joinUnevenInputsBegin_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int arg3 ;
@@ -9990,7 +10290,7 @@ void _wrap_Accelerator_joinUnevenInputsBegin_capi_52f78cd02c0a7ffd(acc_accelerat
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_joinUnevenInputsEnd_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10022,7 +10322,7 @@ void _wrap_Accelerator_joinUnevenInputsEnd_capi_52f78cd02c0a7ffd(acc_accelerator
 }
 
 
-void _wrap_Accelerator_mainProcessFirstBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstBegin_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10052,7 +10352,7 @@ void _wrap_Accelerator_mainProcessFirstBegin_capi_52f78cd02c0a7ffd(acc_accelerat
 }
 
 
-void _wrap_Accelerator_mainProcessFirstEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstEnd_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10082,7 +10382,7 @@ void _wrap_Accelerator_mainProcessFirstEnd_capi_52f78cd02c0a7ffd(acc_accelerator
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstBegin_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10112,7 +10412,7 @@ void _wrap_Accelerator_localMainProcessFirstBegin_capi_52f78cd02c0a7ffd(acc_acce
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstEnd_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10142,7 +10442,7 @@ void _wrap_Accelerator_localMainProcessFirstEnd_capi_52f78cd02c0a7ffd(acc_accele
 }
 
 
-acc_tensor *_wrap_Accelerator_gather_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gather_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -10184,7 +10484,7 @@ acc_tensor *_wrap_Accelerator_gather_capi_52f78cd02c0a7ffd(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -10226,7 +10526,7 @@ acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_52f78cd02c0a7ffd(acc_acceler
 }
 
 
-acc_string_list *_wrap_Accelerator_gatherObject_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_string_list *_wrap_Accelerator_gatherObject_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -10272,7 +10572,7 @@ acc_string_list *_wrap_Accelerator_gatherObject_capi_52f78cd02c0a7ffd(acc_accele
 }
 
 
-acc_string_list *_wrap_Accelerator_broadcastObject_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_string_list *_wrap_Accelerator_broadcastObject_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -10320,7 +10620,7 @@ acc_string_list *_wrap_Accelerator_broadcastObject_capi_52f78cd02c0a7ffd(acc_acc
 }
 
 
-acc_tensor *_wrap_Accelerator_reduce_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_reduce_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -10364,7 +10664,7 @@ acc_tensor *_wrap_Accelerator_reduce_capi_52f78cd02c0a7ffd(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_broadcast_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_broadcast_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -10408,7 +10708,7 @@ acc_tensor *_wrap_Accelerator_broadcast_capi_52f78cd02c0a7ffd(acc_accelerator *_
 }
 
 
-acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
+acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -10456,7 +10756,7 @@ acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_52f78cd02c0a7ffd(acc_accel
 }
 
 
-void _wrap_Accelerator_splitBetweenProcesses_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_splitBetweenProcesses_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -10496,7 +10796,7 @@ void _wrap_Accelerator_splitBetweenProcesses_capi_52f78cd02c0a7ffd(acc_accelerat
 }
 
 
-void _wrap_Accelerator_setTrigger_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_setTrigger_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10526,7 +10826,7 @@ void _wrap_Accelerator_setTrigger_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_g
 }
 
 
-bool _wrap_Accelerator_checkTrigger_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_checkTrigger_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10559,7 +10859,7 @@ bool _wrap_Accelerator_checkTrigger_capi_52f78cd02c0a7ffd(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_save_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_save_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -10598,7 +10898,7 @@ void _wrap_Accelerator_save_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, a
 }
 
 
-acc_tensor_list *_wrap_Accelerator_getStateDict_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Accelerator_getStateDict_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   bool arg3 ;
@@ -10635,7 +10935,7 @@ acc_tensor_list *_wrap_Accelerator_getStateDict_capi_52f78cd02c0a7ffd(acc_accele
 }
 
 
-long long _wrap_Accelerator_iteration_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_iteration_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10668,7 +10968,7 @@ long long _wrap_Accelerator_iteration_capi_52f78cd02c0a7ffd(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_unscaleGradients_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_unscaleGradients_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10700,7 +11000,7 @@ void _wrap_Accelerator_unscaleGradients_capi_52f78cd02c0a7ffd(acc_accelerator *_
 }
 
 
-void _wrap_Accelerator_autocastBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_autocastBegin_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10732,7 +11032,7 @@ void _wrap_Accelerator_autocastBegin_capi_52f78cd02c0a7ffd(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_autocastEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_autocastEnd_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10762,7 +11062,7 @@ void _wrap_Accelerator_autocastEnd_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_registerForCheckpointing_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerForCheckpointing_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::StateHandler *arg2 = (accswig::StateHandler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10794,7 +11094,7 @@ void _wrap_Accelerator_registerForCheckpointing_capi_52f78cd02c0a7ffd(acc_accele
 }
 
 
-void _wrap_Accelerator_registerSaveStatePreHook_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerSaveStatePreHook_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10826,7 +11126,7 @@ void _wrap_Accelerator_registerSaveStatePreHook_capi_52f78cd02c0a7ffd(acc_accele
 }
 
 
-void _wrap_Accelerator_onTraceReady_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, accswig::TraceReady *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_onTraceReady_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, accswig::TraceReady *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::TraceReady *arg2 = (accswig::TraceReady *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10858,7 +11158,7 @@ void _wrap_Accelerator_onTraceReady_capi_52f78cd02c0a7ffd(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_registerLoadStatePreHook_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerLoadStatePreHook_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10890,7 +11190,7 @@ void _wrap_Accelerator_registerLoadStatePreHook_capi_52f78cd02c0a7ffd(acc_accele
 }
 
 
-void _wrap_Accelerator_addTracker_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_addTracker_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   accswig::Tracker *arg3 = (accswig::Tracker *) 0 ;
@@ -10929,7 +11229,7 @@ void _wrap_Accelerator_addTracker_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_initTrackers_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_initTrackers_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -10973,7 +11273,7 @@ void _wrap_Accelerator_initTrackers_capi_52f78cd02c0a7ffd(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_logValues_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logValues_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -11018,7 +11318,7 @@ void _wrap_Accelerator_logValues_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_logScalar_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logScalar_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -11059,7 +11359,7 @@ void _wrap_Accelerator_logScalar_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_endTraining_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_endTraining_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11089,7 +11389,7 @@ void _wrap_Accelerator_endTraining_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_
 }
 
 
-acc_string_list *_wrap_Accelerator_trackerNames_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Accelerator_trackerNames_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11122,7 +11422,7 @@ acc_string_list *_wrap_Accelerator_trackerNames_capi_52f78cd02c0a7ffd(acc_accele
 }
 
 
-_gostring_ _wrap_Accelerator_trackerPath_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_trackerPath_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11162,7 +11462,7 @@ _gostring_ _wrap_Accelerator_trackerPath_capi_52f78cd02c0a7ffd(acc_accelerator *
 }
 
 
-long long _wrap_Samples_size_capi_52f78cd02c0a7ffd(accswig::Samples *_swig_go_0) {
+long long _wrap_Samples_size_capi_3440afefeeef7c4d(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -11183,7 +11483,7 @@ long long _wrap_Samples_size_capi_52f78cd02c0a7ffd(accswig::Samples *_swig_go_0)
 }
 
 
-long long _wrap_Samples_fields_capi_52f78cd02c0a7ffd(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Samples_fields_capi_3440afefeeef7c4d(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11218,7 +11518,7 @@ long long _wrap_Samples_fields_capi_52f78cd02c0a7ffd(accswig::Samples *_swig_go_
 }
 
 
-acc_tensor *_wrap_Samples_get_capi_52f78cd02c0a7ffd(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Samples_get_capi_3440afefeeef7c4d(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -11255,7 +11555,7 @@ acc_tensor *_wrap_Samples_get_capi_52f78cd02c0a7ffd(accswig::Samples *_swig_go_0
 }
 
 
-void _wrap_delete_Samples_capi_52f78cd02c0a7ffd(accswig::Samples *_swig_go_0) {
+void _wrap_delete_Samples_capi_3440afefeeef7c4d(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   
   arg1 = *(accswig::Samples **)&_swig_go_0; 
@@ -11273,7 +11573,7 @@ void _wrap_delete_Samples_capi_52f78cd02c0a7ffd(accswig::Samples *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_append_capi_52f78cd02c0a7ffd(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_append_capi_3440afefeeef7c4d(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -11309,7 +11609,7 @@ void _wrap_Bytes_append_capi_52f78cd02c0a7ffd(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Bytes_size_capi_52f78cd02c0a7ffd(accswig::Bytes *_swig_go_0) {
+long long _wrap_Bytes_size_capi_3440afefeeef7c4d(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -11330,7 +11630,7 @@ long long _wrap_Bytes_size_capi_52f78cd02c0a7ffd(accswig::Bytes *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_copyTo_capi_52f78cd02c0a7ffd(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_copyTo_capi_3440afefeeef7c4d(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -11366,7 +11666,7 @@ void _wrap_Bytes_copyTo_capi_52f78cd02c0a7ffd(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-void _wrap_delete_Bytes_capi_52f78cd02c0a7ffd(accswig::Bytes *_swig_go_0) {
+void _wrap_delete_Bytes_capi_3440afefeeef7c4d(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   
   arg1 = *(accswig::Bytes **)&_swig_go_0; 
@@ -11384,7 +11684,7 @@ void _wrap_delete_Bytes_capi_52f78cd02c0a7ffd(accswig::Bytes *_swig_go_0) {
 }
 
 
-long long _wrap_Metrics_size_capi_52f78cd02c0a7ffd(accswig::Metrics *_swig_go_0) {
+long long _wrap_Metrics_size_capi_3440afefeeef7c4d(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -11405,7 +11705,7 @@ long long _wrap_Metrics_size_capi_52f78cd02c0a7ffd(accswig::Metrics *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Metrics_name_capi_52f78cd02c0a7ffd(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Metrics_name_capi_3440afefeeef7c4d(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11440,7 +11740,7 @@ _gostring_ _wrap_Metrics_name_capi_52f78cd02c0a7ffd(accswig::Metrics *_swig_go_0
 }
 
 
-double _wrap_Metrics_value_capi_52f78cd02c0a7ffd(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Metrics_value_capi_3440afefeeef7c4d(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11475,7 +11775,7 @@ double _wrap_Metrics_value_capi_52f78cd02c0a7ffd(accswig::Metrics *_swig_go_0, l
 }
 
 
-void _wrap_delete_Metrics_capi_52f78cd02c0a7ffd(accswig::Metrics *_swig_go_0) {
+void _wrap_delete_Metrics_capi_3440afefeeef7c4d(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   
   arg1 = *(accswig::Metrics **)&_swig_go_0; 
@@ -11493,7 +11793,7 @@ void _wrap_delete_Metrics_capi_52f78cd02c0a7ffd(accswig::Metrics *_swig_go_0) {
 }
 
 
-void _wrap_LrFactor_set_capi_52f78cd02c0a7ffd(accswig::Factor *_swig_go_0, double _swig_go_1) {
+void _wrap_LrFactor_set_capi_3440afefeeef7c4d(accswig::Factor *_swig_go_0, double _swig_go_1) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   double arg2 ;
   
@@ -11513,7 +11813,7 @@ void _wrap_LrFactor_set_capi_52f78cd02c0a7ffd(accswig::Factor *_swig_go_0, doubl
 }
 
 
-void _wrap_delete_LrFactor_capi_52f78cd02c0a7ffd(accswig::Factor *_swig_go_0) {
+void _wrap_delete_LrFactor_capi_3440afefeeef7c4d(accswig::Factor *_swig_go_0) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   
   arg1 = *(accswig::Factor **)&_swig_go_0; 
@@ -11531,7 +11831,7 @@ void _wrap_delete_LrFactor_capi_52f78cd02c0a7ffd(accswig::Factor *_swig_go_0) {
 }
 
 
-acc_progress *_wrap_new_Progress_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_progress *_wrap_new_Progress_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -11573,7 +11873,7 @@ acc_progress *_wrap_new_Progress_capi_52f78cd02c0a7ffd(acc_accelerator *_swig_go
 }
 
 
-void _wrap_delete_Progress_capi_52f78cd02c0a7ffd(acc_progress *_swig_go_0) {
+void _wrap_delete_Progress_capi_3440afefeeef7c4d(acc_progress *_swig_go_0) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   
   arg1 = *(acc_progress **)&_swig_go_0; 
@@ -11591,7 +11891,7 @@ void _wrap_delete_Progress_capi_52f78cd02c0a7ffd(acc_progress *_swig_go_0) {
 }
 
 
-void _wrap_Progress_update_capi_52f78cd02c0a7ffd(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_update_capi_3440afefeeef7c4d(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11623,7 +11923,7 @@ void _wrap_Progress_update_capi_52f78cd02c0a7ffd(acc_progress *_swig_go_0, long 
 }
 
 
-void _wrap_Progress_setPostfix_capi_52f78cd02c0a7ffd(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_setPostfix_capi_3440afefeeef7c4d(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11660,7 +11960,7 @@ void _wrap_Progress_setPostfix_capi_52f78cd02c0a7ffd(acc_progress *_swig_go_0, _
 }
 
 
-void _wrap_Progress_finish_capi_52f78cd02c0a7ffd(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Progress_finish_capi_3440afefeeef7c4d(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;

@@ -49,28 +49,30 @@ const (
 	ReductionMean = C.ACC_REDUCTION_MEAN
 	ReductionSum  = C.ACC_REDUCTION_SUM
 
-	OptionsOptimizer   = C.ACC_OPTIONS_OPTIMIZER
-	OptionsScheduler   = C.ACC_OPTIONS_SCHEDULER
-	OptionsDataLoader  = C.ACC_OPTIONS_DATALOADER
-	OptionsAccelerator = C.ACC_OPTIONS_ACCELERATOR
-	OptionsLora        = C.ACC_OPTIONS_LORA
-	OptionsProfile     = C.ACC_OPTIONS_PROFILE
+	OptionsOptimizer     = C.ACC_OPTIONS_OPTIMIZER
+	OptionsScheduler     = C.ACC_OPTIONS_SCHEDULER
+	OptionsDataLoader    = C.ACC_OPTIONS_DATALOADER
+	OptionsAccelerator   = C.ACC_OPTIONS_ACCELERATOR
+	OptionsLora          = C.ACC_OPTIONS_LORA
+	OptionsProfile       = C.ACC_OPTIONS_PROFILE
+	OptionsAveragedModel = C.ACC_OPTIONS_AVERAGED_MODEL
 
 	PlacementDefault = C.ACC_PLACEMENT_DEFAULT
 	PlacementNo      = C.ACC_PLACEMENT_NO
 	PlacementYes     = C.ACC_PLACEMENT_YES
 
-	HandleAny         = C.ACC_HANDLE_ANY
-	HandleTensor      = C.ACC_HANDLE_TENSOR
-	HandleTensorList  = C.ACC_HANDLE_TENSOR_LIST
-	HandleStringList  = C.ACC_HANDLE_STRING_LIST
-	HandleOptions     = C.ACC_HANDLE_OPTIONS
-	HandleModel       = C.ACC_HANDLE_MODEL
-	HandleOptimizer   = C.ACC_HANDLE_OPTIMIZER
-	HandleScheduler   = C.ACC_HANDLE_SCHEDULER
-	HandleDataset     = C.ACC_HANDLE_DATASET
-	HandleDataLoader  = C.ACC_HANDLE_DATALOADER
-	HandleAccelerator = C.ACC_HANDLE_ACCELERATOR
+	HandleAny           = C.ACC_HANDLE_ANY
+	HandleTensor        = C.ACC_HANDLE_TENSOR
+	HandleTensorList    = C.ACC_HANDLE_TENSOR_LIST
+	HandleStringList    = C.ACC_HANDLE_STRING_LIST
+	HandleOptions       = C.ACC_HANDLE_OPTIONS
+	HandleModel         = C.ACC_HANDLE_MODEL
+	HandleOptimizer     = C.ACC_HANDLE_OPTIMIZER
+	HandleScheduler     = C.ACC_HANDLE_SCHEDULER
+	HandleDataset       = C.ACC_HANDLE_DATASET
+	HandleDataLoader    = C.ACC_HANDLE_DATALOADER
+	HandleAccelerator   = C.ACC_HANDLE_ACCELERATOR
+	HandleAveragedModel = C.ACC_HANDLE_AVERAGED_MODEL
 
 	ForwardDefault = C.ACC_FORWARD_DEFAULT
 	ForwardNoGrad  = C.ACC_FORWARD_NO_GRAD
