@@ -405,11 +405,17 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   output_trace_dir (string, default none: the Chrome trace is not written).
  * Keys of ACC_OPTIONS_AVERAGED_MODEL (PyTorch's AveragedModel, see acc_averaged_model_create):
  *   strategy ("swa", default: the equal average of every update, AveragedModel's default; "ema":
- *   an exponential moving average, get_ema_multi_avg_fn(decay)),
- *   decay (double, default 0.999: ema's weight of the average at each update, in [0, 1]; only with
- *   strategy ema), use_buffers (bool, default false: average the buffers too, instead of copying
- *   the model's at each update), device (string, default: where the model's tensors are; e.g.
- *   "cpu" keeps the averages off the GPU).
+ *   an exponential moving average, get_ema_multi_avg_fn(decay); "diffusers_ema": diffusers'
+ *   EMAModel, whose decay warms up),
+ *   decay (double, in [0, 1]; unset 0.999 for ema, 0.9999 for diffusers_ema: the average's weight
+ *   at each update, diffusers_ema's most; not with swa), use_buffers (bool, default false:
+ *   average the buffers too, instead of copying the model's at each update; not with
+ *   diffusers_ema), device (string, default: where the model's tensors are; e.g. "cpu" keeps the
+ *   averages off the GPU).
+ *   diffusers_ema only (EMAModel's arguments): min_decay (double, default 0: the decay's floor),
+ *   update_after_step (int, default 0: updates before averaging starts copy the weights),
+ *   use_ema_warmup (bool, default false: the decay is 1 - (1 + step / inv_gamma) ** -power instead
+ *   of (1 + step) / (10 + step)), inv_gamma (double, default 1), power (double, default 2/3).
  * ---------------------------------------------------------------------------------------------- */
 
 typedef enum acc_options_kind {
@@ -828,10 +834,13 @@ ACC_API ACC_NODISCARD acc_status acc_averaged_model_create(const acc_model *mode
                                                            acc_averaged_model **out);
 /* update_parameters(model), after the optimizer's step: the first update copies the model's values,
  * each later one averages them in (SWA: avg + (value - avg) / (n + 1); EMA: lerp by 1 - decay);
- * buffers are copied unless use_buffers. `model` must have the parameters and buffers the averages
+ * buffers are copied unless use_buffers. diffusers_ema is EMAModel.step(parameters): at the n-th
+ * update decay = min(decay, (1 + k) / (10 + k)) (or the use_ema_warmup rule), at least min_decay,
+ * with k = n - update_after_step - 1 (decay 0 while k <= 0), and avg -= (1 - decay) * (avg - value)
+ * for parameters that require gradients, avg = value for the others (and for buffers). `model` must have the parameters and buffers the averages
  * were made from (names, shapes, dtypes; ACC_ERR_INVALID_ARGUMENT naming the first that differs). */
 ACC_API ACC_NODISCARD acc_status acc_averaged_model_update(acc_averaged_model *avg, const acc_model *model);
-/* n_averaged: the updates so far. */
+/* n_averaged: the updates so far (diffusers_ema: EMAModel's optimization_step). */
 ACC_API ACC_NODISCARD acc_status acc_averaged_model_count(const acc_averaged_model *avg, int64_t *out);
 /* Writes the averages into `model`'s parameters and buffers (checked as for update). */
 ACC_API ACC_NODISCARD acc_status acc_averaged_model_copy_to(const acc_averaged_model *avg, acc_model *model);

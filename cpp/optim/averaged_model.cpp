@@ -1,5 +1,7 @@
 #include "optim/averaged_model.h"
 
+#include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "common/compat.h"
@@ -12,11 +14,21 @@ namespace acc {
 const OptionTable<AveragingConfig>& averaging_option_table() {
   using A = AveragingConfig;
   static const OptionTable<A> table(OptionsKind::AveragedModel, [](OptionTable<A>& t) {
-    t.bind("strategy", "swa (the equal average of every update) or ema (an exponential moving average)",
+    t.bind("strategy",
+           "swa (the equal average of every update), ema (an exponential moving average) or diffusers_ema "
+           "(diffusers' EMAModel)",
            &A::strategy)
-        .one_of({"swa", "ema"});
-    t.bind("decay", "ema: the average's weight at each update", &A::decay).at_least(0).at_most(1);
+        .one_of({"swa", "ema", "diffusers_ema"});
+    t.bind("decay", "the average's weight at each update (diffusers_ema: its most)", &A::decay).at_least(0).at_most(1);
     t.bind("use_buffers", "average the buffers too, instead of copying them", &A::use_buffers);
+    t.bind("min_decay", "diffusers_ema: the decay's floor", &A::min_decay).at_least(0).at_most(1);
+    t.bind("update_after_step", "diffusers_ema: updates that copy the weights before averaging starts",
+           &A::update_after_step)
+        .at_least(0)
+        .at_most(1e15);
+    t.bind("use_ema_warmup", "diffusers_ema: decay 1 - (1 + step / inv_gamma) ** -power", &A::use_ema_warmup);
+    t.bind("inv_gamma", "diffusers_ema: the warm-up's inverse multiplicative factor", &A::inv_gamma).at_least(1e-12);
+    t.bind("power", "diffusers_ema: the warm-up's exponent", &A::power).at_least(0);
     t.bind("device", "where the averages are kept (default: where the model's tensors are)", &A::device);
   });
   return table;
@@ -27,7 +39,14 @@ AveragingConfig AveragingConfig::from(const Options& options) {
           options_kind_name(options.kind()));
   AveragingConfig config = averaging_option_table().read(options);
   // A decay with the default strategy would silently average equally.
-  require(config.strategy == "ema" || !options.has("decay"), "decay is the ema strategy's; set strategy to ema");
+  require(config.strategy != "swa" || !options.has("decay"), "decay is an ema strategy's; set strategy to ema");
+  const bool diffusers = config.strategy == "diffusers_ema";
+  for (const char* key : {"min_decay", "update_after_step", "use_ema_warmup", "inv_gamma", "power"})
+    require(diffusers || !options.has(key), key, " is the diffusers_ema strategy's");
+  require(!diffusers || !config.use_buffers, "diffusers_ema averages parameters only (diffusers' EMAModel); "
+          "use_buffers is AveragedModel's (strategy swa or ema)");
+  if (!config.decay) config.decay = diffusers ? 0.9999 : 0.999;
+  require(*config.decay >= config.min_decay, "decay ", *config.decay, " is below min_decay ", config.min_decay);
   if (!config.device.empty()) parse_device(config.device);  // an unknown or absent device fails here
   return config;
 }
@@ -106,6 +125,12 @@ NamedTensors AveragedModel::tensors_of(const Model& model, const char* action) c
 void AveragedModel::update(const Model& model) {
   NamedTensors current = tensors_of(model, "update");
   for (size_t i = 0; i < current.size(); ++i) current[i].second = current[i].second.to(averages_[i].second.device());
+  if (config_.strategy == "diffusers_ema") {
+    std::vector<bool> trainable;
+    for (const auto& entry : model.named_parameters()) trainable.push_back(entry.second.requires_grad());
+    diffusers_step(current, trainable);
+    return;
+  }
   const size_t averaged = config_.use_buffers ? averages_.size() : parameters_;
   if (count() == 0) {
     for (size_t i = 0; i < averaged; ++i) averages_[i].second.copy_(current[i].second);
@@ -132,9 +157,9 @@ void AveragedModel::average(const NamedTensors& current, size_t averaged) {
       group.currents.push_back(now);
     } else if (ema) {
       if (floating_or_complex(avg))
-        avg.lerp_(now, 1 - config_.decay);  // 1.x: what _foreach_lerp_ does tensor by tensor
+        avg.lerp_(now, 1 - *config_.decay);  // 1.x: what _foreach_lerp_ does tensor by tensor
       else
-        ema_average(avg, now, config_.decay);
+        ema_average(avg, now, *config_.decay);
     } else {
       // Integer buffers on CUDA too: get_swa_multi_avg_fn's addcdiv refuses integer division.
       swa_average(avg, now, n_averaged_);
@@ -144,9 +169,36 @@ void AveragedModel::average(const NamedTensors& current, size_t averaged) {
   // SWA's weight is 1 / (n + 1) computed as a float32 tensor, then taken as a number.
   const float swa_weight = 1.0f / static_cast<float>(count() + 1);
   groups.for_each([&](const AverageGroup& group) {
-    at::_foreach_lerp_(group.averages, group.currents, ema ? 1 - config_.decay : static_cast<double>(swa_weight));
+    at::_foreach_lerp_(group.averages, group.currents, ema ? 1 - *config_.decay : static_cast<double>(swa_weight));
   });
 #endif
+}
+
+// The decay as EMAModel.get_decay computes it, in Python floats: none (a copy) until
+// update_after_step + 1 updates, then warming up toward decay, never below min_decay.
+double AveragedModel::diffusers_decay(int64_t optimization_step) const {
+  const int64_t step = std::max<int64_t>(0, optimization_step - config_.update_after_step - 1);
+  if (step <= 0) return 0.0;
+  const double s = static_cast<double>(step);
+  const double warm = config_.use_ema_warmup ? 1 - std::pow(1 + s / config_.inv_gamma, -config_.power)
+                                             : (1 + s) / (10 + s);
+  return std::max(std::min(warm, *config_.decay), config_.min_decay);
+}
+
+// EMAModel.step (its default, foreach false): s -= (1 - decay) * (s - p) for parameters that
+// require gradients, s = p for the others. Buffers, which EMAModel does not keep, follow the model.
+void AveragedModel::diffusers_step(const NamedTensors& current, const std::vector<bool>& trainable) {
+  const int64_t step = count() + 1;
+  const double one_minus_decay = 1 - diffusers_decay(step);
+  for (size_t i = 0; i < averages_.size(); ++i) {
+    const at::Tensor& avg = averages_[i].second;
+    const at::Tensor& now = current[i].second;
+    if (i < parameters_ && trainable[i])
+      avg.sub_((avg - now) * one_minus_decay);
+    else
+      avg.copy_(now);
+  }
+  n_averaged_.add_(1);
 }
 
 void AveragedModel::copy_to(Model& model) const {

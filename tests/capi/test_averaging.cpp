@@ -28,7 +28,8 @@ acc_options* averaging_options(const json& settings) {
   for (const auto& [key, value] : settings.items()) {
     const acc_status s = value.is_string()    ? acc_options_set_string(o, key.c_str(), value.get<std::string>().c_str())
                          : value.is_boolean() ? acc_options_set_bool(o, key.c_str(), value.get<bool>())
-                                              : acc_options_set_double(o, key.c_str(), value.get<double>());
+                         : value.is_number_integer() ? acc_options_set_int(o, key.c_str(), value.get<int64_t>())
+                                                     : acc_options_set_double(o, key.c_str(), value.get<double>());
     EXPECT_EQ(s, ACC_OK) << key << ": " << acc_last_error_message();
   }
   return o;
@@ -146,19 +147,21 @@ struct Trainee {
 
 // The fixture is written by the python3 torch the build found (from 2.1 EMA is its foreach lerp, before
 // that the same arithmetic tensor by tensor); the GPU suite runs it with the averages on CUDA, where
-// PyTorch 2.x averages SWA with its foreach lerp too.
+// PyTorch 2.x averages SWA with its foreach lerp too. It also holds diffusers' EMAModel's steps.
 TEST(AveragedModels, AverageAsPyTorchsAveragedModelBitForBit) {
   std::ifstream in(acc_test::data_dir() + "/averaging_cases.json");
   ASSERT_TRUE(in.good()) << "run the export_pytorch_averaging_cases fixture";
   const json data = json::parse(in);
   const std::string device = data.value("device", "cpu");
-  ASSERT_EQ(data["cases"].size(), 4u);
+  ASSERT_EQ(data["cases"].size(), 6u);
   for (const auto& c : data["cases"]) {
     SCOPED_TRACE(c["options"].dump());
     acc_model* model = nullptr;
     ASSERT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/averaging_model.pt").c_str(), &model), ACC_OK)
         << acc_last_error_message();
     ASSERT_EQ(acc_model_to(model, device.c_str(), ACC_DTYPE_UNDEFINED), ACC_OK) << acc_last_error_message();
+    for (const auto& name : data["frozen"])  // averaged all the same, but for diffusers' EMAModel
+      ASSERT_EQ(acc_model_set_requires_grad(model, name.get<std::string>().c_str(), 0, nullptr), ACC_OK);
     acc_averaged_model* avg = make_averaged(model, c["options"]);
     for (size_t u = 0; u < c["updates"].size(); ++u) {
       acc_tensor_list* state = nullptr;
@@ -266,7 +269,10 @@ TEST(AveragedModels, RefuseWhatDoesNotFitAndChangeNothing) {
   Trainee net;
   acc_averaged_model* avg = nullptr;
   for (const auto& [settings, needle] : std::vector<std::pair<json, std::string>>{
-           {{{"decay", 0.9}}, "decay is the ema strategy's; set strategy to ema"},
+           {{{"decay", 0.9}}, "decay is an ema strategy's; set strategy to ema"},
+           {{{"strategy", "ema"}, {"min_decay", 0.1}}, "min_decay is the diffusers_ema strategy's"},
+           {{{"strategy", "diffusers_ema"}, {"use_buffers", true}}, "diffusers_ema averages parameters only"},
+           {{{"strategy", "diffusers_ema"}, {"decay", 0.5}, {"min_decay", 0.6}}, "decay 0.5 is below min_decay 0.6"},
            {{{"strategy", "ema"}, {"decay", 1.5}}, "decay"},
            {{{"device", "tpu"}}, "tpu"}}) {
     acc_options* o = nullptr;
@@ -274,8 +280,9 @@ TEST(AveragedModels, RefuseWhatDoesNotFitAndChangeNothing) {
     acc_status status = ACC_OK;
     for (const auto& [key, value] : settings.items())
       if (status == ACC_OK)
-        status = value.is_string() ? acc_options_set_string(o, key.c_str(), value.get<std::string>().c_str())
-                                   : acc_options_set_double(o, key.c_str(), value.get<double>());
+        status = value.is_string()    ? acc_options_set_string(o, key.c_str(), value.get<std::string>().c_str())
+                 : value.is_boolean() ? acc_options_set_bool(o, key.c_str(), value.get<bool>())
+                                      : acc_options_set_double(o, key.c_str(), value.get<double>());
     if (status == ACC_OK) status = acc_averaged_model_create(net.model, o, &avg);
     EXPECT_EQ(status, ACC_ERR_INVALID_ARGUMENT) << settings.dump();
     EXPECT_NE(std::string(acc_last_error_message()).find(needle), std::string::npos) << acc_last_error_message();

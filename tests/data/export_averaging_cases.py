@@ -1,8 +1,10 @@
 """Averages PyTorch's AveragedModel (torch.optim.swa_utils) keeps, for tests/capi/test_averaging.cpp to
 reproduce bit for bit: a TorchScript model (Linear, BatchNorm1d with its int64 num_batches_tracked,
-Linear, and a float64 buffer) is given a sequence of states, and after each, update_parameters
-runs; the averaged module's state is recorded after every update, for SWA and EMA, with and
-without use_buffers. Values are written as float.hex() strings (exact); int64 ones as numbers.
+Linear, and a float64 buffer; fc1's bias frozen) is given a sequence of states, and after each,
+update_parameters runs; the averaged module's state is recorded after every update, for SWA and EMA,
+with and without use_buffers. The same for diffusers' EMAModel (restated below: diffusers is not in
+Debian), with its decay's default warm-up and its use_ema_warmup one. Values are written as
+float.hex() strings (exact); int64 ones as numbers.
 
 Before 2.1 PyTorch has no get_ema_multi_avg_fn: EMA cases use the arithmetic it does tensor by
 tensor (lerp for floating tensors, avg * decay + value * (1 - decay) otherwise), as ours does there.
@@ -20,8 +22,12 @@ import torch
 from torch.optim import swa_utils
 
 UPDATES = 5
+FROZEN = ["fc1.bias"]
 CASES = [{}, {"use_buffers": True}, {"strategy": "ema", "decay": 0.9},
-         {"strategy": "ema", "decay": 0.75, "use_buffers": True}]
+         {"strategy": "ema", "decay": 0.75, "use_buffers": True},
+         {"strategy": "diffusers_ema", "decay": 0.9},
+         {"strategy": "diffusers_ema", "decay": 0.95, "min_decay": 0.1, "update_after_step": 1, "use_ema_warmup": True,
+          "inv_gamma": 2.0, "power": 0.75}]
 
 
 class Net(torch.nn.Module):
@@ -58,6 +64,53 @@ def states(model):
     return out
 
 
+class DiffusersEma:
+    """diffusers' EMAModel (diffusers/training_utils.py, foreach False, its default), restated: a
+    shadow copy of the parameters, stepped after each optimizer step with a decay that warms up."""
+
+    def __init__(self, parameters, decay=0.9999, min_decay=0.0, update_after_step=0, use_ema_warmup=False,
+                 inv_gamma=1.0, power=2 / 3, **_):
+        self.shadow_params = [p.clone().detach() for p in parameters]
+        self.decay, self.min_decay, self.update_after_step = decay, min_decay, update_after_step
+        self.use_ema_warmup, self.inv_gamma, self.power = use_ema_warmup, inv_gamma, power
+        self.optimization_step = 0
+
+    def get_decay(self, optimization_step):
+        step = max(0, optimization_step - self.update_after_step - 1)
+        if step <= 0:
+            return 0.0
+        if self.use_ema_warmup:
+            cur_decay_value = 1 - (1 + step / self.inv_gamma) ** -self.power
+        else:
+            cur_decay_value = (1 + step) / (10 + step)
+        cur_decay_value = min(cur_decay_value, self.decay)
+        return max(cur_decay_value, self.min_decay)
+
+    @torch.no_grad()
+    def step(self, parameters):
+        self.optimization_step += 1
+        one_minus_decay = 1 - self.get_decay(self.optimization_step)
+        for s_param, param in zip(self.shadow_params, parameters):
+            if param.requires_grad:
+                s_param.sub_(one_minus_decay * (s_param - param))
+            else:
+                s_param.copy_(param)
+
+
+def diffusers_updates(model, sequence, case):
+    """EMAModel's shadow parameters after each step, with the model's buffers (ours keeps them)."""
+    ema = DiffusersEma(model.parameters(), **case)
+    updates = []
+    for state in sequence:
+        model.load_state_dict(state)
+        ema.step(model.parameters())
+        averages = {k: encode(v) for k, v in model.state_dict().items()}
+        for (name, _), shadow in zip(model.named_parameters(), ema.shadow_params):
+            averages[name] = encode(shadow)
+        updates.append({"n_averaged": ema.optimization_step, "averages": averages})
+    return updates
+
+
 def averaging(case):
     if case.get("strategy") != "ema":
         return {}
@@ -76,8 +129,15 @@ def main(out_dir, device="cpu"):
     torch.jit.script(model).save(str(out / "averaging_model.pt"))
     sequence = states(model)
     model.to(device)
+    for name, parameter in model.named_parameters():
+        parameter.requires_grad_(name not in FROZEN)
+    initial = {k: v.clone() for k, v in model.state_dict().items()}
     cases = []
     for case in CASES:
+        model.load_state_dict(initial)  # each case starts from the saved model, as ours does
+        if case.get("strategy") == "diffusers_ema":
+            cases.append({"options": case, "updates": diffusers_updates(model, sequence, case)})
+            continue
         averaged = swa_utils.AveragedModel(model, use_buffers=case.get("use_buffers", False), **averaging(case))
         updates = []
         for state in sequence:
@@ -89,7 +149,7 @@ def main(out_dir, device="cpu"):
             updates.append({"n_averaged": int(averaged.n_averaged),
                             "averages": {k: encode(v) for k, v in averaged.module.state_dict().items()}})
         cases.append({"options": case, "updates": updates})
-    data = {"torch": torch.__version__, "device": device,
+    data = {"torch": torch.__version__, "device": device, "frozen": FROZEN,
             "states": [{k: encode(v) for k, v in s.items()} for s in sequence], "cases": cases}
     (out / "averaging_cases.json").write_text(json.dumps(data))
 

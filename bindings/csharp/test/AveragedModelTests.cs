@@ -7,8 +7,7 @@ namespace Accelerate.Tests {
 
 [TestFixture]
 public class AveragedModelTests {
-  const string Spec = "[{\"type\":\"linear\",\"in_features\":4,\"out_features\":3},"
-      + "{\"type\":\"linear\",\"in_features\":3,\"out_features\":2}]";
+  const string Spec = FreezeTests.Spec;
   const string OtherSpec = "[{\"type\":\"linear\",\"in_features\":4,\"out_features\":5},"
       + "{\"type\":\"linear\",\"in_features\":5,\"out_features\":2}]";
   static readonly string[] Names = {"0.weight", "0.bias", "1.weight", "1.bias"};
@@ -33,16 +32,6 @@ public class AveragedModelTests {
     }
   }
 
-  static void TrainStep(Model model, Optimizer opt) {
-    using (Tensor x = Tensor.Of(new float[] {0.1f, -0.2f, 0.3f, 0.4f, 0.5f, -0.6f, 0.7f, 0.8f}, 2, 4))
-    using (Tensor target = Tensor.Of(new float[] {1, 0, 0, 1}, 2, 2))
-    using (Tensor y = model.Forward(x))
-    using (Tensor loss = Loss.Mse(y, target, Reduction.Mean)) {
-      loss.Backward();
-      opt.Step();
-    }
-  }
-
   [Test]
   public void SwaAveragesTheTrainedWeightsAndPutsThemIntoAModel() {
     using (Model model = Model.FromSpec(Spec))
@@ -51,7 +40,7 @@ public class AveragedModelTests {
       Assert.AreEqual(0, avg.Count);
       var seen = new float[3][];
       for (int step = 0; step < 3; ++step) {
-        TrainStep(model, opt);
+        FreezeTests.TrainStep(model, opt);
         avg.Update(model);
         seen[step] = Param(model, "1.bias");
       }
@@ -92,10 +81,10 @@ public class AveragedModelTests {
     using (Options o = Options.AveragedModel().Put("strategy", "ema").Put("decay", 0.5))
     using (var avg = new AveragedModel(model, o)) {
       acc.RegisterAveragedModel(avg);
-      TrainStep(model, opt);
+      FreezeTests.TrainStep(model, opt);
       avg.Update(model);
       float[] first = Param(model, "0.weight");
-      TrainStep(model, opt);
+      FreezeTests.TrainStep(model, opt);
       avg.Update(model);
       float[] second = Param(model, "0.weight");
       float[][] saved = Averages(avg);
@@ -103,7 +92,7 @@ public class AveragedModelTests {
 
       string written = acc.SaveState(Path.Combine(dir, "ckpt"));
       Assert.IsTrue(File.Exists(Path.Combine(written, "custom_checkpoint_0.safetensors")), written);
-      TrainStep(model, opt);
+      FreezeTests.TrainStep(model, opt);
       avg.Update(model);
       Assert.AreEqual(3, avg.Count);
       acc.LoadState(written);
