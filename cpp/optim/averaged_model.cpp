@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <sstream>
+#include <unordered_map>
 
 #include "common/compat.h"
 #include "common/device.h"
@@ -59,9 +61,12 @@ std::string describe(const at::Tensor& t) {
   return text.str();
 }
 
-NamedTensors parameters_and_buffers(const Model& model, size_t& parameters) {
+// Detached parameters then buffers; `trainable`, when asked for, gets each parameter's requires_grad.
+NamedTensors parameters_and_buffers(const Model& model, size_t& parameters, std::vector<bool>* trainable = nullptr) {
   NamedTensors all = model.named_parameters();
   parameters = all.size();
+  if (trainable)
+    for (const auto& entry : all) trainable->push_back(entry.second.requires_grad());
   for (auto& entry : model.named_buffers()) all.push_back(std::move(entry));
   for (auto& entry : all) entry.second = entry.second.detach();
   return all;
@@ -76,9 +81,8 @@ void require_averageable(const Model& model, const char* action) {
 
 bool floating_or_complex(const at::Tensor& t) { return t.is_floating_point() || t.is_complex(); }
 
-// get_swa_avg_fn: avg + (current - avg) / (n + 1), with n an int64 tensor as AveragedModel keeps it.
-void swa_average(const at::Tensor& avg, const at::Tensor& current, const at::Tensor& n_averaged) {
-  const at::Tensor n = n_averaged.to(avg.device());
+// get_swa_avg_fn: avg + (current - avg) / (n + 1), with n an int64 tensor on avg's device.
+void swa_average(const at::Tensor& avg, const at::Tensor& current, const at::Tensor& n) {
   avg.copy_(avg + (current - avg) / (n + 1));
 }
 
@@ -103,10 +107,10 @@ AveragedModel::AveragedModel(const Model& model, AveragingConfig config) : confi
   n_averaged_ = at::zeros({}, at::TensorOptions(device.value_or(at::kCPU)).dtype(at::kLong));
 }
 
-NamedTensors AveragedModel::tensors_of(const Model& model, const char* action) const {
+NamedTensors AveragedModel::tensors_of(const Model& model, const char* action, std::vector<bool>* trainable) const {
   require_averageable(model, action);
   size_t parameters = 0;
-  NamedTensors now = parameters_and_buffers(model, parameters);
+  NamedTensors now = parameters_and_buffers(model, parameters, trainable);
   require(now.size() == averages_.size() && parameters == parameters_, "averaged model ", action, ": the model has ",
           parameters, " parameters and ", now.size() - parameters, " buffers, the averages were made from ",
           parameters_, " and ", averages_.size() - parameters_);
@@ -123,11 +127,10 @@ NamedTensors AveragedModel::tensors_of(const Model& model, const char* action) c
 }
 
 void AveragedModel::update(const Model& model) {
-  NamedTensors current = tensors_of(model, "update");
+  std::vector<bool> trainable;
+  NamedTensors current = tensors_of(model, "update", &trainable);
   for (size_t i = 0; i < current.size(); ++i) current[i].second = current[i].second.to(averages_[i].second.device());
   if (config_.strategy == "diffusers_ema") {
-    std::vector<bool> trainable;
-    for (const auto& entry : model.named_parameters()) trainable.push_back(entry.second.requires_grad());
     diffusers_step(current, trainable);
     return;
   }
@@ -147,6 +150,12 @@ void AveragedModel::update(const Model& model) {
 void AveragedModel::average(const NamedTensors& current, size_t averaged) {
   const bool ema = config_.strategy == "ema";
   DeviceDtypeGroups<AverageGroup> groups;
+  std::unordered_map<at::Device, at::Tensor> n_on;  // n_averaged moved once per device the averages are on
+  const auto n_averaged_on = [&](const at::Device& device) -> const at::Tensor& {
+    auto found = n_on.find(device);
+    if (found == n_on.end()) found = n_on.emplace(device, n_averaged_.to(device)).first;
+    return found->second;
+  };
   for (size_t i = 0; i < averaged; ++i) {
     const at::Tensor& avg = averages_[i].second;
     const at::Tensor& now = current[i].second;
@@ -162,7 +171,7 @@ void AveragedModel::average(const NamedTensors& current, size_t averaged) {
         ema_average(avg, now, *config_.decay);
     } else {
       // Integer buffers on CUDA too: get_swa_multi_avg_fn's addcdiv refuses integer division.
-      swa_average(avg, now, n_averaged_);
+      swa_average(avg, now, n_averaged_on(avg.device()));
     }
   }
 #if ACC_FOREACH_AVERAGING

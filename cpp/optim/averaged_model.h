@@ -63,8 +63,9 @@ class AveragedModel {
   const AveragingConfig& config() const { return config_; }
 
  private:
-  // The model's parameters and buffers, checked against the averages' (names, shapes, dtypes).
-  NamedTensors tensors_of(const Model& model, const char* action) const;
+  // The model's parameters and buffers, checked against the averages' (names, shapes, dtypes);
+  // `trainable`, when given, gets each parameter's requires_grad.
+  NamedTensors tensors_of(const Model& model, const char* action, std::vector<bool>* trainable = nullptr) const;
   void average(const NamedTensors& current, size_t averaged);  // the first `averaged` tensors
   // diffusers' EMAModel.step: trainable parameters move by (1 - decay) toward the model's, the
   // others are copied. `trainable`: each parameter's requires_grad.
