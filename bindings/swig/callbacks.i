@@ -20,6 +20,14 @@
     });
     return out;
   }
+  /* PyTorch's MultiplicativeLR: lr = the rate before * factor(step), from step 1. The library owns `fn`. */
+  static acc_scheduler *fromLrMultiplicative(acc_optimizer *opt, accswig::LrLambda *fn ERR) {
+    acc_scheduler *out = nullptr;
+    register_callback(fn, [&](void *ud, acc_free_fn fr) {
+      return acc_scheduler_create_multiplicative(opt, &lr_lambda_trampoline, ud, fr, &out);
+    });
+    return out;
+  }
 }
 
 %extend acc_accelerator {

@@ -343,5 +343,6 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %csmethodmodifiers acc_accelerator::addTracker "internal";
 %csmethodmodifiers acc_accelerator::logValues "internal";
 %csmethodmodifiers acc_scheduler::fromLrLambda "internal";
+%csmethodmodifiers acc_scheduler::fromLrMultiplicative "internal";
 %csmethodmodifiers accswig::Bytes::append_ "internal";
 %csmethodmodifiers accswig::Bytes::copyTo "internal";

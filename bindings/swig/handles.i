@@ -428,6 +428,8 @@ struct acc_accelerator {};
   void then_(int64_t milestone, const char *name, const acc_options *opts ERR) {
     check(acc_scheduler_then($self, milestone, name, opts));
   }
+  /* PyTorch's ChainedScheduler: schedule `name` steps with this one, from the rate it leaves (opts may be null). */
+  void chain_(const char *name, const acc_options *opts ERR) { check(acc_scheduler_chain($self, name, opts)); }
   void step_(ERR0) { check(acc_scheduler_step($self)); }
   /* reduce_lr_on_plateau's step, with the metric it follows. */
   void stepMetric(double metric ERR) { check(acc_scheduler_step_metric($self, metric)); }

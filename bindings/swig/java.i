@@ -216,6 +216,7 @@ ACC_JAVA_HANDLE(accswig::LoadReport, false)
 %javamethodmodifiers acc_accelerator::addTracker "protected";
 %javamethodmodifiers acc_accelerator::logValues "protected";
 %javamethodmodifiers acc_scheduler::fromLrLambda "protected";
+%javamethodmodifiers acc_scheduler::fromLrMultiplicative "protected";
 /* A batch's get/find hand their tensors to the batch (TensorList.get in java_code.i). */
 %rename(getEntry) acc_tensor_list::get_;
 %rename(findEntry) acc_tensor_list::find_;

@@ -195,6 +195,10 @@
   public static Scheduler fromLambda(Optimizer opt, LrLambdaFunction fn) {
     return fromLrLambda(opt, CallbackAdapters.lrLambda(fn));
   }
+  /** PyTorch's MultiplicativeLR: lr = the rate before * fn.factor(step), at every step from step 1. */
+  public static Scheduler fromMultiplicative(Optimizer opt, LrLambdaFunction fn) {
+    return fromLrMultiplicative(opt, CallbackAdapters.lrLambda(fn));
+  }
 %}
 
 %typemap(javacode) acc_dataloader %{

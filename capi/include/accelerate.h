@@ -790,6 +790,13 @@ typedef int (*acc_lr_lambda_fn)(void *user_data, int64_t step, double *factor);
 ACC_API ACC_NODISCARD acc_status acc_scheduler_create_lambda(acc_optimizer *opt, acc_lr_lambda_fn lambda,
                                                              void *user_data, acc_free_fn free_user_data,
                                                              acc_scheduler **out);
+/* A user schedule, as PyTorch's MultiplicativeLR: lr = the rate before * factor(step) at every step
+ * from step 1 (creation keeps the groups' rates; the factor is not called for step 0). Failures,
+ * free_user_data and checkpoints as for acc_scheduler_create_lambda (scheduler.json names it
+ * "multiplicative"; a resume walks the factor from step 1 to the saved step again). */
+ACC_API ACC_NODISCARD acc_status acc_scheduler_create_multiplicative(acc_optimizer *opt, acc_lr_lambda_fn factor,
+                                                                     void *user_data, acc_free_fn free_user_data,
+                                                                     acc_scheduler **out);
 /* Makes the scheduler a sequence, as PyTorch's SequentialLR([this, name...], milestones): from step
  * `milestone` on, schedule `name` (with opts, as for acc_scheduler_create; NULL: its defaults)
  * takes over, counting its steps from 0 there and working from the same base rates (a
@@ -802,6 +809,19 @@ ACC_API ACC_NODISCARD acc_status acc_scheduler_create_lambda(acc_optimizer *opt,
  * built into sequences (ACC_ERR_UNSUPPORTED). A refused call changes nothing. */
 ACC_API ACC_NODISCARD acc_status acc_scheduler_then(acc_scheduler *sched, int64_t milestone, const char *name,
                                                     const acc_options *opts);
+/* Makes the scheduler a chain, as PyTorch's ChainedScheduler([this, name...]): schedule `name` (with
+ * opts, as for acc_scheduler_create; NULL: its defaults) is made on the same optimizer, so its step 0
+ * starts from the rate the chain set, and at every step each schedule of the chain, in the order they
+ * were added, sets the rates from the rates the one before left (a ConstantLR then an ExponentialLR:
+ * base * factor * gamma^step until total_iters). A chainable PyTorch schedule moves the rate it is
+ * handed; a closed form (transformers' schedules, a lambda, cosine_annealing_warm_restarts) sets its
+ * own whatever the ones before did, as in PyTorch. Call it once per added schedule, before the first
+ * step and before acc_prepare. The chain's steps, checkpoints and get_last_lr are the scheduler's; its
+ * name in scheduler.json lists the schedules ("constant_lr+exponential"). reduce_lr_on_plateau is
+ * refused (ACC_ERR_INVALID_ARGUMENT: ChainedScheduler steps without a metric), one_cycle, cyclic, and
+ * mixing a chain with a sequence (acc_scheduler_then) are not built (ACC_ERR_UNSUPPORTED). A refused
+ * call changes nothing. */
+ACC_API ACC_NODISCARD acc_status acc_scheduler_chain(acc_scheduler *sched, const char *name, const acc_options *opts);
 /* Advances one step and sets the optimizer's learning rates. */
 ACC_API ACC_NODISCARD acc_status acc_scheduler_step(acc_scheduler *sched);
 /* A step of a "reduce_lr_on_plateau" scheduler (PyTorch's ReduceLROnPlateau.step(metric)) with the

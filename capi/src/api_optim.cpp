@@ -94,21 +94,39 @@ acc_status acc_scheduler_create(acc_optimizer* opt, const char* name, const acc_
   });
 }
 
-acc_status acc_scheduler_create_lambda(acc_optimizer* opt, acc_lr_lambda_fn lambda, void* user_data,
-                                       acc_free_fn free_user_data, acc_scheduler** out) {
+namespace {
+
+// A user schedule over the callback `factor` (named `what` in its errors and messages).
+acc_status create_factor_schedule(acc_optimizer* opt, acc_lr_lambda_fn factor, const char* what, void* user_data,
+                                  acc_free_fn free_user_data, acc_scheduler** out,
+                                  acc::LambdaScheduler::FactorOf of) {
   return guarded([&] {
     auto& o = live(opt, "opt");
-    acc::require(lambda != nullptr, "lambda is NULL");
+    acc::require(factor != nullptr, what, " is NULL");
     out_param(out, "out");
     auto data = hold_user_data(user_data, free_user_data);
-    auto factor = [lambda, data](int64_t step) {
+    auto call = [factor, data, name = std::string(what)](int64_t step) {
       double value = 0.0;
-      invoke_host("the schedule's lambda at step " + std::to_string(step),
-                  [&] { return lambda(data.get(), step, &value); });
+      invoke_host("the schedule's " + name + " at step " + std::to_string(step),
+                  [&] { return factor(data.get(), step, &value); });
       return value;
     };
-    emit(out, std::make_shared<acc::LambdaScheduler>(o.optimizer, factor));
+    emit(out, std::make_shared<acc::LambdaScheduler>(o.optimizer, call, of));
   });
+}
+
+}  // namespace
+
+acc_status acc_scheduler_create_lambda(acc_optimizer* opt, acc_lr_lambda_fn lambda, void* user_data,
+                                       acc_free_fn free_user_data, acc_scheduler** out) {
+  return create_factor_schedule(opt, lambda, "lambda", user_data, free_user_data, out,
+                                acc::LambdaScheduler::FactorOf::BaseRate);
+}
+
+acc_status acc_scheduler_create_multiplicative(acc_optimizer* opt, acc_lr_lambda_fn factor, void* user_data,
+                                               acc_free_fn free_user_data, acc_scheduler** out) {
+  return create_factor_schedule(opt, factor, "factor", user_data, free_user_data, out,
+                                acc::LambdaScheduler::FactorOf::RateBefore);
 }
 
 acc_status acc_scheduler_then(acc_scheduler* sched, int64_t milestone, const char* name, const acc_options* opts) {
@@ -116,6 +134,14 @@ acc_status acc_scheduler_then(acc_scheduler* sched, int64_t milestone, const cha
     auto& s = live(sched, "sched");
     const std::string schedule = text_arg(name, "name");
     s.scheduler->then(milestone, schedule, options_arg(opts, acc::OptionsKind::Scheduler));
+  });
+}
+
+acc_status acc_scheduler_chain(acc_scheduler* sched, const char* name, const acc_options* opts) {
+  return guarded([&] {
+    auto& s = live(sched, "sched");
+    const std::string schedule = text_arg(name, "name");
+    s.scheduler->chain(schedule, options_arg(opts, acc::OptionsKind::Scheduler));
   });
 }
 

@@ -44,4 +44,10 @@ void AcceleratedScheduler::then(int64_t, const std::string&, const Options&) {
        inner_->name(), "')");
 }
 
+// And a ChainedScheduler too.
+void AcceleratedScheduler::chain(const std::string&, const Options&) {
+  fail(Status::InvalidArgument, "a chain of schedules is made before acc_prepare (it was prepared as '",
+       inner_->name(), "')");
+}
+
 }  // namespace acc

@@ -20,6 +20,7 @@ class AcceleratedScheduler final : public Scheduler {
   void step() override;
   void step_with_metric(double metric) override;
   void then(int64_t milestone, const std::string& name, const Options& options) override;
+  void chain(const std::string& name, const Options& options) override;
   bool takes_metric() const override { return inner_->takes_metric(); }
   std::optional<int64_t> total_steps() const override { return inner_->total_steps(); }
   SchedulerState state() const override { return inner_->state(); }

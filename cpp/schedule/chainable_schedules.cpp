@@ -2,55 +2,30 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
-#include <memory>
 
 namespace acc {
-namespace {
 
-// The rate at `step` (>= 1) from the rate at step - 1 and the group's base rate.
-using Recursion = std::function<double(double previous, double base, int64_t step)>;
-// The rate at step 0 from the group's base rate (PyTorch's get_lr() at last_epoch 0).
-using Start = std::function<double(double base)>;
-
-ScheduleRule walk(
-    Recursion next, Start start = [](double base) { return base; }) {
-  struct Walk {
-    double base, lr;
-    int64_t step;
-  };
-  return [next = std::move(next), start = std::move(start), walks = std::make_shared<std::vector<Walk>>()](
-             double base, int64_t step) {
-    auto w = std::find_if(walks->begin(), walks->end(), [&](const Walk& x) { return x.base == base; });
-    if (w == walks->end()) w = walks->insert(walks->end(), Walk{base, start(base), 0});
-    if (w->step > step) *w = Walk{base, start(base), 0};  // an earlier step (a checkpoint): walk again
-    for (; w->step < step; ++w->step) w->lr = next(w->lr, base, w->step + 1);
-    return w->lr;
-  };
+Schedule step_lr(int64_t step_size, double gamma) {
+  return chainable([=](double lr, double, int64_t s) { return s % step_size != 0 ? lr : lr * gamma; });
 }
 
-}  // namespace
-
-ScheduleRule step_lr_rule(int64_t step_size, double gamma) {
-  return walk([=](double lr, double, int64_t s) { return s % step_size != 0 ? lr : lr * gamma; });
-}
-
-ScheduleRule multistep_lr_rule(std::vector<int64_t> milestones, double gamma) {
-  return walk([milestones = std::move(milestones), gamma](double lr, double, int64_t s) {
+Schedule multistep_lr(std::vector<int64_t> milestones, double gamma) {
+  return chainable([milestones = std::move(milestones), gamma](double lr, double, int64_t s) {
     const auto times = std::count(milestones.begin(), milestones.end(), s);
     return times == 0 ? lr : lr * std::pow(gamma, static_cast<double>(times));
   });
 }
 
-ScheduleRule exponential_lr_rule(double gamma) {
-  return walk([=](double lr, double, int64_t) { return lr * gamma; });
+Schedule exponential_lr(double gamma) {
+  return chainable([=](double lr, double, int64_t) { return lr * gamma; });
 }
 
-ScheduleRule cosine_annealing_lr_rule(int64_t t_max, double eta_min, bool restarted) {
+Schedule cosine_annealing_lr(int64_t t_max, double eta_min, bool restarted) {
   const double t = static_cast<double>(t_max);
-  Start start = [](double base) { return base; };
-  if (restarted) start = [=](double base) { return eta_min + (base - eta_min) * (1 + std::cos(M_PI * 0 / t)) / 2; };
-  return walk(
+  Schedule::Start start = [](double lr, double) { return lr; };
+  if (restarted)
+    start = [=](double, double base) { return eta_min + (base - eta_min) * (1 + std::cos(M_PI * 0 / t)) / 2; };
+  return chainable(
       [=](double lr, double base, int64_t s) {
         const int64_t period = 2 * t_max, phase = ((s - 1 - t_max) % period + period) % period;  // Python's %
         if (phase == 0) return lr + (base - eta_min) * (1 - std::cos(M_PI / t)) / 2;
@@ -60,33 +35,33 @@ ScheduleRule cosine_annealing_lr_rule(int64_t t_max, double eta_min, bool restar
       start);
 }
 
-ScheduleRule constant_lr_rule(double factor, int64_t total_iters, bool restarted) {
+Schedule constant_lr(double factor, int64_t total_iters, bool restarted) {
   // The closed form at step 0 is base * (factor + (0 >= total_iters) * (1 - factor)).
   const double first = restarted && total_iters == 0 ? factor + (1 - factor) : factor;
-  return walk([=](double lr, double, int64_t s) { return s != total_iters ? lr : lr * (1.0 / factor); },
-              [=](double base) { return base * first; });
+  return chainable([=](double lr, double, int64_t s) { return s != total_iters ? lr : lr * (1.0 / factor); },
+                   [=](double lr, double) { return lr * first; });
 }
 
-ScheduleRule linear_lr_rule(double start_factor, double end_factor, int64_t total_iters) {
+Schedule linear_lr(double start_factor, double end_factor, int64_t total_iters) {
   const double change = end_factor - start_factor, total = static_cast<double>(total_iters);
-  return walk(
+  return chainable(
       [=](double lr, double, int64_t s) {
         if (s > total_iters) return lr;
         return lr * (1.0 + change / (total * start_factor + static_cast<double>(s - 1) * change));
       },
-      [=](double base) { return base * start_factor; });
+      [=](double lr, double) { return lr * start_factor; });
 }
 
-ScheduleRule polynomial_lr_rule(int64_t total_iters, double power) {
+Schedule polynomial_lr(int64_t total_iters, double power) {
   const double total = static_cast<double>(total_iters);
-  return walk([=](double lr, double, int64_t s) {
+  return chainable([=](double lr, double, int64_t s) {
     if (s > total_iters) return lr;
     const double decay = (1.0 - static_cast<double>(s) / total) / (1.0 - static_cast<double>(s - 1) / total);
     return lr * std::pow(decay, power);
   });
 }
 
-ScheduleRule swa_lr_rule(double swa_lr, int64_t anneal_epochs, bool cosine) {
+Schedule swa_lr(double swa_lr, int64_t anneal_epochs, bool cosine) {
   const double span = static_cast<double>(std::max<int64_t>(1, anneal_epochs));
   const auto anneal = [cosine](double t) { return cosine ? (1 - std::cos(M_PI * t)) / 2 : t; };
   // SWALR.get_lr() at `step` from the rate before: it backs out the rate the last step started from,
@@ -98,11 +73,12 @@ ScheduleRule swa_lr_rule(double swa_lr, int64_t anneal_epochs, bool cosine) {
     const double alpha = anneal(std::max(0.0, std::min(1.0, s / span)));
     return swa_lr * alpha + prev_lr * (1 - alpha);
   };
-  return walk([=](double lr, double, int64_t s) { return next(lr, s); }, [=](double base) { return next(base, 0); });
+  return chainable([=](double lr, double, int64_t s) { return next(lr, s); },
+                   [=](double lr, double) { return next(lr, 0); });
 }
 
-ScheduleRule cosine_annealing_warm_restarts_rule(int64_t t_0, int64_t t_mult, double eta_min) {
-  return [=](double base, int64_t step) {
+Schedule cosine_annealing_warm_restarts(int64_t t_0, int64_t t_mult, double eta_min) {
+  return closed_form([=](double base, int64_t step) {
     // Where PyTorch's T_cur and T_i stand after `step` steps of one each: a restart whenever T_cur
     // reaches T_i, and each period T_mult times the one before.
     int64_t t_cur = step, t_i = t_0;
@@ -113,7 +89,7 @@ ScheduleRule cosine_annealing_warm_restarts_rule(int64_t t_0, int64_t t_mult, do
     }
     return eta_min +
            (base - eta_min) * (1 + std::cos(M_PI * static_cast<double>(t_cur) / static_cast<double>(t_i))) / 2;
-  };
+  });
 }
 
 }  // namespace acc

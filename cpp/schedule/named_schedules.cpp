@@ -104,11 +104,11 @@ std::vector<int64_t> milestone_steps(const std::string& text) {
   return steps;
 }
 
-ScheduleRule from_factor(Factor factor) {
-  return [factor = std::move(factor)](double base, int64_t s) { return base * factor(s); };
+Schedule from_factor(Factor factor) {
+  return closed_form([factor = std::move(factor)](double base, int64_t s) { return base * factor(s); });
 }
 
-using MakeRule = std::function<ScheduleRule(const ScheduleOptions&, const std::string& name, double default_lr)>;
+using MakeRule = std::function<Schedule(const ScheduleOptions&, const std::string& name, double default_lr)>;
 
 struct NamedSchedule {
   const char* name;
@@ -131,9 +131,9 @@ double constant_factor(const ScheduleOptions& o, const std::string& name) {
   return factor;
 }
 
-ScheduleRule linear_lr(const ScheduleOptions& o, const std::string& name, double) {
+Schedule checked_linear_lr(const ScheduleOptions& o, const std::string& name, double) {
   require(o.start_factor > 0, "the ", name, " schedule's start_factor must be in (0, 1], got ", o.start_factor);
-  return linear_lr_rule(o.start_factor, o.end_factor, o.total_iters);
+  return linear_lr(o.start_factor, o.end_factor, o.total_iters);
 }
 
 const std::vector<NamedSchedule>& named_schedules() {
@@ -216,47 +216,47 @@ const std::vector<NamedSchedule>& named_schedules() {
       // PyTorch's chainable schedulers (schedule/chainable_schedules.h)
       {"step", {"step_size", "gamma"},
        [](const O& o, const std::string& name, double) {
-         return step_lr_rule(required(o.step_size, "step_size", name), o.gamma.value_or(0.1));
+         return step_lr(required(o.step_size, "step_size", name), o.gamma.value_or(0.1));
        }},
       {"multistep", {"milestones", "gamma"},
        [](const O& o, const std::string& name, double) {
-         return multistep_lr_rule(milestone_steps(required(o.milestones, "milestones", name)), o.gamma.value_or(0.1));
+         return multistep_lr(milestone_steps(required(o.milestones, "milestones", name)), o.gamma.value_or(0.1));
        }},
       {"exponential", {"gamma"},
        [](const O& o, const std::string& name, double) {
-         return exponential_lr_rule(required(o.gamma, "gamma", name));
+         return exponential_lr(required(o.gamma, "gamma", name));
        }},
       {"cosine_annealing", {"T_max", "eta_min"},
        [](const O& o, const std::string& name, double) {
-         return cosine_annealing_lr_rule(required(o.t_max, "T_max", name), o.eta_min);
+         return cosine_annealing_lr(required(o.t_max, "T_max", name), o.eta_min);
        },
        [](const O& o, const std::string& name, double) {
-         return cosine_annealing_lr_rule(required(o.t_max, "T_max", name), o.eta_min, true);
+         return cosine_annealing_lr(required(o.t_max, "T_max", name), o.eta_min, true);
        }},
       {"constant_lr", {"factor", "total_iters"},
        [](const O& o, const std::string& name, double) {
-         return constant_lr_rule(constant_factor(o, name), o.total_iters);
+         return constant_lr(constant_factor(o, name), o.total_iters);
        },
        [](const O& o, const std::string& name, double) {
-         return constant_lr_rule(constant_factor(o, name), o.total_iters, true);
+         return constant_lr(constant_factor(o, name), o.total_iters, true);
        }},
-      {"linear_lr", {"start_factor", "end_factor", "total_iters"}, linear_lr,
-       restarted_needs_total_iters(linear_lr)},
+      {"linear_lr", {"start_factor", "end_factor", "total_iters"}, checked_linear_lr,
+       restarted_needs_total_iters(checked_linear_lr)},
       {"polynomial_lr", {"total_iters", "power"},
-       [](const O& o, const std::string&, double) { return polynomial_lr_rule(o.total_iters, o.power); },
+       [](const O& o, const std::string&, double) { return polynomial_lr(o.total_iters, o.power); },
        restarted_needs_total_iters(
-           [](const O& o, const std::string&, double) { return polynomial_lr_rule(o.total_iters, o.power); })},
+           [](const O& o, const std::string&, double) { return polynomial_lr(o.total_iters, o.power); })},
       {"cosine_annealing_warm_restarts", {"T_0", "T_mult", "eta_min"},
        [](const O& o, const std::string& name, double) {
-         return cosine_annealing_warm_restarts_rule(required(o.t_0, "T_0", name), o.t_mult, o.eta_min);
+         return cosine_annealing_warm_restarts(required(o.t_0, "T_0", name), o.t_mult, o.eta_min);
        }},
       {"swa_lr", {"swa_lr", "anneal_epochs", "anneal_strategy"},
        [](const O& o, const std::string& name, double) {
-         return swa_lr_rule(required(o.swa_lr, "swa_lr", name), o.anneal_epochs, o.anneal_strategy == "cos");
+         return swa_lr(required(o.swa_lr, "swa_lr", name), o.anneal_epochs, o.anneal_strategy == "cos");
        },
        // SequentialLR restarts a later SWALR by step(0), which SWALR's get_lr() does not read (it counts
        // its own steps): not made here.
-       [](const O&, const std::string&, double) -> ScheduleRule {
+       [](const O&, const std::string&, double) -> Schedule {
          fail(Status::Unsupported, "swa_lr can only lead a sequence: PyTorch's SWALR does not restart at a milestone");
        }},
       {kPlateauSchedule,
@@ -302,7 +302,7 @@ static const NamedSchedule& checked_schedule(const std::string& name, const Opti
 
 void check_schedule_options(const std::string& name, const Options& options) { (void)checked_schedule(name, options); }
 
-ScheduleRule schedule_rule(const std::string& name, const Options& options, double default_lr) {
+Schedule named_schedule(const std::string& name, const Options& options, double default_lr) {
   const NamedSchedule& schedule = checked_schedule(name, options);
   require(schedule.make != nullptr, "the ", name, " schedule is a scheduler of its own, with no rule");
   return schedule.make(scheduler_option_table().read(options), name, default_lr);
@@ -310,8 +310,8 @@ ScheduleRule schedule_rule(const std::string& name, const Options& options, doub
 
 ScheduleRule restarted_schedule_rule(const std::string& name, const Options& options, double default_lr) {
   const NamedSchedule& schedule = checked_schedule(name, options);
-  if (!schedule.restarted) return schedule_rule(name, options, default_lr);
-  return schedule.restarted(scheduler_option_table().read(options), name, default_lr);
+  if (!schedule.restarted) return rule_of(named_schedule(name, options, default_lr));
+  return rule_of(schedule.restarted(scheduler_option_table().read(options), name, default_lr));
 }
 
 }  // namespace acc

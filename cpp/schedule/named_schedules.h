@@ -9,10 +9,9 @@
 #include <string>
 
 #include "common/options.h"
+#include "schedule/schedule_form.h"
 
 namespace acc {
-
-using ScheduleRule = std::function<double(double base_lr, int64_t step)>;
 
 // Schedulers of their own, with no rule: PyTorch's ReduceLROnPlateau (transformers'
 // "reduce_lr_on_plateau"), which steps with a metric (schedule/plateau_scheduler.h), and PyTorch's
@@ -26,11 +25,11 @@ inline constexpr const char* kCyclicSchedule = "cyclic";
 // `options`: num_warmup_steps, num_training_steps and its own.
 void check_schedule_options(const std::string& name, const Options& options);
 
-// The rule of schedule `name` with its ACC_OPTIONS_SCHEDULER options; `default_lr` is the
-// optimizer's lr (transformers reads optimizer.defaults["lr"] for lr_end and min_lr). Every
+// Schedule `name` with its ACC_OPTIONS_SCHEDULER options (rule_of gives its rates); `default_lr` is
+// the optimizer's lr (transformers reads optimizer.defaults["lr"] for lr_end and min_lr). Every
 // schedule takes num_warmup_steps and num_training_steps (ignored where unused, as get_scheduler
 // does); another key it does not use, an unknown name or a missing setting is an error naming it.
-ScheduleRule schedule_rule(const std::string& name, const Options& options, double default_lr);
+Schedule named_schedule(const std::string& name, const Options& options, double default_lr);
 // The rule of a schedule that PyTorch's SequentialLR starts at a milestone, with step(0): where the
 // class has a closed form (_get_closed_form_lr), step 0's rate is the closed form's, which differs
 // from get_lr()'s for cosine_annealing with an eta_min and constant_lr with total_iters 0.

@@ -23,6 +23,11 @@ void Scheduler::then(int64_t, const std::string& name, const Options&) {
        " scheduler cannot be followed by '", name, "'");
 }
 
+void Scheduler::chain(const std::string& name, const Options&) {
+  fail(Status::Unsupported, "a chain of schedules starts with a schedule that has a rule; the ", this->name(),
+       " scheduler cannot be chained with '", name, "'");
+}
+
 std::vector<double> Scheduler::group_lrs(const Optimizer& optimizer) {
   std::vector<double> lrs;
   for (size_t g = 0; g < optimizer.num_param_groups(); ++g) lrs.push_back(optimizer.lr(g));
@@ -77,25 +82,32 @@ void IndexedScheduler::load_state(const SchedulerState& state) {
 
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options)
     : IndexedScheduler(std::move(optimizer), name) {
-  rule_ = schedule_rule(name, options, optimizer_->default_lr());
+  schedule_ = named_schedule(name, options, optimizer_->default_lr());
+  rule_ = rule_of(schedule_);
   apply(0);
 }
 
-LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::function<double(int64_t)> factor)
-    : IndexedScheduler(std::move(optimizer), "lambda") {
-  require(factor != nullptr, "a lambda schedule needs a factor function");
-  rule_ = [factor = std::move(factor)](double base, int64_t s) {
+LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::function<double(int64_t)> factor,
+                                 FactorOf of)
+    : IndexedScheduler(std::move(optimizer), of == FactorOf::BaseRate ? "lambda" : "multiplicative") {
+  require(factor != nullptr, "a ", name_, " schedule needs a factor function");
+  auto checked = [factor = std::move(factor)](int64_t s) {
     const double f = factor(s);  // checked on its own: the message names the factor
     require(std::isfinite(f) && f >= 0, "the schedule's factor at step ", s, " is ", f, " (it must be finite and >= 0)");
-    return base * f;
+    return f;
   };
+  schedule_ = of == FactorOf::BaseRate
+                  ? closed_form([checked](double base, int64_t s) { return base * checked(s); })
+                  : chainable([checked](double lr, double, int64_t s) { return lr * checked(s); });
+  rule_ = rule_of(schedule_);
   apply(0);
 }
 
-std::vector<double> LambdaScheduler::lrs_at(const std::vector<double>& base_lrs, int64_t step) const {
+std::vector<double> LambdaScheduler::lrs_at(const ScheduleRule& rule, const std::vector<double>& base_lrs,
+                                            int64_t step) {
   std::vector<double> lrs;
   for (double base : base_lrs) {
-    const double lr = rule_(base, step);
+    const double lr = rule(base, step);
     require(std::isfinite(lr) && lr >= 0, "the schedule's learning rate at step ", step, " is ", lr,
             " (it must be finite and >= 0)");
     lrs.push_back(lr);
@@ -103,10 +115,17 @@ std::vector<double> LambdaScheduler::lrs_at(const std::vector<double>& base_lrs,
   return lrs;
 }
 
-void LambdaScheduler::apply(int64_t step) { set_rates(step, lrs_at(base_lrs_, step)); }
+void LambdaScheduler::apply(int64_t step) { set_rates(step, lrs_at(rule_, base_lrs_, step)); }
+
+void LambdaScheduler::require_unstepped(const char* what) const {
+  require(step_count() == 0, "a ", what, " is made before the first step; the scheduler has taken ", step_count());
+}
 
 void LambdaScheduler::then(int64_t milestone, const std::string& name, const Options& options) {
-  require(step_count() == 0, "a sequence is made before the first step; the scheduler has taken ", step_count());
+  require_unstepped("sequence");
+  if (chained_)
+    fail(Status::Unsupported, "the chain '", name_, "' cannot become a sequence here (PyTorch's SequentialLR restarts ",
+         "its schedules at a milestone with step(0), which its ChainedScheduler does not take)");
   require(milestone > last_milestone_, "a sequence's milestones must grow from 1, got ", milestone, " after ",
           last_milestone_);
   if (name == kPlateauSchedule)
@@ -123,12 +142,32 @@ void LambdaScheduler::then(int64_t milestone, const std::string& name, const Opt
   name_ += "," + name + "@" + std::to_string(milestone);
 }
 
+void LambdaScheduler::chain(const std::string& name, const Options& options) {
+  require_unstepped("chain");
+  if (last_milestone_ > 0)
+    fail(Status::Unsupported, "the sequence '", name_, "' cannot be chained here; chain the schedules first");
+  if (name == kPlateauSchedule)
+    fail(Status::InvalidArgument, "PyTorch's ChainedScheduler steps without a metric: a ", kPlateauSchedule,
+         " schedule cannot be chained");
+  if (name == kOneCycleSchedule || name == kCyclicSchedule)
+    fail(Status::Unsupported, "a chain takes schedules with a rule; the ", name, " scheduler cannot be part of one here");
+  Schedule whole = chained({schedule_, named_schedule(name, options, optimizer_->default_lr())});
+  ScheduleRule rule = rule_of(whole);
+  // Made on the optimizer, the new schedule sets its step 0 from the rate the chain set: checked first.
+  std::vector<double> lrs = lrs_at(rule, base_lrs_, 0);
+  schedule_ = std::move(whole);
+  rule_ = std::move(rule);
+  chained_ = true;
+  name_ += "+" + name;
+  set_rates(0, std::move(lrs));
+}
+
 void LambdaScheduler::check_state(const SchedulerState& state) const {
   check_state_shape(state);
   require(state.step >= 0, "a scheduler state needs a step >= 0, got ", state.step);
   for (double lr : state.base_lrs)
     require(std::isfinite(lr) && lr >= 0, "a scheduler state's base learning rates must be finite and >= 0, got ", lr);
-  (void)lrs_at(state.base_lrs, state.step);  // a schedule that fails at that step fails here, before any change
+  (void)lrs_at(rule_, state.base_lrs, state.step);  // a schedule that fails at that step fails here, before any change
 }
 
 }  // namespace acc

@@ -1,7 +1,8 @@
 // Learning-rate schedulers over an optimizer. LambdaScheduler runs a named schedule's rule
 // (schedule/named_schedules.h) or a user's factor (PyTorch's LambdaLR: lr = base_lr * factor(step),
-// step 0's applied at construction, base_lr being each group's learning rate at that moment);
-// a sequence of them is PyTorch's SequentialLR (then()). ReduceLROnPlateau, OneCycleLR and CyclicLR
+// step 0's applied at construction, base_lr being each group's learning rate at that moment), or
+// PyTorch's MultiplicativeLR (lr = the rate before * factor(step)); a sequence of them is PyTorch's
+// SequentialLR (then()), a chain ChainedScheduler (chain()). ReduceLROnPlateau, OneCycleLR and CyclicLR
 // are schedulers of their own (plateau_scheduler.h, one_cycle_scheduler.h, cyclic_scheduler.h).
 // make_scheduler picks by name.
 #pragma once
@@ -60,6 +61,9 @@ class Scheduler {
   // PyTorch's SequentialLR: from step `milestone` on, schedule `name` takes over, counting its steps
   // from 0 there. Only before the first step; milestones grow. Only schedules with a rule take part.
   virtual void then(int64_t milestone, const std::string& name, const Options& options);
+  // PyTorch's ChainedScheduler: schedule `name` steps with this one, from the rate it leaves (step
+  // 0's too). Only before the first step; only schedules with a rule take part, and not a sequence.
+  virtual void chain(const std::string& name, const Options& options);
 
  protected:
   // Each parameter group's learning rate now.
@@ -111,20 +115,28 @@ class IndexedScheduler : public Scheduler {
 class LambdaScheduler final : public IndexedScheduler {
  public:
   LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options);
-  // A user schedule (PyTorch's LambdaLR): lr = base_lr * factor(step). A factor that throws, or is
-  // not finite or negative, fails the step and leaves the schedule where it was.
-  LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::function<double(int64_t)> factor);
+  // What a user's factor multiplies: PyTorch's LambdaLR multiplies the base rate (lr = base_lr *
+  // factor(step), step 0 included), MultiplicativeLR the rate before (from step 1).
+  enum class FactorOf { BaseRate, RateBefore };
+  // A user schedule. A factor that throws, or is not finite or negative, fails the step and leaves
+  // the schedule where it was.
+  LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::function<double(int64_t)> factor,
+                  FactorOf of = FactorOf::BaseRate);
 
   void then(int64_t milestone, const std::string& name, const Options& options) override;
+  void chain(const std::string& name, const Options& options) override;
   void check_state(const SchedulerState& state) const override;
 
  private:
   void apply(int64_t step) override;
-  // Each group's learning rate at `step` from these bases, checked: finite and >= 0.
-  std::vector<double> lrs_at(const std::vector<double>& base_lrs, int64_t step) const;
+  // Each group's learning rate at `step` from these bases by `rule`, checked: finite and >= 0.
+  static std::vector<double> lrs_at(const ScheduleRule& rule, const std::vector<double>& base_lrs, int64_t step);
+  void require_unstepped(const char* what) const;
 
+  Schedule schedule_;  // what a chain builds on
   ScheduleRule rule_;
-  int64_t last_milestone_ = 0;
+  int64_t last_milestone_ = 0;  // > 0: a sequence
+  bool chained_ = false;
 };
 
 }  // namespace acc

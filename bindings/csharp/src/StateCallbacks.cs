@@ -161,6 +161,13 @@ public partial class Scheduler {
     if (factor == null) throw new ArgumentNullException("factor");
     return FromLrLambda(opt, new LrLambdaAdapter(factor));
   }
+
+  /// PyTorch's MultiplicativeLR: lr = the rate before * factor(step), at every step from step 1
+  /// (not called for step 0). An exception fails the step as FromLambda's does.
+  public static Scheduler FromMultiplicative(Optimizer opt, Func<long, double> factor) {
+    if (factor == null) throw new ArgumentNullException("factor");
+    return FromLrMultiplicative(opt, new LrLambdaAdapter(factor));
+  }
 }
 
 public partial class Accelerator {

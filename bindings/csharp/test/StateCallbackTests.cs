@@ -110,6 +110,31 @@ public class StateCallbackTests {
   }
 
   [Test]
+  public void AMultiplicativeScheduleChainedWithAnotherMovesTheRateBefore() {
+    using (Model model = Model.FromSpec(Spec))
+    using (Options oo = Options.Optimizer().Put("lr", 0.8))
+    using (var opt = new Optimizer(model, "sgd", oo))
+    using (Options co = Options.Scheduler().Put("factor", 0.5).Put("total_iters", 2))
+    using (Scheduler sched = Scheduler.FromMultiplicative(opt, step => {
+             if (step == 4) throw new ArgumentException("no step 4");
+             return 0.5;
+           })) {
+      sched.Chain("constant_lr", co);  // PyTorch's ChainedScheduler([MultiplicativeLR, ConstantLR])
+      Assert.AreEqual(0.4, opt.GetLr(0));
+      sched.Step();
+      Assert.AreEqual(0.2, opt.GetLr(0));
+      sched.Step();
+      Assert.AreEqual(0.2, opt.GetLr(0));  // halved, then the constant's factor undone
+      sched.Step();
+      Assert.AreEqual(0.1, sched.GetLastLr(0));
+      var e = Assert.Throws<AccelerateIOException>(() => sched.Step());
+      StringAssert.Contains("no step 4", e.Message);
+      Assert.AreEqual(0.1, opt.GetLr(0));
+      Assert.Throws<AccelerateInvalidArgumentException>(() => sched.Chain("exponential", null));
+    }
+  }
+
+  [Test]
   public void SaveAndStateDictOfAPreparedModel() {
     string dir = TestDirs.Temp();
     using (Accelerator acc = NewAccelerator(dir))

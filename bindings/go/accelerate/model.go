@@ -352,6 +352,17 @@ func (s *Scheduler) Then(milestone int64, name string, opts *Options) error {
 	defer runtime.KeepAlive(opts)
 	return do(s.ref(), func(h capi.Scheduler, e *string) { h.Then(milestone, name, oh, e) })
 }
+// Chain makes the scheduler a chain (PyTorch's ChainedScheduler): the schedule name (opts may be
+// nil) steps with it, each step from the rate the schedules before it left. Before the first step and
+// before Prepare.
+func (s *Scheduler) Chain(name string, opts *Options) error {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(opts)
+	return do(s.ref(), func(h capi.Scheduler, e *string) { h.Chain(name, oh, e) })
+}
 func (s *Scheduler) LastLR(group int) (float64, error) {
 	return with(s.ref(), func(h capi.Scheduler, e *string) float64 { return h.GetLastLr(int64(group), e) })
 }

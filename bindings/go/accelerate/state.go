@@ -161,6 +161,15 @@ func SchedulerFromLambda(opt *Optimizer, factor func(step int64) (float64, error
 	}))
 }
 
+// SchedulerFromMultiplicative is PyTorch's MultiplicativeLR: lr = the rate before * factor(step), at
+// every step from step 1 (not called for step 0). An error or a panic fails the step as
+// SchedulerFromLambda's does.
+func SchedulerFromMultiplicative(opt *Optimizer, factor func(step int64) (float64, error)) (*Scheduler, error) {
+	return adoptScheduler(with(opt.ref(), func(h capi.Optimizer, e *string) capi.Scheduler {
+		return capi.SchedulerFromLrMultiplicative(h, capi.NewDirectorLrLambda(&lrAdapter{factor}), e)
+	}))
+}
+
 // Progress is a progress display shown by the main process.
 type Progress struct{ r ref[capi.Progress] }
 

@@ -156,6 +156,55 @@ func TestSchedulerFromLambda(t *testing.T) {
 	}
 }
 
+func TestAMultiplicativeScheduleChainedWithAnotherMovesTheRateBefore(t *testing.T) {
+	opt := sgdOverALinearLayer(t)
+	if err := opt.SetLR(0, 0.8); err != nil {
+		t.Fatal(err)
+	}
+	s, err := acc.SchedulerFromMultiplicative(opt, func(step int64) (float64, error) {
+		if step == 4 {
+			return 0, errors.New("no step 4")
+		}
+		return 0.5, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	co, _ := acc.NewOptions(acc.SchedulerOptions)
+	defer co.Close()
+	if err := co.SetFloat("factor", 0.5); err != nil {
+		t.Fatal(err)
+	}
+	if err := co.SetInt("total_iters", 2); err != nil {
+		t.Fatal(err)
+	}
+	// PyTorch's ChainedScheduler([MultiplicativeLR, ConstantLR]): halved at every step, the constant's
+	// factor applied at once and undone at step 2.
+	if err := s.Chain("constant_lr", co); err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range []float64{0.4, 0.2, 0.2, 0.1} {
+		if i > 0 {
+			if err := s.Step(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if lr, _ := opt.LR(0); lr != w {
+			t.Fatalf("step %d: lr %v, want %v", i, lr, w)
+		}
+	}
+	if err := s.Step(); !errors.Is(err, acc.ErrIO) || !strings.Contains(err.Error(), "no step 4") {
+		t.Fatalf("want ErrIO with the factor's message, got %v", err)
+	}
+	if lr, _ := opt.LR(0); lr != 0.1 {
+		t.Fatalf("a failed step moved the rate to %v", lr)
+	}
+	if err := s.Chain("exponential", nil); !errors.Is(err, acc.ErrInvalidArgument) {
+		t.Fatalf("want ErrInvalidArgument for a chain made after a step, got %v", err)
+	}
+}
+
 func TestASequenceHandsOverAtItsMilestone(t *testing.T) {
 	opt := sgdOverALinearLayer(t)
 	if err := opt.SetLR(0, 1.0); err != nil {

@@ -813,6 +813,7 @@ SWIGINTERN void delete_acc_scheduler(acc_scheduler *self){ acc_scheduler_free(se
 SWIGINTERN void acc_scheduler_then_(acc_scheduler *self,int64_t milestone,char const *name,acc_options const *opts,std::string *swig_err){
     check(acc_scheduler_then(self, milestone, name, opts));
   }
+SWIGINTERN void acc_scheduler_chain_(acc_scheduler *self,char const *name,acc_options const *opts,std::string *swig_err){ check(acc_scheduler_chain(self, name, opts)); }
 SWIGINTERN void acc_scheduler_step_(acc_scheduler *self,std::string *swig_err){ check(acc_scheduler_step(self)); }
 SWIGINTERN void acc_scheduler_stepMetric(acc_scheduler *self,double metric,std::string *swig_err){ check(acc_scheduler_step_metric(self, metric)); }
 SWIGINTERN double acc_scheduler_getLastLr(acc_scheduler *self,size_t group,std::string *swig_err){
@@ -829,6 +830,13 @@ SWIGINTERN acc_scheduler *acc_scheduler_fromLrLambda(acc_optimizer *opt,accswig:
     acc_scheduler *out = nullptr;
     register_callback(fn, [&](void *ud, acc_free_fn fr) {
       return acc_scheduler_create_lambda(opt, &lr_lambda_trampoline, ud, fr, &out);
+    });
+    return out;
+  }
+SWIGINTERN acc_scheduler *acc_scheduler_fromLrMultiplicative(acc_optimizer *opt,accswig::LrLambda *fn,std::string *swig_err){
+    acc_scheduler *out = nullptr;
+    register_callback(fn, [&](void *ud, acc_free_fn fr) {
+      return acc_scheduler_create_multiplicative(opt, &lr_lambda_trampoline, ud, fr, &out);
     });
     return out;
   }
@@ -7626,6 +7634,45 @@ void _wrap_Scheduler_then_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0, long 
 }
 
 
+void _wrap_Scheduler_chain_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+  acc_scheduler *arg1 = (acc_scheduler *) 0 ;
+  char *arg2 = (char *) 0 ;
+  acc_options *arg3 = (acc_options *) 0 ;
+  std::string *arg4 = (std::string *) 0 ;
+  std::string temp4 ;
+  
+  arg1 = *(acc_scheduler **)&_swig_go_0; 
+  
+  arg2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
+  arg2[_swig_go_1.n] = '\0';
+  
+  arg3 = *(acc_options **)&_swig_go_2; 
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      acc_scheduler_chain_(arg1,(char const *)arg2,(acc_options const *)arg3,arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(arg2); 
+}
+
+
 void _wrap_Scheduler_step_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
@@ -7774,6 +7821,41 @@ acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_3440afefeeef7c4d(acc_optimizer 
   {
     try {
       result = (acc_scheduler *)acc_scheduler_fromLrLambda(arg1,arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  *(acc_scheduler **)&_swig_go_result = (acc_scheduler *)result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+  acc_optimizer *arg1 = (acc_optimizer *) 0 ;
+  accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  acc_scheduler *result = 0 ;
+  acc_scheduler *_swig_go_result;
+  
+  arg1 = *(acc_optimizer **)&_swig_go_0; 
+  arg2 = *(accswig::LrLambda **)&_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      result = (acc_scheduler *)acc_scheduler_fromLrMultiplicative(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
     } catch (const std::exception &e) {

@@ -101,6 +101,31 @@ class StateCallbackTest {
   }
 
   @Test
+  void aMultiplicativeScheduleChainedWithAnotherMovesTheRateBefore() {
+    try (Model model = Model.fromSpec(SPEC);
+         Options oo = Options.optimizer().put("lr", 0.8);
+         Optimizer opt = new Optimizer(model, "sgd", oo);
+         Options co = Options.scheduler().put("factor", 0.5).put("total_iters", 2);
+         Scheduler sched = Scheduler.fromMultiplicative(opt, step -> {
+           if (step == 4) throw new IllegalArgumentException("no step 4");
+           return 0.5;
+         })) {
+      sched.chain("constant_lr", co);  // PyTorch's ChainedScheduler([MultiplicativeLR, ConstantLR])
+      assertEquals(0.4, opt.getLr(0));
+      sched.step();
+      assertEquals(0.2, opt.getLr(0));
+      sched.step();
+      assertEquals(0.2, opt.getLr(0));  // halved, then the constant's factor undone
+      sched.step();
+      assertEquals(0.1, sched.getLastLr(0));
+      AccelerateIOException e = assertThrows(AccelerateIOException.class, sched::step);
+      assertTrue(e.getMessage().contains("no step 4"), e.getMessage());
+      assertEquals(0.1, opt.getLr(0));
+      assertThrows(InvalidArgumentException.class, () -> sched.chain("exponential", null));
+    }
+  }
+
+  @Test
   void saveStateDictProgressAndAutocast() throws Exception {
     try (Accelerator acc = newAccelerator(dir);
          Model raw = Model.fromSpec(SPEC);

@@ -138,89 +138,90 @@ typedef _gostring_ swig_type_108;
 typedef _gostring_ swig_type_109;
 typedef long long swig_type_110;
 typedef _gostring_ swig_type_111;
-typedef long long swig_type_112;
+typedef _gostring_ swig_type_112;
 typedef long long swig_type_113;
 typedef long long swig_type_114;
-typedef _gostring_ swig_type_115;
+typedef long long swig_type_115;
 typedef _gostring_ swig_type_116;
-typedef long long swig_type_117;
+typedef _gostring_ swig_type_117;
 typedef long long swig_type_118;
 typedef long long swig_type_119;
 typedef long long swig_type_120;
 typedef long long swig_type_121;
 typedef long long swig_type_122;
-typedef _goslice_ swig_type_123;
+typedef long long swig_type_123;
 typedef _goslice_ swig_type_124;
-typedef long long swig_type_125;
+typedef _goslice_ swig_type_125;
 typedef long long swig_type_126;
 typedef long long swig_type_127;
 typedef long long swig_type_128;
 typedef long long swig_type_129;
 typedef long long swig_type_130;
-typedef _gostring_ swig_type_131;
+typedef long long swig_type_131;
 typedef _gostring_ swig_type_132;
 typedef _gostring_ swig_type_133;
-typedef long long swig_type_134;
+typedef _gostring_ swig_type_134;
 typedef long long swig_type_135;
 typedef long long swig_type_136;
 typedef long long swig_type_137;
 typedef long long swig_type_138;
-typedef _gostring_ swig_type_139;
+typedef long long swig_type_139;
 typedef _gostring_ swig_type_140;
 typedef _gostring_ swig_type_141;
-typedef long long swig_type_142;
-typedef _gostring_ swig_type_143;
+typedef _gostring_ swig_type_142;
+typedef long long swig_type_143;
 typedef _gostring_ swig_type_144;
 typedef _gostring_ swig_type_145;
 typedef _gostring_ swig_type_146;
 typedef _gostring_ swig_type_147;
 typedef _gostring_ swig_type_148;
 typedef _gostring_ swig_type_149;
-typedef long long swig_type_150;
-typedef _gostring_ swig_type_151;
+typedef _gostring_ swig_type_150;
+typedef long long swig_type_151;
 typedef _gostring_ swig_type_152;
 typedef _gostring_ swig_type_153;
 typedef _gostring_ swig_type_154;
-typedef _goslice_ swig_type_155;
-typedef _gostring_ swig_type_156;
-typedef _goslice_ swig_type_157;
-typedef long long swig_type_158;
-typedef _gostring_ swig_type_159;
+typedef _gostring_ swig_type_155;
+typedef _goslice_ swig_type_156;
+typedef _gostring_ swig_type_157;
+typedef _goslice_ swig_type_158;
+typedef long long swig_type_159;
 typedef _gostring_ swig_type_160;
-typedef long long swig_type_161;
-typedef _gostring_ swig_type_162;
-typedef long long swig_type_163;
-typedef _gostring_ swig_type_164;
-typedef long long swig_type_165;
-typedef _goslice_ swig_type_166;
-typedef _gostring_ swig_type_167;
-typedef long long swig_type_168;
-typedef _gostring_ swig_type_169;
+typedef _gostring_ swig_type_161;
+typedef long long swig_type_162;
+typedef _gostring_ swig_type_163;
+typedef long long swig_type_164;
+typedef _gostring_ swig_type_165;
+typedef long long swig_type_166;
+typedef _goslice_ swig_type_167;
+typedef _gostring_ swig_type_168;
+typedef long long swig_type_169;
 typedef _gostring_ swig_type_170;
 typedef _gostring_ swig_type_171;
 typedef _gostring_ swig_type_172;
-typedef _goslice_ swig_type_173;
-typedef long long swig_type_174;
-typedef _gostring_ swig_type_175;
-typedef long long swig_type_176;
-typedef _gostring_ swig_type_177;
+typedef _gostring_ swig_type_173;
+typedef _goslice_ swig_type_174;
+typedef long long swig_type_175;
+typedef _gostring_ swig_type_176;
+typedef long long swig_type_177;
 typedef _gostring_ swig_type_178;
-typedef long long swig_type_179;
+typedef _gostring_ swig_type_179;
 typedef long long swig_type_180;
 typedef long long swig_type_181;
 typedef long long swig_type_182;
 typedef long long swig_type_183;
-typedef _goslice_ swig_type_184;
-typedef long long swig_type_185;
-typedef _goslice_ swig_type_186;
-typedef long long swig_type_187;
-typedef _gostring_ swig_type_188;
-typedef long long swig_type_189;
+typedef long long swig_type_184;
+typedef _goslice_ swig_type_185;
+typedef long long swig_type_186;
+typedef _goslice_ swig_type_187;
+typedef long long swig_type_188;
+typedef _gostring_ swig_type_189;
 typedef long long swig_type_190;
 typedef long long swig_type_191;
-typedef _gostring_ swig_type_192;
-typedef long long swig_type_193;
-typedef _gostring_ swig_type_194;
+typedef long long swig_type_192;
+typedef _gostring_ swig_type_193;
+typedef long long swig_type_194;
+typedef _gostring_ swig_type_195;
 extern void _wrap_Swig_free_capi_3440afefeeef7c4d(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_3440afefeeef7c4d(swig_intgo arg1);
 extern swig_intgo _wrap_ACC_OK_capi_3440afefeeef7c4d(void);
@@ -450,56 +451,58 @@ extern uintptr_t _wrap_Optimizer_stateFields_capi_3440afefeeef7c4d(uintptr_t arg
 extern uintptr_t _wrap_new_Scheduler_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_109 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_delete_Scheduler_capi_3440afefeeef7c4d(uintptr_t arg1);
 extern void _wrap_Scheduler_then_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_110 arg2, swig_type_111 arg3, uintptr_t arg4, swig_voidp arg5);
+extern void _wrap_Scheduler_chain_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_112 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_Scheduler_step_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Scheduler_stepMetric_capi_3440afefeeef7c4d(uintptr_t arg1, double arg2, swig_voidp arg3);
-extern double _wrap_Scheduler_getLastLr_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_112 arg2, swig_voidp arg3);
-extern swig_type_113 _wrap_Scheduler_getStep_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Scheduler_getLastLr_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_113 arg2, swig_voidp arg3);
+extern swig_type_114 _wrap_Scheduler_getStep_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Scheduler_fromLrLambda_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Scheduler_fromLrMultiplicative_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern uintptr_t _wrap_new_AveragedModel_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_AveragedModel_capi_3440afefeeef7c4d(uintptr_t arg1);
 extern void _wrap_AveragedModel_update_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_114 _wrap_AveragedModel_count_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_115 _wrap_AveragedModel_count_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_AveragedModel_copyTo_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_AveragedModel_swap_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern uintptr_t _wrap_AveragedModel_stateDict_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_AveragedModel_loadStateDict_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_Dataset_capi_3440afefeeef7c4d(uintptr_t arg1);
 extern uintptr_t _wrap_Dataset_fromTensors_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_fromIdx_capi_3440afefeeef7c4d(swig_type_115 arg1, swig_type_116 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromSampleSource_capi_3440afefeeef7c4d(swig_type_117 arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromStreamSource_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_118 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_subset_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_119 arg2, swig_type_120 arg3, swig_voidp arg4);
-extern swig_type_121 _wrap_Dataset_size_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_get_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_122 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromIdx_capi_3440afefeeef7c4d(swig_type_116 arg1, swig_type_117 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromSampleSource_capi_3440afefeeef7c4d(swig_type_118 arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromStreamSource_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_119 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_subset_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_120 arg2, swig_type_121 arg3, swig_voidp arg4);
+extern swig_type_122 _wrap_Dataset_size_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Dataset_get_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_123 arg2, swig_voidp arg3);
 extern uintptr_t _wrap_new_DataLoader_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_DataLoader_capi_3440afefeeef7c4d(uintptr_t arg1);
-extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_123 arg2, swig_type_124 arg3, uintptr_t arg4, swig_voidp arg5);
+extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_124 arg2, swig_type_125 arg3, uintptr_t arg4, swig_voidp arg5);
 extern uintptr_t _wrap_DataLoader_next_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_125 _wrap_DataLoader_length_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_126 _wrap_DataLoader_epoch_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_DataLoader_setEpoch_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_127 arg2, swig_voidp arg3);
+extern swig_type_126 _wrap_DataLoader_length_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_127 _wrap_DataLoader_epoch_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_setEpoch_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_128 arg2, swig_voidp arg3);
 extern void _wrap_DataLoader_setCollator_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_DataLoader_skipFirstBatches_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_128 arg2, swig_voidp arg3);
-extern swig_type_129 _wrap_DataLoader_totalBatchSize_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_130 _wrap_DataLoader_totalDatasetLength_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_skipFirstBatches_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_129 arg2, swig_voidp arg3);
+extern swig_type_130 _wrap_DataLoader_totalBatchSize_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_131 _wrap_DataLoader_totalDatasetLength_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_endOfEpoch_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_DataLoader_endEpoch_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_inEpoch_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_new_Accelerator_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_delete_Accelerator_capi_3440afefeeef7c4d(uintptr_t arg1);
-extern swig_type_131 _wrap_Accelerator_device_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_132 _wrap_Accelerator_distributedType_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_133 _wrap_Accelerator_mixedPrecision_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_134 _wrap_Accelerator_processIndex_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_135 _wrap_Accelerator_numProcesses_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_136 _wrap_Accelerator_localProcessIndex_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_132 _wrap_Accelerator_device_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_133 _wrap_Accelerator_distributedType_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_134 _wrap_Accelerator_mixedPrecision_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_135 _wrap_Accelerator_processIndex_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_136 _wrap_Accelerator_numProcesses_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_137 _wrap_Accelerator_localProcessIndex_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isMainProcess_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isLocalMainProcess_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isLastProcess_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_137 _wrap_Accelerator_gradientAccumulationSteps_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_138 _wrap_Accelerator_gradientAccumulationSteps_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_syncGradients_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_optimizerStepWasSkipped_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_138 _wrap_Accelerator_step_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_139 _wrap_Accelerator_step_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_prepareModel_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_prepareOptimizer_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_prepareDataLoader_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
@@ -510,44 +513,44 @@ extern void _wrap_Accelerator_accumulateBegin_capi_3440afefeeef7c4d(uintptr_t ar
 extern void _wrap_Accelerator_accumulateEnd_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern double _wrap_Accelerator_clipGradNorm_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, double arg3, double arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_clipGradValue_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_saveModel_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_type_139 arg3, swig_type_140 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_3440afefeeef7c4d(swig_type_141 arg1, swig_type_142 arg2, swig_type_143 arg3, swig_type_144 arg4, swig_voidp arg5);
-extern swig_type_145 _wrap_Accelerator_saveState_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_146 arg2, swig_voidp arg3);
-extern swig_type_147 _wrap_Accelerator_loadState_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_148 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_saveModel_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_type_140 arg3, swig_type_141 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_3440afefeeef7c4d(swig_type_142 arg1, swig_type_143 arg2, swig_type_144 arg3, swig_type_145 arg4, swig_voidp arg5);
+extern swig_type_146 _wrap_Accelerator_saveState_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_147 arg2, swig_voidp arg3);
+extern swig_type_148 _wrap_Accelerator_loadState_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_149 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_registerAveragedModel_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_print_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_149 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_print_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_150 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_waitForEveryone_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_freeMemory_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_noSyncBegin_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_noSyncEnd_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_triggerSyncInBackward_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_localSgdBegin_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_type_150 arg3, _Bool arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_localSgdBegin_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_type_151 arg3, _Bool arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_localSgdStep_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_localSgdEnd_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_profileBegin_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_profileStep_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_profileEnd_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_151 _wrap_Accelerator_profileSummary_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_exportChromeTrace_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_152 arg2, swig_voidp arg3);
+extern swig_type_152 _wrap_Accelerator_profileSummary_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_exportChromeTrace_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_153 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_joinUnevenInputsBegin_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern void _wrap_Accelerator_joinUnevenInputsEnd_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_mainProcessFirstBegin_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_mainProcessFirstEnd_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstBegin_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstEnd_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_gather_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_type_153 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_type_154 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherObject_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_155 arg2, swig_type_156 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_broadcastObject_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_157 arg2, swig_type_158 arg3, swig_type_159 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_reduce_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_160 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_broadcast_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_type_161 arg3, swig_type_162 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_type_163 arg3, double arg4, _Bool arg5, swig_type_164 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_splitBetweenProcesses_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_165 arg2, _Bool arg3, swig_type_166 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_gather_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_type_154 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_type_155 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherObject_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_156 arg2, swig_type_157 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_broadcastObject_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_158 arg2, swig_type_159 arg3, swig_type_160 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_reduce_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_161 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_broadcast_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_type_162 arg3, swig_type_163 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_type_164 arg3, double arg4, _Bool arg5, swig_type_165 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_splitBetweenProcesses_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_166 arg2, _Bool arg3, swig_type_167 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_setTrigger_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_checkTrigger_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_save_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_type_167 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_save_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_type_168 arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_getStateDict_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_168 _wrap_Accelerator_iteration_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_169 _wrap_Accelerator_iteration_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_unscaleGradients_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastBegin_capi_3440afefeeef7c4d(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastEnd_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
@@ -555,31 +558,31 @@ extern void _wrap_Accelerator_registerForCheckpointing_capi_3440afefeeef7c4d(uin
 extern void _wrap_Accelerator_registerSaveStatePreHook_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_onTraceReady_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_registerLoadStatePreHook_capi_3440afefeeef7c4d(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_addTracker_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_169 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_initTrackers_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_170 arg2, swig_type_171 arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_logValues_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_172 arg2, swig_type_173 arg3, swig_type_174 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logScalar_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_175 arg2, double arg3, swig_type_176 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_addTracker_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_170 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_initTrackers_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_171 arg2, swig_type_172 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_logValues_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_173 arg2, swig_type_174 arg3, swig_type_175 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logScalar_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_176 arg2, double arg3, swig_type_177 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_endTraining_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_trackerNames_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_177 _wrap_Accelerator_trackerPath_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_178 arg2, swig_voidp arg3);
-extern swig_type_179 _wrap_Samples_size_capi_3440afefeeef7c4d(uintptr_t arg1);
-extern swig_type_180 _wrap_Samples_fields_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_181 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_182 arg2, swig_type_183 arg3, swig_voidp arg4);
+extern swig_type_178 _wrap_Accelerator_trackerPath_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_179 arg2, swig_voidp arg3);
+extern swig_type_180 _wrap_Samples_size_capi_3440afefeeef7c4d(uintptr_t arg1);
+extern swig_type_181 _wrap_Samples_fields_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_182 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_183 arg2, swig_type_184 arg3, swig_voidp arg4);
 extern void _wrap_delete_Samples_capi_3440afefeeef7c4d(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_184 arg2, swig_voidp arg3);
-extern swig_type_185 _wrap_Bytes_size_capi_3440afefeeef7c4d(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_186 arg2, swig_voidp arg3);
+extern void _wrap_Bytes_append_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_185 arg2, swig_voidp arg3);
+extern swig_type_186 _wrap_Bytes_size_capi_3440afefeeef7c4d(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_187 arg2, swig_voidp arg3);
 extern void _wrap_delete_Bytes_capi_3440afefeeef7c4d(uintptr_t arg1);
-extern swig_type_187 _wrap_Metrics_size_capi_3440afefeeef7c4d(uintptr_t arg1);
-extern swig_type_188 _wrap_Metrics_name_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_189 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_190 arg2, swig_voidp arg3);
+extern swig_type_188 _wrap_Metrics_size_capi_3440afefeeef7c4d(uintptr_t arg1);
+extern swig_type_189 _wrap_Metrics_name_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_190 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_191 arg2, swig_voidp arg3);
 extern void _wrap_delete_Metrics_capi_3440afefeeef7c4d(uintptr_t arg1);
 extern void _wrap_LrFactor_set_capi_3440afefeeef7c4d(uintptr_t arg1, double arg2);
 extern void _wrap_delete_LrFactor_capi_3440afefeeef7c4d(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_191 arg2, swig_type_192 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Progress_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_192 arg2, swig_type_193 arg3, swig_voidp arg4);
 extern void _wrap_delete_Progress_capi_3440afefeeef7c4d(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_193 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_194 arg2, swig_voidp arg3);
+extern void _wrap_Progress_update_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_194 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_3440afefeeef7c4d(uintptr_t arg1, swig_type_195 arg2, swig_voidp arg3);
 extern void _wrap_Progress_finish_capi_3440afefeeef7c4d(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
@@ -4043,6 +4046,22 @@ func (arg1 SwigcptrScheduler) Then(arg2 int64, arg3 string, arg4 Options, arg5 *
 	}
 }
 
+func (arg1 SwigcptrScheduler) Chain(arg2 string, arg3 Options, arg4 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	_swig_i_3 := arg4
+	C._wrap_Scheduler_chain_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+
+  if arg4 != nil && len(*arg4) > 0 {
+    *arg4 = swigCopyString(*arg4)
+  }
+
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+}
+
 func (arg1 SwigcptrScheduler) Step(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
@@ -4071,7 +4090,7 @@ func (arg1 SwigcptrScheduler) GetLastLr(arg2 int64, arg3 *string) (_swig_ret flo
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_112(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_113(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4107,10 +4126,25 @@ func SchedulerFromLrLambda(arg1 Optimizer, arg2 LrLambda, arg3 *string) (_swig_r
 	return swig_r
 }
 
+func SchedulerFromLrMultiplicative(arg1 Optimizer, arg2 LrLambda, arg3 *string) (_swig_ret Scheduler) {
+	var swig_r Scheduler
+	_swig_i_0 := getSwigcptr(arg1)
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := arg3
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromLrMultiplicative_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+	return swig_r
+}
+
 type Scheduler interface {
 	Swigcptr() uintptr
 	SwigIsScheduler()
 	Then(arg2 int64, arg3 string, arg4 Options, arg5 *string)
+	Chain(arg2 string, arg3 Options, arg4 *string)
 	Step(arg2 *string)
 	StepMetric(arg2 float64, arg3 *string)
 	GetLastLr(arg2 int64, arg3 *string) (_swig_ret float64)
@@ -4262,7 +4296,7 @@ func DatasetFromIdx(arg1 string, arg2 string, arg3 *string) (_swig_ret Dataset) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_3440afefeeef7c4d(*(*C.swig_type_115)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_3440afefeeef7c4d(*(*C.swig_type_116)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4282,7 +4316,7 @@ func DatasetFromSampleSource(arg1 int64, arg2 SampleSource, arg3 *string) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_3440afefeeef7c4d(C.swig_type_117(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_3440afefeeef7c4d(C.swig_type_118(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4296,7 +4330,7 @@ func DatasetFromStreamSource(arg1 StreamSource, arg2 int64, arg3 *string) (_swig
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_118(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_119(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4311,7 +4345,7 @@ func (arg1 SwigcptrDataset) Subset(arg2 int64, arg3 int64, arg4 *string) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_119(_swig_i_1), C.swig_type_120(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_120(_swig_i_1), C.swig_type_121(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4338,7 +4372,7 @@ func (arg1 SwigcptrDataset) Get(arg2 int64, arg3 *string) (_swig_ret TensorList)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_122(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_123(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4390,7 +4424,7 @@ func DataLoaderFromBatchArrays(arg1 Dataset, arg2 []int64, arg3 []int64, arg4 Op
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_123)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4448,7 +4482,7 @@ func (arg1 SwigcptrDataLoader) SetEpoch(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_setEpoch_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_127(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_setEpoch_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_128(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4472,7 +4506,7 @@ func (arg1 SwigcptrDataLoader) SkipFirstBatches(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_skipFirstBatches_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_128(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_skipFirstBatches_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_129(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4906,7 +4940,7 @@ func (arg1 SwigcptrAccelerator) SaveModel(arg2 Model, arg3 string, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_saveModel_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_139)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_saveModel_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_140)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_141)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4926,7 +4960,7 @@ func AcceleratorMergeShardedCheckpoint(arg1 string, arg2 int64, arg3 string, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_mergeShardedCheckpoint_capi_3440afefeeef7c4d(*(*C.swig_type_141)(unsafe.Pointer(&_swig_i_0)), C.swig_type_142(_swig_i_1), *(*C.swig_type_143)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_mergeShardedCheckpoint_capi_3440afefeeef7c4d(*(*C.swig_type_142)(unsafe.Pointer(&_swig_i_0)), C.swig_type_143(_swig_i_1), *(*C.swig_type_144)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_145)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4948,7 +4982,7 @@ func (arg1 SwigcptrAccelerator) SaveState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_saveState_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_146)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_saveState_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -4968,7 +5002,7 @@ func (arg1 SwigcptrAccelerator) LoadState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_loadState_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_loadState_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -4999,7 +5033,7 @@ func (arg1 SwigcptrAccelerator) Print(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_print_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_print_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5074,7 +5108,7 @@ func (arg1 SwigcptrAccelerator) LocalSgdBegin(arg2 Model, arg3 int64, arg4 bool,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_localSgdBegin_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_150(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_localSgdBegin_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_151(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5160,7 +5194,7 @@ func (arg1 SwigcptrAccelerator) ExportChromeTrace(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_exportChromeTrace_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_exportChromeTrace_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5246,7 +5280,7 @@ func (arg1 SwigcptrAccelerator) Gather(arg2 Tensor, arg3 string, arg4 *string) (
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5264,7 +5298,7 @@ func (arg1 SwigcptrAccelerator) GatherForMetrics(arg2 Tensor, arg3 string, arg4 
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5282,7 +5316,7 @@ func (arg1 SwigcptrAccelerator) GatherObject(arg2 []byte, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5304,7 +5338,7 @@ func (arg1 SwigcptrAccelerator) BroadcastObject(arg2 []byte, arg3 int64, arg4 st
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), C.swig_type_158(_swig_i_2), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_1)), C.swig_type_159(_swig_i_2), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5326,7 +5360,7 @@ func (arg1 SwigcptrAccelerator) Reduce(arg2 Tensor, arg3 Acc_reduction, arg4 str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5345,7 +5379,7 @@ func (arg1 SwigcptrAccelerator) Broadcast(arg2 Tensor, arg3 int64, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_161(_swig_i_2), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_162(_swig_i_2), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5366,7 +5400,7 @@ func (arg1 SwigcptrAccelerator) PadAcrossProcesses(arg2 Tensor, arg3 int64, arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_163(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_164(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -5384,7 +5418,7 @@ func (arg1 SwigcptrAccelerator) SplitBetweenProcesses(arg2 int64, arg3 bool, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_splitBetweenProcesses_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_165(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_splitBetweenProcesses_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_166(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5424,7 +5458,7 @@ func (arg1 SwigcptrAccelerator) Save(arg2 TensorList, arg3 string, arg4 *string)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_save_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_save_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5551,7 +5585,7 @@ func (arg1 SwigcptrAccelerator) AddTracker(arg2 string, arg3 Tracker, arg4 *stri
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_addTracker_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_addTracker_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5567,7 +5601,7 @@ func (arg1 SwigcptrAccelerator) InitTrackers(arg2 string, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_initTrackers_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_initTrackers_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5587,7 +5621,7 @@ func (arg1 SwigcptrAccelerator) LogValues(arg2 string, arg3 []float64, arg4 int6
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logValues_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_2)), C.swig_type_174(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logValues_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_2)), C.swig_type_175(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5607,7 +5641,7 @@ func (arg1 SwigcptrAccelerator) LogScalar(arg2 string, arg3 float64, arg4 int64,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logScalar_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_176(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logScalar_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_177(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5647,7 +5681,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5762,7 +5796,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_181(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_182(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5777,7 +5811,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_182(_swig_i_1), C.swig_type_183(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1), C.swig_type_184(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5812,7 +5846,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5834,7 +5868,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5879,7 +5913,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_189(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_190(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5896,7 +5930,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_190(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5959,7 +5993,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_191(_swig_i_1), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_192(_swig_i_1), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5980,7 +6014,7 @@ func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), C.swig_type_194(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5992,7 +6026,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_194)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_3440afefeeef7c4d(C.uintptr_t(_swig_i_0), *(*C.swig_type_195)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)

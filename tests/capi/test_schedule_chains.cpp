@@ -1,0 +1,271 @@
+// PyTorch's ChainedScheduler (acc_scheduler_chain) and MultiplicativeLR
+// (acc_scheduler_create_multiplicative), held to the rates PyTorch itself gives
+// (tests/data/export_schedule_cases.py), across a checkpoint, and their refusals.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "support.h"
+
+using nlohmann::json;
+
+namespace {
+
+// A linear layer with a bias; the bias gets a parameter group of its own (two groups, two rates).
+struct TwoGroups {
+  acc_model* model = nullptr;
+  acc_optimizer* opt = nullptr;
+
+  TwoGroups(double weight_lr, double bias_lr) {
+    EXPECT_EQ(acc_model_from_spec(R"([{"type":"linear","in_features":2,"out_features":1}])", &model), ACC_OK);
+    acc_options* o = nullptr;
+    EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o), ACC_OK);
+    EXPECT_EQ(acc_options_set_double(o, "lr", weight_lr), ACC_OK);
+    EXPECT_EQ(acc_optimizer_create(model, "sgd", o, &opt), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_options_set_double(o, "lr", bias_lr), ACC_OK);
+    const char* bias[] = {"0.bias"};
+    EXPECT_EQ(acc_optimizer_add_param_group(opt, bias, 1, o), ACC_OK) << acc_last_error_message();
+    acc_options_free(o);
+  }
+  ~TwoGroups() {
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+  }
+};
+
+acc_options* scheduler_options(const json& settings) {
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_SCHEDULER, &o), ACC_OK);
+  for (const auto& [key, value] : settings.items())
+    EXPECT_EQ(acc_options_set(o, key.c_str(), value.get<std::string>().c_str()), ACC_OK) << key;
+  return o;
+}
+
+// A multiplicative factor that repeats a list: factors[step % size]; counts its calls.
+struct Factors {
+  std::vector<double> values;
+  int calls = 0;
+  static int call(void* self, int64_t step, double* factor) {
+    auto* f = static_cast<Factors*>(self);
+    ++f->calls;
+    if (f->values.empty()) return acc_callback_set_error("no factors"), 1;
+    *factor = f->values[static_cast<size_t>(step) % f->values.size()];
+    return 0;
+  }
+};
+
+// The case's scheduler over `opt`: a multiplicative one over `factors` or the chain's first
+// schedule, then the rest of the chain.
+acc_scheduler* make_case_scheduler(acc_optimizer* opt, const json& c, Factors* factors) {
+  acc_scheduler* sched = nullptr;
+  size_t next = 0;
+  if (c.contains("factors")) {
+    factors->values = c["factors"].get<std::vector<double>>();
+    EXPECT_EQ(acc_scheduler_create_multiplicative(opt, &Factors::call, factors, nullptr, &sched), ACC_OK)
+        << acc_last_error_message();
+  } else {
+    acc_options* o = scheduler_options(c["chain"][0]["options"]);
+    EXPECT_EQ(acc_scheduler_create(opt, c["chain"][0]["name"].get<std::string>().c_str(), o, &sched), ACC_OK)
+        << acc_last_error_message();
+    acc_options_free(o);
+    next = 1;
+  }
+  for (; next < c["chain"].size(); ++next) {
+    acc_options* o = scheduler_options(c["chain"][next]["options"]);
+    EXPECT_EQ(acc_scheduler_chain(sched, c["chain"][next]["name"].get<std::string>().c_str(), o), ACC_OK)
+        << acc_last_error_message();
+    acc_options_free(o);
+  }
+  return sched;
+}
+
+double get_lr(acc_optimizer* opt, size_t group) {
+  double lr = -1;
+  EXPECT_EQ(acc_optimizer_get_lr(opt, group, &lr), ACC_OK);
+  return lr;
+}
+
+double last_lr(acc_scheduler* sched, size_t group) {
+  double lr = -1;
+  EXPECT_EQ(acc_scheduler_get_last_lr(sched, group, &lr), ACC_OK);
+  return lr;
+}
+
+}  // namespace
+
+// Every case of the fixture (chains of chainable schedules, of transformers' closed forms with
+// them, SWALR inside a chain, a MultiplicativeLR alone and leading a chain), both groups' rates after
+// every step, to the bit, as the python3 torch the build found gives them.
+TEST(ScheduleChains, ChainsAndMultiplicativeGivePyTorchsRatesToTheBit) {
+  std::ifstream in(acc_test::data_dir() + "/schedule_cases.json");
+  ASSERT_TRUE(in.good()) << "run the export_pytorch_schedule_cases fixture";
+  const json data = json::parse(in);
+  ASSERT_GE(data["cases"].size(), 7u);
+  for (const json& c : data["cases"]) {
+    SCOPED_TRACE(c.dump());
+    TwoGroups net(c["lrs"][0].get<double>(), c["lrs"][1].get<double>());
+    Factors factors;
+    acc_scheduler* sched = make_case_scheduler(net.opt, c, &factors);
+    for (size_t step = 0; step < c["rates"].size(); ++step) {
+      if (step > 0) ASSERT_EQ(acc_scheduler_step(sched), ACC_OK) << acc_last_error_message();
+      for (size_t g = 0; g < 2; ++g) {
+        const double want = std::strtod(c["rates"][step][g].get<std::string>().c_str(), nullptr);
+        EXPECT_EQ(last_lr(sched, g), want) << "group " << g << " after " << step << " steps";
+        EXPECT_EQ(get_lr(net.opt, g), want) << "group " << g << " after " << step << " steps";
+      }
+    }
+    if (c.contains("factors"))  // as PyTorch calls it: for each group at each step, not for step 0
+      EXPECT_EQ(factors.calls, 2 * c["steps"].get<int>());
+    acc_scheduler_free(sched);
+  }
+}
+
+namespace {
+
+// A prepared SGD at lr 1 and 0.5 under constant_lr chained with exponential, or a multiplicative
+// schedule chained with linear_lr.
+struct ChainRun {
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}});
+  TwoGroups net{1.0, 0.5};
+  Factors factors;
+  acc_scheduler* sched = nullptr;
+
+  explicit ChainRun(const json& c) {
+    sched = make_case_scheduler(net.opt, c, &factors);
+    EXPECT_EQ(acc_prepare(acc, &net.model, &net.opt, nullptr, &sched), ACC_OK) << acc_last_error_message();
+  }
+  ~ChainRun() {
+    acc_scheduler_free(sched);
+    acc_accelerator_free(acc);
+  }
+  std::pair<double, double> step() {
+    EXPECT_EQ(acc_scheduler_step(sched), ACC_OK) << acc_last_error_message();
+    return {last_lr(sched, 0), last_lr(sched, 1)};
+  }
+};
+
+const json kConstantThenExponential = json::parse(R"({"chain": [
+    {"name": "constant_lr", "options": {"factor": "0.5", "total_iters": "4"}},
+    {"name": "exponential", "options": {"gamma": "0.9"}}]})");
+const json kMultiplicativeThenLinear = json::parse(R"({"factors": [0.9, 0.8], "chain": [
+    {"name": "linear_lr", "options": {"start_factor": "0.5", "total_iters": "3"}}]})");
+
+}  // namespace
+
+// A chain (and a multiplicative schedule) resumes where it stood, on either side of a chained
+// schedule's change, and its state names its parts: another chain refuses it.
+TEST(ScheduleChains, AChainResumesWhereItStoodAndIsKnownByItsParts) {
+  for (const json& c : {kConstantThenExponential, kMultiplicativeThenLinear}) {
+    SCOPED_TRACE(c.dump());
+    const std::string dir = acc_test::temp_path("chain_resume");
+    std::filesystem::remove_all(dir);
+    ChainRun whole(c);
+    {
+      ChainRun head(c);
+      for (int i = 0; i < 2; ++i) EXPECT_EQ(head.step(), whole.step());
+      ACC_ASSERT_OK(acc_save_state(head.acc, dir.c_str(), nullptr));
+    }
+    const std::string schedule = nlohmann::json::parse(acc_test::read_file(dir + "/scheduler.json"))["schedule"];
+    EXPECT_EQ(schedule, c.contains("factors") ? "multiplicative+linear_lr" : "constant_lr+exponential");
+    ChainRun tail(c);
+    ACC_ASSERT_OK(acc_load_state(tail.acc, dir.c_str(), nullptr));
+    std::vector<std::pair<double, double>> resumed, uninterrupted;
+    for (int i = 0; i < 5; ++i) {
+      resumed.push_back(tail.step());
+      uninterrupted.push_back(whole.step());
+    }
+    EXPECT_EQ(resumed, uninterrupted);
+  }
+  EXPECT_NE(ChainRun(kConstantThenExponential).step().first, 0.9) << "the chain must hold the constant's factor";
+
+  const std::string dir = acc_test::temp_path("chain_other");
+  std::filesystem::remove_all(dir);
+  {
+    ChainRun saved(kConstantThenExponential);
+    ACC_ASSERT_OK(acc_save_state(saved.acc, dir.c_str(), nullptr));
+  }
+  json reversed = kConstantThenExponential;
+  std::swap(reversed["chain"][0], reversed["chain"][1]);
+  ChainRun other(reversed);
+  ACC_EXPECT_ERROR(acc_load_state(other.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "saved by a 'constant_lr+exponential' schedule; this scheduler's is 'exponential+constant_lr'");
+}
+
+// What a chain cannot be, each refused without a change: a refused call leaves every rate and the
+// schedule as they were.
+TEST(ScheduleChains, WhatCannotBeChainedIsRefusedAndChangesNothing) {
+  TwoGroups net(0.1, 0.2);
+  acc_scheduler* sched = nullptr;
+  acc_options* gamma = scheduler_options(json{{"gamma", "0.5"}});
+  ACC_ASSERT_OK(acc_scheduler_create(net.opt, "exponential", gamma, &sched));
+  ACC_EXPECT_ERROR(acc_scheduler_chain(sched, "reduce_lr_on_plateau", nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "ChainedScheduler steps without a metric");
+  acc_options* cycle = scheduler_options(json{{"max_lr", "1"}, {"total_steps", "4"}});
+  ACC_EXPECT_ERROR(acc_scheduler_chain(sched, "one_cycle", cycle), ACC_ERR_UNSUPPORTED,
+                   "cannot be part of one here");
+  ACC_EXPECT_ERROR(acc_scheduler_chain(sched, "no_such", nullptr), ACC_ERR_INVALID_ARGUMENT, "unknown schedule");
+  ACC_EXPECT_ERROR(acc_scheduler_chain(sched, "step", nullptr), ACC_ERR_INVALID_ARGUMENT, "needs the option 'step_size'");
+  EXPECT_EQ(get_lr(net.opt, 0), 0.1);
+  ACC_ASSERT_OK(acc_scheduler_chain(sched, "constant_lr", nullptr));
+  EXPECT_EQ(get_lr(net.opt, 1), 0.2 * (1.0 / 3)) << "the chained schedule's step 0 applies at once";
+  ACC_EXPECT_ERROR(acc_scheduler_then(sched, 3, "step", nullptr), ACC_ERR_UNSUPPORTED, "cannot become a sequence");
+  ACC_ASSERT_OK(acc_scheduler_step(sched));
+  ACC_EXPECT_ERROR(acc_scheduler_chain(sched, "exponential", gamma), ACC_ERR_INVALID_ARGUMENT,
+                   "a chain is made before the first step; the scheduler has taken 1");
+  EXPECT_EQ(last_lr(sched, 0), 0.1 * (1.0 / 3) * 0.5);
+  acc_scheduler_free(sched);
+
+  ACC_ASSERT_OK(acc_scheduler_create(net.opt, "linear_lr", nullptr, &sched));
+  ACC_ASSERT_OK(acc_scheduler_then(sched, 2, "exponential", gamma));
+  ACC_EXPECT_ERROR(acc_scheduler_chain(sched, "exponential", gamma), ACC_ERR_UNSUPPORTED,
+                   "cannot be chained here");
+  acc_scheduler_free(sched);
+
+  // Schedulers of their own lead no chain.
+  ACC_ASSERT_OK(acc_scheduler_create(net.opt, "one_cycle", cycle, &sched));
+  ACC_EXPECT_ERROR(acc_scheduler_chain(sched, "exponential", gamma), ACC_ERR_UNSUPPORTED,
+                   "the one_cycle scheduler cannot be chained with 'exponential'");
+  acc_scheduler_free(sched);
+  acc_options_free(cycle);
+
+  // Prepared, it is whole: as Accelerate prepares a ChainedScheduler made beforehand.
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}});
+  ACC_ASSERT_OK(acc_scheduler_create(net.opt, "exponential", gamma, &sched));
+  ACC_ASSERT_OK(acc_prepare(acc, nullptr, &net.opt, nullptr, &sched));
+  ACC_EXPECT_ERROR(acc_scheduler_chain(sched, "constant_lr", nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "a chain of schedules is made before acc_prepare");
+  acc_scheduler_free(sched);
+  acc_accelerator_free(acc);
+  acc_options_free(gamma);
+}
+
+// A multiplicative factor that fails, or is negative or not finite, fails the step with its
+// message and leaves the rates where they were; the factor is not asked for step 0.
+TEST(ScheduleChains, AFailingMultiplicativeFactorFailsTheStepAndChangesNothing) {
+  TwoGroups net(0.1, 0.2);
+  acc_scheduler* sched = nullptr;
+  ACC_EXPECT_ERROR(acc_scheduler_create_multiplicative(net.opt, nullptr, nullptr, nullptr, &sched),
+                   ACC_ERR_INVALID_ARGUMENT, "factor is NULL");
+  Factors factors;
+  factors.values = {0.5, -1.0};
+  ACC_ASSERT_OK(acc_scheduler_create_multiplicative(net.opt, &Factors::call, &factors, nullptr, &sched));
+  EXPECT_EQ(factors.calls, 0);
+  EXPECT_EQ(get_lr(net.opt, 1), 0.2);
+  ACC_EXPECT_ERROR(acc_scheduler_step(sched), ACC_ERR_INVALID_ARGUMENT, "factor at step 1 is -1");
+  EXPECT_EQ(get_lr(net.opt, 0), 0.1);
+  factors.values = {0.5};
+  ACC_ASSERT_OK(acc_scheduler_step(sched));
+  EXPECT_EQ(get_lr(net.opt, 0), 0.05);
+  factors.values.clear();
+  ACC_EXPECT_ERROR(acc_scheduler_step(sched), ACC_ERR_IO, "no factors");
+  EXPECT_EQ(get_lr(net.opt, 1), 0.1);
+  int64_t steps = -1;
+  ACC_ASSERT_OK(acc_scheduler_get_step(sched, &steps));
+  EXPECT_EQ(steps, 1);
+  acc_scheduler_free(sched);
+}

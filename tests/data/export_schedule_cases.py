@@ -1,0 +1,116 @@
+"""Learning rates of PyTorch's ChainedScheduler and MultiplicativeLR, for
+tests/capi/test_schedule_chains.cpp to reproduce bit for bit through acc_scheduler_chain and
+acc_scheduler_create_multiplicative. Each case is a chain of schedules made in order on one SGD
+(named as acc_scheduler_create names them, with their ACC_OPTIONS_SCHEDULER settings as text), or a
+MultiplicativeLR whose factor at step s is factors[s % len(factors)], possibly leading a chain; two
+parameter groups with their own rates, and each group's rate after every step is recorded, as
+float.hex() strings (exact).
+
+Run with Debian's python3-torch: python3 export_schedule_cases.py OUTPUT_DIR.
+"""
+import json
+import math
+import sys
+import warnings
+from pathlib import Path
+
+import torch
+from torch.optim import lr_scheduler as S
+
+warnings.filterwarnings("ignore")
+
+
+def transformers_linear(o):
+    """transformers' get_linear_schedule_with_warmup factor, as a LambdaLR."""
+    w, total = int(o.get("num_warmup_steps", 0)), int(o["num_training_steps"])
+    return lambda s: s / max(1, w) if s < w else max(0.0, float(total - s) / float(max(1, total - w)))
+
+
+def transformers_cosine(o):
+    w, total = int(o.get("num_warmup_steps", 0)), int(o["num_training_steps"])
+
+    def factor(s):
+        if s < w:
+            return float(s) / float(max(1, w))
+        progress = float(s - w) / float(max(1, total - w))
+        return max(0.0, 0.5 * (1.0 + math.cos(math.pi * 0.5 * 2.0 * progress)))
+    return factor
+
+
+MAKERS = {
+    "step": lambda opt, o: S.StepLR(opt, step_size=int(o["step_size"]), gamma=float(o.get("gamma", 0.1))),
+    "multistep": lambda opt, o: S.MultiStepLR(opt, milestones=[int(m) for m in o["milestones"].split(",")],
+                                              gamma=float(o.get("gamma", 0.1))),
+    "exponential": lambda opt, o: S.ExponentialLR(opt, gamma=float(o["gamma"])),
+    "cosine_annealing": lambda opt, o: S.CosineAnnealingLR(opt, T_max=int(o["T_max"]),
+                                                           eta_min=float(o.get("eta_min", 0))),
+    "constant_lr": lambda opt, o: S.ConstantLR(opt, factor=float(o.get("factor", 1 / 3)),
+                                               total_iters=int(o.get("total_iters", 5))),
+    "linear_lr": lambda opt, o: S.LinearLR(opt, start_factor=float(o.get("start_factor", 1 / 3)),
+                                           end_factor=float(o.get("end_factor", 1.0)),
+                                           total_iters=int(o.get("total_iters", 5))),
+    "polynomial_lr": lambda opt, o: S.PolynomialLR(opt, total_iters=int(o.get("total_iters", 5)),
+                                                   power=float(o.get("power", 1.0))),
+    "cosine_annealing_warm_restarts": lambda opt, o: S.CosineAnnealingWarmRestarts(
+        opt, T_0=int(o["T_0"]), T_mult=int(o.get("T_mult", 1)), eta_min=float(o.get("eta_min", 0))),
+    "linear": lambda opt, o: S.LambdaLR(opt, transformers_linear(o)),
+    "cosine": lambda opt, o: S.LambdaLR(opt, transformers_cosine(o)),
+}
+if hasattr(torch.optim, "swa_utils"):
+    MAKERS["swa_lr"] = lambda opt, o: torch.optim.swa_utils.SWALR(
+        opt, swa_lr=float(o["swa_lr"]), anneal_epochs=int(o.get("anneal_epochs", 10)),
+        anneal_strategy=o.get("anneal_strategy", "cos"))
+
+CASES = [
+    {"lrs": [0.1, 0.03], "steps": 6, "chain": [
+        {"name": "constant_lr", "options": {"factor": "0.5", "total_iters": "3"}},
+        {"name": "exponential", "options": {"gamma": "0.9"}}]},
+    {"lrs": [0.1, 0.2], "steps": 10, "chain": [
+        {"name": "linear_lr", "options": {"start_factor": "0.25", "total_iters": "4"}},
+        {"name": "cosine_annealing", "options": {"T_max": "6", "eta_min": "0.01"}}]},
+    {"lrs": [0.1, 0.05], "steps": 8, "chain": [
+        {"name": "linear", "options": {"num_warmup_steps": "2", "num_training_steps": "8"}},
+        {"name": "step", "options": {"step_size": "3", "gamma": "0.5"}}]},
+    {"lrs": [0.2, 0.7], "steps": 7, "chain": [
+        {"name": "multistep", "options": {"milestones": "2,4", "gamma": "0.5"}},
+        {"name": "polynomial_lr", "options": {"total_iters": "5", "power": "2"}}]},
+    {"lrs": [0.1, 0.3], "steps": 7, "chain": [
+        {"name": "exponential", "options": {"gamma": "0.9"}},
+        {"name": "step", "options": {"step_size": "2", "gamma": "0.5"}},
+        {"name": "cosine_annealing_warm_restarts", "options": {"T_0": "3"}}]},
+    {"lrs": [0.3, 0.1], "steps": 9, "chain": [
+        {"name": "cosine", "options": {"num_warmup_steps": "3", "num_training_steps": "9"}},
+        {"name": "swa_lr", "options": {"swa_lr": "0.05", "anneal_epochs": "4"}},
+        {"name": "constant_lr", "options": {"factor": "0.25", "total_iters": "2"}}]},
+    {"lrs": [0.1, 0.04], "steps": 6, "factors": [0.95, 0.9, 0.8], "chain": []},
+    {"lrs": [0.1, 0.04], "steps": 5, "factors": [0.9, 0.95], "chain": [
+        {"name": "linear_lr", "options": {"start_factor": "0.5", "total_iters": "2"}}]},
+]
+
+
+def run(case):
+    a, b = torch.nn.Parameter(torch.zeros(1)), torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([{"params": [a], "lr": case["lrs"][0]}, {"params": [b], "lr": case["lrs"][1]}])
+    schedulers = []
+    if "factors" in case:
+        f = case["factors"]
+        schedulers.append(S.MultiplicativeLR(opt, lambda s: f[s % len(f)]))
+    schedulers += [MAKERS[part["name"]](opt, part["options"]) for part in case["chain"]]
+    sched = schedulers[0] if len(schedulers) == 1 else S.ChainedScheduler(schedulers)
+    rates = [[float(g["lr"]).hex() for g in opt.param_groups]]
+    for _ in range(case["steps"]):
+        opt.step()
+        sched.step()
+        rates.append([float(g["lr"]).hex() for g in opt.param_groups])
+    return rates
+
+
+def main():
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    cases = [dict(case, rates=run(case)) for case in CASES if all(p["name"] in MAKERS for p in case["chain"])]
+    (out / "schedule_cases.json").write_text(json.dumps({"torch": torch.__version__, "cases": cases}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
