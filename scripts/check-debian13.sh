@@ -7,7 +7,9 @@
 # runs on that libtorch, and the GPU tests report themselves skipped (no GPU here).
 # With --accelerate, then trains through the C API next to Python Accelerate, step by step
 # (tests/sidebyside/run.sh, on torch 2.6), with Accelerate's sources (Debian has no package):
-# ACCELERATE_SRC (a checkout or a bare repository of huggingface/accelerate), else a clone.
+# ACCELERATE_SRC (a checkout or a bare repository of huggingface/accelerate), else a clone;
+# ACC_SIDE_BY_SIDE_SCENARIOS names the scenarios to run (default all), ACC_SIDE_BY_SIDE_PROCESSES
+# the process counts (default "1 2").
 # Needs root, debootstrap and Debian's mirror; about 2.5 GB (--cuda: 15 GB), and 10 to 25 minutes on 2 cores.
 #   scripts/check-debian13.sh [--cuda | --accelerate] [ROOT]
 #   (ROOT: the chroot; default /var/tmp/accelerate-debian13[-cuda], kept for reruns)
@@ -49,8 +51,10 @@ if ! $cuda; then
   else
     git --git-dir="$src" archive HEAD src/accelerate | tar -x -C "$root/opt/accelerate"
   fi
-  chroot "$root" bash -c 'DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-safetensors >/dev/null &&
-    cd /src && PYTHONPATH=/opt/accelerate/src tests/sidebyside/run.sh /build /tmp/sidebyside'
+  chroot "$root" env ACC_SIDE_BY_SIDE_SCENARIOS="${ACC_SIDE_BY_SIDE_SCENARIOS:-}" \
+    ACC_SIDE_BY_SIDE_PROCESSES="${ACC_SIDE_BY_SIDE_PROCESSES:-1 2}" bash -c \
+    'DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-safetensors >/dev/null &&
+    cd /src && PYTHONPATH=/opt/accelerate/src tests/sidebyside/run.sh /build /tmp/sidebyside $ACC_SIDE_BY_SIDE_SCENARIOS'
   exit
 fi
 

@@ -14,6 +14,8 @@ DTYPES = {torch.float32: 1, torch.float64: 2, torch.bfloat16: 3, torch.float16: 
 REDUCTION_MEAN = 1
 
 _p = ctypes.c_void_p
+# acc_lr_lambda_fn: (user_data, step, *factor) -> non-zero on failure
+LR_LAMBDA = ctypes.CFUNCTYPE(ctypes.c_int, _p, ctypes.c_int64, ctypes.POINTER(ctypes.c_double))
 
 
 class Error(RuntimeError):

@@ -172,6 +172,23 @@ SCENARIOS = {
                            schedule_options={"start_factor": 0.1, "total_iters": 3},
                            then=[(3, "cosine_annealing", {"T_max": 4, "eta_min": 1e-3}),
                                  (6, "step", {"step_size": 2, "gamma": 0.5})]),
+    # PyTorch's ChainedScheduler: each schedule moves the rate the one before left (ConstantLR's
+    # factor undone at total_iters under the exponential decay; a cosine over a warm-up), and
+    # MultiplicativeLR's factor of the rate before (alone, and leading a chain).
+    "mlp_chained": dict(model="mlp", optimizer="sgd", schedule="constant_lr",
+                        schedule_options={"factor": 0.5, "total_iters": 3}, chain=[("exponential", {"gamma": 0.9})]),
+    "lm_chained_accumulate": dict(model="lm", optimizer="adamw", schedule="linear_lr", accumulation=2,
+                                  schedule_options={"start_factor": 0.25, "total_iters": 3},
+                                  chain=[("cosine_annealing", {"T_max": 5, "eta_min": 1e-4})]),
+    "mlp_multiplicative": dict(model="mlp", optimizer="adamw", schedule="multiplicative",
+                               schedule_options={"factors": [0.9, 0.95, 0.8]}),
+    "mlp_multiplicative_chained": dict(model="mlp", optimizer="sgd", schedule="multiplicative",
+                                       schedule_options={"factors": [0.9, 0.8]},
+                                       chain=[("linear_lr", {"start_factor": 0.5, "total_iters": 4})]),
+    "mlp_multiplicative_chained_resume": dict(model="mlp", optimizer="sgd", schedule="multiplicative",
+                                              schedule_options={"factors": [0.9, 0.8]}, resume=True,
+                                              chain=[("linear_lr", {"start_factor": 0.5, "total_iters": 4})],
+                                              uninterrupted="mlp_multiplicative_chained"),
     # PyTorch's CyclicLR, cycling SGD's momentum and AdamW's beta1 against the rate.
     "mlp_cyclic_triangular2": dict(model="mlp", optimizer="sgd", schedule="cyclic",
                                    schedule_options={"base_lr": 0.01, "max_lr": 0.1, "step_size_up": 2,
@@ -185,7 +202,7 @@ DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=
                 drop_last=False, dispatch_batches=None, no_decay=None, freeze=None, sync_each_batch=False,
                 step_scheduler_with_optimizer=True, resume_at=None, label_smoothing=0.0, ddp_bucket_cap_mb=None,
                 ddp_find_unused_parameters=False, ddp_comm_hook=None, local_sgd=None, clip_value=None,
-                graph_optimization=True, schedule_options={}, then=(), averaged=None)
+                graph_optimization=True, schedule_options={}, then=(), chain=(), averaged=None)
 EVAL_SAMPLES = 10  # an evaluation loader whose last batch is uneven over 2 processes
 VOCAB, CLASSES = 16, 3
 
@@ -456,6 +473,9 @@ class AccelerateJob:
             scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, **scheduler_settings(cfg, total))
         elif cfg["schedule"] == "reduce_lr_on_plateau":
             scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, **cfg["schedule_options"])
+        elif cfg["schedule"] == "multiplicative":
+            factors = cfg["schedule_options"]["factors"]
+            scheduler = torch.optim.lr_scheduler.MultiplicativeLR(optimizer, lambda s: factors[s % len(factors)])
         else:
             factor = transformers_factor(cfg["schedule"], scheduler_settings(cfg, total), optimizer_settings(cfg)["lr"])
             scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
@@ -463,6 +483,9 @@ class AccelerateJob:
             later = [TORCH_SCHEDULERS[name](optimizer, **options) for _, name, options in cfg["then"]]
             scheduler = torch.optim.lr_scheduler.SequentialLR(optimizer, [scheduler, *later],
                                                               milestones=[m for m, _, _ in cfg["then"]])
+        if cfg["chain"]:
+            chained = [TORCH_SCHEDULERS[name](optimizer, **options) for name, options in cfg["chain"]]
+            scheduler = torch.optim.lr_scheduler.ChainedScheduler([scheduler, *chained])
         loader = DataLoader(TensorDataset(*data), batch_size=cfg["batch_size"], shuffle=True, drop_last=cfg["drop_last"])
         evaluation = DataLoader(TensorDataset(*[t[:EVAL_SAMPLES] for t in data]), batch_size=cfg["batch_size"])
         self.model, self.optimizer, self.loader, self.scheduler, self.evaluation = self.accelerator.prepare(
@@ -610,11 +633,22 @@ class OurJob:
         data = torch.load(os.path.join(directory, "data.pt"))[cfg["data"]]
         settings = scheduler_settings(cfg, total_steps(cfg, len(data[0]), self.processes))
         settings = {k: ",".join(map(str, v)) if isinstance(v, list) else v for k, v in settings.items()}  # milestones
-        scheduler = lib.new("acc_scheduler_create", optimizer, cfg["schedule"].encode(),
-                            lib.options(api.ACC_OPTIONS_SCHEDULER, settings))
+        if cfg["schedule"] == "multiplicative":
+            factors = cfg["schedule_options"]["factors"]
+
+            def factor(_, step, out):
+                out[0] = factors[step % len(factors)]
+                return 0
+            self.factor = api.LR_LAMBDA(factor)  # kept alive as long as the scheduler
+            scheduler = lib.new("acc_scheduler_create_multiplicative", optimizer, self.factor, None, None)
+        else:
+            scheduler = lib.new("acc_scheduler_create", optimizer, cfg["schedule"].encode(),
+                                lib.options(api.ACC_OPTIONS_SCHEDULER, settings))
         for milestone, name, options in cfg["then"]:
             lib.acc_scheduler_then(scheduler, ctypes.c_int64(milestone), name.encode(),
                                    lib.options(api.ACC_OPTIONS_SCHEDULER, options))
+        for name, options in cfg["chain"]:
+            lib.acc_scheduler_chain(scheduler, name.encode(), lib.options(api.ACC_OPTIONS_SCHEDULER, options))
         loader_options = {"batch_size": cfg["batch_size"], "shuffle": True, "drop_last": cfg["drop_last"]}
         if cfg["loader_seed"]:
             loader_options["seed"] = cfg["data_seed"]
