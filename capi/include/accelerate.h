@@ -819,8 +819,8 @@ ACC_API ACC_NODISCARD acc_status acc_scheduler_then(acc_scheduler *sched, int64_
  * step and before acc_prepare. The chain's steps, checkpoints and get_last_lr are the scheduler's; its
  * name in scheduler.json lists the schedules ("constant_lr+exponential"). reduce_lr_on_plateau is
  * refused (ACC_ERR_INVALID_ARGUMENT: ChainedScheduler steps without a metric), one_cycle, cyclic, and
- * mixing a chain with a sequence (acc_scheduler_then) are not built (ACC_ERR_UNSUPPORTED). A refused
- * call changes nothing. */
+ * mixing a chain with a sequence (acc_scheduler_then) are not built (ACC_ERR_UNSUPPORTED). A chain
+ * holds at most 1000 schedules. A refused call changes nothing. */
 ACC_API ACC_NODISCARD acc_status acc_scheduler_chain(acc_scheduler *sched, const char *name, const acc_options *opts);
 /* Advances one step and sets the optimizer's learning rates. */
 ACC_API ACC_NODISCARD acc_status acc_scheduler_step(acc_scheduler *sched);

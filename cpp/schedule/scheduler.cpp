@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <memory>
 #include <vector>
 
@@ -80,10 +81,14 @@ void IndexedScheduler::load_state(const SchedulerState& state) {
   apply(state.step);
 }
 
+// At most this many schedules in a chain: each step runs them all, and each one added checks the
+// chain's step 0 again.
+constexpr size_t kMaxChainedSchedules = 1000;
+
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options)
     : IndexedScheduler(std::move(optimizer), name) {
-  schedule_ = named_schedule(name, options, optimizer_->default_lr());
-  rule_ = rule_of(schedule_);
+  chain_ = {named_schedule(name, options, optimizer_->default_lr())};
+  phases_ = {{0, rule_of(chain_[0])}};
   apply(0);
 }
 
@@ -96,18 +101,22 @@ LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::func
     require(std::isfinite(f) && f >= 0, "the schedule's factor at step ", s, " is ", f, " (it must be finite and >= 0)");
     return f;
   };
-  schedule_ = of == FactorOf::BaseRate
-                  ? closed_form([checked](double base, int64_t s) { return base * checked(s); })
-                  : chainable([checked](double lr, double, int64_t s) { return lr * checked(s); });
-  rule_ = rule_of(schedule_);
+  chain_ = {of == FactorOf::BaseRate ? closed_form([checked](double base, int64_t s) { return base * checked(s); })
+                                     : chainable([checked](double lr, double, int64_t s) { return lr * checked(s); })};
+  phases_ = {{0, rule_of(chain_[0])}};
   apply(0);
 }
 
-std::vector<double> LambdaScheduler::lrs_at(const ScheduleRule& rule, const std::vector<double>& base_lrs,
-                                            int64_t step) {
+std::vector<double> LambdaScheduler::lrs_at(const std::vector<double>& base_lrs, int64_t step,
+                                            const ScheduleRule* first) const {
+  // SequentialLR's step: the schedule whose milestone was reached last, at the steps since it.
+  const auto after = std::upper_bound(phases_.begin(), phases_.end(), step,
+                                      [](int64_t s, const Phase& phase) { return s < phase.milestone; });
+  const Phase& phase = *std::prev(after);
+  const ScheduleRule& rule = first && &phase == &phases_[0] ? *first : phase.rule;
   std::vector<double> lrs;
   for (double base : base_lrs) {
-    const double lr = rule(base, step);
+    const double lr = rule(base, step - phase.milestone);
     require(std::isfinite(lr) && lr >= 0, "the schedule's learning rate at step ", step, " is ", lr,
             " (it must be finite and >= 0)");
     lrs.push_back(lr);
@@ -115,7 +124,7 @@ std::vector<double> LambdaScheduler::lrs_at(const ScheduleRule& rule, const std:
   return lrs;
 }
 
-void LambdaScheduler::apply(int64_t step) { set_rates(step, lrs_at(rule_, base_lrs_, step)); }
+void LambdaScheduler::apply(int64_t step) { set_rates(step, lrs_at(base_lrs_, step)); }
 
 void LambdaScheduler::require_unstepped(const char* what) const {
   require(step_count() == 0, "a ", what, " is made before the first step; the scheduler has taken ", step_count());
@@ -123,41 +132,37 @@ void LambdaScheduler::require_unstepped(const char* what) const {
 
 void LambdaScheduler::then(int64_t milestone, const std::string& name, const Options& options) {
   require_unstepped("sequence");
-  if (chained_)
+  if (chain_.size() > 1)
     fail(Status::Unsupported, "the chain '", name_, "' cannot become a sequence here (PyTorch's SequentialLR restarts ",
          "its schedules at a milestone with step(0), which its ChainedScheduler does not take)");
-  require(milestone > last_milestone_, "a sequence's milestones must grow from 1, got ", milestone, " after ",
-          last_milestone_);
+  require(milestone > phases_.back().milestone, "a sequence's milestones must grow from 1, got ", milestone, " after ",
+          phases_.back().milestone);
   if (name == kPlateauSchedule)
     fail(Status::InvalidArgument, "PyTorch's SequentialLR does not take a ", kPlateauSchedule, " schedule");
   if (name == kOneCycleSchedule || name == kCyclicSchedule)
     fail(Status::Unsupported, "a sequence takes schedules with a rule; the ", name,
          " scheduler cannot be part of one here");
-  ScheduleRule next = restarted_schedule_rule(name, options, optimizer_->default_lr());
-  // SequentialLR's step: the schedule whose milestone was reached last, at the steps since it.
-  rule_ = [before = std::move(rule_), next = std::move(next), milestone](double base, int64_t s) {
-    return s < milestone ? before(base, s) : next(base, s - milestone);
-  };
-  last_milestone_ = milestone;
+  phases_.push_back({milestone, restarted_schedule_rule(name, options, optimizer_->default_lr())});
   name_ += "," + name + "@" + std::to_string(milestone);
 }
 
 void LambdaScheduler::chain(const std::string& name, const Options& options) {
   require_unstepped("chain");
-  if (last_milestone_ > 0)
+  if (phases_.size() > 1)
     fail(Status::Unsupported, "the sequence '", name_, "' cannot be chained here; chain the schedules first");
   if (name == kPlateauSchedule)
     fail(Status::InvalidArgument, "PyTorch's ChainedScheduler steps without a metric: a ", kPlateauSchedule,
          " schedule cannot be chained");
   if (name == kOneCycleSchedule || name == kCyclicSchedule)
     fail(Status::Unsupported, "a chain takes schedules with a rule; the ", name, " scheduler cannot be part of one here");
-  Schedule whole = chained({schedule_, named_schedule(name, options, optimizer_->default_lr())});
-  ScheduleRule rule = rule_of(whole);
+  require(chain_.size() < kMaxChainedSchedules, "a chain holds at most ", kMaxChainedSchedules, " schedules");
+  std::vector<Schedule> parts = chain_;
+  parts.push_back(named_schedule(name, options, optimizer_->default_lr()));
+  ScheduleRule rule = rule_of(chained(parts));
   // Made on the optimizer, the new schedule sets its step 0 from the rate the chain set: checked first.
-  std::vector<double> lrs = lrs_at(rule, base_lrs_, 0);
-  schedule_ = std::move(whole);
-  rule_ = std::move(rule);
-  chained_ = true;
+  std::vector<double> lrs = lrs_at(base_lrs_, 0, &rule);
+  chain_ = std::move(parts);
+  phases_[0].rule = std::move(rule);
   name_ += "+" + name;
   set_rates(0, std::move(lrs));
 }
@@ -167,7 +172,7 @@ void LambdaScheduler::check_state(const SchedulerState& state) const {
   require(state.step >= 0, "a scheduler state needs a step >= 0, got ", state.step);
   for (double lr : state.base_lrs)
     require(std::isfinite(lr) && lr >= 0, "a scheduler state's base learning rates must be finite and >= 0, got ", lr);
-  (void)lrs_at(rule_, state.base_lrs, state.step);  // a schedule that fails at that step fails here, before any change
+  (void)lrs_at(state.base_lrs, state.step);  // a schedule that fails at that step fails here, before any change
 }
 
 }  // namespace acc

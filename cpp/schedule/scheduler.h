@@ -128,15 +128,22 @@ class LambdaScheduler final : public IndexedScheduler {
   void check_state(const SchedulerState& state) const override;
 
  private:
+  // A sequence's schedule from its milestone on, counting its steps from there.
+  struct Phase {
+    int64_t milestone;
+    ScheduleRule rule;
+  };
+
   void apply(int64_t step) override;
-  // Each group's learning rate at `step` from these bases by `rule`, checked: finite and >= 0.
-  static std::vector<double> lrs_at(const ScheduleRule& rule, const std::vector<double>& base_lrs, int64_t step);
+  // Each group's learning rate at `step` from these bases, checked: finite and >= 0 (`first`: the
+  // first phase's rule instead of the one it has).
+  std::vector<double> lrs_at(const std::vector<double>& base_lrs, int64_t step,
+                             const ScheduleRule* first = nullptr) const;
   void require_unstepped(const char* what) const;
 
-  Schedule schedule_;  // what a chain builds on
-  ScheduleRule rule_;
-  int64_t last_milestone_ = 0;  // > 0: a sequence
-  bool chained_ = false;
+  // Kept flat (never a rule wrapping a rule), so a long sequence or chain costs no stack depth.
+  std::vector<Schedule> chain_;  // the first phase's schedules: one unless chained
+  std::vector<Phase> phases_;    // phases_[0] (milestone 0): the chain's rule; then's after it
 };
 
 }  // namespace acc

@@ -244,6 +244,31 @@ TEST(ScheduleChains, WhatCannotBeChainedIsRefusedAndChangesNothing) {
   acc_options_free(gamma);
 }
 
+// A sequence of 100,000 schedules and a chain of 1000 cost no stack depth (each is kept flat, not as
+// a rule wrapping the one before), and a chain longer than that is refused.
+TEST(ScheduleChains, LongSequencesAndChainsStayFlat) {
+  TwoGroups net(0.1, 0.2);
+  acc_scheduler* sched = nullptr;
+  acc_options* gamma = scheduler_options(json{{"gamma", "0.5"}});
+  ACC_ASSERT_OK(acc_scheduler_create(net.opt, "exponential", gamma, &sched));
+  for (int64_t m = 1; m <= 100000; ++m) ACC_ASSERT_OK(acc_scheduler_then(sched, 2 * m, "exponential", gamma));
+  for (int i = 0; i < 5; ++i) ACC_ASSERT_OK(acc_scheduler_step(sched));
+  EXPECT_EQ(last_lr(sched, 0), 0.05) << "step 5 is the second step of the schedule from milestone 4";
+  acc_scheduler_free(sched);
+
+  TwoGroups fresh(0.1, 0.2);
+  ACC_ASSERT_OK(acc_scheduler_create(fresh.opt, "exponential", gamma, &sched));
+  acc_options* one = scheduler_options(json{{"gamma", "1"}});
+  for (int i = 1; i < 1000; ++i) ACC_ASSERT_OK(acc_scheduler_chain(sched, "exponential", one));
+  ACC_EXPECT_ERROR(acc_scheduler_chain(sched, "exponential", one), ACC_ERR_INVALID_ARGUMENT,
+                   "a chain holds at most 1000 schedules");
+  ACC_ASSERT_OK(acc_scheduler_step(sched));
+  EXPECT_EQ(last_lr(sched, 1), 0.1);
+  acc_scheduler_free(sched);
+  acc_options_free(one);
+  acc_options_free(gamma);
+}
+
 // A multiplicative factor that fails, or is negative or not finite, fails the step with its
 // message and leaves the rates where they were; the factor is not asked for step 0.
 TEST(ScheduleChains, AFailingMultiplicativeFactorFailsTheStepAndChangesNothing) {
