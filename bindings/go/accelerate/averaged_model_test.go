@@ -70,14 +70,21 @@ func averagedCount(t *testing.T, avg *acc.AveragedModel) int64 {
 	return n
 }
 
-func TestSWAAveragesTheTrainedWeightsAndPutsThemIntoAModel(t *testing.T) {
+// twoLinearsUnderSGD is a model of two linear layers and an SGD over it, closed when the test ends.
+func twoLinearsUnderSGD(t *testing.T) (*acc.Model, *acc.Optimizer) {
+	t.Helper()
 	m := newTwoLinears(t)
-	defer m.Close()
+	t.Cleanup(func() { m.Close() })
 	opt, err := acc.NewOptimizer(m, "sgd", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer opt.Close()
+	t.Cleanup(func() { opt.Close() })
+	return m, opt
+}
+
+func TestSWAAveragesTheTrainedWeightsAndPutsThemIntoAModel(t *testing.T) {
+	m, opt := twoLinearsUnderSGD(t)
 	avg := newAveragedModel(t, m, nil)
 	if n := averagedCount(t, avg); n != 0 {
 		t.Fatalf("count before any update: %d", n)
@@ -154,13 +161,7 @@ func TestEMAAveragesAreMovedByStateDictAndKeptByCheckpoints(t *testing.T) {
 	dir := t.TempDir()
 	a := newCPUAccelerator(t, dir)
 	defer a.Close()
-	m := newTwoLinears(t)
-	defer m.Close()
-	opt, err := acc.NewOptimizer(m, "sgd", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer opt.Close()
+	m, opt := twoLinearsUnderSGD(t)
 	o, err := acc.NewOptions(acc.AveragedModelOptions)
 	if err != nil {
 		t.Fatal(err)
