@@ -5,6 +5,7 @@
 // inside LocalSGD averaging every 8 steps (no gradient allreduce) against (b).
 //
 //   accelerate-launch --num_processes 2 bench_ddp [--quick]
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/torch.h>
@@ -30,10 +31,13 @@ struct PlainDdp {
   at::Tensor x, y;
   int world;
 
+  // Rendezvous through the launcher's store at MASTER_PORT, under a prefix of its own (a second port
+  // next to it could be any process's, an ephemeral port of a connection among them).
   PlainDdp(int rank, int world_size, int port) : net(mlp_module(kWidths)), world(world_size) {
     opt = std::make_unique<torch::optim::AdamW>(net->parameters(), torch::optim::AdamWOptions(1e-3));
-    auto store = acc::compat::make_tcp_store("127.0.0.1", static_cast<uint16_t>(port), rank == 0,
-                                             static_cast<size_t>(world_size), std::chrono::minutes(5));
+    auto launcher_store = acc::compat::make_tcp_store("127.0.0.1", static_cast<uint16_t>(port), /*is_server=*/false,
+                                                      static_cast<size_t>(world_size), std::chrono::minutes(5));
+    auto store = c10::make_intrusive<c10d::PrefixStore>("bench_plain_ddp", launcher_store);
     group = acc::compat::make_gloo_group(store, rank, world_size, std::chrono::minutes(5), /*loopback=*/true);
     x = torch::randn({kBatch, kWidths.front()});
     y = torch::randint(0, kWidths.back(), {kBatch});
@@ -105,7 +109,7 @@ int main(int argc, char** argv) {
   const int rank = std::atoi(rank_text), world = std::atoi(world_text);
   torch::manual_seed(rank);
   CapiDdp capi;  // rendezvous at MASTER_PORT
-  PlainDdp plain(rank, world, std::atoi(port_text) + 1);
+  PlainDdp plain(rank, world, std::atoi(port_text));
   const int rounds = quick ? 1 : 9, steps = quick ? 2 : 20;
   time_steps(plain, steps);
   time_steps(capi, steps);

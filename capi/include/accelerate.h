@@ -299,22 +299,26 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   mode ("min" or "max", default "min"), factor (double < 1, unset 0.1),
  *   patience (int, default 10), threshold (double, default 1e-4),
  *   threshold_mode ("rel" or "abs", default "rel"), cooldown (int, default 0),
- *   eps (double, default 1e-8), and min_lr above as one floor for every group (unset: 0).
- *   one_cycle (PyTorch's OneCycleLR; the optimizer's own lr is not used): max_lr (double, needed),
+ *   eps (double, default 1e-8), and min_lr above as the floor (here a double or list; unset: 0).
+ *   A "double or list" key takes one number for every parameter group, or one per group as text
+ *   with commas between them, e.g. "0.01,0.001" through acc_options_set or acc_options_set_string,
+ *   as PyTorch's schedulers take a float or a list; another count is an error at creation.
+ *   one_cycle (PyTorch's OneCycleLR; the optimizer's own lr is not used): max_lr (double or list,
+ *   needed),
  *   total_steps (int; or else both of epochs, steps_per_epoch (int)),
  *   pct_start (double in [0, 1], default 0.3), anneal_strategy ("cos" or "linear", default "cos"),
  *   cycle_momentum (bool, default true: SGD's and RMSprop's momentum, Adam's, AdamW's and Lion's
  *   beta1 move between max_momentum and base_momentum against the rate; an optimizer without
- *   either needs it false), base_momentum (double, unset 0.85), max_momentum (double, unset
- *   0.95), div_factor (double, default 25: the first rate is max_lr / div_factor),
+ *   either needs it false), base_momentum (double or list, unset 0.85), max_momentum (double or
+ *   list, unset 0.95), div_factor (double, default 25: the first rate is max_lr / div_factor),
  *   final_div_factor (double, default 1e4: the last is the first / final_div_factor),
  *   three_phase (bool, default false).
  *   cyclic (PyTorch's CyclicLR; every group's rate is set to base_lr at creation):
- *   base_lr, max_lr (double, needed), step_size_up (int, steps up to max_lr, default 2000),
+ *   base_lr, max_lr (double or list, needed), step_size_up (int, steps up to max_lr, default 2000),
  *   step_size_down (int; unset: step_size_up), mode ("triangular", "triangular2": each cycle half
  *   as high as the one before, "exp_range": the height times gamma ** step; default "triangular"),
  *   gamma (double, exp_range; unset 1), cycle_momentum (bool, default true, as for one_cycle),
- *   base_momentum (double, unset 0.8), max_momentum (double, unset 0.9).
+ *   base_momentum (double or list, unset 0.8), max_momentum (double or list, unset 0.9).
  * Keys of ACC_OPTIONS_DATALOADER:
  *   batch_size (int, default 1), shuffle (bool, default false), drop_last (bool, default false),
  *   seed (int: seedable shuffling, epoch e uses seed + e; unset: drawn from torch's generator, which

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -40,6 +41,19 @@ struct Convert<std::string> {
   static constexpr OptionType type = OptionType::String;
   static std::optional<OptionValue> to(const std::string& v) { return OptionValue(v); }
   static std::string from(const OptionValue& v) { return std::get<std::string>(v); }
+};
+
+template <>
+struct Convert<std::vector<double>> {  // a number, or one per parameter group
+  static constexpr OptionType type = OptionType::Numbers;
+  static std::optional<OptionValue> to(const std::vector<double>& v) {
+    if (v.size() == 1) return OptionValue(v[0]);
+    std::ostringstream text;  // every digit: the text reads back as the same numbers
+    text.precision(17);
+    for (size_t i = 0; i < v.size(); ++i) text << (i ? "," : "") << v[i];
+    return OptionValue(text.str());
+  }
+  static std::vector<double> from(const OptionValue& v) { return option_numbers(v); }
 };
 
 template <class T>

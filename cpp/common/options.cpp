@@ -19,8 +19,22 @@ const char* type_name(OptionType type) {
     case OptionType::Double: return "a number";
     case OptionType::Bool: return "a boolean";
     case OptionType::String: return "a string";
+    case OptionType::Numbers: return "a number, or numbers separated by commas";
   }
   return "?";
+}
+
+// A decimal number, the whole of `text` (strtod also reads hex floats and skips leading blanks); a
+// value too small for a double is its nearest (0 or a subnormal), not an error.
+std::optional<double> parse_decimal(const std::string& text) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0])) || text.find_first_of("xX") != std::string::npos)
+    return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text.c_str(), &end);
+  const bool underflow = errno == ERANGE && std::fabs(v) <= std::numeric_limits<double>::min();
+  if (*end || (errno && !underflow)) return std::nullopt;
+  return v;
 }
 
 std::string to_text(const OptionValue& value) {
@@ -43,6 +57,26 @@ std::optional<bool> parse_bool(std::string text) {
   for (const char* f : {"0", "false", "no", "n", "off", "f"})
     if (text == f) return false;
   return std::nullopt;
+}
+
+std::vector<double> option_numbers(const OptionValue& value) {
+  if (std::holds_alternative<double>(value)) return {std::get<double>(value)};
+  if (std::holds_alternative<int64_t>(value)) return {static_cast<double>(std::get<int64_t>(value))};
+  require(std::holds_alternative<std::string>(value), "a list of numbers is a text, got '", to_text(value), "'");
+  const std::string& text = std::get<std::string>(value);
+  std::vector<double> numbers;
+  size_t from = 0;
+  while (true) {
+    const size_t comma = text.find(',', from);
+    std::string item = text.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
+    const size_t first = item.find_first_not_of(' '), last = item.find_last_not_of(' ');
+    item = first == std::string::npos ? "" : item.substr(first, last - first + 1);
+    const std::optional<double> number = parse_decimal(item);
+    require(number.has_value(), "'", text, "' is not numbers separated by commas");
+    numbers.push_back(*number);
+    if (comma == std::string::npos) return numbers;
+    from = comma + 1;
+  }
 }
 
 const char* options_kind_name(OptionsKind kind) {
@@ -79,18 +113,31 @@ const OptionSpec& Options::spec(const std::string& key) const {
 
 void Options::set(const std::string& key, OptionValue value) {
   const OptionSpec& s = spec(key);
-  if (s.type == OptionType::Double && std::holds_alternative<int64_t>(value))
+  const bool numbers = s.type == OptionType::Numbers;
+  if ((s.type == OptionType::Double || numbers) && std::holds_alternative<int64_t>(value))
     value = static_cast<double>(std::get<int64_t>(value));
   const bool type_ok = (s.type == OptionType::Int && std::holds_alternative<int64_t>(value)) ||
                        (s.type == OptionType::Double && std::holds_alternative<double>(value)) ||
                        (s.type == OptionType::Bool && std::holds_alternative<bool>(value)) ||
-                       (s.type == OptionType::String && std::holds_alternative<std::string>(value));
+                       (s.type == OptionType::String && std::holds_alternative<std::string>(value)) ||
+                       (numbers && !std::holds_alternative<bool>(value));
   require(type_ok, "option '", key, "' takes ", type_name(s.type), ", got '", to_text(value), "'");
-  if (s.type == OptionType::Int || s.type == OptionType::Double) {
-    const double v = s.type == OptionType::Int ? static_cast<double>(std::get<int64_t>(value)) : std::get<double>(value);
-    require(std::isfinite(v), "option '", key, "' must be finite, got ", v);
-    require(!s.min || v >= *s.min, "option '", key, "' must be at least ", *s.min, ", got ", to_text(value));
-    require(!s.max || v <= *s.max, "option '", key, "' must be at most ", *s.max, ", got ", to_text(value));
+  if (s.type == OptionType::Int || s.type == OptionType::Double || numbers) {
+    std::vector<double> checked;
+    if (numbers) {
+      try {
+        checked = option_numbers(value);
+      } catch (const Error&) {
+        fail(Status::InvalidArgument, "option '", key, "' takes ", type_name(s.type), ", got '", to_text(value), "'");
+      }
+    } else {
+      checked = {s.type == OptionType::Int ? static_cast<double>(std::get<int64_t>(value)) : std::get<double>(value)};
+    }
+    for (const double v : checked) {
+      require(std::isfinite(v), "option '", key, "' must be finite, got ", v);
+      require(!s.min || v >= *s.min, "option '", key, "' must be at least ", *s.min, ", got ", to_text(value));
+      require(!s.max || v <= *s.max, "option '", key, "' must be at most ", *s.max, ", got ", to_text(value));
+    }
   }
   if (!s.choices.empty()) {
     bool allowed = false;
@@ -118,15 +165,13 @@ void Options::set_from_text(const std::string& key, const std::string& text) {
       return set(key, static_cast<int64_t>(v));
     }
     case OptionType::Double: {
-      char* end = nullptr;
-      errno = 0;
-      double v = std::strtod(text.c_str(), &end);
-      // Decimal only (strtod also reads hex floats); a value too small for a double is its
-      // nearest (0 or a subnormal), as set_double's caller would have it, not an error.
-      const bool hex = text.find_first_of("xX") != std::string::npos;
-      const bool underflow = errno == ERANGE && std::fabs(v) <= std::numeric_limits<double>::min();
-      if (text.empty() || blank_first || hex || *end || (errno && !underflow)) bad();
-      return set(key, v);
+      const std::optional<double> v = parse_decimal(text);
+      if (!v) bad();
+      return set(key, *v);
+    }
+    case OptionType::Numbers: {  // one number is kept as one; a list as its text
+      const std::optional<double> v = parse_decimal(text);
+      return v ? set(key, *v) : set(key, text);
     }
     case OptionType::Bool: {
       auto flag = parse_bool(text);

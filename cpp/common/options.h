@@ -16,7 +16,9 @@ namespace acc {
 
 using OptionValue = std::variant<int64_t, double, bool, std::string>;
 
-enum class OptionType { Int, Double, Bool, String };
+// Numbers: one number, or one per parameter group as text separated by commas ("0.1,0.01", as
+// PyTorch's schedulers take a float or a list); kept as a double or as that text.
+enum class OptionType { Int, Double, Bool, String, Numbers };
 
 struct OptionSpec {
   std::string key;
@@ -54,6 +56,10 @@ struct OptionSchema {
   OptionsKind kind;
   std::vector<OptionSpec> specs;
 };
+
+// The numbers of a Numbers option's value: one for a number, each of a text's comma-separated ones.
+// Throws for a text that is not such a list.
+std::vector<double> option_numbers(const OptionValue& value);
 
 // Accelerate's spellings of a flag (1/0, true/false, yes/no, y/n, on/off, t/f; any case).
 std::optional<bool> parse_bool(std::string text);

@@ -9,13 +9,6 @@ namespace {
 
 constexpr double kBaseMomentum = 0.8, kMaxMomentum = 0.9;  // PyTorch's defaults
 
-// The options CyclicLR needs, checked before anything changes.
-const ScheduleOptions& checked(const ScheduleOptions& o) {
-  require(o.base_lr.has_value(), "the ", kCyclicSchedule, " schedule needs the option 'base_lr'");
-  require(o.max_lr.has_value(), "the ", kCyclicSchedule, " schedule needs the option 'max_lr'");
-  return o;
-}
-
 CyclicScheduler::Mode cyclic_mode(const std::optional<std::string>& mode) {
   const std::string m = mode.value_or("triangular");
   if (m == "triangular") return CyclicScheduler::Mode::Triangular;
@@ -29,19 +22,29 @@ CyclicScheduler::Mode cyclic_mode(const std::optional<std::string>& mode) {
 
 }  // namespace
 
+// The settings CyclicLR needs, checked before anything changes.
+CyclicScheduler::GroupEnds CyclicScheduler::group_ends(const ScheduleOptions& o, size_t groups) {
+  require(o.base_lr.has_value(), "the ", kCyclicSchedule, " schedule needs the option 'base_lr'");
+  require(o.max_lr.has_value(), "the ", kCyclicSchedule, " schedule needs the option 'max_lr'");
+  return {per_group(o.base_lr, 0.0, groups, "base_lr", kCyclicSchedule),
+          per_group(o.max_lr, 0.0, groups, "max_lr", kCyclicSchedule),
+          per_group(o.base_momentum, kBaseMomentum, groups, "base_momentum", kCyclicSchedule),
+          per_group(o.max_momentum, kMaxMomentum, groups, "max_momentum", kCyclicSchedule)};
+}
+
 CyclicScheduler::CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& o)
-    : CyclingScheduler(std::move(optimizer), kCyclicSchedule, checked(o).cycle_momentum,
-                       o.base_momentum.value_or(kBaseMomentum), o.max_momentum.value_or(kMaxMomentum)),
-      base_lr_(*o.base_lr),
-      max_lr_(*o.max_lr),
-      low_momentum_(o.base_momentum.value_or(kBaseMomentum)),
-      high_momentum_(o.max_momentum.value_or(kMaxMomentum)),
+    : CyclicScheduler(optimizer, o, group_ends(o, optimizer->num_param_groups())) {}
+
+CyclicScheduler::CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& o, GroupEnds ends)
+    : CyclingScheduler(std::move(optimizer), kCyclicSchedule, o.cycle_momentum, ends.low_momentum,
+                       ends.high_momentum),
+      ends_(std::move(ends)),
       mode_(cyclic_mode(o.mode)),
       gamma_(o.gamma.value_or(1.0)) {
   const double up = static_cast<double>(o.step_size_up);
   total_size_ = up + static_cast<double>(o.step_size_down.value_or(o.step_size_up));
   step_ratio_ = up / total_size_;
-  for (size_t g = 0; g < optimizer_->num_param_groups(); ++g) optimizer_->set_lr(g, base_lr_);  // as PyTorch's
+  for (size_t g = 0; g < optimizer_->num_param_groups(); ++g) optimizer_->set_lr(g, ends_.base_lr[g]);  // as PyTorch's
   start();
 }
 
@@ -52,14 +55,15 @@ double CyclicScheduler::scale(int64_t cycle, int64_t step) const {
   return std::pow(gamma_, static_cast<double>(step));
 }
 
-CyclingScheduler::Point CyclicScheduler::at(int64_t step) const {
+CyclingScheduler::Point CyclicScheduler::at(int64_t step, size_t group) const {
   const double progress = static_cast<double>(step) / total_size_;
   const auto cycle = static_cast<int64_t>(std::floor(1 + progress));
   const double x = 1.0 + progress - static_cast<double>(cycle);
   const double scale_factor = x <= step_ratio_ ? x / step_ratio_ : (x - 1) / (step_ratio_ - 1);
   const double height = scale(cycle, step);
-  return {base_lr_ + (max_lr_ - base_lr_) * scale_factor * height,
-          high_momentum_ - (high_momentum_ - low_momentum_) * scale_factor * height};
+  const double base_lr = ends_.base_lr[group], max_lr = ends_.max_lr[group];
+  const double low = ends_.low_momentum[group], high = ends_.high_momentum[group];
+  return {base_lr + (max_lr - base_lr) * scale_factor * height, high - (high - low) * scale_factor * height};
 }
 
 }  // namespace acc

@@ -3,8 +3,11 @@
 // by gamma ** step. The momentum (beta1 for Adam-like optimizers) moves the other way between
 // max_momentum and base_momentum. Made, it sets every group's rate to base_lr (PyTorch replaces
 // the optimizer's rate); the same operations as PyTorch's get_lr(), so the rates are bit-identical.
-// PyTorch's user scale_fn has no counterpart.
+// base_lr, max_lr, base_momentum and max_momentum take one number per group too. PyTorch's user
+// scale_fn has no counterpart.
 #pragma once
+
+#include <vector>
 
 #include "schedule/cycling_scheduler.h"
 #include "schedule/named_schedules.h"
@@ -20,10 +23,17 @@ class CyclicScheduler final : public CyclingScheduler {
   CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& options);
 
  private:
-  Point at(int64_t step) const override;
+  // Each group's ends, one number for every group or one each.
+  struct GroupEnds {
+    std::vector<double> base_lr, max_lr, low_momentum, high_momentum;
+  };
+  static GroupEnds group_ends(const ScheduleOptions& options, size_t groups);
+  CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& options, GroupEnds ends);
+
+  Point at(int64_t step, size_t group) const override;
   double scale(int64_t cycle, int64_t step) const;
 
-  double base_lr_, max_lr_, low_momentum_, high_momentum_;
+  GroupEnds ends_;
   double total_size_, step_ratio_;
   Mode mode_;
   double gamma_;

@@ -1,10 +1,12 @@
-// What PyTorch's OneCycleLR and CyclicLR share: every group gets one rate computed from the step
-// alone, and the momentum (SGD's and RMSprop's momentum; Adam's, AdamW's and Lion's beta1) may
-// move against it. A subclass gives the rate and momentum at a step and where its steps end.
+// What PyTorch's OneCycleLR and CyclicLR share: each group's rate is computed from the step alone
+// (from that group's own ends: PyTorch's settings take a number or one per group), and the momentum
+// (SGD's and RMSprop's momentum; Adam's, AdamW's and Lion's beta1) may move against it. A subclass
+// gives a group's rate and momentum at a step and where its steps end.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "schedule/scheduler.h"
 
@@ -18,14 +20,14 @@ class CyclingScheduler : public IndexedScheduler {
   struct Point {
     double lr, momentum;
   };
-  // With cycle_momentum, the optimizer must have a momentum to move; `low` and `high`, its ends,
-  // are checked against the algorithm's range here, once. Nothing changes before start().
-  CyclingScheduler(std::shared_ptr<Optimizer> optimizer, std::string name, bool cycle_momentum, double low,
-                   double high);
+  // With cycle_momentum, the optimizer must have a momentum to move; `lows` and `highs`, each
+  // group's ends, are checked against the algorithm's range here, once. Nothing changes before start().
+  CyclingScheduler(std::shared_ptr<Optimizer> optimizer, std::string name, bool cycle_momentum,
+                   const std::vector<double>& lows, const std::vector<double>& highs);
   // Ends a subclass's constructor: the groups' rates now are the base rates; applies step 0.
   void start();
-  // The rate and momentum at `step` (PyTorch's get_lr()).
-  virtual Point at(int64_t step) const = 0;
+  // Group `group`'s rate and momentum at `step` (PyTorch's get_lr()).
+  virtual Point at(int64_t step, size_t group) const = 0;
   // Throws if the schedule has no `step` (OneCycleLR ends at total_steps).
   virtual void check_step(int64_t step) const;
 

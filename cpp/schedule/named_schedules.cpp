@@ -34,7 +34,8 @@ T required(const std::optional<T>& value, const char* key, const std::string& na
 double min_lr_rate(const ScheduleOptions& o, const std::string& name, double default_lr) {
   require(!(o.min_lr && o.min_lr_rate), "the ", name, " schedule takes one of 'min_lr' and 'min_lr_rate', not both");
   require(o.min_lr || o.min_lr_rate, "the ", name, " schedule needs the option 'min_lr' or 'min_lr_rate'");
-  return o.min_lr ? *o.min_lr / default_lr : *o.min_lr_rate;
+  const std::optional<double> min_lr = one_number(o.min_lr, "min_lr", name);
+  return min_lr ? *min_lr / default_lr : *o.min_lr_rate;
 }
 
 Factor cosine_factor(const ScheduleOptions& o, const std::string& name, double floor_rate) {

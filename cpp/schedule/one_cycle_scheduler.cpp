@@ -21,27 +21,41 @@ int64_t cycle_steps(const ScheduleOptions& o) {
 
 }  // namespace
 
+// One number for every group, or one each.
+OneCycleScheduler::GroupEnds OneCycleScheduler::group_ends(const ScheduleOptions& o, size_t groups) {
+  (void)cycle_steps(o);  // its error first
+  require(o.max_lr.has_value(), "the ", kOneCycleSchedule, " schedule needs the option 'max_lr'");
+  return {per_group(o.max_lr, 0.0, groups, "max_lr", kOneCycleSchedule),
+          per_group(o.base_momentum, kBaseMomentum, groups, "base_momentum", kOneCycleSchedule),
+          per_group(o.max_momentum, kMaxMomentum, groups, "max_momentum", kOneCycleSchedule)};
+}
+
 OneCycleScheduler::OneCycleScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& o)
-    : CyclingScheduler(std::move(optimizer), kOneCycleSchedule, o.cycle_momentum,
-                       o.base_momentum.value_or(kBaseMomentum), o.max_momentum.value_or(kMaxMomentum)),
+    : OneCycleScheduler(optimizer, o, group_ends(o, optimizer->num_param_groups())) {}
+
+OneCycleScheduler::OneCycleScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& o,
+                                     const GroupEnds& ends)
+    : CyclingScheduler(std::move(optimizer), kOneCycleSchedule, o.cycle_momentum, ends.bottom, ends.top),
       total_(cycle_steps(o)),
       cosine_(o.anneal_strategy == "cos") {
-  require(o.max_lr.has_value(), "the ", kOneCycleSchedule, " schedule needs the option 'max_lr'");
-  const double max_lr = *o.max_lr, initial_lr = max_lr / o.div_factor, min_lr = initial_lr / o.final_div_factor;
-  const double top = o.max_momentum.value_or(kMaxMomentum), bottom = o.base_momentum.value_or(kBaseMomentum);
   const double first_end = o.pct_start * static_cast<double>(total_) - 1, last_end = static_cast<double>(total_ - 1);
-  if (o.three_phase)
-    phases_ = {{first_end, initial_lr, max_lr, top, bottom},
-               {2.0 * o.pct_start * static_cast<double>(total_) - 2, max_lr, initial_lr, bottom, top},
-               {last_end, initial_lr, min_lr, top, top}};
-  else
-    phases_ = {{first_end, initial_lr, max_lr, top, bottom}, {last_end, max_lr, min_lr, bottom, top}};
+  const double second_end = 2.0 * o.pct_start * static_cast<double>(total_) - 2;
   // PyTorch divides by each phase's length; the first phase is reached at step 0 and the last after
   // the one before it ends, so either may not be empty.
   require(first_end != 0.0, "the ", kOneCycleSchedule,
           " schedule's first phase is empty (pct_start * total_steps is 1)");
-  require(last_end != phases_[phases_.size() - 2].end_step, "the ", kOneCycleSchedule,
+  require(last_end != (o.three_phase ? second_end : first_end), "the ", kOneCycleSchedule,
           " schedule's last phase is empty (give more total_steps or another pct_start)");
+  for (size_t g = 0; g < ends.max_lr.size(); ++g) {
+    const double max_lr = ends.max_lr[g], initial_lr = max_lr / o.div_factor, min_lr = initial_lr / o.final_div_factor;
+    const double top = ends.top[g], bottom = ends.bottom[g];
+    if (o.three_phase)
+      phases_.push_back({{first_end, initial_lr, max_lr, top, bottom},
+                         {second_end, max_lr, initial_lr, bottom, top},
+                         {last_end, initial_lr, min_lr, top, top}});
+    else
+      phases_.push_back({{first_end, initial_lr, max_lr, top, bottom}, {last_end, max_lr, min_lr, bottom, top}});
+  }
   start();
 }
 
@@ -50,11 +64,12 @@ double OneCycleScheduler::anneal(double start, double end, double pct) const {
   return (end - start) * pct + start;
 }
 
-CyclingScheduler::Point OneCycleScheduler::at(int64_t step) const {
+CyclingScheduler::Point OneCycleScheduler::at(int64_t step, size_t group) const {
+  const std::vector<Phase>& phases = phases_[group];
   double start_step = 0.0;
-  for (size_t i = 0; i < phases_.size(); ++i) {
-    const Phase& phase = phases_[i];
-    if (static_cast<double>(step) <= phase.end_step || i == phases_.size() - 1) {
+  for (size_t i = 0; i < phases.size(); ++i) {
+    const Phase& phase = phases[i];
+    if (static_cast<double>(step) <= phase.end_step || i == phases.size() - 1) {
       const double pct = (static_cast<double>(step) - start_step) / (phase.end_step - start_step);
       return {anneal(phase.start_lr, phase.end_lr, pct), anneal(phase.start_momentum, phase.end_momentum, pct)};
     }

@@ -4,7 +4,7 @@
 // moves the other way between max_momentum and base_momentum. The same phase boundaries,
 // percentages and annealing arithmetic as PyTorch's, so rates and momenta are bit-identical. A
 // step past total_steps is an error, as in PyTorch (a prepared scheduler stops there instead, as
-// Accelerate's does).
+// Accelerate's does). max_lr, base_momentum and max_momentum take one number per group too.
 #pragma once
 
 #include <vector>
@@ -21,17 +21,24 @@ class OneCycleScheduler final : public CyclingScheduler {
   std::optional<int64_t> total_steps() const override { return total_; }
 
  private:
+  // Each group's ends: max_lr and the momenta.
+  struct GroupEnds {
+    std::vector<double> max_lr, bottom, top;
+  };
+  static GroupEnds group_ends(const ScheduleOptions& options, size_t groups);
+  OneCycleScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& options, const GroupEnds& ends);
+
   struct Phase {
     double end_step;
     double start_lr, end_lr, start_momentum, end_momentum;
   };
-  Point at(int64_t step) const override;
+  Point at(int64_t step, size_t group) const override;
   void check_step(int64_t step) const override;
   double anneal(double start, double end, double pct) const;
 
   int64_t total_;
   bool cosine_;
-  std::vector<Phase> phases_;
+  std::vector<std::vector<Phase>> phases_;  // each group's, ending at the same steps
 };
 
 }  // namespace acc

@@ -14,7 +14,6 @@ PlateauScheduler::PlateauScheduler(std::shared_ptr<Optimizer> optimizer, const S
       relative_(o.threshold_mode == "rel"),
       factor_(o.factor.value_or(0.1)),
       threshold_(o.threshold),
-      min_lr_(o.min_lr.value_or(0.0)),
       eps_(o.eps),
       patience_(o.patience),
       cooldown_(o.cooldown),
@@ -23,6 +22,7 @@ PlateauScheduler::PlateauScheduler(std::shared_ptr<Optimizer> optimizer, const S
           " schedule's mode is 'min' or 'max', got '", o.mode.value_or(""), "'");
   require(factor_ < 1.0, "the ", kPlateauSchedule, " schedule's factor must be < 1, got ", factor_);
   initial_lrs_ = last_lrs_ = group_lrs(*optimizer_);
+  min_lrs_ = per_group(o.min_lr, 0.0, initial_lrs_.size(), "min_lr", kPlateauSchedule);
 }
 
 void PlateauScheduler::step() {
@@ -43,7 +43,7 @@ bool PlateauScheduler::is_better(double metric) const {
 void PlateauScheduler::reduce_lrs() {
   for (size_t g = 0; g < optimizer_->num_param_groups(); ++g) {
     const double old_lr = optimizer_->lr(g);
-    const double new_lr = std::max(old_lr * factor_, min_lr_);
+    const double new_lr = std::max(old_lr * factor_, min_lrs_[g]);
     if (old_lr - new_lr > eps_) optimizer_->set_lr(g, new_lr);
   }
 }

@@ -1,6 +1,6 @@
 // PyTorch's ReduceLROnPlateau (transformers' "reduce_lr_on_plateau"): each step takes a metric;
 // after more than `patience` steps without an improvement by `threshold` (relative or absolute)
-// every group's rate is multiplied by `factor`, not below `min_lr` and only by more than `eps`,
+// every group's rate is multiplied by `factor`, not below its `min_lr` and only by more than `eps`,
 // then `cooldown` steps count no bad step. Same comparisons and arithmetic as PyTorch's.
 #pragma once
 
@@ -31,7 +31,8 @@ class PlateauScheduler final : public Scheduler {
 
   std::shared_ptr<Optimizer> optimizer_;
   bool maximize_, relative_;
-  double factor_, threshold_, min_lr_, eps_;
+  double factor_, threshold_, eps_;
+  std::vector<double> min_lrs_;  // each group's floor
   int64_t patience_, cooldown_;
   std::vector<double> initial_lrs_;  // written as base_lrs, as the other schedules'
   double best_;

@@ -1,6 +1,24 @@
 #include "schedule/schedule_options.h"
 
+#include "common/error.h"
+
 namespace acc {
+
+std::vector<double> per_group(const std::optional<std::vector<double>>& values, double fallback, size_t groups,
+                              const char* key, const std::string& schedule) {
+  if (!values) return std::vector<double>(groups, fallback);
+  if (values->size() == 1) return std::vector<double>(groups, values->front());
+  require(values->size() == groups, "the ", schedule, " schedule's ", key, " has ", values->size(),
+          " values, one per parameter group, but the optimizer has ", groups, " groups");
+  return *values;
+}
+
+std::optional<double> one_number(const std::optional<std::vector<double>>& values, const char* key,
+                                 const std::string& schedule) {
+  if (!values) return std::nullopt;
+  require(values->size() == 1, "the ", schedule, " schedule's ", key, " is one number, got ", values->size());
+  return values->front();
+}
 
 const OptionTable<ScheduleOptions>& scheduler_option_table() {
   using S = ScheduleOptions;
@@ -27,7 +45,7 @@ const OptionTable<ScheduleOptions>& scheduler_option_table() {
     t.bind("T_0", "cosine_annealing_warm_restarts: steps until the first restart", &S::t_0).at_least(1);
     t.bind("T_mult", "cosine_annealing_warm_restarts: each period over the one before", &S::t_mult).at_least(1);
     t.bind("timescale", "inverse_sqrt: steps per unit of the square root", &S::timescale).at_least(1);
-    t.bind("min_lr", "cosine with min lr: the final learning rate; reduce_lr_on_plateau: the floor", &S::min_lr)
+    t.bind("min_lr", "cosine with min lr: the final learning rate; reduce_lr_on_plateau: the floor (or one per group)", &S::min_lr)
         .at_least(0);
     t.bind("min_lr_rate", "cosine with min lr: the final learning rate over the initial one", &S::min_lr_rate)
         .at_least(0);
@@ -61,8 +79,8 @@ const OptionTable<ScheduleOptions>& scheduler_option_table() {
     t.bind("cooldown", "reduce_lr_on_plateau: steps after a reduction that count no bad step", &S::cooldown)
         .at_least(0);
     t.bind("eps", "reduce_lr_on_plateau: a reduction smaller than this is not made", &S::eps).at_least(0);
-    t.bind("max_lr", "one_cycle, cyclic: the peak learning rate", &S::max_lr).at_least(0);
-    t.bind("base_lr", "cyclic: the lowest learning rate (the optimizer's is replaced)", &S::base_lr).at_least(0);
+    t.bind("max_lr", "one_cycle, cyclic: the peak learning rate (or one per group)", &S::max_lr).at_least(0);
+    t.bind("base_lr", "cyclic: the lowest learning rate, the optimizer's replaced (or one per group)", &S::base_lr).at_least(0);
     t.bind("step_size_up", "cyclic: steps from base_lr up to max_lr", &S::step_size_up).at_least(1);
     t.bind("step_size_down", "cyclic: steps back down (unset: step_size_up)", &S::step_size_down).at_least(1);
     t.bind("total_steps", "one_cycle: the cycle's steps", &S::total_steps).at_least(1);
@@ -76,8 +94,8 @@ const OptionTable<ScheduleOptions>& scheduler_option_table() {
     t.bind("swa_lr", "swa_lr: the rate it anneals to", &S::swa_lr).at_least(0);
     t.bind("anneal_epochs", "swa_lr: the steps the annealing takes", &S::anneal_epochs).at_least(0);
     t.bind("cycle_momentum", "one_cycle, cyclic: move the momentum (or beta1) against the rate", &S::cycle_momentum);
-    t.bind("base_momentum", "one_cycle, cyclic: the momentum at the peak rate", &S::base_momentum).at_least(0);
-    t.bind("max_momentum", "one_cycle, cyclic: the momentum at the lowest rates", &S::max_momentum).at_least(0);
+    t.bind("base_momentum", "one_cycle, cyclic: the momentum at the peak rate (or one per group)", &S::base_momentum).at_least(0);
+    t.bind("max_momentum", "one_cycle, cyclic: the momentum at the lowest rates (or one per group)", &S::max_momentum).at_least(0);
     t.bind("div_factor", "one_cycle: max_lr over the first rate", &S::div_factor).at_least(0);
     t.bind("final_div_factor", "one_cycle: the first rate over the last", &S::final_div_factor).at_least(0);
     t.bind("three_phase", "one_cycle: back to the first rate before the final annealing", &S::three_phase);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "common/option_table.h"
 
@@ -28,7 +29,7 @@ struct ScheduleOptions {
   std::optional<int64_t> t_0;                 // cosine_annealing_warm_restarts' T_0
   int64_t t_mult = 1;                         //   and T_mult
   std::optional<int64_t> timescale;           // inverse_sqrt (num_warmup_steps, or 10000 without)
-  std::optional<double> min_lr;               // cosine_with_min_lr, cosine_warmup_with_min_lr,
+  std::optional<std::vector<double>> min_lr;  // cosine_with_min_lr, cosine_warmup_with_min_lr (one number),
                                               // reduce_lr_on_plateau;
   std::optional<double> min_lr_rate;          //   exactly one of the two
   std::optional<double> warmup_lr_rate;       // cosine_warmup_with_min_lr
@@ -46,8 +47,9 @@ struct ScheduleOptions {
   int64_t cooldown = 0;
   double eps = 1e-8;
   // one_cycle (PyTorch's OneCycleLR) and cyclic (PyTorch's CyclicLR)
-  std::optional<double> max_lr;
-  std::optional<double> base_lr;               // cyclic
+  // max_lr, base_lr, base_momentum, max_momentum and plateau's min_lr: a number, or one per group.
+  std::optional<std::vector<double>> max_lr;
+  std::optional<std::vector<double>> base_lr;  // cyclic
   int64_t step_size_up = 2000;                 // cyclic
   std::optional<int64_t> step_size_down;       // cyclic: step_size_up
   std::optional<int64_t> total_steps;  // or epochs * steps_per_epoch
@@ -58,13 +60,21 @@ struct ScheduleOptions {
   std::optional<double> swa_lr;  // swa_lr (SWALR)
   int64_t anneal_epochs = 10;
   bool cycle_momentum = true;
-  std::optional<double> base_momentum;         // one_cycle 0.85, cyclic 0.8
-  std::optional<double> max_momentum;          // one_cycle 0.95, cyclic 0.9
+  std::optional<std::vector<double>> base_momentum;  // one_cycle 0.85, cyclic 0.8
+  std::optional<std::vector<double>> max_momentum;   // one_cycle 0.95, cyclic 0.9
   double div_factor = 25.0;
   double final_div_factor = 1e4;
   bool three_phase = false;
 };
 
 const OptionTable<ScheduleOptions>& scheduler_option_table();
+
+// A per-group setting of schedule `schedule` for `groups` parameter groups: one number for every
+// group, or one each (PyTorch's _format_param); `fallback` when unset. Throws naming `key` otherwise.
+std::vector<double> per_group(const std::optional<std::vector<double>>& values, double fallback, size_t groups,
+                              const char* key, const std::string& schedule);
+// A setting that is one number here though the key takes several elsewhere.
+std::optional<double> one_number(const std::optional<std::vector<double>>& values, const char* key,
+                                 const std::string& schedule);
 
 }  // namespace acc

@@ -4,10 +4,17 @@
 
 #include <torch/torch.h>
 
+#include <cstdlib>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
 #include "optim/group_hyperparameters.h"
 #include "schedule/cyclic_scheduler.h"
 #include "schedule/one_cycle_scheduler.h"
 #include "optim/optimizer.h"
+#include "schedule/scheduler.h"
 
 namespace {
 
@@ -38,7 +45,7 @@ std::vector<std::pair<double, double>> cycle(const std::shared_ptr<acc::Optimize
 
 TEST(OneCycle, CosineCycleMovesSgdsMomentumAgainstTheRate) {
   acc::ScheduleOptions o;
-  o.max_lr = 1.0;
+  o.max_lr = std::vector<double>{1.0};
   o.total_steps = 10;
   const auto got = cycle(optimizer("sgd", {{"lr", "0.1"}, {"momentum", "0.9"}}), o, 10, "momentum");
   const std::vector<std::pair<double, double>> want = {
@@ -53,7 +60,7 @@ TEST(OneCycle, CosineCycleMovesSgdsMomentumAgainstTheRate) {
 
 TEST(OneCycle, ThreeLinearPhasesMoveAdamsBeta1) {
   acc::ScheduleOptions o;
-  o.max_lr = 0.5;
+  o.max_lr = std::vector<double>{0.5};
   o.total_steps = 13;
   o.pct_start = 0.25;
   o.anneal_strategy = "linear";
@@ -76,7 +83,7 @@ TEST(OneCycle, ThreeLinearPhasesMoveAdamsBeta1) {
 
 TEST(OneCycle, AnOptimizerWithoutMomentumNeedsCycleMomentumOff) {
   acc::ScheduleOptions o;
-  o.max_lr = 0.1;
+  o.max_lr = std::vector<double>{0.1};
   o.total_steps = 5;
   const auto adagrad = optimizer("adagrad", {});
   try {
@@ -93,8 +100,8 @@ TEST(OneCycle, AnOptimizerWithoutMomentumNeedsCycleMomentumOff) {
 // triangular2 halves each cycle's height; the optimizer's own rate (0.5) is replaced by base_lr.
 TEST(Cyclic, Triangular2MovesSgdsMomentumAgainstTheRate) {
   acc::ScheduleOptions o;
-  o.base_lr = 0.01;
-  o.max_lr = 0.1;
+  o.base_lr = std::vector<double>{0.01};
+  o.max_lr = std::vector<double>{0.1};
   o.step_size_up = 3;
   o.step_size_down = 2;
   o.mode = "triangular2";
@@ -120,13 +127,13 @@ TEST(Cyclic, Triangular2MovesSgdsMomentumAgainstTheRate) {
 // exp_range scales each step's height by gamma ** step; Adam's beta1 is the momentum it moves.
 TEST(Cyclic, ExpRangeMovesAdamsBeta1) {
   acc::ScheduleOptions o;
-  o.base_lr = 0.001;
-  o.max_lr = 0.01;
+  o.base_lr = std::vector<double>{0.001};
+  o.max_lr = std::vector<double>{0.01};
   o.step_size_up = 2;
   o.mode = "exp_range";
   o.gamma = 0.9;
-  o.base_momentum = 0.85;
-  o.max_momentum = 0.95;
+  o.base_momentum = std::vector<double>{0.85};
+  o.max_momentum = std::vector<double>{0.95};
   const auto got = cycle<acc::CyclicScheduler>(optimizer("adam", {{"lr", "0.1"}}), o, 8, "beta1");
   const std::vector<std::pair<double, double>> want = {
       {0.001, 0.95},
@@ -146,9 +153,9 @@ TEST(Cyclic, ExpRangeMovesAdamsBeta1) {
 TEST(Cyclic, ARefusedScheduleChangesNothing) {
   const auto adam = optimizer("adam", {{"lr", "0.5"}, {"beta1", "0.7"}});
   acc::ScheduleOptions o;
-  o.base_lr = 0.01;
-  o.max_lr = 0.1;
-  o.max_momentum = 1.0;  // Adam's beta1 is below 1
+  o.base_lr = std::vector<double>{0.01};
+  o.max_lr = std::vector<double>{0.1};
+  o.max_momentum = std::vector<double>{1.0};  // Adam's beta1 is below 1
   EXPECT_THROW(acc::CyclicScheduler(adam, o), std::exception);
   EXPECT_EQ(adam->lr(0), 0.5);
   EXPECT_EQ(acc::group_hyperparameter(*adam, 0, "beta1"), 0.7);
@@ -159,4 +166,78 @@ TEST(Cyclic, ARefusedScheduleChangesNothing) {
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("the cyclic schedule cycles the momentum"), std::string::npos) << e.what();
   }
+}
+
+// max_lr, base_lr, the momenta and ReduceLROnPlateau's min_lr given one per parameter group (as text
+// "0.5,0.05"), over two groups: each group's rate and momentum after every step are those the
+// python3 torch the build found gives for the same lists (tests/data/export_schedule_cases.py), to
+// the bit.
+TEST(CyclingSchedulers, PerGroupSettingsGivePyTorchsRatesAndMomentaToTheBit) {
+  const char* dir = std::getenv("ACC_TEST_DATA");
+  std::ifstream in(std::string(dir ? dir : "") + "/schedule_cases.json");
+  ASSERT_TRUE(in.good()) << "run the export_pytorch_schedule_cases fixture";
+  const auto data = nlohmann::json::parse(in);
+  ASSERT_EQ(data["per_group_cases"].size(), 4u);
+  const auto number = [](const nlohmann::json& hex) { return std::strtod(hex.get<std::string>().c_str(), nullptr); };
+  for (const auto& c : data["per_group_cases"]) {
+    SCOPED_TRACE(c.dump());
+    const std::string algorithm = c["optimizer"], name = c["scheduler"]["name"];
+    auto opt = c.contains("momentum") ? optimizer(algorithm, {{"lr", "0.1"}, {"momentum", "0.9"}})
+                                      : optimizer(algorithm, {{"lr", "0.1"}});
+    ASSERT_TRUE(!c.contains("momentum") || c["momentum"].get<double>() == 0.9);
+    acc::Options group(acc::optimizer_option_schema());
+    group.set("lr", c["lrs"][1].get<double>());
+    opt->add_param_group({"0.bias"}, group);
+    opt->set_lr(0, c["lrs"][0].get<double>());
+    acc::Options settings(acc::scheduler_option_table());
+    for (const auto& [key, value] : c["scheduler"]["options"].items()) settings.set_from_text(key, value);
+    auto sched = acc::make_scheduler(opt, name, settings);
+    const std::string key = algorithm == "sgd" ? "momentum" : "beta1";
+    for (size_t step = 0; step < c["points"].size(); ++step) {
+      if (step > 0 && c.contains("metrics")) sched->step_with_metric(c["metrics"][step - 1].get<double>());
+      else if (step > 0) sched->step();
+      for (size_t g = 0; g < 2; ++g) {
+        const auto& want = c["points"][step][g];
+        EXPECT_EQ(opt->lr(g), number(want[0])) << "group " << g << " after " << step << " steps";
+        if (name != acc::kPlateauSchedule)
+          EXPECT_EQ(acc::group_hyperparameter(*opt, g, key), number(want[1])) << "group " << g << " after " << step;
+      }
+    }
+  }
+}
+
+// A list of another length than the groups is refused, naming the key; a schedule whose setting is
+// one number takes no list.
+TEST(CyclingSchedulers, AListOfAnotherLengthThanTheGroupsIsRefused) {
+  auto opt = optimizer("sgd", {{"lr", "0.1"}, {"momentum", "0.9"}});
+  acc::ScheduleOptions o;
+  o.max_lr = std::vector<double>{0.1, 0.2};
+  o.total_steps = 10;
+  try {
+    acc::OneCycleScheduler sched(opt, o);
+    FAIL() << "two max_lr for one group were taken";
+  } catch (const acc::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("max_lr has 2 values, one per parameter group, but the optimizer has 1"),
+              std::string::npos)
+        << e.what();
+  }
+  acc::Options settings(acc::scheduler_option_table());
+  settings.set_from_text("min_lr", "0.1,0.2");
+  settings.set_from_text("num_training_steps", "10");
+  try {
+    (void)acc::make_scheduler(opt, "cosine_with_min_lr", settings);
+    FAIL() << "a list was taken for cosine_with_min_lr's min_lr";
+  } catch (const acc::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("min_lr is one number, got 2"), std::string::npos) << e.what();
+  }
+  for (const char* bad : {"0.1,", "0.1,,0.2", "0.1;0.2", "0x1,2", "nan,1", "-1,0.5", "1e999"}) {
+    try {
+      settings.set_from_text("max_lr", bad);
+      ADD_FAILURE() << "max_lr took '" << bad << "'";
+    } catch (const acc::Error& e) {
+      EXPECT_EQ(e.status(), acc::Status::InvalidArgument) << bad;
+    }
+  }
+  settings.set_from_text("max_lr", " 0.1 , 0.2");
+  EXPECT_EQ(acc::scheduler_option_table().read(settings).max_lr, (std::vector<double>{0.1, 0.2}));
 }

@@ -27,6 +27,7 @@ acc::OptionValue other_value(const acc::OptionSpec& spec) {
       const double base = spec.fallback ? std::get<double>(*spec.fallback) : spec.min.value_or(0.0);
       return spec.max && base + 0.25 > *spec.max ? base - 0.25 : base + 0.25;
     }
+    case acc::OptionType::Numbers: return std::string("0.5,0.25");  // one per group of two
     case acc::OptionType::String:
       for (const auto& choice : spec.choices)
         if (!spec.fallback || choice != std::get<std::string>(*spec.fallback)) return choice;

@@ -1,6 +1,8 @@
 """Learning rates of PyTorch's ChainedScheduler and MultiplicativeLR, for
 tests/capi/test_schedule_chains.cpp to reproduce bit for bit through acc_scheduler_chain and
-acc_scheduler_create_multiplicative. Each case is a chain of schedules made in order on one SGD
+acc_scheduler_create_multiplicative; and ("per_group_cases") of OneCycleLR, CyclicLR and
+ReduceLROnPlateau given a list (one value per parameter group) for max_lr, base_lr, the momenta or
+min_lr, with the momentum (SGD's, or Adam's beta1) they move, for tests/cpp/test_cycling_schedulers.cpp. Each case is a chain of schedules made in order on one SGD
 (named as acc_scheduler_create names them, with their ACC_OPTIONS_SCHEDULER settings as text), or a
 MultiplicativeLR whose factor at step s is factors[s % len(factors)], possibly leading a chain; two
 parameter groups with their own rates, and each group's rate after every step is recorded, as
@@ -88,6 +90,64 @@ CASES = [
 ]
 
 
+PER_GROUP_CASES = [
+    {"optimizer": "sgd", "lrs": [0.1, 0.05], "momentum": 0.9, "steps": 10,
+     "scheduler": {"name": "one_cycle", "options": {"max_lr": "0.5,0.05", "total_steps": "10",
+                                                    "base_momentum": "0.8,0.85", "max_momentum": "0.9,0.95"}}},
+    {"optimizer": "adamw", "lrs": [0.1, 0.05], "steps": 11,
+     "scheduler": {"name": "one_cycle", "options": {"max_lr": "0.01, 0.002", "total_steps": "12", "pct_start": "0.25",
+                                                    "anneal_strategy": "linear", "three_phase": "true",
+                                                    "max_momentum": "0.9"}}},
+    {"optimizer": "sgd", "lrs": [0.1, 0.05], "momentum": 0.9, "steps": 13,
+     "scheduler": {"name": "cyclic", "options": {"base_lr": "0.01,0.001", "max_lr": "0.1,0.02", "step_size_up": "3",
+                                                 "mode": "triangular2", "base_momentum": "0.8,0.7"}}},
+    {"optimizer": "sgd", "lrs": [0.1, 0.05], "steps": 8, "metrics": [1.0] * 8,
+     "scheduler": {"name": "reduce_lr_on_plateau", "options": {"min_lr": "0.02,0.001", "factor": "0.5",
+                                                               "patience": "1"}}},
+]
+
+
+def numbers(text):
+    values = [float(v) for v in text.split(",")]
+    return values[0] if len(values) == 1 else values
+
+
+def run_per_group(case):
+    a, b = torch.nn.Parameter(torch.zeros(1)), torch.nn.Parameter(torch.zeros(1))
+    groups = [{"params": [a], "lr": case["lrs"][0]}, {"params": [b], "lr": case["lrs"][1]}]
+    if case["optimizer"] == "sgd":
+        opt = torch.optim.SGD(groups, lr=case["lrs"][0], momentum=case.get("momentum", 0))
+    else:
+        opt = torch.optim.AdamW(groups, lr=case["lrs"][0])
+    o = case["scheduler"]["options"]
+    name = case["scheduler"]["name"]
+    if name == "one_cycle":
+        extra = {k: numbers(o[k]) for k in ("base_momentum", "max_momentum") if k in o}
+        sched = S.OneCycleLR(opt, max_lr=numbers(o["max_lr"]), total_steps=int(o["total_steps"]),
+                             pct_start=float(o.get("pct_start", 0.3)), anneal_strategy=o.get("anneal_strategy", "cos"),
+                             three_phase=o.get("three_phase") == "true", **extra)
+    elif name == "cyclic":
+        extra = {k: numbers(o[k]) for k in ("base_momentum", "max_momentum") if k in o}
+        sched = S.CyclicLR(opt, base_lr=numbers(o["base_lr"]), max_lr=numbers(o["max_lr"]),
+                           step_size_up=int(o["step_size_up"]), mode=o["mode"], **extra)
+    else:
+        sched = S.ReduceLROnPlateau(opt, min_lr=numbers(o["min_lr"]), factor=float(o["factor"]),
+                                    patience=int(o["patience"]))
+
+    def point():
+        out = []
+        for g in opt.param_groups:
+            momentum = g["betas"][0] if "betas" in g else g.get("momentum")
+            out.append([float(g["lr"]).hex(), None if momentum is None else float(momentum).hex()])
+        return out
+    points = [point()]
+    for step in range(case["steps"]):
+        opt.step()
+        sched.step(case["metrics"][step]) if "metrics" in case else sched.step()
+        points.append(point())
+    return points
+
+
 def run(case):
     a, b = torch.nn.Parameter(torch.zeros(1)), torch.nn.Parameter(torch.zeros(1))
     opt = torch.optim.SGD([{"params": [a], "lr": case["lrs"][0]}, {"params": [b], "lr": case["lrs"][1]}])
@@ -109,7 +169,9 @@ def main():
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
     cases = [dict(case, rates=run(case)) for case in CASES if all(p["name"] in MAKERS for p in case["chain"])]
-    (out / "schedule_cases.json").write_text(json.dumps({"torch": torch.__version__, "cases": cases}, indent=1))
+    per_group = [dict(case, points=run_per_group(case)) for case in PER_GROUP_CASES]
+    (out / "schedule_cases.json").write_text(
+        json.dumps({"torch": torch.__version__, "cases": cases, "per_group_cases": per_group}, indent=1))
 
 
 if __name__ == "__main__":
