@@ -77,7 +77,7 @@ std::vector<float> run_steps(const char* algorithm, std::initializer_list<std::p
 
 // Schedule `name` with its settings `items` over an SGD at `lr`.
 std::pair<acc_optimizer*, acc_scheduler*> sgd_schedule(const Scalar& s, const char* name,
-                                                       std::initializer_list<std::pair<const char*, const char*>> items,
+                                                       const std::vector<std::pair<const char*, const char*>>& items,
                                                        const char* lr) {
   acc_options* o = optimizer_options({{"lr", lr}});
   acc_optimizer* opt = nullptr;
@@ -92,7 +92,7 @@ std::pair<acc_optimizer*, acc_scheduler*> sgd_schedule(const Scalar& s, const ch
   return {opt, sched};
 }
 
-double schedule_lr(const char* name, std::initializer_list<std::pair<const char*, const char*>> items, int steps,
+double schedule_lr(const char* name, const std::vector<std::pair<const char*, const char*>>& items, int steps,
                    const char* lr = "1.0") {
   Scalar s;
   auto [opt, sched] = sgd_schedule(s, name, items, lr);
@@ -110,7 +110,7 @@ double schedule_lr(const char* name, std::initializer_list<std::pair<const char*
 }
 
 // The rates after 0, 1, ..., steps steps of schedule `name`.
-std::vector<double> schedule_rates(const char* name, std::initializer_list<std::pair<const char*, const char*>> items,
+std::vector<double> schedule_rates(const char* name, const std::vector<std::pair<const char*, const char*>>& items,
                                    int steps, const char* lr = "1.0") {
   std::vector<double> out;
   for (int s = 0; s <= steps; ++s) out.push_back(schedule_lr(name, items, s, lr));
@@ -261,7 +261,9 @@ TEST(Scheduler, TransformersFormulas) {
 // The rest of transformers' get_scheduler() names. The expected rates are what transformers'
 // lambdas give (evaluated in Python, printed with repr): compared to the bit.
 TEST(Scheduler, TheOtherTransformersSchedulesGiveItsRatesToTheBit) {
-  using Settings = std::initializer_list<std::pair<const char*, const char*>>;
+  // Owned by each case: an initializer_list member would point into the braced list's temporary
+  // array, gone once `cases` is made.
+  using Settings = std::vector<std::pair<const char*, const char*>>;
   struct Case {
     const char* name;
     Settings settings;
