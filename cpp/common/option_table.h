@@ -7,7 +7,6 @@
 
 #include <functional>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -48,10 +47,9 @@ struct Convert<std::vector<double>> {  // a number, or one per parameter group
   static constexpr OptionType type = OptionType::Numbers;
   static std::optional<OptionValue> to(const std::vector<double>& v) {
     if (v.size() == 1) return OptionValue(v[0]);
-    std::ostringstream text;  // every digit: the text reads back as the same numbers
-    text.precision(17);
-    for (size_t i = 0; i < v.size(); ++i) text << (i ? "," : "") << v[i];
-    return OptionValue(text.str());
+    std::string text;
+    for (double x : v) text += (text.empty() ? "" : ",") + number_text(x);
+    return OptionValue(text);
   }
   static std::vector<double> from(const OptionValue& v) { return option_numbers(v); }
 };

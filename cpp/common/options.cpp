@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include <cctype>
+#include <charconv>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -40,7 +41,7 @@ std::optional<double> parse_decimal(const std::string& text) {
 std::string to_text(const OptionValue& value) {
   struct {
     std::string operator()(int64_t v) const { return std::to_string(v); }
-    std::string operator()(double v) const { return concat(v); }
+    std::string operator()(double v) const { return number_text(v); }
     std::string operator()(bool v) const { return v ? "true" : "false"; }
     std::string operator()(const std::string& v) const { return v; }
   } visitor;
@@ -57,6 +58,14 @@ std::optional<bool> parse_bool(std::string text) {
   for (const char* f : {"0", "false", "no", "n", "off", "f"})
     if (text == f) return false;
   return std::nullopt;
+}
+
+std::string number_text(double value) {
+  std::string text = concat(value);  // six digits, the form users know, where that is exact
+  if (std::strtod(text.c_str(), nullptr) == value) return text;
+  char digits[32];
+  const auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;  // the shortest exact one
+  return std::string(digits, end);
 }
 
 std::vector<double> option_numbers(const OptionValue& value) {
@@ -137,6 +146,11 @@ void Options::set(const std::string& key, OptionValue value) {
       require(std::isfinite(v), "option '", key, "' must be finite, got ", v);
       require(!s.min || v >= *s.min, "option '", key, "' must be at least ", *s.min, ", got ", to_text(value));
       require(!s.max || v <= *s.max, "option '", key, "' must be at most ", *s.max, ", got ", to_text(value));
+    }
+    if (numbers) {  // kept as one number, or as the numbers' own text (blanks gone, every digit exact)
+      std::string text;
+      for (double v : checked) text += (text.empty() ? "" : ",") + number_text(v);
+      value = checked.size() == 1 ? OptionValue(checked[0]) : OptionValue(text);
     }
   }
   if (!s.choices.empty()) {

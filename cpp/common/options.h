@@ -57,6 +57,10 @@ struct OptionSchema {
   std::vector<OptionSpec> specs;
 };
 
+// Text that reads back as exactly `value`: six significant digits where they are exact ("0.0001"),
+// else the shortest exact form ("0.0012345678901").
+std::string number_text(double value);
+
 // The numbers of a Numbers option's value: one for a number, each of a text's comma-separated ones.
 // Throws for a text that is not such a list.
 std::vector<double> option_numbers(const OptionValue& value);

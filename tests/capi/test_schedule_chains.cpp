@@ -294,3 +294,27 @@ TEST(ScheduleChains, AFailingMultiplicativeFactorFailsTheStepAndChangesNothing) 
   EXPECT_EQ(steps, 1);
   acc_scheduler_free(sched);
 }
+
+// An option's text (acc_options_get) reads back as the value set, every digit of it: a per-group
+// list set as text, and a number that six digits would round.
+TEST(ScheduleChains, PerGroupListsAndNumbersReadBackExactly) {
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_SCHEDULER, &o));
+  ACC_ASSERT_OK(acc_options_set(o, "max_lr", "0.0012345678901, 0.1"));
+  char* text = nullptr;
+  ACC_ASSERT_OK(acc_options_get(o, "max_lr", &text));
+  EXPECT_STREQ(text, "0.0012345678901,0.1");
+  acc_string_free(text);
+  ACC_ASSERT_OK(acc_options_set_double(o, "max_lr", 0.0012345678901));
+  ACC_ASSERT_OK(acc_options_get(o, "max_lr", &text));
+  EXPECT_STREQ(text, "0.0012345678901");
+  acc_string_free(text);
+  ACC_ASSERT_OK(acc_options_set_double(o, "eta_min", 1e-4));
+  ACC_ASSERT_OK(acc_options_get(o, "eta_min", &text));
+  EXPECT_STREQ(text, "0.0001");
+  acc_string_free(text);
+  ACC_EXPECT_ERROR(acc_options_set(o, "max_lr", "0.1,x"), ACC_ERR_INVALID_ARGUMENT,
+                   "option 'max_lr' takes a number, or numbers separated by commas, got '0.1,x'");
+  ACC_EXPECT_ERROR(acc_options_set_bool(o, "max_lr", 1), ACC_ERR_INVALID_ARGUMENT, "option 'max_lr' takes a number");
+  acc_options_free(o);
+}

@@ -114,6 +114,12 @@ SCENARIOS = {
     # PyTorch's OneCycleLR, cycling SGD's momentum and AdamW's beta1: on 2 or more processes
     # Accelerate steps it num_processes times per step, so it reaches total_steps early and stops.
     "mlp_one_cycle": dict(model="mlp", optimizer="sgd", schedule="one_cycle", schedule_options={"max_lr": 0.1}),
+    # PyTorch's lists: a rate and momenta of each group's own (the biases' group without decay).
+    "mlp_one_cycle_per_group": dict(model="mlp", optimizer="sgd", schedule="one_cycle", no_decay="*.bias",
+                                    schedule_options={"max_lr": [0.1, 0.02], "base_momentum": [0.85, 0.8]}),
+    "mlp_cyclic_per_group": dict(model="mlp", optimizer="adamw", schedule="cyclic", no_decay="*.bias",
+                                 schedule_options={"base_lr": [1e-3, 1e-4], "max_lr": [0.02, 0.005],
+                                                   "step_size_up": 2}),
     "lm_one_cycle_three_phase": dict(model="lm", optimizer="adamw", schedule="one_cycle", accumulation=2,
                                      schedule_options={"max_lr": 0.02, "three_phase": True, "pct_start": 0.25}),
     # PyTorch's chainable schedulers, each rate computed from the one before.
