@@ -106,6 +106,11 @@ SCENARIOS = {
     # num_processes times per step, and not at all inside an accumulation window.
     "mlp_reduce_on_plateau": dict(model="mlp", optimizer="sgd", schedule="reduce_lr_on_plateau",
                                   schedule_options={"patience": 1, "factor": 0.5, "threshold": 0.01, "cooldown": 1}),
+    # min_lr per group (PyTorch's list): each group stops at its own floor.
+    "mlp_reduce_on_plateau_per_group": dict(model="mlp", optimizer="sgd", schedule="reduce_lr_on_plateau",
+                                            no_decay="*.bias", schedule_options={"patience": 0, "factor": 0.5,
+                                                                                 "threshold": 0.5,
+                                                                                 "min_lr": [0.01, 0.02]}),
     "mlp_reduce_on_plateau_accumulate": dict(model="mlp", optimizer="adamw", schedule="reduce_lr_on_plateau",
                                              accumulation=2, schedule_options={"patience": 0, "factor": 0.7,
                                                                                "threshold": 0.05,
