@@ -45,12 +45,7 @@ struct Convert<std::string> {
 template <>
 struct Convert<std::vector<double>> {  // a number, or one per parameter group
   static constexpr OptionType type = OptionType::Numbers;
-  static std::optional<OptionValue> to(const std::vector<double>& v) {
-    if (v.size() == 1) return OptionValue(v[0]);
-    std::string text;
-    for (double x : v) text += (text.empty() ? "" : ",") + number_text(x);
-    return OptionValue(text);
-  }
+  static std::optional<OptionValue> to(const std::vector<double>& v) { return numbers_value(v); }
   static std::vector<double> from(const OptionValue& v) { return option_numbers(v); }
 };
 

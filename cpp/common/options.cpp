@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "common/text.h"
 
 namespace acc {
 namespace {
@@ -74,18 +75,19 @@ std::vector<double> option_numbers(const OptionValue& value) {
   require(std::holds_alternative<std::string>(value), "a list of numbers is a text, got '", to_text(value), "'");
   const std::string& text = std::get<std::string>(value);
   std::vector<double> numbers;
-  size_t from = 0;
-  while (true) {
-    const size_t comma = text.find(',', from);
-    std::string item = text.substr(from, comma == std::string::npos ? std::string::npos : comma - from);
-    const size_t first = item.find_first_not_of(' '), last = item.find_last_not_of(' ');
-    item = first == std::string::npos ? "" : item.substr(first, last - first + 1);
+  for (const std::string& item : split_trimmed(text, ',')) {
     const std::optional<double> number = parse_decimal(item);
     require(number.has_value(), "'", text, "' is not numbers separated by commas");
     numbers.push_back(*number);
-    if (comma == std::string::npos) return numbers;
-    from = comma + 1;
   }
+  return numbers;
+}
+
+OptionValue numbers_value(const std::vector<double>& numbers) {
+  if (numbers.size() == 1) return numbers[0];
+  std::string text;
+  for (double v : numbers) text += (text.empty() ? "" : ",") + number_text(v);
+  return text;
 }
 
 const char* options_kind_name(OptionsKind kind) {
@@ -147,11 +149,7 @@ void Options::set(const std::string& key, OptionValue value) {
       require(!s.min || v >= *s.min, "option '", key, "' must be at least ", *s.min, ", got ", to_text(value));
       require(!s.max || v <= *s.max, "option '", key, "' must be at most ", *s.max, ", got ", to_text(value));
     }
-    if (numbers) {  // kept as one number, or as the numbers' own text (blanks gone, every digit exact)
-      std::string text;
-      for (double v : checked) text += (text.empty() ? "" : ",") + number_text(v);
-      value = checked.size() == 1 ? OptionValue(checked[0]) : OptionValue(text);
-    }
+    if (numbers) value = numbers_value(checked);  // blanks gone, every digit exact
   }
   if (!s.choices.empty()) {
     bool allowed = false;
@@ -183,10 +181,7 @@ void Options::set_from_text(const std::string& key, const std::string& text) {
       if (!v) bad();
       return set(key, *v);
     }
-    case OptionType::Numbers: {  // one number is kept as one; a list as its text
-      const std::optional<double> v = parse_decimal(text);
-      return v ? set(key, *v) : set(key, text);
-    }
+    case OptionType::Numbers: return set(key, text);  // set() reads the numbers
     case OptionType::Bool: {
       auto flag = parse_bool(text);
       if (!flag) bad();

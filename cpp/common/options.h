@@ -64,6 +64,8 @@ std::string number_text(double value);
 // The numbers of a Numbers option's value: one for a number, each of a text's comma-separated ones.
 // Throws for a text that is not such a list.
 std::vector<double> option_numbers(const OptionValue& value);
+// How a Numbers option keeps `numbers`: one as a number, several as their exact text with commas.
+OptionValue numbers_value(const std::vector<double>& numbers);
 
 // Accelerate's spellings of a flag (1/0, true/false, yes/no, y/n, on/off, t/f; any case).
 std::optional<bool> parse_bool(std::string text);

@@ -13,6 +13,13 @@
 #include "schedule/plateau_scheduler.h"
 
 namespace acc {
+namespace {
+
+// At most this many schedules in a chain: each step runs them all, and each one added checks the
+// chain's step 0 again.
+constexpr size_t kMaxChainedSchedules = 1000;
+
+}  // namespace
 
 void Scheduler::step_with_metric(double) {
   fail(Status::InvalidArgument, "only a ", kPlateauSchedule,
@@ -81,10 +88,6 @@ void IndexedScheduler::load_state(const SchedulerState& state) {
   apply(state.step);
 }
 
-// At most this many schedules in a chain: each step runs them all, and each one added checks the
-// chain's step 0 again.
-constexpr size_t kMaxChainedSchedules = 1000;
-
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options)
     : IndexedScheduler(std::move(optimizer), name) {
   chain_ = {named_schedule(name, options, optimizer_->default_lr())};
@@ -107,16 +110,19 @@ LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::func
   apply(0);
 }
 
-std::vector<double> LambdaScheduler::lrs_at(const std::vector<double>& base_lrs, int64_t step,
-                                            const ScheduleRule* first) const {
+std::vector<double> LambdaScheduler::lrs_at(const std::vector<double>& base_lrs, int64_t step) const {
   // SequentialLR's step: the schedule whose milestone was reached last, at the steps since it.
   const auto after = std::upper_bound(phases_.begin(), phases_.end(), step,
                                       [](int64_t s, const Phase& phase) { return s < phase.milestone; });
   const Phase& phase = *std::prev(after);
-  const ScheduleRule& rule = first && &phase == &phases_[0] ? *first : phase.rule;
+  return rates(phase.rule, base_lrs, step - phase.milestone, step);
+}
+
+std::vector<double> LambdaScheduler::rates(const ScheduleRule& rule, const std::vector<double>& base_lrs,
+                                           int64_t steps_in, int64_t step) {
   std::vector<double> lrs;
   for (double base : base_lrs) {
-    const double lr = rule(base, step - phase.milestone);
+    const double lr = rule(base, steps_in);
     require(std::isfinite(lr) && lr >= 0, "the schedule's learning rate at step ", step, " is ", lr,
             " (it must be finite and >= 0)");
     lrs.push_back(lr);
@@ -160,7 +166,7 @@ void LambdaScheduler::chain(const std::string& name, const Options& options) {
   parts.push_back(named_schedule(name, options, optimizer_->default_lr()));
   ScheduleRule rule = rule_of(chained(parts));
   // Made on the optimizer, the new schedule sets its step 0 from the rate the chain set: checked first.
-  std::vector<double> lrs = lrs_at(base_lrs_, 0, &rule);
+  std::vector<double> lrs = rates(rule, base_lrs_, 0, 0);
   chain_ = std::move(parts);
   phases_[0].rule = std::move(rule);
   name_ += "+" + name;

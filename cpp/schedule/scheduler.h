@@ -135,10 +135,11 @@ class LambdaScheduler final : public IndexedScheduler {
   };
 
   void apply(int64_t step) override;
-  // Each group's learning rate at `step` from these bases, checked: finite and >= 0 (`first`: the
-  // first phase's rule instead of the one it has).
-  std::vector<double> lrs_at(const std::vector<double>& base_lrs, int64_t step,
-                             const ScheduleRule* first = nullptr) const;
+  // Each group's learning rate at `step` from these bases, by the phase the step is in.
+  std::vector<double> lrs_at(const std::vector<double>& base_lrs, int64_t step) const;
+  // The same by `rule`, `steps_in` steps into its phase, checked: finite and >= 0.
+  static std::vector<double> rates(const ScheduleRule& rule, const std::vector<double>& base_lrs, int64_t steps_in,
+                                   int64_t step);
   void require_unstepped(const char* what) const;
 
   // Kept flat (never a rule wrapping a rule), so a long sequence or chain costs no stack depth.
