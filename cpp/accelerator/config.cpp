@@ -141,7 +141,11 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table() {
     t.bind("ddp_broadcast_buffers", "buffers from rank 0 before each forward", &C::ddp,
            &DataParallelOptions::broadcast_buffers);
     t.bind("ddp_comm_hook", "gradients travel compressed", &C::ddp, &DataParallelOptions::comm_hook)
+        .one_of({"no", "fp16", "bf16", "power_sgd", "batched_power_sgd"});
+    t.bind("ddp_comm_wrapper", "PowerSGD on a 16-bit copy of each bucket", &C::ddp, &DataParallelOptions::comm_wrapper)
         .one_of({"no", "fp16", "bf16"});
+    t.bind("ddp_comm_state_option", "PowerSGDState's arguments (a JSON object)", &C::ddp,
+           &DataParallelOptions::comm_state_option);
     // Sharded data parallelism (DeepSpeed's ZeRO stage; FSDP's strategies map onto it).
     t.bind("zero_stage", "0: DDP; 1-3 shard optimizer state, gradients, parameters", &C::sharding,
            &ShardingOptions::stage)
@@ -168,6 +172,26 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table() {
   });
   return table;
 }
+
+namespace {
+
+// DistributedDataParallelKwargs' hook settings that would do nothing are refused (Accelerate ignores
+// a wrapper or a state without a PowerSGD hook, and every hook under FSDP or DeepSpeed).
+void check_comm_hook(AcceleratorConfig& c) {
+  DataParallelOptions& ddp = c.ddp;
+  if (ddp.comm_wrapper != "no" && !ddp.uses_power_sgd())
+    fail(Status::Unsupported, "ddp_comm_wrapper ", ddp.comm_wrapper, " wraps PowerSGD: it needs ddp_comm_hook ",
+         "power_sgd or batched_power_sgd, not ", ddp.comm_hook);
+  if (!ddp.comm_state_option.empty() && !ddp.uses_power_sgd())
+    fail(Status::InvalidArgument, "ddp_comm_state_option sets PowerSGD's state: it needs ddp_comm_hook power_sgd or ",
+         "batched_power_sgd, not ", ddp.comm_hook);
+  ddp.power_sgd = parse_power_sgd_settings(ddp.comm_state_option);
+  if (ddp.comm_hook != "no" && c.sharding.stage > 0)
+    fail(Status::Unsupported, "ddp_comm_hook ", ddp.comm_hook, " is a hook of DDP's gradient allreduce: sharded ",
+         "data parallelism (zero_stage ", c.sharding.stage, ") reduce-scatters gradients without it");
+}
+
+}  // namespace
 
 AcceleratorConfig resolve_accelerator_config(const Options& o) {
   require(o.kind() == OptionsKind::Accelerator, "accelerator options must be of kind accelerator, got ",
@@ -219,6 +243,7 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   // So would offloading without a sharded optimizer to offload (DeepSpeed's stage 0, FSDP's NO_SHARD).
   require(!(c.sharding.offload_optimizer || c.sharding.offload_params) || c.sharding.stage > 0,
           "offload_optimizer and offload_params offload what sharding keeps: they need zero_stage 1, 2 or 3, not 0 (DDP)");
+  check_comm_hook(c);
   return c;
 }
 

@@ -108,6 +108,14 @@ at::Tensor attention_softmax(const at::Tensor& scores) {
 #endif
 }
 
+at::Tensor python_dim_norm(const at::Tensor& t, int64_t dim) {
+#if ACC_TORCH_VERSION >= 200
+  return at::linalg_vector_norm(t, 2, at::IntArrayRef{dim}, /*keepdim=*/true);
+#else
+  return at::frobenius_norm(t, at::IntArrayRef{dim}, /*keepdim=*/true);
+#endif
+}
+
 void disable_cpu_fusion() {
   static std::once_flag once;
   std::call_once(once, [] { torch::jit::overrideCanFuseOnCPU(false); });

@@ -80,6 +80,10 @@ at::Tensor attention_softmax(const at::Tensor& scores);  // over the last dimens
 // The same in generated TorchScript.
 constexpr const char* kAttentionSoftmaxScript = ACC_TORCH_VERSION >= 205 ? "torch._safe_softmax" : "torch.softmax";
 
+// ---- torch.norm(t, dim=d, keepdim=True) as PyTorch's Python computes it: frobenius_norm before 2.0,
+// linalg.vector_norm(t, 2) from 2.0 (PowerSGD's Gram-Schmidt) ----
+at::Tensor python_dim_norm(const at::Tensor& t, int64_t dim);
+
 // ---- torch.optim's Python rules (optim/python_rules.h): from 2.0 they update running averages with
 // lerp_, and step CUDA parameters with foreach ops by default (the macro for code that names ops
 // 1.13 lacks) ----

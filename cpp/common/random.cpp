@@ -12,9 +12,13 @@
 
 namespace acc {
 
+void seed_gpus(uint64_t seed) {
+  if (cuda_available()) torch::cuda::manual_seed_all(seed);
+}
+
 void set_seed(uint64_t seed) {
   torch::manual_seed(seed);
-  if (cuda_available()) torch::cuda::manual_seed_all(seed);
+  seed_gpus(seed);
 }
 
 void set_seed(uint64_t seed, bool device_specific, int64_t process_index, bool deterministic) {

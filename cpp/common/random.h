@@ -15,6 +15,9 @@ namespace acc {
 
 // Seeds torch's CPU generator and every GPU's (acc_set_seed, the accelerator's seed option).
 void set_seed(uint64_t seed);
+// Seeds every GPU's generator only: what torch.manual_seed does to them where a caller restores the
+// CPU's afterwards (fork_rng(devices=[]), as PyTorch's PowerSGD hook seeds its projections).
+void seed_gpus(uint64_t seed);
 // Accelerate's set_seed(seed, device_specific, deterministic): device_specific adds `process_index`;
 // deterministic turns torch's deterministic algorithms on (and leaves them on).
 void set_seed(uint64_t seed, bool device_specific, int64_t process_index, bool deterministic);

@@ -7,6 +7,7 @@
 
 #include "parallel/broadcast.h"
 #include "parallel/compress_hook.h"
+#include "parallel/power_sgd.h"
 #include "common/compat.h"
 #include "common/error.h"
 
@@ -51,10 +52,13 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
   buffer_sync_ = std::make_unique<BufferSync>(dist_, std::move(buffers), options_.broadcast_buffers);
   broadcast(state_, "prepare_model (initial parameters)");
   if (params_.empty()) return;
-  if (options_.comm_hook == "bf16" && dist_->backend() != Backend::Nccl)
-    fail(Status::Unsupported, "the bf16 DDP comm hook needs NCCL: Gloo cannot allreduce bf16 (use \"fp16\" on CPU)");
-  require(options_.comm_hook == "no" || options_.comm_hook == "fp16" || options_.comm_hook == "bf16",
-          "unknown DDP comm hook '", options_.comm_hook, "' (no, fp16, bf16)");
+  if ((options_.comm_hook == "bf16" || options_.comm_wrapper == "bf16") && dist_->backend() != Backend::Nccl)
+    fail(Status::Unsupported, "the bf16 DDP comm ", options_.comm_hook == "bf16" ? "hook" : "wrapper",
+         " needs NCCL: Gloo cannot allreduce bf16 (use \"fp16\" on CPU)");
+  require(options_.comm_hook == "no" || options_.comm_hook == "fp16" || options_.comm_hook == "bf16" ||
+              options_.uses_power_sgd(),
+          "unknown DDP comm hook '", options_.comm_hook, "' (no, fp16, bf16, power_sgd, batched_power_sgd)");
+  if (options_.uses_power_sgd()) power_sgd_ = std::make_shared<PowerSgdState>(options_.power_sgd);
   std::vector<size_t> limits;
   BucketLayout layout = initial_layout(&limits);
   make_reducer(std::move(layout), std::move(limits));
@@ -96,6 +100,13 @@ void DataParallel::make_reducer(BucketLayout layout, std::vector<size_t> limits)
     reducer_->register_builtin_comm_hook(c10d::BuiltinCommHookType::FP16_COMPRESS);
   else if (options_.comm_hook == "bf16")
     reducer_->register_comm_hook(std::make_unique<CompressHook>(dist_->group(), at::kBFloat16));
+  else if (power_sgd_)
+    reducer_->register_comm_hook(std::make_unique<PowerSgdHook>(
+        dist_->group(), power_sgd_,
+        options_.comm_hook == "power_sgd" ? PowerSgdHook::Kind::Layerwise : PowerSgdHook::Kind::Batched,
+        options_.comm_wrapper == "fp16"   ? std::optional<at::ScalarType>(at::kHalf)
+        : options_.comm_wrapper == "bf16" ? std::optional<at::ScalarType>(at::kBFloat16)
+                                          : std::nullopt));
   layout_ = std::move(layout);
 }
 
@@ -202,6 +213,9 @@ void DataParallel::join_begin() {
   if (options_.find_unused_parameters)
     fail(Status::Unsupported,
          "join_uneven_inputs does not support ddp_find_unused_parameters (its extra allreduce is not joined)");
+  if (power_sgd_)
+    fail(Status::Unsupported, "join_uneven_inputs does not support the ", options_.comm_hook,
+         " comm hook (a finished process would have to run PowerSGD on zeros, its error feedback included)");
   joining_ = true;
 }
 

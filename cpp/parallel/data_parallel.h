@@ -14,6 +14,7 @@
 #include "parallel/buffer_sync.h"
 #include "parallel/parallel_engine.h"
 #include "parallel/parallel_options.h"
+#include "parallel/power_sgd.h"
 #include "state/distributed.h"
 
 namespace acc {
@@ -107,6 +108,8 @@ class DataParallel final : public ParallelEngine {
   std::shared_ptr<Distributed> dist_;
   DataParallelOptions options_;
   std::unique_ptr<c10d::Reducer> reducer_;
+  // PowerSGD's state (ddp_comm_hook power_sgd / batched_power_sgd): outlives each Reducer's hook.
+  std::shared_ptr<PowerSgdState> power_sgd_;
 };
 
 }  // namespace acc

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 
+#include "parallel/power_sgd_settings.h"
+
 namespace acc {
 
 // DistributedDataParallelKwargs.
@@ -14,7 +16,13 @@ struct DataParallelOptions {
   int64_t bucket_cap_mb = 25;
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
-  std::string comm_hook = "no";  // "no", "fp16" (the Reducer's built-in compression) or "bf16"
+  // "no", "fp16" (the Reducer's built-in compression), "bf16", or PyTorch's PowerSGD: "power_sgd"
+  // (matrix by matrix) or "batched_power_sgd" (the whole bucket as one matrix).
+  std::string comm_hook = "no";
+  std::string comm_wrapper = "no";  // PowerSGD on a 16-bit copy of each bucket: "fp16" or "bf16"
+  std::string comm_state_option;    // PowerSGDState's arguments as a JSON object (power_sgd below)
+  PowerSgdSettings power_sgd;       // parsed from comm_state_option when the options are resolved
+  bool uses_power_sgd() const { return comm_hook == "power_sgd" || comm_hook == "batched_power_sgd"; }
 };
 
 // Sharded data parallelism (DeepSpeed's ZeRO stages; FSDP's strategies map onto them).

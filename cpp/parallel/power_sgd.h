@@ -1,0 +1,65 @@
+// PyTorch's PowerSGD DDP communication hooks (torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook),
+// which Accelerate registers for comm_hook "power_sgd" / "batched_power_sgd": after
+// start_powerSGD_iter plain averaging steps, a bucket's gradient matrices travel as rank-r factors
+// P = M Q and Q = M^T P (two allreduces, P orthogonalised between them) and come back as P Q^T;
+// what the approximation lost stays on the process and is added to its next gradients (error
+// feedback). The arithmetic, its order and the random projections (numpy's RandomState seeding
+// torch's generator) are PyTorch's, so the gradients are its gradients to the bit.
+//
+// "power_sgd" compresses each gradient matrix of a bucket (vectors and matrices too small to gain
+// travel whole); "batched_power_sgd" compresses the whole bucket as one square matrix. PyTorch's
+// batched hook has failed since 1.12 (its orthogonalisation asserts a batch of matrices and is
+// given one); here it orthogonalises that matrix as a batch of one, the same arithmetic.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/comm.hpp>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/numpy_random_state.h"
+#include "parallel/power_sgd_settings.h"
+
+namespace acc {
+
+// PowerSGDState's state: kept across the Reducer's bucket rebuilds and in checkpoints (each
+// process its own: the error feedback is local).
+struct PowerSgdState {
+  explicit PowerSgdState(PowerSgdSettings s) : settings(s), rng(s.random_seed) {}
+  PowerSgdSettings settings;
+  NumpyRandomState rng;
+  std::map<int64_t, at::Tensor> error, p_memory, q_memory;  // by bucket index
+  int64_t iter = 0;                                           // backwards that averaged gradients
+  int64_t numel_before = 0, numel_after = 0;                  // compression statistics
+  int64_t next_stats_report = 0;
+};
+
+class PowerSgdHook final : public c10d::CommHookInterface {
+ public:
+  enum class Kind { Layerwise, Batched };
+  // `wire`: Accelerate's comm_wrapper (fp16_compress_wrapper / bf16_compress_wrapper): the bucket
+  // is cast to it before the hook and the result back after.
+  PowerSgdHook(c10::intrusive_ptr<c10d::ProcessGroup> group, std::shared_ptr<PowerSgdState> state, Kind kind,
+               std::optional<at::ScalarType> wire);
+  c10::intrusive_ptr<c10::ivalue::Future> runHook(c10d::GradBucket& bucket) override;
+  at::Tensor parseHookResult(const c10::IValue& result) override;
+
+ private:
+  // One bucket's compressed reduction, waited for; returns the bucket's averaged gradients.
+  at::Tensor reduce_layerwise(c10d::GradBucket& bucket, at::Tensor input);
+  at::Tensor reduce_batched(c10d::GradBucket& bucket, at::Tensor input);
+  // The sum over processes, in place.
+  void allreduce(at::Tensor& tensor, const char* what);
+  void count_iteration(const c10d::GradBucket& bucket);
+  void report_statistics(const c10d::GradBucket& bucket);
+
+  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  std::shared_ptr<PowerSgdState> state_;
+  Kind kind_;
+  std::optional<at::ScalarType> wire_;
+};
+
+}  // namespace acc

@@ -1,0 +1,131 @@
+"""Gradients that PyTorch's PowerSGD DDP communication hooks give, for tests/dist/test_dist_power_sgd.cpp
+to reproduce bit for bit: a TorchScript network (matrices of three shapes, two alike, and biases) is
+trained with DistributedDataParallel on 2 and on 3 processes (Gloo), its hook registered as
+Accelerate registers it (PowerSGDState(None, **comm_state_option), fp16_compress_wrapper for
+comm_wrapper "fp16"), and every parameter's gradient is recorded on every process after each
+backward, then SGD steps. A case PyTorch cannot run here records the step that failed and why
+(1.13 has no half-precision matmul on the CPU, which the fp16 wrapper needs). Also numpy's RandomState draws, which seed PowerSGD's projections.
+
+PyTorch's batched_powerSGD_hook has failed since 1.12: its _orthogonalize asserts a batch of
+matrices and is handed one matrix. Its cases here run that hook with the one matrix handed over as
+a batch of one (a view: the same arithmetic), which is what the library does.
+
+Run with Debian's python3-torch: python3 export_power_sgd_cases.py OUTPUT_DIR
+"""
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as power_sgd
+
+STEPS = 6
+ROWS = 4
+CASES = [
+    {"name": "layerwise", "hook": "power_sgd", "state": {"start_powerSGD_iter": 2}},
+    # Rank 3: the QR orthogonalisation; fc1 no longer worth compressing; fresh projections every step.
+    {"name": "layerwise_rank3_cold", "hook": "power_sgd",
+     "state": {"matrix_approximation_rank": 3, "start_powerSGD_iter": 2, "warm_start": False,
+               "orthogonalization_epsilon": 1e-8, "random_seed": 7}},
+    {"name": "layerwise_batched_shapes", "hook": "power_sgd",
+     "state": {"start_powerSGD_iter": 3, "batch_tensors_with_same_shape": True, "min_compression_rate": 1.5,
+               "use_error_feedback": False}},
+    {"name": "layerwise_fp16_wrapper", "hook": "power_sgd", "wrapper": "fp16",
+     "state": {"matrix_approximation_rank": 2, "start_powerSGD_iter": 2}},
+    {"name": "batched", "hook": "batched_power_sgd", "state": {"start_powerSGD_iter": 2}},
+    {"name": "batched_rank3_cold", "hook": "batched_power_sgd",
+     "state": {"matrix_approximation_rank": 3, "start_powerSGD_iter": 2, "warm_start": False,
+               "use_error_feedback": False, "random_seed": 123}},
+]
+RANDINT_SEEDS = [0, 7, 123, 4294967295]
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(6, 16)
+        self.fc2 = torch.nn.Linear(16, 16)
+        self.fc3 = torch.nn.Linear(16, 16)
+        self.fc4 = torch.nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.fc4(torch.tanh(self.fc3(torch.relu(self.fc2(torch.tanh(self.fc1(x)))))))
+
+
+def hex_values(t):
+    return [float(v).hex() for v in t.detach().flatten().tolist()]
+
+
+def batch(step, rank):
+    g = torch.Generator().manual_seed(1000 * step + rank)
+    return torch.randn(ROWS, 6, generator=g), torch.randint(0, 3, (ROWS,), generator=g)
+
+
+def orthogonalize_one_or_batch(original):
+    def orthogonalize(matrices, epsilon=0):
+        original(matrices.unsqueeze(0) if matrices.dim() == 2 else matrices, epsilon)
+    return orthogonalize
+
+
+def run_case(case, rank, model_path):
+    model = torch.jit.load(model_path)
+    ddp = torch.nn.parallel.DistributedDataParallel(model)
+    hook = getattr(power_sgd, "powerSGD_hook" if case["hook"] == "power_sgd" else "batched_powerSGD_hook")
+    if case.get("wrapper") == "fp16":
+        hook = default_hooks.fp16_compress_wrapper(hook)
+    ddp.register_comm_hook(power_sgd.PowerSGDState(None, **case["state"]), hook)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    steps = []
+    for step in range(STEPS):
+        x, y = batch(step, rank)
+        try:
+            F.cross_entropy(ddp(x), y).backward()
+        except RuntimeError as e:  # 1.13 has no CPU half-precision matmul for the fp16 wrapper's P and Q
+            return {"steps": steps, "error": str(e).splitlines()[0]}
+        steps.append({name: hex_values(p.grad) for name, p in model.named_parameters()})
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return {"steps": steps}
+
+
+def worker(rank, world, store_path, model_path, out_path):
+    dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world)
+    power_sgd._orthogonalize = orthogonalize_one_or_batch(power_sgd._orthogonalize)
+    results = {case["name"]: run_case(case, rank, model_path) for case in CASES}
+    Path(f"{out_path}.{rank}").write_text(json.dumps(results))
+    dist.destroy_process_group()
+
+
+def main():
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    model_path = str(out / "power_sgd_net.pt")
+    torch.jit.script(Net()).save(model_path)
+    document = {"model": "power_sgd_net.pt", "steps": STEPS, "cases": CASES, "runs": {},
+                "numpy_randint": {str(seed): [int(v) for v in
+                                              (lambda r: [r.randint(1_000_000_000) for _ in range(5)])(
+                                                  np.random.RandomState(seed))]
+                                  for seed in RANDINT_SEEDS},
+                "inputs": {}}
+    for world in (2, 3):
+        document["inputs"][str(world)] = [[{"x": hex_values(batch(step, rank)[0]),
+                                            "y": batch(step, rank)[1].tolist()} for rank in range(world)]
+                                          for step in range(STEPS)]
+        with tempfile.TemporaryDirectory() as tmp:
+            store, results = os.path.join(tmp, "store"), os.path.join(tmp, "results")
+            mp.spawn(worker, args=(world, store, model_path, results), nprocs=world)
+            document["runs"][str(world)] = [json.loads(Path(f"{results}.{rank}").read_text())
+                                            for rank in range(world)]
+    (out / "power_sgd_cases.json").write_text(json.dumps(document))
+
+
+if __name__ == "__main__":
+    main()
