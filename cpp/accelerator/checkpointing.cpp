@@ -10,6 +10,7 @@
 //                                                       model's state: custom_checkpoint_<i>.safetensors)
 //   random_states_<rank>.safetensors                    each process's RNG states
 //   dataloader_state_<rank>.json                        each process's loader positions
+//   ddp_comm_hook_<rank>.safetensors                    each process's PowerSGD state (with that hook)
 //   accelerate_state.json                               the manifest (and DDP's bucket layouts), written last
 #include <cstdio>
 #include <filesystem>
@@ -27,6 +28,7 @@
 #include "model/weights_part.h"
 #include "optim/optimizer_part.h"
 #include "schedule/scheduler_part.h"
+#include "parallel/power_sgd_part.h"
 #include "parallel/sharded_checkpoint_parts.h"
 #include "precision/scaler_part.h"
 
@@ -113,6 +115,11 @@ CheckpointParts Accelerator::checkpoint_parts() const {
   if (scaler_) parts.push_back(scaler_part(scaler_));
   parts.push_back(loader_states_part(process_index(), live_loaders()));
   parts.push_back(rng_states_part(process_index(), step()));
+  std::vector<std::pair<size_t, std::shared_ptr<PowerSgdState>>> power_sgd;
+  for (size_t i = 0; i < models.size(); ++i)
+    if (const DataParallel* ddp = models[i]->data_parallel(); ddp && ddp->power_sgd_state())
+      power_sgd.emplace_back(i, ddp->power_sgd_state());
+  if (!power_sgd.empty()) parts.push_back(power_sgd_states_part(process_index(), std::move(power_sgd)));
   for (size_t i = 0; i < custom_states_.size(); ++i)
     parts.push_back(custom_states_[i](i));
   return parts;

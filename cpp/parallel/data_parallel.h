@@ -65,6 +65,8 @@ class DataParallel final : public ParallelEngine {
   // decides the order in which Gloo's ring adds each element, so it is part of a checkpoint: `saved`
   // (null before the rebuild) and restored by `restore_layout`.
   const BucketLayout& layout() const { return layout_; }
+  // PowerSGD's state under ddp_comm_hook power_sgd / batched_power_sgd (null otherwise).
+  const std::shared_ptr<PowerSgdState>& power_sgd_state() const { return power_sgd_; }
   // The rebuild, now if it is due at the next forward (save_state: the checkpoint then holds the
   // layout of the next step). A collective where it is due: every process calls it.
   void settle_layout() { rebuild_buckets_when_due("save_state"); }

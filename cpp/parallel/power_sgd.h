@@ -28,8 +28,17 @@ namespace acc {
 // PowerSGDState's state: kept across the Reducer's bucket rebuilds and in checkpoints (each
 // process its own: the error feedback is local).
 struct PowerSgdState {
-  explicit PowerSgdState(PowerSgdSettings s) : settings(s), rng(s.random_seed) {}
+  PowerSgdState(PowerSgdSettings s, at::Device d) : settings(s), device(d), rng(s.random_seed) {}
+  // As PowerSGDState(...) made anew: plain averaging again until start_powerSGD_iter.
+  void reset() {
+    rng = NumpyRandomState(settings.random_seed);
+    error.clear();
+    p_memory.clear();
+    q_memory.clear();
+    iter = 0;
+  }
   PowerSgdSettings settings;
+  at::Device device;  // where the gradients, and so the memories, are
   NumpyRandomState rng;
   std::map<int64_t, at::Tensor> error, p_memory, q_memory;  // by bucket index
   int64_t iter = 0;                                           // backwards that averaged gradients

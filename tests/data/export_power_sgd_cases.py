@@ -96,6 +96,9 @@ def run_case(case, rank, model_path):
 
 
 def worker(rank, world, store_path, model_path, out_path):
+    # Without the JIT's graph optimisation every forward computes alike (the first ones profile, the
+    # later ones run an optimised graph otherwise), so a run resumed midway can be held to this one.
+    torch._C._set_graph_executor_optimize(False)
     dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world)
     power_sgd._orthogonalize = orthogonalize_one_or_batch(power_sgd._orthogonalize)
     results = {case["name"]: run_case(case, rank, model_path) for case in CASES}

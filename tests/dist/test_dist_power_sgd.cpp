@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -35,67 +36,140 @@ std::vector<float> hex_floats(const json& values) {
 }
 
 std::vector<std::pair<std::string, std::string>> hook_options(const json& c) {
-  std::vector<std::pair<std::string, std::string>> options{{"ddp_comm_hook", c["hook"].get<std::string>()},
-                                                           {"ddp_comm_state_option", c["state"].dump()}};
+  std::vector<std::pair<std::string, std::string>> options{{"ddp_comm_hook", c["hook"].get<std::string>()}};
+  if (!c["state"].empty()) options.emplace_back("ddp_comm_state_option", c["state"].dump());
   if (c.contains("wrapper")) options.emplace_back("ddp_comm_wrapper", c["wrapper"].get<std::string>());
   return options;
 }
 
-// One case: a new accelerator with the case's hook, the exported network, SGD; after each backward
-// every gradient is compared with this process's recorded one, bit for bit.
-void run_case(const json& doc, const json& c) {
-  const std::string name = c["name"];
-  SCOPED_TRACE(name);
-  const json& inputs = doc["inputs"][std::to_string(g_world)];
-  const json& recorded = doc["runs"][std::to_string(g_world)][g_rank][name];
-  acc_accelerator* acc = acc_test::make_accelerator(hook_options(c));
-  ASSERT_NE(acc, nullptr);
+// A case's training objects: a new accelerator with the case's hook, the exported network, SGD.
+struct Job {
+  acc_accelerator* acc = nullptr;
   acc_model* model = nullptr;
-  ACC_ASSERT_OK(acc_model_load_torchscript((acc_test::data_dir() + "/" + doc["model"].get<std::string>()).c_str(), &model));
   acc_optimizer* opt = nullptr;
-  ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
-  ACC_ASSERT_OK(acc_optimizer_set_lr(opt, 0, 0.1));
-  ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
-  const json& steps = recorded["steps"];
-  for (int64_t step = 0; step < doc["steps"].get<int64_t>(); ++step) {
-    const json& batch = inputs[step][g_rank];
-    acc_tensor* x = acc_test::floats(hex_floats(batch["x"]), {4, 6});
-    acc_tensor* y = acc_test::longs(batch["y"].get<std::vector<int64_t>>(), {4});
-    acc_tensor *logits = nullptr, *loss = nullptr;
-    ACC_ASSERT_OK(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &logits));
-    ACC_ASSERT_OK(acc_loss_cross_entropy(logits, y, ACC_REDUCTION_MEAN, 0.0, &loss));
-    const acc_status status = acc_backward(acc, loss);
-    for (acc_tensor* t : {x, y, logits, loss}) acc_tensor_free(t);
-    if (step == static_cast<int64_t>(steps.size())) {
-      // PyTorch failed here (1.13 has no half-precision matmul on the CPU): so must we, with its reason.
-      ASSERT_TRUE(recorded.contains("error"));
-      EXPECT_NE(status, ACC_OK);
-      EXPECT_NE(std::string(acc_last_error_message()).find("Half"), std::string::npos) << acc_last_error_message();
-      break;
-    }
-    ASSERT_EQ(status, ACC_OK) << acc_last_error_message();
-    for (const auto& [parameter, values] : steps[step].items()) {
-      acc_tensor *p = nullptr, *grad = nullptr;
-      ACC_ASSERT_OK(acc_model_parameter(model, parameter.c_str(), &p));
-      ACC_ASSERT_OK(acc_tensor_grad(p, &grad));
-      ASSERT_NE(grad, nullptr) << parameter;
-      EXPECT_EQ(acc_test::to_floats(grad), hex_floats(values)) << parameter << " at step " << step;
-      acc_tensor_free(grad);
-      acc_tensor_free(p);
-    }
-    ACC_ASSERT_OK(acc_optimizer_step(opt));
-    ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
+
+  Job(const json& doc, const json& c) {
+    acc = acc_test::make_accelerator(hook_options(c));
+    EXPECT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/" + doc["model"].get<std::string>()).c_str(), &model),
+              ACC_OK);
+    EXPECT_EQ(acc_model_set_graph_optimization(model, 0), ACC_OK);  // as the fixture ran it
+    EXPECT_EQ(acc_optimizer_create(model, "sgd", nullptr, &opt), ACC_OK);
+    EXPECT_EQ(acc_optimizer_set_lr(opt, 0, 0.1), ACC_OK);
+    EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
   }
-  acc_optimizer_free(opt);
-  acc_model_free(model);
-  acc_accelerator_free(acc);
-  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  ~Job() {
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  // The recorded steps [from, to): after each backward every gradient is compared with this
+  // process's recorded one, bit for bit. Where PyTorch failed, this must fail too, for its reason.
+  void train(const json& doc, const json& c, int64_t from, int64_t to) {
+    const json& inputs = doc["inputs"][std::to_string(g_world)];
+    const json& recorded = doc["runs"][std::to_string(g_world)][g_rank][c["name"].get<std::string>()];
+    const json& steps = recorded["steps"];
+    for (int64_t step = from; step < to; ++step) {
+      const json& batch = inputs[step][g_rank];
+      acc_tensor* x = acc_test::floats(hex_floats(batch["x"]), {4, 6});
+      acc_tensor* y = acc_test::longs(batch["y"].get<std::vector<int64_t>>(), {4});
+      acc_tensor *logits = nullptr, *loss = nullptr;
+      ACC_ASSERT_OK(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &logits));
+      ACC_ASSERT_OK(acc_loss_cross_entropy(logits, y, ACC_REDUCTION_MEAN, 0.0, &loss));
+      const acc_status status = acc_backward(acc, loss);
+      for (acc_tensor* t : {x, y, logits, loss}) acc_tensor_free(t);
+      if (step == static_cast<int64_t>(steps.size())) {
+        // PyTorch failed here (1.13 has no half-precision matmul on the CPU).
+        ASSERT_TRUE(recorded.contains("error"));
+        EXPECT_NE(status, ACC_OK);
+        EXPECT_NE(std::string(acc_last_error_message()).find("Half"), std::string::npos) << acc_last_error_message();
+        return;
+      }
+      ASSERT_EQ(status, ACC_OK) << acc_last_error_message();
+      for (const auto& [parameter, values] : steps[step].items()) {
+        acc_tensor *p = nullptr, *grad = nullptr;
+        ACC_ASSERT_OK(acc_model_parameter(model, parameter.c_str(), &p));
+        ACC_ASSERT_OK(acc_tensor_grad(p, &grad));
+        ASSERT_NE(grad, nullptr) << parameter;
+        EXPECT_EQ(acc_test::to_floats(grad), hex_floats(values)) << parameter << " at step " << step;
+        acc_tensor_free(grad);
+        acc_tensor_free(p);
+      }
+      ACC_ASSERT_OK(acc_optimizer_step(opt));
+      ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
+    }
+  }
+};
+
+const json* case_named(const json& doc, const std::string& name) {
+  for (const json& c : doc["cases"])
+    if (c["name"] == name) return &c;
+  return nullptr;
 }
 
 TEST(PowerSgd, GradientsArePyTorchsToTheBit) {
   const json* doc = power_sgd_cases();
   if (!doc) GTEST_SKIP() << "no PowerSGD cases recorded for " << g_world << " processes";
-  for (const json& c : (*doc)["cases"]) run_case(*doc, c);
+  for (const json& c : (*doc)["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    Job(*doc, c).train(*doc, c, 0, (*doc)["steps"].get<int64_t>());
+    ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  }
+}
+
+// save_state after compressed steps (error feedback and warm-started P and Q in hand), everything
+// made anew, load_state: the next gradients are those of PyTorch's uninterrupted run.
+TEST(PowerSgd, AResumedJobCompressesAsTheUninterruptedOne) {
+  const json* doc = power_sgd_cases();
+  if (!doc) GTEST_SKIP() << "no PowerSGD cases recorded for " << g_world << " processes";
+  const std::string dir = std::string("/tmp/acc_dist_power_sgd_") + std::getenv("MASTER_PORT");
+  for (const char* name : {"layerwise", "batched"}) {
+    SCOPED_TRACE(name);
+    const json& c = *case_named(*doc, name);
+    const int64_t steps = (*doc)["steps"].get<int64_t>();
+    {
+      Job first(*doc, c);
+      first.train(*doc, c, 0, 4);
+      ACC_ASSERT_OK(acc_save_state(first.acc, dir.c_str(), nullptr));
+      for (int64_t rank = 0; rank < g_world; ++rank)
+        EXPECT_TRUE(std::filesystem::exists(dir + "/ddp_comm_hook_" + std::to_string(rank) + ".safetensors"));
+    }
+    Job second(*doc, c);
+    ACC_ASSERT_OK(acc_load_state(second.acc, dir.c_str(), nullptr));
+    second.train(*doc, c, 4, steps);
+    ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+    if (g_rank == 0) std::filesystem::remove_all(dir);
+    ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  }
+}
+
+// A checkpoint saved without PowerSGD (here: the initial weights) loads into a job that uses it:
+// its PowerSGD starts afresh, plain steps until start_powerSGD_iter again, so the job then trains
+// exactly as PyTorch's did from the start.
+TEST(PowerSgd, ACheckpointWithoutItStartsItAfresh) {
+  const json* doc = power_sgd_cases();
+  if (!doc) GTEST_SKIP() << "no PowerSGD cases recorded for " << g_world << " processes";
+  const std::string dir = std::string("/tmp/acc_dist_power_sgd_plain_") + std::getenv("MASTER_PORT");
+  const json& c = *case_named(*doc, "layerwise");
+  {
+    json plain_case = c;
+    plain_case["hook"] = "no";
+    plain_case["state"] = json::object();
+    Job initial(*doc, plain_case);
+    ACC_ASSERT_OK(acc_save_state(initial.acc, dir.c_str(), nullptr));
+    EXPECT_FALSE(std::filesystem::exists(dir + "/ddp_comm_hook_0.safetensors"));
+  }
+  {
+    Job job(*doc, c);
+    job.train(*doc, c, 0, 3);  // into compression
+    ACC_ASSERT_OK(acc_load_state(job.acc, dir.c_str(), nullptr));
+    job.train(*doc, c, 0, (*doc)["steps"].get<int64_t>());
+  }
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0) std::filesystem::remove_all(dir);
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
 }
 
 TEST(PowerSgd, SettingsPyTorchRefusesAreRefused) {
