@@ -1,8 +1,10 @@
 // Data-parallel step time on N processes (run it with accelerate-launch): (a) a plain libtorch loop
 // that allreduces the flattened gradients after backward on its own Gloo group, against (b) the
 // C API loop with a prepared model (c10d's Reducer, allreduce overlapped with backward), and (c)
-// the same loop inside join_uneven_inputs (one small allreduce more per step) against (b), and (d)
-// inside LocalSGD averaging every 8 steps (no gradient allreduce) against (b).
+// the same loop inside join_uneven_inputs (one small allreduce more per step) against (b), (d)
+// inside LocalSGD averaging every 8 steps (no gradient allreduce) against (b), and (e) with
+// PyTorch's PowerSGD comm hook at rank 4 (compressing from its third step) against (b), with the
+// numbers each step sends.
 //
 //   accelerate-launch --num_processes 2 bench_ddp [--quick]
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -66,8 +68,13 @@ struct CapiDdp {
   acc_tensor *x = nullptr, *y = nullptr;
   bool local_sgd = false;  // inside acc_local_sgd_begin/end: each step ends with acc_local_sgd_step
 
-  CapiDdp() {
-    OK(acc_accelerator_create(nullptr, &acc));
+  explicit CapiDdp(const char* comm_hook = nullptr, const char* comm_state = nullptr) {
+    acc_options* o = nullptr;
+    OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
+    if (comm_hook) OK(acc_options_set(o, "ddp_comm_hook", comm_hook));
+    if (comm_state) OK(acc_options_set(o, "ddp_comm_state_option", comm_state));
+    OK(acc_accelerator_create(o, &acc));
+    acc_options_free(o);
     OK(acc_model_from_spec(mlp_spec(kWidths).c_str(), &model));
     OK(acc_optimizer_create(model, "adamw", nullptr, &opt));
     OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
@@ -109,12 +116,15 @@ int main(int argc, char** argv) {
   const int rank = std::atoi(rank_text), world = std::atoi(world_text);
   torch::manual_seed(rank);
   CapiDdp capi;  // rendezvous at MASTER_PORT
+  constexpr int64_t kPowerSgdRank = 4;
+  CapiDdp power_sgd("power_sgd", R"({"matrix_approximation_rank": 4, "start_powerSGD_iter": 2})");
   PlainDdp plain(rank, world, std::atoi(port_text));
   const int rounds = quick ? 1 : 9, steps = quick ? 2 : 20;
   time_steps(plain, steps);
   time_steps(capi, steps);
+  time_steps(power_sgd, std::max(steps, 3));  // past start_powerSGD_iter
   constexpr int64_t kLocalSgdSteps = 8;
-  std::vector<double> a, b, c, d;
+  std::vector<double> a, b, c, d, e;
   for (int r = 0; r < rounds; ++r) {
     a.push_back(time_steps(plain, steps));
     b.push_back(time_steps(capi, steps));
@@ -126,6 +136,7 @@ int main(int argc, char** argv) {
     d.push_back(time_steps(capi, steps));
     capi.local_sgd = false;
     OK(acc_local_sgd_end(capi.acc, capi.model));  // its last averaging outside the timing
+    e.push_back(time_steps(power_sgd, steps));
   }
   if (rank == 0) {
     std::printf("DDP on %d processes, MLP 784-1024-1024-10, batch %lld per process: (a) libtorch + allreduce %.1f "
@@ -135,6 +146,17 @@ int main(int argc, char** argv) {
                 median(c) / median(b));
     std::printf("the same inside LocalSGD averaging every %lld steps: (d) %.1f us/step   (d)/(b) %.3f\n",
                 static_cast<long long>(kLocalSgdSteps), median(d), median(d) / median(b));
+    // What each step sends: every gradient (b), or P and Q of each weight matrix and the biases whole.
+    int64_t whole = 0, compressed = 0;
+    for (size_t i = 0; i + 1 < kWidths.size(); ++i) {
+      const int64_t n = kWidths[i + 1], m = kWidths[i], r = std::min({n, m, kPowerSgdRank});
+      whole += n * m + n;
+      compressed += ((n + m) * r * 2 < n * m ? (n + m) * r : n * m) + n;
+    }
+    std::printf("the same with the PowerSGD comm hook, rank %lld: (e) %.1f us/step   (e)/(b) %.3f   numbers sent per "
+                "step %lld instead of %lld (%.1fx fewer)\n",
+                static_cast<long long>(kPowerSgdRank), median(e), median(e) / median(b), static_cast<long long>(compressed),
+                static_cast<long long>(whole), static_cast<double>(whole) / static_cast<double>(compressed));
   }
   return 0;
 }

@@ -84,6 +84,22 @@ SCENARIOS = {
     "wide_find_unused": dict(model="wide", data="mlp", optimizer="sgd", schedule="linear",
                              ddp_find_unused_parameters=True, graph_optimization=False),
     "mlp_fp16_comm_hook": dict(model="mlp", optimizer="adamw", schedule="linear", ddp_comm_hook="fp16"),
+    # PyTorch's PowerSGD hook (Accelerate's comm_hook="power_sgd", comm_state_option): plain averaging
+    # for start_powerSGD_iter steps, then rank-r factors with error feedback; matrices of the wide
+    # model at rank 2 with fresh projections every step; the LM's on an fp16 copy (comm_wrapper).
+    # The resumed run keeps PowerSGD's state (Accelerate's starts it afresh) and is held to
+    # Accelerate's uninterrupted run.
+    "mlp_power_sgd": dict(model="mlp", optimizer="adamw", schedule="linear", ddp_comm_hook="power_sgd",
+                          ddp_comm_state={"start_powerSGD_iter": 2}),
+    "mlp_power_sgd_resume": dict(model="mlp", optimizer="adamw", schedule="linear", ddp_comm_hook="power_sgd",
+                                 ddp_comm_state={"start_powerSGD_iter": 2}, resume=True, uninterrupted="mlp_power_sgd"),
+    "wide_power_sgd_rank2": dict(model="wide", data="mlp", optimizer="sgd", schedule="linear", ddp_comm_hook="power_sgd",
+                                 ddp_comm_state={"matrix_approximation_rank": 2, "start_powerSGD_iter": 3,
+                                                 "warm_start": False, "random_seed": 5},
+                                 graph_optimization=False),
+    "lm_power_sgd_fp16_wrapper": dict(model="lm", optimizer="adamw", schedule="cosine", ddp_comm_hook="power_sgd",
+                                      ddp_comm_wrapper="fp16", accumulation=2,
+                                      ddp_comm_state={"matrix_approximation_rank": 4, "start_powerSGD_iter": 2}),
     # LocalSGD (each process steps alone, the parameters averaged every 3 steps and at the end);
     # clipping by value.
     "mlp_local_sgd": dict(model="mlp", optimizer="sgd", schedule="linear", local_sgd=3),
@@ -212,7 +228,8 @@ DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=
                 loader_seed=False, resume=False, clip_norm_type=2.0, data=None, even_batches=True, split_batches=False,
                 drop_last=False, dispatch_batches=None, no_decay=None, freeze=None, sync_each_batch=False,
                 step_scheduler_with_optimizer=True, resume_at=None, label_smoothing=0.0, ddp_bucket_cap_mb=None,
-                ddp_find_unused_parameters=False, ddp_comm_hook=None, local_sgd=None, clip_value=None,
+                ddp_find_unused_parameters=False, ddp_comm_hook=None, ddp_comm_wrapper=None, ddp_comm_state=None,
+                local_sgd=None, clip_value=None,
                 graph_optimization=True, schedule_options={}, then=(), chain=(), averaged=None)
 EVAL_SAMPLES = 10  # an evaluation loader whose last batch is uneven over 2 processes
 VOCAB, CLASSES = 16, 3
@@ -520,8 +537,12 @@ class AccelerateJob:
         kwargs = dict(find_unused_parameters=cfg["ddp_find_unused_parameters"])
         if cfg["ddp_bucket_cap_mb"] is not None:
             kwargs["bucket_cap_mb"] = cfg["ddp_bucket_cap_mb"]
-        if cfg["ddp_comm_hook"] == "fp16":
-            kwargs["comm_hook"] = DDPCommunicationHookType.FP16
+        if cfg["ddp_comm_hook"]:
+            kwargs["comm_hook"] = DDPCommunicationHookType(cfg["ddp_comm_hook"])
+        if cfg["ddp_comm_wrapper"]:
+            kwargs["comm_wrapper"] = DDPCommunicationHookType(cfg["ddp_comm_wrapper"])
+        if cfg["ddp_comm_state"]:
+            kwargs["comm_state_option"] = dict(cfg["ddp_comm_state"])
         return DistributedDataParallelKwargs(**kwargs)
 
     def train_epoch(self, epoch, record, skip=0, stop=None):
@@ -623,6 +644,10 @@ class OurJob:
             accelerator_options["ddp_find_unused_parameters"] = True
         if cfg["ddp_comm_hook"]:
             accelerator_options["ddp_comm_hook"] = cfg["ddp_comm_hook"]
+        if cfg["ddp_comm_wrapper"]:
+            accelerator_options["ddp_comm_wrapper"] = cfg["ddp_comm_wrapper"]
+        if cfg["ddp_comm_state"]:
+            accelerator_options["ddp_comm_state_option"] = json.dumps(cfg["ddp_comm_state"])
         if cfg["data_seed"] is not None and not cfg["loader_seed"]:
             accelerator_options.update(use_seedable_sampler=True, data_seed=cfg["data_seed"])
         self.acc = acc = lib.new("acc_accelerator_create", lib.options(api.ACC_OPTIONS_ACCELERATOR, accelerator_options))
