@@ -40,6 +40,15 @@ void orthogonalize(const at::Tensor& matrices, double epsilon) {
   at::linalg_qr_out(q, r, matrices, "reduced");
 }
 
+// Error feedback: what the bucket's last compression lost on this process joins its gradients (a
+// zero error the first time); returns a copy of the result, against which the next error is measured.
+at::Tensor add_error_feedback(PowerSgdState& st, int64_t index, at::Tensor& input) {
+  auto error = st.error.find(index);
+  if (error != st.error.end()) input.add_(error->second);
+  else st.error[index] = at::zeros({input.size(0)}, input.options());
+  return input.clone();
+}
+
 // rng.randint(1_000_000_000) seeding torch's generator inside fork_rng(devices=[]): a CPU generator of
 // that seed (the global one is left as it was), and the GPUs' seeded, which fork_rng does not undo.
 at::Generator projection_generator(NumpyRandomState& rng) {
@@ -99,18 +108,23 @@ void PowerSgdHook::count_iteration(const c10d::GradBucket& bucket) {
   if (bucket.isLast()) ++state_->iter;
 }
 
+void PowerSgdHook::finish_compression(const c10d::GradBucket& bucket, int64_t index, const at::Tensor& input_copy,
+                                      const at::Tensor& input) {
+  PowerSgdState& st = *state_;
+  if (st.settings.use_error_feedback) st.error[index] = input_copy - input;
+  if (!st.settings.warm_start) {
+    st.p_memory.clear();
+    st.q_memory.clear();
+  }
+  count_iteration(bucket);
+}
+
 at::Tensor PowerSgdHook::reduce_layerwise(c10d::GradBucket& bucket, at::Tensor input) {
   PowerSgdState& st = *state_;
   const PowerSgdSettings& s = st.settings;
   const int64_t world = group_->getSize();
   const auto index = static_cast<int64_t>(bucket.getIndex());
-  at::Tensor input_copy;
-  if (s.use_error_feedback) {
-    auto error = st.error.find(index);
-    if (error != st.error.end()) input.add_(error->second);
-    else st.error[index] = at::zeros({input.size(0)}, input.options());
-    input_copy = input.clone();
-  }
+  const at::Tensor input_copy = s.use_error_feedback ? add_error_feedback(st, index, input) : at::Tensor();
 
   // Matrices worth compressing, grouped by shape in the order shapes first appear (PyTorch's
   // shape_to_tensors); the rest travels whole.
@@ -206,12 +220,7 @@ at::Tensor PowerSgdHook::reduce_layerwise(c10d::GradBucket& bucket, at::Tensor i
       for (size_t i = 0; i < item.stacked->matrices.size(); ++i)
         item.stacked->matrices[i].copy_(item.matrices[static_cast<int64_t>(i)]);
 
-  if (s.use_error_feedback) st.error[index] = input_copy - input;
-  if (!s.warm_start) {
-    st.p_memory.clear();
-    st.q_memory.clear();
-  }
-  count_iteration(bucket);
+  finish_compression(bucket, index, input_copy, input);
   return input;
 }
 
@@ -227,13 +236,7 @@ at::Tensor PowerSgdHook::reduce_batched(c10d::GradBucket& bucket, at::Tensor inp
   input.resize_({padded});  // the bucket's storage grows in place, so its gradient views follow
   input.narrow(0, length, padded - length).fill_(0);
   const auto index = static_cast<int64_t>(bucket.getIndex());
-  at::Tensor input_copy;
-  if (s.use_error_feedback) {
-    auto error = st.error.find(index);
-    if (error != st.error.end()) input.add_(error->second);
-    else st.error[index] = at::zeros({padded}, input.options());
-    input_copy = input.clone();
-  }
+  const at::Tensor input_copy = s.use_error_feedback ? add_error_feedback(st, index, input) : at::Tensor();
   at::Tensor matrix = input.view({side, side});
   if (!s.warm_start || st.p_memory.count(index) == 0) {
     st.p_memory[index] = at::empty({side, rank}, input.options());
@@ -250,13 +253,8 @@ at::Tensor PowerSgdHook::reduce_batched(c10d::GradBucket& bucket, at::Tensor inp
   allreduce(q, "Q");
   q.div_(world);
   at::matmul_out(matrix, p, q.t());
-  if (s.use_error_feedback) st.error[index] = input_copy - input;
-  if (!s.warm_start) {
-    st.p_memory.clear();
-    st.q_memory.clear();
-  }
+  finish_compression(bucket, index, input_copy, input);
   input.resize_({length});
-  count_iteration(bucket);
   return input;
 }
 

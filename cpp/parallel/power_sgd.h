@@ -41,9 +41,7 @@ struct PowerSgdState {
   at::Device device;  // where the gradients, and so the memories, are
   NumpyRandomState rng;
   std::map<int64_t, at::Tensor> error, p_memory, q_memory;  // by bucket index
-  int64_t iter = 0;                                           // backwards that averaged gradients
-  int64_t numel_before = 0, numel_after = 0;                  // compression statistics
-  int64_t next_stats_report = 0;
+  int64_t iter = 0;  // backwards that averaged gradients
 };
 
 class PowerSgdHook final : public c10d::CommHookInterface {
@@ -63,7 +61,10 @@ class PowerSgdHook final : public c10d::CommHookInterface {
   // The sum over processes, in place.
   void allreduce(at::Tensor& tensor, const char* what);
   void count_iteration(const c10d::GradBucket& bucket);
-  void report_statistics(const c10d::GradBucket& bucket);
+  // After a compressed reduction: the error kept for the next one, P and Q dropped without warm
+  // start, the iteration counted.
+  void finish_compression(const c10d::GradBucket& bucket, int64_t index, const at::Tensor& input_copy,
+                          const at::Tensor& input);
 
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   std::shared_ptr<PowerSgdState> state_;

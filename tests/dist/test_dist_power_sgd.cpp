@@ -136,11 +136,23 @@ TEST(PowerSgd, AResumedJobCompressesAsTheUninterruptedOne) {
       for (int64_t rank = 0; rank < g_world; ++rank)
         EXPECT_TRUE(std::filesystem::exists(dir + "/ddp_comm_hook_" + std::to_string(rank) + ".safetensors"));
     }
+    // A process's state is its own: another's, copied over it, is refused before anything changes.
+    const std::string swapped = dir + "_swapped";
+    if (g_rank == 0) {
+      std::filesystem::copy(dir, swapped, std::filesystem::copy_options::recursive);
+      std::filesystem::copy_file(dir + "/ddp_comm_hook_0.safetensors", swapped + "/ddp_comm_hook_1.safetensors",
+                                 std::filesystem::copy_options::overwrite_existing);
+    }
+    ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
     Job second(*doc, c);
+    ACC_EXPECT_ERROR(acc_load_state(second.acc, swapped.c_str(), nullptr), ACC_ERR_IO, "PowerSGD");
     ACC_ASSERT_OK(acc_load_state(second.acc, dir.c_str(), nullptr));
     second.train(*doc, c, 4, steps);
     ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
-    if (g_rank == 0) std::filesystem::remove_all(dir);
+    if (g_rank == 0) {
+      std::filesystem::remove_all(dir);
+      std::filesystem::remove_all(swapped);
+    }
     ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
   }
 }
