@@ -344,7 +344,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   runs on a GPU, gloo on the CPU; "gloo" on GPUs lets several processes share one GPU, which NCCL
  *   refuses; "nccl" on the CPU is ACC_ERR_UNSUPPORTED),
  *   ddp_bucket_cap_mb (int, default 25), ddp_find_unused_parameters (bool, default false),
- *   ddp_broadcast_buffers (bool, default true), ddp_comm_hook ("no", "fp16", "bf16": gradients
+ *   ddp_broadcast_buffers (bool, default true), ddp_gradient_as_bucket_view (bool, default false:
+ *   each gradient is a view into DDP's gradient bucket, saving a copy of every gradient; the same
+ *   numbers), ddp_comm_hook ("no", "fp16", "bf16": gradients
  *   travel compressed; "power_sgd", "batched_power_sgd": PyTorch's PowerSGD hooks, gradient matrices
  *   sent as low-rank factors after start_powerSGD_iter plain steps, matrix by matrix or the whole
  *   bucket as one), ddp_comm_wrapper ("no", "fp16", "bf16": PowerSGD on a 16-bit copy of each

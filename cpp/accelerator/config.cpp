@@ -140,6 +140,8 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table() {
            &DataParallelOptions::find_unused_parameters);
     t.bind("ddp_broadcast_buffers", "buffers from rank 0 before each forward", &C::ddp,
            &DataParallelOptions::broadcast_buffers);
+    t.bind("ddp_gradient_as_bucket_view", "gradients are views into DDP's buckets", &C::ddp,
+           &DataParallelOptions::gradient_as_bucket_view);
     t.bind("ddp_comm_hook", "gradients travel compressed", &C::ddp, &DataParallelOptions::comm_hook)
         .one_of({"no", "fp16", "bf16", "power_sgd", "batched_power_sgd"});
     t.bind("ddp_comm_wrapper", "PowerSGD on a 16-bit copy of each bucket", &C::ddp, &DataParallelOptions::comm_wrapper)

@@ -67,7 +67,7 @@ using Caps = std::vector<int64_t>;
 template <typename R>
 std::unique_ptr<R> construct_reducer(ReducerSettings& s, const Group& g) {
   Sparse sparse(s.params.size(), false);
-  const bool as_view = false;  // gradients stay their own tensors (DDP's gradient_as_bucket_view=False)
+  const bool as_view = s.gradient_as_bucket_view;
   if constexpr (std::is_constructible_v<R, Params, Buckets, Group, Sparse, int64_t, bool, bool, Names, int64_t, bool,
                                         bool, Caps>) {
     return std::make_unique<R>(std::move(s.params), std::move(s.buckets), g, sparse, s.bucket_cap_bytes,

@@ -150,6 +150,7 @@ struct ReducerSettings {
   int64_t bucket_cap_bytes = 0;
   int64_t first_bucket_cap_bytes = 0;
   bool find_unused_parameters = false;
+  bool gradient_as_bucket_view = false;  // gradients are views into the buckets (no copy of them)
   std::unordered_map<size_t, std::string> names;  // parameter names, for the Reducer's error messages
 };
 

@@ -90,6 +90,7 @@ void DataParallel::make_reducer(BucketLayout layout, std::vector<size_t> limits)
   settings.bucket_cap_bytes = cap_bytes();
   settings.first_bucket_cap_bytes = first_bucket_bytes();
   settings.find_unused_parameters = options_.find_unused_parameters;
+  settings.gradient_as_bucket_view = options_.gradient_as_bucket_view;
   settings.names = names_;
   try {
     reducer_ = compat::make_reducer(std::move(settings), dist_->group());

@@ -16,6 +16,7 @@ struct DataParallelOptions {
   int64_t bucket_cap_mb = 25;
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
+  bool gradient_as_bucket_view = false;  // gradients live in DDP's buckets: one copy of them less
   // "no", "fp16" (the Reducer's built-in compression), "bf16", or PyTorch's PowerSGD: "power_sgd"
   // (matrix by matrix) or "batched_power_sgd" (the whole bucket as one matrix).
   std::string comm_hook = "no";

@@ -171,3 +171,24 @@ TEST(DdpBuckets, LayoutsThatAreNotAPartitionOfTheParametersAreRefused) {
     EXPECT_EQ(ddp.engine->layout(), BucketLayout({{0, 1, 2, 3, 4, 5}})) << "changed before refusing";
   }
 }
+
+// DistributedDataParallelKwargs(gradient_as_bucket_view=True): each gradient is a view into its
+// bucket (no copy of every gradient beside the buckets), before and after the rebuild, with the
+// same values as without it.
+TEST(DdpBuckets, GradientsAsBucketViewsShareTheBucketsAndKeepTheirValues) {
+  acc::DataParallelOptions as_view;
+  as_view.gradient_as_bucket_view = true;
+  Ddp viewed(as_view), copied;
+  for (int step = 0; step < 3; ++step) {
+    viewed.step();
+    copied.step();
+    const auto v = trainable(*viewed.model), c = trainable(*copied.model);
+    for (const auto& bucket : viewed.engine->layout())
+      for (size_t i : bucket) {
+        EXPECT_TRUE(at::equal(v[i].grad(), c[i].grad())) << "parameter " << i << " at step " << step;
+        EXPECT_TRUE(v[i].grad().storage().is_alias_of(v[bucket.front()].grad().storage())) << "parameter " << i;
+        if (i != bucket.front())
+          EXPECT_FALSE(c[i].grad().storage().is_alias_of(c[bucket.front()].grad().storage())) << "parameter " << i;
+      }
+  }
+}

@@ -45,6 +45,8 @@ void create_global_accelerator() {
   if (const char* timeout = std::getenv("ACC_TEST_TIMEOUT"))
     ASSERT_EQ(acc_options_set(o, "timeout_seconds", timeout), ACC_OK);
   if (const char* hook = std::getenv("ACC_TEST_COMM_HOOK")) ASSERT_EQ(acc_options_set(o, "ddp_comm_hook", hook), ACC_OK);
+  if (std::getenv("ACC_TEST_GRADIENT_AS_BUCKET_VIEW"))
+    ACC_ASSERT_OK(acc_options_set_bool(o, "ddp_gradient_as_bucket_view", 1));
   // The GPU suite (tests/gpu) runs these tests on a GPU: ACC_TEST_BACKEND picks the process
   // group's backend ("gloo" lets 2 processes share one GPU), ACC_TEST_USE_GPU=1 requires the
   // accelerator to be on CUDA (so that they cannot pass on the CPU instead), 0 keeps it on the CPU.
