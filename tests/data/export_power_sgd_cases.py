@@ -1,5 +1,6 @@
 """Gradients that PyTorch's PowerSGD DDP communication hooks give, for tests/dist/test_dist_power_sgd.cpp
-to reproduce bit for bit: a TorchScript network (matrices of three shapes, two alike, and biases) is
+to reproduce bit for bit: a TorchScript network (matrices of three shapes, two alike, and biases; and
+a wide one, whose gradients DDP reduces in two buckets) is
 trained with DistributedDataParallel on 2 and on 3 processes (Gloo), its hook registered as
 Accelerate registers it (PowerSGDState(None, **comm_state_option), fp16_compress_wrapper for
 comm_wrapper "fp16"), and every parameter's gradient is recorded on every process after each
@@ -16,6 +17,7 @@ import json
 import os
 import sys
 import tempfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -43,8 +45,25 @@ CASES = [
     {"name": "batched_rank3_cold", "hook": "batched_power_sgd",
      "state": {"matrix_approximation_rank": 3, "start_powerSGD_iter": 2, "warm_start": False,
                "use_error_feedback": False, "random_seed": 123}},
+    # 2.1 MiB of parameters: DDP's rebuild makes two buckets (1 MiB first), each compressed apart.
+    {"name": "layerwise_two_buckets", "model": "wide", "hook": "power_sgd",
+     "state": {"matrix_approximation_rank": 2, "start_powerSGD_iter": 2}},
+    {"name": "batched_two_buckets", "model": "wide", "hook": "batched_power_sgd", "state": {"start_powerSGD_iter": 2}},
 ]
 RANDINT_SEEDS = [0, 7, 123, 4294967295]
+MODELS = {"net": "power_sgd_net.pt", "wide": "power_sgd_wide.pt"}
+
+
+class Wide(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(6, 512)
+        self.fc2 = torch.nn.Linear(512, 512)
+        self.fc3 = torch.nn.Linear(512, 512)
+        self.fc4 = torch.nn.Linear(512, 3)
+
+    def forward(self, x):
+        return self.fc4(torch.tanh(self.fc3(torch.tanh(self.fc2(torch.relu(self.fc1(x)))))))
 
 
 class Net(torch.nn.Module):
@@ -63,6 +82,14 @@ def hex_values(t):
     return [float(v).hex() for v in t.detach().flatten().tolist()]
 
 
+def recorded(t):
+    """A gradient's exact values; a large one's as the CRC-32 of its float32 bytes (little-endian)."""
+    t = t.detach().contiguous()
+    if t.numel() <= 4096:
+        return hex_values(t)
+    return {"numel": t.numel(), "crc32": zlib.crc32(t.numpy().tobytes())}
+
+
 def batch(step, rank):
     g = torch.Generator().manual_seed(1000 * step + rank)
     return torch.randn(ROWS, 6, generator=g), torch.randint(0, 3, (ROWS,), generator=g)
@@ -74,12 +101,24 @@ def orthogonalize_one_or_batch(original):
     return orthogonalize
 
 
-def run_case(case, rank, model_path):
-    model = torch.jit.load(model_path)
+def one_bucket_at_a_time(hook):
+    """PyTorch's hook, waited for before the next bucket's: its callbacks wait for their allreduces on
+    Gloo's worker threads, so with two buckets in flight both threads wait and nothing runs (torch
+    hangs). The same operations in the same order, so the same numbers."""
+    def waited(state, bucket):
+        done = torch.futures.Future()
+        done.set_result(hook(state, bucket).wait())
+        return done
+    return waited
+
+
+def run_case(case, rank, model_dir):
+    model = torch.jit.load(os.path.join(model_dir, MODELS[case.get("model", "net")]))
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     hook = getattr(power_sgd, "powerSGD_hook" if case["hook"] == "power_sgd" else "batched_powerSGD_hook")
     if case.get("wrapper") == "fp16":
         hook = default_hooks.fp16_compress_wrapper(hook)
+    hook = one_bucket_at_a_time(hook)
     ddp.register_comm_hook(power_sgd.PowerSGDState(None, **case["state"]), hook)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     steps = []
@@ -89,19 +128,19 @@ def run_case(case, rank, model_path):
             F.cross_entropy(ddp(x), y).backward()
         except RuntimeError as e:  # 1.13 has no CPU half-precision matmul for the fp16 wrapper's P and Q
             return {"steps": steps, "error": str(e).splitlines()[0]}
-        steps.append({name: hex_values(p.grad) for name, p in model.named_parameters()})
+        steps.append({name: recorded(p.grad) for name, p in model.named_parameters()})
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     return {"steps": steps}
 
 
-def worker(rank, world, store_path, model_path, out_path):
+def worker(rank, world, store_path, model_dir, out_path):
     # Without the JIT's graph optimisation every forward computes alike (the first ones profile, the
     # later ones run an optimised graph otherwise), so a run resumed midway can be held to this one.
     torch._C._set_graph_executor_optimize(False)
     dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world)
     power_sgd._orthogonalize = orthogonalize_one_or_batch(power_sgd._orthogonalize)
-    results = {case["name"]: run_case(case, rank, model_path) for case in CASES}
+    results = {case["name"]: run_case(case, rank, model_dir) for case in CASES}
     Path(f"{out_path}.{rank}").write_text(json.dumps(results))
     dist.destroy_process_group()
 
@@ -110,9 +149,9 @@ def main():
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
-    model_path = str(out / "power_sgd_net.pt")
-    torch.jit.script(Net()).save(model_path)
-    document = {"model": "power_sgd_net.pt", "steps": STEPS, "cases": CASES, "runs": {},
+    torch.jit.script(Net()).save(str(out / MODELS["net"]))
+    torch.jit.script(Wide()).save(str(out / MODELS["wide"]))
+    document = {"models": MODELS, "steps": STEPS, "cases": CASES, "runs": {},
                 "numpy_randint": {str(seed): [int(v) for v in
                                               (lambda r: [r.randint(1_000_000_000) for _ in range(5)])(
                                                   np.random.RandomState(seed))]
@@ -124,7 +163,7 @@ def main():
                                           for step in range(STEPS)]
         with tempfile.TemporaryDirectory() as tmp:
             store, results = os.path.join(tmp, "store"), os.path.join(tmp, "results")
-            mp.spawn(worker, args=(world, store, model_path, results), nprocs=world)
+            mp.spawn(worker, args=(world, store, str(out), results), nprocs=world)
             document["runs"][str(world)] = [json.loads(Path(f"{results}.{rank}").read_text())
                                             for rank in range(world)]
     (out / "power_sgd_cases.json").write_text(json.dumps(document))
