@@ -189,8 +189,12 @@ std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifes
     if (layout) ddp->check_layout(*layout, "checkpoint file '" + path + "'");
     layouts.emplace_back(ddp, std::move(layout));
   }
-  return [this, saved_iteration, saved_step, layouts] {
-    for (const auto& [ddp, layout] : layouts) ddp->restore_layout(layout);
+  return [this, saved_iteration, saved_step, layouts, other_process_count] {
+    for (const auto& [ddp, layout] : layouts) {
+      ddp->restore_layout(layout);
+      // Another process count has no counterpart of each process's PowerSGD error feedback.
+      if (other_process_count && ddp->power_sgd_state()) ddp->power_sgd_state()->reset();
+    }
     gradient_state_->set_step(saved_step);
     // Unlike Accelerate (#1601), the iteration counter resumes too: the next save does not collide.
     iteration_ = saved_iteration + 1;

@@ -26,11 +26,21 @@ std::string NumpyRandomState::state_text() const {
 }
 
 void NumpyRandomState::set_state_text(const std::string& text) {
+  // Every number a 32-bit word (the stream would take larger ones, or -1, and go on off numpy's path).
+  std::istringstream words(text);
+  std::string word;
+  size_t count = 0;
+  while (words >> word) {
+    ++count;
+    if (word.size() > 10 || word.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoull(word) > 0xFFFFFFFFull)
+      fail(Status::InvalidArgument, "not the state of a Mersenne Twister: '", word.substr(0, 20), "' is no 32-bit word");
+  }
   std::istringstream in(text);
   std::mt19937 engine;
   in >> engine;
   std::string rest;
-  if (in.fail() || (in >> rest, !rest.empty()))
+  if (count < std::mt19937::state_size || in.fail() || (in >> rest, !rest.empty()))
     fail(Status::InvalidArgument, "not the state of a Mersenne Twister (624 words and a position)");
   engine_ = engine;
 }

@@ -58,7 +58,8 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
   require(options_.comm_hook == "no" || options_.comm_hook == "fp16" || options_.comm_hook == "bf16" ||
               options_.uses_power_sgd(),
           "unknown DDP comm hook '", options_.comm_hook, "' (no, fp16, bf16, power_sgd, batched_power_sgd)");
-  if (options_.uses_power_sgd()) power_sgd_ = std::make_shared<PowerSgdState>(options_.power_sgd, params_.front().device());
+  if (options_.uses_power_sgd()) power_sgd_ = std::make_shared<PowerSgdState>(options_.power_sgd, params_.front().device(), options_.comm_hook,
+                                                 options_.comm_wrapper);
   std::vector<size_t> limits;
   BucketLayout layout = initial_layout(&limits);
   make_reducer(std::move(layout), std::move(limits));

@@ -40,12 +40,26 @@ void orthogonalize(const at::Tensor& matrices, double epsilon) {
   at::linalg_qr_out(q, r, matrices, "reduced");
 }
 
+// A kept memory must fit what this bucket needs now (a state loaded from a checkpoint of another
+// model or layout would not): refused with the reason, before any arithmetic on it.
+void check_memory(const at::Tensor& kept, at::IntArrayRef shape, const at::Tensor& input, const char* what,
+                  int64_t bucket) {
+  if (kept.sizes() != shape || kept.scalar_type() != input.scalar_type() || kept.device() != input.device())
+    fail(Status::InvalidArgument, "PowerSGD's ", what, " of gradient bucket ", bucket, " is ", kept.sizes(), " ",
+         kept.scalar_type(), " on ", kept.device(), ", the bucket needs ", shape, " ", input.scalar_type(), " on ",
+         input.device(), " (a state saved for another model or bucket layout?)");
+}
+
 // Error feedback: what the bucket's last compression lost on this process joins its gradients (a
 // zero error the first time); returns a copy of the result, against which the next error is measured.
 at::Tensor add_error_feedback(PowerSgdState& st, int64_t index, at::Tensor& input) {
   auto error = st.error.find(index);
-  if (error != st.error.end()) input.add_(error->second);
-  else st.error[index] = at::zeros({input.size(0)}, input.options());
+  if (error != st.error.end()) {
+    check_memory(error->second, input.sizes(), input, "error feedback", index);
+    input.add_(error->second);
+  } else {
+    st.error[index] = at::zeros({input.size(0)}, input.options());
+  }
   return input.clone();
 }
 
@@ -165,6 +179,8 @@ at::Tensor PowerSgdHook::reduce_layerwise(c10d::GradBucket& bucket, at::Tensor i
   }
   at::Tensor& p_memory = st.p_memory[index];
   at::Tensor& q_memory = st.q_memory[index];
+  check_memory(p_memory, {p_total}, input, "P memory", index);
+  check_memory(q_memory, {q_total}, input, "Q memory", index);
   // Each matrix (or, with batch_tensors_with_same_shape, each shape's stack of them) with its P and
   // Q, views into the bucket's P and Q memories.
   struct Item {
@@ -245,6 +261,8 @@ at::Tensor PowerSgdHook::reduce_batched(c10d::GradBucket& bucket, at::Tensor inp
   }
   at::Tensor& p = st.p_memory[index];
   at::Tensor& q = st.q_memory[index];
+  check_memory(p, {side, rank}, input, "P memory", index);
+  check_memory(q, {side, rank}, input, "Q memory", index);
   orthogonalize(q.unsqueeze(0), 0);
   at::matmul_out(p, matrix, q);
   allreduce(p, "P");

@@ -28,7 +28,8 @@ namespace acc {
 // PowerSGDState's state: kept across the Reducer's bucket rebuilds and in checkpoints (each
 // process its own: the error feedback is local).
 struct PowerSgdState {
-  PowerSgdState(PowerSgdSettings s, at::Device d) : settings(s), device(d), rng(s.random_seed) {}
+  PowerSgdState(PowerSgdSettings s, at::Device d, std::string hook_name, std::string wire_name)
+      : settings(s), device(d), hook(std::move(hook_name)), wire(std::move(wire_name)), rng(s.random_seed) {}
   // As PowerSGDState(...) made anew: plain averaging again until start_powerSGD_iter.
   void reset() {
     rng = NumpyRandomState(settings.random_seed);
@@ -39,6 +40,8 @@ struct PowerSgdState {
   }
   PowerSgdSettings settings;
   at::Device device;  // where the gradients, and so the memories, are
+  std::string hook;   // "power_sgd" or "batched_power_sgd"
+  std::string wire;   // the comm wrapper's dtype: "no", "fp16" or "bf16"
   NumpyRandomState rng;
   std::map<int64_t, at::Tensor> error, p_memory, q_memory;  // by bucket index
   int64_t iter = 0;  // backwards that averaged gradients

@@ -2,22 +2,55 @@
 
 #include <ATen/ATen.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <set>
+#include <sstream>
 #include <string>
 
+#include "checkpoint/checkpoint_dir.h"
+#include "checkpoint/file_records.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/save_identity.h"
+#include "checkpoint/state_files.h"
 #include "common/error.h"
 
 namespace acc {
 namespace {
 
-// Tensor names: model_<i>.<error|p|q>.<bucket index>; metadata: model_<i>.iter and model_<i>.rng.
+// Tensors: model_<i>.<error|p|q>.<bucket index>. Metadata: model_<i>.iter, model_<i>.rng, and
+// model_<i>.settings, what the memories' shapes depend on (another hook, rank or wire dtype on
+// resume starts PowerSGD afresh, as Accelerate always does).
 const char* const kMemories[] = {"error", "p", "q"};
 
 std::map<int64_t, at::Tensor>& memory(PowerSgdState& state, const std::string& kind) {
   return kind == "error" ? state.error : kind == "p" ? state.p_memory : state.q_memory;
+}
+
+std::string settings_text(const PowerSgdState& state) {
+  const PowerSgdSettings& s = state.settings;
+  std::ostringstream out;
+  out << state.hook << " wire=" << state.wire << " rank=" << s.matrix_approximation_rank
+      << " min_compression_rate=" << s.min_compression_rate << " error_feedback=" << s.use_error_feedback
+      << " warm_start=" << s.warm_start << " batch_same_shapes=" << s.batch_tensors_with_same_shape;
+  return out.str();
+}
+
+// A bucket index as written: decimal digits, no sign, no leading zero.
+int64_t bucket_index(const std::string& text) {
+  if (text.empty() || text.size() > 18 || (text.size() > 1 && text[0] == '0') ||
+      text.find_first_not_of("0123456789") != std::string::npos)
+    return -1;
+  return std::stoll(text);
+}
+
+// Whether the checkpoint's manifest, beside `path`, records a file of that name (written by any process).
+bool manifest_records(const std::string& path) {
+  const std::filesystem::path file(path);
+  const nlohmann::json manifest = read_json((file.parent_path() / kCheckpointManifest).string());
+  return manifest.is_object() && manifest.contains(kManifestFilesKey) && manifest[kManifestFilesKey].is_object() &&
+         manifest[kManifestFilesKey].contains(file.filename().string());
 }
 
 class PowerSgdStatesPart final : public CheckpointPart {
@@ -38,12 +71,16 @@ class PowerSgdStatesPart final : public CheckpointPart {
           tensors.emplace_back(prefix + kind + "." + std::to_string(bucket), tensor.detach().cpu().contiguous());
       metadata[prefix + "iter"] = std::to_string(state->iter);
       metadata[prefix + "rng"] = state->rng.state_text();
+      metadata[prefix + "settings"] = settings_text(*state);
     }
     save_safetensors(path, tensors, metadata);
   }
 
   StagedLoad load(const std::string& path) const override {
-    if (!std::filesystem::exists(path)) {
+    std::error_code error;
+    if (!std::filesystem::exists(path, error)) {
+      if (manifest_records(path))
+        fail(Status::Io, "checkpoint file '", path, "' is missing (the checkpoint's manifest records it)");
       // Saved without PowerSGD: its state starts afresh, as in a new job.
       return {[states = states_] {
                 for (const auto& entry : states) entry.second->reset();
@@ -56,16 +93,18 @@ class PowerSgdStatesPart final : public CheckpointPart {
       fail(Status::Io, "checkpoint file '", path, "' holds the PowerSGD state of process ",
            index == contents.metadata.end() ? "(none named)" : index->second, ", not of process ", rank_);
     check_save_id(contents.metadata, save_id(), path);
+    std::set<std::string> known{"process_index", kSaveIdKey, "format"};
+    std::set<std::string> claimed;
     std::vector<std::function<void()>> sets;
-    size_t claimed = 0;
     for (const auto& [model, live] : states_) {
       const std::string prefix = "model_" + std::to_string(model) + ".";
+      for (const char* key : {"iter", "rng", "settings"}) known.insert(prefix + key);
       auto iter = contents.metadata.find(prefix + "iter");
       auto rng = contents.metadata.find(prefix + "rng");
-      if (iter == contents.metadata.end() || rng == contents.metadata.end())
-        fail(Status::Io, "checkpoint file '", path, "' has no PowerSGD state for model ", model,
-             " (saved with another comm hook?)");
-      auto restored = std::make_shared<PowerSgdState>(live->settings, live->device);
+      auto settings = contents.metadata.find(prefix + "settings");
+      if (iter == contents.metadata.end() || rng == contents.metadata.end() || settings == contents.metadata.end())
+        fail(Status::Io, "checkpoint file '", path, "' has no PowerSGD state for model ", model);
+      auto restored = std::make_shared<PowerSgdState>(live->settings, live->device, live->hook, live->wire);
       try {
         size_t used = 0;
         restored->iter = std::stoll(iter->second, &used);
@@ -80,30 +119,45 @@ class PowerSgdStatesPart final : public CheckpointPart {
         const std::string rest = name.substr(prefix.size());
         const auto dot = rest.find('.');
         const std::string kind = rest.substr(0, dot);
-        int64_t bucket = -1;
-        try {
-          size_t used = 0;
-          bucket = std::stoll(rest.substr(dot + 1), &used);
-          if (used != rest.size() - dot - 1) bucket = -1;
-        } catch (const std::exception&) {
-        }
-        if (dot == std::string::npos || (kind != "error" && kind != "p" && kind != "q") || bucket < 0 ||
+        const int64_t bucket = dot == std::string::npos ? -1 : bucket_index(rest.substr(dot + 1));
+        if ((kind != "error" && kind != "p" && kind != "q") || bucket < 0 ||
             !at::isFloatingType(tensor.scalar_type()) || tensor.dim() < 1 || tensor.dim() > 2)
           fail(Status::Io, "checkpoint file '", path, "': '", name, "' is not a PowerSGD error, P or Q memory");
-        memory(*restored, kind)[bucket] = tensor.clone();
-        ++claimed;
+        // Moved where the gradients are now, so that applying cannot fail.
+        memory(*restored, kind)[bucket] = tensor.to(live->device, /*non_blocking=*/false, /*copy=*/true);
+        claimed.insert(name);
+      }
+      for (const auto& [bucket, p] : restored->p_memory)
+        if (!restored->q_memory.count(bucket))
+          fail(Status::Io, "checkpoint file '", path, "': model ", model, "'s PowerSGD P of bucket ", bucket,
+               " has no Q");
+      if (restored->p_memory.size() != restored->q_memory.size())
+        fail(Status::Io, "checkpoint file '", path, "': model ", model, "'s PowerSGD Q memories have no P");
+      if (settings->second != settings_text(*live)) {
+        // Another hook, rank or wire dtype: the memories do not fit; PowerSGD starts afresh.
+        if (rank_ == 0)
+          std::fprintf(stderr, "accelerate: %s: model %zu's PowerSGD state was saved with other settings (%s; now %s): "
+                       "PowerSGD starts afresh\n", path.c_str(), model, settings->second.c_str(),
+                       settings_text(*live).c_str());
+        sets.push_back([live = live] { live->reset(); });
+        continue;
       }
       sets.push_back([live = live, restored] {
-        live->reset();
         live->iter = restored->iter;
         live->rng = restored->rng;
-        for (const char* kind : kMemories)
-          for (const auto& [bucket, tensor] : memory(*restored, kind))
-            memory(*live, kind)[bucket] = tensor.to(live->device);
+        live->error = std::move(restored->error);
+        live->p_memory = std::move(restored->p_memory);
+        live->q_memory = std::move(restored->q_memory);
       });
     }
-    if (claimed != contents.tensors.size())
-      fail(Status::Io, "checkpoint file '", path, "' holds PowerSGD state of models this job does not train with it");
+    for (const auto& [name, tensor] : contents.tensors)
+      if (!claimed.count(name))
+        fail(Status::Io, "checkpoint file '", path, "': '", name, "' is no PowerSGD state of a model this job ",
+             "trains with it");
+    for (const auto& [key, value] : contents.metadata)
+      if (!known.count(key))
+        fail(Status::Io, "checkpoint file '", path, "': '", key, "' is no PowerSGD state of a model this job trains ",
+             "with it");
     return {[sets] {
               for (const auto& set : sets) set();
             },

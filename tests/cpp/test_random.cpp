@@ -57,3 +57,13 @@ TEST(NumpyRandomState, DrawsAsNumpyAndItsStateRoundTrips) {
   EXPECT_THROW(b.set_state_text("1 2 3"), acc::Error);
   EXPECT_THROW(b.set_state_text(a.state_text() + " 9"), acc::Error);
 }
+
+TEST(NumpyRandomState, AStateOutsideThe32BitWordsIsRefused) {
+  acc::NumpyRandomState a(3);
+  std::string text = a.state_text();
+  acc::NumpyRandomState b;
+  EXPECT_THROW(b.set_state_text("-1" + text.substr(text.find(' '))), acc::Error);
+  EXPECT_THROW(b.set_state_text("4294967296" + text.substr(text.find(' '))), acc::Error);
+  b.set_state_text(text);
+  EXPECT_EQ(a.randint(1000000000), b.randint(1000000000));
+}

@@ -152,14 +152,23 @@ TEST(PowerSgd, AResumedJobCompressesAsTheUninterruptedOne) {
                                  std::filesystem::copy_options::overwrite_existing);
     }
     ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+    // A process's file the manifest records, deleted, is refused too (not taken for "saved without").
+    const std::string missing = dir + "_missing";
+    if (g_rank == 0) {
+      std::filesystem::copy(dir, missing, std::filesystem::copy_options::recursive);
+      std::filesystem::remove(missing + "/ddp_comm_hook_" + std::to_string(g_world - 1) + ".safetensors");
+    }
+    ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
     Job second(*doc, c);
     ACC_EXPECT_ERROR(acc_load_state(second.acc, swapped.c_str(), nullptr), ACC_ERR_IO, "PowerSGD");
+    ACC_EXPECT_ERROR(acc_load_state(second.acc, missing.c_str(), nullptr), ACC_ERR_IO, "is missing");
     ACC_ASSERT_OK(acc_load_state(second.acc, dir.c_str(), nullptr));
     second.train(*doc, c, 4, steps);
     ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
     if (g_rank == 0) {
       std::filesystem::remove_all(dir);
       std::filesystem::remove_all(swapped);
+      std::filesystem::remove_all(missing);
     }
     ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
   }
@@ -186,6 +195,41 @@ TEST(PowerSgd, ACheckpointWithoutItStartsItAfresh) {
     job.train(*doc, c, 0, 3);  // into compression
     ACC_ASSERT_OK(acc_load_state(job.acc, dir.c_str(), nullptr));
     job.train(*doc, c, 0, (*doc)["steps"].get<int64_t>());
+  }
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0) std::filesystem::remove_all(dir);
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+}
+
+// A state saved under another hook (its memories shaped otherwise) starts PowerSGD afresh on resume,
+// as Accelerate's resumed PowerSGD always starts: training goes on, through compressed steps.
+TEST(PowerSgd, AStateSavedWithOtherSettingsStartsItAfresh) {
+  const json* doc = power_sgd_cases();
+  if (!doc) GTEST_SKIP() << "no PowerSGD cases recorded for " << g_world << " processes";
+  const std::string dir = std::string("/tmp/acc_dist_power_sgd_other_") + std::getenv("MASTER_PORT");
+  const json& batched = *case_named(*doc, "batched");
+  const json& layerwise = *case_named(*doc, "layerwise");
+  {
+    Job first(*doc, batched);
+    first.train(*doc, batched, 0, 4);
+    ACC_ASSERT_OK(acc_save_state(first.acc, dir.c_str(), nullptr));
+  }
+  {
+    Job second(*doc, layerwise);
+    ACC_ASSERT_OK(acc_load_state(second.acc, dir.c_str(), nullptr));
+    const json& inputs = (*doc)["inputs"][std::to_string(g_world)];
+    for (int64_t step = 0; step < (*doc)["steps"].get<int64_t>(); ++step) {  // past start_powerSGD_iter again
+      const json& batch = inputs[step][g_rank];
+      acc_tensor* x = acc_test::floats(hex_floats(batch["x"]), {4, 6});
+      acc_tensor* y = acc_test::longs(batch["y"].get<std::vector<int64_t>>(), {4});
+      acc_tensor *logits = nullptr, *loss = nullptr;
+      ACC_ASSERT_OK(acc_model_forward1(second.model, x, ACC_FORWARD_DEFAULT, &logits));
+      ACC_ASSERT_OK(acc_loss_cross_entropy(logits, y, ACC_REDUCTION_MEAN, 0.0, &loss));
+      ACC_ASSERT_OK(acc_backward(second.acc, loss));
+      ACC_ASSERT_OK(acc_optimizer_step(second.opt));
+      ACC_ASSERT_OK(acc_optimizer_zero_grad(second.opt));
+      for (acc_tensor* t : {x, y, logits, loss}) acc_tensor_free(t);
+    }
   }
   ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
   if (g_rank == 0) std::filesystem::remove_all(dir);
