@@ -6,8 +6,8 @@ CompressHook::CompressHook(c10::intrusive_ptr<c10d::ProcessGroup> group, at::Sca
     : group_(std::move(group)), wire_dtype_(wire_dtype) {}
 
 c10::intrusive_ptr<c10::ivalue::Future> CompressHook::runHook(c10d::GradBucket& bucket) {
-  // Divide before the cast so the sum stays in range, as PyTorch's compression hooks do.
-  at::Tensor compressed = bucket.getBuffer().div(group_->getSize()).to(wire_dtype_);
+  // Cast, then divide in the 16-bit dtype, as PyTorch's compression hooks do (1.13 and 2.x alike).
+  at::Tensor compressed = bucket.getBuffer().to(wire_dtype_).div_(group_->getSize());
   std::vector<at::Tensor> tensors{compressed};
   auto reduced = group_->allreduce(tensors)->getFuture();
   at::Tensor destination = bucket.getBufferRef();

@@ -52,9 +52,9 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
   buffer_sync_ = std::make_unique<BufferSync>(dist_, std::move(buffers), options_.broadcast_buffers);
   broadcast(state_, "prepare_model (initial parameters)");
   if (params_.empty()) return;
-  if ((options_.comm_hook == "bf16" || options_.comm_wrapper == "bf16") && dist_->backend() != Backend::Nccl)
+  if ((options_.comm_hook == "bf16" || options_.comm_wrapper == "bf16") && !gloo_reduces_bf16())
     fail(Status::Unsupported, "the bf16 DDP comm ", options_.comm_hook == "bf16" ? "hook" : "wrapper",
-         " needs NCCL: Gloo cannot allreduce bf16 (use \"fp16\" on CPU)");
+         " needs a backend that allreduces bf16: this libtorch's Gloo does not (use NCCL, or \"fp16\")");
   require(options_.comm_hook == "no" || options_.comm_hook == "fp16" || options_.comm_hook == "bf16" ||
               options_.uses_power_sgd(),
           "unknown DDP comm hook '", options_.comm_hook, "' (no, fp16, bf16, power_sgd, batched_power_sgd)");
@@ -63,6 +63,20 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
   std::vector<size_t> limits;
   BucketLayout layout = initial_layout(&limits);
   make_reducer(std::move(layout), std::move(limits));
+}
+
+bool DataParallel::gloo_reduces_bf16() {
+  if (dist_->backend() != Backend::Gloo) return true;
+  // Gloo gained bf16 in PyTorch 2.x, and some builds lack it: asked of the group itself (every process
+  // asks here, so the probe is a collective like the others of prepare_model).
+  std::vector<at::Tensor> probe{at::zeros({1}, at::TensorOptions().dtype(at::kBFloat16).device(dist_->device()))};
+  try {
+    dist_->group()->allreduce(probe)->wait();
+    return true;
+  } catch (const c10::Error& e) {
+    if (std::string(e.what()).find("Invalid scalar type") != std::string::npos) return false;
+    rethrow_collective_error("prepare_model (bf16 allreduce probe)");
+  }
 }
 
 int64_t DataParallel::cap_bytes() const { return options_.bucket_cap_mb * 1024 * 1024; }
