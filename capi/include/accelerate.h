@@ -346,11 +346,11 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   ddp_bucket_cap_mb (int, default 25), ddp_find_unused_parameters (bool, default false),
  *   ddp_broadcast_buffers (bool, default true), ddp_gradient_as_bucket_view (bool, default false:
  *   each gradient is a view into DDP's gradient bucket, saving a copy of every gradient; the same
- *   numbers), ddp_comm_hook ("no", "fp16", "bf16": gradients
- *   travel compressed; "power_sgd", "batched_power_sgd": PyTorch's PowerSGD hooks, gradient matrices
- *   sent as low-rank factors after start_powerSGD_iter plain steps, matrix by matrix or the whole
- *   bucket as one), ddp_comm_wrapper ("no", "fp16", "bf16": PowerSGD on a 16-bit copy of each
- *   bucket), ddp_comm_state_option (string, a JSON object of PowerSGDState's arguments:
+ *   numbers), ddp_comm_hook ("no", "fp16", "bf16": gradients travel compressed (bf16 needs NCCL,
+ *   or PyTorch 2.x's Gloo); "power_sgd", "batched_power_sgd": PyTorch's PowerSGD hooks, gradient
+ *   matrices sent as low-rank factors after start_powerSGD_iter plain steps, matrix by matrix or
+ *   the whole bucket as one), ddp_comm_wrapper ("no", "fp16", "bf16": PowerSGD on a 16-bit copy
+ *   of each bucket), ddp_comm_state_option (string, a JSON object of PowerSGDState's arguments:
  *   matrix_approximation_rank (default 1), start_powerSGD_iter (1000), min_compression_rate (2),
  *   use_error_feedback (true), warm_start (true), orthogonalization_epsilon (0), random_seed (0),
  *   compression_stats_logging_frequency (accepted, not logged), batch_tensors_with_same_shape
