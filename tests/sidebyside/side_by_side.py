@@ -84,8 +84,6 @@ SCENARIOS = {
     "wide_find_unused": dict(model="wide", data="mlp", optimizer="sgd", schedule="linear",
                              ddp_find_unused_parameters=True, graph_optimization=False),
     "mlp_fp16_comm_hook": dict(model="mlp", optimizer="adamw", schedule="linear", ddp_comm_hook="fp16"),
-    # bf16 on the wire: Gloo reduces bf16 from PyTorch 2.x (cast, then divided, as PyTorch's hook does).
-    "mlp_bf16_comm_hook": dict(model="mlp", optimizer="adamw", schedule="linear", ddp_comm_hook="bf16"),
     # PyTorch's PowerSGD hook (Accelerate's comm_hook="power_sgd", comm_state_option): plain averaging
     # for start_powerSGD_iter steps, then rank-r factors with error feedback; at rank 2 with fresh
     # projections every step; the LM's on an fp16 copy (comm_wrapper). Models of one gradient bucket:
