@@ -68,19 +68,24 @@ struct Job {
 
   // The recorded steps [from, to): after each backward every gradient is compared with this
   // process's recorded one, bit for bit. Where PyTorch failed, this must fail too, for its reason.
+  // The forward and backward of this process's batch of `step`; acc_backward's status.
+  acc_status forward_backward(const json& doc, int64_t step) {
+    const json& batch = doc["inputs"][std::to_string(g_world)][step][g_rank];
+    acc_tensor* x = acc_test::floats(hex_floats(batch["x"]), {4, 6});
+    acc_tensor* y = acc_test::longs(batch["y"].get<std::vector<int64_t>>(), {4});
+    acc_tensor *logits = nullptr, *loss = nullptr;
+    EXPECT_EQ(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &logits), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_loss_cross_entropy(logits, y, ACC_REDUCTION_MEAN, 0.0, &loss), ACC_OK);
+    const acc_status status = loss ? acc_backward(acc, loss) : ACC_ERR_INVALID_ARGUMENT;
+    for (acc_tensor* t : {x, y, logits, loss}) acc_tensor_free(t);
+    return status;
+  }
+
   void train(const json& doc, const json& c, int64_t from, int64_t to) {
-    const json& inputs = doc["inputs"][std::to_string(g_world)];
     const json& recorded = doc["runs"][std::to_string(g_world)][g_rank][c["name"].get<std::string>()];
     const json& steps = recorded["steps"];
     for (int64_t step = from; step < to; ++step) {
-      const json& batch = inputs[step][g_rank];
-      acc_tensor* x = acc_test::floats(hex_floats(batch["x"]), {4, 6});
-      acc_tensor* y = acc_test::longs(batch["y"].get<std::vector<int64_t>>(), {4});
-      acc_tensor *logits = nullptr, *loss = nullptr;
-      ACC_ASSERT_OK(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &logits));
-      ACC_ASSERT_OK(acc_loss_cross_entropy(logits, y, ACC_REDUCTION_MEAN, 0.0, &loss));
-      const acc_status status = acc_backward(acc, loss);
-      for (acc_tensor* t : {x, y, logits, loss}) acc_tensor_free(t);
+      const acc_status status = forward_backward(doc, step);
       if (step == static_cast<int64_t>(steps.size())) {
         // PyTorch failed here (1.13 has no half-precision matmul on the CPU).
         ASSERT_TRUE(recorded.contains("error"));
@@ -217,18 +222,10 @@ TEST(PowerSgd, AStateSavedWithOtherSettingsStartsItAfresh) {
   {
     Job second(*doc, layerwise);
     ACC_ASSERT_OK(acc_load_state(second.acc, dir.c_str(), nullptr));
-    const json& inputs = (*doc)["inputs"][std::to_string(g_world)];
     for (int64_t step = 0; step < (*doc)["steps"].get<int64_t>(); ++step) {  // past start_powerSGD_iter again
-      const json& batch = inputs[step][g_rank];
-      acc_tensor* x = acc_test::floats(hex_floats(batch["x"]), {4, 6});
-      acc_tensor* y = acc_test::longs(batch["y"].get<std::vector<int64_t>>(), {4});
-      acc_tensor *logits = nullptr, *loss = nullptr;
-      ACC_ASSERT_OK(acc_model_forward1(second.model, x, ACC_FORWARD_DEFAULT, &logits));
-      ACC_ASSERT_OK(acc_loss_cross_entropy(logits, y, ACC_REDUCTION_MEAN, 0.0, &loss));
-      ACC_ASSERT_OK(acc_backward(second.acc, loss));
+      ACC_ASSERT_OK(second.forward_backward(*doc, step));
       ACC_ASSERT_OK(acc_optimizer_step(second.opt));
       ACC_ASSERT_OK(acc_optimizer_zero_grad(second.opt));
-      for (acc_tensor* t : {x, y, logits, loss}) acc_tensor_free(t);
     }
   }
   ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
