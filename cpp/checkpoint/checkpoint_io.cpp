@@ -81,6 +81,7 @@ void load_accelerator_state(CheckpointLoad& load, const CheckpointParts& parts, 
       if (load.other_process_count && part->process_local()) continue;
       part->set_save_id(save_id);
       const std::string path = join_path(source, part->file());
+      check_recorded_file_present(manifest, part->file(), path);
       staged.push_back(part->load(path));
       // After the part's own checks, which name what is wrong more precisely than a checksum can.
       check_file_record(manifest, part->file(), path, manifest_path);

@@ -47,6 +47,14 @@ void check_file_record(const nlohmann::json& manifest, const std::string& name, 
          manifest_path, " recorded when it was written");
 }
 
+void check_recorded_file_present(const nlohmann::json& manifest, const std::string& name, const std::string& path) {
+  if (!manifest.is_object() || !manifest.contains(kManifestFilesKey)) return;
+  const nlohmann::json& files = manifest[kManifestFilesKey];
+  std::error_code error;
+  if (files.is_object() && files.contains(name) && !std::filesystem::exists(path, error))
+    fail(Status::Io, "checkpoint file '", path, "' is missing (the checkpoint's manifest records it)");
+}
+
 nlohmann::json with_manifest_checksum(nlohmann::json manifest) {
   manifest[kManifestCrcKey] = text_crc32c(checksummed_text(manifest));
   return manifest;

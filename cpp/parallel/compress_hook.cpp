@@ -2,6 +2,12 @@
 
 namespace acc {
 
+std::optional<at::ScalarType> wire_dtype(const std::string& name) {
+  if (name == "fp16") return at::kHalf;
+  if (name == "bf16") return at::kBFloat16;
+  return std::nullopt;
+}
+
 CompressHook::CompressHook(c10::intrusive_ptr<c10d::ProcessGroup> group, at::ScalarType wire_dtype)
     : group_(std::move(group)), wire_dtype_(wire_dtype) {}
 

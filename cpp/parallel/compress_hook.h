@@ -5,7 +5,13 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/comm.hpp>
 
+#include <optional>
+#include <string>
+
 namespace acc {
+
+// The dtype a 16-bit comm hook or wrapper sends ("fp16", "bf16"); none for "no" (or any other name).
+std::optional<at::ScalarType> wire_dtype(const std::string& name);
 
 class CompressHook final : public c10d::CommHookInterface {
  public:

@@ -52,7 +52,7 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
   buffer_sync_ = std::make_unique<BufferSync>(dist_, std::move(buffers), options_.broadcast_buffers);
   broadcast(state_, "prepare_model (initial parameters)");
   if (params_.empty()) return;
-  if ((options_.comm_hook == "bf16" || options_.comm_wrapper == "bf16") && !gloo_reduces_bf16())
+  if ((options_.comm_hook == "bf16" || options_.comm_wrapper == "bf16") && !group_reduces_bf16())
     fail(Status::Unsupported, "the bf16 DDP comm ", options_.comm_hook == "bf16" ? "hook" : "wrapper",
          " needs a backend that allreduces bf16: this libtorch's Gloo does not (use NCCL, or \"fp16\")");
   require(options_.comm_hook == "no" || options_.comm_hook == "fp16" || options_.comm_hook == "bf16" ||
@@ -65,7 +65,7 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
   make_reducer(std::move(layout), std::move(limits));
 }
 
-bool DataParallel::gloo_reduces_bf16() {
+bool DataParallel::group_reduces_bf16() {
   if (dist_->backend() != Backend::Gloo) return true;
   // Gloo gained bf16 in PyTorch 2.x, and some builds lack it: asked of the group itself (every process
   // asks here, so the probe is a collective like the others of prepare_model).
@@ -117,12 +117,7 @@ void DataParallel::make_reducer(BucketLayout layout, std::vector<size_t> limits)
   else if (options_.comm_hook == "bf16")
     reducer_->register_comm_hook(std::make_unique<CompressHook>(dist_->group(), at::kBFloat16));
   else if (power_sgd_)
-    reducer_->register_comm_hook(std::make_unique<PowerSgdHook>(
-        dist_->group(), power_sgd_,
-        options_.comm_hook == "power_sgd" ? PowerSgdHook::Kind::Layerwise : PowerSgdHook::Kind::Batched,
-        options_.comm_wrapper == "fp16"   ? std::optional<at::ScalarType>(at::kHalf)
-        : options_.comm_wrapper == "bf16" ? std::optional<at::ScalarType>(at::kBFloat16)
-                                          : std::nullopt));
+    reducer_->register_comm_hook(std::make_unique<PowerSgdHook>(dist_->group(), power_sgd_));
   layout_ = std::move(layout);
 }
 
@@ -272,9 +267,7 @@ void DataParallel::shadow_gradient_allreduces() {
     int64_t elements = 0;
     for (size_t i : bucket) elements += params_[i].numel();
     // The compression hooks allreduce a 16-bit copy of the bucket.
-    const at::ScalarType wire = options_.comm_hook == "fp16"   ? at::kHalf
-                                : options_.comm_hook == "bf16" ? at::kBFloat16
-                                                               : params_[bucket.front()].scalar_type();
+    const at::ScalarType wire = wire_dtype(options_.comm_hook).value_or(params_[bucket.front()].scalar_type());
     std::vector<at::Tensor> zeros{
         at::zeros({elements}, at::TensorOptions().dtype(wire).device(params_[bucket.front()].device()))};
     wait_collective(dist_->group()->allreduce(zeros), "join_uneven_inputs (gradients)");

@@ -84,7 +84,7 @@ class DataParallel final : public ParallelEngine {
   void make_reducer(BucketLayout layout, std::vector<size_t> limits);
   BucketLayout initial_layout(std::vector<size_t>* limits) const;
   // Whether the process group can allreduce bf16 (the bf16 hook and wrapper need it).
-  bool gloo_reduces_bf16();
+  bool group_reduces_bf16();
   int64_t cap_bytes() const;
   int64_t first_bucket_bytes() const;
   // The Reducer's rebuild, due at the first forward after the first averaging backward (a broadcast

@@ -8,6 +8,7 @@
 #include "common/compat.h"
 #include "common/error.h"
 #include "common/random.h"
+#include "parallel/compress_hook.h"
 #include "state/distributed.h"
 
 namespace acc {
@@ -78,14 +79,13 @@ at::Tensor projection(const at::Tensor& like, at::Generator& generator) {
 
 }  // namespace
 
-PowerSgdHook::PowerSgdHook(c10::intrusive_ptr<c10d::ProcessGroup> group, std::shared_ptr<PowerSgdState> state,
-                           Kind kind, std::optional<at::ScalarType> wire)
-    : group_(std::move(group)), state_(std::move(state)), kind_(kind), wire_(wire) {}
+PowerSgdHook::PowerSgdHook(c10::intrusive_ptr<c10d::ProcessGroup> group, std::shared_ptr<PowerSgdState> state)
+    : group_(std::move(group)), state_(std::move(state)) {}
 
 c10::intrusive_ptr<c10::ivalue::Future> PowerSgdHook::runHook(c10d::GradBucket& bucket) {
   at::Tensor input = bucket.getBuffer();
-  if (wire_) {  // Accelerate's comm_wrapper: the hook sees a 16-bit copy of the bucket
-    at::Tensor cast = input.to(*wire_);
+  if (const auto wire = wire_dtype(state_->wire)) {  // Accelerate's comm_wrapper: a 16-bit copy
+    at::Tensor cast = input.to(*wire);
     bucket.setBuffer(cast);
     input = cast;
   }
@@ -101,7 +101,8 @@ c10::intrusive_ptr<c10::ivalue::Future> PowerSgdHook::runHook(c10d::GradBucket& 
   }
   // Compressed: three dependent allreduces per bucket, waited for here (PyTorch chains them as
   // callbacks that wait too), so every process issues its collectives in the same order.
-  at::Tensor result = kind_ == Kind::Layerwise ? reduce_layerwise(bucket, input) : reduce_batched(bucket, input);
+  at::Tensor result =
+      state_->hook == "batched_power_sgd" ? reduce_batched(bucket, input) : reduce_layerwise(bucket, input);
   std::vector<c10::Device> devices;
   if (!result.is_cpu()) devices.push_back(result.device());
   auto done = c10::make_intrusive<c10::ivalue::Future>(c10::TensorType::get(), devices);

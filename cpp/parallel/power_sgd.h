@@ -49,11 +49,10 @@ struct PowerSgdState {
 
 class PowerSgdHook final : public c10d::CommHookInterface {
  public:
-  enum class Kind { Layerwise, Batched };
-  // `wire`: Accelerate's comm_wrapper (fp16_compress_wrapper / bf16_compress_wrapper): the bucket
-  // is cast to it before the hook and the result back after.
-  PowerSgdHook(c10::intrusive_ptr<c10d::ProcessGroup> group, std::shared_ptr<PowerSgdState> state, Kind kind,
-               std::optional<at::ScalarType> wire);
+  // The state's hook and wire decide what runs: layerwise or batched, and with Accelerate's
+  // comm_wrapper (fp16_compress_wrapper / bf16_compress_wrapper) the bucket cast to the wire dtype
+  // before the hook and the result back after.
+  PowerSgdHook(c10::intrusive_ptr<c10d::ProcessGroup> group, std::shared_ptr<PowerSgdState> state);
   c10::intrusive_ptr<c10::ivalue::Future> runHook(c10d::GradBucket& bucket) override;
   at::Tensor parseHookResult(const c10::IValue& result) override;
 
@@ -71,8 +70,6 @@ class PowerSgdHook final : public c10d::CommHookInterface {
 
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   std::shared_ptr<PowerSgdState> state_;
-  Kind kind_;
-  std::optional<at::ScalarType> wire_;
 };
 
 }  // namespace acc

@@ -9,11 +9,8 @@
 #include <sstream>
 #include <string>
 
-#include "checkpoint/checkpoint_dir.h"
-#include "checkpoint/file_records.h"
 #include "checkpoint/safetensors.h"
 #include "checkpoint/save_identity.h"
-#include "checkpoint/state_files.h"
 #include "common/error.h"
 
 namespace acc {
@@ -45,14 +42,6 @@ int64_t bucket_index(const std::string& text) {
   return std::stoll(text);
 }
 
-// Whether the checkpoint's manifest, beside `path`, records a file of that name (written by any process).
-bool manifest_records(const std::string& path) {
-  const std::filesystem::path file(path);
-  const nlohmann::json manifest = read_json((file.parent_path() / kCheckpointManifest).string());
-  return manifest.is_object() && manifest.contains(kManifestFilesKey) && manifest[kManifestFilesKey].is_object() &&
-         manifest[kManifestFilesKey].contains(file.filename().string());
-}
-
 class PowerSgdStatesPart final : public CheckpointPart {
  public:
   PowerSgdStatesPart(int64_t rank, std::vector<std::pair<size_t, std::shared_ptr<PowerSgdState>>> states)
@@ -79,9 +68,8 @@ class PowerSgdStatesPart final : public CheckpointPart {
   StagedLoad load(const std::string& path) const override {
     std::error_code error;
     if (!std::filesystem::exists(path, error)) {
-      if (manifest_records(path))
-        fail(Status::Io, "checkpoint file '", path, "' is missing (the checkpoint's manifest records it)");
-      // Saved without PowerSGD: its state starts afresh, as in a new job.
+      // Saved without PowerSGD (load_state has refused a file the manifest records but that is
+      // gone): its state starts afresh, as in a new job.
       return {[states = states_] {
                 for (const auto& entry : states) entry.second->reset();
               },

@@ -55,7 +55,7 @@ PowerSgdSettings parse_power_sgd_settings(const std::string& json_text) {
         fail(Status::InvalidArgument, kOption, ": orthogonalization_epsilon must be >= 0, got ", value.dump());
     } else if (key == "random_seed") s.random_seed = static_cast<uint32_t>(integer_setting(value, key, 0, 0xFFFFFFFF));
     else if (key == "compression_stats_logging_frequency")
-      s.compression_stats_logging_frequency = integer_setting(value, key, std::numeric_limits<int64_t>::min(), kMax);
+      integer_setting(value, key, std::numeric_limits<int64_t>::min(), kMax);  // checked; statistics are not logged
     else if (key == "batch_tensors_with_same_shape") s.batch_tensors_with_same_shape = bool_setting(value, key);
     else
       fail(Status::InvalidArgument, kOption, ": unknown key '", key, "' (matrix_approximation_rank, ",

@@ -16,7 +16,6 @@ struct PowerSgdSettings {
   bool warm_start = true;  // P and Q carried over from the previous step
   double orthogonalization_epsilon = 0;
   uint32_t random_seed = 0;
-  int64_t compression_stats_logging_frequency = 10000;  // accepted; the statistics are not logged
   bool batch_tensors_with_same_shape = false;
 };
 

@@ -116,6 +116,14 @@ struct Job {
   }
 };
 
+// Once every process is here, the main process removes the folders; then all go on.
+void remove_when_all_are_done(const std::vector<std::string>& dirs) {
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0)
+    for (const std::string& dir : dirs) std::filesystem::remove_all(dir);
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+}
+
 const json* case_named(const json& doc, const std::string& name) {
   for (const json& c : doc["cases"])
     if (c["name"] == name) return &c;
@@ -169,13 +177,7 @@ TEST(PowerSgd, AResumedJobCompressesAsTheUninterruptedOne) {
     ACC_EXPECT_ERROR(acc_load_state(second.acc, missing.c_str(), nullptr), ACC_ERR_IO, "is missing");
     ACC_ASSERT_OK(acc_load_state(second.acc, dir.c_str(), nullptr));
     second.train(*doc, c, 4, steps);
-    ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
-    if (g_rank == 0) {
-      std::filesystem::remove_all(dir);
-      std::filesystem::remove_all(swapped);
-      std::filesystem::remove_all(missing);
-    }
-    ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+    remove_when_all_are_done({dir, swapped, missing});
   }
 }
 
@@ -201,9 +203,7 @@ TEST(PowerSgd, ACheckpointWithoutItStartsItAfresh) {
     ACC_ASSERT_OK(acc_load_state(job.acc, dir.c_str(), nullptr));
     job.train(*doc, c, 0, (*doc)["steps"].get<int64_t>());
   }
-  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
-  if (g_rank == 0) std::filesystem::remove_all(dir);
-  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  remove_when_all_are_done({dir});
 }
 
 // A state saved under another hook (its memories shaped otherwise) starts PowerSGD afresh on resume,
@@ -228,9 +228,7 @@ TEST(PowerSgd, AStateSavedWithOtherSettingsStartsItAfresh) {
       ACC_ASSERT_OK(acc_optimizer_zero_grad(second.opt));
     }
   }
-  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
-  if (g_rank == 0) std::filesystem::remove_all(dir);
-  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  remove_when_all_are_done({dir});
 }
 
 TEST(PowerSgd, SettingsPyTorchRefusesAreRefused) {
