@@ -346,7 +346,10 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   ddp_bucket_cap_mb (int, default 25), ddp_find_unused_parameters (bool, default false),
  *   ddp_broadcast_buffers (bool, default true), ddp_gradient_as_bucket_view (bool, default false:
  *   each gradient is a view into DDP's gradient bucket, saving a copy of every gradient; the same
- *   numbers), ddp_comm_hook ("no", "fp16", "bf16": gradients travel compressed (bf16 needs NCCL,
+ *   numbers), ddp_static_graph (bool, default false: DDP's static_graph, the promise that every
+ *   step gives gradients to the same parameters in the same order; the first averaging step
+ *   reduces at the end of backward and finds the unused parameters, which are then never waited
+ *   for), ddp_comm_hook ("no", "fp16", "bf16": gradients travel compressed (bf16 needs NCCL,
  *   or PyTorch 2.x's Gloo); "power_sgd", "batched_power_sgd": PyTorch's PowerSGD hooks, gradient
  *   matrices sent as low-rank factors after start_powerSGD_iter plain steps, matrix by matrix or
  *   the whole bucket as one), ddp_comm_wrapper ("no", "fp16", "bf16": PowerSGD on a 16-bit copy

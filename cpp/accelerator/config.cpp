@@ -142,6 +142,8 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table() {
            &DataParallelOptions::broadcast_buffers);
     t.bind("ddp_gradient_as_bucket_view", "gradients are views into DDP's buckets", &C::ddp,
            &DataParallelOptions::gradient_as_bucket_view);
+    t.bind("ddp_static_graph", "the same parameters get gradients in the same order every step", &C::ddp,
+           &DataParallelOptions::static_graph);
     t.bind("ddp_comm_hook", "gradients travel compressed", &C::ddp, &DataParallelOptions::comm_hook)
         .one_of({"no", "fp16", "bf16", "power_sgd", "batched_power_sgd"});
     t.bind("ddp_comm_wrapper", "PowerSGD on a 16-bit copy of each bucket", &C::ddp, &DataParallelOptions::comm_wrapper)

@@ -1,5 +1,7 @@
 #include "parallel/data_parallel.h"
 
+#include <torch/csrc/autograd/engine.h>
+
 #include <algorithm>
 #include <limits>
 #include <unordered_map>
@@ -7,6 +9,7 @@
 
 #include "parallel/broadcast.h"
 #include "parallel/compress_hook.h"
+#include "parallel/ddp_sink.h"
 #include "parallel/power_sgd.h"
 #include "common/compat.h"
 #include "common/error.h"
@@ -89,7 +92,8 @@ int64_t DataParallel::first_bucket_bytes() const {
 
 BucketLayout DataParallel::initial_layout(std::vector<size_t>* limits) const {
   std::vector<size_t> size_limits;
-  if (!options_.find_unused_parameters) size_limits = {std::numeric_limits<size_t>::max()};  // rebuilt after step 1
+  // One bucket until the first averaging step, then rebuilt in its gradients' order.
+  if (!options_.find_unused_parameters || options_.static_graph) size_limits = {std::numeric_limits<size_t>::max()};
   else size_limits = {static_cast<size_t>(first_bucket_bytes()), static_cast<size_t>(cap_bytes())};
   auto [layout, bucket_limits] = reversed_buckets(params_, size_limits);
   *limits = std::move(bucket_limits);
@@ -111,6 +115,11 @@ void DataParallel::make_reducer(BucketLayout layout, std::vector<size_t> limits)
     reducer_ = compat::make_reducer(std::move(settings), dist_->group());
   } catch (...) {
     rethrow_collective_error("prepare_model (reducer)");
+  }
+  if (options_.static_graph) {
+    reducer_->set_static_graph();
+    delayed_allreduce_ = std::make_shared<DelayedAllreduce>();
+    delayed_allreduce_->reducer = reducer_;
   }
   if (options_.comm_hook == "fp16")
     reducer_->register_builtin_comm_hook(c10d::BuiltinCommHookType::FP16_COMPRESS);
@@ -189,7 +198,8 @@ void DataParallel::before_forward(bool sync) {
   // PyTorch's DDP: the join announcement, the rebuild, then the buffers.
   rebuild_buckets_when_due("forward");
   buffer_sync_->before_forward();
-  if (reducer_) reducer_->prepare_for_forward();
+  // The Reducer counts averaging iterations only (static_graph's first one is the first of them).
+  if (reducer_ && sync) reducer_->prepare_for_forward();
 }
 
 void DataParallel::before_local_forward() {
@@ -274,15 +284,34 @@ void DataParallel::shadow_gradient_allreduces() {
   }
 }
 
-void DataParallel::after_forward(const NamedTensors& outputs, bool sync) {
-  if (!reducer_ || !sync) return;
-  std::vector<at::Tensor> tensors;
-  if (options_.find_unused_parameters)
-    for (const auto& entry : outputs) tensors.push_back(entry.second);
-  try {
-    reducer_->prepare_for_backward(tensors);
-  } catch (const c10::Error& e) {
-    fail(Status::NotInitialized, "data-parallel forward: ", e.what_without_backtrace());
+void DataParallel::after_forward(NamedTensors& outputs, bool sync) {
+  if (!reducer_) return;
+  const bool finds_unused = options_.find_unused_parameters && !options_.static_graph;
+  if (sync) {
+    std::vector<at::Tensor> tensors;
+    if (finds_unused)
+      for (const auto& entry : outputs) tensors.push_back(entry.second);
+    try {
+      reducer_->prepare_for_backward(tensors);
+    } catch (const c10::Error& e) {
+      fail(Status::NotInitialized, "data-parallel forward: ", e.what_without_backtrace());
+    }
+  }
+  if (finds_unused) {
+    outputs = through_ddp_sink(outputs, {});
+  } else if (sync && delayed_allreduce_ && !delayed_allreduce_->queued) {
+    // Queued once, by the first averaging backward that reaches the sink (PyTorch 2.x's rule; 1.13
+    // sinks the first averaging forward only, the same step unless its outputs were never used).
+    outputs = through_ddp_sink(outputs, [weak = std::weak_ptr<DelayedAllreduce>(delayed_allreduce_)] {
+      const auto delayed = weak.lock();
+      if (!delayed || delayed->queued) return;
+      delayed->queued = true;
+      torch::autograd::Engine::get_default_engine().queue_callback([weak] {
+        const auto delayed = weak.lock();
+        if (!delayed) return;
+        if (const auto reducer = delayed->reducer.lock()) reducer->delay_all_reduce();
+      });
+    });
   }
 }
 
@@ -291,7 +320,12 @@ void DataParallel::sync_next_backward() {
   if (joining_)
     fail(Status::Unsupported, "trigger_sync_in_backward is not supported inside join_uneven_inputs (processes ",
          "that have finished could not know that the backward averages gradients)");
+  if (delayed_allreduce_ && !delayed_allreduce_->queued)
+    fail(Status::Unsupported, "trigger_sync_in_backward with ddp_static_graph: the first averaging step must come ",
+         "from a forward outside no_sync (the static graph's delayed allreduce is queued in that forward's backward)");
   try {
+    // An averaging iteration for the Reducer, as the forward would have counted it outside no_sync.
+    if (delayed_allreduce_) reducer_->prepare_for_forward();
     reducer_->prepare_for_backward({});
   } catch (const c10::Error& e) {
     fail(Status::NotInitialized, "trigger_sync_in_backward: ", e.what_without_backtrace());

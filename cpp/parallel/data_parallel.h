@@ -41,7 +41,9 @@ class DataParallel final : public ParallelEngine {
   // from rank 0 when due (BufferSync), then the Reducer is told a backward follows (unless gradients
   // are to accumulate locally, sync false: no_sync).
   void before_forward(bool sync) override;
-  void after_forward(const NamedTensors& outputs, bool sync) override;
+  // The Reducer learns which outputs the backward starts from (find_unused_parameters), and the
+  // outputs pass through DDP's sink where PyTorch's DDP puts them through it (parallel/ddp_sink.h).
+  void after_forward(NamedTensors& outputs, bool sync) override;
   void before_local_forward() override;
   void forward_done(bool recorded_synced_gradients) override { buffer_sync_->forward_done(recorded_synced_gradients); }
   // Makes the next backward average gradients even inside no_sync (trigger_sync_in_backward).
@@ -111,7 +113,14 @@ class DataParallel final : public ParallelEngine {
   c10::intrusive_ptr<c10d::Work> announcement_work_;
   std::shared_ptr<Distributed> dist_;
   DataParallelOptions options_;
-  std::unique_ptr<c10d::Reducer> reducer_;
+  std::shared_ptr<c10d::Reducer> reducer_;
+  // static_graph: the first averaging backward allreduces every bucket at its end, once (PyTorch's
+  // delayed allreduce), queued by the output sink's backward; anew for each Reducer.
+  struct DelayedAllreduce {
+    std::weak_ptr<c10d::Reducer> reducer;
+    bool queued = false;
+  };
+  std::shared_ptr<DelayedAllreduce> delayed_allreduce_;
   // PowerSGD's state (ddp_comm_hook power_sgd / batched_power_sgd): outlives each Reducer's hook.
   std::shared_ptr<PowerSgdState> power_sgd_;
 };

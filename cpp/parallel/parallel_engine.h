@@ -13,9 +13,9 @@ class ParallelEngine {
   // evaluation too); otherwise only forwards a backward can follow (training, with grad mode on).
   virtual bool every_forward() const { return false; }
   // Around such a forward. sync: whether the coming backward averages gradients (false inside
-  // accumulation windows and no_sync).
+  // accumulation windows and no_sync). after_forward may replace the outputs (DDP's sink).
   virtual void before_forward(bool sync) = 0;
-  virtual void after_forward(const NamedTensors& outputs, bool sync) = 0;
+  virtual void after_forward(NamedTensors& outputs, bool sync) = 0;
   // Around every other forward (no gradients, or evaluation mode): PyTorch's DDP broadcasts buffers
   // at such a forward too when the one before it recorded gradients (parallel/buffer_sync.h).
   virtual void before_local_forward() {}

@@ -17,6 +17,10 @@ struct DataParallelOptions {
   bool find_unused_parameters = false;
   bool broadcast_buffers = true;
   bool gradient_as_bucket_view = false;  // gradients live in DDP's buckets: one copy of them less
+  // The set of parameters that get gradients, and the order they come in, is the same every step:
+  // the first averaging step reduces at the end of backward, then buckets follow that order, and
+  // parameters unused in that step are never waited for (PyTorch DDP's static_graph).
+  bool static_graph = false;
   // "no", "fp16" (the Reducer's built-in compression), "bf16", or PyTorch's PowerSGD: "power_sgd"
   // (matrix by matrix) or "batched_power_sgd" (the whole bucket as one matrix).
   std::string comm_hook = "no";

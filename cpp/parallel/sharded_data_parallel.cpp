@@ -269,7 +269,7 @@ void ShardedDataParallel::forward_done(bool recorded_synced_gradients) {
   buffer_sync_->forward_done(recorded_synced_gradients);
 }
 
-void ShardedDataParallel::after_forward(const NamedTensors& outputs, bool sync) {
+void ShardedDataParallel::after_forward(NamedTensors& outputs, bool sync) {
   if (reducer_) return reducer_->after_forward(outputs, sync);
   if (options_.stage != 3) return;
   // A backward, if one follows, needs the units still gathered (the last one, those whose output

@@ -64,7 +64,7 @@ class ShardedDataParallel final : public ParallelEngine {
 
   bool every_forward() const override { return options_.stage == 3; }
   void before_forward(bool sync) override;
-  void after_forward(const NamedTensors& outputs, bool sync) override;
+  void after_forward(NamedTensors& outputs, bool sync) override;
   void before_local_forward() override;
   void forward_done(bool recorded_synced_gradients) override;
   void sync_next_backward() override;

@@ -81,7 +81,7 @@ struct Ddp {
   // A training forward and its backward, gradients averaged (`sync`) or kept local.
   void step(bool sync = true) {
     engine->before_forward(sync);
-    const auto outputs = model->forward({batch()});
+    auto outputs = model->forward({batch()});
     engine->after_forward(outputs, sync);
     engine->forward_done(sync);
     outputs.front().second.pow(2).sum().backward();

@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-
+#include <cstdlib>
+#include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "../capi/support.h"
 #include "accelerate.h"
@@ -45,6 +48,17 @@ struct TwinModels {
 // A small network of 3 inputs and 2 outputs.
 inline const char* const kDistNet = R"([{"type":"linear","in_features":3,"out_features":4},{"type":"tanh"},
                                        {"type":"linear","in_features":4,"out_features":2}])";
+
+namespace acc_test {
+
+// Floats recorded by Python's float.hex() in a fixture.
+inline std::vector<float> hex_floats(const nlohmann::json& values) {
+  std::vector<float> out;
+  for (const auto& v : values) out.push_back(static_cast<float>(std::strtod(v.get<std::string>().c_str(), nullptr)));
+  return out;
+}
+
+}  // namespace acc_test
 
 // A parameter's values.
 inline std::vector<float> weights(acc_model* m, const char* name) {

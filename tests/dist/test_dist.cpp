@@ -49,6 +49,7 @@ void create_global_accelerator() {
     ACC_ASSERT_OK(acc_options_set_string(o, "ddp_comm_state_option", state));
   if (std::getenv("ACC_TEST_GRADIENT_AS_BUCKET_VIEW"))
     ACC_ASSERT_OK(acc_options_set_bool(o, "ddp_gradient_as_bucket_view", 1));
+  if (std::getenv("ACC_TEST_STATIC_GRAPH")) ACC_ASSERT_OK(acc_options_set_bool(o, "ddp_static_graph", 1));
   // The GPU suite (tests/gpu) runs these tests on a GPU: ACC_TEST_BACKEND picks the process
   // group's backend ("gloo" lets 2 processes share one GPU), ACC_TEST_USE_GPU=1 requires the
   // accelerator to be on CUDA (so that they cannot pass on the CPU instead), 0 keeps it on the CPU.
@@ -477,6 +478,16 @@ TEST(Ddp, TriggerSyncInBackwardSyncsInsideNoSync) {
   auto [x, y] = job_batch(2);
   acc_tensor* xt = floats(rows_of(x, 3, g_rank * 8, 8), {8, 3});
   acc_tensor* yt = floats(rows_of(y, 2, g_rank * 8, 8), {8, 2});
+  if (std::getenv("ACC_TEST_STATIC_GRAPH")) {
+    // The static graph's first averaging step cannot begin inside no_sync; once it is done it can.
+    acc_tensor *first = nullptr, *first_loss = nullptr;
+    ACC_ASSERT_OK(acc_no_sync_begin(g_acc, model));
+    ACC_ASSERT_OK(acc_model_forward1(model, xt, 0, &first));
+    ACC_EXPECT_ERROR(acc_trigger_sync_in_backward(g_acc, model), ACC_ERR_UNSUPPORTED, "ddp_static_graph");
+    ACC_ASSERT_OK(acc_no_sync_end(g_acc, model));
+    acc_tensor_free(first);
+    train_step(model, opt, rows_of(x, 3, g_rank * 8, 8), rows_of(y, 2, g_rank * 8, 8), 8, true);
+  }
   acc_tensor *out = nullptr, *loss = nullptr, *w = nullptr, *grad = nullptr, *all = nullptr;
   ACC_ASSERT_OK(acc_no_sync_begin(g_acc, model));
   ACC_ASSERT_OK(acc_model_forward1(model, xt, 0, &out));

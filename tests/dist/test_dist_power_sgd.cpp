@@ -30,12 +30,6 @@ const json* power_sgd_cases() {
   return &document;
 }
 
-std::vector<float> hex_floats(const json& values) {
-  std::vector<float> out;
-  for (const auto& v : values) out.push_back(static_cast<float>(std::strtod(v.get<std::string>().c_str(), nullptr)));
-  return out;
-}
-
 std::vector<std::pair<std::string, std::string>> hook_options(const json& c) {
   std::vector<std::pair<std::string, std::string>> options{{"ddp_comm_hook", c["hook"].get<std::string>()}};
   if (!c["state"].empty()) options.emplace_back("ddp_comm_state_option", c["state"].dump());
@@ -71,7 +65,7 @@ struct Job {
   // The forward and backward of this process's batch of `step`; acc_backward's status.
   acc_status forward_backward(const json& doc, int64_t step) {
     const json& batch = doc["inputs"][std::to_string(g_world)][step][g_rank];
-    acc_tensor* x = acc_test::floats(hex_floats(batch["x"]), {4, 6});
+    acc_tensor* x = acc_test::floats(acc_test::hex_floats(batch["x"]), {4, 6});
     acc_tensor* y = acc_test::longs(batch["y"].get<std::vector<int64_t>>(), {4});
     acc_tensor *logits = nullptr, *loss = nullptr;
     EXPECT_EQ(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &logits), ACC_OK) << acc_last_error_message();
@@ -105,7 +99,7 @@ struct Job {
           const auto crc = crc32(0L, reinterpret_cast<const Bytef*>(got.data()), static_cast<uInt>(got.size() * 4));
           EXPECT_EQ(crc, values["crc32"].get<uint64_t>()) << parameter << " at step " << step;
         } else {
-          EXPECT_EQ(got, hex_floats(values)) << parameter << " at step " << step;
+          EXPECT_EQ(got, acc_test::hex_floats(values)) << parameter << " at step " << step;
         }
         acc_tensor_free(grad);
         acc_tensor_free(p);

@@ -1,0 +1,128 @@
+"""Gradients that PyTorch's DistributedDataParallel gives where the autograd graph decides what it
+reduces, for tests/dist/test_dist_ddp_graph.cpp to reproduce bit for bit on 2 and 3 processes (Gloo):
+
+- find_unused_parameters with a model of two outputs whose loss reads only the first: the second
+  head's parameters get no gradient, and DDP's output sink (_DDPSink) is what lets the Reducer
+  finish and average the others;
+- static_graph: the first averaging backward reduces at its end, a parameter the forward never uses
+  is found then and never waited for, with and without find_unused_parameters, and with gradient
+  accumulation (no_sync on the first micro-step of each window). There PyTorch's DDP itself fails
+  (an internal assert, expect_autograd_hooks_): its sink queues the delayed allreduce in a no_sync
+  backward too (1.13: every forward while its iteration count is 1; 2.x: the first forward of
+  all), so this fixture runs the no_sync micro-steps on the module itself, which is what no_sync's
+  forward computes, and the library queues it only from an averaging backward.
+
+Every parameter's gradient is recorded on every process after each backward (null: none), then SGD
+steps at each window's end.
+
+Run with Debian's python3-torch: python3 export_ddp_graph_cases.py OUTPUT_DIR
+"""
+import contextlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+
+STEPS = 6
+ROWS = 4
+CASES = [
+    {"name": "find_unused_first_output", "model": "heads", "find_unused_parameters": True},
+    {"name": "static_graph", "model": "joined", "static_graph": True},
+    {"name": "static_graph_find_unused", "model": "joined", "static_graph": True, "find_unused_parameters": True},
+    {"name": "static_graph_accumulate", "model": "joined", "static_graph": True, "accumulation": 2},
+]
+MODELS = {"heads": "ddp_graph_heads.pt", "joined": "ddp_graph_joined.pt"}
+
+
+class Heads(torch.nn.Module):
+    """Two outputs from one trunk, and a layer the forward never calls."""
+
+    def __init__(self):
+        super().__init__()
+        self.trunk = torch.nn.Linear(6, 16)
+        self.head = torch.nn.Linear(16, 3)
+        self.aux = torch.nn.Linear(16, 2)
+        self.spare = torch.nn.Linear(6, 4)
+
+    def forward(self, x):
+        h = torch.tanh(self.trunk(x))
+        return self.head(h), self.aux(h)
+
+
+class Joined(Heads):
+    """Both heads in one output (5 classes); the spare layer still unused."""
+
+    def forward(self, x):
+        h = torch.tanh(self.trunk(x))
+        return torch.cat([self.head(h), self.aux(h)], dim=1)
+
+
+def hex_values(t):
+    return [float(v).hex() for v in t.detach().flatten().tolist()]
+
+
+def batch(step, rank):
+    g = torch.Generator().manual_seed(1000 * step + rank)
+    return torch.randn(ROWS, 6, generator=g), torch.randint(0, 3, (ROWS,), generator=g)
+
+
+def run_case(case, rank, model_dir):
+    model = torch.jit.load(os.path.join(model_dir, MODELS[case["model"]]))
+    ddp = torch.nn.parallel.DistributedDataParallel(
+        model, find_unused_parameters=case.get("find_unused_parameters", False),
+        static_graph=case.get("static_graph", False))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    accumulation = case.get("accumulation", 1)
+    steps = []
+    for step in range(STEPS):
+        x, y = batch(step, rank)
+        window_end = (step + 1) % accumulation == 0
+        with contextlib.nullcontext() if window_end else ddp.no_sync():
+            out = ddp(x) if window_end or not case.get("static_graph") else model(x)
+            logits = out[0] if isinstance(out, tuple) else out
+            # Accelerate's backward divides the loss by the accumulation steps.
+            (F.cross_entropy(logits, y) / accumulation).backward()
+        steps.append({name: None if p.grad is None else hex_values(p.grad) for name, p in model.named_parameters()})
+        if window_end:
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+    return {"steps": steps}
+
+
+def worker(rank, world, store_path, model_dir, out_path):
+    # Without the JIT's graph optimisation every forward computes alike.
+    torch._C._set_graph_executor_optimize(False)
+    dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world)
+    results = {case["name"]: run_case(case, rank, model_dir) for case in CASES}
+    Path(f"{out_path}.{rank}").write_text(json.dumps(results))
+    dist.destroy_process_group()
+
+
+def main():
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    torch.jit.script(Heads()).save(str(out / MODELS["heads"]))
+    torch.manual_seed(0)
+    torch.jit.script(Joined()).save(str(out / MODELS["joined"]))
+    document = {"models": MODELS, "steps": STEPS, "rows": ROWS, "cases": CASES, "runs": {}, "inputs": {}}
+    for world in (2, 3):
+        document["inputs"][str(world)] = [[{"x": hex_values(batch(step, rank)[0]),
+                                            "y": batch(step, rank)[1].tolist()} for rank in range(world)]
+                                          for step in range(STEPS)]
+        with tempfile.TemporaryDirectory() as tmp:
+            store, results = os.path.join(tmp, "store"), os.path.join(tmp, "results")
+            mp.spawn(worker, args=(world, store, str(out), results), nprocs=world)
+            document["runs"][str(world)] = [json.loads(Path(f"{results}.{rank}").read_text())
+                                            for rank in range(world)]
+    (out / "ddp_graph_cases.json").write_text(json.dumps(document))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+// DDP where the autograd graph decides what is reduced: find_unused_parameters with an output the
+// loss does not read (DDP's output sink), and static_graph (the first averaging backward reduces
+// at its end and finds the parameters that never get gradients), alone, with find_unused_parameters
+// and with gradient accumulation. Every gradient after every backward is PyTorch's DDP's to the
+// bit, as tests/data/export_ddp_graph_cases.py recorded them on 2 and 3 processes.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "accelerate.h"
+#include "job.h"
+
+using nlohmann::json;
+
+namespace {
+
+// The fixture for this job's process count (null when none was recorded for it).
+const json* ddp_graph_cases() {
+  static const json document = [] {
+    std::ifstream in(acc_test::data_dir() + "/ddp_graph_cases.json");
+    return in ? json::parse(in) : json();
+  }();
+  if (document.is_null() || !document["runs"].contains(std::to_string(g_world))) return nullptr;
+  return &document;
+}
+
+std::vector<std::pair<std::string, std::string>> ddp_options(const json& c) {
+  const int64_t accumulation = c.value("accumulation", 1);
+  return {{"ddp_find_unused_parameters", c.value("find_unused_parameters", false) ? "true" : "false"},
+          {"ddp_static_graph", c.value("static_graph", false) ? "true" : "false"},
+          {"gradient_accumulation_steps", std::to_string(accumulation)}};
+}
+
+// One case: a new accelerator with its DDP settings, the exported model, SGD; each step's
+// gradients compared with this process's recorded ones.
+void train_as_recorded(const json& doc, const json& c) {
+  acc_accelerator* acc = acc_test::make_accelerator(ddp_options(c));
+  acc_model* model = nullptr;
+  acc_optimizer* opt = nullptr;
+  const std::string file = doc["models"][c["model"].get<std::string>()];
+  ACC_ASSERT_OK(acc_model_load_torchscript((acc_test::data_dir() + "/" + file).c_str(), &model));
+  ACC_ASSERT_OK(acc_model_set_graph_optimization(model, 0));  // as the fixture ran it
+  ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
+  ACC_ASSERT_OK(acc_optimizer_set_lr(opt, 0, 0.1));
+  ACC_ASSERT_OK(acc_prepare(acc, &model, &opt, nullptr, nullptr));
+  const json& steps = doc["runs"][std::to_string(g_world)][g_rank][c["name"].get<std::string>()]["steps"];
+  const int64_t rows = doc["rows"];
+  for (size_t step = 0; step < steps.size(); ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    const json& batch = doc["inputs"][std::to_string(g_world)][step][g_rank];
+    acc_tensor* x = acc_test::floats(acc_test::hex_floats(batch["x"]), {rows, 6});
+    acc_tensor* y = acc_test::longs(batch["y"].get<std::vector<int64_t>>(), {rows});
+    ACC_ASSERT_OK(acc_accumulate_begin(acc));
+    acc_tensor_list* outputs = nullptr;
+    ACC_ASSERT_OK(acc_model_forward(model, &x, 1, ACC_FORWARD_DEFAULT, &outputs));
+    acc_tensor *logits = nullptr, *loss = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_get(outputs, 0, &logits));  // the first output only
+    ACC_ASSERT_OK(acc_loss_cross_entropy(logits, y, ACC_REDUCTION_MEAN, 0.0, &loss));
+    ACC_ASSERT_OK(acc_backward(acc, loss));
+    for (const auto& [parameter, values] : steps[step].items()) {
+      acc_tensor *p = nullptr, *grad = nullptr;
+      ACC_ASSERT_OK(acc_model_parameter(model, parameter.c_str(), &p));
+      ACC_ASSERT_OK(acc_tensor_grad(p, &grad));
+      if (values.is_null()) {
+        EXPECT_EQ(grad, nullptr) << parameter << " has a gradient; PyTorch's has none";
+      } else {
+        EXPECT_NE(grad, nullptr) << parameter;
+        if (grad) EXPECT_EQ(acc_test::to_floats(grad), acc_test::hex_floats(values)) << parameter;
+      }
+      acc_tensor_free(grad);
+      acc_tensor_free(p);
+    }
+    ACC_ASSERT_OK(acc_optimizer_step(opt));
+    ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
+    ACC_ASSERT_OK(acc_accumulate_end(acc));
+    for (acc_tensor* t : {x, y, logits, loss}) acc_tensor_free(t);
+    acc_tensor_list_free(outputs);
+  }
+  acc_optimizer_free(opt);
+  acc_model_free(model);
+  acc_accelerator_free(acc);
+}
+
+TEST(DdpGraph, GradientsArePyTorchsToTheBit) {
+  const json* doc = ddp_graph_cases();
+  if (!doc) GTEST_SKIP() << "no DDP graph cases recorded for " << g_world << " processes";
+  for (const json& c : (*doc)["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    train_as_recorded(*doc, c);
+    ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  }
+}
+
+}  // namespace
