@@ -8,8 +8,10 @@
 #include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
+#include "common/autocast_guard.h"
 #include "common/autograd_node.h"
 
 namespace acc {
@@ -27,8 +29,13 @@ struct CheckpointBackward final : Node {
   std::vector<at::Tensor> parameters;  // the live tensors the layer computes with
   at::Generator generator;  // the first input's device's default generator (dropout draws from it)
   at::Tensor random_state;  // its state when the forward began
+  // The forward's autocast (mixed precision), which the recomputation runs under too, as
+  // torch.utils.checkpoint's.
+  std::optional<c10::ScalarType> cpu_autocast, cuda_autocast;
 
   variable_list apply(variable_list&& grads) override {
+    AutocastGuard cpu(c10::DeviceType::CPU, cpu_autocast);
+    AutocastGuard cuda(c10::DeviceType::CUDA, cuda_autocast);
     const at::Tensor now = generator.get_state();
     generator.set_state(random_state);
     std::vector<at::Tensor> xs;
@@ -77,6 +84,8 @@ at::Tensor checkpointed_forward(const LayerForward& layer, const std::vector<at:
     if (p.requires_grad()) node->parameters.push_back(p);
   node->generator = at::globalContext().defaultGenerator(inputs[0].device());
   node->random_state = node->generator.get_state();
+  node->cpu_autocast = current_autocast(c10::DeviceType::CPU);
+  node->cuda_autocast = current_autocast(c10::DeviceType::CUDA);
   at::Tensor output;
   {
     at::NoGradGuard no_history;
