@@ -79,13 +79,15 @@ void rotate_checkpoints(const std::string& project_dir, int64_t keep) {
 
 namespace {
 
-// The names save_state writes (accelerator/checkpointing.cpp): model[_i].safetensors,
+// The names save_state writes (the CheckpointPart::file() of every part): model[_i].safetensors,
 // optimizer[_i].safetensors (and their _shard_<rank> files), scheduler[_i].json, random_states_<rank>.safetensors,
-// dataloader_state_<rank>.json, scaler.json, custom_checkpoint_<i>.bin and the manifest.
+// dataloader_state_<rank>.json, scaler.json, custom_checkpoint_<i>.bin (registered objects) and
+// .safetensors (averaged models), ddp_comm_hook_<rank>.safetensors (PowerSGD) and the manifest.
 bool is_checkpoint_file(const std::string& name) {
   static const std::regex pattern(
       R"((model|optimizer)(_[0-9]+)?(_shard_[0-9]+)?\.safetensors|scheduler(_[0-9]+)?\.json|random_states_[0-9]+\.safetensors|)"
-      R"(dataloader_state_[0-9]+\.json|scaler\.json|custom_checkpoint_[0-9]+\.bin)");
+      R"(dataloader_state_[0-9]+\.json|scaler\.json|custom_checkpoint_[0-9]+\.(bin|safetensors)|)"
+      R"(ddp_comm_hook_[0-9]+\.safetensors)");
   return name == kCheckpointManifest || std::regex_match(name, pattern);
 }
 
@@ -117,9 +119,23 @@ void check_checkpoint_target(const std::string& target) {
   if (ec) fail(Status::Io, "save_state: cannot list '", target, "': ", ec.message());
 }
 
-std::string staging_dir(const std::string& target) {
-  fs::path path(target);
-  while (!path.empty() && path.filename().empty()) path = path.parent_path();  // "dir/" -> "dir"
+std::string checkpoint_folder(const std::string& target) {
+  std::error_code ec;
+  fs::path path = fs::absolute(target, ec).lexically_normal();
+  if (ec) fail(Status::Io, "save_state: cannot resolve '", target, "': ", ec.message());
+  if (!path.has_filename()) path = path.parent_path();  // "dir/" -> "dir"
+  if (!path.has_filename() || path == path.root_path())
+    fail(Status::InvalidArgument, "save_state: '", target, "' is the root folder; name a folder of its own");
+  // A save replaces the folder: the process's current folder would go with it.
+  const fs::path here = fs::current_path(ec).lexically_normal();
+  if (!ec && std::mismatch(path.begin(), path.end(), here.begin(), here.end()).first == path.end())
+    fail(Status::InvalidArgument, "save_state: '", target, "' is or holds the current folder, which a save would ",
+         "replace; name a folder of its own");
+  return path.string();
+}
+
+std::string staging_dir(const std::string& folder) {
+  const fs::path path(folder);
   return (path.parent_path() / ("." + path.filename().string() + ".incomplete")).string();
 }
 

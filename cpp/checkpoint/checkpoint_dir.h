@@ -30,8 +30,14 @@ void check_checkpoint_target(const std::string& target);
 // .checkpoint_<i>.incomplete[.old] and .checkpoint_<i>.deleting folders (run after a save is published).
 void remove_interrupted_saves(const std::string& project_dir);
 
-// Where a checkpoint for `target` is written before it is complete: a hidden sibling folder.
-std::string staging_dir(const std::string& target);
+// A save_state target as the folder it names: absolute, without "." or ".." or a trailing
+// separator ("." is the current folder, named from its parent), so that the staging folder beside
+// it lies outside it. The root folder is refused (InvalidArgument): it has no parent to stage in.
+std::string checkpoint_folder(const std::string& target);
+
+// Where a checkpoint for `folder` (checkpoint_folder's) is written before it is complete: a hidden
+// sibling folder.
+std::string staging_dir(const std::string& folder);
 
 // Moves a complete staging folder to `target`, replacing an existing folder there only once the
 // new one is in place (the old one is moved aside first, then deleted).

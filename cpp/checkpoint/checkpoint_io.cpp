@@ -1,6 +1,8 @@
 #include "checkpoint/checkpoint_io.h"
 
 #include <filesystem>
+#include <string>
+#include <utility>
 
 #include "checkpoint/checkpoint_dir.h"
 #include "checkpoint/file_records.h"
@@ -17,14 +19,38 @@ std::string indexed_name(const std::string& stem, size_t i, const std::string& e
   return i == 0 ? stem + extension : stem + "_" + std::to_string(i) + extension;
 }
 
+namespace {
+
+// A save that fails leaves no staging folder behind (a published one is gone from there already).
+class StagingCleanup {
+ public:
+  explicit StagingCleanup(std::string staging) : staging_(std::move(staging)) {}
+  ~StagingCleanup() {
+    if (staging_.empty()) return;
+    std::error_code ignored;
+    fs::remove_all(staging_, ignored);
+  }
+  StagingCleanup(const StagingCleanup&) = delete;
+  StagingCleanup& operator=(const StagingCleanup&) = delete;
+
+ private:
+  std::string staging_;
+};
+
+}  // namespace
+
 void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& parts, Collectives& collectives) {
-  const std::string& target = save.target;
-  const std::string staging = staging_dir(target);
+  std::string target, staging;
+  collectives.agree("save_state (resolving '" + save.target + "')", [&] {
+    target = checkpoint_folder(save.target);
+    staging = staging_dir(target);
+  });
+  StagingCleanup cleanup(save.writer ? staging : std::string());
   collectives.agree("save_state (preparing '" + target + "')", [&] {
     if (save.automatic && fs::exists(target))
       fail(Status::InvalidArgument, "checkpoint folder '", target, "' already exists; set iteration past it");
     check_checkpoint_target(target);
-    for (const auto& hook : save.hooks) hook(target);
+    for (const auto& hook : save.hooks) hook(save.target);
     if (!save.writer) return;
     std::error_code ec;
     fs::remove_all(staging, ec);

@@ -268,6 +268,60 @@ TEST(SaveState, NeverReplacesWhatItDidNotWrite) {
   ACC_ASSERT_OK(acc_save_state(t.acc, empty.c_str(), nullptr));  // an earlier checkpoint is replaced
 }
 
+// A failing object's save, the root folder and the current folder: each refused or failed with
+// nothing left behind, no staging folder included.
+TEST(SaveState, FailedOrImpossibleSavesLeaveNothingBehind) {
+  const std::string root = fresh_dir("nothing_behind");
+  Training t({});
+  t.train(1);
+  struct Failing {
+    static int save(void*, acc_bytes*) {
+      acc_callback_set_error("the object cannot be saved now");
+      return 1;
+    }
+    static int load(void*, const void*, size_t) { return 0; }
+  };
+  {
+    Training failing({});
+    ACC_ASSERT_OK(acc_register_for_checkpointing(failing.acc, Failing::save, Failing::load, nullptr, nullptr));
+    ACC_EXPECT_ERROR(acc_save_state(failing.acc, (root + "/ckpt").c_str(), nullptr), ACC_ERR_IO,
+                     "the object cannot be saved now");
+    EXPECT_EQ(entries(root), std::vector<std::string>{});
+  }
+  ACC_EXPECT_ERROR(acc_save_state(t.acc, "/", nullptr), ACC_ERR_INVALID_ARGUMENT, "root folder");
+  ACC_EXPECT_ERROR(acc_save_state(t.acc, "//", nullptr), ACC_ERR_INVALID_ARGUMENT, "root folder");
+  const fs::path before = fs::current_path();
+  const std::string here = root + "/here";
+  fs::create_directories(here + "/inner");
+  fs::current_path(here + "/inner");
+  ACC_EXPECT_ERROR(acc_save_state(t.acc, ".", nullptr), ACC_ERR_INVALID_ARGUMENT, "current folder");
+  ACC_EXPECT_ERROR(acc_save_state(t.acc, "..", nullptr), ACC_ERR_INVALID_ARGUMENT, "current folder");
+  ACC_EXPECT_ERROR(acc_save_state(t.acc, "../inner/", nullptr), ACC_ERR_INVALID_ARGUMENT, "current folder");
+  ACC_ASSERT_OK(acc_save_state(t.acc, "../sibling", nullptr));  // relative names work
+  fs::current_path(before);
+  EXPECT_EQ(entries(here), (std::vector<std::string>{"inner", "sibling"}));
+  EXPECT_EQ(entries(here + "/inner"), std::vector<std::string>{});
+  EXPECT_TRUE(fs::exists(here + "/sibling/" + std::string("accelerate_state.json")));
+}
+
+// Every file a save writes may be replaced by the next save into the same folder: averaged models'
+// custom_checkpoint_<i>.safetensors beside a registered object's .bin.
+TEST(SaveState, ASecondSaveReplacesEveryKindOfFileTheFirstWrote) {
+  const std::string dir = fresh_dir("twice") + "/ckpt";
+  Training t({});
+  t.train(1);
+  acc_averaged_model* avg = nullptr;
+  ACC_ASSERT_OK(acc_averaged_model_create(t.model, nullptr, &avg));
+  ACC_ASSERT_OK(acc_register_averaged_model(t.acc, avg));
+  ACC_ASSERT_OK(acc_save_state(t.acc, dir.c_str(), nullptr));
+  EXPECT_TRUE(fs::exists(dir + "/custom_checkpoint_0.bin"));
+  EXPECT_TRUE(fs::exists(dir + "/custom_checkpoint_1.safetensors"));
+  t.train(1);
+  ACC_ASSERT_OK(acc_save_state(t.acc, dir.c_str(), nullptr));  // the second save into the folder
+  EXPECT_TRUE(fs::exists(dir + "/custom_checkpoint_1.safetensors"));
+  acc_averaged_model_free(avg);
+}
+
 TEST(SaveState, AutomaticNamingRotatesAfterCompletionAndResumesTheIteration) {
   const std::string project = fresh_dir("rotation");
   fs::create_directories(project + "/checkpoints/checkpoint_best");  // not numbered: left alone
