@@ -42,7 +42,14 @@ class RngStatesPart final : public CheckpointPart {
       if (it->second.scalar_type() != at::kByte || it->second.numel() != generator.second.get_state().numel())
         fail(Status::InvalidArgument, "checkpoint file '", path, "': the ", generator.first,
              " generator state has the wrong size or type");
-      sets.push_back([gen = generator.second, state = it->second.clone()]() mutable { gen.set_state(state); });
+      const at::Tensor state = it->second.clone();
+      try {  // tried on a copy now, so that a state torch refuses is refused before anything changes
+        generator.second.clone().set_state(state);
+      } catch (const c10::Error& e) {
+        fail(Status::Io, "checkpoint file '", path, "': the ", generator.first,
+             " generator state is not one torch accepts (", e.what_without_backtrace(), ")");
+      }
+      sets.push_back([gen = generator.second, state]() mutable { gen.set_state(state); });
     }
     return {[sets] {
               for (const auto& set : sets) set();

@@ -152,15 +152,16 @@ SafetensorsContents load_safetensors(const std::string& path) {
     if (begin > end || end > data_size)
       fail(Status::Io, "'", path, "': tensor '", name, "' has data_offsets [", begin, ", ", end,
            "] outside the data (", data_size, " bytes)");
-    int64_t numel = 0;
+    int64_t nbytes = 0;
     try {
-      numel = checked_numel(shape);
+      nbytes = checked_nbytes(shape, type);  // a count that wraps would pass for a small one
     } catch (const Error&) {
-      fail(Status::Io, "'", path, "': tensor '", name, "' has a bad shape");
+      fail(Status::Io, "'", path, "': tensor '", name, "' has a bad shape ", c10::IntArrayRef(shape),
+           " (its size does not fit in 64 bits)");
     }
-    if (static_cast<uint64_t>(numel) * c10::elementSize(type) != end - begin)
+    if (static_cast<uint64_t>(nbytes) != end - begin)
       fail(Status::Io, "'", path, "': tensor '", name, "' of shape ", c10::IntArrayRef(shape), " and dtype ",
-           entry["dtype"].get<std::string>(), " needs ", numel * c10::elementSize(type), " bytes but has ", end - begin);
+           entry["dtype"].get<std::string>(), " needs ", nbytes, " bytes but has ", end - begin);
     ranges.emplace_back(begin, end);
     contents.tensors.emplace_back(
         name, at::from_blob(data + begin, shape, [file](void*) {}, at::TensorOptions().dtype(type)));

@@ -1,5 +1,7 @@
 #include "data/dataloader.h"
 
+#include <limits>
+
 #include "common/error.h"
 #include "common/random.h"
 
@@ -56,6 +58,8 @@ void DataLoader::take_iterator_draw() {
 void DataLoader::set_epoch(int64_t epoch) {
   require(!in_epoch_, "set_epoch is only allowed between epochs");
   require(epoch >= 0, "epoch must not be negative, got ", epoch);
+  require(epoch < std::numeric_limits<int64_t>::max(), "epoch must be below 2^63 - 1 (the next epoch follows it), got ",
+          epoch);
   epoch_ = epoch;
 }
 

@@ -1,5 +1,6 @@
 #include "data/dispatcher.h"
 
+#include "common/checked_math.h"
 #include "common/error.h"
 
 namespace acc {
@@ -35,7 +36,7 @@ DispatchingDataLoader::DispatchingDataLoader(std::shared_ptr<DataLoader> base, s
 int64_t DispatchingDataLoader::length() const {
   const int64_t n = base_->length(), p = collectives_.world_size();
   if (n < 0 || split_) return n;
-  return options().drop_last ? n / p : (n + p - 1) / p;
+  return options().drop_last ? n / p : ceil_div(n, p);
 }
 
 std::optional<std::vector<at::Tensor>> DispatchingDataLoader::read_global() {

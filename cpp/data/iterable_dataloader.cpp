@@ -1,5 +1,6 @@
 #include "data/iterable_dataloader.h"
 
+#include "common/checked_math.h"
 #include "common/error.h"
 
 namespace acc {
@@ -19,7 +20,7 @@ int64_t IterableDataLoader::length() const {
   const bool drop = options().drop_last;
   // Every round of the stream gives each process one batch.
   const int64_t round = total_batch_size();
-  return drop ? n / round : (n + round - 1) / round;
+  return drop ? n / round : ceil_div(n, round);
 }
 
 std::optional<std::vector<at::Tensor>> IterableDataLoader::produce() {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/checked_math.h"
 #include "common/error.h"
 #include "common/random.h"
 #include "data/sampler.h"
@@ -48,7 +49,7 @@ std::vector<std::vector<int64_t>> MapDataLoader::unshuffled_batches() const {
 int64_t MapDataLoader::length() const {
   if (!options().batches.empty()) return static_cast<int64_t>(options().batches.size());
   const int64_t n = dataset_->size(), b = options().batch_size;
-  return options().drop_last ? n / b : (n + b - 1) / b;
+  return options().drop_last ? n / b : ceil_div(n, b);
 }
 
 int64_t MapDataLoader::remainder() const {

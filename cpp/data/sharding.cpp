@@ -1,5 +1,7 @@
 #include "data/sharding.h"
 
+#include <limits>
+
 #include "common/error.h"
 #include "data/iterable.h"
 
@@ -72,6 +74,8 @@ int64_t per_process_batch_size(int64_t batch_size, int64_t num_processes, bool s
 void check_sharding(int64_t batch_size, int64_t num_processes, bool split) {
   require(!split || batch_size % num_processes == 0, "split_batches needs a batch size (", batch_size,
           ") that is a round multiple of the number of processes (", num_processes, ")");
+  require(split || batch_size <= std::numeric_limits<int64_t>::max() / num_processes, "batch_size ", batch_size,
+          " times ", num_processes, " processes (the batch of every process together) does not fit in 64 bits");
 }
 
 std::vector<std::vector<int64_t>> split_batches(const std::vector<std::vector<int64_t>>& batches, int64_t batch_size,

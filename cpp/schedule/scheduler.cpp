@@ -15,6 +15,8 @@
 namespace acc {
 namespace {
 
+constexpr int64_t kMaxWalkedStep = 100'000'000;
+
 // At most this many schedules in a chain: each step runs them all, and each one added checks the
 // chain's step 0 again.
 constexpr size_t kMaxChainedSchedules = 1000;
@@ -91,6 +93,7 @@ void IndexedScheduler::load_state(const SchedulerState& state) {
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options)
     : IndexedScheduler(std::move(optimizer), name) {
   chain_ = {named_schedule(name, options, optimizer_->default_lr())};
+  note_form(chain_[0]);
   phases_ = {{0, rule_of(chain_[0])}};
   apply(0);
 }
@@ -106,6 +109,7 @@ LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::func
   };
   chain_ = {of == FactorOf::BaseRate ? closed_form([checked](double base, int64_t s) { return base * checked(s); })
                                      : chainable([checked](double lr, double, int64_t s) { return lr * checked(s); })};
+  note_form(chain_[0]);
   phases_ = {{0, rule_of(chain_[0])}};
   apply(0);
 }
@@ -148,6 +152,7 @@ void LambdaScheduler::then(int64_t milestone, const std::string& name, const Opt
   if (name == kOneCycleSchedule || name == kCyclicSchedule)
     fail(Status::Unsupported, "a sequence takes schedules with a rule; the ", name,
          " scheduler cannot be part of one here");
+  note_form(named_schedule(name, options, optimizer_->default_lr()));
   phases_.push_back({milestone, restarted_schedule_rule(name, options, optimizer_->default_lr())});
   name_ += "," + name + "@" + std::to_string(milestone);
 }
@@ -164,6 +169,7 @@ void LambdaScheduler::chain(const std::string& name, const Options& options) {
   require(chain_.size() < kMaxChainedSchedules, "a chain holds at most ", kMaxChainedSchedules, " schedules");
   std::vector<Schedule> parts = chain_;
   parts.push_back(named_schedule(name, options, optimizer_->default_lr()));
+  walks_ = true;  // a chain is walked
   ScheduleRule rule = rule_of(chained(parts));
   // Made on the optimizer, the new schedule sets its step 0 from the rate the chain set: checked first.
   std::vector<double> lrs = rates(rule, base_lrs_, 0, 0);
@@ -176,6 +182,10 @@ void LambdaScheduler::chain(const std::string& name, const Options& options) {
 void LambdaScheduler::check_state(const SchedulerState& state) const {
   check_state_shape(state);
   require(state.step >= 0, "a scheduler state needs a step >= 0, got ", state.step);
+  // PyTorch continues a chainable recursion from the rate it saved; here the rate is computed anew
+  // from step 0, about 50 ns a step: a bound keeps a load from running without end.
+  require(!walks_ || state.step <= kMaxWalkedStep, "the '", name_, "' schedule is computed step by step from ",
+          "its start, and a scheduler state's step must then be at most ", kMaxWalkedStep, ", got ", state.step);
   for (double lr : state.base_lrs)
     require(std::isfinite(lr) && lr >= 0, "a scheduler state's base learning rates must be finite and >= 0, got ", lr);
   (void)lrs_at(state.base_lrs, state.step);  // a schedule that fails at that step fails here, before any change

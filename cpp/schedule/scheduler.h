@@ -135,6 +135,8 @@ class LambdaScheduler final : public IndexedScheduler {
   };
 
   void apply(int64_t step) override;
+  // Notes a schedule that may be walked: a chainable one is computed by its recursion from step 0.
+  void note_form(const Schedule& schedule) { walks_ = walks_ || !schedule.closed_form; }
   // Each group's learning rate at `step` from these bases, by the phase the step is in.
   std::vector<double> lrs_at(const std::vector<double>& base_lrs, int64_t step) const;
   // The same by `rule`, `steps_in` steps into its phase, checked: finite and >= 0.
@@ -145,6 +147,7 @@ class LambdaScheduler final : public IndexedScheduler {
   // Kept flat (never a rule wrapping a rule), so a long sequence or chain costs no stack depth.
   std::vector<Schedule> chain_;  // the first phase's schedules: one unless chained
   std::vector<Phase> phases_;    // phases_[0] (milestone 0): the chain's rule; then's after it
+  bool walks_ = false;  // a phase or chain part is chainable (walked step by step)
 };
 
 }  // namespace acc

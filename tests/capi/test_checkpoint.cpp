@@ -165,6 +165,11 @@ TEST(Safetensors, CorruptFilesAreRejectedWithTheReason) {
                            data),
          "overlaps");
   expect(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", data), "hole");
+  // Sizes whose byte count wraps around 2^64 to the bytes present (4, then 0).
+  expect(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[4611686018427387905],"data_offsets":[0,4]}})", data.substr(0, 4)),
+         "does not fit in 64 bits");
+  expect(safetensors_bytes(R"({"a":{"dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,0]}})", ""),
+         "does not fit in 64 bits");
   expect(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1]}})", data), "needs dtype, shape and data_offsets");
   // A header length past the end of the file.
   expect(std::string("\x10\x00\x00\x00\x00\x00\x00\x00", 8) + "{}", "runs past the end");

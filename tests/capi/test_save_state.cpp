@@ -630,6 +630,24 @@ TEST(LoadState, ValuesOutOfRangeAreRefusedNamingFileAndKeyBeforeAnythingChanges)
                  ACC_ERR_INVALID_ARGUMENT, "'lr' must be a number");
 }
 
+TEST(LoadState, ARandomStateTorchRefusesIsRefusedNamingTheFileBeforeAnythingChanges) {
+  // The right size and dtype, but no generator state (zeros: mt19937 refuses them): checked when
+  // staged, not when applied after the weights. Without the manifest's checksums, so that it is the
+  // value that is checked.
+  const std::string dir = fresh_dir("rng_zeros") + "/ckpt";
+  fs::copy(saved_checkpoint("rng_source"), dir, fs::copy_options::recursive);
+  const std::string file = dir + "/random_states_0.safetensors";
+  std::string bytes = acc_test::read_file(file);
+  uint64_t header = 0;
+  std::memcpy(&header, bytes.data(), sizeof header);
+  std::fill(bytes.begin() + 8 + static_cast<std::ptrdiff_t>(header), bytes.end(), '\0');
+  std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  auto manifest = nlohmann::json::parse(acc_test::read_file(dir + "/accelerate_state.json"));
+  for (const char* key : {"files", "manifest_crc32c"}) manifest.erase(key);
+  std::ofstream(dir + "/accelerate_state.json", std::ios::trunc) << manifest.dump(2);
+  expect_refused(dir, ACC_ERR_IO, "random_states_0.safetensors': the cpu generator state is not one torch accepts");
+}
+
 namespace {
 
 // A registered object that saves one byte and refuses every load.

@@ -194,6 +194,17 @@ TEST(ScheduleChains, AChainResumesWhereItStoodAndIsKnownByItsParts) {
   ChainRun other(reversed);
   ACC_EXPECT_ERROR(acc_load_state(other.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "saved by a 'constant_lr+exponential' schedule; this scheduler's is 'exponential+constant_lr'");
+
+  // A chain is computed step by step from its start: a state at step 2^62 is refused at once
+  // (it would run for years), naming the file.
+  {
+    nlohmann::json state = nlohmann::json::parse(acc_test::read_file(dir + "/scheduler.json"));
+    state["step"] = int64_t{1} << 62;
+    std::ofstream(dir + "/scheduler.json", std::ios::trunc) << state.dump();
+  }
+  ChainRun far(kConstantThenExponential);
+  ACC_EXPECT_ERROR(acc_load_state(far.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "scheduler.json': the 'constant_lr+exponential' schedule is computed step by step");
 }
 
 // What a chain cannot be, each refused without a change: a refused call leaves every rate and the
