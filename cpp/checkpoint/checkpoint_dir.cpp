@@ -23,7 +23,9 @@ std::optional<int64_t> checkpoint_number(const std::string& name) {
   if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size() || name.size() > prefix.size() + 18) return std::nullopt;
   const std::string digits = name.substr(prefix.size());
   if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
-  return std::stoll(digits);
+  const int64_t number = std::stoll(digits);
+  if (std::to_string(number) != digits) return std::nullopt;  // "checkpoint_00" is not a name saves give
+  return number;
 }
 
 std::map<int64_t, fs::path> numbered_checkpoints(const std::string& project_dir) {
@@ -37,6 +39,26 @@ std::map<int64_t, fs::path> numbered_checkpoints(const std::string& project_dir)
   }
   if (ec) fail(Status::Io, "cannot list '", root.string(), "': ", ec.message());
   return found;
+}
+
+// The names save_state writes (the CheckpointPart::file() of every part): model[_i].safetensors,
+// optimizer[_i].safetensors (and their _shard_<rank> files), scheduler[_i].json, random_states_<rank>.safetensors,
+// dataloader_state_<rank>.json, scaler.json, custom_checkpoint_<i>.bin (registered objects) and
+// .safetensors (averaged models), ddp_comm_hook_<rank>.safetensors (PowerSGD) and the manifest.
+bool is_checkpoint_file(const std::string& name) {
+  static const std::regex pattern(
+      R"((model|optimizer)(_[0-9]+)?(_shard_[0-9]+)?\.safetensors|scheduler(_[0-9]+)?\.json|random_states_[0-9]+\.safetensors|)"
+      R"(dataloader_state_[0-9]+\.json|scaler\.json|custom_checkpoint_[0-9]+\.(bin|safetensors)|)"
+      R"(ddp_comm_hook_[0-9]+\.safetensors)");
+  return name == kCheckpointManifest || std::regex_match(name, pattern);
+}
+
+// Whether a folder holds nothing but files a save writes (an empty one included).
+bool holds_only_checkpoint_files(const fs::path& folder) {
+  std::error_code ec;
+  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec))
+    if (!it->is_regular_file(ec) || !is_checkpoint_file(it->path().filename().string())) return false;
+  return !ec;
 }
 
 void remove_all_or_fail(const fs::path& path) {
@@ -64,6 +86,9 @@ std::optional<std::string> newest_checkpoint(const std::string& project_dir) {
 void rotate_checkpoints(const std::string& project_dir, int64_t keep) {
   require(keep >= 1, "total_limit must be at least 1, got ", keep);
   auto found = numbered_checkpoints(project_dir);
+  // Only what saves wrote is rotated: a checkpoint_<i> folder holding anything else is left alone.
+  for (auto it = found.begin(); it != found.end();)
+    it = holds_only_checkpoint_files(it->second) ? std::next(it) : found.erase(it);
   while (static_cast<int64_t>(found.size()) > keep) {
     // Renamed first, so an interrupted delete never leaves a half-deleted checkpoint_<i> behind.
     const fs::path doomed = found.begin()->second;
@@ -77,21 +102,6 @@ void rotate_checkpoints(const std::string& project_dir, int64_t keep) {
   }
 }
 
-namespace {
-
-// The names save_state writes (the CheckpointPart::file() of every part): model[_i].safetensors,
-// optimizer[_i].safetensors (and their _shard_<rank> files), scheduler[_i].json, random_states_<rank>.safetensors,
-// dataloader_state_<rank>.json, scaler.json, custom_checkpoint_<i>.bin (registered objects) and
-// .safetensors (averaged models), ddp_comm_hook_<rank>.safetensors (PowerSGD) and the manifest.
-bool is_checkpoint_file(const std::string& name) {
-  static const std::regex pattern(
-      R"((model|optimizer)(_[0-9]+)?(_shard_[0-9]+)?\.safetensors|scheduler(_[0-9]+)?\.json|random_states_[0-9]+\.safetensors|)"
-      R"(dataloader_state_[0-9]+\.json|scaler\.json|custom_checkpoint_[0-9]+\.(bin|safetensors)|)"
-      R"(ddp_comm_hook_[0-9]+\.safetensors)");
-  return name == kCheckpointManifest || std::regex_match(name, pattern);
-}
-
-}  // namespace
 
 void remove_interrupted_saves(const std::string& project_dir) {
   static const std::regex leftover(R"(\.checkpoint_[0-9]+\.(incomplete|incomplete\.old|deleting))");

@@ -125,6 +125,13 @@ KeyReport check_against(const std::unordered_map<std::string, at::Tensor>& own, 
     if (it == own.end()) continue;
     require(it->second.sizes() == entry.second.sizes(), "state dict entry '", entry.first, "' has shape ",
             entry.second.sizes(), " but the model's has ", it->second.sizes());
+    // Converted between float dtypes (a bf16 file into fp32 weights), but never between kinds: integer
+    // bits read as weights, or weights truncated into a counter, are a wrong file.
+    const auto kind = [](const at::Tensor& t) {
+      return t.is_floating_point() ? 0 : t.is_complex() ? 1 : t.scalar_type() == at::kBool ? 2 : 3;
+    };
+    require(kind(it->second) == kind(entry.second), "state dict entry '", entry.first, "' is ",
+            entry.second.scalar_type(), " but the model's is ", it->second.scalar_type());
   }
   return {std::vector<std::string>(missing.begin(), missing.end()),
           std::vector<std::string>(unexpected.begin(), unexpected.end())};

@@ -326,6 +326,11 @@ TEST(SaveState, AutomaticNamingRotatesAfterCompletionAndResumesTheIteration) {
   const std::string project = fresh_dir("rotation");
   fs::create_directories(project + "/checkpoints/checkpoint_best");  // not numbered: left alone
   std::ofstream(project + "/checkpoints/notes.txt") << "keep me";
+  // Numbered like a checkpoint, but holding the user's files (or not a name a save gives): never rotated.
+  for (const char* mine : {"checkpoint_00", "checkpoint_5"}) {
+    fs::create_directories(project + "/checkpoints/" + mine);
+    std::ofstream(project + "/checkpoints/" + mine + "/thesis.tex") << "mine";
+  }
   // What a save and a rotation killed midway leave behind goes with the next save.
   for (const char* leftover : {".checkpoint_7.incomplete", ".checkpoint_7.incomplete.old", ".checkpoint_0.deleting"}) {
     fs::create_directories(project + "/checkpoints/" + leftover);
@@ -346,8 +351,8 @@ TEST(SaveState, AutomaticNamingRotatesAfterCompletionAndResumesTheIteration) {
     ACC_ASSERT_OK(acc_accelerator_iteration(t.acc, &iteration));
     EXPECT_EQ(iteration, 4);
   }
-  EXPECT_EQ(entries(project + "/checkpoints"),
-            (std::vector<std::string>{"checkpoint_2", "checkpoint_3", "checkpoint_best", "notes.txt"}));
+  EXPECT_EQ(entries(project + "/checkpoints"), (std::vector<std::string>{"checkpoint_00", "checkpoint_2", "checkpoint_3",
+                                                                        "checkpoint_5", "checkpoint_best", "notes.txt"}));
 
   Training resumed(options);
   char* loaded = nullptr;
@@ -357,8 +362,8 @@ TEST(SaveState, AutomaticNamingRotatesAfterCompletionAndResumesTheIteration) {
   ACC_ASSERT_OK(acc_accelerator_iteration(resumed.acc, &iteration));
   EXPECT_EQ(iteration, 4);  // Accelerate leaves it at 0 and the next save collides (#1601)
   ACC_ASSERT_OK(acc_save_state(resumed.acc, nullptr, nullptr));
-  EXPECT_EQ(entries(project + "/checkpoints"),
-            (std::vector<std::string>{"checkpoint_3", "checkpoint_4", "checkpoint_best", "notes.txt"}));
+  EXPECT_EQ(entries(project + "/checkpoints"), (std::vector<std::string>{"checkpoint_00", "checkpoint_3", "checkpoint_4",
+                                                                        "checkpoint_5", "checkpoint_best", "notes.txt"}));
 }
 
 TEST(SaveState, WithoutAFolderOrAutomaticNamingItIsAnError) {
@@ -567,10 +572,12 @@ TEST(LoadState, CheckpointsOfOtherJobsAreRefused) {
   std::ofstream(dir + "/optimizer_shard_3.safetensors") << "shard";  // shards do not
   expect_refused(dir, ACC_ERR_INVALID_ARGUMENT, "saved as shards (SHARDED_STATE_DICT) by 4 processes");
 
-  // Weights of another shape: the model file does not fit, and nothing was changed.
-  dir = saved_checkpoint("shapes");
-  {
-    acc_tensor* w = floats(std::vector<float>(16 * 5, 1.0f), {16, 5});
+  // Weights of another shape, or integers of the right shape: the model file does not fit, and
+  // nothing was changed.
+  for (const bool integers : {false, true}) {
+    dir = saved_checkpoint(integers ? "kinds" : "shapes");
+    acc_tensor* w = integers ? longs(std::vector<int64_t>(16 * 8, 1065353216), {16, 8})
+                             : floats(std::vector<float>(16 * 5, 1.0f), {16, 5});
     acc_tensor_list* list = nullptr;
     ACC_ASSERT_OK(acc_tensor_list_load_safetensors((dir + "/model.safetensors").c_str(), &list));
     acc_tensor_list* changed = nullptr;
@@ -590,8 +597,10 @@ TEST(LoadState, CheckpointsOfOtherJobsAreRefused) {
     ACC_ASSERT_OK(acc_tensor_list_save_safetensors(changed, (dir + "/model.safetensors").c_str()));
     acc_tensor_list_free(changed);
     acc_tensor_free(w);
+    expect_refused(dir, ACC_ERR_INVALID_ARGUMENT,
+                   integers ? "does not fit model 0: state dict entry '0.weight' is Long but the model's is Float"
+                            : "does not fit model 0");
   }
-  expect_refused(dir, ACC_ERR_INVALID_ARGUMENT, "does not fit model 0");
 }
 
 TEST(LoadState, ValuesOutOfRangeAreRefusedNamingFileAndKeyBeforeAnythingChanges) {
