@@ -113,8 +113,14 @@ NamedTensors load_sharded(const std::string& path) {
       fail(Status::Io, "'", file, "' has no weight_map");
     const std::string dir = fs::path(file).parent_path().string();
     std::vector<std::string> shards;
-    for (const auto& [name, shard] : index["weight_map"].items())
+    for (const auto& [name, shard] : index["weight_map"].items()) {
+      // A shard is a file beside the index, named by a string.
+      if (!shard.is_string() || shard.get<std::string>().empty() ||
+          shard.get<std::string>().find('/') != std::string::npos || shard.get<std::string>() == ".." ||
+          shard.get<std::string>() == ".")
+        fail(Status::Io, "'", file, "': weight_map[\"", name, "\"] must name a file beside the index, got ", shard.dump());
       if (std::find(shards.begin(), shards.end(), shard.get<std::string>()) == shards.end()) shards.push_back(shard);
+    }
     std::sort(shards.begin(), shards.end());
     NamedTensors all;
     for (const auto& shard : shards)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <limits>
 
 #include "common/error.h"
 #include "common/text.h"
@@ -120,6 +121,8 @@ void TrackerSet::log(std::vector<std::string> names, std::vector<double> values,
       require(names[j] != names[i], "log: the name \"", names[i], "\" appears twice in one call");
   }
   const int64_t at = step.value_or(next_step_);
+  require(at < std::numeric_limits<int64_t>::max(), "log: step ", at, " leaves no step after it (the next call ",
+          "without a step would log at it): steps must be below 2^63 - 1");
   next_step_ = at + 1;
   if (!main_) return;  // a call without values is still a line in JSONL and CSV
   auto record = std::make_shared<Record>();

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -238,6 +239,16 @@ TEST(SaveModel, ShardsAsHuggingFaceAndLoadsBack) {
   acc_string_list_free(unexpected);
   ACC_EXPECT_ERROR(acc_save_model(acc, prepared, dir.c_str(), "ten gigs"), ACC_ERR_INVALID_ARGUMENT, "size");
   ACC_EXPECT_ERROR(acc_model_load_safetensors(other, "/nonexistent-dir", 0, nullptr, nullptr), ACC_ERR_IO, "");
+  // An index whose weight_map names no file beside it is refused, naming the index and the entry.
+  const std::string bad_index = temp_path("bad_index");
+  std::filesystem::create_directories(bad_index);
+  for (const char* map : {R"({"0.weight":5})", R"({"0.weight":"../model.safetensors"})", R"({"0.weight":null})"}) {
+    std::ofstream(bad_index + "/model.safetensors.index.json", std::ios::trunc)
+        << R"({"metadata":{"total_size":24},"weight_map":)" << map << "}";
+    ACC_EXPECT_ERROR(acc_model_load_safetensors(other, bad_index.c_str(), 0, nullptr, nullptr), ACC_ERR_IO,
+                     "model.safetensors.index.json': weight_map[\"0.weight\"] must name a file beside the index");
+  }
+  std::filesystem::remove_all(bad_index);
   for (acc_model* m : {model, prepared, fresh, other}) acc_model_free(m);
   acc_accelerator_free(acc);
   std::remove((dir + "/model.safetensors").c_str());

@@ -980,6 +980,8 @@ TEST(LoadState, ABadPlateauStateIsRefusedNamingTheFile) {
           "scheduler.json': 'best' must be a finite number, \"inf\" or \"-inf\"");
   refused("lrs", [](J& j) { j["reduce_lr_on_plateau"]["lrs"] = J::array({0.5, 0.5}); }, ACC_ERR_INVALID_ARGUMENT,
           "2 parameter groups, but the optimizer has 1");
+  refused("base_lrs", [](J& j) { j["base_lrs"] = J::array({0.5, 0.5}); }, ACC_ERR_INVALID_ARGUMENT,
+          "2 parameter groups, but the optimizer has 1");
   refused("not_plateau", [](J& j) { j.erase("reduce_lr_on_plateau"); }, ACC_ERR_INVALID_ARGUMENT,
           "scheduler.json': the state is not a reduce_lr_on_plateau scheduler's");
 

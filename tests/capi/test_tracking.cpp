@@ -365,6 +365,8 @@ TEST(Tracking, ErrorsAreReported) {
   const char* empty[] = {""};
   ACC_EXPECT_ERROR(acc_log(a, empty, two, 1, -1), ACC_ERR_INVALID_ARGUMENT, "empty");
   ACC_EXPECT_ERROR(acc_log(a, nullptr, two, 1, -1), ACC_ERR_INVALID_ARGUMENT, "names");
+  // The last step has no next one for a call without a step: refused, not wrapped to a negative step.
+  ACC_EXPECT_ERROR(acc_log_scalar(a, "loss", 1.0, INT64_MAX), ACC_ERR_INVALID_ARGUMENT, "below 2^63 - 1");
   ACC_EXPECT_ERROR(acc_log(a, dup, nullptr, 1, -1), ACC_ERR_INVALID_ARGUMENT, "values");
   // A call without values reaches every tracker too (the failing one fails again).
   ACC_EXPECT_ERROR(acc_log(a, nullptr, nullptr, 0, -1), ACC_ERR_IO, "the metrics service is down");
