@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "common/error.h"
+#include "common/utf8.h"
 
 namespace acc::capi {
 namespace {
@@ -36,7 +37,7 @@ acc_status record(acc_status status, std::string message, std::string backtrace 
   try {
     auto& e = last_error();
     e.status = status;
-    e.message = std::move(message);
+    e.message = acc::printable_utf8(message);  // messages quote input, which may not be UTF-8
     e.backtrace = std::move(backtrace);
     e.raised.reset();
     if (raised) e.raised = *raised;

@@ -172,6 +172,12 @@ TEST(Safetensors, CorruptFilesAreRejectedWithTheReason) {
   expect(safetensors_bytes(R"({"a":{"dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,0]}})", ""),
          "does not fit in 64 bits");
   expect(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[1]}})", data), "needs dtype, shape and data_offsets");
+  // Raw bytes that are not UTF-8 in the header: the message quotes them escaped, so that it stays
+  // UTF-8 (bindings read messages as strings).
+  write_file(path, safetensors_bytes("{\"a\xff\xfe\":1", data));
+  ACC_EXPECT_ERROR(acc_tensor_list_load_safetensors(path.c_str(), &out), ACC_ERR_IO, "not valid JSON");
+  EXPECT_EQ(std::string(acc_last_error_message()).find('\xff'), std::string::npos) << acc_last_error_message();
+  EXPECT_NE(std::string(acc_last_error_message()).find("\\xFF"), std::string::npos) << acc_last_error_message();
   // A header length past the end of the file.
   expect(std::string("\x10\x00\x00\x00\x00\x00\x00\x00", 8) + "{}", "runs past the end");
   ACC_EXPECT_ERROR(acc_tensor_list_load_safetensors("/nonexistent.safetensors", &out), ACC_ERR_IO, "cannot open");
