@@ -339,7 +339,8 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   shuffling loaders that have none), use_seedable_sampler (bool, default false: a prepared shuffling
  *   loader without a seed uses the seed torch's generator was seeded with, as Accelerate's
  *   SeedableRandomSampler: epoch e permutes with it + e), non_blocking (bool, default true: batches go to a GPU
- *   asynchronously from pinned memory), timeout_seconds (int, default 1800: rendezvous and every collective),
+ *   asynchronously from pinned memory), timeout_seconds (int, default 1800, at most 3153600000 (100
+ *   years): rendezvous and every collective),
  *   backend ("gloo" or "nccl", InitProcessGroupKwargs(backend=...); default nccl when the process
  *   runs on a GPU, gloo on the CPU; "gloo" on GPUs lets several processes share one GPU, which NCCL
  *   refuses; "nccl" on the CPU is ACC_ERR_UNSUPPORTED),
@@ -1278,8 +1279,9 @@ ACC_API ACC_NODISCARD acc_status acc_local_main_process_first_end(acc_accelerato
 /* ------------------------------------------------------------------------------------------------
  * Collectives. Every process must make the same calls in the same order. Each takes a `name` (may
  * be NULL) that error messages use; a process that died or stalls makes the others fail with
- * ACC_ERR_ABORTED or ACC_ERR_TIMEOUT (option timeout_seconds) instead of hanging. With
- * ACCELERATE_DEBUG_MODE=1 shapes are compared first and a mismatch names the ranks and shapes.
+ * ACC_ERR_ABORTED or ACC_ERR_TIMEOUT (option timeout_seconds) instead of hanging. Shapes and dtypes
+ * are compared first: tensors that differ between processes are ACC_ERR_INVALID_ARGUMENT naming the
+ * ranks, shapes and dtypes, on every process.
  * On one process each returns its input (a copy).
  * ---------------------------------------------------------------------------------------------- */
 

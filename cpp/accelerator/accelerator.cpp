@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 #include <unordered_set>
 #include <utility>
 
@@ -46,6 +47,9 @@ Accelerator::Accelerator(const Options& options)
                 : nullptr),
       collectives_(dist_),
       gradient_state_(std::make_shared<GradientState>(config_.gradient_accumulation_steps, config_.sync_with_dataloader)) {
+  if (config_.backend == "nccl" && !device_.is_cuda())
+    fail(Status::Unsupported, "backend \"nccl\" needs a CUDA device; this process runs on ", device_, " (use \"gloo\")");
+  check_settings_agree();
   if (mixed_precision_dtype(config_.mixed_precision) == c10::kHalf) {
     if (!device_.is_cuda())
       fail(Status::Unsupported, "mixed_precision \"fp16\" needs a GPU: libtorch's CPU autocast computes in bf16 only "
@@ -55,6 +59,21 @@ Accelerator::Accelerator(const Options& options)
   iteration_ = config_.iteration;
   if (config_.seed) set_seed(*config_.seed);
   apply_cpu_affinity_setting(device_, process_.local_rank);
+}
+
+void Accelerator::check_settings_agree() {
+  if (!dist_) return;
+  const std::string mine = settings_every_process_shares(config_);
+  const auto all = collectives_.gather_object(mine, "creating the accelerator (the processes' settings compared)");
+  std::string differences;
+  for (size_t rank = 1; rank < all.size(); ++rank) {
+    if (all[rank] == all[0]) continue;
+    std::istringstream first(all[0]), other(all[rank]);
+    for (std::string a, b; std::getline(first, a) && std::getline(other, b);)
+      if (a != b) differences += concat(differences.empty() ? "" : "; ", "process 0 has ", a, ", process ", rank, " ", b);
+  }
+  if (!differences.empty())
+    fail(Status::InvalidArgument, "every process of a job must have the same training settings: ", differences);
 }
 
 const char* Accelerator::mixed_precision_name() const {

@@ -179,6 +179,9 @@ class Accelerator {
   const tracking::TrackerSet& trackers() const { return trackers_; }
 
  private:
+  // Every process must share the training settings (settings_every_process_shares): a collective
+  // at creation, InvalidArgument naming the differences on every process.
+  void check_settings_agree();
   std::shared_ptr<Model> wrapped_model(const std::shared_ptr<Model>& model) const;
   std::shared_ptr<PreparedModel> prepared(const std::shared_ptr<Model>& model) const;
   // save_state's parts (checkpoint/checkpoint_part.h) for the live prepared objects, in file order,

@@ -131,7 +131,8 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table() {
         .at_least(0);
     t.bind("gradient_clipping", "DeepSpeed's: prepared optimizers clip to this norm first", &C::gradient_clipping)
         .at_least(0);
-    t.bind("timeout_seconds", "rendezvous and every collective", &C::timeout_seconds).at_least(1);
+    // At most 100 years: c10d counts milliseconds in 64 bits.
+    t.bind("timeout_seconds", "rendezvous and every collective", &C::timeout_seconds).at_least(1).at_most(3153600000);
     // InitProcessGroupKwargs(backend=...); unset: nccl on CUDA, gloo on the CPU.
     t.bind("backend", "the process group's backend", &C::backend).one_of({"gloo", "nccl"});
     // DistributedDataParallelKwargs.
@@ -249,6 +250,21 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
           "offload_optimizer and offload_params offload what sharding keeps: they need zero_stage 1, 2 or 3, not 0 (DDP)");
   check_comm_hook(c);
   return c;
+}
+
+std::string settings_every_process_shares(const AcceleratorConfig& config) {
+  static const std::set<std::string> own = {"cpu",          "seed",        "device_placement", "project_dir",
+                                            "logging_dir",  "log_with",    "automatic_checkpoint_naming",
+                                            "total_limit",  "iteration",   "save_on_each_node",
+                                            "non_blocking", "timeout_seconds", "step_scheduler_with_optimizer"};
+  const auto& table = accelerator_option_table();
+  std::string lines;
+  for (const auto& spec : table.specs) {
+    if (own.count(spec.key)) continue;
+    const auto value = table.value(config, spec.key);
+    lines += spec.key + "=" + (value ? to_text(*value) : std::string("(unset)")) + "\n";
+  }
+  return lines;
 }
 
 bool main_process_loads_weights() {

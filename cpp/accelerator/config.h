@@ -63,6 +63,11 @@ AcceleratorConfig resolve_accelerator_config(const Options& options);
 // Whether a model built in this process gets placeholder weights (Model::make_weights_pending):
 // the launcher's variables ask for FSDP's cpu_ram_efficient_loading or DeepSpeed's zero3_init_flag
 // (what transformers' from_pretrained reads too) and this is not the main process (RANK > 0).
+// The settings every process of a job must share (how gradients are reduced, sharded, scaled and
+// accumulated, how loaders shard), as "key=value" lines in the option table's order: processes
+// that differ would pair mismatched collectives. Paths, trackers, seeds and timeouts may differ.
+std::string settings_every_process_shares(const AcceleratorConfig& config);
+
 bool builds_placeholder_weights();
 // Whether the launcher's variables ask for that, on any process.
 bool main_process_loads_weights();

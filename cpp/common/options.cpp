@@ -39,6 +39,9 @@ std::optional<double> parse_decimal(const std::string& text) {
   return v;
 }
 
+
+}  // namespace
+
 std::string to_text(const OptionValue& value) {
   struct {
     std::string operator()(int64_t v) const { return std::to_string(v); }
@@ -48,8 +51,6 @@ std::string to_text(const OptionValue& value) {
   } visitor;
   return std::visit(visitor, value);
 }
-
-}  // namespace
 
 std::optional<bool> parse_bool(std::string text) {
   // Accelerate's str_to_bool.

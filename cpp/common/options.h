@@ -16,6 +16,9 @@ namespace acc {
 
 using OptionValue = std::variant<int64_t, double, bool, std::string>;
 
+// A value as text ("4", "0.9", "true").
+std::string to_text(const OptionValue& value);
+
 // Numbers: one number, or one per parameter group as text separated by commas ("0.1,0.01", as
 // PyTorch's schedulers take a float or a list); kept as a double or as that text.
 enum class OptionType { Int, Double, Bool, String, Numbers };

@@ -26,27 +26,33 @@ std::vector<at::Tensor> Collectives::all_gather(const at::Tensor& tensor, const 
   return outputs[0];
 }
 
-std::vector<std::vector<int64_t>> Collectives::all_shapes(const at::Tensor& tensor, const std::string& name) {
+std::vector<Collectives::Layout> Collectives::all_layouts(const at::Tensor& tensor, const std::string& name) {
   require(tensor.dim() <= kMaxDims, "collective '", name, "': tensors of more than ", kMaxDims, " dimensions");
-  at::Tensor shape = at::full({kMaxDims + 1}, -1, at::TensorOptions().dtype(at::kLong));
-  shape[0] = tensor.dim();
-  for (int64_t d = 0; d < tensor.dim(); ++d) shape[d + 1] = tensor.size(d);
-  std::vector<std::vector<int64_t>> shapes;
-  for (const auto& s : all_gather(shape, name + " (shapes)")) {
-    const int64_t* v = s.data_ptr<int64_t>();
-    shapes.emplace_back(v + 1, v + 1 + v[0]);
+  // [dims, size 0, ..., size kMaxDims - 1, dtype]
+  at::Tensor layout = at::full({kMaxDims + 2}, -1, at::TensorOptions().dtype(at::kLong));
+  layout[0] = tensor.dim();
+  for (int64_t d = 0; d < tensor.dim(); ++d) layout[d + 1] = tensor.size(d);
+  layout[kMaxDims + 1] = static_cast<int64_t>(tensor.scalar_type());
+  std::vector<Layout> layouts;
+  for (const auto& l : all_gather(layout, name + " (shapes)")) {
+    const int64_t* v = l.data_ptr<int64_t>();
+    layouts.push_back({std::vector<int64_t>(v + 1, v + 1 + v[0]), v[kMaxDims + 1]});
   }
-  return shapes;
+  return layouts;
 }
 
-void Collectives::verify_same_shapes(const at::Tensor& tensor, const std::string& name) {
-  if (!dist_ || !dist_->debug()) return;
-  const auto shapes = all_shapes(tensor, name);
-  bool same = std::all_of(shapes.begin(), shapes.end(), [&](const auto& s) { return s == shapes[0]; });
+void Collectives::verify_same_layout(const at::Tensor& tensor, const std::string& name) {
+  const auto layouts = all_layouts(tensor, name);
+  const bool same = std::all_of(layouts.begin(), layouts.end(), [&](const Layout& l) {
+    return l.shape == layouts[0].shape && l.dtype == layouts[0].dtype;
+  });
   if (same) return;
   std::string detail;
-  for (size_t r = 0; r < shapes.size(); ++r) detail += (r ? ", " : "") + concat("rank ", r, " ", c10::IntArrayRef(shapes[r]));
-  fail(Status::InvalidArgument, "collective '", name, "' needs the same shape on every process, got ", detail);
+  for (size_t r = 0; r < layouts.size(); ++r)
+    detail += concat(r ? ", " : "", "rank ", r, " ", c10::IntArrayRef(layouts[r].shape), " ",
+                     static_cast<c10::ScalarType>(layouts[r].dtype));
+  fail(Status::InvalidArgument, "collective '", name, "' needs the same shape and dtype on every process, got ", detail,
+       " (pad_across_processes evens out a dimension)");
 }
 
 void Collectives::barrier(const std::string& name) {
@@ -57,7 +63,7 @@ void Collectives::barrier(const std::string& name) {
 at::Tensor Collectives::gather(const at::Tensor& tensor, const std::string& name) {
   at::Tensor input = tensor.dim() == 0 ? tensor.unsqueeze(0) : tensor;
   if (!dist_) return input.clone();
-  verify_same_shapes(input, name);
+  verify_same_layout(input, name);
   return at::cat(all_gather(input, name), 0);
 }
 
@@ -109,11 +115,11 @@ void Collectives::agree(const std::string& what, const std::function<void()>& st
 
 at::Tensor Collectives::reduce(const at::Tensor& tensor, Reduction op, const std::string& name) {
   if (op == Reduction::None || !dist_) return tensor.clone();
+  verify_same_layout(tensor, name);
   if (tensor.numel() == 0) {  // as in all_gather: Gloo cannot take empty tensors
     reduce(at::zeros({1}, tensor.options()), op, name);
     return tensor.clone();
   }
-  verify_same_shapes(tensor, name);
   // One copy onto the collective device (a new tensor: the input is never overwritten).
   at::Tensor buffer = tensor.detach().to(dist_->device(), tensor.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
   std::vector<at::Tensor> tensors{buffer};
@@ -144,7 +150,7 @@ at::Tensor Collectives::broadcast(const at::Tensor& tensor, int64_t src, const s
   require(src >= 0 && src < world_size(), "collective '", name, "': source process ", src, " is not in a job of ",
           world_size());
   if (!dist_) return tensor.clone();
-  verify_same_shapes(tensor, name);
+  verify_same_layout(tensor, name);
   if (tensor.numel() == 0) {  // as in all_gather: Gloo cannot take empty tensors
     broadcast(at::zeros({1}, tensor.options()), src, name);
     return tensor.clone();
@@ -165,10 +171,10 @@ at::Tensor Collectives::pad_across_processes(const at::Tensor& tensor, int64_t d
   if (!dist_) return tensor;
   if (dim < 0) dim += tensor.dim();
   int64_t longest = 0;
-  for (const auto& shape : all_shapes(tensor, name)) {
-    require(static_cast<int64_t>(shape.size()) == tensor.dim(), "collective '", name,
+  for (const auto& layout : all_layouts(tensor, name)) {
+    require(static_cast<int64_t>(layout.shape.size()) == tensor.dim(), "collective '", name,
             "': tensors have different numbers of dimensions across processes");
-    longest = std::max(longest, shape[dim]);
+    longest = std::max(longest, layout.shape[dim]);
   }
   if (longest == tensor.size(dim)) return tensor;
   auto sizes = tensor.sizes().vec();

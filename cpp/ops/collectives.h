@@ -57,9 +57,15 @@ class Collectives {
 
  private:
   std::vector<at::Tensor> all_gather(const at::Tensor& tensor, const std::string& name);
-  // Debug mode: every process must pass the same shape, else an error naming ranks and shapes.
-  void verify_same_shapes(const at::Tensor& tensor, const std::string& name);
-  std::vector<std::vector<int64_t>> all_shapes(const at::Tensor& tensor, const std::string& name);
+  // Every process must pass the same shape and dtype, else an error naming ranks and layouts on
+  // every process: Gloo, handed tensors of other sizes, aborts the process from its own thread or
+  // sends bytes the other side reads as garbage. One small allgather before the collective.
+  void verify_same_layout(const at::Tensor& tensor, const std::string& name);
+  struct Layout {
+    std::vector<int64_t> shape;
+    int64_t dtype;  // c10::ScalarType
+  };
+  std::vector<Layout> all_layouts(const at::Tensor& tensor, const std::string& name);
 
   std::shared_ptr<Distributed> dist_;
   bool trigger_ = false;

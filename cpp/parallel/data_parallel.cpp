@@ -11,6 +11,7 @@
 #include "parallel/compress_hook.h"
 #include "parallel/ddp_sink.h"
 #include "parallel/power_sgd.h"
+#include "parallel/replica_check.h"
 #include "common/compat.h"
 #include "common/error.h"
 
@@ -53,6 +54,7 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
   for (const auto& entry : model->named_buffers()) buffers.push_back(entry.second);
   state_.insert(state_.end(), buffers.begin(), buffers.end());
   buffer_sync_ = std::make_unique<BufferSync>(dist_, std::move(buffers), options_.broadcast_buffers);
+  check_same_model_everywhere(*model, dist_, "prepare_model");
   broadcast(state_, "prepare_model (initial parameters)");
   if (params_.empty()) return;
   if ((options_.comm_hook == "bf16" || options_.comm_wrapper == "bf16") && !group_reduces_bf16())

@@ -14,6 +14,7 @@
 #include "common/text.h"
 #include "optim/clip_grad.h"
 #include "parallel/broadcast.h"
+#include "parallel/replica_check.h"
 #include "tensor/storage.h"
 
 namespace acc {
@@ -68,6 +69,7 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
       peers_ = groups.peers;
     }
   }
+  if (options_.stage > 1) check_same_model_everywhere(*model_, dist_, "prepare_model");  // stage 1's DataParallel does
   // Stage 3 shards the frozen parameters too, and broadcasts every parameter unit by unit as it
   // shards it (flatten), so that no process ever holds its whole model twice, nor (on a GPU) once.
   std::vector<at::Tensor> replicated;

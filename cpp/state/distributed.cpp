@@ -113,7 +113,6 @@ Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, Backe
       process_device_(device),
       // Gloo's collectives are staged on the CPU (it takes every op there); NCCL's on the GPU.
       device_(backend == Backend::Nccl ? device : c10::Device(c10::kCPU)),
-      debug_(false),
       local_rank_(env.local_rank),
       local_size_(env.local_world_size),
       timeout_(timeout),
@@ -122,7 +121,6 @@ Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, Backe
   if (backend == Backend::Nccl && !device.is_cuda())
     fail(Status::Unsupported, "backend \"nccl\" needs a CUDA device; this process runs on ", device,
          " (use \"gloo\")");
-  if (const char* flag = std::getenv("ACCELERATE_DEBUG_MODE")) debug_ = parse_bool(flag).value_or(false);
   // Both steps wait for every process: a failure here is a failed rendezvous.
   auto rendezvous_failed = [&](const char* step) {
     try {

@@ -36,7 +36,6 @@ class Distributed {
   // buckets stay on the parameters' device: Gloo reduces CUDA buckets itself.)
   const c10::Device& device() const { return device_; }
   // ACCELERATE_DEBUG_MODE: shapes are compared across ranks before each collective.
-  bool debug() const { return debug_; }
 
   // Hybrid sharding's process groups: the processes of this machine, and the processes with this
   // local rank on every machine (its peers). Made on first use, a collective step: every process
@@ -53,7 +52,6 @@ class Distributed {
   Backend backend_;
   c10::Device process_device_;
   c10::Device device_;
-  bool debug_;
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> group_;
   int64_t local_rank_, local_size_;

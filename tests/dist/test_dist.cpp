@@ -618,17 +618,29 @@ TEST(Data, UnseededShuffleFollowsProcessZerosGeneratorEveryEpoch) {
   acc_dataset_free(ds);
 }
 
-TEST(DebugMode, MismatchedShapesAreNamedInsteadOfHanging) {
-  const char* debug = std::getenv("ACCELERATE_DEBUG_MODE");
-  if (!debug || std::string(debug) != "1") GTEST_SKIP() << "runs with ACCELERATE_DEBUG_MODE=1";
+TEST(Dist, MismatchedShapesOrDtypesAreNamedOnEveryProcessNotACrash) {
+  // Gloo aborts a process, or hands bytes of the wrong size on, when the tensors differ.
   acc_tensor* t = floats(range_values(g_rank + 1, 0.0f), {g_rank + 1});
   acc_tensor* out = nullptr;
   ACC_EXPECT_ERROR(acc_gather(g_acc, t, "ragged gather", &out), ACC_ERR_INVALID_ARGUMENT,
-                   "collective 'ragged gather' needs the same shape on every process, got rank 0 [1], rank 1 [2]");
+                   "collective 'ragged gather' needs the same shape and dtype on every process, got rank 0 [1] Float, "
+                   "rank 1 [2] Float");
   ACC_EXPECT_ERROR(acc_reduce(g_acc, t, ACC_REDUCTION_SUM, "ragged reduce", &out), ACC_ERR_INVALID_ARGUMENT,
                    "ragged reduce");
+  ACC_EXPECT_ERROR(acc_broadcast(g_acc, t, 0, "ragged broadcast", &out), ACC_ERR_INVALID_ARGUMENT, "ragged broadcast");
   EXPECT_EQ(out, nullptr);
   acc_tensor_free(t);
+  // The same shape in another dtype on the last process.
+  acc_tensor* mixed = g_rank == g_world - 1 ? longs({1, 2}, {2}) : floats({1.0f, 2.0f}, {2});
+  ACC_EXPECT_ERROR(acc_gather(g_acc, mixed, "mixed gather", &out), ACC_ERR_INVALID_ARGUMENT, "Long");
+  ACC_EXPECT_ERROR(acc_broadcast(g_acc, mixed, 0, "mixed broadcast", &out), ACC_ERR_INVALID_ARGUMENT, "Long");
+  acc_tensor_free(mixed);
+  // Still in step afterwards.
+  acc_tensor* one = floats({1.0f}, {1});
+  ACC_ASSERT_OK(acc_reduce(g_acc, one, ACC_REDUCTION_SUM, "after the mismatches", &out));
+  EXPECT_EQ(to_floats(out), std::vector<float>{static_cast<float>(g_world)});
+  acc_tensor_free(out);
+  acc_tensor_free(one);
 }
 
 TEST(Fault, ADeadOrStalledPeerIsAnErrorNotAHang) {

@@ -1338,13 +1338,13 @@ TEST(ShardedFault, ADeadOrStalledPeerIsNamed) {
     std::fflush(stdout);
     _exit(testing::Test::HasFailure() ? 1 : 0);  // the group is broken: no clean teardown to wait for
   };
-  if (at == "prepare") {  // stage 3 broadcasts the main process's units into the shards
+  if (at == "prepare") {  // the models are compared first, then stage 3 broadcasts the units into the shards
     acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", "3"}});
     acc_model *model = nullptr, *prepared = nullptr;
     ASSERT_EQ(acc_model_from_spec(kShardNet, &model), ACC_OK);
     if (g_rank == 1) fail_here();
     expect_named(acc_prepare_model(acc, model, ACC_PLACEMENT_DEFAULT, &prepared),
-                 "collective 'prepare_model (initial parameters of unit 0 of 3)'");
+                 "collective 'prepare_model (the models compared)");
   }
   const int stage = at == "forward" ? 3 : at == "step" ? 1 : 2;
   Job job(stage, Settings{});

@@ -565,3 +565,49 @@ TEST(Profile, EveryProcessWritesItsOwnTraceBeforeAnyGoesOn) {
   ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
   if (g_rank == 0) std::filesystem::remove_all(dir);
 }
+
+namespace {
+
+// Processes that disagree are told so on every process before any collective pairs wrongly (Gloo
+// aborted a process, or handed garbage on).
+TEST(Dist, ProcessesWithOtherSettingsOrModelsAreRefusedOnEveryProcess) {
+  acc_accelerator* other = nullptr;
+  ACC_EXPECT_ERROR(acc_test::create_accelerator({{"ddp_bucket_cap_mb", std::to_string(25 + (g_rank == 1 ? 1 : 0))},
+                                                 {"zero_stage", g_rank == g_world - 1 ? "3" : "0"}},
+                                                &other),
+                   ACC_ERR_INVALID_ARGUMENT, "every process of a job must have the same training settings");
+  const std::string message = acc_last_error_message();
+  EXPECT_NE(message.find("process 0 has zero_stage=0, process " + std::to_string(g_world - 1) + " zero_stage=3"),
+            std::string::npos)
+      << message;
+  EXPECT_NE(message.find("process 0 has ddp_bucket_cap_mb=25, process 1 ddp_bucket_cap_mb=26"), std::string::npos)
+      << message;
+  EXPECT_EQ(other, nullptr);
+
+  // A hidden layer of another width on the last process.
+  const std::string width = std::to_string(g_rank == g_world - 1 ? 17 : 16);
+  const std::string spec = R"([{"type":"linear","in_features":3,"out_features":)" + width +
+                           R"(},{"type":"tanh"},{"type":"linear","in_features":)" + width + R"(,"out_features":2}])";
+  for (const char* stage : {"0", "2", "3"}) {
+    SCOPED_TRACE(std::string("zero_stage ") + stage);
+    acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", stage}});
+    acc_model* model = nullptr;
+    ACC_ASSERT_OK(acc_model_from_spec(spec.c_str(), &model));
+    acc_model* prepared = nullptr;
+    ACC_EXPECT_ERROR(acc_prepare_model(acc, model, ACC_PLACEMENT_DEFAULT, &prepared), ACC_ERR_INVALID_ARGUMENT,
+                     "every process must prepare the same model");
+    EXPECT_NE(std::string(acc_last_error_message()).find("parameter 0.weight [" + width), std::string::npos)
+        << acc_last_error_message();
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
+  // Still in step.
+  acc_tensor* one = floats({1.0f}, {1});
+  acc_tensor* sum = nullptr;
+  ACC_ASSERT_OK(acc_reduce(g_acc, one, ACC_REDUCTION_SUM, "after the refusals", &sum));
+  EXPECT_EQ(to_floats(sum), std::vector<float>{static_cast<float>(g_world)});
+  acc_tensor_free(one);
+  acc_tensor_free(sum);
+}
+
+}  // namespace
