@@ -25,6 +25,7 @@ struct LastError {
   std::string message;
   std::string backtrace;
   std::optional<acc::Error> raised;  // its backtrace is named only when asked for (it is slow)
+  uint64_t recorded = 0;  // errors recorded on this thread so far
 };
 
 LastError& last_error() {
@@ -37,6 +38,7 @@ acc_status record(acc_status status, std::string message, std::string backtrace 
   try {
     auto& e = last_error();
     e.status = status;
+    ++e.recorded;
     e.message = acc::printable_utf8(message);  // messages quote input, which may not be UTF-8
     e.backtrace = std::move(backtrace);
     e.raised.reset();
@@ -95,6 +97,7 @@ acc_status translate_current_exception() noexcept {
 }
 
 const std::string& last_message() { return last_error().message; }
+uint64_t errors_recorded() { return last_error().recorded; }
 const std::string& last_backtrace() {
   auto& e = last_error();
   if (e.raised) {

@@ -4,6 +4,7 @@
 
 #include "accelerate.h"
 
+#include <cstdint>
 #include <string>
 
 namespace acc::capi {
@@ -22,6 +23,8 @@ acc_status guarded(Body&& body) noexcept {
 }
 
 const std::string& last_message();
+// How many errors this thread has recorded: whether last_message is newer than a moment.
+uint64_t errors_recorded();
 const std::string& last_backtrace();
 acc_status last_status();
 

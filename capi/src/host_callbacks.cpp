@@ -9,6 +9,8 @@ namespace {
 // The message a failing callback leaves with acc_callback_set_error (per thread: callbacks run on
 // loader threads too).
 thread_local std::string g_callback_error;
+// errors_recorded() when the callback began: a library call's error inside it is newer.
+thread_local uint64_t g_errors_before_callback = 0;
 
 }  // namespace
 
@@ -18,14 +20,19 @@ std::shared_ptr<void> hold_user_data(void* user_data, acc_free_fn free_user_data
   });
 }
 
-void clear_callback_error() { g_callback_error.clear(); }
+void clear_callback_error() {
+  g_callback_error.clear();
+  g_errors_before_callback = errors_recorded();
+}
 
 void host_callback_failed(const std::string& what, int code) {
   acc::fail(acc::Status::Io, what, " failed (code ", code, ")", g_callback_error.empty() ? "" : ": " + g_callback_error);
 }
 
 void host_status_failed(const std::string& what, int code) {
-  const std::string message = g_callback_error.empty() ? last_message() : g_callback_error;
+  // The callback's own message, else that of a library call that failed inside it (never an older one).
+  const bool failed_inside = errors_recorded() != g_errors_before_callback;
+  const std::string message = !g_callback_error.empty() ? g_callback_error : failed_inside ? last_message() : "";
   const bool status = code > ACC_OK && code <= ACC_ERR_INTERNAL;
   acc::fail(status ? static_cast<acc::Status>(code) : acc::Status::Io, what, " failed",
             status ? "" : " (code " + std::to_string(code) + ")", message.empty() ? "" : ": " + message);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <unordered_map>
 
@@ -126,6 +127,8 @@ NamedTensors AveragedModel::tensors_of(const Model& model, const char* action, s
 }
 
 void AveragedModel::update(const Model& model) {
+  require(count() < std::numeric_limits<int64_t>::max(), "the averaged model's count n_averaged is at its largest (",
+          count(), "): one more update does not fit");
   std::vector<bool> trainable;
   NamedTensors current = tensors_of(model, "update", &trainable);
   for (size_t i = 0; i < current.size(); ++i) current[i].second = current[i].second.to(averages_[i].second.device());

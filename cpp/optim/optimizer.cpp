@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <set>
 
 #include "common/compat.h"
 #include "common/error.h"
 #include "optim/algorithm.h"
+#include "optim/optimizer_state.h"
 #include "optim/rule_helpers.h"
 
 namespace acc {
@@ -145,13 +147,36 @@ void TorchOptimizer::set_lr(size_t group, double lr) {
 // given back as they were, whatever the rule.
 void TorchOptimizer::step() {
   at::NoGradGuard no_grad;
+  std::vector<std::pair<at::ScalarType, at::Device>> placement;
+  for (const auto& group : impl_->param_groups())
+    for (const auto& p : group.params()) placement.emplace_back(p.scalar_type(), p.device());
+  if (placement != placement_) {
+    follow_parameters(*this);  // acc_model_to after steps: the state follows (a no-op before any step)
+    placement_ = std::move(placement);
+  }
+  // A rate the parameters' dtype cannot hold fails inside the rule (after some state changed).
+  for (size_t g = 0; g < num_param_groups(); ++g) {
+    double rate = 0;
+    try {
+      rate = impl_->param_groups()[g].options().get_lr();
+    } catch (const Error&) {
+      continue;  // Adafactor's relative step has no rate
+    }
+    for (const auto& p : impl_->param_groups()[g].params()) {
+      const double most = p.scalar_type() == at::kDouble ? std::numeric_limits<double>::max()
+                          : p.scalar_type() == at::kHalf ? 65504.0
+                                                         : static_cast<double>(std::numeric_limits<float>::max());
+      require(!(rate > most), "parameter group ", g, "'s learning rate ", rate, " does not fit the parameters' dtype ",
+              p.scalar_type());
+    }
+  }
   if (!maximize_) {
-    impl_->step();
+    step_rule();
   } else {
     const std::vector<at::Tensor> grads = gradients();
     for (const auto& g : grads) g.neg_();
     try {
-      impl_->step();
+      step_rule();
     } catch (...) {
       for (const auto& g : grads) g.neg_();
       throw;
@@ -159,6 +184,19 @@ void TorchOptimizer::step() {
     for (const auto& g : grads) g.neg_();
   }
   stepped_ = true;
+}
+
+void TorchOptimizer::step_rule() {
+  try {
+    impl_->step();
+  } catch (const c10::Error& e) {
+    // A hyper-parameter (weight decay, eps, ...) the parameters' dtype cannot hold: the caller's value.
+    const std::string what = e.what_without_backtrace();
+    if (what.find("without overflow") != std::string::npos)
+      fail(Status::InvalidArgument, "the ", algorithm(), " step: a hyper-parameter does not fit the parameters' dtype (",
+           what, ")");
+    throw;
+  }
 }
 
 void TorchOptimizer::zero_grad() {

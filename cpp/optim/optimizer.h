@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/options.h"
@@ -74,6 +75,8 @@ class TorchOptimizer final : public Optimizer {
  private:
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& options) const;
   void check_group(size_t group) const;
+  // impl_'s step, with an overflowing hyper-parameter reported as the caller's mistake.
+  void step_rule();
 
   std::shared_ptr<Model> model_;
   const OptimizerAlgorithm* algorithm_;
@@ -82,6 +85,8 @@ class TorchOptimizer final : public Optimizer {
   std::unique_ptr<torch::optim::Optimizer> impl_;
   bool maximize_ = false;  // PyTorch's maximize, for the whole optimizer (see step())
   bool stepped_ = false;
+  // The parameters' dtypes and devices at the last step: the state follows them when they change.
+  std::vector<std::pair<at::ScalarType, at::Device>> placement_;
 };
 
 }  // namespace acc

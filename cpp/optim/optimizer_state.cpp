@@ -93,6 +93,26 @@ void move_optimizer_state(Optimizer& optimizer, const c10::Device& device) {
   }
 }
 
+void follow_parameters(Optimizer& optimizer) {
+  const OptimizerAlgorithm& algorithm = optimizer_algorithm(optimizer.algorithm());
+  auto& impl = optimizer.impl();
+  for (auto& group : impl.param_groups())
+    for (auto& p : group.params()) {
+      auto it = impl.state().find(state_key(p));
+      if (it == impl.state().end()) continue;
+      StateFields fields = algorithm.state_fields(*it->second);
+      bool changed = false;
+      for (auto& field : fields) {
+        at::Tensor& value = field.second;
+        if (!value.is_floating_point() || stays_on_cpu(algorithm, field.first)) continue;
+        if (value.scalar_type() == p.scalar_type() && value.device() == p.device()) continue;
+        value = value.to(p.device(), p.scalar_type());
+        changed = true;
+      }
+      if (changed) it->second = algorithm.make_state(fields);
+    }
+}
+
 std::pair<std::string, std::string> split_state_key(const std::string& key, const std::string& source) {
   const auto dot = key.rfind('.');
   require(key.rfind("state.", 0) == 0 && dot != std::string::npos && dot > 6, source, ": unexpected tensor '", key, "'");

@@ -35,6 +35,9 @@ at::Tensor parameter_state_field(Optimizer& optimizer, const std::string& name, 
 
 // Moves the per-parameter state (momentum, moments) to a device (prepare's device placement).
 void move_optimizer_state(Optimizer& optimizer, const c10::Device& device);
+// Casts each parameter's floating state (not its step counts) to the parameter's dtype and device,
+// where acc_model_to changed them after steps: the rule PyTorch's load_state_dict applies.
+void follow_parameters(Optimizer& optimizer);
 
 // Checks a snapshot against the optimizer (same algorithm, groups of the same parameters and
 // hyper-parameters in range, exactly the state fields the algorithm keeps, of the shapes it keeps

@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/checked_math.h"
 #include "common/error.h"
 #include "common/text.h"
 #include "schedule/chainable_schedules.h"
@@ -67,9 +68,13 @@ Factor wsd_factor(const ScheduleOptions& o, const std::string& name) {
   require(o.num_stable_steps || o.num_training_steps, "the ", name,
           " schedule needs the option 'num_stable_steps' or 'num_training_steps'");
   // As transformers: num_stable_steps wins when both are given.
-  const int64_t stable = o.num_stable_steps ? *o.num_stable_steps : *o.num_training_steps - warmup - decay;
+  const std::string phases = "the " + name + " schedule's num_warmup_steps + num_decay_steps";
+  const int64_t warmup_and_decay = checked_add(warmup, decay, phases);
+  const int64_t stable = o.num_stable_steps ? *o.num_stable_steps : *o.num_training_steps - warmup_and_decay;
   require(stable >= 0, "the ", name, " schedule's num_training_steps (", o.num_training_steps.value_or(0),
-          ") is smaller than num_warmup_steps + num_decay_steps (", warmup + decay, ")");
+          ") is smaller than num_warmup_steps + num_decay_steps (", warmup_and_decay, ")");
+  // Every phase boundary is a step count: all three together must fit (the steps are compared with them).
+  checked_add(warmup_and_decay, stable, "the " + name + " schedule's num_warmup_steps + num_stable_steps + num_decay_steps");
   const std::string warmup_type = o.warmup_type, decay_type = o.decay_type;
   const double floor = o.min_lr_ratio, cycles = o.num_cycles.value_or(0.5);
   return [=](int64_t s) {

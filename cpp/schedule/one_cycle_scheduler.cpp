@@ -25,6 +25,10 @@ int64_t cycle_steps(const ScheduleOptions& o) {
 OneCycleScheduler::GroupEnds OneCycleScheduler::group_ends(const ScheduleOptions& o, size_t groups) {
   (void)cycle_steps(o);  // its error first
   require(o.max_lr.has_value(), "the ", kOneCycleSchedule, " schedule needs the option 'max_lr'");
+  // PyTorch divides by both when it is made (ZeroDivisionError).
+  require(o.div_factor > 0 && o.final_div_factor > 0, "the ", kOneCycleSchedule,
+          " schedule divides by div_factor and final_div_factor: both must be > 0, got ", o.div_factor, " and ",
+          o.final_div_factor);
   return {per_group(o.max_lr, 0.0, groups, "max_lr", kOneCycleSchedule),
           per_group(o.base_momentum, kBaseMomentum, groups, "base_momentum", kOneCycleSchedule),
           per_group(o.max_momentum, kMaxMomentum, groups, "max_momentum", kOneCycleSchedule)};

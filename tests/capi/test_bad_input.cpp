@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "support.h"
 
@@ -340,6 +341,131 @@ TEST(BadInput, ACheckpointCounterAtItsLargestIsRefused) {
   EXPECT_EQ(saved, nullptr);
   acc_accelerator_free(a);
   std::system(("rm -rf " + dir).c_str());
+}
+
+// Counts and sums at the edge of int64: refused where they would wrap, right where they do not.
+TEST(BadInput, CountsAtTheEdgeOfInt64NeverWrap) {
+  // A loader's length with a batch size near INT64_MAX: one batch, not -1 or 0.
+  acc_tensor* xs = floats(std::vector<float>(10, 1.0f), {10, 1});
+  const acc_tensor* fields[] = {xs};
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_tensors(fields, 1, &ds));
+  for (const int64_t batch : {INT64_MAX - 8, INT64_MAX}) {
+    acc_options* lo = nullptr;
+    ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &lo));
+    ACC_ASSERT_OK(acc_options_set_int(lo, "batch_size", batch));
+    acc_dataloader* dl = nullptr;
+    ACC_ASSERT_OK(acc_dataloader_create(ds, lo, &dl));
+    int64_t length = -7;
+    ACC_ASSERT_OK(acc_dataloader_length(dl, &length));
+    EXPECT_EQ(length, 1) << "batch_size " << batch;
+    // The epoch after INT64_MAX does not exist.
+    ACC_EXPECT_ERROR(acc_dataloader_set_epoch(dl, INT64_MAX), ACC_ERR_INVALID_ARGUMENT, "below 2^63 - 1");
+    ACC_ASSERT_OK(acc_dataloader_set_epoch(dl, INT64_MAX - 1));
+    acc_dataloader_free(dl);
+    acc_options_free(lo);
+  }
+  acc_dataset_free(ds);
+  acc_tensor_free(xs);
+
+  // warmup + stable + decay steps that do not fit; one_cycle's divisors of 0 (PyTorch divides by them).
+  acc_model* m = linear_model();
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(m, "sgd", nullptr, &opt));
+  acc_options* so = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_SCHEDULER, &so));
+  ACC_ASSERT_OK(acc_options_set_int(so, "num_warmup_steps", 2));
+  ACC_ASSERT_OK(acc_options_set_int(so, "num_decay_steps", 2));
+  ACC_ASSERT_OK(acc_options_set_int(so, "num_stable_steps", INT64_MAX));
+  acc_scheduler* sched = nullptr;
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "warmup_stable_decay", so, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "does not fit in 64 bits");
+  acc_options_free(so);
+  for (const char* key : {"div_factor", "final_div_factor"}) {
+    ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_SCHEDULER, &so));
+    ACC_ASSERT_OK(acc_options_set_double(so, "max_lr", 0.1));
+    ACC_ASSERT_OK(acc_options_set_int(so, "total_steps", 10));
+    ACC_ASSERT_OK(acc_options_set_double(so, key, 0.0));
+    ACC_EXPECT_ERROR(acc_scheduler_create(opt, "one_cycle", so, &sched), ACC_ERR_INVALID_ARGUMENT, "must be > 0");
+    acc_options_free(so);
+  }
+  EXPECT_EQ(sched, nullptr);
+
+  // An averaged model whose count is at its largest takes no more updates (and stays as it was).
+  acc_averaged_model* avg = nullptr;
+  ACC_ASSERT_OK(acc_averaged_model_create(m, nullptr, &avg));
+  acc_tensor_list* state = nullptr;
+  ACC_ASSERT_OK(acc_averaged_model_state_dict(avg, &state));
+  acc_tensor_list* full = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&full));
+  size_t n = 0;
+  ACC_ASSERT_OK(acc_tensor_list_size(state, &n));
+  for (size_t i = 0; i < n; ++i) {
+    const char* name = nullptr;
+    acc_tensor* t = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_name(state, i, &name));
+    ACC_ASSERT_OK(acc_tensor_list_get(state, i, &t));
+    const std::string key = name;
+    acc_tensor* most = key == "n_averaged" ? acc_test::longs({INT64_MAX}, {}) : nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_append(full, key.c_str(), most ? most : t));
+    acc_tensor_free(most);
+    acc_tensor_free(t);
+  }
+  ACC_ASSERT_OK(acc_averaged_model_load_state_dict(avg, full));
+  ACC_EXPECT_ERROR(acc_averaged_model_update(avg, m), ACC_ERR_INVALID_ARGUMENT, "one more update does not fit");
+  int64_t count = 0;
+  ACC_ASSERT_OK(acc_averaged_model_count(avg, &count));
+  EXPECT_EQ(count, INT64_MAX);
+  acc_tensor_list_free(full);
+  acc_tensor_list_free(state);
+  acc_averaged_model_free(avg);
+  acc_optimizer_free(opt);
+  acc_model_free(m);
+
+  // A timeout whose milliseconds would wrap.
+  acc_options* ao = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &ao));
+  ACC_EXPECT_ERROR(acc_options_set_int(ao, "timeout_seconds", INT64_MAX), ACC_ERR_INVALID_ARGUMENT,
+                   "'timeout_seconds' must be at most");
+  acc_options_free(ao);
+}
+
+// acc_model_to after steps: the optimizer's state follows the parameters (PyTorch's load_state_dict
+// rule), so the next step runs in the new dtype; a rate the dtype cannot hold is the caller's
+// mistake, refused before the step changes anything.
+TEST(BadInput, TheOptimizerFollowsTheModelsDtypeAndRefusesRatesItCannotHold) {
+  for (const char* algorithm : {"adam", "rmsprop", "adagrad", "nadam", "radam", "adadelta", "adamax", "rprop"}) {
+    SCOPED_TRACE(algorithm);
+    acc_model* m = linear_model();
+    acc_optimizer* opt = nullptr;
+    ACC_ASSERT_OK(acc_optimizer_create(m, algorithm, nullptr, &opt));
+    auto step = [&] {
+      acc_tensor* x = floats({1.0f, 2.0f}, {1, 2});
+      acc_tensor* x_now = nullptr;
+      acc_dtype dtype = ACC_DTYPE_UNDEFINED;
+      acc_tensor* w = nullptr;
+      EXPECT_EQ(acc_model_parameter(m, "0.weight", &w), ACC_OK);
+      EXPECT_EQ(acc_tensor_dtype(w, &dtype), ACC_OK);
+      EXPECT_EQ(acc_tensor_to(x, nullptr, dtype, &x_now), ACC_OK);
+      acc_tensor *out = nullptr, *loss = nullptr;
+      EXPECT_EQ(acc_model_forward1(m, x_now, 0, &out), ACC_OK) << acc_last_error_message();
+      EXPECT_EQ(acc_tensor_sum(out, &loss), ACC_OK);
+      EXPECT_EQ(acc_tensor_backward(loss), ACC_OK);
+      const acc_status status = acc_optimizer_step(opt);
+      EXPECT_EQ(acc_optimizer_zero_grad(opt), ACC_OK);
+      for (acc_tensor* t : {x, x_now, w, out, loss}) acc_tensor_free(t);
+      return status;
+    };
+    ACC_ASSERT_OK(step());
+    for (const acc_dtype dtype : {ACC_DTYPE_FLOAT64, ACC_DTYPE_BFLOAT16, ACC_DTYPE_FLOAT32}) {
+      ACC_ASSERT_OK(acc_model_to(m, nullptr, dtype));
+      EXPECT_EQ(step(), ACC_OK) << "after acc_model_to " << dtype << ": " << acc_last_error_message();
+    }
+    ACC_ASSERT_OK(acc_optimizer_set_lr(opt, 0, 1e308));
+    ACC_EXPECT_ERROR(step(), ACC_ERR_INVALID_ARGUMENT, "does not fit the parameters' dtype Float");
+    acc_optimizer_free(opt);
+    acc_model_free(m);
+  }
 }
 
 // JSON integers above INT64_MAX would wrap to negative sizes; an input index past any forward's

@@ -77,6 +77,10 @@ TEST(BatchSize, OtherFailuresEndTheSearchWithTheirStatusAndMessage) {
     return 42;
   };
   ACC_EXPECT_ERROR(acc_find_executable_batch_size(64, odd, nullptr, &found), ACC_ERR_IO, "failed (code 42): odd");
+  // Without a message of its own or a failed call inside it: no older message is passed off as its.
+  auto silent = [](void*, int64_t) -> int { return 42; };
+  ACC_EXPECT_ERROR(acc_find_executable_batch_size(10, silent, nullptr, &found), ACC_ERR_IO, "failed (code 42)");
+  EXPECT_EQ(std::string(acc_last_error_message()), "the run with batch size 10 failed (code 42)");
 }
 
 TEST(BatchSize, ArgumentsAreChecked) {
