@@ -84,6 +84,12 @@ SCENARIOS = {
     "wide_find_unused": dict(model="wide", data="mlp", optimizer="sgd", schedule="linear",
                              ddp_find_unused_parameters=True, graph_optimization=False),
     "mlp_fp16_comm_hook": dict(model="mlp", optimizer="adamw", schedule="linear", ddp_comm_hook="fp16"),
+    # DDP's static_graph: the first step's allreduce delayed to the end of backward, then buckets in
+    # that backward's order (PyTorch's static_graph fails under no_sync, so without accumulation).
+    "wide_static_graph": dict(model="wide", data="mlp", optimizer="sgd", schedule="linear", ddp_static_graph=True,
+                              graph_optimization=False),
+    "mlp_static_graph_find_unused": dict(model="mlp", optimizer="adamw", schedule="linear", ddp_static_graph=True,
+                                         ddp_find_unused_parameters=True),
     # PyTorch's PowerSGD hook (Accelerate's comm_hook="power_sgd", comm_state_option): plain averaging
     # for start_powerSGD_iter steps, then rank-r factors with error feedback; at rank 2 with fresh
     # projections every step; the LM's on an fp16 copy (comm_wrapper). Models of one gradient bucket:
@@ -229,7 +235,7 @@ DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=
                 loader_seed=False, resume=False, clip_norm_type=2.0, data=None, even_batches=True, split_batches=False,
                 drop_last=False, dispatch_batches=None, no_decay=None, freeze=None, sync_each_batch=False,
                 step_scheduler_with_optimizer=True, resume_at=None, label_smoothing=0.0, ddp_bucket_cap_mb=None,
-                ddp_find_unused_parameters=False, ddp_comm_hook=None, ddp_comm_wrapper=None, ddp_comm_state=None,
+                ddp_find_unused_parameters=False, ddp_static_graph=False, ddp_comm_hook=None, ddp_comm_wrapper=None, ddp_comm_state=None,
                 local_sgd=None, clip_value=None,
                 graph_optimization=True, schedule_options={}, then=(), chain=(), averaged=None)
 EVAL_SAMPLES = 10  # an evaluation loader whose last batch is uneven over 2 processes
@@ -535,7 +541,7 @@ class AccelerateJob:
         from accelerate import DistributedDataParallelKwargs
         from accelerate.utils import DDPCommunicationHookType
 
-        kwargs = dict(find_unused_parameters=cfg["ddp_find_unused_parameters"])
+        kwargs = dict(find_unused_parameters=cfg["ddp_find_unused_parameters"], static_graph=cfg["ddp_static_graph"])
         if cfg["ddp_bucket_cap_mb"] is not None:
             kwargs["bucket_cap_mb"] = cfg["ddp_bucket_cap_mb"]
         if cfg["ddp_comm_hook"]:
@@ -643,6 +649,8 @@ class OurJob:
             accelerator_options["ddp_bucket_cap_mb"] = cfg["ddp_bucket_cap_mb"]
         if cfg["ddp_find_unused_parameters"]:
             accelerator_options["ddp_find_unused_parameters"] = True
+        if cfg["ddp_static_graph"]:
+            accelerator_options["ddp_static_graph"] = True
         if cfg["ddp_comm_hook"]:
             accelerator_options["ddp_comm_hook"] = cfg["ddp_comm_hook"]
         if cfg["ddp_comm_wrapper"]:
