@@ -54,7 +54,9 @@ void Accelerator::average_parameters(const std::shared_ptr<Model>& model) {
   collectives_.barrier("LocalSGD (waiting for every process)");
   at::NoGradGuard no_grad;
   for (const auto& [name, param] : unwrap_model(model)->named_parameters())
-    param.copy_(collectives_.reduce(param, Reduction::Mean, "LocalSGD (averaging '" + name + "')"));
+    // Replicas of one model (compared when it was prepared): no layouts to compare per parameter.
+    param.copy_(collectives_.reduce(param, Reduction::Mean, "LocalSGD (averaging '" + name + "')",
+                                    Collectives::Layouts::AgreedByCaller));
 }
 
 }  // namespace acc

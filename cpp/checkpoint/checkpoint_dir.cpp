@@ -87,8 +87,15 @@ void rotate_checkpoints(const std::string& project_dir, int64_t keep) {
   require(keep >= 1, "total_limit must be at least 1, got ", keep);
   auto found = numbered_checkpoints(project_dir);
   // Only what saves wrote is rotated: a checkpoint_<i> folder holding anything else is left alone.
-  for (auto it = found.begin(); it != found.end();)
-    it = holds_only_checkpoint_files(it->second) ? std::next(it) : found.erase(it);
+  for (auto it = found.begin(); it != found.end();) {
+    if (holds_only_checkpoint_files(it->second)) {
+      ++it;
+      continue;
+    }
+    std::fprintf(stderr, "accelerate: total_limit: '%s' holds files a save does not write; it is kept and not counted\n",
+                 it->second.string().c_str());
+    it = found.erase(it);
+  }
   while (static_cast<int64_t>(found.size()) > keep) {
     // Renamed first, so an interrupted delete never leaves a half-deleted checkpoint_<i> behind.
     const fs::path doomed = found.begin()->second;

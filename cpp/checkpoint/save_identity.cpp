@@ -18,7 +18,7 @@ std::string new_save_id(Collectives& collectives) {
   const uint64_t mine[2] = {draw(), draw()};
   at::Tensor id = at::empty({2}, at::kLong);
   std::memcpy(id.data_ptr<int64_t>(), mine, sizeof(mine));
-  id = collectives.broadcast(id, 0, "save_state (sharing the save's id)");
+  id = collectives.broadcast(id, 0, "save_state (sharing the save's id)", Collectives::Layouts::AgreedByCaller);
   uint64_t shared[2];
   std::memcpy(shared, id.data_ptr<int64_t>(), sizeof(shared));
   char text[33];

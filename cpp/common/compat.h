@@ -24,6 +24,15 @@
 
 #define ACC_TORCH_VERSION (TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR)
 
+namespace acc::compat {
+
+// libtorch 2.x's Reducer counts a static graph's first-iteration gradient hooks in backwards that
+// do not average (no_sync) too, so micro-steps before the first averaging step make it stop
+// averaging (1.13 checks expect_autograd_hooks_ first).
+constexpr bool kStaticGraphCountsLocalBackwards = ACC_TORCH_VERSION >= 200;
+
+}  // namespace acc::compat
+
 namespace c10d {
 class ProcessGroup;
 class Reducer;

@@ -64,8 +64,9 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::read_global() {
 
 std::vector<at::Tensor> DispatchingDataLoader::receive(const std::vector<at::Tensor>& mine, bool& stop, bool& last) {
   const bool root = collectives_.rank() == 0;
+  // The header has one size everywhere and describes the tensors that follow: nothing to compare.
   at::Tensor header = collectives_.broadcast(encode_header(root && !stop ? &mine : nullptr, last), 0,
-                                             "dispatch_batches (header)");
+                                             "dispatch_batches (header)", Collectives::Layouts::AgreedByCaller);
   const auto* h = header.data_ptr<int64_t>();
   stop = h[0] != 0;
   last = h[1] != 0;
@@ -76,7 +77,7 @@ std::vector<at::Tensor> DispatchingDataLoader::receive(const std::vector<at::Ten
     at::Tensor tensor = root ? mine[static_cast<size_t>(f)]
                              : at::empty(std::vector<int64_t>(field + 2, field + 2 + field[1]),
                                          at::TensorOptions().dtype(static_cast<at::ScalarType>(field[0] - 1)));
-    batch.push_back(collectives_.broadcast(tensor, 0, "dispatch_batches"));
+    batch.push_back(collectives_.broadcast(tensor, 0, "dispatch_batches", Collectives::Layouts::AgreedByCaller));
   }
   return batch;
 }

@@ -44,10 +44,12 @@ std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const 
     ShardOptions shard = shard_options;
     if (seedable) {
       at::Tensor seed = at::tensor({static_cast<int64_t>(*options.seed & 0x7fffffffffffffffull)}, at::kLong);
-      options.seed = static_cast<uint64_t>(collectives.broadcast(seed, 0, "prepare_dataloader (seed)").item<int64_t>());
+      options.seed = static_cast<uint64_t>(
+          collectives.broadcast(seed, 0, "prepare_dataloader (seed)", Collectives::Layouts::AgreedByCaller).item<int64_t>());
     } else if (options.shuffle && !options.seed) {
       shard.synchronize_generator = [collectives](at::Generator& generator) mutable {
-        generator.set_state(collectives.broadcast(generator.get_state(), 0, "data loader shuffle (generator state)"));
+        generator.set_state(collectives.broadcast(generator.get_state(), 0, "data loader shuffle (generator state)",
+                                                  Collectives::Layouts::AgreedByCaller));
       };
     }
     prepared = std::make_shared<ShardedDataLoader>(map->dataset(), options, shard);

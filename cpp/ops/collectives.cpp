@@ -7,7 +7,7 @@
 namespace acc {
 namespace {
 
-constexpr int64_t kMaxDims = 16;
+constexpr int64_t kMaxDims = 16;  // sizes compared one by one; beyond them, the element count
 
 }  // namespace
 
@@ -27,30 +27,32 @@ std::vector<at::Tensor> Collectives::all_gather(const at::Tensor& tensor, const 
 }
 
 std::vector<Collectives::Layout> Collectives::all_layouts(const at::Tensor& tensor, const std::string& name) {
-  require(tensor.dim() <= kMaxDims, "collective '", name, "': tensors of more than ", kMaxDims, " dimensions");
-  // [dims, size 0, ..., size kMaxDims - 1, dtype]
-  at::Tensor layout = at::full({kMaxDims + 2}, -1, at::TensorOptions().dtype(at::kLong));
+  // [dims, size 0, ..., size kMaxDims - 1, element count, dtype]: fixed length, so that every process
+  // takes part whatever it holds.
+  at::Tensor layout = at::full({kMaxDims + 3}, -1, at::TensorOptions().dtype(at::kLong));
   layout[0] = tensor.dim();
-  for (int64_t d = 0; d < tensor.dim(); ++d) layout[d + 1] = tensor.size(d);
-  layout[kMaxDims + 1] = static_cast<int64_t>(tensor.scalar_type());
+  for (int64_t d = 0; d < std::min(tensor.dim(), kMaxDims); ++d) layout[d + 1] = tensor.size(d);
+  layout[kMaxDims + 1] = tensor.numel();
+  layout[kMaxDims + 2] = static_cast<int64_t>(tensor.scalar_type());
   std::vector<Layout> layouts;
   for (const auto& l : all_gather(layout, name + " (shapes)")) {
     const int64_t* v = l.data_ptr<int64_t>();
-    layouts.push_back({std::vector<int64_t>(v + 1, v + 1 + v[0]), v[kMaxDims + 1]});
+    layouts.push_back({v[0], std::vector<int64_t>(v + 1, v + 1 + std::min(v[0], kMaxDims)), v[kMaxDims + 1],
+                       v[kMaxDims + 2]});
   }
   return layouts;
 }
 
 void Collectives::verify_same_layout(const at::Tensor& tensor, const std::string& name) {
   const auto layouts = all_layouts(tensor, name);
-  const bool same = std::all_of(layouts.begin(), layouts.end(), [&](const Layout& l) {
-    return l.shape == layouts[0].shape && l.dtype == layouts[0].dtype;
-  });
+  const bool same = std::all_of(layouts.begin(), layouts.end(), [&](const Layout& l) { return l == layouts[0]; });
   if (same) return;
   std::string detail;
   for (size_t r = 0; r < layouts.size(); ++r)
-    detail += concat(r ? ", " : "", "rank ", r, " ", c10::IntArrayRef(layouts[r].shape), " ",
-                     static_cast<c10::ScalarType>(layouts[r].dtype));
+    detail += concat(r ? ", " : "", "rank ", r, " ", c10::IntArrayRef(layouts[r].shape),
+                     layouts[r].dims > kMaxDims ? concat(" (", layouts[r].dims, " dims, ", layouts[r].numel, " elements)")
+                                                : std::string(),
+                     " ", static_cast<c10::ScalarType>(layouts[r].dtype));
   fail(Status::InvalidArgument, "collective '", name, "' needs the same shape and dtype on every process, got ", detail,
        " (pad_across_processes evens out a dimension)");
 }
@@ -60,10 +62,10 @@ void Collectives::barrier(const std::string& name) {
   wait_collective(dist_->group()->barrier(), name);
 }
 
-at::Tensor Collectives::gather(const at::Tensor& tensor, const std::string& name) {
+at::Tensor Collectives::gather(const at::Tensor& tensor, const std::string& name, Layouts layouts) {
   at::Tensor input = tensor.dim() == 0 ? tensor.unsqueeze(0) : tensor;
   if (!dist_) return input.clone();
-  verify_same_layout(input, name);
+  if (layouts == Layouts::Compared) verify_same_layout(input, name);
   return at::cat(all_gather(input, name), 0);
 }
 
@@ -113,11 +115,11 @@ void Collectives::agree(const std::string& what, const std::function<void()>& st
   if (first != Status::Ok) fail(first, what, " failed: ", message);
 }
 
-at::Tensor Collectives::reduce(const at::Tensor& tensor, Reduction op, const std::string& name) {
+at::Tensor Collectives::reduce(const at::Tensor& tensor, Reduction op, const std::string& name, Layouts layouts) {
   if (op == Reduction::None || !dist_) return tensor.clone();
-  verify_same_layout(tensor, name);
+  if (layouts == Layouts::Compared) verify_same_layout(tensor, name);
   if (tensor.numel() == 0) {  // as in all_gather: Gloo cannot take empty tensors
-    reduce(at::zeros({1}, tensor.options()), op, name);
+    reduce(at::zeros({1}, tensor.options()), op, name, Layouts::AgreedByCaller);
     return tensor.clone();
   }
   // One copy onto the collective device (a new tensor: the input is never overwritten).
@@ -137,22 +139,22 @@ std::string Collectives::broadcast_object(const std::string& bytes, int64_t src,
   if (!dist_) return bytes;
   const bool mine = rank() == src;
   const at::Tensor length = broadcast(at::full({1}, mine ? static_cast<int64_t>(bytes.size()) : 0, at::kLong), src,
-                                      name + " (size)");
+                                      name + " (size)", Layouts::AgreedByCaller);
   const int64_t size = length.item<int64_t>();
   if (size == 0) return {};
   at::Tensor buffer = at::empty({size}, at::TensorOptions().dtype(at::kByte));
   if (mine) std::copy(bytes.begin(), bytes.end(), buffer.data_ptr<uint8_t>());
-  buffer = broadcast(buffer, src, name);
+  buffer = broadcast(buffer, src, name, Layouts::AgreedByCaller);  // sized by the broadcast length
   return std::string(reinterpret_cast<const char*>(buffer.data_ptr<uint8_t>()), static_cast<size_t>(size));
 }
 
-at::Tensor Collectives::broadcast(const at::Tensor& tensor, int64_t src, const std::string& name) {
+at::Tensor Collectives::broadcast(const at::Tensor& tensor, int64_t src, const std::string& name, Layouts layouts) {
   require(src >= 0 && src < world_size(), "collective '", name, "': source process ", src, " is not in a job of ",
           world_size());
   if (!dist_) return tensor.clone();
-  verify_same_layout(tensor, name);
+  if (layouts == Layouts::Compared) verify_same_layout(tensor, name);
   if (tensor.numel() == 0) {  // as in all_gather: Gloo cannot take empty tensors
-    broadcast(at::zeros({1}, tensor.options()), src, name);
+    broadcast(at::zeros({1}, tensor.options()), src, name, Layouts::AgreedByCaller);
     return tensor.clone();
   }
   // One copy onto the collective device (a new tensor: the input is never overwritten).
@@ -171,8 +173,10 @@ at::Tensor Collectives::pad_across_processes(const at::Tensor& tensor, int64_t d
   if (!dist_) return tensor;
   if (dim < 0) dim += tensor.dim();
   int64_t longest = 0;
+  require(tensor.dim() <= kMaxDims || dim < kMaxDims, "collective '", name, "': pads one of the first ", kMaxDims,
+          " dimensions");  // alike on every process: the same call
   for (const auto& layout : all_layouts(tensor, name)) {
-    require(static_cast<int64_t>(layout.shape.size()) == tensor.dim(), "collective '", name,
+    require(layout.dims == tensor.dim(), "collective '", name,
             "': tensors have different numbers of dimensions across processes");
     longest = std::max(longest, layout.shape[dim]);
   }

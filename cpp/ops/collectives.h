@@ -29,8 +29,11 @@ class Collectives {
   int64_t world_size() const { return dist_ ? dist_->world_size() : 1; }
 
   void barrier(const std::string& name);
+  // Whether gather, reduce and broadcast first compare every process's shape and dtype (one small
+  // allgather; a difference is an error naming them), or the caller's own code makes them agree.
+  enum class Layouts { Compared, AgreedByCaller };
   // Every process's tensor (same shape on all), concatenated on dim 0; 0-dim tensors count as [1].
-  at::Tensor gather(const at::Tensor& tensor, const std::string& name);
+  at::Tensor gather(const at::Tensor& tensor, const std::string& name, Layouts layouts = Layouts::Compared);
   // Every process's bytes, in rank order.
   std::vector<std::string> gather_object(const std::string& bytes, const std::string& name);
   // Process `src`'s bytes, on every process (the others' `bytes` are not read): Accelerate's
@@ -42,9 +45,11 @@ class Collectives {
   void agree(const std::string& what, const std::function<void()>& step);
   // Sum or mean over processes; Reduction::None returns the input unchanged (as documented; Accelerate
   // itself sums there).
-  at::Tensor reduce(const at::Tensor& tensor, Reduction op, const std::string& name);
+  at::Tensor reduce(const at::Tensor& tensor, Reduction op, const std::string& name,
+                    Layouts layouts = Layouts::Compared);
   // Process `src`'s tensor, on every process (a new tensor; the input is not changed).
-  at::Tensor broadcast(const at::Tensor& tensor, int64_t src, const std::string& name);
+  at::Tensor broadcast(const at::Tensor& tensor, int64_t src, const std::string& name,
+                       Layouts layouts = Layouts::Compared);
   // Pads `dim` to the largest size across processes with `value`, at the end or (pad_first) the start.
   at::Tensor pad_across_processes(const at::Tensor& tensor, int64_t dim, double value, bool pad_first,
                                   const std::string& name);
@@ -62,8 +67,13 @@ class Collectives {
   // sends bytes the other side reads as garbage. One small allgather before the collective.
   void verify_same_layout(const at::Tensor& tensor, const std::string& name);
   struct Layout {
-    std::vector<int64_t> shape;
+    int64_t dims;
+    std::vector<int64_t> shape;  // the first kMaxComparedDims sizes
+    int64_t numel;
     int64_t dtype;  // c10::ScalarType
+    bool operator==(const Layout& o) const {
+      return dims == o.dims && shape == o.shape && numel == o.numel && dtype == o.dtype;
+    }
   };
   std::vector<Layout> all_layouts(const at::Tensor& tensor, const std::string& name);
 

@@ -196,6 +196,11 @@ void DataParallel::broadcast(const std::vector<at::Tensor>& tensors, const std::
 }
 
 void DataParallel::before_forward(bool sync) {
+  // Before any collective, alike on every process (all are at the same step).
+  if (!sync && compat::kStaticGraphCountsLocalBackwards && delayed_allreduce_ && !delayed_allreduce_->queued)
+    fail(Status::Unsupported, "ddp_static_graph on libtorch ", TORCH_VERSION, ": the first training step must average ",
+         "gradients (no accumulation micro-step or no_sync before it): this Reducer would count the micro-steps' ",
+         "gradients as the first step's and stop averaging (PyTorch's DDP fails there too)");
   if (joining_) announce(sync);
   // PyTorch's DDP: the join announcement, the rebuild, then the buffers.
   rebuild_buckets_when_due("forward");
@@ -244,6 +249,11 @@ void DataParallel::join_begin() {
 
 void DataParallel::join_end() {
   require(joining_, "join_uneven_inputs_end without join_uneven_inputs_begin");
+  // The static graph's first averaging step also allreduces which parameters were used, which a
+  // finished process does not shadow: it must have taken part in that step itself.
+  if (delayed_allreduce_ && !delayed_allreduce_->queued)
+    fail(Status::Unsupported, "join_uneven_inputs with ddp_static_graph: this process ran out of data before the ",
+         "first averaging step, which every process must take");
   joining_ = false;
   finish_announcement();
   // Until every process is here: one round per training forward the others still run, answering

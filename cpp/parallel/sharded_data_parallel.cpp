@@ -69,7 +69,7 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
       peers_ = groups.peers;
     }
   }
-  if (options_.stage > 1) check_same_model_everywhere(*model_, dist_, "prepare_model");  // stage 1's DataParallel does
+  check_same_model_everywhere(*model_, dist_, "prepare_model");
   // Stage 3 shards the frozen parameters too, and broadcasts every parameter unit by unit as it
   // shards it (flatten), so that no process ever holds its whole model twice, nor (on a GPU) once.
   std::vector<at::Tensor> replicated;
