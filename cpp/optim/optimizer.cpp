@@ -189,9 +189,13 @@ void TorchOptimizer::step() {
 void TorchOptimizer::step_rule() {
   try {
     impl_->step();
-  } catch (const c10::Error& e) {
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
     // A hyper-parameter (weight decay, eps, ...) the parameters' dtype cannot hold: the caller's value.
-    const std::string what = e.what_without_backtrace();
+    // (c10::Error, or a std::runtime_error from the rules' scalar conversions.)
+    const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+    const std::string what = c10_error ? c10_error->what_without_backtrace() : e.what();
     if (what.find("without overflow") != std::string::npos)
       fail(Status::InvalidArgument, "the ", algorithm(), " step: a hyper-parameter does not fit the parameters' dtype (",
            what, ")");

@@ -466,6 +466,23 @@ TEST(BadInput, TheOptimizerFollowsTheModelsDtypeAndRefusesRatesItCannotHold) {
     acc_optimizer_free(opt);
     acc_model_free(m);
   }
+  // Another hyper-parameter too large for float32: the caller's mistake, not an internal error.
+  acc_model* m = linear_model();
+  acc_options* oo = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_OPTIMIZER, &oo));
+  ACC_ASSERT_OK(acc_options_set_double(oo, "weight_decay", 1e308));
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(m, "adam", oo, &opt));
+  acc_tensor* x = floats({1.0f, 2.0f}, {1, 2});
+  acc_tensor *out = nullptr, *loss = nullptr;
+  ACC_ASSERT_OK(acc_model_forward1(m, x, 0, &out));
+  ACC_ASSERT_OK(acc_tensor_sum(out, &loss));
+  ACC_ASSERT_OK(acc_tensor_backward(loss));
+  ACC_EXPECT_ERROR(acc_optimizer_step(opt), ACC_ERR_INVALID_ARGUMENT, "a hyper-parameter does not fit");
+  for (acc_tensor* t : {x, out, loss}) acc_tensor_free(t);
+  acc_optimizer_free(opt);
+  acc_options_free(oo);
+  acc_model_free(m);
 }
 
 // JSON integers above INT64_MAX would wrap to negative sizes; an input index past any forward's
