@@ -350,7 +350,8 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   numbers), ddp_static_graph (bool, default false: DDP's static_graph, the promise that every
  *   step gives gradients to the same parameters in the same order; the first averaging step
  *   reduces at the end of backward and finds the unused parameters, which are then never waited
- *   for), ddp_comm_hook ("no", "fp16", "bf16": gradients travel compressed (bf16 needs NCCL,
+ *   for; with libtorch 2.x a no_sync or accumulation micro-step before that first step is
+ *   ACC_ERR_UNSUPPORTED), ddp_comm_hook ("no", "fp16", "bf16": gradients travel compressed (bf16 needs NCCL,
  *   or PyTorch 2.x's Gloo); "power_sgd", "batched_power_sgd": PyTorch's PowerSGD hooks, gradient
  *   matrices sent as low-rank factors after start_powerSGD_iter plain steps, matrix by matrix or
  *   the whole bucket as one), ddp_comm_wrapper ("no", "fp16", "bf16": PowerSGD on a 16-bit copy
@@ -640,7 +641,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_set_training(acc_model *model, int tr
 ACC_API ACC_NODISCARD acc_status acc_model_is_training(const acc_model *model, int *out);
 
 /* Moves parameters and buffers to `device` (NULL: keep) and floating ones to `dtype`
- * (ACC_DTYPE_UNDEFINED: keep), in place: optimizers made over the model stay valid. */
+ * (ACC_DTYPE_UNDEFINED: keep), in place: optimizers made over the model stay valid (their state
+ * follows the parameters' dtype and device at their next step). */
 ACC_API ACC_NODISCARD acc_status acc_model_to(acc_model *model, const char *device, acc_dtype dtype);
 
 /* Number of parameter tensors and of parameter elements (either pointer may be NULL). */
