@@ -21,13 +21,12 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn.functional as F
+
+from ddp_fixture import batch, hex_values, recorded_inputs, run_on_processes
 
 STEPS = 6
 ROWS = 4
@@ -63,15 +62,6 @@ class Joined(Heads):
         return torch.cat([self.head(h), self.aux(h)], dim=1)
 
 
-def hex_values(t):
-    return [float(v).hex() for v in t.detach().flatten().tolist()]
-
-
-def batch(step, rank):
-    g = torch.Generator().manual_seed(1000 * step + rank)
-    return torch.randn(ROWS, 6, generator=g), torch.randint(0, 3, (ROWS,), generator=g)
-
-
 def run_case(case, rank, model_dir):
     model = torch.jit.load(os.path.join(model_dir, MODELS[case["model"]]))
     ddp = torch.nn.parallel.DistributedDataParallel(
@@ -81,7 +71,7 @@ def run_case(case, rank, model_dir):
     accumulation = case.get("accumulation", 1)
     steps = []
     for step in range(STEPS):
-        x, y = batch(step, rank)
+        x, y = batch(step, rank, ROWS)
         window_end = (step + 1) % accumulation == 0
         with contextlib.nullcontext() if window_end else ddp.no_sync():
             out = ddp(x) if window_end or not case.get("static_graph") else model(x)
@@ -95,13 +85,8 @@ def run_case(case, rank, model_dir):
     return {"steps": steps}
 
 
-def worker(rank, world, store_path, model_dir, out_path):
-    # Without the JIT's graph optimisation every forward computes alike.
-    torch._C._set_graph_executor_optimize(False)
-    dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world)
-    results = {case["name"]: run_case(case, rank, model_dir) for case in CASES}
-    Path(f"{out_path}.{rank}").write_text(json.dumps(results))
-    dist.destroy_process_group()
+def run_cases(rank, model_dir):
+    return {case["name"]: run_case(case, rank, model_dir) for case in CASES}
 
 
 def main():
@@ -113,14 +98,8 @@ def main():
     torch.jit.script(Joined()).save(str(out / MODELS["joined"]))
     document = {"models": MODELS, "steps": STEPS, "rows": ROWS, "cases": CASES, "runs": {}, "inputs": {}}
     for world in (2, 3):
-        document["inputs"][str(world)] = [[{"x": hex_values(batch(step, rank)[0]),
-                                            "y": batch(step, rank)[1].tolist()} for rank in range(world)]
-                                          for step in range(STEPS)]
-        with tempfile.TemporaryDirectory() as tmp:
-            store, results = os.path.join(tmp, "store"), os.path.join(tmp, "results")
-            mp.spawn(worker, args=(world, store, str(out), results), nprocs=world)
-            document["runs"][str(world)] = [json.loads(Path(f"{results}.{rank}").read_text())
-                                            for rank in range(world)]
+        document["inputs"][str(world)] = recorded_inputs(world, STEPS, ROWS)
+        document["runs"][str(world)] = run_on_processes(world, run_cases, str(out))
     (out / "ddp_graph_cases.json").write_text(json.dumps(document))
 
 

@@ -16,17 +16,16 @@ Run with Debian's python3-torch: python3 export_power_sgd_cases.py OUTPUT_DIR
 import json
 import os
 import sys
-import tempfile
 import zlib
 from pathlib import Path
 
 import numpy as np
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 import torch.nn.functional as F
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as power_sgd
+
+from ddp_fixture import batch, hex_values, recorded_inputs, run_on_processes
 
 STEPS = 6
 ROWS = 4
@@ -78,21 +77,12 @@ class Net(torch.nn.Module):
         return self.fc4(torch.tanh(self.fc3(torch.relu(self.fc2(torch.tanh(self.fc1(x)))))))
 
 
-def hex_values(t):
-    return [float(v).hex() for v in t.detach().flatten().tolist()]
-
-
 def recorded(t):
     """A gradient's exact values; a large one's as the CRC-32 of its float32 bytes (little-endian)."""
     t = t.detach().contiguous()
     if t.numel() <= 4096:
         return hex_values(t)
     return {"numel": t.numel(), "crc32": zlib.crc32(t.numpy().tobytes())}
-
-
-def batch(step, rank):
-    g = torch.Generator().manual_seed(1000 * step + rank)
-    return torch.randn(ROWS, 6, generator=g), torch.randint(0, 3, (ROWS,), generator=g)
 
 
 def orthogonalize_one_or_batch(original):
@@ -123,7 +113,7 @@ def run_case(case, rank, model_dir):
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     steps = []
     for step in range(STEPS):
-        x, y = batch(step, rank)
+        x, y = batch(step, rank, ROWS)
         try:
             F.cross_entropy(ddp(x), y).backward()
         except RuntimeError as e:  # 1.13 has no CPU half-precision matmul for the fp16 wrapper's P and Q
@@ -134,15 +124,9 @@ def run_case(case, rank, model_dir):
     return {"steps": steps}
 
 
-def worker(rank, world, store_path, model_dir, out_path):
-    # Without the JIT's graph optimisation every forward computes alike (the first ones profile, the
-    # later ones run an optimised graph otherwise), so a run resumed midway can be held to this one.
-    torch._C._set_graph_executor_optimize(False)
-    dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world)
+def run_cases(rank, model_dir):
     power_sgd._orthogonalize = orthogonalize_one_or_batch(power_sgd._orthogonalize)
-    results = {case["name"]: run_case(case, rank, model_dir) for case in CASES}
-    Path(f"{out_path}.{rank}").write_text(json.dumps(results))
-    dist.destroy_process_group()
+    return {case["name"]: run_case(case, rank, model_dir) for case in CASES}
 
 
 def main():
@@ -158,14 +142,8 @@ def main():
                                   for seed in RANDINT_SEEDS},
                 "inputs": {}}
     for world in (2, 3):
-        document["inputs"][str(world)] = [[{"x": hex_values(batch(step, rank)[0]),
-                                            "y": batch(step, rank)[1].tolist()} for rank in range(world)]
-                                          for step in range(STEPS)]
-        with tempfile.TemporaryDirectory() as tmp:
-            store, results = os.path.join(tmp, "store"), os.path.join(tmp, "results")
-            mp.spawn(worker, args=(world, store, str(out), results), nprocs=world)
-            document["runs"][str(world)] = [json.loads(Path(f"{results}.{rank}").read_text())
-                                            for rank in range(world)]
+        document["inputs"][str(world)] = recorded_inputs(world, STEPS, ROWS)
+        document["runs"][str(world)] = run_on_processes(world, run_cases, str(out))
     (out / "power_sgd_cases.json").write_text(json.dumps(document))
 
 
