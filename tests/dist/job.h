@@ -58,6 +58,12 @@ inline std::vector<float> hex_floats(const nlohmann::json& values) {
   return out;
 }
 
+// Whether this libtorch's Reducer needs a static graph's first step to average gradients (2.x:
+// no no_sync micro-step before it; the library refuses one).
+inline bool static_graph_needs_an_averaging_first_step() {
+  return nlohmann::json::parse(acc_build_info())["libtorch"].get<std::string>().rfind("1.", 0) != 0;
+}
+
 }  // namespace acc_test
 
 // A parameter's values.

@@ -454,6 +454,17 @@ TEST(Ddp, NoSyncAccumulatesLocallyAndSyncsOnce) {
   }
   ACC_ASSERT_OK(acc_optimizer_step(ref_opt));
   ACC_ASSERT_OK(acc_no_sync_begin(g_acc, model));
+  if (std::getenv("ACC_TEST_STATIC_GRAPH") && acc_test::static_graph_needs_an_averaging_first_step()) {
+    // libtorch 2.x: a static graph's first step cannot follow a no_sync micro-step (refused alike everywhere).
+    acc_tensor* xt = floats(rows_of(x, 3, g_rank * 8, 4), {4, 3});
+    acc_tensor* out = nullptr;
+    ACC_EXPECT_ERROR(acc_model_forward1(model, xt, 0, &out), ACC_ERR_UNSUPPORTED, "ddp_static_graph");
+    acc_tensor_free(xt);
+    ACC_ASSERT_OK(acc_no_sync_end(g_acc, model));
+    for (acc_optimizer* o : {ref_opt, opt}) acc_optimizer_free(o);
+    for (acc_model* m : {reference, model}) acc_model_free(m);
+    return;
+  }
   train_step(model, nullptr, rows_of(x, 3, g_rank * 8, 4), rows_of(y, 2, g_rank * 8, 4), 4, true);
   ACC_ASSERT_OK(acc_no_sync_end(g_acc, model));
   train_step(model, nullptr, rows_of(x, 3, g_rank * 8 + 4, 4), rows_of(y, 2, g_rank * 8 + 4, 4), 4, true);

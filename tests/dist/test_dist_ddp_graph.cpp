@@ -35,12 +35,6 @@ std::vector<std::pair<std::string, std::string>> ddp_options(const json& c) {
           {"gradient_accumulation_steps", std::to_string(accumulation)}};
 }
 
-// libtorch 2.x's Reducer cannot take a static graph's first step after no_sync micro-steps.
-bool static_graph_needs_an_averaging_first_step() {
-  const json info = json::parse(acc_build_info());
-  return info["libtorch"].get<std::string>().rfind("1.", 0) != 0;
-}
-
 // One case: a new accelerator with its DDP settings, the exported model, SGD; each step's
 // gradients compared with this process's recorded ones, and at each window's end with every
 // process's (averaged: the same everywhere, whatever the fixture).
@@ -57,7 +51,8 @@ void train_as_recorded(const json& doc, const json& c) {
   const json& runs = doc["runs"][std::to_string(g_world)];
   const json& steps = runs[g_rank][c["name"].get<std::string>()]["steps"];
   const int64_t rows = doc["rows"], accumulation = c.value("accumulation", 1);
-  const bool refused = c.value("static_graph", false) && accumulation > 1 && static_graph_needs_an_averaging_first_step();
+  const bool refused = c.value("static_graph", false) && accumulation > 1 &&
+                       acc_test::static_graph_needs_an_averaging_first_step();
   for (size_t step = 0; step < steps.size(); ++step) {
     SCOPED_TRACE("step " + std::to_string(step));
     const json& batch = doc["inputs"][std::to_string(g_world)][step][g_rank];
