@@ -2,7 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
-#include <sstream>
+#include <limits>
 #include <unordered_set>
 #include <utility>
 
@@ -63,15 +63,9 @@ Accelerator::Accelerator(const Options& options)
 
 void Accelerator::check_settings_agree() {
   if (!dist_) return;
-  const std::string mine = settings_every_process_shares(config_);
-  const auto all = collectives_.gather_object(mine, "creating the accelerator (the processes' settings compared)");
-  std::string differences;
-  for (size_t rank = 1; rank < all.size(); ++rank) {
-    if (all[rank] == all[0]) continue;
-    std::istringstream first(all[0]), other(all[rank]);
-    for (std::string a, b; std::getline(first, a) && std::getline(other, b);)
-      if (a != b) differences += concat(differences.empty() ? "" : "; ", "process 0 has ", a, ", process ", rank, " ", b);
-  }
+  const std::string differences = collectives_.differences_from_process_0(
+      settings_every_process_shares(config_), "creating the accelerator (the processes' settings compared)",
+      std::numeric_limits<size_t>::max());
   if (!differences.empty())
     fail(Status::InvalidArgument, "every process of a job must have the same training settings: ", differences);
 }

@@ -109,7 +109,6 @@ void rotate_checkpoints(const std::string& project_dir, int64_t keep) {
   }
 }
 
-
 void remove_interrupted_saves(const std::string& project_dir) {
   static const std::regex leftover(R"(\.checkpoint_[0-9]+\.(incomplete|incomplete\.old|deleting))");
   const fs::path root = fs::path(project_dir) / "checkpoints";

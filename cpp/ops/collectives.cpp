@@ -1,6 +1,7 @@
 #include "ops/collectives.h"
 
 #include <algorithm>
+#include <sstream>
 
 #include "common/error.h"
 
@@ -113,6 +114,30 @@ void Collectives::agree(const std::string& what, const std::function<void()>& st
     message += concat(message.empty() ? "" : "; ", "process ", rank, ": ", outcomes[rank].substr(1));
   }
   if (first != Status::Ok) fail(first, what, " failed: ", message);
+}
+
+std::string Collectives::differences_from_process_0(const std::string& text, const std::string& name, size_t most) {
+  const auto all = gather_object(text, name);
+  const auto lines = [](const std::string& t) {
+    std::vector<std::string> out;
+    std::istringstream in(t);
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  };
+  const std::vector<std::string> first = lines(all[0]);
+  std::string differences;
+  for (size_t rank = 1; rank < all.size(); ++rank) {
+    if (all[rank] == all[0]) continue;
+    const std::vector<std::string> other = lines(all[rank]);
+    size_t found = 0;
+    for (size_t i = 0; i < std::max(first.size(), other.size()) && found < most; ++i) {
+      const std::string a = i < first.size() ? first[i] : "nothing", b = i < other.size() ? other[i] : "nothing";
+      if (a == b) continue;
+      differences += concat(differences.empty() ? "" : "; ", "process 0 has ", a, ", process ", rank, " ", b);
+      ++found;
+    }
+  }
+  return differences;
 }
 
 at::Tensor Collectives::reduce(const at::Tensor& tensor, Reduction op, const std::string& name, Layouts layouts) {

@@ -43,6 +43,10 @@ class Collectives {
   // the first process that failed and every failing process's message ("<what> failed: process 1:
   // ..."). A collective, so that no process waits for a peer that gave up.
   void agree(const std::string& what, const std::function<void()>& step);
+  // Every process's `text` compared line by line with process 0's: the first `most` differences of
+  // each process, as "process 0 has A, process r B" ("nothing" past the shorter text), joined by
+  // "; "; empty when every process holds the same. A collective: every process gets the same answer.
+  std::string differences_from_process_0(const std::string& text, const std::string& name, size_t most);
   // Sum or mean over processes; Reduction::None returns the input unchanged (as documented; Accelerate
   // itself sums there).
   at::Tensor reduce(const at::Tensor& tensor, Reduction op, const std::string& name,

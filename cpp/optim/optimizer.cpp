@@ -1,5 +1,7 @@
 #include "optim/optimizer.h"
 
+#include <ATen/Dispatch.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -147,28 +149,16 @@ void TorchOptimizer::set_lr(size_t group, double lr) {
 // given back as they were, whatever the rule.
 void TorchOptimizer::step() {
   at::NoGradGuard no_grad;
-  std::vector<std::pair<at::ScalarType, at::Device>> placement;
-  for (const auto& group : impl_->param_groups())
-    for (const auto& p : group.params()) placement.emplace_back(p.scalar_type(), p.device());
-  if (placement != placement_) {
+  if (placement_changed()) {
     follow_parameters(*this);  // acc_model_to after steps: the state follows (a no-op before any step)
-    placement_ = std::move(placement);
+    note_placement();
   }
   // A rate the parameters' dtype cannot hold fails inside the rule (after some state changed).
-  for (size_t g = 0; g < num_param_groups(); ++g) {
-    double rate = 0;
-    try {
-      rate = impl_->param_groups()[g].options().get_lr();
-    } catch (const Error&) {
-      continue;  // Adafactor's relative step has no rate
-    }
-    for (const auto& p : impl_->param_groups()[g].params()) {
-      const double most = p.scalar_type() == at::kDouble ? std::numeric_limits<double>::max()
-                          : p.scalar_type() == at::kHalf ? 65504.0
-                                                         : static_cast<double>(std::numeric_limits<float>::max());
-      require(!(rate > most), "parameter group ", g, "'s learning rate ", rate, " does not fit the parameters' dtype ",
-              p.scalar_type());
-    }
+  for (size_t g = 0; g < rate_limits_.size(); ++g) {
+    if (!rate_limits_[g]) continue;  // Adafactor's relative step has no rate
+    const double rate = impl_->param_groups()[g].options().get_lr();
+    require(!(rate > rate_limits_[g]->first), "parameter group ", g, "'s learning rate ", rate,
+            " does not fit the parameters' dtype ", rate_limits_[g]->second);
   }
   if (!maximize_) {
     step_rule();
@@ -184,6 +174,37 @@ void TorchOptimizer::step() {
     for (const auto& g : grads) g.neg_();
   }
   stepped_ = true;
+}
+
+bool TorchOptimizer::placement_changed() const {
+  size_t i = 0;
+  for (const auto& group : impl_->param_groups())
+    for (const auto& p : group.params()) {
+      if (i >= placement_.size() || placement_[i] != std::make_pair(p.scalar_type(), p.device())) return true;
+      ++i;
+    }
+  return i != placement_.size();
+}
+
+void TorchOptimizer::note_placement() {
+  placement_.clear();
+  rate_limits_.clear();
+  for (const auto& group : impl_->param_groups()) {
+    std::optional<std::pair<double, at::ScalarType>> limit;
+    try {
+      (void)group.options().get_lr();
+      limit.emplace(std::numeric_limits<double>::max(), at::kDouble);
+    } catch (const Error&) {
+      // Adafactor's relative step has no rate to check.
+    }
+    for (const auto& p : group.params()) {
+      placement_.emplace_back(p.scalar_type(), p.device());
+      const double most = AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.scalar_type(), "rate limit",
+                                                          [] { return static_cast<double>(std::numeric_limits<scalar_t>::max()); });
+      if (limit && most < limit->first) limit.emplace(most, p.scalar_type());
+    }
+    rate_limits_.push_back(limit);
+  }
 }
 
 void TorchOptimizer::step_rule() {

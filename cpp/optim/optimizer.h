@@ -5,6 +5,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,6 +78,10 @@ class TorchOptimizer final : public Optimizer {
   void check_group(size_t group) const;
   // impl_'s step, with an overflowing hyper-parameter reported as the caller's mistake.
   void step_rule();
+  // Whether a parameter's dtype or device changed since note_placement (acc_model_to; new groups).
+  bool placement_changed() const;
+  // Records the parameters' dtypes and devices and, from them, each group's largest rate.
+  void note_placement();
 
   std::shared_ptr<Model> model_;
   const OptimizerAlgorithm* algorithm_;
@@ -87,6 +92,9 @@ class TorchOptimizer final : public Optimizer {
   bool stepped_ = false;
   // The parameters' dtypes and devices at the last step: the state follows them when they change.
   std::vector<std::pair<at::ScalarType, at::Device>> placement_;
+  // Per group, the largest rate its parameters' dtypes hold and the dtype that sets it (none: the
+  // group has no rate), derived from placement_.
+  std::vector<std::optional<std::pair<double, at::ScalarType>>> rate_limits_;
 };
 
 }  // namespace acc

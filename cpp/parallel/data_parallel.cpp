@@ -197,7 +197,7 @@ void DataParallel::broadcast(const std::vector<at::Tensor>& tensors, const std::
 
 void DataParallel::before_forward(bool sync) {
   // Before any collective, alike on every process (all are at the same step).
-  if (!sync && compat::kStaticGraphCountsLocalBackwards && delayed_allreduce_ && !delayed_allreduce_->queued)
+  if (!sync && compat::kStaticGraphCountsLocalBackwards && static_graph_first_step_pending())
     fail(Status::Unsupported, "ddp_static_graph on libtorch ", TORCH_VERSION, ": the first training step must average ",
          "gradients (no accumulation micro-step or no_sync before it): this Reducer would count the micro-steps' ",
          "gradients as the first step's and stop averaging (PyTorch's DDP fails there too)");
@@ -251,7 +251,7 @@ void DataParallel::join_end() {
   require(joining_, "join_uneven_inputs_end without join_uneven_inputs_begin");
   // The static graph's first averaging step also allreduces which parameters were used, which a
   // finished process does not shadow: it must have taken part in that step itself.
-  if (delayed_allreduce_ && !delayed_allreduce_->queued)
+  if (static_graph_first_step_pending())
     fail(Status::Unsupported, "join_uneven_inputs with ddp_static_graph: this process ran out of data before the ",
          "first averaging step, which every process must take");
   joining_ = false;
@@ -311,7 +311,7 @@ void DataParallel::after_forward(NamedTensors& outputs, bool sync) {
   }
   if (finds_unused) {
     outputs = through_ddp_sink(outputs, {});
-  } else if (sync && delayed_allreduce_ && !delayed_allreduce_->queued) {
+  } else if (sync && static_graph_first_step_pending()) {
     // Queued once, by the first averaging backward that reaches the sink (PyTorch 2.x's rule; 1.13
     // sinks the first averaging forward only, the same step unless its outputs were never used).
     outputs = through_ddp_sink(outputs, [weak = std::weak_ptr<DelayedAllreduce>(delayed_allreduce_)] {
@@ -332,7 +332,7 @@ void DataParallel::sync_next_backward() {
   if (joining_)
     fail(Status::Unsupported, "trigger_sync_in_backward is not supported inside join_uneven_inputs (processes ",
          "that have finished could not know that the backward averages gradients)");
-  if (delayed_allreduce_ && !delayed_allreduce_->queued)
+  if (static_graph_first_step_pending())
     fail(Status::Unsupported, "trigger_sync_in_backward with ddp_static_graph: the first averaging step must come ",
          "from a forward outside no_sync (the static graph's delayed allreduce is queued in that forward's backward)");
   try {

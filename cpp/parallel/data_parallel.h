@@ -121,6 +121,8 @@ class DataParallel final : public ParallelEngine {
     bool queued = false;
   };
   std::shared_ptr<DelayedAllreduce> delayed_allreduce_;
+  // static_graph, and its first averaging backward has not come yet.
+  bool static_graph_first_step_pending() const { return delayed_allreduce_ && !delayed_allreduce_->queued; }
   // PowerSGD's state (ddp_comm_hook power_sgd / batched_power_sgd): outlives each Reducer's hook.
   std::shared_ptr<PowerSgdState> power_sgd_;
 };

@@ -31,29 +31,14 @@ std::string joined(const std::vector<std::string>& lines) {
   return text;
 }
 
-std::vector<std::string> split_lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
-
 }  // namespace
 
 void check_same_model_everywhere(const Model& model, const std::shared_ptr<Distributed>& dist, const std::string& what) {
-  const auto all = Collectives(dist).gather_object(joined(describe(model)), what + " (the models compared)");
-  const std::vector<std::string> first = split_lines(all[0]);
-  for (size_t rank = 1; rank < all.size(); ++rank) {
-    if (all[rank] == all[0]) continue;
-    const std::vector<std::string> other = split_lines(all[rank]);
-    size_t i = 0;
-    while (i < first.size() && i < other.size() && first[i] == other[i]) ++i;
-    const std::string mine = i < first.size() ? first[i] : "nothing more";
-    const std::string theirs = i < other.size() ? other[i] : "nothing more";
-    fail(Status::InvalidArgument, what, ": every process must prepare the same model; process ", rank, " has ",
-         other.size(), " tensors and process 0 ", first.size(), ", the first difference at tensor ", i,
-         ": process 0 has ", mine, ", process ", rank, " has ", theirs);
-  }
+  const std::string differences =
+      Collectives(dist).differences_from_process_0(joined(describe(model)), what + " (the models compared)", 1);
+  if (!differences.empty())
+    fail(Status::InvalidArgument, what, ": every process must prepare the same model, and the first tensor that ",
+         "differs: ", differences);
 }
 
 }  // namespace acc
