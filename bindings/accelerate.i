@@ -124,6 +124,7 @@ using namespace accswig;
 %feature("director") accswig::CheckpointHook;
 %feature("director") accswig::Tracker;
 %feature("director") accswig::LrLambda;
+%feature("director") accswig::GroupLrLambda;
 %feature("director") accswig::BatchSizeRun;
 %feature("director") accswig::TraceReady;
 %nodefaultctor accswig::Callback;

@@ -144,9 +144,8 @@ inline int batch_size_trampoline(void *ud, int64_t batch_size) {
 inline int trace_ready_trampoline(void *ud, int64_t step) {
   return guarded([&] { return static_cast<TraceReady *>(ud)->ready(step); });
 }
-inline int lr_lambda_trampoline(void *ud, int64_t step, double *factor) {
-  Factor f;
-  const int code = guarded([&] { return static_cast<LrLambda *>(ud)->factor(step, &f); });
+// The factor a schedule callback set through `f` (after `code`, what the callback returned).
+inline int factor_set(int code, const Factor &f, double *factor) {
   if (code != 0) return code;
   if (!f.has_) {
     acc_callback_set_error("the schedule callback set no factor");
@@ -154,6 +153,14 @@ inline int lr_lambda_trampoline(void *ud, int64_t step, double *factor) {
   }
   *factor = f.value_;
   return 0;
+}
+inline int lr_lambda_trampoline(void *ud, int64_t step, double *factor) {
+  Factor f;
+  return factor_set(guarded([&] { return static_cast<LrLambda *>(ud)->factor(step, &f); }), f, factor);
+}
+inline int group_lr_lambda_trampoline(void *ud, size_t group, int64_t step, double *factor) {
+  Factor f;
+  return factor_set(guarded([&] { return static_cast<GroupLrLambda *>(ud)->factor(group, step, &f); }), f, factor);
 }
 }
 #endif

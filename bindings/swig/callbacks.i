@@ -28,6 +28,30 @@
     });
     return out;
   }
+  /* LambdaLR and MultiplicativeLR with `groups` functions, one per parameter group (fn picks by group). */
+  static acc_scheduler *fromGroupLrLambda(acc_optimizer *opt, size_t groups, accswig::GroupLrLambda *fn ERR) {
+    acc_scheduler *out = nullptr;
+    register_callback(fn, [&](void *ud, acc_free_fn fr) {
+      return acc_scheduler_create_group_lambda(opt, groups, &group_lr_lambda_trampoline, ud, fr, &out);
+    });
+    return out;
+  }
+  static acc_scheduler *fromGroupLrMultiplicative(acc_optimizer *opt, size_t groups,
+                                                  accswig::GroupLrLambda *fn ERR) {
+    acc_scheduler *out = nullptr;
+    register_callback(fn, [&](void *ud, acc_free_fn fr) {
+      return acc_scheduler_create_group_multiplicative(opt, groups, &group_lr_lambda_trampoline, ud, fr, &out);
+    });
+    return out;
+  }
+  /* CyclicLR with a scale function (its factor is the scale of a cycle or step). The library owns `fn`. */
+  static acc_scheduler *fromCyclicScale(acc_optimizer *opt, const acc_options *opts, accswig::LrLambda *fn ERR) {
+    acc_scheduler *out = nullptr;
+    register_callback(fn, [&](void *ud, acc_free_fn fr) {
+      return acc_scheduler_create_cyclic(opt, opts, &lr_lambda_trampoline, ud, fr, &out);
+    });
+    return out;
+  }
 }
 
 %extend acc_accelerator {

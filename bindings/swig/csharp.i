@@ -344,5 +344,8 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %csmethodmodifiers acc_accelerator::logValues "internal";
 %csmethodmodifiers acc_scheduler::fromLrLambda "internal";
 %csmethodmodifiers acc_scheduler::fromLrMultiplicative "internal";
+%csmethodmodifiers acc_scheduler::fromGroupLrLambda "internal";
+%csmethodmodifiers acc_scheduler::fromGroupLrMultiplicative "internal";
+%csmethodmodifiers acc_scheduler::fromCyclicScale "internal";
 %csmethodmodifiers accswig::Bytes::append_ "internal";
 %csmethodmodifiers accswig::Bytes::copyTo "internal";

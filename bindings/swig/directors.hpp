@@ -72,6 +72,12 @@ class LrLambda : public Callback {
   virtual int factor(int64_t step, Factor* out) = 0;
 };
 
+class GroupLrLambda : public Callback {
+ public:
+  // Sets parameter group `group`'s learning-rate factor of `step` through out.
+  virtual int factor(size_t group, int64_t step, Factor* out) = 0;
+};
+
 class TraceReady : public Callback {
  public:
   // A profile's recorded cycle ended at `step` (torch.profiler's on_trace_ready).

@@ -400,6 +400,12 @@ struct acc_accelerator {};
     return lr;
   }
   void setLr(size_t group, double lr ERR) { check(acc_optimizer_set_lr($self, group, lr)); }
+  /* PyTorch's param_groups[group][key] for a numeric key ("momentum", "beta1", "weight_decay", ...). */
+  double getHyperparameter(size_t group, const char *key ERR) {
+    double value = 0;
+    check(acc_optimizer_get_hyperparameter($self, group, key, &value));
+    return value;
+  }
   void step_(ERR0) { check(acc_optimizer_step($self)); }
   void zeroGrad(ERR0) { check(acc_optimizer_zero_grad($self)); }
   /* PyTorch's optimizer.state[p][field] for the parameter named `param` (a copy). */

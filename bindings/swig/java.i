@@ -176,7 +176,7 @@ ACC_JAVA_HANDLE(accswig::LoadReport, false)
 
 /* Directors: no finalizer either; the host layer hands them to the library, which frees them. */
 %typemap(javafinalize) accswig::SampleSource, accswig::StreamSource, accswig::Collator, accswig::StateHandler,
-    accswig::CheckpointHook, accswig::Tracker, accswig::LrLambda, accswig::BatchSizeRun, accswig::TraceReady ""
+    accswig::CheckpointHook, accswig::Tracker, accswig::LrLambda, accswig::GroupLrLambda, accswig::BatchSizeRun, accswig::TraceReady ""
 
 /* Internal plumbing the idiomatic methods (java_code.i) are built on. */
 %javamethodmodifiers acc_tensor::copyShape "protected";
@@ -217,6 +217,9 @@ ACC_JAVA_HANDLE(accswig::LoadReport, false)
 %javamethodmodifiers acc_accelerator::logValues "protected";
 %javamethodmodifiers acc_scheduler::fromLrLambda "protected";
 %javamethodmodifiers acc_scheduler::fromLrMultiplicative "protected";
+%javamethodmodifiers acc_scheduler::fromGroupLrLambda "protected";
+%javamethodmodifiers acc_scheduler::fromGroupLrMultiplicative "protected";
+%javamethodmodifiers acc_scheduler::fromCyclicScale "protected";
 /* A batch's get/find hand their tensors to the batch (TensorList.get in java_code.i). */
 %rename(getEntry) acc_tensor_list::get_;
 %rename(findEntry) acc_tensor_list::find_;

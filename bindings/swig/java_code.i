@@ -199,6 +199,20 @@
   public static Scheduler fromMultiplicative(Optimizer opt, LrLambdaFunction fn) {
     return fromLrMultiplicative(opt, CallbackAdapters.lrLambda(fn));
   }
+  /** PyTorch's LambdaLR(opt, [fn0, fn1, ...]): group g's lr = its base_lr * fns.get(g).factor(step),
+   *  one function per parameter group (another count is refused), called in group order. */
+  public static Scheduler fromLambdas(Optimizer opt, java.util.List<? extends LrLambdaFunction> fns) {
+    return fromGroupLrLambda(opt, fns.size(), CallbackAdapters.groupLrLambda(fns));
+  }
+  /** PyTorch's MultiplicativeLR(opt, [fn0, fn1, ...]): group g's lr = its rate before * fns.get(g).factor(step). */
+  public static Scheduler fromMultiplicatives(Optimizer opt, java.util.List<? extends LrLambdaFunction> fns) {
+    return fromGroupLrMultiplicative(opt, fns.size(), CallbackAdapters.groupLrLambda(fns));
+  }
+  /** PyTorch's CyclicLR with scale_fn: opts as the "cyclic" schedule's (scale_mode "cycle" or
+   *  "iterations"; no mode or gamma); scale.factor(x) scales the height of cycle x (from 1) or step x. */
+  public static Scheduler fromCyclic(Optimizer opt, Options opts, LrLambdaFunction scale) {
+    return fromCyclicScale(opt, opts, CallbackAdapters.lrLambda(scale));
+  }
 %}
 
 %typemap(javacode) acc_dataloader %{

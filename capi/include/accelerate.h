@@ -318,7 +318,8 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   step_size_down (int; unset: step_size_up), mode ("triangular", "triangular2": each cycle half
  *   as high as the one before, "exp_range": the height times gamma ** step; default "triangular"),
  *   gamma (double, exp_range; unset 1), cycle_momentum (bool, default true, as for one_cycle),
- *   base_momentum (double or list, unset 0.8), max_momentum (double or list, unset 0.9).
+ *   base_momentum (double or list, unset 0.8), max_momentum (double or list, unset 0.9),
+ *   scale_mode ("cycle" or "iterations", only with acc_scheduler_create_cyclic's scale function).
  * Keys of ACC_OPTIONS_DATALOADER:
  *   batch_size (int, default 1), shuffle (bool, default false), drop_last (bool, default false),
  *   seed (int: seedable shuffling, epoch e uses seed + e; unset: drawn from torch's generator, which
@@ -775,6 +776,12 @@ ACC_API ACC_NODISCARD acc_status acc_optimizer_state_fields(const acc_optimizer 
 ACC_API ACC_NODISCARD acc_status acc_optimizer_num_param_groups(const acc_optimizer *opt, size_t *out);
 ACC_API ACC_NODISCARD acc_status acc_optimizer_get_lr(const acc_optimizer *opt, size_t group, double *out);
 ACC_API ACC_NODISCARD acc_status acc_optimizer_set_lr(acc_optimizer *opt, size_t group, double lr);
+/* A parameter group's numeric hyper-parameter by its name in optimizer.json, as PyTorch's
+ * param_groups[group][key]: "lr", "momentum", "weight_decay", "eps", Adam's "beta1" and "beta2", ...
+ * (what one_cycle and cyclic move: "momentum" or "beta1"). A key the algorithm does not have, or one
+ * that is not a number (nesterov), is ACC_ERR_INVALID_ARGUMENT. */
+ACC_API ACC_NODISCARD acc_status acc_optimizer_get_hyperparameter(const acc_optimizer *opt, size_t group,
+                                                                  const char *key, double *out);
 /* Applies one update from the current gradients. */
 ACC_API ACC_NODISCARD acc_status acc_optimizer_step(acc_optimizer *opt);
 /* Sets the gradients of the optimizer's parameters to none (PyTorch's set_to_none=True). */
@@ -816,6 +823,32 @@ ACC_API ACC_NODISCARD acc_status acc_scheduler_create_lambda(acc_optimizer *opt,
 ACC_API ACC_NODISCARD acc_status acc_scheduler_create_multiplicative(acc_optimizer *opt, acc_lr_lambda_fn factor,
                                                                      void *user_data, acc_free_fn free_user_data,
                                                                      acc_scheduler **out);
+/* The factor of parameter group `group`'s schedule at `step` through *factor (finite, >= 0); non-zero
+ * fails the step. */
+typedef int (*acc_lr_group_lambda_fn)(void *user_data, size_t group, int64_t step, double *factor);
+/* As acc_scheduler_create_lambda with a function of each parameter group's own, as PyTorch's
+ * LambdaLR(optimizer, [fn0, fn1, ...]): group g's lr = its base_lr * lambda(g, step), called for each
+ * group in turn at creation (step 0) and at every step. `groups`, the number of functions the caller
+ * has, must be the optimizer's group count (PyTorch refuses another). */
+ACC_API ACC_NODISCARD acc_status acc_scheduler_create_group_lambda(acc_optimizer *opt, size_t groups,
+                                                                   acc_lr_group_lambda_fn lambda, void *user_data,
+                                                                   acc_free_fn free_user_data, acc_scheduler **out);
+/* As acc_scheduler_create_multiplicative with a factor of each group's own, as PyTorch's
+ * MultiplicativeLR(optimizer, [fn0, fn1, ...]): group g's lr = its rate before * factor(g, step). */
+ACC_API ACC_NODISCARD acc_status acc_scheduler_create_group_multiplicative(acc_optimizer *opt, size_t groups,
+                                                                         acc_lr_group_lambda_fn factor,
+                                                                         void *user_data, acc_free_fn free_user_data,
+                                                                         acc_scheduler **out);
+/* PyTorch's CyclicLR with a scale_fn of the user's: each cycle's height is multiplied by scale(x),
+ * x being the cycle (from 1; scale_mode "cycle", the default) or the step (scale_mode "iterations").
+ * opts are the "cyclic" schedule's (ACC_OPTIONS_SCHEDULER; base_lr and max_lr needed) with
+ * scale_mode, and without mode and gamma, which the function replaces. scale (a finite number
+ * through *factor; non-zero fails the step, which then changes nothing) is called for each group at
+ * creation (step 0) and at every step, and again on a resume for the saved step. free_user_data as
+ * for acc_scheduler_create_lambda; scheduler.json names it "cyclic". */
+ACC_API ACC_NODISCARD acc_status acc_scheduler_create_cyclic(acc_optimizer *opt, const acc_options *opts,
+                                                             acc_lr_lambda_fn scale, void *user_data,
+                                                             acc_free_fn free_user_data, acc_scheduler **out);
 /* Makes the scheduler a sequence, as PyTorch's SequentialLR([this, name...], milestones): from step
  * `milestone` on, schedule `name` (with opts, as for acc_scheduler_create; NULL: its defaults)
  * takes over, counting its steps from 0 there and working from the same base rates (a

@@ -2,10 +2,70 @@
 #include "guard.h"
 #include "handles.h"
 #include "host_callbacks.h"
+#include "optim/group_hyperparameters.h"
 #include "optim/optimizer_state.h"
+#include "schedule/cyclic_scheduler.h"
+#include "schedule/named_schedules.h"
+#include "schedule/schedule_options.h"
 
 using namespace acc::capi;
 
+
+namespace {
+
+// A scheduler over a host callback (named `what` in errors, NULL refused): make(optimizer, held
+// user data) builds it once the arguments are checked.
+template <typename Make>
+acc_status create_callback_schedule(acc_optimizer* opt, bool callback_given, const char* what, void* user_data,
+                                    acc_free_fn free_user_data, acc_scheduler** out, Make make) {
+  return guarded([&] {
+    auto& o = live(opt, "opt");
+    acc::require(callback_given, what, " is NULL");
+    out_param(out, "out");
+    emit(out, make(o.optimizer, hold_user_data(user_data, free_user_data)));
+  });
+}
+
+// The host's function of a step (or cycle) as a C++ one; `what` names it in a failure's message.
+std::function<double(int64_t)> step_function(acc_lr_lambda_fn fn, std::shared_ptr<void> data, std::string what) {
+  return [fn, data = std::move(data), what = std::move(what)](int64_t step) {
+    double value = 0.0;
+    invoke_host(what + " at step " + std::to_string(step), [&] { return fn(data.get(), step, &value); });
+    return value;
+  };
+}
+
+acc_status create_factor_schedule(acc_optimizer* opt, acc_lr_lambda_fn factor, const char* what, void* user_data,
+                                  acc_free_fn free_user_data, acc_scheduler** out,
+                                  acc::LambdaScheduler::FactorOf of) {
+  return create_callback_schedule(
+      opt, factor != nullptr, what, user_data, free_user_data, out, [&](auto optimizer, std::shared_ptr<void> data) {
+        return std::make_shared<acc::LambdaScheduler>(
+            optimizer, step_function(factor, std::move(data), std::string("the schedule's ") + what), of);
+      });
+}
+
+// As create_factor_schedule with a factor of each parameter group's own; `groups` must be the
+// optimizer's group count.
+acc_status create_group_factor_schedule(acc_optimizer* opt, size_t groups, acc_lr_group_lambda_fn factor,
+                                        const char* what, void* user_data, acc_free_fn free_user_data,
+                                        acc_scheduler** out, acc::LambdaScheduler::FactorOf of) {
+  return create_callback_schedule(
+      opt, factor != nullptr, what, user_data, free_user_data, out, [&](auto optimizer, std::shared_ptr<void> data) {
+        acc::require(groups == optimizer->num_param_groups(), "expected ", optimizer->num_param_groups(), " ", what,
+                     "s (one per parameter group), but got ", groups);
+        auto call = [factor, data = std::move(data), name = std::string(what)](size_t group, int64_t step) {
+          double value = 0.0;
+          invoke_host("the schedule's " + name + " of parameter group " + std::to_string(group) + " at step " +
+                          std::to_string(step),
+                      [&] { return factor(data.get(), group, step, &value); });
+          return value;
+        };
+        return std::make_shared<acc::LambdaScheduler>(optimizer, acc::LambdaScheduler::GroupFactor(call), of);
+      });
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -82,6 +142,15 @@ acc_status acc_optimizer_state_fields(const acc_optimizer* opt, const char* para
   });
 }
 
+acc_status acc_optimizer_get_hyperparameter(const acc_optimizer* opt, size_t group, const char* key, double* out) {
+  return guarded([&] {
+    auto& o = *live(opt, "opt").optimizer;
+    const std::string name = text_arg(key, "key");
+    out_param(out, "out");
+    *out = acc::group_hyperparameter(o, group, name);
+  });
+}
+
 void acc_optimizer_free(acc_optimizer* opt) { release(opt); }
 
 acc_status acc_scheduler_create(acc_optimizer* opt, const char* name, const acc_options* opts, acc_scheduler** out) {
@@ -94,28 +163,6 @@ acc_status acc_scheduler_create(acc_optimizer* opt, const char* name, const acc_
   });
 }
 
-namespace {
-
-// A user schedule over the callback `factor` (named `what` in its errors and messages).
-acc_status create_factor_schedule(acc_optimizer* opt, acc_lr_lambda_fn factor, const char* what, void* user_data,
-                                  acc_free_fn free_user_data, acc_scheduler** out,
-                                  acc::LambdaScheduler::FactorOf of) {
-  return guarded([&] {
-    auto& o = live(opt, "opt");
-    acc::require(factor != nullptr, what, " is NULL");
-    out_param(out, "out");
-    auto data = hold_user_data(user_data, free_user_data);
-    auto call = [factor, data, name = std::string(what)](int64_t step) {
-      double value = 0.0;
-      invoke_host("the schedule's " + name + " at step " + std::to_string(step),
-                  [&] { return factor(data.get(), step, &value); });
-      return value;
-    };
-    emit(out, std::make_shared<acc::LambdaScheduler>(o.optimizer, call, of));
-  });
-}
-
-}  // namespace
 
 acc_status acc_scheduler_create_lambda(acc_optimizer* opt, acc_lr_lambda_fn lambda, void* user_data,
                                        acc_free_fn free_user_data, acc_scheduler** out) {
@@ -127,6 +174,30 @@ acc_status acc_scheduler_create_multiplicative(acc_optimizer* opt, acc_lr_lambda
                                                acc_free_fn free_user_data, acc_scheduler** out) {
   return create_factor_schedule(opt, factor, "factor", user_data, free_user_data, out,
                                 acc::LambdaScheduler::FactorOf::RateBefore);
+}
+
+acc_status acc_scheduler_create_group_lambda(acc_optimizer* opt, size_t groups, acc_lr_group_lambda_fn lambda,
+                                             void* user_data, acc_free_fn free_user_data, acc_scheduler** out) {
+  return create_group_factor_schedule(opt, groups, lambda, "lambda", user_data, free_user_data, out,
+                                      acc::LambdaScheduler::FactorOf::BaseRate);
+}
+
+acc_status acc_scheduler_create_group_multiplicative(acc_optimizer* opt, size_t groups, acc_lr_group_lambda_fn factor,
+                                                     void* user_data, acc_free_fn free_user_data,
+                                                     acc_scheduler** out) {
+  return create_group_factor_schedule(opt, groups, factor, "factor", user_data, free_user_data, out,
+                                      acc::LambdaScheduler::FactorOf::RateBefore);
+}
+
+acc_status acc_scheduler_create_cyclic(acc_optimizer* opt, const acc_options* opts, acc_lr_lambda_fn scale,
+                                       void* user_data, acc_free_fn free_user_data, acc_scheduler** out) {
+  return create_callback_schedule(
+      opt, scale != nullptr, "scale", user_data, free_user_data, out, [&](auto optimizer, std::shared_ptr<void> data) {
+        const acc::Options options = options_arg(opts, acc::OptionsKind::Scheduler);
+        acc::check_schedule_options(acc::kCyclicSchedule, options);
+        return std::make_shared<acc::CyclicScheduler>(optimizer, acc::scheduler_option_table().read(options),
+                                                      step_function(scale, std::move(data), "the scale function"));
+      });
 }
 
 acc_status acc_scheduler_then(acc_scheduler* sched, int64_t milestone, const char* name, const acc_options* opts) {

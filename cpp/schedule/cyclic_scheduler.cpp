@@ -32,15 +32,28 @@ CyclicScheduler::GroupEnds CyclicScheduler::group_ends(const ScheduleOptions& o,
           per_group(o.max_momentum, kMaxMomentum, groups, "max_momentum", kCyclicSchedule)};
 }
 
-CyclicScheduler::CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& o)
-    : CyclicScheduler(optimizer, o, group_ends(o, optimizer->num_param_groups())) {}
+CyclicScheduler::CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& o, ScaleFunction scale_fn)
+    : CyclicScheduler(optimizer, o, group_ends(o, optimizer->num_param_groups()), std::move(scale_fn)) {}
 
-CyclicScheduler::CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& o, GroupEnds ends)
+CyclicScheduler::CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& o, GroupEnds ends,
+                                 ScaleFunction scale_fn)
     : CyclingScheduler(std::move(optimizer), kCyclicSchedule, o.cycle_momentum, ends.low_momentum,
                        ends.high_momentum),
       ends_(std::move(ends)),
-      mode_(cyclic_mode(o.mode)),
-      gamma_(o.gamma.value_or(1.0)) {
+      mode_(scale_fn ? Mode::UserScale : cyclic_mode(o.mode)),
+      gamma_(o.gamma.value_or(1.0)),
+      scale_fn_(std::move(scale_fn)) {
+  // PyTorch ignores mode and gamma beside a scale_fn, and scale_mode without one: refused, not ignored.
+  if (scale_fn_) {
+    require(!o.mode && !o.gamma, "the ", kCyclicSchedule,
+            " schedule with a scale function does not take 'mode' or 'gamma' (the function replaces them)");
+    const std::string scale_mode = o.scale_mode.value_or("cycle");
+    require(scale_mode == "cycle" || scale_mode == "iterations", "the ", kCyclicSchedule,
+            " schedule's scale_mode is 'cycle' or 'iterations', got '", scale_mode, "'");
+    scale_by_cycle_ = scale_mode == "cycle";
+  } else {
+    require(!o.scale_mode, "the ", kCyclicSchedule, " schedule takes 'scale_mode' only with a scale function");
+  }
   const double up = static_cast<double>(o.step_size_up);
   total_size_ = up + static_cast<double>(o.step_size_down.value_or(o.step_size_up));
   step_ratio_ = up / total_size_;
@@ -52,7 +65,12 @@ CyclicScheduler::CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const Sch
 double CyclicScheduler::scale(int64_t cycle, int64_t step) const {
   if (mode_ == Mode::Triangular) return 1.0;
   if (mode_ == Mode::Triangular2) return 1 / std::pow(2.0, static_cast<double>(cycle - 1));
-  return std::pow(gamma_, static_cast<double>(step));
+  if (mode_ == Mode::ExpRange) return std::pow(gamma_, static_cast<double>(step));
+  const int64_t x = scale_by_cycle_ ? cycle : step;
+  const double scale = scale_fn_(x);
+  require(std::isfinite(scale), "the ", kCyclicSchedule, " schedule's scale function at ",
+          scale_by_cycle_ ? "cycle " : "step ", x, " gave ", scale, " (it must be finite)");
+  return scale;
 }
 
 CyclingScheduler::Point CyclicScheduler::at(int64_t step, size_t group) const {

@@ -3,10 +3,11 @@
 // by gamma ** step. The momentum (beta1 for Adam-like optimizers) moves the other way between
 // max_momentum and base_momentum. Made, it sets every group's rate to base_lr (PyTorch replaces
 // the optimizer's rate); the same operations as PyTorch's get_lr(), so the rates are bit-identical.
-// base_lr, max_lr, base_momentum and max_momentum take one number per group too. PyTorch's user
-// scale_fn has no counterpart.
+// base_lr, max_lr, base_momentum and max_momentum take one number per group too. A user's scale
+// function (PyTorch's scale_fn, with scale_mode "cycle" or "iterations") replaces the mode.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "schedule/cycling_scheduler.h"
@@ -18,9 +19,13 @@ namespace acc {
 class CyclicScheduler final : public CyclingScheduler {
  public:
   // How each cycle's height is scaled: not at all, halved per cycle, or by gamma ** step.
-  enum class Mode { Triangular, Triangular2, ExpRange };
+  enum class Mode { Triangular, Triangular2, ExpRange, UserScale };
+  // A user's scale of each cycle's height, of the cycle (from 1) or of the step as scale_mode says.
+  using ScaleFunction = std::function<double(int64_t)>;
 
-  CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& options);
+  // scale_fn empty: the options' mode (and gamma); else the function (mode and gamma are then refused).
+  CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& options,
+                  ScaleFunction scale_fn = nullptr);
 
  private:
   // Each group's ends, one number for every group or one each.
@@ -28,7 +33,8 @@ class CyclicScheduler final : public CyclingScheduler {
     std::vector<double> base_lr, max_lr, low_momentum, high_momentum;
   };
   static GroupEnds group_ends(const ScheduleOptions& options, size_t groups);
-  CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& options, GroupEnds ends);
+  CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& options, GroupEnds ends,
+                  ScaleFunction scale_fn);
 
   Point at(int64_t step, size_t group) const override;
   double scale(int64_t cycle, int64_t step) const;
@@ -37,6 +43,8 @@ class CyclicScheduler final : public CyclingScheduler {
   double total_size_, step_ratio_;
   Mode mode_;
   double gamma_;
+  ScaleFunction scale_fn_;
+  bool scale_by_cycle_ = true;  // the user's scale function takes the cycle, else the step
 };
 
 }  // namespace acc

@@ -1,5 +1,6 @@
 #include "schedule/cycling_scheduler.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/error.h"
@@ -10,7 +11,7 @@ namespace acc {
 
 CyclingScheduler::CyclingScheduler(std::shared_ptr<Optimizer> optimizer, std::string name, bool cycle_momentum,
                                    const std::vector<double>& lows, const std::vector<double>& highs)
-    : IndexedScheduler(std::move(optimizer), std::move(name)), cycle_momentum_(cycle_momentum) {
+    : IndexedScheduler(std::move(optimizer), std::move(name)), cycle_momentum_(cycle_momentum), lows_(lows), highs_(highs) {
   if (!cycle_momentum) return;
   const std::string key = cycled_momentum_key(*optimizer_);
   require(!key.empty(), "the ", name_, " schedule cycles the momentum, which the ", optimizer_->algorithm(),
@@ -28,14 +29,24 @@ void CyclingScheduler::check_step(int64_t step) const {
   require(step >= 0, "a ", name(), " schedule's step must be >= 0, got ", step);
 }
 
-void CyclingScheduler::apply(int64_t step) {
+std::vector<CyclingScheduler::Point> CyclingScheduler::points_at(int64_t step) const {
   check_step(step);
   std::vector<Point> points;
   for (size_t g = 0; g < optimizer_->num_param_groups(); ++g) {
     points.push_back(at(step, g));
     require(std::isfinite(points[g].lr) && points[g].lr >= 0, "the ", name(), " schedule's learning rate at step ",
             step, " is ", points[g].lr);
+    // Between the group's ends it is in range (checked when made); a user's scale function or a
+    // growing exp_range can move it out, checked before any change.
+    const double m = points[g].momentum;
+    if (cycle_momentum_ && (!std::isfinite(m) || m < std::min(lows_[g], highs_[g]) || m > std::max(lows_[g], highs_[g])))
+      check_group_hyperparameter(*optimizer_, g, cycled_momentum_key(*optimizer_), m);
   }
+  return points;
+}
+
+void CyclingScheduler::apply(int64_t step) {
+  const std::vector<Point> points = points_at(step);
   std::vector<double> lrs;
   for (size_t g = 0; g < points.size(); ++g) {
     if (cycle_momentum_) set_cycled_momentum(*optimizer_, g, points[g].momentum);
@@ -46,7 +57,7 @@ void CyclingScheduler::apply(int64_t step) {
 
 void CyclingScheduler::check_state(const SchedulerState& state) const {
   check_state_shape(state);
-  check_step(state.step);
+  (void)points_at(state.step);  // a schedule that fails at that step fails here, before any change
 }
 
 }  // namespace acc

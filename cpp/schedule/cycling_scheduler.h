@@ -33,8 +33,11 @@ class CyclingScheduler : public IndexedScheduler {
 
  private:
   void apply(int64_t step) override;
+  // Every group's point at `step`, checked (a rate finite and >= 0, a momentum in range).
+  std::vector<Point> points_at(int64_t step) const;
 
   bool cycle_momentum_;
+  std::vector<double> lows_, highs_;  // each group's momentum ends
 };
 
 }  // namespace acc

@@ -274,7 +274,7 @@ const std::vector<NamedSchedule>& named_schedules() {
        nullptr},  // a scheduler of its own
       {kCyclicSchedule,
        {"base_lr", "max_lr", "step_size_up", "step_size_down", "mode", "gamma", "cycle_momentum", "base_momentum",
-        "max_momentum"},
+        "max_momentum", "scale_mode"},
        nullptr},  // a scheduler of its own
   };
   return table;

@@ -82,6 +82,11 @@ const OptionTable<ScheduleOptions>& scheduler_option_table() {
     t.bind("max_lr", "one_cycle, cyclic: the peak learning rate (or one per group)", &S::max_lr).at_least(0);
     t.bind("base_lr", "cyclic: the lowest learning rate, the optimizer's replaced (or one per group)", &S::base_lr).at_least(0);
     t.bind("step_size_up", "cyclic: steps from base_lr up to max_lr", &S::step_size_up).at_least(1);
+    t.bind("scale_mode",
+           "cyclic with a scale function (acc_scheduler_create_cyclic): what it scales by, the cycle (cycle) or "
+           "the step (iterations); default cycle",
+           &S::scale_mode)
+        .one_of({"cycle", "iterations"});
     t.bind("step_size_down", "cyclic: steps back down (unset: step_size_up)", &S::step_size_down).at_least(1);
     t.bind("total_steps", "one_cycle: the cycle's steps", &S::total_steps).at_least(1);
     t.bind("epochs", "one_cycle: epochs, with steps_per_epoch, instead of total_steps", &S::epochs).at_least(1);

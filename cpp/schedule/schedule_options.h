@@ -52,6 +52,7 @@ struct ScheduleOptions {
   std::optional<std::vector<double>> base_lr;  // cyclic
   int64_t step_size_up = 2000;                 // cyclic
   std::optional<int64_t> step_size_down;       // cyclic: step_size_up
+  std::optional<std::string> scale_mode;       // cyclic with a user's scale function: "cycle"
   std::optional<int64_t> total_steps;  // or epochs * steps_per_epoch
   std::optional<int64_t> epochs;
   std::optional<int64_t> steps_per_epoch;

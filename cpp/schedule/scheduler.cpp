@@ -92,26 +92,43 @@ void IndexedScheduler::load_state(const SchedulerState& state) {
 
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options)
     : IndexedScheduler(std::move(optimizer), name) {
-  chain_ = {named_schedule(name, options, optimizer_->default_lr())};
-  note_form(chain_[0]);
-  phases_ = {{0, rule_of(chain_[0])}};
+  const Schedule schedule = named_schedule(name, options, optimizer_->default_lr());
+  note_form(schedule);
+  chains_.assign(base_lrs_.size(), {schedule});
+  phases_ = {{0, first_phase_rules(chains_)}};
   apply(0);
 }
 
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::function<double(int64_t)> factor,
                                  FactorOf of)
+    : LambdaScheduler(std::move(optimizer),
+                      factor ? GroupFactor([factor](size_t, int64_t step) { return factor(step); }) : GroupFactor(),
+                      of, false) {}
+
+LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, GroupFactor factor, FactorOf of,
+                                 bool per_group)
     : IndexedScheduler(std::move(optimizer), of == FactorOf::BaseRate ? "lambda" : "multiplicative") {
   require(factor != nullptr, "a ", name_, " schedule needs a factor function");
-  auto checked = [factor = std::move(factor)](int64_t s) {
-    const double f = factor(s);  // checked on its own: the message names the factor
-    require(std::isfinite(f) && f >= 0, "the schedule's factor at step ", s, " is ", f, " (it must be finite and >= 0)");
-    return f;
-  };
-  chain_ = {of == FactorOf::BaseRate ? closed_form([checked](double base, int64_t s) { return base * checked(s); })
-                                     : chainable([checked](double lr, double, int64_t s) { return lr * checked(s); })};
-  note_form(chain_[0]);
-  phases_ = {{0, rule_of(chain_[0])}};
+  for (size_t g = 0; g < base_lrs_.size(); ++g) {
+    auto checked = [factor, g, per_group](int64_t s) {
+      const double f = factor(g, s);  // checked on its own: the message names the factor
+      require(std::isfinite(f) && f >= 0, "the schedule's factor", per_group ? " of parameter group " : "",
+              per_group ? std::to_string(g) : "", " at step ", s, " is ", f, " (it must be finite and >= 0)");
+      return f;
+    };
+    chains_.push_back({of == FactorOf::BaseRate
+                           ? closed_form([checked](double base, int64_t s) { return base * checked(s); })
+                           : chainable([checked](double lr, double, int64_t s) { return lr * checked(s); })});
+  }
+  if (!chains_.empty()) note_form(chains_[0][0]);
+  phases_ = {{0, first_phase_rules(chains_)}};
   apply(0);
+}
+
+std::vector<ScheduleRule> LambdaScheduler::first_phase_rules(const std::vector<std::vector<Schedule>>& chains) const {
+  std::vector<ScheduleRule> rules;
+  for (const std::vector<Schedule>& chain : chains) rules.push_back(rule_of(chain.size() == 1 ? chain[0] : chained(chain)));
+  return rules;
 }
 
 std::vector<double> LambdaScheduler::lrs_at(const std::vector<double>& base_lrs, int64_t step) const {
@@ -119,14 +136,14 @@ std::vector<double> LambdaScheduler::lrs_at(const std::vector<double>& base_lrs,
   const auto after = std::upper_bound(phases_.begin(), phases_.end(), step,
                                       [](int64_t s, const Phase& phase) { return s < phase.milestone; });
   const Phase& phase = *std::prev(after);
-  return rates(phase.rule, base_lrs, step - phase.milestone, step);
+  return rates(phase.rules, base_lrs, step - phase.milestone, step);
 }
 
-std::vector<double> LambdaScheduler::rates(const ScheduleRule& rule, const std::vector<double>& base_lrs,
+std::vector<double> LambdaScheduler::rates(const std::vector<ScheduleRule>& rules, const std::vector<double>& base_lrs,
                                            int64_t steps_in, int64_t step) {
   std::vector<double> lrs;
-  for (double base : base_lrs) {
-    const double lr = rule(base, steps_in);
+  for (size_t g = 0; g < base_lrs.size(); ++g) {
+    const double lr = rules[g](base_lrs[g], steps_in);
     require(std::isfinite(lr) && lr >= 0, "the schedule's learning rate at step ", step, " is ", lr,
             " (it must be finite and >= 0)");
     lrs.push_back(lr);
@@ -142,7 +159,7 @@ void LambdaScheduler::require_unstepped(const char* what) const {
 
 void LambdaScheduler::then(int64_t milestone, const std::string& name, const Options& options) {
   require_unstepped("sequence");
-  if (chain_.size() > 1)
+  if (chain_length() > 1)
     fail(Status::Unsupported, "the chain '", name_, "' cannot become a sequence here (PyTorch's SequentialLR restarts ",
          "its schedules at a milestone with step(0), which its ChainedScheduler does not take)");
   require(milestone > phases_.back().milestone, "a sequence's milestones must grow from 1, got ", milestone, " after ",
@@ -153,7 +170,8 @@ void LambdaScheduler::then(int64_t milestone, const std::string& name, const Opt
     fail(Status::Unsupported, "a sequence takes schedules with a rule; the ", name,
          " scheduler cannot be part of one here");
   note_form(named_schedule(name, options, optimizer_->default_lr()));
-  phases_.push_back({milestone, restarted_schedule_rule(name, options, optimizer_->default_lr())});
+  const ScheduleRule rule = restarted_schedule_rule(name, options, optimizer_->default_lr());
+  phases_.push_back({milestone, std::vector<ScheduleRule>(base_lrs_.size(), rule)});
   name_ += "," + name + "@" + std::to_string(milestone);
 }
 
@@ -166,15 +184,16 @@ void LambdaScheduler::chain(const std::string& name, const Options& options) {
          " schedule cannot be chained");
   if (name == kOneCycleSchedule || name == kCyclicSchedule)
     fail(Status::Unsupported, "a chain takes schedules with a rule; the ", name, " scheduler cannot be part of one here");
-  require(chain_.size() < kMaxChainedSchedules, "a chain holds at most ", kMaxChainedSchedules, " schedules");
-  std::vector<Schedule> parts = chain_;
-  parts.push_back(named_schedule(name, options, optimizer_->default_lr()));
+  require(chain_length() < kMaxChainedSchedules, "a chain holds at most ", kMaxChainedSchedules, " schedules");
+  const Schedule added = named_schedule(name, options, optimizer_->default_lr());
+  std::vector<std::vector<Schedule>> chains = chains_;
+  for (std::vector<Schedule>& chain : chains) chain.push_back(added);
   walks_ = true;  // a chain is walked
-  ScheduleRule rule = rule_of(chained(parts));
+  std::vector<ScheduleRule> rules = first_phase_rules(chains);
   // Made on the optimizer, the new schedule sets its step 0 from the rate the chain set: checked first.
-  std::vector<double> lrs = rates(rule, base_lrs_, 0, 0);
-  chain_ = std::move(parts);
-  phases_[0].rule = std::move(rule);
+  std::vector<double> lrs = rates(rules, base_lrs_, 0, 0);
+  chains_ = std::move(chains);
+  phases_[0].rules = std::move(rules);
   name_ += "+" + name;
   set_rates(0, std::move(lrs));
 }

@@ -118,20 +118,28 @@ class LambdaScheduler final : public IndexedScheduler {
   // What a user's factor multiplies: PyTorch's LambdaLR multiplies the base rate (lr = base_lr *
   // factor(step), step 0 included), MultiplicativeLR the rate before (from step 1).
   enum class FactorOf { BaseRate, RateBefore };
-  // A user schedule. A factor that throws, or is not finite or negative, fails the step and leaves
-  // the schedule where it was.
+  // A user schedule: factor(step) for every parameter group, as PyTorch's LambdaLR(opt, fn). A
+  // factor that throws, or is not finite or negative, fails the step and leaves the schedule where it was.
   LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::function<double(int64_t)> factor,
                   FactorOf of = FactorOf::BaseRate);
+  // A user schedule with a factor of each group's own, as PyTorch's LambdaLR(opt, [fn0, fn1, ...]):
+  // factor(group, step), called for each group in turn.
+  using GroupFactor = std::function<double(size_t group, int64_t step)>;
+  LambdaScheduler(std::shared_ptr<Optimizer> optimizer, GroupFactor factor, FactorOf of)
+      : LambdaScheduler(std::move(optimizer), std::move(factor), of, true) {}
 
   void then(int64_t milestone, const std::string& name, const Options& options) override;
   void chain(const std::string& name, const Options& options) override;
   void check_state(const SchedulerState& state) const override;
 
  private:
-  // A sequence's schedule from its milestone on, counting its steps from there.
+  // A user's factor; `per_group`: the factors are the groups' own (their failures name the group).
+  LambdaScheduler(std::shared_ptr<Optimizer> optimizer, GroupFactor factor, FactorOf of, bool per_group);
+
+  // A sequence's schedule from its milestone on, counting its steps from there: one rule per group.
   struct Phase {
     int64_t milestone;
-    ScheduleRule rule;
+    std::vector<ScheduleRule> rules;
   };
 
   void apply(int64_t step) override;
@@ -139,13 +147,17 @@ class LambdaScheduler final : public IndexedScheduler {
   void note_form(const Schedule& schedule) { walks_ = walks_ || !schedule.closed_form; }
   // Each group's learning rate at `step` from these bases, by the phase the step is in.
   std::vector<double> lrs_at(const std::vector<double>& base_lrs, int64_t step) const;
-  // The same by `rule`, `steps_in` steps into its phase, checked: finite and >= 0.
-  static std::vector<double> rates(const ScheduleRule& rule, const std::vector<double>& base_lrs, int64_t steps_in,
-                                   int64_t step);
+  // The same by `rules` (one per group), `steps_in` steps into their phase, checked: finite and >= 0.
+  static std::vector<double> rates(const std::vector<ScheduleRule>& rules, const std::vector<double>& base_lrs,
+                                   int64_t steps_in, int64_t step);
+  // Each group's rule of the first phase from its chain.
+  std::vector<ScheduleRule> first_phase_rules(const std::vector<std::vector<Schedule>>& chains) const;
   void require_unstepped(const char* what) const;
+  size_t chain_length() const { return chains_.empty() ? 0 : chains_[0].size(); }
 
   // Kept flat (never a rule wrapping a rule), so a long sequence or chain costs no stack depth.
-  std::vector<Schedule> chain_;  // the first phase's schedules: one unless chained
+  // Each group's own (a user's factor may differ by group; a named schedule is the same in each).
+  std::vector<std::vector<Schedule>> chains_;  // the first phase's schedules: one each unless chained
   std::vector<Phase> phases_;    // phases_[0] (milestone 0): the chain's rule; then's after it
   bool walks_ = false;  // a phase or chain part is chainable (walked step by step)
 };

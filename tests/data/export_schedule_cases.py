@@ -6,7 +6,11 @@ min_lr, with the momentum (SGD's, or Adam's beta1) they move, for tests/cpp/test
 (named as acc_scheduler_create names them, with their ACC_OPTIONS_SCHEDULER settings as text), or a
 MultiplicativeLR whose factor at step s is factors[s % len(factors)], possibly leading a chain; two
 parameter groups with their own rates, and each group's rate after every step is recorded, as
-float.hex() strings (exact).
+float.hex() strings (exact). "user_schedule_cases": LambdaLR and MultiplicativeLR given one
+function per group (group g's factor at step s is group_factors[g][s % len]), alone, leading a chain
+or a sequence, and CyclicLR with a scale_fn (scale(x) = scale[x % len], x the cycle or the step), for
+tests/capi/test_user_schedules.cpp (acc_scheduler_create_group_lambda / _group_multiplicative /
+acc_scheduler_create_cyclic).
 
 Run with Debian's python3-torch: python3 export_schedule_cases.py OUTPUT_DIR.
 """
@@ -106,6 +110,52 @@ PER_GROUP_CASES = [
                                                                "patience": "1"}}},
 ]
 
+USER_SCHEDULE_CASES = [
+    {"kind": "lambda", "lrs": [0.1, 0.04], "steps": 6, "group_factors": [[1.0, 0.5, 0.25], [0.9, 0.8]]},
+    {"kind": "multiplicative", "lrs": [0.1, 0.04], "steps": 6, "group_factors": [[0.95, 0.9, 0.8], [0.5, 1.0]]},
+    {"kind": "multiplicative", "lrs": [0.3, 0.2], "steps": 6, "group_factors": [[0.9], [0.7, 1.1]],
+     "chain": {"name": "exponential", "options": {"gamma": "0.9"}}},
+    {"kind": "lambda", "lrs": [0.3, 0.2], "steps": 7, "group_factors": [[0.1, 0.2, 0.4], [1.0, 0.5]],
+     "then": {"milestone": 3, "name": "exponential", "options": {"gamma": "0.5"}}},
+    {"kind": "cyclic", "lrs": [0.1, 0.05], "momentum": 0.9, "steps": 13, "scale": [0.3, 1.0, 0.6],
+     "options": {"base_lr": "0.01,0.001", "max_lr": "0.1,0.02", "step_size_up": "3", "step_size_down": "2",
+                 "base_momentum": "0.8,0.7"}},
+    {"kind": "cyclic", "lrs": [0.1, 0.05], "momentum": 0.9, "steps": 9, "scale": [1.0, 0.9, 0.7, 0.5, 0.8],
+     "options": {"base_lr": "0.01", "max_lr": "0.1,0.05", "step_size_up": "2", "scale_mode": "iterations"}},
+    {"kind": "cyclic", "lrs": [0.1, 0.05], "steps": 7, "scale": [0.5, 2.0],
+     "options": {"base_lr": "0.01", "max_lr": "0.1", "step_size_up": "2", "cycle_momentum": "false"}},
+]
+
+
+def run_user_schedule(case):
+    a, b = torch.nn.Parameter(torch.zeros(1)), torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([{"params": [a], "lr": case["lrs"][0]}, {"params": [b], "lr": case["lrs"][1]}],
+                          lr=case["lrs"][0], momentum=case.get("momentum", 0))
+    if case["kind"] == "cyclic":
+        o, scale = case["options"], case["scale"]
+        extra = {k: numbers(o[k]) for k in ("base_momentum", "max_momentum") if k in o}
+        sched = S.CyclicLR(opt, base_lr=numbers(o["base_lr"]), max_lr=numbers(o["max_lr"]),
+                           step_size_up=int(o["step_size_up"]), step_size_down=int(o.get("step_size_down", 0)) or None,
+                           scale_fn=lambda x: scale[int(x) % len(scale)], scale_mode=o.get("scale_mode", "cycle"),
+                           cycle_momentum=o.get("cycle_momentum", "true") == "true", **extra)
+    else:
+        fns = [(lambda f: lambda s: f[s % len(f)])(f) for f in case["group_factors"]]
+        sched = (S.LambdaLR if case["kind"] == "lambda" else S.MultiplicativeLR)(opt, fns)
+        if "chain" in case:
+            sched = S.ChainedScheduler([sched, MAKERS[case["chain"]["name"]](opt, case["chain"]["options"])])
+        if "then" in case:
+            later = MAKERS[case["then"]["name"]](opt, case["then"]["options"])
+            sched = S.SequentialLR(opt, [sched, later], milestones=[case["then"]["milestone"]])
+
+    def point():
+        return [[float(g["lr"]).hex(), float(g["momentum"]).hex()] for g in opt.param_groups]
+    points = [point()]
+    for _ in range(case["steps"]):
+        opt.step()
+        sched.step()
+        points.append(point())
+    return points
+
 
 def numbers(text):
     values = [float(v) for v in text.split(",")]
@@ -170,8 +220,10 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     cases = [dict(case, rates=run(case)) for case in CASES if all(p["name"] in MAKERS for p in case["chain"])]
     per_group = [dict(case, points=run_per_group(case)) for case in PER_GROUP_CASES]
+    user = [dict(case, points=run_user_schedule(case)) for case in USER_SCHEDULE_CASES]
     (out / "schedule_cases.json").write_text(
-        json.dumps({"torch": torch.__version__, "cases": cases, "per_group_cases": per_group}, indent=1))
+        json.dumps({"torch": torch.__version__, "cases": cases, "per_group_cases": per_group,
+                    "user_schedule_cases": user}, indent=1))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 // while registered, every exception caught and returned as a failure with its message).
 using System;
 using System.Collections.Generic;
+using System.Linq;
 
 namespace Accelerate {
 
@@ -122,6 +123,24 @@ internal sealed class LrLambdaAdapter : LrLambda {
   public override void Released() { Unpin(); }
 }
 
+internal sealed class GroupLrLambdaAdapter : GroupLrLambda {
+  readonly Func<long, double>[] fns;
+
+  internal GroupLrLambdaAdapter(IEnumerable<Func<long, double>> fns) {
+    this.fns = fns.ToArray();
+    if (Array.IndexOf(this.fns, null) >= 0) throw new ArgumentNullException("fns", "a group's function is null");
+    Pin();
+  }
+
+  internal long Count { get { return fns.Length; } }
+
+  public override int Factor(long group, long step, LrFactor out_) {
+    return CallbackErrors.Run(() => out_.Set(fns[(int)group](step)));
+  }
+
+  public override void Released() { Unpin(); }
+}
+
 // Borrowed for one search (not pinned: the caller holds it for the call and disposes it): returns
 // the status of what failed, as BatchSizeRun asks.
 internal sealed class BatchSizeAdapter : BatchSizeRun {
@@ -167,6 +186,28 @@ public partial class Scheduler {
   public static Scheduler FromMultiplicative(Optimizer opt, Func<long, double> factor) {
     if (factor == null) throw new ArgumentNullException("factor");
     return FromLrMultiplicative(opt, new LrLambdaAdapter(factor));
+  }
+
+  /// PyTorch's LambdaLR(opt, [fn0, fn1, ...]): group g's lr = its base_lr * factors[g](step), one
+  /// function per parameter group (another count is refused), called in group order.
+  public static Scheduler FromLambdas(Optimizer opt, IEnumerable<Func<long, double>> factors) {
+    if (factors == null) throw new ArgumentNullException("factors");
+    var adapter = new GroupLrLambdaAdapter(factors);
+    return FromGroupLrLambda(opt, adapter.Count, adapter);
+  }
+
+  /// PyTorch's MultiplicativeLR(opt, [fn0, fn1, ...]): group g's lr = its rate before * factors[g](step).
+  public static Scheduler FromMultiplicatives(Optimizer opt, IEnumerable<Func<long, double>> factors) {
+    if (factors == null) throw new ArgumentNullException("factors");
+    var adapter = new GroupLrLambdaAdapter(factors);
+    return FromGroupLrMultiplicative(opt, adapter.Count, adapter);
+  }
+
+  /// PyTorch's CyclicLR with scale_fn: opts as the "cyclic" schedule's (scale_mode "cycle" or
+  /// "iterations"; no mode or gamma); scale(x) scales the height of cycle x (from 1) or of step x.
+  public static Scheduler FromCyclic(Optimizer opt, Options opts, Func<long, double> scale) {
+    if (scale == null) throw new ArgumentNullException("scale");
+    return FromCyclicScale(opt, opts, new LrLambdaAdapter(scale));
   }
 }
 

@@ -110,6 +110,37 @@ public class StateCallbackTests {
   }
 
   [Test]
+  public void EachGroupHasItsOwnFunctionAndACyclicScheduleTakesAScale() {
+    using (Model model = Model.FromSpec(Spec))
+    using (Options oo = Options.Optimizer().Put("lr", 0.8).Put("momentum", 0.9))
+    using (var opt = new Optimizer(model, "sgd", oo))
+    using (Options bias = Options.Optimizer().Put("lr", 0.4)) {
+      opt.AddParamGroup(new[] { "0.bias" }, bias);
+      var fns = new List<Func<long, double>> { step => 0.5, step => {
+        if (step == 1) throw new ArgumentException("no step 1");
+        return 0.25;
+      } };
+      using (Scheduler sched = Scheduler.FromLambdas(opt, fns)) {  // PyTorch's LambdaLR(opt, [f0, f1])
+        Assert.AreEqual(0.4, opt.GetLr(0));
+        Assert.AreEqual(0.1, opt.GetLr(1));
+        var e = Assert.Throws<AccelerateIOException>(() => sched.Step());
+        StringAssert.Contains("parameter group 1 at step 1", e.Message);
+        Assert.AreEqual(0.4, opt.GetLr(0));
+      }
+      var wrongCount = Assert.Throws<AccelerateInvalidArgumentException>(
+          () => Scheduler.FromMultiplicatives(opt, new Func<long, double>[] { step => 0.5 }));
+      StringAssert.Contains("expected 2 factors", wrongCount.Message);
+      using (Options co = Options.Scheduler().Put("base_lr", 0.1).Put("max_lr", 0.5).Put("step_size_up", 2)
+                              .Put("scale_mode", "iterations"))
+      using (Scheduler cyclic = Scheduler.FromCyclic(opt, co, x => 0.5)) {
+        cyclic.Step();  // halfway up, the height halved: 0.1 + (0.5 - 0.1) * 0.5 * 0.5
+        Assert.AreEqual(0.2, opt.GetLr(0), 1e-15);
+        Assert.AreEqual(0.9 - (0.9 - 0.8) * 0.5 * 0.5, opt.GetHyperparameter(0, "momentum"), 1e-15);
+      }
+    }
+  }
+
+  [Test]
   public void AMultiplicativeScheduleChainedWithAnotherMovesTheRateBefore() {
     using (Model model = Model.FromSpec(Spec))
     using (Options oo = Options.Optimizer().Put("lr", 0.8))

@@ -267,6 +267,11 @@ func (o *Optimizer) ZeroGrad() error {
 func (o *Optimizer) LR(group int) (float64, error) {
 	return with(o.ref(), func(h capi.Optimizer, e *string) float64 { return h.GetLr(int64(group), e) })
 }
+// Hyperparameter is PyTorch's param_groups[group][key] for a numeric key: "momentum", "beta1",
+// "weight_decay", ... (accelerate.h's acc_optimizer_get_hyperparameter).
+func (o *Optimizer) Hyperparameter(group int, key string) (float64, error) {
+	return with(o.ref(), func(h capi.Optimizer, e *string) float64 { return h.GetHyperparameter(int64(group), key, e) })
+}
 func (o *Optimizer) SetLR(group int, lr float64) error {
 	return do(o.ref(), func(h capi.Optimizer, e *string) { h.SetLr(int64(group), lr, e) })
 }

@@ -170,6 +170,37 @@ func SchedulerFromMultiplicative(opt *Optimizer, factor func(step int64) (float6
 	}))
 }
 
+// SchedulerFromLambdas is PyTorch's LambdaLR(opt, [fn0, fn1, ...]): group g's lr = its base_lr *
+// factors[g](step), one function per parameter group (another count is refused), called in group order.
+func SchedulerFromLambdas(opt *Optimizer, factors []func(step int64) (float64, error)) (*Scheduler, error) {
+	return adoptScheduler(with(opt.ref(), func(h capi.Optimizer, e *string) capi.Scheduler {
+		return capi.SchedulerFromGroupLrLambda(h, int64(len(factors)), capi.NewDirectorGroupLrLambda(&groupLrAdapter{factors}), e)
+	}))
+}
+
+// SchedulerFromMultiplicatives is PyTorch's MultiplicativeLR(opt, [fn0, fn1, ...]): group g's lr = its
+// rate before * factors[g](step).
+func SchedulerFromMultiplicatives(opt *Optimizer, factors []func(step int64) (float64, error)) (*Scheduler, error) {
+	return adoptScheduler(with(opt.ref(), func(h capi.Optimizer, e *string) capi.Scheduler {
+		return capi.SchedulerFromGroupLrMultiplicative(h, int64(len(factors)),
+			capi.NewDirectorGroupLrLambda(&groupLrAdapter{factors}), e)
+	}))
+}
+
+// SchedulerFromCyclic is PyTorch's CyclicLR with scale_fn: opts are the "cyclic" schedule's (scale_mode
+// "cycle" or "iterations"; no mode or gamma), and scale(x) scales the height of cycle x (from 1) or
+// of step x.
+func SchedulerFromCyclic(opt *Optimizer, opts *Options, scale func(x int64) (float64, error)) (*Scheduler, error) {
+	oh, err := opts.handleOf()
+	if err != nil {
+		return nil, err
+	}
+	defer runtime.KeepAlive(opts)
+	return adoptScheduler(with(opt.ref(), func(h capi.Optimizer, e *string) capi.Scheduler {
+		return capi.SchedulerFromCyclicScale(h, oh, capi.NewDirectorLrLambda(&lrAdapter{scale}), e)
+	}))
+}
+
 // Progress is a progress display shown by the main process.
 type Progress struct{ r ref[capi.Progress] }
 
@@ -297,6 +328,18 @@ func (a *trackerAdapter) Finish() (code int) {
 }
 
 type lrAdapter struct{ fn func(int64) (float64, error) }
+
+type groupLrAdapter struct{ fns []func(int64) (float64, error) }
+
+func (a *groupLrAdapter) Factor(group int64, step int64, out capi.LrFactor) (code int) {
+	defer guard(&code)
+	f, err := a.fns[group](step)
+	if err != nil {
+		return fail(err)
+	}
+	out.Set(f)
+	return 0
+}
 
 func (a *lrAdapter) Factor(step int64, out capi.LrFactor) (code int) {
 	defer guard(&code)

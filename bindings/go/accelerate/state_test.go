@@ -156,6 +156,67 @@ func TestSchedulerFromLambda(t *testing.T) {
 	}
 }
 
+func TestEachGroupHasItsOwnFunctionAndACyclicScheduleTakesAScale(t *testing.T) {
+	opt := sgdOverALinearLayer(t)
+	if err := opt.SetLR(0, 0.8); err != nil {
+		t.Fatal(err)
+	}
+	bias, _ := acc.NewOptions(acc.OptimizerOptions)
+	defer bias.Close()
+	if err := bias.SetFloat("lr", 0.4); err != nil {
+		t.Fatal(err)
+	}
+	if err := opt.AddParamGroup([]string{"0.bias"}, bias); err != nil {
+		t.Fatal(err)
+	}
+	half := func(int64) (float64, error) { return 0.5, nil }
+	quarter := func(step int64) (float64, error) {
+		if step == 1 {
+			return 0, errors.New("no step 1")
+		}
+		return 0.25, nil
+	}
+	s, err := acc.SchedulerFromLambdas(opt, []func(int64) (float64, error){half, quarter}) // LambdaLR(opt, [f0, f1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if a, _ := opt.LR(0); a != 0.4 {
+		t.Fatalf("group 0's rate %v, want 0.4", a)
+	}
+	if b, _ := opt.LR(1); b != 0.1 {
+		t.Fatalf("group 1's rate %v, want 0.1", b)
+	}
+	if err := s.Step(); !errors.Is(err, acc.ErrIO) || !strings.Contains(err.Error(), "parameter group 1 at step 1") {
+		t.Fatalf("want ErrIO naming group 1, got %v", err)
+	}
+	if _, err := acc.SchedulerFromMultiplicatives(opt, []func(int64) (float64, error){half}); !errors.Is(err, acc.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "expected 2 factors") {
+		t.Fatalf("want the count refused, got %v", err)
+	}
+	co, _ := acc.NewOptions(acc.SchedulerOptions)
+	defer co.Close()
+	for k, v := range map[string]string{"base_lr": "0.1", "max_lr": "0.5", "step_size_up": "2", "scale_mode": "iterations"} {
+		if err := co.Set(k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cyclic, err := acc.SchedulerFromCyclic(opt, co, half)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cyclic.Close()
+	if err := cyclic.Step(); err != nil {
+		t.Fatal(err)
+	}
+	// Halfway up, the height halved: 0.1 + (0.5 - 0.1) * 0.5 * 0.5; the momentum the other way.
+	lr, _ := opt.LR(0)
+	m, err := opt.Hyperparameter(0, "momentum")
+	if err != nil || math.Abs(lr-0.2) > 1e-15 || math.Abs(m-(0.9-(0.9-0.8)*0.5*0.5)) > 1e-15 {
+		t.Fatalf("lr %v momentum %v (%v), want 0.2 and 0.875", lr, m, err)
+	}
+}
+
 func TestAMultiplicativeScheduleChainedWithAnotherMovesTheRateBefore(t *testing.T) {
 	opt := sgdOverALinearLayer(t)
 	if err := opt.SetLR(0, 0.8); err != nil {

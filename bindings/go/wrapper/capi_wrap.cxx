@@ -792,6 +792,11 @@ SWIGINTERN double acc_optimizer_getLr(acc_optimizer *self,size_t group,std::stri
     return lr;
   }
 SWIGINTERN void acc_optimizer_setLr(acc_optimizer *self,size_t group,double lr,std::string *swig_err){ check(acc_optimizer_set_lr(self, group, lr)); }
+SWIGINTERN double acc_optimizer_getHyperparameter(acc_optimizer *self,size_t group,char const *key,std::string *swig_err){
+    double value = 0;
+    check(acc_optimizer_get_hyperparameter(self, group, key, &value));
+    return value;
+  }
 SWIGINTERN void acc_optimizer_step_(acc_optimizer *self,std::string *swig_err){ check(acc_optimizer_step(self)); }
 SWIGINTERN void acc_optimizer_zeroGrad(acc_optimizer *self,std::string *swig_err){ check(acc_optimizer_zero_grad(self)); }
 SWIGINTERN acc_tensor *acc_optimizer_stateOf(acc_optimizer *self,char const *param,char const *field,std::string *swig_err){
@@ -837,6 +842,27 @@ SWIGINTERN acc_scheduler *acc_scheduler_fromLrMultiplicative(acc_optimizer *opt,
     acc_scheduler *out = nullptr;
     register_callback(fn, [&](void *ud, acc_free_fn fr) {
       return acc_scheduler_create_multiplicative(opt, &lr_lambda_trampoline, ud, fr, &out);
+    });
+    return out;
+  }
+SWIGINTERN acc_scheduler *acc_scheduler_fromGroupLrLambda(acc_optimizer *opt,size_t groups,accswig::GroupLrLambda *fn,std::string *swig_err){
+    acc_scheduler *out = nullptr;
+    register_callback(fn, [&](void *ud, acc_free_fn fr) {
+      return acc_scheduler_create_group_lambda(opt, groups, &group_lr_lambda_trampoline, ud, fr, &out);
+    });
+    return out;
+  }
+SWIGINTERN acc_scheduler *acc_scheduler_fromGroupLrMultiplicative(acc_optimizer *opt,size_t groups,accswig::GroupLrLambda *fn,std::string *swig_err){
+    acc_scheduler *out = nullptr;
+    register_callback(fn, [&](void *ud, acc_free_fn fr) {
+      return acc_scheduler_create_group_multiplicative(opt, groups, &group_lr_lambda_trampoline, ud, fr, &out);
+    });
+    return out;
+  }
+SWIGINTERN acc_scheduler *acc_scheduler_fromCyclicScale(acc_optimizer *opt,acc_options const *opts,accswig::LrLambda *fn,std::string *swig_err){
+    acc_scheduler *out = nullptr;
+    register_callback(fn, [&](void *ud, acc_free_fn fr) {
+      return acc_scheduler_create_cyclic(opt, opts, &lr_lambda_trampoline, ud, fr, &out);
     });
     return out;
   }
@@ -1249,19 +1275,19 @@ SwigDirector_SampleSource::SwigDirector_SampleSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_SampleSource_capi_3440afefeeef7c4d(intgo);
+extern "C" void Swiggo_DeleteDirector_SampleSource_capi_1e5098db358a605e(intgo);
 SwigDirector_SampleSource::~SwigDirector_SampleSource()
 {
-  Swiggo_DeleteDirector_SampleSource_capi_3440afefeeef7c4d(go_val);
+  Swiggo_DeleteDirector_SampleSource_capi_1e5098db358a605e(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorSampleSource_callback_released_capi_3440afefeeef7c4d(int);
+extern "C" void Swig_DirectorSampleSource_callback_released_capi_1e5098db358a605e(int);
 void SwigDirector_SampleSource::released() {
-  Swig_DirectorSampleSource_callback_released_capi_3440afefeeef7c4d(go_val);
+  Swig_DirectorSampleSource_callback_released_capi_1e5098db358a605e(go_val);
 }
 
-extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_3440afefeeef7c4d(int, long long index, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_1e5098db358a605e(int, long long index, acc_tensor_list *out);
 int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1270,7 +1296,7 @@ int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   
   swig_index = (int64_t)index; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorSampleSource_callback_sample_capi_3440afefeeef7c4d(go_val, swig_index, swig_out);
+  result = Swig_DirectorSampleSource_callback_sample_capi_1e5098db358a605e(go_val, swig_index, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1280,38 +1306,38 @@ SwigDirector_StreamSource::SwigDirector_StreamSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StreamSource_capi_3440afefeeef7c4d(intgo);
+extern "C" void Swiggo_DeleteDirector_StreamSource_capi_1e5098db358a605e(intgo);
 SwigDirector_StreamSource::~SwigDirector_StreamSource()
 {
-  Swiggo_DeleteDirector_StreamSource_capi_3440afefeeef7c4d(go_val);
+  Swiggo_DeleteDirector_StreamSource_capi_1e5098db358a605e(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStreamSource_callback_released_capi_3440afefeeef7c4d(int);
+extern "C" void Swig_DirectorStreamSource_callback_released_capi_1e5098db358a605e(int);
 void SwigDirector_StreamSource::released() {
-  Swig_DirectorStreamSource_callback_released_capi_3440afefeeef7c4d(go_val);
+  Swig_DirectorStreamSource_callback_released_capi_1e5098db358a605e(go_val);
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_3440afefeeef7c4d(int, long long epoch);
+extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_1e5098db358a605e(int, long long epoch);
 int SwigDirector_StreamSource::start(int64_t epoch) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_epoch;
   
   swig_epoch = (int64_t)epoch; 
-  result = Swig_DirectorStreamSource_callback_start_capi_3440afefeeef7c4d(go_val, swig_epoch);
+  result = Swig_DirectorStreamSource_callback_start_capi_1e5098db358a605e(go_val, swig_epoch);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_3440afefeeef7c4d(int, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_1e5098db358a605e(int, acc_tensor_list *out);
 int SwigDirector_StreamSource::next(acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   acc_tensor_list *swig_out;
   
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorStreamSource_callback_next_capi_3440afefeeef7c4d(go_val, swig_out);
+  result = Swig_DirectorStreamSource_callback_next_capi_1e5098db358a605e(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1321,19 +1347,19 @@ SwigDirector_Collator::SwigDirector_Collator(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Collator_capi_3440afefeeef7c4d(intgo);
+extern "C" void Swiggo_DeleteDirector_Collator_capi_1e5098db358a605e(intgo);
 SwigDirector_Collator::~SwigDirector_Collator()
 {
-  Swiggo_DeleteDirector_Collator_capi_3440afefeeef7c4d(go_val);
+  Swiggo_DeleteDirector_Collator_capi_1e5098db358a605e(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCollator_callback_released_capi_3440afefeeef7c4d(int);
+extern "C" void Swig_DirectorCollator_callback_released_capi_1e5098db358a605e(int);
 void SwigDirector_Collator::released() {
-  Swig_DirectorCollator_callback_released_capi_3440afefeeef7c4d(go_val);
+  Swig_DirectorCollator_callback_released_capi_1e5098db358a605e(go_val);
 }
 
-extern "C" intgo Swig_DirectorCollator_callback_collate_capi_3440afefeeef7c4d(int, accswig::Samples *samples, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorCollator_callback_collate_capi_1e5098db358a605e(int, accswig::Samples *samples, acc_tensor_list *out);
 int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1342,7 +1368,7 @@ int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *ou
   
   *(accswig::Samples **)&swig_samples = (accswig::Samples *)samples; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorCollator_callback_collate_capi_3440afefeeef7c4d(go_val, swig_samples, swig_out);
+  result = Swig_DirectorCollator_callback_collate_capi_1e5098db358a605e(go_val, swig_samples, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1352,38 +1378,38 @@ SwigDirector_StateHandler::SwigDirector_StateHandler(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StateHandler_capi_3440afefeeef7c4d(intgo);
+extern "C" void Swiggo_DeleteDirector_StateHandler_capi_1e5098db358a605e(intgo);
 SwigDirector_StateHandler::~SwigDirector_StateHandler()
 {
-  Swiggo_DeleteDirector_StateHandler_capi_3440afefeeef7c4d(go_val);
+  Swiggo_DeleteDirector_StateHandler_capi_1e5098db358a605e(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStateHandler_callback_released_capi_3440afefeeef7c4d(int);
+extern "C" void Swig_DirectorStateHandler_callback_released_capi_1e5098db358a605e(int);
 void SwigDirector_StateHandler::released() {
-  Swig_DirectorStateHandler_callback_released_capi_3440afefeeef7c4d(go_val);
+  Swig_DirectorStateHandler_callback_released_capi_1e5098db358a605e(go_val);
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_3440afefeeef7c4d(int, accswig::Bytes *out);
+extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_1e5098db358a605e(int, accswig::Bytes *out);
 int SwigDirector_StateHandler::save(accswig::Bytes *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_out;
   
   *(accswig::Bytes **)&swig_out = (accswig::Bytes *)out; 
-  result = Swig_DirectorStateHandler_callback_save_capi_3440afefeeef7c4d(go_val, swig_out);
+  result = Swig_DirectorStateHandler_callback_save_capi_1e5098db358a605e(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_3440afefeeef7c4d(int, accswig::Bytes *in);
+extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_1e5098db358a605e(int, accswig::Bytes *in);
 int SwigDirector_StateHandler::load(accswig::Bytes *in) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_in;
   
   *(accswig::Bytes **)&swig_in = (accswig::Bytes *)in; 
-  result = Swig_DirectorStateHandler_callback_load_capi_3440afefeeef7c4d(go_val, swig_in);
+  result = Swig_DirectorStateHandler_callback_load_capi_1e5098db358a605e(go_val, swig_in);
   c_result = (int)result; 
   return c_result;
 }
@@ -1393,19 +1419,19 @@ SwigDirector_CheckpointHook::SwigDirector_CheckpointHook(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_3440afefeeef7c4d(intgo);
+extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_1e5098db358a605e(intgo);
 SwigDirector_CheckpointHook::~SwigDirector_CheckpointHook()
 {
-  Swiggo_DeleteDirector_CheckpointHook_capi_3440afefeeef7c4d(go_val);
+  Swiggo_DeleteDirector_CheckpointHook_capi_1e5098db358a605e(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_3440afefeeef7c4d(int);
+extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_1e5098db358a605e(int);
 void SwigDirector_CheckpointHook::released() {
-  Swig_DirectorCheckpointHook_callback_released_capi_3440afefeeef7c4d(go_val);
+  Swig_DirectorCheckpointHook_callback_released_capi_1e5098db358a605e(go_val);
 }
 
-extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_3440afefeeef7c4d(int, _gostring_ dir);
+extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_1e5098db358a605e(int, _gostring_ dir);
 int SwigDirector_CheckpointHook::run(char const *dir) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1414,7 +1440,7 @@ int SwigDirector_CheckpointHook::run(char const *dir) {
   
   swig_dir = Swig_AllocateString((char*)dir, dir ? strlen((char*)dir) : 0);
   
-  result = Swig_DirectorCheckpointHook_callback_run_capi_3440afefeeef7c4d(go_val, swig_dir);
+  result = Swig_DirectorCheckpointHook_callback_run_capi_1e5098db358a605e(go_val, swig_dir);
   c_result = (int)result; 
   return c_result;
 }
@@ -1424,19 +1450,19 @@ SwigDirector_Tracker::SwigDirector_Tracker(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Tracker_capi_3440afefeeef7c4d(intgo);
+extern "C" void Swiggo_DeleteDirector_Tracker_capi_1e5098db358a605e(intgo);
 SwigDirector_Tracker::~SwigDirector_Tracker()
 {
-  Swiggo_DeleteDirector_Tracker_capi_3440afefeeef7c4d(go_val);
+  Swiggo_DeleteDirector_Tracker_capi_1e5098db358a605e(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTracker_callback_released_capi_3440afefeeef7c4d(int);
+extern "C" void Swig_DirectorTracker_callback_released_capi_1e5098db358a605e(int);
 void SwigDirector_Tracker::released() {
-  Swig_DirectorTracker_callback_released_capi_3440afefeeef7c4d(go_val);
+  Swig_DirectorTracker_callback_released_capi_1e5098db358a605e(go_val);
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_init_capi_3440afefeeef7c4d(int, _gostring_ project, _gostring_ configJson);
+extern "C" intgo Swig_DirectorTracker_callback_init_capi_1e5098db358a605e(int, _gostring_ project, _gostring_ configJson);
 int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1449,12 +1475,12 @@ int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   
   swig_configJson = Swig_AllocateString((char*)configJson, configJson ? strlen((char*)configJson) : 0);
   
-  result = Swig_DirectorTracker_callback_init_capi_3440afefeeef7c4d(go_val, swig_project, swig_configJson);
+  result = Swig_DirectorTracker_callback_init_capi_1e5098db358a605e(go_val, swig_project, swig_configJson);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_log_capi_3440afefeeef7c4d(int, accswig::Metrics *metrics, long long step);
+extern "C" intgo Swig_DirectorTracker_callback_log_capi_1e5098db358a605e(int, accswig::Metrics *metrics, long long step);
 int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1463,17 +1489,17 @@ int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   
   *(accswig::Metrics **)&swig_metrics = (accswig::Metrics *)metrics; 
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_log_capi_3440afefeeef7c4d(go_val, swig_metrics, swig_step);
+  result = Swig_DirectorTracker_callback_log_capi_1e5098db358a605e(go_val, swig_metrics, swig_step);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_finish_capi_3440afefeeef7c4d(int);
+extern "C" intgo Swig_DirectorTracker_callback_finish_capi_1e5098db358a605e(int);
 int SwigDirector_Tracker::finish() {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   
-  result = Swig_DirectorTracker_callback_finish_capi_3440afefeeef7c4d(go_val);
+  result = Swig_DirectorTracker_callback_finish_capi_1e5098db358a605e(go_val);
   c_result = (int)result; 
   return c_result;
 }
@@ -1483,19 +1509,19 @@ SwigDirector_LrLambda::SwigDirector_LrLambda(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_LrLambda_capi_3440afefeeef7c4d(intgo);
+extern "C" void Swiggo_DeleteDirector_LrLambda_capi_1e5098db358a605e(intgo);
 SwigDirector_LrLambda::~SwigDirector_LrLambda()
 {
-  Swiggo_DeleteDirector_LrLambda_capi_3440afefeeef7c4d(go_val);
+  Swiggo_DeleteDirector_LrLambda_capi_1e5098db358a605e(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorLrLambda_callback_released_capi_3440afefeeef7c4d(int);
+extern "C" void Swig_DirectorLrLambda_callback_released_capi_1e5098db358a605e(int);
 void SwigDirector_LrLambda::released() {
-  Swig_DirectorLrLambda_callback_released_capi_3440afefeeef7c4d(go_val);
+  Swig_DirectorLrLambda_callback_released_capi_1e5098db358a605e(go_val);
 }
 
-extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_3440afefeeef7c4d(int, long long step, accswig::Factor *out);
+extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_1e5098db358a605e(int, long long step, accswig::Factor *out);
 int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1504,7 +1530,40 @@ int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   
   swig_step = (int64_t)step; 
   *(accswig::Factor **)&swig_out = (accswig::Factor *)out; 
-  result = Swig_DirectorLrLambda_callback_factor_capi_3440afefeeef7c4d(go_val, swig_step, swig_out);
+  result = Swig_DirectorLrLambda_callback_factor_capi_1e5098db358a605e(go_val, swig_step, swig_out);
+  c_result = (int)result; 
+  return c_result;
+}
+
+SwigDirector_GroupLrLambda::SwigDirector_GroupLrLambda(int swig_p)
+    : accswig::GroupLrLambda(),
+      go_val(swig_p), swig_mem(0)
+{ }
+
+extern "C" void Swiggo_DeleteDirector_GroupLrLambda_capi_1e5098db358a605e(intgo);
+SwigDirector_GroupLrLambda::~SwigDirector_GroupLrLambda()
+{
+  Swiggo_DeleteDirector_GroupLrLambda_capi_1e5098db358a605e(go_val);
+  delete swig_mem;
+}
+
+extern "C" void Swig_DirectorGroupLrLambda_callback_released_capi_1e5098db358a605e(int);
+void SwigDirector_GroupLrLambda::released() {
+  Swig_DirectorGroupLrLambda_callback_released_capi_1e5098db358a605e(go_val);
+}
+
+extern "C" intgo Swig_DirectorGroupLrLambda_callback_factor_capi_1e5098db358a605e(int, long long group, long long step, accswig::Factor *out);
+int SwigDirector_GroupLrLambda::factor(size_t group,int64_t step,accswig::Factor *out) {
+  int c_result = SwigValueInit< int >() ;
+  intgo result;
+  long long swig_group;
+  long long swig_step;
+  accswig::Factor *swig_out;
+  
+  swig_group = (size_t)group; 
+  swig_step = (int64_t)step; 
+  *(accswig::Factor **)&swig_out = (accswig::Factor *)out; 
+  result = Swig_DirectorGroupLrLambda_callback_factor_capi_1e5098db358a605e(go_val, swig_group, swig_step, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1514,26 +1573,26 @@ SwigDirector_TraceReady::SwigDirector_TraceReady(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_TraceReady_capi_3440afefeeef7c4d(intgo);
+extern "C" void Swiggo_DeleteDirector_TraceReady_capi_1e5098db358a605e(intgo);
 SwigDirector_TraceReady::~SwigDirector_TraceReady()
 {
-  Swiggo_DeleteDirector_TraceReady_capi_3440afefeeef7c4d(go_val);
+  Swiggo_DeleteDirector_TraceReady_capi_1e5098db358a605e(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTraceReady_callback_released_capi_3440afefeeef7c4d(int);
+extern "C" void Swig_DirectorTraceReady_callback_released_capi_1e5098db358a605e(int);
 void SwigDirector_TraceReady::released() {
-  Swig_DirectorTraceReady_callback_released_capi_3440afefeeef7c4d(go_val);
+  Swig_DirectorTraceReady_callback_released_capi_1e5098db358a605e(go_val);
 }
 
-extern "C" intgo Swig_DirectorTraceReady_callback_ready_capi_3440afefeeef7c4d(int, long long step);
+extern "C" intgo Swig_DirectorTraceReady_callback_ready_capi_1e5098db358a605e(int, long long step);
 int SwigDirector_TraceReady::ready(int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_step;
   
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTraceReady_callback_ready_capi_3440afefeeef7c4d(go_val, swig_step);
+  result = Swig_DirectorTraceReady_callback_ready_capi_1e5098db358a605e(go_val, swig_step);
   c_result = (int)result; 
   return c_result;
 }
@@ -1543,26 +1602,26 @@ SwigDirector_BatchSizeRun::SwigDirector_BatchSizeRun(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_3440afefeeef7c4d(intgo);
+extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_1e5098db358a605e(intgo);
 SwigDirector_BatchSizeRun::~SwigDirector_BatchSizeRun()
 {
-  Swiggo_DeleteDirector_BatchSizeRun_capi_3440afefeeef7c4d(go_val);
+  Swiggo_DeleteDirector_BatchSizeRun_capi_1e5098db358a605e(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_3440afefeeef7c4d(int);
+extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_1e5098db358a605e(int);
 void SwigDirector_BatchSizeRun::released() {
-  Swig_DirectorBatchSizeRun_callback_released_capi_3440afefeeef7c4d(go_val);
+  Swig_DirectorBatchSizeRun_callback_released_capi_1e5098db358a605e(go_val);
 }
 
-extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_3440afefeeef7c4d(int, long long batch_size);
+extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_1e5098db358a605e(int, long long batch_size);
 int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_batch_size;
   
   swig_batch_size = (int64_t)batch_size; 
-  result = Swig_DirectorBatchSizeRun_callback_run_capi_3440afefeeef7c4d(go_val, swig_batch_size);
+  result = Swig_DirectorBatchSizeRun_callback_run_capi_1e5098db358a605e(go_val, swig_batch_size);
   c_result = (int)result; 
   return c_result;
 }
@@ -1571,7 +1630,7 @@ int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_3440afefeeef7c4d(void *_swig_go_0) {
+void _wrap_Swig_free_capi_1e5098db358a605e(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1581,7 +1640,7 @@ void _wrap_Swig_free_capi_3440afefeeef7c4d(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_3440afefeeef7c4d(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_1e5098db358a605e(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1594,7 +1653,7 @@ void *_wrap_Swig_malloc_capi_3440afefeeef7c4d(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_ACC_OK_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_OK_capi_1e5098db358a605e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1614,7 +1673,7 @@ intgo _wrap_ACC_OK_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_1e5098db358a605e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1634,7 +1693,7 @@ intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_1e5098db358a605e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1654,7 +1713,7 @@ intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_1e5098db358a605e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1674,7 +1733,7 @@ intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_ERR_UNSUPPORTED_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_ERR_UNSUPPORTED_capi_1e5098db358a605e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1694,7 +1753,7 @@ intgo _wrap_ACC_ERR_UNSUPPORTED_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_1e5098db358a605e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1714,7 +1773,7 @@ intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_ERR_TIMEOUT_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_ERR_TIMEOUT_capi_1e5098db358a605e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1734,7 +1793,7 @@ intgo _wrap_ACC_ERR_TIMEOUT_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_ERR_ABORTED_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_ERR_ABORTED_capi_1e5098db358a605e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1754,7 +1813,7 @@ intgo _wrap_ACC_ERR_ABORTED_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_ERR_DISTRIBUTED_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_ERR_DISTRIBUTED_capi_1e5098db358a605e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1774,7 +1833,7 @@ intgo _wrap_ACC_ERR_DISTRIBUTED_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_ERR_IO_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_ERR_IO_capi_1e5098db358a605e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1794,7 +1853,7 @@ intgo _wrap_ACC_ERR_IO_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_1e5098db358a605e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1814,7 +1873,7 @@ intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_ERR_INTERNAL_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_ERR_INTERNAL_capi_1e5098db358a605e() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1834,7 +1893,7 @@ intgo _wrap_ACC_ERR_INTERNAL_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UNDEFINED_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_DTYPE_UNDEFINED_capi_1e5098db358a605e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1854,7 +1913,7 @@ intgo _wrap_ACC_DTYPE_UNDEFINED_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT32_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_DTYPE_FLOAT32_capi_1e5098db358a605e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1874,7 +1933,7 @@ intgo _wrap_ACC_DTYPE_FLOAT32_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT64_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_DTYPE_FLOAT64_capi_1e5098db358a605e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1894,7 +1953,7 @@ intgo _wrap_ACC_DTYPE_FLOAT64_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BFLOAT16_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_DTYPE_BFLOAT16_capi_1e5098db358a605e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1914,7 +1973,7 @@ intgo _wrap_ACC_DTYPE_BFLOAT16_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT16_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_DTYPE_FLOAT16_capi_1e5098db358a605e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1934,7 +1993,7 @@ intgo _wrap_ACC_DTYPE_FLOAT16_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT64_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_DTYPE_INT64_capi_1e5098db358a605e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1954,7 +2013,7 @@ intgo _wrap_ACC_DTYPE_INT64_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT32_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_DTYPE_INT32_capi_1e5098db358a605e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1974,7 +2033,7 @@ intgo _wrap_ACC_DTYPE_INT32_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UINT8_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_DTYPE_UINT8_capi_1e5098db358a605e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1994,7 +2053,7 @@ intgo _wrap_ACC_DTYPE_UINT8_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BOOL_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_DTYPE_BOOL_capi_1e5098db358a605e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2014,7 +2073,7 @@ intgo _wrap_ACC_DTYPE_BOOL_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT8_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_DTYPE_INT8_capi_1e5098db358a605e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2034,7 +2093,7 @@ intgo _wrap_ACC_DTYPE_INT8_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT16_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_DTYPE_INT16_capi_1e5098db358a605e() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2054,7 +2113,7 @@ intgo _wrap_ACC_DTYPE_INT16_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_NONE_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_REDUCTION_NONE_capi_1e5098db358a605e() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2074,7 +2133,7 @@ intgo _wrap_ACC_REDUCTION_NONE_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_MEAN_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_REDUCTION_MEAN_capi_1e5098db358a605e() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2094,7 +2153,7 @@ intgo _wrap_ACC_REDUCTION_MEAN_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_SUM_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_REDUCTION_SUM_capi_1e5098db358a605e() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2114,7 +2173,7 @@ intgo _wrap_ACC_REDUCTION_SUM_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ANY_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_HANDLE_ANY_capi_1e5098db358a605e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2134,7 +2193,7 @@ intgo _wrap_ACC_HANDLE_ANY_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_HANDLE_TENSOR_capi_1e5098db358a605e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2154,7 +2213,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_1e5098db358a605e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2174,7 +2233,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_HANDLE_STRING_LIST_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_HANDLE_STRING_LIST_capi_1e5098db358a605e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2194,7 +2253,7 @@ intgo _wrap_ACC_HANDLE_STRING_LIST_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIONS_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_HANDLE_OPTIONS_capi_1e5098db358a605e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2214,7 +2273,7 @@ intgo _wrap_ACC_HANDLE_OPTIONS_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_HANDLE_MODEL_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_HANDLE_MODEL_capi_1e5098db358a605e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2234,7 +2293,7 @@ intgo _wrap_ACC_HANDLE_MODEL_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_1e5098db358a605e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2254,7 +2313,7 @@ intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_HANDLE_SCHEDULER_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_HANDLE_SCHEDULER_capi_1e5098db358a605e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2274,7 +2333,7 @@ intgo _wrap_ACC_HANDLE_SCHEDULER_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATASET_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_HANDLE_DATASET_capi_1e5098db358a605e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2294,7 +2353,7 @@ intgo _wrap_ACC_HANDLE_DATASET_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATALOADER_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_HANDLE_DATALOADER_capi_1e5098db358a605e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2314,7 +2373,7 @@ intgo _wrap_ACC_HANDLE_DATALOADER_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_1e5098db358a605e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2334,7 +2393,7 @@ intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_HANDLE_PROGRESS_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_HANDLE_PROGRESS_capi_1e5098db358a605e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2354,7 +2413,7 @@ intgo _wrap_ACC_HANDLE_PROGRESS_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_HANDLE_BYTES_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_HANDLE_BYTES_capi_1e5098db358a605e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2374,7 +2433,7 @@ intgo _wrap_ACC_HANDLE_BYTES_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_1e5098db358a605e() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2394,7 +2453,7 @@ intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_1e5098db358a605e() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2414,7 +2473,7 @@ intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_1e5098db358a605e() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2434,7 +2493,7 @@ intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_DATALOADER_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_OPTIONS_DATALOADER_capi_1e5098db358a605e() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2454,7 +2513,7 @@ intgo _wrap_ACC_OPTIONS_DATALOADER_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_1e5098db358a605e() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2474,7 +2533,7 @@ intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_LORA_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_OPTIONS_LORA_capi_1e5098db358a605e() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2494,7 +2553,7 @@ intgo _wrap_ACC_OPTIONS_LORA_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_PROFILE_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_OPTIONS_PROFILE_capi_1e5098db358a605e() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2514,7 +2573,7 @@ intgo _wrap_ACC_OPTIONS_PROFILE_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_1e5098db358a605e() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2534,7 +2593,7 @@ intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_1e5098db358a605e() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2554,7 +2613,7 @@ intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_NO_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_PLACEMENT_NO_capi_1e5098db358a605e() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2574,7 +2633,7 @@ intgo _wrap_ACC_PLACEMENT_NO_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_YES_capi_3440afefeeef7c4d() {
+intgo _wrap_ACC_PLACEMENT_YES_capi_1e5098db358a605e() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2594,7 +2653,7 @@ intgo _wrap_ACC_PLACEMENT_YES_capi_3440afefeeef7c4d() {
 }
 
 
-void _wrap_delete_Callback_capi_3440afefeeef7c4d(accswig::Callback *_swig_go_0) {
+void _wrap_delete_Callback_capi_1e5098db358a605e(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -2612,7 +2671,7 @@ void _wrap_delete_Callback_capi_3440afefeeef7c4d(accswig::Callback *_swig_go_0) 
 }
 
 
-void _wrap_Callback_released_capi_3440afefeeef7c4d(accswig::Callback *_swig_go_0) {
+void _wrap_Callback_released_capi_1e5098db358a605e(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -2630,7 +2689,7 @@ void _wrap_Callback_released_capi_3440afefeeef7c4d(accswig::Callback *_swig_go_0
 }
 
 
-accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_3440afefeeef7c4d(intgo _swig_go_0) {
+accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_1e5098db358a605e(intgo _swig_go_0) {
   int arg1 ;
   accswig::SampleSource *result = 0 ;
   accswig::SampleSource *_swig_go_result;
@@ -2651,7 +2710,7 @@ accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_3440
 }
 
 
-void _wrap_DeleteDirectorSampleSource_capi_3440afefeeef7c4d(accswig::SampleSource *_swig_go_0) {
+void _wrap_DeleteDirectorSampleSource_capi_1e5098db358a605e(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2669,7 +2728,7 @@ void _wrap_DeleteDirectorSampleSource_capi_3440afefeeef7c4d(accswig::SampleSourc
 }
 
 
-void _wrap__swig_DirectorSampleSource_upcall_Released_capi_3440afefeeef7c4d(SwigDirector_SampleSource *_swig_go_0) {
+void _wrap__swig_DirectorSampleSource_upcall_Released_capi_1e5098db358a605e(SwigDirector_SampleSource *_swig_go_0) {
   SwigDirector_SampleSource *arg1 = (SwigDirector_SampleSource *) 0 ;
   
   arg1 = *(SwigDirector_SampleSource **)&_swig_go_0; 
@@ -2687,7 +2746,7 @@ void _wrap__swig_DirectorSampleSource_upcall_Released_capi_3440afefeeef7c4d(Swig
 }
 
 
-intgo _wrap_SampleSource_sample_capi_3440afefeeef7c4d(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_SampleSource_sample_capi_1e5098db358a605e(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   int64_t arg2 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -2712,7 +2771,7 @@ intgo _wrap_SampleSource_sample_capi_3440afefeeef7c4d(accswig::SampleSource *_sw
 }
 
 
-void _wrap_delete_SampleSource_capi_3440afefeeef7c4d(accswig::SampleSource *_swig_go_0) {
+void _wrap_delete_SampleSource_capi_1e5098db358a605e(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2730,7 +2789,7 @@ void _wrap_delete_SampleSource_capi_3440afefeeef7c4d(accswig::SampleSource *_swi
 }
 
 
-void _wrap_SampleSource_released_capi_3440afefeeef7c4d(accswig::SampleSource *_swig_go_0) {
+void _wrap_SampleSource_released_capi_1e5098db358a605e(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2741,7 +2800,7 @@ void _wrap_SampleSource_released_capi_3440afefeeef7c4d(accswig::SampleSource *_s
 }
 
 
-accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_3440afefeeef7c4d(intgo _swig_go_0) {
+accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_1e5098db358a605e(intgo _swig_go_0) {
   int arg1 ;
   accswig::StreamSource *result = 0 ;
   accswig::StreamSource *_swig_go_result;
@@ -2762,7 +2821,7 @@ accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_3440
 }
 
 
-void _wrap_DeleteDirectorStreamSource_capi_3440afefeeef7c4d(accswig::StreamSource *_swig_go_0) {
+void _wrap_DeleteDirectorStreamSource_capi_1e5098db358a605e(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -2780,7 +2839,7 @@ void _wrap_DeleteDirectorStreamSource_capi_3440afefeeef7c4d(accswig::StreamSourc
 }
 
 
-void _wrap__swig_DirectorStreamSource_upcall_Released_capi_3440afefeeef7c4d(SwigDirector_StreamSource *_swig_go_0) {
+void _wrap__swig_DirectorStreamSource_upcall_Released_capi_1e5098db358a605e(SwigDirector_StreamSource *_swig_go_0) {
   SwigDirector_StreamSource *arg1 = (SwigDirector_StreamSource *) 0 ;
   
   arg1 = *(SwigDirector_StreamSource **)&_swig_go_0; 
@@ -2798,7 +2857,7 @@ void _wrap__swig_DirectorStreamSource_upcall_Released_capi_3440afefeeef7c4d(Swig
 }
 
 
-intgo _wrap_StreamSource_start_capi_3440afefeeef7c4d(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_StreamSource_start_capi_1e5098db358a605e(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   int result;
@@ -2821,7 +2880,7 @@ intgo _wrap_StreamSource_start_capi_3440afefeeef7c4d(accswig::StreamSource *_swi
 }
 
 
-intgo _wrap_StreamSource_next_capi_3440afefeeef7c4d(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
+intgo _wrap_StreamSource_next_capi_1e5098db358a605e(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   int result;
@@ -2844,7 +2903,7 @@ intgo _wrap_StreamSource_next_capi_3440afefeeef7c4d(accswig::StreamSource *_swig
 }
 
 
-void _wrap_delete_StreamSource_capi_3440afefeeef7c4d(accswig::StreamSource *_swig_go_0) {
+void _wrap_delete_StreamSource_capi_1e5098db358a605e(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -2862,7 +2921,7 @@ void _wrap_delete_StreamSource_capi_3440afefeeef7c4d(accswig::StreamSource *_swi
 }
 
 
-void _wrap_StreamSource_released_capi_3440afefeeef7c4d(accswig::StreamSource *_swig_go_0) {
+void _wrap_StreamSource_released_capi_1e5098db358a605e(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -2873,7 +2932,7 @@ void _wrap_StreamSource_released_capi_3440afefeeef7c4d(accswig::StreamSource *_s
 }
 
 
-accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_3440afefeeef7c4d(intgo _swig_go_0) {
+accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_1e5098db358a605e(intgo _swig_go_0) {
   int arg1 ;
   accswig::Collator *result = 0 ;
   accswig::Collator *_swig_go_result;
@@ -2894,7 +2953,7 @@ accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_3440afefeeef7c4d
 }
 
 
-void _wrap_DeleteDirectorCollator_capi_3440afefeeef7c4d(accswig::Collator *_swig_go_0) {
+void _wrap_DeleteDirectorCollator_capi_1e5098db358a605e(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -2912,7 +2971,7 @@ void _wrap_DeleteDirectorCollator_capi_3440afefeeef7c4d(accswig::Collator *_swig
 }
 
 
-void _wrap__swig_DirectorCollator_upcall_Released_capi_3440afefeeef7c4d(SwigDirector_Collator *_swig_go_0) {
+void _wrap__swig_DirectorCollator_upcall_Released_capi_1e5098db358a605e(SwigDirector_Collator *_swig_go_0) {
   SwigDirector_Collator *arg1 = (SwigDirector_Collator *) 0 ;
   
   arg1 = *(SwigDirector_Collator **)&_swig_go_0; 
@@ -2930,7 +2989,7 @@ void _wrap__swig_DirectorCollator_upcall_Released_capi_3440afefeeef7c4d(SwigDire
 }
 
 
-intgo _wrap_Collator_collate_capi_3440afefeeef7c4d(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_Collator_collate_capi_1e5098db358a605e(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   accswig::Samples *arg2 = (accswig::Samples *) 0 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -2955,7 +3014,7 @@ intgo _wrap_Collator_collate_capi_3440afefeeef7c4d(accswig::Collator *_swig_go_0
 }
 
 
-void _wrap_delete_Collator_capi_3440afefeeef7c4d(accswig::Collator *_swig_go_0) {
+void _wrap_delete_Collator_capi_1e5098db358a605e(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -2973,7 +3032,7 @@ void _wrap_delete_Collator_capi_3440afefeeef7c4d(accswig::Collator *_swig_go_0) 
 }
 
 
-void _wrap_Collator_released_capi_3440afefeeef7c4d(accswig::Collator *_swig_go_0) {
+void _wrap_Collator_released_capi_1e5098db358a605e(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -2984,7 +3043,7 @@ void _wrap_Collator_released_capi_3440afefeeef7c4d(accswig::Collator *_swig_go_0
 }
 
 
-accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_3440afefeeef7c4d(intgo _swig_go_0) {
+accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_1e5098db358a605e(intgo _swig_go_0) {
   int arg1 ;
   accswig::StateHandler *result = 0 ;
   accswig::StateHandler *_swig_go_result;
@@ -3005,7 +3064,7 @@ accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_3440
 }
 
 
-void _wrap_DeleteDirectorStateHandler_capi_3440afefeeef7c4d(accswig::StateHandler *_swig_go_0) {
+void _wrap_DeleteDirectorStateHandler_capi_1e5098db358a605e(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3023,7 +3082,7 @@ void _wrap_DeleteDirectorStateHandler_capi_3440afefeeef7c4d(accswig::StateHandle
 }
 
 
-void _wrap__swig_DirectorStateHandler_upcall_Released_capi_3440afefeeef7c4d(SwigDirector_StateHandler *_swig_go_0) {
+void _wrap__swig_DirectorStateHandler_upcall_Released_capi_1e5098db358a605e(SwigDirector_StateHandler *_swig_go_0) {
   SwigDirector_StateHandler *arg1 = (SwigDirector_StateHandler *) 0 ;
   
   arg1 = *(SwigDirector_StateHandler **)&_swig_go_0; 
@@ -3041,7 +3100,7 @@ void _wrap__swig_DirectorStateHandler_upcall_Released_capi_3440afefeeef7c4d(Swig
 }
 
 
-intgo _wrap_StateHandler_save_capi_3440afefeeef7c4d(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_save_capi_1e5098db358a605e(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -3064,7 +3123,7 @@ intgo _wrap_StateHandler_save_capi_3440afefeeef7c4d(accswig::StateHandler *_swig
 }
 
 
-intgo _wrap_StateHandler_load_capi_3440afefeeef7c4d(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_load_capi_1e5098db358a605e(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -3087,7 +3146,7 @@ intgo _wrap_StateHandler_load_capi_3440afefeeef7c4d(accswig::StateHandler *_swig
 }
 
 
-void _wrap_delete_StateHandler_capi_3440afefeeef7c4d(accswig::StateHandler *_swig_go_0) {
+void _wrap_delete_StateHandler_capi_1e5098db358a605e(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3105,7 +3164,7 @@ void _wrap_delete_StateHandler_capi_3440afefeeef7c4d(accswig::StateHandler *_swi
 }
 
 
-void _wrap_StateHandler_released_capi_3440afefeeef7c4d(accswig::StateHandler *_swig_go_0) {
+void _wrap_StateHandler_released_capi_1e5098db358a605e(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3116,7 +3175,7 @@ void _wrap_StateHandler_released_capi_3440afefeeef7c4d(accswig::StateHandler *_s
 }
 
 
-accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_3440afefeeef7c4d(intgo _swig_go_0) {
+accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_1e5098db358a605e(intgo _swig_go_0) {
   int arg1 ;
   accswig::CheckpointHook *result = 0 ;
   accswig::CheckpointHook *_swig_go_result;
@@ -3137,7 +3196,7 @@ accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_cap
 }
 
 
-void _wrap_DeleteDirectorCheckpointHook_capi_3440afefeeef7c4d(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_DeleteDirectorCheckpointHook_capi_1e5098db358a605e(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3155,7 +3214,7 @@ void _wrap_DeleteDirectorCheckpointHook_capi_3440afefeeef7c4d(accswig::Checkpoin
 }
 
 
-void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_3440afefeeef7c4d(SwigDirector_CheckpointHook *_swig_go_0) {
+void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_1e5098db358a605e(SwigDirector_CheckpointHook *_swig_go_0) {
   SwigDirector_CheckpointHook *arg1 = (SwigDirector_CheckpointHook *) 0 ;
   
   arg1 = *(SwigDirector_CheckpointHook **)&_swig_go_0; 
@@ -3173,7 +3232,7 @@ void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_3440afefeeef7c4d(Sw
 }
 
 
-intgo _wrap_CheckpointHook_run_capi_3440afefeeef7c4d(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_CheckpointHook_run_capi_1e5098db358a605e(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   char *arg2 = (char *) 0 ;
   int result;
@@ -3201,7 +3260,7 @@ intgo _wrap_CheckpointHook_run_capi_3440afefeeef7c4d(accswig::CheckpointHook *_s
 }
 
 
-void _wrap_delete_CheckpointHook_capi_3440afefeeef7c4d(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_delete_CheckpointHook_capi_1e5098db358a605e(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3219,7 +3278,7 @@ void _wrap_delete_CheckpointHook_capi_3440afefeeef7c4d(accswig::CheckpointHook *
 }
 
 
-void _wrap_CheckpointHook_released_capi_3440afefeeef7c4d(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_CheckpointHook_released_capi_1e5098db358a605e(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3230,7 +3289,7 @@ void _wrap_CheckpointHook_released_capi_3440afefeeef7c4d(accswig::CheckpointHook
 }
 
 
-accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_3440afefeeef7c4d(intgo _swig_go_0) {
+accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_1e5098db358a605e(intgo _swig_go_0) {
   int arg1 ;
   accswig::Tracker *result = 0 ;
   accswig::Tracker *_swig_go_result;
@@ -3251,7 +3310,7 @@ accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_3440afefeeef7c4d(in
 }
 
 
-void _wrap_DeleteDirectorTracker_capi_3440afefeeef7c4d(accswig::Tracker *_swig_go_0) {
+void _wrap_DeleteDirectorTracker_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3269,7 +3328,7 @@ void _wrap_DeleteDirectorTracker_capi_3440afefeeef7c4d(accswig::Tracker *_swig_g
 }
 
 
-void _wrap__swig_DirectorTracker_upcall_Released_capi_3440afefeeef7c4d(SwigDirector_Tracker *_swig_go_0) {
+void _wrap__swig_DirectorTracker_upcall_Released_capi_1e5098db358a605e(SwigDirector_Tracker *_swig_go_0) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   
   arg1 = *(SwigDirector_Tracker **)&_swig_go_0; 
@@ -3287,7 +3346,7 @@ void _wrap__swig_DirectorTracker_upcall_Released_capi_3440afefeeef7c4d(SwigDirec
 }
 
 
-intgo _wrap_Tracker_init_capi_3440afefeeef7c4d(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
+intgo _wrap_Tracker_init_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -3322,7 +3381,7 @@ intgo _wrap_Tracker_init_capi_3440afefeeef7c4d(accswig::Tracker *_swig_go_0, _go
 }
 
 
-intgo _wrap_Tracker_log_capi_3440afefeeef7c4d(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_log_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Metrics *arg2 = (accswig::Metrics *) 0 ;
   int64_t arg3 ;
@@ -3347,7 +3406,7 @@ intgo _wrap_Tracker_log_capi_3440afefeeef7c4d(accswig::Tracker *_swig_go_0, accs
 }
 
 
-intgo _wrap_Tracker_finish_capi_3440afefeeef7c4d(accswig::Tracker *_swig_go_0) {
+intgo _wrap_Tracker_finish_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   int result;
   intgo _swig_go_result;
@@ -3368,7 +3427,7 @@ intgo _wrap_Tracker_finish_capi_3440afefeeef7c4d(accswig::Tracker *_swig_go_0) {
 }
 
 
-void _wrap_delete_Tracker_capi_3440afefeeef7c4d(accswig::Tracker *_swig_go_0) {
+void _wrap_delete_Tracker_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3386,7 +3445,7 @@ void _wrap_delete_Tracker_capi_3440afefeeef7c4d(accswig::Tracker *_swig_go_0) {
 }
 
 
-void _wrap_Tracker_released_capi_3440afefeeef7c4d(accswig::Tracker *_swig_go_0) {
+void _wrap_Tracker_released_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3397,7 +3456,7 @@ void _wrap_Tracker_released_capi_3440afefeeef7c4d(accswig::Tracker *_swig_go_0) 
 }
 
 
-accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_3440afefeeef7c4d(intgo _swig_go_0) {
+accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_1e5098db358a605e(intgo _swig_go_0) {
   int arg1 ;
   accswig::LrLambda *result = 0 ;
   accswig::LrLambda *_swig_go_result;
@@ -3418,7 +3477,7 @@ accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_3440afefeeef7c4d
 }
 
 
-void _wrap_DeleteDirectorLrLambda_capi_3440afefeeef7c4d(accswig::LrLambda *_swig_go_0) {
+void _wrap_DeleteDirectorLrLambda_capi_1e5098db358a605e(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3436,7 +3495,7 @@ void _wrap_DeleteDirectorLrLambda_capi_3440afefeeef7c4d(accswig::LrLambda *_swig
 }
 
 
-void _wrap__swig_DirectorLrLambda_upcall_Released_capi_3440afefeeef7c4d(SwigDirector_LrLambda *_swig_go_0) {
+void _wrap__swig_DirectorLrLambda_upcall_Released_capi_1e5098db358a605e(SwigDirector_LrLambda *_swig_go_0) {
   SwigDirector_LrLambda *arg1 = (SwigDirector_LrLambda *) 0 ;
   
   arg1 = *(SwigDirector_LrLambda **)&_swig_go_0; 
@@ -3454,7 +3513,7 @@ void _wrap__swig_DirectorLrLambda_upcall_Released_capi_3440afefeeef7c4d(SwigDire
 }
 
 
-intgo _wrap_LrLambda_factor_capi_3440afefeeef7c4d(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
+intgo _wrap_LrLambda_factor_capi_1e5098db358a605e(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   int64_t arg2 ;
   accswig::Factor *arg3 = (accswig::Factor *) 0 ;
@@ -3479,7 +3538,7 @@ intgo _wrap_LrLambda_factor_capi_3440afefeeef7c4d(accswig::LrLambda *_swig_go_0,
 }
 
 
-void _wrap_delete_LrLambda_capi_3440afefeeef7c4d(accswig::LrLambda *_swig_go_0) {
+void _wrap_delete_LrLambda_capi_1e5098db358a605e(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3497,7 +3556,7 @@ void _wrap_delete_LrLambda_capi_3440afefeeef7c4d(accswig::LrLambda *_swig_go_0) 
 }
 
 
-void _wrap_LrLambda_released_capi_3440afefeeef7c4d(accswig::LrLambda *_swig_go_0) {
+void _wrap_LrLambda_released_capi_1e5098db358a605e(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3508,7 +3567,120 @@ void _wrap_LrLambda_released_capi_3440afefeeef7c4d(accswig::LrLambda *_swig_go_0
 }
 
 
-accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_3440afefeeef7c4d(intgo _swig_go_0) {
+accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_1e5098db358a605e(intgo _swig_go_0) {
+  int arg1 ;
+  accswig::GroupLrLambda *result = 0 ;
+  accswig::GroupLrLambda *_swig_go_result;
+  
+  arg1 = (int)_swig_go_0; 
+  
+  {
+    try {
+      result = new SwigDirector_GroupLrLambda(arg1);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  *(accswig::GroupLrLambda **)&_swig_go_result = (accswig::GroupLrLambda *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_DeleteDirectorGroupLrLambda_capi_1e5098db358a605e(accswig::GroupLrLambda *_swig_go_0) {
+  accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
+  
+  arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
+  
+  {
+    try {
+      delete arg1;
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+}
+
+
+void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_1e5098db358a605e(SwigDirector_GroupLrLambda *_swig_go_0) {
+  SwigDirector_GroupLrLambda *arg1 = (SwigDirector_GroupLrLambda *) 0 ;
+  
+  arg1 = *(SwigDirector_GroupLrLambda **)&_swig_go_0; 
+  
+  {
+    try {
+      arg1->_swig_upcall_released();
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+}
+
+
+intgo _wrap_GroupLrLambda_factor_capi_1e5098db358a605e(accswig::GroupLrLambda *_swig_go_0, long long _swig_go_1, long long _swig_go_2, accswig::Factor *_swig_go_3) {
+  accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
+  size_t arg2 ;
+  int64_t arg3 ;
+  accswig::Factor *arg4 = (accswig::Factor *) 0 ;
+  int result;
+  intgo _swig_go_result;
+  
+  arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = (int64_t)_swig_go_2; 
+  arg4 = *(accswig::Factor **)&_swig_go_3; 
+  
+  {
+    try {
+      result = (int)(arg1)->factor(arg2,arg3,arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_GroupLrLambda_capi_1e5098db358a605e(accswig::GroupLrLambda *_swig_go_0) {
+  accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
+  
+  arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
+  
+  {
+    try {
+      delete arg1;
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+}
+
+
+void _wrap_GroupLrLambda_released_capi_1e5098db358a605e(accswig::GroupLrLambda *_swig_go_0) {
+  accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
+  
+  arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
+  
+  accswig::Callback *swig_b0 = (accswig::Callback *)arg1;
+  (swig_b0)->released();
+  
+}
+
+
+accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_1e5098db358a605e(intgo _swig_go_0) {
   int arg1 ;
   accswig::TraceReady *result = 0 ;
   accswig::TraceReady *_swig_go_result;
@@ -3529,7 +3701,7 @@ accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_3440afefee
 }
 
 
-void _wrap_DeleteDirectorTraceReady_capi_3440afefeeef7c4d(accswig::TraceReady *_swig_go_0) {
+void _wrap_DeleteDirectorTraceReady_capi_1e5098db358a605e(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -3547,7 +3719,7 @@ void _wrap_DeleteDirectorTraceReady_capi_3440afefeeef7c4d(accswig::TraceReady *_
 }
 
 
-void _wrap__swig_DirectorTraceReady_upcall_Released_capi_3440afefeeef7c4d(SwigDirector_TraceReady *_swig_go_0) {
+void _wrap__swig_DirectorTraceReady_upcall_Released_capi_1e5098db358a605e(SwigDirector_TraceReady *_swig_go_0) {
   SwigDirector_TraceReady *arg1 = (SwigDirector_TraceReady *) 0 ;
   
   arg1 = *(SwigDirector_TraceReady **)&_swig_go_0; 
@@ -3565,7 +3737,7 @@ void _wrap__swig_DirectorTraceReady_upcall_Released_capi_3440afefeeef7c4d(SwigDi
 }
 
 
-intgo _wrap_TraceReady_ready_capi_3440afefeeef7c4d(accswig::TraceReady *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_TraceReady_ready_capi_1e5098db358a605e(accswig::TraceReady *_swig_go_0, long long _swig_go_1) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   int64_t arg2 ;
   int result;
@@ -3588,7 +3760,7 @@ intgo _wrap_TraceReady_ready_capi_3440afefeeef7c4d(accswig::TraceReady *_swig_go
 }
 
 
-void _wrap_delete_TraceReady_capi_3440afefeeef7c4d(accswig::TraceReady *_swig_go_0) {
+void _wrap_delete_TraceReady_capi_1e5098db358a605e(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -3606,7 +3778,7 @@ void _wrap_delete_TraceReady_capi_3440afefeeef7c4d(accswig::TraceReady *_swig_go
 }
 
 
-void _wrap_TraceReady_released_capi_3440afefeeef7c4d(accswig::TraceReady *_swig_go_0) {
+void _wrap_TraceReady_released_capi_1e5098db358a605e(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -3617,7 +3789,7 @@ void _wrap_TraceReady_released_capi_3440afefeeef7c4d(accswig::TraceReady *_swig_
 }
 
 
-accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_3440afefeeef7c4d(intgo _swig_go_0) {
+accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_1e5098db358a605e(intgo _swig_go_0) {
   int arg1 ;
   accswig::BatchSizeRun *result = 0 ;
   accswig::BatchSizeRun *_swig_go_result;
@@ -3638,7 +3810,7 @@ accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_3440
 }
 
 
-void _wrap_DeleteDirectorBatchSizeRun_capi_3440afefeeef7c4d(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_DeleteDirectorBatchSizeRun_capi_1e5098db358a605e(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -3656,7 +3828,7 @@ void _wrap_DeleteDirectorBatchSizeRun_capi_3440afefeeef7c4d(accswig::BatchSizeRu
 }
 
 
-void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_3440afefeeef7c4d(SwigDirector_BatchSizeRun *_swig_go_0) {
+void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_1e5098db358a605e(SwigDirector_BatchSizeRun *_swig_go_0) {
   SwigDirector_BatchSizeRun *arg1 = (SwigDirector_BatchSizeRun *) 0 ;
   
   arg1 = *(SwigDirector_BatchSizeRun **)&_swig_go_0; 
@@ -3674,7 +3846,7 @@ void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_3440afefeeef7c4d(Swig
 }
 
 
-intgo _wrap_BatchSizeRun_run_capi_3440afefeeef7c4d(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_BatchSizeRun_run_capi_1e5098db358a605e(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   int64_t arg2 ;
   int result;
@@ -3697,7 +3869,7 @@ intgo _wrap_BatchSizeRun_run_capi_3440afefeeef7c4d(accswig::BatchSizeRun *_swig_
 }
 
 
-void _wrap_delete_BatchSizeRun_capi_3440afefeeef7c4d(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_delete_BatchSizeRun_capi_1e5098db358a605e(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -3715,7 +3887,7 @@ void _wrap_delete_BatchSizeRun_capi_3440afefeeef7c4d(accswig::BatchSizeRun *_swi
 }
 
 
-void _wrap_BatchSizeRun_released_capi_3440afefeeef7c4d(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_BatchSizeRun_released_capi_1e5098db358a605e(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -3726,7 +3898,7 @@ void _wrap_BatchSizeRun_released_capi_3440afefeeef7c4d(accswig::BatchSizeRun *_s
 }
 
 
-_gostring_ _wrap_Accelerate_version_capi_3440afefeeef7c4d() {
+_gostring_ _wrap_Accelerate_version_capi_1e5098db358a605e() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -3745,7 +3917,7 @@ _gostring_ _wrap_Accelerate_version_capi_3440afefeeef7c4d() {
 }
 
 
-intgo _wrap_Accelerate_abiVersion_capi_3440afefeeef7c4d() {
+intgo _wrap_Accelerate_abiVersion_capi_1e5098db358a605e() {
   int result;
   intgo _swig_go_result;
   
@@ -3764,7 +3936,7 @@ intgo _wrap_Accelerate_abiVersion_capi_3440afefeeef7c4d() {
 }
 
 
-void _wrap_Accelerate_checkAbi_capi_3440afefeeef7c4d(intgo _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_checkAbi_capi_1e5098db358a605e(intgo _swig_go_0, _gostring_* _swig_go_1) {
   int arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -3794,7 +3966,7 @@ void _wrap_Accelerate_checkAbi_capi_3440afefeeef7c4d(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_Accelerate_checkBinding_capi_3440afefeeef7c4d(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerate_checkBinding_capi_1e5098db358a605e(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   int arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -3831,7 +4003,7 @@ void _wrap_Accelerate_checkBinding_capi_3440afefeeef7c4d(_gostring_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_Accelerate_buildInfo_capi_3440afefeeef7c4d() {
+_gostring_ _wrap_Accelerate_buildInfo_capi_1e5098db358a605e() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -3850,7 +4022,7 @@ _gostring_ _wrap_Accelerate_buildInfo_capi_3440afefeeef7c4d() {
 }
 
 
-_gostring_ _wrap_Accelerate_statusName_capi_3440afefeeef7c4d(intgo _swig_go_0) {
+_gostring_ _wrap_Accelerate_statusName_capi_1e5098db358a605e(intgo _swig_go_0) {
   acc_status arg1 ;
   std::string result;
   _gostring_ _swig_go_result;
@@ -3871,7 +4043,7 @@ _gostring_ _wrap_Accelerate_statusName_capi_3440afefeeef7c4d(intgo _swig_go_0) {
 }
 
 
-long long _wrap_Accelerate_liveHandles_capi_3440afefeeef7c4d(intgo _swig_go_0) {
+long long _wrap_Accelerate_liveHandles_capi_1e5098db358a605e(intgo _swig_go_0) {
   acc_handle_kind arg1 ;
   int64_t result;
   long long _swig_go_result;
@@ -3892,7 +4064,7 @@ long long _wrap_Accelerate_liveHandles_capi_3440afefeeef7c4d(intgo _swig_go_0) {
 }
 
 
-void _wrap_Accelerate_setSeed_capi_3440afefeeef7c4d(long long _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setSeed_capi_1e5098db358a605e(long long _swig_go_0, _gostring_* _swig_go_1) {
   int64_t arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -3922,7 +4094,7 @@ void _wrap_Accelerate_setSeed_capi_3440afefeeef7c4d(long long _swig_go_0, _gostr
 }
 
 
-void _wrap_Accelerate_setSeedWith_capi_3440afefeeef7c4d(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerate_setSeedWith_capi_1e5098db358a605e(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   int64_t arg1 ;
   bool arg2 ;
   bool arg3 ;
@@ -3956,7 +4128,7 @@ void _wrap_Accelerate_setSeedWith_capi_3440afefeeef7c4d(long long _swig_go_0, bo
 }
 
 
-acc_tensor *_wrap_Accelerate_getRandomState_capi_3440afefeeef7c4d(_gostring_* _swig_go_0) {
+acc_tensor *_wrap_Accelerate_getRandomState_capi_1e5098db358a605e(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor *result = 0 ;
@@ -3987,7 +4159,7 @@ acc_tensor *_wrap_Accelerate_getRandomState_capi_3440afefeeef7c4d(_gostring_* _s
 }
 
 
-void _wrap_Accelerate_setRandomState_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setRandomState_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4017,7 +4189,7 @@ void _wrap_Accelerate_setRandomState_capi_3440afefeeef7c4d(acc_tensor *_swig_go_
 }
 
 
-long long _wrap_Accelerate_dtypeSize_capi_3440afefeeef7c4d(intgo _swig_go_0) {
+long long _wrap_Accelerate_dtypeSize_capi_1e5098db358a605e(intgo _swig_go_0) {
   acc_dtype arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -4038,7 +4210,7 @@ long long _wrap_Accelerate_dtypeSize_capi_3440afefeeef7c4d(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_3440afefeeef7c4d() {
+_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_1e5098db358a605e() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -4057,7 +4229,7 @@ _gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_3440afefeeef7c4d() {
 }
 
 
-void _wrap_Accelerate_callbackSetError_capi_3440afefeeef7c4d(_gostring_ _swig_go_0) {
+void _wrap_Accelerate_callbackSetError_capi_1e5098db358a605e(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
   
   
@@ -4080,7 +4252,7 @@ void _wrap_Accelerate_callbackSetError_capi_3440afefeeef7c4d(_gostring_ _swig_go
 }
 
 
-long long _wrap_Accelerate_findBatchSizeWith_capi_3440afefeeef7c4d(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerate_findBatchSizeWith_capi_1e5098db358a605e(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::BatchSizeRun *arg2 = (accswig::BatchSizeRun *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4115,7 +4287,7 @@ long long _wrap_Accelerate_findBatchSizeWith_capi_3440afefeeef7c4d(long long _sw
 }
 
 
-void _wrap_delete_Accelerate_capi_3440afefeeef7c4d(accswig::Library *_swig_go_0) {
+void _wrap_delete_Accelerate_capi_1e5098db358a605e(accswig::Library *_swig_go_0) {
   accswig::Library *arg1 = (accswig::Library *) 0 ;
   
   arg1 = *(accswig::Library **)&_swig_go_0; 
@@ -4133,7 +4305,7 @@ void _wrap_delete_Accelerate_capi_3440afefeeef7c4d(accswig::Library *_swig_go_0)
 }
 
 
-long long _wrap_LoadReport_missingCount_capi_3440afefeeef7c4d(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_missingCount_capi_1e5098db358a605e(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -4154,7 +4326,7 @@ long long _wrap_LoadReport_missingCount_capi_3440afefeeef7c4d(accswig::LoadRepor
 }
 
 
-_gostring_ _wrap_LoadReport_missing_capi_3440afefeeef7c4d(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_missing_capi_1e5098db358a605e(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -4177,7 +4349,7 @@ _gostring_ _wrap_LoadReport_missing_capi_3440afefeeef7c4d(accswig::LoadReport *_
 }
 
 
-long long _wrap_LoadReport_unexpectedCount_capi_3440afefeeef7c4d(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_unexpectedCount_capi_1e5098db358a605e(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -4198,7 +4370,7 @@ long long _wrap_LoadReport_unexpectedCount_capi_3440afefeeef7c4d(accswig::LoadRe
 }
 
 
-_gostring_ _wrap_LoadReport_unexpected_capi_3440afefeeef7c4d(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_unexpected_capi_1e5098db358a605e(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -4221,7 +4393,7 @@ _gostring_ _wrap_LoadReport_unexpected_capi_3440afefeeef7c4d(accswig::LoadReport
 }
 
 
-void _wrap_delete_LoadReport_capi_3440afefeeef7c4d(accswig::LoadReport *_swig_go_0) {
+void _wrap_delete_LoadReport_capi_1e5098db358a605e(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   
   arg1 = *(accswig::LoadReport **)&_swig_go_0; 
@@ -4239,7 +4411,7 @@ void _wrap_delete_LoadReport_capi_3440afefeeef7c4d(accswig::LoadReport *_swig_go
 }
 
 
-acc_tensor *_wrap_Loss_crossEntropy_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_crossEntropy_capi_1e5098db358a605e(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4278,7 +4450,7 @@ acc_tensor *_wrap_Loss_crossEntropy_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Loss_nll_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_nll_capi_1e5098db358a605e(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4315,7 +4487,7 @@ acc_tensor *_wrap_Loss_nll_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_mse_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_mse_capi_1e5098db358a605e(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4352,7 +4524,7 @@ acc_tensor *_wrap_Loss_mse_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_bceWithLogits_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_bceWithLogits_capi_1e5098db358a605e(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4389,7 +4561,7 @@ acc_tensor *_wrap_Loss_bceWithLogits_capi_3440afefeeef7c4d(acc_tensor *_swig_go_
 }
 
 
-void _wrap_delete_Loss_capi_3440afefeeef7c4d(accswig::Loss *_swig_go_0) {
+void _wrap_delete_Loss_capi_1e5098db358a605e(accswig::Loss *_swig_go_0) {
   accswig::Loss *arg1 = (accswig::Loss *) 0 ;
   
   arg1 = *(accswig::Loss **)&_swig_go_0; 
@@ -4407,7 +4579,7 @@ void _wrap_delete_Loss_capi_3440afefeeef7c4d(accswig::Loss *_swig_go_0) {
 }
 
 
-void _wrap_delete_Tensor_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0) {
+void _wrap_delete_Tensor_capi_1e5098db358a605e(acc_tensor *_swig_go_0) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   
   arg1 = *(acc_tensor **)&_swig_go_0; 
@@ -4425,7 +4597,7 @@ void _wrap_delete_Tensor_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0) {
 }
 
 
-acc_tensor *_wrap_Tensor_fromFloats_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromFloats_capi_1e5098db358a605e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   float *arg1 = (float *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4468,7 +4640,7 @@ acc_tensor *_wrap_Tensor_fromFloats_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, 
 }
 
 
-void _wrap_Tensor_copyToFloats_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToFloats_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -4504,7 +4676,7 @@ void _wrap_Tensor_copyToFloats_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_fromDoubles_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromDoubles_capi_1e5098db358a605e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   double *arg1 = (double *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4547,7 +4719,7 @@ acc_tensor *_wrap_Tensor_fromDoubles_capi_3440afefeeef7c4d(_goslice_ _swig_go_0,
 }
 
 
-void _wrap_Tensor_copyToDoubles_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToDoubles_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   double *arg2 = (double *) 0 ;
   size_t arg3 ;
@@ -4583,7 +4755,7 @@ void _wrap_Tensor_copyToDoubles_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _g
 }
 
 
-acc_tensor *_wrap_Tensor_fromLongs_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromLongs_capi_1e5098db358a605e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4626,7 +4798,7 @@ acc_tensor *_wrap_Tensor_fromLongs_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToLongs_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToLongs_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -4662,7 +4834,7 @@ void _wrap_Tensor_copyToLongs_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_fromInts_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromInts_capi_1e5098db358a605e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int32_t *arg1 = (int32_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4705,7 +4877,7 @@ acc_tensor *_wrap_Tensor_fromInts_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, _g
 }
 
 
-void _wrap_Tensor_copyToInts_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToInts_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -4741,7 +4913,7 @@ void _wrap_Tensor_copyToInts_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gosl
 }
 
 
-acc_tensor *_wrap_Tensor_fromBytes_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromBytes_capi_1e5098db358a605e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4784,7 +4956,7 @@ acc_tensor *_wrap_Tensor_fromBytes_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToBytes_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToBytes_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -4820,7 +4992,7 @@ void _wrap_Tensor_copyToBytes_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_zeros_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_zeros_capi_1e5098db358a605e(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   acc_dtype arg3 ;
@@ -4866,7 +5038,7 @@ acc_tensor *_wrap_Tensor_zeros_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, intgo
 }
 
 
-acc_tensor *_wrap_Tensor_rand_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_rand_capi_1e5098db358a605e(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4903,7 +5075,7 @@ acc_tensor *_wrap_Tensor_rand_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_randn_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_randn_capi_1e5098db358a605e(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4940,7 +5112,7 @@ acc_tensor *_wrap_Tensor_randn_capi_3440afefeeef7c4d(_goslice_ _swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_fromIdxFile_capi_3440afefeeef7c4d(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_fromIdxFile_capi_1e5098db358a605e(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4978,7 +5150,7 @@ acc_tensor *_wrap_Tensor_fromIdxFile_capi_3440afefeeef7c4d(_gostring_ _swig_go_0
 }
 
 
-acc_tensor *_wrap_Tensor_fromFileMmap_capi_3440afefeeef7c4d(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Tensor_fromFileMmap_capi_1e5098db358a605e(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   acc_dtype arg3 ;
@@ -5026,7 +5198,7 @@ acc_tensor *_wrap_Tensor_fromFileMmap_capi_3440afefeeef7c4d(_gostring_ _swig_go_
 }
 
 
-long long _wrap_Tensor_ndim_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_ndim_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5059,7 +5231,7 @@ long long _wrap_Tensor_ndim_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostr
 }
 
 
-void _wrap_Tensor_copyShape_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyShape_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5095,7 +5267,7 @@ void _wrap_Tensor_copyShape_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Tensor_numel_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_numel_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5128,7 +5300,7 @@ long long _wrap_Tensor_numel_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gost
 }
 
 
-intgo _wrap_Tensor_dtype_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+intgo _wrap_Tensor_dtype_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5161,7 +5333,7 @@ intgo _wrap_Tensor_dtype_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring
 }
 
 
-_gostring_ _wrap_Tensor_device_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Tensor_device_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5194,7 +5366,7 @@ _gostring_ _wrap_Tensor_device_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _go
 }
 
 
-bool _wrap_Tensor_requiresGrad_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Tensor_requiresGrad_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5227,7 +5399,7 @@ bool _wrap_Tensor_requiresGrad_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_to_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_to_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -5269,7 +5441,7 @@ acc_tensor *_wrap_Tensor_to_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_grad_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_grad_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5302,7 +5474,7 @@ acc_tensor *_wrap_Tensor_grad_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gos
 }
 
 
-void _wrap_Tensor_backward_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Tensor_backward_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5332,7 +5504,7 @@ void _wrap_Tensor_backward_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostri
 }
 
 
-acc_tensor *_wrap_Tensor_sum_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_sum_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5365,7 +5537,7 @@ acc_tensor *_wrap_Tensor_sum_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_mean_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_mean_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5398,7 +5570,7 @@ acc_tensor *_wrap_Tensor_mean_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_reshape_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_reshape_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5437,7 +5609,7 @@ acc_tensor *_wrap_Tensor_reshape_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _
 }
 
 
-acc_tensor *_wrap_Tensor_argmax_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_argmax_capi_1e5098db358a605e(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -5474,7 +5646,7 @@ acc_tensor *_wrap_Tensor_argmax_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, lo
 }
 
 
-long long _wrap_Tensor_countEqual_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Tensor_countEqual_capi_1e5098db358a605e(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5509,7 +5681,7 @@ long long _wrap_Tensor_countEqual_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, 
 }
 
 
-double _wrap_Tensor_item_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+double _wrap_Tensor_item_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5542,7 +5714,7 @@ double _wrap_Tensor_item_capi_3440afefeeef7c4d(acc_tensor *_swig_go_0, _gostring
 }
 
 
-acc_tensor_list *_wrap_new_TensorList_capi_3440afefeeef7c4d(_gostring_* _swig_go_0) {
+acc_tensor_list *_wrap_new_TensorList_capi_1e5098db358a605e(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor_list *result = 0 ;
@@ -5573,7 +5745,7 @@ acc_tensor_list *_wrap_new_TensorList_capi_3440afefeeef7c4d(_gostring_* _swig_go
 }
 
 
-void _wrap_delete_TensorList_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go_0) {
+void _wrap_delete_TensorList_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   
   arg1 = *(acc_tensor_list **)&_swig_go_0; 
@@ -5591,7 +5763,7 @@ void _wrap_delete_TensorList_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go_0) 
 }
 
 
-void _wrap_TensorList_append_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_TensorList_append_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_tensor *arg3 = (acc_tensor *) 0 ;
@@ -5630,7 +5802,7 @@ void _wrap_TensorList_append_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go_0, 
 }
 
 
-long long _wrap_TensorList_size_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_TensorList_size_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5663,7 +5835,7 @@ long long _wrap_TensorList_size_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go_
 }
 
 
-acc_tensor *_wrap_TensorList_get_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_get_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5698,7 +5870,7 @@ acc_tensor *_wrap_TensorList_get_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go
 }
 
 
-_gostring_ _wrap_TensorList_name_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_TensorList_name_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5733,7 +5905,7 @@ _gostring_ _wrap_TensorList_name_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go
 }
 
 
-acc_tensor *_wrap_TensorList_find_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_find_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5773,7 +5945,7 @@ acc_tensor *_wrap_TensorList_find_capi_3440afefeeef7c4d(acc_tensor_list *_swig_g
 }
 
 
-void _wrap_TensorList_saveSafetensors_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_TensorList_saveSafetensors_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5810,7 +5982,7 @@ void _wrap_TensorList_saveSafetensors_capi_3440afefeeef7c4d(acc_tensor_list *_sw
 }
 
 
-acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_3440afefeeef7c4d(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_1e5098db358a605e(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5848,7 +6020,7 @@ acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_3440afefeeef7c4d(_gostrin
 }
 
 
-void _wrap_delete_StringList_capi_3440afefeeef7c4d(acc_string_list *_swig_go_0) {
+void _wrap_delete_StringList_capi_1e5098db358a605e(acc_string_list *_swig_go_0) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   
   arg1 = *(acc_string_list **)&_swig_go_0; 
@@ -5866,7 +6038,7 @@ void _wrap_delete_StringList_capi_3440afefeeef7c4d(acc_string_list *_swig_go_0) 
 }
 
 
-long long _wrap_StringList_size_capi_3440afefeeef7c4d(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_StringList_size_capi_1e5098db358a605e(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5899,7 +6071,7 @@ long long _wrap_StringList_size_capi_3440afefeeef7c4d(acc_string_list *_swig_go_
 }
 
 
-_gostring_ _wrap_StringList_get_capi_3440afefeeef7c4d(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_StringList_get_capi_1e5098db358a605e(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5934,7 +6106,7 @@ _gostring_ _wrap_StringList_get_capi_3440afefeeef7c4d(acc_string_list *_swig_go_
 }
 
 
-long long _wrap_StringList_byteSize_capi_3440afefeeef7c4d(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_StringList_byteSize_capi_1e5098db358a605e(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5969,7 +6141,7 @@ long long _wrap_StringList_byteSize_capi_3440afefeeef7c4d(acc_string_list *_swig
 }
 
 
-void _wrap_StringList_copyBytes_capi_3440afefeeef7c4d(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_StringList_copyBytes_capi_1e5098db358a605e(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -6007,7 +6179,7 @@ void _wrap_StringList_copyBytes_capi_3440afefeeef7c4d(acc_string_list *_swig_go_
 }
 
 
-acc_options *_wrap_new_Options_capi_3440afefeeef7c4d(intgo _swig_go_0, _gostring_* _swig_go_1) {
+acc_options *_wrap_new_Options_capi_1e5098db358a605e(intgo _swig_go_0, _gostring_* _swig_go_1) {
   acc_options_kind arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6040,7 +6212,7 @@ acc_options *_wrap_new_Options_capi_3440afefeeef7c4d(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_delete_Options_capi_3440afefeeef7c4d(acc_options *_swig_go_0) {
+void _wrap_delete_Options_capi_1e5098db358a605e(acc_options *_swig_go_0) {
   acc_options *arg1 = (acc_options *) 0 ;
   
   arg1 = *(acc_options **)&_swig_go_0; 
@@ -6058,7 +6230,7 @@ void _wrap_delete_Options_capi_3440afefeeef7c4d(acc_options *_swig_go_0) {
 }
 
 
-void _wrap_Options_setInt_capi_3440afefeeef7c4d(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setInt_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -6097,7 +6269,7 @@ void _wrap_Options_setInt_capi_3440afefeeef7c4d(acc_options *_swig_go_0, _gostri
 }
 
 
-void _wrap_Options_setDouble_capi_3440afefeeef7c4d(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setDouble_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -6136,7 +6308,7 @@ void _wrap_Options_setDouble_capi_3440afefeeef7c4d(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_setBool_capi_3440afefeeef7c4d(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setBool_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -6175,7 +6347,7 @@ void _wrap_Options_setBool_capi_3440afefeeef7c4d(acc_options *_swig_go_0, _gostr
 }
 
 
-void _wrap_Options_setString_capi_3440afefeeef7c4d(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setString_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6219,7 +6391,7 @@ void _wrap_Options_setString_capi_3440afefeeef7c4d(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_set_capi_3440afefeeef7c4d(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_set_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6263,7 +6435,7 @@ void _wrap_Options_set_capi_3440afefeeef7c4d(acc_options *_swig_go_0, _gostring_
 }
 
 
-_gostring_ _wrap_Options_get_capi_3440afefeeef7c4d(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Options_get_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6303,7 +6475,7 @@ _gostring_ _wrap_Options_get_capi_3440afefeeef7c4d(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_delete_Model_capi_3440afefeeef7c4d(acc_model *_swig_go_0) {
+void _wrap_delete_Model_capi_1e5098db358a605e(acc_model *_swig_go_0) {
   acc_model *arg1 = (acc_model *) 0 ;
   
   arg1 = *(acc_model **)&_swig_go_0; 
@@ -6321,7 +6493,7 @@ void _wrap_delete_Model_capi_3440afefeeef7c4d(acc_model *_swig_go_0) {
 }
 
 
-acc_model *_wrap_Model_loadTorchscript_capi_3440afefeeef7c4d(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_loadTorchscript_capi_1e5098db358a605e(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6359,7 +6531,7 @@ acc_model *_wrap_Model_loadTorchscript_capi_3440afefeeef7c4d(_gostring_ _swig_go
 }
 
 
-acc_model *_wrap_Model_fromSpec_capi_3440afefeeef7c4d(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_fromSpec_capi_1e5098db358a605e(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6397,7 +6569,7 @@ acc_model *_wrap_Model_fromSpec_capi_3440afefeeef7c4d(_gostring_ _swig_go_0, _go
 }
 
 
-acc_tensor_list *_wrap_Model_forward_capi_3440afefeeef7c4d(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Model_forward_capi_1e5098db358a605e(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   unsigned int arg3 ;
@@ -6434,7 +6606,7 @@ acc_tensor_list *_wrap_Model_forward_capi_3440afefeeef7c4d(acc_model *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Model_forward1_capi_3440afefeeef7c4d(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Model_forward1_capi_1e5098db358a605e(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   unsigned int arg3 ;
@@ -6471,7 +6643,7 @@ acc_tensor *_wrap_Model_forward1_capi_3440afefeeef7c4d(acc_model *_swig_go_0, ac
 }
 
 
-void _wrap_Model_setTraining_capi_3440afefeeef7c4d(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setTraining_capi_1e5098db358a605e(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6503,7 +6675,7 @@ void _wrap_Model_setTraining_capi_3440afefeeef7c4d(acc_model *_swig_go_0, bool _
 }
 
 
-bool _wrap_Model_isTraining_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Model_isTraining_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6536,7 +6708,7 @@ bool _wrap_Model_isTraining_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostri
 }
 
 
-void _wrap_Model_setGraphOptimization_capi_3440afefeeef7c4d(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setGraphOptimization_capi_1e5098db358a605e(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6568,7 +6740,7 @@ void _wrap_Model_setGraphOptimization_capi_3440afefeeef7c4d(acc_model *_swig_go_
 }
 
 
-void _wrap_Model_to_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_to_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -6607,7 +6779,7 @@ void _wrap_Model_to_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_ _swi
 }
 
 
-long long _wrap_Model_parameterTensorCount_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterTensorCount_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6640,7 +6812,7 @@ long long _wrap_Model_parameterTensorCount_capi_3440afefeeef7c4d(acc_model *_swi
 }
 
 
-long long _wrap_Model_parameterElementCount_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterElementCount_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6673,7 +6845,7 @@ long long _wrap_Model_parameterElementCount_capi_3440afefeeef7c4d(acc_model *_sw
 }
 
 
-acc_string_list *_wrap_Model_parameterNames_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Model_parameterNames_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6706,7 +6878,7 @@ acc_string_list *_wrap_Model_parameterNames_capi_3440afefeeef7c4d(acc_model *_sw
 }
 
 
-acc_tensor *_wrap_Model_parameter_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Model_parameter_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6746,7 +6918,7 @@ acc_tensor *_wrap_Model_parameter_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _
 }
 
 
-void _wrap_Model_zeroGrad_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_zeroGrad_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6776,7 +6948,7 @@ void _wrap_Model_zeroGrad_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring
 }
 
 
-long long _wrap_Model_setRequiresGrad_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_setRequiresGrad_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -6818,7 +6990,7 @@ long long _wrap_Model_setRequiresGrad_capi_3440afefeeef7c4d(acc_model *_swig_go_
 }
 
 
-long long _wrap_Model_addLora_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -6860,7 +7032,7 @@ long long _wrap_Model_addLora_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gost
 }
 
 
-void _wrap_Model_saveLora_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6897,7 +7069,7 @@ void _wrap_Model_saveLora_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_loadLora_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_loadLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6934,7 +7106,7 @@ void _wrap_Model_loadLora_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_mergeLora_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_mergeLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6964,7 +7136,7 @@ void _wrap_Model_mergeLora_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostrin
 }
 
 
-long long _wrap_Model_loraCount_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_loraCount_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6997,7 +7169,7 @@ long long _wrap_Model_loraCount_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _go
 }
 
 
-acc_tensor_list *_wrap_Model_stateDict_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_Model_stateDict_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7030,7 +7202,7 @@ acc_tensor_list *_wrap_Model_stateDict_capi_3440afefeeef7c4d(acc_model *_swig_go
 }
 
 
-void _wrap_Model_loadStateDict_capi_3440afefeeef7c4d(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_loadStateDict_capi_1e5098db358a605e(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   bool arg3 ;
@@ -7064,7 +7236,7 @@ void _wrap_Model_loadStateDict_capi_3440afefeeef7c4d(acc_model *_swig_go_0, acc_
 }
 
 
-void _wrap_Model_saveTorchscript_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveTorchscript_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7101,7 +7273,7 @@ void _wrap_Model_saveTorchscript_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _g
 }
 
 
-accswig::LoadReport *_wrap_Model_loadSafetensors_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+accswig::LoadReport *_wrap_Model_loadSafetensors_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -7143,7 +7315,7 @@ accswig::LoadReport *_wrap_Model_loadSafetensors_capi_3440afefeeef7c4d(acc_model
 }
 
 
-acc_optimizer *_wrap_new_Optimizer_capi_3440afefeeef7c4d(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_new_Optimizer_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7185,7 +7357,7 @@ acc_optimizer *_wrap_new_Optimizer_capi_3440afefeeef7c4d(acc_model *_swig_go_0, 
 }
 
 
-void _wrap_delete_Optimizer_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0) {
+void _wrap_delete_Optimizer_capi_1e5098db358a605e(acc_optimizer *_swig_go_0) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   
   arg1 = *(acc_optimizer **)&_swig_go_0; 
@@ -7203,7 +7375,7 @@ void _wrap_delete_Optimizer_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0) {
 }
 
 
-void _wrap_Optimizer_addParamGroup_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_addParamGroup_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7242,7 +7414,7 @@ void _wrap_Optimizer_addParamGroup_capi_3440afefeeef7c4d(acc_optimizer *_swig_go
 }
 
 
-long long _wrap_Optimizer_addParamGroupMatching_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Optimizer_addParamGroupMatching_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7284,7 +7456,7 @@ long long _wrap_Optimizer_addParamGroupMatching_capi_3440afefeeef7c4d(acc_optimi
 }
 
 
-long long _wrap_Optimizer_numParamGroups_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Optimizer_numParamGroups_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7317,7 +7489,7 @@ long long _wrap_Optimizer_numParamGroups_capi_3440afefeeef7c4d(acc_optimizer *_s
 }
 
 
-double _wrap_Optimizer_getLr_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Optimizer_getLr_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7352,7 +7524,7 @@ double _wrap_Optimizer_getLr_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, lo
 }
 
 
-void _wrap_Optimizer_setLr_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_setLr_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   double arg3 ;
@@ -7386,7 +7558,49 @@ void _wrap_Optimizer_setLr_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, long
 }
 
 
-void _wrap_Optimizer_step_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+double _wrap_Optimizer_getHyperparameter_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+  acc_optimizer *arg1 = (acc_optimizer *) 0 ;
+  size_t arg2 ;
+  char *arg3 = (char *) 0 ;
+  std::string *arg4 = (std::string *) 0 ;
+  std::string temp4 ;
+  double result;
+  double _swig_go_result;
+  
+  arg1 = *(acc_optimizer **)&_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  
+  arg3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
+  arg3[_swig_go_2.n] = '\0';
+  
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      result = (double)acc_optimizer_getHyperparameter(arg1,SWIG_STD_MOVE(arg2),(char const *)arg3,arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(arg3); 
+  return _swig_go_result;
+}
+
+
+void _wrap_Optimizer_step_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7416,7 +7630,7 @@ void _wrap_Optimizer_step_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, _gost
 }
 
 
-void _wrap_Optimizer_zeroGrad_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_zeroGrad_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7446,7 +7660,7 @@ void _wrap_Optimizer_zeroGrad_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, _
 }
 
 
-acc_tensor *_wrap_Optimizer_stateOf_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Optimizer_stateOf_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7493,7 +7707,7 @@ acc_tensor *_wrap_Optimizer_stateOf_capi_3440afefeeef7c4d(acc_optimizer *_swig_g
 }
 
 
-acc_string_list *_wrap_Optimizer_stateFields_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_string_list *_wrap_Optimizer_stateFields_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7533,7 +7747,7 @@ acc_string_list *_wrap_Optimizer_stateFields_capi_3440afefeeef7c4d(acc_optimizer
 }
 
 
-acc_scheduler *_wrap_new_Scheduler_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_new_Scheduler_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7575,7 +7789,7 @@ acc_scheduler *_wrap_new_Scheduler_capi_3440afefeeef7c4d(acc_optimizer *_swig_go
 }
 
 
-void _wrap_delete_Scheduler_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0) {
+void _wrap_delete_Scheduler_capi_1e5098db358a605e(acc_scheduler *_swig_go_0) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   
   arg1 = *(acc_scheduler **)&_swig_go_0; 
@@ -7593,7 +7807,7 @@ void _wrap_delete_Scheduler_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0) {
 }
 
 
-void _wrap_Scheduler_then_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Scheduler_then_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -7634,7 +7848,7 @@ void _wrap_Scheduler_then_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0, long 
 }
 
 
-void _wrap_Scheduler_chain_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Scheduler_chain_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7673,7 +7887,7 @@ void _wrap_Scheduler_chain_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0, _gos
 }
 
 
-void _wrap_Scheduler_step_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Scheduler_step_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7703,7 +7917,7 @@ void _wrap_Scheduler_step_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0, _gost
 }
 
 
-void _wrap_Scheduler_stepMetric_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Scheduler_stepMetric_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   double arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7735,7 +7949,7 @@ void _wrap_Scheduler_stepMetric_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0,
 }
 
 
-double _wrap_Scheduler_getLastLr_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Scheduler_getLastLr_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7770,7 +7984,7 @@ double _wrap_Scheduler_getLastLr_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0
 }
 
 
-long long _wrap_Scheduler_getStep_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Scheduler_getStep_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7803,7 +8017,7 @@ long long _wrap_Scheduler_getStep_capi_3440afefeeef7c4d(acc_scheduler *_swig_go_
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7838,7 +8052,7 @@ acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_3440afefeeef7c4d(acc_optimizer 
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_3440afefeeef7c4d(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7873,7 +8087,118 @@ acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_3440afefeeef7c4d(acc_op
 }
 
 
-acc_averaged_model *_wrap_new_AveragedModel_capi_3440afefeeef7c4d(acc_model *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+  acc_optimizer *arg1 = (acc_optimizer *) 0 ;
+  size_t arg2 ;
+  accswig::GroupLrLambda *arg3 = (accswig::GroupLrLambda *) 0 ;
+  std::string *arg4 = (std::string *) 0 ;
+  std::string temp4 ;
+  acc_scheduler *result = 0 ;
+  acc_scheduler *_swig_go_result;
+  
+  arg1 = *(acc_optimizer **)&_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = *(accswig::GroupLrLambda **)&_swig_go_2; 
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      result = (acc_scheduler *)acc_scheduler_fromGroupLrLambda(arg1,SWIG_STD_MOVE(arg2),arg3,arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  *(acc_scheduler **)&_swig_go_result = (acc_scheduler *)result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+  acc_optimizer *arg1 = (acc_optimizer *) 0 ;
+  size_t arg2 ;
+  accswig::GroupLrLambda *arg3 = (accswig::GroupLrLambda *) 0 ;
+  std::string *arg4 = (std::string *) 0 ;
+  std::string temp4 ;
+  acc_scheduler *result = 0 ;
+  acc_scheduler *_swig_go_result;
+  
+  arg1 = *(acc_optimizer **)&_swig_go_0; 
+  arg2 = (size_t)_swig_go_1; 
+  arg3 = *(accswig::GroupLrLambda **)&_swig_go_2; 
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      result = (acc_scheduler *)acc_scheduler_fromGroupLrMultiplicative(arg1,SWIG_STD_MOVE(arg2),arg3,arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  *(acc_scheduler **)&_swig_go_result = (acc_scheduler *)result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, acc_options *_swig_go_1, accswig::LrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+  acc_optimizer *arg1 = (acc_optimizer *) 0 ;
+  acc_options *arg2 = (acc_options *) 0 ;
+  accswig::LrLambda *arg3 = (accswig::LrLambda *) 0 ;
+  std::string *arg4 = (std::string *) 0 ;
+  std::string temp4 ;
+  acc_scheduler *result = 0 ;
+  acc_scheduler *_swig_go_result;
+  
+  arg1 = *(acc_optimizer **)&_swig_go_0; 
+  arg2 = *(acc_options **)&_swig_go_1; 
+  arg3 = *(accswig::LrLambda **)&_swig_go_2; 
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      result = (acc_scheduler *)acc_scheduler_fromCyclicScale(arg1,(acc_options const *)arg2,arg3,arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  *(acc_scheduler **)&_swig_go_result = (acc_scheduler *)result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+acc_averaged_model *_wrap_new_AveragedModel_capi_1e5098db358a605e(acc_model *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7908,7 +8233,7 @@ acc_averaged_model *_wrap_new_AveragedModel_capi_3440afefeeef7c4d(acc_model *_sw
 }
 
 
-void _wrap_delete_AveragedModel_capi_3440afefeeef7c4d(acc_averaged_model *_swig_go_0) {
+void _wrap_delete_AveragedModel_capi_1e5098db358a605e(acc_averaged_model *_swig_go_0) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   
   arg1 = *(acc_averaged_model **)&_swig_go_0; 
@@ -7926,7 +8251,7 @@ void _wrap_delete_AveragedModel_capi_3440afefeeef7c4d(acc_averaged_model *_swig_
 }
 
 
-void _wrap_AveragedModel_update_capi_3440afefeeef7c4d(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_update_capi_1e5098db358a605e(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7958,7 +8283,7 @@ void _wrap_AveragedModel_update_capi_3440afefeeef7c4d(acc_averaged_model *_swig_
 }
 
 
-long long _wrap_AveragedModel_count_capi_3440afefeeef7c4d(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_AveragedModel_count_capi_1e5098db358a605e(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7991,7 +8316,7 @@ long long _wrap_AveragedModel_count_capi_3440afefeeef7c4d(acc_averaged_model *_s
 }
 
 
-void _wrap_AveragedModel_copyTo_capi_3440afefeeef7c4d(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_copyTo_capi_1e5098db358a605e(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8023,7 +8348,7 @@ void _wrap_AveragedModel_copyTo_capi_3440afefeeef7c4d(acc_averaged_model *_swig_
 }
 
 
-void _wrap_AveragedModel_swap_capi_3440afefeeef7c4d(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_swap_capi_1e5098db358a605e(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8055,7 +8380,7 @@ void _wrap_AveragedModel_swap_capi_3440afefeeef7c4d(acc_averaged_model *_swig_go
 }
 
 
-acc_tensor_list *_wrap_AveragedModel_stateDict_capi_3440afefeeef7c4d(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_AveragedModel_stateDict_capi_1e5098db358a605e(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8088,7 +8413,7 @@ acc_tensor_list *_wrap_AveragedModel_stateDict_capi_3440afefeeef7c4d(acc_average
 }
 
 
-void _wrap_AveragedModel_loadStateDict_capi_3440afefeeef7c4d(acc_averaged_model *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_loadStateDict_capi_1e5098db358a605e(acc_averaged_model *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8120,7 +8445,7 @@ void _wrap_AveragedModel_loadStateDict_capi_3440afefeeef7c4d(acc_averaged_model 
 }
 
 
-void _wrap_delete_Dataset_capi_3440afefeeef7c4d(acc_dataset *_swig_go_0) {
+void _wrap_delete_Dataset_capi_1e5098db358a605e(acc_dataset *_swig_go_0) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   
   arg1 = *(acc_dataset **)&_swig_go_0; 
@@ -8138,7 +8463,7 @@ void _wrap_delete_Dataset_capi_3440afefeeef7c4d(acc_dataset *_swig_go_0) {
 }
 
 
-acc_dataset *_wrap_Dataset_fromTensors_capi_3440afefeeef7c4d(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+acc_dataset *_wrap_Dataset_fromTensors_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8171,7 +8496,7 @@ acc_dataset *_wrap_Dataset_fromTensors_capi_3440afefeeef7c4d(acc_tensor_list *_s
 }
 
 
-acc_dataset *_wrap_Dataset_fromIdx_capi_3440afefeeef7c4d(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromIdx_capi_1e5098db358a605e(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8216,7 +8541,7 @@ acc_dataset *_wrap_Dataset_fromIdx_capi_3440afefeeef7c4d(_gostring_ _swig_go_0, 
 }
 
 
-acc_dataset *_wrap_Dataset_fromSampleSource_capi_3440afefeeef7c4d(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromSampleSource_capi_1e5098db358a605e(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::SampleSource *arg2 = (accswig::SampleSource *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8251,7 +8576,7 @@ acc_dataset *_wrap_Dataset_fromSampleSource_capi_3440afefeeef7c4d(long long _swi
 }
 
 
-acc_dataset *_wrap_Dataset_fromStreamSource_capi_3440afefeeef7c4d(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromStreamSource_capi_1e5098db358a605e(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8286,7 +8611,7 @@ acc_dataset *_wrap_Dataset_fromStreamSource_capi_3440afefeeef7c4d(accswig::Strea
 }
 
 
-acc_dataset *_wrap_Dataset_subset_capi_3440afefeeef7c4d(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataset *_wrap_Dataset_subset_capi_1e5098db358a605e(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -8323,7 +8648,7 @@ acc_dataset *_wrap_Dataset_subset_capi_3440afefeeef7c4d(acc_dataset *_swig_go_0,
 }
 
 
-long long _wrap_Dataset_size_capi_3440afefeeef7c4d(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Dataset_size_capi_1e5098db358a605e(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8356,7 +8681,7 @@ long long _wrap_Dataset_size_capi_3440afefeeef7c4d(acc_dataset *_swig_go_0, _gos
 }
 
 
-acc_tensor_list *_wrap_Dataset_get_capi_3440afefeeef7c4d(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor_list *_wrap_Dataset_get_capi_1e5098db358a605e(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8391,7 +8716,7 @@ acc_tensor_list *_wrap_Dataset_get_capi_3440afefeeef7c4d(acc_dataset *_swig_go_0
 }
 
 
-acc_dataloader *_wrap_new_DataLoader_capi_3440afefeeef7c4d(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataloader *_wrap_new_DataLoader_capi_1e5098db358a605e(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8426,7 +8751,7 @@ acc_dataloader *_wrap_new_DataLoader_capi_3440afefeeef7c4d(acc_dataset *_swig_go
 }
 
 
-void _wrap_delete_DataLoader_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0) {
+void _wrap_delete_DataLoader_capi_1e5098db358a605e(acc_dataloader *_swig_go_0) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   
   arg1 = *(acc_dataloader **)&_swig_go_0; 
@@ -8444,7 +8769,7 @@ void _wrap_delete_DataLoader_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0) {
 }
 
 
-acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_3440afefeeef7c4d(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_1e5098db358a605e(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -8491,7 +8816,7 @@ acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_3440afefeeef7c4d(acc_datas
 }
 
 
-acc_tensor_list *_wrap_DataLoader_next_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_DataLoader_next_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8524,7 +8849,7 @@ acc_tensor_list *_wrap_DataLoader_next_capi_3440afefeeef7c4d(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_length_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_length_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8557,7 +8882,7 @@ long long _wrap_DataLoader_length_capi_3440afefeeef7c4d(acc_dataloader *_swig_go
 }
 
 
-long long _wrap_DataLoader_epoch_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_epoch_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8590,7 +8915,7 @@ long long _wrap_DataLoader_epoch_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_setEpoch_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setEpoch_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8622,7 +8947,7 @@ void _wrap_DataLoader_setEpoch_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0,
 }
 
 
-void _wrap_DataLoader_setCollator_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setCollator_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   accswig::Collator *arg2 = (accswig::Collator *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8654,7 +8979,7 @@ void _wrap_DataLoader_setCollator_capi_3440afefeeef7c4d(acc_dataloader *_swig_go
 }
 
 
-void _wrap_DataLoader_skipFirstBatches_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_skipFirstBatches_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8686,7 +9011,7 @@ void _wrap_DataLoader_skipFirstBatches_capi_3440afefeeef7c4d(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_totalBatchSize_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalBatchSize_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8719,7 +9044,7 @@ long long _wrap_DataLoader_totalBatchSize_capi_3440afefeeef7c4d(acc_dataloader *
 }
 
 
-long long _wrap_DataLoader_totalDatasetLength_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalDatasetLength_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8752,7 +9077,7 @@ long long _wrap_DataLoader_totalDatasetLength_capi_3440afefeeef7c4d(acc_dataload
 }
 
 
-bool _wrap_DataLoader_endOfEpoch_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_endOfEpoch_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8785,7 +9110,7 @@ bool _wrap_DataLoader_endOfEpoch_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_endEpoch_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_DataLoader_endEpoch_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8815,7 +9140,7 @@ void _wrap_DataLoader_endEpoch_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0,
 }
 
 
-bool _wrap_DataLoader_inEpoch_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_inEpoch_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8848,7 +9173,7 @@ bool _wrap_DataLoader_inEpoch_capi_3440afefeeef7c4d(acc_dataloader *_swig_go_0, 
 }
 
 
-acc_accelerator *_wrap_new_Accelerator_capi_3440afefeeef7c4d(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
+acc_accelerator *_wrap_new_Accelerator_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
   acc_options *arg1 = (acc_options *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8881,7 +9206,7 @@ acc_accelerator *_wrap_new_Accelerator_capi_3440afefeeef7c4d(acc_options *_swig_
 }
 
 
-void _wrap_delete_Accelerator_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0) {
+void _wrap_delete_Accelerator_capi_1e5098db358a605e(acc_accelerator *_swig_go_0) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
@@ -8899,7 +9224,7 @@ void _wrap_delete_Accelerator_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Accelerator_device_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_device_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8932,7 +9257,7 @@ _gostring_ _wrap_Accelerator_device_capi_3440afefeeef7c4d(acc_accelerator *_swig
 }
 
 
-_gostring_ _wrap_Accelerator_distributedType_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_distributedType_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8965,7 +9290,7 @@ _gostring_ _wrap_Accelerator_distributedType_capi_3440afefeeef7c4d(acc_accelerat
 }
 
 
-_gostring_ _wrap_Accelerator_mixedPrecision_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_mixedPrecision_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8998,7 +9323,7 @@ _gostring_ _wrap_Accelerator_mixedPrecision_capi_3440afefeeef7c4d(acc_accelerato
 }
 
 
-long long _wrap_Accelerator_processIndex_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_processIndex_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9031,7 +9356,7 @@ long long _wrap_Accelerator_processIndex_capi_3440afefeeef7c4d(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_numProcesses_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_numProcesses_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9064,7 +9389,7 @@ long long _wrap_Accelerator_numProcesses_capi_3440afefeeef7c4d(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_localProcessIndex_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_localProcessIndex_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9097,7 +9422,7 @@ long long _wrap_Accelerator_localProcessIndex_capi_3440afefeeef7c4d(acc_accelera
 }
 
 
-bool _wrap_Accelerator_isMainProcess_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isMainProcess_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9130,7 +9455,7 @@ bool _wrap_Accelerator_isMainProcess_capi_3440afefeeef7c4d(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_isLocalMainProcess_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLocalMainProcess_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9163,7 +9488,7 @@ bool _wrap_Accelerator_isLocalMainProcess_capi_3440afefeeef7c4d(acc_accelerator 
 }
 
 
-bool _wrap_Accelerator_isLastProcess_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLastProcess_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9196,7 +9521,7 @@ bool _wrap_Accelerator_isLastProcess_capi_3440afefeeef7c4d(acc_accelerator *_swi
 }
 
 
-long long _wrap_Accelerator_gradientAccumulationSteps_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_gradientAccumulationSteps_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9229,7 +9554,7 @@ long long _wrap_Accelerator_gradientAccumulationSteps_capi_3440afefeeef7c4d(acc_
 }
 
 
-bool _wrap_Accelerator_syncGradients_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_syncGradients_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9262,7 +9587,7 @@ bool _wrap_Accelerator_syncGradients_capi_3440afefeeef7c4d(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_optimizerStepWasSkipped_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_optimizerStepWasSkipped_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9295,7 +9620,7 @@ bool _wrap_Accelerator_optimizerStepWasSkipped_capi_3440afefeeef7c4d(acc_acceler
 }
 
 
-long long _wrap_Accelerator_step_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_step_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9328,7 +9653,7 @@ long long _wrap_Accelerator_step_capi_3440afefeeef7c4d(acc_accelerator *_swig_go
 }
 
 
-acc_model *_wrap_Accelerator_prepareModel_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_model *_wrap_Accelerator_prepareModel_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   acc_placement arg3 ;
@@ -9365,7 +9690,7 @@ acc_model *_wrap_Accelerator_prepareModel_capi_3440afefeeef7c4d(acc_accelerator 
 }
 
 
-acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   acc_placement arg3 ;
@@ -9402,7 +9727,7 @@ acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_3440afefeeef7c4d(acc_acce
 }
 
 
-acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_dataloader *arg2 = (acc_dataloader *) 0 ;
   acc_placement arg3 ;
@@ -9439,7 +9764,7 @@ acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_3440afefeeef7c4d(acc_ac
 }
 
 
-acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_scheduler *arg2 = (acc_scheduler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9474,7 +9799,7 @@ acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_3440afefeeef7c4d(acc_acce
 }
 
 
-acc_model *_wrap_Accelerator_unwrapModel_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+acc_model *_wrap_Accelerator_unwrapModel_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9509,7 +9834,7 @@ acc_model *_wrap_Accelerator_unwrapModel_capi_3440afefeeef7c4d(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_backward_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_backward_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9541,7 +9866,7 @@ void _wrap_Accelerator_backward_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_accumulateBegin_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateBegin_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9571,7 +9896,7 @@ void _wrap_Accelerator_accumulateBegin_capi_3440afefeeef7c4d(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_accumulateEnd_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateEnd_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9601,7 +9926,7 @@ void _wrap_Accelerator_accumulateEnd_capi_3440afefeeef7c4d(acc_accelerator *_swi
 }
 
 
-double _wrap_Accelerator_clipGradNorm_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+double _wrap_Accelerator_clipGradNorm_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -9640,7 +9965,7 @@ double _wrap_Accelerator_clipGradNorm_capi_3440afefeeef7c4d(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_clipGradValue_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_clipGradValue_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -9674,7 +9999,7 @@ void _wrap_Accelerator_clipGradValue_capi_3440afefeeef7c4d(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_saveModel_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_saveModel_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -9720,7 +10045,7 @@ void _wrap_Accelerator_saveModel_capi_3440afefeeef7c4d(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_mergeShardedCheckpoint_capi_3440afefeeef7c4d(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_mergeShardedCheckpoint_capi_1e5098db358a605e(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -9771,7 +10096,7 @@ void _wrap_Accelerator_mergeShardedCheckpoint_capi_3440afefeeef7c4d(_gostring_ _
 }
 
 
-_gostring_ _wrap_Accelerator_saveState_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_saveState_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9811,7 +10136,7 @@ _gostring_ _wrap_Accelerator_saveState_capi_3440afefeeef7c4d(acc_accelerator *_s
 }
 
 
-_gostring_ _wrap_Accelerator_loadState_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_loadState_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9851,7 +10176,7 @@ _gostring_ _wrap_Accelerator_loadState_capi_3440afefeeef7c4d(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_registerAveragedModel_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_averaged_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerAveragedModel_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_averaged_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_averaged_model *arg2 = (acc_averaged_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9883,7 +10208,7 @@ void _wrap_Accelerator_registerAveragedModel_capi_3440afefeeef7c4d(acc_accelerat
 }
 
 
-void _wrap_Accelerator_print_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_print_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9920,7 +10245,7 @@ void _wrap_Accelerator_print_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, 
 }
 
 
-void _wrap_Accelerator_waitForEveryone_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_waitForEveryone_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9950,7 +10275,7 @@ void _wrap_Accelerator_waitForEveryone_capi_3440afefeeef7c4d(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_freeMemory_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_freeMemory_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9980,7 +10305,7 @@ void _wrap_Accelerator_freeMemory_capi_3440afefeeef7c4d(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_noSyncBegin_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncBegin_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10012,7 +10337,7 @@ void _wrap_Accelerator_noSyncBegin_capi_3440afefeeef7c4d(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_noSyncEnd_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncEnd_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10044,7 +10369,7 @@ void _wrap_Accelerator_noSyncEnd_capi_3440afefeeef7c4d(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_triggerSyncInBackward_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_triggerSyncInBackward_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10076,7 +10401,7 @@ void _wrap_Accelerator_triggerSyncInBackward_capi_3440afefeeef7c4d(acc_accelerat
 }
 
 
-void _wrap_Accelerator_localSgdBegin_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_localSgdBegin_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int64_t arg3 ;
@@ -10112,7 +10437,7 @@ void _wrap_Accelerator_localSgdBegin_capi_3440afefeeef7c4d(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_localSgdStep_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdStep_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10144,7 +10469,7 @@ void _wrap_Accelerator_localSgdStep_capi_3440afefeeef7c4d(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_localSgdEnd_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdEnd_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10176,7 +10501,7 @@ void _wrap_Accelerator_localSgdEnd_capi_3440afefeeef7c4d(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_profileBegin_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_profileBegin_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10208,7 +10533,7 @@ void _wrap_Accelerator_profileBegin_capi_3440afefeeef7c4d(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_profileStep_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_profileStep_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10238,7 +10563,7 @@ void _wrap_Accelerator_profileStep_capi_3440afefeeef7c4d(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_profileEnd_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_profileEnd_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10268,7 +10593,7 @@ void _wrap_Accelerator_profileEnd_capi_3440afefeeef7c4d(acc_accelerator *_swig_g
 }
 
 
-_gostring_ _wrap_Accelerator_profileSummary_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_profileSummary_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10301,7 +10626,7 @@ _gostring_ _wrap_Accelerator_profileSummary_capi_3440afefeeef7c4d(acc_accelerato
 }
 
 
-void _wrap_Accelerator_exportChromeTrace_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_exportChromeTrace_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10338,7 +10663,7 @@ void _wrap_Accelerator_exportChromeTrace_capi_3440afefeeef7c4d(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsBegin_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_joinUnevenInputsBegin_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int arg3 ;
@@ -10372,7 +10697,7 @@ void _wrap_Accelerator_joinUnevenInputsBegin_capi_3440afefeeef7c4d(acc_accelerat
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsEnd_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_joinUnevenInputsEnd_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10404,7 +10729,7 @@ void _wrap_Accelerator_joinUnevenInputsEnd_capi_3440afefeeef7c4d(acc_accelerator
 }
 
 
-void _wrap_Accelerator_mainProcessFirstBegin_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstBegin_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10434,7 +10759,7 @@ void _wrap_Accelerator_mainProcessFirstBegin_capi_3440afefeeef7c4d(acc_accelerat
 }
 
 
-void _wrap_Accelerator_mainProcessFirstEnd_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstEnd_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10464,7 +10789,7 @@ void _wrap_Accelerator_mainProcessFirstEnd_capi_3440afefeeef7c4d(acc_accelerator
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstBegin_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstBegin_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10494,7 +10819,7 @@ void _wrap_Accelerator_localMainProcessFirstBegin_capi_3440afefeeef7c4d(acc_acce
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstEnd_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstEnd_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10524,7 +10849,7 @@ void _wrap_Accelerator_localMainProcessFirstEnd_capi_3440afefeeef7c4d(acc_accele
 }
 
 
-acc_tensor *_wrap_Accelerator_gather_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gather_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -10566,7 +10891,7 @@ acc_tensor *_wrap_Accelerator_gather_capi_3440afefeeef7c4d(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -10608,7 +10933,7 @@ acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_3440afefeeef7c4d(acc_acceler
 }
 
 
-acc_string_list *_wrap_Accelerator_gatherObject_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_string_list *_wrap_Accelerator_gatherObject_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -10654,7 +10979,7 @@ acc_string_list *_wrap_Accelerator_gatherObject_capi_3440afefeeef7c4d(acc_accele
 }
 
 
-acc_string_list *_wrap_Accelerator_broadcastObject_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_string_list *_wrap_Accelerator_broadcastObject_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -10702,7 +11027,7 @@ acc_string_list *_wrap_Accelerator_broadcastObject_capi_3440afefeeef7c4d(acc_acc
 }
 
 
-acc_tensor *_wrap_Accelerator_reduce_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_reduce_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -10746,7 +11071,7 @@ acc_tensor *_wrap_Accelerator_reduce_capi_3440afefeeef7c4d(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_broadcast_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_broadcast_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -10790,7 +11115,7 @@ acc_tensor *_wrap_Accelerator_broadcast_capi_3440afefeeef7c4d(acc_accelerator *_
 }
 
 
-acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
+acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -10838,7 +11163,7 @@ acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_3440afefeeef7c4d(acc_accel
 }
 
 
-void _wrap_Accelerator_splitBetweenProcesses_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_splitBetweenProcesses_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -10878,7 +11203,7 @@ void _wrap_Accelerator_splitBetweenProcesses_capi_3440afefeeef7c4d(acc_accelerat
 }
 
 
-void _wrap_Accelerator_setTrigger_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_setTrigger_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10908,7 +11233,7 @@ void _wrap_Accelerator_setTrigger_capi_3440afefeeef7c4d(acc_accelerator *_swig_g
 }
 
 
-bool _wrap_Accelerator_checkTrigger_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_checkTrigger_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10941,7 +11266,7 @@ bool _wrap_Accelerator_checkTrigger_capi_3440afefeeef7c4d(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_save_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_save_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -10980,7 +11305,7 @@ void _wrap_Accelerator_save_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, a
 }
 
 
-acc_tensor_list *_wrap_Accelerator_getStateDict_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Accelerator_getStateDict_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   bool arg3 ;
@@ -11017,7 +11342,7 @@ acc_tensor_list *_wrap_Accelerator_getStateDict_capi_3440afefeeef7c4d(acc_accele
 }
 
 
-long long _wrap_Accelerator_iteration_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_iteration_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11050,7 +11375,7 @@ long long _wrap_Accelerator_iteration_capi_3440afefeeef7c4d(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_unscaleGradients_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_unscaleGradients_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11082,7 +11407,7 @@ void _wrap_Accelerator_unscaleGradients_capi_3440afefeeef7c4d(acc_accelerator *_
 }
 
 
-void _wrap_Accelerator_autocastBegin_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_autocastBegin_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11114,7 +11439,7 @@ void _wrap_Accelerator_autocastBegin_capi_3440afefeeef7c4d(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_autocastEnd_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_autocastEnd_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11144,7 +11469,7 @@ void _wrap_Accelerator_autocastEnd_capi_3440afefeeef7c4d(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_registerForCheckpointing_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerForCheckpointing_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::StateHandler *arg2 = (accswig::StateHandler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11176,7 +11501,7 @@ void _wrap_Accelerator_registerForCheckpointing_capi_3440afefeeef7c4d(acc_accele
 }
 
 
-void _wrap_Accelerator_registerSaveStatePreHook_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerSaveStatePreHook_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11208,7 +11533,7 @@ void _wrap_Accelerator_registerSaveStatePreHook_capi_3440afefeeef7c4d(acc_accele
 }
 
 
-void _wrap_Accelerator_onTraceReady_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, accswig::TraceReady *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_onTraceReady_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, accswig::TraceReady *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::TraceReady *arg2 = (accswig::TraceReady *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11240,7 +11565,7 @@ void _wrap_Accelerator_onTraceReady_capi_3440afefeeef7c4d(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_registerLoadStatePreHook_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerLoadStatePreHook_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11272,7 +11597,7 @@ void _wrap_Accelerator_registerLoadStatePreHook_capi_3440afefeeef7c4d(acc_accele
 }
 
 
-void _wrap_Accelerator_addTracker_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_addTracker_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   accswig::Tracker *arg3 = (accswig::Tracker *) 0 ;
@@ -11311,7 +11636,7 @@ void _wrap_Accelerator_addTracker_capi_3440afefeeef7c4d(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_initTrackers_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_initTrackers_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -11355,7 +11680,7 @@ void _wrap_Accelerator_initTrackers_capi_3440afefeeef7c4d(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_logValues_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logValues_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   double *arg3 = (double *) 0 ;
@@ -11400,7 +11725,7 @@ void _wrap_Accelerator_logValues_capi_3440afefeeef7c4d(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_logScalar_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logScalar_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -11441,7 +11766,7 @@ void _wrap_Accelerator_logScalar_capi_3440afefeeef7c4d(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_endTraining_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_endTraining_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11471,7 +11796,7 @@ void _wrap_Accelerator_endTraining_capi_3440afefeeef7c4d(acc_accelerator *_swig_
 }
 
 
-acc_string_list *_wrap_Accelerator_trackerNames_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Accelerator_trackerNames_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11504,7 +11829,7 @@ acc_string_list *_wrap_Accelerator_trackerNames_capi_3440afefeeef7c4d(acc_accele
 }
 
 
-_gostring_ _wrap_Accelerator_trackerPath_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_trackerPath_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11544,7 +11869,7 @@ _gostring_ _wrap_Accelerator_trackerPath_capi_3440afefeeef7c4d(acc_accelerator *
 }
 
 
-long long _wrap_Samples_size_capi_3440afefeeef7c4d(accswig::Samples *_swig_go_0) {
+long long _wrap_Samples_size_capi_1e5098db358a605e(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -11565,7 +11890,7 @@ long long _wrap_Samples_size_capi_3440afefeeef7c4d(accswig::Samples *_swig_go_0)
 }
 
 
-long long _wrap_Samples_fields_capi_3440afefeeef7c4d(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Samples_fields_capi_1e5098db358a605e(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11600,7 +11925,7 @@ long long _wrap_Samples_fields_capi_3440afefeeef7c4d(accswig::Samples *_swig_go_
 }
 
 
-acc_tensor *_wrap_Samples_get_capi_3440afefeeef7c4d(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Samples_get_capi_1e5098db358a605e(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -11637,7 +11962,7 @@ acc_tensor *_wrap_Samples_get_capi_3440afefeeef7c4d(accswig::Samples *_swig_go_0
 }
 
 
-void _wrap_delete_Samples_capi_3440afefeeef7c4d(accswig::Samples *_swig_go_0) {
+void _wrap_delete_Samples_capi_1e5098db358a605e(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   
   arg1 = *(accswig::Samples **)&_swig_go_0; 
@@ -11655,7 +11980,7 @@ void _wrap_delete_Samples_capi_3440afefeeef7c4d(accswig::Samples *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_append_capi_3440afefeeef7c4d(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_append_capi_1e5098db358a605e(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -11691,7 +12016,7 @@ void _wrap_Bytes_append_capi_3440afefeeef7c4d(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Bytes_size_capi_3440afefeeef7c4d(accswig::Bytes *_swig_go_0) {
+long long _wrap_Bytes_size_capi_1e5098db358a605e(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -11712,7 +12037,7 @@ long long _wrap_Bytes_size_capi_3440afefeeef7c4d(accswig::Bytes *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_copyTo_capi_3440afefeeef7c4d(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_copyTo_capi_1e5098db358a605e(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -11748,7 +12073,7 @@ void _wrap_Bytes_copyTo_capi_3440afefeeef7c4d(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-void _wrap_delete_Bytes_capi_3440afefeeef7c4d(accswig::Bytes *_swig_go_0) {
+void _wrap_delete_Bytes_capi_1e5098db358a605e(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   
   arg1 = *(accswig::Bytes **)&_swig_go_0; 
@@ -11766,7 +12091,7 @@ void _wrap_delete_Bytes_capi_3440afefeeef7c4d(accswig::Bytes *_swig_go_0) {
 }
 
 
-long long _wrap_Metrics_size_capi_3440afefeeef7c4d(accswig::Metrics *_swig_go_0) {
+long long _wrap_Metrics_size_capi_1e5098db358a605e(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -11787,7 +12112,7 @@ long long _wrap_Metrics_size_capi_3440afefeeef7c4d(accswig::Metrics *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Metrics_name_capi_3440afefeeef7c4d(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Metrics_name_capi_1e5098db358a605e(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11822,7 +12147,7 @@ _gostring_ _wrap_Metrics_name_capi_3440afefeeef7c4d(accswig::Metrics *_swig_go_0
 }
 
 
-double _wrap_Metrics_value_capi_3440afefeeef7c4d(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Metrics_value_capi_1e5098db358a605e(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11857,7 +12182,7 @@ double _wrap_Metrics_value_capi_3440afefeeef7c4d(accswig::Metrics *_swig_go_0, l
 }
 
 
-void _wrap_delete_Metrics_capi_3440afefeeef7c4d(accswig::Metrics *_swig_go_0) {
+void _wrap_delete_Metrics_capi_1e5098db358a605e(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   
   arg1 = *(accswig::Metrics **)&_swig_go_0; 
@@ -11875,7 +12200,7 @@ void _wrap_delete_Metrics_capi_3440afefeeef7c4d(accswig::Metrics *_swig_go_0) {
 }
 
 
-void _wrap_LrFactor_set_capi_3440afefeeef7c4d(accswig::Factor *_swig_go_0, double _swig_go_1) {
+void _wrap_LrFactor_set_capi_1e5098db358a605e(accswig::Factor *_swig_go_0, double _swig_go_1) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   double arg2 ;
   
@@ -11895,7 +12220,7 @@ void _wrap_LrFactor_set_capi_3440afefeeef7c4d(accswig::Factor *_swig_go_0, doubl
 }
 
 
-void _wrap_delete_LrFactor_capi_3440afefeeef7c4d(accswig::Factor *_swig_go_0) {
+void _wrap_delete_LrFactor_capi_1e5098db358a605e(accswig::Factor *_swig_go_0) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   
   arg1 = *(accswig::Factor **)&_swig_go_0; 
@@ -11913,7 +12238,7 @@ void _wrap_delete_LrFactor_capi_3440afefeeef7c4d(accswig::Factor *_swig_go_0) {
 }
 
 
-acc_progress *_wrap_new_Progress_capi_3440afefeeef7c4d(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_progress *_wrap_new_Progress_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -11955,7 +12280,7 @@ acc_progress *_wrap_new_Progress_capi_3440afefeeef7c4d(acc_accelerator *_swig_go
 }
 
 
-void _wrap_delete_Progress_capi_3440afefeeef7c4d(acc_progress *_swig_go_0) {
+void _wrap_delete_Progress_capi_1e5098db358a605e(acc_progress *_swig_go_0) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   
   arg1 = *(acc_progress **)&_swig_go_0; 
@@ -11973,7 +12298,7 @@ void _wrap_delete_Progress_capi_3440afefeeef7c4d(acc_progress *_swig_go_0) {
 }
 
 
-void _wrap_Progress_update_capi_3440afefeeef7c4d(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_update_capi_1e5098db358a605e(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12005,7 +12330,7 @@ void _wrap_Progress_update_capi_3440afefeeef7c4d(acc_progress *_swig_go_0, long 
 }
 
 
-void _wrap_Progress_setPostfix_capi_3440afefeeef7c4d(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_setPostfix_capi_1e5098db358a605e(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12042,7 +12367,7 @@ void _wrap_Progress_setPostfix_capi_3440afefeeef7c4d(acc_progress *_swig_go_0, _
 }
 
 
-void _wrap_Progress_finish_capi_3440afefeeef7c4d(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Progress_finish_capi_1e5098db358a605e(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;

@@ -122,6 +122,21 @@ class SwigDirector_LrLambda : public accswig::LrLambda
   Swig_memory *swig_mem;
 };
 
+class SwigDirector_GroupLrLambda : public accswig::GroupLrLambda
+{
+ public:
+  SwigDirector_GroupLrLambda(int swig_p);
+  virtual ~SwigDirector_GroupLrLambda();
+  void _swig_upcall_released() {
+    accswig::Callback::released();
+  }
+  virtual void released();
+  virtual int factor(size_t group,int64_t step,accswig::Factor *out);
+ private:
+  intgo go_val;
+  Swig_memory *swig_mem;
+};
+
 class SwigDirector_TraceReady : public accswig::TraceReady
 {
  public:

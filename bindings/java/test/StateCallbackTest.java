@@ -126,6 +126,37 @@ class StateCallbackTest {
   }
 
   @Test
+  void eachGroupHasItsOwnFunctionAndACyclicScheduleTakesAScale() {
+    try (Model model = Model.fromSpec(SPEC);
+         Options oo = Options.optimizer().put("lr", 0.8).put("momentum", 0.9);
+         Optimizer opt = new Optimizer(model, "sgd", oo);
+         Options bias = Options.optimizer().put("lr", 0.4)) {
+      opt.addParamGroup(List.of("0.bias"), bias);
+      List<LrLambdaFunction> fns = List.of(step -> 0.5, step -> {
+        if (step == 1) throw new IllegalArgumentException("no step 1");
+        return 0.25;
+      });
+      try (Scheduler sched = Scheduler.fromLambdas(opt, fns)) {  // PyTorch's LambdaLR(opt, [f0, f1])
+        assertEquals(0.4, opt.getLr(0));
+        assertEquals(0.1, opt.getLr(1));
+        AccelerateIOException e = assertThrows(AccelerateIOException.class, sched::step);
+        assertTrue(e.getMessage().contains("parameter group 1 at step 1"), e.getMessage());
+        assertEquals(0.4, opt.getLr(0));
+      }
+      InvalidArgumentException wrongCount =
+          assertThrows(InvalidArgumentException.class, () -> Scheduler.fromMultiplicatives(opt, List.of(step -> 0.5)));
+      assertTrue(wrongCount.getMessage().contains("expected 2 factors"), wrongCount.getMessage());
+      try (Options co = Options.scheduler().put("base_lr", 0.1).put("max_lr", 0.5).put("step_size_up", 2)
+                            .put("scale_mode", "iterations");
+           Scheduler cyclic = Scheduler.fromCyclic(opt, co, x -> 0.5)) {
+        cyclic.step();  // halfway up, the height halved: 0.1 + (0.5 - 0.1) * 0.5 * 0.5
+        assertEquals(0.2, opt.getLr(0), 1e-15);
+        assertEquals(0.9 - (0.9 - 0.8) * 0.5 * 0.5, opt.getHyperparameter(0, "momentum"), 1e-15);
+      }
+    }
+  }
+
+  @Test
   void saveStateDictProgressAndAutocast() throws Exception {
     try (Accelerator acc = newAccelerator(dir);
          Model raw = Model.fromSpec(SPEC);

@@ -146,6 +146,18 @@ final class CallbackAdapters {
     return l;
   }
 
+  static GroupLrLambda groupLrLambda(java.util.List<? extends LrLambdaFunction> fns) {
+    final java.util.List<LrLambdaFunction> each = new java.util.ArrayList<>(fns);
+    GroupLrLambda l = new GroupLrLambda() {
+      @Override
+      public int factor(long group, long step, LrFactor out) {
+        return guarded(() -> out.set(each.get((int) group).factor(step)));
+      }
+    };
+    l.swigReleaseOwnership();
+    return l;
+  }
+
   /** Borrowed for one search (the caller deletes it): returns the library's status of what failed. */
   static BatchSizeRun batchSizeRun(BatchSizeFunction fn) {
     return new BatchSizeRun() {
