@@ -18,6 +18,9 @@ namespace acc {
 struct StagedLoad {
   std::function<void()> apply;
   std::function<void()> rollback;  // empty for parts whose apply cannot fail
+  // Lines every process must have read alike from its own file (PowerSGD's iteration: processes
+  // that disagree would run different collectives), compared with process 0's before anything changes.
+  std::string shared;
 };
 
 class CheckpointPart {

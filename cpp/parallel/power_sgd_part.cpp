@@ -11,6 +11,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "checkpoint/save_identity.h"
+#include "common/crc32c.h"
 #include "common/error.h"
 
 namespace acc {
@@ -32,6 +33,14 @@ std::string settings_text(const PowerSgdState& state) {
       << " min_compression_rate=" << s.min_compression_rate << " error_feedback=" << s.use_error_feedback
       << " warm_start=" << s.warm_start << " batch_same_shapes=" << s.batch_tensors_with_same_shape;
   return out.str();
+}
+
+// Each memory's buckets and shapes: " p 0 [4, 2] ...".
+std::string memory_shapes(PowerSgdState& state) {
+  std::string out;
+  for (const char* kind : kMemories)
+    for (const auto& [bucket, tensor] : memory(state, kind)) out += concat(" ", kind, " ", bucket, " ", tensor.sizes());
+  return out;
 }
 
 // A bucket index as written: decimal digits, no sign, no leading zero.
@@ -84,6 +93,7 @@ class PowerSgdStatesPart final : public CheckpointPart {
     std::set<std::string> known{"process_index", kSaveIdKey, "format"};
     std::set<std::string> claimed;
     std::vector<std::function<void()>> sets;
+    std::string shared;
     for (const auto& [model, live] : states_) {
       const std::string prefix = "model_" + std::to_string(model) + ".";
       for (const char* key : {"iter", "rng", "settings"}) known.insert(prefix + key);
@@ -128,8 +138,13 @@ class PowerSgdStatesPart final : public CheckpointPart {
                        "PowerSGD starts afresh\n", path.c_str(), model, settings->second.c_str(),
                        settings_text(*live).c_str());
         sets.push_back([live = live] { live->reset(); });
+        shared += concat("PowerSGD state of model ", model, ": started afresh\n");
         continue;
       }
+      // The iteration (plain allreduce or compression), the random stream (Q's warm start) and the
+      // memories' shapes decide the collectives every process runs: they must agree.
+      shared += concat("PowerSGD state of model ", model, ": iteration ", restored->iter, ", random state CRC ",
+                       crc32c(rng->second.data(), rng->second.size()), ",", memory_shapes(*restored), "\n");
       sets.push_back([live = live, restored] {
         live->iter = restored->iter;
         live->rng = restored->rng;
@@ -149,7 +164,8 @@ class PowerSgdStatesPart final : public CheckpointPart {
     return {[sets] {
               for (const auto& set : sets) set();
             },
-            {}};
+            {},
+            shared};
   }
 
  private:

@@ -118,6 +118,29 @@ void remove_when_all_are_done(const std::vector<std::string>& dirs) {
   ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
 }
 
+// A copy of checkpoint `dir` whose last process's PowerSGD iteration is another (same length), and
+// whose manifest records no files (as an older checkpoint's): each file alone passes every check.
+std::string with_a_forged_iteration(const std::string& dir) {
+  const std::string forged = dir + "_forged";
+  if (g_rank == 0) {
+    std::filesystem::copy(dir, forged, std::filesystem::copy_options::recursive);
+    json manifest = json::parse(acc_test::read_file(forged + "/accelerate_state.json"));
+    manifest.erase("files");
+    manifest.erase("manifest_crc32c");
+    std::ofstream(forged + "/accelerate_state.json", std::ios::trunc) << manifest.dump();
+    const std::string file = forged + "/ddp_comm_hook_" + std::to_string(g_world - 1) + ".safetensors";
+    std::string bytes = acc_test::read_file(file);
+    const std::string key = "\"model_0.iter\":\"";
+    const size_t at = bytes.find(key);
+    EXPECT_NE(at, std::string::npos);
+    char& digit = bytes[at + key.size()];
+    digit = digit == '9' ? '8' : static_cast<char>(digit + 1);
+    std::ofstream(file, std::ios::binary | std::ios::trunc) << bytes;
+  }
+  EXPECT_EQ(acc_wait_for_everyone(g_acc), ACC_OK);
+  return forged;
+}
+
 const json* case_named(const json& doc, const std::string& name) {
   for (const json& c : doc["cases"])
     if (c["name"] == name) return &c;
@@ -167,12 +190,16 @@ TEST(PowerSgd, AResumedJobCompressesAsTheUninterruptedOne) {
       std::filesystem::remove(missing + "/ddp_comm_hook_" + std::to_string(g_world - 1) + ".safetensors");
     }
     ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+    // Processes whose iterations differ would run different collectives: refused on every process.
+    const std::string forged = with_a_forged_iteration(dir);
     Job second(*doc, c);
+    ACC_EXPECT_ERROR(acc_load_state(second.acc, forged.c_str(), nullptr), ACC_ERR_IO,
+                     "hold states that must agree and do not: process 0 has PowerSGD state of model 0: iteration");
     ACC_EXPECT_ERROR(acc_load_state(second.acc, swapped.c_str(), nullptr), ACC_ERR_IO, "PowerSGD");
     ACC_EXPECT_ERROR(acc_load_state(second.acc, missing.c_str(), nullptr), ACC_ERR_IO, "is missing");
     ACC_ASSERT_OK(acc_load_state(second.acc, dir.c_str(), nullptr));
     second.train(*doc, c, 4, steps);
-    remove_when_all_are_done({dir, swapped, missing});
+    remove_when_all_are_done({dir, swapped, missing, forged});
   }
 }
 
