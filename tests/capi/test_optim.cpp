@@ -189,6 +189,22 @@ TEST(Optimizer, ParamGroupsHaveTheirOwnHyperParameters) {
   EXPECT_DOUBLE_EQ(lr, 0.02);
   ACC_EXPECT_ERROR(acc_optimizer_get_lr(opt, 2, &lr), ACC_ERR_INVALID_ARGUMENT, "group 2 does not exist");
   ACC_EXPECT_ERROR(acc_optimizer_set_lr(opt, 0, -1), ACC_ERR_INVALID_ARGUMENT, "learning rate");
+  // param_groups[g][key]: each group's own numbers, Adam's betas by their checkpoint names.
+  double value = -1;
+  ACC_ASSERT_OK(acc_optimizer_get_hyperparameter(opt, 0, "weight_decay", &value));
+  EXPECT_EQ(value, 0.05);
+  ACC_ASSERT_OK(acc_optimizer_get_hyperparameter(opt, 1, "weight_decay", &value));
+  EXPECT_EQ(value, 0.0);
+  ACC_ASSERT_OK(acc_optimizer_get_hyperparameter(opt, 1, "beta2", &value));
+  EXPECT_EQ(value, 0.999);
+  ACC_ASSERT_OK(acc_optimizer_get_hyperparameter(opt, 1, "lr", &value));
+  EXPECT_EQ(value, 0.02);
+  ACC_EXPECT_ERROR(acc_optimizer_get_hyperparameter(opt, 0, "momentum", &value), ACC_ERR_INVALID_ARGUMENT,
+                   "the adamw optimizer has no 'momentum'");
+  ACC_EXPECT_ERROR(acc_optimizer_get_hyperparameter(opt, 0, "amsgrad", &value), ACC_ERR_INVALID_ARGUMENT,
+                   "has no 'amsgrad'");
+  ACC_EXPECT_ERROR(acc_optimizer_get_hyperparameter(opt, 2, "lr", &value), ACC_ERR_INVALID_ARGUMENT,
+                   "group 2 does not exist");
   const char* unknown[] = {"1.weight"};
   ACC_EXPECT_ERROR(acc_optimizer_add_param_group(opt, unknown, 1, nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "no parameter or buffer named '1.weight'");
