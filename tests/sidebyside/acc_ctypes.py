@@ -16,6 +16,8 @@ REDUCTION_MEAN = 1
 _p = ctypes.c_void_p
 # acc_lr_lambda_fn: (user_data, step, *factor) -> non-zero on failure
 LR_LAMBDA = ctypes.CFUNCTYPE(ctypes.c_int, _p, ctypes.c_int64, ctypes.POINTER(ctypes.c_double))
+# acc_lr_group_lambda_fn: (user_data, group, step, *factor) -> non-zero on failure
+GROUP_LR_LAMBDA = ctypes.CFUNCTYPE(ctypes.c_int, _p, ctypes.c_size_t, ctypes.c_int64, ctypes.POINTER(ctypes.c_double))
 
 
 class Error(RuntimeError):

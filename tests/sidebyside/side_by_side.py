@@ -223,6 +223,21 @@ SCENARIOS = {
                                               schedule_options={"factors": [0.9, 0.8]}, resume=True,
                                               chain=[("linear_lr", {"start_factor": 0.5, "total_iters": 4})],
                                               uninterrupted="mlp_multiplicative_chained"),
+    # PyTorch's LambdaLR and MultiplicativeLR given one function per group (group g's factor at step s
+    # is group_factors[g][s % len]), and CyclicLR with a scale_fn (scale[x % len]).
+    "mlp_lambda_per_group": dict(model="mlp", optimizer="adamw", schedule="lambda", no_decay="*.bias",
+                                 group_factors=[[1.0, 0.9, 0.8], [0.5, 1.0]]),
+    "mlp_multiplicative_per_group_chained": dict(model="mlp", optimizer="sgd", schedule="multiplicative",
+                                                 no_decay="*.bias", group_factors=[[0.9, 0.95], [0.8]],
+                                                 chain=[("exponential", {"gamma": 0.95})]),
+    "mlp_cyclic_scale_fn": dict(model="mlp", optimizer="sgd", schedule="cyclic", scale=[1.0, 0.9, 0.7],
+                                schedule_options={"base_lr": 0.01, "max_lr": 0.1, "step_size_up": 2,
+                                                  "scale_mode": "iterations"}),
+    "mlp_cyclic_scale_fn_resume": dict(model="mlp", optimizer="sgd", schedule="cyclic", scale=[0.5, 1.0],
+                                       schedule_options={"base_lr": 0.01, "max_lr": 0.1, "step_size_up": 3},
+                                       resume=True, uninterrupted="mlp_cyclic_scale_fn_cycles"),
+    "mlp_cyclic_scale_fn_cycles": dict(model="mlp", optimizer="sgd", schedule="cyclic", scale=[0.5, 1.0],
+                                       schedule_options={"base_lr": 0.01, "max_lr": 0.1, "step_size_up": 3}),
     # PyTorch's CyclicLR, cycling SGD's momentum and AdamW's beta1 against the rate.
     "mlp_cyclic_triangular2": dict(model="mlp", optimizer="sgd", schedule="cyclic",
                                    schedule_options={"base_lr": 0.01, "max_lr": 0.1, "step_size_up": 2,
@@ -237,7 +252,8 @@ DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=
                 step_scheduler_with_optimizer=True, resume_at=None, label_smoothing=0.0, ddp_bucket_cap_mb=None,
                 ddp_find_unused_parameters=False, ddp_static_graph=False, ddp_comm_hook=None, ddp_comm_wrapper=None, ddp_comm_state=None,
                 local_sgd=None, clip_value=None,
-                graph_optimization=True, schedule_options={}, then=(), chain=(), averaged=None)
+                graph_optimization=True, schedule_options={}, then=(), chain=(), averaged=None, group_factors=None,
+                scale=None)
 EVAL_SAMPLES = 10  # an evaluation loader whose last batch is uneven over 2 processes
 VOCAB, CLASSES = 16, 3
 
@@ -502,12 +518,21 @@ class AccelerateJob:
         total = total_steps(cfg, len(data[0]), self.processes)
         if cfg["schedule"] == "step":
             scheduler = torch.optim.lr_scheduler.StepLR(optimizer, **scheduler_settings(cfg, total))
+        elif cfg["schedule"] == "cyclic" and cfg["scale"]:
+            scale = cfg["scale"]
+            scheduler = torch.optim.lr_scheduler.CyclicLR(optimizer, **scheduler_settings(cfg, total),
+                                                          scale_fn=lambda x: scale[int(x) % len(scale)])
         elif cfg["schedule"] in TORCH_SCHEDULERS:
             scheduler = TORCH_SCHEDULERS[cfg["schedule"]](optimizer, **scheduler_settings(cfg, total))
         elif cfg["schedule"] == "one_cycle":
             scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, **scheduler_settings(cfg, total))
         elif cfg["schedule"] == "reduce_lr_on_plateau":
             scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, **cfg["schedule_options"])
+        elif cfg["schedule"] in ("lambda", "multiplicative") and cfg["group_factors"]:
+            functions = [(lambda f: lambda s: f[s % len(f)])(f) for f in cfg["group_factors"]]
+            kind = torch.optim.lr_scheduler.LambdaLR if cfg["schedule"] == "lambda" else \
+                torch.optim.lr_scheduler.MultiplicativeLR
+            scheduler = kind(optimizer, functions)
         elif cfg["schedule"] == "multiplicative":
             factors = cfg["schedule_options"]["factors"]
             scheduler = torch.optim.lr_scheduler.MultiplicativeLR(optimizer, lambda s: factors[s % len(factors)])
@@ -678,7 +703,26 @@ class OurJob:
         data = torch.load(os.path.join(directory, "data.pt"))[cfg["data"]]
         settings = scheduler_settings(cfg, total_steps(cfg, len(data[0]), self.processes))
         settings = {k: ",".join(map(str, v)) if isinstance(v, list) else v for k, v in settings.items()}  # milestones
-        if cfg["schedule"] == "multiplicative":
+        if cfg["group_factors"]:
+            group_factors = cfg["group_factors"]
+
+            def group_factor(_, group, step, out):
+                out[0] = group_factors[group][step % len(group_factors[group])]
+                return 0
+            self.factor = api.GROUP_LR_LAMBDA(group_factor)  # kept alive as long as the scheduler
+            create = {"lambda": "acc_scheduler_create_group_lambda",
+                      "multiplicative": "acc_scheduler_create_group_multiplicative"}[cfg["schedule"]]
+            scheduler = lib.new(create, optimizer, ctypes.c_size_t(len(group_factors)), self.factor, None, None)
+        elif cfg["scale"]:
+            scale = cfg["scale"]
+
+            def scale_of(_, x, out):
+                out[0] = scale[x % len(scale)]
+                return 0
+            self.factor = api.LR_LAMBDA(scale_of)
+            scheduler = lib.new("acc_scheduler_create_cyclic", optimizer, lib.options(api.ACC_OPTIONS_SCHEDULER, settings),
+                                self.factor, None, None)
+        elif cfg["schedule"] == "multiplicative":
             factors = cfg["schedule_options"]["factors"]
 
             def factor(_, step, out):
@@ -843,7 +887,8 @@ def run(side, cfg, directory):
             if cfg["resume_at"] is not None:
                 job.train_epoch(epoch, record, stop=cfg["resume_at"])
                 skip = cfg["resume_at"]
-            checkpoint = os.path.join(directory, f"checkpoint.{side}.{job.processes}")
+            # One folder per scenario: Accelerate keeps what a folder held (another scenario's custom_checkpoint_0).
+            checkpoint = os.path.join(directory, f"checkpoint.{cfg['name']}.{side}.{job.processes}")
             job.save(checkpoint)
             job = job_class(cfg, directory)
             job.load(checkpoint)
