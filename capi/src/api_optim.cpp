@@ -10,7 +10,6 @@
 
 using namespace acc::capi;
 
-
 namespace {
 
 // A scheduler over a host callback (named `what` in errors, NULL refused): make(optimizer, held
@@ -36,8 +35,7 @@ std::function<double(int64_t)> step_function(acc_lr_lambda_fn fn, std::shared_pt
 }
 
 acc_status create_factor_schedule(acc_optimizer* opt, acc_lr_lambda_fn factor, const char* what, void* user_data,
-                                  acc_free_fn free_user_data, acc_scheduler** out,
-                                  acc::LambdaScheduler::FactorOf of) {
+                                  acc_free_fn free_user_data, acc_scheduler** out, acc::LambdaScheduler::FactorOf of) {
   return create_callback_schedule(
       opt, factor != nullptr, what, user_data, free_user_data, out, [&](auto optimizer, std::shared_ptr<void> data) {
         return std::make_shared<acc::LambdaScheduler>(
@@ -163,7 +161,6 @@ acc_status acc_scheduler_create(acc_optimizer* opt, const char* name, const acc_
   });
 }
 
-
 acc_status acc_scheduler_create_lambda(acc_optimizer* opt, acc_lr_lambda_fn lambda, void* user_data,
                                        acc_free_fn free_user_data, acc_scheduler** out) {
   return create_factor_schedule(opt, lambda, "lambda", user_data, free_user_data, out,
@@ -183,8 +180,7 @@ acc_status acc_scheduler_create_group_lambda(acc_optimizer* opt, size_t groups, 
 }
 
 acc_status acc_scheduler_create_group_multiplicative(acc_optimizer* opt, size_t groups, acc_lr_group_lambda_fn factor,
-                                                     void* user_data, acc_free_fn free_user_data,
-                                                     acc_scheduler** out) {
+                                                     void* user_data, acc_free_fn free_user_data, acc_scheduler** out) {
   return create_group_factor_schedule(opt, groups, factor, "factor", user_data, free_user_data, out,
                                       acc::LambdaScheduler::FactorOf::RateBefore);
 }

@@ -120,8 +120,8 @@ void load_accelerator_state(CheckpointLoad& load, const CheckpointParts& parts, 
   const std::string differences =
       collectives.differences_from_process_0(shared, "load_state (comparing the processes' files)", 3);
   if (!differences.empty())
-    fail(Status::Io, "checkpoint '", source, "': the processes' own files hold states that must agree and do not: ",
-         differences);
+    fail(Status::Io, "checkpoint '", source,
+         "': the processes' own files hold states that must agree and do not: ", differences);
   // Parts that can only be checked by loading them go first; if any refuses (on any process), those
   // loaded are rolled back and nothing else has changed.
   size_t loaded = 0;

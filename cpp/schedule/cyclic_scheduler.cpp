@@ -37,8 +37,7 @@ CyclicScheduler::CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const Sch
 
 CyclicScheduler::CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const ScheduleOptions& o, GroupEnds ends,
                                  ScaleFunction scale_fn)
-    : CyclingScheduler(std::move(optimizer), kCyclicSchedule, o.cycle_momentum, ends.low_momentum,
-                       ends.high_momentum),
+    : CyclingScheduler(std::move(optimizer), kCyclicSchedule, o.cycle_momentum, ends.low_momentum, ends.high_momentum),
       ends_(std::move(ends)),
       mode_(scale_fn ? Mode::UserScale : cyclic_mode(o.mode)),
       gamma_(o.gamma.value_or(1.0)),

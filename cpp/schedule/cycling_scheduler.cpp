@@ -11,7 +11,10 @@ namespace acc {
 
 CyclingScheduler::CyclingScheduler(std::shared_ptr<Optimizer> optimizer, std::string name, bool cycle_momentum,
                                    const std::vector<double>& lows, const std::vector<double>& highs)
-    : IndexedScheduler(std::move(optimizer), std::move(name)), cycle_momentum_(cycle_momentum), lows_(lows), highs_(highs) {
+    : IndexedScheduler(std::move(optimizer), std::move(name)),
+      cycle_momentum_(cycle_momentum),
+      lows_(lows),
+      highs_(highs) {
   if (!cycle_momentum) return;
   const std::string key = cycled_momentum_key(*optimizer_);
   require(!key.empty(), "the ", name_, " schedule cycles the momentum, which the ", optimizer_->algorithm(),
@@ -39,7 +42,8 @@ std::vector<CyclingScheduler::Point> CyclingScheduler::points_at(int64_t step) c
     // Between the group's ends it is in range (checked when made); a user's scale function or a
     // growing exp_range can move it out, checked before any change.
     const double m = points[g].momentum;
-    if (cycle_momentum_ && (!std::isfinite(m) || m < std::min(lows_[g], highs_[g]) || m > std::max(lows_[g], highs_[g])))
+    if (cycle_momentum_ &&
+        (!std::isfinite(m) || m < std::min(lows_[g], highs_[g]) || m > std::max(lows_[g], highs_[g])))
       check_group_hyperparameter(*optimizer_, g, cycled_momentum_key(*optimizer_), m);
   }
   return points;

@@ -102,11 +102,10 @@ LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::function<double(int64_t)> factor,
                                  FactorOf of)
     : LambdaScheduler(std::move(optimizer),
-                      factor ? GroupFactor([factor](size_t, int64_t step) { return factor(step); }) : GroupFactor(),
-                      of, false) {}
+                      factor ? GroupFactor([factor](size_t, int64_t step) { return factor(step); }) : GroupFactor(), of,
+                      false) {}
 
-LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, GroupFactor factor, FactorOf of,
-                                 bool per_group)
+LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, GroupFactor factor, FactorOf of, bool per_group)
     : IndexedScheduler(std::move(optimizer), of == FactorOf::BaseRate ? "lambda" : "multiplicative") {
   require(factor != nullptr, "a ", name_, " schedule needs a factor function");
   for (size_t g = 0; g < base_lrs_.size(); ++g) {
@@ -127,7 +126,8 @@ LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, GroupFact
 
 std::vector<ScheduleRule> LambdaScheduler::first_phase_rules(const std::vector<std::vector<Schedule>>& chains) const {
   std::vector<ScheduleRule> rules;
-  for (const std::vector<Schedule>& chain : chains) rules.push_back(rule_of(chain.size() == 1 ? chain[0] : chained(chain)));
+  for (const std::vector<Schedule>& chain : chains)
+    rules.push_back(rule_of(chain.size() == 1 ? chain[0] : chained(chain)));
   return rules;
 }
 

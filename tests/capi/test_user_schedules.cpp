@@ -101,8 +101,9 @@ acc_scheduler* make_user_schedule(acc_optimizer* opt, const json& c, Functions* 
     const json& next = c[how];
     acc_options* o = scheduler_options(next["options"]);
     const std::string name = next["name"];
-    EXPECT_EQ(std::string(how) == "chain" ? acc_scheduler_chain(sched, name.c_str(), o)
-                                          : acc_scheduler_then(sched, next["milestone"].get<int64_t>(), name.c_str(), o),
+    EXPECT_EQ(std::string(how) == "chain"
+                  ? acc_scheduler_chain(sched, name.c_str(), o)
+                  : acc_scheduler_then(sched, next["milestone"].get<int64_t>(), name.c_str(), o),
               ACC_OK)
         << acc_last_error_message();
     acc_options_free(o);
