@@ -59,7 +59,10 @@ bool flag(const Source& from, const std::string& name, const std::string& value)
 std::optional<std::string> known_fsdp_strategy(const std::string& value) {
   static const std::map<std::string, std::string> numbers = {
       {"1", "FULL_SHARD"}, {"2", "SHARD_GRAD_OP"}, {"3", "NO_SHARD"}, {"4", "HYBRID_SHARD"}, {"5", "HYBRID_SHARD_ZERO2"}};
-  std::string strategy = numbers.count(value) ? numbers.at(value) : value;
+  // In any case, as Accelerate upper-cases it.
+  std::string strategy = value;
+  std::transform(strategy.begin(), strategy.end(), strategy.begin(), [](unsigned char c) { return std::toupper(c); });
+  if (numbers.count(value)) strategy = numbers.at(value);
   if (strategy == "_HYBRID_SHARD_ZERO2") strategy = "HYBRID_SHARD_ZERO2";  // torch's enum name
   if (strategy == "FULL_SHARD" || strategy == "SHARD_GRAD_OP" || strategy == "NO_SHARD" || strategy == "HYBRID_SHARD" ||
       strategy == "HYBRID_SHARD_ZERO2")

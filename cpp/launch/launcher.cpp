@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <thread>
 
@@ -152,15 +153,17 @@ Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_co
 void emit_lines(Stream& s, const LaunchConfig& config, int global_rank, bool flush_partial) {
   const bool prefix = config.prefix_output && config.num_processes > 1;
   size_t start = 0;
-  for (size_t nl; (nl = s.pending.find('\n', start)) != std::string::npos; start = nl + 1) {
-    std::string line = s.pending.substr(start, nl - start + 1);
-    if (prefix) std::fprintf(s.console, "[rank%d]: %s", global_rank, line.c_str());
-    else std::fputs(line.c_str(), s.console);
-  }
+  // Written by size, never as C strings: a NUL byte in a rank's output passes through.
+  const auto put = [&](const char* data, size_t size) {
+    if (prefix) std::fprintf(s.console, "[rank%d]: ", global_rank);
+    std::fwrite(data, 1, size, s.console);
+  };
+  for (size_t nl; (nl = s.pending.find('\n', start)) != std::string::npos; start = nl + 1)
+    put(s.pending.data() + start, nl - start + 1);
   s.pending.erase(0, start);
   if (flush_partial && !s.pending.empty()) {
-    if (prefix) std::fprintf(s.console, "[rank%d]: %s\n", global_rank, s.pending.c_str());
-    else std::fprintf(s.console, "%s\n", s.pending.c_str());
+    put(s.pending.data(), s.pending.size());
+    std::fputc('\n', s.console);
     s.pending.clear();
   }
   std::fflush(s.console);
@@ -345,7 +348,8 @@ std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int
       {"LOCAL_RANK", std::to_string(local_rank)},
       {"LOCAL_WORLD_SIZE", std::to_string(local)},
       {"GROUP_RANK", std::to_string(c.machine_rank)},
-      {"MASTER_ADDR", c.main_process_ip},
+      // On one machine Accelerate ignores main_process_ip (a multi-machine config reused): localhost.
+      {"MASTER_ADDR", c.num_machines > 1 ? c.main_process_ip : std::string("127.0.0.1")},
       {"MASTER_PORT", std::to_string(port)},
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
       {"TORCHELASTIC_USE_AGENT_STORE", "True"},  // machine 0's launcher hosts the store
@@ -368,7 +372,10 @@ std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int
   if (c.debug) env["ACCELERATE_DEBUG_MODE"] = "true";
   if (c.cpu_affinity) env["ACCELERATE_CPU_AFFINITY"] = "1";
   if (c.config_file) {
-    env["ACCELERATE_CONFIG_FILE"] = *c.config_file;
+    // Absolute: the program may change its working folder before the library reads the file.
+    std::error_code error;
+    const std::filesystem::path absolute = std::filesystem::absolute(*c.config_file, error);
+    env["ACCELERATE_CONFIG_FILE"] = error ? *c.config_file : absolute.string();
     env["ACCELERATE_CONFIG_REPORTED"] = "1";  // the launcher printed its warnings already
   }
   return env;

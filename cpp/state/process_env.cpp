@@ -1,6 +1,9 @@
 #include "state/process_env.h"
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <vector>
 
 #include "common/error.h"
@@ -15,9 +18,13 @@ std::optional<int64_t> first_int(const EnvLookup& env, const std::vector<const c
     // SLURM writes per-node task counts as "2(x3)": the count before the parenthesis.
     std::string digits = value->substr(0, value->find('('));
     char* end = nullptr;
+    errno = 0;
     const long long parsed = std::strtoll(digits.c_str(), &end, 10);
-    if (digits.empty() || *end || parsed < 0)
-      fail(Status::InvalidArgument, "environment variable ", name, "='", *value, "' is not an integer >= 0");
+    // Digits only (no sign or space), and within what c10d takes (an int).
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || *end || errno == ERANGE ||
+        parsed > std::numeric_limits<int32_t>::max())
+      fail(Status::InvalidArgument, "environment variable ", name, "='", *value, "' is not an integer from 0 to ",
+           std::numeric_limits<int32_t>::max());
     return parsed;
   }
   return std::nullopt;

@@ -30,4 +30,21 @@ for r in 0 1; do
     echo "rank $r (pid $pid) still runs 5 s after its launcher was killed"; kill -9 "$pid"; exit 1
   fi
 done
-echo "ok: each rank holds its own pipe only; the ranks ended with their launcher"
+# A rank's output passes through byte for byte: a NUL and what follows it, and the newline.
+nuls=$("$launch" --num_processes 2 sh -c 'printf "a\0b\n"' | tr -cd '\0' | wc -c)
+lines=$("$launch" --num_processes 2 sh -c 'printf "a\0b\n"' | grep -ac '^\[rank[01]\]: a.b$' || true)
+[ "$nuls" = 2 ] && [ "$lines" = 2 ] || { echo "NUL bytes lost in the output relay ($nuls NULs, $lines lines)"; exit 1; }
+
+# On one machine main_process_ip is not used (Accelerate's launch ignores it there): localhost.
+addr=$("$launch" --num_processes 1 --main_process_ip 10.255.255.1 sh -c 'echo $MASTER_ADDR')
+[ "$addr" = 127.0.0.1 ] || { echo "MASTER_ADDR is '$addr' on one machine"; exit 1; }
+
+# A relative --config_file reaches the program as an absolute path (it may change its folder).
+here=$(pwd)
+cp "$(dirname "$0")/../data/config/multi_cpu_2.yaml" "$work/c.yaml"
+cd "$work"
+seen=$("$launch" --config_file c.yaml --num_processes 1 sh -c 'echo $ACCELERATE_CONFIG_FILE')
+cd "$here"
+[ "$seen" = "$(cd "$work" && pwd)/c.yaml" ] || { echo "ACCELERATE_CONFIG_FILE is '$seen'"; exit 1; }
+
+echo "ok: each rank holds its own pipe only; the ranks ended with their launcher; output, address and config path pass as they should"

@@ -93,6 +93,11 @@ TEST(ProcessEnv, InconsistentValuesAreNamed) {
   EXPECT_NE(message({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).find("rank 2 is outside"), std::string::npos);
   EXPECT_NE(message({{"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}}).find("needs MASTER_ADDR"), std::string::npos);
   EXPECT_NE(message({{"MASTER_PORT", "70000"}}).find("not a TCP port"), std::string::npos);
+  // Past what c10d's int takes (before: clamped to INT64_MAX, or wrapped in Gloo), or with a sign or space.
+  for (const char* size : {"99999999999999999999", "4294967296", "2147483648", "+2", " 2"})
+    EXPECT_NE(message({{"WORLD_SIZE", size}}).find("is not an integer from 0 to 2147483647"), std::string::npos)
+        << size;
+  EXPECT_NE(message({{"RANK", "+0"}}).find("RANK='+0'"), std::string::npos);
   EXPECT_NE(message({{"TORCHELASTIC_USE_AGENT_STORE", "True"}}).find("needs TORCHELASTIC_RESTART_COUNT"),
             std::string::npos);
 }

@@ -79,6 +79,8 @@ TEST_F(Sharding, FsdpVariablesChooseTheStage) {
   EXPECT_EQ(resolve().sharding.stage, 3) << "FULL_SHARD is FSDP's default";
   setenv("FSDP_SHARDING_STRATEGY", "SHARD_GRAD_OP", 1);
   EXPECT_EQ(resolve().sharding.stage, 2);
+  setenv("FSDP_SHARDING_STRATEGY", "shard_grad_op", 1);  // in any case, as Accelerate upper-cases it
+  EXPECT_EQ(resolve().sharding.stage, 2);
   setenv("FSDP_SHARDING_STRATEGY", "3", 1);  // older Accelerate writes the enum's number
   EXPECT_EQ(resolve().sharding.stage, 0);
   setenv("FSDP_SHARDING_STRATEGY", "FULL_SHARD", 1);
