@@ -149,6 +149,8 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 /* Cheap getters are properties (bindings/csharp/src/Properties.cs) over these internal methods. */
 %rename(GetNdim) acc_tensor::ndim_;
 %csmethodmodifiers acc_tensor::ndim_ "internal";
+/* Its count comes from the array (Tensor.Reshape(params long[])): a separate one could read past it. */
+%csmethodmodifiers acc_tensor::reshape_ "internal";
 %rename(GetNumel) acc_tensor::numel_;
 %csmethodmodifiers acc_tensor::numel_ "internal";
 %rename(GetDType) acc_tensor::dtype_;

@@ -15,6 +15,12 @@ public partial class Tensor {
   /// uint8 elements.
   public static Tensor Of(byte[] data, params long[] shape) { return FromBytes(data, data.LongLength, shape, shape.LongLength); }
 
+  /// torch.reshape: one dim may be -1 (logits [B, T, V] become [-1, V] for the cross-entropy).
+  public Tensor Reshape(params long[] dims) {
+    if (dims == null) throw new System.ArgumentNullException("dims");
+    return Reshape(dims, dims.LongLength);
+  }
+
   /// Zeros on the CPU.
   public static Tensor Zeros(DType dtype, params long[] shape) { return Zeros(shape, shape.LongLength, dtype, null); }
   public static Tensor Zeros(DType dtype, string device, params long[] shape) {

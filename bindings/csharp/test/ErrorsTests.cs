@@ -16,6 +16,15 @@ public class ErrorsTests {
   }
 
   [Test]
+  public void ReshapeTakesItsCountFromTheArray() {
+    using (Tensor t = Tensor.Of(new float[] {1, 2, 3, 4}, 4))
+    using (Tensor r = t.Reshape(2, -1)) {
+      CollectionAssert.AreEqual(new long[] {2, 2}, r.Shape());
+      Assert.Throws<AccelerateInvalidArgumentException>(() => t.Reshape(3, -1));
+    }
+  }
+
+  [Test]
   public void MissingFileIsIO() {
     var e = Assert.Throws<AccelerateIOException>(() => Tensor.FromIdxFile("/nonexistent/x.idx"));
     StringAssert.Contains("/nonexistent/x.idx", e.Message);
