@@ -4,9 +4,6 @@
 #include "host_callbacks.h"
 #include "optim/group_hyperparameters.h"
 #include "optim/optimizer_state.h"
-#include "schedule/cyclic_scheduler.h"
-#include "schedule/named_schedules.h"
-#include "schedule/schedule_options.h"
 
 using namespace acc::capi;
 
@@ -50,8 +47,6 @@ acc_status create_group_factor_schedule(acc_optimizer* opt, size_t groups, acc_l
                                         acc_scheduler** out, acc::LambdaScheduler::FactorOf of) {
   return create_callback_schedule(
       opt, factor != nullptr, what, user_data, free_user_data, out, [&](auto optimizer, std::shared_ptr<void> data) {
-        acc::require(groups == optimizer->num_param_groups(), "expected ", optimizer->num_param_groups(), " ", what,
-                     "s (one per parameter group), but got ", groups);
         auto call = [factor, data = std::move(data), name = std::string(what)](size_t group, int64_t step) {
           double value = 0.0;
           invoke_host("the schedule's " + name + " of parameter group " + std::to_string(group) + " at step " +
@@ -59,7 +54,7 @@ acc_status create_group_factor_schedule(acc_optimizer* opt, size_t groups, acc_l
                       [&] { return factor(data.get(), group, step, &value); });
           return value;
         };
-        return std::make_shared<acc::LambdaScheduler>(optimizer, acc::LambdaScheduler::GroupFactor(call), of);
+        return std::make_shared<acc::LambdaScheduler>(optimizer, call, groups, what, of);
       });
 }
 
@@ -189,10 +184,8 @@ acc_status acc_scheduler_create_cyclic(acc_optimizer* opt, const acc_options* op
                                        void* user_data, acc_free_fn free_user_data, acc_scheduler** out) {
   return create_callback_schedule(
       opt, scale != nullptr, "scale", user_data, free_user_data, out, [&](auto optimizer, std::shared_ptr<void> data) {
-        const acc::Options options = options_arg(opts, acc::OptionsKind::Scheduler);
-        acc::check_schedule_options(acc::kCyclicSchedule, options);
-        return std::make_shared<acc::CyclicScheduler>(optimizer, acc::scheduler_option_table().read(options),
-                                                      step_function(scale, std::move(data), "the scale function"));
+        return acc::make_cyclic_scheduler(optimizer, options_arg(opts, acc::OptionsKind::Scheduler),
+                                          step_function(scale, std::move(data), "the scale function"));
       });
 }
 

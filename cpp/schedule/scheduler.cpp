@@ -69,6 +69,13 @@ std::shared_ptr<Scheduler> make_scheduler(std::shared_ptr<Optimizer> optimizer, 
   return std::make_shared<OneCycleScheduler>(std::move(optimizer), settings);
 }
 
+std::shared_ptr<Scheduler> make_cyclic_scheduler(std::shared_ptr<Optimizer> optimizer, const Options& options,
+                                                 std::function<double(int64_t)> scale_fn) {
+  check_schedule_options(kCyclicSchedule, options);
+  return std::make_shared<CyclicScheduler>(std::move(optimizer), scheduler_option_table().read(options),
+                                           std::move(scale_fn));
+}
+
 IndexedScheduler::IndexedScheduler(std::shared_ptr<Optimizer> optimizer, std::string name)
     : optimizer_(std::move(optimizer)), name_(std::move(name)), base_lrs_(group_lrs(*optimizer_)) {}
 
@@ -104,6 +111,23 @@ LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::func
     : LambdaScheduler(std::move(optimizer),
                       factor ? GroupFactor([factor](size_t, int64_t step) { return factor(step); }) : GroupFactor(), of,
                       false) {}
+
+namespace {
+
+// `optimizer`, once `functions` (one per group, named `what`) is its group count, as PyTorch checks.
+std::shared_ptr<Optimizer> with_one_function_per_group(std::shared_ptr<Optimizer> optimizer, size_t functions,
+                                                       const char* what) {
+  require(functions == optimizer->num_param_groups(), "expected ", optimizer->num_param_groups(), " ", what,
+          "s (one per parameter group), but got ", functions);
+  return optimizer;
+}
+
+}  // namespace
+
+LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, GroupFactor factor, size_t functions,
+                                 const char* what, FactorOf of)
+    : LambdaScheduler(with_one_function_per_group(std::move(optimizer), functions, what), std::move(factor), of,
+                      true) {}
 
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, GroupFactor factor, FactorOf of, bool per_group)
     : IndexedScheduler(std::move(optimizer), of == FactorOf::BaseRate ? "lambda" : "multiplicative") {

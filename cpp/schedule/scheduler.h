@@ -80,6 +80,9 @@ class Scheduler {
 // one_cycle's or cyclic's own.
 std::shared_ptr<Scheduler> make_scheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name,
                                           const Options& options);
+// PyTorch's CyclicLR with a user's scale_fn (of the cycle or the step, as options' scale_mode says).
+std::shared_ptr<Scheduler> make_cyclic_scheduler(std::shared_ptr<Optimizer> optimizer, const Options& options,
+                                                 std::function<double(int64_t)> scale_fn);
 
 // A scheduler whose rates follow from its step count and base rates alone (every one but
 // ReduceLROnPlateau): it goes to a step by applying it, and a resume applies the saved one.
@@ -123,10 +126,11 @@ class LambdaScheduler final : public IndexedScheduler {
   LambdaScheduler(std::shared_ptr<Optimizer> optimizer, std::function<double(int64_t)> factor,
                   FactorOf of = FactorOf::BaseRate);
   // A user schedule with a factor of each group's own, as PyTorch's LambdaLR(opt, [fn0, fn1, ...]):
-  // factor(group, step), called for each group in turn.
+  // factor(group, step), called for each group in turn. `functions`, how many the caller has, must
+  // be the group count (PyTorch refuses another); `what` names them in that refusal.
   using GroupFactor = std::function<double(size_t group, int64_t step)>;
-  LambdaScheduler(std::shared_ptr<Optimizer> optimizer, GroupFactor factor, FactorOf of)
-      : LambdaScheduler(std::move(optimizer), std::move(factor), of, true) {}
+  LambdaScheduler(std::shared_ptr<Optimizer> optimizer, GroupFactor factor, size_t functions, const char* what,
+                  FactorOf of);
 
   void then(int64_t milestone, const std::string& name, const Options& options) override;
   void chain(const std::string& name, const Options& options) override;

@@ -17,11 +17,10 @@ std::optional<int64_t> first_int(const EnvLookup& env, const std::vector<const c
     if (!value || value->empty()) continue;
     // SLURM writes per-node task counts as "2(x3)": the count before the parenthesis.
     std::string digits = value->substr(0, value->find('('));
-    char* end = nullptr;
     errno = 0;
-    const long long parsed = std::strtoll(digits.c_str(), &end, 10);
+    const long long parsed = std::strtoll(digits.c_str(), nullptr, 10);
     // Digits only (no sign or space), and within what c10d takes (an int).
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || *end || errno == ERANGE ||
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || errno == ERANGE ||
         parsed > std::numeric_limits<int32_t>::max())
       fail(Status::InvalidArgument, "environment variable ", name, "='", *value, "' is not an integer from 0 to ",
            std::numeric_limits<int32_t>::max());

@@ -331,14 +331,8 @@ type lrAdapter struct{ fn func(int64) (float64, error) }
 
 type groupLrAdapter struct{ fns []func(int64) (float64, error) }
 
-func (a *groupLrAdapter) Factor(group int64, step int64, out capi.LrFactor) (code int) {
-	defer guard(&code)
-	f, err := a.fns[group](step)
-	if err != nil {
-		return fail(err)
-	}
-	out.Set(f)
-	return 0
+func (a *groupLrAdapter) Factor(group int64, step int64, out capi.LrFactor) int {
+	return (&lrAdapter{a.fns[group]}).Factor(step, out)
 }
 
 func (a *lrAdapter) Factor(step int64, out capi.LrFactor) (code int) {
