@@ -54,6 +54,7 @@ class RngStatesPart final : public CheckpointPart {
     return {[sets] {
               for (const auto& set : sets) set();
             },
+            {},
             {}};
   }
 

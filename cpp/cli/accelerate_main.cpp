@@ -2,12 +2,14 @@
 // `accelerate-launch` too, where it is `accelerate launch`.
 // Exit codes: 0 success; 2 a usage error (a flag, a value, a config file to fix); else the failing
 // process's code (launch, test) or 1.
-#include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <climits>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
 #include "cli/env_report.h"
@@ -25,64 +27,93 @@
 
 namespace {
 
+// An option's names with Accelerate's spellings: each `--a_b` is also accepted as `--a-b`.
+std::string with_dashes(const std::string& names) {
+  std::string out = names;
+  size_t start = 0;
+  while (start < names.size()) {
+    size_t end = names.find(',', start);
+    if (end == std::string::npos) end = names.size();
+    std::string name = names.substr(start, end - start);
+    const size_t body = name.find("--");
+    if (body != std::string::npos && name.find('_', body) != std::string::npos) {
+      for (size_t i = body + 2; i < name.size(); ++i)
+        if (name[i] == '_') name[i] = '-';
+      out += "," + name;
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+// add_option / add_flag with the dashed spellings too.
+template <typename... Args>
+CLI::Option* option(CLI::App* app, const std::string& names, Args&&... args) {
+  return app->add_option(with_dashes(names), std::forward<Args>(args)...);
+}
+template <typename... Args>
+CLI::Option* flag(CLI::App* app, const std::string& names, Args&&... args) {
+  return app->add_flag(with_dashes(names), std::forward<Args>(args)...);
+}
+
 struct LaunchArgs {
   acc::LaunchFlags flags;
   std::optional<std::string> config_file;
-  std::string module;
-  bool no_python = false, same_network = false, quiet = false;
+  bool module = false, no_python = false, same_network = false, quiet = false;
 };
 
 void add_launch_options(CLI::App* app, LaunchArgs& a) {
   auto& f = a.flags;
-  app->add_option("--config_file", a.config_file, "config file (default: Accelerate's default_config.yaml)");
-  app->add_option("--num_processes", f.num_processes, "processes in the whole job")->check(CLI::Range(1, 1 << 20));
-  app->add_option("--num_machines", f.num_machines, "machines in the job")->check(CLI::Range(1, 1 << 20));
-  app->add_option("--machine_rank", f.machine_rank, "rank of this machine")->check(CLI::Range(0, 1 << 20));
-  app->add_option("--main_process_ip", f.main_process_ip, "address of machine 0");
-  app->add_option("--main_process_port", f.main_process_port, "port of the rendezvous (0 or none: a free port)")
+  option(app, "--config_file", a.config_file, "config file (default: Accelerate's default_config.yaml)");
+  option(app, "--num_processes", f.num_processes, "processes in the whole job")->check(CLI::Range(1, 1 << 20));
+  option(app, "--num_machines", f.num_machines, "machines in the job")->check(CLI::Range(1, 1 << 20));
+  option(app, "--machine_rank", f.machine_rank, "rank of this machine")->check(CLI::Range(0, 1 << 20));
+  option(app, "--main_process_ip", f.main_process_ip, "address of machine 0");
+  option(app, "--main_process_port", f.main_process_port, "port of the rendezvous (0 or none: a free port)")
       ->check(CLI::Range(0, 65535));
-  app->add_option("--mixed_precision", f.mixed_precision, "no, fp16 or bf16")
+  option(app, "--mixed_precision", f.mixed_precision, "no, fp16 or bf16")
       ->check(CLI::IsMember(acc::mixed_precision_choices()));
-  app->add_option("--gradient_accumulation_steps", f.gradient_accumulation_steps, "micro-steps per optimizer step")
+  option(app, "--gradient_accumulation_steps", f.gradient_accumulation_steps, "micro-steps per optimizer step")
       ->check(CLI::Range(1, 1 << 20));
-  app->add_flag("--cpu", f.cpu, "train on the CPU even when a GPU is there");
-  app->add_flag("--multi_gpu", f.multi_gpu, "train on GPUs even if the config file says use_cpu");
-  app->add_flag("--debug", f.debug, "check tensor shapes across processes before each collective");
-  app->add_flag("--enable_cpu_affinity", f.enable_cpu_affinity, "pin each process to the CPU cores of its GPU");
-  app->add_option("--num_cpu_threads_per_process", f.num_cpu_threads_per_process, "OMP_NUM_THREADS of each process")
+  flag(app, "--cpu", f.cpu, "train on the CPU even when a GPU is there");
+  flag(app, "--multi_gpu", f.multi_gpu, "train on GPUs even if the config file says use_cpu");
+  flag(app, "--debug", f.debug, "check tensor shapes across processes before each collective");
+  flag(app, "--enable_cpu_affinity", f.enable_cpu_affinity, "pin each process to the CPU cores of its GPU");
+  option(app, "--num_cpu_threads_per_process", f.num_cpu_threads_per_process, "OMP_NUM_THREADS of each process")
       ->check(CLI::Range(1, 1 << 20));
-  app->add_option("--gpu_ids", f.gpu_ids, "GPUs to use, as CUDA_VISIBLE_DEVICES (e.g. 0,1), or all");
-  app->add_option("--max_restarts", f.max_restarts, "restarts of the whole group after a failure")
+  option(app, "--gpu_ids", f.gpu_ids, "GPUs to use, as CUDA_VISIBLE_DEVICES (e.g. 0,1), or all");
+  option(app, "--max_restarts", f.max_restarts, "restarts of the whole group after a failure")
       ->check(CLI::Range(0, 1000));
-  app->add_option("--kill_timeout", f.kill_timeout_seconds, "seconds between SIGTERM and SIGKILL at teardown")
+  option(app, "--kill_timeout", f.kill_timeout_seconds, "seconds between SIGTERM and SIGKILL at teardown")
       ->check(CLI::Range(0.0, 3600.0));
-  app->add_flag("!--no_prefix", f.prefix_output, "do not prefix output lines with the rank");
-  app->add_option("--monitor_interval", f.monitor_interval_seconds, "seconds between checks of the processes")
+  flag(app, "!--no_prefix", f.prefix_output, "do not prefix output lines with the rank");
+  option(app, "--monitor_interval", f.monitor_interval_seconds, "seconds between checks of the processes")
       ->check(CLI::Range(0.001, 3600.0));
-  app->add_option("--rdzv_backend", f.rdzv_backend, "static (the only one: machine 0 hosts the store)");
-  app->add_option("--rdzv_conf", f.rdzv_conf, "nothing to configure for the static rendezvous");
-  app->add_option("-t,--tee", f.tee, "streams written to log files and shown: 0 none, 1 stdout, 2 stderr, 3 both, "
-                  "or per local rank as 0:3,1:1");
-  app->add_option("-r,--redirects", f.redirects, "streams written to log files only (same values as --tee)");
-  app->add_option("--log_dir", f.log_dir, "folder for the processes' log files (default: a temporary one)");
-  app->add_option("--role", f.role, "the processes' role (ROLE_NAME)");
-  app->add_option("-m,--module", a.module, "run a Python module: python3 -m MODULE ARGS");
-  // Accelerate's flags that change nothing here: the program runs as given (not through python),
-  // machines need no shared-network hint, and there is no launch stack trace to silence.
-  app->add_flag("--no_python", a.no_python, "run PROGRAM as an executable (what this launcher always does)");
-  app->add_flag("--same_network", a.same_network, "accepted: the rendezvous needs no hint");
-  app->add_flag("-q,--quiet", a.quiet, "accepted: errors are short already");
+  option(app, "--rdzv_backend", f.rdzv_backend, "static (the only one: machine 0 hosts the store)");
+  option(app, "--rdzv_conf", f.rdzv_conf, "nothing to configure for the static rendezvous");
+  option(app, "-t,--tee", f.tee,
+         "streams written to log files and shown: 0 none, 1 stdout, 2 stderr, 3 both, "
+         "or per local rank as 0:3,1:1");
+  option(app, "-r,--redirects", f.redirects, "streams written to log files only (same values as --tee)");
+  option(app, "--log_dir", f.log_dir, "folder for the processes' log files (default: a temporary one)");
+  option(app, "--role", f.role, "the processes' role (ROLE_NAME)");
+  flag(app, "-m,--module", a.module, "PROGRAM is a Python module: run python3 -m PROGRAM ARGS");
+  // Accelerate's flags that change nothing here: machines need no shared-network hint, and there is
+  // no launch stack trace to silence.
+  flag(app, "--no_python", a.no_python, "run a PROGRAM ending in .py as an executable, not through python3");
+  flag(app, "--same_network", a.same_network, "accepted: the rendezvous needs no hint");
+  flag(app, "-q,--quiet", a.quiet, "accepted: errors are short already");
   // Sharded data parallelism, with Accelerate's flag names (values are checked when resolved).
-  app->add_flag("--use_fsdp", f.use_fsdp, "shard as FSDP does (see --fsdp_sharding_strategy)");
+  flag(app, "--use_fsdp", f.use_fsdp, "shard as FSDP does (see --fsdp_sharding_strategy)");
   for (const char* key : {"fsdp_sharding_strategy", "fsdp_offload_params", "fsdp_state_dict_type", "fsdp_auto_wrap_policy",
                           "fsdp_transformer_layer_cls_to_wrap", "fsdp_min_num_params", "fsdp_version",
                           "fsdp_reshard_after_forward", "fsdp_cpu_ram_efficient_loading",
                           "fsdp_activation_checkpointing"})
-    app->add_option(std::string("--") + key, f.fsdp[key], "FSDP: as fsdp_config's key");
-  app->add_flag("--use_deepspeed", f.use_deepspeed, "shard as DeepSpeed's ZeRO does (see --zero_stage)");
+    option(app, std::string("--") + key, f.fsdp[key], "FSDP: as fsdp_config's key");
+  flag(app, "--use_deepspeed", f.use_deepspeed, "shard as DeepSpeed's ZeRO does (see --zero_stage)");
   for (const char* key : {"zero_stage", "offload_optimizer_device", "offload_param_device", "gradient_clipping",
                           "deepspeed_config_file", "zero3_init_flag", "zero3_save_16bit_model"})
-    app->add_option(std::string("--") + key, f.deepspeed[key], "DeepSpeed: as deepspeed_config's key");
+    option(app, std::string("--") + key, f.deepspeed[key], "DeepSpeed: as deepspeed_config's key");
 }
 
 // Usage errors, and errors in the config file, exit 2; others 1.
@@ -102,15 +133,24 @@ std::pair<std::optional<std::string>, std::optional<acc::ClusterConfig>> load_co
 }
 
 int run_launch(const char* who, LaunchArgs& a, std::vector<std::string> command) {
+  if (!command.empty() && command[0] == "--") command.erase(command.begin());  // argparse's end of options
   if (!command.empty() && command[0].size() > 1 && command[0][0] == '-') {
     std::fprintf(stderr, "%s: unknown option %s (see %s --help)\n", who, command[0].c_str(), who);
     return 2;
   }
-  if (!a.module.empty() && a.no_python) {
+  if (a.module && a.no_python) {
     std::fprintf(stderr, "%s: --module and --no_python cannot be used together\n", who);
     return 2;
   }
-  if (!a.module.empty()) command.insert(command.begin(), {"python3", "-m", a.module});
+  // A Python module or script runs through python3, as Accelerate runs it; anything else as given.
+  const auto python_script = [&] {
+    const std::string& p = command[0];
+    return p.size() > 3 && p.compare(p.size() - 3, 3, ".py") == 0;
+  };
+  if (a.module && !command.empty())
+    command.insert(command.begin(), {"python3", "-m"});
+  else if (!a.no_python && !command.empty() && python_script())
+    command.insert(command.begin(), "python3");
   acc::LaunchConfig config;
   try {
     auto [path, file] = load_config(a.config_file);
@@ -144,18 +184,47 @@ int parse_error(CLI::App& app, const CLI::ParseError& e) {
   return 2;
 }
 
-int launch_only(int argc, char** argv) {
-  CLI::App app{"Runs PROGRAM on N processes of a data-parallel job (same as `accelerate launch`)",
-               "accelerate-launch"};
+// Empty when `word` is one of the commands; else what to tell the user, with the nearest command
+// when one is a typo away (as argparse's "invalid choice").
+std::string unknown_command(CLI::App& app, const std::string& word) {
+  std::string names, nearest;
+  size_t nearest_distance = 3;  // suggest only within two edits
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    const std::string& name = sub->get_name();
+    if (name == word) return "";
+    if (sub->get_group().empty()) continue;  // hidden: never suggested
+    names += (names.empty() ? "" : ", ") + name;
+    // Edit distance, row by row.
+    std::vector<size_t> row(name.size() + 1);
+    for (size_t j = 0; j <= name.size(); ++j) row[j] = j;
+    for (size_t i = 1; i <= word.size(); ++i) {
+      size_t diagonal = row[0];
+      row[0] = i;
+      for (size_t j = 1; j <= name.size(); ++j) {
+        const size_t above = row[j];
+        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (word[i - 1] == name[j - 1] ? 0 : 1)});
+        diagonal = above;
+      }
+    }
+    if (row[name.size()] < nearest_distance) nearest_distance = row[name.size()], nearest = name;
+  }
+  return "unknown command '" + word + "'" + (nearest.empty() ? "" : ": did you mean '" + nearest + "'?") +
+         " (commands: " + names + ")";
+}
+
+// `accelerate launch ...` and `accelerate-launch ...` alike (`name`: how the user called it).
+int launch_only(int argc, char** argv, const std::string& name) {
+  CLI::App app{"Runs PROGRAM on N processes of a data-parallel job (same as `accelerate launch`)", name};
   LaunchArgs args;
   add_launch_options(&app, args);
   app.prefix_command();
+  app.footer("PROGRAM [ARGS...] follow the options, after a -- if you like (as Accelerate takes them).");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return parse_error(app, e);
   }
-  return run_launch("accelerate-launch", args, app.remaining());
+  return run_launch(name.c_str(), args, app.remaining());
 }
 
 // accelerate merge-weights: Accelerate's flags; its .bin output is not written here.
@@ -200,49 +269,49 @@ int convert_config_to_fsdp2(const std::string& from, std::optional<std::string> 
 int main(int argc, char** argv) {
   const std::string invoked = argv[0];
   if (invoked.size() >= 17 && invoked.compare(invoked.size() - 17, 17, "accelerate-launch") == 0)
-    return launch_only(argc, argv);
+    return launch_only(argc, argv, "accelerate-launch");
+  // Parsed on its own: the program's arguments (and a `--` before them) are not the command line's.
+  if (argc > 1 && std::string(argv[1]) == "launch") return launch_only(argc - 1, argv + 1, "accelerate launch");
 
   CLI::App app{"Accelerate (C++ runtime): configure, check and launch data-parallel training", "accelerate"};
   app.require_subcommand(1);
 
-  LaunchArgs launch_args;
-  auto* launch = app.add_subcommand("launch", "run PROGRAM on the job's processes (flags > config file > defaults)");
-  add_launch_options(launch, launch_args);
-  launch->prefix_command();
+  // Listed here; parsed by launch_only.
+  app.add_subcommand("launch", "run PROGRAM on the job's processes (flags > config file > defaults)");
 
   std::optional<std::string> config_path;
   bool config_default = false;
   std::string default_precision = "no";
   auto* config = app.add_subcommand("config", "answer a few questions and save a config file");
-  config->add_option("--config_file", config_path, "where to save it (default: Accelerate's default_config.yaml)");
-  config->add_flag("--default", config_default, "write a default config without asking (every GPU, or one CPU process)");
-  config->add_option("--mixed_precision", default_precision, "mixed precision of --default")
+  option(config, "--config_file", config_path, "where to save it (default: Accelerate's default_config.yaml)");
+  flag(config, "--default", config_default, "write a default config without asking (every GPU, or one CPU process)");
+  option(config, "--mixed_precision", default_precision, "mixed precision of --default")
       ->check(CLI::IsMember(acc::mixed_precision_choices()));
   auto* config_default_cmd = config->add_subcommand("default", "same as config --default");
-  config_default_cmd->add_option("--config_file", config_path, "where to save it");
-  config_default_cmd->add_option("--mixed_precision", default_precision, "no, fp16 or bf16")
+  option(config_default_cmd, "--config_file", config_path, "where to save it");
+  option(config_default_cmd, "--mixed_precision", default_precision, "no, fp16 or bf16")
       ->check(CLI::IsMember(acc::mixed_precision_choices()));
   auto* config_update = config->add_subcommand("update", "rewrite a config file in the current format, keeping its values");
-  config_update->add_option("--config_file", config_path, "the file (default: Accelerate's default_config.yaml)");
+  option(config_update, "--config_file", config_path, "the file (default: Accelerate's default_config.yaml)");
 
   auto* env = app.add_subcommand("env", "print versions, hardware and the config in effect, for bug reports");
-  env->add_option("--config_file", config_path, "config file (default: Accelerate's default_config.yaml)");
+  option(env, "--config_file", config_path, "config file (default: Accelerate's default_config.yaml)");
 
   LaunchArgs test_args;
   auto* test = app.add_subcommand("test", "check the job's processes: collectives, DDP steps, a checkpoint");
-  test->add_option("--config_file", test_args.config_file, "config file (default: Accelerate's default_config.yaml)");
-  test->add_option("--num_processes", test_args.flags.num_processes, "processes (default: the config's)")
+  option(test, "--config_file", test_args.config_file, "config file (default: Accelerate's default_config.yaml)");
+  option(test, "--num_processes", test_args.flags.num_processes, "processes (default: the config's)")
       ->check(CLI::Range(1, 1 << 20));
-  test->add_flag("--cpu", test_args.flags.cpu, "run on the CPU even when a GPU is there");
+  flag(test, "--cpu", test_args.flags.cpu, "run on the CPU even when a GPU is there");
 
   std::string model_path;
   std::vector<std::string> dtypes = {"float32", "float16", "bfloat16", "int8", "int4"};
   bool as_json = false;
   auto* estimate = app.add_subcommand("estimate-memory", "memory of a model's weights and of training it with Adam");
   estimate->add_option("model", model_path, "a TorchScript file, or a layer spec (a .json file)")->required();
-  estimate->add_option("--dtypes", dtypes, "dtypes to show")
+  option(estimate, "--dtypes", dtypes, "dtypes to show")
       ->check(CLI::IsMember({"float32", "float16", "bfloat16", "int8", "int4"}));
-  estimate->add_flag("--json", as_json, "print JSON instead of a table");
+  flag(estimate, "--json", as_json, "print JSON instead of a table");
 
   std::string merge_from, merge_to = ".", merge_shard_size = "10GB";
   size_t merge_model = 0;
@@ -250,22 +319,26 @@ int main(int argc, char** argv) {
   auto* merge = app.add_subcommand("merge-weights", "merge a SHARDED_STATE_DICT checkpoint's model shards into full weights");
   merge->add_option("checkpoint_directory", merge_from, "the checkpoint folder (model_shard_<rank>.safetensors)")->required();
   merge->add_option("output_path", merge_to, "where to write model.safetensors (default: the current folder)");
-  merge->add_option("--model", merge_model, "which model of the checkpoint (0: model_shard_*, 1: model_1_shard_*)");
-  merge->add_option("--max_shard_size", merge_shard_size, "shard the output beyond this size, as save_model");
-  merge->add_flag("--unsafe_serialization", merge_unsafe, "(Accelerate's .bin output: not written here)");
-  merge->add_flag("--remove_checkpoint_dir", merge_remove, "remove the merged model's shard files afterwards");
+  option(merge, "--model", merge_model, "which model of the checkpoint (0: model_shard_*, 1: model_1_shard_*)");
+  option(merge, "--max_shard_size", merge_shard_size, "shard the output beyond this size, as save_model");
+  flag(merge, "--unsafe_serialization", merge_unsafe, "(Accelerate's .bin output: not written here)");
+  flag(merge, "--remove_checkpoint_dir", merge_remove, "remove the merged model's shard files afterwards");
 
   std::string fsdp2_from;
   std::optional<std::string> fsdp2_to;
   bool fsdp2_overwrite = false;
   auto* to_fsdp2 = app.add_subcommand("to-fsdp2", "convert a config file's FSDP1 settings to FSDP2's");
-  to_fsdp2->add_option("--config_file", fsdp2_from, "the config file to convert")->required();
-  to_fsdp2->add_option("--output_file", fsdp2_to, "where to write the result (default with --overwrite: the file itself)");
-  to_fsdp2->add_flag("--overwrite", fsdp2_overwrite, "replace the output file (or the config file itself)");
+  option(to_fsdp2, "--config_file", fsdp2_from, "the config file to convert")->required();
+  option(to_fsdp2, "--output_file", fsdp2_to, "where to write the result (default with --overwrite: the file itself)");
+  flag(to_fsdp2, "--overwrite", fsdp2_overwrite, "replace the output file (or the config file itself)");
 
   auto* worker = app.add_subcommand("self-check-worker", "one process of `accelerate test`");
   worker->group("");  // hidden: started by `accelerate test` through the launcher
 
+  if (argc > 1 && argv[1][0] != '-' && !unknown_command(app, argv[1]).empty()) {
+    std::fprintf(stderr, "accelerate: %s (see accelerate --help)\n", unknown_command(app, argv[1]).c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -273,7 +346,6 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (*launch) return run_launch("accelerate launch", launch_args, launch->remaining());
     if (*to_fsdp2) return convert_config_to_fsdp2(fsdp2_from, fsdp2_to, fsdp2_overwrite);
     if (*merge) return merge_weights(merge_from, merge_model, merge_to, merge_shard_size, merge_unsafe, merge_remove);
     if (*worker) return acc::run_self_check();
@@ -298,7 +370,7 @@ int main(int argc, char** argv) {
                        "accelerate config: %s already exists and is kept: run `accelerate config` to change it, "
                        "or pass another --config_file\n",
                        path.c_str());
-          return 1;
+          return 0;  // as Accelerate: nothing written, not a failure
         }
         acc::save_config_file(acc::default_cluster_config(default_precision, acc::cuda_device_count()), path);
       } else {
@@ -326,13 +398,16 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*estimate) {
-      auto sizes = acc::model_sizes(*acc::load_model_file(model_path));
+      auto sizes = acc::model_sizes(*acc::load_model_file(model_path, /*weights_pending=*/true));
       auto rows = acc::memory_rows(sizes, dtypes);
       std::cout << (as_json ? acc::memory_json(sizes, rows) + "\n" : acc::memory_table("`" + model_path + "`", sizes, rows));
       return 0;
     }
   } catch (const acc::Error& e) {
     return report("accelerate", e, e.status() == acc::Status::Io);
+  } catch (const c10::Error& e) {  // libtorch's message, without its C++ backtrace
+    std::fprintf(stderr, "accelerate: %s\n", e.what_without_backtrace());
+    return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "accelerate: %s\n", e.what());
     return 1;

@@ -65,15 +65,15 @@ ModelSizes model_sizes(const Model& model) {
   return s;
 }
 
-std::shared_ptr<Model> load_model_file(const std::string& path) {
+std::shared_ptr<Model> load_model_file(const std::string& path, bool weights_pending) {
   if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0) {
     const auto text = read_whole_file(path);
     if (!text) fail(Status::Io, "cannot read layer spec ", path, ": check the path");
-    return model_from_spec(*text);
+    return model_from_spec(*text, weights_pending);
   }
   std::ifstream probe(path);
   if (!probe) fail(Status::Io, "cannot read model file ", path, ": check the path");
-  return load_torchscript_model(path);
+  return load_torchscript_model(path, weights_pending);
 }
 
 std::vector<MemoryRow> memory_rows(const ModelSizes& s, const std::vector<std::string>& dtypes) {

@@ -21,8 +21,10 @@ struct ModelSizes {
 // Layers are the top-level children of the model (below a single wrapping module, if any).
 ModelSizes model_sizes(const Model& model);
 
-// A TorchScript file, or a layer-spec JSON file (a name ending in .json).
-std::shared_ptr<Model> load_model_file(const std::string& path);
+// A TorchScript file, or a layer-spec JSON file (a name ending in .json). `weights_pending`: the
+// tensors keep their shapes but no memory (a spec's layers are made one at a time), as Accelerate's
+// estimate builds the model on the meta device.
+std::shared_ptr<Model> load_model_file(const std::string& path, bool weights_pending = false);
 
 struct MemoryRow {
   std::string dtype;

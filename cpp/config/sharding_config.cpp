@@ -373,25 +373,7 @@ std::optional<ShardingRequest> sharding_from_environment(const VariableLookup& l
     return value && flag(from, name, *value);
   };
   ShardingRequest r;
-  if (is_true("ACCELERATE_USE_FSDP")) {
-    r.kind = "FSDP";
-    std::string strategy = "FULL_SHARD";  // FSDP's default
-    if (lookup("FSDP_VERSION").value_or("1") == "2")
-      strategy = !lookup("FSDP_RESHARD_AFTER_FORWARD") || is_true("FSDP_RESHARD_AFTER_FORWARD") ? "FULL_SHARD"
-                                                                                              : "SHARD_GRAD_OP";
-    else if (auto s = lookup("FSDP_SHARDING_STRATEGY"))
-      strategy = fsdp_strategy(from, "FSDP_SHARDING_STRATEGY", *s);
-    r.stage = fsdp_stage(strategy);
-    r.hybrid = fsdp_hybrid(strategy);
-    r.offload_params = r.offload_optimizer = is_true("FSDP_OFFLOAD_PARAMS");
-    if (auto s = lookup("FSDP_STATE_DICT_TYPE")) r.state_dict_type = state_dict_type(from, "FSDP_STATE_DICT_TYPE", *s);
-    if (auto s = lookup("FSDP_AUTO_WRAP_POLICY")) r.auto_wrap_policy = wrap_policy(from, "FSDP_AUTO_WRAP_POLICY", *s);
-    if (auto s = lookup("FSDP_MIN_NUM_PARAMS")) r.min_num_params = min_num_params(from, "FSDP_MIN_NUM_PARAMS", *s);
-    if (auto s = lookup("FSDP_TRANSFORMER_CLS_TO_WRAP")) r.transformer_cls_to_wrap = *s;
-    r.main_process_loads = is_true("FSDP_CPU_RAM_EFFICIENT_LOADING");
-    r.activation_checkpointing = is_true("FSDP_ACTIVATION_CHECKPOINTING");
-    return r;
-  }
+  // Both set: DeepSpeed, as Accelerate's state checks it first.
   if (is_true("ACCELERATE_USE_DEEPSPEED")) {
     r.kind = "DEEPSPEED";
     const char* const stage = "ACCELERATE_DEEPSPEED_ZERO_STAGE";
@@ -412,6 +394,27 @@ std::optional<ShardingRequest> sharding_from_environment(const VariableLookup& l
       }
     }
     r.main_process_loads = r.stage == 3 && is_true("ACCELERATE_DEEPSPEED_ZERO3_INIT");  // zero.Init is stage 3's
+    return r;
+  }
+  if (is_true("ACCELERATE_USE_FSDP")) {
+    r.kind = "FSDP";
+    std::string strategy = "FULL_SHARD";  // FSDP's default
+    const std::string version = lookup("FSDP_VERSION").value_or("1");
+    require(version == "1" || version == "2", "environment variable FSDP_VERSION='", version, "' must be 1 or 2");
+    if (version == "2")
+      strategy = !lookup("FSDP_RESHARD_AFTER_FORWARD") || is_true("FSDP_RESHARD_AFTER_FORWARD") ? "FULL_SHARD"
+                                                                                                : "SHARD_GRAD_OP";
+    else if (auto s = lookup("FSDP_SHARDING_STRATEGY"))
+      strategy = fsdp_strategy(from, "FSDP_SHARDING_STRATEGY", *s);
+    r.stage = fsdp_stage(strategy);
+    r.hybrid = fsdp_hybrid(strategy);
+    r.offload_params = r.offload_optimizer = is_true("FSDP_OFFLOAD_PARAMS");
+    if (auto s = lookup("FSDP_STATE_DICT_TYPE")) r.state_dict_type = state_dict_type(from, "FSDP_STATE_DICT_TYPE", *s);
+    if (auto s = lookup("FSDP_AUTO_WRAP_POLICY")) r.auto_wrap_policy = wrap_policy(from, "FSDP_AUTO_WRAP_POLICY", *s);
+    if (auto s = lookup("FSDP_MIN_NUM_PARAMS")) r.min_num_params = min_num_params(from, "FSDP_MIN_NUM_PARAMS", *s);
+    if (auto s = lookup("FSDP_TRANSFORMER_CLS_TO_WRAP")) r.transformer_cls_to_wrap = *s;
+    r.main_process_loads = is_true("FSDP_CPU_RAM_EFFICIENT_LOADING");
+    r.activation_checkpointing = is_true("FSDP_ACTIVATION_CHECKPOINTING");
     return r;
   }
   return std::nullopt;

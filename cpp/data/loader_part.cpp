@@ -98,6 +98,7 @@ class LoaderStatesPart final : public CheckpointPart {
     return {[loaders = loaders_, states] {
               for (size_t i = 0; i < loaders.size(); ++i) loaders[i]->load_state(states[i]);
             },
+            {},
             {}};
   }
 

@@ -7,6 +7,11 @@ namespace acc {
 
 LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<ClusterConfig>& file,
                                    const std::optional<std::string>& config_path, std::vector<std::string> command) {
+  // Accelerate's checks: one kind of job at a time, and --multi_gpu means more than one process.
+  require(int(f.cpu) + int(f.multi_gpu) + int(f.use_fsdp) + int(f.use_deepspeed) <= 1,
+          "only one of --cpu, --multi_gpu, --use_fsdp and --use_deepspeed can be given");
+  require(!f.multi_gpu || !f.num_processes || *f.num_processes >= 2, "--multi_gpu needs at least 2 processes, got ",
+          "--num_processes ", f.num_processes.value_or(0));
   LaunchConfig c;
   if (file) {
     c.num_processes = file->num_processes;
@@ -31,7 +36,7 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
   if (f.mixed_precision) c.mixed_precision = f.mixed_precision;
   if (f.gradient_accumulation_steps) c.gradient_accumulation_steps = f.gradient_accumulation_steps;
   if (f.cpu) c.cpu = true;
-  if (f.multi_gpu && !f.cpu) c.cpu = false;
+  if (f.multi_gpu) c.cpu = false;
   if (f.debug) c.debug = true;
   if (f.enable_cpu_affinity) c.cpu_affinity = true;
   if (f.gpu_ids) c.gpu_ids = *f.gpu_ids == "all" ? std::nullopt : f.gpu_ids;
@@ -58,7 +63,6 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
     return out;
   };
   const auto fsdp_flags = given(f.fsdp), deepspeed_flags = given(f.deepspeed);
-  require(!(f.use_fsdp && f.use_deepspeed), "--use_fsdp and --use_deepspeed exclude each other");
   if (f.use_fsdp || f.use_deepspeed || !fsdp_flags.empty() || !deepspeed_flags.empty()) {
     const bool fsdp = f.use_fsdp || (!f.use_deepspeed && !fsdp_flags.empty());
     require(fsdp ? deepspeed_flags.empty() : fsdp_flags.empty(), "DeepSpeed and FSDP flags cannot be mixed");

@@ -22,7 +22,7 @@ struct LaunchFlags {
   std::optional<std::string> mixed_precision;
   std::optional<int> gradient_accumulation_steps;
   bool cpu = false;
-  bool multi_gpu = false;  // GPUs even if the config file says use_cpu (--cpu still wins)
+  bool multi_gpu = false;  // GPUs even if the config file says use_cpu
   bool debug = false;
   bool enable_cpu_affinity = false;
   std::optional<std::string> gpu_ids;

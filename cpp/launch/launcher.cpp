@@ -74,6 +74,28 @@ int open_log(const std::string& dir, const char* name) {
   return fd;
 }
 
+bool is_runnable_file(const std::string& path) {
+  std::error_code error;
+  return std::filesystem::is_regular_file(path, error) && access(path.c_str(), X_OK) == 0;
+}
+
+// The program as exec is given it. A bare name is looked up on PATH, as a shell does; one found
+// only in the current folder runs from there, as Accelerate's script argument is a path.
+std::string runnable_name(const std::string& program) {
+  if (program.find('/') != std::string::npos) return program;
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (size_t start = 0; start <= dirs.size();) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = end == start ? "." : dirs.substr(start, end - start);
+    if (is_runnable_file(dir + "/" + program)) return program;
+    start = end + 1;
+  }
+  std::error_code error;
+  return std::filesystem::is_regular_file(program, error) ? "./" + program : program;
+}
+
 Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_count, const OutputRouting& routing) {
   int out_pipe[2], err_pipe[2];
   // Close-on-exec: a rank holding another rank's pipe would keep it from ever seeing its reader go.
@@ -96,6 +118,7 @@ Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_co
   for (auto& e : entries) envp.push_back(e.data());
   envp.push_back(nullptr);
   std::vector<std::string> command = config.command;
+  command[0] = runnable_name(command[0]);
   for (auto& a : command) argv.push_back(a.data());
   argv.push_back(nullptr);
 
@@ -130,17 +153,26 @@ Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_co
     fail(Status::Io, "fork: ", std::strerror(error));
   }
   if (pid == 0) {
-    setpgid(0, 0);  // its own process group, so the whole tree can be signalled
+    // Its own session (as torchrun starts them): the whole tree can be signalled, the terminal's
+    // Ctrl-C reaches the launcher alone (which forwards it), and a rank reading the terminal is not
+    // stopped by SIGTTIN as a background process group would be.
+    setsid();
     // A launcher killed outright (SIGKILL: no chance to stop its ranks) takes them with it.
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != launcher) _exit(128 + SIGTERM);
     dup2(out_pipe[1], STDOUT_FILENO);
     dup2(err_pipe[1], STDERR_FILENO);
+    // Only stdin, stdout and stderr pass on, as torchrun's processes get them (Popen's close_fds):
+    // an inherited descriptor (the launcher's own output, held by a background process) would keep
+    // whoever reads it waiting.
+    if (close_range(3, ~0U, 0) != 0)
+      for (int fd = 3, n = static_cast<int>(std::min<long>(sysconf(_SC_OPEN_MAX), 1 << 16)); fd < n; ++fd) close(fd);
     execvpe(argv[0], argv.data(), envp.data());
-    dprintf(STDERR_FILENO, "accelerate-launch: cannot run '%s': %s\n", argv[0], strerror(errno));
-    _exit(127);
+    const int error = errno;
+    dprintf(STDERR_FILENO, "accelerate-launch: cannot run '%s': %s%s\n", argv[0], strerror(error),
+            error == EACCES ? " (make it executable, or name its interpreter first: python3 x.py, bash x.sh)" : "");
+    _exit(error == ENOENT ? 127 : 126);  // the shell's codes: not found, found but not runnable
   }
-  setpgid(pid, pid);
   for (const auto& p : pipes) {
     close(p[1]);
     fcntl(p[0], F_SETFL, fcntl(p[0], F_GETFL) | O_NONBLOCK);
@@ -204,7 +236,7 @@ void close_stream(Stream& s) {
 
 void signal_all(std::vector<Child>& children, int sig) {
   for (auto& c : children)
-    if (c.running) kill(-c.pid, sig);
+    if (c.running && kill(-c.pid, sig) != 0) kill(c.pid, sig);  // (a child not yet in its own session)
 }
 
 // Per local rank, the streams --redirects and --tee send to files, and of those the ones --tee shows
@@ -242,9 +274,14 @@ void reap_all(std::vector<Child>& children) {
   }
 }
 
-// Runs one attempt of the group; returns the job's exit code.
+// How long output is still relayed after the last rank has exited: what a process it started in
+// the background writes later is not waited for (it may hold the pipe for ever).
+constexpr std::chrono::milliseconds kOutputGrace{500};
+
+// Runs one attempt of the group; returns the job's exit code. `signalled`: the launcher was asked
+// to stop (SIGINT, SIGTERM), which ends the job without a restart.
 int run_group(const LaunchConfig& config, int port, int restart_count, const StreamChoice& choice,
-              const std::string& run_log_dir) {
+              const std::string& run_log_dir, bool& signalled) {
   const int local = config.num_processes / config.num_machines;
   const auto routes = route_outputs(choice, run_log_dir, restart_count);
   std::vector<Child> children;
@@ -260,7 +297,11 @@ int run_group(const LaunchConfig& config, int port, int restart_count, const Str
   auto teardown_started = std::chrono::steady_clock::now();
   bool killed = false;
   size_t open_streams = children.size() * 2;
-  while (open_streams > 0 || std::any_of(children.begin(), children.end(), [](const Child& c) { return c.running; })) {
+  std::optional<std::chrono::steady_clock::time_point> all_exited;
+  const auto running = [&] {
+    return std::any_of(children.begin(), children.end(), [](const Child& c) { return c.running; });
+  };
+  while (open_streams > 0 || running()) {
     std::vector<pollfd> fds;
     std::vector<Stream*> owners;
     std::vector<int> ranks;
@@ -288,8 +329,9 @@ int run_group(const LaunchConfig& config, int port, int restart_count, const Str
       c.exit_code = exit_code_of(status);
       if (c.exit_code != 0 && !tearing_down) {
         result = c.exit_code;
-        std::fprintf(stderr, "accelerate-launch: rank %d exited with code %d; stopping the other processes\n",
-                     config.machine_rank * local + c.local_rank, c.exit_code);
+        if (local > 1)
+          std::fprintf(stderr, "accelerate-launch: rank %d exited with code %d; stopping the other processes\n",
+                       config.machine_rank * local + c.local_rank, c.exit_code);
         tearing_down = true;
         teardown_started = std::chrono::steady_clock::now();
         signal_all(children, SIGTERM);
@@ -297,6 +339,7 @@ int run_group(const LaunchConfig& config, int port, int restart_count, const Str
     }
     if (int sig = g_forward_signal.exchange(0)) {
       signal_all(children, sig);
+      signalled = true;  // also during a failure's teardown: no restart after it
       if (!tearing_down) {
         tearing_down = true;
         teardown_started = std::chrono::steady_clock::now();
@@ -308,6 +351,21 @@ int run_group(const LaunchConfig& config, int port, int restart_count, const Str
             std::chrono::duration<double>(config.kill_timeout_seconds)) {
       signal_all(children, SIGKILL);
       killed = true;
+    }
+    // Every rank is gone: what they wrote is relayed, then a background process that inherited an
+    // output stream no longer holds the job open.
+    if (!running() && open_streams > 0) {
+      if (!all_exited) all_exited = std::chrono::steady_clock::now();
+      if (signalled || std::chrono::steady_clock::now() - *all_exited > kOutputGrace) {
+        for (auto& c : children)
+          for (auto& s : c.streams)
+            if (s.pipe_fd >= 0) {
+              drain(s, config, config.machine_rank * local + c.local_rank);
+              if (s.console) emit_lines(s, config, config.machine_rank * local + c.local_rank, true);
+              close_stream(s);
+            }
+        open_streams = 0;
+      }
     }
   }
   return result;
@@ -419,9 +477,10 @@ int run_launch(const LaunchConfig& config) {
     std::fprintf(stderr, "accelerate-launch: the processes' logs are in %s\n", run_log_dir.c_str());
   }
   int code = 0;
+  bool signalled = false;
   for (int attempt = 0; attempt <= config.max_restarts; ++attempt) {
-    code = run_group(config, port, attempt, choice, run_log_dir);
-    if (code == 0 || code == 128 + SIGINT || code == 128 + SIGTERM) break;
+    code = run_group(config, port, attempt, choice, run_log_dir, signalled);
+    if (code == 0 || signalled) break;
     if (attempt < config.max_restarts)
       std::fprintf(stderr, "accelerate-launch: restarting the group (%d of %d)\n", attempt + 1, config.max_restarts);
   }

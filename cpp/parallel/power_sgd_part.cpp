@@ -82,6 +82,7 @@ class PowerSgdStatesPart final : public CheckpointPart {
       return {[states = states_] {
                 for (const auto& entry : states) entry.second->reset();
               },
+              {},
               {}};
     }
     const SafetensorsContents contents = load_safetensors(path);

@@ -107,11 +107,11 @@ class ShardedWeightsPart final : public CheckpointPart {
     auto contents = std::make_shared<SafetensorsContents>(load_safetensors(source));
     if (!is_shard_file(source)) {
       checked_by_file(source, [&] { engine_->check_full_state_dict(contents->tensors); });
-      return {[engine = engine_, contents] { engine->load_full_state_dict(contents->tensors); }, {}};
+      return {[engine = engine_, contents] { engine->load_full_state_dict(contents->tensors); }, {}, {}};
     }
     check_shard_metadata(contents->metadata, contents->tensors, *engine_, save_id(), source);
     checked_by_file(source, [&] { engine_->check_shard_state(contents->tensors); });
-    return {[engine = engine_, contents] { engine->load_shard_state(contents->tensors); }, {}};
+    return {[engine = engine_, contents] { engine->load_shard_state(contents->tensors); }, {}, {}};
   }
 
  private:
@@ -156,9 +156,9 @@ class ShardedOptimizerPart final : public CheckpointPart {
     OptimizerSnapshot snapshot{std::move(contents.tensors), std::move(contents.metadata)};
     if (is_shard_file(source)) {
       check_shard_metadata(snapshot.metadata, snapshot.tensors, *engine_, save_id(), source);
-      return {prepare_optimizer_restore(*optimizer_, snapshot, what), {}};
+      return {prepare_optimizer_restore(*optimizer_, snapshot, what), {}, {}};
     }
-    return {prepare_optimizer_restore(*optimizer_, optimizer_->slice(snapshot, what), what), {}};
+    return {prepare_optimizer_restore(*optimizer_, optimizer_->slice(snapshot, what), what), {}, {}};
   }
 
  private:

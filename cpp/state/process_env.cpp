@@ -41,19 +41,28 @@ std::string first_slurm_host(const std::string& nodelist) {
   return prefix + nodelist.substr(bracket + 1, stop - bracket - 1);
 }
 
-ProcessEnv detect_process_env(const EnvLookup& env) {
+ProcessEnv detect_process_env(const EnvLookup& all) {
+  // SLURM's task variables count inside an srun step only (SLURM_STEP_NUM_TASKS is srun's): a batch
+  // script's one process sees the allocation's SLURM_NTASKS and SLURM_PROCID=0, and must not wait
+  // for peers that never start.
+  const bool srun_task = all("SLURM_STEP_NUM_TASKS").has_value();
+  const EnvLookup env = [&](const std::string& name) -> std::optional<std::string> {
+    if (!srun_task && name.rfind("SLURM_", 0) == 0 && name != "SLURM_JOB_NODELIST") return std::nullopt;
+    return all(name);
+  };
   ProcessEnv p;
   p.rank = first_int(env, {"RANK", "PMI_RANK", "OMPI_COMM_WORLD_RANK", "MV2_COMM_WORLD_RANK", "SLURM_PROCID"})
                .value_or(0);
   p.world_size =
-      first_int(env, {"WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_NTASKS"})
+      first_int(env, {"WORLD_SIZE", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"})
           .value_or(1);
   p.local_rank = first_int(env, {"LOCAL_RANK", "MPI_LOCALRANKID", "OMPI_COMM_WORLD_LOCAL_RANK",
                                  "MV2_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"})
                      .value_or(0);
-  p.local_world_size = first_int(env, {"LOCAL_WORLD_SIZE", "MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE",
-                                       "MV2_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE"})
-                           .value_or(p.world_size);
+  p.local_world_size =
+      first_int(env, {"LOCAL_WORLD_SIZE", "MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "MV2_COMM_WORLD_LOCAL_SIZE",
+                      "SLURM_NTASKS_PER_NODE", "SLURM_STEP_TASKS_PER_NODE"})
+          .value_or(p.world_size);
   require(p.world_size >= 1, "the world size must be at least 1, got ", p.world_size);
   require(p.rank < p.world_size, "rank ", p.rank, " is outside a world of ", p.world_size, " processes");
   require(p.local_world_size >= 1 && p.local_world_size <= p.world_size, "the local world size ",

@@ -1,6 +1,7 @@
 // Who this process is in a job, read from the environment of the launcher that started it:
 // torchrun / accelerate-launch (RANK, WORLD_SIZE, LOCAL_RANK, ...), MPI (Open MPI's OMPI_COMM_WORLD_*,
-// MPICH/Intel's PMI_* and MPI_LOCAL*, MVAPICH's MV2_COMM_WORLD_*) or SLURM (SLURM_PROCID, ...).
+// MPICH/Intel's PMI_* and MPI_LOCAL*, MVAPICH's MV2_COMM_WORLD_*) or SLURM's srun (SLURM_PROCID, ...;
+// only in a task of an srun step, which SLURM_STEP_NUM_TASKS marks).
 #pragma once
 
 #include <cstdint>

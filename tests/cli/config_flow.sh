@@ -8,11 +8,13 @@ trap 'rm -rf "$HF_HOME"' EXIT
 file=$HF_HOME/accelerate/default_config.yaml
 fail() { echo "config_flow: $*"; exit 1; }
 
-# --default writes Accelerate's default config, and refuses to overwrite it.
+# --default writes Accelerate's default config, and never overwrites one.
 "$acc" config --default --mixed_precision bf16 | grep -q "saved at $file" || fail "config --default"
 grep -qx "mixed_precision: bf16" "$file" || fail "mixed_precision not written"
 grep -qx "distributed_type: 'NO'" "$file" || fail "distributed_type not written as Accelerate does"
-if "$acc" config --default 2>/dev/null; then fail "config --default overwrote a file"; fi
+# As Accelerate: the existing file is kept and said so, which is not a failure (exit 0).
+"$acc" config --default --mixed_precision fp16 2>&1 | grep -q "already exists and is kept" || fail "config --default on a file"
+grep -qx "mixed_precision: bf16" "$file" || fail "config --default overwrote a file"
 
 # The answers of the questionnaire, from a pipe.
 printf '1\n1\n2\nno\nno\nno\nbf16\n3\n' | "$acc" config --config_file "$HF_HOME/asked.yaml" >/dev/null || fail "config (questions)"

@@ -47,4 +47,10 @@ seen=$("$launch" --config_file c.yaml --num_processes 1 sh -c 'echo $ACCELERATE_
 cd "$here"
 [ "$seen" = "$(cd "$work" && pwd)/c.yaml" ] || { echo "ACCELERATE_CONFIG_FILE is '$seen'"; exit 1; }
 
+# Only stdin, stdout and stderr pass to the ranks (as Popen's close_fds): not the launcher's others.
+exec 7>"$work/held"
+fds=$("$launch" --num_processes 1 sh -c 'ls /proc/$$/fd | sort -n | tr "\n" " "')
+exec 7>&-
+[ "$fds" = "0 1 2 " ] || [ "$fds" = "0 1 2 10 " ] || { echo "a rank inherited descriptors: $fds"; exit 1; }
+
 echo "ok: each rank holds its own pipe only; the ranks ended with their launcher; output, address and config path pass as they should"

@@ -224,3 +224,50 @@ TEST(Launcher, UsageErrorsSayWhatToFix) {
   EXPECT_EQ(WEXITSTATUS(std::system((std::string(launcher) + " --bogus_flag true 2>/dev/null").c_str())), 2);
   EXPECT_EQ(WEXITSTATUS(std::system((std::string(launcher) + " /nonexistent/program 2>/dev/null").c_str())), 127);
 }
+
+// A rank that leaves a background process behind (which inherited its output) does not hold the
+// job open: once the ranks are gone, their output is relayed and the launcher returns.
+TEST(Launcher, ABackgroundProcessDoesNotHoldTheJobOpen) {
+  const auto start = std::chrono::steady_clock::now();
+  testing::internal::CaptureStdout();
+  const int code = acc::run_launch(shell(2, "(sleep 30 &); echo done $RANK"));
+  const std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(code, 0);
+  EXPECT_LT(seconds_since(start), 10.0);
+  EXPECT_NE(out.find("[rank0]: done 0\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("[rank1]: done 1\n"), std::string::npos) << out;
+}
+
+// Each rank leads its own session, as torchrun starts them: a rank reading the terminal is not
+// stopped as a background process group would be, and Ctrl-C reaches the launcher alone.
+TEST(Launcher, EachRankLeadsItsOwnSession) {
+  EXPECT_EQ(acc::run_launch(shell(2, "[ \"$(cut -d' ' -f6 /proc/$$/stat)\" = $$ ]")), 0);
+}
+
+// Ctrl-C while the group is being stopped after a failure ends the job: no restart follows.
+TEST(Launcher, ASignalDuringTeardownPreventsTheRestart) {
+  const std::string marker = temp_file("teardown_signal");
+  std::remove(marker.c_str());
+  // Rank 1 ignores SIGTERM and says so; rank 0 then fails.
+  acc::LaunchConfig c = shell(2, "if [ $RANK = 1 ]; then trap '' TERM; echo x >> " + marker + "; exec sleep 60; fi; " +
+                                     "while [ ! -s " + marker + " ]; do sleep 0.05; done; exit 3");
+  c.max_restarts = 2;
+  c.kill_timeout_seconds = 3;
+  std::thread sender([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // rank 0 failed; rank 1 ignores SIGTERM
+    kill(getpid(), SIGINT);
+  });
+  testing::internal::CaptureStderr();
+  const int code = acc::run_launch(c);
+  const std::string err = testing::internal::GetCapturedStderr();
+  sender.join();
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGINT, SIG_DFL);
+  EXPECT_EQ(code, 3);  // the failure that started the teardown
+  EXPECT_EQ(err.find("restarting"), std::string::npos) << err;
+  std::ifstream in(marker);
+  int attempts = 0;
+  for (std::string line; std::getline(in, line);) ++attempts;
+  EXPECT_EQ(attempts, 1);  // the first attempt only
+  std::remove(marker.c_str());
+}

@@ -69,12 +69,24 @@ TEST(ProcessEnv, OpenMpiMpichAndMvapich) {
 }
 
 TEST(ProcessEnv, SlurmTakesTheMasterFromTheNodeList) {
-  auto p = detect({{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"},
-                   {"SLURM_NTASKS_PER_NODE", "2(x4)"}, {"SLURM_JOB_NODELIST", "gpu[07-10],cpu1"}});
+  auto p = detect({{"SLURM_PROCID", "5"},
+                   {"SLURM_STEP_NUM_TASKS", "8"},
+                   {"SLURM_NTASKS", "16"},
+                   {"SLURM_LOCALID", "1"},
+                   {"SLURM_STEP_TASKS_PER_NODE", "2(x4)"},
+                   {"SLURM_JOB_NODELIST", "gpu[07-10],cpu1"}});
   EXPECT_EQ(p.rank, 5);
-  EXPECT_EQ(p.world_size, 8);
+  EXPECT_EQ(p.world_size, 8);  // the srun step's tasks, not the allocation's
   EXPECT_EQ(p.local_world_size, 2);
   EXPECT_EQ(p.master_addr, "gpu07");
+  // A batch script (no srun step) is one process, whatever the allocation holds.
+  auto batch = detect({{"SLURM_PROCID", "0"},
+                       {"SLURM_NTASKS", "8"},
+                       {"SLURM_LOCALID", "0"},
+                       {"SLURM_NTASKS_PER_NODE", "2"},
+                       {"SLURM_JOB_NODELIST", "gpu[07-10]"}});
+  EXPECT_FALSE(batch.distributed());
+  EXPECT_EQ(batch.local_world_size, 1);
   EXPECT_EQ(acc::first_slurm_host("a1,b2"), "a1");
   EXPECT_EQ(acc::first_slurm_host("node[3,5]"), "node3");
   EXPECT_EQ(acc::first_slurm_host("single"), "single");

@@ -102,6 +102,15 @@ TEST_F(Sharding, FsdpVariablesChooseTheStage) {
   EXPECT_EQ(resolve().sharding.stage, 2);
   // An option the program set wins.
   EXPECT_EQ(resolve({{"zero_stage", "1"}}).sharding.stage, 1);
+  // A version that is neither is named (Accelerate's int() fails on it), not taken as 1.
+  setenv("FSDP_VERSION", "abc", 1);
+  auto [version_status, version_message] = failure([] { resolve(); });
+  EXPECT_EQ(version_status, acc::Status::InvalidArgument);
+  EXPECT_NE(version_message.find("FSDP_VERSION='abc' must be 1 or 2"), std::string::npos) << version_message;
+  // Both kinds asked for: DeepSpeed, as Accelerate's state checks it first.
+  setenv("ACCELERATE_USE_DEEPSPEED", "true", 1);
+  EXPECT_EQ(resolve().sharding_kind, "DEEPSPEED");
+  unsetenv("ACCELERATE_USE_DEEPSPEED");
   // Hybrid strategies shard within each machine: FULL_SHARD's or SHARD_GRAD_OP's stage.
   unsetenv("FSDP_VERSION");
   unsetenv("FSDP_RESHARD_AFTER_FORWARD");
