@@ -108,10 +108,11 @@
   void initTrackers(const char *project, const char *configJson ERR) {
     check(acc_init_trackers($self, project, opt_str(configJson)));
   }
-  /* names: "\n"-separated, one per value. */
-  void logValues(const char *names, const double *data, size_t n, int64_t step ERR) {
-    std::vector<std::string> list = split_lines(names ? names : "");
-    if (list.size() != n) fail(ACC_ERR_INVALID_ARGUMENT, "log: as many names as values are needed");
+  /* names: each name's UTF-8 bytes and a NUL, one per value (split_nul_terminated). */
+  void logValues(const uint8_t *names, size_t namesSize, const double *data, size_t n, int64_t step ERR) {
+    std::vector<std::string> list = split_nul_terminated(names, namesSize);
+    if (list.size() != n)
+      fail(ACC_ERR_INVALID_ARGUMENT, "log: " + std::to_string(list.size()) + " names for " + std::to_string(n) + " values");
     std::vector<const char *> ptrs;
     for (const auto &s : list) ptrs.push_back(s.c_str());
     check(acc_log($self, ptrs.data(), data, n, step));

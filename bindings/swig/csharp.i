@@ -50,6 +50,9 @@ SWIGEXPORT void SWIGSTDCALL AccelerateRegisterRaise(AccelerateRaiseFn fn) { accs
   internal static readonly bool abiChecked = NativeLoader.CheckAbi();
 %}
 
+/* ---- strings: the C API takes NUL-terminated text, so one holding '\0' is refused, never cut short */
+%typemap(csin) const char * "AccelerateException.NoNul($csinput)"
+
 /* ---- arrays: passed as C arrays for the call (blittable, so pinned, not copied) ---------------- */
 
 %define ACC_CS_ARRAY(CTYPE, CSTYPE)
@@ -65,6 +68,7 @@ ACC_CS_ARRAY(double, double)
 ACC_CS_ARRAY(int64_t, long)
 ACC_CS_ARRAY(int32_t, int)
 ACC_CS_ARRAY(uint8_t, byte)
+%apply const uint8_t *data { const uint8_t *names }
 %apply const int64_t *data { const int64_t *shape }
 %apply const int64_t *data { const int64_t *sizes }
 %apply const int64_t *data { const int64_t *dims }

@@ -43,12 +43,39 @@ inline void park_go_error(acc_status code, const std::string& message) {
   go_pending_error() = std::to_string(static_cast<int>(code)) + ":" + message;
 }
 
+// Set by Go's string argument typemap when a string holds a NUL; the same wrapper call refuses it
+// (a typemap cannot return an error itself).
+inline bool& go_string_held_nul() {
+  thread_local bool held = false;
+  return held;
+}
+inline void require_no_go_nul() {
+  if (!go_string_held_nul()) return;
+  go_string_held_nul() = false;
+  fail(ACC_ERR_INVALID_ARGUMENT, "a string holds a NUL character (\\0), which the library cannot take");
+}
+
 // Splits "a\nb\nc" (how name lists cross the boundary: one string works in every language).
 inline std::vector<std::string> split_lines(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);)
     if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+// Splits names each followed by a NUL (how metric names cross: a name may hold any other character,
+// a newline or nothing at all). Bytes after the last NUL are refused: the list was cut short.
+inline std::vector<std::string> split_nul_terminated(const uint8_t* bytes, size_t size) {
+  std::vector<std::string> out;
+  const char* text = reinterpret_cast<const char*>(bytes);
+  size_t start = 0;
+  for (size_t i = 0; i < size; ++i)
+    if (text[i] == '\0') {
+      out.emplace_back(text + start, i - start);
+      start = i + 1;
+    }
+  if (start != size) fail(ACC_ERR_INVALID_ARGUMENT, "names: the last name is not followed by its NUL");
   return out;
 }
 

@@ -4,6 +4,7 @@
 
 %exception {
   try {
+    accswig::require_no_go_nul();
     $action
   } catch (const accswig::Error &e) {
     accswig::park_go_error(e.code, e.message);
@@ -30,6 +31,17 @@
   }
 %}
 
+/* Strings: copied with a NUL for the call, as SWIG does; one holding a NUL is refused by the
+ * wrapper's %exception (the C API would silently read up to it). */
+%typemap(in) const char * (char *copy) %{
+  copy = (char *)malloc($input.n + 1);
+  memcpy(copy, $input.p, $input.n);
+  copy[$input.n] = '\0';
+  if (memchr(copy, 0, $input.n)) accswig::go_string_held_nul() = true;
+  $1 = copy;
+%}
+%typemap(freearg) const char * %{ free(copy$argnum); %}
+
 /* Slices: valid for the call only (the library copies what it keeps). */
 %define ACC_GO_SLICE(CTYPE, GOTYPE)
 %typemap(gotype) (const CTYPE *data, size_t n), (CTYPE *dst, size_t n) "[]GOTYPE"
@@ -43,6 +55,7 @@ ACC_GO_SLICE(double, float64)
 ACC_GO_SLICE(int64_t, int64)
 ACC_GO_SLICE(int32_t, int32)
 ACC_GO_SLICE(uint8_t, byte)
+%apply (const uint8_t *data, size_t n) { (const uint8_t *names, size_t namesSize) }
 %apply (const int64_t *data, size_t n) { (const int64_t *shape, size_t ndim) }
 %apply (const int64_t *data, size_t n) { (const int64_t *sizes, size_t nsizes) }
 %apply (const int64_t *data, size_t n) { (const int64_t *dims, size_t ndim) }

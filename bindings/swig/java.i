@@ -3,7 +3,53 @@
  * the safety net (no finalizers). */
 
 %{
+/* Strings cross as real UTF-8. JNI's own string calls speak "modified UTF-8", which writes a
+ * character outside the BMP as two 3-byte surrogates (the library would see invalid UTF-8) and
+ * reads the library's 4-byte sequences as garbage; so the bytes go through String's own codec. */
+static jstring accswig_java_string(JNIEnv *jenv, const char *utf8, size_t size) {
+  jbyteArray bytes = jenv->NewByteArray((jsize)size);
+  if (!bytes) return nullptr;
+  jenv->SetByteArrayRegion(bytes, 0, (jsize)size, reinterpret_cast<const jbyte *>(utf8));
+  jclass string_class = jenv->FindClass("java/lang/String");
+  jstring charset = jenv->NewStringUTF("UTF-8");
+  jstring result = nullptr;
+  if (string_class && charset) {
+    jmethodID init = jenv->GetMethodID(string_class, "<init>", "([BLjava/lang/String;)V");
+    if (init) result = static_cast<jstring>(jenv->NewObject(string_class, init, bytes, charset));
+  }
+  jenv->DeleteLocalRef(bytes);
+  if (charset) jenv->DeleteLocalRef(charset);
+  if (string_class) jenv->DeleteLocalRef(string_class);
+  return result;
+}
+
+static jstring accswig_java_string(JNIEnv *jenv, const char *utf8) {
+  return utf8 ? accswig_java_string(jenv, utf8, strlen(utf8)) : nullptr;
+}
+
 /* Throws the ai.accelerate exception of a status (the class names mirror acc_status). */
+static void accswig_java_throw(JNIEnv *jenv, int code, const char *message);
+
+/* The UTF-8 bytes of a Java string into `out`; false with an exception pending when it cannot be
+ * passed (a NUL character would silently cut it short in the C API). */
+static bool accswig_java_utf8(JNIEnv *jenv, jstring s, std::string &out) {
+  jclass string_class = jenv->GetObjectClass(s);
+  jmethodID get_bytes = jenv->GetMethodID(string_class, "getBytes", "(Ljava/lang/String;)[B");
+  jstring charset = jenv->NewStringUTF("UTF-8");
+  jbyteArray bytes = get_bytes && charset ? static_cast<jbyteArray>(jenv->CallObjectMethod(s, get_bytes, charset)) : nullptr;
+  jenv->DeleteLocalRef(string_class);
+  if (charset) jenv->DeleteLocalRef(charset);
+  if (!bytes) return false;
+  out.resize((size_t)jenv->GetArrayLength(bytes));
+  jenv->GetByteArrayRegion(bytes, 0, (jsize)out.size(), reinterpret_cast<jbyte *>(&out[0]));
+  jenv->DeleteLocalRef(bytes);
+  if (out.find('\0') != std::string::npos) {
+    accswig_java_throw(jenv, ACC_ERR_INVALID_ARGUMENT, "a string holds a NUL character (\\0), which the library cannot take");
+    return false;
+  }
+  return true;
+}
+
 static void accswig_java_throw(JNIEnv *jenv, int code, const char *message) {
   const char *cls = "ai/accelerate/AccelerateException";
   switch (code) {
@@ -22,9 +68,35 @@ static void accswig_java_throw(JNIEnv *jenv, int code, const char *message) {
   }
   jenv->ExceptionClear();
   jclass c = jenv->FindClass(cls);
-  if (c) jenv->ThrowNew(c, message);  /* else FindClass left a NoClassDefFoundError pending */
+  if (!c) return;  /* FindClass left a NoClassDefFoundError pending */
+  jmethodID init = jenv->GetMethodID(c, "<init>", "(Ljava/lang/String;)V");
+  jstring text = init ? accswig_java_string(jenv, message) : nullptr;
+  jobject error = text ? jenv->NewObject(c, init, text) : nullptr;
+  if (error) jenv->Throw(static_cast<jthrowable>(error));
+  else if (!jenv->ExceptionCheck()) jenv->ThrowNew(c, "(the message could not be decoded)");
 }
 %}
+
+/* ---- strings: UTF-8 both ways (see accswig_java_string) ---- */
+%typemap(in, noblock=1) const char * (std::string temp) {
+  $1 = nullptr;
+  if ($input) {
+    if (!accswig_java_utf8(jenv, $input, temp)) return $null;
+    $1 = &temp[0];
+  }
+}
+%typemap(freearg) const char * ""
+%typemap(out, noblock=1) std::string {
+  $result = accswig_java_string(jenv, $1.data(), $1.size());
+}
+%typemap(directorin, descriptor="Ljava/lang/String;", noblock=1) const char * {
+  $input = 0;
+  if ($1) {
+    $input = accswig_java_string(jenv, $1);
+    if (!$input) return $null;
+  }
+  Swig::LocalRefGuard $1_refguard(jenv, $input);
+}
 
 %exception {
   try {
@@ -88,6 +160,7 @@ ACC_JAVA_ARRAY(double, double, jdouble, jdoubleArray, Double)
 ACC_JAVA_ARRAY(int64_t, long, jlong, jlongArray, Long)
 ACC_JAVA_ARRAY(int32_t, int, jint, jintArray, Int)
 ACC_JAVA_ARRAY(uint8_t, byte, jbyte, jbyteArray, Byte)
+%apply (const uint8_t *data, size_t n) { (const uint8_t *names, size_t namesSize) }
 %apply (const int64_t *data, size_t n) { (const int64_t *shape, size_t ndim) }
 %apply (const int64_t *data, size_t n) { (const int64_t *sizes, size_t nsizes) }
 /* A shape that is the only argument is varargs: Tensor.rand(2, 3). */

@@ -357,8 +357,17 @@
   public void log(java.util.Map<String, Double> values, long step) {
     String[] names = values.keySet().toArray(new String[0]);
     double[] data = new double[names.length];
-    for (int i = 0; i < names.length; ++i) data[i] = values.get(names[i]);
-    logValues(String.join("\n", names), data, step);
+    // Each name's UTF-8 bytes and a NUL: a name may hold any other character.
+    java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
+    for (int i = 0; i < names.length; ++i) {
+      if (names[i].indexOf('\0') >= 0)
+        throw new InvalidArgumentException("log: the metric name \"" + names[i].replace("\0", "\\0") + "\" holds a NUL character");
+      byte[] name = names[i].getBytes(java.nio.charset.StandardCharsets.UTF_8);
+      bytes.write(name, 0, name.length);
+      bytes.write(0);
+      data[i] = values.get(names[i]);
+    }
+    logValues(bytes.toByteArray(), data, step);
   }
   /** {@code try (Scope s = acc.autocast(true)) { ... }}: mixed precision for code that is not a
    *  prepared model (false: autocast off); it must end on the thread it began on. */

@@ -11,8 +11,10 @@
 #include <new>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "accelerator/option_schemas.h"
+#include "guard.h"
 
 namespace acc::capi {
 namespace {
@@ -50,9 +52,15 @@ class CellArena {
   std::unordered_map<uintptr_t, size_t> retired_;  // cells retired per page not yet given back
 };
 
+struct Entry {
+  acc_handle_kind kind;
+  int64_t pins = 0;                  // C calls now using the handle (PinScope)
+  void (*destroy)(void*) = nullptr;  // set once freed while pinned: runs at the last unpin
+};
+
 struct Registry {
   std::mutex mutex;
-  std::unordered_map<const void*, acc_handle_kind> kinds;
+  std::unordered_map<const void*, Entry> kinds;  // live handles, and freed ones still pinned
   std::unordered_set<const void*> strings;  // handed out by owned_string, not yet freed
   std::array<int64_t, 16> counts{};
   CellArena cells;
@@ -61,6 +69,18 @@ struct Registry {
 Registry& registry() {
   static auto* instance = new Registry();  // never destroyed: handles may be freed during exit
   return *instance;
+}
+
+// The handles this thread's C calls pinned, innermost call last (a callback may call in again), and
+// how many C calls are running on this thread.
+thread_local std::vector<const void*> t_pinned;
+thread_local int t_calls = 0;
+
+// The entry of a live handle of that kind (not freed), or null.
+Entry* live_entry(Registry& r, const void* handle, acc_handle_kind kind) {
+  auto it = r.kinds.find(handle);
+  if (it == r.kinds.end() || it->second.kind != kind || it->second.destroy) return nullptr;
+  return &it->second;
 }
 
 }  // namespace
@@ -77,34 +97,76 @@ void retire_handle_cell(void* cell) {
   r.cells.retire(cell);
 }
 
+PinScope::PinScope() noexcept : mark_(t_pinned.size()) { ++t_calls; }
+
+PinScope::~PinScope() {
+  --t_calls;
+  auto& r = registry();
+  while (t_pinned.size() > mark_) {
+    const void* handle = t_pinned.back();
+    t_pinned.pop_back();
+    void (*destroy)(void*) = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(r.mutex);
+      auto it = r.kinds.find(handle);
+      if (it == r.kinds.end() || --it->second.pins > 0 || !it->second.destroy) continue;
+      destroy = it->second.destroy;
+      r.kinds.erase(it);
+    }
+    destroy(const_cast<void*>(handle));  // outside the lock: a destructor may free other handles
+  }
+}
+
 void register_handle(const void* handle, acc_handle_kind kind) {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  r.kinds[handle] = kind;
+  r.kinds[handle] = Entry{kind};
   ++r.counts[kind];
 }
 
-bool unregister_handle(const void* handle, acc_handle_kind kind) {
+bool unregister_handle(const void* handle, acc_handle_kind kind, void (*destroy)(void*)) {
   auto& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  auto it = r.kinds.find(handle);
-  if (it == r.kinds.end() || it->second != kind) return false;
-  r.kinds.erase(it);
-  --r.counts[kind];
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    Entry* entry = live_entry(r, handle, kind);
+    if (!entry) return false;
+    --r.counts[kind];
+    if (entry->pins > 0) {  // a call is using it: the last one to return destroys it
+      entry->destroy = destroy;
+      return true;
+    }
+    r.kinds.erase(handle);
+  }
+  destroy(const_cast<void*>(handle));
   return true;
 }
 
 bool is_live(const void* handle, acc_handle_kind kind) {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  auto it = r.kinds.find(handle);
-  return it != r.kinds.end() && it->second == kind;
+  return live_entry(r, handle, kind) != nullptr;
+}
+
+bool pin_if_live(const void* handle, acc_handle_kind kind) {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  Entry* entry = live_entry(r, handle, kind);
+  if (!entry) return false;
+  if (t_calls > 0) {
+    ++entry->pins;
+    t_pinned.push_back(handle);
+  }
+  return true;
 }
 
 int64_t live_handles(acc_handle_kind kind) {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  if (kind == ACC_HANDLE_ANY) return static_cast<int64_t>(r.kinds.size());
+  if (kind == ACC_HANDLE_ANY) {
+    int64_t live = 0;
+    for (const auto& entry : r.kinds) live += entry.second.destroy ? 0 : 1;
+    return live;
+  }
   if (kind < 0 || static_cast<size_t>(kind) >= r.counts.size()) return 0;
   return r.counts[kind];
 }

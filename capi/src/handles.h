@@ -99,9 +99,13 @@ void* allocate_handle_cell();
 // Gives a cell whose handle was destroyed (or never built) back; its address is not used again.
 void retire_handle_cell(void* cell);
 void register_handle(const void* handle, acc_handle_kind kind);
-// Returns false when `handle` is not live with that kind (then nothing is changed).
-bool unregister_handle(const void* handle, acc_handle_kind kind);
+// Ends a live handle of that kind: it is no longer live, and `destroy` runs now, or when the last C
+// call using it returns (PinScope). Returns false when `handle` is not live with that kind (then
+// nothing is changed).
+bool unregister_handle(const void* handle, acc_handle_kind kind, void (*destroy)(void* handle));
 bool is_live(const void* handle, acc_handle_kind kind);
+// is_live, and inside a C call (PinScope) the handle is kept from destruction until the call returns.
+bool pin_if_live(const void* handle, acc_handle_kind kind);
 int64_t live_handles(acc_handle_kind kind);
 
 // Allocates a handle, registers it and writes it to *out.
@@ -130,7 +134,7 @@ template <typename T>
 T& live(T* handle, const char* argument) {
   if (!handle) fail(Status::InvalidHandle, argument, " is NULL");
   using Traits = HandleTraits<std::remove_const_t<T>>;
-  if (!is_live(handle, Traits::value))
+  if (!pin_if_live(handle, Traits::value))
     fail(Status::InvalidHandle, argument, " is not a live ", Traits::name,
          " (already freed, or a handle of another type)");
   return *handle;
@@ -139,9 +143,11 @@ T& live(T* handle, const char* argument) {
 // Frees a handle; NULL is a no-op, a pointer that is not live is ignored (never freed twice).
 template <typename T>
 void release(T* handle) {
-  if (!handle || !unregister_handle(handle, HandleTraits<T>::value)) return;
-  handle->~T();
-  retire_handle_cell(handle);
+  if (!handle) return;
+  unregister_handle(handle, HandleTraits<T>::value, [](void* cell) {
+    static_cast<T*>(cell)->~T();
+    retire_handle_cell(cell);
+  });
 }
 
 template <typename T>

@@ -155,6 +155,36 @@ TEST(Handles, AFreedHandleStaysInvalidWhateverIsCreatedAfterIt) {
   }
 }
 
+// A handle freed while a C call is using it (here by that call's own callback; likewise by another
+// thread, or a binding's close() or garbage collector) goes when the call returns, not under it.
+TEST(Handles, AHandleFreedDuringACallThatUsesItGoesWhenTheCallReturns) {
+  struct Probe {
+    acc_dataset* dataset = nullptr;
+    bool destroyed = false;
+    bool destroyed_inside_callback = false;
+  } probe;
+  auto sample = [](void* user, int64_t index, acc_tensor_list** out) -> int {
+    auto* p = static_cast<Probe*>(user);
+    acc_dataset_free(p->dataset);
+    p->destroyed_inside_callback = p->destroyed;
+    acc_tensor* t = acc_test::floats({static_cast<float>(index)}, {1});
+    if (acc_tensor_list_create(out) != ACC_OK || acc_tensor_list_append(*out, nullptr, t) != ACC_OK) return 1;
+    acc_tensor_free(t);
+    return 0;
+  };
+  auto destroy = [](void* user) { static_cast<Probe*>(user)->destroyed = true; };
+  const int64_t before = acc_debug_live_handles(ACC_HANDLE_DATASET);
+  ACC_ASSERT_OK(acc_dataset_from_callback(4, sample, &probe, destroy, &probe.dataset));
+  acc_tensor_list* item = nullptr;
+  ACC_ASSERT_OK(acc_dataset_get(probe.dataset, 2, &item));
+  EXPECT_FALSE(probe.destroyed_inside_callback) << "the dataset was destroyed under the call using it";
+  EXPECT_TRUE(probe.destroyed) << "the freed dataset was not destroyed when the call returned";
+  EXPECT_EQ(acc_debug_live_handles(ACC_HANDLE_DATASET), before);
+  int64_t size = 0;
+  ACC_EXPECT_ERROR(acc_dataset_size(probe.dataset, &size), ACC_ERR_INVALID_HANDLE, "not a live acc_dataset");
+  acc_tensor_list_free(item);
+}
+
 TEST(Handles, LiveCountsFollowCreateAndFree) {
   const int64_t before = acc_debug_live_handles(ACC_HANDLE_TENSOR);
   acc_tensor* a = acc_test::floats({1, 2}, {2});

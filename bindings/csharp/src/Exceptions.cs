@@ -9,6 +9,14 @@ public class AccelerateException : Exception {
 
   public AccelerateException(Status status, string message) : base(message) { Status = status; }
 
+  // `text` as given; one holding '\0' is refused (the C API would silently read up to it).
+  internal static string NoNul(string text) {
+    if (text != null && text.IndexOf('\0') >= 0)
+      throw new AccelerateInvalidArgumentException("a string holds a NUL character (\\0), which the library cannot take: \"" +
+                                                   text.Replace("\0", "\\0") + "\"");
+    return text;
+  }
+
   // The exception type of a status (the raise delegate of NativePINVOKE and the layer use it).
   internal static AccelerateException FromStatus(Status status, string message) {
     switch (status) {

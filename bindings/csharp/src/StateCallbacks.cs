@@ -243,8 +243,17 @@ public partial class Accelerator {
   public void Log(IDictionary<string, double> values, long step = -1) {
     var names = new List<string>(values.Keys);
     var data = new double[names.Count];
-    for (int i = 0; i < data.Length; ++i) data[i] = values[names[i]];
-    LogValues(string.Join("\n", names), data, data.LongLength, step);
+    // Each name's UTF-8 bytes and a NUL: a name may hold any other character.
+    var bytes = new List<byte>();
+    for (int i = 0; i < data.Length; ++i) {
+      if (names[i].IndexOf('\0') >= 0)
+        throw new AccelerateInvalidArgumentException("log: the metric name \"" + names[i].Replace("\0", "\\0") + "\" holds a NUL character");
+      bytes.AddRange(System.Text.Encoding.UTF8.GetBytes(names[i]));
+      bytes.Add(0);
+      data[i] = values[names[i]];
+    }
+    var encoded = bytes.ToArray();
+    LogValues(encoded, encoded.LongLength, data, data.LongLength, step);
   }
   /// `using (acc.Autocast()) { ... }`: the accelerator's mixed precision for code that is not a
   /// prepared model (enabled false: autocast off). It ends on the thread it began on.

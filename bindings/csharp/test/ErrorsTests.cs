@@ -16,6 +16,18 @@ public class ErrorsTests {
   }
 
   [Test]
+  public void TextOutsideTheBmpCrossesBothWaysAndNulIsRefused() {
+    const string key = "cl\u00e9 \U0001F600";
+    using (Options o = Options.Optimizer()) {
+      var e = Assert.Throws<AccelerateInvalidArgumentException>(() => o.SetInt(key, 1));
+      StringAssert.Contains(key, e.Message);
+      var nul = Assert.Throws<AccelerateInvalidArgumentException>(() => o.SetDouble("lr\0x", 0.1));
+      StringAssert.Contains("NUL", nul.Message);
+      o.SetDouble("lr", 0.1);
+    }
+  }
+
+  [Test]
   public void ReshapeTakesItsCountFromTheArray() {
     using (Tensor t = Tensor.Of(new float[] {1, 2, 3, 4}, 4))
     using (Tensor r = t.Reshape(2, -1)) {

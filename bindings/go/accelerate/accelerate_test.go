@@ -31,6 +31,17 @@ func TestErrorsCarryStatusAndMessage(t *testing.T) {
 	if _, err := acc.FromFloat32s(make([]float32, 5), 2, 3); !errors.Is(err, acc.ErrInvalidArgument) {
 		t.Fatalf("got %v", err)
 	}
+	// A NUL would cut the string short in the C API: refused, not read as "no_such" or "lr".
+	if err := o.SetFloat("lr\x00ignored", 0.1); !errors.Is(err, acc.ErrInvalidArgument) || !strings.Contains(err.Error(), "NUL") {
+		t.Fatalf("a key holding a NUL: %v", err)
+	}
+	if err := o.SetFloat("lr", 0.1); err != nil {
+		t.Fatalf("the refusal stays with its call: %v", err)
+	}
+	// Text outside the BMP passes both ways (here back in the message).
+	if err := o.SetInt("clé 😀", 1); err == nil || !strings.Contains(err.Error(), "clé 😀") {
+		t.Fatalf("got %v", err)
+	}
 	err = acc.CheckABI(999)
 	if !errors.Is(err, acc.ErrVersionMismatch) || !strings.Contains(err.Error(), "999") ||
 		!strings.Contains(err.Error(), strconv.Itoa(acc.ABIVersion())) {
@@ -209,13 +220,15 @@ func TestCallbacks(t *testing.T) {
 	// A panic and an error in callbacks become ErrIO with their message; nothing unwinds into C++.
 	for _, fn := range []acc.SampleFunc{
 		func(i int64) ([]*acc.Tensor, error) { panic("no sample today") },
+		func(i int64) ([]*acc.Tensor, error) { panic(nil) },
 		func(i int64) ([]*acc.Tensor, error) { return nil, errors.New("no sample today") },
 	} {
 		ds, _ := acc.DatasetFromFunc(4, fn)
 		o, _ := acc.NewOptions(acc.DataLoaderOptions)
 		o.SetInt("num_workers", 0)
 		dl, _ := acc.NewDataLoader(ds, o)
-		if _, err := dl.Next(); !errors.Is(err, acc.ErrIO) || !strings.Contains(err.Error(), "no sample today") {
+		if _, err := dl.Next(); !errors.Is(err, acc.ErrIO) ||
+			!(strings.Contains(err.Error(), "no sample today") || strings.Contains(err.Error(), "panic(nil)")) {
 			t.Fatalf("got %v", err)
 		}
 		dl.Close()

@@ -41,6 +41,11 @@ func TestFindExecutableBatchSizeEndsOnOtherErrors(t *testing.T) {
 	if !errors.Is(err, acc.ErrIO) || !strings.Contains(err.Error(), "panic: boom") {
 		t.Fatalf("a panic: %v", err)
 	}
+	// panic(nil) recovers nil before Go 1.21: still a failure, never the run's success.
+	_, err = acc.FindExecutableBatchSize(32, func(int64) error { panic(nil) })
+	if !errors.Is(err, acc.ErrIO) || !strings.Contains(err.Error(), "panic(nil)") {
+		t.Fatalf("panic(nil): %v", err)
+	}
 	_, err = acc.FindExecutableBatchSize(32, func(int64) error {
 		_, err := acc.Zeros(acc.DType(99), "", 1)
 		return err

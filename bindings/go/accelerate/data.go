@@ -71,13 +71,27 @@ func (d *Dataset) Get(index int64) (*TensorList, error) {
 	return wrapTensorList(with(d.ref(), func(h capi.Dataset, e *string) capi.TensorList { return h.Get(index, e) }))
 }
 
-// The adapters run on the library's threads: nothing may panic through C++ frames, so every
-// panic is recovered here and reported as the callback's error.
-func guard(code *int) {
-	if p := recover(); p != nil {
+// protect runs a callback's body for the library, which called it from C++: nothing may unwind
+// through those frames, so a panic becomes the callback's error (code `failure`). Whether the body
+// returned is tracked apart from recover's value, as panic(nil) recovers nil before Go 1.21 and
+// must not pass for a success. A callback must not call runtime.Goexit (t.FailNow, t.Fatal): Go
+// cannot return to C through it.
+func protect(failure int, body func() int) (code int) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		p := recover()
+		if p == nil {
+			p = "panic(nil) (or runtime.Goexit, which a callback must not call)"
+		}
 		capi.AccelerateCallbackSetError(fmt.Sprint("panic: ", p))
-		*code = 1
-	}
+		code = failure
+	}()
+	code = body()
+	returned = true
+	return code
 }
 
 func fail(err error) int {
@@ -105,32 +119,35 @@ func appendAndClose(out capi.TensorList, fields []*Tensor) int {
 
 type sampleAdapter struct{ fn SampleFunc }
 
-func (a *sampleAdapter) Sample(index int64, out capi.TensorList) (code int) {
-	defer guard(&code)
-	fields, err := a.fn(index)
-	if err != nil {
-		return fail(err)
-	}
-	return appendAndClose(out, fields)
+func (a *sampleAdapter) Sample(index int64, out capi.TensorList) int {
+	return protect(1, func() int {
+		fields, err := a.fn(index)
+		if err != nil {
+			return fail(err)
+		}
+		return appendAndClose(out, fields)
+	})
 }
 
 type streamAdapter struct{ fn StreamFunc }
 
-func (a *streamAdapter) Start(epoch int64) (code int) {
-	defer guard(&code)
-	if err := a.fn.Start(epoch); err != nil {
-		return fail(err)
-	}
-	return 0
+func (a *streamAdapter) Start(epoch int64) int {
+	return protect(1, func() int {
+		if err := a.fn.Start(epoch); err != nil {
+			return fail(err)
+		}
+		return 0
+	})
 }
 
-func (a *streamAdapter) Next(out capi.TensorList) (code int) {
-	defer guard(&code)
-	fields, err := a.fn.Next()
-	if err != nil {
-		return fail(err)
-	}
-	return appendAndClose(out, fields)
+func (a *streamAdapter) Next(out capi.TensorList) int {
+	return protect(1, func() int {
+		fields, err := a.fn.Next()
+		if err != nil {
+			return fail(err)
+		}
+		return appendAndClose(out, fields)
+	})
 }
 
 // CollateFunc makes a batch from samples (closed after the call); the loader closes the result.
@@ -138,34 +155,35 @@ type CollateFunc func(samples [][]*Tensor) ([]*Tensor, error)
 
 type collateAdapter struct{ fn CollateFunc }
 
-func (a *collateAdapter) Collate(view capi.Samples, out capi.TensorList) (code int) {
-	defer guard(&code)
-	samples := make([][]*Tensor, view.Size())
-	defer func() {
-		for _, s := range samples {
-			for _, t := range s {
-				t.Close()
+func (a *collateAdapter) Collate(view capi.Samples, out capi.TensorList) int {
+	return protect(1, func() int {
+		samples := make([][]*Tensor, view.Size())
+		defer func() {
+			for _, s := range samples {
+				for _, t := range s {
+					t.Close()
+				}
 			}
-		}
-	}()
-	for i := range samples {
-		n, err := call(func(e *string) int64 { return view.Fields(int64(i), e) })
-		if err != nil {
-			return fail(err)
-		}
-		for j := int64(0); j < n; j++ {
-			t, err := wrapTensor(call(func(e *string) capi.Tensor { return view.Get(int64(i), j, e) }))
+		}()
+		for i := range samples {
+			n, err := call(func(e *string) int64 { return view.Fields(int64(i), e) })
 			if err != nil {
 				return fail(err)
 			}
-			samples[i] = append(samples[i], t)
+			for j := int64(0); j < n; j++ {
+				t, err := wrapTensor(call(func(e *string) capi.Tensor { return view.Get(int64(i), j, e) }))
+				if err != nil {
+					return fail(err)
+				}
+				samples[i] = append(samples[i], t)
+			}
 		}
-	}
-	batch, err := a.fn(samples)
-	if err != nil {
-		return fail(err)
-	}
-	return appendAndClose(out, batch)
+		batch, err := a.fn(samples)
+		if err != nil {
+			return fail(err)
+		}
+		return appendAndClose(out, batch)
+	})
 }
 
 // DataLoader gives batches of a dataset.

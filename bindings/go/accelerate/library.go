@@ -2,7 +2,6 @@ package accelerate
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/accelerate-cpp/accelerate/go/internal/capi"
 )
@@ -92,22 +91,18 @@ func FindExecutableBatchSize(startingBatchSize int64, run func(batchSize int64) 
 // batchSizeAdapter returns the status of what failed (ErrOutOfMemory asks for a smaller batch).
 type batchSizeAdapter struct{ fn func(int64) error }
 
-func (a *batchSizeAdapter) Run(batchSize int64) (code int) {
-	defer func() {
-		if p := recover(); p != nil {
-			capi.AccelerateCallbackSetError(fmt.Sprint("panic: ", p))
-			code = int(StatusIO)
+func (a *batchSizeAdapter) Run(batchSize int64) int {
+	return protect(int(StatusIO), func() int {
+		err := a.fn(batchSize)
+		if err == nil {
+			return 0
 		}
-	}()
-	err := a.fn(batchSize)
-	if err == nil {
-		return 0
-	}
-	var lib *Error
-	if errors.As(err, &lib) && lib.Status != StatusOK {
-		capi.AccelerateCallbackSetError(lib.Message)
-		return int(lib.Status)
-	}
-	capi.AccelerateCallbackSetError(err.Error())
-	return int(StatusIO)
+		var lib *Error
+		if errors.As(err, &lib) && lib.Status != StatusOK {
+			capi.AccelerateCallbackSetError(lib.Message)
+			return int(lib.Status)
+		}
+		capi.AccelerateCallbackSetError(err.Error())
+		return int(StatusIO)
+	})
 }

@@ -267,6 +267,7 @@ func (o *Optimizer) ZeroGrad() error {
 func (o *Optimizer) LR(group int) (float64, error) {
 	return with(o.ref(), func(h capi.Optimizer, e *string) float64 { return h.GetLr(int64(group), e) })
 }
+
 // Hyperparameter is PyTorch's param_groups[group][key] for a numeric key: "momentum", "beta1",
 // "weight_decay", ... (accelerate.h's acc_optimizer_get_hyperparameter).
 func (o *Optimizer) Hyperparameter(group int, key string) (float64, error) {
@@ -357,6 +358,7 @@ func (s *Scheduler) Then(milestone int64, name string, opts *Options) error {
 	defer runtime.KeepAlive(opts)
 	return do(s.ref(), func(h capi.Scheduler, e *string) { h.Then(milestone, name, oh, e) })
 }
+
 // Chain makes the scheduler a chain (PyTorch's ChainedScheduler): the schedule name (opts may be
 // nil) steps with it, each step from the rate the schedules before it left. Before the first step and
 // before Prepare.

@@ -1,6 +1,7 @@
 package accelerate
 
 import (
+	"fmt"
 	"runtime"
 	"strings"
 
@@ -79,13 +80,17 @@ func (a *Accelerator) InitTrackers(project, configJSON string) error {
 
 // Log logs values at step, or at the step after the last one when step < 0.
 func (a *Accelerator) Log(values map[string]float64, step int64) error {
-	names := make([]string, 0, len(values))
+	// Each name's bytes and a NUL: a name may hold any other character.
+	var names []byte
 	data := make([]float64, 0, len(values))
 	for k, v := range values {
-		names = append(names, k)
+		if strings.IndexByte(k, 0) >= 0 {
+			return &Error{Status: StatusInvalidArgument, Message: fmt.Sprintf("log: the metric name %q holds a NUL character", k)}
+		}
+		names = append(append(names, k...), 0)
 		data = append(data, v)
 	}
-	return a.do(func(h capi.Accelerator, e *string) { h.LogValues(strings.Join(names, "\n"), data, step, e) })
+	return a.do(func(h capi.Accelerator, e *string) { h.LogValues(names, data, step, e) })
 }
 func (a *Accelerator) LogScalar(name string, value float64, step int64) error {
 	return a.do(func(h capi.Accelerator, e *string) { h.LogScalar(name, value, step, e) })
@@ -234,113 +239,123 @@ func (p *Progress) Finish() error {
 	return do(p.ref(), func(h capi.Progress, e *string) { h.Finish(e) })
 }
 
-// The adapters run on the library's threads: every panic is recovered (guard) and every error
+// The adapters run on the library's threads: every panic is recovered (protect) and every error
 // returned as the callback's failure.
 type stateAdapter struct{ s CheckpointState }
 
-func (a *stateAdapter) Save(out capi.Bytes) (code int) {
-	defer guard(&code)
-	data, err := a.s.Save()
-	if err != nil {
-		return fail(err)
-	}
-	if err := call0(func(e *string) { out.Append(data, e) }); err != nil {
-		return fail(err)
-	}
-	return 0
+func (a *stateAdapter) Save(out capi.Bytes) int {
+	return protect(1, func() int {
+		data, err := a.s.Save()
+		if err != nil {
+			return fail(err)
+		}
+		if err := call0(func(e *string) { out.Append(data, e) }); err != nil {
+			return fail(err)
+		}
+		return 0
+	})
 }
 
-func (a *stateAdapter) Load(in capi.Bytes) (code int) {
-	defer guard(&code)
-	data := make([]byte, in.Size())
-	if err := call0(func(e *string) { in.CopyTo(data, e) }); err != nil {
-		return fail(err)
-	}
-	if err := a.s.Load(data); err != nil {
-		return fail(err)
-	}
-	return 0
+func (a *stateAdapter) Load(in capi.Bytes) int {
+	return protect(1, func() int {
+		data := make([]byte, in.Size())
+		if err := call0(func(e *string) { in.CopyTo(data, e) }); err != nil {
+			return fail(err)
+		}
+		if err := a.s.Load(data); err != nil {
+			return fail(err)
+		}
+		return 0
+	})
 }
 
 type hookAdapter struct{ fn func(string) error }
 
-func (a *hookAdapter) Run(dir string) (code int) {
-	defer guard(&code)
-	if err := a.fn(dir); err != nil {
-		return fail(err)
-	}
-	return 0
+func (a *hookAdapter) Run(dir string) int {
+	return protect(1, func() int {
+		if err := a.fn(dir); err != nil {
+			return fail(err)
+		}
+		return 0
+	})
 }
 
 type traceReadyAdapter struct{ fn func(int64) error }
 
-func (a *traceReadyAdapter) Ready(step int64) (code int) {
-	defer guard(&code)
-	if err := a.fn(step); err != nil {
-		return fail(err)
-	}
-	return 0
+func (a *traceReadyAdapter) Ready(step int64) int {
+	return protect(1, func() int {
+		if err := a.fn(step); err != nil {
+			return fail(err)
+		}
+		return 0
+	})
 }
 
 type trackerAdapter struct{ t TrackerFuncs }
 
-func (a *trackerAdapter) Init(project, configJSON string) (code int) {
-	defer guard(&code)
-	if a.t.Init != nil {
-		if err := a.t.Init(project, configJSON); err != nil {
-			return fail(err)
+func (a *trackerAdapter) Init(project, configJSON string) int {
+	return protect(1, func() int {
+		if a.t.Init != nil {
+			if err := a.t.Init(project, configJSON); err != nil {
+				return fail(err)
+			}
 		}
-	}
-	return 0
-}
-
-func (a *trackerAdapter) Log(m capi.Metrics, step int64) (code int) {
-	defer guard(&code)
-	if a.t.Log == nil {
 		return 0
-	}
-	values := map[string]float64{}
-	for i := int64(0); i < m.Size(); i++ {
-		name, err := call(func(e *string) string { return m.Name(i, e) })
-		if err != nil {
-			return fail(err)
-		}
-		v, err := call(func(e *string) float64 { return m.Value(i, e) })
-		if err != nil {
-			return fail(err)
-		}
-		values[name] = v
-	}
-	if err := a.t.Log(values, step); err != nil {
-		return fail(err)
-	}
-	return 0
+	})
 }
 
-func (a *trackerAdapter) Finish() (code int) {
-	defer guard(&code)
-	if a.t.Finish != nil {
-		if err := a.t.Finish(); err != nil {
+func (a *trackerAdapter) Log(m capi.Metrics, step int64) int {
+	return protect(1, func() int {
+		if a.t.Log == nil {
+			return 0
+		}
+		values := map[string]float64{}
+		for i := int64(0); i < m.Size(); i++ {
+			name, err := call(func(e *string) string { return m.Name(i, e) })
+			if err != nil {
+				return fail(err)
+			}
+			v, err := call(func(e *string) float64 { return m.Value(i, e) })
+			if err != nil {
+				return fail(err)
+			}
+			values[name] = v
+		}
+		if err := a.t.Log(values, step); err != nil {
 			return fail(err)
 		}
-	}
-	return 0
+		return 0
+	})
+}
+
+func (a *trackerAdapter) Finish() int {
+	return protect(1, func() int {
+		if a.t.Finish != nil {
+			if err := a.t.Finish(); err != nil {
+				return fail(err)
+			}
+		}
+		return 0
+	})
 }
 
 type lrAdapter struct{ fn func(int64) (float64, error) }
 
-type groupLrAdapter struct{ fns []func(int64) (float64, error) }
+type groupLrAdapter struct {
+	fns []func(int64) (float64, error)
+}
 
 func (a *groupLrAdapter) Factor(group int64, step int64, out capi.LrFactor) int {
 	return (&lrAdapter{a.fns[group]}).Factor(step, out)
 }
 
-func (a *lrAdapter) Factor(step int64, out capi.LrFactor) (code int) {
-	defer guard(&code)
-	f, err := a.fn(step)
-	if err != nil {
-		return fail(err)
-	}
-	out.Set(f)
-	return 0
+func (a *lrAdapter) Factor(step int64, out capi.LrFactor) int {
+	return protect(1, func() int {
+		f, err := a.fn(step)
+		if err != nil {
+			return fail(err)
+		}
+		out.Set(f)
+		return 0
+	})
 }

@@ -2,6 +2,7 @@ package accelerate_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -89,6 +90,10 @@ func TestTrackerFuncs(t *testing.T) {
 			if fail {
 				return errors.New("tracker offline")
 			}
+			if _, odd := v["a\nb"]; odd {
+				calls = append(calls, fmt.Sprint("names ", v["a\nb"], v["😀"], len(v)))
+				return nil
+			}
 			calls = append(calls, "log", strings.Repeat("x", int(v["loss"])))
 			return nil
 		},
@@ -103,6 +108,13 @@ func TestTrackerFuncs(t *testing.T) {
 	if err := a.Log(map[string]float64{"loss": 2}, -1); err != nil {
 		t.Fatal(err)
 	}
+	// Names cross as they are given: a newline, a character outside the BMP; a NUL is refused.
+	if err := a.Log(map[string]float64{"a\nb": 1, "😀": 1}, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Log(map[string]float64{"a\x00b": 1}, -1); !errors.Is(err, acc.ErrInvalidArgument) {
+		t.Fatalf("a name holding a NUL: %v", err)
+	}
 	fail = true
 	if err := a.LogScalar("loss", 1, -1); !errors.Is(err, acc.ErrIO) || !strings.Contains(err.Error(), "tracker offline") {
 		t.Fatalf("want ErrIO with the tracker's message, got %v", err)
@@ -110,7 +122,7 @@ func TestTrackerFuncs(t *testing.T) {
 	if err := a.EndTraining(); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{`init run1 {"lr":0.5}`, "log", "xx", "finish"}
+	want := []string{`init run1 {"lr":0.5}`, "log", "xx", "names 1 1 2", "finish"}
 	if !reflect.DeepEqual(calls, want) {
 		t.Fatalf("calls %q, want %q", calls, want)
 	}

@@ -1236,9 +1236,10 @@ SWIGINTERN void acc_accelerator_addTracker(acc_accelerator *self,char const *nam
 SWIGINTERN void acc_accelerator_initTrackers(acc_accelerator *self,char const *project,char const *configJson,std::string *swig_err){
     check(acc_init_trackers(self, project, opt_str(configJson)));
   }
-SWIGINTERN void acc_accelerator_logValues(acc_accelerator *self,char const *names,double const *data,size_t n,int64_t step,std::string *swig_err){
-    std::vector<std::string> list = split_lines(names ? names : "");
-    if (list.size() != n) fail(ACC_ERR_INVALID_ARGUMENT, "log: as many names as values are needed");
+SWIGINTERN void acc_accelerator_logValues(acc_accelerator *self,uint8_t const *names,size_t namesSize,double const *data,size_t n,int64_t step,std::string *swig_err){
+    std::vector<std::string> list = split_nul_terminated(names, namesSize);
+    if (list.size() != n)
+      fail(ACC_ERR_INVALID_ARGUMENT, "log: " + std::to_string(list.size()) + " names for " + std::to_string(n) + " values");
     std::vector<const char *> ptrs;
     for (const auto &s : list) ptrs.push_back(s.c_str());
     check(acc_log(self, ptrs.data(), data, n, step));
@@ -1660,6 +1661,7 @@ intgo _wrap_ACC_OK_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_OK;
       
     } catch (const accswig::Error &e) {
@@ -1680,6 +1682,7 @@ intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_ERR_INVALID_ARGUMENT;
       
     } catch (const accswig::Error &e) {
@@ -1700,6 +1703,7 @@ intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_ERR_INVALID_HANDLE;
       
     } catch (const accswig::Error &e) {
@@ -1720,6 +1724,7 @@ intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_ERR_NOT_INITIALIZED;
       
     } catch (const accswig::Error &e) {
@@ -1740,6 +1745,7 @@ intgo _wrap_ACC_ERR_UNSUPPORTED_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_ERR_UNSUPPORTED;
       
     } catch (const accswig::Error &e) {
@@ -1760,6 +1766,7 @@ intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_ERR_OUT_OF_MEMORY;
       
     } catch (const accswig::Error &e) {
@@ -1780,6 +1787,7 @@ intgo _wrap_ACC_ERR_TIMEOUT_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_ERR_TIMEOUT;
       
     } catch (const accswig::Error &e) {
@@ -1800,6 +1808,7 @@ intgo _wrap_ACC_ERR_ABORTED_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_ERR_ABORTED;
       
     } catch (const accswig::Error &e) {
@@ -1820,6 +1829,7 @@ intgo _wrap_ACC_ERR_DISTRIBUTED_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_ERR_DISTRIBUTED;
       
     } catch (const accswig::Error &e) {
@@ -1840,6 +1850,7 @@ intgo _wrap_ACC_ERR_IO_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_ERR_IO;
       
     } catch (const accswig::Error &e) {
@@ -1860,6 +1871,7 @@ intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_ERR_VERSION_MISMATCH;
       
     } catch (const accswig::Error &e) {
@@ -1880,6 +1892,7 @@ intgo _wrap_ACC_ERR_INTERNAL_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_ERR_INTERNAL;
       
     } catch (const accswig::Error &e) {
@@ -1900,6 +1913,7 @@ intgo _wrap_ACC_DTYPE_UNDEFINED_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_DTYPE_UNDEFINED;
       
     } catch (const accswig::Error &e) {
@@ -1920,6 +1934,7 @@ intgo _wrap_ACC_DTYPE_FLOAT32_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_DTYPE_FLOAT32;
       
     } catch (const accswig::Error &e) {
@@ -1940,6 +1955,7 @@ intgo _wrap_ACC_DTYPE_FLOAT64_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_DTYPE_FLOAT64;
       
     } catch (const accswig::Error &e) {
@@ -1960,6 +1976,7 @@ intgo _wrap_ACC_DTYPE_BFLOAT16_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_DTYPE_BFLOAT16;
       
     } catch (const accswig::Error &e) {
@@ -1980,6 +1997,7 @@ intgo _wrap_ACC_DTYPE_FLOAT16_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_DTYPE_FLOAT16;
       
     } catch (const accswig::Error &e) {
@@ -2000,6 +2018,7 @@ intgo _wrap_ACC_DTYPE_INT64_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_DTYPE_INT64;
       
     } catch (const accswig::Error &e) {
@@ -2020,6 +2039,7 @@ intgo _wrap_ACC_DTYPE_INT32_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_DTYPE_INT32;
       
     } catch (const accswig::Error &e) {
@@ -2040,6 +2060,7 @@ intgo _wrap_ACC_DTYPE_UINT8_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_DTYPE_UINT8;
       
     } catch (const accswig::Error &e) {
@@ -2060,6 +2081,7 @@ intgo _wrap_ACC_DTYPE_BOOL_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_DTYPE_BOOL;
       
     } catch (const accswig::Error &e) {
@@ -2080,6 +2102,7 @@ intgo _wrap_ACC_DTYPE_INT8_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_DTYPE_INT8;
       
     } catch (const accswig::Error &e) {
@@ -2100,6 +2123,7 @@ intgo _wrap_ACC_DTYPE_INT16_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_DTYPE_INT16;
       
     } catch (const accswig::Error &e) {
@@ -2120,6 +2144,7 @@ intgo _wrap_ACC_REDUCTION_NONE_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_REDUCTION_NONE;
       
     } catch (const accswig::Error &e) {
@@ -2140,6 +2165,7 @@ intgo _wrap_ACC_REDUCTION_MEAN_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_REDUCTION_MEAN;
       
     } catch (const accswig::Error &e) {
@@ -2160,6 +2186,7 @@ intgo _wrap_ACC_REDUCTION_SUM_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_REDUCTION_SUM;
       
     } catch (const accswig::Error &e) {
@@ -2180,6 +2207,7 @@ intgo _wrap_ACC_HANDLE_ANY_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_HANDLE_ANY;
       
     } catch (const accswig::Error &e) {
@@ -2200,6 +2228,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_HANDLE_TENSOR;
       
     } catch (const accswig::Error &e) {
@@ -2220,6 +2249,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_HANDLE_TENSOR_LIST;
       
     } catch (const accswig::Error &e) {
@@ -2240,6 +2270,7 @@ intgo _wrap_ACC_HANDLE_STRING_LIST_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_HANDLE_STRING_LIST;
       
     } catch (const accswig::Error &e) {
@@ -2260,6 +2291,7 @@ intgo _wrap_ACC_HANDLE_OPTIONS_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_HANDLE_OPTIONS;
       
     } catch (const accswig::Error &e) {
@@ -2280,6 +2312,7 @@ intgo _wrap_ACC_HANDLE_MODEL_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_HANDLE_MODEL;
       
     } catch (const accswig::Error &e) {
@@ -2300,6 +2333,7 @@ intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_HANDLE_OPTIMIZER;
       
     } catch (const accswig::Error &e) {
@@ -2320,6 +2354,7 @@ intgo _wrap_ACC_HANDLE_SCHEDULER_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_HANDLE_SCHEDULER;
       
     } catch (const accswig::Error &e) {
@@ -2340,6 +2375,7 @@ intgo _wrap_ACC_HANDLE_DATASET_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_HANDLE_DATASET;
       
     } catch (const accswig::Error &e) {
@@ -2360,6 +2396,7 @@ intgo _wrap_ACC_HANDLE_DATALOADER_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_HANDLE_DATALOADER;
       
     } catch (const accswig::Error &e) {
@@ -2380,6 +2417,7 @@ intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_HANDLE_ACCELERATOR;
       
     } catch (const accswig::Error &e) {
@@ -2400,6 +2438,7 @@ intgo _wrap_ACC_HANDLE_PROGRESS_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_HANDLE_PROGRESS;
       
     } catch (const accswig::Error &e) {
@@ -2420,6 +2459,7 @@ intgo _wrap_ACC_HANDLE_BYTES_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_HANDLE_BYTES;
       
     } catch (const accswig::Error &e) {
@@ -2440,6 +2480,7 @@ intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_HANDLE_AVERAGED_MODEL;
       
     } catch (const accswig::Error &e) {
@@ -2460,6 +2501,7 @@ intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_OPTIONS_OPTIMIZER;
       
     } catch (const accswig::Error &e) {
@@ -2480,6 +2522,7 @@ intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_OPTIONS_SCHEDULER;
       
     } catch (const accswig::Error &e) {
@@ -2500,6 +2543,7 @@ intgo _wrap_ACC_OPTIONS_DATALOADER_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_OPTIONS_DATALOADER;
       
     } catch (const accswig::Error &e) {
@@ -2520,6 +2564,7 @@ intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_OPTIONS_ACCELERATOR;
       
     } catch (const accswig::Error &e) {
@@ -2540,6 +2585,7 @@ intgo _wrap_ACC_OPTIONS_LORA_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_OPTIONS_LORA;
       
     } catch (const accswig::Error &e) {
@@ -2560,6 +2606,7 @@ intgo _wrap_ACC_OPTIONS_PROFILE_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_OPTIONS_PROFILE;
       
     } catch (const accswig::Error &e) {
@@ -2580,6 +2627,7 @@ intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_OPTIONS_AVERAGED_MODEL;
       
     } catch (const accswig::Error &e) {
@@ -2600,6 +2648,7 @@ intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_PLACEMENT_DEFAULT;
       
     } catch (const accswig::Error &e) {
@@ -2620,6 +2669,7 @@ intgo _wrap_ACC_PLACEMENT_NO_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_PLACEMENT_NO;
       
     } catch (const accswig::Error &e) {
@@ -2640,6 +2690,7 @@ intgo _wrap_ACC_PLACEMENT_YES_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ACC_PLACEMENT_YES;
       
     } catch (const accswig::Error &e) {
@@ -2660,6 +2711,7 @@ void _wrap_delete_Callback_capi_1e5098db358a605e(accswig::Callback *_swig_go_0) 
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -2678,6 +2730,7 @@ void _wrap_Callback_released_capi_1e5098db358a605e(accswig::Callback *_swig_go_0
   
   {
     try {
+      accswig::require_no_go_nul();
       (arg1)->released();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -2698,6 +2751,7 @@ accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_1e50
   
   {
     try {
+      accswig::require_no_go_nul();
       result = new SwigDirector_SampleSource(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -2717,6 +2771,7 @@ void _wrap_DeleteDirectorSampleSource_capi_1e5098db358a605e(accswig::SampleSourc
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -2735,6 +2790,7 @@ void _wrap__swig_DirectorSampleSource_upcall_Released_capi_1e5098db358a605e(Swig
   
   {
     try {
+      accswig::require_no_go_nul();
       arg1->_swig_upcall_released();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -2759,6 +2815,7 @@ intgo _wrap_SampleSource_sample_capi_1e5098db358a605e(accswig::SampleSource *_sw
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int)(arg1)->sample(arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -2778,6 +2835,7 @@ void _wrap_delete_SampleSource_capi_1e5098db358a605e(accswig::SampleSource *_swi
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -2809,6 +2867,7 @@ accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_1e50
   
   {
     try {
+      accswig::require_no_go_nul();
       result = new SwigDirector_StreamSource(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -2828,6 +2887,7 @@ void _wrap_DeleteDirectorStreamSource_capi_1e5098db358a605e(accswig::StreamSourc
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -2846,6 +2906,7 @@ void _wrap__swig_DirectorStreamSource_upcall_Released_capi_1e5098db358a605e(Swig
   
   {
     try {
+      accswig::require_no_go_nul();
       arg1->_swig_upcall_released();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -2868,6 +2929,7 @@ intgo _wrap_StreamSource_start_capi_1e5098db358a605e(accswig::StreamSource *_swi
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int)(arg1)->start(arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -2891,6 +2953,7 @@ intgo _wrap_StreamSource_next_capi_1e5098db358a605e(accswig::StreamSource *_swig
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int)(arg1)->next(arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -2910,6 +2973,7 @@ void _wrap_delete_StreamSource_capi_1e5098db358a605e(accswig::StreamSource *_swi
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -2941,6 +3005,7 @@ accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_1e5098db358a605e
   
   {
     try {
+      accswig::require_no_go_nul();
       result = new SwigDirector_Collator(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -2960,6 +3025,7 @@ void _wrap_DeleteDirectorCollator_capi_1e5098db358a605e(accswig::Collator *_swig
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -2978,6 +3044,7 @@ void _wrap__swig_DirectorCollator_upcall_Released_capi_1e5098db358a605e(SwigDire
   
   {
     try {
+      accswig::require_no_go_nul();
       arg1->_swig_upcall_released();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3002,6 +3069,7 @@ intgo _wrap_Collator_collate_capi_1e5098db358a605e(accswig::Collator *_swig_go_0
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int)(arg1)->collate(arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3021,6 +3089,7 @@ void _wrap_delete_Collator_capi_1e5098db358a605e(accswig::Collator *_swig_go_0) 
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3052,6 +3121,7 @@ accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_1e50
   
   {
     try {
+      accswig::require_no_go_nul();
       result = new SwigDirector_StateHandler(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3071,6 +3141,7 @@ void _wrap_DeleteDirectorStateHandler_capi_1e5098db358a605e(accswig::StateHandle
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3089,6 +3160,7 @@ void _wrap__swig_DirectorStateHandler_upcall_Released_capi_1e5098db358a605e(Swig
   
   {
     try {
+      accswig::require_no_go_nul();
       arg1->_swig_upcall_released();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3111,6 +3183,7 @@ intgo _wrap_StateHandler_save_capi_1e5098db358a605e(accswig::StateHandler *_swig
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int)(arg1)->save(arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3134,6 +3207,7 @@ intgo _wrap_StateHandler_load_capi_1e5098db358a605e(accswig::StateHandler *_swig
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int)(arg1)->load(arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3153,6 +3227,7 @@ void _wrap_delete_StateHandler_capi_1e5098db358a605e(accswig::StateHandler *_swi
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3184,6 +3259,7 @@ accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_cap
   
   {
     try {
+      accswig::require_no_go_nul();
       result = new SwigDirector_CheckpointHook(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3203,6 +3279,7 @@ void _wrap_DeleteDirectorCheckpointHook_capi_1e5098db358a605e(accswig::Checkpoin
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3221,6 +3298,7 @@ void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_1e5098db358a605e(Sw
   
   {
     try {
+      accswig::require_no_go_nul();
       arg1->_swig_upcall_released();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3235,18 +3313,22 @@ void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_1e5098db358a605e(Sw
 intgo _wrap_CheckpointHook_run_capi_1e5098db358a605e(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   char *arg2 = (char *) 0 ;
+  char *copy2 ;
   int result;
   intgo _swig_go_result;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int)(arg1)->run((char const *)arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3255,7 +3337,7 @@ intgo _wrap_CheckpointHook_run_capi_1e5098db358a605e(accswig::CheckpointHook *_s
     }
   }
   _swig_go_result = result; 
-  free(arg2); 
+  free(copy2); 
   return _swig_go_result;
 }
 
@@ -3267,6 +3349,7 @@ void _wrap_delete_CheckpointHook_capi_1e5098db358a605e(accswig::CheckpointHook *
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3298,6 +3381,7 @@ accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_1e5098db358a605e(in
   
   {
     try {
+      accswig::require_no_go_nul();
       result = new SwigDirector_Tracker(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3317,6 +3401,7 @@ void _wrap_DeleteDirectorTracker_capi_1e5098db358a605e(accswig::Tracker *_swig_g
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3335,6 +3420,7 @@ void _wrap__swig_DirectorTracker_upcall_Released_capi_1e5098db358a605e(SwigDirec
   
   {
     try {
+      accswig::require_no_go_nul();
       arg1->_swig_upcall_released();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3350,23 +3436,30 @@ intgo _wrap_Tracker_init_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0, _go
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
+  char *copy2 ;
+  char *copy3 ;
   int result;
   intgo _swig_go_result;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
-  arg3 = (char *)malloc(_swig_go_2.n + 1);
-  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
-  arg3[_swig_go_2.n] = '\0';
+  copy3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy3, _swig_go_2.p, _swig_go_2.n);
+  copy3[_swig_go_2.n] = '\0';
+  if (memchr(copy3, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg3 = copy3;
   
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int)(arg1)->init((char const *)arg2,(char const *)arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3375,8 +3468,8 @@ intgo _wrap_Tracker_init_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0, _go
     }
   }
   _swig_go_result = result; 
-  free(arg2); 
-  free(arg3); 
+  free(copy2); 
+  free(copy3); 
   return _swig_go_result;
 }
 
@@ -3394,6 +3487,7 @@ intgo _wrap_Tracker_log_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0, accs
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int)(arg1)->log(arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3415,6 +3509,7 @@ intgo _wrap_Tracker_finish_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0) {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int)(arg1)->finish();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3434,6 +3529,7 @@ void _wrap_delete_Tracker_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0) {
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3465,6 +3561,7 @@ accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_1e5098db358a605e
   
   {
     try {
+      accswig::require_no_go_nul();
       result = new SwigDirector_LrLambda(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3484,6 +3581,7 @@ void _wrap_DeleteDirectorLrLambda_capi_1e5098db358a605e(accswig::LrLambda *_swig
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3502,6 +3600,7 @@ void _wrap__swig_DirectorLrLambda_upcall_Released_capi_1e5098db358a605e(SwigDire
   
   {
     try {
+      accswig::require_no_go_nul();
       arg1->_swig_upcall_released();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3526,6 +3625,7 @@ intgo _wrap_LrLambda_factor_capi_1e5098db358a605e(accswig::LrLambda *_swig_go_0,
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int)(arg1)->factor(arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3545,6 +3645,7 @@ void _wrap_delete_LrLambda_capi_1e5098db358a605e(accswig::LrLambda *_swig_go_0) 
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3576,6 +3677,7 @@ accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_1
   
   {
     try {
+      accswig::require_no_go_nul();
       result = new SwigDirector_GroupLrLambda(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3595,6 +3697,7 @@ void _wrap_DeleteDirectorGroupLrLambda_capi_1e5098db358a605e(accswig::GroupLrLam
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3613,6 +3716,7 @@ void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_1e5098db358a605e(Swi
   
   {
     try {
+      accswig::require_no_go_nul();
       arg1->_swig_upcall_released();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3639,6 +3743,7 @@ intgo _wrap_GroupLrLambda_factor_capi_1e5098db358a605e(accswig::GroupLrLambda *_
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int)(arg1)->factor(arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3658,6 +3763,7 @@ void _wrap_delete_GroupLrLambda_capi_1e5098db358a605e(accswig::GroupLrLambda *_s
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3689,6 +3795,7 @@ accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_1e5098db35
   
   {
     try {
+      accswig::require_no_go_nul();
       result = new SwigDirector_TraceReady(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3708,6 +3815,7 @@ void _wrap_DeleteDirectorTraceReady_capi_1e5098db358a605e(accswig::TraceReady *_
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3726,6 +3834,7 @@ void _wrap__swig_DirectorTraceReady_upcall_Released_capi_1e5098db358a605e(SwigDi
   
   {
     try {
+      accswig::require_no_go_nul();
       arg1->_swig_upcall_released();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3748,6 +3857,7 @@ intgo _wrap_TraceReady_ready_capi_1e5098db358a605e(accswig::TraceReady *_swig_go
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int)(arg1)->ready(arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3767,6 +3877,7 @@ void _wrap_delete_TraceReady_capi_1e5098db358a605e(accswig::TraceReady *_swig_go
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3798,6 +3909,7 @@ accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_1e50
   
   {
     try {
+      accswig::require_no_go_nul();
       result = new SwigDirector_BatchSizeRun(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3817,6 +3929,7 @@ void _wrap_DeleteDirectorBatchSizeRun_capi_1e5098db358a605e(accswig::BatchSizeRu
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3835,6 +3948,7 @@ void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_1e5098db358a605e(Swig
   
   {
     try {
+      accswig::require_no_go_nul();
       arg1->_swig_upcall_released();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3857,6 +3971,7 @@ intgo _wrap_BatchSizeRun_run_capi_1e5098db358a605e(accswig::BatchSizeRun *_swig_
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int)(arg1)->run(arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3876,6 +3991,7 @@ void _wrap_delete_BatchSizeRun_capi_1e5098db358a605e(accswig::BatchSizeRun *_swi
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3905,6 +4021,7 @@ _gostring_ _wrap_Accelerate_version_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = accswig::Library::version();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3924,6 +4041,7 @@ intgo _wrap_Accelerate_abiVersion_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int)accswig::Library::abiVersion();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3949,6 +4067,7 @@ void _wrap_Accelerate_checkAbi_capi_1e5098db358a605e(intgo _swig_go_0, _gostring
   
   {
     try {
+      accswig::require_no_go_nul();
       accswig::Library::checkAbi(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3970,12 +4089,15 @@ void _wrap_Accelerate_checkBinding_capi_1e5098db358a605e(_gostring_ _swig_go_0, 
   char *arg1 = (char *) 0 ;
   int arg2 ;
   std::string *arg3 = (std::string *) 0 ;
+  char *copy1 ;
   std::string temp3 ;
   
   
-  arg1 = (char *)malloc(_swig_go_0.n + 1);
-  memcpy(arg1, _swig_go_0.p, _swig_go_0.n);
-  arg1[_swig_go_0.n] = '\0';
+  copy1 = (char *)malloc(_swig_go_0.n + 1);
+  memcpy(copy1, _swig_go_0.p, _swig_go_0.n);
+  copy1[_swig_go_0.n] = '\0';
+  if (memchr(copy1, 0, _swig_go_0.n)) accswig::go_string_held_nul() = true;
+  arg1 = copy1;
   
   arg2 = (int)_swig_go_1; 
   
@@ -3985,6 +4107,7 @@ void _wrap_Accelerate_checkBinding_capi_1e5098db358a605e(_gostring_ _swig_go_0, 
   
   {
     try {
+      accswig::require_no_go_nul();
       accswig::Library::checkBinding((char const *)arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -3999,7 +4122,7 @@ void _wrap_Accelerate_checkBinding_capi_1e5098db358a605e(_gostring_ _swig_go_0, 
     if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg1); 
+  free(copy1); 
 }
 
 
@@ -4010,6 +4133,7 @@ _gostring_ _wrap_Accelerate_buildInfo_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = accswig::Library::buildInfo();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4031,6 +4155,7 @@ _gostring_ _wrap_Accelerate_statusName_capi_1e5098db358a605e(intgo _swig_go_0) {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = accswig::Library::statusName(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4052,6 +4177,7 @@ long long _wrap_Accelerate_liveHandles_capi_1e5098db358a605e(intgo _swig_go_0) {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)accswig::Library::liveHandles(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4077,6 +4203,7 @@ void _wrap_Accelerate_setSeed_capi_1e5098db358a605e(long long _swig_go_0, _gostr
   
   {
     try {
+      accswig::require_no_go_nul();
       accswig::Library::setSeed(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4111,6 +4238,7 @@ void _wrap_Accelerate_setSeedWith_capi_1e5098db358a605e(long long _swig_go_0, bo
   
   {
     try {
+      accswig::require_no_go_nul();
       accswig::Library::setSeedWith(arg1,arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4141,6 +4269,7 @@ acc_tensor *_wrap_Accelerate_getRandomState_capi_1e5098db358a605e(_gostring_* _s
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)accswig::Library::getRandomState(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4172,6 +4301,7 @@ void _wrap_Accelerate_setRandomState_capi_1e5098db358a605e(acc_tensor *_swig_go_
   
   {
     try {
+      accswig::require_no_go_nul();
       accswig::Library::setRandomState((acc_tensor const *)arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4198,6 +4328,7 @@ long long _wrap_Accelerate_dtypeSize_capi_1e5098db358a605e(intgo _swig_go_0) {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = accswig::Library::dtypeSize(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4217,6 +4348,7 @@ _gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_1e5098db358a605e() {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = accswig::Library::lastErrorBacktrace();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4231,15 +4363,19 @@ _gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_1e5098db358a605e() {
 
 void _wrap_Accelerate_callbackSetError_capi_1e5098db358a605e(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
+  char *copy1 ;
   
   
-  arg1 = (char *)malloc(_swig_go_0.n + 1);
-  memcpy(arg1, _swig_go_0.p, _swig_go_0.n);
-  arg1[_swig_go_0.n] = '\0';
+  copy1 = (char *)malloc(_swig_go_0.n + 1);
+  memcpy(copy1, _swig_go_0.p, _swig_go_0.n);
+  copy1[_swig_go_0.n] = '\0';
+  if (memchr(copy1, 0, _swig_go_0.n)) accswig::go_string_held_nul() = true;
+  arg1 = copy1;
   
   
   {
     try {
+      accswig::require_no_go_nul();
       accswig::Library::callbackSetError((char const *)arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4248,7 +4384,7 @@ void _wrap_Accelerate_callbackSetError_capi_1e5098db358a605e(_gostring_ _swig_go
     }
   }
   
-  free(arg1); 
+  free(copy1); 
 }
 
 
@@ -4269,6 +4405,7 @@ long long _wrap_Accelerate_findBatchSizeWith_capi_1e5098db358a605e(long long _sw
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)accswig::Library::findBatchSizeWith(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4294,6 +4431,7 @@ void _wrap_delete_Accelerate_capi_1e5098db358a605e(accswig::Library *_swig_go_0)
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4314,6 +4452,7 @@ long long _wrap_LoadReport_missingCount_capi_1e5098db358a605e(accswig::LoadRepor
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ((accswig::LoadReport const *)arg1)->missingCount();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4337,6 +4476,7 @@ _gostring_ _wrap_LoadReport_missing_capi_1e5098db358a605e(accswig::LoadReport *_
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ((accswig::LoadReport const *)arg1)->missing(arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4358,6 +4498,7 @@ long long _wrap_LoadReport_unexpectedCount_capi_1e5098db358a605e(accswig::LoadRe
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ((accswig::LoadReport const *)arg1)->unexpectedCount();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4381,6 +4522,7 @@ _gostring_ _wrap_LoadReport_unexpected_capi_1e5098db358a605e(accswig::LoadReport
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ((accswig::LoadReport const *)arg1)->unexpected(arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4400,6 +4542,7 @@ void _wrap_delete_LoadReport_capi_1e5098db358a605e(accswig::LoadReport *_swig_go
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4432,6 +4575,7 @@ acc_tensor *_wrap_Loss_crossEntropy_capi_1e5098db358a605e(acc_tensor *_swig_go_0
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)accswig::Loss::crossEntropy((acc_tensor const *)arg1,(acc_tensor const *)arg2,arg3,arg4,arg5);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4469,6 +4613,7 @@ acc_tensor *_wrap_Loss_nll_capi_1e5098db358a605e(acc_tensor *_swig_go_0, acc_ten
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)accswig::Loss::nll((acc_tensor const *)arg1,(acc_tensor const *)arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4506,6 +4651,7 @@ acc_tensor *_wrap_Loss_mse_capi_1e5098db358a605e(acc_tensor *_swig_go_0, acc_ten
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)accswig::Loss::mse((acc_tensor const *)arg1,(acc_tensor const *)arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4543,6 +4689,7 @@ acc_tensor *_wrap_Loss_bceWithLogits_capi_1e5098db358a605e(acc_tensor *_swig_go_
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)accswig::Loss::bceWithLogits((acc_tensor const *)arg1,(acc_tensor const *)arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4568,6 +4715,7 @@ void _wrap_delete_Loss_capi_1e5098db358a605e(accswig::Loss *_swig_go_0) {
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4586,6 +4734,7 @@ void _wrap_delete_Tensor_capi_1e5098db358a605e(acc_tensor *_swig_go_0) {
   
   {
     try {
+      accswig::require_no_go_nul();
       delete_acc_tensor(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4622,6 +4771,7 @@ acc_tensor *_wrap_Tensor_fromFloats_capi_1e5098db358a605e(_goslice_ _swig_go_0, 
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_tensor_fromFloats((float const *)arg1,SWIG_STD_MOVE(arg2),(long const *)arg3,SWIG_STD_MOVE(arg4),arg5);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4659,6 +4809,7 @@ void _wrap_Tensor_copyToFloats_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _go
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_tensor_copyToFloats(arg1,arg2,SWIG_STD_MOVE(arg3),arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4701,6 +4852,7 @@ acc_tensor *_wrap_Tensor_fromDoubles_capi_1e5098db358a605e(_goslice_ _swig_go_0,
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_tensor_fromDoubles((double const *)arg1,SWIG_STD_MOVE(arg2),(long const *)arg3,SWIG_STD_MOVE(arg4),arg5);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4738,6 +4890,7 @@ void _wrap_Tensor_copyToDoubles_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _g
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_tensor_copyToDoubles(arg1,arg2,SWIG_STD_MOVE(arg3),arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4780,6 +4933,7 @@ acc_tensor *_wrap_Tensor_fromLongs_capi_1e5098db358a605e(_goslice_ _swig_go_0, _
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_tensor_fromLongs((long const *)arg1,SWIG_STD_MOVE(arg2),(long const *)arg3,SWIG_STD_MOVE(arg4),arg5);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4817,6 +4971,7 @@ void _wrap_Tensor_copyToLongs_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gos
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_tensor_copyToLongs(arg1,arg2,SWIG_STD_MOVE(arg3),arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4859,6 +5014,7 @@ acc_tensor *_wrap_Tensor_fromInts_capi_1e5098db358a605e(_goslice_ _swig_go_0, _g
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_tensor_fromInts((int const *)arg1,SWIG_STD_MOVE(arg2),(long const *)arg3,SWIG_STD_MOVE(arg4),arg5);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4896,6 +5052,7 @@ void _wrap_Tensor_copyToInts_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gosl
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_tensor_copyToInts(arg1,arg2,SWIG_STD_MOVE(arg3),arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4938,6 +5095,7 @@ acc_tensor *_wrap_Tensor_fromBytes_capi_1e5098db358a605e(_goslice_ _swig_go_0, _
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_tensor_fromBytes((unsigned char const *)arg1,SWIG_STD_MOVE(arg2),(long const *)arg3,SWIG_STD_MOVE(arg4),arg5);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4975,6 +5133,7 @@ void _wrap_Tensor_copyToBytes_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gos
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_tensor_copyToBytes(arg1,arg2,SWIG_STD_MOVE(arg3),arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -4998,6 +5157,7 @@ acc_tensor *_wrap_Tensor_zeros_capi_1e5098db358a605e(_goslice_ _swig_go_0, intgo
   acc_dtype arg3 ;
   char *arg4 = (char *) 0 ;
   std::string *arg5 = (std::string *) 0 ;
+  char *copy4 ;
   std::string temp5 ;
   acc_tensor *result = 0 ;
   acc_tensor *_swig_go_result;
@@ -5008,9 +5168,11 @@ acc_tensor *_wrap_Tensor_zeros_capi_1e5098db358a605e(_goslice_ _swig_go_0, intgo
   
   arg3 = (acc_dtype)_swig_go_1; 
   
-  arg4 = (char *)malloc(_swig_go_2.n + 1);
-  memcpy(arg4, _swig_go_2.p, _swig_go_2.n);
-  arg4[_swig_go_2.n] = '\0';
+  copy4 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy4, _swig_go_2.p, _swig_go_2.n);
+  copy4[_swig_go_2.n] = '\0';
+  if (memchr(copy4, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg4 = copy4;
   
   
   accswig::take_go_error();
@@ -5019,6 +5181,7 @@ acc_tensor *_wrap_Tensor_zeros_capi_1e5098db358a605e(_goslice_ _swig_go_0, intgo
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_tensor_zeros_((long const *)arg1,SWIG_STD_MOVE(arg2),arg3,(char const *)arg4,arg5);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5033,7 +5196,7 @@ acc_tensor *_wrap_Tensor_zeros_capi_1e5098db358a605e(_goslice_ _swig_go_0, intgo
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg4); 
+  free(copy4); 
   return _swig_go_result;
 }
 
@@ -5057,6 +5220,7 @@ acc_tensor *_wrap_Tensor_rand_capi_1e5098db358a605e(_goslice_ _swig_go_0, _gostr
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_tensor_rand_((long const *)arg1,SWIG_STD_MOVE(arg2),arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5094,6 +5258,7 @@ acc_tensor *_wrap_Tensor_randn_capi_1e5098db358a605e(_goslice_ _swig_go_0, _gost
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_tensor_randn_((long const *)arg1,SWIG_STD_MOVE(arg2),arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5115,14 +5280,17 @@ acc_tensor *_wrap_Tensor_randn_capi_1e5098db358a605e(_goslice_ _swig_go_0, _gost
 acc_tensor *_wrap_Tensor_fromIdxFile_capi_1e5098db358a605e(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
+  char *copy1 ;
   std::string temp2 ;
   acc_tensor *result = 0 ;
   acc_tensor *_swig_go_result;
   
   
-  arg1 = (char *)malloc(_swig_go_0.n + 1);
-  memcpy(arg1, _swig_go_0.p, _swig_go_0.n);
-  arg1[_swig_go_0.n] = '\0';
+  copy1 = (char *)malloc(_swig_go_0.n + 1);
+  memcpy(copy1, _swig_go_0.p, _swig_go_0.n);
+  copy1[_swig_go_0.n] = '\0';
+  if (memchr(copy1, 0, _swig_go_0.n)) accswig::go_string_held_nul() = true;
+  arg1 = copy1;
   
   
   accswig::take_go_error();
@@ -5131,6 +5299,7 @@ acc_tensor *_wrap_Tensor_fromIdxFile_capi_1e5098db358a605e(_gostring_ _swig_go_0
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_tensor_fromIdxFile((char const *)arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5145,7 +5314,7 @@ acc_tensor *_wrap_Tensor_fromIdxFile_capi_1e5098db358a605e(_gostring_ _swig_go_0
     if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg1); 
+  free(copy1); 
   return _swig_go_result;
 }
 
@@ -5157,14 +5326,17 @@ acc_tensor *_wrap_Tensor_fromFileMmap_capi_1e5098db358a605e(_gostring_ _swig_go_
   int64_t *arg4 = (int64_t *) 0 ;
   size_t arg5 ;
   std::string *arg6 = (std::string *) 0 ;
+  char *copy1 ;
   std::string temp6 ;
   acc_tensor *result = 0 ;
   acc_tensor *_swig_go_result;
   
   
-  arg1 = (char *)malloc(_swig_go_0.n + 1);
-  memcpy(arg1, _swig_go_0.p, _swig_go_0.n);
-  arg1[_swig_go_0.n] = '\0';
+  copy1 = (char *)malloc(_swig_go_0.n + 1);
+  memcpy(copy1, _swig_go_0.p, _swig_go_0.n);
+  copy1[_swig_go_0.n] = '\0';
+  if (memchr(copy1, 0, _swig_go_0.n)) accswig::go_string_held_nul() = true;
+  arg1 = copy1;
   
   arg2 = (int64_t)_swig_go_1; 
   arg3 = (acc_dtype)_swig_go_2; 
@@ -5179,6 +5351,7 @@ acc_tensor *_wrap_Tensor_fromFileMmap_capi_1e5098db358a605e(_gostring_ _swig_go_
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_tensor_fromFileMmap((char const *)arg1,arg2,arg3,(long const *)arg4,SWIG_STD_MOVE(arg5),arg6);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5193,7 +5366,7 @@ acc_tensor *_wrap_Tensor_fromFileMmap_capi_1e5098db358a605e(_gostring_ _swig_go_
     if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg1); 
+  free(copy1); 
   return _swig_go_result;
 }
 
@@ -5213,6 +5386,7 @@ long long _wrap_Tensor_ndim_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostr
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_tensor_ndim_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5250,6 +5424,7 @@ void _wrap_Tensor_copyShape_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gosli
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_tensor_copyShape(arg1,arg2,SWIG_STD_MOVE(arg3),arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5282,6 +5457,7 @@ long long _wrap_Tensor_numel_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gost
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)acc_tensor_numel_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5315,6 +5491,7 @@ intgo _wrap_Tensor_dtype_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_dtype)acc_tensor_dtype_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5348,6 +5525,7 @@ _gostring_ _wrap_Tensor_device_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _go
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_tensor_device_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5381,6 +5559,7 @@ bool _wrap_Tensor_requiresGrad_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _go
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (bool)acc_tensor_requiresGrad(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5404,15 +5583,18 @@ acc_tensor *_wrap_Tensor_to_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostr
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp4 ;
   acc_tensor *result = 0 ;
   acc_tensor *_swig_go_result;
   
   arg1 = *(acc_tensor **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   arg3 = (acc_dtype)_swig_go_2; 
   
@@ -5422,6 +5604,7 @@ acc_tensor *_wrap_Tensor_to_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostr
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_tensor_to_(arg1,(char const *)arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5436,7 +5619,7 @@ acc_tensor *_wrap_Tensor_to_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostr
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
   return _swig_go_result;
 }
 
@@ -5456,6 +5639,7 @@ acc_tensor *_wrap_Tensor_grad_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gos
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_tensor_grad_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5487,6 +5671,7 @@ void _wrap_Tensor_backward_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostri
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_tensor_backward_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5519,6 +5704,7 @@ acc_tensor *_wrap_Tensor_sum_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gost
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_tensor_sum_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5552,6 +5738,7 @@ acc_tensor *_wrap_Tensor_mean_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gos
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_tensor_mean_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5591,6 +5778,7 @@ acc_tensor *_wrap_Tensor_reshape_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_tensor_reshape_(arg1,(long const *)arg2,SWIG_STD_MOVE(arg3),arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5628,6 +5816,7 @@ acc_tensor *_wrap_Tensor_argmax_capi_1e5098db358a605e(acc_tensor *_swig_go_0, lo
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_tensor_argmax_(arg1,arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5663,6 +5852,7 @@ long long _wrap_Tensor_countEqual_capi_1e5098db358a605e(acc_tensor *_swig_go_0, 
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)acc_tensor_countEqual(arg1,(acc_tensor const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5696,6 +5886,7 @@ double _wrap_Tensor_item_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (double)acc_tensor_item_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5727,6 +5918,7 @@ acc_tensor_list *_wrap_new_TensorList_capi_1e5098db358a605e(_gostring_* _swig_go
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor_list *)new_acc_tensor_list(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5752,6 +5944,7 @@ void _wrap_delete_TensorList_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0) 
   
   {
     try {
+      accswig::require_no_go_nul();
       delete_acc_tensor_list(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5768,13 +5961,16 @@ void _wrap_TensorList_append_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0, 
   char *arg2 = (char *) 0 ;
   acc_tensor *arg3 = (acc_tensor *) 0 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp4 ;
   
   arg1 = *(acc_tensor_list **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   arg3 = *(acc_tensor **)&_swig_go_2; 
   
@@ -5784,6 +5980,7 @@ void _wrap_TensorList_append_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0, 
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_tensor_list_append_(arg1,(char const *)arg2,(acc_tensor const *)arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5798,7 +5995,7 @@ void _wrap_TensorList_append_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0, 
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
 }
 
 
@@ -5817,6 +6014,7 @@ long long _wrap_TensorList_size_capi_1e5098db358a605e(acc_tensor_list *_swig_go_
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_tensor_list_size_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5852,6 +6050,7 @@ acc_tensor *_wrap_TensorList_get_capi_1e5098db358a605e(acc_tensor_list *_swig_go
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_tensor_list_get_(arg1,SWIG_STD_MOVE(arg2),arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5887,6 +6086,7 @@ _gostring_ _wrap_TensorList_name_capi_1e5098db358a605e(acc_tensor_list *_swig_go
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_tensor_list_name_(arg1,SWIG_STD_MOVE(arg2),arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5909,15 +6109,18 @@ acc_tensor *_wrap_TensorList_find_capi_1e5098db358a605e(acc_tensor_list *_swig_g
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp3 ;
   acc_tensor *result = 0 ;
   acc_tensor *_swig_go_result;
   
   arg1 = *(acc_tensor_list **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
   accswig::take_go_error();
@@ -5926,6 +6129,7 @@ acc_tensor *_wrap_TensorList_find_capi_1e5098db358a605e(acc_tensor_list *_swig_g
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_tensor_list_find_(arg1,(char const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5940,7 +6144,7 @@ acc_tensor *_wrap_TensorList_find_capi_1e5098db358a605e(acc_tensor_list *_swig_g
     if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
   return _swig_go_result;
 }
 
@@ -5949,13 +6153,16 @@ void _wrap_TensorList_saveSafetensors_capi_1e5098db358a605e(acc_tensor_list *_sw
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp3 ;
   
   arg1 = *(acc_tensor_list **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
   accswig::take_go_error();
@@ -5964,6 +6171,7 @@ void _wrap_TensorList_saveSafetensors_capi_1e5098db358a605e(acc_tensor_list *_sw
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_tensor_list_saveSafetensors(arg1,(char const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -5978,21 +6186,24 @@ void _wrap_TensorList_saveSafetensors_capi_1e5098db358a605e(acc_tensor_list *_sw
     if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
 }
 
 
 acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_1e5098db358a605e(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
+  char *copy1 ;
   std::string temp2 ;
   acc_tensor_list *result = 0 ;
   acc_tensor_list *_swig_go_result;
   
   
-  arg1 = (char *)malloc(_swig_go_0.n + 1);
-  memcpy(arg1, _swig_go_0.p, _swig_go_0.n);
-  arg1[_swig_go_0.n] = '\0';
+  copy1 = (char *)malloc(_swig_go_0.n + 1);
+  memcpy(copy1, _swig_go_0.p, _swig_go_0.n);
+  copy1[_swig_go_0.n] = '\0';
+  if (memchr(copy1, 0, _swig_go_0.n)) accswig::go_string_held_nul() = true;
+  arg1 = copy1;
   
   
   accswig::take_go_error();
@@ -6001,6 +6212,7 @@ acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_1e5098db358a605e(_gostrin
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor_list *)acc_tensor_list_loadSafetensors((char const *)arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6015,7 +6227,7 @@ acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_1e5098db358a605e(_gostrin
     if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg1); 
+  free(copy1); 
   return _swig_go_result;
 }
 
@@ -6027,6 +6239,7 @@ void _wrap_delete_StringList_capi_1e5098db358a605e(acc_string_list *_swig_go_0) 
   
   {
     try {
+      accswig::require_no_go_nul();
       delete_acc_string_list(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6053,6 +6266,7 @@ long long _wrap_StringList_size_capi_1e5098db358a605e(acc_string_list *_swig_go_
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_string_list_size_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6088,6 +6302,7 @@ _gostring_ _wrap_StringList_get_capi_1e5098db358a605e(acc_string_list *_swig_go_
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_string_list_get_(arg1,SWIG_STD_MOVE(arg2),arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6123,6 +6338,7 @@ long long _wrap_StringList_byteSize_capi_1e5098db358a605e(acc_string_list *_swig
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_string_list_byteSize(arg1,SWIG_STD_MOVE(arg2),arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6162,6 +6378,7 @@ void _wrap_StringList_copyBytes_capi_1e5098db358a605e(acc_string_list *_swig_go_
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_string_list_copyBytes(arg1,SWIG_STD_MOVE(arg2),arg3,SWIG_STD_MOVE(arg4),arg5);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6194,6 +6411,7 @@ acc_options *_wrap_new_Options_capi_1e5098db358a605e(intgo _swig_go_0, _gostring
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_options *)new_acc_options(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6219,6 +6437,7 @@ void _wrap_delete_Options_capi_1e5098db358a605e(acc_options *_swig_go_0) {
   
   {
     try {
+      accswig::require_no_go_nul();
       delete_acc_options(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6235,13 +6454,16 @@ void _wrap_Options_setInt_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostri
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp4 ;
   
   arg1 = *(acc_options **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   arg3 = (int64_t)_swig_go_2; 
   
@@ -6251,6 +6473,7 @@ void _wrap_Options_setInt_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostri
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_options_setInt(arg1,(char const *)arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6265,7 +6488,7 @@ void _wrap_Options_setInt_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostri
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
 }
 
 
@@ -6274,13 +6497,16 @@ void _wrap_Options_setDouble_capi_1e5098db358a605e(acc_options *_swig_go_0, _gos
   char *arg2 = (char *) 0 ;
   double arg3 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp4 ;
   
   arg1 = *(acc_options **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   arg3 = (double)_swig_go_2; 
   
@@ -6290,6 +6516,7 @@ void _wrap_Options_setDouble_capi_1e5098db358a605e(acc_options *_swig_go_0, _gos
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_options_setDouble(arg1,(char const *)arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6304,7 +6531,7 @@ void _wrap_Options_setDouble_capi_1e5098db358a605e(acc_options *_swig_go_0, _gos
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
 }
 
 
@@ -6313,13 +6540,16 @@ void _wrap_Options_setBool_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostr
   char *arg2 = (char *) 0 ;
   bool arg3 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp4 ;
   
   arg1 = *(acc_options **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   arg3 = (bool)_swig_go_2; 
   
@@ -6329,6 +6559,7 @@ void _wrap_Options_setBool_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostr
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_options_setBool(arg1,(char const *)arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6343,7 +6574,7 @@ void _wrap_Options_setBool_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostr
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
 }
 
 
@@ -6352,18 +6583,24 @@ void _wrap_Options_setString_capi_1e5098db358a605e(acc_options *_swig_go_0, _gos
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
+  char *copy3 ;
   std::string temp4 ;
   
   arg1 = *(acc_options **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
-  arg3 = (char *)malloc(_swig_go_2.n + 1);
-  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
-  arg3[_swig_go_2.n] = '\0';
+  copy3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy3, _swig_go_2.p, _swig_go_2.n);
+  copy3[_swig_go_2.n] = '\0';
+  if (memchr(copy3, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg3 = copy3;
   
   
   accswig::take_go_error();
@@ -6372,6 +6609,7 @@ void _wrap_Options_setString_capi_1e5098db358a605e(acc_options *_swig_go_0, _gos
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_options_setString(arg1,(char const *)arg2,(char const *)arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6386,8 +6624,8 @@ void _wrap_Options_setString_capi_1e5098db358a605e(acc_options *_swig_go_0, _gos
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
-  free(arg3); 
+  free(copy2); 
+  free(copy3); 
 }
 
 
@@ -6396,18 +6634,24 @@ void _wrap_Options_set_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostring_
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
+  char *copy3 ;
   std::string temp4 ;
   
   arg1 = *(acc_options **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
-  arg3 = (char *)malloc(_swig_go_2.n + 1);
-  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
-  arg3[_swig_go_2.n] = '\0';
+  copy3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy3, _swig_go_2.p, _swig_go_2.n);
+  copy3[_swig_go_2.n] = '\0';
+  if (memchr(copy3, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg3 = copy3;
   
   
   accswig::take_go_error();
@@ -6416,6 +6660,7 @@ void _wrap_Options_set_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostring_
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_options_set_(arg1,(char const *)arg2,(char const *)arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6430,8 +6675,8 @@ void _wrap_Options_set_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostring_
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
-  free(arg3); 
+  free(copy2); 
+  free(copy3); 
 }
 
 
@@ -6439,15 +6684,18 @@ _gostring_ _wrap_Options_get_capi_1e5098db358a605e(acc_options *_swig_go_0, _gos
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp3 ;
   std::string result;
   _gostring_ _swig_go_result;
   
   arg1 = *(acc_options **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
   accswig::take_go_error();
@@ -6456,6 +6704,7 @@ _gostring_ _wrap_Options_get_capi_1e5098db358a605e(acc_options *_swig_go_0, _gos
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_options_get_(arg1,(char const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6470,7 +6719,7 @@ _gostring_ _wrap_Options_get_capi_1e5098db358a605e(acc_options *_swig_go_0, _gos
     if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
   return _swig_go_result;
 }
 
@@ -6482,6 +6731,7 @@ void _wrap_delete_Model_capi_1e5098db358a605e(acc_model *_swig_go_0) {
   
   {
     try {
+      accswig::require_no_go_nul();
       delete_acc_model(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6496,14 +6746,17 @@ void _wrap_delete_Model_capi_1e5098db358a605e(acc_model *_swig_go_0) {
 acc_model *_wrap_Model_loadTorchscript_capi_1e5098db358a605e(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
+  char *copy1 ;
   std::string temp2 ;
   acc_model *result = 0 ;
   acc_model *_swig_go_result;
   
   
-  arg1 = (char *)malloc(_swig_go_0.n + 1);
-  memcpy(arg1, _swig_go_0.p, _swig_go_0.n);
-  arg1[_swig_go_0.n] = '\0';
+  copy1 = (char *)malloc(_swig_go_0.n + 1);
+  memcpy(copy1, _swig_go_0.p, _swig_go_0.n);
+  copy1[_swig_go_0.n] = '\0';
+  if (memchr(copy1, 0, _swig_go_0.n)) accswig::go_string_held_nul() = true;
+  arg1 = copy1;
   
   
   accswig::take_go_error();
@@ -6512,6 +6765,7 @@ acc_model *_wrap_Model_loadTorchscript_capi_1e5098db358a605e(_gostring_ _swig_go
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_model *)acc_model_loadTorchscript((char const *)arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6526,7 +6780,7 @@ acc_model *_wrap_Model_loadTorchscript_capi_1e5098db358a605e(_gostring_ _swig_go
     if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg1); 
+  free(copy1); 
   return _swig_go_result;
 }
 
@@ -6534,14 +6788,17 @@ acc_model *_wrap_Model_loadTorchscript_capi_1e5098db358a605e(_gostring_ _swig_go
 acc_model *_wrap_Model_fromSpec_capi_1e5098db358a605e(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
+  char *copy1 ;
   std::string temp2 ;
   acc_model *result = 0 ;
   acc_model *_swig_go_result;
   
   
-  arg1 = (char *)malloc(_swig_go_0.n + 1);
-  memcpy(arg1, _swig_go_0.p, _swig_go_0.n);
-  arg1[_swig_go_0.n] = '\0';
+  copy1 = (char *)malloc(_swig_go_0.n + 1);
+  memcpy(copy1, _swig_go_0.p, _swig_go_0.n);
+  copy1[_swig_go_0.n] = '\0';
+  if (memchr(copy1, 0, _swig_go_0.n)) accswig::go_string_held_nul() = true;
+  arg1 = copy1;
   
   
   accswig::take_go_error();
@@ -6550,6 +6807,7 @@ acc_model *_wrap_Model_fromSpec_capi_1e5098db358a605e(_gostring_ _swig_go_0, _go
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_model *)acc_model_fromSpec((char const *)arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6564,7 +6822,7 @@ acc_model *_wrap_Model_fromSpec_capi_1e5098db358a605e(_gostring_ _swig_go_0, _go
     if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg1); 
+  free(copy1); 
   return _swig_go_result;
 }
 
@@ -6588,6 +6846,7 @@ acc_tensor_list *_wrap_Model_forward_capi_1e5098db358a605e(acc_model *_swig_go_0
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor_list *)acc_model_forward_(arg1,(acc_tensor_list const *)arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6625,6 +6884,7 @@ acc_tensor *_wrap_Model_forward1_capi_1e5098db358a605e(acc_model *_swig_go_0, ac
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_model_forward1_(arg1,(acc_tensor const *)arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6658,6 +6918,7 @@ void _wrap_Model_setTraining_capi_1e5098db358a605e(acc_model *_swig_go_0, bool _
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_model_setTraining(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6690,6 +6951,7 @@ bool _wrap_Model_isTraining_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostri
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (bool)acc_model_isTraining(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6723,6 +6985,7 @@ void _wrap_Model_setGraphOptimization_capi_1e5098db358a605e(acc_model *_swig_go_
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_model_setGraphOptimization(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6745,13 +7008,16 @@ void _wrap_Model_to_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swi
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp4 ;
   
   arg1 = *(acc_model **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   arg3 = (acc_dtype)_swig_go_2; 
   
@@ -6761,6 +7027,7 @@ void _wrap_Model_to_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swi
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_model_to_(arg1,(char const *)arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6775,7 +7042,7 @@ void _wrap_Model_to_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swi
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
 }
 
 
@@ -6794,6 +7061,7 @@ long long _wrap_Model_parameterTensorCount_capi_1e5098db358a605e(acc_model *_swi
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_model_parameterTensorCount(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6827,6 +7095,7 @@ long long _wrap_Model_parameterElementCount_capi_1e5098db358a605e(acc_model *_sw
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)acc_model_parameterElementCount(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6860,6 +7129,7 @@ acc_string_list *_wrap_Model_parameterNames_capi_1e5098db358a605e(acc_model *_sw
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_string_list *)acc_model_parameterNames(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6882,15 +7152,18 @@ acc_tensor *_wrap_Model_parameter_capi_1e5098db358a605e(acc_model *_swig_go_0, _
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp3 ;
   acc_tensor *result = 0 ;
   acc_tensor *_swig_go_result;
   
   arg1 = *(acc_model **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
   accswig::take_go_error();
@@ -6899,6 +7172,7 @@ acc_tensor *_wrap_Model_parameter_capi_1e5098db358a605e(acc_model *_swig_go_0, _
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_model_parameter_(arg1,(char const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6913,7 +7187,7 @@ acc_tensor *_wrap_Model_parameter_capi_1e5098db358a605e(acc_model *_swig_go_0, _
     if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
   return _swig_go_result;
 }
 
@@ -6931,6 +7205,7 @@ void _wrap_Model_zeroGrad_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_model_zeroGrad(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6953,15 +7228,18 @@ long long _wrap_Model_setRequiresGrad_capi_1e5098db358a605e(acc_model *_swig_go_
   char *arg2 = (char *) 0 ;
   bool arg3 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp4 ;
   size_t result;
   long long _swig_go_result;
   
   arg1 = *(acc_model **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   arg3 = (bool)_swig_go_2; 
   
@@ -6971,6 +7249,7 @@ long long _wrap_Model_setRequiresGrad_capi_1e5098db358a605e(acc_model *_swig_go_
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_model_setRequiresGrad(arg1,(char const *)arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -6985,7 +7264,7 @@ long long _wrap_Model_setRequiresGrad_capi_1e5098db358a605e(acc_model *_swig_go_
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
   return _swig_go_result;
 }
 
@@ -6995,15 +7274,18 @@ long long _wrap_Model_addLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gost
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp4 ;
   size_t result;
   long long _swig_go_result;
   
   arg1 = *(acc_model **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   arg3 = *(acc_options **)&_swig_go_2; 
   
@@ -7013,6 +7295,7 @@ long long _wrap_Model_addLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gost
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_model_addLora(arg1,(char const *)arg2,(acc_options const *)arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7027,7 +7310,7 @@ long long _wrap_Model_addLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gost
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
   return _swig_go_result;
 }
 
@@ -7036,13 +7319,16 @@ void _wrap_Model_saveLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp3 ;
   
   arg1 = *(acc_model **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
   accswig::take_go_error();
@@ -7051,6 +7337,7 @@ void _wrap_Model_saveLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_model_saveLora(arg1,(char const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7065,7 +7352,7 @@ void _wrap_Model_saveLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring
     if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
 }
 
 
@@ -7073,13 +7360,16 @@ void _wrap_Model_loadLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp3 ;
   
   arg1 = *(acc_model **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
   accswig::take_go_error();
@@ -7088,6 +7378,7 @@ void _wrap_Model_loadLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_model_loadLora(arg1,(char const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7102,7 +7393,7 @@ void _wrap_Model_loadLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring
     if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
 }
 
 
@@ -7119,6 +7410,7 @@ void _wrap_Model_mergeLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostrin
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_model_mergeLora(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7151,6 +7443,7 @@ long long _wrap_Model_loraCount_capi_1e5098db358a605e(acc_model *_swig_go_0, _go
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_model_loraCount(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7184,6 +7477,7 @@ acc_tensor_list *_wrap_Model_stateDict_capi_1e5098db358a605e(acc_model *_swig_go
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor_list *)acc_model_stateDict(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7219,6 +7513,7 @@ void _wrap_Model_loadStateDict_capi_1e5098db358a605e(acc_model *_swig_go_0, acc_
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_model_loadStateDict(arg1,(acc_tensor_list const *)arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7240,13 +7535,16 @@ void _wrap_Model_saveTorchscript_capi_1e5098db358a605e(acc_model *_swig_go_0, _g
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp3 ;
   
   arg1 = *(acc_model **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
   accswig::take_go_error();
@@ -7255,6 +7553,7 @@ void _wrap_Model_saveTorchscript_capi_1e5098db358a605e(acc_model *_swig_go_0, _g
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_model_saveTorchscript(arg1,(char const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7269,7 +7568,7 @@ void _wrap_Model_saveTorchscript_capi_1e5098db358a605e(acc_model *_swig_go_0, _g
     if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
 }
 
 
@@ -7278,15 +7577,18 @@ accswig::LoadReport *_wrap_Model_loadSafetensors_capi_1e5098db358a605e(acc_model
   char *arg2 = (char *) 0 ;
   bool arg3 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp4 ;
   accswig::LoadReport *result = 0 ;
   accswig::LoadReport *_swig_go_result;
   
   arg1 = *(acc_model **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   arg3 = (bool)_swig_go_2; 
   
@@ -7296,6 +7598,7 @@ accswig::LoadReport *_wrap_Model_loadSafetensors_capi_1e5098db358a605e(acc_model
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (accswig::LoadReport *)acc_model_loadSafetensors(arg1,(char const *)arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7310,7 +7613,7 @@ accswig::LoadReport *_wrap_Model_loadSafetensors_capi_1e5098db358a605e(acc_model
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
   return _swig_go_result;
 }
 
@@ -7320,15 +7623,18 @@ acc_optimizer *_wrap_new_Optimizer_capi_1e5098db358a605e(acc_model *_swig_go_0, 
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp4 ;
   acc_optimizer *result = 0 ;
   acc_optimizer *_swig_go_result;
   
   arg1 = *(acc_model **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   arg3 = *(acc_options **)&_swig_go_2; 
   
@@ -7338,6 +7644,7 @@ acc_optimizer *_wrap_new_Optimizer_capi_1e5098db358a605e(acc_model *_swig_go_0, 
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_optimizer *)new_acc_optimizer(arg1,(char const *)arg2,(acc_options const *)arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7352,7 +7659,7 @@ acc_optimizer *_wrap_new_Optimizer_capi_1e5098db358a605e(acc_model *_swig_go_0, 
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
   return _swig_go_result;
 }
 
@@ -7364,6 +7671,7 @@ void _wrap_delete_Optimizer_capi_1e5098db358a605e(acc_optimizer *_swig_go_0) {
   
   {
     try {
+      accswig::require_no_go_nul();
       delete_acc_optimizer(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7380,13 +7688,16 @@ void _wrap_Optimizer_addParamGroup_capi_1e5098db358a605e(acc_optimizer *_swig_go
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp4 ;
   
   arg1 = *(acc_optimizer **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   arg3 = *(acc_options **)&_swig_go_2; 
   
@@ -7396,6 +7707,7 @@ void _wrap_Optimizer_addParamGroup_capi_1e5098db358a605e(acc_optimizer *_swig_go
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_optimizer_addParamGroup(arg1,(char const *)arg2,(acc_options const *)arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7410,7 +7722,7 @@ void _wrap_Optimizer_addParamGroup_capi_1e5098db358a605e(acc_optimizer *_swig_go
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
 }
 
 
@@ -7419,15 +7731,18 @@ long long _wrap_Optimizer_addParamGroupMatching_capi_1e5098db358a605e(acc_optimi
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp4 ;
   size_t result;
   long long _swig_go_result;
   
   arg1 = *(acc_optimizer **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   arg3 = *(acc_options **)&_swig_go_2; 
   
@@ -7437,6 +7752,7 @@ long long _wrap_Optimizer_addParamGroupMatching_capi_1e5098db358a605e(acc_optimi
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_optimizer_addParamGroupMatching(arg1,(char const *)arg2,(acc_options const *)arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7451,7 +7767,7 @@ long long _wrap_Optimizer_addParamGroupMatching_capi_1e5098db358a605e(acc_optimi
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
   return _swig_go_result;
 }
 
@@ -7471,6 +7787,7 @@ long long _wrap_Optimizer_numParamGroups_capi_1e5098db358a605e(acc_optimizer *_s
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_optimizer_numParamGroups(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7506,6 +7823,7 @@ double _wrap_Optimizer_getLr_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, lo
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (double)acc_optimizer_getLr(arg1,SWIG_STD_MOVE(arg2),arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7541,6 +7859,7 @@ void _wrap_Optimizer_setLr_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, long
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_optimizer_setLr(arg1,SWIG_STD_MOVE(arg2),arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7563,6 +7882,7 @@ double _wrap_Optimizer_getHyperparameter_capi_1e5098db358a605e(acc_optimizer *_s
   size_t arg2 ;
   char *arg3 = (char *) 0 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy3 ;
   std::string temp4 ;
   double result;
   double _swig_go_result;
@@ -7570,9 +7890,11 @@ double _wrap_Optimizer_getHyperparameter_capi_1e5098db358a605e(acc_optimizer *_s
   arg1 = *(acc_optimizer **)&_swig_go_0; 
   arg2 = (size_t)_swig_go_1; 
   
-  arg3 = (char *)malloc(_swig_go_2.n + 1);
-  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
-  arg3[_swig_go_2.n] = '\0';
+  copy3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy3, _swig_go_2.p, _swig_go_2.n);
+  copy3[_swig_go_2.n] = '\0';
+  if (memchr(copy3, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg3 = copy3;
   
   
   accswig::take_go_error();
@@ -7581,6 +7903,7 @@ double _wrap_Optimizer_getHyperparameter_capi_1e5098db358a605e(acc_optimizer *_s
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (double)acc_optimizer_getHyperparameter(arg1,SWIG_STD_MOVE(arg2),(char const *)arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7595,7 +7918,7 @@ double _wrap_Optimizer_getHyperparameter_capi_1e5098db358a605e(acc_optimizer *_s
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg3); 
+  free(copy3); 
   return _swig_go_result;
 }
 
@@ -7613,6 +7936,7 @@ void _wrap_Optimizer_step_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, _gost
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_optimizer_step_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7643,6 +7967,7 @@ void _wrap_Optimizer_zeroGrad_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, _
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_optimizer_zeroGrad(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7665,20 +7990,26 @@ acc_tensor *_wrap_Optimizer_stateOf_capi_1e5098db358a605e(acc_optimizer *_swig_g
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
+  char *copy3 ;
   std::string temp4 ;
   acc_tensor *result = 0 ;
   acc_tensor *_swig_go_result;
   
   arg1 = *(acc_optimizer **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
-  arg3 = (char *)malloc(_swig_go_2.n + 1);
-  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
-  arg3[_swig_go_2.n] = '\0';
+  copy3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy3, _swig_go_2.p, _swig_go_2.n);
+  copy3[_swig_go_2.n] = '\0';
+  if (memchr(copy3, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg3 = copy3;
   
   
   accswig::take_go_error();
@@ -7687,6 +8018,7 @@ acc_tensor *_wrap_Optimizer_stateOf_capi_1e5098db358a605e(acc_optimizer *_swig_g
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_optimizer_stateOf(arg1,(char const *)arg2,(char const *)arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7701,8 +8033,8 @@ acc_tensor *_wrap_Optimizer_stateOf_capi_1e5098db358a605e(acc_optimizer *_swig_g
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
-  free(arg3); 
+  free(copy2); 
+  free(copy3); 
   return _swig_go_result;
 }
 
@@ -7711,15 +8043,18 @@ acc_string_list *_wrap_Optimizer_stateFields_capi_1e5098db358a605e(acc_optimizer
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp3 ;
   acc_string_list *result = 0 ;
   acc_string_list *_swig_go_result;
   
   arg1 = *(acc_optimizer **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
   accswig::take_go_error();
@@ -7728,6 +8063,7 @@ acc_string_list *_wrap_Optimizer_stateFields_capi_1e5098db358a605e(acc_optimizer
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_string_list *)acc_optimizer_stateFields(arg1,(char const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7742,7 +8078,7 @@ acc_string_list *_wrap_Optimizer_stateFields_capi_1e5098db358a605e(acc_optimizer
     if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
   return _swig_go_result;
 }
 
@@ -7752,15 +8088,18 @@ acc_scheduler *_wrap_new_Scheduler_capi_1e5098db358a605e(acc_optimizer *_swig_go
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp4 ;
   acc_scheduler *result = 0 ;
   acc_scheduler *_swig_go_result;
   
   arg1 = *(acc_optimizer **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   arg3 = *(acc_options **)&_swig_go_2; 
   
@@ -7770,6 +8109,7 @@ acc_scheduler *_wrap_new_Scheduler_capi_1e5098db358a605e(acc_optimizer *_swig_go
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_scheduler *)new_acc_scheduler(arg1,(char const *)arg2,(acc_options const *)arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7784,7 +8124,7 @@ acc_scheduler *_wrap_new_Scheduler_capi_1e5098db358a605e(acc_optimizer *_swig_go
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
   return _swig_go_result;
 }
 
@@ -7796,6 +8136,7 @@ void _wrap_delete_Scheduler_capi_1e5098db358a605e(acc_scheduler *_swig_go_0) {
   
   {
     try {
+      accswig::require_no_go_nul();
       delete_acc_scheduler(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7813,14 +8154,17 @@ void _wrap_Scheduler_then_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, long 
   char *arg3 = (char *) 0 ;
   acc_options *arg4 = (acc_options *) 0 ;
   std::string *arg5 = (std::string *) 0 ;
+  char *copy3 ;
   std::string temp5 ;
   
   arg1 = *(acc_scheduler **)&_swig_go_0; 
   arg2 = (int64_t)_swig_go_1; 
   
-  arg3 = (char *)malloc(_swig_go_2.n + 1);
-  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
-  arg3[_swig_go_2.n] = '\0';
+  copy3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy3, _swig_go_2.p, _swig_go_2.n);
+  copy3[_swig_go_2.n] = '\0';
+  if (memchr(copy3, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg3 = copy3;
   
   arg4 = *(acc_options **)&_swig_go_3; 
   
@@ -7830,6 +8174,7 @@ void _wrap_Scheduler_then_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, long 
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_scheduler_then_(arg1,arg2,(char const *)arg3,(acc_options const *)arg4,arg5);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7844,7 +8189,7 @@ void _wrap_Scheduler_then_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, long 
     if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg3); 
+  free(copy3); 
 }
 
 
@@ -7853,13 +8198,16 @@ void _wrap_Scheduler_chain_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, _gos
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp4 ;
   
   arg1 = *(acc_scheduler **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   arg3 = *(acc_options **)&_swig_go_2; 
   
@@ -7869,6 +8217,7 @@ void _wrap_Scheduler_chain_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, _gos
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_scheduler_chain_(arg1,(char const *)arg2,(acc_options const *)arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7883,7 +8232,7 @@ void _wrap_Scheduler_chain_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, _gos
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
 }
 
 
@@ -7900,6 +8249,7 @@ void _wrap_Scheduler_step_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, _gost
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_scheduler_step_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7932,6 +8282,7 @@ void _wrap_Scheduler_stepMetric_capi_1e5098db358a605e(acc_scheduler *_swig_go_0,
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_scheduler_stepMetric(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7966,6 +8317,7 @@ double _wrap_Scheduler_getLastLr_capi_1e5098db358a605e(acc_scheduler *_swig_go_0
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (double)acc_scheduler_getLastLr(arg1,SWIG_STD_MOVE(arg2),arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -7999,6 +8351,7 @@ long long _wrap_Scheduler_getStep_capi_1e5098db358a605e(acc_scheduler *_swig_go_
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)acc_scheduler_getStep(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8034,6 +8387,7 @@ acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_1e5098db358a605e(acc_optimizer 
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_scheduler *)acc_scheduler_fromLrLambda(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8069,6 +8423,7 @@ acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_1e5098db358a605e(acc_op
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_scheduler *)acc_scheduler_fromLrMultiplicative(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8106,6 +8461,7 @@ acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_1e5098db358a605e(acc_optim
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_scheduler *)acc_scheduler_fromGroupLrLambda(arg1,SWIG_STD_MOVE(arg2),arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8143,6 +8499,7 @@ acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_1e5098db358a605e(a
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_scheduler *)acc_scheduler_fromGroupLrMultiplicative(arg1,SWIG_STD_MOVE(arg2),arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8180,6 +8537,7 @@ acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_1e5098db358a605e(acc_optimiz
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_scheduler *)acc_scheduler_fromCyclicScale(arg1,(acc_options const *)arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8215,6 +8573,7 @@ acc_averaged_model *_wrap_new_AveragedModel_capi_1e5098db358a605e(acc_model *_sw
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_averaged_model *)new_acc_averaged_model((acc_model const *)arg1,(acc_options const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8240,6 +8599,7 @@ void _wrap_delete_AveragedModel_capi_1e5098db358a605e(acc_averaged_model *_swig_
   
   {
     try {
+      accswig::require_no_go_nul();
       delete_acc_averaged_model(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8266,6 +8626,7 @@ void _wrap_AveragedModel_update_capi_1e5098db358a605e(acc_averaged_model *_swig_
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_averaged_model_update_(arg1,(acc_model const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8298,6 +8659,7 @@ long long _wrap_AveragedModel_count_capi_1e5098db358a605e(acc_averaged_model *_s
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)acc_averaged_model_count_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8331,6 +8693,7 @@ void _wrap_AveragedModel_copyTo_capi_1e5098db358a605e(acc_averaged_model *_swig_
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_averaged_model_copyTo(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8363,6 +8726,7 @@ void _wrap_AveragedModel_swap_capi_1e5098db358a605e(acc_averaged_model *_swig_go
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_averaged_model_swap_(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8395,6 +8759,7 @@ acc_tensor_list *_wrap_AveragedModel_stateDict_capi_1e5098db358a605e(acc_average
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor_list *)acc_averaged_model_stateDict(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8428,6 +8793,7 @@ void _wrap_AveragedModel_loadStateDict_capi_1e5098db358a605e(acc_averaged_model 
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_averaged_model_loadStateDict(arg1,(acc_tensor_list const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8452,6 +8818,7 @@ void _wrap_delete_Dataset_capi_1e5098db358a605e(acc_dataset *_swig_go_0) {
   
   {
     try {
+      accswig::require_no_go_nul();
       delete_acc_dataset(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8478,6 +8845,7 @@ acc_dataset *_wrap_Dataset_fromTensors_capi_1e5098db358a605e(acc_tensor_list *_s
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_dataset *)acc_dataset_fromTensors((acc_tensor_list const *)arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8500,19 +8868,25 @@ acc_dataset *_wrap_Dataset_fromIdx_capi_1e5098db358a605e(_gostring_ _swig_go_0, 
   char *arg1 = (char *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
+  char *copy1 ;
+  char *copy2 ;
   std::string temp3 ;
   acc_dataset *result = 0 ;
   acc_dataset *_swig_go_result;
   
   
-  arg1 = (char *)malloc(_swig_go_0.n + 1);
-  memcpy(arg1, _swig_go_0.p, _swig_go_0.n);
-  arg1[_swig_go_0.n] = '\0';
+  copy1 = (char *)malloc(_swig_go_0.n + 1);
+  memcpy(copy1, _swig_go_0.p, _swig_go_0.n);
+  copy1[_swig_go_0.n] = '\0';
+  if (memchr(copy1, 0, _swig_go_0.n)) accswig::go_string_held_nul() = true;
+  arg1 = copy1;
   
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
   accswig::take_go_error();
@@ -8521,6 +8895,7 @@ acc_dataset *_wrap_Dataset_fromIdx_capi_1e5098db358a605e(_gostring_ _swig_go_0, 
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_dataset *)acc_dataset_fromIdx((char const *)arg1,(char const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8535,8 +8910,8 @@ acc_dataset *_wrap_Dataset_fromIdx_capi_1e5098db358a605e(_gostring_ _swig_go_0, 
     if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg1); 
-  free(arg2); 
+  free(copy1); 
+  free(copy2); 
   return _swig_go_result;
 }
 
@@ -8558,6 +8933,7 @@ acc_dataset *_wrap_Dataset_fromSampleSource_capi_1e5098db358a605e(long long _swi
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_dataset *)acc_dataset_fromSampleSource(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8593,6 +8969,7 @@ acc_dataset *_wrap_Dataset_fromStreamSource_capi_1e5098db358a605e(accswig::Strea
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_dataset *)acc_dataset_fromStreamSource(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8630,6 +9007,7 @@ acc_dataset *_wrap_Dataset_subset_capi_1e5098db358a605e(acc_dataset *_swig_go_0,
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_dataset *)acc_dataset_subset_(arg1,arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8663,6 +9041,7 @@ long long _wrap_Dataset_size_capi_1e5098db358a605e(acc_dataset *_swig_go_0, _gos
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)acc_dataset_size_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8698,6 +9077,7 @@ acc_tensor_list *_wrap_Dataset_get_capi_1e5098db358a605e(acc_dataset *_swig_go_0
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor_list *)acc_dataset_get_(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8733,6 +9113,7 @@ acc_dataloader *_wrap_new_DataLoader_capi_1e5098db358a605e(acc_dataset *_swig_go
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_dataloader *)new_acc_dataloader(arg1,(acc_options const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8758,6 +9139,7 @@ void _wrap_delete_DataLoader_capi_1e5098db358a605e(acc_dataloader *_swig_go_0) {
   
   {
     try {
+      accswig::require_no_go_nul();
       delete_acc_dataloader(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8798,6 +9180,7 @@ acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_1e5098db358a605e(acc_datas
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_dataloader *)acc_dataloader_fromBatchArrays(arg1,(long const *)arg2,SWIG_STD_MOVE(arg3),(long const *)arg4,SWIG_STD_MOVE(arg5),(acc_options const *)arg6,arg7);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8831,6 +9214,7 @@ acc_tensor_list *_wrap_DataLoader_next_capi_1e5098db358a605e(acc_dataloader *_sw
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor_list *)acc_dataloader_next_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8864,6 +9248,7 @@ long long _wrap_DataLoader_length_capi_1e5098db358a605e(acc_dataloader *_swig_go
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)acc_dataloader_length_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8897,6 +9282,7 @@ long long _wrap_DataLoader_epoch_capi_1e5098db358a605e(acc_dataloader *_swig_go_
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)acc_dataloader_epoch_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8930,6 +9316,7 @@ void _wrap_DataLoader_setEpoch_capi_1e5098db358a605e(acc_dataloader *_swig_go_0,
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_dataloader_setEpoch(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8962,6 +9349,7 @@ void _wrap_DataLoader_setCollator_capi_1e5098db358a605e(acc_dataloader *_swig_go
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_dataloader_setCollator(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -8994,6 +9382,7 @@ void _wrap_DataLoader_skipFirstBatches_capi_1e5098db358a605e(acc_dataloader *_sw
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_dataloader_skipFirstBatches(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9026,6 +9415,7 @@ long long _wrap_DataLoader_totalBatchSize_capi_1e5098db358a605e(acc_dataloader *
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)acc_dataloader_totalBatchSize(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9059,6 +9449,7 @@ long long _wrap_DataLoader_totalDatasetLength_capi_1e5098db358a605e(acc_dataload
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)acc_dataloader_totalDatasetLength(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9092,6 +9483,7 @@ bool _wrap_DataLoader_endOfEpoch_capi_1e5098db358a605e(acc_dataloader *_swig_go_
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (bool)acc_dataloader_endOfEpoch(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9123,6 +9515,7 @@ void _wrap_DataLoader_endEpoch_capi_1e5098db358a605e(acc_dataloader *_swig_go_0,
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_dataloader_endEpoch(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9155,6 +9548,7 @@ bool _wrap_DataLoader_inEpoch_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, 
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (bool)acc_dataloader_inEpoch(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9188,6 +9582,7 @@ acc_accelerator *_wrap_new_Accelerator_capi_1e5098db358a605e(acc_options *_swig_
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_accelerator *)new_acc_accelerator((acc_options const *)arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9213,6 +9608,7 @@ void _wrap_delete_Accelerator_capi_1e5098db358a605e(acc_accelerator *_swig_go_0)
   
   {
     try {
+      accswig::require_no_go_nul();
       delete_acc_accelerator(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9239,6 +9635,7 @@ _gostring_ _wrap_Accelerator_device_capi_1e5098db358a605e(acc_accelerator *_swig
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_accelerator_device_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9272,6 +9669,7 @@ _gostring_ _wrap_Accelerator_distributedType_capi_1e5098db358a605e(acc_accelerat
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_accelerator_distributedType(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9305,6 +9703,7 @@ _gostring_ _wrap_Accelerator_mixedPrecision_capi_1e5098db358a605e(acc_accelerato
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_accelerator_mixedPrecision(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9338,6 +9737,7 @@ long long _wrap_Accelerator_processIndex_capi_1e5098db358a605e(acc_accelerator *
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)acc_accelerator_processIndex(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9371,6 +9771,7 @@ long long _wrap_Accelerator_numProcesses_capi_1e5098db358a605e(acc_accelerator *
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)acc_accelerator_numProcesses(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9404,6 +9805,7 @@ long long _wrap_Accelerator_localProcessIndex_capi_1e5098db358a605e(acc_accelera
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)acc_accelerator_localProcessIndex(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9437,6 +9839,7 @@ bool _wrap_Accelerator_isMainProcess_capi_1e5098db358a605e(acc_accelerator *_swi
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (bool)acc_accelerator_isMainProcess(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9470,6 +9873,7 @@ bool _wrap_Accelerator_isLocalMainProcess_capi_1e5098db358a605e(acc_accelerator 
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (bool)acc_accelerator_isLocalMainProcess(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9503,6 +9907,7 @@ bool _wrap_Accelerator_isLastProcess_capi_1e5098db358a605e(acc_accelerator *_swi
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (bool)acc_accelerator_isLastProcess(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9536,6 +9941,7 @@ long long _wrap_Accelerator_gradientAccumulationSteps_capi_1e5098db358a605e(acc_
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)acc_accelerator_gradientAccumulationSteps(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9569,6 +9975,7 @@ bool _wrap_Accelerator_syncGradients_capi_1e5098db358a605e(acc_accelerator *_swi
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (bool)acc_accelerator_syncGradients(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9602,6 +10009,7 @@ bool _wrap_Accelerator_optimizerStepWasSkipped_capi_1e5098db358a605e(acc_acceler
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (bool)acc_accelerator_optimizerStepWasSkipped(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9635,6 +10043,7 @@ long long _wrap_Accelerator_step_capi_1e5098db358a605e(acc_accelerator *_swig_go
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)acc_accelerator_step_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9672,6 +10081,7 @@ acc_model *_wrap_Accelerator_prepareModel_capi_1e5098db358a605e(acc_accelerator 
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_model *)acc_accelerator_prepareModel(arg1,arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9709,6 +10119,7 @@ acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_1e5098db358a605e(acc_acce
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_optimizer *)acc_accelerator_prepareOptimizer(arg1,arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9746,6 +10157,7 @@ acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_1e5098db358a605e(acc_ac
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_dataloader *)acc_accelerator_prepareDataLoader(arg1,arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9781,6 +10193,7 @@ acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_1e5098db358a605e(acc_acce
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_scheduler *)acc_accelerator_prepareScheduler(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9816,6 +10229,7 @@ acc_model *_wrap_Accelerator_unwrapModel_capi_1e5098db358a605e(acc_accelerator *
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_model *)acc_accelerator_unwrapModel(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9849,6 +10263,7 @@ void _wrap_Accelerator_backward_capi_1e5098db358a605e(acc_accelerator *_swig_go_
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_backward(arg1,(acc_tensor const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9879,6 +10294,7 @@ void _wrap_Accelerator_accumulateBegin_capi_1e5098db358a605e(acc_accelerator *_s
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_accumulateBegin(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9909,6 +10325,7 @@ void _wrap_Accelerator_accumulateEnd_capi_1e5098db358a605e(acc_accelerator *_swi
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_accumulateEnd(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9947,6 +10364,7 @@ double _wrap_Accelerator_clipGradNorm_capi_1e5098db358a605e(acc_accelerator *_sw
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (double)acc_accelerator_clipGradNorm(arg1,arg2,arg3,arg4,arg5);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -9982,6 +10400,7 @@ void _wrap_Accelerator_clipGradValue_capi_1e5098db358a605e(acc_accelerator *_swi
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_clipGradValue(arg1,arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10005,19 +10424,25 @@ void _wrap_Accelerator_saveModel_capi_1e5098db358a605e(acc_accelerator *_swig_go
   char *arg3 = (char *) 0 ;
   char *arg4 = (char *) 0 ;
   std::string *arg5 = (std::string *) 0 ;
+  char *copy3 ;
+  char *copy4 ;
   std::string temp5 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
   arg2 = *(acc_model **)&_swig_go_1; 
   
-  arg3 = (char *)malloc(_swig_go_2.n + 1);
-  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
-  arg3[_swig_go_2.n] = '\0';
+  copy3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy3, _swig_go_2.p, _swig_go_2.n);
+  copy3[_swig_go_2.n] = '\0';
+  if (memchr(copy3, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg3 = copy3;
   
   
-  arg4 = (char *)malloc(_swig_go_3.n + 1);
-  memcpy(arg4, _swig_go_3.p, _swig_go_3.n);
-  arg4[_swig_go_3.n] = '\0';
+  copy4 = (char *)malloc(_swig_go_3.n + 1);
+  memcpy(copy4, _swig_go_3.p, _swig_go_3.n);
+  copy4[_swig_go_3.n] = '\0';
+  if (memchr(copy4, 0, _swig_go_3.n)) accswig::go_string_held_nul() = true;
+  arg4 = copy4;
   
   
   accswig::take_go_error();
@@ -10026,6 +10451,7 @@ void _wrap_Accelerator_saveModel_capi_1e5098db358a605e(acc_accelerator *_swig_go
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_saveModel(arg1,arg2,(char const *)arg3,(char const *)arg4,arg5);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10040,8 +10466,8 @@ void _wrap_Accelerator_saveModel_capi_1e5098db358a605e(acc_accelerator *_swig_go
     if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg3); 
-  free(arg4); 
+  free(copy3); 
+  free(copy4); 
 }
 
 
@@ -10051,23 +10477,32 @@ void _wrap_Accelerator_mergeShardedCheckpoint_capi_1e5098db358a605e(_gostring_ _
   char *arg3 = (char *) 0 ;
   char *arg4 = (char *) 0 ;
   std::string *arg5 = (std::string *) 0 ;
+  char *copy1 ;
+  char *copy3 ;
+  char *copy4 ;
   std::string temp5 ;
   
   
-  arg1 = (char *)malloc(_swig_go_0.n + 1);
-  memcpy(arg1, _swig_go_0.p, _swig_go_0.n);
-  arg1[_swig_go_0.n] = '\0';
+  copy1 = (char *)malloc(_swig_go_0.n + 1);
+  memcpy(copy1, _swig_go_0.p, _swig_go_0.n);
+  copy1[_swig_go_0.n] = '\0';
+  if (memchr(copy1, 0, _swig_go_0.n)) accswig::go_string_held_nul() = true;
+  arg1 = copy1;
   
   arg2 = (int64_t)_swig_go_1; 
   
-  arg3 = (char *)malloc(_swig_go_2.n + 1);
-  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
-  arg3[_swig_go_2.n] = '\0';
+  copy3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy3, _swig_go_2.p, _swig_go_2.n);
+  copy3[_swig_go_2.n] = '\0';
+  if (memchr(copy3, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg3 = copy3;
   
   
-  arg4 = (char *)malloc(_swig_go_3.n + 1);
-  memcpy(arg4, _swig_go_3.p, _swig_go_3.n);
-  arg4[_swig_go_3.n] = '\0';
+  copy4 = (char *)malloc(_swig_go_3.n + 1);
+  memcpy(copy4, _swig_go_3.p, _swig_go_3.n);
+  copy4[_swig_go_3.n] = '\0';
+  if (memchr(copy4, 0, _swig_go_3.n)) accswig::go_string_held_nul() = true;
+  arg4 = copy4;
   
   
   accswig::take_go_error();
@@ -10076,6 +10511,7 @@ void _wrap_Accelerator_mergeShardedCheckpoint_capi_1e5098db358a605e(_gostring_ _
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_mergeShardedCheckpoint((char const *)arg1,arg2,(char const *)arg3,(char const *)arg4,arg5);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10090,9 +10526,9 @@ void _wrap_Accelerator_mergeShardedCheckpoint_capi_1e5098db358a605e(_gostring_ _
     if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg1); 
-  free(arg3); 
-  free(arg4); 
+  free(copy1); 
+  free(copy3); 
+  free(copy4); 
 }
 
 
@@ -10100,15 +10536,18 @@ _gostring_ _wrap_Accelerator_saveState_capi_1e5098db358a605e(acc_accelerator *_s
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp3 ;
   std::string result;
   _gostring_ _swig_go_result;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
   accswig::take_go_error();
@@ -10117,6 +10556,7 @@ _gostring_ _wrap_Accelerator_saveState_capi_1e5098db358a605e(acc_accelerator *_s
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_accelerator_saveState(arg1,(char const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10131,7 +10571,7 @@ _gostring_ _wrap_Accelerator_saveState_capi_1e5098db358a605e(acc_accelerator *_s
     if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
   return _swig_go_result;
 }
 
@@ -10140,15 +10580,18 @@ _gostring_ _wrap_Accelerator_loadState_capi_1e5098db358a605e(acc_accelerator *_s
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp3 ;
   std::string result;
   _gostring_ _swig_go_result;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
   accswig::take_go_error();
@@ -10157,6 +10600,7 @@ _gostring_ _wrap_Accelerator_loadState_capi_1e5098db358a605e(acc_accelerator *_s
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_accelerator_loadState(arg1,(char const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10171,7 +10615,7 @@ _gostring_ _wrap_Accelerator_loadState_capi_1e5098db358a605e(acc_accelerator *_s
     if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
   return _swig_go_result;
 }
 
@@ -10191,6 +10635,7 @@ void _wrap_Accelerator_registerAveragedModel_capi_1e5098db358a605e(acc_accelerat
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_registerAveragedModel(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10212,13 +10657,16 @@ void _wrap_Accelerator_print_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, 
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp3 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
   accswig::take_go_error();
@@ -10227,6 +10675,7 @@ void _wrap_Accelerator_print_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, 
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_print(arg1,(char const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10241,7 +10690,7 @@ void _wrap_Accelerator_print_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, 
     if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
 }
 
 
@@ -10258,6 +10707,7 @@ void _wrap_Accelerator_waitForEveryone_capi_1e5098db358a605e(acc_accelerator *_s
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_waitForEveryone(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10288,6 +10738,7 @@ void _wrap_Accelerator_freeMemory_capi_1e5098db358a605e(acc_accelerator *_swig_g
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_freeMemory(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10320,6 +10771,7 @@ void _wrap_Accelerator_noSyncBegin_capi_1e5098db358a605e(acc_accelerator *_swig_
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_noSyncBegin(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10352,6 +10804,7 @@ void _wrap_Accelerator_noSyncEnd_capi_1e5098db358a605e(acc_accelerator *_swig_go
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_noSyncEnd(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10384,6 +10837,7 @@ void _wrap_Accelerator_triggerSyncInBackward_capi_1e5098db358a605e(acc_accelerat
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_triggerSyncInBackward(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10420,6 +10874,7 @@ void _wrap_Accelerator_localSgdBegin_capi_1e5098db358a605e(acc_accelerator *_swi
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_localSgdBegin(arg1,arg2,arg3,arg4,arg5);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10452,6 +10907,7 @@ void _wrap_Accelerator_localSgdStep_capi_1e5098db358a605e(acc_accelerator *_swig
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_localSgdStep(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10484,6 +10940,7 @@ void _wrap_Accelerator_localSgdEnd_capi_1e5098db358a605e(acc_accelerator *_swig_
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_localSgdEnd(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10516,6 +10973,7 @@ void _wrap_Accelerator_profileBegin_capi_1e5098db358a605e(acc_accelerator *_swig
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_profileBegin(arg1,(acc_options const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10546,6 +11004,7 @@ void _wrap_Accelerator_profileStep_capi_1e5098db358a605e(acc_accelerator *_swig_
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_profileStep(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10576,6 +11035,7 @@ void _wrap_Accelerator_profileEnd_capi_1e5098db358a605e(acc_accelerator *_swig_g
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_profileEnd(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10608,6 +11068,7 @@ _gostring_ _wrap_Accelerator_profileSummary_capi_1e5098db358a605e(acc_accelerato
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_accelerator_profileSummary(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10630,13 +11091,16 @@ void _wrap_Accelerator_exportChromeTrace_capi_1e5098db358a605e(acc_accelerator *
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp3 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
   accswig::take_go_error();
@@ -10645,6 +11109,7 @@ void _wrap_Accelerator_exportChromeTrace_capi_1e5098db358a605e(acc_accelerator *
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_exportChromeTrace(arg1,(char const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10659,7 +11124,7 @@ void _wrap_Accelerator_exportChromeTrace_capi_1e5098db358a605e(acc_accelerator *
     if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
 }
 
 
@@ -10680,6 +11145,7 @@ void _wrap_Accelerator_joinUnevenInputsBegin_capi_1e5098db358a605e(acc_accelerat
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_joinUnevenInputsBegin(arg1,arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10712,6 +11178,7 @@ void _wrap_Accelerator_joinUnevenInputsEnd_capi_1e5098db358a605e(acc_accelerator
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_joinUnevenInputsEnd(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10742,6 +11209,7 @@ void _wrap_Accelerator_mainProcessFirstBegin_capi_1e5098db358a605e(acc_accelerat
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_mainProcessFirstBegin(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10772,6 +11240,7 @@ void _wrap_Accelerator_mainProcessFirstEnd_capi_1e5098db358a605e(acc_accelerator
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_mainProcessFirstEnd(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10802,6 +11271,7 @@ void _wrap_Accelerator_localMainProcessFirstBegin_capi_1e5098db358a605e(acc_acce
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_localMainProcessFirstBegin(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10832,6 +11302,7 @@ void _wrap_Accelerator_localMainProcessFirstEnd_capi_1e5098db358a605e(acc_accele
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_localMainProcessFirstEnd(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10854,6 +11325,7 @@ acc_tensor *_wrap_Accelerator_gather_capi_1e5098db358a605e(acc_accelerator *_swi
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy3 ;
   std::string temp4 ;
   acc_tensor *result = 0 ;
   acc_tensor *_swig_go_result;
@@ -10861,9 +11333,11 @@ acc_tensor *_wrap_Accelerator_gather_capi_1e5098db358a605e(acc_accelerator *_swi
   arg1 = *(acc_accelerator **)&_swig_go_0; 
   arg2 = *(acc_tensor **)&_swig_go_1; 
   
-  arg3 = (char *)malloc(_swig_go_2.n + 1);
-  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
-  arg3[_swig_go_2.n] = '\0';
+  copy3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy3, _swig_go_2.p, _swig_go_2.n);
+  copy3[_swig_go_2.n] = '\0';
+  if (memchr(copy3, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg3 = copy3;
   
   
   accswig::take_go_error();
@@ -10872,6 +11346,7 @@ acc_tensor *_wrap_Accelerator_gather_capi_1e5098db358a605e(acc_accelerator *_swi
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_accelerator_gather(arg1,(acc_tensor const *)arg2,(char const *)arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10886,7 +11361,7 @@ acc_tensor *_wrap_Accelerator_gather_capi_1e5098db358a605e(acc_accelerator *_swi
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg3); 
+  free(copy3); 
   return _swig_go_result;
 }
 
@@ -10896,6 +11371,7 @@ acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_1e5098db358a605e(acc_acceler
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy3 ;
   std::string temp4 ;
   acc_tensor *result = 0 ;
   acc_tensor *_swig_go_result;
@@ -10903,9 +11379,11 @@ acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_1e5098db358a605e(acc_acceler
   arg1 = *(acc_accelerator **)&_swig_go_0; 
   arg2 = *(acc_tensor **)&_swig_go_1; 
   
-  arg3 = (char *)malloc(_swig_go_2.n + 1);
-  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
-  arg3[_swig_go_2.n] = '\0';
+  copy3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy3, _swig_go_2.p, _swig_go_2.n);
+  copy3[_swig_go_2.n] = '\0';
+  if (memchr(copy3, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg3 = copy3;
   
   
   accswig::take_go_error();
@@ -10914,6 +11392,7 @@ acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_1e5098db358a605e(acc_acceler
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_accelerator_gatherForMetrics(arg1,(acc_tensor const *)arg2,(char const *)arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10928,7 +11407,7 @@ acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_1e5098db358a605e(acc_acceler
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg3); 
+  free(copy3); 
   return _swig_go_result;
 }
 
@@ -10939,6 +11418,7 @@ acc_string_list *_wrap_Accelerator_gatherObject_capi_1e5098db358a605e(acc_accele
   size_t arg3 ;
   char *arg4 = (char *) 0 ;
   std::string *arg5 = (std::string *) 0 ;
+  char *copy4 ;
   std::string temp5 ;
   acc_string_list *result = 0 ;
   acc_string_list *_swig_go_result;
@@ -10949,9 +11429,11 @@ acc_string_list *_wrap_Accelerator_gatherObject_capi_1e5098db358a605e(acc_accele
   arg3 = (size_t)_swig_go_1.len;
   
   
-  arg4 = (char *)malloc(_swig_go_2.n + 1);
-  memcpy(arg4, _swig_go_2.p, _swig_go_2.n);
-  arg4[_swig_go_2.n] = '\0';
+  copy4 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy4, _swig_go_2.p, _swig_go_2.n);
+  copy4[_swig_go_2.n] = '\0';
+  if (memchr(copy4, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg4 = copy4;
   
   
   accswig::take_go_error();
@@ -10960,6 +11442,7 @@ acc_string_list *_wrap_Accelerator_gatherObject_capi_1e5098db358a605e(acc_accele
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_string_list *)acc_accelerator_gatherObject(arg1,(unsigned char const *)arg2,SWIG_STD_MOVE(arg3),(char const *)arg4,arg5);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -10974,7 +11457,7 @@ acc_string_list *_wrap_Accelerator_gatherObject_capi_1e5098db358a605e(acc_accele
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg4); 
+  free(copy4); 
   return _swig_go_result;
 }
 
@@ -10986,6 +11469,7 @@ acc_string_list *_wrap_Accelerator_broadcastObject_capi_1e5098db358a605e(acc_acc
   int64_t arg4 ;
   char *arg5 = (char *) 0 ;
   std::string *arg6 = (std::string *) 0 ;
+  char *copy5 ;
   std::string temp6 ;
   acc_string_list *result = 0 ;
   acc_string_list *_swig_go_result;
@@ -10997,9 +11481,11 @@ acc_string_list *_wrap_Accelerator_broadcastObject_capi_1e5098db358a605e(acc_acc
   
   arg4 = (int64_t)_swig_go_2; 
   
-  arg5 = (char *)malloc(_swig_go_3.n + 1);
-  memcpy(arg5, _swig_go_3.p, _swig_go_3.n);
-  arg5[_swig_go_3.n] = '\0';
+  copy5 = (char *)malloc(_swig_go_3.n + 1);
+  memcpy(copy5, _swig_go_3.p, _swig_go_3.n);
+  copy5[_swig_go_3.n] = '\0';
+  if (memchr(copy5, 0, _swig_go_3.n)) accswig::go_string_held_nul() = true;
+  arg5 = copy5;
   
   
   accswig::take_go_error();
@@ -11008,6 +11494,7 @@ acc_string_list *_wrap_Accelerator_broadcastObject_capi_1e5098db358a605e(acc_acc
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_string_list *)acc_accelerator_broadcastObject(arg1,(unsigned char const *)arg2,SWIG_STD_MOVE(arg3),arg4,(char const *)arg5,arg6);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11022,7 +11509,7 @@ acc_string_list *_wrap_Accelerator_broadcastObject_capi_1e5098db358a605e(acc_acc
     if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg5); 
+  free(copy5); 
   return _swig_go_result;
 }
 
@@ -11033,6 +11520,7 @@ acc_tensor *_wrap_Accelerator_reduce_capi_1e5098db358a605e(acc_accelerator *_swi
   acc_reduction arg3 ;
   char *arg4 = (char *) 0 ;
   std::string *arg5 = (std::string *) 0 ;
+  char *copy4 ;
   std::string temp5 ;
   acc_tensor *result = 0 ;
   acc_tensor *_swig_go_result;
@@ -11041,9 +11529,11 @@ acc_tensor *_wrap_Accelerator_reduce_capi_1e5098db358a605e(acc_accelerator *_swi
   arg2 = *(acc_tensor **)&_swig_go_1; 
   arg3 = (acc_reduction)_swig_go_2; 
   
-  arg4 = (char *)malloc(_swig_go_3.n + 1);
-  memcpy(arg4, _swig_go_3.p, _swig_go_3.n);
-  arg4[_swig_go_3.n] = '\0';
+  copy4 = (char *)malloc(_swig_go_3.n + 1);
+  memcpy(copy4, _swig_go_3.p, _swig_go_3.n);
+  copy4[_swig_go_3.n] = '\0';
+  if (memchr(copy4, 0, _swig_go_3.n)) accswig::go_string_held_nul() = true;
+  arg4 = copy4;
   
   
   accswig::take_go_error();
@@ -11052,6 +11542,7 @@ acc_tensor *_wrap_Accelerator_reduce_capi_1e5098db358a605e(acc_accelerator *_swi
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_accelerator_reduce(arg1,(acc_tensor const *)arg2,arg3,(char const *)arg4,arg5);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11066,7 +11557,7 @@ acc_tensor *_wrap_Accelerator_reduce_capi_1e5098db358a605e(acc_accelerator *_swi
     if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg4); 
+  free(copy4); 
   return _swig_go_result;
 }
 
@@ -11077,6 +11568,7 @@ acc_tensor *_wrap_Accelerator_broadcast_capi_1e5098db358a605e(acc_accelerator *_
   int64_t arg3 ;
   char *arg4 = (char *) 0 ;
   std::string *arg5 = (std::string *) 0 ;
+  char *copy4 ;
   std::string temp5 ;
   acc_tensor *result = 0 ;
   acc_tensor *_swig_go_result;
@@ -11085,9 +11577,11 @@ acc_tensor *_wrap_Accelerator_broadcast_capi_1e5098db358a605e(acc_accelerator *_
   arg2 = *(acc_tensor **)&_swig_go_1; 
   arg3 = (int64_t)_swig_go_2; 
   
-  arg4 = (char *)malloc(_swig_go_3.n + 1);
-  memcpy(arg4, _swig_go_3.p, _swig_go_3.n);
-  arg4[_swig_go_3.n] = '\0';
+  copy4 = (char *)malloc(_swig_go_3.n + 1);
+  memcpy(copy4, _swig_go_3.p, _swig_go_3.n);
+  copy4[_swig_go_3.n] = '\0';
+  if (memchr(copy4, 0, _swig_go_3.n)) accswig::go_string_held_nul() = true;
+  arg4 = copy4;
   
   
   accswig::take_go_error();
@@ -11096,6 +11590,7 @@ acc_tensor *_wrap_Accelerator_broadcast_capi_1e5098db358a605e(acc_accelerator *_
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_accelerator_broadcast(arg1,(acc_tensor const *)arg2,arg3,(char const *)arg4,arg5);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11110,7 +11605,7 @@ acc_tensor *_wrap_Accelerator_broadcast_capi_1e5098db358a605e(acc_accelerator *_
     if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg4); 
+  free(copy4); 
   return _swig_go_result;
 }
 
@@ -11123,6 +11618,7 @@ acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_1e5098db358a605e(acc_accel
   bool arg5 ;
   char *arg6 = (char *) 0 ;
   std::string *arg7 = (std::string *) 0 ;
+  char *copy6 ;
   std::string temp7 ;
   acc_tensor *result = 0 ;
   acc_tensor *_swig_go_result;
@@ -11133,9 +11629,11 @@ acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_1e5098db358a605e(acc_accel
   arg4 = (double)_swig_go_3; 
   arg5 = (bool)_swig_go_4; 
   
-  arg6 = (char *)malloc(_swig_go_5.n + 1);
-  memcpy(arg6, _swig_go_5.p, _swig_go_5.n);
-  arg6[_swig_go_5.n] = '\0';
+  copy6 = (char *)malloc(_swig_go_5.n + 1);
+  memcpy(copy6, _swig_go_5.p, _swig_go_5.n);
+  copy6[_swig_go_5.n] = '\0';
+  if (memchr(copy6, 0, _swig_go_5.n)) accswig::go_string_held_nul() = true;
+  arg6 = copy6;
   
   
   accswig::take_go_error();
@@ -11144,6 +11642,7 @@ acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_1e5098db358a605e(acc_accel
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)acc_accelerator_padAcrossProcesses(arg1,(acc_tensor const *)arg2,arg3,arg4,arg5,(char const *)arg6,arg7);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11158,7 +11657,7 @@ acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_1e5098db358a605e(acc_accel
     if (!e.empty()) *_swig_go_6 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg6); 
+  free(copy6); 
   return _swig_go_result;
 }
 
@@ -11186,6 +11685,7 @@ void _wrap_Accelerator_splitBetweenProcesses_capi_1e5098db358a605e(acc_accelerat
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_splitBetweenProcesses(arg1,arg2,arg3,arg4,SWIG_STD_MOVE(arg5),arg6);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11216,6 +11716,7 @@ void _wrap_Accelerator_setTrigger_capi_1e5098db358a605e(acc_accelerator *_swig_g
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_setTrigger(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11248,6 +11749,7 @@ bool _wrap_Accelerator_checkTrigger_capi_1e5098db358a605e(acc_accelerator *_swig
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (bool)acc_accelerator_checkTrigger(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11271,14 +11773,17 @@ void _wrap_Accelerator_save_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, a
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   char *arg3 = (char *) 0 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy3 ;
   std::string temp4 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
   arg2 = *(acc_tensor_list **)&_swig_go_1; 
   
-  arg3 = (char *)malloc(_swig_go_2.n + 1);
-  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
-  arg3[_swig_go_2.n] = '\0';
+  copy3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy3, _swig_go_2.p, _swig_go_2.n);
+  copy3[_swig_go_2.n] = '\0';
+  if (memchr(copy3, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg3 = copy3;
   
   
   accswig::take_go_error();
@@ -11287,6 +11792,7 @@ void _wrap_Accelerator_save_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, a
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_save(arg1,(acc_tensor_list const *)arg2,(char const *)arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11301,7 +11807,7 @@ void _wrap_Accelerator_save_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, a
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg3); 
+  free(copy3); 
 }
 
 
@@ -11324,6 +11830,7 @@ acc_tensor_list *_wrap_Accelerator_getStateDict_capi_1e5098db358a605e(acc_accele
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor_list *)acc_accelerator_getStateDict(arg1,arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11357,6 +11864,7 @@ long long _wrap_Accelerator_iteration_capi_1e5098db358a605e(acc_accelerator *_sw
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)acc_accelerator_iteration_(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11390,6 +11898,7 @@ void _wrap_Accelerator_unscaleGradients_capi_1e5098db358a605e(acc_accelerator *_
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_unscaleGradients(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11422,6 +11931,7 @@ void _wrap_Accelerator_autocastBegin_capi_1e5098db358a605e(acc_accelerator *_swi
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_autocastBegin(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11452,6 +11962,7 @@ void _wrap_Accelerator_autocastEnd_capi_1e5098db358a605e(acc_accelerator *_swig_
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_autocastEnd(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11484,6 +11995,7 @@ void _wrap_Accelerator_registerForCheckpointing_capi_1e5098db358a605e(acc_accele
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_registerForCheckpointing(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11516,6 +12028,7 @@ void _wrap_Accelerator_registerSaveStatePreHook_capi_1e5098db358a605e(acc_accele
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_registerSaveStatePreHook(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11548,6 +12061,7 @@ void _wrap_Accelerator_onTraceReady_capi_1e5098db358a605e(acc_accelerator *_swig
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_onTraceReady(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11580,6 +12094,7 @@ void _wrap_Accelerator_registerLoadStatePreHook_capi_1e5098db358a605e(acc_accele
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_registerLoadStatePreHook(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11602,13 +12117,16 @@ void _wrap_Accelerator_addTracker_capi_1e5098db358a605e(acc_accelerator *_swig_g
   char *arg2 = (char *) 0 ;
   accswig::Tracker *arg3 = (accswig::Tracker *) 0 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp4 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   arg3 = *(accswig::Tracker **)&_swig_go_2; 
   
@@ -11618,6 +12136,7 @@ void _wrap_Accelerator_addTracker_capi_1e5098db358a605e(acc_accelerator *_swig_g
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_addTracker(arg1,(char const *)arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11632,7 +12151,7 @@ void _wrap_Accelerator_addTracker_capi_1e5098db358a605e(acc_accelerator *_swig_g
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
 }
 
 
@@ -11641,18 +12160,24 @@ void _wrap_Accelerator_initTrackers_capi_1e5098db358a605e(acc_accelerator *_swig
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy2 ;
+  char *copy3 ;
   std::string temp4 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
-  arg3 = (char *)malloc(_swig_go_2.n + 1);
-  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
-  arg3[_swig_go_2.n] = '\0';
+  copy3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy3, _swig_go_2.p, _swig_go_2.n);
+  copy3[_swig_go_2.n] = '\0';
+  if (memchr(copy3, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg3 = copy3;
   
   
   accswig::take_go_error();
@@ -11661,6 +12186,7 @@ void _wrap_Accelerator_initTrackers_capi_1e5098db358a605e(acc_accelerator *_swig
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_initTrackers(arg1,(char const *)arg2,(char const *)arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11675,39 +12201,40 @@ void _wrap_Accelerator_initTrackers_capi_1e5098db358a605e(acc_accelerator *_swig
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
-  free(arg3); 
+  free(copy2); 
+  free(copy3); 
 }
 
 
-void _wrap_Accelerator_logValues_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logValues_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
-  char *arg2 = (char *) 0 ;
-  double *arg3 = (double *) 0 ;
-  size_t arg4 ;
-  int64_t arg5 ;
-  std::string *arg6 = (std::string *) 0 ;
-  std::string temp6 ;
+  uint8_t *arg2 = (uint8_t *) 0 ;
+  size_t arg3 ;
+  double *arg4 = (double *) 0 ;
+  size_t arg5 ;
+  int64_t arg6 ;
+  std::string *arg7 = (std::string *) 0 ;
+  std::string temp7 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  arg2 = (uint8_t *)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
   
   
-  arg3 = (double *)_swig_go_2.array;
-  arg4 = (size_t)_swig_go_2.len;
+  arg4 = (double *)_swig_go_2.array;
+  arg5 = (size_t)_swig_go_2.len;
   
-  arg5 = (int64_t)_swig_go_3; 
+  arg6 = (int64_t)_swig_go_3; 
   
   accswig::take_go_error();
-  arg6 = &temp6;
+  arg7 = &temp7;
   
   
   {
     try {
-      acc_accelerator_logValues(arg1,(char const *)arg2,(double const *)arg3,SWIG_STD_MOVE(arg4),arg5,arg6);
+      accswig::require_no_go_nul();
+      acc_accelerator_logValues(arg1,(unsigned char const *)arg2,SWIG_STD_MOVE(arg3),(double const *)arg4,SWIG_STD_MOVE(arg5),arg6,arg7);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
     } catch (const std::exception &e) {
@@ -11721,7 +12248,6 @@ void _wrap_Accelerator_logValues_capi_1e5098db358a605e(acc_accelerator *_swig_go
     if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
 }
 
 
@@ -11731,13 +12257,16 @@ void _wrap_Accelerator_logScalar_capi_1e5098db358a605e(acc_accelerator *_swig_go
   double arg3 ;
   int64_t arg4 ;
   std::string *arg5 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp5 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   arg3 = (double)_swig_go_2; 
   arg4 = (int64_t)_swig_go_3; 
@@ -11748,6 +12277,7 @@ void _wrap_Accelerator_logScalar_capi_1e5098db358a605e(acc_accelerator *_swig_go
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_logScalar(arg1,(char const *)arg2,arg3,arg4,arg5);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11762,7 +12292,7 @@ void _wrap_Accelerator_logScalar_capi_1e5098db358a605e(acc_accelerator *_swig_go
     if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
 }
 
 
@@ -11779,6 +12309,7 @@ void _wrap_Accelerator_endTraining_capi_1e5098db358a605e(acc_accelerator *_swig_
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_accelerator_endTraining(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11811,6 +12342,7 @@ acc_string_list *_wrap_Accelerator_trackerNames_capi_1e5098db358a605e(acc_accele
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_string_list *)acc_accelerator_trackerNames(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11833,15 +12365,18 @@ _gostring_ _wrap_Accelerator_trackerPath_capi_1e5098db358a605e(acc_accelerator *
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp3 ;
   std::string result;
   _gostring_ _swig_go_result;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
   accswig::take_go_error();
@@ -11850,6 +12385,7 @@ _gostring_ _wrap_Accelerator_trackerPath_capi_1e5098db358a605e(acc_accelerator *
   
   {
     try {
+      accswig::require_no_go_nul();
       result = acc_accelerator_trackerPath(arg1,(char const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11864,7 +12400,7 @@ _gostring_ _wrap_Accelerator_trackerPath_capi_1e5098db358a605e(acc_accelerator *
     if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
   return _swig_go_result;
 }
 
@@ -11878,6 +12414,7 @@ long long _wrap_Samples_size_capi_1e5098db358a605e(accswig::Samples *_swig_go_0)
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)((accswig::Samples const *)arg1)->size_();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11907,6 +12444,7 @@ long long _wrap_Samples_fields_capi_1e5098db358a605e(accswig::Samples *_swig_go_
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)((accswig::Samples const *)arg1)->fields(arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11944,6 +12482,7 @@ acc_tensor *_wrap_Samples_get_capi_1e5098db358a605e(accswig::Samples *_swig_go_0
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_tensor *)((accswig::Samples const *)arg1)->get(arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11969,6 +12508,7 @@ void _wrap_delete_Samples_capi_1e5098db358a605e(accswig::Samples *_swig_go_0) {
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -11999,6 +12539,7 @@ void _wrap_Bytes_append_capi_1e5098db358a605e(accswig::Bytes *_swig_go_0, _gosli
   
   {
     try {
+      accswig::require_no_go_nul();
       (arg1)->append_((uint8_t const *)arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -12025,6 +12566,7 @@ long long _wrap_Bytes_size_capi_1e5098db358a605e(accswig::Bytes *_swig_go_0) {
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)((accswig::Bytes const *)arg1)->size_();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -12056,6 +12598,7 @@ void _wrap_Bytes_copyTo_capi_1e5098db358a605e(accswig::Bytes *_swig_go_0, _gosli
   
   {
     try {
+      accswig::require_no_go_nul();
       (arg1)->copyTo(arg2,arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -12080,6 +12623,7 @@ void _wrap_delete_Bytes_capi_1e5098db358a605e(accswig::Bytes *_swig_go_0) {
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -12100,6 +12644,7 @@ long long _wrap_Metrics_size_capi_1e5098db358a605e(accswig::Metrics *_swig_go_0)
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (int64_t)((accswig::Metrics const *)arg1)->size_();
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -12129,6 +12674,7 @@ _gostring_ _wrap_Metrics_name_capi_1e5098db358a605e(accswig::Metrics *_swig_go_0
   
   {
     try {
+      accswig::require_no_go_nul();
       result = ((accswig::Metrics const *)arg1)->name_(arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -12164,6 +12710,7 @@ double _wrap_Metrics_value_capi_1e5098db358a605e(accswig::Metrics *_swig_go_0, l
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (double)((accswig::Metrics const *)arg1)->value(arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -12189,6 +12736,7 @@ void _wrap_delete_Metrics_capi_1e5098db358a605e(accswig::Metrics *_swig_go_0) {
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -12209,6 +12757,7 @@ void _wrap_LrFactor_set_capi_1e5098db358a605e(accswig::Factor *_swig_go_0, doubl
   
   {
     try {
+      accswig::require_no_go_nul();
       (arg1)->set_(arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -12227,6 +12776,7 @@ void _wrap_delete_LrFactor_capi_1e5098db358a605e(accswig::Factor *_swig_go_0) {
   
   {
     try {
+      accswig::require_no_go_nul();
       delete arg1;
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -12243,6 +12793,7 @@ acc_progress *_wrap_new_Progress_capi_1e5098db358a605e(acc_accelerator *_swig_go
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
   std::string *arg4 = (std::string *) 0 ;
+  char *copy3 ;
   std::string temp4 ;
   acc_progress *result = 0 ;
   acc_progress *_swig_go_result;
@@ -12250,9 +12801,11 @@ acc_progress *_wrap_new_Progress_capi_1e5098db358a605e(acc_accelerator *_swig_go
   arg1 = *(acc_accelerator **)&_swig_go_0; 
   arg2 = (int64_t)_swig_go_1; 
   
-  arg3 = (char *)malloc(_swig_go_2.n + 1);
-  memcpy(arg3, _swig_go_2.p, _swig_go_2.n);
-  arg3[_swig_go_2.n] = '\0';
+  copy3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy3, _swig_go_2.p, _swig_go_2.n);
+  copy3[_swig_go_2.n] = '\0';
+  if (memchr(copy3, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg3 = copy3;
   
   
   accswig::take_go_error();
@@ -12261,6 +12814,7 @@ acc_progress *_wrap_new_Progress_capi_1e5098db358a605e(acc_accelerator *_swig_go
   
   {
     try {
+      accswig::require_no_go_nul();
       result = (acc_progress *)new_acc_progress((acc_accelerator const *)arg1,arg2,(char const *)arg3,arg4);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -12275,7 +12829,7 @@ acc_progress *_wrap_new_Progress_capi_1e5098db358a605e(acc_accelerator *_swig_go
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg3); 
+  free(copy3); 
   return _swig_go_result;
 }
 
@@ -12287,6 +12841,7 @@ void _wrap_delete_Progress_capi_1e5098db358a605e(acc_progress *_swig_go_0) {
   
   {
     try {
+      accswig::require_no_go_nul();
       delete_acc_progress(arg1);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -12313,6 +12868,7 @@ void _wrap_Progress_update_capi_1e5098db358a605e(acc_progress *_swig_go_0, long 
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_progress_update_(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -12334,13 +12890,16 @@ void _wrap_Progress_setPostfix_capi_1e5098db358a605e(acc_progress *_swig_go_0, _
   acc_progress *arg1 = (acc_progress *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
+  char *copy2 ;
   std::string temp3 ;
   
   arg1 = *(acc_progress **)&_swig_go_0; 
   
-  arg2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(arg2, _swig_go_1.p, _swig_go_1.n);
-  arg2[_swig_go_1.n] = '\0';
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
   
   
   accswig::take_go_error();
@@ -12349,6 +12908,7 @@ void _wrap_Progress_setPostfix_capi_1e5098db358a605e(acc_progress *_swig_go_0, _
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_progress_setPostfix(arg1,(char const *)arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
@@ -12363,7 +12923,7 @@ void _wrap_Progress_setPostfix_capi_1e5098db358a605e(acc_progress *_swig_go_0, _
     if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(arg2); 
+  free(copy2); 
 }
 
 
@@ -12380,6 +12940,7 @@ void _wrap_Progress_finish_capi_1e5098db358a605e(acc_progress *_swig_go_0, _gost
   
   {
     try {
+      accswig::require_no_go_nul();
       acc_progress_finish(arg1,arg2);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);

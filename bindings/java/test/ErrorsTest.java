@@ -18,6 +18,18 @@ class ErrorsTest {
   }
 
   @Test
+  void textOutsideTheBmpCrossesBothWaysAndNulIsRefused() {
+    String key = "cl\u00e9 \ud83d\ude00";  // a character outside the BMP: a surrogate pair in Java
+    try (Options o = Options.optimizer()) {
+      InvalidArgumentException e = assertThrows(InvalidArgumentException.class, () -> o.setInt(key, 1));
+      assertTrue(e.getMessage().contains(key), e.getMessage());
+      InvalidArgumentException nul = assertThrows(InvalidArgumentException.class, () -> o.setDouble("lr\0x", 0.1));
+      assertTrue(nul.getMessage().contains("NUL"), nul.getMessage());
+      o.setDouble("lr", 0.1);
+    }
+  }
+
+  @Test
   void missingFileIsIo() {
     AccelerateIOException e = assertThrows(AccelerateIOException.class, () -> Tensor.fromIdxFile("/nonexistent/x.idx"));
     assertTrue(e.getMessage().contains("/nonexistent/x.idx"), e.getMessage());

@@ -81,6 +81,25 @@ class StateCallbackTest {
     assertEquals(List.of("init run1 {\"lr\":0.5}", "log 0 loss=1.5", "log 7 acc=0.25", "finish"), calls);
   }
 
+  // Metric names and the project cross as they are: a newline, a character outside the BMP.
+  @Test
+  void aTrackerReceivesNamesAsTheyWereGiven() throws Exception {
+    List<String> seen = new ArrayList<>();
+    String smile = "loss \ud83d\ude00";
+    try (Accelerator acc = newAccelerator(dir)) {
+      acc.addTracker("mine", new TrackerCallbacks() {
+        public void init(String project, String config) { seen.add(project); }
+        public void log(Map<String, Double> values, long step) { seen.addAll(new java.util.TreeSet<>(values.keySet())); }
+        public void finish() {}
+      });
+      acc.initTrackers("run \ud83d\ude80", null);
+      acc.log(Map.of(smile, 1.0, "a\nb", 2.0), 0);
+      InvalidArgumentException nul = assertThrows(InvalidArgumentException.class, () -> acc.log(Map.of("a\0b", 1.0), 1));
+      assertTrue(nul.getMessage().contains("NUL"), nul.getMessage());
+    }
+    assertEquals(List.of("run \ud83d\ude80", "a\nb", smile), seen);
+  }
+
   @Test
   void anLrLambdaSetsTheRates() {
     try (Model model = Model.fromSpec(SPEC);

@@ -205,7 +205,7 @@ typedef long long swig_type_175;
 typedef _gostring_ swig_type_176;
 typedef _gostring_ swig_type_177;
 typedef _gostring_ swig_type_178;
-typedef _gostring_ swig_type_179;
+typedef _goslice_ swig_type_179;
 typedef _goslice_ swig_type_180;
 typedef long long swig_type_181;
 typedef _gostring_ swig_type_182;
@@ -5818,7 +5818,7 @@ func (arg1 SwigcptrAccelerator) InitTrackers(arg2 string, arg3 string, arg4 *str
 	}
 }
 
-func (arg1 SwigcptrAccelerator) LogValues(arg2 string, arg3 []float64, arg4 int64, arg5 *string) {
+func (arg1 SwigcptrAccelerator) LogValues(arg2 []byte, arg3 []float64, arg4 int64, arg5 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
@@ -5971,7 +5971,7 @@ type Accelerator interface {
 	RegisterLoadStatePreHook(arg2 CheckpointHook, arg3 *string)
 	AddTracker(arg2 string, arg3 Tracker, arg4 *string)
 	InitTrackers(arg2 string, arg3 string, arg4 *string)
-	LogValues(arg2 string, arg3 []float64, arg4 int64, arg5 *string)
+	LogValues(arg2 []byte, arg3 []float64, arg4 int64, arg5 *string)
 	LogScalar(arg2 string, arg3 float64, arg4 int64, arg5 *string)
 	EndTraining(arg2 *string)
 	TrackerNames(arg2 *string) (_swig_ret StringList)
