@@ -1135,7 +1135,9 @@ ACC_API ACC_NODISCARD acc_status acc_backward(acc_accelerator *acc, const acc_te
 ACC_API ACC_NODISCARD acc_status acc_accumulate_begin(acc_accelerator *acc);
 ACC_API ACC_NODISCARD acc_status acc_accumulate_end(acc_accelerator *acc);
 /* Scales the gradients of the model's parameters so that their total norm_type-norm (2.0 usually;
- * INFINITY for the largest element) is at most max_norm, as torch.nn.utils.clip_grad_norm_; writes
+ * INFINITY for the largest element, -INFINITY the smallest, 0 torch's count of the gradients that
+ * are not all zero) is at most max_norm (>= 0; INFINITY measures without clipping), as
+ * torch.nn.utils.clip_grad_norm_; writes
  * the norm before clipping to *total_norm (may be NULL). Call it after acc_backward, when
  * acc_accelerator_sync_gradients says the optimizer is about to step. */
 ACC_API ACC_NODISCARD acc_status acc_clip_grad_norm(acc_accelerator *acc, acc_model *model, double max_norm,

@@ -251,8 +251,11 @@ std::shared_ptr<ShardedDataParallel> Accelerator::sharding_engine(const std::sha
 
 double Accelerator::clip_grad_norm(const std::shared_ptr<Model>& model, double max_norm, double norm_type) {
   require(model != nullptr, "clip_grad_norm needs a model");
-  require(std::isfinite(max_norm) && max_norm > 0, "max_norm must be a positive number, got ", max_norm);
-  require(norm_type > 0, "norm_type must be positive (or infinity), got ", norm_type);
+  // As torch: max_norm inf reads the norm without clipping, 0 zeroes the gradients; any norm type,
+  // 0 (nonzero count) and negative ones (-inf: the smallest magnitude) included. A negative max_norm
+  // (which would flip the gradients) is refused.
+  require(max_norm >= 0, "max_norm must be a number >= 0 (inf: no clipping), got ", max_norm);
+  require(!std::isnan(norm_type), "norm_type must be a number, got ", norm_type);
   if (auto engine = sharding_engine(model); engine && engine->options().stage >= 2) {
     unscale_gradients(nullptr);  // the optimizers' slices hold this process's gradients
     return engine->clip_grad_norm(max_norm, norm_type);

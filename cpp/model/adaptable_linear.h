@@ -3,6 +3,7 @@
 // parameters, names, initialisation and arithmetic are Linear's while no adapter is set.
 #pragma once
 
+#include <ATen/ATen.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/pimpl.h>
 
@@ -17,7 +18,9 @@ class AdaptableLinearImpl : public torch::nn::LinearImpl {
   using torch::nn::LinearImpl::LinearImpl;
 
   at::Tensor forward(const at::Tensor& input) {
-    at::Tensor output = torch::nn::LinearImpl::forward(input);
+    // at::linear, as Python's F.linear: libtorch's C++ Linear multiplies then adds the bias for
+    // inputs of 3+ dimensions, where at::linear fuses them (one rounding in bf16, another order).
+    at::Tensor output = at::linear(input, weight, bias);
     return adapter_ ? adapter_(input, output, is_training()) : output;
   }
   // An empty adapter removes it.

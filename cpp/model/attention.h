@@ -34,9 +34,8 @@ class MultiheadAttentionImpl : public torch::nn::Module {
   // undefined. The output has the query's shape.
   at::Tensor forward(const at::Tensor& query, const at::Tensor& key_value = {},
                      const at::Tensor& key_padding_mask = {});
-  // The same on batch-first [B, T, E] and [B, S, E] with a checked mask [B, S] (what a transformer
-  // block calls).
-  at::Tensor attend(const at::Tensor& x, const at::Tensor& key_value = {}, const at::Tensor& key_padding_mask = {});
+  // The same with a checked mask [B, S] (what a transformer block calls).
+  at::Tensor attend(const at::Tensor& query, const at::Tensor& key_value = {}, const at::Tensor& key_padding_mask = {});
 
   AttentionOptions options;
   at::Tensor in_proj_weight, in_proj_bias;
@@ -47,24 +46,21 @@ class MultiheadAttentionImpl : public torch::nn::Module {
 };
 TORCH_MODULE(MultiheadAttention);
 
-// `f` applied to batch-first views of `x` and `memory` (which may be undefined), given in the
-// layout that batch_first says or unbatched ([T, E]); the result comes back in x's layout.
-using BatchFirstBody = std::function<at::Tensor(const at::Tensor& x, const at::Tensor& memory)>;
-at::Tensor apply_batch_first(const char* layer, bool batch_first, const at::Tensor& x, const at::Tensor& memory,
-                             const BatchFirstBody& f);
+// An input of a layer: 2-D (unbatched) or 3-D, and `memory` (may be undefined) batched alike.
+void require_layer_input(const char* layer, const at::Tensor& x, const at::Tensor& memory);
+// `x` in the layer's layout viewed batch-first [B, T, E] (unbatched [T, E]: [1, T, E]), to check
+// masks against.
+at::Tensor batch_first_view(const at::Tensor& x, bool batch_first);
 
-// TorchScript lines that replace batch-first `h` by its attention over itself or, when `key_value`
-// names a batch-first variable, over that, with the parameters of the module at `owner` (e.g.
-// "self" or "self.self_attn"), the batch-first mask variable `key_padding_mask` when named, and
-// dropout under `self.training`.
+// TorchScript lines that replace `h` (in the layer's layout, batched or not) by its attention over
+// itself or, when `key_value` names a variable in the same layout, over that, with the parameters
+// of the module at `owner` (e.g. "self" or "self.self_attn"), the mask variable `key_padding_mask`
+// ([B, S]) when named, and dropout under `self.training`: MultiheadAttentionImpl::attend's steps.
 std::vector<std::string> attention_script(const std::string& owner, const AttentionOptions& options,
                                           const std::string& key_value = "", const std::string& key_padding_mask = "");
 
-// Lines that turn the input `x` (and `memory`, when named) into batch-first `h` (and `m`), and the
-// named key padding masks into [B, S] in place; and `h` back into the input's layout as `x`.
-std::vector<std::string> to_batch_first_script(bool batch_first, const std::string& memory = "",
-                                               const std::vector<std::string>& masks = {});
-std::vector<std::string> from_batch_first_script(bool batch_first);
+// Lines that make the named key padding masks [B, S] when the input `x` is unbatched.
+std::vector<std::string> unbatched_masks_script(const std::vector<std::string>& masks);
 
 LayerKind multihead_attention_kind();
 

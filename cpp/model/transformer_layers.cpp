@@ -56,12 +56,15 @@ at::Tensor TransformerLayerImpl::forward(const at::Tensor& x, const at::Tensor& 
   require(memory.defined() == decoder && (decoder || !memory_key_padding_mask.defined()), layer,
           decoder ? ": needs the memory it attends to" : ": takes no memory");
   const char* mask = decoder ? "tgt_key_padding_mask" : "src_key_padding_mask";
-  const bool unbatched = x.dim() == 2;
-  auto body = [&](const at::Tensor& h, const at::Tensor& m) {
-    return block(h, checked_key_padding_mask(layer, mask, key_padding_mask, unbatched, h), m,
-                 checked_key_padding_mask(layer, "memory_key_padding_mask", memory_key_padding_mask, unbatched, m));
-  };
-  return apply_batch_first(layer, options.attention.batch_first, x, memory, body);
+  require_layer_input(layer, x, memory);
+  const bool unbatched = x.dim() == 2, batch_first = options.attention.batch_first;
+  // The block runs in the input's layout, as PyTorch's does: its linear layers sum their rows, and
+  // dropout draws its masks, in that order.
+  return block(x, checked_key_padding_mask(layer, mask, key_padding_mask, unbatched, batch_first_view(x, batch_first)),
+               memory,
+               decoder ? checked_key_padding_mask(layer, "memory_key_padding_mask", memory_key_padding_mask, unbatched,
+                                                  batch_first_view(memory, batch_first))
+                       : at::Tensor());
 }
 
 namespace {
@@ -110,24 +113,24 @@ std::string layer_script(const TransformerLayerOptions& o, const std::string& ma
   std::vector<std::string> masks;
   for (const auto& name : {mask, memory_mask})
     if (!name.empty()) masks.push_back(name);
-  auto lines = to_batch_first_script(o.attention.batch_first, decoder ? "memory" : "", masks);
+  auto lines = unbatched_masks_script(masks);
   auto append = [&](const std::vector<std::string>& more) { lines.insert(lines.end(), more.begin(), more.end()); };
-  // Each attention block reads `h` and leaves its output there; `y` holds the residual stream.
-  lines.push_back("y = h");
-  if (o.norm_first) lines.push_back("h = " + norm("norm1", "y"));
+  // In the input's layout. Each attention block reads `h` and leaves its output there; `y` holds the
+  // residual stream.
+  lines.push_back("y = x");
+  lines.push_back(o.norm_first ? "h = " + norm("norm1", "y") : "h = y");
   append(attention_script("self.self_attn", o.attention, "", mask));
   lines.push_back(o.norm_first ? "y = y + " + dropped("h") : "y = " + norm("norm1", "y + " + dropped("h")));
   if (decoder) {
     AttentionOptions cross = o.attention;
     cross.causal = false;
     lines.push_back(o.norm_first ? "h = " + norm("norm2", "y") : "h = y");
-    append(attention_script("self.multihead_attn", cross, "m", memory_mask));
+    append(attention_script("self.multihead_attn", cross, "memory", memory_mask));
     lines.push_back(o.norm_first ? "y = y + " + dropped("h") : "y = " + norm("norm2", "y + " + dropped("h")));
   }
   lines.push_back(o.norm_first ? "h = y + " + feed_forward(norm(last_norm, "y"))
                                : "h = " + norm(last_norm, "y + " + feed_forward("y")));
-  append(from_batch_first_script(o.attention.batch_first));
-  lines.push_back("return x");
+  lines.push_back("return h");
   return script_lines(lines);
 }
 

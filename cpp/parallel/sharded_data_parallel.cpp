@@ -458,14 +458,19 @@ void ShardedDataParallel::zero_grad() {
 }
 
 double ShardedDataParallel::clip_grad_norm(double max_norm, double norm_type) {
+  // torch's norm 0 counts the parameters whose gradient is not all zero: pieces are not parameters.
+  if (norm_type == 0)
+    fail(Status::Unsupported, "clip_grad_norm: norm_type 0 (torch's count of nonzero gradients per parameter) ",
+         "is not supported with sharded gradients (stage 2 or 3): the pieces are not the parameters");
   const std::vector<at::Tensor> grads = piece_gradients();
   // Norms of this process's pieces, combined over processes: the p-th powers add up (the maximum
-  // for the infinity norm). The split into pieces changes the rounding of the sum, nothing else.
+  // for the infinity norm, the minimum for -inf). The split into pieces changes the rounding of the
+  // sum, nothing else.
   const bool infinite = std::isinf(norm_type);
   return acc::clip_grad_norm(grads, max_norm, norm_type, [&](const at::Tensor& local) {
     std::vector<at::Tensor> list{(infinite ? local : local.pow(norm_type)).reshape({1}).to(dist_->device())};
     c10d::AllreduceOptions options;
-    options.reduceOp = infinite ? c10d::ReduceOp::MAX : c10d::ReduceOp::SUM;
+    options.reduceOp = !infinite ? c10d::ReduceOp::SUM : norm_type > 0 ? c10d::ReduceOp::MAX : c10d::ReduceOp::MIN;
     wait_collective(shard_group_->allreduce(list, options), "clip_grad_norm (total norm)");
     at::Tensor total = list[0].to(local.device()).reshape({});
     return infinite ? total : total.pow(1.0 / norm_type);

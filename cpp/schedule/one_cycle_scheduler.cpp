@@ -44,12 +44,11 @@ OneCycleScheduler::OneCycleScheduler(std::shared_ptr<Optimizer> optimizer, const
       cosine_(o.anneal_strategy == "cos") {
   const double first_end = o.pct_start * static_cast<double>(total_) - 1, last_end = static_cast<double>(total_ - 1);
   const double second_end = 2.0 * o.pct_start * static_cast<double>(total_) - 2;
-  // PyTorch divides by each phase's length; the first phase is reached at step 0 and the last after
-  // the one before it ends, so either may not be empty.
+  // PyTorch divides by each phase's length. The first phase is reached at step 0, so it may not be
+  // empty; an empty last phase (pct_start 1) is reached only at step total_steps (check_step).
   require(first_end != 0.0, "the ", kOneCycleSchedule,
           " schedule's first phase is empty (pct_start * total_steps is 1)");
-  require(last_end != (o.three_phase ? second_end : first_end), "the ", kOneCycleSchedule,
-          " schedule's last phase is empty (give more total_steps or another pct_start)");
+  last_phase_empty_ = last_end == (o.three_phase ? second_end : first_end);
   for (size_t g = 0; g < ends.max_lr.size(); ++g) {
     const double max_lr = ends.max_lr[g], initial_lr = max_lr / o.div_factor, min_lr = initial_lr / o.final_div_factor;
     const double top = ends.top[g], bottom = ends.bottom[g];
@@ -86,6 +85,9 @@ void OneCycleScheduler::check_step(int64_t step) const {
   CyclingScheduler::check_step(step);
   require(step <= total_, "the ", kOneCycleSchedule, " schedule was stepped ", step, " times, past its total_steps of ",
           total_);
+  // Where PyTorch divides by zero (ZeroDivisionError), before anything changes.
+  require(step < total_ || !last_phase_empty_, "the ", kOneCycleSchedule, " schedule's last phase is empty (pct_start ",
+          "takes every step): step ", step, " = total_steps has no rate (PyTorch divides by zero there)");
 }
 
 }  // namespace acc

@@ -38,6 +38,7 @@ class OneCycleScheduler final : public CyclingScheduler {
 
   int64_t total_;
   bool cosine_;
+  bool last_phase_empty_ = false;           // pct_start 1: the last phase starts where it ends
   std::vector<std::vector<Phase>> phases_;  // each group's, ending at the same steps
 };
 

@@ -455,6 +455,19 @@ TEST(Clipping, GradNormAndValueFollowTorchsDefinitions) {
   EXPECT_EQ(grad(), (std::vector<float>{3, 4}));
   ACC_ASSERT_OK(acc_clip_grad_norm(a, prepared, 1.0, INFINITY, &norm));
   EXPECT_NEAR(norm, 4.0, 1e-9);
+  // As torch takes them: max_norm inf measures without clipping, 0 zeroes; -inf is the smallest
+  // magnitude, 0 the count of gradients that are not all zero.
+  grads_for({3, 4});
+  ACC_ASSERT_OK(acc_clip_grad_norm(a, prepared, INFINITY, 2.0, &norm));
+  EXPECT_NEAR(norm, 5.0, 1e-6);
+  EXPECT_EQ(grad(), (std::vector<float>{3, 4}));
+  ACC_ASSERT_OK(acc_clip_grad_norm(a, prepared, INFINITY, -INFINITY, &norm));
+  EXPECT_EQ(norm, 3.0);
+  ACC_ASSERT_OK(acc_clip_grad_norm(a, prepared, INFINITY, 0.0, &norm));
+  EXPECT_EQ(norm, 1.0);  // one parameter, its gradient not all zero
+  ACC_ASSERT_OK(acc_clip_grad_norm(a, prepared, 0.0, 2.0, &norm));
+  EXPECT_EQ(grad(), (std::vector<float>{0, 0}));
+  ACC_EXPECT_ERROR(acc_clip_grad_norm(a, prepared, 1.0, NAN, &norm), ACC_ERR_INVALID_ARGUMENT, "norm_type");
   grads_for({3, -4});
   ACC_ASSERT_OK(acc_clip_grad_value(a, prepared, 2.0));
   EXPECT_EQ(grad(), (std::vector<float>{2, -2}));

@@ -487,6 +487,18 @@ TEST(Scheduler, OneCycleGivesPyTorchsRatesAndEndsAtTotalSteps) {
   ACC_ASSERT_OK(acc_options_set(o, "pct_start", "0.5"));
   ACC_EXPECT_ERROR(acc_scheduler_create(opt, "one_cycle", o, &sched), ACC_ERR_INVALID_ARGUMENT,
                    "first phase is empty");
+  // pct_start 1 empties the last phase: the schedule runs until the step where PyTorch divides by
+  // zero, which is refused before anything changes.
+  ACC_ASSERT_OK(acc_options_set(o, "pct_start", "1.0"));
+  ACC_ASSERT_OK(acc_scheduler_create(opt, "one_cycle", o, &sched));
+  ACC_ASSERT_OK(acc_scheduler_step(sched));
+  double at_1 = 0, still = -1;
+  ACC_ASSERT_OK(acc_scheduler_get_last_lr(sched, 0, &at_1));
+  ACC_EXPECT_ERROR(acc_scheduler_step(sched), ACC_ERR_INVALID_ARGUMENT, "last phase is empty");
+  ACC_ASSERT_OK(acc_scheduler_get_last_lr(sched, 0, &still));
+  EXPECT_EQ(still, at_1);
+  acc_scheduler_free(sched);
+  sched = nullptr;
   ACC_ASSERT_OK(acc_options_set(o, "pct_start", "0.3"));
   ACC_ASSERT_OK(acc_scheduler_create(opt, "one_cycle", o, &sched));
   ACC_ASSERT_OK(acc_scheduler_step(sched));

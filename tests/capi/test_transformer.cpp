@@ -48,6 +48,26 @@ std::vector<float> parameter_values(const acc_model* m, const char* name, bool g
   return out;
 }
 
+// The case's spec model with PyTorch's weights, loaded strictly (the names are exactly PyTorch's);
+// null after a failed expectation.
+acc_model* model_with_state(const json& c) {
+  acc_model* m = spec_model(c["spec"].dump());
+  if (!m) return nullptr;
+  acc_tensor_list* state = nullptr;
+  EXPECT_EQ(acc_tensor_list_create(&state), ACC_OK);
+  for (const auto& entry : c["state"].items()) {
+    acc_tensor* t = from_json(entry.value());
+    EXPECT_EQ(acc_tensor_list_append(state, entry.key().c_str(), t), ACC_OK);
+    acc_tensor_free(t);
+  }
+  const acc_status loaded = acc_model_load_state_dict(m, state, 1);
+  EXPECT_EQ(loaded, ACC_OK) << acc_last_error_message();
+  acc_tensor_list_free(state);
+  if (loaded == ACC_OK) return m;
+  acc_model_free(m);
+  return nullptr;
+}
+
 }  // namespace
 
 TEST(Transformer, ReproducesPyTorchLayersFromTheirStateDicts) {
@@ -59,23 +79,14 @@ TEST(Transformer, ReproducesPyTorchLayersFromTheirStateDicts) {
   ASSERT_GE(cases.size(), 32u);
   for (const auto& c : cases) {
     SCOPED_TRACE(c["name"].get<std::string>());
-    acc_model* m = spec_model(c["spec"].dump());
+    acc_model* m = model_with_state(c);
     ASSERT_NE(m, nullptr);
-    acc_tensor_list* state = nullptr;
-    ASSERT_EQ(acc_tensor_list_create(&state), ACC_OK);
-    for (const auto& entry : c["state"].items()) {
-      acc_tensor* t = from_json(entry.value());
-      ASSERT_EQ(acc_tensor_list_append(state, entry.key().c_str(), t), ACC_OK);
-      acc_tensor_free(t);
-    }
-    // Strict: the spec model's names are exactly PyTorch's (and in its order, for one module).
-    ACC_ASSERT_OK(acc_model_load_state_dict(m, state, 1));
+    // The names in PyTorch's order too, for one module.
     if (c["spec"].size() == 1) {
       std::vector<std::string> keys;
       for (const auto& entry : c["state"].items()) keys.push_back(entry.key());
       EXPECT_EQ(parameter_names(m), keys);
     }
-    acc_tensor_list_free(state);
     ACC_ASSERT_OK(acc_model_set_training(m, 0));
     std::vector<acc_tensor*> x;
     for (const auto& input : c["inputs"]) x.push_back(from_json(input));
@@ -97,6 +108,60 @@ TEST(Transformer, ReproducesPyTorchLayersFromTheirStateDicts) {
     acc_tensor_free(y);
     for (acc_tensor* t : x) acc_tensor_free(t);
     acc_model_free(m);
+  }
+}
+
+// In training, PyTorch's layers (dropout 0) and ours give the same outputs and the same gradients,
+// bit for bit: products sum their rows in PyTorch's order (sequence-first inside attention, the
+// input's layout around it), and linear layers fuse the bias as Python's F.linear. So does the
+// TorchScript the spec model exports.
+TEST(Transformer, TrainingGradientsArePyTorchsBitForBit) {
+  const std::string dir = acc_test::data_dir();
+  if (dir.empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
+  std::ifstream in(dir + "/transformer_cases.json");
+  ASSERT_TRUE(in) << "run export_transformer_cases.py first";
+  const json data = json::parse(in);
+  const json& cases = data["gradient_cases"];
+  ASSERT_EQ(cases.size(), 9u);
+  // PyTorch 2.x's nn.MultiheadAttention scales and multiplies through scaled_dot_product_attention:
+  // against it, close (1e-5); against 1.13's reference path, equal.
+  const bool exact = data["torch"].get<std::string>().rfind("1.", 0) == 0;
+  const auto expect_same = [&](const std::vector<float>& ours, const std::vector<float>& theirs,
+                               const std::string& what) {
+    if (exact)
+      EXPECT_EQ(ours, theirs) << what;
+    else
+      EXPECT_LE(max_difference(ours, theirs), 1e-5f) << what;
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    acc_model* spec = model_with_state(c);
+    ASSERT_NE(spec, nullptr);
+    const std::string path = acc_test::temp_path("trained_layer.pt");
+    ACC_ASSERT_OK(acc_model_save_torchscript(spec, path.c_str()));
+    acc_model* script = nullptr;
+    ACC_ASSERT_OK(acc_model_load_torchscript(path.c_str(), &script));
+    std::remove(path.c_str());
+    std::vector<acc_tensor*> x;
+    for (const auto& input : c["inputs"]) x.push_back(from_json(input));
+    acc_tensor* target = from_json(c["target"]);
+    for (acc_model* m : {spec, script}) {
+      SCOPED_TRACE(m == spec ? "spec model" : "its TorchScript");
+      ACC_ASSERT_OK(acc_model_set_training(m, 1));
+      acc_tensor* y = acc_test::forward(m, x, 0);
+      expect_same(to_floats(y), float_values(c["output"]), "output");
+      acc_tensor* loss = nullptr;
+      ACC_ASSERT_OK(acc_loss_mse(y, target, ACC_REDUCTION_MEAN, &loss));
+      ACC_ASSERT_OK(acc_tensor_backward(loss));
+      for (const auto& entry : c["grads"].items())
+        expect_same(parameter_values(m, entry.key().c_str(), true), float_values(entry.value()), entry.key());
+      acc_tensor_free(loss);
+      acc_tensor_free(y);
+    }
+    acc_tensor_free(target);
+    for (acc_tensor* t : x) acc_tensor_free(t);
+    acc_model_free(script);
+    acc_model_free(spec);
   }
 }
 

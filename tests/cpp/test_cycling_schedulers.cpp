@@ -177,7 +177,7 @@ TEST(CyclingSchedulers, PerGroupSettingsGivePyTorchsRatesAndMomentaToTheBit) {
   std::ifstream in(std::string(dir ? dir : "") + "/schedule_cases.json");
   ASSERT_TRUE(in.good()) << "run the export_pytorch_schedule_cases fixture";
   const auto data = nlohmann::json::parse(in);
-  ASSERT_EQ(data["per_group_cases"].size(), 4u);
+  ASSERT_EQ(data["per_group_cases"].size(), 5u);
   const auto number = [](const nlohmann::json& hex) { return std::strtod(hex.get<std::string>().c_str(), nullptr); };
   for (const auto& c : data["per_group_cases"]) {
     SCOPED_TRACE(c.dump());

@@ -102,6 +102,9 @@ PER_GROUP_CASES = [
      "scheduler": {"name": "one_cycle", "options": {"max_lr": "0.01, 0.002", "total_steps": "12", "pct_start": "0.25",
                                                     "anneal_strategy": "linear", "three_phase": "true",
                                                     "max_momentum": "0.9"}}},
+    # pct_start 1: the last phase is empty; PyTorch runs until its division by zero at step 10.
+    {"optimizer": "sgd", "lrs": [0.1, 0.05], "momentum": 0.9, "steps": 9,
+     "scheduler": {"name": "one_cycle", "options": {"max_lr": "0.5,0.05", "total_steps": "10", "pct_start": "1.0"}}},
     {"optimizer": "sgd", "lrs": [0.1, 0.05], "momentum": 0.9, "steps": 13,
      "scheduler": {"name": "cyclic", "options": {"base_lr": "0.01,0.001", "max_lr": "0.1,0.02", "step_size_up": "3",
                                                  "mode": "triangular2", "base_momentum": "0.8,0.7"}}},

@@ -253,6 +253,67 @@ def plain_initialisation_case(seed=11):
             "state": {k: tensor(v) for k, v in m.named_parameters()}}
 
 
+def gradient_case(name, module, spec, inputs, run):
+    """The layer in training (dropout 0): its output and each parameter's gradient of the MSE to a
+    random target, which the spec model reproduces bit for bit (its products sum their rows in
+    PyTorch's order: sequence-first inside attention, the input's layout around it)."""
+    module = perturbed(module).train()
+    y = run(module)
+    target = torch.randn_like(y)
+    torch.nn.functional.mse_loss(y, target).backward()
+    return {"name": "train " + name, "spec": [spec], "state": {"0." + k: tensor(v) for k, v in module.state_dict().items()},
+            "inputs": [tensor(x) for x in inputs], "output": tensor(y), "target": tensor(target),
+            "grads": {"0." + k: tensor(p.grad) for k, p in module.named_parameters()}}
+
+
+def gradient_cases(t=5, s=4, b=3, e=8, heads=2, ff=16):
+    def sequence(n, batch_first, unbatched=False):
+        if unbatched:
+            return torch.randn(n, e)
+        return torch.randn(b, n, e) if batch_first else torch.randn(n, b, e)
+    cases = []
+    for batch_first, causal in [(False, False), (True, True)]:
+        x = sequence(t, batch_first)
+        spec = {"type": "multihead_attention", "embed_dim": e, "num_heads": heads, "batch_first": batch_first,
+                "causal": causal}
+        cases.append(gradient_case(f"mha batch_first={batch_first} causal={causal}",
+                                   nn.MultiheadAttention(e, heads, batch_first=batch_first), spec, [x],
+                                   lambda m: m(x, x, x, attn_mask=causal_mask(t) if causal else None)[0]))
+    x, memory, mask = sequence(t, True), sequence(s, True), right_padding(b, s)
+    spec = {"type": "multihead_attention", "embed_dim": e, "num_heads": heads, "batch_first": True,
+            "key_value": {"input": 1}, "key_padding_mask": {"input": 2}}
+    cases.append(gradient_case("padded cross mha batch_first=True", nn.MultiheadAttention(e, heads, batch_first=True),
+                               spec, [x, memory, mask], lambda m: m(x, memory, memory, key_padding_mask=mask)[0]))
+    for activation, norm_first, batch_first, causal, unbatched in [("relu", False, False, False, False),
+                                                                   ("gelu", True, True, True, False),
+                                                                   ("relu", False, True, False, True)]:
+        x = sequence(t, batch_first, unbatched)
+        spec = {"type": "transformer_encoder_layer", "d_model": e, "nhead": heads, "dim_feedforward": ff,
+                "dropout": 0.0, "activation": activation, "batch_first": batch_first, "norm_first": norm_first,
+                "causal": causal}
+        layer = nn.TransformerEncoderLayer(e, heads, ff, dropout=0.0, activation=activation, batch_first=batch_first,
+                                           norm_first=norm_first)
+        cases.append(gradient_case(f"encoder {activation} norm_first={norm_first} batch_first={batch_first} "
+                                   f"causal={causal} unbatched={unbatched}", layer, spec, [x],
+                                   lambda m: m(x, src_mask=causal_mask(t) if causal else None)))
+    for batch_first in (True, False):
+        x, memory = sequence(t, batch_first), sequence(s, batch_first)
+        masks = [right_padding(b, t), right_padding(b, s).flip(0)]
+        spec = {"type": "transformer_decoder_layer", "d_model": e, "nhead": heads, "dim_feedforward": ff,
+                "dropout": 0.0, "batch_first": batch_first, "causal": True,
+                "tgt_key_padding_mask": {"input": 2}, "memory_key_padding_mask": {"input": 3}}
+        layer = nn.TransformerDecoderLayer(e, heads, ff, dropout=0.0, batch_first=batch_first)
+        cases.append(gradient_case(f"padded causal decoder batch_first={batch_first}", layer, spec,
+                                   [x, memory] + masks,
+                                   lambda m: m(x, memory, tgt_mask=causal_mask(t), tgt_key_padding_mask=masks[0],
+                                               memory_key_padding_mask=masks[1])))
+    # A linear layer on 3-D input: Python's F.linear fuses the bias into one product (at::linear).
+    x = torch.randn(2, 3, 3072)
+    cases.append(gradient_case("linear 3-D input", nn.Linear(3072, 4),
+                               {"type": "linear", "in_features": 3072, "out_features": 4}, [x], lambda m: m(x)))
+    return cases
+
+
 def main(out_dir):
     torch.manual_seed(0)
     cases = [mha_case(False, False, True), mha_case(True, True, True), mha_case(True, False, False),
@@ -285,7 +346,8 @@ def main(out_dir):
     Path(out_dir).mkdir(parents=True, exist_ok=True)
     initialisations = [initialisation_case(False), initialisation_case(True), plain_initialisation_case()]
     (Path(out_dir) / "transformer_cases.json").write_text(
-        json.dumps({"torch": torch.__version__, "cases": cases, "initialisations": initialisations}))
+        json.dumps({"torch": torch.__version__, "cases": cases, "initialisations": initialisations,
+                    "gradient_cases": gradient_cases()}))
 
 
 if __name__ == "__main__":
