@@ -100,14 +100,6 @@ std::unique_ptr<R> construct_reducer(ReducerSettings& s, const Group& g) {
 
 }  // namespace
 
-at::Tensor attention_softmax(const at::Tensor& scores) {
-#if ACC_TORCH_VERSION >= 205
-  return at::_safe_softmax(scores, -1);
-#else
-  return at::softmax(scores, -1);
-#endif
-}
-
 at::Tensor python_dim_norm(const at::Tensor& t, int64_t dim) {
 #if ACC_TORCH_VERSION >= 200
   return at::linalg_vector_norm(t, 2, at::IntArrayRef{dim}, /*keepdim=*/true);

@@ -82,13 +82,6 @@ inline void set_autocast_dtype(c10::DeviceType device, c10::ScalarType dtype) {
 #endif
 }
 
-// ---- attention: from 2.5 PyTorch's attention (scaled_dot_product_attention's math, which
-// nn.MultiheadAttention runs) gives a query that may attend to no key zeros, not NaN ----
-
-at::Tensor attention_softmax(const at::Tensor& scores);  // over the last dimension
-// The same in generated TorchScript.
-constexpr const char* kAttentionSoftmaxScript = ACC_TORCH_VERSION >= 205 ? "torch._safe_softmax" : "torch.softmax";
-
 // ---- torch.norm(t, dim=d, keepdim=True) as PyTorch's Python computes it: frobenius_norm before 2.0,
 // linalg.vector_norm(t, 2) from 2.0 (PowerSGD's Gram-Schmidt) ----
 at::Tensor python_dim_norm(const at::Tensor& t, int64_t dim);

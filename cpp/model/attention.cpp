@@ -56,13 +56,31 @@ at::Tensor MultiheadAttentionImpl::attend(const at::Tensor& query, const at::Ten
   }
   // Heads as [B * H, n, d] views of [n, B * H, d], as PyTorch lays them out for bmm.
   auto split = [&](const at::Tensor& p, int64_t n) { return p.contiguous().view({n, b * heads, d}).transpose(0, 1); };
-  const at::Tensor q = split(q_kv[0], t) / std::sqrt(static_cast<double>(d)), k = split(q_kv[1], s).transpose(1, 2);
-  // The masks are added by the product itself (PyTorch's baddbmm).
+  const at::Tensor q = split(q_kv[0], t), k = split(q_kv[1], s), v = split(q_kv[2], s);
   const at::Tensor bias = attention_bias(options.causal, key_padding_mask, heads, t, s, q.options());
-  const at::Tensor scores = bias.defined() ? at::baddbmm(bias, q, k) : at::bmm(q, k);
-  at::Tensor weights = compat::attention_softmax(scores);
+#if ACC_TORCH_VERSION >= 200
+  // PyTorch 2.x (need_weights=False, as transformer layers ask): scaled_dot_product_attention over
+  // [B, H, n, d] views, the mask as [1, 1, T, S] or [B, H, T or 1, S]; the heads back as rows
+  // [T * B, E].
+  c10::optional<at::Tensor> mask;
+  if (bias.defined()) {
+    const at::Tensor three_d = bias.dim() == 2 ? bias.unsqueeze(0) : bias;
+    mask = three_d.size(0) == 1 ? three_d.unsqueeze(0) : three_d.view({b, heads, -1, s});
+  }
+  const at::Tensor heads_out =
+      at::scaled_dot_product_attention(q.view({b, heads, t, d}), k.view({b, heads, s, d}), v.view({b, heads, s, d}),
+                                       mask, is_training() ? options.dropout : 0.0)
+          .permute({2, 0, 1, 3})
+          .contiguous()
+          .view({t * b, e});
+#else
+  // PyTorch 1.13's reference path: the masks added by the product itself (baddbmm).
+  const at::Tensor scaled = q / std::sqrt(static_cast<double>(d)), keys = k.transpose(1, 2);
+  const at::Tensor scores = bias.defined() ? at::baddbmm(bias, scaled, keys) : at::bmm(scaled, keys);
+  at::Tensor weights = at::softmax(scores, -1);
   if (options.dropout > 0) weights = at::dropout(weights, options.dropout, is_training());
-  const at::Tensor heads_out = at::bmm(weights, split(q_kv[2], s)).transpose(0, 1).contiguous().view({t * b, e});
+  const at::Tensor heads_out = at::bmm(weights, v).transpose(0, 1).contiguous().view({t * b, e});
+#endif
   const at::Tensor out = out_proj->forward(heads_out).view({t, b, e});
   return !batched ? out.squeeze(1) : options.batch_first ? out.transpose(1, 0) : out;
 }
@@ -115,19 +133,33 @@ std::vector<std::string> attention_script(const std::string& owner, const Attent
     lines.push_back("qkv = [torch.linear(hs, pw[0], " + bq + "), kv[0], kv[1]]");
   }
   const std::string bh = "b * " + heads;
-  lines.insert(lines.end(), {
-                                "q = qkv[0].contiguous().view([t, " + bh + ", " + d + "]).transpose(0, 1)",
-                                "k = qkv[1].contiguous().view([n, " + bh + ", " + d + "]).transpose(0, 1)",
-                                "v = qkv[2].contiguous().view([n, " + bh + ", " + d + "]).transpose(0, 1)",
-                                "q = q / " + script_float(std::sqrt(static_cast<double>(o.embed_dim / o.num_heads))),
-                            });
+  for (const char* name : {"q", "k", "v"}) {
+    const std::string length = name[0] == 'q' ? "t" : "n", source = name[0] == 'q' ? "0" : name[0] == 'k' ? "1" : "2";
+    lines.push_back(std::string(name) + " = qkv[" + source + "].contiguous().view([" + length + ", " + bh + ", " + d +
+                    "]).transpose(0, 1)");
+  }
   const auto bias = attention_bias_script(o.causal, key_padding_mask, o.num_heads);
   lines.insert(lines.end(), bias.begin(), bias.end());
+#if ACC_TORCH_VERSION >= 200
+  const std::string view4 = "b, " + heads + ", ";
+  std::string mask = "None";
+  if (!bias.empty()) {
+    lines.insert(lines.end(), {"if bias.dim() == 2:", "    bias = bias.unsqueeze(0)", "if bias.size(0) == 1:",
+                               "    bias = bias.unsqueeze(0)", "else:", "    bias = bias.view([" + view4 + "-1, n])"});
+    mask = "bias";
+  }
+  const std::string dropout = o.dropout > 0 ? script_float(o.dropout) + " if self.training else 0.0" : "0.0";
+  lines.push_back("o = torch.scaled_dot_product_attention(q.view([" + view4 + "t, " + d + "]), k.view([" + view4 +
+                  "n, " + d + "]), v.view([" + view4 + "n, " + d + "]), " + mask + ", " + dropout + ")");
+  lines.push_back("o = o.permute(2, 0, 1, 3).contiguous().view([t * b, " + e + "])");
+#else
+  lines.push_back("q = q / " + script_float(std::sqrt(static_cast<double>(o.embed_dim / o.num_heads))));
   lines.push_back(bias.empty() ? "s = torch.bmm(q, k.transpose(1, 2))"
                                : "s = torch.baddbmm(bias, q, k.transpose(1, 2))");
-  lines.push_back(std::string("a = ") + compat::kAttentionSoftmaxScript + "(s, -1)");
+  lines.push_back("a = torch.softmax(s, -1)");
   if (o.dropout > 0) lines.push_back("a = torch.dropout(a, " + script_float(o.dropout) + ", self.training)");
   lines.push_back("o = torch.bmm(a, v).transpose(0, 1).contiguous().view([t * b, " + e + "])");
+#endif
   lines.push_back("o = torch.linear(o, " + owner + ".out_proj.weight, " + bias_out + ").view([t, b, " + e + "])");
   lines.insert(lines.end(), {"if batched:", "    h = o" + to_sequence_first, "else:", "    h = o.squeeze(1)"});
   return lines;

@@ -1,7 +1,8 @@
 // The masks of attention as nn.MultiheadAttention takes them: a causal mask (-inf above the
 // diagonal) and a key padding mask [B, S] (unbatched [S]), bool (true: that key is ignored) or
 // floating (added to the scores), merged as PyTorch merges attn_mask and key_padding_mask. A query
-// whose keys are all masked gets NaN weights, hence a NaN output, as in PyTorch 1.13.
+// whose keys are all masked gets NaN weights, hence a NaN output, as in PyTorch 1.13 (from 2.5 its
+// scaled_dot_product_attention, which libtorch 2.x builds call, gives zeros).
 #pragma once
 
 #include <ATen/ATen.h>

@@ -129,8 +129,14 @@ TEST(Lora, AdaptersStartAsTheBaseModelAndFreezeEverythingElse) {
   ACC_ASSERT_OK(acc_model_parameter_count(m, &tensors, &elements));
   EXPECT_EQ(tensors, base_tensors + 6);
   EXPECT_EQ(elements, base_elements + 2 * 6 + 8 * 2 + 2 * 8 + 8 * 2 + 2 * 8 + 16 * 2);
-  // B starts at zero: W + 0 is W, bit for bit.
-  EXPECT_EQ(outputs(m), before);
+  // B starts at zero: W + 0 is W, bit for bit. From 2.0 torch's matmul folds attention's
+  // sequence-first view of the input into one product or not by whether the weight requires grad,
+  // so freezing the base moves the last bits (in PyTorch's own nn.MultiheadAttention too).
+  const json info = json::parse(acc_build_info());
+  if (std::stoi(info.at("libtorch").get<std::string>()) < 2)
+    EXPECT_EQ(outputs(m), before);
+  else
+    EXPECT_LE(max_difference(outputs(m), before), 1e-6f);
   acc_model_free(m);
 }
 

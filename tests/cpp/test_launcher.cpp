@@ -228,10 +228,15 @@ TEST(Launcher, UsageErrorsSayWhatToFix) {
 // A rank that leaves a background process behind (which inherited its output) does not hold the
 // job open: once the ranks are gone, their output is relayed and the launcher returns.
 TEST(Launcher, ABackgroundProcessDoesNotHoldTheJobOpen) {
+  const std::string pids = temp_file("background_pids");
+  std::remove(pids.c_str());
   const auto start = std::chrono::steady_clock::now();
   testing::internal::CaptureStdout();
-  const int code = acc::run_launch(shell(2, "(sleep 30 &); echo done $RANK"));
+  const int code = acc::run_launch(shell(2, "(sleep 30 & echo $! >> " + pids + "); echo done $RANK"));
   const std::string out = testing::internal::GetCapturedStdout();
+  std::ifstream in(pids);
+  for (pid_t pid; in >> pid;) kill(pid, SIGKILL);  // the test's own leftovers
+  std::remove(pids.c_str());
   EXPECT_EQ(code, 0);
   EXPECT_LT(seconds_since(start), 10.0);
   EXPECT_NE(out.find("[rank0]: done 0\n"), std::string::npos) << out;

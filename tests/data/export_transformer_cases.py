@@ -254,7 +254,9 @@ def plain_initialisation_case(seed=11):
 
 
 def gradient_case(name, module, spec, inputs, run):
-    """The layer in training (dropout 0): its output and each parameter's gradient of the MSE to a
+    """The layer in training (dropout 0; attention without its weights, as transformer layers call
+    it, which PyTorch 2.x runs through scaled_dot_product_attention): its output and each parameter's
+    gradient of the MSE to a
     random target, which the spec model reproduces bit for bit (its products sum their rows in
     PyTorch's order: sequence-first inside attention, the input's layout around it)."""
     module = perturbed(module).train()
@@ -278,12 +280,13 @@ def gradient_cases(t=5, s=4, b=3, e=8, heads=2, ff=16):
                 "causal": causal}
         cases.append(gradient_case(f"mha batch_first={batch_first} causal={causal}",
                                    nn.MultiheadAttention(e, heads, batch_first=batch_first), spec, [x],
-                                   lambda m: m(x, x, x, attn_mask=causal_mask(t) if causal else None)[0]))
+                                   lambda m: m(x, x, x, attn_mask=causal_mask(t) if causal else None,
+                                                       need_weights=False)[0]))
     x, memory, mask = sequence(t, True), sequence(s, True), right_padding(b, s)
     spec = {"type": "multihead_attention", "embed_dim": e, "num_heads": heads, "batch_first": True,
             "key_value": {"input": 1}, "key_padding_mask": {"input": 2}}
     cases.append(gradient_case("padded cross mha batch_first=True", nn.MultiheadAttention(e, heads, batch_first=True),
-                               spec, [x, memory, mask], lambda m: m(x, memory, memory, key_padding_mask=mask)[0]))
+                               spec, [x, memory, mask], lambda m: m(x, memory, memory, key_padding_mask=mask, need_weights=False)[0]))
     for activation, norm_first, batch_first, causal, unbatched in [("relu", False, False, False, False),
                                                                    ("gelu", True, True, True, False),
                                                                    ("relu", False, True, False, True)]:
