@@ -10,10 +10,16 @@ Schedule step_lr(int64_t step_size, double gamma) {
 }
 
 Schedule multistep_lr(std::vector<int64_t> milestones, double gamma) {
-  return chainable([milestones = std::move(milestones), gamma](double lr, double, int64_t s) {
-    const auto times = std::count(milestones.begin(), milestones.end(), s);
-    return times == 0 ? lr : lr * std::pow(gamma, static_cast<double>(times));
-  });
+  // A milestone at step 0 applies at creation (and at a sequence's restart), as get_lr() does there.
+  const auto at_start = std::count(milestones.begin(), milestones.end(), 0);
+  return chainable(
+      [milestones = std::move(milestones), gamma](double lr, double, int64_t s) {
+        const auto times = std::count(milestones.begin(), milestones.end(), s);
+        return times == 0 ? lr : lr * std::pow(gamma, static_cast<double>(times));
+      },
+      [at_start, gamma](double lr, double) {
+        return at_start == 0 ? lr : lr * std::pow(gamma, static_cast<double>(at_start));
+      });
 }
 
 Schedule exponential_lr(double gamma) {

@@ -92,7 +92,7 @@ Factor wsd_factor(const ScheduleOptions& o, const std::string& name) {
   };
 }
 
-// MultiStepLR's milestones from "30,80": steps >= 1, in any order, repeats allowed.
+// MultiStepLR's milestones from "30,80": steps >= 0, in any order, repeats allowed.
 std::vector<int64_t> milestone_steps(const std::string& text) {
   std::vector<int64_t> steps;
   for (const std::string& item : split_trimmed(text, ',')) {
@@ -103,7 +103,7 @@ std::vector<int64_t> milestone_steps(const std::string& text) {
     } catch (const std::exception&) {
       used = 0;
     }
-    require(used > 0 && used == item.size() && step >= 1, "milestones must be steps >= 1 separated by commas, got '",
+    require(used > 0 && used == item.size() && step >= 0, "milestones must be steps >= 0 separated by commas, got '",
             text, "'");
     steps.push_back(step);
   }

@@ -80,6 +80,12 @@ CASES = [
     {"lrs": [0.2, 0.7], "steps": 7, "chain": [
         {"name": "multistep", "options": {"milestones": "2,4", "gamma": "0.5"}},
         {"name": "polynomial_lr", "options": {"total_iters": "5", "power": "2"}}]},
+    # A milestone at step 0 applies at creation: alone, and after another schedule in a chain.
+    {"lrs": [0.2, 0.7], "steps": 5, "chain": [
+        {"name": "multistep", "options": {"milestones": "3,0,3", "gamma": "0.5"}}]},
+    {"lrs": [0.2, 0.7], "steps": 5, "chain": [
+        {"name": "exponential", "options": {"gamma": "0.9"}},
+        {"name": "multistep", "options": {"milestones": "0,0,2", "gamma": "0.5"}}]},
     {"lrs": [0.1, 0.3], "steps": 7, "chain": [
         {"name": "exponential", "options": {"gamma": "0.9"}},
         {"name": "step", "options": {"step_size": "2", "gamma": "0.5"}},
