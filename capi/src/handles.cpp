@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <numeric>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -101,20 +102,22 @@ PinScope::PinScope() noexcept : mark_(t_pinned.size()) { ++t_calls; }
 
 PinScope::~PinScope() {
   --t_calls;
-  auto& r = registry();
-  while (t_pinned.size() > mark_) {
-    const void* handle = t_pinned.back();
-    t_pinned.pop_back();
-    void (*destroy)(void*) = nullptr;
-    {
-      std::lock_guard<std::mutex> lock(r.mutex);
-      auto it = r.kinds.find(handle);
+  if (t_pinned.size() == mark_) return;
+  // One lock for the call's pins; the handles freed meanwhile are destroyed after it, since a
+  // destructor may free other handles.
+  std::vector<std::pair<const void*, void (*)(void*)>> doomed;
+  {
+    auto& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    for (size_t i = t_pinned.size(); i-- > mark_;) {
+      auto it = r.kinds.find(t_pinned[i]);
       if (it == r.kinds.end() || --it->second.pins > 0 || !it->second.destroy) continue;
-      destroy = it->second.destroy;
+      doomed.emplace_back(it->first, it->second.destroy);
       r.kinds.erase(it);
     }
-    destroy(const_cast<void*>(handle));  // outside the lock: a destructor may free other handles
+    t_pinned.resize(mark_);
   }
+  for (const auto& [handle, destroy] : doomed) destroy(const_cast<void*>(handle));
 }
 
 void register_handle(const void* handle, acc_handle_kind kind) {
@@ -162,11 +165,7 @@ bool pin_if_live(const void* handle, acc_handle_kind kind) {
 int64_t live_handles(acc_handle_kind kind) {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  if (kind == ACC_HANDLE_ANY) {
-    int64_t live = 0;
-    for (const auto& entry : r.kinds) live += entry.second.destroy ? 0 : 1;
-    return live;
-  }
+  if (kind == ACC_HANDLE_ANY) return std::accumulate(r.counts.begin(), r.counts.end(), int64_t{0});
   if (kind < 0 || static_cast<size_t>(kind) >= r.counts.size()) return 0;
   return r.counts[kind];
 }

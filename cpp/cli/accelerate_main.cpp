@@ -16,9 +16,10 @@
 #include "cli/estimate_memory.h"
 #include "cli/questionnaire.h"
 #include "cli/self_check.h"
-#include "common/options.h"
 #include "common/device.h"
 #include "common/error.h"
+#include "common/options.h"
+#include "common/text.h"
 #include "config/config_file.h"
 #include "config/fsdp2_conversion.h"
 #include "launch/launch_flags.h"
@@ -30,18 +31,11 @@ namespace {
 // An option's names with Accelerate's spellings: each `--a_b` is also accepted as `--a-b`.
 std::string with_dashes(const std::string& names) {
   std::string out = names;
-  size_t start = 0;
-  while (start < names.size()) {
-    size_t end = names.find(',', start);
-    if (end == std::string::npos) end = names.size();
-    std::string name = names.substr(start, end - start);
+  for (std::string name : acc::split_trimmed(names, ',')) {
     const size_t body = name.find("--");
-    if (body != std::string::npos && name.find('_', body) != std::string::npos) {
-      for (size_t i = body + 2; i < name.size(); ++i)
-        if (name[i] == '_') name[i] = '-';
-      out += "," + name;
-    }
-    start = end + 1;
+    if (body == std::string::npos || name.find('_', body) == std::string::npos) continue;
+    std::replace(name.begin() + static_cast<std::ptrdiff_t>(body), name.end(), '_', '-');
+    out += "," + name;
   }
   return out;
 }
@@ -143,13 +137,9 @@ int run_launch(const char* who, LaunchArgs& a, std::vector<std::string> command)
     return 2;
   }
   // A Python module or script runs through python3, as Accelerate runs it; anything else as given.
-  const auto python_script = [&] {
-    const std::string& p = command[0];
-    return p.size() > 3 && p.compare(p.size() - 3, 3, ".py") == 0;
-  };
   if (a.module && !command.empty())
     command.insert(command.begin(), {"python3", "-m"});
-  else if (!a.no_python && !command.empty() && python_script())
+  else if (!a.no_python && !command.empty() && acc::ends_with(command[0], ".py"))
     command.insert(command.begin(), "python3");
   acc::LaunchConfig config;
   try {
@@ -184,6 +174,22 @@ int parse_error(CLI::App& app, const CLI::ParseError& e) {
   return 2;
 }
 
+// Levenshtein distance: the edits that turn `a` into `b`.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
 // Empty when `word` is one of the commands; else what to tell the user, with the nearest command
 // when one is a typo away (as argparse's "invalid choice").
 std::string unknown_command(CLI::App& app, const std::string& word) {
@@ -194,19 +200,8 @@ std::string unknown_command(CLI::App& app, const std::string& word) {
     if (name == word) return "";
     if (sub->get_group().empty()) continue;  // hidden: never suggested
     names += (names.empty() ? "" : ", ") + name;
-    // Edit distance, row by row.
-    std::vector<size_t> row(name.size() + 1);
-    for (size_t j = 0; j <= name.size(); ++j) row[j] = j;
-    for (size_t i = 1; i <= word.size(); ++i) {
-      size_t diagonal = row[0];
-      row[0] = i;
-      for (size_t j = 1; j <= name.size(); ++j) {
-        const size_t above = row[j];
-        row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (word[i - 1] == name[j - 1] ? 0 : 1)});
-        diagonal = above;
-      }
-    }
-    if (row[name.size()] < nearest_distance) nearest_distance = row[name.size()], nearest = name;
+    if (const size_t distance = edit_distance(word, name); distance < nearest_distance)
+      nearest_distance = distance, nearest = name;
   }
   return "unknown command '" + word + "'" + (nearest.empty() ? "" : ": did you mean '" + nearest + "'?") +
          " (commands: " + names + ")";
@@ -268,8 +263,7 @@ int convert_config_to_fsdp2(const std::string& from, std::optional<std::string> 
 
 int main(int argc, char** argv) {
   const std::string invoked = argv[0];
-  if (invoked.size() >= 17 && invoked.compare(invoked.size() - 17, 17, "accelerate-launch") == 0)
-    return launch_only(argc, argv, "accelerate-launch");
+  if (acc::ends_with(invoked, "accelerate-launch")) return launch_only(argc, argv, "accelerate-launch");
   // Parsed on its own: the program's arguments (and a `--` before them) are not the command line's.
   if (argc > 1 && std::string(argv[1]) == "launch") return launch_only(argc - 1, argv + 1, "accelerate launch");
 
@@ -335,9 +329,11 @@ int main(int argc, char** argv) {
   auto* worker = app.add_subcommand("self-check-worker", "one process of `accelerate test`");
   worker->group("");  // hidden: started by `accelerate test` through the launcher
 
-  if (argc > 1 && argv[1][0] != '-' && !unknown_command(app, argv[1]).empty()) {
-    std::fprintf(stderr, "accelerate: %s (see accelerate --help)\n", unknown_command(app, argv[1]).c_str());
-    return 2;
+  if (argc > 1 && argv[1][0] != '-') {
+    if (const std::string unknown = unknown_command(app, argv[1]); !unknown.empty()) {
+      std::fprintf(stderr, "accelerate: %s (see accelerate --help)\n", unknown.c_str());
+      return 2;
+    }
   }
   try {
     app.parse(argc, argv);

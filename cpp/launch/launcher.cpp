@@ -297,6 +297,7 @@ int run_group(const LaunchConfig& config, int port, int restart_count, const Str
   auto teardown_started = std::chrono::steady_clock::now();
   bool killed = false;
   size_t open_streams = children.size() * 2;
+  const auto global_rank = [&](const Child& c) { return config.machine_rank * local + c.local_rank; };
   std::optional<std::chrono::steady_clock::time_point> all_exited;
   const auto running = [&] {
     return std::any_of(children.begin(), children.end(), [](const Child& c) { return c.running; });
@@ -310,7 +311,7 @@ int run_group(const LaunchConfig& config, int port, int restart_count, const Str
         if (s.pipe_fd >= 0) {
           fds.push_back({s.pipe_fd, POLLIN, 0});
           owners.push_back(&s);
-          ranks.push_back(config.machine_rank * local + c.local_rank);
+          ranks.push_back(global_rank(c));
         }
     const int interval_ms = std::max(1, static_cast<int>(config.monitor_interval_seconds * 1000));
     if (!fds.empty()) poll(fds.data(), fds.size(), interval_ms);
@@ -331,7 +332,7 @@ int run_group(const LaunchConfig& config, int port, int restart_count, const Str
         result = c.exit_code;
         if (local > 1)
           std::fprintf(stderr, "accelerate-launch: rank %d exited with code %d; stopping the other processes\n",
-                       config.machine_rank * local + c.local_rank, c.exit_code);
+                       global_rank(c), c.exit_code);
         tearing_down = true;
         teardown_started = std::chrono::steady_clock::now();
         signal_all(children, SIGTERM);
@@ -360,8 +361,8 @@ int run_group(const LaunchConfig& config, int port, int restart_count, const Str
         for (auto& c : children)
           for (auto& s : c.streams)
             if (s.pipe_fd >= 0) {
-              drain(s, config, config.machine_rank * local + c.local_rank);
-              if (s.console) emit_lines(s, config, config.machine_rank * local + c.local_rank, true);
+              drain(s, config, global_rank(c));
+              if (s.console) emit_lines(s, config, global_rank(c), true);
               close_stream(s);
             }
         open_streams = 0;
