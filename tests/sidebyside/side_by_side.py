@@ -10,8 +10,9 @@ a machine with both installed (scripts/gpu/test.sh). On the CPU unless ACC_SIDE_
   side_by_side.py run SIDE SCENARIO DIR            SIDE: accelerate or ours; one process of the job
                                                    (launched by torchrun / accelerate-launch)
   side_by_side.py compare SCENARIO DIR PROCESSES   exit 1 when any value differs
-  side_by_side.py list [SCENARIO...]               the scenarios to run (those given, and the
-                                                   uninterrupted runs resumed ones are held to)
+  side_by_side.py list [SCENARIO...]               the scenarios to run (those given, else all but
+                                                   the GPU's own on the CPU, and the uninterrupted
+                                                   runs resumed ones are held to)
 """
 import ctypes
 import json
@@ -72,6 +73,11 @@ SCENARIOS = {
     "cnn_batchnorm": dict(model="cnn", data="images", optimizer="adamw", schedule="linear"),
     "lm_bf16_accumulate": dict(model="lm", optimizer="adamw", schedule="linear", mixed_precision="bf16",
                                accumulation=2, clip=1.0),
+    # fp16 (GPU only): GradScaler's first steps overflow at its initial scale 65536 and are skipped
+    # (the schedule waits with them); clipping unscales first.
+    "mlp_fp16": dict(model="mlp", optimizer="adamw", schedule="linear", mixed_precision="fp16", gpu_only=True),
+    "lm_fp16_accumulate_clip": dict(model="lm", optimizer="adamw", schedule="linear", mixed_precision="fp16",
+                                    accumulation=2, clip=1.0, gpu_only=True),
     # DDP's options (DistributedDataParallelKwargs) on a model of 2.1 MiB, whose gradient buckets
     # decide the sums' rounding on 3 or more processes: the default (one bucket, then rebuilt in the
     # gradients' order, 1 MiB first), a bucket_cap_mb that also caps the first bucket,
@@ -253,7 +259,7 @@ DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=
                 ddp_find_unused_parameters=False, ddp_static_graph=False, ddp_comm_hook=None, ddp_comm_wrapper=None, ddp_comm_state=None,
                 local_sgd=None, clip_value=None,
                 graph_optimization=True, schedule_options={}, then=(), chain=(), averaged=None, group_factors=None,
-                scale=None)
+                scale=None, gpu_only=False)
 EVAL_SAMPLES = 10  # an evaluation loader whose last batch is uneven over 2 processes
 VOCAB, CLASSES = 16, 3
 
@@ -981,7 +987,8 @@ def main(argv):
     if argv[1] == "export":
         export(argv[2])
     elif argv[1] == "list":  # the names given (all when none), each after the run it is held to
-        names = argv[2:] or list(SCENARIOS)
+        on_gpu = os.environ.get("ACC_SIDE_BY_SIDE_DEVICE", "cpu") != "cpu"
+        names = argv[2:] or [name for name, s in SCENARIOS.items() if on_gpu or not s.get("gpu_only")]
         ordered = []
         for name in names:
             for needed in (SCENARIOS[name].get("uninterrupted"), name):
