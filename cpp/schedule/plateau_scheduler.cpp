@@ -69,7 +69,8 @@ void PlateauScheduler::step_with_metric(double metric) {
 }
 
 SchedulerState PlateauScheduler::state() const {
-  return {last_epoch_, initial_lrs_, PlateauState{best_, num_bad_epochs_, cooldown_counter_, last_lrs_}, name()};
+  return {last_epoch_, initial_lrs_, PlateauState{best_, num_bad_epochs_, cooldown_counter_, last_lrs_},
+          name(),      {},           {}};
 }
 
 void PlateauScheduler::check_state(const SchedulerState& state) const {

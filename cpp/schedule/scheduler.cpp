@@ -79,10 +79,28 @@ std::shared_ptr<Scheduler> make_cyclic_scheduler(std::shared_ptr<Optimizer> opti
 IndexedScheduler::IndexedScheduler(std::shared_ptr<Optimizer> optimizer, std::string name)
     : optimizer_(std::move(optimizer)), name_(std::move(name)), base_lrs_(group_lrs(*optimizer_)) {}
 
+SchedulerState IndexedScheduler::state() const {
+  return {step_, base_lrs_, std::nullopt, name_, group_lrs(*optimizer_), last_lrs_};
+}
+
 void IndexedScheduler::set_rates(int64_t step, std::vector<double> lrs) {
   for (size_t g = 0; g < lrs.size(); ++g) optimizer_->set_lr(g, lrs[g]);
   step_ = step;
   last_lrs_ = std::move(lrs);
+}
+
+void IndexedScheduler::check_saved_rates(const SchedulerState& state) const {
+  check_group_count(state.lrs.size(), base_lrs_.size());
+  check_group_count(state.last_lrs.size(), base_lrs_.size());
+  for (const std::vector<double>* lrs : {&state.lrs, &state.last_lrs})
+    for (double lr : *lrs)
+      require(std::isfinite(lr) && lr >= 0, "a scheduler state's learning rates must be finite and >= 0, got ", lr);
+}
+
+void IndexedScheduler::restore_rates(const SchedulerState& state) {
+  for (size_t g = 0; g < state.lrs.size(); ++g) optimizer_->set_lr(g, state.lrs[g]);
+  step_ = state.step;
+  last_lrs_ = state.last_lrs;
 }
 
 void IndexedScheduler::check_state_shape(const SchedulerState& state) const {
@@ -102,7 +120,7 @@ LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std
   const Schedule schedule = named_schedule(name, options, optimizer_->default_lr());
   note_form(schedule);
   chains_.assign(base_lrs_.size(), {schedule});
-  phases_ = {{0, first_phase_rules(chains_)}};
+  phases_ = {first_phase(chains_)};
   apply(0);
 }
 
@@ -144,38 +162,59 @@ LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, GroupFact
                            : chainable([checked](double lr, double, int64_t s) { return lr * checked(s); })});
   }
   if (!chains_.empty()) note_form(chains_[0][0]);
-  phases_ = {{0, first_phase_rules(chains_)}};
+  phases_ = {first_phase(chains_)};
   apply(0);
 }
 
-std::vector<ScheduleRule> LambdaScheduler::first_phase_rules(const std::vector<std::vector<Schedule>>& chains) const {
-  std::vector<ScheduleRule> rules;
-  for (const std::vector<Schedule>& chain : chains)
-    rules.push_back(rule_of(chain.size() == 1 ? chain[0] : chained(chain)));
-  return rules;
+LambdaScheduler::Phase LambdaScheduler::first_phase(const std::vector<std::vector<Schedule>>& chains) {
+  Phase phase{0, {}, {}};
+  for (const std::vector<Schedule>& chain : chains) {
+    Schedule schedule = chain.size() == 1 ? chain[0] : chained(chain);
+    if (!schedule.closed_form) phase.steps.push_back(schedule.next);
+    phase.rules.push_back(rule_of(std::move(schedule)));
+  }
+  return phase;
+}
+
+const LambdaScheduler::Phase& LambdaScheduler::phase_at(int64_t step) const {
+  // SequentialLR's step: the schedule whose milestone was reached last.
+  const auto after = std::upper_bound(phases_.begin(), phases_.end(), step,
+                                      [](int64_t s, const Phase& phase) { return s < phase.milestone; });
+  return *std::prev(after);
 }
 
 std::vector<double> LambdaScheduler::lrs_at(const std::vector<double>& base_lrs, int64_t step) const {
-  // SequentialLR's step: the schedule whose milestone was reached last, at the steps since it.
-  const auto after = std::upper_bound(phases_.begin(), phases_.end(), step,
-                                      [](int64_t s, const Phase& phase) { return s < phase.milestone; });
-  const Phase& phase = *std::prev(after);
+  const Phase& phase = phase_at(step);
   return rates(phase.rules, base_lrs, step - phase.milestone, step);
+}
+
+void LambdaScheduler::check_rates(const std::vector<double>& lrs, int64_t step) {
+  for (double lr : lrs)
+    require(std::isfinite(lr) && lr >= 0, "the schedule's learning rate at step ", step, " is ", lr,
+            " (it must be finite and >= 0)");
 }
 
 std::vector<double> LambdaScheduler::rates(const std::vector<ScheduleRule>& rules, const std::vector<double>& base_lrs,
                                            int64_t steps_in, int64_t step) {
   std::vector<double> lrs;
-  for (size_t g = 0; g < base_lrs.size(); ++g) {
-    const double lr = rules[g](base_lrs[g], steps_in);
-    require(std::isfinite(lr) && lr >= 0, "the schedule's learning rate at step ", step, " is ", lr,
-            " (it must be finite and >= 0)");
-    lrs.push_back(lr);
-  }
+  for (size_t g = 0; g < base_lrs.size(); ++g) lrs.push_back(rules[g](base_lrs[g], steps_in));
+  check_rates(lrs, step);
   return lrs;
 }
 
 void LambdaScheduler::apply(int64_t step) { set_rates(step, lrs_at(base_lrs_, step)); }
+
+void LambdaScheduler::step() {
+  const int64_t step = step_count() + 1;
+  const Phase& phase = phase_at(step);
+  // A closed form, and a schedule's restart at its milestone (step(0)'s closed form), start from the base rates.
+  if (phase.steps.empty() || phase.milestone == step) return apply(step);
+  std::vector<double> lrs;
+  for (size_t g = 0; g < base_lrs_.size(); ++g)
+    lrs.push_back(phase.steps[g](optimizer_->lr(g), base_lrs_[g], step - phase.milestone));
+  check_rates(lrs, step);
+  set_rates(step, std::move(lrs));
+}
 
 void LambdaScheduler::require_unstepped(const char* what) const {
   require(step_count() == 0, "a ", what, " is made before the first step; the scheduler has taken ", step_count());
@@ -193,9 +232,13 @@ void LambdaScheduler::then(int64_t milestone, const std::string& name, const Opt
   if (name == kOneCycleSchedule || name == kCyclicSchedule)
     fail(Status::Unsupported, "a sequence takes schedules with a rule; the ", name,
          " scheduler cannot be part of one here");
-  note_form(named_schedule(name, options, optimizer_->default_lr()));
+  const Schedule schedule = named_schedule(name, options, optimizer_->default_lr());
+  note_form(schedule);
   const ScheduleRule rule = restarted_schedule_rule(name, options, optimizer_->default_lr());
-  phases_.push_back({milestone, std::vector<ScheduleRule>(base_lrs_.size(), rule)});
+  const size_t groups = base_lrs_.size();
+  phases_.push_back(
+      {milestone, std::vector<ScheduleRule>(groups, rule),
+       schedule.closed_form ? std::vector<Schedule::Next>{} : std::vector<Schedule::Next>(groups, schedule.next)});
   name_ += "," + name + "@" + std::to_string(milestone);
 }
 
@@ -213,11 +256,11 @@ void LambdaScheduler::chain(const std::string& name, const Options& options) {
   std::vector<std::vector<Schedule>> chains = chains_;
   for (std::vector<Schedule>& chain : chains) chain.push_back(added);
   walks_ = true;  // a chain is walked
-  std::vector<ScheduleRule> rules = first_phase_rules(chains);
+  Phase phase = first_phase(chains);
   // Made on the optimizer, the new schedule sets its step 0 from the rate the chain set: checked first.
-  std::vector<double> lrs = rates(rules, base_lrs_, 0, 0);
+  std::vector<double> lrs = rates(phase.rules, base_lrs_, 0, 0);
   chains_ = std::move(chains);
-  phases_[0].rules = std::move(rules);
+  phases_[0] = std::move(phase);
   name_ += "+" + name;
   set_rates(0, std::move(lrs));
 }
@@ -225,13 +268,26 @@ void LambdaScheduler::chain(const std::string& name, const Options& options) {
 void LambdaScheduler::check_state(const SchedulerState& state) const {
   check_state_shape(state);
   require(state.step >= 0, "a scheduler state needs a step >= 0, got ", state.step);
-  // PyTorch continues a chainable recursion from the rate it saved; here the rate is computed anew
-  // from step 0, about 50 ns a step: a bound keeps a load from running without end.
-  require(!walks_ || state.step <= kMaxWalkedStep, "the '", name_, "' schedule is computed step by step from ",
-          "its start, and a scheduler state's step must then be at most ", kMaxWalkedStep, ", got ", state.step);
   for (double lr : state.base_lrs)
     require(std::isfinite(lr) && lr >= 0, "a scheduler state's base learning rates must be finite and >= 0, got ", lr);
+  if (!state.lrs.empty() || !state.last_lrs.empty()) {
+    check_saved_rates(state);  // resumed from as PyTorch does: nothing is computed
+    return;
+  }
+  // An older state's rates are computed at its step. PyTorch continues a chainable recursion from the rate it saved;
+  // here the rate is computed anew from step 0, about 50 ns a step: a bound keeps a load from running without end.
+  require(!walks_ || state.step <= kMaxWalkedStep, "the '", name_, "' schedule is computed step by step from ",
+          "its start, and a scheduler state's step must then be at most ", kMaxWalkedStep, ", got ", state.step);
   (void)lrs_at(state.base_lrs, state.step);  // a schedule that fails at that step fails here, before any change
+}
+
+void LambdaScheduler::load_state(const SchedulerState& state) {
+  check_state(state);
+  base_lrs_ = state.base_lrs;
+  if (state.lrs.empty())
+    apply(state.step);
+  else
+    restore_rates(state);
 }
 
 }  // namespace acc

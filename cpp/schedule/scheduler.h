@@ -33,6 +33,9 @@ struct SchedulerState {
   std::vector<double> base_lrs;
   std::optional<PlateauState> plateau;  // only a reduce_lr_on_plateau scheduler's
   std::string schedule;                 // its name ("lambda": a user's); empty in older checkpoints
+  // A schedule with a rule: each group's rate when saved (set by the schedule, or by hand since), and
+  // the rates the schedule set last (PyTorch's _last_lr). Empty in older checkpoints: then computed.
+  std::vector<double> lrs, last_lrs;
 };
 
 // What the C API sees of a scheduler; the Accelerator's wrapper is one too.
@@ -89,7 +92,7 @@ std::shared_ptr<Scheduler> make_cyclic_scheduler(std::shared_ptr<Optimizer> opti
 class IndexedScheduler : public Scheduler {
  public:
   void step() override { apply(step_ + 1); }
-  SchedulerState state() const override { return {step_, base_lrs_, std::nullopt, name_}; }
+  SchedulerState state() const override;
   void load_state(const SchedulerState& state) override;
   double last_lr(size_t group) const override { return group_lr(last_lrs_, group); }
   int64_t step_count() const override { return step_; }
@@ -103,6 +106,10 @@ class IndexedScheduler : public Scheduler {
   // set_rates(step, ...).
   virtual void apply(int64_t step) = 0;
   void set_rates(int64_t step, std::vector<double> lrs);
+  // The saved rates' checks: one of each per group, finite and >= 0.
+  void check_saved_rates(const SchedulerState& state) const;
+  // A resume at `state`'s step with its saved rates (checked before).
+  void restore_rates(const SchedulerState& state);
   // The checks every such state gets: its schedule's name, no plateau part, the group count.
   void check_state_shape(const SchedulerState& state) const;
 
@@ -132,18 +139,26 @@ class LambdaScheduler final : public IndexedScheduler {
   LambdaScheduler(std::shared_ptr<Optimizer> optimizer, GroupFactor factor, size_t functions, const char* what,
                   FactorOf of);
 
+  // A step within a phase whose schedule is chainable goes on from each group's rate now, as
+  // PyTorch's get_lr() reads group["lr"]: a rate set by hand since the last step is taken up.
+  void step() override;
   void then(int64_t milestone, const std::string& name, const Options& options) override;
   void chain(const std::string& name, const Options& options) override;
   void check_state(const SchedulerState& state) const override;
+  // A state with saved rates resumes from them (as PyTorch's optimizer state holds group["lr"]); an
+  // older one has them computed at its step.
+  void load_state(const SchedulerState& state) override;
 
  private:
   // A user's factor; `per_group`: the factors are the groups' own (their failures name the group).
   LambdaScheduler(std::shared_ptr<Optimizer> optimizer, GroupFactor factor, FactorOf of, bool per_group);
 
-  // A sequence's schedule from its milestone on, counting its steps from there: one rule per group.
+  // A sequence's schedule from its milestone on, counting its steps from there, for each group: its
+  // rule (the rate from the base rate) and, for a chainable schedule, its step from the rate before.
   struct Phase {
     int64_t milestone;
     std::vector<ScheduleRule> rules;
+    std::vector<Schedule::Next> steps;  // empty for a closed form
   };
 
   void apply(int64_t step) override;
@@ -154,8 +169,11 @@ class LambdaScheduler final : public IndexedScheduler {
   // The same by `rules` (one per group), `steps_in` steps into their phase, checked: finite and >= 0.
   static std::vector<double> rates(const std::vector<ScheduleRule>& rules, const std::vector<double>& base_lrs,
                                    int64_t steps_in, int64_t step);
-  // Each group's rule of the first phase from its chain.
-  std::vector<ScheduleRule> first_phase_rules(const std::vector<std::vector<Schedule>>& chains) const;
+  // The first phase (milestone 0) from each group's chain.
+  static Phase first_phase(const std::vector<std::vector<Schedule>>& chains);
+  const Phase& phase_at(int64_t step) const;
+  // Each group's rate checked: finite and >= 0.
+  static void check_rates(const std::vector<double>& lrs, int64_t step);
   void require_unstepped(const char* what) const;
   size_t chain_length() const { return chains_.empty() ? 0 : chains_[0].size(); }
 

@@ -34,6 +34,10 @@ class SchedulerPart final : public CheckpointPart {
   void save(const std::string& path) const override {
     const SchedulerState state = scheduler_->state();
     nlohmann::json j{{"schedule", state.schedule}, {"step", state.step}, {"base_lrs", state.base_lrs}};
+    if (!state.plateau) {
+      j["lrs"] = state.lrs;
+      j["last_lrs"] = state.last_lrs;
+    }
     if (const auto& p = state.plateau)
       j[kPlateauSchedule] = {{"best", plateau_best_to_json(p->best)},
                              {"num_bad_epochs", p->num_bad_epochs},
@@ -44,10 +48,20 @@ class SchedulerPart final : public CheckpointPart {
   StagedLoad load(const std::string& path) const override {
     const nlohmann::json j = read_json(path);
     SchedulerState state{json_field_at_least<int64_t>(j, "step", path, 0),
-                         json_field<std::vector<double>>(j, "base_lrs", path), std::nullopt,
-                         j.contains("schedule") ? json_field<std::string>(j, "schedule", path) : ""};
-    for (double lr : state.base_lrs)
-      if (lr < 0) fail(Status::Io, "checkpoint file '", path, "': 'base_lrs' holds a negative learning rate ", lr);
+                         json_field<std::vector<double>>(j, "base_lrs", path),
+                         std::nullopt,
+                         j.contains("schedule") ? json_field<std::string>(j, "schedule", path) : "",
+                         {},
+                         {}};
+    using Rates = std::pair<const char*, std::vector<double>*>;
+    for (const Rates& rates : {Rates{"lrs", &state.lrs}, Rates{"last_lrs", &state.last_lrs}})
+      if (j.contains(rates.first))
+        *rates.second = json_field<std::vector<double>>(j, rates.first, path);  // not in older ones
+    for (const Rates& rates :
+         {Rates{"base_lrs", &state.base_lrs}, Rates{"lrs", &state.lrs}, Rates{"last_lrs", &state.last_lrs}})
+      for (double lr : *rates.second)
+        if (lr < 0)
+          fail(Status::Io, "checkpoint file '", path, "': '", rates.first, "' holds a negative learning rate ", lr);
     if (j.contains(kPlateauSchedule)) {
       const nlohmann::json& p = j[kPlateauSchedule];
       state.plateau = PlateauState{plateau_best_from_json(p, path),

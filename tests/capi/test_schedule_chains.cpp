@@ -60,7 +60,7 @@ struct Factors {
 };
 
 // The case's scheduler over `opt`: a multiplicative one over `factors` or the chain's first
-// schedule, then the rest of the chain.
+// schedule, then the rest of the chain, then the schedule after its milestone (`then`) if any.
 acc_scheduler* make_case_scheduler(acc_optimizer* opt, const json& c, Factors* factors) {
   acc_scheduler* sched = nullptr;
   size_t next = 0;
@@ -81,7 +81,22 @@ acc_scheduler* make_case_scheduler(acc_optimizer* opt, const json& c, Factors* f
         << acc_last_error_message();
     acc_options_free(o);
   }
+  if (c.contains("then")) {
+    acc_options* o = scheduler_options(c["then"]["options"]);
+    EXPECT_EQ(acc_scheduler_then(sched, c["then"]["milestone"].get<int64_t>(),
+                                 c["then"]["name"].get<std::string>().c_str(), o),
+              ACC_OK)
+        << acc_last_error_message();
+    acc_options_free(o);
+  }
   return sched;
+}
+
+// The rates the case sets by hand after `after` steps ([after, group, lr] entries).
+void set_rates_by_hand(acc_optimizer* opt, const json& c, size_t after) {
+  for (const json& entry : c.value("set_lr", json::array()))
+    if (entry[0].get<size_t>() == after)
+      EXPECT_EQ(acc_optimizer_set_lr(opt, entry[1].get<size_t>(), entry[2].get<double>()), ACC_OK);
 }
 
 double get_lr(acc_optimizer* opt, size_t group) {
@@ -99,20 +114,24 @@ double last_lr(acc_scheduler* sched, size_t group) {
 }  // namespace
 
 // Every case of the fixture (chains of chainable schedules, of transformers' closed forms with
-// them, SWALR inside a chain, a MultiplicativeLR alone and leading a chain), both groups' rates after
-// every step, to the bit, as the python3 torch the build found gives them.
+// them, SWALR inside a chain, a MultiplicativeLR alone and leading a chain; rates set by hand
+// between steps, which chainable schedules go on from, in chains and sequences too), both groups'
+// rates after every step, to the bit, as the python3 torch the build found gives them.
 TEST(ScheduleChains, ChainsAndMultiplicativeGivePyTorchsRatesToTheBit) {
   std::ifstream in(acc_test::data_dir() + "/schedule_cases.json");
   ASSERT_TRUE(in.good()) << "run the export_pytorch_schedule_cases fixture";
   const json data = json::parse(in);
-  ASSERT_GE(data["cases"].size(), 7u);
+  ASSERT_GE(data["cases"].size(), 24u);
   for (const json& c : data["cases"]) {
     SCOPED_TRACE(c.dump());
     TwoGroups net(c["lrs"][0].get<double>(), c["lrs"][1].get<double>());
     Factors factors;
     acc_scheduler* sched = make_case_scheduler(net.opt, c, &factors);
     for (size_t step = 0; step < c["rates"].size(); ++step) {
-      if (step > 0) ASSERT_EQ(acc_scheduler_step(sched), ACC_OK) << acc_last_error_message();
+      if (step > 0) {
+        set_rates_by_hand(net.opt, c, step - 1);
+        ASSERT_EQ(acc_scheduler_step(sched), ACC_OK) << acc_last_error_message();
+      }
       for (size_t g = 0; g < 2; ++g) {
         const double want = std::strtod(c["rates"][step][g].get<std::string>().c_str(), nullptr);
         EXPECT_EQ(last_lr(sched, g), want) << "group " << g << " after " << step << " steps";
@@ -195,16 +214,52 @@ TEST(ScheduleChains, AChainResumesWhereItStoodAndIsKnownByItsParts) {
   ACC_EXPECT_ERROR(acc_load_state(other.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "saved by a 'constant_lr+exponential' schedule; this scheduler's is 'exponential+constant_lr'");
 
-  // A chain is computed step by step from its start: a state at step 2^62 is refused at once
-  // (it would run for years), naming the file.
-  {
+  // A state at step 2^62 resumes from the rates it saved at once; an older state, without them, would
+  // be computed step by step from the chain's start (for years): refused at once, naming the file.
+  for (const bool with_rates : {true, false}) {
+    SCOPED_TRACE(with_rates ? "saved rates" : "no saved rates");
     nlohmann::json state = nlohmann::json::parse(acc_test::read_file(dir + "/scheduler.json"));
     state["step"] = int64_t{1} << 62;
+    if (!with_rates) state.erase("lrs"), state.erase("last_lrs");
     std::ofstream(dir + "/scheduler.json", std::ios::trunc) << state.dump();
+    auto manifest = nlohmann::json::parse(acc_test::read_file(dir + "/accelerate_state.json"));
+    for (const char* key : {"files", "manifest_crc32c"}) manifest.erase(key);  // as if written so: the change is meant
+    std::ofstream(dir + "/accelerate_state.json", std::ios::trunc) << manifest.dump(2);
+    ChainRun far(kConstantThenExponential);
+    if (with_rates) {
+      ACC_ASSERT_OK(acc_load_state(far.acc, dir.c_str(), nullptr));
+      int64_t steps = 0;
+      ACC_ASSERT_OK(acc_scheduler_get_step(far.sched, &steps));
+      EXPECT_EQ(steps, int64_t{1} << 62);
+      EXPECT_EQ(get_lr(far.net.opt, 0), state["lrs"][0].get<double>());
+      EXPECT_EQ(last_lr(far.sched, 1), state["last_lrs"][1].get<double>());
+    } else {
+      ACC_EXPECT_ERROR(acc_load_state(far.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
+                       "scheduler.json': the 'constant_lr+exponential' schedule is computed step by step");
+    }
   }
-  ChainRun far(kConstantThenExponential);
-  ACC_EXPECT_ERROR(acc_load_state(far.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
-                   "scheduler.json': the 'constant_lr+exponential' schedule is computed step by step");
+}
+
+// A rate set by hand between steps is held by the checkpoint: the resumed chain goes on from it,
+// as the uninterrupted one does (PyTorch's optimizer state holds group["lr"]).
+TEST(ScheduleChains, ARateSetByHandIsResumedFrom) {
+  const std::string dir = acc_test::temp_path("chain_by_hand");
+  std::filesystem::remove_all(dir);
+  ChainRun whole(kConstantThenExponential);
+  {
+    ChainRun head(kConstantThenExponential);
+    for (int i = 0; i < 2; ++i) EXPECT_EQ(head.step(), whole.step());
+    for (ChainRun* run : {&head, &whole}) ACC_ASSERT_OK(acc_optimizer_set_lr(run->net.opt, 0, 0.25));
+    ACC_ASSERT_OK(acc_save_state(head.acc, dir.c_str(), nullptr));
+  }
+  ChainRun tail(kConstantThenExponential);
+  ACC_ASSERT_OK(acc_load_state(tail.acc, dir.c_str(), nullptr));
+  EXPECT_EQ(get_lr(tail.net.opt, 0), 0.25);
+  EXPECT_EQ(last_lr(tail.sched, 0), last_lr(whole.sched, 0)) << "the schedule's last rate is its own";
+  const auto first = tail.step();
+  EXPECT_EQ(first, whole.step());
+  EXPECT_EQ(first.first, 0.25 * 0.9) << "the exponential goes on from the rate set by hand";
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(tail.step(), whole.step());
 }
 
 // What a chain cannot be, each refused without a change: a refused call leaves every rate and the

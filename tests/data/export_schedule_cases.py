@@ -6,7 +6,10 @@ min_lr, with the momentum (SGD's, or Adam's beta1) they move, for tests/cpp/test
 (named as acc_scheduler_create names them, with their ACC_OPTIONS_SCHEDULER settings as text), or a
 MultiplicativeLR whose factor at step s is factors[s % len(factors)], possibly leading a chain; two
 parameter groups with their own rates, and each group's rate after every step is recorded, as
-float.hex() strings (exact). "user_schedule_cases": LambdaLR and MultiplicativeLR given one
+float.hex() strings (exact). A case may continue as a SequentialLR ("then": a milestone and the
+schedule after it) and may set rates by hand between steps ("set_lr": [after, group, lr] sets
+group's rate after `after` steps, before the next): chainable schedules go on from such a rate,
+closed forms replace it. "user_schedule_cases": LambdaLR and MultiplicativeLR given one
 function per group (group g's factor at step s is group_factors[g][s % len]), alone, leading a chain
 or a sequence, and CyclicLR with a scale_fn (scale(x) = scale[x % len], x the cycle or the step), for
 tests/capi/test_user_schedules.cpp (acc_scheduler_create_group_lambda / _group_multiplicative /
@@ -97,6 +100,38 @@ CASES = [
     {"lrs": [0.1, 0.04], "steps": 6, "factors": [0.95, 0.9, 0.8], "chain": []},
     {"lrs": [0.1, 0.04], "steps": 5, "factors": [0.9, 0.95], "chain": [
         {"name": "linear_lr", "options": {"start_factor": "0.5", "total_iters": "2"}}]},
+    # Rates set by hand between steps: each chainable schedule, closed forms, chains and sequences.
+    {"lrs": [0.1, 0.04], "steps": 6, "set_lr": [[1, 0, 0.07], [3, 1, 0.02]], "chain": [
+        {"name": "step", "options": {"step_size": "2", "gamma": "0.5"}}]},
+    {"lrs": [0.1, 0.04], "steps": 5, "set_lr": [[2, 0, 0.3], [2, 1, 0.0]], "chain": [
+        {"name": "exponential", "options": {"gamma": "0.9"}}]},
+    {"lrs": [0.1, 0.2], "steps": 10, "set_lr": [[2, 0, 0.05], [6, 1, 0.5], [7, 0, 0.011]], "chain": [
+        {"name": "cosine_annealing", "options": {"T_max": "4", "eta_min": "0.01"}}]},
+    {"lrs": [0.2, 0.7], "steps": 6, "set_lr": [[1, 0, 0.33], [2, 1, 0.1]], "chain": [
+        {"name": "multistep", "options": {"milestones": "2,4", "gamma": "0.5"}}]},
+    {"lrs": [0.1, 0.05], "steps": 7, "set_lr": [[1, 0, 0.08], [2, 1, 0.2]], "chain": [
+        {"name": "linear_lr", "options": {"start_factor": "0.25", "total_iters": "4"}}]},
+    {"lrs": [0.1, 0.05], "steps": 5, "set_lr": [[0, 0, 0.4], [2, 1, 0.01]], "chain": [
+        {"name": "constant_lr", "options": {"factor": "0.5", "total_iters": "3"}}]},
+    {"lrs": [0.2, 0.7], "steps": 6, "set_lr": [[2, 0, 0.9], [4, 1, 0.3]], "chain": [
+        {"name": "polynomial_lr", "options": {"total_iters": "5", "power": "2"}}]},
+    {"lrs": [0.3, 0.1], "steps": 8, "set_lr": [[1, 0, 0.2], [3, 1, 0.07], [6, 0, 0.5]], "chain": [
+        {"name": "swa_lr", "options": {"swa_lr": "0.05", "anneal_epochs": "4", "anneal_strategy": "linear"}}]},
+    {"lrs": [0.1, 0.04], "steps": 6, "factors": [0.9, 0.8], "set_lr": [[2, 0, 0.5], [3, 1, 0.01]], "chain": []},
+    {"lrs": [0.1, 0.05], "steps": 6, "set_lr": [[2, 0, 0.7], [3, 1, 0.01]], "chain": [
+        {"name": "linear", "options": {"num_warmup_steps": "2", "num_training_steps": "6"}}]},
+    {"lrs": [0.1, 0.03], "steps": 6, "set_lr": [[1, 0, 0.5], [3, 1, 0.2]], "chain": [
+        {"name": "constant_lr", "options": {"factor": "0.5", "total_iters": "3"}},
+        {"name": "exponential", "options": {"gamma": "0.9"}}]},
+    {"lrs": [0.1, 0.05], "steps": 6, "set_lr": [[2, 0, 0.7], [3, 1, 0.01]], "chain": [
+        {"name": "linear", "options": {"num_warmup_steps": "2", "num_training_steps": "8"}},
+        {"name": "step", "options": {"step_size": "3", "gamma": "0.5"}}]},
+    {"lrs": [0.1, 0.05], "steps": 9, "set_lr": [[1, 0, 0.2], [2, 1, 0.3], [4, 0, 0.6]], "chain": [
+        {"name": "linear_lr", "options": {"start_factor": "0.5", "total_iters": "3"}}],
+     "then": {"milestone": 3, "name": "exponential", "options": {"gamma": "0.5"}}},
+    {"lrs": [0.1, 0.05], "steps": 8, "set_lr": [[2, 0, 0.2], [5, 1, 0.3]], "chain": [
+        {"name": "exponential", "options": {"gamma": "0.9"}}],
+     "then": {"milestone": 4, "name": "cosine_annealing", "options": {"T_max": "3", "eta_min": "0.01"}}},
 ]
 
 
@@ -216,8 +251,14 @@ def run(case):
         schedulers.append(S.MultiplicativeLR(opt, lambda s: f[s % len(f)]))
     schedulers += [MAKERS[part["name"]](opt, part["options"]) for part in case["chain"]]
     sched = schedulers[0] if len(schedulers) == 1 else S.ChainedScheduler(schedulers)
+    if "then" in case:
+        later = MAKERS[case["then"]["name"]](opt, case["then"]["options"])
+        sched = S.SequentialLR(opt, [sched, later], milestones=[case["then"]["milestone"]])
     rates = [[float(g["lr"]).hex() for g in opt.param_groups]]
-    for _ in range(case["steps"]):
+    for step in range(case["steps"]):
+        for after, group, lr in case.get("set_lr", []):
+            if after == step:
+                opt.param_groups[group]["lr"] = lr
         opt.step()
         sched.step()
         rates.append([float(g["lr"]).hex() for g in opt.param_groups])
@@ -227,7 +268,8 @@ def run(case):
 def main():
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
-    cases = [dict(case, rates=run(case)) for case in CASES if all(p["name"] in MAKERS for p in case["chain"])]
+    cases = [dict(case, rates=run(case)) for case in CASES
+             if all(p["name"] in MAKERS for p in case["chain"] + [case.get("then", {"name": "step"})])]
     per_group = [dict(case, points=run_per_group(case)) for case in PER_GROUP_CASES]
     user = [dict(case, points=run_user_schedule(case)) for case in USER_SCHEDULE_CASES]
     (out / "schedule_cases.json").write_text(
