@@ -223,6 +223,23 @@ struct Loss {
     check(acc_loss_mse(input, target, reduction, &out));
     return out;
   }
+  static acc_tensor *l1(const acc_tensor *input, const acc_tensor *target, acc_reduction reduction ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_loss_l1(input, target, reduction, &out));
+    return out;
+  }
+  static acc_tensor *smoothL1(const acc_tensor *input, const acc_tensor *target, acc_reduction reduction,
+                              double beta ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_loss_smooth_l1(input, target, reduction, beta, &out));
+    return out;
+  }
+  static acc_tensor *huber(const acc_tensor *input, const acc_tensor *target, acc_reduction reduction,
+                           double delta ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_loss_huber(input, target, reduction, delta, &out));
+    return out;
+  }
   static acc_tensor *bceWithLogits(const acc_tensor *logits, const acc_tensor *target, acc_reduction reduction ERR) {
     acc_tensor *out = nullptr;
     check(acc_loss_bce_with_logits(logits, target, reduction, &out));

@@ -535,6 +535,8 @@ ACC_API ACC_NODISCARD acc_status acc_tensor_item(const acc_tensor *t, double *ou
  * ---------------------------------------------------------------------------------------------- */
 
 /* logits [N, C] (or [N, C, d...]), target class indices int64 [N] ([N, d...]); ignore_index -100.
+ * Or a floating target of the logits' own shape: class probabilities (soft labels, as from mixup or
+ * a teacher), as PyTorch takes them; label_smoothing mixes them with the uniform distribution.
  * Sequence logits [B, T, V] are reshaped to [B*T, V] first (acc_tensor_reshape), as in PyTorch. */
 ACC_API ACC_NODISCARD acc_status acc_loss_cross_entropy(const acc_tensor *logits, const acc_tensor *target,
                                                         acc_reduction reduction, double label_smoothing,
@@ -544,6 +546,15 @@ ACC_API ACC_NODISCARD acc_status acc_loss_nll(const acc_tensor *log_probs, const
                                               acc_reduction reduction, acc_tensor **out);
 ACC_API ACC_NODISCARD acc_status acc_loss_mse(const acc_tensor *input, const acc_tensor *target,
                                               acc_reduction reduction, acc_tensor **out);
+/* Mean absolute error, as torch's l1_loss; input and target of one shape. */
+ACC_API ACC_NODISCARD acc_status acc_loss_l1(const acc_tensor* input, const acc_tensor* target, acc_reduction reduction,
+                                             acc_tensor** out);
+/* torch's smooth_l1_loss: 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta; beta >= 0 (0 is L1). */
+ACC_API ACC_NODISCARD acc_status acc_loss_smooth_l1(const acc_tensor* input, const acc_tensor* target,
+                                                    acc_reduction reduction, double beta, acc_tensor** out);
+/* torch's huber_loss: 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta); delta > 0. */
+ACC_API ACC_NODISCARD acc_status acc_loss_huber(const acc_tensor* input, const acc_tensor* target,
+                                                acc_reduction reduction, double delta, acc_tensor** out);
 ACC_API ACC_NODISCARD acc_status acc_loss_bce_with_logits(const acc_tensor *logits, const acc_tensor *target,
                                                           acc_reduction reduction, acc_tensor **out);
 

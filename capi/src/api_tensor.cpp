@@ -213,6 +213,31 @@ acc_status acc_loss_mse(const acc_tensor* input, const acc_tensor* target, acc_r
   });
 }
 
+acc_status acc_loss_l1(const acc_tensor* input, const acc_tensor* target, acc_reduction reduction, acc_tensor** out) {
+  return guarded([&] {
+    out_param(out, "out");
+    emit(out, acc::l1_loss(tensor_arg(input, "input"), tensor_arg(target, "target"), reduction_arg(reduction)));
+  });
+}
+
+acc_status acc_loss_smooth_l1(const acc_tensor* input, const acc_tensor* target, acc_reduction reduction, double beta,
+                              acc_tensor** out) {
+  return guarded([&] {
+    out_param(out, "out");
+    emit(out,
+         acc::smooth_l1_loss(tensor_arg(input, "input"), tensor_arg(target, "target"), reduction_arg(reduction), beta));
+  });
+}
+
+acc_status acc_loss_huber(const acc_tensor* input, const acc_tensor* target, acc_reduction reduction, double delta,
+                          acc_tensor** out) {
+  return guarded([&] {
+    out_param(out, "out");
+    emit(out,
+         acc::huber_loss(tensor_arg(input, "input"), tensor_arg(target, "target"), reduction_arg(reduction), delta));
+  });
+}
+
 acc_status acc_loss_bce_with_logits(const acc_tensor* logits, const acc_tensor* target, acc_reduction reduction,
                                     acc_tensor** out) {
   return guarded([&] {

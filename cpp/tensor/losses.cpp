@@ -1,5 +1,7 @@
 #include "tensor/losses.h"
 
+#include <cmath>
+
 #include "common/error.h"
 
 namespace acc {
@@ -16,11 +18,13 @@ int64_t to_aten(Reduction r) {
   fail(Status::InvalidArgument, "unknown reduction ", static_cast<int>(r));
 }
 
-void require_class_targets(const at::Tensor& scores, const at::Tensor& target, const char* what) {
+// `alternative`: what else the loss takes as its target, for the refusal's message.
+void require_class_targets(const at::Tensor& scores, const at::Tensor& target, const char* what,
+                           const char* alternative = "") {
   require(scores.is_floating_point(), what, ": scores must be a floating tensor, got ", scores.scalar_type());
   require(scores.dim() >= 1, what, ": scores must have a class dimension");
-  require(target.scalar_type() == at::kLong, what, ": target must hold int64 class indices, got ",
-          target.scalar_type());
+  require(target.scalar_type() == at::kLong, what, ": target must hold int64 class indices", alternative, ", got ",
+          target.scalar_type(), " of shape ", target.sizes(), " for scores of shape ", scores.sizes());
   const bool batched = scores.dim() >= 2;
   require(target.dim() == scores.dim() - 1 && (!batched || target.size(0) == scores.size(0)), what,
           ": target of shape ", target.sizes(), " does not fit scores of shape ", scores.sizes(),
@@ -39,7 +43,15 @@ void require_same_shape(const at::Tensor& a, const at::Tensor& b, const char* wh
 
 at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& target, Reduction reduction,
                          double label_smoothing) {
-  require_class_targets(logits, target, "cross_entropy");
+  // A floating target of the logits' shape holds class probabilities (soft labels), as PyTorch takes it.
+  if (target.is_floating_point() && target.sizes() == logits.sizes()) {
+    require(logits.is_floating_point() && logits.dim() >= 1, "cross_entropy: logits must be a floating tensor ",
+            "with a class dimension");
+    require(logits.device() == target.device(), "cross_entropy: logits are on ", logits.device(), " but target on ",
+            target.device());
+  } else {
+    require_class_targets(logits, target, "cross_entropy", " (or class probabilities of the logits' shape)");
+  }
   require(label_smoothing >= 0.0 && label_smoothing <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got ",
           label_smoothing);
   return at::cross_entropy_loss(logits, target, {}, to_aten(reduction), kIgnoreIndex, label_smoothing);
@@ -53,6 +65,23 @@ at::Tensor nll_loss(const at::Tensor& log_probs, const at::Tensor& target, Reduc
 at::Tensor mse_loss(const at::Tensor& input, const at::Tensor& target, Reduction reduction) {
   require_same_shape(input, target, "mse_loss");
   return at::mse_loss(input, target, to_aten(reduction));
+}
+
+at::Tensor l1_loss(const at::Tensor& input, const at::Tensor& target, Reduction reduction) {
+  require_same_shape(input, target, "l1_loss");
+  return at::l1_loss(input, target, to_aten(reduction));
+}
+
+at::Tensor smooth_l1_loss(const at::Tensor& input, const at::Tensor& target, Reduction reduction, double beta) {
+  require_same_shape(input, target, "smooth_l1_loss");
+  require(std::isfinite(beta) && beta >= 0, "smooth_l1_loss: beta must be a finite number >= 0, got ", beta);
+  return at::smooth_l1_loss(input, target, to_aten(reduction), beta);
+}
+
+at::Tensor huber_loss(const at::Tensor& input, const at::Tensor& target, Reduction reduction, double delta) {
+  require_same_shape(input, target, "huber_loss");
+  require(std::isfinite(delta) && delta > 0, "huber_loss: delta must be a finite number > 0, got ", delta);
+  return at::huber_loss(input, target, to_aten(reduction), delta);
 }
 
 at::Tensor bce_with_logits(const at::Tensor& logits, const at::Tensor& target, Reduction reduction) {

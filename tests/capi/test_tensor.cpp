@@ -226,9 +226,26 @@ TEST(Loss, CrossEntropyMatchesTheDefinition) {
   EXPECT_NEAR(to_floats(loss)[1], nll(1, 2), 1e-6);
   acc_tensor_free(loss);
 
+  // Class probabilities (soft labels) of the logits' shape: mean over rows of -sum_c p_c log softmax_c,
+  // smoothed as (1 - eps) p + eps / C; PyTorch's values (F.cross_entropy, torch 1.13).
+  acc_tensor* probs = floats({0.7f, 0.2f, 0.1f, 0.0f, 0.0f, 1.0f}, {2, 3});
+  double soft = 0;
+  for (int c = 0; c < 3; ++c) soft += (std::vector<double>{0.7, 0.2, 0.1}[c] * nll(0, c) + (c == 2) * nll(1, c)) / 2;
+  ACC_ASSERT_OK(acc_loss_cross_entropy(logits, probs, ACC_REDUCTION_MEAN, 0.0, &loss));
+  EXPECT_NEAR(item(loss), soft, 1e-6);
+  EXPECT_NEAR(item(loss), 0.690126359462738, 1e-6);
+  acc_tensor_free(loss);
+  ACC_ASSERT_OK(acc_loss_cross_entropy(logits, probs, ACC_REDUCTION_MEAN, 0.1, &loss));
+  EXPECT_NEAR(item(loss), 0.8059597015380859, 1e-6);
+  acc_tensor_free(loss);
+  ACC_ASSERT_OK(acc_loss_cross_entropy(logits, probs, ACC_REDUCTION_NONE, 0.0, &loss));
+  EXPECT_NEAR(to_floats(loss)[1], nll(1, 2), 1e-6);
+  acc_tensor_free(loss);
+  acc_tensor_free(probs);
+  // A floating target of another shape is neither indices nor probabilities.
   acc_tensor* float_target = floats({0, 2}, {2});
   ACC_EXPECT_ERROR(acc_loss_cross_entropy(logits, float_target, ACC_REDUCTION_MEAN, 0.0, &loss),
-                   ACC_ERR_INVALID_ARGUMENT, "int64 class indices");
+                   ACC_ERR_INVALID_ARGUMENT, "int64 class indices (or class probabilities of the logits' shape)");
   acc_tensor* short_target = longs({0}, {1});
   ACC_EXPECT_ERROR(acc_loss_cross_entropy(logits, short_target, ACC_REDUCTION_MEAN, 0.0, &loss),
                    ACC_ERR_INVALID_ARGUMENT, "does not fit");
@@ -264,6 +281,39 @@ TEST(Loss, NllMseAndBceMatchTheirDefinitions) {
   EXPECT_NEAR(item(loss), softplus(-1) + softplus(2) + softplus(-3), 1e-5);
   acc_tensor_free(loss);
   for (acc_tensor* x : {logp, target, a, b, c, y}) acc_tensor_free(x);
+}
+
+// L1, smooth L1 and Huber: PyTorch's values (F.l1_loss, F.smooth_l1_loss, F.huber_loss, torch 1.13;
+// exact in binary), every reduction, and their parameters' limits.
+TEST(Loss, L1SmoothL1AndHuberGiveTorchsValues) {
+  acc_tensor* x = floats({0.5f, -1.0f, 2.0f, 0.1f}, {4});
+  acc_tensor* y = floats({0.0f, 0.5f, -1.0f, 0.1f}, {4});
+  acc_tensor* loss = nullptr;
+  auto value = [&](acc_status status) {
+    EXPECT_EQ(status, ACC_OK) << acc_last_error_message();
+    const double v = status == ACC_OK ? item(loss) : NAN;
+    acc_tensor_free(loss);
+    return v;
+  };
+  EXPECT_EQ(value(acc_loss_l1(x, y, ACC_REDUCTION_MEAN, &loss)), 1.25);
+  EXPECT_EQ(value(acc_loss_l1(x, y, ACC_REDUCTION_SUM, &loss)), 5.0);
+  EXPECT_EQ(value(acc_loss_smooth_l1(x, y, ACC_REDUCTION_MEAN, 1.0, &loss)), 0.90625);
+  EXPECT_EQ(value(acc_loss_smooth_l1(x, y, ACC_REDUCTION_MEAN, 0.0, &loss)), 1.25) << "beta 0 is the L1 loss";
+  EXPECT_EQ(value(acc_loss_smooth_l1(x, y, ACC_REDUCTION_SUM, 2.0, &loss)), 2.625);
+  EXPECT_EQ(value(acc_loss_huber(x, y, ACC_REDUCTION_MEAN, 1.0, &loss)), 0.90625);
+  EXPECT_EQ(value(acc_loss_huber(x, y, ACC_REDUCTION_SUM, 2.0, &loss)), 5.25);
+  ACC_ASSERT_OK(acc_loss_huber(x, y, ACC_REDUCTION_NONE, 0.5, &loss));
+  EXPECT_EQ(to_floats(loss), (std::vector<float>{0.125f, 0.625f, 1.375f, 0.0f}));
+  acc_tensor_free(loss);
+
+  ACC_EXPECT_ERROR(acc_loss_smooth_l1(x, y, ACC_REDUCTION_MEAN, -1.0, &loss), ACC_ERR_INVALID_ARGUMENT, "beta");
+  ACC_EXPECT_ERROR(acc_loss_smooth_l1(x, y, ACC_REDUCTION_MEAN, NAN, &loss), ACC_ERR_INVALID_ARGUMENT, "beta");
+  ACC_EXPECT_ERROR(acc_loss_huber(x, y, ACC_REDUCTION_MEAN, 0.0, &loss), ACC_ERR_INVALID_ARGUMENT, "delta");
+  acc_tensor* shorter = floats({1, 2}, {2});
+  ACC_EXPECT_ERROR(acc_loss_l1(x, shorter, ACC_REDUCTION_MEAN, &loss), ACC_ERR_INVALID_ARGUMENT, "differ");
+  ACC_EXPECT_ERROR(acc_loss_huber(x, y, static_cast<acc_reduction>(7), 1.0, &loss), ACC_ERR_INVALID_ARGUMENT,
+                   "reduction");
+  for (acc_tensor* t : {x, y, shorter}) acc_tensor_free(t);
 }
 
 TEST(Autograd, BackwardFillsLeafGradients) {

@@ -263,6 +263,21 @@ func MSELoss(input, target *Tensor, reduction Reduction) (*Tensor, error) {
 		return capi.LossMse(x, y, capi.Acc_reduction(reduction), e)
 	})
 }
+func L1Loss(input, target *Tensor, reduction Reduction) (*Tensor, error) {
+	return lossCall(input, target, func(x, y capi.Tensor, e *string) capi.Tensor {
+		return capi.LossL1(x, y, capi.Acc_reduction(reduction), e)
+	})
+}
+func SmoothL1Loss(input, target *Tensor, reduction Reduction, beta float64) (*Tensor, error) {
+	return lossCall(input, target, func(x, y capi.Tensor, e *string) capi.Tensor {
+		return capi.LossSmoothL1(x, y, capi.Acc_reduction(reduction), beta, e)
+	})
+}
+func HuberLoss(input, target *Tensor, reduction Reduction, delta float64) (*Tensor, error) {
+	return lossCall(input, target, func(x, y capi.Tensor, e *string) capi.Tensor {
+		return capi.LossHuber(x, y, capi.Acc_reduction(reduction), delta, e)
+	})
+}
 func BCEWithLogitsLoss(logits, target *Tensor, reduction Reduction) (*Tensor, error) {
 	return lossCall(logits, target, func(x, y capi.Tensor, e *string) capi.Tensor {
 		return capi.LossBceWithLogits(x, y, capi.Acc_reduction(reduction), e)

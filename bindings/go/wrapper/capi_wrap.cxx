@@ -429,6 +429,23 @@ struct Loss {
     check(acc_loss_mse(input, target, reduction, &out));
     return out;
   }
+  static acc_tensor *l1(const acc_tensor *input, const acc_tensor *target, acc_reduction reduction ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_loss_l1(input, target, reduction, &out));
+    return out;
+  }
+  static acc_tensor *smoothL1(const acc_tensor *input, const acc_tensor *target, acc_reduction reduction,
+                              double beta ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_loss_smooth_l1(input, target, reduction, beta, &out));
+    return out;
+  }
+  static acc_tensor *huber(const acc_tensor *input, const acc_tensor *target, acc_reduction reduction,
+                           double delta ERR) {
+    acc_tensor *out = nullptr;
+    check(acc_loss_huber(input, target, reduction, delta, &out));
+    return out;
+  }
   static acc_tensor *bceWithLogits(const acc_tensor *logits, const acc_tensor *target, acc_reduction reduction ERR) {
     acc_tensor *out = nullptr;
     check(acc_loss_bce_with_logits(logits, target, reduction, &out));
@@ -1276,19 +1293,19 @@ SwigDirector_SampleSource::SwigDirector_SampleSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_SampleSource_capi_1e5098db358a605e(intgo);
+extern "C" void Swiggo_DeleteDirector_SampleSource_capi_d8e8d7e8289b225f(intgo);
 SwigDirector_SampleSource::~SwigDirector_SampleSource()
 {
-  Swiggo_DeleteDirector_SampleSource_capi_1e5098db358a605e(go_val);
+  Swiggo_DeleteDirector_SampleSource_capi_d8e8d7e8289b225f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorSampleSource_callback_released_capi_1e5098db358a605e(int);
+extern "C" void Swig_DirectorSampleSource_callback_released_capi_d8e8d7e8289b225f(int);
 void SwigDirector_SampleSource::released() {
-  Swig_DirectorSampleSource_callback_released_capi_1e5098db358a605e(go_val);
+  Swig_DirectorSampleSource_callback_released_capi_d8e8d7e8289b225f(go_val);
 }
 
-extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_1e5098db358a605e(int, long long index, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_d8e8d7e8289b225f(int, long long index, acc_tensor_list *out);
 int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1297,7 +1314,7 @@ int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   
   swig_index = (int64_t)index; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorSampleSource_callback_sample_capi_1e5098db358a605e(go_val, swig_index, swig_out);
+  result = Swig_DirectorSampleSource_callback_sample_capi_d8e8d7e8289b225f(go_val, swig_index, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1307,38 +1324,38 @@ SwigDirector_StreamSource::SwigDirector_StreamSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StreamSource_capi_1e5098db358a605e(intgo);
+extern "C" void Swiggo_DeleteDirector_StreamSource_capi_d8e8d7e8289b225f(intgo);
 SwigDirector_StreamSource::~SwigDirector_StreamSource()
 {
-  Swiggo_DeleteDirector_StreamSource_capi_1e5098db358a605e(go_val);
+  Swiggo_DeleteDirector_StreamSource_capi_d8e8d7e8289b225f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStreamSource_callback_released_capi_1e5098db358a605e(int);
+extern "C" void Swig_DirectorStreamSource_callback_released_capi_d8e8d7e8289b225f(int);
 void SwigDirector_StreamSource::released() {
-  Swig_DirectorStreamSource_callback_released_capi_1e5098db358a605e(go_val);
+  Swig_DirectorStreamSource_callback_released_capi_d8e8d7e8289b225f(go_val);
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_1e5098db358a605e(int, long long epoch);
+extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_d8e8d7e8289b225f(int, long long epoch);
 int SwigDirector_StreamSource::start(int64_t epoch) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_epoch;
   
   swig_epoch = (int64_t)epoch; 
-  result = Swig_DirectorStreamSource_callback_start_capi_1e5098db358a605e(go_val, swig_epoch);
+  result = Swig_DirectorStreamSource_callback_start_capi_d8e8d7e8289b225f(go_val, swig_epoch);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_1e5098db358a605e(int, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_d8e8d7e8289b225f(int, acc_tensor_list *out);
 int SwigDirector_StreamSource::next(acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   acc_tensor_list *swig_out;
   
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorStreamSource_callback_next_capi_1e5098db358a605e(go_val, swig_out);
+  result = Swig_DirectorStreamSource_callback_next_capi_d8e8d7e8289b225f(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1348,19 +1365,19 @@ SwigDirector_Collator::SwigDirector_Collator(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Collator_capi_1e5098db358a605e(intgo);
+extern "C" void Swiggo_DeleteDirector_Collator_capi_d8e8d7e8289b225f(intgo);
 SwigDirector_Collator::~SwigDirector_Collator()
 {
-  Swiggo_DeleteDirector_Collator_capi_1e5098db358a605e(go_val);
+  Swiggo_DeleteDirector_Collator_capi_d8e8d7e8289b225f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCollator_callback_released_capi_1e5098db358a605e(int);
+extern "C" void Swig_DirectorCollator_callback_released_capi_d8e8d7e8289b225f(int);
 void SwigDirector_Collator::released() {
-  Swig_DirectorCollator_callback_released_capi_1e5098db358a605e(go_val);
+  Swig_DirectorCollator_callback_released_capi_d8e8d7e8289b225f(go_val);
 }
 
-extern "C" intgo Swig_DirectorCollator_callback_collate_capi_1e5098db358a605e(int, accswig::Samples *samples, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorCollator_callback_collate_capi_d8e8d7e8289b225f(int, accswig::Samples *samples, acc_tensor_list *out);
 int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1369,7 +1386,7 @@ int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *ou
   
   *(accswig::Samples **)&swig_samples = (accswig::Samples *)samples; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorCollator_callback_collate_capi_1e5098db358a605e(go_val, swig_samples, swig_out);
+  result = Swig_DirectorCollator_callback_collate_capi_d8e8d7e8289b225f(go_val, swig_samples, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1379,38 +1396,38 @@ SwigDirector_StateHandler::SwigDirector_StateHandler(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StateHandler_capi_1e5098db358a605e(intgo);
+extern "C" void Swiggo_DeleteDirector_StateHandler_capi_d8e8d7e8289b225f(intgo);
 SwigDirector_StateHandler::~SwigDirector_StateHandler()
 {
-  Swiggo_DeleteDirector_StateHandler_capi_1e5098db358a605e(go_val);
+  Swiggo_DeleteDirector_StateHandler_capi_d8e8d7e8289b225f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStateHandler_callback_released_capi_1e5098db358a605e(int);
+extern "C" void Swig_DirectorStateHandler_callback_released_capi_d8e8d7e8289b225f(int);
 void SwigDirector_StateHandler::released() {
-  Swig_DirectorStateHandler_callback_released_capi_1e5098db358a605e(go_val);
+  Swig_DirectorStateHandler_callback_released_capi_d8e8d7e8289b225f(go_val);
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_1e5098db358a605e(int, accswig::Bytes *out);
+extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_d8e8d7e8289b225f(int, accswig::Bytes *out);
 int SwigDirector_StateHandler::save(accswig::Bytes *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_out;
   
   *(accswig::Bytes **)&swig_out = (accswig::Bytes *)out; 
-  result = Swig_DirectorStateHandler_callback_save_capi_1e5098db358a605e(go_val, swig_out);
+  result = Swig_DirectorStateHandler_callback_save_capi_d8e8d7e8289b225f(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_1e5098db358a605e(int, accswig::Bytes *in);
+extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_d8e8d7e8289b225f(int, accswig::Bytes *in);
 int SwigDirector_StateHandler::load(accswig::Bytes *in) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_in;
   
   *(accswig::Bytes **)&swig_in = (accswig::Bytes *)in; 
-  result = Swig_DirectorStateHandler_callback_load_capi_1e5098db358a605e(go_val, swig_in);
+  result = Swig_DirectorStateHandler_callback_load_capi_d8e8d7e8289b225f(go_val, swig_in);
   c_result = (int)result; 
   return c_result;
 }
@@ -1420,19 +1437,19 @@ SwigDirector_CheckpointHook::SwigDirector_CheckpointHook(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_1e5098db358a605e(intgo);
+extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_d8e8d7e8289b225f(intgo);
 SwigDirector_CheckpointHook::~SwigDirector_CheckpointHook()
 {
-  Swiggo_DeleteDirector_CheckpointHook_capi_1e5098db358a605e(go_val);
+  Swiggo_DeleteDirector_CheckpointHook_capi_d8e8d7e8289b225f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_1e5098db358a605e(int);
+extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_d8e8d7e8289b225f(int);
 void SwigDirector_CheckpointHook::released() {
-  Swig_DirectorCheckpointHook_callback_released_capi_1e5098db358a605e(go_val);
+  Swig_DirectorCheckpointHook_callback_released_capi_d8e8d7e8289b225f(go_val);
 }
 
-extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_1e5098db358a605e(int, _gostring_ dir);
+extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_d8e8d7e8289b225f(int, _gostring_ dir);
 int SwigDirector_CheckpointHook::run(char const *dir) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1441,7 +1458,7 @@ int SwigDirector_CheckpointHook::run(char const *dir) {
   
   swig_dir = Swig_AllocateString((char*)dir, dir ? strlen((char*)dir) : 0);
   
-  result = Swig_DirectorCheckpointHook_callback_run_capi_1e5098db358a605e(go_val, swig_dir);
+  result = Swig_DirectorCheckpointHook_callback_run_capi_d8e8d7e8289b225f(go_val, swig_dir);
   c_result = (int)result; 
   return c_result;
 }
@@ -1451,19 +1468,19 @@ SwigDirector_Tracker::SwigDirector_Tracker(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Tracker_capi_1e5098db358a605e(intgo);
+extern "C" void Swiggo_DeleteDirector_Tracker_capi_d8e8d7e8289b225f(intgo);
 SwigDirector_Tracker::~SwigDirector_Tracker()
 {
-  Swiggo_DeleteDirector_Tracker_capi_1e5098db358a605e(go_val);
+  Swiggo_DeleteDirector_Tracker_capi_d8e8d7e8289b225f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTracker_callback_released_capi_1e5098db358a605e(int);
+extern "C" void Swig_DirectorTracker_callback_released_capi_d8e8d7e8289b225f(int);
 void SwigDirector_Tracker::released() {
-  Swig_DirectorTracker_callback_released_capi_1e5098db358a605e(go_val);
+  Swig_DirectorTracker_callback_released_capi_d8e8d7e8289b225f(go_val);
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_init_capi_1e5098db358a605e(int, _gostring_ project, _gostring_ configJson);
+extern "C" intgo Swig_DirectorTracker_callback_init_capi_d8e8d7e8289b225f(int, _gostring_ project, _gostring_ configJson);
 int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1476,12 +1493,12 @@ int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   
   swig_configJson = Swig_AllocateString((char*)configJson, configJson ? strlen((char*)configJson) : 0);
   
-  result = Swig_DirectorTracker_callback_init_capi_1e5098db358a605e(go_val, swig_project, swig_configJson);
+  result = Swig_DirectorTracker_callback_init_capi_d8e8d7e8289b225f(go_val, swig_project, swig_configJson);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_log_capi_1e5098db358a605e(int, accswig::Metrics *metrics, long long step);
+extern "C" intgo Swig_DirectorTracker_callback_log_capi_d8e8d7e8289b225f(int, accswig::Metrics *metrics, long long step);
 int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1490,17 +1507,17 @@ int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   
   *(accswig::Metrics **)&swig_metrics = (accswig::Metrics *)metrics; 
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_log_capi_1e5098db358a605e(go_val, swig_metrics, swig_step);
+  result = Swig_DirectorTracker_callback_log_capi_d8e8d7e8289b225f(go_val, swig_metrics, swig_step);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_finish_capi_1e5098db358a605e(int);
+extern "C" intgo Swig_DirectorTracker_callback_finish_capi_d8e8d7e8289b225f(int);
 int SwigDirector_Tracker::finish() {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   
-  result = Swig_DirectorTracker_callback_finish_capi_1e5098db358a605e(go_val);
+  result = Swig_DirectorTracker_callback_finish_capi_d8e8d7e8289b225f(go_val);
   c_result = (int)result; 
   return c_result;
 }
@@ -1510,19 +1527,19 @@ SwigDirector_LrLambda::SwigDirector_LrLambda(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_LrLambda_capi_1e5098db358a605e(intgo);
+extern "C" void Swiggo_DeleteDirector_LrLambda_capi_d8e8d7e8289b225f(intgo);
 SwigDirector_LrLambda::~SwigDirector_LrLambda()
 {
-  Swiggo_DeleteDirector_LrLambda_capi_1e5098db358a605e(go_val);
+  Swiggo_DeleteDirector_LrLambda_capi_d8e8d7e8289b225f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorLrLambda_callback_released_capi_1e5098db358a605e(int);
+extern "C" void Swig_DirectorLrLambda_callback_released_capi_d8e8d7e8289b225f(int);
 void SwigDirector_LrLambda::released() {
-  Swig_DirectorLrLambda_callback_released_capi_1e5098db358a605e(go_val);
+  Swig_DirectorLrLambda_callback_released_capi_d8e8d7e8289b225f(go_val);
 }
 
-extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_1e5098db358a605e(int, long long step, accswig::Factor *out);
+extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_d8e8d7e8289b225f(int, long long step, accswig::Factor *out);
 int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1531,7 +1548,7 @@ int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   
   swig_step = (int64_t)step; 
   *(accswig::Factor **)&swig_out = (accswig::Factor *)out; 
-  result = Swig_DirectorLrLambda_callback_factor_capi_1e5098db358a605e(go_val, swig_step, swig_out);
+  result = Swig_DirectorLrLambda_callback_factor_capi_d8e8d7e8289b225f(go_val, swig_step, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1541,19 +1558,19 @@ SwigDirector_GroupLrLambda::SwigDirector_GroupLrLambda(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_GroupLrLambda_capi_1e5098db358a605e(intgo);
+extern "C" void Swiggo_DeleteDirector_GroupLrLambda_capi_d8e8d7e8289b225f(intgo);
 SwigDirector_GroupLrLambda::~SwigDirector_GroupLrLambda()
 {
-  Swiggo_DeleteDirector_GroupLrLambda_capi_1e5098db358a605e(go_val);
+  Swiggo_DeleteDirector_GroupLrLambda_capi_d8e8d7e8289b225f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorGroupLrLambda_callback_released_capi_1e5098db358a605e(int);
+extern "C" void Swig_DirectorGroupLrLambda_callback_released_capi_d8e8d7e8289b225f(int);
 void SwigDirector_GroupLrLambda::released() {
-  Swig_DirectorGroupLrLambda_callback_released_capi_1e5098db358a605e(go_val);
+  Swig_DirectorGroupLrLambda_callback_released_capi_d8e8d7e8289b225f(go_val);
 }
 
-extern "C" intgo Swig_DirectorGroupLrLambda_callback_factor_capi_1e5098db358a605e(int, long long group, long long step, accswig::Factor *out);
+extern "C" intgo Swig_DirectorGroupLrLambda_callback_factor_capi_d8e8d7e8289b225f(int, long long group, long long step, accswig::Factor *out);
 int SwigDirector_GroupLrLambda::factor(size_t group,int64_t step,accswig::Factor *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1564,7 +1581,7 @@ int SwigDirector_GroupLrLambda::factor(size_t group,int64_t step,accswig::Factor
   swig_group = (size_t)group; 
   swig_step = (int64_t)step; 
   *(accswig::Factor **)&swig_out = (accswig::Factor *)out; 
-  result = Swig_DirectorGroupLrLambda_callback_factor_capi_1e5098db358a605e(go_val, swig_group, swig_step, swig_out);
+  result = Swig_DirectorGroupLrLambda_callback_factor_capi_d8e8d7e8289b225f(go_val, swig_group, swig_step, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1574,26 +1591,26 @@ SwigDirector_TraceReady::SwigDirector_TraceReady(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_TraceReady_capi_1e5098db358a605e(intgo);
+extern "C" void Swiggo_DeleteDirector_TraceReady_capi_d8e8d7e8289b225f(intgo);
 SwigDirector_TraceReady::~SwigDirector_TraceReady()
 {
-  Swiggo_DeleteDirector_TraceReady_capi_1e5098db358a605e(go_val);
+  Swiggo_DeleteDirector_TraceReady_capi_d8e8d7e8289b225f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTraceReady_callback_released_capi_1e5098db358a605e(int);
+extern "C" void Swig_DirectorTraceReady_callback_released_capi_d8e8d7e8289b225f(int);
 void SwigDirector_TraceReady::released() {
-  Swig_DirectorTraceReady_callback_released_capi_1e5098db358a605e(go_val);
+  Swig_DirectorTraceReady_callback_released_capi_d8e8d7e8289b225f(go_val);
 }
 
-extern "C" intgo Swig_DirectorTraceReady_callback_ready_capi_1e5098db358a605e(int, long long step);
+extern "C" intgo Swig_DirectorTraceReady_callback_ready_capi_d8e8d7e8289b225f(int, long long step);
 int SwigDirector_TraceReady::ready(int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_step;
   
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTraceReady_callback_ready_capi_1e5098db358a605e(go_val, swig_step);
+  result = Swig_DirectorTraceReady_callback_ready_capi_d8e8d7e8289b225f(go_val, swig_step);
   c_result = (int)result; 
   return c_result;
 }
@@ -1603,26 +1620,26 @@ SwigDirector_BatchSizeRun::SwigDirector_BatchSizeRun(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_1e5098db358a605e(intgo);
+extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_d8e8d7e8289b225f(intgo);
 SwigDirector_BatchSizeRun::~SwigDirector_BatchSizeRun()
 {
-  Swiggo_DeleteDirector_BatchSizeRun_capi_1e5098db358a605e(go_val);
+  Swiggo_DeleteDirector_BatchSizeRun_capi_d8e8d7e8289b225f(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_1e5098db358a605e(int);
+extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_d8e8d7e8289b225f(int);
 void SwigDirector_BatchSizeRun::released() {
-  Swig_DirectorBatchSizeRun_callback_released_capi_1e5098db358a605e(go_val);
+  Swig_DirectorBatchSizeRun_callback_released_capi_d8e8d7e8289b225f(go_val);
 }
 
-extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_1e5098db358a605e(int, long long batch_size);
+extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_d8e8d7e8289b225f(int, long long batch_size);
 int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_batch_size;
   
   swig_batch_size = (int64_t)batch_size; 
-  result = Swig_DirectorBatchSizeRun_callback_run_capi_1e5098db358a605e(go_val, swig_batch_size);
+  result = Swig_DirectorBatchSizeRun_callback_run_capi_d8e8d7e8289b225f(go_val, swig_batch_size);
   c_result = (int)result; 
   return c_result;
 }
@@ -1631,7 +1648,7 @@ int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_1e5098db358a605e(void *_swig_go_0) {
+void _wrap_Swig_free_capi_d8e8d7e8289b225f(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1641,7 +1658,7 @@ void _wrap_Swig_free_capi_1e5098db358a605e(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_1e5098db358a605e(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1654,7 +1671,7 @@ void *_wrap_Swig_malloc_capi_1e5098db358a605e(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_ACC_OK_capi_1e5098db358a605e() {
+intgo _wrap_ACC_OK_capi_d8e8d7e8289b225f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1675,7 +1692,7 @@ intgo _wrap_ACC_OK_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_1e5098db358a605e() {
+intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_d8e8d7e8289b225f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1696,7 +1713,7 @@ intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_1e5098db358a605e() {
+intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_d8e8d7e8289b225f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1717,7 +1734,7 @@ intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_1e5098db358a605e() {
+intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_d8e8d7e8289b225f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1738,7 +1755,7 @@ intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_ERR_UNSUPPORTED_capi_1e5098db358a605e() {
+intgo _wrap_ACC_ERR_UNSUPPORTED_capi_d8e8d7e8289b225f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1759,7 +1776,7 @@ intgo _wrap_ACC_ERR_UNSUPPORTED_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_1e5098db358a605e() {
+intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_d8e8d7e8289b225f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1780,7 +1797,7 @@ intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_ERR_TIMEOUT_capi_1e5098db358a605e() {
+intgo _wrap_ACC_ERR_TIMEOUT_capi_d8e8d7e8289b225f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1801,7 +1818,7 @@ intgo _wrap_ACC_ERR_TIMEOUT_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_ERR_ABORTED_capi_1e5098db358a605e() {
+intgo _wrap_ACC_ERR_ABORTED_capi_d8e8d7e8289b225f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1822,7 +1839,7 @@ intgo _wrap_ACC_ERR_ABORTED_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_ERR_DISTRIBUTED_capi_1e5098db358a605e() {
+intgo _wrap_ACC_ERR_DISTRIBUTED_capi_d8e8d7e8289b225f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1843,7 +1860,7 @@ intgo _wrap_ACC_ERR_DISTRIBUTED_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_ERR_IO_capi_1e5098db358a605e() {
+intgo _wrap_ACC_ERR_IO_capi_d8e8d7e8289b225f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1864,7 +1881,7 @@ intgo _wrap_ACC_ERR_IO_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_1e5098db358a605e() {
+intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_d8e8d7e8289b225f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1885,7 +1902,7 @@ intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_ERR_INTERNAL_capi_1e5098db358a605e() {
+intgo _wrap_ACC_ERR_INTERNAL_capi_d8e8d7e8289b225f() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1906,7 +1923,7 @@ intgo _wrap_ACC_ERR_INTERNAL_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UNDEFINED_capi_1e5098db358a605e() {
+intgo _wrap_ACC_DTYPE_UNDEFINED_capi_d8e8d7e8289b225f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1927,7 +1944,7 @@ intgo _wrap_ACC_DTYPE_UNDEFINED_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT32_capi_1e5098db358a605e() {
+intgo _wrap_ACC_DTYPE_FLOAT32_capi_d8e8d7e8289b225f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1948,7 +1965,7 @@ intgo _wrap_ACC_DTYPE_FLOAT32_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT64_capi_1e5098db358a605e() {
+intgo _wrap_ACC_DTYPE_FLOAT64_capi_d8e8d7e8289b225f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1969,7 +1986,7 @@ intgo _wrap_ACC_DTYPE_FLOAT64_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BFLOAT16_capi_1e5098db358a605e() {
+intgo _wrap_ACC_DTYPE_BFLOAT16_capi_d8e8d7e8289b225f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1990,7 +2007,7 @@ intgo _wrap_ACC_DTYPE_BFLOAT16_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT16_capi_1e5098db358a605e() {
+intgo _wrap_ACC_DTYPE_FLOAT16_capi_d8e8d7e8289b225f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2011,7 +2028,7 @@ intgo _wrap_ACC_DTYPE_FLOAT16_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT64_capi_1e5098db358a605e() {
+intgo _wrap_ACC_DTYPE_INT64_capi_d8e8d7e8289b225f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2032,7 +2049,7 @@ intgo _wrap_ACC_DTYPE_INT64_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT32_capi_1e5098db358a605e() {
+intgo _wrap_ACC_DTYPE_INT32_capi_d8e8d7e8289b225f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2053,7 +2070,7 @@ intgo _wrap_ACC_DTYPE_INT32_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UINT8_capi_1e5098db358a605e() {
+intgo _wrap_ACC_DTYPE_UINT8_capi_d8e8d7e8289b225f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2074,7 +2091,7 @@ intgo _wrap_ACC_DTYPE_UINT8_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BOOL_capi_1e5098db358a605e() {
+intgo _wrap_ACC_DTYPE_BOOL_capi_d8e8d7e8289b225f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2095,7 +2112,7 @@ intgo _wrap_ACC_DTYPE_BOOL_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT8_capi_1e5098db358a605e() {
+intgo _wrap_ACC_DTYPE_INT8_capi_d8e8d7e8289b225f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2116,7 +2133,7 @@ intgo _wrap_ACC_DTYPE_INT8_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT16_capi_1e5098db358a605e() {
+intgo _wrap_ACC_DTYPE_INT16_capi_d8e8d7e8289b225f() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2137,7 +2154,7 @@ intgo _wrap_ACC_DTYPE_INT16_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_NONE_capi_1e5098db358a605e() {
+intgo _wrap_ACC_REDUCTION_NONE_capi_d8e8d7e8289b225f() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2158,7 +2175,7 @@ intgo _wrap_ACC_REDUCTION_NONE_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_MEAN_capi_1e5098db358a605e() {
+intgo _wrap_ACC_REDUCTION_MEAN_capi_d8e8d7e8289b225f() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2179,7 +2196,7 @@ intgo _wrap_ACC_REDUCTION_MEAN_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_SUM_capi_1e5098db358a605e() {
+intgo _wrap_ACC_REDUCTION_SUM_capi_d8e8d7e8289b225f() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2200,7 +2217,7 @@ intgo _wrap_ACC_REDUCTION_SUM_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ANY_capi_1e5098db358a605e() {
+intgo _wrap_ACC_HANDLE_ANY_capi_d8e8d7e8289b225f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2221,7 +2238,7 @@ intgo _wrap_ACC_HANDLE_ANY_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_capi_1e5098db358a605e() {
+intgo _wrap_ACC_HANDLE_TENSOR_capi_d8e8d7e8289b225f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2242,7 +2259,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_1e5098db358a605e() {
+intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_d8e8d7e8289b225f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2263,7 +2280,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_STRING_LIST_capi_1e5098db358a605e() {
+intgo _wrap_ACC_HANDLE_STRING_LIST_capi_d8e8d7e8289b225f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2284,7 +2301,7 @@ intgo _wrap_ACC_HANDLE_STRING_LIST_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIONS_capi_1e5098db358a605e() {
+intgo _wrap_ACC_HANDLE_OPTIONS_capi_d8e8d7e8289b225f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2305,7 +2322,7 @@ intgo _wrap_ACC_HANDLE_OPTIONS_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_MODEL_capi_1e5098db358a605e() {
+intgo _wrap_ACC_HANDLE_MODEL_capi_d8e8d7e8289b225f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2326,7 +2343,7 @@ intgo _wrap_ACC_HANDLE_MODEL_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_1e5098db358a605e() {
+intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_d8e8d7e8289b225f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2347,7 +2364,7 @@ intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_SCHEDULER_capi_1e5098db358a605e() {
+intgo _wrap_ACC_HANDLE_SCHEDULER_capi_d8e8d7e8289b225f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2368,7 +2385,7 @@ intgo _wrap_ACC_HANDLE_SCHEDULER_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATASET_capi_1e5098db358a605e() {
+intgo _wrap_ACC_HANDLE_DATASET_capi_d8e8d7e8289b225f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2389,7 +2406,7 @@ intgo _wrap_ACC_HANDLE_DATASET_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATALOADER_capi_1e5098db358a605e() {
+intgo _wrap_ACC_HANDLE_DATALOADER_capi_d8e8d7e8289b225f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2410,7 +2427,7 @@ intgo _wrap_ACC_HANDLE_DATALOADER_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_1e5098db358a605e() {
+intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_d8e8d7e8289b225f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2431,7 +2448,7 @@ intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_PROGRESS_capi_1e5098db358a605e() {
+intgo _wrap_ACC_HANDLE_PROGRESS_capi_d8e8d7e8289b225f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2452,7 +2469,7 @@ intgo _wrap_ACC_HANDLE_PROGRESS_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_BYTES_capi_1e5098db358a605e() {
+intgo _wrap_ACC_HANDLE_BYTES_capi_d8e8d7e8289b225f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2473,7 +2490,7 @@ intgo _wrap_ACC_HANDLE_BYTES_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_1e5098db358a605e() {
+intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_d8e8d7e8289b225f() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2494,7 +2511,7 @@ intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_1e5098db358a605e() {
+intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_d8e8d7e8289b225f() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2515,7 +2532,7 @@ intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_1e5098db358a605e() {
+intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_d8e8d7e8289b225f() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2536,7 +2553,7 @@ intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_DATALOADER_capi_1e5098db358a605e() {
+intgo _wrap_ACC_OPTIONS_DATALOADER_capi_d8e8d7e8289b225f() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2557,7 +2574,7 @@ intgo _wrap_ACC_OPTIONS_DATALOADER_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_1e5098db358a605e() {
+intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_d8e8d7e8289b225f() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2578,7 +2595,7 @@ intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_LORA_capi_1e5098db358a605e() {
+intgo _wrap_ACC_OPTIONS_LORA_capi_d8e8d7e8289b225f() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2599,7 +2616,7 @@ intgo _wrap_ACC_OPTIONS_LORA_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_PROFILE_capi_1e5098db358a605e() {
+intgo _wrap_ACC_OPTIONS_PROFILE_capi_d8e8d7e8289b225f() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2620,7 +2637,7 @@ intgo _wrap_ACC_OPTIONS_PROFILE_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_1e5098db358a605e() {
+intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_d8e8d7e8289b225f() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2641,7 +2658,7 @@ intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_1e5098db358a605e() {
+intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_d8e8d7e8289b225f() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2662,7 +2679,7 @@ intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_NO_capi_1e5098db358a605e() {
+intgo _wrap_ACC_PLACEMENT_NO_capi_d8e8d7e8289b225f() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2683,7 +2700,7 @@ intgo _wrap_ACC_PLACEMENT_NO_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_YES_capi_1e5098db358a605e() {
+intgo _wrap_ACC_PLACEMENT_YES_capi_d8e8d7e8289b225f() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2704,7 +2721,7 @@ intgo _wrap_ACC_PLACEMENT_YES_capi_1e5098db358a605e() {
 }
 
 
-void _wrap_delete_Callback_capi_1e5098db358a605e(accswig::Callback *_swig_go_0) {
+void _wrap_delete_Callback_capi_d8e8d7e8289b225f(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -2723,7 +2740,7 @@ void _wrap_delete_Callback_capi_1e5098db358a605e(accswig::Callback *_swig_go_0) 
 }
 
 
-void _wrap_Callback_released_capi_1e5098db358a605e(accswig::Callback *_swig_go_0) {
+void _wrap_Callback_released_capi_d8e8d7e8289b225f(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -2742,7 +2759,7 @@ void _wrap_Callback_released_capi_1e5098db358a605e(accswig::Callback *_swig_go_0
 }
 
 
-accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_1e5098db358a605e(intgo _swig_go_0) {
+accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
   int arg1 ;
   accswig::SampleSource *result = 0 ;
   accswig::SampleSource *_swig_go_result;
@@ -2764,7 +2781,7 @@ accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_1e50
 }
 
 
-void _wrap_DeleteDirectorSampleSource_capi_1e5098db358a605e(accswig::SampleSource *_swig_go_0) {
+void _wrap_DeleteDirectorSampleSource_capi_d8e8d7e8289b225f(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2783,7 +2800,7 @@ void _wrap_DeleteDirectorSampleSource_capi_1e5098db358a605e(accswig::SampleSourc
 }
 
 
-void _wrap__swig_DirectorSampleSource_upcall_Released_capi_1e5098db358a605e(SwigDirector_SampleSource *_swig_go_0) {
+void _wrap__swig_DirectorSampleSource_upcall_Released_capi_d8e8d7e8289b225f(SwigDirector_SampleSource *_swig_go_0) {
   SwigDirector_SampleSource *arg1 = (SwigDirector_SampleSource *) 0 ;
   
   arg1 = *(SwigDirector_SampleSource **)&_swig_go_0; 
@@ -2802,7 +2819,7 @@ void _wrap__swig_DirectorSampleSource_upcall_Released_capi_1e5098db358a605e(Swig
 }
 
 
-intgo _wrap_SampleSource_sample_capi_1e5098db358a605e(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_SampleSource_sample_capi_d8e8d7e8289b225f(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   int64_t arg2 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -2828,7 +2845,7 @@ intgo _wrap_SampleSource_sample_capi_1e5098db358a605e(accswig::SampleSource *_sw
 }
 
 
-void _wrap_delete_SampleSource_capi_1e5098db358a605e(accswig::SampleSource *_swig_go_0) {
+void _wrap_delete_SampleSource_capi_d8e8d7e8289b225f(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2847,7 +2864,7 @@ void _wrap_delete_SampleSource_capi_1e5098db358a605e(accswig::SampleSource *_swi
 }
 
 
-void _wrap_SampleSource_released_capi_1e5098db358a605e(accswig::SampleSource *_swig_go_0) {
+void _wrap_SampleSource_released_capi_d8e8d7e8289b225f(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2858,7 +2875,7 @@ void _wrap_SampleSource_released_capi_1e5098db358a605e(accswig::SampleSource *_s
 }
 
 
-accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_1e5098db358a605e(intgo _swig_go_0) {
+accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
   int arg1 ;
   accswig::StreamSource *result = 0 ;
   accswig::StreamSource *_swig_go_result;
@@ -2880,7 +2897,7 @@ accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_1e50
 }
 
 
-void _wrap_DeleteDirectorStreamSource_capi_1e5098db358a605e(accswig::StreamSource *_swig_go_0) {
+void _wrap_DeleteDirectorStreamSource_capi_d8e8d7e8289b225f(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -2899,7 +2916,7 @@ void _wrap_DeleteDirectorStreamSource_capi_1e5098db358a605e(accswig::StreamSourc
 }
 
 
-void _wrap__swig_DirectorStreamSource_upcall_Released_capi_1e5098db358a605e(SwigDirector_StreamSource *_swig_go_0) {
+void _wrap__swig_DirectorStreamSource_upcall_Released_capi_d8e8d7e8289b225f(SwigDirector_StreamSource *_swig_go_0) {
   SwigDirector_StreamSource *arg1 = (SwigDirector_StreamSource *) 0 ;
   
   arg1 = *(SwigDirector_StreamSource **)&_swig_go_0; 
@@ -2918,7 +2935,7 @@ void _wrap__swig_DirectorStreamSource_upcall_Released_capi_1e5098db358a605e(Swig
 }
 
 
-intgo _wrap_StreamSource_start_capi_1e5098db358a605e(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_StreamSource_start_capi_d8e8d7e8289b225f(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   int result;
@@ -2942,7 +2959,7 @@ intgo _wrap_StreamSource_start_capi_1e5098db358a605e(accswig::StreamSource *_swi
 }
 
 
-intgo _wrap_StreamSource_next_capi_1e5098db358a605e(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
+intgo _wrap_StreamSource_next_capi_d8e8d7e8289b225f(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   int result;
@@ -2966,7 +2983,7 @@ intgo _wrap_StreamSource_next_capi_1e5098db358a605e(accswig::StreamSource *_swig
 }
 
 
-void _wrap_delete_StreamSource_capi_1e5098db358a605e(accswig::StreamSource *_swig_go_0) {
+void _wrap_delete_StreamSource_capi_d8e8d7e8289b225f(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -2985,7 +3002,7 @@ void _wrap_delete_StreamSource_capi_1e5098db358a605e(accswig::StreamSource *_swi
 }
 
 
-void _wrap_StreamSource_released_capi_1e5098db358a605e(accswig::StreamSource *_swig_go_0) {
+void _wrap_StreamSource_released_capi_d8e8d7e8289b225f(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -2996,7 +3013,7 @@ void _wrap_StreamSource_released_capi_1e5098db358a605e(accswig::StreamSource *_s
 }
 
 
-accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_1e5098db358a605e(intgo _swig_go_0) {
+accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
   int arg1 ;
   accswig::Collator *result = 0 ;
   accswig::Collator *_swig_go_result;
@@ -3018,7 +3035,7 @@ accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_1e5098db358a605e
 }
 
 
-void _wrap_DeleteDirectorCollator_capi_1e5098db358a605e(accswig::Collator *_swig_go_0) {
+void _wrap_DeleteDirectorCollator_capi_d8e8d7e8289b225f(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3037,7 +3054,7 @@ void _wrap_DeleteDirectorCollator_capi_1e5098db358a605e(accswig::Collator *_swig
 }
 
 
-void _wrap__swig_DirectorCollator_upcall_Released_capi_1e5098db358a605e(SwigDirector_Collator *_swig_go_0) {
+void _wrap__swig_DirectorCollator_upcall_Released_capi_d8e8d7e8289b225f(SwigDirector_Collator *_swig_go_0) {
   SwigDirector_Collator *arg1 = (SwigDirector_Collator *) 0 ;
   
   arg1 = *(SwigDirector_Collator **)&_swig_go_0; 
@@ -3056,7 +3073,7 @@ void _wrap__swig_DirectorCollator_upcall_Released_capi_1e5098db358a605e(SwigDire
 }
 
 
-intgo _wrap_Collator_collate_capi_1e5098db358a605e(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_Collator_collate_capi_d8e8d7e8289b225f(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   accswig::Samples *arg2 = (accswig::Samples *) 0 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -3082,7 +3099,7 @@ intgo _wrap_Collator_collate_capi_1e5098db358a605e(accswig::Collator *_swig_go_0
 }
 
 
-void _wrap_delete_Collator_capi_1e5098db358a605e(accswig::Collator *_swig_go_0) {
+void _wrap_delete_Collator_capi_d8e8d7e8289b225f(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3101,7 +3118,7 @@ void _wrap_delete_Collator_capi_1e5098db358a605e(accswig::Collator *_swig_go_0) 
 }
 
 
-void _wrap_Collator_released_capi_1e5098db358a605e(accswig::Collator *_swig_go_0) {
+void _wrap_Collator_released_capi_d8e8d7e8289b225f(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3112,7 +3129,7 @@ void _wrap_Collator_released_capi_1e5098db358a605e(accswig::Collator *_swig_go_0
 }
 
 
-accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_1e5098db358a605e(intgo _swig_go_0) {
+accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
   int arg1 ;
   accswig::StateHandler *result = 0 ;
   accswig::StateHandler *_swig_go_result;
@@ -3134,7 +3151,7 @@ accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_1e50
 }
 
 
-void _wrap_DeleteDirectorStateHandler_capi_1e5098db358a605e(accswig::StateHandler *_swig_go_0) {
+void _wrap_DeleteDirectorStateHandler_capi_d8e8d7e8289b225f(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3153,7 +3170,7 @@ void _wrap_DeleteDirectorStateHandler_capi_1e5098db358a605e(accswig::StateHandle
 }
 
 
-void _wrap__swig_DirectorStateHandler_upcall_Released_capi_1e5098db358a605e(SwigDirector_StateHandler *_swig_go_0) {
+void _wrap__swig_DirectorStateHandler_upcall_Released_capi_d8e8d7e8289b225f(SwigDirector_StateHandler *_swig_go_0) {
   SwigDirector_StateHandler *arg1 = (SwigDirector_StateHandler *) 0 ;
   
   arg1 = *(SwigDirector_StateHandler **)&_swig_go_0; 
@@ -3172,7 +3189,7 @@ void _wrap__swig_DirectorStateHandler_upcall_Released_capi_1e5098db358a605e(Swig
 }
 
 
-intgo _wrap_StateHandler_save_capi_1e5098db358a605e(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_save_capi_d8e8d7e8289b225f(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -3196,7 +3213,7 @@ intgo _wrap_StateHandler_save_capi_1e5098db358a605e(accswig::StateHandler *_swig
 }
 
 
-intgo _wrap_StateHandler_load_capi_1e5098db358a605e(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_load_capi_d8e8d7e8289b225f(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -3220,7 +3237,7 @@ intgo _wrap_StateHandler_load_capi_1e5098db358a605e(accswig::StateHandler *_swig
 }
 
 
-void _wrap_delete_StateHandler_capi_1e5098db358a605e(accswig::StateHandler *_swig_go_0) {
+void _wrap_delete_StateHandler_capi_d8e8d7e8289b225f(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3239,7 +3256,7 @@ void _wrap_delete_StateHandler_capi_1e5098db358a605e(accswig::StateHandler *_swi
 }
 
 
-void _wrap_StateHandler_released_capi_1e5098db358a605e(accswig::StateHandler *_swig_go_0) {
+void _wrap_StateHandler_released_capi_d8e8d7e8289b225f(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3250,7 +3267,7 @@ void _wrap_StateHandler_released_capi_1e5098db358a605e(accswig::StateHandler *_s
 }
 
 
-accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_1e5098db358a605e(intgo _swig_go_0) {
+accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
   int arg1 ;
   accswig::CheckpointHook *result = 0 ;
   accswig::CheckpointHook *_swig_go_result;
@@ -3272,7 +3289,7 @@ accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_cap
 }
 
 
-void _wrap_DeleteDirectorCheckpointHook_capi_1e5098db358a605e(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_DeleteDirectorCheckpointHook_capi_d8e8d7e8289b225f(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3291,7 +3308,7 @@ void _wrap_DeleteDirectorCheckpointHook_capi_1e5098db358a605e(accswig::Checkpoin
 }
 
 
-void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_1e5098db358a605e(SwigDirector_CheckpointHook *_swig_go_0) {
+void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_d8e8d7e8289b225f(SwigDirector_CheckpointHook *_swig_go_0) {
   SwigDirector_CheckpointHook *arg1 = (SwigDirector_CheckpointHook *) 0 ;
   
   arg1 = *(SwigDirector_CheckpointHook **)&_swig_go_0; 
@@ -3310,7 +3327,7 @@ void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_1e5098db358a605e(Sw
 }
 
 
-intgo _wrap_CheckpointHook_run_capi_1e5098db358a605e(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_CheckpointHook_run_capi_d8e8d7e8289b225f(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   char *arg2 = (char *) 0 ;
   char *copy2 ;
@@ -3342,7 +3359,7 @@ intgo _wrap_CheckpointHook_run_capi_1e5098db358a605e(accswig::CheckpointHook *_s
 }
 
 
-void _wrap_delete_CheckpointHook_capi_1e5098db358a605e(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_delete_CheckpointHook_capi_d8e8d7e8289b225f(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3361,7 +3378,7 @@ void _wrap_delete_CheckpointHook_capi_1e5098db358a605e(accswig::CheckpointHook *
 }
 
 
-void _wrap_CheckpointHook_released_capi_1e5098db358a605e(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_CheckpointHook_released_capi_d8e8d7e8289b225f(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3372,7 +3389,7 @@ void _wrap_CheckpointHook_released_capi_1e5098db358a605e(accswig::CheckpointHook
 }
 
 
-accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_1e5098db358a605e(intgo _swig_go_0) {
+accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
   int arg1 ;
   accswig::Tracker *result = 0 ;
   accswig::Tracker *_swig_go_result;
@@ -3394,7 +3411,7 @@ accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_1e5098db358a605e(in
 }
 
 
-void _wrap_DeleteDirectorTracker_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0) {
+void _wrap_DeleteDirectorTracker_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3413,7 +3430,7 @@ void _wrap_DeleteDirectorTracker_capi_1e5098db358a605e(accswig::Tracker *_swig_g
 }
 
 
-void _wrap__swig_DirectorTracker_upcall_Released_capi_1e5098db358a605e(SwigDirector_Tracker *_swig_go_0) {
+void _wrap__swig_DirectorTracker_upcall_Released_capi_d8e8d7e8289b225f(SwigDirector_Tracker *_swig_go_0) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   
   arg1 = *(SwigDirector_Tracker **)&_swig_go_0; 
@@ -3432,7 +3449,7 @@ void _wrap__swig_DirectorTracker_upcall_Released_capi_1e5098db358a605e(SwigDirec
 }
 
 
-intgo _wrap_Tracker_init_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
+intgo _wrap_Tracker_init_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -3474,7 +3491,7 @@ intgo _wrap_Tracker_init_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0, _go
 }
 
 
-intgo _wrap_Tracker_log_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_log_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Metrics *arg2 = (accswig::Metrics *) 0 ;
   int64_t arg3 ;
@@ -3500,7 +3517,7 @@ intgo _wrap_Tracker_log_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0, accs
 }
 
 
-intgo _wrap_Tracker_finish_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0) {
+intgo _wrap_Tracker_finish_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   int result;
   intgo _swig_go_result;
@@ -3522,7 +3539,7 @@ intgo _wrap_Tracker_finish_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0) {
 }
 
 
-void _wrap_delete_Tracker_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0) {
+void _wrap_delete_Tracker_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3541,7 +3558,7 @@ void _wrap_delete_Tracker_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0) {
 }
 
 
-void _wrap_Tracker_released_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0) {
+void _wrap_Tracker_released_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3552,7 +3569,7 @@ void _wrap_Tracker_released_capi_1e5098db358a605e(accswig::Tracker *_swig_go_0) 
 }
 
 
-accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_1e5098db358a605e(intgo _swig_go_0) {
+accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
   int arg1 ;
   accswig::LrLambda *result = 0 ;
   accswig::LrLambda *_swig_go_result;
@@ -3574,7 +3591,7 @@ accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_1e5098db358a605e
 }
 
 
-void _wrap_DeleteDirectorLrLambda_capi_1e5098db358a605e(accswig::LrLambda *_swig_go_0) {
+void _wrap_DeleteDirectorLrLambda_capi_d8e8d7e8289b225f(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3593,7 +3610,7 @@ void _wrap_DeleteDirectorLrLambda_capi_1e5098db358a605e(accswig::LrLambda *_swig
 }
 
 
-void _wrap__swig_DirectorLrLambda_upcall_Released_capi_1e5098db358a605e(SwigDirector_LrLambda *_swig_go_0) {
+void _wrap__swig_DirectorLrLambda_upcall_Released_capi_d8e8d7e8289b225f(SwigDirector_LrLambda *_swig_go_0) {
   SwigDirector_LrLambda *arg1 = (SwigDirector_LrLambda *) 0 ;
   
   arg1 = *(SwigDirector_LrLambda **)&_swig_go_0; 
@@ -3612,7 +3629,7 @@ void _wrap__swig_DirectorLrLambda_upcall_Released_capi_1e5098db358a605e(SwigDire
 }
 
 
-intgo _wrap_LrLambda_factor_capi_1e5098db358a605e(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
+intgo _wrap_LrLambda_factor_capi_d8e8d7e8289b225f(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   int64_t arg2 ;
   accswig::Factor *arg3 = (accswig::Factor *) 0 ;
@@ -3638,7 +3655,7 @@ intgo _wrap_LrLambda_factor_capi_1e5098db358a605e(accswig::LrLambda *_swig_go_0,
 }
 
 
-void _wrap_delete_LrLambda_capi_1e5098db358a605e(accswig::LrLambda *_swig_go_0) {
+void _wrap_delete_LrLambda_capi_d8e8d7e8289b225f(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3657,7 +3674,7 @@ void _wrap_delete_LrLambda_capi_1e5098db358a605e(accswig::LrLambda *_swig_go_0) 
 }
 
 
-void _wrap_LrLambda_released_capi_1e5098db358a605e(accswig::LrLambda *_swig_go_0) {
+void _wrap_LrLambda_released_capi_d8e8d7e8289b225f(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3668,7 +3685,7 @@ void _wrap_LrLambda_released_capi_1e5098db358a605e(accswig::LrLambda *_swig_go_0
 }
 
 
-accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_1e5098db358a605e(intgo _swig_go_0) {
+accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
   int arg1 ;
   accswig::GroupLrLambda *result = 0 ;
   accswig::GroupLrLambda *_swig_go_result;
@@ -3690,7 +3707,7 @@ accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_1
 }
 
 
-void _wrap_DeleteDirectorGroupLrLambda_capi_1e5098db358a605e(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_DeleteDirectorGroupLrLambda_capi_d8e8d7e8289b225f(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -3709,7 +3726,7 @@ void _wrap_DeleteDirectorGroupLrLambda_capi_1e5098db358a605e(accswig::GroupLrLam
 }
 
 
-void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_1e5098db358a605e(SwigDirector_GroupLrLambda *_swig_go_0) {
+void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_d8e8d7e8289b225f(SwigDirector_GroupLrLambda *_swig_go_0) {
   SwigDirector_GroupLrLambda *arg1 = (SwigDirector_GroupLrLambda *) 0 ;
   
   arg1 = *(SwigDirector_GroupLrLambda **)&_swig_go_0; 
@@ -3728,7 +3745,7 @@ void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_1e5098db358a605e(Swi
 }
 
 
-intgo _wrap_GroupLrLambda_factor_capi_1e5098db358a605e(accswig::GroupLrLambda *_swig_go_0, long long _swig_go_1, long long _swig_go_2, accswig::Factor *_swig_go_3) {
+intgo _wrap_GroupLrLambda_factor_capi_d8e8d7e8289b225f(accswig::GroupLrLambda *_swig_go_0, long long _swig_go_1, long long _swig_go_2, accswig::Factor *_swig_go_3) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   size_t arg2 ;
   int64_t arg3 ;
@@ -3756,7 +3773,7 @@ intgo _wrap_GroupLrLambda_factor_capi_1e5098db358a605e(accswig::GroupLrLambda *_
 }
 
 
-void _wrap_delete_GroupLrLambda_capi_1e5098db358a605e(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_delete_GroupLrLambda_capi_d8e8d7e8289b225f(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -3775,7 +3792,7 @@ void _wrap_delete_GroupLrLambda_capi_1e5098db358a605e(accswig::GroupLrLambda *_s
 }
 
 
-void _wrap_GroupLrLambda_released_capi_1e5098db358a605e(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_GroupLrLambda_released_capi_d8e8d7e8289b225f(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -3786,7 +3803,7 @@ void _wrap_GroupLrLambda_released_capi_1e5098db358a605e(accswig::GroupLrLambda *
 }
 
 
-accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_1e5098db358a605e(intgo _swig_go_0) {
+accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
   int arg1 ;
   accswig::TraceReady *result = 0 ;
   accswig::TraceReady *_swig_go_result;
@@ -3808,7 +3825,7 @@ accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_1e5098db35
 }
 
 
-void _wrap_DeleteDirectorTraceReady_capi_1e5098db358a605e(accswig::TraceReady *_swig_go_0) {
+void _wrap_DeleteDirectorTraceReady_capi_d8e8d7e8289b225f(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -3827,7 +3844,7 @@ void _wrap_DeleteDirectorTraceReady_capi_1e5098db358a605e(accswig::TraceReady *_
 }
 
 
-void _wrap__swig_DirectorTraceReady_upcall_Released_capi_1e5098db358a605e(SwigDirector_TraceReady *_swig_go_0) {
+void _wrap__swig_DirectorTraceReady_upcall_Released_capi_d8e8d7e8289b225f(SwigDirector_TraceReady *_swig_go_0) {
   SwigDirector_TraceReady *arg1 = (SwigDirector_TraceReady *) 0 ;
   
   arg1 = *(SwigDirector_TraceReady **)&_swig_go_0; 
@@ -3846,7 +3863,7 @@ void _wrap__swig_DirectorTraceReady_upcall_Released_capi_1e5098db358a605e(SwigDi
 }
 
 
-intgo _wrap_TraceReady_ready_capi_1e5098db358a605e(accswig::TraceReady *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_TraceReady_ready_capi_d8e8d7e8289b225f(accswig::TraceReady *_swig_go_0, long long _swig_go_1) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   int64_t arg2 ;
   int result;
@@ -3870,7 +3887,7 @@ intgo _wrap_TraceReady_ready_capi_1e5098db358a605e(accswig::TraceReady *_swig_go
 }
 
 
-void _wrap_delete_TraceReady_capi_1e5098db358a605e(accswig::TraceReady *_swig_go_0) {
+void _wrap_delete_TraceReady_capi_d8e8d7e8289b225f(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -3889,7 +3906,7 @@ void _wrap_delete_TraceReady_capi_1e5098db358a605e(accswig::TraceReady *_swig_go
 }
 
 
-void _wrap_TraceReady_released_capi_1e5098db358a605e(accswig::TraceReady *_swig_go_0) {
+void _wrap_TraceReady_released_capi_d8e8d7e8289b225f(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -3900,7 +3917,7 @@ void _wrap_TraceReady_released_capi_1e5098db358a605e(accswig::TraceReady *_swig_
 }
 
 
-accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_1e5098db358a605e(intgo _swig_go_0) {
+accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
   int arg1 ;
   accswig::BatchSizeRun *result = 0 ;
   accswig::BatchSizeRun *_swig_go_result;
@@ -3922,7 +3939,7 @@ accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_1e50
 }
 
 
-void _wrap_DeleteDirectorBatchSizeRun_capi_1e5098db358a605e(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_DeleteDirectorBatchSizeRun_capi_d8e8d7e8289b225f(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -3941,7 +3958,7 @@ void _wrap_DeleteDirectorBatchSizeRun_capi_1e5098db358a605e(accswig::BatchSizeRu
 }
 
 
-void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_1e5098db358a605e(SwigDirector_BatchSizeRun *_swig_go_0) {
+void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_d8e8d7e8289b225f(SwigDirector_BatchSizeRun *_swig_go_0) {
   SwigDirector_BatchSizeRun *arg1 = (SwigDirector_BatchSizeRun *) 0 ;
   
   arg1 = *(SwigDirector_BatchSizeRun **)&_swig_go_0; 
@@ -3960,7 +3977,7 @@ void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_1e5098db358a605e(Swig
 }
 
 
-intgo _wrap_BatchSizeRun_run_capi_1e5098db358a605e(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_BatchSizeRun_run_capi_d8e8d7e8289b225f(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   int64_t arg2 ;
   int result;
@@ -3984,7 +4001,7 @@ intgo _wrap_BatchSizeRun_run_capi_1e5098db358a605e(accswig::BatchSizeRun *_swig_
 }
 
 
-void _wrap_delete_BatchSizeRun_capi_1e5098db358a605e(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_delete_BatchSizeRun_capi_d8e8d7e8289b225f(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -4003,7 +4020,7 @@ void _wrap_delete_BatchSizeRun_capi_1e5098db358a605e(accswig::BatchSizeRun *_swi
 }
 
 
-void _wrap_BatchSizeRun_released_capi_1e5098db358a605e(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_BatchSizeRun_released_capi_d8e8d7e8289b225f(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -4014,7 +4031,7 @@ void _wrap_BatchSizeRun_released_capi_1e5098db358a605e(accswig::BatchSizeRun *_s
 }
 
 
-_gostring_ _wrap_Accelerate_version_capi_1e5098db358a605e() {
+_gostring_ _wrap_Accelerate_version_capi_d8e8d7e8289b225f() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -4034,7 +4051,7 @@ _gostring_ _wrap_Accelerate_version_capi_1e5098db358a605e() {
 }
 
 
-intgo _wrap_Accelerate_abiVersion_capi_1e5098db358a605e() {
+intgo _wrap_Accelerate_abiVersion_capi_d8e8d7e8289b225f() {
   int result;
   intgo _swig_go_result;
   
@@ -4054,7 +4071,7 @@ intgo _wrap_Accelerate_abiVersion_capi_1e5098db358a605e() {
 }
 
 
-void _wrap_Accelerate_checkAbi_capi_1e5098db358a605e(intgo _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_checkAbi_capi_d8e8d7e8289b225f(intgo _swig_go_0, _gostring_* _swig_go_1) {
   int arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4085,7 +4102,7 @@ void _wrap_Accelerate_checkAbi_capi_1e5098db358a605e(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_Accelerate_checkBinding_capi_1e5098db358a605e(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerate_checkBinding_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   int arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4126,7 +4143,7 @@ void _wrap_Accelerate_checkBinding_capi_1e5098db358a605e(_gostring_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_Accelerate_buildInfo_capi_1e5098db358a605e() {
+_gostring_ _wrap_Accelerate_buildInfo_capi_d8e8d7e8289b225f() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -4146,7 +4163,7 @@ _gostring_ _wrap_Accelerate_buildInfo_capi_1e5098db358a605e() {
 }
 
 
-_gostring_ _wrap_Accelerate_statusName_capi_1e5098db358a605e(intgo _swig_go_0) {
+_gostring_ _wrap_Accelerate_statusName_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
   acc_status arg1 ;
   std::string result;
   _gostring_ _swig_go_result;
@@ -4168,7 +4185,7 @@ _gostring_ _wrap_Accelerate_statusName_capi_1e5098db358a605e(intgo _swig_go_0) {
 }
 
 
-long long _wrap_Accelerate_liveHandles_capi_1e5098db358a605e(intgo _swig_go_0) {
+long long _wrap_Accelerate_liveHandles_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
   acc_handle_kind arg1 ;
   int64_t result;
   long long _swig_go_result;
@@ -4190,7 +4207,7 @@ long long _wrap_Accelerate_liveHandles_capi_1e5098db358a605e(intgo _swig_go_0) {
 }
 
 
-void _wrap_Accelerate_setSeed_capi_1e5098db358a605e(long long _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setSeed_capi_d8e8d7e8289b225f(long long _swig_go_0, _gostring_* _swig_go_1) {
   int64_t arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4221,7 +4238,7 @@ void _wrap_Accelerate_setSeed_capi_1e5098db358a605e(long long _swig_go_0, _gostr
 }
 
 
-void _wrap_Accelerate_setSeedWith_capi_1e5098db358a605e(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerate_setSeedWith_capi_d8e8d7e8289b225f(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   int64_t arg1 ;
   bool arg2 ;
   bool arg3 ;
@@ -4256,7 +4273,7 @@ void _wrap_Accelerate_setSeedWith_capi_1e5098db358a605e(long long _swig_go_0, bo
 }
 
 
-acc_tensor *_wrap_Accelerate_getRandomState_capi_1e5098db358a605e(_gostring_* _swig_go_0) {
+acc_tensor *_wrap_Accelerate_getRandomState_capi_d8e8d7e8289b225f(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor *result = 0 ;
@@ -4288,7 +4305,7 @@ acc_tensor *_wrap_Accelerate_getRandomState_capi_1e5098db358a605e(_gostring_* _s
 }
 
 
-void _wrap_Accelerate_setRandomState_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setRandomState_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4319,7 +4336,7 @@ void _wrap_Accelerate_setRandomState_capi_1e5098db358a605e(acc_tensor *_swig_go_
 }
 
 
-long long _wrap_Accelerate_dtypeSize_capi_1e5098db358a605e(intgo _swig_go_0) {
+long long _wrap_Accelerate_dtypeSize_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
   acc_dtype arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -4341,7 +4358,7 @@ long long _wrap_Accelerate_dtypeSize_capi_1e5098db358a605e(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_1e5098db358a605e() {
+_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_d8e8d7e8289b225f() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -4361,7 +4378,7 @@ _gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_1e5098db358a605e() {
 }
 
 
-void _wrap_Accelerate_callbackSetError_capi_1e5098db358a605e(_gostring_ _swig_go_0) {
+void _wrap_Accelerate_callbackSetError_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
   char *copy1 ;
   
@@ -4388,7 +4405,7 @@ void _wrap_Accelerate_callbackSetError_capi_1e5098db358a605e(_gostring_ _swig_go
 }
 
 
-long long _wrap_Accelerate_findBatchSizeWith_capi_1e5098db358a605e(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerate_findBatchSizeWith_capi_d8e8d7e8289b225f(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::BatchSizeRun *arg2 = (accswig::BatchSizeRun *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4424,7 +4441,7 @@ long long _wrap_Accelerate_findBatchSizeWith_capi_1e5098db358a605e(long long _sw
 }
 
 
-void _wrap_delete_Accelerate_capi_1e5098db358a605e(accswig::Library *_swig_go_0) {
+void _wrap_delete_Accelerate_capi_d8e8d7e8289b225f(accswig::Library *_swig_go_0) {
   accswig::Library *arg1 = (accswig::Library *) 0 ;
   
   arg1 = *(accswig::Library **)&_swig_go_0; 
@@ -4443,7 +4460,7 @@ void _wrap_delete_Accelerate_capi_1e5098db358a605e(accswig::Library *_swig_go_0)
 }
 
 
-long long _wrap_LoadReport_missingCount_capi_1e5098db358a605e(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_missingCount_capi_d8e8d7e8289b225f(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -4465,7 +4482,7 @@ long long _wrap_LoadReport_missingCount_capi_1e5098db358a605e(accswig::LoadRepor
 }
 
 
-_gostring_ _wrap_LoadReport_missing_capi_1e5098db358a605e(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_missing_capi_d8e8d7e8289b225f(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -4489,7 +4506,7 @@ _gostring_ _wrap_LoadReport_missing_capi_1e5098db358a605e(accswig::LoadReport *_
 }
 
 
-long long _wrap_LoadReport_unexpectedCount_capi_1e5098db358a605e(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_unexpectedCount_capi_d8e8d7e8289b225f(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -4511,7 +4528,7 @@ long long _wrap_LoadReport_unexpectedCount_capi_1e5098db358a605e(accswig::LoadRe
 }
 
 
-_gostring_ _wrap_LoadReport_unexpected_capi_1e5098db358a605e(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_unexpected_capi_d8e8d7e8289b225f(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -4535,7 +4552,7 @@ _gostring_ _wrap_LoadReport_unexpected_capi_1e5098db358a605e(accswig::LoadReport
 }
 
 
-void _wrap_delete_LoadReport_capi_1e5098db358a605e(accswig::LoadReport *_swig_go_0) {
+void _wrap_delete_LoadReport_capi_d8e8d7e8289b225f(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   
   arg1 = *(accswig::LoadReport **)&_swig_go_0; 
@@ -4554,7 +4571,7 @@ void _wrap_delete_LoadReport_capi_1e5098db358a605e(accswig::LoadReport *_swig_go
 }
 
 
-acc_tensor *_wrap_Loss_crossEntropy_capi_1e5098db358a605e(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_crossEntropy_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4594,7 +4611,7 @@ acc_tensor *_wrap_Loss_crossEntropy_capi_1e5098db358a605e(acc_tensor *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Loss_nll_capi_1e5098db358a605e(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_nll_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4632,7 +4649,7 @@ acc_tensor *_wrap_Loss_nll_capi_1e5098db358a605e(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_mse_capi_1e5098db358a605e(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_mse_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4670,7 +4687,125 @@ acc_tensor *_wrap_Loss_mse_capi_1e5098db358a605e(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_bceWithLogits_capi_1e5098db358a605e(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_l1_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+  acc_tensor *arg1 = (acc_tensor *) 0 ;
+  acc_tensor *arg2 = (acc_tensor *) 0 ;
+  acc_reduction arg3 ;
+  std::string *arg4 = (std::string *) 0 ;
+  std::string temp4 ;
+  acc_tensor *result = 0 ;
+  acc_tensor *_swig_go_result;
+  
+  arg1 = *(acc_tensor **)&_swig_go_0; 
+  arg2 = *(acc_tensor **)&_swig_go_1; 
+  arg3 = (acc_reduction)_swig_go_2; 
+  
+  accswig::take_go_error();
+  arg4 = &temp4;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (acc_tensor *)accswig::Loss::l1((acc_tensor const *)arg1,(acc_tensor const *)arg2,arg3,arg4);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  *(acc_tensor **)&_swig_go_result = (acc_tensor *)result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+acc_tensor *_wrap_Loss_smoothL1_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+  acc_tensor *arg1 = (acc_tensor *) 0 ;
+  acc_tensor *arg2 = (acc_tensor *) 0 ;
+  acc_reduction arg3 ;
+  double arg4 ;
+  std::string *arg5 = (std::string *) 0 ;
+  std::string temp5 ;
+  acc_tensor *result = 0 ;
+  acc_tensor *_swig_go_result;
+  
+  arg1 = *(acc_tensor **)&_swig_go_0; 
+  arg2 = *(acc_tensor **)&_swig_go_1; 
+  arg3 = (acc_reduction)_swig_go_2; 
+  arg4 = (double)_swig_go_3; 
+  
+  accswig::take_go_error();
+  arg5 = &temp5;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (acc_tensor *)accswig::Loss::smoothL1((acc_tensor const *)arg1,(acc_tensor const *)arg2,arg3,arg4,arg5);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  *(acc_tensor **)&_swig_go_result = (acc_tensor *)result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+acc_tensor *_wrap_Loss_huber_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+  acc_tensor *arg1 = (acc_tensor *) 0 ;
+  acc_tensor *arg2 = (acc_tensor *) 0 ;
+  acc_reduction arg3 ;
+  double arg4 ;
+  std::string *arg5 = (std::string *) 0 ;
+  std::string temp5 ;
+  acc_tensor *result = 0 ;
+  acc_tensor *_swig_go_result;
+  
+  arg1 = *(acc_tensor **)&_swig_go_0; 
+  arg2 = *(acc_tensor **)&_swig_go_1; 
+  arg3 = (acc_reduction)_swig_go_2; 
+  arg4 = (double)_swig_go_3; 
+  
+  accswig::take_go_error();
+  arg5 = &temp5;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (acc_tensor *)accswig::Loss::huber((acc_tensor const *)arg1,(acc_tensor const *)arg2,arg3,arg4,arg5);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  *(acc_tensor **)&_swig_go_result = (acc_tensor *)result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+acc_tensor *_wrap_Loss_bceWithLogits_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4708,7 +4843,7 @@ acc_tensor *_wrap_Loss_bceWithLogits_capi_1e5098db358a605e(acc_tensor *_swig_go_
 }
 
 
-void _wrap_delete_Loss_capi_1e5098db358a605e(accswig::Loss *_swig_go_0) {
+void _wrap_delete_Loss_capi_d8e8d7e8289b225f(accswig::Loss *_swig_go_0) {
   accswig::Loss *arg1 = (accswig::Loss *) 0 ;
   
   arg1 = *(accswig::Loss **)&_swig_go_0; 
@@ -4727,7 +4862,7 @@ void _wrap_delete_Loss_capi_1e5098db358a605e(accswig::Loss *_swig_go_0) {
 }
 
 
-void _wrap_delete_Tensor_capi_1e5098db358a605e(acc_tensor *_swig_go_0) {
+void _wrap_delete_Tensor_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   
   arg1 = *(acc_tensor **)&_swig_go_0; 
@@ -4746,7 +4881,7 @@ void _wrap_delete_Tensor_capi_1e5098db358a605e(acc_tensor *_swig_go_0) {
 }
 
 
-acc_tensor *_wrap_Tensor_fromFloats_capi_1e5098db358a605e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromFloats_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   float *arg1 = (float *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4790,7 +4925,7 @@ acc_tensor *_wrap_Tensor_fromFloats_capi_1e5098db358a605e(_goslice_ _swig_go_0, 
 }
 
 
-void _wrap_Tensor_copyToFloats_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToFloats_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -4827,7 +4962,7 @@ void _wrap_Tensor_copyToFloats_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_fromDoubles_capi_1e5098db358a605e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromDoubles_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   double *arg1 = (double *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4871,7 +5006,7 @@ acc_tensor *_wrap_Tensor_fromDoubles_capi_1e5098db358a605e(_goslice_ _swig_go_0,
 }
 
 
-void _wrap_Tensor_copyToDoubles_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToDoubles_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   double *arg2 = (double *) 0 ;
   size_t arg3 ;
@@ -4908,7 +5043,7 @@ void _wrap_Tensor_copyToDoubles_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _g
 }
 
 
-acc_tensor *_wrap_Tensor_fromLongs_capi_1e5098db358a605e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromLongs_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -4952,7 +5087,7 @@ acc_tensor *_wrap_Tensor_fromLongs_capi_1e5098db358a605e(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToLongs_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToLongs_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -4989,7 +5124,7 @@ void _wrap_Tensor_copyToLongs_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_fromInts_capi_1e5098db358a605e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromInts_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int32_t *arg1 = (int32_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5033,7 +5168,7 @@ acc_tensor *_wrap_Tensor_fromInts_capi_1e5098db358a605e(_goslice_ _swig_go_0, _g
 }
 
 
-void _wrap_Tensor_copyToInts_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToInts_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -5070,7 +5205,7 @@ void _wrap_Tensor_copyToInts_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gosl
 }
 
 
-acc_tensor *_wrap_Tensor_fromBytes_capi_1e5098db358a605e(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromBytes_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5114,7 +5249,7 @@ acc_tensor *_wrap_Tensor_fromBytes_capi_1e5098db358a605e(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToBytes_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToBytes_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -5151,7 +5286,7 @@ void _wrap_Tensor_copyToBytes_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_zeros_capi_1e5098db358a605e(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_zeros_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   acc_dtype arg3 ;
@@ -5201,7 +5336,7 @@ acc_tensor *_wrap_Tensor_zeros_capi_1e5098db358a605e(_goslice_ _swig_go_0, intgo
 }
 
 
-acc_tensor *_wrap_Tensor_rand_capi_1e5098db358a605e(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_rand_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5239,7 +5374,7 @@ acc_tensor *_wrap_Tensor_rand_capi_1e5098db358a605e(_goslice_ _swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_randn_capi_1e5098db358a605e(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_randn_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5277,7 +5412,7 @@ acc_tensor *_wrap_Tensor_randn_capi_1e5098db358a605e(_goslice_ _swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_fromIdxFile_capi_1e5098db358a605e(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_fromIdxFile_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -5319,7 +5454,7 @@ acc_tensor *_wrap_Tensor_fromIdxFile_capi_1e5098db358a605e(_gostring_ _swig_go_0
 }
 
 
-acc_tensor *_wrap_Tensor_fromFileMmap_capi_1e5098db358a605e(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Tensor_fromFileMmap_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   acc_dtype arg3 ;
@@ -5371,7 +5506,7 @@ acc_tensor *_wrap_Tensor_fromFileMmap_capi_1e5098db358a605e(_gostring_ _swig_go_
 }
 
 
-long long _wrap_Tensor_ndim_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_ndim_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5405,7 +5540,7 @@ long long _wrap_Tensor_ndim_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostr
 }
 
 
-void _wrap_Tensor_copyShape_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyShape_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5442,7 +5577,7 @@ void _wrap_Tensor_copyShape_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Tensor_numel_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_numel_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5476,7 +5611,7 @@ long long _wrap_Tensor_numel_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gost
 }
 
 
-intgo _wrap_Tensor_dtype_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+intgo _wrap_Tensor_dtype_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5510,7 +5645,7 @@ intgo _wrap_Tensor_dtype_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring
 }
 
 
-_gostring_ _wrap_Tensor_device_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Tensor_device_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5544,7 +5679,7 @@ _gostring_ _wrap_Tensor_device_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _go
 }
 
 
-bool _wrap_Tensor_requiresGrad_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Tensor_requiresGrad_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5578,7 +5713,7 @@ bool _wrap_Tensor_requiresGrad_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_to_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_to_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -5624,7 +5759,7 @@ acc_tensor *_wrap_Tensor_to_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_grad_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_grad_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5658,7 +5793,7 @@ acc_tensor *_wrap_Tensor_grad_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gos
 }
 
 
-void _wrap_Tensor_backward_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Tensor_backward_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5689,7 +5824,7 @@ void _wrap_Tensor_backward_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostri
 }
 
 
-acc_tensor *_wrap_Tensor_sum_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_sum_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5723,7 +5858,7 @@ acc_tensor *_wrap_Tensor_sum_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_mean_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_mean_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5757,7 +5892,7 @@ acc_tensor *_wrap_Tensor_mean_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_reshape_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_reshape_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5797,7 +5932,7 @@ acc_tensor *_wrap_Tensor_reshape_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _
 }
 
 
-acc_tensor *_wrap_Tensor_argmax_capi_1e5098db358a605e(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_argmax_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -5835,7 +5970,7 @@ acc_tensor *_wrap_Tensor_argmax_capi_1e5098db358a605e(acc_tensor *_swig_go_0, lo
 }
 
 
-long long _wrap_Tensor_countEqual_capi_1e5098db358a605e(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Tensor_countEqual_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5871,7 +6006,7 @@ long long _wrap_Tensor_countEqual_capi_1e5098db358a605e(acc_tensor *_swig_go_0, 
 }
 
 
-double _wrap_Tensor_item_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+double _wrap_Tensor_item_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5905,7 +6040,7 @@ double _wrap_Tensor_item_capi_1e5098db358a605e(acc_tensor *_swig_go_0, _gostring
 }
 
 
-acc_tensor_list *_wrap_new_TensorList_capi_1e5098db358a605e(_gostring_* _swig_go_0) {
+acc_tensor_list *_wrap_new_TensorList_capi_d8e8d7e8289b225f(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor_list *result = 0 ;
@@ -5937,7 +6072,7 @@ acc_tensor_list *_wrap_new_TensorList_capi_1e5098db358a605e(_gostring_* _swig_go
 }
 
 
-void _wrap_delete_TensorList_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0) {
+void _wrap_delete_TensorList_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go_0) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   
   arg1 = *(acc_tensor_list **)&_swig_go_0; 
@@ -5956,7 +6091,7 @@ void _wrap_delete_TensorList_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0) 
 }
 
 
-void _wrap_TensorList_append_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_TensorList_append_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_tensor *arg3 = (acc_tensor *) 0 ;
@@ -5999,7 +6134,7 @@ void _wrap_TensorList_append_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0, 
 }
 
 
-long long _wrap_TensorList_size_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_TensorList_size_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6033,7 +6168,7 @@ long long _wrap_TensorList_size_capi_1e5098db358a605e(acc_tensor_list *_swig_go_
 }
 
 
-acc_tensor *_wrap_TensorList_get_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_get_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6069,7 +6204,7 @@ acc_tensor *_wrap_TensorList_get_capi_1e5098db358a605e(acc_tensor_list *_swig_go
 }
 
 
-_gostring_ _wrap_TensorList_name_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_TensorList_name_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6105,7 +6240,7 @@ _gostring_ _wrap_TensorList_name_capi_1e5098db358a605e(acc_tensor_list *_swig_go
 }
 
 
-acc_tensor *_wrap_TensorList_find_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_find_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6149,7 +6284,7 @@ acc_tensor *_wrap_TensorList_find_capi_1e5098db358a605e(acc_tensor_list *_swig_g
 }
 
 
-void _wrap_TensorList_saveSafetensors_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_TensorList_saveSafetensors_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6190,7 +6325,7 @@ void _wrap_TensorList_saveSafetensors_capi_1e5098db358a605e(acc_tensor_list *_sw
 }
 
 
-acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_1e5098db358a605e(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -6232,7 +6367,7 @@ acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_1e5098db358a605e(_gostrin
 }
 
 
-void _wrap_delete_StringList_capi_1e5098db358a605e(acc_string_list *_swig_go_0) {
+void _wrap_delete_StringList_capi_d8e8d7e8289b225f(acc_string_list *_swig_go_0) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   
   arg1 = *(acc_string_list **)&_swig_go_0; 
@@ -6251,7 +6386,7 @@ void _wrap_delete_StringList_capi_1e5098db358a605e(acc_string_list *_swig_go_0) 
 }
 
 
-long long _wrap_StringList_size_capi_1e5098db358a605e(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_StringList_size_capi_d8e8d7e8289b225f(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6285,7 +6420,7 @@ long long _wrap_StringList_size_capi_1e5098db358a605e(acc_string_list *_swig_go_
 }
 
 
-_gostring_ _wrap_StringList_get_capi_1e5098db358a605e(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_StringList_get_capi_d8e8d7e8289b225f(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6321,7 +6456,7 @@ _gostring_ _wrap_StringList_get_capi_1e5098db358a605e(acc_string_list *_swig_go_
 }
 
 
-long long _wrap_StringList_byteSize_capi_1e5098db358a605e(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_StringList_byteSize_capi_d8e8d7e8289b225f(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6357,7 +6492,7 @@ long long _wrap_StringList_byteSize_capi_1e5098db358a605e(acc_string_list *_swig
 }
 
 
-void _wrap_StringList_copyBytes_capi_1e5098db358a605e(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_StringList_copyBytes_capi_d8e8d7e8289b225f(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -6396,7 +6531,7 @@ void _wrap_StringList_copyBytes_capi_1e5098db358a605e(acc_string_list *_swig_go_
 }
 
 
-acc_options *_wrap_new_Options_capi_1e5098db358a605e(intgo _swig_go_0, _gostring_* _swig_go_1) {
+acc_options *_wrap_new_Options_capi_d8e8d7e8289b225f(intgo _swig_go_0, _gostring_* _swig_go_1) {
   acc_options_kind arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6430,7 +6565,7 @@ acc_options *_wrap_new_Options_capi_1e5098db358a605e(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_delete_Options_capi_1e5098db358a605e(acc_options *_swig_go_0) {
+void _wrap_delete_Options_capi_d8e8d7e8289b225f(acc_options *_swig_go_0) {
   acc_options *arg1 = (acc_options *) 0 ;
   
   arg1 = *(acc_options **)&_swig_go_0; 
@@ -6449,7 +6584,7 @@ void _wrap_delete_Options_capi_1e5098db358a605e(acc_options *_swig_go_0) {
 }
 
 
-void _wrap_Options_setInt_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setInt_capi_d8e8d7e8289b225f(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -6492,7 +6627,7 @@ void _wrap_Options_setInt_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostri
 }
 
 
-void _wrap_Options_setDouble_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setDouble_capi_d8e8d7e8289b225f(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -6535,7 +6670,7 @@ void _wrap_Options_setDouble_capi_1e5098db358a605e(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_setBool_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setBool_capi_d8e8d7e8289b225f(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -6578,7 +6713,7 @@ void _wrap_Options_setBool_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostr
 }
 
 
-void _wrap_Options_setString_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setString_capi_d8e8d7e8289b225f(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6629,7 +6764,7 @@ void _wrap_Options_setString_capi_1e5098db358a605e(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_set_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_set_capi_d8e8d7e8289b225f(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6680,7 +6815,7 @@ void _wrap_Options_set_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostring_
 }
 
 
-_gostring_ _wrap_Options_get_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Options_get_capi_d8e8d7e8289b225f(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6724,7 +6859,7 @@ _gostring_ _wrap_Options_get_capi_1e5098db358a605e(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_delete_Model_capi_1e5098db358a605e(acc_model *_swig_go_0) {
+void _wrap_delete_Model_capi_d8e8d7e8289b225f(acc_model *_swig_go_0) {
   acc_model *arg1 = (acc_model *) 0 ;
   
   arg1 = *(acc_model **)&_swig_go_0; 
@@ -6743,7 +6878,7 @@ void _wrap_delete_Model_capi_1e5098db358a605e(acc_model *_swig_go_0) {
 }
 
 
-acc_model *_wrap_Model_loadTorchscript_capi_1e5098db358a605e(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_loadTorchscript_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -6785,7 +6920,7 @@ acc_model *_wrap_Model_loadTorchscript_capi_1e5098db358a605e(_gostring_ _swig_go
 }
 
 
-acc_model *_wrap_Model_fromSpec_capi_1e5098db358a605e(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_fromSpec_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -6827,7 +6962,7 @@ acc_model *_wrap_Model_fromSpec_capi_1e5098db358a605e(_gostring_ _swig_go_0, _go
 }
 
 
-acc_tensor_list *_wrap_Model_forward_capi_1e5098db358a605e(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Model_forward_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   unsigned int arg3 ;
@@ -6865,7 +7000,7 @@ acc_tensor_list *_wrap_Model_forward_capi_1e5098db358a605e(acc_model *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Model_forward1_capi_1e5098db358a605e(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Model_forward1_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   unsigned int arg3 ;
@@ -6903,7 +7038,7 @@ acc_tensor *_wrap_Model_forward1_capi_1e5098db358a605e(acc_model *_swig_go_0, ac
 }
 
 
-void _wrap_Model_setTraining_capi_1e5098db358a605e(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setTraining_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6936,7 +7071,7 @@ void _wrap_Model_setTraining_capi_1e5098db358a605e(acc_model *_swig_go_0, bool _
 }
 
 
-bool _wrap_Model_isTraining_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Model_isTraining_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6970,7 +7105,7 @@ bool _wrap_Model_isTraining_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostri
 }
 
 
-void _wrap_Model_setGraphOptimization_capi_1e5098db358a605e(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setGraphOptimization_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7003,7 +7138,7 @@ void _wrap_Model_setGraphOptimization_capi_1e5098db358a605e(acc_model *_swig_go_
 }
 
 
-void _wrap_Model_to_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_to_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -7046,7 +7181,7 @@ void _wrap_Model_to_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swi
 }
 
 
-long long _wrap_Model_parameterTensorCount_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterTensorCount_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7080,7 +7215,7 @@ long long _wrap_Model_parameterTensorCount_capi_1e5098db358a605e(acc_model *_swi
 }
 
 
-long long _wrap_Model_parameterElementCount_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterElementCount_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7114,7 +7249,7 @@ long long _wrap_Model_parameterElementCount_capi_1e5098db358a605e(acc_model *_sw
 }
 
 
-acc_string_list *_wrap_Model_parameterNames_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Model_parameterNames_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7148,7 +7283,7 @@ acc_string_list *_wrap_Model_parameterNames_capi_1e5098db358a605e(acc_model *_sw
 }
 
 
-acc_tensor *_wrap_Model_parameter_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Model_parameter_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7192,7 +7327,7 @@ acc_tensor *_wrap_Model_parameter_capi_1e5098db358a605e(acc_model *_swig_go_0, _
 }
 
 
-void _wrap_Model_zeroGrad_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_zeroGrad_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7223,7 +7358,7 @@ void _wrap_Model_zeroGrad_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring
 }
 
 
-long long _wrap_Model_setRequiresGrad_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_setRequiresGrad_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -7269,7 +7404,7 @@ long long _wrap_Model_setRequiresGrad_capi_1e5098db358a605e(acc_model *_swig_go_
 }
 
 
-long long _wrap_Model_addLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addLora_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7315,7 +7450,7 @@ long long _wrap_Model_addLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gost
 }
 
 
-void _wrap_Model_saveLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveLora_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7356,7 +7491,7 @@ void _wrap_Model_saveLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_loadLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_loadLora_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7397,7 +7532,7 @@ void _wrap_Model_loadLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_mergeLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_mergeLora_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7428,7 +7563,7 @@ void _wrap_Model_mergeLora_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostrin
 }
 
 
-long long _wrap_Model_loraCount_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_loraCount_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7462,7 +7597,7 @@ long long _wrap_Model_loraCount_capi_1e5098db358a605e(acc_model *_swig_go_0, _go
 }
 
 
-acc_tensor_list *_wrap_Model_stateDict_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_Model_stateDict_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7496,7 +7631,7 @@ acc_tensor_list *_wrap_Model_stateDict_capi_1e5098db358a605e(acc_model *_swig_go
 }
 
 
-void _wrap_Model_loadStateDict_capi_1e5098db358a605e(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_loadStateDict_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   bool arg3 ;
@@ -7531,7 +7666,7 @@ void _wrap_Model_loadStateDict_capi_1e5098db358a605e(acc_model *_swig_go_0, acc_
 }
 
 
-void _wrap_Model_saveTorchscript_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveTorchscript_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7572,7 +7707,7 @@ void _wrap_Model_saveTorchscript_capi_1e5098db358a605e(acc_model *_swig_go_0, _g
 }
 
 
-accswig::LoadReport *_wrap_Model_loadSafetensors_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+accswig::LoadReport *_wrap_Model_loadSafetensors_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -7618,7 +7753,7 @@ accswig::LoadReport *_wrap_Model_loadSafetensors_capi_1e5098db358a605e(acc_model
 }
 
 
-acc_optimizer *_wrap_new_Optimizer_capi_1e5098db358a605e(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_new_Optimizer_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7664,7 +7799,7 @@ acc_optimizer *_wrap_new_Optimizer_capi_1e5098db358a605e(acc_model *_swig_go_0, 
 }
 
 
-void _wrap_delete_Optimizer_capi_1e5098db358a605e(acc_optimizer *_swig_go_0) {
+void _wrap_delete_Optimizer_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   
   arg1 = *(acc_optimizer **)&_swig_go_0; 
@@ -7683,7 +7818,7 @@ void _wrap_delete_Optimizer_capi_1e5098db358a605e(acc_optimizer *_swig_go_0) {
 }
 
 
-void _wrap_Optimizer_addParamGroup_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_addParamGroup_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7726,7 +7861,7 @@ void _wrap_Optimizer_addParamGroup_capi_1e5098db358a605e(acc_optimizer *_swig_go
 }
 
 
-long long _wrap_Optimizer_addParamGroupMatching_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Optimizer_addParamGroupMatching_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7772,7 +7907,7 @@ long long _wrap_Optimizer_addParamGroupMatching_capi_1e5098db358a605e(acc_optimi
 }
 
 
-long long _wrap_Optimizer_numParamGroups_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Optimizer_numParamGroups_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7806,7 +7941,7 @@ long long _wrap_Optimizer_numParamGroups_capi_1e5098db358a605e(acc_optimizer *_s
 }
 
 
-double _wrap_Optimizer_getLr_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Optimizer_getLr_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7842,7 +7977,7 @@ double _wrap_Optimizer_getLr_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, lo
 }
 
 
-void _wrap_Optimizer_setLr_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_setLr_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   double arg3 ;
@@ -7877,7 +8012,7 @@ void _wrap_Optimizer_setLr_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, long
 }
 
 
-double _wrap_Optimizer_getHyperparameter_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+double _wrap_Optimizer_getHyperparameter_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -7923,7 +8058,7 @@ double _wrap_Optimizer_getHyperparameter_capi_1e5098db358a605e(acc_optimizer *_s
 }
 
 
-void _wrap_Optimizer_step_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_step_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7954,7 +8089,7 @@ void _wrap_Optimizer_step_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, _gost
 }
 
 
-void _wrap_Optimizer_zeroGrad_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_zeroGrad_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7985,7 +8120,7 @@ void _wrap_Optimizer_zeroGrad_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, _
 }
 
 
-acc_tensor *_wrap_Optimizer_stateOf_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Optimizer_stateOf_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8039,7 +8174,7 @@ acc_tensor *_wrap_Optimizer_stateOf_capi_1e5098db358a605e(acc_optimizer *_swig_g
 }
 
 
-acc_string_list *_wrap_Optimizer_stateFields_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_string_list *_wrap_Optimizer_stateFields_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8083,7 +8218,7 @@ acc_string_list *_wrap_Optimizer_stateFields_capi_1e5098db358a605e(acc_optimizer
 }
 
 
-acc_scheduler *_wrap_new_Scheduler_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_new_Scheduler_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8129,7 +8264,7 @@ acc_scheduler *_wrap_new_Scheduler_capi_1e5098db358a605e(acc_optimizer *_swig_go
 }
 
 
-void _wrap_delete_Scheduler_capi_1e5098db358a605e(acc_scheduler *_swig_go_0) {
+void _wrap_delete_Scheduler_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_0) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   
   arg1 = *(acc_scheduler **)&_swig_go_0; 
@@ -8148,7 +8283,7 @@ void _wrap_delete_Scheduler_capi_1e5098db358a605e(acc_scheduler *_swig_go_0) {
 }
 
 
-void _wrap_Scheduler_then_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Scheduler_then_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -8193,7 +8328,7 @@ void _wrap_Scheduler_then_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, long 
 }
 
 
-void _wrap_Scheduler_chain_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Scheduler_chain_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8236,7 +8371,7 @@ void _wrap_Scheduler_chain_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, _gos
 }
 
 
-void _wrap_Scheduler_step_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Scheduler_step_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8267,7 +8402,7 @@ void _wrap_Scheduler_step_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, _gost
 }
 
 
-void _wrap_Scheduler_stepMetric_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Scheduler_stepMetric_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   double arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8300,7 +8435,7 @@ void _wrap_Scheduler_stepMetric_capi_1e5098db358a605e(acc_scheduler *_swig_go_0,
 }
 
 
-double _wrap_Scheduler_getLastLr_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Scheduler_getLastLr_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8336,7 +8471,7 @@ double _wrap_Scheduler_getLastLr_capi_1e5098db358a605e(acc_scheduler *_swig_go_0
 }
 
 
-long long _wrap_Scheduler_getStep_capi_1e5098db358a605e(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Scheduler_getStep_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8370,7 +8505,7 @@ long long _wrap_Scheduler_getStep_capi_1e5098db358a605e(acc_scheduler *_swig_go_
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8406,7 +8541,7 @@ acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_1e5098db358a605e(acc_optimizer 
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8442,7 +8577,7 @@ acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_1e5098db358a605e(acc_op
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   accswig::GroupLrLambda *arg3 = (accswig::GroupLrLambda *) 0 ;
@@ -8480,7 +8615,7 @@ acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_1e5098db358a605e(acc_optim
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   accswig::GroupLrLambda *arg3 = (accswig::GroupLrLambda *) 0 ;
@@ -8518,7 +8653,7 @@ acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_1e5098db358a605e(a
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_1e5098db358a605e(acc_optimizer *_swig_go_0, acc_options *_swig_go_1, accswig::LrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, acc_options *_swig_go_1, accswig::LrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   accswig::LrLambda *arg3 = (accswig::LrLambda *) 0 ;
@@ -8556,7 +8691,7 @@ acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_1e5098db358a605e(acc_optimiz
 }
 
 
-acc_averaged_model *_wrap_new_AveragedModel_capi_1e5098db358a605e(acc_model *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+acc_averaged_model *_wrap_new_AveragedModel_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8592,7 +8727,7 @@ acc_averaged_model *_wrap_new_AveragedModel_capi_1e5098db358a605e(acc_model *_sw
 }
 
 
-void _wrap_delete_AveragedModel_capi_1e5098db358a605e(acc_averaged_model *_swig_go_0) {
+void _wrap_delete_AveragedModel_capi_d8e8d7e8289b225f(acc_averaged_model *_swig_go_0) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   
   arg1 = *(acc_averaged_model **)&_swig_go_0; 
@@ -8611,7 +8746,7 @@ void _wrap_delete_AveragedModel_capi_1e5098db358a605e(acc_averaged_model *_swig_
 }
 
 
-void _wrap_AveragedModel_update_capi_1e5098db358a605e(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_update_capi_d8e8d7e8289b225f(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8644,7 +8779,7 @@ void _wrap_AveragedModel_update_capi_1e5098db358a605e(acc_averaged_model *_swig_
 }
 
 
-long long _wrap_AveragedModel_count_capi_1e5098db358a605e(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_AveragedModel_count_capi_d8e8d7e8289b225f(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8678,7 +8813,7 @@ long long _wrap_AveragedModel_count_capi_1e5098db358a605e(acc_averaged_model *_s
 }
 
 
-void _wrap_AveragedModel_copyTo_capi_1e5098db358a605e(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_copyTo_capi_d8e8d7e8289b225f(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8711,7 +8846,7 @@ void _wrap_AveragedModel_copyTo_capi_1e5098db358a605e(acc_averaged_model *_swig_
 }
 
 
-void _wrap_AveragedModel_swap_capi_1e5098db358a605e(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_swap_capi_d8e8d7e8289b225f(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8744,7 +8879,7 @@ void _wrap_AveragedModel_swap_capi_1e5098db358a605e(acc_averaged_model *_swig_go
 }
 
 
-acc_tensor_list *_wrap_AveragedModel_stateDict_capi_1e5098db358a605e(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_AveragedModel_stateDict_capi_d8e8d7e8289b225f(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8778,7 +8913,7 @@ acc_tensor_list *_wrap_AveragedModel_stateDict_capi_1e5098db358a605e(acc_average
 }
 
 
-void _wrap_AveragedModel_loadStateDict_capi_1e5098db358a605e(acc_averaged_model *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_loadStateDict_capi_d8e8d7e8289b225f(acc_averaged_model *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8811,7 +8946,7 @@ void _wrap_AveragedModel_loadStateDict_capi_1e5098db358a605e(acc_averaged_model 
 }
 
 
-void _wrap_delete_Dataset_capi_1e5098db358a605e(acc_dataset *_swig_go_0) {
+void _wrap_delete_Dataset_capi_d8e8d7e8289b225f(acc_dataset *_swig_go_0) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   
   arg1 = *(acc_dataset **)&_swig_go_0; 
@@ -8830,7 +8965,7 @@ void _wrap_delete_Dataset_capi_1e5098db358a605e(acc_dataset *_swig_go_0) {
 }
 
 
-acc_dataset *_wrap_Dataset_fromTensors_capi_1e5098db358a605e(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+acc_dataset *_wrap_Dataset_fromTensors_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8864,7 +8999,7 @@ acc_dataset *_wrap_Dataset_fromTensors_capi_1e5098db358a605e(acc_tensor_list *_s
 }
 
 
-acc_dataset *_wrap_Dataset_fromIdx_capi_1e5098db358a605e(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromIdx_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8916,7 +9051,7 @@ acc_dataset *_wrap_Dataset_fromIdx_capi_1e5098db358a605e(_gostring_ _swig_go_0, 
 }
 
 
-acc_dataset *_wrap_Dataset_fromSampleSource_capi_1e5098db358a605e(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromSampleSource_capi_d8e8d7e8289b225f(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::SampleSource *arg2 = (accswig::SampleSource *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8952,7 +9087,7 @@ acc_dataset *_wrap_Dataset_fromSampleSource_capi_1e5098db358a605e(long long _swi
 }
 
 
-acc_dataset *_wrap_Dataset_fromStreamSource_capi_1e5098db358a605e(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromStreamSource_capi_d8e8d7e8289b225f(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8988,7 +9123,7 @@ acc_dataset *_wrap_Dataset_fromStreamSource_capi_1e5098db358a605e(accswig::Strea
 }
 
 
-acc_dataset *_wrap_Dataset_subset_capi_1e5098db358a605e(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataset *_wrap_Dataset_subset_capi_d8e8d7e8289b225f(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -9026,7 +9161,7 @@ acc_dataset *_wrap_Dataset_subset_capi_1e5098db358a605e(acc_dataset *_swig_go_0,
 }
 
 
-long long _wrap_Dataset_size_capi_1e5098db358a605e(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Dataset_size_capi_d8e8d7e8289b225f(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9060,7 +9195,7 @@ long long _wrap_Dataset_size_capi_1e5098db358a605e(acc_dataset *_swig_go_0, _gos
 }
 
 
-acc_tensor_list *_wrap_Dataset_get_capi_1e5098db358a605e(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor_list *_wrap_Dataset_get_capi_d8e8d7e8289b225f(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9096,7 +9231,7 @@ acc_tensor_list *_wrap_Dataset_get_capi_1e5098db358a605e(acc_dataset *_swig_go_0
 }
 
 
-acc_dataloader *_wrap_new_DataLoader_capi_1e5098db358a605e(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataloader *_wrap_new_DataLoader_capi_d8e8d7e8289b225f(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9132,7 +9267,7 @@ acc_dataloader *_wrap_new_DataLoader_capi_1e5098db358a605e(acc_dataset *_swig_go
 }
 
 
-void _wrap_delete_DataLoader_capi_1e5098db358a605e(acc_dataloader *_swig_go_0) {
+void _wrap_delete_DataLoader_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   
   arg1 = *(acc_dataloader **)&_swig_go_0; 
@@ -9151,7 +9286,7 @@ void _wrap_delete_DataLoader_capi_1e5098db358a605e(acc_dataloader *_swig_go_0) {
 }
 
 
-acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_1e5098db358a605e(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_d8e8d7e8289b225f(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -9199,7 +9334,7 @@ acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_1e5098db358a605e(acc_datas
 }
 
 
-acc_tensor_list *_wrap_DataLoader_next_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_DataLoader_next_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9233,7 +9368,7 @@ acc_tensor_list *_wrap_DataLoader_next_capi_1e5098db358a605e(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_length_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_length_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9267,7 +9402,7 @@ long long _wrap_DataLoader_length_capi_1e5098db358a605e(acc_dataloader *_swig_go
 }
 
 
-long long _wrap_DataLoader_epoch_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_epoch_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9301,7 +9436,7 @@ long long _wrap_DataLoader_epoch_capi_1e5098db358a605e(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_setEpoch_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setEpoch_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9334,7 +9469,7 @@ void _wrap_DataLoader_setEpoch_capi_1e5098db358a605e(acc_dataloader *_swig_go_0,
 }
 
 
-void _wrap_DataLoader_setCollator_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setCollator_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   accswig::Collator *arg2 = (accswig::Collator *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9367,7 +9502,7 @@ void _wrap_DataLoader_setCollator_capi_1e5098db358a605e(acc_dataloader *_swig_go
 }
 
 
-void _wrap_DataLoader_skipFirstBatches_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_skipFirstBatches_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9400,7 +9535,7 @@ void _wrap_DataLoader_skipFirstBatches_capi_1e5098db358a605e(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_totalBatchSize_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalBatchSize_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9434,7 +9569,7 @@ long long _wrap_DataLoader_totalBatchSize_capi_1e5098db358a605e(acc_dataloader *
 }
 
 
-long long _wrap_DataLoader_totalDatasetLength_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalDatasetLength_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9468,7 +9603,7 @@ long long _wrap_DataLoader_totalDatasetLength_capi_1e5098db358a605e(acc_dataload
 }
 
 
-bool _wrap_DataLoader_endOfEpoch_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_endOfEpoch_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9502,7 +9637,7 @@ bool _wrap_DataLoader_endOfEpoch_capi_1e5098db358a605e(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_endEpoch_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_DataLoader_endEpoch_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9533,7 +9668,7 @@ void _wrap_DataLoader_endEpoch_capi_1e5098db358a605e(acc_dataloader *_swig_go_0,
 }
 
 
-bool _wrap_DataLoader_inEpoch_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_inEpoch_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9567,7 +9702,7 @@ bool _wrap_DataLoader_inEpoch_capi_1e5098db358a605e(acc_dataloader *_swig_go_0, 
 }
 
 
-acc_accelerator *_wrap_new_Accelerator_capi_1e5098db358a605e(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
+acc_accelerator *_wrap_new_Accelerator_capi_d8e8d7e8289b225f(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
   acc_options *arg1 = (acc_options *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9601,7 +9736,7 @@ acc_accelerator *_wrap_new_Accelerator_capi_1e5098db358a605e(acc_options *_swig_
 }
 
 
-void _wrap_delete_Accelerator_capi_1e5098db358a605e(acc_accelerator *_swig_go_0) {
+void _wrap_delete_Accelerator_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
@@ -9620,7 +9755,7 @@ void _wrap_delete_Accelerator_capi_1e5098db358a605e(acc_accelerator *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Accelerator_device_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_device_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9654,7 +9789,7 @@ _gostring_ _wrap_Accelerator_device_capi_1e5098db358a605e(acc_accelerator *_swig
 }
 
 
-_gostring_ _wrap_Accelerator_distributedType_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_distributedType_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9688,7 +9823,7 @@ _gostring_ _wrap_Accelerator_distributedType_capi_1e5098db358a605e(acc_accelerat
 }
 
 
-_gostring_ _wrap_Accelerator_mixedPrecision_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_mixedPrecision_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9722,7 +9857,7 @@ _gostring_ _wrap_Accelerator_mixedPrecision_capi_1e5098db358a605e(acc_accelerato
 }
 
 
-long long _wrap_Accelerator_processIndex_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_processIndex_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9756,7 +9891,7 @@ long long _wrap_Accelerator_processIndex_capi_1e5098db358a605e(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_numProcesses_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_numProcesses_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9790,7 +9925,7 @@ long long _wrap_Accelerator_numProcesses_capi_1e5098db358a605e(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_localProcessIndex_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_localProcessIndex_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9824,7 +9959,7 @@ long long _wrap_Accelerator_localProcessIndex_capi_1e5098db358a605e(acc_accelera
 }
 
 
-bool _wrap_Accelerator_isMainProcess_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isMainProcess_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9858,7 +9993,7 @@ bool _wrap_Accelerator_isMainProcess_capi_1e5098db358a605e(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_isLocalMainProcess_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLocalMainProcess_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9892,7 +10027,7 @@ bool _wrap_Accelerator_isLocalMainProcess_capi_1e5098db358a605e(acc_accelerator 
 }
 
 
-bool _wrap_Accelerator_isLastProcess_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLastProcess_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9926,7 +10061,7 @@ bool _wrap_Accelerator_isLastProcess_capi_1e5098db358a605e(acc_accelerator *_swi
 }
 
 
-long long _wrap_Accelerator_gradientAccumulationSteps_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_gradientAccumulationSteps_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9960,7 +10095,7 @@ long long _wrap_Accelerator_gradientAccumulationSteps_capi_1e5098db358a605e(acc_
 }
 
 
-bool _wrap_Accelerator_syncGradients_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_syncGradients_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9994,7 +10129,7 @@ bool _wrap_Accelerator_syncGradients_capi_1e5098db358a605e(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_optimizerStepWasSkipped_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_optimizerStepWasSkipped_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10028,7 +10163,7 @@ bool _wrap_Accelerator_optimizerStepWasSkipped_capi_1e5098db358a605e(acc_acceler
 }
 
 
-long long _wrap_Accelerator_step_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_step_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10062,7 +10197,7 @@ long long _wrap_Accelerator_step_capi_1e5098db358a605e(acc_accelerator *_swig_go
 }
 
 
-acc_model *_wrap_Accelerator_prepareModel_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_model *_wrap_Accelerator_prepareModel_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   acc_placement arg3 ;
@@ -10100,7 +10235,7 @@ acc_model *_wrap_Accelerator_prepareModel_capi_1e5098db358a605e(acc_accelerator 
 }
 
 
-acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   acc_placement arg3 ;
@@ -10138,7 +10273,7 @@ acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_1e5098db358a605e(acc_acce
 }
 
 
-acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_dataloader *arg2 = (acc_dataloader *) 0 ;
   acc_placement arg3 ;
@@ -10176,7 +10311,7 @@ acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_1e5098db358a605e(acc_ac
 }
 
 
-acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_scheduler *arg2 = (acc_scheduler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10212,7 +10347,7 @@ acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_1e5098db358a605e(acc_acce
 }
 
 
-acc_model *_wrap_Accelerator_unwrapModel_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+acc_model *_wrap_Accelerator_unwrapModel_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10248,7 +10383,7 @@ acc_model *_wrap_Accelerator_unwrapModel_capi_1e5098db358a605e(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_backward_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_backward_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10281,7 +10416,7 @@ void _wrap_Accelerator_backward_capi_1e5098db358a605e(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_accumulateBegin_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateBegin_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10312,7 +10447,7 @@ void _wrap_Accelerator_accumulateBegin_capi_1e5098db358a605e(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_accumulateEnd_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10343,7 +10478,7 @@ void _wrap_Accelerator_accumulateEnd_capi_1e5098db358a605e(acc_accelerator *_swi
 }
 
 
-double _wrap_Accelerator_clipGradNorm_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+double _wrap_Accelerator_clipGradNorm_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -10383,7 +10518,7 @@ double _wrap_Accelerator_clipGradNorm_capi_1e5098db358a605e(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_clipGradValue_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_clipGradValue_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -10418,7 +10553,7 @@ void _wrap_Accelerator_clipGradValue_capi_1e5098db358a605e(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_saveModel_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_saveModel_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -10471,7 +10606,7 @@ void _wrap_Accelerator_saveModel_capi_1e5098db358a605e(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_mergeShardedCheckpoint_capi_1e5098db358a605e(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_mergeShardedCheckpoint_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -10532,7 +10667,7 @@ void _wrap_Accelerator_mergeShardedCheckpoint_capi_1e5098db358a605e(_gostring_ _
 }
 
 
-_gostring_ _wrap_Accelerator_saveState_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_saveState_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10576,7 +10711,7 @@ _gostring_ _wrap_Accelerator_saveState_capi_1e5098db358a605e(acc_accelerator *_s
 }
 
 
-_gostring_ _wrap_Accelerator_loadState_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_loadState_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10620,7 +10755,7 @@ _gostring_ _wrap_Accelerator_loadState_capi_1e5098db358a605e(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_registerAveragedModel_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_averaged_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerAveragedModel_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_averaged_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_averaged_model *arg2 = (acc_averaged_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10653,7 +10788,7 @@ void _wrap_Accelerator_registerAveragedModel_capi_1e5098db358a605e(acc_accelerat
 }
 
 
-void _wrap_Accelerator_print_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_print_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10694,7 +10829,7 @@ void _wrap_Accelerator_print_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, 
 }
 
 
-void _wrap_Accelerator_waitForEveryone_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_waitForEveryone_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10725,7 +10860,7 @@ void _wrap_Accelerator_waitForEveryone_capi_1e5098db358a605e(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_freeMemory_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_freeMemory_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10756,7 +10891,7 @@ void _wrap_Accelerator_freeMemory_capi_1e5098db358a605e(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_noSyncBegin_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncBegin_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10789,7 +10924,7 @@ void _wrap_Accelerator_noSyncBegin_capi_1e5098db358a605e(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_noSyncEnd_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10822,7 +10957,7 @@ void _wrap_Accelerator_noSyncEnd_capi_1e5098db358a605e(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_triggerSyncInBackward_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_triggerSyncInBackward_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10855,7 +10990,7 @@ void _wrap_Accelerator_triggerSyncInBackward_capi_1e5098db358a605e(acc_accelerat
 }
 
 
-void _wrap_Accelerator_localSgdBegin_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_localSgdBegin_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int64_t arg3 ;
@@ -10892,7 +11027,7 @@ void _wrap_Accelerator_localSgdBegin_capi_1e5098db358a605e(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_localSgdStep_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdStep_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10925,7 +11060,7 @@ void _wrap_Accelerator_localSgdStep_capi_1e5098db358a605e(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_localSgdEnd_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10958,7 +11093,7 @@ void _wrap_Accelerator_localSgdEnd_capi_1e5098db358a605e(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_profileBegin_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_profileBegin_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10991,7 +11126,7 @@ void _wrap_Accelerator_profileBegin_capi_1e5098db358a605e(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_profileStep_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_profileStep_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11022,7 +11157,7 @@ void _wrap_Accelerator_profileStep_capi_1e5098db358a605e(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_profileEnd_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_profileEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11053,7 +11188,7 @@ void _wrap_Accelerator_profileEnd_capi_1e5098db358a605e(acc_accelerator *_swig_g
 }
 
 
-_gostring_ _wrap_Accelerator_profileSummary_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_profileSummary_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11087,7 +11222,7 @@ _gostring_ _wrap_Accelerator_profileSummary_capi_1e5098db358a605e(acc_accelerato
 }
 
 
-void _wrap_Accelerator_exportChromeTrace_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_exportChromeTrace_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11128,7 +11263,7 @@ void _wrap_Accelerator_exportChromeTrace_capi_1e5098db358a605e(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsBegin_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_joinUnevenInputsBegin_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int arg3 ;
@@ -11163,7 +11298,7 @@ void _wrap_Accelerator_joinUnevenInputsBegin_capi_1e5098db358a605e(acc_accelerat
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsEnd_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_joinUnevenInputsEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11196,7 +11331,7 @@ void _wrap_Accelerator_joinUnevenInputsEnd_capi_1e5098db358a605e(acc_accelerator
 }
 
 
-void _wrap_Accelerator_mainProcessFirstBegin_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstBegin_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11227,7 +11362,7 @@ void _wrap_Accelerator_mainProcessFirstBegin_capi_1e5098db358a605e(acc_accelerat
 }
 
 
-void _wrap_Accelerator_mainProcessFirstEnd_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11258,7 +11393,7 @@ void _wrap_Accelerator_mainProcessFirstEnd_capi_1e5098db358a605e(acc_accelerator
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstBegin_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstBegin_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11289,7 +11424,7 @@ void _wrap_Accelerator_localMainProcessFirstBegin_capi_1e5098db358a605e(acc_acce
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstEnd_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11320,7 +11455,7 @@ void _wrap_Accelerator_localMainProcessFirstEnd_capi_1e5098db358a605e(acc_accele
 }
 
 
-acc_tensor *_wrap_Accelerator_gather_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gather_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -11366,7 +11501,7 @@ acc_tensor *_wrap_Accelerator_gather_capi_1e5098db358a605e(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -11412,7 +11547,7 @@ acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_1e5098db358a605e(acc_acceler
 }
 
 
-acc_string_list *_wrap_Accelerator_gatherObject_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_string_list *_wrap_Accelerator_gatherObject_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -11462,7 +11597,7 @@ acc_string_list *_wrap_Accelerator_gatherObject_capi_1e5098db358a605e(acc_accele
 }
 
 
-acc_string_list *_wrap_Accelerator_broadcastObject_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_string_list *_wrap_Accelerator_broadcastObject_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -11514,7 +11649,7 @@ acc_string_list *_wrap_Accelerator_broadcastObject_capi_1e5098db358a605e(acc_acc
 }
 
 
-acc_tensor *_wrap_Accelerator_reduce_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_reduce_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -11562,7 +11697,7 @@ acc_tensor *_wrap_Accelerator_reduce_capi_1e5098db358a605e(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_broadcast_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_broadcast_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -11610,7 +11745,7 @@ acc_tensor *_wrap_Accelerator_broadcast_capi_1e5098db358a605e(acc_accelerator *_
 }
 
 
-acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
+acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -11662,7 +11797,7 @@ acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_1e5098db358a605e(acc_accel
 }
 
 
-void _wrap_Accelerator_splitBetweenProcesses_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_splitBetweenProcesses_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -11703,7 +11838,7 @@ void _wrap_Accelerator_splitBetweenProcesses_capi_1e5098db358a605e(acc_accelerat
 }
 
 
-void _wrap_Accelerator_setTrigger_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_setTrigger_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11734,7 +11869,7 @@ void _wrap_Accelerator_setTrigger_capi_1e5098db358a605e(acc_accelerator *_swig_g
 }
 
 
-bool _wrap_Accelerator_checkTrigger_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_checkTrigger_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11768,7 +11903,7 @@ bool _wrap_Accelerator_checkTrigger_capi_1e5098db358a605e(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_save_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_save_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -11811,7 +11946,7 @@ void _wrap_Accelerator_save_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, a
 }
 
 
-acc_tensor_list *_wrap_Accelerator_getStateDict_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Accelerator_getStateDict_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   bool arg3 ;
@@ -11849,7 +11984,7 @@ acc_tensor_list *_wrap_Accelerator_getStateDict_capi_1e5098db358a605e(acc_accele
 }
 
 
-long long _wrap_Accelerator_iteration_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_iteration_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11883,7 +12018,7 @@ long long _wrap_Accelerator_iteration_capi_1e5098db358a605e(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_unscaleGradients_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_unscaleGradients_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11916,7 +12051,7 @@ void _wrap_Accelerator_unscaleGradients_capi_1e5098db358a605e(acc_accelerator *_
 }
 
 
-void _wrap_Accelerator_autocastBegin_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_autocastBegin_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11949,7 +12084,7 @@ void _wrap_Accelerator_autocastBegin_capi_1e5098db358a605e(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_autocastEnd_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_autocastEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11980,7 +12115,7 @@ void _wrap_Accelerator_autocastEnd_capi_1e5098db358a605e(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_registerForCheckpointing_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerForCheckpointing_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::StateHandler *arg2 = (accswig::StateHandler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12013,7 +12148,7 @@ void _wrap_Accelerator_registerForCheckpointing_capi_1e5098db358a605e(acc_accele
 }
 
 
-void _wrap_Accelerator_registerSaveStatePreHook_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerSaveStatePreHook_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12046,7 +12181,7 @@ void _wrap_Accelerator_registerSaveStatePreHook_capi_1e5098db358a605e(acc_accele
 }
 
 
-void _wrap_Accelerator_onTraceReady_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, accswig::TraceReady *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_onTraceReady_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, accswig::TraceReady *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::TraceReady *arg2 = (accswig::TraceReady *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12079,7 +12214,7 @@ void _wrap_Accelerator_onTraceReady_capi_1e5098db358a605e(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_registerLoadStatePreHook_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerLoadStatePreHook_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12112,7 +12247,7 @@ void _wrap_Accelerator_registerLoadStatePreHook_capi_1e5098db358a605e(acc_accele
 }
 
 
-void _wrap_Accelerator_addTracker_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_addTracker_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   accswig::Tracker *arg3 = (accswig::Tracker *) 0 ;
@@ -12155,7 +12290,7 @@ void _wrap_Accelerator_addTracker_capi_1e5098db358a605e(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_initTrackers_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_initTrackers_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -12206,7 +12341,7 @@ void _wrap_Accelerator_initTrackers_capi_1e5098db358a605e(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_logValues_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logValues_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -12251,7 +12386,7 @@ void _wrap_Accelerator_logValues_capi_1e5098db358a605e(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_logScalar_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logScalar_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -12296,7 +12431,7 @@ void _wrap_Accelerator_logScalar_capi_1e5098db358a605e(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_endTraining_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_endTraining_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12327,7 +12462,7 @@ void _wrap_Accelerator_endTraining_capi_1e5098db358a605e(acc_accelerator *_swig_
 }
 
 
-acc_string_list *_wrap_Accelerator_trackerNames_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Accelerator_trackerNames_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12361,7 +12496,7 @@ acc_string_list *_wrap_Accelerator_trackerNames_capi_1e5098db358a605e(acc_accele
 }
 
 
-_gostring_ _wrap_Accelerator_trackerPath_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_trackerPath_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12405,7 +12540,7 @@ _gostring_ _wrap_Accelerator_trackerPath_capi_1e5098db358a605e(acc_accelerator *
 }
 
 
-long long _wrap_Samples_size_capi_1e5098db358a605e(accswig::Samples *_swig_go_0) {
+long long _wrap_Samples_size_capi_d8e8d7e8289b225f(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -12427,7 +12562,7 @@ long long _wrap_Samples_size_capi_1e5098db358a605e(accswig::Samples *_swig_go_0)
 }
 
 
-long long _wrap_Samples_fields_capi_1e5098db358a605e(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Samples_fields_capi_d8e8d7e8289b225f(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12463,7 +12598,7 @@ long long _wrap_Samples_fields_capi_1e5098db358a605e(accswig::Samples *_swig_go_
 }
 
 
-acc_tensor *_wrap_Samples_get_capi_1e5098db358a605e(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Samples_get_capi_d8e8d7e8289b225f(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -12501,7 +12636,7 @@ acc_tensor *_wrap_Samples_get_capi_1e5098db358a605e(accswig::Samples *_swig_go_0
 }
 
 
-void _wrap_delete_Samples_capi_1e5098db358a605e(accswig::Samples *_swig_go_0) {
+void _wrap_delete_Samples_capi_d8e8d7e8289b225f(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   
   arg1 = *(accswig::Samples **)&_swig_go_0; 
@@ -12520,7 +12655,7 @@ void _wrap_delete_Samples_capi_1e5098db358a605e(accswig::Samples *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_append_capi_1e5098db358a605e(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_append_capi_d8e8d7e8289b225f(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -12557,7 +12692,7 @@ void _wrap_Bytes_append_capi_1e5098db358a605e(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Bytes_size_capi_1e5098db358a605e(accswig::Bytes *_swig_go_0) {
+long long _wrap_Bytes_size_capi_d8e8d7e8289b225f(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -12579,7 +12714,7 @@ long long _wrap_Bytes_size_capi_1e5098db358a605e(accswig::Bytes *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_copyTo_capi_1e5098db358a605e(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_copyTo_capi_d8e8d7e8289b225f(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -12616,7 +12751,7 @@ void _wrap_Bytes_copyTo_capi_1e5098db358a605e(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-void _wrap_delete_Bytes_capi_1e5098db358a605e(accswig::Bytes *_swig_go_0) {
+void _wrap_delete_Bytes_capi_d8e8d7e8289b225f(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   
   arg1 = *(accswig::Bytes **)&_swig_go_0; 
@@ -12635,7 +12770,7 @@ void _wrap_delete_Bytes_capi_1e5098db358a605e(accswig::Bytes *_swig_go_0) {
 }
 
 
-long long _wrap_Metrics_size_capi_1e5098db358a605e(accswig::Metrics *_swig_go_0) {
+long long _wrap_Metrics_size_capi_d8e8d7e8289b225f(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -12657,7 +12792,7 @@ long long _wrap_Metrics_size_capi_1e5098db358a605e(accswig::Metrics *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Metrics_name_capi_1e5098db358a605e(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Metrics_name_capi_d8e8d7e8289b225f(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12693,7 +12828,7 @@ _gostring_ _wrap_Metrics_name_capi_1e5098db358a605e(accswig::Metrics *_swig_go_0
 }
 
 
-double _wrap_Metrics_value_capi_1e5098db358a605e(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Metrics_value_capi_d8e8d7e8289b225f(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12729,7 +12864,7 @@ double _wrap_Metrics_value_capi_1e5098db358a605e(accswig::Metrics *_swig_go_0, l
 }
 
 
-void _wrap_delete_Metrics_capi_1e5098db358a605e(accswig::Metrics *_swig_go_0) {
+void _wrap_delete_Metrics_capi_d8e8d7e8289b225f(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   
   arg1 = *(accswig::Metrics **)&_swig_go_0; 
@@ -12748,7 +12883,7 @@ void _wrap_delete_Metrics_capi_1e5098db358a605e(accswig::Metrics *_swig_go_0) {
 }
 
 
-void _wrap_LrFactor_set_capi_1e5098db358a605e(accswig::Factor *_swig_go_0, double _swig_go_1) {
+void _wrap_LrFactor_set_capi_d8e8d7e8289b225f(accswig::Factor *_swig_go_0, double _swig_go_1) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   double arg2 ;
   
@@ -12769,7 +12904,7 @@ void _wrap_LrFactor_set_capi_1e5098db358a605e(accswig::Factor *_swig_go_0, doubl
 }
 
 
-void _wrap_delete_LrFactor_capi_1e5098db358a605e(accswig::Factor *_swig_go_0) {
+void _wrap_delete_LrFactor_capi_d8e8d7e8289b225f(accswig::Factor *_swig_go_0) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   
   arg1 = *(accswig::Factor **)&_swig_go_0; 
@@ -12788,7 +12923,7 @@ void _wrap_delete_LrFactor_capi_1e5098db358a605e(accswig::Factor *_swig_go_0) {
 }
 
 
-acc_progress *_wrap_new_Progress_capi_1e5098db358a605e(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_progress *_wrap_new_Progress_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -12834,7 +12969,7 @@ acc_progress *_wrap_new_Progress_capi_1e5098db358a605e(acc_accelerator *_swig_go
 }
 
 
-void _wrap_delete_Progress_capi_1e5098db358a605e(acc_progress *_swig_go_0) {
+void _wrap_delete_Progress_capi_d8e8d7e8289b225f(acc_progress *_swig_go_0) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   
   arg1 = *(acc_progress **)&_swig_go_0; 
@@ -12853,7 +12988,7 @@ void _wrap_delete_Progress_capi_1e5098db358a605e(acc_progress *_swig_go_0) {
 }
 
 
-void _wrap_Progress_update_capi_1e5098db358a605e(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_update_capi_d8e8d7e8289b225f(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12886,7 +13021,7 @@ void _wrap_Progress_update_capi_1e5098db358a605e(acc_progress *_swig_go_0, long 
 }
 
 
-void _wrap_Progress_setPostfix_capi_1e5098db358a605e(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_setPostfix_capi_d8e8d7e8289b225f(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12927,7 +13062,7 @@ void _wrap_Progress_setPostfix_capi_1e5098db358a605e(acc_progress *_swig_go_0, _
 }
 
 
-void _wrap_Progress_finish_capi_1e5098db358a605e(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Progress_finish_capi_d8e8d7e8289b225f(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
