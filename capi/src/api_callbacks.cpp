@@ -70,6 +70,7 @@ acc_status acc_dataset_from_iterator(acc_next_fn next, acc_start_fn start, void*
                                      acc_free_fn free_user_data, int64_t size_hint, acc_dataset** out) {
   return guarded([&] {
     acc::require(next != nullptr, "next is NULL");
+    acc::require(size_hint >= -1, "size_hint is a number of samples, or -1 when unknown; got ", size_hint);
     out_param(out, "out");
     auto data = hold_user_data(user_data, free_user_data);
     acc::CallbackIterable::NextFn next_fn = [next, data]() -> std::optional<acc::Sample> {
@@ -89,7 +90,7 @@ acc_status acc_dataset_from_iterator(acc_next_fn next, acc_start_fn start, void*
         invoke_host("the dataset's start callback for epoch " + std::to_string(epoch),
                     [&] { return start(data.get(), epoch); });
       };
-    emit(out, nullptr, std::make_shared<acc::CallbackIterable>(next_fn, start_fn, size_hint < 0 ? -1 : size_hint));
+    emit(out, nullptr, std::make_shared<acc::CallbackIterable>(next_fn, start_fn, size_hint));
   });
 }
 

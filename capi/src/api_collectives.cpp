@@ -10,6 +10,12 @@ acc::Collectives& collectives_arg(acc_accelerator* a) { return accelerator_arg(a
 
 std::string name_arg(const char* name, const char* fallback) { return name ? name : fallback; }
 
+// An object's bytes are copied into one string: a size past what a string holds names the argument.
+void require_object_size(size_t size) {
+  acc::require(size <= std::string().max_size(), "size ", size, " is larger than any object can be (at most ",
+               std::string().max_size(), " bytes)");
+}
+
 }  // namespace
 
 extern "C" {
@@ -37,6 +43,7 @@ acc_status acc_gather_object(acc_accelerator* a, const void* data, size_t size, 
   return guarded([&] {
     auto& c = collectives_arg(a);
     acc::require(data || size == 0, "data is NULL but size is ", size);
+    require_object_size(size);
     out_param(out, "out");
     const std::string bytes(static_cast<const char*>(data), size);
     emit(out, c.gather_object(bytes, name_arg(name, "gather_object")));
@@ -49,6 +56,7 @@ acc_status acc_broadcast_object(acc_accelerator* a, const void* data, size_t siz
     auto& c = collectives_arg(a);
     const bool source = c.rank() == src;
     acc::require(!source || data || size == 0, "data is NULL but size is ", size);
+    if (source) require_object_size(size);
     out_param(out, "out");
     const std::string bytes = source ? std::string(static_cast<const char*>(data), size) : std::string();
     emit(out, std::vector<std::string>{c.broadcast_object(bytes, src, name_arg(name, "broadcast_object"))});

@@ -10,6 +10,9 @@
 namespace acc {
 
 void Accelerator::profile_begin(const ProfileConfig& config) {
+  // Inside the handler the profile is mid-step (or mid-end): a new one would replace it under that call.
+  require(!profiler_ || !profiler_->in_trace_ready(), "profile begin inside on_trace_ready: return from the handler ",
+          "first");
   require(!profiler_ || !profiler_->open(), "a profile is already running (profile_end first)");
   profiler_ = std::make_shared<ProfilerSession>(config, device_, profile_trace_ready_);
 }
@@ -19,12 +22,12 @@ void Accelerator::set_profile_trace_ready(std::function<void(int64_t)> trace_rea
 }
 
 void Accelerator::profile_step() {
-  require(profiler_ && profiler_->open(), "profile step without profile_begin");
+  require(profiler_ && (profiler_->open() || profiler_->in_trace_ready()), "profile step without profile_begin");
   profiler_->step();
 }
 
 std::string Accelerator::profile_end() {
-  require(profiler_ && profiler_->open(), "profile end without profile_begin");
+  require(profiler_ && (profiler_->open() || profiler_->in_trace_ready()), "profile end without profile_begin");
   // Every process reaches the barrier, a failed trace_ready or write included, so that none waits
   // on another; the first failure is thrown after it.
   std::exception_ptr failure;

@@ -52,6 +52,9 @@ void DataLoader::skip_first_batches(int64_t batches) {
 }
 
 void DataLoader::take_iterator_draw() {
+  // Every kind of loader starts its epoch here: the last epoch an int64 counts has no successor.
+  require(epoch_ < std::numeric_limits<int64_t>::max(), "epoch ", epoch_, " cannot start: it is the last an int64 ",
+          "counter holds, and no epoch could follow it (set_epoch to a lower one)");
   if (!std::exchange(iterator_draw_taken_, false)) draw_iterator_base_seed();
 }
 

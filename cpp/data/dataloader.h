@@ -104,6 +104,7 @@ class DataLoader {
   // What a kind of loader drops when its epoch is ended early (end_epoch), before the epoch ends.
   virtual void abandon_epoch() {}
   // At the start of an epoch: torch's iterator draw (see draw_iterator_base_seed), unless resumed.
+  // Refuses to start the epoch 2^63 - 1, which no epoch could follow.
   void take_iterator_draw();
   // A saved shuffle generator's state (check_state): refused by loaders without such a generator.
   virtual void check_generator_state(const std::vector<uint8_t>& bytes) const;

@@ -168,7 +168,10 @@ LoraFiles read_lora_files(const std::string& dir) {
     if (module.empty()) refuse(name, "names no module");
     if (tensor.dim() != 2 || !tensor.is_floating_point()) refuse(name, "must be a 2-D floating-point tensor");
     if ((is_a ? tensor.size(0) : tensor.size(1)) != files.config.r)
-      refuse(name, "has shape " + concat(tensor.sizes()) + ", which does not have rank r = " + concat(files.config.r));
+      refuse(name, "has shape " + concat(tensor.sizes()) + ", but the adapter's rank r = " + concat(files.config.r) +
+                       " asks for " +
+                       (is_a ? "[r, in_features] = [" + concat(files.config.r) + ", ...]"
+                             : "[out_features, r] = [..., " + concat(files.config.r) + "]"));
     (is_a ? files.modules[module].a : files.modules[module].b) = tensor;
   }
   if (files.modules.empty()) fail(Status::Io, "'", weights_path, "' holds no adapter");

@@ -77,6 +77,8 @@ void ProfilerSession::check_thread(const char* call) const {
   require(std::this_thread::get_id() == thread_, call,
           " must run on the thread that began the profile: torch's profiler records that thread (and the threads "
           "it starts)");
+  require(!in_trace_ready_, call, " inside on_trace_ready: the profile is between two steps there (return from ",
+          "the handler first)");
   require(!finished_, call, " after the profile ended");
 }
 
@@ -104,11 +106,13 @@ void ProfilerSession::transit(ProfilerAction from, ProfilerAction to, const Trac
   std::exception_ptr failed;
   const auto ready = [&] {  // where torch calls on_trace_ready; the transition goes on if it fails
     if (!trace_ready) return;
+    in_trace_ready_ = true;
     try {
       trace_ready(step_);
     } catch (...) {
       failed = std::current_exception();
     }
+    in_trace_ready_ = false;
   };
   switch (from) {
     case A::None:

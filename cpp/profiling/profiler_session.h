@@ -41,6 +41,7 @@ class ProfilerSession {
 
   const ProfileConfig& config() const { return config_; }
   bool open() const { return !finished_; }  // begun and not yet ended
+  bool in_trace_ready() const { return in_trace_ready_; }  // its handler runs (inside step or finish)
   bool recorded() const { return last_ != nullptr; }
   const std::vector<ProfiledEvent>& events() const;  // of the last recorded cycle
 
@@ -58,7 +59,7 @@ class ProfilerSession {
   std::thread::id thread_;
   int64_t step_ = 0;
   ProfilerAction action_ = ProfilerAction::None;
-  bool recording_ = false, finished_ = false;
+  bool recording_ = false, finished_ = false, in_trace_ready_ = false;
   std::shared_ptr<const Recording> last_;
 };
 

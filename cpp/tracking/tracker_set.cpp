@@ -28,6 +28,7 @@ std::shared_ptr<Tracker> make_builtin(const std::string& name, const std::string
 
 std::vector<std::string> parse_log_with(const std::string& log_with) {
   std::vector<std::string> names;
+  if (trimmed(log_with).empty()) return names;  // no tracker
   size_t start = 0;
   while (start <= log_with.size()) {
     size_t comma = log_with.find(',', start);
@@ -35,7 +36,9 @@ std::vector<std::string> parse_log_with(const std::string& log_with) {
     std::string name = trimmed(log_with.substr(start, comma - start));
     std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
     start = comma + 1;
-    if (name.empty()) continue;
+    // A list with an empty name ("csv,", ",") is most likely a name lost: said rather than skipped.
+    require(!name.empty(), "log_with: an empty tracker name in \"", log_with,
+            "\" (names are separated by single commas)");
     if (name == "all") {
       for (const auto& b : kBuiltIn)
         if (std::find(names.begin(), names.end(), b) == names.end()) names.push_back(b);

@@ -324,7 +324,12 @@ TEST(BadInput, AnImpossibleByteCountIsInvalid) {
   acc_accelerator* a = cpu_accelerator();
   const char byte = 1;
   acc_string_list* out = nullptr;
-  ACC_EXPECT_ERROR(acc_gather_object(a, &byte, SIZE_MAX, "g", &out), ACC_ERR_INVALID_ARGUMENT, "larger than");
+  for (const size_t size : {SIZE_MAX, size_t{1} << 62}) {
+    ACC_EXPECT_ERROR(acc_gather_object(a, &byte, size, "g", &out), ACC_ERR_INVALID_ARGUMENT,
+                     "size " + std::to_string(size) + " is larger than any object can be");
+    ACC_EXPECT_ERROR(acc_broadcast_object(a, &byte, size, 0, "b", &out), ACC_ERR_INVALID_ARGUMENT,
+                     "is larger than any object can be");
+  }
   EXPECT_EQ(out, nullptr);
   acc_accelerator_free(a);
 }
@@ -362,6 +367,24 @@ TEST(BadInput, CountsAtTheEdgeOfInt64NeverWrap) {
     // The epoch after INT64_MAX does not exist.
     ACC_EXPECT_ERROR(acc_dataloader_set_epoch(dl, INT64_MAX), ACC_ERR_INVALID_ARGUMENT, "below 2^63 - 1");
     ACC_ASSERT_OK(acc_dataloader_set_epoch(dl, INT64_MAX - 1));
+    // That epoch runs; the one after it, 2^63 - 1, cannot start (nothing could follow it).
+    acc_tensor_list* list = nullptr;
+    ACC_ASSERT_OK(acc_dataloader_next(dl, &list));
+    ASSERT_NE(list, nullptr);
+    acc_tensor_list_free(list);
+    ACC_ASSERT_OK(acc_dataloader_next(dl, &list));
+    EXPECT_EQ(list, nullptr) << "the epoch's end";
+    int64_t epoch = 0;
+    ACC_ASSERT_OK(acc_dataloader_epoch(dl, &epoch));
+    EXPECT_EQ(epoch, INT64_MAX);
+    ACC_EXPECT_ERROR(acc_dataloader_next(dl, &list), ACC_ERR_INVALID_ARGUMENT,
+                     "epoch 9223372036854775807 cannot start");
+    ACC_ASSERT_OK(acc_dataloader_epoch(dl, &epoch));
+    EXPECT_EQ(epoch, INT64_MAX) << "never wraps";
+    ACC_ASSERT_OK(acc_dataloader_set_epoch(dl, 0));
+    ACC_ASSERT_OK(acc_dataloader_next(dl, &list));
+    EXPECT_NE(list, nullptr);
+    acc_tensor_list_free(list);
     acc_dataloader_free(dl);
     acc_options_free(lo);
   }

@@ -614,6 +614,9 @@ TEST(IterableDataset, AStreamErrorIsReported) {
   stream.n = 10;
   stream.fail_at = 6;
   acc_dataset* ds = nullptr;
+  for (const int64_t hint : {int64_t{-2}, INT64_MIN})  // a count, or -1 for unknown
+    ACC_EXPECT_ERROR(acc_dataset_from_iterator(stream_next, stream_start, &stream, nullptr, hint, &ds),
+                     ACC_ERR_INVALID_ARGUMENT, "size_hint is a number of samples, or -1 when unknown");
   ACC_ASSERT_OK(acc_dataset_from_iterator(stream_next, stream_start, &stream, nullptr, -1, &ds));
   acc_dataloader* dl = loader(ds, {{"batch_size", "4"}});
   int64_t length = 0;

@@ -320,6 +320,53 @@ TEST(Profile, OnTraceReadyRunsAsEachRecordedCycleEnds) {
   std::filesystem::remove_all(log.dir);
 }
 
+namespace {
+
+// A handler that calls the profile's own begin, step and end: each refused, in a step and in the end.
+struct ReentrantHandler {
+  acc_accelerator* acc = nullptr;
+  std::vector<std::string> refusals;
+  static int ready(void* self, int64_t) {
+    auto& h = *static_cast<ReentrantHandler*>(self);
+    const auto note = [&h](acc_status status) {
+      h.refusals.push_back(status == ACC_ERR_INVALID_ARGUMENT ? acc_last_error_message() : acc_status_name(status));
+    };
+    note(acc_profile_step(h.acc));
+    note(acc_profile_end(h.acc));
+    note(acc_profile_begin(h.acc, nullptr));
+    return 0;
+  }
+};
+
+}  // namespace
+
+// Inside on_trace_ready the profile is between two steps: its own begin, step and end are refused
+// there (a step would recurse into the handler, an end would leave the profile half ended), and
+// the profile goes on as if the handler had not called them.
+TEST(Profile, TheHandlerCannotBeginStepOrEndTheProfile) {
+  Training t;
+  ReentrantHandler handler{t.acc};
+  ACC_ASSERT_OK(acc_profile_on_trace_ready(t.acc, &ReentrantHandler::ready, &handler, nullptr));
+  acc_options* o = cycles_of_two_active_steps();
+  ACC_ASSERT_OK(acc_profile_begin(t.acc, o));
+  for (int64_t step = 0; step < 4; ++step) {  // the handler runs at step 3
+    t.step(step + 1);
+    ACC_ASSERT_OK(acc_profile_step(t.acc));
+  }
+  ACC_ASSERT_OK(acc_profile_end(t.acc));  // recording the second cycle: the handler runs in the end too
+  ASSERT_EQ(handler.refusals.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    const char* want = i % 3 == 2   ? "profile begin inside on_trace_ready"
+                       : i % 3 == 0 ? "profile step inside on_trace_ready"
+                                    : "profile end inside on_trace_ready";
+    EXPECT_NE(handler.refusals[i].find(want), std::string::npos) << handler.refusals[i];
+  }
+  ACC_ASSERT_OK(acc_profile_begin(t.acc, nullptr));  // ended whole: a new profile begins
+  ACC_ASSERT_OK(acc_profile_end(t.acc));
+  ACC_ASSERT_OK(acc_profile_on_trace_ready(t.acc, nullptr, nullptr, nullptr));
+  acc_options_free(o);
+}
+
 TEST(Profile, ATraceIsExportedOnlyOnceACycleWasRecorded) {
   Training t;
   ACC_EXPECT_ERROR(acc_profile_export_chrome_trace(t.acc, "/tmp/never.json"), ACC_ERR_INVALID_ARGUMENT,

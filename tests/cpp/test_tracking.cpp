@@ -55,7 +55,10 @@ TEST(TfRecord, FramesLengthDataAndMaskedCrcs) {
 TEST(LogWith, NamesAllAndLists) {
   EXPECT_EQ(parse_log_with(""), std::vector<std::string>{});
   EXPECT_EQ(parse_log_with("all"), (std::vector<std::string>{"tensorboard", "jsonl", "csv"}));
-  EXPECT_EQ(parse_log_with(" CSV , tensorboard,csv,"), (std::vector<std::string>{"csv", "tensorboard"}));
+  EXPECT_EQ(parse_log_with(" CSV , tensorboard,csv"), (std::vector<std::string>{"csv", "tensorboard"}));
+  EXPECT_EQ(parse_log_with("  "), std::vector<std::string>{});
+  for (const char* lost : {",", " , ", "csv,", "csv,,jsonl", ",csv"})  // a name lost, not no tracker
+    EXPECT_THROW(parse_log_with(lost), acc::Error) << lost;
   EXPECT_EQ(parse_log_with("jsonl,all"), (std::vector<std::string>{"jsonl", "tensorboard", "csv"}));
   EXPECT_THROW(parse_log_with("tensorboard,comet_ml"), acc::Error);
 }
