@@ -547,14 +547,14 @@ ACC_API ACC_NODISCARD acc_status acc_loss_nll(const acc_tensor *log_probs, const
 ACC_API ACC_NODISCARD acc_status acc_loss_mse(const acc_tensor *input, const acc_tensor *target,
                                               acc_reduction reduction, acc_tensor **out);
 /* Mean absolute error, as torch's l1_loss; input and target of one shape. */
-ACC_API ACC_NODISCARD acc_status acc_loss_l1(const acc_tensor* input, const acc_tensor* target, acc_reduction reduction,
-                                             acc_tensor** out);
+ACC_API ACC_NODISCARD acc_status acc_loss_l1(const acc_tensor *input, const acc_tensor *target,
+                                             acc_reduction reduction, acc_tensor **out);
 /* torch's smooth_l1_loss: 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta; beta >= 0 (0 is L1). */
-ACC_API ACC_NODISCARD acc_status acc_loss_smooth_l1(const acc_tensor* input, const acc_tensor* target,
-                                                    acc_reduction reduction, double beta, acc_tensor** out);
+ACC_API ACC_NODISCARD acc_status acc_loss_smooth_l1(const acc_tensor *input, const acc_tensor *target,
+                                                    acc_reduction reduction, double beta, acc_tensor **out);
 /* torch's huber_loss: 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta); delta > 0. */
-ACC_API ACC_NODISCARD acc_status acc_loss_huber(const acc_tensor* input, const acc_tensor* target,
-                                                acc_reduction reduction, double delta, acc_tensor** out);
+ACC_API ACC_NODISCARD acc_status acc_loss_huber(const acc_tensor *input, const acc_tensor *target,
+                                                acc_reduction reduction, double delta, acc_tensor **out);
 ACC_API ACC_NODISCARD acc_status acc_loss_bce_with_logits(const acc_tensor *logits, const acc_tensor *target,
                                                           acc_reduction reduction, acc_tensor **out);
 

@@ -43,10 +43,7 @@ std::string Accelerator::profile_end() {
   }
   const std::string path = (std::filesystem::path(dir) / ("profile_" + std::to_string(process_index()) + ".json")).string();
   try {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) fail(Status::Io, "cannot make output_trace_dir ", dir, ": ", ec.message());
-    profiler_->export_chrome_trace(path, process_index());
+    profiler_->export_chrome_trace(path, process_index());  // makes output_trace_dir
   } catch (...) {
     if (!failure) failure = std::current_exception();
   }

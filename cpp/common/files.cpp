@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -25,10 +27,13 @@ std::optional<std::string> read_whole_file(const std::string& path) {
 }
 
 void write_file(const std::string& path, const std::string& bytes) {
+  errno = 0;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) fail(Status::Io, "cannot write '", path, "'");
+  if (out) {
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+  }
+  if (!out) fail(Status::Io, "cannot write '", path, "': ", errno != 0 ? std::strerror(errno) : "the write failed");
 }
 
 void write_through_temporary(const std::string& path, const std::function<void(const std::string& temporary)>& write) {

@@ -1,5 +1,6 @@
 #include "profiling/profiler_session.h"
 
+#include <filesystem>
 #include <utility>
 
 #include <torch/csrc/autograd/profiler_kineto.h>
@@ -156,6 +157,11 @@ const std::vector<ProfiledEvent>& ProfilerSession::events() const {
 }
 
 void ProfilerSession::export_chrome_trace(const std::string& path, int64_t process_index) const {
+  // The trace's folder is made, as torch's tensorboard_trace_handler makes its dir_name.
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!folder.empty()) std::filesystem::create_directories(folder, ec);
+  if (ec) fail(Status::Io, "cannot make the folder of the trace '", path, "': ", ec.message());
   write_through_temporary(path, [&](const std::string& temporary) {
     if (last_) {
       try {  // Kineto's own file, what Python's export_chrome_trace writes, where libtorch has Kineto

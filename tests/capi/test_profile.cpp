@@ -217,7 +217,7 @@ TEST(Profile, MisuseIsAnErrorThatSaysWhatToDo) {
   ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_PROFILE, &o));
   ACC_ASSERT_OK(acc_options_set_string(o, "output_trace_dir", (file + "/traces").c_str()));
   ACC_ASSERT_OK(acc_profile_begin(t.acc, o));
-  ACC_EXPECT_ERROR(acc_profile_end(t.acc), ACC_ERR_IO, "output_trace_dir");
+  ACC_EXPECT_ERROR(acc_profile_end(t.acc), ACC_ERR_IO, "cannot make the folder of the trace '" + file + "/traces/");
   ACC_ASSERT_OK(acc_profile_begin(t.acc, nullptr));
   ACC_ASSERT_OK(acc_profile_end(t.acc));
   acc_options_free(o);
@@ -383,5 +383,11 @@ TEST(Profile, ATraceIsExportedOnlyOnceACycleWasRecorded) {
   std::filesystem::create_directories(dir);
   ACC_ASSERT_OK(acc_profile_export_chrome_trace(t.acc, (dir + "/trace.json").c_str()));
   EXPECT_EQ(batch_rows_of(read_json(dir + "/trace.json"), "aten::addmm"), (std::vector<int64_t>{2, 2}));
+  // Its folder is made (as torch's tensorboard_trace_handler makes its own); one that cannot be is
+  // an error that says why.
+  ACC_ASSERT_OK(acc_profile_export_chrome_trace(t.acc, (dir + "/cycles/first/trace.json").c_str()));
+  EXPECT_TRUE(std::filesystem::is_regular_file(dir + "/cycles/first/trace.json"));
+  ACC_EXPECT_ERROR(acc_profile_export_chrome_trace(t.acc, (dir + "/trace.json/inside.json").c_str()), ACC_ERR_IO,
+                   "Not a directory");
   std::filesystem::remove_all(dir);
 }
