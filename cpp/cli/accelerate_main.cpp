@@ -54,6 +54,11 @@ struct LaunchArgs {
   acc::LaunchFlags flags;
   std::optional<std::string> config_file;
   bool module = false, no_python = false, same_network = false, quiet = false;
+  // Python Accelerate's flags for what this runtime does not do: taken, and warned about when they
+  // ask for something (as the config file's keys for them are).
+  std::optional<std::string> dynamo_backend, dynamo_mode, main_training_function;
+  bool dynamo_use_fullgraph = false, dynamo_use_dynamic = false, dynamo_use_regional_compilation = false;
+  bool downcast_bf16 = false, tpu = false, use_megatron_lm = false;
 };
 
 void add_launch_options(CLI::App* app, LaunchArgs& a) {
@@ -97,6 +102,16 @@ void add_launch_options(CLI::App* app, LaunchArgs& a) {
   flag(app, "--no_python", a.no_python, "run a PROGRAM ending in .py as an executable, not through python3");
   flag(app, "--same_network", a.same_network, "accepted: the rendezvous needs no hint");
   flag(app, "-q,--quiet", a.quiet, "accepted: errors are short already");
+  option(app, "--dynamo_backend", a.dynamo_backend,
+         "accepted: torch.compile needs Python (anything but no is warned about)");
+  option(app, "--dynamo_mode", a.dynamo_mode, "accepted with --dynamo_backend");
+  flag(app, "--dynamo_use_fullgraph", a.dynamo_use_fullgraph, "accepted with --dynamo_backend");
+  flag(app, "--dynamo_use_dynamic", a.dynamo_use_dynamic, "accepted with --dynamo_backend");
+  flag(app, "--dynamo_use_regional_compilation", a.dynamo_use_regional_compilation, "accepted with --dynamo_backend");
+  flag(app, "--downcast_bf16", a.downcast_bf16, "accepted: TPU only (warned about)");
+  option(app, "--main_training_function", a.main_training_function, "accepted: TPU only");
+  flag(app, "--tpu", a.tpu, "refused: no TPU support");
+  flag(app, "--use_megatron_lm", a.use_megatron_lm, "refused: Megatron-LM is Python-only");
   // Sharded data parallelism, with Accelerate's flag names (values are checked when resolved).
   flag(app, "--use_fsdp", f.use_fsdp, "shard as FSDP does (see --fsdp_sharding_strategy)");
   for (const char* key : {"fsdp_sharding_strategy", "fsdp_offload_params", "fsdp_state_dict_type", "fsdp_auto_wrap_policy",
@@ -108,6 +123,24 @@ void add_launch_options(CLI::App* app, LaunchArgs& a) {
   for (const char* key : {"zero_stage", "offload_optimizer_device", "offload_param_device", "gradient_clipping",
                           "deepspeed_config_file", "zero3_init_flag", "zero3_save_16bit_model"})
     option(app, std::string("--") + key, f.deepspeed[key], "DeepSpeed: as deepspeed_config's key");
+}
+
+// Python Accelerate's launch flags for what this runtime does not do: an error where the job would
+// need it (a TPU, Megatron-LM; exit 2), a warning where it would only run otherwise.
+bool check_python_only_flags(const char* who, const LaunchArgs& a) {
+  if (a.tpu || a.use_megatron_lm) {
+    std::fprintf(stderr, "%s: %s is not supported by this runtime (%s)\n", who, a.tpu ? "--tpu" : "--use_megatron_lm",
+                 a.tpu ? "no TPU support" : "Megatron-LM is Python-only");
+    return false;
+  }
+  const bool compiles = a.dynamo_backend && acc::lowercase(*a.dynamo_backend) != "no";
+  if (compiles)
+    std::fprintf(stderr,
+                 "%s: warning: --dynamo_backend %s is ignored: torch.compile needs Python (the model runs as "
+                 "it is)\n",
+                 who, a.dynamo_backend->c_str());
+  if (a.downcast_bf16) std::fprintf(stderr, "%s: warning: --downcast_bf16 is ignored: TPU only\n", who);
+  return true;
 }
 
 // Usage errors, and errors in the config file, exit 2; others 1.
@@ -136,6 +169,7 @@ int run_launch(const char* who, LaunchArgs& a, std::vector<std::string> command)
     std::fprintf(stderr, "%s: --module and --no_python cannot be used together\n", who);
     return 2;
   }
+  if (!check_python_only_flags(who, a)) return 2;
   // A Python module or script runs through python3, as Accelerate runs it; anything else as given.
   if (a.module && !command.empty())
     command.insert(command.begin(), {"python3", "-m"});

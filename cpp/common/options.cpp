@@ -26,6 +26,30 @@ const char* type_name(OptionType type) {
   return "?";
 }
 
+// The C setter that takes a value of that type (acc_options_set reads any from text).
+const char* setter_name(OptionType type) {
+  switch (type) {
+    case OptionType::Int:
+      return "acc_options_set_int";
+    case OptionType::Double:
+      return "acc_options_set_double";
+    case OptionType::Bool:
+      return "acc_options_set_bool";
+    case OptionType::String:
+      return "acc_options_set_string";
+    case OptionType::Numbers:
+      return "acc_options_set";
+  }
+  return "?";
+}
+
+std::string value_kind(const OptionValue& value) {
+  if (std::holds_alternative<int64_t>(value)) return "the integer";
+  if (std::holds_alternative<double>(value)) return "the number";
+  if (std::holds_alternative<bool>(value)) return "the boolean";
+  return "the text";
+}
+
 // A decimal number, the whole of `text` (strtod also reads hex floats and skips leading blanks); a
 // value too small for a double is its nearest (0 or a subnormal), not an error.
 std::optional<double> parse_decimal(const std::string& text) {
@@ -54,7 +78,7 @@ std::string to_text(const OptionValue& value) {
 
 std::optional<bool> parse_bool(std::string text) {
   // Accelerate's str_to_bool.
-  for (auto& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  text = lowercase(std::move(text));
   for (const char* t : {"1", "true", "yes", "y", "on", "t"})
     if (text == t) return true;
   for (const char* f : {"0", "false", "no", "n", "off", "f"})
@@ -133,7 +157,8 @@ void Options::set(const std::string& key, OptionValue value) {
                        (s.type == OptionType::Bool && std::holds_alternative<bool>(value)) ||
                        (s.type == OptionType::String && std::holds_alternative<std::string>(value)) ||
                        (numbers && !std::holds_alternative<bool>(value));
-  require(type_ok, "option '", key, "' takes ", type_name(s.type), ", got '", to_text(value), "'");
+  require(type_ok, "option '", key, "' takes ", type_name(s.type), ", got ", value_kind(value), " '", to_text(value),
+          "' (set it with ", setter_name(s.type), ", or as text with acc_options_set)");
   if (s.type == OptionType::Int || s.type == OptionType::Double || numbers) {
     std::vector<double> checked;
     if (numbers) {

@@ -1,5 +1,6 @@
 #include "common/text.h"
 
+#include <cctype>
 #include <sstream>
 
 namespace acc {
@@ -12,6 +13,11 @@ std::string trimmed(const std::string& text) {
 
 bool ends_with(const std::string& text, const std::string& tail) {
   return text.size() >= tail.size() && text.compare(text.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+std::string lowercase(std::string text) {
+  for (auto& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
 }
 
 std::vector<std::string> split_trimmed(const std::string& text, char separator) {

@@ -20,6 +20,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/options.h"
+#include "common/text.h"
 #include "config/sharding_config.h"
 #include "state/process_env.h"
 
@@ -52,11 +53,6 @@ const std::map<std::string, std::string>& ignored_keys() {
   return keys;
 }
 
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
 // A value that asks for nothing.
 bool is_neutral(const YAML::Node& n) {
   if (!n || n.IsNull()) return true;
@@ -66,7 +62,7 @@ bool is_neutral(const YAML::Node& n) {
       if (!is_neutral(kv.second)) return false;
     return true;
   }
-  const std::string s = lower(n.Scalar());
+  const std::string s = lowercase(n.Scalar());
   return s.empty() || s == "no" || s == "false" || s == "none";
 }
 
@@ -74,7 +70,7 @@ bool is_neutral(const YAML::Node& n) {
 bool needs_quotes(const std::string& s) {
   if (s.empty()) return true;
   static const std::set<std::string> words = {"y", "n", "yes", "no", "true", "false", "on", "off", "null", "~"};
-  if (words.count(lower(s))) return true;
+  if (words.count(lowercase(s))) return true;
   char* end = nullptr;
   std::strtod(s.c_str(), &end);
   return end && *end == '\0';
@@ -347,7 +343,7 @@ ClusterConfig parse_config_text(const std::string& text, const std::string& orig
   if (auto it = entries.find("dynamo_backend"); it != entries.end()) {
     const std::string backend = reader.text(it->second, "dynamo_backend");
     YAML::Node dynamo(YAML::NodeType::Map);
-    if (lower(backend) != "no") dynamo["dynamo_backend"] = backend;
+    if (lowercase(backend) != "no") dynamo["dynamo_backend"] = backend;
     entries["dynamo_config"] = dynamo;
     entries.erase(it);
   }

@@ -33,8 +33,7 @@ std::vector<std::string> parse_log_with(const std::string& log_with) {
   while (start <= log_with.size()) {
     size_t comma = log_with.find(',', start);
     if (comma == std::string::npos) comma = log_with.size();
-    std::string name = trimmed(log_with.substr(start, comma - start));
-    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    const std::string name = lowercase(trimmed(log_with.substr(start, comma - start)));
     start = comma + 1;
     // A list with an empty name ("csv,", ",") is most likely a name lost: said rather than skipped.
     require(!name.empty(), "log_with: an empty tracker name in \"", log_with,

@@ -65,6 +65,11 @@ TEST(Options, TypedSettersCheckTypeRangeAndKey) {
   ACC_ASSERT_OK(acc_options_set_bool(opts, "nesterov", 1));
   ACC_EXPECT_ERROR(acc_options_set_double(opts, "lr", -1.0), ACC_ERR_INVALID_ARGUMENT, "'lr' must be at least");
   ACC_EXPECT_ERROR(acc_options_set_string(opts, "lr", "fast"), ACC_ERR_INVALID_ARGUMENT, "'lr' takes a number");
+  // A value of the right kind through the wrong setter: the message names the setter to use.
+  ACC_EXPECT_ERROR(acc_options_set_string(opts, "lr", "0.1"), ACC_ERR_INVALID_ARGUMENT,
+                   "option 'lr' takes a number, got the text '0.1' (set it with acc_options_set_double, or as text "
+                   "with acc_options_set)");
+  ACC_ASSERT_OK(acc_options_set(opts, "lr", "0.1"));
   ACC_EXPECT_ERROR(acc_options_set_double(opts, "beta1", 1.5), ACC_ERR_INVALID_ARGUMENT, "beta1");
   ACC_EXPECT_ERROR(acc_options_set_bool(opts, "nesterov_momentum", 1), ACC_ERR_INVALID_ARGUMENT,
                    "unknown optimizer option 'nesterov_momentum'");
