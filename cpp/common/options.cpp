@@ -43,6 +43,11 @@ const char* setter_name(OptionType type) {
   return "?";
 }
 
+// A bound as its option is written: an integer option's in all its digits (3153600000, not 3.1536e+09).
+std::string bound_text(const OptionSpec& spec, double bound) {
+  return spec.type == OptionType::Int ? std::to_string(static_cast<int64_t>(bound)) : number_text(bound);
+}
+
 std::string value_kind(const OptionValue& value) {
   if (std::holds_alternative<int64_t>(value)) return "the integer";
   if (std::holds_alternative<double>(value)) return "the number";
@@ -172,8 +177,10 @@ void Options::set(const std::string& key, OptionValue value) {
     }
     for (const double v : checked) {
       require(std::isfinite(v), "option '", key, "' must be finite, got ", v);
-      require(!s.min || v >= *s.min, "option '", key, "' must be at least ", *s.min, ", got ", to_text(value));
-      require(!s.max || v <= *s.max, "option '", key, "' must be at most ", *s.max, ", got ", to_text(value));
+      require(!s.min || v >= *s.min, "option '", key, "' must be at least ", bound_text(s, *s.min), ", got ",
+              to_text(value));
+      require(!s.max || v <= *s.max, "option '", key, "' must be at most ", bound_text(s, *s.max), ", got ",
+              to_text(value));
     }
     if (numbers) value = numbers_value(checked);  // blanks gone, every digit exact
   }

@@ -18,6 +18,7 @@
  * random weights; --lora TARGETS then trains LoRA adapters on the named linear layers alone (e.g.
  * "out_proj,linear1,linear2"; rank 8, alpha 16), saved in PEFT's layout to --project-dir/adapter,
  * while model/ gets the merged weights. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +42,24 @@ struct args {
   double lr, max_perplexity;
 };
 
+/* A command-line value that must be a whole number / a number: anything else is a usage error. */
+static long whole_number(const char *flag, const char *v) {
+  char *end = NULL;
+  long n;
+  errno = 0;
+  n = strtol(v, &end, 10);
+  if (!*v || *end || errno) { fprintf(stderr, "%s takes a whole number, got '%s'\n", flag, v); exit(2); }
+  return n;
+}
+static double number(const char *flag, const char *v) {
+  char *end = NULL;
+  double x;
+  errno = 0;
+  x = strtod(v, &end);
+  if (!*v || *end || errno) { fprintf(stderr, "%s takes a number, got '%s'\n", flag, v); exit(2); }
+  return x;
+}
+
 static struct args parse_args(int argc, char **argv) {
   struct args a = {"/usr/share/common-licenses/GPL-3", "char_lm_project", NULL, NULL, 8, 8, 64, 3e-3, 0.0};
   int i;
@@ -50,11 +69,11 @@ static struct args parse_args(int argc, char **argv) {
     else if (!strcmp(argv[i], "--project-dir")) a.project_dir = v;
     else if (!strcmp(argv[i], "--init-from")) a.init_from = v;
     else if (!strcmp(argv[i], "--lora")) a.lora = v;
-    else if (!strcmp(argv[i], "--epochs")) a.epochs = atoi(v);
-    else if (!strcmp(argv[i], "--batch-size")) a.batch_size = atoi(v);
-    else if (!strcmp(argv[i], "--context")) a.context = atoi(v);
-    else if (!strcmp(argv[i], "--lr")) a.lr = atof(v);
-    else if (!strcmp(argv[i], "--max-perplexity")) a.max_perplexity = atof(v);
+    else if (!strcmp(argv[i], "--epochs")) a.epochs = (int)whole_number(argv[i], v);
+    else if (!strcmp(argv[i], "--batch-size")) a.batch_size = (int)whole_number(argv[i], v);
+    else if (!strcmp(argv[i], "--context")) a.context = (int)whole_number(argv[i], v);
+    else if (!strcmp(argv[i], "--lr")) a.lr = number(argv[i], v);
+    else if (!strcmp(argv[i], "--max-perplexity")) a.max_perplexity = number(argv[i], v);
     else { fprintf(stderr, "unknown option %s\n", argv[i]); exit(2); }
   }
   if (i < argc || a.epochs < 1 || a.batch_size < 1 || a.context < 2 || (a.lora && !a.init_from)) {

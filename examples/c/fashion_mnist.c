@@ -14,6 +14,7 @@
  * one, exactly where it was: the same batches, weights, optimizer moments, schedule and RNG.
  * Exits 3 when the test accuracy is below --min-accuracy. */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,25 +51,49 @@ struct args {
   int resume;
 };
 
+/* A command-line value that must be a whole number / a number: anything else is a usage error. */
+static long whole_number(const char *flag, const char *v) {
+  char *end = NULL;
+  long n;
+  errno = 0;
+  n = strtol(v, &end, 10);
+  if (!*v || *end || errno) { fprintf(stderr, "%s takes a whole number, got '%s'\n", flag, v); exit(2); }
+  return n;
+}
+static double number(const char *flag, const char *v) {
+  char *end = NULL;
+  double x;
+  errno = 0;
+  x = strtod(v, &end);
+  if (!*v || *end || errno) { fprintf(stderr, "%s takes a number, got '%s'\n", flag, v); exit(2); }
+  return x;
+}
+
+static const char kUsage[] =
+    "usage: fashion_mnist [--epochs N] [--batch-size N] [--lr X] [--train-samples N] [--test-samples N]\n"
+    "                     [--data DIR] [--save FILE] [--min-accuracy PERCENT] [--project-dir DIR]\n"
+    "                     [--checkpoint-every STEPS] [--resume]\n";
+
 static struct args parse_args(int argc, char **argv) {
   struct args a = {3, 64, 2e-3, 0.0, 0, 0, "/usr/share/datasets/fashion-mnist", "fashion_mnist.pt",
                     "fashion_mnist_project", 0, 0};
   int i;
   for (i = 1; i < argc; i += 2) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(kUsage, stdout); exit(0); }
     if (!strcmp(argv[i], "--resume")) { a.resume = 1; --i; continue; } /* a flag without a value */
-    if (!v) { fprintf(stderr, "%s needs a value\n", argv[i]); exit(2); }
-    if (!strcmp(argv[i], "--epochs")) a.epochs = atoi(v);
-    else if (!strcmp(argv[i], "--batch-size")) a.batch_size = atoi(v);
-    else if (!strcmp(argv[i], "--lr")) a.lr = atof(v);
-    else if (!strcmp(argv[i], "--train-samples")) a.train_samples = atol(v);
-    else if (!strcmp(argv[i], "--test-samples")) a.test_samples = atol(v);
+    if (!v) { fprintf(stderr, "%s needs a value\n%s", argv[i], kUsage); exit(2); }
+    if (!strcmp(argv[i], "--epochs")) a.epochs = (int)whole_number(argv[i], v);
+    else if (!strcmp(argv[i], "--batch-size")) a.batch_size = (int)whole_number(argv[i], v);
+    else if (!strcmp(argv[i], "--lr")) a.lr = number(argv[i], v);
+    else if (!strcmp(argv[i], "--train-samples")) a.train_samples = whole_number(argv[i], v);
+    else if (!strcmp(argv[i], "--test-samples")) a.test_samples = whole_number(argv[i], v);
     else if (!strcmp(argv[i], "--data")) a.data = v;
     else if (!strcmp(argv[i], "--save")) a.save = v;
-    else if (!strcmp(argv[i], "--min-accuracy")) a.min_accuracy = atof(v);
+    else if (!strcmp(argv[i], "--min-accuracy")) a.min_accuracy = number(argv[i], v);
     else if (!strcmp(argv[i], "--project-dir")) a.project_dir = v;
-    else if (!strcmp(argv[i], "--checkpoint-every")) a.checkpoint_every = atol(v);
-    else { fprintf(stderr, "unknown argument %s\n", argv[i]); exit(2); }
+    else if (!strcmp(argv[i], "--checkpoint-every")) a.checkpoint_every = whole_number(argv[i], v);
+    else { fprintf(stderr, "unknown argument %s\n%s", argv[i], kUsage); exit(2); }
   }
   if (a.epochs < 1 || a.batch_size < 1) { fprintf(stderr, "--epochs and --batch-size must be >= 1\n"); exit(2); }
   if ((a.checkpoint_every > 0 || a.resume) && !*a.project_dir) {
