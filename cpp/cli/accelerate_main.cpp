@@ -85,7 +85,7 @@ void add_launch_options(CLI::App* app, LaunchArgs& a) {
       ->check(CLI::Range(0, 1000));
   option(app, "--kill_timeout", f.kill_timeout_seconds, "seconds between SIGTERM and SIGKILL at teardown")
       ->check(CLI::Range(0.0, 3600.0));
-  flag(app, "!--no_prefix", f.prefix_output, "do not prefix output lines with the rank");
+  flag(app, "--no_prefix", f.no_prefix, "do not prefix output lines with the rank");
   option(app, "--monitor_interval", f.monitor_interval_seconds, "seconds between checks of the processes")
       ->check(CLI::Range(0.001, 3600.0));
   option(app, "--rdzv_backend", f.rdzv_backend, "static (the only one: machine 0 hosts the store)");

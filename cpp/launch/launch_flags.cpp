@@ -43,7 +43,7 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
   if (f.num_cpu_threads_per_process) c.num_cpu_threads_per_process = f.num_cpu_threads_per_process;
   if (f.max_restarts) c.max_restarts = *f.max_restarts;
   if (f.kill_timeout_seconds) c.kill_timeout_seconds = *f.kill_timeout_seconds;
-  c.prefix_output = f.prefix_output;
+  c.prefix_output = !f.no_prefix;
   if (f.monitor_interval_seconds) c.monitor_interval_seconds = *f.monitor_interval_seconds;
   if (f.tee) c.tee = *f.tee;
   if (f.redirects) c.redirects = *f.redirects;

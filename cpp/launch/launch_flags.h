@@ -29,7 +29,7 @@ struct LaunchFlags {
   std::optional<int> num_cpu_threads_per_process;
   std::optional<int> max_restarts;
   std::optional<double> kill_timeout_seconds;
-  bool prefix_output = true;
+  bool no_prefix = false;
   std::optional<double> monitor_interval_seconds;
   std::optional<std::string> rdzv_backend;  // Accelerate's default, static, is the only one
   std::optional<std::string> rdzv_conf;
