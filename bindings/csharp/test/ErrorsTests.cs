@@ -50,6 +50,20 @@ public class ErrorsTests {
   }
 
   [Test]
+  public void RegressionLossesGiveTorchsValues() {  // F.l1_loss, F.smooth_l1_loss, F.huber_loss (torch 1.13)
+    using (Tensor x = Tensor.Of(new float[] {0.5f, -1f, 2f, 0.1f}, 4))
+    using (Tensor y = Tensor.Of(new float[] {0f, 0.5f, -1f, 0.1f}, 4))
+    using (Tensor l1 = Loss.L1(x, y, Reduction.Mean))
+    using (Tensor smooth = Loss.SmoothL1(x, y, Reduction.Sum, 2.0))
+    using (Tensor huber = Loss.Huber(x, y, Reduction.Sum, 2.0)) {
+      Assert.AreEqual(1.25, l1.Item());
+      Assert.AreEqual(2.625, smooth.Item());
+      Assert.AreEqual(5.25, huber.Item());
+      Assert.Throws<AccelerateInvalidArgumentException>(() => Loss.Huber(x, y, Reduction.Mean, 0.0));
+    }
+  }
+
+  [Test]
   public void WrongElementCountIsInvalidArgument() {
     Assert.Throws<AccelerateInvalidArgumentException>(() => Tensor.Of(new float[5], 2, 3));
   }

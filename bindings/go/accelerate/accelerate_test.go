@@ -49,6 +49,41 @@ func TestErrorsCarryStatusAndMessage(t *testing.T) {
 	}
 }
 
+// F.l1_loss, F.smooth_l1_loss and F.huber_loss's values (torch 1.13).
+func TestRegressionLossesGiveTorchsValues(t *testing.T) {
+	x, err := acc.FromFloat32s([]float32{0.5, -1, 2, 0.1}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Close()
+	y, err := acc.FromFloat32s([]float32{0, 0.5, -1, 0.1}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Close()
+	for _, c := range []struct {
+		name string
+		loss func() (*acc.Tensor, error)
+		want float64
+	}{
+		{"l1", func() (*acc.Tensor, error) { return acc.L1Loss(x, y, acc.ReductionMean) }, 1.25},
+		{"smooth_l1", func() (*acc.Tensor, error) { return acc.SmoothL1Loss(x, y, acc.ReductionSum, 2) }, 2.625},
+		{"huber", func() (*acc.Tensor, error) { return acc.HuberLoss(x, y, acc.ReductionSum, 2) }, 5.25},
+	} {
+		loss, err := c.loss()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got, err := loss.Item(); err != nil || got != c.want {
+			t.Errorf("%s: %v (%v), want %v", c.name, got, err, c.want)
+		}
+		loss.Close()
+	}
+	if _, err := acc.HuberLoss(x, y, acc.ReductionMean, 0); !errors.Is(err, acc.ErrInvalidArgument) {
+		t.Fatalf("delta 0: %v", err)
+	}
+}
+
 func TestCloseTwiceAndUseAfterCloseAreErrors(t *testing.T) {
 	x, err := acc.FromFloat32s([]float32{1, 2}, 2)
 	if err != nil {

@@ -43,6 +43,20 @@ class ErrorsTest {
   }
 
   @Test
+  void regressionLossesGiveTorchsValues() {  // F.l1_loss, F.smooth_l1_loss, F.huber_loss (torch 1.13)
+    try (Tensor x = Tensor.of(new float[] {0.5f, -1f, 2f, 0.1f}, 4);
+         Tensor y = Tensor.of(new float[] {0f, 0.5f, -1f, 0.1f}, 4);
+         Tensor l1 = Loss.l1(x, y, Reduction.MEAN);
+         Tensor smooth = Loss.smoothL1(x, y, Reduction.SUM, 2.0);
+         Tensor huber = Loss.huber(x, y, Reduction.SUM, 2.0)) {
+      assertEquals(1.25, l1.item());
+      assertEquals(2.625, smooth.item());
+      assertEquals(5.25, huber.item());
+      assertThrows(InvalidArgumentException.class, () -> Loss.huber(x, y, Reduction.MEAN, 0.0));
+    }
+  }
+
+  @Test
   void wrongElementCountIsInvalidArgument() {
     assertThrows(InvalidArgumentException.class, () -> Tensor.of(new float[5], 2, 3));
   }
