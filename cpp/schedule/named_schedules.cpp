@@ -146,11 +146,13 @@ const std::vector<NamedSchedule>& named_schedules() {
   using O = ScheduleOptions;
   static const std::vector<NamedSchedule> table = {
       {"constant", {}, [](const O&, const std::string&, double) { return from_factor([](int64_t) { return 1.0; }); }},
-      {"constant_with_warmup", {},
+      {"constant_with_warmup",
+       {},
        [](const O& o, const std::string&, double) {
          return from_factor([w = o.num_warmup_steps](int64_t s) { return s < w ? linear_warmup(s, w) : 1.0; });
        }},
-      {"linear", {},
+      {"linear",
+       {},
        [](const O& o, const std::string& name, double) {
          const int64_t warmup = o.num_warmup_steps, total = required(o.num_training_steps, "num_training_steps", name);
          return from_factor([=](int64_t s) {
@@ -159,9 +161,11 @@ const std::vector<NamedSchedule>& named_schedules() {
                                     static_cast<double>(std::max<int64_t>(1, total - warmup)));
          });
        }},
-      {"cosine", {"num_cycles"},
+      {"cosine",
+       {"num_cycles"},
        [](const O& o, const std::string& name, double) { return from_factor(cosine_factor(o, name, 0.0)); }},
-      {"cosine_with_restarts", {"num_cycles"},
+      {"cosine_with_restarts",
+       {"num_cycles"},
        [](const O& o, const std::string& name, double) {
          const int64_t warmup = o.num_warmup_steps, total = required(o.num_training_steps, "num_training_steps", name);
          const double cycles = o.num_cycles.value_or(1.0);
@@ -172,7 +176,8 @@ const std::vector<NamedSchedule>& named_schedules() {
            return std::max(0.0, 0.5 * (1.0 + std::cos(M_PI * std::fmod(cycles * progress, 1.0))));
          });
        }},
-      {"polynomial", {"power", "lr_end"},
+      {"polynomial",
+       {"power", "lr_end"},
        [](const O& o, const std::string& name, double lr) {
          const int64_t warmup = o.num_warmup_steps, total = required(o.num_training_steps, "num_training_steps", name);
          const double lr_end = o.lr_end, power = o.power;
@@ -185,7 +190,8 @@ const std::vector<NamedSchedule>& named_schedules() {
            return ((lr - lr_end) * std::pow(remaining, power) + lr_end) / lr;
          });
        }},
-      {"inverse_sqrt", {"timescale"},
+      {"inverse_sqrt",
+       {"timescale"},
        [](const O& o, const std::string&, double) {
          const int64_t warmup = o.num_warmup_steps;
          const int64_t timescale = o.timescale.value_or(warmup > 0 ? warmup : 10000);
@@ -194,11 +200,13 @@ const std::vector<NamedSchedule>& named_schedules() {
            return 1.0 / std::sqrt(static_cast<double>(s + timescale - warmup) / static_cast<double>(timescale));
          });
        }},
-      {"cosine_with_min_lr", {"num_cycles", "min_lr", "min_lr_rate"},
+      {"cosine_with_min_lr",
+       {"num_cycles", "min_lr", "min_lr_rate"},
        [](const O& o, const std::string& name, double lr) {
          return from_factor(cosine_factor(o, name, min_lr_rate(o, name, lr)));
        }},
-      {"cosine_warmup_with_min_lr", {"num_cycles", "min_lr", "min_lr_rate", "warmup_lr_rate"},
+      {"cosine_warmup_with_min_lr",
+       {"num_cycles", "min_lr", "min_lr_rate", "warmup_lr_rate"},
        [](const O& o, const std::string& name, double lr) {
          // transformers' variant counts from step + 1 and computes in floats throughout.
          const double warmup = static_cast<double>(o.num_warmup_steps);
@@ -220,45 +228,52 @@ const std::vector<NamedSchedule>& named_schedules() {
        {"num_stable_steps", "num_decay_steps", "warmup_type", "decay_type", "min_lr_ratio", "num_cycles"},
        [](const O& o, const std::string& name, double) { return from_factor(wsd_factor(o, name)); }},
       // PyTorch's chainable schedulers (schedule/chainable_schedules.h)
-      {"step", {"step_size", "gamma"},
+      {"step",
+       {"step_size", "gamma"},
        [](const O& o, const std::string& name, double) {
          return step_lr(required(o.step_size, "step_size", name), o.gamma.value_or(0.1));
        }},
-      {"multistep", {"milestones", "gamma"},
+      {"multistep",
+       {"milestones", "gamma"},
        [](const O& o, const std::string& name, double) {
          return multistep_lr(milestone_steps(required(o.milestones, "milestones", name)), o.gamma.value_or(0.1));
        }},
-      {"exponential", {"gamma"},
-       [](const O& o, const std::string& name, double) {
-         return exponential_lr(required(o.gamma, "gamma", name));
-       }},
-      {"cosine_annealing", {"T_max", "eta_min"},
+      {"exponential",
+       {"gamma"},
+       [](const O& o, const std::string& name, double) { return exponential_lr(required(o.gamma, "gamma", name)); }},
+      {"cosine_annealing",
+       {"T_max", "eta_min"},
        [](const O& o, const std::string& name, double) {
          return cosine_annealing_lr(required(o.t_max, "T_max", name), o.eta_min);
        },
        [](const O& o, const std::string& name, double) {
          return cosine_annealing_lr(required(o.t_max, "T_max", name), o.eta_min, true);
        }},
-      {"constant_lr", {"factor", "total_iters"},
-       [](const O& o, const std::string& name, double) {
-         return constant_lr(constant_factor(o, name), o.total_iters);
-       },
+      {"constant_lr",
+       {"factor", "total_iters"},
+       [](const O& o, const std::string& name, double) { return constant_lr(constant_factor(o, name), o.total_iters); },
        [](const O& o, const std::string& name, double) {
          return constant_lr(constant_factor(o, name), o.total_iters, true);
        }},
-      {"linear_lr", {"start_factor", "end_factor", "total_iters"}, checked_linear_lr,
+      {"linear_lr",
+       {"start_factor", "end_factor", "total_iters"},
+       checked_linear_lr,
        restarted_needs_total_iters(checked_linear_lr)},
-      {"polynomial_lr", {"total_iters", "power"},
+      {"polynomial_lr",
+       {"total_iters", "power"},
        [](const O& o, const std::string&, double) { return polynomial_lr(o.total_iters, o.power); },
        restarted_needs_total_iters(
            [](const O& o, const std::string&, double) { return polynomial_lr(o.total_iters, o.power); })},
-      {"cosine_annealing_warm_restarts", {"T_0", "T_mult", "eta_min"},
+      {"cosine_annealing_warm_restarts",
+       {"T_0", "T_mult", "eta_min"},
        [](const O& o, const std::string& name, double) {
          return cosine_annealing_warm_restarts(required(o.t_0, "T_0", name), o.t_mult, o.eta_min);
        }},
-      {"swa_lr", {"swa_lr", "anneal_epochs", "anneal_strategy"},
+      {"swa_lr",
+       {"swa_lr", "anneal_epochs", "anneal_strategy"},
        [](const O& o, const std::string& name, double) {
-         return swa_lr(required(o.swa_lr, "swa_lr", name), o.anneal_epochs, o.anneal_strategy == "cos");
+         const auto rate = one_number(o.swa_lr, "swa_lr", name);
+         return swa_lr(required(rate, "swa_lr", name), o.anneal_epochs, o.anneal_strategy == "cos");
        },
        // SequentialLR restarts a later SWALR by step(0), which SWALR's get_lr() does not read (it counts
        // its own steps): not made here.
@@ -312,6 +327,18 @@ Schedule named_schedule(const std::string& name, const Options& options, double 
   const NamedSchedule& schedule = checked_schedule(name, options);
   require(schedule.make != nullptr, "the ", name, " schedule is a scheduler of its own, with no rule");
   return schedule.make(scheduler_option_table().read(options), name, default_lr);
+}
+
+std::vector<Schedule> named_group_schedules(const std::string& name, const Options& options, double default_lr,
+                                            size_t groups) {
+  (void)checked_schedule(name, options);
+  const ScheduleOptions o = scheduler_option_table().read(options);
+  if (name != "swa_lr" || !o.swa_lr || o.swa_lr->size() == 1)
+    return std::vector<Schedule>(groups, named_schedule(name, options, default_lr));
+  std::vector<Schedule> schedules;
+  for (const double rate : per_group(o.swa_lr, 0.0, groups, "swa_lr", name))
+    schedules.push_back(swa_lr(rate, o.anneal_epochs, o.anneal_strategy == "cos"));
+  return schedules;
 }
 
 ScheduleRule restarted_schedule_rule(const std::string& name, const Options& options, double default_lr) {

@@ -30,6 +30,10 @@ void check_schedule_options(const std::string& name, const Options& options);
 // schedule takes num_warmup_steps and num_training_steps (ignored where unused, as get_scheduler
 // does); another key it does not use, an unknown name or a missing setting is an error naming it.
 Schedule named_schedule(const std::string& name, const Options& options, double default_lr);
+// The same for each of `groups` parameter groups: one schedule each, which differ where an option
+// takes one value per group (swa_lr's swa_lr, as PyTorch's SWALR takes a list).
+std::vector<Schedule> named_group_schedules(const std::string& name, const Options& options, double default_lr,
+                                            size_t groups);
 // The rule of a schedule that PyTorch's SequentialLR starts at a milestone, with step(0): where the
 // class has a closed form (_get_closed_form_lr), step 0's rate is the closed form's, which differs
 // from get_lr()'s for cosine_annealing with an eta_min and constant_lr with total_iters 0.

@@ -96,7 +96,7 @@ const OptionTable<ScheduleOptions>& scheduler_option_table() {
         .at_most(1);
     t.bind("anneal_strategy", "one_cycle: the shape of each phase; swa_lr: of the annealing", &S::anneal_strategy)
         .one_of({"cos", "linear"});
-    t.bind("swa_lr", "swa_lr: the rate it anneals to", &S::swa_lr).at_least(0);
+    t.bind("swa_lr", "swa_lr: the rate it anneals to (or one per group)", &S::swa_lr).at_least(0);
     t.bind("anneal_epochs", "swa_lr: the steps the annealing takes", &S::anneal_epochs).at_least(0);
     t.bind("cycle_momentum", "one_cycle, cyclic: move the momentum (or beta1) against the rate", &S::cycle_momentum);
     t.bind("base_momentum", "one_cycle, cyclic: the momentum at the peak rate (or one per group)", &S::base_momentum).at_least(0);

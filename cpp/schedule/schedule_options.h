@@ -58,7 +58,7 @@ struct ScheduleOptions {
   std::optional<int64_t> steps_per_epoch;
   double pct_start = 0.3;
   std::string anneal_strategy = "cos";
-  std::optional<double> swa_lr;  // swa_lr (SWALR)
+  std::optional<std::vector<double>> swa_lr;  // swa_lr (SWALR): a rate, or one per group
   int64_t anneal_epochs = 10;
   bool cycle_momentum = true;
   std::optional<std::vector<double>> base_momentum;  // one_cycle 0.85, cyclic 0.8

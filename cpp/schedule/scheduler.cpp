@@ -117,9 +117,10 @@ void IndexedScheduler::load_state(const SchedulerState& state) {
 
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options)
     : IndexedScheduler(std::move(optimizer), name) {
-  const Schedule schedule = named_schedule(name, options, optimizer_->default_lr());
-  note_form(schedule);
-  chains_.assign(base_lrs_.size(), {schedule});
+  for (Schedule& schedule : named_group_schedules(name, options, optimizer_->default_lr(), base_lrs_.size())) {
+    note_form(schedule);
+    chains_.push_back({std::move(schedule)});
+  }
   phases_ = {first_phase(chains_)};
   apply(0);
 }
@@ -252,9 +253,9 @@ void LambdaScheduler::chain(const std::string& name, const Options& options) {
   if (name == kOneCycleSchedule || name == kCyclicSchedule)
     fail(Status::Unsupported, "a chain takes schedules with a rule; the ", name, " scheduler cannot be part of one here");
   require(chain_length() < kMaxChainedSchedules, "a chain holds at most ", kMaxChainedSchedules, " schedules");
-  const Schedule added = named_schedule(name, options, optimizer_->default_lr());
+  const std::vector<Schedule> added = named_group_schedules(name, options, optimizer_->default_lr(), base_lrs_.size());
   std::vector<std::vector<Schedule>> chains = chains_;
-  for (std::vector<Schedule>& chain : chains) chain.push_back(added);
+  for (size_t g = 0; g < chains.size(); ++g) chains[g].push_back(added[g]);
   walks_ = true;  // a chain is walked
   Phase phase = first_phase(chains);
   // Made on the optimizer, the new schedule sets its step 0 from the rate the chain set: checked first.

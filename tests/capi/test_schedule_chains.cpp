@@ -121,7 +121,7 @@ TEST(ScheduleChains, ChainsAndMultiplicativeGivePyTorchsRatesToTheBit) {
   std::ifstream in(acc_test::data_dir() + "/schedule_cases.json");
   ASSERT_TRUE(in.good()) << "run the export_pytorch_schedule_cases fixture";
   const json data = json::parse(in);
-  ASSERT_GE(data["cases"].size(), 24u);
+  ASSERT_GE(data["cases"].size(), 26u);
   for (const json& c : data["cases"]) {
     SCOPED_TRACE(c.dump());
     TwoGroups net(c["lrs"][0].get<double>(), c["lrs"][1].get<double>());
@@ -260,6 +260,24 @@ TEST(ScheduleChains, ARateSetByHandIsResumedFrom) {
   EXPECT_EQ(first, whole.step());
   EXPECT_EQ(first.first, 0.25 * 0.9) << "the exponential goes on from the rate set by hand";
   for (int i = 0; i < 4; ++i) EXPECT_EQ(tail.step(), whole.step());
+}
+
+// SWALR's swa_lr may be one rate per parameter group (the rates are the fixture's); a list of
+// another length is refused, naming the count.
+TEST(ScheduleChains, SwaLrTakesOneRatePerGroup) {
+  TwoGroups net(0.3, 0.1);
+  acc_scheduler* sched = nullptr;
+  acc_options* three = scheduler_options(json{{"swa_lr", "0.05,0.2,0.1"}});
+  ACC_EXPECT_ERROR(acc_scheduler_create(net.opt, "swa_lr", three, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "swa_lr has 3 values, one per parameter group, but the optimizer has 2 groups");
+  acc_options* two = scheduler_options(json{{"swa_lr", "0.05,0.2"}, {"anneal_epochs", "0"}});
+  ACC_ASSERT_OK(acc_scheduler_create(net.opt, "swa_lr", two, &sched));
+  ACC_ASSERT_OK(acc_scheduler_step(sched));
+  EXPECT_EQ(get_lr(net.opt, 0), 0.05);  // annealed at once: each group at its own rate
+  EXPECT_EQ(get_lr(net.opt, 1), 0.2);
+  acc_scheduler_free(sched);
+  acc_options_free(three);
+  acc_options_free(two);
 }
 
 // What a chain cannot be, each refused without a change: a refused call leaves every rate and the

@@ -67,7 +67,7 @@ MAKERS = {
 }
 if hasattr(torch.optim, "swa_utils"):
     MAKERS["swa_lr"] = lambda opt, o: torch.optim.swa_utils.SWALR(
-        opt, swa_lr=float(o["swa_lr"]), anneal_epochs=int(o.get("anneal_epochs", 10)),
+        opt, swa_lr=numbers(o["swa_lr"]), anneal_epochs=int(o.get("anneal_epochs", 10)),
         anneal_strategy=o.get("anneal_strategy", "cos"))
 
 CASES = [
@@ -118,6 +118,12 @@ CASES = [
     {"lrs": [0.3, 0.1], "steps": 8, "set_lr": [[1, 0, 0.2], [3, 1, 0.07], [6, 0, 0.5]], "chain": [
         {"name": "swa_lr", "options": {"swa_lr": "0.05", "anneal_epochs": "4", "anneal_strategy": "linear"}}]},
     {"lrs": [0.1, 0.04], "steps": 6, "factors": [0.9, 0.8], "set_lr": [[2, 0, 0.5], [3, 1, 0.01]], "chain": []},
+    # SWALR with one swa_lr per group, alone and chained after another schedule.
+    {"lrs": [0.3, 0.1], "steps": 6, "chain": [
+        {"name": "swa_lr", "options": {"swa_lr": "0.05,0.2", "anneal_epochs": "3"}}]},
+    {"lrs": [0.3, 0.1], "steps": 6, "chain": [
+        {"name": "exponential", "options": {"gamma": "0.9"}},
+        {"name": "swa_lr", "options": {"swa_lr": "0.05, 0.02", "anneal_epochs": "2", "anneal_strategy": "linear"}}]},
     {"lrs": [0.1, 0.05], "steps": 6, "set_lr": [[2, 0, 0.7], [3, 1, 0.01]], "chain": [
         {"name": "linear", "options": {"num_warmup_steps": "2", "num_training_steps": "6"}}]},
     {"lrs": [0.1, 0.03], "steps": 6, "set_lr": [[1, 0, 0.5], [3, 1, 0.2]], "chain": [
