@@ -70,7 +70,7 @@ class SchedulerPart final : public CheckpointPart {
                                    json_field<std::vector<double>>(p, "lrs", path)};
     }
     checked_by_file(path, [&] { scheduler_->check_state(state); });
-    return {[scheduler = scheduler_, state] { scheduler->load_state(state); }, {}};
+    return {[scheduler = scheduler_, state] { scheduler->load_state(state); }, {}, {}};
   }
 
  private:

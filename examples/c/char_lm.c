@@ -18,7 +18,9 @@
  * random weights; --lora TARGETS then trains LoRA adapters on the named linear layers alone (e.g.
  * "out_proj,linear1,linear2"; rank 8, alpha 16), saved in PEFT's layout to --project-dir/adapter,
  * while model/ gets the merged weights. */
+#define _DEFAULT_SOURCE /* realpath */
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +62,12 @@ static double number(const char *flag, const char *v) {
   return x;
 }
 
+/* Whether two paths name the same existing folder. */
+static int realpath_same(const char *a, const char *b) {
+  char ra[PATH_MAX], rb[PATH_MAX];
+  return realpath(a, ra) && realpath(b, rb) && !strcmp(ra, rb);
+}
+
 static struct args parse_args(int argc, char **argv) {
   struct args a = {"/usr/share/common-licenses/GPL-3", "char_lm_project", NULL, NULL, 8, 8, 64, 3e-3, 0.0};
   int i;
@@ -75,6 +83,14 @@ static struct args parse_args(int argc, char **argv) {
     else if (!strcmp(argv[i], "--lr")) a.lr = number(argv[i], v);
     else if (!strcmp(argv[i], "--max-perplexity")) a.max_perplexity = number(argv[i], v);
     else { fprintf(stderr, "unknown option %s\n", argv[i]); exit(2); }
+  }
+  if (a.init_from) { /* the run saves PROJECT/model: never over the model it starts from */
+    char saved[4096];
+    snprintf(saved, sizeof saved, "%s/model", a.project_dir);
+    if (!strcmp(saved, a.init_from) || realpath_same(saved, a.init_from)) {
+      fprintf(stderr, "--init-from %s is the model this run would save: choose another --project-dir\n", a.init_from);
+      exit(2);
+    }
   }
   if (i < argc || a.epochs < 1 || a.batch_size < 1 || a.context < 2 || (a.lora && !a.init_from)) {
     fprintf(stderr, "usage: char_lm [--text FILE] [--epochs N] [--batch-size N] [--lr X] [--context N] "
