@@ -41,48 +41,60 @@ class StagingCleanup {
 
 void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& parts, Collectives& collectives) {
   std::string target, staging;
-  collectives.agree("save_state (resolving '" + save.target + "')", [&] {
-    target = checkpoint_folder(save.target);
-    staging = staging_dir(target);
-  });
+  collectives.agree(
+      "save_state (resolving '" + save.target + "')",
+      [&] {
+        target = checkpoint_folder(save.target);
+        staging = staging_dir(target);
+      },
+      "save_state (resolving)");
   StagingCleanup cleanup(save.writer ? staging : std::string());
-  collectives.agree("save_state (preparing '" + target + "')", [&] {
-    if (save.automatic && fs::exists(target))
-      fail(Status::InvalidArgument, "checkpoint folder '", target, "' already exists; set iteration past it");
-    check_checkpoint_target(target);
-    for (const auto& hook : save.hooks) hook(save.target);
-    if (!save.writer) return;
-    std::error_code ec;
-    fs::remove_all(staging, ec);
-    fs::create_directories(staging, ec);
-    if (ec) fail(Status::Io, "cannot create '", staging, "': ", ec.message());
-  });
+  collectives.agree(
+      "save_state (preparing '" + target + "')",
+      [&] {
+        if (save.automatic && fs::exists(target))
+          fail(Status::InvalidArgument, "checkpoint folder '", target, "' already exists; set iteration past it");
+        check_checkpoint_target(target);
+        for (const auto& hook : save.hooks) hook(save.target);
+        if (!save.writer) return;
+        std::error_code ec;
+        fs::remove_all(staging, ec);
+        fs::create_directories(staging, ec);
+        if (ec) fail(Status::Io, "cannot create '", staging, "': ", ec.message());
+      },
+      "save_state (preparing)");
   const std::string save_id = new_save_id(collectives);
   for (const auto& part : parts) part->set_save_id(save_id);
   nlohmann::json written = nlohmann::json::object();  // this process's files, with their sizes and checksums
-  collectives.agree("save_state (writing '" + target + "')", [&] {
-    for (const auto& part : parts) part->collect();
-    for (const auto& part : parts) {
-      if (!((part->per_process() && part->writes_here()) || save.writer)) continue;
-      const std::string path = join_path(staging, part->file());
-      part->save(path);
-      written[part->file()] = file_record(path);
-    }
-  });
+  collectives.agree(
+      "save_state (writing '" + target + "')",
+      [&] {
+        for (const auto& part : parts) part->collect();
+        for (const auto& part : parts) {
+          if (!((part->per_process() && part->writes_here()) || save.writer)) continue;
+          const std::string path = join_path(staging, part->file());
+          part->save(path);
+          written[part->file()] = file_record(path);
+        }
+      },
+      "save_state (writing)");
   // Every process's files go into the manifest, so that each process checks what it reads.
   nlohmann::json files = nlohmann::json::object();
   for (const auto& bytes : collectives.gather_object(written.dump(), "save_state (file checksums)"))
     files.update(parse_json_input(bytes, "a process's checkpoint file checksums"));
-  collectives.agree("save_state (completing '" + target + "')", [&] {
-    if (!save.writer) return;
-    nlohmann::json manifest = save.manifest;
-    manifest[kSaveIdKey] = save_id;
-    manifest[kManifestFilesKey] = files;
-    write_file(join_path(staging, kCheckpointManifest), with_manifest_checksum(manifest).dump(2));
-    publish_checkpoint(staging, target);
-    if (save.automatic) remove_interrupted_saves(save.project_dir);
-    if (save.automatic && save.total_limit) rotate_checkpoints(save.project_dir, *save.total_limit);
-  });
+  collectives.agree(
+      "save_state (completing '" + target + "')",
+      [&] {
+        if (!save.writer) return;
+        nlohmann::json manifest = save.manifest;
+        manifest[kSaveIdKey] = save_id;
+        manifest[kManifestFilesKey] = files;
+        write_file(join_path(staging, kCheckpointManifest), with_manifest_checksum(manifest).dump(2));
+        publish_checkpoint(staging, target);
+        if (save.automatic) remove_interrupted_saves(save.project_dir);
+        if (save.automatic && save.total_limit) rotate_checkpoints(save.project_dir, *save.total_limit);
+      },
+      "save_state (completing)");
 }
 
 void load_accelerator_state(CheckpointLoad& load, const CheckpointParts& parts, Collectives& collectives) {
@@ -90,32 +102,38 @@ void load_accelerator_state(CheckpointLoad& load, const CheckpointParts& parts, 
   // Everything is read and checked first, on every process; nothing has changed if any fails.
   std::vector<StagedLoad> staged;
   std::function<void()> apply_manifest;
-  collectives.agree("load_state ('" + source + "')", [&] {
-    if (load.precheck) load.precheck();
-    for (const auto& hook : load.hooks) hook(source);
-    const std::string manifest_path = join_path(source, kCheckpointManifest);
-    if (!fs::is_directory(source)) fail(Status::Io, "checkpoint folder '", source, "' does not exist");
-    if (!fs::exists(manifest_path))
-      fail(Status::Io, "'", source, "' is not a complete checkpoint (", kCheckpointManifest, " is missing)");
-    const nlohmann::json manifest = read_json(manifest_path);
-    if (load.check_manifest) apply_manifest = load.check_manifest(manifest, manifest_path);
-    check_manifest_checksum(manifest, manifest_path);  // after the checks that name a bad value's key
-    const std::string save_id = manifest.is_object() && manifest.contains(kSaveIdKey)
-                                    ? json_field<std::string>(manifest, kSaveIdKey, manifest_path)
-                                    : std::string();
-    for (const auto& part : parts) {
-      if (load.other_process_count && part->process_local()) continue;
-      part->set_save_id(save_id);
-      const std::string path = join_path(source, part->file());
-      check_recorded_file_present(manifest, part->file(), path);
-      staged.push_back(part->load(path));
-      // After the part's own checks, which name what is wrong more precisely than a checksum can.
-      check_file_record(manifest, part->file(), path, manifest_path);
-    }
-  });
+  std::string loaded_save_id;
+  collectives.agree(
+      "load_state ('" + source + "')",
+      [&] {
+        if (load.precheck) load.precheck();
+        for (const auto& hook : load.hooks) hook(source);
+        const std::string manifest_path = join_path(source, kCheckpointManifest);
+        if (!fs::is_directory(source)) fail(Status::Io, "checkpoint folder '", source, "' does not exist");
+        if (!fs::exists(manifest_path))
+          fail(Status::Io, "'", source, "' is not a complete checkpoint (", kCheckpointManifest, " is missing)");
+        const nlohmann::json manifest = read_json(manifest_path);
+        if (load.check_manifest) apply_manifest = load.check_manifest(manifest, manifest_path);
+        check_manifest_checksum(manifest, manifest_path);  // after the checks that name a bad value's key
+        const std::string save_id = manifest.is_object() && manifest.contains(kSaveIdKey)
+                                        ? json_field<std::string>(manifest, kSaveIdKey, manifest_path)
+                                        : std::string();
+        loaded_save_id = save_id;
+        for (const auto& part : parts) {
+          if (load.other_process_count && part->process_local()) continue;
+          part->set_save_id(save_id);
+          const std::string path = join_path(source, part->file());
+          check_recorded_file_present(manifest, part->file(), path);
+          staged.push_back(part->load(path));
+          // After the part's own checks, which name what is wrong more precisely than a checksum can.
+          check_file_record(manifest, part->file(), path, manifest_path);
+        }
+      },
+      "load_state (reading)");
   // What each process read from its own files that every process must share, compared before any
   // change: a difference would otherwise surface as mismatched collectives (a hang) later.
-  std::string shared;
+  // The save's id first: processes loading different checkpoints (or folders) differ there.
+  std::string shared = "save id " + loaded_save_id + "\n";
   for (const StagedLoad& s : staged) shared += s.shared;
   const std::string differences =
       collectives.differences_from_process_0(shared, "load_state (comparing the processes' files)", 3);
@@ -129,9 +147,12 @@ void load_accelerator_state(CheckpointLoad& load, const CheckpointParts& parts, 
   for (size_t i = 0; i < staged.size(); ++i)
     if (staged[i].rollback) revocable.push_back(i);
   try {
-    collectives.agree("load_state (registered objects of '" + source + "')", [&] {
-      for (; loaded < revocable.size(); ++loaded) staged[revocable[loaded]].apply();
-    });
+    collectives.agree(
+        "load_state (registered objects of '" + source + "')",
+        [&] {
+          for (; loaded < revocable.size(); ++loaded) staged[revocable[loaded]].apply();
+        },
+        "load_state (registered objects)");
   } catch (...) {
     for (size_t i = 0; i < loaded; ++i) {
       try {
@@ -142,11 +163,14 @@ void load_accelerator_state(CheckpointLoad& load, const CheckpointParts& parts, 
     }
     throw;
   }
-  collectives.agree("load_state (restoring '" + source + "')", [&] {
-    for (auto& s : staged)
-      if (!s.rollback) s.apply();
-    if (apply_manifest) apply_manifest();
-  });
+  collectives.agree(
+      "load_state (restoring '" + source + "')",
+      [&] {
+        for (auto& s : staged)
+          if (!s.rollback) s.apply();
+        if (apply_manifest) apply_manifest();
+      },
+      "load_state (restoring)");
 }
 
 }  // namespace acc

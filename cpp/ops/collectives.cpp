@@ -27,27 +27,75 @@ std::vector<at::Tensor> Collectives::all_gather(const at::Tensor& tensor, const 
   return outputs[0];
 }
 
-std::vector<Collectives::Layout> Collectives::all_layouts(const at::Tensor& tensor, const std::string& name) {
-  // [dims, size 0, ..., size kMaxDims - 1, element count, dtype]: fixed length, so that every process
-  // takes part whatever it holds.
-  at::Tensor layout = at::full({kMaxDims + 3}, -1, at::TensorOptions().dtype(at::kLong));
-  layout[0] = tensor.dim();
-  for (int64_t d = 0; d < std::min(tensor.dim(), kMaxDims); ++d) layout[d + 1] = tensor.size(d);
-  layout[kMaxDims + 1] = tensor.numel();
-  layout[kMaxDims + 2] = static_cast<int64_t>(tensor.scalar_type());
-  std::vector<Layout> layouts;
-  for (const auto& l : all_gather(layout, name + " (shapes)")) {
-    const int64_t* v = l.data_ptr<int64_t>();
-    layouts.push_back({v[0], std::vector<int64_t>(v + 1, v + 1 + std::min(v[0], kMaxDims)), v[kMaxDims + 1],
-                       v[kMaxDims + 2]});
-  }
-  return layouts;
+namespace {
+
+constexpr int64_t kCallMagic = 0x61636331;  // "acc1": an announcement of this library's
+
+// FNV-1a: the same on every machine (std::hash need not be), as a signed 64-bit value.
+int64_t name_hash(const std::string& name) {
+  uint64_t h = 14695981039346656037ull;
+  for (const unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
+  return static_cast<int64_t>(h);
 }
 
-void Collectives::verify_same_layout(const at::Tensor& tensor, const std::string& name) {
-  const auto layouts = all_layouts(tensor, name);
+const char* call_name(int64_t kind, int64_t parameter) {
+  switch (kind) {
+    case 1:
+      return "barrier";
+    case 2:
+      return "gather";
+    case 3:
+      return "gather_object";
+    case 4:
+      return "broadcast_object";
+    case 5:
+      return parameter == static_cast<int64_t>(Reduction::Mean) ? "reduce (mean)" : "reduce (sum)";
+    case 6:
+      return "broadcast";
+    case 7:
+      return "pad_across_processes";
+  }
+  return "an unknown collective";
+}
+
+}  // namespace
+
+std::vector<Collectives::Layout> Collectives::announce(CallKind kind, int64_t parameter, const at::Tensor& tensor,
+                                                       bool same_layout, const std::string& name) {
+  // [magic, name's hash, kind, parameter, dims, size 0, ..., size kMaxDims - 1, element count, dtype]
+  at::Tensor call = at::full({kMaxDims + 7}, -1, at::TensorOptions().dtype(at::kLong));
+  int64_t* c = call.data_ptr<int64_t>();
+  c[0] = kCallMagic;
+  c[1] = name_hash(name);
+  c[2] = static_cast<int64_t>(kind);
+  c[3] = parameter;
+  if (tensor.defined()) {
+    c[4] = tensor.dim();
+    for (int64_t d = 0; d < std::min(tensor.dim(), kMaxDims); ++d) c[5 + d] = tensor.size(d);
+    c[kMaxDims + 5] = tensor.numel();
+    c[kMaxDims + 6] = static_cast<int64_t>(tensor.scalar_type());
+  }
+  const auto calls = all_gather(call, name + " (the call)");
+  std::vector<Layout> layouts;
+  for (const auto& l : calls) {
+    const int64_t* v = l.data_ptr<int64_t>();
+    const int64_t dims = std::max<int64_t>(v[4], 0);
+    layouts.push_back(
+        {v[4], std::vector<int64_t>(v + 5, v + 5 + std::min(dims, kMaxDims)), v[kMaxDims + 5], v[kMaxDims + 6]});
+  }
+  const std::string mine = concat("collective '", name, "' (", call_name(c[2], c[3]), ")");
+  for (size_t r = 0; r < calls.size(); ++r) {
+    const int64_t* v = calls[r].data_ptr<int64_t>();
+    require(v[0] == kCallMagic, mine, ": process ", r, " is in another kind of exchange (a training step's, say)");
+    require(v[2] == c[2] && v[3] == c[3], mine, ": process ", r, " calls ", call_name(v[2], v[3]),
+            " at the same point (every process must make the same collective calls in the same order)");
+    require(v[1] == c[1], mine, ": process ", r, " calls a ", call_name(v[2], v[3]), " named otherwise at the same ",
+            "point (a process skipped or added a collective: every process must make the same calls, with the same ",
+            "names, in the same order)");
+  }
+  if (!same_layout) return layouts;
   const bool same = std::all_of(layouts.begin(), layouts.end(), [&](const Layout& l) { return l == layouts[0]; });
-  if (same) return;
+  if (same) return layouts;
   std::string detail;
   for (size_t r = 0; r < layouts.size(); ++r)
     detail += concat(r ? ", " : "", "rank ", r, " ", c10::IntArrayRef(layouts[r].shape),
@@ -60,21 +108,23 @@ void Collectives::verify_same_layout(const at::Tensor& tensor, const std::string
 
 void Collectives::barrier(const std::string& name) {
   if (!dist_) return;
+  announce(CallKind::Barrier, 0, at::Tensor(), false, name);
   wait_collective(dist_->group()->barrier(), name);
 }
 
 at::Tensor Collectives::gather(const at::Tensor& tensor, const std::string& name, Layouts layouts) {
   at::Tensor input = tensor.dim() == 0 ? tensor.unsqueeze(0) : tensor;
   if (!dist_) return input.clone();
-  if (layouts == Layouts::Compared) verify_same_layout(input, name);
+  if (layouts == Layouts::Compared) announce(CallKind::Gather, 0, input, true, name);
   return at::cat(all_gather(input, name), 0);
 }
 
 std::vector<std::string> Collectives::gather_object(const std::string& bytes, const std::string& name) {
   if (!dist_) return {bytes};
-  at::Tensor length = at::scalar_tensor(static_cast<int64_t>(bytes.size()), at::kLong).unsqueeze(0);
+  // The byte counts travel in the announcement (as a byte tensor's element count).
+  const at::Tensor sized = at::empty({static_cast<int64_t>(bytes.size())}, at::TensorOptions().dtype(at::kByte));
   std::vector<int64_t> lengths;
-  for (const auto& l : all_gather(length, name + " (sizes)")) lengths.push_back(l.item<int64_t>());
+  for (const Layout& l : announce(CallKind::GatherObject, 0, sized, false, name)) lengths.push_back(l.numel);
   const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
   at::Tensor buffer = at::zeros({std::max<int64_t>(longest, 1)}, at::TensorOptions().dtype(at::kByte));
   std::copy(bytes.begin(), bytes.end(), buffer.data_ptr<uint8_t>());
@@ -87,7 +137,7 @@ std::vector<std::string> Collectives::gather_object(const std::string& bytes, co
   return out;
 }
 
-void Collectives::agree(const std::string& what, const std::function<void()>& step) {
+void Collectives::agree(const std::string& what, const std::function<void()>& step, const std::string& name) {
   std::string failure;
   Status status = Status::Ok;
   try {
@@ -104,7 +154,7 @@ void Collectives::agree(const std::string& what, const std::function<void()>& st
     return;
   }
   // Each process sends its status code (one byte) and message.
-  const auto outcomes = gather_object(std::string(1, static_cast<char>(status)) + failure, what);
+  const auto outcomes = gather_object(std::string(1, static_cast<char>(status)) + failure, name.empty() ? what : name);
   std::string message;
   Status first = Status::Ok;
   for (size_t rank = 0; rank < outcomes.size(); ++rank) {
@@ -142,7 +192,7 @@ std::string Collectives::differences_from_process_0(const std::string& text, con
 
 at::Tensor Collectives::reduce(const at::Tensor& tensor, Reduction op, const std::string& name, Layouts layouts) {
   if (op == Reduction::None || !dist_) return tensor.clone();
-  if (layouts == Layouts::Compared) verify_same_layout(tensor, name);
+  if (layouts == Layouts::Compared) announce(CallKind::Reduce, static_cast<int64_t>(op), tensor, true, name);
   if (tensor.numel() == 0) {  // as in all_gather: Gloo cannot take empty tensors
     reduce(at::zeros({1}, tensor.options()), op, name, Layouts::AgreedByCaller);
     return tensor.clone();
@@ -163,9 +213,10 @@ std::string Collectives::broadcast_object(const std::string& bytes, int64_t src,
           world_size());
   if (!dist_) return bytes;
   const bool mine = rank() == src;
-  const at::Tensor length = broadcast(at::full({1}, mine ? static_cast<int64_t>(bytes.size()) : 0, at::kLong), src,
-                                      name + " (size)", Layouts::AgreedByCaller);
-  const int64_t size = length.item<int64_t>();
+  // The source's byte count travels in the announcement.
+  const at::Tensor sized =
+      at::empty({mine ? static_cast<int64_t>(bytes.size()) : 0}, at::TensorOptions().dtype(at::kByte));
+  const int64_t size = announce(CallKind::BroadcastObject, src, sized, false, name)[static_cast<size_t>(src)].numel;
   if (size == 0) return {};
   at::Tensor buffer = at::empty({size}, at::TensorOptions().dtype(at::kByte));
   if (mine) std::copy(bytes.begin(), bytes.end(), buffer.data_ptr<uint8_t>());
@@ -177,7 +228,7 @@ at::Tensor Collectives::broadcast(const at::Tensor& tensor, int64_t src, const s
   require(src >= 0 && src < world_size(), "collective '", name, "': source process ", src, " is not in a job of ",
           world_size());
   if (!dist_) return tensor.clone();
-  if (layouts == Layouts::Compared) verify_same_layout(tensor, name);
+  if (layouts == Layouts::Compared) announce(CallKind::Broadcast, src, tensor, true, name);
   if (tensor.numel() == 0) {  // as in all_gather: Gloo cannot take empty tensors
     broadcast(at::zeros({1}, tensor.options()), src, name, Layouts::AgreedByCaller);
     return tensor.clone();
@@ -200,9 +251,12 @@ at::Tensor Collectives::pad_across_processes(const at::Tensor& tensor, int64_t d
   int64_t longest = 0;
   require(tensor.dim() <= kMaxDims || dim < kMaxDims, "collective '", name, "': pads one of the first ", kMaxDims,
           " dimensions");  // alike on every process: the same call
-  for (const auto& layout : all_layouts(tensor, name)) {
+  // The padded dim is the call's parameter: processes padding different dims disagree there.
+  for (const auto& layout : announce(CallKind::Pad, dim, tensor, false, name)) {
     require(layout.dims == tensor.dim(), "collective '", name,
             "': tensors have different numbers of dimensions across processes");
+    require(layout.dtype == static_cast<int64_t>(tensor.scalar_type()), "collective '", name,
+            "': tensors have different dtypes across processes");
     longest = std::max(longest, layout.shape[dim]);
   }
   if (longest == tensor.size(dim)) return tensor;

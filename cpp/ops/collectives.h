@@ -29,8 +29,9 @@ class Collectives {
   int64_t world_size() const { return dist_ ? dist_->world_size() : 1; }
 
   void barrier(const std::string& name);
-  // Whether gather, reduce and broadcast first compare every process's shape and dtype (one small
-  // allgather; a difference is an error naming them), or the caller's own code makes them agree.
+  // Whether gather, reduce and broadcast first announce the call (below: one small allgather that
+  // also compares every process's shape and dtype), or the caller's own code keeps the processes in
+  // step (internal sequences of collectives).
   enum class Layouts { Compared, AgreedByCaller };
   // Every process's tensor (same shape on all), concatenated on dim 0; 0-dim tensors count as [1].
   at::Tensor gather(const at::Tensor& tensor, const std::string& name, Layouts layouts = Layouts::Compared);
@@ -41,8 +42,9 @@ class Collectives {
   std::string broadcast_object(const std::string& bytes, int64_t src, const std::string& name);
   // Runs `step` on every process, then every process fails alike if any failed: with the status of
   // the first process that failed and every failing process's message ("<what> failed: process 1:
-  // ..."). A collective, so that no process waits for a peer that gave up.
-  void agree(const std::string& what, const std::function<void()>& step);
+  // ..."). A collective, so that no process waits for a peer that gave up. `name`: the collective's
+  // name (default `what`), for a `what` that may differ between processes (a path each one names).
+  void agree(const std::string& what, const std::function<void()>& step, const std::string& name = "");
   // Every process's `text` compared line by line with process 0's: the first `most` differences of
   // each process, as "process 0 has A, process r B" ("nothing" past the shorter text), joined by
   // "; "; empty when every process holds the same. A collective: every process gets the same answer.
@@ -66,10 +68,16 @@ class Collectives {
 
  private:
   std::vector<at::Tensor> all_gather(const at::Tensor& tensor, const std::string& name);
-  // Every process must pass the same shape and dtype, else an error naming ranks and layouts on
-  // every process: Gloo, handed tensors of other sizes, aborts the process from its own thread or
-  // sends bytes the other side reads as garbage. One small allgather before the collective.
-  void verify_same_layout(const at::Tensor& tensor, const std::string& name);
+  // Each public collective starts by announcing itself: one allgather of a fixed size holding the
+  // call's number, kind, parameter (reduction, source or padded dim) and tensor layout. Any two
+  // announcements meet without Gloo overrunning a buffer (which aborts the process from its own
+  // thread), so a process in another collective, with another reduction or source, or one that
+  // skipped a call, is an error on every process naming both; with `same_layout`, so is another
+  // shape or dtype. Returns every process's layout (gather_object's byte counts among them).
+  enum class CallKind : int64_t { Barrier = 1, Gather, GatherObject, BroadcastObject, Reduce, Broadcast, Pad };
+  struct Layout;
+  std::vector<Layout> announce(CallKind kind, int64_t parameter, const at::Tensor& tensor, bool same_layout,
+                               const std::string& name);
   struct Layout {
     int64_t dims;
     std::vector<int64_t> shape;  // the first kMaxComparedDims sizes
@@ -79,7 +87,6 @@ class Collectives {
       return dims == o.dims && shape == o.shape && numel == o.numel && dtype == o.dtype;
     }
   };
-  std::vector<Layout> all_layouts(const at::Tensor& tensor, const std::string& name);
 
   std::shared_ptr<Distributed> dist_;
   bool trigger_ = false;

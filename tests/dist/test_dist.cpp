@@ -658,6 +658,46 @@ TEST(Dist, MismatchedShapesOrDtypesAreNamedOnEveryProcessNotACrash) {
   acc_tensor_free(one);
 }
 
+// Every process must make the same collective calls, with the same names and parameters, in the
+// same order. The last process does otherwise here: each call is an error naming both on every
+// process (Gloo, pairing a gather with a gather_object, aborted the process; a skipped call, or
+// another dim to pad, gave a wrong result without an error), and the processes stay in step.
+TEST(Dist, MismatchedCallsAreErrorsOnEveryProcessNotACrashOrAWrongResult) {
+  const bool odd = g_rank == g_world - 1;
+  acc_tensor* t = floats({1.0f, 2.0f, 3.0f, 4.0f}, {2, 2});
+  acc_tensor* out = nullptr;
+  acc_string_list* list = nullptr;
+  const acc_status other = odd ? acc_gather_object(g_acc, "a much longer message than eight bytes", 38, "g", &list)
+                               : acc_gather(g_acc, t, "g", &out);
+  EXPECT_EQ(other, ACC_ERR_INVALID_ARGUMENT) << acc_last_error_message();
+  EXPECT_NE(
+      std::string(acc_last_error_message()).find(odd ? "calls gather at the same point" : "calls gather_object at"),
+      std::string::npos)
+      << acc_last_error_message();
+  // A reduction skipped by one process: its next one would have summed with the others' first.
+  const acc_status skipped = odd ? acc_reduce(g_acc, t, ACC_REDUCTION_SUM, "correct_count", &out)
+                                 : acc_reduce(g_acc, t, ACC_REDUCTION_SUM, "loss_sum", &out);
+  EXPECT_EQ(skipped, ACC_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(acc_last_error_message()).find("named otherwise"), std::string::npos)
+      << acc_last_error_message();
+  // A sum against a mean, another source, another dim to pad.
+  ACC_EXPECT_ERROR(acc_reduce(g_acc, t, odd ? ACC_REDUCTION_MEAN : ACC_REDUCTION_SUM, "r", &out),
+                   ACC_ERR_INVALID_ARGUMENT, "calls reduce (");
+  ACC_EXPECT_ERROR(acc_broadcast(g_acc, t, odd ? 0 : g_world - 1, "b", &out), ACC_ERR_INVALID_ARGUMENT,
+                   "calls broadcast at the same point");
+  ACC_EXPECT_ERROR(acc_pad_across_processes(g_acc, t, odd ? 1 : 0, 0.0, 0, "p", &out), ACC_ERR_INVALID_ARGUMENT,
+                   "calls pad_across_processes at the same point");
+  EXPECT_EQ(out, nullptr);
+  EXPECT_EQ(list, nullptr);
+  // Still in step afterwards.
+  acc_tensor* one = floats({1.0f}, {1});
+  ACC_ASSERT_OK(acc_reduce(g_acc, one, ACC_REDUCTION_SUM, "after the mismatched calls", &out));
+  EXPECT_EQ(to_floats(out), std::vector<float>{static_cast<float>(g_world)});
+  acc_tensor_free(out);
+  acc_tensor_free(one);
+  acc_tensor_free(t);
+}
+
 TEST(Fault, ADeadOrStalledPeerIsAnErrorNotAHang) {
   const char* mode = std::getenv("ACC_TEST_FAULT");
   if (!mode) GTEST_SKIP() << "set ACC_TEST_FAULT=exit or stall (the fault tests run on their own)";

@@ -187,6 +187,28 @@ TEST(Checkpoint, AFileOneProcessCannotReadFailsTheLoadEverywhere) {
   if (g_rank == 0) std::filesystem::remove_all(dir);
 }
 
+// Processes loading different checkpoints would each restore its own: the replicas would differ
+// without an error. The saves' ids differ, and every process refuses before anything changes.
+TEST(Checkpoint, ProcessesLoadingDifferentCheckpointsAreRefused) {
+  if (g_world < 2) GTEST_SKIP() << "needs two processes";
+  const std::string first = shared_dir("first"), second = shared_dir("second");
+  {
+    DistRun saved;
+    ACC_ASSERT_OK(acc_save_state(g_acc, first.c_str(), nullptr));
+    saved.train(1);
+    ACC_ASSERT_OK(acc_save_state(g_acc, second.c_str(), nullptr));
+  }
+  DistRun run;  // a new run, before iterating its loader
+  const auto before = run.weights();
+  const std::string& mine = g_rank == g_world - 1 ? second : first;
+  ACC_EXPECT_ERROR(acc_load_state(g_acc, mine.c_str(), nullptr), ACC_ERR_IO,
+                   "the processes' own files hold states that must agree and do not: process 0 has save id");
+  EXPECT_EQ(run.weights(), before);
+  run.train(1);  // still in step
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0) std::filesystem::remove_all(first), std::filesystem::remove_all(second);
+}
+
 // DDP's buckets, rebuilt in the order of the first averaged backward's gradients, decide how Gloo
 // rounds the sums on more than 2 processes: the manifest keeps them (null before the rebuild), and a
 // layout that is not one of the model's parameters is refused before anything changes.
