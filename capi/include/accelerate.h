@@ -1325,11 +1325,12 @@ ACC_API ACC_NODISCARD acc_status acc_local_main_process_first_begin(acc_accelera
 ACC_API ACC_NODISCARD acc_status acc_local_main_process_first_end(acc_accelerator *acc);
 
 /* ------------------------------------------------------------------------------------------------
- * Collectives. Every process must make the same calls in the same order. Each takes a `name` (may
- * be NULL) that error messages use; a process that died or stalls makes the others fail with
- * ACC_ERR_ABORTED or ACC_ERR_TIMEOUT (option timeout_seconds) instead of hanging. Shapes and dtypes
- * are compared first: tensors that differ between processes are ACC_ERR_INVALID_ARGUMENT naming the
- * ranks, shapes and dtypes, on every process.
+ * Collectives. Every process must make the same calls, with the same names, in the same order.
+ * Each takes a `name` (may be NULL: the call's own) that error messages use; a process that died or
+ * stalls makes the others fail with ACC_ERR_ABORTED or ACC_ERR_TIMEOUT (option timeout_seconds)
+ * instead of hanging. Each call is compared first (one small exchange): tensors that differ between
+ * processes in shape or dtype, another collective, reduction, source or padded dim, or another name
+ * at the same point (a skipped call) are ACC_ERR_INVALID_ARGUMENT naming them, on every process.
  * On one process each returns its input (a copy).
  * ---------------------------------------------------------------------------------------------- */
 
