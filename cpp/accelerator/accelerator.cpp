@@ -144,6 +144,13 @@ std::shared_ptr<Optimizer> Accelerator::prepare_optimizer(const std::shared_ptr<
   require(optimizer != nullptr, "prepare_optimizer needs an optimizer");
   if (auto accelerated = std::dynamic_pointer_cast<AcceleratedOptimizer>(optimizer)) return accelerated;
   if (auto prepared = optimizers_.find(optimizer)) return prepared;
+  // Every process steps its replica (or shard) alike: another algorithm, hyper-parameter or grouping
+  // on one process would make the replicas drift apart without an error.
+  const std::string differences = collectives_.differences_from_process_0(
+      describe_optimizer(*optimizer), "prepare_optimizer (the optimizers compared)", 1);
+  if (!differences.empty())
+    fail(Status::InvalidArgument, "prepare_optimizer: every process must prepare the same optimizer, and the first ",
+         "setting that differs: ", differences);
   if (device_placement.value_or(config_.device_placement)) move_optimizer_state(*optimizer, device_);
   std::shared_ptr<Optimizer> inner = optimizer;
   if (auto model = std::dynamic_pointer_cast<PreparedModel>(wrapped_model(optimizer->model())))

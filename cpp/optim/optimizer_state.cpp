@@ -142,6 +142,21 @@ OptimizerSnapshot snapshot_optimizer(Optimizer& optimizer) {
   return snapshot;
 }
 
+std::string describe_optimizer(Optimizer& optimizer) {
+  auto& impl = optimizer.impl();
+  const OptimizerAlgorithm& algorithm = optimizer_algorithm(optimizer.algorithm());
+  const auto names = parameter_names(optimizer);
+  std::string text = "algorithm " + algorithm.name() + "\n";
+  for (size_t g = 0; g < impl.param_groups().size(); ++g) {
+    const auto& group = impl.param_groups()[g];
+    json params = json::array();
+    for (const auto& p : group.params()) params.push_back(name_of(names, p));
+    text += concat("group ", g, " options ", algorithm.options_to_json(group.options()).dump(), "\n");
+    text += concat("group ", g, " parameters ", params.dump(), "\n");
+  }
+  return text;
+}
+
 std::function<void()> prepare_optimizer_restore(Optimizer& optimizer, const OptimizerSnapshot& snapshot,
                                                 const std::string& source) {
   auto& impl = optimizer.impl();

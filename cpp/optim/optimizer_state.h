@@ -19,6 +19,9 @@ struct OptimizerSnapshot {
 };
 
 OptimizerSnapshot snapshot_optimizer(Optimizer& optimizer);
+// The optimizer's algorithm and each group's hyper-parameters and parameter names, one line each
+// (no state): what every process preparing "the same" optimizer must agree on.
+std::string describe_optimizer(Optimizer& optimizer);
 
 // A snapshot tensor's key "state.<param>.<field>" as (param, field); anything else is an error
 // naming `source`.

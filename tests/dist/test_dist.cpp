@@ -698,6 +698,23 @@ TEST(Dist, MismatchedCallsAreErrorsOnEveryProcessNotACrashOrAWrongResult) {
   acc_tensor_free(t);
 }
 
+// Replicas stepped by other rules drift apart: another learning rate (or algorithm) on one process
+// is refused at prepare, on every process, naming the setting.
+TEST(Dist, AnotherOptimizerOnOneProcessIsRefusedAtPrepare) {
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(kDistNet, &model));
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
+  ACC_ASSERT_OK(acc_optimizer_set_lr(opt, 0, g_rank == g_world - 1 ? 0.5 : 0.001));
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  ACC_EXPECT_ERROR(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "every process must prepare the same optimizer, and the first setting that differs: process 0 has "
+                   "group 0 options");
+  acc_accelerator_free(acc);
+  acc_optimizer_free(opt);
+  acc_model_free(model);
+}
+
 TEST(Fault, ADeadOrStalledPeerIsAnErrorNotAHang) {
   const char* mode = std::getenv("ACC_TEST_FAULT");
   if (!mode) GTEST_SKIP() << "set ACC_TEST_FAULT=exit or stall (the fault tests run on their own)";
