@@ -20,8 +20,9 @@ start=$SECONDS
 
 # The build keeps 150 s for the parts after it (a build cut short is the result then).
 build_rc=0
-timeout --kill-after=10 $((deadline - 150 - $(date +%s))) bash scripts/gpu/build.sh > "$work/build.log" 2>&1 ||
-  build_rc=$?
+build_limit=$((deadline - 150 - $(date +%s)))
+[ "$build_limit" -ge 60 ] || build_limit=60  # timeout 0 would mean no limit at all
+timeout --kill-after=10 "$build_limit" bash scripts/gpu/build.sh > "$work/build.log" 2>&1 || build_rc=$?
 build_s=$((SECONDS - start))
 echo "session: build exit $build_rc after $build_s s"
 
