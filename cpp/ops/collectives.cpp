@@ -38,29 +38,40 @@ int64_t name_hash(const std::string& name) {
   return static_cast<int64_t>(h);
 }
 
-const char* call_name(int64_t kind, int64_t parameter) {
-  switch (kind) {
-    case 1:
+}  // namespace
+
+Collectives::Layout Collectives::Layout::of(const at::Tensor& tensor) {
+  return {tensor.dim(), tensor.sizes().slice(0, std::min(tensor.dim(), kMaxDims)).vec(), tensor.numel(),
+          static_cast<int64_t>(tensor.scalar_type())};
+}
+
+Collectives::Layout Collectives::Layout::of_bytes(size_t count) {
+  const auto n = static_cast<int64_t>(count);
+  return {1, {n}, n, static_cast<int64_t>(at::kByte)};
+}
+
+const char* Collectives::call_name(int64_t kind, int64_t parameter) {
+  using Kind = CallKind;
+  switch (static_cast<Kind>(kind)) {
+    case Kind::Barrier:
       return "barrier";
-    case 2:
+    case Kind::Gather:
       return "gather";
-    case 3:
+    case Kind::GatherObject:
       return "gather_object";
-    case 4:
+    case Kind::BroadcastObject:
       return "broadcast_object";
-    case 5:
+    case Kind::Reduce:
       return parameter == static_cast<int64_t>(Reduction::Mean) ? "reduce (mean)" : "reduce (sum)";
-    case 6:
+    case Kind::Broadcast:
       return "broadcast";
-    case 7:
+    case Kind::Pad:
       return "pad_across_processes";
   }
   return "an unknown collective";
 }
 
-}  // namespace
-
-std::vector<Collectives::Layout> Collectives::announce(CallKind kind, int64_t parameter, const at::Tensor& tensor,
+std::vector<Collectives::Layout> Collectives::announce(CallKind kind, int64_t parameter, const Layout& layout,
                                                        bool same_layout, const std::string& name) {
   // [magic, name's hash, kind, parameter, dims, size 0, ..., size kMaxDims - 1, element count, dtype]
   at::Tensor call = at::full({kMaxDims + 7}, -1, at::TensorOptions().dtype(at::kLong));
@@ -69,12 +80,10 @@ std::vector<Collectives::Layout> Collectives::announce(CallKind kind, int64_t pa
   c[1] = name_hash(name);
   c[2] = static_cast<int64_t>(kind);
   c[3] = parameter;
-  if (tensor.defined()) {
-    c[4] = tensor.dim();
-    for (int64_t d = 0; d < std::min(tensor.dim(), kMaxDims); ++d) c[5 + d] = tensor.size(d);
-    c[kMaxDims + 5] = tensor.numel();
-    c[kMaxDims + 6] = static_cast<int64_t>(tensor.scalar_type());
-  }
+  c[4] = layout.dims;
+  std::copy(layout.shape.begin(), layout.shape.end(), c + 5);
+  c[kMaxDims + 5] = layout.numel;
+  c[kMaxDims + 6] = layout.dtype;
   const auto calls = all_gather(call, name + " (the call)");
   std::vector<Layout> layouts;
   for (const auto& l : calls) {
@@ -108,23 +117,22 @@ std::vector<Collectives::Layout> Collectives::announce(CallKind kind, int64_t pa
 
 void Collectives::barrier(const std::string& name) {
   if (!dist_) return;
-  announce(CallKind::Barrier, 0, at::Tensor(), false, name);
+  announce(CallKind::Barrier, 0, Layout(), false, name);
   wait_collective(dist_->group()->barrier(), name);
 }
 
 at::Tensor Collectives::gather(const at::Tensor& tensor, const std::string& name, Layouts layouts) {
   at::Tensor input = tensor.dim() == 0 ? tensor.unsqueeze(0) : tensor;
   if (!dist_) return input.clone();
-  if (layouts == Layouts::Compared) announce(CallKind::Gather, 0, input, true, name);
+  if (layouts == Layouts::Compared) announce(CallKind::Gather, 0, Layout::of(input), true, name);
   return at::cat(all_gather(input, name), 0);
 }
 
 std::vector<std::string> Collectives::gather_object(const std::string& bytes, const std::string& name) {
   if (!dist_) return {bytes};
-  // The byte counts travel in the announcement (as a byte tensor's element count).
-  const at::Tensor sized = at::empty({static_cast<int64_t>(bytes.size())}, at::TensorOptions().dtype(at::kByte));
-  std::vector<int64_t> lengths;
-  for (const Layout& l : announce(CallKind::GatherObject, 0, sized, false, name)) lengths.push_back(l.numel);
+  std::vector<int64_t> lengths;  // the byte counts travel in the announcement
+  for (const Layout& l : announce(CallKind::GatherObject, 0, Layout::of_bytes(bytes.size()), false, name))
+    lengths.push_back(l.numel);
   const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
   at::Tensor buffer = at::zeros({std::max<int64_t>(longest, 1)}, at::TensorOptions().dtype(at::kByte));
   std::copy(bytes.begin(), bytes.end(), buffer.data_ptr<uint8_t>());
@@ -192,7 +200,8 @@ std::string Collectives::differences_from_process_0(const std::string& text, con
 
 at::Tensor Collectives::reduce(const at::Tensor& tensor, Reduction op, const std::string& name, Layouts layouts) {
   if (op == Reduction::None || !dist_) return tensor.clone();
-  if (layouts == Layouts::Compared) announce(CallKind::Reduce, static_cast<int64_t>(op), tensor, true, name);
+  if (layouts == Layouts::Compared)
+    announce(CallKind::Reduce, static_cast<int64_t>(op), Layout::of(tensor), true, name);
   if (tensor.numel() == 0) {  // as in all_gather: Gloo cannot take empty tensors
     reduce(at::zeros({1}, tensor.options()), op, name, Layouts::AgreedByCaller);
     return tensor.clone();
@@ -214,9 +223,8 @@ std::string Collectives::broadcast_object(const std::string& bytes, int64_t src,
   if (!dist_) return bytes;
   const bool mine = rank() == src;
   // The source's byte count travels in the announcement.
-  const at::Tensor sized =
-      at::empty({mine ? static_cast<int64_t>(bytes.size()) : 0}, at::TensorOptions().dtype(at::kByte));
-  const int64_t size = announce(CallKind::BroadcastObject, src, sized, false, name)[static_cast<size_t>(src)].numel;
+  const Layout sent = Layout::of_bytes(mine ? bytes.size() : 0);
+  const int64_t size = announce(CallKind::BroadcastObject, src, sent, false, name)[static_cast<size_t>(src)].numel;
   if (size == 0) return {};
   at::Tensor buffer = at::empty({size}, at::TensorOptions().dtype(at::kByte));
   if (mine) std::copy(bytes.begin(), bytes.end(), buffer.data_ptr<uint8_t>());
@@ -228,7 +236,7 @@ at::Tensor Collectives::broadcast(const at::Tensor& tensor, int64_t src, const s
   require(src >= 0 && src < world_size(), "collective '", name, "': source process ", src, " is not in a job of ",
           world_size());
   if (!dist_) return tensor.clone();
-  if (layouts == Layouts::Compared) announce(CallKind::Broadcast, src, tensor, true, name);
+  if (layouts == Layouts::Compared) announce(CallKind::Broadcast, src, Layout::of(tensor), true, name);
   if (tensor.numel() == 0) {  // as in all_gather: Gloo cannot take empty tensors
     broadcast(at::zeros({1}, tensor.options()), src, name, Layouts::AgreedByCaller);
     return tensor.clone();
@@ -252,7 +260,7 @@ at::Tensor Collectives::pad_across_processes(const at::Tensor& tensor, int64_t d
   require(tensor.dim() <= kMaxDims || dim < kMaxDims, "collective '", name, "': pads one of the first ", kMaxDims,
           " dimensions");  // alike on every process: the same call
   // The padded dim is the call's parameter: processes padding different dims disagree there.
-  for (const auto& layout : announce(CallKind::Pad, dim, tensor, false, name)) {
+  for (const auto& layout : announce(CallKind::Pad, dim, Layout::of(tensor), false, name)) {
     require(layout.dims == tensor.dim(), "collective '", name,
             "': tensors have different numbers of dimensions across processes");
     require(layout.dtype == static_cast<int64_t>(tensor.scalar_type()), "collective '", name,

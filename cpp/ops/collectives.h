@@ -68,25 +68,29 @@ class Collectives {
 
  private:
   std::vector<at::Tensor> all_gather(const at::Tensor& tensor, const std::string& name);
-  // Each public collective starts by announcing itself: one allgather of a fixed size holding the
-  // call's number, kind, parameter (reduction, source or padded dim) and tensor layout. Any two
-  // announcements meet without Gloo overrunning a buffer (which aborts the process from its own
-  // thread), so a process in another collective, with another reduction or source, or one that
-  // skipped a call, is an error on every process naming both; with `same_layout`, so is another
-  // shape or dtype. Returns every process's layout (gather_object's byte counts among them).
-  enum class CallKind : int64_t { Barrier = 1, Gather, GatherObject, BroadcastObject, Reduce, Broadcast, Pad };
-  struct Layout;
-  std::vector<Layout> announce(CallKind kind, int64_t parameter, const at::Tensor& tensor, bool same_layout,
-                               const std::string& name);
+  // What a collective's tensor is, as the processes compare it; -1 where a call has no tensor.
   struct Layout {
-    int64_t dims;
+    int64_t dims = -1;
     std::vector<int64_t> shape;  // the first kMaxComparedDims sizes
-    int64_t numel;
-    int64_t dtype;  // c10::ScalarType
+    int64_t numel = -1;
+    int64_t dtype = -1;  // c10::ScalarType
+    static Layout of(const at::Tensor& tensor);
+    static Layout of_bytes(size_t count);  // an object's bytes, as a 1-D byte tensor (none allocated)
     bool operator==(const Layout& o) const {
       return dims == o.dims && shape == o.shape && numel == o.numel && dtype == o.dtype;
     }
   };
+  // Each public collective starts by announcing itself: one allgather of a fixed size holding the
+  // call's name (hashed), kind, parameter (reduction, source or padded dim) and layout. Any two
+  // announcements meet without Gloo overrunning a buffer (which aborts the process from its own
+  // thread), so a process in another collective, with another reduction, source or name (a skipped
+  // call), is an error on every process naming both; with `same_layout`, so is another shape or
+  // dtype. Returns every process's layout (gather_object's byte counts among them).
+  enum class CallKind : int64_t { Barrier = 1, Gather, GatherObject, BroadcastObject, Reduce, Broadcast, Pad };
+  std::vector<Layout> announce(CallKind kind, int64_t parameter, const Layout& layout, bool same_layout,
+                               const std::string& name);
+  // An announced call as its messages name it ("reduce (mean)").
+  static const char* call_name(int64_t kind, int64_t parameter);
 
   std::shared_ptr<Distributed> dist_;
   bool trigger_ = false;
