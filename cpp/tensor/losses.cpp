@@ -45,10 +45,8 @@ at::Tensor cross_entropy(const at::Tensor& logits, const at::Tensor& target, Red
                          double label_smoothing) {
   // A floating target of the logits' shape holds class probabilities (soft labels), as PyTorch takes it.
   if (target.is_floating_point() && target.sizes() == logits.sizes()) {
-    require(logits.is_floating_point() && logits.dim() >= 1, "cross_entropy: logits must be a floating tensor ",
-            "with a class dimension");
-    require(logits.device() == target.device(), "cross_entropy: logits are on ", logits.device(), " but target on ",
-            target.device());
+    require_same_shape(logits, target, "cross_entropy");  // floating, on one device
+    require(logits.dim() >= 1, "cross_entropy: logits must have a class dimension");
   } else {
     require_class_targets(logits, target, "cross_entropy", " (or class probabilities of the logits' shape)");
   }
