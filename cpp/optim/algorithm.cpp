@@ -38,9 +38,14 @@ void check_flag(const nlohmann::json& j, const char* key, const std::string& whe
   require(j.contains(key) && j[key].is_boolean(), where, ": '", key, "' must be true or false");
 }
 
+void check_learning_rate(const nlohmann::json& j, const std::string& where, bool nullable) {
+  check_number(j, "lr", -std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity(), false,
+               where, nullable);
+}
+
 void check_adam_hyperparameters(const nlohmann::json& j, const std::string& where) {
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  check_number(j, "lr", 0, kInf, true, where);
+  check_learning_rate(j, where);
   check_number(j, "weight_decay", 0, kInf, true, where);
   check_number(j, "beta1", 0, 1, false, where);
   check_number(j, "beta2", 0, 1, false, where);

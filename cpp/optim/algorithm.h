@@ -89,8 +89,11 @@ namespace algorithm_detail {
 void check_number(const nlohmann::json& j, const char* key, double min, double max, bool max_inclusive,
                   const std::string& where, bool nullable = false);
 void check_flag(const nlohmann::json& j, const char* key, const std::string& where);
-// The hyper-parameters Adam and its variants share, in PyTorch's ranges: lr, weight_decay and eps
-// >= 0, beta1 and beta2 in [0, 1).
+// A group's "lr": any finite number. PyTorch's optimizers refuse a negative one when made, but a
+// schedule's arithmetic may leave one a few ulp below 0 (LinearLR annealing to 0), and it is saved so.
+void check_learning_rate(const nlohmann::json& j, const std::string& where, bool nullable = false);
+// The hyper-parameters Adam and its variants share: lr (check_learning_rate), weight_decay and eps
+// >= 0, beta1 and beta2 in [0, 1), as PyTorch's ranges.
 void check_adam_hyperparameters(const nlohmann::json& j, const std::string& where);
 at::Tensor step_tensor(int64_t step);
 int64_t step_value(const StateFields& fields);

@@ -80,7 +80,7 @@ class AdafactorAlgorithm final : public OptimizerAlgorithm {
             {"warmup_init", o.warmup_init()}};
   }
   void check_options_json(const json& j, const std::string& where) const override {
-    check_number(j, "lr", 0, kInf, true, where, true);
+    check_learning_rate(j, where, true);
     check_number(j, "eps1", 0, kInf, true, where);
     check_number(j, "eps2", 0, kInf, true, where);
     check_number(j, "clip_threshold", 0, kInf, true, where);

@@ -103,7 +103,7 @@ class AdadeltaAlgorithm final : public OptimizerAlgorithm {
     return {{"lr", o.lr()}, {"rho", o.rho()}, {"eps", o.eps()}, {"weight_decay", o.weight_decay()}};
   }
   void check_options_json(const json& j, const std::string& where) const override {
-    check_number(j, "lr", 0, kInf, true, where);
+    check_learning_rate(j, where);
     check_number(j, "rho", 0, 1, true, where);
     check_number(j, "eps", 0, kInf, true, where);
     check_number(j, "weight_decay", 0, kInf, true, where);

@@ -41,7 +41,7 @@ class LionAlgorithm final : public OptimizerAlgorithm {
             {"weight_decay", o.weight_decay()}};
   }
   void check_options_json(const json& j, const std::string& where) const override {
-    check_number(j, "lr", 0, kInf, true, where);
+    check_learning_rate(j, where);
     check_number(j, "beta1", 0, 1, true, where);
     check_number(j, "beta2", 0, 1, true, where);
     check_number(j, "weight_decay", 0, kInf, true, where);

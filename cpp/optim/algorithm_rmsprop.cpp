@@ -49,7 +49,7 @@ class RmsProp final : public OptimizerAlgorithm {
             {"centered", o.centered()}};
   }
   void check_options_json(const json& j, const std::string& where) const override {
-    check_number(j, "lr", 0, kInf, true, where);
+    check_learning_rate(j, where);
     check_number(j, "alpha", 0, kInf, true, where);
     check_number(j, "eps", 0, kInf, true, where);
     check_number(j, "weight_decay", 0, kInf, true, where);

@@ -53,7 +53,7 @@ class RpropAlgorithm final : public OptimizerAlgorithm {
   }
   // PyTorch's check (0 < etaminus < 1 < etaplus), and step sizes a clamp can keep (min <= max).
   void check_options_json(const json& j, const std::string& where) const override {
-    check_number(j, "lr", 0, kInf, true, where);
+    check_learning_rate(j, where);
     check_number(j, "etaminus", 0, 1, false, where);
     require(j.at("etaminus").get<double>() > 0, where, ": 'etaminus' must be above 0");
     check_number(j, "etaplus", 1, kInf, false, where);

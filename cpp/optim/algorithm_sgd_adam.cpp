@@ -54,7 +54,7 @@ class Sgd final : public OptimizerAlgorithm {
             {"nesterov", o.nesterov()}};
   }
   void check_options_json(const json& j, const std::string& where) const override {
-    check_number(j, "lr", 0, kInf, true, where);
+    check_learning_rate(j, where);
     check_number(j, "weight_decay", 0, kInf, true, where);
     check_number(j, "momentum", 0, kInf, true, where);
     check_number(j, "dampening", -kInf, kInf, true, where);

@@ -140,7 +140,9 @@ double TorchOptimizer::lr(size_t group) const {
 
 void TorchOptimizer::set_lr(size_t group, double lr) {
   check_group(group);
-  require(std::isfinite(lr) && lr >= 0, "learning rate must be a finite number >= 0, got ", lr);
+  // Any finite rate, as PyTorch's group["lr"] takes: a schedule's arithmetic may leave one a few ulp below 0
+  // (LinearLR or OneCycleLR annealing to 0). A rate set by hand is checked by the caller.
+  require(std::isfinite(lr), "learning rate must be a finite number, got ", lr);
   impl_->param_groups()[group].options().set_lr(lr);
 }
 
@@ -157,7 +159,7 @@ void TorchOptimizer::step() {
   for (size_t g = 0; g < rate_limits_.size(); ++g) {
     if (!rate_limits_[g]) continue;  // Adafactor's relative step has no rate
     const double rate = impl_->param_groups()[g].options().get_lr();
-    require(!(rate > rate_limits_[g]->first), "parameter group ", g, "'s learning rate ", rate,
+    require(!(std::abs(rate) > rate_limits_[g]->first), "parameter group ", g, "'s learning rate ", rate,
             " does not fit the parameters' dtype ", rate_limits_[g]->second);
   }
   if (!maximize_) {

@@ -37,7 +37,7 @@ std::vector<CyclingScheduler::Point> CyclingScheduler::points_at(int64_t step) c
   std::vector<Point> points;
   for (size_t g = 0; g < optimizer_->num_param_groups(); ++g) {
     points.push_back(at(step, g));
-    require(std::isfinite(points[g].lr) && points[g].lr >= 0, "the ", name(), " schedule's learning rate at step ",
+    require(std::isfinite(points[g].lr), "the ", name(), " schedule's learning rate at step ",
             step, " is ", points[g].lr);
     // Between the group's ends it is in range (checked when made); a user's scale function or a
     // growing exp_range can move it out, checked before any change.

@@ -86,9 +86,9 @@ void PlateauScheduler::check_state(const SchedulerState& state) const {
   check_group_count(p.lrs.size(), optimizer_->num_param_groups());
   check_group_count(state.base_lrs.size(), optimizer_->num_param_groups());
   for (double lr : state.base_lrs)
-    require(std::isfinite(lr) && lr >= 0, "a scheduler state's base learning rates must be finite and >= 0, got ", lr);
+    require(std::isfinite(lr), "a scheduler state's base learning rates must be finite, got ", lr);
   for (double lr : p.lrs)
-    require(std::isfinite(lr) && lr >= 0, "a scheduler state's learning rates must be finite and >= 0, got ", lr);
+    require(std::isfinite(lr), "a scheduler state's learning rates must be finite, got ", lr);
 }
 
 void PlateauScheduler::load_state(const SchedulerState& state) {

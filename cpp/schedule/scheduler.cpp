@@ -94,7 +94,7 @@ void IndexedScheduler::check_saved_rates(const SchedulerState& state) const {
   check_group_count(state.last_lrs.size(), base_lrs_.size());
   for (const std::vector<double>* lrs : {&state.lrs, &state.last_lrs})
     for (double lr : *lrs)
-      require(std::isfinite(lr) && lr >= 0, "a scheduler state's learning rates must be finite and >= 0, got ", lr);
+      require(std::isfinite(lr), "a scheduler state's learning rates must be finite, got ", lr);
 }
 
 void IndexedScheduler::restore_rates(const SchedulerState& state) {
@@ -191,8 +191,7 @@ std::vector<double> LambdaScheduler::lrs_at(const std::vector<double>& base_lrs,
 
 void LambdaScheduler::check_rates(const std::vector<double>& lrs, int64_t step) {
   for (double lr : lrs)
-    require(std::isfinite(lr) && lr >= 0, "the schedule's learning rate at step ", step, " is ", lr,
-            " (it must be finite and >= 0)");
+    require(std::isfinite(lr), "the schedule's learning rate at step ", step, " is ", lr, " (it must be finite)");
 }
 
 std::vector<double> LambdaScheduler::rates(const std::vector<ScheduleRule>& rules, const std::vector<double>& base_lrs,
@@ -270,7 +269,7 @@ void LambdaScheduler::check_state(const SchedulerState& state) const {
   check_state_shape(state);
   require(state.step >= 0, "a scheduler state needs a step >= 0, got ", state.step);
   for (double lr : state.base_lrs)
-    require(std::isfinite(lr) && lr >= 0, "a scheduler state's base learning rates must be finite and >= 0, got ", lr);
+    require(std::isfinite(lr), "a scheduler state's base learning rates must be finite, got ", lr);
   if (!state.lrs.empty() || !state.last_lrs.empty()) {
     check_saved_rates(state);  // resumed from as PyTorch does: nothing is computed
     return;

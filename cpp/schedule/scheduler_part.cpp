@@ -53,15 +53,9 @@ class SchedulerPart final : public CheckpointPart {
                          j.contains("schedule") ? json_field<std::string>(j, "schedule", path) : "",
                          {},
                          {}};
-    using Rates = std::pair<const char*, std::vector<double>*>;
-    for (const Rates& rates : {Rates{"lrs", &state.lrs}, Rates{"last_lrs", &state.last_lrs}})
-      if (j.contains(rates.first))
-        *rates.second = json_field<std::vector<double>>(j, rates.first, path);  // not in older ones
-    for (const Rates& rates :
-         {Rates{"base_lrs", &state.base_lrs}, Rates{"lrs", &state.lrs}, Rates{"last_lrs", &state.last_lrs}})
-      for (double lr : *rates.second)
-        if (lr < 0)
-          fail(Status::Io, "checkpoint file '", path, "': '", rates.first, "' holds a negative learning rate ", lr);
+    // Finite rates of any sign: a schedule's arithmetic may leave one a few ulp below 0, as PyTorch's.
+    for (auto [key, rates] : {std::pair{"lrs", &state.lrs}, std::pair{"last_lrs", &state.last_lrs}})
+      if (j.contains(key)) *rates = json_field<std::vector<double>>(j, key, path);  // not in older ones
     if (j.contains(kPlateauSchedule)) {
       const nlohmann::json& p = j[kPlateauSchedule];
       state.plateau = PlateauState{plateau_best_from_json(p, path),

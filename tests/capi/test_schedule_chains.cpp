@@ -262,6 +262,31 @@ TEST(ScheduleChains, ARateSetByHandIsResumedFrom) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(tail.step(), whole.step());
 }
 
+// Annealed to 0, LinearLR's arithmetic ends a few ulp below it (-1.24e-17 here), as PyTorch's does:
+// the optimizer steps with that rate, save_state keeps it and load_state takes it back, so a resumed
+// run goes on as the uninterrupted one.
+TEST(ScheduleChains, ARateAFewUlpBelowZeroTrainsAndResumes) {
+  const json c = json::parse(R"({"chain": [
+      {"name": "linear_lr", "options": {"start_factor": "0.14", "end_factor": "0", "total_iters": "10"}}]})");
+  const std::string dir = acc_test::temp_path("chain_below_zero");
+  std::filesystem::remove_all(dir);
+  ChainRun whole(c);
+  {
+    ChainRun head(c);
+    for (int i = 0; i < 10; ++i) EXPECT_EQ(head.step(), whole.step());
+    EXPECT_LT(last_lr(head.sched, 0), 0.0);
+    EXPECT_GT(last_lr(head.sched, 0), -1e-16);
+    ACC_ASSERT_OK(acc_optimizer_step(head.net.opt));
+    ACC_ASSERT_OK(acc_save_state(head.acc, dir.c_str(), nullptr));
+  }
+  ChainRun tail(c);
+  ACC_ASSERT_OK(acc_load_state(tail.acc, dir.c_str(), nullptr));
+  EXPECT_EQ(get_lr(tail.net.opt, 0), get_lr(whole.net.opt, 0));
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(tail.step(), whole.step());
+  // A rate set by hand is still refused below 0, as PyTorch's optimizers refuse one when made.
+  ACC_EXPECT_ERROR(acc_optimizer_set_lr(tail.net.opt, 0, -1e-17), ACC_ERR_INVALID_ARGUMENT, "learning rate");
+}
+
 // SWALR's swa_lr may be one rate per parameter group (the rates are the fixture's); a list of
 // another length is refused, naming the count.
 TEST(ScheduleChains, SwaLrTakesOneRatePerGroup) {

@@ -138,6 +138,12 @@ CASES = [
     {"lrs": [0.1, 0.05], "steps": 8, "set_lr": [[2, 0, 0.2], [5, 1, 0.3]], "chain": [
         {"name": "exponential", "options": {"gamma": "0.9"}}],
      "then": {"milestone": 4, "name": "cosine_annealing", "options": {"T_max": "3", "eta_min": "0.01"}}},
+    # Annealing to 0, PyTorch's chainable arithmetic ends a few ulp below it (-7.25e-18 at step 15), and
+    # its optimizer steps with that rate; so does a cosine annealing from a group rate of 0 to eta_min.
+    {"lrs": [0.875, 0.3], "steps": 17, "chain": [
+        {"name": "linear_lr", "options": {"start_factor": "0.14", "end_factor": "0", "total_iters": "15"}}]},
+    {"lrs": [0.0, 0.1], "steps": 12, "chain": [
+        {"name": "cosine_annealing", "options": {"T_max": "5", "eta_min": "0.01"}}]},
 ]
 
 
