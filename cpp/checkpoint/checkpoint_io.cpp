@@ -37,6 +37,17 @@ class StagingCleanup {
   std::string staging_;
 };
 
+// Whether `target` holds the checkpoint of save `save_id`, complete: its manifest, written last
+// before the folder is published, names that save.
+bool published(const std::string& target, const std::string& save_id) {
+  try {
+    const nlohmann::json manifest = read_json(join_path(target, kCheckpointManifest));
+    return manifest.is_object() && manifest.value(kSaveIdKey, std::string()) == save_id;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& parts, Collectives& collectives) {
@@ -82,19 +93,27 @@ void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& p
   nlohmann::json files = nlohmann::json::object();
   for (const auto& bytes : collectives.gather_object(written.dump(), "save_state (file checksums)"))
     files.update(parse_json_input(bytes, "a process's checkpoint file checksums"));
-  collectives.agree(
-      "save_state (completing '" + target + "')",
-      [&] {
-        if (!save.writer) return;
-        nlohmann::json manifest = save.manifest;
-        manifest[kSaveIdKey] = save_id;
-        manifest[kManifestFilesKey] = files;
-        write_file(join_path(staging, kCheckpointManifest), with_manifest_checksum(manifest).dump(2));
-        publish_checkpoint(staging, target);
-        if (save.automatic) remove_interrupted_saves(save.project_dir);
-        if (save.automatic && save.total_limit) rotate_checkpoints(save.project_dir, *save.total_limit);
-      },
-      "save_state (completing)");
+  try {
+    collectives.agree(
+        "save_state (completing '" + target + "')",
+        [&] {
+          if (!save.writer) return;
+          nlohmann::json manifest = save.manifest;
+          manifest[kSaveIdKey] = save_id;
+          manifest[kManifestFilesKey] = files;
+          write_file(join_path(staging, kCheckpointManifest), with_manifest_checksum(manifest).dump(2));
+          publish_checkpoint(staging, target);
+          if (save.automatic) remove_interrupted_saves(save.project_dir);
+          if (save.automatic && save.total_limit) rotate_checkpoints(save.project_dir, *save.total_limit);
+        },
+        "save_state (completing)");
+  } catch (const Error& e) {
+    // The save failed after the main process published it (a peer gone while the outcome was shared,
+    // or rotation failing): say that the new checkpoint is there, and the one it replaced is not.
+    if (!published(target, save_id)) throw;
+    fail(e.status(), e.what(), "; the checkpoint '", target, "' was written complete and replaced what was there ",
+         "before this failure: load_state takes it");
+  }
 }
 
 void load_accelerator_state(CheckpointLoad& load, const CheckpointParts& parts, Collectives& collectives) {

@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -278,4 +281,34 @@ TEST(Checkpoint, SaveOnEachNodeGivesEveryNodeACompleteCheckpoint) {
   ACC_ASSERT_OK(acc_accelerator_is_local_main_process(acc, &local_main));
   if (local_main) std::filesystem::remove_all(dir);
   acc_accelerator_free(acc);
+}
+
+// A peer gone after the main process published the checkpoint (in the save's last exchange of
+// outcomes): the save fails, and its message says that the new checkpoint is there, complete, and
+// replaced the earlier one, which a caller would otherwise believe intact.
+TEST(Fault, APeerGoneAfterThePublishIsToldTheNewCheckpointIsThere) {
+  if (!std::getenv("ACC_TEST_PUBLISH_MATCH")) GTEST_SKIP() << "run by dist_fault_after_publish (tests/dist/publish_fault.c)";
+  const std::string dir = shared_dir("published");
+  DistRun run;
+  ACC_ASSERT_OK(acc_save_state(g_acc, dir.c_str(), nullptr));
+  run.train(1);
+  if (g_rank == 1) {
+    std::signal(SIGUSR1, [](int) { _exit(0); });  // process 0 sends it once the folder is published
+    std::ofstream(dir + ".peer_pid") << getpid();
+  }
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  const acc_status status = acc_save_state(g_acc, dir.c_str(), nullptr);
+  ASSERT_EQ(g_rank, 0) << "process 1 ends inside the save";
+  const std::string message = acc_last_error_message();
+  EXPECT_TRUE(status == ACC_ERR_ABORTED || status == ACC_ERR_TIMEOUT) << acc_status_name(status) << ": " << message;
+  EXPECT_NE(message.find("save_state (completing"), std::string::npos) << message;
+  EXPECT_NE(message.find("the checkpoint '" + dir + "' was written complete and replaced what was there"),
+            std::string::npos)
+      << message;
+  const auto manifest = nlohmann::json::parse(acc_test::read_file(dir + "/accelerate_state.json"));
+  EXPECT_TRUE(manifest.contains("save_id"));
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove(dir + ".peer_pid");
+  std::fflush(stdout);
+  _exit(testing::Test::HasFailure() ? 1 : 0);  // the group is broken: no clean teardown to wait for
 }
