@@ -146,10 +146,10 @@ std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifes
   if (version != kFormatVersion)
     fail(Status::VersionMismatch, path, ": checkpoint format ", version, ", this library reads ", kFormatVersion);
   const auto saved_processes = json_field_at_least<int64_t>(manifest, "num_processes", path, 1);
+  const std::string dir = std::filesystem::path(path).parent_path().string();
   if (saved_processes != num_processes()) {
     // Consolidated weights and optimizer state fit any number of processes; shards do not, and
     // each process's RNG streams and loader positions have no counterpart: they stay as they are.
-    const std::string dir = std::filesystem::path(path).parent_path().string();
     for (const auto& entry : std::filesystem::directory_iterator(dir))
       if (is_shard_file(entry.path().string()))
         fail(Status::InvalidArgument, path, ": the checkpoint was saved as shards (SHARDED_STATE_DICT) by ",
@@ -161,6 +161,21 @@ std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifes
                    "and scaler states are restored; random states and data loader positions are not\n",
                    static_cast<long long>(saved_processes), static_cast<long long>(num_processes()));
   }
+  // Shards load only into objects sharded alike (the parts check how); one kept whole here would be
+  // looked for in its consolidated file, and reported missing.
+  const auto models = live_models();
+  for (size_t i = 0; i < models.size(); ++i) {
+    const auto engine = models[i]->sharded();
+    if (!engine || engine->options().stage != 3)
+      refuse_shards_of_a_whole_object(dir, "model", i,
+                                      engine ? "zero_stage " + std::to_string(engine->options().stage) +
+                                                   " shards the optimizer state, not the parameters"
+                                             : "not sharded");
+  }
+  const auto optimizers = live_optimizers();
+  for (size_t i = 0; i < optimizers.size(); ++i)
+    if (!std::dynamic_pointer_cast<ShardedOptimizer>(optimizers[i]->unwrap()))
+      refuse_shards_of_a_whole_object(dir, "optimizer", i, "not sharded");
   const json live = checkpoint_manifest();
   for (const char* key : {"models", "optimizers", "schedulers", "dataloaders", "custom_objects"}) {
     const auto saved = json_field<size_t>(manifest, key, path);
@@ -181,7 +196,6 @@ std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifes
   const auto saved_step = json_field_at_least<int64_t>(manifest, "step", path, 0);
   // DDP's buckets as saved: on more than 2 processes they decide the sums' rounding.
   std::vector<std::pair<DataParallel*, std::optional<BucketLayout>>> layouts;
-  const auto models = live_models();
   for (size_t i = 0; i < models.size(); ++i) {
     DataParallel* ddp = models[i]->data_parallel();
     if (!ddp) continue;

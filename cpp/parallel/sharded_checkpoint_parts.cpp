@@ -250,6 +250,22 @@ std::string shard_name(const std::string& stem, size_t index, int64_t rank) {
   return indexed_name(stem, index, "") + kShardMark + std::to_string(rank) + ".safetensors";
 }
 
+void refuse_shards_of_a_whole_object(const std::string& dir, const std::string& stem, size_t index,
+                                     const std::string& here) {
+  const std::string shard = (fs::path(dir) / shard_name(stem, index, 0)).string();
+  std::error_code ec;
+  if (!fs::exists(shard, ec)) return;
+  const Metadata metadata = load_safetensors(shard).metadata;
+  auto value = [&](const char* key) {
+    auto it = metadata.find(key);
+    return it == metadata.end() ? std::string("?") : it->second;
+  };
+  fail(Status::InvalidArgument, "checkpoint file '", shard, "' is a shard of ", value("num_processes"),
+       " processes under zero_stage ", value("zero_stage"), " (SHARDED_STATE_DICT); this job keeps ",
+       indexed_name(stem, index, ""), " whole (", here, "): SHARDED_STATE_DICT loads only on the same sharding; ",
+       "save with FULL_STATE_DICT to change it");
+}
+
 bool is_shard_file(const std::string& path) {
   return fs::path(path).filename().string().find(kShardMark) != std::string::npos;
 }

@@ -25,5 +25,10 @@ bool is_shard_file(const std::string& path);
 // data_crc32 (checkpoint/data_checksum.h), and for a model the layout
 // (ShardedDataParallel::shard_layout_json).
 std::string shard_name(const std::string& stem, size_t index, int64_t rank);
+// Refuses checkpoint folder `dir` if it holds shards (SHARDED_STATE_DICT) of the index-th model or
+// optimizer (`stem`), which this job keeps whole (`here` says how): that object would otherwise be
+// looked for in its consolidated file and reported missing. The message names both shardings.
+void refuse_shards_of_a_whole_object(const std::string& dir, const std::string& stem, size_t index,
+                                     const std::string& here);
 
 }  // namespace acc

@@ -731,6 +731,36 @@ TEST(Sharded, ShardsOfOtherUnitsAreRefused) {
   if (g_rank == 0) std::filesystem::remove_all(dir);
 }
 
+// Shards of a stage that this job's sharding keeps whole (stage 3's parameters under DDP or stage 2,
+// stage 1's optimizer state under DDP) are refused naming both shardings, before anything changes;
+// the consolidated file they would be looked for in is not reported missing.
+TEST(Sharded, ShardsOfAnotherStageAreRefusedNamingBoth) {
+  const std::string dir = shared_dir("other_stage");
+  for (const int saved : {3, 1}) {
+    SCOPED_TRACE("saved under zero_stage " + std::to_string(saved));
+    {
+      Job job(saved, sharded_files());
+      job.micro_step();
+      ACC_ASSERT_OK(acc_save_state(job.acc, dir.c_str(), nullptr));
+    }
+    for (const int stage : {0, 2}) {
+      if (saved == 1 && stage == 2) continue;  // stage 2 takes stage 1's optimizer shards' own check
+      SCOPED_TRACE("loaded under zero_stage " + std::to_string(stage));
+      Job job(stage, sharded_files());
+      const auto before = job.weights();
+      const std::string file = saved == 3 ? "model_shard_0.safetensors" : "optimizer_shard_0.safetensors";
+      ACC_EXPECT_ERROR(acc_load_state(job.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
+                       file + "' is a shard of " + std::to_string(g_world) + " processes under zero_stage " +
+                           std::to_string(saved) + " (SHARDED_STATE_DICT); this job keeps " +
+                           (saved == 3 ? "model" : "optimizer") + " whole");
+      EXPECT_EQ(job.weights(), before);
+    }
+    ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+    if (g_rank == 0) std::filesystem::remove_all(dir);
+    ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  }
+}
+
 // Each process loads its own shard: shards passed round to the next process, or a flipped bit in
 // their data, are refused with the file named (before, both loaded and trained on scrambled weights
 // or Adam moments); so are random states passed round, and one process's files copied from a later
