@@ -1198,14 +1198,19 @@ ACC_API ACC_NODISCARD acc_status acc_merge_sharded_checkpoint(const char *checkp
  * place once complete (an existing folder of that name is replaced only then); with total_limit, the
  * oldest checkpoint_<i> folders beyond it are deleted after that. A crash mid-save leaves every earlier
  * checkpoint intact. Then iteration grows by one. *out_dir (may be NULL) receives the folder (free
- * with acc_string_free). A collective: every process calls it; if it fails on one, it fails on all. */
+ * with acc_string_free). A collective: every process calls it; if it fails on one, it fails on all.
+ * A failure after the main process put the new folder in place (a peer gone in the last exchange)
+ * says so in its message: that checkpoint is complete and has replaced the folder's earlier one. */
 ACC_API ACC_NODISCARD acc_status acc_save_state(acc_accelerator *acc, const char *dir, char **out_dir);
 /* Restores everything acc_save_state saved from `dir`, or with dir NULL from the newest complete
  * checkpoint_<i> under project_dir/checkpoints. Every file is read and checked on every process before
- * anything changes: a missing, truncated or corrupt file, a checkpoint of another number of processes or
- * of other objects or schedules, or tensors that do not fit fail with a message naming the file (a
+ * anything changes: a missing, truncated or corrupt file, shards (SHARDED_STATE_DICT) of another
+ * number of processes or sharding, a checkpoint of other objects or schedules, or tensors that do not
+ * fit fail with a message naming the file (a
  * manifest of another checkpoint format: ACC_ERR_VERSION_MISMATCH), leaving models and optimizers as
- * they were. Prepared loaders must be between epochs (load before iterating); each resumes
+ * they were. A consolidated checkpoint of another number of processes loads its weights, optimizer,
+ * scheduler and scaler states, not the per-process random states and loader positions (a warning on
+ * stderr says so). Prepared loaders must be between epochs (load before iterating); each resumes
  * at the batch after the saved one, in the same order. iteration becomes the loaded one's plus one.
  * *out_dir (may be NULL) receives the folder loaded. A collective. */
 ACC_API ACC_NODISCARD acc_status acc_load_state(acc_accelerator *acc, const char *dir, char **out_dir);
