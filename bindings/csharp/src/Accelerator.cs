@@ -53,7 +53,7 @@ public partial class Accelerator {
 
   /// Every process's bytes, in rank order.
   public List<byte[]> GatherObject(byte[] data, string name = null) {
-    using (StringList list = GatherObject(data, data.LongLength, name)) {
+    using (StringList list = GatherObject(Arg.NotNull(data, "data"), data.LongLength, name)) {
       var result = new List<byte[]>();
       for (long i = 0, n = list.Count; i < n; ++i) result.Add(list.GetBytes(i));
       return result;

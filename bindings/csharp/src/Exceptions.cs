@@ -80,4 +80,12 @@ public class AccelerateInternalException : AccelerateException {
   public AccelerateInternalException(string message) : base(Status.Internal, message) {}
 }
 
+/// Null checks of managed arguments, before anything reads them.
+internal static class Arg {
+  internal static T NotNull<T>(T value, string name) where T : class {
+    if (value == null) throw new System.ArgumentNullException(name);
+    return value;
+  }
+}
+
 }

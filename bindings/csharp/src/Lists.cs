@@ -23,6 +23,7 @@ public partial class TensorList {
   public Tensor Find(string name) { return Entry(FindEntry(name)); }
   /// A list of unnamed entries (the list holds its own references).
   public static TensorList Of(params Tensor[] tensors) {
+    Arg.NotNull(tensors, "tensors");
     var list = new TensorList();
     foreach (Tensor t in tensors) list.Append(null, t);
     return list;

@@ -241,7 +241,7 @@ public partial class Accelerator {
   }
   /// Accelerate's log: values by name at `step`, or at the step after the last one when step is negative.
   public void Log(IDictionary<string, double> values, long step = -1) {
-    var names = new List<string>(values.Keys);
+    var names = new List<string>(Arg.NotNull(values, "values").Keys);
     var data = new double[names.Count];
     // Each name's UTF-8 bytes and a NUL: a name may hold any other character.
     var bytes = new List<byte>();

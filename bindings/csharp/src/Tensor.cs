@@ -8,30 +8,44 @@ public partial class Tensor {
     MoveTo(null);
     return this;
   }
-  public static Tensor Of(float[] data, params long[] shape) { return FromFloats(data, data.LongLength, shape, shape.LongLength); }
-  public static Tensor Of(double[] data, params long[] shape) { return FromDoubles(data, data.LongLength, shape, shape.LongLength); }
-  public static Tensor Of(long[] data, params long[] shape) { return FromLongs(data, data.LongLength, shape, shape.LongLength); }
-  public static Tensor Of(int[] data, params long[] shape) { return FromInts(data, data.LongLength, shape, shape.LongLength); }
+  public static Tensor Of(float[] data, params long[] shape) {
+    Arg.NotNull(data, "data");
+    return FromFloats(data, data.LongLength, Arg.NotNull(shape, "shape"), shape.LongLength);
+  }
+  public static Tensor Of(double[] data, params long[] shape) {
+    Arg.NotNull(data, "data");
+    return FromDoubles(data, data.LongLength, Arg.NotNull(shape, "shape"), shape.LongLength);
+  }
+  public static Tensor Of(long[] data, params long[] shape) {
+    Arg.NotNull(data, "data");
+    return FromLongs(data, data.LongLength, Arg.NotNull(shape, "shape"), shape.LongLength);
+  }
+  public static Tensor Of(int[] data, params long[] shape) {
+    Arg.NotNull(data, "data");
+    return FromInts(data, data.LongLength, Arg.NotNull(shape, "shape"), shape.LongLength);
+  }
   /// uint8 elements.
-  public static Tensor Of(byte[] data, params long[] shape) { return FromBytes(data, data.LongLength, shape, shape.LongLength); }
+  public static Tensor Of(byte[] data, params long[] shape) {
+    Arg.NotNull(data, "data");
+    return FromBytes(data, data.LongLength, Arg.NotNull(shape, "shape"), shape.LongLength);
+  }
 
   /// torch.reshape: one dim may be -1 (logits [B, T, V] become [-1, V] for the cross-entropy).
   public Tensor Reshape(params long[] dims) {
-    if (dims == null) throw new System.ArgumentNullException("dims");
-    return Reshape(dims, dims.LongLength);
+    return Reshape(Arg.NotNull(dims, "dims"), dims.LongLength);
   }
 
   /// Zeros on the CPU.
-  public static Tensor Zeros(DType dtype, params long[] shape) { return Zeros(shape, shape.LongLength, dtype, null); }
+  public static Tensor Zeros(DType dtype, params long[] shape) { return Zeros(dtype, null, shape); }
   public static Tensor Zeros(DType dtype, string device, params long[] shape) {
-    return Zeros(shape, shape.LongLength, dtype, device);
+    return Zeros(Arg.NotNull(shape, "shape"), shape.LongLength, dtype, device);
   }
   /// torch.rand / torch.randn: float32 CPU draws from torch's global CPU generator (Library.GetRandomState).
-  public static Tensor Rand(params long[] shape) { return Rand(shape, shape.LongLength); }
-  public static Tensor Randn(params long[] shape) { return Randn(shape, shape.LongLength); }
+  public static Tensor Rand(params long[] shape) { return Rand(Arg.NotNull(shape, "shape"), shape.LongLength); }
+  public static Tensor Randn(params long[] shape) { return Randn(Arg.NotNull(shape, "shape"), shape.LongLength); }
   /// Elements of a raw file mapped from `offset` (read-only, shared with the page cache).
   public static Tensor FromFileMmap(string path, long offset, DType dtype, params long[] shape) {
-    return FromFileMmap(path, offset, dtype, shape, shape.LongLength);
+    return FromFileMmap(path, offset, dtype, Arg.NotNull(shape, "shape"), shape.LongLength);
   }
 
   public long[] Shape() {

@@ -36,6 +36,22 @@ public class ErrorsTests {
     }
   }
 
+  // A null array, list or dictionary is ArgumentNullException naming the parameter, before anything
+  // reads it (not a NullReferenceException from inside the binding).
+  [Test]
+  public void NullArgumentsAreArgumentNullExceptionsNamingTheParameter() {
+    Assert.AreEqual("data", Assert.Throws<System.ArgumentNullException>(() => Tensor.Of((float[])null, 2)).ParamName);
+    Assert.AreEqual("shape", Assert.Throws<System.ArgumentNullException>(() => Tensor.Of(new float[] {1, 2}, (long[])null)).ParamName);
+    Assert.AreEqual("data", Assert.Throws<System.ArgumentNullException>(() => Tensor.Of((byte[])null, 1)).ParamName);
+    Assert.AreEqual("shape", Assert.Throws<System.ArgumentNullException>(() => Tensor.Randn((long[])null)).ParamName);
+    Assert.AreEqual("shape", Assert.Throws<System.ArgumentNullException>(() => Tensor.Zeros(DType.Float32, (long[])null)).ParamName);
+    Assert.AreEqual("tensors", Assert.Throws<System.ArgumentNullException>(() => TensorList.Of((Tensor[])null)).ParamName);
+    using (Accelerator acc = new Accelerator(null)) {
+      Assert.AreEqual("values", Assert.Throws<System.ArgumentNullException>(() => acc.Log(null, 0)).ParamName);
+      Assert.AreEqual("data", Assert.Throws<System.ArgumentNullException>(() => acc.GatherObject(null)).ParamName);
+    }
+  }
+
   [Test]
   public void MissingFileIsIO() {
     var e = Assert.Throws<AccelerateIOException>(() => Tensor.FromIdxFile("/nonexistent/x.idx"));

@@ -51,12 +51,18 @@ type StreamFunc interface {
 
 // DatasetFromFunc is a map-style dataset of size samples made by fn.
 func DatasetFromFunc(size int64, fn SampleFunc) (*Dataset, error) {
+	if fn == nil {
+		return nil, nilArgument("the sample function")
+	}
 	src := capi.NewDirectorSampleSource(&sampleAdapter{fn})
 	return adoptDataset(call(func(e *string) capi.Dataset { return capi.DatasetFromSampleSource(size, src, e) }))
 }
 
 // DatasetFromStream is an iterable dataset; sizeHint is -1 when unknown.
 func DatasetFromStream(fn StreamFunc, sizeHint int64) (*Dataset, error) {
+	if fn == nil {
+		return nil, nilArgument("the stream")
+	}
 	src := capi.NewDirectorStreamSource(&streamAdapter{fn})
 	return adoptDataset(call(func(e *string) capi.Dataset { return capi.DatasetFromStreamSource(src, sizeHint, e) }))
 }
@@ -290,6 +296,9 @@ func (l *DataLoader) EndOfEpoch() bool {
 
 // SetCollate makes batches with fn instead of stacking samples.
 func (l *DataLoader) SetCollate(fn CollateFunc) error {
+	if fn == nil {
+		return nilArgument("the collate function")
+	}
 	return do(l.ref(), func(h capi.DataLoader, e *string) {
 		h.SetCollator(capi.NewDirectorCollator(&collateAdapter{fn}), e)
 	})

@@ -72,6 +72,12 @@ func parseError(s string) error {
 	return &Error{Status: Status(n), Message: message}
 }
 
+// nilArgument refuses a nil function or object where one is called later: at once, naming it, rather
+// than as a nil dereference at its first call.
+func nilArgument(name string) error {
+	return &Error{Status: StatusInvalidArgument, Message: name + " is nil"}
+}
+
 func closedError(kind string) error {
 	return &Error{Status: StatusInvalidHandle, Message: kind + " is closed"}
 }

@@ -81,7 +81,7 @@ func LastErrorBacktrace() string { return capi.AccelerateLastErrorBacktrace() }
 // calling goroutine.
 func FindExecutableBatchSize(startingBatchSize int64, run func(batchSize int64) error) (int64, error) {
 	if run == nil {
-		return 0, &Error{Status: StatusInvalidArgument, Message: "run is nil"}
+		return 0, nilArgument("run")
 	}
 	d := capi.NewDirectorBatchSizeRun(&batchSizeAdapter{run})
 	defer capi.DeleteDirectorBatchSizeRun(d)

@@ -25,6 +25,9 @@ type TrackerFuncs struct {
 }
 
 func (a *Accelerator) RegisterForCheckpointing(s CheckpointState) error {
+	if s == nil {
+		return nilArgument("the checkpoint state")
+	}
 	// Directors are made inside: one for a closed accelerator would never reach the library to be freed.
 	return a.do(func(h capi.Accelerator, e *string) {
 		h.RegisterForCheckpointing(capi.NewDirectorStateHandler(&stateAdapter{s}), e)
@@ -46,6 +49,9 @@ func (a *Accelerator) RegisterAveragedModel(avg *AveragedModel) error {
 
 // RegisterSaveStatePreHook: fn runs with the folder before SaveState writes it; an error aborts it.
 func (a *Accelerator) RegisterSaveStatePreHook(fn func(dir string) error) error {
+	if fn == nil {
+		return nilArgument("the hook")
+	}
 	return a.do(func(h capi.Accelerator, e *string) {
 		h.RegisterSaveStatePreHook(capi.NewDirectorCheckpointHook(&hookAdapter{fn}), e)
 	})
@@ -53,6 +59,9 @@ func (a *Accelerator) RegisterSaveStatePreHook(fn func(dir string) error) error 
 
 // RegisterLoadStatePreHook: fn runs with the folder before LoadState reads it; an error aborts it.
 func (a *Accelerator) RegisterLoadStatePreHook(fn func(dir string) error) error {
+	if fn == nil {
+		return nilArgument("the hook")
+	}
 	return a.do(func(h capi.Accelerator, e *string) {
 		h.RegisterLoadStatePreHook(capi.NewDirectorCheckpointHook(&hookAdapter{fn}), e)
 	})
@@ -62,6 +71,9 @@ func (a *Accelerator) RegisterLoadStatePreHook(fn func(dir string) error) error 
 // with the step at which each recorded cycle ends, and ProfileSummary and ExportChromeTrace read
 // that cycle in it. An error or a panic fails that profile step or end (ErrIO).
 func (a *Accelerator) OnTraceReady(fn func(step int64) error) error {
+	if fn == nil {
+		return nilArgument("the handler")
+	}
 	return a.do(func(h capi.Accelerator, e *string) {
 		h.OnTraceReady(capi.NewDirectorTraceReady(&traceReadyAdapter{fn}), e)
 	})
@@ -161,6 +173,9 @@ func (a *Accelerator) Autocast(enabled bool, fn func() error) error {
 // SchedulerFromLambda is PyTorch's LambdaLR: lr = base_lr * factor(step), at creation (step 0) and
 // at every step. An error or a panic fails the step (ErrIO) and leaves the rates as they were.
 func SchedulerFromLambda(opt *Optimizer, factor func(step int64) (float64, error)) (*Scheduler, error) {
+	if factor == nil {
+		return nil, nilArgument("the factor function")
+	}
 	return adoptScheduler(with(opt.ref(), func(h capi.Optimizer, e *string) capi.Scheduler {
 		return capi.SchedulerFromLrLambda(h, capi.NewDirectorLrLambda(&lrAdapter{factor}), e)
 	}))
@@ -170,6 +185,9 @@ func SchedulerFromLambda(opt *Optimizer, factor func(step int64) (float64, error
 // every step from step 1 (not called for step 0). An error or a panic fails the step as
 // SchedulerFromLambda's does.
 func SchedulerFromMultiplicative(opt *Optimizer, factor func(step int64) (float64, error)) (*Scheduler, error) {
+	if factor == nil {
+		return nil, nilArgument("the factor function")
+	}
 	return adoptScheduler(with(opt.ref(), func(h capi.Optimizer, e *string) capi.Scheduler {
 		return capi.SchedulerFromLrMultiplicative(h, capi.NewDirectorLrLambda(&lrAdapter{factor}), e)
 	}))
@@ -178,6 +196,9 @@ func SchedulerFromMultiplicative(opt *Optimizer, factor func(step int64) (float6
 // SchedulerFromLambdas is PyTorch's LambdaLR(opt, [fn0, fn1, ...]): group g's lr = its base_lr *
 // factors[g](step), one function per parameter group (another count is refused), called in group order.
 func SchedulerFromLambdas(opt *Optimizer, factors []func(step int64) (float64, error)) (*Scheduler, error) {
+	if err := groupFunctionsSet(factors); err != nil {
+		return nil, err
+	}
 	return adoptScheduler(with(opt.ref(), func(h capi.Optimizer, e *string) capi.Scheduler {
 		return capi.SchedulerFromGroupLrLambda(h, int64(len(factors)), capi.NewDirectorGroupLrLambda(&groupLrAdapter{factors}), e)
 	}))
@@ -186,6 +207,9 @@ func SchedulerFromLambdas(opt *Optimizer, factors []func(step int64) (float64, e
 // SchedulerFromMultiplicatives is PyTorch's MultiplicativeLR(opt, [fn0, fn1, ...]): group g's lr = its
 // rate before * factors[g](step).
 func SchedulerFromMultiplicatives(opt *Optimizer, factors []func(step int64) (float64, error)) (*Scheduler, error) {
+	if err := groupFunctionsSet(factors); err != nil {
+		return nil, err
+	}
 	return adoptScheduler(with(opt.ref(), func(h capi.Optimizer, e *string) capi.Scheduler {
 		return capi.SchedulerFromGroupLrMultiplicative(h, int64(len(factors)),
 			capi.NewDirectorGroupLrLambda(&groupLrAdapter{factors}), e)
@@ -196,6 +220,9 @@ func SchedulerFromMultiplicatives(opt *Optimizer, factors []func(step int64) (fl
 // "cycle" or "iterations"; no mode or gamma), and scale(x) scales the height of cycle x (from 1) or
 // of step x.
 func SchedulerFromCyclic(opt *Optimizer, opts *Options, scale func(x int64) (float64, error)) (*Scheduler, error) {
+	if scale == nil {
+		return nil, nilArgument("the scale function")
+	}
 	oh, err := opts.handleOf()
 	if err != nil {
 		return nil, err
@@ -204,6 +231,16 @@ func SchedulerFromCyclic(opt *Optimizer, opts *Options, scale func(x int64) (flo
 	return adoptScheduler(with(opt.ref(), func(h capi.Optimizer, e *string) capi.Scheduler {
 		return capi.SchedulerFromCyclicScale(h, oh, capi.NewDirectorLrLambda(&lrAdapter{scale}), e)
 	}))
+}
+
+// groupFunctionsSet refuses a nil function among a schedule's per-group ones.
+func groupFunctionsSet(factors []func(step int64) (float64, error)) error {
+	for g, f := range factors {
+		if f == nil {
+			return nilArgument(fmt.Sprintf("the factor function of group %d", g))
+		}
+	}
+	return nil
 }
 
 // Progress is a progress display shown by the main process.

@@ -168,6 +168,32 @@ func TestSchedulerFromLambda(t *testing.T) {
 	}
 }
 
+// A nil function is refused when the object is made (ErrInvalidArgument naming it), not at its first
+// call, where it used to be a nil dereference reported as ErrIO.
+func TestANilFunctionIsRefusedWhenTheObjectIsMade(t *testing.T) {
+	opt := sgdOverALinearLayer(t)
+	a := newCPUAccelerator(t, t.TempDir())
+	defer a.Close()
+	var stream acc.StreamFunc
+	for what, err := range map[string]error{
+		"the factor function": func() error { _, err := acc.SchedulerFromLambda(opt, nil); return err }(),
+		"the factor function of group 0": func() error {
+			_, err := acc.SchedulerFromLambdas(opt, []func(int64) (float64, error){nil})
+			return err
+		}(),
+		"the scale function":   func() error { _, err := acc.SchedulerFromCyclic(opt, nil, nil); return err }(),
+		"the sample function":  func() error { _, err := acc.DatasetFromFunc(4, nil); return err }(),
+		"the stream":           func() error { _, err := acc.DatasetFromStream(stream, -1); return err }(),
+		"the checkpoint state": a.RegisterForCheckpointing(nil),
+		"the hook":             a.RegisterSaveStatePreHook(nil),
+		"the handler":          a.OnTraceReady(nil),
+	} {
+		if !errors.Is(err, acc.ErrInvalidArgument) || !strings.Contains(err.Error(), what+" is nil") {
+			t.Errorf("%s: want ErrInvalidArgument saying it is nil, got %v", what, err)
+		}
+	}
+}
+
 func TestEachGroupHasItsOwnFunctionAndACyclicScheduleTakesAScale(t *testing.T) {
 	opt := sgdOverALinearLayer(t)
 	if err := opt.SetLR(0, 0.8); err != nil {

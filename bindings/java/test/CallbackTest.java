@@ -33,6 +33,27 @@ class CallbackTest {
     assertEquals(baseline, Accelerate.liveHandles(HandleKind.HANDLE_ANY));
   }
 
+  /** A null function is refused when the object is made, not at its first call (which used to be an
+   *  AccelerateIOException carrying a NullPointerException from inside the binding). */
+  @Test
+  void aNullFunctionIsRefusedWhenTheObjectIsMade() {
+    long baseline = Accelerate.liveHandles(HandleKind.HANDLE_ANY);
+    assertThrows(NullPointerException.class, () -> Dataset.fromCallback(4, null));
+    assertThrows(NullPointerException.class, () -> Dataset.fromIterator(null, -1));
+    try (Model model = Model.fromSpec(FreezeTest.SPEC); Optimizer opt = new Optimizer(model, "sgd", null);
+         Accelerator acc = new Accelerator(null)) {
+      NullPointerException e = assertThrows(NullPointerException.class, () -> Scheduler.fromLambda(opt, null));
+      assertTrue(e.getMessage().contains("the function is null"), e.getMessage());
+      assertThrows(NullPointerException.class, () -> Scheduler.fromMultiplicative(opt, null));
+      List<LrLambdaFunction> one = new ArrayList<>();
+      one.add(null);
+      assertThrows(NullPointerException.class, () -> Scheduler.fromLambdas(opt, one));
+      assertThrows(NullPointerException.class, () -> acc.addTracker("mine", null));
+      assertThrows(NullPointerException.class, () -> acc.registerForCheckpointing((CheckpointState) null));
+    }
+    assertEquals(baseline, Accelerate.liveHandles(HandleKind.HANDLE_ANY));
+  }
+
   @Test
   void anExceptionInACallbackIsAnIoErrorWithItsMessage() {
     try (Dataset ds = Dataset.fromCallback(4, i -> {

@@ -5,11 +5,14 @@ import java.util.List;
 
 /** Directors that run the user's lambdas. Nothing thrown may unwind into C++: every Throwable is
  *  reported through acc_callback_set_error and a non-zero status. Ownership of each director goes
- *  to the library (a strong JNI reference), which releases it with the dataset or loader. */
+ *  to the library (a strong JNI reference), which releases it with the dataset or loader. A null
+ *  function is refused here, when the object is made (NullPointerException naming it), not at its
+ *  first call. */
 final class CallbackAdapters {
   private CallbackAdapters() {}
 
   static SampleSource sample(SampleFunction fn) {
+    java.util.Objects.requireNonNull(fn, "the function is null");
     SampleSource s = new SampleSource() {
       @Override
       public int sample(long index, TensorList out) {
@@ -21,6 +24,7 @@ final class CallbackAdapters {
   }
 
   static StreamSource stream(StreamFunction fn) {
+    java.util.Objects.requireNonNull(fn, "the function is null");
     StreamSource s = new StreamSource() {
       @Override
       public int start(long epoch) {
@@ -40,6 +44,7 @@ final class CallbackAdapters {
   }
 
   static Collator collate(CollateFunction fn) {
+    java.util.Objects.requireNonNull(fn, "the function is null");
     Collator c = new Collator() {
       @Override
       public int collate(Samples samples, TensorList out) {
@@ -66,6 +71,7 @@ final class CallbackAdapters {
   }
 
   static StateHandler state(CheckpointState st) {
+    java.util.Objects.requireNonNull(st, "the state is null");
     StateHandler h = new StateHandler() {
       @Override
       public int save(Bytes out) {
@@ -89,6 +95,7 @@ final class CallbackAdapters {
   }
 
   static CheckpointHook hook(CheckpointHookFunction fn) {
+    java.util.Objects.requireNonNull(fn, "the function is null");
     CheckpointHook h = new CheckpointHook() {
       @Override
       public int run(String dir) {
@@ -100,6 +107,7 @@ final class CallbackAdapters {
   }
 
   static Tracker tracker(TrackerCallbacks cb) {
+    java.util.Objects.requireNonNull(cb, "the tracker is null");
     Tracker tr = new Tracker() {
       @Override
       public int init(String project, String configJson) {
@@ -125,6 +133,7 @@ final class CallbackAdapters {
   }
 
   static TraceReady traceReady(TraceReadyFunction fn) {
+    java.util.Objects.requireNonNull(fn, "the function is null");
     TraceReady t = new TraceReady() {
       @Override
       public int ready(long step) {
@@ -136,6 +145,7 @@ final class CallbackAdapters {
   }
 
   static LrLambda lrLambda(LrLambdaFunction fn) {
+    java.util.Objects.requireNonNull(fn, "the function is null");
     LrLambda l = new LrLambda() {
       @Override
       public int factor(long step, LrFactor out) {
@@ -147,7 +157,8 @@ final class CallbackAdapters {
   }
 
   static GroupLrLambda groupLrLambda(java.util.List<? extends LrLambdaFunction> fns) {
-    final java.util.List<LrLambdaFunction> each = new java.util.ArrayList<>(fns);
+    final java.util.List<LrLambdaFunction> each = new java.util.ArrayList<>(java.util.Objects.requireNonNull(fns, "the functions are null"));
+    for (int g = 0; g < each.size(); ++g) java.util.Objects.requireNonNull(each.get(g), "the function of group " + g + " is null");
     GroupLrLambda l = new GroupLrLambda() {
       @Override
       public int factor(long group, long step, LrFactor out) {
