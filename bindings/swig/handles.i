@@ -285,6 +285,9 @@ struct acc_accelerator {};
   void setGraphOptimization(bool enabled ERR) {
     check(acc_model_set_graph_optimization($self, enabled ? 1 : 0));
   }
+  /* torch.optim.swa_utils.update_bn(loader, model): BatchNorm's running statistics recomputed as plain
+   * averages over the loader's next epoch (layer-spec models; see acc_model_update_bn). */
+  void updateBn(acc_dataloader *loader ERR) { check(acc_model_update_bn($self, loader)); }
   /* device "": keep; dtype UNDEFINED: keep. */
   void to_(const char *device, acc_dtype dtype ERR) { check(acc_model_to($self, opt_str(device), dtype)); }
   size_t parameterTensorCount(ERR0) {

@@ -943,6 +943,17 @@ ACC_API ACC_NODISCARD acc_status acc_averaged_model_load_state_dict(acc_averaged
  * too), acc_load_state checks and restores it. The accelerator keeps the averages alive. */
 ACC_API ACC_NODISCARD acc_status acc_register_averaged_model(acc_accelerator *acc, acc_averaged_model *avg);
 ACC_API void acc_averaged_model_free(acc_averaged_model *avg);
+/* torch.optim.swa_utils.update_bn(loader, model): recomputes the running statistics of every
+ * BatchNorm layer of `model` (after acc_averaged_model_swap or _copy_to put the averages in it) as
+ * plain averages over one epoch of `loader`: each batch's first field, moved to the model's device,
+ * runs forward in training mode without autograd (dropout draws as in training), then the layers
+ * get their momentum and the model its mode back. The loader must be between epochs; the pass is its
+ * next epoch. A prepared model runs unwrapped: each process averages over its own batches, as
+ * update_bn on Accelerate's (unprepared) AveragedModel does. A model without BatchNorm is left alone
+ * and the loader is not read. Layer-spec models: a TorchScript BatchNorm's momentum is a constant of
+ * its graph, so such a model is ACC_ERR_UNSUPPORTED (PyTorch's update_bn finds no BatchNorm in a
+ * scripted module and leaves its statistics as they are); so is a model sharded at rest. */
+ACC_API ACC_NODISCARD acc_status acc_model_update_bn(acc_model *model, acc_dataloader *loader);
 
 /* ------------------------------------------------------------------------------------------------
  * Datasets (map-style: a number of samples, each a tuple of tensors, the "fields")

@@ -1,7 +1,9 @@
 // Averaged models (PyTorch's AveragedModel): SWA and EMA of a model's weights.
 #include "guard.h"
 #include "handles.h"
+#include "accelerator/prepared_model.h"
 #include "optim/averaged_model_part.h"
+#include "optim/update_bn.h"
 
 using namespace acc::capi;
 
@@ -65,5 +67,15 @@ acc_status acc_register_averaged_model(acc_accelerator* acc, acc_averaged_model*
 }
 
 void acc_averaged_model_free(acc_averaged_model* avg) { release(avg); }
+
+acc_status acc_model_update_bn(acc_model* model, acc_dataloader* loader) {
+  return guarded([&] {
+    std::shared_ptr<acc::Model> m = live(model, "model").model;
+    acc::DataLoader& data = *live(loader, "loader").loader;
+    // A prepared model's BatchNorm layers are its inner model's; run without DDP's buffer broadcasts.
+    if (const auto* prepared = dynamic_cast<const acc::PreparedModel*>(m.get())) m = prepared->unwrap();
+    acc::update_bn(*m, data);
+  });
+}
 
 }  // extern "C"

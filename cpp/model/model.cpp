@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/name_patterns.h"
+#include "common/text.h"
 #include "model/lora_files.h"
 
 namespace acc {
@@ -55,6 +56,17 @@ void Model::materialize_weights(c10::optional<at::Device> device, bool parameter
     for (auto& entry : named_parameters()) fill(entry.second);
   for (auto& entry : named_buffers()) fill(entry.second);
   weights_pending_ = !parameters_too;
+}
+
+bool Model::with_cumulative_batch_norm(const std::function<void()>&) {
+  for (const auto& [name, buffer] : named_buffers())
+    if (name == "running_mean" || ends_with(name, ".running_mean"))
+      fail(Status::Unsupported, "update_bn: '", name,
+           "' is a BatchNorm layer's statistic in a TorchScript model, whose ",
+           "momentum is a constant of the graph, so its running statistics cannot become the plain averages ",
+           "update_bn computes (PyTorch's update_bn finds no BatchNorm in a scripted module and leaves them as they ",
+           "are); build the model from a layer spec to recompute them");
+  return false;
 }
 
 void Model::require_weights(const char* action) const {

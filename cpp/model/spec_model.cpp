@@ -9,6 +9,7 @@
 #include "common/error.h"
 #include "model/activation_checkpoint.h"
 #include "model/adaptable_linear.h"
+#include "model/cumulative_batch_norm.h"
 #include "model/tied_linear.h"
 
 namespace acc {
@@ -252,6 +253,21 @@ NamedTensors SpecModel::named_buffers() const { return defined_only(net_->named_
 void SpecModel::set_training(bool training) { net_->train(training); }
 
 bool SpecModel::is_training() const { return net_->is_training(); }
+
+bool SpecModel::with_cumulative_batch_norm(const std::function<void()>& forwards) {
+  CumulativeBatchNorm layers(*net_);
+  if (layers.empty()) return false;
+  const bool was_training = is_training();
+  set_training(true);
+  try {
+    forwards();
+  } catch (...) {
+    set_training(was_training);
+    throw;
+  }
+  set_training(was_training);
+  return true;
+}
 
 void SpecModel::write_torchscript(const std::string& path) const {
   auto unit = std::make_shared<torch::jit::CompilationUnit>();

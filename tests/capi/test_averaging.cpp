@@ -424,3 +424,120 @@ TEST(AveragedModels, SaveStateAndLoadStateKeepTheAverages) {
   acc_accelerator_free(acc);
   std::filesystem::remove_all(dir);
 }
+
+namespace {
+
+// The layer-spec twin of the fixture's nn.Sequential, in the state PyTorch's started from.
+acc_model* update_bn_model(const json& c) {
+  acc_model* model = acc_test::spec_model(c["spec"].dump());
+  acc_tensor_list* state = nullptr;
+  EXPECT_EQ(acc_tensor_list_create(&state), ACC_OK);
+  for (const auto& [name, t] : c["initial"].items()) {
+    acc_tensor* value = fixture_tensor(t);
+    EXPECT_EQ(acc_tensor_list_append(state, name.c_str(), value), ACC_OK);
+    acc_tensor_free(value);
+  }
+  EXPECT_EQ(acc_model_load_state_dict(model, state, 1), ACC_OK) << acc_last_error_message();
+  acc_tensor_list_free(state);
+  return model;
+}
+
+// The fixture's loader: 10 samples (x, y) in batches of 4, in order.
+acc_dataloader* update_bn_loader(const json& c) {
+  acc_tensor* fields[] = {fixture_tensor(c["x"]), fixture_tensor(c["y"])};
+  acc_dataset* ds = nullptr;
+  EXPECT_EQ(acc_dataset_from_tensors(fields, 2, &ds), ACC_OK);
+  acc_options* o = nullptr;
+  EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &o), ACC_OK);
+  EXPECT_EQ(acc_options_set_int(o, "batch_size", c["batch_size"].get<int64_t>()), ACC_OK);
+  acc_dataloader* dl = nullptr;
+  EXPECT_EQ(acc_dataloader_create(ds, o, &dl), ACC_OK) << acc_last_error_message();
+  acc_options_free(o);
+  acc_dataset_free(ds);
+  for (acc_tensor* t : fields) acc_tensor_free(t);
+  return dl;
+}
+
+std::map<std::string, std::string> fixture_bytes(const json& state) {
+  std::map<std::string, std::string> out;
+  for (const auto& [name, t] : state.items()) {
+    acc_tensor* value = fixture_tensor(t);
+    out[name] = host_bytes(value);
+    acc_tensor_free(value);
+  }
+  return out;
+}
+
+}  // namespace
+
+// torch.optim.swa_utils.update_bn, bit for bit: the statistics reset and averaged over an epoch
+// with each batch weighted equally (dropout drawing from the global generator as PyTorch's does,
+// after the loader's own draw), the mode given back, and the momentum too (a later training
+// forward moves the statistics by it); unprepared and prepared alike.
+TEST(AveragedModels, UpdateBnRecomputesTheStatisticsAsPyTorchsBitForBit) {
+  const json c = json::parse(acc_test::read_file(acc_test::data_dir() + "/averaging_cases.json"))["update_bn"];
+  for (const bool prepared : {false, true}) {
+    SCOPED_TRACE(prepared ? "prepared" : "unprepared");
+    acc_model* model = update_bn_model(c);
+    acc_accelerator* acc = prepared ? acc_test::make_accelerator({{"cpu", "true"}}) : nullptr;
+    if (prepared) ASSERT_EQ(acc_prepare(acc, &model, nullptr, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+    acc_dataloader* dl = update_bn_loader(c);
+    ASSERT_EQ(acc_model_set_training(model, 0), ACC_OK);
+    ASSERT_EQ(acc_set_seed(c["seed"].get<uint64_t>()), ACC_OK);
+    ASSERT_EQ(acc_model_update_bn(model, dl), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(weights_of(model), fixture_bytes(c["after"]));
+    int training = -1;
+    ASSERT_EQ(acc_model_is_training(model, &training), ACC_OK);
+    EXPECT_EQ(training != 0, c["training_after"].get<bool>());
+    const int64_t three[] = {3};
+    acc_tensor* draw = nullptr;
+    ASSERT_EQ(acc_tensor_rand(three, 1, &draw), ACC_OK);
+    acc_tensor* expected_draw = fixture_tensor(c["rand_after"]);
+    EXPECT_EQ(host_bytes(draw), host_bytes(expected_draw)) << "the global generator was used otherwise";
+    ASSERT_EQ(acc_model_set_training(model, 1), ACC_OK);
+    json rows = c["x"];  // its first 4 samples
+    rows["shape"] = {4, 3};
+    rows["values"] = std::vector<json>(c["x"]["values"].begin(), c["x"]["values"].begin() + 12);
+    acc_tensor* first4 = fixture_tensor(rows);
+    acc_tensor* out = nullptr;
+    ASSERT_EQ(acc_model_forward1(model, first4, ACC_FORWARD_NO_GRAD, &out), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(weights_of(model), fixture_bytes(c["after_train_forward"]));
+    for (acc_tensor* t : {draw, expected_draw, first4, out}) acc_tensor_free(t);
+    acc_dataloader_free(dl);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
+  }
+}
+
+// A model without BatchNorm is left alone and the loader is not read; a TorchScript BatchNorm (whose
+// momentum its graph holds as a constant) and a loader in the middle of an epoch are refused, and
+// nothing changes.
+TEST(AveragedModels, UpdateBnRefusesWhatItCannotDoAndSkipsModelsWithoutBatchNorm) {
+  const json c = json::parse(acc_test::read_file(acc_test::data_dir() + "/averaging_cases.json"))["update_bn"];
+  acc_dataloader* dl = update_bn_loader(c);
+  acc_model* plain = acc_test::spec_model(kSpec);
+  const auto plain_before = weights_of(plain);
+  ASSERT_EQ(acc_model_update_bn(plain, dl), ACC_OK) << acc_last_error_message();
+  EXPECT_EQ(weights_of(plain), plain_before);
+  int64_t epoch = -1;
+  ASSERT_EQ(acc_dataloader_epoch(dl, &epoch), ACC_OK);
+  EXPECT_EQ(epoch, 0) << "the loader must not have been read";
+
+  acc_model* script = nullptr;
+  ASSERT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/averaging_model.pt").c_str(), &script), ACC_OK);
+  const auto script_before = weights_of(script);
+  ACC_EXPECT_ERROR(acc_model_update_bn(script, dl), ACC_ERR_UNSUPPORTED,
+                   "'norm.running_mean' is a BatchNorm layer's statistic in a TorchScript model");
+  EXPECT_EQ(weights_of(script), script_before);
+
+  acc_model* model = update_bn_model(c);
+  const auto before = weights_of(model);
+  acc_tensor_list* batch = nullptr;
+  ASSERT_EQ(acc_dataloader_next(dl, &batch), ACC_OK);
+  ACC_EXPECT_ERROR(acc_model_update_bn(model, dl), ACC_ERR_INVALID_ARGUMENT, "end the one in progress first");
+  EXPECT_EQ(weights_of(model), before);
+  ACC_EXPECT_ERROR(acc_model_update_bn(model, nullptr), ACC_ERR_INVALID_HANDLE, "loader is NULL");
+  acc_tensor_list_free(batch);
+  for (acc_model* m : {plain, script, model}) acc_model_free(m);
+  acc_dataloader_free(dl);
+}

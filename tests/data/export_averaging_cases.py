@@ -4,7 +4,11 @@ Linear, and a float64 buffer; fc1's bias frozen) is given a sequence of states, 
 update_parameters runs; the averaged module's state is recorded after every update, for SWA and EMA,
 with and without use_buffers. The same for diffusers' EMAModel (restated below: diffusers is not in
 Debian), with its decay's default warm-up and its use_ema_warmup one. Values are written as
-float.hex() strings (exact); int64 ones as numbers.
+float.hex() strings (exact); int64 ones as numbers. "update_bn": swa_utils.update_bn over a
+DataLoader (batches of 4 of 10 samples) on an nn.Sequential that a layer spec builds alike (dropout
+before a BatchNorm1d, and a second one without affine and with momentum 0.3), in eval mode before:
+its state after, a draw of torch.rand after it (the global generator's use), and its state after one
+more training forward (the momentum given back).
 
 Before 2.1 PyTorch has no get_ema_multi_avg_fn: EMA cases use the arithmetic it does tensor by
 tensor (lerp for floating tensors, avg * decay + value * (1 - decay) otherwise), as ours does there.
@@ -121,6 +125,35 @@ def averaging(case):
             else avg * decay + value * (1 - decay)}
 
 
+BN_SPEC = [{"type": "linear", "in_features": 3, "out_features": 4}, {"type": "dropout", "p": 0.3},
+           {"type": "batchnorm1d", "num_features": 4}, {"type": "relu"},
+           {"type": "linear", "in_features": 4, "out_features": 2},
+           {"type": "batchnorm1d", "num_features": 2, "momentum": 0.3, "affine": False}]
+
+
+def update_bn_case():
+    torch.manual_seed(7)
+    model = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Dropout(0.3), torch.nn.BatchNorm1d(4), torch.nn.ReLU(),
+                                torch.nn.Linear(4, 2), torch.nn.BatchNorm1d(2, momentum=0.3, affine=False))
+    x, y = torch.randn(10, 3), torch.randn(10, 2)
+    with torch.no_grad():  # statistics that update_bn must reset
+        model[2].running_mean.fill_(5.0)
+        model[5].num_batches_tracked.fill_(9)
+    initial = {k: encode(v) for k, v in model.state_dict().items()}
+    model.eval()
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=4)
+    torch.manual_seed(11)
+    swa_utils.update_bn(loader, model)
+    after = {k: encode(v) for k, v in model.state_dict().items()}
+    training = model.training
+    draw = encode(torch.rand(3))
+    model.train()
+    model(x[:4])
+    return {"spec": BN_SPEC, "initial": initial, "x": encode(x), "y": encode(y), "seed": 11, "batch_size": 4,
+            "after": after, "training_after": training, "rand_after": draw,
+            "after_train_forward": {k: encode(v) for k, v in model.state_dict().items()}}
+
+
 def main(out_dir, device="cpu"):
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -150,7 +183,8 @@ def main(out_dir, device="cpu"):
                             "averages": {k: encode(v) for k, v in averaged.module.state_dict().items()}})
         cases.append({"options": case, "updates": updates})
     data = {"torch": torch.__version__, "device": device, "frozen": FROZEN,
-            "states": [{k: encode(v) for k, v in s.items()} for s in sequence], "cases": cases}
+            "states": [{k: encode(v) for k, v in s.items()} for s in sequence], "cases": cases,
+            "update_bn": update_bn_case()}
     (out / "averaging_cases.json").write_text(json.dumps(data))
 
 

@@ -112,6 +112,29 @@ public class AveragedModelTests {
       Assert.AreEqual(saved, Averages(avg));
     }
   }
+
+  // update_bn: a BatchNorm layer's statistics become the plain average over the loader's epoch (two
+  // equal batches: the mean of every sample), counted in num_batches_tracked.
+  [Test]
+  public void UpdateBnAveragesTheStatisticsOverAnEpoch() {
+    float[] x = {1, 10, 3, 20, 5, 30, 7, 40, 2, 50, 4, 60, 6, 70, 8, 80};
+    using (Model model = Model.FromSpec("[{\"type\":\"batchnorm1d\",\"num_features\":2}]"))
+    using (Tensor t = Tensor.Of(x, 8, 2))
+    using (TensorList fields = TensorList.Of(t))
+    using (Dataset ds = Dataset.FromTensors(fields))
+    using (Options o = Options.DataLoader().Put("batch_size", 4))
+    using (DataLoader dl = new DataLoader(ds, o)) {
+      model.UpdateBn(dl);
+      using (TensorList state = model.StateDict())
+      using (Tensor mean = state.Find("0.running_mean"))
+      using (Tensor count = state.Find("0.num_batches_tracked")) {
+        float[] m = mean.ToFloatArray();
+        Assert.AreEqual(4.5f, m[0], 1e-5f);
+        Assert.AreEqual(45f, m[1], 1e-5f);
+        CollectionAssert.AreEqual(new long[] {2}, count.ToLongArray());
+      }
+    }
+  }
 }
 
 }  // namespace Accelerate.Tests

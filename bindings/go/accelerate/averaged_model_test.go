@@ -243,3 +243,47 @@ func TestEMAAveragesAreMovedByStateDictAndKeptByCheckpoints(t *testing.T) {
 		t.Fatal("a refused state changed the averages")
 	}
 }
+
+// UpdateBN: a BatchNorm layer's statistics become the plain average over the loader's epoch (two
+// equal batches: the mean of every sample), counted in num_batches_tracked.
+func TestUpdateBNAveragesTheStatisticsOverAnEpoch(t *testing.T) {
+	model, err := acc.ModelFromSpec(`[{"type":"batchnorm1d","num_features":2}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer model.Close()
+	x, _ := acc.FromFloat32s([]float32{1, 10, 3, 20, 5, 30, 7, 40, 2, 50, 4, 60, 6, 70, 8, 80}, 8, 2)
+	defer x.Close()
+	ds, err := acc.DatasetFromTensors(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	o, _ := acc.NewOptions(acc.DataLoaderOptions)
+	defer o.Close()
+	o.SetInt("batch_size", 4)
+	dl, err := acc.NewDataLoader(ds, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dl.Close()
+	if err := model.UpdateBN(dl); err != nil {
+		t.Fatal(err)
+	}
+	state, err := model.StateDict()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer state.Close()
+	mean, _ := state.Find("0.running_mean")
+	defer mean.Close()
+	count, _ := state.Find("0.num_batches_tracked")
+	defer count.Close()
+	m, _ := mean.Float32s()
+	if math.Abs(float64(m[0])-4.5) > 1e-5 || math.Abs(float64(m[1])-45) > 1e-5 {
+		t.Fatalf("running_mean %v, want [4.5 45]", m)
+	}
+	if n, _ := count.Int64s(); !reflect.DeepEqual(n, []int64{2}) {
+		t.Fatalf("num_batches_tracked %v, want [2]", n)
+	}
+}

@@ -406,6 +406,19 @@ func NewAveragedModel(model *Model, opts *Options) (*AveragedModel, error) {
 	return adopt(h, err, capi.DeleteAveragedModel, func(r ref[capi.AveragedModel]) *AveragedModel { return &AveragedModel{r} }, (*AveragedModel).Close)
 }
 
+// UpdateBN is torch.optim.swa_utils.update_bn(loader, model): after the averages were put into m
+// (Swap or CopyTo), its BatchNorm layers' running statistics are recomputed as plain averages over
+// the loader's next epoch (the loader between epochs; layer-spec models, a TorchScript BatchNorm is
+// ErrUnsupported). A model without BatchNorm is left alone.
+func (m *Model) UpdateBN(loader *DataLoader) error {
+	lh, err := loader.ref().get()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(loader)
+	return do(m.ref(), func(h capi.Model, e *string) { h.UpdateBn(lh, e) })
+}
+
 // averagedWith runs f on a's handle and model's.
 func (a *AveragedModel) averagedWith(model *Model, f func(h capi.AveragedModel, mh capi.Model, e *string)) error {
 	mh, err := model.ref().get()

@@ -717,6 +717,7 @@ SWIGINTERN bool acc_model_isTraining(acc_model *self,std::string *swig_err){
 SWIGINTERN void acc_model_setGraphOptimization(acc_model *self,bool enabled,std::string *swig_err){
     check(acc_model_set_graph_optimization(self, enabled ? 1 : 0));
   }
+SWIGINTERN void acc_model_updateBn(acc_model *self,acc_dataloader *loader,std::string *swig_err){ check(acc_model_update_bn(self, loader)); }
 SWIGINTERN void acc_model_to_(acc_model *self,char const *device,acc_dtype dtype,std::string *swig_err){ check(acc_model_to(self, opt_str(device), dtype)); }
 SWIGINTERN size_t acc_model_parameterTensorCount(acc_model *self,std::string *swig_err){
     size_t n = 0;
@@ -7122,6 +7123,39 @@ void _wrap_Model_setGraphOptimization_capi_d8e8d7e8289b225f(acc_model *_swig_go_
     try {
       accswig::require_no_go_nul();
       acc_model_setGraphOptimization(arg1,arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+void _wrap_Model_updateBn_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, acc_dataloader *_swig_go_1, _gostring_* _swig_go_2) {
+  acc_model *arg1 = (acc_model *) 0 ;
+  acc_dataloader *arg2 = (acc_dataloader *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  
+  arg1 = *(acc_model **)&_swig_go_0; 
+  arg2 = *(acc_dataloader **)&_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_model_updateBn(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
     } catch (const std::exception &e) {

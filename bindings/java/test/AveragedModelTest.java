@@ -117,4 +117,23 @@ class AveragedModelTest {
       assertArrayEquals(saved, averages(avg));
     }
   }
+
+  /** update_bn: a BatchNorm layer's statistics become the plain average over the loader's epoch
+   *  (two equal batches: the mean of every sample), counted in num_batches_tracked. */
+  @Test
+  void updateBnAveragesTheStatisticsOverAnEpoch() {
+    float[] x = {1, 10, 3, 20, 5, 30, 7, 40, 2, 50, 4, 60, 6, 70, 8, 80};
+    try (Model model = Model.fromSpec("[{\"type\":\"batchnorm1d\",\"num_features\":2}]");
+         Tensor t = Tensor.of(x, 8, 2); TensorList fields = TensorList.of(t);
+         Dataset ds = Dataset.fromTensors(fields);
+         Options o = Options.dataLoader().put("batch_size", 4);
+         DataLoader dl = new DataLoader(ds, o)) {
+      model.updateBn(dl);
+      try (TensorList state = model.stateDict(); Tensor mean = state.find("0.running_mean");
+           Tensor count = state.find("0.num_batches_tracked")) {
+        assertArrayEquals(new float[] {4.5f, 45f}, mean.toFloatArray(), 1e-5f);
+        assertArrayEquals(new long[] {2}, count.toLongArray());
+      }
+    }
+  }
 }

@@ -436,6 +436,7 @@ extern uintptr_t _wrap_Model_forward1_capi_d8e8d7e8289b225f(uintptr_t arg1, uint
 extern void _wrap_Model_setTraining_capi_d8e8d7e8289b225f(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern _Bool _wrap_Model_isTraining_capi_d8e8d7e8289b225f(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Model_setGraphOptimization_capi_d8e8d7e8289b225f(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
+extern void _wrap_Model_updateBn_capi_d8e8d7e8289b225f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Model_to_capi_d8e8d7e8289b225f(uintptr_t arg1, swig_type_88 arg2, swig_intgo arg3, swig_voidp arg4);
 extern swig_type_89 _wrap_Model_parameterTensorCount_capi_d8e8d7e8289b225f(uintptr_t arg1, swig_voidp arg2);
 extern swig_type_90 _wrap_Model_parameterElementCount_capi_d8e8d7e8289b225f(uintptr_t arg1, swig_voidp arg2);
@@ -3748,6 +3749,18 @@ func (arg1 SwigcptrModel) SetGraphOptimization(arg2 bool, arg3 *string) {
 
 }
 
+func (arg1 SwigcptrModel) UpdateBn(arg2 DataLoader, arg3 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := arg3
+	C._wrap_Model_updateBn_capi_d8e8d7e8289b225f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+}
+
 func (arg1 SwigcptrModel) To(arg2 string, arg3 Acc_dtype, arg4 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
@@ -3988,6 +4001,7 @@ type Model interface {
 	SetTraining(arg2 bool, arg3 *string)
 	IsTraining(arg2 *string) (_swig_ret bool)
 	SetGraphOptimization(arg2 bool, arg3 *string)
+	UpdateBn(arg2 DataLoader, arg3 *string)
 	To(arg2 string, arg3 Acc_dtype, arg4 *string)
 	ParameterTensorCount(arg2 *string) (_swig_ret int64)
 	ParameterElementCount(arg2 *string) (_swig_ret int64)
