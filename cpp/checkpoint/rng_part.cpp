@@ -3,6 +3,7 @@
 #include <ATen/ATen.h>
 
 #include <algorithm>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -43,11 +44,19 @@ class RngStatesPart final : public CheckpointPart {
         fail(Status::InvalidArgument, "checkpoint file '", path, "': the ", generator.first,
              " generator state has the wrong size or type");
       const at::Tensor state = it->second.clone();
-      try {  // tried on a copy now, so that a state torch refuses is refused before anything changes
-        generator.second.clone().set_state(state);
-      } catch (const c10::Error& e) {
-        fail(Status::Io, "checkpoint file '", path, "': the ", generator.first,
-             " generator state is not one torch accepts (", e.what_without_backtrace(), ")");
+      {
+        // Tried on the generator itself and undone at once, so that a state torch refuses is refused
+        // before anything changes. (Not on a clone: libtorch 1.13's Generator::clone never frees the copy.)
+        at::Generator gen = generator.second;
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        const at::Tensor current = gen.get_state();
+        try {
+          gen.set_state(state);
+        } catch (const c10::Error& e) {
+          fail(Status::Io, "checkpoint file '", path, "': the ", generator.first,
+               " generator state is not one torch accepts (", e.what_without_backtrace(), ")");
+        }
+        gen.set_state(current);
       }
       sets.push_back([gen = generator.second, state]() mutable { gen.set_state(state); });
     }

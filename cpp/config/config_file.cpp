@@ -234,7 +234,9 @@ bool read_typed(ClusterConfig& c, const Reader& r, const std::string& key, const
   } else if (key == "debug") {
     c.debug = r.flag(v, key);
   } else if (key == "num_processes") {
-    c.num_processes = r.integer(v, key, 1, 1 << 20);
+    // -1 is Accelerate's "not set" (a config for SLURM and the like): --num_processes gives it.
+    c.num_processes = r.integer(v, key, -1, 1 << 20);
+    if (c.num_processes == 0) r.bad(v, key, "an integer from 1 to " + std::to_string(1 << 20) + ", or -1 (not set)");
   } else if (key == "machine_rank") {
     c.machine_rank = r.integer(v, key, 0, 1 << 20);
   } else if (key == "num_machines") {
@@ -381,12 +383,12 @@ ClusterConfig parse_config_text(const std::string& text, const std::string& orig
     for (const auto& k : unknown) list += (list.empty() ? "" : ", ") + k;
     c.warnings.push_back("unknown keys are ignored: " + list + " (a typo, or a newer Accelerate?)");
   }
-  if (!c.present.count("num_processes") && c.distributed_type != "NO")
-    fail(Status::InvalidArgument, origin, ": num_processes is missing (the number of processes of the whole job)");
+  // Missing, it is Accelerate's default, -1: not set (accelerate launch --num_processes gives it).
+  if (!c.present.count("num_processes") && c.distributed_type != "NO") c.num_processes = -1;
   if (c.machine_rank >= c.num_machines)
     fail(Status::InvalidArgument, origin, ": machine_rank (", c.machine_rank, ") must be less than num_machines (",
          c.num_machines, ")");
-  if (c.num_processes % c.num_machines != 0)
+  if (c.num_processes != -1 && c.num_processes % c.num_machines != 0)
     fail(Status::InvalidArgument, origin, ": num_processes (", c.num_processes, ") must be a multiple of num_machines (",
          c.num_machines, ")");
   return c;

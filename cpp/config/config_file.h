@@ -20,7 +20,7 @@ struct ClusterConfig {
   std::string mixed_precision = "no";   // no, fp16, bf16
   bool use_cpu = false;
   bool debug = false;
-  int num_processes = 1;  // in the whole job, over every machine
+  int num_processes = 1;  // in the whole job, over every machine; -1: not set (Accelerate's default)
   int machine_rank = 0;
   int num_machines = 1;
   std::optional<std::string> gpu_ids;  // "all" or "0,1,..."

@@ -194,6 +194,13 @@ SettingMap fsdp_environment(const SettingMap& settings, const std::string& origi
       env["FSDP_RESHARD_AFTER_FORWARD"] = flag(from, "fsdp_reshard_after_forward", *s) ? "true" : "false";
   } else if (const std::string* s = get("fsdp_sharding_strategy")) {
     env["FSDP_SHARDING_STRATEGY"] = fsdp_strategy(from, "fsdp_sharding_strategy", *s);
+  } else if (const std::string* s = get("fsdp_reshard_after_forward")) {
+    // Accelerate's questionnaire writes an FSDP1 strategy here (its launcher then sets
+    // FSDP_SHARDING_STRATEGY to its flag's default, FULL_SHARD, which wins): the strategy the file
+    // names is the one taken. true / false mean what they mean to FSDP2.
+    const auto reshards = parse_bool(*s);
+    env["FSDP_SHARDING_STRATEGY"] =
+        reshards ? (*reshards ? "FULL_SHARD" : "SHARD_GRAD_OP") : fsdp_strategy(from, "fsdp_reshard_after_forward", *s);
   }
   if (const std::string* s = get("fsdp_offload_params"))
     env["FSDP_OFFLOAD_PARAMS"] = flag(from, "fsdp_offload_params", *s) ? "true" : "false";

@@ -26,9 +26,13 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
     c.cpu_affinity = file->enable_cpu_affinity;
     if (file->gpu_ids && *file->gpu_ids != "all") c.gpu_ids = file->gpu_ids;
     c.config_file = config_path;
-    c.sharding_env = file->sharding_env;
+    // The file's FSDP or DeepSpeed applies unless a flag names the kind of job (as Accelerate's
+    // launcher takes the file's distributed_type only then); --cpu never shards there.
+    if (!f.multi_gpu && !f.cpu) c.sharding_env = file->sharding_env;
   }
   if (f.num_processes) c.num_processes = *f.num_processes;
+  require(c.num_processes != -1, config_path.value_or("the config file"), " leaves num_processes unset (-1, or ",
+          "missing): pass --num_processes");
   if (f.num_machines) c.num_machines = *f.num_machines;
   if (f.machine_rank) c.machine_rank = *f.machine_rank;
   if (f.main_process_ip) c.main_process_ip = *f.main_process_ip;
@@ -66,13 +70,15 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
   if (f.use_fsdp || f.use_deepspeed || !fsdp_flags.empty() || !deepspeed_flags.empty()) {
     const bool fsdp = f.use_fsdp || (!f.use_deepspeed && !fsdp_flags.empty());
     require(fsdp ? deepspeed_flags.empty() : fsdp_flags.empty(), "DeepSpeed and FSDP flags cannot be mixed");
-    require(f.use_fsdp || f.use_deepspeed || (file && !file->sharding_env.empty()),
-            fsdp ? "FSDP flags need --use_fsdp (or a config file with distributed_type FSDP)"
-                 : "DeepSpeed flags need --use_deepspeed (or a config file with distributed_type DEEPSPEED)");
+    require(
+        f.use_fsdp || f.use_deepspeed || !c.sharding_env.empty(),
+        fsdp ? "FSDP flags need --use_fsdp (or a config file with distributed_type FSDP, without --multi_gpu or --cpu)"
+             : "DeepSpeed flags need --use_deepspeed (or a config file with distributed_type DEEPSPEED, without "
+               "--multi_gpu or --cpu)");
     std::vector<std::string> warnings;
     auto env = fsdp ? fsdp_environment(fsdp_flags, "accelerate launch flags", warnings)
                     : deepspeed_environment(deepspeed_flags, "accelerate launch flags", warnings);
-    const bool same_kind = file && file->sharding_env.count(fsdp ? "ACCELERATE_USE_FSDP" : "ACCELERATE_USE_DEEPSPEED");
+    const bool same_kind = c.sharding_env.count(fsdp ? "ACCELERATE_USE_FSDP" : "ACCELERATE_USE_DEEPSPEED");
     if (!same_kind) c.sharding_env.clear();
     for (auto& [key, value] : env) c.sharding_env[key] = value;
   }

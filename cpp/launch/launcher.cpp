@@ -22,6 +22,7 @@
 
 #include "common/error.h"
 #include "common/options.h"
+#include "launch/cpu_threads.h"
 #include "launch/rendezvous_store.h"
 #include "launch/worker_logs.h"
 
@@ -385,6 +386,9 @@ void validate_launch_config(const LaunchConfig& c) {
   require(!c.main_process_port || (*c.main_process_port > 0 && *c.main_process_port < 65536),
           "--main_process_port must be a TCP port (1-65535)");
   require(c.num_machines == 1 || c.main_process_port, "a job over several machines needs --main_process_port");
+  // As Accelerate's launcher asserts: without it the other machines would wait for themselves.
+  require(c.num_machines == 1 || (c.main_process_ip && !c.main_process_ip->empty()),
+          "a job over several machines needs --main_process_ip (machine 0's address)");
   require(!c.mixed_precision || is_mixed_precision(*c.mixed_precision), "--mixed_precision must be no, fp16 or bf16");
   require(!c.gradient_accumulation_steps || *c.gradient_accumulation_steps >= 1,
           "--gradient_accumulation_steps must be at least 1");
@@ -408,7 +412,7 @@ std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int
       {"LOCAL_WORLD_SIZE", std::to_string(local)},
       {"GROUP_RANK", std::to_string(c.machine_rank)},
       // On one machine Accelerate ignores main_process_ip (a multi-machine config reused): localhost.
-      {"MASTER_ADDR", c.num_machines > 1 ? c.main_process_ip : std::string("127.0.0.1")},
+      {"MASTER_ADDR", c.num_machines > 1 ? c.main_process_ip.value_or("") : std::string("127.0.0.1")},
       {"MASTER_PORT", std::to_string(port)},
       {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)},
       {"TORCHELASTIC_USE_AGENT_STORE", "True"},  // machine 0's launcher hosts the store
@@ -425,8 +429,11 @@ std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int
   if (c.gradient_accumulation_steps)
     env["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"] = std::to_string(*c.gradient_accumulation_steps);
   if (c.cpu) env["ACCELERATE_USE_CPU"] = "true";
-  if (c.num_cpu_threads_per_process) env["OMP_NUM_THREADS"] = std::to_string(*c.num_cpu_threads_per_process);
-  else if (local > 1 && !std::getenv("OMP_NUM_THREADS")) env["OMP_NUM_THREADS"] = "1";  // as torchrun does
+  // Always set, as Accelerate's launcher does: an inherited OMP_NUM_THREADS is kept.
+  if (c.num_cpu_threads_per_process)
+    env["OMP_NUM_THREADS"] = std::to_string(*c.num_cpu_threads_per_process);
+  else if (!std::getenv("OMP_NUM_THREADS"))
+    env["OMP_NUM_THREADS"] = std::to_string(default_threads_per_process(c.cpu || !machine_has_nvidia_gpu(), local));
   if (c.gpu_ids) env["CUDA_VISIBLE_DEVICES"] = *c.gpu_ids;
   if (c.debug) env["ACCELERATE_DEBUG_MODE"] = "true";
   if (c.cpu_affinity) env["ACCELERATE_CPU_AFFINITY"] = "1";

@@ -13,7 +13,7 @@ struct LaunchConfig {
   int num_processes = 1;  // in the whole job, over all machines
   int num_machines = 1;
   int machine_rank = 0;
-  std::string main_process_ip = "127.0.0.1";
+  std::optional<std::string> main_process_ip;  // machine 0's address; needed on several machines
   std::optional<int> main_process_port;  // none: a free port (one machine only)
   std::optional<std::string> mixed_precision;
   std::optional<int> gradient_accumulation_steps;

@@ -198,7 +198,8 @@ TEST_F(Config, ErrorsSayWhereAndWhatToFix) {
   EXPECT_NE(parse("distributed_type: 'NO'\ngpu_ids: first\n").find("gpu_ids must be all or"), std::string::npos);
   EXPECT_NE(parse("compute_environment: AMAZON_SAGEMAKER\ndistributed_type: 'NO'\n").find("SageMaker"), std::string::npos);
   EXPECT_NE(parse("num_processes: 2\n").find("distributed_type is missing"), std::string::npos);
-  EXPECT_NE(parse("distributed_type: MULTI_GPU\n").find("num_processes is missing"), std::string::npos);
+  EXPECT_NE(parse("distributed_type: MULTI_GPU\nnum_processes: 0\n").find("num_processes must be an integer from 1 to"),
+            std::string::npos);
   EXPECT_NE(parse("distributed_type: MULTI_GPU\nnum_processes: 3\nnum_machines: 2\n").find("multiple of num_machines"),
             std::string::npos);
   EXPECT_NE(parse("distributed_type: [MULTI_GPU\n").find("my.yaml:2: not valid YAML"), std::string::npos);
@@ -236,7 +237,7 @@ TEST_F(Config, LaunchFlagsBeatTheFileWhichBeatsDefaults) {
   EXPECT_EQ(defaults.num_processes, 1);
   EXPECT_FALSE(defaults.mixed_precision);
   EXPECT_FALSE(defaults.cpu);
-  EXPECT_EQ(defaults.main_process_ip, "127.0.0.1");
+  EXPECT_FALSE(defaults.main_process_ip);
   EXPECT_FALSE(defaults.config_file);
 
   auto from_file = acc::resolve_launch_config({}, file, "f.yaml", {"prog"});
@@ -268,6 +269,39 @@ TEST_F(Config, LaunchFlagsBeatTheFileWhichBeatsDefaults) {
   EXPECT_FALSE(flagged.main_process_port);
   EXPECT_EQ(flagged.gpu_ids, "1");
   EXPECT_EQ(acc::launch_environment(flagged, 0, 1, 0)["ACCELERATE_DEBUG_MODE"], "true");
+}
+
+// num_processes -1 (or missing) is Accelerate's "not set": the file reads, and a launch takes the
+// count from --num_processes, or says to pass it.
+TEST_F(Config, AnUnsetProcessCountComesFromTheCommandLine) {
+  for (const char* text : {"distributed_type: MULTI_CPU\nnum_processes: -1\n", "distributed_type: MULTI_CPU\n"}) {
+    const auto file = acc::parse_config_text(text, "unset.yaml");
+    EXPECT_EQ(file.num_processes, -1);
+    EXPECT_NE(error_of([&] {
+                acc::resolve_launch_config({}, file, std::string("unset.yaml"), {"prog"});
+              }).find("unset.yaml leaves num_processes unset (-1, or missing): pass --num_processes"),
+              std::string::npos);
+    acc::LaunchFlags flags;
+    flags.num_processes = 2;
+    EXPECT_EQ(acc::resolve_launch_config(flags, file, std::string("unset.yaml"), {"prog"}).num_processes, 2);
+    EXPECT_NE(acc::config_to_yaml(file).find("num_processes: -1"), std::string::npos)
+        << "written back as Accelerate does";
+  }
+}
+
+// Several machines need machine 0's address (Accelerate's launcher asserts it); without it they
+// would wait for themselves.
+TEST_F(Config, SeveralMachinesNeedTheMainProcessAddress) {
+  acc::LaunchFlags flags;
+  flags.num_processes = 2;
+  flags.num_machines = 2;
+  flags.machine_rank = 1;
+  flags.main_process_port = 29555;
+  auto c = acc::resolve_launch_config(flags, std::nullopt, std::nullopt, {"prog"});
+  EXPECT_NE(error_of([&] { acc::validate_launch_config(c); }).find("needs --main_process_ip"), std::string::npos);
+  c.main_process_ip = "10.0.0.1";
+  acc::validate_launch_config(c);
+  EXPECT_EQ(acc::launch_environment(c, 0, 29555, 0)["MASTER_ADDR"], "10.0.0.1");
 }
 
 TEST_F(Config, TheAcceleratorReadsTheFileLast) {

@@ -8,10 +8,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "common/error.h"
+#include "launch/cpu_threads.h"
 #include "launch/launcher.h"
 
 namespace {
@@ -67,6 +69,29 @@ TEST(Launcher, SetsTorchrunAndAccelerateVariables) {
   multi.machine_rank = 1;
   multi.main_process_port = 29501;
   EXPECT_EQ(acc::launch_environment(multi, 1, 29501, 0)["RANK"], "3");
+}
+
+// OMP_NUM_THREADS is always set, as Accelerate's launcher does: an inherited value is kept; a CPU job
+// (--cpu, or a machine without a GPU) shares the physical cores among the machine's processes,
+// any other job gets 1.
+TEST(Launcher, SetsOmpNumThreadsAsAcceleratesLauncher) {
+  const char* inherited = std::getenv("OMP_NUM_THREADS");
+  const std::optional<std::string> saved = inherited ? std::optional<std::string>(inherited) : std::nullopt;
+  unsetenv("OMP_NUM_THREADS");
+  acc::LaunchConfig c = shell(1, "");
+  c.cpu = true;
+  EXPECT_EQ(acc::launch_environment(c, 0, 1, 0)["OMP_NUM_THREADS"], std::to_string(acc::physical_cores()));
+  c.num_processes = 4 * acc::physical_cores();
+  EXPECT_EQ(acc::launch_environment(c, 0, 1, 0)["OMP_NUM_THREADS"], "1");
+  c = shell(1, "");
+  EXPECT_EQ(acc::launch_environment(c, 0, 1, 0)["OMP_NUM_THREADS"],
+            acc::machine_has_nvidia_gpu() ? "1" : std::to_string(acc::physical_cores()));
+  setenv("OMP_NUM_THREADS", "3", 1);
+  EXPECT_EQ(acc::launch_environment(c, 0, 1, 0).count("OMP_NUM_THREADS"), 0u) << "the inherited value is kept";
+  if (saved)
+    setenv("OMP_NUM_THREADS", saved->c_str(), 1);
+  else
+    unsetenv("OMP_NUM_THREADS");
 }
 
 // Machine 0's launcher hosts the rendezvous store, as torchrun's agent does: it listens on the port

@@ -481,6 +481,53 @@ TEST_F(Sharding, LauncherFlagsOverrideTheFileKeyByKey) {
             std::string::npos);
 }
 
+// Accelerate's questionnaire writes an FSDP1 strategy into fsdp_reshard_after_forward: it is the one
+// taken (fsdp_sharding_strategy, where both are given), on the file and on the command line.
+TEST_F(Sharding, AnFsdp1StrategyInReshardAfterForwardIsTaken) {
+  auto strategy = [](const std::string& settings) {
+    const auto file = acc::parse_config_text(
+        "distributed_type: FSDP\nnum_processes: 2\nfsdp_config:\n  fsdp_version: 1\n" + settings, "v1.yaml");
+    return file.sharding_env.count("FSDP_SHARDING_STRATEGY") ? file.sharding_env.at("FSDP_SHARDING_STRATEGY")
+                                                             : "(none)";
+  };
+  EXPECT_EQ(strategy("  fsdp_reshard_after_forward: NO_SHARD\n"), "NO_SHARD");
+  EXPECT_EQ(strategy("  fsdp_reshard_after_forward: SHARD_GRAD_OP\n"), "SHARD_GRAD_OP");
+  EXPECT_EQ(strategy("  fsdp_reshard_after_forward: 4\n"), "HYBRID_SHARD");
+  EXPECT_EQ(strategy("  fsdp_reshard_after_forward: false\n"), "SHARD_GRAD_OP");
+  EXPECT_EQ(strategy("  fsdp_reshard_after_forward: NO_SHARD\n  fsdp_sharding_strategy: FULL_SHARD\n"), "FULL_SHARD");
+  EXPECT_NE(failure([&] {
+              strategy("  fsdp_reshard_after_forward: NO_RESHARD\n");
+            }).second.find("fsdp_reshard_after_forward = NO_RESHARD: must be FULL_SHARD, SHARD_GRAD_OP"),
+            std::string::npos);
+  acc::LaunchFlags flags;
+  flags.use_fsdp = true;
+  flags.fsdp["fsdp_reshard_after_forward"] = "NO_SHARD";
+  EXPECT_EQ(acc::resolve_launch_config(flags, std::nullopt, std::nullopt, {"train"})
+                .sharding_env.at("FSDP_SHARDING_STRATEGY"),
+            "NO_SHARD");
+}
+
+// --multi_gpu and --cpu name the kind of job: a config file's FSDP or DeepSpeed then does not apply
+// (Accelerate's launcher takes the file's distributed_type only without such a flag), and sharding
+// flags beside them are refused.
+TEST_F(Sharding, MultiGpuAndCpuFlagsTrainWithoutTheFilesSharding) {
+  const auto file = acc::parse_config_text(
+      "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: FULL_SHARD\nnum_processes: 2\n", "fsdp.yaml");
+  for (const bool multi_gpu : {true, false}) {
+    acc::LaunchFlags flags;
+    (multi_gpu ? flags.multi_gpu : flags.cpu) = true;
+    EXPECT_TRUE(acc::resolve_launch_config(flags, file, std::string("fsdp.yaml"), {"train"}).sharding_env.empty());
+    flags.fsdp["fsdp_sharding_strategy"] = "SHARD_GRAD_OP";
+    EXPECT_NE(failure([&] {
+                acc::resolve_launch_config(flags, file, std::string("fsdp.yaml"), {"train"});
+              }).second.find("FSDP flags need --use_fsdp"),
+              std::string::npos);
+  }
+  EXPECT_EQ(acc::resolve_launch_config({}, file, std::string("fsdp.yaml"), {"train"})
+                .sharding_env.at("FSDP_SHARDING_STRATEGY"),
+            "FULL_SHARD");
+}
+
 TEST_F(Sharding, Zero3Save16BitModelComesFromEveryPlaceAccelerateReadsIt) {
   // The config file's key and the launcher's flag become Accelerate's variable.
   const auto file = acc::parse_config_text(
