@@ -119,6 +119,10 @@ void add_launch_options(CLI::App* app, LaunchArgs& a) {
                           "fsdp_reshard_after_forward", "fsdp_cpu_ram_efficient_loading",
                           "fsdp_activation_checkpointing"})
     option(app, std::string("--") + key, f.fsdp[key], "FSDP: as fsdp_config's key");
+  // FSDP's tuning, which has no counterpart here: warned about, as the config keys are.
+  for (const char* key : {"fsdp_backward_prefetch", "fsdp_forward_prefetch", "fsdp_use_orig_params",
+                          "fsdp_sync_module_states"})
+    option(app, std::string("--") + key, f.fsdp[key], "FSDP: accepted, ignored (warned about)");
   flag(app, "--use_deepspeed", f.use_deepspeed, "shard as DeepSpeed's ZeRO does (see --zero_stage)");
   for (const char* key : {"zero_stage", "offload_optimizer_device", "offload_param_device", "gradient_clipping",
                           "deepspeed_config_file", "zero3_init_flag", "zero3_save_16bit_model"})
@@ -177,8 +181,12 @@ int run_launch(const char* who, LaunchArgs& a, std::vector<std::string> command)
     command.insert(command.begin(), "python3");
   acc::LaunchConfig config;
   try {
-    auto [path, file] = load_config(a.config_file);
+    // As Accelerate's launcher: with --cpu, the default config file is not read (one given is).
+    const char* from_env = std::getenv("ACCELERATE_CONFIG_FILE");
+    const bool default_only = !a.config_file && !(from_env && *from_env);
+    auto [path, file] = a.flags.cpu && default_only ? decltype(load_config(a.config_file))() : load_config(a.config_file);
     config = acc::resolve_launch_config(a.flags, file, path, std::move(command));
+    for (const std::string& warning : config.warnings) std::fprintf(stderr, "%s: warning: %s\n", who, warning.c_str());
   } catch (const acc::Error& e) {
     return report(who, e, true);
   }
@@ -419,7 +427,7 @@ int main(int argc, char** argv) {
       } catch (const acc::Error& e) {
         problem = e.what();
       }
-      std::cout << acc::env_report(path, file);
+      std::cout << acc::env_report(path, file, problem.empty() ? std::nullopt : std::optional<std::string>(problem));
       if (!problem.empty()) {
         std::cout << std::flush;
         std::fprintf(stderr, "accelerate env: the config file cannot be used: %s\n", problem.c_str());

@@ -44,7 +44,8 @@ std::string yes_no(bool v) { return v ? "yes" : "no"; }
 
 }  // namespace
 
-std::string env_report(const std::optional<std::string>& config_path, const std::optional<ClusterConfig>& config) {
+std::string env_report(const std::optional<std::string>& config_path, const std::optional<ClusterConfig>& config,
+                       const std::optional<std::string>& problem) {
   const auto info = nlohmann::json::parse(build_info_json());
   std::ostringstream out;
   out << "Copy-and-paste the text below in your GitHub issue\n\n";
@@ -78,7 +79,9 @@ std::string env_report(const std::optional<std::string>& config_path, const std:
     if (entry.rfind("ACCELERATE_", 0) == 0 || entry.rfind("HF_HOME=", 0) == 0) vars += "\t- " + entry + "\n";
   }
   out << "- Environment:" << (vars.empty() ? " no ACCELERATE_* variables\n" : "\n" + vars);
-  if (!config_path) {
+  if (problem) {
+    out << "- Config file: cannot be used: " << *problem << "\n";
+  } else if (!config_path) {
     out << "- Config file: not found (looked for " << default_config_path() << ")\n";
   } else {
     out << "- Config file: " << *config_path << "\n- Config in effect:\n";

@@ -10,6 +10,9 @@
 namespace acc {
 
 // `config_path`: the config file found (none: none was); `config`: its contents.
-std::string env_report(const std::optional<std::string>& config_path, const std::optional<ClusterConfig>& config);
+// `problem`: why the config file asked for cannot be used (its message names it); the report says so
+// instead of describing another file.
+std::string env_report(const std::optional<std::string>& config_path, const std::optional<ClusterConfig>& config,
+                       const std::optional<std::string>& problem = std::nullopt);
 
 }  // namespace acc

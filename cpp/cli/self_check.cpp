@@ -16,6 +16,7 @@
 #include "state/process_env.h"
 #include "common/error.h"
 #include "model/model.h"
+#include "optim/clip_grad.h"
 #include "optim/optimizer.h"
 
 namespace acc {
@@ -66,6 +67,9 @@ std::string ddp_steps(Accelerator& acc) {
     opt->zero_grad();
     auto [all_x, all_y] = rows_of_batch(step, 0, rows * world, acc.device());
     torch::mse_loss(reference->forward({all_x}).at(0).second, all_y).backward();
+    // DeepSpeed's gradient_clipping clips every prepared optimizer's step: the reference's too.
+    if (const double max_norm = acc.config().gradient_clipping; max_norm > 0)
+      clip_grad_norm(reference->gradients(), max_norm, 2.0);
     ref_opt->step();
     ref_opt->zero_grad();
   }

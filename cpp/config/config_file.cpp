@@ -302,17 +302,23 @@ std::optional<std::string> find_config_file(const std::optional<std::string>& ex
     struct stat st {};
     return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
   };
+  // What a path that is not a regular file is: missing, or something else.
+  auto what_it_is = [](const std::string& p) -> std::string {
+    struct stat st {};
+    if (stat(p.c_str(), &st) != 0) return "does not exist";
+    return S_ISDIR(st.st_mode) ? "is a directory, not a file" : "is not a regular file";
+  };
   if (explicit_path) {
     if (!is_file(*explicit_path))
-      fail(Status::InvalidArgument, "config file ", *explicit_path,
-           " does not exist: pass an existing file to --config_file, or create it with `accelerate config --config_file ",
+      fail(Status::InvalidArgument, "config file ", *explicit_path, " ", what_it_is(*explicit_path),
+           ": pass an existing file to --config_file, or create it with `accelerate config --config_file ",
            *explicit_path, "`");
     return explicit_path;
   }
   if (const char* from_env = std::getenv("ACCELERATE_CONFIG_FILE"); from_env && *from_env) {
     if (!is_file(from_env))
-      fail(Status::InvalidArgument, "ACCELERATE_CONFIG_FILE=", from_env,
-           " does not exist: point it at an existing config file or unset it");
+      fail(Status::InvalidArgument, "ACCELERATE_CONFIG_FILE=", from_env, " ", what_it_is(from_env),
+           ": point it at an existing config file or unset it");
     return std::string(from_env);
   }
   const std::string path = default_config_path();

@@ -75,9 +75,8 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
         fsdp ? "FSDP flags need --use_fsdp (or a config file with distributed_type FSDP, without --multi_gpu or --cpu)"
              : "DeepSpeed flags need --use_deepspeed (or a config file with distributed_type DEEPSPEED, without "
                "--multi_gpu or --cpu)");
-    std::vector<std::string> warnings;
-    auto env = fsdp ? fsdp_environment(fsdp_flags, "accelerate launch flags", warnings)
-                    : deepspeed_environment(deepspeed_flags, "accelerate launch flags", warnings);
+    auto env = fsdp ? fsdp_environment(fsdp_flags, "accelerate launch flags", c.warnings)
+                    : deepspeed_environment(deepspeed_flags, "accelerate launch flags", c.warnings);
     const bool same_kind = c.sharding_env.count(fsdp ? "ACCELERATE_USE_FSDP" : "ACCELERATE_USE_DEEPSPEED");
     if (!same_kind) c.sharding_env.clear();
     for (auto& [key, value] : env) c.sharding_env[key] = value;

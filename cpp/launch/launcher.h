@@ -35,6 +35,7 @@ struct LaunchConfig {
   std::string role = "default";        // torchrun's ROLE_NAME
   // FSDP / DeepSpeed settings as Accelerate's launcher variables (config/sharding_config.h).
   std::map<std::string, std::string> sharding_env;
+  std::vector<std::string> warnings;  // what the flags ask for that is ignored here, for the user
 };
 
 // Checks the configuration; usage errors throw acc::Error(InvalidArgument) with what to fix.
