@@ -23,10 +23,13 @@ NamedTensors defined_only(const torch::OrderedDict<std::string, at::Tensor>& dic
 }
 
 // The TorchScript twin of an nn module's parameters and buffers, with its children that hold any
-// (the layer's script reads them as self.child.weight); a module without tensors is left out.
+// (the layer's script reads them as self.child.weight); a module without tensors is left out. A
+// linear layer's class is called Linear (in a namespace of its own), as PyTorch's scripted
+// nn.Linear is: loaded back, its layers are linear layers to LoRA's target_modules.
 torch::jit::Module script_tensors(const torch::nn::Module& module, const std::string& class_name, bool training,
                                   const std::shared_ptr<torch::jit::CompilationUnit>& unit) {
-  torch::jit::Module out(c10::QualifiedName("__torch__.accelerate." + class_name), unit);
+  const bool linear = dynamic_cast<const torch::nn::LinearImpl*>(&module) != nullptr;
+  torch::jit::Module out(c10::QualifiedName("__torch__.accelerate." + class_name + (linear ? ".Linear" : "")), unit);
   out.register_attribute("training", c10::BoolType::get(), training);
   for (auto& p : defined_only(module.named_parameters(false)))
     out.register_parameter(p.first, p.second.detach().clone().set_requires_grad(p.second.requires_grad()), false);

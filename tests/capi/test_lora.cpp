@@ -452,6 +452,27 @@ TEST(Lora, SavedModelsHoldMergedWeights) {
   acc_model_free(m);
 }
 
+// A layer-spec model saved as TorchScript and loaded back keeps its linear layers linear (as a
+// scripted nn.Linear is): the same targets take adapters there, initialised alike from the same
+// seed, and the two compute the same (weight form against output form: float rounding).
+TEST(Lora, ASpecModelLoadedBackFromTorchScriptTakesTheSameAdapters) {
+  acc_model* m = net();
+  const std::string pt = acc_test::temp_path("lora_spec_export.pt");
+  ACC_ASSERT_OK(acc_model_save_torchscript(m, pt.c_str()));
+  acc_model* script = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript(pt.c_str(), &script));
+  ACC_ASSERT_OK(acc_set_seed(9));
+  EXPECT_EQ(add_lora(m), 3u);
+  ACC_ASSERT_OK(acc_set_seed(9));
+  EXPECT_EQ(add_lora(script), 3u);
+  EXPECT_EQ(acc_test::parameter_names(script), acc_test::parameter_names(m));
+  train(m, 3);
+  train(script, 3);
+  EXPECT_LT(max_difference(outputs(script), outputs(m)), 1e-5f);
+  acc_model_free(script);
+  acc_model_free(m);
+}
+
 TEST(Lora, SaveStateResumesAdaptersAndTheirOptimizerState) {
   // A prepared LoRA job saved after 3 steps and resumed elsewhere takes the same next 2 steps.
   struct Run {
