@@ -60,4 +60,21 @@ std::string printable_utf8(std::string_view text) {
   return out;
 }
 
+std::string latin1_escapes_as_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const size_t length = sequence_length(text, i);
+    if (length > 0) {
+      out.append(text.substr(i, length));
+      i += length;
+      continue;
+    }
+    const auto byte = static_cast<uint8_t>(text[i]);
+    if (byte == 0x85 || byte == 0xA0) out += '\xC2';
+    out += text[i++];
+  }
+  return out;
+}
+
 }  // namespace acc

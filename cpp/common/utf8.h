@@ -13,4 +13,9 @@ bool is_utf8(std::string_view text);
 // quote what they were given, and callers, the bindings' strings among them, read them as UTF-8).
 std::string printable_utf8(std::string_view text);
 
+// `text` with each lone byte 0x85 or 0xA0 (one that is not part of well-formed UTF-8) as the
+// character it stands for in Latin-1, U+0085 / U+00A0, encoded in UTF-8: yaml-cpp decodes YAML's
+// "\N" and "\_" escapes (which PyYAML writes for those characters) to such single bytes.
+std::string latin1_escapes_as_utf8(std::string_view text);
+
 }  // namespace acc

@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -15,12 +16,14 @@
 #include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 
 #include "common/error.h"
 #include "common/files.h"
 #include "common/options.h"
 #include "common/text.h"
+#include "common/utf8.h"
 #include "config/sharding_config.h"
 #include "state/process_env.h"
 
@@ -66,19 +69,54 @@ bool is_neutral(const YAML::Node& n) {
   return s.empty() || s == "no" || s == "false" || s == "none";
 }
 
-// Plain scalars that YAML would read as something other than a string must be quoted.
+// Whether a plain scalar `s` would be read as something other than a string: by YAML 1.2's core
+// schema (yaml-cpp), or by PyYAML's YAML 1.1 resolvers (Accelerate reads its config with
+// yaml.safe_load), which also take timestamps, sexagesimal and "_"-grouped numbers, ".inf", "<<"
+// and the value tag "=".
 bool needs_quotes(const std::string& s) {
   if (s.empty()) return true;
   static const std::set<std::string> words = {"y", "n", "yes", "no", "true", "false", "on", "off", "null", "~"};
   if (words.count(lowercase(s))) return true;
   char* end = nullptr;
   std::strtod(s.c_str(), &end);
-  return end && *end == '\0';
+  if (end && *end == '\0') return true;
+  static const std::regex yaml11(
+      R"(^(?:[-+]?0b[0-1_]+|[-+]?0[0-7_]+|[-+]?(?:0|[1-9][0-9_]*)|[-+]?0x[0-9a-fA-F_]+|[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+)$)"
+      R"(|^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?|\.[0-9_]+(?:[eE][-+][0-9]+)?|[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$)"
+      R"(|^[0-9]{4}-[0-9]{1,2}-[0-9]{1,2}(?:(?:[Tt]|[ \t]+)[0-9]{1,2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]*)?(?:[ \t]*(?:Z|[-+][0-9]{1,2}(?::[0-9]{2})?))?)?$)"
+      R"(|^(?:<<|=)$)");
+  return std::regex_match(s, yaml11);
 }
 
+// A string as a string: plain where that is safe, else quoted; double-quoted with escapes where it
+// holds anything but printable ASCII (PyYAML refuses raw control characters and DEL, and reads
+// U+0085, U+2028 and U+2029 as line breaks, which quotes fold).
 void emit_string(YAML::Emitter& out, const std::string& s) {
-  if (needs_quotes(s)) out << YAML::SingleQuoted << s;
-  else out << s;
+  const bool printable_ascii = std::all_of(s.begin(), s.end(), [](char c) {
+    const auto byte = static_cast<unsigned char>(c);
+    return byte >= 0x20 && byte < 0x7F;
+  });
+  if (!printable_ascii)
+    out << YAML::EscapeNonAscii << YAML::DoubleQuoted << s << YAML::EmitNonAscii;
+  else if (needs_quotes(s))
+    out << YAML::SingleQuoted << s;
+  else
+    out << s;  // yaml-cpp quotes it where plain would not parse (": ", a leading "-", ...)
+}
+
+// See latin1_escapes_as_utf8: every scalar of a loaded tree in UTF-8, its tag (quoted or not) kept.
+void repair_escaped_scalars(YAML::Node n) {
+  if (n.IsScalar()) {
+    const std::string fixed = latin1_escapes_as_utf8(n.Scalar());
+    if (fixed == n.Scalar()) return;
+    const std::string tag = n.Tag();
+    n = fixed;
+    n.SetTag(tag);
+  } else if (n.IsSequence()) {
+    for (auto item : n) repair_escaped_scalars(item);
+  } else if (n.IsMap()) {
+    for (auto kv : n) repair_escaped_scalars(kv.second);
+  }
 }
 
 // Block style throughout (as PyYAML's safe_dump); scalars keep their type: a quoted one stays a
@@ -336,6 +374,7 @@ ClusterConfig parse_config_text(const std::string& text, const std::string& orig
   }
   int64_t nodes = 0;
   count_nodes(root, 0, nodes, origin);
+  repair_escaped_scalars(root);
   if (!root.IsMap())
     fail(Status::InvalidArgument, origin, ": a config file is a mapping of keys to values (",
          root.IsNull() ? "this one is empty" : "this one is not", "); write one with `accelerate config`");

@@ -164,6 +164,24 @@ TEST_F(Config, RoundTripKeepsEveryValue) {
   EXPECT_TRUE(back.warnings.empty());
 }
 
+// Strings stay strings for PyYAML (YAML 1.1, what Accelerate reads its config with): what it would
+// take for a date, a number, .inf or a value tag is quoted, anything but printable ASCII is
+// double-quoted with escapes; PyYAML's own escapes for U+00A0 and U+0085 read back as UTF-8.
+TEST_F(Config, WrittenStringsReadBackAsTheSameStringsInYaml11) {
+  const std::string text =
+      "distributed_type: 'NO'\nnum_processes: 1\ntpu_name: '2024-01-01'\n"
+      "tpu_env: ['.inf', '1_000', '=', '1:20', '0b11', 'a b', 'caf\xc3\xa9', plain_name]\n"
+      "main_training_function: \"train\\_main\"\ntpu_zone: \"a\\Nb\\Lc\\x7Fd\"\n";
+  const auto config = acc::parse_config_text(text, "quotes.yaml");
+  EXPECT_EQ(config.main_training_function, "train\xc2\xa0main") << "U+00A0 in UTF-8";
+  const std::string yaml = acc::config_to_yaml(config);
+  for (const char* line :
+       {"tpu_name: '2024-01-01'", "- '.inf'", "- '1_000'", "- '='", "- '1:20'", "- '0b11'", "- a b", "- \"caf\\xe9\"",
+        "- plain_name", "main_training_function: \"train\\xa0main\"", "tpu_zone: \"a\\x85b\\u2028c\\x7fd\""})
+    EXPECT_NE(yaml.find(line), std::string::npos) << line << " in\n" << yaml;
+  EXPECT_EQ(acc::config_to_yaml(acc::parse_config_text(yaml, "again.yaml")), yaml);
+}
+
 TEST_F(Config, ReadsJsonAndOlderFiles) {
   // `accelerate config default` writes JSON (into default_config.yaml, too).
   const auto json = acc::load_config_file(kFixtures / "default_config.json");
