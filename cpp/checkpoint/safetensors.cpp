@@ -3,13 +3,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <iterator>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <unordered_set>
 
 #include "common/error.h"
 #include "common/json_input.h"
@@ -66,18 +67,18 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   for (const auto& [key, value] : metadata)
     require(is_utf8(key) && is_utf8(value), "cannot write '", path, "': metadata '", key, "' is not valid UTF-8");
   std::vector<std::pair<std::string, at::Tensor>> data;
+  std::unordered_set<std::string> names;  // the header is a JSON object: one entry per name
   for (const auto& [name, tensor] : tensors) {
     require(!name.empty(), "tensor ", data.size(), " has no name (safetensors needs one)");
     require(name != "__metadata__", "tensor name '__metadata__' is reserved");
     require(is_utf8(name), "cannot write '", path, "': tensor ", data.size(), "'s name is not valid UTF-8");
+    require(names.insert(name).second, "tensor name '", name, "' is repeated");
     data.emplace_back(name, tensor.detach().to(at::kCPU).contiguous());
   }
   std::sort(data.begin(), data.end(), [](const auto& a, const auto& b) {
     const int ra = dtype_rank(a.second.scalar_type()), rb = dtype_rank(b.second.scalar_type());
     return ra != rb ? ra > rb : a.first < b.first;
   });
-  for (size_t i = 1; i < data.size(); ++i)
-    require(data[i].first != data[i - 1].first, "tensor name '", data[i].first, "' is repeated");
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;

@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/text.h"
+#include "common/utf8.h"
 
 namespace acc {
 namespace {
@@ -47,6 +48,8 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
   LoraConfig config = lora_option_table().read(options);
   const std::string text = trimmed(targets);
   require(!text.empty(), "target_modules is empty: name the linear layers to adapt (e.g. \"q_proj,v_proj\")");
+  // They are written into adapter_config.json, which holds UTF-8 only.
+  require(is_utf8(text), "target_modules '", printable_utf8(text), "' is not valid UTF-8");
   if (text.rfind("re:", 0) == 0) {
     config.set_target_regex(text.substr(3));
   } else {

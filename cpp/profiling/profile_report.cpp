@@ -12,6 +12,12 @@ namespace {
 
 double microseconds(uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
+std::string joined(const std::vector<std::string>& parts, const char* separator) {
+  std::string out;
+  for (const auto& part : parts) out += (out.empty() ? "" : separator) + part;
+  return out;
+}
+
 // As torch's format_time: seconds, milliseconds or microseconds, three decimals.
 std::string format_time(double us) {
   char text[32];
@@ -88,6 +94,9 @@ std::string chrome_trace_json(const std::vector<ProfiledEvent>& events, int64_t 
       if (!e.shapes.empty()) args["Input Dims"] = e.shapes;
       if (e.sequence_nr >= 0) args["Sequence number"] = e.sequence_nr;
       if (e.flops > 0) args["flops"] = e.flops;
+      // As Kineto's trace writes them: frames joined by ";", modules by ".".
+      if (!e.stack.empty()) args["Call stack"] = joined(e.stack, ";");
+      if (!e.module_hierarchy.empty()) args["Module Hierarchy"] = joined(e.module_hierarchy, ".");
     }
     if (e.on_device) {
       item["tid"] = "stream";

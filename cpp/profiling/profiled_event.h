@@ -19,6 +19,8 @@ struct ProfiledEvent {
   std::vector<std::vector<int64_t>> shapes;  // with record_shapes
   uint64_t flops = 0;                        // with with_flops, for the operators torch estimates
   int64_t sequence_nr = -1;                  // links a forward operator and its backward
+  std::vector<std::string> stack;            // with with_stack: TorchScript source locations
+  std::vector<std::string> module_hierarchy;  // with with_modules: the TorchScript modules it runs in
 };
 
 }  // namespace acc

@@ -47,6 +47,8 @@ ProfiledEvent plain_event(const tprof::KinetoEvent& e) {
     for (const auto& shape : e.shapes()) p.shapes.push_back(shape);
   p.flops = e.flops();
   p.sequence_nr = e.sequenceNr();
+  if (e.hasStack()) p.stack.assign(e.stack().begin(), e.stack().end());
+  if (e.hasModuleHierarchy()) p.module_hierarchy.assign(e.moduleHierarchy().begin(), e.moduleHierarchy().end());
   return p;
 }
 

@@ -87,6 +87,11 @@ void widen(std::FILE*& file, const std::string& path, CsvTracker::Table& table, 
 
 }  // namespace
 
+void CsvTracker::check_name(const std::string& name) const {
+  require(name != "step" && name != "wall_time", "log: \"", name, "\" is a column of the csv tracker's own (",
+          "metrics.csv begins step,wall_time): name the value otherwise");
+}
+
 std::vector<std::string> parse_csv_record(const std::string& text, size_t* consumed) {
   std::vector<std::string> fields(1);
   bool quoted_field = false;

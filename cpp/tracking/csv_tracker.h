@@ -21,6 +21,9 @@ class CsvTracker : public FileTracker {
   explicit CsvTracker(std::string logging_dir) : FileTracker("csv", std::move(logging_dir)) {}
   void start(const std::string& project_name, const nlohmann::json& config) override;
   void log(const std::shared_ptr<const Record>& record) override;
+  // "step" and "wall_time" are the file's own columns: a value of that name would be a second
+  // column of the same name, which readers take for the first (csv.DictReader keeps the last).
+  void check_name(const std::string& name) const override;
 
   struct Table;  // the columns; touched only by the writer thread once the file is open
 

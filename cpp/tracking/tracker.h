@@ -26,6 +26,9 @@ class Tracker {
   // A run begins: the project name and its hyper-parameters (a JSON object).
   virtual void start(const std::string& project_name, const nlohmann::json& config) = 0;
   virtual void log(const std::shared_ptr<const Record>& record) = 0;
+  // Refuses, on the calling thread and before any tracker logs, a value name this tracker cannot
+  // write (log itself runs on a writer thread).
+  virtual void check_name(const std::string&) const {}
   // The run ends: everything is written out. start() may begin another run afterwards.
   virtual void finish() = 0;
   // The file the tracker writes in the current (or last) run; "" when it writes no file.

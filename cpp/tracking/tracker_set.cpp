@@ -121,6 +121,7 @@ void TrackerSet::log(std::vector<std::string> names, std::vector<double> values,
     require(is_utf8(names[i]), "log: value name ", i, " is not valid UTF-8");
     for (size_t j = 0; j < i; ++j)
       require(names[j] != names[i], "log: the name \"", names[i], "\" appears twice in one call");
+    for (const auto& tracker : trackers_) tracker->check_name(names[i]);  // on every process alike
   }
   const int64_t at = step.value_or(next_step_);
   require(at < std::numeric_limits<int64_t>::max(), "log: step ", at, " leaves no step after it (the next call ",

@@ -169,6 +169,25 @@ TEST(BadInput, AnEmptyPathIsRefusedAndAFailedWriteLeavesNoTemporaryBehind) {
   ACC_ASSERT_OK(acc_tensor_list_create(&list));
   ACC_ASSERT_OK(acc_tensor_list_append(list, "x", x));
   ACC_EXPECT_ERROR(acc_tensor_list_save_safetensors(list, ""), ACC_ERR_INVALID_ARGUMENT, "path is empty");
+  {
+    // A name given twice, apart once sorted by dtype (the header could hold only one of them, and the
+    // data would have a hole no reader takes): refused, nothing written.
+    const int32_t ints[] = {3, 4, 5};
+    const int64_t three[] = {3};
+    acc_tensor* i = nullptr;
+    ACC_ASSERT_OK(acc_tensor_from_host(ints, sizeof ints, three, 1, ACC_DTYPE_INT32, &i));
+    acc_tensor_list* twice = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_create(&twice));
+    ACC_ASSERT_OK(acc_tensor_list_append(twice, "w", x));
+    ACC_ASSERT_OK(acc_tensor_list_append(twice, "z", x));
+    ACC_ASSERT_OK(acc_tensor_list_append(twice, "w", i));
+    const std::string path = acc_test::temp_path("twice.safetensors");
+    ACC_EXPECT_ERROR(acc_tensor_list_save_safetensors(twice, path.c_str()), ACC_ERR_INVALID_ARGUMENT,
+                     "tensor name 'w' is repeated");
+    EXPECT_FALSE(std::filesystem::exists(path));
+    acc_tensor_list_free(twice);
+    acc_tensor_free(i);
+  }
   acc_model* model = linear_model();
   ACC_EXPECT_ERROR(acc_model_save_torchscript(model, ""), ACC_ERR_INVALID_ARGUMENT, "path is empty");
   acc_model* loaded = nullptr;

@@ -564,6 +564,9 @@ TEST(Lora, RefusesWhatItCannotHonour) {
   ACC_EXPECT_ERROR(acc_model_add_lora(m, "self_attn", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "not a linear layer");
   ACC_EXPECT_ERROR(acc_model_add_lora(m, "re:(", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "regular expression");
+  // adapter_config.json holds UTF-8 only: refused here, not when the adapters are saved.
+  ACC_EXPECT_ERROR(acc_model_add_lora(m, "linear1,x\xff", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "target_modules 'linear1,x\\xFF' is not valid UTF-8");
   for (const char* listed : {"0,", ",0", "0,,linear1"})
     ACC_EXPECT_ERROR(acc_model_add_lora(m, listed, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "empty name");
   acc_options* o = nullptr;

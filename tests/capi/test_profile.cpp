@@ -115,6 +115,45 @@ TEST(Profile, RecordsForwardBackwardAndOptimizerIntoAChromeTrace) {
   std::filesystem::remove_all(dir);
 }
 
+// with_stack and with_modules: a TorchScript model's operators carry their source locations and the
+// modules they ran in, as Kineto's trace writes them ("Call stack", "Module Hierarchy").
+TEST(Profile, TorchScriptOperatorsCarryTheirStackAndModules) {
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript((acc_test::data_dir() + "/classifier.pt").c_str(), &model));
+  acc_accelerator* acc = nullptr;
+  ACC_ASSERT_OK(acc_accelerator_create(nullptr, &acc));
+  const std::string dir = temp_dir("stack");
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_PROFILE, &o));
+  ACC_ASSERT_OK(acc_options_set_bool(o, "with_stack", 1));
+  ACC_ASSERT_OK(acc_options_set_bool(o, "with_modules", 1));
+  ACC_ASSERT_OK(acc_options_set_string(o, "output_trace_dir", dir.c_str()));
+  ACC_ASSERT_OK(acc_profile_begin(acc, o));
+  acc_options_free(o);
+  acc_tensor* x = floats(std::vector<float>(2 * 4, 0.5f), {2, 4});
+  acc_tensor* labels = acc_test::longs({1, 0}, {2});
+  const acc_tensor* inputs[] = {x, labels};
+  acc_tensor_list* out = nullptr;
+  ASSERT_EQ(acc_model_forward(model, inputs, 2, ACC_FORWARD_NO_GRAD, &out), ACC_OK) << acc_last_error_message();
+  ACC_ASSERT_OK(acc_profile_end(acc));
+  const nlohmann::json trace = read_json(dir + "/profile_0.json");
+  if (trace.contains("schemaVersion")) GTEST_SKIP() << "Kineto's own trace file (it writes these fields itself)";
+  bool stack = false, modules = false;
+  for (const auto& e : trace["traceEvents"]) {
+    if (!e.contains("args")) continue;
+    stack = stack || e["args"].contains("Call stack");
+    modules = modules || (e["args"].contains("Module Hierarchy") &&
+                          e["args"]["Module Hierarchy"].get<std::string>().find("fc1") != std::string::npos);
+  }
+  EXPECT_TRUE(stack) << "no operator has a call stack";
+  EXPECT_TRUE(modules) << "no operator names the module fc1";
+  for (acc_tensor* t : {x, labels}) acc_tensor_free(t);
+  acc_tensor_list_free(out);
+  acc_accelerator_free(acc);
+  acc_model_free(model);
+  std::filesystem::remove_all(dir);
+}
+
 // torch.profiler.schedule(skip_first=1, wait=1, warmup=1, active=2, repeat=1): of 8 steps only the 4th
 // and 5th are recorded. Each step's batch has its own number of rows, so the trace tells which ran.
 TEST(Profile, TheScheduleRecordsTheActiveStepsOfTheLastCycle) {

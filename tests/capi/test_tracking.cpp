@@ -231,6 +231,10 @@ TEST(Tracking, CsvHeaderIsTheUnionOfNamesInOrderOfAppearance) {
   const std::string dir = fresh_dir("csv");
   acc_accelerator* a = make("csv", dir);
   ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
+  // The file's own columns cannot be a value's: a second "step" column would hide the step from
+  // readers (csv.DictReader keeps the last of two). Refused before anything is logged.
+  for (const char* own : {"step", "wall_time"})
+    ACC_EXPECT_ERROR(acc_log_scalar(a, own, 7.0, 0), ACC_ERR_INVALID_ARGUMENT, "is a column of the csv tracker's own");
   ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.5, 0));
   const char* names[] = {"loss", "acc, top-1"};
   const double values[] = {0.25, 0.75};
