@@ -202,11 +202,13 @@
   /** PyTorch's LambdaLR(opt, [fn0, fn1, ...]): group g's lr = its base_lr * fns.get(g).factor(step),
    *  one function per parameter group (another count is refused), called in group order. */
   public static Scheduler fromLambdas(Optimizer opt, java.util.List<? extends LrLambdaFunction> fns) {
-    return fromGroupLrLambda(opt, fns.size(), CallbackAdapters.groupLrLambda(fns));
+    GroupLrLambda each = CallbackAdapters.groupLrLambda(fns);  // checks fns first
+    return fromGroupLrLambda(opt, fns.size(), each);
   }
   /** PyTorch's MultiplicativeLR(opt, [fn0, fn1, ...]): group g's lr = its rate before * fns.get(g).factor(step). */
   public static Scheduler fromMultiplicatives(Optimizer opt, java.util.List<? extends LrLambdaFunction> fns) {
-    return fromGroupLrMultiplicative(opt, fns.size(), CallbackAdapters.groupLrLambda(fns));
+    GroupLrLambda each = CallbackAdapters.groupLrLambda(fns);  // checks fns first
+    return fromGroupLrMultiplicative(opt, fns.size(), each);
   }
   /** PyTorch's CyclicLR with scale_fn: opts as the "cyclic" schedule's (scale_mode "cycle" or
    *  "iterations"; no mode or gamma); scale.factor(x) scales the height of cycle x (from 1) or step x. */

@@ -48,6 +48,8 @@ class CallbackTest {
       List<LrLambdaFunction> one = new ArrayList<>();
       one.add(null);
       assertThrows(NullPointerException.class, () -> Scheduler.fromLambdas(opt, one));
+      NullPointerException none = assertThrows(NullPointerException.class, () -> Scheduler.fromMultiplicatives(opt, null));
+      assertTrue(none.getMessage().contains("the functions are null"), none.getMessage());
       assertThrows(NullPointerException.class, () -> acc.addTracker("mine", null));
       assertThrows(NullPointerException.class, () -> acc.registerForCheckpointing((CheckpointState) null));
     }
