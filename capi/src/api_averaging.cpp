@@ -1,7 +1,6 @@
 // Averaged models (PyTorch's AveragedModel): SWA and EMA of a model's weights.
 #include "guard.h"
 #include "handles.h"
-#include "accelerator/prepared_model.h"
 #include "optim/averaged_model_part.h"
 #include "optim/update_bn.h"
 
@@ -70,11 +69,8 @@ void acc_averaged_model_free(acc_averaged_model* avg) { release(avg); }
 
 acc_status acc_model_update_bn(acc_model* model, acc_dataloader* loader) {
   return guarded([&] {
-    std::shared_ptr<acc::Model> m = live(model, "model").model;
-    acc::DataLoader& data = *live(loader, "loader").loader;
-    // A prepared model's BatchNorm layers are its inner model's; run without DDP's buffer broadcasts.
-    if (const auto* prepared = dynamic_cast<const acc::PreparedModel*>(m.get())) m = prepared->unwrap();
-    acc::update_bn(*m, data);
+    acc::Model& m = *live(model, "model").model;  // checked in this order: the model first
+    acc::update_bn(m, *live(loader, "loader").loader);
   });
 }
 

@@ -103,12 +103,7 @@ acc_status acc_optimizer_get_lr(const acc_optimizer* opt, size_t group, double* 
 }
 
 acc_status acc_optimizer_set_lr(acc_optimizer* opt, size_t group, double lr) {
-  return guarded([&] {
-    auto& o = *live(opt, "opt").optimizer;
-    // As PyTorch's optimizers refuse a negative lr when made.
-    acc::require(!(lr < 0), "learning rate must be a finite number >= 0, got ", lr);
-    o.set_lr(group, lr);
-  });
+  return guarded([&] { live(opt, "opt").optimizer->set_lr_by_hand(group, lr); });
 }
 
 acc_status acc_optimizer_step(acc_optimizer* opt) {

@@ -30,6 +30,9 @@ class PreparedModel final : public Model {
   void set_graph_optimization(bool enabled) override { inner_->set_graph_optimization(enabled); }
   const LoraAdapters& lora() const override { return inner_->lora(); }
   bool sharded_at_rest() const override { return inner_->sharded_at_rest(); }
+  // The inner model's own pass: each process averages over its own batches, without DDP's buffer
+  // broadcasts (update_bn on Accelerate's unprepared AveragedModel).
+  bool recompute_batch_norm(const InputSource& next) override { return inner_->recompute_batch_norm(next); }
   // DDP's Reducer, the sharding engine and the optimizers were built over the parameters of the time.
   size_t add_lora(const LoraConfig&) override {
     fail(Status::InvalidArgument, "add LoRA adapters before preparing the model (and before creating its optimizer)");

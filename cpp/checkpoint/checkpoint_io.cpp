@@ -134,13 +134,12 @@ void load_accelerator_state(CheckpointLoad& load, const CheckpointParts& parts, 
         const nlohmann::json manifest = read_json(manifest_path);
         if (load.check_manifest) apply_manifest = load.check_manifest(manifest, manifest_path);
         check_manifest_checksum(manifest, manifest_path);  // after the checks that name a bad value's key
-        const std::string save_id = manifest.is_object() && manifest.contains(kSaveIdKey)
-                                        ? json_field<std::string>(manifest, kSaveIdKey, manifest_path)
-                                        : std::string();
-        loaded_save_id = save_id;
+        loaded_save_id = manifest.is_object() && manifest.contains(kSaveIdKey)
+                             ? json_field<std::string>(manifest, kSaveIdKey, manifest_path)
+                             : std::string();
         for (const auto& part : parts) {
           if (load.other_process_count && part->process_local()) continue;
-          part->set_save_id(save_id);
+          part->set_save_id(loaded_save_id);
           const std::string path = join_path(source, part->file());
           check_recorded_file_present(manifest, part->file(), path);
           staged.push_back(part->load(path));

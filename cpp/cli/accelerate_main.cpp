@@ -153,10 +153,11 @@ int report(const char* who, const acc::Error& e, bool config_stage) {
   return e.status() == acc::Status::InvalidArgument || config_stage ? 2 : 1;
 }
 
-// The config file in effect: the one given, else Accelerate's default if there is one.
+// The config file in effect: the one given, else Accelerate's default if there is one (and
+// `default_file`; see find_config_file).
 std::pair<std::optional<std::string>, std::optional<acc::ClusterConfig>> load_config(
-    const std::optional<std::string>& given, bool warn = true) {
-  auto path = acc::find_config_file(given);
+    const std::optional<std::string>& given, bool warn = true, bool default_file = true) {
+  auto path = acc::find_config_file(given, default_file);
   if (!path) return {std::nullopt, std::nullopt};
   auto config = acc::load_config_file(*path);
   if (warn) acc::report_config_warnings(config, *path);
@@ -182,9 +183,7 @@ int run_launch(const char* who, LaunchArgs& a, std::vector<std::string> command)
   acc::LaunchConfig config;
   try {
     // As Accelerate's launcher: with --cpu, the default config file is not read (one given is).
-    const char* from_env = std::getenv("ACCELERATE_CONFIG_FILE");
-    const bool default_only = !a.config_file && !(from_env && *from_env);
-    auto [path, file] = a.flags.cpu && default_only ? decltype(load_config(a.config_file))() : load_config(a.config_file);
+    auto [path, file] = load_config(a.config_file, true, !a.flags.cpu);
     config = acc::resolve_launch_config(a.flags, file, path, std::move(command));
     for (const std::string& warning : config.warnings) std::fprintf(stderr, "%s: warning: %s\n", who, warning.c_str());
   } catch (const acc::Error& e) {

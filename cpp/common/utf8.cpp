@@ -31,6 +31,23 @@ size_t sequence_length(std::string_view text, size_t i) {
   return length;
 }
 
+// `text` with its well-formed sequences kept and each byte outside them rewritten by `write`.
+template <class Write>
+std::string with_invalid_bytes_as(std::string_view text, Write write) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const size_t length = sequence_length(text, i);
+    if (length > 0) {
+      out.append(text.substr(i, length));
+      i += length;
+    } else {
+      write(static_cast<uint8_t>(text[i++]), out);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 bool is_utf8(std::string_view text) {
@@ -43,38 +60,18 @@ bool is_utf8(std::string_view text) {
 }
 
 std::string printable_utf8(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    const size_t length = sequence_length(text, i);
-    if (length > 0) {
-      out.append(text.substr(i, length));
-      i += length;
-      continue;
-    }
+  return with_invalid_bytes_as(text, [](uint8_t byte, std::string& out) {
     char escaped[5];
-    std::snprintf(escaped, sizeof escaped, "\\x%02X", static_cast<unsigned>(static_cast<uint8_t>(text[i])));
+    std::snprintf(escaped, sizeof escaped, "\\x%02X", static_cast<unsigned>(byte));
     out += escaped;
-    ++i;
-  }
-  return out;
+  });
 }
 
 std::string latin1_escapes_as_utf8(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    const size_t length = sequence_length(text, i);
-    if (length > 0) {
-      out.append(text.substr(i, length));
-      i += length;
-      continue;
-    }
-    const auto byte = static_cast<uint8_t>(text[i]);
+  return with_invalid_bytes_as(text, [](uint8_t byte, std::string& out) {
     if (byte == 0x85 || byte == 0xA0) out += '\xC2';
-    out += text[i++];
-  }
-  return out;
+    out += static_cast<char>(byte);
+  });
 }
 
 }  // namespace acc

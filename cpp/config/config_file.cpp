@@ -335,7 +335,7 @@ std::string config_cache_dir() {
 
 std::string default_config_path() { return config_cache_dir() + "/default_config.yaml"; }
 
-std::optional<std::string> find_config_file(const std::optional<std::string>& explicit_path) {
+std::optional<std::string> find_config_file(const std::optional<std::string>& explicit_path, bool default_file) {
   auto is_file = [](const std::string& p) {
     struct stat st {};
     return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -360,7 +360,7 @@ std::optional<std::string> find_config_file(const std::optional<std::string>& ex
     return std::string(from_env);
   }
   const std::string path = default_config_path();
-  if (is_file(path)) return path;
+  if (default_file && is_file(path)) return path;
   return std::nullopt;
 }
 

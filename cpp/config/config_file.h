@@ -52,8 +52,8 @@ std::string default_config_path();
 
 // The file to use: `explicit_path` if given (it must exist), else $ACCELERATE_CONFIG_FILE (set by
 // `accelerate launch --config_file` for its processes; it must exist), else the default file if it
-// exists, else none.
-std::optional<std::string> find_config_file(const std::optional<std::string>& explicit_path);
+// exists and `default_file` (Accelerate's launcher reads none under --cpu), else none.
+std::optional<std::string> find_config_file(const std::optional<std::string>& explicit_path, bool default_file = true);
 
 // Reads and checks a config file (YAML, or JSON, which is YAML too). A file that cannot be read
 // is an Io error, a value that is wrong an InvalidArgument error; both name the file (and line).

@@ -58,7 +58,7 @@ void Model::materialize_weights(c10::optional<at::Device> device, bool parameter
   weights_pending_ = !parameters_too;
 }
 
-bool Model::with_cumulative_batch_norm(const std::function<void()>&) {
+bool Model::recompute_batch_norm(const InputSource&) {
   for (const auto& [name, buffer] : named_buffers())
     if (name == "running_mean" || ends_with(name, ".running_mean"))
       fail(Status::Unsupported, "update_bn: '", name,

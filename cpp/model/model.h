@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,13 +46,14 @@ class Model {
   // Whether a TorchScript forward is optimised by the JIT (see acc_model_set_graph_optimization);
   // models that run eagerly anyway ignore it.
   virtual void set_graph_optimization(bool) {}
-  // PyTorch's swa_utils.update_bn, the model's part: runs `forwards` in training mode with every
-  // BatchNorm layer's running statistics reset and kept as cumulative averages (momentum None), then
-  // gives the layers their momentum and the model its mode back. False, running nothing, where the
-  // model has no BatchNorm layer (PyTorch returns there too). By default a model whose buffers hold
-  // BatchNorm's statistics refuses (Unsupported): a TorchScript BatchNorm's momentum is a constant of
-  // its graph.
-  virtual bool with_cumulative_batch_norm(const std::function<void()>& forwards);
+  // PyTorch's swa_utils.update_bn, the model's part: runs forward in training mode on each input
+  // `next` gives until it gives none, with every BatchNorm layer's running statistics reset and kept
+  // as cumulative averages (momentum None), then gives the layers their momentum and the model its
+  // mode back. False, reading no input, where the model has no BatchNorm layer (PyTorch returns there
+  // too). By default a model whose buffers hold BatchNorm's statistics refuses (Unsupported): a
+  // TorchScript BatchNorm's momentum is a constant of its graph.
+  using InputSource = std::function<std::optional<at::Tensor>()>;
+  virtual bool recompute_batch_norm(const InputSource& next);
 
   // Moves parameters and buffers in place (their identity is kept, so optimizers stay valid).
   // Only floating tensors change dtype.

@@ -257,13 +257,13 @@ void SpecModel::set_training(bool training) { net_->train(training); }
 
 bool SpecModel::is_training() const { return net_->is_training(); }
 
-bool SpecModel::with_cumulative_batch_norm(const std::function<void()>& forwards) {
+bool SpecModel::recompute_batch_norm(const InputSource& next) {
   CumulativeBatchNorm layers(*net_);
   if (layers.empty()) return false;
   const bool was_training = is_training();
   set_training(true);
   try {
-    forwards();
+    while (auto input = next()) forward({*input});
   } catch (...) {
     set_training(was_training);
     throw;

@@ -21,7 +21,7 @@ class SpecModel final : public Model {
   NamedTensors named_buffers() const override;
   void set_training(bool training) override;
   bool is_training() const override;
-  bool with_cumulative_batch_norm(const std::function<void()>& forwards) override;
+  bool recompute_batch_norm(const InputSource& next) override;
 
   // One unit per layer that has parameters. A size policy makes units of the layers that reach
   // min_num_params (layers are its leaves), a class policy of the layers of those types

@@ -138,10 +138,13 @@ double TorchOptimizer::lr(size_t group) const {
   return impl_->param_groups()[group].options().get_lr();
 }
 
+void Optimizer::set_lr_by_hand(size_t group, double lr) {
+  require(!(lr < 0), "learning rate must be a finite number >= 0, got ", lr);
+  set_lr(group, lr);
+}
+
 void TorchOptimizer::set_lr(size_t group, double lr) {
   check_group(group);
-  // Any finite rate, as PyTorch's group["lr"] takes: a schedule's arithmetic may leave one a few ulp below 0
-  // (LinearLR or OneCycleLR annealing to 0). A rate set by hand is checked by the caller.
   require(std::isfinite(lr), "learning rate must be a finite number, got ", lr);
   impl_->param_groups()[group].options().set_lr(lr);
 }

@@ -33,7 +33,11 @@ class Optimizer {
   virtual bool elementwise() const = 0;
   virtual size_t num_param_groups() const = 0;
   virtual double lr(size_t group) const = 0;
+  // Any finite rate, as PyTorch's group["lr"] takes (a schedule's arithmetic may leave one a few ulp
+  // below 0).
   virtual void set_lr(size_t group, double lr) = 0;
+  // A rate set by hand (acc_optimizer_set_lr): also >= 0, as PyTorch's optimizers take one when made.
+  void set_lr_by_hand(size_t group, double lr);
   // The lr the optimizer was created with (transformers' optimizer.defaults["lr"]).
   virtual double default_lr() const = 0;
   virtual void step() = 0;

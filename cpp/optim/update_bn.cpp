@@ -2,6 +2,8 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <optional>
+
 #include "common/error.h"
 
 namespace acc {
@@ -15,12 +17,12 @@ void update_bn(Model& model, DataLoader& loader) {
   model.require_weights("update_bn");
   const NamedTensors parameters = model.named_parameters();
   const c10::Device device = parameters.empty() ? c10::Device(c10::kCPU) : parameters.front().second.device();
-  model.with_cumulative_batch_norm([&] {
-    at::NoGradGuard no_grad;  // the statistics are the same with autograd on (as PyTorch runs it)
-    while (auto batch = loader.next()) {
-      require(!batch->empty(), "update_bn: the loader gave a batch without fields");
-      model.forward({batch->front().to(device)});
-    }
+  at::NoGradGuard no_grad;  // the statistics are the same with autograd on (as PyTorch runs it)
+  model.recompute_batch_norm([&]() -> std::optional<at::Tensor> {
+    auto batch = loader.next();
+    if (!batch) return std::nullopt;
+    require(!batch->empty(), "update_bn: the loader gave a batch without fields");
+    return batch->front().to(device);
   });
 }
 

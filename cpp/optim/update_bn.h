@@ -12,8 +12,8 @@ namespace acc {
 // does), each batch's first field moved to the model's device and run forward in training mode
 // without autograd, while every BatchNorm layer averages its statistics over the pass (each batch
 // weighted equally: momentum None). Then the layers have their momentum, and the model its mode,
-// back. A model without BatchNorm layers is left alone and the loader is not read. `model` is run as
-// it is: a prepared model is given unwrapped (its process's own statistics, no buffer broadcast).
+// back. A model without BatchNorm layers is left alone and the loader is not read. A prepared model
+// runs its inner model (its process's own statistics, no buffer broadcast).
 void update_bn(Model& model, DataLoader& loader);
 
 }  // namespace acc

@@ -85,10 +85,8 @@ void PlateauScheduler::check_state(const SchedulerState& state) const {
           cooldown_, "], got ", p.cooldown_counter);
   check_group_count(p.lrs.size(), optimizer_->num_param_groups());
   check_group_count(state.base_lrs.size(), optimizer_->num_param_groups());
-  for (double lr : state.base_lrs)
-    require(std::isfinite(lr), "a scheduler state's base learning rates must be finite, got ", lr);
-  for (double lr : p.lrs)
-    require(std::isfinite(lr), "a scheduler state's learning rates must be finite, got ", lr);
+  check_finite_rates(state.base_lrs, "base learning rates");
+  check_finite_rates(p.lrs, "learning rates");
 }
 
 void PlateauScheduler::load_state(const SchedulerState& state) {

@@ -53,6 +53,10 @@ void Scheduler::check_group_count(size_t saved, size_t groups) {
   require(saved == groups, "the scheduler state has ", saved, " parameter groups, but the optimizer has ", groups);
 }
 
+void Scheduler::check_finite_rates(const std::vector<double>& lrs, const char* which) {
+  for (double lr : lrs) require(std::isfinite(lr), "a scheduler state's ", which, " must be finite, got ", lr);
+}
+
 void Scheduler::check_schedule_name(const SchedulerState& state) const {
   require(state.schedule.empty() || state.schedule == name(), "the state was saved by a '", state.schedule,
           "' schedule; this scheduler's is '", name(), "'");
@@ -92,9 +96,7 @@ void IndexedScheduler::set_rates(int64_t step, std::vector<double> lrs) {
 void IndexedScheduler::check_saved_rates(const SchedulerState& state) const {
   check_group_count(state.lrs.size(), base_lrs_.size());
   check_group_count(state.last_lrs.size(), base_lrs_.size());
-  for (const std::vector<double>* lrs : {&state.lrs, &state.last_lrs})
-    for (double lr : *lrs)
-      require(std::isfinite(lr), "a scheduler state's learning rates must be finite, got ", lr);
+  for (const std::vector<double>* lrs : {&state.lrs, &state.last_lrs}) check_finite_rates(*lrs, "learning rates");
 }
 
 void IndexedScheduler::restore_rates(const SchedulerState& state) {
@@ -268,8 +270,7 @@ void LambdaScheduler::chain(const std::string& name, const Options& options) {
 void LambdaScheduler::check_state(const SchedulerState& state) const {
   check_state_shape(state);
   require(state.step >= 0, "a scheduler state needs a step >= 0, got ", state.step);
-  for (double lr : state.base_lrs)
-    require(std::isfinite(lr), "a scheduler state's base learning rates must be finite, got ", lr);
+  check_finite_rates(state.base_lrs, "base learning rates");
   if (!state.lrs.empty() || !state.last_lrs.empty()) {
     check_saved_rates(state);  // resumed from as PyTorch does: nothing is computed
     return;

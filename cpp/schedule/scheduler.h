@@ -74,6 +74,9 @@ class Scheduler {
   // The checks every scheduler's last_lr and check_state make.
   static double group_lr(const std::vector<double>& lrs, size_t group);
   static void check_group_count(size_t saved, size_t groups);
+  // A saved state's rates (`which`: "learning rates", "base learning rates") are finite numbers; of
+  // any sign, as PyTorch's arithmetic may leave one a few ulp below 0.
+  static void check_finite_rates(const std::vector<double>& lrs, const char* which);
   // A state saved by another schedule is refused (a state without a name, from an older
   // checkpoint, is taken).
   void check_schedule_name(const SchedulerState& state) const;

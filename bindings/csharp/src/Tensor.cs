@@ -8,26 +8,16 @@ public partial class Tensor {
     MoveTo(null);
     return this;
   }
-  public static Tensor Of(float[] data, params long[] shape) {
-    Arg.NotNull(data, "data");
-    return FromFloats(data, data.LongLength, Arg.NotNull(shape, "shape"), shape.LongLength);
-  }
-  public static Tensor Of(double[] data, params long[] shape) {
-    Arg.NotNull(data, "data");
-    return FromDoubles(data, data.LongLength, Arg.NotNull(shape, "shape"), shape.LongLength);
-  }
-  public static Tensor Of(long[] data, params long[] shape) {
-    Arg.NotNull(data, "data");
-    return FromLongs(data, data.LongLength, Arg.NotNull(shape, "shape"), shape.LongLength);
-  }
-  public static Tensor Of(int[] data, params long[] shape) {
-    Arg.NotNull(data, "data");
-    return FromInts(data, data.LongLength, Arg.NotNull(shape, "shape"), shape.LongLength);
-  }
+  public static Tensor Of(float[] data, params long[] shape) { return FromArray(data, shape, FromFloats); }
+  public static Tensor Of(double[] data, params long[] shape) { return FromArray(data, shape, FromDoubles); }
+  public static Tensor Of(long[] data, params long[] shape) { return FromArray(data, shape, FromLongs); }
+  public static Tensor Of(int[] data, params long[] shape) { return FromArray(data, shape, FromInts); }
   /// uint8 elements.
-  public static Tensor Of(byte[] data, params long[] shape) {
+  public static Tensor Of(byte[] data, params long[] shape) { return FromArray(data, shape, FromBytes); }
+  // The arrays checked, then handed to the wrapped constructor with their lengths.
+  static Tensor FromArray<T>(T[] data, long[] shape, System.Func<T[], long, long[], long, Tensor> make) {
     Arg.NotNull(data, "data");
-    return FromBytes(data, data.LongLength, Arg.NotNull(shape, "shape"), shape.LongLength);
+    return make(data, data.LongLength, Arg.NotNull(shape, "shape"), shape.LongLength);
   }
 
   /// torch.reshape: one dim may be -1 (logits [B, T, V] become [-1, V] for the cross-entropy).
