@@ -689,8 +689,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_save_torchscript(const acc_model *mod
 
 /* Writes the named tensors of `list` to one safetensors file, atomically. */
 ACC_API ACC_NODISCARD acc_status acc_tensor_list_save_safetensors(const acc_tensor_list *list, const char *path);
-/* Reads a safetensors file (memory-mapped, validated: a corrupt file is ACC_ERR_IO with the reason)
- * into a new named list. */
+/* Reads a safetensors file (validated: a corrupt file is ACC_ERR_IO with the reason) into a new
+ * named list of tensors of their own: the file may change or be removed afterwards. */
 ACC_API ACC_NODISCARD acc_status acc_tensor_list_load_safetensors(const char *path, acc_tensor_list **out);
 
 /* Loads weights saved by acc_save_model or by Python's save_pretrained: a .safetensors file, a
@@ -743,7 +743,8 @@ ACC_API void acc_model_free(acc_model *model);
  * Optimizers
  * ---------------------------------------------------------------------------------------------- */
 
-/* An optimizer over every trainable parameter of `model`, in one parameter group.
+/* An optimizer over every trainable parameter of `model`, in one parameter group (a model with
+ * none, all frozen, is ACC_ERR_INVALID_ARGUMENT, as PyTorch refuses an empty parameter list).
  * algorithm: "sgd", "adam", "adamw", "rmsprop", "adagrad", "radam", "nadam", "adamax", "adadelta",
  * "rprop", "asgd" (PyTorch's, with its arithmetic: its one-tensor rules, and its foreach rules
  * where it takes them (PyTorch's default for CUDA parameters; see the foreach option); libtorch
@@ -967,7 +968,10 @@ ACC_API ACC_NODISCARD acc_status acc_dataset_from_tensors(const acc_tensor *cons
 /* A read-only view of a binary file as a tensor, without reading it into memory: the bytes from
  * `offset` on, as `dtype` of shape dims[0..ndim). dims[0] may be -1 to take as many rows as the
  * file holds. Writing to the tensor never changes the file. Combine such tensors with
- * acc_dataset_from_tensors for a data set larger than memory. */
+ * acc_dataset_from_tensors for a data set larger than memory. The file must keep its size while
+ * the tensor lives: its pages are read as they are used, and changes to the file show through (as
+ * numpy.memmap's). A data set checks the file before each batch and refuses one cut short
+ * (ACC_ERR_IO naming it), where reading past its new end would kill the process (SIGBUS). */
 ACC_API ACC_NODISCARD acc_status acc_tensor_from_file_mmap(const char *path, uint64_t offset, acc_dtype dtype,
                                                            const int64_t *dims, size_t ndim, acc_tensor **out);
 
@@ -1164,7 +1168,8 @@ ACC_API ACC_NODISCARD acc_status acc_accumulate_end(acc_accelerator *acc);
  * acc_accelerator_sync_gradients says the optimizer is about to step. */
 ACC_API ACC_NODISCARD acc_status acc_clip_grad_norm(acc_accelerator *acc, acc_model *model, double max_norm,
                                                     double norm_type, double *total_norm);
-/* Clamps every gradient element of the model's parameters to [-clip_value, clip_value]. */
+/* Clamps every gradient element of the model's parameters to [-clip_value, clip_value] (INFINITY
+ * clips nothing; a negative or NaN clip_value is ACC_ERR_INVALID_ARGUMENT). */
 ACC_API ACC_NODISCARD acc_status acc_clip_grad_value(acc_accelerator *acc, acc_model *model, double clip_value);
 /* Divides the gradients of an optimizer's parameters (opt NULL: of every prepared optimizer) by the
  * fp16 loss scale, once per step (a second call before the step does nothing), e.g. to inspect or
@@ -1173,7 +1178,8 @@ ACC_API ACC_NODISCARD acc_status acc_unscale_gradients(acc_accelerator *acc, acc
 /* Accelerate's autocast(): until acc_autocast_end, code on the calling thread (a loss, a model not
  * prepared) runs under the accelerator's mixed precision; enabled = 0 turns autocast off instead
  * (AutocastKwargs(enabled=False)), e.g. for a computation that must stay fp32 inside a prepared
- * model's region. Scopes nest; each begin needs an end on the same thread. */
+ * model's region. Scopes nest; each begin needs an end on the same thread, before the accelerator
+ * is freed (a scope left open keeps that thread under autocast until the thread ends). */
 ACC_API ACC_NODISCARD acc_status acc_autocast_begin(acc_accelerator *acc, int enabled);
 ACC_API ACC_NODISCARD acc_status acc_autocast_end(acc_accelerator *acc);
 /* Accelerate's save_model: the unwrapped model's parameters and buffers, with the model's own names,
@@ -1293,8 +1299,9 @@ ACC_API ACC_NODISCARD acc_status acc_local_sgd_end(acc_accelerator *acc, acc_mod
  * next step (skip_first, then cycles of wait, warmup and active steps), and the last cycle recorded
  * is what end keeps. end stops the profiler and, with output_trace_dir, writes the Chrome trace
  * (chrome://tracing, Perfetto) output_trace_dir/profile_<process index>.json, then waits for every
- * process (a collective, as in Accelerate). step and end must come from the thread that called begin;
- * one profile at a time (a second begin before end is ACC_ERR_INVALID_ARGUMENT); the cuda activity
+ * process (a collective, as in Accelerate). step and end must come from the thread that called begin
+ * (an accelerator freed elsewhere with its profile open leaves that thread's profiler running until
+ * a profile begins there again, which stops it first); one profile at a time (a second begin before end is ACC_ERR_INVALID_ARGUMENT); the cuda activity
  * with the accelerator on the CPU is ACC_ERR_UNSUPPORTED. acc_profile_summary gives the last recorded cycle's
  * table (after end, or in on_trace_ready), as torch's key_averages().table(): per operator its calls, self and total CPU time (and
  * device time and FLOPs when recorded), sorted by self time; free it with acc_string_free. */

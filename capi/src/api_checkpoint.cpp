@@ -20,7 +20,7 @@ acc_status acc_tensor_list_load_safetensors(const char* path, acc_tensor_list** 
   return guarded([&] {
     const std::string file = path_arg(path, "path");
     out_param(out, "out");
-    emit_named(out, acc::load_safetensors(file).tensors);
+    emit_named(out, acc::load_safetensors_copied(file));
   });
 }
 

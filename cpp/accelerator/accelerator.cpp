@@ -275,7 +275,8 @@ double Accelerator::clip_grad_norm(const std::shared_ptr<Model>& model, double m
 
 void Accelerator::clip_grad_value(const std::shared_ptr<Model>& model, double clip_value) {
   require(model != nullptr, "clip_grad_value needs a model");
-  require(std::isfinite(clip_value) && clip_value >= 0, "clip_value must be a number >= 0, got ", clip_value);
+  // +inf clips nothing, as in torch's clip_grad_value_.
+  require(clip_value >= 0, "clip_value must be a number >= 0, got ", clip_value);
   if (auto engine = sharding_engine(model); engine && engine->options().stage >= 2) {
     unscale_gradients(nullptr);
     acc::clip_grad_value(engine->piece_gradients(), clip_value);  // elementwise: slices clip as the whole would
@@ -354,6 +355,7 @@ void Accelerator::save_model(const std::shared_ptr<Model>& model, const std::str
   const int64_t limit = parse_size(max_shard_size);
   // LoRA adapters are merged into the weights they adapt: the files are the base model's layout.
   const LoraAdapters& adapters = model->lora();
+  adapters.require_mergeable("save_model");  // on every process, before the collective gather
   if (auto engine = sharding_engine(model)) {
     // Every process takes part in gathering the shards; the main process writes.
     const NamedTensors state = engine->full_state_dict();
@@ -406,9 +408,18 @@ namespace {
 
 // The autocast scopes opened on this thread, innermost last (across accelerators, as torch's state is
 // per thread).
+struct AutocastScopes {
+  std::vector<std::unique_ptr<AutocastGuard>> open;
+  // Scopes still open when the thread ends are dropped unclosed: closing one restores torch's
+  // thread-local autocast state, which may already be destroyed by then (and dies with the thread).
+  ~AutocastScopes() {
+    for (auto& scope : open) static_cast<void>(scope.release());
+  }
+};
+
 std::vector<std::unique_ptr<AutocastGuard>>& autocast_scopes() {
-  thread_local std::vector<std::unique_ptr<AutocastGuard>> scopes;
-  return scopes;
+  thread_local AutocastScopes scopes;
+  return scopes.open;
 }
 
 }  // namespace

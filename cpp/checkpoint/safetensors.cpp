@@ -183,4 +183,10 @@ SafetensorsContents load_safetensors(const std::string& path) {
   return contents;
 }
 
+NamedTensors load_safetensors_copied(const std::string& path) {
+  NamedTensors tensors = load_safetensors(path).tensors;
+  for (auto& entry : tensors) entry.second = entry.second.clone();
+  return tensors;
+}
+
 }  // namespace acc

@@ -25,5 +25,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 // Rejects, with the reason, a header that is too large or not JSON, unknown dtypes, shapes that do
 // not match their bytes, offsets outside the data, overlapping or leaving holes.
 SafetensorsContents load_safetensors(const std::string& path);
+// The tensors of load_safetensors(path) as tensors of their own, copied out of the mapping: what
+// the caller keeps is unaffected by the file changing, shrinking or going afterwards.
+NamedTensors load_safetensors_copied(const std::string& path);
 
 }  // namespace acc

@@ -177,10 +177,13 @@ void Options::set(const std::string& key, OptionValue value) {
     }
     for (const double v : checked) {
       require(std::isfinite(v), "option '", key, "' must be finite, got ", v);
-      require(!s.min || v >= *s.min, "option '", key, "' must be at least ", bound_text(s, *s.min), ", got ",
-              to_text(value));
-      require(!s.max || v <= *s.max, "option '", key, "' must be at most ", bound_text(s, *s.max), ", got ",
-              to_text(value));
+      // The messages are built only on failure: a bound is read only where there is one.
+      if (s.min && v < *s.min)
+        fail(Status::InvalidArgument, "option '", key, "' must be at least ", bound_text(s, *s.min), ", got ",
+             to_text(value));
+      if (s.max && v > *s.max)
+        fail(Status::InvalidArgument, "option '", key, "' must be at most ", bound_text(s, *s.max), ", got ",
+             to_text(value));
     }
     if (numbers) value = numbers_value(checked);  // blanks gone, every digit exact
   }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "common/error.h"
@@ -192,15 +193,27 @@ SettingMap fsdp_environment(const SettingMap& settings, const std::string& origi
     env["FSDP_VERSION"] = "2";
     if (const std::string* s = get("fsdp_reshard_after_forward"))
       env["FSDP_RESHARD_AFTER_FORWARD"] = flag(from, "fsdp_reshard_after_forward", *s) ? "true" : "false";
-  } else if (const std::string* s = get("fsdp_sharding_strategy")) {
-    env["FSDP_SHARDING_STRATEGY"] = fsdp_strategy(from, "fsdp_sharding_strategy", *s);
-  } else if (const std::string* s = get("fsdp_reshard_after_forward")) {
-    // Accelerate's questionnaire writes an FSDP1 strategy here (its launcher then sets
-    // FSDP_SHARDING_STRATEGY to its flag's default, FULL_SHARD, which wins): the strategy the file
-    // names is the one taken. true / false mean what they mean to FSDP2.
-    const auto reshards = parse_bool(*s);
-    env["FSDP_SHARDING_STRATEGY"] =
-        reshards ? (*reshards ? "FULL_SHARD" : "SHARD_GRAD_OP") : fsdp_strategy(from, "fsdp_reshard_after_forward", *s);
+  } else {
+    const std::string* named = get("fsdp_sharding_strategy");
+    const std::string* reshard = get("fsdp_reshard_after_forward");
+    std::optional<std::string> by_reshard;
+    if (reshard) {
+      // Accelerate's questionnaire writes an FSDP1 strategy here (its launcher then sets
+      // FSDP_SHARDING_STRATEGY to its flag's default, FULL_SHARD, which wins): the strategy the file
+      // names is the one taken. true / false mean what they mean to FSDP2.
+      const auto reshards = parse_bool(*reshard);
+      by_reshard = reshards ? (*reshards ? "FULL_SHARD" : "SHARD_GRAD_OP")
+                            : fsdp_strategy(from, "fsdp_reshard_after_forward", *reshard);
+    }
+    if (named) {
+      const std::string strategy = fsdp_strategy(from, "fsdp_sharding_strategy", *named);
+      // Accelerate lets fsdp_sharding_strategy win; two strategies are refused here rather than one dropped.
+      require(!by_reshard || *by_reshard == strategy, origin, ": fsdp_sharding_strategy ", *named,
+              " and fsdp_reshard_after_forward ", *reshard, " name different sharding strategies: keep one");
+      env["FSDP_SHARDING_STRATEGY"] = strategy;
+    } else if (by_reshard) {
+      env["FSDP_SHARDING_STRATEGY"] = *by_reshard;
+    }
   }
   if (const std::string* s = get("fsdp_offload_params"))
     env["FSDP_OFFLOAD_PARAMS"] = flag(from, "fsdp_offload_params", *s) ? "true" : "false";

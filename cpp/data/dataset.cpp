@@ -2,6 +2,7 @@
 
 #include "common/error.h"
 #include "data/idx.h"
+#include "tensor/mmap.h"
 
 namespace acc {
 
@@ -19,6 +20,7 @@ TensorDataset::TensorDataset(std::vector<at::Tensor> fields) : fields_(std::move
     require(fields_[i].size(0) == fields_[0].size(0), "field ", i, " has ", fields_[i].size(0),
             " samples but field 0 has ", fields_[0].size(0));
     fields_[i] = fields_[i].detach();
+    mapped_.push_back(is_mapped_file(fields_[i]));
   }
 }
 
@@ -31,7 +33,10 @@ std::vector<at::Tensor> TensorDataset::get_batch(const std::vector<int64_t>& ind
                                  at::TensorOptions().dtype(at::kLong));
   std::vector<at::Tensor> out;
   out.reserve(fields_.size());
-  for (const auto& field : fields_) out.push_back(field.index_select(0, idx.to(field.device())));
+  for (size_t f = 0; f < fields_.size(); ++f) {
+    if (mapped_[f]) check_mapped_file(fields_[f]);
+    out.push_back(fields_[f].index_select(0, idx.to(fields_[f].device())));
+  }
   return out;
 }
 

@@ -31,6 +31,7 @@ class TensorDataset final : public Dataset {
 
  private:
   std::vector<at::Tensor> fields_;
+  std::vector<bool> mapped_;  // per field: over a memory-mapped file, checked before each batch
 };
 
 // Samples [start, start + count) of another dataset, without copying.

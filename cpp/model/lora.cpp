@@ -239,8 +239,17 @@ LoraAdapters::Applied::~Applied() {
   for (const LoraAdapter* adapter : applied_) adapter->site.use_weight(adapter->site.weight);
 }
 
+void LoraAdapters::require_mergeable(const char* action) const {
+  for (const auto& adapter : adapters_)
+    if (!adapter.site.tied_to.empty())
+      fail(Status::Unsupported, action, ": LoRA adapts '", adapter.site.module, "', whose weight is tied to '",
+           adapter.site.tied_to, "': merged weights would change both layers or untie them; save the adapters ",
+           "(acc_model_save_lora) with the base weights as they are, or leave the tied layer out of target_modules");
+}
+
 NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
   if (adapters_.empty()) return state;
+  require_mergeable("save_model");
   std::unordered_map<std::string, const at::Tensor*> by_name;
   for (const auto& entry : state) by_name.emplace(entry.first, &entry.second);
   auto entry_of = [&](const std::string& name) -> const at::Tensor& {
@@ -268,6 +277,7 @@ NamedTensors LoraAdapters::merged(const NamedTensors& state) const {
 }
 
 void LoraAdapters::merge_into_weights() const {
+  require_mergeable("merging LoRA adapters");
   at::NoGradGuard no_grad;
   for (const auto& adapter : adapters_) adapter.site.weight.add_(lora_delta(adapter.a, adapter.b, config_.scaling()));
 }

@@ -57,6 +57,9 @@ struct LinearSite {
   at::Tensor weight;
   std::function<void(const at::Tensor&)> use_weight;
   std::function<void(OutputAdapter)> set_output_adapter;
+  // Where `weight` is another module's parameter too (a head tied to the embedding): the name the
+  // model lists it under. Merging would change both layers, so it is refused (see require_mergeable).
+  std::string tied_to;
 };
 
 // W + (B A) * scaling, computed in the wider of the two dtypes and rounded once to W's (PEFT's
@@ -98,6 +101,10 @@ class LoraAdapters {
     std::vector<const LoraAdapter*> applied_;
   };
   Applied apply() const;
+
+  // Fails (Unsupported, naming `action` and both names) where an adapted weight is tied to another
+  // module's: PEFT merges such a weight in place, warning that the other layer changes too.
+  void require_mergeable(const char* action) const;
 
   // `state` (a state dict with the adapters' entries) with every adapted weight merged
   // (W + (B A) * scaling, in W's dtype) and the adapters' entries left out: the base model's layout.

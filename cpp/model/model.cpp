@@ -107,11 +107,17 @@ std::unordered_map<std::string, at::Tensor> own_tensors(const Model& model) {
   return own;
 }
 
+std::set<std::string> buffer_names(const Model& model) {
+  std::set<std::string> names;
+  for (const auto& entry : model.named_buffers()) names.insert(entry.first);
+  return names;
+}
+
 using KeyReport = std::pair<std::vector<std::string>, std::vector<std::string>>;
 
 // The checks of load_state_dict against the model's tensors by name: missing / unexpected names.
-KeyReport check_against(const std::unordered_map<std::string, at::Tensor>& own, const NamedTensors& state,
-                        bool strict) {
+KeyReport check_against(const std::unordered_map<std::string, at::Tensor>& own, const std::set<std::string>& buffers,
+                        const NamedTensors& state, bool strict) {
   std::set<std::string> given, unexpected, missing;
   for (auto& entry : state) {
     given.insert(entry.first);
@@ -123,7 +129,16 @@ KeyReport check_against(const std::unordered_map<std::string, at::Tensor>& own, 
     std::string message = "state dict does not match the model:";
     if (!missing.empty()) {
       message += " missing keys:";
-      for (auto& k : missing) message += " " + k;
+      bool buffer_missing = false;
+      for (auto& k : missing) {
+        message += " " + k;
+        buffer_missing = buffer_missing || buffers.count(k);
+      }
+      // TorchScript does not keep register_buffer's persistent=False, and Hugging Face files leave such buffers out.
+      if (buffer_missing)
+        message +=
+            " (a missing buffer may be one registered with persistent=False, which saved weights leave out; "
+            "strict 0 loads the rest and still reports the missing names)";
       message += ";";
     }
     if (!unexpected.empty()) {
@@ -153,14 +168,21 @@ KeyReport check_against(const std::unordered_map<std::string, at::Tensor>& own, 
 
 std::pair<std::vector<std::string>, std::vector<std::string>> Model::check_state_dict(const NamedTensors& state,
                                                                                       bool strict) const {
-  return check_against(own_tensors(*this), state, strict);
+  return check_against(own_tensors(*this), buffer_names(*this), state, strict);
 }
 
 std::pair<std::vector<std::string>, std::vector<std::string>> Model::load_state_dict(const NamedTensors& state,
                                                                                      bool strict) {
   // Every check first, so a failed load leaves the model as it was.
   const auto own = own_tensors(*this);
-  auto result = check_against(own, state, strict);
+  KeyReport result;
+  try {
+    result = check_against(own, buffer_names(*this), state, strict);
+  } catch (const Error& e) {
+    if (sharded_at_rest_.empty()) throw;
+    fail(e.status(), e.what(), " (the model is prepared under zero_stage 3: each process holds slices of its ",
+         "parameters, empty tensors in the model itself; load whole weights before preparing, or with acc_load_state)");
+  }
   if (weights_pending_) return result;  // the main process's weights arrive when preparing (as transformers skips it)
   at::NoGradGuard no_grad;
   for (auto& entry : state) {
@@ -262,7 +284,15 @@ void Model::save_torchscript(const std::string& path) const {
 
 size_t Model::add_lora(const LoraConfig& config) {
   require_trainable_set_free(/*freezing=*/false);
-  const size_t added = lora_.add(config, linear_sites(), other_module_names());
+  std::vector<LinearSite> sites = linear_sites();
+  // A layer whose weight the model lists under another name shares it with that module (tied).
+  std::unordered_map<const c10::TensorImpl*, std::string> listed_as;
+  for (const auto& entry : named_parameters()) listed_as.emplace(entry.second.unsafeGetTensorImpl(), entry.first);
+  for (auto& site : sites) {
+    auto it = listed_as.find(site.weight.unsafeGetTensorImpl());
+    if (it != listed_as.end() && it->second != site.module + ".weight") site.tied_to = it->second;
+  }
+  const size_t added = lora_.add(config, sites, other_module_names());
   // PEFT trains the adapters alone: every other parameter is frozen.
   std::unordered_set<const c10::TensorImpl*> adapters;
   for (const auto& entry : lora_.named_parameters()) adapters.insert(entry.second.unsafeGetTensorImpl());
@@ -296,11 +326,14 @@ void Model::load_lora(const std::string& dir) {
   for (const auto& [module, site] : targeted)
     if (!files.modules.count(module)) fail(Status::InvalidArgument, where, " holds no adapter for '", module, "'");
   if (!lora_.empty()) {
+    // The same layers adapted alike; target_modules may name them otherwise (PEFT writes a set, in
+    // any order, or a regular expression).
     const LoraConfig& have = lora_.config();
-    require(have.r == files.config.r && have.scaling() == files.config.scaling() &&
-                have.describe_targets() == files.config.describe_targets(),
-            where, " holds adapters (", files.config.describe_targets(), ", r ", files.config.r,
-            ") unlike the model's (", have.describe_targets(), ", r ", have.r, ")");
+    bool same_layers = lora_.size() == targeted.size();
+    for (const auto& adapter : lora_.adapters()) same_layers = same_layers && targeted.count(adapter.site.module);
+    require(have.r == files.config.r && have.scaling() == files.config.scaling() && same_layers, where,
+            " holds adapters (", files.config.describe_targets(), ", r ", files.config.r, ") unlike the model's (",
+            have.describe_targets(), ", r ", have.r, ")");
   } else {
     require_trainable_set_free(/*freezing=*/false);  // before add_lora, whose refusal would not say "load"
     add_lora(files.config);

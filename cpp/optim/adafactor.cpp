@@ -124,7 +124,7 @@ at::Tensor Adafactor::step(LossClosure closure) {
         update = s.exp_avg();
       }
       if (o.weight_decay() != 0) p32.add_(p32, a.decay_alpha);
-      p32.sub_(update);
+      p32.add_(update.neg());  // transformers' add_(-update): a NaN's sign as it comes out there
       if (!p32.is_same(p)) p.copy_(p32);
     }
   }

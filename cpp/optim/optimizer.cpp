@@ -53,8 +53,12 @@ TorchOptimizer::TorchOptimizer(std::shared_ptr<Model> model, const std::string& 
   // PyTorch 1.13's foreach rules rounded otherwise again and are not written here.
   require_pytorch(!foreach.value_or(false) || compat::kPythonOptimizers2,
                   "foreach=true steps PyTorch 2.x's foreach rules");
+  std::vector<at::Tensor> trainable = model_->trainable_parameters();
+  // PyTorch refuses an empty list too ("optimizer got an empty parameter list"): its steps would do nothing.
+  require(!trainable.empty(), "the model has no trainable parameters (none, or all frozen): an optimizer over them ",
+          "would never change anything");
   std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(model_->trainable_parameters());
+  groups.emplace_back(std::move(trainable));
   impl_ = fused ? algorithm_->make_fused_optimizer(std::move(groups), *defaults)
                 : algorithm_->make_optimizer(std::move(groups), *defaults);
   require(impl_ != nullptr, "the ", algorithm_->name(), " optimizer has no fused implementation");

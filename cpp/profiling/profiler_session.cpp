@@ -1,6 +1,8 @@
 #include "profiling/profiler_session.h"
 
 #include <filesystem>
+#include <mutex>
+#include <set>
 #include <utility>
 
 #include <torch/csrc/autograd/profiler_kineto.h>
@@ -52,6 +54,30 @@ ProfiledEvent plain_event(const tprof::KinetoEvent& e) {
   return p;
 }
 
+// Threads left recording by a profile dropped on another thread (an accelerator freed there): torch's
+// profiler state is the recording thread's own, so only that thread can stop it, which it does when
+// it next begins a profile.
+std::mutex stranded_mutex;
+std::set<std::thread::id> stranded_threads;
+
+void strand(std::thread::id thread) {
+  std::lock_guard<std::mutex> lock(stranded_mutex);
+  stranded_threads.insert(thread);
+}
+
+// Stops the profile a dropped session left running on this thread, if any.
+void stop_stranded_profile() {
+  {
+    std::lock_guard<std::mutex> lock(stranded_mutex);
+    if (!stranded_threads.erase(std::this_thread::get_id())) return;
+  }
+  if (!timpl::profilerEnabled()) return;
+  try {
+    tprof::disableProfiler();
+  } catch (...) {
+  }
+}
+
 }  // namespace
 
 ProfilerSession::ProfilerSession(ProfileConfig config, const c10::Device& device, TraceReady trace_ready)
@@ -63,13 +89,18 @@ ProfilerSession::ProfilerSession(ProfileConfig config, const c10::Device& device
   // A CUDA build on a machine without a GPU, or an accelerator kept on the CPU, has no kernels to trace.
   if (cuda_ && !device.is_cuda())
     fail(Status::Unsupported, "the profile activity cuda needs the accelerator on a GPU (it runs on ", device.str(), ")");
+  stop_stranded_profile();
   require(!timpl::profilerEnabled(), "torch's profiler is already running on this thread: end that profile first");
   action_ = scheduled_action(config_, 0);
   transit(ProfilerAction::None, action_, trace_ready_);
 }
 
 ProfilerSession::~ProfilerSession() {
-  if (!recording_ || std::this_thread::get_id() != thread_) return;  // torch's profiler state is the thread's
+  if (!recording_) return;
+  if (std::this_thread::get_id() != thread_) {  // torch's profiler state is the thread's
+    strand(thread_);
+    return;
+  }
   try {
     tprof::disableProfiler();
   } catch (...) {

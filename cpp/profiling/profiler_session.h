@@ -26,7 +26,9 @@ class ProfilerSession {
   // Starts step 0; fails with InvalidArgument when torch's profiler already runs on this thread and
   // with Unsupported for the cuda activity where libtorch cannot trace CUDA.
   ProfilerSession(ProfileConfig config, const c10::Device& device, TraceReady trace_ready = nullptr);
-  ~ProfilerSession();  // stops torch's profiler if still running (nothing kept)
+  // Stops torch's profiler if still running (nothing kept); off the recording thread, which alone
+  // can stop it, that thread's next profile stops it first.
+  ~ProfilerSession();
   ProfilerSession(const ProfilerSession&) = delete;
   ProfilerSession& operator=(const ProfilerSession&) = delete;
 

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "common/error.h"
 #include "tensor/host.h"
@@ -22,6 +23,29 @@ struct FileDescriptor {
     if (fd >= 0) ::close(fd);
   }
 };
+
+// A mapping and the file under it, the context of the tensor's storage. The descriptor stays open
+// to tell whether that file (not whatever its path names later) has been cut short.
+struct MappedFile {
+  void* base;
+  size_t length;
+  int fd;
+  std::string path;
+  uint64_t needed_size;  // the file size the tensor's bytes reach to
+};
+
+void release_mapping(void* context) {
+  auto* mapped = static_cast<MappedFile*>(context);
+  ::munmap(mapped->base, mapped->length);
+  ::close(mapped->fd);
+  delete mapped;
+}
+
+const MappedFile* mapped_file_of(const at::Tensor& tensor) {
+  if (!tensor.defined() || !tensor.has_storage()) return nullptr;
+  const c10::DataPtr& data = tensor.storage().data_ptr();
+  return data.get_deleter() == &release_mapping ? static_cast<const MappedFile*>(data.get_context()) : nullptr;
+}
 
 }  // namespace
 
@@ -50,9 +74,30 @@ at::Tensor mmap_tensor(const std::string& path, uint64_t offset, at::ScalarType 
   void* base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, static_cast<off_t>(start));
   const int map_errno = errno;
   if (base == MAP_FAILED) fail(Status::Io, "cannot map '", path, "': ", std::strerror(map_errno));
-  return at::from_blob(
-      static_cast<char*>(base) + slack, dims, [base, length](void*) { ::munmap(base, length); },
-      at::TensorOptions().dtype(dtype));
+  const int kept_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (kept_fd < 0) {
+    const int dup_errno = errno;
+    ::munmap(base, length);
+    fail(Status::Io, "cannot keep '", path, "' open: ", std::strerror(dup_errno));
+  }
+  auto* mapped = new MappedFile{base, length, kept_fd, path, offset + needed};
+  return at::for_blob(static_cast<char*>(base) + slack, dims)
+      .context(mapped, &release_mapping)
+      .options(at::TensorOptions().dtype(dtype))
+      .make_tensor();
+}
+
+bool is_mapped_file(const at::Tensor& tensor) { return mapped_file_of(tensor) != nullptr; }
+
+void check_mapped_file(const at::Tensor& tensor) {
+  const MappedFile* mapped = mapped_file_of(tensor);
+  if (!mapped) return;
+  struct stat st {};
+  if (::fstat(mapped->fd, &st) != 0) fail(Status::Io, "cannot stat '", mapped->path, "': ", std::strerror(errno));
+  const auto size = static_cast<uint64_t>(st.st_size);
+  if (size < mapped->needed_size)
+    fail(Status::Io, "'", mapped->path, "' was cut to ", size, " bytes while mapped, but its tensor reaches to byte ",
+         mapped->needed_size, ": a mapped file must keep its size while in use");
 }
 
 }  // namespace acc

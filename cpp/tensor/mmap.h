@@ -14,4 +14,10 @@ namespace acc {
 // the shape needs.
 at::Tensor mmap_tensor(const std::string& path, uint64_t offset, at::ScalarType dtype, std::vector<int64_t> dims);
 
+// Whether `tensor` (or the tensor it views) is over a file mapped by mmap_tensor.
+bool is_mapped_file(const at::Tensor& tensor);
+// Fails (Io, naming the file) where `tensor` is over a mapped file that has since been cut short:
+// reading the pages past its new end would kill the process (SIGBUS). Other tensors pass.
+void check_mapped_file(const at::Tensor& tensor);
+
 }  // namespace acc

@@ -1,7 +1,13 @@
 #include "tracking/async_file.h"
 
+#include <stdio_ext.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "common/error.h"
 
@@ -15,6 +21,39 @@ constexpr size_t kMaxQueued = 1 << 16;
 // a context switch per tracker.
 constexpr size_t kWakeBatch = 512;
 constexpr auto kPoll = std::chrono::milliseconds(50);
+
+// Where the file's complete records end: the offset of the last flush and the offsets after each
+// task run since. After a failed write the file is cut back to the last of them that the disk holds
+// in full, so that readers never meet half a record (a JSON line, a CSV row, an event).
+class RecordEnds {
+ public:
+  explicit RecordEnds(std::FILE* file) { flushed(file); }
+  void task_done(std::FILE* file) {
+    if (file) ends_.push_back(ftello(file));
+  }
+  void flushed(std::FILE* file) {
+    ends_.clear();
+    flushed_ = file ? ftello(file) : -1;
+  }
+  void file_replaced() {  // rewritten by a task: the earlier offsets are another file's
+    ends_.clear();
+    flushed_ = -1;
+  }
+  // Drops what stdio still holds (nothing more reaches the file) and cuts the file back.
+  void cut_back(std::FILE* file) const {
+    __fpurge(file);
+    struct stat st;
+    if (fstat(fileno(file), &st) != 0) return;
+    off_t end = flushed_;
+    for (const off_t e : ends_)
+      if (e <= st.st_size) end = std::max(end, e);
+    if (end >= 0 && end < st.st_size) static_cast<void>(ftruncate(fileno(file), end));
+  }
+
+ private:
+  off_t flushed_ = -1;
+  std::vector<off_t> ends_;
+};
 
 }  // namespace
 
@@ -83,6 +122,7 @@ void AsyncFile::close() {
 
 void AsyncFile::run() {
   auto last_flush = std::chrono::steady_clock::now();
+  RecordEnds ends(file_);
   std::unique_lock<std::mutex> lock(mutex_);
   for (;;) {
     // Work is picked up every kPoll, at once when a batch is waiting, on flush() and on close().
@@ -99,19 +139,25 @@ void AsyncFile::run() {
     std::string error;
     for (auto& task : batch) {
       if (failed || !error.empty()) break;  // after a failure nothing more is written
+      std::FILE* const before = file_;
       try {
         task(file_, path_);
       } catch (const std::exception& e) {
         error = e.what();
       }
+      if (file_ != before) ends.file_replaced();
+      if (error.empty()) ends.task_done(file_);
     }
     const auto now = std::chrono::steady_clock::now();
     bool flushed = false;
     if (error.empty() && !failed && file_ && (must_flush || now - last_flush >= flush_interval_)) {
       if (std::fflush(file_) != 0) error = "cannot write " + path_ + ": " + std::strerror(errno);
+      else
+        ends.flushed(file_);
       last_flush = now;
       flushed = true;
     }
+    if (!error.empty() && file_) ends.cut_back(file_);
     lock.lock();
     if (!error.empty() && error_.empty()) error_ = error;
     if (flushed) flushed_ = upto;

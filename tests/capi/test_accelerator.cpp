@@ -473,6 +473,10 @@ TEST(Clipping, GradNormAndValueFollowTorchsDefinitions) {
   EXPECT_EQ(grad(), (std::vector<float>{2, -2}));
   ACC_EXPECT_ERROR(acc_clip_grad_norm(a, prepared, -1.0, 2.0, &norm), ACC_ERR_INVALID_ARGUMENT, "max_norm");
   ACC_EXPECT_ERROR(acc_clip_grad_value(a, prepared, NAN), ACC_ERR_INVALID_ARGUMENT, "clip_value");
+  ACC_EXPECT_ERROR(acc_clip_grad_value(a, prepared, -1.0), ACC_ERR_INVALID_ARGUMENT, "clip_value");
+  grads_for({3, -4});
+  ACC_ASSERT_OK(acc_clip_grad_value(a, prepared, INFINITY));  // torch's clip_grad_value_(p, inf): no clipping
+  EXPECT_EQ(grad(), (std::vector<float>{3, -4}));
   acc_model_free(prepared);
   acc_model_free(model);
   acc_accelerator_free(a);

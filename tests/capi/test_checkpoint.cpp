@@ -106,6 +106,37 @@ TEST(Safetensors, EveryDtypeRoundTripsAndTheBytesFollowTheFormat) {
   std::remove(path.c_str());
 }
 
+// What acc_tensor_list_load_safetensors hands out is the caller's, as Python's load_file: a file
+// rewritten in place or cut short afterwards changes nothing in it (nor kills the process).
+TEST(Safetensors, LoadedTensorsAreIndependentOfTheFile) {
+  const std::string path = temp_path("independent.safetensors");
+  std::vector<float> ones(4096, 1.0f);  // a few pages of data
+  acc_tensor* w = floats(ones, {4096});
+  acc_tensor_list* list = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&list));
+  ACC_ASSERT_OK(acc_tensor_list_append(list, "w", w));
+  ACC_ASSERT_OK(acc_tensor_list_save_safetensors(list, path.c_str()));
+  acc_tensor_list* back = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors(path.c_str(), &back));
+  {  // the data rewritten in place, as dd or an in-place writer would
+    std::string bytes = read_file(path);
+    const float two = 2.0f;
+    for (size_t at = bytes.size() - 4096 * 4; at < bytes.size(); at += 4) std::memcpy(&bytes[at], &two, 4);
+    std::fstream f(path, std::ios::binary | std::ios::in | std::ios::out);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  acc_tensor* t = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_find(back, "w", &t));
+  EXPECT_EQ(to_floats(t), ones);
+  ASSERT_EQ(::truncate(path.c_str(), 100), 0);
+  EXPECT_EQ(to_floats(t), ones);
+  acc_tensor_free(t);
+  acc_tensor_list_free(back);
+  acc_tensor_list_free(list);
+  acc_tensor_free(w);
+  std::remove(path.c_str());
+}
+
 TEST(Safetensors, LaidOutAsTheReferenceWriterSoEveryTensorIsAligned) {
   // Python's safetensors writes larger dtypes first, then names in order, and lists the header the
   // same way: an int64 (BatchNorm's num_batches_tracked) after an odd number of floats would start

@@ -249,6 +249,46 @@ TEST(Mmap, FileBackedTensorsReadWithoutChangingTheFile) {
   std::remove(path.c_str());
 }
 
+// A mapped file cut short under a data set would kill the process (SIGBUS) when a batch reads past
+// its new end: the data set sees it first and refuses the batch, naming the file.
+TEST(Mmap, AFileCutShortUnderADataSetIsAnErrorNotACrash) {
+  const std::string path = temp_path("cut_short.bin");
+  constexpr int64_t kRows = 8, kRow = 1024;  // a page of floats per row
+  {
+    std::vector<float> values(static_cast<size_t>(kRows * kRow), 1.5f);
+    std::ofstream f(path, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * 4));
+  }
+  const int64_t dims[] = {-1, kRow};
+  acc_tensor* x = nullptr;
+  ACC_ASSERT_OK(acc_tensor_from_file_mmap(path.c_str(), 0, ACC_DTYPE_FLOAT32, dims, 2, &x));
+  acc_tensor* y = longs({0, 1, 2, 3, 4, 5, 6, 7}, {kRows});
+  const acc_tensor* fields[] = {x, y};
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_tensors(fields, 2, &ds));
+  acc_dataloader* dl = loader(ds, {{"batch_size", "2"}});
+  acc_tensor_list* batch = nullptr;
+  ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
+  acc_tensor_list_free(batch);
+  ASSERT_EQ(::truncate(path.c_str(), 4096), 0);
+  // Batches the loader made before the cut are its own copies; the first one made after is refused.
+  acc_status status = ACC_OK;
+  for (int i = 0; i < 3 && status == ACC_OK; ++i) {
+    batch = nullptr;
+    status = acc_dataloader_next(dl, &batch);
+    acc_tensor_list_free(batch);
+  }
+  EXPECT_EQ(status, ACC_ERR_IO);
+  EXPECT_NE(std::string(acc_last_error_message()).find("'" + path + "' was cut to 4096 bytes while mapped"),
+            std::string::npos)
+      << acc_last_error_message();
+  acc_dataloader_free(dl);
+  acc_dataset_free(ds);
+  acc_tensor_free(x);
+  acc_tensor_free(y);
+  std::remove(path.c_str());
+}
+
 TEST(Idx, RealFashionMnistFiles) {
   if (!have_fashion()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
   acc_tensor* labels = nullptr;

@@ -376,7 +376,53 @@ TEST(Lora, PeftFilesRoundTrip) {
   add_lora(other, kTargets, 4, 4);
   ACC_EXPECT_ERROR(acc_model_load_lora(other, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, "unlike the model's");
   acc_model_free(other);
+  // The same layers named otherwise (PEFT writes target_modules from a set, in any order, or as a
+  // regular expression) take the file's adapters.
+  for (const char* targets : {"out_proj,linear1,0", "re:(0|1\\.linear1|1\\.self_attn\\.out_proj)"}) {
+    acc_model* renamed = net();
+    add_lora(renamed, targets);
+    ACC_ASSERT_OK(acc_model_load_lora(renamed, dir.c_str()));
+    EXPECT_EQ(outputs(renamed), trained) << targets;
+    acc_model_free(renamed);
+  }
+  // Other layers are still refused.
+  acc_model* fewer = net();
+  add_lora(fewer, "0,linear1");
+  ACC_EXPECT_ERROR(acc_model_load_lora(fewer, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, "unlike the model's");
+  acc_model_free(fewer);
   acc_model_free(fresh);
+  acc_model_free(m);
+}
+
+// A head whose weight is the embedding's (GPT-2's, Llama's tie_word_embeddings) trains with
+// adapters, and its adapters save, but merging them would change the embedding too (PEFT merges in
+// place, warning so): merging and the merged save_model are refused, naming both, changing nothing.
+TEST(Lora, AdaptersOnATiedHeadTrainAndSaveButDoNotMerge) {
+  acc_model* m = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript((acc_test::data_dir() + "/tied.pt").c_str(), &m));
+  size_t count = 0;
+  acc_options* o = lora_options(2, 4);
+  ACC_ASSERT_OK(acc_options_set_string(o, "init_lora_weights", "gaussian"));
+  ACC_ASSERT_OK(acc_model_add_lora(m, "head", o, &count));
+  acc_options_free(o);
+  EXPECT_EQ(count, 1u);
+  const auto before = acc_test::parameter_names(m);
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  const std::string dir = acc_test::temp_path("lora_tied_model");
+  fs::remove_all(dir);
+  ACC_EXPECT_ERROR(acc_save_model(acc, m, dir.c_str(), nullptr), ACC_ERR_UNSUPPORTED,
+                   "LoRA adapts 'head', whose weight is tied to 'embed.weight'");
+  EXPECT_FALSE(fs::exists(dir));
+  ACC_EXPECT_ERROR(acc_model_merge_lora(m), ACC_ERR_UNSUPPORTED, "tied to 'embed.weight'");
+  ACC_EXPECT_ERROR(acc_model_save_torchscript(m, acc_test::temp_path("lora_tied.pt").c_str()), ACC_ERR_UNSUPPORTED,
+                   "tied to 'embed.weight'");
+  ACC_ASSERT_OK(acc_model_lora_count(m, &count));
+  EXPECT_EQ(count, 1u);
+  EXPECT_EQ(acc_test::parameter_names(m), before);
+  const std::string adapter = acc_test::temp_path("lora_tied_adapter");
+  fs::remove_all(adapter);
+  ACC_ASSERT_OK(acc_model_save_lora(m, adapter.c_str()));
+  acc_accelerator_free(acc);
   acc_model_free(m);
 }
 

@@ -221,6 +221,7 @@ TEST(Model, StateDictRoundTripAndStrictness) {
   ACC_ASSERT_OK(acc_tensor_list_append(partial, "encoder.weight", w));
   ACC_EXPECT_ERROR(acc_model_load_state_dict(b, partial, 1), ACC_ERR_INVALID_ARGUMENT, "missing keys: 0.bias");
   EXPECT_NE(std::string(acc_last_error_message()).find("unexpected keys: encoder.weight"), std::string::npos);
+  EXPECT_EQ(std::string(acc_last_error_message()).find("persistent=False"), std::string::npos);  // no buffer missing
   ACC_ASSERT_OK(acc_model_load_state_dict(b, partial, 0));
   acc_tensor_list* wrong_shape = nullptr;
   ACC_ASSERT_OK(acc_tensor_list_create(&wrong_shape));
@@ -249,6 +250,20 @@ TEST(Model, ConversionToAnotherDtypeKeepsIntegerBuffers) {
   EXPECT_EQ(dtype, ACC_DTYPE_INT64);
   acc_tensor_free(t);
   ACC_EXPECT_ERROR(acc_model_to(m, nullptr, ACC_DTYPE_INT32), ACC_ERR_INVALID_ARGUMENT, "floating dtype");
+  // Weights without the buffers (as a file leaves out persistent=False ones, which TorchScript does
+  // not mark): strict loading names them and says why they may be missing.
+  acc_tensor_list* weights_only = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&weights_only));
+  for (const char* name : {"0.weight", "0.bias", "1.weight", "1.bias"}) {
+    ACC_ASSERT_OK(acc_model_parameter(m, name, &t));
+    ACC_ASSERT_OK(acc_tensor_list_append(weights_only, name, t));
+    acc_tensor_free(t);
+  }
+  ACC_EXPECT_ERROR(acc_model_load_state_dict(m, weights_only, 1), ACC_ERR_INVALID_ARGUMENT,
+                   "missing keys: 1.num_batches_tracked 1.running_mean 1.running_var (a missing buffer may be one "
+                   "registered with persistent=False");
+  ACC_ASSERT_OK(acc_model_load_state_dict(m, weights_only, 0));
+  acc_tensor_list_free(weights_only);
   acc_model_free(m);
 }
 

@@ -165,6 +165,19 @@ TEST(Optimizer, ErrorsNameTheOption) {
   acc_options_free(sched_opts);
   ACC_EXPECT_ERROR(acc_optimizer_create(nullptr, "sgd", nullptr, &opt), ACC_ERR_INVALID_HANDLE, "model is NULL");
   EXPECT_EQ(opt, nullptr);
+  // Nothing to train (PyTorch: "optimizer got an empty parameter list"): every parameter frozen, or none.
+  ACC_ASSERT_OK(acc_model_set_requires_grad(s.model, "*", 0, nullptr));
+  ACC_EXPECT_ERROR(acc_optimizer_create(s.model, "adam", nullptr, &opt), ACC_ERR_INVALID_ARGUMENT,
+                   "no trainable parameters");
+  acc_model* empty = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"relu"}])", &empty));
+  ACC_EXPECT_ERROR(acc_optimizer_create(empty, "sgd", nullptr, &opt), ACC_ERR_INVALID_ARGUMENT,
+                   "no trainable parameters");
+  acc_model_free(empty);
+  EXPECT_EQ(opt, nullptr);
+  ACC_ASSERT_OK(acc_model_set_requires_grad(s.model, "*", 1, nullptr));  // nothing holds the set: unfreezing works
+  ACC_ASSERT_OK(acc_optimizer_create(s.model, "adam", nullptr, &opt));
+  acc_optimizer_free(opt);
 }
 
 TEST(Optimizer, ParamGroupsHaveTheirOwnHyperParameters) {

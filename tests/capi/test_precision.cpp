@@ -3,6 +3,7 @@
 // to one large batch, and user learning-rate schedules.
 #include <cmath>
 #include <functional>
+#include <thread>
 
 #include "support.h"
 
@@ -106,6 +107,24 @@ TEST(Autocast, ScopesApplyToCodeOutsideThePreparedModelAndNest) {
   ACC_ASSERT_OK(acc_autocast_end(acc));
   EXPECT_EQ(output_dtype(raw, x), ACC_DTYPE_FLOAT32);  // nothing leaks out of the scope
   ACC_EXPECT_ERROR(acc_autocast_end(acc), ACC_ERR_INVALID_ARGUMENT, "without an autocast_begin");
+  acc_tensor_free(x);
+  acc_model_free(raw);
+  acc_accelerator_free(acc);
+}
+
+// A thread that ends (an error path) with its scope still open leaves nothing behind that runs after
+// torch's own thread state is gone: threads come and go and the process goes on.
+TEST(Autocast, AScopeLeftOpenWhenItsThreadEndsDiesWithTheThread) {
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"mixed_precision", "bf16"}});
+  acc_model* raw = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(kClassifier, &raw));
+  acc_tensor* x = floats(std::vector<float>(8, 0.5f), {2, 4});
+  for (int i = 0; i < 20; ++i)
+    std::thread([&] {
+      ASSERT_EQ(acc_autocast_begin(acc, 1), ACC_OK);
+      EXPECT_EQ(output_dtype(raw, x), ACC_DTYPE_BFLOAT16);
+    }).join();
+  EXPECT_EQ(output_dtype(raw, x), ACC_DTYPE_FLOAT32);  // this thread never was under the scope
   acc_tensor_free(x);
   acc_model_free(raw);
   acc_accelerator_free(acc);

@@ -208,6 +208,20 @@ TEST(Profile, WithoutAScheduleEveryStepIsRecorded) {
   EXPECT_EQ(row.substr(row.find_last_not_of(' ') - 1), " 4") << "the calls column: " << row;
 }
 
+// torch's profiler runs per thread, so an accelerator freed on another thread with its profile open
+// cannot stop it there: the profiling thread's next profile stops it first instead of being refused.
+TEST(Profile, AProfileLeftOpenByAnAcceleratorFreedElsewhereDoesNotBlockTheNext) {
+  acc_accelerator* first = nullptr;
+  ACC_ASSERT_OK(acc_accelerator_create(nullptr, &first));
+  ACC_ASSERT_OK(acc_profile_begin(first, nullptr));
+  std::thread([&] { acc_accelerator_free(first); }).join();
+  acc_accelerator* second = nullptr;
+  ACC_ASSERT_OK(acc_accelerator_create(nullptr, &second));
+  ACC_ASSERT_OK(acc_profile_begin(second, nullptr));
+  ACC_ASSERT_OK(acc_profile_end(second));
+  acc_accelerator_free(second);
+}
+
 TEST(Profile, MisuseIsAnErrorThatSaysWhatToDo) {
   Training t;
   char* text = nullptr;

@@ -2,7 +2,11 @@
 // independently, trackers of the program, errors, and the progress display.
 #include <nlohmann/json.hpp>
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -180,6 +184,40 @@ TEST(Tracking, JsonlHasOneRecordPerLogCall) {
   EXPECT_EQ(nlohmann::json::parse(lines[1])["values"]["loss"], "nan");
   EXPECT_EQ(nlohmann::json::parse(lines[2])["values"]["loss"], "-inf");
   EXPECT_EQ(nlohmann::json::parse(acc_test::read_file(dir + "/run/hparams.json")), nlohmann::json::parse(kConfig));
+  acc_accelerator_free(a);
+}
+
+// A write that fails part way (a full disk; here a file-size limit, EFBIG) leaves whole records
+// only: the file is cut back to its last complete line, so that json.loads and csv readers take it.
+TEST(Tracking, AFailedWriteLeavesNoHalfRecord) {
+  const std::string dir = fresh_dir("torn");
+  acc_accelerator* a = make("jsonl,csv", dir);
+  ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
+  const auto previous_handler = std::signal(SIGXFSZ, SIG_IGN);  // the write fails instead of the process
+  rlimit previous{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &previous), 0);
+  rlimit limited = previous;
+  limited.rlim_cur = 3001;  // no record ends exactly there
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &limited), 0);
+  const char* names[] = {"loss", "lr"};
+  acc_status status = ACC_OK;
+  for (int64_t step = 0; step < 400 && status == ACC_OK; ++step) {
+    const double values[] = {1.0 / (step + 3), 1e-3 * step};
+    status = acc_log(a, names, values, 2, step);
+  }
+  if (status == ACC_OK) status = acc_end_training(a);
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &previous), 0);
+  std::signal(SIGXFSZ, previous_handler);
+  EXPECT_EQ(status, ACC_ERR_IO);
+  const std::string jsonl = acc_test::read_file(dir + "/run/metrics.jsonl");
+  const std::string csv = acc_test::read_file(dir + "/run/metrics.csv");
+  for (const std::string* text : {&jsonl, &csv}) {
+    ASSERT_FALSE(text->empty());
+    EXPECT_LT(text->size(), 3001u);
+    EXPECT_EQ(text->back(), '\n');
+  }
+  for (const auto& line : lines_of(jsonl)) EXPECT_TRUE(nlohmann::json::parse(line)["values"].contains("lr")) << line;
+  for (const auto& row : lines_of(csv)) EXPECT_EQ(std::count(row.begin(), row.end(), ','), 3) << row;
   acc_accelerator_free(a);
 }
 

@@ -482,7 +482,8 @@ TEST_F(Sharding, LauncherFlagsOverrideTheFileKeyByKey) {
 }
 
 // Accelerate's questionnaire writes an FSDP1 strategy into fsdp_reshard_after_forward: it is the one
-// taken (fsdp_sharding_strategy, where both are given), on the file and on the command line.
+// taken, on the file and on the command line. Beside fsdp_sharding_strategy it must name the same
+// strategy (Accelerate takes fsdp_sharding_strategy and drops the other silently).
 TEST_F(Sharding, AnFsdp1StrategyInReshardAfterForwardIsTaken) {
   auto strategy = [](const std::string& settings) {
     const auto file = acc::parse_config_text(
@@ -494,7 +495,12 @@ TEST_F(Sharding, AnFsdp1StrategyInReshardAfterForwardIsTaken) {
   EXPECT_EQ(strategy("  fsdp_reshard_after_forward: SHARD_GRAD_OP\n"), "SHARD_GRAD_OP");
   EXPECT_EQ(strategy("  fsdp_reshard_after_forward: 4\n"), "HYBRID_SHARD");
   EXPECT_EQ(strategy("  fsdp_reshard_after_forward: false\n"), "SHARD_GRAD_OP");
-  EXPECT_EQ(strategy("  fsdp_reshard_after_forward: NO_SHARD\n  fsdp_sharding_strategy: FULL_SHARD\n"), "FULL_SHARD");
+  EXPECT_EQ(strategy("  fsdp_reshard_after_forward: true\n  fsdp_sharding_strategy: FULL_SHARD\n"), "FULL_SHARD");
+  EXPECT_EQ(strategy("  fsdp_reshard_after_forward: SHARD_GRAD_OP\n  fsdp_sharding_strategy: 2\n"), "SHARD_GRAD_OP");
+  EXPECT_NE(failure([&] { strategy("  fsdp_reshard_after_forward: NO_SHARD\n  fsdp_sharding_strategy: FULL_SHARD\n"); })
+                .second.find("fsdp_sharding_strategy FULL_SHARD and fsdp_reshard_after_forward NO_SHARD name different "
+                             "sharding strategies"),
+            std::string::npos);
   EXPECT_NE(failure([&] {
               strategy("  fsdp_reshard_after_forward: NO_RESHARD\n");
             }).second.find("fsdp_reshard_after_forward = NO_RESHARD: must be FULL_SHARD, SHARD_GRAD_OP"),
