@@ -1057,7 +1057,9 @@ ACC_API ACC_NODISCARD acc_status acc_dataloader_set_collate(acc_dataloader *dl, 
 /* The next epoch starts after its first `batches` batches (Accelerate's skip_first_batches: resume in
  * the middle of an epoch); later epochs are whole. Only between epochs. A prepared loader restored by
  * acc_load_state already starts after the batches it had done: calling this with that number, as
- * Accelerate's resume code does, changes nothing (another number replaces it). */
+ * Accelerate's resume code does, changes nothing (another number replaces it). A checkpoint saved
+ * after an epoch's last batch resumes at the next epoch's first batch (that number is then 0, as the
+ * examples' steps % length gives). */
 ACC_API ACC_NODISCARD acc_status acc_dataloader_skip_first_batches(acc_dataloader *dl, int64_t batches);
 /* Samples per step over all processes (Accelerate's total_batch_size), and samples in the dataset
  * (-1 for a stream of unknown size). */

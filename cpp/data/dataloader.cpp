@@ -68,8 +68,14 @@ void DataLoader::set_epoch(int64_t epoch) {
 
 LoaderState DataLoader::state() const {
   LoaderState state;
-  state.epoch = epoch_;
   state.seed = options_.seed;
+  if (epoch_done()) {
+    // The next batch an uninterrupted run sees is the next epoch's first: resume there (the epoch
+    // counter a loop keeps by itself then agrees with the loader's).
+    state.epoch = epoch_ + 1;
+    return state;
+  }
+  state.epoch = epoch_;
   // Between epochs a loaded state may still be pending: it is the state until the epoch starts.
   state.position = in_epoch_ ? position() : options_.skip_batches;
   return state;

@@ -60,8 +60,11 @@ class DataLoader {
   void end_epoch();
   // Whether an epoch has begun and not ended.
   bool in_epoch() const { return in_epoch_; }
+  // Whether the epoch's last batch has been handed out, the epoch ending at the next call.
+  bool epoch_done() const { return in_epoch_ && end_of_epoch_; }
   // Checkpointing: the state, and resuming from one (only between epochs, e.g. before the first
-  // batch): the next batch is the one after `position` in `epoch`, in the same order.
+  // batch): the next batch is the one after `position` in `epoch`, in the same order. Once an
+  // epoch's last batch is out (epoch_done), the state is the next epoch's start.
   virtual LoaderState state() const;
   virtual void load_state(const LoaderState& state);
   // Whether load_state would take `state` (an InvalidArgument error saying why not).

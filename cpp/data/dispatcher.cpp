@@ -105,8 +105,9 @@ LoaderState DispatchingDataLoader::state() const {
   LoaderState state = DataLoader::state();
   if (collectives_.rank() == 0) {
     // In an epoch, the seed of the base loader's epoch (it may have ended while the last batches
-    // are handed out); between epochs, the one a loaded state left pending for the next.
-    state.epoch_seed = in_epoch() ? base_->epoch_seed() : base_->state().epoch_seed;
+    // are handed out); between epochs, the one a loaded state left pending for the next; none
+    // once the epoch is done (the state is the next epoch's start).
+    if (!epoch_done()) state.epoch_seed = in_epoch() ? base_->epoch_seed() : base_->state().epoch_seed;
     state.seed = base_->options().seed;
   }
   return state;

@@ -63,14 +63,24 @@ int64_t MapDataLoader::position() const {
 
 LoaderState MapDataLoader::state() const {
   LoaderState state = DataLoader::state();
-  state.epoch_seed = in_epoch() ? epoch_seed_ : resume_seed_;
+  // A done epoch's state is the next one's start, whose seed is drawn when it starts.
+  if (!epoch_done()) state.epoch_seed = in_epoch() ? epoch_seed_ : resume_seed_;
   if (!generator_) return state;
   if (!in_epoch() && !resume_generator_state_.empty()) {
     state.generator_state = resume_generator_state_;
-  } else {
-    const at::Tensor bytes = in_epoch() ? epoch_start_generator_state_ : generator_->get_state();
-    state.generator_state.assign(bytes.data_ptr<uint8_t>(), bytes.data_ptr<uint8_t>() + bytes.numel());
+    return state;
   }
+  at::Tensor bytes = in_epoch() ? epoch_start_generator_state_ : generator_->get_state();
+  if (epoch_done()) {
+    // The generator as the next epoch finds it: after the tail draw that ending this one takes
+    // (next()), taken here on the generator and undone.
+    at::Generator generator = *generator_;
+    const at::Tensor now = generator.get_state();
+    permutation(dataset_->size(), generator);
+    bytes = generator.get_state();
+    generator.set_state(now);
+  }
+  state.generator_state.assign(bytes.data_ptr<uint8_t>(), bytes.data_ptr<uint8_t>() + bytes.numel());
   return state;
 }
 

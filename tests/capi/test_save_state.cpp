@@ -216,6 +216,44 @@ TEST(SaveState, ResumeIsExactWithAccumulationAndBf16) {
 
 TEST(SaveState, ResumeAtAnEpochBoundary) { expect_exact_resume({}, 10, 5); }
 
+// Saved right after an epoch's last batch, a loader resumes at the next epoch's first batch, as the
+// uninterrupted run goes on: Accelerate's examples count epoch = steps / length and batch = steps %
+// length themselves and call skip_first_batches(batch), here 0, which must not replay the epoch done.
+TEST(SaveState, ACheckpointAfterAnEpochsLastBatchResumesAtTheNextEpochsStart) {
+  const std::string dir = fresh_dir("epoch_end") + "/ckpt";
+  Training whole({});
+  whole.train(15);
+  int64_t length = 0;
+  ACC_ASSERT_OK(acc_dataloader_length(whole.dl, &length));
+  ASSERT_EQ(length, 10);
+  std::vector<float> seen;
+  {
+    Training head({});
+    head.train(10);
+    ACC_ASSERT_OK(acc_save_state(head.acc, dir.c_str(), nullptr));
+    seen = head.seen;
+  }
+  {
+    Training probe({});
+    ACC_ASSERT_OK(acc_load_state(probe.acc, dir.c_str(), nullptr));
+    int64_t epoch = -1;
+    ACC_ASSERT_OK(acc_dataloader_epoch(probe.dl, &epoch));
+    EXPECT_EQ(epoch, 1);
+    acc_tensor_list* first = nullptr;  // epoch 1's first batch comes at once
+    ACC_ASSERT_OK(acc_dataloader_next(probe.dl, &first));
+    EXPECT_NE(first, nullptr);
+    acc_tensor_list_free(first);
+  }
+  ACC_ASSERT_OK(acc_set_seed(987654321));
+  Training tail({});
+  ACC_ASSERT_OK(acc_load_state(tail.acc, dir.c_str(), nullptr));
+  ACC_ASSERT_OK(acc_dataloader_skip_first_batches(tail.dl, 10 % length));
+  tail.train(5);
+  seen.insert(seen.end(), tail.seen.begin(), tail.seen.end());
+  EXPECT_EQ(seen, whole.seen) << "the resumed run saw other batches";
+  EXPECT_EQ(tail.weights(), whole.weights());
+}
+
 TEST(SaveState, TheFolderHasAccelerateStyleNames) {
   const std::string dir = fresh_dir("layout") + "/ckpt";
   Training t({});
