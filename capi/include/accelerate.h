@@ -336,10 +336,11 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   split_batches (bool, default false), even_batches (bool, default true:
  *   on several processes the last batches are completed from the epoch's start so every process
  *   gets as many), dispatch_batches (bool; default: true for streams, false for map-style datasets:
- *   process 0 reads and sends each process its slice), data_seed (int: the seed of prepared
- *   shuffling loaders that have none), use_seedable_sampler (bool, default false: a prepared shuffling
- *   loader without a seed uses the seed torch's generator was seeded with, as Accelerate's
- *   SeedableRandomSampler: epoch e permutes with it + e), non_blocking (bool, default true: batches go to a GPU
+ *   process 0 reads and sends each process its slice), use_seedable_sampler (bool, default false: a
+ *   prepared shuffling loader without a seed of its own shuffles as Accelerate's SeedableRandomSampler,
+ *   epoch e permuting with data_seed + e, or without data_seed with the seed torch's generator was
+ *   seeded with + e), data_seed (int; as in Accelerate it counts only with use_seedable_sampler, and
+ *   alone it is ignored with a warning on stderr), non_blocking (bool, default true: batches go to a GPU
  *   asynchronously from pinned memory), timeout_seconds (int, default 1800, at most 3153600000 (100
  *   years): rendezvous and every collective),
  *   backend ("gloo" or "nccl", InitProcessGroupKwargs(backend=...); default nccl when the process
@@ -1387,7 +1388,8 @@ ACC_API ACC_NODISCARD acc_status acc_pad_across_processes(acc_accelerator *acc, 
                                                           double value, int pad_first, const char *name,
                                                           acc_tensor **out);
 /* This process's share [*start, *end) of n items; with apply_padding, *padding copies of the last
- * item make every share equally long. No communication. */
+ * of the n items make every share equally long (as Accelerate's, a share that is empty because n is
+ * less than the number of processes too). No communication. */
 ACC_API ACC_NODISCARD acc_status acc_split_between_processes(const acc_accelerator *acc, int64_t n, int apply_padding,
                                                              int64_t *start, int64_t *end, int64_t *padding);
 /* Raises this process's trigger; acc_check_trigger (a collective) tells every process whether any

@@ -56,6 +56,8 @@ Accelerator::Accelerator(const Options& options)
                                 "(use \"bf16\" on the CPU)");
     scaler_ = std::make_shared<GradScaler>(config_.scaler, device_);
   }
+  if (config_.data_seed && !config_.use_seedable_sampler && is_main_process())
+    std::fprintf(stderr, "accelerate: data_seed is ignored without use_seedable_sampler (as in Accelerate)\n");
   iteration_ = config_.iteration;
   if (config_.seed) set_seed(*config_.seed);
   apply_cpu_affinity_setting(device_, process_.local_rank);

@@ -108,8 +108,11 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table() {
     t.bind("log_with", "trackers: tensorboard, jsonl, csv, all or a comma-separated list", &C::log_with);
     t.bind("even_batches", "the last round is completed from the epoch's start", &C::even_batches);
     t.bind("dispatch_batches", "process 0 reads and sends each process its slice", &C::dispatch_batches);
-    t.bind("data_seed", "seed of prepared shuffling loaders that have none", &C::data_seed).at_least(0);
-    t.bind("use_seedable_sampler", "unseeded shuffling uses torch's initial seed + epoch", &C::use_seedable_sampler);
+    t.bind("data_seed", "with use_seedable_sampler: the seed of prepared shuffling loaders that have none",
+           &C::data_seed)
+        .at_least(0);
+    t.bind("use_seedable_sampler", "unseeded shuffling uses data_seed, else torch's initial seed, + epoch",
+           &C::use_seedable_sampler);
     t.bind("non_blocking", "batches go to a GPU asynchronously", &C::non_blocking);
     // GradScalerKwargs.
     t.bind("scaler_init_scale", "fp16: the first loss scale", &C::scaler, &GradScalerOptions::init_scale).at_least(0);

@@ -33,8 +33,8 @@ struct AcceleratorConfig {
   std::string log_with;  // tracker names, comma-separated; empty: none
   bool even_batches = true;
   std::optional<bool> dispatch_batches;  // none: Accelerate's default (dispatch iterable datasets)
-  std::optional<uint64_t> data_seed;  // seed of prepared shuffling loaders that have none
-  bool use_seedable_sampler = false;   // without data_seed: torch's initial seed, epoch e permutes with it + e
+  std::optional<uint64_t> data_seed;     // with use_seedable_sampler: seed of prepared shuffling loaders that have none
+  bool use_seedable_sampler = false;     // epoch e permutes with data_seed (else torch's initial seed) + e
   bool non_blocking = true;
   GradScalerOptions scaler;  // GradScalerKwargs (fp16)
   // DeepSpeed's gradient_clipping: each prepared optimizer's step first clips the gradients of its

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "data/dataloader.h"
 
@@ -17,9 +18,10 @@ class GradientState final : public LoaderObserver {
   // Micro-steps counted by accumulate() in the current window (Accelerate's accelerator.step).
   int64_t step() const { return step_; }
   void set_step(int64_t step) { step_ = step; }  // load_state
-  bool end_of_dataloader() const { return end_of_dataloader_; }
-  // Real samples in the last round of the loader being iterated (-1: unknown, 0: no padding).
-  int64_t remainder() const { return remainder_; }
+  // Of the loader iterated innermost (see active_): whether its last batch is out, and the real
+  // samples in its last round (-1: unknown, or no loader is being iterated; 0: no padding).
+  bool end_of_dataloader() const { return !active_.empty() && active_.back().end_of_dataloader; }
+  int64_t remainder() const { return active_.empty() ? -1 : active_.back().remainder; }
 
   // Entry of accumulate(): a window ends every num_steps micro-steps and at the last batch of the
   // prepared loader being iterated (the window restarts there).
@@ -29,12 +31,20 @@ class GradientState final : public LoaderObserver {
   void on_epoch_end(const DataLoader& loader) override;
 
  private:
+  struct ActiveLoader {
+    const DataLoader* loader;  // identity only
+    bool end_of_dataloader = false;
+    int64_t remainder = -1;
+  };
+
   const int64_t num_steps_;
   const bool sync_with_dataloader_;
   bool sync_gradients_ = true;
   int64_t step_ = 0;
-  bool end_of_dataloader_ = false;
-  int64_t remainder_ = -1;
+  // Accelerate's dataloader_references: the loaders whose epoch is under way, in the order they
+  // began; the last one decides, so an evaluation loop inside a training loop leaves the training
+  // loader's end of data and remainder as they were once it is done.
+  std::vector<ActiveLoader> active_;
 };
 
 }  // namespace acc

@@ -11,6 +11,10 @@ DataLoader::DataLoader(DataLoaderOptions options) : options_(std::move(options))
   require(options_.batch_size >= 1, "batch_size must be at least 1, got ", options_.batch_size);
 }
 
+DataLoader::~DataLoader() {
+  if (in_epoch_ && observer_) observer_->on_epoch_end(*this);
+}
+
 void DataLoader::batch_handed_out(bool last_of_epoch) {
   end_of_epoch_ = last_of_epoch;
   if (observer_) observer_->on_batch(*this, end_of_epoch_);

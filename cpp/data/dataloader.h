@@ -32,7 +32,8 @@ struct LoaderState {
 
 class DataLoader {
  public:
-  virtual ~DataLoader() = default;
+  // A loader dropped in the middle of an epoch is no longer iterated: the observer hears its end.
+  virtual ~DataLoader();
 
   // The next batch of the current epoch, or nullopt at its end; the call after the end starts the
   // next epoch.

@@ -20,18 +20,20 @@ std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const 
   DataLoaderOptions options = loader.options();
   options.device = o.device;
   options.non_blocking = o.non_blocking;
-  if (options.shuffle && !options.seed) options.seed = o.data_seed;
-  // Accelerate's SeedableRandomSampler: the seed torch's generator was seeded with (rank 0's, below).
+  // Accelerate's SeedableRandomSampler (use_seedable_sampler; data_seed counts only with it): epoch e
+  // shuffles with data_seed + e, or with the seed torch's generator was seeded with (rank 0's, below).
   const bool seedable = options.shuffle && !options.seed && o.use_seedable_sampler;
-  if (seedable) options.seed = at::detail::getDefaultCPUGenerator().current_seed();
+  if (seedable) options.seed = o.data_seed ? *o.data_seed : at::detail::getDefaultCPUGenerator().current_seed();
+  const bool seed_of_rank_0 = seedable && !o.data_seed;
   const auto* stream = dynamic_cast<const IterableDataLoader*>(&loader);
   const auto* map = dynamic_cast<const MapDataLoader*>(&loader);
   require(stream || map, "the data loader needs a dataset");  // a loader prepared already
   const ShardOptions shard_options{o.num_processes, o.process_index, o.split_batches, o.even_batches, {}};
   std::shared_ptr<DataLoader> prepared;
   if (dist && o.dispatch_batches.value_or(stream != nullptr)) {
-    // Process 0 reads through a plain loader and sends every process its slice.
-    DataLoaderOptions base_options = loader.options();
+    // Process 0 reads through a plain loader (shuffled as the options above say) and sends every
+    // process its slice.
+    DataLoaderOptions base_options = options;
     base_options.device.reset();
     auto base = make_data_loader(map ? map->dataset() : nullptr, stream ? stream->source() : nullptr, base_options);
     prepared = std::make_shared<DispatchingDataLoader>(base, dist, o.split_batches);
@@ -42,7 +44,7 @@ std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const 
     // Every process must shuffle alike: the seedable sampler's seed is rank 0's; without a seed,
     // the loader's generator takes rank 0's state at the start of every epoch, as Accelerate's.
     ShardOptions shard = shard_options;
-    if (seedable) {
+    if (seed_of_rank_0) {
       at::Tensor seed = at::tensor({static_cast<int64_t>(*options.seed & 0x7fffffffffffffffull)}, at::kLong);
       options.seed = static_cast<uint64_t>(
           collectives.broadcast(seed, 0, "prepare_dataloader (seed)", Collectives::Layouts::AgreedByCaller).item<int64_t>());

@@ -32,8 +32,10 @@ struct PrepareDataLoaderOptions {
   std::optional<bool> dispatch_batches;  // none: dispatch streams only
   std::optional<c10::Device> device;     // where batches go; none: where the dataset is
   bool non_blocking = true;
-  std::optional<uint64_t> data_seed;     // a shuffle's seed when the loader has none
-  bool use_seedable_sampler = false;     // shuffle with the seed torch's generator was seeded with
+  // A shuffling loader without a seed of its own shuffles epoch e with data_seed + e, or without
+  // data_seed with the seed torch's generator was seeded with + e; data_seed alone does nothing.
+  bool use_seedable_sampler = false;
+  std::optional<uint64_t> data_seed;
 };
 
 // `collectives` broadcast rank 0's seed or generator state (on one process they are the identity);

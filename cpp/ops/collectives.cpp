@@ -282,7 +282,8 @@ ProcessSplit Collectives::split_between_processes(int64_t n, bool apply_padding)
   ProcessSplit split;
   split.start = r * per + std::min(r, extra);
   split.end = split.start + per + (r < extra ? 1 : 0);
-  if (apply_padding && extra > 0 && r >= extra && split.end > split.start) split.padding = 1;
+  // Accelerate's: every share padded to per + 1 items with the last of all n, an empty share too.
+  if (apply_padding && extra > 0 && r >= extra) split.padding = 1;
   return split;
 }
 

@@ -720,3 +720,29 @@ TEST(DataLoader, SeedableSamplerUsesTorchsSeedPlusTheEpoch) {
   acc_accelerator_free(acc);
   acc_dataset_free(ds);
 }
+
+// Accelerate reads data_seed only for its SeedableRandomSampler: with use_seedable_sampler epoch e
+// permutes with data_seed + e; alone it changes nothing (the unseeded shuffle after set_seed).
+TEST(DataLoader, DataSeedCountsOnlyWithTheSeedableSampler) {
+  acc_dataset* ds = counting_dataset(12);
+  acc_dataloader* seeded = loader(ds, {{"batch_size", "12"}, {"shuffle", "1"}, {"seed", "5"}});
+  const auto seed5_epoch0 = epoch(seeded), seed5_epoch1 = epoch(seeded);
+  acc_dataloader_free(seeded);
+  auto prepared_epochs = [&](std::vector<std::pair<std::string, std::string>> options) {
+    EXPECT_EQ(acc_set_seed(21), ACC_OK);
+    options.emplace_back("cpu", "1");
+    acc_accelerator* acc = acc_test::make_accelerator(options);
+    acc_dataloader* dl = loader(ds, {{"batch_size", "12"}, {"shuffle", "1"}});
+    EXPECT_EQ(acc_prepare(acc, nullptr, nullptr, &dl, nullptr), ACC_OK) << acc_last_error_message();
+    std::vector<std::vector<std::vector<int64_t>>> epochs{epoch(dl), epoch(dl)};
+    acc_dataloader_free(dl);
+    acc_accelerator_free(acc);
+    return epochs;
+  };
+  const auto seedable = prepared_epochs({{"use_seedable_sampler", "1"}, {"data_seed", "5"}});
+  EXPECT_EQ(seedable[0], seed5_epoch0);
+  EXPECT_EQ(seedable[1], seed5_epoch1);
+  EXPECT_EQ(prepared_epochs({{"data_seed", "5"}}), prepared_epochs({}));
+  EXPECT_NE(prepared_epochs({}), seedable);
+  acc_dataset_free(ds);
+}

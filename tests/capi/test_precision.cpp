@@ -353,6 +353,44 @@ TEST(Accumulation, SyncWithDataloaderOffLetsTheLastWindowRunOn) {
   }
 }
 
+// An evaluation loop run to its end inside a training step (evaluate every k steps) does not take
+// the training loader's end of data away: as Accelerate's stack of active loaders, the innermost
+// loader being iterated decides, and once the evaluation is done that is the training loader again.
+TEST(Accumulation, ALoaderIteratedInsideAnotherLeavesTheOutersEndOfData) {
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"gradient_accumulation_steps", "3"}});
+  acc_tensor* x = floats({1, 2, 3, 4, 5, 6, 7}, {7, 1});
+  const acc_tensor* fields[] = {x};
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_tensors(fields, 1, &ds));
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
+  ACC_ASSERT_OK(acc_options_set_int(o, "batch_size", 2));
+  acc_dataloader *train = nullptr, *eval = nullptr;
+  ACC_ASSERT_OK(acc_dataloader_create(ds, o, &train));
+  ACC_ASSERT_OK(acc_dataloader_create(ds, o, &eval));
+  acc_options_free(o);
+  ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &train, nullptr));
+  ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &eval, nullptr));
+  std::vector<int> syncs;
+  for (acc_tensor_list* batch = nullptr; acc_dataloader_next(train, &batch) == ACC_OK && batch;) {
+    for (acc_tensor_list* e = nullptr; acc_dataloader_next(eval, &e) == ACC_OK && e;) acc_tensor_list_free(e);
+    ACC_ASSERT_OK(acc_accumulate_begin(acc));
+    int sync = -1;
+    ACC_ASSERT_OK(acc_accelerator_sync_gradients(acc, &sync));
+    syncs.push_back(sync);
+    ACC_ASSERT_OK(acc_accumulate_end(acc));
+    acc_tensor_list_free(batch);
+  }
+  EXPECT_EQ(syncs, (std::vector<int>{0, 0, 1, 1}));  // the last training batch ends the window
+  int64_t step = -1;
+  ACC_ASSERT_OK(acc_accelerator_step(acc, &step));
+  EXPECT_EQ(step, 0);
+  for (acc_dataloader* dl : {train, eval}) acc_dataloader_free(dl);
+  acc_dataset_free(ds);
+  acc_tensor_free(x);
+  acc_accelerator_free(acc);
+}
+
 // DeepSpeed's gradient_clipping: a prepared optimizer clips its model's gradients before each step
 // it takes, as an acc_clip_grad_norm call just before the step would; micro-steps inside an
 // accumulation window (where the step does nothing) clip nothing.

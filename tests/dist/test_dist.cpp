@@ -333,12 +333,14 @@ TEST(Dist, PadAcrossProcessesEvensRaggedTensors) {
 
 TEST(Dist, SplitBetweenProcesses) {
   int64_t total = 0, padded_total = 0;
-  for (int64_t n : {9, 2, 0}) {
+  for (int64_t n : {9, 2, 1, 0}) {
     int64_t start = -1, end = -1, padding = -1;
     ACC_ASSERT_OK(acc_split_between_processes(g_acc, n, 1, &start, &end, &padding));
     const int64_t per = n / g_world, extra = n % g_world;
     EXPECT_EQ(start, g_rank * per + std::min(g_rank, extra));
     EXPECT_EQ(end - start, per + (g_rank < extra ? 1 : 0));
+    // Accelerate pads every share to per + 1 items when n does not divide, an empty one too.
+    EXPECT_EQ(end - start + padding, per + (extra > 0 ? 1 : 0)) << n;
     if (n == 9) total = end - start, padded_total = end - start + padding;
   }
   // Every process's padded share has the same length.
@@ -630,6 +632,48 @@ TEST(Data, UnseededShuffleFollowsProcessZerosGeneratorEveryEpoch) {
     EXPECT_EQ(order, expected.get<std::vector<int64_t>>());
   }
   acc_dataloader_free(dl);
+  acc_dataset_free(ds);
+}
+
+// With use_seedable_sampler, process 0 reading for everyone (dispatch_batches) shuffles as the
+// sharded loader does (Accelerate installs its SeedableRandomSampler in the dispatcher too): epoch e
+// permutes with data_seed + e.
+TEST(Data, DispatchedBatchesShuffleWithTheSeedableSampler) {
+  acc_dataset* ds = id_dataset(24);
+  auto orders = [&](const char* dispatch) {
+    EXPECT_EQ(acc_set_seed(100 + static_cast<uint64_t>(g_rank)), ACC_OK);  // processes seeded apart
+    acc_accelerator* acc =
+        acc_test::make_accelerator({{"use_seedable_sampler", "1"}, {"data_seed", "5"}, {"dispatch_batches", dispatch}});
+    acc_options* o = nullptr;
+    EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &o), ACC_OK);
+    EXPECT_EQ(acc_options_set_int(o, "batch_size", 2), ACC_OK);
+    EXPECT_EQ(acc_options_set_bool(o, "shuffle", 1), ACC_OK);
+    acc_dataloader* dl = nullptr;
+    EXPECT_EQ(acc_dataloader_create(ds, o, &dl), ACC_OK);
+    acc_options_free(o);
+    EXPECT_EQ(acc_prepare(acc, nullptr, nullptr, &dl, nullptr), ACC_OK) << acc_last_error_message();
+    std::vector<std::vector<int64_t>> epochs(2);
+    for (auto& order : epochs)
+      for (;;) {
+        acc_tensor_list* batch = nullptr;
+        EXPECT_EQ(acc_dataloader_next(dl, &batch), ACC_OK) << acc_last_error_message();
+        if (!batch) break;
+        acc_tensor *b = nullptr, *all = nullptr;
+        EXPECT_EQ(acc_tensor_list_get(batch, 0, &b), ACC_OK);
+        EXPECT_EQ(acc_gather(acc, b, "seedable order", &all), ACC_OK);
+        const auto v = acc_test::to_longs(all);
+        order.insert(order.end(), v.begin(), v.end());
+        acc_tensor_free(b);
+        acc_tensor_free(all);
+        acc_tensor_list_free(batch);
+      }
+    acc_dataloader_free(dl);
+    acc_accelerator_free(acc);
+    return epochs;
+  };
+  const auto sharded = orders("0"), dispatched = orders("1");
+  EXPECT_EQ(dispatched, sharded);
+  EXPECT_NE(sharded[0], sharded[1]);
   acc_dataset_free(ds);
 }
 
