@@ -3,6 +3,7 @@
 #include <torch/nn/init.h>
 
 #include <cmath>
+#include <limits>
 
 #include "common/compat.h"
 #include "common/error.h"
@@ -14,6 +15,8 @@ MultiheadAttentionImpl::MultiheadAttentionImpl(const AttentionOptions& o) : opti
   const int64_t e = o.embed_dim;
   require(e > 0 && o.num_heads > 0 && e % o.num_heads == 0, "multihead_attention: embed_dim (", e,
           ") must be divisible by num_heads (", o.num_heads, ")");
+  // The packed q, k, v projection holds 3 e rows: a size past that is no size at all.
+  require(e <= std::numeric_limits<int64_t>::max() / 3, "multihead_attention: embed_dim ", e, " is too large");
   in_proj_weight = register_parameter("in_proj_weight", torch::empty({3 * e, e}));
   if (o.bias) in_proj_bias = register_parameter("in_proj_bias", torch::empty({3 * e}));
   // PyTorch's order of draws: out_proj's own Linear initialisation, then Xavier for the packed

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/exception_status.h"
 
 namespace acc {
 namespace {
@@ -150,12 +151,10 @@ void Collectives::agree(const std::string& what, const std::function<void()>& st
   Status status = Status::Ok;
   try {
     step();
-  } catch (const Error& e) {
-    failure = e.what();
-    status = e.status();
-  } catch (const std::exception& e) {
-    failure = e.what();
-    status = Status::Internal;
+  } catch (...) {  // as the C API would report it on one process
+    ExceptionReport report = describe_current_exception();
+    failure = std::move(report.message);
+    status = report.status;
   }
   if (!dist_) {
     if (status != Status::Ok) fail(status, failure);

@@ -88,7 +88,8 @@ Schedule cosine_annealing_warm_restarts(int64_t t_0, int64_t t_mult, double eta_
     // Where PyTorch's T_cur and T_i stand after `step` steps of one each: a restart whenever T_cur
     // reaches T_i, and each period T_mult times the one before.
     int64_t t_cur = step, t_i = t_0;
-    while (t_cur >= t_i) {
+    if (t_mult == 1) t_cur %= t_0;  // equal periods: constant time at any step
+    while (t_cur >= t_i) {          // periods that grow: a logarithmic number of them
       t_cur -= t_i;
       if (t_i > INT64_MAX / t_mult) break;  // a period past any step: T_cur stays in it
       t_i *= t_mult;

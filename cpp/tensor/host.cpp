@@ -10,6 +10,10 @@ namespace {
 
 void require_size(size_t nbytes, int64_t numel, at::ScalarType dtype) {
   const auto item = static_cast<uint64_t>(c10::elementSize(dtype));
+  // A product that wraps would let a small buffer pass for a huge shape.
+  if (static_cast<uint64_t>(numel) > std::numeric_limits<uint64_t>::max() / item)
+    fail(Status::InvalidArgument, "the shape's ", numel, " elements of ", c10::toString(dtype),
+         " overflow a byte count");
   const auto expected = static_cast<uint64_t>(numel) * item;
   require(expected == nbytes, "nbytes is ", nbytes, " but the shape holds ", numel, " elements of ",
           c10::toString(dtype), " (", item, " bytes each), i.e. ", expected, " bytes");

@@ -127,12 +127,21 @@ void CsvTracker::start(const std::string& project_name, const nlohmann::json&) {
   table_ = std::make_shared<Table>();
   // An existing table (a resumed run) keeps its columns.
   if (std::ifstream in{path_, std::ios::binary}) {
-    std::string head(64 * 1024, '\0');
-    in.read(head.data(), static_cast<std::streamsize>(head.size()));
-    head.resize(static_cast<size_t>(in.gcount()));
+    // The header line, however long (thousands of columns): read in growing pieces until it ends.
+    std::string head;
+    std::vector<std::string> fields;
+    size_t consumed = 0;
+    for (size_t want = 64 * 1024;; want *= 2) {
+      head.assign(want, '\0');
+      in.clear();
+      in.seekg(0);
+      in.read(head.data(), static_cast<std::streamsize>(want));
+      head.resize(static_cast<size_t>(in.gcount()));
+      if (head.empty()) break;
+      fields = parse_csv_record(head, &consumed);
+      if (head[consumed - 1] == '\n' || head.size() < want) break;  // a whole line, or all the file holds
+    }
     if (!head.empty()) {
-      size_t consumed = 0;
-      auto fields = parse_csv_record(head, &consumed);
       if (fields.size() < 2 || fields[0] != "step" || fields[1] != "wall_time" || head[consumed - 1] != '\n')
         fail(Status::Io, path_, " exists but is not a metrics table written by the csv tracker");
       for (size_t i = 2; i < fields.size(); ++i) table_->add(fields[i]);

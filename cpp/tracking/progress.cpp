@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "common/error.h"
 
@@ -107,7 +108,7 @@ double Progress::elapsed() const {
 void Progress::update(int64_t n) {
   require(n >= 0, "progress: update by ", n, " (must be >= 0)");
   if (closed_) return;
-  count_ += n;
+  count_ = n > std::numeric_limits<int64_t>::max() - count_ ? std::numeric_limits<int64_t>::max() : count_ + n;
   if (!enabled_) return;
   const auto now = std::chrono::steady_clock::now();
   if (terminal_) {
@@ -115,8 +116,12 @@ void Progress::update(int64_t n) {
   } else if (total_ > 0 ? count_ >= next_plain_ && count_ < total_
                         : std::chrono::duration<double>(now - last_shown_).count() >= kPlainEverySeconds) {
     show(false);
-    if (total_ > 0)
-      while (next_plain_ <= count_) next_plain_ += std::max<int64_t>(1, total_ / 10);
+    if (total_ > 0) {  // the next tenth of the total past the count, short of overflowing
+      const int64_t tenth = std::max<int64_t>(1, total_ / 10);
+      const int64_t tenths = count_ / tenth + 1;
+      next_plain_ =
+          tenths > std::numeric_limits<int64_t>::max() / tenth ? std::numeric_limits<int64_t>::max() : tenths * tenth;
+    }
   }
 }
 

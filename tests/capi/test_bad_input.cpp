@@ -138,6 +138,9 @@ TEST(BadInput, CallersMistakesAreInvalidArgumentWithAPlainMessage) {
   const acc_status save = acc_save_state(a, long_path.c_str(), &dir);
   EXPECT_TRUE(save == ACC_ERR_IO || save == ACC_ERR_INVALID_ARGUMENT) << acc_status_name(save);
   EXPECT_EQ(std::string(acc_last_error_message()).find("unexpected"), std::string::npos) << acc_last_error_message();
+  // The same path on load (a collective's step, whose failures every process shares): the system's
+  // refusal is still IO, not an internal error.
+  ACC_EXPECT_ERROR(acc_load_state(a, long_path.c_str(), nullptr), ACC_ERR_IO, "File name too long");
   EXPECT_EQ(dir, nullptr);
 
   ACC_EXPECT_ERROR(acc_model_from_spec(R"([{"type":"linear","in_features":1e400,"out_features":1}])", &loaded),
@@ -221,6 +224,15 @@ TEST(BadInput, ShapesWhoseSizeOverflowsAreRefused) {
                    ACC_ERR_INVALID_ARGUMENT, "overflow");
   EXPECT_EQ(t, nullptr);
   std::remove(file.c_str());
+  // (2^62 + 1) * 4 bytes wraps to 4: a 4-byte buffer must not pass for that shape.
+  float four_bytes = 1.0f;
+  const int64_t wraps_to_four[] = {(int64_t{1} << 62) + 1};
+  ACC_EXPECT_ERROR(
+      acc_tensor_from_host_borrow(&four_bytes, 4, wraps_to_four, 1, ACC_DTYPE_FLOAT32, nullptr, nullptr, &t),
+      ACC_ERR_INVALID_ARGUMENT, "overflow");
+  ACC_EXPECT_ERROR(acc_tensor_from_host(&four_bytes, 4, wraps_to_four, 1, ACC_DTYPE_FLOAT32, &t),
+                   ACC_ERR_INVALID_ARGUMENT, "overflow");
+  EXPECT_EQ(t, nullptr);
 
   acc_tensor* values = floats({1, 2, 3, 4}, {4});
   acc_dataset* ds = nullptr;

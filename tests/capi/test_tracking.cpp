@@ -462,5 +462,30 @@ TEST(Progress, PlainLinesWhenStdoutIsNotATerminal) {
   EXPECT_EQ(testing::internal::GetCapturedStdout().rfind("0, ? it/s, elapsed 00:00", 0), 0u);
   ACC_EXPECT_ERROR(acc_progress_update(p, 1), ACC_ERR_INVALID_HANDLE, "p");
   acc_progress_free(nullptr);
+  // Counts at the edge of int64 neither loop for ever nor wrap: the count stops at the largest.
+  testing::internal::CaptureStdout();
+  ACC_ASSERT_OK(acc_progress_create(a, INT64_MAX, "huge", &p));
+  ACC_ASSERT_OK(acc_progress_update(p, INT64_MAX - 1));
+  ACC_ASSERT_OK(acc_progress_update(p, INT64_MAX));
+  acc_progress_free(p);
+  const std::string huge = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(huge.find('-'), std::string::npos) << huge;
+  acc_accelerator_free(a);
+}
+
+// A table of thousands of columns (a header past any fixed read) is continued by the next run.
+TEST(Tracking, AWideCsvTableIsContinuedByTheNextRun) {
+  const std::string dir = fresh_dir("wide_csv");
+  acc_accelerator* a = make("csv", dir);
+  ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
+  const std::string long_name(70000, 'm');
+  ACC_ASSERT_OK(acc_log_scalar(a, long_name.c_str(), 1.0, 0));
+  ACC_ASSERT_OK(acc_end_training(a));
+  ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
+  ACC_ASSERT_OK(acc_log_scalar(a, long_name.c_str(), 2.0, 1));
+  ACC_ASSERT_OK(acc_end_training(a));
+  const auto rows = lines_of(acc_test::read_file(tracker_path(a, "csv")));
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0], "step,wall_time," + long_name);
   acc_accelerator_free(a);
 }

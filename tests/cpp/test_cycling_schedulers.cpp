@@ -11,9 +11,10 @@
 
 #include "common/error.h"
 #include "optim/group_hyperparameters.h"
+#include "optim/optimizer.h"
+#include "schedule/chainable_schedules.h"
 #include "schedule/cyclic_scheduler.h"
 #include "schedule/one_cycle_scheduler.h"
-#include "optim/optimizer.h"
 #include "schedule/scheduler.h"
 
 namespace {
@@ -240,4 +241,15 @@ TEST(CyclingSchedulers, AListOfAnotherLengthThanTheGroupsIsRefused) {
   }
   settings.set_from_text("max_lr", " 0.1 , 0.2");
   EXPECT_EQ(acc::scheduler_option_table().read(settings).max_lr, (std::vector<double>{0.1, 0.2}));
+}
+
+// CosineAnnealingWarmRestarts with equal periods (T_mult 1) places a step in its period at once:
+// a run resumed at step 10^15 (or stepped that far) costs no more than one at step 10.
+TEST(CosineAnnealingWarmRestarts, EqualPeriodsPlaceAnyStepAtOnce) {
+  const acc::Schedule equal = acc::cosine_annealing_warm_restarts(3, 1, 0.0);
+  const int64_t far = 1'000'000'000'000'000;  // 1 past a multiple of 3
+  EXPECT_EQ(equal.closed_form(1.0, far), equal.closed_form(1.0, 1));
+  EXPECT_EQ(equal.closed_form(1.0, far - 1), 1.0);  // a restart
+  const acc::Schedule growing = acc::cosine_annealing_warm_restarts(1, 2, 0.0);
+  EXPECT_EQ(growing.closed_form(1.0, (int64_t{1} << 50) - 1), 1.0);  // periods 1, 2, 4, ...: a restart there
 }
