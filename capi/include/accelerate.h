@@ -346,7 +346,7 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   backend ("gloo" or "nccl", InitProcessGroupKwargs(backend=...); default nccl when the process
  *   runs on a GPU, gloo on the CPU; "gloo" on GPUs lets several processes share one GPU, which NCCL
  *   refuses; "nccl" on the CPU is ACC_ERR_UNSUPPORTED),
- *   ddp_bucket_cap_mb (int, default 25), ddp_find_unused_parameters (bool, default false),
+ *   ddp_bucket_cap_mb (int, default 25, at most 2^43 - 1), ddp_find_unused_parameters (bool, default false),
  *   ddp_broadcast_buffers (bool, default true), ddp_gradient_as_bucket_view (bool, default false:
  *   each gradient is a view into DDP's gradient bucket, saving a copy of every gradient; the same
  *   numbers), ddp_static_graph (bool, default false: DDP's static_graph, the promise that every
@@ -382,7 +382,7 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   in backward, with the same gradients; any zero_stage; a TorchScript model: ACC_ERR_UNSUPPORTED
  *   at prepare), state_dict_type ("FULL_STATE_DICT", default: save_state writes
  *   consolidated files any number of processes can load; "SHARDED_STATE_DICT": each process writes
- *   its own shard), zero3_save_16bit_model (bool, default false: DeepSpeed's; under zero_stage 3
+ *   its own shard; the default under FSDP_VERSION 2, as Accelerate's), zero3_save_16bit_model (bool, default false: DeepSpeed's; under zero_stage 3
  *   with mixed_precision bf16/fp16, acc_save_model and acc_get_state_dict give the weights and
  *   floating buffers in that dtype, each rounded to nearest; otherwise fp32). Unset, they are read
  *   from Accelerate's ACCELERATE_USE_FSDP / FSDP_* and
@@ -1122,7 +1122,9 @@ ACC_API ACC_NODISCARD acc_status acc_accelerator_gradient_accumulation_steps(con
 ACC_API ACC_NODISCARD acc_status acc_accelerator_sync_gradients(const acc_accelerator *acc, int *out);
 /* Whether the last optimizer step was skipped (fp16 overflow). */
 ACC_API ACC_NODISCARD acc_status acc_accelerator_optimizer_step_was_skipped(const acc_accelerator *acc, int *out);
-/* Micro-steps counted by acc_accumulate_begin in the current window (Accelerate's accelerator.step). */
+/* Micro-steps counted by acc_accumulate_begin since the end of the last prepared loader
+ * (Accelerate's accelerator.step: it counts on across windows; a window ends at every multiple of
+ * the accumulation steps, and at a loader's end, which sets it back to 0). */
 ACC_API ACC_NODISCARD acc_status acc_accelerator_step(const acc_accelerator *acc, int64_t *out);
 /* The number the next automatic checkpoint gets (ProjectConfiguration.iteration): the `iteration`
  * option, plus one per acc_save_state; acc_load_state sets it past the checkpoint it loaded. */
@@ -1405,7 +1407,8 @@ ACC_API ACC_NODISCARD acc_status acc_check_trigger(acc_accelerator *acc, int *ou
  * list; an unknown name makes acc_accelerator_create fail with ACC_ERR_INVALID_ARGUMENT. They write
  * into <logging_dir>/<project_name>/ (logging_dir defaults to project_dir; one of them must be set).
  * The program adds its own trackers with acc_add_tracker. Only the main process writes or calls
- * tracker callbacks; every process must make the same calls, which are checked the same way on all.
+ * tracker callbacks; the other processes check the same arguments and write nothing, so calls made
+ * on every process or on the main process alone both work.
  * File trackers write on background threads: acc_log only queues the values. A write error is
  * reported (ACC_ERR_IO) by the next acc_log or by acc_end_training.
  * ---------------------------------------------------------------------------------------------- */

@@ -333,7 +333,7 @@ at::Tensor Accelerator::gather_for_metrics(const at::Tensor& tensor, const std::
   at::Tensor gathered = collectives_.gather(tensor, name);
   // On the last batch of an epoch, the tail past the dataset's end repeats samples from its start.
   const int64_t remainder = gradient_state_->remainder();
-  if (gradient_state_->end_of_dataloader() && remainder > 0 && remainder < gathered.size(0))
+  if (gradient_state_->end_of_dataloader() && remainder > 0 && gathered.dim() > 0 && remainder < gathered.size(0))
     return gathered.narrow(0, 0, remainder);
   return gathered;
 }

@@ -139,7 +139,10 @@ const OptionTable<AcceleratorConfig>& accelerator_option_table() {
     // InitProcessGroupKwargs(backend=...); unset: nccl on CUDA, gloo on the CPU.
     t.bind("backend", "the process group's backend", &C::backend).one_of({"gloo", "nccl"});
     // DistributedDataParallelKwargs.
-    t.bind("ddp_bucket_cap_mb", "DDP's gradient bucket size", &C::ddp, &DataParallelOptions::bucket_cap_mb).at_least(1);
+    // At most what a byte count holds (bucket_cap_mb * 2^20 < 2^63).
+    t.bind("ddp_bucket_cap_mb", "DDP's gradient bucket size", &C::ddp, &DataParallelOptions::bucket_cap_mb)
+        .at_least(1)
+        .at_most(static_cast<double>((int64_t{1} << 43) - 1));
     t.bind("ddp_find_unused_parameters", "DDP tolerates parameters without gradients", &C::ddp,
            &DataParallelOptions::find_unused_parameters);
     t.bind("ddp_broadcast_buffers", "buffers from rank 0 before each forward", &C::ddp,

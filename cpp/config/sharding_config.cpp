@@ -430,6 +430,8 @@ std::optional<ShardingRequest> sharding_from_environment(const VariableLookup& l
     r.hybrid = fsdp_hybrid(strategy);
     r.offload_params = r.offload_optimizer = is_true("FSDP_OFFLOAD_PARAMS");
     if (auto s = lookup("FSDP_STATE_DICT_TYPE")) r.state_dict_type = state_dict_type(from, "FSDP_STATE_DICT_TYPE", *s);
+    else if (version == "2")
+      r.state_dict_type = "SHARDED_STATE_DICT";  // Accelerate's default for FSDP2
     if (auto s = lookup("FSDP_AUTO_WRAP_POLICY")) r.auto_wrap_policy = wrap_policy(from, "FSDP_AUTO_WRAP_POLICY", *s);
     if (auto s = lookup("FSDP_MIN_NUM_PARAMS")) r.min_num_params = min_num_params(from, "FSDP_MIN_NUM_PARAMS", *s);
     if (auto s = lookup("FSDP_TRANSFORMER_CLS_TO_WRAP")) r.transformer_cls_to_wrap = *s;

@@ -123,8 +123,8 @@ void Collectives::barrier(const std::string& name) {
 }
 
 at::Tensor Collectives::gather(const at::Tensor& tensor, const std::string& name, Layouts layouts) {
+  if (!dist_) return tensor.clone();  // as Accelerate's, a 0-d tensor stays one
   at::Tensor input = tensor.dim() == 0 ? tensor.unsqueeze(0) : tensor;
-  if (!dist_) return input.clone();
   if (layouts == Layouts::Compared) announce(CallKind::Gather, 0, Layout::of(input), true, name);
   return at::cat(all_gather(input, name), 0);
 }

@@ -549,5 +549,15 @@ TEST(BadInput, SpecNumbersOutsideWhatTheyCanBeAreRefused) {
                    ACC_ERR_INVALID_ARGUMENT, "kernel_size");
   ACC_EXPECT_ERROR(acc_model_from_spec(R"([{"type":"relu","from":{"input":9223372036854775807}}])", &model),
                    ACC_ERR_INVALID_ARGUMENT, "input k < 64");
+  // 3 * embed_dim rows of the packed q, k, v projection would overflow.
+  ACC_EXPECT_ERROR(
+      acc_model_from_spec(R"([{"type":"multihead_attention","embed_dim":4611686018427387904,"num_heads":1}])", &model),
+      ACC_ERR_INVALID_ARGUMENT, "too large");
   EXPECT_EQ(model, nullptr);
+  // A bucket size whose byte count would overflow.
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &o));
+  ACC_EXPECT_ERROR(acc_options_set_int(o, "ddp_bucket_cap_mb", int64_t{1} << 50), ACC_ERR_INVALID_ARGUMENT,
+                   "ddp_bucket_cap_mb");
+  acc_options_free(o);
 }

@@ -102,6 +102,14 @@ TEST_F(Sharding, FsdpVariablesChooseTheStage) {
   EXPECT_EQ(resolve().sharding.stage, 2);
   // An option the program set wins.
   EXPECT_EQ(resolve({{"zero_stage", "1"}}).sharding.stage, 1);
+  // Without a state dict type FSDP2 saves shards, FSDP1 a consolidated state (Accelerate's defaults).
+  unsetenv("FSDP_STATE_DICT_TYPE");
+  EXPECT_EQ(resolve().sharding.state_dict_type, "SHARDED_STATE_DICT");
+  setenv("FSDP_VERSION", "1", 1);
+  EXPECT_EQ(resolve().sharding.state_dict_type, "FULL_STATE_DICT");
+  setenv("FSDP_VERSION", "2", 1);
+  setenv("FSDP_STATE_DICT_TYPE", "FULL_STATE_DICT", 1);
+  EXPECT_EQ(resolve().sharding.state_dict_type, "FULL_STATE_DICT");
   // A version that is neither is named (Accelerate's int() fails on it), not taken as 1.
   setenv("FSDP_VERSION", "abc", 1);
   auto [version_status, version_message] = failure([] { resolve(); });
