@@ -972,7 +972,8 @@ ACC_API ACC_NODISCARD acc_status acc_dataset_from_tensors(const acc_tensor *cons
  * acc_dataset_from_tensors for a data set larger than memory. The file must keep its size while
  * the tensor lives: its pages are read as they are used, and changes to the file show through (as
  * numpy.memmap's). A data set checks the file before each batch and refuses one cut short
- * (ACC_ERR_IO naming it), where reading past its new end would kill the process (SIGBUS). */
+ * (ACC_ERR_IO naming it), where reading past its new end would kill the process (SIGBUS); a file
+ * cut while a batch is being read can still do that. */
 ACC_API ACC_NODISCARD acc_status acc_tensor_from_file_mmap(const char *path, uint64_t offset, acc_dtype dtype,
                                                            const int64_t *dims, size_t ndim, acc_tensor **out);
 
@@ -1124,7 +1125,7 @@ ACC_API ACC_NODISCARD acc_status acc_accelerator_sync_gradients(const acc_accele
 ACC_API ACC_NODISCARD acc_status acc_accelerator_optimizer_step_was_skipped(const acc_accelerator *acc, int *out);
 /* Micro-steps counted by acc_accumulate_begin since the end of the last prepared loader
  * (Accelerate's accelerator.step: it counts on across windows; a window ends at every multiple of
- * the accumulation steps, and at a loader's end, which sets it back to 0). */
+ * the accumulation steps, and, with sync_with_dataloader, at a loader's end, which sets it back to 0). */
 ACC_API ACC_NODISCARD acc_status acc_accelerator_step(const acc_accelerator *acc, int64_t *out);
 /* The number the next automatic checkpoint gets (ProjectConfiguration.iteration): the `iteration`
  * option, plus one per acc_save_state; acc_load_state sets it past the checkpoint it loaded. */

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <vector>
 
 #include "data/dataloader.h"
@@ -15,13 +16,13 @@ class GradientState final : public LoaderObserver {
       : num_steps_(num_steps), sync_with_dataloader_(sync_with_dataloader) {}
 
   bool sync_gradients() const { return sync_gradients_; }
-  // Micro-steps counted by accumulate() in the current window (Accelerate's accelerator.step).
+  // Micro-steps counted by accumulate() since the end of the last loader (Accelerate's accelerator.step).
   int64_t step() const { return step_; }
   void set_step(int64_t step) { step_ = step; }  // load_state
   // Of the loader iterated innermost (see active_): whether its last batch is out, and the real
   // samples in its last round (-1: unknown, or no loader is being iterated; 0: no padding).
-  bool end_of_dataloader() const { return !active_.empty() && active_.back().end_of_dataloader; }
-  int64_t remainder() const { return active_.empty() ? -1 : active_.back().remainder; }
+  bool end_of_dataloader() const;
+  int64_t remainder() const;
 
   // Entry of accumulate(): a window ends every num_steps micro-steps and at the last batch of the
   // prepared loader being iterated (the window restarts there).
@@ -45,6 +46,8 @@ class GradientState final : public LoaderObserver {
   // began; the last one decides, so an evaluation loop inside a training loop leaves the training
   // loader's end of data and remainder as they were once it is done.
   std::vector<ActiveLoader> active_;
+  // A loader freed on another thread (a binding's finalizer) leaves the stack from there.
+  mutable std::mutex active_mutex_;
 };
 
 }  // namespace acc

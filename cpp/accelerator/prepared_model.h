@@ -23,6 +23,7 @@ class PreparedModel final : public Model {
 
   NamedTensors forward(const std::vector<at::Tensor>& inputs) override;
   NamedTensors named_parameters() const override { return inner_->named_parameters(); }
+  NamedTensors named_parameters_with_ties() const override { return inner_->named_parameters_with_ties(); }
   NamedTensors named_buffers() const override { return inner_->named_buffers(); }
   void set_training(bool training) override { inner_->set_training(training); }
   bool is_training() const override { return inner_->is_training(); }

@@ -96,7 +96,6 @@ class DataLoader {
   // Bookkeeping shared by every kind of loader.
   void batch_handed_out(bool last_of_epoch);
   void epoch_finished();
-  void set_in_epoch(bool in_epoch) { in_epoch_ = in_epoch; }
   // In an epoch whose last batch is still to come.
   void begin_epoch() {
     in_epoch_ = true;

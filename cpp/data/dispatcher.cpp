@@ -143,7 +143,7 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::next() {
     position_ = 0;
     dispatched_last_ = false;
     base_done_ = false;
-    set_in_epoch(true);
+    begin_epoch();  // in an epoch whose last batch is still to come
     bool skipped_last = false;
     for (int64_t skip = take_skip_batches(); skip > 0 && !skipped_last; --skip) {
       auto skipped = fetch_global(skipped_last);

@@ -62,7 +62,7 @@ std::optional<std::vector<at::Tensor>> IterableDataLoader::next() {
     if (shard_.num_processes > 1)
       sharder_ = std::make_unique<IterableSharder<Sample>>(options().batch_size, options().drop_last,
                                                            shard_.num_processes, shard_.rank, shard_.split_batches);
-    set_in_epoch(true);
+    begin_epoch();  // in an epoch whose last batch is still to come
     lookahead_ = produce();
     for (int64_t skip = take_skip_batches(); skip > 0 && lookahead_; --skip, ++position_) lookahead_ = produce();
   }

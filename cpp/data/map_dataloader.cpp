@@ -73,10 +73,15 @@ LoaderState MapDataLoader::state() const {
   at::Tensor bytes = in_epoch() ? epoch_start_generator_state_ : generator_->get_state();
   if (epoch_done()) {
     // The generator as the next epoch finds it: after the tail draw that ending this one takes
-    // (next()), taken here on the generator and undone.
+    // (take_tail_draw), taken here on the generator and undone (libtorch 1.13's clone leaks).
     at::Generator generator = *generator_;
     const at::Tensor now = generator.get_state();
-    permutation(dataset_->size(), generator);
+    try {
+      take_tail_draw();
+    } catch (...) {
+      generator.set_state(now);
+      throw;
+    }
     bytes = generator.get_state();
     generator.set_state(now);
   }
@@ -98,8 +103,18 @@ void MapDataLoader::load_state(const LoaderState& state) {
 }
 
 void MapDataLoader::abandon_epoch() {
+  // Ended after its last batch, the epoch ends as next() ends it (a loop that counts its batches).
+  if (epoch_done()) take_tail_draw();
   prefetcher_.reset();
   plan_.clear();
+}
+
+void MapDataLoader::take_tail_draw() const {
+  // PyTorch's RandomSampler, once its permutation is exhausted, draws one more for its (here empty)
+  // tail, randperm(n)[:0]; the synchronized generator advances as Accelerate's does.
+  if (!generator_ || options().seed) return;
+  at::Generator generator = *generator_;
+  permutation(dataset_->size(), generator);
 }
 
 void MapDataLoader::synchronize_shuffle(std::function<void(at::Generator&)> synchronize) {
@@ -169,9 +184,7 @@ std::optional<std::vector<at::Tensor>> MapDataLoader::next() {
   }
   // End of the epoch: the next call starts the following one.
   prefetcher_.reset();
-  // PyTorch's RandomSampler, once its permutation is exhausted, draws one more for its (here empty)
-  // tail, randperm(n)[:0]; the synchronized generator advances as Accelerate's does.
-  if (generator_ && !options().seed) permutation(dataset_->size(), *generator_);
+  take_tail_draw();
   epoch_finished();
   return std::nullopt;
 }

@@ -50,6 +50,8 @@ class MapDataLoader : public DataLoader {
 
  private:
   void start_epoch();
+  // The synchronized generator's draw as an epoch ends (none for other shuffles).
+  void take_tail_draw() const;
   // The epoch's sample order when shuffling (order_), and the seed or generator state that gives it.
   void shuffle_epoch();
 

@@ -285,12 +285,13 @@ void Model::save_torchscript(const std::string& path) const {
 size_t Model::add_lora(const LoraConfig& config) {
   require_trainable_set_free(/*freezing=*/false);
   std::vector<LinearSite> sites = linear_sites();
-  // A layer whose weight the model lists under another name shares it with that module (tied).
-  std::unordered_map<const c10::TensorImpl*, std::string> listed_as;
-  for (const auto& entry : named_parameters()) listed_as.emplace(entry.second.unsafeGetTensorImpl(), entry.first);
+  // A layer whose weight the model also holds under another name shares it with that module (tied).
+  std::unordered_multimap<const c10::TensorImpl*, std::string> names;
+  for (const auto& entry : named_parameters_with_ties()) names.emplace(entry.second.unsafeGetTensorImpl(), entry.first);
   for (auto& site : sites) {
-    auto it = listed_as.find(site.weight.unsafeGetTensorImpl());
-    if (it != listed_as.end() && it->second != site.module + ".weight") site.tied_to = it->second;
+    const auto [first, last] = names.equal_range(site.weight.unsafeGetTensorImpl());
+    for (auto it = first; it != last && site.tied_to.empty(); ++it)
+      if (it->second != site.module + ".weight") site.tied_to = it->second;
   }
   const size_t added = lora_.add(config, sites, other_module_names());
   // PEFT trains the adapters alone: every other parameter is frozen.

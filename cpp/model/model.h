@@ -37,6 +37,9 @@ class Model {
   virtual NamedTensors forward(const std::vector<at::Tensor>& inputs) = 0;
   // Parameters and buffers with their full dotted names, aliasing the model's storage.
   virtual NamedTensors named_parameters() const = 0;
+  // Every name of every parameter: a tensor several modules hold (a tied head) under each of them,
+  // where named_parameters lists it once.
+  virtual NamedTensors named_parameters_with_ties() const { return named_parameters(); }
   virtual NamedTensors named_buffers() const = 0;
   virtual void set_training(bool training) = 0;
   virtual bool is_training() const = 0;

@@ -254,6 +254,13 @@ NamedTensors ScriptModel::named_parameters() const {
   return out;
 }
 
+NamedTensors ScriptModel::named_parameters_with_ties() const {
+  NamedTensors out;
+  for (const auto& p : module_.named_parameters(/*recurse=*/true)) out.emplace_back(p.name, p.value);
+  for (auto& entry : lora_.named_parameters()) out.push_back(std::move(entry));
+  return out;
+}
+
 NamedTensors ScriptModel::named_buffers() const {
   NamedTensors out;
   for (const auto& b : module_.named_buffers(/*recurse=*/true)) out.emplace_back(b.name, b.value);

@@ -24,6 +24,7 @@ class ScriptModel final : public Model {
 
   NamedTensors forward(const std::vector<at::Tensor>& inputs) override;
   NamedTensors named_parameters() const override;
+  NamedTensors named_parameters_with_ties() const override;
   NamedTensors named_buffers() const override;
   void set_training(bool training) override;
   bool is_training() const override;

@@ -131,7 +131,10 @@ void CsvTracker::start(const std::string& project_name, const nlohmann::json&) {
     std::string head;
     std::vector<std::string> fields;
     size_t consumed = 0;
+    constexpr size_t kLongestHeader = size_t{64} << 20;  // a file past it is not a table of ours
     for (size_t want = 64 * 1024;; want *= 2) {
+      if (want > kLongestHeader)
+        fail(Status::Io, path_, " exists but its first line is longer than any metrics table's header");
       head.assign(want, '\0');
       in.clear();
       in.seekg(0);

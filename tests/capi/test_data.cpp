@@ -266,19 +266,16 @@ TEST(Mmap, AFileCutShortUnderADataSetIsAnErrorNotACrash) {
   const acc_tensor* fields[] = {x, y};
   acc_dataset* ds = nullptr;
   ACC_ASSERT_OK(acc_dataset_from_tensors(fields, 2, &ds));
-  acc_dataloader* dl = loader(ds, {{"batch_size", "2"}});
+  // No worker thread: a batch read while the file is cut (the check is made before each batch,
+  // not during its read) would still end the process.
+  acc_dataloader* dl = loader(ds, {{"batch_size", "2"}, {"num_workers", "0"}});
   acc_tensor_list* batch = nullptr;
   ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
   acc_tensor_list_free(batch);
   ASSERT_EQ(::truncate(path.c_str(), 4096), 0);
-  // Batches the loader made before the cut are its own copies; the first one made after is refused.
-  acc_status status = ACC_OK;
-  for (int i = 0; i < 3 && status == ACC_OK; ++i) {
-    batch = nullptr;
-    status = acc_dataloader_next(dl, &batch);
-    acc_tensor_list_free(batch);
-  }
-  EXPECT_EQ(status, ACC_ERR_IO);
+  batch = nullptr;
+  EXPECT_EQ(acc_dataloader_next(dl, &batch), ACC_ERR_IO);
+  EXPECT_EQ(batch, nullptr);
   EXPECT_NE(std::string(acc_last_error_message()).find("'" + path + "' was cut to 4096 bytes while mapped"),
             std::string::npos)
       << acc_last_error_message();

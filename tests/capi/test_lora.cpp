@@ -424,6 +424,12 @@ TEST(Lora, AdaptersOnATiedHeadTrainAndSaveButDoNotMerge) {
   ACC_ASSERT_OK(acc_model_save_lora(m, adapter.c_str()));
   acc_accelerator_free(acc);
   acc_model_free(m);
+  // The head made first: the shared weight is listed under its own name, and still known as tied.
+  ACC_ASSERT_OK(acc_model_load_torchscript((acc_test::data_dir() + "/tied_head_first.pt").c_str(), &m));
+  ACC_ASSERT_OK(acc_model_add_lora(m, "head", nullptr, &count));
+  ACC_EXPECT_ERROR(acc_model_merge_lora(m), ACC_ERR_UNSUPPORTED,
+                   "LoRA adapts 'head', whose weight is tied to 'embed.weight'");
+  acc_model_free(m);
 }
 
 TEST(Lora, DamagedOrForeignAdapterFilesChangeNothing) {

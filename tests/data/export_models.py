@@ -121,6 +121,19 @@ class Tied(torch.nn.Module):
         return self.head(torch.tanh(self.embed(ids)))
 
 
+class TiedHeadFirst(torch.nn.Module):
+    """A tied head made before its embedding: the shared weight is listed under the head's name."""
+
+    def __init__(self):
+        super().__init__()
+        self.head = torch.nn.Linear(6, 8, bias=False)
+        self.embed = torch.nn.Embedding(8, 6)
+        self.embed.weight = self.head.weight
+
+    def forward(self, ids: torch.Tensor):
+        return self.head(torch.tanh(self.embed(ids)))
+
+
 class DirectWeight(torch.nn.Module):
     """Reads its layer's weight itself instead of calling the layer."""
 
@@ -259,6 +272,7 @@ def main(out: Path) -> None:
     torch.jit.save(torch.jit.script(Helper()), str(out / "helper.pt"))
     torch.jit.save(torch.jit.script(Wrapped()), str(out / "wrapped.pt"))
     torch.jit.save(torch.jit.script(Tied()), str(out / "tied.pt"))
+    torch.jit.save(torch.jit.script(TiedHeadFirst()), str(out / "tied_head_first.pt"))
     torch.jit.save(torch.jit.script(DirectWeight()), str(out / "direct_weight.pt"))
     sized = Sized()
     torch.jit.save(torch.jit.script(sized), str(out / "sized.pt"))
