@@ -324,6 +324,26 @@ TEST(Scheduler, AFailedLambdaCreationReleasesTheUserData) {
   acc_model_free(model);
 }
 
+namespace {
+
+// One epoch of a prepared loader in accumulation windows (running `inside` first in each step):
+// whether each micro-step synchronised.
+std::vector<int> syncs_of_epoch(acc_accelerator* acc, acc_dataloader* dl, const std::function<void()>& inside = {}) {
+  std::vector<int> syncs;
+  for (acc_tensor_list* batch = nullptr; acc_dataloader_next(dl, &batch) == ACC_OK && batch;) {
+    if (inside) inside();
+    int sync = -1;
+    EXPECT_EQ(acc_accumulate_begin(acc), ACC_OK);
+    EXPECT_EQ(acc_accelerator_sync_gradients(acc, &sync), ACC_OK);
+    syncs.push_back(sync);
+    EXPECT_EQ(acc_accumulate_end(acc), ACC_OK);
+    acc_tensor_list_free(batch);
+  }
+  return syncs;
+}
+
+}  // namespace
+
 TEST(Accumulation, SyncWithDataloaderOffLetsTheLastWindowRunOn) {
   for (const char* sync_with_dataloader : {"1", "0"}) {
     acc_accelerator* acc = acc_test::make_accelerator(
@@ -335,17 +355,8 @@ TEST(Accumulation, SyncWithDataloaderOffLetsTheLastWindowRunOn) {
     acc_dataloader* dl = nullptr;
     ACC_ASSERT_OK(acc_dataloader_create(ds, nullptr, &dl));
     ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &dl, nullptr));
-    std::vector<int> syncs;
-    for (acc_tensor_list* batch = nullptr; acc_dataloader_next(dl, &batch) == ACC_OK && batch;) {
-      ACC_ASSERT_OK(acc_accumulate_begin(acc));
-      int sync = -1;
-      ACC_ASSERT_OK(acc_accelerator_sync_gradients(acc, &sync));
-      syncs.push_back(sync);
-      ACC_ASSERT_OK(acc_accumulate_end(acc));
-      acc_tensor_list_free(batch);
-    }
-    EXPECT_EQ(syncs, (std::string(sync_with_dataloader) == "1" ? std::vector<int>{0, 1, 0, 1, 1}
-                                                               : std::vector<int>{0, 1, 0, 1, 0}));
+    EXPECT_EQ(syncs_of_epoch(acc, dl), (std::string(sync_with_dataloader) == "1" ? std::vector<int>{0, 1, 0, 1, 1}
+                                                                                 : std::vector<int>{0, 1, 0, 1, 0}));
     acc_dataloader_free(dl);
     acc_dataset_free(ds);
     acc_tensor_free(x);
@@ -371,17 +382,12 @@ TEST(Accumulation, ALoaderIteratedInsideAnotherLeavesTheOutersEndOfData) {
   acc_options_free(o);
   ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &train, nullptr));
   ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &eval, nullptr));
-  std::vector<int> syncs;
-  for (acc_tensor_list* batch = nullptr; acc_dataloader_next(train, &batch) == ACC_OK && batch;) {
+  // The whole evaluation loader is run inside each training step.
+  const auto run_eval = [&] {
     for (acc_tensor_list* e = nullptr; acc_dataloader_next(eval, &e) == ACC_OK && e;) acc_tensor_list_free(e);
-    ACC_ASSERT_OK(acc_accumulate_begin(acc));
-    int sync = -1;
-    ACC_ASSERT_OK(acc_accelerator_sync_gradients(acc, &sync));
-    syncs.push_back(sync);
-    ACC_ASSERT_OK(acc_accumulate_end(acc));
-    acc_tensor_list_free(batch);
-  }
-  EXPECT_EQ(syncs, (std::vector<int>{0, 0, 1, 1}));  // the last training batch ends the window
+  };
+  EXPECT_EQ(syncs_of_epoch(acc, train, run_eval),
+            (std::vector<int>{0, 0, 1, 1}));  // the last training batch ends the window
   int64_t step = -1;
   ACC_ASSERT_OK(acc_accelerator_step(acc, &step));
   EXPECT_EQ(step, 0);
