@@ -411,6 +411,8 @@ struct acc_accelerator {};
   }
   void step_(ERR0) { check(acc_optimizer_step($self)); }
   void zeroGrad(ERR0) { check(acc_optimizer_zero_grad($self)); }
+  /* A schedule-free optimizer's train() (true) or eval() (false); others ignore it. */
+  void setTraining(bool training ERR) { check(acc_optimizer_set_training($self, training ? 1 : 0)); }
   /* PyTorch's optimizer.state[p][field] for the parameter named `param` (a copy). */
   acc_tensor *stateOf(const char *param, const char *field ERR) {
     acc_tensor *out = nullptr;

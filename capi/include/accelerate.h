@@ -751,8 +751,12 @@ ACC_API void acc_model_free(acc_model *model);
  * where it takes them (PyTorch's default for CUDA parameters; see the foreach option); libtorch
  * has none of the last six),
  * "lion" (Chen et al. 2023: p -= lr * sign(beta1 * m + (1 - beta1) * g), m tracks g with beta2,
- * decoupled weight decay) or "adafactor" (transformers' Adafactor, Shazeer & Stern 2018: factored
- * second moments of matrices, update clipping, a relative step size unless lr is given);
+ * decoupled weight decay), "adafactor" (transformers' Adafactor, Shazeer & Stern 2018: factored
+ * second moments of matrices, update clipping, a relative step size unless lr is given), or
+ * "adamw_schedule_free" / "sgd_schedule_free" (the schedulefree package's AdamWScheduleFree and
+ * SGDScheduleFree, Defazio et al. 2024: no schedule needed; options lr, beta1/beta2 or momentum,
+ * eps, weight_decay, warmup_steps, r, weight_lr_power, AdamW's inner_momentum; see
+ * acc_optimizer_set_training);
  * opts: an ACC_OPTIONS_OPTIMIZER object or NULL (defaults).
  * An option that the algorithm does not use (momentum for adam) is ACC_ERR_INVALID_ARGUMENT, as
  * is a combination that PyTorch or transformers refuse (adafactor's lr with relative_step true).
@@ -760,7 +764,9 @@ ACC_API void acc_model_free(acc_model *model);
  * schedulers over it are ACC_ERR_INVALID_ARGUMENT. The state that acc_save_state writes holds the
  * fields PyTorch's state_dict names: step, exp_avg, exp_avg_sq, max_exp_avg_sq, momentum_buffer,
  * square_avg, grad_avg, sum, nadam's mu_product, adamax's exp_inf, adadelta's acc_delta, rprop's
- * prev and step_size, asgd's eta, mu and ax, and adafactor's exp_avg_sq_row, exp_avg_sq_col, RMS. */
+ * prev and step_size, asgd's eta, mu and ax, adafactor's exp_avg_sq_row, exp_avg_sq_col, RMS, and
+ * the schedule-free optimizers' z (and exp_avg_sq, exp_avg); their groups' k, weight_sum, lr_max,
+ * scheduled_lr (the warmed-up rate, for logging: acc_optimizer_get_hyperparameter) and mode. */
 ACC_API ACC_NODISCARD acc_status acc_optimizer_create(acc_model *model, const char *algorithm, const acc_options *opts,
                                                    acc_optimizer **out);
 /* Moves the named parameters into a new parameter group whose hyper-parameters are the
@@ -799,6 +805,14 @@ ACC_API ACC_NODISCARD acc_status acc_optimizer_get_hyperparameter(const acc_opti
 ACC_API ACC_NODISCARD acc_status acc_optimizer_step(acc_optimizer *opt);
 /* Sets the gradients of the optimizer's parameters to none (PyTorch's set_to_none=True). */
 ACC_API ACC_NODISCARD acc_status acc_optimizer_zero_grad(acc_optimizer *opt);
+/* training non-zero: a schedule-free optimizer's train(), 0: its eval() (Accelerate's
+ * optimizer.train() / .eval()). Such an optimizer starts in eval mode, and a
+ * step in eval mode is ACC_ERR_INVALID_ARGUMENT. eval moves the parameters to the average x that
+ * evaluation, acc_save_model and a final checkpoint should use; train moves them back to the point y
+ * where gradients are taken. Switch the model alike (acc_model_set_training). Other optimizers have
+ * no modes: ACC_OK, nothing changes. Under sharded data parallelism (ZeRO 1-3) a change of mode is a
+ * collective. */
+ACC_API ACC_NODISCARD acc_status acc_optimizer_set_training(acc_optimizer *opt, int training);
 ACC_API void acc_optimizer_free(acc_optimizer *opt);
 
 /* ------------------------------------------------------------------------------------------------

@@ -114,6 +114,10 @@ acc_status acc_optimizer_zero_grad(acc_optimizer* opt) {
   return guarded([&] { live(opt, "opt").optimizer->zero_grad(); });
 }
 
+acc_status acc_optimizer_set_training(acc_optimizer* opt, int training) {
+  return guarded([&] { live(opt, "opt").optimizer->set_train_mode(training != 0); });
+}
+
 acc_status acc_optimizer_state(const acc_optimizer* opt, const char* param, const char* field, acc_tensor** out) {
   return guarded([&] {
     auto& o = *live(opt, "opt").optimizer;

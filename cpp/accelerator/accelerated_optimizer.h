@@ -30,6 +30,7 @@ class AcceleratedOptimizer final : public Optimizer {
   double default_lr() const override { return inner_->default_lr(); }
   void step() override;
   void zero_grad() override;
+  void set_train_mode(bool train) override { inner_->set_train_mode(train); }
   torch::optim::Optimizer& impl() override { return inner_->impl(); }
   void attach_gradients() override { inner_->attach_gradients(); }
   bool on_any_process(bool found) override { return inner_->on_any_process(found); }

@@ -11,9 +11,21 @@ namespace acc {
 
 const OptimizerAlgorithm& optimizer_algorithm(const std::string& name) {
   using namespace algorithm_detail;
-  static const std::vector<const OptimizerAlgorithm*> all = {
-      &sgd(),   &adam(),  &adamw(),  &rmsprop(),  &adagrad(), &lion(), &adafactor(),
-      &radam(), &nadam(), &adamax(), &adadelta(), &rprop(),   &asgd()};
+  static const std::vector<const OptimizerAlgorithm*> all = {&sgd(),
+                                                             &adam(),
+                                                             &adamw(),
+                                                             &rmsprop(),
+                                                             &adagrad(),
+                                                             &lion(),
+                                                             &adafactor(),
+                                                             &radam(),
+                                                             &nadam(),
+                                                             &adamax(),
+                                                             &adadelta(),
+                                                             &rprop(),
+                                                             &asgd(),
+                                                             &adamw_schedule_free(),
+                                                             &sgd_schedule_free()};
   std::string known;
   for (const auto* a : all) {
     if (a->name() == name) return *a;

@@ -80,7 +80,7 @@ class OptimizerAlgorithm {
 };
 
 // "sgd", "adam", "adamw", "rmsprop", "adagrad", "lion", "adafactor", "radam", "nadam", "adamax", "adadelta",
-// "rprop", "asgd"; another name is an error that lists them.
+// "rprop", "asgd", "adamw_schedule_free", "sgd_schedule_free"; another name is an error that lists them.
 const OptimizerAlgorithm& optimizer_algorithm(const std::string& name);
 
 // Helpers for the descriptions.
@@ -117,6 +117,8 @@ const OptimizerAlgorithm& adamax();
 const OptimizerAlgorithm& adadelta();
 const OptimizerAlgorithm& rprop();
 const OptimizerAlgorithm& asgd();
+const OptimizerAlgorithm& adamw_schedule_free();
+const OptimizerAlgorithm& sgd_schedule_free();
 }  // namespace algorithm_detail
 
 }  // namespace acc

@@ -13,6 +13,7 @@
 #include "optim/algorithm.h"
 #include "optim/optimizer_state.h"
 #include "optim/rule_helpers.h"
+#include "optim/schedule_free.h"
 
 namespace acc {
 namespace {
@@ -24,6 +25,10 @@ void require_pytorch(bool built, const char* what) {
 }
 
 }  // namespace
+
+void Optimizer::set_train_mode(bool train) {
+  if (auto* modes = dynamic_cast<ScheduleFreeModes*>(&impl())) modes->set_train_mode(train);
+}
 
 std::vector<at::Tensor> Optimizer::gradients() {
   std::vector<at::Tensor> grads;

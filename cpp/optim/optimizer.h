@@ -42,6 +42,10 @@ class Optimizer {
   virtual double default_lr() const = 0;
   virtual void step() = 0;
   virtual void zero_grad() = 0;  // set_to_none, as PyTorch's default and Accelerate's
+  // A schedule-free optimizer's train() / eval() (optim/schedule_free.h): its parameters move to the
+  // point gradients are taken at, or to the average that evaluation uses. Other optimizers have no
+  // modes and ignore it, as Accelerate's AcceleratedOptimizer.train() / eval() do.
+  virtual void set_train_mode(bool train);
   virtual torch::optim::Optimizer& impl() = 0;
   virtual std::shared_ptr<Model> model() const = 0;
   // Makes gradients() current before the step reads them (a sharded optimizer attaches its slices

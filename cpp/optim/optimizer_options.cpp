@@ -7,7 +7,7 @@ const OptionSchema& optimizer_option_schema() {
   static const OptionSchema schema(OptionsKind::Optimizer, [](OptionSchema& s) {
     s.add("lr", T::Double, "learning rate").at_least(0);
     s.add("weight_decay", T::Double, "L2 penalty (decoupled for adamw, lion, adafactor; radam and nadam with decoupled_weight_decay)").at_least(0);
-    s.add("momentum", T::Double, "sgd, rmsprop").at_least(0);
+    s.add("momentum", T::Double, "sgd, rmsprop, sgd_schedule_free").at_least(0);
     s.add("dampening", T::Double, "sgd").at_least(0);
     s.add("nesterov", T::Bool, "sgd");
     s.add("beta1", T::Double, "first-moment decay").at_least(0).at_most(1);
@@ -37,6 +37,12 @@ const OptionSchema& optimizer_option_schema() {
     s.add("step_size_max", T::Double, "rprop: largest step size").at_least(0);
     s.add("lambd", T::Double, "asgd: decay term").at_least(0);
     s.add("t0", T::Double, "asgd: the step from which parameters are averaged").at_least(0);
+    s.add("warmup_steps", T::Int, "schedule-free: steps of linear warmup of the rate").at_least(0);
+    s.add("r", T::Double, "schedule-free: the averaging weights grow as step^r");
+    s.add("weight_lr_power", T::Double, "schedule-free: the averaging weights grow as max rate^weight_lr_power");
+    s.add("inner_momentum", T::Double, "adamw_schedule_free: an average of the gradient inside AdamW's update")
+        .at_least(0)
+        .at_most(1);
   });
   return schema;
 }

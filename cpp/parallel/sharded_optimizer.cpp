@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/json_input.h"
 #include "optim/optimizer_state.h"
+#include "optim/schedule_free.h"
 
 namespace acc {
 namespace {
@@ -144,6 +145,15 @@ void ShardedOptimizer::step() {
   engine_->before_step();
   engine_->attach_piece_gradients();
   inner_->step();
+  engine_->after_step();
+}
+
+void ShardedOptimizer::set_train_mode(bool train) {
+  // Only a schedule-free optimizer changing mode moves anything; its mode is every process's alike.
+  const auto* modes = dynamic_cast<const ScheduleFreeModes*>(&inner_->impl());
+  if (!modes || modes->train_mode() == train) return;
+  engine_->before_step();
+  inner_->set_train_mode(train);
   engine_->after_step();
 }
 

@@ -32,6 +32,8 @@ class ShardedOptimizer final : public Optimizer {
   void attach_gradients() override { engine_->attach_piece_gradients(); }
   bool on_any_process(bool found) override;
   void zero_grad() override;
+  // Moves this process's slices, then (stages 1 and 2) gathers the parameters as after a step.
+  void set_train_mode(bool train) override;
   torch::optim::Optimizer& impl() override { return inner_->impl(); }
   // The pieces, named after their parameters (optimizer state is saved and checked by these names).
   std::shared_ptr<Model> model() const override { return pieces_model_; }

@@ -1,7 +1,7 @@
 // The built-in optimizers against PyTorch's own SGD, Adam, AdamW, RMSprop, Adagrad, RAdam and NAdam bit for bit
-// (tests/data/export_optimizer_cases.py), and Lion and Adafactor against their papers' update rules
-// written here independently, in doubles; parameter groups, schedulers, save_state / load_state,
-// bf16 mixed precision, and the options each one refuses.
+// (tests/data/export_optimizer_cases.py), and Lion, Adafactor and the schedule-free optimizers against
+// their papers' update rules written here independently, in doubles; parameter groups, schedulers, save_state /
+// load_state, bf16 mixed precision, and the options each one refuses.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -34,9 +34,10 @@ acc_options* optimizer_options(const json& items) {
   acc_options* o = nullptr;
   EXPECT_EQ(acc_options_create(ACC_OPTIONS_OPTIMIZER, &o), ACC_OK);
   for (const auto& item : items.items()) {
-    const acc_status s = item.value().is_boolean()
-                             ? acc_options_set_bool(o, item.key().c_str(), item.value().get<bool>() ? 1 : 0)
-                             : acc_options_set_double(o, item.key().c_str(), item.value().get<double>());
+    const json& v = item.value();
+    const acc_status s = v.is_boolean()          ? acc_options_set_bool(o, item.key().c_str(), v.get<bool>() ? 1 : 0)
+                         : v.is_number_integer() ? acc_options_set(o, item.key().c_str(), v.dump().c_str())
+                                                 : acc_options_set_double(o, item.key().c_str(), v.get<double>());
     EXPECT_EQ(s, ACC_OK) << item.key() << ": " << acc_last_error_message();
   }
   return o;
@@ -230,6 +231,64 @@ struct AdafactorReference {
 
 // Runs `steps` steps of `opt` on `net`; after each, every parameter must be within `tolerance` of
 // what expect(name, weights before, gradient) says.
+// Schedule-free SGD and AdamW as the paper states them (Defazio et al. 2024, Algorithm 1, with the
+// schedulefree package's warmup and weights), keeping x and z and forming y from them: the library
+// updates y in place instead. For step t: rate lr_t = lr min(1, t / warmup), c = w_t / sum(w) with
+// w_t = t^r max(lr_1..t)^p; z -= lr_t (g' + wd y) with g' = g (SGD) or g / (sqrt(v / (1 - b2^t)) + eps)
+// (AdamW, v tracking g^2 with b2); x = (1 - c) x + c z; y = (1 - b) z + b x (b: momentum or beta1).
+struct ScheduleFreeRule {
+  bool adam = false;
+  double lr, beta, beta2 = 0.999, eps = 1e-8, weight_decay = 0, r = 0, weight_lr_power = 2;
+  int64_t warmup_steps = 0;
+};
+
+struct ScheduleFreeReference {
+  struct State {
+    std::vector<double> x, z, v;
+  };
+  std::map<std::string, State> states;
+  std::map<bool, std::pair<double, double>> sums;  // per group (bias or not): lr_max, weight_sum
+  std::map<bool, int64_t> steps;
+
+  // Advances a group's averaging once per step (call before its parameters' steps).
+  std::pair<double, double> begin_step(bool group, const ScheduleFreeRule& r) {
+    const int64_t t = ++steps[group];
+    auto& [lr_max, weight_sum] = sums.try_emplace(group, -1.0, 0.0).first->second;
+    const double lr = r.lr * (t <= r.warmup_steps ? double(t) / double(r.warmup_steps) : 1.0);
+    lr_max = std::max(lr_max, lr);
+    const double weight = std::pow(double(t), r.r) * std::pow(lr_max, r.weight_lr_power);
+    weight_sum += weight;
+    return {lr, weight / weight_sum};
+  }
+  std::vector<double> y(const std::string& name, const ScheduleFreeRule& r) const {
+    const State& s = states.at(name);
+    std::vector<double> out(s.x.size());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = (1 - r.beta) * s.z[i] + r.beta * s.x[i];
+    return out;
+  }
+  std::vector<double> step(const std::string& name, const ScheduleFreeRule& r, std::pair<double, double> lr_c,
+                           int64_t t, const std::vector<float>& y0, const std::vector<float>& g) {
+    State& s = states[name];
+    if (s.x.empty()) {
+      s.x.assign(y0.begin(), y0.end());
+      s.z = s.x;
+      s.v.assign(y0.size(), 0.0);
+    }
+    const std::vector<double> y_now = y(name, r);
+    const auto [lr, c] = lr_c;
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      double step = g[i];
+      if (r.adam) {
+        s.v[i] = r.beta2 * s.v[i] + (1 - r.beta2) * g[i] * g[i];
+        step = g[i] / (std::sqrt(s.v[i] / (1 - std::pow(r.beta2, double(t)))) + r.eps);
+      }
+      s.z[i] -= lr * (step + r.weight_decay * y_now[i]);
+      s.x[i] = (1 - c) * s.x[i] + c * s.z[i];
+    }
+    return y(name, r);
+  }
+};
+
 template <class Expect>
 void expect_steps(Mlp& net, acc_optimizer* opt, int steps, double tolerance, Expect expect) {
   for (int s = 0; s < steps; ++s) {
@@ -472,6 +531,112 @@ TEST(Optimizers, LionFollowsThePapersRuleWithGroups) {
   }
 }
 
+TEST(Optimizers, ScheduleFreeFollowsThePapersRuleWithGroups) {
+  struct Case {
+    const char* algorithm;
+    json options, biases;
+    ScheduleFreeRule weights_rule, biases_rule;
+  };
+  ScheduleFreeRule adam_defaults{true, 0.0025, 0.9};
+  ScheduleFreeRule adam_given{true, 0.02, 0.8, 0.99, 1e-6, 0.1, 1.0, 1.0, 3};
+  ScheduleFreeRule adam_biases = adam_given;
+  adam_biases.lr = 0.05;
+  adam_biases.warmup_steps = 0;
+  ScheduleFreeRule sgd_defaults{false, 1.0, 0.9};
+  ScheduleFreeRule sgd_given{false, 0.3, 0.7, 0, 0, 0.2, 0.5, 0, 2};
+  const Case cases[] = {
+      {"adamw_schedule_free", json::object(), json::object(), adam_defaults, adam_defaults},
+      {"adamw_schedule_free",
+       {{"lr", 0.02},
+        {"beta1", 0.8},
+        {"beta2", 0.99},
+        {"eps", 1e-6},
+        {"weight_decay", 0.1},
+        {"r", 1.0},
+        {"weight_lr_power", 1.0},
+        {"warmup_steps", 3}},
+       {{"lr", 0.05}, {"warmup_steps", 0}},
+       adam_given,
+       adam_biases},
+      {"sgd_schedule_free", json::object(), json::object(), sgd_defaults, sgd_defaults},
+      {"sgd_schedule_free",
+       {{"lr", 0.3}, {"momentum", 0.7}, {"weight_decay", 0.2}, {"r", 0.5}, {"weight_lr_power", 0}, {"warmup_steps", 2}},
+       json::object(),
+       sgd_given,
+       sgd_given},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::string(c.algorithm) + " " + c.options.dump());
+    Mlp net;
+    acc_optimizer* opt = make_optimizer(net.model, c.algorithm, c.options, c.biases);
+    ASSERT_NE(opt, nullptr);
+    ACC_ASSERT_OK(acc_optimizer_set_training(opt, 1));
+    ScheduleFreeReference ref;
+    std::map<bool, std::pair<double, double>> step_of_group;
+    int64_t t = 0;
+    expect_steps(net, opt, 6, 2e-6, [&](const std::string& name, const auto& y, const auto& g) {
+      const bool bias = name.find("bias") != std::string::npos;
+      const ScheduleFreeRule& rule = bias ? c.biases_rule : c.weights_rule;
+      if (name == kNames.front()) {  // a new step: each group's averaging advances once
+        ++t;
+        step_of_group.clear();
+      }
+      if (!step_of_group.count(bias)) step_of_group[bias] = ref.begin_step(bias, rule);
+      return ref.step(name, rule, step_of_group[bias], t, y, g);
+    });
+    // eval() gives the average x, train() y again.
+    ACC_ASSERT_OK(acc_optimizer_set_training(opt, 0));
+    for (const auto& name : kNames) {
+      const bool bias = name.find("bias") != std::string::npos;
+      const std::vector<double>& x = ref.states.at(name).x;
+      const std::vector<float> got = net.parameter(name);
+      for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(got[i], x[i], 5e-6) << name << " in eval mode";
+      EXPECT_GT(std::abs(x[0] - ref.y(name, bias ? c.biases_rule : c.weights_rule)[0]), 1e-4)
+          << name << ": x and y too close to tell apart";
+    }
+    ACC_EXPECT_ERROR(acc_optimizer_step(opt), ACC_ERR_INVALID_ARGUMENT, "is in eval mode: call acc_optimizer_train");
+    ACC_ASSERT_OK(acc_optimizer_set_training(opt, 0));  // already in eval mode: nothing moves
+    ACC_ASSERT_OK(acc_optimizer_set_training(opt, 1));
+    for (const auto& name : kNames) {
+      const bool bias = name.find("bias") != std::string::npos;
+      const std::vector<double> y = ref.y(name, bias ? c.biases_rule : c.weights_rule);
+      const std::vector<float> got = net.parameter(name);
+      for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(got[i], y[i], 5e-6) << name << " back in train mode";
+    }
+    acc_optimizer_free(opt);
+  }
+}
+
+TEST(Optimizers, ScheduleFreeStartsInEvalModeAndReportsItsProgress) {
+  Mlp net;
+  acc_optimizer* opt = make_optimizer(net.model, "adamw_schedule_free", {{"lr", 0.01}, {"warmup_steps", 4}});
+  net.backward();
+  ACC_EXPECT_ERROR(acc_optimizer_step(opt), ACC_ERR_INVALID_ARGUMENT,
+                   "the adamw_schedule_free optimizer is in eval mode: call acc_optimizer_train");
+  const Weights untouched = net.weights();
+  ACC_ASSERT_OK(acc_optimizer_set_training(opt, 0));  // no state yet: nothing moves
+  ACC_ASSERT_OK(acc_optimizer_set_training(opt, 1));
+  EXPECT_EQ(net.weights(), untouched);
+  for (int step = 1; step <= 2; ++step) {
+    ASSERT_EQ(acc_optimizer_step(opt), ACC_OK) << acc_last_error_message();
+    double value = 0;
+    ACC_ASSERT_OK(acc_optimizer_get_hyperparameter(opt, 0, "scheduled_lr", &value));
+    EXPECT_DOUBLE_EQ(value, 0.01 * step / 4) << "the warmed-up rate of step " << step;
+    ACC_ASSERT_OK(acc_optimizer_get_hyperparameter(opt, 0, "k", &value));
+    EXPECT_EQ(value, step);
+    ACC_ASSERT_OK(acc_optimizer_get_lr(opt, 0, &value));
+    EXPECT_EQ(value, 0.01) << "the base rate stays as set";
+  }
+  // Other optimizers have no modes: accepted, nothing moves.
+  acc_optimizer* sgd = make_optimizer(net.model, "sgd", {{"lr", 0.1}});
+  const Weights before = net.weights();
+  ACC_ASSERT_OK(acc_optimizer_set_training(sgd, 0));
+  ACC_ASSERT_OK(acc_optimizer_set_training(sgd, 1));
+  EXPECT_EQ(net.weights(), before);
+  acc_optimizer_free(sgd);
+  acc_optimizer_free(opt);
+}
+
 TEST(Optimizers, AdafactorFollowsThePapersRuleWithGroups) {
   struct Case {
     json options;
@@ -619,9 +784,13 @@ TEST(Optimizers, BadOptionsAreRefusedWithTheReason) {
   refused("adadelta", {{"beta1", 0.9}}, "'beta1' does not apply to the adadelta optimizer");
   refused("adamax", {{"beta2", 1.0}}, "'beta2' is 1, outside [0, 1)");
   refused("asgd", {{"momentum", 0.9}}, "'momentum' does not apply to the asgd optimizer");
+  refused("sgd_schedule_free", {{"momentum", 0.0}}, "'momentum' must be in (0, 1), as schedulefree requires");
+  refused("adamw_schedule_free", {{"beta1", 0.0}}, "beta1 must be > 0: eval() divides by it");
+  refused("adamw_schedule_free", {{"inner_momentum", 1.0}}, "'inner_momentum' is 1, outside [0, 1)");
+  refused("adamw_schedule_free", {{"momentum", 0.9}}, "'momentum' does not apply to the adamw_schedule_free");
   ACC_EXPECT_ERROR(acc_optimizer_create(net.model, "lamb", nullptr, &opt), ACC_ERR_INVALID_ARGUMENT,
                    "known: sgd, adam, adamw, rmsprop, adagrad, lion, adafactor, radam, nadam, adamax, adadelta, "
-                   "rprop, asgd");
+                   "rprop, asgd, adamw_schedule_free, sgd_schedule_free");
 
   // Out-of-range values are refused when set, naming the key.
   acc_options* o = nullptr;
@@ -676,6 +845,8 @@ struct Prepared {
     }
     EXPECT_EQ(acc_prepare(acc, &net.model, &opt, nullptr, sched ? &sched : nullptr), ACC_OK)
         << acc_last_error_message();
+    // As Accelerate's examples do: what schedule-free optimizers need, and nothing to the others.
+    EXPECT_EQ(acc_optimizer_set_training(opt, 1), ACC_OK) << acc_last_error_message();
   }
   ~Prepared() {
     acc_scheduler_free(sched);
@@ -724,25 +895,68 @@ TEST(Optimizers, SaveStateAndLoadStateResumeBitIdentically) {
     std::vector<std::string> weight_fields, bias_fields;  // of 0.weight and 0.bias in the file
   };
   const Case cases[] = {
-      {"rmsprop", {{"momentum", 0.9}}, {{"centered", true}, {"momentum", 0.0}}, true,
-       {"momentum_buffer", "square_avg", "step"}, {"grad_avg", "square_avg", "step"}},
-      {"adagrad", {{"lr", 0.1}, {"lr_decay", 0.01}}, {{"initial_accumulator_value", 0.2}}, true,
-       {"step", "sum"}, {"step", "sum"}},
+      {"rmsprop",
+       {{"momentum", 0.9}},
+       {{"centered", true}, {"momentum", 0.0}},
+       true,
+       {"momentum_buffer", "square_avg", "step"},
+       {"grad_avg", "square_avg", "step"}},
+      {"adagrad",
+       {{"lr", 0.1}, {"lr_decay", 0.01}},
+       {{"initial_accumulator_value", 0.2}},
+       true,
+       {"step", "sum"},
+       {"step", "sum"}},
       {"lion", {{"lr", 1e-3}, {"weight_decay", 0.1}}, {{"beta1", 0.5}}, true, {"exp_avg"}, {"exp_avg"}},
-      {"adafactor", json::object(), {{"lr", 0.01}, {"relative_step", false}, {"beta1", 0.9}}, false,
-       {"RMS", "exp_avg_sq_col", "exp_avg_sq_row", "step"}, {"RMS", "exp_avg", "exp_avg_sq", "step"}},
-      {"radam", {{"lr", 0.01}, {"weight_decay", 0.1}, {"decoupled_weight_decay", true}}, {{"beta2", 0.99}}, true,
-       {"exp_avg", "exp_avg_sq", "step"}, {"exp_avg", "exp_avg_sq", "step"}},
-      {"nadam", {{"lr", 0.01}}, {{"momentum_decay", 0.01}}, true, {"exp_avg", "exp_avg_sq", "mu_product", "step"},
+      {"adafactor",
+       json::object(),
+       {{"lr", 0.01}, {"relative_step", false}, {"beta1", 0.9}},
+       false,
+       {"RMS", "exp_avg_sq_col", "exp_avg_sq_row", "step"},
+       {"RMS", "exp_avg", "exp_avg_sq", "step"}},
+      {"radam",
+       {{"lr", 0.01}, {"weight_decay", 0.1}, {"decoupled_weight_decay", true}},
+       {{"beta2", 0.99}},
+       true,
+       {"exp_avg", "exp_avg_sq", "step"},
+       {"exp_avg", "exp_avg_sq", "step"}},
+      {"nadam",
+       {{"lr", 0.01}},
+       {{"momentum_decay", 0.01}},
+       true,
+       {"exp_avg", "exp_avg_sq", "mu_product", "step"},
        {"exp_avg", "exp_avg_sq", "mu_product", "step"}},
-      {"adamax", {{"lr", 0.01}}, {{"weight_decay", 0.1}}, true, {"exp_avg", "exp_inf", "step"},
+      {"adamax",
+       {{"lr", 0.01}},
+       {{"weight_decay", 0.1}},
+       true,
+       {"exp_avg", "exp_inf", "step"},
        {"exp_avg", "exp_inf", "step"}},
-      {"adadelta", json::object(), {{"rho", 0.8}}, true, {"acc_delta", "square_avg", "step"},
+      {"adadelta",
+       json::object(),
+       {{"rho", 0.8}},
+       true,
+       {"acc_delta", "square_avg", "step"},
        {"acc_delta", "square_avg", "step"}},
-      {"rprop", json::object(), {{"etaplus", 1.5}}, false, {"prev", "step", "step_size"},
+      {"rprop",
+       json::object(),
+       {{"etaplus", 1.5}},
+       false,
+       {"prev", "step", "step_size"},
        {"prev", "step", "step_size"}},
-      {"asgd", {{"lr", 0.05}, {"t0", 2.0}, {"lambd", 0.1}}, {{"alpha", 0.5}}, true, {"ax", "eta", "mu", "step"},
+      {"asgd",
+       {{"lr", 0.05}, {"t0", 2.0}, {"lambd", 0.1}},
+       {{"alpha", 0.5}},
+       true,
+       {"ax", "eta", "mu", "step"},
        {"ax", "eta", "mu", "step"}},
+      {"adamw_schedule_free",
+       {{"lr", 0.01}, {"warmup_steps", 3}, {"weight_decay", 0.1}},
+       {{"inner_momentum", 0.9}},
+       true,
+       {"exp_avg_sq", "z"},
+       {"exp_avg", "exp_avg_sq", "z"}},
+      {"sgd_schedule_free", {{"lr", 0.1}, {"warmup_steps", 2}}, {{"momentum", 0.8}, {"r", 1.0}}, false, {"z"}, {"z"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.algorithm);
@@ -784,7 +998,9 @@ TEST(Optimizers, TrainUnderBf16AutocastWithFloat32Weights) {
                                                 {"adamax", json::object()},
                                                 {"adadelta", json::object()},
                                                 {"rprop", json::object()},
-                                                {"asgd", json::object()}};
+                                                {"asgd", json::object()},
+                                                {"adamw_schedule_free", json::object()},
+                                                {"sgd_schedule_free", json{{"lr", 0.1}}}};
   for (const auto& c : cases) {
     const json biases = std::string(c.first) == "rprop" ? json{{"lr", 0.02}} : json{{"weight_decay", 0.0}};
     Prepared run(c.first, c.second, biases, false, "bf16");

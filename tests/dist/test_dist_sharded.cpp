@@ -185,6 +185,7 @@ struct Job {
     acc_options_free(o);
     EXPECT_EQ(acc_optimizer_set_lr(opt, 0, 0.05), ACC_OK);
     EXPECT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+    EXPECT_EQ(acc_optimizer_set_training(opt, 1), ACC_OK) << acc_last_error_message();  // schedule-free's train()
   }
   ~Job() {
     acc_optimizer_free(opt);
@@ -353,8 +354,8 @@ TEST(Sharded, PaddedEncoderDecoderTrainsToDdpWeights) {
 }
 
 TEST(Sharded, EveryElementwiseOptimizerStepsItsSlicesAsTheWhole) {
-  for (const char* algorithm :
-       {"adamw", "rmsprop", "adagrad", "lion", "radam", "nadam", "adamax", "adadelta", "rprop", "asgd"}) {
+  for (const char* algorithm : {"adamw", "rmsprop", "adagrad", "lion", "radam", "nadam", "adamax", "adadelta", "rprop",
+                                "asgd", "adamw_schedule_free", "sgd_schedule_free"}) {
     SCOPED_TRACE(algorithm);
     Settings s;
     s.algorithm = algorithm;
@@ -364,6 +365,32 @@ TEST(Sharded, EveryElementwiseOptimizerStepsItsSlicesAsTheWhole) {
   ascending.algorithm = "adamw";
   ascending.maximize = true;
   for (int stage : {1, 2}) expect_trains_like_ddp(stage, ascending, 3);
+}
+
+// A schedule-free optimizer's eval() and train() move each process's slices and (stages 1 and 2)
+// gather them: every stage holds DDP's averaged weights in eval mode and its y again after.
+TEST(Sharded, ScheduleFreeModesMoveTheWholeModelAsUnderDdp) {
+  Settings s;
+  s.algorithm = "adamw_schedule_free";
+  for (int stage : {1, 2, 3}) {
+    SCOPED_TRACE("zero_stage " + std::to_string(stage));
+    Job ddp(0, s), sharded(stage, s);
+    for (int i = 0; i < 3; ++i) {
+      ddp.micro_step();
+      sharded.micro_step();
+    }
+    const auto y = ddp.weights();
+    for (Job* job : {&ddp, &sharded})
+      ASSERT_EQ(acc_optimizer_set_training(job->opt, 0), ACC_OK) << acc_last_error_message();
+    const auto x = ddp.weights();
+    EXPECT_GT(max_difference(x, y), 1e-3) << "eval() did not move the weights";
+    EXPECT_EQ(max_difference(x, sharded.weights()), 0.0) << "in eval mode";
+    for (Job* job : {&ddp, &sharded}) ASSERT_EQ(acc_optimizer_set_training(job->opt, 1), ACC_OK);
+    EXPECT_EQ(max_difference(ddp.weights(), sharded.weights()), 0.0) << "back in train mode";
+    ddp.micro_step();
+    sharded.micro_step();
+    EXPECT_EQ(max_difference(ddp.weights(), sharded.weights()), 0.0) << "a step after";
+  }
 }
 
 // `s` with 2 micro-steps per step, clipping and bf16 autocast.

@@ -264,6 +264,12 @@ func (o *Optimizer) Step() error {
 func (o *Optimizer) ZeroGrad() error {
 	return do(o.ref(), func(h capi.Optimizer, e *string) { h.ZeroGrad(e) })
 }
+
+// SetTraining(true) is a schedule-free optimizer's train(), false its eval() (the parameters move
+// to the average that evaluation and SaveModel use); other optimizers ignore it.
+func (o *Optimizer) SetTraining(training bool) error {
+	return do(o.ref(), func(h capi.Optimizer, e *string) { h.SetTraining(training, e) })
+}
 func (o *Optimizer) LR(group int) (float64, error) {
 	return with(o.ref(), func(h capi.Optimizer, e *string) float64 { return h.GetLr(int64(group), e) })
 }

@@ -817,6 +817,7 @@ SWIGINTERN double acc_optimizer_getHyperparameter(acc_optimizer *self,size_t gro
   }
 SWIGINTERN void acc_optimizer_step_(acc_optimizer *self,std::string *swig_err){ check(acc_optimizer_step(self)); }
 SWIGINTERN void acc_optimizer_zeroGrad(acc_optimizer *self,std::string *swig_err){ check(acc_optimizer_zero_grad(self)); }
+SWIGINTERN void acc_optimizer_setTraining(acc_optimizer *self,bool training,std::string *swig_err){ check(acc_optimizer_set_training(self, training ? 1 : 0)); }
 SWIGINTERN acc_tensor *acc_optimizer_stateOf(acc_optimizer *self,char const *param,char const *field,std::string *swig_err){
     acc_tensor *out = nullptr;
     check(acc_optimizer_state(self, param, field, &out));
@@ -8149,6 +8150,39 @@ void _wrap_Optimizer_zeroGrad_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, _
   {
     std::string e = accswig::take_go_error();
     if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+void _wrap_Optimizer_setTraining_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+  acc_optimizer *arg1 = (acc_optimizer *) 0 ;
+  bool arg2 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  
+  arg1 = *(acc_optimizer **)&_swig_go_0; 
+  arg2 = (bool)_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_optimizer_setTraining(arg1,arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
 }

@@ -463,6 +463,7 @@ extern void _wrap_Optimizer_setLr_capi_d8e8d7e8289b225f(uintptr_t arg1, swig_typ
 extern double _wrap_Optimizer_getHyperparameter_capi_d8e8d7e8289b225f(uintptr_t arg1, swig_type_108 arg2, swig_type_109 arg3, swig_voidp arg4);
 extern void _wrap_Optimizer_step_capi_d8e8d7e8289b225f(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Optimizer_zeroGrad_capi_d8e8d7e8289b225f(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Optimizer_setTraining_capi_d8e8d7e8289b225f(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern uintptr_t _wrap_Optimizer_stateOf_capi_d8e8d7e8289b225f(uintptr_t arg1, swig_type_110 arg2, swig_type_111 arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Optimizer_stateFields_capi_d8e8d7e8289b225f(uintptr_t arg1, swig_type_112 arg2, swig_voidp arg3);
 extern uintptr_t _wrap_new_Scheduler_capi_d8e8d7e8289b225f(uintptr_t arg1, swig_type_113 arg2, uintptr_t arg3, swig_voidp arg4);
@@ -4166,6 +4167,18 @@ func (arg1 SwigcptrOptimizer) ZeroGrad(arg2 *string) {
 
 }
 
+func (arg1 SwigcptrOptimizer) SetTraining(arg2 bool, arg3 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	C._wrap_Optimizer_setTraining_capi_d8e8d7e8289b225f(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+}
+
 func (arg1 SwigcptrOptimizer) StateOf(arg2 string, arg3 string, arg4 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
@@ -4215,6 +4228,7 @@ type Optimizer interface {
 	GetHyperparameter(arg2 int64, arg3 string, arg4 *string) (_swig_ret float64)
 	Step(arg2 *string)
 	ZeroGrad(arg2 *string)
+	SetTraining(arg2 bool, arg3 *string)
 	StateOf(arg2 string, arg3 string, arg4 *string) (_swig_ret Tensor)
 	StateFields(arg2 string, arg3 *string) (_swig_ret StringList)
 }
