@@ -1380,9 +1380,11 @@ ACC_API ACC_NODISCARD acc_status acc_local_main_process_first_end(acc_accelerato
 /* Every process's tensor (same shape everywhere), concatenated on dim 0. */
 ACC_API ACC_NODISCARD acc_status acc_gather(acc_accelerator *acc, const acc_tensor *t, const char *name,
                                             acc_tensor **out);
-/* acc_gather for evaluation: on the last batch of a prepared loader's epoch, the samples that
- * even_batches repeated to fill the last round are dropped, so each real sample counts once. Call it
- * on every batch inside the loop. */
+/* acc_gather for evaluation: on the last batch of a prepared loader's epoch, only the epoch's
+ * remainder of the last round is kept (its first len % total_batch_size rows, as Accelerate): the
+ * samples that even_batches repeated to fill that round are dropped, and without even_batches the
+ * padding that made its short batches gatherable (acc_pad_across_processes at the end of dim 0), so
+ * each real sample counts once. Call it on every batch inside the loop. */
 ACC_API ACC_NODISCARD acc_status acc_gather_for_metrics(acc_accelerator *acc, const acc_tensor *t, const char *name,
                                                         acc_tensor **out);
 /* Every process's bytes, in rank order (read them with acc_string_list_get_bytes). */

@@ -31,8 +31,10 @@ int64_t ShardedDataLoader::length() const {
   return static_cast<int64_t>(shard(unshuffled_batches()).size());
 }
 
+// As Accelerate's, whatever even_batches: without it the last round's short batches are padded to
+// be gathered (pad_across_processes), and that padding is what the remainder cuts off.
 int64_t ShardedDataLoader::remainder() const {
-  if (options().drop_last || !shard_.even_batches) return -1;
+  if (options().drop_last) return -1;
   return samples_per_epoch() % total_batch_size();
 }
 

@@ -534,6 +534,42 @@ TEST(Data, GatherForMetricsCountsEachSampleOnce) {
   acc_dataset_free(ds);
 }
 
+TEST(Data, GatherForMetricsWithoutEvenBatchesDropsThePaddingOfTheLastRound) {
+  // 8P - 2 samples in batches of 4 without even_batches: the last process's last batch holds 2. As
+  // in Accelerate, it is padded to gather, and gather_for_metrics keeps the epoch's remainder
+  // (len % total batch size) of the last round: the padding goes, each sample counts once.
+  const int64_t n = 8 * g_world - 2;
+  acc_dataset* ds = id_dataset(n);
+  acc_accelerator* acc = acc_test::make_accelerator({{"even_batches", "0"}});
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
+  ACC_ASSERT_OK(acc_options_set_int(o, "batch_size", 4));
+  acc_dataloader* dl = nullptr;
+  ACC_ASSERT_OK(acc_dataloader_create(ds, o, &dl));
+  ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &dl, nullptr));
+  std::vector<int64_t> gathered;
+  for (;;) {
+    acc_tensor_list* batch = nullptr;
+    ASSERT_EQ(acc_dataloader_next(dl, &batch), ACC_OK) << acc_last_error_message();
+    if (!batch) break;
+    acc_tensor *b = nullptr, *padded = nullptr, *all = nullptr;
+    ASSERT_EQ(acc_tensor_list_get(batch, 0, &b), ACC_OK);
+    ASSERT_EQ(acc_pad_across_processes(acc, b, 0, -1, 0, "pad", &padded), ACC_OK) << acc_last_error_message();
+    ASSERT_EQ(acc_gather_for_metrics(acc, padded, "metrics", &all), ACC_OK) << acc_last_error_message();
+    const auto v = acc_test::to_longs(all);
+    gathered.insert(gathered.end(), v.begin(), v.end());
+    for (acc_tensor* t : {b, padded, all}) acc_tensor_free(t);
+    acc_tensor_list_free(batch);
+  }
+  std::vector<int64_t> want(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) want[static_cast<size_t>(i)] = i;
+  EXPECT_EQ(gathered, want);
+  acc_dataloader_free(dl);
+  acc_options_free(o);
+  acc_accelerator_free(acc);
+  acc_dataset_free(ds);
+}
+
 TEST(Data, StreamsAreShardedAndGatheredOnce) {
   // A stream of 9 samples, batch 2: every process reads it all and keeps its slice of each round;
   // gather_for_metrics drops the padding of the last round.

@@ -374,6 +374,8 @@ TEST(Sharded, ScheduleFreeModesMoveTheWholeModelAsUnderDdp) {
   s.algorithm = "adamw_schedule_free";
   for (int stage : {1, 2, 3}) {
     SCOPED_TRACE("zero_stage " + std::to_string(stage));
+    // Exact where the gradients are summed in DDP's order (see expect_trains_like), else a few ulp.
+    const double bound = same_reduction_order(stage) ? 0.0 : 1e-6;
     Job ddp(0, s), sharded(stage, s);
     for (int i = 0; i < 3; ++i) {
       ddp.micro_step();
@@ -384,12 +386,12 @@ TEST(Sharded, ScheduleFreeModesMoveTheWholeModelAsUnderDdp) {
       ASSERT_EQ(acc_optimizer_set_training(job->opt, 0), ACC_OK) << acc_last_error_message();
     const auto x = ddp.weights();
     EXPECT_GT(max_difference(x, y), 1e-3) << "eval() did not move the weights";
-    EXPECT_EQ(max_difference(x, sharded.weights()), 0.0) << "in eval mode";
+    EXPECT_LE(max_difference(x, sharded.weights()), bound) << "in eval mode";
     for (Job* job : {&ddp, &sharded}) ASSERT_EQ(acc_optimizer_set_training(job->opt, 1), ACC_OK);
-    EXPECT_EQ(max_difference(ddp.weights(), sharded.weights()), 0.0) << "back in train mode";
+    EXPECT_LE(max_difference(ddp.weights(), sharded.weights()), bound) << "back in train mode";
     ddp.micro_step();
     sharded.micro_step();
-    EXPECT_EQ(max_difference(ddp.weights(), sharded.weights()), 0.0) << "a step after";
+    EXPECT_LE(max_difference(ddp.weights(), sharded.weights()), 10 * bound) << "a step after";
   }
 }
 
