@@ -251,6 +251,60 @@ SCENARIOS = {
     "lm_cyclic_exp_range": dict(model="lm", optimizer="adamw", schedule="cyclic", accumulation=2,
                                 schedule_options={"base_lr": 1e-3, "max_lr": 0.02, "step_size_up": 2,
                                                   "mode": "exp_range", "gamma": 0.9}),
+    # Evaluation loaders whose sample count leaves odd remainders over the processes
+    # (gather_for_metrics drops what even_batches repeated).
+    "mlp_eval_1": dict(model="mlp", optimizer="sgd", schedule="linear", epochs=1, eval_samples=1),
+    "mlp_eval_5": dict(model="mlp", optimizer="sgd", schedule="linear", epochs=1, eval_samples=5),
+    "mlp_eval_17": dict(model="mlp", optimizer="sgd", schedule="linear", epochs=1, eval_samples=17),
+    "mlp_eval_5_split": dict(model="mlp", optimizer="sgd", schedule="linear", epochs=1, eval_samples=5,
+                             split_batches=True, batch_size=12),
+    "mlp_eval_5_dispatch": dict(model="mlp", optimizer="sgd", schedule="linear", epochs=1, eval_samples=5,
+                                dispatch_batches=True),
+    # skip_first_batches without a resume: in the second epoch (seedable and unseeded), in the first
+    # with accumulation windows, most of an uneven epoch.
+    "mlp_seedable_skip_epoch1": dict(model="mlp", optimizer="sgd", schedule="cosine", data_seed=11, epochs=3,
+                                     skip={1: 2}),
+    "mlp_skip_unseeded": dict(model="mlp", optimizer="adamw", schedule="linear", epochs=3, skip={1: 1}),
+    "mlp_skip_accumulate": dict(model="mlp", optimizer="adamw", schedule="linear", accumulation=3, skip={0: 1}),
+    "mlp_uneven_skip": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="linear", skip={1: 5}),
+    # Accumulation windows that run across the epoch's end (sync_with_dataloader=False).
+    "mlp_accumulate_3_no_loader_sync": dict(model="mlp", optimizer="adamw", schedule="linear", accumulation=3,
+                                            sync_with_dataloader=False, epochs=3, clip=0.5),
+    "lm_accumulate_4_no_loader_sync": dict(model="lm", optimizer="sgd", schedule="cosine", accumulation=4,
+                                           sync_with_dataloader=False),
+    # A second parameter group with its own learning rate, under schedules (its rate recorded too).
+    "mlp_group_lr_linear": dict(model="mlp", optimizer="adamw", schedule="linear", no_decay="*.bias", group_lr=0.003),
+    "mlp_group_lr_cosine_annealing": dict(model="mlp", optimizer="sgd", schedule="cosine_annealing",
+                                          no_decay="*.bias", group_lr=0.2, schedule_options={"T_max": 4, "eta_min": 1e-3}),
+    "mlp_group_lr_step": dict(model="mlp", optimizer="sgd", schedule="step", no_decay="*.bias", group_lr=0.01),
+    "mlp_group_lr_one_cycle": dict(model="mlp", optimizer="adamw", schedule="one_cycle", no_decay="*.bias",
+                                   group_lr=0.001, accumulation=2, schedule_options={"max_lr": 0.05}),
+    "mlp_group_lr_plateau": dict(model="mlp", optimizer="sgd", schedule="reduce_lr_on_plateau", no_decay="*.bias",
+                                 group_lr=0.2, schedule_options={"patience": 0, "factor": 0.5, "threshold": 0.5}),
+    # Collectives on odd inputs (no training): gather of 0-d, empty, int and bf16 tensors,
+    # pad_across_processes on each dim (negative too, pad_first), reduce sum/mean.
+    "ops": dict(model="mlp", optimizer="sgd", schedule="linear", ops=True),
+    # even_batches=False (training data even over 2 processes): the evaluation's last batches differ in
+    # size, padded with pad_across_processes before gather_for_metrics.
+    "mlp_no_even_batches_eval": dict(model="mlp", optimizer="sgd", schedule="linear", epochs=1, even_batches=False,
+                                     eval_samples=14, eval_pad=True),
+    # More skip_first_batches: split batches, drop_last.
+    "mlp_split_skip": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", split_batches=True,
+                           batch_size=12, skip={0: 1}),
+    "mlp_drop_last_skip": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="linear", drop_last=True,
+                               skip={1: 3}),
+    # The scheduler stepped at every call (step_scheduler_with_optimizer off) inside accumulation windows.
+    "mlp_scheduler_apart_accumulate": dict(model="mlp", optimizer="sgd", schedule="linear", accumulation=2,
+                                           step_scheduler_with_optimizer=False),
+    # Accelerate's skip_first_batches on a DataLoaderDispatcher counts the base loader's batches
+    # (num_processes of them per step): it is given num_processes times our skip (README).
+    "mlp_dispatch_skip": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="linear",
+                              dispatch_batches=True, skip={1: 2}),
+    # Two models, optimizers and schedulers prepared together, one loss over both (a second MLP
+    # under SGD with StepLR): with accumulation and clipping each model.
+    "two_models": dict(model="mlp", optimizer="adamw", schedule="linear", second=True),
+    "two_models_accumulate_clip": dict(model="mlp", optimizer="adamw", schedule="linear", second=True,
+                                       accumulation=2, clip=0.5),
 }
 DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=2, batch_size=4, data_seed=None,
                 loader_seed=False, resume=False, clip_norm_type=2.0, data=None, even_batches=True, split_batches=False,
@@ -259,7 +313,8 @@ DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=
                 ddp_find_unused_parameters=False, ddp_static_graph=False, ddp_comm_hook=None, ddp_comm_wrapper=None, ddp_comm_state=None,
                 local_sgd=None, clip_value=None,
                 graph_optimization=True, schedule_options={}, then=(), chain=(), averaged=None, group_factors=None,
-                scale=None, gpu_only=False)
+                scale=None, gpu_only=False, eval_samples=None, skip=None, sync_with_dataloader=True,
+                group_lr=None, ops=False, second=False, eval_pad=False)
 EVAL_SAMPLES = 10  # an evaluation loader whose last batch is uneven over 2 processes
 VOCAB, CLASSES = 16, 3
 
@@ -334,6 +389,7 @@ def config(name):
     cfg = {**DEFAULTS, **SCENARIOS[name], "name": name}
     cfg["cpu"] = os.environ.get("ACC_SIDE_BY_SIDE_DEVICE", "cpu") == "cpu"  # else the GPU, on both sides
     cfg["data"] = cfg["data"] or cfg["model"]
+    cfg["eval_samples"] = cfg["eval_samples"] or EVAL_SAMPLES
     return cfg
 
 
@@ -501,7 +557,8 @@ class AccelerateJob:
         self.accelerator = Accelerator(
             cpu=cfg["cpu"], mixed_precision=cfg["mixed_precision"],
             gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=cfg["accumulation"],
-                                                                    sync_each_batch=cfg["sync_each_batch"]),
+                                                                    sync_each_batch=cfg["sync_each_batch"],
+                                                                    sync_with_dataloader=cfg["sync_with_dataloader"]),
             step_scheduler_with_optimizer=cfg["step_scheduler_with_optimizer"],
             dataloader_config=DataLoaderConfiguration(
                 use_seedable_sampler=self.seedable, data_seed=cfg["data_seed"], even_batches=cfg["even_batches"],
@@ -518,7 +575,8 @@ class AccelerateJob:
                 parameter.requires_grad_(False)
         groups = [{"params": [p for n, p in named if not (cfg["no_decay"] and fnmatchcase(n, cfg["no_decay"]))]}]
         if cfg["no_decay"]:
-            groups.append({"params": [p for n, p in named if fnmatchcase(n, cfg["no_decay"])], "weight_decay": 0.0})
+            groups.append({"params": [p for n, p in named if fnmatchcase(n, cfg["no_decay"])], "weight_decay": 0.0,
+                           **({"lr": cfg["group_lr"]} if cfg["group_lr"] else {})})
         optimizer = OPTIMIZERS[cfg["optimizer"]][0](groups, **torch_optimizer_settings(cfg))
         data = torch.load(os.path.join(directory, "data.pt"))[cfg["data"]]
         total = total_steps(cfg, len(data[0]), self.processes)
@@ -553,9 +611,15 @@ class AccelerateJob:
             chained = [TORCH_SCHEDULERS[name](optimizer, **options) for name, options in cfg["chain"]]
             scheduler = torch.optim.lr_scheduler.ChainedScheduler([scheduler, *chained])
         loader = DataLoader(TensorDataset(*data), batch_size=cfg["batch_size"], shuffle=True, drop_last=cfg["drop_last"])
-        evaluation = DataLoader(TensorDataset(*[t[:EVAL_SAMPLES] for t in data]), batch_size=cfg["batch_size"])
+        evaluation = DataLoader(TensorDataset(*[t[:cfg["eval_samples"]] for t in data]), batch_size=cfg["batch_size"])
         self.model, self.optimizer, self.loader, self.scheduler, self.evaluation = self.accelerator.prepare(
             model, optimizer, loader, scheduler, evaluation)
+        self.second = None
+        if cfg["second"]:
+            model2 = torch.jit.load(os.path.join(directory, "mlp.pt"))
+            opt2 = torch.optim.SGD(model2.parameters(), lr=0.05, momentum=0.9)
+            sched2 = torch.optim.lr_scheduler.StepLR(opt2, step_size=3, gamma=0.5)
+            self.second = self.accelerator.prepare(model2, opt2, sched2)
         self.local_sgd = None
         self.averaged = None
         if cfg["averaged"] is not None:
@@ -591,11 +655,19 @@ class AccelerateJob:
             self.loader.set_epoch(epoch)
         loader = accelerator.skip_first_batches(self.loader, skip) if skip else self.loader
         for done, (inputs, targets) in enumerate(loader, start=skip + 1):
-            with accelerator.accumulate(model):
+            models = (model,) + ((self.second[0],) if self.second else ())
+            with accelerator.accumulate(*models):
                 logits = model(inputs)
                 loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
                                        label_smoothing=self.cfg["label_smoothing"])
                 accelerator.backward(loss)
+                if self.second:
+                    loss2 = F.cross_entropy(self.second[0](inputs), targets)
+                    accelerator.backward(loss2)
+                    record.setdefault("loss2", []).append(loss2.item())
+                if self.second and accelerator.sync_gradients and self.cfg["clip"] > 0:
+                    record.setdefault("norm2", []).append(float(accelerator.clip_grad_norm_(
+                        self.second[0].parameters(), self.cfg["clip"])))
                 if accelerator.sync_gradients and self.cfg["clip"] > 0:
                     record["norm"].append(float(accelerator.clip_grad_norm_(model.parameters(), self.cfg["clip"],
                                                                             self.cfg["clip_norm_type"])))
@@ -607,12 +679,19 @@ class AccelerateJob:
                 else:
                     scheduler.step()
                 optimizer.zero_grad()
+                if self.second:
+                    self.second[1].step()
+                    self.second[2].step()
+                    self.second[1].zero_grad()
+                    record.setdefault("lr2", []).append(self.second[2].get_last_lr()[0])
                 if self.averaged is not None and accelerator.sync_gradients:
                     self.averaged.update_parameters(accelerator.unwrap_model(model))
                 if self.local_sgd:
                     self.local_sgd.step()
             record["loss"].append(loss.item())
             record["lr"].append(scheduler.get_last_lr()[0])
+            if self.cfg["group_lr"]:
+                record.setdefault("lr1", []).append(scheduler.get_last_lr()[1])
             if done == stop:
                 break
 
@@ -632,9 +711,30 @@ class AccelerateJob:
         gathered = []
         with torch.no_grad():
             for inputs, _ in self.evaluation:
-                gathered += self.accelerator.gather_for_metrics(model(inputs)).float().flatten().tolist()
+                out = model(inputs)
+                if self.cfg["eval_pad"]:
+                    out = self.accelerator.pad_across_processes(out, dim=0, pad_index=-5)
+                gathered += self.accelerator.gather_for_metrics(out).float().flatten().tolist()
         model.train()
         return gathered
+
+    def ops(self):
+        from accelerate.utils import pad_across_processes
+        a, out = self.accelerator, []
+        for name, kind, t, args in op_inputs(self.rank):
+            try:
+                if kind == "gather":
+                    res = a.gather(t)
+                elif kind == "gather_for_metrics":
+                    res = a.gather_for_metrics(t)
+                elif kind == "pad":
+                    res = a.pad_across_processes(t, dim=args["dim"], pad_index=args["value"], pad_first=args["first"])
+                else:
+                    res = a.reduce(t, reduction=args["op"])
+                out.append([name] + describe(res))
+            except Exception as e:
+                out.append([name, "error", type(e).__name__])
+        return out
 
     def save(self, checkpoint):
         self.accelerator.save_state(checkpoint)
@@ -655,7 +755,9 @@ class AccelerateJob:
         self.accelerator.load_state(checkpoint)
 
     def weights(self):
-        weights = self.accelerator.unwrap_model(self.model).state_dict()
+        weights = dict(self.accelerator.unwrap_model(self.model).state_dict())
+        if self.second:
+            weights.update({"second." + k: v for k, v in self.accelerator.unwrap_model(self.second[0]).state_dict().items()})
         return {name: t.float().flatten().tolist() for name, t in weights.items()}
 
     def averages(self):
@@ -673,7 +775,8 @@ class OurJob:
         accelerator_options = {"cpu": cfg["cpu"], "mixed_precision": cfg["mixed_precision"],
                                "gradient_accumulation_steps": cfg["accumulation"], "even_batches": cfg["even_batches"],
                                "split_batches": cfg["split_batches"], "sync_each_batch": cfg["sync_each_batch"],
-                               "step_scheduler_with_optimizer": cfg["step_scheduler_with_optimizer"]}
+                               "step_scheduler_with_optimizer": cfg["step_scheduler_with_optimizer"],
+                               "sync_with_dataloader": cfg["sync_with_dataloader"]}
         if cfg["dispatch_batches"] is not None:
             accelerator_options["dispatch_batches"] = cfg["dispatch_batches"]
         if cfg["ddp_bucket_cap_mb"] is not None:
@@ -705,7 +808,9 @@ class OurJob:
                             lib.options(api.ACC_OPTIONS_OPTIMIZER, optimizer_settings(cfg)))
         if cfg["no_decay"]:
             lib.acc_optimizer_add_param_group_matching(
-                optimizer, cfg["no_decay"].encode(), lib.options(api.ACC_OPTIONS_OPTIMIZER, {"weight_decay": 0.0}), None)
+                optimizer, cfg["no_decay"].encode(), lib.options(api.ACC_OPTIONS_OPTIMIZER, {"weight_decay": 0.0,
+                                                              **({"lr": cfg["group_lr"]} if cfg["group_lr"] else {})}),
+                None)
         data = torch.load(os.path.join(directory, "data.pt"))[cfg["data"]]
         settings = scheduler_settings(cfg, total_steps(cfg, len(data[0]), self.processes))
         settings = {k: ",".join(map(str, v)) if isinstance(v, list) else v for k, v in settings.items()}  # milestones
@@ -750,8 +855,17 @@ class OurJob:
         loader = self.loader_over(data, loader_options)
         lib.acc_prepare(acc, ctypes.byref(model), ctypes.byref(optimizer), ctypes.byref(loader),
                         ctypes.byref(scheduler))
-        evaluation = self.loader_over([t[:EVAL_SAMPLES] for t in data], {"batch_size": cfg["batch_size"]})
+        evaluation = self.loader_over([t[:cfg["eval_samples"]] for t in data], {"batch_size": cfg["batch_size"]})
         lib.acc_prepare(acc, None, None, ctypes.byref(evaluation), None)
+        self.second = None
+        if cfg["second"]:
+            model2 = lib.new("acc_model_load_torchscript", os.path.join(directory, "mlp.pt").encode())
+            opt2 = lib.new("acc_optimizer_create", model2, b"sgd",
+                           lib.options(api.ACC_OPTIONS_OPTIMIZER, {"lr": 0.05, "momentum": 0.9}))
+            sched2 = lib.new("acc_scheduler_create", opt2, b"step",
+                             lib.options(api.ACC_OPTIONS_SCHEDULER, {"step_size": 3, "gamma": 0.5}))
+            lib.acc_prepare(acc, ctypes.byref(model2), ctypes.byref(opt2), None, ctypes.byref(sched2))
+            self.second = (model2, opt2, sched2)
         self.model, self.optimizer, self.loader, self.scheduler, self.evaluation = (
             model, optimizer, loader, scheduler, evaluation)
         self.in_local_sgd = False
@@ -798,9 +912,22 @@ class OurJob:
             flat_targets = lib.new("acc_tensor_reshape", targets, (ctypes.c_int64 * 1)(-1), ctypes.c_size_t(1))
             loss = lib.new("acc_loss_cross_entropy", flat_logits, flat_targets, api.REDUCTION_MEAN,
                            ctypes.c_double(self.cfg["label_smoothing"]))
+            if self.second:
+                logits2 = lib.new("acc_model_forward", self.second[0], (ctypes.c_void_p * 1)(inputs), ctypes.c_size_t(1),
+                                  ctypes.c_uint32(0))
+                l2 = lib.list_get(logits2, 0)
+                loss2 = lib.new("acc_loss_cross_entropy", l2, targets, api.REDUCTION_MEAN, ctypes.c_double(0.0))
             lib.acc_backward(acc, loss)
+            if self.second:
+                lib.acc_backward(acc, loss2)
+                record.setdefault("loss2", []).append(lib.item(loss2))
             sync = ctypes.c_int()
             lib.acc_accelerator_sync_gradients(acc, ctypes.byref(sync))
+            if self.second and sync.value and self.cfg["clip"] > 0:
+                norm2 = ctypes.c_double()
+                lib.acc_clip_grad_norm(acc, self.second[0], ctypes.c_double(self.cfg["clip"]), ctypes.c_double(2.0),
+                                       ctypes.byref(norm2))
+                record.setdefault("norm2", []).append(norm2.value)
             if sync.value and self.cfg["clip"] > 0:
                 norm = ctypes.c_double()
                 lib.acc_clip_grad_norm(acc, self.model, ctypes.c_double(self.cfg["clip"]),
@@ -814,6 +941,13 @@ class OurJob:
             else:
                 lib.acc_scheduler_step(self.scheduler)
             lib.acc_optimizer_zero_grad(self.optimizer)
+            if self.second:
+                lib.acc_optimizer_step(self.second[1])
+                lib.acc_scheduler_step(self.second[2])
+                lib.acc_optimizer_zero_grad(self.second[1])
+                lr2 = ctypes.c_double()
+                lib.acc_scheduler_get_last_lr(self.second[2], ctypes.c_size_t(0), ctypes.byref(lr2))
+                record.setdefault("lr2", []).append(lr2.value)
             if self.averaged is not None and sync.value:
                 lib.acc_averaged_model_update(self.averaged, self.model)
             if self.in_local_sgd:
@@ -823,6 +957,9 @@ class OurJob:
             lr = ctypes.c_double()
             lib.acc_scheduler_get_last_lr(self.scheduler, ctypes.c_size_t(0), ctypes.byref(lr))
             record["lr"].append(lr.value)
+            if self.cfg["group_lr"]:
+                lib.acc_scheduler_get_last_lr(self.scheduler, ctypes.c_size_t(1), ctypes.byref(lr))
+                record.setdefault("lr1", []).append(lr.value)
             for t in (inputs, targets, logits, flat_logits, flat_targets, loss):
                 lib.lib.acc_tensor_free(t)
             lib.lib.acc_tensor_list_free(batch)
@@ -851,6 +988,11 @@ class OurJob:
         for batch in self.batches(self.evaluation):
             inputs = lib.list_get(batch, 0)
             logits = self.forward(inputs, flags=1)  # ACC_FORWARD_NO_GRAD
+            if self.cfg["eval_pad"]:
+                padded = lib.new("acc_pad_across_processes", self.acc, logits, ctypes.c_int64(0), ctypes.c_double(-5),
+                                 ctypes.c_int(0), b"pad")
+                lib.lib.acc_tensor_free(logits)
+                logits = padded
             everyone = lib.new("acc_gather_for_metrics", self.acc, logits, b"logits")
             gathered += lib.to_torch(everyone).flatten().tolist()
             for t in (inputs, logits, everyone):
@@ -858,6 +1000,28 @@ class OurJob:
             lib.lib.acc_tensor_list_free(batch)
         lib.acc_model_set_training(self.model, 1)
         return gathered
+
+    def ops(self):
+        lib, out = self.lib, []
+        back = {1: torch.float32, 2: torch.float64, 3: torch.bfloat16, 4: torch.float16, 5: torch.int64, 6: torch.int32}
+        for name, kind, t, args in op_inputs(self.rank):
+            h = lib.tensor(t)
+            try:
+                if kind == "gather":
+                    res = lib.new("acc_gather", self.acc, h, name.encode())
+                elif kind == "gather_for_metrics":
+                    res = lib.new("acc_gather_for_metrics", self.acc, h, name.encode())
+                elif kind == "pad":
+                    res = lib.new("acc_pad_across_processes", self.acc, h, ctypes.c_int64(args["dim"]),
+                                  ctypes.c_double(args["value"]), ctypes.c_int(int(args["first"])), name.encode())
+                else:
+                    res = lib.new("acc_reduce", self.acc, h, {"sum": 2, "mean": 1}[args["op"]], name.encode())
+                dt = ctypes.c_int()
+                lib.acc_tensor_dtype(res, ctypes.byref(dt))
+                out.append([name] + describe(lib.to_torch(res, back[dt.value])))
+            except self.api.Error as e:
+                out.append([name, "error", str(e)])
+        return out
 
     def save(self, checkpoint):
         self.lib.acc_save_state(self.acc, checkpoint.encode(), None)
@@ -870,11 +1034,45 @@ class OurJob:
 
     def weights(self):
         state = self.lib.new("acc_model_state_dict", self.model)
-        return {name: self.lib.to_torch(t).flatten().tolist() for name, t in self.lib.list_items(state)}
+        out = {name: self.lib.to_torch(t).flatten().tolist() for name, t in self.lib.list_items(state)}
+        if self.second:
+            state = self.lib.new("acc_model_state_dict", self.second[0])
+            out.update({"second." + name: self.lib.to_torch(t).flatten().tolist() for name, t in self.lib.list_items(state)})
+        return out
 
     def averages(self):
         state = self.lib.new("acc_averaged_model_state_dict", self.averaged)
         return {name: self.lib.to_torch(t).float().flatten().tolist() for name, t in self.lib.list_items(state)}
+
+
+def op_inputs(rank):
+    """(name, kind, tensor, arguments) of the collectives the ops scenario calls, for one rank."""
+    r = rank
+    return [
+        ("gather_0d", "gather", torch.tensor(1.5 + r), {}),
+        ("gather_int", "gather", torch.arange(6, dtype=torch.int64).reshape(2, 3) + 10 * r, {}),
+        ("gather_empty", "gather", torch.zeros(0, 3), {}),
+        ("gather_bf16", "gather", torch.full((3,), (r + 1) / 3).to(torch.bfloat16), {}),
+        ("gather_1d_noncontig", "gather", (torch.arange(8.0) + r).reshape(4, 2).t(), {}),
+        ("pad0", "pad", torch.full((r + 1, 2), float(r + 1)), dict(dim=0, value=-1.0, first=False)),
+        ("pad0_first", "pad", torch.full((r + 1, 2), float(r + 1)), dict(dim=0, value=-1.0, first=True)),
+        ("pad1", "pad", torch.full((2, 1 + 2 * r), float(r + 1)), dict(dim=1, value=0.5, first=False)),
+        ("pad_neg", "pad", torch.full((2, 1 + 2 * r), float(r + 1)), dict(dim=-1, value=9.0, first=True)),
+        ("pad_int", "pad", torch.arange(2 + r, dtype=torch.int64), dict(dim=0, value=7, first=False)),
+        ("pad_same", "pad", torch.ones(3, 2), dict(dim=0, value=-2.0, first=False)),
+        ("pad_rev", "pad", torch.full((3 - r if r < 3 else 1, 2), float(r)), dict(dim=0, value=-1.0, first=False)),
+        ("reduce_sum", "reduce", torch.tensor([r + 0.1, r * 2.5, -r / 3.0]), dict(op="sum")),
+        ("reduce_mean", "reduce", torch.tensor([r + 0.1, r * 2.5, -r / 3.0]), dict(op="mean")),
+        ("reduce_mean_3", "reduce", torch.tensor([0.1 * (r + 1), 0.7, 1.0 / 3.0]), dict(op="mean")),
+        ("reduce_sum_int", "reduce", torch.tensor([r + 1, 5 * r], dtype=torch.int64), dict(op="sum")),
+        ("reduce_mean_bf16", "reduce", torch.tensor([r + 0.3, 1.7]).to(torch.bfloat16), dict(op="mean")),
+        ("reduce_sum_0d", "reduce", torch.tensor(2.0 + r), dict(op="sum")),
+        ("gather_for_metrics_free", "gather_for_metrics", torch.tensor([1.0 + r, 2.0]), {}),
+    ]
+
+
+def describe(t):
+    return [str(t.dtype).replace("torch.", ""), list(t.shape), t.float().flatten().tolist()]
 
 
 def run(side, cfg, directory):
@@ -884,11 +1082,16 @@ def run(side, cfg, directory):
     job_class = AccelerateJob if side == "accelerate" else OurJob
     job = job_class(cfg, directory)
     record = {"loss": [], "lr": [], "norm": []}
+    if cfg["ops"]:
+        record["ops"] = job.ops()
+        return record, job.rank, job.processes
     resume_epoch = cfg["epochs"] - 1 if cfg["resume_at"] is None else 0
     if cfg["local_sgd"]:
         job.local_sgd_begin()
     for epoch in range(cfg["epochs"]):
-        skip = 0
+        skip = (cfg["skip"] or {}).get(epoch, 0)
+        if side == "accelerate" and cfg["dispatch_batches"]:
+            skip *= job.processes  # Accelerate's dispatcher skips base batches (README)
         if cfg["resume"] and epoch == resume_epoch:
             if cfg["resume_at"] is not None:
                 job.train_epoch(epoch, record, stop=cfg["resume_at"])
@@ -913,7 +1116,7 @@ def run(side, cfg, directory):
 def differences(a, o):
     """The first difference between two runs of one process (None when bit-identical), and the largest."""
     first, worst = None, 0.0
-    for key in ("loss", "lr", "norm", "eval", "eval_averaged"):
+    for key in ("loss", "loss2", "lr", "lr1", "lr2", "norm", "norm2", "eval", "eval_averaged", "ops"):
         if key not in a and key not in o:
             continue
         if len(a.get(key, [])) != len(o.get(key, [])):
@@ -923,7 +1126,7 @@ def differences(a, o):
         for step, (x, y) in enumerate(zip(a[key], o[key])):
             if x != y:
                 first = first or f"{key} at step {step}: {x!r} vs {y!r}"
-                worst = max(worst, abs(x - y))
+                worst = max(worst, abs(x - y) if isinstance(x, float) and isinstance(y, float) else math.inf)
     for field in ("weights", "averages"):
         theirs, ours = a.get(field, {}), o.get(field, {})
         if set(theirs) != set(ours):
@@ -954,7 +1157,7 @@ def compare(name, directory, processes):
             verdict, ok = "DIFFERS (largest difference %.3g)" % worst, False
         elif reference != name and differences(load(name, "accelerate", rank), ours)[0]:
             verdict = f"bit-identical to Accelerate's uninterrupted run (its own resume differs)"
-    saved = saved_models_differ(reference, name, directory, processes)
+    saved = None if SCENARIOS[name].get("ops") else saved_models_differ(reference, name, directory, processes)
     if saved:
         print(f"{name}: save_model: {saved}")
         verdict, ok = "DIFFERS (save_model)", False
