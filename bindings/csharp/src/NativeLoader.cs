@@ -35,18 +35,30 @@ internal static class NativeLoader {
 
   // Where the wrapper was looked for, and what the dynamic loader said about each place.
   static string Explain() {
-    var tried = new List<string>();
+    var candidates = new List<string>();
+    // .NET Core: the folders its host searches (from the app's deps.json, e.g. the Accelerate package's
+    // runtimes/linux-x64/native); Mono has none of these.
+    string searched = AppDomain.CurrentDomain.GetData("NATIVE_DLL_SEARCH_DIRECTORIES") as string;
+    if (!string.IsNullOrEmpty(searched))
+      foreach (string d in searched.Split(Path.PathSeparator))
+        if (d.Length > 0) AddCandidate(candidates, Path.Combine(d, Wrapper));
     string dir = null;
     try {
       dir = Path.GetDirectoryName(typeof(NativeLoader).Assembly.Location);
     } catch (Exception) {
     }
-    var candidates = new List<string>();
     if (!string.IsNullOrEmpty(dir)) {
-      candidates.Add(Path.Combine(dir, Wrapper));
-      candidates.Add(Path.Combine(Path.Combine(dir, "runtimes/linux-x64/native"), Wrapper));
+      AddCandidate(candidates, Path.Combine(dir, Wrapper));
+      AddCandidate(candidates, Path.Combine(Path.Combine(dir, "runtimes/linux-x64/native"), Wrapper));
     }
     candidates.Add(Wrapper);  // the dynamic loader's own search (LD_LIBRARY_PATH, ldconfig)
+    var tried = new List<string>();
+    try {
+      // The runtime binds a P/Invoke on its first call, through dlsym, which clears the error that
+      // dlopen left for dlerror: bind dlerror now.
+      dlerror();
+    } catch (Exception) {
+    }
     foreach (string path in candidates) {
       if (path.Contains("/") && !File.Exists(path)) {
         tried.Add(path + ": no such file");
@@ -69,8 +81,14 @@ internal static class NativeLoader {
     }
     return "accelerate: cannot load " + Wrapper + " (the C# binding's native library, which needs libaccelerate.so.0 " +
            "and libtorch). Tried: " + string.Join("; ", tried.ToArray()) + ". Put " + Wrapper +
-           " next to Accelerate.dll, and libaccelerate.so.0 where the dynamic loader finds it (its folder in " +
-           "LD_LIBRARY_PATH, or installed with ldconfig)";
+           " next to Accelerate.dll (.NET Core: reference the Accelerate package, which carries it in " +
+           "runtimes/linux-x64/native), and libaccelerate.so.0 beside it or where the dynamic loader finds it " +
+           "(its folder in LD_LIBRARY_PATH, or installed with ldconfig)";
+  }
+
+  static void AddCandidate(List<string> candidates, string path) {
+    path = Path.GetFullPath(path);
+    if (!candidates.Contains(path)) candidates.Add(path);
   }
 
   internal static bool CheckAbi() {
