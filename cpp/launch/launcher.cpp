@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -23,6 +24,7 @@
 #include "common/error.h"
 #include "common/options.h"
 #include "launch/cpu_threads.h"
+#include "launch/rank_guardian.h"
 #include "launch/rendezvous_store.h"
 #include "launch/worker_logs.h"
 
@@ -106,6 +108,7 @@ Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_co
     fail(Status::Io, "pipe: ", std::strerror(errno));
   }
   const pid_t launcher = getpid();
+  const auto kill_timeout = static_cast<unsigned>(std::ceil(std::min(config.kill_timeout_seconds, 86400.0)));
   auto env = launch_environment(config, local_rank, port, restart_count);
   if (!routing.log_dir.empty()) env["TORCHELASTIC_ERROR_FILE"] = routing.log_dir + "/error.json";
   // Build the child's environment before fork: only async-signal-safe calls after it.
@@ -158,7 +161,8 @@ Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_co
     // Ctrl-C reaches the launcher alone (which forwards it), and a rank reading the terminal is not
     // stopped by SIGTTIN as a background process group would be.
     setsid();
-    // A launcher killed outright (SIGKILL: no chance to stop its ranks) takes them with it.
+    // A launcher killed outright (SIGKILL: no chance to stop its ranks) takes them with it: this
+    // child, the rank's guardian, gets a signal when it dies and stops the rank's whole group.
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != launcher) _exit(128 + SIGTERM);
     dup2(out_pipe[1], STDOUT_FILENO);
@@ -168,11 +172,7 @@ Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_co
     // whoever reads it waiting.
     if (close_range(3, ~0U, 0) != 0)
       for (int fd = 3, n = static_cast<int>(std::min<long>(sysconf(_SC_OPEN_MAX), 1 << 16)); fd < n; ++fd) close(fd);
-    execvpe(argv[0], argv.data(), envp.data());
-    const int error = errno;
-    dprintf(STDERR_FILENO, "accelerate-launch: cannot run '%s': %s%s\n", argv[0], strerror(error),
-            error == EACCES ? " (make it executable, or name its interpreter first: python3 x.py, bash x.sh)" : "");
-    _exit(error == ENOENT ? 127 : 126);  // the shell's codes: not found, found but not runnable
+    run_rank_under_guardian(launcher, argv.data(), envp.data(), kill_timeout);
   }
   for (const auto& p : pipes) {
     close(p[1]);
@@ -183,6 +183,18 @@ Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_co
   return child;
 }
 
+// The end of the first line or progress update in `text` from `start` (just past its '\n', '\r' or
+// "\r\n"), or npos. A '\r' at the very end waits for what follows (it may begin "\r\n").
+size_t next_segment_end(const std::string& text, size_t start) {
+  const size_t at = text.find_first_of("\r\n", start);
+  if (at == std::string::npos) return at;
+  if (text[at] == '\n') return at + 1;
+  if (at + 1 == text.size()) return std::string::npos;
+  return text[at + 1] == '\n' ? at + 2 : at + 1;
+}
+
+// Relays the complete lines (and progress updates ended by '\r', which a progress bar rewrites in
+// place) to the console with the rank's prefix.
 void emit_lines(Stream& s, const LaunchConfig& config, int global_rank, bool flush_partial) {
   const bool prefix = config.prefix_output && config.num_processes > 1;
   size_t start = 0;
@@ -191,15 +203,24 @@ void emit_lines(Stream& s, const LaunchConfig& config, int global_rank, bool flu
     if (prefix) std::fprintf(s.console, "[rank%d]: ", global_rank);
     std::fwrite(data, 1, size, s.console);
   };
-  for (size_t nl; (nl = s.pending.find('\n', start)) != std::string::npos; start = nl + 1)
-    put(s.pending.data() + start, nl - start + 1);
+  for (size_t end; (end = next_segment_end(s.pending, start)) != std::string::npos; start = end)
+    put(s.pending.data() + start, end - start);
   s.pending.erase(0, start);
   if (flush_partial && !s.pending.empty()) {
     put(s.pending.data(), s.pending.size());
-    std::fputc('\n', s.console);
+    if (s.pending.back() != '\r') std::fputc('\n', s.console);
     s.pending.clear();
   }
   std::fflush(s.console);
+  if (std::ferror(s.console)) {
+    // Its reader is gone (EPIPE: SIGPIPE is ignored): the job goes on without that console.
+    static bool told = false;  // once, whichever rank's stream finds out first
+    if (!told && s.console == stdout)
+      std::fprintf(stderr, "accelerate-launch: the standard output's reader is gone; the job goes on without it\n");
+    told = told || s.console == stdout;
+    s.console = nullptr;
+    s.pending.clear();
+  }
 }
 
 void write_all(int fd, const char* data, size_t size) {
@@ -222,9 +243,10 @@ bool drain(Stream& s, const LaunchConfig& config, int global_rank) {
       if (s.console) s.pending.append(buffer, static_cast<size_t>(n));
       continue;
     }
+    const int read_errno = errno;  // before the console writes, which may fail and set their own
     if (s.console) emit_lines(s, config, global_rank, n == 0);
     if (n == 0) return false;
-    return errno == EAGAIN || errno == EINTR;
+    return read_errno == EAGAIN || read_errno == EINTR;
   }
 }
 
@@ -315,8 +337,8 @@ int run_group(const LaunchConfig& config, int port, int restart_count, const Str
           ranks.push_back(global_rank(c));
         }
     const int interval_ms = std::max(1, static_cast<int>(config.monitor_interval_seconds * 1000));
-    if (!fds.empty()) poll(fds.data(), fds.size(), interval_ms);
-    else std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+    // poll, also without streams: unlike a sleep, it returns when a signal comes.
+    poll(fds.empty() ? nullptr : fds.data(), fds.size(), interval_ms);
     for (size_t k = 0; k < fds.size(); ++k) {
       if (!drain(*owners[k], config, ranks[k])) {
         close_stream(*owners[k]);
@@ -470,8 +492,11 @@ int run_launch(const LaunchConfig& config) {
   struct sigaction action {};
   action.sa_handler = remember_signal;
   sigemptyset(&action.sa_mask);
-  sigaction(SIGINT, &action, nullptr);
-  sigaction(SIGTERM, &action, nullptr);
+  // As torchrun: these stop the ranks (forwarded to their groups), whatever ends the session.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &action, nullptr);
+  // A console that closes (a pager quit, `| head`) must not kill the launcher and orphan the ranks:
+  // the job goes on, and what it would have written there is dropped (emit_lines).
+  signal(SIGPIPE, SIG_IGN);
   // Machine 0's launcher hosts the store (on a free port when none is given); the others' processes
   // connect to it at main_process_ip:main_process_port.
   std::optional<RendezvousStore> store;

@@ -30,6 +30,52 @@ for r in 0 1; do
     echo "rank $r (pid $pid) still runs 5 s after its launcher was killed"; kill -9 "$pid"; exit 1
   fi
 done
+# The same for a program that a wrapper script starts without exec: the launcher's direct child (the
+# rank's guardian) stops the rank's whole process group.
+rm -f "$work"/pid_*
+"$launch" --num_processes 2 sh -c 'sh -c "echo \$\$ > $0/pid_$RANK.tmp && mv $0/pid_$RANK.tmp $0/pid_$RANK; exec sleep 120"; echo after' "$work" &
+launcher=$!
+for _ in $(seq 100); do [ -f "$work/pid_0" ] && [ -f "$work/pid_1" ] && break; sleep 0.1; done
+[ -f "$work/pid_0" ] && [ -f "$work/pid_1" ] || { echo "the wrapped ranks did not start"; kill -9 $launcher; exit 1; }
+kill -9 $launcher
+wait $launcher 2>/dev/null || true
+for r in 0 1; do
+  pid=$(cat "$work/pid_$r")
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "wrapped rank $r (pid $pid) still runs 5 s after its launcher was killed"; kill -9 "$pid"; exit 1
+  fi
+done
+
+# SIGHUP (a closed terminal or ssh session) and SIGQUIT stop the ranks as SIGTERM does: forwarded,
+# and the launcher exits 128 + the signal.
+for sig in HUP QUIT; do
+  rm -f "$work"/pid_*
+  "$launch" --num_processes 2 sh -c 'sh -c "echo \$\$ > $0/pid_$RANK.tmp && mv $0/pid_$RANK.tmp $0/pid_$RANK; exec sleep 120"' "$work" &
+  launcher=$!
+  for _ in $(seq 100); do [ -f "$work/pid_0" ] && [ -f "$work/pid_1" ] && break; sleep 0.1; done
+  kill -$sig $launcher
+  code=0
+  wait $launcher || code=$?
+  want=$((128 + $(kill -l $sig)))
+  [ "$code" = "$want" ] || { echo "after SIG$sig the launcher exited $code, not $want"; exit 1; }
+  for r in 0 1; do
+    pid=$(cat "$work/pid_$r")
+    for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done  # reaped by init
+    if kill -0 "$pid" 2>/dev/null; then echo "rank $r still runs after SIG$sig"; kill -9 "$pid"; exit 1; fi
+  done
+done
+
+# A console whose reader goes (`| head -1`) does not end the launcher or the job: both ranks finish.
+rm -f "$work"/done_*
+code=$( ("$launch" --num_processes 2 sh -c 'echo first; sleep 1; for i in $(seq 2000); do echo line $i; done; touch $0/done_$RANK' "$work" 2>/dev/null; echo $? > "$work/launcher_code") | head -1 >/dev/null; cat "$work/launcher_code")
+[ "$code" = 0 ] && [ -f "$work/done_0" ] && [ -f "$work/done_1" ] ||
+  { echo "with its output cut by head the launcher exited $code, ranks done: $(ls "$work" | grep -c done_)"; exit 1; }
+
+# A progress update ended by '\r' reaches the console before the next newline (a progress bar).
+first=$( ("$launch" --num_processes 2 sh -c 'printf "\rstep 1\r"; sleep 3; echo' & ) | head -c 40 | tr '\r' '|')
+case "$first" in *"step 1|"*) ;; *) echo "a '\\r' progress update waited for the newline: '$first'"; exit 1 ;; esac
+
 # A rank's output passes through byte for byte: a NUL and what follows it, and the newline.
 nuls=$("$launch" --num_processes 2 sh -c 'printf "a\0b\n"' | tr -cd '\0' | wc -c)
 lines=$("$launch" --num_processes 2 sh -c 'printf "a\0b\n"' | grep -ac '^\[rank[01]\]: a.b$' || true)

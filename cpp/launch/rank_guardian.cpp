@@ -1,0 +1,86 @@
+#include "launch/rank_guardian.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+namespace acc {
+namespace {
+
+void set_default(int sig) {
+  struct sigaction action {};
+  action.sa_handler = SIG_DFL;
+  sigemptyset(&action.sa_mask);
+  sigaction(sig, &action, nullptr);
+}
+
+[[noreturn]] void exec_program(char* const argv[], char* const envp[], const sigset_t& mask) {
+  // The launcher ignores SIGPIPE, and ignored signals and the mask survive exec: defaults for the program.
+  set_default(SIGPIPE);
+  sigprocmask(SIG_SETMASK, &mask, nullptr);
+  execvpe(argv[0], argv, envp);
+  const int error = errno;
+  dprintf(STDERR_FILENO, "accelerate-launch: cannot run '%s': %s%s\n", argv[0], strerror(error),
+          error == EACCES ? " (make it executable, or name its interpreter first: python3 x.py, bash x.sh)" : "");
+  _exit(error == ENOENT ? 127 : 126);  // the shell's codes: not found, found but not runnable
+}
+
+// Ends as the program ended, so the launcher reads the program's own status.
+[[noreturn]] void exit_as(int status) {
+  if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
+  const int sig = WTERMSIG(status);
+  prctl(PR_SET_DUMPABLE, 0);  // the program's core file, if any, is not replaced by this process's
+  set_default(sig);
+  sigset_t only;
+  sigemptyset(&only);
+  sigaddset(&only, sig);
+  sigprocmask(SIG_UNBLOCK, &only, nullptr);
+  kill(getpid(), sig);
+  _exit(128 + sig);
+}
+
+double now_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+}  // namespace
+
+void run_rank_under_guardian(pid_t launcher, char* const argv[], char* const envp[], unsigned kill_timeout_seconds) {
+  // The signals are waited for, not handled: one that arrives between two looks is still seen.
+  // While the launcher lives, a signal came from it (it signals the whole group, the program too) and
+  // needs nothing here; once it is gone (the parent-death signal), the group is stopped.
+  sigset_t watched, previous;
+  sigemptyset(&watched);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&watched, sig);
+  sigprocmask(SIG_BLOCK, &watched, &previous);
+  const pid_t program = fork();
+  if (program < 0) {
+    dprintf(STDERR_FILENO, "accelerate-launch: fork: %s\n", strerror(errno));
+    _exit(126);
+  }
+  if (program == 0) exec_program(argv, envp, previous);
+  double kill_at = -1;
+  for (;;) {
+    int status = 0;
+    const pid_t done = waitpid(program, &status, WNOHANG);
+    if (done == program) exit_as(status);
+    if (done < 0 && errno != EINTR) _exit(127);
+    if (kill_at < 0 && getppid() != launcher) {
+      kill(0, SIGTERM);  // the group: the program and whatever it started
+      kill_at = now_seconds() + (kill_timeout_seconds > 0 ? kill_timeout_seconds : 1);
+    }
+    if (kill_at >= 0 && now_seconds() >= kill_at) kill(0, SIGKILL);
+    const timespec wait{0, 250 * 1000 * 1000};
+    sigtimedwait(&watched, nullptr, &wait);
+  }
+}
+
+}  // namespace acc
