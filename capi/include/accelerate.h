@@ -238,7 +238,7 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   lr (double; default 1e-3 for sgd, adam, adamw, radam; 2e-3 for nadam, adamax; 1e-2 for
  *   rmsprop, adagrad, rprop, asgd; 1 for adadelta; 1e-4 for lion; unset for adafactor),
  *   weight_decay (double; 0, or 1e-2 for adamw; every algorithm but rprop),
- *   momentum (double, sgd and rmsprop, default 0), dampening (double, sgd), nesterov (bool, sgd),
+ *   momentum (double, sgd and rmsprop, default 0; sgd_schedule_free 0.9), dampening (double, sgd), nesterov (bool, sgd),
  *   beta1, beta2 (double; adam/adamw/radam/nadam/adamax 0.9, 0.999; lion 0.9, 0.99; adafactor
  *   takes beta1 alone: unset, no first moment), eps (double; adam/adamw/radam/nadam/adamax and
  *   rmsprop 1e-8, adagrad 1e-10, adadelta 1e-6),
@@ -267,6 +267,11 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   relative_step (bool, default true: a step size of min(1e-2, 1/sqrt(step)) instead of lr; lr
  *   must then be unset, and relative_step false needs lr), warmup_init (bool, default false:
  *   min(1e-6 * step, 1/sqrt(step)); needs relative_step).
+ *   adamw_schedule_free and sgd_schedule_free (the schedulefree package's arguments; lr default
+ *   0.0025 and 1, betas 0.9, 0.999 or momentum 0.9 in (0, 1), eps 1e-8):
+ *   warmup_steps (int, default 0: the rate warms up linearly over them), r (double, default 0),
+ *   weight_lr_power (double, default 2: the averaging weights grow as step^r * max
+ *   rate^weight_lr_power), inner_momentum (double in [0, 1), adamw_schedule_free, default 0).
  * Keys of ACC_OPTIONS_SCHEDULER (transformers' names; every schedule takes num_warmup_steps and
  * num_training_steps, ignored where unused as get_scheduler() does; another key that the schedule
  * does not use is an error):

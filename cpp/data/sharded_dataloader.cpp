@@ -32,9 +32,10 @@ int64_t ShardedDataLoader::length() const {
 }
 
 // As Accelerate's, whatever even_batches: without it the last round's short batches are padded to
-// be gathered (pad_across_processes), and that padding is what the remainder cuts off.
+// be gathered (pad_across_processes), and that padding is what the remainder cuts off. A batch
+// sampler's batches of varying sizes have no batch size to count rounds by: none (Accelerate's too).
 int64_t ShardedDataLoader::remainder() const {
-  if (options().drop_last) return -1;
+  if (options().drop_last || variable_batches()) return -1;
   return samples_per_epoch() % total_batch_size();
 }
 

@@ -45,6 +45,8 @@ void remember_signal(int sig) { g_forward_signal = sig; }
 struct Stream {
   int pipe_fd = -1;       // our end; -1 once it has closed
   std::string pending;    // a partial line for the console
+  bool after_carriage_return = false;  // the last segment relayed ended with '\r'
+
   FILE* console = nullptr;  // stdout or stderr; null when redirected to the file only
   int file_fd = -1;       // stdout.log / stderr.log when redirected or teed
 };
@@ -183,14 +185,11 @@ Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_co
   return child;
 }
 
-// The end of the first line or progress update in `text` from `start` (just past its '\n', '\r' or
-// "\r\n"), or npos. A '\r' at the very end waits for what follows (it may begin "\r\n").
+// The end of the first line or progress update in `text` from `start` (just past its '\n' or '\r'),
+// or npos.
 size_t next_segment_end(const std::string& text, size_t start) {
   const size_t at = text.find_first_of("\r\n", start);
-  if (at == std::string::npos) return at;
-  if (text[at] == '\n') return at + 1;
-  if (at + 1 == text.size()) return std::string::npos;
-  return text[at + 1] == '\n' ? at + 2 : at + 1;
+  return at == std::string::npos ? at : at + 1;
 }
 
 // Relays the complete lines (and progress updates ended by '\r', which a progress bar rewrites in
@@ -203,15 +202,31 @@ void emit_lines(Stream& s, const LaunchConfig& config, int global_rank, bool flu
     if (prefix) std::fprintf(s.console, "[rank%d]: ", global_rank);
     std::fwrite(data, 1, size, s.console);
   };
-  for (size_t end; (end = next_segment_end(s.pending, start)) != std::string::npos; start = end)
+  // A progress update is relayed as soon as its '\r' comes; a '\n' right after one ends that line
+  // ("\r\n"): it takes no prefix of its own.
+  if (s.after_carriage_return && !s.pending.empty()) {
+    if (s.pending[0] == '\n') {
+      std::fputc('\n', s.console);
+      start = 1;
+    }
+    s.after_carriage_return = false;
+  }
+  for (size_t end; (end = next_segment_end(s.pending, start)) != std::string::npos; start = end) {
     put(s.pending.data() + start, end - start);
+    s.after_carriage_return = s.pending[end - 1] == '\r';
+  }
   s.pending.erase(0, start);
   if (flush_partial && !s.pending.empty()) {
     put(s.pending.data(), s.pending.size());
-    if (s.pending.back() != '\r') std::fputc('\n', s.console);
+    std::fputc('\n', s.console);
     s.pending.clear();
+  } else if (flush_partial && s.after_carriage_return) {
+    std::fputc('\n', s.console);  // the stream ended on a progress update: end its line
+    s.after_carriage_return = false;
   }
+  errno = 0;
   std::fflush(s.console);
+  if (std::ferror(s.console) && errno != EPIPE) std::clearerr(s.console);  // a passing failure
   if (std::ferror(s.console)) {
     // Its reader is gone (EPIPE: SIGPIPE is ignored): the job goes on without that console.
     static bool told = false;  // once, whichever rank's stream finds out first
@@ -492,8 +507,15 @@ int run_launch(const LaunchConfig& config) {
   struct sigaction action {};
   action.sa_handler = remember_signal;
   sigemptyset(&action.sa_mask);
-  // As torchrun: these stop the ranks (forwarded to their groups), whatever ends the session.
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaction(sig, &action, nullptr);
+  // SA_RESTART: a console write interrupted by the signal goes on (poll still wakes up).
+  action.sa_flags = SA_RESTART;
+  // As torchrun: these stop the ranks (forwarded to their groups), whatever ends the session; but
+  // a SIGHUP ignored already (nohup) stays ignored, for the launcher and its ranks.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+    struct sigaction inherited {};
+    if (sig == SIGHUP && sigaction(sig, nullptr, &inherited) == 0 && inherited.sa_handler == SIG_IGN) continue;
+    sigaction(sig, &action, nullptr);
+  }
   // A console that closes (a pager quit, `| head`) must not kill the launcher and orphan the ranks:
   // the job goes on, and what it would have written there is dropped (emit_lines).
   signal(SIGPIPE, SIG_IGN);

@@ -21,8 +21,15 @@ void set_default(int sig) {
 }
 
 [[noreturn]] void exec_program(char* const argv[], char* const envp[], const sigset_t& mask) {
-  // The launcher ignores SIGPIPE, and ignored signals and the mask survive exec: defaults for the program.
+  // The launcher ignores SIGPIPE, and ignored signals and the mask survive exec: defaults for the
+  // program. Its stop signals' handlers go before the mask does, or one already pending would run
+  // the launcher's handler here and be lost; one the launcher left ignored (SIGHUP under nohup)
+  // stays ignored.
   set_default(SIGPIPE);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT}) {
+    struct sigaction current {};
+    if (sigaction(sig, nullptr, &current) == 0 && current.sa_handler != SIG_IGN) set_default(sig);
+  }
   sigprocmask(SIG_SETMASK, &mask, nullptr);
   execvpe(argv[0], argv, envp);
   const int error = errno;
@@ -61,22 +68,34 @@ void run_rank_under_guardian(pid_t launcher, char* const argv[], char* const env
   sigemptyset(&watched);
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&watched, sig);
   sigprocmask(SIG_BLOCK, &watched, &previous);
+  // _Fork: no atfork handlers (libraries' own, in a child of a threaded process) run here.
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+  const pid_t program = _Fork();
+#else
   const pid_t program = fork();
+#endif
   if (program < 0) {
     dprintf(STDERR_FILENO, "accelerate-launch: fork: %s\n", strerror(errno));
     _exit(126);
   }
   if (program == 0) exec_program(argv, envp, previous);
   double kill_at = -1;
+  bool program_done = false;
+  int program_status = 0;
   for (;;) {
-    int status = 0;
-    const pid_t done = waitpid(program, &status, WNOHANG);
-    if (done == program) exit_as(status);
-    if (done < 0 && errno != EINTR) _exit(127);
+    if (!program_done) {
+      const pid_t done = waitpid(program, &program_status, WNOHANG);
+      program_done = done == program;
+      if (done < 0 && errno != EINTR) _exit(127);
+    }
+    // While the launcher lives, it stops the group itself: end as the program ends.
+    if (program_done && kill_at < 0 && getppid() == launcher) exit_as(program_status);
     if (kill_at < 0 && getppid() != launcher) {
       kill(0, SIGTERM);  // the group: the program and whatever it started
       kill_at = now_seconds() + (kill_timeout_seconds > 0 ? kill_timeout_seconds : 1);
     }
+    // Once the launcher is gone, what the program started may outlive it (a wrapper script's child
+    // slow to stop, or ignoring SIGTERM): the group gets SIGKILL at the timeout whatever happened.
     if (kill_at >= 0 && now_seconds() >= kill_at) kill(0, SIGKILL);
     const timespec wait{0, 250 * 1000 * 1000};
     sigtimedwait(&watched, nullptr, &wait);

@@ -89,8 +89,6 @@ class AdamWScheduleFreeAlgorithm final : public OptimizerAlgorithm {
         .inner_momentum(o.get_double("inner_momentum", 0.0))
         .averaging(averaging_from(o));
     check_options_json(options_to_json(options), name() + "'s options");
-    // eval() divides by beta1 (x = y + (z - y)(1 - 1/beta1)).
-    require(std::get<0>(options.betas()) > 0, name(), "'s beta1 must be > 0: eval() divides by it");
     return std::make_unique<AdamWScheduleFreeOptions>(options);
   }
   std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<torch::optim::OptimizerParamGroup> groups,
@@ -106,6 +104,8 @@ class AdamWScheduleFreeAlgorithm final : public OptimizerAlgorithm {
   }
   void check_options_json(const json& j, const std::string& where) const override {
     check_adam_hyperparameters(j, where);
+    // eval() divides by beta1 (x = y + (z - y)(1 - 1/beta1)): also where a schedule or a checkpoint sets it.
+    require(j["beta1"].get<double>() > 0, where, ": 'beta1' must be > 0: eval() divides by it");
     check_number(j, "inner_momentum", 0, 1, false, where);
     check_progress(j, where);
   }

@@ -23,30 +23,48 @@ GroupStep advance(double base_lr, const ScheduleFreeAveraging& a, ScheduleFreePr
   const int64_t k = progress.k;
   const double sched = k < a.warmup_steps ? static_cast<double>(k + 1) / static_cast<double>(a.warmup_steps) : 1.0;
   const double lr = base_lr * sched;
+  const double lr_max = std::max(lr, progress.lr_max);
+  const double weight = std::pow(static_cast<double>(k + 1), a.r) * std::pow(lr_max, a.weight_lr_power);
+  // Where Python's ** raises (0 to a negative power), the step fails before anything changes.
+  require(std::isfinite(weight), "the schedule-free averaging weight (step ", k + 1, ")^r * (max rate ", lr_max,
+          ")^weight_lr_power is ", weight, ": with weight_lr_power < 0 the rate must not be 0");
   progress.scheduled_lr = lr;
-  progress.lr_max = std::max(lr, progress.lr_max);
-  const double weight = std::pow(static_cast<double>(k + 1), a.r) * std::pow(progress.lr_max, a.weight_lr_power);
+  progress.lr_max = lr_max;
   progress.weight_sum += weight;
   // The package catches the ZeroDivisionError of a zero sum (every rate so far 0) as 0.
   const double ckp1 = progress.weight_sum == 0.0 ? 0.0 : weight / progress.weight_sum;
   return {lr, ckp1};
 }
 
-void require_train_mode(const torch::optim::Optimizer& optimizer, const ScheduleFreeModes& modes, const char* name) {
-  if (optimizer.param_groups().empty()) return;
-  require(modes.train_mode(), "the ", name, " optimizer is in eval mode: call acc_optimizer_train before training ",
-          "(and acc_optimizer_eval before evaluating or saving the averaged weights), as schedulefree requires");
+// Before a step changes anything: group 0 (the package checks it alone) in train mode, every
+// gradient dense. A group that has no state yet (added after train()) takes group 0's mode: the
+// package would leave it flagged eval, and eval() would then skip it.
+template <class Options>
+void prepare_step(torch::optim::Optimizer& optimizer, const char* name, const char* rule) {
+  auto& groups = optimizer.param_groups();
+  if (groups.empty()) return;
+  const bool training = static_cast<const Options&>(groups[0].options()).progress().train_mode;
+  require(training, "the ", name, " optimizer is in eval mode: switch it to training before a step ",
+          "(acc_optimizer_set_training(opt, 1), the package's train()) and back (0, its eval()) before evaluating or ",
+          "saving the averaged weights, as schedulefree requires");
+  for (auto& group : groups) {
+    bool has_state = false;
+    for (const auto& p : group.params()) {
+      if (p.grad().defined()) dense_grad(p, rule);
+      has_state = has_state || optimizer.state().count(compat::optimizer_state_key(p)) > 0;
+    }
+    if (!has_state) static_cast<Options&>(group.options()).progress().train_mode = training;
+  }
 }
 
 // The parameters with a gradient in `group`, each given a state (z a copy of the parameter, the
 // moments zero) before any of them is stepped, as the package does.
 template <class Make>
 std::vector<at::Tensor> active_parameters(torch::optim::Optimizer& optimizer, torch::optim::OptimizerParamGroup& group,
-                                          const char* rule, Make&& make) {
+                                          Make&& make) {
   std::vector<at::Tensor> active;
   for (auto& p : group.params()) {
     if (!p.grad().defined()) continue;
-    dense_grad(p, rule);
     state_of<ScheduleFreeParamState>(optimizer, p, [&] { return make(p); });
     active.push_back(p);
   }
@@ -97,7 +115,7 @@ void AdamWScheduleFree::set_train_mode(bool train) {
 }
 
 at::Tensor AdamWScheduleFree::step(LossClosure closure) {
-  require_train_mode(*this, *this, "adamw_schedule_free");
+  prepare_step<AdamWScheduleFreeOptions>(*this, "adamw_schedule_free", "AdamWScheduleFree");
   return with_closure(closure, [&] {
     for (auto& group : param_groups()) {
       auto& o = static_cast<AdamWScheduleFreeOptions&>(group.options());
@@ -107,7 +125,7 @@ at::Tensor AdamWScheduleFree::step(LossClosure closure) {
       const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(k + 1));
       const double bias_correction1 = inner != 0 ? 1 - std::pow(inner, static_cast<double>(k + 1)) : 0.0;
       const GroupStep s = advance(o.lr(), o.averaging(), o.progress());
-      const auto active = active_parameters(*this, group, "AdamWScheduleFree", [&](const at::Tensor& p) {
+      const auto active = active_parameters(*this, group, [&](const at::Tensor& p) {
         auto fresh = std::make_unique<ScheduleFreeParamState>();
         fresh->z(p.clone(at::MemoryFormat::Preserve));
         fresh->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
@@ -149,14 +167,14 @@ void SGDScheduleFree::set_train_mode(bool train) {
 }
 
 at::Tensor SGDScheduleFree::step(LossClosure closure) {
-  require_train_mode(*this, *this, "sgd_schedule_free");
+  prepare_step<SGDScheduleFreeOptions>(*this, "sgd_schedule_free", "SGDScheduleFree");
   return with_closure(closure, [&] {
     for (auto& group : param_groups()) {
       auto& o = static_cast<SGDScheduleFreeOptions&>(group.options());
       const double momentum = o.momentum(), decay = o.weight_decay();
       const int64_t k = o.progress().k;
       const GroupStep s = advance(o.lr(), o.averaging(), o.progress());
-      const auto active = active_parameters(*this, group, "SGDScheduleFree", [&](const at::Tensor& p) {
+      const auto active = active_parameters(*this, group, [&](const at::Tensor& p) {
         auto fresh = std::make_unique<ScheduleFreeParamState>();
         fresh->z(p.clone(at::MemoryFormat::Preserve));
         return fresh;

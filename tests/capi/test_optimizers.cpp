@@ -594,7 +594,8 @@ TEST(Optimizers, ScheduleFreeFollowsThePapersRuleWithGroups) {
       EXPECT_GT(std::abs(x[0] - ref.y(name, bias ? c.biases_rule : c.weights_rule)[0]), 1e-4)
           << name << ": x and y too close to tell apart";
     }
-    ACC_EXPECT_ERROR(acc_optimizer_step(opt), ACC_ERR_INVALID_ARGUMENT, "is in eval mode: call acc_optimizer_train");
+    ACC_EXPECT_ERROR(acc_optimizer_step(opt), ACC_ERR_INVALID_ARGUMENT,
+                     "is in eval mode: switch it to training before a step");
     ACC_ASSERT_OK(acc_optimizer_set_training(opt, 0));  // already in eval mode: nothing moves
     ACC_ASSERT_OK(acc_optimizer_set_training(opt, 1));
     for (const auto& name : kNames) {
@@ -612,7 +613,7 @@ TEST(Optimizers, ScheduleFreeStartsInEvalModeAndReportsItsProgress) {
   acc_optimizer* opt = make_optimizer(net.model, "adamw_schedule_free", {{"lr", 0.01}, {"warmup_steps", 4}});
   net.backward();
   ACC_EXPECT_ERROR(acc_optimizer_step(opt), ACC_ERR_INVALID_ARGUMENT,
-                   "the adamw_schedule_free optimizer is in eval mode: call acc_optimizer_train");
+                   "the adamw_schedule_free optimizer is in eval mode: switch it to training");
   const Weights untouched = net.weights();
   ACC_ASSERT_OK(acc_optimizer_set_training(opt, 0));  // no state yet: nothing moves
   ACC_ASSERT_OK(acc_optimizer_set_training(opt, 1));
@@ -634,6 +635,26 @@ TEST(Optimizers, ScheduleFreeStartsInEvalModeAndReportsItsProgress) {
   ACC_ASSERT_OK(acc_optimizer_set_training(sgd, 1));
   EXPECT_EQ(net.weights(), before);
   acc_optimizer_free(sgd);
+  acc_optimizer_free(opt);
+}
+
+// A group added after train() (before any step) follows the optimizer's mode: eval() moves it too.
+TEST(Optimizers, ScheduleFreeGroupAddedAfterTrainFollowsTheOptimizersMode) {
+  Mlp net;
+  acc_optimizer* opt = make_optimizer(net.model, "sgd_schedule_free", {{"lr", 0.1}});
+  ACC_ASSERT_OK(acc_optimizer_set_training(opt, 1));
+  acc_options* g = optimizer_options({{"lr", 0.2}});
+  ACC_ASSERT_OK(acc_optimizer_add_param_group(opt, kBiases, 2, g));
+  acc_options_free(g);
+  for (int s = 0; s < 3; ++s) {
+    ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
+    net.backward();
+    ACC_ASSERT_OK(acc_optimizer_step(opt));
+  }
+  const Weights y = net.weights();
+  ACC_ASSERT_OK(acc_optimizer_set_training(opt, 0));
+  const Weights x = net.weights();
+  for (const char* name : kBiases) EXPECT_NE(x.at(name), y.at(name)) << name << " stayed at y in eval mode";
   acc_optimizer_free(opt);
 }
 
@@ -785,7 +806,7 @@ TEST(Optimizers, BadOptionsAreRefusedWithTheReason) {
   refused("adamax", {{"beta2", 1.0}}, "'beta2' is 1, outside [0, 1)");
   refused("asgd", {{"momentum", 0.9}}, "'momentum' does not apply to the asgd optimizer");
   refused("sgd_schedule_free", {{"momentum", 0.0}}, "'momentum' must be in (0, 1), as schedulefree requires");
-  refused("adamw_schedule_free", {{"beta1", 0.0}}, "beta1 must be > 0: eval() divides by it");
+  refused("adamw_schedule_free", {{"beta1", 0.0}}, "'beta1' must be > 0: eval() divides by it");
   refused("adamw_schedule_free", {{"inner_momentum", 1.0}}, "'inner_momentum' is 1, outside [0, 1)");
   refused("adamw_schedule_free", {{"momentum", 0.9}}, "'momentum' does not apply to the adamw_schedule_free");
   ACC_EXPECT_ERROR(acc_optimizer_create(net.model, "lamb", nullptr, &opt), ACC_ERR_INVALID_ARGUMENT,

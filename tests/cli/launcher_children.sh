@@ -72,9 +72,28 @@ code=$( ("$launch" --num_processes 2 sh -c 'echo first; sleep 1; for i in $(seq 
 [ "$code" = 0 ] && [ -f "$work/done_0" ] && [ -f "$work/done_1" ] ||
   { echo "with its output cut by head the launcher exited $code, ranks done: $(ls "$work" | grep -c done_)"; exit 1; }
 
-# A progress update ended by '\r' reaches the console before the next newline (a progress bar).
-first=$( ("$launch" --num_processes 2 sh -c 'printf "\rstep 1\r"; sleep 3; echo' & ) | head -c 40 | tr '\r' '|')
-case "$first" in *"step 1|"*) ;; *) echo "a '\\r' progress update waited for the newline: '$first'"; exit 1 ;; esac
+# A progress update ended by '\r' reaches the console at once, not with the next output.
+"$launch" --num_processes 1 sh -c 'printf "step 1\r"; sleep 3; echo' > "$work/progress" &
+progress=$!
+sleep 1.5
+grep -q "step 1" "$work/progress" || { echo "a '\\r' progress update waited for the next output"; kill $progress; exit 1; }
+wait $progress
+
+# Rank guardians stop what a wrapper script's program left behind, even if it ignores SIGTERM,
+# once their launcher is killed outright (SIGKILL at --kill_timeout).
+rm -f "$work"/pid_*
+"$launch" --num_processes 1 --kill_timeout 1 sh -c 'sh -c "trap \"\" TERM; echo \$\$ > $0/pid_0.tmp && mv $0/pid_0.tmp $0/pid_0; exec sleep 120"' "$work" &
+launcher=$!
+for _ in $(seq 100); do [ -f "$work/pid_0" ] && break; sleep 0.1; done
+kill -9 $launcher
+wait $launcher 2>/dev/null || true
+pid=$(cat "$work/pid_0")
+for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$pid" 2>/dev/null; then echo "a rank ignoring SIGTERM outlived its killed launcher"; kill -9 "$pid"; exit 1; fi
+
+# Under nohup (SIGHUP ignored) a SIGHUP leaves the job running.
+out=$(nohup "$launch" --num_processes 1 sh -c 'sleep 1; echo survived' 2>/dev/null & p=$!; sleep 0.3; kill -HUP $p; wait $p; echo "code $?")
+case "$out" in *"survived"*"code 0"*) ;; *) echo "nohup did not protect the job from SIGHUP: '$out'"; exit 1 ;; esac
 
 # A rank's output passes through byte for byte: a NUL and what follows it, and the newline.
 nuls=$("$launch" --num_processes 2 sh -c 'printf "a\0b\n"' | tr -cd '\0' | wc -c)

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -268,10 +269,16 @@ TEST(Launcher, ABackgroundProcessDoesNotHoldTheJobOpen) {
   EXPECT_NE(out.find("[rank1]: done 1\n"), std::string::npos) << out;
 }
 
-// Each rank leads its own session, as torchrun starts them: a rank reading the terminal is not
-// stopped as a background process group would be, and Ctrl-C reaches the launcher alone.
-TEST(Launcher, EachRankLeadsItsOwnSession) {
-  EXPECT_EQ(acc::run_launch(shell(2, "[ \"$(cut -d' ' -f6 /proc/$$/stat)\" = $$ ]")), 0);
+// Each rank has a session of its own, as torchrun starts them: a rank reading the terminal is not
+// stopped as a background process group would be, and Ctrl-C reaches the launcher alone. Its process
+// group leads that session (the rank's guardian, rank_guardian.h, is the leader), apart from ours.
+TEST(Launcher, EachRankHasItsOwnSession) {
+  const std::string ours = std::to_string(getsid(0));
+  EXPECT_EQ(acc::run_launch(shell(2,
+                                  "s=$(cut -d' ' -f6 /proc/$$/stat); [ \"$(cut -d' ' -f5 /proc/$$/stat)\" = $s ] && "
+                                  "[ $s != " +
+                                      ours + " ]")),
+            0);
 }
 
 // Ctrl-C while the group is being stopped after a failure ends the job: no restart follows.
