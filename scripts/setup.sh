@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything accelerate needs to build, test and run its examples on Debian 12 (or 13).
-# Uses sudo when not run as root. Does nothing when every package is already installed.
+# Uses sudo when not run as root. Installs no package that is already installed; then, where npm is,
+# a .NET SDK into /opt/dotnet unless one is there (get_dotnet below).
 set -euo pipefail
 
 packages=(

@@ -45,7 +45,6 @@ void remember_signal(int sig) { g_forward_signal = sig; }
 struct Stream {
   int pipe_fd = -1;       // our end; -1 once it has closed
   std::string pending;    // a partial line for the console
-  bool after_carriage_return = false;  // the last segment relayed ended with '\r'
 
   FILE* console = nullptr;  // stdout or stderr; null when redirected to the file only
   int file_fd = -1;       // stdout.log / stderr.log when redirected or teed
@@ -152,7 +151,14 @@ Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_co
     if (!(routing.to_file & bits[s]) || (routing.teed & bits[s])) stream.console = s == 0 ? stdout : stderr;
   }
 
+  // The stop signals wait while the child is made: one forwarded before the child has its own
+  // handling would run the launcher's handler there and be lost. The parent takes them right after.
+  sigset_t stops, original;
+  sigemptyset(&stops);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&stops, sig);
+  pthread_sigmask(SIG_BLOCK, &stops, &original);
   const pid_t pid = fork();
+  if (pid != 0) pthread_sigmask(SIG_SETMASK, &original, nullptr);
   if (pid < 0) {
     const int error = errno;
     close_everything();
@@ -174,7 +180,7 @@ Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_co
     // whoever reads it waiting.
     if (close_range(3, ~0U, 0) != 0)
       for (int fd = 3, n = static_cast<int>(std::min<long>(sysconf(_SC_OPEN_MAX), 1 << 16)); fd < n; ++fd) close(fd);
-    run_rank_under_guardian(launcher, argv.data(), envp.data(), kill_timeout);
+    run_rank_under_guardian(launcher, argv.data(), envp.data(), kill_timeout, original);
   }
   for (const auto& p : pipes) {
     close(p[1]);
@@ -185,50 +191,78 @@ Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_co
   return child;
 }
 
-// The end of the first line or progress update in `text` from `start` (just past its '\n' or '\r'),
-// or npos.
+// The end of the first line or progress update in `text` from `start` (just past its '\n', its
+// "\r\n" or its '\r'), or npos.
 size_t next_segment_end(const std::string& text, size_t start) {
   const size_t at = text.find_first_of("\r\n", start);
-  return at == std::string::npos ? at : at + 1;
+  if (at == std::string::npos) return at;
+  return text[at] == '\r' && at + 1 < text.size() && text[at + 1] == '\n' ? at + 2 : at + 1;
+}
+
+// What a console last showed: a progress update ended by '\r' (by `stream`) leaves its line open.
+struct ConsoleLine {
+  const void* stream = nullptr;
+  bool open = false;
+};
+
+ConsoleLine& console_line(FILE* console) {
+  static ConsoleLine out, err;
+  return console == stdout ? out : err;
 }
 
 // Relays the complete lines (and progress updates ended by '\r', which a progress bar rewrites in
 // place) to the console with the rank's prefix.
 void emit_lines(Stream& s, const LaunchConfig& config, int global_rank, bool flush_partial) {
   const bool prefix = config.prefix_output && config.num_processes > 1;
-  size_t start = 0;
-  // Written by size, never as C strings: a NUL byte in a rank's output passes through.
+  ConsoleLine& line = console_line(s.console);
+  bool reader_gone = false;
+  // Written by size, never as C strings: a NUL byte in a rank's output passes through. A failed
+  // write is told apart by its errno, read at once: only EPIPE (SIGPIPE is ignored) means the
+  // reader is gone; another failure (EINTR) loses that piece only.
+  const auto checked = [&] {
+    if (!std::ferror(s.console)) return;
+    reader_gone = reader_gone || errno == EPIPE;
+    std::clearerr(s.console);
+  };
   const auto put = [&](const char* data, size_t size) {
+    errno = 0;
     if (prefix) std::fprintf(s.console, "[rank%d]: ", global_rank);
     std::fwrite(data, 1, size, s.console);
+    checked();
+    const bool progress = data[size - 1] == '\r';
+    line = {&s, progress};
   };
-  // A progress update is relayed as soon as its '\r' comes; a '\n' right after one ends that line
-  // ("\r\n"): it takes no prefix of its own.
-  if (s.after_carriage_return && !s.pending.empty()) {
-    if (s.pending[0] == '\n') {
-      std::fputc('\n', s.console);
-      start = 1;
-    }
-    s.after_carriage_return = false;
+  size_t start = 0;
+  // A '\n' that ends this stream's progress line ("\r\n" split between two reads) takes no prefix.
+  if (line.open && line.stream == &s && !s.pending.empty() && s.pending[0] == '\n') {
+    errno = 0;
+    std::fputc('\n', s.console);
+    checked();
+    line.open = false;
+    start = 1;
   }
-  for (size_t end; (end = next_segment_end(s.pending, start)) != std::string::npos; start = end) {
+  for (size_t end; (end = next_segment_end(s.pending, start)) != std::string::npos; start = end)
     put(s.pending.data() + start, end - start);
-    s.after_carriage_return = s.pending[end - 1] == '\r';
-  }
   s.pending.erase(0, start);
   if (flush_partial && !s.pending.empty()) {
     put(s.pending.data(), s.pending.size());
-    std::fputc('\n', s.console);
-    s.pending.clear();
-  } else if (flush_partial && s.after_carriage_return) {
-    std::fputc('\n', s.console);  // the stream ended on a progress update: end its line
-    s.after_carriage_return = false;
+    errno = 0;
+    std::fputc('\n', s.console);  // the stream ended inside a line: end it
+    checked();
+    line.open = false;
   }
+  if (flush_partial && line.open && line.stream == &s) {
+    errno = 0;
+    std::fputc('\n', s.console);  // the stream ended on a progress update: end its line
+    checked();
+    line.open = false;
+  }
+  if (flush_partial) s.pending.clear();
   errno = 0;
   std::fflush(s.console);
-  if (std::ferror(s.console) && errno != EPIPE) std::clearerr(s.console);  // a passing failure
-  if (std::ferror(s.console)) {
-    // Its reader is gone (EPIPE: SIGPIPE is ignored): the job goes on without that console.
+  checked();
+  if (reader_gone) {
+    // The job goes on without that console.
     static bool told = false;  // once, whichever rank's stream finds out first
     if (!told && s.console == stdout)
       std::fprintf(stderr, "accelerate-launch: the standard output's reader is gone; the job goes on without it\n");
@@ -388,7 +422,8 @@ int run_group(const LaunchConfig& config, int port, int restart_count, const Str
     if (tearing_down && !killed &&
         std::chrono::steady_clock::now() - teardown_started >
             std::chrono::duration<double>(config.kill_timeout_seconds)) {
-      signal_all(children, SIGKILL);
+      // Every group of the attempt, its guardian gone or not: what a rank started may outlive it.
+      for (auto& c : children) kill(-c.pid, SIGKILL);
       killed = true;
     }
     // Every rank is gone: what they wrote is relayed, then a background process that inherited an
@@ -432,6 +467,8 @@ void validate_launch_config(const LaunchConfig& c) {
   require(!c.num_cpu_threads_per_process || *c.num_cpu_threads_per_process >= 1,
           "--num_cpu_threads_per_process must be at least 1");
   require(c.max_restarts >= 0, "--max_restarts must not be negative");
+  require(std::isfinite(c.kill_timeout_seconds) && c.kill_timeout_seconds >= 0,
+          "--kill_timeout must be a number of seconds >= 0");
   require(c.monitor_interval_seconds > 0, "--monitor_interval must be more than 0 seconds");
   const int local = c.num_processes / c.num_machines;
   parse_stream_spec(c.redirects, local, "--redirects");
@@ -507,8 +544,7 @@ int run_launch(const LaunchConfig& config) {
   struct sigaction action {};
   action.sa_handler = remember_signal;
   sigemptyset(&action.sa_mask);
-  // SA_RESTART: a console write interrupted by the signal goes on (poll still wakes up).
-  action.sa_flags = SA_RESTART;
+  // No SA_RESTART: a console write blocked on a reader that does not read gives way to the signal.
   // As torchrun: these stop the ranks (forwarded to their groups), whatever ends the session; but
   // a SIGHUP ignored already (nohup) stays ignored, for the launcher and its ranks.
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {

@@ -60,14 +60,15 @@ double now_seconds() {
 
 }  // namespace
 
-void run_rank_under_guardian(pid_t launcher, char* const argv[], char* const envp[], unsigned kill_timeout_seconds) {
+void run_rank_under_guardian(pid_t launcher, char* const argv[], char* const envp[], unsigned kill_timeout_seconds,
+                             const sigset_t& program_mask) {
   // The signals are waited for, not handled: one that arrives between two looks is still seen.
   // While the launcher lives, a signal came from it (it signals the whole group, the program too) and
   // needs nothing here; once it is gone (the parent-death signal), the group is stopped.
-  sigset_t watched, previous;
+  sigset_t watched;
   sigemptyset(&watched);
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&watched, sig);
-  sigprocmask(SIG_BLOCK, &watched, &previous);
+  sigprocmask(SIG_BLOCK, &watched, nullptr);
   // _Fork: no atfork handlers (libraries' own, in a child of a threaded process) run here.
 #if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
   const pid_t program = _Fork();
@@ -78,7 +79,7 @@ void run_rank_under_guardian(pid_t launcher, char* const argv[], char* const env
     dprintf(STDERR_FILENO, "accelerate-launch: fork: %s\n", strerror(errno));
     _exit(126);
   }
-  if (program == 0) exec_program(argv, envp, previous);
+  if (program == 0) exec_program(argv, envp, program_mask);
   double kill_at = -1;
   bool program_done = false;
   int program_status = 0;

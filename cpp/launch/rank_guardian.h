@@ -6,14 +6,16 @@
 // SIGKILL after the kill timeout), as torchrun stops its workers' groups.
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 namespace acc {
 
 // Called in the launcher's forked child (async-signal-safe calls only: the launcher has threads),
 // after setsid: starts argv[0] with envp in a child of its own and exits as that child does (its
-// exit code, or its signal). `launcher` is the launcher's pid.
+// exit code, or its signal). `launcher` is the launcher's pid; `program_mask` the signal mask the
+// program starts with (the launcher's own, before it blocked its stop signals around the fork).
 [[noreturn]] void run_rank_under_guardian(pid_t launcher, char* const argv[], char* const envp[],
-                                          unsigned kill_timeout_seconds);
+                                          unsigned kill_timeout_seconds, const sigset_t& program_mask);
 
 }  // namespace acc

@@ -12,14 +12,16 @@
 namespace acc {
 namespace {
 
-// A group's step size and averaging coefficient for its step k+1, advancing its sums as the
-// package does (Python's floats: its ** is libm's pow).
+// A group's step k+1 as the package computes it (Python's floats: its ** is libm's pow): the
+// warmed-up rate, the averaging coefficient, and the sums the group keeps after it.
 struct GroupStep {
-  double lr;    // the warmed-up rate
-  double ckp1;  // the weight of z in y's interpolation: weight / weight_sum
+  double lr;          // the warmed-up rate
+  double ckp1;        // the weight of z in y's interpolation: weight / weight_sum
+  double lr_max;      // the largest rate so far, this one included
+  double weight_sum;  // the averaging weights so far, this one included
 };
 
-GroupStep advance(double base_lr, const ScheduleFreeAveraging& a, ScheduleFreeProgress& progress) {
+GroupStep plan_group(double base_lr, const ScheduleFreeAveraging& a, const ScheduleFreeProgress& progress) {
   const int64_t k = progress.k;
   const double sched = k < a.warmup_steps ? static_cast<double>(k + 1) / static_cast<double>(a.warmup_steps) : 1.0;
   const double lr = base_lr * sched;
@@ -28,33 +30,50 @@ GroupStep advance(double base_lr, const ScheduleFreeAveraging& a, ScheduleFreePr
   // Where Python's ** raises (0 to a negative power), the step fails before anything changes.
   require(std::isfinite(weight), "the schedule-free averaging weight (step ", k + 1, ")^r * (max rate ", lr_max,
           ")^weight_lr_power is ", weight, ": with weight_lr_power < 0 the rate must not be 0");
-  progress.scheduled_lr = lr;
-  progress.lr_max = lr_max;
-  progress.weight_sum += weight;
+  const double weight_sum = progress.weight_sum + weight;
   // The package catches the ZeroDivisionError of a zero sum (every rate so far 0) as 0.
-  const double ckp1 = progress.weight_sum == 0.0 ? 0.0 : weight / progress.weight_sum;
-  return {lr, ckp1};
+  return {lr, weight_sum == 0.0 ? 0.0 : weight / weight_sum, lr_max, weight_sum};
 }
 
-// Before a step changes anything: group 0 (the package checks it alone) in train mode, every
-// gradient dense. A group that has no state yet (added after train()) takes group 0's mode: the
-// package would leave it flagged eval, and eval() would then skip it.
+// Group 0 (the package checks it alone) must be in train mode, before the closure runs.
 template <class Options>
-void prepare_step(torch::optim::Optimizer& optimizer, const char* name, const char* rule) {
-  auto& groups = optimizer.param_groups();
+void require_train_mode(const torch::optim::Optimizer& optimizer, const char* name) {
+  const auto& groups = optimizer.param_groups();
   if (groups.empty()) return;
-  const bool training = static_cast<const Options&>(groups[0].options()).progress().train_mode;
-  require(training, "the ", name, " optimizer is in eval mode: switch it to training before a step ",
-          "(acc_optimizer_set_training(opt, 1), the package's train()) and back (0, its eval()) before evaluating or ",
-          "saving the averaged weights, as schedulefree requires");
+  require(static_cast<const Options&>(groups[0].options()).progress().train_mode, "the ", name,
+          " optimizer is in eval mode: switch it to training before a step (acc_optimizer_set_training(opt, 1), the "
+          "package's train()) and back (0, its eval()) before evaluating or saving the averaged weights, as "
+          "schedulefree requires");
+}
+
+// Every group's step, planned before any changes: every gradient dense, every weight finite. A group
+// that has no state yet (added after train()) takes group 0's mode: the package would leave it
+// flagged eval, and eval() would then skip it.
+template <class Options>
+std::vector<GroupStep> plan_step(torch::optim::Optimizer& optimizer, const char* rule) {
+  std::vector<GroupStep> plan;
+  auto& groups = optimizer.param_groups();
+  for (auto& group : groups) {
+    const auto& o = static_cast<const Options&>(group.options());
+    for (const auto& p : group.params())
+      if (p.grad().defined()) dense_grad(p, rule);
+    plan.push_back(plan_group(o.lr(), o.averaging(), o.progress()));
+  }
+  const bool training = !groups.empty() && static_cast<const Options&>(groups[0].options()).progress().train_mode;
   for (auto& group : groups) {
     bool has_state = false;
-    for (const auto& p : group.params()) {
-      if (p.grad().defined()) dense_grad(p, rule);
+    for (const auto& p : group.params())
       has_state = has_state || optimizer.state().count(compat::optimizer_state_key(p)) > 0;
-    }
     if (!has_state) static_cast<Options&>(group.options()).progress().train_mode = training;
   }
+  return plan;
+}
+
+// Records a group's planned step in its progress (k advances after its parameters' steps).
+void commit(ScheduleFreeProgress& progress, const GroupStep& s) {
+  progress.scheduled_lr = s.lr;
+  progress.lr_max = s.lr_max;
+  progress.weight_sum = s.weight_sum;
 }
 
 // The parameters with a gradient in `group`, each given a state (z a copy of the parameter, the
@@ -115,16 +134,19 @@ void AdamWScheduleFree::set_train_mode(bool train) {
 }
 
 at::Tensor AdamWScheduleFree::step(LossClosure closure) {
-  prepare_step<AdamWScheduleFreeOptions>(*this, "adamw_schedule_free", "AdamWScheduleFree");
+  require_train_mode<AdamWScheduleFreeOptions>(*this, "adamw_schedule_free");
   return with_closure(closure, [&] {
-    for (auto& group : param_groups()) {
+    const std::vector<GroupStep> plan = plan_step<AdamWScheduleFreeOptions>(*this, "AdamWScheduleFree");
+    for (size_t g = 0; g < plan.size(); ++g) {
+      auto& group = param_groups()[g];
       auto& o = static_cast<AdamWScheduleFreeOptions&>(group.options());
       const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
       const double eps = o.eps(), decay = o.weight_decay(), inner = o.inner_momentum();
       const int64_t k = o.progress().k;
       const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(k + 1));
       const double bias_correction1 = inner != 0 ? 1 - std::pow(inner, static_cast<double>(k + 1)) : 0.0;
-      const GroupStep s = advance(o.lr(), o.averaging(), o.progress());
+      const GroupStep& s = plan[g];
+      commit(o.progress(), s);
       const auto active = active_parameters(*this, group, [&](const at::Tensor& p) {
         auto fresh = std::make_unique<ScheduleFreeParamState>();
         fresh->z(p.clone(at::MemoryFormat::Preserve));
@@ -167,13 +189,16 @@ void SGDScheduleFree::set_train_mode(bool train) {
 }
 
 at::Tensor SGDScheduleFree::step(LossClosure closure) {
-  prepare_step<SGDScheduleFreeOptions>(*this, "sgd_schedule_free", "SGDScheduleFree");
+  require_train_mode<SGDScheduleFreeOptions>(*this, "sgd_schedule_free");
   return with_closure(closure, [&] {
-    for (auto& group : param_groups()) {
+    const std::vector<GroupStep> plan = plan_step<SGDScheduleFreeOptions>(*this, "SGDScheduleFree");
+    for (size_t g = 0; g < plan.size(); ++g) {
+      auto& group = param_groups()[g];
       auto& o = static_cast<SGDScheduleFreeOptions&>(group.options());
       const double momentum = o.momentum(), decay = o.weight_decay();
       const int64_t k = o.progress().k;
-      const GroupStep s = advance(o.lr(), o.averaging(), o.progress());
+      const GroupStep& s = plan[g];
+      commit(o.progress(), s);
       const auto active = active_parameters(*this, group, [&](const at::Tensor& p) {
         auto fresh = std::make_unique<ScheduleFreeParamState>();
         fresh->z(p.clone(at::MemoryFormat::Preserve));

@@ -72,12 +72,16 @@ code=$( ("$launch" --num_processes 2 sh -c 'echo first; sleep 1; for i in $(seq 
 [ "$code" = 0 ] && [ -f "$work/done_0" ] && [ -f "$work/done_1" ] ||
   { echo "with its output cut by head the launcher exited $code, ranks done: $(ls "$work" | grep -c done_)"; exit 1; }
 
-# A progress update ended by '\r' reaches the console at once, not with the next output.
-"$launch" --num_processes 1 sh -c 'printf "step 1\r"; sleep 3; echo' > "$work/progress" &
+# A progress update ended by '\r' reaches the console at once, not with the next output (polled
+# while the rank waits), and "\r\n" ends one line with one prefix.
+"$launch" --num_processes 1 sh -c 'printf "step 1\r"; sleep 60' > "$work/progress" &
 progress=$!
-sleep 1.5
+for _ in $(seq 200); do grep -q "step 1" "$work/progress" && break; sleep 0.1; done
 grep -q "step 1" "$work/progress" || { echo "a '\\r' progress update waited for the next output"; kill $progress; exit 1; }
-wait $progress
+kill $progress
+wait $progress 2>/dev/null || true
+records=$("$launch" --num_processes 2 sh -c 'printf "abc\r\n"' | grep -c '^\[rank[01]\]: ' || true)
+[ "$records" = 2 ] || { echo "\"abc\\r\\n\" from 2 ranks gave $records prefixed records, not 2"; exit 1; }
 
 # Rank guardians stop what a wrapper script's program left behind, even if it ignores SIGTERM,
 # once their launcher is killed outright (SIGKILL at --kill_timeout).
@@ -91,9 +95,17 @@ pid=$(cat "$work/pid_0")
 for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 if kill -0 "$pid" 2>/dev/null; then echo "a rank ignoring SIGTERM outlived its killed launcher"; kill -9 "$pid"; exit 1; fi
 
-# Under nohup (SIGHUP ignored) a SIGHUP leaves the job running.
-out=$(nohup "$launch" --num_processes 1 sh -c 'sleep 1; echo survived' 2>/dev/null & p=$!; sleep 0.3; kill -HUP $p; wait $p; echo "code $?")
-case "$out" in *"survived"*"code 0"*) ;; *) echo "nohup did not protect the job from SIGHUP: '$out'"; exit 1 ;; esac
+# Under nohup (SIGHUP ignored) a SIGHUP leaves the job running: sent once the rank runs (the
+# launcher has set up its signals by then).
+rm -f "$work/hup_ready"
+nohup "$launch" --num_processes 1 sh -c 'touch $0/hup_ready; sleep 1; echo survived' "$work" > "$work/hup_out" 2>/dev/null &
+hup=$!
+for _ in $(seq 200); do [ -f "$work/hup_ready" ] && break; sleep 0.1; done
+kill -HUP $hup
+code=0
+wait $hup || code=$?
+[ "$code" = 0 ] && grep -q survived "$work/hup_out" ||
+  { echo "nohup did not protect the job from SIGHUP (exit $code): $(cat "$work/hup_out")"; exit 1; }
 
 # A rank's output passes through byte for byte: a NUL and what follows it, and the newline.
 nuls=$("$launch" --num_processes 2 sh -c 'printf "a\0b\n"' | tr -cd '\0' | wc -c)
@@ -114,7 +126,9 @@ cd "$here"
 
 # Only stdin, stdout and stderr pass to the ranks (as Popen's close_fds): not the launcher's others.
 exec 7>"$work/held"
-fds=$("$launch" --num_processes 1 sh -c 'ls /proc/$$/fd | sort -n | tr "\n" " "')
+# (one command, no pipeline: a shell sets a pipeline up with descriptors of its own)
+"$launch" --num_processes 1 sh -c 'ls /proc/$$/fd > "$0/fds"' "$work"
+fds=$(sort -n "$work/fds" | tr "\n" " ")
 exec 7>&-
 [ "$fds" = "0 1 2 " ] || [ "$fds" = "0 1 2 10 " ] || { echo "a rank inherited descriptors: $fds"; exit 1; }
 
