@@ -156,10 +156,8 @@ Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, Backe
   }
   try {
     roll_call(*store_, rank_, world_, timeout);
-  } catch (const Error& e) {
-    if (e.status() != Status::Timeout) throw;
-    fail(Status::Timeout, "rendezvous of ", env.world_size, " processes at ", env.master_addr, ":", env.master_port,
-         " ", e.what());
+  } catch (const Error&) {
+    throw;
   } catch (...) {
     rendezvous_failed("roll call");
   }

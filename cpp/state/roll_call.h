@@ -14,8 +14,7 @@
 namespace acc {
 
 // Returns once every rank of `world` has answered alike; fails (InvalidArgument) naming the mismatch
-// that any process found, or (Timeout, saying how many answered) when ranks are still missing after
-// `timeout`: the group's own rendezvous would only wait as long again.
+// that any process found, or (Timeout) when ranks are still missing after `timeout`.
 void roll_call(c10d::Store& store, int64_t rank, int64_t world, std::chrono::milliseconds timeout);
 
 }  // namespace acc
