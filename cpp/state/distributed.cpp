@@ -14,7 +14,6 @@
 #include "common/error.h"
 #include "common/options.h"
 #include "state/port_probe.h"
-#include "state/roll_call.h"
 
 namespace acc {
 namespace {
@@ -153,13 +152,6 @@ Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, Backe
     }
   } catch (...) {
     rendezvous_failed("store");
-  }
-  try {
-    roll_call(*store_, rank_, world_, timeout);
-  } catch (const Error&) {
-    throw;
-  } catch (...) {
-    rendezvous_failed("roll call");
   }
   try {
     group_ = make_group("", static_cast<int>(rank_), static_cast<int>(world_));
