@@ -5,6 +5,19 @@ set -euo pipefail
 launch=$1 work=$2
 rm -rf "$work" && mkdir -p "$work"
 
+# Each rank (pid in $work/pid_R) has ended within 5 s of its launcher's death (reaped by init).
+expect_ranks_gone() {  # WHAT RANK...
+  local what=$1 r pid
+  shift
+  for r in "$@"; do
+    pid=$(cat "$work/pid_$r")
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+      echo "$what $r (pid $pid) still runs 5 s after its launcher was killed"; kill -9 "$pid"; exit 1
+    fi
+  done
+}
+
 "$launch" --num_processes 2 sh -c 'echo $$ > "$0/pid_$RANK.tmp" && mv "$0/pid_$RANK.tmp" "$0/pid_$RANK"; exec sleep 120' "$work" &
 launcher=$!
 for _ in $(seq 100); do [ -f "$work/pid_0" ] && [ -f "$work/pid_1" ] && break; sleep 0.1; done
@@ -23,13 +36,7 @@ done
 # SIGKILL gives the launcher no chance to stop its ranks: they must not run on unsupervised.
 kill -9 $launcher
 wait $launcher 2>/dev/null || true
-for r in 0 1; do
-  pid=$(cat "$work/pid_$r")
-  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then
-    echo "rank $r (pid $pid) still runs 5 s after its launcher was killed"; kill -9 "$pid"; exit 1
-  fi
-done
+expect_ranks_gone "rank" 0 1
 # The same for a program that a wrapper script starts without exec: the launcher's direct child (the
 # rank's guardian) stops the rank's whole process group.
 rm -f "$work"/pid_*
@@ -39,13 +46,7 @@ for _ in $(seq 100); do [ -f "$work/pid_0" ] && [ -f "$work/pid_1" ] && break; s
 [ -f "$work/pid_0" ] && [ -f "$work/pid_1" ] || { echo "the wrapped ranks did not start"; kill -9 $launcher; exit 1; }
 kill -9 $launcher
 wait $launcher 2>/dev/null || true
-for r in 0 1; do
-  pid=$(cat "$work/pid_$r")
-  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then
-    echo "wrapped rank $r (pid $pid) still runs 5 s after its launcher was killed"; kill -9 "$pid"; exit 1
-  fi
-done
+expect_ranks_gone "wrapped rank" 0 1
 
 # SIGHUP (a closed terminal or ssh session) and SIGQUIT stop the ranks as SIGTERM does: forwarded,
 # and the launcher exits 128 + the signal.
@@ -59,11 +60,7 @@ for sig in HUP QUIT; do
   wait $launcher || code=$?
   want=$((128 + $(kill -l $sig)))
   [ "$code" = "$want" ] || { echo "after SIG$sig the launcher exited $code, not $want"; exit 1; }
-  for r in 0 1; do
-    pid=$(cat "$work/pid_$r")
-    for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done  # reaped by init
-    if kill -0 "$pid" 2>/dev/null; then echo "rank $r still runs after SIG$sig"; kill -9 "$pid"; exit 1; fi
-  done
+  expect_ranks_gone "after SIG$sig, rank" 0 1
 done
 
 # A console whose reader goes (`| head -1`) does not end the launcher or the job: both ranks finish.
@@ -91,9 +88,7 @@ launcher=$!
 for _ in $(seq 100); do [ -f "$work/pid_0" ] && break; sleep 0.1; done
 kill -9 $launcher
 wait $launcher 2>/dev/null || true
-pid=$(cat "$work/pid_0")
-for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$pid" 2>/dev/null; then echo "a rank ignoring SIGTERM outlived its killed launcher"; kill -9 "$pid"; exit 1; fi
+expect_ranks_gone "ignoring SIGTERM, rank" 0
 
 # Under nohup (SIGHUP ignored) a SIGHUP leaves the job running: sent once the rank runs (the
 # launcher has set up its signals by then).
