@@ -19,7 +19,6 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
-#include <thread>
 
 #include "common/error.h"
 #include "common/options.h"
@@ -229,35 +228,30 @@ void emit_lines(Stream& s, const LaunchConfig& config, int global_rank, bool flu
     if (prefix) std::fprintf(s.console, "[rank%d]: ", global_rank);
     std::fwrite(data, 1, size, s.console);
     checked();
-    const bool progress = data[size - 1] == '\r';
-    line = {&s, progress};
+    line = {&s, data[size - 1] == '\r'};
   };
-  size_t start = 0;
-  // A '\n' that ends this stream's progress line ("\r\n" split between two reads) takes no prefix.
-  if (line.open && line.stream == &s && !s.pending.empty() && s.pending[0] == '\n') {
+  const auto end_line = [&] {  // a bare '\n': it ends a line already begun, so takes no prefix
     errno = 0;
     std::fputc('\n', s.console);
     checked();
     line.open = false;
+  };
+  size_t start = 0;
+  // A '\n' that ends this stream's progress line ("\r\n" split between two reads).
+  if (line.open && line.stream == &s && !s.pending.empty() && s.pending[0] == '\n') {
+    end_line();
     start = 1;
   }
   for (size_t end; (end = next_segment_end(s.pending, start)) != std::string::npos; start = end)
     put(s.pending.data() + start, end - start);
   s.pending.erase(0, start);
-  if (flush_partial && !s.pending.empty()) {
-    put(s.pending.data(), s.pending.size());
-    errno = 0;
-    std::fputc('\n', s.console);  // the stream ended inside a line: end it
-    checked();
-    line.open = false;
+  if (flush_partial) {
+    // The stream ended inside a line or on a progress update: that line is ended.
+    const bool unfinished = !s.pending.empty() || (line.open && line.stream == &s);
+    if (!s.pending.empty()) put(s.pending.data(), s.pending.size());
+    if (unfinished) end_line();
+    s.pending.clear();
   }
-  if (flush_partial && line.open && line.stream == &s) {
-    errno = 0;
-    std::fputc('\n', s.console);  // the stream ended on a progress update: end its line
-    checked();
-    line.open = false;
-  }
-  if (flush_partial) s.pending.clear();
   errno = 0;
   std::fflush(s.console);
   checked();

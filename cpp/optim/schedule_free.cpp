@@ -35,36 +35,31 @@ GroupStep plan_group(double base_lr, const ScheduleFreeAveraging& a, const Sched
   return {lr, weight_sum == 0.0 ? 0.0 : weight / weight_sum, lr_max, weight_sum};
 }
 
-// Group 0 (the package checks it alone) must be in train mode, before the closure runs.
+// The interpolation between x and z: AdamW's beta1, SGD's momentum.
+double beta_of(const AdamWScheduleFreeOptions& o) { return std::get<0>(o.betas()); }
+double beta_of(const SGDScheduleFreeOptions& o) { return o.momentum(); }
+
 template <class Options>
-void require_train_mode(const torch::optim::Optimizer& optimizer, const char* name) {
+bool group0_train_mode(const torch::optim::Optimizer& optimizer) {
   const auto& groups = optimizer.param_groups();
-  if (groups.empty()) return;
-  require(static_cast<const Options&>(groups[0].options()).progress().train_mode, "the ", name,
-          " optimizer is in eval mode: switch it to training before a step (acc_optimizer_set_training(opt, 1), the "
-          "package's train()) and back (0, its eval()) before evaluating or saving the averaged weights, as "
-          "schedulefree requires");
+  return !groups.empty() && static_cast<const Options&>(groups[0].options()).progress().train_mode;
 }
 
 // Every group's step, planned before any changes: every gradient dense, every weight finite. A group
-// that has no state yet (added after train()) takes group 0's mode: the package would leave it
-// flagged eval, and eval() would then skip it.
+// that has no state yet (added after train()) takes group 0's mode, train (checked before): the
+// package would leave it flagged eval, and eval() would then skip it.
 template <class Options>
 std::vector<GroupStep> plan_step(torch::optim::Optimizer& optimizer, const char* rule) {
   std::vector<GroupStep> plan;
-  auto& groups = optimizer.param_groups();
-  for (auto& group : groups) {
-    const auto& o = static_cast<const Options&>(group.options());
-    for (const auto& p : group.params())
-      if (p.grad().defined()) dense_grad(p, rule);
-    plan.push_back(plan_group(o.lr(), o.averaging(), o.progress()));
-  }
-  const bool training = !groups.empty() && static_cast<const Options&>(groups[0].options()).progress().train_mode;
-  for (auto& group : groups) {
+  for (auto& group : optimizer.param_groups()) {
+    auto& o = static_cast<Options&>(group.options());
     bool has_state = false;
-    for (const auto& p : group.params())
+    for (const auto& p : group.params()) {
+      if (p.grad().defined()) dense_grad(p, rule);
       has_state = has_state || optimizer.state().count(compat::optimizer_state_key(p)) > 0;
-    if (!has_state) static_cast<Options&>(group.options()).progress().train_mode = training;
+    }
+    plan.push_back(plan_group(o.lr(), o.averaging(), o.progress()));
+    if (!has_state) o.progress().train_mode = true;
   }
   return plan;
 }
@@ -76,45 +71,51 @@ void commit(ScheduleFreeProgress& progress, const GroupStep& s) {
   progress.weight_sum = s.weight_sum;
 }
 
-// The parameters with a gradient in `group`, each given a state (z a copy of the parameter, the
-// moments zero) before any of them is stepped, as the package does.
-template <class Make>
-std::vector<at::Tensor> active_parameters(torch::optim::Optimizer& optimizer, torch::optim::OptimizerParamGroup& group,
-                                          Make&& make) {
-  std::vector<at::Tensor> active;
-  for (auto& p : group.params()) {
-    if (!p.grad().defined()) continue;
-    state_of<ScheduleFreeParamState>(optimizer, p, [&] { return make(p); });
-    active.push_back(p);
-  }
-  return active;
+// One step of every group, as both optimizers take it: group 0 in train mode (the package checks it
+// alone, before the closure), the groups planned, then in each group the parameters with a gradient
+// get their state (`make(p, options)`, all before any steps, as the package does) and are stepped by
+// the rule `group_rule(options, k, planned step)` returns for the group.
+template <class Options, class Make, class GroupRule>
+at::Tensor step_groups(torch::optim::Optimizer& optimizer, const torch::optim::Optimizer::LossClosure& closure,
+                       const char* name, const char* rule, Make&& make, GroupRule&& group_rule) {
+  require(optimizer.param_groups().empty() || group0_train_mode<Options>(optimizer), "the ", name,
+          " optimizer is in eval mode: switch it to training before a step (acc_optimizer_set_training(opt, 1), the "
+          "package's train()) and back (0, its eval()) before evaluating or saving the averaged weights, as "
+          "schedulefree requires");
+  return with_closure(closure, [&] {
+    const std::vector<GroupStep> plan = plan_step<Options>(optimizer, rule);
+    for (size_t g = 0; g < plan.size(); ++g) {
+      auto& group = optimizer.param_groups()[g];
+      auto& o = static_cast<Options&>(group.options());
+      const int64_t k = o.progress().k;
+      commit(o.progress(), plan[g]);
+      std::vector<std::pair<at::Tensor, ScheduleFreeParamState*>> active;
+      for (auto& p : group.params())
+        if (p.grad().defined())
+          active.emplace_back(p, &state_of<ScheduleFreeParamState>(optimizer, p, [&] { return make(p, o); }));
+      const auto step_parameter = group_rule(o, k, plan[g]);
+      for (auto& [y, state] : active) step_parameter(y, *state);
+      o.progress().k = k + 1;
+    }
+  });
 }
 
-ScheduleFreeParamState& param_state(torch::optim::Optimizer& optimizer, const at::Tensor& p) {
-  return static_cast<ScheduleFreeParamState&>(*optimizer.state().at(compat::optimizer_state_key(p)));
-}
-
-// Moves each group not in `train` mode: parameters with a state go toward z by weight(group).
-template <class Options, class Weight>
-void switch_mode(torch::optim::Optimizer& optimizer, bool train, Weight&& weight) {
+// Moves each group not in `train` mode: parameters with a state go toward z (eval: x = y + (z - y)
+// (1 - 1/beta); train: y = x + (z - x)(1 - beta)).
+template <class Options>
+void switch_mode(torch::optim::Optimizer& optimizer, bool train) {
   at::NoGradGuard no_grad;
   for (auto& group : optimizer.param_groups()) {
     auto& options = static_cast<Options&>(group.options());
     if (options.progress().train_mode == train) continue;
-    const double w = weight(options);
+    const double beta = beta_of(options), weight = train ? 1 - beta : 1 - 1 / beta;
     for (auto& p : group.params()) {
       auto it = optimizer.state().find(compat::optimizer_state_key(p));
       if (it != optimizer.state().end())
-        p.lerp_(static_cast<ScheduleFreeParamState&>(*it->second).z().to(p.device()), w);
+        p.lerp_(static_cast<ScheduleFreeParamState&>(*it->second).z().to(p.device()), weight);
     }
     options.progress().train_mode = train;
   }
-}
-
-template <class Options>
-bool group0_train_mode(const torch::optim::Optimizer& optimizer) {
-  const auto& groups = optimizer.param_groups();
-  return !groups.empty() && static_cast<const Options&>(groups[0].options()).progress().train_mode;
 }
 
 }  // namespace
@@ -125,56 +126,41 @@ AdamWScheduleFree::AdamWScheduleFree(std::vector<torch::optim::OptimizerParamGro
 
 bool AdamWScheduleFree::train_mode() const { return group0_train_mode<AdamWScheduleFreeOptions>(*this); }
 
-// eval: x = y + (z - y)(1 - 1/beta1); train: y = x + (z - x)(1 - beta1).
-void AdamWScheduleFree::set_train_mode(bool train) {
-  switch_mode<AdamWScheduleFreeOptions>(*this, train, [&](const AdamWScheduleFreeOptions& o) {
-    const double beta1 = std::get<0>(o.betas());
-    return train ? 1 - beta1 : 1 - 1 / beta1;
-  });
-}
+void AdamWScheduleFree::set_train_mode(bool train) { switch_mode<AdamWScheduleFreeOptions>(*this, train); }
 
 at::Tensor AdamWScheduleFree::step(LossClosure closure) {
-  require_train_mode<AdamWScheduleFreeOptions>(*this, "adamw_schedule_free");
-  return with_closure(closure, [&] {
-    const std::vector<GroupStep> plan = plan_step<AdamWScheduleFreeOptions>(*this, "AdamWScheduleFree");
-    for (size_t g = 0; g < plan.size(); ++g) {
-      auto& group = param_groups()[g];
-      auto& o = static_cast<AdamWScheduleFreeOptions&>(group.options());
-      const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
-      const double eps = o.eps(), decay = o.weight_decay(), inner = o.inner_momentum();
-      const int64_t k = o.progress().k;
-      const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(k + 1));
-      const double bias_correction1 = inner != 0 ? 1 - std::pow(inner, static_cast<double>(k + 1)) : 0.0;
-      const GroupStep& s = plan[g];
-      commit(o.progress(), s);
-      const auto active = active_parameters(*this, group, [&](const at::Tensor& p) {
-        auto fresh = std::make_unique<ScheduleFreeParamState>();
-        fresh->z(p.clone(at::MemoryFormat::Preserve));
-        fresh->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
-        if (inner != 0) fresh->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
-        return fresh;
-      });
-      for (const auto& y : active) {
-        ScheduleFreeParamState& st = param_state(*this, y);
-        at::Tensor grad = y.grad();
-        st.exp_avg_sq().mul_(beta2).addcmul_(grad, grad, 1 - beta2);
-        const at::Tensor denom = st.exp_avg_sq().div(bias_correction2).sqrt_().add_(eps);
-        at::Tensor normalized;
-        if (inner != 0) {
-          st.exp_avg().mul_(inner).add_(grad, 1 - inner);
-          normalized = st.exp_avg().div(bias_correction1).div_(denom);
-        } else {
-          normalized = grad.div_(denom);  // the package normalizes the gradient in place
-        }
-        if (decay != 0) normalized.add_(y, decay);  // weight decay taken at y
-        // y moves toward z and along the step without forming x.
-        y.lerp_(st.z(), s.ckp1);
-        y.add_(normalized, s.lr * (beta1 * (1 - s.ckp1) - 1));
-        st.z().sub_(normalized, s.lr);
+  using Options = AdamWScheduleFreeOptions;
+  const auto make = [](const at::Tensor& p, const Options& o) {
+    auto fresh = std::make_unique<ScheduleFreeParamState>();
+    fresh->z(p.clone(at::MemoryFormat::Preserve));
+    fresh->exp_avg_sq(at::zeros_like(p, at::MemoryFormat::Preserve));
+    if (o.inner_momentum() != 0) fresh->exp_avg(at::zeros_like(p, at::MemoryFormat::Preserve));
+    return fresh;
+  };
+  const auto group_rule = [](const Options& o, int64_t k, const GroupStep& s) {
+    const double beta1 = std::get<0>(o.betas()), beta2 = std::get<1>(o.betas());
+    const double eps = o.eps(), decay = o.weight_decay(), inner = o.inner_momentum();
+    const double bias_correction2 = 1 - std::pow(beta2, static_cast<double>(k + 1));
+    const double bias_correction1 = inner != 0 ? 1 - std::pow(inner, static_cast<double>(k + 1)) : 0.0;
+    return [=](const at::Tensor& y, ScheduleFreeParamState& st) {
+      at::Tensor grad = y.grad();
+      st.exp_avg_sq().mul_(beta2).addcmul_(grad, grad, 1 - beta2);
+      const at::Tensor denom = st.exp_avg_sq().div(bias_correction2).sqrt_().add_(eps);
+      at::Tensor normalized;
+      if (inner != 0) {
+        st.exp_avg().mul_(inner).add_(grad, 1 - inner);
+        normalized = st.exp_avg().div(bias_correction1).div_(denom);
+      } else {
+        normalized = grad.div_(denom);  // the package normalizes the gradient in place
       }
-      o.progress().k = k + 1;
-    }
-  });
+      if (decay != 0) normalized.add_(y, decay);  // weight decay taken at y
+      // y moves toward z and along the step without forming x.
+      y.lerp_(st.z(), s.ckp1);
+      y.add_(normalized, s.lr * (beta1 * (1 - s.ckp1) - 1));
+      st.z().sub_(normalized, s.lr);
+    };
+  };
+  return step_groups<Options>(*this, closure, "adamw_schedule_free", "AdamWScheduleFree", make, group_rule);
 }
 
 SGDScheduleFree::SGDScheduleFree(std::vector<torch::optim::OptimizerParamGroup> groups,
@@ -183,38 +169,26 @@ SGDScheduleFree::SGDScheduleFree(std::vector<torch::optim::OptimizerParamGroup> 
 
 bool SGDScheduleFree::train_mode() const { return group0_train_mode<SGDScheduleFreeOptions>(*this); }
 
-void SGDScheduleFree::set_train_mode(bool train) {
-  switch_mode<SGDScheduleFreeOptions>(
-      *this, train, [&](const SGDScheduleFreeOptions& o) { return train ? 1 - o.momentum() : 1 - 1 / o.momentum(); });
-}
+void SGDScheduleFree::set_train_mode(bool train) { switch_mode<SGDScheduleFreeOptions>(*this, train); }
 
 at::Tensor SGDScheduleFree::step(LossClosure closure) {
-  require_train_mode<SGDScheduleFreeOptions>(*this, "sgd_schedule_free");
-  return with_closure(closure, [&] {
-    const std::vector<GroupStep> plan = plan_step<SGDScheduleFreeOptions>(*this, "SGDScheduleFree");
-    for (size_t g = 0; g < plan.size(); ++g) {
-      auto& group = param_groups()[g];
-      auto& o = static_cast<SGDScheduleFreeOptions&>(group.options());
-      const double momentum = o.momentum(), decay = o.weight_decay();
-      const int64_t k = o.progress().k;
-      const GroupStep& s = plan[g];
-      commit(o.progress(), s);
-      const auto active = active_parameters(*this, group, [&](const at::Tensor& p) {
-        auto fresh = std::make_unique<ScheduleFreeParamState>();
-        fresh->z(p.clone(at::MemoryFormat::Preserve));
-        return fresh;
-      });
-      for (const auto& y : active) {
-        ScheduleFreeParamState& st = param_state(*this, y);
-        at::Tensor grad = y.grad();
-        if (decay != 0) grad.add_(y, decay);  // in place, as the package does
-        y.lerp_(st.z(), s.ckp1);
-        y.add_(grad, s.lr * (momentum * (1 - s.ckp1) - 1));
-        st.z().sub_(grad, s.lr);
-      }
-      o.progress().k = k + 1;
-    }
-  });
+  using Options = SGDScheduleFreeOptions;
+  const auto make = [](const at::Tensor& p, const Options&) {
+    auto fresh = std::make_unique<ScheduleFreeParamState>();
+    fresh->z(p.clone(at::MemoryFormat::Preserve));
+    return fresh;
+  };
+  const auto group_rule = [](const Options& o, int64_t, const GroupStep& s) {
+    const double momentum = o.momentum(), decay = o.weight_decay();
+    return [=](const at::Tensor& y, ScheduleFreeParamState& st) {
+      at::Tensor grad = y.grad();
+      if (decay != 0) grad.add_(y, decay);  // in place, as the package does
+      y.lerp_(st.z(), s.ckp1);
+      y.add_(grad, s.lr * (momentum * (1 - s.ckp1) - 1));
+      st.z().sub_(grad, s.lr);
+    };
+  };
+  return step_groups<Options>(*this, closure, "sgd_schedule_free", "SGDScheduleFree", make, group_rule);
 }
 
 }  // namespace acc
