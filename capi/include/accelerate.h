@@ -990,9 +990,9 @@ ACC_API ACC_NODISCARD acc_status acc_dataset_from_tensors(const acc_tensor *cons
  * file holds. Writing to the tensor never changes the file. Combine such tensors with
  * acc_dataset_from_tensors for a data set larger than memory. The file must keep its size while
  * the tensor lives: its pages are read as they are used, and changes to the file show through (as
- * numpy.memmap's). A data set checks the file before each batch and refuses one cut short
- * (ACC_ERR_IO naming it), where reading past its new end would kill the process (SIGBUS); a file
- * cut while a batch is being read can still do that. */
+ * numpy.memmap's). A data set refuses a batch of a file cut short, before or during the batch's
+ * read (ACC_ERR_IO naming it), where reading past its new end would kill the process (SIGBUS); the
+ * program's own reads of the tensor (acc_tensor_to_host, operations) are not guarded. */
 ACC_API ACC_NODISCARD acc_status acc_tensor_from_file_mmap(const char *path, uint64_t offset, acc_dtype dtype,
                                                            const int64_t *dims, size_t ndim, acc_tensor **out);
 

@@ -34,8 +34,8 @@ std::vector<at::Tensor> TensorDataset::get_batch(const std::vector<int64_t>& ind
   std::vector<at::Tensor> out;
   out.reserve(fields_.size());
   for (size_t f = 0; f < fields_.size(); ++f) {
-    if (mapped_[f]) check_mapped_file(fields_[f]);
-    out.push_back(fields_[f].index_select(0, idx.to(fields_[f].device())));
+    out.push_back(mapped_[f] ? select_mapped_rows(fields_[f], indices)
+                             : fields_[f].index_select(0, idx.to(fields_[f].device())));
   }
   return out;
 }

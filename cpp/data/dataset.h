@@ -31,7 +31,7 @@ class TensorDataset final : public Dataset {
 
  private:
   std::vector<at::Tensor> fields_;
-  std::vector<bool> mapped_;  // per field: over a memory-mapped file, checked before each batch
+  std::vector<bool> mapped_;  // per field: over a memory-mapped file, read under a SIGBUS guard
 };
 
 // Samples [start, start + count) of another dataset, without copying.

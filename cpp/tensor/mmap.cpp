@@ -5,10 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <string>
 
+#include "common/bus_error_guard.h"
 #include "common/error.h"
 #include "tensor/host.h"
 
@@ -45,6 +47,59 @@ const MappedFile* mapped_file_of(const at::Tensor& tensor) {
   if (!tensor.defined() || !tensor.has_storage()) return nullptr;
   const c10::DataPtr& data = tensor.storage().data_ptr();
   return data.get_deleter() == &release_mapping ? static_cast<const MappedFile*>(data.get_context()) : nullptr;
+}
+
+// The copy select_mapped_rows runs under the SIGBUS guard: plain memory only, everything it needs
+// laid out before. A row is `runs` contiguous runs of `run_bytes`, found by an odometer over the
+// row's outer dimensions (`outer_sizes`, `outer_strides` in bytes; none for a contiguous row).
+struct RowCopy {
+  const char* source;
+  char* target;
+  const int64_t* indices;
+  size_t count;
+  int64_t row_stride;  // bytes
+  int64_t run_bytes;
+  int64_t runs;
+  std::vector<int64_t> outer_sizes, outer_strides, odometer;
+};
+
+void copy_rows(void* context) {
+  auto& copy = *static_cast<RowCopy*>(context);
+  char* target = copy.target;
+  const size_t dims = copy.outer_sizes.size();
+  for (size_t r = 0; r < copy.count; ++r) {
+    const char* row = copy.source + copy.indices[r] * copy.row_stride;
+    std::fill(copy.odometer.begin(), copy.odometer.end(), 0);
+    for (int64_t run = 0; run < copy.runs; ++run) {
+      int64_t offset = 0;
+      for (size_t d = 0; d < dims; ++d) offset += copy.odometer[d] * copy.outer_strides[d];
+      std::memcpy(target, row + offset, static_cast<size_t>(copy.run_bytes));
+      target += copy.run_bytes;
+      for (size_t d = dims; d-- > 0;) {
+        if (++copy.odometer[d] < copy.outer_sizes[d]) break;
+        copy.odometer[d] = 0;
+      }
+    }
+  }
+}
+
+// Splits a row (dims 1.. of `tensor`) into its longest contiguous trailing run and the odometer
+// over the rest.
+void plan_row_runs(const at::Tensor& tensor, RowCopy& copy) {
+  const int64_t item = static_cast<int64_t>(tensor.element_size());
+  int64_t d = tensor.dim() - 1, run_elements = 1;
+  for (; d >= 1; --d) {
+    if (tensor.size(d) != 1 && tensor.stride(d) != run_elements) break;
+    run_elements *= tensor.size(d);
+  }
+  copy.run_bytes = run_elements * item;
+  copy.runs = 1;
+  for (int64_t o = 1; o <= d; ++o) {
+    copy.outer_sizes.push_back(tensor.size(o));
+    copy.outer_strides.push_back(tensor.stride(o) * item);
+    copy.runs *= tensor.size(o);
+  }
+  copy.odometer.assign(copy.outer_sizes.size(), 0);
 }
 
 }  // namespace
@@ -98,6 +153,26 @@ void check_mapped_file(const at::Tensor& tensor) {
   if (size < mapped->needed_size)
     fail(Status::Io, "'", mapped->path, "' was cut to ", size, " bytes while mapped, but its tensor reaches to byte ",
          mapped->needed_size, ": a mapped file must keep its size while in use");
+}
+
+at::Tensor select_mapped_rows(const at::Tensor& tensor, const std::vector<int64_t>& indices) {
+  const MappedFile* mapped = mapped_file_of(tensor);
+  require(mapped != nullptr && tensor.dim() >= 1, "select_mapped_rows needs a tensor over a mapped file");
+  check_mapped_file(tensor);
+  std::vector<int64_t> sizes = tensor.sizes().vec();
+  sizes[0] = static_cast<int64_t>(indices.size());
+  at::Tensor rows = at::empty(sizes, tensor.options());
+  if (rows.numel() == 0) return rows;
+  RowCopy copy{static_cast<const char*>(tensor.data_ptr()), static_cast<char*>(rows.data_ptr()), indices.data(),
+               indices.size(), tensor.stride(0) * static_cast<int64_t>(tensor.element_size()), 0, 0, {}, {}, {}};
+  plan_row_runs(tensor, copy);
+  // The file can still be cut between the check above and the copy (by another process at any
+  // moment): the guard turns a read past its new end into this error.
+  if (!read_guarding_bus_errors(mapped->base, mapped->length, &copy_rows, &copy)) {
+    check_mapped_file(tensor);  // names the new size where the file is still there to ask
+    fail(Status::Io, "'", mapped->path, "' was cut short while a batch was read from its mapping");
+  }
+  return rows;
 }
 
 }  // namespace acc

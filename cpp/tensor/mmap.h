@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace acc {
 
@@ -19,5 +20,9 @@ bool is_mapped_file(const at::Tensor& tensor);
 // Fails (Io, naming the file) where `tensor` is over a mapped file that has since been cut short:
 // reading the pages past its new end would kill the process (SIGBUS). Other tensors pass.
 void check_mapped_file(const at::Tensor& tensor);
+// Rows `indices` (along dim 0) of `tensor`, a CPU tensor over a mapped file, as index_select gives
+// them. Where the file has been cut short, before or during the read, fails (Io, naming the file)
+// instead of letting the process die of SIGBUS. Indices must be in range.
+at::Tensor select_mapped_rows(const at::Tensor& tensor, const std::vector<int64_t>& indices);
 
 }  // namespace acc
