@@ -67,6 +67,23 @@ class Metrics {
 #endif
 };
 
+/* The texts a tracker logs (acc_log_text): n names and texts. */
+class Texts {
+ public:
+  int64_t size_() const { return (int64_t)n_; }
+  std::string name_(int64_t i ERR) const { return names_[index(i)]; }
+  std::string text(int64_t i ERR) const { return texts_[index(i)]; }
+#ifndef SWIG
+  const char* const* names_ = nullptr;
+  const char* const* texts_ = nullptr;
+  size_t n_ = 0;
+  size_t index(int64_t i) const {
+    if (i < 0 || (size_t)i >= n_) fail(ACC_ERR_INVALID_ARGUMENT, "text index out of range");
+    return (size_t)i;
+  }
+#endif
+};
+
 /* Where an LR lambda puts its factor. */
 class Factor {
  public:
@@ -133,6 +150,14 @@ inline int tracker_log_trampoline(void *ud, const char *const *names, const doub
   m.values_ = values;
   m.n_ = n;
   return guarded([&] { return static_cast<Tracker *>(ud)->log(&m, step); });
+}
+inline int tracker_log_text_trampoline(void* ud, const char* const* names, const char* const* texts, size_t n,
+                                       int64_t step) {
+  Texts t;
+  t.names_ = names;
+  t.texts_ = texts;
+  t.n_ = n;
+  return guarded([&] { return static_cast<Tracker*>(ud)->logText(&t, step); });
 }
 inline int tracker_finish_trampoline(void *ud) {
   return guarded([&] { return static_cast<Tracker *>(ud)->finish(); });

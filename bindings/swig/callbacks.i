@@ -7,6 +7,7 @@
 %nodefaultctor accswig::Samples;
 %nodefaultctor accswig::Bytes;
 %nodefaultctor accswig::Metrics;
+%nodefaultctor accswig::Texts;
 %rename(LrFactor) accswig::Factor;
 %nodefaultctor accswig::Factor;
 %include "swig/callbacks.hpp"
@@ -104,6 +105,7 @@
       return acc_add_tracker($self, name, &tracker_init_trampoline, &tracker_log_trampoline,
                              &tracker_finish_trampoline, ud, fr);
     });
+    check(acc_tracker_set_log_text($self, name, &tracker_log_text_trampoline));
   }
   void initTrackers(const char *project, const char *configJson ERR) {
     check(acc_init_trackers($self, project, opt_str(configJson)));
@@ -118,6 +120,20 @@
     check(acc_log($self, ptrs.data(), data, n, step));
   }
   void logScalar(const char *name, double value, int64_t step ERR) { check(acc_log_scalar($self, name, value, step)); }
+  /* names and texts: each one's UTF-8 bytes and a NUL (split_nul_terminated), in the same order. */
+  void logTexts(const uint8_t *names, size_t namesSize, const uint8_t *texts, size_t textsSize, int64_t step ERR) {
+    std::vector<std::string> keys = split_nul_terminated(names, namesSize);
+    std::vector<std::string> values = split_nul_terminated(texts, textsSize);
+    if (keys.size() != values.size())
+      fail(ACC_ERR_INVALID_ARGUMENT, "log_text: " + std::to_string(keys.size()) + " names for " +
+                                         std::to_string(values.size()) + " texts");
+    std::vector<const char *> key_ptrs, value_ptrs;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      key_ptrs.push_back(keys[i].c_str());
+      value_ptrs.push_back(values[i].c_str());
+    }
+    check(acc_log_text($self, key_ptrs.data(), value_ptrs.data(), keys.size(), step));
+  }
   void endTraining(ERR0) { check(acc_end_training($self)); }
   acc_string_list *trackerNames(ERR0) {
     acc_string_list *out = nullptr;

@@ -69,6 +69,7 @@ ACC_CS_ARRAY(int64_t, long)
 ACC_CS_ARRAY(int32_t, int)
 ACC_CS_ARRAY(uint8_t, byte)
 %apply const uint8_t *data { const uint8_t *names }
+%apply const uint8_t *data { const uint8_t *texts }
 %apply const int64_t *data { const int64_t *shape }
 %apply const int64_t *data { const int64_t *sizes }
 %apply const int64_t *data { const int64_t *dims }
@@ -348,6 +349,7 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %csmethodmodifiers acc_accelerator::onTraceReady "internal";
 %csmethodmodifiers acc_accelerator::addTracker "internal";
 %csmethodmodifiers acc_accelerator::logValues "internal";
+%csmethodmodifiers acc_accelerator::logTexts "internal";
 %csmethodmodifiers acc_scheduler::fromLrLambda "internal";
 %csmethodmodifiers acc_scheduler::fromLrMultiplicative "internal";
 %csmethodmodifiers acc_scheduler::fromGroupLrLambda "internal";

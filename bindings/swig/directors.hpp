@@ -38,6 +38,7 @@ class StreamSource : public Callback {
 class Samples;
 class Bytes;
 class Metrics;
+class Texts;
 class Factor;
 
 class Collator : public Callback {
@@ -64,6 +65,8 @@ class Tracker : public Callback {
   virtual int init(const char* project, const char* configJson) = 0;
   virtual int log(Metrics* metrics, int64_t step) = 0;
   virtual int finish() = 0;
+  // The texts of acc_log_text; a tracker that does not take texts leaves them.
+  virtual int logText(Texts* texts, int64_t step) { return 0; }
 };
 
 class LrLambda : public Callback {

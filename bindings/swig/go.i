@@ -56,6 +56,7 @@ ACC_GO_SLICE(int64_t, int64)
 ACC_GO_SLICE(int32_t, int32)
 ACC_GO_SLICE(uint8_t, byte)
 %apply (const uint8_t *data, size_t n) { (const uint8_t *names, size_t namesSize) }
+%apply (const uint8_t *data, size_t n) { (const uint8_t *texts, size_t textsSize) }
 %apply (const int64_t *data, size_t n) { (const int64_t *shape, size_t ndim) }
 %apply (const int64_t *data, size_t n) { (const int64_t *sizes, size_t nsizes) }
 %apply (const int64_t *data, size_t n) { (const int64_t *dims, size_t ndim) }

@@ -161,6 +161,7 @@ ACC_JAVA_ARRAY(int64_t, long, jlong, jlongArray, Long)
 ACC_JAVA_ARRAY(int32_t, int, jint, jintArray, Int)
 ACC_JAVA_ARRAY(uint8_t, byte, jbyte, jbyteArray, Byte)
 %apply (const uint8_t *data, size_t n) { (const uint8_t *names, size_t namesSize) }
+%apply (const uint8_t *data, size_t n) { (const uint8_t *texts, size_t textsSize) }
 %apply (const int64_t *data, size_t n) { (const int64_t *shape, size_t ndim) }
 %apply (const int64_t *data, size_t n) { (const int64_t *sizes, size_t nsizes) }
 /* A shape that is the only argument is varargs: Tensor.rand(2, 3). */
@@ -288,6 +289,7 @@ ACC_JAVA_HANDLE(accswig::LoadReport, false)
 %javamethodmodifiers acc_accelerator::onTraceReady "protected";
 %javamethodmodifiers acc_accelerator::addTracker "protected";
 %javamethodmodifiers acc_accelerator::logValues "protected";
+%javamethodmodifiers acc_accelerator::logTexts "protected";
 %javamethodmodifiers acc_scheduler::fromLrLambda "protected";
 %javamethodmodifiers acc_scheduler::fromLrMultiplicative "protected";
 %javamethodmodifiers acc_scheduler::fromGroupLrLambda "protected";

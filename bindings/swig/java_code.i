@@ -359,17 +359,32 @@
   public void log(java.util.Map<String, Double> values, long step) {
     String[] names = values.keySet().toArray(new String[0]);
     double[] data = new double[names.length];
-    // Each name's UTF-8 bytes and a NUL: a name may hold any other character.
+    for (int i = 0; i < names.length; ++i) data[i] = values.get(names[i]);
+    logValues(nulJoined("log: the metric name", names), data, step);
+  }
+  /** Accelerate's log of str values (TensorBoard's add_text): texts by name at step, or at the step
+   *  after the last one when step is negative. Program trackers get them through their logText. */
+  public void logText(java.util.Map<String, String> texts, long step) {
+    String[] names = texts.keySet().toArray(new String[0]);
+    String[] values = new String[names.length];
+    for (int i = 0; i < names.length; ++i) values[i] = texts.get(names[i]);
+    logTexts(nulJoined("logText: the name", names), nulJoined("logText: the text", values), step);
+  }
+  public void logText(String name, String text, long step) {
+    logText(java.util.Collections.singletonMap(name, text), step);
+  }
+  // Each string's UTF-8 bytes and a NUL: a string may hold any other character.
+  private static byte[] nulJoined(String what, String[] strings) {
     java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
-    for (int i = 0; i < names.length; ++i) {
-      if (names[i].indexOf('\0') >= 0)
-        throw new InvalidArgumentException("log: the metric name \"" + names[i].replace("\0", "\\0") + "\" holds a NUL character");
-      byte[] name = names[i].getBytes(java.nio.charset.StandardCharsets.UTF_8);
-      bytes.write(name, 0, name.length);
+    for (String s : strings) {
+      if (s == null) throw new InvalidArgumentException(what + " is null");
+      if (s.indexOf('\0') >= 0)
+        throw new InvalidArgumentException(what + " \"" + s.replace("\0", "\\0") + "\" holds a NUL character");
+      byte[] encoded = s.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+      bytes.write(encoded, 0, encoded.length);
       bytes.write(0);
-      data[i] = values.get(names[i]);
     }
-    logValues(bytes.toByteArray(), data, step);
+    return bytes.toByteArray();
   }
   /** {@code try (Scope s = acc.autocast(true)) { ... }}: mixed precision for code that is not a
    *  prepared model (false: autocast off); it must end on the thread it began on. */

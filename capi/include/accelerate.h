@@ -1446,6 +1446,9 @@ typedef int (*acc_tracker_log_fn)(void *user_data, const char *const *names, con
                                   int64_t step);
 /* The run ends (acc_end_training, a new acc_init_trackers, or the accelerator being freed). */
 typedef int (*acc_tracker_finish_fn)(void *user_data);
+/* n texts (UTF-8) by name at `step`: one acc_log_text call (acc_tracker_set_log_text). */
+typedef int (*acc_tracker_log_text_fn)(void *user_data, const char *const *names, const char *const *texts, size_t n,
+                                       int64_t step);
 
 /* Adds a tracker of the program under `name` (not one of the built-in names in use, not already
  * added). Any callback may be NULL. Added during a run, its init callback runs at once. The
@@ -1470,6 +1473,18 @@ ACC_API ACC_NODISCARD acc_status acc_log(acc_accelerator *acc, const char *const
                                          size_t n, int64_t step);
 /* acc_log of a single value. */
 ACC_API ACC_NODISCARD acc_status acc_log_scalar(acc_accelerator *acc, const char *name, double value, int64_t step);
+/* Accelerate's log of str values: n texts (valid UTF-8, else ACC_ERR_INVALID_ARGUMENT) by name, with
+ * acc_log's rules for names and steps (a call advances the step as acc_log's does). tensorboard
+ * writes each as torch's SummaryWriter.add_text does, under "<name>/text_summary" in the TEXT
+ * dashboard; jsonl adds "texts": {name: text} to the line; csv a column per name, quoted as RFC 4180
+ * quotes (line breaks kept). A tracker of the program gets them only through its text callback
+ * (acc_tracker_set_log_text): its log callback sees numbers alone. */
+ACC_API ACC_NODISCARD acc_status acc_log_text(acc_accelerator *acc, const char *const *names, const char *const *texts,
+                                              size_t n, int64_t step);
+/* Gives the tracker `name` (one added with acc_add_tracker; a built-in one is ACC_ERR_INVALID_ARGUMENT)
+ * a callback for acc_log_text's texts, called with its user_data; NULL removes it. */
+ACC_API ACC_NODISCARD acc_status acc_tracker_set_log_text(acc_accelerator *acc, const char *name,
+                                                          acc_tracker_log_text_fn log_text);
 /* Accelerate's end_training: every tracker finishes; the files are complete on disk when it returns.
  * Without a run open it does nothing. Freeing the accelerator ends an open run too (errors lost). */
 ACC_API ACC_NODISCARD acc_status acc_end_training(acc_accelerator *acc);

@@ -41,7 +41,27 @@ acc_status acc_add_tracker(acc_accelerator* acc, const char* name, acc_tracker_i
       callbacks.finish = [finish, data, tracker] {
         invoke_host("the finish callback of tracker \"" + tracker + "\"", [&] { return finish(data.get()); });
       };
-    a.trackers().add(std::make_shared<acc::tracking::CallbackTracker>(tracker, std::move(callbacks)));
+    a.trackers().add(std::make_shared<acc::tracking::CallbackTracker>(tracker, std::move(callbacks), data));
+  });
+}
+
+acc_status acc_tracker_set_log_text(acc_accelerator* acc, const char* name, acc_tracker_log_text_fn log_text) {
+  return guarded([&] {
+    auto& a = accelerator_arg(acc);
+    const std::string tracker = text_arg(name, "name");
+    auto* added = dynamic_cast<acc::tracking::CallbackTracker*>(&a.trackers().tracker(tracker));
+    acc::require(added != nullptr, "\"", tracker,
+                 "\" is a built-in tracker: only a tracker added with acc_add_tracker ", "takes a text callback");
+    if (!log_text) return added->set_log_text(nullptr);
+    added->set_log_text([log_text, data = added->user_data(), tracker](const acc::tracking::Record& r) {
+      std::vector<const char*> names, texts;
+      for (size_t i = 0; i < r.text_names.size(); ++i) {
+        names.push_back(r.text_names[i].c_str());
+        texts.push_back(r.texts[i].c_str());
+      }
+      invoke_host("the log_text callback of tracker \"" + tracker + "\"",
+                  [&] { return log_text(data.get(), names.data(), texts.data(), names.size(), r.step); });
+    });
   });
 }
 
@@ -58,6 +78,16 @@ acc_status acc_log(acc_accelerator* acc, const char* const* names, const double*
     auto keys = names_arg(names, n, "names");
     acc::require(n == 0 || values != nullptr, "values is NULL");
     a.log(std::move(keys), std::vector<double>(values, values + n), step_arg(step));
+  });
+}
+
+acc_status acc_log_text(acc_accelerator* acc, const char* const* names, const char* const* texts, size_t n,
+                        int64_t step) {
+  return guarded([&] {
+    auto& a = accelerator_arg(acc);
+    auto keys = names_arg(names, n, "names");
+    auto values = names_arg(texts, n, "texts");
+    a.log_text(std::move(keys), std::move(values), step_arg(step));
   });
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "tracking/tracker.h"
@@ -15,15 +16,25 @@ class CallbackTracker : public Tracker {
     std::function<void(const std::string& project_name, const std::string& config_json)> init;  // may be empty
     std::function<void(const Record& record)> log;                                            // may be empty
     std::function<void()> finish;                                                             // may be empty
+    std::function<void(const Record& record)> log_text;  // may be empty: texts are then not passed on
   };
-  CallbackTracker(std::string name, Callbacks callbacks) : name_(std::move(name)), callbacks_(std::move(callbacks)) {}
+  // user_data: what the callbacks share (the C API's), kept for a callback given later.
+  CallbackTracker(std::string name, Callbacks callbacks, std::shared_ptr<void> user_data = nullptr)
+      : name_(std::move(name)), callbacks_(std::move(callbacks)), user_data_(std::move(user_data)) {}
   const std::string& name() const override { return name_; }
   void start(const std::string& project_name, const nlohmann::json& config) override {
     if (callbacks_.init) callbacks_.init(project_name, config.dump());
   }
   void log(const std::shared_ptr<const Record>& record) override {
-    if (callbacks_.log) callbacks_.log(*record);
+    if (!record->text_names.empty()) {
+      if (callbacks_.log_text) callbacks_.log_text(*record);
+    } else if (callbacks_.log) {
+      callbacks_.log(*record);
+    }
   }
+  // The program's text callback, given after the tracker was added (acc_tracker_set_log_text).
+  void set_log_text(std::function<void(const Record& record)> log_text) { callbacks_.log_text = std::move(log_text); }
+  const std::shared_ptr<void>& user_data() const { return user_data_; }
   void finish() override {
     if (callbacks_.finish) callbacks_.finish();
   }
@@ -31,6 +42,7 @@ class CallbackTracker : public Tracker {
  private:
   std::string name_;
   Callbacks callbacks_;
+  std::shared_ptr<void> user_data_;
 };
 
 }  // namespace acc::tracking

@@ -1,5 +1,6 @@
 #include "tracking/csv_tracker.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -56,6 +57,7 @@ std::string number_text(double value) {
 std::string row_line(const Record& r, const CsvTracker::Table& table) {
   std::vector<std::string> cells(table.columns.size());
   for (size_t i = 0; i < r.names.size(); ++i) cells[table.index.at(r.names[i])] = number_text(r.values[i]);
+  for (size_t i = 0; i < r.text_names.size(); ++i) cells[table.index.at(r.text_names[i])] = quoted(r.texts[i]);
   char time[32];
   std::snprintf(time, sizeof time, "%.6f", r.wall_time);
   std::string line = std::to_string(r.step) + "," + time;
@@ -75,8 +77,23 @@ void widen(std::FILE*& file, const std::string& path, CsvTracker::Table& table, 
     out << header;
     in.seekg(static_cast<std::streamoff>(table.header_bytes));
     const std::string pad(added, ',');
-    // Data rows hold numbers only, so a row is exactly one line.
-    for (std::string line; std::getline(in, line);) out << line << pad << '\n';
+    // A row is one line unless a quoted text holds line breaks: it ends at a line break outside
+    // quotes, where the quotes seen so far are even in number (an escaped quote is two).
+    std::string row;
+    size_t quotes = 0;
+    for (std::string line; std::getline(in, line);) {
+      row += line;
+      quotes += static_cast<size_t>(std::count(line.begin(), line.end(), '"'));
+      if (quotes % 2 == 1) {
+        row += '\n';
+        continue;
+      }
+      out << row << pad << '\n';
+      row.clear();
+      quotes = 0;
+    }
+    if (!row.empty())
+      fail(Status::Io, path, " ends inside a quoted text: it is not a metrics table of the csv tracker");
     out.flush();
     if (!out) fail(Status::Io, "cannot write ", temporary);
   });
@@ -156,11 +173,12 @@ void CsvTracker::start(const std::string& project_name, const nlohmann::json&) {
 void CsvTracker::log(const std::shared_ptr<const Record>& record) {
   running_file().post([record, table = table_](std::FILE*& file, const std::string& path) {
     size_t added = 0;
-    for (const auto& name : record->names)
-      if (!table->index.count(name)) {
-        table->add(name);
-        ++added;
-      }
+    for (const auto* names : {&record->names, &record->text_names})
+      for (const auto& name : *names)
+        if (!table->index.count(name)) {
+          table->add(name);
+          ++added;
+        }
     if (table->header_bytes == 0) {
       const std::string header = header_line(table->columns);
       write_all(file, path, header);

@@ -26,9 +26,15 @@ void JsonlTracker::log(const std::shared_ptr<const Record>& record) {
   running_file().post([record](std::FILE*& file, const std::string& path) {
     nlohmann::json values = nlohmann::json::object();
     for (size_t i = 0; i < record->names.size(); ++i) values[record->names[i]] = json_number(record->values[i]);
-    // Insertion order of the keys: step, wall_time, values.
-    const std::string line = concat("{\"step\":", record->step, ",\"wall_time\":", nlohmann::json(record->wall_time).dump(),
-                                    ",\"values\":", values.dump(), "}\n");
+    // Insertion order of the keys: step, wall_time, values, then texts where the call logged texts.
+    std::string line = concat("{\"step\":", record->step, ",\"wall_time\":", nlohmann::json(record->wall_time).dump(),
+                              ",\"values\":", values.dump());
+    if (!record->text_names.empty()) {
+      nlohmann::json texts = nlohmann::json::object();
+      for (size_t i = 0; i < record->text_names.size(); ++i) texts[record->text_names[i]] = record->texts[i];
+      line += ",\"texts\":" + texts.dump();
+    }
+    line += "}\n";
     write_all(file, path, line);
   });
 }

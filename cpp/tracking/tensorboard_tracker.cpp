@@ -81,6 +81,18 @@ void add_text_value(tb::Summary& summary, const nlohmann::json& flat) {
   tensor->add_string_val(table);
 }
 
+// A text as torch's SummaryWriter.add_text writes it (what Accelerate's tracker calls for a str):
+// tag "<name>/text_summary", the text plugin, a string tensor of shape [1].
+void add_text(tb::Summary& summary, const std::string& name, const std::string& text) {
+  auto* value = summary.add_value();
+  value->set_tag(name + "/text_summary");
+  value->mutable_metadata()->mutable_plugin_data()->set_plugin_name("text");
+  auto* tensor = value->mutable_tensor();
+  tensor->set_dtype(kDtString);
+  tensor->mutable_tensor_shape()->add_dim()->set_size(1);
+  tensor->add_string_val(text);
+}
+
 std::string start_records(const nlohmann::json& config, double wall_time) {
   tb::Event version;
   version.set_wall_time(wall_time);
@@ -128,7 +140,7 @@ void TensorBoardTracker::start(const std::string& project_name, const nlohmann::
 }
 
 void TensorBoardTracker::log(const std::shared_ptr<const Record>& record) {
-  if (record->names.empty()) return;  // an event without values shows nothing
+  if (record->names.empty() && record->text_names.empty()) return;  // an event without values shows nothing
   running_file().post([record](std::FILE*& file, const std::string& path) {
     tb::Event event;
     event.set_wall_time(record->wall_time);
@@ -139,6 +151,7 @@ void TensorBoardTracker::log(const std::shared_ptr<const Record>& record) {
       value->set_tag(record->names[i]);
       value->set_simple_value(static_cast<float>(record->values[i]));
     }
+    for (size_t i = 0; i < record->text_names.size(); ++i) add_text(*summary, record->text_names[i], record->texts[i]);
     write_all(file, path, framed(event));
   });
 }

@@ -11,12 +11,15 @@
 
 namespace acc::tracking {
 
-// The values of one log call. Shared, immutable: trackers that write in the background keep it.
+// The values of one log call: numbers (acc_log) or texts (acc_log_text), each list by name. Shared,
+// immutable: trackers that write in the background keep it.
 struct Record {
   int64_t step = 0;
   double wall_time = 0;  // seconds since the Unix epoch
   std::vector<std::string> names;
   std::vector<double> values;
+  std::vector<std::string> text_names;
+  std::vector<std::string> texts;  // valid UTF-8
 };
 
 class Tracker {

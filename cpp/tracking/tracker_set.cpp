@@ -112,9 +112,8 @@ void TrackerSet::init(const std::string& project_name, const std::string& config
   }
 }
 
-void TrackerSet::log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step) {
+std::shared_ptr<Record> TrackerSet::new_record(const std::vector<std::string>& names, std::optional<int64_t> step) {
   if (!running_) fail(Status::NotInitialized, "log needs init_trackers first (or after end_training)");
-  require(names.size() == values.size(), "log: ", names.size(), " names but ", values.size(), " values");
   // A few names per call: compared pairwise, with no allocation on the training thread.
   for (size_t i = 0; i < names.size(); ++i) {
     require(!names[i].empty(), "log: a value name is empty");
@@ -127,12 +126,31 @@ void TrackerSet::log(std::vector<std::string> names, std::vector<double> values,
   require(at < std::numeric_limits<int64_t>::max(), "log: step ", at, " leaves no step after it (the next call ",
           "without a step would log at it): steps must be below 2^63 - 1");
   next_step_ = at + 1;
-  if (!main_) return;  // a call without values is still a line in JSONL and CSV
+  if (!main_) return nullptr;
   auto record = std::make_shared<Record>();
   record->step = at;
   record->wall_time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return record;
+}
+
+void TrackerSet::log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step) {
+  require(names.size() == values.size(), "log: ", names.size(), " names but ", values.size(), " values");
+  auto record = new_record(names, step);
+  if (!record) return;  // a call without values is still a line in JSONL and CSV
   record->names = std::move(names);
   record->values = std::move(values);
+  std::shared_ptr<const Record> shared = std::move(record);
+  each([&](Tracker& t) { t.log(shared); });
+}
+
+void TrackerSet::log_text(std::vector<std::string> names, std::vector<std::string> texts, std::optional<int64_t> step) {
+  require(names.size() == texts.size(), "log_text: ", names.size(), " names but ", texts.size(), " texts");
+  for (size_t i = 0; i < texts.size(); ++i)
+    require(is_utf8(texts[i]), "log_text: the text of \"", names[i], "\" is not valid UTF-8");
+  auto record = new_record(names, step);
+  if (!record) return;
+  record->text_names = std::move(names);
+  record->texts = std::move(texts);
   std::shared_ptr<const Record> shared = std::move(record);
   each([&](Tracker& t) { t.log(shared); });
 }
@@ -156,6 +174,8 @@ const Tracker& TrackerSet::find(const std::string& name) const {
   for (const auto& n : names()) known += (known.empty() ? "" : ", ") + n;
   fail(Status::InvalidArgument, "no tracker named \"", name, "\" (trackers: ", known.empty() ? "none" : known, ")");
 }
+
+Tracker& TrackerSet::tracker(const std::string& name) { return const_cast<Tracker&>(find(name)); }
 
 std::string TrackerSet::path(const std::string& name) const {
   const Tracker& t = find(name);

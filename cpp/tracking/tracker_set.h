@@ -30,10 +30,14 @@ class TrackerSet {
   // non-empty and distinct. Every tracker receives the call even if one fails; the first failure
   // is rethrown.
   void log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step);
+  // Logs texts by name (valid UTF-8), as log does numbers: Accelerate's log of str values.
+  void log_text(std::vector<std::string> names, std::vector<std::string> texts, std::optional<int64_t> step);
   // Ends the run: trackers finish and their files are complete on disk.
   void end();
 
   std::vector<std::string> names() const;
+  // The tracker called `name` (InvalidArgument naming the trackers there are otherwise).
+  Tracker& tracker(const std::string& name);
   // Where tracker `name` writes ("" for trackers without a file, before a run, off the main process).
   std::string path(const std::string& name) const;
 
@@ -41,6 +45,9 @@ class TrackerSet {
   const Tracker& find(const std::string& name) const;
   template <typename Call>
   void each(Call call);
+  // Checks a call's names and step, advances the step; the record to hand out (null off the main
+  // process).
+  std::shared_ptr<Record> new_record(const std::vector<std::string>& names, std::optional<int64_t> step);
 
   std::string logging_dir_;
   bool main_;

@@ -53,6 +53,7 @@ struct Recorder {
   std::vector<int64_t> steps;
   int fail_log = 0;  // non-zero: the log callback fails
   bool* freed = nullptr;
+  void* text = nullptr;  // a TextRecorder, for recorder_log_text
 };
 
 int recorder_init(void* user_data, const char* project, const char* config) {
@@ -82,6 +83,21 @@ int recorder_finish(void* user_data) {
 void recorder_free(void* user_data) {
   auto* r = static_cast<Recorder*>(user_data);
   if (r->freed) *r->freed = true;
+}
+
+struct TextRecorder {
+  std::vector<std::map<std::string, std::string>> texts;
+  std::vector<int64_t> steps;
+};
+int recorder_log_text(void* user_data, const char* const* names, const char* const* texts, size_t n, int64_t step) {
+  auto* r = static_cast<Recorder*>(user_data);
+  r->calls.push_back("log_text");
+  auto* t = static_cast<TextRecorder*>(r->text);
+  std::map<std::string, std::string> entry;
+  for (size_t i = 0; i < n; ++i) entry[names[i]] = texts[i];
+  t->texts.push_back(entry);
+  t->steps.push_back(step);
+  return 0;
 }
 
 const char* kConfig = R"({"lr": 0.001, "optimizer": {"name": "adamw", "betas": [0.9, 0.999]}, "amp": true})";
@@ -149,16 +165,24 @@ TEST(Tracking, TensorBoardItselfReadsTheEventFile) {
   acc_accelerator* a = make("tensorboard", dir);
   ACC_ASSERT_OK(acc_init_trackers(a, "run", R"({"lr": 0.5})"));
   for (int i = 0; i < 3; ++i) ACC_ASSERT_OK(acc_log_scalar(a, "loss", 2.0 * i, 5 * i));
+  const char* name = "sample";
+  const char* text = "a line\nand \u00e9t\u00e9";
+  ACC_ASSERT_OK(acc_log_text(a, &name, &text, 1, 7));
   ACC_ASSERT_OK(acc_end_training(a));
   const std::string script =
       "from tensorboard.backend.event_processing.event_accumulator import EventAccumulator\n"
-      "ea = EventAccumulator('" + tracker_path(a, "tensorboard") + "')\n"
+      "from tensorboard.util import tensor_util\n"
+      "ea = EventAccumulator('" +
+      tracker_path(a, "tensorboard") +
+      "')\n"
       "ea.Reload()\n"
-      "print(' '.join('%d:%g' % (s.step, s.value) for s in ea.Scalars('loss')))\n";
+      "print(' '.join('%d:%g' % (s.step, s.value) for s in ea.Scalars('loss')))\n"
+      "t = ea.Tensors('sample/text_summary')[0]\n"
+      "print(t.step, repr(tensor_util.make_ndarray(t.tensor_proto)[0].decode('utf-8')))\n";
   const std::string py = dir + "/read.py", out = dir + "/read.out";
   std::ofstream(py) << script;
   ASSERT_EQ(std::system(("python3 '" + py + "' > '" + out + "'").c_str()), 0);
-  EXPECT_EQ(acc_test::read_file(out), "0:0 5:2 10:4\n");
+  EXPECT_EQ(acc_test::read_file(out), "0:0 5:2 10:4\n7 'a line\\nand \u00e9t\u00e9'\n");
   acc_accelerator_free(a);
 }
 
@@ -489,5 +513,81 @@ TEST(Tracking, AWideCsvTableIsContinuedByTheNextRun) {
   const auto rows = lines_of(acc_test::read_file(tracker_path(a, "csv")));
   ASSERT_EQ(rows.size(), 3u);
   EXPECT_EQ(rows[0], "step,wall_time," + long_name);
+  acc_accelerator_free(a);
+}
+
+// Python's csv module's rows of a file: what a user's own tool reads.
+std::vector<std::vector<std::string>> python_csv_rows(const std::string& path, const std::string& scratch) {
+  const std::string out = scratch + "/rows.json";
+  const std::string command =
+      "python3 -c 'import csv, json, sys; json.dump(list(csv.reader(open(sys.argv[1], "
+      "newline=\"\"))), open(sys.argv[2], \"w\"))' '" +
+      path + "' '" + out + "'";
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  return nlohmann::json::parse(acc_test::read_file(out)).get<std::vector<std::vector<std::string>>>();
+}
+
+// acc_log_text: TensorBoard's text summaries as torch's add_text writes them (which Accelerate's
+// tracker calls for a str value), a "texts" object in JSONL, RFC 4180 cells in CSV (read back by
+// Python's csv module, also after a later column widens the table), and the program's text callback.
+TEST(Tracking, TextsReachEveryTracker) {
+  const std::string dir = fresh_dir("texts");
+  acc_accelerator* a = make("all", dir);
+  Recorder r;
+  TextRecorder t;
+  r.text = &t;
+  ACC_ASSERT_OK(acc_add_tracker(a, "mine", nullptr, recorder_log, nullptr, &r, nullptr));
+  ACC_EXPECT_ERROR(acc_tracker_set_log_text(a, "jsonl", recorder_log_text), ACC_ERR_INVALID_ARGUMENT,
+                   "only a tracker added with acc_add_tracker");
+  ACC_EXPECT_ERROR(acc_tracker_set_log_text(a, "nobody", recorder_log_text), ACC_ERR_INVALID_ARGUMENT,
+                   "no tracker named \"nobody\"");
+  ACC_ASSERT_OK(acc_tracker_set_log_text(a, "mine", recorder_log_text));
+  ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
+  ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.5, -1));  // step 0
+  const std::string sample = "Once upon a time,\nthere was a \"quoted\" | piped line\r\nand \u00e9t\u00e9.";
+  const char* names[] = {"sample", "empty"};
+  const char* texts[] = {sample.c_str(), ""};
+  ACC_ASSERT_OK(acc_log_text(a, names, texts, 2, -1));  // step 1
+  const char* bad[] = {"\xff\xfe"};
+  ACC_EXPECT_ERROR(acc_log_text(a, names, bad, 1, -1), ACC_ERR_INVALID_ARGUMENT, "is not valid UTF-8");
+  ACC_EXPECT_ERROR(acc_log_text(a, names, nullptr, 1, -1), ACC_ERR_INVALID_ARGUMENT, "texts is NULL");
+  ACC_ASSERT_OK(acc_log_scalar(a, "accuracy", 0.75, -1));  // step 2: a new csv column after the texts
+  ACC_ASSERT_OK(acc_end_training(a));
+
+  EXPECT_EQ(r.calls, (std::vector<std::string>{"log", "log_text", "log"}));
+  EXPECT_EQ(t.steps, (std::vector<int64_t>{1}));
+  ASSERT_EQ(t.texts.size(), 1u);
+  EXPECT_EQ(t.texts[0], (std::map<std::string, std::string>{{"sample", sample}, {"empty", ""}}));
+
+  std::map<std::string, acc_test::TbValue> text_values;
+  for (const auto& e : acc_test::read_event_file(tracker_path(a, "tensorboard")))
+    for (const auto& v : e.values)
+      if (v.plugin_name == "text" && v.tag != "hparams/text_summary") {
+        EXPECT_EQ(e.step, 1) << v.tag;
+        text_values[v.tag] = v;
+      }
+  ASSERT_EQ(text_values.size(), 2u);
+  const acc_test::TbValue& tb = text_values["sample/text_summary"];
+  EXPECT_EQ(tb.tensor_dtype, 7) << "DT_STRING";
+  EXPECT_EQ(tb.tensor_dims, (std::vector<int64_t>{1}));
+  EXPECT_EQ(tb.tensor_strings, (std::vector<std::string>{sample}));
+  EXPECT_EQ(text_values["empty/text_summary"].tensor_strings, (std::vector<std::string>{""}));
+
+  const auto lines = lines_of(acc_test::read_file(tracker_path(a, "jsonl")));
+  ASSERT_EQ(lines.size(), 3u);
+  const auto line = nlohmann::json::parse(lines[1]);
+  EXPECT_EQ(line["step"], 1);
+  EXPECT_EQ(line["values"], nlohmann::json::object());
+  EXPECT_EQ(line["texts"], (nlohmann::json{{"sample", sample}, {"empty", ""}}));
+  EXPECT_FALSE(nlohmann::json::parse(lines[0]).contains("texts"));
+
+  const auto rows = python_csv_rows(tracker_path(a, "csv"), dir);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0], (std::vector<std::string>{"step", "wall_time", "loss", "sample", "empty", "accuracy"}));
+  for (const auto& row : rows) EXPECT_EQ(row.size(), 6u);
+  EXPECT_EQ(rows[2][0], "1");
+  EXPECT_EQ(rows[2][3], sample);
+  EXPECT_EQ(rows[2][4], "");
+  EXPECT_EQ(rows[3][5], "0.75");
   acc_accelerator_free(a);
 }

@@ -89,6 +89,8 @@ struct TbValue {
   float simple_value = 0;
   std::string plugin_name, plugin_content;
   std::vector<std::string> tensor_strings;
+  int64_t tensor_dtype = 0;
+  std::vector<int64_t> tensor_dims;
 };
 
 struct TbEvent {
@@ -111,9 +113,16 @@ inline TbValue decode_value(const std::string& bytes) {
             if (p.number == 1) v.plugin_name = p.bytes;
             if (p.number == 2) v.plugin_content = p.bytes;
           }
-    if (f.number == 8 && f.type == 2)  // TensorProto: string_val = 8
-      for (const auto& t : decode_message(f.bytes))
+    if (f.number == 8 && f.type == 2)  // TensorProto: dtype = 1, tensor_shape = 2, string_val = 8
+      for (const auto& t : decode_message(f.bytes)) {
+        if (t.number == 1 && t.type == 0) v.tensor_dtype = static_cast<int64_t>(t.integer);
+        if (t.number == 2 && t.type == 2)  // TensorShapeProto: dim = 2, each Dim's size = 1
+          for (const auto& d : decode_message(t.bytes))
+            if (d.number == 2 && d.type == 2)
+              for (const auto& s : decode_message(d.bytes))
+                if (s.number == 1 && s.type == 0) v.tensor_dims.push_back(static_cast<int64_t>(s.integer));
         if (t.number == 8 && t.type == 2) v.tensor_strings.push_back(t.bytes);
+      }
   }
   return v;
 }

@@ -15,11 +15,24 @@ public interface ITracker {
   void Finish();
 }
 
+/// A tracker that also takes the texts of Accelerator.LogText (an ITracker alone leaves them).
+public interface ITextTracker : ITracker {
+  void LogText(IDictionary<string, string> texts, long step);
+}
+
 public partial class Bytes {
   public byte[] ToArray() {
     var a = new byte[Size()];
     CopyTo(a, a.LongLength);
     return a;
+  }
+}
+
+public partial class Texts {
+  public Dictionary<string, string> ToDictionary() {
+    var d = new Dictionary<string, string>();
+    for (long i = 0, n = Size(); i < n; ++i) d[Name(i)] = Text(i);
+    return d;
   }
 }
 
@@ -99,6 +112,12 @@ internal sealed class TrackerAdapter : Tracker {
 
   public override int Log(Metrics metrics, long step) {
     return CallbackErrors.Run(() => tracker.Log(metrics.ToDictionary(), step));
+  }
+
+  public override int LogText(Texts texts, long step) {
+    var textTracker = tracker as ITextTracker;
+    if (textTracker == null) return 0;
+    return CallbackErrors.Run(() => textTracker.LogText(texts.ToDictionary(), step));
   }
 
   public override int Finish() {
@@ -243,17 +262,33 @@ public partial class Accelerator {
   public void Log(IDictionary<string, double> values, long step = -1) {
     var names = new List<string>(Arg.NotNull(values, "values").Keys);
     var data = new double[names.Count];
-    // Each name's UTF-8 bytes and a NUL: a name may hold any other character.
-    var bytes = new List<byte>();
-    for (int i = 0; i < data.Length; ++i) {
-      if (names[i].IndexOf('\0') >= 0)
-        throw new AccelerateInvalidArgumentException("log: the metric name \"" + names[i].Replace("\0", "\\0") + "\" holds a NUL character");
-      bytes.AddRange(System.Text.Encoding.UTF8.GetBytes(names[i]));
-      bytes.Add(0);
-      data[i] = values[names[i]];
-    }
-    var encoded = bytes.ToArray();
+    for (int i = 0; i < data.Length; ++i) data[i] = values[names[i]];
+    var encoded = NulJoined("log: the metric name", names);
     LogValues(encoded, encoded.LongLength, data, data.LongLength, step);
+  }
+  /// Accelerate's log of str values (TensorBoard's add_text): texts by name at `step`, or at the step
+  /// after the last one when step is negative. Program trackers get them as ITextTracker.
+  public void LogText(IDictionary<string, string> texts, long step = -1) {
+    var names = new List<string>(Arg.NotNull(texts, "texts").Keys);
+    var values = names.Select(n => texts[n]).ToList();
+    var encodedNames = NulJoined("LogText: the name", names);
+    var encodedTexts = NulJoined("LogText: the text", values);
+    LogTexts(encodedNames, encodedNames.LongLength, encodedTexts, encodedTexts.LongLength, step);
+  }
+  public void LogText(string name, string text, long step = -1) {
+    LogText(new Dictionary<string, string> {{Arg.NotNull(name, "name"), text}}, step);
+  }
+  // Each string's UTF-8 bytes and a NUL: a string may hold any other character.
+  static byte[] NulJoined(string what, IList<string> strings) {
+    var bytes = new List<byte>();
+    foreach (var s in strings) {
+      if (s == null) throw new AccelerateInvalidArgumentException(what + " is null");
+      if (s.IndexOf('\0') >= 0)
+        throw new AccelerateInvalidArgumentException(what + " \"" + s.Replace("\0", "\\0") + "\" holds a NUL character");
+      bytes.AddRange(System.Text.Encoding.UTF8.GetBytes(s));
+      bytes.Add(0);
+    }
+    return bytes.ToArray();
   }
   /// `using (acc.Autocast()) { ... }`: the accelerator's mixed precision for code that is not a
   /// prepared model (enabled false: autocast off). It ends on the thread it began on.

@@ -72,6 +72,37 @@ public class StateCallbackTests {
     public void Finish() { Calls.Add("finish"); }
   }
 
+  sealed class TextRecorder : ITextTracker {
+    internal readonly List<string> Calls = new List<string>();
+    public void Init(string project, string configJson) {}
+    public void Log(IDictionary<string, double> values, long step) { Calls.Add("log " + step); }
+    public void LogText(IDictionary<string, string> texts, long step) {
+      foreach (var kv in texts) Calls.Add("text " + step + " " + kv.Key + "=" + kv.Value);
+    }
+    public void Finish() {}
+  }
+
+  // Texts reach an ITextTracker's LogText as given; its Log sees numbers only, and an ITracker alone
+  // leaves texts.
+  [Test]
+  public void TextsReachATextTracker() {
+    var texts = new TextRecorder();
+    var numbers = new Recorder();
+    const string sample = "once upon a time\nthere was a \U0001F680";
+    using (Accelerator acc = NewAccelerator(TestDirs.Temp())) {
+      acc.AddTracker("texts", texts);
+      acc.AddTracker("numbers", numbers);
+      acc.InitTrackers("run", null);
+      acc.LogScalar("loss", 0.5, -1);
+      acc.LogText("sample", sample);
+      var nul = Assert.Throws<AccelerateInvalidArgumentException>(() => acc.LogText("a", "b\0c", 5));
+      StringAssert.Contains("NUL", nul.Message);
+      acc.EndTraining();
+    }
+    Assert.AreEqual(new[] {"log 0", "text 1 sample=" + sample}, texts.Calls.ToArray());
+    Assert.AreEqual(new[] {"init run {}", "log 0 loss=0.5", "finish"}, numbers.Calls.ToArray());
+  }
+
   [Test]
   public void AProgramTrackerReceivesTheRun() {
     var rec = new Recorder();

@@ -22,6 +22,8 @@ type TrackerFuncs struct {
 	Init   func(project, configJSON string) error
 	Log    func(values map[string]float64, step int64) error
 	Finish func() error
+	// LogText takes the texts of Accelerator.LogText (nil: the tracker leaves them).
+	LogText func(texts map[string]string, step int64) error
 }
 
 func (a *Accelerator) RegisterForCheckpointing(s CheckpointState) error {
@@ -92,17 +94,40 @@ func (a *Accelerator) InitTrackers(project, configJSON string) error {
 
 // Log logs values at step, or at the step after the last one when step < 0.
 func (a *Accelerator) Log(values map[string]float64, step int64) error {
-	// Each name's bytes and a NUL: a name may hold any other character.
 	var names []byte
 	data := make([]float64, 0, len(values))
 	for k, v := range values {
-		if strings.IndexByte(k, 0) >= 0 {
-			return &Error{Status: StatusInvalidArgument, Message: fmt.Sprintf("log: the metric name %q holds a NUL character", k)}
+		var err error
+		if names, err = appendNulTerminated(names, "log: the metric name", k); err != nil {
+			return err
 		}
-		names = append(append(names, k...), 0)
 		data = append(data, v)
 	}
 	return a.do(func(h capi.Accelerator, e *string) { h.LogValues(names, data, step, e) })
+}
+
+// LogText is Accelerate's log of str values (TensorBoard's add_text): texts by name at step, or at
+// the step after the last one when step < 0. Program trackers get them through TrackerFuncs.LogText.
+func (a *Accelerator) LogText(texts map[string]string, step int64) error {
+	var names, values []byte
+	for k, v := range texts {
+		var err error
+		if names, err = appendNulTerminated(names, "LogText: the name", k); err != nil {
+			return err
+		}
+		if values, err = appendNulTerminated(values, "LogText: the text", v); err != nil {
+			return err
+		}
+	}
+	return a.do(func(h capi.Accelerator, e *string) { h.LogTexts(names, values, step, e) })
+}
+
+// appendNulTerminated appends s's bytes and a NUL: s may hold any other character.
+func appendNulTerminated(out []byte, what, s string) ([]byte, error) {
+	if strings.IndexByte(s, 0) >= 0 {
+		return nil, &Error{Status: StatusInvalidArgument, Message: fmt.Sprintf("%s %q holds a NUL character", what, s)}
+	}
+	return append(append(out, s...), 0), nil
 }
 func (a *Accelerator) LogScalar(name string, value float64, step int64) error {
 	return a.do(func(h capi.Accelerator, e *string) { h.LogScalar(name, value, step, e) })
@@ -359,6 +384,30 @@ func (a *trackerAdapter) Log(m capi.Metrics, step int64) int {
 			values[name] = v
 		}
 		if err := a.t.Log(values, step); err != nil {
+			return fail(err)
+		}
+		return 0
+	})
+}
+
+func (a *trackerAdapter) LogText(texts capi.Texts, step int64) int {
+	return protect(1, func() int {
+		if a.t.LogText == nil {
+			return 0
+		}
+		values := map[string]string{}
+		for i := int64(0); i < texts.Size(); i++ {
+			name, err := call(func(e *string) string { return texts.Name(i, e) })
+			if err != nil {
+				return fail(err)
+			}
+			text, err := call(func(e *string) string { return texts.Text(i, e) })
+			if err != nil {
+				return fail(err)
+			}
+			values[name] = text
+		}
+		if err := a.t.LogText(values, step); err != nil {
 			return fail(err)
 		}
 		return 0

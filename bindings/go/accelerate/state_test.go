@@ -128,6 +128,48 @@ func TestTrackerFuncs(t *testing.T) {
 	}
 }
 
+// Texts reach a tracker's LogText as given; its Log sees numbers only, and a tracker without
+// LogText leaves texts.
+func TestTextsReachTheTrackersLogText(t *testing.T) {
+	a := newCPUAccelerator(t, t.TempDir())
+	var calls []string
+	sample := "once upon a time\nthere was a 🚀"
+	err := a.AddTracker("texts", acc.TrackerFuncs{
+		Log: func(v map[string]float64, step int64) error { calls = append(calls, fmt.Sprint("log ", step)); return nil },
+		LogText: func(texts map[string]string, step int64) error {
+			calls = append(calls, fmt.Sprint("text ", step, " ", texts["sample"], " ", len(texts)))
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AddTracker("numbers", acc.TrackerFuncs{
+		Log: func(v map[string]float64, step int64) error { calls = append(calls, fmt.Sprint("numbers ", step)); return nil },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.InitTrackers("run", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LogScalar("loss", 0.5, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LogText(map[string]string{"sample": sample}, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LogText(map[string]string{"a": "b\x00c"}, 5); !errors.Is(err, acc.ErrInvalidArgument) {
+		t.Fatalf("a text holding a NUL: %v", err)
+	}
+	if err := a.EndTraining(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"log 0", "numbers 0", "text 1 " + sample + " 1"}
+	if !reflect.DeepEqual(calls, want) {
+		t.Fatalf("calls %q, want %q", calls, want)
+	}
+}
+
 // sgdOverALinearLayer is an SGD over a 2-to-1 linear layer, both closed when the test ends.
 func sgdOverALinearLayer(t *testing.T) *acc.Optimizer {
 	t.Helper()

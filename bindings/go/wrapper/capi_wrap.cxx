@@ -1251,6 +1251,7 @@ SWIGINTERN void acc_accelerator_addTracker(acc_accelerator *self,char const *nam
       return acc_add_tracker(self, name, &tracker_init_trampoline, &tracker_log_trampoline,
                              &tracker_finish_trampoline, ud, fr);
     });
+    check(acc_tracker_set_log_text(self, name, &tracker_log_text_trampoline));
   }
 SWIGINTERN void acc_accelerator_initTrackers(acc_accelerator *self,char const *project,char const *configJson,std::string *swig_err){
     check(acc_init_trackers(self, project, opt_str(configJson)));
@@ -1264,6 +1265,19 @@ SWIGINTERN void acc_accelerator_logValues(acc_accelerator *self,uint8_t const *n
     check(acc_log(self, ptrs.data(), data, n, step));
   }
 SWIGINTERN void acc_accelerator_logScalar(acc_accelerator *self,char const *name,double value,int64_t step,std::string *swig_err){ check(acc_log_scalar(self, name, value, step)); }
+SWIGINTERN void acc_accelerator_logTexts(acc_accelerator *self,uint8_t const *names,size_t namesSize,uint8_t const *texts,size_t textsSize,int64_t step,std::string *swig_err){
+    std::vector<std::string> keys = split_nul_terminated(names, namesSize);
+    std::vector<std::string> values = split_nul_terminated(texts, textsSize);
+    if (keys.size() != values.size())
+      fail(ACC_ERR_INVALID_ARGUMENT, "log_text: " + std::to_string(keys.size()) + " names for " +
+                                         std::to_string(values.size()) + " texts");
+    std::vector<const char *> key_ptrs, value_ptrs;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      key_ptrs.push_back(keys[i].c_str());
+      value_ptrs.push_back(values[i].c_str());
+    }
+    check(acc_log_text(self, key_ptrs.data(), value_ptrs.data(), keys.size(), step));
+  }
 SWIGINTERN void acc_accelerator_endTraining(acc_accelerator *self,std::string *swig_err){ check(acc_end_training(self)); }
 SWIGINTERN acc_string_list *acc_accelerator_trackerNames(acc_accelerator *self,std::string *swig_err){
     acc_string_list *out = nullptr;
@@ -1520,6 +1534,20 @@ int SwigDirector_Tracker::finish() {
   intgo result;
   
   result = Swig_DirectorTracker_callback_finish_capi_d8e8d7e8289b225f(go_val);
+  c_result = (int)result; 
+  return c_result;
+}
+
+extern "C" intgo Swig_DirectorTracker_callback_logText_capi_d8e8d7e8289b225f(int, accswig::Texts *arg2, long long arg3);
+int SwigDirector_Tracker::logText(accswig::Texts *texts,int64_t step) {
+  int c_result = SwigValueInit< int >() ;
+  intgo result;
+  accswig::Texts *swig_arg2;
+  long long swig_arg3;
+  
+  *(accswig::Texts **)&swig_arg2 = (accswig::Texts *)texts; 
+  swig_arg3 = (int64_t)step; 
+  result = Swig_DirectorTracker_callback_logText_capi_d8e8d7e8289b225f(go_val, swig_arg2, swig_arg3);
   c_result = (int)result; 
   return c_result;
 }
@@ -3451,6 +3479,32 @@ void _wrap__swig_DirectorTracker_upcall_Released_capi_d8e8d7e8289b225f(SwigDirec
 }
 
 
+intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_d8e8d7e8289b225f(SwigDirector_Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
+  SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
+  accswig::Texts *arg2 = (accswig::Texts *) 0 ;
+  int64_t arg3 ;
+  int result;
+  intgo _swig_go_result;
+  
+  arg1 = *(SwigDirector_Tracker **)&_swig_go_0; 
+  arg2 = *(accswig::Texts **)&_swig_go_1; 
+  arg3 = (int64_t)_swig_go_2; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (int)arg1->_swig_upcall_logText(arg2, arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_Tracker_init_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   char *arg2 = (char *) 0 ;
@@ -3530,6 +3584,32 @@ intgo _wrap_Tracker_finish_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0) {
     try {
       accswig::require_no_go_nul();
       result = (int)(arg1)->finish();
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_Tracker_logText_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
+  accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
+  accswig::Texts *arg2 = (accswig::Texts *) 0 ;
+  int64_t arg3 ;
+  int result;
+  intgo _swig_go_result;
+  
+  arg1 = *(accswig::Tracker **)&_swig_go_0; 
+  arg2 = *(accswig::Texts **)&_swig_go_1; 
+  arg3 = (int64_t)_swig_go_2; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (int)(arg1)->logText(arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
     } catch (const std::exception &e) {
@@ -12499,6 +12579,51 @@ void _wrap_Accelerator_logScalar_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go
 }
 
 
+void _wrap_Accelerator_logTexts_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  uint8_t *arg2 = (uint8_t *) 0 ;
+  size_t arg3 ;
+  uint8_t *arg4 = (uint8_t *) 0 ;
+  size_t arg5 ;
+  int64_t arg6 ;
+  std::string *arg7 = (std::string *) 0 ;
+  std::string temp7 ;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  
+  arg2 = (uint8_t *)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
+  
+  
+  arg4 = (uint8_t *)_swig_go_2.array;
+  arg5 = (size_t)_swig_go_2.len;
+  
+  arg6 = (int64_t)_swig_go_3; 
+  
+  accswig::take_go_error();
+  arg7 = &temp7;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_accelerator_logTexts(arg1,(unsigned char const *)arg2,SWIG_STD_MOVE(arg3),(unsigned char const *)arg4,SWIG_STD_MOVE(arg5),arg6,arg7);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
 void _wrap_Accelerator_endTraining_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
@@ -12936,6 +13061,119 @@ void _wrap_delete_Metrics_capi_d8e8d7e8289b225f(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   
   arg1 = *(accswig::Metrics **)&_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      delete arg1;
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+}
+
+
+long long _wrap_Texts_size_capi_d8e8d7e8289b225f(accswig::Texts *_swig_go_0) {
+  accswig::Texts *arg1 = (accswig::Texts *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(accswig::Texts **)&_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (int64_t)((accswig::Texts const *)arg1)->size_();
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_Texts_name_capi_d8e8d7e8289b225f(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+  accswig::Texts *arg1 = (accswig::Texts *) 0 ;
+  int64_t arg2 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  std::string result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(accswig::Texts **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = ((accswig::Texts const *)arg1)->name_(arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = Swig_AllocateString((&result)->data(), (&result)->length()); 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_Texts_text_capi_d8e8d7e8289b225f(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+  accswig::Texts *arg1 = (accswig::Texts *) 0 ;
+  int64_t arg2 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  std::string result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(accswig::Texts **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = ((accswig::Texts const *)arg1)->text(arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = Swig_AllocateString((&result)->data(), (&result)->length()); 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_Texts_capi_d8e8d7e8289b225f(accswig::Texts *_swig_go_0) {
+  accswig::Texts *arg1 = (accswig::Texts *) 0 ;
+  
+  arg1 = *(accswig::Texts **)&_swig_go_0; 
   
   {
     try {

@@ -102,6 +102,10 @@ class SwigDirector_Tracker : public accswig::Tracker
   virtual int init(char const *project,char const *configJson);
   virtual int log(accswig::Metrics *metrics,int64_t step);
   virtual int finish();
+  int _swig_upcall_logText(accswig::Texts *texts,int64_t step) {
+    return accswig::Tracker::logText(texts,step);
+  }
+  virtual int logText(accswig::Texts *texts,int64_t step);
  private:
   intgo go_val;
   Swig_memory *swig_mem;

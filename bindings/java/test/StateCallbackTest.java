@@ -81,6 +81,30 @@ class StateCallbackTest {
     assertEquals(List.of("init run1 {\"lr\":0.5}", "log 0 loss=1.5", "log 7 acc=0.25", "finish"), calls);
   }
 
+  // Texts reach a tracker's logText as they were given (a line break, a character outside the BMP);
+  // its log sees numbers only, and a tracker without logText leaves texts.
+  @Test
+  void textsReachTheTrackersLogText() throws Exception {
+    List<String> calls = new ArrayList<>();
+    String sample = "once upon a time\nthere was a \ud83d\ude80";
+    try (Accelerator acc = newAccelerator(dir)) {
+      acc.addTracker("texts", new TrackerCallbacks() {
+        public void log(Map<String, Double> values, long step) { calls.add("log " + step); }
+        public void logText(Map<String, String> texts, long step) {
+          texts.forEach((k, v) -> calls.add("text " + step + " " + k + "=" + v));
+        }
+      });
+      acc.addTracker("numbers", (values, step) -> calls.add("numbers " + step));
+      acc.initTrackers("run", null);
+      acc.logScalar("loss", 0.5, -1);
+      acc.logText("sample", sample, -1);
+      InvalidArgumentException nul = assertThrows(InvalidArgumentException.class, () -> acc.logText("a", "b\0c", 5));
+      assertTrue(nul.getMessage().contains("NUL"), nul.getMessage());
+      acc.endTraining();
+    }
+    assertEquals(List.of("log 0", "numbers 0", "text 1 sample=" + sample), calls);
+  }
+
   // Metric names and the project cross as they are: a newline, a character outside the BMP.
   @Test
   void aTrackerReceivesNamesAsTheyWereGiven() throws Exception {

@@ -124,6 +124,15 @@ final class CallbackAdapters {
       }
 
       @Override
+      public int logText(Texts texts, long step) {
+        return guarded(() -> {
+          java.util.Map<String, String> values = new java.util.LinkedHashMap<>();
+          for (long i = 0, n = texts.size(); i < n; ++i) values.put(texts.name(i), texts.text(i));
+          cb.logText(values, step);
+        });
+      }
+
+      @Override
       public int finish() {
         return guarded(() -> cb.finish());
       }

@@ -10,6 +10,9 @@ public interface TrackerCallbacks {
 
   void log(Map<String, Double> values, long step) throws Exception;
 
+  /** Texts of Accelerator.logText, by name at step; a tracker without this method leaves them. */
+  default void logText(Map<String, String> texts, long step) throws Exception {}
+
   /** The run ends. */
   default void finish() throws Exception {}
 }
