@@ -63,23 +63,46 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
 
 namespace {
 
-// Whether a repetition starts at `expression[i]` that has no upper bound (*, + or {n,}).
-bool unbounded_repetition_at(const std::string& expression, size_t i) {
-  if (i >= expression.size()) return false;
-  if (expression[i] == '*' || expression[i] == '+') return true;
-  if (expression[i] != '{') return false;
+// The repetition that starts at `expression[i]`, if any: none, a bounded one that repeats at most
+// once (?, {0,1}, {1}), or one that repeats more (*, +, {n,}, {n,m} with m > 1). `length` is its
+// number of characters.
+enum class Repetition { None, AtMostOnce, Many };
+Repetition repetition_at(const std::string& expression, size_t i, size_t* length) {
+  *length = 1;
+  if (i >= expression.size()) return Repetition::None;
+  const char c = expression[i];
+  if (c == '*' || c == '+') return Repetition::Many;
+  if (c == '?') return Repetition::AtMostOnce;
+  if (c != '{') return Repetition::None;
   const size_t close = expression.find('}', i);
-  return close != std::string::npos && expression[close - 1] == ',';
+  if (close == std::string::npos) return Repetition::None;  // a literal '{'
+  *length = close - i + 1;
+  const std::string bounds = expression.substr(i + 1, close - i - 1);
+  const size_t comma = bounds.find(',');
+  if (comma == std::string::npos) return bounds == "0" || bounds == "1" ? Repetition::AtMostOnce : Repetition::Many;
+  const std::string upper = bounds.substr(comma + 1);
+  return upper == "0" || upper == "1" ? Repetition::AtMostOnce : Repetition::Many;
 }
 
 // std::regex compiles and matches by recursion with backtracking: a pattern nested thousands deep
-// overflows the stack, and a repeated group that itself repeats ((.*)*x) takes exponential time.
-// Module names are short, so such patterns are refused rather than run.
+// overflows the stack, and ambiguous patterns take exponential or high polynomial time on a name
+// they do not match: a repeated group that holds a choice or a repetition ((a|a)*, (a+)+), many
+// choices in a row ((.|.)(.|.)...), many repetitions in a row (.*.*.*...). Module names are short
+// and PEFT's patterns simple, so patterns past these bounds are refused rather than run.
 void check_regex_cost(const std::string& expression) {
-  constexpr size_t kMaxLength = 1000, kMaxDepth = 32;
+  constexpr size_t kMaxLength = 1000, kMaxDepth = 32, kMaxRepetitions = 4, kMaxChoices = 1024;
+  const auto refuse = [&](const std::string& why) {
+    fail(Status::InvalidArgument, "target_modules regular expression '", expression, "' ", why,
+         ", which can take exponential or high polynomial time to match: write it more simply");
+  };
   require(expression.size() <= kMaxLength, "target_modules regular expression is ", expression.size(),
           " characters long (at most ", kMaxLength, ")");
-  std::vector<bool> repeats_inside;  // per open group: whether it holds an unbounded repetition
+  struct Group {
+    size_t alternatives = 1;
+    bool holds_choice_or_repetition = false;
+  };
+  std::vector<Group> open{Group{}};  // the whole expression, then each open group
+  size_t repetitions = 0, choices = 1;
   bool in_class = false;
   for (size_t i = 0; i < expression.size(); ++i) {
     const char c = expression[i];
@@ -91,24 +114,38 @@ void check_regex_cost(const std::string& expression) {
       in_class = c != ']';
       continue;
     }
+    size_t length = 1;
     if (c == '[') {
       in_class = true;
     } else if (c == '(') {
-      repeats_inside.push_back(false);
-      require(repeats_inside.size() <= kMaxDepth, "target_modules regular expression '", expression,
-              "' nests groups deeper than ", kMaxDepth);
-    } else if (c == ')' && !repeats_inside.empty()) {
-      const bool inner = repeats_inside.back();
-      repeats_inside.pop_back();
-      const bool repeated = unbounded_repetition_at(expression, i + 1);
-      require(!(inner && repeated), "target_modules regular expression '", expression,
-              "' repeats a group that itself repeats (like (a+)+), which can take exponential time: write it "
-              "without the nesting");
-      if ((inner || repeated) && !repeats_inside.empty()) repeats_inside.back() = true;
-    } else if (unbounded_repetition_at(expression, i) && !repeats_inside.empty()) {
-      repeats_inside.back() = true;
+      open.emplace_back();
+      if (i + 2 < expression.size() && expression[i + 1] == '?') i += 2;  // (?:  (?=  (?!
+      if (open.size() - 1 > kMaxDepth)
+        fail(Status::InvalidArgument, "target_modules regular expression '", expression, "' nests groups deeper than ",
+             kMaxDepth);
+    } else if (c == '|') {
+      ++open.back().alternatives;
+      open.back().holds_choice_or_repetition = true;
+    } else if (c == ')' && open.size() > 1) {
+      const Group group = open.back();
+      open.pop_back();
+      choices *= group.alternatives;
+      if (choices > kMaxChoices) refuse("chains more than " + std::to_string(kMaxChoices) + " ways through its choices");
+      const Repetition repeated = repetition_at(expression, i + 1, &length);
+      if (repeated == Repetition::Many && group.holds_choice_or_repetition)
+        refuse("repeats a group that holds a choice or a repetition (like (a|b)* or (a+)+)");
+      if (repeated == Repetition::Many) ++repetitions;
+      if (group.holds_choice_or_repetition || repeated != Repetition::None) open.back().holds_choice_or_repetition = true;
+      if (repeated != Repetition::None) i += length;
+    } else if (const Repetition r = repetition_at(expression, i, &length); r != Repetition::None) {
+      open.back().holds_choice_or_repetition = true;
+      if (r == Repetition::Many) ++repetitions;
+      i += length - 1;
     }
+    if (repetitions > kMaxRepetitions)
+      refuse("holds more than " + std::to_string(kMaxRepetitions) + " repetitions (*, +, {n,})");
   }
+  if (open.front().alternatives > kMaxChoices) refuse("chains more than " + std::to_string(kMaxChoices) + " choices");
 }
 
 }  // namespace

@@ -152,19 +152,21 @@ KeyReport check_against(const std::unordered_map<std::string, at::Tensor>& own, 
     if (it == own.end()) continue;
     require(it->second.sizes() == entry.second.sizes(), "state dict entry '", entry.first, "' has shape ",
             entry.second.sizes(), " but the model's has ", it->second.sizes());
-    // Converted between float dtypes (a bf16 file into fp32 weights), but never between kinds: integer
-    // bits read as weights, or weights truncated into a counter, are a wrong file.
-    const auto kind = [](const at::Tensor& t) {
-      return t.is_floating_point() ? 0 : t.is_complex() ? 1 : t.scalar_type() == at::kBool ? 2 : 3;
-    };
-    require(kind(it->second) == kind(entry.second), "state dict entry '", entry.first, "' is ",
-            entry.second.scalar_type(), " but the model's is ", it->second.scalar_type());
+    require_same_dtype_kind(entry.first, entry.second, it->second);
   }
   return {std::vector<std::string>(missing.begin(), missing.end()),
           std::vector<std::string>(unexpected.begin(), unexpected.end())};
 }
 
 }  // namespace
+
+void require_same_dtype_kind(const std::string& name, const at::Tensor& given, const at::Tensor& own) {
+  const auto kind = [](const at::Tensor& t) {
+    return t.is_floating_point() ? 0 : t.is_complex() ? 1 : t.scalar_type() == at::kBool ? 2 : 3;
+  };
+  require(kind(own) == kind(given), "state dict entry '", name, "' is ", given.scalar_type(), " but the model's is ",
+          own.scalar_type());
+}
 
 std::pair<std::vector<std::string>, std::vector<std::string>> Model::check_state_dict(const NamedTensors& state,
                                                                                       bool strict) const {

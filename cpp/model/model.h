@@ -167,4 +167,9 @@ void require_writable(const std::string& path);
 std::shared_ptr<Model> load_torchscript_model(const std::string& path, bool weights_pending = false);
 std::shared_ptr<Model> model_from_spec(const std::string& json_spec, bool weights_pending = false);
 
+// Loading converts between float dtypes (a bf16 file into fp32 weights) but never between kinds:
+// integer bits read as weights, or weights truncated into a counter, are a wrong file
+// (InvalidArgument naming the entry).
+void require_same_dtype_kind(const std::string& name, const at::Tensor& given, const at::Tensor& own);
+
 }  // namespace acc

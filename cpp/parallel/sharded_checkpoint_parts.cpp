@@ -71,6 +71,19 @@ Metadata shard_metadata(const ShardedDataParallel& engine, const NamedTensors& t
   return metadata;
 }
 
+// What every process's optimizer shard must hold alike: each group's settings and progress (a
+// learning rate, a schedule-free optimizer's k and mode), without the parameter names, which are
+// each process's own. Processes that disagree would drift apart, or run different collectives.
+std::string shared_group_settings(const Metadata& metadata, const std::string& source) {
+  const auto text = metadata.find("param_groups");
+  require(text != metadata.end(), source, ": not an optimizer state (no 'param_groups' in its metadata)");
+  json groups = parse_json_input(text->second, source + ": its param_groups metadata");
+  require(groups.is_array(), source, ": its param_groups metadata is not a list");
+  for (auto& group : groups)
+    if (group.is_object()) group.erase("params");
+  return "optimizer parameter groups " + groups.dump() + "\n";
+}
+
 // The file a part loads: its own kind if the checkpoint has it, else the other one.
 std::string existing(const std::string& preferred, const std::string& other) {
   return fs::exists(preferred) || !fs::exists(other) ? preferred : other;
@@ -156,7 +169,8 @@ class ShardedOptimizerPart final : public CheckpointPart {
     OptimizerSnapshot snapshot{std::move(contents.tensors), std::move(contents.metadata)};
     if (is_shard_file(source)) {
       check_shard_metadata(snapshot.metadata, snapshot.tensors, *engine_, save_id(), source);
-      return {prepare_optimizer_restore(*optimizer_, snapshot, what), {}, {}};
+      auto apply = prepare_optimizer_restore(*optimizer_, snapshot, what);
+      return {std::move(apply), {}, shared_group_settings(snapshot.metadata, what)};
     }
     return {prepare_optimizer_restore(*optimizer_, optimizer_->slice(snapshot, what), what), {}, {}};
   }

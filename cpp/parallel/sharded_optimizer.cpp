@@ -90,11 +90,13 @@ ShardedOptimizer::ShardedOptimizer(std::shared_ptr<Optimizer> inner, std::shared
 
 OptimizerSnapshot ShardedOptimizer::slice(const OptimizerSnapshot& full, const std::string& source) const {
   std::unordered_map<std::string, std::pair<int64_t, int64_t>> mine;  // name -> (begin, length)
-  std::unordered_map<std::string, int64_t> numel;
+  std::unordered_map<std::string, c10::IntArrayRef> shape;
   for (const auto& piece : engine_->layout().pieces())
     mine[engine_->names()[piece.param]] = {piece.begin, piece.length};
-  for (size_t i = 0; i < engine_->names().size(); ++i)
-    numel[engine_->names()[i]] = c10::multiply_integers(engine_->shapes()[i]);
+  for (size_t i = 0; i < engine_->names().size(); ++i) shape[engine_->names()[i]] = engine_->shapes()[i];
+  std::unordered_map<std::string, bool> grouped;  // every name of the optimizer's groups, on any process
+  for (const auto& names : group_names_)
+    for (const auto& name : names) grouped[name] = true;
   std::unordered_map<std::string, bool> own;  // the names this process's groups hold
   for (const auto& entry : pieces_model_->named_parameters()) own[entry.first] = true;
 
@@ -122,14 +124,19 @@ OptimizerSnapshot ShardedOptimizer::slice(const OptimizerSnapshot& full, const s
   out.metadata["param_groups"] = groups.dump();
   for (const auto& entry : full.tensors) {
     const auto [param, field] = split_state_key(entry.first, source);
+    require(grouped.count(param), source, ": holds state for parameters the optimizer does not have ('", entry.first,
+            "')");
+    // Checked on every process, also for the parameters other processes own: all refuse alike.
+    const auto expected = shape.find(param);
+    if (expected != shape.end() && entry.second.dim() != 0)
+      require(entry.second.sizes() == expected->second, source, ": '", entry.first, "' has shape ",
+              entry.second.sizes(), " but ", expected->second, " was expected");
     if (!own.count(param)) continue;
     auto piece = mine.find(param);
     if (piece == mine.end() || entry.second.dim() == 0) {  // a frozen parameter's, or a scalar
       out.tensors.push_back(entry);
       continue;
     }
-    require(entry.second.numel() == numel.at(param), source, ": '", entry.first, "' has ", entry.second.numel(),
-            " elements, the parameter ", numel.at(param));
     out.tensors.emplace_back(entry.first,
                              entry.second.reshape({-1}).narrow(0, piece->second.first, piece->second.second));
   }

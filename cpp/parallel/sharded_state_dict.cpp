@@ -49,9 +49,11 @@ void ShardedDataParallel::check_full_state_dict(const NamedTensors& state) const
       rest.push_back(entry);
       continue;
     }
-    const auto& shape = set->shapes[set->index.at(entry.first)];
+    const size_t index = set->index.at(entry.first);
+    const auto& shape = set->shapes[index];
     require(entry.second.sizes() == c10::IntArrayRef(shape), "'", entry.first, "' has shape ", entry.second.sizes(),
             ", the model's is ", c10::IntArrayRef(shape));
+    require_same_dtype_kind(entry.first, entry.second, set->params[index]);  // empty at rest, its dtype kept
   }
   for (const FlatSet* set : {&trainable_, &frozen_})
     for (const auto& name : set->names) require(by_name.count(name), "the state lacks '", name, "'");

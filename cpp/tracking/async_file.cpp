@@ -1,5 +1,6 @@
 #include "tracking/async_file.h"
 
+#include <fcntl.h>
 #include <stdio_ext.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/files.h"
 
 namespace acc::tracking {
 namespace {
@@ -55,12 +57,37 @@ class RecordEnds {
   std::vector<off_t> ends_;
 };
 
+// The run's file, opened to append (or emptied first); refused unless a regular file: opening a
+// FIFO would wait for a reader for ever, and a device is no log.
+std::FILE* open_regular_file(const std::string& path, bool truncate) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0666);
+  if (fd < 0) {
+    const int open_errno = errno;
+    refuse_unless_regular(path);  // a FIFO without a reader fails the non-blocking open (ENXIO)
+    fail(Status::Io, "cannot open ", path, " for writing: ", std::strerror(open_errno));
+  }
+  struct stat st {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  if (!regular || (truncate && ::ftruncate(fd, 0) != 0) || ::fcntl(fd, F_SETFL, O_WRONLY | O_APPEND) != 0) {
+    const int error = errno;
+    ::close(fd);
+    if (!regular) fail(Status::Io, "'", path, "' is not a regular file");
+    fail(Status::Io, "cannot open ", path, " for writing: ", std::strerror(error));
+  }
+  std::FILE* file = ::fdopen(fd, "ab");
+  if (!file) {
+    const int error = errno;
+    ::close(fd);
+    fail(Status::Io, "cannot open ", path, " for writing: ", std::strerror(error));
+  }
+  return file;
+}
+
 }  // namespace
 
 AsyncFile::AsyncFile(std::string path, bool truncate, std::chrono::milliseconds flush_interval)
     : path_(std::move(path)), flush_interval_(flush_interval) {
-  file_ = std::fopen(path_.c_str(), truncate ? "wb" : "ab");
-  if (!file_) fail(Status::Io, "cannot open ", path_, " for writing: ", std::strerror(errno));
+  file_ = open_regular_file(path_, truncate);
   thread_ = std::thread([this] { run(); });
 }
 

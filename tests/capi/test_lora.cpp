@@ -730,12 +730,31 @@ TEST(Lora, RegularExpressionsThatWouldNotEndAreRefused) {
   ACC_EXPECT_ERROR(acc_model_add_lora(m, ("re:" + std::string(40, '(') + "0" + std::string(40, ')')).c_str(), nullptr,
                                       nullptr),
                    ACC_ERR_INVALID_ARGUMENT, "deeper than");
-  for (const char* pattern : {"re:(.*)*x", "re:(.*.*)*x", "re:(a+)+", "re:((0)+\\.)*x", "re:(.*){2,}x"})
-    ACC_EXPECT_ERROR(acc_model_add_lora(m, pattern, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "exponential");
+  // Also ambiguous patterns without nested repetition: a repeated choice, choices or repetitions in
+  // a row (each ran for minutes on a name like "1.self_attn.out_proj"); and in a PEFT adapter folder.
+  std::string choices_in_a_row = "re:", repetitions_in_a_row = "re:";
+  for (int i = 0; i < 11; ++i) choices_in_a_row += "(.|.)";
+  for (int i = 0; i < 20; ++i) repetitions_in_a_row += ".*";
+  for (const std::string& pattern : {std::string("re:(.*)*x"), std::string("re:(.*.*)*x"), std::string("re:(a+)+"),
+                                     std::string("re:((0)+\\.)*x"), std::string("re:(.*){2,}x"),
+                                     std::string("re:(.|.|.|.)*z"), std::string("re:(?:a|b)+z"),
+                                     choices_in_a_row + "z", repetitions_in_a_row + "z"})
+    ACC_EXPECT_ERROR(acc_model_add_lora(m, pattern.c_str(), nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "exponential");
+  const std::string dir = acc_test::temp_path("lora_slow_pattern");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/adapter_config.json") << R"({"peft_type": "LORA", "r": 2, "lora_alpha": 4,
+      "target_modules": "(.|.|.|.)*z"})";
+  ACC_EXPECT_ERROR(acc_model_load_lora(m, dir.c_str()), ACC_ERR_IO, "exponential");
+  std::filesystem::remove_all(dir);
   // What PEFT users write still works: one level of repetition, bounded repetitions of groups.
   size_t count = 0;
   ACC_ASSERT_OK(acc_model_add_lora(m, "re:(.*\\.)?(linear1|out_proj)|[0]", nullptr, &count));
   EXPECT_EQ(count, 3u);
+  acc_model_free(m);
+  m = net();
+  // PEFT's usual shapes: a few repetitions and choices, a non-capturing group, a bounded count.
+  ACC_ASSERT_OK(acc_model_add_lora(m, "re:.*\\d{1,3}\\.(?:self_attn\\.)?(linear1|out_proj|k_proj|v_proj).*", nullptr, &count));
+  EXPECT_EQ(count, 2u);
   acc_model_free(m);
 }
 

@@ -591,3 +591,24 @@ TEST(Tracking, TextsReachEveryTracker) {
   EXPECT_EQ(rows[3][5], "0.75");
   acc_accelerator_free(a);
 }
+
+// A run's file that is not a regular file is refused at once (a FIFO would block the open for ever
+// waiting for a reader; a device is no log), naming it; the run does not start.
+TEST(Tracking, ARunFileThatIsNotARegularFileIsRefused) {
+  for (const char* tracker : {"jsonl", "csv"}) {
+    const std::string dir = fresh_dir(std::string("special_") + tracker);
+    const std::string file = dir + "/run/" + (std::string(tracker) == "csv" ? "metrics.csv" : "metrics.jsonl");
+    ASSERT_EQ(std::system(("mkdir -p '" + dir + "/run' && mkfifo '" + file + "'").c_str()), 0);
+    acc_accelerator* a = make(tracker, dir);
+    ACC_EXPECT_ERROR(acc_init_trackers(a, "run", nullptr), ACC_ERR_IO, "'" + file + "' is not a regular file");
+    ACC_EXPECT_ERROR(acc_log_scalar(a, "loss", 1.0, -1), ACC_ERR_NOT_INITIALIZED, "init_trackers");
+    std::remove(file.c_str());
+    ASSERT_EQ(::symlink("/dev/null", file.c_str()), 0);
+    ACC_EXPECT_ERROR(acc_init_trackers(a, "run", nullptr), ACC_ERR_IO, "is not a regular file");
+    std::remove(file.c_str());
+    ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));  // a regular file again: the run starts
+    ACC_ASSERT_OK(acc_log_scalar(a, "loss", 1.0, -1));
+    ACC_ASSERT_OK(acc_end_training(a));
+    acc_accelerator_free(a);
+  }
+}

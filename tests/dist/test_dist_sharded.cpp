@@ -863,20 +863,125 @@ TEST(Sharded, SwappedOrCorruptShardsAreRefused) {
   }
 }
 
-// Rewrites the layout a model shard records (its header's metadata), keeping its tensors.
-static void rewrite_layout(const std::string& path, const std::function<void(nlohmann::json&)>& edit) {
+// Rewrites a safetensors file's header (its tensors' entries and metadata) and its data section.
+using HeaderEdit = std::function<void(nlohmann::ordered_json& header, std::string& data)>;
+static void rewrite_header(const std::string& path, const HeaderEdit& edit) {
   const std::string bytes = acc_test::read_file(path);
   uint64_t length = 0;
   for (int i = 0; i < 8; ++i) length |= uint64_t{static_cast<uint8_t>(bytes[static_cast<size_t>(i)])} << (8 * i);
   auto header = nlohmann::ordered_json::parse(bytes.substr(8, length));
-  auto layout = nlohmann::json::parse(header["__metadata__"]["layout"].get<std::string>());
-  edit(layout);
-  header["__metadata__"]["layout"] = layout.dump();
+  std::string data = bytes.substr(8 + length);
+  edit(header, data);
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
   std::string out(8, '\0');
   for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>(uint64_t{text.size()} >> (8 * i));
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << out << text << bytes.substr(8 + length);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << out << text << data;
+}
+
+// Rewrites the layout a model shard records (its header's metadata), keeping its tensors.
+static void rewrite_layout(const std::string& path, const std::function<void(nlohmann::json&)>& edit) {
+  rewrite_header(path, [&](nlohmann::ordered_json& header, std::string&) {
+    auto layout = nlohmann::json::parse(header["__metadata__"]["layout"].get<std::string>());
+    edit(layout);
+    header["__metadata__"]["layout"] = layout.dump();
+  });
+}
+
+// Drops the manifest's file records, as a checkpoint written before they existed has none: the
+// files' own checks then decide alone (what a file edited with its records updated meets).
+static void drop_file_records(const std::string& dir) {
+  auto manifest = nlohmann::json::parse(acc_test::read_file(dir + "/accelerate_state.json"));
+  for (const char* key : {"files", "manifest_crc32c"}) manifest.erase(key);
+  std::ofstream(dir + "/accelerate_state.json", std::ios::trunc) << manifest.dump(2);
+}
+
+// Each process's optimizer shard holds the groups' settings (a learning rate, a schedule-free
+// optimizer's progress and mode); shards whose settings differ are refused on every process before
+// anything changes (before, each process loaded its own and the replicas drifted apart, or a mode
+// switch became a collective on one process only).
+TEST(Sharded, OptimizerShardsWhoseGroupSettingsDifferAreRefused) {
+  const std::string dir = shared_dir("disagreeing_shards");
+  Job job(2, sharded_files());
+  job.micro_step();
+  ACC_ASSERT_OK(acc_save_state(job.acc, dir.c_str(), nullptr));
+  const auto weights = job.weights();
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0) {
+    rewrite_header(dir + "/optimizer_shard_" + std::to_string(g_world - 1) + ".safetensors",
+                   [](nlohmann::ordered_json& h, std::string&) {
+      auto groups = nlohmann::json::parse(h["__metadata__"]["param_groups"].get<std::string>());
+      groups[0]["options"]["lr"] = 0.5;
+      h["__metadata__"]["param_groups"] = groups.dump();
+    });
+    drop_file_records(dir);
+  }
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  ACC_EXPECT_ERROR(acc_load_state(job.acc, dir.c_str(), nullptr), ACC_ERR_IO, "optimizer parameter groups");
+  EXPECT_EQ(job.weights(), weights);
+  double lr = 0;
+  ACC_ASSERT_OK(acc_optimizer_get_lr(job.opt, 0, &lr));
+  EXPECT_EQ(lr, 0.05) << "a refused load changed nothing";
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0) std::filesystem::remove_all(dir);
+}
+
+// A consolidated checkpoint (FULL_STATE_DICT) loads under every stage with the checks DDP's load
+// makes: optimizer state for a parameter the model lacks, a moment of another shape (transposed:
+// the same number of elements), weights of another kind (integers): each refused, nothing changed.
+TEST(Sharded, ConsolidatedFilesThatDoNotFitAreRefusedUnderEveryStage) {
+  const std::string dir = shared_dir("unfit_consolidated");
+  {
+    Job job(0, Settings{});
+    job.micro_step();
+    ACC_ASSERT_OK(acc_save_state(job.acc, dir.c_str(), nullptr));
+  }
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  const std::string optimizer = dir + "/optimizer.safetensors", model = dir + "/model.safetensors";
+  std::string original_optimizer, original_model;
+  if (g_rank == 0) {
+    original_optimizer = acc_test::read_file(optimizer);
+    original_model = acc_test::read_file(model);
+    drop_file_records(dir);
+  }
+  using Edit = std::pair<std::string, HeaderEdit>;
+  const std::vector<std::tuple<std::string, Edit, std::string>> cases = {
+      {"a state of no parameter",
+       {optimizer, [](nlohmann::ordered_json& h, std::string& data) {  // a copy of a moment, appended
+          auto entry = h["state.0.weight.exp_avg"];
+          const auto begin = entry["data_offsets"][0].get<size_t>(), end = entry["data_offsets"][1].get<size_t>();
+          entry["data_offsets"] = nlohmann::ordered_json::array({data.size(), data.size() + end - begin});
+          data += data.substr(begin, end - begin);
+          h["state.no_such.exp_avg"] = entry;
+        }},
+       "holds state for parameters the optimizer does not have"},
+      {"a transposed moment",
+       {optimizer, [](nlohmann::ordered_json& h, std::string&) {
+          auto& shape = h["state.0.weight.exp_avg"]["shape"];
+          shape = nlohmann::ordered_json::array({shape[1], shape[0]});
+        }},
+       "has shape"},
+      {"integer weights", {model, [](nlohmann::ordered_json& h, std::string&) { h["0.bias"]["dtype"] = "I32"; }},
+       "is Int but the model's is Float"}};
+  for (const auto& [what, edit, says] : cases) {
+    SCOPED_TRACE(what);
+    if (g_rank == 0) rewrite_header(edit.first, edit.second);
+    ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+    for (int stage : {0, 1, 2, 3}) {
+      SCOPED_TRACE("zero_stage " + std::to_string(stage));
+      Job job(stage, Settings{});
+      const auto weights = job.weights();
+      ACC_EXPECT_ERROR(acc_load_state(job.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT, says);
+      EXPECT_EQ(job.weights(), weights);
+    }
+    ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+    if (g_rank == 0) {
+      std::ofstream(optimizer, std::ios::binary | std::ios::trunc) << original_optimizer;
+      std::ofstream(model, std::ios::binary | std::ios::trunc) << original_model;
+    }
+    ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  }
+  if (g_rank == 0) std::filesystem::remove_all(dir);
 }
 
 // SHARDED_STATE_DICT shards of zero_stage 3 merge without the job into the very file acc_save_model
