@@ -11,6 +11,7 @@
 #include "common/compat.h"
 #include "common/error.h"
 #include "common/files.h"
+#include "common/large_stack.h"
 #include "model/torchscript_archive.h"
 
 namespace acc {
@@ -285,7 +286,11 @@ std::shared_ptr<Model> load_torchscript_model(const std::string& path, bool weig
   compat::disable_cpu_fusion();
   std::shared_ptr<Model> model;
   try {
-    model = std::make_shared<ScriptModel>(torch::jit::load(path, at::Device(at::kCPU)));
+    // libtorch parses the archive's code recursively: on a stack of known size, not the caller's
+    // (a host runtime's thread may have far less than the archive's checked nesting needs).
+    torch::jit::Module module;
+    run_on_large_stack([&] { module = torch::jit::load(path, at::Device(at::kCPU)); });
+    model = std::make_shared<ScriptModel>(std::move(module));
   } catch (const c10::Error& e) {
     fail(Status::Io, "'", path, "' is not a readable TorchScript archive: ", e.what_without_backtrace());
   } catch (const std::exception& e) {

@@ -72,12 +72,51 @@ Directory find_directory(const Bytes& f, const std::string& path) {
   fail(Status::Io, "'", path, "' is not a zip archive (no end of central directory): not a TorchScript file, or truncated");
 }
 
-// The CRC-32 of a record's uncompressed bytes: stored as they are, or deflated.
+// How deeply a record of TorchScript code nests: libtorch's parser recurses once per bracket, unary
+// operator and indented block, so code nested thousands deep overflows the stack of the thread that
+// loads it (SIGSEGV). Fed the record's bytes piece by piece; brackets inside strings count too (an
+// over-estimate that code written by torch.jit.save never comes near).
+class CodeNesting {
+ public:
+  void feed(const uint8_t* bytes, uint64_t n) {
+    for (uint64_t i = 0; i < n; ++i) {
+      const char c = static_cast<char>(bytes[i]);
+      if (c == '(' || c == '[' || c == '{') deepest_ = std::max(deepest_, ++brackets_);
+      if ((c == ')' || c == ']' || c == '}') && brackets_ > 0) --brackets_;
+      if (c == '-' || c == '+' || c == '~')
+        deepest_ = std::max(deepest_, ++unary_run_);
+      else if (c != ' ' && c != '(' && c != '\t')
+        unary_run_ = 0;
+      if (c == '\n') {
+        line_start_ = true;
+        indent_ = 0;
+      } else if (line_start_ && (c == ' ' || c == '\t')) {
+        deepest_ = std::max(deepest_, ++indent_);
+      } else {
+        line_start_ = false;
+      }
+    }
+  }
+  uint64_t deepest() const { return deepest_; }
+
+ private:
+  uint64_t brackets_ = 0, unary_run_ = 0, indent_ = 0, deepest_ = 0;
+  bool line_start_ = true;
+};
+
+// Deeper than anything torch.jit.save writes by far, and well within the stack the load runs on.
+constexpr uint64_t kMaxCodeNesting = 2000;
+
+bool is_code_record(const std::string& name) { return name.size() > 3 && name.compare(name.size() - 3, 3, ".py") == 0; }
+
+// The CRC-32 of a record's uncompressed bytes: stored as they are, or deflated. `sink` (may be
+// null) sees the uncompressed bytes as they go by.
 uint32_t record_crc(const uint8_t* data, uint64_t compressed, uint64_t uncompressed, int method,
-                    const std::string& path, const std::string& name) {
+                    const std::string& path, const std::string& name, CodeNesting* sink) {
   uLong crc = crc32_start();
   if (method == 0) {
     if (compressed != uncompressed) fail(Status::Io, "'", path, "': record '", name, "' has inconsistent sizes");
+    if (sink) sink->feed(data, compressed);
     return crc32_update(static_cast<uint32_t>(crc), data, compressed);
   }
   if (method != 8) fail(Status::Io, "'", path, "': record '", name, "' uses zip compression method ", method,
@@ -99,6 +138,7 @@ uint32_t record_crc(const uint8_t* data, uint64_t compressed, uint64_t uncompres
     status = inflate(&z, Z_NO_FLUSH);
     const uint64_t got = out.size() - z.avail_out;
     crc = crc32(crc, out.data(), static_cast<uInt>(got));
+    if (sink) sink->feed(out.data(), got);
     produced += got;
     if (status != Z_OK && status != Z_STREAM_END) break;
     if (status == Z_OK && got == 0 && z.avail_in == 0 && consumed >= compressed) break;
@@ -153,8 +193,14 @@ void verify_torchscript_archive(const std::string& path) {
       fail(Status::Io, "'", path, "' is corrupt (the header of record '", r.name, "' is damaged)");
     const uint64_t data_start = local + 30 + f.le(local + 26, 2, "a record header") + f.le(local + 28, 2, "a record header");
     r.data = f.at(data_start, r.compressed, "a record's data");
-    if (record_crc(r.data, r.compressed, r.uncompressed, r.method, path, r.name) != expected_crc)
+    CodeNesting nesting;
+    CodeNesting* code = is_code_record(r.name) ? &nesting : nullptr;
+    if (record_crc(r.data, r.compressed, r.uncompressed, r.method, path, r.name, code) != expected_crc)
       fail(Status::Io, "'", path, "': record '", r.name, "' fails its CRC-32 check (the file is damaged)");
+    if (code && nesting.deepest() > kMaxCodeNesting)
+      fail(Status::Io, "'", path, "': record '", r.name, "' holds code nested ", nesting.deepest(),
+           " deep (brackets, unary operators or indentation; at most ", kMaxCodeNesting,
+           "): libtorch's parser would overflow its stack");
     at += 46 + name_length + extra_length + comment_length;
     records[r.name] = r;
   }

@@ -1,12 +1,14 @@
 // Bad input through the C API: calls out of order, arguments out of range, shapes whose sizes
 // overflow, pointers that are not what they claim. Each must be an error status with a plain
 // message, leave the out-parameters alone, and never crash.
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -560,4 +562,69 @@ TEST(BadInput, SpecNumbersOutsideWhatTheyCanBeAreRefused) {
   ACC_EXPECT_ERROR(acc_options_set_int(o, "ddp_bucket_cap_mb", int64_t{1} << 50), ACC_ERR_INVALID_ARGUMENT,
                    "ddp_bucket_cap_mb");
   acc_options_free(o);
+}
+
+namespace {
+
+// classifier.pt with a function nested `depth` deep (`kind`: brackets or unary minus signs) added to
+// its code, the archive otherwise as torch writes it (deflated code records, valid CRCs).
+std::string archive_with_nesting(const std::string& kind, int depth) {
+  const std::string out = acc_test::temp_path("nested_" + kind + std::to_string(depth) + ".pt");
+  const std::string body = kind == "brackets" ? "'(' * n + 'x' + ')' * n" : "'-' * n + 'x'";
+  const std::string script =
+      "import sys, zipfile\n"
+      "src, dst, n = sys.argv[1], sys.argv[2], int(sys.argv[3])\n"
+      "with zipfile.ZipFile(src) as a, zipfile.ZipFile(dst, 'w') as b:\n"
+      "    for i in a.infolist():\n"
+      "        data = a.read(i)\n"
+      "        if i.filename.endswith('/code/__torch__.py'):\n"
+      "            data += ('\\ndef deep(x: int) -> int:\\n  return ' + " +
+      body +
+      " + '\\n').encode()\n"
+      "        b.writestr(i, data)\n";
+  const std::string py = out + ".py";
+  std::ofstream(py) << script;
+  EXPECT_EQ(std::system(("python3 '" + py + "' '" + acc_test::data_dir() + "/classifier.pt' '" + out + "' " +
+                         std::to_string(depth))
+                            .c_str()),
+            0);
+  return out;
+}
+
+struct LoadOnThread {
+  std::string path;
+  acc_status status = ACC_ERR_INTERNAL;
+};
+
+}  // namespace
+
+// libtorch parses a TorchScript archive's code recursively: code nested thousands deep killed the
+// process (SIGSEGV, its stack overflowed). Past the bound it is refused naming the record; within it,
+// the load runs on a stack of its own, so it works from a thread with a small stack too (a JVM's).
+TEST(BadInput, TorchScriptCodeNestedTooDeepIsRefusedNotACrash) {
+  for (const std::string kind : {"brackets", "unary"}) {
+    const std::string deep = archive_with_nesting(kind, 20000);
+    acc_model* m = nullptr;
+    ACC_EXPECT_ERROR(acc_model_load_torchscript(deep.c_str(), &m), ACC_ERR_IO, "code/__torch__.py' holds code nested");
+    EXPECT_EQ(m, nullptr);
+  }
+  LoadOnThread load{archive_with_nesting("brackets", 1500)};
+  pthread_attr_t attributes;
+  ASSERT_EQ(pthread_attr_init(&attributes), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attributes, size_t{256} << 10), 0);  // 256 KiB
+  pthread_t thread;
+  ASSERT_EQ(pthread_create(
+                &thread, &attributes,
+                [](void* argument) -> void* {
+                  auto* job = static_cast<LoadOnThread*>(argument);
+                  acc_model* m = nullptr;
+                  job->status = acc_model_load_torchscript(job->path.c_str(), &m);
+                  acc_model_free(m);
+                  return nullptr;
+                },
+                &load),
+            0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attributes);
+  EXPECT_EQ(load.status, ACC_OK) << acc_last_error_message();
 }
