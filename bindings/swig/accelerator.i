@@ -107,6 +107,10 @@
   }
 
   void backward(const acc_tensor *loss ERR) { check(acc_backward($self, loss)); }
+  /* torch's loss.backward(retain_graph=, create_graph=); the layers name it as their language does. */
+  void backwardWith(const acc_tensor *loss, bool retainGraph, bool createGraph ERR) {
+    check(acc_backward_ex($self, loss, retainGraph ? 1 : 0, createGraph ? 1 : 0));
+  }
   void accumulateBegin(ERR0) { check(acc_accumulate_begin($self)); }
   void accumulateEnd(ERR0) { check(acc_accumulate_end($self)); }
   /* Returns the total norm before clipping. */

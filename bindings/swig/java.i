@@ -290,6 +290,7 @@ ACC_JAVA_HANDLE(accswig::LoadReport, false)
 %javamethodmodifiers acc_accelerator::addTracker "protected";
 %javamethodmodifiers acc_accelerator::logValues "protected";
 %javamethodmodifiers acc_accelerator::logTexts "protected";
+%javamethodmodifiers acc_accelerator::backwardWith "protected";
 %javamethodmodifiers acc_scheduler::fromLrLambda "protected";
 %javamethodmodifiers acc_scheduler::fromLrMultiplicative "protected";
 %javamethodmodifiers acc_scheduler::fromGroupLrLambda "protected";

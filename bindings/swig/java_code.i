@@ -355,6 +355,11 @@
   public void addTracker(String name, TrackerCallbacks tracker) {
     addTracker(name, CallbackAdapters.tracker(tracker));
   }
+  /** Accelerate's backward(loss, retain_graph=..., create_graph=...): retainGraph keeps the graph for
+   *  another backward through it; createGraph gives gradients a graph of their own (and keeps it). */
+  public void backward(Tensor loss, boolean retainGraph, boolean createGraph) {
+    backwardWith(loss, retainGraph, createGraph);
+  }
   /** Accelerate's log: values by name at step, or at the step after the last one when step is negative. */
   public void log(java.util.Map<String, Double> values, long step) {
     String[] names = values.keySet().toArray(new String[0]);

@@ -1181,6 +1181,16 @@ ACC_API ACC_NODISCARD acc_status acc_unwrap_model(acc_accelerator *acc, acc_mode
 
 /* Accelerate's backward: loss / gradient_accumulation_steps, then back-propagation. */
 ACC_API ACC_NODISCARD acc_status acc_backward(acc_accelerator *acc, const acc_tensor *loss);
+/* acc_backward with torch's loss.backward(retain_graph=..., create_graph=...) (Accelerate's
+ * backward(loss, **kwargs)): retain_graph non-zero keeps the graph for another backward through it
+ * (two losses of one forward, as a GAN's discriminator and generator); create_graph records the
+ * backward itself, so the gradients have a graph (higher-order derivatives), and keeps the graph as
+ * torch does by default then. A second backward through a freed graph is ACC_ERR_INVALID_ARGUMENT.
+ * Under DDP the gradients are averaged once per forward as PyTorch's DDP averages them (a second
+ * backward of one forward needs acc_no_sync_begin, as there); under sharded data parallelism either
+ * flag is ACC_ERR_UNSUPPORTED. */
+ACC_API ACC_NODISCARD acc_status acc_backward_ex(acc_accelerator *acc, const acc_tensor *loss, int retain_graph,
+                                                 int create_graph);
 /* Around each micro-step when accumulating gradients (Python's `with accelerator.accumulate(model)`):
  * begin decides sync_gradients; end closes the micro-step. */
 ACC_API ACC_NODISCARD acc_status acc_accumulate_begin(acc_accelerator *acc);

@@ -190,6 +190,13 @@ acc_status acc_backward(acc_accelerator* a, const acc_tensor* loss) {
   });
 }
 
+acc_status acc_backward_ex(acc_accelerator* a, const acc_tensor* loss, int retain_graph, int create_graph) {
+  return guarded([&] {
+    auto& x = accelerator_arg(a);
+    x.backward(live(loss, "loss").tensor, retain_graph != 0, create_graph != 0);
+  });
+}
+
 acc_status acc_accumulate_begin(acc_accelerator* a) {
   return guarded([&] { accelerator_arg(a).accumulate_begin(); });
 }

@@ -226,14 +226,19 @@ std::shared_ptr<Model> Accelerator::unwrap_model(const std::shared_ptr<Model>& m
   return model;
 }
 
-void Accelerator::backward(const at::Tensor& loss) {
+void Accelerator::backward(const at::Tensor& loss, bool retain_graph, bool create_graph) {
   require_backward_loss(loss);
+  if ((retain_graph || create_graph) && config_.sharding.stage > 0 && dist_)
+    fail(Status::Unsupported, "backward with ", retain_graph ? "retain_graph" : "create_graph",
+         " under sharded data parallelism (zero_stage ", config_.sharding.stage, "): each backward reduces the ",
+         "gradients into their shards and releases gathered parameters, so a second pass through the graph ",
+         "has neither (DeepSpeed's engine has no such argument either)");
   const int64_t steps = config_.gradient_accumulation_steps;
   at::Tensor scaled = steps > 1 ? loss / static_cast<double>(steps) : loss;
   if (scaler_) scaled = scaler_->scale(scaled);
   ++backward_calls_;
   try {
-    scaled.backward();
+    scaled.backward({}, retain_graph || create_graph, create_graph);
   } catch (const Error& e) {
     // Sharding's collectives in backward name themselves; the message gains which backward it was.
     const bool collective = e.status() == Status::Timeout || e.status() == Status::Aborted ||

@@ -66,8 +66,10 @@ class Accelerator {
   // The model without the Accelerator's wrapper.
   std::shared_ptr<Model> unwrap_model(const std::shared_ptr<Model>& model) const;
 
-  // loss / gradient_accumulation_steps, then backward.
-  void backward(const at::Tensor& loss);
+  // loss / gradient_accumulation_steps, then backward: torch's loss.backward(retain_graph=,
+  // create_graph=) (Accelerate's backward(loss, **kwargs)); create_graph keeps the graph too, as
+  // torch's retain_graph=None does. Either is Unsupported with sharded data parallelism.
+  void backward(const at::Tensor& loss, bool retain_graph = false, bool create_graph = false);
   // Start of a micro-step in gradient accumulation (C's stand-in for `with accumulate(model)`).
   void accumulate_begin();
   // Closes the micro-step: gradients sync again outside accumulation (as the no_sync context

@@ -204,6 +204,64 @@ TEST(Backward, DividesTheLossByAccumulationSteps) {
   }
 }
 
+// Accelerate's backward(loss, retain_graph=True): two losses of one forward back-propagate in turn
+// and their gradients add up; without it the second one is refused (the graph is freed) and the
+// gradients stay as the first left them. create_graph gives gradients with a graph of their own.
+TEST(Backward, RetainGraphAndCreateGraphAsTorchs) {
+  acc_accelerator* a = make({{"cpu", "1"}});
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(kLinear, &model));
+  acc_model* prepared = nullptr;
+  ACC_ASSERT_OK(acc_prepare_model(a, model, ACC_PLACEMENT_DEFAULT, &prepared));
+  acc_tensor* x = floats({1, 2}, {1, 2});
+  acc_tensor *w = nullptr, *zero = floats({0}, {1, 1});
+  ACC_ASSERT_OK(acc_model_parameter(prepared, "0.weight", &w));
+  auto gradient = [&] {
+    acc_tensor* grad = nullptr;
+    EXPECT_EQ(acc_tensor_grad(w, &grad), ACC_OK);
+    std::vector<float> values = grad ? to_floats(grad) : std::vector<float>{};
+    acc_tensor_free(grad);
+    return values;
+  };
+  for (int retain : {1, 0}) {
+    SCOPED_TRACE(retain ? "retain_graph" : "without retain_graph");
+    ACC_ASSERT_OK(acc_model_zero_grad(prepared));
+    acc_tensor *out = nullptr, *first = nullptr, *second = nullptr;
+    ACC_ASSERT_OK(acc_model_forward1(prepared, x, 0, &out));
+    ACC_ASSERT_OK(acc_tensor_sum(out, &first));                           // d/dw = x
+    ACC_ASSERT_OK(acc_loss_mse(out, zero, ACC_REDUCTION_MEAN, &second));  // d/dw = 2 out x
+    const float y = to_floats(out)[0];
+    ACC_ASSERT_OK(acc_backward_ex(a, first, retain, 0));
+    EXPECT_EQ(gradient(), (std::vector<float>{1, 2}));
+    if (retain) {
+      ACC_ASSERT_OK(acc_backward(a, second));
+      const auto g = gradient();
+      ASSERT_EQ(g.size(), 2u);
+      EXPECT_NEAR(g[0], 1 + 2 * y * 1, 1e-5);
+      EXPECT_NEAR(g[1], 2 + 2 * y * 2, 1e-5);
+    } else {
+      EXPECT_EQ(acc_backward(a, second), ACC_ERR_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(acc_last_error_message()).find("second time"), std::string::npos)
+          << acc_last_error_message();
+      EXPECT_EQ(gradient(), (std::vector<float>{1, 2}));
+    }
+    for (acc_tensor* t : {out, first, second}) acc_tensor_free(t);
+  }
+  ACC_ASSERT_OK(acc_model_zero_grad(prepared));
+  acc_tensor *out = nullptr, *loss = nullptr, *grad = nullptr;
+  ACC_ASSERT_OK(acc_model_forward1(prepared, x, 0, &out));
+  ACC_ASSERT_OK(acc_loss_mse(out, zero, ACC_REDUCTION_MEAN, &loss));
+  ACC_ASSERT_OK(acc_backward_ex(a, loss, 0, 1));
+  ACC_ASSERT_OK(acc_tensor_grad(w, &grad));
+  int requires = 0;
+  ACC_ASSERT_OK(acc_tensor_requires_grad(grad, &requires));
+  EXPECT_EQ(requires, 1) << "create_graph: the gradient has a graph";
+  for (acc_tensor* t : {x, w, zero, out, loss, grad}) acc_tensor_free(t);
+  acc_model_free(model);
+  acc_model_free(prepared);
+  acc_accelerator_free(a);
+}
+
 TEST(Accumulation, OptimizerStepsAtWindowEndsAndAtTheEndOfTheLoader) {
   // 5 batches, 2 accumulation steps: sync after micro-steps 2, 4 and at the last batch (5).
   acc_accelerator* a = make({{"cpu", "1"}, {"gradient_accumulation_steps", "2"}});

@@ -1101,6 +1101,18 @@ TEST(Sharded, WhatItCannotDoIsRefused) {
   EXPECT_NE(std::strstr(acc_last_error_message(), "zero_stage"), nullptr) << acc_last_error_message();
   const char* names[] = {"4.bias"};
   EXPECT_NE(acc_optimizer_add_param_group(job.opt, names, 1, nullptr), ACC_OK);
+  // A second pass through a retained graph finds neither the gradients nor the gathered parameters.
+  {
+    acc_tensor* x = floats({0.1f, 0.2f, 0.3f}, {1, 3});
+    acc_tensor *out = nullptr, *loss = nullptr;
+    ACC_ASSERT_OK(acc_model_forward1(job.model, x, ACC_FORWARD_DEFAULT, &out));
+    ACC_ASSERT_OK(acc_tensor_sum(out, &loss));
+    for (const auto& [retain, create] : {std::pair{1, 0}, std::pair{0, 1}})
+      ACC_EXPECT_ERROR(acc_backward_ex(job.acc, loss, retain, create), ACC_ERR_UNSUPPORTED,
+                       "under sharded data parallelism");
+    ACC_ASSERT_OK(acc_backward(job.acc, loss));  // the plain backward still works
+    for (acc_tensor* t : {x, out, loss}) acc_tensor_free(t);
+  }
   // Adafactor's factored moments need whole matrices: it cannot step slices.
   {
     acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", "1"}});

@@ -8,6 +8,11 @@ public partial class Accelerator {
   public Optimizer Prepare(Optimizer opt) { return PrepareOptimizer(opt, Placement.Default); }
   public DataLoader Prepare(DataLoader loader) { return PrepareDataLoader(loader, Placement.Default); }
   public Scheduler Prepare(Scheduler sched) { return PrepareScheduler(sched); }
+  /// Accelerate's backward(loss, retain_graph=..., create_graph=...): retainGraph keeps the graph for
+  /// another backward through it; createGraph gives gradients a graph of their own (and keeps it).
+  public void Backward(Tensor loss, bool retainGraph, bool createGraph = false) {
+    BackwardWith(loss, retainGraph, createGraph);
+  }
 
   /// `using (acc.Accumulate()) { ... }`: one micro-step of gradient accumulation.
   public Scope Accumulate() {

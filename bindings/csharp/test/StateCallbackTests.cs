@@ -72,6 +72,24 @@ public class StateCallbackTests {
     public void Finish() { Calls.Add("finish"); }
   }
 
+  // Backward(loss, retainGraph, createGraph): two losses of one forward back-propagate in turn;
+  // without retaining the graph the second is refused.
+  [Test]
+  public void BackwardRetainsTheGraphOnRequest() {
+    using (Accelerator acc = NewAccelerator(TestDirs.Temp()))
+    using (Model raw = Model.FromSpec(Spec))
+    using (Model model = acc.Prepare(raw))
+    using (Tensor x = Tensor.Of(new float[] {1, 2}, 1, 2))
+    using (Tensor y = model.Forward(x))
+    using (Tensor first = y.Sum())
+    using (Tensor second = y.Mean()) {
+      acc.Backward(first, true);
+      acc.Backward(second);
+      var e = Assert.Throws<AccelerateInvalidArgumentException>(() => acc.Backward(first));
+      StringAssert.Contains("second time", e.Message);
+    }
+  }
+
   sealed class TextRecorder : ITextTracker {
     internal readonly List<string> Calls = new List<string>();
     public void Init(string project, string configJson) {}

@@ -139,6 +139,18 @@ func (a *Accelerator) Backward(loss *Tensor) error {
 	return a.do(func(h capi.Accelerator, e *string) { h.Backward(lh, e) })
 }
 
+// BackwardWith is Accelerate's backward(loss, retain_graph=..., create_graph=...): retainGraph keeps
+// the graph for another backward through it; createGraph gives gradients a graph of their own (and
+// keeps the graph).
+func (a *Accelerator) BackwardWith(loss *Tensor, retainGraph, createGraph bool) error {
+	lh, err := loss.ref().get()
+	if err != nil {
+		return err
+	}
+	defer runtime.KeepAlive(loss)
+	return a.do(func(h capi.Accelerator, e *string) { h.BackwardWith(lh, retainGraph, createGraph, e) })
+}
+
 // Accumulate runs f as one micro-step of gradient accumulation (Accelerate's
 // `with accelerator.accumulate(model):`); the micro-step ends when f returns, a panic included.
 // Returns f's error, else ending's.

@@ -128,6 +128,42 @@ func TestTrackerFuncs(t *testing.T) {
 	}
 }
 
+// BackwardWith(loss, retainGraph, createGraph): two losses of one forward back-propagate in turn;
+// without retaining the graph the second is refused.
+func TestBackwardRetainsTheGraphOnRequest(t *testing.T) {
+	a := newCPUAccelerator(t, t.TempDir())
+	m, err := acc.ModelFromSpec(`[{"type":"linear","in_features":2,"out_features":1}]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	prepared, err := a.PrepareModel(m, acc.PlacementDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prepared.Close()
+	x, _ := acc.FromFloat32s([]float32{1, 2}, 1, 2)
+	defer x.Close()
+	y, err := prepared.Forward(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer y.Close()
+	first, _ := y.Sum()
+	defer first.Close()
+	second, _ := y.Mean()
+	defer second.Close()
+	if err := a.BackwardWith(first, true, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Backward(second); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Backward(first); !errors.Is(err, acc.ErrInvalidArgument) || !strings.Contains(err.Error(), "second time") {
+		t.Fatalf("a second backward through a freed graph: %v", err)
+	}
+}
+
 // Texts reach a tracker's LogText as given; its Log sees numbers only, and a tracker without
 // LogText leaves texts.
 func TestTextsReachTheTrackersLogText(t *testing.T) {

@@ -1107,6 +1107,9 @@ SWIGINTERN acc_model *acc_accelerator_unwrapModel(acc_accelerator *self,acc_mode
     return out;
   }
 SWIGINTERN void acc_accelerator_backward(acc_accelerator *self,acc_tensor const *loss,std::string *swig_err){ check(acc_backward(self, loss)); }
+SWIGINTERN void acc_accelerator_backwardWith(acc_accelerator *self,acc_tensor const *loss,bool retainGraph,bool createGraph,std::string *swig_err){
+    check(acc_backward_ex(self, loss, retainGraph ? 1 : 0, createGraph ? 1 : 0));
+  }
 SWIGINTERN void acc_accelerator_accumulateBegin(acc_accelerator *self,std::string *swig_err){ check(acc_accumulate_begin(self)); }
 SWIGINTERN void acc_accelerator_accumulateEnd(acc_accelerator *self,std::string *swig_err){ check(acc_accumulate_end(self)); }
 SWIGINTERN double acc_accelerator_clipGradNorm(acc_accelerator *self,acc_model *model,double maxNorm,double normType,std::string *swig_err){
@@ -10559,6 +10562,43 @@ void _wrap_Accelerator_backward_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_
   {
     std::string e = accswig::take_go_error();
     if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+void _wrap_Accelerator_backwardWith_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, bool _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  acc_tensor *arg2 = (acc_tensor *) 0 ;
+  bool arg3 ;
+  bool arg4 ;
+  std::string *arg5 = (std::string *) 0 ;
+  std::string temp5 ;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  arg2 = *(acc_tensor **)&_swig_go_1; 
+  arg3 = (bool)_swig_go_2; 
+  arg4 = (bool)_swig_go_3; 
+  
+  accswig::take_go_error();
+  arg5 = &temp5;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_accelerator_backwardWith(arg1,(acc_tensor const *)arg2,arg3,arg4,arg5);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
   }
   
 }

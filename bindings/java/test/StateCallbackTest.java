@@ -81,6 +81,24 @@ class StateCallbackTest {
     assertEquals(List.of("init run1 {\"lr\":0.5}", "log 0 loss=1.5", "log 7 acc=0.25", "finish"), calls);
   }
 
+  // backward(loss, retainGraph, createGraph): two losses of one forward back-propagate in turn;
+  // without retaining the graph the second is refused.
+  @Test
+  void backwardRetainsTheGraphOnRequest() {
+    try (Accelerator acc = newAccelerator(dir);
+         Model raw = Model.fromSpec(SPEC);
+         Model model = acc.prepare(raw);
+         Tensor x = Tensor.of(new float[] {1, 2}, 1, 2);
+         Tensor out = model.forward(x);
+         Tensor first = out.sum();
+         Tensor second = out.mean()) {
+      acc.backward(first, true, false);
+      acc.backward(second);
+      InvalidArgumentException e = assertThrows(InvalidArgumentException.class, () -> acc.backward(first));
+      assertTrue(e.getMessage().contains("second time"), e.getMessage());
+    }
+  }
+
   // Texts reach a tracker's logText as they were given (a line break, a character outside the BMP);
   // its log sees numbers only, and a tracker without logText leaves texts.
   @Test

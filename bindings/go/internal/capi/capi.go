@@ -541,6 +541,7 @@ extern uintptr_t _wrap_Accelerator_prepareDataLoader_capi_d8e8d7e8289b225f(uintp
 extern uintptr_t _wrap_Accelerator_prepareScheduler_capi_d8e8d7e8289b225f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern uintptr_t _wrap_Accelerator_unwrapModel_capi_d8e8d7e8289b225f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_backward_capi_d8e8d7e8289b225f(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_backwardWith_capi_d8e8d7e8289b225f(uintptr_t arg1, uintptr_t arg2, _Bool arg3, _Bool arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_accumulateBegin_capi_d8e8d7e8289b225f(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_accumulateEnd_capi_d8e8d7e8289b225f(uintptr_t arg1, swig_voidp arg2);
 extern double _wrap_Accelerator_clipGradNorm_capi_d8e8d7e8289b225f(uintptr_t arg1, uintptr_t arg2, double arg3, double arg4, swig_voidp arg5);
@@ -5221,6 +5222,20 @@ func (arg1 SwigcptrAccelerator) Backward(arg2 Tensor, arg3 *string) {
 
 }
 
+func (arg1 SwigcptrAccelerator) BackwardWith(arg2 Tensor, arg3 bool, arg4 bool, arg5 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	C._wrap_Accelerator_backwardWith_capi_d8e8d7e8289b225f(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
+
+  if arg5 != nil && len(*arg5) > 0 {
+    *arg5 = swigCopyString(*arg5)
+  }
+
+}
+
 func (arg1 SwigcptrAccelerator) AccumulateBegin(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
@@ -6076,6 +6091,7 @@ type Accelerator interface {
 	PrepareScheduler(arg2 Scheduler, arg3 *string) (_swig_ret Scheduler)
 	UnwrapModel(arg2 Model, arg3 *string) (_swig_ret Model)
 	Backward(arg2 Tensor, arg3 *string)
+	BackwardWith(arg2 Tensor, arg3 bool, arg4 bool, arg5 *string)
 	AccumulateBegin(arg2 *string)
 	AccumulateEnd(arg2 *string)
 	ClipGradNorm(arg2 Model, arg3 float64, arg4 float64, arg5 *string) (_swig_ret float64)
