@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "tracking/hparams.h"
+#include "tracking/torn_tail.h"
 
 namespace acc::tracking {
 
@@ -166,6 +167,7 @@ void CsvTracker::start(const std::string& project_name, const nlohmann::json&) {
         fail(Status::Io, path_, " exists but is not a metrics table written by the csv tracker");
       for (size_t i = 2; i < fields.size(); ++i) table_->add(fields[i]);
       table_->header_bytes = consumed;
+      drop_torn_tail(path_, /*quoted_fields=*/true, "0123456789");  // our table: a row begins with its step
     }
   }
 }

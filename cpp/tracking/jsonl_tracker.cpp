@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "tracking/hparams.h"
+#include "tracking/torn_tail.h"
 
 namespace acc::tracking {
 
@@ -20,6 +21,7 @@ nlohmann::json json_number(double value) {
 
 void JsonlTracker::start(const std::string& project_name, const nlohmann::json&) {
   open_run(project_name, "metrics.jsonl", /*truncate=*/false);
+  drop_torn_tail(path_, /*quoted_fields=*/false, "{");
 }
 
 void JsonlTracker::log(const std::shared_ptr<const Record>& record) {

@@ -612,3 +612,33 @@ TEST(Tracking, ARunFileThatIsNotARegularFileIsRefused) {
     acc_accelerator_free(a);
   }
 }
+
+// A run killed while writing leaves a record cut anywhere (stdio writes its buffer out where it fills):
+// the next run on the project drops that torn record and appends after the last whole one, so the
+// files stay readable as a whole; a file whose tail is no record of the tracker is refused, unchanged.
+TEST(Tracking, ARunAfterAKillDropsTheTornRecord) {
+  const std::string dir = fresh_dir("torn_tail");
+  ASSERT_EQ(std::system(("mkdir -p '" + dir + "/run'").c_str()), 0);
+  const std::string jsonl = dir + "/run/metrics.jsonl", csv = dir + "/run/metrics.csv";
+  std::ofstream(jsonl) << "{\"step\":0,\"wall_time\":1.5,\"values\":{\"loss\":0.5}}\n{\"step\":1,\"wall_ti";
+  std::ofstream(csv) << "step,wall_time,loss,sample\n0,1.500000,0.5,\n1,1.600000,,\"a text\nacross lines, cut";
+  acc_accelerator* a = make("jsonl,csv", dir);
+  ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
+  ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.25, 1));
+  ACC_ASSERT_OK(acc_end_training(a));
+  const auto lines = lines_of(acc_test::read_file(jsonl));
+  ASSERT_EQ(lines.size(), 2u);
+  for (const auto& line : lines) EXPECT_TRUE(nlohmann::json::accept(line)) << line;
+  EXPECT_EQ(nlohmann::json::parse(lines[1])["values"]["loss"], 0.25);
+  const auto rows = python_csv_rows(csv, dir);
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& row : rows) EXPECT_EQ(row.size(), 4u);
+  EXPECT_EQ(rows[2][0], "1");
+  EXPECT_EQ(rows[2][2], "0.25");
+
+  const std::string foreign = "not a record of ours";
+  std::ofstream(jsonl, std::ios::trunc) << foreign;
+  ACC_EXPECT_ERROR(acc_init_trackers(a, "run", nullptr), ACC_ERR_IO, "not one of this tracker's records");
+  EXPECT_EQ(acc_test::read_file(jsonl), foreign);
+  acc_accelerator_free(a);
+}
