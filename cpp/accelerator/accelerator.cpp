@@ -364,7 +364,10 @@ void Accelerator::save_model(const std::shared_ptr<Model>& model, const std::str
   const LoraAdapters& adapters = model->lora();
   adapters.require_mergeable("save_model");  // on every process, before the collective gather
   if (auto engine = sharding_engine(model)) {
-    // Every process takes part in gathering the shards; the main process writes.
+    // Every process takes part in gathering the shards; the main process writes. Announced first: a
+    // process elsewhere (save_model called on the main process alone) is an error naming both calls,
+    // where the gathers would meet another collective's and abort the process from Gloo's thread.
+    collectives_.barrier("save_model (gathering the sharded weights)");
     const NamedTensors state = engine->full_state_dict();
     if (is_main_process()) save_sharded(dir, as_given_out(adapters.merged(state), *engine), limit);
     return;

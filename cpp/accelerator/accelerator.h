@@ -215,7 +215,7 @@ class Accelerator {
   ProcessEnv process_;
   c10::Device device_;
   std::shared_ptr<Distributed> dist_;  // null on one process
-  Collectives collectives_;
+  mutable Collectives collectives_;    // const calls that gather (get_state_dict) announce themselves too
   std::shared_ptr<GradientState> gradient_state_;
   // Loaders whose even_batches a join overrides, with the value to restore at its end.
   std::vector<std::function<void()>> even_batches_restore_;  // join_uneven_inputs' override

@@ -1095,6 +1095,35 @@ TEST(Sharded, ConsolidatedFilesEqualDdpsAndLoadIntoDdp) {
   }
 }
 
+// save_model and get_state_dict gather the shards: called on the main process alone (Accelerate's
+// usual mistake) while the others wait for everyone, each process gets an error naming both calls
+// (before, the gathers met the barrier's collective and Gloo aborted the other process).
+TEST(Sharded, GatheringTheWeightsOnOneProcessAloneIsNamed) {
+  Job job(3, Settings{});
+  job.micro_step();
+  const std::string dir = shared_dir("alone");
+  for (const bool save : {true, false}) {
+    SCOPED_TRACE(save ? "save_model" : "get_state_dict");
+    if (g_rank == 0) {
+      acc_tensor_list* state = nullptr;
+      const acc_status status = save ? acc_save_model(job.acc, job.model, dir.c_str(), nullptr)
+                                     : acc_get_state_dict(job.acc, job.model, 1, &state);
+      EXPECT_EQ(status, ACC_ERR_INVALID_ARGUMENT);
+      EXPECT_NE(std::strstr(acc_last_error_message(), save ? "'save_model" : "'get_state_dict"), nullptr)
+          << acc_last_error_message();
+      EXPECT_NE(std::strstr(acc_last_error_message(), "named otherwise"), nullptr) << acc_last_error_message();
+      acc_tensor_list_free(state);
+    } else {
+      EXPECT_EQ(acc_wait_for_everyone(job.acc), ACC_ERR_INVALID_ARGUMENT);
+      EXPECT_NE(std::strstr(acc_last_error_message(), "'wait_for_everyone'"), nullptr) << acc_last_error_message();
+      EXPECT_NE(std::strstr(acc_last_error_message(), "named otherwise"), nullptr) << acc_last_error_message();
+    }
+  }
+  ACC_ASSERT_OK(acc_save_model(job.acc, job.model, dir.c_str(), nullptr));  // together, it works
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0) std::filesystem::remove_all(dir);
+}
+
 TEST(Sharded, WhatItCannotDoIsRefused) {
   Job job(2, Settings{});
   EXPECT_EQ(acc_join_uneven_inputs_begin(job.acc, job.model, -1), ACC_ERR_UNSUPPORTED);
