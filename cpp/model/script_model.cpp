@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/large_stack.h"
+#include "common/peer_failure.h"
 #include "model/torchscript_archive.h"
 
 namespace acc {
@@ -77,6 +78,9 @@ NamedTensors ScriptModel::forward(const std::vector<at::Tensor>& inputs) {
     const std::string message = e.what();
     if (is_allocation_failure_message(message)) fail(Status::OutOfMemory, "the TorchScript forward ran out of memory: ", message);
     if (message.find("INTERNAL ASSERT FAILED") != std::string::npos) throw;
+    // A collective inside the forward (stage 3's parameter gathers) lost its peers.
+    if (const auto status = peer_failure_reported_in(message))
+      fail(*status, "the TorchScript forward failed: ", message);
     fail(Status::InvalidArgument, "the TorchScript forward failed on these inputs: ", message);
   }
 }

@@ -13,6 +13,7 @@
 #include "common/compat.h"
 #include "common/error.h"
 #include "common/options.h"
+#include "common/peer_failure.h"
 #include "state/port_probe.h"
 
 namespace acc {
@@ -46,9 +47,8 @@ std::optional<Status> peer_failure(const std::string& message) {
 }
 
 [[noreturn]] void fail_for_peer(Status status, const std::string& name, const std::string& message) {
-  if (status == Status::Timeout)
-    fail(Status::Timeout, "collective '", name, "' timed out (a process stopped or is stalled): ", message);
-  fail(Status::Aborted, "collective '", name, "' failed because a peer process went away: ", message);
+  if (status == Status::Timeout) fail(Status::Timeout, "collective '", name, kCollectiveTimedOut, message);
+  fail(Status::Aborted, "collective '", name, kCollectivePeerGone, message);
 }
 
 }  // namespace

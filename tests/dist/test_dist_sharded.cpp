@@ -1551,6 +1551,22 @@ TEST(ShardedFault, ADeadOrStalledPeerIsNamed) {
     expect_named(acc_prepare_model(acc, model, ACC_PLACEMENT_DEFAULT, &prepared),
                  "collective 'prepare_model (the models compared)");
   }
+  if (at == "script_forward") {  // stage 3's gathers run inside the TorchScript interpreter, which
+    // rethrows their error as text: still named a lost peer, not a bad input
+    acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", "3"}});
+    acc_model* model = nullptr;
+    ASSERT_EQ(acc_model_load_torchscript((acc_test::data_dir() + "/classifier.pt").c_str(), &model), ACC_OK)
+        << acc_last_error_message();
+    ASSERT_EQ(acc_prepare(acc, &model, nullptr, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+    acc_tensor* x = floats(std::vector<float>(8, 0.5f), {2, 4});
+    acc_tensor* labels = acc_test::longs({0, 2}, {2});
+    const acc_tensor* inputs[] = {x, labels};
+    acc_tensor_list* out = nullptr;
+    ASSERT_EQ(acc_model_forward(model, inputs, 2, ACC_FORWARD_NO_GRAD, &out), ACC_OK) << acc_last_error_message();
+    acc_tensor_list_free(out);
+    if (g_rank == 1) fail_here();
+    expect_named(acc_model_forward(model, inputs, 2, ACC_FORWARD_DEFAULT, &out), "collective 'forward (zero_stage 3");
+  }
   const int stage = at == "forward" ? 3 : at == "step" ? 1 : 2;
   Job job(stage, Settings{});
   job.micro_step();  // every process alive
