@@ -300,9 +300,16 @@ void close_stream(Stream& s) {
   s.file_fd = -1;
 }
 
+// Each rank's process group (its guardian's pid), the groups of ranks that already exited too: what a
+// failed rank started in the background is still there (its group id stays taken while it lives).
 void signal_all(std::vector<Child>& children, int sig) {
   for (auto& c : children)
-    if (c.running && kill(-c.pid, sig) != 0) kill(c.pid, sig);  // (a child not yet in its own session)
+    if (kill(-c.pid, sig) != 0 && c.running) kill(c.pid, sig);  // (a child not yet in its own session)
+}
+
+// Whether any rank's process group still has a member.
+bool any_group_alive(const std::vector<Child>& children) {
+  return std::any_of(children.begin(), children.end(), [](const Child& c) { return kill(-c.pid, 0) == 0; });
 }
 
 // Per local rank, the streams --redirects and --tee send to files, and of those the ones --tee shows
@@ -368,7 +375,8 @@ int run_group(const LaunchConfig& config, int port, int restart_count, const Str
   const auto running = [&] {
     return std::any_of(children.begin(), children.end(), [](const Child& c) { return c.running; });
   };
-  while (open_streams > 0 || running()) {
+  // A teardown lasts until every group is empty, or until kill_timeout kills what is left.
+  while (open_streams > 0 || running() || (tearing_down && !killed && any_group_alive(children))) {
     std::vector<pollfd> fds;
     std::vector<Stream*> owners;
     std::vector<int> ranks;

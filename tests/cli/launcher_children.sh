@@ -48,6 +48,14 @@ kill -9 $launcher
 wait $launcher 2>/dev/null || true
 expect_ranks_gone "wrapped rank" 0 1
 
+# A rank that fails ends the job; what it started in the background (a data server, say) goes with
+# the job, by SIGTERM or else by SIGKILL at --kill_timeout, as the other ranks' processes do.
+rm -f "$work"/pid_*
+code=0
+"$launch" --num_processes 2 --kill_timeout 2 sh -c 'sh -c "trap \"\" TERM; echo \$\$ > $0/pid_$RANK.tmp && mv $0/pid_$RANK.tmp $0/pid_$RANK; exec sleep 120" & while [ ! -f $0/pid_$RANK ]; do sleep 0.1; done; [ $RANK = 1 ] && exit 3; sleep 120' "$work" 2>/dev/null || code=$?
+[ "$code" = 3 ] || { echo "a failed rank: the launcher exited $code, not 3"; exit 1; }
+expect_ranks_gone "a background process of a failed job's rank" 0 1
+
 # SIGHUP (a closed terminal or ssh session) and SIGQUIT stop the ranks as SIGTERM does: forwarded,
 # and the launcher exits 128 + the signal.
 for sig in HUP QUIT; do
