@@ -38,6 +38,9 @@ int64_t parse_size(const std::string& text) {
   return static_cast<int64_t>(number * it->second);
 }
 
+// Where save_sharded writes a sharded save's files before moving them in (ours by its name).
+constexpr const char* kStagingFolder = ".accelerate-save-staging";
+
 std::vector<std::string> save_sharded(const std::string& dir, const NamedTensors& tensors, int64_t max_shard_bytes) {
   require(max_shard_bytes > 0, "max_shard_size must be positive");
   std::error_code ec;
@@ -57,18 +60,32 @@ std::vector<std::string> save_sharded(const std::string& dir, const NamedTensors
     total += bytes;
   }
   std::vector<std::string> written;
+  const std::string staging = dir + "/" + kStagingFolder;
+  fs::remove_all(staging, ec);  // a stopped save's
   if (shards.size() == 1) {
     save_safetensors(dir + "/model.safetensors", shards[0]);
     written.push_back("model.safetensors");
   } else {
+    // The shards are written into a staging folder first, while the previous save stays whole and
+    // loadable; then its index goes, the new shards are renamed in and the new index written last. A
+    // save stopped on the way leaves the old save, or a folder without an index (refused by loaders),
+    // never new shards under the old index.
+    fs::create_directories(staging, ec);
+    if (ec) fail(Status::Io, "cannot create '", staging, "': ", ec.message());
     json weight_map = json::object();
     for (size_t i = 0; i < shards.size(); ++i) {
       char name[64];
       std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
-      save_safetensors(dir + "/" + name, shards[i]);
+      save_safetensors(staging + "/" + name, shards[i]);
       for (const auto& entry : shards[i]) weight_map[entry.first] = name;
       written.push_back(name);
     }
+    fs::remove(dir + "/model.safetensors.index.json", ec);
+    for (const auto& name : written) {
+      fs::rename(staging + "/" + name, dir + "/" + name, ec);
+      if (ec) fail(Status::Io, "cannot move '", name, "' into '", dir, "': ", ec.message());
+    }
+    fs::remove_all(staging, ec);
     const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
     write_file_atomically(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
     written.push_back("model.safetensors.index.json");

@@ -363,6 +363,41 @@ TEST(Safetensors, MutatedAndTruncatedFilesNeverCrashTheReader) {
 // Round trips through several shard sizes: the number of shards follows Hugging Face's rule (tensors in
 // order, a new shard when the next would overflow, a tensor larger than the limit alone), and every
 // layout loads back to the same weights.
+// A sharded save writes its shards into a staging folder and moves them in at the end: a save stopped
+// on the way (its staging folder left, here with a shard of other weights) is not what loads, and
+// the next save clears it.
+TEST(SaveModel, AStoppedSavesStagedShardsAreNeverLoaded) {
+  acc_accelerator* acc = nullptr;
+  ACC_ASSERT_OK(acc_accelerator_create(nullptr, &acc));
+  const char* spec = R"([{"type":"linear","in_features":32,"out_features":32},{"type":"relu"},
+                         {"type":"linear","in_features":32,"out_features":16}])";
+  ACC_ASSERT_OK(acc_set_seed(4));
+  acc_model *model = nullptr, *other = nullptr, *loaded = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(spec, &model));
+  ACC_ASSERT_OK(acc_model_from_spec(spec, &other));
+  ACC_ASSERT_OK(acc_model_from_spec(spec, &loaded));
+  const std::string dir = temp_path("staged_save"), staging = dir + "/.accelerate-save-staging";
+  ACC_ASSERT_OK(acc_save_model(acc, model, dir.c_str(), "1000B"));
+  EXPECT_FALSE(std::filesystem::exists(staging));
+  ACC_ASSERT_OK(acc_save_model(acc, other, staging.c_str(), "1000B"));  // as a stopped save leaves it
+  ACC_ASSERT_OK(acc_model_load_safetensors(loaded, dir.c_str(), 1, nullptr, nullptr));
+  auto weight = [](acc_model* m) {
+    acc_tensor* t = nullptr;
+    EXPECT_EQ(acc_model_parameter(m, "0.weight", &t), ACC_OK);
+    auto values = to_floats(t);
+    acc_tensor_free(t);
+    return values;
+  };
+  EXPECT_EQ(weight(loaded), weight(model));
+  ACC_ASSERT_OK(acc_save_model(acc, other, dir.c_str(), "1000B"));
+  EXPECT_FALSE(std::filesystem::exists(staging)) << "the next save clears a stopped one's staging folder";
+  ACC_ASSERT_OK(acc_model_load_safetensors(loaded, dir.c_str(), 1, nullptr, nullptr));
+  EXPECT_EQ(weight(loaded), weight(other));
+  for (acc_model* m : {model, other, loaded}) acc_model_free(m);
+  acc_accelerator_free(acc);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(SaveModel, RoundTripsThroughSeveralShardSizes) {
   acc_accelerator* acc = nullptr;
   ACC_ASSERT_OK(acc_accelerator_create(nullptr, &acc));
