@@ -28,6 +28,7 @@ def recorded_inputs(world, steps, rows):
 def _worker(rank, world, store_path, run, args, out_path):
     # Without the JIT's graph optimisation every forward computes alike.
     torch._C._set_graph_executor_optimize(False)
+    torch.set_num_threads(1)  # (and OMP_NUM_THREADS for every other thread: run_on_processes)
     dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world)
     Path(f"{out_path}.{rank}").write_text(json.dumps(run(rank, *args)))
     dist.destroy_process_group()
@@ -35,6 +36,10 @@ def _worker(rank, world, store_path, run, args, out_path):
 
 def run_on_processes(world, run, *args):
     """run(rank, *args) on `world` processes of one Gloo group; the JSON results, in rank order."""
+    # One thread in every thread of the workers (OpenMP reads it when it starts, so it is set before
+    # they do), as the C++ side's ranks run under CTest (OMP_NUM_THREADS=1): on some CPUs (an AMD
+    # EPYC with AVX-512 here) products of PowerSGD's shapes round otherwise with another count.
+    os.environ["OMP_NUM_THREADS"] = "1"
     with tempfile.TemporaryDirectory() as tmp:
         store, results = os.path.join(tmp, "store"), os.path.join(tmp, "results")
         mp.spawn(_worker, args=(world, store, run, args, results), nprocs=world)
