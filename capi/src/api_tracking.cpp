@@ -49,11 +49,9 @@ acc_status acc_tracker_set_log_text(acc_accelerator* acc, const char* name, acc_
   return guarded([&] {
     auto& a = accelerator_arg(acc);
     const std::string tracker = text_arg(name, "name");
-    auto* added = dynamic_cast<acc::tracking::CallbackTracker*>(&a.trackers().tracker(tracker));
-    acc::require(added != nullptr, "\"", tracker,
-                 "\" is a built-in tracker: only a tracker added with acc_add_tracker ", "takes a text callback");
-    if (!log_text) return added->set_log_text(nullptr);
-    added->set_log_text([log_text, data = added->user_data(), tracker](const acc::tracking::Record& r) {
+    auto& added = a.trackers().program_tracker(tracker);
+    if (!log_text) return added.set_log_text(nullptr);
+    added.set_log_text([log_text, data = added.user_data(), tracker](const acc::tracking::Record& r) {
       std::vector<const char*> names, texts;
       for (size_t i = 0; i < r.text_names.size(); ++i) {
         names.push_back(r.text_names[i].c_str());

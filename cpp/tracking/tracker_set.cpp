@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/text.h"
 #include "common/utf8.h"
+#include "tracking/callback_tracker.h"
 #include "tracking/csv_tracker.h"
 #include "tracking/hparams.h"
 #include "tracking/jsonl_tracker.h"
@@ -175,7 +176,13 @@ const Tracker& TrackerSet::find(const std::string& name) const {
   fail(Status::InvalidArgument, "no tracker named \"", name, "\" (trackers: ", known.empty() ? "none" : known, ")");
 }
 
-Tracker& TrackerSet::tracker(const std::string& name) { return const_cast<Tracker&>(find(name)); }
+CallbackTracker& TrackerSet::program_tracker(const std::string& name) {
+  find(name);  // an unknown name is refused naming the trackers there are
+  for (const auto& t : trackers_)
+    if (auto* added = dynamic_cast<CallbackTracker*>(t.get()); added && t->name() == name) return *added;
+  fail(Status::InvalidArgument, "\"", name, "\" is a built-in tracker: only a tracker added with acc_add_tracker ",
+       "takes a text callback");
+}
 
 std::string TrackerSet::path(const std::string& name) const {
   const Tracker& t = find(name);

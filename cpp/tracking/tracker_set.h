@@ -14,6 +14,8 @@
 
 namespace acc::tracking {
 
+class CallbackTracker;
+
 class TrackerSet {
  public:
   // Unknown names are InvalidArgument; built-in trackers need a logging_dir (Accelerate's rule).
@@ -36,8 +38,8 @@ class TrackerSet {
   void end();
 
   std::vector<std::string> names() const;
-  // The tracker called `name` (InvalidArgument naming the trackers there are otherwise).
-  Tracker& tracker(const std::string& name);
+  // The tracker of the program called `name` (InvalidArgument for a built-in one or an unknown name).
+  CallbackTracker& program_tracker(const std::string& name);
   // Where tracker `name` writes ("" for trackers without a file, before a run, off the main process).
   std::string path(const std::string& name) const;
 
