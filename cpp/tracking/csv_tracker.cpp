@@ -1,6 +1,5 @@
 #include "tracking/csv_tracker.h"
 
-#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -78,20 +77,18 @@ void widen(std::FILE*& file, const std::string& path, CsvTracker::Table& table, 
     out << header;
     in.seekg(static_cast<std::streamoff>(table.header_bytes));
     const std::string pad(added, ',');
-    // A row is one line unless a quoted text holds line breaks: it ends at a line break outside
-    // quotes, where the quotes seen so far are even in number (an escaped quote is two).
+    // A row is one line unless a quoted text holds line breaks.
+    RecordEnds ends(/*quoted_fields=*/true);
     std::string row;
-    size_t quotes = 0;
     for (std::string line; std::getline(in, line);) {
       row += line;
-      quotes += static_cast<size_t>(std::count(line.begin(), line.end(), '"'));
-      if (quotes % 2 == 1) {
+      for (const char c : line) ends.feed(c);
+      if (!ends.feed('\n')) {
         row += '\n';
         continue;
       }
       out << row << pad << '\n';
       row.clear();
-      quotes = 0;
     }
     if (!row.empty())
       fail(Status::Io, path, " ends inside a quoted text: it is not a metrics table of the csv tracker");

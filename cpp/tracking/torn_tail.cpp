@@ -17,14 +17,12 @@ void drop_torn_tail(const std::string& path, bool quoted_fields, const std::stri
   if (!in) return;
   std::vector<char> chunk(size_t{1} << 20);
   uint64_t offset = 0, record_end = 0;
-  bool in_quotes = false;
+  RecordEnds ends(quoted_fields);
   while (in) {
     in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
     const auto got = static_cast<size_t>(in.gcount());
-    for (size_t i = 0; i < got; ++i) {
-      if (quoted_fields && chunk[i] == '"') in_quotes = !in_quotes;
-      if (chunk[i] == '\n' && !in_quotes) record_end = offset + i + 1;
-    }
+    for (size_t i = 0; i < got; ++i)
+      if (ends.feed(chunk[i])) record_end = offset + i + 1;
     offset += got;
   }
   if (record_end == offset) return;

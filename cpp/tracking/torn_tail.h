@@ -6,6 +6,23 @@
 
 namespace acc::tracking {
 
+// Finds where records end, one character at a time: at a line break, outside double quotes where
+// `quoted_fields` (CSV's fields, RFC 4180: quotes enclose line breaks, and an escaped quote is two,
+// which leaves the parity as it was).
+class RecordEnds {
+ public:
+  explicit RecordEnds(bool quoted_fields) : quoted_fields_(quoted_fields) {}
+  // True when `c` ends a record.
+  bool feed(char c) {
+    if (quoted_fields_ && c == '"') in_quotes_ = !in_quotes_;
+    return c == '\n' && !in_quotes_;
+  }
+
+ private:
+  bool quoted_fields_;
+  bool in_quotes_ = false;
+};
+
 // Cuts `path` back to the end of its last complete record: a line ending in '\n', outside double
 // quotes where `quoted_fields` (CSV's fields, whose quotes enclose line breaks). Says so on stderr
 // when it drops anything. Nothing to do for a missing or whole file. A tail that does not begin as
