@@ -1,7 +1,8 @@
 // Overhead of the C API: the same training loop (a) in plain libtorch C++ and (b) through
 // accelerate.h with a prepared model, optimizer and data loader, interleaved in one process.
 // Also the cost of torch's profiler recording the C API loop, and the data loader's throughput over
-// an in-memory and a memory-mapped dataset.
+// an in-memory and a memory-mapped dataset, and the cost of the SIGBUS guard under a memory-mapped
+// batch's copy against index_select's unguarded copy of the same rows.
 //
 //   bench_overhead [--quick]
 #include <torch/torch.h>
@@ -15,7 +16,9 @@
 #include <vector>
 
 #include "accelerate.h"
+#include "bench_util.h"
 #include "mlp.h"
+#include "tensor/mmap.h"
 
 namespace {
 
@@ -178,6 +181,27 @@ double loader_throughput(acc_dataset* ds, int batches, int workers) {
   return static_cast<double>(samples) / seconds;
 }
 
+// A memory-mapped batch as the loader copies it (select_mapped_rows: a file-size check and the copy
+// under the SIGBUS guard) against index_select's plain copy of the same rows, rounds interleaved.
+void guarded_batches(const std::string& path, int batches) {
+  const at::Tensor mapped = acc::mmap_tensor(path, 0, at::kFloat, {-1, 784});
+  mapped.sum();  // every page mapped in before either copy is timed
+  std::vector<double> plain, guarded;
+  for (int round = 0; round < 7; ++round) {
+    const at::Tensor order = torch::randperm(mapped.size(0)).slice(0, 0, int64_t{batches} * 64);
+    const std::vector<int64_t> indices(order.data_ptr<int64_t>(), order.data_ptr<int64_t>() + order.numel());
+    auto start = Clock::now();
+    for (int b = 0; b < batches; ++b) at::index_select(mapped, 0, order.slice(0, b * 64, (b + 1) * 64));
+    plain.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count() / batches);
+    start = Clock::now();
+    for (int b = 0; b < batches; ++b)
+      acc::select_mapped_rows(mapped, {indices.begin() + b * 64, indices.begin() + (b + 1) * 64});
+    guarded.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count() / batches);
+  }
+  std::printf("  memory-mapped batch of 64: index_select %.1f us, guarded copy %.1f us (%.3fx)\n", median(plain),
+              median(guarded), median(guarded) / median(plain));
+}
+
 void loaders(int batches) {
   const int64_t n = 60000, d = 784;
   torch::manual_seed(0);
@@ -218,6 +242,7 @@ void loaders(int batches) {
     std::printf("  %d worker(s): in-memory %.0f, memory-mapped %.0f, callback %.0f\n", workers,
                 loader_throughput(memory, batches, workers), loader_throughput(file, batches, workers),
                 loader_throughput(callback, batches / 10, workers));
+  guarded_batches(path, batches);
   for (acc_tensor* t : {x, y, mapped}) acc_tensor_free(t);
   acc_dataset_free(memory);
   acc_dataset_free(file);
