@@ -15,6 +15,7 @@
 #include "common/options.h"
 #include "common/peer_failure.h"
 #include "state/port_probe.h"
+#include "state/roll_call.h"
 
 namespace acc {
 namespace {
@@ -152,6 +153,13 @@ Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, Backe
     }
   } catch (...) {
     rendezvous_failed("store");
+  }
+  try {
+    roll_call(*store_, rank_, world_, timeout, env.master_addr + ":" + std::to_string(env.master_port));
+  } catch (const Error&) {
+    throw;
+  } catch (...) {
+    rendezvous_failed("roll call");
   }
   try {
     group_ = make_group("", static_cast<int>(rank_), static_cast<int>(world_));

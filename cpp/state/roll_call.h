@@ -1,0 +1,24 @@
+// Before a job's process group forms, every process answers a roll call on the rendezvous store
+// with its rank and the number of processes it was started for. A job started by hand with two
+// processes given one RANK, or with WORLD_SIZE unlike another process's, then fails on every
+// process that sees it, saying so; otherwise Gloo fails with its address sizes ("136 vs 68") or a
+// second process of one rank waits for ever.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace acc {
+
+// Announces (rank, world) and waits until processes 0..world-1 have answered, or one of them
+// reported a mistake, or `timeout` passes. `where` names the rendezvous in messages. Fails with
+// Distributed for a rank answered twice or a world size that differs from process 0's (a process
+// started for fewer processes than another posts the message, so that those waiting for processes
+// that will never come fail with it too), Timeout naming the processes that did not answer.
+void roll_call(c10d::Store& store, int64_t rank, int64_t world, std::chrono::milliseconds timeout,
+               const std::string& where);
+
+}  // namespace acc
