@@ -43,11 +43,11 @@ acc_status acc_find_executable_batch_size(int64_t starting_batch_size, acc_batch
     acc::require(fn != nullptr, "fn is NULL");
     int64_t* out = out_param(out_batch_size, "out_batch_size");
     *out = acc::find_executable_batch_size(starting_batch_size, [&](int64_t batch_size) {
-      clear_callback_error();
+      const HostCallbackRun run;
       const int code = fn(user_data, batch_size);
       if (code == ACC_OK) return true;
       if (code == ACC_ERR_OUT_OF_MEMORY) return false;
-      host_status_failed("the run with batch size " + std::to_string(batch_size), code);  // ends the search
+      run.failed_with_status("the run with batch size " + std::to_string(batch_size), code);  // ends the search
     });
   });
 }

@@ -20,16 +20,22 @@ std::shared_ptr<void> hold_user_data(void* user_data, acc_free_fn free_user_data
   });
 }
 
-void clear_callback_error() {
+HostCallbackRun::HostCallbackRun()
+    : outer_message_(std::move(g_callback_error)), outer_errors_before_(g_errors_before_callback) {
   g_callback_error.clear();
   g_errors_before_callback = errors_recorded();
 }
 
-void host_callback_failed(const std::string& what, int code) {
+HostCallbackRun::~HostCallbackRun() {
+  g_callback_error = std::move(outer_message_);
+  g_errors_before_callback = outer_errors_before_;
+}
+
+void HostCallbackRun::failed(const std::string& what, int code) const {
   acc::fail(acc::Status::Io, what, " failed (code ", code, ")", g_callback_error.empty() ? "" : ": " + g_callback_error);
 }
 
-void host_status_failed(const std::string& what, int code) {
+void HostCallbackRun::failed_with_status(const std::string& what, int code) const {
   // The callback's own message, else that of a library call that failed inside it (never an older one).
   const bool failed_inside = errors_recorded() != g_errors_before_callback;
   const std::string message = !g_callback_error.empty() ? g_callback_error : failed_inside ? last_message() : "";

@@ -2,6 +2,7 @@
 // the host's user_data, and turning a callback's non-zero return into an error with its message.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -18,19 +19,34 @@ std::shared_ptr<void> hold_user_data(void* user_data, acc_free_fn free_user_data
 template <typename Call>
 void invoke_host(const std::string& what, Call call);
 
-// A callback that returns an acc_status (the batch-size search's run) failed with `code`: an
-// acc::Error with that status (ACC_ERR_IO for a value that is none), naming `what`, with the message
-// the callback left or else that of the library call that failed.
-[[noreturn]] void host_status_failed(const std::string& what, int code);
+// One run of a host callback: the message it leaves with acc_callback_set_error, and the errors
+// recorded on this thread since it began, are its own. A callback run inside another (the host
+// called the library from a callback) keeps the outer run's and gives them back when it ends, so
+// the outer failure still reports its own message.
+class HostCallbackRun {
+ public:
+  HostCallbackRun();
+  ~HostCallbackRun();
+  HostCallbackRun(const HostCallbackRun&) = delete;
+  HostCallbackRun& operator=(const HostCallbackRun&) = delete;
 
-// Implementation details of invoke_host (clear_callback_error also before host_status_failed's call).
-void clear_callback_error();
-[[noreturn]] void host_callback_failed(const std::string& what, int code);
+  // The callback returned non-zero `code`: an acc::Error (ACC_ERR_IO) naming `what`, with the
+  // message the callback left.
+  [[noreturn]] void failed(const std::string& what, int code) const;
+  // A callback that returns an acc_status (the batch-size search's run) failed with `code`: an
+  // acc::Error with that status (ACC_ERR_IO for a value that is none), naming `what`, with the
+  // message the callback left or else that of the library call that failed inside it.
+  [[noreturn]] void failed_with_status(const std::string& what, int code) const;
+
+ private:
+  std::string outer_message_;
+  uint64_t outer_errors_before_;
+};
 
 template <typename Call>
 void invoke_host(const std::string& what, Call call) {
-  clear_callback_error();
-  if (const int code = call()) host_callback_failed(what, code);
+  const HostCallbackRun run;
+  if (const int code = call()) run.failed(what, code);
 }
 
 }  // namespace acc::capi

@@ -21,6 +21,7 @@ void DataLoader::batch_handed_out(bool last_of_epoch) {
 }
 
 void DataLoader::end_epoch() {
+  refuse_from_callbacks("end_epoch");
   if (!in_epoch_) return;
   abandon_epoch();
   epoch_finished();
@@ -45,11 +46,13 @@ std::vector<at::Tensor> DataLoader::to_device(std::vector<at::Tensor> batch) con
 }
 
 void DataLoader::set_collate(CollateFn collate) {
+  refuse_from_callbacks("set_collate");
   require(!in_epoch_, "the collate function can only change between epochs");
   options_.collate = std::move(collate);
 }
 
 void DataLoader::skip_first_batches(int64_t batches) {
+  refuse_from_callbacks("skip_first_batches");
   require(!in_epoch_, "skip_first_batches applies to the next epoch: call it between epochs");
   require(batches >= 0, "cannot skip a negative number of batches (", batches, ")");
   options_.skip_batches = batches;
@@ -63,6 +66,7 @@ void DataLoader::take_iterator_draw() {
 }
 
 void DataLoader::set_epoch(int64_t epoch) {
+  refuse_from_callbacks("set_epoch");
   require(!in_epoch_, "set_epoch is only allowed between epochs");
   require(epoch >= 0, "epoch must not be negative, got ", epoch);
   require(epoch < std::numeric_limits<int64_t>::max(), "epoch must be below 2^63 - 1 (the next epoch follows it), got ",
@@ -99,6 +103,7 @@ void DataLoader::check_generator_state(const std::vector<uint8_t>&) const {
 }
 
 void DataLoader::load_state(const LoaderState& state) {
+  refuse_from_callbacks("loading a data loader's state");
   require(!in_epoch_, "a data loader's state can only be loaded between epochs (before iterating)");
   check_state(state);
   set_epoch(state.epoch);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "common/own_callbacks.h"
 #include "data/dataloader_options.h"
 #include "data/loader_observer.h"
 
@@ -86,12 +87,19 @@ class DataLoader {
   void resume_started_epoch() { iterator_draw_taken_ = true; }
   // Where batches go (only between epochs).
   void set_device_option(std::optional<c10::Device> device) {
+    refuse_from_callbacks("setting a data loader's device");
     require(!in_epoch_, "the device can only change between epochs");
     options_.device = device;
   }
 
  protected:
   explicit DataLoader(DataLoaderOptions options);
+
+  // Refuses `call` on a thread inside a callback (a dataset's function) that this loader runs: it
+  // would change the epoch that callback serves (see own_callbacks.h).
+  void refuse_from_callbacks(const char* call) const { refuse_inside_own_callbacks(owner(), "data loader", call); }
+  // While it lives, this thread runs this loader's callbacks (a fetch, on any thread).
+  OwnCallbacksRunning running_callbacks() const { return OwnCallbacksRunning(owner()); }
 
   // Bookkeeping shared by every kind of loader.
   void batch_handed_out(bool last_of_epoch);
@@ -115,6 +123,8 @@ class DataLoader {
   DataLoaderOptions& mutable_options() { return options_; }
 
  private:
+  const void* owner() const { return static_cast<const DataLoader*>(this); }
+
   DataLoaderOptions options_;
   int64_t epoch_ = 0;
   bool in_epoch_ = false;

@@ -43,6 +43,7 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::read_global() {
   // One batch with split_batches; else P batches of the base loader, concatenated.
   const int64_t wanted = split_ ? 1 : collectives_.world_size();
   std::vector<std::vector<at::Tensor>> parts;
+  const auto running = running_callbacks();  // the base loader's, which are this loader's too
   while (!base_done_ && static_cast<int64_t>(parts.size()) < wanted) {
     auto batch = base_->next();
     if (!batch) {
@@ -130,6 +131,7 @@ void DispatchingDataLoader::abandon_epoch() {
 }
 
 std::optional<std::vector<at::Tensor>> DispatchingDataLoader::next() {
+  refuse_from_callbacks("next");
   if (!in_epoch()) {
     // Every process creates the base loader's iterator (Accelerate, torch >= 2.0.1); on process 0
     // the base loader takes that draw itself when it starts its epoch.

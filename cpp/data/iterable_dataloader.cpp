@@ -52,6 +52,8 @@ void IterableDataLoader::abandon_epoch() {
 }
 
 std::optional<std::vector<at::Tensor>> IterableDataLoader::next() {
+  refuse_from_callbacks("next");
+  const auto running = running_callbacks();  // the stream's start, next and collate run here
   if (!in_epoch()) {
     take_iterator_draw();
     source_->start_epoch(epoch());

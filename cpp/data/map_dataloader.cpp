@@ -160,6 +160,7 @@ void MapDataLoader::start_epoch() {
   plan_.erase(plan_.begin(), plan_.begin() + static_cast<std::ptrdiff_t>(skip));
   skipped_ = static_cast<int64_t>(skip);
   auto fetch = [this](size_t index) {
+    const auto running = running_callbacks();  // on this thread, a worker's or the caller's
     std::vector<at::Tensor> batch;
     if (options().collate) {
       std::vector<std::vector<at::Tensor>> samples;
@@ -176,6 +177,7 @@ void MapDataLoader::start_epoch() {
 }
 
 std::optional<std::vector<at::Tensor>> MapDataLoader::next() {
+  refuse_from_callbacks("next");
   if (!in_epoch()) start_epoch();
   std::vector<at::Tensor> batch;
   if (prefetcher_->next(batch)) {

@@ -60,6 +60,7 @@ void CyclingScheduler::apply(int64_t step) {
 }
 
 void CyclingScheduler::check_state(const SchedulerState& state) const {
+  const auto running = running_callbacks();
   check_state_shape(state);
   (void)points_at(state.step);  // a schedule that fails at that step fails here, before any change
 }

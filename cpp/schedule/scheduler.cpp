@@ -112,6 +112,7 @@ void IndexedScheduler::check_state_shape(const SchedulerState& state) const {
 }
 
 void IndexedScheduler::load_state(const SchedulerState& state) {
+  const auto entered = enter("loading a scheduler's state");
   check_state(state);
   base_lrs_ = state.base_lrs;
   apply(state.step);
@@ -207,6 +208,7 @@ std::vector<double> LambdaScheduler::rates(const std::vector<ScheduleRule>& rule
 void LambdaScheduler::apply(int64_t step) { set_rates(step, lrs_at(base_lrs_, step)); }
 
 void LambdaScheduler::step() {
+  const auto entered = enter("step");
   const int64_t step = step_count() + 1;
   const Phase& phase = phase_at(step);
   // A closed form, and a schedule's restart at its milestone (step(0)'s closed form), start from the base rates.
@@ -223,6 +225,7 @@ void LambdaScheduler::require_unstepped(const char* what) const {
 }
 
 void LambdaScheduler::then(int64_t milestone, const std::string& name, const Options& options) {
+  const auto entered = enter("then");
   require_unstepped("sequence");
   if (chain_length() > 1)
     fail(Status::Unsupported, "the chain '", name_, "' cannot become a sequence here (PyTorch's SequentialLR restarts ",
@@ -245,6 +248,7 @@ void LambdaScheduler::then(int64_t milestone, const std::string& name, const Opt
 }
 
 void LambdaScheduler::chain(const std::string& name, const Options& options) {
+  const auto entered = enter("chain");
   require_unstepped("chain");
   if (phases_.size() > 1)
     fail(Status::Unsupported, "the sequence '", name_, "' cannot be chained here; chain the schedules first");
@@ -268,6 +272,7 @@ void LambdaScheduler::chain(const std::string& name, const Options& options) {
 }
 
 void LambdaScheduler::check_state(const SchedulerState& state) const {
+  const auto running = running_callbacks();
   check_state_shape(state);
   require(state.step >= 0, "a scheduler state needs a step >= 0, got ", state.step);
   check_finite_rates(state.base_lrs, "base learning rates");
@@ -283,6 +288,7 @@ void LambdaScheduler::check_state(const SchedulerState& state) const {
 }
 
 void LambdaScheduler::load_state(const SchedulerState& state) {
+  const auto entered = enter("loading a scheduler's state");
   check_state(state);
   base_lrs_ = state.base_lrs;
   if (state.lrs.empty())

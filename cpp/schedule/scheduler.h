@@ -14,8 +14,9 @@
 #include <vector>
 
 #include "common/options.h"
-#include "schedule/named_schedules.h"
+#include "common/own_callbacks.h"
 #include "optim/optimizer.h"
+#include "schedule/named_schedules.h"
 
 namespace acc {
 
@@ -69,6 +70,16 @@ class Scheduler {
   virtual void chain(const std::string& name, const Options& options);
 
  protected:
+  // Entered by each operation that runs the user's functions (a factor, a scale function) or
+  // changes what they serve: refused from inside one of this schedule's own callbacks (a step
+  // within a step; own_callbacks.h); while it lives, this thread runs them.
+  OwnCallbacksRunning enter(const char* call) const {
+    refuse_inside_own_callbacks(owner(), "scheduler", call);
+    return OwnCallbacksRunning(owner());
+  }
+  // Marks this thread as running this schedule's functions, without the refusal (a check inside an
+  // operation already entered).
+  OwnCallbacksRunning running_callbacks() const { return OwnCallbacksRunning(owner()); }
   // Each parameter group's learning rate now.
   static std::vector<double> group_lrs(const Optimizer& optimizer);
   // The checks every scheduler's last_lr and check_state make.
@@ -80,6 +91,9 @@ class Scheduler {
   // A state saved by another schedule is refused (a state without a name, from an older
   // checkpoint, is taken).
   void check_schedule_name(const SchedulerState& state) const;
+
+ private:
+  const void* owner() const { return static_cast<const Scheduler*>(this); }
 };
 
 // The scheduler named `name`: a LambdaScheduler for a schedule with a rule, else reduce_lr_on_plateau's,
@@ -94,7 +108,10 @@ std::shared_ptr<Scheduler> make_cyclic_scheduler(std::shared_ptr<Optimizer> opti
 // ReduceLROnPlateau): it goes to a step by applying it, and a resume applies the saved one.
 class IndexedScheduler : public Scheduler {
  public:
-  void step() override { apply(step_ + 1); }
+  void step() override {
+    const auto entered = enter("step");
+    apply(step_ + 1);
+  }
   SchedulerState state() const override;
   void load_state(const SchedulerState& state) override;
   double last_lr(size_t group) const override { return group_lr(last_lrs_, group); }

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "common/own_callbacks.h"
 #include "common/text.h"
 #include "common/utf8.h"
 #include "tracking/callback_tracker.h"
@@ -70,6 +71,7 @@ TrackerSet::~TrackerSet() {
 template <typename Call>
 void TrackerSet::each(Call call) {
   if (!main_) return;
+  const OwnCallbacksRunning running(this);  // a program's trackers
   std::exception_ptr first;
   for (auto& tracker : trackers_) {
     try {
@@ -81,16 +83,23 @@ void TrackerSet::each(Call call) {
   if (first) std::rethrow_exception(first);
 }
 
+void TrackerSet::refuse_from_callbacks(const char* call) const {
+  refuse_inside_own_callbacks(this, "accelerator's set of trackers", call);
+}
+
 void TrackerSet::add(std::shared_ptr<Tracker> tracker) {
+  refuse_from_callbacks("add_tracker");
   require(tracker != nullptr, "no tracker given");
   require(!tracker->name().empty(), "a tracker needs a name");
   for (const auto& t : trackers_)
     require(t->name() != tracker->name(), "a tracker named \"", tracker->name(), "\" is already there");
   trackers_.push_back(tracker);
+  const OwnCallbacksRunning running(this);
   if (running_ && main_) tracker->start(project_name_, config_);
 }
 
 void TrackerSet::init(const std::string& project_name, const std::string& config_json) {
+  refuse_from_callbacks("init_trackers");
   require(!project_name.empty(), "init_trackers needs a project name");
   require(project_name.find("..") == std::string::npos && project_name.front() != '/',
           "the project name \"", project_name, "\" must stay inside the logging folder");
@@ -135,6 +144,7 @@ std::shared_ptr<Record> TrackerSet::new_record(const std::vector<std::string>& n
 }
 
 void TrackerSet::log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step) {
+  refuse_from_callbacks("log");
   require(names.size() == values.size(), "log: ", names.size(), " names but ", values.size(), " values");
   auto record = new_record(names, step);
   if (!record) return;  // a call without values is still a line in JSONL and CSV
@@ -145,6 +155,7 @@ void TrackerSet::log(std::vector<std::string> names, std::vector<double> values,
 }
 
 void TrackerSet::log_text(std::vector<std::string> names, std::vector<std::string> texts, std::optional<int64_t> step) {
+  refuse_from_callbacks("log_text");
   require(names.size() == texts.size(), "log_text: ", names.size(), " names but ", texts.size(), " texts");
   for (size_t i = 0; i < texts.size(); ++i)
     require(is_utf8(texts[i]), "log_text: the text of \"", names[i], "\" is not valid UTF-8");
@@ -157,6 +168,7 @@ void TrackerSet::log_text(std::vector<std::string> names, std::vector<std::strin
 }
 
 void TrackerSet::end() {
+  refuse_from_callbacks("end_training");
   if (!running_) return;
   running_ = false;
   each([](Tracker& t) { t.finish(); });
@@ -177,6 +189,7 @@ const Tracker& TrackerSet::find(const std::string& name) const {
 }
 
 CallbackTracker& TrackerSet::program_tracker(const std::string& name) {
+  refuse_from_callbacks("changing a program's tracker");
   find(name);  // an unknown name is refused naming the trackers there are
   for (const auto& t : trackers_)
     if (auto* added = dynamic_cast<CallbackTracker*>(t.get()); added && t->name() == name) return *added;

@@ -44,6 +44,9 @@ class TrackerSet {
   std::string path(const std::string& name) const;
 
  private:
+  // Refuses `call` from inside a program tracker's callback that this set runs: it would change
+  // the list of trackers or the run being walked (see own_callbacks.h).
+  void refuse_from_callbacks(const char* call) const;
   const Tracker& find(const std::string& name) const;
   template <typename Call>
   void each(Call call);
