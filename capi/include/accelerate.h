@@ -17,6 +17,9 @@
  *    reported as ACC_ERR_INVALID_HANDLE, never dereferenced.
  *  - Threads. A handle is used by one thread at a time; freeing may happen on any thread. Torch's
  *    per-thread state (grad mode, autocast) is set inside each call, never left behind.
+ *  - Callbacks may call the library. A call that would change an object in the middle of the call
+ *    running the callback (the loader fetching, the schedule stepping, the trackers being called)
+ *    is ACC_ERR_INVALID_ARGUMENT; freeing a handle in use takes effect once that call returns.
  *  - Sizes are int64_t; counts are size_t and follow their pointer. Strings are UTF-8.
  *
  * Enums are int-sized (each has a *_MAX_ENUM sentinel that is never a valid value), so any int a
@@ -528,7 +531,8 @@ ACC_API ACC_NODISCARD acc_status acc_tensor_backward(const acc_tensor *loss);
 /* Reductions and comparisons. */
 ACC_API ACC_NODISCARD acc_status acc_tensor_sum(const acc_tensor *t, acc_tensor **out);
 ACC_API ACC_NODISCARD acc_status acc_tensor_mean(const acc_tensor *t, acc_tensor **out);
-/* Index of the maximum along `dim` (negative counts from the end), as int64. */
+/* Index of the maximum along `dim` (negative counts from the end), as int64; a 0-d tensor takes dim
+ * 0 or -1 and gives 0, as torch. */
 ACC_API ACC_NODISCARD acc_status acc_tensor_argmax(const acc_tensor *t, int64_t dim, int keepdim,
                                                    acc_tensor **out);
 /* Number of positions where a and b (same shape) hold equal values. */
@@ -537,12 +541,16 @@ ACC_API ACC_NODISCARD acc_status acc_tensor_count_equal(const acc_tensor *a, con
 ACC_API ACC_NODISCARD acc_status acc_tensor_item(const acc_tensor *t, double *out);
 
 /* ------------------------------------------------------------------------------------------------
- * Losses (PyTorch's definitions; the result is a new tensor that carries autograd history)
+ * Losses (PyTorch's definitions; the result is a new tensor that carries autograd history). The
+ * element-wise losses (mse, l1, smooth_l1, huber, bce_with_logits) take an input and a target of one
+ * shape, both floating (PyTorch would broadcast other shapes, with a warning, and promote an integer
+ * target).
  * ---------------------------------------------------------------------------------------------- */
 
 /* logits [N, C] (or [N, C, d...]), target class indices int64 [N] ([N, d...]); ignore_index -100.
  * Or a floating target of the logits' own shape: class probabilities (soft labels, as from mixup or
- * a teacher), as PyTorch takes them; label_smoothing mixes them with the uniform distribution.
+ * a teacher), as PyTorch takes them; label_smoothing, in [0, 1], mixes them with the uniform
+ * distribution.
  * Sequence logits [B, T, V] are reshaped to [B*T, V] first (acc_tensor_reshape), as in PyTorch. */
 ACC_API ACC_NODISCARD acc_status acc_loss_cross_entropy(const acc_tensor *logits, const acc_tensor *target,
                                                         acc_reduction reduction, double label_smoothing,
@@ -552,13 +560,15 @@ ACC_API ACC_NODISCARD acc_status acc_loss_nll(const acc_tensor *log_probs, const
                                               acc_reduction reduction, acc_tensor **out);
 ACC_API ACC_NODISCARD acc_status acc_loss_mse(const acc_tensor *input, const acc_tensor *target,
                                               acc_reduction reduction, acc_tensor **out);
-/* Mean absolute error, as torch's l1_loss; input and target of one shape. */
+/* Mean absolute error, as torch's l1_loss. */
 ACC_API ACC_NODISCARD acc_status acc_loss_l1(const acc_tensor *input, const acc_tensor *target,
                                              acc_reduction reduction, acc_tensor **out);
-/* torch's smooth_l1_loss: 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta; beta >= 0 (0 is L1). */
+/* torch's smooth_l1_loss: 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta; beta >= 0 (0 is L1; infinity
+ * gives 0 * d^2 = 0, as torch). */
 ACC_API ACC_NODISCARD acc_status acc_loss_smooth_l1(const acc_tensor *input, const acc_tensor *target,
                                                     acc_reduction reduction, double beta, acc_tensor **out);
-/* torch's huber_loss: 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta); delta > 0. */
+/* torch's huber_loss: 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta); delta > 0
+ * (infinity allowed, as torch). */
 ACC_API ACC_NODISCARD acc_status acc_loss_huber(const acc_tensor *input, const acc_tensor *target,
                                                 acc_reduction reduction, double delta, acc_tensor **out);
 ACC_API ACC_NODISCARD acc_status acc_loss_bce_with_logits(const acc_tensor *logits, const acc_tensor *target,
@@ -1013,7 +1023,8 @@ ACC_API ACC_NODISCARD acc_status acc_dataset_subset(acc_dataset *ds, int64_t sta
 /* Callbacks into the host program. They return 0 on success; any other value is an error, which the
  * library reports as ACC_ERR_IO with the message a callback may leave with acc_callback_set_error.
  * They may run on the data loader's background threads (num_workers 0 keeps them on the thread
- * calling acc_dataloader_next), several at once, and must not call back into the same loader. */
+ * calling acc_dataloader_next), several at once; a call into the loader they serve that would change
+ * its epoch (next, end_epoch, set_epoch, skip_first_batches, ...) is ACC_ERR_INVALID_ARGUMENT. */
 /* Sample `index`: a new list of tensors (the sample's fields), handed to the library through *out. */
 typedef int (*acc_sample_fn)(void *user_data, int64_t index, acc_tensor_list **out);
 /* A batch made from n samples: a new list handed to the library through *out. */

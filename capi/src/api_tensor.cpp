@@ -1,4 +1,6 @@
 // Tensors, tensor lists and losses.
+#include <algorithm>
+
 #include "common/device.h"
 #include "guard.h"
 #include "handles.h"
@@ -163,8 +165,9 @@ acc_status acc_tensor_mean(const acc_tensor* t, acc_tensor** out) {
 
 acc_status acc_tensor_argmax(const acc_tensor* t, int64_t dim, int keepdim, acc_tensor** out) {
   return unary(t, out, [&](const at::Tensor& x) {
-    acc::require(x.dim() > 0 && dim >= -x.dim() && dim < x.dim(), "dim ", dim, " is out of range for a tensor of ",
-                 x.dim(), " dimension(s)");
+    const int64_t dims = std::max<int64_t>(x.dim(), 1);  // a 0-d tensor takes dim 0 or -1, as in torch
+    acc::require(dim >= -dims && dim < dims, "dim ", dim, " is out of range for a tensor of ", x.dim(),
+                 " dimension(s)");
     return x.argmax(dim, keepdim != 0);
   });
 }

@@ -91,11 +91,18 @@ std::vector<std::string> save_sharded(const std::string& dir, const NamedTensors
     written.push_back("model.safetensors.index.json");
   }
   // Files of an earlier save that this one did not write would be picked up by loaders: remove
-  // them, and only them (a user's model_best.safetensors beside them stays).
+  // them, and only them (a user's model_best.safetensors beside them stays). An earlier index goes
+  // first: until it does, loaders read the earlier save through it, whole; once it is gone, this
+  // one. (Its shards first would leave an index naming missing files.) Also the temporary files of
+  // a save that was stopped (write_through_temporary's).
+  auto stale = [&](const std::string& name) {
+    return std::find(written.begin(), written.end(), name) == written.end();
+  };
+  if (stale("model.safetensors.index.json")) fs::remove(dir + "/model.safetensors.index.json", ec);
   for (const auto& file : fs::directory_iterator(dir, ec)) {
     const std::string name = file.path().filename().string();
-    if (is_pretrained_file_name(name) && std::find(written.begin(), written.end(), name) == written.end())
-      fs::remove(file.path(), ec);
+    const bool temporary = name == "model.safetensors.tmp" || name == "model.safetensors.index.json.tmp";
+    if ((is_pretrained_file_name(name) && stale(name)) || temporary) fs::remove(file.path(), ec);
   }
   return written;
 }

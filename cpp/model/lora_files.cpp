@@ -126,10 +126,19 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) fail(Status::Io, "cannot create '", dir, "': ", ec.message());
-  // Both files are written beside the old ones first and renamed into place only when both are
-  // whole, so a failed save leaves the adapter that was there loadable.
+  // Both files are written beside the old ones first, so a failed save leaves the adapter that was
+  // there. Then the configuration is renamed into place, then the weights: a save stopped between
+  // the two renames leaves the new weights as `<weights>.new` beside the new configuration, and
+  // nothing else leaves a `.new` weights file without a `.new` configuration, so read_lora_files
+  // takes the pair the save wrote.
   const std::string weights = (fs::path(dir) / kWeightsFile).string(), config = (fs::path(dir) / kConfigFile).string();
   const std::string new_weights = weights + ".new", new_config = config + ".new";
+  // A save stopped between its renames: its weights go into place first, so that this save's `.new`
+  // configuration never makes the reader pair the older weights with the stopped save's configuration.
+  if (fs::exists(new_weights, ec) && !fs::exists(new_config, ec)) {
+    fs::rename(new_weights, weights, ec);
+    if (ec) fail(Status::Io, "cannot rename '", new_weights, "' to '", weights, "': ", ec.message());
+  }
   write_file(new_config, config_json(adapters.config()).dump(2) + "\n");
   try {
     save_safetensors(new_weights, tensors);
@@ -137,19 +146,22 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters) {
     fs::remove(new_config, ec);
     throw;
   }
-  for (const auto& [from, to] : {std::pair{new_weights, weights}, std::pair{new_config, config}}) {
-    fs::rename(from, to, ec);
-    if (ec) {
-      fs::remove(new_weights, ec);
-      fs::remove(new_config, ec);
-      fail(Status::Io, "cannot rename '", from, "' to '", to, "'");
-    }
+  fs::rename(new_config, config, ec);
+  if (ec) {
+    fs::remove(new_weights, ec);
+    fs::remove(new_config, ec);
+    fail(Status::Io, "cannot rename '", new_config, "' to '", config, "'");
   }
+  fs::rename(new_weights, weights, ec);  // where this fails, the `.new` weights stay: they are read
+  if (ec) fail(Status::Io, "cannot rename '", new_weights, "' to '", weights, "'");
 }
 
 LoraFiles read_lora_files(const std::string& dir) {
   const std::string config_path = (fs::path(dir) / kConfigFile).string();
-  const std::string weights_path = (fs::path(dir) / kWeightsFile).string();
+  std::string weights_path = (fs::path(dir) / kWeightsFile).string();
+  // A save stopped between its two renames (save_lora_files): its weights are still `.new`.
+  std::error_code ec;
+  if (fs::exists(weights_path + ".new", ec) && !fs::exists(config_path + ".new", ec)) weights_path += ".new";
   const auto text = read_whole_file(config_path);
   if (!text) fail(Status::Io, "cannot open '", config_path, "'");
   LoraFiles files;

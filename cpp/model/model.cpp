@@ -8,15 +8,18 @@
 #include <unordered_set>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "common/name_patterns.h"
 #include "common/text.h"
 #include "model/lora_files.h"
 
 namespace acc {
 
-void require_writable(const std::string& path) {
-  std::ofstream probe(path, std::ios::binary | std::ios::app);
-  if (!probe) fail(Status::Io, "cannot write '", path, "'");
+void save_archive_atomically(const std::string& path, const std::function<void(const std::string& file)>& save) {
+  write_through_temporary(path, [&](const std::string& temporary) {
+    if (!std::ofstream(temporary, std::ios::binary | std::ios::trunc)) fail(Status::Io, "cannot write '", path, "'");
+    save(temporary);
+  });
 }
 
 namespace {

@@ -277,8 +277,7 @@ void ScriptModel::set_training(bool training) { module_.train(training); }
 bool ScriptModel::is_training() const { return module_.is_training(); }
 
 void ScriptModel::write_torchscript(const std::string& path) const {
-  require_writable(path);
-  module_.save(path);
+  save_archive_atomically(path, [&](const std::string& file) { module_.save(file); });
 }
 
 std::shared_ptr<Model> load_torchscript_model(const std::string& path, bool weights_pending) {

@@ -303,8 +303,7 @@ void SpecModel::write_torchscript(const std::string& path) const {
   }
   forward += "    return out" + std::to_string(layers_.size() - 1) + "\n";
   top.define(forward);
-  require_writable(path);
-  top.save(path);
+  save_archive_atomically(path, [&](const std::string& file) { top.save(file); });
 }
 
 std::shared_ptr<Model> model_from_spec(const std::string& json_spec, bool weights_pending) {

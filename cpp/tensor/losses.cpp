@@ -1,7 +1,5 @@
 #include "tensor/losses.h"
 
-#include <cmath>
-
 #include "common/error.h"
 
 namespace acc {
@@ -72,13 +70,13 @@ at::Tensor l1_loss(const at::Tensor& input, const at::Tensor& target, Reduction 
 
 at::Tensor smooth_l1_loss(const at::Tensor& input, const at::Tensor& target, Reduction reduction, double beta) {
   require_same_shape(input, target, "smooth_l1_loss");
-  require(std::isfinite(beta) && beta >= 0, "smooth_l1_loss: beta must be a finite number >= 0, got ", beta);
+  require(beta >= 0, "smooth_l1_loss: beta must be >= 0, got ", beta);  // NaN fails too
   return at::smooth_l1_loss(input, target, to_aten(reduction), beta);
 }
 
 at::Tensor huber_loss(const at::Tensor& input, const at::Tensor& target, Reduction reduction, double delta) {
   require_same_shape(input, target, "huber_loss");
-  require(std::isfinite(delta) && delta > 0, "huber_loss: delta must be a finite number > 0, got ", delta);
+  require(delta > 0, "huber_loss: delta must be > 0, got ", delta);  // NaN fails too
   return at::huber_loss(input, target, to_aten(reduction), delta);
 }
 

@@ -10,6 +10,17 @@ namespace {
 
 constexpr const char* kRefusal = "was called from inside a callback that this";
 
+// A sample of one field, the number `value`, handed out through *out (a callback's return value).
+int one_number_sample(float value, acc_tensor_list** out) {
+  const int64_t dims[] = {1};
+  acc_tensor* t = nullptr;
+  if (acc_tensor_from_host(&value, sizeof value, dims, 1, ACC_DTYPE_FLOAT32, &t) != ACC_OK ||
+      acc_tensor_list_create(out) != ACC_OK || acc_tensor_list_append(*out, nullptr, t) != ACC_OK)
+    return 1;
+  acc_tensor_free(t);
+  return 0;
+}
+
 // A dataset of 8 one-number samples (the sample's index), read by `sample`, whose callback first
 // calls `reenter` with the loader at sample `at` (once).
 struct ReenteringLoader {
@@ -28,14 +39,7 @@ struct ReenteringLoader {
       s.inner = s.reenter(s.loader);
       s.inner_message = acc_last_error_message();
     }
-    const float value = static_cast<float>(index);
-    const int64_t dims[] = {1};
-    acc_tensor* t = nullptr;
-    if (acc_tensor_from_host(&value, sizeof value, dims, 1, ACC_DTYPE_FLOAT32, &t) != ACC_OK ||
-        acc_tensor_list_create(out) != ACC_OK || acc_tensor_list_append(*out, nullptr, t) != ACC_OK)
-      return 1;
-    acc_tensor_free(t);
-    return 0;
+    return one_number_sample(static_cast<float>(index), out);
   }
 
   ReenteringLoader(int workers, std::function<acc_status(acc_dataloader*)> call) : reenter(std::move(call)) {
@@ -128,14 +132,7 @@ struct ReenteringStream {
       *out = nullptr;
       return 0;
     }
-    const float value = static_cast<float>(s.position++);
-    const int64_t dims[] = {1};
-    acc_tensor* t = nullptr;
-    if (acc_tensor_from_host(&value, sizeof value, dims, 1, ACC_DTYPE_FLOAT32, &t) != ACC_OK ||
-        acc_tensor_list_create(out) != ACC_OK || acc_tensor_list_append(*out, nullptr, t) != ACC_OK)
-      return 1;
-    acc_tensor_free(t);
-    return 0;
+    return one_number_sample(static_cast<float>(s.position++), out);
   }
 };
 

@@ -1,11 +1,8 @@
 // A job started by hand with mistakes in its processes' environment: each process reports the
 // mistake (or trains), none waits for ever. The processes are this test binary again, started with
 // RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT of their own.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -13,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../free_port.h"
 #include "support.h"
 
 extern char** environ;
@@ -20,21 +18,6 @@ extern char** environ;
 namespace {
 
 const char* const kReportVariable = "ACC_TEST_RENDEZVOUS_REPORT";
-
-// A TCP port nothing listens on right now (the kernel's choice).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
 
 struct Report {
   std::string status;   // acc_status_name of the accelerator's creation, or of the reduce after it
@@ -44,7 +27,7 @@ struct Report {
 // Starts one process per "rank/world" and gathers what each reports. A process still running after
 // `limit` is killed and reported as "hung".
 std::vector<Report> run_job(const std::vector<std::pair<int, int>>& processes, std::chrono::seconds limit) {
-  const std::string port = std::to_string(free_port());
+  const std::string port = std::to_string(acc_test::free_port());
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::string filter = "--gtest_filter=RendezvousChild.Joins";
   std::vector<pid_t> children;

@@ -188,6 +188,19 @@ TEST(Tensor, ReductionsArgmaxAndCounting) {
   EXPECT_EQ(equal, 1);
   acc_tensor* bad = nullptr;
   ACC_EXPECT_ERROR(acc_tensor_argmax(t, 2, 0, &bad), ACC_ERR_INVALID_ARGUMENT, "dim 2 is out of range");
+  // A 0-d tensor takes dim 0 or -1 and gives index 0 (0-d), as torch.tensor(3.).argmax(0).
+  acc_tensor* scalar = floats({3.0f}, {});
+  for (int64_t dim : {0, -1}) {
+    acc_tensor* index = nullptr;
+    ACC_ASSERT_OK(acc_tensor_argmax(scalar, dim, 1, &index));
+    size_t ndim = 9;
+    ACC_ASSERT_OK(acc_tensor_ndim(index, &ndim));
+    EXPECT_EQ(ndim, 0u);
+    EXPECT_EQ(item(index), 0.0);
+    acc_tensor_free(index);
+  }
+  ACC_EXPECT_ERROR(acc_tensor_argmax(scalar, 1, 0, &bad), ACC_ERR_INVALID_ARGUMENT, "dim 1 is out of range");
+  acc_tensor_free(scalar);
   double v = 0;
   ACC_EXPECT_ERROR(acc_tensor_item(t, &v), ACC_ERR_INVALID_ARGUMENT, "one element");
   ACC_EXPECT_ERROR(acc_tensor_count_equal(t, labels, &equal), ACC_ERR_INVALID_ARGUMENT, "shapes differ");
@@ -306,9 +319,14 @@ TEST(Loss, L1SmoothL1AndHuberGiveTorchsValues) {
   EXPECT_EQ(to_floats(loss), (std::vector<float>{0.125f, 0.625f, 1.375f, 0.0f}));
   acc_tensor_free(loss);
 
+  // An infinite beta or delta, as torch takes them: every difference on the quadratic side.
+  EXPECT_EQ(value(acc_loss_smooth_l1(x, y, ACC_REDUCTION_MEAN, INFINITY, &loss)), 0.0);
+  EXPECT_EQ(value(acc_loss_huber(x, y, ACC_REDUCTION_MEAN, INFINITY, &loss)), 1.4375);
+
   ACC_EXPECT_ERROR(acc_loss_smooth_l1(x, y, ACC_REDUCTION_MEAN, -1.0, &loss), ACC_ERR_INVALID_ARGUMENT, "beta");
   ACC_EXPECT_ERROR(acc_loss_smooth_l1(x, y, ACC_REDUCTION_MEAN, NAN, &loss), ACC_ERR_INVALID_ARGUMENT, "beta");
   ACC_EXPECT_ERROR(acc_loss_huber(x, y, ACC_REDUCTION_MEAN, 0.0, &loss), ACC_ERR_INVALID_ARGUMENT, "delta");
+  ACC_EXPECT_ERROR(acc_loss_huber(x, y, ACC_REDUCTION_MEAN, NAN, &loss), ACC_ERR_INVALID_ARGUMENT, "delta");
   acc_tensor* shorter = floats({1, 2}, {2});
   ACC_EXPECT_ERROR(acc_loss_l1(x, shorter, ACC_REDUCTION_MEAN, &loss), ACC_ERR_INVALID_ARGUMENT, "differ");
   ACC_EXPECT_ERROR(acc_loss_huber(x, y, static_cast<acc_reduction>(7), 1.0, &loss), ACC_ERR_INVALID_ARGUMENT,
