@@ -1,12 +1,14 @@
 // Datasets and data loaders.
 #include <limits>
+#include <thread>
 
 #include "common/device.h"
+#include "common/own_callbacks.h"
 #include "data/idx.h"
 #include "data/prepare_data_loader.h"
-#include "tensor/mmap.h"
 #include "guard.h"
 #include "handles.h"
+#include "tensor/mmap.h"
 
 using namespace acc::capi;
 
@@ -164,6 +166,17 @@ acc_status acc_dataloader_in_epoch(const acc_dataloader* dl, int* out) {
   return guarded([&] { *out_param(out, "out") = live(dl, "dl").loader->in_epoch() ? 1 : 0; });
 }
 
-void acc_dataloader_free(acc_dataloader* dl) { release(dl); }
+void acc_dataloader_free(acc_dataloader* dl) {
+  // Freed from inside one of its own callbacks on a background worker (no call on the handle is in
+  // flight to defer to): the last reference goes on another thread, whose destruction of the loader
+  // waits for that worker's fetch to end (a worker cannot wait for itself).
+  if (is_live(dl, ACC_HANDLE_DATALOADER) && acc::inside_own_callbacks(dl->loader.get())) {
+    std::shared_ptr<acc::DataLoader> keep = dl->loader;
+    release(dl);
+    std::thread([keep = std::move(keep)]() mutable { keep.reset(); }).detach();
+    return;
+  }
+  release(dl);
+}
 
 }  // extern "C"

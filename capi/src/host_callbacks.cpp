@@ -31,14 +31,23 @@ HostCallbackRun::~HostCallbackRun() {
   g_errors_before_callback = outer_errors_before_;
 }
 
+namespace {
+
+// The callback's own message, else that of a library call that failed inside it (never an older one).
+std::string callback_message() {
+  const bool failed_inside = errors_recorded() != g_errors_before_callback;
+  return !g_callback_error.empty() ? g_callback_error : failed_inside ? last_message() : "";
+}
+
+}  // namespace
+
 void HostCallbackRun::failed(const std::string& what, int code) const {
-  acc::fail(acc::Status::Io, what, " failed (code ", code, ")", g_callback_error.empty() ? "" : ": " + g_callback_error);
+  const std::string message = callback_message();
+  acc::fail(acc::Status::Io, what, " failed (code ", code, ")", message.empty() ? "" : ": " + message);
 }
 
 void HostCallbackRun::failed_with_status(const std::string& what, int code) const {
-  // The callback's own message, else that of a library call that failed inside it (never an older one).
-  const bool failed_inside = errors_recorded() != g_errors_before_callback;
-  const std::string message = !g_callback_error.empty() ? g_callback_error : failed_inside ? last_message() : "";
+  const std::string message = callback_message();
   const bool status = code > ACC_OK && code <= ACC_ERR_INTERNAL;
   acc::fail(status ? static_cast<acc::Status>(code) : acc::Status::Io, what, " failed",
             status ? "" : " (code " + std::to_string(code) + ")", message.empty() ? "" : ": " + message);

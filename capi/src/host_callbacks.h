@@ -31,7 +31,7 @@ class HostCallbackRun {
   HostCallbackRun& operator=(const HostCallbackRun&) = delete;
 
   // The callback returned non-zero `code`: an acc::Error (ACC_ERR_IO) naming `what`, with the
-  // message the callback left.
+  // message the callback left or else that of the library call that failed inside it.
   [[noreturn]] void failed(const std::string& what, int code) const;
   // A callback that returns an acc_status (the batch-size search's run) failed with `code`: an
   // acc::Error with that status (ACC_ERR_IO for a value that is none), naming `what`, with the

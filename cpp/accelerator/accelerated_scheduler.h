@@ -26,6 +26,7 @@ class AcceleratedScheduler final : public Scheduler {
   SchedulerState state() const override { return inner_->state(); }
   void load_state(const SchedulerState& state) override { inner_->load_state(state); }
   void check_state(const SchedulerState& state) const override { inner_->check_state(state); }
+  void refuse_from_callbacks(const char* call) const override { inner_->refuse_from_callbacks(call); }
   double last_lr(size_t group) const override { return inner_->last_lr(group); }
   int64_t step_count() const override { return inner_->step_count(); }
   std::shared_ptr<Optimizer> optimizer() const override { return optimizer_; }

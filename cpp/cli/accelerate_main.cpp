@@ -22,6 +22,7 @@
 #include "common/text.h"
 #include "config/config_file.h"
 #include "config/fsdp2_conversion.h"
+#include "launch/inherited_signals.h"
 #include "launch/launch_flags.h"
 #include "parallel/merge_shards.h"
 #include "parallel/sharded_checkpoint_parts.h"
@@ -299,6 +300,16 @@ int convert_config_to_fsdp2(const std::string& from, std::optional<std::string> 
   std::printf("wrote %s\n", path.c_str());
   return 0;
 }
+
+}  // namespace
+
+namespace {
+
+// Before any shared library initializes (see launch/inherited_signals.h): the ELF preinit array,
+// which only a program has.
+void record_inherited_signals(int, char**, char**) { acc::record_inherited_sighup(); }
+__attribute__((section(".preinit_array"),
+               used)) void (*const g_record_inherited_signals)(int, char**, char**) = &record_inherited_signals;
 
 }  // namespace
 

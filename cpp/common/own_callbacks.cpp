@@ -13,15 +13,25 @@ thread_local std::vector<const void*> t_running;
 
 }  // namespace
 
-OwnCallbacksRunning::OwnCallbacksRunning(const void* owner) : owner_(owner) { t_running.push_back(owner); }
+OwnCallbacksRunning::OwnCallbacksRunning(const void* owner, const void* also) : owner_(owner), also_(also) {
+  t_running.push_back(owner);
+  if (also) t_running.push_back(also);
+}
 
 OwnCallbacksRunning::~OwnCallbacksRunning() {
-  const auto it = std::find(t_running.rbegin(), t_running.rend(), owner_);
-  if (it != t_running.rend()) t_running.erase(std::next(it).base());
+  for (const void* marked : {also_, owner_}) {
+    if (!marked) continue;
+    const auto it = std::find(t_running.rbegin(), t_running.rend(), marked);
+    if (it != t_running.rend()) t_running.erase(std::next(it).base());
+  }
+}
+
+bool inside_own_callbacks(const void* owner) {
+  return std::find(t_running.begin(), t_running.end(), owner) != t_running.end();
 }
 
 void refuse_inside_own_callbacks(const void* owner, const char* object, const char* call) {
-  if (std::find(t_running.begin(), t_running.end(), owner) == t_running.end()) return;
+  if (!inside_own_callbacks(owner)) return;
   fail(Status::InvalidArgument, call, " was called from inside a callback that this ", object,
        " is running: it would change what the running call relies on (call it after the callback returns)");
 }

@@ -8,18 +8,22 @@
 
 namespace acc {
 
-// While it lives, this thread runs callbacks of `owner`.
+// While it lives, this thread runs callbacks of `owner` (and of `also`, an object that `owner`
+// serves, where not null).
 class OwnCallbacksRunning {
  public:
-  explicit OwnCallbacksRunning(const void* owner);
+  explicit OwnCallbacksRunning(const void* owner, const void* also = nullptr);
   ~OwnCallbacksRunning();
   OwnCallbacksRunning(const OwnCallbacksRunning&) = delete;
   OwnCallbacksRunning& operator=(const OwnCallbacksRunning&) = delete;
 
  private:
   const void* owner_;
+  const void* also_;
 };
 
+// Whether this thread is inside a callback that `owner` runs.
+bool inside_own_callbacks(const void* owner);
 // Fails (InvalidArgument) where this thread is inside a callback that `owner` runs: `call` names the
 // refused operation, `object` what `owner` is ("data loader").
 void refuse_inside_own_callbacks(const void* owner, const char* object, const char* call);

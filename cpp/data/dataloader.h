@@ -85,6 +85,9 @@ class DataLoader {
   // torch's global generator that starting it takes (draw_iterator_base_seed) was taken then, and
   // the restored random state comes after it, so it is not taken again (exact resume).
   void resume_started_epoch() { iterator_draw_taken_ = true; }
+  // This loader reads for `wrapper` (a dispatching loader's base): its callbacks, on whichever thread
+  // they run, count as the wrapper's too, so a call into the wrapper from one is refused.
+  void serve(const DataLoader& wrapper) { served_ = &wrapper; }
   // Where batches go (only between epochs).
   void set_device_option(std::optional<c10::Device> device) {
     refuse_from_callbacks("setting a data loader's device");
@@ -98,8 +101,9 @@ class DataLoader {
   // Refuses `call` on a thread inside a callback (a dataset's function) that this loader runs: it
   // would change the epoch that callback serves (see own_callbacks.h).
   void refuse_from_callbacks(const char* call) const { refuse_inside_own_callbacks(owner(), "data loader", call); }
-  // While it lives, this thread runs this loader's callbacks (a fetch, on any thread).
-  OwnCallbacksRunning running_callbacks() const { return OwnCallbacksRunning(owner()); }
+  // While it lives, this thread runs this loader's callbacks (a fetch, on any thread), which are
+  // also those of the loader it serves (serve).
+  OwnCallbacksRunning running_callbacks() const { return OwnCallbacksRunning(owner(), served_); }
 
   // Bookkeeping shared by every kind of loader.
   void batch_handed_out(bool last_of_epoch);
@@ -131,6 +135,7 @@ class DataLoader {
   bool end_of_epoch_ = false;
   bool iterator_draw_taken_ = false;  // resume_started_epoch
   std::shared_ptr<LoaderObserver> observer_;
+  const DataLoader* served_ = nullptr;
 };
 
 }  // namespace acc

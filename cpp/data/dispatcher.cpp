@@ -31,7 +31,9 @@ at::Tensor encode_header(const std::vector<at::Tensor>* batch, bool last) {
 
 DispatchingDataLoader::DispatchingDataLoader(std::shared_ptr<DataLoader> base, std::shared_ptr<Distributed> dist,
                                              bool split_batches)
-    : DataLoader(base->options()), base_(std::move(base)), collectives_(std::move(dist)), split_(split_batches) {}
+    : DataLoader(base->options()), base_(std::move(base)), collectives_(std::move(dist)), split_(split_batches) {
+  base_->serve(*this);  // the base's callbacks (on its workers too) are this loader's
+}
 
 int64_t DispatchingDataLoader::length() const {
   const int64_t n = base_->length(), p = collectives_.world_size();
@@ -43,7 +45,6 @@ std::optional<std::vector<at::Tensor>> DispatchingDataLoader::read_global() {
   // One batch with split_batches; else P batches of the base loader, concatenated.
   const int64_t wanted = split_ ? 1 : collectives_.world_size();
   std::vector<std::vector<at::Tensor>> parts;
-  const auto running = running_callbacks();  // the base loader's, which are this loader's too
   while (!base_done_ && static_cast<int64_t>(parts.size()) < wanted) {
     auto batch = base_->next();
     if (!batch) {

@@ -23,6 +23,7 @@
 #include "common/error.h"
 #include "common/options.h"
 #include "launch/cpu_threads.h"
+#include "launch/inherited_signals.h"
 #include "launch/rank_guardian.h"
 #include "launch/rendezvous_store.h"
 #include "launch/worker_logs.h"
@@ -548,12 +549,12 @@ int run_launch(const LaunchConfig& config) {
   sigemptyset(&action.sa_mask);
   // No SA_RESTART: a console write blocked on a reader that does not read gives way to the signal.
   // As torchrun: these stop the ranks (forwarded to their groups), whatever ends the session; but
-  // a SIGHUP ignored already (nohup) stays ignored, for the launcher and its ranks.
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
-    struct sigaction inherited {};
-    if (sig == SIGHUP && sigaction(sig, nullptr, &inherited) == 0 && inherited.sa_handler == SIG_IGN) continue;
-    sigaction(sig, &action, nullptr);
-  }
+  // a SIGHUP ignored when the launcher started (nohup) stays ignored, for the launcher and its ranks,
+  // also where a library's initializer has set it back to the default since.
+  const bool sighup_ignored = sighup_was_ignored();
+  if (sighup_ignored) signal(SIGHUP, SIG_IGN);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT})
+    if (sig != SIGHUP || !sighup_ignored) sigaction(sig, &action, nullptr);
   // A console that closes (a pager quit, `| head`) must not kill the launcher and orphan the ranks:
   // the job goes on, and what it would have written there is dropped (emit_lines).
   signal(SIGPIPE, SIG_IGN);

@@ -1,9 +1,11 @@
 #include "model/lora_files.h"
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "checkpoint/safetensors.h"
+#include "common/crc32c.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "common/json_input.h"
@@ -20,6 +22,30 @@ constexpr const char* kWeightsFile = "adapter_model.safetensors";
 constexpr const char* kPrefix = "base_model.model.";
 constexpr const char* kSuffixA = ".lora_A.weight";
 constexpr const char* kSuffixB = ".lora_B.weight";
+// The weights' metadata names the configuration saved with them (the CRC-32C of its bytes): a
+// save stopped between renaming the configuration and the weights leaves its weights `.new`, and
+// they are taken only beside the configuration they were saved with. (PEFT ignores the key.)
+constexpr const char* kConfigChecksumKey = "accelerate_adapter_config_crc32c";
+
+std::string config_checksum(const std::string& text) {
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", crc32c(text.data(), text.size()));
+  return hex;
+}
+
+// Whether `weights` (a `.new` file a stopped save left) was saved with the configuration at
+// `config_path` as it is now.
+bool saved_with(const std::string& weights, const std::string& config_path) {
+  try {
+    const auto config = read_whole_file(config_path);
+    if (!config) return false;
+    const Metadata metadata = load_safetensors(weights).metadata;
+    const auto checksum = metadata.find(kConfigChecksumKey);
+    return checksum != metadata.end() && checksum->second == config_checksum(*config);
+  } catch (const Error&) {
+    return false;  // not whole: not a save's
+  }
+}
 
 json config_json(const LoraConfig& config) {
   // Every field PEFT's LoraConfig reads back, with the values this library implements.
@@ -128,21 +154,24 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters) {
   if (ec) fail(Status::Io, "cannot create '", dir, "': ", ec.message());
   // Both files are written beside the old ones first, so a failed save leaves the adapter that was
   // there. Then the configuration is renamed into place, then the weights: a save stopped between
-  // the two renames leaves the new weights as `<weights>.new` beside the new configuration, and
-  // nothing else leaves a `.new` weights file without a `.new` configuration, so read_lora_files
-  // takes the pair the save wrote.
+  // the two renames leaves its weights as `<weights>.new`, which read_lora_files takes while the
+  // configuration is still the one they were saved with (kConfigChecksumKey). Other readers (PEFT)
+  // see the new configuration with the earlier weights until the next save.
   const std::string weights = (fs::path(dir) / kWeightsFile).string(), config = (fs::path(dir) / kConfigFile).string();
   const std::string new_weights = weights + ".new", new_config = config + ".new";
-  // A save stopped between its renames: its weights go into place first, so that this save's `.new`
-  // configuration never makes the reader pair the older weights with the stopped save's configuration.
-  if (fs::exists(new_weights, ec) && !fs::exists(new_config, ec)) {
+  // A stopped save's weights that go with the configuration there now go into place first (the
+  // reader takes them already); any other leftovers of stopped saves go.
+  if (fs::exists(new_weights, ec) && saved_with(new_weights, config)) {
     fs::rename(new_weights, weights, ec);
     if (ec) fail(Status::Io, "cannot rename '", new_weights, "' to '", weights, "': ", ec.message());
   }
-  write_file(new_config, config_json(adapters.config()).dump(2) + "\n");
+  for (const std::string& leftover : {new_weights, new_weights + ".tmp", new_config}) fs::remove(leftover, ec);
+  const std::string config_text = config_json(adapters.config()).dump(2) + "\n";
+  write_file(new_config, config_text);
   try {
-    save_safetensors(new_weights, tensors);
+    save_safetensors(new_weights, tensors, {{"format", "pt"}, {kConfigChecksumKey, config_checksum(config_text)}});
   } catch (...) {
+    fs::remove(new_weights, ec);
     fs::remove(new_config, ec);
     throw;
   }
@@ -161,7 +190,7 @@ LoraFiles read_lora_files(const std::string& dir) {
   std::string weights_path = (fs::path(dir) / kWeightsFile).string();
   // A save stopped between its two renames (save_lora_files): its weights are still `.new`.
   std::error_code ec;
-  if (fs::exists(weights_path + ".new", ec) && !fs::exists(config_path + ".new", ec)) weights_path += ".new";
+  if (fs::exists(weights_path + ".new", ec) && saved_with(weights_path + ".new", config_path)) weights_path += ".new";
   const auto text = read_whole_file(config_path);
   if (!text) fail(Status::Io, "cannot open '", config_path, "'");
   LoraFiles files;

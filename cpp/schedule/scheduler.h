@@ -68,13 +68,18 @@ class Scheduler {
   // PyTorch's ChainedScheduler: schedule `name` steps with this one, from the rate it leaves (step
   // 0's too). Only before the first step; only schedules with a rule take part, and not a sequence.
   virtual void chain(const std::string& name, const Options& options);
+  // Refuses `call` from inside a callback this schedule runs (own_callbacks.h): a checkpoint's load
+  // asks before it changes anything.
+  virtual void refuse_from_callbacks(const char* call) const {
+    refuse_inside_own_callbacks(owner(), "scheduler", call);
+  }
 
  protected:
   // Entered by each operation that runs the user's functions (a factor, a scale function) or
   // changes what they serve: refused from inside one of this schedule's own callbacks (a step
   // within a step; own_callbacks.h); while it lives, this thread runs them.
   OwnCallbacksRunning enter(const char* call) const {
-    refuse_inside_own_callbacks(owner(), "scheduler", call);
+    Scheduler::refuse_from_callbacks(call);
     return OwnCallbacksRunning(owner());
   }
   // Marks this thread as running this schedule's functions, without the refusal (a check inside an

@@ -63,6 +63,7 @@ class SchedulerPart final : public CheckpointPart {
                                    json_field_at_least<int64_t>(p, "cooldown_counter", path, 0),
                                    json_field<std::vector<double>>(p, "lrs", path)};
     }
+    scheduler_->refuse_from_callbacks("load_state");  // before anything of the checkpoint is applied
     checked_by_file(path, [&] { scheduler_->check_state(state); });
     return {[scheduler = scheduler_, state] { scheduler->load_state(state); }, {}, {}};
   }

@@ -13,10 +13,12 @@ namespace acc {
 namespace {
 
 const std::string kPrefix = "accelerate/roll_call/";
+const std::string kVerdict = kPrefix + "verdict";  // process 0's: "ok", or a status letter and a message
+const std::string kVerdictRead = kPrefix + "verdict_read";
+const std::string kMistake = kPrefix + "mistake";  // posted by a process that process 0 waits for
 
 std::string rank_key(int64_t rank) { return kPrefix + "rank_" + std::to_string(rank); }
 std::string answer_key(int64_t rank) { return kPrefix + "answer_" + std::to_string(rank); }
-const std::string kMistake = kPrefix + "mistake";
 
 std::vector<uint8_t> bytes(const std::string& text) { return {text.begin(), text.end()}; }
 std::string text(const std::vector<uint8_t>& bytes) { return {bytes.begin(), bytes.end()}; }
@@ -30,7 +32,7 @@ std::string answer(int64_t world) {
 
 struct Answer {
   int64_t world = 0;
-  std::string who;  // "host pid"
+  std::string who;  // "host pid N"
 };
 
 Answer parse(const std::string& answer) {
@@ -42,46 +44,64 @@ Answer parse(const std::string& answer) {
   return parsed;
 }
 
-// A world size unlike another process's. Where ours is the smaller, processes started for the
-// larger one wait for processes that will never come: the message is posted for them to fail with.
-// (A process started for more processes than the job has fails alone; the others train.)
-[[noreturn]] void report_world_mismatch(c10d::Store& store, const std::string& where, int64_t other_rank,
-                                        const Answer& other, int64_t rank, int64_t world) {
+std::string world_mismatch(const std::string& where, const Answer& first, int64_t rank, int64_t world) {
   std::ostringstream m;
-  m << "rendezvous at " << where << ": process " << other_rank << " (" << other.who << ") was started as one of "
-    << other.world << " processes and process " << rank << " as one of " << world
+  m << "rendezvous at " << where << ": process 0 (" << first.who << ") was started as one of " << first.world
+    << " processes and process " << rank << " as one of " << world
     << ": every process of a job needs the same number of processes (WORLD_SIZE, --num_processes)";
-  if (world < other.world) {
-    try {
-      store.set(kMistake, bytes(m.str()));
-    } catch (...) {
-    }
-  }
-  fail(Status::Distributed, m.str());
+  return m.str();
 }
 
-// Where processes did not answer by the deadline: a world size unlike ours among those that did,
-// else which did not.
-[[noreturn]] void report_missing(c10d::Store& store, const std::string& where, int64_t rank, int64_t world,
-                                 std::chrono::milliseconds timeout) {
+// Polls `done` until it holds or `deadline` passes (a wait could not also watch for other keys, and
+// libtorch's client-side wait may overrun its timeout).
+template <typename Done>
+bool poll_until(std::chrono::steady_clock::time_point deadline, Done done) {
+  auto pause = std::chrono::milliseconds(1);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+  return true;
+}
+
+// Process 0's verdict once processes 0..world-1 answered, or one of them posted a mistake, or at the
+// deadline: "ok", else "D" or "T" (Distributed, Timeout) and the message. `missing`: how many of the
+// others had not answered.
+std::string verdict(c10d::Store& store, int64_t world, std::chrono::milliseconds timeout, const std::string& where,
+                    int64_t& missing_count) {
+  std::vector<std::string> keys;
+  for (int64_t r = 0; r < world; ++r) keys.push_back(answer_key(r));
+  bool all = false;
+  poll_until(std::chrono::steady_clock::now() + timeout,
+             [&] { return (all = store.check(keys)) || store.check({kMistake}); });
+  // Each answer read once, here alone: a mismatch whose process had not posted it yet is found too.
+  const Answer mine = parse(text(store.get(answer_key(0))));
   std::vector<int64_t> missing;
-  for (int64_t r = 0; r < world; ++r) {
-    if (!store.check({answer_key(r)})) {
+  std::string mismatch;
+  for (int64_t r = 1; r < world; ++r) {
+    if (!all && !store.check({answer_key(r)})) {
       missing.push_back(r);
       continue;
     }
     const Answer other = parse(text(store.get(answer_key(r))));
-    if (other.world != world) report_world_mismatch(store, where, r, other, rank, world);
+    if (other.world != world && mismatch.empty()) mismatch = "D" + world_mismatch(where, mine, r, other.world);
   }
+  missing_count = static_cast<int64_t>(missing.size());
+  if (store.check({kMistake})) return text(store.get(kMistake));
+  if (!mismatch.empty()) return mismatch;
+  if (missing.empty()) return "ok";
   std::ostringstream m;
   m << "rendezvous of " << world << " processes at " << where << " timed out after "
-    << std::chrono::duration<double>(timeout).count() << " s: process";
-  if (missing.size() > 1) m << "es";
+    << std::chrono::duration<double>(timeout).count() << " s: process" << (missing.size() > 1 ? "es" : "");
   for (size_t i = 0; i < std::min<size_t>(missing.size(), 8); ++i) m << (i ? ", " : " ") << missing[i];
   if (missing.size() > 8) m << " and " << missing.size() - 8 << " more";
-  m << " did not join (did every process start, with the same MASTER_ADDR and "
-    << "MASTER_PORT?)";
-  fail(Status::Timeout, m.str());
+  m << " did not join (did every process start, with the same MASTER_ADDR and MASTER_PORT?)";
+  return "T" + m.str();
+}
+
+[[noreturn]] void fail_with_verdict(const std::string& verdict) {
+  fail(verdict[0] == 'T' ? Status::Timeout : Status::Distributed, verdict.substr(1));
 }
 
 }  // namespace
@@ -92,23 +112,43 @@ void roll_call(c10d::Store& store, int64_t rank, int64_t world, std::chrono::mil
   // fails alone (the others can train).
   if (store.add(rank_key(rank), 1) != 1)
     fail(Status::Distributed, "rendezvous at ", where, ": two processes were started as process ", rank, " (RANK ",
-         rank, "): every process of a job needs a rank of its own");
+         rank, "; or an earlier group of this job is still held by process 0): every process needs a rank of its own");
   store.set(answer_key(rank), bytes(answer(world)));
 
-  std::vector<std::string> keys;
-  for (int64_t r = 0; r < world; ++r) keys.push_back(answer_key(r));
-  // Polled rather than waited for: a wait cannot also watch for a mistake posted meanwhile, and
-  // libtorch's client-side wait may run past its timeout.
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  auto pause = std::chrono::milliseconds(1);
-  while (!store.check(keys)) {
-    if (store.check({kMistake})) fail(Status::Distributed, text(store.get(kMistake)));
-    if (std::chrono::steady_clock::now() >= deadline) report_missing(store, where, rank, world, timeout);
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  if (rank == 0) {
+    // Process 0 alone reads every answer (the others wait for one key: the store's load stays linear).
+    int64_t missing = 0;
+    const std::string v = verdict(store, world, timeout, where, missing);
+    store.set(kVerdict, bytes(v));
+    if (v == "ok") return;
+    // Process 0 may host the store: it stays until the others that answered read the verdict (or a
+    // while), so that they fail with it rather than with a lost connection.
+    poll_until(std::chrono::steady_clock::now() + std::min(timeout, std::chrono::milliseconds(5000)),
+               [&] { return store.add(kVerdictRead, 0) >= world - 1 - missing; });
+    fail_with_verdict(v);
   }
+  // Every other process compares its world size with process 0's as soon as that has answered. A
+  // process that process 0 waits for (a rank below its world size) posts a mismatch, so that
+  // process 0 stops waiting; one started for more processes than the job has fails alone.
+  const auto deadline = std::chrono::steady_clock::now() + 2 * timeout;  // process 0 may start later
+  if (!poll_until(deadline, [&] { return store.check({answer_key(0)}); }))
+    fail(Status::Timeout, "rendezvous of ", world, " processes at ", where, ": process 0 did not answer the roll ",
+         "call within ", std::chrono::duration<double>(2 * timeout).count(), " s");
   const Answer first = parse(text(store.get(answer_key(0))));
-  if (first.world != world) report_world_mismatch(store, where, 0, first, rank, world);
+  if (first.world != world) {
+    const std::string message = world_mismatch(where, first, rank, world);
+    if (rank < first.world) {
+      store.set(kMistake, bytes("D" + message));
+      store.add(kVerdictRead, 1);  // it knows the verdict: process 0 need not wait for it
+    }
+    fail(Status::Distributed, message);
+  }
+  if (!poll_until(deadline, [&] { return store.check({kVerdict}); }))
+    fail(Status::Timeout, "rendezvous of ", world, " processes at ", where, ": process 0 gave no verdict on the ",
+         "roll call within ", std::chrono::duration<double>(2 * timeout).count(), " s");
+  const std::string v = text(store.get(kVerdict));
+  store.add(kVerdictRead, 1);
+  if (v != "ok") fail_with_verdict(v);
 }
 
 }  // namespace acc

@@ -13,11 +13,11 @@
 
 namespace acc {
 
-// Announces (rank, world) and waits until processes 0..world-1 have answered, or one of them
-// reported a mistake, or `timeout` passes. `where` names the rendezvous in messages. Fails with
-// Distributed for a rank answered twice or a world size that differs from process 0's (a process
-// started for fewer processes than another posts the message, so that those waiting for processes
-// that will never come fail with it too), Timeout naming the processes that did not answer.
+// Announces (rank, world); process 0 waits until processes 0..world-1 have answered (or `timeout`
+// passes), compares their world sizes with its own and posts its verdict, which the others wait
+// for. `where` names the rendezvous in messages. Fails with Distributed for a rank answered twice
+// (that process alone) or world sizes that differ, with Timeout naming the processes that did not
+// answer.
 void roll_call(c10d::Store& store, int64_t rank, int64_t world, std::chrono::milliseconds timeout,
                const std::string& where);
 

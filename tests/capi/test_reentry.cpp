@@ -2,6 +2,10 @@
 // function calling the loader that fetches it, a schedule's factor stepping the schedule, a
 // program's tracker adding trackers): refused with a message, the running call goes on unharmed.
 // Each used to crash, hang or lose data.
+#include <atomic>
+#include <chrono>
+#include <thread>
+
 #include "support.h"
 
 using acc_test::to_floats;
@@ -105,6 +109,36 @@ TEST(Reentry, ALoaderRefusesItsOwnSampleCallbacksCalls) {
       EXPECT_EQ(l.epoch(), (std::vector<float>{0, 2, 4, 6}));  // the next epoch as ever
     }
   }
+}
+
+TEST(Reentry, ALoaderFreedFromItsBackgroundWorkersCallbackGoesAfterThatFetch) {
+  // The sample function, on the loader's worker while no call is in flight, frees the loader: its
+  // last reference went on that worker, whose prefetcher then joined its own thread (abort).
+  struct Freeing {
+    acc_dataloader* loader = nullptr;
+    std::atomic<bool> freed{false};
+    static int sample(void* self, int64_t index, acc_tensor_list** out) {
+      auto& f = *static_cast<Freeing*>(self);
+      if (index == 4 && !f.freed.exchange(true)) acc_dataloader_free(f.loader);
+      return one_number_sample(static_cast<float>(index), out);
+    }
+  } f;
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_callback(8, &Freeing::sample, &f, nullptr, &ds));
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
+  ACC_ASSERT_OK(acc_options_set_int(o, "batch_size", 2));
+  ACC_ASSERT_OK(acc_options_set_int(o, "num_workers", 1));
+  ACC_ASSERT_OK(acc_dataloader_create(ds, o, &f.loader));
+  acc_options_free(o);
+  acc_tensor_list* batch = nullptr;
+  ACC_ASSERT_OK(acc_dataloader_next(f.loader, &batch));  // the worker fetches ahead: samples 2 to 5
+  acc_tensor_list_free(batch);
+  for (int i = 0; i < 1000 && !f.freed; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(f.freed);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the loader goes once that fetch ends
+  ACC_EXPECT_ERROR(acc_dataloader_next(f.loader, &batch), ACC_ERR_INVALID_HANDLE, "");
+  acc_dataset_free(ds);
 }
 
 namespace {
