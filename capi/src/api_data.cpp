@@ -1,6 +1,5 @@
 // Datasets and data loaders.
 #include <limits>
-#include <thread>
 
 #include "common/device.h"
 #include "common/own_callbacks.h"
@@ -167,16 +166,11 @@ acc_status acc_dataloader_in_epoch(const acc_dataloader* dl, int* out) {
 }
 
 void acc_dataloader_free(acc_dataloader* dl) {
-  // Freed from inside one of its own callbacks on a background worker (no call on the handle is in
-  // flight to defer to): the last reference goes on another thread, whose destruction of the loader
-  // waits for that worker's fetch to end (a worker cannot wait for itself).
-  if (is_live(dl, ACC_HANDLE_DATALOADER) && acc::inside_own_callbacks(dl->loader.get())) {
-    std::shared_ptr<acc::DataLoader> keep = dl->loader;
-    release(dl);
-    std::thread([keep = std::move(keep)]() mutable { keep.reset(); }).detach();
-    return;
-  }
+  // Freed from inside one of its own callbacks on a background worker, nothing in flight to defer to.
+  std::shared_ptr<acc::DataLoader> loader = is_live(dl, ACC_HANDLE_DATALOADER) ? dl->loader : nullptr;
   release(dl);
+  const acc::DataLoader* owner = loader.get();
+  if (owner) acc::drop_outside_own_callbacks(std::move(loader), owner);
 }
 
 }  // extern "C"

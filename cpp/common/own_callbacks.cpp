@@ -1,6 +1,7 @@
 #include "common/own_callbacks.h"
 
 #include <algorithm>
+#include <thread>
 #include <vector>
 
 #include "common/error.h"
@@ -28,6 +29,10 @@ OwnCallbacksRunning::~OwnCallbacksRunning() {
 
 bool inside_own_callbacks(const void* owner) {
   return std::find(t_running.begin(), t_running.end(), owner) != t_running.end();
+}
+
+void drop_outside_own_callbacks(std::shared_ptr<const void> last_reference, const void* owner) {
+  if (inside_own_callbacks(owner)) std::thread([keep = std::move(last_reference)]() mutable { keep.reset(); }).detach();
 }
 
 void refuse_inside_own_callbacks(const void* owner, const char* object, const char* call) {

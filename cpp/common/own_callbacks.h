@@ -6,6 +6,8 @@
 // mark the callbacks they run, so a worker's callback is refused too.
 #pragma once
 
+#include <memory>
+
 namespace acc {
 
 // While it lives, this thread runs callbacks of `owner` (and of `also`, an object that `owner`
@@ -24,6 +26,10 @@ class OwnCallbacksRunning {
 
 // Whether this thread is inside a callback that `owner` runs.
 bool inside_own_callbacks(const void* owner);
+// Drops `last_reference` to `owner`: on this thread, or, where this thread is inside a callback
+// `owner` runs (a loader's worker fetching), on another thread, whose destruction of `owner` then
+// waits for that callback's call to end (a worker cannot wait for itself).
+void drop_outside_own_callbacks(std::shared_ptr<const void> last_reference, const void* owner);
 // Fails (InvalidArgument) where this thread is inside a callback that `owner` runs: `call` names the
 // refused operation, `object` what `owner` is ("data loader").
 void refuse_inside_own_callbacks(const void* owner, const char* object, const char* call);

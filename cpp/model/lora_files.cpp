@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "checkpoint/safetensors.h"
 #include "common/crc32c.h"
@@ -33,12 +34,11 @@ std::string config_checksum(const std::string& text) {
   return hex;
 }
 
-// Whether `weights` (a `.new` file a stopped save left) was saved with the configuration at
-// `config_path` as it is now.
-bool saved_with(const std::string& weights, const std::string& config_path) {
+// Whether `weights` (a `.new` file a stopped save left) was saved with the configuration whose
+// bytes are `config` (none: no configuration there).
+bool saved_with(const std::string& weights, const std::optional<std::string>& config) {
+  if (!config) return false;
   try {
-    const auto config = read_whole_file(config_path);
-    if (!config) return false;
     const Metadata metadata = load_safetensors(weights).metadata;
     const auto checksum = metadata.find(kConfigChecksumKey);
     return checksum != metadata.end() && checksum->second == config_checksum(*config);
@@ -161,7 +161,7 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters) {
   const std::string new_weights = weights + ".new", new_config = config + ".new";
   // A stopped save's weights that go with the configuration there now go into place first (the
   // reader takes them already); any other leftovers of stopped saves go.
-  if (fs::exists(new_weights, ec) && saved_with(new_weights, config)) {
+  if (fs::exists(new_weights, ec) && saved_with(new_weights, read_whole_file(config))) {
     fs::rename(new_weights, weights, ec);
     if (ec) fail(Status::Io, "cannot rename '", new_weights, "' to '", weights, "': ", ec.message());
   }
@@ -188,11 +188,11 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters) {
 LoraFiles read_lora_files(const std::string& dir) {
   const std::string config_path = (fs::path(dir) / kConfigFile).string();
   std::string weights_path = (fs::path(dir) / kWeightsFile).string();
-  // A save stopped between its two renames (save_lora_files): its weights are still `.new`.
-  std::error_code ec;
-  if (fs::exists(weights_path + ".new", ec) && saved_with(weights_path + ".new", config_path)) weights_path += ".new";
   const auto text = read_whole_file(config_path);
   if (!text) fail(Status::Io, "cannot open '", config_path, "'");
+  // A save stopped between its two renames (save_lora_files): its weights are still `.new`.
+  std::error_code ec;
+  if (fs::exists(weights_path + ".new", ec) && saved_with(weights_path + ".new", text)) weights_path += ".new";
   LoraFiles files;
   files.config = config_from_json(parse_json_input(*text, "'" + config_path + "'", Status::Io), config_path);
 
