@@ -16,7 +16,9 @@
  *    its optimizer), so handles may be released in any order. A released or foreign handle is
  *    reported as ACC_ERR_INVALID_HANDLE, never dereferenced.
  *  - Threads. A handle is used by one thread at a time; freeing may happen on any thread. Torch's
- *    per-thread state (grad mode, autocast) is set inside each call, never left behind.
+ *    per-thread state (grad mode, autocast) is set inside each call, never left behind. An
+ *    accelerator may serve threads that each train their own objects (they prepare, step and log
+ *    at once); its accumulation and no_sync state is one for all of them, as in Accelerate.
  *  - Callbacks may call the library. A call that would change an object in the middle of the call
  *    running the callback (the loader fetching, the schedule stepping, the trackers being called)
  *    is ACC_ERR_INVALID_ARGUMENT; freeing a handle in use takes effect once that call returns.
@@ -1066,8 +1068,8 @@ ACC_API ACC_NODISCARD acc_status acc_dataloader_create(acc_dataset *ds, const ac
                                                        acc_dataloader **out);
 /* A loader over a batch sampler's batches: batch k holds the dataset indices
  * indices[offset_k .. offset_k + batch_sizes[k]) (the batches laid end to end), yielded in this order
- * every epoch. Sizes may vary (on several processes that needs the accelerator's even_batches off, as
- * in Accelerate). opts: an ACC_OPTIONS_DATALOADER object or NULL; batch_size, shuffle and drop_last
+ * every epoch. Sizes may vary: on several processes, with even_batches, the last round is then
+ * completed with whole batches from the epoch's start, as Accelerate does. opts: an ACC_OPTIONS_DATALOADER object or NULL; batch_size, shuffle and drop_last
  * are the sampler's business and are refused. */
 ACC_API ACC_NODISCARD acc_status acc_dataloader_create_from_batches(acc_dataset *ds, const int64_t *indices,
                                                                     const size_t *batch_sizes, size_t num_batches,

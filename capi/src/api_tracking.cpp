@@ -49,16 +49,17 @@ acc_status acc_tracker_set_log_text(acc_accelerator* acc, const char* name, acc_
   return guarded([&] {
     auto& a = accelerator_arg(acc);
     const std::string tracker = text_arg(name, "name");
-    auto& added = a.trackers().program_tracker(tracker);
-    if (!log_text) return added.set_log_text(nullptr);
-    added.set_log_text([log_text, data = added.user_data(), tracker](const acc::tracking::Record& r) {
-      std::vector<const char*> names, texts;
-      for (size_t i = 0; i < r.text_names.size(); ++i) {
-        names.push_back(r.text_names[i].c_str());
-        texts.push_back(r.texts[i].c_str());
-      }
-      invoke_host("the log_text callback of tracker \"" + tracker + "\"",
-                  [&] { return log_text(data.get(), names.data(), texts.data(), names.size(), r.step); });
+    a.trackers().change_program_tracker(tracker, [&](acc::tracking::CallbackTracker& added) {
+      if (!log_text) return added.set_log_text(nullptr);
+      added.set_log_text([log_text, data = added.user_data(), tracker](const acc::tracking::Record& r) {
+        std::vector<const char*> names, texts;
+        for (size_t i = 0; i < r.text_names.size(); ++i) {
+          names.push_back(r.text_names[i].c_str());
+          texts.push_back(r.texts[i].c_str());
+        }
+        invoke_host("the log_text callback of tracker \"" + tracker + "\"",
+                    [&] { return log_text(data.get(), names.data(), texts.data(), names.size(), r.step); });
+      });
     });
   });
 }

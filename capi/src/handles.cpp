@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdlib>
@@ -20,10 +21,12 @@
 namespace acc::capi {
 namespace {
 
-// Handle cells come from address space reserved in large chunks and handed out once, in order.
-// Memory is committed only where cells are touched, and a page whose cells are all retired is given
-// back to the kernel (its addresses stay reserved, never reused): a long run that creates and frees
-// millions of handles holds only the pages of its live ones.
+// Handle cells come from address space reserved in chunks and handed out once, in order. Memory is
+// committed only where cells are touched, and a page whose cells are all retired is given back to
+// the kernel (its addresses stay reserved, never reused): a long run that creates and frees
+// millions of handles holds only the pages of its live ones. Chunks start at 1 MiB (8192 cells) and
+// double up to 1 GiB, so that a program under an address-space limit (`ulimit -v`) reserves for
+// its handles about twice what they have used.
 class CellArena {
  public:
   void* allocate() {
@@ -40,13 +43,15 @@ class CellArena {
   }
 
  private:
-  static constexpr size_t kChunk = size_t{1} << 32;  // 32 million cells of address space per chunk
+  static constexpr size_t kFirstChunk = size_t{1} << 20, kLargestChunk = size_t{1} << 30;
   void map_chunk() {
-    void* chunk = ::mmap(nullptr, kChunk, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void* chunk = ::mmap(nullptr, chunk_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (chunk == MAP_FAILED) throw std::bad_alloc();
     next_ = static_cast<char*>(chunk);
-    end_ = next_ + kChunk;
+    end_ = next_ + chunk_;
+    chunk_ = std::min(chunk_ * 2, kLargestChunk);
   }
+  size_t chunk_ = kFirstChunk;
   const uintptr_t page_size_ = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   char* next_ = nullptr;
   char* end_ = nullptr;

@@ -98,6 +98,7 @@ std::shared_ptr<Model> Accelerator::wrapped_model(const std::shared_ptr<Model>& 
 std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& model,
                                                   std::optional<bool> device_placement) {
   require(model != nullptr, "prepare_model needs a model");
+  const std::lock_guard<std::recursive_mutex> lock(prepare_mutex_);
   if (auto prepared = wrapped_model(model)) return prepared;
   for (const auto& optimizer : live_optimizers())
     require(!(config_.sharding.stage > 0 && dist_ && optimizer->model() == model), "prepare the model before (or with) ",
@@ -144,6 +145,7 @@ std::shared_ptr<Model> Accelerator::prepare_model(const std::shared_ptr<Model>& 
 std::shared_ptr<Optimizer> Accelerator::prepare_optimizer(const std::shared_ptr<Optimizer>& optimizer,
                                                           std::optional<bool> device_placement) {
   require(optimizer != nullptr, "prepare_optimizer needs an optimizer");
+  const std::lock_guard<std::recursive_mutex> lock(prepare_mutex_);
   if (auto accelerated = std::dynamic_pointer_cast<AcceleratedOptimizer>(optimizer)) return accelerated;
   if (auto prepared = optimizers_.find(optimizer)) return prepared;
   // Every process steps its replica (or shard) alike: another algorithm, hyper-parameter or grouping
@@ -177,6 +179,7 @@ std::shared_ptr<Optimizer> Accelerator::prepare_optimizer(const std::shared_ptr<
 std::shared_ptr<DataLoader> Accelerator::prepare_dataloader(const std::shared_ptr<DataLoader>& loader,
                                                             std::optional<bool> device_placement) {
   require(loader != nullptr, "prepare_dataloader needs a data loader");
+  const std::lock_guard<std::recursive_mutex> lock(prepare_mutex_);
   if (loaders_.holds(loader.get())) return loader;  // already a prepared loader
   if (auto prepared = loaders_.find(loader)) return prepared;
   PrepareDataLoaderOptions options;
@@ -198,6 +201,7 @@ std::shared_ptr<DataLoader> Accelerator::prepare_dataloader(const std::shared_pt
 
 std::shared_ptr<Scheduler> Accelerator::prepare_scheduler(const std::shared_ptr<Scheduler>& scheduler) {
   require(scheduler != nullptr, "prepare_scheduler needs a scheduler");
+  const std::lock_guard<std::recursive_mutex> lock(prepare_mutex_);
   if (std::dynamic_pointer_cast<AcceleratedScheduler>(scheduler)) return scheduler;
   if (auto prepared = schedulers_.find(scheduler)) return prepared;
   // Bind to the prepared wrapper of the scheduler's optimizer, to see skipped steps.
@@ -236,18 +240,18 @@ void Accelerator::backward(const at::Tensor& loss, bool retain_graph, bool creat
   const int64_t steps = config_.gradient_accumulation_steps;
   at::Tensor scaled = steps > 1 ? loss / static_cast<double>(steps) : loss;
   if (scaler_) scaled = scaler_->scale(scaled);
-  ++backward_calls_;
+  const int64_t call = ++backward_calls_;
   try {
     scaled.backward({}, retain_graph || create_graph, create_graph);
   } catch (const Error& e) {
     // Sharding's collectives in backward name themselves; the message gains which backward it was.
     const bool collective = e.status() == Status::Timeout || e.status() == Status::Aborted ||
                             e.status() == Status::Distributed;
-    if (dist_ && collective) throw Error(e.status(), concat("backward #", backward_calls_, ": ", e.what()));
+    if (dist_ && collective) throw Error(e.status(), concat("backward #", call, ": ", e.what()));
     throw;
   } catch (...) {
     // DDP's gradient allreduce runs inside backward: a peer lost there is named like any collective.
-    if (dist_) rethrow_peer_failure_or_original(concat("backward #", backward_calls_, " (DDP's gradient allreduce)"));
+    if (dist_) rethrow_peer_failure_or_original(concat("backward #", call, " (DDP's gradient allreduce)"));
     throw;
   }
 }

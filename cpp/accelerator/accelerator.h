@@ -4,9 +4,11 @@
 
 #include <c10/core/Device.h>
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
@@ -221,6 +223,8 @@ class Accelerator {
   std::vector<std::function<void()>> even_batches_restore_;  // join_uneven_inputs' override
   std::shared_ptr<GradScaler> scaler_;  // fp16 only
   tracking::TrackerSet trackers_{config_.log_with, config_.logging_dir, process_.rank == 0};
+  // Threads of one accelerator may prepare at once: each prepare looks up and adds as one step.
+  std::recursive_mutex prepare_mutex_;
   PreparedSet<PreparedModel> models_;
   PreparedSet<AcceleratedOptimizer> optimizers_;
   PreparedSet<DataLoader> loaders_;
@@ -240,7 +244,7 @@ class Accelerator {
   void require_profile_to_read() const;
   std::shared_ptr<ProfilerSession> profiler_;  // the open profile, or the last one ended
   std::function<void(int64_t)> profile_trace_ready_;
-  int64_t backward_calls_ = 0;  // names the step in errors of backward's collectives
+  std::atomic<int64_t> backward_calls_{0};  // names the step in errors of backward's collectives
   // Open begin/end scopes, so that an end without its begin is an error.
   int64_t accumulate_depth_ = 0;
   int64_t main_first_depth_[2] = {0, 0};  // [local]

@@ -9,8 +9,7 @@ void GradientState::begin_micro_step() {
     step_ = 0;
     sync_gradients_ = true;
   } else {
-    ++step_;
-    sync_gradients_ = step_ % num_steps_ == 0;
+    sync_gradients_ = ++step_ % num_steps_ == 0;
   }
 }
 

@@ -1,6 +1,7 @@
 // When gradients are synchronised and optimizers step: Accelerate's GradientState.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <mutex>
 #include <vector>
@@ -40,8 +41,10 @@ class GradientState final : public LoaderObserver {
 
   const int64_t num_steps_;
   const bool sync_with_dataloader_;
-  bool sync_gradients_ = true;
-  int64_t step_ = 0;
+  // One state for every thread of the accelerator (as Accelerate's): atomics, so that threads
+  // training at once read defined values.
+  std::atomic<bool> sync_gradients_{true};
+  std::atomic<int64_t> step_{0};
   // Accelerate's dataloader_references: the loaders whose epoch is under way, in the order they
   // began; the last one decides, so an evaluation loop inside a training loop leaves the training
   // loader's end of data and remainder as they were once it is done.

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 
 #include <cstdio>
+#include <cstring>
 
 #include <algorithm>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <system_error>
 #include <vector>
 
+#include "common/crc32c.h"
 #include "common/error.h"
 
 namespace acc {
@@ -142,6 +144,10 @@ std::string checkpoint_folder(const std::string& target) {
   if (!path.has_filename()) path = path.parent_path();  // "dir/" -> "dir"
   if (!path.has_filename() || path == path.root_path())
     fail(Status::InvalidArgument, "save_state: '", target, "' is the root folder; name a folder of its own");
+  // Refused before anything is written (the staging folder's name is cut to fit: staging_dir).
+  if (path.filename().string().size() > 255)
+    fail(Status::InvalidArgument, "save_state: the folder name of '", target, "' is longer than a file name may be ",
+         "(255 bytes)");
   // A save replaces the folder: the process's current folder would go with it.
   const fs::path here = fs::current_path(ec).lexically_normal();
   if (!ec && std::mismatch(path.begin(), path.end(), here.begin(), here.end()).first == path.end())
@@ -152,7 +158,16 @@ std::string checkpoint_folder(const std::string& target) {
 
 std::string staging_dir(const std::string& folder) {
   const fs::path path(folder);
-  return (path.parent_path() / ("." + path.filename().string() + ".incomplete")).string();
+  std::string name = path.filename().string();
+  // ".<name>.incomplete.old" must fit in a file name (255 bytes): a longer name is cut, and the
+  // checksum of the whole name keeps it apart from other names cut the same way.
+  constexpr size_t kLongest = 255 - 1 - (sizeof(".incomplete.old") - 1);
+  if (name.size() > kLongest) {
+    char checksum[16];
+    std::snprintf(checksum, sizeof checksum, "~%08x", crc32c(name.data(), name.size()));
+    name = name.substr(0, kLongest - std::strlen(checksum)) + checksum;
+  }
+  return (path.parent_path() / ("." + name + ".incomplete")).string();
 }
 
 void publish_checkpoint(const std::string& staging, const std::string& target) {

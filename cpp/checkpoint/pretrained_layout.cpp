@@ -40,6 +40,55 @@ int64_t parse_size(const std::string& text) {
 
 // Where save_sharded writes a sharded save's files before moving them in (ours by its name).
 constexpr const char* kStagingFolder = ".accelerate-save-staging";
+constexpr const char* kIndexName = "model.safetensors.index.json";
+
+namespace {
+
+// The shard files an index names (each a plain name beside the index), sorted; Io errors name the file.
+std::vector<std::string> shards_of_index(const std::string& index_file) {
+  const auto text = read_whole_file(index_file);
+  if (!text) fail(Status::Io, "cannot open '", index_file, "'");
+  const json index = parse_json_input(*text, "'" + index_file + "'", Status::Io);
+  if (!index.contains("weight_map") || !index["weight_map"].is_object())
+    fail(Status::Io, "'", index_file, "' has no weight_map");
+  std::vector<std::string> shards;
+  for (const auto& [name, shard] : index["weight_map"].items()) {
+    if (!shard.is_string() || shard.get<std::string>().empty() ||
+        shard.get<std::string>().find('/') != std::string::npos || shard.get<std::string>() == ".." ||
+        shard.get<std::string>() == ".")
+      fail(Status::Io, "'", index_file, "': weight_map[\"", name, "\"] must name a file beside the index, got ",
+           shard.dump());
+    if (std::find(shards.begin(), shards.end(), shard.get<std::string>()) == shards.end()) shards.push_back(shard);
+  }
+  std::sort(shards.begin(), shards.end());
+  return shards;
+}
+
+// Moves a staged sharded save into `dir`: the earlier index out, the shards its index names in,
+// the index last. The staged index is written after every shard, so its presence says the staged
+// save is whole; run again after a stop, this completes the move (a shard already moved is no
+// longer staged). Any failure stops it before the index moves, with the staged files kept.
+void move_staged_save_in(const std::string& dir) {
+  const std::string staging = dir + "/" + kStagingFolder, staged_index = staging + "/" + kIndexName;
+  std::error_code ec;
+  if (!fs::is_regular_file(staged_index, ec)) return;
+  const std::vector<std::string> shards = shards_of_index(staged_index);
+  // Gone before any shard moves (shards of this save under the earlier index would mix two saves).
+  if (!fs::remove(dir + "/" + kIndexName, ec) && ec)
+    fail(Status::Io, "cannot remove the earlier '", kIndexName, "' in '", dir, "': ", ec.message());
+  for (const auto& shard : shards) {
+    const std::string staged = staging + "/" + shard, in_place = dir + "/" + shard;
+    if (fs::exists(staged, ec)) fs::rename(staged, in_place, ec);
+    std::error_code there;
+    if (ec || !fs::is_regular_file(in_place, there))
+      fail(Status::Io, "cannot move '", shard, "' into '", dir, "'", ec ? ": " + ec.message() : std::string());
+  }
+  fs::rename(staged_index, dir + "/" + kIndexName, ec);
+  if (ec) fail(Status::Io, "cannot move '", kIndexName, "' into '", dir, "': ", ec.message());
+  fs::remove_all(staging, ec);
+}
+
+}  // namespace
 
 std::vector<std::string> save_sharded(const std::string& dir, const NamedTensors& tensors, int64_t max_shard_bytes) {
   require(max_shard_bytes > 0, "max_shard_size must be positive");
@@ -61,34 +110,37 @@ std::vector<std::string> save_sharded(const std::string& dir, const NamedTensors
   }
   std::vector<std::string> written;
   const std::string staging = dir + "/" + kStagingFolder;
-  fs::remove_all(staging, ec);  // a stopped save's
+  // A save stopped while moving its shards in is completed first (the folder then holds one save
+  // whole, which this one replaces); one stopped while writing them left the earlier save standing.
+  move_staged_save_in(dir);
+  fs::remove_all(staging, ec);
   if (shards.size() == 1) {
     save_safetensors(dir + "/model.safetensors", shards[0]);
     written.push_back("model.safetensors");
   } else {
-    // The shards are written into a staging folder first, while the previous save stays whole and
-    // loadable; then its index goes, the new shards are renamed in and the new index written last. A
-    // save stopped on the way leaves the old save, or a folder without an index (refused by loaders),
-    // never new shards under the old index.
+    // The shards, then their index, are written into a staging folder while the previous save
+    // stays whole and loadable; then they are moved in (move_staged_save_in). A save stopped on the
+    // way leaves the earlier save, or the new one, whole: readers and the next save complete a
+    // stopped move (load_sharded), never read new shards under the old index.
     fs::create_directories(staging, ec);
     if (ec) fail(Status::Io, "cannot create '", staging, "': ", ec.message());
     json weight_map = json::object();
-    for (size_t i = 0; i < shards.size(); ++i) {
-      char name[64];
-      std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
-      save_safetensors(staging + "/" + name, shards[i]);
-      for (const auto& entry : shards[i]) weight_map[entry.first] = name;
-      written.push_back(name);
+    try {
+      for (size_t i = 0; i < shards.size(); ++i) {
+        char name[64];
+        std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", i + 1, shards.size());
+        save_safetensors(staging + "/" + name, shards[i]);
+        for (const auto& entry : shards[i]) weight_map[entry.first] = name;
+        written.push_back(name);
+      }
+      const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+      write_file_atomically(staging + "/" + kIndexName, index.dump(2) + "\n");
+    } catch (...) {
+      fs::remove_all(staging, ec);  // a failed save (a full disk) leaves no shards behind
+      throw;
     }
-    fs::remove(dir + "/model.safetensors.index.json", ec);
-    for (const auto& name : written) {
-      fs::rename(staging + "/" + name, dir + "/" + name, ec);
-      if (ec) fail(Status::Io, "cannot move '", name, "' into '", dir, "': ", ec.message());
-    }
-    fs::remove_all(staging, ec);
-    const json index = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
-    write_file_atomically(dir + "/model.safetensors.index.json", index.dump(2) + "\n");
-    written.push_back("model.safetensors.index.json");
+    written.push_back(kIndexName);
+    move_staged_save_in(dir);
   }
   // Files of an earlier save that this one did not write would be picked up by loaders: remove
   // them, and only them (a user's model_best.safetensors beside them stays). An earlier index goes
@@ -98,7 +150,7 @@ std::vector<std::string> save_sharded(const std::string& dir, const NamedTensors
   auto stale = [&](const std::string& name) {
     return std::find(written.begin(), written.end(), name) == written.end();
   };
-  if (stale("model.safetensors.index.json")) fs::remove(dir + "/model.safetensors.index.json", ec);
+  if (stale(kIndexName)) fs::remove(dir + "/" + kIndexName, ec);
   for (const auto& file : fs::directory_iterator(dir, ec)) {
     const std::string name = file.path().filename().string();
     const bool temporary = name == "model.safetensors.tmp" || name == "model.safetensors.index.json.tmp";
@@ -121,36 +173,42 @@ bool is_pretrained_file_name(const std::string& name) {
          name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
 }
 
+namespace {
+
+// The tensors of the shards `index_file` names, each read from beside the index, or from `moved_to`
+// where it is not there (a staged save whose move was stopped: its index and the shards not moved
+// yet are staged, the others are in the folder).
+NamedTensors load_index(const std::string& index_file, const std::string& moved_to) {
+  const std::vector<std::string> shards = shards_of_index(index_file);
+  const std::string beside = fs::path(index_file).parent_path().string();
+  NamedTensors all;
+  std::error_code ec;
+  for (const auto& shard : shards) {
+    const std::string here = beside + "/" + shard;
+    const std::string file = fs::exists(here, ec) ? here : moved_to + "/" + shard;
+    for (auto& entry : load_safetensors(file).tensors) all.push_back(std::move(entry));
+  }
+  return all;
+}
+
+}  // namespace
+
 NamedTensors load_sharded(const std::string& path) {
   std::error_code ec;
   std::string file = path;
   if (fs::is_directory(path, ec)) {
-    if (fs::exists(path + "/model.safetensors.index.json")) file = path + "/model.safetensors.index.json";
-    else if (fs::exists(path + "/model.safetensors")) file = path + "/model.safetensors";
-    else fail(Status::Io, "'", path, "' holds neither model.safetensors nor model.safetensors.index.json");
+    const std::string staged_index = path + "/" + kStagingFolder + "/" + kIndexName;
+    if (fs::exists(path + "/" + kIndexName, ec))
+      file = path + "/" + kIndexName;
+    else if (fs::exists(path + "/model.safetensors", ec))
+      file = path + "/model.safetensors";
+    else if (fs::is_regular_file(staged_index, ec))
+      return load_index(staged_index, path);
+    else
+      fail(Status::Io, "'", path, "' holds neither model.safetensors nor ", kIndexName);
   }
-  if (file.size() > 5 && file.substr(file.size() - 5) == ".json") {
-    const auto text = read_whole_file(file);
-    if (!text) fail(Status::Io, "cannot open '", file, "'");
-    const json index = parse_json_input(*text, "'" + file + "'", Status::Io);
-    if (!index.contains("weight_map") || !index["weight_map"].is_object())
-      fail(Status::Io, "'", file, "' has no weight_map");
-    const std::string dir = fs::path(file).parent_path().string();
-    std::vector<std::string> shards;
-    for (const auto& [name, shard] : index["weight_map"].items()) {
-      // A shard is a file beside the index, named by a string.
-      if (!shard.is_string() || shard.get<std::string>().empty() ||
-          shard.get<std::string>().find('/') != std::string::npos || shard.get<std::string>() == ".." ||
-          shard.get<std::string>() == ".")
-        fail(Status::Io, "'", file, "': weight_map[\"", name, "\"] must name a file beside the index, got ", shard.dump());
-      if (std::find(shards.begin(), shards.end(), shard.get<std::string>()) == shards.end()) shards.push_back(shard);
-    }
-    std::sort(shards.begin(), shards.end());
-    NamedTensors all;
-    for (const auto& shard : shards)
-      for (auto& entry : load_safetensors(dir + "/" + shard).tensors) all.push_back(std::move(entry));
-    return all;
-  }
+  if (file.size() > 5 && file.substr(file.size() - 5) == ".json")
+    return load_index(file, fs::path(file).parent_path().string());
   return load_safetensors(file).tensors;
 }
 

@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <unordered_set>
@@ -94,17 +93,15 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
   write_through_temporary(path, [&](const std::string& temporary) {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) fail(Status::Io, "cannot write '", temporary, "'");
-    uint64_t length = text.size();
-    unsigned char le[8];
-    for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(length >> (8 * i));
-    out.write(reinterpret_cast<const char*>(le), 8);
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const auto& [name, t] : data)
-      out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
-    out.flush();
-    if (!out) fail(Status::Io, "writing '", temporary, "' failed (disk full?)");
+    write_stream(temporary, [&](std::ostream& out) {
+      uint64_t length = text.size();
+      unsigned char le[8];
+      for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(length >> (8 * i));
+      out.write(reinterpret_cast<const char*>(le), 8);
+      out.write(text.data(), static_cast<std::streamsize>(text.size()));
+      for (const auto& [name, t] : data)
+        out.write(static_cast<const char*>(t.data_ptr()), static_cast<std::streamsize>(t.nbytes()));
+    });
   });
 }
 

@@ -1,12 +1,17 @@
 #include "common/files.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <sstream>
+#include <streambuf>
+#include <vector>
 
 #include "common/error.h"
 
@@ -26,6 +31,80 @@ std::optional<std::string> read_whole_file(const std::string& path) {
   return bytes.str();
 }
 
+namespace {
+
+// A buffered file descriptor that accepts every byte: after the first failed write it keeps that
+// write's errno and drops the rest.
+class LatchingFileBuffer : public std::streambuf {
+ public:
+  explicit LatchingFileBuffer(int fd) : fd_(fd), buffer_(1 << 16) {
+    setp(buffer_.data(), buffer_.data() + buffer_.size());
+  }
+  int error() const { return error_; }
+
+ protected:
+  int_type overflow(int_type c) override {
+    drain();
+    if (!traits_type::eq_int_type(c, traits_type::eof())) {
+      *pptr() = traits_type::to_char_type(c);
+      pbump(1);
+    }
+    return traits_type::not_eof(c);
+  }
+  int sync() override {
+    drain();
+    return 0;
+  }
+  // A span at least as large as the buffer (a tensor's bytes) goes to the file directly.
+  std::streamsize xsputn(const char* data, std::streamsize count) override {
+    if (count < static_cast<std::streamsize>(buffer_.size())) return std::streambuf::xsputn(data, count);
+    drain();
+    put(data, static_cast<size_t>(count));
+    return count;
+  }
+
+ private:
+  void put(const char* at, size_t count) {
+    const char* const end = at + count;
+    while (error_ == 0 && at < end) {
+      const ssize_t n = ::write(fd_, at, static_cast<size_t>(end - at));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0)
+        error_ = n < 0 ? errno : EIO;
+      else
+        at += n;
+    }
+  }
+  void drain() {
+    put(pbase(), static_cast<size_t>(pptr() - pbase()));
+    setp(buffer_.data(), buffer_.data() + buffer_.size());
+  }
+
+  int fd_;
+  int error_ = 0;
+  std::vector<char> buffer_;
+};
+
+}  // namespace
+
+void write_stream(const std::string& path, const std::function<void(std::ostream& out)>& write) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);  // as fopen, under umask
+  if (fd < 0) fail(Status::Io, "cannot write '", path, "': ", std::strerror(errno));
+  LatchingFileBuffer buffer(fd);
+  int error = 0;
+  try {
+    std::ostream out(&buffer);
+    write(out);
+    out.flush();
+    error = buffer.error();
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error != 0) fail(Status::Io, "cannot write '", path, "': ", std::strerror(error));
+}
+
 void write_file(const std::string& path, const std::string& bytes) {
   errno = 0;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -36,12 +115,39 @@ void write_file(const std::string& path, const std::string& bytes) {
   if (!out) fail(Status::Io, "cannot write '", path, "': ", errno != 0 ? std::strerror(errno) : "the write failed");
 }
 
+namespace {
+
+// Where a write to `path` lands: `path`, or the file a symbolic link there leads to (written in
+// place, a file behind a link is what changes, not the link). A path that exists and is not a
+// regular file (a device, a FIFO, a folder) is refused: renaming over it would replace it.
+std::string write_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path target = path;
+  for (int links = 0; fs::is_symlink(target, ec); ++links) {
+    if (links == 40) fail(Status::Io, "cannot write '", path, "': too many levels of symbolic links");
+    const fs::path next = fs::read_symlink(target, ec);
+    if (ec) fail(Status::Io, "cannot write '", path, "': ", ec.message());
+    target = next.is_absolute() ? next : target.parent_path() / next;
+  }
+  struct stat st {};
+  if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    fail(Status::Io, "cannot write '", path, "': it is not a regular file");
+  return target.string();
+}
+
+}  // namespace
+
 void write_through_temporary(const std::string& path, const std::function<void(const std::string& temporary)>& write) {
-  const std::string temporary = path + ".tmp";
+  const std::string target = write_target(path);
+  const std::string temporary = target + ".tmp";
   std::error_code ec;
   try {
     write(temporary);
-    std::filesystem::rename(temporary, path, ec);
+    // The file replaced keeps its permissions (a group-writable model stays so).
+    struct stat replaced {};
+    if (::stat(target.c_str(), &replaced) == 0) ::chmod(temporary.c_str(), replaced.st_mode & 07777);
+    std::filesystem::rename(temporary, target, ec);
     if (ec) fail(Status::Io, "cannot write '", path, "': ", ec.message());
   } catch (...) {
     std::filesystem::remove(temporary, ec);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <iosfwd>
 #include <optional>
 #include <string>
 
@@ -19,5 +20,10 @@ void write_file(const std::string& path, const std::string& bytes);
 void write_through_temporary(const std::string& path, const std::function<void(const std::string& temporary)>& write);
 // write_file through a temporary.
 void write_file_atomically(const std::string& path, const std::string& bytes);
+// Writes `path` by `write(out)`, through a stream whose writes never fail while `write` runs: the
+// first error (a full disk) is kept and raised as an Io error naming `path` once `write` returns. (A
+// writer that throws from its destructor when a write fails, as libtorch's archive writer does
+// while an exception unwinds it, would otherwise end the process.)
+void write_stream(const std::string& path, const std::function<void(std::ostream& out)>& write);
 
 }  // namespace acc

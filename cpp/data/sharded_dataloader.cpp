@@ -13,16 +13,12 @@ ShardedDataLoader::ShardedDataLoader(std::shared_ptr<Dataset> dataset, DataLoade
     synchronize_shuffle(shard_.synchronize_generator);
   }
   check_sharding(this->options().batch_size, shard_.num_processes, shard_.split_batches);
-  if (variable_batches()) {
+  if (variable_batches())
     require(!shard_.split_batches, "batches of varying sizes cannot be split across processes (split_batches)");
-    require(!shard_.even_batches, "batches of varying sizes need even_batches off on several processes ",
-            "(there is no batch size to complete the last round with)");
-  }
 }
 
 void ShardedDataLoader::set_even_batches(bool even) {
   require(!in_epoch(), "even_batches can only change between epochs");
-  require(!even || !variable_batches(), "batches of varying sizes need even_batches off on several processes");
   shard_.even_batches = even;
 }
 

@@ -1,5 +1,6 @@
 #include "data/sharding.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "common/error.h"
@@ -15,8 +16,7 @@ std::vector<std::vector<int64_t>> shard_batches(const std::vector<std::vector<in
   const int64_t p = num_processes;
   std::vector<std::vector<int64_t>> out;
   std::vector<int64_t> initial, pending;
-  const bool variable = batch_size <= 0;  // a batch sampler of varying sizes (Accelerate's b None)
-  require(!variable || !even_batches, "batches of varying sizes need even_batches off");
+  const bool variable = batch_size <= 0;  // a batch sampler of varying sizes (Accelerate's batch_size None)
   const auto full = static_cast<size_t>(variable ? 0 : batch_size);
   int64_t idx = 0;
   for (; idx < static_cast<int64_t>(batches.size()); ++idx) {
@@ -31,6 +31,15 @@ std::vector<std::vector<int64_t>> shard_batches(const std::vector<std::vector<in
   if (drop_last || initial.empty()) return out;
   if (!even_batches) {
     if (!pending.empty()) out.push_back(pending);
+    return out;
+  }
+  if (variable) {
+    // No batch size to complete a batch to: the pending batch goes as it is, and the round is
+    // completed with whole batches from the epoch's first P, in turn (as often as needed).
+    if (!pending.empty()) out.push_back(pending);
+    const auto first = std::min<size_t>(batches.size(), static_cast<size_t>(p));
+    for (size_t cycle = 0; idx % p != 0; ++idx, ++cycle)
+      if (idx % p == rank) out.push_back(batches[cycle % first]);
     return out;
   }
   if (pending.size() == full) out.push_back(pending);

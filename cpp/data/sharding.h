@@ -22,7 +22,8 @@ struct ShardOptions {
 // batches: the epoch's batches of the whole dataset, in order (the last may be short unless
 // drop_last). Batch k goes to process k mod P; with even_batches the last round is completed with
 // samples from the start of the epoch so every process gets the same number of full batches.
-// batch_size 0: batches of varying sizes (a custom batch sampler); only without even_batches.
+// batch_size 0: batches of varying sizes (a custom batch sampler, Accelerate's batch_size None): with
+// even_batches the last round is completed with whole batches of the epoch's start instead.
 std::vector<std::vector<int64_t>> shard_batches(const std::vector<std::vector<int64_t>>& batches, int64_t batch_size,
                                                 bool drop_last, int64_t num_processes, int64_t rank,
                                                 bool even_batches);

@@ -24,6 +24,7 @@
 #include "common/options.h"
 #include "launch/cpu_threads.h"
 #include "launch/inherited_signals.h"
+#include "launch/open_file_limit.h"
 #include "launch/rank_guardian.h"
 #include "launch/rendezvous_store.h"
 #include "launch/worker_logs.h"
@@ -180,6 +181,7 @@ Child spawn(const LaunchConfig& config, int local_rank, int port, int restart_co
     // whoever reads it waiting.
     if (close_range(3, ~0U, 0) != 0)
       for (int fd = 3, n = static_cast<int>(std::min<long>(sysconf(_SC_OPEN_MAX), 1 << 16)); fd < n; ++fd) close(fd);
+    restore_open_file_limit();
     run_rank_under_guardian(launcher, argv.data(), envp.data(), kill_timeout, original);
   }
   for (const auto& p : pipes) {
@@ -544,6 +546,8 @@ void require_port_free(int port) {
 int run_launch(const LaunchConfig& config) {
   validate_launch_config(config);
   if (config.main_process_port && config.machine_rank == 0) require_port_free(*config.main_process_port);
+  // Machine 0's launcher serves every process's store connection; the others, their own processes.
+  raise_open_file_limit(config.machine_rank == 0 ? config.num_processes : config.num_processes / config.num_machines);
   struct sigaction action {};
   action.sa_handler = remember_signal;
   sigemptyset(&action.sa_mask);

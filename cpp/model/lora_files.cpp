@@ -167,8 +167,8 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters) {
   }
   for (const std::string& leftover : {new_weights, new_weights + ".tmp", new_config}) fs::remove(leftover, ec);
   const std::string config_text = config_json(adapters.config()).dump(2) + "\n";
-  write_file(new_config, config_text);
   try {
+    write_file(new_config, config_text);
     save_safetensors(new_weights, tensors, {{"format", "pt"}, {kConfigChecksumKey, config_checksum(config_text)}});
   } catch (...) {
     fs::remove(new_weights, ec);
@@ -177,12 +177,13 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters) {
   }
   fs::rename(new_config, config, ec);
   if (ec) {
+    const std::string why = ec.message();
     fs::remove(new_weights, ec);
     fs::remove(new_config, ec);
-    fail(Status::Io, "cannot rename '", new_config, "' to '", config, "'");
+    fail(Status::Io, "cannot rename '", new_config, "' to '", config, "': ", why);
   }
   fs::rename(new_weights, weights, ec);  // where this fails, the `.new` weights stay: they are read
-  if (ec) fail(Status::Io, "cannot rename '", new_weights, "' to '", weights, "'");
+  if (ec) fail(Status::Io, "cannot rename '", new_weights, "' to '", weights, "': ", ec.message());
 }
 
 LoraFiles read_lora_files(const std::string& dir) {

@@ -2,7 +2,6 @@
 
 #include <ATen/core/grad_mode.h>
 
-#include <fstream>
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -15,11 +14,8 @@
 
 namespace acc {
 
-void save_archive_atomically(const std::string& path, const std::function<void(const std::string& file)>& save) {
-  write_through_temporary(path, [&](const std::string& temporary) {
-    if (!std::ofstream(temporary, std::ios::binary | std::ios::trunc)) fail(Status::Io, "cannot write '", path, "'");
-    save(temporary);
-  });
+void save_archive_atomically(const std::string& path, const std::function<void(std::ostream& out)>& save) {
+  write_through_temporary(path, [&](const std::string& temporary) { write_stream(temporary, save); });
 }
 
 namespace {

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <optional>
 #include <string>
@@ -158,10 +159,10 @@ class Model {
 // Makes each tensor a placeholder in place (see Model::make_weights_pending).
 void make_placeholders(const NamedTensors& tensors);
 
-// Writes a TorchScript archive to `path` by `save(file)` into a temporary file renamed into place:
-// a save that fails or is stopped leaves the file that was there. An unwritable place is an Io
-// error naming `path` before `save` runs (libtorch's own error names neither).
-void save_archive_atomically(const std::string& path, const std::function<void(const std::string& file)>& save);
+// Writes a TorchScript archive to `path` by `save(out)` into a temporary file renamed into place:
+// a save that fails or is stopped leaves the file that was there. An unwritable place or a failed
+// write (a full disk) is an Io error naming the file (write_stream).
+void save_archive_atomically(const std::string& path, const std::function<void(std::ostream& out)>& save);
 
 // `weights_pending`: built with placeholder weights (Model::make_weights_pending). A TorchScript
 // file is read whole first (torch::jit::load has no lazy reading); a spec model's layers never

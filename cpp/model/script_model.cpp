@@ -5,7 +5,10 @@
 #include <torch/csrc/jit/api/function_impl.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
+#include <new>
 #include <unordered_set>
 
 #include "common/compat.h"
@@ -277,13 +280,13 @@ void ScriptModel::set_training(bool training) { module_.train(training); }
 bool ScriptModel::is_training() const { return module_.is_training(); }
 
 void ScriptModel::write_torchscript(const std::string& path) const {
-  save_archive_atomically(path, [&](const std::string& file) { module_.save(file); });
+  save_archive_atomically(path, [&](std::ostream& out) { module_.save(out); });
 }
 
 std::shared_ptr<Model> load_torchscript_model(const std::string& path, bool weights_pending) {
   refuse_unless_regular(path);
   std::ifstream probe(path, std::ios::binary);
-  if (!probe) fail(Status::Io, "cannot open TorchScript file '", path, "'");
+  if (!probe) fail(Status::Io, "cannot open TorchScript file '", path, "': ", std::strerror(errno));
   probe.close();
   verify_torchscript_archive(path);
   compat::disable_cpu_fusion();
@@ -294,8 +297,16 @@ std::shared_ptr<Model> load_torchscript_model(const std::string& path, bool weig
     torch::jit::Module module;
     run_on_large_stack([&] { module = torch::jit::load(path, at::Device(at::kCPU)); });
     model = std::make_shared<ScriptModel>(std::move(module));
+  } catch (const Error&) {
+    throw;  // the library's own (no thread for the large stack: OutOfMemory)
+  } catch (const std::bad_alloc&) {
+    fail(Status::OutOfMemory, "out of host memory while loading '", path, "'");
   } catch (const c10::Error& e) {
-    fail(Status::Io, "'", path, "' is not a readable TorchScript archive: ", e.what_without_backtrace());
+    const std::string message = e.what_without_backtrace();
+    // Running out of memory says nothing about the file.
+    if (is_allocation_failure_message(message))
+      fail(Status::OutOfMemory, "loading '", path, "' ran out of memory: ", message);
+    fail(Status::Io, "'", path, "' is not a readable TorchScript archive: ", message);
   } catch (const std::exception& e) {
     // The archive's code or pickles are malformed in a way libtorch reports with another type.
     fail(Status::Io, "'", path, "' is not a readable TorchScript archive: ", e.what());

@@ -303,7 +303,7 @@ void SpecModel::write_torchscript(const std::string& path) const {
   }
   forward += "    return out" + std::to_string(layers_.size() - 1) + "\n";
   top.define(forward);
-  save_archive_atomically(path, [&](const std::string& file) { top.save(file); });
+  save_archive_atomically(path, [&](std::ostream& out) { top.save(out); });
 }
 
 std::shared_ptr<Model> model_from_spec(const std::string& json_spec, bool weights_pending) {

@@ -11,21 +11,23 @@ namespace acc {
 
 const OptimizerAlgorithm& optimizer_algorithm(const std::string& name) {
   using namespace algorithm_detail;
-  static const std::vector<const OptimizerAlgorithm*> all = {&sgd(),
-                                                             &adam(),
-                                                             &adamw(),
-                                                             &rmsprop(),
-                                                             &adagrad(),
-                                                             &lion(),
-                                                             &adafactor(),
-                                                             &radam(),
-                                                             &nadam(),
-                                                             &adamax(),
-                                                             &adadelta(),
-                                                             &rprop(),
-                                                             &asgd(),
-                                                             &adamw_schedule_free(),
-                                                             &sgd_schedule_free()};
+  // Never destroyed, as every algorithm object and its tables (`*new`): a thread still stepping
+  // while the program exits reads them after static destructors have run.
+  static const auto& all = *new std::vector<const OptimizerAlgorithm*>{&sgd(),
+                                                                       &adam(),
+                                                                       &adamw(),
+                                                                       &rmsprop(),
+                                                                       &adagrad(),
+                                                                       &lion(),
+                                                                       &adafactor(),
+                                                                       &radam(),
+                                                                       &nadam(),
+                                                                       &adamax(),
+                                                                       &adadelta(),
+                                                                       &rprop(),
+                                                                       &asgd(),
+                                                                       &adamw_schedule_free(),
+                                                                       &sgd_schedule_free()};
   std::string known;
   for (const auto* a : all) {
     if (a->name() == name) return *a;

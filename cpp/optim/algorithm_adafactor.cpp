@@ -34,13 +34,20 @@ void check_combination(bool has_lr, bool relative_step, bool warmup_init, double
 class AdafactorAlgorithm final : public OptimizerAlgorithm {
  public:
   const std::string& name() const override {
-    static const std::string n = "adafactor";
+    static const std::string& n = *new std::string("adafactor");
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr",    "eps1",         "eps2",        "clip_threshold",
-                                            "decay_rate", "beta1",  "weight_decay", "scale_parameter",
-                                            "relative_step", "warmup_init"};
+    static const auto& k = *new std::set<std::string>{"lr",
+                                                      "eps1",
+                                                      "eps2",
+                                                      "clip_threshold",
+                                                      "decay_rate",
+                                                      "beta1",
+                                                      "weight_decay",
+                                                      "scale_parameter",
+                                                      "relative_step",
+                                                      "warmup_init"};
     return k;
   }
   // Factored moments per matrix and the RMS of each whole parameter: a slice of a parameter cannot
@@ -147,7 +154,7 @@ class AdafactorAlgorithm final : public OptimizerAlgorithm {
 }  // namespace
 
 const OptimizerAlgorithm& algorithm_detail::adafactor() {
-  static const AdafactorAlgorithm a;
+  static const auto& a = *new AdafactorAlgorithm();
   return a;
 }
 

@@ -21,12 +21,12 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 class Adagrad final : public OptimizerAlgorithm {
  public:
   const std::string& name() const override {
-    static const std::string n = "adagrad";
+    static const std::string& n = *new std::string("adagrad");
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr",  "lr_decay", "weight_decay", "initial_accumulator_value",
-                                            "eps", "fused",    "maximize", "foreach"};
+    static const auto& k = *new std::set<std::string>{"lr",  "lr_decay", "weight_decay", "initial_accumulator_value",
+                                                      "eps", "fused",    "maximize",     "foreach"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
@@ -94,7 +94,7 @@ class Adagrad final : public OptimizerAlgorithm {
 }  // namespace
 
 const OptimizerAlgorithm& algorithm_detail::adagrad() {
-  static const Adagrad a;
+  static const auto& a = *new Adagrad();
   return a;
 }
 

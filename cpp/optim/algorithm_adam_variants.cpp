@@ -23,12 +23,12 @@ class AdamVariant final : public OptimizerAlgorithm {
   explicit AdamVariant(std::string name) : name_(std::move(name)) {}
   const std::string& name() const override { return name_; }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = [] {
+    static const auto& k = *new std::set<std::string>([] {
       std::set<std::string> keys = {"lr",  "weight_decay", "beta1",   "beta2",
                                      "eps", "maximize",     "decoupled_weight_decay", "foreach"};
       if (kNAdam) keys.insert("momentum_decay");
       return keys;
-    }();
+    }());
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
@@ -112,12 +112,12 @@ class AdamVariant final : public OptimizerAlgorithm {
 namespace algorithm_detail {
 
 const OptimizerAlgorithm& radam() {
-  static const AdamVariant<RAdamOptions, RAdam> a("radam");
+  static const auto& a = *new AdamVariant<RAdamOptions, RAdam>("radam");
   return a;
 }
 
 const OptimizerAlgorithm& nadam() {
-  static const AdamVariant<NAdamOptions, NAdam> a("nadam");
+  static const auto& a = *new AdamVariant<NAdamOptions, NAdam>("nadam");
   return a;
 }
 

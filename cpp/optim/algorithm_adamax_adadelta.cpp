@@ -18,11 +18,12 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 class AdamaxAlgorithm final : public OptimizerAlgorithm {
  public:
   const std::string& name() const override {
-    static const std::string n = "adamax";
+    static const std::string& n = *new std::string("adamax");
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr", "weight_decay", "beta1", "beta2", "eps", "maximize", "foreach"};
+    static const auto& k =
+        *new std::set<std::string>{"lr", "weight_decay", "beta1", "beta2", "eps", "maximize", "foreach"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
@@ -81,11 +82,11 @@ class AdamaxAlgorithm final : public OptimizerAlgorithm {
 class AdadeltaAlgorithm final : public OptimizerAlgorithm {
  public:
   const std::string& name() const override {
-    static const std::string n = "adadelta";
+    static const std::string& n = *new std::string("adadelta");
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr", "rho", "eps", "weight_decay", "maximize", "foreach"};
+    static const auto& k = *new std::set<std::string>{"lr", "rho", "eps", "weight_decay", "maximize", "foreach"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
@@ -138,12 +139,12 @@ class AdadeltaAlgorithm final : public OptimizerAlgorithm {
 namespace algorithm_detail {
 
 const OptimizerAlgorithm& adamax() {
-  static const AdamaxAlgorithm a;
+  static const auto& a = *new AdamaxAlgorithm();
   return a;
 }
 
 const OptimizerAlgorithm& adadelta() {
-  static const AdadeltaAlgorithm a;
+  static const auto& a = *new AdadeltaAlgorithm();
   return a;
 }
 

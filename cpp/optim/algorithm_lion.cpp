@@ -15,11 +15,11 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 class LionAlgorithm final : public OptimizerAlgorithm {
  public:
   const std::string& name() const override {
-    static const std::string n = "lion";
+    static const std::string& n = *new std::string("lion");
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr", "beta1", "beta2", "weight_decay"};
+    static const auto& k = *new std::set<std::string>{"lr", "beta1", "beta2", "weight_decay"};
     return k;
   }
   // Betas may be 1 (a momentum that never forgets), as in the reference code.
@@ -75,7 +75,7 @@ class LionAlgorithm final : public OptimizerAlgorithm {
 }  // namespace
 
 const OptimizerAlgorithm& algorithm_detail::lion() {
-  static const LionAlgorithm a;
+  static const auto& a = *new LionAlgorithm();
   return a;
 }
 

@@ -18,12 +18,12 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 class RmsProp final : public OptimizerAlgorithm {
  public:
   const std::string& name() const override {
-    static const std::string n = "rmsprop";
+    static const std::string& n = *new std::string("rmsprop");
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr",       "alpha",    "eps",     "weight_decay",
-                                            "momentum", "centered", "maximize", "foreach"};
+    static const auto& k =
+        *new std::set<std::string>{"lr", "alpha", "eps", "weight_decay", "momentum", "centered", "maximize", "foreach"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
@@ -98,7 +98,7 @@ class RmsProp final : public OptimizerAlgorithm {
 }  // namespace
 
 const OptimizerAlgorithm& algorithm_detail::rmsprop() {
-  static const RmsProp a;
+  static const auto& a = *new RmsProp();
   return a;
 }
 

@@ -22,12 +22,12 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 class RpropAlgorithm final : public OptimizerAlgorithm {
  public:
   const std::string& name() const override {
-    static const std::string n = "rprop";
+    static const std::string& n = *new std::string("rprop");
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr",           "etaminus",      "etaplus",
-                                            "step_size_min", "step_size_max", "maximize", "foreach"};
+    static const auto& k = *new std::set<std::string>{
+        "lr", "etaminus", "etaplus", "step_size_min", "step_size_max", "maximize", "foreach"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
@@ -99,11 +99,12 @@ class RpropAlgorithm final : public OptimizerAlgorithm {
 class AsgdAlgorithm final : public OptimizerAlgorithm {
  public:
   const std::string& name() const override {
-    static const std::string n = "asgd";
+    static const std::string& n = *new std::string("asgd");
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr", "lambd", "alpha", "t0", "weight_decay", "maximize", "foreach"};
+    static const auto& k =
+        *new std::set<std::string>{"lr", "lambd", "alpha", "t0", "weight_decay", "maximize", "foreach"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
@@ -173,12 +174,12 @@ class AsgdAlgorithm final : public OptimizerAlgorithm {
 namespace algorithm_detail {
 
 const OptimizerAlgorithm& rprop() {
-  static const RpropAlgorithm a;
+  static const auto& a = *new RpropAlgorithm();
   return a;
 }
 
 const OptimizerAlgorithm& asgd() {
-  static const AsgdAlgorithm a;
+  static const auto& a = *new AsgdAlgorithm();
   return a;
 }
 

@@ -73,12 +73,12 @@ std::map<std::string, std::vector<int64_t>> shapes(std::initializer_list<const c
 class AdamWScheduleFreeAlgorithm final : public OptimizerAlgorithm {
  public:
   const std::string& name() const override {
-    static const std::string n = "adamw_schedule_free";
+    static const std::string& n = *new std::string("adamw_schedule_free");
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr",           "beta1", "beta2",           "eps",           "weight_decay",
-                                            "warmup_steps", "r",     "weight_lr_power", "inner_momentum"};
+    static const auto& k = *new std::set<std::string>{
+        "lr", "beta1", "beta2", "eps", "weight_decay", "warmup_steps", "r", "weight_lr_power", "inner_momentum"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
@@ -147,11 +147,12 @@ class AdamWScheduleFreeAlgorithm final : public OptimizerAlgorithm {
 class SGDScheduleFreeAlgorithm final : public OptimizerAlgorithm {
  public:
   const std::string& name() const override {
-    static const std::string n = "sgd_schedule_free";
+    static const std::string& n = *new std::string("sgd_schedule_free");
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr", "momentum", "weight_decay", "warmup_steps", "r", "weight_lr_power"};
+    static const auto& k =
+        *new std::set<std::string>{"lr", "momentum", "weight_decay", "warmup_steps", "r", "weight_lr_power"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
@@ -209,12 +210,12 @@ class SGDScheduleFreeAlgorithm final : public OptimizerAlgorithm {
 }  // namespace
 
 const OptimizerAlgorithm& algorithm_detail::adamw_schedule_free() {
-  static const AdamWScheduleFreeAlgorithm a;
+  static const auto& a = *new AdamWScheduleFreeAlgorithm();
   return a;
 }
 
 const OptimizerAlgorithm& algorithm_detail::sgd_schedule_free() {
-  static const SGDScheduleFreeAlgorithm a;
+  static const auto& a = *new SGDScheduleFreeAlgorithm();
   return a;
 }
 

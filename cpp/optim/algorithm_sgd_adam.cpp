@@ -19,12 +19,12 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 class Sgd final : public OptimizerAlgorithm {
  public:
   const std::string& name() const override {
-    static const std::string n = "sgd";
+    static const std::string& n = *new std::string("sgd");
     return n;
   }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr",       "weight_decay", "momentum", "dampening",
-                                            "nesterov", "fused",        "maximize", "foreach"};
+    static const auto& k = *new std::set<std::string>{"lr",       "weight_decay", "momentum", "dampening",
+                                                      "nesterov", "fused",        "maximize", "foreach"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
@@ -96,8 +96,8 @@ class AdamFamily final : public OptimizerAlgorithm {
       : name_(std::move(name)), default_weight_decay_(default_weight_decay) {}
   const std::string& name() const override { return name_; }
   const std::set<std::string>& keys() const override {
-    static const std::set<std::string> k = {"lr",  "weight_decay", "beta1", "beta2",
-                                            "eps", "amsgrad",      "fused", "maximize", "foreach"};
+    static const auto& k = *new std::set<std::string>{"lr",      "weight_decay", "beta1",    "beta2",  "eps",
+                                                      "amsgrad", "fused",        "maximize", "foreach"};
     return k;
   }
   std::unique_ptr<torch::optim::OptimizerOptions> make_options(const Options& o) const override {
@@ -172,18 +172,20 @@ class AdamFamily final : public OptimizerAlgorithm {
 namespace algorithm_detail {
 
 const OptimizerAlgorithm& sgd() {
-  static const Sgd a;
+  static const auto& a = *new Sgd();
   return a;
 }
 
 const OptimizerAlgorithm& adam() {
-  static const AdamFamily<torch::optim::AdamOptions, torch::optim::AdamParamState, PythonAdam, FusedAdam> a("adam", 0.0);
+  static const auto& a =
+      *new AdamFamily<torch::optim::AdamOptions, torch::optim::AdamParamState, PythonAdam, FusedAdam>("adam", 0.0);
   return a;
 }
 
 const OptimizerAlgorithm& adamw() {
-  static const AdamFamily<torch::optim::AdamWOptions, torch::optim::AdamWParamState, PythonAdamW, FusedAdamW> a("adamw",
-                                                                                                     1e-2);
+  static const auto& a =
+      *new AdamFamily<torch::optim::AdamWOptions, torch::optim::AdamWParamState, PythonAdamW, FusedAdamW>("adamw",
+                                                                                                          1e-2);
   return a;
 }
 

@@ -128,7 +128,8 @@ at::Tensor mmap_tensor(const std::string& path, uint64_t offset, at::ScalarType 
   const uint64_t start = offset - offset % page, slack = offset - start, length = needed + slack;
   void* base = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, static_cast<off_t>(start));
   const int map_errno = errno;
-  if (base == MAP_FAILED) fail(Status::Io, "cannot map '", path, "': ", std::strerror(map_errno));
+  if (base == MAP_FAILED)
+    fail(map_errno == ENOMEM ? Status::OutOfMemory : Status::Io, "cannot map '", path, "': ", std::strerror(map_errno));
   const int kept_fd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (kept_fd < 0) {
     const int dup_errno = errno;

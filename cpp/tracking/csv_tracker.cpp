@@ -1,8 +1,10 @@
 #include "tracking/csv_tracker.h"
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <unordered_map>
@@ -67,37 +69,38 @@ std::string row_line(const Record& r, const CsvTracker::Table& table) {
 
 // Rewrites the file with the table's header, each row of the body padded with `added` empty cells.
 void widen(std::FILE*& file, const std::string& path, CsvTracker::Table& table, size_t added) {
-  if (std::fclose(file) != 0) fail(Status::Io, "cannot write ", path);
+  // Closed whatever fclose says: the writer must not use or close it again.
+  const int closed = std::fclose(file), close_error = errno;
   file = nullptr;
+  if (closed != 0) fail(Status::Io, "cannot write ", path, ": ", std::strerror(close_error));
   const std::string header = header_line(table.columns);
   write_through_temporary(path, [&](const std::string& temporary) {
     std::ifstream in(path, std::ios::binary);
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!in || !out) fail(Status::Io, "cannot rewrite ", path, " with new columns");
-    out << header;
-    in.seekg(static_cast<std::streamoff>(table.header_bytes));
-    const std::string pad(added, ',');
-    // A row is one line unless a quoted text holds line breaks.
-    RecordEnds ends(/*quoted_fields=*/true);
-    std::string row;
-    for (std::string line; std::getline(in, line);) {
-      row += line;
-      for (const char c : line) ends.feed(c);
-      if (!ends.feed('\n')) {
-        row += '\n';
-        continue;
+    if (!in) fail(Status::Io, "cannot rewrite ", path, " with new columns: ", std::strerror(errno));
+    write_stream(temporary, [&](std::ostream& out) {
+      out << header;
+      in.seekg(static_cast<std::streamoff>(table.header_bytes));
+      const std::string pad(added, ',');
+      // A row is one line unless a quoted text holds line breaks.
+      RecordEnds ends(/*quoted_fields=*/true);
+      std::string row;
+      for (std::string line; std::getline(in, line);) {
+        row += line;
+        for (const char c : line) ends.feed(c);
+        if (!ends.feed('\n')) {
+          row += '\n';
+          continue;
+        }
+        out << row << pad << '\n';
+        row.clear();
       }
-      out << row << pad << '\n';
-      row.clear();
-    }
-    if (!row.empty())
-      fail(Status::Io, path, " ends inside a quoted text: it is not a metrics table of the csv tracker");
-    out.flush();
-    if (!out) fail(Status::Io, "cannot write ", temporary);
+      if (!row.empty())
+        fail(Status::Io, path, " ends inside a quoted text: it is not a metrics table of the csv tracker");
+    });
   });
   table.header_bytes = header.size();
   file = std::fopen(path.c_str(), "ab");
-  if (!file) fail(Status::Io, "cannot reopen ", path);
+  if (!file) fail(Status::Io, "cannot reopen ", path, ": ", std::strerror(errno));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <ctime>
+#include <exception>
 
 #include "common/error.h"
 #include "tracking/hparams.h"
@@ -157,8 +158,20 @@ void TensorBoardTracker::log(const std::shared_ptr<const Record>& record) {
 }
 
 void TensorBoardTracker::finish() {
-  if (file_ && has_hparams_) file_->append(end_record(now_seconds()));  // the HParams session ends
-  FileTracker::finish();
+  // The run's file is closed even when the session's end cannot be written (a writer that failed
+  // earlier reports it here): the error is reported once and the next run starts afresh.
+  std::exception_ptr failure;
+  try {
+    if (file_ && has_hparams_) file_->append(end_record(now_seconds()));  // the HParams session ends
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  try {
+    FileTracker::finish();
+  } catch (...) {
+    if (!failure) failure = std::current_exception();
+  }
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace acc::tracking

@@ -89,6 +89,7 @@ void TrackerSet::refuse_from_callbacks(const char* call) const {
 
 void TrackerSet::add(std::shared_ptr<Tracker> tracker) {
   refuse_from_callbacks("add_tracker");
+  const std::lock_guard<std::recursive_mutex> lock(mutex_);
   require(tracker != nullptr, "no tracker given");
   require(!tracker->name().empty(), "a tracker needs a name");
   for (const auto& t : trackers_)
@@ -100,6 +101,7 @@ void TrackerSet::add(std::shared_ptr<Tracker> tracker) {
 
 void TrackerSet::init(const std::string& project_name, const std::string& config_json) {
   refuse_from_callbacks("init_trackers");
+  const std::lock_guard<std::recursive_mutex> lock(mutex_);
   require(!project_name.empty(), "init_trackers needs a project name");
   require(project_name.find("..") == std::string::npos && project_name.front() != '/',
           "the project name \"", project_name, "\" must stay inside the logging folder");
@@ -145,6 +147,7 @@ std::shared_ptr<Record> TrackerSet::new_record(const std::vector<std::string>& n
 
 void TrackerSet::log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step) {
   refuse_from_callbacks("log");
+  const std::lock_guard<std::recursive_mutex> lock(mutex_);
   require(names.size() == values.size(), "log: ", names.size(), " names but ", values.size(), " values");
   auto record = new_record(names, step);
   if (!record) return;  // a call without values is still a line in JSONL and CSV
@@ -156,6 +159,7 @@ void TrackerSet::log(std::vector<std::string> names, std::vector<double> values,
 
 void TrackerSet::log_text(std::vector<std::string> names, std::vector<std::string> texts, std::optional<int64_t> step) {
   refuse_from_callbacks("log_text");
+  const std::lock_guard<std::recursive_mutex> lock(mutex_);
   require(names.size() == texts.size(), "log_text: ", names.size(), " names but ", texts.size(), " texts");
   for (size_t i = 0; i < texts.size(); ++i)
     require(is_utf8(texts[i]), "log_text: the text of \"", names[i], "\" is not valid UTF-8");
@@ -169,12 +173,14 @@ void TrackerSet::log_text(std::vector<std::string> names, std::vector<std::strin
 
 void TrackerSet::end() {
   refuse_from_callbacks("end_training");
+  const std::lock_guard<std::recursive_mutex> lock(mutex_);
   if (!running_) return;
   running_ = false;
   each([](Tracker& t) { t.finish(); });
 }
 
 std::vector<std::string> TrackerSet::names() const {
+  const std::lock_guard<std::recursive_mutex> lock(mutex_);
   std::vector<std::string> out;
   for (const auto& t : trackers_) out.push_back(t->name());
   return out;
@@ -188,16 +194,19 @@ const Tracker& TrackerSet::find(const std::string& name) const {
   fail(Status::InvalidArgument, "no tracker named \"", name, "\" (trackers: ", known.empty() ? "none" : known, ")");
 }
 
-CallbackTracker& TrackerSet::program_tracker(const std::string& name) {
+void TrackerSet::change_program_tracker(const std::string& name,
+                                        const std::function<void(CallbackTracker& tracker)>& change) {
   refuse_from_callbacks("changing a program's tracker");
+  const std::lock_guard<std::recursive_mutex> lock(mutex_);
   find(name);  // an unknown name is refused naming the trackers there are
   for (const auto& t : trackers_)
-    if (auto* added = dynamic_cast<CallbackTracker*>(t.get()); added && t->name() == name) return *added;
+    if (auto* added = dynamic_cast<CallbackTracker*>(t.get()); added && t->name() == name) return change(*added);
   fail(Status::InvalidArgument, "\"", name, "\" is a built-in tracker: only a tracker added with acc_add_tracker ",
        "takes a text callback");
 }
 
 std::string TrackerSet::path(const std::string& name) const {
+  const std::lock_guard<std::recursive_mutex> lock(mutex_);
   const Tracker& t = find(name);
   return main_ ? t.path() : "";
 }

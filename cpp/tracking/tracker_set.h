@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,8 +40,9 @@ class TrackerSet {
   void end();
 
   std::vector<std::string> names() const;
-  // The tracker of the program called `name` (InvalidArgument for a built-in one or an unknown name).
-  CallbackTracker& program_tracker(const std::string& name);
+  // Runs `change` on the tracker of the program called `name`, while no other thread logs to it
+  // (InvalidArgument for a built-in one or an unknown name).
+  void change_program_tracker(const std::string& name, const std::function<void(CallbackTracker& tracker)>& change);
   // Where tracker `name` writes ("" for trackers without a file, before a run, off the main process).
   std::string path(const std::string& name) const;
 
@@ -54,6 +57,9 @@ class TrackerSet {
   // process).
   std::shared_ptr<Record> new_record(const std::vector<std::string>& names, std::optional<int64_t> step);
 
+  // Threads of one accelerator log, start and end runs at once: each call holds the set (recursive:
+  // init ends the run before it, a name lookup lists the names).
+  mutable std::recursive_mutex mutex_;
   std::string logging_dir_;
   bool main_;
   bool running_ = false;

@@ -2,15 +2,19 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -202,6 +206,68 @@ inline acc_accelerator* make_accelerator(const std::vector<std::pair<std::string
   acc_accelerator* a = nullptr;
   EXPECT_EQ(create_accelerator(items, &a), ACC_OK) << acc_last_error_message();
   return a;
+}
+
+// Sets every parameter and buffer of `model` to `value` (a model whose saves are told apart by it).
+inline void fill_state(acc_model* model, float value) {
+  acc_tensor_list* state = nullptr;
+  ASSERT_EQ(acc_model_state_dict(model, &state), ACC_OK);
+  size_t n = 0;
+  ASSERT_EQ(acc_tensor_list_size(state, &n), ACC_OK);
+  acc_tensor_list* filled = nullptr;
+  ASSERT_EQ(acc_tensor_list_create(&filled), ACC_OK);
+  for (size_t i = 0; i < n; ++i) {
+    acc_tensor* t = nullptr;
+    const char* name = nullptr;
+    int64_t dims[8];
+    size_t ndim = 0;
+    int64_t numel = 0;
+    ASSERT_EQ(acc_tensor_list_get(state, i, &t), ACC_OK);
+    ASSERT_EQ(acc_tensor_list_name(state, i, &name), ACC_OK);
+    ASSERT_EQ(acc_tensor_shape(t, dims, 8, &ndim), ACC_OK);
+    ASSERT_EQ(acc_tensor_numel(t, &numel), ACC_OK);
+    acc_tensor* same = floats(std::vector<float>(static_cast<size_t>(numel), value), {dims, dims + ndim});
+    ASSERT_EQ(acc_tensor_list_append(filled, name, same), ACC_OK);
+    acc_tensor_free(same);
+    acc_tensor_free(t);
+  }
+  ASSERT_EQ(acc_model_load_state_dict(model, filled, 1), ACC_OK) << acc_last_error_message();
+  acc_tensor_list_free(filled);
+  acc_tensor_list_free(state);
+}
+
+// The distinct values of a model's parameters (of those whose names hold `only`, where given).
+inline std::set<float> parameter_values(acc_model* model, const char* only = nullptr) {
+  std::set<float> values;
+  acc_string_list* names = nullptr;
+  EXPECT_EQ(acc_model_parameter_names(model, &names), ACC_OK);
+  for (const std::string& name : strings(names)) {
+    if (only && name.find(only) == std::string::npos) continue;
+    acc_tensor* p = nullptr;
+    EXPECT_EQ(acc_model_parameter(model, name.c_str(), &p), ACC_OK);
+    for (float v : to_floats(p)) values.insert(v);
+    acc_tensor_free(p);
+  }
+  acc_string_list_free(names);
+  return values;
+}
+
+// This test binary run again with only `filter`'s tests and `settings` ("NAME=value") added to its
+// environment (gtest's own settings left out, so that a sharded run leaves the child its test); the
+// wait status, or -1 when it could not start.
+inline int run_self(const std::string& filter, std::vector<std::string> settings) {
+  std::vector<char*> env;
+  for (char** e = ::environ; *e; ++e)
+    if (std::strncmp(*e, "GTEST_", 6) != 0) env.push_back(*e);
+  for (auto& setting : settings) env.push_back(setting.data());
+  env.push_back(nullptr);
+  std::string self = std::filesystem::read_symlink("/proc/self/exe").string(), option = "--gtest_filter=" + filter;
+  char* argv[] = {self.data(), option.data(), nullptr};
+  pid_t child = 0;
+  if (::posix_spawn(&child, self.c_str(), nullptr, nullptr, argv, env.data()) != 0) return -1;
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  return status;
 }
 
 // Where the test fixtures (TorchScript files exported by PyTorch) are.

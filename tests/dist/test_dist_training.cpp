@@ -1,7 +1,7 @@
 // Training-step semantics on several processes: the scheduler steps once per process per optimizer
 // step (Accelerate's own check: LambdaLR(1 - n/10) is at 1 - P/10 after one step), gradient
 // accumulation with DDP equals one step on the whole job's batch, a second Accelerator in the same
-// process shares the process group, and batch samplers of varying sizes shard without even_batches.
+// process shares the process group, and batch samplers of varying sizes shard as Accelerate's.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -145,48 +145,53 @@ TEST(Training, SyncEachBatchAllreducesEveryMicroStep) {
   EXPECT_TRUE(gradients_agree_after_a_local_micro_step("1"));
 }
 
-TEST(Training, BatchSamplersOfVaryingSizesShardWithoutEvenBatches) {
+TEST(Training, BatchSamplersOfVaryingSizesShardAsAccelerateDoes) {
   // 7 batches of sizes 1..7 over the ids 0..27, laid end to end.
   std::vector<int64_t> ids(28);
   for (int64_t i = 0; i < 28; ++i) ids[i] = i;
-  std::vector<size_t> sizes = {1, 2, 3, 4, 5, 6, 7};
+  const std::vector<size_t> sizes = {1, 2, 3, 4, 5, 6, 7};
   acc_tensor* t = acc_test::longs(ids, {28});
   const acc_tensor* fields[] = {t};
   acc_dataset* ds = nullptr;
   ASSERT_EQ(acc_dataset_from_tensors(fields, 1, &ds), ACC_OK);
-  auto make_loader = [&] {
-    acc_dataloader* dl = nullptr;
-    EXPECT_EQ(acc_dataloader_create_from_batches(ds, ids.data(), sizes.data(), sizes.size(), nullptr, &dl), ACC_OK);
-    return dl;
-  };
-  acc_dataloader* refused = make_loader();
-  ACC_EXPECT_ERROR(acc_prepare(g_acc, nullptr, nullptr, &refused, nullptr), ACC_ERR_INVALID_ARGUMENT, "even_batches");
-  acc_dataloader_free(refused);
-
-  acc_accelerator* acc = acc_test::make_accelerator({{"even_batches", "0"}});
-  acc_dataloader* dl = make_loader();
-  ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &dl, nullptr));
-  // Process r gets batches r, r + P, ... (Accelerate's BatchSamplerShard with batch_size None).
-  std::vector<int64_t> got, want;
-  for (size_t b = static_cast<size_t>(g_rank), first = 0; b < sizes.size(); b += static_cast<size_t>(g_world)) {
-    first = 0;
+  // The ids of batch b.
+  auto batch_ids = [&](size_t b) {
+    size_t first = 0;
     for (size_t k = 0; k < b; ++k) first += sizes[k];
-    for (size_t k = 0; k < sizes[b]; ++k) want.push_back(static_cast<int64_t>(first + k));
+    std::vector<int64_t> out;
+    for (size_t k = 0; k < sizes[b]; ++k) out.push_back(static_cast<int64_t>(first + k));
+    return out;
+  };
+  const auto world = static_cast<size_t>(g_world), rank = static_cast<size_t>(g_rank);
+  for (const bool even : {false, true}) {
+    SCOPED_TRACE(even ? "even_batches" : "without even_batches");
+    acc_accelerator* acc = acc_test::make_accelerator({{"even_batches", even ? "1" : "0"}});
+    acc_dataloader* dl = nullptr;
+    ASSERT_EQ(acc_dataloader_create_from_batches(ds, ids.data(), sizes.data(), sizes.size(), nullptr, &dl), ACC_OK);
+    ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &dl, nullptr));
+    // Process r gets batches r, r + P, ... (Accelerate's BatchSamplerShard with batch_size None);
+    // with even_batches the last round is completed with whole batches from the start: 0, 1, ...
+    std::vector<int64_t> want;
+    const size_t rounds = (sizes.size() + world - 1) / world, batches = even ? rounds * world : sizes.size();
+    for (size_t b = rank; b < batches; b += world)
+      for (int64_t id : batch_ids(b < sizes.size() ? b : (b - sizes.size()) % std::min(world, sizes.size())))
+        want.push_back(id);
+    int64_t length = 0;
+    ACC_ASSERT_OK(acc_dataloader_length(dl, &length));
+    EXPECT_EQ(length, static_cast<int64_t>((batches - rank + world - 1) / world));
+    std::vector<int64_t> got;
+    for (acc_tensor_list* batch = nullptr; acc_dataloader_next(dl, &batch) == ACC_OK && batch;) {
+      acc_tensor* b = nullptr;
+      ASSERT_EQ(acc_tensor_list_get(batch, 0, &b), ACC_OK);
+      const auto values = acc_test::to_longs(b);
+      got.insert(got.end(), values.begin(), values.end());
+      acc_tensor_free(b);
+      acc_tensor_list_free(batch);
+    }
+    EXPECT_EQ(got, want);
+    acc_dataloader_free(dl);
+    acc_accelerator_free(acc);
   }
-  int64_t length = 0;
-  ACC_ASSERT_OK(acc_dataloader_length(dl, &length));
-  EXPECT_EQ(length, (7 - g_rank + g_world - 1) / g_world);
-  for (acc_tensor_list* batch = nullptr; acc_dataloader_next(dl, &batch) == ACC_OK && batch;) {
-    acc_tensor* b = nullptr;
-    ASSERT_EQ(acc_tensor_list_get(batch, 0, &b), ACC_OK);
-    const auto values = acc_test::to_longs(b);
-    got.insert(got.end(), values.begin(), values.end());
-    acc_tensor_free(b);
-    acc_tensor_list_free(batch);
-  }
-  EXPECT_EQ(got, want);
-  acc_dataloader_free(dl);
-  acc_accelerator_free(acc);
   acc_tensor_free(t);
   acc_dataset_free(ds);
 }

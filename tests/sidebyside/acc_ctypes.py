@@ -20,6 +20,11 @@ LR_LAMBDA = ctypes.CFUNCTYPE(ctypes.c_int, _p, ctypes.c_int64, ctypes.POINTER(ct
 GROUP_LR_LAMBDA = ctypes.CFUNCTYPE(ctypes.c_int, _p, ctypes.c_size_t, ctypes.c_int64, ctypes.POINTER(ctypes.c_double))
 
 
+# acc_next_fn: (user_data, acc_tensor_list **out); acc_start_fn: (user_data, epoch)
+NEXT_FN = ctypes.CFUNCTYPE(ctypes.c_int, _p, ctypes.POINTER(_p))
+START_FN = ctypes.CFUNCTYPE(ctypes.c_int, _p, ctypes.c_int64)
+
+
 class Error(RuntimeError):
     pass
 

@@ -305,6 +305,95 @@ SCENARIOS = {
     "two_models": dict(model="mlp", optimizer="adamw", schedule="linear", second=True),
     "two_models_accumulate_clip": dict(model="mlp", optimizer="adamw", schedule="linear", second=True,
                                        accumulation=2, clip=0.5),
+    # Streams (an IterableDataset; acc_dataset_from_iterator).
+    # dispatch_batches default (True for streams), the 42-sample data, a stream evaluation (10 samples).
+    "stream": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", stream=True, eval_stream=True),
+    # The stream's epoch start shuffles with the epoch number (set_epoch / start callback).
+    "stream_shuffled": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="cosine", stream=True,
+                            stream_shuffle=7, epochs=3),
+    "stream_batch8": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", stream=True, batch_size=8),
+    "stream_41_dispatch": dict(model="mlp", data="mlp_42", samples=41, optimizer="adamw", schedule="linear",
+                               stream=True, eval_stream=True, eval_samples=5),
+    "stream_dispatch_split": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", stream=True,
+                                  split_batches=True, batch_size=12, eval_stream=True, eval_samples=17),
+    "stream_dispatch_drop_last": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="linear", stream=True,
+                                      drop_last=True, batch_size=8),
+    # dispatch_batches=False: IterableDatasetShard.
+    "stream_shard": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", stream=True,
+                         dispatch_batches=False),
+    "stream_shard_batch8": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", stream=True,
+                                dispatch_batches=False, batch_size=8, stream_shuffle=3),
+    "stream_shard_split": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", stream=True,
+                               dispatch_batches=False, split_batches=True, batch_size=12),
+    "stream_shard_drop_last": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="linear", stream=True,
+                                   dispatch_batches=False, drop_last=True, batch_size=8),
+    "stream_shard_no_even": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="linear", stream=True,
+                                 dispatch_batches=False, even_batches=False, batch_size=8,
+                                 eval_pad=True),  # the map-style evaluation is uneven without even_batches
+    # Evaluations over streams whose last round is short (training on the map-style data). Sharded
+    # (dispatch_batches off), Accelerate's gather_for_metrics keeps the padding of that round (its
+    # remainder counts the per-process batch: README, Data): ours is held to the real samples, the
+    # start of Accelerate's.
+    "stream_eval_dispatch_5": dict(model="mlp", optimizer="sgd", schedule="linear", epochs=1, eval_stream=True,
+                                   eval_samples=5),
+    "stream_eval_dispatch_17": dict(model="mlp", optimizer="sgd", schedule="linear", epochs=1, eval_stream=True,
+                                    eval_samples=17),
+    "stream_eval_shard_10": dict(model="mlp", optimizer="sgd", schedule="linear", epochs=1, eval_stream=True,
+                                 eval_samples=10, dispatch_batches=False,
+                                 accelerate_keeps_padding=True),
+    "stream_eval_shard_10_len": dict(model="mlp", optimizer="sgd", schedule="linear", epochs=1, eval_stream=True,
+                                     eval_samples=10, dispatch_batches=False, stream_len=True,
+                                     accelerate_keeps_padding=True),
+    "stream_eval_dispatch_5_len": dict(model="mlp", optimizer="sgd", schedule="linear", epochs=1, eval_stream=True,
+                                       eval_samples=5, stream_len=True),
+    # Accumulation windows the stream's end cuts short.
+    "stream_accumulate_3": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", stream=True,
+                                accumulation=3, clip=0.5),
+    "stream_shard_accumulate_4": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", stream=True,
+                                      dispatch_batches=False, accumulation=4, batch_size=3),
+    # Resumes (ours restores the stream position; Accelerate's by skip_first_batches).
+    "stream_resume": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", stream=True,
+                          stream_shuffle=5, resume=True, uninterrupted="stream_shuffled_adamw"),
+    "stream_shuffled_adamw": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", stream=True,
+                                  stream_shuffle=5),
+    "stream_resume_mid_epoch": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", stream=True,
+                                    stream_shuffle=5, resume=True, resume_at=2, uninterrupted="stream_shuffled_adamw"),
+    "stream_shard_resume_mid_epoch": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear",
+                                          stream=True, dispatch_batches=False, stream_shuffle=5, resume=True,
+                                          resume_at=2, uninterrupted="stream_shard_shuffled_adamw"),
+    "stream_shard_shuffled_adamw": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", stream=True,
+                                        dispatch_batches=False, stream_shuffle=5),
+    # skip_first_batches on a stream (no resume).
+    "stream_skip": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="linear", stream=True, skip={1: 2}),
+    "stream_shard_skip": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="linear", stream=True,
+                              dispatch_batches=False, skip={0: 1, 1: 3}),
+    "stream_accumulate_3_no_loader_sync": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear",
+                                               stream=True, accumulation=3, sync_with_dataloader=False, epochs=3),
+    "stream_eval_shard_1": dict(model="mlp", optimizer="sgd", schedule="linear", epochs=1, eval_stream=True,
+                                eval_samples=1, dispatch_batches=False,
+                                accelerate_keeps_padding=True),
+    "stream_eval_dispatch_3": dict(model="mlp", optimizer="sgd", schedule="linear", epochs=1, eval_stream=True,
+                                   eval_samples=3),
+    "stream_eval_shard_split_17": dict(model="mlp", optimizer="sgd", schedule="linear", epochs=1, eval_stream=True,
+                                       eval_samples=17, dispatch_batches=False, split_batches=True, batch_size=12,
+                                       accelerate_keeps_padding=True),
+    "stream_skip_past_end": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="linear", stream=True,
+                                 epochs=3, skip={1: 50}),
+    # A custom batch sampler (a list of batches of varying sizes; with even_batches the last round is
+    # completed with whole batches from the epoch's start).
+    "batch_sampler": dict(model="mlp", optimizer="adamw", schedule="linear", even_batches=False, eval_pad=True,
+                          eval_samples=14,  # as many evaluation batches on each of 2 processes
+                          batch_sampler=[[0, 1, 2], [3, 4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15, 16, 17],
+                                         [18, 19], [20, 21, 22, 23], [24, 25, 26, 27, 28, 29, 30, 31],
+                                         [32, 33, 34, 35, 36, 37, 38, 39]]),
+    "batch_sampler_even": dict(model="mlp", optimizer="adamw", schedule="linear",
+                               batch_sampler=[[0, 1, 2], [3, 4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15, 16, 17],
+                                              [18, 19], [20, 21, 22, 23], [24, 25, 26, 27, 28, 29, 30]]),
+    "batch_sampler_skip": dict(model="mlp", optimizer="adamw", schedule="linear", even_batches=False, skip={1: 1},
+                               eval_pad=True, eval_samples=14,
+                               batch_sampler=[[0, 1, 2], [3, 4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15, 16, 17],
+                                              [18, 19], [20, 21, 22, 23], [24, 25, 26, 27, 28, 29, 30, 31],
+                                              [32, 33, 34, 35, 36, 37, 38, 39]]),
 }
 DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=2, batch_size=4, data_seed=None,
                 loader_seed=False, resume=False, clip_norm_type=2.0, data=None, even_batches=True, split_batches=False,
@@ -314,9 +403,38 @@ DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=
                 local_sgd=None, clip_value=None,
                 graph_optimization=True, schedule_options={}, then=(), chain=(), averaged=None, group_factors=None,
                 scale=None, gpu_only=False, eval_samples=None, skip=None, sync_with_dataloader=True,
-                group_lr=None, ops=False, second=False, eval_pad=False)
+                group_lr=None, ops=False, second=False, eval_pad=False,
+                stream=False, eval_stream=False, stream_shuffle=None, stream_len=False, samples=None,
+                batch_sampler=None)
 EVAL_SAMPLES = 10  # an evaluation loader whose last batch is uneven over 2 processes
 VOCAB, CLASSES = 16, 3
+
+
+def stream_order(n, shuffle, epoch):
+    """The order a stream yields its samples in at `epoch`: in order, or permuted with seed shuffle + epoch
+    (its own generator: the global one is untouched)."""
+    if shuffle is None:
+        return list(range(n))
+    return torch.randperm(n, generator=torch.Generator().manual_seed(shuffle + epoch)).tolist()
+
+
+class Stream(torch.utils.data.IterableDataset):
+    """The samples of `tensors` as a stream (set_epoch: the epoch's order)."""
+
+    def __init__(self, tensors, shuffle=None):
+        self.tensors, self.shuffle, self.epoch = tensors, shuffle, 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def __iter__(self):
+        for i in stream_order(len(self.tensors[0]), self.shuffle, self.epoch):
+            yield tuple(t[i] for t in self.tensors)
+
+
+class SizedStream(Stream):
+    def __len__(self):
+        return len(self.tensors[0])
 
 
 class Mlp(torch.nn.Module):
@@ -579,6 +697,8 @@ class AccelerateJob:
                            **({"lr": cfg["group_lr"]} if cfg["group_lr"] else {})})
         optimizer = OPTIMIZERS[cfg["optimizer"]][0](groups, **torch_optimizer_settings(cfg))
         data = torch.load(os.path.join(directory, "data.pt"))[cfg["data"]]
+        if cfg["samples"]:
+            data = [t[:cfg["samples"]] for t in data]
         total = total_steps(cfg, len(data[0]), self.processes)
         if cfg["schedule"] == "step":
             scheduler = torch.optim.lr_scheduler.StepLR(optimizer, **scheduler_settings(cfg, total))
@@ -610,8 +730,18 @@ class AccelerateJob:
         if cfg["chain"]:
             chained = [TORCH_SCHEDULERS[name](optimizer, **options) for name, options in cfg["chain"]]
             scheduler = torch.optim.lr_scheduler.ChainedScheduler([scheduler, *chained])
-        loader = DataLoader(TensorDataset(*data), batch_size=cfg["batch_size"], shuffle=True, drop_last=cfg["drop_last"])
-        evaluation = DataLoader(TensorDataset(*[t[:cfg["eval_samples"]] for t in data]), batch_size=cfg["batch_size"])
+        stream_class = SizedStream if cfg["stream_len"] else Stream
+        if cfg["stream"]:
+            loader = DataLoader(stream_class(data, cfg["stream_shuffle"]), batch_size=cfg["batch_size"],
+                                drop_last=cfg["drop_last"])
+        elif cfg["batch_sampler"]:
+            loader = DataLoader(TensorDataset(*data), batch_sampler=cfg["batch_sampler"])
+        else:
+            loader = DataLoader(TensorDataset(*data), batch_size=cfg["batch_size"], shuffle=True,
+                                drop_last=cfg["drop_last"])
+        eval_data = [t[:cfg["eval_samples"]] for t in data]
+        evaluation = DataLoader(stream_class(eval_data) if cfg["eval_stream"] else TensorDataset(*eval_data),
+                                batch_size=cfg["batch_size"])
         self.model, self.optimizer, self.loader, self.scheduler, self.evaluation = self.accelerator.prepare(
             model, optimizer, loader, scheduler, evaluation)
         self.second = None
@@ -812,6 +942,8 @@ class OurJob:
                                                               **({"lr": cfg["group_lr"]} if cfg["group_lr"] else {})}),
                 None)
         data = torch.load(os.path.join(directory, "data.pt"))[cfg["data"]]
+        if cfg["samples"]:
+            data = [t[:cfg["samples"]] for t in data]
         settings = scheduler_settings(cfg, total_steps(cfg, len(data[0]), self.processes))
         settings = {k: ",".join(map(str, v)) if isinstance(v, list) else v for k, v in settings.items()}  # milestones
         if cfg["group_factors"]:
@@ -852,10 +984,21 @@ class OurJob:
         loader_options = {"batch_size": cfg["batch_size"], "shuffle": True, "drop_last": cfg["drop_last"]}
         if cfg["loader_seed"]:
             loader_options["seed"] = cfg["data_seed"]
-        loader = self.loader_over(data, loader_options)
+        self.streams = []  # callbacks kept alive
+        if cfg["stream"]:
+            del loader_options["shuffle"]
+            loader = self.stream_over(data, cfg["stream_shuffle"], loader_options)
+        elif cfg["batch_sampler"]:
+            loader = self.loader_from_batches(data, cfg["batch_sampler"])
+        else:
+            loader = self.loader_over(data, loader_options)
         lib.acc_prepare(acc, ctypes.byref(model), ctypes.byref(optimizer), ctypes.byref(loader),
                         ctypes.byref(scheduler))
-        evaluation = self.loader_over([t[:cfg["eval_samples"]] for t in data], {"batch_size": cfg["batch_size"]})
+        eval_data = [t[:cfg["eval_samples"]] for t in data]
+        if cfg["eval_stream"]:
+            evaluation = self.stream_over(eval_data, None, {"batch_size": cfg["batch_size"]})
+        else:
+            evaluation = self.loader_over(eval_data, {"batch_size": cfg["batch_size"]})
         lib.acc_prepare(acc, None, None, ctypes.byref(evaluation), None)
         self.second = None
         if cfg["second"]:
@@ -880,6 +1023,42 @@ class OurJob:
         fields = [lib.tensor(t) for t in tensors]
         dataset = lib.new("acc_dataset_from_tensors", (p * len(fields))(*fields), ctypes.c_size_t(len(fields)))
         return lib.new("acc_dataloader_create", dataset, lib.options(self.api.ACC_OPTIONS_DATALOADER, options))
+
+    def stream_over(self, tensors, shuffle, options):
+        """acc_dataset_from_iterator over `tensors`, in stream_order at each epoch's start."""
+        lib, api = self.lib, self.api
+        state = {"order": [], "at": 0}
+
+        def start(_, epoch):
+            state["order"], state["at"] = stream_order(len(tensors[0]), shuffle, epoch), 0
+            return 0
+
+        def next_sample(_, out):
+            if state["at"] >= len(state["order"]):
+                out[0] = None
+                return 0
+            i = state["order"][state["at"]]
+            state["at"] += 1
+            sample = lib.new("acc_tensor_list_create")
+            for t in tensors:
+                h = lib.tensor(t[i])
+                lib.acc_tensor_list_append(sample, None, h)
+                lib.lib.acc_tensor_free(h)
+            out[0] = sample
+            return 0
+        callbacks = (api.NEXT_FN(next_sample), api.START_FN(start))
+        self.streams.append(callbacks)
+        size = len(tensors[0]) if self.cfg["stream_len"] else -1
+        dataset = lib.new("acc_dataset_from_iterator", callbacks[0], callbacks[1], None, None, ctypes.c_int64(size))
+        return lib.new("acc_dataloader_create", dataset, lib.options(api.ACC_OPTIONS_DATALOADER, options))
+
+    def loader_from_batches(self, tensors, batches):
+        lib, p = self.lib, ctypes.c_void_p
+        fields = [lib.tensor(t) for t in tensors]
+        dataset = lib.new("acc_dataset_from_tensors", (p * len(fields))(*fields), ctypes.c_size_t(len(fields)))
+        flat = [i for b in batches for i in b]
+        return lib.new("acc_dataloader_create_from_batches", dataset, (ctypes.c_int64 * len(flat))(*flat),
+                       (ctypes.c_size_t * len(batches))(*map(len, batches)), ctypes.c_size_t(len(batches)), None)
 
     def batches(self, loader):
         while True:
@@ -1090,7 +1269,8 @@ def run(side, cfg, directory):
         job.local_sgd_begin()
     for epoch in range(cfg["epochs"]):
         skip = (cfg["skip"] or {}).get(epoch, 0)
-        if side == "accelerate" and cfg["dispatch_batches"]:
+        dispatching = cfg["dispatch_batches"] if cfg["dispatch_batches"] is not None else cfg["stream"]
+        if side == "accelerate" and dispatching and not cfg["stream"]:
             skip *= job.processes  # Accelerate's dispatcher skips base batches (README)
         if cfg["resume"] and epoch == resume_epoch:
             if cfg["resume_at"] is not None:
@@ -1150,8 +1330,11 @@ def compare(name, directory, processes):
     reference = SCENARIOS[name].get("uninterrupted", name)
     verdict, ok = "bit-identical", True
     for rank in range(processes):
-        ours = load(name, "ours", rank)
-        first, worst = differences(load(reference, "accelerate", rank), ours)
+        ours, theirs = load(name, "ours", rank), load(reference, "accelerate", rank)
+        if SCENARIOS[name].get("accelerate_keeps_padding") and len(theirs["eval"]) > len(ours["eval"]):
+            theirs["eval"] = theirs["eval"][:len(ours["eval"])]
+            verdict = "bit-identical (Accelerate's evaluation also keeps the padding)"
+        first, worst = differences(theirs, ours)
         if first:
             print(f"{name} rank {rank}: first difference: {first}")
             verdict, ok = "DIFFERS (largest difference %.3g)" % worst, False

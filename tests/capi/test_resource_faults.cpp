@@ -1,0 +1,241 @@
+// Running out of resources: a full disk (a file-size limit, RLIMIT_FSIZE, fails writes as a full
+// disk does), an address-space limit (ulimit -v), and paths that are not plain files. Each is an
+// error with the reason and the file, never the end of the process, and what was there stays.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "support.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kSpec =
+    R"([{"type":"linear","in_features":64,"out_features":64},{"type":"linear","in_features":64,"out_features":64}])";
+
+// While it lives, files of this process cannot grow past `bytes`: writes beyond fail with EFBIG
+// (SIGXFSZ ignored), as they fail with ENOSPC on a full disk.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &saved_);
+    handler_ = ::signal(SIGXFSZ, SIG_IGN);
+    rlimit limit = saved_;
+    limit.rlim_cur = bytes;
+    EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &limit), 0);
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &saved_);
+    ::signal(SIGXFSZ, handler_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  rlimit saved_{};
+  sighandler_t handler_ = SIG_DFL;
+};
+
+// A spec model with every parameter `value`.
+acc_model* model_of(float value) {
+  acc_model* model = acc_test::spec_model(kSpec);
+  acc_test::fill_state(model, value);
+  return model;
+}
+
+std::set<float> values_in_folder(const std::string& dir) {
+  acc_model* model = acc_test::spec_model(kSpec);
+  EXPECT_EQ(acc_model_load_safetensors(model, dir.c_str(), 1, nullptr, nullptr), ACC_OK) << acc_last_error_message();
+  std::set<float> values = acc_test::parameter_values(model);
+  acc_model_free(model);
+  return values;
+}
+
+// The files in `dir` (names only).
+std::set<std::string> files_in(const std::string& dir) {
+  std::set<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.insert(entry.path().filename().string());
+  return names;
+}
+
+}  // namespace
+
+TEST(FullDisk, ATorchScriptSaveFailsWithTheReasonAndKeepsTheEarlierFile) {
+  // libtorch's archive writer threw again from its destructor after a failed write: the process ended.
+  const std::string path = acc_test::temp_path("full_disk_model.pt");
+  acc_model* earlier = model_of(1);
+  ACC_ASSERT_OK(acc_model_save_torchscript(earlier, path.c_str()));
+  acc_model* later = model_of(2);
+  {
+    const FileSizeLimit limit(4096);
+    ACC_EXPECT_ERROR(acc_model_save_torchscript(later, path.c_str()), ACC_ERR_IO, "File too large");
+    EXPECT_NE(std::string(acc_last_error_message()).find("full_disk_model.pt"), std::string::npos);
+  }
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  acc_model* loaded = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript(path.c_str(), &loaded));
+  EXPECT_EQ(acc_test::parameter_values(loaded), std::set<float>{1});
+  acc_model_free(loaded);
+  ACC_ASSERT_OK(acc_model_save_torchscript(later, path.c_str()));  // with room again
+  acc_model_free(earlier);
+  acc_model_free(later);
+}
+
+TEST(FullDisk, AShardedSaveThatFailsLeavesNoShardsBehind) {
+  // The shards written before the failure stayed in the staging folder, filling the disk further.
+  const std::string dir = acc_test::temp_path("full_disk_sharded");
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "true"}});
+  acc_model* earlier = model_of(1);
+  ACC_ASSERT_OK(acc_save_model(acc, earlier, dir.c_str(), "20000"));
+  const std::set<std::string> saved = files_in(dir);
+  acc_model* later = model_of(2);
+  {
+    const FileSizeLimit limit(12000);  // each 16.6 kB shard is too large
+    ACC_EXPECT_ERROR(acc_save_model(acc, later, dir.c_str(), "20000"), ACC_ERR_IO, "File too large");
+  }
+  EXPECT_EQ(files_in(dir), saved);
+  EXPECT_EQ(values_in_folder(dir), std::set<float>{1});
+  acc_model_free(earlier);
+  acc_model_free(later);
+  acc_accelerator_free(acc);
+}
+
+TEST(FullDisk, ATensorBoardRunThatFailedToWriteEndsAndTheNextRunStarts) {
+  // The run's end record was written before its file was closed: once the writer had failed, that
+  // threw, the file stayed open, and every later acc_init_trackers failed with the old message.
+  const std::string dir = acc_test::temp_path("full_disk_tb");
+  acc_accelerator* acc =
+      acc_test::make_accelerator({{"cpu", "true"}, {"log_with", "tensorboard"}, {"project_dir", dir}});
+  ACC_ASSERT_OK(acc_init_trackers(acc, "run1", R"({"lr": 0.001})"));
+  acc_status failure = ACC_OK;
+  {
+    const FileSizeLimit limit(1024);
+    for (int step = 0; step < 2000 && failure == ACC_OK; ++step)
+      failure = acc_log_scalar(acc, "loss", 1.0 / (step + 1), step);
+    if (failure == ACC_OK) failure = acc_end_training(acc);
+  }
+  EXPECT_EQ(failure, ACC_ERR_IO) << acc_last_error_message();
+  EXPECT_NE(std::string(acc_last_error_message()).find("events.out.tfevents"), std::string::npos)
+      << acc_last_error_message();
+  (void)acc_end_training(acc);  // the failed run ends (its error may be reported here once more)
+  ACC_ASSERT_OK(acc_init_trackers(acc, "run2", R"({"lr": 0.002})"));
+  ACC_ASSERT_OK(acc_log_scalar(acc, "loss", 0.5, 0));
+  ACC_ASSERT_OK(acc_end_training(acc));
+  char* path = nullptr;
+  ACC_ASSERT_OK(acc_tracker_path(acc, "tensorboard", &path));
+  EXPECT_EQ(std::string(path).rfind(dir + "/run2/events.out.tfevents.", 0), 0u) << path;
+  EXPECT_GT(fs::file_size(path), 0u);
+  acc_string_free(path);
+  acc_accelerator_free(acc);
+}
+
+TEST(SavePaths, ASaveThroughASymbolicLinkWritesTheFileItLeadsTo) {
+  // The temporary file was renamed over the link: the link became a file, its target stayed old.
+  const std::string target = acc_test::temp_path("link_target.safetensors"),
+                    link = acc_test::temp_path("link.safetensors");
+  acc_tensor_list* list = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&list));
+  acc_tensor* t = acc_test::floats({1, 2, 3}, {3});
+  ACC_ASSERT_OK(acc_tensor_list_append(list, "t", t));
+  ACC_ASSERT_OK(acc_tensor_list_save_safetensors(list, target.c_str()));
+  fs::create_symlink("link_target.safetensors", link);  // relative, as `ln -s` makes them
+  acc_tensor* u = acc_test::floats({4, 5, 6}, {3});
+  acc_tensor_list* other = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&other));
+  ACC_ASSERT_OK(acc_tensor_list_append(other, "t", u));
+  ACC_ASSERT_OK(acc_tensor_list_save_safetensors(other, link.c_str()));
+  EXPECT_TRUE(fs::is_symlink(link));
+  acc_tensor_list* read = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors(target.c_str(), &read));
+  acc_tensor* r = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_get(read, 0, &r));
+  EXPECT_EQ(acc_test::to_floats(r), (std::vector<float>{4, 5, 6}));
+  for (acc_tensor* x : {t, u, r}) acc_tensor_free(x);
+  for (acc_tensor_list* l : {list, other, read}) acc_tensor_list_free(l);
+}
+
+TEST(SavePaths, ASaveOverSomethingThatIsNotAFileIsRefusedAndLeavesIt) {
+  // The temporary file was renamed over it: a FIFO (or a device node: /dev/null as root) became a file.
+  const std::string fifo = acc_test::temp_path("a_fifo.pt");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  acc_model* model = model_of(1);
+  ACC_EXPECT_ERROR(acc_model_save_torchscript(model, fifo.c_str()), ACC_ERR_IO, "not a regular file");
+  acc_tensor_list* list = nullptr;
+  ACC_ASSERT_OK(acc_model_state_dict(model, &list));
+  ACC_EXPECT_ERROR(acc_tensor_list_save_safetensors(list, fifo.c_str()), ACC_ERR_IO, "not a regular file");
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  acc_tensor_list_free(list);
+  acc_model_free(model);
+}
+
+TEST(SavePaths, ACheckpointFolderWithTheLongestNameSavesAndLoads) {
+  // Its staging folder, ".<name>.incomplete", was longer than a file name may be.
+  const std::string parent = acc_test::temp_path("long_names");
+  fs::create_directories(parent);
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "true"}});
+  acc_model* model = model_of(1);
+  acc_model* prepared = nullptr;
+  ACC_ASSERT_OK(acc_prepare_model(acc, model, ACC_PLACEMENT_DEFAULT, &prepared));
+  for (const size_t length : {250, 255}) {
+    const std::string dir = parent + "/" + std::string(length, 'c');
+    ACC_ASSERT_OK(acc_save_state(acc, dir.c_str(), nullptr));
+    ACC_ASSERT_OK(acc_save_state(acc, dir.c_str(), nullptr));  // replacing it
+    ACC_ASSERT_OK(acc_load_state(acc, dir.c_str(), nullptr));
+  }
+  EXPECT_EQ(files_in(parent).size(), 2u);  // nothing left beside them
+  acc_model_free(prepared);
+  acc_model_free(model);
+  acc_accelerator_free(acc);
+}
+
+// Under an address-space limit (ulimit -v): run in a process of its own (the limit is the whole
+// process's), spawned from this test binary.
+namespace {
+
+const char* const kChildVariable = "ACC_TEST_ADDRESS_LIMIT_FILE";
+
+// The process's address space in use now, in bytes.
+rlim_t address_space_in_use() {
+  std::ifstream statm("/proc/self/statm");
+  rlim_t pages = 0;
+  statm >> pages;
+  return pages * static_cast<rlim_t>(::sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace
+
+// Not a test by itself: the limited process of the test below.
+TEST(AddressLimitChild, RunsUnderTheLimit) {
+  const char* file = std::getenv(kChildVariable);
+  if (!file) GTEST_SKIP() << "runs as the child of AddressLimit tests";
+  rlimit limit{};
+  ::getrlimit(RLIMIT_AS, &limit);
+  limit.rlim_cur = address_space_in_use() + (rlim_t{512} << 20);
+  ASSERT_EQ(::setrlimit(RLIMIT_AS, &limit), 0);
+  // The first handles: their cells' address space was reserved 4 GiB at a time.
+  acc_options* options = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_ACCELERATOR, &options));
+  acc_options_free(options);
+  // A mapping larger than the limit: out of memory, not a file the library cannot read.
+  const int64_t dims[] = {int64_t{1} << 28};  // 1 GiB of floats
+  acc_tensor* mapped = nullptr;
+  ACC_EXPECT_ERROR(acc_tensor_from_file_mmap(file, 0, ACC_DTYPE_FLOAT32, dims, 1, &mapped), ACC_ERR_OUT_OF_MEMORY,
+                   "cannot map");
+}
+
+TEST(AddressLimit, HandlesWorkAndAMappingPastTheLimitIsOutOfMemory) {
+  if (ACC_TEST_UNDER_ASAN) GTEST_SKIP() << "AddressSanitizer reserves terabytes of address space";
+  // A sparse file of 1 GiB: it takes no disk.
+  const std::string file = acc_test::temp_path("sparse_1gib.bin");
+  const int fd = ::open(file.c_str(), O_CREAT | O_WRONLY | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, off_t{1} << 30), 0);
+  ::close(fd);
+  const int status = acc_test::run_self("AddressLimitChild.*", {std::string(kChildVariable) + "=" + file});
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the limited process failed (status " << status << ")";
+}
