@@ -37,10 +37,13 @@ class PreparedSet {
       if (e.wrapper == object && !e.prepared.expired()) return true;
     return false;
   }
-  // Calls f on each live wrapper, in order (outside the lock: f may prepare or look up).
+  // Calls f on each live wrapper, in order, without collecting them (for the training step): under
+  // the lock, so f must not prepare or look up in this set.
   template <typename F>
   void each(F f) const {
-    for (const auto& prepared : live()) f(*prepared);
+    const std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& e : entries_)
+      if (auto prepared = e.prepared.lock()) f(*prepared);
   }
   std::vector<std::shared_ptr<T>> live() const {
     const std::lock_guard<std::mutex> lock(mutex_);

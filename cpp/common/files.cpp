@@ -130,9 +130,7 @@ std::string write_target(const std::string& path) {
     if (ec) fail(Status::Io, "cannot write '", path, "': ", ec.message());
     target = next.is_absolute() ? next : target.parent_path() / next;
   }
-  struct stat st {};
-  if (::stat(target.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
-    fail(Status::Io, "cannot write '", path, "': it is not a regular file");
+  refuse_unless_regular(target.string());
   return target.string();
 }
 

@@ -253,12 +253,12 @@ inline std::set<float> parameter_values(acc_model* model, const char* only = nul
 }
 
 // This test binary run again with only `filter`'s tests and `settings` ("NAME=value") added to its
-// environment (gtest's own settings left out, so that a sharded run leaves the child its test); the
-// wait status, or -1 when it could not start.
+// environment (gtest's own settings left out, so that a sharded run leaves the child its test, and
+// LD_PRELOAD, which settings may give); the wait status, or -1 when it could not start.
 inline int run_self(const std::string& filter, std::vector<std::string> settings) {
   std::vector<char*> env;
   for (char** e = ::environ; *e; ++e)
-    if (std::strncmp(*e, "GTEST_", 6) != 0) env.push_back(*e);
+    if (std::strncmp(*e, "GTEST_", 6) != 0 && std::strncmp(*e, "LD_PRELOAD=", 11) != 0) env.push_back(*e);
   for (auto& setting : settings) env.push_back(setting.data());
   env.push_back(nullptr);
   std::string self = std::filesystem::read_symlink("/proc/self/exe").string(), option = "--gtest_filter=" + filter;

@@ -2,14 +2,8 @@
 // library, tests/faults/kill_at_call.c, kills the saving process right after its Nth such call):
 // what is left reads as the earlier save or as the new one, whole, and the next save works.
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-
-#include <cstring>
 
 #include "support.h"
-
-extern char** environ;
 
 #ifdef ACC_TEST_KILL_AT_CALL
 namespace {
@@ -48,21 +42,12 @@ void save(const std::string& what, const std::string& path, float value) {
 // `match`. False when the save ended before that call (the round after the last step).
 bool killed_save(const std::string& what, const std::string& path, float value, const char* call, const char* match,
                  int at) {
-  std::vector<std::string> settings = {
-      std::string(kWhatVariable) + "=" + what + "|" + path + "|" + std::to_string(value),
-      std::string("LD_PRELOAD=") + ACC_TEST_KILL_AT_CALL, std::string("ACC_TEST_KILL_CALL=") + call,
-      std::string("ACC_TEST_KILL_MATCH=") + match, "ACC_TEST_KILL_AT=" + std::to_string(at)};
-  std::vector<char*> env;
-  for (char** e = environ; *e; ++e)
-    if (std::strncmp(*e, "LD_PRELOAD=", 11) != 0) env.push_back(*e);
-  for (auto& s : settings) env.push_back(s.data());
-  env.push_back(nullptr);
-  std::string self = fs::read_symlink("/proc/self/exe").string(), filter = "--gtest_filter=StoppedSaveChild.Saves";
-  char* argv[] = {self.data(), filter.data(), nullptr};
-  pid_t child = 0;
-  EXPECT_EQ(posix_spawn(&child, self.c_str(), nullptr, nullptr, argv, env.data()), 0);
-  int status = 0;
-  ::waitpid(child, &status, 0);
+  const int status =
+      acc_test::run_self("StoppedSaveChild.Saves",
+                         {std::string(kWhatVariable) + "=" + what + "|" + path + "|" + std::to_string(value),
+                          std::string("LD_PRELOAD=") + ACC_TEST_KILL_AT_CALL, std::string("ACC_TEST_KILL_CALL=") + call,
+                          std::string("ACC_TEST_KILL_MATCH=") + match, "ACC_TEST_KILL_AT=" + std::to_string(at)});
+  EXPECT_NE(status, -1) << "the saving process did not start";
   if (WIFSIGNALED(status)) {
     EXPECT_EQ(WTERMSIG(status), SIGKILL);
     return true;
