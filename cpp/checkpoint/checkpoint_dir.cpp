@@ -2,9 +2,6 @@
 
 #include <fcntl.h>
 
-#include <cstdio>
-#include <cstring>
-
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -12,8 +9,8 @@
 #include <system_error>
 #include <vector>
 
-#include "common/crc32c.h"
 #include "common/error.h"
+#include "common/files.h"
 
 namespace acc {
 namespace fs = std::filesystem;
@@ -158,16 +155,9 @@ std::string checkpoint_folder(const std::string& target) {
 
 std::string staging_dir(const std::string& folder) {
   const fs::path path(folder);
-  std::string name = path.filename().string();
-  // ".<name>.incomplete.old" must fit in a file name (255 bytes): a longer name is cut, and the
-  // checksum of the whole name keeps it apart from other names cut the same way.
-  constexpr size_t kLongest = 255 - 1 - (sizeof(".incomplete.old") - 1);
-  if (name.size() > kLongest) {
-    char checksum[16];
-    std::snprintf(checksum, sizeof checksum, "~%08x", crc32c(name.data(), name.size()));
-    name = name.substr(0, kLongest - std::strlen(checksum)) + checksum;
-  }
-  return (path.parent_path() / ("." + name + ".incomplete")).string();
+  // ".<name>.incomplete.old" (publish_checkpoint's) must fit in a file name: a longer name is cut.
+  const std::string aside = name_with_suffix_fitted("." + path.filename().string(), ".incomplete.old");
+  return (path.parent_path() / aside.substr(0, aside.size() - (sizeof(".old") - 1))).string();
 }
 
 void publish_checkpoint(const std::string& staging, const std::string& target) {

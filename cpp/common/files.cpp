@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +15,7 @@
 #include <streambuf>
 #include <vector>
 
+#include "common/crc32c.h"
 #include "common/error.h"
 
 namespace acc {
@@ -136,9 +139,19 @@ std::string write_target(const std::string& path) {
 
 }  // namespace
 
+std::string name_with_suffix_fitted(const std::string& name, const std::string& suffix) {
+  constexpr size_t kNameMax = 255;
+  if (name.size() + suffix.size() <= kNameMax) return name + suffix;
+  char checksum[16];
+  std::snprintf(checksum, sizeof checksum, "~%08x", crc32c(name.data(), name.size()));
+  const size_t kept = kNameMax - std::min(kNameMax, suffix.size() + std::strlen(checksum));
+  return name.substr(0, kept) + checksum + suffix;
+}
+
 void write_through_temporary(const std::string& path, const std::function<void(const std::string& temporary)>& write) {
-  const std::string target = write_target(path);
-  const std::string temporary = target + ".tmp";
+  const std::filesystem::path target = write_target(path);
+  const std::string temporary =
+      (target.parent_path() / name_with_suffix_fitted(target.filename().string(), ".tmp")).string();
   std::error_code ec;
   try {
     write(temporary);

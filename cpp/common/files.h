@@ -15,8 +15,12 @@ std::optional<std::string> read_whole_file(const std::string& path);
 void refuse_unless_regular(const std::string& path);
 // Writes `bytes` to `path`; an Io error naming the file when that fails (a full disk included).
 void write_file(const std::string& path, const std::string& bytes);
-// Writes `path` through `path`.tmp: `write` fills the temporary, which is then renamed into place, so
-// a reader never sees half a file. On any failure the temporary is removed and `path` is as it was.
+// `name`, cut where it and `suffix` would not fit in one file name (255 bytes): what is cut is replaced
+// by the checksum of the whole name, which keeps it apart from other names cut the same way.
+std::string name_with_suffix_fitted(const std::string& name, const std::string& suffix);
+// Writes `path` through `path`.tmp (named by name_with_suffix_fitted): `write` fills the temporary,
+// which is then renamed into place, so a reader never sees half a file. On any failure the
+// temporary is removed and `path` is as it was.
 void write_through_temporary(const std::string& path, const std::function<void(const std::string& temporary)>& write);
 // write_file through a temporary.
 void write_file_atomically(const std::string& path, const std::string& bytes);

@@ -193,6 +193,35 @@ TEST(SavePaths, ACheckpointFolderWithTheLongestNameSavesAndLoads) {
   acc_accelerator_free(acc);
 }
 
+TEST(SavePaths, FilesWithTheLongestNamesSaveAndLoad) {
+  // Their temporaries, "<name>.tmp", were longer than a file name may be from 252 bytes on.
+  const std::string parent = acc_test::temp_path("long_file_names");
+  fs::create_directories(parent);
+  acc_model* model = model_of(3);
+  acc_tensor_list* list = nullptr;
+  ACC_ASSERT_OK(acc_model_state_dict(model, &list));
+  for (const size_t length : {251, 252, 255}) {
+    SCOPED_TRACE(length);
+    const std::string script = parent + "/" + std::string(length - 3, 's') + ".pt";
+    const std::string weights = parent + "/" + std::string(length - 12, 'w') + ".safetensors";
+    for (int round = 0; round < 2; ++round) {  // writing, then replacing
+      ACC_ASSERT_OK(acc_model_save_torchscript(model, script.c_str()));
+      ACC_ASSERT_OK(acc_tensor_list_save_safetensors(list, weights.c_str()));
+    }
+    acc_model* loaded = nullptr;
+    ACC_ASSERT_OK(acc_model_load_torchscript(script.c_str(), &loaded));
+    EXPECT_EQ(acc_test::parameter_values(loaded), std::set<float>{3});
+    acc_model_free(loaded);
+    acc_model* read = acc_test::spec_model(kSpec);
+    ACC_ASSERT_OK(acc_model_load_safetensors(read, weights.c_str(), 1, nullptr, nullptr));
+    EXPECT_EQ(acc_test::parameter_values(read), std::set<float>{3});
+    acc_model_free(read);
+  }
+  EXPECT_EQ(files_in(parent).size(), 6u);  // no temporary left beside them
+  acc_tensor_list_free(list);
+  acc_model_free(model);
+}
+
 // Under an address-space limit (ulimit -v): run in a process of its own (the limit is the whole
 // process's), spawned from this test binary.
 namespace {
