@@ -107,13 +107,21 @@ ACC_CS_ARRAY(uint8_t, byte)
     if (owner != null) owner.Add(this);
   }
 
+  // Set when Dispose begins: what it disposes with itself sees the object as disposed (a loader's
+  // pass then does not end an epoch that another thread may be iterating).
+  bool swigDisposing;
+
   /// <summary>Whether Dispose was called (or the object was never owned).</summary>
   public bool IsDisposed {
-    get { lock (this) { return swigCPtr.Handle == global::System.IntPtr.Zero; } }
+    get { lock (this) { return swigDisposing || swigCPtr.Handle == global::System.IntPtr.Zero; } }
   }
 %}
 %typemap(csdisposing, methodname="Dispose", methodmodifiers="protected", parameters="bool disposing") CTYPE {
+    // Finalized while the runtime shuts down, objects go in any order: freeing one could call back
+    // into an adapter finalized before it. The process is ending; the memory goes with it.
+    if (!disposing && global::System.Environment.HasShutdownStarted) return;
     Owner entries = null;
+    lock (this) swigDisposing = true;
     if (disposing) {
       lock (this) {
         entries = swigEntries;

@@ -219,6 +219,9 @@ ACC_JAVA_ARRAY(uint8_t, byte, jbyte, jbyteArray, Byte)
 %typemap(javadestruct, methodname="delete", methodmodifiers="public synchronized") CTYPE {
     Owner entries = swigEntries;
     swigEntries = null;
+    // Closed from here on (the safety net holds the address to free): what closes with it sees so,
+    // and a loader's pass does not end an epoch that another thread may be iterating.
+    swigCPtr = 0;
     try {
       if (entries != null) entries.closeAll();
     } finally {
@@ -227,7 +230,6 @@ ACC_JAVA_ARRAY(uint8_t, byte, jbyte, jbyteArray, Byte)
         swigCleanable.clean();  // runs swigFree at most once, whoever gets there first
         swigCleanable = null;
       }
-      swigCPtr = 0;
     }
   }
 %typemap(javafinalize) CTYPE ""

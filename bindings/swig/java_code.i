@@ -252,14 +252,19 @@
   public synchronized Batches batches() {
     Owner previous = swigEntries;
     swigEntries = null;
+    Batches previousPass = currentPass;
+    currentPass = null;
+    if (previousPass != null) previousPass.supersede();
     if (previous != null) previous.closeAll();
     endEpoch();
     Batches pass = new Batches(this);
     Owner holder = new Owner();
     holder.add(pass);
     swigEntries = holder;
+    currentPass = pass;
     return pass;
   }
+  private transient Batches currentPass;
 
   /** The batches of an epoch: {@code for (TensorList batch : loader)} runs on batches(). */
   @Override

@@ -1,5 +1,7 @@
 #include "common/own_callbacks.h"
 
+#include "common/thread_name.h"
+
 #include <algorithm>
 #include <thread>
 #include <vector>
@@ -32,7 +34,11 @@ bool inside_own_callbacks(const void* owner) {
 }
 
 void drop_outside_own_callbacks(std::shared_ptr<const void> last_reference, const void* owner) {
-  if (inside_own_callbacks(owner)) std::thread([keep = std::move(last_reference)]() mutable { keep.reset(); }).detach();
+  if (!inside_own_callbacks(owner)) return;
+  std::thread([keep = std::move(last_reference)]() mutable {
+    name_this_thread("acc-release");
+    keep.reset();
+  }).detach();
 }
 
 void refuse_inside_own_callbacks(const void* owner, const char* object, const char* call) {

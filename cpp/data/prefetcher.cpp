@@ -2,11 +2,17 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include "common/thread_name.h"
+
 namespace acc {
 
 Prefetcher::Prefetcher(size_t count, Fetch fetch, size_t workers, size_t depth)
     : count_(count), fetch_(std::move(fetch)), depth_(std::max<size_t>(depth, 1)) {
-  for (size_t i = 0; i < workers && i < count; ++i) threads_.emplace_back([this] { work(); });
+  for (size_t i = 0; i < workers && i < count; ++i)
+    threads_.emplace_back([this] {
+      name_this_thread("acc-loader");
+      work();
+    });
 }
 
 Prefetcher::~Prefetcher() {

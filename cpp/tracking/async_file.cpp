@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "common/files.h"
+#include "common/thread_name.h"
 
 namespace acc::tracking {
 namespace {
@@ -88,7 +89,10 @@ std::FILE* open_regular_file(const std::string& path, bool truncate) {
 AsyncFile::AsyncFile(std::string path, bool truncate, std::chrono::milliseconds flush_interval)
     : path_(std::move(path)), flush_interval_(flush_interval) {
   file_ = open_regular_file(path_, truncate);
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    name_this_thread("acc-tracker");
+    run();
+  });
 }
 
 AsyncFile::~AsyncFile() {

@@ -50,18 +50,26 @@ public partial class DataLoader : IEnumerable<TensorList> {
   /// it). Disposing the loader disposes its pass.</summary>
   public Batches Batches() {
     Owner previous;
+    Accelerate.Batches previousPass;
     lock (this) {
       previous = swigEntries;
       swigEntries = null;
+      previousPass = currentPass;
+      currentPass = null;
     }
+    if (previousPass != null) previousPass.Supersede();
     if (previous != null) previous.DisposeAll();
     EndEpoch();
     var pass = new Batches(this);
     var holder = new Owner();
     holder.Add(pass);
-    lock (this) swigEntries = holder;
+    lock (this) {
+      swigEntries = holder;
+      currentPass = pass;
+    }
     return pass;
   }
+  Accelerate.Batches currentPass;
 
   /// <summary>The batches of an epoch: <c>foreach (TensorList batch in loader)</c> runs on Batches().</summary>
   public IEnumerator<TensorList> GetEnumerator() { return Batches(); }

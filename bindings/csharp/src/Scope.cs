@@ -1,5 +1,5 @@
 // A scoped section (Accumulate, NoSync, MainProcessFirst) for `using`: Dispose ends it once;
-// disposing again does nothing.
+// disposing again does nothing (after a Dispose that failed, it tries again).
 using System;
 
 namespace Accelerate {
@@ -11,8 +11,9 @@ public sealed class Scope : IDisposable {
 
   public void Dispose() {
     Action e = end;
+    if (e == null) return;
+    e();  // an end that failed (on another thread than its begin) is tried again by the next Dispose
     end = null;
-    if (e != null) e();
   }
 }
 

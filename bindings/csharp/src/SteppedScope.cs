@@ -17,8 +17,9 @@ public abstract class SteppedScope : IDisposable {
 
   public void Dispose() {
     Action e = end;
+    if (e == null) return;
+    e();  // an end that failed (on another thread than its begin) is tried again by the next Dispose
     end = null;
-    if (e != null) e();
   }
 }
 

@@ -157,6 +157,66 @@ public class OwnershipTests {
       Directory.Delete(dir, true);
     }
   }
+
+  // A foreach over a loader inside a foreach over the same loader: the inner loop ended the outer
+  // one's epoch, and the outer loop stopped quietly (one object) or went on into the next epochs for
+  // ever (two handles of one prepared loader). It ends with an error now.
+  [Test]
+  public void ALoopInsideALoopOverTheSameLoaderEndsTheOuterLoopWithAnError() {
+    using (var acc = new Accelerator(null))
+    using (Dataset ds = MakeDataset())
+    using (Options lo = Options.DataLoader().Put("batch_size", 800))
+    using (var raw = new DataLoader(ds, lo))
+    using (DataLoader first = acc.Prepare(raw))
+    using (DataLoader second = acc.Prepare(raw)) {
+      foreach (DataLoader inner in new[] { first, second }) {
+        int outer = 0, inside = 0;
+        var e = Assert.Throws<InvalidOperationException>(() => {
+          foreach (TensorList batch in first) {
+            Assert.That(++outer, Is.LessThan(3), "the outer loop went past its epoch");
+            foreach (TensorList b in inner) ++inside;
+          }
+        });
+        StringAssert.Contains("cannot nest", e.Message);
+        Assert.AreEqual(1, outer);
+        Assert.AreEqual(4, inside);
+        int next = 0;
+        foreach (TensorList batch in first) ++next;
+        Assert.AreEqual(4, next, "a loop after them runs a whole epoch");
+      }
+    }
+  }
+
+  // Disposing ended the epoch while the loop's Next ran on the other thread (SIGSEGV).
+  [Test]
+  public void ALoaderDisposedOnAnotherThreadEndsTheLoopWithAnExceptionNotACrash() {
+    long baseline = Library.LiveHandles(HandleKind.HandleAny);
+    for (int round = 0; round < 5; ++round) {
+      // A slow dataset: the Dispose comes long before the epoch's end.
+      using (Dataset ds = Dataset.FromCallback(1000, index => {
+               System.Threading.Thread.Sleep(2);
+               return new[] { Tensor.Of(new float[] { index }, 1) };
+             }))
+      using (Options lo = Options.DataLoader().Put("batch_size", 1).Put("num_workers", 2)) {
+        var loader = new DataLoader(ds, lo);
+        var started = new System.Threading.ManualResetEventSlim();
+        var closer = new System.Threading.Thread(() => {
+          started.Wait();
+          loader.Dispose();
+        });
+        closer.Start();
+        int seen = 0;
+        Assert.Throws<AccelerateInvalidHandleException>(() => {
+          foreach (TensorList batch in loader)
+            if (++seen == 1) started.Set();
+        });
+        closer.Join();
+        Assert.IsTrue(loader.IsDisposed);
+      }
+      Assert.That(Library.LiveHandles(HandleKind.HandleAny), Is.LessThanOrEqualTo(baseline),
+                  "a batch outlived the disposed loader");
+    }
+  }
 }
 
 }

@@ -92,3 +92,38 @@ func TestDataLoaderFromBatches(t *testing.T) {
 		}
 	}
 }
+
+// A ForEach over a loader inside a ForEach over the same loader: the inner loop ends the epoch the
+// outer one runs in. The outer loop then stops with an error instead of going on into the next
+// epoch (it never ended before).
+func TestNestedForEachOverOneLoaderIsAnError(t *testing.T) {
+	ds := counting(t, 8)
+	defer ds.Close()
+	o, _ := acc.NewOptions(acc.DataLoaderOptions)
+	defer o.Close()
+	o.SetInt("batch_size", 2)
+	l, err := acc.NewDataLoader(ds, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	outer, inner := 0, 0
+	err = l.ForEach(func(*acc.TensorList) error {
+		outer++
+		if outer > 4 {
+			return errors.New("the outer loop went past its epoch")
+		}
+		return l.ForEach(func(*acc.TensorList) error { inner++; return nil })
+	})
+	if err == nil || !strings.Contains(err.Error(), "cannot nest") {
+		t.Fatalf("outer loop: %v", err)
+	}
+	if outer != 1 || inner != 4 {
+		t.Fatalf("outer %d inner %d batches, want 1 and 4", outer, inner)
+	}
+	// The loader works on: a loop after them runs a whole epoch.
+	n := 0
+	if err := l.ForEach(func(*acc.TensorList) error { n++; return nil }); err != nil || n != 4 {
+		t.Fatalf("next loop: %d batches, %v", n, err)
+	}
+}

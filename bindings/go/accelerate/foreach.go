@@ -1,9 +1,16 @@
 package accelerate
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/accelerate-cpp/accelerate/go/internal/capi"
+)
 
 // Break, returned by a ForEach body, ends the loop early without an error (like fs.SkipAll).
 var Break = errors.New("accelerate: break out of ForEach")
+
+var errEndedElsewhere = errors.New("accelerate: this ForEach's epoch was ended by another loop over the same " +
+	"data loader (a ForEach inside its body, or on another goroutine) before its end; loops over one loader cannot nest")
 
 // ForEach runs body on each batch of one epoch. The loop owns the batches: each batch, and every
 // tensor taken from it with Get or Find, is closed after body returns, unless body kept it
@@ -40,8 +47,20 @@ func (l *DataLoader) ForEach(body func(batch *TensorList) error) (err error) {
 			err = nil
 		}
 	}()
+	epoch := int64(-1) // the loader's epoch this loop runs in, from its first batch on
 	for {
 		pass.closeAll()
+		// An epoch ended under this loop (by a ForEach over the same loader inside body, or on
+		// another goroutine) would be followed silently by the next one: a nested loop would never end.
+		now, in, err := l.epochState()
+		if err != nil {
+			return err
+		}
+		if epoch < 0 {
+			epoch = now
+		} else if now != epoch || !in {
+			return errEndedElsewhere
+		}
 		batch, err := l.Next()
 		if err != nil {
 			return err
@@ -56,4 +75,14 @@ func (l *DataLoader) ForEach(body func(batch *TensorList) error) (err error) {
 			return err
 		}
 	}
+}
+
+// Where the loader stands: its epoch, and whether one is under way (an error once it is closed).
+func (l *DataLoader) epochState() (int64, bool, error) {
+	epoch, err := with(l.ref(), func(h capi.DataLoader, e *string) int64 { return h.Epoch(e) })
+	if err != nil {
+		return 0, false, err
+	}
+	in, err := with(l.ref(), func(h capi.DataLoader, e *string) bool { return h.InEpoch(e) })
+	return epoch, in, err
 }

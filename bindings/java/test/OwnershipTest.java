@@ -158,4 +158,71 @@ class OwnershipTest {
       assertEquals(7, rest, "the saved epoch resumes after its third batch");
     }
   }
+
+  @Test
+  void aLoopOverALoaderInsideALoopOverTheSameLoaderEndsTheOuterLoopWithAnError() throws Exception {
+    // The inner loop ended the outer one's epoch: the outer loop stopped after one batch without a
+    // word (one proxy), or went on into the next epochs for ever (two handles of one prepared loader).
+    try (Accelerator acc = new Accelerator(null);
+         Dataset ds = dataset();
+         Options lo = Options.dataLoader().put("batch_size", 800);
+         DataLoader raw = new DataLoader(ds, lo);
+         DataLoader first = acc.prepare(raw);
+         DataLoader second = acc.prepare(raw)) {
+      for (DataLoader inner : new DataLoader[] {first, second}) {
+        int outer = 0, inside = 0;
+        try {
+          for (TensorList batch : first) {
+            assertTrue(++outer < 3, "the outer loop went past its epoch");
+            for (TensorList b : inner) ++inside;
+          }
+          fail("the outer loop ended quietly");
+        } catch (IllegalStateException e) {
+          assertTrue(e.getMessage().contains("cannot nest"), e.getMessage());
+        }
+        assertEquals(1, outer);
+        assertEquals(4, inside);
+        int next = 0;
+        for (TensorList batch : first) ++next;
+        assertEquals(4, next, "a loop after them runs a whole epoch");
+      }
+    }
+  }
+
+  @Test
+  void aLoaderClosedOnAnotherThreadEndsTheLoopWithAnExceptionNotACrash() throws Exception {
+    // Closing ended the epoch while the loop's next was running on the other thread (SIGSEGV).
+    long baseline = Accelerate.liveHandles(HandleKind.HANDLE_ANY);
+    for (int round = 0; round < 5; ++round) {
+      // A slow dataset: the close comes long before the epoch's end.
+      try (Dataset ds = Dataset.fromCallback(1000, index -> {
+             Thread.sleep(2);
+             return new Tensor[] {Tensor.of(new float[] {index}, 1)};
+           });
+           Options lo = Options.dataLoader().put("batch_size", 1).put("num_workers", 2)) {
+        DataLoader loader = new DataLoader(ds, lo);
+        java.util.concurrent.CountDownLatch started = new java.util.concurrent.CountDownLatch(1);
+        Thread closer = new Thread(() -> {
+          try {
+            started.await();
+          } catch (InterruptedException e) {
+            return;
+          }
+          loader.close();
+        });
+        closer.start();
+        int seen = 0;
+        try {
+          for (TensorList batch : loader) {
+            if (++seen == 1) started.countDown();
+          }
+          fail("the loop ran to its end although its loader was closed (" + seen + " batches)");
+        } catch (AccelerateException e) {
+          assertTrue(loader.isClosed());
+        }
+        closer.join();
+      }
+      assertTrue(Accelerate.liveHandles(HandleKind.HANDLE_ANY) <= baseline, "a batch outlived the closed loader");
+    }
+  }
 }

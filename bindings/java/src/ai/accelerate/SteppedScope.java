@@ -18,7 +18,8 @@ public abstract class SteppedScope implements AutoCloseable {
   @Override
   public void close() {
     Runnable e = end;
+    if (e == null) return;
+    e.run();  // an end that failed (on another thread than its begin) is tried again by the next close
     end = null;
-    if (e != null) e.run();
   }
 }
