@@ -372,7 +372,7 @@ void Accelerator::save_model(const std::shared_ptr<Model>& model, const std::str
     // process elsewhere (save_model called on the main process alone) is an error naming both calls,
     // where the gathers would meet another collective's and abort the process from Gloo's thread.
     collectives_.barrier("save_model (gathering the sharded weights)");
-    const NamedTensors state = engine->full_state_dict();
+    const NamedTensors state = engine->full_state_dict("save_model");
     if (is_main_process()) save_sharded(dir, as_given_out(adapters.merged(state), *engine), limit);
     return;
   }

@@ -272,8 +272,8 @@ NamedTensors Accelerator::get_state_dict(const std::shared_ptr<Model>& model, bo
   // Sharded: a collective (every process calls it), as Accelerate's get_state_dict under FSDP;
   // announced first, as save_model's.
   if (engine) collectives_.barrier("get_state_dict (gathering the sharded weights)");
-  NamedTensors state =
-      contiguous_cpu(engine ? as_given_out(engine->full_state_dict(), *engine) : unwrap_model(model)->state_dict());
+  NamedTensors state = contiguous_cpu(engine ? as_given_out(engine->full_state_dict("get_state_dict"), *engine)
+                                             : unwrap_model(model)->state_dict());
   const bool wrapped = !unwrap && dist_ && std::dynamic_pointer_cast<PreparedModel>(wrapped_model(model));
   if (wrapped)
     for (auto& entry : state) entry.first = "module." + entry.first;

@@ -14,16 +14,21 @@ constexpr int64_t kMaxDims = 16;  // sizes compared one by one; beyond them, the
 }  // namespace
 
 std::vector<at::Tensor> Collectives::all_gather(const at::Tensor& tensor, const std::string& name) {
+  return all_gather_on(*dist_->group(), tensor, name);
+}
+
+std::vector<at::Tensor> Collectives::all_gather_on(c10d::ProcessGroup& group, const at::Tensor& tensor,
+                                                   const std::string& name) {
   if (tensor.numel() == 0) {
     // Gloo divides by the element count: take part with one placeholder element, return empties.
-    all_gather(at::zeros({1}, tensor.options()), name);
+    all_gather_on(group, at::zeros({1}, tensor.options()), name);
     return std::vector<at::Tensor>(static_cast<size_t>(world_size()), tensor.clone());
   }
   at::Tensor input = tensor.detach().to(dist_->device()).contiguous();
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int64_t r = 0; r < world_size(); ++r) outputs[0].push_back(at::empty_like(input));
   std::vector<at::Tensor> inputs{input};
-  wait_collective(dist_->group()->allgather(outputs, inputs), name);
+  wait_collective(group.allgather(outputs, inputs), name);
   for (auto& t : outputs[0]) t = t.to(tensor.device());
   return outputs[0];
 }
@@ -85,7 +90,7 @@ std::vector<Collectives::Layout> Collectives::announce(CallKind kind, int64_t pa
   std::copy(layout.shape.begin(), layout.shape.end(), c + 5);
   c[kMaxDims + 5] = layout.numel;
   c[kMaxDims + 6] = layout.dtype;
-  const auto calls = all_gather(call, name + " (the call)");
+  const auto calls = all_gather_on(*dist_->announcement_group(), call, name + " (the call)");
   std::vector<Layout> layouts;
   for (const auto& l : calls) {
     const int64_t* v = l.data_ptr<int64_t>();
@@ -96,7 +101,7 @@ std::vector<Collectives::Layout> Collectives::announce(CallKind kind, int64_t pa
   const std::string mine = concat("collective '", name, "' (", call_name(c[2], c[3]), ")");
   for (size_t r = 0; r < calls.size(); ++r) {
     const int64_t* v = calls[r].data_ptr<int64_t>();
-    require(v[0] == kCallMagic, mine, ": process ", r, " is in another kind of exchange (a training step's, say)");
+    require(v[0] == kCallMagic, mine, ": process ", r, " sent something other than an announcement");
     require(v[2] == c[2] && v[3] == c[3], mine, ": process ", r, " calls ", call_name(v[2], v[3]),
             " at the same point (every process must make the same collective calls in the same order)");
     require(v[1] == c[1], mine, ": process ", r, " calls a ", call_name(v[2], v[3]), " named otherwise at the same ",

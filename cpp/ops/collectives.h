@@ -68,6 +68,7 @@ class Collectives {
 
  private:
   std::vector<at::Tensor> all_gather(const at::Tensor& tensor, const std::string& name);
+  std::vector<at::Tensor> all_gather_on(c10d::ProcessGroup& group, const at::Tensor& tensor, const std::string& name);
   // What a collective's tensor is, as the processes compare it; -1 where a call has no tensor.
   struct Layout {
     int64_t dims = -1;

@@ -101,7 +101,7 @@ class ShardedWeightsPart final : public CheckpointPart {
   bool process_local() const override { return false; }
   bool writes_here() const override { return engine_->writes_shards(); }
   void collect() override {
-    if (full_) state_ = engine_->full_state_dict();
+    if (full_) state_ = engine_->full_state_dict("save_state");
   }
   void save(const std::string& path) const override {
     if (full_) {

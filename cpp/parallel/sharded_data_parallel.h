@@ -104,8 +104,8 @@ class ShardedDataParallel final : public ParallelEngine {
   // gradients no longer exist); returns the total norm.
   double clip_grad_norm(double max_norm, double norm_type);
   // The full parameters and buffers (a collective: every process calls it; stage 3 gathers unit by
-  // unit into new tensors).
-  NamedTensors full_state_dict();
+  // unit into new tensors). `call` (save_model, get_state_dict, save_state) names its gathers.
+  NamedTensors full_state_dict(const std::string& call);
   // Throws unless `state` holds every parameter and buffer with the model's shapes.
   void check_full_state_dict(const NamedTensors& state) const;
   // Copies full values in (each process keeps its slice under stage 3); checks first.

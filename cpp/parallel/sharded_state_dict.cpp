@@ -16,13 +16,14 @@ const ShardedDataParallel::FlatSet* ShardedDataParallel::flat_set_of(const std::
   return nullptr;
 }
 
-NamedTensors ShardedDataParallel::full_state_dict() {
+NamedTensors ShardedDataParallel::full_state_dict(const std::string& call) {
   if (options_.stage != 3) return model_->state_dict();
   std::unordered_map<std::string, at::Tensor> full;
+  const std::string name = call + " (full state dict)";
   for (FlatSet* set : {&trainable_, &frozen_}) {
     for (size_t u = 0; u < set->units(); ++u) {
       const bool was_gathered = set->gathered[u];
-      if (!was_gathered) gather(*set, u, "full state dict");
+      if (!was_gathered) gather(*set, u, name.c_str());
       for (size_t i : set->layout->units()[u].params) full[set->names[i]] = set->params[i].detach().clone();
       if (!was_gathered) release(*set, u);
     }

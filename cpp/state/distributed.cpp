@@ -163,6 +163,7 @@ Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, Backe
   }
   try {
     group_ = make_group("", static_cast<int>(rank_), static_cast<int>(world_));
+    announcement_group_ = make_group("announcements/", static_cast<int>(rank_), static_cast<int>(world_));
   } catch (const Error&) {
     throw;
   } catch (...) {

@@ -27,6 +27,11 @@ class Distributed {
   Distributed(const ProcessEnv& env, const c10::Device& device, Backend backend, std::chrono::milliseconds timeout);
 
   const c10::intrusive_ptr<c10d::ProcessGroup>& group() const { return group_; }
+  // The group that carries only the announcements of collectives (ops/collectives.h). Apart from
+  // group(), an announcement is never paired with a message of a training step's own collectives (a
+  // DDP allreduce, a sharding gather) on another process, which Gloo would abort on from its own
+  // thread, or take as data: the two sides wait for each other instead, and time out naming their calls.
+  const c10::intrusive_ptr<c10d::ProcessGroup>& announcement_group() const { return announcement_group_; }
   int64_t rank() const { return rank_; }
   int64_t world_size() const { return world_; }
   Backend backend() const { return backend_; }
@@ -53,7 +58,7 @@ class Distributed {
   c10::Device process_device_;
   c10::Device device_;
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<c10d::ProcessGroup> group_;
+  c10::intrusive_ptr<c10d::ProcessGroup> group_, announcement_group_;
   int64_t local_rank_, local_size_;
   std::chrono::milliseconds timeout_;
   bool loopback_;

@@ -305,7 +305,7 @@ TEST(GpuSharding, Stage3PreparesAModelTheGpuHoldsOneUnitOfAtATime) {
       optimizer.step();
       optimizer.zero_grad();
     }
-    for (const auto& entry : engine->full_state_dict()) weights.push_back(entry.second.cpu());
+    for (const auto& entry : engine->full_state_dict("the test")) weights.push_back(entry.second.cpu());
     return weights;
   };
   int64_t peak_from_cpu = 0, peak_from_gpu = 0;
@@ -367,7 +367,8 @@ TEST(GpuSharding, Stage3KeepsAFrozenBaseOffTheGpuButForAFewUnits) {
       *step_peak = c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].peak - before;
     }
     std::vector<at::Tensor> weights;
-    for (const auto& entry : engine ? engine->full_state_dict() : model->state_dict()) weights.push_back(entry.second.cpu());
+    for (const auto& entry : engine ? engine->full_state_dict("the test") : model->state_dict())
+      weights.push_back(entry.second.cpu());
     return weights;
   };
   int64_t sharded_peak = 0, plain_peak = 0;
@@ -421,7 +422,7 @@ TEST(GpuSharding, CpuOffloadKeepsOptimizerStateAndShardsOffTheGpu) {
       optimizer.zero_grad();
     }
     out.at_rest = allocated_bytes() - baseline;
-    for (const auto& entry : engine->full_state_dict()) out.weights.push_back(entry.second.cpu());
+    for (const auto& entry : engine->full_state_dict("the test")) out.weights.push_back(entry.second.cpu());
     std::printf("zero_stage %lld%s: %.1f MiB on the GPU after a step, %.1f MiB at rest\n",
                 static_cast<long long>(stage), offload ? " + offload" : "", out.after_step / 1048576.0,
                 out.at_rest / 1048576.0);
