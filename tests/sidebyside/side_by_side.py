@@ -286,8 +286,9 @@ SCENARIOS = {
     "ops": dict(model="mlp", optimizer="sgd", schedule="linear", ops=True),
     # even_batches=False (training data even over 2 processes): the evaluation's last batches differ in
     # size, padded with pad_across_processes before gather_for_metrics.
+    # On 3 or 4 processes its uneven training batches leave one process out of a DDP allreduce.
     "mlp_no_even_batches_eval": dict(model="mlp", optimizer="sgd", schedule="linear", epochs=1, even_batches=False,
-                                     eval_samples=14, eval_pad=True),
+                                     eval_samples=14, eval_pad=True, processes=(1, 2)),
     # More skip_first_batches: split batches, drop_last.
     "mlp_split_skip": dict(model="mlp", data="mlp_42", optimizer="adamw", schedule="linear", split_batches=True,
                            batch_size=12, skip={0: 1}),
@@ -329,7 +330,8 @@ SCENARIOS = {
                                    dispatch_batches=False, drop_last=True, batch_size=8),
     "stream_shard_no_even": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="linear", stream=True,
                                  dispatch_batches=False, even_batches=False, batch_size=8,
-                                 eval_pad=True),  # the map-style evaluation is uneven without even_batches
+                                 eval_pad=True,  # the map-style evaluation is uneven without even_batches
+                                 processes=(1, 2, 3)),  # 3 evaluation batches: on 4, one process has none
     # Evaluations over streams whose last round is short (training on the map-style data). Sharded
     # (dispatch_batches off), Accelerate's gather_for_metrics keeps the padding of that round (its
     # remainder counts the per-process batch: README, Data): ours is held to the real samples, the
@@ -385,7 +387,8 @@ SCENARIOS = {
                           eval_samples=14,  # as many evaluation batches on each of 2 processes
                           batch_sampler=[[0, 1, 2], [3, 4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15, 16, 17],
                                          [18, 19], [20, 21, 22, 23], [24, 25, 26, 27, 28, 29, 30, 31],
-                                         [32, 33, 34, 35, 36, 37, 38, 39]]),
+                                         [32, 33, 34, 35, 36, 37, 38, 39]],
+                          processes=(1, 2, 4)),  # 8 batches: on 3, one process trains a step fewer
     "batch_sampler_even": dict(model="mlp", optimizer="adamw", schedule="linear",
                                batch_sampler=[[0, 1, 2], [3, 4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15, 16, 17],
                                               [18, 19], [20, 21, 22, 23], [24, 25, 26, 27, 28, 29, 30]]),
@@ -393,7 +396,8 @@ SCENARIOS = {
                                eval_pad=True, eval_samples=14,
                                batch_sampler=[[0, 1, 2], [3, 4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15, 16, 17],
                                               [18, 19], [20, 21, 22, 23], [24, 25, 26, 27, 28, 29, 30, 31],
-                                              [32, 33, 34, 35, 36, 37, 38, 39]]),
+                                              [32, 33, 34, 35, 36, 37, 38, 39]],
+                               processes=(1, 2, 4)),
 }
 DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=2, batch_size=4, data_seed=None,
                 loader_seed=False, resume=False, clip_norm_type=2.0, data=None, even_batches=True, split_batches=False,
@@ -505,6 +509,7 @@ def export(directory):
 
 def config(name):
     cfg = {**DEFAULTS, **SCENARIOS[name], "name": name}
+    cfg.pop("processes", None)  # which process counts it runs on (run.sh asks: "applies")
     cfg["cpu"] = os.environ.get("ACC_SIDE_BY_SIDE_DEVICE", "cpu") == "cpu"  # else the GPU, on both sides
     cfg["data"] = cfg["data"] or cfg["model"]
     cfg["eval_samples"] = cfg["eval_samples"] or EVAL_SAMPLES
@@ -1381,6 +1386,9 @@ def main(argv):
                 if needed and needed not in ordered:
                     ordered.append(needed)
         print(" ".join(ordered))
+    elif argv[1] == "applies":  # whether scenario argv[2] runs on argv[3] processes (exit status)
+        counts = SCENARIOS[argv[2]].get("processes")
+        return 0 if counts is None or int(argv[3]) in counts else 1
     elif argv[1] == "run":
         side, name, directory = argv[2], argv[3], argv[4]
         record, rank, processes = run(side, config(name), directory)
