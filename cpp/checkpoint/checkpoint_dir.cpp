@@ -142,7 +142,7 @@ std::string checkpoint_folder(const std::string& target) {
   if (!path.has_filename() || path == path.root_path())
     fail(Status::InvalidArgument, "save_state: '", target, "' is the root folder; name a folder of its own");
   // Refused before anything is written (the staging folder's name is cut to fit: staging_dir).
-  if (path.filename().string().size() > 255)
+  if (path.filename().string().size() > kFileNameMax)
     fail(Status::InvalidArgument, "save_state: the folder name of '", target, "' is longer than a file name may be ",
          "(255 bytes)");
   // A save replaces the folder: the process's current folder would go with it.

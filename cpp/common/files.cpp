@@ -140,11 +140,10 @@ std::string write_target(const std::string& path) {
 }  // namespace
 
 std::string name_with_suffix_fitted(const std::string& name, const std::string& suffix) {
-  constexpr size_t kNameMax = 255;
-  if (name.size() + suffix.size() <= kNameMax) return name + suffix;
+  if (name.size() + suffix.size() <= kFileNameMax) return name + suffix;
   char checksum[16];
   std::snprintf(checksum, sizeof checksum, "~%08x", crc32c(name.data(), name.size()));
-  const size_t kept = kNameMax - std::min(kNameMax, suffix.size() + std::strlen(checksum));
+  const size_t kept = kFileNameMax - std::min(kFileNameMax, suffix.size() + std::strlen(checksum));
   return name.substr(0, kept) + checksum + suffix;
 }
 

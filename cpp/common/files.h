@@ -1,6 +1,7 @@
 // Small files read and written whole (checkpoint parts, config files, layer specs, hparams).
 #pragma once
 
+#include <cstddef>
 #include <functional>
 #include <iosfwd>
 #include <optional>
@@ -15,7 +16,9 @@ std::optional<std::string> read_whole_file(const std::string& path);
 void refuse_unless_regular(const std::string& path);
 // Writes `bytes` to `path`; an Io error naming the file when that fails (a full disk included).
 void write_file(const std::string& path, const std::string& bytes);
-// `name`, cut where it and `suffix` would not fit in one file name (255 bytes): what is cut is replaced
+// The longest file name (one path component) Linux's file systems take, in bytes.
+constexpr size_t kFileNameMax = 255;
+// `name`, cut where it and `suffix` would not fit in one file name (kFileNameMax): what is cut is replaced
 // by the checksum of the whole name, which keeps it apart from other names cut the same way.
 std::string name_with_suffix_fitted(const std::string& name, const std::string& suffix);
 // Writes `path` through `path`.tmp (named by name_with_suffix_fitted): `write` fills the temporary,
