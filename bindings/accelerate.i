@@ -196,9 +196,9 @@ struct Library {
 struct LoadReport {
   std::vector<std::string> missing_names, unexpected_names;
   size_t missingCount() const { return missing_names.size(); }
-  std::string missing(size_t i) const { return missing_names.at(i); }
+  std::string missing(size_t index) const { return missing_names.at(index); }
   size_t unexpectedCount() const { return unexpected_names.size(); }
-  std::string unexpected(size_t i) const { return unexpected_names.at(i); }
+  std::string unexpected(size_t index) const { return unexpected_names.at(index); }
 };
 }
 %}

@@ -6,6 +6,8 @@
 
 /* Sizes and indices are long, as in Java (C#'s int does not convert to SWIG's uint implicitly). */
 %apply long long { size_t };
+/* A negative one is refused by its own value, instead of reaching the library as a number near 2^64. */
+%typemap(csin) size_t "Arg.NotNegative($csinput, \"$csinput\")"
 
 /* ---- errors ------------------------------------------------------------------------------------ */
 

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
-#include <sstream>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -53,15 +52,6 @@ inline void require_no_go_nul() {
   if (!go_string_held_nul()) return;
   go_string_held_nul() = false;
   fail(ACC_ERR_INVALID_ARGUMENT, "a string holds a NUL character (\\0), which the library cannot take");
-}
-
-// Splits "a\nb\nc" (how name lists cross the boundary: one string works in every language).
-inline std::vector<std::string> split_lines(const std::string& text) {
-  std::vector<std::string> out;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) out.push_back(line);
-  return out;
 }
 
 // Splits names each followed by a NUL (how metric names cross: a name may hold any other character,

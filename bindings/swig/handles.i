@@ -378,9 +378,9 @@ struct acc_accelerator {};
     return out;
   }
   ~acc_optimizer() { acc_optimizer_free($self); }
-  /* names: parameter names separated by "\n". */
-  void addParamGroup(const char *names, const acc_options *overrides ERR) {
-    std::vector<std::string> list = split_lines(names ? names : "");
+  /* names: each parameter name's UTF-8 bytes and a NUL (split_nul_terminated). */
+  void addParamGroup(const uint8_t *names, size_t namesSize, const acc_options *overrides ERR) {
+    std::vector<std::string> list = split_nul_terminated(names, namesSize);
     std::vector<const char *> ptrs;
     for (const auto &s : list) ptrs.push_back(s.c_str());
     check(acc_optimizer_add_param_group($self, ptrs.data(), ptrs.size(), overrides));

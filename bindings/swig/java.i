@@ -121,6 +121,10 @@ static void accswig_java_throw(JNIEnv *jenv, int code, const char *message) {
 %javaconst(0) ACC_FORWARD_DEFAULT;
 %javaconst(0) ACC_FORWARD_NO_GRAD;
 
+/* Sizes and indices (size_t, a long here): a negative one is refused by its own value, instead of
+ * reaching the library as a number near 2^64. */
+%typemap(javain) size_t "Args.notNegative($javainput, \"$javainput\")"
+
 /* ---- arrays: copied in and out (Get/Set<Type>ArrayRegion), nothing pinned across the call ---- */
 
 %define ACC_JAVA_ARRAY(CTYPE, JTYPE, JNIELEM, JNIARRAY, NAME)

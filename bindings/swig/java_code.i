@@ -158,7 +158,7 @@
 
 %typemap(javacode) acc_optimizer %{
   public void addParamGroup(java.util.List<String> names, Options overrides) {
-    addParamGroup(String.join("\n", names), overrides);
+    addParamGroup(Args.nulJoined("addParamGroup: the parameter name", names), overrides);
   }
 %}
 
@@ -358,7 +358,8 @@
     onTraceReady(CallbackAdapters.traceReady(handler));
   }
   public void addTracker(String name, TrackerCallbacks tracker) {
-    addTracker(name, CallbackAdapters.tracker(tracker));
+    // The name first: a tracker refused before the library takes it would never be released.
+    addTracker(Args.noNul("addTracker: the name", name), CallbackAdapters.tracker(tracker));
   }
   /** Accelerate's backward(loss, retain_graph=..., create_graph=...): retainGraph keeps the graph for
    *  another backward through it; createGraph gives gradients a graph of their own (and keeps it). */
@@ -370,7 +371,7 @@
     String[] names = values.keySet().toArray(new String[0]);
     double[] data = new double[names.length];
     for (int i = 0; i < names.length; ++i) data[i] = values.get(names[i]);
-    logValues(nulJoined("log: the metric name", names), data, step);
+    logValues(Args.nulJoined("log: the metric name", names), data, step);
   }
   /** Accelerate's log of str values (TensorBoard's add_text): texts by name at step, or at the step
    *  after the last one when step is negative. Program trackers get them through their logText. */
@@ -378,23 +379,10 @@
     String[] names = texts.keySet().toArray(new String[0]);
     String[] values = new String[names.length];
     for (int i = 0; i < names.length; ++i) values[i] = texts.get(names[i]);
-    logTexts(nulJoined("logText: the name", names), nulJoined("logText: the text", values), step);
+    logTexts(Args.nulJoined("logText: the name", names), Args.nulJoined("logText: the text", values), step);
   }
   public void logText(String name, String text, long step) {
     logText(java.util.Collections.singletonMap(name, text), step);
-  }
-  // Each string's UTF-8 bytes and a NUL: a string may hold any other character.
-  private static byte[] nulJoined(String what, String[] strings) {
-    java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
-    for (String s : strings) {
-      if (s == null) throw new InvalidArgumentException(what + " is null");
-      if (s.indexOf('\0') >= 0)
-        throw new InvalidArgumentException(what + " \"" + s.replace("\0", "\\0") + "\" holds a NUL character");
-      byte[] encoded = s.getBytes(java.nio.charset.StandardCharsets.UTF_8);
-      bytes.write(encoded, 0, encoded.length);
-      bytes.write(0);
-    }
-    return bytes.toByteArray();
   }
   /** {@code try (Scope s = acc.autocast(true)) { ... }}: mixed precision for code that is not a
    *  prepared model (false: autocast off); it must end on the thread it began on. */

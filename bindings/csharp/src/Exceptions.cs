@@ -1,6 +1,7 @@
 // The exceptions of failed calls into accelerate: one type per acc_status, all AccelerateException,
 // carrying the library's message. Names are prefixed so they never shadow System's (TimeoutException).
 using System;
+using System.Collections.Generic;
 
 namespace Accelerate {
 
@@ -80,11 +81,28 @@ public class AccelerateInternalException : AccelerateException {
   public AccelerateInternalException(string message) : base(Status.Internal, message) {}
 }
 
-/// Null checks of managed arguments, before anything reads them.
+/// Checks of managed arguments, before anything reads them.
 internal static class Arg {
   internal static T NotNull<T>(T value, string name) where T : class {
     if (value == null) throw new System.ArgumentNullException(name);
     return value;
+  }
+  // An index or count (a size_t in C): a negative one is refused by its own value.
+  internal static long NotNegative(long value, string name) {
+    if (value < 0) throw new AccelerateInvalidArgumentException(name + " is negative: " + value);
+    return value;
+  }
+  // Each string's UTF-8 bytes and a NUL: a string may hold any other character (a newline too).
+  internal static byte[] NulJoined(string what, IEnumerable<string> strings) {
+    var bytes = new List<byte>();
+    foreach (var s in NotNull(strings, what + "s")) {
+      if (s == null) throw new AccelerateInvalidArgumentException(what + " is null");
+      if (s.IndexOf('\0') >= 0)
+        throw new AccelerateInvalidArgumentException(what + " \"" + s.Replace("\0", "\\0") + "\" holds a NUL character");
+      bytes.AddRange(System.Text.Encoding.UTF8.GetBytes(s));
+      bytes.Add(0);
+    }
+    return bytes.ToArray();
   }
 }
 

@@ -35,7 +35,8 @@ public partial class Model {
 public partial class Optimizer {
   /// A parameter group of the named parameters, with option overrides (may be null).
   public void AddParamGroup(IEnumerable<string> names, Options overrides) {
-    AddParamGroup(string.Join("\n", Arg.NotNull(names, "names")), overrides);
+    byte[] encoded = Arg.NulJoined("AddParamGroup: the parameter name", names);
+    AddParamGroup(encoded, encoded.LongLength, overrides);
   }
 }
 

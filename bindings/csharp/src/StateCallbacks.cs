@@ -256,6 +256,8 @@ public partial class Accelerator {
   }
   public void AddTracker(string name, ITracker tracker) {
     if (tracker == null) throw new ArgumentNullException("tracker");
+    // The name first: a tracker refused before the library takes it would never be released.
+    AccelerateException.NoNul(name);
     AddTracker(name, new TrackerAdapter(tracker));
   }
   /// Accelerate's log: values by name at `step`, or at the step after the last one when step is negative.
@@ -263,7 +265,7 @@ public partial class Accelerator {
     var names = new List<string>(Arg.NotNull(values, "values").Keys);
     var data = new double[names.Count];
     for (int i = 0; i < data.Length; ++i) data[i] = values[names[i]];
-    var encoded = NulJoined("log: the metric name", names);
+    var encoded = Arg.NulJoined("log: the metric name", names);
     LogValues(encoded, encoded.LongLength, data, data.LongLength, step);
   }
   /// Accelerate's log of str values (TensorBoard's add_text): texts by name at `step`, or at the step
@@ -271,24 +273,12 @@ public partial class Accelerator {
   public void LogText(IDictionary<string, string> texts, long step = -1) {
     var names = new List<string>(Arg.NotNull(texts, "texts").Keys);
     var values = names.Select(n => texts[n]).ToList();
-    var encodedNames = NulJoined("LogText: the name", names);
-    var encodedTexts = NulJoined("LogText: the text", values);
+    var encodedNames = Arg.NulJoined("LogText: the name", names);
+    var encodedTexts = Arg.NulJoined("LogText: the text", values);
     LogTexts(encodedNames, encodedNames.LongLength, encodedTexts, encodedTexts.LongLength, step);
   }
   public void LogText(string name, string text, long step = -1) {
     LogText(new Dictionary<string, string> {{Arg.NotNull(name, "name"), text}}, step);
-  }
-  // Each string's UTF-8 bytes and a NUL: a string may hold any other character.
-  static byte[] NulJoined(string what, IList<string> strings) {
-    var bytes = new List<byte>();
-    foreach (var s in strings) {
-      if (s == null) throw new AccelerateInvalidArgumentException(what + " is null");
-      if (s.IndexOf('\0') >= 0)
-        throw new AccelerateInvalidArgumentException(what + " \"" + s.Replace("\0", "\\0") + "\" holds a NUL character");
-      bytes.AddRange(System.Text.Encoding.UTF8.GetBytes(s));
-      bytes.Add(0);
-    }
-    return bytes.ToArray();
   }
   /// `using (acc.Autocast()) { ... }`: the accelerator's mixed precision for code that is not a
   /// prepared model (enabled false: autocast off). It ends on the thread it began on.

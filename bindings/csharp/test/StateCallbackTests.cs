@@ -158,6 +158,36 @@ public class StateCallbackTests {
     }
   }
 
+  // A tracker refused for a NUL in its name is not kept (pinned) anywhere: the library never took
+  // it, so nothing would ever release it.
+  [Test]
+  public void ATrackerRefusedForItsNameIsNotKept() {
+    using (Accelerator acc = NewAccelerator(TestDirs.Temp())) {
+      long baseline = Library.LiveCallbacks();
+      var nul = Assert.Throws<AccelerateInvalidArgumentException>(() => acc.AddTracker("a\0b", new Recorder()));
+      StringAssert.Contains("NUL", nul.Message);
+      Assert.AreEqual(baseline, Library.LiveCallbacks());
+      using (StringList names = acc.TrackerNames()) Assert.AreEqual(0, names.ToList().Count);
+    }
+  }
+
+  // Names cross whole (a newline is part of a name, never a separator), and a negative group index
+  // is refused by its own value.
+  [Test]
+  public void ParameterNamesCrossWholeAndNegativeIndicesAreRefused() {
+    using (Model model = Model.FromSpec(Spec))
+    using (var opt = new Optimizer(model, "sgd", null)) {
+      var joined = Assert.Throws<AccelerateInvalidArgumentException>(
+          () => opt.AddParamGroup(new[] { "0.weight\n0.bias" }, null));
+      StringAssert.Contains("0.weight\n0.bias", joined.Message);
+      Assert.AreEqual(1, opt.NumParamGroups);
+      var negative = Assert.Throws<AccelerateInvalidArgumentException>(() => opt.GetLr(-1));
+      StringAssert.Contains("group is negative: -1", negative.Message);
+      opt.AddParamGroup(new[] { "0.bias" }, null);
+      Assert.AreEqual(2, opt.NumParamGroups);
+    }
+  }
+
   [Test]
   public void EachGroupHasItsOwnFunctionAndACyclicScheduleTakesAScale() {
     using (Model model = Model.FromSpec(Spec))

@@ -2,7 +2,6 @@ package accelerate
 
 import (
 	"runtime"
-	"strings"
 
 	"github.com/accelerate-cpp/accelerate/go/internal/capi"
 )
@@ -304,8 +303,14 @@ func (o *Optimizer) AddParamGroup(names []string, overrides *Options) error {
 	if err != nil {
 		return err
 	}
+	var encoded []byte
+	for _, name := range names {
+		if encoded, err = appendNulTerminated(encoded, "AddParamGroup: the parameter name", name); err != nil {
+			return err
+		}
+	}
 	defer runtime.KeepAlive(overrides)
-	return do(o.ref(), func(h capi.Optimizer, e *string) { h.AddParamGroup(strings.Join(names, "\n"), oh, e) })
+	return do(o.ref(), func(h capi.Optimizer, e *string) { h.AddParamGroup(encoded, oh, e) })
 }
 
 // AddParamGroupMatching moves the trainable parameters whose names match patterns (as

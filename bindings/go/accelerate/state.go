@@ -82,6 +82,10 @@ func (a *Accelerator) OnTraceReady(fn func(step int64) error) error {
 }
 
 func (a *Accelerator) AddTracker(name string, t TrackerFuncs) error {
+	// The name first: a tracker refused before the library takes it would never be released.
+	if _, err := appendNulTerminated(nil, "AddTracker: the name", name); err != nil {
+		return err
+	}
 	return a.do(func(h capi.Accelerator, e *string) {
 		h.AddTracker(name, capi.NewDirectorTracker(&trackerAdapter{t}), e)
 	})

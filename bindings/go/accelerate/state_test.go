@@ -171,7 +171,10 @@ func TestTextsReachTheTrackersLogText(t *testing.T) {
 	var calls []string
 	sample := "once upon a time\nthere was a 🚀"
 	err := a.AddTracker("texts", acc.TrackerFuncs{
-		Log: func(v map[string]float64, step int64) error { calls = append(calls, fmt.Sprint("log ", step)); return nil },
+		Log: func(v map[string]float64, step int64) error {
+			calls = append(calls, fmt.Sprint("log ", step))
+			return nil
+		},
 		LogText: func(texts map[string]string, step int64) error {
 			calls = append(calls, fmt.Sprint("text ", step, " ", texts["sample"], " ", len(texts)))
 			return nil
@@ -181,7 +184,10 @@ func TestTextsReachTheTrackersLogText(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := a.AddTracker("numbers", acc.TrackerFuncs{
-		Log: func(v map[string]float64, step int64) error { calls = append(calls, fmt.Sprint("numbers ", step)); return nil },
+		Log: func(v map[string]float64, step int64) error {
+			calls = append(calls, fmt.Sprint("numbers ", step))
+			return nil
+		},
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -220,6 +226,28 @@ func sgdOverALinearLayer(t *testing.T) *acc.Optimizer {
 	}
 	t.Cleanup(func() { opt.Close() })
 	return opt
+}
+
+// A tracker refused for a NUL in its name never reaches the library; parameter names cross whole (a
+// newline is part of a name, never a separator).
+func TestNamesAreRefusedOrCrossWhole(t *testing.T) {
+	a := newCPUAccelerator(t, t.TempDir())
+	if err := a.AddTracker("a\x00b", acc.TrackerFuncs{}); !errors.Is(err, acc.ErrInvalidArgument) || !strings.Contains(err.Error(), "NUL") {
+		t.Fatalf("a tracker name holding a NUL: %v", err)
+	}
+	if names, err := a.TrackerNames(); err != nil || len(names) != 0 {
+		t.Fatalf("trackers %q, %v; want none", names, err)
+	}
+	opt := sgdOverALinearLayer(t)
+	if err := opt.AddParamGroup([]string{"0.weight\n0.bias"}, nil); !errors.Is(err, acc.ErrInvalidArgument) || !strings.Contains(err.Error(), "0.weight\n0.bias") {
+		t.Fatalf("two names joined by a newline: %v", err)
+	}
+	if err := opt.AddParamGroup([]string{"0.bias"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if groups, _ := opt.NumParamGroups(); groups != 2 {
+		t.Fatalf("%d parameter groups, want 2", groups)
+	}
 }
 
 func TestSchedulerFromLambda(t *testing.T) {

@@ -404,9 +404,9 @@ struct Library {
 struct LoadReport {
   std::vector<std::string> missing_names, unexpected_names;
   size_t missingCount() const { return missing_names.size(); }
-  std::string missing(size_t i) const { return missing_names.at(i); }
+  std::string missing(size_t index) const { return missing_names.at(index); }
   size_t unexpectedCount() const { return unexpected_names.size(); }
-  std::string unexpected(size_t i) const { return unexpected_names.at(i); }
+  std::string unexpected(size_t index) const { return unexpected_names.at(index); }
 };
 }
 
@@ -788,8 +788,8 @@ SWIGINTERN acc_optimizer *new_acc_optimizer(acc_model *model,char const *algorit
     return out;
   }
 SWIGINTERN void delete_acc_optimizer(acc_optimizer *self){ acc_optimizer_free(self); }
-SWIGINTERN void acc_optimizer_addParamGroup(acc_optimizer *self,char const *names,acc_options const *overrides,std::string *swig_err){
-    std::vector<std::string> list = split_lines(names ? names : "");
+SWIGINTERN void acc_optimizer_addParamGroup(acc_optimizer *self,uint8_t const *names,size_t namesSize,acc_options const *overrides,std::string *swig_err){
+    std::vector<std::string> list = split_nul_terminated(names, namesSize);
     std::vector<const char *> ptrs;
     for (const auto &s : list) ptrs.push_back(s.c_str());
     check(acc_optimizer_add_param_group(self, ptrs.data(), ptrs.size(), overrides));
@@ -1312,19 +1312,19 @@ SwigDirector_SampleSource::SwigDirector_SampleSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_SampleSource_capi_d8e8d7e8289b225f(intgo);
+extern "C" void Swiggo_DeleteDirector_SampleSource_capi_125dda41dfa9e77c(intgo);
 SwigDirector_SampleSource::~SwigDirector_SampleSource()
 {
-  Swiggo_DeleteDirector_SampleSource_capi_d8e8d7e8289b225f(go_val);
+  Swiggo_DeleteDirector_SampleSource_capi_125dda41dfa9e77c(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorSampleSource_callback_released_capi_d8e8d7e8289b225f(int);
+extern "C" void Swig_DirectorSampleSource_callback_released_capi_125dda41dfa9e77c(int);
 void SwigDirector_SampleSource::released() {
-  Swig_DirectorSampleSource_callback_released_capi_d8e8d7e8289b225f(go_val);
+  Swig_DirectorSampleSource_callback_released_capi_125dda41dfa9e77c(go_val);
 }
 
-extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_d8e8d7e8289b225f(int, long long index, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_125dda41dfa9e77c(int, long long index, acc_tensor_list *out);
 int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1333,7 +1333,7 @@ int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   
   swig_index = (int64_t)index; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorSampleSource_callback_sample_capi_d8e8d7e8289b225f(go_val, swig_index, swig_out);
+  result = Swig_DirectorSampleSource_callback_sample_capi_125dda41dfa9e77c(go_val, swig_index, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1343,38 +1343,38 @@ SwigDirector_StreamSource::SwigDirector_StreamSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StreamSource_capi_d8e8d7e8289b225f(intgo);
+extern "C" void Swiggo_DeleteDirector_StreamSource_capi_125dda41dfa9e77c(intgo);
 SwigDirector_StreamSource::~SwigDirector_StreamSource()
 {
-  Swiggo_DeleteDirector_StreamSource_capi_d8e8d7e8289b225f(go_val);
+  Swiggo_DeleteDirector_StreamSource_capi_125dda41dfa9e77c(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStreamSource_callback_released_capi_d8e8d7e8289b225f(int);
+extern "C" void Swig_DirectorStreamSource_callback_released_capi_125dda41dfa9e77c(int);
 void SwigDirector_StreamSource::released() {
-  Swig_DirectorStreamSource_callback_released_capi_d8e8d7e8289b225f(go_val);
+  Swig_DirectorStreamSource_callback_released_capi_125dda41dfa9e77c(go_val);
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_d8e8d7e8289b225f(int, long long epoch);
+extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_125dda41dfa9e77c(int, long long epoch);
 int SwigDirector_StreamSource::start(int64_t epoch) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_epoch;
   
   swig_epoch = (int64_t)epoch; 
-  result = Swig_DirectorStreamSource_callback_start_capi_d8e8d7e8289b225f(go_val, swig_epoch);
+  result = Swig_DirectorStreamSource_callback_start_capi_125dda41dfa9e77c(go_val, swig_epoch);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_d8e8d7e8289b225f(int, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_125dda41dfa9e77c(int, acc_tensor_list *out);
 int SwigDirector_StreamSource::next(acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   acc_tensor_list *swig_out;
   
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorStreamSource_callback_next_capi_d8e8d7e8289b225f(go_val, swig_out);
+  result = Swig_DirectorStreamSource_callback_next_capi_125dda41dfa9e77c(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1384,19 +1384,19 @@ SwigDirector_Collator::SwigDirector_Collator(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Collator_capi_d8e8d7e8289b225f(intgo);
+extern "C" void Swiggo_DeleteDirector_Collator_capi_125dda41dfa9e77c(intgo);
 SwigDirector_Collator::~SwigDirector_Collator()
 {
-  Swiggo_DeleteDirector_Collator_capi_d8e8d7e8289b225f(go_val);
+  Swiggo_DeleteDirector_Collator_capi_125dda41dfa9e77c(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCollator_callback_released_capi_d8e8d7e8289b225f(int);
+extern "C" void Swig_DirectorCollator_callback_released_capi_125dda41dfa9e77c(int);
 void SwigDirector_Collator::released() {
-  Swig_DirectorCollator_callback_released_capi_d8e8d7e8289b225f(go_val);
+  Swig_DirectorCollator_callback_released_capi_125dda41dfa9e77c(go_val);
 }
 
-extern "C" intgo Swig_DirectorCollator_callback_collate_capi_d8e8d7e8289b225f(int, accswig::Samples *samples, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorCollator_callback_collate_capi_125dda41dfa9e77c(int, accswig::Samples *samples, acc_tensor_list *out);
 int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1405,7 +1405,7 @@ int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *ou
   
   *(accswig::Samples **)&swig_samples = (accswig::Samples *)samples; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorCollator_callback_collate_capi_d8e8d7e8289b225f(go_val, swig_samples, swig_out);
+  result = Swig_DirectorCollator_callback_collate_capi_125dda41dfa9e77c(go_val, swig_samples, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1415,38 +1415,38 @@ SwigDirector_StateHandler::SwigDirector_StateHandler(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StateHandler_capi_d8e8d7e8289b225f(intgo);
+extern "C" void Swiggo_DeleteDirector_StateHandler_capi_125dda41dfa9e77c(intgo);
 SwigDirector_StateHandler::~SwigDirector_StateHandler()
 {
-  Swiggo_DeleteDirector_StateHandler_capi_d8e8d7e8289b225f(go_val);
+  Swiggo_DeleteDirector_StateHandler_capi_125dda41dfa9e77c(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStateHandler_callback_released_capi_d8e8d7e8289b225f(int);
+extern "C" void Swig_DirectorStateHandler_callback_released_capi_125dda41dfa9e77c(int);
 void SwigDirector_StateHandler::released() {
-  Swig_DirectorStateHandler_callback_released_capi_d8e8d7e8289b225f(go_val);
+  Swig_DirectorStateHandler_callback_released_capi_125dda41dfa9e77c(go_val);
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_d8e8d7e8289b225f(int, accswig::Bytes *out);
+extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_125dda41dfa9e77c(int, accswig::Bytes *out);
 int SwigDirector_StateHandler::save(accswig::Bytes *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_out;
   
   *(accswig::Bytes **)&swig_out = (accswig::Bytes *)out; 
-  result = Swig_DirectorStateHandler_callback_save_capi_d8e8d7e8289b225f(go_val, swig_out);
+  result = Swig_DirectorStateHandler_callback_save_capi_125dda41dfa9e77c(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_d8e8d7e8289b225f(int, accswig::Bytes *in);
+extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_125dda41dfa9e77c(int, accswig::Bytes *in);
 int SwigDirector_StateHandler::load(accswig::Bytes *in) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_in;
   
   *(accswig::Bytes **)&swig_in = (accswig::Bytes *)in; 
-  result = Swig_DirectorStateHandler_callback_load_capi_d8e8d7e8289b225f(go_val, swig_in);
+  result = Swig_DirectorStateHandler_callback_load_capi_125dda41dfa9e77c(go_val, swig_in);
   c_result = (int)result; 
   return c_result;
 }
@@ -1456,19 +1456,19 @@ SwigDirector_CheckpointHook::SwigDirector_CheckpointHook(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_d8e8d7e8289b225f(intgo);
+extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_125dda41dfa9e77c(intgo);
 SwigDirector_CheckpointHook::~SwigDirector_CheckpointHook()
 {
-  Swiggo_DeleteDirector_CheckpointHook_capi_d8e8d7e8289b225f(go_val);
+  Swiggo_DeleteDirector_CheckpointHook_capi_125dda41dfa9e77c(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_d8e8d7e8289b225f(int);
+extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_125dda41dfa9e77c(int);
 void SwigDirector_CheckpointHook::released() {
-  Swig_DirectorCheckpointHook_callback_released_capi_d8e8d7e8289b225f(go_val);
+  Swig_DirectorCheckpointHook_callback_released_capi_125dda41dfa9e77c(go_val);
 }
 
-extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_d8e8d7e8289b225f(int, _gostring_ dir);
+extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_125dda41dfa9e77c(int, _gostring_ dir);
 int SwigDirector_CheckpointHook::run(char const *dir) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1477,7 +1477,7 @@ int SwigDirector_CheckpointHook::run(char const *dir) {
   
   swig_dir = Swig_AllocateString((char*)dir, dir ? strlen((char*)dir) : 0);
   
-  result = Swig_DirectorCheckpointHook_callback_run_capi_d8e8d7e8289b225f(go_val, swig_dir);
+  result = Swig_DirectorCheckpointHook_callback_run_capi_125dda41dfa9e77c(go_val, swig_dir);
   c_result = (int)result; 
   return c_result;
 }
@@ -1487,19 +1487,19 @@ SwigDirector_Tracker::SwigDirector_Tracker(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Tracker_capi_d8e8d7e8289b225f(intgo);
+extern "C" void Swiggo_DeleteDirector_Tracker_capi_125dda41dfa9e77c(intgo);
 SwigDirector_Tracker::~SwigDirector_Tracker()
 {
-  Swiggo_DeleteDirector_Tracker_capi_d8e8d7e8289b225f(go_val);
+  Swiggo_DeleteDirector_Tracker_capi_125dda41dfa9e77c(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTracker_callback_released_capi_d8e8d7e8289b225f(int);
+extern "C" void Swig_DirectorTracker_callback_released_capi_125dda41dfa9e77c(int);
 void SwigDirector_Tracker::released() {
-  Swig_DirectorTracker_callback_released_capi_d8e8d7e8289b225f(go_val);
+  Swig_DirectorTracker_callback_released_capi_125dda41dfa9e77c(go_val);
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_init_capi_d8e8d7e8289b225f(int, _gostring_ project, _gostring_ configJson);
+extern "C" intgo Swig_DirectorTracker_callback_init_capi_125dda41dfa9e77c(int, _gostring_ project, _gostring_ configJson);
 int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1512,12 +1512,12 @@ int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   
   swig_configJson = Swig_AllocateString((char*)configJson, configJson ? strlen((char*)configJson) : 0);
   
-  result = Swig_DirectorTracker_callback_init_capi_d8e8d7e8289b225f(go_val, swig_project, swig_configJson);
+  result = Swig_DirectorTracker_callback_init_capi_125dda41dfa9e77c(go_val, swig_project, swig_configJson);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_log_capi_d8e8d7e8289b225f(int, accswig::Metrics *metrics, long long step);
+extern "C" intgo Swig_DirectorTracker_callback_log_capi_125dda41dfa9e77c(int, accswig::Metrics *metrics, long long step);
 int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1526,22 +1526,22 @@ int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   
   *(accswig::Metrics **)&swig_metrics = (accswig::Metrics *)metrics; 
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_log_capi_d8e8d7e8289b225f(go_val, swig_metrics, swig_step);
+  result = Swig_DirectorTracker_callback_log_capi_125dda41dfa9e77c(go_val, swig_metrics, swig_step);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_finish_capi_d8e8d7e8289b225f(int);
+extern "C" intgo Swig_DirectorTracker_callback_finish_capi_125dda41dfa9e77c(int);
 int SwigDirector_Tracker::finish() {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   
-  result = Swig_DirectorTracker_callback_finish_capi_d8e8d7e8289b225f(go_val);
+  result = Swig_DirectorTracker_callback_finish_capi_125dda41dfa9e77c(go_val);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_logText_capi_d8e8d7e8289b225f(int, accswig::Texts *arg2, long long arg3);
+extern "C" intgo Swig_DirectorTracker_callback_logText_capi_125dda41dfa9e77c(int, accswig::Texts *arg2, long long arg3);
 int SwigDirector_Tracker::logText(accswig::Texts *texts,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1550,7 +1550,7 @@ int SwigDirector_Tracker::logText(accswig::Texts *texts,int64_t step) {
   
   *(accswig::Texts **)&swig_arg2 = (accswig::Texts *)texts; 
   swig_arg3 = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_logText_capi_d8e8d7e8289b225f(go_val, swig_arg2, swig_arg3);
+  result = Swig_DirectorTracker_callback_logText_capi_125dda41dfa9e77c(go_val, swig_arg2, swig_arg3);
   c_result = (int)result; 
   return c_result;
 }
@@ -1560,19 +1560,19 @@ SwigDirector_LrLambda::SwigDirector_LrLambda(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_LrLambda_capi_d8e8d7e8289b225f(intgo);
+extern "C" void Swiggo_DeleteDirector_LrLambda_capi_125dda41dfa9e77c(intgo);
 SwigDirector_LrLambda::~SwigDirector_LrLambda()
 {
-  Swiggo_DeleteDirector_LrLambda_capi_d8e8d7e8289b225f(go_val);
+  Swiggo_DeleteDirector_LrLambda_capi_125dda41dfa9e77c(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorLrLambda_callback_released_capi_d8e8d7e8289b225f(int);
+extern "C" void Swig_DirectorLrLambda_callback_released_capi_125dda41dfa9e77c(int);
 void SwigDirector_LrLambda::released() {
-  Swig_DirectorLrLambda_callback_released_capi_d8e8d7e8289b225f(go_val);
+  Swig_DirectorLrLambda_callback_released_capi_125dda41dfa9e77c(go_val);
 }
 
-extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_d8e8d7e8289b225f(int, long long step, accswig::Factor *out);
+extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_125dda41dfa9e77c(int, long long step, accswig::Factor *out);
 int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1581,7 +1581,7 @@ int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   
   swig_step = (int64_t)step; 
   *(accswig::Factor **)&swig_out = (accswig::Factor *)out; 
-  result = Swig_DirectorLrLambda_callback_factor_capi_d8e8d7e8289b225f(go_val, swig_step, swig_out);
+  result = Swig_DirectorLrLambda_callback_factor_capi_125dda41dfa9e77c(go_val, swig_step, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1591,19 +1591,19 @@ SwigDirector_GroupLrLambda::SwigDirector_GroupLrLambda(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_GroupLrLambda_capi_d8e8d7e8289b225f(intgo);
+extern "C" void Swiggo_DeleteDirector_GroupLrLambda_capi_125dda41dfa9e77c(intgo);
 SwigDirector_GroupLrLambda::~SwigDirector_GroupLrLambda()
 {
-  Swiggo_DeleteDirector_GroupLrLambda_capi_d8e8d7e8289b225f(go_val);
+  Swiggo_DeleteDirector_GroupLrLambda_capi_125dda41dfa9e77c(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorGroupLrLambda_callback_released_capi_d8e8d7e8289b225f(int);
+extern "C" void Swig_DirectorGroupLrLambda_callback_released_capi_125dda41dfa9e77c(int);
 void SwigDirector_GroupLrLambda::released() {
-  Swig_DirectorGroupLrLambda_callback_released_capi_d8e8d7e8289b225f(go_val);
+  Swig_DirectorGroupLrLambda_callback_released_capi_125dda41dfa9e77c(go_val);
 }
 
-extern "C" intgo Swig_DirectorGroupLrLambda_callback_factor_capi_d8e8d7e8289b225f(int, long long group, long long step, accswig::Factor *out);
+extern "C" intgo Swig_DirectorGroupLrLambda_callback_factor_capi_125dda41dfa9e77c(int, long long group, long long step, accswig::Factor *out);
 int SwigDirector_GroupLrLambda::factor(size_t group,int64_t step,accswig::Factor *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1614,7 +1614,7 @@ int SwigDirector_GroupLrLambda::factor(size_t group,int64_t step,accswig::Factor
   swig_group = (size_t)group; 
   swig_step = (int64_t)step; 
   *(accswig::Factor **)&swig_out = (accswig::Factor *)out; 
-  result = Swig_DirectorGroupLrLambda_callback_factor_capi_d8e8d7e8289b225f(go_val, swig_group, swig_step, swig_out);
+  result = Swig_DirectorGroupLrLambda_callback_factor_capi_125dda41dfa9e77c(go_val, swig_group, swig_step, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1624,26 +1624,26 @@ SwigDirector_TraceReady::SwigDirector_TraceReady(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_TraceReady_capi_d8e8d7e8289b225f(intgo);
+extern "C" void Swiggo_DeleteDirector_TraceReady_capi_125dda41dfa9e77c(intgo);
 SwigDirector_TraceReady::~SwigDirector_TraceReady()
 {
-  Swiggo_DeleteDirector_TraceReady_capi_d8e8d7e8289b225f(go_val);
+  Swiggo_DeleteDirector_TraceReady_capi_125dda41dfa9e77c(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTraceReady_callback_released_capi_d8e8d7e8289b225f(int);
+extern "C" void Swig_DirectorTraceReady_callback_released_capi_125dda41dfa9e77c(int);
 void SwigDirector_TraceReady::released() {
-  Swig_DirectorTraceReady_callback_released_capi_d8e8d7e8289b225f(go_val);
+  Swig_DirectorTraceReady_callback_released_capi_125dda41dfa9e77c(go_val);
 }
 
-extern "C" intgo Swig_DirectorTraceReady_callback_ready_capi_d8e8d7e8289b225f(int, long long step);
+extern "C" intgo Swig_DirectorTraceReady_callback_ready_capi_125dda41dfa9e77c(int, long long step);
 int SwigDirector_TraceReady::ready(int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_step;
   
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTraceReady_callback_ready_capi_d8e8d7e8289b225f(go_val, swig_step);
+  result = Swig_DirectorTraceReady_callback_ready_capi_125dda41dfa9e77c(go_val, swig_step);
   c_result = (int)result; 
   return c_result;
 }
@@ -1653,26 +1653,26 @@ SwigDirector_BatchSizeRun::SwigDirector_BatchSizeRun(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_d8e8d7e8289b225f(intgo);
+extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_125dda41dfa9e77c(intgo);
 SwigDirector_BatchSizeRun::~SwigDirector_BatchSizeRun()
 {
-  Swiggo_DeleteDirector_BatchSizeRun_capi_d8e8d7e8289b225f(go_val);
+  Swiggo_DeleteDirector_BatchSizeRun_capi_125dda41dfa9e77c(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_d8e8d7e8289b225f(int);
+extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_125dda41dfa9e77c(int);
 void SwigDirector_BatchSizeRun::released() {
-  Swig_DirectorBatchSizeRun_callback_released_capi_d8e8d7e8289b225f(go_val);
+  Swig_DirectorBatchSizeRun_callback_released_capi_125dda41dfa9e77c(go_val);
 }
 
-extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_d8e8d7e8289b225f(int, long long batch_size);
+extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_125dda41dfa9e77c(int, long long batch_size);
 int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_batch_size;
   
   swig_batch_size = (int64_t)batch_size; 
-  result = Swig_DirectorBatchSizeRun_callback_run_capi_d8e8d7e8289b225f(go_val, swig_batch_size);
+  result = Swig_DirectorBatchSizeRun_callback_run_capi_125dda41dfa9e77c(go_val, swig_batch_size);
   c_result = (int)result; 
   return c_result;
 }
@@ -1681,7 +1681,7 @@ int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_d8e8d7e8289b225f(void *_swig_go_0) {
+void _wrap_Swig_free_capi_125dda41dfa9e77c(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1691,7 +1691,7 @@ void _wrap_Swig_free_capi_d8e8d7e8289b225f(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_125dda41dfa9e77c(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1704,7 +1704,7 @@ void *_wrap_Swig_malloc_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_ACC_OK_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_OK_capi_125dda41dfa9e77c() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1725,7 +1725,7 @@ intgo _wrap_ACC_OK_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_125dda41dfa9e77c() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1746,7 +1746,7 @@ intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_125dda41dfa9e77c() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1767,7 +1767,7 @@ intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_125dda41dfa9e77c() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1788,7 +1788,7 @@ intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_ERR_UNSUPPORTED_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_ERR_UNSUPPORTED_capi_125dda41dfa9e77c() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1809,7 +1809,7 @@ intgo _wrap_ACC_ERR_UNSUPPORTED_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_125dda41dfa9e77c() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1830,7 +1830,7 @@ intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_ERR_TIMEOUT_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_ERR_TIMEOUT_capi_125dda41dfa9e77c() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1851,7 +1851,7 @@ intgo _wrap_ACC_ERR_TIMEOUT_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_ERR_ABORTED_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_ERR_ABORTED_capi_125dda41dfa9e77c() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1872,7 +1872,7 @@ intgo _wrap_ACC_ERR_ABORTED_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_ERR_DISTRIBUTED_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_ERR_DISTRIBUTED_capi_125dda41dfa9e77c() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1893,7 +1893,7 @@ intgo _wrap_ACC_ERR_DISTRIBUTED_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_ERR_IO_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_ERR_IO_capi_125dda41dfa9e77c() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1914,7 +1914,7 @@ intgo _wrap_ACC_ERR_IO_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_125dda41dfa9e77c() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1935,7 +1935,7 @@ intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_ERR_INTERNAL_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_ERR_INTERNAL_capi_125dda41dfa9e77c() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1956,7 +1956,7 @@ intgo _wrap_ACC_ERR_INTERNAL_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UNDEFINED_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_DTYPE_UNDEFINED_capi_125dda41dfa9e77c() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1977,7 +1977,7 @@ intgo _wrap_ACC_DTYPE_UNDEFINED_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT32_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_DTYPE_FLOAT32_capi_125dda41dfa9e77c() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1998,7 +1998,7 @@ intgo _wrap_ACC_DTYPE_FLOAT32_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT64_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_DTYPE_FLOAT64_capi_125dda41dfa9e77c() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2019,7 +2019,7 @@ intgo _wrap_ACC_DTYPE_FLOAT64_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BFLOAT16_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_DTYPE_BFLOAT16_capi_125dda41dfa9e77c() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2040,7 +2040,7 @@ intgo _wrap_ACC_DTYPE_BFLOAT16_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT16_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_DTYPE_FLOAT16_capi_125dda41dfa9e77c() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2061,7 +2061,7 @@ intgo _wrap_ACC_DTYPE_FLOAT16_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT64_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_DTYPE_INT64_capi_125dda41dfa9e77c() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2082,7 +2082,7 @@ intgo _wrap_ACC_DTYPE_INT64_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT32_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_DTYPE_INT32_capi_125dda41dfa9e77c() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2103,7 +2103,7 @@ intgo _wrap_ACC_DTYPE_INT32_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UINT8_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_DTYPE_UINT8_capi_125dda41dfa9e77c() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2124,7 +2124,7 @@ intgo _wrap_ACC_DTYPE_UINT8_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BOOL_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_DTYPE_BOOL_capi_125dda41dfa9e77c() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2145,7 +2145,7 @@ intgo _wrap_ACC_DTYPE_BOOL_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT8_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_DTYPE_INT8_capi_125dda41dfa9e77c() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2166,7 +2166,7 @@ intgo _wrap_ACC_DTYPE_INT8_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT16_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_DTYPE_INT16_capi_125dda41dfa9e77c() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2187,7 +2187,7 @@ intgo _wrap_ACC_DTYPE_INT16_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_NONE_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_REDUCTION_NONE_capi_125dda41dfa9e77c() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2208,7 +2208,7 @@ intgo _wrap_ACC_REDUCTION_NONE_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_MEAN_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_REDUCTION_MEAN_capi_125dda41dfa9e77c() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2229,7 +2229,7 @@ intgo _wrap_ACC_REDUCTION_MEAN_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_SUM_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_REDUCTION_SUM_capi_125dda41dfa9e77c() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2250,7 +2250,7 @@ intgo _wrap_ACC_REDUCTION_SUM_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ANY_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_HANDLE_ANY_capi_125dda41dfa9e77c() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2271,7 +2271,7 @@ intgo _wrap_ACC_HANDLE_ANY_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_HANDLE_TENSOR_capi_125dda41dfa9e77c() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2292,7 +2292,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_125dda41dfa9e77c() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2313,7 +2313,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_STRING_LIST_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_HANDLE_STRING_LIST_capi_125dda41dfa9e77c() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2334,7 +2334,7 @@ intgo _wrap_ACC_HANDLE_STRING_LIST_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIONS_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_HANDLE_OPTIONS_capi_125dda41dfa9e77c() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2355,7 +2355,7 @@ intgo _wrap_ACC_HANDLE_OPTIONS_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_MODEL_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_HANDLE_MODEL_capi_125dda41dfa9e77c() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2376,7 +2376,7 @@ intgo _wrap_ACC_HANDLE_MODEL_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_125dda41dfa9e77c() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2397,7 +2397,7 @@ intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_SCHEDULER_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_HANDLE_SCHEDULER_capi_125dda41dfa9e77c() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2418,7 +2418,7 @@ intgo _wrap_ACC_HANDLE_SCHEDULER_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATASET_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_HANDLE_DATASET_capi_125dda41dfa9e77c() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2439,7 +2439,7 @@ intgo _wrap_ACC_HANDLE_DATASET_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATALOADER_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_HANDLE_DATALOADER_capi_125dda41dfa9e77c() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2460,7 +2460,7 @@ intgo _wrap_ACC_HANDLE_DATALOADER_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_125dda41dfa9e77c() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2481,7 +2481,7 @@ intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_PROGRESS_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_HANDLE_PROGRESS_capi_125dda41dfa9e77c() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2502,7 +2502,7 @@ intgo _wrap_ACC_HANDLE_PROGRESS_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_BYTES_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_HANDLE_BYTES_capi_125dda41dfa9e77c() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2523,7 +2523,7 @@ intgo _wrap_ACC_HANDLE_BYTES_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_125dda41dfa9e77c() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2544,7 +2544,7 @@ intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_125dda41dfa9e77c() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2565,7 +2565,7 @@ intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_125dda41dfa9e77c() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2586,7 +2586,7 @@ intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_DATALOADER_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_OPTIONS_DATALOADER_capi_125dda41dfa9e77c() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2607,7 +2607,7 @@ intgo _wrap_ACC_OPTIONS_DATALOADER_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_125dda41dfa9e77c() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2628,7 +2628,7 @@ intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_LORA_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_OPTIONS_LORA_capi_125dda41dfa9e77c() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2649,7 +2649,7 @@ intgo _wrap_ACC_OPTIONS_LORA_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_PROFILE_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_OPTIONS_PROFILE_capi_125dda41dfa9e77c() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2670,7 +2670,7 @@ intgo _wrap_ACC_OPTIONS_PROFILE_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_125dda41dfa9e77c() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2691,7 +2691,7 @@ intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_125dda41dfa9e77c() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2712,7 +2712,7 @@ intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_NO_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_PLACEMENT_NO_capi_125dda41dfa9e77c() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2733,7 +2733,7 @@ intgo _wrap_ACC_PLACEMENT_NO_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_YES_capi_d8e8d7e8289b225f() {
+intgo _wrap_ACC_PLACEMENT_YES_capi_125dda41dfa9e77c() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2754,7 +2754,7 @@ intgo _wrap_ACC_PLACEMENT_YES_capi_d8e8d7e8289b225f() {
 }
 
 
-void _wrap_delete_Callback_capi_d8e8d7e8289b225f(accswig::Callback *_swig_go_0) {
+void _wrap_delete_Callback_capi_125dda41dfa9e77c(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -2773,7 +2773,7 @@ void _wrap_delete_Callback_capi_d8e8d7e8289b225f(accswig::Callback *_swig_go_0) 
 }
 
 
-void _wrap_Callback_released_capi_d8e8d7e8289b225f(accswig::Callback *_swig_go_0) {
+void _wrap_Callback_released_capi_125dda41dfa9e77c(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -2792,7 +2792,7 @@ void _wrap_Callback_released_capi_d8e8d7e8289b225f(accswig::Callback *_swig_go_0
 }
 
 
-accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
+accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_125dda41dfa9e77c(intgo _swig_go_0) {
   int arg1 ;
   accswig::SampleSource *result = 0 ;
   accswig::SampleSource *_swig_go_result;
@@ -2814,7 +2814,7 @@ accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_d8e8
 }
 
 
-void _wrap_DeleteDirectorSampleSource_capi_d8e8d7e8289b225f(accswig::SampleSource *_swig_go_0) {
+void _wrap_DeleteDirectorSampleSource_capi_125dda41dfa9e77c(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2833,7 +2833,7 @@ void _wrap_DeleteDirectorSampleSource_capi_d8e8d7e8289b225f(accswig::SampleSourc
 }
 
 
-void _wrap__swig_DirectorSampleSource_upcall_Released_capi_d8e8d7e8289b225f(SwigDirector_SampleSource *_swig_go_0) {
+void _wrap__swig_DirectorSampleSource_upcall_Released_capi_125dda41dfa9e77c(SwigDirector_SampleSource *_swig_go_0) {
   SwigDirector_SampleSource *arg1 = (SwigDirector_SampleSource *) 0 ;
   
   arg1 = *(SwigDirector_SampleSource **)&_swig_go_0; 
@@ -2852,7 +2852,7 @@ void _wrap__swig_DirectorSampleSource_upcall_Released_capi_d8e8d7e8289b225f(Swig
 }
 
 
-intgo _wrap_SampleSource_sample_capi_d8e8d7e8289b225f(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_SampleSource_sample_capi_125dda41dfa9e77c(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   int64_t arg2 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -2878,7 +2878,7 @@ intgo _wrap_SampleSource_sample_capi_d8e8d7e8289b225f(accswig::SampleSource *_sw
 }
 
 
-void _wrap_delete_SampleSource_capi_d8e8d7e8289b225f(accswig::SampleSource *_swig_go_0) {
+void _wrap_delete_SampleSource_capi_125dda41dfa9e77c(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2897,7 +2897,7 @@ void _wrap_delete_SampleSource_capi_d8e8d7e8289b225f(accswig::SampleSource *_swi
 }
 
 
-void _wrap_SampleSource_released_capi_d8e8d7e8289b225f(accswig::SampleSource *_swig_go_0) {
+void _wrap_SampleSource_released_capi_125dda41dfa9e77c(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2908,7 +2908,7 @@ void _wrap_SampleSource_released_capi_d8e8d7e8289b225f(accswig::SampleSource *_s
 }
 
 
-accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
+accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_125dda41dfa9e77c(intgo _swig_go_0) {
   int arg1 ;
   accswig::StreamSource *result = 0 ;
   accswig::StreamSource *_swig_go_result;
@@ -2930,7 +2930,7 @@ accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_d8e8
 }
 
 
-void _wrap_DeleteDirectorStreamSource_capi_d8e8d7e8289b225f(accswig::StreamSource *_swig_go_0) {
+void _wrap_DeleteDirectorStreamSource_capi_125dda41dfa9e77c(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -2949,7 +2949,7 @@ void _wrap_DeleteDirectorStreamSource_capi_d8e8d7e8289b225f(accswig::StreamSourc
 }
 
 
-void _wrap__swig_DirectorStreamSource_upcall_Released_capi_d8e8d7e8289b225f(SwigDirector_StreamSource *_swig_go_0) {
+void _wrap__swig_DirectorStreamSource_upcall_Released_capi_125dda41dfa9e77c(SwigDirector_StreamSource *_swig_go_0) {
   SwigDirector_StreamSource *arg1 = (SwigDirector_StreamSource *) 0 ;
   
   arg1 = *(SwigDirector_StreamSource **)&_swig_go_0; 
@@ -2968,7 +2968,7 @@ void _wrap__swig_DirectorStreamSource_upcall_Released_capi_d8e8d7e8289b225f(Swig
 }
 
 
-intgo _wrap_StreamSource_start_capi_d8e8d7e8289b225f(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_StreamSource_start_capi_125dda41dfa9e77c(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   int result;
@@ -2992,7 +2992,7 @@ intgo _wrap_StreamSource_start_capi_d8e8d7e8289b225f(accswig::StreamSource *_swi
 }
 
 
-intgo _wrap_StreamSource_next_capi_d8e8d7e8289b225f(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
+intgo _wrap_StreamSource_next_capi_125dda41dfa9e77c(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   int result;
@@ -3016,7 +3016,7 @@ intgo _wrap_StreamSource_next_capi_d8e8d7e8289b225f(accswig::StreamSource *_swig
 }
 
 
-void _wrap_delete_StreamSource_capi_d8e8d7e8289b225f(accswig::StreamSource *_swig_go_0) {
+void _wrap_delete_StreamSource_capi_125dda41dfa9e77c(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -3035,7 +3035,7 @@ void _wrap_delete_StreamSource_capi_d8e8d7e8289b225f(accswig::StreamSource *_swi
 }
 
 
-void _wrap_StreamSource_released_capi_d8e8d7e8289b225f(accswig::StreamSource *_swig_go_0) {
+void _wrap_StreamSource_released_capi_125dda41dfa9e77c(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -3046,7 +3046,7 @@ void _wrap_StreamSource_released_capi_d8e8d7e8289b225f(accswig::StreamSource *_s
 }
 
 
-accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
+accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_125dda41dfa9e77c(intgo _swig_go_0) {
   int arg1 ;
   accswig::Collator *result = 0 ;
   accswig::Collator *_swig_go_result;
@@ -3068,7 +3068,7 @@ accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_d8e8d7e8289b225f
 }
 
 
-void _wrap_DeleteDirectorCollator_capi_d8e8d7e8289b225f(accswig::Collator *_swig_go_0) {
+void _wrap_DeleteDirectorCollator_capi_125dda41dfa9e77c(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3087,7 +3087,7 @@ void _wrap_DeleteDirectorCollator_capi_d8e8d7e8289b225f(accswig::Collator *_swig
 }
 
 
-void _wrap__swig_DirectorCollator_upcall_Released_capi_d8e8d7e8289b225f(SwigDirector_Collator *_swig_go_0) {
+void _wrap__swig_DirectorCollator_upcall_Released_capi_125dda41dfa9e77c(SwigDirector_Collator *_swig_go_0) {
   SwigDirector_Collator *arg1 = (SwigDirector_Collator *) 0 ;
   
   arg1 = *(SwigDirector_Collator **)&_swig_go_0; 
@@ -3106,7 +3106,7 @@ void _wrap__swig_DirectorCollator_upcall_Released_capi_d8e8d7e8289b225f(SwigDire
 }
 
 
-intgo _wrap_Collator_collate_capi_d8e8d7e8289b225f(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_Collator_collate_capi_125dda41dfa9e77c(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   accswig::Samples *arg2 = (accswig::Samples *) 0 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -3132,7 +3132,7 @@ intgo _wrap_Collator_collate_capi_d8e8d7e8289b225f(accswig::Collator *_swig_go_0
 }
 
 
-void _wrap_delete_Collator_capi_d8e8d7e8289b225f(accswig::Collator *_swig_go_0) {
+void _wrap_delete_Collator_capi_125dda41dfa9e77c(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3151,7 +3151,7 @@ void _wrap_delete_Collator_capi_d8e8d7e8289b225f(accswig::Collator *_swig_go_0) 
 }
 
 
-void _wrap_Collator_released_capi_d8e8d7e8289b225f(accswig::Collator *_swig_go_0) {
+void _wrap_Collator_released_capi_125dda41dfa9e77c(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3162,7 +3162,7 @@ void _wrap_Collator_released_capi_d8e8d7e8289b225f(accswig::Collator *_swig_go_0
 }
 
 
-accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
+accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_125dda41dfa9e77c(intgo _swig_go_0) {
   int arg1 ;
   accswig::StateHandler *result = 0 ;
   accswig::StateHandler *_swig_go_result;
@@ -3184,7 +3184,7 @@ accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_d8e8
 }
 
 
-void _wrap_DeleteDirectorStateHandler_capi_d8e8d7e8289b225f(accswig::StateHandler *_swig_go_0) {
+void _wrap_DeleteDirectorStateHandler_capi_125dda41dfa9e77c(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3203,7 +3203,7 @@ void _wrap_DeleteDirectorStateHandler_capi_d8e8d7e8289b225f(accswig::StateHandle
 }
 
 
-void _wrap__swig_DirectorStateHandler_upcall_Released_capi_d8e8d7e8289b225f(SwigDirector_StateHandler *_swig_go_0) {
+void _wrap__swig_DirectorStateHandler_upcall_Released_capi_125dda41dfa9e77c(SwigDirector_StateHandler *_swig_go_0) {
   SwigDirector_StateHandler *arg1 = (SwigDirector_StateHandler *) 0 ;
   
   arg1 = *(SwigDirector_StateHandler **)&_swig_go_0; 
@@ -3222,7 +3222,7 @@ void _wrap__swig_DirectorStateHandler_upcall_Released_capi_d8e8d7e8289b225f(Swig
 }
 
 
-intgo _wrap_StateHandler_save_capi_d8e8d7e8289b225f(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_save_capi_125dda41dfa9e77c(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -3246,7 +3246,7 @@ intgo _wrap_StateHandler_save_capi_d8e8d7e8289b225f(accswig::StateHandler *_swig
 }
 
 
-intgo _wrap_StateHandler_load_capi_d8e8d7e8289b225f(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_load_capi_125dda41dfa9e77c(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -3270,7 +3270,7 @@ intgo _wrap_StateHandler_load_capi_d8e8d7e8289b225f(accswig::StateHandler *_swig
 }
 
 
-void _wrap_delete_StateHandler_capi_d8e8d7e8289b225f(accswig::StateHandler *_swig_go_0) {
+void _wrap_delete_StateHandler_capi_125dda41dfa9e77c(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3289,7 +3289,7 @@ void _wrap_delete_StateHandler_capi_d8e8d7e8289b225f(accswig::StateHandler *_swi
 }
 
 
-void _wrap_StateHandler_released_capi_d8e8d7e8289b225f(accswig::StateHandler *_swig_go_0) {
+void _wrap_StateHandler_released_capi_125dda41dfa9e77c(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3300,7 +3300,7 @@ void _wrap_StateHandler_released_capi_d8e8d7e8289b225f(accswig::StateHandler *_s
 }
 
 
-accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
+accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_125dda41dfa9e77c(intgo _swig_go_0) {
   int arg1 ;
   accswig::CheckpointHook *result = 0 ;
   accswig::CheckpointHook *_swig_go_result;
@@ -3322,7 +3322,7 @@ accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_cap
 }
 
 
-void _wrap_DeleteDirectorCheckpointHook_capi_d8e8d7e8289b225f(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_DeleteDirectorCheckpointHook_capi_125dda41dfa9e77c(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3341,7 +3341,7 @@ void _wrap_DeleteDirectorCheckpointHook_capi_d8e8d7e8289b225f(accswig::Checkpoin
 }
 
 
-void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_d8e8d7e8289b225f(SwigDirector_CheckpointHook *_swig_go_0) {
+void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_125dda41dfa9e77c(SwigDirector_CheckpointHook *_swig_go_0) {
   SwigDirector_CheckpointHook *arg1 = (SwigDirector_CheckpointHook *) 0 ;
   
   arg1 = *(SwigDirector_CheckpointHook **)&_swig_go_0; 
@@ -3360,7 +3360,7 @@ void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_d8e8d7e8289b225f(Sw
 }
 
 
-intgo _wrap_CheckpointHook_run_capi_d8e8d7e8289b225f(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_CheckpointHook_run_capi_125dda41dfa9e77c(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   char *arg2 = (char *) 0 ;
   char *copy2 ;
@@ -3392,7 +3392,7 @@ intgo _wrap_CheckpointHook_run_capi_d8e8d7e8289b225f(accswig::CheckpointHook *_s
 }
 
 
-void _wrap_delete_CheckpointHook_capi_d8e8d7e8289b225f(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_delete_CheckpointHook_capi_125dda41dfa9e77c(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3411,7 +3411,7 @@ void _wrap_delete_CheckpointHook_capi_d8e8d7e8289b225f(accswig::CheckpointHook *
 }
 
 
-void _wrap_CheckpointHook_released_capi_d8e8d7e8289b225f(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_CheckpointHook_released_capi_125dda41dfa9e77c(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3422,7 +3422,7 @@ void _wrap_CheckpointHook_released_capi_d8e8d7e8289b225f(accswig::CheckpointHook
 }
 
 
-accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
+accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_125dda41dfa9e77c(intgo _swig_go_0) {
   int arg1 ;
   accswig::Tracker *result = 0 ;
   accswig::Tracker *_swig_go_result;
@@ -3444,7 +3444,7 @@ accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_d8e8d7e8289b225f(in
 }
 
 
-void _wrap_DeleteDirectorTracker_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0) {
+void _wrap_DeleteDirectorTracker_capi_125dda41dfa9e77c(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3463,7 +3463,7 @@ void _wrap_DeleteDirectorTracker_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_g
 }
 
 
-void _wrap__swig_DirectorTracker_upcall_Released_capi_d8e8d7e8289b225f(SwigDirector_Tracker *_swig_go_0) {
+void _wrap__swig_DirectorTracker_upcall_Released_capi_125dda41dfa9e77c(SwigDirector_Tracker *_swig_go_0) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   
   arg1 = *(SwigDirector_Tracker **)&_swig_go_0; 
@@ -3482,7 +3482,7 @@ void _wrap__swig_DirectorTracker_upcall_Released_capi_d8e8d7e8289b225f(SwigDirec
 }
 
 
-intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_d8e8d7e8289b225f(SwigDirector_Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
+intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_125dda41dfa9e77c(SwigDirector_Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   accswig::Texts *arg2 = (accswig::Texts *) 0 ;
   int64_t arg3 ;
@@ -3508,7 +3508,7 @@ intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_d8e8d7e8289b225f(SwigDirec
 }
 
 
-intgo _wrap_Tracker_init_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
+intgo _wrap_Tracker_init_capi_125dda41dfa9e77c(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -3550,7 +3550,7 @@ intgo _wrap_Tracker_init_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0, _go
 }
 
 
-intgo _wrap_Tracker_log_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_log_capi_125dda41dfa9e77c(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Metrics *arg2 = (accswig::Metrics *) 0 ;
   int64_t arg3 ;
@@ -3576,7 +3576,7 @@ intgo _wrap_Tracker_log_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0, accs
 }
 
 
-intgo _wrap_Tracker_finish_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0) {
+intgo _wrap_Tracker_finish_capi_125dda41dfa9e77c(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   int result;
   intgo _swig_go_result;
@@ -3598,7 +3598,7 @@ intgo _wrap_Tracker_finish_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0) {
 }
 
 
-intgo _wrap_Tracker_logText_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_logText_capi_125dda41dfa9e77c(accswig::Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Texts *arg2 = (accswig::Texts *) 0 ;
   int64_t arg3 ;
@@ -3624,7 +3624,7 @@ intgo _wrap_Tracker_logText_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0, 
 }
 
 
-void _wrap_delete_Tracker_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0) {
+void _wrap_delete_Tracker_capi_125dda41dfa9e77c(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3643,7 +3643,7 @@ void _wrap_delete_Tracker_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0) {
 }
 
 
-void _wrap_Tracker_released_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0) {
+void _wrap_Tracker_released_capi_125dda41dfa9e77c(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3654,7 +3654,7 @@ void _wrap_Tracker_released_capi_d8e8d7e8289b225f(accswig::Tracker *_swig_go_0) 
 }
 
 
-accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
+accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_125dda41dfa9e77c(intgo _swig_go_0) {
   int arg1 ;
   accswig::LrLambda *result = 0 ;
   accswig::LrLambda *_swig_go_result;
@@ -3676,7 +3676,7 @@ accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_d8e8d7e8289b225f
 }
 
 
-void _wrap_DeleteDirectorLrLambda_capi_d8e8d7e8289b225f(accswig::LrLambda *_swig_go_0) {
+void _wrap_DeleteDirectorLrLambda_capi_125dda41dfa9e77c(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3695,7 +3695,7 @@ void _wrap_DeleteDirectorLrLambda_capi_d8e8d7e8289b225f(accswig::LrLambda *_swig
 }
 
 
-void _wrap__swig_DirectorLrLambda_upcall_Released_capi_d8e8d7e8289b225f(SwigDirector_LrLambda *_swig_go_0) {
+void _wrap__swig_DirectorLrLambda_upcall_Released_capi_125dda41dfa9e77c(SwigDirector_LrLambda *_swig_go_0) {
   SwigDirector_LrLambda *arg1 = (SwigDirector_LrLambda *) 0 ;
   
   arg1 = *(SwigDirector_LrLambda **)&_swig_go_0; 
@@ -3714,7 +3714,7 @@ void _wrap__swig_DirectorLrLambda_upcall_Released_capi_d8e8d7e8289b225f(SwigDire
 }
 
 
-intgo _wrap_LrLambda_factor_capi_d8e8d7e8289b225f(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
+intgo _wrap_LrLambda_factor_capi_125dda41dfa9e77c(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   int64_t arg2 ;
   accswig::Factor *arg3 = (accswig::Factor *) 0 ;
@@ -3740,7 +3740,7 @@ intgo _wrap_LrLambda_factor_capi_d8e8d7e8289b225f(accswig::LrLambda *_swig_go_0,
 }
 
 
-void _wrap_delete_LrLambda_capi_d8e8d7e8289b225f(accswig::LrLambda *_swig_go_0) {
+void _wrap_delete_LrLambda_capi_125dda41dfa9e77c(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3759,7 +3759,7 @@ void _wrap_delete_LrLambda_capi_d8e8d7e8289b225f(accswig::LrLambda *_swig_go_0) 
 }
 
 
-void _wrap_LrLambda_released_capi_d8e8d7e8289b225f(accswig::LrLambda *_swig_go_0) {
+void _wrap_LrLambda_released_capi_125dda41dfa9e77c(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3770,7 +3770,7 @@ void _wrap_LrLambda_released_capi_d8e8d7e8289b225f(accswig::LrLambda *_swig_go_0
 }
 
 
-accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
+accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_125dda41dfa9e77c(intgo _swig_go_0) {
   int arg1 ;
   accswig::GroupLrLambda *result = 0 ;
   accswig::GroupLrLambda *_swig_go_result;
@@ -3792,7 +3792,7 @@ accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_d
 }
 
 
-void _wrap_DeleteDirectorGroupLrLambda_capi_d8e8d7e8289b225f(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_DeleteDirectorGroupLrLambda_capi_125dda41dfa9e77c(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -3811,7 +3811,7 @@ void _wrap_DeleteDirectorGroupLrLambda_capi_d8e8d7e8289b225f(accswig::GroupLrLam
 }
 
 
-void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_d8e8d7e8289b225f(SwigDirector_GroupLrLambda *_swig_go_0) {
+void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_125dda41dfa9e77c(SwigDirector_GroupLrLambda *_swig_go_0) {
   SwigDirector_GroupLrLambda *arg1 = (SwigDirector_GroupLrLambda *) 0 ;
   
   arg1 = *(SwigDirector_GroupLrLambda **)&_swig_go_0; 
@@ -3830,7 +3830,7 @@ void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_d8e8d7e8289b225f(Swi
 }
 
 
-intgo _wrap_GroupLrLambda_factor_capi_d8e8d7e8289b225f(accswig::GroupLrLambda *_swig_go_0, long long _swig_go_1, long long _swig_go_2, accswig::Factor *_swig_go_3) {
+intgo _wrap_GroupLrLambda_factor_capi_125dda41dfa9e77c(accswig::GroupLrLambda *_swig_go_0, long long _swig_go_1, long long _swig_go_2, accswig::Factor *_swig_go_3) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   size_t arg2 ;
   int64_t arg3 ;
@@ -3858,7 +3858,7 @@ intgo _wrap_GroupLrLambda_factor_capi_d8e8d7e8289b225f(accswig::GroupLrLambda *_
 }
 
 
-void _wrap_delete_GroupLrLambda_capi_d8e8d7e8289b225f(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_delete_GroupLrLambda_capi_125dda41dfa9e77c(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -3877,7 +3877,7 @@ void _wrap_delete_GroupLrLambda_capi_d8e8d7e8289b225f(accswig::GroupLrLambda *_s
 }
 
 
-void _wrap_GroupLrLambda_released_capi_d8e8d7e8289b225f(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_GroupLrLambda_released_capi_125dda41dfa9e77c(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -3888,7 +3888,7 @@ void _wrap_GroupLrLambda_released_capi_d8e8d7e8289b225f(accswig::GroupLrLambda *
 }
 
 
-accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
+accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_125dda41dfa9e77c(intgo _swig_go_0) {
   int arg1 ;
   accswig::TraceReady *result = 0 ;
   accswig::TraceReady *_swig_go_result;
@@ -3910,7 +3910,7 @@ accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_d8e8d7e828
 }
 
 
-void _wrap_DeleteDirectorTraceReady_capi_d8e8d7e8289b225f(accswig::TraceReady *_swig_go_0) {
+void _wrap_DeleteDirectorTraceReady_capi_125dda41dfa9e77c(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -3929,7 +3929,7 @@ void _wrap_DeleteDirectorTraceReady_capi_d8e8d7e8289b225f(accswig::TraceReady *_
 }
 
 
-void _wrap__swig_DirectorTraceReady_upcall_Released_capi_d8e8d7e8289b225f(SwigDirector_TraceReady *_swig_go_0) {
+void _wrap__swig_DirectorTraceReady_upcall_Released_capi_125dda41dfa9e77c(SwigDirector_TraceReady *_swig_go_0) {
   SwigDirector_TraceReady *arg1 = (SwigDirector_TraceReady *) 0 ;
   
   arg1 = *(SwigDirector_TraceReady **)&_swig_go_0; 
@@ -3948,7 +3948,7 @@ void _wrap__swig_DirectorTraceReady_upcall_Released_capi_d8e8d7e8289b225f(SwigDi
 }
 
 
-intgo _wrap_TraceReady_ready_capi_d8e8d7e8289b225f(accswig::TraceReady *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_TraceReady_ready_capi_125dda41dfa9e77c(accswig::TraceReady *_swig_go_0, long long _swig_go_1) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   int64_t arg2 ;
   int result;
@@ -3972,7 +3972,7 @@ intgo _wrap_TraceReady_ready_capi_d8e8d7e8289b225f(accswig::TraceReady *_swig_go
 }
 
 
-void _wrap_delete_TraceReady_capi_d8e8d7e8289b225f(accswig::TraceReady *_swig_go_0) {
+void _wrap_delete_TraceReady_capi_125dda41dfa9e77c(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -3991,7 +3991,7 @@ void _wrap_delete_TraceReady_capi_d8e8d7e8289b225f(accswig::TraceReady *_swig_go
 }
 
 
-void _wrap_TraceReady_released_capi_d8e8d7e8289b225f(accswig::TraceReady *_swig_go_0) {
+void _wrap_TraceReady_released_capi_125dda41dfa9e77c(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -4002,7 +4002,7 @@ void _wrap_TraceReady_released_capi_d8e8d7e8289b225f(accswig::TraceReady *_swig_
 }
 
 
-accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
+accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_125dda41dfa9e77c(intgo _swig_go_0) {
   int arg1 ;
   accswig::BatchSizeRun *result = 0 ;
   accswig::BatchSizeRun *_swig_go_result;
@@ -4024,7 +4024,7 @@ accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_d8e8
 }
 
 
-void _wrap_DeleteDirectorBatchSizeRun_capi_d8e8d7e8289b225f(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_DeleteDirectorBatchSizeRun_capi_125dda41dfa9e77c(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -4043,7 +4043,7 @@ void _wrap_DeleteDirectorBatchSizeRun_capi_d8e8d7e8289b225f(accswig::BatchSizeRu
 }
 
 
-void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_d8e8d7e8289b225f(SwigDirector_BatchSizeRun *_swig_go_0) {
+void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_125dda41dfa9e77c(SwigDirector_BatchSizeRun *_swig_go_0) {
   SwigDirector_BatchSizeRun *arg1 = (SwigDirector_BatchSizeRun *) 0 ;
   
   arg1 = *(SwigDirector_BatchSizeRun **)&_swig_go_0; 
@@ -4062,7 +4062,7 @@ void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_d8e8d7e8289b225f(Swig
 }
 
 
-intgo _wrap_BatchSizeRun_run_capi_d8e8d7e8289b225f(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_BatchSizeRun_run_capi_125dda41dfa9e77c(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   int64_t arg2 ;
   int result;
@@ -4086,7 +4086,7 @@ intgo _wrap_BatchSizeRun_run_capi_d8e8d7e8289b225f(accswig::BatchSizeRun *_swig_
 }
 
 
-void _wrap_delete_BatchSizeRun_capi_d8e8d7e8289b225f(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_delete_BatchSizeRun_capi_125dda41dfa9e77c(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -4105,7 +4105,7 @@ void _wrap_delete_BatchSizeRun_capi_d8e8d7e8289b225f(accswig::BatchSizeRun *_swi
 }
 
 
-void _wrap_BatchSizeRun_released_capi_d8e8d7e8289b225f(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_BatchSizeRun_released_capi_125dda41dfa9e77c(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -4116,7 +4116,7 @@ void _wrap_BatchSizeRun_released_capi_d8e8d7e8289b225f(accswig::BatchSizeRun *_s
 }
 
 
-_gostring_ _wrap_Accelerate_version_capi_d8e8d7e8289b225f() {
+_gostring_ _wrap_Accelerate_version_capi_125dda41dfa9e77c() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -4136,7 +4136,7 @@ _gostring_ _wrap_Accelerate_version_capi_d8e8d7e8289b225f() {
 }
 
 
-intgo _wrap_Accelerate_abiVersion_capi_d8e8d7e8289b225f() {
+intgo _wrap_Accelerate_abiVersion_capi_125dda41dfa9e77c() {
   int result;
   intgo _swig_go_result;
   
@@ -4156,7 +4156,7 @@ intgo _wrap_Accelerate_abiVersion_capi_d8e8d7e8289b225f() {
 }
 
 
-void _wrap_Accelerate_checkAbi_capi_d8e8d7e8289b225f(intgo _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_checkAbi_capi_125dda41dfa9e77c(intgo _swig_go_0, _gostring_* _swig_go_1) {
   int arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4187,7 +4187,7 @@ void _wrap_Accelerate_checkAbi_capi_d8e8d7e8289b225f(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_Accelerate_checkBinding_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerate_checkBinding_capi_125dda41dfa9e77c(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   int arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4228,7 +4228,7 @@ void _wrap_Accelerate_checkBinding_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_Accelerate_buildInfo_capi_d8e8d7e8289b225f() {
+_gostring_ _wrap_Accelerate_buildInfo_capi_125dda41dfa9e77c() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -4248,7 +4248,7 @@ _gostring_ _wrap_Accelerate_buildInfo_capi_d8e8d7e8289b225f() {
 }
 
 
-_gostring_ _wrap_Accelerate_statusName_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
+_gostring_ _wrap_Accelerate_statusName_capi_125dda41dfa9e77c(intgo _swig_go_0) {
   acc_status arg1 ;
   std::string result;
   _gostring_ _swig_go_result;
@@ -4270,7 +4270,7 @@ _gostring_ _wrap_Accelerate_statusName_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
 }
 
 
-long long _wrap_Accelerate_liveHandles_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
+long long _wrap_Accelerate_liveHandles_capi_125dda41dfa9e77c(intgo _swig_go_0) {
   acc_handle_kind arg1 ;
   int64_t result;
   long long _swig_go_result;
@@ -4292,7 +4292,7 @@ long long _wrap_Accelerate_liveHandles_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
 }
 
 
-void _wrap_Accelerate_setSeed_capi_d8e8d7e8289b225f(long long _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setSeed_capi_125dda41dfa9e77c(long long _swig_go_0, _gostring_* _swig_go_1) {
   int64_t arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4323,7 +4323,7 @@ void _wrap_Accelerate_setSeed_capi_d8e8d7e8289b225f(long long _swig_go_0, _gostr
 }
 
 
-void _wrap_Accelerate_setSeedWith_capi_d8e8d7e8289b225f(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerate_setSeedWith_capi_125dda41dfa9e77c(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   int64_t arg1 ;
   bool arg2 ;
   bool arg3 ;
@@ -4358,7 +4358,7 @@ void _wrap_Accelerate_setSeedWith_capi_d8e8d7e8289b225f(long long _swig_go_0, bo
 }
 
 
-acc_tensor *_wrap_Accelerate_getRandomState_capi_d8e8d7e8289b225f(_gostring_* _swig_go_0) {
+acc_tensor *_wrap_Accelerate_getRandomState_capi_125dda41dfa9e77c(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor *result = 0 ;
@@ -4390,7 +4390,7 @@ acc_tensor *_wrap_Accelerate_getRandomState_capi_d8e8d7e8289b225f(_gostring_* _s
 }
 
 
-void _wrap_Accelerate_setRandomState_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setRandomState_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4421,7 +4421,7 @@ void _wrap_Accelerate_setRandomState_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_
 }
 
 
-long long _wrap_Accelerate_dtypeSize_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
+long long _wrap_Accelerate_dtypeSize_capi_125dda41dfa9e77c(intgo _swig_go_0) {
   acc_dtype arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -4443,7 +4443,7 @@ long long _wrap_Accelerate_dtypeSize_capi_d8e8d7e8289b225f(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_d8e8d7e8289b225f() {
+_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_125dda41dfa9e77c() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -4463,7 +4463,7 @@ _gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_d8e8d7e8289b225f() {
 }
 
 
-void _wrap_Accelerate_callbackSetError_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0) {
+void _wrap_Accelerate_callbackSetError_capi_125dda41dfa9e77c(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
   char *copy1 ;
   
@@ -4490,7 +4490,7 @@ void _wrap_Accelerate_callbackSetError_capi_d8e8d7e8289b225f(_gostring_ _swig_go
 }
 
 
-long long _wrap_Accelerate_findBatchSizeWith_capi_d8e8d7e8289b225f(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerate_findBatchSizeWith_capi_125dda41dfa9e77c(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::BatchSizeRun *arg2 = (accswig::BatchSizeRun *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4526,7 +4526,7 @@ long long _wrap_Accelerate_findBatchSizeWith_capi_d8e8d7e8289b225f(long long _sw
 }
 
 
-void _wrap_delete_Accelerate_capi_d8e8d7e8289b225f(accswig::Library *_swig_go_0) {
+void _wrap_delete_Accelerate_capi_125dda41dfa9e77c(accswig::Library *_swig_go_0) {
   accswig::Library *arg1 = (accswig::Library *) 0 ;
   
   arg1 = *(accswig::Library **)&_swig_go_0; 
@@ -4545,7 +4545,7 @@ void _wrap_delete_Accelerate_capi_d8e8d7e8289b225f(accswig::Library *_swig_go_0)
 }
 
 
-long long _wrap_LoadReport_missingCount_capi_d8e8d7e8289b225f(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_missingCount_capi_125dda41dfa9e77c(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -4567,7 +4567,7 @@ long long _wrap_LoadReport_missingCount_capi_d8e8d7e8289b225f(accswig::LoadRepor
 }
 
 
-_gostring_ _wrap_LoadReport_missing_capi_d8e8d7e8289b225f(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_missing_capi_125dda41dfa9e77c(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -4591,7 +4591,7 @@ _gostring_ _wrap_LoadReport_missing_capi_d8e8d7e8289b225f(accswig::LoadReport *_
 }
 
 
-long long _wrap_LoadReport_unexpectedCount_capi_d8e8d7e8289b225f(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_unexpectedCount_capi_125dda41dfa9e77c(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -4613,7 +4613,7 @@ long long _wrap_LoadReport_unexpectedCount_capi_d8e8d7e8289b225f(accswig::LoadRe
 }
 
 
-_gostring_ _wrap_LoadReport_unexpected_capi_d8e8d7e8289b225f(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_unexpected_capi_125dda41dfa9e77c(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -4637,7 +4637,7 @@ _gostring_ _wrap_LoadReport_unexpected_capi_d8e8d7e8289b225f(accswig::LoadReport
 }
 
 
-void _wrap_delete_LoadReport_capi_d8e8d7e8289b225f(accswig::LoadReport *_swig_go_0) {
+void _wrap_delete_LoadReport_capi_125dda41dfa9e77c(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   
   arg1 = *(accswig::LoadReport **)&_swig_go_0; 
@@ -4656,7 +4656,7 @@ void _wrap_delete_LoadReport_capi_d8e8d7e8289b225f(accswig::LoadReport *_swig_go
 }
 
 
-acc_tensor *_wrap_Loss_crossEntropy_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_crossEntropy_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4696,7 +4696,7 @@ acc_tensor *_wrap_Loss_crossEntropy_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Loss_nll_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_nll_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4734,7 +4734,7 @@ acc_tensor *_wrap_Loss_nll_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_mse_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_mse_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4772,7 +4772,7 @@ acc_tensor *_wrap_Loss_mse_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_l1_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_l1_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4810,7 +4810,7 @@ acc_tensor *_wrap_Loss_l1_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, acc_tens
 }
 
 
-acc_tensor *_wrap_Loss_smoothL1_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_smoothL1_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4850,7 +4850,7 @@ acc_tensor *_wrap_Loss_smoothL1_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, ac
 }
 
 
-acc_tensor *_wrap_Loss_huber_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_huber_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4890,7 +4890,7 @@ acc_tensor *_wrap_Loss_huber_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, acc_t
 }
 
 
-acc_tensor *_wrap_Loss_bceWithLogits_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_bceWithLogits_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4928,7 +4928,7 @@ acc_tensor *_wrap_Loss_bceWithLogits_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_
 }
 
 
-void _wrap_delete_Loss_capi_d8e8d7e8289b225f(accswig::Loss *_swig_go_0) {
+void _wrap_delete_Loss_capi_125dda41dfa9e77c(accswig::Loss *_swig_go_0) {
   accswig::Loss *arg1 = (accswig::Loss *) 0 ;
   
   arg1 = *(accswig::Loss **)&_swig_go_0; 
@@ -4947,7 +4947,7 @@ void _wrap_delete_Loss_capi_d8e8d7e8289b225f(accswig::Loss *_swig_go_0) {
 }
 
 
-void _wrap_delete_Tensor_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0) {
+void _wrap_delete_Tensor_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   
   arg1 = *(acc_tensor **)&_swig_go_0; 
@@ -4966,7 +4966,7 @@ void _wrap_delete_Tensor_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0) {
 }
 
 
-acc_tensor *_wrap_Tensor_fromFloats_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromFloats_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   float *arg1 = (float *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5010,7 +5010,7 @@ acc_tensor *_wrap_Tensor_fromFloats_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, 
 }
 
 
-void _wrap_Tensor_copyToFloats_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToFloats_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5047,7 +5047,7 @@ void _wrap_Tensor_copyToFloats_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_fromDoubles_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromDoubles_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   double *arg1 = (double *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5091,7 +5091,7 @@ acc_tensor *_wrap_Tensor_fromDoubles_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0,
 }
 
 
-void _wrap_Tensor_copyToDoubles_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToDoubles_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   double *arg2 = (double *) 0 ;
   size_t arg3 ;
@@ -5128,7 +5128,7 @@ void _wrap_Tensor_copyToDoubles_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _g
 }
 
 
-acc_tensor *_wrap_Tensor_fromLongs_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromLongs_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5172,7 +5172,7 @@ acc_tensor *_wrap_Tensor_fromLongs_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToLongs_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToLongs_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5209,7 +5209,7 @@ void _wrap_Tensor_copyToLongs_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_fromInts_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromInts_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int32_t *arg1 = (int32_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5253,7 +5253,7 @@ acc_tensor *_wrap_Tensor_fromInts_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, _g
 }
 
 
-void _wrap_Tensor_copyToInts_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToInts_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -5290,7 +5290,7 @@ void _wrap_Tensor_copyToInts_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gosl
 }
 
 
-acc_tensor *_wrap_Tensor_fromBytes_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromBytes_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5334,7 +5334,7 @@ acc_tensor *_wrap_Tensor_fromBytes_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToBytes_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToBytes_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -5371,7 +5371,7 @@ void _wrap_Tensor_copyToBytes_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_zeros_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_zeros_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   acc_dtype arg3 ;
@@ -5421,7 +5421,7 @@ acc_tensor *_wrap_Tensor_zeros_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, intgo
 }
 
 
-acc_tensor *_wrap_Tensor_rand_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_rand_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5459,7 +5459,7 @@ acc_tensor *_wrap_Tensor_rand_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_randn_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_randn_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5497,7 +5497,7 @@ acc_tensor *_wrap_Tensor_randn_capi_d8e8d7e8289b225f(_goslice_ _swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_fromIdxFile_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_fromIdxFile_capi_125dda41dfa9e77c(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -5539,7 +5539,7 @@ acc_tensor *_wrap_Tensor_fromIdxFile_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0
 }
 
 
-acc_tensor *_wrap_Tensor_fromFileMmap_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Tensor_fromFileMmap_capi_125dda41dfa9e77c(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   acc_dtype arg3 ;
@@ -5591,7 +5591,7 @@ acc_tensor *_wrap_Tensor_fromFileMmap_capi_d8e8d7e8289b225f(_gostring_ _swig_go_
 }
 
 
-long long _wrap_Tensor_ndim_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_ndim_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5625,7 +5625,7 @@ long long _wrap_Tensor_ndim_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostr
 }
 
 
-void _wrap_Tensor_copyShape_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyShape_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5662,7 +5662,7 @@ void _wrap_Tensor_copyShape_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Tensor_numel_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_numel_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5696,7 +5696,7 @@ long long _wrap_Tensor_numel_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gost
 }
 
 
-intgo _wrap_Tensor_dtype_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+intgo _wrap_Tensor_dtype_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5730,7 +5730,7 @@ intgo _wrap_Tensor_dtype_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring
 }
 
 
-_gostring_ _wrap_Tensor_device_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Tensor_device_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5764,7 +5764,7 @@ _gostring_ _wrap_Tensor_device_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _go
 }
 
 
-bool _wrap_Tensor_requiresGrad_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Tensor_requiresGrad_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5798,7 +5798,7 @@ bool _wrap_Tensor_requiresGrad_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_to_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_to_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -5844,7 +5844,7 @@ acc_tensor *_wrap_Tensor_to_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_grad_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_grad_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5878,7 +5878,7 @@ acc_tensor *_wrap_Tensor_grad_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gos
 }
 
 
-void _wrap_Tensor_backward_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Tensor_backward_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5909,7 +5909,7 @@ void _wrap_Tensor_backward_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostri
 }
 
 
-acc_tensor *_wrap_Tensor_sum_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_sum_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5943,7 +5943,7 @@ acc_tensor *_wrap_Tensor_sum_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_mean_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_mean_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5977,7 +5977,7 @@ acc_tensor *_wrap_Tensor_mean_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_reshape_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_reshape_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -6017,7 +6017,7 @@ acc_tensor *_wrap_Tensor_reshape_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _
 }
 
 
-acc_tensor *_wrap_Tensor_argmax_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_argmax_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -6055,7 +6055,7 @@ acc_tensor *_wrap_Tensor_argmax_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, lo
 }
 
 
-long long _wrap_Tensor_countEqual_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Tensor_countEqual_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6091,7 +6091,7 @@ long long _wrap_Tensor_countEqual_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, 
 }
 
 
-double _wrap_Tensor_item_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+double _wrap_Tensor_item_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6125,7 +6125,7 @@ double _wrap_Tensor_item_capi_d8e8d7e8289b225f(acc_tensor *_swig_go_0, _gostring
 }
 
 
-acc_tensor_list *_wrap_new_TensorList_capi_d8e8d7e8289b225f(_gostring_* _swig_go_0) {
+acc_tensor_list *_wrap_new_TensorList_capi_125dda41dfa9e77c(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor_list *result = 0 ;
@@ -6157,7 +6157,7 @@ acc_tensor_list *_wrap_new_TensorList_capi_d8e8d7e8289b225f(_gostring_* _swig_go
 }
 
 
-void _wrap_delete_TensorList_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go_0) {
+void _wrap_delete_TensorList_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go_0) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   
   arg1 = *(acc_tensor_list **)&_swig_go_0; 
@@ -6176,7 +6176,7 @@ void _wrap_delete_TensorList_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go_0) 
 }
 
 
-void _wrap_TensorList_append_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_TensorList_append_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_tensor *arg3 = (acc_tensor *) 0 ;
@@ -6219,7 +6219,7 @@ void _wrap_TensorList_append_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go_0, 
 }
 
 
-long long _wrap_TensorList_size_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_TensorList_size_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6253,7 +6253,7 @@ long long _wrap_TensorList_size_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go_
 }
 
 
-acc_tensor *_wrap_TensorList_get_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_get_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6289,7 +6289,7 @@ acc_tensor *_wrap_TensorList_get_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go
 }
 
 
-_gostring_ _wrap_TensorList_name_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_TensorList_name_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6325,7 +6325,7 @@ _gostring_ _wrap_TensorList_name_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go
 }
 
 
-acc_tensor *_wrap_TensorList_find_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_find_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6369,7 +6369,7 @@ acc_tensor *_wrap_TensorList_find_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_g
 }
 
 
-void _wrap_TensorList_saveSafetensors_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_TensorList_saveSafetensors_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6410,7 +6410,7 @@ void _wrap_TensorList_saveSafetensors_capi_d8e8d7e8289b225f(acc_tensor_list *_sw
 }
 
 
-acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_125dda41dfa9e77c(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -6452,7 +6452,7 @@ acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_d8e8d7e8289b225f(_gostrin
 }
 
 
-void _wrap_delete_StringList_capi_d8e8d7e8289b225f(acc_string_list *_swig_go_0) {
+void _wrap_delete_StringList_capi_125dda41dfa9e77c(acc_string_list *_swig_go_0) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   
   arg1 = *(acc_string_list **)&_swig_go_0; 
@@ -6471,7 +6471,7 @@ void _wrap_delete_StringList_capi_d8e8d7e8289b225f(acc_string_list *_swig_go_0) 
 }
 
 
-long long _wrap_StringList_size_capi_d8e8d7e8289b225f(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_StringList_size_capi_125dda41dfa9e77c(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6505,7 +6505,7 @@ long long _wrap_StringList_size_capi_d8e8d7e8289b225f(acc_string_list *_swig_go_
 }
 
 
-_gostring_ _wrap_StringList_get_capi_d8e8d7e8289b225f(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_StringList_get_capi_125dda41dfa9e77c(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6541,7 +6541,7 @@ _gostring_ _wrap_StringList_get_capi_d8e8d7e8289b225f(acc_string_list *_swig_go_
 }
 
 
-long long _wrap_StringList_byteSize_capi_d8e8d7e8289b225f(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_StringList_byteSize_capi_125dda41dfa9e77c(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6577,7 +6577,7 @@ long long _wrap_StringList_byteSize_capi_d8e8d7e8289b225f(acc_string_list *_swig
 }
 
 
-void _wrap_StringList_copyBytes_capi_d8e8d7e8289b225f(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_StringList_copyBytes_capi_125dda41dfa9e77c(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -6616,7 +6616,7 @@ void _wrap_StringList_copyBytes_capi_d8e8d7e8289b225f(acc_string_list *_swig_go_
 }
 
 
-acc_options *_wrap_new_Options_capi_d8e8d7e8289b225f(intgo _swig_go_0, _gostring_* _swig_go_1) {
+acc_options *_wrap_new_Options_capi_125dda41dfa9e77c(intgo _swig_go_0, _gostring_* _swig_go_1) {
   acc_options_kind arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6650,7 +6650,7 @@ acc_options *_wrap_new_Options_capi_d8e8d7e8289b225f(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_delete_Options_capi_d8e8d7e8289b225f(acc_options *_swig_go_0) {
+void _wrap_delete_Options_capi_125dda41dfa9e77c(acc_options *_swig_go_0) {
   acc_options *arg1 = (acc_options *) 0 ;
   
   arg1 = *(acc_options **)&_swig_go_0; 
@@ -6669,7 +6669,7 @@ void _wrap_delete_Options_capi_d8e8d7e8289b225f(acc_options *_swig_go_0) {
 }
 
 
-void _wrap_Options_setInt_capi_d8e8d7e8289b225f(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setInt_capi_125dda41dfa9e77c(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -6712,7 +6712,7 @@ void _wrap_Options_setInt_capi_d8e8d7e8289b225f(acc_options *_swig_go_0, _gostri
 }
 
 
-void _wrap_Options_setDouble_capi_d8e8d7e8289b225f(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setDouble_capi_125dda41dfa9e77c(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -6755,7 +6755,7 @@ void _wrap_Options_setDouble_capi_d8e8d7e8289b225f(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_setBool_capi_d8e8d7e8289b225f(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setBool_capi_125dda41dfa9e77c(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -6798,7 +6798,7 @@ void _wrap_Options_setBool_capi_d8e8d7e8289b225f(acc_options *_swig_go_0, _gostr
 }
 
 
-void _wrap_Options_setString_capi_d8e8d7e8289b225f(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setString_capi_125dda41dfa9e77c(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6849,7 +6849,7 @@ void _wrap_Options_setString_capi_d8e8d7e8289b225f(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_set_capi_d8e8d7e8289b225f(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_set_capi_125dda41dfa9e77c(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6900,7 +6900,7 @@ void _wrap_Options_set_capi_d8e8d7e8289b225f(acc_options *_swig_go_0, _gostring_
 }
 
 
-_gostring_ _wrap_Options_get_capi_d8e8d7e8289b225f(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Options_get_capi_125dda41dfa9e77c(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6944,7 +6944,7 @@ _gostring_ _wrap_Options_get_capi_d8e8d7e8289b225f(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_delete_Model_capi_d8e8d7e8289b225f(acc_model *_swig_go_0) {
+void _wrap_delete_Model_capi_125dda41dfa9e77c(acc_model *_swig_go_0) {
   acc_model *arg1 = (acc_model *) 0 ;
   
   arg1 = *(acc_model **)&_swig_go_0; 
@@ -6963,7 +6963,7 @@ void _wrap_delete_Model_capi_d8e8d7e8289b225f(acc_model *_swig_go_0) {
 }
 
 
-acc_model *_wrap_Model_loadTorchscript_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_loadTorchscript_capi_125dda41dfa9e77c(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -7005,7 +7005,7 @@ acc_model *_wrap_Model_loadTorchscript_capi_d8e8d7e8289b225f(_gostring_ _swig_go
 }
 
 
-acc_model *_wrap_Model_fromSpec_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_fromSpec_capi_125dda41dfa9e77c(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -7047,7 +7047,7 @@ acc_model *_wrap_Model_fromSpec_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0, _go
 }
 
 
-acc_tensor_list *_wrap_Model_forward_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Model_forward_capi_125dda41dfa9e77c(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   unsigned int arg3 ;
@@ -7085,7 +7085,7 @@ acc_tensor_list *_wrap_Model_forward_capi_d8e8d7e8289b225f(acc_model *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Model_forward1_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Model_forward1_capi_125dda41dfa9e77c(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   unsigned int arg3 ;
@@ -7123,7 +7123,7 @@ acc_tensor *_wrap_Model_forward1_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, ac
 }
 
 
-void _wrap_Model_setTraining_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setTraining_capi_125dda41dfa9e77c(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7156,7 +7156,7 @@ void _wrap_Model_setTraining_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, bool _
 }
 
 
-bool _wrap_Model_isTraining_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Model_isTraining_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7190,7 +7190,7 @@ bool _wrap_Model_isTraining_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostri
 }
 
 
-void _wrap_Model_setGraphOptimization_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setGraphOptimization_capi_125dda41dfa9e77c(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7223,7 +7223,7 @@ void _wrap_Model_setGraphOptimization_capi_d8e8d7e8289b225f(acc_model *_swig_go_
 }
 
 
-void _wrap_Model_updateBn_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, acc_dataloader *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_updateBn_capi_125dda41dfa9e77c(acc_model *_swig_go_0, acc_dataloader *_swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_dataloader *arg2 = (acc_dataloader *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7256,7 +7256,7 @@ void _wrap_Model_updateBn_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, acc_datal
 }
 
 
-void _wrap_Model_to_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_to_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -7299,7 +7299,7 @@ void _wrap_Model_to_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_ _swi
 }
 
 
-long long _wrap_Model_parameterTensorCount_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterTensorCount_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7333,7 +7333,7 @@ long long _wrap_Model_parameterTensorCount_capi_d8e8d7e8289b225f(acc_model *_swi
 }
 
 
-long long _wrap_Model_parameterElementCount_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterElementCount_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7367,7 +7367,7 @@ long long _wrap_Model_parameterElementCount_capi_d8e8d7e8289b225f(acc_model *_sw
 }
 
 
-acc_string_list *_wrap_Model_parameterNames_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Model_parameterNames_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7401,7 +7401,7 @@ acc_string_list *_wrap_Model_parameterNames_capi_d8e8d7e8289b225f(acc_model *_sw
 }
 
 
-acc_tensor *_wrap_Model_parameter_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Model_parameter_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7445,7 +7445,7 @@ acc_tensor *_wrap_Model_parameter_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _
 }
 
 
-void _wrap_Model_zeroGrad_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_zeroGrad_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7476,7 +7476,7 @@ void _wrap_Model_zeroGrad_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring
 }
 
 
-long long _wrap_Model_setRequiresGrad_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_setRequiresGrad_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -7522,7 +7522,7 @@ long long _wrap_Model_setRequiresGrad_capi_d8e8d7e8289b225f(acc_model *_swig_go_
 }
 
 
-long long _wrap_Model_addLora_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addLora_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7568,7 +7568,7 @@ long long _wrap_Model_addLora_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gost
 }
 
 
-void _wrap_Model_saveLora_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveLora_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7609,7 +7609,7 @@ void _wrap_Model_saveLora_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_loadLora_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_loadLora_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7650,7 +7650,7 @@ void _wrap_Model_loadLora_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_mergeLora_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_mergeLora_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7681,7 +7681,7 @@ void _wrap_Model_mergeLora_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostrin
 }
 
 
-long long _wrap_Model_loraCount_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_loraCount_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7715,7 +7715,7 @@ long long _wrap_Model_loraCount_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _go
 }
 
 
-acc_tensor_list *_wrap_Model_stateDict_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_Model_stateDict_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7749,7 +7749,7 @@ acc_tensor_list *_wrap_Model_stateDict_capi_d8e8d7e8289b225f(acc_model *_swig_go
 }
 
 
-void _wrap_Model_loadStateDict_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_loadStateDict_capi_125dda41dfa9e77c(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   bool arg3 ;
@@ -7784,7 +7784,7 @@ void _wrap_Model_loadStateDict_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, acc_
 }
 
 
-void _wrap_Model_saveTorchscript_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveTorchscript_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7825,7 +7825,7 @@ void _wrap_Model_saveTorchscript_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _g
 }
 
 
-accswig::LoadReport *_wrap_Model_loadSafetensors_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+accswig::LoadReport *_wrap_Model_loadSafetensors_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -7871,7 +7871,7 @@ accswig::LoadReport *_wrap_Model_loadSafetensors_capi_d8e8d7e8289b225f(acc_model
 }
 
 
-acc_optimizer *_wrap_new_Optimizer_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_new_Optimizer_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7917,7 +7917,7 @@ acc_optimizer *_wrap_new_Optimizer_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, 
 }
 
 
-void _wrap_delete_Optimizer_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0) {
+void _wrap_delete_Optimizer_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   
   arg1 = *(acc_optimizer **)&_swig_go_0; 
@@ -7936,32 +7936,29 @@ void _wrap_delete_Optimizer_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0) {
 }
 
 
-void _wrap_Optimizer_addParamGroup_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_addParamGroup_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, _goslice_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
-  char *arg2 = (char *) 0 ;
-  acc_options *arg3 = (acc_options *) 0 ;
-  std::string *arg4 = (std::string *) 0 ;
-  char *copy2 ;
-  std::string temp4 ;
+  uint8_t *arg2 = (uint8_t *) 0 ;
+  size_t arg3 ;
+  acc_options *arg4 = (acc_options *) 0 ;
+  std::string *arg5 = (std::string *) 0 ;
+  std::string temp5 ;
   
   arg1 = *(acc_optimizer **)&_swig_go_0; 
   
-  copy2 = (char *)malloc(_swig_go_1.n + 1);
-  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
-  copy2[_swig_go_1.n] = '\0';
-  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
-  arg2 = copy2;
+  arg2 = (uint8_t *)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
   
-  arg3 = *(acc_options **)&_swig_go_2; 
+  arg4 = *(acc_options **)&_swig_go_2; 
   
   accswig::take_go_error();
-  arg4 = &temp4;
+  arg5 = &temp5;
   
   
   {
     try {
       accswig::require_no_go_nul();
-      acc_optimizer_addParamGroup(arg1,(char const *)arg2,(acc_options const *)arg3,arg4);
+      acc_optimizer_addParamGroup(arg1,(unsigned char const *)arg2,SWIG_STD_MOVE(arg3),(acc_options const *)arg4,arg5);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
     } catch (const std::exception &e) {
@@ -7975,11 +7972,10 @@ void _wrap_Optimizer_addParamGroup_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go
     if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
   }
   
-  free(copy2); 
 }
 
 
-long long _wrap_Optimizer_addParamGroupMatching_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Optimizer_addParamGroupMatching_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8025,7 +8021,7 @@ long long _wrap_Optimizer_addParamGroupMatching_capi_d8e8d7e8289b225f(acc_optimi
 }
 
 
-long long _wrap_Optimizer_numParamGroups_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Optimizer_numParamGroups_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8059,7 +8055,7 @@ long long _wrap_Optimizer_numParamGroups_capi_d8e8d7e8289b225f(acc_optimizer *_s
 }
 
 
-double _wrap_Optimizer_getLr_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Optimizer_getLr_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8095,7 +8091,7 @@ double _wrap_Optimizer_getLr_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, lo
 }
 
 
-void _wrap_Optimizer_setLr_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_setLr_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   double arg3 ;
@@ -8130,7 +8126,7 @@ void _wrap_Optimizer_setLr_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, long
 }
 
 
-double _wrap_Optimizer_getHyperparameter_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+double _wrap_Optimizer_getHyperparameter_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -8176,7 +8172,7 @@ double _wrap_Optimizer_getHyperparameter_capi_d8e8d7e8289b225f(acc_optimizer *_s
 }
 
 
-void _wrap_Optimizer_step_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_step_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8207,7 +8203,7 @@ void _wrap_Optimizer_step_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, _gost
 }
 
 
-void _wrap_Optimizer_zeroGrad_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_zeroGrad_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8238,7 +8234,7 @@ void _wrap_Optimizer_zeroGrad_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, _
 }
 
 
-void _wrap_Optimizer_setTraining_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Optimizer_setTraining_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8271,7 +8267,7 @@ void _wrap_Optimizer_setTraining_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Optimizer_stateOf_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Optimizer_stateOf_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8325,7 +8321,7 @@ acc_tensor *_wrap_Optimizer_stateOf_capi_d8e8d7e8289b225f(acc_optimizer *_swig_g
 }
 
 
-acc_string_list *_wrap_Optimizer_stateFields_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_string_list *_wrap_Optimizer_stateFields_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8369,7 +8365,7 @@ acc_string_list *_wrap_Optimizer_stateFields_capi_d8e8d7e8289b225f(acc_optimizer
 }
 
 
-acc_scheduler *_wrap_new_Scheduler_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_new_Scheduler_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8415,7 +8411,7 @@ acc_scheduler *_wrap_new_Scheduler_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go
 }
 
 
-void _wrap_delete_Scheduler_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_0) {
+void _wrap_delete_Scheduler_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_0) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   
   arg1 = *(acc_scheduler **)&_swig_go_0; 
@@ -8434,7 +8430,7 @@ void _wrap_delete_Scheduler_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_0) {
 }
 
 
-void _wrap_Scheduler_then_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Scheduler_then_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -8479,7 +8475,7 @@ void _wrap_Scheduler_then_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_0, long 
 }
 
 
-void _wrap_Scheduler_chain_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Scheduler_chain_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8522,7 +8518,7 @@ void _wrap_Scheduler_chain_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_0, _gos
 }
 
 
-void _wrap_Scheduler_step_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Scheduler_step_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8553,7 +8549,7 @@ void _wrap_Scheduler_step_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_0, _gost
 }
 
 
-void _wrap_Scheduler_stepMetric_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Scheduler_stepMetric_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   double arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8586,7 +8582,7 @@ void _wrap_Scheduler_stepMetric_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_0,
 }
 
 
-double _wrap_Scheduler_getLastLr_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Scheduler_getLastLr_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8622,7 +8618,7 @@ double _wrap_Scheduler_getLastLr_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_0
 }
 
 
-long long _wrap_Scheduler_getStep_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Scheduler_getStep_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8656,7 +8652,7 @@ long long _wrap_Scheduler_getStep_capi_d8e8d7e8289b225f(acc_scheduler *_swig_go_
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8692,7 +8688,7 @@ acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_d8e8d7e8289b225f(acc_optimizer 
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8728,7 +8724,7 @@ acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_d8e8d7e8289b225f(acc_op
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   accswig::GroupLrLambda *arg3 = (accswig::GroupLrLambda *) 0 ;
@@ -8766,7 +8762,7 @@ acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_d8e8d7e8289b225f(acc_optim
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   accswig::GroupLrLambda *arg3 = (accswig::GroupLrLambda *) 0 ;
@@ -8804,7 +8800,7 @@ acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_d8e8d7e8289b225f(a
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_d8e8d7e8289b225f(acc_optimizer *_swig_go_0, acc_options *_swig_go_1, accswig::LrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, acc_options *_swig_go_1, accswig::LrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   accswig::LrLambda *arg3 = (accswig::LrLambda *) 0 ;
@@ -8842,7 +8838,7 @@ acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_d8e8d7e8289b225f(acc_optimiz
 }
 
 
-acc_averaged_model *_wrap_new_AveragedModel_capi_d8e8d7e8289b225f(acc_model *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+acc_averaged_model *_wrap_new_AveragedModel_capi_125dda41dfa9e77c(acc_model *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8878,7 +8874,7 @@ acc_averaged_model *_wrap_new_AveragedModel_capi_d8e8d7e8289b225f(acc_model *_sw
 }
 
 
-void _wrap_delete_AveragedModel_capi_d8e8d7e8289b225f(acc_averaged_model *_swig_go_0) {
+void _wrap_delete_AveragedModel_capi_125dda41dfa9e77c(acc_averaged_model *_swig_go_0) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   
   arg1 = *(acc_averaged_model **)&_swig_go_0; 
@@ -8897,7 +8893,7 @@ void _wrap_delete_AveragedModel_capi_d8e8d7e8289b225f(acc_averaged_model *_swig_
 }
 
 
-void _wrap_AveragedModel_update_capi_d8e8d7e8289b225f(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_update_capi_125dda41dfa9e77c(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8930,7 +8926,7 @@ void _wrap_AveragedModel_update_capi_d8e8d7e8289b225f(acc_averaged_model *_swig_
 }
 
 
-long long _wrap_AveragedModel_count_capi_d8e8d7e8289b225f(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_AveragedModel_count_capi_125dda41dfa9e77c(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8964,7 +8960,7 @@ long long _wrap_AveragedModel_count_capi_d8e8d7e8289b225f(acc_averaged_model *_s
 }
 
 
-void _wrap_AveragedModel_copyTo_capi_d8e8d7e8289b225f(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_copyTo_capi_125dda41dfa9e77c(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8997,7 +8993,7 @@ void _wrap_AveragedModel_copyTo_capi_d8e8d7e8289b225f(acc_averaged_model *_swig_
 }
 
 
-void _wrap_AveragedModel_swap_capi_d8e8d7e8289b225f(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_swap_capi_125dda41dfa9e77c(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9030,7 +9026,7 @@ void _wrap_AveragedModel_swap_capi_d8e8d7e8289b225f(acc_averaged_model *_swig_go
 }
 
 
-acc_tensor_list *_wrap_AveragedModel_stateDict_capi_d8e8d7e8289b225f(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_AveragedModel_stateDict_capi_125dda41dfa9e77c(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9064,7 +9060,7 @@ acc_tensor_list *_wrap_AveragedModel_stateDict_capi_d8e8d7e8289b225f(acc_average
 }
 
 
-void _wrap_AveragedModel_loadStateDict_capi_d8e8d7e8289b225f(acc_averaged_model *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_loadStateDict_capi_125dda41dfa9e77c(acc_averaged_model *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9097,7 +9093,7 @@ void _wrap_AveragedModel_loadStateDict_capi_d8e8d7e8289b225f(acc_averaged_model 
 }
 
 
-void _wrap_delete_Dataset_capi_d8e8d7e8289b225f(acc_dataset *_swig_go_0) {
+void _wrap_delete_Dataset_capi_125dda41dfa9e77c(acc_dataset *_swig_go_0) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   
   arg1 = *(acc_dataset **)&_swig_go_0; 
@@ -9116,7 +9112,7 @@ void _wrap_delete_Dataset_capi_d8e8d7e8289b225f(acc_dataset *_swig_go_0) {
 }
 
 
-acc_dataset *_wrap_Dataset_fromTensors_capi_d8e8d7e8289b225f(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+acc_dataset *_wrap_Dataset_fromTensors_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9150,7 +9146,7 @@ acc_dataset *_wrap_Dataset_fromTensors_capi_d8e8d7e8289b225f(acc_tensor_list *_s
 }
 
 
-acc_dataset *_wrap_Dataset_fromIdx_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromIdx_capi_125dda41dfa9e77c(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9202,7 +9198,7 @@ acc_dataset *_wrap_Dataset_fromIdx_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0, 
 }
 
 
-acc_dataset *_wrap_Dataset_fromSampleSource_capi_d8e8d7e8289b225f(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromSampleSource_capi_125dda41dfa9e77c(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::SampleSource *arg2 = (accswig::SampleSource *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9238,7 +9234,7 @@ acc_dataset *_wrap_Dataset_fromSampleSource_capi_d8e8d7e8289b225f(long long _swi
 }
 
 
-acc_dataset *_wrap_Dataset_fromStreamSource_capi_d8e8d7e8289b225f(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromStreamSource_capi_125dda41dfa9e77c(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9274,7 +9270,7 @@ acc_dataset *_wrap_Dataset_fromStreamSource_capi_d8e8d7e8289b225f(accswig::Strea
 }
 
 
-acc_dataset *_wrap_Dataset_subset_capi_d8e8d7e8289b225f(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataset *_wrap_Dataset_subset_capi_125dda41dfa9e77c(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -9312,7 +9308,7 @@ acc_dataset *_wrap_Dataset_subset_capi_d8e8d7e8289b225f(acc_dataset *_swig_go_0,
 }
 
 
-long long _wrap_Dataset_size_capi_d8e8d7e8289b225f(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Dataset_size_capi_125dda41dfa9e77c(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9346,7 +9342,7 @@ long long _wrap_Dataset_size_capi_d8e8d7e8289b225f(acc_dataset *_swig_go_0, _gos
 }
 
 
-acc_tensor_list *_wrap_Dataset_get_capi_d8e8d7e8289b225f(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor_list *_wrap_Dataset_get_capi_125dda41dfa9e77c(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9382,7 +9378,7 @@ acc_tensor_list *_wrap_Dataset_get_capi_d8e8d7e8289b225f(acc_dataset *_swig_go_0
 }
 
 
-acc_dataloader *_wrap_new_DataLoader_capi_d8e8d7e8289b225f(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataloader *_wrap_new_DataLoader_capi_125dda41dfa9e77c(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9418,7 +9414,7 @@ acc_dataloader *_wrap_new_DataLoader_capi_d8e8d7e8289b225f(acc_dataset *_swig_go
 }
 
 
-void _wrap_delete_DataLoader_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0) {
+void _wrap_delete_DataLoader_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   
   arg1 = *(acc_dataloader **)&_swig_go_0; 
@@ -9437,7 +9433,7 @@ void _wrap_delete_DataLoader_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0) {
 }
 
 
-acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_d8e8d7e8289b225f(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_125dda41dfa9e77c(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -9485,7 +9481,7 @@ acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_d8e8d7e8289b225f(acc_datas
 }
 
 
-acc_tensor_list *_wrap_DataLoader_next_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_DataLoader_next_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9519,7 +9515,7 @@ acc_tensor_list *_wrap_DataLoader_next_capi_d8e8d7e8289b225f(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_length_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_length_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9553,7 +9549,7 @@ long long _wrap_DataLoader_length_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go
 }
 
 
-long long _wrap_DataLoader_epoch_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_epoch_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9587,7 +9583,7 @@ long long _wrap_DataLoader_epoch_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_setEpoch_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setEpoch_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9620,7 +9616,7 @@ void _wrap_DataLoader_setEpoch_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0,
 }
 
 
-void _wrap_DataLoader_setCollator_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setCollator_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   accswig::Collator *arg2 = (accswig::Collator *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9653,7 +9649,7 @@ void _wrap_DataLoader_setCollator_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go
 }
 
 
-void _wrap_DataLoader_skipFirstBatches_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_skipFirstBatches_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9686,7 +9682,7 @@ void _wrap_DataLoader_skipFirstBatches_capi_d8e8d7e8289b225f(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_totalBatchSize_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalBatchSize_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9720,7 +9716,7 @@ long long _wrap_DataLoader_totalBatchSize_capi_d8e8d7e8289b225f(acc_dataloader *
 }
 
 
-long long _wrap_DataLoader_totalDatasetLength_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalDatasetLength_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9754,7 +9750,7 @@ long long _wrap_DataLoader_totalDatasetLength_capi_d8e8d7e8289b225f(acc_dataload
 }
 
 
-bool _wrap_DataLoader_endOfEpoch_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_endOfEpoch_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9788,7 +9784,7 @@ bool _wrap_DataLoader_endOfEpoch_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_endEpoch_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_DataLoader_endEpoch_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9819,7 +9815,7 @@ void _wrap_DataLoader_endEpoch_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0,
 }
 
 
-bool _wrap_DataLoader_inEpoch_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_inEpoch_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9853,7 +9849,7 @@ bool _wrap_DataLoader_inEpoch_capi_d8e8d7e8289b225f(acc_dataloader *_swig_go_0, 
 }
 
 
-acc_accelerator *_wrap_new_Accelerator_capi_d8e8d7e8289b225f(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
+acc_accelerator *_wrap_new_Accelerator_capi_125dda41dfa9e77c(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
   acc_options *arg1 = (acc_options *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9887,7 +9883,7 @@ acc_accelerator *_wrap_new_Accelerator_capi_d8e8d7e8289b225f(acc_options *_swig_
 }
 
 
-void _wrap_delete_Accelerator_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0) {
+void _wrap_delete_Accelerator_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
@@ -9906,7 +9902,7 @@ void _wrap_delete_Accelerator_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Accelerator_device_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_device_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9940,7 +9936,7 @@ _gostring_ _wrap_Accelerator_device_capi_d8e8d7e8289b225f(acc_accelerator *_swig
 }
 
 
-_gostring_ _wrap_Accelerator_distributedType_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_distributedType_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9974,7 +9970,7 @@ _gostring_ _wrap_Accelerator_distributedType_capi_d8e8d7e8289b225f(acc_accelerat
 }
 
 
-_gostring_ _wrap_Accelerator_mixedPrecision_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_mixedPrecision_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10008,7 +10004,7 @@ _gostring_ _wrap_Accelerator_mixedPrecision_capi_d8e8d7e8289b225f(acc_accelerato
 }
 
 
-long long _wrap_Accelerator_processIndex_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_processIndex_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10042,7 +10038,7 @@ long long _wrap_Accelerator_processIndex_capi_d8e8d7e8289b225f(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_numProcesses_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_numProcesses_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10076,7 +10072,7 @@ long long _wrap_Accelerator_numProcesses_capi_d8e8d7e8289b225f(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_localProcessIndex_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_localProcessIndex_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10110,7 +10106,7 @@ long long _wrap_Accelerator_localProcessIndex_capi_d8e8d7e8289b225f(acc_accelera
 }
 
 
-bool _wrap_Accelerator_isMainProcess_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isMainProcess_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10144,7 +10140,7 @@ bool _wrap_Accelerator_isMainProcess_capi_d8e8d7e8289b225f(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_isLocalMainProcess_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLocalMainProcess_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10178,7 +10174,7 @@ bool _wrap_Accelerator_isLocalMainProcess_capi_d8e8d7e8289b225f(acc_accelerator 
 }
 
 
-bool _wrap_Accelerator_isLastProcess_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLastProcess_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10212,7 +10208,7 @@ bool _wrap_Accelerator_isLastProcess_capi_d8e8d7e8289b225f(acc_accelerator *_swi
 }
 
 
-long long _wrap_Accelerator_gradientAccumulationSteps_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_gradientAccumulationSteps_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10246,7 +10242,7 @@ long long _wrap_Accelerator_gradientAccumulationSteps_capi_d8e8d7e8289b225f(acc_
 }
 
 
-bool _wrap_Accelerator_syncGradients_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_syncGradients_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10280,7 +10276,7 @@ bool _wrap_Accelerator_syncGradients_capi_d8e8d7e8289b225f(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_optimizerStepWasSkipped_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_optimizerStepWasSkipped_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10314,7 +10310,7 @@ bool _wrap_Accelerator_optimizerStepWasSkipped_capi_d8e8d7e8289b225f(acc_acceler
 }
 
 
-long long _wrap_Accelerator_step_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_step_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10348,7 +10344,7 @@ long long _wrap_Accelerator_step_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go
 }
 
 
-acc_model *_wrap_Accelerator_prepareModel_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_model *_wrap_Accelerator_prepareModel_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   acc_placement arg3 ;
@@ -10386,7 +10382,7 @@ acc_model *_wrap_Accelerator_prepareModel_capi_d8e8d7e8289b225f(acc_accelerator 
 }
 
 
-acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   acc_placement arg3 ;
@@ -10424,7 +10420,7 @@ acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_d8e8d7e8289b225f(acc_acce
 }
 
 
-acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_dataloader *arg2 = (acc_dataloader *) 0 ;
   acc_placement arg3 ;
@@ -10462,7 +10458,7 @@ acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_d8e8d7e8289b225f(acc_ac
 }
 
 
-acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_scheduler *arg2 = (acc_scheduler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10498,7 +10494,7 @@ acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_d8e8d7e8289b225f(acc_acce
 }
 
 
-acc_model *_wrap_Accelerator_unwrapModel_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+acc_model *_wrap_Accelerator_unwrapModel_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10534,7 +10530,7 @@ acc_model *_wrap_Accelerator_unwrapModel_capi_d8e8d7e8289b225f(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_backward_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_backward_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10567,7 +10563,7 @@ void _wrap_Accelerator_backward_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_backwardWith_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, bool _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_backwardWith_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, bool _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   bool arg3 ;
@@ -10604,7 +10600,7 @@ void _wrap_Accelerator_backwardWith_capi_d8e8d7e8289b225f(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_accumulateBegin_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateBegin_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10635,7 +10631,7 @@ void _wrap_Accelerator_accumulateBegin_capi_d8e8d7e8289b225f(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_accumulateEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateEnd_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10666,7 +10662,7 @@ void _wrap_Accelerator_accumulateEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swi
 }
 
 
-double _wrap_Accelerator_clipGradNorm_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+double _wrap_Accelerator_clipGradNorm_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -10706,7 +10702,7 @@ double _wrap_Accelerator_clipGradNorm_capi_d8e8d7e8289b225f(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_clipGradValue_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_clipGradValue_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -10741,7 +10737,7 @@ void _wrap_Accelerator_clipGradValue_capi_d8e8d7e8289b225f(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_saveModel_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_saveModel_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -10794,7 +10790,7 @@ void _wrap_Accelerator_saveModel_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_mergeShardedCheckpoint_capi_d8e8d7e8289b225f(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_mergeShardedCheckpoint_capi_125dda41dfa9e77c(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -10855,7 +10851,7 @@ void _wrap_Accelerator_mergeShardedCheckpoint_capi_d8e8d7e8289b225f(_gostring_ _
 }
 
 
-_gostring_ _wrap_Accelerator_saveState_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_saveState_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10899,7 +10895,7 @@ _gostring_ _wrap_Accelerator_saveState_capi_d8e8d7e8289b225f(acc_accelerator *_s
 }
 
 
-_gostring_ _wrap_Accelerator_loadState_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_loadState_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10943,7 +10939,7 @@ _gostring_ _wrap_Accelerator_loadState_capi_d8e8d7e8289b225f(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_registerAveragedModel_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_averaged_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerAveragedModel_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_averaged_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_averaged_model *arg2 = (acc_averaged_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10976,7 +10972,7 @@ void _wrap_Accelerator_registerAveragedModel_capi_d8e8d7e8289b225f(acc_accelerat
 }
 
 
-void _wrap_Accelerator_print_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_print_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11017,7 +11013,7 @@ void _wrap_Accelerator_print_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, 
 }
 
 
-void _wrap_Accelerator_waitForEveryone_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_waitForEveryone_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11048,7 +11044,7 @@ void _wrap_Accelerator_waitForEveryone_capi_d8e8d7e8289b225f(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_freeMemory_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_freeMemory_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11079,7 +11075,7 @@ void _wrap_Accelerator_freeMemory_capi_d8e8d7e8289b225f(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_noSyncBegin_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncBegin_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11112,7 +11108,7 @@ void _wrap_Accelerator_noSyncBegin_capi_d8e8d7e8289b225f(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_noSyncEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncEnd_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11145,7 +11141,7 @@ void _wrap_Accelerator_noSyncEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_triggerSyncInBackward_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_triggerSyncInBackward_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11178,7 +11174,7 @@ void _wrap_Accelerator_triggerSyncInBackward_capi_d8e8d7e8289b225f(acc_accelerat
 }
 
 
-void _wrap_Accelerator_localSgdBegin_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_localSgdBegin_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int64_t arg3 ;
@@ -11215,7 +11211,7 @@ void _wrap_Accelerator_localSgdBegin_capi_d8e8d7e8289b225f(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_localSgdStep_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdStep_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11248,7 +11244,7 @@ void _wrap_Accelerator_localSgdStep_capi_d8e8d7e8289b225f(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_localSgdEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdEnd_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11281,7 +11277,7 @@ void _wrap_Accelerator_localSgdEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_profileBegin_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_profileBegin_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11314,7 +11310,7 @@ void _wrap_Accelerator_profileBegin_capi_d8e8d7e8289b225f(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_profileStep_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_profileStep_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11345,7 +11341,7 @@ void _wrap_Accelerator_profileStep_capi_d8e8d7e8289b225f(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_profileEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_profileEnd_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11376,7 +11372,7 @@ void _wrap_Accelerator_profileEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swig_g
 }
 
 
-_gostring_ _wrap_Accelerator_profileSummary_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_profileSummary_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11410,7 +11406,7 @@ _gostring_ _wrap_Accelerator_profileSummary_capi_d8e8d7e8289b225f(acc_accelerato
 }
 
 
-void _wrap_Accelerator_exportChromeTrace_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_exportChromeTrace_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11451,7 +11447,7 @@ void _wrap_Accelerator_exportChromeTrace_capi_d8e8d7e8289b225f(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsBegin_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_joinUnevenInputsBegin_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int arg3 ;
@@ -11486,7 +11482,7 @@ void _wrap_Accelerator_joinUnevenInputsBegin_capi_d8e8d7e8289b225f(acc_accelerat
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_joinUnevenInputsEnd_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11519,7 +11515,7 @@ void _wrap_Accelerator_joinUnevenInputsEnd_capi_d8e8d7e8289b225f(acc_accelerator
 }
 
 
-void _wrap_Accelerator_mainProcessFirstBegin_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstBegin_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11550,7 +11546,7 @@ void _wrap_Accelerator_mainProcessFirstBegin_capi_d8e8d7e8289b225f(acc_accelerat
 }
 
 
-void _wrap_Accelerator_mainProcessFirstEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstEnd_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11581,7 +11577,7 @@ void _wrap_Accelerator_mainProcessFirstEnd_capi_d8e8d7e8289b225f(acc_accelerator
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstBegin_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstBegin_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11612,7 +11608,7 @@ void _wrap_Accelerator_localMainProcessFirstBegin_capi_d8e8d7e8289b225f(acc_acce
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstEnd_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11643,7 +11639,7 @@ void _wrap_Accelerator_localMainProcessFirstEnd_capi_d8e8d7e8289b225f(acc_accele
 }
 
 
-acc_tensor *_wrap_Accelerator_gather_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gather_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -11689,7 +11685,7 @@ acc_tensor *_wrap_Accelerator_gather_capi_d8e8d7e8289b225f(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -11735,7 +11731,7 @@ acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_d8e8d7e8289b225f(acc_acceler
 }
 
 
-acc_string_list *_wrap_Accelerator_gatherObject_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_string_list *_wrap_Accelerator_gatherObject_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -11785,7 +11781,7 @@ acc_string_list *_wrap_Accelerator_gatherObject_capi_d8e8d7e8289b225f(acc_accele
 }
 
 
-acc_string_list *_wrap_Accelerator_broadcastObject_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_string_list *_wrap_Accelerator_broadcastObject_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -11837,7 +11833,7 @@ acc_string_list *_wrap_Accelerator_broadcastObject_capi_d8e8d7e8289b225f(acc_acc
 }
 
 
-acc_tensor *_wrap_Accelerator_reduce_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_reduce_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -11885,7 +11881,7 @@ acc_tensor *_wrap_Accelerator_reduce_capi_d8e8d7e8289b225f(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_broadcast_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_broadcast_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -11933,7 +11929,7 @@ acc_tensor *_wrap_Accelerator_broadcast_capi_d8e8d7e8289b225f(acc_accelerator *_
 }
 
 
-acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
+acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -11985,7 +11981,7 @@ acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_d8e8d7e8289b225f(acc_accel
 }
 
 
-void _wrap_Accelerator_splitBetweenProcesses_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_splitBetweenProcesses_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -12026,7 +12022,7 @@ void _wrap_Accelerator_splitBetweenProcesses_capi_d8e8d7e8289b225f(acc_accelerat
 }
 
 
-void _wrap_Accelerator_setTrigger_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_setTrigger_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12057,7 +12053,7 @@ void _wrap_Accelerator_setTrigger_capi_d8e8d7e8289b225f(acc_accelerator *_swig_g
 }
 
 
-bool _wrap_Accelerator_checkTrigger_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_checkTrigger_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12091,7 +12087,7 @@ bool _wrap_Accelerator_checkTrigger_capi_d8e8d7e8289b225f(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_save_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_save_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -12134,7 +12130,7 @@ void _wrap_Accelerator_save_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, a
 }
 
 
-acc_tensor_list *_wrap_Accelerator_getStateDict_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Accelerator_getStateDict_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   bool arg3 ;
@@ -12172,7 +12168,7 @@ acc_tensor_list *_wrap_Accelerator_getStateDict_capi_d8e8d7e8289b225f(acc_accele
 }
 
 
-long long _wrap_Accelerator_iteration_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_iteration_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12206,7 +12202,7 @@ long long _wrap_Accelerator_iteration_capi_d8e8d7e8289b225f(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_unscaleGradients_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_unscaleGradients_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12239,7 +12235,7 @@ void _wrap_Accelerator_unscaleGradients_capi_d8e8d7e8289b225f(acc_accelerator *_
 }
 
 
-void _wrap_Accelerator_autocastBegin_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_autocastBegin_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12272,7 +12268,7 @@ void _wrap_Accelerator_autocastBegin_capi_d8e8d7e8289b225f(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_autocastEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_autocastEnd_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12303,7 +12299,7 @@ void _wrap_Accelerator_autocastEnd_capi_d8e8d7e8289b225f(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_registerForCheckpointing_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerForCheckpointing_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::StateHandler *arg2 = (accswig::StateHandler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12336,7 +12332,7 @@ void _wrap_Accelerator_registerForCheckpointing_capi_d8e8d7e8289b225f(acc_accele
 }
 
 
-void _wrap_Accelerator_registerSaveStatePreHook_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerSaveStatePreHook_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12369,7 +12365,7 @@ void _wrap_Accelerator_registerSaveStatePreHook_capi_d8e8d7e8289b225f(acc_accele
 }
 
 
-void _wrap_Accelerator_onTraceReady_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, accswig::TraceReady *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_onTraceReady_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, accswig::TraceReady *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::TraceReady *arg2 = (accswig::TraceReady *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12402,7 +12398,7 @@ void _wrap_Accelerator_onTraceReady_capi_d8e8d7e8289b225f(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_registerLoadStatePreHook_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerLoadStatePreHook_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12435,7 +12431,7 @@ void _wrap_Accelerator_registerLoadStatePreHook_capi_d8e8d7e8289b225f(acc_accele
 }
 
 
-void _wrap_Accelerator_addTracker_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_addTracker_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   accswig::Tracker *arg3 = (accswig::Tracker *) 0 ;
@@ -12478,7 +12474,7 @@ void _wrap_Accelerator_addTracker_capi_d8e8d7e8289b225f(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_initTrackers_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_initTrackers_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -12529,7 +12525,7 @@ void _wrap_Accelerator_initTrackers_capi_d8e8d7e8289b225f(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_logValues_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logValues_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -12574,7 +12570,7 @@ void _wrap_Accelerator_logValues_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_logScalar_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logScalar_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -12619,7 +12615,7 @@ void _wrap_Accelerator_logScalar_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_logTexts_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logTexts_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -12664,7 +12660,7 @@ void _wrap_Accelerator_logTexts_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_endTraining_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_endTraining_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12695,7 +12691,7 @@ void _wrap_Accelerator_endTraining_capi_d8e8d7e8289b225f(acc_accelerator *_swig_
 }
 
 
-acc_string_list *_wrap_Accelerator_trackerNames_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Accelerator_trackerNames_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12729,7 +12725,7 @@ acc_string_list *_wrap_Accelerator_trackerNames_capi_d8e8d7e8289b225f(acc_accele
 }
 
 
-_gostring_ _wrap_Accelerator_trackerPath_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_trackerPath_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12773,7 +12769,7 @@ _gostring_ _wrap_Accelerator_trackerPath_capi_d8e8d7e8289b225f(acc_accelerator *
 }
 
 
-long long _wrap_Samples_size_capi_d8e8d7e8289b225f(accswig::Samples *_swig_go_0) {
+long long _wrap_Samples_size_capi_125dda41dfa9e77c(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -12795,7 +12791,7 @@ long long _wrap_Samples_size_capi_d8e8d7e8289b225f(accswig::Samples *_swig_go_0)
 }
 
 
-long long _wrap_Samples_fields_capi_d8e8d7e8289b225f(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Samples_fields_capi_125dda41dfa9e77c(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12831,7 +12827,7 @@ long long _wrap_Samples_fields_capi_d8e8d7e8289b225f(accswig::Samples *_swig_go_
 }
 
 
-acc_tensor *_wrap_Samples_get_capi_d8e8d7e8289b225f(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Samples_get_capi_125dda41dfa9e77c(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -12869,7 +12865,7 @@ acc_tensor *_wrap_Samples_get_capi_d8e8d7e8289b225f(accswig::Samples *_swig_go_0
 }
 
 
-void _wrap_delete_Samples_capi_d8e8d7e8289b225f(accswig::Samples *_swig_go_0) {
+void _wrap_delete_Samples_capi_125dda41dfa9e77c(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   
   arg1 = *(accswig::Samples **)&_swig_go_0; 
@@ -12888,7 +12884,7 @@ void _wrap_delete_Samples_capi_d8e8d7e8289b225f(accswig::Samples *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_append_capi_d8e8d7e8289b225f(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_append_capi_125dda41dfa9e77c(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -12925,7 +12921,7 @@ void _wrap_Bytes_append_capi_d8e8d7e8289b225f(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Bytes_size_capi_d8e8d7e8289b225f(accswig::Bytes *_swig_go_0) {
+long long _wrap_Bytes_size_capi_125dda41dfa9e77c(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -12947,7 +12943,7 @@ long long _wrap_Bytes_size_capi_d8e8d7e8289b225f(accswig::Bytes *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_copyTo_capi_d8e8d7e8289b225f(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_copyTo_capi_125dda41dfa9e77c(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -12984,7 +12980,7 @@ void _wrap_Bytes_copyTo_capi_d8e8d7e8289b225f(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-void _wrap_delete_Bytes_capi_d8e8d7e8289b225f(accswig::Bytes *_swig_go_0) {
+void _wrap_delete_Bytes_capi_125dda41dfa9e77c(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   
   arg1 = *(accswig::Bytes **)&_swig_go_0; 
@@ -13003,7 +12999,7 @@ void _wrap_delete_Bytes_capi_d8e8d7e8289b225f(accswig::Bytes *_swig_go_0) {
 }
 
 
-long long _wrap_Metrics_size_capi_d8e8d7e8289b225f(accswig::Metrics *_swig_go_0) {
+long long _wrap_Metrics_size_capi_125dda41dfa9e77c(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -13025,7 +13021,7 @@ long long _wrap_Metrics_size_capi_d8e8d7e8289b225f(accswig::Metrics *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Metrics_name_capi_d8e8d7e8289b225f(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Metrics_name_capi_125dda41dfa9e77c(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13061,7 +13057,7 @@ _gostring_ _wrap_Metrics_name_capi_d8e8d7e8289b225f(accswig::Metrics *_swig_go_0
 }
 
 
-double _wrap_Metrics_value_capi_d8e8d7e8289b225f(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Metrics_value_capi_125dda41dfa9e77c(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13097,7 +13093,7 @@ double _wrap_Metrics_value_capi_d8e8d7e8289b225f(accswig::Metrics *_swig_go_0, l
 }
 
 
-void _wrap_delete_Metrics_capi_d8e8d7e8289b225f(accswig::Metrics *_swig_go_0) {
+void _wrap_delete_Metrics_capi_125dda41dfa9e77c(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   
   arg1 = *(accswig::Metrics **)&_swig_go_0; 
@@ -13116,7 +13112,7 @@ void _wrap_delete_Metrics_capi_d8e8d7e8289b225f(accswig::Metrics *_swig_go_0) {
 }
 
 
-long long _wrap_Texts_size_capi_d8e8d7e8289b225f(accswig::Texts *_swig_go_0) {
+long long _wrap_Texts_size_capi_125dda41dfa9e77c(accswig::Texts *_swig_go_0) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -13138,7 +13134,7 @@ long long _wrap_Texts_size_capi_d8e8d7e8289b225f(accswig::Texts *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_Texts_name_capi_d8e8d7e8289b225f(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Texts_name_capi_125dda41dfa9e77c(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13174,7 +13170,7 @@ _gostring_ _wrap_Texts_name_capi_d8e8d7e8289b225f(accswig::Texts *_swig_go_0, lo
 }
 
 
-_gostring_ _wrap_Texts_text_capi_d8e8d7e8289b225f(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Texts_text_capi_125dda41dfa9e77c(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13210,7 +13206,7 @@ _gostring_ _wrap_Texts_text_capi_d8e8d7e8289b225f(accswig::Texts *_swig_go_0, lo
 }
 
 
-void _wrap_delete_Texts_capi_d8e8d7e8289b225f(accswig::Texts *_swig_go_0) {
+void _wrap_delete_Texts_capi_125dda41dfa9e77c(accswig::Texts *_swig_go_0) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   
   arg1 = *(accswig::Texts **)&_swig_go_0; 
@@ -13229,7 +13225,7 @@ void _wrap_delete_Texts_capi_d8e8d7e8289b225f(accswig::Texts *_swig_go_0) {
 }
 
 
-void _wrap_LrFactor_set_capi_d8e8d7e8289b225f(accswig::Factor *_swig_go_0, double _swig_go_1) {
+void _wrap_LrFactor_set_capi_125dda41dfa9e77c(accswig::Factor *_swig_go_0, double _swig_go_1) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   double arg2 ;
   
@@ -13250,7 +13246,7 @@ void _wrap_LrFactor_set_capi_d8e8d7e8289b225f(accswig::Factor *_swig_go_0, doubl
 }
 
 
-void _wrap_delete_LrFactor_capi_d8e8d7e8289b225f(accswig::Factor *_swig_go_0) {
+void _wrap_delete_LrFactor_capi_125dda41dfa9e77c(accswig::Factor *_swig_go_0) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   
   arg1 = *(accswig::Factor **)&_swig_go_0; 
@@ -13269,7 +13265,7 @@ void _wrap_delete_LrFactor_capi_d8e8d7e8289b225f(accswig::Factor *_swig_go_0) {
 }
 
 
-acc_progress *_wrap_new_Progress_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_progress *_wrap_new_Progress_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -13315,7 +13311,7 @@ acc_progress *_wrap_new_Progress_capi_d8e8d7e8289b225f(acc_accelerator *_swig_go
 }
 
 
-void _wrap_delete_Progress_capi_d8e8d7e8289b225f(acc_progress *_swig_go_0) {
+void _wrap_delete_Progress_capi_125dda41dfa9e77c(acc_progress *_swig_go_0) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   
   arg1 = *(acc_progress **)&_swig_go_0; 
@@ -13334,7 +13330,7 @@ void _wrap_delete_Progress_capi_d8e8d7e8289b225f(acc_progress *_swig_go_0) {
 }
 
 
-void _wrap_Progress_update_capi_d8e8d7e8289b225f(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_update_capi_125dda41dfa9e77c(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13367,7 +13363,7 @@ void _wrap_Progress_update_capi_d8e8d7e8289b225f(acc_progress *_swig_go_0, long 
 }
 
 
-void _wrap_Progress_setPostfix_capi_d8e8d7e8289b225f(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_setPostfix_capi_125dda41dfa9e77c(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13408,7 +13404,7 @@ void _wrap_Progress_setPostfix_capi_d8e8d7e8289b225f(acc_progress *_swig_go_0, _
 }
 
 
-void _wrap_Progress_finish_capi_d8e8d7e8289b225f(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Progress_finish_capi_125dda41dfa9e77c(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;

@@ -142,6 +142,49 @@ class StateCallbackTest {
     assertEquals(List.of("run \ud83d\ude80", "a\nb", smile), seen);
   }
 
+  // A tracker refused for a NUL in its name is not kept anywhere: the library never took it, so
+  // nothing would ever release it.
+  @Test
+  void aTrackerRefusedForItsNameIsNotKept() throws Exception {
+    try (Accelerator acc = newAccelerator(dir)) {
+      java.lang.ref.WeakReference<TrackerCallbacks> refused = refuseTrackerNamedWithNul(acc);
+      long deadline = System.nanoTime() + 10_000_000_000L;
+      while (refused.get() != null && System.nanoTime() < deadline) {
+        System.gc();
+        Thread.sleep(10);
+      }
+      assertNull(refused.get(), "the refused tracker is still reachable");
+      try (StringList names = acc.trackerNames()) {
+        assertEquals(0, names.size());
+      }
+    }
+  }
+
+  private static java.lang.ref.WeakReference<TrackerCallbacks> refuseTrackerNamedWithNul(Accelerator acc) {
+    TrackerCallbacks tracker = new TrackerCallbacks() {  // a new object (a lambda without captures is shared)
+      public void log(Map<String, Double> values, long step) {}
+    };
+    InvalidArgumentException nul = assertThrows(InvalidArgumentException.class, () -> acc.addTracker("a\0b", tracker));
+    assertTrue(nul.getMessage().contains("NUL"), nul.getMessage());
+    return new java.lang.ref.WeakReference<>(tracker);
+  }
+
+  // Names cross whole (a newline is part of a name, never a separator), and a negative group index
+  // is refused by its own value.
+  @Test
+  void parameterNamesCrossWholeAndNegativeIndicesAreRefused() {
+    try (Model model = Model.fromSpec(SPEC); Optimizer opt = new Optimizer(model, "sgd", null)) {
+      InvalidArgumentException joined =
+          assertThrows(InvalidArgumentException.class, () -> opt.addParamGroup(List.of("0.weight\n0.bias"), null));
+      assertTrue(joined.getMessage().contains("0.weight\n0.bias"), joined.getMessage());
+      assertEquals(1, opt.numParamGroups());
+      InvalidArgumentException negative = assertThrows(InvalidArgumentException.class, () -> opt.getLr(-1));
+      assertTrue(negative.getMessage().contains("group is negative: -1"), negative.getMessage());
+      opt.addParamGroup(List.of("0.bias"), null);
+      assertEquals(2, opt.numParamGroups());
+    }
+  }
+
   @Test
   void anLrLambdaSetsTheRates() {
     try (Model model = Model.fromSpec(SPEC);

@@ -1,0 +1,38 @@
+package ai.accelerate;
+
+/** Checks and encodings of arguments before they cross to the library. */
+final class Args {
+  private Args() {}
+
+  /** An index or count (a size_t in C, a long here): a negative one is refused by its own value,
+   *  instead of reaching the library as a number near 2^64. */
+  static long notNegative(long value, String name) {
+    if (value < 0) throw new InvalidArgumentException(name + " is negative: " + value);
+    return value;
+  }
+
+  /** Refuses a string holding a NUL (it would cut the text short in the library), before anything
+   *  is made for the call it belongs to. */
+  static String noNul(String what, String s) {
+    if (s != null && s.indexOf('\0') >= 0)
+      throw new InvalidArgumentException(what + " \"" + s.replace("\0", "\\0") + "\" holds a NUL character");
+    return s;
+  }
+
+  /** Each string's UTF-8 bytes and a NUL: a string may hold any other character (a newline too). */
+  static byte[] nulJoined(String what, Iterable<String> strings) {
+    java.util.Objects.requireNonNull(strings, what + "s");
+    java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
+    for (String s : strings) {
+      if (s == null) throw new InvalidArgumentException(what + " is null");
+      byte[] encoded = noNul(what, s).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+      bytes.write(encoded, 0, encoded.length);
+      bytes.write(0);
+    }
+    return bytes.toByteArray();
+  }
+
+  static byte[] nulJoined(String what, String[] strings) {
+    return nulJoined(what, java.util.Arrays.asList(strings));
+  }
+}
