@@ -153,7 +153,7 @@ std::vector<std::string> save_sharded(const std::string& dir, const NamedTensors
   if (stale(kIndexName)) fs::remove(dir + "/" + kIndexName, ec);
   for (const auto& file : fs::directory_iterator(dir, ec)) {
     const std::string name = file.path().filename().string();
-    const bool temporary = name == "model.safetensors.tmp" || name == "model.safetensors.index.json.tmp";
+    const bool temporary = is_temporary_of(name, "model.safetensors") || is_temporary_of(name, kIndexName);
     if ((is_pretrained_file_name(name) && stale(name)) || temporary) fs::remove(file.path(), ec);
   }
   return written;

@@ -42,9 +42,18 @@ std::string with_dashes(const std::string& names) {
 }
 
 // add_option / add_flag with the dashed spellings too.
-template <typename... Args>
-CLI::Option* option(CLI::App* app, const std::string& names, Args&&... args) {
-  return app->add_option(with_dashes(names), std::forward<Args>(args)...);
+template <typename T>
+constexpr bool is_vector = false;
+template <typename T>
+constexpr bool is_vector<std::vector<T>> = true;
+
+template <typename T, typename... Args>
+CLI::Option* option(CLI::App* app, const std::string& names, T& target, Args&&... args) {
+  CLI::Option* added = app->add_option(with_dashes(names), target, std::forward<Args>(args)...);
+  // Given twice, an option takes its last value, as argparse does (scripts append overrides to a
+  // base command). A list option (--dtypes) collects the values of every time it is given.
+  if constexpr (!is_vector<T>) added->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  return added;
 }
 template <typename... Args>
 CLI::Option* flag(CLI::App* app, const std::string& names, Args&&... args) {
@@ -84,7 +93,8 @@ void add_launch_options(CLI::App* app, LaunchArgs& a) {
   option(app, "--gpu_ids", f.gpu_ids, "GPUs to use, as CUDA_VISIBLE_DEVICES (e.g. 0,1), or all");
   option(app, "--max_restarts", f.max_restarts, "restarts of the whole group after a failure")
       ->check(CLI::Range(0, 1000));
-  option(app, "--kill_timeout", f.kill_timeout_seconds, "seconds between SIGTERM and SIGKILL at teardown")
+  option(app, "--kill_timeout", f.kill_timeout_seconds,
+         "seconds between SIGTERM and SIGKILL at teardown (30, as torchrun)")
       ->check(CLI::Range(0.0, 3600.0));
   flag(app, "--no_prefix", f.no_prefix, "do not prefix output lines with the rank");
   option(app, "--monitor_interval", f.monitor_interval_seconds, "seconds between checks of the processes")
@@ -177,10 +187,11 @@ int run_launch(const char* who, LaunchArgs& a, std::vector<std::string> command)
   }
   if (!check_python_only_flags(who, a)) return 2;
   // A Python module or script runs through python3, as Accelerate runs it; anything else as given.
+  // Unbuffered (-u), as torchrun starts Python: lines are relayed as printed, not lost at a teardown.
   if (a.module && !command.empty())
-    command.insert(command.begin(), {"python3", "-m"});
+    command.insert(command.begin(), {"python3", "-u", "-m"});
   else if (!a.no_python && !command.empty() && acc::ends_with(command[0], ".py"))
-    command.insert(command.begin(), "python3");
+    command.insert(command.begin(), {"python3", "-u"});
   acc::LaunchConfig config;
   try {
     // As Accelerate's launcher: with --cpu, the default config file is not read (one given is).

@@ -195,7 +195,7 @@ ClusterConfig ask_cluster_config(std::istream& in, std::ostream& out, bool termi
   const std::string kind = ask.choice("Which type of machine are you using?", kinds, gpu_count > 1 ? 2 : 0);
   c.distributed_type = kind == kinds[0] ? "NO" : kind == kinds[1] ? "MULTI_CPU" : "MULTI_GPU";
   c.num_processes = 1;
-  bool asks_precision = true, asks_accumulation = true;
+  bool asks_precision = true;
   if (c.distributed_type != "NO") {
     c.num_machines = ask.integer("How many different machines will you use (more than 1 for multi-node training)?",
                                  1, 1, 1 << 16);
@@ -231,9 +231,8 @@ ClusterConfig ask_cluster_config(std::istream& in, std::ostream& out, bool termi
     const std::string origin = "accelerate config";
     if (ask.yes_no("Do you want to use DeepSpeed?", false)) {
       const SettingMap deepspeed = ask_deepspeed(ask);
-      // Precision and accumulation are the DeepSpeed section's (or its JSON file's) to say.
+      // Precision is the DeepSpeed section's (or its JSON file's) to say.
       asks_precision = !deepspeed.count("deepspeed_config_file");
-      asks_accumulation = false;
       c.distributed_type = "DEEPSPEED";
       c.other["deepspeed_config"] = section_yaml(deepspeed);
       c.sharding_env = deepspeed_environment(deepspeed, origin, c.warnings);
@@ -248,12 +247,11 @@ ClusterConfig ask_cluster_config(std::istream& in, std::ostream& out, bool termi
               (c.distributed_type == "NO" && (gpu_count == 0 || ask.yes_no("Do you want to run your training on CPU only "
                                                                            "(even if a GPU is available)?",
                                                                            false)));
-  if (asks_precision) c.mixed_precision = ask.choice("Do you wish to use mixed precision?", mixed_precision_choices(), 0);
-  const int steps = asks_accumulation ? ask.integer("How many gradient accumulation steps (micro-batches per optimizer step)?",
-                                                    1, 1, 1 << 20)
-                                      : 1;
-  if (steps > 1) c.gradient_accumulation_steps = steps;
-  if (c.gradient_accumulation_steps) c.present.insert("gradient_accumulation_steps");
+  // No question about gradient accumulation, as in Accelerate: its launcher refuses a file with the
+  // top-level gradient_accumulation_steps key this runtime reads (written by hand, or passed as
+  // --gradient_accumulation_steps).
+  if (asks_precision)
+    c.mixed_precision = ask.choice("Do you wish to use mixed precision?", mixed_precision_choices(), 0);
   return c;
 }
 

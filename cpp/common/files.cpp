@@ -5,12 +5,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <ostream>
+#include <random>
 #include <sstream>
 #include <streambuf>
 #include <vector>
@@ -147,10 +150,42 @@ std::string name_with_suffix_fitted(const std::string& name, const std::string& 
   return name.substr(0, kept) + checksum + suffix;
 }
 
+namespace {
+
+constexpr char kTemporaryMark[] = ".tmp";
+constexpr size_t kTemporaryDigits = 12;
+
+// ".tmp" and 12 hex digits from the system's random source (not torch's generators, whose streams
+// the training follows): no other write's temporary has them, on this machine or another sharing
+// the folder.
+std::string unique_temporary_suffix() {
+  static std::mutex mutex;
+  static std::random_device source;
+  uint64_t bits = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    bits = (static_cast<uint64_t>(source()) << 32) ^ source();
+  }
+  char digits[kTemporaryDigits + 1];
+  std::snprintf(digits, sizeof digits, "%012llx", static_cast<unsigned long long>(bits & 0xffffffffffffULL));
+  return kTemporaryMark + std::string(digits);
+}
+
+}  // namespace
+
+bool is_temporary_of(const std::string& candidate, const std::string& name) {
+  const std::string suffix_shape = kTemporaryMark + std::string(kTemporaryDigits, '0');
+  const std::string fitted = name_with_suffix_fitted(name, suffix_shape);
+  const size_t stem = fitted.size() - kTemporaryDigits;  // the fitted name up to its digits
+  return candidate.size() == fitted.size() && candidate.compare(0, stem, fitted, 0, stem) == 0 &&
+         std::all_of(candidate.begin() + static_cast<std::ptrdiff_t>(stem), candidate.end(),
+                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) && !std::isupper(c); });
+}
+
 void write_through_temporary(const std::string& path, const std::function<void(const std::string& temporary)>& write) {
   const std::filesystem::path target = write_target(path);
   const std::string temporary =
-      (target.parent_path() / name_with_suffix_fitted(target.filename().string(), ".tmp")).string();
+      (target.parent_path() / name_with_suffix_fitted(target.filename().string(), unique_temporary_suffix())).string();
   std::error_code ec;
   try {
     write(temporary);

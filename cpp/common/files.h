@@ -21,10 +21,16 @@ constexpr size_t kFileNameMax = 255;
 // `name`, cut where it and `suffix` would not fit in one file name (kFileNameMax): what is cut is replaced
 // by the checksum of the whole name, which keeps it apart from other names cut the same way.
 std::string name_with_suffix_fitted(const std::string& name, const std::string& suffix);
-// Writes `path` through `path`.tmp (named by name_with_suffix_fitted): `write` fills the temporary,
-// which is then renamed into place, so a reader never sees half a file. On any failure the
-// temporary is removed and `path` is as it was.
+// Writes `path` through a temporary beside it, `path`.tmp and 12 random hex digits (named by
+// name_with_suffix_fitted): `write` fills the temporary, which is then renamed into place, so a
+// reader never sees half a file. Each write has a temporary of its own, so processes or threads
+// writing one file (every rank saving the same model) never take each other's: the last rename
+// wins, whole. On any failure the temporary is removed and `path` is as it was; a process killed
+// while writing leaves its temporary.
 void write_through_temporary(const std::string& path, const std::function<void(const std::string& temporary)>& write);
+// Whether the file name `candidate` is a temporary write_through_temporary names for the file
+// name `name` (a stopped save's leftover, which a folder's next save may remove).
+bool is_temporary_of(const std::string& candidate, const std::string& name);
 // write_file through a temporary.
 void write_file_atomically(const std::string& path, const std::string& bytes);
 // Writes `path` by `write(out)`, through a stream whose writes never fail while `write` runs: the

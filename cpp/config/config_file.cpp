@@ -353,6 +353,8 @@ std::optional<std::string> find_config_file(const std::optional<std::string>& ex
            *explicit_path, "`");
     return explicit_path;
   }
+  // Set by the launcher for a job without a config file: none is looked for.
+  if (const char* none = std::getenv("ACCELERATE_NO_CONFIG_FILE"); none && *none) return std::nullopt;
   if (const char* from_env = std::getenv("ACCELERATE_CONFIG_FILE"); from_env && *from_env) {
     if (!is_file(from_env))
       fail(Status::InvalidArgument, "ACCELERATE_CONFIG_FILE=", from_env, " ", what_it_is(from_env),

@@ -50,9 +50,11 @@ std::string config_cache_dir();
 // config_cache_dir() + "/default_config.yaml".
 std::string default_config_path();
 
-// The file to use: `explicit_path` if given (it must exist), else $ACCELERATE_CONFIG_FILE (set by
-// `accelerate launch --config_file` for its processes; it must exist), else the default file if it
-// exists and `default_file` (Accelerate's launcher reads none under --cpu), else none.
+// The file to use: `explicit_path` if given (it must exist), else none under
+// $ACCELERATE_NO_CONFIG_FILE (set by `accelerate launch` for the processes of a job without a
+// config file), else $ACCELERATE_CONFIG_FILE (set by the launcher for the processes of a job with
+// one; it must exist), else the default file if it exists and `default_file` (Accelerate's launcher
+// reads none under --cpu), else none.
 std::optional<std::string> find_config_file(const std::optional<std::string>& explicit_path, bool default_file = true);
 
 // Reads and checks a config file (YAML, or JSON, which is YAML too). A file that cannot be read

@@ -15,6 +15,14 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
   LaunchConfig c;
   if (file) {
     c.num_processes = file->num_processes;
+    // distributed_type NO is one process whatever num_processes says, as Accelerate's launcher runs it
+    // (its simple launcher); --num_processes still asks for more.
+    if (file->distributed_type == "NO" && file->num_processes > 1) {
+      c.num_processes = 1;
+      if (!f.num_processes)
+        c.warnings.push_back(config_path.value_or("the config file") + " says distributed_type NO with num_processes " +
+                             std::to_string(file->num_processes) + ": one process is launched");
+    }
     c.num_machines = file->num_machines;
     c.machine_rank = file->machine_rank;
     if (file->main_process_ip) c.main_process_ip = *file->main_process_ip;
@@ -44,6 +52,12 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
   if (f.debug) c.debug = true;
   if (f.enable_cpu_affinity) c.cpu_affinity = true;
   if (f.gpu_ids) c.gpu_ids = *f.gpu_ids == "all" ? std::nullopt : f.gpu_ids;
+  // Accelerate's check: a multi-GPU job on one machine names at least two GPUs (or all of them).
+  const bool multi_gpu =
+      f.multi_gpu || (file && file->distributed_type == "MULTI_GPU" && !f.cpu && !f.use_fsdp && !f.use_deepspeed);
+  require(!multi_gpu || !c.gpu_ids || c.num_machines > 1 || c.gpu_ids->find(',') != std::string::npos, "gpu_ids ",
+          c.gpu_ids.value_or(""), " names fewer than two GPUs for a multi-GPU job: give at least two ",
+          "(--gpu_ids 0,1) or all");
   if (f.num_cpu_threads_per_process) c.num_cpu_threads_per_process = f.num_cpu_threads_per_process;
   if (f.max_restarts) c.max_restarts = *f.max_restarts;
   if (f.kill_timeout_seconds) c.kill_timeout_seconds = *f.kill_timeout_seconds;

@@ -249,10 +249,12 @@ void emit_lines(Stream& s, const LaunchConfig& config, int global_rank, bool flu
     put(s.pending.data() + start, end - start);
   s.pending.erase(0, start);
   if (flush_partial) {
-    // The stream ended inside a line or on a progress update: that line is ended.
+    // The stream ended inside a line or on a progress update: with prefixes, that line is ended (the
+    // next rank's line starts on its own); without, the bytes stay as the program wrote them.
     const bool unfinished = !s.pending.empty() || (line.open && line.stream == &s);
     if (!s.pending.empty()) put(s.pending.data(), s.pending.size());
-    if (unfinished) end_line();
+    if (unfinished && prefix) end_line();
+    if (unfinished) line.open = false;
     s.pending.clear();
   }
   errno = 0;
@@ -522,6 +524,10 @@ std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int
     const std::filesystem::path absolute = std::filesystem::absolute(*c.config_file, error);
     env["ACCELERATE_CONFIG_FILE"] = error ? *c.config_file : absolute.string();
     env["ACCELERATE_CONFIG_REPORTED"] = "1";  // the launcher printed its warnings already
+  } else {
+    // The job has no config file (none was found, or --cpu passed over the default one): its
+    // processes read none either, as Accelerate's get only what its launcher hands them.
+    env["ACCELERATE_NO_CONFIG_FILE"] = "1";
   }
   return env;
 }

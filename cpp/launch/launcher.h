@@ -24,7 +24,7 @@ struct LaunchConfig {
   bool cpu_affinity = false;               // ACCELERATE_CPU_AFFINITY: each process pinned to its GPU's cores
   std::optional<std::string> config_file;  // the config file used: its processes read the same one
   int max_restarts = 0;
-  double kill_timeout_seconds = 5.0;  // after a failure: SIGTERM, then SIGKILL after this long
+  double kill_timeout_seconds = 30.0;  // at teardown: SIGTERM, then SIGKILL after this long (torchrun's 30)
   bool prefix_output = true;          // "[rank N] " before each line when several processes run
   double monitor_interval_seconds = 0.1;  // how often the processes are checked (torchrun's 0.1)
   std::vector<std::string> command;   // program and arguments

@@ -165,7 +165,10 @@ void save_lora_files(const std::string& dir, const LoraAdapters& adapters) {
     fs::rename(new_weights, weights, ec);
     if (ec) fail(Status::Io, "cannot rename '", new_weights, "' to '", weights, "': ", ec.message());
   }
-  for (const std::string& leftover : {new_weights, new_weights + ".tmp", new_config}) fs::remove(leftover, ec);
+  for (const std::string& leftover : {new_weights, new_config}) fs::remove(leftover, ec);
+  const std::string new_weights_name = fs::path(new_weights).filename().string();
+  for (const auto& entry : fs::directory_iterator(dir, ec))
+    if (is_temporary_of(entry.path().filename().string(), new_weights_name)) fs::remove(entry.path(), ec);
   const std::string config_text = config_json(adapters.config()).dump(2) + "\n";
   try {
     write_file(new_config, config_text);

@@ -312,8 +312,12 @@ int main(int argc, char **argv) {
   CHECK(acc_log_scalar(acc, "test/accuracy", accuracy, global_step));
   CHECK(acc_end_training(acc)); /* the trackers' files are complete from here on */
   if (a.save && *a.save) {
+    int main_process = 0;
+    CHECK(acc_accelerator_is_main_process(acc, &main_process));
     CHECK(acc_unwrap_model(acc, model, &unwrapped));
-    CHECK(acc_model_save_torchscript(unwrapped, a.save));
+    /* One file for the job, written by the main process (Accelerate's recipe); acc_save_model below
+     * writes once per machine by itself. */
+    if (main_process) CHECK(acc_model_save_torchscript(unwrapped, a.save));
     snprintf(line, sizeof line, "saved the trained model to %s (TorchScript)", a.save);
     CHECK(acc_print(acc, line));
     /* The weights as Hugging Face saves them: safetensors that Python loads as they are. */

@@ -139,7 +139,9 @@ public sealed class FashionMnist {
         double accuracy = Evaluate(acc, model, testLoader);
         acc.Print(string.Format(inv, "test accuracy {0:F2}%", accuracy));
         if (!string.IsNullOrEmpty(save)) {
-          using (Model unwrapped = acc.UnwrapModel(model)) unwrapped.SaveTorchscript(save);
+          // One file for the job, written by the main process (Accelerate's recipe).
+          if (acc.IsMainProcess)
+            using (Model unwrapped = acc.UnwrapModel(model)) unwrapped.SaveTorchscript(save);
           acc.Print("saved the trained model to " + save + " (TorchScript)");
           acc.SaveModel(model, "fashion_mnist_model", null);
           acc.Print("saved the weights to fashion_mnist_model/model.safetensors");

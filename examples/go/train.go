@@ -222,7 +222,9 @@ func run(cfg config) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		err = unwrapped.SaveTorchScript(cfg.save)
+		if a.IsMainProcess() { // one file for the job, as Accelerate's recipe writes it
+			err = unwrapped.SaveTorchScript(cfg.save)
+		}
 		unwrapped.Close()
 		if err != nil {
 			return 0, err

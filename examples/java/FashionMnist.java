@@ -137,8 +137,10 @@ public final class FashionMnist {
         double accuracy = evaluate(acc, model, testLoader);
         acc.print(String.format("test accuracy %.2f%%", accuracy));
         if (save != null && !save.isEmpty()) {
-          try (Model unwrapped = acc.unwrapModel(model)) {
-            unwrapped.saveTorchscript(save);
+          if (acc.isMainProcess()) {  // one file for the job, as Accelerate's recipe writes it
+            try (Model unwrapped = acc.unwrapModel(model)) {
+              unwrapped.saveTorchscript(save);
+            }
           }
           acc.print("saved the trained model to " + save + " (TorchScript)");
           acc.saveModel(model, "fashion_mnist_model", "");

@@ -301,4 +301,18 @@ inline std::string temp_path(const std::string& name) {
   return root.path() + "/" + name;
 }
 
+// The temporaries beside `path` that writes through a temporary name for it ("<name>.tmp" and 12 hex
+// digits): a failed or finished write leaves none.
+inline std::vector<std::string> temporaries_of(const std::string& path) {
+  const std::filesystem::path file(path);
+  const std::string prefix = file.filename().string() + ".tmp";
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(file.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() == prefix.size() + 12 && name.compare(0, prefix.size(), prefix) == 0) found.push_back(name);
+  }
+  return found;
+}
+
 }  // namespace acc_test

@@ -202,7 +202,7 @@ TEST(BadInput, AnEmptyPathIsRefusedAndAFailedWriteLeavesNoTemporaryBehind) {
   const std::string folder = acc_test::temp_path("a_folder.safetensors");
   std::filesystem::create_directories(folder);
   ACC_EXPECT_ERROR(acc_tensor_list_save_safetensors(list, folder.c_str()), ACC_ERR_IO, folder);
-  EXPECT_FALSE(std::filesystem::exists(folder + ".tmp"));
+  EXPECT_TRUE(acc_test::temporaries_of(folder).empty());
   EXPECT_TRUE(std::filesystem::is_directory(folder));
   acc_model_free(model);
   acc_tensor_list_free(list);

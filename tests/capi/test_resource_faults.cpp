@@ -6,8 +6,11 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include "support.h"
 
@@ -76,7 +79,7 @@ TEST(FullDisk, ATorchScriptSaveFailsWithTheReasonAndKeepsTheEarlierFile) {
     ACC_EXPECT_ERROR(acc_model_save_torchscript(later, path.c_str()), ACC_ERR_IO, "File too large");
     EXPECT_NE(std::string(acc_last_error_message()).find("full_disk_model.pt"), std::string::npos);
   }
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_TRUE(acc_test::temporaries_of(path).empty());
   acc_model* loaded = nullptr;
   ACC_ASSERT_OK(acc_model_load_torchscript(path.c_str(), &loaded));
   EXPECT_EQ(acc_test::parameter_values(loaded), std::set<float>{1});
@@ -194,7 +197,7 @@ TEST(SavePaths, ACheckpointFolderWithTheLongestNameSavesAndLoads) {
 }
 
 TEST(SavePaths, FilesWithTheLongestNamesSaveAndLoad) {
-  // Their temporaries, "<name>.tmp", were longer than a file name may be from 252 bytes on.
+  // Their temporaries, "<name>.tmp" and 12 digits, are longer than a file name may be: they are cut.
   const std::string parent = acc_test::temp_path("long_file_names");
   fs::create_directories(parent);
   acc_model* model = model_of(3);
@@ -218,6 +221,46 @@ TEST(SavePaths, FilesWithTheLongestNamesSaveAndLoad) {
     acc_model_free(read);
   }
   EXPECT_EQ(files_in(parent).size(), 6u);  // no temporary left beside them
+  acc_tensor_list_free(list);
+  acc_model_free(model);
+}
+
+TEST(SavePaths, WritersOfOneFileAtOnceEachSaveWhole) {
+  // Every rank saving the same model to one path (the example's --save did): each write's temporary
+  // was "<name>.tmp", so one writer renamed the other's away ("No such file or directory") or two
+  // wrote one temporary at once.
+  const std::string parent = acc_test::temp_path("one_file_many_writers");
+  fs::create_directories(parent);
+  const std::string script = parent + "/model.pt", weights = parent + "/model.safetensors";
+  acc_model* model = model_of(4);
+  acc_tensor_list* list = nullptr;
+  ACC_ASSERT_OK(acc_model_state_dict(model, &list));
+  std::atomic<int> failures{0};
+  std::string first_failure;
+  std::mutex mutex;
+  auto writer = [&] {
+    for (int i = 0; i < 60; ++i)
+      for (const bool torchscript : {true, false}) {
+        const acc_status status = torchscript ? acc_model_save_torchscript(model, script.c_str())
+                                              : acc_tensor_list_save_safetensors(list, weights.c_str());
+        if (status == ACC_OK) continue;
+        std::lock_guard<std::mutex> lock(mutex);
+        if (failures++ == 0) first_failure = acc_last_error_message();
+      }
+  };
+  std::thread a(writer), b(writer);
+  a.join();
+  b.join();
+  EXPECT_EQ(failures.load(), 0) << first_failure;
+  acc_model* loaded = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript(script.c_str(), &loaded));
+  EXPECT_EQ(acc_test::parameter_values(loaded), std::set<float>{4});
+  acc_model_free(loaded);
+  acc_model* read = acc_test::spec_model(kSpec);
+  ACC_ASSERT_OK(acc_model_load_safetensors(read, weights.c_str(), 1, nullptr, nullptr));
+  EXPECT_EQ(acc_test::parameter_values(read), std::set<float>{4});
+  acc_model_free(read);
+  EXPECT_EQ(files_in(parent).size(), 2u);  // no temporary left beside them
   acc_tensor_list_free(list);
   acc_model_free(model);
 }

@@ -111,7 +111,7 @@ TEST(StoppedSave, ASingleFileSaveOverAShardedOneReadsAsEitherSave) {
   stop_at_every_step("sharded_model", "model", dir, "remove", "stopped_single_over_sharded",
                      [&](const std::set<float>& allowed) {
                        expect_loaded_model_in(dir, false, allowed);
-                       EXPECT_FALSE(fs::exists(dir + "/model.safetensors.tmp"));
+                       EXPECT_TRUE(acc_test::temporaries_of(dir + "/model.safetensors").empty());
                      });
 }
 
