@@ -517,6 +517,9 @@ std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int
     env["OMP_NUM_THREADS"] = std::to_string(default_threads_per_process(c.cpu || !machine_has_nvidia_gpu(), local));
   if (c.gpu_ids) env["CUDA_VISIBLE_DEVICES"] = *c.gpu_ids;
   if (c.debug) env["ACCELERATE_DEBUG_MODE"] = "true";
+  // The processes write into pipes; on a terminal their stdout would be line-buffered, so the
+  // library makes it so (capi/src/launched_output.cpp).
+  if (isatty(STDOUT_FILENO)) env["ACCELERATE_STDOUT_LINE_BUFFERED"] = "1";
   if (c.cpu_affinity) env["ACCELERATE_CPU_AFFINITY"] = "1";
   if (c.config_file) {
     // Absolute: the program may change its working folder before the library reads the file.
