@@ -331,7 +331,7 @@ SCENARIOS = {
     "stream_shard_no_even": dict(model="mlp", data="mlp_42", optimizer="sgd", schedule="linear", stream=True,
                                  dispatch_batches=False, even_batches=False, batch_size=8,
                                  eval_pad=True,  # the map-style evaluation is uneven without even_batches
-                                 processes=(1, 2, 3)),  # 3 evaluation batches: on 4, one process has none
+                                 processes=(1, 2)),  # 10 evaluation samples in batches of 8: 2 batches
     # Evaluations over streams whose last round is short (training on the map-style data). Sharded
     # (dispatch_batches off), Accelerate's gather_for_metrics keeps the padding of that round (its
     # remainder counts the per-process batch: README, Data): ours is held to the real samples, the
