@@ -424,10 +424,10 @@ namespace {
 // per thread).
 struct AutocastScopes {
   std::vector<std::unique_ptr<AutocastGuard>> open;
-  // Scopes still open when the thread ends are dropped unclosed: closing one restores torch's
+  // Scopes still open when the thread ends are freed unclosed: closing one restores torch's
   // thread-local autocast state, which may already be destroyed by then (and dies with the thread).
   ~AutocastScopes() {
-    for (auto& scope : open) static_cast<void>(scope.release());
+    for (auto& scope : open) scope->dismiss();
   }
 };
 

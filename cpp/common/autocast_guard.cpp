@@ -14,6 +14,7 @@ AutocastGuard::AutocastGuard(c10::DeviceType device, std::optional<c10::ScalarTy
 }
 
 AutocastGuard::~AutocastGuard() {
+  if (dismissed_) return;
   // Leaving the outermost autocast scope drops the cache of casted weights, as torch.autocast does.
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
   compat::set_autocast_enabled(device_, previous_enabled_);

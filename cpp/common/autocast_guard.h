@@ -16,11 +16,15 @@ class AutocastGuard {
   ~AutocastGuard();
   AutocastGuard(const AutocastGuard&) = delete;
   AutocastGuard& operator=(const AutocastGuard&) = delete;
+  // Its end then restores nothing (a scope left open on a thread that ends: torch's thread-local
+  // state it would restore may be gone already).
+  void dismiss() { dismissed_ = true; }
 
  private:
   c10::DeviceType device_;
   bool previous_enabled_;
   c10::ScalarType previous_dtype_;
+  bool dismissed_ = false;
 };
 
 // The calling thread's autocast setting for a device type: its dtype, or none when disabled.

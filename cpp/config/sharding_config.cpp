@@ -208,8 +208,10 @@ SettingMap fsdp_environment(const SettingMap& settings, const std::string& origi
     if (named) {
       const std::string strategy = fsdp_strategy(from, "fsdp_sharding_strategy", *named);
       // Accelerate lets fsdp_sharding_strategy win; two strategies are refused here rather than one dropped.
-      require(!by_reshard || *by_reshard == strategy, origin, ": fsdp_sharding_strategy ", *named,
-              " and fsdp_reshard_after_forward ", *reshard, " name different sharding strategies: keep one");
+      // (The message is made only when refused: without fsdp_reshard_after_forward there is no *reshard.)
+      if (by_reshard && *by_reshard != strategy)
+        fail(Status::InvalidArgument, origin, ": fsdp_sharding_strategy ", *named, " and fsdp_reshard_after_forward ",
+             *reshard, " name different sharding strategies: keep one");
       env["FSDP_SHARDING_STRATEGY"] = strategy;
     } else if (by_reshard) {
       env["FSDP_SHARDING_STRATEGY"] = *by_reshard;

@@ -256,6 +256,8 @@ TEST(Backward, RetainGraphAndCreateGraphAsTorchs) {
   int requires = 0;
   ACC_ASSERT_OK(acc_tensor_requires_grad(grad, &requires));
   EXPECT_EQ(requires, 1) << "create_graph: the gradient has a graph";
+  // The gradients' graph refers back to the parameters (PyTorch's documented cycle): set to none.
+  ACC_ASSERT_OK(acc_model_zero_grad(prepared));
   for (acc_tensor* t : {x, w, zero, out, loss, grad}) acc_tensor_free(t);
   acc_model_free(model);
   acc_model_free(prepared);

@@ -645,8 +645,10 @@ TEST(Lora, RefusesWhatItCannotHonour) {
   // A prepared model's parameters are fixed: adapters come before acc_prepare.
   acc_accelerator* acc = acc_test::make_accelerator({});
   acc_model* plain = net();
-  ACC_ASSERT_OK(acc_prepare_model(acc, plain, ACC_PLACEMENT_DEFAULT, &plain));
-  ACC_EXPECT_ERROR(acc_model_add_lora(plain, "0", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "before preparing");
+  acc_model* prepared = nullptr;
+  ACC_ASSERT_OK(acc_prepare_model(acc, plain, ACC_PLACEMENT_DEFAULT, &prepared));
+  ACC_EXPECT_ERROR(acc_model_add_lora(prepared, "0", nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT, "before preparing");
+  acc_model_free(prepared);
   acc_model_free(plain);
   acc_accelerator_free(acc);
   acc_model_free(m);

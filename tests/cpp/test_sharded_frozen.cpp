@@ -82,7 +82,9 @@ std::vector<at::Tensor> train(const Case& c, bool sharded, std::vector<std::stri
   if (engine) optimizer = std::make_shared<acc::ShardedOptimizer>(optimizer, engine);
   acc::PreparedModel prepared(model, c10::kCPU, std::nullopt, engine);
   if (held) {
-    model->find_tensor(c.probe).register_hook([held, model](const at::Tensor&) { *held = frozen_with_values(*model); });
+    // A raw pointer: the hook lives on the model's own parameter, and a shared_ptr would keep it alive.
+    acc::Model* raw = model.get();
+    model->find_tensor(c.probe).register_hook([held, raw](const at::Tensor&) { *held = frozen_with_values(*raw); });
   }
   for (int step = 0; step < 2; ++step) {
     prepared.forward(c.batch()).at(0).second.pow(2).sum().backward();
@@ -170,7 +172,8 @@ TEST(ShardedFrozen, AForwardWithoutItsBackwardNeverFreesTooEarly) {
   auto engine = std::make_shared<acc::ShardedDataParallel>(model, acc_test::group_of_one(c10::Device(c10::kCPU), acc::Backend::Gloo), options, acc::DataParallelOptions{});
   acc::PreparedModel prepared(model, c10::kCPU, std::nullopt, engine);
   std::vector<std::string> held;
-  model->find_tensor(c.probe).register_hook([&held, model](const at::Tensor&) { held = frozen_with_values(*model); });
+  acc::Model* raw = model.get();  // not the shared_ptr: the hook lives on the model's own parameter
+  model->find_tensor(c.probe).register_hook([&held, raw](const at::Tensor&) { held = frozen_with_values(*raw); });
   const at::Tensor first = prepared.forward(c.batch()).at(0).second.pow(2).sum();
   const at::Tensor second = prepared.forward(c.batch()).at(0).second.pow(2).sum();  // before first's backward
   first.backward();
