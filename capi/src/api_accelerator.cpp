@@ -7,9 +7,9 @@ using namespace acc::capi;
 
 namespace {
 
-std::optional<bool> placement_arg(acc_placement p) {
+std::optional<bool> placement_arg(const acc_placement& p) {
   static_assert(ACC_PLACEMENT_DEFAULT == -1 && ACC_PLACEMENT_NO == 0 && ACC_PLACEMENT_YES == 1);
-  return tristate_arg(static_cast<int>(p), "placement");
+  return tristate_arg(enum_int(p), "placement");
 }
 
 template <typename Getter>

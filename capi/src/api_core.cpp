@@ -52,7 +52,7 @@ acc_status acc_last_error_code(void) { return last_status(); }
 const char* acc_last_error_backtrace(void) { return last_backtrace().c_str(); }
 
 const char* acc_status_name(acc_status status) {
-  switch (status) {
+  switch (enum_int(status)) {
     case ACC_OK: return "ACC_OK";
     case ACC_ERR_INVALID_ARGUMENT: return "ACC_ERR_INVALID_ARGUMENT";
     case ACC_ERR_INVALID_HANDLE: return "ACC_ERR_INVALID_HANDLE";
@@ -72,7 +72,7 @@ const char* acc_status_name(acc_status status) {
 
 void acc_string_free(char* str) { release_owned_string(str); }
 
-int64_t acc_debug_live_handles(acc_handle_kind kind) { return live_handles(kind); }
+int64_t acc_debug_live_handles(acc_handle_kind kind) { return live_handles(enum_int(kind)); }
 
 acc_status acc_set_seed(uint64_t seed) {
   return guarded([&] { acc::set_seed(seed); });
@@ -128,7 +128,8 @@ void acc_string_list_free(acc_string_list* list) { release(list); }
 acc_status acc_options_create(acc_options_kind kind, acc_options** out) {
   return guarded([&] {
     out_param(out, "out");
-    emit(out, acc::Options(acc::option_schema(static_cast<acc::OptionsKind>(kind))));  // an unknown kind fails there
+    // (An enum class over int holds any int: an unknown kind fails in option_schema.)
+    emit(out, acc::Options(acc::option_schema(static_cast<acc::OptionsKind>(enum_int(kind)))));
   });
 }
 

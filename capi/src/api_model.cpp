@@ -82,7 +82,7 @@ acc_status acc_model_to(acc_model* model, const char* device, acc_dtype dtype) {
     c10::optional<c10::Device> where;
     if (device) where = acc::parse_device(device);
     c10::optional<at::ScalarType> type;
-    if (dtype != ACC_DTYPE_UNDEFINED) {
+    if (enum_int(dtype) != ACC_DTYPE_UNDEFINED) {
       type = to_scalar_type(dtype);
       acc::require(at::isFloatingType(*type), "a model can only be converted to a floating dtype");
     }

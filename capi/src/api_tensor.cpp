@@ -121,7 +121,7 @@ acc_status acc_tensor_to(const acc_tensor* t, const char* device, acc_dtype dtyp
     out_param(out, "out");
     const at::Tensor& src = tensor_arg(t, "t");
     const c10::Device where = device ? acc::parse_device(device) : src.device();
-    const at::ScalarType type = dtype == ACC_DTYPE_UNDEFINED ? src.scalar_type() : to_scalar_type(dtype);
+    const at::ScalarType type = enum_int(dtype) == ACC_DTYPE_UNDEFINED ? src.scalar_type() : to_scalar_type(dtype);
     emit(out, src.to(where, type));
   });
 }

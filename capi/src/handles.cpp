@@ -167,7 +167,7 @@ bool pin_if_live(const void* handle, acc_handle_kind kind) {
   return true;
 }
 
-int64_t live_handles(acc_handle_kind kind) {
+int64_t live_handles(int kind) {
   auto& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   if (kind == ACC_HANDLE_ANY) return std::accumulate(r.counts.begin(), r.counts.end(), int64_t{0});
@@ -202,8 +202,8 @@ void release_owned_string(char* text) {
   std::free(text);
 }
 
-at::ScalarType to_scalar_type(acc_dtype dtype) {
-  switch (dtype) {
+at::ScalarType to_scalar_type(const acc_dtype& dtype) {
+  switch (enum_int(dtype)) {
     case ACC_DTYPE_FLOAT32: return at::kFloat;
     case ACC_DTYPE_FLOAT64: return at::kDouble;
     case ACC_DTYPE_BFLOAT16: return at::kBFloat16;
@@ -217,7 +217,7 @@ at::ScalarType to_scalar_type(acc_dtype dtype) {
     case ACC_DTYPE_UNDEFINED:
     case ACC_DTYPE_MAX_ENUM: break;
   }
-  fail(Status::InvalidArgument, "invalid dtype ", static_cast<int>(dtype));
+  fail(Status::InvalidArgument, "invalid dtype ", enum_int(dtype));
 }
 
 acc_dtype from_scalar_type(at::ScalarType type) {
@@ -243,10 +243,11 @@ std::optional<bool> tristate_arg(int value, const char* what) {
   return value == 1;
 }
 
-acc::Reduction reduction_arg(acc_reduction r) {
-  require(r == ACC_REDUCTION_NONE || r == ACC_REDUCTION_MEAN || r == ACC_REDUCTION_SUM, "invalid reduction ",
-          static_cast<int>(r));
-  return static_cast<acc::Reduction>(r);
+acc::Reduction reduction_arg(const acc_reduction& r) {
+  const int value = enum_int(r);
+  require(value == ACC_REDUCTION_NONE || value == ACC_REDUCTION_MEAN || value == ACC_REDUCTION_SUM,
+          "invalid reduction ", value);
+  return static_cast<acc::Reduction>(value);
 }
 
 std::vector<at::Tensor> tensors_arg(const acc_tensor* const* tensors, size_t n, const std::string& array) {

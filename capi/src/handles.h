@@ -4,10 +4,11 @@
 
 #include <ATen/ATen.h>
 
+#include <cstring>
 #include <memory>
 #include <optional>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -106,7 +107,19 @@ bool unregister_handle(const void* handle, acc_handle_kind kind, void (*destroy)
 bool is_live(const void* handle, acc_handle_kind kind);
 // is_live, and inside a C call (PinScope) the handle is kept from destruction until the call returns.
 bool pin_if_live(const void* handle, acc_handle_kind kind);
-int64_t live_handles(acc_handle_kind kind);
+// `kind`: an acc_handle_kind as the caller passed it (enum_int).
+int64_t live_handles(int kind);
+
+// A C enum argument as the int its caller passed. C lets any int through an enum parameter, and one
+// outside the C++ enum's range (a value with the sign bit set) is undefined to read as the enum: the
+// argument is taken by reference and its bytes read as an int, never loaded as the enum.
+template <typename Enum>
+int enum_int(const Enum& argument) {
+  static_assert(std::is_enum_v<Enum> && sizeof(Enum) == sizeof(int), "C enums are int-sized");
+  int value;
+  std::memcpy(&value, &argument, sizeof value);
+  return value;
+}
 
 // Allocates a handle, registers it and writes it to *out.
 template <typename T, typename... Args>
@@ -172,7 +185,7 @@ inline std::string path_arg(const char* text, const char* argument) {
 // The accelerator behind a handle argument named "acc".
 inline acc::Accelerator& accelerator_arg(const acc_accelerator* a) { return *live(a, "acc").accelerator; }
 
-acc::Reduction reduction_arg(acc_reduction r);
+acc::Reduction reduction_arg(const acc_reduction& r);
 // A C tristate: -1 not set, 0 or 1 false or true; anything else is an error naming `what`.
 std::optional<bool> tristate_arg(int value, const char* what);
 
@@ -195,7 +208,7 @@ char* owned_string(const std::string& text);
 // Frees a string owned_string handed out; any other pointer (NULL, foreign, already freed) is ignored.
 void release_owned_string(char* text);
 
-at::ScalarType to_scalar_type(acc_dtype dtype);
+at::ScalarType to_scalar_type(const acc_dtype& dtype);
 acc_dtype from_scalar_type(at::ScalarType type);
 
 }  // namespace acc::capi
