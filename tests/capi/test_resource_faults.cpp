@@ -196,6 +196,22 @@ TEST(SavePaths, ACheckpointFolderWithTheLongestNameSavesAndLoads) {
   acc_accelerator_free(acc);
 }
 
+namespace {
+
+// The TorchScript file and the safetensors weights saved from model_of(value) both load, with its values.
+void expect_saved_model_of(float value, const std::string& script, const std::string& weights) {
+  acc_model* loaded = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript(script.c_str(), &loaded));
+  EXPECT_EQ(acc_test::parameter_values(loaded), std::set<float>{value});
+  acc_model_free(loaded);
+  acc_model* read = acc_test::spec_model(kSpec);
+  ACC_ASSERT_OK(acc_model_load_safetensors(read, weights.c_str(), 1, nullptr, nullptr));
+  EXPECT_EQ(acc_test::parameter_values(read), std::set<float>{value});
+  acc_model_free(read);
+}
+
+}  // namespace
+
 TEST(SavePaths, FilesWithTheLongestNamesSaveAndLoad) {
   // Their temporaries, "<name>.tmp" and 12 digits, are longer than a file name may be: they are cut.
   const std::string parent = acc_test::temp_path("long_file_names");
@@ -211,14 +227,7 @@ TEST(SavePaths, FilesWithTheLongestNamesSaveAndLoad) {
       ACC_ASSERT_OK(acc_model_save_torchscript(model, script.c_str()));
       ACC_ASSERT_OK(acc_tensor_list_save_safetensors(list, weights.c_str()));
     }
-    acc_model* loaded = nullptr;
-    ACC_ASSERT_OK(acc_model_load_torchscript(script.c_str(), &loaded));
-    EXPECT_EQ(acc_test::parameter_values(loaded), std::set<float>{3});
-    acc_model_free(loaded);
-    acc_model* read = acc_test::spec_model(kSpec);
-    ACC_ASSERT_OK(acc_model_load_safetensors(read, weights.c_str(), 1, nullptr, nullptr));
-    EXPECT_EQ(acc_test::parameter_values(read), std::set<float>{3});
-    acc_model_free(read);
+    expect_saved_model_of(3, script, weights);
   }
   EXPECT_EQ(files_in(parent).size(), 6u);  // no temporary left beside them
   acc_tensor_list_free(list);
@@ -252,14 +261,7 @@ TEST(SavePaths, WritersOfOneFileAtOnceEachSaveWhole) {
   a.join();
   b.join();
   EXPECT_EQ(failures.load(), 0) << first_failure;
-  acc_model* loaded = nullptr;
-  ACC_ASSERT_OK(acc_model_load_torchscript(script.c_str(), &loaded));
-  EXPECT_EQ(acc_test::parameter_values(loaded), std::set<float>{4});
-  acc_model_free(loaded);
-  acc_model* read = acc_test::spec_model(kSpec);
-  ACC_ASSERT_OK(acc_model_load_safetensors(read, weights.c_str(), 1, nullptr, nullptr));
-  EXPECT_EQ(acc_test::parameter_values(read), std::set<float>{4});
-  acc_model_free(read);
+  expect_saved_model_of(4, script, weights);
   EXPECT_EQ(files_in(parent).size(), 2u);  // no temporary left beside them
   acc_tensor_list_free(list);
   acc_model_free(model);
