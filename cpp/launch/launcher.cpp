@@ -506,7 +506,9 @@ std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int
       {"ROLE_WORLD_SIZE", std::to_string(c.num_processes)},
   };
   env.insert(c.sharding_env.begin(), c.sharding_env.end());
-  if (c.mixed_precision) env["ACCELERATE_MIXED_PRECISION"] = *c.mixed_precision;
+  // Always set, as Accelerate's launcher sets it ("no" when neither a flag nor the file says): a
+  // value inherited from the launcher's own environment does not reach the processes.
+  env["ACCELERATE_MIXED_PRECISION"] = c.mixed_precision.value_or("no");
   if (c.gradient_accumulation_steps)
     env["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"] = std::to_string(*c.gradient_accumulation_steps);
   if (c.cpu) env["ACCELERATE_USE_CPU"] = "true";

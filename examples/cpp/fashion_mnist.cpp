@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <exception>
 
 #include "accelerator/accelerator.h"
 #include "data/map_dataloader.h"
@@ -15,9 +17,26 @@
 #include "schedule/scheduler.h"
 #include "tensor/losses.h"
 
-int main(int argc, char** argv) {
-  const int epochs = argc > 1 ? std::atoi(argv[1]) : 1;
-  const int64_t train_samples = argc > 2 ? std::atoll(argv[2]) : 0;
+namespace {
+
+const char kUsage[] = "usage: fashion_mnist_cpp [epochs] [train_samples] [data_dir]\n";
+
+// argv[i] as a whole number >= `least`, or `fallback` when absent; anything else is a usage error.
+int64_t count_argument(int argc, char** argv, int i, int64_t least, int64_t fallback) {
+  if (argc <= i) return fallback;
+  char* end = nullptr;
+  const long long value = std::strtoll(argv[i], &end, 10);
+  if (end == argv[i] || *end != '\0' || value < least) {
+    std::fprintf(stderr, "fashion_mnist_cpp: '%s' is not a whole number >= %lld\n%s", argv[i],
+                 static_cast<long long>(least), kUsage);
+    std::exit(2);
+  }
+  return value;
+}
+
+int train(int argc, char** argv) {
+  const int64_t epochs = count_argument(argc, argv, 1, 1, 1);
+  const int64_t train_samples = count_argument(argc, argv, 2, 0, 0);  // 0: the whole training set
   const std::string dir = std::string(argc > 3 ? argv[3] : "/usr/share/datasets/fashion-mnist") + "/";
 
   acc::Options accelerator_options(acc::accelerator_option_table());
@@ -54,7 +73,7 @@ int main(int argc, char** argv) {
   auto prepared_scheduler = accelerator.prepare_scheduler(scheduler);
   auto test_loader = accelerator.prepare_dataloader(std::make_shared<acc::MapDataLoader>(test, test_options), std::nullopt);
 
-  for (int epoch = 0; epoch < epochs; ++epoch) {
+  for (int64_t epoch = 0; epoch < epochs; ++epoch) {
     const auto start = std::chrono::steady_clock::now();
     at::Tensor loss_sum = at::zeros({}, accelerator.device());  // summed on the device: no sync per step
     int64_t batches = 0;
@@ -85,4 +104,23 @@ int main(int argc, char** argv) {
   }
   accelerator.print("test accuracy " + std::to_string(100.0 * correct / seen) + "%");
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (argc > 4) {
+    std::fputs(kUsage, stderr);
+    return 2;
+  }
+  try {
+    return train(argc, argv);
+  } catch (const std::exception& e) {  // acc::Error names the call and the cause (a missing file, ...)
+    std::fprintf(stderr, "fashion_mnist_cpp: %s\n", e.what());
+    return 1;
+  }
 }
