@@ -511,7 +511,7 @@ std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int
   env["ACCELERATE_MIXED_PRECISION"] = c.mixed_precision.value_or("no");
   if (c.gradient_accumulation_steps)
     env["ACCELERATE_GRADIENT_ACCUMULATION_STEPS"] = std::to_string(*c.gradient_accumulation_steps);
-  if (c.cpu) env["ACCELERATE_USE_CPU"] = "true";
+  env["ACCELERATE_USE_CPU"] = c.cpu ? "true" : "false";  // likewise always, as its simple launcher sets it
   // Always set, as Accelerate's launcher does: an inherited OMP_NUM_THREADS is kept.
   if (c.num_cpu_threads_per_process)
     env["OMP_NUM_THREADS"] = std::to_string(*c.num_cpu_threads_per_process);
