@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +21,38 @@
       std::exit(1);                                                              \
     }                                                                            \
   } while (0)
+
+// A benchmark's command line: --quick (the short run CTest makes) and, where `operand` names one,
+// one more argument (save_state's folder); --help says so. Anything else is a usage error, so
+// that a mistyped flag neither runs the long benchmark nor becomes a folder's name.
+struct BenchArgs {
+  bool quick = false;
+  const char* operand = nullptr;
+};
+
+inline BenchArgs bench_args(int argc, char** argv, const char* operand = nullptr) {
+  BenchArgs args;
+  const auto usage = [&](FILE* to) {
+    std::fprintf(to, "usage: %s [--quick]%s%s%s\n", argv[0], operand ? " [" : "", operand ? operand : "",
+                 operand ? "]" : "");
+  };
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      usage(stdout);
+      std::exit(0);
+    }
+    if (std::strcmp(argv[i], "--quick") == 0 && !args.quick) {
+      args.quick = true;
+    } else if (operand && !args.operand && argv[i][0] != '-') {
+      args.operand = argv[i];
+    } else {
+      std::fprintf(stderr, "%s: unexpected argument '%s'\n", argv[0], argv[i]);
+      usage(stderr);
+      std::exit(2);
+    }
+  }
+  return args;
+}
 
 inline double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "accelerate.h"
+#include "bench_util.h"
 #include "common/compat.h"
 #include "mlp.h"
 
@@ -105,7 +106,7 @@ struct CapiDdp {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const bool quick = bench_args(argc, argv).quick;
   const char* rank_text = std::getenv("RANK");
   const char* world_text = std::getenv("WORLD_SIZE");
   const char* port_text = std::getenv("MASTER_PORT");

@@ -15,7 +15,7 @@
 
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const bool quick = bench_args(argc, argv).quick;
   counting();
   const int blocks = quick ? 2 : 4;
   const int64_t batch = quick ? 2 : 8, tokens = quick ? 16 : 128, d = quick ? 32 : 256;

@@ -93,7 +93,7 @@ void compare(const char* what, const char* name_a, Stepper& a, const char* name_
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const bool quick = bench_args(argc, argv).quick;
   const int rounds = quick ? 1 : 7, steps = quick ? 2 : 10;
   std::printf("optimizer step alone, MLP 1024-2048-2048-1024 (6.3M parameters), fp32, CPU\n");
   const std::pair<const char*, std::vector<std::pair<const char*, const char*>>> fusable[] = {

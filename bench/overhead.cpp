@@ -253,7 +253,7 @@ void loaders(int batches) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const bool quick = bench_args(argc, argv).quick;
   std::printf("accelerate overhead benchmark (%s, %d intra-op threads)\n", acc_build_info(), at::get_num_threads());
   overhead({"MLP 784-1024-1024-10", {784, 1024, 1024, 10}, 64}, quick ? 1 : 15, quick ? 2 : 40);
   overhead({"MLP 32-64-10", {32, 64, 10}, 8}, quick ? 1 : 15, quick ? 2 : 400);

@@ -81,7 +81,7 @@ class Trainer {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const bool quick = bench_args(argc, argv).quick;
   const int rounds = quick ? 1 : 7, steps = quick ? 2 : 10;
   OK(acc_set_seed(0));
   {

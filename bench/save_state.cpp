@@ -27,9 +27,12 @@ double seconds_of(const std::function<void()>& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const BenchArgs args = bench_args(argc, argv, "FOLDER");
+  const bool quick = args.quick;
   const char* tmp = std::getenv("TMPDIR");
-  const std::string root = (argc > 1 + quick ? std::string(argv[1 + quick]) : std::string(tmp ? tmp : "/tmp")) +
+  const std::string root = std::string(args.operand ? args.operand
+                                       : tmp        ? tmp
+                                                    : "/tmp") +
                            "/acc_bench_save_state_" + std::to_string(getpid());
   std::filesystem::create_directories(root);
   const std::vector<int64_t> widths = quick ? std::vector<int64_t>{64, 128, 10} : std::vector<int64_t>{1024, 4096, 4096, 4096, 1024};

@@ -137,7 +137,7 @@ void measure(Run& run, const std::vector<int64_t>& widths, int steps, int64_t ra
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const bool quick = bench_args(argc, argv).quick;
   counting();  // before any tensor exists
   acc_accelerator* job = nullptr;
   OK(acc_accelerator_create(nullptr, &job));  // joins the process group once, for the whole run

@@ -216,7 +216,7 @@ bool compare(const char* name, const Sizes& s, int rounds, int steps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const bool quick = bench_args(argc, argv).quick;
   std::printf("spec GPT benchmark (%s, %d intra-op threads)\n", acc_build_info(), at::get_num_threads());
   bool same = compare("tiny", {32, 16, 32, 2, 2, 2}, quick ? 1 : 15, quick ? 2 : 50);
   if (!quick) {

@@ -78,7 +78,7 @@ struct Step {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const bool quick = bench_args(argc, argv).quick;
   const int rounds = quick ? 3 : 15, steps = quick ? 20 : 200, calls = quick ? 2000 : 100000;
   const std::string dir = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/acc_bench_tracking_" +
                           std::to_string(getpid());

@@ -7,10 +7,15 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
+#include <type_traits>
 
 #include "cli/env_report.h"
 #include "cli/estimate_memory.h"
@@ -60,6 +65,27 @@ CLI::Option* flag(CLI::App* app, const std::string& names, Args&&... args) {
   return app->add_flag(with_dashes(names), std::forward<Args>(args)...);
 }
 
+// A number from `least` to `most` (CLI11's Range says "Value abc not in range 1 to 1048576" of a
+// value that is no number at all, and prints its doubles as 0.000000).
+template <typename T>
+CLI::Validator in_range(T least, T most) {
+  const auto text_of = [](T value) {
+    std::ostringstream out;
+    out << value;
+    return out.str();
+  };
+  const std::string bounds = text_of(least) + " to " + text_of(most);
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        std::conditional_t<std::is_integral_v<T>, long long, double> value{};  // wide: "1e20" is out of range
+        if (!CLI::detail::lexical_cast(text, value))
+          return "'" + text + "' is not " + (std::is_integral_v<T> ? "a whole number" : "a number");
+        if (value < least || value > most) return "'" + text + "' is not from " + bounds;
+        return "";
+      },
+      "[" + bounds + "]");
+}
+
 struct LaunchArgs {
   acc::LaunchFlags flags;
   std::optional<std::string> config_file;
@@ -74,31 +100,31 @@ struct LaunchArgs {
 void add_launch_options(CLI::App* app, LaunchArgs& a) {
   auto& f = a.flags;
   option(app, "--config_file", a.config_file, "config file (default: Accelerate's default_config.yaml)");
-  option(app, "--num_processes", f.num_processes, "processes in the whole job")->check(CLI::Range(1, 1 << 20));
-  option(app, "--num_machines", f.num_machines, "machines in the job")->check(CLI::Range(1, 1 << 20));
-  option(app, "--machine_rank", f.machine_rank, "rank of this machine")->check(CLI::Range(0, 1 << 20));
+  option(app, "--num_processes", f.num_processes, "processes in the whole job")->check(in_range(1, 1 << 20));
+  option(app, "--num_machines", f.num_machines, "machines in the job")->check(in_range(1, 1 << 20));
+  option(app, "--machine_rank", f.machine_rank, "rank of this machine")->check(in_range(0, 1 << 20));
   option(app, "--main_process_ip", f.main_process_ip, "address of machine 0");
   option(app, "--main_process_port", f.main_process_port, "port of the rendezvous (0 or none: a free port)")
-      ->check(CLI::Range(0, 65535));
+      ->check(in_range(0, 65535));
   option(app, "--mixed_precision", f.mixed_precision, "no, fp16 or bf16")
       ->check(CLI::IsMember(acc::mixed_precision_choices()));
   option(app, "--gradient_accumulation_steps", f.gradient_accumulation_steps, "micro-steps per optimizer step")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(in_range(1, 1 << 20));
   flag(app, "--cpu", f.cpu, "train on the CPU even when a GPU is there");
   flag(app, "--multi_gpu", f.multi_gpu, "train on GPUs even if the config file says use_cpu");
   flag(app, "--debug", f.debug, "check tensor shapes across processes before each collective");
   flag(app, "--enable_cpu_affinity", f.enable_cpu_affinity, "pin each process to the CPU cores of its GPU");
   option(app, "--num_cpu_threads_per_process", f.num_cpu_threads_per_process, "OMP_NUM_THREADS of each process")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(in_range(1, 1 << 20));
   option(app, "--gpu_ids", f.gpu_ids, "GPUs to use, as CUDA_VISIBLE_DEVICES (e.g. 0,1), or all");
   option(app, "--max_restarts", f.max_restarts, "restarts of the whole group after a failure")
-      ->check(CLI::Range(0, 1000));
+      ->check(in_range(0, 1000));
   option(app, "--kill_timeout", f.kill_timeout_seconds,
          "seconds between SIGTERM and SIGKILL at teardown (30, as torchrun)")
-      ->check(CLI::Range(0.0, 3600.0));
+      ->check(in_range(0.0, 3600.0));
   flag(app, "--no_prefix", f.no_prefix, "do not prefix output lines with the rank");
   option(app, "--monitor_interval", f.monitor_interval_seconds, "seconds between checks of the processes")
-      ->check(CLI::Range(0.001, 3600.0));
+      ->check(in_range(0.001, 3600.0));
   option(app, "--rdzv_backend", f.rdzv_backend, "static (the only one: machine 0 hosts the store)");
   option(app, "--rdzv_conf", f.rdzv_conf, "nothing to configure for the static rendezvous");
   option(app, "-t,--tee", f.tee,
@@ -276,18 +302,19 @@ int launch_only(int argc, char** argv, const std::string& name) {
 }
 
 // accelerate merge-weights: Accelerate's flags; its .bin output is not written here.
-int merge_weights(const std::string& from, size_t model, const std::string& to, const std::string& max_shard_size,
+int merge_weights(const std::string& from, int64_t model, const std::string& to, const std::string& max_shard_size,
                   bool unsafe, bool remove) {
   if (unsafe) {
     std::fprintf(stderr, "accelerate merge-weights: --unsafe_serialization (pickled .bin) is not supported: the "
                          "merged weights are written as safetensors only\n");
     return 2;
   }
-  const auto files = acc::merge_sharded_checkpoint(from, model, to, max_shard_size);
-  for (const auto& file : files) std::printf("wrote %s\n", file.c_str());
+  const auto files = acc::merge_sharded_checkpoint(from, static_cast<size_t>(model), to, max_shard_size);
+  for (const auto& file : files) std::printf("wrote %s\n", (std::filesystem::path(to) / file).c_str());
   if (remove)  // the shards just merged, not the rest of the checkpoint (optimizer state, RNG, ...)
     for (int64_t r = 0;; ++r) {
-      const std::filesystem::path shard = std::filesystem::path(from) / acc::shard_name("model", model, r);
+      const std::filesystem::path shard =
+          std::filesystem::path(from) / acc::shard_name("model", static_cast<size_t>(model), r);
       std::error_code ec;
       if (!std::filesystem::remove(shard, ec)) break;
       std::printf("removed %s\n", shard.c_str());
@@ -322,6 +349,16 @@ void record_inherited_signals(int, char**, char**) { acc::record_inherited_sighu
 __attribute__((section(".preinit_array"),
                used)) void (*const g_record_inherited_signals)(int, char**, char**) = &record_inherited_signals;
 
+// A report that could not be written (a full disk, /dev/full) is a failure, not exit 0, as
+// coreutils' programs treat it: checked once the command is done, whatever it returned.
+void fail_on_lost_output() {
+  std::cout.flush();
+  const bool lost = !std::cout || std::fflush(stdout) != 0 || std::ferror(stdout);
+  if (!lost) return;
+  std::fprintf(stderr, "accelerate: cannot write its output: %s\n", errno != 0 ? std::strerror(errno) : "write error");
+  std::_Exit(1);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -330,6 +367,7 @@ int main(int argc, char** argv) {
   // Parsed on its own: the program's arguments (and a `--` before them) are not the command line's.
   if (argc > 1 && std::string(argv[1]) == "launch") return launch_only(argc - 1, argv + 1, "accelerate launch");
 
+  std::atexit(fail_on_lost_output);
   CLI::App app{"Accelerate (C++ runtime): configure, check and launch data-parallel training", "accelerate"};
   app.require_subcommand(1);
 
@@ -342,8 +380,8 @@ int main(int argc, char** argv) {
   auto* config = app.add_subcommand("config", "answer a few questions and save a config file");
   option(config, "--config_file", config_path, "where to save it (default: Accelerate's default_config.yaml)");
   flag(config, "--default", config_default, "write a default config without asking (every GPU, or one CPU process)");
-  option(config, "--mixed_precision", default_precision, "mixed precision of --default")
-      ->check(CLI::IsMember(acc::mixed_precision_choices()));
+  auto* config_precision = option(config, "--mixed_precision", default_precision, "mixed precision of --default")
+                               ->check(CLI::IsMember(acc::mixed_precision_choices()));
   auto* config_default_cmd = config->add_subcommand("default", "same as config --default");
   option(config_default_cmd, "--config_file", config_path, "where to save it");
   option(config_default_cmd, "--mixed_precision", default_precision, "no, fp16 or bf16")
@@ -358,7 +396,7 @@ int main(int argc, char** argv) {
   auto* test = app.add_subcommand("test", "check the job's processes: collectives, DDP steps, a checkpoint");
   option(test, "--config_file", test_args.config_file, "config file (default: Accelerate's default_config.yaml)");
   option(test, "--num_processes", test_args.flags.num_processes, "processes (default: the config's)")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(in_range(1, 1 << 20));
   flag(test, "--cpu", test_args.flags.cpu, "run on the CPU even when a GPU is there");
 
   std::string model_path;
@@ -371,12 +409,13 @@ int main(int argc, char** argv) {
   flag(estimate, "--json", as_json, "print JSON instead of a table");
 
   std::string merge_from, merge_to = ".", merge_shard_size = "10GB";
-  size_t merge_model = 0;
+  int64_t merge_model = 0;
   bool merge_unsafe = false, merge_remove = false;
   auto* merge = app.add_subcommand("merge-weights", "merge a SHARDED_STATE_DICT checkpoint's model shards into full weights");
   merge->add_option("checkpoint_directory", merge_from, "the checkpoint folder (model_shard_<rank>.safetensors)")->required();
   merge->add_option("output_path", merge_to, "where to write model.safetensors (default: the current folder)");
-  option(merge, "--model", merge_model, "which model of the checkpoint (0: model_shard_*, 1: model_1_shard_*)");
+  option(merge, "--model", merge_model, "which model of the checkpoint (0: model_shard_*, 1: model_1_shard_*)")
+      ->check(in_range(int64_t{0}, int64_t{1} << 20));
   option(merge, "--max_shard_size", merge_shard_size, "shard the output beyond this size, as save_model");
   flag(merge, "--unsafe_serialization", merge_unsafe, "(Accelerate's .bin output: not written here)");
   flag(merge, "--remove_checkpoint_dir", merge_remove, "remove the merged model's shard files afterwards");
@@ -422,6 +461,12 @@ int main(int argc, char** argv) {
         acc::save_config_file(acc::load_config_file(*found), *found);
         std::printf("updated the config file at %s\n", found->c_str());
         return 0;
+      }
+      if (!config_default && !*config_default_cmd && config_precision->count() > 0) {
+        std::fprintf(stderr,
+                     "accelerate config: --mixed_precision goes with --default (the questions ask for it "
+                     "otherwise)\n");
+        return 2;
       }
       if (config_default || *config_default_cmd) {
         if (access(path.c_str(), F_OK) == 0) {

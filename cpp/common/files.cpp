@@ -184,6 +184,11 @@ bool is_temporary_of(const std::string& candidate, const std::string& name) {
 
 void write_through_temporary(const std::string& path, const std::function<void(const std::string& temporary)>& write) {
   const std::filesystem::path target = write_target(path);
+  // The folder is checked first, so that its failure names the caller's path, not the temporary's.
+  const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : ".";
+  if (::access(folder.c_str(), W_OK | X_OK) != 0)
+    fail(Status::Io, "cannot write '", path, "': ", std::strerror(errno),
+         errno == ENOENT || errno == ENOTDIR ? " (its folder does not exist)" : "");
   const std::string temporary =
       (target.parent_path() / name_with_suffix_fitted(target.filename().string(), unique_temporary_suffix())).string();
   std::error_code ec;

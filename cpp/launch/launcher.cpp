@@ -418,6 +418,17 @@ int run_group(const LaunchConfig& config, int port, int restart_count, const Str
       }
     }
     if (int sig = g_forward_signal.exchange(0)) {
+      if (signalled && !killed) {
+        // A second signal: whoever sent it will not wait for the processes to save and finish.
+        std::fprintf(stderr, "accelerate-launch: got %s again: killing the processes now\n", strsignal(sig));
+        for (auto& c : children) kill(-c.pid, SIGKILL);
+        killed = true;
+      } else if (!signalled) {
+        std::fprintf(stderr,
+                     "accelerate-launch: got %s: passed on to the processes; they are killed if still running "
+                     "after %g s (--kill_timeout), or at once on a second signal\n",
+                     strsignal(sig), config.kill_timeout_seconds);
+      }
       signal_all(children, sig);
       signalled = true;  // also during a failure's teardown: no restart after it
       if (!tearing_down) {

@@ -56,7 +56,9 @@ std::string make_run_log_dir(const std::optional<std::string>& log_dir, const st
   if (fs::exists(*log_dir, ec)) {
     require(fs::is_directory(*log_dir, ec), "--log_dir ", *log_dir, " is a file, not a folder");
   } else if (!fs::create_directories(*log_dir, ec) && ec) {
-    fail(Status::Io, "cannot make --log_dir ", *log_dir, ": ", ec.message());
+    // A file on the way is the flag's mistake, as a --log_dir that is a file is; the rest, the disk's.
+    fail(ec == std::errc::not_a_directory ? Status::InvalidArgument : Status::Io, "cannot make --log_dir ", *log_dir,
+         ": ", ec.message());
   }
   return make_unique_dir(*log_dir, run_id + "_");
 }

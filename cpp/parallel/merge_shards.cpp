@@ -98,7 +98,9 @@ int64_t elements(const std::vector<int64_t>& shape) {
 
 NamedTensors merge_model_shards(const std::string& checkpoint_dir, size_t model_index) {
   const fs::path dir(checkpoint_dir);
-  require(fs::is_directory(dir), "'", checkpoint_dir, "' is not a checkpoint folder");
+  std::error_code ec;
+  require(fs::exists(dir, ec), "'", checkpoint_dir, "' does not exist");
+  require(fs::is_directory(dir, ec), "'", checkpoint_dir, "' is not a checkpoint folder");
   auto shard_path = [&](int64_t rank) { return (dir / shard_name("model", model_index, rank)).string(); };
   const std::string first = shard_path(0);
   if (!fs::exists(first))

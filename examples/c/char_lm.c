@@ -68,22 +68,45 @@ static int realpath_same(const char *a, const char *b) {
   return realpath(a, ra) && realpath(b, rb) && !strcmp(ra, rb);
 }
 
+static const char kUsage[] =
+    "usage: char_lm [--text FILE] [--epochs N] [--batch-size N] [--lr X] [--context N] [--max-perplexity X]\n"
+    "               [--project-dir DIR] [--init-from DIR [--lora TARGETS]]\n";
+
+/* A usage error: what is wrong, then the usage. */
+static void usage_error(const char *what, const char *detail) {
+  fprintf(stderr, "char_lm: %s%s\n%s", what, detail, kUsage);
+  exit(2);
+}
+
+/* A whole number in [least, INT_MAX] for `flag`, else a usage error. */
+static int count_at_least(const char *flag, const char *v, long least) {
+  const long n = whole_number(flag, v);
+  char limits[96];
+  snprintf(limits, sizeof limits, " must be from %ld to %d, got %ld", least, INT_MAX, n);
+  if (n < least || n > INT_MAX) usage_error(flag, limits);
+  return (int)n;
+}
+
 static struct args parse_args(int argc, char **argv) {
   struct args a = {"/usr/share/common-licenses/GPL-3", "char_lm_project", NULL, NULL, 8, 8, 64, 3e-3, 0.0};
   int i;
-  for (i = 1; i + 1 < argc; i += 2) {
+  for (i = 1; i < argc; i += 2) {
     const char *v = argv[i + 1];
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(kUsage, stdout); exit(0); }
+    if (!v) usage_error(argv[i], strncmp(argv[i], "--", 2) ? ": unexpected argument" : " needs a value");
     if (!strcmp(argv[i], "--text")) a.text = v;
     else if (!strcmp(argv[i], "--project-dir")) a.project_dir = v;
     else if (!strcmp(argv[i], "--init-from")) a.init_from = v;
     else if (!strcmp(argv[i], "--lora")) a.lora = v;
-    else if (!strcmp(argv[i], "--epochs")) a.epochs = (int)whole_number(argv[i], v);
-    else if (!strcmp(argv[i], "--batch-size")) a.batch_size = (int)whole_number(argv[i], v);
-    else if (!strcmp(argv[i], "--context")) a.context = (int)whole_number(argv[i], v);
+    else if (!strcmp(argv[i], "--epochs")) a.epochs = count_at_least(argv[i], v, 1);
+    else if (!strcmp(argv[i], "--batch-size")) a.batch_size = count_at_least(argv[i], v, 1);
+    else if (!strcmp(argv[i], "--context")) a.context = count_at_least(argv[i], v, 2); /* an input and a target */
     else if (!strcmp(argv[i], "--lr")) a.lr = number(argv[i], v);
     else if (!strcmp(argv[i], "--max-perplexity")) a.max_perplexity = number(argv[i], v);
-    else { fprintf(stderr, "unknown option %s\n", argv[i]); exit(2); }
+    else usage_error("unknown option ", argv[i]);
   }
+  if (!*a.project_dir) usage_error("--project-dir", " must name a folder (the run writes its logs and model there)");
+  if (a.lora && !a.init_from) usage_error("--lora", " adapts a model: it needs --init-from");
   if (a.init_from) { /* the run saves PROJECT/model: never over the model it starts from */
     char saved[4096];
     snprintf(saved, sizeof saved, "%s/model", a.project_dir);
@@ -91,11 +114,6 @@ static struct args parse_args(int argc, char **argv) {
       fprintf(stderr, "--init-from %s is the model this run would save: choose another --project-dir\n", a.init_from);
       exit(2);
     }
-  }
-  if (i < argc || a.epochs < 1 || a.batch_size < 1 || a.context < 2 || (a.lora && !a.init_from)) {
-    fprintf(stderr, "usage: char_lm [--text FILE] [--epochs N] [--batch-size N] [--lr X] [--context N] "
-                    "[--max-perplexity X] [--project-dir DIR] [--init-from DIR [--lora TARGETS]]\n");
-    exit(2);
   }
   return a;
 }

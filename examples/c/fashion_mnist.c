@@ -14,10 +14,13 @@
  * one, exactly where it was: the same batches, weights, optimizer moments, schedule and RNG.
  * Exits 3 when the test accuracy is below --min-accuracy. */
 #define _POSIX_C_SOURCE 199309L /* clock_gettime */
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "accelerate.h"
@@ -74,32 +77,83 @@ static const char kUsage[] =
     "                     [--data DIR] [--save FILE] [--min-accuracy PERCENT] [--project-dir DIR]\n"
     "                     [--checkpoint-every STEPS] [--resume]\n";
 
+/* A whole number in [least, most] for `flag`, else a usage error. */
+static long whole_number_in(const char *flag, const char *v, long least, long most) {
+  const long n = whole_number(flag, v);
+  if (n < least || n > most) {
+    fprintf(stderr, "%s must be from %ld to %ld, got %ld\n", flag, least, most, n);
+    exit(2);
+  }
+  return n;
+}
+
+static int is_folder(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Checked before training, so that a path that cannot take the model does not cost the run: its
+ * folder exists, and it is not a folder itself. */
+static void check_save_path(const char *path) {
+  char folder[4096];
+  const char *slash = strrchr(path, '/');
+  if (!*path) return; /* "": do not save */
+  if (is_folder(path)) { fprintf(stderr, "--save %s is a folder; give a file name\n", path); exit(2); }
+  if (!slash) return; /* the current folder */
+  snprintf(folder, sizeof folder, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+  if (!is_folder(folder)) { fprintf(stderr, "--save %s: %s is not an existing folder\n", path, folder); exit(2); }
+}
+
+/* A run that saves checkpoints into a project folder that holds an earlier run's would fail at its
+ * first save (Accelerate refuses to write over checkpoint_<i>): refused here, before training. */
+static void check_no_earlier_checkpoints(const char *project_dir) {
+  char folder[4096];
+  DIR *dir;
+  struct dirent *entry;
+  int found = 0;
+  snprintf(folder, sizeof folder, "%s/checkpoints", project_dir);
+  if (!(dir = opendir(folder))) return;
+  while (!found && (entry = readdir(dir))) found = strncmp(entry->d_name, "checkpoint_", 11) == 0;
+  closedir(dir);
+  if (found) {
+    fprintf(stderr, "%s holds the checkpoints of an earlier run: pass --resume to continue it, or choose another "
+            "--project-dir\n", folder);
+    exit(2);
+  }
+}
+
 static struct args parse_args(int argc, char **argv) {
+  static const char *const kTakesValue[] = {"--epochs", "--batch-size", "--lr", "--train-samples", "--test-samples",
+                                            "--data", "--save", "--min-accuracy", "--project-dir",
+                                            "--checkpoint-every"};
   struct args a = {3, 64, 2e-3, 0.0, 0, 0, "/usr/share/datasets/fashion-mnist", "fashion_mnist.pt",
                     "fashion_mnist_project", 0, 0};
   int i;
   for (i = 1; i < argc; i += 2) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    size_t k, known = 0;
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(kUsage, stdout); exit(0); }
     if (!strcmp(argv[i], "--resume")) { a.resume = 1; --i; continue; } /* a flag without a value */
+    for (k = 0; k < sizeof kTakesValue / sizeof kTakesValue[0]; ++k) known |= !strcmp(argv[i], kTakesValue[k]);
+    if (!known) { fprintf(stderr, "unknown argument %s\n%s", argv[i], kUsage); exit(2); }
     if (!v) { fprintf(stderr, "%s needs a value\n%s", argv[i], kUsage); exit(2); }
-    if (!strcmp(argv[i], "--epochs")) a.epochs = (int)whole_number(argv[i], v);
-    else if (!strcmp(argv[i], "--batch-size")) a.batch_size = (int)whole_number(argv[i], v);
+    if (!strcmp(argv[i], "--epochs")) a.epochs = (int)whole_number_in(argv[i], v, 1, INT_MAX);
+    else if (!strcmp(argv[i], "--batch-size")) a.batch_size = (int)whole_number_in(argv[i], v, 1, INT_MAX);
     else if (!strcmp(argv[i], "--lr")) a.lr = number(argv[i], v);
-    else if (!strcmp(argv[i], "--train-samples")) a.train_samples = whole_number(argv[i], v);
-    else if (!strcmp(argv[i], "--test-samples")) a.test_samples = whole_number(argv[i], v);
+    else if (!strcmp(argv[i], "--train-samples")) a.train_samples = whole_number_in(argv[i], v, 0, LONG_MAX);
+    else if (!strcmp(argv[i], "--test-samples")) a.test_samples = whole_number_in(argv[i], v, 0, LONG_MAX);
     else if (!strcmp(argv[i], "--data")) a.data = v;
     else if (!strcmp(argv[i], "--save")) a.save = v;
     else if (!strcmp(argv[i], "--min-accuracy")) a.min_accuracy = number(argv[i], v);
     else if (!strcmp(argv[i], "--project-dir")) a.project_dir = v;
-    else if (!strcmp(argv[i], "--checkpoint-every")) a.checkpoint_every = whole_number(argv[i], v);
-    else { fprintf(stderr, "unknown argument %s\n%s", argv[i], kUsage); exit(2); }
+    else a.checkpoint_every = whole_number_in(argv[i], v, 0, LONG_MAX); /* --checkpoint-every */
   }
-  if (a.epochs < 1 || a.batch_size < 1) { fprintf(stderr, "--epochs and --batch-size must be >= 1\n"); exit(2); }
   if ((a.checkpoint_every > 0 || a.resume) && !*a.project_dir) {
     fprintf(stderr, "--checkpoint-every and --resume need a --project-dir\n");
     exit(2);
   }
+  check_save_path(a.save);
+  if (a.checkpoint_every > 0 && !a.resume) check_no_earlier_checkpoints(a.project_dir);
   return a;
 }
 

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "accelerate.h"
 
@@ -30,6 +31,12 @@ int main(int argc, char **argv) {
   double loss_value = 0.0;
   int64_t correct = 0;
   int i, step;
+
+  if (argc > 2 || (save_path && (!strcmp(save_path, "--help") || !strcmp(save_path, "-h")))) {
+    fputs("usage: quickstart [MODEL.pt]  (trains a small classifier; saves it as TorchScript if a file is named)\n",
+          argc > 2 ? stderr : stdout);
+    return argc > 2 ? 2 : 0;
+  }
 
   /* Two interleaved spirals would be harder; two rings are enough to need a hidden layer. */
   srand(1);

@@ -2,7 +2,9 @@
 // implementation directly instead of the C ABI.
 //
 //   fashion_mnist_cpp [epochs] [train_samples] [data_dir]
+#include <cerrno>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,22 +23,24 @@ namespace {
 
 const char kUsage[] = "usage: fashion_mnist_cpp [epochs] [train_samples] [data_dir]\n";
 
-// argv[i] as a whole number >= `least`, or `fallback` when absent; anything else is a usage error.
-int64_t count_argument(int argc, char** argv, int i, int64_t least, int64_t fallback) {
+// argv[i] as a whole number in [least, most], or `fallback` when absent; anything else is a usage error.
+int64_t count_argument(int argc, char** argv, int i, int64_t least, int64_t most, int64_t fallback) {
   if (argc <= i) return fallback;
   char* end = nullptr;
+  errno = 0;
   const long long value = std::strtoll(argv[i], &end, 10);
-  if (end == argv[i] || *end != '\0' || value < least) {
-    std::fprintf(stderr, "fashion_mnist_cpp: '%s' is not a whole number >= %lld\n%s", argv[i],
-                 static_cast<long long>(least), kUsage);
+  if (end == argv[i] || *end != '\0' || errno != 0 || value < least || value > most) {
+    std::fprintf(stderr, "fashion_mnist_cpp: '%s' is not a whole number from %lld to %lld\n%s", argv[i],
+                 static_cast<long long>(least), static_cast<long long>(most), kUsage);
     std::exit(2);
   }
   return value;
 }
 
 int train(int argc, char** argv) {
-  const int64_t epochs = count_argument(argc, argv, 1, 1, 1);
-  const int64_t train_samples = count_argument(argc, argv, 2, 0, 0);  // 0: the whole training set
+  const int64_t epochs = count_argument(argc, argv, 1, 1, INT32_MAX, 1);
+  // 0, or as many as the training set has or more: the whole training set.
+  const int64_t train_samples = count_argument(argc, argv, 2, 0, INT64_MAX, 0);
   const std::string dir = std::string(argc > 3 ? argv[3] : "/usr/share/datasets/fashion-mnist") + "/";
 
   acc::Options accelerator_options(acc::accelerator_option_table());
@@ -45,7 +49,8 @@ int train(int argc, char** argv) {
 
   std::shared_ptr<acc::Dataset> train =
       acc::idx_dataset(dir + "train-images-idx3-ubyte.gz", dir + "train-labels-idx1-ubyte.gz");
-  if (train_samples > 0) train = std::make_shared<acc::SubsetDataset>(train, 0, train_samples);
+  if (train_samples > 0 && train_samples < train->size())
+    train = std::make_shared<acc::SubsetDataset>(train, 0, train_samples);
   auto test = acc::idx_dataset(dir + "t10k-images-idx3-ubyte.gz", dir + "t10k-labels-idx1-ubyte.gz");
   acc::DataLoaderOptions train_options;
   train_options.batch_size = 64;

@@ -176,6 +176,27 @@ TEST(SavePaths, ASaveOverSomethingThatIsNotAFileIsRefusedAndLeavesIt) {
   acc_model_free(model);
 }
 
+TEST(SavePaths, AFolderThatCannotHoldTheFileIsNamedByTheCallersPath) {
+  // The message named the temporary file ("m.pt.tmp96a5c6046dfe"), a path the caller never gave.
+  const std::string file = acc_test::temp_path("plain_file");
+  std::ofstream(file) << "x";
+  acc_model* model = model_of(1);
+  acc_tensor_list* list = nullptr;
+  ACC_ASSERT_OK(acc_model_state_dict(model, &list));
+  for (const std::string& path : {file + "/m.pt", acc_test::temp_path("missing_folder/m.pt")}) {
+    for (int save = 0; save < 2; ++save) {
+      const acc_status status = save == 0 ? acc_model_save_torchscript(model, path.c_str())
+                                          : acc_tensor_list_save_safetensors(list, path.c_str());
+      EXPECT_EQ(status, ACC_ERR_IO);
+      const std::string message = acc_last_error_message();
+      EXPECT_NE(message.find("cannot write '" + path + "': "), std::string::npos) << message;
+      EXPECT_EQ(message.find(".tmp"), std::string::npos) << message;
+    }
+  }
+  acc_tensor_list_free(list);
+  acc_model_free(model);
+}
+
 TEST(SavePaths, ACheckpointFolderWithTheLongestNameSavesAndLoads) {
   // Its staging folder, ".<name>.incomplete", was longer than a file name may be.
   const std::string parent = acc_test::temp_path("long_names");

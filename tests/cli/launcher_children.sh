@@ -71,6 +71,21 @@ for sig in HUP QUIT; do
   expect_ranks_gone "after SIG$sig, rank" 0 1
 done
 
+# A second signal does not wait out --kill_timeout for ranks that ignore the first: it kills them.
+rm -f "$work"/pid_*
+"$launch" --num_processes 2 --kill_timeout 60 sh -c 'trap "" TERM; echo $$ > $0/pid_$RANK.tmp && mv $0/pid_$RANK.tmp $0/pid_$RANK; exec sleep 120' "$work" 2> "$work/twice_err" &
+launcher=$!
+for _ in $(seq 100); do [ -f "$work/pid_0" ] && [ -f "$work/pid_1" ] && break; sleep 0.1; done
+kill -TERM $launcher
+for _ in $(seq 100); do grep -q "passed on to the processes" "$work/twice_err" && break; sleep 0.1; done
+started=$SECONDS
+kill -TERM $launcher
+code=0
+wait $launcher || code=$?
+[ "$code" = 143 ] && [ $((SECONDS - started)) -lt 20 ] && grep -q "killing the processes now" "$work/twice_err" ||
+  { echo "after a second SIGTERM: exit $code after $((SECONDS - started)) s: $(cat "$work/twice_err")"; exit 1; }
+expect_ranks_gone "after a second SIGTERM, rank" 0 1
+
 # A console whose reader goes (`| head -1`) does not end the launcher or the job: both ranks finish.
 rm -f "$work"/done_*
 code=$( ("$launch" --num_processes 2 sh -c 'echo first; sleep 1; for i in $(seq 2000); do echo line $i; done; touch $0/done_$RANK' "$work" 2>/dev/null; echo $? > "$work/launcher_code") | head -1 >/dev/null; cat "$work/launcher_code")
