@@ -58,7 +58,7 @@ static double number(const char *flag, const char *v) {
   double x;
   errno = 0;
   x = strtod(v, &end);
-  if (!*v || *end || errno) { fprintf(stderr, "%s takes a number, got '%s'\n", flag, v); exit(2); }
+  if (!*v || *end || errno || !isfinite(x)) { fprintf(stderr, "%s takes a finite number, got '%s'\n", flag, v); exit(2); }
   return x;
 }
 

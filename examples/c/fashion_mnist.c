@@ -17,6 +17,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,7 +69,7 @@ static double number(const char *flag, const char *v) {
   double x;
   errno = 0;
   x = strtod(v, &end);
-  if (!*v || *end || errno) { fprintf(stderr, "%s takes a number, got '%s'\n", flag, v); exit(2); }
+  if (!*v || *end || errno || !isfinite(x)) { fprintf(stderr, "%s takes a finite number, got '%s'\n", flag, v); exit(2); }
   return x;
 }
 

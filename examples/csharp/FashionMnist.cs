@@ -4,10 +4,12 @@
 //   mono build/bindings/csharp/FashionMnist.exe [--epochs N] [--batch-size N] [--lr X]
 //        [--train-samples N] [--test-samples N] [--data DIR] [--save FILE.pt] [--min-accuracy PCT]
 //
-// Exits 3 when the test accuracy is below --min-accuracy.
+// Exits 3 when the test accuracy is below --min-accuracy, 2 on a bad command line (before anything is
+// trained: a --save path whose folder is missing too), 1 on an error; --help lists the flags.
 using System;
 using System.Diagnostics;
 using System.Globalization;
+using System.IO;
 using Accelerate;
 
 public sealed class FashionMnist {
@@ -26,25 +28,54 @@ public sealed class FashionMnist {
   long trainSamples = 0, testSamples = 0;
   string data = "/usr/share/datasets/fashion-mnist", save = "fashion_mnist.pt";
 
+  const string UsageText =
+      "usage: FashionMnist.exe [--epochs N] [--batch-size N] [--lr X] [--train-samples N] [--test-samples N]\n" +
+      "                        [--data DIR] [--save FILE] [--min-accuracy PERCENT]\n" +
+      "  --epochs N            training epochs (default 3)\n" +
+      "  --batch-size N        batch size per process (default 64)\n" +
+      "  --lr X                AdamW's learning rate (default 0.002)\n" +
+      "  --train-samples N     use only the first N training samples (default 0: all)\n" +
+      "  --test-samples N      use only the first N test samples (default 0: all)\n" +
+      "  --data DIR            folder of the IDX files (default /usr/share/datasets/fashion-mnist)\n" +
+      "  --save FILE           TorchScript file for the trained model (default fashion_mnist.pt; \"\": none)\n" +
+      "  --min-accuracy PCT    exit 3 below this test accuracy in percent (default 0)\n" +
+      "Exits 2 on a bad command line, before anything is trained.\n";
+  static readonly string[] TakesValue = {"--epochs", "--batch-size", "--lr", "--train-samples", "--test-samples",
+                                         "--data", "--save", "--min-accuracy"};
+
+  // A bad command line: what is wrong, on stderr; Main returns 2.
+  sealed class UsageException : Exception {
+    public UsageException(string message) : base(message) {}
+  }
+
   public static int Main(string[] argv) {
     var a = new FashionMnist();
-    var inv = CultureInfo.InvariantCulture;
-    for (int i = 0; i < argv.Length; i += 2) {
-      if (i + 1 >= argv.Length) return Usage(argv[i] + " needs a value");
-      string v = argv[i + 1];
-      switch (argv[i]) {
-        case "--epochs": a.epochs = int.Parse(v, inv); break;
-        case "--batch-size": a.batchSize = int.Parse(v, inv); break;
-        case "--lr": a.lr = double.Parse(v, inv); break;
-        case "--train-samples": a.trainSamples = long.Parse(v, inv); break;
-        case "--test-samples": a.testSamples = long.Parse(v, inv); break;
-        case "--data": a.data = v; break;
-        case "--save": a.save = v; break;
-        case "--min-accuracy": a.minAccuracy = double.Parse(v, inv); break;
-        default: return Usage("unknown argument " + argv[i]);
+    try {
+      for (int i = 0; i < argv.Length; i += 2) {
+        if (argv[i] == "--help" || argv[i] == "-h") {
+          Console.Out.Write(UsageText);
+          return 0;
+        }
+        if (Array.IndexOf(TakesValue, argv[i]) < 0) throw new UsageException("unknown argument " + argv[i] + "\n" + UsageText);
+        if (i + 1 >= argv.Length) throw new UsageException(argv[i] + " needs a value\n" + UsageText);
+        string v = argv[i + 1];
+        switch (argv[i]) {
+          case "--epochs": a.epochs = (int)WholeNumber(argv[i], v, 1, int.MaxValue); break;
+          case "--batch-size": a.batchSize = (int)WholeNumber(argv[i], v, 1, int.MaxValue); break;
+          case "--lr": a.lr = Number(argv[i], v); break;
+          case "--train-samples": a.trainSamples = WholeNumber(argv[i], v, 0, long.MaxValue); break;
+          case "--test-samples": a.testSamples = WholeNumber(argv[i], v, 0, long.MaxValue); break;
+          case "--data": a.data = v; break;
+          case "--save": a.save = v; break;
+          default: a.minAccuracy = Number(argv[i], v); break;  // --min-accuracy
+        }
       }
+      // The model is saved after training: a path that cannot take the file is refused now, not then.
+      CheckSavePath(a.save);
+    } catch (UsageException e) {
+      Console.Error.Write(e.Message.EndsWith("\n") ? e.Message : e.Message + "\n");
+      return 2;
     }
-    if (a.epochs < 1 || a.batchSize < 1) return Usage("--epochs and --batch-size must be >= 1");
     try {
       return a.Run() >= a.minAccuracy ? 0 : 3;
     } catch (AccelerateException e) {
@@ -53,9 +84,48 @@ public sealed class FashionMnist {
     }
   }
 
-  static int Usage(string message) {
-    Console.Error.WriteLine(message);
-    return 2;
+  // A whole number in [least, most] for flag (as examples/c/fashion_mnist.c), else a usage error.
+  static long WholeNumber(string flag, string v, long least, long most) {
+    long n;
+    if (!long.TryParse(v, NumberStyles.AllowLeadingSign, CultureInfo.InvariantCulture, out n)) {
+      throw new UsageException(IsInteger(v) ? flag + " must be from " + least + " to " + most + ", got " + v
+                                            : flag + " takes a whole number, got '" + v + "'");
+    }
+    if (n < least || n > most) throw new UsageException(flag + " must be from " + least + " to " + most + ", got " + n);
+    return n;
+  }
+
+  // Whether v is written as a whole number (then one that TryParse refuses is out of range).
+  static bool IsInteger(string v) {
+    int first = v.Length > 1 && (v[0] == '+' || v[0] == '-') ? 1 : 0;
+    if (v.Length == first) return false;
+    for (int i = first; i < v.Length; ++i)
+      if (v[i] < '0' || v[i] > '9') return false;
+    return true;
+  }
+
+  // A finite number for flag, in the invariant culture's notation ("1.5", "2e-3"; no thousands
+  // separators: "1,5" is not 15), else a usage error.
+  static double Number(string flag, string v) {
+    double x;
+    if (!double.TryParse(v, NumberStyles.Float, CultureInfo.InvariantCulture, out x))
+      throw new UsageException(flag + " takes a number, got '" + v + "'");
+    if (double.IsNaN(x) || double.IsInfinity(x)) throw new UsageException(flag + " must be a finite number, got '" + v + "'");
+    return x;
+  }
+
+  // Refuses a --save path the TorchScript file could not be written to: an existing folder, or a file
+  // whose folder does not exist. Creates nothing.
+  static void CheckSavePath(string path) {
+    if (path.Length == 0) return;  // no file
+    if (Directory.Exists(path)) throw new UsageException("--save " + path + " is a folder; give a file name");
+    if (path.EndsWith("/")) throw new UsageException("--save " + path + " ends with '/'; give a file name");
+    int slash = path.LastIndexOf('/');
+    if (slash < 0) return;  // the current folder
+    string folder = slash == 0 ? "/" : path.Substring(0, slash);  // as written: "missing/../x.pt" needs missing/
+    if (!Directory.Exists(folder))
+      throw new UsageException("--save " + path + (File.Exists(folder) ? ": " + folder + " is not a folder"
+                                                                        : ": the folder " + folder + " does not exist"));
   }
 
   Dataset LoadSplit(string split, long limit) {

@@ -5,14 +5,17 @@
 //	PKG_CONFIG_PATH=build/pkgconfig go run . [-text FILE] [-epochs N] [-batch-size N] [-lr X]
 //	    [-context N] [-max-perplexity X]
 //
-// Exits 3 when the final validation perplexity is above -max-perplexity, 1 on an error.
+// Exits 3 when the final validation perplexity is above -max-perplexity, 2 on a bad command line, 1 on
+// an error.
 package main
 
 import (
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
+	"path/filepath"
 
 	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
@@ -31,7 +34,22 @@ func main() {
 	flag.IntVar(&cfg.context, "context", 64, "characters per window")
 	flag.Float64Var(&cfg.lr, "lr", 3e-3, "AdamW's learning rate")
 	flag.Float64Var(&cfg.maxPerplexity, "max-perplexity", 0, "exit 3 above this final perplexity (0: never)")
-	flag.Parse()
+	parseFlags()
+	// The C example's limits (examples/c/char_lm.c), refused before anything is read or trained.
+	switch {
+	case flag.NArg() > 0:
+		usageError("unexpected argument %q (flags come first: -name value)", flag.Arg(0))
+	case cfg.epochs < 1 || cfg.epochs > math.MaxInt32:
+		usageError("-epochs must be from 1 to %d, got %d", math.MaxInt32, cfg.epochs)
+	case cfg.batch < 1 || cfg.batch > math.MaxInt32:
+		usageError("-batch-size must be from 1 to %d, got %d", math.MaxInt32, cfg.batch)
+	case cfg.context < 2 || cfg.context > math.MaxInt32:
+		usageError("-context must be from 2 to %d, got %d", math.MaxInt32, cfg.context)
+	case math.IsNaN(cfg.lr) || math.IsInf(cfg.lr, 0):
+		usageError("-lr must be a finite number, got %v", cfg.lr)
+	case math.IsNaN(cfg.maxPerplexity) || math.IsInf(cfg.maxPerplexity, 0):
+		usageError("-max-perplexity must be a finite number, got %v", cfg.maxPerplexity)
+	}
 	ppl, err := run(cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "error:", err)
@@ -40,6 +58,31 @@ func main() {
 	if cfg.maxPerplexity > 0 && !(ppl <= cfg.maxPerplexity) {
 		os.Exit(3)
 	}
+}
+
+// parseFlags parses the command line as flag.Parse does (a bad value: the error and the flags on
+// stderr, exit 2), except that -h and -help print the flags on stdout and exit 0.
+func parseFlags() {
+	flag.CommandLine.Init(os.Args[0], flag.ContinueOnError)
+	flag.CommandLine.SetOutput(io.Discard)
+	err := flag.CommandLine.Parse(os.Args[1:])
+	if err == flag.ErrHelp {
+		flag.CommandLine.SetOutput(os.Stdout)
+		flag.Usage()
+		os.Exit(0)
+	}
+	flag.CommandLine.SetOutput(os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		flag.Usage()
+		os.Exit(2)
+	}
+}
+
+// usageError reports a bad command line in one line on stderr and exits 2.
+func usageError(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s: %s\n", filepath.Base(os.Args[0]), fmt.Sprintf(format, args...))
+	os.Exit(2)
 }
 
 // windows cuts ids[first:last] into inputs of `context` ids and their targets, shifted by one.

@@ -5,7 +5,8 @@
 //        FashionMnist [--epochs N] [--batch-size N] [--lr X] [--train-samples N] [--test-samples N]
 //                     [--data DIR] [--save FILE.pt] [--min-accuracy PCT]
 //
-// Exits 3 when the test accuracy is below --min-accuracy.
+// Exits 3 when the test accuracy is below --min-accuracy, 2 on a bad command line (before anything is
+// trained: a --save path whose folder is missing too), 1 on an error; --help lists the flags.
 import ai.accelerate.*;
 
 public final class FashionMnist {
@@ -24,24 +25,44 @@ public final class FashionMnist {
   long trainSamples = 0, testSamples = 0;
   String data = "/usr/share/datasets/fashion-mnist", save = "fashion_mnist.pt";
 
+  static final String USAGE =
+      "usage: FashionMnist [--epochs N] [--batch-size N] [--lr X] [--train-samples N] [--test-samples N]\n"
+      + "                   [--data DIR] [--save FILE] [--min-accuracy PERCENT]\n"
+      + "  --epochs N            training epochs (default 3)\n"
+      + "  --batch-size N        batch size per process (default 64)\n"
+      + "  --lr X                AdamW's learning rate (default 0.002)\n"
+      + "  --train-samples N     use only the first N training samples (default 0: all)\n"
+      + "  --test-samples N      use only the first N test samples (default 0: all)\n"
+      + "  --data DIR            folder of the IDX files (default /usr/share/datasets/fashion-mnist)\n"
+      + "  --save FILE           TorchScript file for the trained model (default fashion_mnist.pt; \"\": none)\n"
+      + "  --min-accuracy PCT    exit 3 below this test accuracy in percent (default 0)\n"
+      + "Exits 2 on a bad command line, before anything is trained.\n";
+  static final java.util.Set<String> TAKES_VALUE = java.util.Set.of("--epochs", "--batch-size", "--lr",
+      "--train-samples", "--test-samples", "--data", "--save", "--min-accuracy");
+
   public static void main(String[] argv) {
     FashionMnist a = new FashionMnist();
     for (int i = 0; i < argv.length; i += 2) {
-      if (i + 1 >= argv.length) usage(argv[i] + " needs a value");
+      if (argv[i].equals("--help") || argv[i].equals("-h")) {
+        System.out.print(USAGE);
+        System.exit(0);
+      }
+      if (!TAKES_VALUE.contains(argv[i])) usage("unknown argument " + argv[i] + "\n" + USAGE);
+      if (i + 1 >= argv.length) usage(argv[i] + " needs a value\n" + USAGE);
       String v = argv[i + 1];
       switch (argv[i]) {
-        case "--epochs": a.epochs = Integer.parseInt(v); break;
-        case "--batch-size": a.batchSize = Integer.parseInt(v); break;
-        case "--lr": a.lr = Double.parseDouble(v); break;
-        case "--train-samples": a.trainSamples = Long.parseLong(v); break;
-        case "--test-samples": a.testSamples = Long.parseLong(v); break;
+        case "--epochs": a.epochs = (int) wholeNumber(argv[i], v, 1, Integer.MAX_VALUE); break;
+        case "--batch-size": a.batchSize = (int) wholeNumber(argv[i], v, 1, Integer.MAX_VALUE); break;
+        case "--lr": a.lr = number(argv[i], v); break;
+        case "--train-samples": a.trainSamples = wholeNumber(argv[i], v, 0, Long.MAX_VALUE); break;
+        case "--test-samples": a.testSamples = wholeNumber(argv[i], v, 0, Long.MAX_VALUE); break;
         case "--data": a.data = v; break;
         case "--save": a.save = v; break;
-        case "--min-accuracy": a.minAccuracy = Double.parseDouble(v); break;
-        default: usage("unknown argument " + argv[i]);
+        default: a.minAccuracy = number(argv[i], v); break;  // --min-accuracy
       }
     }
-    if (a.epochs < 1 || a.batchSize < 1) usage("--epochs and --batch-size must be >= 1");
+    // The model is saved after training: a path that cannot take the file is refused now, not then.
+    checkSavePath(a.save);
     try {
       System.exit(a.run() >= a.minAccuracy ? 0 : 3);
     } catch (AccelerateException e) {
@@ -50,9 +71,50 @@ public final class FashionMnist {
     }
   }
 
+  /** A bad command line: says what is wrong on stderr and exits 2. */
   static void usage(String message) {
-    System.err.println(message);
+    System.err.print(message.endsWith("\n") ? message : message + "\n");
     System.exit(2);
+  }
+
+  /** A whole number in [least, most] for {@code flag}, else a usage error (as examples/c/fashion_mnist.c). */
+  static long wholeNumber(String flag, String v, long least, long most) {
+    long n;
+    try {
+      n = Long.parseLong(v);
+    } catch (NumberFormatException e) {
+      usage(v.matches("[+-]?[0-9]+") ? flag + " must be from " + least + " to " + most + ", got " + v
+                                     : flag + " takes a whole number, got '" + v + "'");
+      return 0;
+    }
+    if (n < least || n > most) usage(flag + " must be from " + least + " to " + most + ", got " + n);
+    return n;
+  }
+
+  /** A finite decimal number for {@code flag} ("1.5", "2e-3"), else a usage error. */
+  static double number(String flag, String v) {
+    // Double.parseDouble alone would take "1.5d", "0x1p3", "NaN" and "Infinity".
+    if (!v.matches("[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?")) {
+      usage(flag + " takes a number, got '" + v + "'");
+    }
+    double x = Double.parseDouble(v);
+    if (!Double.isFinite(x)) usage(flag + " must be a finite number, got '" + v + "'");
+    return x;
+  }
+
+  /** Refuses a --save path the TorchScript file could not be written to: an existing folder, or a
+   *  file whose folder does not exist. Creates nothing. */
+  static void checkSavePath(String path) {
+    if (path.isEmpty()) return;  // no file
+    if (new java.io.File(path).isDirectory()) usage("--save " + path + " is a folder; give a file name");
+    if (path.endsWith("/")) usage("--save " + path + " ends with '/'; give a file name");
+    int slash = path.lastIndexOf('/');
+    if (slash < 0) return;  // the current folder
+    String folder = slash == 0 ? "/" : path.substring(0, slash);  // as written: "missing/../x.pt" needs missing/
+    java.io.File f = new java.io.File(folder);
+    if (!f.isDirectory()) {
+      usage("--save " + path + (f.exists() ? ": " + folder + " is not a folder" : ": the folder " + folder + " does not exist"));
+    }
   }
 
   Dataset loadSplit(String split, long limit) {
