@@ -104,7 +104,9 @@ std::string same_parameters(const std::string& what, const NamedTensors& got, co
 std::string checkpoint_round_trip(Accelerator& acc) {
   const int64_t rows = 4, rank = acc.process_index();
   // One folder for the job, named by the main process.
-  const std::string mine = "/tmp/accelerate_test_" + std::to_string(getpid()) + "_" +
+  // In the temporary folder (TMPDIR, as Accelerate's tempfile gives it).
+  const std::string mine = (std::filesystem::temp_directory_path() / "accelerate_test_").string() +
+                           std::to_string(getpid()) + "_" +
                            std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
   const std::string dir = acc.collectives().gather_object(mine, "checkpoint_dir").at(0);
   Options adam(optimizer_option_schema());

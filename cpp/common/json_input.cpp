@@ -3,6 +3,16 @@
 namespace acc {
 namespace {
 
+// nlohmann's message without its "[json.exception.parse_error.101] " tag, which says nothing to a user.
+std::string_view plain_message(const nlohmann::json::exception& e) {
+  std::string_view message = e.what();
+  if (message.rfind("[json.exception.", 0) == 0) {
+    const size_t end = message.find("] ");
+    if (end != std::string_view::npos) message.remove_prefix(end + 2);
+  }
+  return message;
+}
+
 // A SAX pass that only measures nesting. The DOM parser's callback form could bound it as well,
 // but it scans the parent's elements each time an object ends, which is quadratic in an array of
 // objects (a spec of 20,000 layers took seconds); this pass and the plain DOM parse are linear.
@@ -29,7 +39,7 @@ struct NestingBound : nlohmann::json::json_sax_t {
   bool start_array(std::size_t) override { return deeper(); }
   bool end_array() override { return --depth, true; }
   bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception& e) override {
-    fail(status, what, " is not valid JSON: ", e.what());
+    fail(status, what, " is not valid JSON: ", plain_message(e));
   }
 };
 
@@ -41,7 +51,7 @@ nlohmann::json parse_json_input(std::string_view text, const std::string& what, 
   try {
     return nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::exception& e) {
-    fail(status, what, " is not valid JSON: ", e.what());
+    fail(status, what, " is not valid JSON: ", plain_message(e));
   }
 }
 

@@ -45,7 +45,12 @@ torch::jit::Module script_tensors(const torch::nn::Module& module, const std::st
 SpecModel::SpecModel(std::vector<LayerSpec> layers, bool weights_pending)
     : layers_(std::move(layers)), input_count_(model_input_count(layers_)), last_reader_(layers_.size()) {
   for (size_t i = 0; i < layers_.size(); ++i) {
-    net_->push_back(std::to_string(i), build_layer(layers_[i]));
+    try {
+      net_->push_back(std::to_string(i), build_layer(layers_[i]));
+    } catch (const c10::Error& e) {
+      // Sizes each valid alone whose product libtorch cannot allocate (its own overflow check).
+      fail(Status::InvalidArgument, "layer ", i, " (", layers_[i].type, "): ", e.what_without_backtrace());
+    }
     if (weights_pending) {  // each layer's weights go as soon as it is built (its random draws made)
       make_placeholders(defined_only(net_->ptr(i)->named_parameters(true)));
       make_placeholders(defined_only(net_->ptr(i)->named_buffers(true)));

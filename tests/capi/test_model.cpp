@@ -146,7 +146,8 @@ TEST(Model, EmbeddingTakesIndices) {
 
 TEST(Model, BadSpecsAreRejectedWithTheReason) {
   acc_model* m = nullptr;
-  ACC_EXPECT_ERROR(acc_model_from_spec("[{\"type\":\"linear\"", &m), ACC_ERR_INVALID_ARGUMENT, "not valid JSON");
+  ACC_EXPECT_ERROR(acc_model_from_spec("[{\"type\":\"linear\"", &m), ACC_ERR_INVALID_ARGUMENT,
+                   "not valid JSON: parse error at line 1, column 18");  // without nlohmann's exception tag
   ACC_EXPECT_ERROR(acc_model_from_spec("[]", &m), ACC_ERR_INVALID_ARGUMENT, "non-empty JSON array");
   ACC_EXPECT_ERROR(acc_model_from_spec(R"([{"type":"lstm"}])", &m), ACC_ERR_INVALID_ARGUMENT,
                    "unknown layer type 'lstm'");
@@ -159,6 +160,11 @@ TEST(Model, BadSpecsAreRejectedWithTheReason) {
   ACC_EXPECT_ERROR(acc_model_from_spec(R"([{"type":"linear","in_features":0,"out_features":2}])", &m),
                    ACC_ERR_INVALID_ARGUMENT, "must be positive");
   ACC_EXPECT_ERROR(acc_model_from_spec(R"([{"type":"dropout","p":2}])", &m), ACC_ERR_INVALID_ARGUMENT, "'p'");
+  // Sizes each valid alone whose product libtorch cannot allocate: the layer is named.
+  ACC_EXPECT_ERROR(
+      acc_model_from_spec(
+          R"([{"type":"relu"},{"type":"embedding","num_embeddings":4611686018427387904,"embedding_dim":4}])", &m),
+      ACC_ERR_INVALID_ARGUMENT, "layer 1 (embedding): ");
   ACC_EXPECT_ERROR(acc_model_from_spec(nullptr, &m), ACC_ERR_INVALID_ARGUMENT, "json_spec is NULL");
   EXPECT_EQ(m, nullptr);
 }
