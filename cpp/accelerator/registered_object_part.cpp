@@ -17,7 +17,8 @@ class RegisteredObjectPart final : public CheckpointPart {
     auto bytes = std::make_shared<std::string>(read_file(path));
     auto before = std::make_shared<std::string>(save_());
     return {[load = load_, bytes, path] { checked_by_file(path, [&] { load(*bytes); }); },
-            [load = load_, before] { load(*before); }};
+            [load = load_, before] { load(*before); },
+            {}};
   }
 
  private:

@@ -232,8 +232,11 @@ std::vector<LinearSite> ScriptModel::linear_sites() const {
   for (const auto& entry : module_.named_modules()) {
     if (entry.name.empty() || !is_linear_module(entry.value)) continue;
     torch::jit::Module layer = entry.value;  // a handle on the same object
-    sites.push_back({entry.name, layer.attr("weight").toTensor(),
-                     [layer](const at::Tensor& weight) mutable { layer.setattr("weight", weight); }, nullptr});
+    sites.push_back({entry.name,
+                     layer.attr("weight").toTensor(),
+                     [layer](const at::Tensor& weight) mutable { layer.setattr("weight", weight); },
+                     nullptr,
+                     {}});
     // Under LoRA with dropout the marked forward adapts this layer's output.
     auto it = std::find(output_layers_.begin(), output_layers_.end(), entry.name);
     if (it != output_layers_.end())

@@ -19,7 +19,7 @@ class WeightsPart final : public CheckpointPart {
     } catch (const Error& e) {
       fail(Status::InvalidArgument, "checkpoint file '", path, "' does not fit model ", index_, ": ", e.what());
     }
-    return {[model = model_, contents] { model->load_state_dict(contents->tensors, true); }, {}};
+    return {[model = model_, contents] { model->load_state_dict(contents->tensors, true); }, {}, {}};
   }
 
  private:

@@ -16,7 +16,7 @@ class AveragedModelPart final : public CheckpointPart {
   StagedLoad load(const std::string& path) const override {
     auto contents = std::make_shared<SafetensorsContents>(load_safetensors(path));
     checked_by_file(path, [&] { averaged_->check_state_dict(contents->tensors); });
-    return {[averaged = averaged_, contents] { averaged->load_state_dict(contents->tensors); }, {}};
+    return {[averaged = averaged_, contents] { averaged->load_state_dict(contents->tensors); }, {}, {}};
   }
 
  private:

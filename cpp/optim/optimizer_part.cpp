@@ -21,7 +21,7 @@ class OptimizerPart final : public CheckpointPart {
   StagedLoad load(const std::string& path) const override {
     SafetensorsContents contents = load_safetensors(path);  // its tensors keep the file mapped
     OptimizerSnapshot snapshot{std::move(contents.tensors), std::move(contents.metadata)};
-    return {prepare_optimizer_restore(*optimizer_, snapshot, "checkpoint file '" + path + "'"), {}};
+    return {prepare_optimizer_restore(*optimizer_, snapshot, "checkpoint file '" + path + "'"), {}, {}};
   }
 
  private:

@@ -27,7 +27,10 @@ class ScalerPart final : public CheckpointPart {
                                    ? json_field_at_least<int64_t>(j, "hysteresis", path, 1)
                                    : scaler_->options().hysteresis;
     checked_by_file(path, [&] { scaler_->check_state(scale, growth_tracker, hysteresis); });
-    return {[scaler = scaler_, scale, growth_tracker, hysteresis] { scaler->load_state(scale, growth_tracker, hysteresis); },
+    return {[scaler = scaler_, scale, growth_tracker, hysteresis] {
+              scaler->load_state(scale, growth_tracker, hysteresis);
+            },
+            {},
             {}};
   }
 
