@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "common/exception_status.h"
 #include "model/activation_checkpoint.h"
 #include "model/adaptable_linear.h"
 #include "model/cumulative_batch_norm.h"
@@ -47,9 +48,11 @@ SpecModel::SpecModel(std::vector<LayerSpec> layers, bool weights_pending)
   for (size_t i = 0; i < layers_.size(); ++i) {
     try {
       net_->push_back(std::to_string(i), build_layer(layers_[i]));
-    } catch (const c10::Error& e) {
-      // Sizes each valid alone whose product libtorch cannot allocate (its own overflow check).
-      fail(Status::InvalidArgument, "layer ", i, " (", layers_[i].type, "): ", e.what_without_backtrace());
+    } catch (const c10::Error&) {
+      // Sizes libtorch cannot allocate (their product overflows, or memory runs out): the layer named,
+      // the status as for any such error.
+      const ExceptionReport report = describe_current_exception();
+      fail(report.status, "layer ", i, " (", layers_[i].type, "): ", report.message);
     }
     if (weights_pending) {  // each layer's weights go as soon as it is built (its random draws made)
       make_placeholders(defined_only(net_->ptr(i)->named_parameters(true)));
