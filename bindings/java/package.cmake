@@ -35,3 +35,13 @@ run(${JAVADOC} -quiet -Xdoclint:none -encoding UTF-8 -d ${OUT}/javadoc -sourcepa
     -subpackages ai.accelerate -windowtitle "accelerate ${VERSION}")
 run(${JAR} cf ${base}-javadoc.jar -C ${OUT}/javadoc .)
 configure_file(${POM_IN} ${base}.pom @ONLY)
+
+# Maven's checksum files beside each file (hex digests), which its resolver checks for every
+# artifact it fetches, also from a file:// repository (without them it warns, and fails under -C).
+foreach(file ${base}.jar ${base}.pom ${base}-sources.jar ${base}-javadoc.jar)
+  foreach(algorithm SHA1 MD5)
+    string(TOLOWER ${algorithm} suffix)
+    file(${algorithm} ${file} digest)
+    file(WRITE ${file}.${suffix} "${digest}")
+  endforeach()
+endforeach()
