@@ -6,6 +6,7 @@
 #include "data/iterable_dataloader.h"
 #include "data/map_dataloader.h"
 #include "data/sharded_dataloader.h"
+#include "data/sharding.h"
 
 namespace acc {
 
@@ -33,6 +34,7 @@ std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const 
   if (dist && o.dispatch_batches.value_or(stream != nullptr)) {
     // Process 0 reads through a plain loader (shuffled as the options above say) and sends every
     // process its slice.
+    check_dispatched_split(options.batch_size, o.num_processes, o.split_batches);
     DataLoaderOptions base_options = options;
     base_options.device.reset();
     auto base = make_data_loader(map ? map->dataset() : nullptr, stream ? stream->source() : nullptr, base_options);

@@ -1,6 +1,7 @@
 #include "ops/collectives.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "common/error.h"
@@ -274,7 +275,12 @@ at::Tensor Collectives::pad_across_processes(const at::Tensor& tensor, int64_t d
   if (longest == tensor.size(dim)) return tensor;
   auto sizes = tensor.sizes().vec();
   sizes[dim] = longest;
-  at::Tensor out = at::full(sizes, value, tensor.options());
+  // Accelerate's `tensor.new_zeros(size) + pad_index`, with PyTorch's type promotion: an integral
+  // value is Python's int (an integer tensor keeps its dtype, wrapping as it does; a bool tensor
+  // becomes int64), another a float (an integer tensor becomes the default float dtype).
+  const bool integral = std::nearbyint(value) == value && std::fabs(value) < 0x1p63;
+  const at::Scalar pad = integral ? at::Scalar(static_cast<int64_t>(value)) : at::Scalar(value);
+  at::Tensor out = at::zeros(sizes, tensor.options()).add(pad);
   const int64_t offset = pad_first ? longest - tensor.size(dim) : 0;
   out.narrow(dim, offset, tensor.size(dim)).copy_(tensor);
   return out;

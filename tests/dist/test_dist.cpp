@@ -331,6 +331,41 @@ TEST(Dist, PadAcrossProcessesEvensRaggedTensors) {
   for (acc_tensor* x : {t, end, first}) acc_tensor_free(x);
 }
 
+// The pad value takes PyTorch's type promotion, as Accelerate's `new_zeros(size) + pad_index`: an
+// integral value is Python's int (uint8 wraps -1 to 255 where a checked conversion failed on the
+// padding processes alone; bool becomes int64), another a float (int64 becomes float32). The
+// longest process's tensor comes back as it was, as in Accelerate.
+TEST(Dist, PadValuesPromoteAsInAccelerate) {
+  const bool padded = g_rank < g_world - 1;
+  auto dtype_of = [](const acc_tensor* t) {
+    acc_dtype d = ACC_DTYPE_UNDEFINED;
+    EXPECT_EQ(acc_tensor_dtype(t, &d), ACC_OK);
+    return d;
+  };
+  std::vector<uint8_t> ones(static_cast<size_t>(g_rank + 1), 1);
+  const int64_t dims[] = {g_rank + 1};
+  acc_tensor *bytes = nullptr, *out = nullptr;
+  ACC_ASSERT_OK(acc_tensor_from_host(ones.data(), ones.size(), dims, 1, ACC_DTYPE_UINT8, &bytes));
+  ACC_ASSERT_OK(acc_pad_across_processes(g_acc, bytes, 0, -1.0, 0, "pad uint8", &out));
+  EXPECT_EQ(dtype_of(out), ACC_DTYPE_UINT8);
+  const auto wrapped = acc_test::to_host<uint8_t>(out);
+  ASSERT_EQ(wrapped.size(), static_cast<size_t>(g_world));
+  EXPECT_EQ(wrapped.back(), padded ? 255 : 1);
+  acc_tensor_free(out);
+
+  acc_tensor* ids = longs(std::vector<int64_t>(static_cast<size_t>(g_rank + 1), 7), {g_rank + 1});
+  ACC_ASSERT_OK(acc_pad_across_processes(g_acc, ids, 0, 0.5, 0, "pad int64 by a float", &out));
+  EXPECT_EQ(dtype_of(out), padded ? ACC_DTYPE_FLOAT32 : ACC_DTYPE_INT64);
+  if (padded) EXPECT_EQ(to_floats(out).back(), 0.5f);
+  acc_tensor_free(out);
+
+  acc_tensor* mask = acc_test::bools(ones, {g_rank + 1});
+  ACC_ASSERT_OK(acc_pad_across_processes(g_acc, mask, 0, 0.0, 0, "pad bool", &out));
+  EXPECT_EQ(dtype_of(out), padded ? ACC_DTYPE_INT64 : ACC_DTYPE_BOOL);
+  acc_tensor_free(out);
+  for (acc_tensor* x : {bytes, ids, mask}) acc_tensor_free(x);
+}
+
 TEST(Dist, SplitBetweenProcesses) {
   int64_t total = 0, padded_total = 0;
   for (int64_t n : {9, 2, 1, 0}) {
@@ -698,6 +733,25 @@ TEST(Data, DispatchedBatchesShuffleWithTheSeedableSampler) {
   const auto sharded = orders("0"), dispatched = orders("1");
   EXPECT_EQ(dispatched, sharded);
   EXPECT_NE(sharded[0], sharded[1]);
+  acc_dataset_free(ds);
+}
+
+// A dispatched loader whose batches the processes cannot split evenly is refused at prepare, as
+// Accelerate's prepare_data_loader refuses it (the slices dropped each batch's last rows).
+TEST(Data, DispatchedSplitBatchesNeedABatchSizeTheProcessesDivide) {
+  acc_dataset* ds = id_dataset(10);
+  acc_accelerator* acc = acc_test::make_accelerator({{"split_batches", "1"}, {"dispatch_batches", "1"}});
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
+  ACC_ASSERT_OK(acc_options_set_int(o, "batch_size", g_world + 1));
+  acc_dataloader* dl = nullptr;
+  ACC_ASSERT_OK(acc_dataloader_create(ds, o, &dl));
+  ACC_EXPECT_ERROR(acc_prepare(acc, nullptr, nullptr, &dl, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "split_batches needs a batch size (" + std::to_string(g_world + 1) +
+                       ") that is a round multiple of the number of processes");
+  acc_options_free(o);
+  acc_dataloader_free(dl);
+  acc_accelerator_free(acc);
   acc_dataset_free(ds);
 }
 
