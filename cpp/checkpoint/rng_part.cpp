@@ -38,6 +38,9 @@ class RngStatesPart final : public CheckpointPart {
     std::vector<std::function<void()>> sets;
     for (auto& generator : default_generators()) {
       auto it = std::find_if(saved.begin(), saved.end(), [&](const auto& e) { return e.first == generator.first; });
+      // A GPU the saving machine did not have (a CPU checkpoint resumed on a GPU, or more GPUs now)
+      // keeps its generator, as Accelerate's set_rng_state_all sets only the states it has.
+      if (it == saved.end() && generator.first != "cpu") continue;
       if (it == saved.end())
         fail(Status::InvalidArgument, "checkpoint file '", path, "' has no state for the ", generator.first, " generator");
       if (it->second.scalar_type() != at::kByte || it->second.numel() != generator.second.get_state().numel())

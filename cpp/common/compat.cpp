@@ -16,6 +16,7 @@ TORCH_API void overrideCanFuseOnCPU(bool value);  // libtorch_cpu exports it; De
 }  // namespace torch::jit
 #endif
 
+#include <cstdlib>
 #include <mutex>
 #include <type_traits>
 #include <utility>
@@ -148,6 +149,16 @@ Group make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, in
 Group make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                       std::chrono::milliseconds timeout) {
 #ifdef ACC_WITH_CUDA
+  // Without blocking wait, ProcessGroupNCCL's wait() only orders streams and a stalled peer ends the
+  // process from its watchdog (SIGABRT); with it, wait() throws at the timeout, which the library
+  // reports as ACC_ERR_TIMEOUT naming the collective. Read when the group is made; a user's setting
+  // (0: overlap kept, aborts instead of errors) stays.
+#if ACC_TORCH_VERSION >= 200
+  const char* blocking_wait = "TORCH_NCCL_BLOCKING_WAIT";
+#else
+  const char* blocking_wait = "NCCL_BLOCKING_WAIT";
+#endif
+  if (!std::getenv("TORCH_NCCL_BLOCKING_WAIT") && !std::getenv("NCCL_BLOCKING_WAIT")) setenv(blocking_wait, "1", 0);
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
   auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);

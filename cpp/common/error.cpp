@@ -42,7 +42,10 @@ std::string Error::backtrace() const {
 bool is_allocation_failure_message(const std::string& message) {
   return message.find("DefaultCPUAllocator: can't allocate memory") != std::string::npos ||
          message.find("DefaultCPUAllocator: not enough memory") != std::string::npos ||
-         message.find("CUDA out of memory") != std::string::npos;
+         message.find("CUDA out of memory") != std::string::npos ||
+         // cudaErrorMemoryAllocation reported as a CUDA error (cuBLAS or cuDNN workspaces), which
+         // Accelerate's should_reduce_batch_size takes as running out of memory too.
+         message.find("CUDA error: out of memory") != std::string::npos;
 }
 
 }  // namespace acc

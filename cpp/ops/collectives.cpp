@@ -125,7 +125,11 @@ std::vector<Collectives::Layout> Collectives::announce(CallKind kind, int64_t pa
 void Collectives::barrier(const std::string& name) {
   if (!dist_) return;
   announce(CallKind::Barrier, 0, Layout(), false, name);
-  wait_collective(dist_->group()->barrier(), name);
+  // NCCL's barrier is an allreduce on a GPU: this process's, not the calling thread's current one or
+  // the rank-modulo-GPUs guess ProcessGroupNCCL falls back on.
+  c10d::BarrierOptions options;
+  if (dist_->device().is_cuda()) options.device_ids = {dist_->device().index()};
+  wait_collective(dist_->group()->barrier(options), name);
 }
 
 at::Tensor Collectives::gather(const at::Tensor& tensor, const std::string& name, Layouts layouts) {

@@ -1,5 +1,7 @@
 #include "tensor/storage.h"
 
+#include <c10/core/DeviceGuard.h>
+
 #include "common/error.h"
 
 namespace acc {
@@ -14,6 +16,9 @@ void restore_storage(const at::Tensor& t) {
   c10::StorageImpl* storage = t.storage().unsafeGetStorageImpl();
   const size_t bytes = static_cast<size_t>(t.storage_offset() + t.numel()) * t.element_size();
   if (storage->nbytes() >= bytes) return;
+  // The CUDA caching allocator allocates on the calling thread's current device, which a binding's
+  // thread (Go, the JVM, .NET) need not have set to this tensor's.
+  const c10::DeviceGuard on_its_device(t.device());
   storage->set_data_ptr(storage->allocator()->allocate(bytes));
   storage->set_nbytes(bytes);
 }
