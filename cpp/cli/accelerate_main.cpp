@@ -302,19 +302,18 @@ int launch_only(int argc, char** argv, const std::string& name) {
 }
 
 // accelerate merge-weights: Accelerate's flags; its .bin output is not written here.
-int merge_weights(const std::string& from, int64_t model, const std::string& to, const std::string& max_shard_size,
+int merge_weights(const std::string& from, size_t model, const std::string& to, const std::string& max_shard_size,
                   bool unsafe, bool remove) {
   if (unsafe) {
     std::fprintf(stderr, "accelerate merge-weights: --unsafe_serialization (pickled .bin) is not supported: the "
                          "merged weights are written as safetensors only\n");
     return 2;
   }
-  const auto files = acc::merge_sharded_checkpoint(from, static_cast<size_t>(model), to, max_shard_size);
+  const auto files = acc::merge_sharded_checkpoint(from, model, to, max_shard_size);
   for (const auto& file : files) std::printf("wrote %s\n", (std::filesystem::path(to) / file).c_str());
   if (remove)  // the shards just merged, not the rest of the checkpoint (optimizer state, RNG, ...)
     for (int64_t r = 0;; ++r) {
-      const std::filesystem::path shard =
-          std::filesystem::path(from) / acc::shard_name("model", static_cast<size_t>(model), r);
+      const std::filesystem::path shard = std::filesystem::path(from) / acc::shard_name("model", model, r);
       std::error_code ec;
       if (!std::filesystem::remove(shard, ec)) break;
       std::printf("removed %s\n", shard.c_str());
@@ -409,7 +408,7 @@ int main(int argc, char** argv) {
   flag(estimate, "--json", as_json, "print JSON instead of a table");
 
   std::string merge_from, merge_to = ".", merge_shard_size = "10GB";
-  int64_t merge_model = 0;
+  size_t merge_model = 0;  // the text is checked before CLI11 converts it (-1 would wrap)
   bool merge_unsafe = false, merge_remove = false;
   auto* merge = app.add_subcommand("merge-weights", "merge a SHARDED_STATE_DICT checkpoint's model shards into full weights");
   merge->add_option("checkpoint_directory", merge_from, "the checkpoint folder (model_shard_<rank>.safetensors)")->required();

@@ -34,7 +34,9 @@ std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const 
   if (dist && o.dispatch_batches.value_or(stream != nullptr)) {
     // Process 0 reads through a plain loader (shuffled as the options above say) and sends every
     // process its slice.
-    check_dispatched_split(options.batch_size, o.num_processes, o.split_batches);
+    // As Accelerate's prepare_data_loader: a batch of 1 goes through (its dispatcher then sends empty
+    // batches); any other must divide when split, or the slices would drop each batch's remainder.
+    if (options.batch_size > 1) check_sharding(options.batch_size, o.num_processes, o.split_batches);
     DataLoaderOptions base_options = options;
     base_options.device.reset();
     auto base = make_data_loader(map ? map->dataset() : nullptr, stream ? stream->source() : nullptr, base_options);

@@ -87,13 +87,6 @@ void check_sharding(int64_t batch_size, int64_t num_processes, bool split) {
           " times ", num_processes, " processes (the batch of every process together) does not fit in 64 bits");
 }
 
-void check_dispatched_split(int64_t batch_size, int64_t num_processes, bool split) {
-  // Accelerate's prepare_data_loader lets a batch of 1 through (its dispatcher then sends empty
-  // batches); any other must divide, or the dispatcher's slices would drop each batch's remainder.
-  require(!split || batch_size <= 1 || batch_size % num_processes == 0, "split_batches needs a batch size (",
-          batch_size, ") that is a round multiple of the number of processes (", num_processes, ")");
-}
-
 std::vector<std::vector<int64_t>> split_batches(const std::vector<std::vector<int64_t>>& batches, int64_t batch_size,
                                                 bool drop_last, int64_t num_processes, int64_t rank,
                                                 bool even_batches) {

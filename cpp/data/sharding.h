@@ -53,7 +53,5 @@ inline int64_t total_batch_size(int64_t batch_size, int64_t num_processes, bool 
 
 // Fails, as Accelerate does, on configurations it refuses.
 void check_sharding(int64_t batch_size, int64_t num_processes, bool split);
-// The same for a loader whose batches process 0 reads and dispatches (dispatch_batches).
-void check_dispatched_split(int64_t batch_size, int64_t num_processes, bool split);
 
 }  // namespace acc

@@ -124,20 +124,17 @@ static void check_no_earlier_checkpoints(const char *project_dir) {
 }
 
 static struct args parse_args(int argc, char **argv) {
-  static const char *const kTakesValue[] = {"--epochs", "--batch-size", "--lr", "--train-samples", "--test-samples",
-                                            "--data", "--save", "--min-accuracy", "--project-dir",
-                                            "--checkpoint-every"};
   struct args a = {3, 64, 2e-3, 0.0, 0, 0, "/usr/share/datasets/fashion-mnist", "fashion_mnist.pt",
                     "fashion_mnist_project", 0, 0};
   int i;
   for (i = 1; i < argc; i += 2) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    size_t k, known = 0;
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { fputs(kUsage, stdout); exit(0); }
     if (!strcmp(argv[i], "--resume")) { a.resume = 1; --i; continue; } /* a flag without a value */
-    for (k = 0; k < sizeof kTakesValue / sizeof kTakesValue[0]; ++k) known |= !strcmp(argv[i], kTakesValue[k]);
-    if (!known) { fprintf(stderr, "unknown argument %s\n%s", argv[i], kUsage); exit(2); }
-    if (!v) { fprintf(stderr, "%s needs a value\n%s", argv[i], kUsage); exit(2); }
+    if (!v) { /* a stray word, or a flag at the end without its value */
+      fprintf(stderr, strncmp(argv[i], "--", 2) ? "unknown argument %s\n%s" : "%s needs a value\n%s", argv[i], kUsage);
+      exit(2);
+    }
     if (!strcmp(argv[i], "--epochs")) a.epochs = (int)whole_number_in(argv[i], v, 1, INT_MAX);
     else if (!strcmp(argv[i], "--batch-size")) a.batch_size = (int)whole_number_in(argv[i], v, 1, INT_MAX);
     else if (!strcmp(argv[i], "--lr")) a.lr = number(argv[i], v);
@@ -147,7 +144,8 @@ static struct args parse_args(int argc, char **argv) {
     else if (!strcmp(argv[i], "--save")) a.save = v;
     else if (!strcmp(argv[i], "--min-accuracy")) a.min_accuracy = number(argv[i], v);
     else if (!strcmp(argv[i], "--project-dir")) a.project_dir = v;
-    else a.checkpoint_every = whole_number_in(argv[i], v, 0, LONG_MAX); /* --checkpoint-every */
+    else if (!strcmp(argv[i], "--checkpoint-every")) a.checkpoint_every = whole_number_in(argv[i], v, 0, LONG_MAX);
+    else { fprintf(stderr, "unknown argument %s\n%s", argv[i], kUsage); exit(2); }
   }
   if ((a.checkpoint_every > 0 || a.resume) && !*a.project_dir) {
     fprintf(stderr, "--checkpoint-every and --resume need a --project-dir\n");
