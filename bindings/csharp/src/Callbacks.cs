@@ -12,8 +12,25 @@ namespace Accelerate {
 
 internal static class CallbackErrors {
   internal static int Failed(Exception e) {
-    Library.CallbackSetError(e.GetType().Name + ": " + e.Message);
+    Report(() => e.GetType().Name + ": " + e.Message);
     return 1;
+  }
+
+  // Hands a callback's failure to the library. Nothing may escape it (it runs in a director method):
+  // a NUL, which the library's strings cannot hold, is written as a backslash and a zero, and a
+  // message that cannot be built (a Message getter that throws) is reported as such.
+  internal static void Report(Func<string> message) {
+    string text;
+    try {
+      text = message();
+    } catch (Exception e) {
+      text = "(the exception's message could not be read: " + e.GetType().Name + ")";
+    }
+    try {
+      Library.CallbackSetError((text ?? "").Replace("\0", "\\0"));
+    } catch (Exception) {
+      // Nothing is left to report it with; the non-zero status still reaches the caller.
+    }
   }
 
   // Runs a callback's body: 0, or the status of a failure reported with acc_callback_set_error.

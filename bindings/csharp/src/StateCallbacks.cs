@@ -172,7 +172,7 @@ internal sealed class BatchSizeAdapter : BatchSizeRun {
       run(batchSize);
       return 0;
     } catch (AccelerateException e) {
-      Library.CallbackSetError(e.Message);
+      CallbackErrors.Report(() => e.Message);
       return (int)e.Status;
     } catch (Exception e) {
       CallbackErrors.Failed(e);

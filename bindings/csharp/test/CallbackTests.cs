@@ -65,6 +65,21 @@ public class CallbackTests {
   }
 
   [Test]
+  public void AMessageHoldingANulComesBackWithTheNulWrittenOut() {
+    foreach (int workers in new[] {0, 2}) {  // the calling thread and the loader's threads: nothing
+      // may escape the delegate's adapter, and the loader must not be left inside its callback
+      using (Dataset ds = Dataset.FromCallback(4, i => { throw new InvalidOperationException("bad\0sample " + i); }))
+      using (Options o = Options.DataLoader().Put("batch_size", 1).Put("num_workers", workers))
+      using (var dl = new DataLoader(ds, o)) {
+        for (int attempt = 0; attempt < 2; ++attempt) {
+          var e = Assert.Throws<AccelerateIOException>(() => dl.Next());
+          StringAssert.Contains("InvalidOperationException: bad\\0sample", e.Message);
+        }
+      }
+    }
+  }
+
+  [Test]
   public void StreamFromDelegates() {
     int epochs = 0, next = 0;
     using (Dataset ds = Dataset.FromIterator(() => next < 5 ? Sample(next++) : null, epoch => { next = 0; ++epochs; }, 5))

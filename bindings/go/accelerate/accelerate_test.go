@@ -272,6 +272,24 @@ func TestCallbacks(t *testing.T) {
 	}
 }
 
+// A NUL, which the library's strings cannot hold, is written out instead of losing the message.
+func TestCallbackErrorHoldingANul(t *testing.T) {
+	for _, workers := range []int64{0, 2} {
+		ds, _ := acc.DatasetFromFunc(4, func(i int64) ([]*acc.Tensor, error) {
+			return nil, errors.New("record\x00corrupt")
+		})
+		o, _ := acc.NewOptions(acc.DataLoaderOptions)
+		o.SetInt("num_workers", workers)
+		dl, _ := acc.NewDataLoader(ds, o)
+		if _, err := dl.Next(); !errors.Is(err, acc.ErrIO) || !strings.Contains(err.Error(), `record\0corrupt`) {
+			t.Fatalf("%d workers: got %v", workers, err)
+		}
+		dl.Close()
+		ds.Close()
+		o.Close()
+	}
+}
+
 type countdown struct{ next, starts int64 }
 
 func (c *countdown) Start(epoch int64) error { c.next = 0; c.starts++; return nil }

@@ -3,6 +3,7 @@ package accelerate
 import (
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 
 	"github.com/accelerate-cpp/accelerate/go/internal/capi"
@@ -92,7 +93,7 @@ func protect(failure int, body func() int) (code int) {
 		if p == nil {
 			p = "panic(nil) (or runtime.Goexit, which a callback must not call)"
 		}
-		capi.AccelerateCallbackSetError(fmt.Sprint("panic: ", p))
+		reportCallbackError(fmt.Sprint("panic: ", p))
 		code = failure
 	}()
 	code = body()
@@ -101,8 +102,15 @@ func protect(failure int, body func() int) (code int) {
 }
 
 func fail(err error) int {
-	capi.AccelerateCallbackSetError(err.Error())
+	reportCallbackError(err.Error())
 	return 1
+}
+
+// reportCallbackError hands a callback's failure to the library. A NUL, which the library's
+// strings cannot hold, is written as a backslash and a zero: the wrapper would refuse the whole
+// message and the caller would see none of it.
+func reportCallbackError(message string) {
+	capi.AccelerateCallbackSetError(strings.ReplaceAll(message, "\x00", `\0`))
 }
 
 func appendAndClose(out capi.TensorList, fields []*Tensor) int {

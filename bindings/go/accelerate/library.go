@@ -99,10 +99,10 @@ func (a *batchSizeAdapter) Run(batchSize int64) int {
 		}
 		var lib *Error
 		if errors.As(err, &lib) && lib.Status != StatusOK {
-			capi.AccelerateCallbackSetError(lib.Message)
+			reportCallbackError(lib.Message)
 			return int(lib.Status)
 		}
-		capi.AccelerateCallbackSetError(err.Error())
+		reportCallbackError(err.Error())
 		return int(StatusIO)
 	})
 }

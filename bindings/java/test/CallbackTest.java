@@ -72,6 +72,20 @@ class CallbackTest {
   }
 
   @Test
+  void aMessageHoldingANulComesBackWithTheNulWrittenOut() {
+    for (int workers : new int[] {0, 2}) {  // the calling thread and the loader's threads
+      try (Dataset ds = Dataset.fromCallback(4, i -> {
+             throw new IllegalStateException("bad\0sample " + i);
+           });
+           Options o = Options.dataLoader().put("batch_size", 1).put("num_workers", workers);
+           DataLoader dl = new DataLoader(ds, o)) {
+        AccelerateIOException e = assertThrows(AccelerateIOException.class, dl::next);
+        assertTrue(e.getMessage().contains("IllegalStateException: bad\\0sample"), e.getMessage());
+      }
+    }
+  }
+
+  @Test
   void streamFromALambda() {
     int[] epochs = {0};
     StreamFunction stream = new StreamFunction() {

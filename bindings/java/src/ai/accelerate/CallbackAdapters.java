@@ -187,7 +187,7 @@ final class CallbackAdapters {
           fn.run(batchSize);
           return 0;
         } catch (AccelerateException e) {
-          Accelerate.callbackSetError(e.getMessage());
+          report(e.getMessage());
           return e.status().swigValue();
         } catch (Throwable t) {
           failed(t);
@@ -224,8 +224,21 @@ final class CallbackAdapters {
   }
 
   private static int failed(Throwable t) {
-    String message = t.getMessage() == null ? t.toString() : t.getClass().getSimpleName() + ": " + t.getMessage();
-    Accelerate.callbackSetError(message);
+    String message;
+    try {
+      message = t.getMessage() == null ? t.toString() : t.getClass().getSimpleName() + ": " + t.getMessage();
+    } catch (Throwable unreadable) {  // a getMessage that throws must not leave the callback
+      message = t.getClass().getSimpleName() + " (its message could not be read)";
+    }
+    report(message);
     return 1;
+  }
+
+  /**
+   * Hands a callback's failure to the library. A NUL, which the library's strings cannot hold, is
+   * written as a backslash and a zero, so the user's message is not replaced by the binding's refusal.
+   */
+  private static void report(String message) {
+    Accelerate.callbackSetError(String.valueOf(message).replace("\0", "\\0"));
   }
 }
