@@ -2,7 +2,6 @@
 #include <limits>
 
 #include "common/device.h"
-#include "common/own_callbacks.h"
 #include "data/idx.h"
 #include "data/prepare_data_loader.h"
 #include "guard.h"
@@ -166,11 +165,7 @@ acc_status acc_dataloader_in_epoch(const acc_dataloader* dl, int* out) {
 }
 
 void acc_dataloader_free(acc_dataloader* dl) {
-  // Freed from inside one of its own callbacks on a background worker, nothing in flight to defer to.
-  std::shared_ptr<acc::DataLoader> loader = is_live(dl, ACC_HANDLE_DATALOADER) ? dl->loader : nullptr;
-  release(dl);
-  const acc::DataLoader* owner = loader.get();
-  if (owner) acc::drop_outside_own_callbacks(std::move(loader), owner);
+  release(dl);  // a loader freed from its own worker's callback goes once that fetch ends (make_loader)
 }
 
 }  // extern "C"

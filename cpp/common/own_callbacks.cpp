@@ -33,11 +33,11 @@ bool inside_own_callbacks(const void* owner) {
   return std::find(t_running.begin(), t_running.end(), owner) != t_running.end();
 }
 
-void drop_outside_own_callbacks(std::shared_ptr<const void> last_reference, const void* owner) {
-  if (!inside_own_callbacks(owner)) return;
-  std::thread([keep = std::move(last_reference)]() mutable {
+void destroy_outside_own_callbacks(const void* owner, std::function<void()> destroy) {
+  if (!inside_own_callbacks(owner)) return destroy();
+  std::thread([destroy = std::move(destroy)] {
     name_this_thread("acc-release");
-    keep.reset();
+    destroy();
   }).detach();
 }
 

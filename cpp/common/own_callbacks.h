@@ -6,6 +6,7 @@
 // mark the callbacks they run, so a worker's callback is refused too.
 #pragma once
 
+#include <functional>
 #include <memory>
 
 namespace acc {
@@ -26,10 +27,18 @@ class OwnCallbacksRunning {
 
 // Whether this thread is inside a callback that `owner` runs.
 bool inside_own_callbacks(const void* owner);
-// Drops `last_reference` to `owner`: on this thread, or, where this thread is inside a callback
-// `owner` runs (a loader's worker fetching), on another thread, whose destruction of `owner` then
-// waits for that callback's call to end (a worker cannot wait for itself).
-void drop_outside_own_callbacks(std::shared_ptr<const void> last_reference, const void* owner);
+// Runs `destroy` (the deletion of `owner`, its last reference gone): on this thread, or, where this
+// thread is inside a callback `owner` runs (a loader's worker fetching, whatever dropped the last
+// reference: the handle, a checkpoint's list of loaders), on another thread, whose destruction of
+// `owner` then waits for that callback's call to end (a worker cannot wait for itself, and the
+// callback's caller still uses `owner` once the callback returns).
+void destroy_outside_own_callbacks(const void* owner, std::function<void()> destroy);
+// A shared_ptr owning `object` that is destroyed outside its own callbacks (above).
+template <class T, class Owner>
+std::shared_ptr<T> shared_outside_own_callbacks(T* object) {
+  return std::shared_ptr<T>(
+      object, [](T* p) { destroy_outside_own_callbacks(static_cast<const Owner*>(p), [p] { delete p; }); });
+}
 // Fails (InvalidArgument) where this thread is inside a callback that `owner` runs: `call` names the
 // refused operation, `object` what `owner` is ("data loader").
 void refuse_inside_own_callbacks(const void* owner, const char* object, const char* call);

@@ -2,6 +2,7 @@
 
 #include <ATen/core/Generator.h>
 
+#include "common/own_callbacks.h"
 #include "data/dispatcher.h"
 #include "data/iterable_dataloader.h"
 #include "data/map_dataloader.h"
@@ -9,11 +10,22 @@
 #include "data/sharding.h"
 
 namespace acc {
+namespace {
+
+// Every loader is made here. Its last reference may go on one of its own workers (a sample function
+// that frees it, or a save_state called from one whose list of loaders outlives the handle): it is
+// then destroyed on another thread, as a worker cannot join itself.
+template <class Loader, class... Args>
+std::shared_ptr<Loader> make_loader(Args&&... args) {
+  return shared_outside_own_callbacks<Loader, DataLoader>(new Loader(std::forward<Args>(args)...));
+}
+
+}  // namespace
 
 std::shared_ptr<DataLoader> make_data_loader(const std::shared_ptr<Dataset>& dataset,
                                              const std::shared_ptr<IterableSource>& stream, DataLoaderOptions options) {
-  if (stream) return std::make_shared<IterableDataLoader>(stream, std::move(options), ShardOptions{});
-  return std::make_shared<MapDataLoader>(dataset, std::move(options));
+  if (stream) return make_loader<IterableDataLoader>(stream, std::move(options), ShardOptions{});
+  return make_loader<MapDataLoader>(dataset, std::move(options));
 }
 
 std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const PrepareDataLoaderOptions& o,
@@ -40,10 +52,10 @@ std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const 
     DataLoaderOptions base_options = options;
     base_options.device.reset();
     auto base = make_data_loader(map ? map->dataset() : nullptr, stream ? stream->source() : nullptr, base_options);
-    prepared = std::make_shared<DispatchingDataLoader>(base, dist, o.split_batches);
+    prepared = make_loader<DispatchingDataLoader>(base, dist, o.split_batches);
     prepared->set_device_option(options.device);
   } else if (stream) {
-    prepared = std::make_shared<IterableDataLoader>(stream->source(), options, shard_options);
+    prepared = make_loader<IterableDataLoader>(stream->source(), options, shard_options);
   } else if (dist) {
     // Every process must shuffle alike: the seedable sampler's seed is rank 0's; without a seed,
     // the loader's generator takes rank 0's state at the start of every epoch, as Accelerate's.
@@ -58,9 +70,9 @@ std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const 
                                                   Collectives::Layouts::AgreedByCaller));
       };
     }
-    prepared = std::make_shared<ShardedDataLoader>(map->dataset(), options, shard);
+    prepared = make_loader<ShardedDataLoader>(map->dataset(), options, shard);
   } else {
-    prepared = std::make_shared<MapDataLoader>(map->dataset(), options);
+    prepared = make_loader<MapDataLoader>(map->dataset(), options);
   }
   prepared->set_epoch(loader.epoch());
   return prepared;

@@ -4,6 +4,7 @@
 // Each used to crash, hang or lose data.
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 #include "support.h"
@@ -139,6 +140,57 @@ TEST(Reentry, ALoaderFreedFromItsBackgroundWorkersCallbackGoesAfterThatFetch) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the loader goes once that fetch ends
   ACC_EXPECT_ERROR(acc_dataloader_next(f.loader, &batch), ACC_ERR_INVALID_HANDLE, "");
   acc_dataset_free(ds);
+}
+
+TEST(Reentry, ALoaderWhoseLastReferenceASaveOnItsWorkerHeldGoesAfterThatFetch) {
+  // A prepared loader's sample function, on its worker, saves the state; the save's pre-hook frees
+  // the loader. The save's own list of loaders then held the last reference, which went on that
+  // worker: its prefetcher joined its own thread (abort). The save completes and the loader goes.
+  struct Saving {
+    acc_accelerator* acc = nullptr;
+    acc_dataloader* loader = nullptr;
+    std::string folder;
+    std::atomic<bool> saved{false};
+    acc_status save = ACC_ERR_INTERNAL;
+    std::string message;
+    static int sample(void* self, int64_t index, acc_tensor_list** out) {
+      auto& s = *static_cast<Saving*>(self);
+      if (index == 4 && !s.saved) {
+        s.save = acc_save_state(s.acc, s.folder.c_str(), nullptr);
+        s.message = acc_last_error_message();
+        s.saved = true;
+      }
+      return one_number_sample(static_cast<float>(index), out);
+    }
+    static int free_loader(void* self, const char*) {
+      acc_dataloader_free(static_cast<Saving*>(self)->loader);
+      return ACC_OK;
+    }
+  } s;
+  s.folder = acc_test::temp_path("saved_from_a_worker");
+  s.acc = acc_test::make_accelerator({{"cpu", "true"}});
+  ACC_ASSERT_OK(acc_register_save_state_pre_hook(s.acc, &Saving::free_loader, &s, nullptr));
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_callback(8, &Saving::sample, &s, nullptr, &ds));
+  acc_options* o = nullptr;
+  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
+  ACC_ASSERT_OK(acc_options_set_int(o, "batch_size", 2));
+  ACC_ASSERT_OK(acc_options_set_int(o, "num_workers", 1));
+  ACC_ASSERT_OK(acc_dataloader_create(ds, o, &s.loader));
+  acc_options_free(o);
+  ACC_ASSERT_OK(acc_prepare(s.acc, nullptr, nullptr, &s.loader, nullptr));
+  const int64_t live_before = acc_debug_live_handles(ACC_HANDLE_DATALOADER);
+  acc_tensor_list* batch = nullptr;
+  ACC_ASSERT_OK(acc_dataloader_next(s.loader, &batch));  // the worker fetches ahead: samples 2 to 5
+  acc_tensor_list_free(batch);
+  for (int i = 0; i < 1000 && !s.saved; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(s.saved);
+  EXPECT_EQ(s.save, ACC_OK) << s.message;
+  EXPECT_EQ(acc_debug_live_handles(ACC_HANDLE_DATALOADER), live_before - 1);
+  ACC_EXPECT_ERROR(acc_dataloader_next(s.loader, &batch), ACC_ERR_INVALID_HANDLE, "");
+  EXPECT_TRUE(std::filesystem::exists(s.folder + "/accelerate_state.json"));
+  acc_dataset_free(ds);
+  acc_accelerator_free(s.acc);
 }
 
 namespace {
