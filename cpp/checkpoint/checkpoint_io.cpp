@@ -32,10 +32,29 @@ class StagingCleanup {
   }
   StagingCleanup(const StagingCleanup&) = delete;
   StagingCleanup& operator=(const StagingCleanup&) = delete;
+  // The folder is another process's to clean up.
+  void release() { staging_.clear(); }
 
  private:
   std::string staging_;
 };
+
+// In the main process's staging folder while the save is written: under save_on_each_node, another
+// node's writer that finds it (with this save's id) shares the main process's file system, and
+// leaves the shared files and the publishing to it (one folder, one rename).
+constexpr const char* kStagingOwner = ".accelerate_staging_owner";
+
+void create_staging(const std::string& staging) {
+  std::error_code ec;
+  fs::remove_all(staging, ec);
+  fs::create_directories(staging, ec);
+  if (ec) fail(Status::Io, "cannot create '", staging, "': ", ec.message());
+}
+
+bool staged_by_main_process(const std::string& staging, const std::string& save_id) {
+  const auto owner = read_whole_file(join_path(staging, kStagingOwner));
+  return owner && *owner == save_id;
+}
 
 // Whether `target` holds the checkpoint of save `save_id`, complete: its manifest, written last
 // before the folder is published, names that save.
@@ -59,6 +78,9 @@ void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& p
         staging = staging_dir(target);
       },
       "save_state (resolving)");
+  const bool main_process = collectives.rank() == 0;
+  const std::string save_id = new_save_id(collectives);
+  for (const auto& part : parts) part->set_save_id(save_id);
   StagingCleanup cleanup(save.writer ? staging : std::string());
   collectives.agree(
       "save_state (preparing '" + target + "')",
@@ -67,22 +89,32 @@ void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& p
           fail(Status::InvalidArgument, "checkpoint folder '", target, "' already exists; set iteration past it");
         check_checkpoint_target(target);
         for (const auto& hook : save.hooks) hook(save.target);
-        if (!save.writer) return;
-        std::error_code ec;
-        fs::remove_all(staging, ec);
-        fs::create_directories(staging, ec);
-        if (ec) fail(Status::Io, "cannot create '", staging, "': ", ec.message());
+        if (!main_process) return;
+        create_staging(staging);
+        write_file(join_path(staging, kStagingOwner), save_id);
       },
       "save_state (preparing)");
-  const std::string save_id = new_save_id(collectives);
-  for (const auto& part : parts) part->set_save_id(save_id);
+  // The other writers (save_on_each_node's local main processes) stage on their own file systems.
+  bool writer = save.writer;
+  collectives.agree(
+      "save_state (preparing on each node '" + target + "')",
+      [&] {
+        if (!writer || main_process) return;
+        if (staged_by_main_process(staging, save_id)) {
+          writer = false;
+          cleanup.release();
+          return;
+        }
+        create_staging(staging);
+      },
+      "save_state (preparing on each node)");
   nlohmann::json written = nlohmann::json::object();  // this process's files, with their sizes and checksums
   collectives.agree(
       "save_state (writing '" + target + "')",
       [&] {
         for (const auto& part : parts) part->collect();
         for (const auto& part : parts) {
-          if (!((part->per_process() && part->writes_here()) || save.writer)) continue;
+          if (!((part->per_process() && part->writes_here()) || writer)) continue;
           const std::string path = join_path(staging, part->file());
           part->save(path);
           written[part->file()] = file_record(path);
@@ -97,7 +129,8 @@ void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& p
     collectives.agree(
         "save_state (completing '" + target + "')",
         [&] {
-          if (!save.writer) return;
+          if (!writer) return;
+          if (main_process) fs::remove(join_path(staging, kStagingOwner));
           nlohmann::json manifest = save.manifest;
           manifest[kSaveIdKey] = save_id;
           manifest[kManifestFilesKey] = files;

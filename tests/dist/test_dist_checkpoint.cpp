@@ -283,6 +283,33 @@ TEST(Checkpoint, SaveOnEachNodeGivesEveryNodeACompleteCheckpoint) {
   acc_accelerator_free(acc);
 }
 
+TEST(Checkpoint, SaveOnEachNodeIntoAFolderTheNodesShare) {
+  // A shared file system (NFS on a cluster; here the simulated nodes' one disk): every node's local
+  // main wrote and renamed the same staging folder, so all but the first failed (ACC_ERR_IO). The
+  // one that shares the main process's folder now leaves the shared files to it, as Accelerate's
+  // writers end with the same files, and each process's own files still go in.
+  acc_accelerator* acc = acc_test::make_accelerator({{"save_on_each_node", "true"}});
+  const std::string dir = shared_dir("each_node_shared");
+  std::vector<float> saved;
+  for (int round = 0; round < 2; ++round) {  // the second save replaces the first
+    DistRun run(acc);
+    run.train(2);
+    saved = run.weights();
+    ACC_ASSERT_OK(acc_save_state(acc, dir.c_str(), nullptr));
+  }
+  ACC_ASSERT_OK(acc_wait_for_everyone(acc));
+  EXPECT_TRUE(std::filesystem::exists(dir + "/random_states_" + std::to_string(g_rank) + ".safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/.accelerate_staging_owner"));
+  {
+    DistRun fresh(acc);
+    ACC_ASSERT_OK(acc_load_state(acc, dir.c_str(), nullptr));
+    EXPECT_EQ(fresh.weights(), saved);
+  }
+  ACC_ASSERT_OK(acc_wait_for_everyone(acc));
+  if (g_rank == 0) std::filesystem::remove_all(dir);
+  acc_accelerator_free(acc);
+}
+
 // A peer gone after the main process published the checkpoint (in the save's last exchange of
 // outcomes): the save fails, and its message says that the new checkpoint is there, complete, and
 // replaced the earlier one, which a caller would otherwise believe intact.
