@@ -22,6 +22,7 @@ TORCH_API void overrideCanFuseOnCPU(bool value);  // libtorch_cpu exports it; De
 #include <utility>
 
 #include "common/error.h"
+#include "common/text.h"
 
 namespace acc::compat {
 namespace {
@@ -132,12 +133,39 @@ c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, uint16_t
   return c10::make_intrusive<c10d::TCPStore>(host, options);
 }
 
+namespace {
+
+// The network interfaces that GLOO_SOCKET_IFNAME names ("eth0" or "eth0,eth1"), as PyTorch's own
+// binding reads it (libtorch's C++ constructor does not): where a host name resolves to the wrong
+// network (Debian's 127.0.1.1, a management network), the interface to use. Empty when unset.
+std::vector<std::shared_ptr<::gloo::transport::Device>> gloo_socket_interfaces() {
+  std::vector<std::shared_ptr<::gloo::transport::Device>> devices;
+  const char* names = std::getenv("GLOO_SOCKET_IFNAME");
+  if (!names || !*names) return devices;
+  for (const std::string& name : split_trimmed(names, ',')) {
+    require(!name.empty(), "GLOO_SOCKET_IFNAME='", names, "' has an empty interface name");
+    try {
+      devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+    } catch (const std::exception& e) {
+      const std::string what = e.what();  // gloo's: where it was raised, then the reason
+      fail(Status::InvalidArgument, "GLOO_SOCKET_IFNAME names the network interface '", name,
+           "', which this machine cannot use: ", what.substr(0, what.find('\n')));
+    }
+  }
+  return devices;
+}
+
+}  // namespace
+
 Group make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                       std::chrono::milliseconds timeout, bool loopback) {
   auto options = c10d::ProcessGroupGloo::Options::create();
   options->timeout = timeout;
-  options->devices.push_back(loopback ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
-                                      : c10d::ProcessGroupGloo::createDefaultDevice());
+  options->devices = gloo_socket_interfaces();
+  if (options->devices.empty())
+    options->devices.push_back(loopback ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
+                                        : c10d::ProcessGroupGloo::createDefaultDevice());
+  options->threads = static_cast<int>(options->devices.size()) * 2;  // as torch's Python binding sets it
   auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
 #if ACC_TORCH_VERSION >= 200
   return wrap_backend(store, rank, size, gloo, c10d::ProcessGroup::GLOO, {c10::kCPU, c10::kCUDA});

@@ -439,6 +439,17 @@ std::optional<ShardingRequest> sharding_from_environment(const VariableLookup& l
     if (auto s = lookup("FSDP_TRANSFORMER_CLS_TO_WRAP")) r.transformer_cls_to_wrap = *s;
     r.main_process_loads = is_true("FSDP_CPU_RAM_EFFICIENT_LOADING");
     r.activation_checkpointing = is_true("FSDP_ACTIVATION_CHECKPOINTING");
+    // Variables that tune torch's FSDP machinery (ignored_fsdp_keys: no counterpart here) are still
+    // checked, as Accelerate's plugin checks them: a typo is named, not ignored.
+    for (const char* name : {"FSDP_SYNC_MODULE_STATES", "FSDP_USE_ORIG_PARAMS", "FSDP_FORWARD_PREFETCH"})
+      (void)is_true(name);
+    if (auto s = lookup("FSDP_BACKWARD_PREFETCH")) {
+      static const std::set<std::string> kinds = {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"};
+      std::string upper = *s;
+      std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
+      require(kinds.count(upper) != 0, from.say("FSDP_BACKWARD_PREFETCH", *s),
+              ": must be BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH");
+    }
     return r;
   }
   return std::nullopt;

@@ -77,13 +77,18 @@ std::vector<int> pin_to_device_cores(const c10::Device& device) {
 }
 
 void apply_cpu_affinity_setting(const c10::Device& device, int64_t local_rank) {
+  // Read as Accelerate's parse_flag_from_env reads them: a value that is no truth value is refused.
   const auto flag = [](const char* name) {
     const char* value = std::getenv(name);
-    return value && parse_bool(value).value_or(false);
+    if (!value || !*value) return false;
+    const auto parsed = parse_bool(value);
+    require(parsed.has_value(), "environment variable ", name, "='", value, "' must be true or false");
+    return *parsed;
   };
+  const bool debug = flag("ACCELERATE_DEBUG_MODE");
   if (!flag("ACCELERATE_CPU_AFFINITY")) return;
   const auto cores = pin_to_device_cores(device);
-  if (!cores.empty() && flag("ACCELERATE_DEBUG_MODE"))
+  if (!cores.empty() && debug)
     std::fprintf(stderr, "accelerate: assigning %zu CPU cores to process %lld\n", cores.size(),
                  static_cast<long long>(local_rank));
 }

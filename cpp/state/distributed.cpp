@@ -135,12 +135,13 @@ Distributed::Distributed(const ProcessEnv& env, const c10::Device& device, Backe
   ignore_sigpipe();
   // Process 0 hosts the store, unless the launcher does (then it is up before any process starts).
   const bool hosts_store = env.rank == 0 && !env.agent_store_prefix;
-  if (!hosts_store &&
-      !wait_until_accepting(env.master_addr, static_cast<uint16_t>(env.master_port),
-                            std::chrono::steady_clock::now() + timeout))
+  std::string why;
+  if (!hosts_store && !wait_until_accepting(env.master_addr, static_cast<uint16_t>(env.master_port),
+                                            std::chrono::steady_clock::now() + timeout, why))
     fail(Status::Timeout, "rendezvous of ", env.world_size, " processes at ", env.master_addr, ":", env.master_port,
-         " timed out after ", std::chrono::duration<double>(timeout).count(), " s: nothing accepted a connection there ",
-         env.agent_store_prefix ? "(is the launcher that hosts the store running?)" : "(did process 0 start?)");
+         " timed out after ", std::chrono::duration<double>(timeout).count(), " s: ", why, " ",
+         env.agent_store_prefix ? "(is the launcher that hosts the store running?)"
+                                : "(is MASTER_ADDR process 0's machine, and did process 0 start?)");
   try {
     store_ = compat::make_tcp_store(env.master_addr, static_cast<uint16_t>(env.master_port), hosts_store,
                                     static_cast<size_t>(env.world_size), timeout);

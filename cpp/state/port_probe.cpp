@@ -35,23 +35,30 @@ bool connects(const addrinfo& address, std::chrono::milliseconds wait) {
 
 }  // namespace
 
-bool wait_until_accepting(const std::string& host, uint16_t port, Clock::time_point deadline) {
+bool wait_until_accepting(const std::string& host, uint16_t port, Clock::time_point deadline, std::string& why) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   const std::string service = std::to_string(port);
   constexpr auto kStep = std::chrono::milliseconds(50);
+  constexpr auto kLookupStep = std::chrono::milliseconds(1000);
   while (true) {
     addrinfo* found = nullptr;
-    if (::getaddrinfo(host.c_str(), service.c_str(), &hints, &found) == 0) {
+    const int lookup = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
+    if (lookup == 0) {
       std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> addresses(found, &::freeaddrinfo);
+      why = "nothing accepted a connection there";
       for (const addrinfo* a = found; a; a = a->ai_next) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
         if (connects(*a, std::clamp(left, std::chrono::milliseconds(1), std::chrono::milliseconds(1000)))) return true;
       }
+    } else {
+      why = "the host name '" + host + "' does not resolve (" + ::gai_strerror(lookup) + ")";
     }
-    if (Clock::now() + kStep >= deadline) return false;
-    std::this_thread::sleep_for(kStep);
+    const auto step = lookup == 0 ? kStep : kLookupStep;
+    const auto now = Clock::now();
+    if (now >= deadline) return false;
+    std::this_thread::sleep_for(std::min<Clock::duration>(step, deadline - now));
   }
 }
 

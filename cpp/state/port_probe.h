@@ -9,7 +9,10 @@
 
 namespace acc {
 
-// True once a TCP connection to host:port succeeds (it is closed at once); false at the deadline.
-bool wait_until_accepting(const std::string& host, uint16_t port, std::chrono::steady_clock::time_point deadline);
+// True once a TCP connection to host:port succeeds (it is closed at once); false at the deadline,
+// with `why` saying what the last attempt met (the host name not resolving, or nothing accepting).
+// A name that does not resolve is looked up again each second (a cluster's DNS may learn it late).
+bool wait_until_accepting(const std::string& host, uint16_t port, std::chrono::steady_clock::time_point deadline,
+                          std::string& why);
 
 }  // namespace acc

@@ -11,20 +11,32 @@
 namespace acc {
 namespace {
 
+// `value` of variable `name` as a whole number within what c10d takes (an int).
+int64_t parse_count(const std::string& name, const std::string& value) {
+  // SLURM writes per-node task counts as "2(x3)": the count before the parenthesis.
+  const std::string digits = value.substr(0, value.find('('));
+  errno = 0;
+  const long long parsed = std::strtoll(digits.c_str(), nullptr, 10);
+  // Digits only (no sign or space).
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || errno == ERANGE ||
+      parsed > std::numeric_limits<int32_t>::max())
+    fail(Status::InvalidArgument, "environment variable ", name, "='", value, "' is not an integer from 0 to ",
+         std::numeric_limits<int32_t>::max());
+  return parsed;
+}
+
+// The first of `names` that is set, as Accelerate's get_int_from_env reads them: a negative number
+// counts as unset (torchrun's -1 for "none"), and an empty value is refused (Python's int("")
+// raises; taking it as unset would make a process of a larger job run alone).
 std::optional<int64_t> first_int(const EnvLookup& env, const std::vector<const char*>& names) {
   for (const char* name : names) {
     auto value = env(name);
-    if (!value || value->empty()) continue;
-    // SLURM writes per-node task counts as "2(x3)": the count before the parenthesis.
-    std::string digits = value->substr(0, value->find('('));
-    errno = 0;
-    const long long parsed = std::strtoll(digits.c_str(), nullptr, 10);
-    // Digits only (no sign or space), and within what c10d takes (an int).
-    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos || errno == ERANGE ||
-        parsed > std::numeric_limits<int32_t>::max())
-      fail(Status::InvalidArgument, "environment variable ", name, "='", *value, "' is not an integer from 0 to ",
-           std::numeric_limits<int32_t>::max());
-    return parsed;
+    if (!value) continue;
+    if (value->empty())
+      fail(Status::InvalidArgument, "environment variable ", name, " is set but empty: unset it or give a number");
+    if ((*value)[0] == '-' && value->size() > 1 && value->find_first_not_of("0123456789", 1) == std::string::npos)
+      continue;
+    return parse_count(name, *value);
   }
   return std::nullopt;
 }
@@ -69,9 +81,11 @@ ProcessEnv detect_process_env(const EnvLookup& all) {
           p.local_world_size, " does not fit a world of ", p.world_size);
   require(p.local_rank < p.local_world_size, "local rank ", p.local_rank, " is outside a node of ",
           p.local_world_size, " processes");
-  if (auto port = first_int(env, {"MASTER_PORT"})) {
-    require(*port > 0 && *port < 65536, "MASTER_PORT=", *port, " is not a TCP port");
-    p.master_port = static_cast<int>(*port);
+  // One process makes no group and reads no port (nor does Accelerate); empty is unset, as there.
+  if (auto port = env("MASTER_PORT"); port && !port->empty() && p.world_size > 1) {
+    const int64_t number = parse_count("MASTER_PORT", *port);
+    require(number > 0 && number < 65536, "MASTER_PORT=", number, " is not a TCP port");
+    p.master_port = static_cast<int>(number);
   }
   if (auto addr = env("MASTER_ADDR"); addr && !addr->empty()) {
     p.master_addr = *addr;

@@ -105,6 +105,11 @@ TEST(Accelerator, BadOptionsAndEnvironmentAreNamed) {
     EnvVar ga("ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "four");
     ACC_EXPECT_ERROR(acc_accelerator_create(o, &a), ACC_ERR_INVALID_ARGUMENT, "ACCELERATE_GRADIENT_ACCUMULATION_STEPS");
   }
+  for (const char* flag : {"ACCELERATE_DEBUG_MODE", "ACCELERATE_CPU_AFFINITY"}) {  // were read as false
+    EnvVar bad(flag, "maybe");
+    ACC_EXPECT_ERROR(acc_accelerator_create(o, &a), ACC_ERR_INVALID_ARGUMENT,
+                     std::string("environment variable ") + flag + "='maybe' must be true or false");
+  }
   ACC_ASSERT_OK(acc_options_set(o, "mixed_precision", "fp16"));
   ACC_EXPECT_ERROR(acc_accelerator_create(o, &a), ACC_ERR_UNSUPPORTED, "fp16");
   acc_options_free(o);

@@ -1,9 +1,11 @@
 // Detection of rank, world and rendezvous address from the launchers' environments.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 
 #include "common/error.h"
+#include "state/port_probe.h"
 #include "state/process_env.h"
 
 namespace {
@@ -104,7 +106,12 @@ TEST(ProcessEnv, InconsistentValuesAreNamed) {
   EXPECT_NE(message({{"RANK", "two"}}).find("RANK='two'"), std::string::npos);
   EXPECT_NE(message({{"RANK", "2"}, {"WORLD_SIZE", "2"}}).find("rank 2 is outside"), std::string::npos);
   EXPECT_NE(message({{"WORLD_SIZE", "4"}, {"LOCAL_WORLD_SIZE", "2"}}).find("needs MASTER_ADDR"), std::string::npos);
-  EXPECT_NE(message({{"MASTER_PORT", "70000"}}).find("not a TCP port"), std::string::npos);
+  EXPECT_NE(message({{"MASTER_PORT", "70000"}, {"WORLD_SIZE", "2"}}).find("not a TCP port"), std::string::npos);
+  // Set but empty: Accelerate's int("") raises; taken as unset, a process of a larger job ran alone.
+  for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"})
+    EXPECT_NE(message({{name, ""}, {"WORLD_SIZE", "2"}, {"RANK", "1"}}).find(std::string(name) + " is set but empty"),
+              std::string::npos)
+        << name;
   // Past what c10d's int takes (before: clamped to INT64_MAX, or wrapped in Gloo), or with a sign or space.
   for (const char* size : {"99999999999999999999", "4294967296", "2147483648", "+2", " 2"})
     EXPECT_NE(message({{"WORLD_SIZE", size}}).find("is not an integer from 0 to 2147483647"), std::string::npos)
@@ -112,4 +119,24 @@ TEST(ProcessEnv, InconsistentValuesAreNamed) {
   EXPECT_NE(message({{"RANK", "+0"}}).find("RANK='+0'"), std::string::npos);
   EXPECT_NE(message({{"TORCHELASTIC_USE_AGENT_STORE", "True"}}).find("needs TORCHELASTIC_RESTART_COUNT"),
             std::string::npos);
+}
+
+TEST(ProcessEnv, AsAccelerateReadsThem) {
+  // A negative number is unset (Accelerate's get_int_from_env): the next variable, or the default.
+  auto p = detect({{"LOCAL_RANK", "-1"}, {"RANK", "-1"}, {"PMI_RANK", "1"}, {"WORLD_SIZE", "2"}});
+  EXPECT_EQ(p.local_rank, 0);
+  EXPECT_EQ(p.rank, 1);
+  // One process reads no port: a leftover or odd MASTER_PORT does not stop it.
+  for (const char* port : {"0", "abc", "70000", ""}) EXPECT_EQ(detect({{"MASTER_PORT", port}}).world_size, 1) << port;
+  EXPECT_EQ(detect({{"MASTER_PORT", ""}, {"WORLD_SIZE", "2"}}).master_port, 29500);  // empty is unset there
+}
+
+TEST(PortProbe, SaysWhyNothingWasReached) {
+  // A MASTER_ADDR that does not resolve was reported as "nothing accepted a connection there".
+  const auto soon = [] { return std::chrono::steady_clock::now() + std::chrono::milliseconds(300); };
+  std::string why;
+  EXPECT_FALSE(acc::wait_until_accepting("no-such-host.invalid", 29500, soon(), why));
+  EXPECT_NE(why.find("the host name 'no-such-host.invalid' does not resolve ("), std::string::npos) << why;
+  EXPECT_FALSE(acc::wait_until_accepting("127.0.0.1", 1, soon(), why));  // port 1: nothing listens
+  EXPECT_EQ(why, "nothing accepted a connection there");
 }

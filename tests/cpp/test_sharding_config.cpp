@@ -19,17 +19,35 @@
 
 namespace {
 
-const char* const kVariables[] = {"ACCELERATE_USE_FSDP", "FSDP_SHARDING_STRATEGY", "FSDP_OFFLOAD_PARAMS",
-                                  "FSDP_STATE_DICT_TYPE", "FSDP_AUTO_WRAP_POLICY", "FSDP_VERSION",
-                                  "FSDP_RESHARD_AFTER_FORWARD", "FSDP_TRANSFORMER_CLS_TO_WRAP", "ACCELERATE_USE_DEEPSPEED",
-                                  "ACCELERATE_DEEPSPEED_ZERO_STAGE", "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE",
-                                  "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "ACCELERATE_DEEPSPEED_CONFIG_FILE",
-                                  "FSDP_MIN_NUM_PARAMS", "ACCELERATE_GRADIENT_CLIPPING", "ACCELERATE_MIXED_PRECISION",
-                                  "ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "ACCELERATE_CONFIG_FILE",
-                                  "FSDP_CPU_RAM_EFFICIENT_LOADING", "ACCELERATE_DEEPSPEED_ZERO3_INIT", "RANK",
+const char* const kVariables[] = {"ACCELERATE_USE_FSDP",
+                                  "FSDP_SHARDING_STRATEGY",
+                                  "FSDP_OFFLOAD_PARAMS",
+                                  "FSDP_STATE_DICT_TYPE",
+                                  "FSDP_AUTO_WRAP_POLICY",
+                                  "FSDP_VERSION",
+                                  "FSDP_RESHARD_AFTER_FORWARD",
+                                  "FSDP_TRANSFORMER_CLS_TO_WRAP",
+                                  "ACCELERATE_USE_DEEPSPEED",
+                                  "ACCELERATE_DEEPSPEED_ZERO_STAGE",
+                                  "ACCELERATE_DEEPSPEED_OFFLOAD_OPTIMIZER_DEVICE",
+                                  "ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE",
+                                  "ACCELERATE_DEEPSPEED_CONFIG_FILE",
+                                  "FSDP_MIN_NUM_PARAMS",
+                                  "ACCELERATE_GRADIENT_CLIPPING",
+                                  "ACCELERATE_MIXED_PRECISION",
+                                  "ACCELERATE_GRADIENT_ACCUMULATION_STEPS",
+                                  "ACCELERATE_CONFIG_FILE",
+                                  "FSDP_CPU_RAM_EFFICIENT_LOADING",
+                                  "ACCELERATE_DEEPSPEED_ZERO3_INIT",
+                                  "RANK",
                                   "ACCELERATE_DEEPSPEED_ZERO3_SAVE_16BIT_MODEL",
                                   "FSDP_ACTIVATION_CHECKPOINTING",
-                                  "WORLD_SIZE", "HF_HOME"};
+                                  "FSDP_SYNC_MODULE_STATES",
+                                  "FSDP_USE_ORIG_PARAMS",
+                                  "FSDP_FORWARD_PREFETCH",
+                                  "FSDP_BACKWARD_PREFETCH",
+                                  "WORLD_SIZE",
+                                  "HF_HOME"};
 
 // Each test starts with none of the variables (and no config file to find).
 class Sharding : public testing::Test {
@@ -322,6 +340,23 @@ TEST_F(Sharding, WhatCannotBeHonouredIsRefusedNamingIt) {
   EXPECT_NE(message.find("FSDP_MIN_NUM_PARAMS='-5'"), std::string::npos) << message;
   unsetenv("FSDP_MIN_NUM_PARAMS");
   unsetenv("FSDP_AUTO_WRAP_POLICY");
+  // Variables tuning torch's FSDP machinery: no counterpart here, but a typo is named (was ignored).
+  for (const auto& [name, value] :
+       std::vector<std::pair<const char*, const char*>>{{"FSDP_SYNC_MODULE_STATES", "maybe"},
+                                                        {"FSDP_USE_ORIG_PARAMS", "2"},
+                                                        {"FSDP_FORWARD_PREFETCH", "yes please"},
+                                                        {"FSDP_BACKWARD_PREFETCH", "BACKWARDS_PRE"}}) {
+    setenv(name, value, 1);
+    std::tie(status, message) = failure([] { resolve(); });
+    EXPECT_EQ(status, acc::Status::InvalidArgument) << name;
+    EXPECT_NE(message.find(std::string(name) + "='" + value + "'"), std::string::npos) << message;
+    unsetenv(name);
+  }
+  setenv("FSDP_BACKWARD_PREFETCH", "backward_post", 1);  // any case, as Accelerate upper-cases it
+  setenv("FSDP_SYNC_MODULE_STATES", "true", 1);
+  EXPECT_EQ(resolve().sharding.stage, 3);
+  unsetenv("FSDP_BACKWARD_PREFETCH");
+  unsetenv("FSDP_SYNC_MODULE_STATES");
   unsetenv("ACCELERATE_USE_FSDP");
   setenv("ACCELERATE_USE_DEEPSPEED", "true", 1);
   setenv("ACCELERATE_DEEPSPEED_OFFLOAD_PARAM_DEVICE", "nvme", 1);
