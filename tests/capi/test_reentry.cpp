@@ -77,6 +77,17 @@ struct ReenteringLoader {
   }
 };
 
+// A loader of `ds` in batches of 2, fetched ahead by one background worker.
+acc_status one_worker_loader(acc_dataset* ds, acc_dataloader** out) {
+  acc_options* o = nullptr;
+  acc_status status = acc_options_create(ACC_OPTIONS_DATALOADER, &o);
+  if (status == ACC_OK) status = acc_options_set_int(o, "batch_size", 2);
+  if (status == ACC_OK) status = acc_options_set_int(o, "num_workers", 1);
+  if (status == ACC_OK) status = acc_dataloader_create(ds, o, out);
+  acc_options_free(o);
+  return status;
+}
+
 }  // namespace
 
 TEST(Reentry, ALoaderRefusesItsOwnSampleCallbacksCalls) {
@@ -126,12 +137,7 @@ TEST(Reentry, ALoaderFreedFromItsBackgroundWorkersCallbackGoesAfterThatFetch) {
   } f;
   acc_dataset* ds = nullptr;
   ACC_ASSERT_OK(acc_dataset_from_callback(8, &Freeing::sample, &f, nullptr, &ds));
-  acc_options* o = nullptr;
-  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
-  ACC_ASSERT_OK(acc_options_set_int(o, "batch_size", 2));
-  ACC_ASSERT_OK(acc_options_set_int(o, "num_workers", 1));
-  ACC_ASSERT_OK(acc_dataloader_create(ds, o, &f.loader));
-  acc_options_free(o);
+  ACC_ASSERT_OK(one_worker_loader(ds, &f.loader));
   acc_tensor_list* batch = nullptr;
   ACC_ASSERT_OK(acc_dataloader_next(f.loader, &batch));  // the worker fetches ahead: samples 2 to 5
   acc_tensor_list_free(batch);
@@ -172,12 +178,7 @@ TEST(Reentry, ALoaderWhoseLastReferenceASaveOnItsWorkerHeldGoesAfterThatFetch) {
   ACC_ASSERT_OK(acc_register_save_state_pre_hook(s.acc, &Saving::free_loader, &s, nullptr));
   acc_dataset* ds = nullptr;
   ACC_ASSERT_OK(acc_dataset_from_callback(8, &Saving::sample, &s, nullptr, &ds));
-  acc_options* o = nullptr;
-  ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
-  ACC_ASSERT_OK(acc_options_set_int(o, "batch_size", 2));
-  ACC_ASSERT_OK(acc_options_set_int(o, "num_workers", 1));
-  ACC_ASSERT_OK(acc_dataloader_create(ds, o, &s.loader));
-  acc_options_free(o);
+  ACC_ASSERT_OK(one_worker_loader(ds, &s.loader));
   ACC_ASSERT_OK(acc_prepare(s.acc, nullptr, nullptr, &s.loader, nullptr));
   const int64_t live_before = acc_debug_live_handles(ACC_HANDLE_DATALOADER);
   acc_tensor_list* batch = nullptr;
