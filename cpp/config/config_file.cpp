@@ -529,8 +529,23 @@ void report_config_warnings(const ClusterConfig& config, const std::string& path
   for (const auto& w : config.warnings) std::fprintf(stderr, "accelerate: warning: %s: %s\n", path.c_str(), w.c_str());
 }
 
+namespace {
+
+// Whether a launcher other than ours started this process: Accelerate's (which passes
+// ACCELERATE_MIXED_PRECISION on every path), torchrun (TORCHELASTIC_RUN_ID), or mpirun / srun /
+// a script with several processes. That launcher passed what it read; its --config_file is not
+// known here, and the default file may not be the job's (Accelerate's processes read none).
+// (Ours passes ACCELERATE_CONFIG_FILE or ACCELERATE_NO_CONFIG_FILE, which find_config_file takes first.)
+bool started_by_another_launcher() {
+  for (const char* name : {"ACCELERATE_MIXED_PRECISION", "TORCHELASTIC_RUN_ID"})
+    if (std::getenv(name)) return true;
+  return detect_process_env().world_size > 1;
+}
+
+}  // namespace
+
 std::optional<ClusterConfig> implicit_config() {
-  auto path = find_config_file(std::nullopt);
+  auto path = find_config_file(std::nullopt, /*default_file=*/!started_by_another_launcher());
   if (!path) return std::nullopt;
   ClusterConfig config;
   try {

@@ -73,8 +73,9 @@ ClusterConfig default_cluster_config(const std::string& mixed_precision, int gpu
 // Prints the file's warnings to stderr, once per file and process.
 void report_config_warnings(const ClusterConfig& config, const std::string& path);
 
-// The config file the library reads for options a program did not set (see find_config_file);
-// none if there is none. Its warnings are reported once, by the main process, unless the
+// The config file the library reads for options a program did not set (see find_config_file; the
+// default file only in a process that no other launcher started, see config_file.cpp); none if
+// there is none. Its warnings are reported once, by the main process, unless the
 // launcher already did.
 std::optional<ClusterConfig> implicit_config();
 

@@ -72,9 +72,18 @@ class Config : public testing::Test {
   }
   fs::path default_file() const { return dir_ / "hf" / "accelerate" / "default_config.yaml"; }
 
-  static constexpr const char* kVariables[] = {
-      "HF_HOME", "XDG_CACHE_HOME", "HOME", "ACCELERATE_CONFIG_FILE", "ACCELERATE_USE_CPU", "ACCELERATE_MIXED_PRECISION",
-      "ACCELERATE_GRADIENT_ACCUMULATION_STEPS", "ACCELERATE_CONFIG_REPORTED", "RANK"};
+  static constexpr const char* kVariables[] = {"HF_HOME",
+                                               "XDG_CACHE_HOME",
+                                               "HOME",
+                                               "ACCELERATE_CONFIG_FILE",
+                                               "ACCELERATE_USE_CPU",
+                                               "ACCELERATE_MIXED_PRECISION",
+                                               "ACCELERATE_GRADIENT_ACCUMULATION_STEPS",
+                                               "ACCELERATE_CONFIG_REPORTED",
+                                               "RANK",
+                                               "WORLD_SIZE",
+                                               "TORCHELASTIC_RUN_ID",
+                                               "ACCELERATE_NO_CONFIG_FILE"};
   fs::path dir_;
   std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
 };
@@ -348,6 +357,33 @@ TEST_F(Config, TheAcceleratorReadsTheFileLast) {
   // A program that sets everything the file could give never reads it.
   set.set("mixed_precision", std::string("no"));
   EXPECT_NO_THROW(resolve(set));
+}
+
+TEST_F(Config, AProcessAnotherLauncherStartedReadsNoDefaultFile) {
+  // Accelerate's launcher (which always passes ACCELERATE_MIXED_PRECISION), torchrun, or several
+  // processes started otherwise: the default file may not be the job's (their --config_file is not
+  // passed on), and Accelerate's processes read none. It was read, and its values used (or a broken
+  // one refused the job).
+  auto resolve = [] { return acc::resolve_accelerator_config(acc::Options(acc::accelerator_option_table())); };
+  write(default_file(),
+        "distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: bf16\n"
+        "gradient_accumulation_steps: 3\n");
+  for (const auto& [name, value] : std::vector<std::pair<const char*, const char*>>{
+           {"ACCELERATE_MIXED_PRECISION", "no"}, {"TORCHELASTIC_RUN_ID", "none"}, {"WORLD_SIZE", "2"}}) {
+    setenv(name, value, 1);
+    const auto c = resolve();
+    EXPECT_EQ(c.mixed_precision, "no") << name;
+    EXPECT_EQ(c.gradient_accumulation_steps, 1) << name;
+    EXPECT_FALSE(c.cpu) << name;
+    // A file named for the process is still read.
+    const fs::path named = dir_ / "job.yaml";
+    write(named, "distributed_type: MULTI_CPU\ngradient_accumulation_steps: 4\n");
+    setenv("ACCELERATE_CONFIG_FILE", named.c_str(), 1);
+    EXPECT_EQ(resolve().gradient_accumulation_steps, 4) << name;
+    unsetenv("ACCELERATE_CONFIG_FILE");
+    unsetenv(name);
+  }
+  EXPECT_EQ(resolve().gradient_accumulation_steps, 3);  // a process started by hand reads it
 }
 
 // The sharding questions (DeepSpeed's, then FSDP's) write Accelerate's sections, which read back as
