@@ -20,6 +20,11 @@ std::string lowercase(std::string text) {
   return text;
 }
 
+std::string uppercase(std::string text) {
+  for (auto& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return text;
+}
+
 std::vector<std::string> split_trimmed(const std::string& text, char separator) {
   // Every piece, a last empty one included ("a," is "a" and ""), which getline would drop.
   std::vector<std::string> pieces;

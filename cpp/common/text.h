@@ -11,6 +11,7 @@ std::string trimmed(const std::string& text);
 bool ends_with(const std::string& text, const std::string& tail);
 // `text` with ASCII letters in lower case (names and keywords compared without case).
 std::string lowercase(std::string text);
+std::string uppercase(std::string text);
 // The pieces of a `separator`-separated list, each trimmed; empty ones are kept, a leading or
 // trailing separator's included, for the caller to refuse ("" is one empty piece).
 std::vector<std::string> split_trimmed(const std::string& text, char separator);

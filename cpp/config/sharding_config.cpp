@@ -61,8 +61,7 @@ std::optional<std::string> known_fsdp_strategy(const std::string& value) {
   static const std::map<std::string, std::string> numbers = {
       {"1", "FULL_SHARD"}, {"2", "SHARD_GRAD_OP"}, {"3", "NO_SHARD"}, {"4", "HYBRID_SHARD"}, {"5", "HYBRID_SHARD_ZERO2"}};
   // In any case, as Accelerate upper-cases it.
-  std::string strategy = value;
-  std::transform(strategy.begin(), strategy.end(), strategy.begin(), [](unsigned char c) { return std::toupper(c); });
+  std::string strategy = uppercase(value);
   if (numbers.count(value)) strategy = numbers.at(value);
   if (strategy == "_HYBRID_SHARD_ZERO2") strategy = "HYBRID_SHARD_ZERO2";  // torch's enum name
   if (strategy == "FULL_SHARD" || strategy == "SHARD_GRAD_OP" || strategy == "NO_SHARD" || strategy == "HYBRID_SHARD" ||
@@ -94,8 +93,7 @@ std::string state_dict_type(const Source& from, const std::string& name, const s
 
 // A policy in any case (Accelerate upper-cases it), upper-cased.
 std::string wrap_policy(const Source& from, const std::string& name, const std::string& value) {
-  std::string upper = value;
-  std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
+  const std::string upper = uppercase(value);
   const auto& policies = auto_wrap_policies();
   require(std::find(policies.begin(), policies.end(), upper) != policies.end(), from.say(name, value),
           ": must be TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP");
@@ -445,9 +443,7 @@ std::optional<ShardingRequest> sharding_from_environment(const VariableLookup& l
       (void)is_true(name);
     if (auto s = lookup("FSDP_BACKWARD_PREFETCH")) {
       static const std::set<std::string> kinds = {"BACKWARD_PRE", "BACKWARD_POST", "NO_PREFETCH"};
-      std::string upper = *s;
-      std::transform(upper.begin(), upper.end(), upper.begin(), [](unsigned char c) { return std::toupper(c); });
-      require(kinds.count(upper) != 0, from.say("FSDP_BACKWARD_PREFETCH", *s),
+      require(kinds.count(uppercase(*s)) != 0, from.say("FSDP_BACKWARD_PREFETCH", *s),
               ": must be BACKWARD_PRE, BACKWARD_POST or NO_PREFETCH");
     }
     return r;
