@@ -82,10 +82,13 @@
       return acc_register_for_checkpointing($self, &state_save_trampoline, &state_load_trampoline, ud, fr);
     });
   }
-  void registerSaveStatePreHook(accswig::CheckpointHook *hook ERR) {
+  /* Each returns the hook's id for removeStatePreHook (the layers hand out a removable handle). */
+  int64_t registerSaveStatePreHook(accswig::CheckpointHook *hook ERR) {
+    uint64_t id = 0;
     register_callback(hook, [&](void *ud, acc_free_fn fr) {
-      return acc_register_save_state_pre_hook($self, &hook_trampoline, ud, fr);
+      return acc_register_save_state_pre_hook_removable($self, &hook_trampoline, ud, fr, &id);
     });
+    return static_cast<int64_t>(id);
   }
   /* Accelerate's ProfileKwargs(on_trace_ready=...): for every later profile of this accelerator. */
   void onTraceReady(accswig::TraceReady *handler ERR) {
@@ -93,10 +96,16 @@
       return acc_profile_on_trace_ready($self, &trace_ready_trampoline, ud, fr);
     });
   }
-  void registerLoadStatePreHook(accswig::CheckpointHook *hook ERR) {
+  int64_t registerLoadStatePreHook(accswig::CheckpointHook *hook ERR) {
+    uint64_t id = 0;
     register_callback(hook, [&](void *ud, acc_free_fn fr) {
-      return acc_register_load_state_pre_hook($self, &hook_trampoline, ud, fr);
+      return acc_register_load_state_pre_hook_removable($self, &hook_trampoline, ud, fr, &id);
     });
+    return static_cast<int64_t>(id);
+  }
+  /* RemovableHandle.remove(): again is a no-op. */
+  void removeStatePreHook(int64_t id ERR) {
+    check(acc_remove_state_pre_hook($self, static_cast<uint64_t>(id)));
   }
 
   /* Experiment tracking. configJson "" means none; step < 0: the step after the last one. */

@@ -356,6 +356,7 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %csmethodmodifiers acc_accelerator::registerForCheckpointing "internal";
 %csmethodmodifiers acc_accelerator::registerSaveStatePreHook "internal";
 %csmethodmodifiers acc_accelerator::registerLoadStatePreHook "internal";
+%csmethodmodifiers acc_accelerator::removeStatePreHook "internal";
 %csmethodmodifiers acc_accelerator::onTraceReady "internal";
 %csmethodmodifiers acc_accelerator::addTracker "internal";
 %csmethodmodifiers acc_accelerator::logValues "internal";

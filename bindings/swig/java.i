@@ -292,6 +292,7 @@ ACC_JAVA_HANDLE(accswig::LoadReport, false)
 %javamethodmodifiers acc_accelerator::registerForCheckpointing "protected";
 %javamethodmodifiers acc_accelerator::registerSaveStatePreHook "protected";
 %javamethodmodifiers acc_accelerator::registerLoadStatePreHook "protected";
+%javamethodmodifiers acc_accelerator::removeStatePreHook "protected";
 %javamethodmodifiers acc_accelerator::onTraceReady "protected";
 %javamethodmodifiers acc_accelerator::addTracker "protected";
 %javamethodmodifiers acc_accelerator::logValues "protected";

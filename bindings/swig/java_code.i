@@ -345,11 +345,14 @@
   public void registerForCheckpointing(CheckpointState state) {
     registerForCheckpointing(CallbackAdapters.state(state));
   }
-  public void registerSaveStatePreHook(CheckpointHookFunction hook) {
-    registerSaveStatePreHook(CallbackAdapters.hook(hook));
+  /** Runs hook with the folder before saveState writes; an exception aborts the save on every process.
+   *  The handle removes the hook again (Accelerate's RemovableHandle). */
+  public RemovableHandle registerSaveStatePreHook(CheckpointHookFunction hook) {
+    return new RemovableHandle(this, registerSaveStatePreHook(CallbackAdapters.hook(hook)));
   }
-  public void registerLoadStatePreHook(CheckpointHookFunction hook) {
-    registerLoadStatePreHook(CallbackAdapters.hook(hook));
+  /** Runs hook with the folder before loadState reads; an exception aborts the load on every process. */
+  public RemovableHandle registerLoadStatePreHook(CheckpointHookFunction hook) {
+    return new RemovableHandle(this, registerLoadStatePreHook(CallbackAdapters.hook(hook)));
   }
   /** Accelerate's ProfileKwargs(on_trace_ready=handler), for every later profile: runs with the step at
    *  which each recorded cycle ends; profileSummary and exportChromeTrace read that cycle in it. An

@@ -1300,6 +1300,22 @@ ACC_API ACC_NODISCARD acc_status acc_register_save_state_pre_hook(acc_accelerato
                                                                   void *user_data, acc_free_fn free_user_data);
 ACC_API ACC_NODISCARD acc_status acc_register_load_state_pre_hook(acc_accelerator *acc, acc_checkpoint_hook_fn hook,
                                                                   void *user_data, acc_free_fn free_user_data);
+/* The same, also giving the hook's id (1, 2, ... in registration order, both kinds together) for
+ * acc_remove_state_pre_hook: what Accelerate's register_*_state_pre_hook return, a RemovableHandle. */
+ACC_API ACC_NODISCARD acc_status acc_register_save_state_pre_hook_removable(acc_accelerator *acc,
+                                                                            acc_checkpoint_hook_fn hook,
+                                                                            void *user_data,
+                                                                            acc_free_fn free_user_data,
+                                                                            uint64_t *out_id);
+ACC_API ACC_NODISCARD acc_status acc_register_load_state_pre_hook_removable(acc_accelerator *acc,
+                                                                            acc_checkpoint_hook_fn hook,
+                                                                            void *user_data,
+                                                                            acc_free_fn free_user_data,
+                                                                            uint64_t *out_id);
+/* RemovableHandle.remove(): the hook runs no more and its free_user_data runs (once a save or load
+ * in progress, which runs the hooks it started with, is done). Removing it again is a no-op; an id
+ * this accelerator never gave is ACC_ERR_INVALID_ARGUMENT. */
+ACC_API ACC_NODISCARD acc_status acc_remove_state_pre_hook(acc_accelerator *acc, uint64_t id);
 /* Accelerate's save(): named tensors as a safetensors file, written once per machine (the main process,
  * or each node's local main with save_on_each_node). Other processes return at once. */
 ACC_API ACC_NODISCARD acc_status acc_save(acc_accelerator *acc, const acc_tensor_list *tensors, const char *path);

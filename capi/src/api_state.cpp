@@ -33,6 +33,19 @@ acc::Accelerator::CheckpointHook hook_of(acc_checkpoint_hook_fn hook, void* user
   };
 }
 
+// One registration of either kind; out_id (may be NULL: the plain registrations) gets the hook's id.
+acc_status register_state_pre_hook(acc_accelerator* a, acc::CheckpointHooks::Kind kind, acc_checkpoint_hook_fn hook,
+                                   void* user_data, acc_free_fn free_user_data, uint64_t* out_id) {
+  return guarded([&] {
+    auto& x = accelerator_arg(a);
+    const bool save = kind == acc::CheckpointHooks::Kind::Save;
+    auto wrapped = hook_of(hook, user_data, free_user_data, save ? "the save_state pre-hook" : "the load_state pre-hook");
+    const uint64_t id = save ? x.register_save_state_pre_hook(std::move(wrapped))
+                             : x.register_load_state_pre_hook(std::move(wrapped));
+    if (out_id) *out_id = id;
+  });
+}
+
 }  // namespace
 
 extern "C" {
@@ -80,18 +93,26 @@ acc_status acc_register_for_checkpointing(acc_accelerator* a, acc_state_save_fn 
 
 acc_status acc_register_save_state_pre_hook(acc_accelerator* a, acc_checkpoint_hook_fn hook, void* user_data,
                                             acc_free_fn free_user_data) {
-  return guarded([&] {
-    auto& x = accelerator_arg(a);
-    x.register_save_state_pre_hook(hook_of(hook, user_data, free_user_data, "the save_state pre-hook"));
-  });
+  return register_state_pre_hook(a, acc::CheckpointHooks::Kind::Save, hook, user_data, free_user_data, nullptr);
 }
 
 acc_status acc_register_load_state_pre_hook(acc_accelerator* a, acc_checkpoint_hook_fn hook, void* user_data,
                                             acc_free_fn free_user_data) {
-  return guarded([&] {
-    auto& x = accelerator_arg(a);
-    x.register_load_state_pre_hook(hook_of(hook, user_data, free_user_data, "the load_state pre-hook"));
-  });
+  return register_state_pre_hook(a, acc::CheckpointHooks::Kind::Load, hook, user_data, free_user_data, nullptr);
+}
+
+acc_status acc_register_save_state_pre_hook_removable(acc_accelerator* a, acc_checkpoint_hook_fn hook,
+                                                      void* user_data, acc_free_fn free_user_data, uint64_t* out_id) {
+  return register_state_pre_hook(a, acc::CheckpointHooks::Kind::Save, hook, user_data, free_user_data, out_id);
+}
+
+acc_status acc_register_load_state_pre_hook_removable(acc_accelerator* a, acc_checkpoint_hook_fn hook,
+                                                      void* user_data, acc_free_fn free_user_data, uint64_t* out_id) {
+  return register_state_pre_hook(a, acc::CheckpointHooks::Kind::Load, hook, user_data, free_user_data, out_id);
+}
+
+acc_status acc_remove_state_pre_hook(acc_accelerator* a, uint64_t id) {
+  return guarded([&] { accelerator_arg(a).remove_state_pre_hook(id); });
 }
 
 acc_status acc_save(acc_accelerator* a, const acc_tensor_list* tensors, const char* path) {

@@ -18,6 +18,7 @@
 #include "accelerator/gradient_state.h"
 #include "accelerator/prepared_model.h"
 #include "accelerator/prepared_set.h"
+#include "checkpoint/checkpoint_hooks.h"
 #include "checkpoint/checkpoint_io.h"
 #include "checkpoint/pretrained_layout.h"
 #include "checkpoint/safetensors.h"
@@ -111,8 +112,14 @@ class Accelerator {
   void register_for_checkpointing(CustomPartMaker make_part);
   // Called with the checkpoint folder before save_state writes / load_state reads; throwing aborts.
   using CheckpointHook = acc::CheckpointHook;
-  void register_save_state_pre_hook(CheckpointHook hook) { save_hooks_.push_back(std::move(hook)); }
-  void register_load_state_pre_hook(CheckpointHook hook) { load_hooks_.push_back(std::move(hook)); }
+  // Each returns the hook's id for remove_state_pre_hook (Accelerate's RemovableHandle).
+  uint64_t register_save_state_pre_hook(CheckpointHook hook) {
+    return state_hooks_.add(CheckpointHooks::Kind::Save, std::move(hook));
+  }
+  uint64_t register_load_state_pre_hook(CheckpointHook hook) {
+    return state_hooks_.add(CheckpointHooks::Kind::Load, std::move(hook));
+  }
+  void remove_state_pre_hook(uint64_t id) { state_hooks_.remove(id); }
   // The number the next automatic checkpoint gets (ProjectConfiguration.iteration).
   int64_t iteration() const { return iteration_; }
   // Accelerate's save(): tensors as safetensors, written once per machine (by the main process, or each
@@ -230,8 +237,7 @@ class Accelerator {
   PreparedSet<DataLoader> loaders_;
   PreparedSet<Scheduler> schedulers_;
   std::vector<CustomPartMaker> custom_states_;
-  std::vector<CheckpointHook> save_hooks_;
-  std::vector<CheckpointHook> load_hooks_;
+  CheckpointHooks state_hooks_;
   struct LocalSgdScope {
     std::weak_ptr<PreparedModel> model;  // a freed model's scope is forgotten (its address may be reused)
     int64_t local_sgd_steps;

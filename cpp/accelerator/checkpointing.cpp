@@ -231,7 +231,7 @@ std::string Accelerator::save_state(const std::string& dir) {
   for (const auto& model : live_models())
     if (DataParallel* ddp = model->data_parallel()) ddp->settle_layout();
   save.manifest = checkpoint_manifest();
-  save.hooks = save_hooks_;
+  save.hooks = state_hooks_.of(CheckpointHooks::Kind::Save);
   save_accelerator_state(save, checkpoint_parts(), collectives_);
   ++iteration_;
   return save.target;
@@ -254,7 +254,7 @@ std::string Accelerator::load_state(const std::string& dir) {
         fail(Status::InvalidArgument, "prepared data loader ", i,
              " is in the middle of an epoch: load the checkpoint before iterating it");
   };
-  load.hooks = load_hooks_;
+  load.hooks = state_hooks_.of(CheckpointHooks::Kind::Load);
   load.check_manifest = [this, &load](const json& manifest, const std::string& path) {
     return check_checkpoint_manifest(manifest, path, load.other_process_count);
   };

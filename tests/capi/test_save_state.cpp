@@ -446,6 +446,85 @@ TEST(SaveState, PreHooksSeeTheFolderAndCanAbort) {
   EXPECT_FALSE(fs::exists(other));
 }
 
+TEST(SaveState, ARemovedPreHookRunsNoMoreAndItsDataIsFreedOnce) {
+  const std::string dir = fresh_dir("removed_hooks");
+  Training t({});
+  HookLog kept, removed, load_removed;
+  int freed = 0;
+  uint64_t kept_id = 0, removed_id = 0, load_id = 0;
+  ACC_ASSERT_OK(acc_register_save_state_pre_hook_removable(t.acc, HookLog::call, &kept, nullptr, &kept_id));
+  // The user data of the hook removed is freed then, not when the accelerator goes.
+  struct Removed {
+    HookLog* log;
+    int* freed;
+    static int call(void* self, const char* dir) { return HookLog::call(static_cast<Removed*>(self)->log, dir); }
+    static void free(void* self) {
+      auto* r = static_cast<Removed*>(self);
+      ++*r->freed;
+      delete r;
+    }
+  };
+  ACC_ASSERT_OK(acc_register_save_state_pre_hook_removable(t.acc, Removed::call, new Removed{&removed, &freed},
+                                                           Removed::free, &removed_id));
+  ACC_ASSERT_OK(acc_register_load_state_pre_hook_removable(t.acc, HookLog::call, &load_removed, nullptr, &load_id));
+  EXPECT_EQ(kept_id, 1u);  // ids in registration order, both kinds together
+  EXPECT_EQ(removed_id, 2u);
+  EXPECT_EQ(load_id, 3u);
+
+  ACC_ASSERT_OK(acc_save_state(t.acc, (dir + "/a").c_str(), nullptr));
+  ACC_ASSERT_OK(acc_remove_state_pre_hook(t.acc, removed_id));
+  EXPECT_EQ(freed, 1);
+  ACC_ASSERT_OK(acc_remove_state_pre_hook(t.acc, removed_id));  // again: a no-op, as RemovableHandle.remove()
+  ACC_ASSERT_OK(acc_remove_state_pre_hook(t.acc, load_id));
+  EXPECT_EQ(freed, 1);
+  ACC_ASSERT_OK(acc_save_state(t.acc, (dir + "/b").c_str(), nullptr));
+  ACC_ASSERT_OK(acc_load_state(t.acc, (dir + "/b").c_str(), nullptr));
+  EXPECT_EQ(kept.dirs, (std::vector<std::string>{dir + "/a", dir + "/b"}));
+  EXPECT_EQ(removed.dirs, std::vector<std::string>{dir + "/a"});
+  EXPECT_TRUE(load_removed.dirs.empty());
+
+  ACC_EXPECT_ERROR(acc_remove_state_pre_hook(t.acc, 4), ACC_ERR_INVALID_ARGUMENT, "no state pre-hook has the id 4");
+  ACC_EXPECT_ERROR(acc_remove_state_pre_hook(t.acc, 0), ACC_ERR_INVALID_ARGUMENT, "id 0");
+  ACC_EXPECT_ERROR(acc_remove_state_pre_hook(nullptr, 1), ACC_ERR_INVALID_HANDLE, "acc");
+  uint64_t untouched = 77;
+  ACC_EXPECT_ERROR(acc_register_save_state_pre_hook_removable(t.acc, nullptr, nullptr, nullptr, &untouched),
+                   ACC_ERR_INVALID_ARGUMENT, "hook is NULL");
+  EXPECT_EQ(untouched, 77u);
+  // The plain registrations take ids too: the next is 4.
+  HookLog plain;
+  ACC_ASSERT_OK(acc_register_save_state_pre_hook(t.acc, HookLog::call, &plain, nullptr));
+  ACC_ASSERT_OK(acc_remove_state_pre_hook(t.acc, 4));
+  ACC_ASSERT_OK(acc_save_state(t.acc, (dir + "/c").c_str(), nullptr));
+  EXPECT_TRUE(plain.dirs.empty());
+}
+
+namespace {
+
+struct RemovingHook {
+  acc_accelerator* acc = nullptr;
+  uint64_t id = 0;
+  int calls = 0;
+  // Removes itself while a save runs it: this save has started with it, the next runs without it.
+  static int call(void* self, const char*) {
+    auto* h = static_cast<RemovingHook*>(self);
+    ++h->calls;
+    return acc_remove_state_pre_hook(h->acc, h->id) == ACC_OK ? 0 : 1;
+  }
+};
+
+}  // namespace
+
+TEST(SaveState, AHookMayRemoveItselfWhileItRuns) {
+  const std::string dir = fresh_dir("self_removing_hook");
+  Training t({});
+  RemovingHook hook;
+  hook.acc = t.acc;
+  ACC_ASSERT_OK(acc_register_save_state_pre_hook_removable(t.acc, RemovingHook::call, &hook, nullptr, &hook.id));
+  ACC_ASSERT_OK(acc_save_state(t.acc, (dir + "/a").c_str(), nullptr));
+  ACC_ASSERT_OK(acc_save_state(t.acc, (dir + "/b").c_str(), nullptr));
+  EXPECT_EQ(hook.calls, 1);
+}
+
 namespace {
 
 // Saves a checkpoint of a short run and returns its folder.

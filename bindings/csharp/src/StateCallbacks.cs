@@ -238,14 +238,15 @@ public partial class Accelerator {
     RegisterForCheckpointing(new StateAdapter(save, load));
   }
   /// Runs with the folder before SaveState writes; an exception aborts the save on every process.
-  public void RegisterSaveStatePreHook(Action<string> hook) {
+  /// The handle removes the hook again (Accelerate's RemovableHandle).
+  public RemovableHandle RegisterSaveStatePreHook(Action<string> hook) {
     if (hook == null) throw new ArgumentNullException("hook");
-    RegisterSaveStatePreHook(new HookAdapter(hook));
+    return new RemovableHandle(this, RegisterSaveStatePreHook(new HookAdapter(hook)));
   }
   /// Runs with the folder before LoadState reads; an exception aborts the load on every process.
-  public void RegisterLoadStatePreHook(Action<string> hook) {
+  public RemovableHandle RegisterLoadStatePreHook(Action<string> hook) {
     if (hook == null) throw new ArgumentNullException("hook");
-    RegisterLoadStatePreHook(new HookAdapter(hook));
+    return new RemovableHandle(this, RegisterLoadStatePreHook(new HookAdapter(hook)));
   }
   /// Accelerate's ProfileKwargs(on_trace_ready=handler), for every later profile: runs with the step at
   /// which each recorded cycle ends; ProfileSummary and ExportChromeTrace read that cycle in it. An
@@ -285,6 +286,24 @@ public partial class Accelerator {
   public Scope Autocast(bool enabled = true) {
     AutocastBegin(enabled);
     return new Scope(AutocastEnd);
+  }
+}
+
+/// Removes a save or load pre-hook again: what Accelerate's register_save_state_pre_hook and
+/// register_load_state_pre_hook return.
+public sealed class RemovableHandle {
+  readonly Accelerator accelerator;
+  readonly long id;
+
+  internal RemovableHandle(Accelerator accelerator, long id) {
+    this.accelerator = accelerator;
+    this.id = id;
+  }
+
+  /// The hook runs no more (a SaveState or LoadState already running it finishes with it). Again, or
+  /// once the accelerator is disposed (its hooks went with it), Remove does nothing.
+  public void Remove() {
+    if (!accelerator.IsDisposed) accelerator.RemoveStatePreHook(id);
   }
 }
 

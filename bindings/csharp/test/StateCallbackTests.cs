@@ -40,6 +40,27 @@ public class StateCallbackTests {
   }
 
   [Test]
+  public void ARemovedHookRunsNoMoreAndIsReleased() {
+    long baseline = Library.LiveCallbacks();
+    string dir = TestDirs.Temp();
+    var hooks = new List<string>();
+    RemovableHandle save;
+    using (Accelerator acc = NewAccelerator(dir)) {
+      save = acc.RegisterSaveStatePreHook(d => hooks.Add("save"));
+      RemovableHandle load = acc.RegisterLoadStatePreHook(d => hooks.Add("load"));
+      string written = acc.SaveState(Path.Combine(dir, "a"));
+      save.Remove();
+      load.Remove();
+      save.Remove();  // again: nothing
+      Assert.AreEqual(baseline, Library.LiveCallbacks());  // the library let go of both hooks at once
+      acc.SaveState(Path.Combine(dir, "b"));
+      acc.LoadState(written);
+      Assert.AreEqual(new[] {"save"}, hooks.ToArray());
+    }
+    save.Remove();  // the disposed accelerator's hooks went with it
+  }
+
+  [Test]
   public void AThrowingHookAbortsTheSaveWithItsMessage() {
     string dir = TestDirs.Temp();
     using (Accelerator acc = NewAccelerator(dir)) {

@@ -51,22 +51,58 @@ func (a *Accelerator) RegisterAveragedModel(avg *AveragedModel) error {
 
 // RegisterSaveStatePreHook: fn runs with the folder before SaveState writes it; an error aborts it.
 func (a *Accelerator) RegisterSaveStatePreHook(fn func(dir string) error) error {
-	if fn == nil {
-		return nilArgument("the hook")
-	}
-	return a.do(func(h capi.Accelerator, e *string) {
-		h.RegisterSaveStatePreHook(capi.NewDirectorCheckpointHook(&hookAdapter{fn}), e)
-	})
+	_, err := a.RegisterRemovableSaveStatePreHook(fn)
+	return err
 }
 
 // RegisterLoadStatePreHook: fn runs with the folder before LoadState reads it; an error aborts it.
 func (a *Accelerator) RegisterLoadStatePreHook(fn func(dir string) error) error {
+	_, err := a.RegisterRemovableLoadStatePreHook(fn)
+	return err
+}
+
+// RegisterRemovableSaveStatePreHook is RegisterSaveStatePreHook with a handle that removes the
+// hook again (what Accelerate's register_save_state_pre_hook returns).
+func (a *Accelerator) RegisterRemovableSaveStatePreHook(fn func(dir string) error) (*RemovableHandle, error) {
+	return a.registerStatePreHook(fn, capi.Accelerator.RegisterSaveStatePreHook)
+}
+
+// RegisterRemovableLoadStatePreHook is RegisterLoadStatePreHook with a handle that removes it again.
+func (a *Accelerator) RegisterRemovableLoadStatePreHook(fn func(dir string) error) (*RemovableHandle, error) {
+	return a.registerStatePreHook(fn, capi.Accelerator.RegisterLoadStatePreHook)
+}
+
+func (a *Accelerator) registerStatePreHook(fn func(dir string) error,
+	register func(capi.Accelerator, capi.CheckpointHook, *string) int64) (*RemovableHandle, error) {
 	if fn == nil {
-		return nilArgument("the hook")
+		return nil, nilArgument("the hook")
 	}
-	return a.do(func(h capi.Accelerator, e *string) {
-		h.RegisterLoadStatePreHook(capi.NewDirectorCheckpointHook(&hookAdapter{fn}), e)
+	var id int64
+	err := a.do(func(h capi.Accelerator, e *string) {
+		id = register(h, capi.NewDirectorCheckpointHook(&hookAdapter{fn}), e)
 	})
+	if err != nil {
+		return nil, err
+	}
+	return &RemovableHandle{a, id}, nil
+}
+
+// RemovableHandle removes a save or load pre-hook (Accelerate's RemovableHandle).
+type RemovableHandle struct {
+	acc *Accelerator
+	id  int64
+}
+
+// Remove: the hook runs no more (a SaveState or LoadState already running it finishes with it).
+// Again, or once the accelerator is closed (its hooks went with it), Remove does nothing.
+func (r *RemovableHandle) Remove() error {
+	if r == nil {
+		return nilArgument("the handle")
+	}
+	if !r.acc.r.live {
+		return nil
+	}
+	return r.acc.do(func(h capi.Accelerator, e *string) { h.RemoveStatePreHook(r.id, e) })
 }
 
 // OnTraceReady is Accelerate's ProfileKwargs(on_trace_ready=fn), for every later profile: fn runs

@@ -79,6 +79,45 @@ func TestCheckpointStateAndHooks(t *testing.T) {
 	}
 }
 
+func TestARemovedPreHookRunsNoMore(t *testing.T) {
+	dir := t.TempDir()
+	a := newCPUAccelerator(t, dir)
+	var hooks []string
+	saveHook, err := a.RegisterRemovableSaveStatePreHook(func(d string) error { hooks = append(hooks, "save"); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadHook, err := a.RegisterRemovableLoadStatePreHook(func(d string) error { hooks = append(hooks, "load"); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, err := a.SaveState(filepath.Join(dir, "a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []*acc.RemovableHandle{saveHook, loadHook, saveHook} { // removing twice is a no-op
+		if err := h.Remove(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.SaveState(filepath.Join(dir, "b")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.LoadState(written); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(hooks, []string{"save"}) {
+		t.Fatalf("hooks ran %v, want only the first save's", hooks)
+	}
+	if _, err := a.RegisterRemovableSaveStatePreHook(nil); !errors.Is(err, acc.ErrInvalidArgument) {
+		t.Fatalf("a nil hook: want ErrInvalidArgument, got %v", err)
+	}
+	a.Close()
+	if err := saveHook.Remove(); err != nil { // the accelerator's hooks went with it
+		t.Fatalf("Remove after Close: %v", err)
+	}
+}
+
 func TestTrackerFuncs(t *testing.T) {
 	a := newCPUAccelerator(t, t.TempDir())
 	defer a.Close()

@@ -1234,20 +1234,27 @@ SWIGINTERN void acc_accelerator_registerForCheckpointing(acc_accelerator *self,a
       return acc_register_for_checkpointing(self, &state_save_trampoline, &state_load_trampoline, ud, fr);
     });
   }
-SWIGINTERN void acc_accelerator_registerSaveStatePreHook(acc_accelerator *self,accswig::CheckpointHook *hook,std::string *swig_err){
+SWIGINTERN int64_t acc_accelerator_registerSaveStatePreHook(acc_accelerator *self,accswig::CheckpointHook *hook,std::string *swig_err){
+    uint64_t id = 0;
     register_callback(hook, [&](void *ud, acc_free_fn fr) {
-      return acc_register_save_state_pre_hook(self, &hook_trampoline, ud, fr);
+      return acc_register_save_state_pre_hook_removable(self, &hook_trampoline, ud, fr, &id);
     });
+    return static_cast<int64_t>(id);
   }
 SWIGINTERN void acc_accelerator_onTraceReady(acc_accelerator *self,accswig::TraceReady *handler,std::string *swig_err){
     register_callback(handler, [&](void *ud, acc_free_fn fr) {
       return acc_profile_on_trace_ready(self, &trace_ready_trampoline, ud, fr);
     });
   }
-SWIGINTERN void acc_accelerator_registerLoadStatePreHook(acc_accelerator *self,accswig::CheckpointHook *hook,std::string *swig_err){
+SWIGINTERN int64_t acc_accelerator_registerLoadStatePreHook(acc_accelerator *self,accswig::CheckpointHook *hook,std::string *swig_err){
+    uint64_t id = 0;
     register_callback(hook, [&](void *ud, acc_free_fn fr) {
-      return acc_register_load_state_pre_hook(self, &hook_trampoline, ud, fr);
+      return acc_register_load_state_pre_hook_removable(self, &hook_trampoline, ud, fr, &id);
     });
+    return static_cast<int64_t>(id);
+  }
+SWIGINTERN void acc_accelerator_removeStatePreHook(acc_accelerator *self,int64_t id,std::string *swig_err){
+    check(acc_remove_state_pre_hook(self, static_cast<uint64_t>(id)));
   }
 SWIGINTERN void acc_accelerator_addTracker(acc_accelerator *self,char const *name,accswig::Tracker *tracker,std::string *swig_err){
     register_callback(tracker, [&](void *ud, acc_free_fn fr) {
@@ -12332,11 +12339,13 @@ void _wrap_Accelerator_registerForCheckpointing_capi_125dda41dfa9e77c(acc_accele
 }
 
 
-void _wrap_Accelerator_registerSaveStatePreHook_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerator_registerSaveStatePreHook_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
   std::string temp3 ;
+  int64_t result;
+  long long _swig_go_result;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
   arg2 = *(accswig::CheckpointHook **)&_swig_go_1; 
@@ -12348,20 +12357,21 @@ void _wrap_Accelerator_registerSaveStatePreHook_capi_125dda41dfa9e77c(acc_accele
   {
     try {
       accswig::require_no_go_nul();
-      acc_accelerator_registerSaveStatePreHook(arg1,arg2,arg3);
+      result = (int64_t)acc_accelerator_registerSaveStatePreHook(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
     } catch (const std::exception &e) {
       accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
     }
   }
-  
+  _swig_go_result = result; 
   
   {
     std::string e = accswig::take_go_error();
     if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
   }
   
+  return _swig_go_result;
 }
 
 
@@ -12398,11 +12408,13 @@ void _wrap_Accelerator_onTraceReady_capi_125dda41dfa9e77c(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_registerLoadStatePreHook_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerator_registerLoadStatePreHook_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
   std::string temp3 ;
+  int64_t result;
+  long long _swig_go_result;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
   arg2 = *(accswig::CheckpointHook **)&_swig_go_1; 
@@ -12414,7 +12426,41 @@ void _wrap_Accelerator_registerLoadStatePreHook_capi_125dda41dfa9e77c(acc_accele
   {
     try {
       accswig::require_no_go_nul();
-      acc_accelerator_registerLoadStatePreHook(arg1,arg2,arg3);
+      result = (int64_t)acc_accelerator_registerLoadStatePreHook(arg1,arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+void _wrap_Accelerator_removeStatePreHook_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  int64_t arg2 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_accelerator_removeStatePreHook(arg1,arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
     } catch (const std::exception &e) {

@@ -55,6 +55,24 @@ class StateCallbackTest {
   }
 
   @Test
+  void aRemovedHookRunsNoMore() throws Exception {
+    List<String> hooks = new ArrayList<>();
+    RemovableHandle save;
+    try (Accelerator acc = newAccelerator(dir)) {
+      save = acc.registerSaveStatePreHook(d -> hooks.add("save"));
+      RemovableHandle load = acc.registerLoadStatePreHook(d -> hooks.add("load"));
+      String written = acc.saveState(dir.resolve("a").toString());
+      save.remove();
+      load.remove();
+      save.remove();  // again: nothing
+      acc.saveState(dir.resolve("b").toString());
+      acc.loadState(written);
+      assertEquals(List.of("save"), hooks);
+    }
+    save.remove();  // the closed accelerator's hooks went with it
+  }
+
+  @Test
   void aProgramTrackerReceivesTheRun() throws Exception {
     List<String> calls = new ArrayList<>();
     boolean[] fail = {false};

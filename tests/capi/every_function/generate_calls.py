@@ -61,7 +61,7 @@ def argument(t, v, slot):
         return "nullptr"
     if re.fullmatch(r"acc_\w+ \*\*|char \*\*|const char \*\*|const void \*\*", t):  # out-parameters
         return "nullptr" if v == 0 else f"static_cast<{t}>(static_cast<void*>(&out_slots[{slot}]))"
-    if t in ("int64_t *", "double *", "size_t *", "int *", "acc_dtype *"):
+    if t in ("int64_t *", "uint64_t *", "double *", "size_t *", "int *", "acc_dtype *"):
         return "nullptr" if v == 0 else f"static_cast<{t}>(static_cast<void*>(&out_bytes[{slot * 16}]))"
     if t == "const acc_tensor *const *":
         return ["nullptr", "nullptr", "live.tensors", "foreign_tensors", "live.freed_tensors"][v]

@@ -203,40 +203,43 @@ typedef long long swig_type_173;
 typedef _goslice_ swig_type_174;
 typedef _gostring_ swig_type_175;
 typedef long long swig_type_176;
-typedef _gostring_ swig_type_177;
-typedef _gostring_ swig_type_178;
-typedef _gostring_ swig_type_179;
-typedef _goslice_ swig_type_180;
-typedef _goslice_ swig_type_181;
-typedef long long swig_type_182;
-typedef _gostring_ swig_type_183;
-typedef long long swig_type_184;
-typedef _goslice_ swig_type_185;
-typedef _goslice_ swig_type_186;
+typedef long long swig_type_177;
+typedef long long swig_type_178;
+typedef long long swig_type_179;
+typedef _gostring_ swig_type_180;
+typedef _gostring_ swig_type_181;
+typedef _gostring_ swig_type_182;
+typedef _goslice_ swig_type_183;
+typedef _goslice_ swig_type_184;
+typedef long long swig_type_185;
+typedef _gostring_ swig_type_186;
 typedef long long swig_type_187;
-typedef _gostring_ swig_type_188;
-typedef _gostring_ swig_type_189;
+typedef _goslice_ swig_type_188;
+typedef _goslice_ swig_type_189;
 typedef long long swig_type_190;
-typedef long long swig_type_191;
-typedef long long swig_type_192;
+typedef _gostring_ swig_type_191;
+typedef _gostring_ swig_type_192;
 typedef long long swig_type_193;
 typedef long long swig_type_194;
-typedef _goslice_ swig_type_195;
+typedef long long swig_type_195;
 typedef long long swig_type_196;
-typedef _goslice_ swig_type_197;
-typedef long long swig_type_198;
-typedef _gostring_ swig_type_199;
-typedef long long swig_type_200;
+typedef long long swig_type_197;
+typedef _goslice_ swig_type_198;
+typedef long long swig_type_199;
+typedef _goslice_ swig_type_200;
 typedef long long swig_type_201;
-typedef long long swig_type_202;
-typedef _gostring_ swig_type_203;
+typedef _gostring_ swig_type_202;
+typedef long long swig_type_203;
 typedef long long swig_type_204;
-typedef _gostring_ swig_type_205;
-typedef long long swig_type_206;
+typedef long long swig_type_205;
+typedef _gostring_ swig_type_206;
 typedef long long swig_type_207;
 typedef _gostring_ swig_type_208;
 typedef long long swig_type_209;
-typedef _gostring_ swig_type_210;
+typedef long long swig_type_210;
+typedef _gostring_ swig_type_211;
+typedef long long swig_type_212;
+typedef _gostring_ swig_type_213;
 extern void _wrap_Swig_free_capi_125dda41dfa9e77c(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_125dda41dfa9e77c(swig_intgo arg1);
 extern swig_intgo _wrap_ACC_OK_capi_125dda41dfa9e77c(void);
@@ -588,39 +591,40 @@ extern void _wrap_Accelerator_unscaleGradients_capi_125dda41dfa9e77c(uintptr_t a
 extern void _wrap_Accelerator_autocastBegin_capi_125dda41dfa9e77c(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastEnd_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_registerForCheckpointing_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_registerSaveStatePreHook_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_177 _wrap_Accelerator_registerSaveStatePreHook_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_onTraceReady_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_registerLoadStatePreHook_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_addTracker_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_177 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_initTrackers_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_178 arg2, swig_type_179 arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_logValues_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_180 arg2, swig_type_181 arg3, swig_type_182 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logScalar_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_183 arg2, double arg3, swig_type_184 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logTexts_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_185 arg2, swig_type_186 arg3, swig_type_187 arg4, swig_voidp arg5);
+extern swig_type_178 _wrap_Accelerator_registerLoadStatePreHook_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_removeStatePreHook_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_179 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_addTracker_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_180 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_initTrackers_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_181 arg2, swig_type_182 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_logValues_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_183 arg2, swig_type_184 arg3, swig_type_185 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logScalar_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_186 arg2, double arg3, swig_type_187 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logTexts_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_188 arg2, swig_type_189 arg3, swig_type_190 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_endTraining_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_trackerNames_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_188 _wrap_Accelerator_trackerPath_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_189 arg2, swig_voidp arg3);
-extern swig_type_190 _wrap_Samples_size_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern swig_type_191 _wrap_Samples_fields_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_192 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_193 arg2, swig_type_194 arg3, swig_voidp arg4);
+extern swig_type_191 _wrap_Accelerator_trackerPath_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_192 arg2, swig_voidp arg3);
+extern swig_type_193 _wrap_Samples_size_capi_125dda41dfa9e77c(uintptr_t arg1);
+extern swig_type_194 _wrap_Samples_fields_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_195 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_196 arg2, swig_type_197 arg3, swig_voidp arg4);
 extern void _wrap_delete_Samples_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_195 arg2, swig_voidp arg3);
-extern swig_type_196 _wrap_Bytes_size_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_197 arg2, swig_voidp arg3);
+extern void _wrap_Bytes_append_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_198 arg2, swig_voidp arg3);
+extern swig_type_199 _wrap_Bytes_size_capi_125dda41dfa9e77c(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_200 arg2, swig_voidp arg3);
 extern void _wrap_delete_Bytes_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern swig_type_198 _wrap_Metrics_size_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern swig_type_199 _wrap_Metrics_name_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_200 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_201 arg2, swig_voidp arg3);
+extern swig_type_201 _wrap_Metrics_size_capi_125dda41dfa9e77c(uintptr_t arg1);
+extern swig_type_202 _wrap_Metrics_name_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_203 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_204 arg2, swig_voidp arg3);
 extern void _wrap_delete_Metrics_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern swig_type_202 _wrap_Texts_size_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern swig_type_203 _wrap_Texts_name_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_204 arg2, swig_voidp arg3);
-extern swig_type_205 _wrap_Texts_text_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_206 arg2, swig_voidp arg3);
+extern swig_type_205 _wrap_Texts_size_capi_125dda41dfa9e77c(uintptr_t arg1);
+extern swig_type_206 _wrap_Texts_name_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_207 arg2, swig_voidp arg3);
+extern swig_type_208 _wrap_Texts_text_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_209 arg2, swig_voidp arg3);
 extern void _wrap_delete_Texts_capi_125dda41dfa9e77c(uintptr_t arg1);
 extern void _wrap_LrFactor_set_capi_125dda41dfa9e77c(uintptr_t arg1, double arg2);
 extern void _wrap_delete_LrFactor_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_207 arg2, swig_type_208 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Progress_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_210 arg2, swig_type_211 arg3, swig_voidp arg4);
 extern void _wrap_delete_Progress_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_209 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_210 arg2, swig_voidp arg3);
+extern void _wrap_Progress_update_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_212 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_213 arg2, swig_voidp arg3);
 extern void _wrap_Progress_finish_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
@@ -5897,16 +5901,18 @@ func (arg1 SwigcptrAccelerator) RegisterForCheckpointing(arg2 StateHandler, arg3
 
 }
 
-func (arg1 SwigcptrAccelerator) RegisterSaveStatePreHook(arg2 CheckpointHook, arg3 *string) {
+func (arg1 SwigcptrAccelerator) RegisterSaveStatePreHook(arg2 CheckpointHook, arg3 *string) (_swig_ret int64) {
+	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_registerSaveStatePreHook_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r = (int64)(C._wrap_Accelerator_registerSaveStatePreHook_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
   }
 
+	return swig_r
 }
 
 func (arg1 SwigcptrAccelerator) OnTraceReady(arg2 TraceReady, arg3 *string) {
@@ -5921,11 +5927,25 @@ func (arg1 SwigcptrAccelerator) OnTraceReady(arg2 TraceReady, arg3 *string) {
 
 }
 
-func (arg1 SwigcptrAccelerator) RegisterLoadStatePreHook(arg2 CheckpointHook, arg3 *string) {
+func (arg1 SwigcptrAccelerator) RegisterLoadStatePreHook(arg2 CheckpointHook, arg3 *string) (_swig_ret int64) {
+	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_registerLoadStatePreHook_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r = (int64)(C._wrap_Accelerator_registerLoadStatePreHook_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+	return swig_r
+}
+
+func (arg1 SwigcptrAccelerator) RemoveStatePreHook(arg2 int64, arg3 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	C._wrap_Accelerator_removeStatePreHook_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5938,7 +5958,7 @@ func (arg1 SwigcptrAccelerator) AddTracker(arg2 string, arg3 Tracker, arg4 *stri
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_addTracker_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_addTracker_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5954,7 +5974,7 @@ func (arg1 SwigcptrAccelerator) InitTrackers(arg2 string, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_initTrackers_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_178)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_179)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_initTrackers_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5974,7 +5994,7 @@ func (arg1 SwigcptrAccelerator) LogValues(arg2 []byte, arg3 []float64, arg4 int6
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logValues_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_2)), C.swig_type_182(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logValues_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_2)), C.swig_type_185(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5994,7 +6014,7 @@ func (arg1 SwigcptrAccelerator) LogScalar(arg2 string, arg3 float64, arg4 int64,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logScalar_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_184(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logScalar_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_187(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6011,7 +6031,7 @@ func (arg1 SwigcptrAccelerator) LogTexts(arg2 []byte, arg3 []byte, arg4 int64, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logTexts_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_2)), C.swig_type_187(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logTexts_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_2)), C.swig_type_190(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6054,7 +6074,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6137,9 +6157,10 @@ type Accelerator interface {
 	AutocastBegin(arg2 bool, arg3 *string)
 	AutocastEnd(arg2 *string)
 	RegisterForCheckpointing(arg2 StateHandler, arg3 *string)
-	RegisterSaveStatePreHook(arg2 CheckpointHook, arg3 *string)
+	RegisterSaveStatePreHook(arg2 CheckpointHook, arg3 *string) (_swig_ret int64)
 	OnTraceReady(arg2 TraceReady, arg3 *string)
-	RegisterLoadStatePreHook(arg2 CheckpointHook, arg3 *string)
+	RegisterLoadStatePreHook(arg2 CheckpointHook, arg3 *string) (_swig_ret int64)
+	RemoveStatePreHook(arg2 int64, arg3 *string)
 	AddTracker(arg2 string, arg3 Tracker, arg4 *string)
 	InitTrackers(arg2 string, arg3 string, arg4 *string)
 	LogValues(arg2 []byte, arg3 []float64, arg4 int64, arg5 *string)
@@ -6171,7 +6192,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_192(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_195(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6186,7 +6207,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_193(_swig_i_1), C.swig_type_194(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_196(_swig_i_1), C.swig_type_197(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6221,7 +6242,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_195)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6243,7 +6264,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_197)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6288,7 +6309,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_200(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6305,7 +6326,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_201(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_204(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6348,7 +6369,7 @@ func (arg1 SwigcptrTexts) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_name_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_204(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_name_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6365,7 +6386,7 @@ func (arg1 SwigcptrTexts) Text(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_text_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_206(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_text_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6431,7 +6452,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_210(_swig_i_1), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6452,7 +6473,7 @@ func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_212(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6464,7 +6485,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_210)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
