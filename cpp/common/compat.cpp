@@ -22,6 +22,7 @@ TORCH_API void overrideCanFuseOnCPU(bool value);  // libtorch_cpu exports it; De
 #include <utility>
 
 #include "common/error.h"
+#include "common/gloo_bfloat16.h"
 #include "common/text.h"
 
 namespace acc::compat {
@@ -166,7 +167,11 @@ Group make_gloo_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, in
     options->devices.push_back(loopback ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
                                         : c10d::ProcessGroupGloo::createDefaultDevice());
   options->threads = static_cast<int>(options->devices.size()) * 2;  // as torch's Python binding sets it
+#if ACC_TORCH_VERSION < 202
+  auto gloo = c10::make_intrusive<GlooWithBfloat16>(store, rank, size, options);
+#else
   auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+#endif
 #if ACC_TORCH_VERSION >= 200
   return wrap_backend(store, rank, size, gloo, c10d::ProcessGroup::GLOO, {c10::kCPU, c10::kCUDA});
 #else

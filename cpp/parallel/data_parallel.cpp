@@ -72,8 +72,9 @@ DataParallel::DataParallel(std::shared_ptr<Model> model, std::shared_ptr<Distrib
 
 bool DataParallel::group_reduces_bf16() {
   if (dist_->backend() != Backend::Gloo) return true;
-  // Gloo gained bf16 in PyTorch 2.x, and some builds lack it: asked of the group itself (every process
-  // asks here, so the probe is a collective like the others of prepare_model).
+  // Gloo gained bf16 in PyTorch 2.2 (before it, the library's group reduces bf16 in float32), and some
+  // builds lack it: asked of the group itself (every process asks here, so the probe is a collective
+  // like the others of prepare_model).
   std::vector<at::Tensor> probe{at::zeros({1}, at::TensorOptions().dtype(at::kBFloat16).device(dist_->device()))};
   try {
     dist_->group()->allreduce(probe)->wait();

@@ -413,7 +413,8 @@ TEST(Ddp, HalfBatchesOnEachProcessMatchTheWholeBatchOnOne) {
   const char* hook = std::getenv("ACC_TEST_COMM_HOOK");
   const acc_status prepared = acc_prepare(g_acc, &twins.model, &twins.opt, nullptr, nullptr);
   if (hook && std::string(hook) == "bf16" && prepared != ACC_OK) {
-    // Gloo before PyTorch 2.x has no bf16 allreduce: refused, not mis-summed (2.x's trains below).
+    // A Gloo built without bf16 (Debian sid's 2.14): refused, not mis-summed (others train below; before
+    // PyTorch 2.2, which gave Gloo bf16, the library's group reduces it in float32).
     EXPECT_EQ(prepared, ACC_ERR_UNSUPPORTED) << acc_last_error_message();
     EXPECT_NE(std::string(acc_last_error_message()).find("this libtorch's Gloo does not"), std::string::npos)
         << acc_last_error_message();
@@ -428,6 +429,151 @@ TEST(Ddp, HalfBatchesOnEachProcessMatchTheWholeBatchOnOne) {
   for (const char* name : {"0.weight", "0.bias", "2.weight", "2.bias"}) {
     auto a = weights(twins.local, name), b = weights(twins.model, name);
     for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], weight_tolerance()) << name << "[" << i << "]";
+  }
+}
+
+namespace {
+
+acc_tensor* as_bf16(acc_tensor* t) {
+  acc_tensor* out = nullptr;
+  EXPECT_EQ(acc_tensor_to(t, nullptr, ACC_DTYPE_BFLOAT16, &out), ACC_OK) << acc_last_error_message();
+  acc_tensor_free(t);
+  return out;
+}
+
+std::vector<float> as_floats(const acc_tensor* t) {
+  acc_tensor* wide = nullptr;
+  EXPECT_EQ(acc_tensor_to(t, nullptr, ACC_DTYPE_FLOAT32, &wide), ACC_OK) << acc_last_error_message();
+  auto values = to_floats(wide);
+  acc_tensor_free(wide);
+  return values;
+}
+
+// A forward (inputs in bf16, the loss in float32: libtorch 1.13's CPU MSE has no bf16) and a backward.
+void bf16_backward(acc_model* model, acc_accelerator* acc, const std::vector<float>& x, const std::vector<float>& y,
+                   int64_t rows) {
+  acc_tensor* xt = as_bf16(floats(x, {rows, 3}));
+  acc_tensor* yt = floats(y, {rows, 2});
+  acc_tensor *out = nullptr, *wide = nullptr, *loss = nullptr;
+  EXPECT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
+  EXPECT_EQ(acc_tensor_to(out, nullptr, ACC_DTYPE_FLOAT32, &wide), ACC_OK);
+  EXPECT_EQ(acc_loss_mse(wide, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK) << acc_last_error_message();
+  EXPECT_EQ(acc ? acc_backward(acc, loss) : acc_tensor_backward(loss), ACC_OK) << acc_last_error_message();
+  for (acc_tensor* t : {xt, yt, out, wide, loss}) acc_tensor_free(t);
+}
+
+// The gradient of `name` after bf16_backward.
+std::vector<float> bf16_gradient(acc_model* model, acc_accelerator* acc, const std::vector<float>& x,
+                                 const std::vector<float>& y, int64_t rows, const char* name) {
+  bf16_backward(model, acc, x, y, rows);
+  acc_tensor *w = nullptr, *grad = nullptr;
+  EXPECT_EQ(acc_model_parameter(model, name, &w), ACC_OK);
+  EXPECT_EQ(acc_tensor_grad(w, &grad), ACC_OK);
+  auto values = as_floats(grad);
+  for (acc_tensor* t : {w, grad}) acc_tensor_free(t);
+  return values;
+}
+
+}  // namespace
+
+// A model cast to bf16 trains data-parallel on CPU processes. (Gloo had no bfloat16 before PyTorch 2.2,
+// pytorch#113557: the library's process group moves bf16 as its bits and reduces it in float32.)
+TEST(Ddp, ABf16ModelIsBroadcastAveragedAndGathered) {
+  ACC_ASSERT_OK(acc_set_seed(static_cast<uint64_t>(30 + g_rank)));  // other weights on every process
+  acc_model *model = nullptr, *local = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(kDistNet, &model));
+  ACC_ASSERT_OK(acc_model_to(model, nullptr, ACC_DTYPE_BFLOAT16));
+  acc_optimizer* opt = nullptr;
+  ACC_ASSERT_OK(acc_optimizer_create(model, "sgd", nullptr, &opt));
+  ACC_ASSERT_OK(acc_prepare(g_acc, &model, &opt, nullptr, nullptr));
+  // Every process holds the main process's weights, bit for bit.
+  acc_tensor *w = nullptr, *all = nullptr;
+  ACC_ASSERT_OK(acc_model_parameter(model, "0.weight", &w));
+  ACC_ASSERT_OK(acc_gather(g_acc, w, "bf16 weights", &all));
+  const auto gathered = as_floats(all);
+  const size_t per = gathered.size() / static_cast<size_t>(g_world);
+  for (size_t i = per; i < gathered.size(); ++i) EXPECT_EQ(gathered[i], gathered[i % per]) << i;
+  for (acc_tensor* t : {w, all}) acc_tensor_free(t);
+
+  // A copy of those weights computes each process's own gradient; DDP's is their mean, rounded once.
+  ACC_ASSERT_OK(acc_model_from_spec(kDistNet, &local));
+  acc_tensor_list* state = nullptr;
+  ACC_ASSERT_OK(acc_get_state_dict(g_acc, model, 1, &state));
+  ACC_ASSERT_OK(acc_model_to(local, nullptr, ACC_DTYPE_BFLOAT16));
+  ACC_ASSERT_OK(acc_model_load_state_dict(local, state, 1));
+  acc_tensor_list_free(state);
+  auto [x, y] = job_batch(0);
+  const auto mine = bf16_gradient(local, nullptr, rows_of(x, 3, g_rank * 8, 8), rows_of(y, 2, g_rank * 8, 8), 8,
+                                  "0.weight");
+  const auto averaged = bf16_gradient(model, g_acc, rows_of(x, 3, g_rank * 8, 8), rows_of(y, 2, g_rank * 8, 8), 8,
+                                      "0.weight");
+  acc_tensor* mine_t = floats(mine, {static_cast<int64_t>(mine.size())});
+  acc_tensor* every = nullptr;
+  ACC_ASSERT_OK(acc_gather(g_acc, mine_t, "local bf16 gradients", &every));
+  const auto locals = to_floats(every);
+  for (size_t i = 0; i < mine.size(); ++i) {
+    // Each process's gradient divided by the process count in bf16 (exact for 2 and 4: a bf16 ulp of
+    // each term otherwise), summed in float32, rounded to bf16 once (an ulp of the sum).
+    float sum = 0, magnitude = 0;
+    for (int64_t r = 0; r < g_world; ++r) {
+      const float term = locals[static_cast<size_t>(r) * mine.size() + i] / static_cast<float>(g_world);
+      sum += term;
+      magnitude += std::abs(term);
+    }
+    EXPECT_NEAR(averaged[i], sum, (magnitude + std::abs(sum)) / 128 + 1e-6) << "gradient " << i;
+  }
+  acc_tensor* all_grads = nullptr;
+  acc_tensor* averaged_t = floats(averaged, {static_cast<int64_t>(averaged.size())});
+  ACC_ASSERT_OK(acc_gather(g_acc, averaged_t, "averaged bf16 gradients", &all_grads));
+  const auto grads = to_floats(all_grads);
+  for (size_t i = averaged.size(); i < grads.size(); ++i) EXPECT_EQ(grads[i], grads[i % averaged.size()]) << i;
+  // A bf16 sum over processes.
+  acc_tensor* one = as_bf16(floats({1.5f + static_cast<float>(g_rank)}, {1}));
+  acc_tensor* summed = nullptr;
+  ACC_ASSERT_OK(acc_reduce(g_acc, one, ACC_REDUCTION_SUM, "bf16 sum", &summed));
+  EXPECT_EQ(as_floats(summed)[0], 1.5f * static_cast<float>(g_world) + static_cast<float>(g_world * (g_world - 1) / 2));
+  for (acc_tensor* t : {mine_t, every, averaged_t, all_grads, one, summed}) acc_tensor_free(t);
+  ACC_ASSERT_OK(acc_optimizer_zero_grad(opt));
+  acc_optimizer_free(opt);
+  acc_model_free(model);
+  acc_model_free(local);
+}
+
+// The same under sharded data parallelism: every stage prepares a bf16 model, steps it, and every
+// process ends with the same full weights, which the step changed.
+TEST(Ddp, ABf16ModelTrainsShardedAtEveryStage) {
+  for (const char* stage : {"1", "2", "3"}) {
+    acc_accelerator* acc = acc_test::make_accelerator({{"zero_stage", stage}});
+    ASSERT_NE(acc, nullptr);
+    ACC_ASSERT_OK(acc_set_seed(static_cast<uint64_t>(40 + g_rank)));
+    acc_model* model = nullptr;
+    ACC_ASSERT_OK(acc_model_from_spec(kDistNet, &model));
+    ACC_ASSERT_OK(acc_model_to(model, nullptr, ACC_DTYPE_BFLOAT16));
+    acc_optimizer* opt = nullptr;
+    ACC_ASSERT_OK(acc_optimizer_create(model, "adamw", nullptr, &opt));
+    ASSERT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << "zero_stage " << stage << ": " << acc_last_error_message();
+    auto full_weight = [&] {
+      acc_tensor_list* state = nullptr;
+      acc_tensor *w = nullptr, *all = nullptr;
+      EXPECT_EQ(acc_get_state_dict(acc, model, 1, &state), ACC_OK) << acc_last_error_message();
+      EXPECT_EQ(acc_tensor_list_find(state, "0.weight", &w), ACC_OK);
+      EXPECT_EQ(acc_gather(acc, w, "bf16 weight", &all), ACC_OK) << acc_last_error_message();
+      const auto values = as_floats(all);
+      for (acc_tensor* t : {w, all}) acc_tensor_free(t);
+      acc_tensor_list_free(state);
+      return values;
+    };
+    const auto before = full_weight();
+    auto [x, y] = job_batch(1);
+    bf16_backward(model, acc, rows_of(x, 3, g_rank * 8, 8), rows_of(y, 2, g_rank * 8, 8), 8);
+    ACC_ASSERT_OK(acc_optimizer_step(opt));
+    const auto after = full_weight();
+    const size_t per = after.size() / static_cast<size_t>(g_world);
+    for (size_t i = per; i < after.size(); ++i) EXPECT_EQ(after[i], after[i % per]) << "zero_stage " << stage;
+    EXPECT_NE(after, before) << "zero_stage " << stage;
+    acc_optimizer_free(opt);
+    acc_model_free(model);
+    acc_accelerator_free(acc);
   }
 }
 
