@@ -39,9 +39,10 @@ acc_status register_state_pre_hook(acc_accelerator* a, acc::CheckpointHooks::Kin
   return guarded([&] {
     auto& x = accelerator_arg(a);
     const bool save = kind == acc::CheckpointHooks::Kind::Save;
-    auto wrapped = hook_of(hook, user_data, free_user_data, save ? "the save_state pre-hook" : "the load_state pre-hook");
-    const uint64_t id = save ? x.register_save_state_pre_hook(std::move(wrapped))
-                             : x.register_load_state_pre_hook(std::move(wrapped));
+    auto wrapped =
+        hook_of(hook, user_data, free_user_data, save ? "the save_state pre-hook" : "the load_state pre-hook");
+    const uint64_t id =
+        save ? x.register_save_state_pre_hook(std::move(wrapped)) : x.register_load_state_pre_hook(std::move(wrapped));
     if (out_id) *out_id = id;
   });
 }
@@ -101,13 +102,13 @@ acc_status acc_register_load_state_pre_hook(acc_accelerator* a, acc_checkpoint_h
   return register_state_pre_hook(a, acc::CheckpointHooks::Kind::Load, hook, user_data, free_user_data, nullptr);
 }
 
-acc_status acc_register_save_state_pre_hook_removable(acc_accelerator* a, acc_checkpoint_hook_fn hook,
-                                                      void* user_data, acc_free_fn free_user_data, uint64_t* out_id) {
+acc_status acc_register_save_state_pre_hook_removable(acc_accelerator* a, acc_checkpoint_hook_fn hook, void* user_data,
+                                                      acc_free_fn free_user_data, uint64_t* out_id) {
   return register_state_pre_hook(a, acc::CheckpointHooks::Kind::Save, hook, user_data, free_user_data, out_id);
 }
 
-acc_status acc_register_load_state_pre_hook_removable(acc_accelerator* a, acc_checkpoint_hook_fn hook,
-                                                      void* user_data, acc_free_fn free_user_data, uint64_t* out_id) {
+acc_status acc_register_load_state_pre_hook_removable(acc_accelerator* a, acc_checkpoint_hook_fn hook, void* user_data,
+                                                      acc_free_fn free_user_data, uint64_t* out_id) {
   return register_state_pre_hook(a, acc::CheckpointHooks::Kind::Load, hook, user_data, free_user_data, out_id);
 }
 

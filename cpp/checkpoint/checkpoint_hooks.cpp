@@ -17,8 +17,7 @@ void CheckpointHooks::remove(uint64_t id) {
   CheckpointHook removed;  // destroyed after the lock: freeing a host's data may call back in
   {
     const std::lock_guard<std::mutex> lock(mutex_);
-    require(id >= 1 && id <= last_id_, "no state pre-hook has the id ", id, " (ids given so far: 1 to ", last_id_,
-            ")");
+    require(id >= 1 && id <= last_id_, "no state pre-hook has the id ", id, " (ids given so far: 1 to ", last_id_, ")");
     const auto it = hooks_.find(id);
     if (it == hooks_.end()) return;
     removed = std::move(it->second.second);

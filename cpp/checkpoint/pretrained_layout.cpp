@@ -10,13 +10,15 @@
 #include "common/error.h"
 #include "common/files.h"
 #include "common/json_input.h"
+#include "common/text.h"
 
 namespace acc {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-int64_t parse_size(const std::string& text) {
+int64_t parse_size(const std::string& given) {
+  const std::string text = trimmed(given);  // "4 KB" as huggingface_hub's parse_size_to_int takes it
   size_t digits = 0;
   while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) ++digits;
   require(digits > 0, "size '", text, "' must start with a number (e.g. \"10GB\", \"500MB\")");
@@ -26,8 +28,7 @@ int64_t parse_size(const std::string& text) {
   } catch (const std::exception&) {
     fail(Status::InvalidArgument, "size '", text, "' is not a number");
   }
-  std::string unit = text.substr(digits);
-  for (auto& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  const std::string unit = uppercase(trimmed(text.substr(digits)));
   const std::map<std::string, double> units = {{"", 1},         {"B", 1},          {"KB", 1e3},       {"MB", 1e6},
                                                {"GB", 1e9},     {"TB", 1e12},      {"KIB", 1024.0},   {"MIB", 1048576.0},
                                                {"GIB", 1073741824.0}, {"TIB", 1099511627776.0}};
@@ -198,10 +199,13 @@ NamedTensors load_sharded(const std::string& path) {
   std::string file = path;
   if (fs::is_directory(path, ec)) {
     const std::string staged_index = path + "/" + kStagingFolder + "/" + kIndexName;
-    if (fs::exists(path + "/" + kIndexName, ec))
-      file = path + "/" + kIndexName;
-    else if (fs::exists(path + "/model.safetensors", ec))
+    // A single file first, as transformers' from_pretrained and Accelerate's load_checkpoint_in_model
+    // read a folder: a sharded save replacing a single file removes that file only after its index
+    // is in place, so every reader reads the earlier save until then, and the new one after.
+    if (fs::exists(path + "/model.safetensors", ec))
       file = path + "/model.safetensors";
+    else if (fs::exists(path + "/" + kIndexName, ec))
+      file = path + "/" + kIndexName;
     else if (fs::is_regular_file(staged_index, ec))
       return load_index(staged_index, path);
     else

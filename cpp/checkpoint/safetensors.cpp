@@ -126,6 +126,7 @@ SafetensorsContents load_safetensors(const std::string& path) {
   std::vector<std::pair<uint64_t, uint64_t>> ranges;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
+      if (entry.is_null()) continue;  // the reference reader's Option: no metadata (non-Python writers say so)
       if (!entry.is_object()) fail(Status::Io, "'", path, "': __metadata__ must be an object of strings");
       for (const auto& [key, value] : entry.items()) {
         if (!value.is_string()) fail(Status::Io, "'", path, "': __metadata__['", key, "'] is not a string");

@@ -26,6 +26,22 @@ at::Tensor new_linear_weight(int64_t out, int64_t in) {
 
 }  // namespace
 
+namespace {
+
+// PEFT's module list in this library's text form: names separated by commas, or "re:" followed by
+// a regular expression (handed to `set_regex`). It is written into adapter_config.json: UTF-8 only.
+void read_module_names(const char* key, const std::string& text, std::vector<std::string>* names,
+                       const std::function<void(const std::string&)>& set_regex) {
+  require(is_utf8(text), key, " '", printable_utf8(text), "' is not valid UTF-8");
+  if (text.rfind("re:", 0) == 0) return set_regex(text.substr(3));
+  for (const auto& name : split_trimmed(text, ',')) {
+    require(!name.empty(), key, " '", text, "' has an empty name");
+    names->push_back(name);
+  }
+}
+
+}  // namespace
+
 const OptionTable<LoraConfig>& lora_option_table() {
   using L = LoraConfig;
   static const OptionTable<L> table(OptionsKind::Lora, [](OptionTable<L>& t) {
@@ -38,6 +54,11 @@ const OptionTable<LoraConfig>& lora_option_table() {
     t.bind("use_rslora", "scale by lora_alpha / sqrt(r)", &L::use_rslora);
     t.bind("init_lora_weights", "Kaiming A and zero B (true), N(0, 1/r) A (gaussian), or nn.Linear's", &L::init)
         .one_of({"true", "gaussian", "false"});
+    t.bind("exclude_modules", "modules left unadapted, named as target_modules are", &L::exclude_spec);
+    t.bind("base_model_name_or_path", "written to adapter_config.json (PEFT's AutoPeftModel loads it)",
+           &L::base_model_name_or_path);
+    t.bind("revision", "the base model's revision, written to adapter_config.json", &L::revision);
+    t.bind("task_type", "PEFT's task type (e.g. CAUSAL_LM), written to adapter_config.json", &L::task_type);
   });
   return table;
 }
@@ -48,16 +69,18 @@ LoraConfig LoraConfig::from(const std::string& targets, const Options& options) 
   LoraConfig config = lora_option_table().read(options);
   const std::string text = trimmed(targets);
   require(!text.empty(), "target_modules is empty: name the linear layers to adapt (e.g. \"q_proj,v_proj\")");
-  // They are written into adapter_config.json, which holds UTF-8 only.
-  require(is_utf8(text), "target_modules '", printable_utf8(text), "' is not valid UTF-8");
-  if (text.rfind("re:", 0) == 0) {
-    config.set_target_regex(text.substr(3));
-  } else {
-    for (const auto& name : split_trimmed(text, ',')) {
-      require(!name.empty(), "target_modules '", text, "' has an empty name");
-      config.target_names.push_back(name);
-    }
-  }
+  read_module_names("target_modules", text, &config.target_names,
+                    [&](const std::string& expression) { config.set_target_regex(expression); });
+  const std::string excluded = trimmed(config.exclude_spec);
+  if (!excluded.empty())
+    read_module_names("exclude_modules", excluded, &config.exclude_names,
+                      [&](const std::string& expression) { config.set_exclude_regex(expression); });
+  const std::pair<const char*, const std::string*> texts[] = {
+      {"base_model_name_or_path", &config.base_model_name_or_path},
+      {"revision", &config.revision},
+      {"task_type", &config.task_type}};
+  for (const auto& [key, value] : texts)
+    require(is_utf8(*value), key, " '", printable_utf8(*value), "' is not valid UTF-8");
   return config;
 }
 
@@ -89,13 +112,13 @@ Repetition repetition_at(const std::string& expression, size_t i, size_t* length
 // they do not match: a repeated group that holds a choice or a repetition ((a|a)*, (a+)+), many
 // choices in a row ((.|.)(.|.)...), many repetitions in a row (.*.*.*...). Module names are short
 // and PEFT's patterns simple, so patterns past these bounds are refused rather than run.
-void check_regex_cost(const std::string& expression) {
+void check_regex_cost(const std::string& expression, const char* key) {
   constexpr size_t kMaxLength = 1000, kMaxDepth = 32, kMaxRepetitions = 4, kMaxChoices = 1024;
   const auto refuse = [&](const std::string& why) {
-    fail(Status::InvalidArgument, "target_modules regular expression '", expression, "' ", why,
+    fail(Status::InvalidArgument, key, " regular expression '", expression, "' ", why,
          ", which can take exponential or high polynomial time to match: write it more simply");
   };
-  require(expression.size() <= kMaxLength, "target_modules regular expression is ", expression.size(),
+  require(expression.size() <= kMaxLength, key, " regular expression is ", expression.size(),
           " characters long (at most ", kMaxLength, ")");
   struct Group {
     size_t alternatives = 1;
@@ -121,7 +144,7 @@ void check_regex_cost(const std::string& expression) {
       open.emplace_back();
       if (i + 2 < expression.size() && expression[i + 1] == '?') i += 2;  // (?:  (?=  (?!
       if (open.size() - 1 > kMaxDepth)
-        fail(Status::InvalidArgument, "target_modules regular expression '", expression, "' nests groups deeper than ",
+        fail(Status::InvalidArgument, key, " regular expression '", expression, "' nests groups deeper than ",
              kMaxDepth);
     } else if (c == '|') {
       ++open.back().alternatives;
@@ -150,16 +173,36 @@ void check_regex_cost(const std::string& expression) {
 
 }  // namespace
 
-void LoraConfig::set_target_regex(const std::string& expression) {
-  check_regex_cost(expression);
+namespace {
+
+// A whole-name matcher for `expression` (PEFT's re.fullmatch), checked for its cost first.
+std::function<bool(const std::string&)> module_regex(const std::string& expression, const char* key) {
+  check_regex_cost(expression, key);
   std::shared_ptr<const std::regex> compiled;
   try {
     compiled = std::make_shared<const std::regex>(expression);
   } catch (const std::regex_error& e) {
-    fail(Status::InvalidArgument, "target_modules regular expression '", expression, "' is invalid: ", e.what());
+    fail(Status::InvalidArgument, key, " regular expression '", expression, "' is invalid: ", e.what());
   }
+  return [compiled](const std::string& module) { return std::regex_match(module, *compiled); };
+}
+
+bool names_match(const std::vector<std::string>& names, const std::string& module) {
+  for (const auto& name : names)
+    if (module == name || ends_with(module, "." + name)) return true;
+  return false;
+}
+
+}  // namespace
+
+void LoraConfig::set_target_regex(const std::string& expression) {
+  regex_matches = module_regex(expression, "target_modules");
   target_regex = expression;
-  regex_matches = [compiled](const std::string& module) { return std::regex_match(module, *compiled); };
+}
+
+void LoraConfig::set_exclude_regex(const std::string& expression) {
+  exclude_matches = module_regex(expression, "exclude_modules");
+  exclude_regex = expression;
 }
 
 double LoraConfig::scaling() const {
@@ -167,17 +210,20 @@ double LoraConfig::scaling() const {
 }
 
 bool LoraConfig::targets(const std::string& module) const {
-  if (regex_matches) return regex_matches(module);
-  for (const auto& name : target_names)
-    if (module == name || ends_with(module, "." + name)) return true;
-  return false;
+  // As PEFT's check_target_module_exists: an excluded module first, whatever the targets say.
+  if (exclude_matches ? exclude_matches(module) : names_match(exclude_names, module)) return false;
+  return regex_matches ? regex_matches(module) : names_match(target_names, module);
 }
 
 std::string LoraConfig::describe_targets() const {
-  if (!target_regex.empty()) return "re:" + target_regex;
-  std::string out;
-  for (const auto& name : target_names) out += (out.empty() ? "" : ",") + name;
-  return out;
+  auto describe = [](const std::string& regex, const std::vector<std::string>& names) {
+    if (!regex.empty()) return "re:" + regex;
+    std::string out;
+    for (const auto& name : names) out += (out.empty() ? "" : ",") + name;
+    return out;
+  };
+  const std::string excluded = describe(exclude_regex, exclude_names);
+  return describe(target_regex, target_names) + (excluded.empty() ? "" : " except " + excluded);
 }
 
 size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>& sites,
@@ -215,7 +261,9 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
     } else if (config.init == "gaussian") {
       a.normal_(0.0, 1.0 / static_cast<double>(config.r));
       b.zero_();
-    }
+    } else if (config.init == "eva") {
+      b.zero_();  // PEFT's placeholder until EVA's data-driven A (a loaded adapter replaces both)
+    }             // "false" keeps nn.Linear's; "orthogonal" only comes with a loaded adapter, which replaces them
     // Adapters of a half-precision layer stay float32 (PEFT's autocast_adapter_dtype).
     const bool low = site->weight.scalar_type() == at::kHalf || site->weight.scalar_type() == at::kBFloat16;
     const auto options = site->weight.options().dtype(low ? at::kFloat : site->weight.scalar_type());

@@ -31,17 +31,27 @@ struct LoraConfig {
   std::vector<std::string> target_names;
   std::string target_regex;  // set with set_target_regex
   std::function<bool(const std::string&)> regex_matches;  // target_regex, compiled once
+  // PEFT's exclude_modules, in the same two forms: a module they match gets no adapter.
+  std::vector<std::string> exclude_names;
+  std::string exclude_regex;
+  std::function<bool(const std::string&)> exclude_matches;
+  std::string exclude_spec;  // the option: names separated by commas, or "re:" and an expression
   int64_t r = 8;
   double alpha = 8;
   double dropout = 0;
   bool use_rslora = false;   // scaling alpha / sqrt(r) instead of alpha / r
-  std::string init = "true";  // PEFT's init_lora_weights: "true" (Kaiming A, zero B), "gaussian", "false"
+  // PEFT's init_lora_weights: "true" (Kaiming A, zero B), "gaussian", "false"; read from files also
+  // "eva" and "orthogonal" (initialisations the loaded weights replace, kept for the next save).
+  std::string init = "true";
+  // Kept in adapter_config.json for PEFT's AutoPeftModel (which base model, which class); "" is null.
+  std::string base_model_name_or_path, revision, task_type;
 
   // `targets`: names separated by commas, or "re:" followed by a regular expression; `options` of
   // kind lora.
   static LoraConfig from(const std::string& targets, const Options& options);
   // An invalid expression is an InvalidArgument error naming it.
   void set_target_regex(const std::string& expression);
+  void set_exclude_regex(const std::string& expression);
   double scaling() const;
   bool targets(const std::string& module) const;
   std::string describe_targets() const;

@@ -49,10 +49,11 @@ bool saved_with(const std::string& weights, const std::optional<std::string>& co
 
 json config_json(const LoraConfig& config) {
   // Every field PEFT's LoraConfig reads back, with the values this library implements.
+  auto text_or_null = [](const std::string& text) { return text.empty() ? json(nullptr) : json(text); };
   json j = {{"peft_type", "LORA"},
-            {"task_type", nullptr},
-            {"base_model_name_or_path", nullptr},
-            {"revision", nullptr},
+            {"task_type", text_or_null(config.task_type)},
+            {"base_model_name_or_path", text_or_null(config.base_model_name_or_path)},
+            {"revision", text_or_null(config.revision)},
             {"inference_mode", true},
             {"r", config.r},
             {"lora_alpha", config.alpha},
@@ -66,10 +67,18 @@ json config_json(const LoraConfig& config) {
             {"rank_pattern", json::object()},
             {"alpha_pattern", json::object()},
             {"use_dora", false}};
-  if (config.init == "gaussian") j["init_lora_weights"] = "gaussian";
-  else j["init_lora_weights"] = config.init == "true";
+  if (config.init == "true" || config.init == "false")
+    j["init_lora_weights"] = config.init == "true";
+  else
+    j["init_lora_weights"] = config.init;  // gaussian, eva, orthogonal
   if (!config.target_regex.empty()) j["target_modules"] = config.target_regex;
   else j["target_modules"] = config.target_names;
+  if (!config.exclude_regex.empty())
+    j["exclude_modules"] = config.exclude_regex;
+  else if (!config.exclude_names.empty())
+    j["exclude_modules"] = config.exclude_names;
+  else
+    j["exclude_modules"] = nullptr;
   return j;
 }
 
@@ -104,7 +113,9 @@ LoraConfig config_from_json(const json& j, const std::string& path) {
   if (flag("use_dora")) refuse("use_dora", "is true: DoRA is not supported");
   if (flag("fan_in_fan_out")) refuse("fan_in_fan_out", "is true: only nn.Linear's layout is supported");
   if (j.contains("bias") && j["bias"] != "none") refuse("bias", "must be \"none\" (trained biases are not supported)");
-  for (const char* key : {"modules_to_save", "layers_to_transform", "layers_pattern"})
+  if (flag("lora_bias")) refuse("lora_bias", "is true: trained biases on lora_B are not supported");
+  for (const char* key : {"modules_to_save", "layers_to_transform", "layers_pattern", "layer_replication",
+                          "trainable_token_indices", "target_parameters"})
     if (j.contains(key) && !j[key].is_null() && !(j[key].is_array() && j[key].empty()))
       refuse(key, "is set: it is not supported");
   for (const char* key : {"rank_pattern", "alpha_pattern"})
@@ -113,9 +124,23 @@ LoraConfig config_from_json(const json& j, const std::string& path) {
   if (j.contains("init_lora_weights")) {
     const json& init = j["init_lora_weights"];
     if (init.is_boolean()) config.init = init.get<bool>() ? "true" : "false";
-    else if (init == "gaussian") config.init = "gaussian";
-    else refuse("init_lora_weights", "must be true, false or \"gaussian\"");
+    // These initialise the adapters only (the loaded weights replace them); PiSSA, OLoRA, CorDA, LoftQ
+    // and MiCA change the base weights too, which this base model does not have.
+    else if (init == "gaussian" || init == "eva" || init == "orthogonal")
+      config.init = init.get<std::string>();
+    else
+      refuse("init_lora_weights",
+             "must be true, false, \"gaussian\", \"eva\" or \"orthogonal\" (the others "
+             "change the base model's weights)");
   }
+  auto text = [&](const char* key, std::string* out) {
+    if (!j.contains(key) || j[key].is_null()) return;
+    if (!j[key].is_string()) refuse(key, "must be a string or null");
+    *out = j[key].get<std::string>();
+  };
+  text("base_model_name_or_path", &config.base_model_name_or_path);
+  text("revision", &config.revision);
+  text("task_type", &config.task_type);
   if (!j.contains("target_modules")) refuse("target_modules", "is missing");
   const json& targets = j["target_modules"];
   if (targets.is_string()) {
@@ -132,6 +157,23 @@ LoraConfig config_from_json(const json& j, const std::string& path) {
     }
   } else {
     refuse("target_modules", "must be a regular expression or a list of module names");
+  }
+  if (j.contains("exclude_modules") && !j["exclude_modules"].is_null()) {
+    const json& excluded = j["exclude_modules"];
+    if (excluded.is_string()) {
+      try {
+        config.set_exclude_regex(excluded.get<std::string>());
+      } catch (const Error& e) {
+        fail(Status::Io, "'", path, "': ", e.what());
+      }
+    } else if (excluded.is_array()) {
+      for (const auto& name : excluded) {
+        if (!name.is_string() || name.get<std::string>().empty()) refuse("exclude_modules", "must hold module names");
+        config.exclude_names.push_back(name.get<std::string>());
+      }
+    } else {
+      refuse("exclude_modules", "must be a regular expression, a list of module names or null");
+    }
   }
   return config;
 }

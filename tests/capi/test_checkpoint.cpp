@@ -178,6 +178,21 @@ TEST(Safetensors, LaidOutAsTheReferenceWriterSoEveryTensorIsAligned) {
   std::remove(path.c_str());
 }
 
+TEST(Safetensors, ANullMetadataIsNone) {
+  // The reference reader declares __metadata__ optional: null is no metadata (Python's safetensors reads it).
+  const std::string path = temp_path("null_metadata.safetensors");
+  const float values[2] = {1.5f, -2.0f};
+  write_file(path, safetensors_bytes(R"({"__metadata__":null,"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+                                     std::string(reinterpret_cast<const char*>(values), sizeof values)));
+  acc_tensor_list* out = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors(path.c_str(), &out));
+  size_t n = 0;
+  ACC_ASSERT_OK(acc_tensor_list_size(out, &n));
+  EXPECT_EQ(n, 1u);
+  acc_tensor_list_free(out);
+  std::remove(path.c_str());
+}
+
 TEST(Safetensors, CorruptFilesAreRejectedWithTheReason) {
   const std::string path = temp_path("bad.safetensors");
   acc_tensor_list* out = nullptr;
@@ -226,7 +241,9 @@ TEST(SaveModel, ShardsAsHuggingFaceAndLoadsBack) {
   acc_model* prepared = nullptr;
   ACC_ASSERT_OK(acc_prepare_model(acc, model, ACC_PLACEMENT_DEFAULT, &prepared));
   const std::string dir = temp_path("saved_model");
-  ACC_ASSERT_OK(acc_save_model(acc, prepared, dir.c_str(), "1200B"));  // each linear weight is 1024 bytes
+  ACC_ASSERT_OK(
+      acc_save_model(acc, prepared, dir.c_str(),
+                     " 1200 b"));  // each linear weight is 1024 bytes (spaces and case as huggingface_hub takes them)
   auto files = files_in(dir);
   EXPECT_TRUE(files.count("model.safetensors.index.json"));
   EXPECT_TRUE(files.count("model-00001-of-00003.safetensors")) << files.size();
@@ -396,6 +413,44 @@ TEST(SaveModel, AStoppedSavesStagedShardsAreNeverLoaded) {
   for (acc_model* m : {model, other, loaded}) acc_model_free(m);
   acc_accelerator_free(acc);
   std::filesystem::remove_all(dir);
+}
+
+// transformers' from_pretrained and Accelerate's load_checkpoint_in_model take model.safetensors before
+// an index: so do we. A sharded save replacing a single file removes that file only after its index is
+// in place, so a save stopped in between is read as the earlier save by every reader.
+TEST(SaveModel, AFolderHoldingBothLayoutsIsReadFromItsSingleFileAsTransformersReadsIt) {
+  acc_accelerator* acc = nullptr;
+  ACC_ASSERT_OK(acc_accelerator_create(nullptr, &acc));
+  const char* spec = R"([{"type":"linear","in_features":32,"out_features":32},{"type":"relu"},
+                         {"type":"linear","in_features":32,"out_features":16}])";
+  ACC_ASSERT_OK(acc_set_seed(5));
+  acc_model *single = nullptr, *sharded = nullptr, *loaded = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(spec, &single));
+  ACC_ASSERT_OK(acc_model_from_spec(spec, &sharded));
+  ACC_ASSERT_OK(acc_model_from_spec(spec, &loaded));
+  const std::string dir = temp_path("both_layouts"), other = temp_path("both_layouts_single");
+  ACC_ASSERT_OK(acc_save_model(acc, sharded, dir.c_str(), "1000B"));
+  ACC_ASSERT_OK(acc_save_model(acc, single, other.c_str(), nullptr));
+  std::filesystem::copy_file(other + "/model.safetensors", dir + "/model.safetensors");  // the stopped save's state
+  ACC_ASSERT_OK(acc_model_load_safetensors(loaded, dir.c_str(), 1, nullptr, nullptr));
+  auto weight = [](acc_model* m) {
+    acc_tensor* t = nullptr;
+    EXPECT_EQ(acc_model_parameter(m, "2.weight", &t), ACC_OK);
+    auto values = to_floats(t);
+    acc_tensor_free(t);
+    return values;
+  };
+  EXPECT_EQ(weight(loaded), weight(single));
+  EXPECT_NE(weight(loaded), weight(sharded));
+  // The next sharded save leaves its own layout only.
+  ACC_ASSERT_OK(acc_save_model(acc, sharded, dir.c_str(), "1000B"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/model.safetensors"));
+  ACC_ASSERT_OK(acc_model_load_safetensors(loaded, dir.c_str(), 1, nullptr, nullptr));
+  EXPECT_EQ(weight(loaded), weight(sharded));
+  for (acc_model* m : {single, sharded, loaded}) acc_model_free(m);
+  acc_accelerator_free(acc);
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(other);
 }
 
 TEST(SaveModel, RoundTripsThroughSeveralShardSizes) {

@@ -475,6 +475,68 @@ TEST(Lora, DamagedOrForeignAdapterFilesChangeNothing) {
   acc_model_free(m);
 }
 
+// PEFT's exclude_modules leaves modules the targets match unadapted; the base model's name, revision
+// and task type (what PEFT's AutoPeftModel loads the base model with) travel through a load and a
+// save; init_lora_weights that only initialise the adapters ("eva", "orthogonal") load, those that
+// change the base weights and settings not implemented are refused by name.
+TEST(Lora, PeftSettingsItHonoursAreKeptAndTheOthersNamed) {
+  acc_model* m = net();
+  acc_options* o = lora_options(2, 4);
+  ACC_ASSERT_OK(acc_options_set(o, "exclude_modules", "linear1"));
+  ACC_ASSERT_OK(acc_options_set(o, "base_model_name_or_path", "my-org/tiny-model"));
+  ACC_ASSERT_OK(acc_options_set(o, "revision", "main"));
+  ACC_ASSERT_OK(acc_options_set(o, "task_type", "CAUSAL_LM"));
+  size_t count = 0;
+  ACC_ASSERT_OK(acc_model_add_lora(m, kTargets, o, &count));
+  acc_options_free(o);
+  EXPECT_EQ(count, 2u);  // 0 and out_proj: linear1 is excluded
+  train(m, 3);
+  const auto trained = outputs(m);
+  const std::string dir = acc_test::temp_path("lora_peft_settings"), again = dir + "_again";
+  fs::remove_all(dir);
+  fs::remove_all(again);
+  ACC_ASSERT_OK(acc_model_save_lora(m, dir.c_str()));
+  json config = json::parse(acc_test::read_file(dir + "/adapter_config.json"));
+  EXPECT_EQ(config["exclude_modules"], json{"linear1"});
+  EXPECT_EQ(config["base_model_name_or_path"], "my-org/tiny-model");
+  EXPECT_EQ(config["revision"], "main");
+  EXPECT_EQ(config["task_type"], "CAUSAL_LM");
+
+  // As PEFT writes them: exclude_modules as a regular expression, EVA's initialisation.
+  config["exclude_modules"] = "1\\.linear1";
+  config["init_lora_weights"] = "eva";
+  std::ofstream(dir + "/adapter_config.json") << config.dump();
+  acc_model* fresh = net();
+  ACC_ASSERT_OK(acc_model_load_lora(fresh, dir.c_str()));
+  EXPECT_EQ(outputs(fresh), trained);
+  ACC_ASSERT_OK(acc_model_save_lora(fresh, again.c_str()));
+  const json resaved = json::parse(acc_test::read_file(again + "/adapter_config.json"));
+  for (const char* key : {"exclude_modules", "init_lora_weights", "base_model_name_or_path", "revision", "task_type"})
+    EXPECT_EQ(resaved[key], config[key]) << key;
+  acc_model_free(fresh);
+
+  auto expect_refused = [&](const char* key, const json& value, const char* needle) {
+    json changed = config;
+    changed[key] = value;
+    std::ofstream(dir + "/adapter_config.json", std::ios::trunc) << changed.dump();
+    acc_model* other = net();
+    const auto names_before = acc_test::parameter_names(other);
+    ACC_EXPECT_ERROR(acc_model_load_lora(other, dir.c_str()), ACC_ERR_IO, needle);
+    EXPECT_EQ(acc_test::parameter_names(other), names_before);
+    acc_model_free(other);
+  };
+  expect_refused("init_lora_weights", "pissa", "change the base model's weights");
+  expect_refused("lora_bias", true, "lora_bias");
+  expect_refused("layer_replication", json::array({json::array({0, 1})}), "layer_replication");
+  expect_refused("target_parameters", json{"0.weight"}, "target_parameters");
+  expect_refused("trainable_token_indices", json{1, 2}, "trainable_token_indices");
+  expect_refused("exclude_modules", 3, "exclude_modules");
+  expect_refused("task_type", 7, "task_type");
+  fs::remove_all(dir);
+  fs::remove_all(again);
+  acc_model_free(m);
+}
+
 TEST(Lora, SavedModelsHoldMergedWeights) {
   acc_model* m = net();
   add_lora(m);

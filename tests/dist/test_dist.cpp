@@ -503,10 +503,10 @@ TEST(Ddp, ABf16ModelIsBroadcastAveragedAndGathered) {
   ACC_ASSERT_OK(acc_model_load_state_dict(local, state, 1));
   acc_tensor_list_free(state);
   auto [x, y] = job_batch(0);
-  const auto mine = bf16_gradient(local, nullptr, rows_of(x, 3, g_rank * 8, 8), rows_of(y, 2, g_rank * 8, 8), 8,
-                                  "0.weight");
-  const auto averaged = bf16_gradient(model, g_acc, rows_of(x, 3, g_rank * 8, 8), rows_of(y, 2, g_rank * 8, 8), 8,
-                                      "0.weight");
+  const auto mine =
+      bf16_gradient(local, nullptr, rows_of(x, 3, g_rank * 8, 8), rows_of(y, 2, g_rank * 8, 8), 8, "0.weight");
+  const auto averaged =
+      bf16_gradient(model, g_acc, rows_of(x, 3, g_rank * 8, 8), rows_of(y, 2, g_rank * 8, 8), 8, "0.weight");
   acc_tensor* mine_t = floats(mine, {static_cast<int64_t>(mine.size())});
   acc_tensor* every = nullptr;
   ACC_ASSERT_OK(acc_gather(g_acc, mine_t, "local bf16 gradients", &every));
@@ -551,7 +551,8 @@ TEST(Ddp, ABf16ModelTrainsShardedAtEveryStage) {
     ACC_ASSERT_OK(acc_model_to(model, nullptr, ACC_DTYPE_BFLOAT16));
     acc_optimizer* opt = nullptr;
     ACC_ASSERT_OK(acc_optimizer_create(model, "adamw", nullptr, &opt));
-    ASSERT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK) << "zero_stage " << stage << ": " << acc_last_error_message();
+    ASSERT_EQ(acc_prepare(acc, &model, &opt, nullptr, nullptr), ACC_OK)
+        << "zero_stage " << stage << ": " << acc_last_error_message();
     auto full_weight = [&] {
       acc_tensor_list* state = nullptr;
       acc_tensor *w = nullptr, *all = nullptr;
