@@ -98,6 +98,9 @@ using namespace accswig;
  *    handles in place
  *  - acc_tensor_from_host_borrow: zero-copy over host memory the GC may move or free; the bindings copy
  *  - acc_last_error_code: the error is read inside each wrapper call
+ *  - acc_register_save_state_pre_hook: its _removable form does the same and gives the id each
+ *    binding's RemovableHandle holds
+ *  - acc_register_load_state_pre_hook: likewise
  */
 /* The whitelist: the header's functions are reached only through the classes below; its enums and
  * version macros are wrapped as they are, less the never-valid sentinels. */

@@ -424,7 +424,9 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   init_lora_weights ("true", default: Kaiming-uniform A and zero B, so training starts from the
  *   base model; "gaussian": A ~ N(0, 1/r), zero B; "false": both as nn.Linear initialises them),
  *   lora_dropout (double, default 0: dropout on the adapted layer's input, in training mode; see
- *   acc_model_add_lora for TorchScript models).
+ *   acc_model_add_lora for TorchScript models), exclude_modules (string, default none: modules left
+ *   unadapted, named as target_modules are), base_model_name_or_path, revision, task_type (strings,
+ *   default none: written to adapter_config.json, where PEFT's AutoPeftModel reads them).
  * Keys of ACC_OPTIONS_PROFILE (Accelerate's ProfileKwargs, see acc_profile_begin):
  *   activities ("cpu", "cuda" or "cpu,cuda"; default: cpu, and cuda when the accelerator is on a GPU),
  *   schedule_wait, schedule_warmup, schedule_active, schedule_repeat, schedule_skip_first (int,

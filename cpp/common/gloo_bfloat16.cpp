@@ -79,6 +79,23 @@ std::vector<at::Tensor> widened(const std::vector<at::Tensor>& ts) {
   return out;
 }
 
+// A reduction `call` over `tensors`, through float32 copies where any is bf16.
+template <typename Call>
+WorkPtr reducing(std::vector<at::Tensor>& tensors, Call call) {
+  if (!any_bf16(tensors)) return call(tensors);
+  auto wide = widened(tensors);
+  return c10::make_intrusive<RoundedBackWork>(call(wide), wide, tensors);
+}
+
+// A data movement `call` from `inputs` to `outputs`, bf16 tensors moved as their bits.
+template <typename Outputs, typename Inputs, typename Call>
+WorkPtr moving(Outputs& outputs, Inputs& inputs, Call call) {
+  if (!any_bf16(outputs) && !any_bf16(inputs)) return call(outputs, inputs);
+  auto out = bits(outputs);
+  auto in = bits(inputs);
+  return call(out, in);
+}
+
 }  // namespace
 
 WorkPtr GlooWithBfloat16::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
@@ -88,54 +105,37 @@ WorkPtr GlooWithBfloat16::broadcast(std::vector<at::Tensor>& tensors, const c10d
 }
 
 WorkPtr GlooWithBfloat16::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
-  if (!any_bf16(tensors)) return ProcessGroupGloo::allreduce(tensors, opts);
-  auto wide = widened(tensors);
-  return c10::make_intrusive<RoundedBackWork>(ProcessGroupGloo::allreduce(wide, opts), wide, tensors);
+  return reducing(tensors, [&](auto& ts) { return ProcessGroupGloo::allreduce(ts, opts); });
 }
 
 WorkPtr GlooWithBfloat16::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                               const c10d::AllreduceCoalescedOptions& opts) {
-  if (!any_bf16(tensors)) return ProcessGroupGloo::allreduce_coalesced(tensors, opts);
-  auto wide = widened(tensors);
-  return c10::make_intrusive<RoundedBackWork>(ProcessGroupGloo::allreduce_coalesced(wide, opts), wide, tensors);
+  return reducing(tensors, [&](auto& ts) { return ProcessGroupGloo::allreduce_coalesced(ts, opts); });
 }
 
 WorkPtr GlooWithBfloat16::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
-  if (!any_bf16(tensors)) return ProcessGroupGloo::reduce(tensors, opts);
-  auto wide = widened(tensors);
-  return c10::make_intrusive<RoundedBackWork>(ProcessGroupGloo::reduce(wide, opts), wide, tensors);
+  return reducing(tensors, [&](auto& ts) { return ProcessGroupGloo::reduce(ts, opts); });
 }
 
 WorkPtr GlooWithBfloat16::allgather(TensorLists& outputs, std::vector<at::Tensor>& inputs,
                                     const c10d::AllgatherOptions& opts) {
-  if (!any_bf16(inputs) && !any_bf16(outputs)) return ProcessGroupGloo::allgather(outputs, inputs, opts);
-  auto out = bits(outputs);
-  auto in = bits(inputs);
-  return ProcessGroupGloo::allgather(out, in, opts);
+  return moving(outputs, inputs, [&](auto& out, auto& in) { return ProcessGroupGloo::allgather(out, in, opts); });
 }
 
 WorkPtr GlooWithBfloat16::allgather_coalesced(TensorLists& outputs, std::vector<at::Tensor>& inputs,
                                               const c10d::AllgatherOptions& opts) {
-  if (!any_bf16(inputs) && !any_bf16(outputs)) return ProcessGroupGloo::allgather_coalesced(outputs, inputs, opts);
-  auto out = bits(outputs);
-  auto in = bits(inputs);
-  return ProcessGroupGloo::allgather_coalesced(out, in, opts);
+  return moving(outputs, inputs,
+                [&](auto& out, auto& in) { return ProcessGroupGloo::allgather_coalesced(out, in, opts); });
 }
 
 WorkPtr GlooWithBfloat16::gather(TensorLists& outputs, std::vector<at::Tensor>& inputs,
                                  const c10d::GatherOptions& opts) {
-  if (!any_bf16(inputs) && !any_bf16(outputs)) return ProcessGroupGloo::gather(outputs, inputs, opts);
-  auto out = bits(outputs);
-  auto in = bits(inputs);
-  return ProcessGroupGloo::gather(out, in, opts);
+  return moving(outputs, inputs, [&](auto& out, auto& in) { return ProcessGroupGloo::gather(out, in, opts); });
 }
 
 WorkPtr GlooWithBfloat16::scatter(std::vector<at::Tensor>& outputs, TensorLists& inputs,
                                   const c10d::ScatterOptions& opts) {
-  if (!any_bf16(outputs) && !any_bf16(inputs)) return ProcessGroupGloo::scatter(outputs, inputs, opts);
-  auto out = bits(outputs);
-  auto in = bits(inputs);
-  return ProcessGroupGloo::scatter(out, in, opts);
+  return moving(outputs, inputs, [&](auto& out, auto& in) { return ProcessGroupGloo::scatter(out, in, opts); });
 }
 
 WorkPtr GlooWithBfloat16::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {

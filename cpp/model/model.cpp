@@ -99,9 +99,10 @@ NamedTensors Model::state_dict() const {
 
 namespace {
 
+// Every name a tensor has in the model: a tied weight under each of its names (as PyTorch's state_dict()).
 std::unordered_map<std::string, at::Tensor> own_tensors(const Model& model) {
   std::unordered_map<std::string, at::Tensor> own;
-  for (auto& entry : model.named_parameters()) own.emplace(entry.first, entry.second);
+  for (auto& entry : model.named_parameters_with_ties()) own.emplace(entry.first, entry.second);
   for (auto& entry : model.named_buffers()) own.emplace(entry.first, entry.second);
   return own;
 }
@@ -118,12 +119,20 @@ using KeyReport = std::pair<std::vector<std::string>, std::vector<std::string>>;
 KeyReport check_against(const std::unordered_map<std::string, at::Tensor>& own, const std::set<std::string>& buffers,
                         const NamedTensors& state, bool strict) {
   std::set<std::string> given, unexpected, missing;
+  std::unordered_set<const c10::TensorImpl*> given_tensors;
   for (auto& entry : state) {
     given.insert(entry.first);
-    if (!own.count(entry.first)) unexpected.insert(entry.first);
+    const auto it = own.find(entry.first);
+    if (it == own.end())
+      unexpected.insert(entry.first);
+    else
+      given_tensors.insert(it->second.unsafeGetTensorImpl());
   }
+  // A tied weight given under one of its names is not missing under the others (safetensors'
+  // save_model keeps one name of shared tensors, and its load_model counts the others loaded).
   for (auto& entry : own)
-    if (!given.count(entry.first)) missing.insert(entry.first);
+    if (!given.count(entry.first) && !given_tensors.count(entry.second.unsafeGetTensorImpl()))
+      missing.insert(entry.first);
   if (strict && (!missing.empty() || !unexpected.empty())) {
     std::string message = "state dict does not match the model:";
     if (!missing.empty()) {

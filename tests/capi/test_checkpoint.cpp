@@ -377,41 +377,52 @@ TEST(Safetensors, MutatedAndTruncatedFilesNeverCrashTheReader) {
   std::remove(path.c_str());
 }
 
-// Round trips through several shard sizes: the number of shards follows Hugging Face's rule (tensors in
-// order, a new shard when the next would overflow, a tensor larger than the limit alone), and every
-// layout loads back to the same weights.
+namespace {
+
+// Three models of one small spec (from one seed, so each has its own weights) and an accelerator
+// that saves them.
+struct ThreeModels {
+  static constexpr const char* kSpec = R"([{"type":"linear","in_features":32,"out_features":32},{"type":"relu"},
+                                          {"type":"linear","in_features":32,"out_features":16}])";
+  acc_accelerator* acc = nullptr;
+  acc_model* models[3] = {};
+
+  explicit ThreeModels(uint64_t seed) {
+    EXPECT_EQ(acc_accelerator_create(nullptr, &acc), ACC_OK);
+    EXPECT_EQ(acc_set_seed(seed), ACC_OK);
+    for (acc_model*& m : models) EXPECT_EQ(acc_model_from_spec(kSpec, &m), ACC_OK) << acc_last_error_message();
+  }
+  ~ThreeModels() {
+    for (acc_model* m : models) acc_model_free(m);
+    acc_accelerator_free(acc);
+  }
+  static std::vector<float> weight(acc_model* m) {
+    acc_tensor* t = nullptr;
+    EXPECT_EQ(acc_model_parameter(m, "2.weight", &t), ACC_OK);
+    auto values = to_floats(t);
+    acc_tensor_free(t);
+    return values;
+  }
+};
+
+}  // namespace
+
 // A sharded save writes its shards into a staging folder and moves them in at the end: a save stopped
 // on the way (its staging folder left, here with a shard of other weights) is not what loads, and
 // the next save clears it.
 TEST(SaveModel, AStoppedSavesStagedShardsAreNeverLoaded) {
-  acc_accelerator* acc = nullptr;
-  ACC_ASSERT_OK(acc_accelerator_create(nullptr, &acc));
-  const char* spec = R"([{"type":"linear","in_features":32,"out_features":32},{"type":"relu"},
-                         {"type":"linear","in_features":32,"out_features":16}])";
-  ACC_ASSERT_OK(acc_set_seed(4));
-  acc_model *model = nullptr, *other = nullptr, *loaded = nullptr;
-  ACC_ASSERT_OK(acc_model_from_spec(spec, &model));
-  ACC_ASSERT_OK(acc_model_from_spec(spec, &other));
-  ACC_ASSERT_OK(acc_model_from_spec(spec, &loaded));
+  ThreeModels t(4);
+  auto [model, other, loaded] = t.models;
   const std::string dir = temp_path("staged_save"), staging = dir + "/.accelerate-save-staging";
-  ACC_ASSERT_OK(acc_save_model(acc, model, dir.c_str(), "1000B"));
+  ACC_ASSERT_OK(acc_save_model(t.acc, model, dir.c_str(), "1000B"));
   EXPECT_FALSE(std::filesystem::exists(staging));
-  ACC_ASSERT_OK(acc_save_model(acc, other, staging.c_str(), "1000B"));  // as a stopped save leaves it
+  ACC_ASSERT_OK(acc_save_model(t.acc, other, staging.c_str(), "1000B"));  // as a stopped save leaves it
   ACC_ASSERT_OK(acc_model_load_safetensors(loaded, dir.c_str(), 1, nullptr, nullptr));
-  auto weight = [](acc_model* m) {
-    acc_tensor* t = nullptr;
-    EXPECT_EQ(acc_model_parameter(m, "0.weight", &t), ACC_OK);
-    auto values = to_floats(t);
-    acc_tensor_free(t);
-    return values;
-  };
-  EXPECT_EQ(weight(loaded), weight(model));
-  ACC_ASSERT_OK(acc_save_model(acc, other, dir.c_str(), "1000B"));
+  EXPECT_EQ(t.weight(loaded), t.weight(model));
+  ACC_ASSERT_OK(acc_save_model(t.acc, other, dir.c_str(), "1000B"));
   EXPECT_FALSE(std::filesystem::exists(staging)) << "the next save clears a stopped one's staging folder";
   ACC_ASSERT_OK(acc_model_load_safetensors(loaded, dir.c_str(), 1, nullptr, nullptr));
-  EXPECT_EQ(weight(loaded), weight(other));
-  for (acc_model* m : {model, other, loaded}) acc_model_free(m);
-  acc_accelerator_free(acc);
+  EXPECT_EQ(t.weight(loaded), t.weight(other));
   std::filesystem::remove_all(dir);
 }
 
@@ -419,40 +430,27 @@ TEST(SaveModel, AStoppedSavesStagedShardsAreNeverLoaded) {
 // an index: so do we. A sharded save replacing a single file removes that file only after its index is
 // in place, so a save stopped in between is read as the earlier save by every reader.
 TEST(SaveModel, AFolderHoldingBothLayoutsIsReadFromItsSingleFileAsTransformersReadsIt) {
-  acc_accelerator* acc = nullptr;
-  ACC_ASSERT_OK(acc_accelerator_create(nullptr, &acc));
-  const char* spec = R"([{"type":"linear","in_features":32,"out_features":32},{"type":"relu"},
-                         {"type":"linear","in_features":32,"out_features":16}])";
-  ACC_ASSERT_OK(acc_set_seed(5));
-  acc_model *single = nullptr, *sharded = nullptr, *loaded = nullptr;
-  ACC_ASSERT_OK(acc_model_from_spec(spec, &single));
-  ACC_ASSERT_OK(acc_model_from_spec(spec, &sharded));
-  ACC_ASSERT_OK(acc_model_from_spec(spec, &loaded));
+  ThreeModels t(5);
+  auto [single, sharded, loaded] = t.models;
   const std::string dir = temp_path("both_layouts"), other = temp_path("both_layouts_single");
-  ACC_ASSERT_OK(acc_save_model(acc, sharded, dir.c_str(), "1000B"));
-  ACC_ASSERT_OK(acc_save_model(acc, single, other.c_str(), nullptr));
+  ACC_ASSERT_OK(acc_save_model(t.acc, sharded, dir.c_str(), "1000B"));
+  ACC_ASSERT_OK(acc_save_model(t.acc, single, other.c_str(), nullptr));
   std::filesystem::copy_file(other + "/model.safetensors", dir + "/model.safetensors");  // the stopped save's state
   ACC_ASSERT_OK(acc_model_load_safetensors(loaded, dir.c_str(), 1, nullptr, nullptr));
-  auto weight = [](acc_model* m) {
-    acc_tensor* t = nullptr;
-    EXPECT_EQ(acc_model_parameter(m, "2.weight", &t), ACC_OK);
-    auto values = to_floats(t);
-    acc_tensor_free(t);
-    return values;
-  };
-  EXPECT_EQ(weight(loaded), weight(single));
-  EXPECT_NE(weight(loaded), weight(sharded));
+  EXPECT_EQ(t.weight(loaded), t.weight(single));
+  EXPECT_NE(t.weight(loaded), t.weight(sharded));
   // The next sharded save leaves its own layout only.
-  ACC_ASSERT_OK(acc_save_model(acc, sharded, dir.c_str(), "1000B"));
+  ACC_ASSERT_OK(acc_save_model(t.acc, sharded, dir.c_str(), "1000B"));
   EXPECT_FALSE(std::filesystem::exists(dir + "/model.safetensors"));
   ACC_ASSERT_OK(acc_model_load_safetensors(loaded, dir.c_str(), 1, nullptr, nullptr));
-  EXPECT_EQ(weight(loaded), weight(sharded));
-  for (acc_model* m : {single, sharded, loaded}) acc_model_free(m);
-  acc_accelerator_free(acc);
+  EXPECT_EQ(t.weight(loaded), t.weight(sharded));
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(other);
 }
 
+// Round trips through several shard sizes: the number of shards follows Hugging Face's rule (tensors in
+// order, a new shard when the next would overflow, a tensor larger than the limit alone), and every
+// layout loads back to the same weights.
 TEST(SaveModel, RoundTripsThroughSeveralShardSizes) {
   acc_accelerator* acc = nullptr;
   ACC_ASSERT_OK(acc_accelerator_create(nullptr, &acc));

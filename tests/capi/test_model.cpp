@@ -445,6 +445,52 @@ TEST(TorchScript, DictOutputsAreNamedAndMatchPyTorch) {
   acc_model_free(m);
 }
 
+// A tied weight loads strictly under any of its names, or all of them: Python's state_dict() lists
+// both, and safetensors' save_model keeps one (its load_model counts the others loaded).
+TEST(TorchScript, ATiedWeightLoadsUnderAnyOfItsNames) {
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_load_torchscript((acc_test::data_dir() + "/tied.pt").c_str(), &model));
+  auto state_of = [](const std::vector<std::pair<const char*, float>>& entries) {
+    acc_tensor_list* list = nullptr;
+    EXPECT_EQ(acc_tensor_list_create(&list), ACC_OK);
+    for (const auto& [name, value] : entries) {
+      acc_tensor* t = acc_test::floats(std::vector<float>(48, value), {8, 6});
+      EXPECT_EQ(acc_tensor_list_append(list, name, t), ACC_OK);
+      acc_tensor_free(t);
+    }
+    return list;
+  };
+  auto embedding = [&] {
+    acc_tensor* p = nullptr;
+    EXPECT_EQ(acc_model_parameter(model, "embed.weight", &p), ACC_OK);
+    const float first = acc_test::to_floats(p)[0];
+    acc_tensor_free(p);
+    return first;
+  };
+  for (const auto& [entries, want] : std::vector<std::pair<std::vector<std::pair<const char*, float>>, float>>{
+           {{{"head.weight", 0.5f}}, 0.5f},
+           {{{"embed.weight", 0.25f}}, 0.25f},
+           {{{"embed.weight", 0.75f}, {"head.weight", 0.75f}}, 0.75f}}) {
+    acc_tensor_list* state = state_of(entries);
+    ACC_ASSERT_OK(acc_model_load_state_dict(model, state, 1));
+    EXPECT_EQ(embedding(), want);
+    acc_tensor_list_free(state);
+  }
+  acc_tensor_list* state = state_of({{"head.weight", 1.0f}, {"tail.weight", 1.0f}});
+  ACC_EXPECT_ERROR(acc_model_load_state_dict(model, state, 1), ACC_ERR_INVALID_ARGUMENT,
+                   "unexpected keys: tail.weight");
+  acc_tensor_list_free(state);
+  // The file safetensors' save_model writes for it (one name, the other recorded in its metadata).
+  const std::string path = acc_test::temp_path("tied_save_model.safetensors");
+  state = state_of({{"head.weight", 2.0f}});
+  ACC_ASSERT_OK(acc_tensor_list_save_safetensors(state, path.c_str()));
+  acc_tensor_list_free(state);
+  ACC_ASSERT_OK(acc_model_load_safetensors(model, path.c_str(), 1, nullptr, nullptr));
+  EXPECT_EQ(embedding(), 2.0f);
+  std::remove(path.c_str());
+  acc_model_free(model);
+}
+
 // A tied weight (GPT-2's head sharing the embedding's) is one parameter, as PyTorch's
 // named_parameters lists it: stepped once per step, counted once by norms, saved once. 3 AdamW steps
 // train the exported module as PyTorch trains it (tied_steps.json).

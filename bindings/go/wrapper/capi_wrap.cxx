@@ -1319,19 +1319,19 @@ SwigDirector_SampleSource::SwigDirector_SampleSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_SampleSource_capi_125dda41dfa9e77c(intgo);
+extern "C" void Swiggo_DeleteDirector_SampleSource_capi_6710598a15b64c37(intgo);
 SwigDirector_SampleSource::~SwigDirector_SampleSource()
 {
-  Swiggo_DeleteDirector_SampleSource_capi_125dda41dfa9e77c(go_val);
+  Swiggo_DeleteDirector_SampleSource_capi_6710598a15b64c37(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorSampleSource_callback_released_capi_125dda41dfa9e77c(int);
+extern "C" void Swig_DirectorSampleSource_callback_released_capi_6710598a15b64c37(int);
 void SwigDirector_SampleSource::released() {
-  Swig_DirectorSampleSource_callback_released_capi_125dda41dfa9e77c(go_val);
+  Swig_DirectorSampleSource_callback_released_capi_6710598a15b64c37(go_val);
 }
 
-extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_125dda41dfa9e77c(int, long long index, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_6710598a15b64c37(int, long long index, acc_tensor_list *out);
 int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1340,7 +1340,7 @@ int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   
   swig_index = (int64_t)index; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorSampleSource_callback_sample_capi_125dda41dfa9e77c(go_val, swig_index, swig_out);
+  result = Swig_DirectorSampleSource_callback_sample_capi_6710598a15b64c37(go_val, swig_index, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1350,38 +1350,38 @@ SwigDirector_StreamSource::SwigDirector_StreamSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StreamSource_capi_125dda41dfa9e77c(intgo);
+extern "C" void Swiggo_DeleteDirector_StreamSource_capi_6710598a15b64c37(intgo);
 SwigDirector_StreamSource::~SwigDirector_StreamSource()
 {
-  Swiggo_DeleteDirector_StreamSource_capi_125dda41dfa9e77c(go_val);
+  Swiggo_DeleteDirector_StreamSource_capi_6710598a15b64c37(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStreamSource_callback_released_capi_125dda41dfa9e77c(int);
+extern "C" void Swig_DirectorStreamSource_callback_released_capi_6710598a15b64c37(int);
 void SwigDirector_StreamSource::released() {
-  Swig_DirectorStreamSource_callback_released_capi_125dda41dfa9e77c(go_val);
+  Swig_DirectorStreamSource_callback_released_capi_6710598a15b64c37(go_val);
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_125dda41dfa9e77c(int, long long epoch);
+extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_6710598a15b64c37(int, long long epoch);
 int SwigDirector_StreamSource::start(int64_t epoch) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_epoch;
   
   swig_epoch = (int64_t)epoch; 
-  result = Swig_DirectorStreamSource_callback_start_capi_125dda41dfa9e77c(go_val, swig_epoch);
+  result = Swig_DirectorStreamSource_callback_start_capi_6710598a15b64c37(go_val, swig_epoch);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_125dda41dfa9e77c(int, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_6710598a15b64c37(int, acc_tensor_list *out);
 int SwigDirector_StreamSource::next(acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   acc_tensor_list *swig_out;
   
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorStreamSource_callback_next_capi_125dda41dfa9e77c(go_val, swig_out);
+  result = Swig_DirectorStreamSource_callback_next_capi_6710598a15b64c37(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1391,19 +1391,19 @@ SwigDirector_Collator::SwigDirector_Collator(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Collator_capi_125dda41dfa9e77c(intgo);
+extern "C" void Swiggo_DeleteDirector_Collator_capi_6710598a15b64c37(intgo);
 SwigDirector_Collator::~SwigDirector_Collator()
 {
-  Swiggo_DeleteDirector_Collator_capi_125dda41dfa9e77c(go_val);
+  Swiggo_DeleteDirector_Collator_capi_6710598a15b64c37(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCollator_callback_released_capi_125dda41dfa9e77c(int);
+extern "C" void Swig_DirectorCollator_callback_released_capi_6710598a15b64c37(int);
 void SwigDirector_Collator::released() {
-  Swig_DirectorCollator_callback_released_capi_125dda41dfa9e77c(go_val);
+  Swig_DirectorCollator_callback_released_capi_6710598a15b64c37(go_val);
 }
 
-extern "C" intgo Swig_DirectorCollator_callback_collate_capi_125dda41dfa9e77c(int, accswig::Samples *samples, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorCollator_callback_collate_capi_6710598a15b64c37(int, accswig::Samples *samples, acc_tensor_list *out);
 int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1412,7 +1412,7 @@ int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *ou
   
   *(accswig::Samples **)&swig_samples = (accswig::Samples *)samples; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorCollator_callback_collate_capi_125dda41dfa9e77c(go_val, swig_samples, swig_out);
+  result = Swig_DirectorCollator_callback_collate_capi_6710598a15b64c37(go_val, swig_samples, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1422,38 +1422,38 @@ SwigDirector_StateHandler::SwigDirector_StateHandler(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StateHandler_capi_125dda41dfa9e77c(intgo);
+extern "C" void Swiggo_DeleteDirector_StateHandler_capi_6710598a15b64c37(intgo);
 SwigDirector_StateHandler::~SwigDirector_StateHandler()
 {
-  Swiggo_DeleteDirector_StateHandler_capi_125dda41dfa9e77c(go_val);
+  Swiggo_DeleteDirector_StateHandler_capi_6710598a15b64c37(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStateHandler_callback_released_capi_125dda41dfa9e77c(int);
+extern "C" void Swig_DirectorStateHandler_callback_released_capi_6710598a15b64c37(int);
 void SwigDirector_StateHandler::released() {
-  Swig_DirectorStateHandler_callback_released_capi_125dda41dfa9e77c(go_val);
+  Swig_DirectorStateHandler_callback_released_capi_6710598a15b64c37(go_val);
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_125dda41dfa9e77c(int, accswig::Bytes *out);
+extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_6710598a15b64c37(int, accswig::Bytes *out);
 int SwigDirector_StateHandler::save(accswig::Bytes *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_out;
   
   *(accswig::Bytes **)&swig_out = (accswig::Bytes *)out; 
-  result = Swig_DirectorStateHandler_callback_save_capi_125dda41dfa9e77c(go_val, swig_out);
+  result = Swig_DirectorStateHandler_callback_save_capi_6710598a15b64c37(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_125dda41dfa9e77c(int, accswig::Bytes *in);
+extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_6710598a15b64c37(int, accswig::Bytes *in);
 int SwigDirector_StateHandler::load(accswig::Bytes *in) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_in;
   
   *(accswig::Bytes **)&swig_in = (accswig::Bytes *)in; 
-  result = Swig_DirectorStateHandler_callback_load_capi_125dda41dfa9e77c(go_val, swig_in);
+  result = Swig_DirectorStateHandler_callback_load_capi_6710598a15b64c37(go_val, swig_in);
   c_result = (int)result; 
   return c_result;
 }
@@ -1463,19 +1463,19 @@ SwigDirector_CheckpointHook::SwigDirector_CheckpointHook(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_125dda41dfa9e77c(intgo);
+extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_6710598a15b64c37(intgo);
 SwigDirector_CheckpointHook::~SwigDirector_CheckpointHook()
 {
-  Swiggo_DeleteDirector_CheckpointHook_capi_125dda41dfa9e77c(go_val);
+  Swiggo_DeleteDirector_CheckpointHook_capi_6710598a15b64c37(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_125dda41dfa9e77c(int);
+extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_6710598a15b64c37(int);
 void SwigDirector_CheckpointHook::released() {
-  Swig_DirectorCheckpointHook_callback_released_capi_125dda41dfa9e77c(go_val);
+  Swig_DirectorCheckpointHook_callback_released_capi_6710598a15b64c37(go_val);
 }
 
-extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_125dda41dfa9e77c(int, _gostring_ dir);
+extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_6710598a15b64c37(int, _gostring_ dir);
 int SwigDirector_CheckpointHook::run(char const *dir) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1484,7 +1484,7 @@ int SwigDirector_CheckpointHook::run(char const *dir) {
   
   swig_dir = Swig_AllocateString((char*)dir, dir ? strlen((char*)dir) : 0);
   
-  result = Swig_DirectorCheckpointHook_callback_run_capi_125dda41dfa9e77c(go_val, swig_dir);
+  result = Swig_DirectorCheckpointHook_callback_run_capi_6710598a15b64c37(go_val, swig_dir);
   c_result = (int)result; 
   return c_result;
 }
@@ -1494,19 +1494,19 @@ SwigDirector_Tracker::SwigDirector_Tracker(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Tracker_capi_125dda41dfa9e77c(intgo);
+extern "C" void Swiggo_DeleteDirector_Tracker_capi_6710598a15b64c37(intgo);
 SwigDirector_Tracker::~SwigDirector_Tracker()
 {
-  Swiggo_DeleteDirector_Tracker_capi_125dda41dfa9e77c(go_val);
+  Swiggo_DeleteDirector_Tracker_capi_6710598a15b64c37(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTracker_callback_released_capi_125dda41dfa9e77c(int);
+extern "C" void Swig_DirectorTracker_callback_released_capi_6710598a15b64c37(int);
 void SwigDirector_Tracker::released() {
-  Swig_DirectorTracker_callback_released_capi_125dda41dfa9e77c(go_val);
+  Swig_DirectorTracker_callback_released_capi_6710598a15b64c37(go_val);
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_init_capi_125dda41dfa9e77c(int, _gostring_ project, _gostring_ configJson);
+extern "C" intgo Swig_DirectorTracker_callback_init_capi_6710598a15b64c37(int, _gostring_ project, _gostring_ configJson);
 int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1519,12 +1519,12 @@ int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   
   swig_configJson = Swig_AllocateString((char*)configJson, configJson ? strlen((char*)configJson) : 0);
   
-  result = Swig_DirectorTracker_callback_init_capi_125dda41dfa9e77c(go_val, swig_project, swig_configJson);
+  result = Swig_DirectorTracker_callback_init_capi_6710598a15b64c37(go_val, swig_project, swig_configJson);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_log_capi_125dda41dfa9e77c(int, accswig::Metrics *metrics, long long step);
+extern "C" intgo Swig_DirectorTracker_callback_log_capi_6710598a15b64c37(int, accswig::Metrics *metrics, long long step);
 int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1533,22 +1533,22 @@ int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   
   *(accswig::Metrics **)&swig_metrics = (accswig::Metrics *)metrics; 
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_log_capi_125dda41dfa9e77c(go_val, swig_metrics, swig_step);
+  result = Swig_DirectorTracker_callback_log_capi_6710598a15b64c37(go_val, swig_metrics, swig_step);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_finish_capi_125dda41dfa9e77c(int);
+extern "C" intgo Swig_DirectorTracker_callback_finish_capi_6710598a15b64c37(int);
 int SwigDirector_Tracker::finish() {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   
-  result = Swig_DirectorTracker_callback_finish_capi_125dda41dfa9e77c(go_val);
+  result = Swig_DirectorTracker_callback_finish_capi_6710598a15b64c37(go_val);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_logText_capi_125dda41dfa9e77c(int, accswig::Texts *arg2, long long arg3);
+extern "C" intgo Swig_DirectorTracker_callback_logText_capi_6710598a15b64c37(int, accswig::Texts *arg2, long long arg3);
 int SwigDirector_Tracker::logText(accswig::Texts *texts,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1557,7 +1557,7 @@ int SwigDirector_Tracker::logText(accswig::Texts *texts,int64_t step) {
   
   *(accswig::Texts **)&swig_arg2 = (accswig::Texts *)texts; 
   swig_arg3 = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_logText_capi_125dda41dfa9e77c(go_val, swig_arg2, swig_arg3);
+  result = Swig_DirectorTracker_callback_logText_capi_6710598a15b64c37(go_val, swig_arg2, swig_arg3);
   c_result = (int)result; 
   return c_result;
 }
@@ -1567,19 +1567,19 @@ SwigDirector_LrLambda::SwigDirector_LrLambda(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_LrLambda_capi_125dda41dfa9e77c(intgo);
+extern "C" void Swiggo_DeleteDirector_LrLambda_capi_6710598a15b64c37(intgo);
 SwigDirector_LrLambda::~SwigDirector_LrLambda()
 {
-  Swiggo_DeleteDirector_LrLambda_capi_125dda41dfa9e77c(go_val);
+  Swiggo_DeleteDirector_LrLambda_capi_6710598a15b64c37(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorLrLambda_callback_released_capi_125dda41dfa9e77c(int);
+extern "C" void Swig_DirectorLrLambda_callback_released_capi_6710598a15b64c37(int);
 void SwigDirector_LrLambda::released() {
-  Swig_DirectorLrLambda_callback_released_capi_125dda41dfa9e77c(go_val);
+  Swig_DirectorLrLambda_callback_released_capi_6710598a15b64c37(go_val);
 }
 
-extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_125dda41dfa9e77c(int, long long step, accswig::Factor *out);
+extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_6710598a15b64c37(int, long long step, accswig::Factor *out);
 int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1588,7 +1588,7 @@ int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   
   swig_step = (int64_t)step; 
   *(accswig::Factor **)&swig_out = (accswig::Factor *)out; 
-  result = Swig_DirectorLrLambda_callback_factor_capi_125dda41dfa9e77c(go_val, swig_step, swig_out);
+  result = Swig_DirectorLrLambda_callback_factor_capi_6710598a15b64c37(go_val, swig_step, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1598,19 +1598,19 @@ SwigDirector_GroupLrLambda::SwigDirector_GroupLrLambda(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_GroupLrLambda_capi_125dda41dfa9e77c(intgo);
+extern "C" void Swiggo_DeleteDirector_GroupLrLambda_capi_6710598a15b64c37(intgo);
 SwigDirector_GroupLrLambda::~SwigDirector_GroupLrLambda()
 {
-  Swiggo_DeleteDirector_GroupLrLambda_capi_125dda41dfa9e77c(go_val);
+  Swiggo_DeleteDirector_GroupLrLambda_capi_6710598a15b64c37(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorGroupLrLambda_callback_released_capi_125dda41dfa9e77c(int);
+extern "C" void Swig_DirectorGroupLrLambda_callback_released_capi_6710598a15b64c37(int);
 void SwigDirector_GroupLrLambda::released() {
-  Swig_DirectorGroupLrLambda_callback_released_capi_125dda41dfa9e77c(go_val);
+  Swig_DirectorGroupLrLambda_callback_released_capi_6710598a15b64c37(go_val);
 }
 
-extern "C" intgo Swig_DirectorGroupLrLambda_callback_factor_capi_125dda41dfa9e77c(int, long long group, long long step, accswig::Factor *out);
+extern "C" intgo Swig_DirectorGroupLrLambda_callback_factor_capi_6710598a15b64c37(int, long long group, long long step, accswig::Factor *out);
 int SwigDirector_GroupLrLambda::factor(size_t group,int64_t step,accswig::Factor *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1621,7 +1621,7 @@ int SwigDirector_GroupLrLambda::factor(size_t group,int64_t step,accswig::Factor
   swig_group = (size_t)group; 
   swig_step = (int64_t)step; 
   *(accswig::Factor **)&swig_out = (accswig::Factor *)out; 
-  result = Swig_DirectorGroupLrLambda_callback_factor_capi_125dda41dfa9e77c(go_val, swig_group, swig_step, swig_out);
+  result = Swig_DirectorGroupLrLambda_callback_factor_capi_6710598a15b64c37(go_val, swig_group, swig_step, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1631,26 +1631,26 @@ SwigDirector_TraceReady::SwigDirector_TraceReady(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_TraceReady_capi_125dda41dfa9e77c(intgo);
+extern "C" void Swiggo_DeleteDirector_TraceReady_capi_6710598a15b64c37(intgo);
 SwigDirector_TraceReady::~SwigDirector_TraceReady()
 {
-  Swiggo_DeleteDirector_TraceReady_capi_125dda41dfa9e77c(go_val);
+  Swiggo_DeleteDirector_TraceReady_capi_6710598a15b64c37(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTraceReady_callback_released_capi_125dda41dfa9e77c(int);
+extern "C" void Swig_DirectorTraceReady_callback_released_capi_6710598a15b64c37(int);
 void SwigDirector_TraceReady::released() {
-  Swig_DirectorTraceReady_callback_released_capi_125dda41dfa9e77c(go_val);
+  Swig_DirectorTraceReady_callback_released_capi_6710598a15b64c37(go_val);
 }
 
-extern "C" intgo Swig_DirectorTraceReady_callback_ready_capi_125dda41dfa9e77c(int, long long step);
+extern "C" intgo Swig_DirectorTraceReady_callback_ready_capi_6710598a15b64c37(int, long long step);
 int SwigDirector_TraceReady::ready(int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_step;
   
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTraceReady_callback_ready_capi_125dda41dfa9e77c(go_val, swig_step);
+  result = Swig_DirectorTraceReady_callback_ready_capi_6710598a15b64c37(go_val, swig_step);
   c_result = (int)result; 
   return c_result;
 }
@@ -1660,26 +1660,26 @@ SwigDirector_BatchSizeRun::SwigDirector_BatchSizeRun(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_125dda41dfa9e77c(intgo);
+extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_6710598a15b64c37(intgo);
 SwigDirector_BatchSizeRun::~SwigDirector_BatchSizeRun()
 {
-  Swiggo_DeleteDirector_BatchSizeRun_capi_125dda41dfa9e77c(go_val);
+  Swiggo_DeleteDirector_BatchSizeRun_capi_6710598a15b64c37(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_125dda41dfa9e77c(int);
+extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_6710598a15b64c37(int);
 void SwigDirector_BatchSizeRun::released() {
-  Swig_DirectorBatchSizeRun_callback_released_capi_125dda41dfa9e77c(go_val);
+  Swig_DirectorBatchSizeRun_callback_released_capi_6710598a15b64c37(go_val);
 }
 
-extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_125dda41dfa9e77c(int, long long batch_size);
+extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_6710598a15b64c37(int, long long batch_size);
 int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_batch_size;
   
   swig_batch_size = (int64_t)batch_size; 
-  result = Swig_DirectorBatchSizeRun_callback_run_capi_125dda41dfa9e77c(go_val, swig_batch_size);
+  result = Swig_DirectorBatchSizeRun_callback_run_capi_6710598a15b64c37(go_val, swig_batch_size);
   c_result = (int)result; 
   return c_result;
 }
@@ -1688,7 +1688,7 @@ int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_125dda41dfa9e77c(void *_swig_go_0) {
+void _wrap_Swig_free_capi_6710598a15b64c37(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1698,7 +1698,7 @@ void _wrap_Swig_free_capi_125dda41dfa9e77c(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_125dda41dfa9e77c(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_6710598a15b64c37(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1711,7 +1711,7 @@ void *_wrap_Swig_malloc_capi_125dda41dfa9e77c(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_ACC_OK_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_OK_capi_6710598a15b64c37() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1732,7 +1732,7 @@ intgo _wrap_ACC_OK_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_6710598a15b64c37() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1753,7 +1753,7 @@ intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_6710598a15b64c37() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1774,7 +1774,7 @@ intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_6710598a15b64c37() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1795,7 +1795,7 @@ intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_ERR_UNSUPPORTED_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_ERR_UNSUPPORTED_capi_6710598a15b64c37() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1816,7 +1816,7 @@ intgo _wrap_ACC_ERR_UNSUPPORTED_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_6710598a15b64c37() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1837,7 +1837,7 @@ intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_ERR_TIMEOUT_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_ERR_TIMEOUT_capi_6710598a15b64c37() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1858,7 +1858,7 @@ intgo _wrap_ACC_ERR_TIMEOUT_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_ERR_ABORTED_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_ERR_ABORTED_capi_6710598a15b64c37() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1879,7 +1879,7 @@ intgo _wrap_ACC_ERR_ABORTED_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_ERR_DISTRIBUTED_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_ERR_DISTRIBUTED_capi_6710598a15b64c37() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1900,7 +1900,7 @@ intgo _wrap_ACC_ERR_DISTRIBUTED_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_ERR_IO_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_ERR_IO_capi_6710598a15b64c37() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1921,7 +1921,7 @@ intgo _wrap_ACC_ERR_IO_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_6710598a15b64c37() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1942,7 +1942,7 @@ intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_ERR_INTERNAL_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_ERR_INTERNAL_capi_6710598a15b64c37() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1963,7 +1963,7 @@ intgo _wrap_ACC_ERR_INTERNAL_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UNDEFINED_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_DTYPE_UNDEFINED_capi_6710598a15b64c37() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -1984,7 +1984,7 @@ intgo _wrap_ACC_DTYPE_UNDEFINED_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT32_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_DTYPE_FLOAT32_capi_6710598a15b64c37() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2005,7 +2005,7 @@ intgo _wrap_ACC_DTYPE_FLOAT32_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT64_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_DTYPE_FLOAT64_capi_6710598a15b64c37() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2026,7 +2026,7 @@ intgo _wrap_ACC_DTYPE_FLOAT64_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BFLOAT16_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_DTYPE_BFLOAT16_capi_6710598a15b64c37() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2047,7 +2047,7 @@ intgo _wrap_ACC_DTYPE_BFLOAT16_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT16_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_DTYPE_FLOAT16_capi_6710598a15b64c37() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2068,7 +2068,7 @@ intgo _wrap_ACC_DTYPE_FLOAT16_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT64_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_DTYPE_INT64_capi_6710598a15b64c37() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2089,7 +2089,7 @@ intgo _wrap_ACC_DTYPE_INT64_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT32_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_DTYPE_INT32_capi_6710598a15b64c37() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2110,7 +2110,7 @@ intgo _wrap_ACC_DTYPE_INT32_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UINT8_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_DTYPE_UINT8_capi_6710598a15b64c37() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2131,7 +2131,7 @@ intgo _wrap_ACC_DTYPE_UINT8_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BOOL_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_DTYPE_BOOL_capi_6710598a15b64c37() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2152,7 +2152,7 @@ intgo _wrap_ACC_DTYPE_BOOL_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT8_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_DTYPE_INT8_capi_6710598a15b64c37() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2173,7 +2173,7 @@ intgo _wrap_ACC_DTYPE_INT8_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT16_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_DTYPE_INT16_capi_6710598a15b64c37() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2194,7 +2194,7 @@ intgo _wrap_ACC_DTYPE_INT16_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_NONE_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_REDUCTION_NONE_capi_6710598a15b64c37() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2215,7 +2215,7 @@ intgo _wrap_ACC_REDUCTION_NONE_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_MEAN_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_REDUCTION_MEAN_capi_6710598a15b64c37() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2236,7 +2236,7 @@ intgo _wrap_ACC_REDUCTION_MEAN_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_SUM_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_REDUCTION_SUM_capi_6710598a15b64c37() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2257,7 +2257,7 @@ intgo _wrap_ACC_REDUCTION_SUM_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ANY_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_HANDLE_ANY_capi_6710598a15b64c37() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2278,7 +2278,7 @@ intgo _wrap_ACC_HANDLE_ANY_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_HANDLE_TENSOR_capi_6710598a15b64c37() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2299,7 +2299,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_6710598a15b64c37() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2320,7 +2320,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_HANDLE_STRING_LIST_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_HANDLE_STRING_LIST_capi_6710598a15b64c37() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2341,7 +2341,7 @@ intgo _wrap_ACC_HANDLE_STRING_LIST_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIONS_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_HANDLE_OPTIONS_capi_6710598a15b64c37() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2362,7 +2362,7 @@ intgo _wrap_ACC_HANDLE_OPTIONS_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_HANDLE_MODEL_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_HANDLE_MODEL_capi_6710598a15b64c37() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2383,7 +2383,7 @@ intgo _wrap_ACC_HANDLE_MODEL_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_6710598a15b64c37() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2404,7 +2404,7 @@ intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_HANDLE_SCHEDULER_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_HANDLE_SCHEDULER_capi_6710598a15b64c37() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2425,7 +2425,7 @@ intgo _wrap_ACC_HANDLE_SCHEDULER_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATASET_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_HANDLE_DATASET_capi_6710598a15b64c37() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2446,7 +2446,7 @@ intgo _wrap_ACC_HANDLE_DATASET_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATALOADER_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_HANDLE_DATALOADER_capi_6710598a15b64c37() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2467,7 +2467,7 @@ intgo _wrap_ACC_HANDLE_DATALOADER_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_6710598a15b64c37() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2488,7 +2488,7 @@ intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_HANDLE_PROGRESS_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_HANDLE_PROGRESS_capi_6710598a15b64c37() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2509,7 +2509,7 @@ intgo _wrap_ACC_HANDLE_PROGRESS_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_HANDLE_BYTES_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_HANDLE_BYTES_capi_6710598a15b64c37() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2530,7 +2530,7 @@ intgo _wrap_ACC_HANDLE_BYTES_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_6710598a15b64c37() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2551,7 +2551,7 @@ intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_6710598a15b64c37() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2572,7 +2572,7 @@ intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_6710598a15b64c37() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2593,7 +2593,7 @@ intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_DATALOADER_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_OPTIONS_DATALOADER_capi_6710598a15b64c37() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2614,7 +2614,7 @@ intgo _wrap_ACC_OPTIONS_DATALOADER_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_6710598a15b64c37() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2635,7 +2635,7 @@ intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_LORA_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_OPTIONS_LORA_capi_6710598a15b64c37() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2656,7 +2656,7 @@ intgo _wrap_ACC_OPTIONS_LORA_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_PROFILE_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_OPTIONS_PROFILE_capi_6710598a15b64c37() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2677,7 +2677,7 @@ intgo _wrap_ACC_OPTIONS_PROFILE_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_6710598a15b64c37() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2698,7 +2698,7 @@ intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_6710598a15b64c37() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2719,7 +2719,7 @@ intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_NO_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_PLACEMENT_NO_capi_6710598a15b64c37() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2740,7 +2740,7 @@ intgo _wrap_ACC_PLACEMENT_NO_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_YES_capi_125dda41dfa9e77c() {
+intgo _wrap_ACC_PLACEMENT_YES_capi_6710598a15b64c37() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2761,7 +2761,7 @@ intgo _wrap_ACC_PLACEMENT_YES_capi_125dda41dfa9e77c() {
 }
 
 
-void _wrap_delete_Callback_capi_125dda41dfa9e77c(accswig::Callback *_swig_go_0) {
+void _wrap_delete_Callback_capi_6710598a15b64c37(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -2780,7 +2780,7 @@ void _wrap_delete_Callback_capi_125dda41dfa9e77c(accswig::Callback *_swig_go_0) 
 }
 
 
-void _wrap_Callback_released_capi_125dda41dfa9e77c(accswig::Callback *_swig_go_0) {
+void _wrap_Callback_released_capi_6710598a15b64c37(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -2799,7 +2799,7 @@ void _wrap_Callback_released_capi_125dda41dfa9e77c(accswig::Callback *_swig_go_0
 }
 
 
-accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_125dda41dfa9e77c(intgo _swig_go_0) {
+accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_6710598a15b64c37(intgo _swig_go_0) {
   int arg1 ;
   accswig::SampleSource *result = 0 ;
   accswig::SampleSource *_swig_go_result;
@@ -2821,7 +2821,7 @@ accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_125d
 }
 
 
-void _wrap_DeleteDirectorSampleSource_capi_125dda41dfa9e77c(accswig::SampleSource *_swig_go_0) {
+void _wrap_DeleteDirectorSampleSource_capi_6710598a15b64c37(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2840,7 +2840,7 @@ void _wrap_DeleteDirectorSampleSource_capi_125dda41dfa9e77c(accswig::SampleSourc
 }
 
 
-void _wrap__swig_DirectorSampleSource_upcall_Released_capi_125dda41dfa9e77c(SwigDirector_SampleSource *_swig_go_0) {
+void _wrap__swig_DirectorSampleSource_upcall_Released_capi_6710598a15b64c37(SwigDirector_SampleSource *_swig_go_0) {
   SwigDirector_SampleSource *arg1 = (SwigDirector_SampleSource *) 0 ;
   
   arg1 = *(SwigDirector_SampleSource **)&_swig_go_0; 
@@ -2859,7 +2859,7 @@ void _wrap__swig_DirectorSampleSource_upcall_Released_capi_125dda41dfa9e77c(Swig
 }
 
 
-intgo _wrap_SampleSource_sample_capi_125dda41dfa9e77c(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_SampleSource_sample_capi_6710598a15b64c37(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   int64_t arg2 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -2885,7 +2885,7 @@ intgo _wrap_SampleSource_sample_capi_125dda41dfa9e77c(accswig::SampleSource *_sw
 }
 
 
-void _wrap_delete_SampleSource_capi_125dda41dfa9e77c(accswig::SampleSource *_swig_go_0) {
+void _wrap_delete_SampleSource_capi_6710598a15b64c37(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2904,7 +2904,7 @@ void _wrap_delete_SampleSource_capi_125dda41dfa9e77c(accswig::SampleSource *_swi
 }
 
 
-void _wrap_SampleSource_released_capi_125dda41dfa9e77c(accswig::SampleSource *_swig_go_0) {
+void _wrap_SampleSource_released_capi_6710598a15b64c37(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2915,7 +2915,7 @@ void _wrap_SampleSource_released_capi_125dda41dfa9e77c(accswig::SampleSource *_s
 }
 
 
-accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_125dda41dfa9e77c(intgo _swig_go_0) {
+accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_6710598a15b64c37(intgo _swig_go_0) {
   int arg1 ;
   accswig::StreamSource *result = 0 ;
   accswig::StreamSource *_swig_go_result;
@@ -2937,7 +2937,7 @@ accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_125d
 }
 
 
-void _wrap_DeleteDirectorStreamSource_capi_125dda41dfa9e77c(accswig::StreamSource *_swig_go_0) {
+void _wrap_DeleteDirectorStreamSource_capi_6710598a15b64c37(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -2956,7 +2956,7 @@ void _wrap_DeleteDirectorStreamSource_capi_125dda41dfa9e77c(accswig::StreamSourc
 }
 
 
-void _wrap__swig_DirectorStreamSource_upcall_Released_capi_125dda41dfa9e77c(SwigDirector_StreamSource *_swig_go_0) {
+void _wrap__swig_DirectorStreamSource_upcall_Released_capi_6710598a15b64c37(SwigDirector_StreamSource *_swig_go_0) {
   SwigDirector_StreamSource *arg1 = (SwigDirector_StreamSource *) 0 ;
   
   arg1 = *(SwigDirector_StreamSource **)&_swig_go_0; 
@@ -2975,7 +2975,7 @@ void _wrap__swig_DirectorStreamSource_upcall_Released_capi_125dda41dfa9e77c(Swig
 }
 
 
-intgo _wrap_StreamSource_start_capi_125dda41dfa9e77c(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_StreamSource_start_capi_6710598a15b64c37(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   int result;
@@ -2999,7 +2999,7 @@ intgo _wrap_StreamSource_start_capi_125dda41dfa9e77c(accswig::StreamSource *_swi
 }
 
 
-intgo _wrap_StreamSource_next_capi_125dda41dfa9e77c(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
+intgo _wrap_StreamSource_next_capi_6710598a15b64c37(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   int result;
@@ -3023,7 +3023,7 @@ intgo _wrap_StreamSource_next_capi_125dda41dfa9e77c(accswig::StreamSource *_swig
 }
 
 
-void _wrap_delete_StreamSource_capi_125dda41dfa9e77c(accswig::StreamSource *_swig_go_0) {
+void _wrap_delete_StreamSource_capi_6710598a15b64c37(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -3042,7 +3042,7 @@ void _wrap_delete_StreamSource_capi_125dda41dfa9e77c(accswig::StreamSource *_swi
 }
 
 
-void _wrap_StreamSource_released_capi_125dda41dfa9e77c(accswig::StreamSource *_swig_go_0) {
+void _wrap_StreamSource_released_capi_6710598a15b64c37(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -3053,7 +3053,7 @@ void _wrap_StreamSource_released_capi_125dda41dfa9e77c(accswig::StreamSource *_s
 }
 
 
-accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_125dda41dfa9e77c(intgo _swig_go_0) {
+accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_6710598a15b64c37(intgo _swig_go_0) {
   int arg1 ;
   accswig::Collator *result = 0 ;
   accswig::Collator *_swig_go_result;
@@ -3075,7 +3075,7 @@ accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_125dda41dfa9e77c
 }
 
 
-void _wrap_DeleteDirectorCollator_capi_125dda41dfa9e77c(accswig::Collator *_swig_go_0) {
+void _wrap_DeleteDirectorCollator_capi_6710598a15b64c37(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3094,7 +3094,7 @@ void _wrap_DeleteDirectorCollator_capi_125dda41dfa9e77c(accswig::Collator *_swig
 }
 
 
-void _wrap__swig_DirectorCollator_upcall_Released_capi_125dda41dfa9e77c(SwigDirector_Collator *_swig_go_0) {
+void _wrap__swig_DirectorCollator_upcall_Released_capi_6710598a15b64c37(SwigDirector_Collator *_swig_go_0) {
   SwigDirector_Collator *arg1 = (SwigDirector_Collator *) 0 ;
   
   arg1 = *(SwigDirector_Collator **)&_swig_go_0; 
@@ -3113,7 +3113,7 @@ void _wrap__swig_DirectorCollator_upcall_Released_capi_125dda41dfa9e77c(SwigDire
 }
 
 
-intgo _wrap_Collator_collate_capi_125dda41dfa9e77c(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_Collator_collate_capi_6710598a15b64c37(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   accswig::Samples *arg2 = (accswig::Samples *) 0 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -3139,7 +3139,7 @@ intgo _wrap_Collator_collate_capi_125dda41dfa9e77c(accswig::Collator *_swig_go_0
 }
 
 
-void _wrap_delete_Collator_capi_125dda41dfa9e77c(accswig::Collator *_swig_go_0) {
+void _wrap_delete_Collator_capi_6710598a15b64c37(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3158,7 +3158,7 @@ void _wrap_delete_Collator_capi_125dda41dfa9e77c(accswig::Collator *_swig_go_0) 
 }
 
 
-void _wrap_Collator_released_capi_125dda41dfa9e77c(accswig::Collator *_swig_go_0) {
+void _wrap_Collator_released_capi_6710598a15b64c37(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3169,7 +3169,7 @@ void _wrap_Collator_released_capi_125dda41dfa9e77c(accswig::Collator *_swig_go_0
 }
 
 
-accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_125dda41dfa9e77c(intgo _swig_go_0) {
+accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_6710598a15b64c37(intgo _swig_go_0) {
   int arg1 ;
   accswig::StateHandler *result = 0 ;
   accswig::StateHandler *_swig_go_result;
@@ -3191,7 +3191,7 @@ accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_125d
 }
 
 
-void _wrap_DeleteDirectorStateHandler_capi_125dda41dfa9e77c(accswig::StateHandler *_swig_go_0) {
+void _wrap_DeleteDirectorStateHandler_capi_6710598a15b64c37(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3210,7 +3210,7 @@ void _wrap_DeleteDirectorStateHandler_capi_125dda41dfa9e77c(accswig::StateHandle
 }
 
 
-void _wrap__swig_DirectorStateHandler_upcall_Released_capi_125dda41dfa9e77c(SwigDirector_StateHandler *_swig_go_0) {
+void _wrap__swig_DirectorStateHandler_upcall_Released_capi_6710598a15b64c37(SwigDirector_StateHandler *_swig_go_0) {
   SwigDirector_StateHandler *arg1 = (SwigDirector_StateHandler *) 0 ;
   
   arg1 = *(SwigDirector_StateHandler **)&_swig_go_0; 
@@ -3229,7 +3229,7 @@ void _wrap__swig_DirectorStateHandler_upcall_Released_capi_125dda41dfa9e77c(Swig
 }
 
 
-intgo _wrap_StateHandler_save_capi_125dda41dfa9e77c(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_save_capi_6710598a15b64c37(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -3253,7 +3253,7 @@ intgo _wrap_StateHandler_save_capi_125dda41dfa9e77c(accswig::StateHandler *_swig
 }
 
 
-intgo _wrap_StateHandler_load_capi_125dda41dfa9e77c(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_load_capi_6710598a15b64c37(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -3277,7 +3277,7 @@ intgo _wrap_StateHandler_load_capi_125dda41dfa9e77c(accswig::StateHandler *_swig
 }
 
 
-void _wrap_delete_StateHandler_capi_125dda41dfa9e77c(accswig::StateHandler *_swig_go_0) {
+void _wrap_delete_StateHandler_capi_6710598a15b64c37(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3296,7 +3296,7 @@ void _wrap_delete_StateHandler_capi_125dda41dfa9e77c(accswig::StateHandler *_swi
 }
 
 
-void _wrap_StateHandler_released_capi_125dda41dfa9e77c(accswig::StateHandler *_swig_go_0) {
+void _wrap_StateHandler_released_capi_6710598a15b64c37(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3307,7 +3307,7 @@ void _wrap_StateHandler_released_capi_125dda41dfa9e77c(accswig::StateHandler *_s
 }
 
 
-accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_125dda41dfa9e77c(intgo _swig_go_0) {
+accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_6710598a15b64c37(intgo _swig_go_0) {
   int arg1 ;
   accswig::CheckpointHook *result = 0 ;
   accswig::CheckpointHook *_swig_go_result;
@@ -3329,7 +3329,7 @@ accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_cap
 }
 
 
-void _wrap_DeleteDirectorCheckpointHook_capi_125dda41dfa9e77c(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_DeleteDirectorCheckpointHook_capi_6710598a15b64c37(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3348,7 +3348,7 @@ void _wrap_DeleteDirectorCheckpointHook_capi_125dda41dfa9e77c(accswig::Checkpoin
 }
 
 
-void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_125dda41dfa9e77c(SwigDirector_CheckpointHook *_swig_go_0) {
+void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_6710598a15b64c37(SwigDirector_CheckpointHook *_swig_go_0) {
   SwigDirector_CheckpointHook *arg1 = (SwigDirector_CheckpointHook *) 0 ;
   
   arg1 = *(SwigDirector_CheckpointHook **)&_swig_go_0; 
@@ -3367,7 +3367,7 @@ void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_125dda41dfa9e77c(Sw
 }
 
 
-intgo _wrap_CheckpointHook_run_capi_125dda41dfa9e77c(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_CheckpointHook_run_capi_6710598a15b64c37(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   char *arg2 = (char *) 0 ;
   char *copy2 ;
@@ -3399,7 +3399,7 @@ intgo _wrap_CheckpointHook_run_capi_125dda41dfa9e77c(accswig::CheckpointHook *_s
 }
 
 
-void _wrap_delete_CheckpointHook_capi_125dda41dfa9e77c(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_delete_CheckpointHook_capi_6710598a15b64c37(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3418,7 +3418,7 @@ void _wrap_delete_CheckpointHook_capi_125dda41dfa9e77c(accswig::CheckpointHook *
 }
 
 
-void _wrap_CheckpointHook_released_capi_125dda41dfa9e77c(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_CheckpointHook_released_capi_6710598a15b64c37(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3429,7 +3429,7 @@ void _wrap_CheckpointHook_released_capi_125dda41dfa9e77c(accswig::CheckpointHook
 }
 
 
-accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_125dda41dfa9e77c(intgo _swig_go_0) {
+accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_6710598a15b64c37(intgo _swig_go_0) {
   int arg1 ;
   accswig::Tracker *result = 0 ;
   accswig::Tracker *_swig_go_result;
@@ -3451,7 +3451,7 @@ accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_125dda41dfa9e77c(in
 }
 
 
-void _wrap_DeleteDirectorTracker_capi_125dda41dfa9e77c(accswig::Tracker *_swig_go_0) {
+void _wrap_DeleteDirectorTracker_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3470,7 +3470,7 @@ void _wrap_DeleteDirectorTracker_capi_125dda41dfa9e77c(accswig::Tracker *_swig_g
 }
 
 
-void _wrap__swig_DirectorTracker_upcall_Released_capi_125dda41dfa9e77c(SwigDirector_Tracker *_swig_go_0) {
+void _wrap__swig_DirectorTracker_upcall_Released_capi_6710598a15b64c37(SwigDirector_Tracker *_swig_go_0) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   
   arg1 = *(SwigDirector_Tracker **)&_swig_go_0; 
@@ -3489,7 +3489,7 @@ void _wrap__swig_DirectorTracker_upcall_Released_capi_125dda41dfa9e77c(SwigDirec
 }
 
 
-intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_125dda41dfa9e77c(SwigDirector_Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
+intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_6710598a15b64c37(SwigDirector_Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   accswig::Texts *arg2 = (accswig::Texts *) 0 ;
   int64_t arg3 ;
@@ -3515,7 +3515,7 @@ intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_125dda41dfa9e77c(SwigDirec
 }
 
 
-intgo _wrap_Tracker_init_capi_125dda41dfa9e77c(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
+intgo _wrap_Tracker_init_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -3557,7 +3557,7 @@ intgo _wrap_Tracker_init_capi_125dda41dfa9e77c(accswig::Tracker *_swig_go_0, _go
 }
 
 
-intgo _wrap_Tracker_log_capi_125dda41dfa9e77c(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_log_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Metrics *arg2 = (accswig::Metrics *) 0 ;
   int64_t arg3 ;
@@ -3583,7 +3583,7 @@ intgo _wrap_Tracker_log_capi_125dda41dfa9e77c(accswig::Tracker *_swig_go_0, accs
 }
 
 
-intgo _wrap_Tracker_finish_capi_125dda41dfa9e77c(accswig::Tracker *_swig_go_0) {
+intgo _wrap_Tracker_finish_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   int result;
   intgo _swig_go_result;
@@ -3605,7 +3605,7 @@ intgo _wrap_Tracker_finish_capi_125dda41dfa9e77c(accswig::Tracker *_swig_go_0) {
 }
 
 
-intgo _wrap_Tracker_logText_capi_125dda41dfa9e77c(accswig::Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_logText_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Texts *arg2 = (accswig::Texts *) 0 ;
   int64_t arg3 ;
@@ -3631,7 +3631,7 @@ intgo _wrap_Tracker_logText_capi_125dda41dfa9e77c(accswig::Tracker *_swig_go_0, 
 }
 
 
-void _wrap_delete_Tracker_capi_125dda41dfa9e77c(accswig::Tracker *_swig_go_0) {
+void _wrap_delete_Tracker_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3650,7 +3650,7 @@ void _wrap_delete_Tracker_capi_125dda41dfa9e77c(accswig::Tracker *_swig_go_0) {
 }
 
 
-void _wrap_Tracker_released_capi_125dda41dfa9e77c(accswig::Tracker *_swig_go_0) {
+void _wrap_Tracker_released_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3661,7 +3661,7 @@ void _wrap_Tracker_released_capi_125dda41dfa9e77c(accswig::Tracker *_swig_go_0) 
 }
 
 
-accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_125dda41dfa9e77c(intgo _swig_go_0) {
+accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_6710598a15b64c37(intgo _swig_go_0) {
   int arg1 ;
   accswig::LrLambda *result = 0 ;
   accswig::LrLambda *_swig_go_result;
@@ -3683,7 +3683,7 @@ accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_125dda41dfa9e77c
 }
 
 
-void _wrap_DeleteDirectorLrLambda_capi_125dda41dfa9e77c(accswig::LrLambda *_swig_go_0) {
+void _wrap_DeleteDirectorLrLambda_capi_6710598a15b64c37(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3702,7 +3702,7 @@ void _wrap_DeleteDirectorLrLambda_capi_125dda41dfa9e77c(accswig::LrLambda *_swig
 }
 
 
-void _wrap__swig_DirectorLrLambda_upcall_Released_capi_125dda41dfa9e77c(SwigDirector_LrLambda *_swig_go_0) {
+void _wrap__swig_DirectorLrLambda_upcall_Released_capi_6710598a15b64c37(SwigDirector_LrLambda *_swig_go_0) {
   SwigDirector_LrLambda *arg1 = (SwigDirector_LrLambda *) 0 ;
   
   arg1 = *(SwigDirector_LrLambda **)&_swig_go_0; 
@@ -3721,7 +3721,7 @@ void _wrap__swig_DirectorLrLambda_upcall_Released_capi_125dda41dfa9e77c(SwigDire
 }
 
 
-intgo _wrap_LrLambda_factor_capi_125dda41dfa9e77c(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
+intgo _wrap_LrLambda_factor_capi_6710598a15b64c37(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   int64_t arg2 ;
   accswig::Factor *arg3 = (accswig::Factor *) 0 ;
@@ -3747,7 +3747,7 @@ intgo _wrap_LrLambda_factor_capi_125dda41dfa9e77c(accswig::LrLambda *_swig_go_0,
 }
 
 
-void _wrap_delete_LrLambda_capi_125dda41dfa9e77c(accswig::LrLambda *_swig_go_0) {
+void _wrap_delete_LrLambda_capi_6710598a15b64c37(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3766,7 +3766,7 @@ void _wrap_delete_LrLambda_capi_125dda41dfa9e77c(accswig::LrLambda *_swig_go_0) 
 }
 
 
-void _wrap_LrLambda_released_capi_125dda41dfa9e77c(accswig::LrLambda *_swig_go_0) {
+void _wrap_LrLambda_released_capi_6710598a15b64c37(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3777,7 +3777,7 @@ void _wrap_LrLambda_released_capi_125dda41dfa9e77c(accswig::LrLambda *_swig_go_0
 }
 
 
-accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_125dda41dfa9e77c(intgo _swig_go_0) {
+accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_6710598a15b64c37(intgo _swig_go_0) {
   int arg1 ;
   accswig::GroupLrLambda *result = 0 ;
   accswig::GroupLrLambda *_swig_go_result;
@@ -3799,7 +3799,7 @@ accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_1
 }
 
 
-void _wrap_DeleteDirectorGroupLrLambda_capi_125dda41dfa9e77c(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_DeleteDirectorGroupLrLambda_capi_6710598a15b64c37(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -3818,7 +3818,7 @@ void _wrap_DeleteDirectorGroupLrLambda_capi_125dda41dfa9e77c(accswig::GroupLrLam
 }
 
 
-void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_125dda41dfa9e77c(SwigDirector_GroupLrLambda *_swig_go_0) {
+void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_6710598a15b64c37(SwigDirector_GroupLrLambda *_swig_go_0) {
   SwigDirector_GroupLrLambda *arg1 = (SwigDirector_GroupLrLambda *) 0 ;
   
   arg1 = *(SwigDirector_GroupLrLambda **)&_swig_go_0; 
@@ -3837,7 +3837,7 @@ void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_125dda41dfa9e77c(Swi
 }
 
 
-intgo _wrap_GroupLrLambda_factor_capi_125dda41dfa9e77c(accswig::GroupLrLambda *_swig_go_0, long long _swig_go_1, long long _swig_go_2, accswig::Factor *_swig_go_3) {
+intgo _wrap_GroupLrLambda_factor_capi_6710598a15b64c37(accswig::GroupLrLambda *_swig_go_0, long long _swig_go_1, long long _swig_go_2, accswig::Factor *_swig_go_3) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   size_t arg2 ;
   int64_t arg3 ;
@@ -3865,7 +3865,7 @@ intgo _wrap_GroupLrLambda_factor_capi_125dda41dfa9e77c(accswig::GroupLrLambda *_
 }
 
 
-void _wrap_delete_GroupLrLambda_capi_125dda41dfa9e77c(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_delete_GroupLrLambda_capi_6710598a15b64c37(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -3884,7 +3884,7 @@ void _wrap_delete_GroupLrLambda_capi_125dda41dfa9e77c(accswig::GroupLrLambda *_s
 }
 
 
-void _wrap_GroupLrLambda_released_capi_125dda41dfa9e77c(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_GroupLrLambda_released_capi_6710598a15b64c37(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -3895,7 +3895,7 @@ void _wrap_GroupLrLambda_released_capi_125dda41dfa9e77c(accswig::GroupLrLambda *
 }
 
 
-accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_125dda41dfa9e77c(intgo _swig_go_0) {
+accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_6710598a15b64c37(intgo _swig_go_0) {
   int arg1 ;
   accswig::TraceReady *result = 0 ;
   accswig::TraceReady *_swig_go_result;
@@ -3917,7 +3917,7 @@ accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_125dda41df
 }
 
 
-void _wrap_DeleteDirectorTraceReady_capi_125dda41dfa9e77c(accswig::TraceReady *_swig_go_0) {
+void _wrap_DeleteDirectorTraceReady_capi_6710598a15b64c37(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -3936,7 +3936,7 @@ void _wrap_DeleteDirectorTraceReady_capi_125dda41dfa9e77c(accswig::TraceReady *_
 }
 
 
-void _wrap__swig_DirectorTraceReady_upcall_Released_capi_125dda41dfa9e77c(SwigDirector_TraceReady *_swig_go_0) {
+void _wrap__swig_DirectorTraceReady_upcall_Released_capi_6710598a15b64c37(SwigDirector_TraceReady *_swig_go_0) {
   SwigDirector_TraceReady *arg1 = (SwigDirector_TraceReady *) 0 ;
   
   arg1 = *(SwigDirector_TraceReady **)&_swig_go_0; 
@@ -3955,7 +3955,7 @@ void _wrap__swig_DirectorTraceReady_upcall_Released_capi_125dda41dfa9e77c(SwigDi
 }
 
 
-intgo _wrap_TraceReady_ready_capi_125dda41dfa9e77c(accswig::TraceReady *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_TraceReady_ready_capi_6710598a15b64c37(accswig::TraceReady *_swig_go_0, long long _swig_go_1) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   int64_t arg2 ;
   int result;
@@ -3979,7 +3979,7 @@ intgo _wrap_TraceReady_ready_capi_125dda41dfa9e77c(accswig::TraceReady *_swig_go
 }
 
 
-void _wrap_delete_TraceReady_capi_125dda41dfa9e77c(accswig::TraceReady *_swig_go_0) {
+void _wrap_delete_TraceReady_capi_6710598a15b64c37(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -3998,7 +3998,7 @@ void _wrap_delete_TraceReady_capi_125dda41dfa9e77c(accswig::TraceReady *_swig_go
 }
 
 
-void _wrap_TraceReady_released_capi_125dda41dfa9e77c(accswig::TraceReady *_swig_go_0) {
+void _wrap_TraceReady_released_capi_6710598a15b64c37(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -4009,7 +4009,7 @@ void _wrap_TraceReady_released_capi_125dda41dfa9e77c(accswig::TraceReady *_swig_
 }
 
 
-accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_125dda41dfa9e77c(intgo _swig_go_0) {
+accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_6710598a15b64c37(intgo _swig_go_0) {
   int arg1 ;
   accswig::BatchSizeRun *result = 0 ;
   accswig::BatchSizeRun *_swig_go_result;
@@ -4031,7 +4031,7 @@ accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_125d
 }
 
 
-void _wrap_DeleteDirectorBatchSizeRun_capi_125dda41dfa9e77c(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_DeleteDirectorBatchSizeRun_capi_6710598a15b64c37(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -4050,7 +4050,7 @@ void _wrap_DeleteDirectorBatchSizeRun_capi_125dda41dfa9e77c(accswig::BatchSizeRu
 }
 
 
-void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_125dda41dfa9e77c(SwigDirector_BatchSizeRun *_swig_go_0) {
+void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_6710598a15b64c37(SwigDirector_BatchSizeRun *_swig_go_0) {
   SwigDirector_BatchSizeRun *arg1 = (SwigDirector_BatchSizeRun *) 0 ;
   
   arg1 = *(SwigDirector_BatchSizeRun **)&_swig_go_0; 
@@ -4069,7 +4069,7 @@ void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_125dda41dfa9e77c(Swig
 }
 
 
-intgo _wrap_BatchSizeRun_run_capi_125dda41dfa9e77c(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_BatchSizeRun_run_capi_6710598a15b64c37(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   int64_t arg2 ;
   int result;
@@ -4093,7 +4093,7 @@ intgo _wrap_BatchSizeRun_run_capi_125dda41dfa9e77c(accswig::BatchSizeRun *_swig_
 }
 
 
-void _wrap_delete_BatchSizeRun_capi_125dda41dfa9e77c(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_delete_BatchSizeRun_capi_6710598a15b64c37(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -4112,7 +4112,7 @@ void _wrap_delete_BatchSizeRun_capi_125dda41dfa9e77c(accswig::BatchSizeRun *_swi
 }
 
 
-void _wrap_BatchSizeRun_released_capi_125dda41dfa9e77c(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_BatchSizeRun_released_capi_6710598a15b64c37(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -4123,7 +4123,7 @@ void _wrap_BatchSizeRun_released_capi_125dda41dfa9e77c(accswig::BatchSizeRun *_s
 }
 
 
-_gostring_ _wrap_Accelerate_version_capi_125dda41dfa9e77c() {
+_gostring_ _wrap_Accelerate_version_capi_6710598a15b64c37() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -4143,7 +4143,7 @@ _gostring_ _wrap_Accelerate_version_capi_125dda41dfa9e77c() {
 }
 
 
-intgo _wrap_Accelerate_abiVersion_capi_125dda41dfa9e77c() {
+intgo _wrap_Accelerate_abiVersion_capi_6710598a15b64c37() {
   int result;
   intgo _swig_go_result;
   
@@ -4163,7 +4163,7 @@ intgo _wrap_Accelerate_abiVersion_capi_125dda41dfa9e77c() {
 }
 
 
-void _wrap_Accelerate_checkAbi_capi_125dda41dfa9e77c(intgo _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_checkAbi_capi_6710598a15b64c37(intgo _swig_go_0, _gostring_* _swig_go_1) {
   int arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4194,7 +4194,7 @@ void _wrap_Accelerate_checkAbi_capi_125dda41dfa9e77c(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_Accelerate_checkBinding_capi_125dda41dfa9e77c(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerate_checkBinding_capi_6710598a15b64c37(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   int arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4235,7 +4235,7 @@ void _wrap_Accelerate_checkBinding_capi_125dda41dfa9e77c(_gostring_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_Accelerate_buildInfo_capi_125dda41dfa9e77c() {
+_gostring_ _wrap_Accelerate_buildInfo_capi_6710598a15b64c37() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -4255,7 +4255,7 @@ _gostring_ _wrap_Accelerate_buildInfo_capi_125dda41dfa9e77c() {
 }
 
 
-_gostring_ _wrap_Accelerate_statusName_capi_125dda41dfa9e77c(intgo _swig_go_0) {
+_gostring_ _wrap_Accelerate_statusName_capi_6710598a15b64c37(intgo _swig_go_0) {
   acc_status arg1 ;
   std::string result;
   _gostring_ _swig_go_result;
@@ -4277,7 +4277,7 @@ _gostring_ _wrap_Accelerate_statusName_capi_125dda41dfa9e77c(intgo _swig_go_0) {
 }
 
 
-long long _wrap_Accelerate_liveHandles_capi_125dda41dfa9e77c(intgo _swig_go_0) {
+long long _wrap_Accelerate_liveHandles_capi_6710598a15b64c37(intgo _swig_go_0) {
   acc_handle_kind arg1 ;
   int64_t result;
   long long _swig_go_result;
@@ -4299,7 +4299,7 @@ long long _wrap_Accelerate_liveHandles_capi_125dda41dfa9e77c(intgo _swig_go_0) {
 }
 
 
-void _wrap_Accelerate_setSeed_capi_125dda41dfa9e77c(long long _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setSeed_capi_6710598a15b64c37(long long _swig_go_0, _gostring_* _swig_go_1) {
   int64_t arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4330,7 +4330,7 @@ void _wrap_Accelerate_setSeed_capi_125dda41dfa9e77c(long long _swig_go_0, _gostr
 }
 
 
-void _wrap_Accelerate_setSeedWith_capi_125dda41dfa9e77c(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerate_setSeedWith_capi_6710598a15b64c37(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   int64_t arg1 ;
   bool arg2 ;
   bool arg3 ;
@@ -4365,7 +4365,7 @@ void _wrap_Accelerate_setSeedWith_capi_125dda41dfa9e77c(long long _swig_go_0, bo
 }
 
 
-acc_tensor *_wrap_Accelerate_getRandomState_capi_125dda41dfa9e77c(_gostring_* _swig_go_0) {
+acc_tensor *_wrap_Accelerate_getRandomState_capi_6710598a15b64c37(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor *result = 0 ;
@@ -4397,7 +4397,7 @@ acc_tensor *_wrap_Accelerate_getRandomState_capi_125dda41dfa9e77c(_gostring_* _s
 }
 
 
-void _wrap_Accelerate_setRandomState_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setRandomState_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4428,7 +4428,7 @@ void _wrap_Accelerate_setRandomState_capi_125dda41dfa9e77c(acc_tensor *_swig_go_
 }
 
 
-long long _wrap_Accelerate_dtypeSize_capi_125dda41dfa9e77c(intgo _swig_go_0) {
+long long _wrap_Accelerate_dtypeSize_capi_6710598a15b64c37(intgo _swig_go_0) {
   acc_dtype arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -4450,7 +4450,7 @@ long long _wrap_Accelerate_dtypeSize_capi_125dda41dfa9e77c(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_125dda41dfa9e77c() {
+_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_6710598a15b64c37() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -4470,7 +4470,7 @@ _gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_125dda41dfa9e77c() {
 }
 
 
-void _wrap_Accelerate_callbackSetError_capi_125dda41dfa9e77c(_gostring_ _swig_go_0) {
+void _wrap_Accelerate_callbackSetError_capi_6710598a15b64c37(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
   char *copy1 ;
   
@@ -4497,7 +4497,7 @@ void _wrap_Accelerate_callbackSetError_capi_125dda41dfa9e77c(_gostring_ _swig_go
 }
 
 
-long long _wrap_Accelerate_findBatchSizeWith_capi_125dda41dfa9e77c(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerate_findBatchSizeWith_capi_6710598a15b64c37(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::BatchSizeRun *arg2 = (accswig::BatchSizeRun *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4533,7 +4533,7 @@ long long _wrap_Accelerate_findBatchSizeWith_capi_125dda41dfa9e77c(long long _sw
 }
 
 
-void _wrap_delete_Accelerate_capi_125dda41dfa9e77c(accswig::Library *_swig_go_0) {
+void _wrap_delete_Accelerate_capi_6710598a15b64c37(accswig::Library *_swig_go_0) {
   accswig::Library *arg1 = (accswig::Library *) 0 ;
   
   arg1 = *(accswig::Library **)&_swig_go_0; 
@@ -4552,7 +4552,7 @@ void _wrap_delete_Accelerate_capi_125dda41dfa9e77c(accswig::Library *_swig_go_0)
 }
 
 
-long long _wrap_LoadReport_missingCount_capi_125dda41dfa9e77c(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_missingCount_capi_6710598a15b64c37(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -4574,7 +4574,7 @@ long long _wrap_LoadReport_missingCount_capi_125dda41dfa9e77c(accswig::LoadRepor
 }
 
 
-_gostring_ _wrap_LoadReport_missing_capi_125dda41dfa9e77c(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_missing_capi_6710598a15b64c37(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -4598,7 +4598,7 @@ _gostring_ _wrap_LoadReport_missing_capi_125dda41dfa9e77c(accswig::LoadReport *_
 }
 
 
-long long _wrap_LoadReport_unexpectedCount_capi_125dda41dfa9e77c(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_unexpectedCount_capi_6710598a15b64c37(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -4620,7 +4620,7 @@ long long _wrap_LoadReport_unexpectedCount_capi_125dda41dfa9e77c(accswig::LoadRe
 }
 
 
-_gostring_ _wrap_LoadReport_unexpected_capi_125dda41dfa9e77c(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_unexpected_capi_6710598a15b64c37(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -4644,7 +4644,7 @@ _gostring_ _wrap_LoadReport_unexpected_capi_125dda41dfa9e77c(accswig::LoadReport
 }
 
 
-void _wrap_delete_LoadReport_capi_125dda41dfa9e77c(accswig::LoadReport *_swig_go_0) {
+void _wrap_delete_LoadReport_capi_6710598a15b64c37(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   
   arg1 = *(accswig::LoadReport **)&_swig_go_0; 
@@ -4663,7 +4663,7 @@ void _wrap_delete_LoadReport_capi_125dda41dfa9e77c(accswig::LoadReport *_swig_go
 }
 
 
-acc_tensor *_wrap_Loss_crossEntropy_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_crossEntropy_capi_6710598a15b64c37(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4703,7 +4703,7 @@ acc_tensor *_wrap_Loss_crossEntropy_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Loss_nll_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_nll_capi_6710598a15b64c37(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4741,7 +4741,7 @@ acc_tensor *_wrap_Loss_nll_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_mse_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_mse_capi_6710598a15b64c37(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4779,7 +4779,7 @@ acc_tensor *_wrap_Loss_mse_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_l1_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_l1_capi_6710598a15b64c37(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4817,7 +4817,7 @@ acc_tensor *_wrap_Loss_l1_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, acc_tens
 }
 
 
-acc_tensor *_wrap_Loss_smoothL1_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_smoothL1_capi_6710598a15b64c37(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4857,7 +4857,7 @@ acc_tensor *_wrap_Loss_smoothL1_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, ac
 }
 
 
-acc_tensor *_wrap_Loss_huber_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_huber_capi_6710598a15b64c37(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4897,7 +4897,7 @@ acc_tensor *_wrap_Loss_huber_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, acc_t
 }
 
 
-acc_tensor *_wrap_Loss_bceWithLogits_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_bceWithLogits_capi_6710598a15b64c37(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4935,7 +4935,7 @@ acc_tensor *_wrap_Loss_bceWithLogits_capi_125dda41dfa9e77c(acc_tensor *_swig_go_
 }
 
 
-void _wrap_delete_Loss_capi_125dda41dfa9e77c(accswig::Loss *_swig_go_0) {
+void _wrap_delete_Loss_capi_6710598a15b64c37(accswig::Loss *_swig_go_0) {
   accswig::Loss *arg1 = (accswig::Loss *) 0 ;
   
   arg1 = *(accswig::Loss **)&_swig_go_0; 
@@ -4954,7 +4954,7 @@ void _wrap_delete_Loss_capi_125dda41dfa9e77c(accswig::Loss *_swig_go_0) {
 }
 
 
-void _wrap_delete_Tensor_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0) {
+void _wrap_delete_Tensor_capi_6710598a15b64c37(acc_tensor *_swig_go_0) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   
   arg1 = *(acc_tensor **)&_swig_go_0; 
@@ -4973,7 +4973,7 @@ void _wrap_delete_Tensor_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0) {
 }
 
 
-acc_tensor *_wrap_Tensor_fromFloats_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromFloats_capi_6710598a15b64c37(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   float *arg1 = (float *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5017,7 +5017,7 @@ acc_tensor *_wrap_Tensor_fromFloats_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, 
 }
 
 
-void _wrap_Tensor_copyToFloats_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToFloats_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5054,7 +5054,7 @@ void _wrap_Tensor_copyToFloats_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_fromDoubles_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromDoubles_capi_6710598a15b64c37(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   double *arg1 = (double *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5098,7 +5098,7 @@ acc_tensor *_wrap_Tensor_fromDoubles_capi_125dda41dfa9e77c(_goslice_ _swig_go_0,
 }
 
 
-void _wrap_Tensor_copyToDoubles_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToDoubles_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   double *arg2 = (double *) 0 ;
   size_t arg3 ;
@@ -5135,7 +5135,7 @@ void _wrap_Tensor_copyToDoubles_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _g
 }
 
 
-acc_tensor *_wrap_Tensor_fromLongs_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromLongs_capi_6710598a15b64c37(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5179,7 +5179,7 @@ acc_tensor *_wrap_Tensor_fromLongs_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToLongs_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToLongs_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5216,7 +5216,7 @@ void _wrap_Tensor_copyToLongs_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_fromInts_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromInts_capi_6710598a15b64c37(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int32_t *arg1 = (int32_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5260,7 +5260,7 @@ acc_tensor *_wrap_Tensor_fromInts_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, _g
 }
 
 
-void _wrap_Tensor_copyToInts_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToInts_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -5297,7 +5297,7 @@ void _wrap_Tensor_copyToInts_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gosl
 }
 
 
-acc_tensor *_wrap_Tensor_fromBytes_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromBytes_capi_6710598a15b64c37(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5341,7 +5341,7 @@ acc_tensor *_wrap_Tensor_fromBytes_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToBytes_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToBytes_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -5378,7 +5378,7 @@ void _wrap_Tensor_copyToBytes_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_zeros_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_zeros_capi_6710598a15b64c37(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   acc_dtype arg3 ;
@@ -5428,7 +5428,7 @@ acc_tensor *_wrap_Tensor_zeros_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, intgo
 }
 
 
-acc_tensor *_wrap_Tensor_rand_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_rand_capi_6710598a15b64c37(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5466,7 +5466,7 @@ acc_tensor *_wrap_Tensor_rand_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_randn_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_randn_capi_6710598a15b64c37(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5504,7 +5504,7 @@ acc_tensor *_wrap_Tensor_randn_capi_125dda41dfa9e77c(_goslice_ _swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_fromIdxFile_capi_125dda41dfa9e77c(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_fromIdxFile_capi_6710598a15b64c37(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -5546,7 +5546,7 @@ acc_tensor *_wrap_Tensor_fromIdxFile_capi_125dda41dfa9e77c(_gostring_ _swig_go_0
 }
 
 
-acc_tensor *_wrap_Tensor_fromFileMmap_capi_125dda41dfa9e77c(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Tensor_fromFileMmap_capi_6710598a15b64c37(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   acc_dtype arg3 ;
@@ -5598,7 +5598,7 @@ acc_tensor *_wrap_Tensor_fromFileMmap_capi_125dda41dfa9e77c(_gostring_ _swig_go_
 }
 
 
-long long _wrap_Tensor_ndim_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_ndim_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5632,7 +5632,7 @@ long long _wrap_Tensor_ndim_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostr
 }
 
 
-void _wrap_Tensor_copyShape_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyShape_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5669,7 +5669,7 @@ void _wrap_Tensor_copyShape_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Tensor_numel_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_numel_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5703,7 +5703,7 @@ long long _wrap_Tensor_numel_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gost
 }
 
 
-intgo _wrap_Tensor_dtype_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+intgo _wrap_Tensor_dtype_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5737,7 +5737,7 @@ intgo _wrap_Tensor_dtype_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring
 }
 
 
-_gostring_ _wrap_Tensor_device_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Tensor_device_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5771,7 +5771,7 @@ _gostring_ _wrap_Tensor_device_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _go
 }
 
 
-bool _wrap_Tensor_requiresGrad_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Tensor_requiresGrad_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5805,7 +5805,7 @@ bool _wrap_Tensor_requiresGrad_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_to_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_to_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -5851,7 +5851,7 @@ acc_tensor *_wrap_Tensor_to_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_grad_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_grad_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5885,7 +5885,7 @@ acc_tensor *_wrap_Tensor_grad_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gos
 }
 
 
-void _wrap_Tensor_backward_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Tensor_backward_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5916,7 +5916,7 @@ void _wrap_Tensor_backward_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostri
 }
 
 
-acc_tensor *_wrap_Tensor_sum_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_sum_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5950,7 +5950,7 @@ acc_tensor *_wrap_Tensor_sum_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_mean_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_mean_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5984,7 +5984,7 @@ acc_tensor *_wrap_Tensor_mean_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_reshape_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_reshape_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -6024,7 +6024,7 @@ acc_tensor *_wrap_Tensor_reshape_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _
 }
 
 
-acc_tensor *_wrap_Tensor_argmax_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_argmax_capi_6710598a15b64c37(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -6062,7 +6062,7 @@ acc_tensor *_wrap_Tensor_argmax_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, lo
 }
 
 
-long long _wrap_Tensor_countEqual_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Tensor_countEqual_capi_6710598a15b64c37(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6098,7 +6098,7 @@ long long _wrap_Tensor_countEqual_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, 
 }
 
 
-double _wrap_Tensor_item_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+double _wrap_Tensor_item_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6132,7 +6132,7 @@ double _wrap_Tensor_item_capi_125dda41dfa9e77c(acc_tensor *_swig_go_0, _gostring
 }
 
 
-acc_tensor_list *_wrap_new_TensorList_capi_125dda41dfa9e77c(_gostring_* _swig_go_0) {
+acc_tensor_list *_wrap_new_TensorList_capi_6710598a15b64c37(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor_list *result = 0 ;
@@ -6164,7 +6164,7 @@ acc_tensor_list *_wrap_new_TensorList_capi_125dda41dfa9e77c(_gostring_* _swig_go
 }
 
 
-void _wrap_delete_TensorList_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go_0) {
+void _wrap_delete_TensorList_capi_6710598a15b64c37(acc_tensor_list *_swig_go_0) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   
   arg1 = *(acc_tensor_list **)&_swig_go_0; 
@@ -6183,7 +6183,7 @@ void _wrap_delete_TensorList_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go_0) 
 }
 
 
-void _wrap_TensorList_append_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_TensorList_append_capi_6710598a15b64c37(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_tensor *arg3 = (acc_tensor *) 0 ;
@@ -6226,7 +6226,7 @@ void _wrap_TensorList_append_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go_0, 
 }
 
 
-long long _wrap_TensorList_size_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_TensorList_size_capi_6710598a15b64c37(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6260,7 +6260,7 @@ long long _wrap_TensorList_size_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go_
 }
 
 
-acc_tensor *_wrap_TensorList_get_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_get_capi_6710598a15b64c37(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6296,7 +6296,7 @@ acc_tensor *_wrap_TensorList_get_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go
 }
 
 
-_gostring_ _wrap_TensorList_name_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_TensorList_name_capi_6710598a15b64c37(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6332,7 +6332,7 @@ _gostring_ _wrap_TensorList_name_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go
 }
 
 
-acc_tensor *_wrap_TensorList_find_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_find_capi_6710598a15b64c37(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6376,7 +6376,7 @@ acc_tensor *_wrap_TensorList_find_capi_125dda41dfa9e77c(acc_tensor_list *_swig_g
 }
 
 
-void _wrap_TensorList_saveSafetensors_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_TensorList_saveSafetensors_capi_6710598a15b64c37(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6417,7 +6417,7 @@ void _wrap_TensorList_saveSafetensors_capi_125dda41dfa9e77c(acc_tensor_list *_sw
 }
 
 
-acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_125dda41dfa9e77c(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_6710598a15b64c37(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -6459,7 +6459,7 @@ acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_125dda41dfa9e77c(_gostrin
 }
 
 
-void _wrap_delete_StringList_capi_125dda41dfa9e77c(acc_string_list *_swig_go_0) {
+void _wrap_delete_StringList_capi_6710598a15b64c37(acc_string_list *_swig_go_0) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   
   arg1 = *(acc_string_list **)&_swig_go_0; 
@@ -6478,7 +6478,7 @@ void _wrap_delete_StringList_capi_125dda41dfa9e77c(acc_string_list *_swig_go_0) 
 }
 
 
-long long _wrap_StringList_size_capi_125dda41dfa9e77c(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_StringList_size_capi_6710598a15b64c37(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6512,7 +6512,7 @@ long long _wrap_StringList_size_capi_125dda41dfa9e77c(acc_string_list *_swig_go_
 }
 
 
-_gostring_ _wrap_StringList_get_capi_125dda41dfa9e77c(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_StringList_get_capi_6710598a15b64c37(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6548,7 +6548,7 @@ _gostring_ _wrap_StringList_get_capi_125dda41dfa9e77c(acc_string_list *_swig_go_
 }
 
 
-long long _wrap_StringList_byteSize_capi_125dda41dfa9e77c(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_StringList_byteSize_capi_6710598a15b64c37(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6584,7 +6584,7 @@ long long _wrap_StringList_byteSize_capi_125dda41dfa9e77c(acc_string_list *_swig
 }
 
 
-void _wrap_StringList_copyBytes_capi_125dda41dfa9e77c(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_StringList_copyBytes_capi_6710598a15b64c37(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -6623,7 +6623,7 @@ void _wrap_StringList_copyBytes_capi_125dda41dfa9e77c(acc_string_list *_swig_go_
 }
 
 
-acc_options *_wrap_new_Options_capi_125dda41dfa9e77c(intgo _swig_go_0, _gostring_* _swig_go_1) {
+acc_options *_wrap_new_Options_capi_6710598a15b64c37(intgo _swig_go_0, _gostring_* _swig_go_1) {
   acc_options_kind arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6657,7 +6657,7 @@ acc_options *_wrap_new_Options_capi_125dda41dfa9e77c(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_delete_Options_capi_125dda41dfa9e77c(acc_options *_swig_go_0) {
+void _wrap_delete_Options_capi_6710598a15b64c37(acc_options *_swig_go_0) {
   acc_options *arg1 = (acc_options *) 0 ;
   
   arg1 = *(acc_options **)&_swig_go_0; 
@@ -6676,7 +6676,7 @@ void _wrap_delete_Options_capi_125dda41dfa9e77c(acc_options *_swig_go_0) {
 }
 
 
-void _wrap_Options_setInt_capi_125dda41dfa9e77c(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setInt_capi_6710598a15b64c37(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -6719,7 +6719,7 @@ void _wrap_Options_setInt_capi_125dda41dfa9e77c(acc_options *_swig_go_0, _gostri
 }
 
 
-void _wrap_Options_setDouble_capi_125dda41dfa9e77c(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setDouble_capi_6710598a15b64c37(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -6762,7 +6762,7 @@ void _wrap_Options_setDouble_capi_125dda41dfa9e77c(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_setBool_capi_125dda41dfa9e77c(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setBool_capi_6710598a15b64c37(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -6805,7 +6805,7 @@ void _wrap_Options_setBool_capi_125dda41dfa9e77c(acc_options *_swig_go_0, _gostr
 }
 
 
-void _wrap_Options_setString_capi_125dda41dfa9e77c(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setString_capi_6710598a15b64c37(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6856,7 +6856,7 @@ void _wrap_Options_setString_capi_125dda41dfa9e77c(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_set_capi_125dda41dfa9e77c(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_set_capi_6710598a15b64c37(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -6907,7 +6907,7 @@ void _wrap_Options_set_capi_125dda41dfa9e77c(acc_options *_swig_go_0, _gostring_
 }
 
 
-_gostring_ _wrap_Options_get_capi_125dda41dfa9e77c(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Options_get_capi_6710598a15b64c37(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6951,7 +6951,7 @@ _gostring_ _wrap_Options_get_capi_125dda41dfa9e77c(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_delete_Model_capi_125dda41dfa9e77c(acc_model *_swig_go_0) {
+void _wrap_delete_Model_capi_6710598a15b64c37(acc_model *_swig_go_0) {
   acc_model *arg1 = (acc_model *) 0 ;
   
   arg1 = *(acc_model **)&_swig_go_0; 
@@ -6970,7 +6970,7 @@ void _wrap_delete_Model_capi_125dda41dfa9e77c(acc_model *_swig_go_0) {
 }
 
 
-acc_model *_wrap_Model_loadTorchscript_capi_125dda41dfa9e77c(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_loadTorchscript_capi_6710598a15b64c37(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -7012,7 +7012,7 @@ acc_model *_wrap_Model_loadTorchscript_capi_125dda41dfa9e77c(_gostring_ _swig_go
 }
 
 
-acc_model *_wrap_Model_fromSpec_capi_125dda41dfa9e77c(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_fromSpec_capi_6710598a15b64c37(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -7054,7 +7054,7 @@ acc_model *_wrap_Model_fromSpec_capi_125dda41dfa9e77c(_gostring_ _swig_go_0, _go
 }
 
 
-acc_tensor_list *_wrap_Model_forward_capi_125dda41dfa9e77c(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Model_forward_capi_6710598a15b64c37(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   unsigned int arg3 ;
@@ -7092,7 +7092,7 @@ acc_tensor_list *_wrap_Model_forward_capi_125dda41dfa9e77c(acc_model *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Model_forward1_capi_125dda41dfa9e77c(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Model_forward1_capi_6710598a15b64c37(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   unsigned int arg3 ;
@@ -7130,7 +7130,7 @@ acc_tensor *_wrap_Model_forward1_capi_125dda41dfa9e77c(acc_model *_swig_go_0, ac
 }
 
 
-void _wrap_Model_setTraining_capi_125dda41dfa9e77c(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setTraining_capi_6710598a15b64c37(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7163,7 +7163,7 @@ void _wrap_Model_setTraining_capi_125dda41dfa9e77c(acc_model *_swig_go_0, bool _
 }
 
 
-bool _wrap_Model_isTraining_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Model_isTraining_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7197,7 +7197,7 @@ bool _wrap_Model_isTraining_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostri
 }
 
 
-void _wrap_Model_setGraphOptimization_capi_125dda41dfa9e77c(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setGraphOptimization_capi_6710598a15b64c37(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7230,7 +7230,7 @@ void _wrap_Model_setGraphOptimization_capi_125dda41dfa9e77c(acc_model *_swig_go_
 }
 
 
-void _wrap_Model_updateBn_capi_125dda41dfa9e77c(acc_model *_swig_go_0, acc_dataloader *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_updateBn_capi_6710598a15b64c37(acc_model *_swig_go_0, acc_dataloader *_swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_dataloader *arg2 = (acc_dataloader *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7263,7 +7263,7 @@ void _wrap_Model_updateBn_capi_125dda41dfa9e77c(acc_model *_swig_go_0, acc_datal
 }
 
 
-void _wrap_Model_to_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_to_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -7306,7 +7306,7 @@ void _wrap_Model_to_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_ _swi
 }
 
 
-long long _wrap_Model_parameterTensorCount_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterTensorCount_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7340,7 +7340,7 @@ long long _wrap_Model_parameterTensorCount_capi_125dda41dfa9e77c(acc_model *_swi
 }
 
 
-long long _wrap_Model_parameterElementCount_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterElementCount_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7374,7 +7374,7 @@ long long _wrap_Model_parameterElementCount_capi_125dda41dfa9e77c(acc_model *_sw
 }
 
 
-acc_string_list *_wrap_Model_parameterNames_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Model_parameterNames_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7408,7 +7408,7 @@ acc_string_list *_wrap_Model_parameterNames_capi_125dda41dfa9e77c(acc_model *_sw
 }
 
 
-acc_tensor *_wrap_Model_parameter_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Model_parameter_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7452,7 +7452,7 @@ acc_tensor *_wrap_Model_parameter_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _
 }
 
 
-void _wrap_Model_zeroGrad_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_zeroGrad_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7483,7 +7483,7 @@ void _wrap_Model_zeroGrad_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring
 }
 
 
-long long _wrap_Model_setRequiresGrad_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_setRequiresGrad_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -7529,7 +7529,7 @@ long long _wrap_Model_setRequiresGrad_capi_125dda41dfa9e77c(acc_model *_swig_go_
 }
 
 
-long long _wrap_Model_addLora_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addLora_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7575,7 +7575,7 @@ long long _wrap_Model_addLora_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gost
 }
 
 
-void _wrap_Model_saveLora_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveLora_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7616,7 +7616,7 @@ void _wrap_Model_saveLora_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_loadLora_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_loadLora_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7657,7 +7657,7 @@ void _wrap_Model_loadLora_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_mergeLora_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_mergeLora_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7688,7 +7688,7 @@ void _wrap_Model_mergeLora_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostrin
 }
 
 
-long long _wrap_Model_loraCount_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_loraCount_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7722,7 +7722,7 @@ long long _wrap_Model_loraCount_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _go
 }
 
 
-acc_tensor_list *_wrap_Model_stateDict_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_Model_stateDict_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7756,7 +7756,7 @@ acc_tensor_list *_wrap_Model_stateDict_capi_125dda41dfa9e77c(acc_model *_swig_go
 }
 
 
-void _wrap_Model_loadStateDict_capi_125dda41dfa9e77c(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_loadStateDict_capi_6710598a15b64c37(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   bool arg3 ;
@@ -7791,7 +7791,7 @@ void _wrap_Model_loadStateDict_capi_125dda41dfa9e77c(acc_model *_swig_go_0, acc_
 }
 
 
-void _wrap_Model_saveTorchscript_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveTorchscript_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7832,7 +7832,7 @@ void _wrap_Model_saveTorchscript_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _g
 }
 
 
-accswig::LoadReport *_wrap_Model_loadSafetensors_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+accswig::LoadReport *_wrap_Model_loadSafetensors_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -7878,7 +7878,7 @@ accswig::LoadReport *_wrap_Model_loadSafetensors_capi_125dda41dfa9e77c(acc_model
 }
 
 
-acc_optimizer *_wrap_new_Optimizer_capi_125dda41dfa9e77c(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_new_Optimizer_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7924,7 +7924,7 @@ acc_optimizer *_wrap_new_Optimizer_capi_125dda41dfa9e77c(acc_model *_swig_go_0, 
 }
 
 
-void _wrap_delete_Optimizer_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0) {
+void _wrap_delete_Optimizer_capi_6710598a15b64c37(acc_optimizer *_swig_go_0) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   
   arg1 = *(acc_optimizer **)&_swig_go_0; 
@@ -7943,7 +7943,7 @@ void _wrap_delete_Optimizer_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0) {
 }
 
 
-void _wrap_Optimizer_addParamGroup_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, _goslice_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_addParamGroup_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, _goslice_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -7982,7 +7982,7 @@ void _wrap_Optimizer_addParamGroup_capi_125dda41dfa9e77c(acc_optimizer *_swig_go
 }
 
 
-long long _wrap_Optimizer_addParamGroupMatching_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Optimizer_addParamGroupMatching_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8028,7 +8028,7 @@ long long _wrap_Optimizer_addParamGroupMatching_capi_125dda41dfa9e77c(acc_optimi
 }
 
 
-long long _wrap_Optimizer_numParamGroups_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Optimizer_numParamGroups_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8062,7 +8062,7 @@ long long _wrap_Optimizer_numParamGroups_capi_125dda41dfa9e77c(acc_optimizer *_s
 }
 
 
-double _wrap_Optimizer_getLr_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Optimizer_getLr_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8098,7 +8098,7 @@ double _wrap_Optimizer_getLr_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, lo
 }
 
 
-void _wrap_Optimizer_setLr_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_setLr_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   double arg3 ;
@@ -8133,7 +8133,7 @@ void _wrap_Optimizer_setLr_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, long
 }
 
 
-double _wrap_Optimizer_getHyperparameter_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+double _wrap_Optimizer_getHyperparameter_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -8179,7 +8179,7 @@ double _wrap_Optimizer_getHyperparameter_capi_125dda41dfa9e77c(acc_optimizer *_s
 }
 
 
-void _wrap_Optimizer_step_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_step_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8210,7 +8210,7 @@ void _wrap_Optimizer_step_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, _gost
 }
 
 
-void _wrap_Optimizer_zeroGrad_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_zeroGrad_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8241,7 +8241,7 @@ void _wrap_Optimizer_zeroGrad_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, _
 }
 
 
-void _wrap_Optimizer_setTraining_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Optimizer_setTraining_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8274,7 +8274,7 @@ void _wrap_Optimizer_setTraining_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Optimizer_stateOf_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Optimizer_stateOf_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8328,7 +8328,7 @@ acc_tensor *_wrap_Optimizer_stateOf_capi_125dda41dfa9e77c(acc_optimizer *_swig_g
 }
 
 
-acc_string_list *_wrap_Optimizer_stateFields_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_string_list *_wrap_Optimizer_stateFields_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8372,7 +8372,7 @@ acc_string_list *_wrap_Optimizer_stateFields_capi_125dda41dfa9e77c(acc_optimizer
 }
 
 
-acc_scheduler *_wrap_new_Scheduler_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_new_Scheduler_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8418,7 +8418,7 @@ acc_scheduler *_wrap_new_Scheduler_capi_125dda41dfa9e77c(acc_optimizer *_swig_go
 }
 
 
-void _wrap_delete_Scheduler_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_0) {
+void _wrap_delete_Scheduler_capi_6710598a15b64c37(acc_scheduler *_swig_go_0) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   
   arg1 = *(acc_scheduler **)&_swig_go_0; 
@@ -8437,7 +8437,7 @@ void _wrap_delete_Scheduler_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_0) {
 }
 
 
-void _wrap_Scheduler_then_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Scheduler_then_capi_6710598a15b64c37(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -8482,7 +8482,7 @@ void _wrap_Scheduler_then_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_0, long 
 }
 
 
-void _wrap_Scheduler_chain_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Scheduler_chain_capi_6710598a15b64c37(acc_scheduler *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8525,7 +8525,7 @@ void _wrap_Scheduler_chain_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_0, _gos
 }
 
 
-void _wrap_Scheduler_step_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Scheduler_step_capi_6710598a15b64c37(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8556,7 +8556,7 @@ void _wrap_Scheduler_step_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_0, _gost
 }
 
 
-void _wrap_Scheduler_stepMetric_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Scheduler_stepMetric_capi_6710598a15b64c37(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   double arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8589,7 +8589,7 @@ void _wrap_Scheduler_stepMetric_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_0,
 }
 
 
-double _wrap_Scheduler_getLastLr_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Scheduler_getLastLr_capi_6710598a15b64c37(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8625,7 +8625,7 @@ double _wrap_Scheduler_getLastLr_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_0
 }
 
 
-long long _wrap_Scheduler_getStep_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Scheduler_getStep_capi_6710598a15b64c37(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8659,7 +8659,7 @@ long long _wrap_Scheduler_getStep_capi_125dda41dfa9e77c(acc_scheduler *_swig_go_
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8695,7 +8695,7 @@ acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_125dda41dfa9e77c(acc_optimizer 
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8731,7 +8731,7 @@ acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_125dda41dfa9e77c(acc_op
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   accswig::GroupLrLambda *arg3 = (accswig::GroupLrLambda *) 0 ;
@@ -8769,7 +8769,7 @@ acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_125dda41dfa9e77c(acc_optim
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   accswig::GroupLrLambda *arg3 = (accswig::GroupLrLambda *) 0 ;
@@ -8807,7 +8807,7 @@ acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_125dda41dfa9e77c(a
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_125dda41dfa9e77c(acc_optimizer *_swig_go_0, acc_options *_swig_go_1, accswig::LrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, acc_options *_swig_go_1, accswig::LrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   accswig::LrLambda *arg3 = (accswig::LrLambda *) 0 ;
@@ -8845,7 +8845,7 @@ acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_125dda41dfa9e77c(acc_optimiz
 }
 
 
-acc_averaged_model *_wrap_new_AveragedModel_capi_125dda41dfa9e77c(acc_model *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+acc_averaged_model *_wrap_new_AveragedModel_capi_6710598a15b64c37(acc_model *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8881,7 +8881,7 @@ acc_averaged_model *_wrap_new_AveragedModel_capi_125dda41dfa9e77c(acc_model *_sw
 }
 
 
-void _wrap_delete_AveragedModel_capi_125dda41dfa9e77c(acc_averaged_model *_swig_go_0) {
+void _wrap_delete_AveragedModel_capi_6710598a15b64c37(acc_averaged_model *_swig_go_0) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   
   arg1 = *(acc_averaged_model **)&_swig_go_0; 
@@ -8900,7 +8900,7 @@ void _wrap_delete_AveragedModel_capi_125dda41dfa9e77c(acc_averaged_model *_swig_
 }
 
 
-void _wrap_AveragedModel_update_capi_125dda41dfa9e77c(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_update_capi_6710598a15b64c37(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8933,7 +8933,7 @@ void _wrap_AveragedModel_update_capi_125dda41dfa9e77c(acc_averaged_model *_swig_
 }
 
 
-long long _wrap_AveragedModel_count_capi_125dda41dfa9e77c(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_AveragedModel_count_capi_6710598a15b64c37(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8967,7 +8967,7 @@ long long _wrap_AveragedModel_count_capi_125dda41dfa9e77c(acc_averaged_model *_s
 }
 
 
-void _wrap_AveragedModel_copyTo_capi_125dda41dfa9e77c(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_copyTo_capi_6710598a15b64c37(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9000,7 +9000,7 @@ void _wrap_AveragedModel_copyTo_capi_125dda41dfa9e77c(acc_averaged_model *_swig_
 }
 
 
-void _wrap_AveragedModel_swap_capi_125dda41dfa9e77c(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_swap_capi_6710598a15b64c37(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9033,7 +9033,7 @@ void _wrap_AveragedModel_swap_capi_125dda41dfa9e77c(acc_averaged_model *_swig_go
 }
 
 
-acc_tensor_list *_wrap_AveragedModel_stateDict_capi_125dda41dfa9e77c(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_AveragedModel_stateDict_capi_6710598a15b64c37(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9067,7 +9067,7 @@ acc_tensor_list *_wrap_AveragedModel_stateDict_capi_125dda41dfa9e77c(acc_average
 }
 
 
-void _wrap_AveragedModel_loadStateDict_capi_125dda41dfa9e77c(acc_averaged_model *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_loadStateDict_capi_6710598a15b64c37(acc_averaged_model *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9100,7 +9100,7 @@ void _wrap_AveragedModel_loadStateDict_capi_125dda41dfa9e77c(acc_averaged_model 
 }
 
 
-void _wrap_delete_Dataset_capi_125dda41dfa9e77c(acc_dataset *_swig_go_0) {
+void _wrap_delete_Dataset_capi_6710598a15b64c37(acc_dataset *_swig_go_0) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   
   arg1 = *(acc_dataset **)&_swig_go_0; 
@@ -9119,7 +9119,7 @@ void _wrap_delete_Dataset_capi_125dda41dfa9e77c(acc_dataset *_swig_go_0) {
 }
 
 
-acc_dataset *_wrap_Dataset_fromTensors_capi_125dda41dfa9e77c(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+acc_dataset *_wrap_Dataset_fromTensors_capi_6710598a15b64c37(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9153,7 +9153,7 @@ acc_dataset *_wrap_Dataset_fromTensors_capi_125dda41dfa9e77c(acc_tensor_list *_s
 }
 
 
-acc_dataset *_wrap_Dataset_fromIdx_capi_125dda41dfa9e77c(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromIdx_capi_6710598a15b64c37(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9205,7 +9205,7 @@ acc_dataset *_wrap_Dataset_fromIdx_capi_125dda41dfa9e77c(_gostring_ _swig_go_0, 
 }
 
 
-acc_dataset *_wrap_Dataset_fromSampleSource_capi_125dda41dfa9e77c(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromSampleSource_capi_6710598a15b64c37(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::SampleSource *arg2 = (accswig::SampleSource *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9241,7 +9241,7 @@ acc_dataset *_wrap_Dataset_fromSampleSource_capi_125dda41dfa9e77c(long long _swi
 }
 
 
-acc_dataset *_wrap_Dataset_fromStreamSource_capi_125dda41dfa9e77c(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromStreamSource_capi_6710598a15b64c37(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9277,7 +9277,7 @@ acc_dataset *_wrap_Dataset_fromStreamSource_capi_125dda41dfa9e77c(accswig::Strea
 }
 
 
-acc_dataset *_wrap_Dataset_subset_capi_125dda41dfa9e77c(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataset *_wrap_Dataset_subset_capi_6710598a15b64c37(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -9315,7 +9315,7 @@ acc_dataset *_wrap_Dataset_subset_capi_125dda41dfa9e77c(acc_dataset *_swig_go_0,
 }
 
 
-long long _wrap_Dataset_size_capi_125dda41dfa9e77c(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Dataset_size_capi_6710598a15b64c37(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9349,7 +9349,7 @@ long long _wrap_Dataset_size_capi_125dda41dfa9e77c(acc_dataset *_swig_go_0, _gos
 }
 
 
-acc_tensor_list *_wrap_Dataset_get_capi_125dda41dfa9e77c(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor_list *_wrap_Dataset_get_capi_6710598a15b64c37(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9385,7 +9385,7 @@ acc_tensor_list *_wrap_Dataset_get_capi_125dda41dfa9e77c(acc_dataset *_swig_go_0
 }
 
 
-acc_dataloader *_wrap_new_DataLoader_capi_125dda41dfa9e77c(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataloader *_wrap_new_DataLoader_capi_6710598a15b64c37(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9421,7 +9421,7 @@ acc_dataloader *_wrap_new_DataLoader_capi_125dda41dfa9e77c(acc_dataset *_swig_go
 }
 
 
-void _wrap_delete_DataLoader_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0) {
+void _wrap_delete_DataLoader_capi_6710598a15b64c37(acc_dataloader *_swig_go_0) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   
   arg1 = *(acc_dataloader **)&_swig_go_0; 
@@ -9440,7 +9440,7 @@ void _wrap_delete_DataLoader_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0) {
 }
 
 
-acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_125dda41dfa9e77c(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_6710598a15b64c37(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -9488,7 +9488,7 @@ acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_125dda41dfa9e77c(acc_datas
 }
 
 
-acc_tensor_list *_wrap_DataLoader_next_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_DataLoader_next_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9522,7 +9522,7 @@ acc_tensor_list *_wrap_DataLoader_next_capi_125dda41dfa9e77c(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_length_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_length_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9556,7 +9556,7 @@ long long _wrap_DataLoader_length_capi_125dda41dfa9e77c(acc_dataloader *_swig_go
 }
 
 
-long long _wrap_DataLoader_epoch_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_epoch_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9590,7 +9590,7 @@ long long _wrap_DataLoader_epoch_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_setEpoch_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setEpoch_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9623,7 +9623,7 @@ void _wrap_DataLoader_setEpoch_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0,
 }
 
 
-void _wrap_DataLoader_setCollator_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setCollator_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   accswig::Collator *arg2 = (accswig::Collator *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9656,7 +9656,7 @@ void _wrap_DataLoader_setCollator_capi_125dda41dfa9e77c(acc_dataloader *_swig_go
 }
 
 
-void _wrap_DataLoader_skipFirstBatches_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_skipFirstBatches_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9689,7 +9689,7 @@ void _wrap_DataLoader_skipFirstBatches_capi_125dda41dfa9e77c(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_totalBatchSize_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalBatchSize_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9723,7 +9723,7 @@ long long _wrap_DataLoader_totalBatchSize_capi_125dda41dfa9e77c(acc_dataloader *
 }
 
 
-long long _wrap_DataLoader_totalDatasetLength_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalDatasetLength_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9757,7 +9757,7 @@ long long _wrap_DataLoader_totalDatasetLength_capi_125dda41dfa9e77c(acc_dataload
 }
 
 
-bool _wrap_DataLoader_endOfEpoch_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_endOfEpoch_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9791,7 +9791,7 @@ bool _wrap_DataLoader_endOfEpoch_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_endEpoch_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_DataLoader_endEpoch_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9822,7 +9822,7 @@ void _wrap_DataLoader_endEpoch_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0,
 }
 
 
-bool _wrap_DataLoader_inEpoch_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_inEpoch_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9856,7 +9856,7 @@ bool _wrap_DataLoader_inEpoch_capi_125dda41dfa9e77c(acc_dataloader *_swig_go_0, 
 }
 
 
-acc_accelerator *_wrap_new_Accelerator_capi_125dda41dfa9e77c(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
+acc_accelerator *_wrap_new_Accelerator_capi_6710598a15b64c37(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
   acc_options *arg1 = (acc_options *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9890,7 +9890,7 @@ acc_accelerator *_wrap_new_Accelerator_capi_125dda41dfa9e77c(acc_options *_swig_
 }
 
 
-void _wrap_delete_Accelerator_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0) {
+void _wrap_delete_Accelerator_capi_6710598a15b64c37(acc_accelerator *_swig_go_0) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
@@ -9909,7 +9909,7 @@ void _wrap_delete_Accelerator_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Accelerator_device_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_device_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9943,7 +9943,7 @@ _gostring_ _wrap_Accelerator_device_capi_125dda41dfa9e77c(acc_accelerator *_swig
 }
 
 
-_gostring_ _wrap_Accelerator_distributedType_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_distributedType_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9977,7 +9977,7 @@ _gostring_ _wrap_Accelerator_distributedType_capi_125dda41dfa9e77c(acc_accelerat
 }
 
 
-_gostring_ _wrap_Accelerator_mixedPrecision_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_mixedPrecision_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10011,7 +10011,7 @@ _gostring_ _wrap_Accelerator_mixedPrecision_capi_125dda41dfa9e77c(acc_accelerato
 }
 
 
-long long _wrap_Accelerator_processIndex_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_processIndex_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10045,7 +10045,7 @@ long long _wrap_Accelerator_processIndex_capi_125dda41dfa9e77c(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_numProcesses_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_numProcesses_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10079,7 +10079,7 @@ long long _wrap_Accelerator_numProcesses_capi_125dda41dfa9e77c(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_localProcessIndex_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_localProcessIndex_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10113,7 +10113,7 @@ long long _wrap_Accelerator_localProcessIndex_capi_125dda41dfa9e77c(acc_accelera
 }
 
 
-bool _wrap_Accelerator_isMainProcess_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isMainProcess_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10147,7 +10147,7 @@ bool _wrap_Accelerator_isMainProcess_capi_125dda41dfa9e77c(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_isLocalMainProcess_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLocalMainProcess_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10181,7 +10181,7 @@ bool _wrap_Accelerator_isLocalMainProcess_capi_125dda41dfa9e77c(acc_accelerator 
 }
 
 
-bool _wrap_Accelerator_isLastProcess_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLastProcess_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10215,7 +10215,7 @@ bool _wrap_Accelerator_isLastProcess_capi_125dda41dfa9e77c(acc_accelerator *_swi
 }
 
 
-long long _wrap_Accelerator_gradientAccumulationSteps_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_gradientAccumulationSteps_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10249,7 +10249,7 @@ long long _wrap_Accelerator_gradientAccumulationSteps_capi_125dda41dfa9e77c(acc_
 }
 
 
-bool _wrap_Accelerator_syncGradients_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_syncGradients_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10283,7 +10283,7 @@ bool _wrap_Accelerator_syncGradients_capi_125dda41dfa9e77c(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_optimizerStepWasSkipped_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_optimizerStepWasSkipped_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10317,7 +10317,7 @@ bool _wrap_Accelerator_optimizerStepWasSkipped_capi_125dda41dfa9e77c(acc_acceler
 }
 
 
-long long _wrap_Accelerator_step_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_step_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10351,7 +10351,7 @@ long long _wrap_Accelerator_step_capi_125dda41dfa9e77c(acc_accelerator *_swig_go
 }
 
 
-acc_model *_wrap_Accelerator_prepareModel_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_model *_wrap_Accelerator_prepareModel_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   acc_placement arg3 ;
@@ -10389,7 +10389,7 @@ acc_model *_wrap_Accelerator_prepareModel_capi_125dda41dfa9e77c(acc_accelerator 
 }
 
 
-acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   acc_placement arg3 ;
@@ -10427,7 +10427,7 @@ acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_125dda41dfa9e77c(acc_acce
 }
 
 
-acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_dataloader *arg2 = (acc_dataloader *) 0 ;
   acc_placement arg3 ;
@@ -10465,7 +10465,7 @@ acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_125dda41dfa9e77c(acc_ac
 }
 
 
-acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_scheduler *arg2 = (acc_scheduler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10501,7 +10501,7 @@ acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_125dda41dfa9e77c(acc_acce
 }
 
 
-acc_model *_wrap_Accelerator_unwrapModel_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+acc_model *_wrap_Accelerator_unwrapModel_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10537,7 +10537,7 @@ acc_model *_wrap_Accelerator_unwrapModel_capi_125dda41dfa9e77c(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_backward_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_backward_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10570,7 +10570,7 @@ void _wrap_Accelerator_backward_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_backwardWith_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, bool _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_backwardWith_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, bool _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   bool arg3 ;
@@ -10607,7 +10607,7 @@ void _wrap_Accelerator_backwardWith_capi_125dda41dfa9e77c(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_accumulateBegin_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateBegin_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10638,7 +10638,7 @@ void _wrap_Accelerator_accumulateBegin_capi_125dda41dfa9e77c(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_accumulateEnd_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateEnd_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10669,7 +10669,7 @@ void _wrap_Accelerator_accumulateEnd_capi_125dda41dfa9e77c(acc_accelerator *_swi
 }
 
 
-double _wrap_Accelerator_clipGradNorm_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+double _wrap_Accelerator_clipGradNorm_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -10709,7 +10709,7 @@ double _wrap_Accelerator_clipGradNorm_capi_125dda41dfa9e77c(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_clipGradValue_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_clipGradValue_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -10744,7 +10744,7 @@ void _wrap_Accelerator_clipGradValue_capi_125dda41dfa9e77c(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_saveModel_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_saveModel_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -10797,7 +10797,7 @@ void _wrap_Accelerator_saveModel_capi_125dda41dfa9e77c(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_mergeShardedCheckpoint_capi_125dda41dfa9e77c(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_mergeShardedCheckpoint_capi_6710598a15b64c37(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -10858,7 +10858,7 @@ void _wrap_Accelerator_mergeShardedCheckpoint_capi_125dda41dfa9e77c(_gostring_ _
 }
 
 
-_gostring_ _wrap_Accelerator_saveState_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_saveState_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10902,7 +10902,7 @@ _gostring_ _wrap_Accelerator_saveState_capi_125dda41dfa9e77c(acc_accelerator *_s
 }
 
 
-_gostring_ _wrap_Accelerator_loadState_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_loadState_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10946,7 +10946,7 @@ _gostring_ _wrap_Accelerator_loadState_capi_125dda41dfa9e77c(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_registerAveragedModel_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_averaged_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerAveragedModel_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_averaged_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_averaged_model *arg2 = (acc_averaged_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10979,7 +10979,7 @@ void _wrap_Accelerator_registerAveragedModel_capi_125dda41dfa9e77c(acc_accelerat
 }
 
 
-void _wrap_Accelerator_print_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_print_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11020,7 +11020,7 @@ void _wrap_Accelerator_print_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, 
 }
 
 
-void _wrap_Accelerator_waitForEveryone_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_waitForEveryone_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11051,7 +11051,7 @@ void _wrap_Accelerator_waitForEveryone_capi_125dda41dfa9e77c(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_freeMemory_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_freeMemory_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11082,7 +11082,7 @@ void _wrap_Accelerator_freeMemory_capi_125dda41dfa9e77c(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_noSyncBegin_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncBegin_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11115,7 +11115,7 @@ void _wrap_Accelerator_noSyncBegin_capi_125dda41dfa9e77c(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_noSyncEnd_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncEnd_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11148,7 +11148,7 @@ void _wrap_Accelerator_noSyncEnd_capi_125dda41dfa9e77c(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_triggerSyncInBackward_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_triggerSyncInBackward_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11181,7 +11181,7 @@ void _wrap_Accelerator_triggerSyncInBackward_capi_125dda41dfa9e77c(acc_accelerat
 }
 
 
-void _wrap_Accelerator_localSgdBegin_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_localSgdBegin_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int64_t arg3 ;
@@ -11218,7 +11218,7 @@ void _wrap_Accelerator_localSgdBegin_capi_125dda41dfa9e77c(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_localSgdStep_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdStep_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11251,7 +11251,7 @@ void _wrap_Accelerator_localSgdStep_capi_125dda41dfa9e77c(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_localSgdEnd_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdEnd_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11284,7 +11284,7 @@ void _wrap_Accelerator_localSgdEnd_capi_125dda41dfa9e77c(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_profileBegin_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_profileBegin_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11317,7 +11317,7 @@ void _wrap_Accelerator_profileBegin_capi_125dda41dfa9e77c(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_profileStep_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_profileStep_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11348,7 +11348,7 @@ void _wrap_Accelerator_profileStep_capi_125dda41dfa9e77c(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_profileEnd_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_profileEnd_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11379,7 +11379,7 @@ void _wrap_Accelerator_profileEnd_capi_125dda41dfa9e77c(acc_accelerator *_swig_g
 }
 
 
-_gostring_ _wrap_Accelerator_profileSummary_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_profileSummary_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11413,7 +11413,7 @@ _gostring_ _wrap_Accelerator_profileSummary_capi_125dda41dfa9e77c(acc_accelerato
 }
 
 
-void _wrap_Accelerator_exportChromeTrace_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_exportChromeTrace_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11454,7 +11454,7 @@ void _wrap_Accelerator_exportChromeTrace_capi_125dda41dfa9e77c(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsBegin_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_joinUnevenInputsBegin_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int arg3 ;
@@ -11489,7 +11489,7 @@ void _wrap_Accelerator_joinUnevenInputsBegin_capi_125dda41dfa9e77c(acc_accelerat
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsEnd_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_joinUnevenInputsEnd_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11522,7 +11522,7 @@ void _wrap_Accelerator_joinUnevenInputsEnd_capi_125dda41dfa9e77c(acc_accelerator
 }
 
 
-void _wrap_Accelerator_mainProcessFirstBegin_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstBegin_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11553,7 +11553,7 @@ void _wrap_Accelerator_mainProcessFirstBegin_capi_125dda41dfa9e77c(acc_accelerat
 }
 
 
-void _wrap_Accelerator_mainProcessFirstEnd_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstEnd_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11584,7 +11584,7 @@ void _wrap_Accelerator_mainProcessFirstEnd_capi_125dda41dfa9e77c(acc_accelerator
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstBegin_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstBegin_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11615,7 +11615,7 @@ void _wrap_Accelerator_localMainProcessFirstBegin_capi_125dda41dfa9e77c(acc_acce
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstEnd_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstEnd_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11646,7 +11646,7 @@ void _wrap_Accelerator_localMainProcessFirstEnd_capi_125dda41dfa9e77c(acc_accele
 }
 
 
-acc_tensor *_wrap_Accelerator_gather_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gather_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -11692,7 +11692,7 @@ acc_tensor *_wrap_Accelerator_gather_capi_125dda41dfa9e77c(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -11738,7 +11738,7 @@ acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_125dda41dfa9e77c(acc_acceler
 }
 
 
-acc_string_list *_wrap_Accelerator_gatherObject_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_string_list *_wrap_Accelerator_gatherObject_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -11788,7 +11788,7 @@ acc_string_list *_wrap_Accelerator_gatherObject_capi_125dda41dfa9e77c(acc_accele
 }
 
 
-acc_string_list *_wrap_Accelerator_broadcastObject_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_string_list *_wrap_Accelerator_broadcastObject_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -11840,7 +11840,7 @@ acc_string_list *_wrap_Accelerator_broadcastObject_capi_125dda41dfa9e77c(acc_acc
 }
 
 
-acc_tensor *_wrap_Accelerator_reduce_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_reduce_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -11888,7 +11888,7 @@ acc_tensor *_wrap_Accelerator_reduce_capi_125dda41dfa9e77c(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_broadcast_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_broadcast_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -11936,7 +11936,7 @@ acc_tensor *_wrap_Accelerator_broadcast_capi_125dda41dfa9e77c(acc_accelerator *_
 }
 
 
-acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
+acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -11988,7 +11988,7 @@ acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_125dda41dfa9e77c(acc_accel
 }
 
 
-void _wrap_Accelerator_splitBetweenProcesses_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_splitBetweenProcesses_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -12029,7 +12029,7 @@ void _wrap_Accelerator_splitBetweenProcesses_capi_125dda41dfa9e77c(acc_accelerat
 }
 
 
-void _wrap_Accelerator_setTrigger_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_setTrigger_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12060,7 +12060,7 @@ void _wrap_Accelerator_setTrigger_capi_125dda41dfa9e77c(acc_accelerator *_swig_g
 }
 
 
-bool _wrap_Accelerator_checkTrigger_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_checkTrigger_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12094,7 +12094,7 @@ bool _wrap_Accelerator_checkTrigger_capi_125dda41dfa9e77c(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_save_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_save_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -12137,7 +12137,7 @@ void _wrap_Accelerator_save_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, a
 }
 
 
-acc_tensor_list *_wrap_Accelerator_getStateDict_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Accelerator_getStateDict_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   bool arg3 ;
@@ -12175,7 +12175,7 @@ acc_tensor_list *_wrap_Accelerator_getStateDict_capi_125dda41dfa9e77c(acc_accele
 }
 
 
-long long _wrap_Accelerator_iteration_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_iteration_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12209,7 +12209,7 @@ long long _wrap_Accelerator_iteration_capi_125dda41dfa9e77c(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_unscaleGradients_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_unscaleGradients_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12242,7 +12242,7 @@ void _wrap_Accelerator_unscaleGradients_capi_125dda41dfa9e77c(acc_accelerator *_
 }
 
 
-void _wrap_Accelerator_autocastBegin_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_autocastBegin_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12275,7 +12275,7 @@ void _wrap_Accelerator_autocastBegin_capi_125dda41dfa9e77c(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_autocastEnd_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_autocastEnd_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12306,7 +12306,7 @@ void _wrap_Accelerator_autocastEnd_capi_125dda41dfa9e77c(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_registerForCheckpointing_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerForCheckpointing_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::StateHandler *arg2 = (accswig::StateHandler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12339,7 +12339,7 @@ void _wrap_Accelerator_registerForCheckpointing_capi_125dda41dfa9e77c(acc_accele
 }
 
 
-long long _wrap_Accelerator_registerSaveStatePreHook_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerator_registerSaveStatePreHook_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12375,7 +12375,7 @@ long long _wrap_Accelerator_registerSaveStatePreHook_capi_125dda41dfa9e77c(acc_a
 }
 
 
-void _wrap_Accelerator_onTraceReady_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, accswig::TraceReady *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_onTraceReady_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, accswig::TraceReady *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::TraceReady *arg2 = (accswig::TraceReady *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12408,7 +12408,7 @@ void _wrap_Accelerator_onTraceReady_capi_125dda41dfa9e77c(acc_accelerator *_swig
 }
 
 
-long long _wrap_Accelerator_registerLoadStatePreHook_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerator_registerLoadStatePreHook_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12444,7 +12444,7 @@ long long _wrap_Accelerator_registerLoadStatePreHook_capi_125dda41dfa9e77c(acc_a
 }
 
 
-void _wrap_Accelerator_removeStatePreHook_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_removeStatePreHook_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12477,7 +12477,7 @@ void _wrap_Accelerator_removeStatePreHook_capi_125dda41dfa9e77c(acc_accelerator 
 }
 
 
-void _wrap_Accelerator_addTracker_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_addTracker_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   accswig::Tracker *arg3 = (accswig::Tracker *) 0 ;
@@ -12520,7 +12520,7 @@ void _wrap_Accelerator_addTracker_capi_125dda41dfa9e77c(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_initTrackers_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_initTrackers_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -12571,7 +12571,7 @@ void _wrap_Accelerator_initTrackers_capi_125dda41dfa9e77c(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_logValues_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logValues_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -12616,7 +12616,7 @@ void _wrap_Accelerator_logValues_capi_125dda41dfa9e77c(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_logScalar_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logScalar_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -12661,7 +12661,7 @@ void _wrap_Accelerator_logScalar_capi_125dda41dfa9e77c(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_logTexts_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logTexts_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -12706,7 +12706,7 @@ void _wrap_Accelerator_logTexts_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_endTraining_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_endTraining_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12737,7 +12737,7 @@ void _wrap_Accelerator_endTraining_capi_125dda41dfa9e77c(acc_accelerator *_swig_
 }
 
 
-acc_string_list *_wrap_Accelerator_trackerNames_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Accelerator_trackerNames_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12771,7 +12771,7 @@ acc_string_list *_wrap_Accelerator_trackerNames_capi_125dda41dfa9e77c(acc_accele
 }
 
 
-_gostring_ _wrap_Accelerator_trackerPath_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_trackerPath_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12815,7 +12815,7 @@ _gostring_ _wrap_Accelerator_trackerPath_capi_125dda41dfa9e77c(acc_accelerator *
 }
 
 
-long long _wrap_Samples_size_capi_125dda41dfa9e77c(accswig::Samples *_swig_go_0) {
+long long _wrap_Samples_size_capi_6710598a15b64c37(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -12837,7 +12837,7 @@ long long _wrap_Samples_size_capi_125dda41dfa9e77c(accswig::Samples *_swig_go_0)
 }
 
 
-long long _wrap_Samples_fields_capi_125dda41dfa9e77c(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Samples_fields_capi_6710598a15b64c37(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12873,7 +12873,7 @@ long long _wrap_Samples_fields_capi_125dda41dfa9e77c(accswig::Samples *_swig_go_
 }
 
 
-acc_tensor *_wrap_Samples_get_capi_125dda41dfa9e77c(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Samples_get_capi_6710598a15b64c37(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -12911,7 +12911,7 @@ acc_tensor *_wrap_Samples_get_capi_125dda41dfa9e77c(accswig::Samples *_swig_go_0
 }
 
 
-void _wrap_delete_Samples_capi_125dda41dfa9e77c(accswig::Samples *_swig_go_0) {
+void _wrap_delete_Samples_capi_6710598a15b64c37(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   
   arg1 = *(accswig::Samples **)&_swig_go_0; 
@@ -12930,7 +12930,7 @@ void _wrap_delete_Samples_capi_125dda41dfa9e77c(accswig::Samples *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_append_capi_125dda41dfa9e77c(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_append_capi_6710598a15b64c37(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -12967,7 +12967,7 @@ void _wrap_Bytes_append_capi_125dda41dfa9e77c(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Bytes_size_capi_125dda41dfa9e77c(accswig::Bytes *_swig_go_0) {
+long long _wrap_Bytes_size_capi_6710598a15b64c37(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -12989,7 +12989,7 @@ long long _wrap_Bytes_size_capi_125dda41dfa9e77c(accswig::Bytes *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_copyTo_capi_125dda41dfa9e77c(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_copyTo_capi_6710598a15b64c37(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -13026,7 +13026,7 @@ void _wrap_Bytes_copyTo_capi_125dda41dfa9e77c(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-void _wrap_delete_Bytes_capi_125dda41dfa9e77c(accswig::Bytes *_swig_go_0) {
+void _wrap_delete_Bytes_capi_6710598a15b64c37(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   
   arg1 = *(accswig::Bytes **)&_swig_go_0; 
@@ -13045,7 +13045,7 @@ void _wrap_delete_Bytes_capi_125dda41dfa9e77c(accswig::Bytes *_swig_go_0) {
 }
 
 
-long long _wrap_Metrics_size_capi_125dda41dfa9e77c(accswig::Metrics *_swig_go_0) {
+long long _wrap_Metrics_size_capi_6710598a15b64c37(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -13067,7 +13067,7 @@ long long _wrap_Metrics_size_capi_125dda41dfa9e77c(accswig::Metrics *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Metrics_name_capi_125dda41dfa9e77c(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Metrics_name_capi_6710598a15b64c37(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13103,7 +13103,7 @@ _gostring_ _wrap_Metrics_name_capi_125dda41dfa9e77c(accswig::Metrics *_swig_go_0
 }
 
 
-double _wrap_Metrics_value_capi_125dda41dfa9e77c(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Metrics_value_capi_6710598a15b64c37(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13139,7 +13139,7 @@ double _wrap_Metrics_value_capi_125dda41dfa9e77c(accswig::Metrics *_swig_go_0, l
 }
 
 
-void _wrap_delete_Metrics_capi_125dda41dfa9e77c(accswig::Metrics *_swig_go_0) {
+void _wrap_delete_Metrics_capi_6710598a15b64c37(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   
   arg1 = *(accswig::Metrics **)&_swig_go_0; 
@@ -13158,7 +13158,7 @@ void _wrap_delete_Metrics_capi_125dda41dfa9e77c(accswig::Metrics *_swig_go_0) {
 }
 
 
-long long _wrap_Texts_size_capi_125dda41dfa9e77c(accswig::Texts *_swig_go_0) {
+long long _wrap_Texts_size_capi_6710598a15b64c37(accswig::Texts *_swig_go_0) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -13180,7 +13180,7 @@ long long _wrap_Texts_size_capi_125dda41dfa9e77c(accswig::Texts *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_Texts_name_capi_125dda41dfa9e77c(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Texts_name_capi_6710598a15b64c37(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13216,7 +13216,7 @@ _gostring_ _wrap_Texts_name_capi_125dda41dfa9e77c(accswig::Texts *_swig_go_0, lo
 }
 
 
-_gostring_ _wrap_Texts_text_capi_125dda41dfa9e77c(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Texts_text_capi_6710598a15b64c37(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13252,7 +13252,7 @@ _gostring_ _wrap_Texts_text_capi_125dda41dfa9e77c(accswig::Texts *_swig_go_0, lo
 }
 
 
-void _wrap_delete_Texts_capi_125dda41dfa9e77c(accswig::Texts *_swig_go_0) {
+void _wrap_delete_Texts_capi_6710598a15b64c37(accswig::Texts *_swig_go_0) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   
   arg1 = *(accswig::Texts **)&_swig_go_0; 
@@ -13271,7 +13271,7 @@ void _wrap_delete_Texts_capi_125dda41dfa9e77c(accswig::Texts *_swig_go_0) {
 }
 
 
-void _wrap_LrFactor_set_capi_125dda41dfa9e77c(accswig::Factor *_swig_go_0, double _swig_go_1) {
+void _wrap_LrFactor_set_capi_6710598a15b64c37(accswig::Factor *_swig_go_0, double _swig_go_1) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   double arg2 ;
   
@@ -13292,7 +13292,7 @@ void _wrap_LrFactor_set_capi_125dda41dfa9e77c(accswig::Factor *_swig_go_0, doubl
 }
 
 
-void _wrap_delete_LrFactor_capi_125dda41dfa9e77c(accswig::Factor *_swig_go_0) {
+void _wrap_delete_LrFactor_capi_6710598a15b64c37(accswig::Factor *_swig_go_0) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   
   arg1 = *(accswig::Factor **)&_swig_go_0; 
@@ -13311,7 +13311,7 @@ void _wrap_delete_LrFactor_capi_125dda41dfa9e77c(accswig::Factor *_swig_go_0) {
 }
 
 
-acc_progress *_wrap_new_Progress_capi_125dda41dfa9e77c(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_progress *_wrap_new_Progress_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -13357,7 +13357,7 @@ acc_progress *_wrap_new_Progress_capi_125dda41dfa9e77c(acc_accelerator *_swig_go
 }
 
 
-void _wrap_delete_Progress_capi_125dda41dfa9e77c(acc_progress *_swig_go_0) {
+void _wrap_delete_Progress_capi_6710598a15b64c37(acc_progress *_swig_go_0) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   
   arg1 = *(acc_progress **)&_swig_go_0; 
@@ -13376,7 +13376,7 @@ void _wrap_delete_Progress_capi_125dda41dfa9e77c(acc_progress *_swig_go_0) {
 }
 
 
-void _wrap_Progress_update_capi_125dda41dfa9e77c(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_update_capi_6710598a15b64c37(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13409,7 +13409,7 @@ void _wrap_Progress_update_capi_125dda41dfa9e77c(acc_progress *_swig_go_0, long 
 }
 
 
-void _wrap_Progress_setPostfix_capi_125dda41dfa9e77c(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_setPostfix_capi_6710598a15b64c37(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13450,7 +13450,7 @@ void _wrap_Progress_setPostfix_capi_125dda41dfa9e77c(acc_progress *_swig_go_0, _
 }
 
 
-void _wrap_Progress_finish_capi_125dda41dfa9e77c(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Progress_finish_capi_6710598a15b64c37(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;

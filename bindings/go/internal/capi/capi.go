@@ -240,392 +240,392 @@ typedef long long swig_type_210;
 typedef _gostring_ swig_type_211;
 typedef long long swig_type_212;
 typedef _gostring_ swig_type_213;
-extern void _wrap_Swig_free_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern uintptr_t _wrap_Swig_malloc_capi_125dda41dfa9e77c(swig_intgo arg1);
-extern swig_intgo _wrap_ACC_OK_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_ERR_UNSUPPORTED_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_ERR_TIMEOUT_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_ERR_ABORTED_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_ERR_DISTRIBUTED_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_ERR_IO_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_ERR_INTERNAL_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_DTYPE_UNDEFINED_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_DTYPE_FLOAT32_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_DTYPE_FLOAT64_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_DTYPE_BFLOAT16_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_DTYPE_FLOAT16_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_DTYPE_INT64_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_DTYPE_INT32_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_DTYPE_UINT8_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_DTYPE_BOOL_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_DTYPE_INT8_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_DTYPE_INT16_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_REDUCTION_NONE_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_REDUCTION_MEAN_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_REDUCTION_SUM_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_HANDLE_ANY_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_HANDLE_TENSOR_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_HANDLE_STRING_LIST_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_HANDLE_OPTIONS_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_HANDLE_MODEL_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_HANDLE_SCHEDULER_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_HANDLE_DATASET_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_HANDLE_DATALOADER_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_HANDLE_PROGRESS_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_HANDLE_BYTES_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_OPTIONS_DATALOADER_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_OPTIONS_LORA_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_OPTIONS_PROFILE_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_PLACEMENT_NO_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_ACC_PLACEMENT_YES_capi_125dda41dfa9e77c(void);
-extern void _wrap_delete_Callback_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_Callback_released_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern uintptr_t _wrap__swig_NewDirectorSampleSourceSampleSource_capi_125dda41dfa9e77c(int);
-extern void _wrap_DeleteDirectorSampleSource_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap__swig_DirectorSampleSource_upcall_Released_capi_125dda41dfa9e77c(uintptr_t);
-extern swig_intgo _wrap_SampleSource_sample_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_1 arg2, uintptr_t arg3);
-extern void _wrap_delete_SampleSource_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_SampleSource_released_capi_125dda41dfa9e77c(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorStreamSourceStreamSource_capi_125dda41dfa9e77c(int);
-extern void _wrap_DeleteDirectorStreamSource_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap__swig_DirectorStreamSource_upcall_Released_capi_125dda41dfa9e77c(uintptr_t);
-extern swig_intgo _wrap_StreamSource_start_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_2 arg2);
-extern swig_intgo _wrap_StreamSource_next_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2);
-extern void _wrap_delete_StreamSource_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_StreamSource_released_capi_125dda41dfa9e77c(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorCollatorCollator_capi_125dda41dfa9e77c(int);
-extern void _wrap_DeleteDirectorCollator_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap__swig_DirectorCollator_upcall_Released_capi_125dda41dfa9e77c(uintptr_t);
-extern swig_intgo _wrap_Collator_collate_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern void _wrap_delete_Collator_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_Collator_released_capi_125dda41dfa9e77c(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorStateHandlerStateHandler_capi_125dda41dfa9e77c(int);
-extern void _wrap_DeleteDirectorStateHandler_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap__swig_DirectorStateHandler_upcall_Released_capi_125dda41dfa9e77c(uintptr_t);
-extern swig_intgo _wrap_StateHandler_save_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_StateHandler_load_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2);
-extern void _wrap_delete_StateHandler_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_StateHandler_released_capi_125dda41dfa9e77c(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_125dda41dfa9e77c(int);
-extern void _wrap_DeleteDirectorCheckpointHook_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_125dda41dfa9e77c(uintptr_t);
-extern swig_intgo _wrap_CheckpointHook_run_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_3 arg2);
-extern void _wrap_delete_CheckpointHook_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_CheckpointHook_released_capi_125dda41dfa9e77c(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorTrackerTracker_capi_125dda41dfa9e77c(int);
-extern void _wrap_DeleteDirectorTracker_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap__swig_DirectorTracker_upcall_Released_capi_125dda41dfa9e77c(uintptr_t);
-extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_125dda41dfa9e77c(uintptr_t, uintptr_t texts, swig_type_4 step);
-extern swig_intgo _wrap_Tracker_init_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_5 arg2, swig_type_6 arg3);
-extern swig_intgo _wrap_Tracker_log_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_type_7 arg3);
-extern swig_intgo _wrap_Tracker_finish_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern swig_intgo _wrap_Tracker_logText_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_type_4 arg3);
-extern void _wrap_delete_Tracker_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_Tracker_released_capi_125dda41dfa9e77c(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorLrLambdaLrLambda_capi_125dda41dfa9e77c(int);
-extern void _wrap_DeleteDirectorLrLambda_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap__swig_DirectorLrLambda_upcall_Released_capi_125dda41dfa9e77c(uintptr_t);
-extern swig_intgo _wrap_LrLambda_factor_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_8 arg2, uintptr_t arg3);
-extern void _wrap_delete_LrLambda_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_LrLambda_released_capi_125dda41dfa9e77c(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_125dda41dfa9e77c(int);
-extern void _wrap_DeleteDirectorGroupLrLambda_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_125dda41dfa9e77c(uintptr_t);
-extern swig_intgo _wrap_GroupLrLambda_factor_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_9 arg2, swig_type_10 arg3, uintptr_t arg4);
-extern void _wrap_delete_GroupLrLambda_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_GroupLrLambda_released_capi_125dda41dfa9e77c(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorTraceReadyTraceReady_capi_125dda41dfa9e77c(int);
-extern void _wrap_DeleteDirectorTraceReady_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap__swig_DirectorTraceReady_upcall_Released_capi_125dda41dfa9e77c(uintptr_t);
-extern swig_intgo _wrap_TraceReady_ready_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_11 arg2);
-extern void _wrap_delete_TraceReady_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_TraceReady_released_capi_125dda41dfa9e77c(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_125dda41dfa9e77c(int);
-extern void _wrap_DeleteDirectorBatchSizeRun_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_125dda41dfa9e77c(uintptr_t);
-extern swig_intgo _wrap_BatchSizeRun_run_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_12 arg2);
-extern void _wrap_delete_BatchSizeRun_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_BatchSizeRun_released_capi_125dda41dfa9e77c(uintptr_t _swig_base);
-extern swig_type_13 _wrap_Accelerate_version_capi_125dda41dfa9e77c(void);
-extern swig_intgo _wrap_Accelerate_abiVersion_capi_125dda41dfa9e77c(void);
-extern void _wrap_Accelerate_checkAbi_capi_125dda41dfa9e77c(swig_intgo arg1, swig_voidp arg2);
-extern void _wrap_Accelerate_checkBinding_capi_125dda41dfa9e77c(swig_type_14 arg1, swig_intgo arg2, swig_voidp arg3);
-extern swig_type_15 _wrap_Accelerate_buildInfo_capi_125dda41dfa9e77c(void);
-extern swig_type_16 _wrap_Accelerate_statusName_capi_125dda41dfa9e77c(swig_intgo arg1);
-extern swig_type_17 _wrap_Accelerate_liveHandles_capi_125dda41dfa9e77c(swig_intgo arg1);
-extern void _wrap_Accelerate_setSeed_capi_125dda41dfa9e77c(swig_type_18 arg1, swig_voidp arg2);
-extern void _wrap_Accelerate_setSeedWith_capi_125dda41dfa9e77c(swig_type_19 arg1, _Bool arg2, _Bool arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerate_getRandomState_capi_125dda41dfa9e77c(swig_voidp arg1);
-extern void _wrap_Accelerate_setRandomState_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_20 _wrap_Accelerate_dtypeSize_capi_125dda41dfa9e77c(swig_intgo arg1);
-extern swig_type_21 _wrap_Accelerate_lastErrorBacktrace_capi_125dda41dfa9e77c(void);
-extern void _wrap_Accelerate_callbackSetError_capi_125dda41dfa9e77c(swig_type_22 arg1);
-extern swig_type_23 _wrap_Accelerate_findBatchSizeWith_capi_125dda41dfa9e77c(swig_type_24 arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_delete_Accelerate_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern swig_type_25 _wrap_LoadReport_missingCount_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern swig_type_26 _wrap_LoadReport_missing_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_27 arg2);
-extern swig_type_28 _wrap_LoadReport_unexpectedCount_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern swig_type_29 _wrap_LoadReport_unexpected_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_30 arg2);
-extern void _wrap_delete_LoadReport_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern uintptr_t _wrap_Loss_crossEntropy_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Loss_nll_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Loss_mse_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Loss_l1_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Loss_smoothL1_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Loss_huber_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Loss_bceWithLogits_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern void _wrap_delete_Loss_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_delete_Tensor_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern uintptr_t _wrap_Tensor_fromFloats_capi_125dda41dfa9e77c(swig_type_31 arg1, swig_type_32 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToFloats_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_33 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromDoubles_capi_125dda41dfa9e77c(swig_type_34 arg1, swig_type_35 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToDoubles_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_36 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromLongs_capi_125dda41dfa9e77c(swig_type_37 arg1, swig_type_38 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToLongs_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_39 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromInts_capi_125dda41dfa9e77c(swig_type_40 arg1, swig_type_41 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToInts_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_42 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromBytes_capi_125dda41dfa9e77c(swig_type_43 arg1, swig_type_44 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToBytes_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_45 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_zeros_capi_125dda41dfa9e77c(swig_type_46 arg1, swig_intgo arg2, swig_type_47 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Tensor_rand_capi_125dda41dfa9e77c(swig_type_48 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_randn_capi_125dda41dfa9e77c(swig_type_49 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_fromIdxFile_capi_125dda41dfa9e77c(swig_type_50 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_fromFileMmap_capi_125dda41dfa9e77c(swig_type_51 arg1, swig_type_52 arg2, swig_intgo arg3, swig_type_53 arg4, swig_voidp arg5);
-extern swig_type_54 _wrap_Tensor_ndim_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Tensor_copyShape_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_55 arg2, swig_voidp arg3);
-extern swig_type_56 _wrap_Tensor_numel_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern swig_intgo _wrap_Tensor_dtype_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_57 _wrap_Tensor_device_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Tensor_requiresGrad_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_to_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_58 arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Tensor_grad_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Tensor_backward_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_sum_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_mean_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_reshape_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_59 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_argmax_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_60 arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_61 _wrap_Tensor_countEqual_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern double _wrap_Tensor_item_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_new_TensorList_capi_125dda41dfa9e77c(swig_voidp arg1);
-extern void _wrap_delete_TensorList_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_TensorList_append_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_62 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_63 _wrap_TensorList_size_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_TensorList_get_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_64 arg2, swig_voidp arg3);
-extern swig_type_65 _wrap_TensorList_name_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_66 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_TensorList_find_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_67 arg2, swig_voidp arg3);
-extern void _wrap_TensorList_saveSafetensors_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_68 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_TensorList_loadSafetensors_capi_125dda41dfa9e77c(swig_type_69 arg1, swig_voidp arg2);
-extern void _wrap_delete_StringList_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern swig_type_70 _wrap_StringList_size_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_71 _wrap_StringList_get_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_72 arg2, swig_voidp arg3);
-extern swig_type_73 _wrap_StringList_byteSize_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_74 arg2, swig_voidp arg3);
-extern void _wrap_StringList_copyBytes_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_75 arg2, swig_type_76 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_new_Options_capi_125dda41dfa9e77c(swig_intgo arg1, swig_voidp arg2);
-extern void _wrap_delete_Options_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_Options_setInt_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_77 arg2, swig_type_78 arg3, swig_voidp arg4);
-extern void _wrap_Options_setDouble_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_79 arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Options_setBool_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_80 arg2, _Bool arg3, swig_voidp arg4);
-extern void _wrap_Options_setString_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_81 arg2, swig_type_82 arg3, swig_voidp arg4);
-extern void _wrap_Options_set_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_83 arg2, swig_type_84 arg3, swig_voidp arg4);
-extern swig_type_85 _wrap_Options_get_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_86 arg2, swig_voidp arg3);
-extern void _wrap_delete_Model_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern uintptr_t _wrap_Model_loadTorchscript_capi_125dda41dfa9e77c(swig_type_87 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_fromSpec_capi_125dda41dfa9e77c(swig_type_88 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_forward_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Model_forward1_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern void _wrap_Model_setTraining_capi_125dda41dfa9e77c(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern _Bool _wrap_Model_isTraining_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Model_setGraphOptimization_capi_125dda41dfa9e77c(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern void _wrap_Model_updateBn_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Model_to_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_89 arg2, swig_intgo arg3, swig_voidp arg4);
-extern swig_type_90 _wrap_Model_parameterTensorCount_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_91 _wrap_Model_parameterElementCount_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_parameterNames_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_parameter_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_92 arg2, swig_voidp arg3);
-extern void _wrap_Model_zeroGrad_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_93 _wrap_Model_setRequiresGrad_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_94 arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_95 _wrap_Model_addLora_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_96 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Model_saveLora_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_97 arg2, swig_voidp arg3);
-extern void _wrap_Model_loadLora_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_98 arg2, swig_voidp arg3);
-extern void _wrap_Model_mergeLora_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_99 _wrap_Model_loraCount_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_stateDict_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Model_loadStateDict_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern void _wrap_Model_saveTorchscript_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_100 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Model_loadSafetensors_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_101 arg2, _Bool arg3, swig_voidp arg4);
-extern uintptr_t _wrap_new_Optimizer_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_102 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_delete_Optimizer_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_Optimizer_addParamGroup_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_103 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_104 _wrap_Optimizer_addParamGroupMatching_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_105 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_106 _wrap_Optimizer_numParamGroups_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern double _wrap_Optimizer_getLr_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_107 arg2, swig_voidp arg3);
-extern void _wrap_Optimizer_setLr_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_108 arg2, double arg3, swig_voidp arg4);
-extern double _wrap_Optimizer_getHyperparameter_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_109 arg2, swig_type_110 arg3, swig_voidp arg4);
-extern void _wrap_Optimizer_step_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Optimizer_zeroGrad_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Optimizer_setTraining_capi_125dda41dfa9e77c(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Optimizer_stateOf_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_111 arg2, swig_type_112 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Optimizer_stateFields_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_113 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_new_Scheduler_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_114 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_delete_Scheduler_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_Scheduler_then_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_115 arg2, swig_type_116 arg3, uintptr_t arg4, swig_voidp arg5);
-extern void _wrap_Scheduler_chain_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_117 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Scheduler_step_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Scheduler_stepMetric_capi_125dda41dfa9e77c(uintptr_t arg1, double arg2, swig_voidp arg3);
-extern double _wrap_Scheduler_getLastLr_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_118 arg2, swig_voidp arg3);
-extern swig_type_119 _wrap_Scheduler_getStep_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Scheduler_fromLrLambda_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Scheduler_fromLrMultiplicative_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Scheduler_fromGroupLrLambda_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_120 arg2, uintptr_t arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Scheduler_fromGroupLrMultiplicative_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_121 arg2, uintptr_t arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Scheduler_fromCyclicScale_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
-extern uintptr_t _wrap_new_AveragedModel_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_delete_AveragedModel_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_AveragedModel_update_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_122 _wrap_AveragedModel_count_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_AveragedModel_copyTo_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_AveragedModel_swap_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_AveragedModel_stateDict_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_AveragedModel_loadStateDict_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_delete_Dataset_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern uintptr_t _wrap_Dataset_fromTensors_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_fromIdx_capi_125dda41dfa9e77c(swig_type_123 arg1, swig_type_124 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromSampleSource_capi_125dda41dfa9e77c(swig_type_125 arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromStreamSource_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_126 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_subset_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_127 arg2, swig_type_128 arg3, swig_voidp arg4);
-extern swig_type_129 _wrap_Dataset_size_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_get_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_130 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_new_DataLoader_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_delete_DataLoader_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_131 arg2, swig_type_132 arg3, uintptr_t arg4, swig_voidp arg5);
-extern uintptr_t _wrap_DataLoader_next_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_133 _wrap_DataLoader_length_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_134 _wrap_DataLoader_epoch_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_DataLoader_setEpoch_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_135 arg2, swig_voidp arg3);
-extern void _wrap_DataLoader_setCollator_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_DataLoader_skipFirstBatches_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_136 arg2, swig_voidp arg3);
-extern swig_type_137 _wrap_DataLoader_totalBatchSize_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_138 _wrap_DataLoader_totalDatasetLength_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_DataLoader_endOfEpoch_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_DataLoader_endEpoch_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_DataLoader_inEpoch_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_new_Accelerator_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_delete_Accelerator_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern swig_type_139 _wrap_Accelerator_device_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_140 _wrap_Accelerator_distributedType_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_141 _wrap_Accelerator_mixedPrecision_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_142 _wrap_Accelerator_processIndex_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_143 _wrap_Accelerator_numProcesses_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_144 _wrap_Accelerator_localProcessIndex_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_isMainProcess_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_isLocalMainProcess_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_isLastProcess_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_145 _wrap_Accelerator_gradientAccumulationSteps_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_syncGradients_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_optimizerStepWasSkipped_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_146 _wrap_Accelerator_step_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_prepareModel_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_prepareOptimizer_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_prepareDataLoader_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_prepareScheduler_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Accelerator_unwrapModel_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_backward_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_backwardWith_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, _Bool arg3, _Bool arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_accumulateBegin_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_accumulateEnd_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern double _wrap_Accelerator_clipGradNorm_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, double arg3, double arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_clipGradValue_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_saveModel_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_type_147 arg3, swig_type_148 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_125dda41dfa9e77c(swig_type_149 arg1, swig_type_150 arg2, swig_type_151 arg3, swig_type_152 arg4, swig_voidp arg5);
-extern swig_type_153 _wrap_Accelerator_saveState_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_154 arg2, swig_voidp arg3);
-extern swig_type_155 _wrap_Accelerator_loadState_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_156 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_registerAveragedModel_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_print_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_157 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_waitForEveryone_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_freeMemory_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_noSyncBegin_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_noSyncEnd_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_triggerSyncInBackward_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_localSgdBegin_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_type_158 arg3, _Bool arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_localSgdStep_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_localSgdEnd_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_profileBegin_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_profileStep_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_profileEnd_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_159 _wrap_Accelerator_profileSummary_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_exportChromeTrace_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_160 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_joinUnevenInputsBegin_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_joinUnevenInputsEnd_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_mainProcessFirstBegin_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_mainProcessFirstEnd_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_localMainProcessFirstBegin_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_localMainProcessFirstEnd_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_gather_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_type_161 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_type_162 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherObject_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_163 arg2, swig_type_164 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_broadcastObject_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_165 arg2, swig_type_166 arg3, swig_type_167 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_reduce_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_168 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_broadcast_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_type_169 arg3, swig_type_170 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_type_171 arg3, double arg4, _Bool arg5, swig_type_172 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_splitBetweenProcesses_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_173 arg2, _Bool arg3, swig_type_174 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_setTrigger_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_checkTrigger_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_save_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_type_175 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_getStateDict_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_176 _wrap_Accelerator_iteration_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_unscaleGradients_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_autocastBegin_capi_125dda41dfa9e77c(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_autocastEnd_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_registerForCheckpointing_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_177 _wrap_Accelerator_registerSaveStatePreHook_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_onTraceReady_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_178 _wrap_Accelerator_registerLoadStatePreHook_capi_125dda41dfa9e77c(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_removeStatePreHook_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_179 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_addTracker_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_180 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_initTrackers_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_181 arg2, swig_type_182 arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_logValues_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_183 arg2, swig_type_184 arg3, swig_type_185 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logScalar_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_186 arg2, double arg3, swig_type_187 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logTexts_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_188 arg2, swig_type_189 arg3, swig_type_190 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_endTraining_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_trackerNames_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_191 _wrap_Accelerator_trackerPath_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_192 arg2, swig_voidp arg3);
-extern swig_type_193 _wrap_Samples_size_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern swig_type_194 _wrap_Samples_fields_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_195 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_196 arg2, swig_type_197 arg3, swig_voidp arg4);
-extern void _wrap_delete_Samples_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_198 arg2, swig_voidp arg3);
-extern swig_type_199 _wrap_Bytes_size_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_200 arg2, swig_voidp arg3);
-extern void _wrap_delete_Bytes_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern swig_type_201 _wrap_Metrics_size_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern swig_type_202 _wrap_Metrics_name_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_203 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_204 arg2, swig_voidp arg3);
-extern void _wrap_delete_Metrics_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern swig_type_205 _wrap_Texts_size_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern swig_type_206 _wrap_Texts_name_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_207 arg2, swig_voidp arg3);
-extern swig_type_208 _wrap_Texts_text_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_209 arg2, swig_voidp arg3);
-extern void _wrap_delete_Texts_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_LrFactor_set_capi_125dda41dfa9e77c(uintptr_t arg1, double arg2);
-extern void _wrap_delete_LrFactor_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_210 arg2, swig_type_211 arg3, swig_voidp arg4);
-extern void _wrap_delete_Progress_capi_125dda41dfa9e77c(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_212 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_125dda41dfa9e77c(uintptr_t arg1, swig_type_213 arg2, swig_voidp arg3);
-extern void _wrap_Progress_finish_capi_125dda41dfa9e77c(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Swig_free_capi_6710598a15b64c37(uintptr_t arg1);
+extern uintptr_t _wrap_Swig_malloc_capi_6710598a15b64c37(swig_intgo arg1);
+extern swig_intgo _wrap_ACC_OK_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_ERR_UNSUPPORTED_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_ERR_TIMEOUT_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_ERR_ABORTED_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_ERR_DISTRIBUTED_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_ERR_IO_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_ERR_INTERNAL_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_DTYPE_UNDEFINED_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_DTYPE_FLOAT32_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_DTYPE_FLOAT64_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_DTYPE_BFLOAT16_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_DTYPE_FLOAT16_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_DTYPE_INT64_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_DTYPE_INT32_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_DTYPE_UINT8_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_DTYPE_BOOL_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_DTYPE_INT8_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_DTYPE_INT16_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_REDUCTION_NONE_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_REDUCTION_MEAN_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_REDUCTION_SUM_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_HANDLE_ANY_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_HANDLE_TENSOR_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_HANDLE_STRING_LIST_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_HANDLE_OPTIONS_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_HANDLE_MODEL_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_HANDLE_SCHEDULER_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_HANDLE_DATASET_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_HANDLE_DATALOADER_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_HANDLE_PROGRESS_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_HANDLE_BYTES_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_OPTIONS_DATALOADER_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_OPTIONS_LORA_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_OPTIONS_PROFILE_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_PLACEMENT_NO_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_PLACEMENT_YES_capi_6710598a15b64c37(void);
+extern void _wrap_delete_Callback_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_Callback_released_capi_6710598a15b64c37(uintptr_t arg1);
+extern uintptr_t _wrap__swig_NewDirectorSampleSourceSampleSource_capi_6710598a15b64c37(int);
+extern void _wrap_DeleteDirectorSampleSource_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap__swig_DirectorSampleSource_upcall_Released_capi_6710598a15b64c37(uintptr_t);
+extern swig_intgo _wrap_SampleSource_sample_capi_6710598a15b64c37(uintptr_t arg1, swig_type_1 arg2, uintptr_t arg3);
+extern void _wrap_delete_SampleSource_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_SampleSource_released_capi_6710598a15b64c37(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorStreamSourceStreamSource_capi_6710598a15b64c37(int);
+extern void _wrap_DeleteDirectorStreamSource_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap__swig_DirectorStreamSource_upcall_Released_capi_6710598a15b64c37(uintptr_t);
+extern swig_intgo _wrap_StreamSource_start_capi_6710598a15b64c37(uintptr_t arg1, swig_type_2 arg2);
+extern swig_intgo _wrap_StreamSource_next_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_delete_StreamSource_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_StreamSource_released_capi_6710598a15b64c37(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorCollatorCollator_capi_6710598a15b64c37(int);
+extern void _wrap_DeleteDirectorCollator_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap__swig_DirectorCollator_upcall_Released_capi_6710598a15b64c37(uintptr_t);
+extern swig_intgo _wrap_Collator_collate_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern void _wrap_delete_Collator_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_Collator_released_capi_6710598a15b64c37(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorStateHandlerStateHandler_capi_6710598a15b64c37(int);
+extern void _wrap_DeleteDirectorStateHandler_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap__swig_DirectorStateHandler_upcall_Released_capi_6710598a15b64c37(uintptr_t);
+extern swig_intgo _wrap_StateHandler_save_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2);
+extern swig_intgo _wrap_StateHandler_load_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_delete_StateHandler_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_StateHandler_released_capi_6710598a15b64c37(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_6710598a15b64c37(int);
+extern void _wrap_DeleteDirectorCheckpointHook_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_6710598a15b64c37(uintptr_t);
+extern swig_intgo _wrap_CheckpointHook_run_capi_6710598a15b64c37(uintptr_t arg1, swig_type_3 arg2);
+extern void _wrap_delete_CheckpointHook_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_CheckpointHook_released_capi_6710598a15b64c37(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorTrackerTracker_capi_6710598a15b64c37(int);
+extern void _wrap_DeleteDirectorTracker_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap__swig_DirectorTracker_upcall_Released_capi_6710598a15b64c37(uintptr_t);
+extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_6710598a15b64c37(uintptr_t, uintptr_t texts, swig_type_4 step);
+extern swig_intgo _wrap_Tracker_init_capi_6710598a15b64c37(uintptr_t arg1, swig_type_5 arg2, swig_type_6 arg3);
+extern swig_intgo _wrap_Tracker_log_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_7 arg3);
+extern swig_intgo _wrap_Tracker_finish_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_intgo _wrap_Tracker_logText_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_4 arg3);
+extern void _wrap_delete_Tracker_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_Tracker_released_capi_6710598a15b64c37(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorLrLambdaLrLambda_capi_6710598a15b64c37(int);
+extern void _wrap_DeleteDirectorLrLambda_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap__swig_DirectorLrLambda_upcall_Released_capi_6710598a15b64c37(uintptr_t);
+extern swig_intgo _wrap_LrLambda_factor_capi_6710598a15b64c37(uintptr_t arg1, swig_type_8 arg2, uintptr_t arg3);
+extern void _wrap_delete_LrLambda_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_LrLambda_released_capi_6710598a15b64c37(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_6710598a15b64c37(int);
+extern void _wrap_DeleteDirectorGroupLrLambda_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_6710598a15b64c37(uintptr_t);
+extern swig_intgo _wrap_GroupLrLambda_factor_capi_6710598a15b64c37(uintptr_t arg1, swig_type_9 arg2, swig_type_10 arg3, uintptr_t arg4);
+extern void _wrap_delete_GroupLrLambda_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_GroupLrLambda_released_capi_6710598a15b64c37(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorTraceReadyTraceReady_capi_6710598a15b64c37(int);
+extern void _wrap_DeleteDirectorTraceReady_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap__swig_DirectorTraceReady_upcall_Released_capi_6710598a15b64c37(uintptr_t);
+extern swig_intgo _wrap_TraceReady_ready_capi_6710598a15b64c37(uintptr_t arg1, swig_type_11 arg2);
+extern void _wrap_delete_TraceReady_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_TraceReady_released_capi_6710598a15b64c37(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_6710598a15b64c37(int);
+extern void _wrap_DeleteDirectorBatchSizeRun_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_6710598a15b64c37(uintptr_t);
+extern swig_intgo _wrap_BatchSizeRun_run_capi_6710598a15b64c37(uintptr_t arg1, swig_type_12 arg2);
+extern void _wrap_delete_BatchSizeRun_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_BatchSizeRun_released_capi_6710598a15b64c37(uintptr_t _swig_base);
+extern swig_type_13 _wrap_Accelerate_version_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_Accelerate_abiVersion_capi_6710598a15b64c37(void);
+extern void _wrap_Accelerate_checkAbi_capi_6710598a15b64c37(swig_intgo arg1, swig_voidp arg2);
+extern void _wrap_Accelerate_checkBinding_capi_6710598a15b64c37(swig_type_14 arg1, swig_intgo arg2, swig_voidp arg3);
+extern swig_type_15 _wrap_Accelerate_buildInfo_capi_6710598a15b64c37(void);
+extern swig_type_16 _wrap_Accelerate_statusName_capi_6710598a15b64c37(swig_intgo arg1);
+extern swig_type_17 _wrap_Accelerate_liveHandles_capi_6710598a15b64c37(swig_intgo arg1);
+extern void _wrap_Accelerate_setSeed_capi_6710598a15b64c37(swig_type_18 arg1, swig_voidp arg2);
+extern void _wrap_Accelerate_setSeedWith_capi_6710598a15b64c37(swig_type_19 arg1, _Bool arg2, _Bool arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerate_getRandomState_capi_6710598a15b64c37(swig_voidp arg1);
+extern void _wrap_Accelerate_setRandomState_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_20 _wrap_Accelerate_dtypeSize_capi_6710598a15b64c37(swig_intgo arg1);
+extern swig_type_21 _wrap_Accelerate_lastErrorBacktrace_capi_6710598a15b64c37(void);
+extern void _wrap_Accelerate_callbackSetError_capi_6710598a15b64c37(swig_type_22 arg1);
+extern swig_type_23 _wrap_Accelerate_findBatchSizeWith_capi_6710598a15b64c37(swig_type_24 arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_delete_Accelerate_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_25 _wrap_LoadReport_missingCount_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_26 _wrap_LoadReport_missing_capi_6710598a15b64c37(uintptr_t arg1, swig_type_27 arg2);
+extern swig_type_28 _wrap_LoadReport_unexpectedCount_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_29 _wrap_LoadReport_unexpected_capi_6710598a15b64c37(uintptr_t arg1, swig_type_30 arg2);
+extern void _wrap_delete_LoadReport_capi_6710598a15b64c37(uintptr_t arg1);
+extern uintptr_t _wrap_Loss_crossEntropy_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Loss_nll_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Loss_mse_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Loss_l1_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Loss_smoothL1_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Loss_huber_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Loss_bceWithLogits_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern void _wrap_delete_Loss_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_delete_Tensor_capi_6710598a15b64c37(uintptr_t arg1);
+extern uintptr_t _wrap_Tensor_fromFloats_capi_6710598a15b64c37(swig_type_31 arg1, swig_type_32 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToFloats_capi_6710598a15b64c37(uintptr_t arg1, swig_type_33 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromDoubles_capi_6710598a15b64c37(swig_type_34 arg1, swig_type_35 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToDoubles_capi_6710598a15b64c37(uintptr_t arg1, swig_type_36 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromLongs_capi_6710598a15b64c37(swig_type_37 arg1, swig_type_38 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToLongs_capi_6710598a15b64c37(uintptr_t arg1, swig_type_39 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromInts_capi_6710598a15b64c37(swig_type_40 arg1, swig_type_41 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToInts_capi_6710598a15b64c37(uintptr_t arg1, swig_type_42 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromBytes_capi_6710598a15b64c37(swig_type_43 arg1, swig_type_44 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToBytes_capi_6710598a15b64c37(uintptr_t arg1, swig_type_45 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_zeros_capi_6710598a15b64c37(swig_type_46 arg1, swig_intgo arg2, swig_type_47 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Tensor_rand_capi_6710598a15b64c37(swig_type_48 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_randn_capi_6710598a15b64c37(swig_type_49 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_fromIdxFile_capi_6710598a15b64c37(swig_type_50 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_fromFileMmap_capi_6710598a15b64c37(swig_type_51 arg1, swig_type_52 arg2, swig_intgo arg3, swig_type_53 arg4, swig_voidp arg5);
+extern swig_type_54 _wrap_Tensor_ndim_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Tensor_copyShape_capi_6710598a15b64c37(uintptr_t arg1, swig_type_55 arg2, swig_voidp arg3);
+extern swig_type_56 _wrap_Tensor_numel_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_intgo _wrap_Tensor_dtype_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_57 _wrap_Tensor_device_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Tensor_requiresGrad_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_to_capi_6710598a15b64c37(uintptr_t arg1, swig_type_58 arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Tensor_grad_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Tensor_backward_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_sum_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_mean_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_reshape_capi_6710598a15b64c37(uintptr_t arg1, swig_type_59 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_argmax_capi_6710598a15b64c37(uintptr_t arg1, swig_type_60 arg2, _Bool arg3, swig_voidp arg4);
+extern swig_type_61 _wrap_Tensor_countEqual_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern double _wrap_Tensor_item_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_new_TensorList_capi_6710598a15b64c37(swig_voidp arg1);
+extern void _wrap_delete_TensorList_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_TensorList_append_capi_6710598a15b64c37(uintptr_t arg1, swig_type_62 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_63 _wrap_TensorList_size_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_TensorList_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_64 arg2, swig_voidp arg3);
+extern swig_type_65 _wrap_TensorList_name_capi_6710598a15b64c37(uintptr_t arg1, swig_type_66 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_TensorList_find_capi_6710598a15b64c37(uintptr_t arg1, swig_type_67 arg2, swig_voidp arg3);
+extern void _wrap_TensorList_saveSafetensors_capi_6710598a15b64c37(uintptr_t arg1, swig_type_68 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_TensorList_loadSafetensors_capi_6710598a15b64c37(swig_type_69 arg1, swig_voidp arg2);
+extern void _wrap_delete_StringList_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_70 _wrap_StringList_size_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_71 _wrap_StringList_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_72 arg2, swig_voidp arg3);
+extern swig_type_73 _wrap_StringList_byteSize_capi_6710598a15b64c37(uintptr_t arg1, swig_type_74 arg2, swig_voidp arg3);
+extern void _wrap_StringList_copyBytes_capi_6710598a15b64c37(uintptr_t arg1, swig_type_75 arg2, swig_type_76 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Options_capi_6710598a15b64c37(swig_intgo arg1, swig_voidp arg2);
+extern void _wrap_delete_Options_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_Options_setInt_capi_6710598a15b64c37(uintptr_t arg1, swig_type_77 arg2, swig_type_78 arg3, swig_voidp arg4);
+extern void _wrap_Options_setDouble_capi_6710598a15b64c37(uintptr_t arg1, swig_type_79 arg2, double arg3, swig_voidp arg4);
+extern void _wrap_Options_setBool_capi_6710598a15b64c37(uintptr_t arg1, swig_type_80 arg2, _Bool arg3, swig_voidp arg4);
+extern void _wrap_Options_setString_capi_6710598a15b64c37(uintptr_t arg1, swig_type_81 arg2, swig_type_82 arg3, swig_voidp arg4);
+extern void _wrap_Options_set_capi_6710598a15b64c37(uintptr_t arg1, swig_type_83 arg2, swig_type_84 arg3, swig_voidp arg4);
+extern swig_type_85 _wrap_Options_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_86 arg2, swig_voidp arg3);
+extern void _wrap_delete_Model_capi_6710598a15b64c37(uintptr_t arg1);
+extern uintptr_t _wrap_Model_loadTorchscript_capi_6710598a15b64c37(swig_type_87 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_fromSpec_capi_6710598a15b64c37(swig_type_88 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_forward_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Model_forward1_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern void _wrap_Model_setTraining_capi_6710598a15b64c37(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
+extern _Bool _wrap_Model_isTraining_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_setGraphOptimization_capi_6710598a15b64c37(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
+extern void _wrap_Model_updateBn_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Model_to_capi_6710598a15b64c37(uintptr_t arg1, swig_type_89 arg2, swig_intgo arg3, swig_voidp arg4);
+extern swig_type_90 _wrap_Model_parameterTensorCount_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_91 _wrap_Model_parameterElementCount_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_parameterNames_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_parameter_capi_6710598a15b64c37(uintptr_t arg1, swig_type_92 arg2, swig_voidp arg3);
+extern void _wrap_Model_zeroGrad_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_93 _wrap_Model_setRequiresGrad_capi_6710598a15b64c37(uintptr_t arg1, swig_type_94 arg2, _Bool arg3, swig_voidp arg4);
+extern swig_type_95 _wrap_Model_addLora_capi_6710598a15b64c37(uintptr_t arg1, swig_type_96 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Model_saveLora_capi_6710598a15b64c37(uintptr_t arg1, swig_type_97 arg2, swig_voidp arg3);
+extern void _wrap_Model_loadLora_capi_6710598a15b64c37(uintptr_t arg1, swig_type_98 arg2, swig_voidp arg3);
+extern void _wrap_Model_mergeLora_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_99 _wrap_Model_loraCount_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_stateDict_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_loadStateDict_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
+extern void _wrap_Model_saveTorchscript_capi_6710598a15b64c37(uintptr_t arg1, swig_type_100 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Model_loadSafetensors_capi_6710598a15b64c37(uintptr_t arg1, swig_type_101 arg2, _Bool arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Optimizer_capi_6710598a15b64c37(uintptr_t arg1, swig_type_102 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_delete_Optimizer_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_Optimizer_addParamGroup_capi_6710598a15b64c37(uintptr_t arg1, swig_type_103 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_104 _wrap_Optimizer_addParamGroupMatching_capi_6710598a15b64c37(uintptr_t arg1, swig_type_105 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_106 _wrap_Optimizer_numParamGroups_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Optimizer_getLr_capi_6710598a15b64c37(uintptr_t arg1, swig_type_107 arg2, swig_voidp arg3);
+extern void _wrap_Optimizer_setLr_capi_6710598a15b64c37(uintptr_t arg1, swig_type_108 arg2, double arg3, swig_voidp arg4);
+extern double _wrap_Optimizer_getHyperparameter_capi_6710598a15b64c37(uintptr_t arg1, swig_type_109 arg2, swig_type_110 arg3, swig_voidp arg4);
+extern void _wrap_Optimizer_step_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Optimizer_zeroGrad_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Optimizer_setTraining_capi_6710598a15b64c37(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Optimizer_stateOf_capi_6710598a15b64c37(uintptr_t arg1, swig_type_111 arg2, swig_type_112 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Optimizer_stateFields_capi_6710598a15b64c37(uintptr_t arg1, swig_type_113 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_new_Scheduler_capi_6710598a15b64c37(uintptr_t arg1, swig_type_114 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_delete_Scheduler_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_Scheduler_then_capi_6710598a15b64c37(uintptr_t arg1, swig_type_115 arg2, swig_type_116 arg3, uintptr_t arg4, swig_voidp arg5);
+extern void _wrap_Scheduler_chain_capi_6710598a15b64c37(uintptr_t arg1, swig_type_117 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Scheduler_step_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Scheduler_stepMetric_capi_6710598a15b64c37(uintptr_t arg1, double arg2, swig_voidp arg3);
+extern double _wrap_Scheduler_getLastLr_capi_6710598a15b64c37(uintptr_t arg1, swig_type_118 arg2, swig_voidp arg3);
+extern swig_type_119 _wrap_Scheduler_getStep_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Scheduler_fromLrLambda_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Scheduler_fromLrMultiplicative_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Scheduler_fromGroupLrLambda_capi_6710598a15b64c37(uintptr_t arg1, swig_type_120 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Scheduler_fromGroupLrMultiplicative_capi_6710598a15b64c37(uintptr_t arg1, swig_type_121 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Scheduler_fromCyclicScale_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_AveragedModel_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_delete_AveragedModel_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_AveragedModel_update_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_122 _wrap_AveragedModel_count_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_AveragedModel_copyTo_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_AveragedModel_swap_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_AveragedModel_stateDict_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_AveragedModel_loadStateDict_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_delete_Dataset_capi_6710598a15b64c37(uintptr_t arg1);
+extern uintptr_t _wrap_Dataset_fromTensors_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Dataset_fromIdx_capi_6710598a15b64c37(swig_type_123 arg1, swig_type_124 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromSampleSource_capi_6710598a15b64c37(swig_type_125 arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromStreamSource_capi_6710598a15b64c37(uintptr_t arg1, swig_type_126 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_subset_capi_6710598a15b64c37(uintptr_t arg1, swig_type_127 arg2, swig_type_128 arg3, swig_voidp arg4);
+extern swig_type_129 _wrap_Dataset_size_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Dataset_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_130 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_new_DataLoader_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_delete_DataLoader_capi_6710598a15b64c37(uintptr_t arg1);
+extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_6710598a15b64c37(uintptr_t arg1, swig_type_131 arg2, swig_type_132 arg3, uintptr_t arg4, swig_voidp arg5);
+extern uintptr_t _wrap_DataLoader_next_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_133 _wrap_DataLoader_length_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_134 _wrap_DataLoader_epoch_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_setEpoch_capi_6710598a15b64c37(uintptr_t arg1, swig_type_135 arg2, swig_voidp arg3);
+extern void _wrap_DataLoader_setCollator_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_DataLoader_skipFirstBatches_capi_6710598a15b64c37(uintptr_t arg1, swig_type_136 arg2, swig_voidp arg3);
+extern swig_type_137 _wrap_DataLoader_totalBatchSize_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_138 _wrap_DataLoader_totalDatasetLength_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_DataLoader_endOfEpoch_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_endEpoch_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_DataLoader_inEpoch_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_new_Accelerator_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_delete_Accelerator_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_139 _wrap_Accelerator_device_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_140 _wrap_Accelerator_distributedType_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_141 _wrap_Accelerator_mixedPrecision_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_142 _wrap_Accelerator_processIndex_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_143 _wrap_Accelerator_numProcesses_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_144 _wrap_Accelerator_localProcessIndex_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_isMainProcess_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_isLocalMainProcess_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_isLastProcess_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_145 _wrap_Accelerator_gradientAccumulationSteps_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_syncGradients_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_optimizerStepWasSkipped_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_146 _wrap_Accelerator_step_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Accelerator_prepareModel_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_prepareOptimizer_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_prepareDataLoader_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_prepareScheduler_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Accelerator_unwrapModel_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_backward_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_backwardWith_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, _Bool arg3, _Bool arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_accumulateBegin_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_accumulateEnd_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Accelerator_clipGradNorm_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, double arg3, double arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_clipGradValue_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_saveModel_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_147 arg3, swig_type_148 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_6710598a15b64c37(swig_type_149 arg1, swig_type_150 arg2, swig_type_151 arg3, swig_type_152 arg4, swig_voidp arg5);
+extern swig_type_153 _wrap_Accelerator_saveState_capi_6710598a15b64c37(uintptr_t arg1, swig_type_154 arg2, swig_voidp arg3);
+extern swig_type_155 _wrap_Accelerator_loadState_capi_6710598a15b64c37(uintptr_t arg1, swig_type_156 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_registerAveragedModel_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_print_capi_6710598a15b64c37(uintptr_t arg1, swig_type_157 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_waitForEveryone_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_freeMemory_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_noSyncBegin_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_noSyncEnd_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_triggerSyncInBackward_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_localSgdBegin_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_158 arg3, _Bool arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_localSgdStep_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_localSgdEnd_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_profileBegin_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_profileStep_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_profileEnd_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_159 _wrap_Accelerator_profileSummary_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_exportChromeTrace_capi_6710598a15b64c37(uintptr_t arg1, swig_type_160 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_joinUnevenInputsBegin_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_joinUnevenInputsEnd_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_mainProcessFirstBegin_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_mainProcessFirstEnd_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_localMainProcessFirstBegin_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_localMainProcessFirstEnd_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Accelerator_gather_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_161 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_162 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherObject_capi_6710598a15b64c37(uintptr_t arg1, swig_type_163 arg2, swig_type_164 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_broadcastObject_capi_6710598a15b64c37(uintptr_t arg1, swig_type_165 arg2, swig_type_166 arg3, swig_type_167 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_reduce_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_168 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_broadcast_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_169 arg3, swig_type_170 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_171 arg3, double arg4, _Bool arg5, swig_type_172 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_splitBetweenProcesses_capi_6710598a15b64c37(uintptr_t arg1, swig_type_173 arg2, _Bool arg3, swig_type_174 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_setTrigger_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_checkTrigger_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_save_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_175 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_getStateDict_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
+extern swig_type_176 _wrap_Accelerator_iteration_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_unscaleGradients_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_autocastBegin_capi_6710598a15b64c37(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_autocastEnd_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_registerForCheckpointing_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_177 _wrap_Accelerator_registerSaveStatePreHook_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_onTraceReady_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_178 _wrap_Accelerator_registerLoadStatePreHook_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_removeStatePreHook_capi_6710598a15b64c37(uintptr_t arg1, swig_type_179 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_addTracker_capi_6710598a15b64c37(uintptr_t arg1, swig_type_180 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_initTrackers_capi_6710598a15b64c37(uintptr_t arg1, swig_type_181 arg2, swig_type_182 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_logValues_capi_6710598a15b64c37(uintptr_t arg1, swig_type_183 arg2, swig_type_184 arg3, swig_type_185 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logScalar_capi_6710598a15b64c37(uintptr_t arg1, swig_type_186 arg2, double arg3, swig_type_187 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logTexts_capi_6710598a15b64c37(uintptr_t arg1, swig_type_188 arg2, swig_type_189 arg3, swig_type_190 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_endTraining_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Accelerator_trackerNames_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_191 _wrap_Accelerator_trackerPath_capi_6710598a15b64c37(uintptr_t arg1, swig_type_192 arg2, swig_voidp arg3);
+extern swig_type_193 _wrap_Samples_size_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_194 _wrap_Samples_fields_capi_6710598a15b64c37(uintptr_t arg1, swig_type_195 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_196 arg2, swig_type_197 arg3, swig_voidp arg4);
+extern void _wrap_delete_Samples_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_Bytes_append_capi_6710598a15b64c37(uintptr_t arg1, swig_type_198 arg2, swig_voidp arg3);
+extern swig_type_199 _wrap_Bytes_size_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_6710598a15b64c37(uintptr_t arg1, swig_type_200 arg2, swig_voidp arg3);
+extern void _wrap_delete_Bytes_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_201 _wrap_Metrics_size_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_202 _wrap_Metrics_name_capi_6710598a15b64c37(uintptr_t arg1, swig_type_203 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_6710598a15b64c37(uintptr_t arg1, swig_type_204 arg2, swig_voidp arg3);
+extern void _wrap_delete_Metrics_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_205 _wrap_Texts_size_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_206 _wrap_Texts_name_capi_6710598a15b64c37(uintptr_t arg1, swig_type_207 arg2, swig_voidp arg3);
+extern swig_type_208 _wrap_Texts_text_capi_6710598a15b64c37(uintptr_t arg1, swig_type_209 arg2, swig_voidp arg3);
+extern void _wrap_delete_Texts_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_LrFactor_set_capi_6710598a15b64c37(uintptr_t arg1, double arg2);
+extern void _wrap_delete_LrFactor_capi_6710598a15b64c37(uintptr_t arg1);
+extern uintptr_t _wrap_new_Progress_capi_6710598a15b64c37(uintptr_t arg1, swig_type_210 arg2, swig_type_211 arg3, swig_voidp arg4);
+extern void _wrap_delete_Progress_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_Progress_update_capi_6710598a15b64c37(uintptr_t arg1, swig_type_212 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_6710598a15b64c37(uintptr_t arg1, swig_type_213 arg2, swig_voidp arg3);
+extern void _wrap_Progress_finish_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
 import "C"
@@ -668,13 +668,13 @@ func swigCopyString(s string) string {
 
 func Swig_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_Swig_free_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_Swig_free_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func Swig_malloc(arg1 int) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_Swig_malloc_capi_125dda41dfa9e77c(C.swig_intgo(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_Swig_malloc_capi_6710598a15b64c37(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
@@ -685,84 +685,84 @@ const ACC_ABI_VERSION int = 1
 type Acc_status int
 func _swig_getACC_OK() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_OK_capi_125dda41dfa9e77c())
+	swig_r = (Acc_status)(C._wrap_ACC_OK_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_OK Acc_status = _swig_getACC_OK()
 func _swig_getACC_ERR_INVALID_ARGUMENT() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_INVALID_ARGUMENT_capi_125dda41dfa9e77c())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_INVALID_ARGUMENT_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_ERR_INVALID_ARGUMENT Acc_status = _swig_getACC_ERR_INVALID_ARGUMENT()
 func _swig_getACC_ERR_INVALID_HANDLE() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_INVALID_HANDLE_capi_125dda41dfa9e77c())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_INVALID_HANDLE_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_ERR_INVALID_HANDLE Acc_status = _swig_getACC_ERR_INVALID_HANDLE()
 func _swig_getACC_ERR_NOT_INITIALIZED() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_NOT_INITIALIZED_capi_125dda41dfa9e77c())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_NOT_INITIALIZED_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_ERR_NOT_INITIALIZED Acc_status = _swig_getACC_ERR_NOT_INITIALIZED()
 func _swig_getACC_ERR_UNSUPPORTED() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_UNSUPPORTED_capi_125dda41dfa9e77c())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_UNSUPPORTED_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_ERR_UNSUPPORTED Acc_status = _swig_getACC_ERR_UNSUPPORTED()
 func _swig_getACC_ERR_OUT_OF_MEMORY() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_OUT_OF_MEMORY_capi_125dda41dfa9e77c())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_OUT_OF_MEMORY_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_ERR_OUT_OF_MEMORY Acc_status = _swig_getACC_ERR_OUT_OF_MEMORY()
 func _swig_getACC_ERR_TIMEOUT() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_TIMEOUT_capi_125dda41dfa9e77c())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_TIMEOUT_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_ERR_TIMEOUT Acc_status = _swig_getACC_ERR_TIMEOUT()
 func _swig_getACC_ERR_ABORTED() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_ABORTED_capi_125dda41dfa9e77c())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_ABORTED_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_ERR_ABORTED Acc_status = _swig_getACC_ERR_ABORTED()
 func _swig_getACC_ERR_DISTRIBUTED() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_DISTRIBUTED_capi_125dda41dfa9e77c())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_DISTRIBUTED_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_ERR_DISTRIBUTED Acc_status = _swig_getACC_ERR_DISTRIBUTED()
 func _swig_getACC_ERR_IO() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_IO_capi_125dda41dfa9e77c())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_IO_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_ERR_IO Acc_status = _swig_getACC_ERR_IO()
 func _swig_getACC_ERR_VERSION_MISMATCH() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_VERSION_MISMATCH_capi_125dda41dfa9e77c())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_VERSION_MISMATCH_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_ERR_VERSION_MISMATCH Acc_status = _swig_getACC_ERR_VERSION_MISMATCH()
 func _swig_getACC_ERR_INTERNAL() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_INTERNAL_capi_125dda41dfa9e77c())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_INTERNAL_capi_6710598a15b64c37())
 	return swig_r
 }
 
@@ -770,77 +770,77 @@ var ACC_ERR_INTERNAL Acc_status = _swig_getACC_ERR_INTERNAL()
 type Acc_dtype int
 func _swig_getACC_DTYPE_UNDEFINED() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_UNDEFINED_capi_125dda41dfa9e77c())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_UNDEFINED_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_DTYPE_UNDEFINED Acc_dtype = _swig_getACC_DTYPE_UNDEFINED()
 func _swig_getACC_DTYPE_FLOAT32() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT32_capi_125dda41dfa9e77c())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT32_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_DTYPE_FLOAT32 Acc_dtype = _swig_getACC_DTYPE_FLOAT32()
 func _swig_getACC_DTYPE_FLOAT64() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT64_capi_125dda41dfa9e77c())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT64_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_DTYPE_FLOAT64 Acc_dtype = _swig_getACC_DTYPE_FLOAT64()
 func _swig_getACC_DTYPE_BFLOAT16() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_BFLOAT16_capi_125dda41dfa9e77c())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_BFLOAT16_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_DTYPE_BFLOAT16 Acc_dtype = _swig_getACC_DTYPE_BFLOAT16()
 func _swig_getACC_DTYPE_FLOAT16() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT16_capi_125dda41dfa9e77c())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT16_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_DTYPE_FLOAT16 Acc_dtype = _swig_getACC_DTYPE_FLOAT16()
 func _swig_getACC_DTYPE_INT64() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT64_capi_125dda41dfa9e77c())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT64_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_DTYPE_INT64 Acc_dtype = _swig_getACC_DTYPE_INT64()
 func _swig_getACC_DTYPE_INT32() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT32_capi_125dda41dfa9e77c())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT32_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_DTYPE_INT32 Acc_dtype = _swig_getACC_DTYPE_INT32()
 func _swig_getACC_DTYPE_UINT8() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_UINT8_capi_125dda41dfa9e77c())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_UINT8_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_DTYPE_UINT8 Acc_dtype = _swig_getACC_DTYPE_UINT8()
 func _swig_getACC_DTYPE_BOOL() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_BOOL_capi_125dda41dfa9e77c())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_BOOL_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_DTYPE_BOOL Acc_dtype = _swig_getACC_DTYPE_BOOL()
 func _swig_getACC_DTYPE_INT8() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT8_capi_125dda41dfa9e77c())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT8_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_DTYPE_INT8 Acc_dtype = _swig_getACC_DTYPE_INT8()
 func _swig_getACC_DTYPE_INT16() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT16_capi_125dda41dfa9e77c())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT16_capi_6710598a15b64c37())
 	return swig_r
 }
 
@@ -848,21 +848,21 @@ var ACC_DTYPE_INT16 Acc_dtype = _swig_getACC_DTYPE_INT16()
 type Acc_reduction int
 func _swig_getACC_REDUCTION_NONE() (_swig_ret Acc_reduction) {
 	var swig_r Acc_reduction
-	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_NONE_capi_125dda41dfa9e77c())
+	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_NONE_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_REDUCTION_NONE Acc_reduction = _swig_getACC_REDUCTION_NONE()
 func _swig_getACC_REDUCTION_MEAN() (_swig_ret Acc_reduction) {
 	var swig_r Acc_reduction
-	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_MEAN_capi_125dda41dfa9e77c())
+	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_MEAN_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_REDUCTION_MEAN Acc_reduction = _swig_getACC_REDUCTION_MEAN()
 func _swig_getACC_REDUCTION_SUM() (_swig_ret Acc_reduction) {
 	var swig_r Acc_reduction
-	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_SUM_capi_125dda41dfa9e77c())
+	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_SUM_capi_6710598a15b64c37())
 	return swig_r
 }
 
@@ -872,98 +872,98 @@ const ACC_FORWARD_NO_GRAD uint = 1
 type Acc_handle_kind int
 func _swig_getACC_HANDLE_ANY() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_ANY_capi_125dda41dfa9e77c())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_ANY_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_HANDLE_ANY Acc_handle_kind = _swig_getACC_HANDLE_ANY()
 func _swig_getACC_HANDLE_TENSOR() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_TENSOR_capi_125dda41dfa9e77c())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_TENSOR_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_HANDLE_TENSOR Acc_handle_kind = _swig_getACC_HANDLE_TENSOR()
 func _swig_getACC_HANDLE_TENSOR_LIST() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_TENSOR_LIST_capi_125dda41dfa9e77c())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_TENSOR_LIST_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_HANDLE_TENSOR_LIST Acc_handle_kind = _swig_getACC_HANDLE_TENSOR_LIST()
 func _swig_getACC_HANDLE_STRING_LIST() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_STRING_LIST_capi_125dda41dfa9e77c())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_STRING_LIST_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_HANDLE_STRING_LIST Acc_handle_kind = _swig_getACC_HANDLE_STRING_LIST()
 func _swig_getACC_HANDLE_OPTIONS() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_OPTIONS_capi_125dda41dfa9e77c())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_OPTIONS_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_HANDLE_OPTIONS Acc_handle_kind = _swig_getACC_HANDLE_OPTIONS()
 func _swig_getACC_HANDLE_MODEL() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_MODEL_capi_125dda41dfa9e77c())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_MODEL_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_HANDLE_MODEL Acc_handle_kind = _swig_getACC_HANDLE_MODEL()
 func _swig_getACC_HANDLE_OPTIMIZER() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_OPTIMIZER_capi_125dda41dfa9e77c())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_OPTIMIZER_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_HANDLE_OPTIMIZER Acc_handle_kind = _swig_getACC_HANDLE_OPTIMIZER()
 func _swig_getACC_HANDLE_SCHEDULER() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_SCHEDULER_capi_125dda41dfa9e77c())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_SCHEDULER_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_HANDLE_SCHEDULER Acc_handle_kind = _swig_getACC_HANDLE_SCHEDULER()
 func _swig_getACC_HANDLE_DATASET() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_DATASET_capi_125dda41dfa9e77c())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_DATASET_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_HANDLE_DATASET Acc_handle_kind = _swig_getACC_HANDLE_DATASET()
 func _swig_getACC_HANDLE_DATALOADER() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_DATALOADER_capi_125dda41dfa9e77c())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_DATALOADER_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_HANDLE_DATALOADER Acc_handle_kind = _swig_getACC_HANDLE_DATALOADER()
 func _swig_getACC_HANDLE_ACCELERATOR() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_ACCELERATOR_capi_125dda41dfa9e77c())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_ACCELERATOR_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_HANDLE_ACCELERATOR Acc_handle_kind = _swig_getACC_HANDLE_ACCELERATOR()
 func _swig_getACC_HANDLE_PROGRESS() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_PROGRESS_capi_125dda41dfa9e77c())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_PROGRESS_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_HANDLE_PROGRESS Acc_handle_kind = _swig_getACC_HANDLE_PROGRESS()
 func _swig_getACC_HANDLE_BYTES() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_BYTES_capi_125dda41dfa9e77c())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_BYTES_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_HANDLE_BYTES Acc_handle_kind = _swig_getACC_HANDLE_BYTES()
 func _swig_getACC_HANDLE_AVERAGED_MODEL() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_AVERAGED_MODEL_capi_125dda41dfa9e77c())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_AVERAGED_MODEL_capi_6710598a15b64c37())
 	return swig_r
 }
 
@@ -971,49 +971,49 @@ var ACC_HANDLE_AVERAGED_MODEL Acc_handle_kind = _swig_getACC_HANDLE_AVERAGED_MOD
 type Acc_options_kind int
 func _swig_getACC_OPTIONS_OPTIMIZER() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_OPTIMIZER_capi_125dda41dfa9e77c())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_OPTIMIZER_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_OPTIONS_OPTIMIZER Acc_options_kind = _swig_getACC_OPTIONS_OPTIMIZER()
 func _swig_getACC_OPTIONS_SCHEDULER() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_SCHEDULER_capi_125dda41dfa9e77c())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_SCHEDULER_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_OPTIONS_SCHEDULER Acc_options_kind = _swig_getACC_OPTIONS_SCHEDULER()
 func _swig_getACC_OPTIONS_DATALOADER() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_DATALOADER_capi_125dda41dfa9e77c())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_DATALOADER_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_OPTIONS_DATALOADER Acc_options_kind = _swig_getACC_OPTIONS_DATALOADER()
 func _swig_getACC_OPTIONS_ACCELERATOR() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_ACCELERATOR_capi_125dda41dfa9e77c())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_ACCELERATOR_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_OPTIONS_ACCELERATOR Acc_options_kind = _swig_getACC_OPTIONS_ACCELERATOR()
 func _swig_getACC_OPTIONS_LORA() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_LORA_capi_125dda41dfa9e77c())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_LORA_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_OPTIONS_LORA Acc_options_kind = _swig_getACC_OPTIONS_LORA()
 func _swig_getACC_OPTIONS_PROFILE() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_PROFILE_capi_125dda41dfa9e77c())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_PROFILE_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_OPTIONS_PROFILE Acc_options_kind = _swig_getACC_OPTIONS_PROFILE()
 func _swig_getACC_OPTIONS_AVERAGED_MODEL() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_125dda41dfa9e77c())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_6710598a15b64c37())
 	return swig_r
 }
 
@@ -1021,21 +1021,21 @@ var ACC_OPTIONS_AVERAGED_MODEL Acc_options_kind = _swig_getACC_OPTIONS_AVERAGED_
 type Acc_placement int
 func _swig_getACC_PLACEMENT_DEFAULT() (_swig_ret Acc_placement) {
 	var swig_r Acc_placement
-	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_DEFAULT_capi_125dda41dfa9e77c())
+	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_DEFAULT_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_PLACEMENT_DEFAULT Acc_placement = _swig_getACC_PLACEMENT_DEFAULT()
 func _swig_getACC_PLACEMENT_NO() (_swig_ret Acc_placement) {
 	var swig_r Acc_placement
-	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_NO_capi_125dda41dfa9e77c())
+	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_NO_capi_6710598a15b64c37())
 	return swig_r
 }
 
 var ACC_PLACEMENT_NO Acc_placement = _swig_getACC_PLACEMENT_NO()
 func _swig_getACC_PLACEMENT_YES() (_swig_ret Acc_placement) {
 	var swig_r Acc_placement
-	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_YES_capi_125dda41dfa9e77c())
+	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_YES_capi_6710598a15b64c37())
 	return swig_r
 }
 
@@ -1051,12 +1051,12 @@ func (p SwigcptrCallback) SwigIsCallback() {
 
 func DeleteCallback(arg1 Callback) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Callback_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Callback_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrCallback) Released() {
 	_swig_i_0 := arg1
-	C._wrap_Callback_released_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_Callback_released_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 type Callback interface {
@@ -1083,17 +1083,17 @@ func (p *_swig_DirectorSampleSource) DirectorInterface() interface{} {
 
 func NewDirectorSampleSource(v interface{}) SampleSource {
 	p := &_swig_DirectorSampleSource{0, v}
-	p.SwigcptrSampleSource = SwigcptrSampleSource(C._wrap__swig_NewDirectorSampleSourceSampleSource_capi_125dda41dfa9e77c(C.int(swigDirectorAdd(p))))
+	p.SwigcptrSampleSource = SwigcptrSampleSource(C._wrap__swig_NewDirectorSampleSourceSampleSource_capi_6710598a15b64c37(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorSampleSource(arg1 SampleSource) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorSampleSource_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorSampleSource_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_SampleSource_capi_125dda41dfa9e77c
-func Swiggo_DeleteDirector_SampleSource_capi_125dda41dfa9e77c(c int) {
+//export Swiggo_DeleteDirector_SampleSource_capi_6710598a15b64c37
+func Swiggo_DeleteDirector_SampleSource_capi_6710598a15b64c37(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorSampleSource).SwigcptrSampleSource = 0
 	swigDirectorDelete(c)
 }
@@ -1107,15 +1107,15 @@ func (swig_p *_swig_DirectorSampleSource) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorSampleSource_upcall_Released_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.SwigcptrSampleSource))
+	C._wrap__swig_DirectorSampleSource_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrSampleSource))
 }
 
 func DirectorSampleSourceReleased(swig_p SampleSource) {
-	C._wrap__swig_DirectorSampleSource_upcall_Released_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.(*_swig_DirectorSampleSource).SwigcptrSampleSource))
+	C._wrap__swig_DirectorSampleSource_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorSampleSource).SwigcptrSampleSource))
 }
 
-//export Swig_DirectorSampleSource_callback_released_capi_125dda41dfa9e77c
-func Swig_DirectorSampleSource_callback_released_capi_125dda41dfa9e77c(swig_c int) {
+//export Swig_DirectorSampleSource_callback_released_capi_6710598a15b64c37
+func Swig_DirectorSampleSource_callback_released_capi_6710598a15b64c37(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorSampleSource)
 	swig_p.Released()
 }
@@ -1131,8 +1131,8 @@ func (swig_p *_swig_DirectorSampleSource) Sample(index int64, out TensorList) in
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorSampleSource_callback_sample_capi_125dda41dfa9e77c
-func Swig_DirectorSampleSource_callback_sample_capi_125dda41dfa9e77c(swig_c int, index int64, out uintptr) (swig_result int) {
+//export Swig_DirectorSampleSource_callback_sample_capi_6710598a15b64c37
+func Swig_DirectorSampleSource_callback_sample_capi_6710598a15b64c37(swig_c int, index int64, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorSampleSource)
 	swig_r = swig_p.Sample(index, SwigcptrTensorList(out))
@@ -1157,17 +1157,17 @@ func (arg1 SwigcptrSampleSource) Sample(arg2 int64, arg3 TensorList) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (int)(C._wrap_SampleSource_sample_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_1(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	swig_r = (int)(C._wrap_SampleSource_sample_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_1(_swig_i_1), C.uintptr_t(_swig_i_2)))
 	return swig_r
 }
 
 func DeleteSampleSource(arg1 SampleSource) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_SampleSource_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_SampleSource_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrSampleSource) Released() {
-	C._wrap_SampleSource_released_capi_125dda41dfa9e77c(C.uintptr_t(_swig_base))
+	C._wrap_SampleSource_released_capi_6710598a15b64c37(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrSampleSource) SwigIsCallback() {
@@ -1205,17 +1205,17 @@ func (p *_swig_DirectorStreamSource) DirectorInterface() interface{} {
 
 func NewDirectorStreamSource(v interface{}) StreamSource {
 	p := &_swig_DirectorStreamSource{0, v}
-	p.SwigcptrStreamSource = SwigcptrStreamSource(C._wrap__swig_NewDirectorStreamSourceStreamSource_capi_125dda41dfa9e77c(C.int(swigDirectorAdd(p))))
+	p.SwigcptrStreamSource = SwigcptrStreamSource(C._wrap__swig_NewDirectorStreamSourceStreamSource_capi_6710598a15b64c37(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorStreamSource(arg1 StreamSource) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorStreamSource_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorStreamSource_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_StreamSource_capi_125dda41dfa9e77c
-func Swiggo_DeleteDirector_StreamSource_capi_125dda41dfa9e77c(c int) {
+//export Swiggo_DeleteDirector_StreamSource_capi_6710598a15b64c37
+func Swiggo_DeleteDirector_StreamSource_capi_6710598a15b64c37(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorStreamSource).SwigcptrStreamSource = 0
 	swigDirectorDelete(c)
 }
@@ -1229,15 +1229,15 @@ func (swig_p *_swig_DirectorStreamSource) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorStreamSource_upcall_Released_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.SwigcptrStreamSource))
+	C._wrap__swig_DirectorStreamSource_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrStreamSource))
 }
 
 func DirectorStreamSourceReleased(swig_p StreamSource) {
-	C._wrap__swig_DirectorStreamSource_upcall_Released_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.(*_swig_DirectorStreamSource).SwigcptrStreamSource))
+	C._wrap__swig_DirectorStreamSource_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorStreamSource).SwigcptrStreamSource))
 }
 
-//export Swig_DirectorStreamSource_callback_released_capi_125dda41dfa9e77c
-func Swig_DirectorStreamSource_callback_released_capi_125dda41dfa9e77c(swig_c int) {
+//export Swig_DirectorStreamSource_callback_released_capi_6710598a15b64c37
+func Swig_DirectorStreamSource_callback_released_capi_6710598a15b64c37(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStreamSource)
 	swig_p.Released()
 }
@@ -1253,8 +1253,8 @@ func (swig_p *_swig_DirectorStreamSource) Start(epoch int64) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorStreamSource_callback_start_capi_125dda41dfa9e77c
-func Swig_DirectorStreamSource_callback_start_capi_125dda41dfa9e77c(swig_c int, epoch int64) (swig_result int) {
+//export Swig_DirectorStreamSource_callback_start_capi_6710598a15b64c37
+func Swig_DirectorStreamSource_callback_start_capi_6710598a15b64c37(swig_c int, epoch int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStreamSource)
 	swig_r = swig_p.Start(epoch)
@@ -1272,8 +1272,8 @@ func (swig_p *_swig_DirectorStreamSource) Next(out TensorList) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorStreamSource_callback_next_capi_125dda41dfa9e77c
-func Swig_DirectorStreamSource_callback_next_capi_125dda41dfa9e77c(swig_c int, out uintptr) (swig_result int) {
+//export Swig_DirectorStreamSource_callback_next_capi_6710598a15b64c37
+func Swig_DirectorStreamSource_callback_next_capi_6710598a15b64c37(swig_c int, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStreamSource)
 	swig_r = swig_p.Next(SwigcptrTensorList(out))
@@ -1297,7 +1297,7 @@ func (arg1 SwigcptrStreamSource) Start(arg2 int64) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int)(C._wrap_StreamSource_start_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_2(_swig_i_1)))
+	swig_r = (int)(C._wrap_StreamSource_start_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_2(_swig_i_1)))
 	return swig_r
 }
 
@@ -1305,17 +1305,17 @@ func (arg1 SwigcptrStreamSource) Next(arg2 TensorList) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (int)(C._wrap_StreamSource_next_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (int)(C._wrap_StreamSource_next_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
 func DeleteStreamSource(arg1 StreamSource) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_StreamSource_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_StreamSource_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrStreamSource) Released() {
-	C._wrap_StreamSource_released_capi_125dda41dfa9e77c(C.uintptr_t(_swig_base))
+	C._wrap_StreamSource_released_capi_6710598a15b64c37(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrStreamSource) SwigIsCallback() {
@@ -1354,17 +1354,17 @@ func (p *_swig_DirectorCollator) DirectorInterface() interface{} {
 
 func NewDirectorCollator(v interface{}) Collator {
 	p := &_swig_DirectorCollator{0, v}
-	p.SwigcptrCollator = SwigcptrCollator(C._wrap__swig_NewDirectorCollatorCollator_capi_125dda41dfa9e77c(C.int(swigDirectorAdd(p))))
+	p.SwigcptrCollator = SwigcptrCollator(C._wrap__swig_NewDirectorCollatorCollator_capi_6710598a15b64c37(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorCollator(arg1 Collator) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorCollator_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorCollator_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_Collator_capi_125dda41dfa9e77c
-func Swiggo_DeleteDirector_Collator_capi_125dda41dfa9e77c(c int) {
+//export Swiggo_DeleteDirector_Collator_capi_6710598a15b64c37
+func Swiggo_DeleteDirector_Collator_capi_6710598a15b64c37(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorCollator).SwigcptrCollator = 0
 	swigDirectorDelete(c)
 }
@@ -1378,15 +1378,15 @@ func (swig_p *_swig_DirectorCollator) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorCollator_upcall_Released_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.SwigcptrCollator))
+	C._wrap__swig_DirectorCollator_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrCollator))
 }
 
 func DirectorCollatorReleased(swig_p Collator) {
-	C._wrap__swig_DirectorCollator_upcall_Released_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.(*_swig_DirectorCollator).SwigcptrCollator))
+	C._wrap__swig_DirectorCollator_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorCollator).SwigcptrCollator))
 }
 
-//export Swig_DirectorCollator_callback_released_capi_125dda41dfa9e77c
-func Swig_DirectorCollator_callback_released_capi_125dda41dfa9e77c(swig_c int) {
+//export Swig_DirectorCollator_callback_released_capi_6710598a15b64c37
+func Swig_DirectorCollator_callback_released_capi_6710598a15b64c37(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorCollator)
 	swig_p.Released()
 }
@@ -1402,8 +1402,8 @@ func (swig_p *_swig_DirectorCollator) Collate(samples Samples, out TensorList) i
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorCollator_callback_collate_capi_125dda41dfa9e77c
-func Swig_DirectorCollator_callback_collate_capi_125dda41dfa9e77c(swig_c int, samples uintptr, out uintptr) (swig_result int) {
+//export Swig_DirectorCollator_callback_collate_capi_6710598a15b64c37
+func Swig_DirectorCollator_callback_collate_capi_6710598a15b64c37(swig_c int, samples uintptr, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorCollator)
 	swig_r = swig_p.Collate(SwigcptrSamples(samples), SwigcptrTensorList(out))
@@ -1428,17 +1428,17 @@ func (arg1 SwigcptrCollator) Collate(arg2 Samples, arg3 TensorList) (_swig_ret i
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (int)(C._wrap_Collator_collate_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	swig_r = (int)(C._wrap_Collator_collate_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2)))
 	return swig_r
 }
 
 func DeleteCollator(arg1 Collator) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Collator_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Collator_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrCollator) Released() {
-	C._wrap_Collator_released_capi_125dda41dfa9e77c(C.uintptr_t(_swig_base))
+	C._wrap_Collator_released_capi_6710598a15b64c37(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrCollator) SwigIsCallback() {
@@ -1476,17 +1476,17 @@ func (p *_swig_DirectorStateHandler) DirectorInterface() interface{} {
 
 func NewDirectorStateHandler(v interface{}) StateHandler {
 	p := &_swig_DirectorStateHandler{0, v}
-	p.SwigcptrStateHandler = SwigcptrStateHandler(C._wrap__swig_NewDirectorStateHandlerStateHandler_capi_125dda41dfa9e77c(C.int(swigDirectorAdd(p))))
+	p.SwigcptrStateHandler = SwigcptrStateHandler(C._wrap__swig_NewDirectorStateHandlerStateHandler_capi_6710598a15b64c37(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorStateHandler(arg1 StateHandler) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorStateHandler_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorStateHandler_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_StateHandler_capi_125dda41dfa9e77c
-func Swiggo_DeleteDirector_StateHandler_capi_125dda41dfa9e77c(c int) {
+//export Swiggo_DeleteDirector_StateHandler_capi_6710598a15b64c37
+func Swiggo_DeleteDirector_StateHandler_capi_6710598a15b64c37(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorStateHandler).SwigcptrStateHandler = 0
 	swigDirectorDelete(c)
 }
@@ -1500,15 +1500,15 @@ func (swig_p *_swig_DirectorStateHandler) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorStateHandler_upcall_Released_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.SwigcptrStateHandler))
+	C._wrap__swig_DirectorStateHandler_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrStateHandler))
 }
 
 func DirectorStateHandlerReleased(swig_p StateHandler) {
-	C._wrap__swig_DirectorStateHandler_upcall_Released_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.(*_swig_DirectorStateHandler).SwigcptrStateHandler))
+	C._wrap__swig_DirectorStateHandler_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorStateHandler).SwigcptrStateHandler))
 }
 
-//export Swig_DirectorStateHandler_callback_released_capi_125dda41dfa9e77c
-func Swig_DirectorStateHandler_callback_released_capi_125dda41dfa9e77c(swig_c int) {
+//export Swig_DirectorStateHandler_callback_released_capi_6710598a15b64c37
+func Swig_DirectorStateHandler_callback_released_capi_6710598a15b64c37(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStateHandler)
 	swig_p.Released()
 }
@@ -1524,8 +1524,8 @@ func (swig_p *_swig_DirectorStateHandler) Save(out Bytes) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorStateHandler_callback_save_capi_125dda41dfa9e77c
-func Swig_DirectorStateHandler_callback_save_capi_125dda41dfa9e77c(swig_c int, out uintptr) (swig_result int) {
+//export Swig_DirectorStateHandler_callback_save_capi_6710598a15b64c37
+func Swig_DirectorStateHandler_callback_save_capi_6710598a15b64c37(swig_c int, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStateHandler)
 	swig_r = swig_p.Save(SwigcptrBytes(out))
@@ -1543,8 +1543,8 @@ func (swig_p *_swig_DirectorStateHandler) Load(in Bytes) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorStateHandler_callback_load_capi_125dda41dfa9e77c
-func Swig_DirectorStateHandler_callback_load_capi_125dda41dfa9e77c(swig_c int, in uintptr) (swig_result int) {
+//export Swig_DirectorStateHandler_callback_load_capi_6710598a15b64c37
+func Swig_DirectorStateHandler_callback_load_capi_6710598a15b64c37(swig_c int, in uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStateHandler)
 	swig_r = swig_p.Load(SwigcptrBytes(in))
@@ -1568,7 +1568,7 @@ func (arg1 SwigcptrStateHandler) Save(arg2 Bytes) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (int)(C._wrap_StateHandler_save_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (int)(C._wrap_StateHandler_save_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
@@ -1576,17 +1576,17 @@ func (arg1 SwigcptrStateHandler) Load(arg2 Bytes) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (int)(C._wrap_StateHandler_load_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (int)(C._wrap_StateHandler_load_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
 func DeleteStateHandler(arg1 StateHandler) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_StateHandler_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_StateHandler_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrStateHandler) Released() {
-	C._wrap_StateHandler_released_capi_125dda41dfa9e77c(C.uintptr_t(_swig_base))
+	C._wrap_StateHandler_released_capi_6710598a15b64c37(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrStateHandler) SwigIsCallback() {
@@ -1625,17 +1625,17 @@ func (p *_swig_DirectorCheckpointHook) DirectorInterface() interface{} {
 
 func NewDirectorCheckpointHook(v interface{}) CheckpointHook {
 	p := &_swig_DirectorCheckpointHook{0, v}
-	p.SwigcptrCheckpointHook = SwigcptrCheckpointHook(C._wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_125dda41dfa9e77c(C.int(swigDirectorAdd(p))))
+	p.SwigcptrCheckpointHook = SwigcptrCheckpointHook(C._wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_6710598a15b64c37(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorCheckpointHook(arg1 CheckpointHook) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorCheckpointHook_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorCheckpointHook_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_CheckpointHook_capi_125dda41dfa9e77c
-func Swiggo_DeleteDirector_CheckpointHook_capi_125dda41dfa9e77c(c int) {
+//export Swiggo_DeleteDirector_CheckpointHook_capi_6710598a15b64c37
+func Swiggo_DeleteDirector_CheckpointHook_capi_6710598a15b64c37(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorCheckpointHook).SwigcptrCheckpointHook = 0
 	swigDirectorDelete(c)
 }
@@ -1649,15 +1649,15 @@ func (swig_p *_swig_DirectorCheckpointHook) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorCheckpointHook_upcall_Released_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.SwigcptrCheckpointHook))
+	C._wrap__swig_DirectorCheckpointHook_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrCheckpointHook))
 }
 
 func DirectorCheckpointHookReleased(swig_p CheckpointHook) {
-	C._wrap__swig_DirectorCheckpointHook_upcall_Released_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.(*_swig_DirectorCheckpointHook).SwigcptrCheckpointHook))
+	C._wrap__swig_DirectorCheckpointHook_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorCheckpointHook).SwigcptrCheckpointHook))
 }
 
-//export Swig_DirectorCheckpointHook_callback_released_capi_125dda41dfa9e77c
-func Swig_DirectorCheckpointHook_callback_released_capi_125dda41dfa9e77c(swig_c int) {
+//export Swig_DirectorCheckpointHook_callback_released_capi_6710598a15b64c37
+func Swig_DirectorCheckpointHook_callback_released_capi_6710598a15b64c37(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorCheckpointHook)
 	swig_p.Released()
 }
@@ -1673,8 +1673,8 @@ func (swig_p *_swig_DirectorCheckpointHook) Run(dir string) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorCheckpointHook_callback_run_capi_125dda41dfa9e77c
-func Swig_DirectorCheckpointHook_callback_run_capi_125dda41dfa9e77c(swig_c int, dir string) (swig_result int) {
+//export Swig_DirectorCheckpointHook_callback_run_capi_6710598a15b64c37
+func Swig_DirectorCheckpointHook_callback_run_capi_6710598a15b64c37(swig_c int, dir string) (swig_result int) {
 	var swig_r int
 	var _swig_i_0 string
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorCheckpointHook)
@@ -1702,7 +1702,7 @@ func (arg1 SwigcptrCheckpointHook) Run(arg2 string) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int)(C._wrap_CheckpointHook_run_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_3)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (int)(C._wrap_CheckpointHook_run_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_3)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1711,11 +1711,11 @@ func (arg1 SwigcptrCheckpointHook) Run(arg2 string) (_swig_ret int) {
 
 func DeleteCheckpointHook(arg1 CheckpointHook) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_CheckpointHook_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_CheckpointHook_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrCheckpointHook) Released() {
-	C._wrap_CheckpointHook_released_capi_125dda41dfa9e77c(C.uintptr_t(_swig_base))
+	C._wrap_CheckpointHook_released_capi_6710598a15b64c37(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrCheckpointHook) SwigIsCallback() {
@@ -1753,17 +1753,17 @@ func (p *_swig_DirectorTracker) DirectorInterface() interface{} {
 
 func NewDirectorTracker(v interface{}) Tracker {
 	p := &_swig_DirectorTracker{0, v}
-	p.SwigcptrTracker = SwigcptrTracker(C._wrap__swig_NewDirectorTrackerTracker_capi_125dda41dfa9e77c(C.int(swigDirectorAdd(p))))
+	p.SwigcptrTracker = SwigcptrTracker(C._wrap__swig_NewDirectorTrackerTracker_capi_6710598a15b64c37(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorTracker(arg1 Tracker) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorTracker_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorTracker_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_Tracker_capi_125dda41dfa9e77c
-func Swiggo_DeleteDirector_Tracker_capi_125dda41dfa9e77c(c int) {
+//export Swiggo_DeleteDirector_Tracker_capi_6710598a15b64c37
+func Swiggo_DeleteDirector_Tracker_capi_6710598a15b64c37(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorTracker).SwigcptrTracker = 0
 	swigDirectorDelete(c)
 }
@@ -1777,15 +1777,15 @@ func (swig_p *_swig_DirectorTracker) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorTracker_upcall_Released_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.SwigcptrTracker))
+	C._wrap__swig_DirectorTracker_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrTracker))
 }
 
 func DirectorTrackerReleased(swig_p Tracker) {
-	C._wrap__swig_DirectorTracker_upcall_Released_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker))
+	C._wrap__swig_DirectorTracker_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker))
 }
 
-//export Swig_DirectorTracker_callback_released_capi_125dda41dfa9e77c
-func Swig_DirectorTracker_callback_released_capi_125dda41dfa9e77c(swig_c int) {
+//export Swig_DirectorTracker_callback_released_capi_6710598a15b64c37
+func Swig_DirectorTracker_callback_released_capi_6710598a15b64c37(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_p.Released()
 }
@@ -1801,8 +1801,8 @@ func (swig_p *_swig_DirectorTracker) Init(project string, configJson string) int
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorTracker_callback_init_capi_125dda41dfa9e77c
-func Swig_DirectorTracker_callback_init_capi_125dda41dfa9e77c(swig_c int, project string, configJson string) (swig_result int) {
+//export Swig_DirectorTracker_callback_init_capi_6710598a15b64c37
+func Swig_DirectorTracker_callback_init_capi_6710598a15b64c37(swig_c int, project string, configJson string) (swig_result int) {
 	var swig_r int
 	var _swig_i_0 string
 	var _swig_i_1 string
@@ -1828,8 +1828,8 @@ func (swig_p *_swig_DirectorTracker) Log(metrics Metrics, step int64) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorTracker_callback_log_capi_125dda41dfa9e77c
-func Swig_DirectorTracker_callback_log_capi_125dda41dfa9e77c(swig_c int, metrics uintptr, step int64) (swig_result int) {
+//export Swig_DirectorTracker_callback_log_capi_6710598a15b64c37
+func Swig_DirectorTracker_callback_log_capi_6710598a15b64c37(swig_c int, metrics uintptr, step int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_r = swig_p.Log(SwigcptrMetrics(metrics), step)
@@ -1847,8 +1847,8 @@ func (swig_p *_swig_DirectorTracker) Finish() int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorTracker_callback_finish_capi_125dda41dfa9e77c
-func Swig_DirectorTracker_callback_finish_capi_125dda41dfa9e77c(swig_c int) (swig_result int) {
+//export Swig_DirectorTracker_callback_finish_capi_6710598a15b64c37
+func Swig_DirectorTracker_callback_finish_capi_6710598a15b64c37(swig_c int) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_r = swig_p.Finish()
@@ -1866,7 +1866,7 @@ func (swig_p *_swig_DirectorTracker) LogText(texts Texts, step int64) int {
 	var swig_r int
 	_swig_i_0 := getSwigcptr(texts)
 	_swig_i_1 := step
-	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogText_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_4(_swig_i_1)))
+	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogText_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_4(_swig_i_1)))
 	return swig_r
 }
 
@@ -1874,12 +1874,12 @@ func DirectorTrackerLogText(swig_p Tracker, texts Texts, step int64) int {
 	var swig_r int
 	_swig_i_0 := getSwigcptr(texts)
 	_swig_i_1 := step
-	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogText_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_4(_swig_i_1)))
+	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogText_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_4(_swig_i_1)))
 	return swig_r
 }
 
-//export Swig_DirectorTracker_callback_logText_capi_125dda41dfa9e77c
-func Swig_DirectorTracker_callback_logText_capi_125dda41dfa9e77c(swig_c int, arg2 uintptr, arg3 int64) (swig_result int) {
+//export Swig_DirectorTracker_callback_logText_capi_6710598a15b64c37
+func Swig_DirectorTracker_callback_logText_capi_6710598a15b64c37(swig_c int, arg2 uintptr, arg3 int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_r = swig_p.LogText(SwigcptrTexts(arg2), arg3)
@@ -1904,7 +1904,7 @@ func (arg1 SwigcptrTracker) Init(arg2 string, arg3 string) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_Tracker_init_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_5)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_6)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (int)(C._wrap_Tracker_init_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_5)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_6)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1919,14 +1919,14 @@ func (arg1 SwigcptrTracker) Log(arg2 Metrics, arg3 int64) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_Tracker_log_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_7(_swig_i_2)))
+	swig_r = (int)(C._wrap_Tracker_log_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_7(_swig_i_2)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTracker) Finish() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Tracker_finish_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Tracker_finish_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -1935,17 +1935,17 @@ func (arg1 SwigcptrTracker) LogText(arg2 Texts, arg3 int64) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_Tracker_logText_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_4(_swig_i_2)))
+	swig_r = (int)(C._wrap_Tracker_logText_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_4(_swig_i_2)))
 	return swig_r
 }
 
 func DeleteTracker(arg1 Tracker) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Tracker_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Tracker_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrTracker) Released() {
-	C._wrap_Tracker_released_capi_125dda41dfa9e77c(C.uintptr_t(_swig_base))
+	C._wrap_Tracker_released_capi_6710598a15b64c37(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrTracker) SwigIsCallback() {
@@ -1986,17 +1986,17 @@ func (p *_swig_DirectorLrLambda) DirectorInterface() interface{} {
 
 func NewDirectorLrLambda(v interface{}) LrLambda {
 	p := &_swig_DirectorLrLambda{0, v}
-	p.SwigcptrLrLambda = SwigcptrLrLambda(C._wrap__swig_NewDirectorLrLambdaLrLambda_capi_125dda41dfa9e77c(C.int(swigDirectorAdd(p))))
+	p.SwigcptrLrLambda = SwigcptrLrLambda(C._wrap__swig_NewDirectorLrLambdaLrLambda_capi_6710598a15b64c37(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorLrLambda(arg1 LrLambda) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorLrLambda_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorLrLambda_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_LrLambda_capi_125dda41dfa9e77c
-func Swiggo_DeleteDirector_LrLambda_capi_125dda41dfa9e77c(c int) {
+//export Swiggo_DeleteDirector_LrLambda_capi_6710598a15b64c37
+func Swiggo_DeleteDirector_LrLambda_capi_6710598a15b64c37(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorLrLambda).SwigcptrLrLambda = 0
 	swigDirectorDelete(c)
 }
@@ -2010,15 +2010,15 @@ func (swig_p *_swig_DirectorLrLambda) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorLrLambda_upcall_Released_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.SwigcptrLrLambda))
+	C._wrap__swig_DirectorLrLambda_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrLrLambda))
 }
 
 func DirectorLrLambdaReleased(swig_p LrLambda) {
-	C._wrap__swig_DirectorLrLambda_upcall_Released_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.(*_swig_DirectorLrLambda).SwigcptrLrLambda))
+	C._wrap__swig_DirectorLrLambda_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorLrLambda).SwigcptrLrLambda))
 }
 
-//export Swig_DirectorLrLambda_callback_released_capi_125dda41dfa9e77c
-func Swig_DirectorLrLambda_callback_released_capi_125dda41dfa9e77c(swig_c int) {
+//export Swig_DirectorLrLambda_callback_released_capi_6710598a15b64c37
+func Swig_DirectorLrLambda_callback_released_capi_6710598a15b64c37(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorLrLambda)
 	swig_p.Released()
 }
@@ -2034,8 +2034,8 @@ func (swig_p *_swig_DirectorLrLambda) Factor(step int64, out LrFactor) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorLrLambda_callback_factor_capi_125dda41dfa9e77c
-func Swig_DirectorLrLambda_callback_factor_capi_125dda41dfa9e77c(swig_c int, step int64, out uintptr) (swig_result int) {
+//export Swig_DirectorLrLambda_callback_factor_capi_6710598a15b64c37
+func Swig_DirectorLrLambda_callback_factor_capi_6710598a15b64c37(swig_c int, step int64, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorLrLambda)
 	swig_r = swig_p.Factor(step, SwigcptrLrFactor(out))
@@ -2060,17 +2060,17 @@ func (arg1 SwigcptrLrLambda) Factor(arg2 int64, arg3 LrFactor) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (int)(C._wrap_LrLambda_factor_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_8(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	swig_r = (int)(C._wrap_LrLambda_factor_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_8(_swig_i_1), C.uintptr_t(_swig_i_2)))
 	return swig_r
 }
 
 func DeleteLrLambda(arg1 LrLambda) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_LrLambda_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_LrLambda_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrLrLambda) Released() {
-	C._wrap_LrLambda_released_capi_125dda41dfa9e77c(C.uintptr_t(_swig_base))
+	C._wrap_LrLambda_released_capi_6710598a15b64c37(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrLrLambda) SwigIsCallback() {
@@ -2108,17 +2108,17 @@ func (p *_swig_DirectorGroupLrLambda) DirectorInterface() interface{} {
 
 func NewDirectorGroupLrLambda(v interface{}) GroupLrLambda {
 	p := &_swig_DirectorGroupLrLambda{0, v}
-	p.SwigcptrGroupLrLambda = SwigcptrGroupLrLambda(C._wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_125dda41dfa9e77c(C.int(swigDirectorAdd(p))))
+	p.SwigcptrGroupLrLambda = SwigcptrGroupLrLambda(C._wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_6710598a15b64c37(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorGroupLrLambda(arg1 GroupLrLambda) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorGroupLrLambda_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorGroupLrLambda_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_GroupLrLambda_capi_125dda41dfa9e77c
-func Swiggo_DeleteDirector_GroupLrLambda_capi_125dda41dfa9e77c(c int) {
+//export Swiggo_DeleteDirector_GroupLrLambda_capi_6710598a15b64c37
+func Swiggo_DeleteDirector_GroupLrLambda_capi_6710598a15b64c37(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorGroupLrLambda).SwigcptrGroupLrLambda = 0
 	swigDirectorDelete(c)
 }
@@ -2132,15 +2132,15 @@ func (swig_p *_swig_DirectorGroupLrLambda) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.SwigcptrGroupLrLambda))
+	C._wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrGroupLrLambda))
 }
 
 func DirectorGroupLrLambdaReleased(swig_p GroupLrLambda) {
-	C._wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.(*_swig_DirectorGroupLrLambda).SwigcptrGroupLrLambda))
+	C._wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorGroupLrLambda).SwigcptrGroupLrLambda))
 }
 
-//export Swig_DirectorGroupLrLambda_callback_released_capi_125dda41dfa9e77c
-func Swig_DirectorGroupLrLambda_callback_released_capi_125dda41dfa9e77c(swig_c int) {
+//export Swig_DirectorGroupLrLambda_callback_released_capi_6710598a15b64c37
+func Swig_DirectorGroupLrLambda_callback_released_capi_6710598a15b64c37(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorGroupLrLambda)
 	swig_p.Released()
 }
@@ -2156,8 +2156,8 @@ func (swig_p *_swig_DirectorGroupLrLambda) Factor(group int64, step int64, out L
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorGroupLrLambda_callback_factor_capi_125dda41dfa9e77c
-func Swig_DirectorGroupLrLambda_callback_factor_capi_125dda41dfa9e77c(swig_c int, group int64, step int64, out uintptr) (swig_result int) {
+//export Swig_DirectorGroupLrLambda_callback_factor_capi_6710598a15b64c37
+func Swig_DirectorGroupLrLambda_callback_factor_capi_6710598a15b64c37(swig_c int, group int64, step int64, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorGroupLrLambda)
 	swig_r = swig_p.Factor(group, step, SwigcptrLrFactor(out))
@@ -2183,17 +2183,17 @@ func (arg1 SwigcptrGroupLrLambda) Factor(arg2 int64, arg3 int64, arg4 LrFactor) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r = (int)(C._wrap_GroupLrLambda_factor_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_9(_swig_i_1), C.swig_type_10(_swig_i_2), C.uintptr_t(_swig_i_3)))
+	swig_r = (int)(C._wrap_GroupLrLambda_factor_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_9(_swig_i_1), C.swig_type_10(_swig_i_2), C.uintptr_t(_swig_i_3)))
 	return swig_r
 }
 
 func DeleteGroupLrLambda(arg1 GroupLrLambda) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_GroupLrLambda_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_GroupLrLambda_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrGroupLrLambda) Released() {
-	C._wrap_GroupLrLambda_released_capi_125dda41dfa9e77c(C.uintptr_t(_swig_base))
+	C._wrap_GroupLrLambda_released_capi_6710598a15b64c37(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrGroupLrLambda) SwigIsCallback() {
@@ -2231,17 +2231,17 @@ func (p *_swig_DirectorTraceReady) DirectorInterface() interface{} {
 
 func NewDirectorTraceReady(v interface{}) TraceReady {
 	p := &_swig_DirectorTraceReady{0, v}
-	p.SwigcptrTraceReady = SwigcptrTraceReady(C._wrap__swig_NewDirectorTraceReadyTraceReady_capi_125dda41dfa9e77c(C.int(swigDirectorAdd(p))))
+	p.SwigcptrTraceReady = SwigcptrTraceReady(C._wrap__swig_NewDirectorTraceReadyTraceReady_capi_6710598a15b64c37(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorTraceReady(arg1 TraceReady) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorTraceReady_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorTraceReady_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_TraceReady_capi_125dda41dfa9e77c
-func Swiggo_DeleteDirector_TraceReady_capi_125dda41dfa9e77c(c int) {
+//export Swiggo_DeleteDirector_TraceReady_capi_6710598a15b64c37
+func Swiggo_DeleteDirector_TraceReady_capi_6710598a15b64c37(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorTraceReady).SwigcptrTraceReady = 0
 	swigDirectorDelete(c)
 }
@@ -2255,15 +2255,15 @@ func (swig_p *_swig_DirectorTraceReady) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorTraceReady_upcall_Released_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.SwigcptrTraceReady))
+	C._wrap__swig_DirectorTraceReady_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrTraceReady))
 }
 
 func DirectorTraceReadyReleased(swig_p TraceReady) {
-	C._wrap__swig_DirectorTraceReady_upcall_Released_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.(*_swig_DirectorTraceReady).SwigcptrTraceReady))
+	C._wrap__swig_DirectorTraceReady_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorTraceReady).SwigcptrTraceReady))
 }
 
-//export Swig_DirectorTraceReady_callback_released_capi_125dda41dfa9e77c
-func Swig_DirectorTraceReady_callback_released_capi_125dda41dfa9e77c(swig_c int) {
+//export Swig_DirectorTraceReady_callback_released_capi_6710598a15b64c37
+func Swig_DirectorTraceReady_callback_released_capi_6710598a15b64c37(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTraceReady)
 	swig_p.Released()
 }
@@ -2279,8 +2279,8 @@ func (swig_p *_swig_DirectorTraceReady) Ready(step int64) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorTraceReady_callback_ready_capi_125dda41dfa9e77c
-func Swig_DirectorTraceReady_callback_ready_capi_125dda41dfa9e77c(swig_c int, step int64) (swig_result int) {
+//export Swig_DirectorTraceReady_callback_ready_capi_6710598a15b64c37
+func Swig_DirectorTraceReady_callback_ready_capi_6710598a15b64c37(swig_c int, step int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTraceReady)
 	swig_r = swig_p.Ready(step)
@@ -2304,17 +2304,17 @@ func (arg1 SwigcptrTraceReady) Ready(arg2 int64) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int)(C._wrap_TraceReady_ready_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_11(_swig_i_1)))
+	swig_r = (int)(C._wrap_TraceReady_ready_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_11(_swig_i_1)))
 	return swig_r
 }
 
 func DeleteTraceReady(arg1 TraceReady) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_TraceReady_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_TraceReady_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrTraceReady) Released() {
-	C._wrap_TraceReady_released_capi_125dda41dfa9e77c(C.uintptr_t(_swig_base))
+	C._wrap_TraceReady_released_capi_6710598a15b64c37(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrTraceReady) SwigIsCallback() {
@@ -2352,17 +2352,17 @@ func (p *_swig_DirectorBatchSizeRun) DirectorInterface() interface{} {
 
 func NewDirectorBatchSizeRun(v interface{}) BatchSizeRun {
 	p := &_swig_DirectorBatchSizeRun{0, v}
-	p.SwigcptrBatchSizeRun = SwigcptrBatchSizeRun(C._wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_125dda41dfa9e77c(C.int(swigDirectorAdd(p))))
+	p.SwigcptrBatchSizeRun = SwigcptrBatchSizeRun(C._wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_6710598a15b64c37(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorBatchSizeRun(arg1 BatchSizeRun) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorBatchSizeRun_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorBatchSizeRun_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_BatchSizeRun_capi_125dda41dfa9e77c
-func Swiggo_DeleteDirector_BatchSizeRun_capi_125dda41dfa9e77c(c int) {
+//export Swiggo_DeleteDirector_BatchSizeRun_capi_6710598a15b64c37
+func Swiggo_DeleteDirector_BatchSizeRun_capi_6710598a15b64c37(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorBatchSizeRun).SwigcptrBatchSizeRun = 0
 	swigDirectorDelete(c)
 }
@@ -2376,15 +2376,15 @@ func (swig_p *_swig_DirectorBatchSizeRun) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.SwigcptrBatchSizeRun))
+	C._wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrBatchSizeRun))
 }
 
 func DirectorBatchSizeRunReleased(swig_p BatchSizeRun) {
-	C._wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_125dda41dfa9e77c(C.uintptr_t(swig_p.(*_swig_DirectorBatchSizeRun).SwigcptrBatchSizeRun))
+	C._wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorBatchSizeRun).SwigcptrBatchSizeRun))
 }
 
-//export Swig_DirectorBatchSizeRun_callback_released_capi_125dda41dfa9e77c
-func Swig_DirectorBatchSizeRun_callback_released_capi_125dda41dfa9e77c(swig_c int) {
+//export Swig_DirectorBatchSizeRun_callback_released_capi_6710598a15b64c37
+func Swig_DirectorBatchSizeRun_callback_released_capi_6710598a15b64c37(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorBatchSizeRun)
 	swig_p.Released()
 }
@@ -2400,8 +2400,8 @@ func (swig_p *_swig_DirectorBatchSizeRun) Run(batch_size int64) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorBatchSizeRun_callback_run_capi_125dda41dfa9e77c
-func Swig_DirectorBatchSizeRun_callback_run_capi_125dda41dfa9e77c(swig_c int, batch_size int64) (swig_result int) {
+//export Swig_DirectorBatchSizeRun_callback_run_capi_6710598a15b64c37
+func Swig_DirectorBatchSizeRun_callback_run_capi_6710598a15b64c37(swig_c int, batch_size int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorBatchSizeRun)
 	swig_r = swig_p.Run(batch_size)
@@ -2425,17 +2425,17 @@ func (arg1 SwigcptrBatchSizeRun) Run(arg2 int64) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int)(C._wrap_BatchSizeRun_run_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_12(_swig_i_1)))
+	swig_r = (int)(C._wrap_BatchSizeRun_run_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_12(_swig_i_1)))
 	return swig_r
 }
 
 func DeleteBatchSizeRun(arg1 BatchSizeRun) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_BatchSizeRun_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_BatchSizeRun_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrBatchSizeRun) Released() {
-	C._wrap_BatchSizeRun_released_capi_125dda41dfa9e77c(C.uintptr_t(_swig_base))
+	C._wrap_BatchSizeRun_released_capi_6710598a15b64c37(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrBatchSizeRun) SwigIsCallback() {
@@ -2466,7 +2466,7 @@ func (p SwigcptrAccelerate) SwigIsAccelerate() {
 
 func AccelerateVersion() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_Accelerate_version_capi_125dda41dfa9e77c()
+	swig_r_p := C._wrap_Accelerate_version_capi_6710598a15b64c37()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2475,14 +2475,14 @@ func AccelerateVersion() (_swig_ret string) {
 
 func AccelerateAbiVersion() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_Accelerate_abiVersion_capi_125dda41dfa9e77c())
+	swig_r = (int)(C._wrap_Accelerate_abiVersion_capi_6710598a15b64c37())
 	return swig_r
 }
 
 func AccelerateCheckAbi(arg1 int, arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerate_checkAbi_capi_125dda41dfa9e77c(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerate_checkAbi_capi_6710598a15b64c37(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -2494,7 +2494,7 @@ func AccelerateCheckBinding(arg1 string, arg2 int, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerate_checkBinding_capi_125dda41dfa9e77c(*(*C.swig_type_14)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerate_checkBinding_capi_6710598a15b64c37(*(*C.swig_type_14)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2507,7 +2507,7 @@ func AccelerateCheckBinding(arg1 string, arg2 int, arg3 *string) {
 
 func AccelerateBuildInfo() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_Accelerate_buildInfo_capi_125dda41dfa9e77c()
+	swig_r_p := C._wrap_Accelerate_buildInfo_capi_6710598a15b64c37()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2517,7 +2517,7 @@ func AccelerateBuildInfo() (_swig_ret string) {
 func AccelerateStatusName(arg1 Acc_status) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_Accelerate_statusName_capi_125dda41dfa9e77c(C.swig_intgo(_swig_i_0))
+	swig_r_p := C._wrap_Accelerate_statusName_capi_6710598a15b64c37(C.swig_intgo(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2527,14 +2527,14 @@ func AccelerateStatusName(arg1 Acc_status) (_swig_ret string) {
 func AccelerateLiveHandles(arg1 Acc_handle_kind) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Accelerate_liveHandles_capi_125dda41dfa9e77c(C.swig_intgo(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Accelerate_liveHandles_capi_6710598a15b64c37(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
 func AccelerateSetSeed(arg1 int64, arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerate_setSeed_capi_125dda41dfa9e77c(C.swig_type_18(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerate_setSeed_capi_6710598a15b64c37(C.swig_type_18(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -2547,7 +2547,7 @@ func AccelerateSetSeedWith(arg1 int64, arg2 bool, arg3 bool, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerate_setSeedWith_capi_125dda41dfa9e77c(C.swig_type_19(_swig_i_0), C._Bool(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerate_setSeedWith_capi_6710598a15b64c37(C.swig_type_19(_swig_i_0), C._Bool(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -2558,7 +2558,7 @@ func AccelerateSetSeedWith(arg1 int64, arg2 bool, arg3 bool, arg4 *string) {
 func AccelerateGetRandomState(arg1 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerate_getRandomState_capi_125dda41dfa9e77c(C.swig_voidp(_swig_i_0))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerate_getRandomState_capi_6710598a15b64c37(C.swig_voidp(_swig_i_0))))
 
   if arg1 != nil && len(*arg1) > 0 {
     *arg1 = swigCopyString(*arg1)
@@ -2570,7 +2570,7 @@ func AccelerateGetRandomState(arg1 *string) (_swig_ret Tensor) {
 func AccelerateSetRandomState(arg1 Tensor, arg2 *string) {
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	C._wrap_Accelerate_setRandomState_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerate_setRandomState_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -2581,13 +2581,13 @@ func AccelerateSetRandomState(arg1 Tensor, arg2 *string) {
 func AccelerateDtypeSize(arg1 Acc_dtype) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Accelerate_dtypeSize_capi_125dda41dfa9e77c(C.swig_intgo(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Accelerate_dtypeSize_capi_6710598a15b64c37(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
 func AccelerateLastErrorBacktrace() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_Accelerate_lastErrorBacktrace_capi_125dda41dfa9e77c()
+	swig_r_p := C._wrap_Accelerate_lastErrorBacktrace_capi_6710598a15b64c37()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2596,7 +2596,7 @@ func AccelerateLastErrorBacktrace() (_swig_ret string) {
 
 func AccelerateCallbackSetError(arg1 string) {
 	_swig_i_0 := arg1
-	C._wrap_Accelerate_callbackSetError_capi_125dda41dfa9e77c(*(*C.swig_type_22)(unsafe.Pointer(&_swig_i_0)))
+	C._wrap_Accelerate_callbackSetError_capi_6710598a15b64c37(*(*C.swig_type_22)(unsafe.Pointer(&_swig_i_0)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
 	}
@@ -2607,7 +2607,7 @@ func AccelerateFindBatchSizeWith(arg1 int64, arg2 BatchSizeRun, arg3 *string) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Accelerate_findBatchSizeWith_capi_125dda41dfa9e77c(C.swig_type_24(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Accelerate_findBatchSizeWith_capi_6710598a15b64c37(C.swig_type_24(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2618,7 +2618,7 @@ func AccelerateFindBatchSizeWith(arg1 int64, arg2 BatchSizeRun, arg3 *string) (_
 
 func DeleteAccelerate(arg1 Accelerate) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Accelerate_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Accelerate_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 type Accelerate interface {
@@ -2638,7 +2638,7 @@ func (p SwigcptrLoadReport) SwigIsLoadReport() {
 func (arg1 SwigcptrLoadReport) MissingCount() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_LoadReport_missingCount_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_LoadReport_missingCount_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -2646,7 +2646,7 @@ func (arg1 SwigcptrLoadReport) Missing(arg2 int64) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_LoadReport_missing_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_27(_swig_i_1))
+	swig_r_p := C._wrap_LoadReport_missing_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_27(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2656,7 +2656,7 @@ func (arg1 SwigcptrLoadReport) Missing(arg2 int64) (_swig_ret string) {
 func (arg1 SwigcptrLoadReport) UnexpectedCount() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_LoadReport_unexpectedCount_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_LoadReport_unexpectedCount_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -2664,7 +2664,7 @@ func (arg1 SwigcptrLoadReport) Unexpected(arg2 int64) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_LoadReport_unexpected_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_30(_swig_i_1))
+	swig_r_p := C._wrap_LoadReport_unexpected_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_30(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2673,7 +2673,7 @@ func (arg1 SwigcptrLoadReport) Unexpected(arg2 int64) (_swig_ret string) {
 
 func DeleteLoadReport(arg1 LoadReport) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_LoadReport_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_LoadReport_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 type LoadReport interface {
@@ -2701,7 +2701,7 @@ func LossCrossEntropy(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 float64
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_crossEntropy_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_crossEntropy_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -2716,7 +2716,7 @@ func LossNll(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 *string) (_swig_
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_nll_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_nll_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -2731,7 +2731,7 @@ func LossMse(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 *string) (_swig_
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_mse_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_mse_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -2746,7 +2746,7 @@ func LossL1(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 *string) (_swig_r
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_l1_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_l1_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -2762,7 +2762,7 @@ func LossSmoothL1(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 float64, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_smoothL1_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_smoothL1_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -2778,7 +2778,7 @@ func LossHuber(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 float64, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_huber_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_huber_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -2793,7 +2793,7 @@ func LossBceWithLogits(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 *strin
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_bceWithLogits_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_bceWithLogits_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -2804,7 +2804,7 @@ func LossBceWithLogits(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 *strin
 
 func DeleteLoss(arg1 Loss) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Loss_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Loss_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 type Loss interface {
@@ -2823,7 +2823,7 @@ func (p SwigcptrTensor) SwigIsTensor() {
 
 func DeleteTensor(arg1 Tensor) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Tensor_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Tensor_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func TensorFromFloats(arg1 []float32, arg2 []int64, arg3 *string) (_swig_ret Tensor) {
@@ -2831,7 +2831,7 @@ func TensorFromFloats(arg1 []float32, arg2 []int64, arg3 *string) (_swig_ret Ten
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFloats_capi_125dda41dfa9e77c(*(*C.swig_type_31)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_32)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFloats_capi_6710598a15b64c37(*(*C.swig_type_31)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_32)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2850,7 +2850,7 @@ func (arg1 SwigcptrTensor) CopyToFloats(arg2 []float32, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToFloats_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_33)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToFloats_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_33)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2866,7 +2866,7 @@ func TensorFromDoubles(arg1 []float64, arg2 []int64, arg3 *string) (_swig_ret Te
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromDoubles_capi_125dda41dfa9e77c(*(*C.swig_type_34)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_35)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromDoubles_capi_6710598a15b64c37(*(*C.swig_type_34)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_35)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2885,7 +2885,7 @@ func (arg1 SwigcptrTensor) CopyToDoubles(arg2 []float64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToDoubles_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_36)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToDoubles_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_36)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2901,7 +2901,7 @@ func TensorFromLongs(arg1 []int64, arg2 []int64, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromLongs_capi_125dda41dfa9e77c(*(*C.swig_type_37)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromLongs_capi_6710598a15b64c37(*(*C.swig_type_37)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2920,7 +2920,7 @@ func (arg1 SwigcptrTensor) CopyToLongs(arg2 []int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToLongs_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_39)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToLongs_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_39)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2936,7 +2936,7 @@ func TensorFromInts(arg1 []int32, arg2 []int64, arg3 *string) (_swig_ret Tensor)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromInts_capi_125dda41dfa9e77c(*(*C.swig_type_40)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_41)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromInts_capi_6710598a15b64c37(*(*C.swig_type_40)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_41)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2955,7 +2955,7 @@ func (arg1 SwigcptrTensor) CopyToInts(arg2 []int32, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToInts_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_42)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToInts_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_42)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2971,7 +2971,7 @@ func TensorFromBytes(arg1 []byte, arg2 []int64, arg3 *string) (_swig_ret Tensor)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromBytes_capi_125dda41dfa9e77c(*(*C.swig_type_43)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromBytes_capi_6710598a15b64c37(*(*C.swig_type_43)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2990,7 +2990,7 @@ func (arg1 SwigcptrTensor) CopyToBytes(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToBytes_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_45)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToBytes_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_45)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3007,7 +3007,7 @@ func TensorZeros(arg1 []int64, arg2 Acc_dtype, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_zeros_capi_125dda41dfa9e77c(*(*C.swig_type_46)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_zeros_capi_6710598a15b64c37(*(*C.swig_type_46)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3026,7 +3026,7 @@ func TensorRand(arg1 []int64, arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_rand_capi_125dda41dfa9e77c(*(*C.swig_type_48)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_rand_capi_6710598a15b64c37(*(*C.swig_type_48)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3042,7 +3042,7 @@ func TensorRandn(arg1 []int64, arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_randn_capi_125dda41dfa9e77c(*(*C.swig_type_49)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_randn_capi_6710598a15b64c37(*(*C.swig_type_49)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3058,7 +3058,7 @@ func TensorFromIdxFile(arg1 string, arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromIdxFile_capi_125dda41dfa9e77c(*(*C.swig_type_50)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromIdxFile_capi_6710598a15b64c37(*(*C.swig_type_50)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3077,7 +3077,7 @@ func TensorFromFileMmap(arg1 string, arg2 int64, arg3 Acc_dtype, arg4 []int64, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFileMmap_capi_125dda41dfa9e77c(*(*C.swig_type_51)(unsafe.Pointer(&_swig_i_0)), C.swig_type_52(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFileMmap_capi_6710598a15b64c37(*(*C.swig_type_51)(unsafe.Pointer(&_swig_i_0)), C.swig_type_52(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -3096,7 +3096,7 @@ func (arg1 SwigcptrTensor) Ndim(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Tensor_ndim_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Tensor_ndim_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3109,7 +3109,7 @@ func (arg1 SwigcptrTensor) CopyShape(arg2 []int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyShape_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyShape_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3124,7 +3124,7 @@ func (arg1 SwigcptrTensor) Numel(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Tensor_numel_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Tensor_numel_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3137,7 +3137,7 @@ func (arg1 SwigcptrTensor) Dtype(arg2 *string) (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Acc_dtype)(C._wrap_Tensor_dtype_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (Acc_dtype)(C._wrap_Tensor_dtype_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3150,7 +3150,7 @@ func (arg1 SwigcptrTensor) Device(arg2 *string) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Tensor_device_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Tensor_device_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -3166,7 +3166,7 @@ func (arg1 SwigcptrTensor) RequiresGrad(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Tensor_requiresGrad_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Tensor_requiresGrad_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3181,7 +3181,7 @@ func (arg1 SwigcptrTensor) To(arg2 string, arg3 Acc_dtype, arg4 *string) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_to_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_58)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_to_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_58)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3197,7 +3197,7 @@ func (arg1 SwigcptrTensor) Grad(arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_grad_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_grad_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3209,7 +3209,7 @@ func (arg1 SwigcptrTensor) Grad(arg2 *string) (_swig_ret Tensor) {
 func (arg1 SwigcptrTensor) Backward(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Tensor_backward_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Tensor_backward_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3221,7 +3221,7 @@ func (arg1 SwigcptrTensor) Sum(arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_sum_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_sum_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3234,7 +3234,7 @@ func (arg1 SwigcptrTensor) Mean(arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_mean_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_mean_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3248,7 +3248,7 @@ func (arg1 SwigcptrTensor) Reshape(arg2 []int64, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_reshape_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_reshape_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3266,7 +3266,7 @@ func (arg1 SwigcptrTensor) Argmax(arg2 int64, arg3 bool, arg4 *string) (_swig_re
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_argmax_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_60(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_argmax_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_60(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3280,7 +3280,7 @@ func (arg1 SwigcptrTensor) CountEqual(arg2 Tensor, arg3 *string) (_swig_ret int6
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Tensor_countEqual_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Tensor_countEqual_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3293,7 +3293,7 @@ func (arg1 SwigcptrTensor) Item(arg2 *string) (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (float64)(C._wrap_Tensor_item_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (float64)(C._wrap_Tensor_item_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3339,7 +3339,7 @@ func (p SwigcptrTensorList) SwigIsTensorList() {
 func NewTensorList(arg1 *string) (_swig_ret TensorList) {
 	var swig_r TensorList
 	_swig_i_0 := arg1
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_new_TensorList_capi_125dda41dfa9e77c(C.swig_voidp(_swig_i_0))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_new_TensorList_capi_6710598a15b64c37(C.swig_voidp(_swig_i_0))))
 
   if arg1 != nil && len(*arg1) > 0 {
     *arg1 = swigCopyString(*arg1)
@@ -3350,7 +3350,7 @@ func NewTensorList(arg1 *string) (_swig_ret TensorList) {
 
 func DeleteTensorList(arg1 TensorList) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_TensorList_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_TensorList_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrTensorList) Append(arg2 string, arg3 Tensor, arg4 *string) {
@@ -3358,7 +3358,7 @@ func (arg1 SwigcptrTensorList) Append(arg2 string, arg3 Tensor, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_TensorList_append_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_TensorList_append_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3373,7 +3373,7 @@ func (arg1 SwigcptrTensorList) Size(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_TensorList_size_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_TensorList_size_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3387,7 +3387,7 @@ func (arg1 SwigcptrTensorList) Get(arg2 int64, arg3 *string) (_swig_ret Tensor) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_get_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_64(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_64(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3401,7 +3401,7 @@ func (arg1 SwigcptrTensorList) Name(arg2 int64, arg3 *string) (_swig_ret string)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_TensorList_name_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_66(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_TensorList_name_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_66(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -3418,7 +3418,7 @@ func (arg1 SwigcptrTensorList) Find(arg2 string, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_find_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_find_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3434,7 +3434,7 @@ func (arg1 SwigcptrTensorList) SaveSafetensors(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_TensorList_saveSafetensors_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_68)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_TensorList_saveSafetensors_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_68)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3449,7 +3449,7 @@ func TensorListLoadSafetensors(arg1 string, arg2 *string) (_swig_ret TensorList)
 	var swig_r TensorList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_TensorList_loadSafetensors_capi_125dda41dfa9e77c(*(*C.swig_type_69)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_TensorList_loadSafetensors_capi_6710598a15b64c37(*(*C.swig_type_69)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3483,14 +3483,14 @@ func (p SwigcptrStringList) SwigIsStringList() {
 
 func DeleteStringList(arg1 StringList) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_StringList_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_StringList_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrStringList) Size(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_StringList_size_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_StringList_size_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3504,7 +3504,7 @@ func (arg1 SwigcptrStringList) Get(arg2 int64, arg3 *string) (_swig_ret string) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_StringList_get_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_72(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_StringList_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_72(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -3521,7 +3521,7 @@ func (arg1 SwigcptrStringList) ByteSize(arg2 int64, arg3 *string) (_swig_ret int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_StringList_byteSize_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_74(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_StringList_byteSize_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_74(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3535,7 +3535,7 @@ func (arg1 SwigcptrStringList) CopyBytes(arg2 int64, arg3 []byte, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_StringList_copyBytes_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1), *(*C.swig_type_76)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_StringList_copyBytes_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1), *(*C.swig_type_76)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3568,7 +3568,7 @@ func NewOptions(arg1 Acc_options_kind, arg2 *string) (_swig_ret Options) {
 	var swig_r Options
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Options)(SwigcptrOptions(C._wrap_new_Options_capi_125dda41dfa9e77c(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Options)(SwigcptrOptions(C._wrap_new_Options_capi_6710598a15b64c37(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3579,7 +3579,7 @@ func NewOptions(arg1 Acc_options_kind, arg2 *string) (_swig_ret Options) {
 
 func DeleteOptions(arg1 Options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Options_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Options_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrOptions) SetInt(arg2 string, arg3 int64, arg4 *string) {
@@ -3587,7 +3587,7 @@ func (arg1 SwigcptrOptions) SetInt(arg2 string, arg3 int64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setInt_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_77)(unsafe.Pointer(&_swig_i_1)), C.swig_type_78(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setInt_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_77)(unsafe.Pointer(&_swig_i_1)), C.swig_type_78(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3603,7 +3603,7 @@ func (arg1 SwigcptrOptions) SetDouble(arg2 string, arg3 float64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setDouble_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setDouble_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3619,7 +3619,7 @@ func (arg1 SwigcptrOptions) SetBool(arg2 string, arg3 bool, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setBool_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_80)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setBool_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_80)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3635,7 +3635,7 @@ func (arg1 SwigcptrOptions) SetString(arg2 string, arg3 string, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setString_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setString_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3654,7 +3654,7 @@ func (arg1 SwigcptrOptions) Set(arg2 string, arg3 string, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_set_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_set_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3673,7 +3673,7 @@ func (arg1 SwigcptrOptions) Get(arg2 string, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Options_get_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_86)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Options_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_86)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -3710,14 +3710,14 @@ func (p SwigcptrModel) SwigIsModel() {
 
 func DeleteModel(arg1 Model) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Model_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Model_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func ModelLoadTorchscript(arg1 string, arg2 *string) (_swig_ret Model) {
 	var swig_r Model
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Model)(SwigcptrModel(C._wrap_Model_loadTorchscript_capi_125dda41dfa9e77c(*(*C.swig_type_87)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Model_loadTorchscript_capi_6710598a15b64c37(*(*C.swig_type_87)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3733,7 +3733,7 @@ func ModelFromSpec(arg1 string, arg2 *string) (_swig_ret Model) {
 	var swig_r Model
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Model)(SwigcptrModel(C._wrap_Model_fromSpec_capi_125dda41dfa9e77c(*(*C.swig_type_88)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Model_fromSpec_capi_6710598a15b64c37(*(*C.swig_type_88)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3751,7 +3751,7 @@ func (arg1 SwigcptrModel) Forward(arg2 TensorList, arg3 uint, arg4 *string) (_sw
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Model_forward_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Model_forward_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3766,7 +3766,7 @@ func (arg1 SwigcptrModel) Forward1(arg2 Tensor, arg3 uint, arg4 *string) (_swig_
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_forward1_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_forward1_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3779,7 +3779,7 @@ func (arg1 SwigcptrModel) SetTraining(arg2 bool, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_setTraining_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_setTraining_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3791,7 +3791,7 @@ func (arg1 SwigcptrModel) IsTraining(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Model_isTraining_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Model_isTraining_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3804,7 +3804,7 @@ func (arg1 SwigcptrModel) SetGraphOptimization(arg2 bool, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_setGraphOptimization_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_setGraphOptimization_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3816,7 +3816,7 @@ func (arg1 SwigcptrModel) UpdateBn(arg2 DataLoader, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Model_updateBn_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_updateBn_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3829,7 +3829,7 @@ func (arg1 SwigcptrModel) To(arg2 string, arg3 Acc_dtype, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Model_to_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Model_to_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3844,7 +3844,7 @@ func (arg1 SwigcptrModel) ParameterTensorCount(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Model_parameterTensorCount_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Model_parameterTensorCount_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3857,7 +3857,7 @@ func (arg1 SwigcptrModel) ParameterElementCount(arg2 *string) (_swig_ret int64) 
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Model_parameterElementCount_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Model_parameterElementCount_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3870,7 +3870,7 @@ func (arg1 SwigcptrModel) ParameterNames(arg2 *string) (_swig_ret StringList) {
 	var swig_r StringList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Model_parameterNames_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Model_parameterNames_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3884,7 +3884,7 @@ func (arg1 SwigcptrModel) Parameter(arg2 string, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_parameter_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_parameter_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3899,7 +3899,7 @@ func (arg1 SwigcptrModel) Parameter(arg2 string, arg3 *string) (_swig_ret Tensor
 func (arg1 SwigcptrModel) ZeroGrad(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Model_zeroGrad_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Model_zeroGrad_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3913,7 +3913,7 @@ func (arg1 SwigcptrModel) SetRequiresGrad(arg2 string, arg3 bool, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_setRequiresGrad_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_94)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_setRequiresGrad_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_94)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3931,7 +3931,7 @@ func (arg1 SwigcptrModel) AddLora(arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addLora_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addLora_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3947,7 +3947,7 @@ func (arg1 SwigcptrModel) SaveLora(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_saveLora_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_97)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_saveLora_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_97)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3962,7 +3962,7 @@ func (arg1 SwigcptrModel) LoadLora(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_loadLora_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_loadLora_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3976,7 +3976,7 @@ func (arg1 SwigcptrModel) LoadLora(arg2 string, arg3 *string) {
 func (arg1 SwigcptrModel) MergeLora(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Model_mergeLora_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Model_mergeLora_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3988,7 +3988,7 @@ func (arg1 SwigcptrModel) LoraCount(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Model_loraCount_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Model_loraCount_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4001,7 +4001,7 @@ func (arg1 SwigcptrModel) StateDict(arg2 *string) (_swig_ret TensorList) {
 	var swig_r TensorList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Model_stateDict_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Model_stateDict_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4015,7 +4015,7 @@ func (arg1 SwigcptrModel) LoadStateDict(arg2 TensorList, arg3 bool, arg4 *string
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Model_loadStateDict_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Model_loadStateDict_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4027,7 +4027,7 @@ func (arg1 SwigcptrModel) SaveTorchscript(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_saveTorchscript_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_saveTorchscript_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4044,7 +4044,7 @@ func (arg1 SwigcptrModel) LoadSafetensors(arg2 string, arg3 bool, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_101)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_101)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4098,7 +4098,7 @@ func NewOptimizer(arg1 Model, arg2 string, arg3 Options, arg4 *string) (_swig_re
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4112,7 +4112,7 @@ func NewOptimizer(arg1 Model, arg2 string, arg3 Options, arg4 *string) (_swig_re
 
 func DeleteOptimizer(arg1 Optimizer) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Optimizer_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Optimizer_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrOptimizer) AddParamGroup(arg2 []byte, arg3 Options, arg4 *string) {
@@ -4120,7 +4120,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroup(arg2 []byte, arg3 Options, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_addParamGroup_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_addParamGroup_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4137,7 +4137,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroupMatching(arg2 string, arg3 Options, a
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4153,7 +4153,7 @@ func (arg1 SwigcptrOptimizer) NumParamGroups(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Optimizer_numParamGroups_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Optimizer_numParamGroups_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4167,7 +4167,7 @@ func (arg1 SwigcptrOptimizer) GetLr(arg2 int64, arg3 *string) (_swig_ret float64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4181,7 +4181,7 @@ func (arg1 SwigcptrOptimizer) SetLr(arg2 int64, arg3 float64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_setLr_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_108(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_setLr_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_108(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4195,7 +4195,7 @@ func (arg1 SwigcptrOptimizer) GetHyperparameter(arg2 int64, arg3 string, arg4 *s
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (float64)(C._wrap_Optimizer_getHyperparameter_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
+	swig_r = (float64)(C._wrap_Optimizer_getHyperparameter_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4210,7 +4210,7 @@ func (arg1 SwigcptrOptimizer) GetHyperparameter(arg2 int64, arg3 string, arg4 *s
 func (arg1 SwigcptrOptimizer) Step(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Optimizer_step_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Optimizer_step_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4221,7 +4221,7 @@ func (arg1 SwigcptrOptimizer) Step(arg2 *string) {
 func (arg1 SwigcptrOptimizer) ZeroGrad(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Optimizer_zeroGrad_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Optimizer_zeroGrad_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4233,7 +4233,7 @@ func (arg1 SwigcptrOptimizer) SetTraining(arg2 bool, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Optimizer_setTraining_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Optimizer_setTraining_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4247,7 +4247,7 @@ func (arg1 SwigcptrOptimizer) StateOf(arg2 string, arg3 string, arg4 *string) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Optimizer_stateOf_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Optimizer_stateOf_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4267,7 +4267,7 @@ func (arg1 SwigcptrOptimizer) StateFields(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Optimizer_stateFields_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Optimizer_stateFields_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4310,7 +4310,7 @@ func NewScheduler(arg1 Optimizer, arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4324,7 +4324,7 @@ func NewScheduler(arg1 Optimizer, arg2 string, arg3 Options, arg4 *string) (_swi
 
 func DeleteScheduler(arg1 Scheduler) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Scheduler_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Scheduler_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrScheduler) Then(arg2 int64, arg3 string, arg4 Options, arg5 *string) {
@@ -4333,7 +4333,7 @@ func (arg1 SwigcptrScheduler) Then(arg2 int64, arg3 string, arg4 Options, arg5 *
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	C._wrap_Scheduler_then_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_115(_swig_i_1), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Scheduler_then_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_115(_swig_i_1), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4349,7 +4349,7 @@ func (arg1 SwigcptrScheduler) Chain(arg2 string, arg3 Options, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Scheduler_chain_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Scheduler_chain_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4363,7 +4363,7 @@ func (arg1 SwigcptrScheduler) Chain(arg2 string, arg3 Options, arg4 *string) {
 func (arg1 SwigcptrScheduler) Step(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Scheduler_step_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Scheduler_step_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4375,7 +4375,7 @@ func (arg1 SwigcptrScheduler) StepMetric(arg2 float64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Scheduler_stepMetric_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.double(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Scheduler_stepMetric_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.double(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4388,7 +4388,7 @@ func (arg1 SwigcptrScheduler) GetLastLr(arg2 int64, arg3 *string) (_swig_ret flo
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_118(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_118(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4401,7 +4401,7 @@ func (arg1 SwigcptrScheduler) GetStep(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Scheduler_getStep_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Scheduler_getStep_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4415,7 +4415,7 @@ func SchedulerFromLrLambda(arg1 Optimizer, arg2 LrLambda, arg3 *string) (_swig_r
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromLrLambda_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromLrLambda_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4429,7 +4429,7 @@ func SchedulerFromLrMultiplicative(arg1 Optimizer, arg2 LrLambda, arg3 *string) 
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromLrMultiplicative_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromLrMultiplicative_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4444,7 +4444,7 @@ func SchedulerFromGroupLrLambda(arg1 Optimizer, arg2 int64, arg3 GroupLrLambda, 
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrLambda_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_120(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrLambda_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_120(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4459,7 +4459,7 @@ func SchedulerFromGroupLrMultiplicative(arg1 Optimizer, arg2 int64, arg3 GroupLr
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrMultiplicative_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_121(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrMultiplicative_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_121(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4474,7 +4474,7 @@ func SchedulerFromCyclicScale(arg1 Optimizer, arg2 Options, arg3 LrLambda, arg4 
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromCyclicScale_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromCyclicScale_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4508,7 +4508,7 @@ func NewAveragedModel(arg1 Model, arg2 Options, arg3 *string) (_swig_ret Average
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (AveragedModel)(SwigcptrAveragedModel(C._wrap_new_AveragedModel_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (AveragedModel)(SwigcptrAveragedModel(C._wrap_new_AveragedModel_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4519,14 +4519,14 @@ func NewAveragedModel(arg1 Model, arg2 Options, arg3 *string) (_swig_ret Average
 
 func DeleteAveragedModel(arg1 AveragedModel) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_AveragedModel_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_AveragedModel_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrAveragedModel) Update(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_AveragedModel_update_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_AveragedModel_update_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4538,7 +4538,7 @@ func (arg1 SwigcptrAveragedModel) Count(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_AveragedModel_count_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_AveragedModel_count_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4551,7 +4551,7 @@ func (arg1 SwigcptrAveragedModel) CopyTo(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_AveragedModel_copyTo_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_AveragedModel_copyTo_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4563,7 +4563,7 @@ func (arg1 SwigcptrAveragedModel) Swap(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_AveragedModel_swap_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_AveragedModel_swap_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4575,7 +4575,7 @@ func (arg1 SwigcptrAveragedModel) StateDict(arg2 *string) (_swig_ret TensorList)
 	var swig_r TensorList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_AveragedModel_stateDict_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_AveragedModel_stateDict_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4588,7 +4588,7 @@ func (arg1 SwigcptrAveragedModel) LoadStateDict(arg2 TensorList, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_AveragedModel_loadStateDict_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_AveragedModel_loadStateDict_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4618,14 +4618,14 @@ func (p SwigcptrDataset) SwigIsDataset() {
 
 func DeleteDataset(arg1 Dataset) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Dataset_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Dataset_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func DatasetFromTensors(arg1 TensorList, arg2 *string) (_swig_ret Dataset) {
 	var swig_r Dataset
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromTensors_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromTensors_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4639,7 +4639,7 @@ func DatasetFromIdx(arg1 string, arg2 string, arg3 *string) (_swig_ret Dataset) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_125dda41dfa9e77c(*(*C.swig_type_123)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_6710598a15b64c37(*(*C.swig_type_123)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4659,7 +4659,7 @@ func DatasetFromSampleSource(arg1 int64, arg2 SampleSource, arg3 *string) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_125dda41dfa9e77c(C.swig_type_125(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_6710598a15b64c37(C.swig_type_125(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4673,7 +4673,7 @@ func DatasetFromStreamSource(arg1 StreamSource, arg2 int64, arg3 *string) (_swig
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_126(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_126(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4688,7 +4688,7 @@ func (arg1 SwigcptrDataset) Subset(arg2 int64, arg3 int64, arg4 *string) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_127(_swig_i_1), C.swig_type_128(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_127(_swig_i_1), C.swig_type_128(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4701,7 +4701,7 @@ func (arg1 SwigcptrDataset) Size(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Dataset_size_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Dataset_size_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4715,7 +4715,7 @@ func (arg1 SwigcptrDataset) Get(arg2 int64, arg3 *string) (_swig_ret TensorList)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_130(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_130(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4746,7 +4746,7 @@ func NewDataLoader(arg1 Dataset, arg2 Options, arg3 *string) (_swig_ret DataLoad
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_new_DataLoader_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_new_DataLoader_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4757,7 +4757,7 @@ func NewDataLoader(arg1 Dataset, arg2 Options, arg3 *string) (_swig_ret DataLoad
 
 func DeleteDataLoader(arg1 DataLoader) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_DataLoader_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_DataLoader_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func DataLoaderFromBatchArrays(arg1 Dataset, arg2 []int64, arg3 []int64, arg4 Options, arg5 *string) (_swig_ret DataLoader) {
@@ -4767,7 +4767,7 @@ func DataLoaderFromBatchArrays(arg1 Dataset, arg2 []int64, arg3 []int64, arg4 Op
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4786,7 +4786,7 @@ func (arg1 SwigcptrDataLoader) Next(arg2 *string) (_swig_ret TensorList) {
 	var swig_r TensorList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_DataLoader_next_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_DataLoader_next_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4799,7 +4799,7 @@ func (arg1 SwigcptrDataLoader) Length(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_DataLoader_length_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_DataLoader_length_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4812,7 +4812,7 @@ func (arg1 SwigcptrDataLoader) Epoch(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_DataLoader_epoch_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_DataLoader_epoch_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4825,7 +4825,7 @@ func (arg1 SwigcptrDataLoader) SetEpoch(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_setEpoch_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_135(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_setEpoch_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_135(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4837,7 +4837,7 @@ func (arg1 SwigcptrDataLoader) SetCollator(arg2 Collator, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_setCollator_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_setCollator_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4849,7 +4849,7 @@ func (arg1 SwigcptrDataLoader) SkipFirstBatches(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_skipFirstBatches_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_136(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_skipFirstBatches_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_136(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4861,7 +4861,7 @@ func (arg1 SwigcptrDataLoader) TotalBatchSize(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_DataLoader_totalBatchSize_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_DataLoader_totalBatchSize_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4874,7 +4874,7 @@ func (arg1 SwigcptrDataLoader) TotalDatasetLength(arg2 *string) (_swig_ret int64
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_DataLoader_totalDatasetLength_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_DataLoader_totalDatasetLength_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4887,7 +4887,7 @@ func (arg1 SwigcptrDataLoader) EndOfEpoch(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_DataLoader_endOfEpoch_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_DataLoader_endOfEpoch_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4899,7 +4899,7 @@ func (arg1 SwigcptrDataLoader) EndOfEpoch(arg2 *string) (_swig_ret bool) {
 func (arg1 SwigcptrDataLoader) EndEpoch(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_DataLoader_endEpoch_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_DataLoader_endEpoch_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4911,7 +4911,7 @@ func (arg1 SwigcptrDataLoader) InEpoch(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_DataLoader_inEpoch_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_DataLoader_inEpoch_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4949,7 +4949,7 @@ func NewAccelerator(arg1 Options, arg2 *string) (_swig_ret Accelerator) {
 	var swig_r Accelerator
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Accelerator)(SwigcptrAccelerator(C._wrap_new_Accelerator_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Accelerator)(SwigcptrAccelerator(C._wrap_new_Accelerator_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4960,14 +4960,14 @@ func NewAccelerator(arg1 Options, arg2 *string) (_swig_ret Accelerator) {
 
 func DeleteAccelerator(arg1 Accelerator) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Accelerator_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Accelerator_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrAccelerator) Device(arg2 *string) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Accelerator_device_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Accelerator_device_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -4983,7 +4983,7 @@ func (arg1 SwigcptrAccelerator) DistributedType(arg2 *string) (_swig_ret string)
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Accelerator_distributedType_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Accelerator_distributedType_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -4999,7 +4999,7 @@ func (arg1 SwigcptrAccelerator) MixedPrecision(arg2 *string) (_swig_ret string) 
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Accelerator_mixedPrecision_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Accelerator_mixedPrecision_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -5015,7 +5015,7 @@ func (arg1 SwigcptrAccelerator) ProcessIndex(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_processIndex_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_processIndex_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5028,7 +5028,7 @@ func (arg1 SwigcptrAccelerator) NumProcesses(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_numProcesses_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_numProcesses_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5041,7 +5041,7 @@ func (arg1 SwigcptrAccelerator) LocalProcessIndex(arg2 *string) (_swig_ret int64
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_localProcessIndex_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_localProcessIndex_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5054,7 +5054,7 @@ func (arg1 SwigcptrAccelerator) IsMainProcess(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_isMainProcess_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_isMainProcess_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5067,7 +5067,7 @@ func (arg1 SwigcptrAccelerator) IsLocalMainProcess(arg2 *string) (_swig_ret bool
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_isLocalMainProcess_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_isLocalMainProcess_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5080,7 +5080,7 @@ func (arg1 SwigcptrAccelerator) IsLastProcess(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_isLastProcess_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_isLastProcess_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5093,7 +5093,7 @@ func (arg1 SwigcptrAccelerator) GradientAccumulationSteps(arg2 *string) (_swig_r
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_gradientAccumulationSteps_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_gradientAccumulationSteps_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5106,7 +5106,7 @@ func (arg1 SwigcptrAccelerator) SyncGradients(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_syncGradients_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_syncGradients_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5119,7 +5119,7 @@ func (arg1 SwigcptrAccelerator) OptimizerStepWasSkipped(arg2 *string) (_swig_ret
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_optimizerStepWasSkipped_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_optimizerStepWasSkipped_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5132,7 +5132,7 @@ func (arg1 SwigcptrAccelerator) Step(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_step_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_step_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5147,7 +5147,7 @@ func (arg1 SwigcptrAccelerator) PrepareModel(arg2 Model, arg3 Acc_placement, arg
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Model)(SwigcptrModel(C._wrap_Accelerator_prepareModel_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Accelerator_prepareModel_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5162,7 +5162,7 @@ func (arg1 SwigcptrAccelerator) PrepareOptimizer(arg2 Optimizer, arg3 Acc_placem
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_Accelerator_prepareOptimizer_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_Accelerator_prepareOptimizer_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5177,7 +5177,7 @@ func (arg1 SwigcptrAccelerator) PrepareDataLoader(arg2 DataLoader, arg3 Acc_plac
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_Accelerator_prepareDataLoader_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_Accelerator_prepareDataLoader_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5191,7 +5191,7 @@ func (arg1 SwigcptrAccelerator) PrepareScheduler(arg2 Scheduler, arg3 *string) (
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Accelerator_prepareScheduler_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Accelerator_prepareScheduler_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5205,7 +5205,7 @@ func (arg1 SwigcptrAccelerator) UnwrapModel(arg2 Model, arg3 *string) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Model)(SwigcptrModel(C._wrap_Accelerator_unwrapModel_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Accelerator_unwrapModel_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5218,7 +5218,7 @@ func (arg1 SwigcptrAccelerator) Backward(arg2 Tensor, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_backward_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_backward_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5232,7 +5232,7 @@ func (arg1 SwigcptrAccelerator) BackwardWith(arg2 Tensor, arg3 bool, arg4 bool, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_backwardWith_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_backwardWith_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5243,7 +5243,7 @@ func (arg1 SwigcptrAccelerator) BackwardWith(arg2 Tensor, arg3 bool, arg4 bool, 
 func (arg1 SwigcptrAccelerator) AccumulateBegin(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_accumulateBegin_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_accumulateBegin_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5254,7 +5254,7 @@ func (arg1 SwigcptrAccelerator) AccumulateBegin(arg2 *string) {
 func (arg1 SwigcptrAccelerator) AccumulateEnd(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_accumulateEnd_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_accumulateEnd_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5269,7 +5269,7 @@ func (arg1 SwigcptrAccelerator) ClipGradNorm(arg2 Model, arg3 float64, arg4 floa
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (float64)(C._wrap_Accelerator_clipGradNorm_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4)))
+	swig_r = (float64)(C._wrap_Accelerator_clipGradNorm_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4)))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5283,7 +5283,7 @@ func (arg1 SwigcptrAccelerator) ClipGradValue(arg2 Model, arg3 float64, arg4 *st
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_clipGradValue_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_clipGradValue_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5297,7 +5297,7 @@ func (arg1 SwigcptrAccelerator) SaveModel(arg2 Model, arg3 string, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_saveModel_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_saveModel_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5317,7 +5317,7 @@ func AcceleratorMergeShardedCheckpoint(arg1 string, arg2 int64, arg3 string, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_mergeShardedCheckpoint_capi_125dda41dfa9e77c(*(*C.swig_type_149)(unsafe.Pointer(&_swig_i_0)), C.swig_type_150(_swig_i_1), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_mergeShardedCheckpoint_capi_6710598a15b64c37(*(*C.swig_type_149)(unsafe.Pointer(&_swig_i_0)), C.swig_type_150(_swig_i_1), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5339,7 +5339,7 @@ func (arg1 SwigcptrAccelerator) SaveState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_saveState_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_saveState_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5359,7 +5359,7 @@ func (arg1 SwigcptrAccelerator) LoadState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_loadState_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_loadState_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5378,7 +5378,7 @@ func (arg1 SwigcptrAccelerator) RegisterAveragedModel(arg2 AveragedModel, arg3 *
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_registerAveragedModel_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_registerAveragedModel_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5390,7 +5390,7 @@ func (arg1 SwigcptrAccelerator) Print(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_print_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_print_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5404,7 +5404,7 @@ func (arg1 SwigcptrAccelerator) Print(arg2 string, arg3 *string) {
 func (arg1 SwigcptrAccelerator) WaitForEveryone(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_waitForEveryone_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_waitForEveryone_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5415,7 +5415,7 @@ func (arg1 SwigcptrAccelerator) WaitForEveryone(arg2 *string) {
 func (arg1 SwigcptrAccelerator) FreeMemory(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_freeMemory_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_freeMemory_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5427,7 +5427,7 @@ func (arg1 SwigcptrAccelerator) NoSyncBegin(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_noSyncBegin_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_noSyncBegin_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5439,7 +5439,7 @@ func (arg1 SwigcptrAccelerator) NoSyncEnd(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_noSyncEnd_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_noSyncEnd_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5451,7 +5451,7 @@ func (arg1 SwigcptrAccelerator) TriggerSyncInBackward(arg2 Model, arg3 *string) 
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_triggerSyncInBackward_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_triggerSyncInBackward_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5465,7 +5465,7 @@ func (arg1 SwigcptrAccelerator) LocalSgdBegin(arg2 Model, arg3 int64, arg4 bool,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_localSgdBegin_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_158(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_localSgdBegin_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_158(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5477,7 +5477,7 @@ func (arg1 SwigcptrAccelerator) LocalSgdStep(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_localSgdStep_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_localSgdStep_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5489,7 +5489,7 @@ func (arg1 SwigcptrAccelerator) LocalSgdEnd(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_localSgdEnd_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_localSgdEnd_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5501,7 +5501,7 @@ func (arg1 SwigcptrAccelerator) ProfileBegin(arg2 Options, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_profileBegin_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_profileBegin_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5512,7 +5512,7 @@ func (arg1 SwigcptrAccelerator) ProfileBegin(arg2 Options, arg3 *string) {
 func (arg1 SwigcptrAccelerator) ProfileStep(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_profileStep_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_profileStep_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5523,7 +5523,7 @@ func (arg1 SwigcptrAccelerator) ProfileStep(arg2 *string) {
 func (arg1 SwigcptrAccelerator) ProfileEnd(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_profileEnd_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_profileEnd_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5535,7 +5535,7 @@ func (arg1 SwigcptrAccelerator) ProfileSummary(arg2 *string) (_swig_ret string) 
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Accelerator_profileSummary_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Accelerator_profileSummary_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -5551,7 +5551,7 @@ func (arg1 SwigcptrAccelerator) ExportChromeTrace(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_exportChromeTrace_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_exportChromeTrace_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5567,7 +5567,7 @@ func (arg1 SwigcptrAccelerator) JoinUnevenInputsBegin(arg2 Model, arg3 int, arg4
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_joinUnevenInputsBegin_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_joinUnevenInputsBegin_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5579,7 +5579,7 @@ func (arg1 SwigcptrAccelerator) JoinUnevenInputsEnd(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_joinUnevenInputsEnd_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_joinUnevenInputsEnd_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5590,7 +5590,7 @@ func (arg1 SwigcptrAccelerator) JoinUnevenInputsEnd(arg2 Model, arg3 *string) {
 func (arg1 SwigcptrAccelerator) MainProcessFirstBegin(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_mainProcessFirstBegin_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_mainProcessFirstBegin_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5601,7 +5601,7 @@ func (arg1 SwigcptrAccelerator) MainProcessFirstBegin(arg2 *string) {
 func (arg1 SwigcptrAccelerator) MainProcessFirstEnd(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_mainProcessFirstEnd_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_mainProcessFirstEnd_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5612,7 +5612,7 @@ func (arg1 SwigcptrAccelerator) MainProcessFirstEnd(arg2 *string) {
 func (arg1 SwigcptrAccelerator) LocalMainProcessFirstBegin(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_localMainProcessFirstBegin_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_localMainProcessFirstBegin_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5623,7 +5623,7 @@ func (arg1 SwigcptrAccelerator) LocalMainProcessFirstBegin(arg2 *string) {
 func (arg1 SwigcptrAccelerator) LocalMainProcessFirstEnd(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_localMainProcessFirstEnd_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_localMainProcessFirstEnd_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5637,7 +5637,7 @@ func (arg1 SwigcptrAccelerator) Gather(arg2 Tensor, arg3 string, arg4 *string) (
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5655,7 +5655,7 @@ func (arg1 SwigcptrAccelerator) GatherForMetrics(arg2 Tensor, arg3 string, arg4 
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5673,7 +5673,7 @@ func (arg1 SwigcptrAccelerator) GatherObject(arg2 []byte, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5695,7 +5695,7 @@ func (arg1 SwigcptrAccelerator) BroadcastObject(arg2 []byte, arg3 int64, arg4 st
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_1)), C.swig_type_166(_swig_i_2), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_1)), C.swig_type_166(_swig_i_2), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5717,7 +5717,7 @@ func (arg1 SwigcptrAccelerator) Reduce(arg2 Tensor, arg3 Acc_reduction, arg4 str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5736,7 +5736,7 @@ func (arg1 SwigcptrAccelerator) Broadcast(arg2 Tensor, arg3 int64, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_169(_swig_i_2), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_169(_swig_i_2), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5757,7 +5757,7 @@ func (arg1 SwigcptrAccelerator) PadAcrossProcesses(arg2 Tensor, arg3 int64, arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_171(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_171(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -5775,7 +5775,7 @@ func (arg1 SwigcptrAccelerator) SplitBetweenProcesses(arg2 int64, arg3 bool, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_splitBetweenProcesses_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_splitBetweenProcesses_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5789,7 +5789,7 @@ func (arg1 SwigcptrAccelerator) SplitBetweenProcesses(arg2 int64, arg3 bool, arg
 func (arg1 SwigcptrAccelerator) SetTrigger(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_setTrigger_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_setTrigger_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5801,7 +5801,7 @@ func (arg1 SwigcptrAccelerator) CheckTrigger(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_checkTrigger_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_checkTrigger_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5815,7 +5815,7 @@ func (arg1 SwigcptrAccelerator) Save(arg2 TensorList, arg3 string, arg4 *string)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_save_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_save_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5832,7 +5832,7 @@ func (arg1 SwigcptrAccelerator) GetStateDict(arg2 Model, arg3 bool, arg4 *string
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Accelerator_getStateDict_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Accelerator_getStateDict_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5845,7 +5845,7 @@ func (arg1 SwigcptrAccelerator) Iteration(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_iteration_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_iteration_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5858,7 +5858,7 @@ func (arg1 SwigcptrAccelerator) UnscaleGradients(arg2 Optimizer, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_unscaleGradients_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_unscaleGradients_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5870,7 +5870,7 @@ func (arg1 SwigcptrAccelerator) AutocastBegin(arg2 bool, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_autocastBegin_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_autocastBegin_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5881,7 +5881,7 @@ func (arg1 SwigcptrAccelerator) AutocastBegin(arg2 bool, arg3 *string) {
 func (arg1 SwigcptrAccelerator) AutocastEnd(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_autocastEnd_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_autocastEnd_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5893,7 +5893,7 @@ func (arg1 SwigcptrAccelerator) RegisterForCheckpointing(arg2 StateHandler, arg3
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_registerForCheckpointing_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_registerForCheckpointing_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5906,7 +5906,7 @@ func (arg1 SwigcptrAccelerator) RegisterSaveStatePreHook(arg2 CheckpointHook, ar
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Accelerator_registerSaveStatePreHook_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Accelerator_registerSaveStatePreHook_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5919,7 +5919,7 @@ func (arg1 SwigcptrAccelerator) OnTraceReady(arg2 TraceReady, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_onTraceReady_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_onTraceReady_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5932,7 +5932,7 @@ func (arg1 SwigcptrAccelerator) RegisterLoadStatePreHook(arg2 CheckpointHook, ar
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Accelerator_registerLoadStatePreHook_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Accelerator_registerLoadStatePreHook_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5945,7 +5945,7 @@ func (arg1 SwigcptrAccelerator) RemoveStatePreHook(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_removeStatePreHook_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_removeStatePreHook_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5958,7 +5958,7 @@ func (arg1 SwigcptrAccelerator) AddTracker(arg2 string, arg3 Tracker, arg4 *stri
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_addTracker_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_addTracker_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5974,7 +5974,7 @@ func (arg1 SwigcptrAccelerator) InitTrackers(arg2 string, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_initTrackers_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_initTrackers_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5994,7 +5994,7 @@ func (arg1 SwigcptrAccelerator) LogValues(arg2 []byte, arg3 []float64, arg4 int6
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logValues_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_2)), C.swig_type_185(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logValues_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_2)), C.swig_type_185(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6014,7 +6014,7 @@ func (arg1 SwigcptrAccelerator) LogScalar(arg2 string, arg3 float64, arg4 int64,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logScalar_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_187(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logScalar_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_187(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6031,7 +6031,7 @@ func (arg1 SwigcptrAccelerator) LogTexts(arg2 []byte, arg3 []byte, arg4 int64, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logTexts_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_2)), C.swig_type_190(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logTexts_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_2)), C.swig_type_190(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6048,7 +6048,7 @@ func (arg1 SwigcptrAccelerator) LogTexts(arg2 []byte, arg3 []byte, arg4 int64, a
 func (arg1 SwigcptrAccelerator) EndTraining(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_endTraining_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_endTraining_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6060,7 +6060,7 @@ func (arg1 SwigcptrAccelerator) TrackerNames(arg2 *string) (_swig_ret StringList
 	var swig_r StringList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_trackerNames_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_trackerNames_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6074,7 +6074,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6183,7 +6183,7 @@ func (p SwigcptrSamples) SwigIsSamples() {
 func (arg1 SwigcptrSamples) Size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Samples_size_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Samples_size_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -6192,7 +6192,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_195(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_195(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6207,7 +6207,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_196(_swig_i_1), C.swig_type_197(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_196(_swig_i_1), C.swig_type_197(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6218,7 +6218,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 
 func DeleteSamples(arg1 Samples) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Samples_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Samples_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 type Samples interface {
@@ -6242,7 +6242,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6256,7 +6256,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 func (arg1 SwigcptrBytes) Size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Bytes_size_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Bytes_size_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -6264,7 +6264,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6277,7 +6277,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 
 func DeleteBytes(arg1 Bytes) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Bytes_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Bytes_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 type Bytes interface {
@@ -6300,7 +6300,7 @@ func (p SwigcptrMetrics) SwigIsMetrics() {
 func (arg1 SwigcptrMetrics) Size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Metrics_size_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Metrics_size_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -6309,7 +6309,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6326,7 +6326,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_204(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_204(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6337,7 +6337,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 
 func DeleteMetrics(arg1 Metrics) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Metrics_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Metrics_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 type Metrics interface {
@@ -6360,7 +6360,7 @@ func (p SwigcptrTexts) SwigIsTexts() {
 func (arg1 SwigcptrTexts) Size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Texts_size_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Texts_size_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -6369,7 +6369,7 @@ func (arg1 SwigcptrTexts) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_name_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_name_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6386,7 +6386,7 @@ func (arg1 SwigcptrTexts) Text(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_text_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_text_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6400,7 +6400,7 @@ func (arg1 SwigcptrTexts) Text(arg2 int64, arg3 *string) (_swig_ret string) {
 
 func DeleteTexts(arg1 Texts) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Texts_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Texts_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 type Texts interface {
@@ -6423,12 +6423,12 @@ func (p SwigcptrLrFactor) SwigIsLrFactor() {
 func (arg1 SwigcptrLrFactor) Set(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_LrFactor_set_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_LrFactor_set_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func DeleteLrFactor(arg1 LrFactor) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_LrFactor_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_LrFactor_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 type LrFactor interface {
@@ -6452,7 +6452,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_210(_swig_i_1), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_210(_swig_i_1), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6466,14 +6466,14 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 
 func DeleteProgress(arg1 Progress) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Progress_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Progress_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_type_212(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_212(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6485,7 +6485,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6499,7 +6499,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 func (arg1 SwigcptrProgress) Finish(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Progress_finish_capi_125dda41dfa9e77c(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Progress_finish_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
