@@ -24,10 +24,6 @@ at::Tensor new_linear_weight(int64_t out, int64_t in) {
   return w;
 }
 
-}  // namespace
-
-namespace {
-
 // PEFT's module list in this library's text form: names separated by commas, or "re:" followed by
 // a regular expression (handed to `set_regex`). It is written into adapter_config.json: UTF-8 only.
 void read_module_names(const char* key, const std::string& text, std::vector<std::string>* names,
@@ -171,10 +167,6 @@ void check_regex_cost(const std::string& expression, const char* key) {
   if (open.front().alternatives > kMaxChoices) refuse("chains more than " + std::to_string(kMaxChoices) + " choices");
 }
 
-}  // namespace
-
-namespace {
-
 // A whole-name matcher for `expression` (PEFT's re.fullmatch), checked for its cost first.
 std::function<bool(const std::string&)> module_regex(const std::string& expression, const char* key) {
   check_regex_cost(expression, key);
@@ -262,8 +254,10 @@ size_t LoraAdapters::add(const LoraConfig& config, const std::vector<LinearSite>
       a.normal_(0.0, 1.0 / static_cast<double>(config.r));
       b.zero_();
     } else if (config.init == "eva") {
-      b.zero_();  // PEFT's placeholder until EVA's data-driven A (a loaded adapter replaces both)
-    }             // "false" keeps nn.Linear's; "orthogonal" only comes with a loaded adapter, which replaces them
+      b.zero_();  // PEFT's placeholder until EVA's data-driven A: a loaded adapter replaces both
+    }
+    // "false" keeps nn.Linear's initialisation; "orthogonal" comes only with a loaded adapter, which
+    // replaces it.
     // Adapters of a half-precision layer stay float32 (PEFT's autocast_adapter_dtype).
     const bool low = site->weight.scalar_type() == at::kHalf || site->weight.scalar_type() == at::kBFloat16;
     const auto options = site->weight.options().dtype(low ? at::kFloat : site->weight.scalar_type());

@@ -141,40 +141,31 @@ LoraConfig config_from_json(const json& j, const std::string& path) {
   text("base_model_name_or_path", &config.base_model_name_or_path);
   text("revision", &config.revision);
   text("task_type", &config.task_type);
-  if (!j.contains("target_modules")) refuse("target_modules", "is missing");
-  const json& targets = j["target_modules"];
-  if (targets.is_string()) {
-    if (targets.get<std::string>().empty()) refuse("target_modules", "is empty");
-    try {
-      config.set_target_regex(targets.get<std::string>());
-    } catch (const Error& e) {
-      fail(Status::Io, "'", path, "': ", e.what());
-    }
-  } else if (targets.is_array() && !targets.empty()) {
-    for (const auto& name : targets) {
-      if (!name.is_string() || name.get<std::string>().empty()) refuse("target_modules", "must hold module names");
-      config.target_names.push_back(name.get<std::string>());
-    }
-  } else {
-    refuse("target_modules", "must be a regular expression or a list of module names");
-  }
-  if (j.contains("exclude_modules") && !j["exclude_modules"].is_null()) {
-    const json& excluded = j["exclude_modules"];
-    if (excluded.is_string()) {
+  // PEFT's module lists: names, or one regular expression (a string), which must compile here.
+  auto modules = [&](const char* key, std::vector<std::string>* names,
+                     void (LoraConfig::*set_regex)(const std::string&)) {
+    const json& value = j[key];
+    if (value.is_string() && !value.get<std::string>().empty()) {
       try {
-        config.set_exclude_regex(excluded.get<std::string>());
+        (config.*set_regex)(value.get<std::string>());
       } catch (const Error& e) {
         fail(Status::Io, "'", path, "': ", e.what());
       }
-    } else if (excluded.is_array()) {
-      for (const auto& name : excluded) {
-        if (!name.is_string() || name.get<std::string>().empty()) refuse("exclude_modules", "must hold module names");
-        config.exclude_names.push_back(name.get<std::string>());
+    } else if (value.is_array() && !value.empty()) {
+      for (const auto& name : value) {
+        if (!name.is_string() || name.get<std::string>().empty()) refuse(key, "must hold module names");
+        names->push_back(name.get<std::string>());
       }
     } else {
-      refuse("exclude_modules", "must be a regular expression, a list of module names or null");
+      refuse(key, "must be a regular expression or a list of module names");
     }
-  }
+  };
+  if (!j.contains("target_modules")) refuse("target_modules", "is missing");
+  modules("target_modules", &config.target_names, &LoraConfig::set_target_regex);
+  // A module exclude_modules matches gets no adapter (PEFT 0.14 and later; null or absent: none).
+  if (j.contains("exclude_modules") && !j["exclude_modules"].is_null() && !j["exclude_modules"].empty() &&
+      j["exclude_modules"] != "")
+    modules("exclude_modules", &config.exclude_names, &LoraConfig::set_exclude_regex);
   return config;
 }
 
