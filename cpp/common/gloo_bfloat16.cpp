@@ -40,7 +40,10 @@ class RoundedBackWork : public c10d::Work {
   RoundedBackWork(WorkPtr inner, std::vector<at::Tensor> wide, std::vector<at::Tensor> targets)
       : inner_(std::move(inner)), wide_(std::move(wide)), targets_(std::move(targets)) {
     done_ = inner_->getFuture()->then(
-        [wide = wide_, targets = targets_](c10::ivalue::Future&) {
+        [wide = wide_, targets = targets_](c10::ivalue::Future& reduced) {
+          // then() runs this on failure too: value() rethrows the reduction's error into the future
+          // returned (a peer gone, a timeout), which DDP's Reducer and wait() then report.
+          (void)reduced.value();
           round_back(wide, targets);
           return c10::IValue(targets);
         },

@@ -1056,6 +1056,32 @@ TEST(Fault, ADeadOrStalledPeerDuringBackwardIsNamed) {
                                                        : "backward #3 (DDP's gradient allreduce)");
 }
 
+// The same for a bf16 model on a Gloo without bfloat16 (before PyTorch 2.2), whose gradients the
+// library's group reduces in float32: the reduction's failure reaches acc_backward, named.
+TEST(Fault, ADeadOrStalledPeerDuringABf16BackwardIsNamed) {
+  const char* mode = std::getenv("ACC_TEST_FAULT");
+  if (!mode) GTEST_SKIP() << "set ACC_TEST_FAULT=exit or stall (the fault tests run on their own)";
+  acc_model *raw = nullptr, *model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(kDistNet, &raw));
+  ACC_ASSERT_OK(acc_model_to(raw, nullptr, ACC_DTYPE_BFLOAT16));
+  ACC_ASSERT_OK(acc_prepare_model(g_acc, raw, ACC_PLACEMENT_DEFAULT, &model));
+  auto [x, y] = job_batch(0);
+  for (int step = 0; step < 2; ++step)
+    bf16_backward(model, g_acc, rows_of(x, 3, g_rank * 8, 8), rows_of(y, 2, g_rank * 8, 8), 8);
+  if (g_rank == 1) {
+    if (std::string(mode) == "exit") _exit(0);
+    std::this_thread::sleep_for(std::chrono::seconds(8));
+    _exit(0);
+  }
+  acc_tensor* xt = as_bf16(floats(rows_of(x, 3, 0, 8), {8, 3}));
+  acc_tensor* yt = floats(rows_of(y, 2, 0, 8), {8, 2});
+  acc_tensor *out = nullptr, *wide = nullptr, *loss = nullptr;
+  ASSERT_EQ(acc_model_forward1(model, xt, ACC_FORWARD_DEFAULT, &out), ACC_OK) << acc_last_error_message();
+  ASSERT_EQ(acc_tensor_to(out, nullptr, ACC_DTYPE_FLOAT32, &wide), ACC_OK);
+  ASSERT_EQ(acc_loss_mse(wide, yt, ACC_REDUCTION_MEAN, &loss), ACC_OK);
+  expect_named_and_exit(acc_backward(g_acc, loss), "backward #3 (DDP's gradient allreduce)");
+}
+
 // DDP rebuilds its buckets at the forward after the first averaged backward, a broadcast from rank
 // 0: a peer gone by then is named as that collective.
 TEST(Fault, ADeadOrStalledPeerAtTheBucketRebuildIsNamed) {
