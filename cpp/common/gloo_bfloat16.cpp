@@ -4,7 +4,6 @@
 #include <ATen/core/ivalue.h>
 
 #include <algorithm>
-#include <mutex>
 
 namespace acc::compat {
 namespace {
@@ -38,9 +37,9 @@ TensorLists bits(const TensorLists& lists) {
 class RoundedBackWork : public c10d::Work {
  public:
   RoundedBackWork(WorkPtr inner, std::vector<at::Tensor> wide, std::vector<at::Tensor> targets)
-      : inner_(std::move(inner)), wide_(std::move(wide)), targets_(std::move(targets)) {
+      : inner_(std::move(inner)), targets_(std::move(targets)) {
     done_ = inner_->getFuture()->then(
-        [wide = wide_, targets = targets_](c10::ivalue::Future& reduced) {
+        [wide = std::move(wide), targets = targets_](c10::ivalue::Future& reduced) {
           // then() runs this on failure too: value() rethrows the reduction's error into the future
           // returned (a peer gone, a timeout), which DDP's Reducer and wait() then report.
           (void)reduced.value();
@@ -72,7 +71,7 @@ class RoundedBackWork : public c10d::Work {
   }
 
   WorkPtr inner_;
-  std::vector<at::Tensor> wide_, targets_;
+  std::vector<at::Tensor> targets_;
   c10::intrusive_ptr<c10::ivalue::Future> done_;
 };
 
