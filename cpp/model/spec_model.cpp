@@ -240,6 +240,17 @@ NamedTensors SpecModel::named_parameters() const {
   return out;
 }
 
+NamedTensors SpecModel::named_parameters_with_ties() const {
+  NamedTensors out = named_parameters();
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (layers_[i].type != kTiedLinear) continue;
+    const auto& weight =
+        net_->ptr<torch::nn::EmbeddingImpl>(static_cast<size_t>(layers_[i].args["tie_to"].get<int64_t>()))->weight;
+    if (weight.defined()) out.emplace_back(std::to_string(i) + ".weight", weight);
+  }
+  return out;
+}
+
 std::vector<LinearSite> SpecModel::linear_sites() const {
   std::vector<LinearSite> sites;
   for (const auto& entry : net_->named_modules("", /*include_self=*/false)) {

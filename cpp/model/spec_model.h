@@ -18,6 +18,9 @@ class SpecModel final : public Model {
 
   NamedTensors forward(const std::vector<at::Tensor>& inputs) override;
   NamedTensors named_parameters() const override;
+  // Also each tied_linear layer's weight (its embedding's) under the layer's own name, as PyTorch's
+  // state_dict() of the same model lists it.
+  NamedTensors named_parameters_with_ties() const override;
   NamedTensors named_buffers() const override;
   void set_training(bool training) override;
   bool is_training() const override;

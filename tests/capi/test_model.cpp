@@ -491,6 +491,32 @@ TEST(TorchScript, ATiedWeightLoadsUnderAnyOfItsNames) {
   acc_model_free(model);
 }
 
+// A spec's tied_linear holds its embedding's weight: Python's state_dict() of the same nn.Sequential
+// lists it under the head's name too, and either or both names load it strictly.
+TEST(Spec, ATiedHeadsWeightLoadsUnderEitherName) {
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(R"([{"type":"embedding","num_embeddings":8,"embedding_dim":6},{"type":"tanh"},
+                                        {"type":"tied_linear","tie_to":0}])",
+                                    &model));
+  EXPECT_EQ(acc_test::parameter_names(model), std::vector<std::string>{"0.weight"});  // one parameter
+  for (const auto& names : std::vector<std::vector<const char*>>{{"2.weight"}, {"0.weight", "2.weight"}}) {
+    acc_tensor_list* state = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_create(&state));
+    for (const char* name : names) {
+      acc_tensor* t = acc_test::floats(std::vector<float>(48, static_cast<float>(names.size())), {8, 6});
+      ACC_ASSERT_OK(acc_tensor_list_append(state, name, t));
+      acc_tensor_free(t);
+    }
+    ACC_ASSERT_OK(acc_model_load_state_dict(model, state, 1));
+    acc_tensor_list_free(state);
+    acc_tensor* p = nullptr;
+    ACC_ASSERT_OK(acc_model_parameter(model, "0.weight", &p));
+    EXPECT_EQ(acc_test::to_floats(p)[0], static_cast<float>(names.size()));
+    acc_tensor_free(p);
+  }
+  acc_model_free(model);
+}
+
 // A tied weight (GPT-2's head sharing the embedding's) is one parameter, as PyTorch's
 // named_parameters lists it: stepped once per step, counted once by norms, saved once. 3 AdamW steps
 // train the exported module as PyTorch trains it (tied_steps.json).
