@@ -65,8 +65,7 @@ SpecModel::SpecModel(std::vector<LayerSpec> layers, bool weights_pending)
   // Tied layers reuse an earlier embedding's weight (parse_layer_specs checked the index).
   for (size_t i = 0; i < layers_.size(); ++i)
     if (layers_[i].type == kTiedLinear)
-      net_->ptr<TiedLinearImpl>(i)->tie(torch::nn::Embedding(net_->ptr<torch::nn::EmbeddingImpl>(
-          static_cast<size_t>(layers_[i].args["tie_to"].get<int64_t>()))));
+      net_->ptr<TiedLinearImpl>(i)->tie(torch::nn::Embedding(net_->ptr<torch::nn::EmbeddingImpl>(tie_source(i))));
   if (weights_pending) make_weights_pending();
 }
 
@@ -123,8 +122,7 @@ std::vector<at::Tensor> SpecModel::layer_tensors(size_t i) const {
   const std::string prefix = std::to_string(i) + ".";
   for (const auto& entry : lora_.named_parameters())
     if (entry.first.rfind(prefix, 0) == 0) out.push_back(entry.second);
-  if (layers_[i].type == kTiedLinear)
-    out.push_back(net_->ptr<torch::nn::EmbeddingImpl>(static_cast<size_t>(layers_[i].args["tie_to"].get<int64_t>()))->weight);
+  if (layers_[i].type == kTiedLinear) out.push_back(tied_weight(i));
   return out;
 }
 
@@ -226,7 +224,7 @@ bool SpecModel::set_unit_hooks(UnitHooks hooks) {
     // A tied layer computes with its embedding's weight: that unit is gathered again around it
     // (under a size policy the embedding may be in unit 0, gathered throughout).
     if (layers_[i].type == kTiedLinear) {
-      const int64_t tied = units_of[static_cast<size_t>(layers_[i].args["tie_to"].get<int64_t>())];
+      const int64_t tied = units_of[tie_source(i)];
       if (tied >= 0) units_of_layer_[i].push_back(static_cast<size_t>(tied));
     }
   }
@@ -240,13 +238,17 @@ NamedTensors SpecModel::named_parameters() const {
   return out;
 }
 
+size_t SpecModel::tie_source(size_t i) const { return static_cast<size_t>(layers_[i].args["tie_to"].get<int64_t>()); }
+
+const at::Tensor& SpecModel::tied_weight(size_t i) const {
+  return net_->ptr<torch::nn::EmbeddingImpl>(tie_source(i))->weight;
+}
+
 NamedTensors SpecModel::named_parameters_with_ties() const {
   NamedTensors out = named_parameters();
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (layers_[i].type != kTiedLinear) continue;
-    const auto& weight =
-        net_->ptr<torch::nn::EmbeddingImpl>(static_cast<size_t>(layers_[i].args["tie_to"].get<int64_t>()))->weight;
-    if (weight.defined()) out.emplace_back(std::to_string(i) + ".weight", weight);
+    if (tied_weight(i).defined()) out.emplace_back(std::to_string(i) + ".weight", tied_weight(i));
   }
   return out;
 }
@@ -314,7 +316,7 @@ void SpecModel::write_torchscript(const std::string& path) const {
     if (layers_[i].type == kTiedLinear) {
       // The weight stays the embedding's alone: the top forward hands it over.
       parameters += ", weight: Tensor";
-      arguments += ", getattr(self, \"" + std::to_string(layers_[i].args["tie_to"].get<int64_t>()) + "\").weight";
+      arguments += ", getattr(self, \"" + std::to_string(tie_source(i)) + "\").weight";
     }
     layer.define("def forward(self" + parameters + ") -> Tensor:\n    " + layer_script(layers_[i]) + "\n");
     forward += "    out" + name + " = getattr(self, \"" + name + "\").forward(" + arguments + ")\n";

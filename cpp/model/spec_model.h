@@ -46,6 +46,9 @@ class SpecModel final : public Model {
   std::vector<std::string> other_module_names() const override;
 
  private:
+  // The embedding layer a tied_linear layer `i` takes its weight from (its tie_to).
+  size_t tie_source(size_t i) const;
+  const at::Tensor& tied_weight(size_t i) const;
   at::Tensor run_layer(size_t i, const std::vector<at::Tensor>& inputs);
   // The parameters layer i computes with: its own, its LoRA adapters', a tied layer's embedding weight.
   std::vector<at::Tensor> layer_tensors(size_t i) const;
