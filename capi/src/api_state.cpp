@@ -38,11 +38,8 @@ acc_status register_state_pre_hook(acc_accelerator* a, acc::CheckpointHooks::Kin
                                    void* user_data, acc_free_fn free_user_data, uint64_t* out_id) {
   return guarded([&] {
     auto& x = accelerator_arg(a);
-    const bool save = kind == acc::CheckpointHooks::Kind::Save;
-    auto wrapped =
-        hook_of(hook, user_data, free_user_data, save ? "the save_state pre-hook" : "the load_state pre-hook");
-    const uint64_t id =
-        save ? x.register_save_state_pre_hook(std::move(wrapped)) : x.register_load_state_pre_hook(std::move(wrapped));
+    const char* what = kind == acc::CheckpointHooks::Kind::Save ? "the save_state pre-hook" : "the load_state pre-hook";
+    const uint64_t id = x.register_state_pre_hook(kind, hook_of(hook, user_data, free_user_data, what));
     if (out_id) *out_id = id;
   });
 }

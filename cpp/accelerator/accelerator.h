@@ -112,12 +112,9 @@ class Accelerator {
   void register_for_checkpointing(CustomPartMaker make_part);
   // Called with the checkpoint folder before save_state writes / load_state reads; throwing aborts.
   using CheckpointHook = acc::CheckpointHook;
-  // Each returns the hook's id for remove_state_pre_hook (Accelerate's RemovableHandle).
-  uint64_t register_save_state_pre_hook(CheckpointHook hook) {
-    return state_hooks_.add(CheckpointHooks::Kind::Save, std::move(hook));
-  }
-  uint64_t register_load_state_pre_hook(CheckpointHook hook) {
-    return state_hooks_.add(CheckpointHooks::Kind::Load, std::move(hook));
+  // Returns the hook's id for remove_state_pre_hook (Accelerate's RemovableHandle).
+  uint64_t register_state_pre_hook(CheckpointHooks::Kind kind, CheckpointHook hook) {
+    return state_hooks_.add(kind, std::move(hook));
   }
   void remove_state_pre_hook(uint64_t id) { state_hooks_.remove(id); }
   // The number the next automatic checkpoint gets (ProjectConfiguration.iteration).
