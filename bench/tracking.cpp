@@ -1,6 +1,7 @@
 // Cost of experiment tracking: acc_log of 4 scalars to every built-in tracker (TensorBoard, JSONL,
 // CSV) compared with a small training step, and the step time with and without logging every step
-// (rounds interleaved, medians). Files go to a temporary project folder.
+// (rounds interleaved, medians), and acc_log_images of a batch of 64 Fashion-MNIST-sized images (a
+// grid, PNG-encoded on the calling thread) against that step. Files go to a temporary project folder.
 //
 //   bench_tracking [--quick]
 #include <algorithm>
@@ -128,6 +129,26 @@ int main(int argc, char** argv) {
     }
     logged.push_back(micros_since(start) / steps);
   }
+  // 3. acc_log_images of a batch of 64 gray 28x28 images, interleaved with the plain step.
+  std::vector<float> pixels(64 * 28 * 28);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> uniform;
+  for (auto& v : pixels) v = uniform(rng);
+  const int64_t dims[] = {64, 1, 28, 28};
+  acc_tensor* images = nullptr;
+  OK(acc_tensor_from_host(pixels.data(), pixels.size() * sizeof(float), dims, 4, ACC_DTYPE_FLOAT32, &images));
+  const char* image_name = "samples";
+  const int image_calls = quick ? 5 : 50;
+  std::vector<double> imaged, stepped;
+  for (int r = 0; r < rounds; ++r) {
+    auto start = Clock::now();
+    for (int i = 0; i < image_calls; ++i) OK(acc_log_images(acc, &image_name, &images, 1, -1, nullptr));
+    imaged.push_back(micros_since(start) / image_calls);
+    start = Clock::now();
+    for (int i = 0; i < image_calls; ++i) step.run();
+    stepped.push_back(micros_since(start) / image_calls);
+  }
+  acc_tensor_free(images);
   OK(acc_end_training(acc));
 
   std::printf("acc_log, 4 scalars to tensorboard+jsonl+csv: %.2f us per call (median of %d rounds, %d calls)\n",
@@ -138,6 +159,10 @@ int main(int argc, char** argv) {
   std::printf("training step (256-256-10 MLP, batch 64, AdamW): %.1f us without logging, %.1f us with acc_log "
               "each step (%+.1f%%)\n",
               median(plain), median(logged), 100.0 * (median(logged) / median(plain) - 1.0));
+  std::printf(
+      "acc_log_images, 64 gray 28x28 images (one 224x224 grid PNG): %.1f us per call against a %.1f us "
+      "training step (%.2fx)\n",
+      median(imaged), median(stepped), median(imaged) / median(stepped));
   acc_accelerator_free(acc);
   return std::system(("rm -rf '" + dir + "'").c_str()) == 0 ? 0 : 1;
 }

@@ -13,8 +13,9 @@ packages=(
   nlohmann-json3-dev zlib1g-dev libcli11-dev libyaml-cpp-dev
   # TensorBoard event files: protobuf messages compiled by protoc
   protobuf-compiler libprotobuf-dev
-  # tests: GoogleTest; PyTorch itself, to export TorchScript models the tests load
-  libgtest-dev python3-torch
+  # tests: GoogleTest; PyTorch itself, to export TorchScript models the tests load; Pillow, to read
+  # the PNG images of TensorBoard's event files
+  libgtest-dev python3-torch python3-pil
   # the main job's data set (Fashion-MNIST IDX files in /usr/share/datasets/fashion-mnist)
   dataset-fashion-mnist
   # bindings: SWIG; Java (JDK via default-jdk-headless, JUnit 5); C# on Mono (mcs, NUnit); Go

@@ -84,6 +84,30 @@ class Texts {
 #endif
 };
 
+/* The images a tracker logs (acc_log_images): n names and PNG files in memory. */
+class Images {
+ public:
+  int64_t size_() const { return (int64_t)n_; }
+  std::string name_(int64_t i ERR) const { return names_[index(i)]; }
+  int64_t pngSize(int64_t i ERR) const { return (int64_t)sizes_[index(i)]; }
+  /* Copies image i's PNG into dst, whose length must be pngSize(i). */
+  void copyPng(int64_t i, uint8_t *dst, size_t n ERR) const {
+    const size_t k = index(i);
+    if (n != sizes_[k]) fail(ACC_ERR_INVALID_ARGUMENT, "the array's length is not the size of the PNG");
+    if (n) memcpy(dst, pngs_[k], n);
+  }
+#ifndef SWIG
+  const char* const* names_ = nullptr;
+  const unsigned char* const* pngs_ = nullptr;
+  const size_t* sizes_ = nullptr;
+  size_t n_ = 0;
+  size_t index(int64_t i) const {
+    if (i < 0 || (size_t)i >= n_) fail(ACC_ERR_INVALID_ARGUMENT, "image index out of range");
+    return (size_t)i;
+  }
+#endif
+};
+
 /* Where an LR lambda puts its factor. */
 class Factor {
  public:
@@ -158,6 +182,15 @@ inline int tracker_log_text_trampoline(void* ud, const char* const* names, const
   t.texts_ = texts;
   t.n_ = n;
   return guarded([&] { return static_cast<Tracker*>(ud)->logText(&t, step); });
+}
+inline int tracker_log_images_trampoline(void* ud, const char* const* names, const unsigned char* const* pngs,
+                                         const size_t* sizes, size_t n, int64_t step) {
+  Images images;
+  images.names_ = names;
+  images.pngs_ = pngs;
+  images.sizes_ = sizes;
+  images.n_ = n;
+  return guarded([&] { return static_cast<Tracker*>(ud)->logImages(&images, step); });
 }
 inline int tracker_finish_trampoline(void *ud) {
   return guarded([&] { return static_cast<Tracker *>(ud)->finish(); });

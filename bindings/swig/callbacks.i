@@ -8,6 +8,7 @@
 %nodefaultctor accswig::Bytes;
 %nodefaultctor accswig::Metrics;
 %nodefaultctor accswig::Texts;
+%nodefaultctor accswig::Images;
 %rename(LrFactor) accswig::Factor;
 %nodefaultctor accswig::Factor;
 %include "swig/callbacks.hpp"
@@ -115,6 +116,7 @@
                              &tracker_finish_trampoline, ud, fr);
     });
     check(acc_tracker_set_log_text($self, name, &tracker_log_text_trampoline));
+    if (tracker->takesImages()) check(acc_tracker_set_log_images($self, name, &tracker_log_images_trampoline));
   }
   void initTrackers(const char *project, const char *configJson ERR) {
     check(acc_init_trackers($self, project, opt_str(configJson)));
@@ -142,6 +144,18 @@
       value_ptrs.push_back(values[i].c_str());
     }
     check(acc_log_text($self, key_ptrs.data(), value_ptrs.data(), keys.size(), step));
+  }
+  /* names: each name's UTF-8 bytes and a NUL, one per image of the list; dataformats "" is NCHW. */
+  void logImages(const uint8_t *names, size_t namesSize, const acc_tensor_list *images, int64_t step,
+                 const char *dataformats ERR) {
+    std::vector<std::string> keys = split_nul_terminated(names, namesSize);
+    ListTensors tensors(images);
+    if (keys.size() != tensors.size())
+      fail(ACC_ERR_INVALID_ARGUMENT, "log_images: " + std::to_string(keys.size()) + " names for " +
+                                         std::to_string(tensors.size()) + " images");
+    std::vector<const char *> key_ptrs;
+    for (const auto &k : keys) key_ptrs.push_back(k.c_str());
+    check(acc_log_images($self, key_ptrs.data(), tensors.data(), keys.size(), step, opt_str(dataformats)));
   }
   void endTraining(ERR0) { check(acc_end_training($self)); }
   acc_string_list *trackerNames(ERR0) {

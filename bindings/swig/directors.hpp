@@ -39,6 +39,7 @@ class Samples;
 class Bytes;
 class Metrics;
 class Texts;
+class Images;
 class Factor;
 
 class Collator : public Callback {
@@ -67,6 +68,10 @@ class Tracker : public Callback {
   virtual int finish() = 0;
   // The texts of acc_log_text; a tracker that does not take texts leaves them.
   virtual int logText(Texts* texts, int64_t step) { return 0; }
+  // The images of acc_log_images, as PNGs, for a tracker whose takesImages() is true (asked once,
+  // when it is added: only then are images encoded for it).
+  virtual bool takesImages() { return false; }
+  virtual int logImages(Images* images, int64_t step) { return 0; }
 };
 
 class LrLambda : public Callback {

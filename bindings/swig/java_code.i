@@ -387,6 +387,20 @@
   public void logText(String name, String text, long step) {
     logText(java.util.Collections.singletonMap(name, text), step);
   }
+  /** Accelerate's TensorBoardTracker.log_images (torch's add_images): images by name at step, or at
+   *  the step after the last one when step is negative; dataformats null is "NCHW" (a batch shown as
+   *  a grid), else an order of NCHW, CHW or HW. Only TensorBoard shows them. */
+  public void logImages(java.util.Map<String, Tensor> images, long step, String dataformats) {
+    String[] names = images.keySet().toArray(new String[0]);
+    Tensor[] tensors = new Tensor[names.length];
+    for (int i = 0; i < names.length; ++i) tensors[i] = images.get(names[i]);
+    try (TensorList list = TensorList.of(tensors)) {
+      logImages(Args.nulJoined("logImages: the name", names), list, step, dataformats);
+    }
+  }
+  public void logImages(String name, Tensor images, long step, String dataformats) {
+    logImages(java.util.Collections.singletonMap(name, images), step, dataformats);
+  }
   /** {@code try (Scope s = acc.autocast(true)) { ... }}: mixed precision for code that is not a
    *  prepared model (false: autocast off); it must end on the thread it began on. */
   public Scope autocast(boolean enabled) {

@@ -1491,6 +1491,12 @@ typedef int (*acc_tracker_finish_fn)(void *user_data);
 typedef int (*acc_tracker_log_text_fn)(void *user_data, const char *const *names, const char *const *texts, size_t n,
                                        int64_t step);
 
+/* n images by name at `step` (acc_log_images), each a PNG file in memory: pngs[i] holds png_sizes[i]
+ * bytes, as tensorboard writes them. */
+typedef int (*acc_tracker_log_images_fn)(void *user_data, const char *const *names,
+                                         const unsigned char *const *pngs, const size_t *png_sizes, size_t n,
+                                         int64_t step);
+
 /* Adds a tracker of the program under `name` (not one of the built-in names in use, not already
  * added). Any callback may be NULL. Added during a run, its init callback runs at once. The
  * accelerator owns user_data from here on: free_user_data (may be NULL) runs when the accelerator is
@@ -1522,10 +1528,27 @@ ACC_API ACC_NODISCARD acc_status acc_log_scalar(acc_accelerator *acc, const char
  * (acc_tracker_set_log_text): its log callback sees numbers alone. */
 ACC_API ACC_NODISCARD acc_status acc_log_text(acc_accelerator *acc, const char *const *names, const char *const *texts,
                                               size_t n, int64_t step);
+/* Accelerate's TensorBoardTracker.log_images: n images (tensors, borrowed) by name, with acc_log's
+ * rules for names and steps. tensorboard writes each as torch's SummaryWriter.add_images does (the
+ * IMAGES dashboard, tag = name, a PNG): `dataformats` (NULL: "NCHW", case ignored) orders the
+ * tensor's dimensions, as torch's: any order of NCHW for a batch of 1 or 3 channels, shown as a grid
+ * of up to 8 images a row; of CHW (or HWC) for one image of 1, 3 or 4 (RGBA) channels; HW for one
+ * gray image. A uint8 tensor is taken as 0..255, any other real dtype as 0..1 (times 255, clipped to
+ * 0..255, the fraction dropped, NaN as 0); gray is written as RGB. Any device. A layout the tensor
+ * does not have, an empty or complex tensor is ACC_ERR_INVALID_ARGUMENT on every process. Only the
+ * trackers that show images get them: tensorboard and the program's trackers given an image callback
+ * (acc_tracker_set_log_images); jsonl and csv do not (the step advances all the same). */
+ACC_API ACC_NODISCARD acc_status acc_log_images(acc_accelerator *acc, const char *const *names,
+                                                const acc_tensor *const *images, size_t n, int64_t step,
+                                                const char *dataformats);
 /* Gives the tracker `name` (one added with acc_add_tracker; a built-in one is ACC_ERR_INVALID_ARGUMENT)
  * a callback for acc_log_text's texts, called with its user_data; NULL removes it. */
 ACC_API ACC_NODISCARD acc_status acc_tracker_set_log_text(acc_accelerator *acc, const char *name,
                                                           acc_tracker_log_text_fn log_text);
+/* Gives the tracker `name` (one added with acc_add_tracker) a callback for acc_log_images' images, as
+ * PNGs, called with its user_data; NULL removes it (the tracker then gets no images). */
+ACC_API ACC_NODISCARD acc_status acc_tracker_set_log_images(acc_accelerator *acc, const char *name,
+                                                            acc_tracker_log_images_fn log_images);
 /* Accelerate's end_training: every tracker finishes; the files are complete on disk when it returns.
  * Without a run open it does nothing. Freeing the accelerator ends an open run too (errors lost). */
 ACC_API ACC_NODISCARD acc_status acc_end_training(acc_accelerator *acc);

@@ -64,6 +64,29 @@ acc_status acc_tracker_set_log_text(acc_accelerator* acc, const char* name, acc_
   });
 }
 
+acc_status acc_tracker_set_log_images(acc_accelerator* acc, const char* name, acc_tracker_log_images_fn log_images) {
+  return guarded([&] {
+    auto& a = accelerator_arg(acc);
+    const std::string tracker = text_arg(name, "name");
+    a.trackers().change_program_tracker(tracker, [&](acc::tracking::CallbackTracker& added) {
+      if (!log_images) return added.set_log_images(nullptr);
+      added.set_log_images([log_images, data = added.user_data(), tracker](const acc::tracking::Record& r) {
+        std::vector<const char*> names;
+        std::vector<const unsigned char*> pngs;
+        std::vector<size_t> sizes;
+        for (size_t i = 0; i < r.image_names.size(); ++i) {
+          names.push_back(r.image_names[i].c_str());
+          pngs.push_back(reinterpret_cast<const unsigned char*>(r.images[i].png.data()));
+          sizes.push_back(r.images[i].png.size());
+        }
+        invoke_host("the log_images callback of tracker \"" + tracker + "\"", [&] {
+          return log_images(data.get(), names.data(), pngs.data(), sizes.data(), names.size(), r.step);
+        });
+      });
+    });
+  });
+}
+
 acc_status acc_init_trackers(acc_accelerator* acc, const char* project_name, const char* config_json) {
   return guarded([&] {
     auto& a = accelerator_arg(acc);
@@ -87,6 +110,17 @@ acc_status acc_log_text(acc_accelerator* acc, const char* const* names, const ch
     auto keys = names_arg(names, n, "names");
     auto values = names_arg(texts, n, "texts");
     a.log_text(std::move(keys), std::move(values), step_arg(step));
+  });
+}
+
+acc_status acc_log_images(acc_accelerator* acc, const char* const* names, const acc_tensor* const* images, size_t n,
+                          int64_t step, const char* dataformats) {
+  return guarded([&] {
+    auto& a = accelerator_arg(acc);
+    auto keys = names_arg(names, n, "names");
+    const auto tensors = tensors_arg(images, n, "images");
+    a.trackers().log_images(std::move(keys), tensors, dataformats ? text_arg(dataformats, "dataformats") : "",
+                            step_arg(step));
   });
 }
 

@@ -17,6 +17,7 @@ class CallbackTracker : public Tracker {
     std::function<void(const Record& record)> log;                                            // may be empty
     std::function<void()> finish;                                                             // may be empty
     std::function<void(const Record& record)> log_text;  // may be empty: texts are then not passed on
+    std::function<void(const Record& record)> log_images;  // may be empty: the tracker then takes no images
   };
   // user_data: what the callbacks share (the C API's), kept for a callback given later.
   CallbackTracker(std::string name, Callbacks callbacks, std::shared_ptr<void> user_data = nullptr)
@@ -26,7 +27,9 @@ class CallbackTracker : public Tracker {
     if (callbacks_.init) callbacks_.init(project_name, config.dump());
   }
   void log(const std::shared_ptr<const Record>& record) override {
-    if (!record->text_names.empty()) {
+    if (record->of_images) {
+      if (callbacks_.log_images) callbacks_.log_images(*record);
+    } else if (!record->text_names.empty()) {
       if (callbacks_.log_text) callbacks_.log_text(*record);
     } else if (callbacks_.log) {
       callbacks_.log(*record);
@@ -34,6 +37,11 @@ class CallbackTracker : public Tracker {
   }
   // The program's text callback, given after the tracker was added (acc_tracker_set_log_text).
   void set_log_text(std::function<void(const Record& record)> log_text) { callbacks_.log_text = std::move(log_text); }
+  // The program's image callback (acc_tracker_set_log_images).
+  void set_log_images(std::function<void(const Record& record)> log_images) {
+    callbacks_.log_images = std::move(log_images);
+  }
+  bool takes_images() const override { return static_cast<bool>(callbacks_.log_images); }
   const std::shared_ptr<void>& user_data() const { return user_data_; }
   void finish() override {
     if (callbacks_.finish) callbacks_.finish();

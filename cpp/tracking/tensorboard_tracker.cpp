@@ -94,6 +94,17 @@ void add_text(tb::Summary& summary, const std::string& name, const std::string& 
   tensor->add_string_val(text);
 }
 
+// An image as torch's SummaryWriter.add_images writes it: tag `name`, the PNG and its size.
+void add_image(tb::Summary& summary, const std::string& name, const EncodedImage& image) {
+  auto* value = summary.add_value();
+  value->set_tag(name);
+  auto* out = value->mutable_image();
+  out->set_height(static_cast<int32_t>(image.height));
+  out->set_width(static_cast<int32_t>(image.width));
+  out->set_colorspace(image.colorspace);
+  out->set_encoded_image_string(image.png);
+}
+
 std::string start_records(const nlohmann::json& config, double wall_time) {
   tb::Event version;
   version.set_wall_time(wall_time);
@@ -141,7 +152,8 @@ void TensorBoardTracker::start(const std::string& project_name, const nlohmann::
 }
 
 void TensorBoardTracker::log(const std::shared_ptr<const Record>& record) {
-  if (record->names.empty() && record->text_names.empty()) return;  // an event without values shows nothing
+  if (record->names.empty() && record->text_names.empty() && record->image_names.empty())
+    return;  // an event without values shows nothing
   running_file().post([record](std::FILE*& file, const std::string& path) {
     tb::Event event;
     event.set_wall_time(record->wall_time);
@@ -153,6 +165,8 @@ void TensorBoardTracker::log(const std::shared_ptr<const Record>& record) {
       value->set_simple_value(static_cast<float>(record->values[i]));
     }
     for (size_t i = 0; i < record->text_names.size(); ++i) add_text(*summary, record->text_names[i], record->texts[i]);
+    for (size_t i = 0; i < record->image_names.size(); ++i)
+      add_image(*summary, record->image_names[i], record->images[i]);
     write_all(file, path, framed(event));
   });
 }

@@ -1,6 +1,7 @@
 // TensorBoard: an event file per run, <logging_dir>/<project_name>/events.out.tfevents.<time>.<host>.<pid>.<n>,
 // that TensorBoard reads as it is. Scalars are Summary simple_values; the hyper-parameters are the
-// HParams plugin's session start/end summaries (the HPARAMS dashboard) and a markdown table (TEXT).
+// HParams plugin's session start/end summaries (the HPARAMS dashboard) and a markdown table (TEXT);
+// texts and images are written as torch's SummaryWriter.add_text and add_images write them.
 // Protos are built, serialized and framed on the file's background thread.
 #pragma once
 
@@ -16,6 +17,7 @@ class TensorBoardTracker : public FileTracker {
   explicit TensorBoardTracker(std::string logging_dir) : FileTracker("tensorboard", std::move(logging_dir)) {}
   void start(const std::string& project_name, const nlohmann::json& config) override;
   void log(const std::shared_ptr<const Record>& record) override;
+  bool takes_images() const override { return true; }
   void finish() override;
 
  private:

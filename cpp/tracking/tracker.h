@@ -9,10 +9,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tracking/image_summary.h"
+
 namespace acc::tracking {
 
-// The values of one log call: numbers (acc_log) or texts (acc_log_text), each list by name. Shared,
-// immutable: trackers that write in the background keep it.
+// The values of one log call: numbers (acc_log), texts (acc_log_text) or images (acc_log_images),
+// each list by name. Shared, immutable: trackers that write in the background keep it.
 struct Record {
   int64_t step = 0;
   double wall_time = 0;  // seconds since the Unix epoch
@@ -20,6 +22,9 @@ struct Record {
   std::vector<double> values;
   std::vector<std::string> text_names;
   std::vector<std::string> texts;  // valid UTF-8
+  bool of_images = false;          // an acc_log_images call: TensorBoard's alone (numbers and texts are empty)
+  std::vector<std::string> image_names;
+  std::vector<EncodedImage> images;
 };
 
 class Tracker {
@@ -29,6 +34,8 @@ class Tracker {
   // A run begins: the project name and its hyper-parameters (a JSON object).
   virtual void start(const std::string& project_name, const nlohmann::json& config) = 0;
   virtual void log(const std::shared_ptr<const Record>& record) = 0;
+  // Whether the tracker gets the records of acc_log_images (the others never see them).
+  virtual bool takes_images() const { return false; }
   // Refuses, on the calling thread and before any tracker logs, a value name this tracker cannot
   // write (log itself runs on a writer thread).
   virtual void check_name(const std::string&) const {}

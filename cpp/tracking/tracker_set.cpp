@@ -1,5 +1,7 @@
 #include "tracking/tracker_set.h"
 
+#include <ATen/ATen.h>
+
 #include <algorithm>
 #include <chrono>
 #include <exception>
@@ -124,7 +126,8 @@ void TrackerSet::init(const std::string& project_name, const std::string& config
   }
 }
 
-std::shared_ptr<Record> TrackerSet::new_record(const std::vector<std::string>& names, std::optional<int64_t> step) {
+std::shared_ptr<Record> TrackerSet::new_record(const std::vector<std::string>& names, std::optional<int64_t> step,
+                                               bool of_images) {
   if (!running_) fail(Status::NotInitialized, "log needs init_trackers first (or after end_training)");
   // A few names per call: compared pairwise, with no allocation on the training thread.
   for (size_t i = 0; i < names.size(); ++i) {
@@ -132,7 +135,8 @@ std::shared_ptr<Record> TrackerSet::new_record(const std::vector<std::string>& n
     require(is_utf8(names[i]), "log: value name ", i, " is not valid UTF-8");
     for (size_t j = 0; j < i; ++j)
       require(names[j] != names[i], "log: the name \"", names[i], "\" appears twice in one call");
-    for (const auto& tracker : trackers_) tracker->check_name(names[i]);  // on every process alike
+    for (const auto& tracker : trackers_)  // on every process alike
+      if (!of_images || tracker->takes_images()) tracker->check_name(names[i]);
   }
   const int64_t at = step.value_or(next_step_);
   require(at < std::numeric_limits<int64_t>::max(), "log: step ", at, " leaves no step after it (the next call ",
@@ -142,6 +146,7 @@ std::shared_ptr<Record> TrackerSet::new_record(const std::vector<std::string>& n
   auto record = std::make_shared<Record>();
   record->step = at;
   record->wall_time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  record->of_images = of_images;
   return record;
 }
 
@@ -169,6 +174,24 @@ void TrackerSet::log_text(std::vector<std::string> names, std::vector<std::strin
   record->texts = std::move(texts);
   std::shared_ptr<const Record> shared = std::move(record);
   each([&](Tracker& t) { t.log(shared); });
+}
+
+void TrackerSet::log_images(std::vector<std::string> names, const std::vector<at::Tensor>& images,
+                            const std::string& dataformats, std::optional<int64_t> step) {
+  refuse_from_callbacks("log_images");
+  const std::lock_guard<std::recursive_mutex> lock(mutex_);
+  require(names.size() == images.size(), "log_images: ", names.size(), " names but ", images.size(), " images");
+  for (size_t i = 0; i < images.size(); ++i) check_image(images[i], dataformats, names[i]);
+  auto record = new_record(names, step, /*of_images=*/true);
+  if (!record) return;
+  const bool wanted = std::any_of(trackers_.begin(), trackers_.end(), [](const auto& t) { return t->takes_images(); });
+  if (!wanted) return;  // no tracker shows images: nothing to encode
+  for (size_t i = 0; i < images.size(); ++i) record->images.push_back(encode_image(images[i], dataformats, names[i]));
+  record->image_names = std::move(names);
+  std::shared_ptr<const Record> shared = std::move(record);
+  each([&](Tracker& t) {
+    if (t.takes_images()) t.log(shared);
+  });
 }
 
 void TrackerSet::end() {
@@ -202,7 +225,7 @@ void TrackerSet::change_program_tracker(const std::string& name,
   for (const auto& t : trackers_)
     if (auto* added = dynamic_cast<CallbackTracker*>(t.get()); added && t->name() == name) return change(*added);
   fail(Status::InvalidArgument, "\"", name, "\" is a built-in tracker: only a tracker added with acc_add_tracker ",
-       "takes a text callback");
+       "takes a callback of the program");
 }
 
 std::string TrackerSet::path(const std::string& name) const {

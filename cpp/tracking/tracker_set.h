@@ -36,6 +36,11 @@ class TrackerSet {
   void log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step);
   // Logs texts by name (valid UTF-8), as log does numbers: Accelerate's log of str values.
   void log_text(std::vector<std::string> names, std::vector<std::string> texts, std::optional<int64_t> step);
+  // Logs images by name, as log does numbers, to the trackers that take images (TensorBoard's):
+  // Accelerate's TensorBoardTracker.log_images. Each is checked on every process and encoded on the
+  // main one (image_summary.h; dataformats "" is "NCHW").
+  void log_images(std::vector<std::string> names, const std::vector<at::Tensor>& images, const std::string& dataformats,
+                  std::optional<int64_t> step);
   // Ends the run: trackers finish and their files are complete on disk.
   void end();
 
@@ -53,9 +58,10 @@ class TrackerSet {
   const Tracker& find(const std::string& name) const;
   template <typename Call>
   void each(Call call);
-  // Checks a call's names and step, advances the step; the record to hand out (null off the main
-  // process).
-  std::shared_ptr<Record> new_record(const std::vector<std::string>& names, std::optional<int64_t> step);
+  // Checks a call's names (against the trackers that take images, for images) and step, advances
+  // the step; the record to hand out (null off the main process).
+  std::shared_ptr<Record> new_record(const std::vector<std::string>& names, std::optional<int64_t> step,
+                                     bool of_images = false);
 
   // Threads of one accelerator log, start and end runs at once: each call holds the set (recursive:
   // init ends the run before it, a name lookup lists the names).

@@ -168,6 +168,13 @@ TEST(Tracking, TensorBoardItselfReadsTheEventFile) {
   const char* name = "sample";
   const char* text = "a line\nand \u00e9t\u00e9";
   ACC_ASSERT_OK(acc_log_text(a, &name, &text, 1, 7));
+  // A batch of 3 colour images of 2x2 (values i / 40 - 0.1: some below 0), against torch's own image().
+  std::vector<float> pixels(3 * 3 * 2 * 2);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<float>(i) / 40.0f - 0.1f;
+  acc_tensor* batch = acc_test::floats(pixels, {3, 3, 2, 2});
+  const char* image_name = "samples";
+  ACC_ASSERT_OK(acc_log_images(a, &image_name, &batch, 1, 9, nullptr));
+  acc_tensor_free(batch);
   ACC_ASSERT_OK(acc_end_training(a));
   const std::string script =
       "from tensorboard.backend.event_processing.event_accumulator import EventAccumulator\n"
@@ -178,11 +185,24 @@ TEST(Tracking, TensorBoardItselfReadsTheEventFile) {
       "ea.Reload()\n"
       "print(' '.join('%d:%g' % (s.step, s.value) for s in ea.Scalars('loss')))\n"
       "t = ea.Tensors('sample/text_summary')[0]\n"
-      "print(t.step, repr(tensor_util.make_ndarray(t.tensor_proto)[0].decode('utf-8')))\n";
+      "print(t.step, repr(tensor_util.make_ndarray(t.tensor_proto)[0].decode('utf-8')))\n"
+      "import importlib.util, io, torch\n"
+      "if importlib.util.find_spec('PIL') is None: raise SystemExit(0)\n"
+      "from PIL import Image\n"
+      "from torch.utils.tensorboard.summary import image\n"
+      "i = ea.Images('samples')[0]\n"
+      "theirs = image('samples', torch.arange(36, dtype=torch.float32).reshape(3, 3, 2, 2) / 40 - 0.1)\n"
+      "t = theirs.value[0].image\n"
+      "same = Image.open(io.BytesIO(i.encoded_image_string)).tobytes() == "
+      "Image.open(io.BytesIO(t.encoded_image_string)).tobytes()\n"
+      "print(i.step, i.width, i.height, (t.width, t.height) == (i.width, i.height), same)\n";
   const std::string py = dir + "/read.py", out = dir + "/read.out";
   std::ofstream(py) << script;
   ASSERT_EQ(std::system(("python3 '" + py + "' > '" + out + "'").c_str()), 0);
-  EXPECT_EQ(acc_test::read_file(out), "0:0 5:2 10:4\n7 'a line\\nand \u00e9t\u00e9'\n");
+  const bool pillow = std::system("python3 -c 'import PIL' >/dev/null 2>&1") == 0;  // torch's image() needs it
+  if (!pillow) std::fprintf(stderr, "Pillow is not installed: the image is not compared with torch's\n");
+  EXPECT_EQ(acc_test::read_file(out),
+            std::string("0:0 5:2 10:4\n7 'a line\\nand \u00e9t\u00e9'\n") + (pillow ? "9 6 2 True True\n" : ""));
   acc_accelerator_free(a);
 }
 
@@ -640,5 +660,244 @@ TEST(Tracking, ARunAfterAKillDropsTheTornRecord) {
   std::ofstream(jsonl, std::ios::trunc) << foreign;
   ACC_EXPECT_ERROR(acc_init_trackers(a, "run", nullptr), ACC_ERR_IO, "not one of this tracker's records");
   EXPECT_EQ(acc_test::read_file(jsonl), foreign);
+  acc_accelerator_free(a);
+}
+
+namespace {
+
+// An image's pixels as torch's SummaryWriter.add_images makes them, written out loop by loop: the
+// batch (N, C, H, W) in a grid of min(N, 8) columns, gray as RGB, scaled by 255 unless uint8 (NaN: 0).
+struct Pixels {
+  int64_t height = 0, width = 0, channels = 3;
+  std::vector<uint8_t> bytes;  // rows of width * channels
+};
+
+uint8_t to_byte(double value, bool is_uint8) {
+  const float scaled = static_cast<float>(value) * (is_uint8 ? 1.0f : 255.0f);
+  if (std::isnan(scaled) || scaled <= 0) return 0;
+  return scaled >= 255 ? 255 : static_cast<uint8_t>(scaled);
+}
+
+// `at(n, c, y, x)` is image n's value at channel c (0 for gray), row y, column x.
+template <typename At>
+Pixels grid_pixels(int64_t n, int64_t channels, int64_t h, int64_t w, bool is_uint8, At at) {
+  const int64_t columns = std::min<int64_t>(n, 8), rows = (n + columns - 1) / columns;
+  Pixels p{h * rows, w * columns, 3, {}};
+  for (int64_t y = 0; y < p.height; ++y)
+    for (int64_t x = 0; x < p.width; ++x)
+      for (int64_t c = 0; c < 3; ++c) {
+        const int64_t i = (y / h) * columns + x / w;
+        p.bytes.push_back(i < n ? to_byte(at(i, channels == 1 ? 0 : c, y % h, x % w), is_uint8) : 0);
+      }
+  return p;
+}
+
+// Each PNG decoded by Python's Pillow (an independent reader): mode, width, height and the pixels.
+std::vector<std::string> decoded_by_pillow(const std::vector<std::string>& pngs, const std::string& dir) {
+  std::string files;
+  for (size_t i = 0; i < pngs.size(); ++i) {
+    const std::string path = dir + "/image" + std::to_string(i) + ".png";
+    std::ofstream(path, std::ios::binary) << pngs[i];
+    files += " '" + path + "'";
+  }
+  const std::string out = dir + "/pillow.out";
+  const std::string command =
+      "python3 -c 'import sys\nfrom PIL import Image\nfor p in sys.argv[1:]:\n"
+      "  i = Image.open(p); i.load(); print(i.mode, i.size[0], i.size[1], i.tobytes().hex())'" +
+      files + " > '" + out + "'";
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  return lines_of(acc_test::read_file(out));
+}
+
+// Whether each PNG holds the pixels torch's own convert_to_HWC (torch/utils/tensorboard/_utils.py of
+// the python3 torch, loaded alone: its package needs Python's tensorboard) and image()'s scaling give
+// for the input (raw bytes, dtype, shape, dataformats): one "True"/"False" line per image.
+std::vector<std::string> matching_torch(const std::vector<std::string>& inputs, const std::string& dir) {
+  const std::string script = dir + "/torch_check.py", out = dir + "/torch_check.out";
+  std::ofstream(script) << "import importlib.util, json, sys, numpy as np, torch\n"
+                           "from PIL import Image\n"
+                           "path = torch.__path__[0] + '/utils/tensorboard/_utils.py'\n"
+                           "spec = importlib.util.spec_from_file_location('tb_utils', path)\n"
+                           "utils = importlib.util.module_from_spec(spec); spec.loader.exec_module(utils)\n"
+                           "for case in json.load(open(sys.argv[1])):\n"
+                           "  x = np.fromfile(case['data'], dtype=case['dtype']).reshape(case['shape'])\n"
+                           "  hwc = utils.convert_to_HWC(x, case['dataformats'])\n"
+                           "  scale = 1 if hwc.dtype == np.uint8 else 255\n"
+                           "  with np.errstate(invalid='ignore'):\n"
+                           "    want = (hwc.astype(np.float32) * scale).clip(0, 255).astype(np.uint8)\n"
+                           "  got = np.asarray(Image.open(case['png']))\n"
+                           "  print(got.shape == want.shape and bool((got == want).all()))\n";
+  std::ofstream(dir + "/cases.json") << "[" << [&] {
+    std::string joined;
+    for (const auto& c : inputs) joined += (joined.empty() ? "" : ",") + c;
+    return joined;
+  }() << "]";
+  const std::string command = "python3 '" + script + "' '" + dir + "/cases.json' > '" + out + "'";
+  EXPECT_EQ(std::system(command.c_str()), 0) << command;
+  return lines_of(acc_test::read_file(out));
+}
+
+std::string described(const Pixels& p) {
+  static const char* hex = "0123456789abcdef";
+  std::string out = std::string(p.channels == 4 ? "RGBA" : "RGB") + " " + std::to_string(p.width) + " " +
+                    std::to_string(p.height) + " ";
+  for (uint8_t b : p.bytes) out += {hex[b >> 4], hex[b & 15]};
+  return out;
+}
+
+struct ImageRecorder {
+  std::vector<std::string> calls;  // "<step> <name>" per image
+  std::map<std::string, std::string> pngs;
+};
+int recorder_log_images(void* user_data, const char* const* names, const unsigned char* const* pngs,
+                        const size_t* sizes, size_t n, int64_t step) {
+  auto* r = static_cast<ImageRecorder*>(user_data);
+  for (size_t i = 0; i < n; ++i) {
+    r->calls.push_back(std::to_string(step) + " " + names[i]);
+    r->pngs[names[i]] = std::string(reinterpret_cast<const char*>(pngs[i]), sizes[i]);
+  }
+  return 0;
+}
+
+acc_tensor* uint8s(const std::vector<uint8_t>& values, const std::vector<int64_t>& dims) {
+  acc_tensor* t = nullptr;
+  EXPECT_EQ(acc_tensor_from_host(values.data(), values.size(), dims.data(), dims.size(), ACC_DTYPE_UINT8, &t), ACC_OK)
+      << acc_last_error_message();
+  return t;
+}
+
+}  // namespace
+
+// acc_log_images: TensorBoard image summaries as torch's add_images writes them (tag, size, channels,
+// a PNG that Pillow decodes to the pixels torch's rules give), for each layout torch takes; the same
+// PNGs to a program's image callback; nothing in JSONL or CSV, though the step advances; mistakes
+// refused on the arguments, nothing written.
+TEST(Tracking, ImagesAreWrittenAsTorchsAddImagesWritesThem) {
+  if (std::system("python3 -c 'import PIL' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "Python's Pillow is not installed (python3-pil): the PNG check is skipped";
+  const std::string dir = fresh_dir("images");
+  acc_accelerator* a = make("all", dir);
+  ImageRecorder pictures;  // a program's tracker with an image callback gets the same PNGs
+  Recorder numbers;        // one without gets none
+  ACC_ASSERT_OK(acc_add_tracker(a, "pictures", nullptr, nullptr, nullptr, &pictures, nullptr));
+  ACC_ASSERT_OK(acc_tracker_set_log_images(a, "pictures", recorder_log_images));
+  ACC_ASSERT_OK(acc_add_tracker(a, "numbers", nullptr, recorder_log, nullptr, &numbers, nullptr));
+  ACC_EXPECT_ERROR(acc_tracker_set_log_images(a, "csv", recorder_log_images), ACC_ERR_INVALID_ARGUMENT,
+                   "only a tracker added with acc_add_tracker");
+  ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
+
+  // A batch of 10 gray images of 2x3 in [0, 1], with values outside it and a NaN: two grid rows.
+  std::vector<float> gray(10 * 2 * 3);
+  for (size_t i = 0; i < gray.size(); ++i) gray[i] = static_cast<float>(i) / 50.0f;
+  gray[1] = -0.5f, gray[2] = 1.5f, gray[3] = std::nanf(""), gray[4] = 0.999f;
+  acc_tensor* batch = acc_test::floats(gray, {10, 1, 2, 3});
+  // One RGBA image of 2x2 in bytes, height-width-channels.
+  std::vector<uint8_t> rgba(2 * 2 * 4);
+  for (size_t i = 0; i < rgba.size(); ++i) rgba[i] = static_cast<uint8_t>(i * 17);
+  acc_tensor* picture = uint8s(rgba, {2, 2, 4});
+  // Two colour images of 1x2 with their channels last; one gray image of integers (times 255 too).
+  const std::vector<float> colours = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f, 0.7f, 0.8f, 0.9f, 1.0f, 0.0f, 0.25f};
+  acc_tensor* nhwc = acc_test::floats(colours, {2, 1, 2, 3});
+  acc_tensor* counts = acc_test::longs({0, 1, 2, 300}, {2, 2});
+
+  const char* batch_name = "samples";
+  ACC_ASSERT_OK(acc_log_images(a, &batch_name, &batch, 1, 3, nullptr));  // NCHW
+  const char* names[] = {"picture", "colours", "counts"};
+  for (int k = 0; k < 3; ++k) {
+    static const char* layouts[] = {"HWC", "nhwc", "HW"};
+    acc_tensor* images[] = {picture, nhwc, counts};
+    ACC_ASSERT_OK(acc_log_images(a, &names[k], &images[k], 1, -1, layouts[k]));  // steps 4, 5, 6
+  }
+
+  // Mistakes: refused before anything is written or the step advances.
+  ACC_EXPECT_ERROR(acc_log_images(a, &batch_name, &batch, 1, -1, "NCHX"), ACC_ERR_INVALID_ARGUMENT,
+                   "is not an order of NCHW, CHW or HW");
+  ACC_EXPECT_ERROR(acc_log_images(a, &batch_name, &batch, 1, -1, "CHW"), ACC_ERR_INVALID_ARGUMENT,
+                   "has 4 dimensions, but dataformats \"CHW\" names 3");
+  acc_tensor* four = acc_test::floats(std::vector<float>(8), {2, 4, 1, 1});
+  ACC_EXPECT_ERROR(acc_log_images(a, &batch_name, &four, 1, -1, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "has 4 channels (a batch takes 1 or 3)");
+  acc_tensor* empty = acc_test::floats({}, {0, 3, 2, 2});
+  ACC_EXPECT_ERROR(acc_log_images(a, &batch_name, &empty, 1, -1, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "\"samples\" is empty (its N is 0)");
+  ACC_EXPECT_ERROR(acc_log_images(a, &batch_name, nullptr, 1, -1, nullptr), ACC_ERR_INVALID_ARGUMENT, "images is NULL");
+  ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.5, -1));  // step 7
+  ACC_ASSERT_OK(acc_end_training(a));
+
+  std::map<std::string, acc_test::TbValue> images;
+  std::map<std::string, int64_t> steps;
+  for (const auto& e : acc_test::read_event_file(tracker_path(a, "tensorboard")))
+    for (const auto& v : e.values)
+      if (v.has_image) images[v.tag] = v, steps[v.tag] = e.step;
+  ASSERT_EQ(images.size(), 4u);
+  EXPECT_EQ(steps, (std::map<std::string, int64_t>{{"samples", 3}, {"picture", 4}, {"colours", 5}, {"counts", 6}}));
+
+  std::vector<Pixels> expected = {
+      grid_pixels(10, 1, 2, 3, false,
+                  [&](int64_t n, int64_t, int64_t y, int64_t x) { return gray[n * 6 + y * 3 + x]; }),
+      Pixels{2, 2, 4, rgba},
+      grid_pixels(2, 3, 1, 2, false,
+                  [&](int64_t n, int64_t c, int64_t, int64_t x) { return colours[n * 6 + x * 3 + c]; }),
+      grid_pixels(1, 1, 2, 2, false,
+                  [](int64_t, int64_t, int64_t y, int64_t x) { return double(y * 2 + x == 3 ? 300 : y * 2 + x); }),
+  };
+  std::vector<std::string> pngs;
+  int k = 0;
+  for (const char* name : {"samples", "picture", "colours", "counts"}) {
+    const acc_test::TbValue& v = images[name];
+    EXPECT_EQ(v.image_height, expected[k].height) << name;
+    EXPECT_EQ(v.image_width, expected[k].width) << name;
+    EXPECT_EQ(v.image_colorspace, expected[k].channels) << name;
+    pngs.push_back(v.image_encoded);
+    ++k;
+  }
+  const auto decoded = decoded_by_pillow(pngs, dir);
+  ASSERT_EQ(decoded.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(decoded[i], described(expected[i])) << "image " << i;
+  // The same inputs through torch's own layout code.
+  auto raw = [&](const std::string& file, const void* data, size_t bytes) {
+    std::ofstream(dir + "/" + file, std::ios::binary).write(static_cast<const char*>(data), std::streamsize(bytes));
+    return dir + "/" + file;
+  };
+  const std::vector<int64_t> count_values = {0, 1, 2, 300};
+  const std::vector<nlohmann::json> cases = {
+      {{"data", raw("gray.bin", gray.data(), gray.size() * 4)},
+       {"dtype", "float32"},
+       {"shape", {10, 1, 2, 3}},
+       {"dataformats", "NCHW"}},
+      {{"data", raw("rgba.bin", rgba.data(), rgba.size())},
+       {"dtype", "uint8"},
+       {"shape", {2, 2, 4}},
+       {"dataformats", "HWC"}},
+      {{"data", raw("colours.bin", colours.data(), colours.size() * 4)},
+       {"dtype", "float32"},
+       {"shape", {2, 1, 2, 3}},
+       {"dataformats", "NHWC"}},
+      {{"data", raw("counts.bin", count_values.data(), 32)},
+       {"dtype", "int64"},
+       {"shape", {2, 2}},
+       {"dataformats", "HW"}},
+  };
+  std::vector<std::string> case_texts;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    nlohmann::json c = cases[i];
+    c["png"] = dir + "/image" + std::to_string(i) + ".png";  // written by decoded_by_pillow
+    case_texts.push_back(c.dump());
+  }
+  EXPECT_EQ(matching_torch(case_texts, dir), (std::vector<std::string>(4, "True")));
+  EXPECT_EQ(expected[0].bytes[3], 0) << "-0.5 is clipped to 0";
+  EXPECT_EQ(expected[0].bytes[6], 255) << "1.5 is clipped to 255";
+
+  EXPECT_EQ(pictures.calls, (std::vector<std::string>{"3 samples", "4 picture", "5 colours", "6 counts"}));
+  for (const char* name : {"samples", "picture", "colours", "counts"})
+    EXPECT_EQ(pictures.pngs[name], images[name].image_encoded) << name;
+  EXPECT_EQ(numbers.steps, (std::vector<int64_t>{7}));
+
+  // JSONL and CSV show no images: one line, the loss, at the step after the images'.
+  const auto lines = lines_of(acc_test::read_file(tracker_path(a, "jsonl")));
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(nlohmann::json::parse(lines[0])["step"], 7);
+  EXPECT_EQ(lines_of(acc_test::read_file(tracker_path(a, "csv"))).size(), 2u);
+  for (acc_tensor* t : {batch, picture, nhwc, counts, four, empty}) acc_tensor_free(t);
   acc_accelerator_free(a);
 }

@@ -91,6 +91,9 @@ struct TbValue {
   std::vector<std::string> tensor_strings;
   int64_t tensor_dtype = 0;
   std::vector<int64_t> tensor_dims;
+  bool has_image = false;  // Summary.Image: height = 1, width = 2, colorspace = 3, encoded_image_string = 4
+  int64_t image_height = 0, image_width = 0, image_colorspace = 0;
+  std::string image_encoded;
 };
 
 struct TbEvent {
@@ -123,6 +126,15 @@ inline TbValue decode_value(const std::string& bytes) {
                 if (s.number == 1 && s.type == 0) v.tensor_dims.push_back(static_cast<int64_t>(s.integer));
         if (t.number == 8 && t.type == 2) v.tensor_strings.push_back(t.bytes);
       }
+    if (f.number == 4 && f.type == 2) {
+      v.has_image = true;
+      for (const auto& i : decode_message(f.bytes)) {
+        if (i.number == 1 && i.type == 0) v.image_height = static_cast<int64_t>(i.integer);
+        if (i.number == 2 && i.type == 0) v.image_width = static_cast<int64_t>(i.integer);
+        if (i.number == 3 && i.type == 0) v.image_colorspace = static_cast<int64_t>(i.integer);
+        if (i.number == 4 && i.type == 2) v.image_encoded = i.bytes;
+      }
+    }
   }
   return v;
 }

@@ -20,6 +20,24 @@ public interface ITextTracker : ITracker {
   void LogText(IDictionary<string, string> texts, long step);
 }
 
+/// A tracker that also takes the images of Accelerator.LogImages, each a PNG file's bytes (an
+/// ITracker alone leaves them, and none are encoded for it).
+public interface IImageTracker : ITracker {
+  void LogImages(IDictionary<string, byte[]> images, long step);
+}
+
+public partial class Images {
+  internal IDictionary<string, byte[]> ToDictionary() {
+    var pngs = new Dictionary<string, byte[]>();
+    for (long i = 0; i < Size(); ++i) {
+      var png = new byte[PngSize(i)];
+      CopyPng(i, png, png.LongLength);
+      pngs[Name(i)] = png;
+    }
+    return pngs;
+  }
+}
+
 public partial class Bytes {
   public byte[] ToArray() {
     var a = new byte[Size()];
@@ -118,6 +136,14 @@ internal sealed class TrackerAdapter : Tracker {
     var textTracker = tracker as ITextTracker;
     if (textTracker == null) return 0;
     return CallbackErrors.Run(() => textTracker.LogText(texts.ToDictionary(), step));
+  }
+
+  public override bool TakesImages() { return tracker is IImageTracker; }
+
+  public override int LogImages(Images images, long step) {
+    var imageTracker = tracker as IImageTracker;
+    if (imageTracker == null) return 0;
+    return CallbackErrors.Run(() => imageTracker.LogImages(images.ToDictionary(), step));
   }
 
   public override int Finish() {
@@ -280,6 +306,18 @@ public partial class Accelerator {
   }
   public void LogText(string name, string text, long step = -1) {
     LogText(new Dictionary<string, string> {{Arg.NotNull(name, "name"), text}}, step);
+  }
+  /// Accelerate's TensorBoardTracker.log_images (torch's add_images): images by name at `step`, or at
+  /// the step after the last one when step is negative; dataformats null is "NCHW" (a batch shown as
+  /// a grid), else an order of NCHW, CHW or HW. Only TensorBoard shows them.
+  public void LogImages(IDictionary<string, Tensor> images, long step = -1, string dataformats = null) {
+    var names = new List<string>(Arg.NotNull(images, "images").Keys);
+    var encoded = Arg.NulJoined("LogImages: the name", names);
+    using (TensorList list = TensorList.Of(names.Select(n => images[n]).ToArray()))
+      LogImages(encoded, encoded.LongLength, list, step, dataformats);
+  }
+  public void LogImages(string name, Tensor images, long step = -1, string dataformats = null) {
+    LogImages(new Dictionary<string, Tensor> {{Arg.NotNull(name, "name"), images}}, step, dataformats);
   }
   /// `using (acc.Autocast()) { ... }`: the accelerator's mixed precision for code that is not a
   /// prepared model (enabled false: autocast off). It ends on the thread it began on.

@@ -121,6 +121,44 @@ public class StateCallbackTests {
     public void Finish() {}
   }
 
+  sealed class ImageRecorder : IImageTracker {
+    public readonly List<string> Calls = new List<string>();
+    public void Init(string project, string configJson) {}
+    public void Log(IDictionary<string, double> values, long step) {}
+    public void LogImages(IDictionary<string, byte[]> images, long step) {
+      foreach (var kv in images)
+        Calls.Add(step + " " + kv.Key + " " + System.Text.Encoding.GetEncoding("ISO-8859-1").GetString(kv.Value, 0, 4));
+    }
+    public void Finish() {}
+  }
+
+  // Images reach TensorBoard's event file and an IImageTracker as PNGs under their names; an ITracker
+  // alone does not see them, though the step advances; a layout the tensor does not have is refused.
+  [Test]
+  public void ImagesReachTensorBoardAndImageTrackers() {
+    var numbers = new Recorder();
+    var pictures = new ImageRecorder();
+    string events;
+    string dir = TestDirs.Temp();
+    using (Options o = Options.Accelerator().Put("cpu", true).Put("project_dir", dir).Put("log_with", "tensorboard"))
+    using (Accelerator acc = new Accelerator(o))
+    using (Tensor batch = Tensor.Of(new float[] {0f, 0.25f, 0.5f, 1f, 0.75f, 0.5f, 0.25f, 0f}, 2, 1, 2, 2)) {
+      acc.AddTracker("numbers", numbers);
+      acc.AddTracker("pictures", pictures);
+      acc.InitTrackers("run", null);
+      acc.LogImages("samples", batch, 3);
+      acc.LogImages(new Dictionary<string, Tensor> {{"gray", batch}}, -1, "NCWH");
+      var e = Assert.Throws<AccelerateInvalidArgumentException>(() => acc.LogImages("bad", batch, -1, "CHW"));
+      StringAssert.Contains("dataformats", e.Message);
+      acc.LogScalar("loss", 0.5, -1);
+      acc.EndTraining();
+      events = System.Text.Encoding.GetEncoding("ISO-8859-1").GetString(File.ReadAllBytes(acc.TrackerPath("tensorboard")));
+    }
+    Assert.AreEqual(new[] {"init run {}", "log 5 loss=0.5", "finish"}, numbers.Calls.ToArray());
+    Assert.AreEqual(new[] {"3 samples \u0089PNG", "4 gray \u0089PNG"}, pictures.Calls.ToArray());
+    Assert.IsTrue(events.Contains("samples") && events.Contains("gray") && events.Contains("\u0089PNG"));
+  }
+
   // Texts reach an ITextTracker's LogText as given; its Log sees numbers only, and an ITracker alone
   // leaves texts.
   [Test]

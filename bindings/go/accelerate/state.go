@@ -24,6 +24,9 @@ type TrackerFuncs struct {
 	Finish func() error
 	// LogText takes the texts of Accelerator.LogText (nil: the tracker leaves them).
 	LogText func(texts map[string]string, step int64) error
+	// LogImages takes the images of Accelerator.LogImages, each a PNG file's bytes (nil: the tracker
+	// leaves them, and none are encoded for it).
+	LogImages func(images map[string][]byte, step int64) error
 }
 
 func (a *Accelerator) RegisterForCheckpointing(s CheckpointState) error {
@@ -160,6 +163,27 @@ func (a *Accelerator) LogText(texts map[string]string, step int64) error {
 		}
 	}
 	return a.do(func(h capi.Accelerator, e *string) { h.LogTexts(names, values, step, e) })
+}
+
+// LogImages is Accelerate's TensorBoardTracker.log_images (torch's add_images): images by name at
+// step, or at the step after the last one when step < 0; dataformats "" is "NCHW" (a batch shown as a
+// grid), else an order of NCHW, CHW or HW. Only TensorBoard shows them.
+func (a *Accelerator) LogImages(images map[string]*Tensor, step int64, dataformats string) error {
+	var names []byte
+	tensors := make([]*Tensor, 0, len(images))
+	for k, t := range images {
+		var err error
+		if names, err = appendNulTerminated(names, "LogImages: the name", k); err != nil {
+			return err
+		}
+		tensors = append(tensors, t)
+	}
+	list, err := NewTensorList(tensors...)
+	if err != nil {
+		return err
+	}
+	defer list.Close()
+	return a.do(func(h capi.Accelerator, e *string) { h.LogImages(names, list.r.h, step, dataformats, e) })
 }
 
 // appendNulTerminated appends s's bytes and a NUL: s may hold any other character.
@@ -448,6 +472,36 @@ func (a *trackerAdapter) LogText(texts capi.Texts, step int64) int {
 			values[name] = text
 		}
 		if err := a.t.LogText(values, step); err != nil {
+			return fail(err)
+		}
+		return 0
+	})
+}
+
+func (a *trackerAdapter) TakesImages() bool { return a.t.LogImages != nil }
+
+func (a *trackerAdapter) LogImages(images capi.Images, step int64) int {
+	return protect(1, func() int {
+		if a.t.LogImages == nil {
+			return 0
+		}
+		pngs := map[string][]byte{}
+		for i := int64(0); i < images.Size(); i++ {
+			name, err := call(func(e *string) string { return images.Name(i, e) })
+			if err != nil {
+				return fail(err)
+			}
+			size, err := call(func(e *string) int64 { return images.PngSize(i, e) })
+			if err != nil {
+				return fail(err)
+			}
+			png := make([]byte, size)
+			if err := call0(func(e *string) { images.CopyPng(i, png, e) }); err != nil {
+				return fail(err)
+			}
+			pngs[name] = png
+		}
+		if err := a.t.LogImages(pngs, step); err != nil {
 			return fail(err)
 		}
 		return 0

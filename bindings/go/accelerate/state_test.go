@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -18,6 +19,11 @@ func (m *memState) Save() ([]byte, error)   { return m.saved, nil }
 func (m *memState) Load(state []byte) error { m.loaded = state; return nil }
 
 func newCPUAccelerator(t *testing.T, dir string) *acc.Accelerator {
+	return newCPUAcceleratorWith(t, map[string]string{"project_dir": dir})
+}
+
+// newCPUAcceleratorWith is a CPU accelerator with these options besides.
+func newCPUAcceleratorWith(t *testing.T, options map[string]string) *acc.Accelerator {
 	o, err := acc.NewOptions(acc.AcceleratorOptions)
 	if err != nil {
 		t.Fatal(err)
@@ -26,8 +32,10 @@ func newCPUAccelerator(t *testing.T, dir string) *acc.Accelerator {
 	if err := o.SetBool("cpu", true); err != nil {
 		t.Fatal(err)
 	}
-	if err := o.SetString("project_dir", dir); err != nil {
-		t.Fatal(err)
+	for k, v := range options {
+		if err := o.SetString(k, v); err != nil {
+			t.Fatal(err)
+		}
 	}
 	a, err := acc.NewAccelerator(o)
 	if err != nil {
@@ -248,6 +256,73 @@ func TestTextsReachTheTrackersLogText(t *testing.T) {
 	want := []string{"log 0", "numbers 0", "text 1 " + sample + " 1"}
 	if !reflect.DeepEqual(calls, want) {
 		t.Fatalf("calls %q, want %q", calls, want)
+	}
+}
+
+// Images reach TensorBoard's event file and a tracker's LogImages as PNGs under their names; a
+// tracker without LogImages does not see them, though the step advances; a layout the tensor does
+// not have is refused.
+func TestImagesReachTensorBoardAndImageTrackers(t *testing.T) {
+	a := newCPUAcceleratorWith(t, map[string]string{"project_dir": t.TempDir(), "log_with": "tensorboard"})
+	defer a.Close()
+	var calls []string
+	if err := a.AddTracker("numbers", acc.TrackerFuncs{
+		Log: func(v map[string]float64, step int64) error {
+			calls = append(calls, fmt.Sprint("numbers ", step))
+			return nil
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AddTracker("pictures", acc.TrackerFuncs{
+		LogImages: func(images map[string][]byte, step int64) error {
+			for name, png := range images {
+				calls = append(calls, fmt.Sprint("image ", step, " ", name, " ", string(png[:4])))
+			}
+			return nil
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := acc.FromFloat32s([]float32{0, 0.25, 0.5, 1, 0.75, 0.5, 0.25, 0}, 2, 1, 2, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer batch.Close()
+	if err := a.InitTrackers("run", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LogImages(map[string]*acc.Tensor{"samples": batch}, 3, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LogImages(map[string]*acc.Tensor{"gray": batch}, -1, "NCWH"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LogImages(map[string]*acc.Tensor{"bad": batch}, -1, "CHW"); !errors.Is(err, acc.ErrInvalidArgument) ||
+		!strings.Contains(err.Error(), "dataformats") {
+		t.Fatalf("a layout the tensor does not have: %v", err)
+	}
+	if err := a.LogScalar("loss", 0.5, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.EndTraining(); err != nil {
+		t.Fatal(err)
+	}
+	path, err := a.TrackerPath("tensorboard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(calls, []string{"image 3 samples \x89PNG", "image 4 gray \x89PNG", "numbers 5"}) {
+		t.Fatalf("calls %q", calls)
+	}
+	for _, want := range []string{"samples", "gray", "\x89PNG"} {
+		if !strings.Contains(string(events), want) {
+			t.Fatalf("the event file lacks %q", want)
+		}
 	}
 }
 

@@ -1262,6 +1262,7 @@ SWIGINTERN void acc_accelerator_addTracker(acc_accelerator *self,char const *nam
                              &tracker_finish_trampoline, ud, fr);
     });
     check(acc_tracker_set_log_text(self, name, &tracker_log_text_trampoline));
+    if (tracker->takesImages()) check(acc_tracker_set_log_images(self, name, &tracker_log_images_trampoline));
   }
 SWIGINTERN void acc_accelerator_initTrackers(acc_accelerator *self,char const *project,char const *configJson,std::string *swig_err){
     check(acc_init_trackers(self, project, opt_str(configJson)));
@@ -1287,6 +1288,16 @@ SWIGINTERN void acc_accelerator_logTexts(acc_accelerator *self,uint8_t const *na
       value_ptrs.push_back(values[i].c_str());
     }
     check(acc_log_text(self, key_ptrs.data(), value_ptrs.data(), keys.size(), step));
+  }
+SWIGINTERN void acc_accelerator_logImages(acc_accelerator *self,uint8_t const *names,size_t namesSize,acc_tensor_list const *images,int64_t step,char const *dataformats,std::string *swig_err){
+    std::vector<std::string> keys = split_nul_terminated(names, namesSize);
+    ListTensors tensors(images);
+    if (keys.size() != tensors.size())
+      fail(ACC_ERR_INVALID_ARGUMENT, "log_images: " + std::to_string(keys.size()) + " names for " +
+                                         std::to_string(tensors.size()) + " images");
+    std::vector<const char *> key_ptrs;
+    for (const auto &k : keys) key_ptrs.push_back(k.c_str());
+    check(acc_log_images(self, key_ptrs.data(), tensors.data(), keys.size(), step, opt_str(dataformats)));
   }
 SWIGINTERN void acc_accelerator_endTraining(acc_accelerator *self,std::string *swig_err){ check(acc_end_training(self)); }
 SWIGINTERN acc_string_list *acc_accelerator_trackerNames(acc_accelerator *self,std::string *swig_err){
@@ -1558,6 +1569,30 @@ int SwigDirector_Tracker::logText(accswig::Texts *texts,int64_t step) {
   *(accswig::Texts **)&swig_arg2 = (accswig::Texts *)texts; 
   swig_arg3 = (int64_t)step; 
   result = Swig_DirectorTracker_callback_logText_capi_6710598a15b64c37(go_val, swig_arg2, swig_arg3);
+  c_result = (int)result; 
+  return c_result;
+}
+
+extern "C" bool Swig_DirectorTracker_callback_takesImages_capi_6710598a15b64c37(int);
+bool SwigDirector_Tracker::takesImages() {
+  bool c_result = SwigValueInit< bool >() ;
+  bool result;
+  
+  result = Swig_DirectorTracker_callback_takesImages_capi_6710598a15b64c37(go_val);
+  c_result = (bool)result; 
+  return c_result;
+}
+
+extern "C" intgo Swig_DirectorTracker_callback_logImages_capi_6710598a15b64c37(int, accswig::Images *arg2, long long arg3);
+int SwigDirector_Tracker::logImages(accswig::Images *images,int64_t step) {
+  int c_result = SwigValueInit< int >() ;
+  intgo result;
+  accswig::Images *swig_arg2;
+  long long swig_arg3;
+  
+  *(accswig::Images **)&swig_arg2 = (accswig::Images *)images; 
+  swig_arg3 = (int64_t)step; 
+  result = Swig_DirectorTracker_callback_logImages_capi_6710598a15b64c37(go_val, swig_arg2, swig_arg3);
   c_result = (int)result; 
   return c_result;
 }
@@ -3515,6 +3550,54 @@ intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_6710598a15b64c37(SwigDirec
 }
 
 
+bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_6710598a15b64c37(SwigDirector_Tracker *_swig_go_0) {
+  SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
+  bool result;
+  bool _swig_go_result;
+  
+  arg1 = *(SwigDirector_Tracker **)&_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (bool)arg1->_swig_upcall_takesImages();
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_6710598a15b64c37(SwigDirector_Tracker *_swig_go_0, accswig::Images *_swig_go_1, long long _swig_go_2) {
+  SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
+  accswig::Images *arg2 = (accswig::Images *) 0 ;
+  int64_t arg3 ;
+  int result;
+  intgo _swig_go_result;
+  
+  arg1 = *(SwigDirector_Tracker **)&_swig_go_0; 
+  arg2 = *(accswig::Images **)&_swig_go_1; 
+  arg3 = (int64_t)_swig_go_2; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (int)arg1->_swig_upcall_logImages(arg2, arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_Tracker_init_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   char *arg2 = (char *) 0 ;
@@ -3620,6 +3703,54 @@ intgo _wrap_Tracker_logText_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0, 
     try {
       accswig::require_no_go_nul();
       result = (int)(arg1)->logText(arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+bool _wrap_Tracker_takesImages_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0) {
+  accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
+  bool result;
+  bool _swig_go_result;
+  
+  arg1 = *(accswig::Tracker **)&_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (bool)(arg1)->takesImages();
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+intgo _wrap_Tracker_logImages_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0, accswig::Images *_swig_go_1, long long _swig_go_2) {
+  accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
+  accswig::Images *arg2 = (accswig::Images *) 0 ;
+  int64_t arg3 ;
+  int result;
+  intgo _swig_go_result;
+  
+  arg1 = *(accswig::Tracker **)&_swig_go_0; 
+  arg2 = *(accswig::Images **)&_swig_go_1; 
+  arg3 = (int64_t)_swig_go_2; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (int)(arg1)->logImages(arg2,arg3);
     } catch (const accswig::Error &e) {
       accswig::park_go_error(e.code, e.message);
     } catch (const std::exception &e) {
@@ -12706,6 +12837,57 @@ void _wrap_Accelerator_logTexts_capi_6710598a15b64c37(acc_accelerator *_swig_go_
 }
 
 
+void _wrap_Accelerator_logImages_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, acc_tensor_list *_swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, _gostring_* _swig_go_5) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  uint8_t *arg2 = (uint8_t *) 0 ;
+  size_t arg3 ;
+  acc_tensor_list *arg4 = (acc_tensor_list *) 0 ;
+  int64_t arg5 ;
+  char *arg6 = (char *) 0 ;
+  std::string *arg7 = (std::string *) 0 ;
+  char *copy6 ;
+  std::string temp7 ;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  
+  arg2 = (uint8_t *)_swig_go_1.array;
+  arg3 = (size_t)_swig_go_1.len;
+  
+  arg4 = *(acc_tensor_list **)&_swig_go_2; 
+  arg5 = (int64_t)_swig_go_3; 
+  
+  copy6 = (char *)malloc(_swig_go_4.n + 1);
+  memcpy(copy6, _swig_go_4.p, _swig_go_4.n);
+  copy6[_swig_go_4.n] = '\0';
+  if (memchr(copy6, 0, _swig_go_4.n)) accswig::go_string_held_nul() = true;
+  arg6 = copy6;
+  
+  
+  accswig::take_go_error();
+  arg7 = &temp7;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_accelerator_logImages(arg1,(unsigned char const *)arg2,SWIG_STD_MOVE(arg3),(acc_tensor_list const *)arg4,arg5,(char const *)arg6,arg7);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_5 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(copy6); 
+}
+
+
 void _wrap_Accelerator_endTraining_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
@@ -13256,6 +13438,158 @@ void _wrap_delete_Texts_capi_6710598a15b64c37(accswig::Texts *_swig_go_0) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   
   arg1 = *(accswig::Texts **)&_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      delete arg1;
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+}
+
+
+long long _wrap_Images_size_capi_6710598a15b64c37(accswig::Images *_swig_go_0) {
+  accswig::Images *arg1 = (accswig::Images *) 0 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(accswig::Images **)&_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (int64_t)((accswig::Images const *)arg1)->size_();
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  return _swig_go_result;
+}
+
+
+_gostring_ _wrap_Images_name_capi_6710598a15b64c37(accswig::Images *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+  accswig::Images *arg1 = (accswig::Images *) 0 ;
+  int64_t arg2 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  std::string result;
+  _gostring_ _swig_go_result;
+  
+  arg1 = *(accswig::Images **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = ((accswig::Images const *)arg1)->name_(arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = Swig_AllocateString((&result)->data(), (&result)->length()); 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+long long _wrap_Images_pngSize_capi_6710598a15b64c37(accswig::Images *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+  accswig::Images *arg1 = (accswig::Images *) 0 ;
+  int64_t arg2 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(accswig::Images **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (int64_t)((accswig::Images const *)arg1)->pngSize(arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+void _wrap_Images_copyPng_capi_6710598a15b64c37(accswig::Images *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
+  accswig::Images *arg1 = (accswig::Images *) 0 ;
+  int64_t arg2 ;
+  uint8_t *arg3 = (uint8_t *) 0 ;
+  size_t arg4 ;
+  std::string *arg5 = (std::string *) 0 ;
+  std::string temp5 ;
+  
+  arg1 = *(accswig::Images **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  arg3 = (uint8_t *)_swig_go_2.array;
+  arg4 = (size_t)_swig_go_2.len;
+  
+  
+  accswig::take_go_error();
+  arg5 = &temp5;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      ((accswig::Images const *)arg1)->copyPng(arg2,arg3,arg4,arg5);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_3 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+void _wrap_delete_Images_capi_6710598a15b64c37(accswig::Images *_swig_go_0) {
+  accswig::Images *arg1 = (accswig::Images *) 0 ;
+  
+  arg1 = *(accswig::Images **)&_swig_go_0; 
   
   {
     try {

@@ -106,6 +106,14 @@ class SwigDirector_Tracker : public accswig::Tracker
     return accswig::Tracker::logText(texts,step);
   }
   virtual int logText(accswig::Texts *texts,int64_t step);
+  bool _swig_upcall_takesImages() {
+    return accswig::Tracker::takesImages();
+  }
+  virtual bool takesImages();
+  int _swig_upcall_logImages(accswig::Images *images,int64_t step) {
+    return accswig::Tracker::logImages(images,step);
+  }
+  virtual int logImages(accswig::Images *images,int64_t step);
  private:
   intgo go_val;
   Swig_memory *swig_mem;

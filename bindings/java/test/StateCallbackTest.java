@@ -141,6 +141,40 @@ class StateCallbackTest {
     assertEquals(List.of("log 0", "numbers 0", "text 1 sample=" + sample), calls);
   }
 
+  // Images reach TensorBoard's event file and a tracker's logImages as PNGs under their names; a
+  // tracker without logImages does not see them, though the step advances; a layout the tensor does
+  // not have is refused.
+  @Test
+  void imagesReachTensorBoardAndImageTrackers() throws Exception {
+    List<String> calls = new ArrayList<>();
+    String events;
+    try (Options o = Options.accelerator().put("cpu", true).put("project_dir", dir.toString())
+                         .put("log_with", "tensorboard");
+         Accelerator acc = new Accelerator(o);
+         Tensor batch = Tensor.of(new float[] {0f, 0.25f, 0.5f, 1f, 0.75f, 0.5f, 0.25f, 0f}, 2, 1, 2, 2)) {
+      acc.addTracker("numbers", (values, step) -> calls.add("numbers " + step));
+      acc.addTracker("pictures", new TrackerCallbacks() {
+        public void log(Map<String, Double> values, long step) {}
+        public void logImages(Map<String, byte[]> images, long step) {
+          images.forEach((k, png) -> calls.add(
+              "image " + step + " " + k + " " + new String(png, 0, 4, java.nio.charset.StandardCharsets.ISO_8859_1)));
+        }
+      });
+      acc.initTrackers("run", null);
+      acc.logImages("samples", batch, 3, null);
+      acc.logImages(Map.of("gray", batch), -1, "NCWH");
+      InvalidArgumentException e =
+          assertThrows(InvalidArgumentException.class, () -> acc.logImages("bad", batch, -1, "CHW"));
+      assertTrue(e.getMessage().contains("dataformats"), e.getMessage());
+      acc.logScalar("loss", 0.5, -1);
+      acc.endTraining();
+      events = new String(Files.readAllBytes(Path.of(acc.trackerPath("tensorboard"))),
+                          java.nio.charset.StandardCharsets.ISO_8859_1);
+    }
+    assertEquals(List.of("image 3 samples \u0089PNG", "image 4 gray \u0089PNG", "numbers 5"), calls);
+    assertTrue(events.contains("samples") && events.contains("gray") && events.contains("\u0089PNG"));
+  }
+
   // Metric names and the project cross as they are: a newline, a character outside the BMP.
   @Test
   void aTrackerReceivesNamesAsTheyWereGiven() throws Exception {

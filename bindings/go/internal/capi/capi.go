@@ -31,33 +31,33 @@ typedef long long swig_type_1;
 typedef long long swig_type_2;
 typedef _gostring_ swig_type_3;
 typedef long long swig_type_4;
-typedef _gostring_ swig_type_5;
+typedef long long swig_type_5;
 typedef _gostring_ swig_type_6;
-typedef long long swig_type_7;
+typedef _gostring_ swig_type_7;
 typedef long long swig_type_8;
 typedef long long swig_type_9;
 typedef long long swig_type_10;
 typedef long long swig_type_11;
 typedef long long swig_type_12;
-typedef _gostring_ swig_type_13;
+typedef long long swig_type_13;
 typedef _gostring_ swig_type_14;
 typedef _gostring_ swig_type_15;
 typedef _gostring_ swig_type_16;
-typedef long long swig_type_17;
+typedef _gostring_ swig_type_17;
 typedef long long swig_type_18;
 typedef long long swig_type_19;
 typedef long long swig_type_20;
-typedef _gostring_ swig_type_21;
+typedef long long swig_type_21;
 typedef _gostring_ swig_type_22;
-typedef long long swig_type_23;
+typedef _gostring_ swig_type_23;
 typedef long long swig_type_24;
 typedef long long swig_type_25;
-typedef _gostring_ swig_type_26;
-typedef long long swig_type_27;
+typedef long long swig_type_26;
+typedef _gostring_ swig_type_27;
 typedef long long swig_type_28;
-typedef _gostring_ swig_type_29;
-typedef long long swig_type_30;
-typedef _goslice_ swig_type_31;
+typedef long long swig_type_29;
+typedef _gostring_ swig_type_30;
+typedef long long swig_type_31;
 typedef _goslice_ swig_type_32;
 typedef _goslice_ swig_type_33;
 typedef _goslice_ swig_type_34;
@@ -73,39 +73,39 @@ typedef _goslice_ swig_type_43;
 typedef _goslice_ swig_type_44;
 typedef _goslice_ swig_type_45;
 typedef _goslice_ swig_type_46;
-typedef _gostring_ swig_type_47;
-typedef _goslice_ swig_type_48;
+typedef _goslice_ swig_type_47;
+typedef _gostring_ swig_type_48;
 typedef _goslice_ swig_type_49;
-typedef _gostring_ swig_type_50;
+typedef _goslice_ swig_type_50;
 typedef _gostring_ swig_type_51;
-typedef long long swig_type_52;
-typedef _goslice_ swig_type_53;
-typedef long long swig_type_54;
-typedef _goslice_ swig_type_55;
-typedef long long swig_type_56;
-typedef _gostring_ swig_type_57;
+typedef _gostring_ swig_type_52;
+typedef long long swig_type_53;
+typedef _goslice_ swig_type_54;
+typedef long long swig_type_55;
+typedef _goslice_ swig_type_56;
+typedef long long swig_type_57;
 typedef _gostring_ swig_type_58;
-typedef _goslice_ swig_type_59;
-typedef long long swig_type_60;
+typedef _gostring_ swig_type_59;
+typedef _goslice_ swig_type_60;
 typedef long long swig_type_61;
-typedef _gostring_ swig_type_62;
-typedef long long swig_type_63;
+typedef long long swig_type_62;
+typedef _gostring_ swig_type_63;
 typedef long long swig_type_64;
-typedef _gostring_ swig_type_65;
-typedef long long swig_type_66;
-typedef _gostring_ swig_type_67;
+typedef long long swig_type_65;
+typedef _gostring_ swig_type_66;
+typedef long long swig_type_67;
 typedef _gostring_ swig_type_68;
 typedef _gostring_ swig_type_69;
-typedef long long swig_type_70;
-typedef _gostring_ swig_type_71;
-typedef long long swig_type_72;
+typedef _gostring_ swig_type_70;
+typedef long long swig_type_71;
+typedef _gostring_ swig_type_72;
 typedef long long swig_type_73;
 typedef long long swig_type_74;
 typedef long long swig_type_75;
-typedef _goslice_ swig_type_76;
-typedef _gostring_ swig_type_77;
-typedef long long swig_type_78;
-typedef _gostring_ swig_type_79;
+typedef long long swig_type_76;
+typedef _goslice_ swig_type_77;
+typedef _gostring_ swig_type_78;
+typedef long long swig_type_79;
 typedef _gostring_ swig_type_80;
 typedef _gostring_ swig_type_81;
 typedef _gostring_ swig_type_82;
@@ -116,130 +116,141 @@ typedef _gostring_ swig_type_86;
 typedef _gostring_ swig_type_87;
 typedef _gostring_ swig_type_88;
 typedef _gostring_ swig_type_89;
-typedef long long swig_type_90;
+typedef _gostring_ swig_type_90;
 typedef long long swig_type_91;
-typedef _gostring_ swig_type_92;
-typedef long long swig_type_93;
-typedef _gostring_ swig_type_94;
-typedef long long swig_type_95;
-typedef _gostring_ swig_type_96;
+typedef long long swig_type_92;
+typedef _gostring_ swig_type_93;
+typedef long long swig_type_94;
+typedef _gostring_ swig_type_95;
+typedef long long swig_type_96;
 typedef _gostring_ swig_type_97;
 typedef _gostring_ swig_type_98;
-typedef long long swig_type_99;
-typedef _gostring_ swig_type_100;
+typedef _gostring_ swig_type_99;
+typedef long long swig_type_100;
 typedef _gostring_ swig_type_101;
 typedef _gostring_ swig_type_102;
-typedef _goslice_ swig_type_103;
-typedef long long swig_type_104;
-typedef _gostring_ swig_type_105;
-typedef long long swig_type_106;
+typedef _gostring_ swig_type_103;
+typedef _goslice_ swig_type_104;
+typedef long long swig_type_105;
+typedef _gostring_ swig_type_106;
 typedef long long swig_type_107;
 typedef long long swig_type_108;
 typedef long long swig_type_109;
-typedef _gostring_ swig_type_110;
+typedef long long swig_type_110;
 typedef _gostring_ swig_type_111;
 typedef _gostring_ swig_type_112;
 typedef _gostring_ swig_type_113;
 typedef _gostring_ swig_type_114;
-typedef long long swig_type_115;
-typedef _gostring_ swig_type_116;
+typedef _gostring_ swig_type_115;
+typedef long long swig_type_116;
 typedef _gostring_ swig_type_117;
-typedef long long swig_type_118;
+typedef _gostring_ swig_type_118;
 typedef long long swig_type_119;
 typedef long long swig_type_120;
 typedef long long swig_type_121;
 typedef long long swig_type_122;
-typedef _gostring_ swig_type_123;
+typedef long long swig_type_123;
 typedef _gostring_ swig_type_124;
-typedef long long swig_type_125;
+typedef _gostring_ swig_type_125;
 typedef long long swig_type_126;
 typedef long long swig_type_127;
 typedef long long swig_type_128;
 typedef long long swig_type_129;
 typedef long long swig_type_130;
-typedef _goslice_ swig_type_131;
+typedef long long swig_type_131;
 typedef _goslice_ swig_type_132;
-typedef long long swig_type_133;
+typedef _goslice_ swig_type_133;
 typedef long long swig_type_134;
 typedef long long swig_type_135;
 typedef long long swig_type_136;
 typedef long long swig_type_137;
 typedef long long swig_type_138;
-typedef _gostring_ swig_type_139;
+typedef long long swig_type_139;
 typedef _gostring_ swig_type_140;
 typedef _gostring_ swig_type_141;
-typedef long long swig_type_142;
+typedef _gostring_ swig_type_142;
 typedef long long swig_type_143;
 typedef long long swig_type_144;
 typedef long long swig_type_145;
 typedef long long swig_type_146;
-typedef _gostring_ swig_type_147;
+typedef long long swig_type_147;
 typedef _gostring_ swig_type_148;
 typedef _gostring_ swig_type_149;
-typedef long long swig_type_150;
-typedef _gostring_ swig_type_151;
+typedef _gostring_ swig_type_150;
+typedef long long swig_type_151;
 typedef _gostring_ swig_type_152;
 typedef _gostring_ swig_type_153;
 typedef _gostring_ swig_type_154;
 typedef _gostring_ swig_type_155;
 typedef _gostring_ swig_type_156;
 typedef _gostring_ swig_type_157;
-typedef long long swig_type_158;
-typedef _gostring_ swig_type_159;
+typedef _gostring_ swig_type_158;
+typedef long long swig_type_159;
 typedef _gostring_ swig_type_160;
 typedef _gostring_ swig_type_161;
 typedef _gostring_ swig_type_162;
-typedef _goslice_ swig_type_163;
-typedef _gostring_ swig_type_164;
-typedef _goslice_ swig_type_165;
-typedef long long swig_type_166;
-typedef _gostring_ swig_type_167;
+typedef _gostring_ swig_type_163;
+typedef _goslice_ swig_type_164;
+typedef _gostring_ swig_type_165;
+typedef _goslice_ swig_type_166;
+typedef long long swig_type_167;
 typedef _gostring_ swig_type_168;
-typedef long long swig_type_169;
-typedef _gostring_ swig_type_170;
-typedef long long swig_type_171;
-typedef _gostring_ swig_type_172;
-typedef long long swig_type_173;
-typedef _goslice_ swig_type_174;
-typedef _gostring_ swig_type_175;
-typedef long long swig_type_176;
+typedef _gostring_ swig_type_169;
+typedef long long swig_type_170;
+typedef _gostring_ swig_type_171;
+typedef long long swig_type_172;
+typedef _gostring_ swig_type_173;
+typedef long long swig_type_174;
+typedef _goslice_ swig_type_175;
+typedef _gostring_ swig_type_176;
 typedef long long swig_type_177;
 typedef long long swig_type_178;
 typedef long long swig_type_179;
-typedef _gostring_ swig_type_180;
+typedef long long swig_type_180;
 typedef _gostring_ swig_type_181;
 typedef _gostring_ swig_type_182;
-typedef _goslice_ swig_type_183;
+typedef _gostring_ swig_type_183;
 typedef _goslice_ swig_type_184;
-typedef long long swig_type_185;
-typedef _gostring_ swig_type_186;
-typedef long long swig_type_187;
-typedef _goslice_ swig_type_188;
+typedef _goslice_ swig_type_185;
+typedef long long swig_type_186;
+typedef _gostring_ swig_type_187;
+typedef long long swig_type_188;
 typedef _goslice_ swig_type_189;
-typedef long long swig_type_190;
-typedef _gostring_ swig_type_191;
-typedef _gostring_ swig_type_192;
+typedef _goslice_ swig_type_190;
+typedef long long swig_type_191;
+typedef _goslice_ swig_type_192;
 typedef long long swig_type_193;
-typedef long long swig_type_194;
-typedef long long swig_type_195;
-typedef long long swig_type_196;
+typedef _gostring_ swig_type_194;
+typedef _gostring_ swig_type_195;
+typedef _gostring_ swig_type_196;
 typedef long long swig_type_197;
-typedef _goslice_ swig_type_198;
+typedef long long swig_type_198;
 typedef long long swig_type_199;
-typedef _goslice_ swig_type_200;
+typedef long long swig_type_200;
 typedef long long swig_type_201;
-typedef _gostring_ swig_type_202;
+typedef _goslice_ swig_type_202;
 typedef long long swig_type_203;
-typedef long long swig_type_204;
+typedef _goslice_ swig_type_204;
 typedef long long swig_type_205;
 typedef _gostring_ swig_type_206;
 typedef long long swig_type_207;
-typedef _gostring_ swig_type_208;
+typedef long long swig_type_208;
 typedef long long swig_type_209;
-typedef long long swig_type_210;
-typedef _gostring_ swig_type_211;
-typedef long long swig_type_212;
-typedef _gostring_ swig_type_213;
+typedef _gostring_ swig_type_210;
+typedef long long swig_type_211;
+typedef _gostring_ swig_type_212;
+typedef long long swig_type_213;
+typedef long long swig_type_214;
+typedef _gostring_ swig_type_215;
+typedef long long swig_type_216;
+typedef long long swig_type_217;
+typedef long long swig_type_218;
+typedef long long swig_type_219;
+typedef _goslice_ swig_type_220;
+typedef long long swig_type_221;
+typedef _gostring_ swig_type_222;
+typedef long long swig_type_223;
+typedef _gostring_ swig_type_224;
 extern void _wrap_Swig_free_capi_6710598a15b64c37(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_6710598a15b64c37(swig_intgo arg1);
 extern swig_intgo _wrap_ACC_OK_capi_6710598a15b64c37(void);
@@ -330,56 +341,60 @@ extern uintptr_t _wrap__swig_NewDirectorTrackerTracker_capi_6710598a15b64c37(int
 extern void _wrap_DeleteDirectorTracker_capi_6710598a15b64c37(uintptr_t arg1);
 extern void _wrap__swig_DirectorTracker_upcall_Released_capi_6710598a15b64c37(uintptr_t);
 extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_6710598a15b64c37(uintptr_t, uintptr_t texts, swig_type_4 step);
-extern swig_intgo _wrap_Tracker_init_capi_6710598a15b64c37(uintptr_t arg1, swig_type_5 arg2, swig_type_6 arg3);
-extern swig_intgo _wrap_Tracker_log_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_7 arg3);
+extern _Bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_6710598a15b64c37(uintptr_t);
+extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_6710598a15b64c37(uintptr_t, uintptr_t images, swig_type_5 step);
+extern swig_intgo _wrap_Tracker_init_capi_6710598a15b64c37(uintptr_t arg1, swig_type_6 arg2, swig_type_7 arg3);
+extern swig_intgo _wrap_Tracker_log_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_8 arg3);
 extern swig_intgo _wrap_Tracker_finish_capi_6710598a15b64c37(uintptr_t arg1);
 extern swig_intgo _wrap_Tracker_logText_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_4 arg3);
+extern _Bool _wrap_Tracker_takesImages_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_intgo _wrap_Tracker_logImages_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_5 arg3);
 extern void _wrap_delete_Tracker_capi_6710598a15b64c37(uintptr_t arg1);
 extern void _wrap_Tracker_released_capi_6710598a15b64c37(uintptr_t _swig_base);
 extern uintptr_t _wrap__swig_NewDirectorLrLambdaLrLambda_capi_6710598a15b64c37(int);
 extern void _wrap_DeleteDirectorLrLambda_capi_6710598a15b64c37(uintptr_t arg1);
 extern void _wrap__swig_DirectorLrLambda_upcall_Released_capi_6710598a15b64c37(uintptr_t);
-extern swig_intgo _wrap_LrLambda_factor_capi_6710598a15b64c37(uintptr_t arg1, swig_type_8 arg2, uintptr_t arg3);
+extern swig_intgo _wrap_LrLambda_factor_capi_6710598a15b64c37(uintptr_t arg1, swig_type_9 arg2, uintptr_t arg3);
 extern void _wrap_delete_LrLambda_capi_6710598a15b64c37(uintptr_t arg1);
 extern void _wrap_LrLambda_released_capi_6710598a15b64c37(uintptr_t _swig_base);
 extern uintptr_t _wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_6710598a15b64c37(int);
 extern void _wrap_DeleteDirectorGroupLrLambda_capi_6710598a15b64c37(uintptr_t arg1);
 extern void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_6710598a15b64c37(uintptr_t);
-extern swig_intgo _wrap_GroupLrLambda_factor_capi_6710598a15b64c37(uintptr_t arg1, swig_type_9 arg2, swig_type_10 arg3, uintptr_t arg4);
+extern swig_intgo _wrap_GroupLrLambda_factor_capi_6710598a15b64c37(uintptr_t arg1, swig_type_10 arg2, swig_type_11 arg3, uintptr_t arg4);
 extern void _wrap_delete_GroupLrLambda_capi_6710598a15b64c37(uintptr_t arg1);
 extern void _wrap_GroupLrLambda_released_capi_6710598a15b64c37(uintptr_t _swig_base);
 extern uintptr_t _wrap__swig_NewDirectorTraceReadyTraceReady_capi_6710598a15b64c37(int);
 extern void _wrap_DeleteDirectorTraceReady_capi_6710598a15b64c37(uintptr_t arg1);
 extern void _wrap__swig_DirectorTraceReady_upcall_Released_capi_6710598a15b64c37(uintptr_t);
-extern swig_intgo _wrap_TraceReady_ready_capi_6710598a15b64c37(uintptr_t arg1, swig_type_11 arg2);
+extern swig_intgo _wrap_TraceReady_ready_capi_6710598a15b64c37(uintptr_t arg1, swig_type_12 arg2);
 extern void _wrap_delete_TraceReady_capi_6710598a15b64c37(uintptr_t arg1);
 extern void _wrap_TraceReady_released_capi_6710598a15b64c37(uintptr_t _swig_base);
 extern uintptr_t _wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_6710598a15b64c37(int);
 extern void _wrap_DeleteDirectorBatchSizeRun_capi_6710598a15b64c37(uintptr_t arg1);
 extern void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_6710598a15b64c37(uintptr_t);
-extern swig_intgo _wrap_BatchSizeRun_run_capi_6710598a15b64c37(uintptr_t arg1, swig_type_12 arg2);
+extern swig_intgo _wrap_BatchSizeRun_run_capi_6710598a15b64c37(uintptr_t arg1, swig_type_13 arg2);
 extern void _wrap_delete_BatchSizeRun_capi_6710598a15b64c37(uintptr_t arg1);
 extern void _wrap_BatchSizeRun_released_capi_6710598a15b64c37(uintptr_t _swig_base);
-extern swig_type_13 _wrap_Accelerate_version_capi_6710598a15b64c37(void);
+extern swig_type_14 _wrap_Accelerate_version_capi_6710598a15b64c37(void);
 extern swig_intgo _wrap_Accelerate_abiVersion_capi_6710598a15b64c37(void);
 extern void _wrap_Accelerate_checkAbi_capi_6710598a15b64c37(swig_intgo arg1, swig_voidp arg2);
-extern void _wrap_Accelerate_checkBinding_capi_6710598a15b64c37(swig_type_14 arg1, swig_intgo arg2, swig_voidp arg3);
-extern swig_type_15 _wrap_Accelerate_buildInfo_capi_6710598a15b64c37(void);
-extern swig_type_16 _wrap_Accelerate_statusName_capi_6710598a15b64c37(swig_intgo arg1);
-extern swig_type_17 _wrap_Accelerate_liveHandles_capi_6710598a15b64c37(swig_intgo arg1);
-extern void _wrap_Accelerate_setSeed_capi_6710598a15b64c37(swig_type_18 arg1, swig_voidp arg2);
-extern void _wrap_Accelerate_setSeedWith_capi_6710598a15b64c37(swig_type_19 arg1, _Bool arg2, _Bool arg3, swig_voidp arg4);
+extern void _wrap_Accelerate_checkBinding_capi_6710598a15b64c37(swig_type_15 arg1, swig_intgo arg2, swig_voidp arg3);
+extern swig_type_16 _wrap_Accelerate_buildInfo_capi_6710598a15b64c37(void);
+extern swig_type_17 _wrap_Accelerate_statusName_capi_6710598a15b64c37(swig_intgo arg1);
+extern swig_type_18 _wrap_Accelerate_liveHandles_capi_6710598a15b64c37(swig_intgo arg1);
+extern void _wrap_Accelerate_setSeed_capi_6710598a15b64c37(swig_type_19 arg1, swig_voidp arg2);
+extern void _wrap_Accelerate_setSeedWith_capi_6710598a15b64c37(swig_type_20 arg1, _Bool arg2, _Bool arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerate_getRandomState_capi_6710598a15b64c37(swig_voidp arg1);
 extern void _wrap_Accelerate_setRandomState_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_20 _wrap_Accelerate_dtypeSize_capi_6710598a15b64c37(swig_intgo arg1);
-extern swig_type_21 _wrap_Accelerate_lastErrorBacktrace_capi_6710598a15b64c37(void);
-extern void _wrap_Accelerate_callbackSetError_capi_6710598a15b64c37(swig_type_22 arg1);
-extern swig_type_23 _wrap_Accelerate_findBatchSizeWith_capi_6710598a15b64c37(swig_type_24 arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_21 _wrap_Accelerate_dtypeSize_capi_6710598a15b64c37(swig_intgo arg1);
+extern swig_type_22 _wrap_Accelerate_lastErrorBacktrace_capi_6710598a15b64c37(void);
+extern void _wrap_Accelerate_callbackSetError_capi_6710598a15b64c37(swig_type_23 arg1);
+extern swig_type_24 _wrap_Accelerate_findBatchSizeWith_capi_6710598a15b64c37(swig_type_25 arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_Accelerate_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_25 _wrap_LoadReport_missingCount_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_26 _wrap_LoadReport_missing_capi_6710598a15b64c37(uintptr_t arg1, swig_type_27 arg2);
-extern swig_type_28 _wrap_LoadReport_unexpectedCount_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_29 _wrap_LoadReport_unexpected_capi_6710598a15b64c37(uintptr_t arg1, swig_type_30 arg2);
+extern swig_type_26 _wrap_LoadReport_missingCount_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_27 _wrap_LoadReport_missing_capi_6710598a15b64c37(uintptr_t arg1, swig_type_28 arg2);
+extern swig_type_29 _wrap_LoadReport_unexpectedCount_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_30 _wrap_LoadReport_unexpected_capi_6710598a15b64c37(uintptr_t arg1, swig_type_31 arg2);
 extern void _wrap_delete_LoadReport_capi_6710598a15b64c37(uintptr_t arg1);
 extern uintptr_t _wrap_Loss_crossEntropy_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
 extern uintptr_t _wrap_Loss_nll_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
@@ -390,154 +405,154 @@ extern uintptr_t _wrap_Loss_huber_capi_6710598a15b64c37(uintptr_t arg1, uintptr_
 extern uintptr_t _wrap_Loss_bceWithLogits_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern void _wrap_delete_Loss_capi_6710598a15b64c37(uintptr_t arg1);
 extern void _wrap_delete_Tensor_capi_6710598a15b64c37(uintptr_t arg1);
-extern uintptr_t _wrap_Tensor_fromFloats_capi_6710598a15b64c37(swig_type_31 arg1, swig_type_32 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToFloats_capi_6710598a15b64c37(uintptr_t arg1, swig_type_33 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromDoubles_capi_6710598a15b64c37(swig_type_34 arg1, swig_type_35 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToDoubles_capi_6710598a15b64c37(uintptr_t arg1, swig_type_36 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromLongs_capi_6710598a15b64c37(swig_type_37 arg1, swig_type_38 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToLongs_capi_6710598a15b64c37(uintptr_t arg1, swig_type_39 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromInts_capi_6710598a15b64c37(swig_type_40 arg1, swig_type_41 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToInts_capi_6710598a15b64c37(uintptr_t arg1, swig_type_42 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromBytes_capi_6710598a15b64c37(swig_type_43 arg1, swig_type_44 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToBytes_capi_6710598a15b64c37(uintptr_t arg1, swig_type_45 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_zeros_capi_6710598a15b64c37(swig_type_46 arg1, swig_intgo arg2, swig_type_47 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Tensor_rand_capi_6710598a15b64c37(swig_type_48 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_randn_capi_6710598a15b64c37(swig_type_49 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_fromIdxFile_capi_6710598a15b64c37(swig_type_50 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_fromFileMmap_capi_6710598a15b64c37(swig_type_51 arg1, swig_type_52 arg2, swig_intgo arg3, swig_type_53 arg4, swig_voidp arg5);
-extern swig_type_54 _wrap_Tensor_ndim_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Tensor_copyShape_capi_6710598a15b64c37(uintptr_t arg1, swig_type_55 arg2, swig_voidp arg3);
-extern swig_type_56 _wrap_Tensor_numel_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_fromFloats_capi_6710598a15b64c37(swig_type_32 arg1, swig_type_33 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToFloats_capi_6710598a15b64c37(uintptr_t arg1, swig_type_34 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromDoubles_capi_6710598a15b64c37(swig_type_35 arg1, swig_type_36 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToDoubles_capi_6710598a15b64c37(uintptr_t arg1, swig_type_37 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromLongs_capi_6710598a15b64c37(swig_type_38 arg1, swig_type_39 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToLongs_capi_6710598a15b64c37(uintptr_t arg1, swig_type_40 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromInts_capi_6710598a15b64c37(swig_type_41 arg1, swig_type_42 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToInts_capi_6710598a15b64c37(uintptr_t arg1, swig_type_43 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromBytes_capi_6710598a15b64c37(swig_type_44 arg1, swig_type_45 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToBytes_capi_6710598a15b64c37(uintptr_t arg1, swig_type_46 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_zeros_capi_6710598a15b64c37(swig_type_47 arg1, swig_intgo arg2, swig_type_48 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Tensor_rand_capi_6710598a15b64c37(swig_type_49 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_randn_capi_6710598a15b64c37(swig_type_50 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_fromIdxFile_capi_6710598a15b64c37(swig_type_51 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_fromFileMmap_capi_6710598a15b64c37(swig_type_52 arg1, swig_type_53 arg2, swig_intgo arg3, swig_type_54 arg4, swig_voidp arg5);
+extern swig_type_55 _wrap_Tensor_ndim_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Tensor_copyShape_capi_6710598a15b64c37(uintptr_t arg1, swig_type_56 arg2, swig_voidp arg3);
+extern swig_type_57 _wrap_Tensor_numel_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern swig_intgo _wrap_Tensor_dtype_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_57 _wrap_Tensor_device_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_58 _wrap_Tensor_device_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Tensor_requiresGrad_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_to_capi_6710598a15b64c37(uintptr_t arg1, swig_type_58 arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Tensor_to_capi_6710598a15b64c37(uintptr_t arg1, swig_type_59 arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Tensor_grad_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Tensor_backward_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Tensor_sum_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Tensor_mean_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_reshape_capi_6710598a15b64c37(uintptr_t arg1, swig_type_59 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_argmax_capi_6710598a15b64c37(uintptr_t arg1, swig_type_60 arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_61 _wrap_Tensor_countEqual_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_reshape_capi_6710598a15b64c37(uintptr_t arg1, swig_type_60 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_argmax_capi_6710598a15b64c37(uintptr_t arg1, swig_type_61 arg2, _Bool arg3, swig_voidp arg4);
+extern swig_type_62 _wrap_Tensor_countEqual_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern double _wrap_Tensor_item_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_new_TensorList_capi_6710598a15b64c37(swig_voidp arg1);
 extern void _wrap_delete_TensorList_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_TensorList_append_capi_6710598a15b64c37(uintptr_t arg1, swig_type_62 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_63 _wrap_TensorList_size_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_TensorList_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_64 arg2, swig_voidp arg3);
-extern swig_type_65 _wrap_TensorList_name_capi_6710598a15b64c37(uintptr_t arg1, swig_type_66 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_TensorList_find_capi_6710598a15b64c37(uintptr_t arg1, swig_type_67 arg2, swig_voidp arg3);
-extern void _wrap_TensorList_saveSafetensors_capi_6710598a15b64c37(uintptr_t arg1, swig_type_68 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_TensorList_loadSafetensors_capi_6710598a15b64c37(swig_type_69 arg1, swig_voidp arg2);
+extern void _wrap_TensorList_append_capi_6710598a15b64c37(uintptr_t arg1, swig_type_63 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_64 _wrap_TensorList_size_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_TensorList_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_65 arg2, swig_voidp arg3);
+extern swig_type_66 _wrap_TensorList_name_capi_6710598a15b64c37(uintptr_t arg1, swig_type_67 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_TensorList_find_capi_6710598a15b64c37(uintptr_t arg1, swig_type_68 arg2, swig_voidp arg3);
+extern void _wrap_TensorList_saveSafetensors_capi_6710598a15b64c37(uintptr_t arg1, swig_type_69 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_TensorList_loadSafetensors_capi_6710598a15b64c37(swig_type_70 arg1, swig_voidp arg2);
 extern void _wrap_delete_StringList_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_70 _wrap_StringList_size_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_71 _wrap_StringList_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_72 arg2, swig_voidp arg3);
-extern swig_type_73 _wrap_StringList_byteSize_capi_6710598a15b64c37(uintptr_t arg1, swig_type_74 arg2, swig_voidp arg3);
-extern void _wrap_StringList_copyBytes_capi_6710598a15b64c37(uintptr_t arg1, swig_type_75 arg2, swig_type_76 arg3, swig_voidp arg4);
+extern swig_type_71 _wrap_StringList_size_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_72 _wrap_StringList_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_73 arg2, swig_voidp arg3);
+extern swig_type_74 _wrap_StringList_byteSize_capi_6710598a15b64c37(uintptr_t arg1, swig_type_75 arg2, swig_voidp arg3);
+extern void _wrap_StringList_copyBytes_capi_6710598a15b64c37(uintptr_t arg1, swig_type_76 arg2, swig_type_77 arg3, swig_voidp arg4);
 extern uintptr_t _wrap_new_Options_capi_6710598a15b64c37(swig_intgo arg1, swig_voidp arg2);
 extern void _wrap_delete_Options_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_Options_setInt_capi_6710598a15b64c37(uintptr_t arg1, swig_type_77 arg2, swig_type_78 arg3, swig_voidp arg4);
-extern void _wrap_Options_setDouble_capi_6710598a15b64c37(uintptr_t arg1, swig_type_79 arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Options_setBool_capi_6710598a15b64c37(uintptr_t arg1, swig_type_80 arg2, _Bool arg3, swig_voidp arg4);
-extern void _wrap_Options_setString_capi_6710598a15b64c37(uintptr_t arg1, swig_type_81 arg2, swig_type_82 arg3, swig_voidp arg4);
-extern void _wrap_Options_set_capi_6710598a15b64c37(uintptr_t arg1, swig_type_83 arg2, swig_type_84 arg3, swig_voidp arg4);
-extern swig_type_85 _wrap_Options_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_86 arg2, swig_voidp arg3);
+extern void _wrap_Options_setInt_capi_6710598a15b64c37(uintptr_t arg1, swig_type_78 arg2, swig_type_79 arg3, swig_voidp arg4);
+extern void _wrap_Options_setDouble_capi_6710598a15b64c37(uintptr_t arg1, swig_type_80 arg2, double arg3, swig_voidp arg4);
+extern void _wrap_Options_setBool_capi_6710598a15b64c37(uintptr_t arg1, swig_type_81 arg2, _Bool arg3, swig_voidp arg4);
+extern void _wrap_Options_setString_capi_6710598a15b64c37(uintptr_t arg1, swig_type_82 arg2, swig_type_83 arg3, swig_voidp arg4);
+extern void _wrap_Options_set_capi_6710598a15b64c37(uintptr_t arg1, swig_type_84 arg2, swig_type_85 arg3, swig_voidp arg4);
+extern swig_type_86 _wrap_Options_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_87 arg2, swig_voidp arg3);
 extern void _wrap_delete_Model_capi_6710598a15b64c37(uintptr_t arg1);
-extern uintptr_t _wrap_Model_loadTorchscript_capi_6710598a15b64c37(swig_type_87 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_fromSpec_capi_6710598a15b64c37(swig_type_88 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_loadTorchscript_capi_6710598a15b64c37(swig_type_88 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_fromSpec_capi_6710598a15b64c37(swig_type_89 arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Model_forward_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Model_forward1_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern void _wrap_Model_setTraining_capi_6710598a15b64c37(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern _Bool _wrap_Model_isTraining_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Model_setGraphOptimization_capi_6710598a15b64c37(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern void _wrap_Model_updateBn_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Model_to_capi_6710598a15b64c37(uintptr_t arg1, swig_type_89 arg2, swig_intgo arg3, swig_voidp arg4);
-extern swig_type_90 _wrap_Model_parameterTensorCount_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_91 _wrap_Model_parameterElementCount_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_to_capi_6710598a15b64c37(uintptr_t arg1, swig_type_90 arg2, swig_intgo arg3, swig_voidp arg4);
+extern swig_type_91 _wrap_Model_parameterTensorCount_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_92 _wrap_Model_parameterElementCount_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Model_parameterNames_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_parameter_capi_6710598a15b64c37(uintptr_t arg1, swig_type_92 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Model_parameter_capi_6710598a15b64c37(uintptr_t arg1, swig_type_93 arg2, swig_voidp arg3);
 extern void _wrap_Model_zeroGrad_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_93 _wrap_Model_setRequiresGrad_capi_6710598a15b64c37(uintptr_t arg1, swig_type_94 arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_95 _wrap_Model_addLora_capi_6710598a15b64c37(uintptr_t arg1, swig_type_96 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Model_saveLora_capi_6710598a15b64c37(uintptr_t arg1, swig_type_97 arg2, swig_voidp arg3);
-extern void _wrap_Model_loadLora_capi_6710598a15b64c37(uintptr_t arg1, swig_type_98 arg2, swig_voidp arg3);
+extern swig_type_94 _wrap_Model_setRequiresGrad_capi_6710598a15b64c37(uintptr_t arg1, swig_type_95 arg2, _Bool arg3, swig_voidp arg4);
+extern swig_type_96 _wrap_Model_addLora_capi_6710598a15b64c37(uintptr_t arg1, swig_type_97 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Model_saveLora_capi_6710598a15b64c37(uintptr_t arg1, swig_type_98 arg2, swig_voidp arg3);
+extern void _wrap_Model_loadLora_capi_6710598a15b64c37(uintptr_t arg1, swig_type_99 arg2, swig_voidp arg3);
 extern void _wrap_Model_mergeLora_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_99 _wrap_Model_loraCount_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_100 _wrap_Model_loraCount_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Model_stateDict_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Model_loadStateDict_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern void _wrap_Model_saveTorchscript_capi_6710598a15b64c37(uintptr_t arg1, swig_type_100 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Model_loadSafetensors_capi_6710598a15b64c37(uintptr_t arg1, swig_type_101 arg2, _Bool arg3, swig_voidp arg4);
-extern uintptr_t _wrap_new_Optimizer_capi_6710598a15b64c37(uintptr_t arg1, swig_type_102 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Model_saveTorchscript_capi_6710598a15b64c37(uintptr_t arg1, swig_type_101 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Model_loadSafetensors_capi_6710598a15b64c37(uintptr_t arg1, swig_type_102 arg2, _Bool arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Optimizer_capi_6710598a15b64c37(uintptr_t arg1, swig_type_103 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_delete_Optimizer_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_Optimizer_addParamGroup_capi_6710598a15b64c37(uintptr_t arg1, swig_type_103 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_104 _wrap_Optimizer_addParamGroupMatching_capi_6710598a15b64c37(uintptr_t arg1, swig_type_105 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_106 _wrap_Optimizer_numParamGroups_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern double _wrap_Optimizer_getLr_capi_6710598a15b64c37(uintptr_t arg1, swig_type_107 arg2, swig_voidp arg3);
-extern void _wrap_Optimizer_setLr_capi_6710598a15b64c37(uintptr_t arg1, swig_type_108 arg2, double arg3, swig_voidp arg4);
-extern double _wrap_Optimizer_getHyperparameter_capi_6710598a15b64c37(uintptr_t arg1, swig_type_109 arg2, swig_type_110 arg3, swig_voidp arg4);
+extern void _wrap_Optimizer_addParamGroup_capi_6710598a15b64c37(uintptr_t arg1, swig_type_104 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_105 _wrap_Optimizer_addParamGroupMatching_capi_6710598a15b64c37(uintptr_t arg1, swig_type_106 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_107 _wrap_Optimizer_numParamGroups_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Optimizer_getLr_capi_6710598a15b64c37(uintptr_t arg1, swig_type_108 arg2, swig_voidp arg3);
+extern void _wrap_Optimizer_setLr_capi_6710598a15b64c37(uintptr_t arg1, swig_type_109 arg2, double arg3, swig_voidp arg4);
+extern double _wrap_Optimizer_getHyperparameter_capi_6710598a15b64c37(uintptr_t arg1, swig_type_110 arg2, swig_type_111 arg3, swig_voidp arg4);
 extern void _wrap_Optimizer_step_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Optimizer_zeroGrad_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Optimizer_setTraining_capi_6710598a15b64c37(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Optimizer_stateOf_capi_6710598a15b64c37(uintptr_t arg1, swig_type_111 arg2, swig_type_112 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Optimizer_stateFields_capi_6710598a15b64c37(uintptr_t arg1, swig_type_113 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_new_Scheduler_capi_6710598a15b64c37(uintptr_t arg1, swig_type_114 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Optimizer_stateOf_capi_6710598a15b64c37(uintptr_t arg1, swig_type_112 arg2, swig_type_113 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Optimizer_stateFields_capi_6710598a15b64c37(uintptr_t arg1, swig_type_114 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_new_Scheduler_capi_6710598a15b64c37(uintptr_t arg1, swig_type_115 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_delete_Scheduler_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_Scheduler_then_capi_6710598a15b64c37(uintptr_t arg1, swig_type_115 arg2, swig_type_116 arg3, uintptr_t arg4, swig_voidp arg5);
-extern void _wrap_Scheduler_chain_capi_6710598a15b64c37(uintptr_t arg1, swig_type_117 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Scheduler_then_capi_6710598a15b64c37(uintptr_t arg1, swig_type_116 arg2, swig_type_117 arg3, uintptr_t arg4, swig_voidp arg5);
+extern void _wrap_Scheduler_chain_capi_6710598a15b64c37(uintptr_t arg1, swig_type_118 arg2, uintptr_t arg3, swig_voidp arg4);
 extern void _wrap_Scheduler_step_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Scheduler_stepMetric_capi_6710598a15b64c37(uintptr_t arg1, double arg2, swig_voidp arg3);
-extern double _wrap_Scheduler_getLastLr_capi_6710598a15b64c37(uintptr_t arg1, swig_type_118 arg2, swig_voidp arg3);
-extern swig_type_119 _wrap_Scheduler_getStep_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Scheduler_getLastLr_capi_6710598a15b64c37(uintptr_t arg1, swig_type_119 arg2, swig_voidp arg3);
+extern swig_type_120 _wrap_Scheduler_getStep_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Scheduler_fromLrLambda_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern uintptr_t _wrap_Scheduler_fromLrMultiplicative_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Scheduler_fromGroupLrLambda_capi_6710598a15b64c37(uintptr_t arg1, swig_type_120 arg2, uintptr_t arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Scheduler_fromGroupLrMultiplicative_capi_6710598a15b64c37(uintptr_t arg1, swig_type_121 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Scheduler_fromGroupLrLambda_capi_6710598a15b64c37(uintptr_t arg1, swig_type_121 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Scheduler_fromGroupLrMultiplicative_capi_6710598a15b64c37(uintptr_t arg1, swig_type_122 arg2, uintptr_t arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Scheduler_fromCyclicScale_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
 extern uintptr_t _wrap_new_AveragedModel_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_AveragedModel_capi_6710598a15b64c37(uintptr_t arg1);
 extern void _wrap_AveragedModel_update_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_122 _wrap_AveragedModel_count_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_123 _wrap_AveragedModel_count_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_AveragedModel_copyTo_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_AveragedModel_swap_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern uintptr_t _wrap_AveragedModel_stateDict_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_AveragedModel_loadStateDict_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_Dataset_capi_6710598a15b64c37(uintptr_t arg1);
 extern uintptr_t _wrap_Dataset_fromTensors_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_fromIdx_capi_6710598a15b64c37(swig_type_123 arg1, swig_type_124 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromSampleSource_capi_6710598a15b64c37(swig_type_125 arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromStreamSource_capi_6710598a15b64c37(uintptr_t arg1, swig_type_126 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_subset_capi_6710598a15b64c37(uintptr_t arg1, swig_type_127 arg2, swig_type_128 arg3, swig_voidp arg4);
-extern swig_type_129 _wrap_Dataset_size_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_130 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromIdx_capi_6710598a15b64c37(swig_type_124 arg1, swig_type_125 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromSampleSource_capi_6710598a15b64c37(swig_type_126 arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromStreamSource_capi_6710598a15b64c37(uintptr_t arg1, swig_type_127 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_subset_capi_6710598a15b64c37(uintptr_t arg1, swig_type_128 arg2, swig_type_129 arg3, swig_voidp arg4);
+extern swig_type_130 _wrap_Dataset_size_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Dataset_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_131 arg2, swig_voidp arg3);
 extern uintptr_t _wrap_new_DataLoader_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_delete_DataLoader_capi_6710598a15b64c37(uintptr_t arg1);
-extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_6710598a15b64c37(uintptr_t arg1, swig_type_131 arg2, swig_type_132 arg3, uintptr_t arg4, swig_voidp arg5);
+extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_6710598a15b64c37(uintptr_t arg1, swig_type_132 arg2, swig_type_133 arg3, uintptr_t arg4, swig_voidp arg5);
 extern uintptr_t _wrap_DataLoader_next_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_133 _wrap_DataLoader_length_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_134 _wrap_DataLoader_epoch_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_DataLoader_setEpoch_capi_6710598a15b64c37(uintptr_t arg1, swig_type_135 arg2, swig_voidp arg3);
+extern swig_type_134 _wrap_DataLoader_length_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_135 _wrap_DataLoader_epoch_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_setEpoch_capi_6710598a15b64c37(uintptr_t arg1, swig_type_136 arg2, swig_voidp arg3);
 extern void _wrap_DataLoader_setCollator_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_DataLoader_skipFirstBatches_capi_6710598a15b64c37(uintptr_t arg1, swig_type_136 arg2, swig_voidp arg3);
-extern swig_type_137 _wrap_DataLoader_totalBatchSize_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_138 _wrap_DataLoader_totalDatasetLength_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_skipFirstBatches_capi_6710598a15b64c37(uintptr_t arg1, swig_type_137 arg2, swig_voidp arg3);
+extern swig_type_138 _wrap_DataLoader_totalBatchSize_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_139 _wrap_DataLoader_totalDatasetLength_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_endOfEpoch_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_DataLoader_endEpoch_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_DataLoader_inEpoch_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_new_Accelerator_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_delete_Accelerator_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_139 _wrap_Accelerator_device_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_140 _wrap_Accelerator_distributedType_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_141 _wrap_Accelerator_mixedPrecision_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_142 _wrap_Accelerator_processIndex_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_143 _wrap_Accelerator_numProcesses_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_144 _wrap_Accelerator_localProcessIndex_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_140 _wrap_Accelerator_device_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_141 _wrap_Accelerator_distributedType_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_142 _wrap_Accelerator_mixedPrecision_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_143 _wrap_Accelerator_processIndex_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_144 _wrap_Accelerator_numProcesses_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_145 _wrap_Accelerator_localProcessIndex_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isMainProcess_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isLocalMainProcess_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_isLastProcess_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_145 _wrap_Accelerator_gradientAccumulationSteps_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_146 _wrap_Accelerator_gradientAccumulationSteps_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_syncGradients_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_optimizerStepWasSkipped_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_146 _wrap_Accelerator_step_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_147 _wrap_Accelerator_step_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_prepareModel_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_prepareOptimizer_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_prepareDataLoader_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
@@ -549,82 +564,88 @@ extern void _wrap_Accelerator_accumulateBegin_capi_6710598a15b64c37(uintptr_t ar
 extern void _wrap_Accelerator_accumulateEnd_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern double _wrap_Accelerator_clipGradNorm_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, double arg3, double arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_clipGradValue_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_saveModel_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_147 arg3, swig_type_148 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_6710598a15b64c37(swig_type_149 arg1, swig_type_150 arg2, swig_type_151 arg3, swig_type_152 arg4, swig_voidp arg5);
-extern swig_type_153 _wrap_Accelerator_saveState_capi_6710598a15b64c37(uintptr_t arg1, swig_type_154 arg2, swig_voidp arg3);
-extern swig_type_155 _wrap_Accelerator_loadState_capi_6710598a15b64c37(uintptr_t arg1, swig_type_156 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_saveModel_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_148 arg3, swig_type_149 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_6710598a15b64c37(swig_type_150 arg1, swig_type_151 arg2, swig_type_152 arg3, swig_type_153 arg4, swig_voidp arg5);
+extern swig_type_154 _wrap_Accelerator_saveState_capi_6710598a15b64c37(uintptr_t arg1, swig_type_155 arg2, swig_voidp arg3);
+extern swig_type_156 _wrap_Accelerator_loadState_capi_6710598a15b64c37(uintptr_t arg1, swig_type_157 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_registerAveragedModel_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_print_capi_6710598a15b64c37(uintptr_t arg1, swig_type_157 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_print_capi_6710598a15b64c37(uintptr_t arg1, swig_type_158 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_waitForEveryone_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_freeMemory_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_noSyncBegin_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_noSyncEnd_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_triggerSyncInBackward_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_localSgdBegin_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_158 arg3, _Bool arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_localSgdBegin_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_159 arg3, _Bool arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_localSgdStep_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_localSgdEnd_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_profileBegin_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_profileStep_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_profileEnd_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_159 _wrap_Accelerator_profileSummary_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_exportChromeTrace_capi_6710598a15b64c37(uintptr_t arg1, swig_type_160 arg2, swig_voidp arg3);
+extern swig_type_160 _wrap_Accelerator_profileSummary_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_exportChromeTrace_capi_6710598a15b64c37(uintptr_t arg1, swig_type_161 arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_joinUnevenInputsBegin_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
 extern void _wrap_Accelerator_joinUnevenInputsEnd_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_mainProcessFirstBegin_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_mainProcessFirstEnd_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstBegin_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_localMainProcessFirstEnd_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_gather_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_161 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_162 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherObject_capi_6710598a15b64c37(uintptr_t arg1, swig_type_163 arg2, swig_type_164 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_broadcastObject_capi_6710598a15b64c37(uintptr_t arg1, swig_type_165 arg2, swig_type_166 arg3, swig_type_167 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_reduce_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_168 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_broadcast_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_169 arg3, swig_type_170 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_171 arg3, double arg4, _Bool arg5, swig_type_172 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_splitBetweenProcesses_capi_6710598a15b64c37(uintptr_t arg1, swig_type_173 arg2, _Bool arg3, swig_type_174 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_gather_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_162 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_163 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherObject_capi_6710598a15b64c37(uintptr_t arg1, swig_type_164 arg2, swig_type_165 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_broadcastObject_capi_6710598a15b64c37(uintptr_t arg1, swig_type_166 arg2, swig_type_167 arg3, swig_type_168 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_reduce_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_169 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_broadcast_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_170 arg3, swig_type_171 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_172 arg3, double arg4, _Bool arg5, swig_type_173 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_splitBetweenProcesses_capi_6710598a15b64c37(uintptr_t arg1, swig_type_174 arg2, _Bool arg3, swig_type_175 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_setTrigger_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern _Bool _wrap_Accelerator_checkTrigger_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_save_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_175 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_save_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_176 arg3, swig_voidp arg4);
 extern uintptr_t _wrap_Accelerator_getStateDict_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_176 _wrap_Accelerator_iteration_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_177 _wrap_Accelerator_iteration_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_unscaleGradients_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastBegin_capi_6710598a15b64c37(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_autocastEnd_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern void _wrap_Accelerator_registerForCheckpointing_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_177 _wrap_Accelerator_registerSaveStatePreHook_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_178 _wrap_Accelerator_registerSaveStatePreHook_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
 extern void _wrap_Accelerator_onTraceReady_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_178 _wrap_Accelerator_registerLoadStatePreHook_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_removeStatePreHook_capi_6710598a15b64c37(uintptr_t arg1, swig_type_179 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_addTracker_capi_6710598a15b64c37(uintptr_t arg1, swig_type_180 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_initTrackers_capi_6710598a15b64c37(uintptr_t arg1, swig_type_181 arg2, swig_type_182 arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_logValues_capi_6710598a15b64c37(uintptr_t arg1, swig_type_183 arg2, swig_type_184 arg3, swig_type_185 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logScalar_capi_6710598a15b64c37(uintptr_t arg1, swig_type_186 arg2, double arg3, swig_type_187 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logTexts_capi_6710598a15b64c37(uintptr_t arg1, swig_type_188 arg2, swig_type_189 arg3, swig_type_190 arg4, swig_voidp arg5);
+extern swig_type_179 _wrap_Accelerator_registerLoadStatePreHook_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_removeStatePreHook_capi_6710598a15b64c37(uintptr_t arg1, swig_type_180 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_addTracker_capi_6710598a15b64c37(uintptr_t arg1, swig_type_181 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_initTrackers_capi_6710598a15b64c37(uintptr_t arg1, swig_type_182 arg2, swig_type_183 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_logValues_capi_6710598a15b64c37(uintptr_t arg1, swig_type_184 arg2, swig_type_185 arg3, swig_type_186 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logScalar_capi_6710598a15b64c37(uintptr_t arg1, swig_type_187 arg2, double arg3, swig_type_188 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logTexts_capi_6710598a15b64c37(uintptr_t arg1, swig_type_189 arg2, swig_type_190 arg3, swig_type_191 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logImages_capi_6710598a15b64c37(uintptr_t arg1, swig_type_192 arg2, uintptr_t arg3, swig_type_193 arg4, swig_type_194 arg5, swig_voidp arg6);
 extern void _wrap_Accelerator_endTraining_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_trackerNames_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_191 _wrap_Accelerator_trackerPath_capi_6710598a15b64c37(uintptr_t arg1, swig_type_192 arg2, swig_voidp arg3);
-extern swig_type_193 _wrap_Samples_size_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_194 _wrap_Samples_fields_capi_6710598a15b64c37(uintptr_t arg1, swig_type_195 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_196 arg2, swig_type_197 arg3, swig_voidp arg4);
+extern swig_type_195 _wrap_Accelerator_trackerPath_capi_6710598a15b64c37(uintptr_t arg1, swig_type_196 arg2, swig_voidp arg3);
+extern swig_type_197 _wrap_Samples_size_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_198 _wrap_Samples_fields_capi_6710598a15b64c37(uintptr_t arg1, swig_type_199 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_200 arg2, swig_type_201 arg3, swig_voidp arg4);
 extern void _wrap_delete_Samples_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_6710598a15b64c37(uintptr_t arg1, swig_type_198 arg2, swig_voidp arg3);
-extern swig_type_199 _wrap_Bytes_size_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_6710598a15b64c37(uintptr_t arg1, swig_type_200 arg2, swig_voidp arg3);
+extern void _wrap_Bytes_append_capi_6710598a15b64c37(uintptr_t arg1, swig_type_202 arg2, swig_voidp arg3);
+extern swig_type_203 _wrap_Bytes_size_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_6710598a15b64c37(uintptr_t arg1, swig_type_204 arg2, swig_voidp arg3);
 extern void _wrap_delete_Bytes_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_201 _wrap_Metrics_size_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_202 _wrap_Metrics_name_capi_6710598a15b64c37(uintptr_t arg1, swig_type_203 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_6710598a15b64c37(uintptr_t arg1, swig_type_204 arg2, swig_voidp arg3);
+extern swig_type_205 _wrap_Metrics_size_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_206 _wrap_Metrics_name_capi_6710598a15b64c37(uintptr_t arg1, swig_type_207 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_6710598a15b64c37(uintptr_t arg1, swig_type_208 arg2, swig_voidp arg3);
 extern void _wrap_delete_Metrics_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_205 _wrap_Texts_size_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_206 _wrap_Texts_name_capi_6710598a15b64c37(uintptr_t arg1, swig_type_207 arg2, swig_voidp arg3);
-extern swig_type_208 _wrap_Texts_text_capi_6710598a15b64c37(uintptr_t arg1, swig_type_209 arg2, swig_voidp arg3);
+extern swig_type_209 _wrap_Texts_size_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_210 _wrap_Texts_name_capi_6710598a15b64c37(uintptr_t arg1, swig_type_211 arg2, swig_voidp arg3);
+extern swig_type_212 _wrap_Texts_text_capi_6710598a15b64c37(uintptr_t arg1, swig_type_213 arg2, swig_voidp arg3);
 extern void _wrap_delete_Texts_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_214 _wrap_Images_size_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_215 _wrap_Images_name_capi_6710598a15b64c37(uintptr_t arg1, swig_type_216 arg2, swig_voidp arg3);
+extern swig_type_217 _wrap_Images_pngSize_capi_6710598a15b64c37(uintptr_t arg1, swig_type_218 arg2, swig_voidp arg3);
+extern void _wrap_Images_copyPng_capi_6710598a15b64c37(uintptr_t arg1, swig_type_219 arg2, swig_type_220 arg3, swig_voidp arg4);
+extern void _wrap_delete_Images_capi_6710598a15b64c37(uintptr_t arg1);
 extern void _wrap_LrFactor_set_capi_6710598a15b64c37(uintptr_t arg1, double arg2);
 extern void _wrap_delete_LrFactor_capi_6710598a15b64c37(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_6710598a15b64c37(uintptr_t arg1, swig_type_210 arg2, swig_type_211 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Progress_capi_6710598a15b64c37(uintptr_t arg1, swig_type_221 arg2, swig_type_222 arg3, swig_voidp arg4);
 extern void _wrap_delete_Progress_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_6710598a15b64c37(uintptr_t arg1, swig_type_212 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_6710598a15b64c37(uintptr_t arg1, swig_type_213 arg2, swig_voidp arg3);
+extern void _wrap_Progress_update_capi_6710598a15b64c37(uintptr_t arg1, swig_type_223 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_6710598a15b64c37(uintptr_t arg1, swig_type_224 arg2, swig_voidp arg3);
 extern void _wrap_Progress_finish_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
@@ -1886,6 +1907,64 @@ func Swig_DirectorTracker_callback_logText_capi_6710598a15b64c37(swig_c int, arg
 	return swig_r
 }
 
+type _swig_DirectorInterfaceTrackerTakesImages interface {
+	TakesImages() bool
+}
+
+func (swig_p *_swig_DirectorTracker) TakesImages() bool {
+	if swig_g, swig_ok := swig_p.v.(_swig_DirectorInterfaceTrackerTakesImages); swig_ok {
+		return swig_g.TakesImages()
+	}
+	var swig_r bool
+	swig_r = (bool)(C._wrap__swig_DirectorTracker_upcall_TakesImages_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrTracker)))
+	return swig_r
+}
+
+func DirectorTrackerTakesImages(swig_p Tracker) bool {
+	var swig_r bool
+	swig_r = (bool)(C._wrap__swig_DirectorTracker_upcall_TakesImages_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker)))
+	return swig_r
+}
+
+//export Swig_DirectorTracker_callback_takesImages_capi_6710598a15b64c37
+func Swig_DirectorTracker_callback_takesImages_capi_6710598a15b64c37(swig_c int) (swig_result bool) {
+	var swig_r bool
+	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
+	swig_r = swig_p.TakesImages()
+	return swig_r
+}
+
+type _swig_DirectorInterfaceTrackerLogImages interface {
+	LogImages(Images, int64) int
+}
+
+func (swig_p *_swig_DirectorTracker) LogImages(images Images, step int64) int {
+	if swig_g, swig_ok := swig_p.v.(_swig_DirectorInterfaceTrackerLogImages); swig_ok {
+		return swig_g.LogImages(images, step)
+	}
+	var swig_r int
+	_swig_i_0 := getSwigcptr(images)
+	_swig_i_1 := step
+	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogImages_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1)))
+	return swig_r
+}
+
+func DirectorTrackerLogImages(swig_p Tracker, images Images, step int64) int {
+	var swig_r int
+	_swig_i_0 := getSwigcptr(images)
+	_swig_i_1 := step
+	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogImages_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1)))
+	return swig_r
+}
+
+//export Swig_DirectorTracker_callback_logImages_capi_6710598a15b64c37
+func Swig_DirectorTracker_callback_logImages_capi_6710598a15b64c37(swig_c int, arg2 uintptr, arg3 int64) (swig_result int) {
+	var swig_r int
+	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
+	swig_r = swig_p.LogImages(SwigcptrImages(arg2), arg3)
+	return swig_r
+}
+
 type SwigcptrTracker uintptr
 
 func (p SwigcptrTracker) Swigcptr() uintptr {
@@ -1904,7 +1983,7 @@ func (arg1 SwigcptrTracker) Init(arg2 string, arg3 string) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_Tracker_init_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_5)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_6)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (int)(C._wrap_Tracker_init_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_6)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_7)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1919,7 +1998,7 @@ func (arg1 SwigcptrTracker) Log(arg2 Metrics, arg3 int64) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_Tracker_log_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_7(_swig_i_2)))
+	swig_r = (int)(C._wrap_Tracker_log_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_8(_swig_i_2)))
 	return swig_r
 }
 
@@ -1936,6 +2015,22 @@ func (arg1 SwigcptrTracker) LogText(arg2 Texts, arg3 int64) (_swig_ret int) {
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	swig_r = (int)(C._wrap_Tracker_logText_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_4(_swig_i_2)))
+	return swig_r
+}
+
+func (arg1 SwigcptrTracker) TakesImages() (_swig_ret bool) {
+	var swig_r bool
+	_swig_i_0 := arg1
+	swig_r = (bool)(C._wrap_Tracker_takesImages_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrTracker) LogImages(arg2 Images, arg3 int64) (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := arg3
+	swig_r = (int)(C._wrap_Tracker_logImages_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_5(_swig_i_2)))
 	return swig_r
 }
 
@@ -1963,6 +2058,8 @@ type Tracker interface {
 	Log(arg2 Metrics, arg3 int64) (_swig_ret int)
 	Finish() (_swig_ret int)
 	LogText(arg2 Texts, arg3 int64) (_swig_ret int)
+	TakesImages() (_swig_ret bool)
+	LogImages(arg2 Images, arg3 int64) (_swig_ret int)
 	Released()
 	SwigIsCallback()
 	SwigGetCallback() Callback
@@ -2060,7 +2157,7 @@ func (arg1 SwigcptrLrLambda) Factor(arg2 int64, arg3 LrFactor) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (int)(C._wrap_LrLambda_factor_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_8(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	swig_r = (int)(C._wrap_LrLambda_factor_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_9(_swig_i_1), C.uintptr_t(_swig_i_2)))
 	return swig_r
 }
 
@@ -2183,7 +2280,7 @@ func (arg1 SwigcptrGroupLrLambda) Factor(arg2 int64, arg3 int64, arg4 LrFactor) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r = (int)(C._wrap_GroupLrLambda_factor_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_9(_swig_i_1), C.swig_type_10(_swig_i_2), C.uintptr_t(_swig_i_3)))
+	swig_r = (int)(C._wrap_GroupLrLambda_factor_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_10(_swig_i_1), C.swig_type_11(_swig_i_2), C.uintptr_t(_swig_i_3)))
 	return swig_r
 }
 
@@ -2304,7 +2401,7 @@ func (arg1 SwigcptrTraceReady) Ready(arg2 int64) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int)(C._wrap_TraceReady_ready_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_11(_swig_i_1)))
+	swig_r = (int)(C._wrap_TraceReady_ready_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_12(_swig_i_1)))
 	return swig_r
 }
 
@@ -2425,7 +2522,7 @@ func (arg1 SwigcptrBatchSizeRun) Run(arg2 int64) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int)(C._wrap_BatchSizeRun_run_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_12(_swig_i_1)))
+	swig_r = (int)(C._wrap_BatchSizeRun_run_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_13(_swig_i_1)))
 	return swig_r
 }
 
@@ -2494,7 +2591,7 @@ func AccelerateCheckBinding(arg1 string, arg2 int, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerate_checkBinding_capi_6710598a15b64c37(*(*C.swig_type_14)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerate_checkBinding_capi_6710598a15b64c37(*(*C.swig_type_15)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2534,7 +2631,7 @@ func AccelerateLiveHandles(arg1 Acc_handle_kind) (_swig_ret int64) {
 func AccelerateSetSeed(arg1 int64, arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerate_setSeed_capi_6710598a15b64c37(C.swig_type_18(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerate_setSeed_capi_6710598a15b64c37(C.swig_type_19(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -2547,7 +2644,7 @@ func AccelerateSetSeedWith(arg1 int64, arg2 bool, arg3 bool, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerate_setSeedWith_capi_6710598a15b64c37(C.swig_type_19(_swig_i_0), C._Bool(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerate_setSeedWith_capi_6710598a15b64c37(C.swig_type_20(_swig_i_0), C._Bool(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -2596,7 +2693,7 @@ func AccelerateLastErrorBacktrace() (_swig_ret string) {
 
 func AccelerateCallbackSetError(arg1 string) {
 	_swig_i_0 := arg1
-	C._wrap_Accelerate_callbackSetError_capi_6710598a15b64c37(*(*C.swig_type_22)(unsafe.Pointer(&_swig_i_0)))
+	C._wrap_Accelerate_callbackSetError_capi_6710598a15b64c37(*(*C.swig_type_23)(unsafe.Pointer(&_swig_i_0)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
 	}
@@ -2607,7 +2704,7 @@ func AccelerateFindBatchSizeWith(arg1 int64, arg2 BatchSizeRun, arg3 *string) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Accelerate_findBatchSizeWith_capi_6710598a15b64c37(C.swig_type_24(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Accelerate_findBatchSizeWith_capi_6710598a15b64c37(C.swig_type_25(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2646,7 +2743,7 @@ func (arg1 SwigcptrLoadReport) Missing(arg2 int64) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_LoadReport_missing_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_27(_swig_i_1))
+	swig_r_p := C._wrap_LoadReport_missing_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_28(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2664,7 +2761,7 @@ func (arg1 SwigcptrLoadReport) Unexpected(arg2 int64) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_LoadReport_unexpected_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_30(_swig_i_1))
+	swig_r_p := C._wrap_LoadReport_unexpected_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_31(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2831,7 +2928,7 @@ func TensorFromFloats(arg1 []float32, arg2 []int64, arg3 *string) (_swig_ret Ten
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFloats_capi_6710598a15b64c37(*(*C.swig_type_31)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_32)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFloats_capi_6710598a15b64c37(*(*C.swig_type_32)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_33)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2850,7 +2947,7 @@ func (arg1 SwigcptrTensor) CopyToFloats(arg2 []float32, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToFloats_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_33)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToFloats_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_34)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2866,7 +2963,7 @@ func TensorFromDoubles(arg1 []float64, arg2 []int64, arg3 *string) (_swig_ret Te
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromDoubles_capi_6710598a15b64c37(*(*C.swig_type_34)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_35)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromDoubles_capi_6710598a15b64c37(*(*C.swig_type_35)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_36)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2885,7 +2982,7 @@ func (arg1 SwigcptrTensor) CopyToDoubles(arg2 []float64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToDoubles_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_36)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToDoubles_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_37)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2901,7 +2998,7 @@ func TensorFromLongs(arg1 []int64, arg2 []int64, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromLongs_capi_6710598a15b64c37(*(*C.swig_type_37)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromLongs_capi_6710598a15b64c37(*(*C.swig_type_38)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_39)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2920,7 +3017,7 @@ func (arg1 SwigcptrTensor) CopyToLongs(arg2 []int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToLongs_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_39)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToLongs_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_40)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2936,7 +3033,7 @@ func TensorFromInts(arg1 []int32, arg2 []int64, arg3 *string) (_swig_ret Tensor)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromInts_capi_6710598a15b64c37(*(*C.swig_type_40)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_41)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromInts_capi_6710598a15b64c37(*(*C.swig_type_41)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_42)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2955,7 +3052,7 @@ func (arg1 SwigcptrTensor) CopyToInts(arg2 []int32, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToInts_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_42)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToInts_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2971,7 +3068,7 @@ func TensorFromBytes(arg1 []byte, arg2 []int64, arg3 *string) (_swig_ret Tensor)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromBytes_capi_6710598a15b64c37(*(*C.swig_type_43)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromBytes_capi_6710598a15b64c37(*(*C.swig_type_44)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_45)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2990,7 +3087,7 @@ func (arg1 SwigcptrTensor) CopyToBytes(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToBytes_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_45)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToBytes_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_46)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3007,7 +3104,7 @@ func TensorZeros(arg1 []int64, arg2 Acc_dtype, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_zeros_capi_6710598a15b64c37(*(*C.swig_type_46)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_zeros_capi_6710598a15b64c37(*(*C.swig_type_47)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), *(*C.swig_type_48)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3026,7 +3123,7 @@ func TensorRand(arg1 []int64, arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_rand_capi_6710598a15b64c37(*(*C.swig_type_48)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_rand_capi_6710598a15b64c37(*(*C.swig_type_49)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3042,7 +3139,7 @@ func TensorRandn(arg1 []int64, arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_randn_capi_6710598a15b64c37(*(*C.swig_type_49)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_randn_capi_6710598a15b64c37(*(*C.swig_type_50)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3058,7 +3155,7 @@ func TensorFromIdxFile(arg1 string, arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromIdxFile_capi_6710598a15b64c37(*(*C.swig_type_50)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromIdxFile_capi_6710598a15b64c37(*(*C.swig_type_51)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3077,7 +3174,7 @@ func TensorFromFileMmap(arg1 string, arg2 int64, arg3 Acc_dtype, arg4 []int64, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFileMmap_capi_6710598a15b64c37(*(*C.swig_type_51)(unsafe.Pointer(&_swig_i_0)), C.swig_type_52(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_53)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFileMmap_capi_6710598a15b64c37(*(*C.swig_type_52)(unsafe.Pointer(&_swig_i_0)), C.swig_type_53(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_54)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -3109,7 +3206,7 @@ func (arg1 SwigcptrTensor) CopyShape(arg2 []int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyShape_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyShape_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_56)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3181,7 +3278,7 @@ func (arg1 SwigcptrTensor) To(arg2 string, arg3 Acc_dtype, arg4 *string) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_to_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_58)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_to_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3248,7 +3345,7 @@ func (arg1 SwigcptrTensor) Reshape(arg2 []int64, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_reshape_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_reshape_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3266,7 +3363,7 @@ func (arg1 SwigcptrTensor) Argmax(arg2 int64, arg3 bool, arg4 *string) (_swig_re
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_argmax_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_60(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_argmax_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_61(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3358,7 +3455,7 @@ func (arg1 SwigcptrTensorList) Append(arg2 string, arg3 Tensor, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_TensorList_append_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_62)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_TensorList_append_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_63)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3387,7 +3484,7 @@ func (arg1 SwigcptrTensorList) Get(arg2 int64, arg3 *string) (_swig_ret Tensor) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_64(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_65(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3401,7 +3498,7 @@ func (arg1 SwigcptrTensorList) Name(arg2 int64, arg3 *string) (_swig_ret string)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_TensorList_name_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_66(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_TensorList_name_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_67(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -3418,7 +3515,7 @@ func (arg1 SwigcptrTensorList) Find(arg2 string, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_find_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_67)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_find_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_68)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3434,7 +3531,7 @@ func (arg1 SwigcptrTensorList) SaveSafetensors(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_TensorList_saveSafetensors_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_68)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_TensorList_saveSafetensors_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3449,7 +3546,7 @@ func TensorListLoadSafetensors(arg1 string, arg2 *string) (_swig_ret TensorList)
 	var swig_r TensorList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_TensorList_loadSafetensors_capi_6710598a15b64c37(*(*C.swig_type_69)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_TensorList_loadSafetensors_capi_6710598a15b64c37(*(*C.swig_type_70)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3504,7 +3601,7 @@ func (arg1 SwigcptrStringList) Get(arg2 int64, arg3 *string) (_swig_ret string) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_StringList_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_72(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_StringList_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_73(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -3521,7 +3618,7 @@ func (arg1 SwigcptrStringList) ByteSize(arg2 int64, arg3 *string) (_swig_ret int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_StringList_byteSize_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_74(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_StringList_byteSize_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3535,7 +3632,7 @@ func (arg1 SwigcptrStringList) CopyBytes(arg2 int64, arg3 []byte, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_StringList_copyBytes_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1), *(*C.swig_type_76)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_StringList_copyBytes_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_76(_swig_i_1), *(*C.swig_type_77)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3587,7 +3684,7 @@ func (arg1 SwigcptrOptions) SetInt(arg2 string, arg3 int64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setInt_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_77)(unsafe.Pointer(&_swig_i_1)), C.swig_type_78(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setInt_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_1)), C.swig_type_79(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3603,7 +3700,7 @@ func (arg1 SwigcptrOptions) SetDouble(arg2 string, arg3 float64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setDouble_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setDouble_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_80)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3619,7 +3716,7 @@ func (arg1 SwigcptrOptions) SetBool(arg2 string, arg3 bool, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setBool_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_80)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setBool_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3635,7 +3732,7 @@ func (arg1 SwigcptrOptions) SetString(arg2 string, arg3 string, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setString_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setString_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3654,7 +3751,7 @@ func (arg1 SwigcptrOptions) Set(arg2 string, arg3 string, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_set_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_set_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3673,7 +3770,7 @@ func (arg1 SwigcptrOptions) Get(arg2 string, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Options_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_86)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Options_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -3717,7 +3814,7 @@ func ModelLoadTorchscript(arg1 string, arg2 *string) (_swig_ret Model) {
 	var swig_r Model
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Model)(SwigcptrModel(C._wrap_Model_loadTorchscript_capi_6710598a15b64c37(*(*C.swig_type_87)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Model_loadTorchscript_capi_6710598a15b64c37(*(*C.swig_type_88)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3733,7 +3830,7 @@ func ModelFromSpec(arg1 string, arg2 *string) (_swig_ret Model) {
 	var swig_r Model
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Model)(SwigcptrModel(C._wrap_Model_fromSpec_capi_6710598a15b64c37(*(*C.swig_type_88)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Model_fromSpec_capi_6710598a15b64c37(*(*C.swig_type_89)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3829,7 +3926,7 @@ func (arg1 SwigcptrModel) To(arg2 string, arg3 Acc_dtype, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Model_to_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_89)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Model_to_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_90)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3884,7 +3981,7 @@ func (arg1 SwigcptrModel) Parameter(arg2 string, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_parameter_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_92)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_parameter_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_93)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3913,7 +4010,7 @@ func (arg1 SwigcptrModel) SetRequiresGrad(arg2 string, arg3 bool, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_setRequiresGrad_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_94)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_setRequiresGrad_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3931,7 +4028,7 @@ func (arg1 SwigcptrModel) AddLora(arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addLora_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addLora_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_97)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3947,7 +4044,7 @@ func (arg1 SwigcptrModel) SaveLora(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_saveLora_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_97)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_saveLora_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3962,7 +4059,7 @@ func (arg1 SwigcptrModel) LoadLora(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_loadLora_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_loadLora_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_99)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4027,7 +4124,7 @@ func (arg1 SwigcptrModel) SaveTorchscript(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_saveTorchscript_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_saveTorchscript_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_101)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4044,7 +4141,7 @@ func (arg1 SwigcptrModel) LoadSafetensors(arg2 string, arg3 bool, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_101)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4098,7 +4195,7 @@ func NewOptimizer(arg1 Model, arg2 string, arg3 Options, arg4 *string) (_swig_re
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4120,7 +4217,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroup(arg2 []byte, arg3 Options, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_addParamGroup_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_addParamGroup_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_104)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4137,7 +4234,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroupMatching(arg2 string, arg3 Options, a
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4167,7 +4264,7 @@ func (arg1 SwigcptrOptimizer) GetLr(arg2 int64, arg3 *string) (_swig_ret float64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_107(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_108(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4181,7 +4278,7 @@ func (arg1 SwigcptrOptimizer) SetLr(arg2 int64, arg3 float64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_setLr_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_108(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_setLr_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4195,7 +4292,7 @@ func (arg1 SwigcptrOptimizer) GetHyperparameter(arg2 int64, arg3 string, arg4 *s
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (float64)(C._wrap_Optimizer_getHyperparameter_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1), *(*C.swig_type_110)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
+	swig_r = (float64)(C._wrap_Optimizer_getHyperparameter_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_110(_swig_i_1), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4247,7 +4344,7 @@ func (arg1 SwigcptrOptimizer) StateOf(arg2 string, arg3 string, arg4 *string) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Optimizer_stateOf_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Optimizer_stateOf_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4267,7 +4364,7 @@ func (arg1 SwigcptrOptimizer) StateFields(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Optimizer_stateFields_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Optimizer_stateFields_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4310,7 +4407,7 @@ func NewScheduler(arg1 Optimizer, arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4333,7 +4430,7 @@ func (arg1 SwigcptrScheduler) Then(arg2 int64, arg3 string, arg4 Options, arg5 *
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	C._wrap_Scheduler_then_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_115(_swig_i_1), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Scheduler_then_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_116(_swig_i_1), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4349,7 +4446,7 @@ func (arg1 SwigcptrScheduler) Chain(arg2 string, arg3 Options, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Scheduler_chain_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Scheduler_chain_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4388,7 +4485,7 @@ func (arg1 SwigcptrScheduler) GetLastLr(arg2 int64, arg3 *string) (_swig_ret flo
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_118(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_119(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4444,7 +4541,7 @@ func SchedulerFromGroupLrLambda(arg1 Optimizer, arg2 int64, arg3 GroupLrLambda, 
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrLambda_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_120(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrLambda_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_121(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4459,7 +4556,7 @@ func SchedulerFromGroupLrMultiplicative(arg1 Optimizer, arg2 int64, arg3 GroupLr
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrMultiplicative_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_121(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrMultiplicative_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_122(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4639,7 +4736,7 @@ func DatasetFromIdx(arg1 string, arg2 string, arg3 *string) (_swig_ret Dataset) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_6710598a15b64c37(*(*C.swig_type_123)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_124)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_6710598a15b64c37(*(*C.swig_type_124)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4659,7 +4756,7 @@ func DatasetFromSampleSource(arg1 int64, arg2 SampleSource, arg3 *string) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_6710598a15b64c37(C.swig_type_125(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_6710598a15b64c37(C.swig_type_126(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4673,7 +4770,7 @@ func DatasetFromStreamSource(arg1 StreamSource, arg2 int64, arg3 *string) (_swig
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_126(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_127(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4688,7 +4785,7 @@ func (arg1 SwigcptrDataset) Subset(arg2 int64, arg3 int64, arg4 *string) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_127(_swig_i_1), C.swig_type_128(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_128(_swig_i_1), C.swig_type_129(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4715,7 +4812,7 @@ func (arg1 SwigcptrDataset) Get(arg2 int64, arg3 *string) (_swig_ret TensorList)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_130(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_131(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4767,7 +4864,7 @@ func DataLoaderFromBatchArrays(arg1 Dataset, arg2 []int64, arg3 []int64, arg4 Op
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_131)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4825,7 +4922,7 @@ func (arg1 SwigcptrDataLoader) SetEpoch(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_setEpoch_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_135(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_setEpoch_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_136(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4849,7 +4946,7 @@ func (arg1 SwigcptrDataLoader) SkipFirstBatches(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_skipFirstBatches_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_136(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_skipFirstBatches_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5297,7 +5394,7 @@ func (arg1 SwigcptrAccelerator) SaveModel(arg2 Model, arg3 string, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_saveModel_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_147)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_saveModel_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5317,7 +5414,7 @@ func AcceleratorMergeShardedCheckpoint(arg1 string, arg2 int64, arg3 string, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_mergeShardedCheckpoint_capi_6710598a15b64c37(*(*C.swig_type_149)(unsafe.Pointer(&_swig_i_0)), C.swig_type_150(_swig_i_1), *(*C.swig_type_151)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_mergeShardedCheckpoint_capi_6710598a15b64c37(*(*C.swig_type_150)(unsafe.Pointer(&_swig_i_0)), C.swig_type_151(_swig_i_1), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5339,7 +5436,7 @@ func (arg1 SwigcptrAccelerator) SaveState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_saveState_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_saveState_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5359,7 +5456,7 @@ func (arg1 SwigcptrAccelerator) LoadState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_loadState_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_loadState_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5390,7 +5487,7 @@ func (arg1 SwigcptrAccelerator) Print(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_print_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_print_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5465,7 +5562,7 @@ func (arg1 SwigcptrAccelerator) LocalSgdBegin(arg2 Model, arg3 int64, arg4 bool,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_localSgdBegin_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_158(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_localSgdBegin_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_159(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5551,7 +5648,7 @@ func (arg1 SwigcptrAccelerator) ExportChromeTrace(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_exportChromeTrace_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_160)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_exportChromeTrace_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5637,7 +5734,7 @@ func (arg1 SwigcptrAccelerator) Gather(arg2 Tensor, arg3 string, arg4 *string) (
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5655,7 +5752,7 @@ func (arg1 SwigcptrAccelerator) GatherForMetrics(arg2 Tensor, arg3 string, arg4 
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5673,7 +5770,7 @@ func (arg1 SwigcptrAccelerator) GatherObject(arg2 []byte, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5695,7 +5792,7 @@ func (arg1 SwigcptrAccelerator) BroadcastObject(arg2 []byte, arg3 int64, arg4 st
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_1)), C.swig_type_166(_swig_i_2), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_1)), C.swig_type_167(_swig_i_2), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5717,7 +5814,7 @@ func (arg1 SwigcptrAccelerator) Reduce(arg2 Tensor, arg3 Acc_reduction, arg4 str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5736,7 +5833,7 @@ func (arg1 SwigcptrAccelerator) Broadcast(arg2 Tensor, arg3 int64, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_169(_swig_i_2), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_170(_swig_i_2), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5757,7 +5854,7 @@ func (arg1 SwigcptrAccelerator) PadAcrossProcesses(arg2 Tensor, arg3 int64, arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_171(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_172(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -5775,7 +5872,7 @@ func (arg1 SwigcptrAccelerator) SplitBetweenProcesses(arg2 int64, arg3 bool, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_splitBetweenProcesses_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_173(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_splitBetweenProcesses_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_174(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5815,7 +5912,7 @@ func (arg1 SwigcptrAccelerator) Save(arg2 TensorList, arg3 string, arg4 *string)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_save_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_save_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5945,7 +6042,7 @@ func (arg1 SwigcptrAccelerator) RemoveStatePreHook(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_removeStatePreHook_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_179(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_removeStatePreHook_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_180(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5958,7 +6055,7 @@ func (arg1 SwigcptrAccelerator) AddTracker(arg2 string, arg3 Tracker, arg4 *stri
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_addTracker_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_180)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_addTracker_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5974,7 +6071,7 @@ func (arg1 SwigcptrAccelerator) InitTrackers(arg2 string, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_initTrackers_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_initTrackers_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5994,7 +6091,7 @@ func (arg1 SwigcptrAccelerator) LogValues(arg2 []byte, arg3 []float64, arg4 int6
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logValues_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_2)), C.swig_type_185(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logValues_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_2)), C.swig_type_186(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6014,7 +6111,7 @@ func (arg1 SwigcptrAccelerator) LogScalar(arg2 string, arg3 float64, arg4 int64,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logScalar_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_187(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logScalar_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_188(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6031,7 +6128,7 @@ func (arg1 SwigcptrAccelerator) LogTexts(arg2 []byte, arg3 []byte, arg4 int64, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logTexts_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_2)), C.swig_type_190(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logTexts_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_2)), C.swig_type_191(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6042,6 +6139,27 @@ func (arg1 SwigcptrAccelerator) LogTexts(arg2 []byte, arg3 []byte, arg4 int64, a
 	}
 	if Swig_escape_always_false {
 		Swig_escape_val = arg3
+	}
+}
+
+func (arg1 SwigcptrAccelerator) LogImages(arg2 []byte, arg3 TensorList, arg4 int64, arg5 string, arg6 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := getSwigcptr(arg3)
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	C._wrap_Accelerator_logImages_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_193(_swig_i_3), *(*C.swig_type_194)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
+
+  if arg6 != nil && len(*arg6) > 0 {
+    *arg6 = swigCopyString(*arg6)
+  }
+
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg5
 	}
 }
 
@@ -6074,7 +6192,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6166,6 +6284,7 @@ type Accelerator interface {
 	LogValues(arg2 []byte, arg3 []float64, arg4 int64, arg5 *string)
 	LogScalar(arg2 string, arg3 float64, arg4 int64, arg5 *string)
 	LogTexts(arg2 []byte, arg3 []byte, arg4 int64, arg5 *string)
+	LogImages(arg2 []byte, arg3 TensorList, arg4 int64, arg5 string, arg6 *string)
 	EndTraining(arg2 *string)
 	TrackerNames(arg2 *string) (_swig_ret StringList)
 	TrackerPath(arg2 string, arg3 *string) (_swig_ret string)
@@ -6192,7 +6311,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_195(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6207,7 +6326,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_196(_swig_i_1), C.swig_type_197(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_200(_swig_i_1), C.swig_type_201(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6242,7 +6361,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6264,7 +6383,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6309,7 +6428,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6326,7 +6445,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_204(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_208(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6369,7 +6488,7 @@ func (arg1 SwigcptrTexts) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_name_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_name_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_211(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6386,7 +6505,7 @@ func (arg1 SwigcptrTexts) Text(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_text_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_209(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_text_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_213(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6409,6 +6528,83 @@ type Texts interface {
 	Size() (_swig_ret int64)
 	Name(arg2 int64, arg3 *string) (_swig_ret string)
 	Text(arg2 int64, arg3 *string) (_swig_ret string)
+}
+
+type SwigcptrImages uintptr
+
+func (p SwigcptrImages) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrImages) SwigIsImages() {
+}
+
+func (arg1 SwigcptrImages) Size() (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	swig_r = (int64)(C._wrap_Images_size_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0)))
+	return swig_r
+}
+
+func (arg1 SwigcptrImages) Name(arg2 int64, arg3 *string) (_swig_ret string) {
+	var swig_r string
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r_p := C._wrap_Images_name_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_216(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+	var swig_r_1 string
+ swig_r_1 = swigCopyString(swig_r) 
+	return swig_r_1
+}
+
+func (arg1 SwigcptrImages) PngSize(arg2 int64, arg3 *string) (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r = (int64)(C._wrap_Images_pngSize_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_218(_swig_i_1), C.swig_voidp(_swig_i_2)))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+	return swig_r
+}
+
+func (arg1 SwigcptrImages) CopyPng(arg2 int64, arg3 []byte, arg4 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	C._wrap_Images_copyPng_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_219(_swig_i_1), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+
+  if arg4 != nil && len(*arg4) > 0 {
+    *arg4 = swigCopyString(*arg4)
+  }
+
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+}
+
+func DeleteImages(arg1 Images) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_Images_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+}
+
+type Images interface {
+	Swigcptr() uintptr
+	SwigIsImages()
+	Size() (_swig_ret int64)
+	Name(arg2 int64, arg3 *string) (_swig_ret string)
+	PngSize(arg2 int64, arg3 *string) (_swig_ret int64)
+	CopyPng(arg2 int64, arg3 []byte, arg4 *string)
 }
 
 type SwigcptrLrFactor uintptr
@@ -6452,7 +6648,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_210(_swig_i_1), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_221(_swig_i_1), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6473,7 +6669,7 @@ func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_212(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_223(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6485,7 +6681,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_213)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)

@@ -133,12 +133,40 @@ final class CallbackAdapters {
       }
 
       @Override
+      public boolean takesImages() {
+        return overridesLogImages(cb);
+      }
+
+      @Override
+      public int logImages(Images images, long step) {
+        return guarded(() -> {
+          java.util.Map<String, byte[]> pngs = new java.util.LinkedHashMap<>();
+          for (long i = 0, n = images.size(); i < n; ++i) {
+            byte[] png = new byte[Math.toIntExact(images.pngSize(i))];
+            images.copyPng(i, png);
+            pngs.put(images.name(i), png);
+          }
+          cb.logImages(pngs, step);
+        });
+      }
+
+      @Override
       public int finish() {
         return guarded(() -> cb.finish());
       }
     };
     tr.swigReleaseOwnership();
     return tr;
+  }
+
+  // Whether the tracker's class has a logImages of its own (the interface's default leaves images).
+  static boolean overridesLogImages(TrackerCallbacks cb) {
+    try {
+      return cb.getClass().getMethod("logImages", java.util.Map.class, long.class).getDeclaringClass()
+          != TrackerCallbacks.class;
+    } catch (NoSuchMethodException e) {
+      return false;
+    }
   }
 
   static TraceReady traceReady(TraceReadyFunction fn) {

@@ -13,6 +13,10 @@ public interface TrackerCallbacks {
   /** Texts of Accelerator.logText, by name at step; a tracker without this method leaves them. */
   default void logText(Map<String, String> texts, long step) throws Exception {}
 
+  /** Images of Accelerator.logImages, by name at step, each a PNG file's bytes; a tracker without
+   *  this method leaves them (and none are encoded for it). */
+  default void logImages(Map<String, byte[]> images, long step) throws Exception {}
+
   /** The run ends. */
   default void finish() throws Exception {}
 }
