@@ -184,6 +184,8 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %csmethodmodifiers acc_dataloader::length_ "internal";
 %rename(GetEpoch) acc_dataloader::epoch_;
 %csmethodmodifiers acc_dataloader::epoch_ "internal";
+%rename(NextBatch) acc_dataloader::next_;
+%csmethodmodifiers acc_dataloader::next_ "internal";
 %rename(GetInEpoch) acc_dataloader::inEpoch;
 %csmethodmodifiers acc_dataloader::inEpoch "internal";
 %rename(GetEndOfEpoch) acc_dataloader::endOfEpoch;

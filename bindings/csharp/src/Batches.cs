@@ -45,7 +45,7 @@ public sealed class Batches : IEnumerable<TensorList>, IEnumerator<TensorList> {
     } else if (loader.Epoch != epoch || !loader.InEpoch) {
       throw EndedElsewhere();
     }
-    batch = loader.Next();
+    batch = loader.NextBatch();
     if (batch == null) {
       done = true;
       return false;

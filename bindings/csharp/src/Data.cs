@@ -44,6 +44,22 @@ public partial class DataLoader : IEnumerable<TensorList> {
     SetCollator(new CollateAdapter(collate));
   }
 
+  /// The next batch of the epoch (the caller disposes it), or null at its end; the first call starts
+  /// an epoch.
+  public TensorList Next() {
+    UnfinishedEpochsAtExit.Track(this);
+    return NextBatch();
+  }
+
+  // At the process's exit: an epoch still under way ends, which stops its worker threads (Mono waits
+  // for the threads that ran a C# dataset function before it ends the process).
+  internal void EndUnfinishedEpoch() {
+    Accelerate.Batches pass;
+    lock (this) pass = currentPass;
+    if (pass != null) pass.Dispose();
+    if (!IsDisposed && InEpoch) EndEpoch();
+  }
+
   /// <summary>A pass over an epoch, which owns the batch it handed out last (see Batches). An earlier
   /// pass of this loader is disposed first, and an epoch left unfinished (Next() called by hand) is
   /// ended, so every pass starts at an epoch's beginning (or where LoadState or SkipFirstBatches put
@@ -60,6 +76,7 @@ public partial class DataLoader : IEnumerable<TensorList> {
     if (previousPass != null) previousPass.Supersede();
     if (previous != null) previous.DisposeAll();
     EndEpoch();
+    UnfinishedEpochsAtExit.Track(this);
     var pass = new Batches(this);
     var holder = new Owner();
     holder.Add(pass);
@@ -74,6 +91,40 @@ public partial class DataLoader : IEnumerable<TensorList> {
   /// <summary>The batches of an epoch: <c>foreach (TensorList batch in loader)</c> runs on Batches().</summary>
   public IEnumerator<TensorList> GetEnumerator() { return Batches(); }
   IEnumerator IEnumerable.GetEnumerator() { return Batches(); }
+}
+
+// The loaders that started an epoch, weakly held: when the process exits, each one's unfinished epoch
+// ends. Mono, unlike .NET, waits at exit for the native threads it attached when they ran a C#
+// delegate, and a loader's workers wait for the rest of their epoch: without this, a loop left
+// mid-epoch (an enumerator neither finished nor disposed) keeps the process from ending.
+static class UnfinishedEpochsAtExit {
+  static readonly List<WeakReference> loaders = new List<WeakReference>();
+  static bool hooked;
+
+  internal static void Track(DataLoader loader) {
+    lock (loaders) {
+      if (!hooked) {
+        AppDomain.CurrentDomain.ProcessExit += (sender, e) => EndAll();
+        hooked = true;
+      }
+      loaders.RemoveAll(w => !w.IsAlive);
+      if (!loaders.Exists(w => ReferenceEquals(w.Target, loader))) loaders.Add(new WeakReference(loader));
+    }
+  }
+
+  static void EndAll() {
+    List<WeakReference> all;
+    lock (loaders) all = new List<WeakReference>(loaders);
+    foreach (WeakReference w in all) {
+      var loader = w.Target as DataLoader;
+      if (loader == null) continue;
+      try {
+        loader.EndUnfinishedEpoch();
+      } catch (Exception) {
+        // the process is ending: a loader that cannot end its epoch is left to it
+      }
+    }
+  }
 }
 
 }
