@@ -1529,15 +1529,17 @@ ACC_API ACC_NODISCARD acc_status acc_log_scalar(acc_accelerator *acc, const char
 ACC_API ACC_NODISCARD acc_status acc_log_text(acc_accelerator *acc, const char *const *names, const char *const *texts,
                                               size_t n, int64_t step);
 /* Accelerate's TensorBoardTracker.log_images: n images (tensors, borrowed) by name, with acc_log's
- * rules for names and steps. tensorboard writes each as torch's SummaryWriter.add_images does (the
- * IMAGES dashboard, tag = name, a PNG): `dataformats` (NULL: "NCHW", case ignored) orders the
- * tensor's dimensions, as torch's: any order of NCHW for a batch of 1 or 3 channels, shown as a grid
- * of up to 8 images a row; of CHW (or HWC) for one image of 1, 3 or 4 (RGBA) channels; HW for one
- * gray image. A uint8 tensor is taken as 0..255, any other real dtype as 0..1 (times 255, clipped to
- * 0..255, the fraction dropped, NaN as 0); gray is written as RGB. Any device. A layout the tensor
- * does not have, an empty or complex tensor is ACC_ERR_INVALID_ARGUMENT on every process. Only the
- * trackers that show images get them: tensorboard and the program's trackers given an image callback
- * (acc_tracker_set_log_images); jsonl and csv do not (the step advances all the same). */
+ * rules for names and steps. tensorboard writes each as torch's SummaryWriter.add_images does: an
+ * event per image, tagged with its name, holding a PNG (the IMAGES dashboard). `dataformats` (NULL:
+ * "NCHW"; case ignored) orders the tensor's dimensions as torch's does: any order of NCHW for a batch
+ * of 1 or 3 channels, shown as a grid of up to 8 images a row; of CHW for one image of 1, 3 or 4
+ * (RGBA) channels; of HW for one gray image. A uint8 tensor is taken as 0..255, any other real dtype
+ * as 0..1 (times 255, clipped to 0..255, the fraction dropped, NaN as 0); gray is written as RGB.
+ * Any device. A layout the tensor does not have, an empty or complex tensor, or a side past PNG's
+ * 2^31 - 1 pixels is ACC_ERR_INVALID_ARGUMENT on every process, and a call that fails takes no step;
+ * a PNG past 2 GiB, which no TensorBoard event holds, fails on the main process alone. Only the
+ * trackers that show images get them: tensorboard and the program's trackers given an image
+ * callback (acc_tracker_set_log_images); jsonl and csv do not (the step advances all the same). */
 ACC_API ACC_NODISCARD acc_status acc_log_images(acc_accelerator *acc, const char *const *names,
                                                 const acc_tensor *const *images, size_t n, int64_t step,
                                                 const char *dataformats);

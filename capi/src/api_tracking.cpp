@@ -119,7 +119,7 @@ acc_status acc_log_images(acc_accelerator* acc, const char* const* names, const 
     auto& a = accelerator_arg(acc);
     auto keys = names_arg(names, n, "names");
     const auto tensors = tensors_arg(images, n, "images");
-    a.trackers().log_images(std::move(keys), tensors, dataformats ? text_arg(dataformats, "dataformats") : "",
+    a.trackers().log_images(std::move(keys), tensors, dataformats ? text_arg(dataformats, "dataformats") : "NCHW",
                             step_arg(step));
   });
 }

@@ -252,10 +252,10 @@ acc::Reduction reduction_arg(const acc_reduction& r) {
 
 std::vector<at::Tensor> tensors_arg(const acc_tensor* const* tensors, size_t n, const std::string& array) {
   require(tensors || n == 0, array, " is NULL but n is ", n);
-  const std::string item = array + "[i]";
   std::vector<at::Tensor> out;
   out.reserve(n);
-  for (size_t i = 0; i < n; ++i) out.push_back(live(tensors[i], item.c_str()).tensor);
+  for (size_t i = 0; i < n; ++i)
+    out.push_back(live(tensors[i], (array + "[" + std::to_string(i) + "]").c_str()).tensor);
   return out;
 }
 

@@ -12,6 +12,7 @@ namespace acc::tracking {
 namespace {
 
 constexpr int64_t kGridColumns = 8;  // torch's make_grid(ncols=8)
+constexpr int64_t kMaxPngSide = (int64_t{1} << 31) - 1;
 
 // The positions of `order`'s letters in the (checked) layout.
 std::vector<int64_t> axes_of(const std::string& layout, const char* order) {
@@ -20,8 +21,16 @@ std::vector<int64_t> axes_of(const std::string& layout, const char* order) {
   return axes;
 }
 
+struct GridShape {
+  int64_t rows, columns;
+};
+GridShape grid_shape(int64_t images) {
+  const int64_t columns = std::min(images, kGridColumns);
+  return {(images + columns - 1) / columns, columns};
+}
+
 std::string checked_layout(const at::Tensor& image, const std::string& dataformats, const std::string& name) {
-  const std::string layout = uppercase(dataformats.empty() ? std::string("NCHW") : dataformats);
+  const std::string layout = uppercase(dataformats);
   std::string letters = layout;
   std::sort(letters.begin(), letters.end());
   const bool known = letters == "CHNW" || letters == "CHW" || letters == "HW";
@@ -31,6 +40,14 @@ std::string checked_layout(const at::Tensor& image, const std::string& dataforma
   require(!image.is_complex(), "log_images: \"", name, "\" is complex (", image.scalar_type(), ")");
   for (int64_t d = 0; d < image.dim(); ++d)
     require(image.size(d) > 0, "log_images: \"", name, "\" is empty (its ", layout[d], " is 0)");
+  // The PNG's sides (a batch's grid), each at most PNG's 2^31 - 1: refused here, on every process.
+  const int64_t h = image.size(static_cast<int64_t>(layout.find('H')));
+  const int64_t w = image.size(static_cast<int64_t>(layout.find('W')));
+  const GridShape shape =
+      layout.size() == 4 ? grid_shape(image.size(static_cast<int64_t>(layout.find('N')))) : GridShape{1, 1};
+  require(h <= kMaxPngSide / shape.rows && w <= kMaxPngSide / shape.columns, "log_images: \"", name, "\" makes an ",
+          "image of ", h, "x", shape.rows, " by ", w, "x", shape.columns, " pixels: a PNG's sides are at most ",
+          kMaxPngSide);
   const auto channels = layout.find('C');
   if (channels != std::string::npos) {
     const int64_t c = image.size(static_cast<int64_t>(channels));
@@ -44,13 +61,12 @@ std::string checked_layout(const at::Tensor& image, const std::string& dataforma
 // A batch (N, 3, H, W) as one (3, H * rows, W * columns) canvas, row by row, the rest black.
 at::Tensor grid(const at::Tensor& batch) {
   const int64_t n = batch.size(0), h = batch.size(2), w = batch.size(3);
-  const int64_t columns = std::min(n, kGridColumns), rows = (n + columns - 1) / columns;
-  at::Tensor canvas = at::zeros({3, h * rows, w * columns}, batch.options());
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t y = i / columns, x = i % columns;
-    canvas.narrow(1, y * h, h).narrow(2, x * w, w).copy_(batch[i]);
-  }
-  return canvas;
+  const GridShape shape = grid_shape(n);
+  const int64_t cells = shape.rows * shape.columns;
+  const at::Tensor filled = cells == n ? batch : at::cat({batch, at::zeros({cells - n, 3, h, w}, batch.options())});
+  return filled.reshape({shape.rows, shape.columns, 3, h, w})
+      .permute({2, 0, 3, 1, 4})
+      .reshape({3, shape.rows * h, shape.columns * w});
 }
 
 // torch's convert_to_HWC: (H, W, 3 or 4).

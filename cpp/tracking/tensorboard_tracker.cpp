@@ -36,7 +36,13 @@ std::string event_file_name() {
                 ".", counter++);
 }
 
+// Protobuf serializes at most 2 GiB (and returns "" beyond): an event must stay below that.
+constexpr size_t kMaxEventBytes = (size_t{1} << 31) - 1;
+
 std::string framed(const tb::Event& event) {
+  const size_t bytes = event.ByteSizeLong();
+  if (bytes > kMaxEventBytes)
+    fail(Status::Io, "a TensorBoard event of ", bytes, " bytes: protobuf writes at most 2 GiB in one");
   std::string record;
   append_tfrecord(record, event.SerializeAsString());
   return record;
@@ -152,8 +158,8 @@ void TensorBoardTracker::start(const std::string& project_name, const nlohmann::
 }
 
 void TensorBoardTracker::log(const std::shared_ptr<const Record>& record) {
-  if (record->names.empty() && record->text_names.empty() && record->image_names.empty())
-    return;  // an event without values shows nothing
+  if (record->of_images) return log_images(record);
+  if (record->names.empty() && record->text_names.empty()) return;  // an event without values shows nothing
   running_file().post([record](std::FILE*& file, const std::string& path) {
     tb::Event event;
     event.set_wall_time(record->wall_time);
@@ -165,9 +171,24 @@ void TensorBoardTracker::log(const std::shared_ptr<const Record>& record) {
       value->set_simple_value(static_cast<float>(record->values[i]));
     }
     for (size_t i = 0; i < record->text_names.size(); ++i) add_text(*summary, record->text_names[i], record->texts[i]);
-    for (size_t i = 0; i < record->image_names.size(); ++i)
-      add_image(*summary, record->image_names[i], record->images[i]);
     write_all(file, path, framed(event));
+  });
+}
+
+// An event per image, as torch's add_images writes each (and as Accelerate's log_images calls it).
+void TensorBoardTracker::log_images(const std::shared_ptr<const Record>& record) {
+  for (size_t i = 0; i < record->images.size(); ++i)
+    require(record->images[i].png.size() + record->image_names[i].size() + 64 <= kMaxEventBytes,  // + its fields
+            "log_images: the PNG of \"", record->image_names[i], "\" is ", record->images[i].png.size(),
+            " bytes: a TensorBoard event ", "(a protobuf) holds at most 2 GiB");
+  running_file().post([record](std::FILE*& file, const std::string& path) {
+    for (size_t i = 0; i < record->images.size(); ++i) {
+      tb::Event event;
+      event.set_wall_time(record->wall_time);
+      event.set_step(record->step);
+      add_image(*event.mutable_summary(), record->image_names[i], record->images[i]);
+      write_all(file, path, framed(event));
+    }
   });
 }
 

@@ -21,6 +21,7 @@ class TensorBoardTracker : public FileTracker {
   void finish() override;
 
  private:
+  void log_images(const std::shared_ptr<const Record>& record);
   bool has_hparams_ = false;  // a session was started: end it in finish()
 };
 

@@ -126,21 +126,25 @@ void TrackerSet::init(const std::string& project_name, const std::string& config
   }
 }
 
-std::shared_ptr<Record> TrackerSet::new_record(const std::vector<std::string>& names, std::optional<int64_t> step,
-                                               bool of_images) {
-  if (!running_) fail(Status::NotInitialized, "log needs init_trackers first (or after end_training)");
+int64_t TrackerSet::check_call(const char* call, const std::vector<std::string>& names, std::optional<int64_t> step,
+                               bool of_images) const {
+  if (!running_) fail(Status::NotInitialized, call, " needs init_trackers first (or after end_training)");
   // A few names per call: compared pairwise, with no allocation on the training thread.
   for (size_t i = 0; i < names.size(); ++i) {
-    require(!names[i].empty(), "log: a value name is empty");
-    require(is_utf8(names[i]), "log: value name ", i, " is not valid UTF-8");
+    require(!names[i].empty(), call, ": a value name is empty");
+    require(is_utf8(names[i]), call, ": value name ", i, " is not valid UTF-8");
     for (size_t j = 0; j < i; ++j)
-      require(names[j] != names[i], "log: the name \"", names[i], "\" appears twice in one call");
+      require(names[j] != names[i], call, ": the name \"", names[i], "\" appears twice in one call");
     for (const auto& tracker : trackers_)  // on every process alike
       if (!of_images || tracker->takes_images()) tracker->check_name(names[i]);
   }
   const int64_t at = step.value_or(next_step_);
-  require(at < std::numeric_limits<int64_t>::max(), "log: step ", at, " leaves no step after it (the next call ",
+  require(at < std::numeric_limits<int64_t>::max(), call, ": step ", at, " leaves no step after it (the next call ",
           "without a step would log at it): steps must be below 2^63 - 1");
+  return at;
+}
+
+std::shared_ptr<Record> TrackerSet::take_step(int64_t at, bool of_images) {
   next_step_ = at + 1;
   if (!main_) return nullptr;
   auto record = std::make_shared<Record>();
@@ -154,7 +158,7 @@ void TrackerSet::log(std::vector<std::string> names, std::vector<double> values,
   refuse_from_callbacks("log");
   const std::lock_guard<std::recursive_mutex> lock(mutex_);
   require(names.size() == values.size(), "log: ", names.size(), " names but ", values.size(), " values");
-  auto record = new_record(names, step);
+  auto record = take_step(check_call("log", names, step), false);
   if (!record) return;  // a call without values is still a line in JSONL and CSV
   record->names = std::move(names);
   record->values = std::move(values);
@@ -168,7 +172,7 @@ void TrackerSet::log_text(std::vector<std::string> names, std::vector<std::strin
   require(names.size() == texts.size(), "log_text: ", names.size(), " names but ", texts.size(), " texts");
   for (size_t i = 0; i < texts.size(); ++i)
     require(is_utf8(texts[i]), "log_text: the text of \"", names[i], "\" is not valid UTF-8");
-  auto record = new_record(names, step);
+  auto record = take_step(check_call("log_text", names, step), false);
   if (!record) return;
   record->text_names = std::move(names);
   record->texts = std::move(texts);
@@ -182,11 +186,15 @@ void TrackerSet::log_images(std::vector<std::string> names, const std::vector<at
   const std::lock_guard<std::recursive_mutex> lock(mutex_);
   require(names.size() == images.size(), "log_images: ", names.size(), " names but ", images.size(), " images");
   for (size_t i = 0; i < images.size(); ++i) check_image(images[i], dataformats, names[i]);
-  auto record = new_record(names, step, /*of_images=*/true);
-  if (!record) return;
+  const int64_t at = check_call("log_images", names, step, /*of_images=*/true);
+  // Encoded before the step is taken: an image that cannot be (out of memory) leaves the step as it was.
+  std::vector<EncodedImage> encoded;
   const bool wanted = std::any_of(trackers_.begin(), trackers_.end(), [](const auto& t) { return t->takes_images(); });
-  if (!wanted) return;  // no tracker shows images: nothing to encode
-  for (size_t i = 0; i < images.size(); ++i) record->images.push_back(encode_image(images[i], dataformats, names[i]));
+  if (main_ && wanted)
+    for (size_t i = 0; i < images.size(); ++i) encoded.push_back(encode_image(images[i], dataformats, names[i]));
+  auto record = take_step(at, /*of_images=*/true);
+  if (!record || !wanted) return;  // no tracker shows images: nothing to hand out
+  record->images = std::move(encoded);
   record->image_names = std::move(names);
   std::shared_ptr<const Record> shared = std::move(record);
   each([&](Tracker& t) {

@@ -38,7 +38,7 @@ class TrackerSet {
   void log_text(std::vector<std::string> names, std::vector<std::string> texts, std::optional<int64_t> step);
   // Logs images by name, as log does numbers, to the trackers that take images (TensorBoard's):
   // Accelerate's TensorBoardTracker.log_images. Each is checked on every process and encoded on the
-  // main one (image_summary.h; dataformats "" is "NCHW").
+  // main one (image_summary.h).
   void log_images(std::vector<std::string> names, const std::vector<at::Tensor>& images, const std::string& dataformats,
                   std::optional<int64_t> step);
   // Ends the run: trackers finish and their files are complete on disk.
@@ -58,10 +58,12 @@ class TrackerSet {
   const Tracker& find(const std::string& name) const;
   template <typename Call>
   void each(Call call);
-  // Checks a call's names (against the trackers that take images, for images) and step, advances
-  // the step; the record to hand out (null off the main process).
-  std::shared_ptr<Record> new_record(const std::vector<std::string>& names, std::optional<int64_t> step,
-                                     bool of_images = false);
+  // Checks a call's names (against the trackers that take images, for images) and step: the step
+  // it logs at. `call` names it in errors.
+  int64_t check_call(const char* call, const std::vector<std::string>& names, std::optional<int64_t> step,
+                     bool of_images = false) const;
+  // Advances the step past `at`; the record to hand out (null off the main process).
+  std::shared_ptr<Record> take_step(int64_t at, bool of_images);
 
   // Threads of one accelerator log, start and end runs at once: each call holds the set (recursive:
   // init ends the run before it, a name lookup lists the names).

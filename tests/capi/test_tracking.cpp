@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -821,6 +822,27 @@ TEST(Tracking, ImagesAreWrittenAsTorchsAddImagesWritesThem) {
   ACC_EXPECT_ERROR(acc_log_images(a, &batch_name, &empty, 1, -1, nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "\"samples\" is empty (its N is 0)");
   ACC_EXPECT_ERROR(acc_log_images(a, &batch_name, nullptr, 1, -1, nullptr), ACC_ERR_INVALID_ARGUMENT, "images is NULL");
+  ACC_EXPECT_ERROR(acc_log_images(a, &batch_name, &batch, 1, -1, ""), ACC_ERR_INVALID_ARGUMENT,
+                   "dataformats \"\" is not an order of NCHW, CHW or HW");
+  const char* two_names[] = {"first", "second"};
+  acc_tensor* one_missing[] = {batch, nullptr};
+  ACC_EXPECT_ERROR(acc_log_images(a, two_names, one_missing, 2, -1, nullptr), ACC_ERR_INVALID_HANDLE,
+                   "images[1] is NULL");
+  // A side past PNG's 2^31 - 1 pixels, refused from the shape before anything is allocated: a sparse
+  // file mapped as one gray row of 2^31 pixels, and as 9 images that a grid row of 8 makes 2^31 wide.
+  const std::string sparse = dir + "/sparse.bin";
+  std::ofstream(sparse).close();
+  ASSERT_EQ(truncate(sparse.c_str(), int64_t{1} << 32), 0);
+  const int64_t row[] = {1, int64_t{1} << 31}, nine[] = {9, 1, 1, int64_t{1} << 28};
+  acc_tensor *wide = nullptr, *grid = nullptr;
+  ACC_ASSERT_OK(acc_tensor_from_file_mmap(sparse.c_str(), 0, ACC_DTYPE_UINT8, row, 2, &wide));
+  ACC_ASSERT_OK(acc_tensor_from_file_mmap(sparse.c_str(), 0, ACC_DTYPE_UINT8, nine, 4, &grid));
+  ACC_EXPECT_ERROR(acc_log_images(a, &batch_name, &wide, 1, -1, "HW"), ACC_ERR_INVALID_ARGUMENT,
+                   "a PNG's sides are at most 2147483647");
+  ACC_EXPECT_ERROR(acc_log_images(a, &batch_name, &grid, 1, -1, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "makes an image of 1x2 by 268435456x8 pixels");
+  acc_tensor_free(wide);
+  acc_tensor_free(grid);
   ACC_ASSERT_OK(acc_log_scalar(a, "loss", 0.5, -1));  // step 7
   ACC_ASSERT_OK(acc_end_training(a));
 
@@ -828,7 +850,10 @@ TEST(Tracking, ImagesAreWrittenAsTorchsAddImagesWritesThem) {
   std::map<std::string, int64_t> steps;
   for (const auto& e : acc_test::read_event_file(tracker_path(a, "tensorboard")))
     for (const auto& v : e.values)
-      if (v.has_image) images[v.tag] = v, steps[v.tag] = e.step;
+      if (v.has_image) {
+        EXPECT_EQ(e.values.size(), 1u) << "an event per image, as add_images writes: " << v.tag;
+        images[v.tag] = v, steps[v.tag] = e.step;
+      }
   ASSERT_EQ(images.size(), 4u);
   EXPECT_EQ(steps, (std::map<std::string, int64_t>{{"samples", 3}, {"picture", 4}, {"colours", 5}, {"counts", 6}}));
 
