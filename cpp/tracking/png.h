@@ -1,5 +1,6 @@
-// A PNG writer for 8-bit pixels (what TensorBoard's image summaries carry): rows unfiltered,
-// deflated by zlib, each chunk with its CRC.
+// A PNG writer for 8-bit pixels (what TensorBoard's image summaries carry): each row filtered as
+// libpng and Pillow choose (the least sum of signed filtered bytes), deflated by zlib, each chunk
+// with its CRC.
 #pragma once
 
 #include <cstdint>

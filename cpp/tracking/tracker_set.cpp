@@ -158,7 +158,7 @@ void TrackerSet::log(std::vector<std::string> names, std::vector<double> values,
   refuse_from_callbacks("log");
   const std::lock_guard<std::recursive_mutex> lock(mutex_);
   require(names.size() == values.size(), "log: ", names.size(), " names but ", values.size(), " values");
-  auto record = take_step(check_call("log", names, step), false);
+  auto record = take_step(check_call("log", names, step), /*of_images=*/false);
   if (!record) return;  // a call without values is still a line in JSONL and CSV
   record->names = std::move(names);
   record->values = std::move(values);
@@ -172,7 +172,7 @@ void TrackerSet::log_text(std::vector<std::string> names, std::vector<std::strin
   require(names.size() == texts.size(), "log_text: ", names.size(), " names but ", texts.size(), " texts");
   for (size_t i = 0; i < texts.size(); ++i)
     require(is_utf8(texts[i]), "log_text: the text of \"", names[i], "\" is not valid UTF-8");
-  auto record = take_step(check_call("log_text", names, step), false);
+  auto record = take_step(check_call("log_text", names, step), /*of_images=*/false);
   if (!record) return;
   record->text_names = std::move(names);
   record->texts = std::move(texts);

@@ -926,3 +926,54 @@ TEST(Tracking, ImagesAreWrittenAsTorchsAddImagesWritesThem) {
   for (acc_tensor* t : {batch, picture, nhwc, counts, four, empty}) acc_tensor_free(t);
   acc_accelerator_free(a);
 }
+
+// Larger images, smooth and random, through every PNG row filter: Pillow decodes them to what torch's
+// own layout code and scaling give.
+TEST(Tracking, LargerImagesDecodeToTorchsPixels) {
+  if (std::system("python3 -c 'import PIL' >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "Python's Pillow is not installed (python3-pil): the PNG check is skipped";
+  const std::string dir = fresh_dir("larger_images");
+  acc_accelerator* a = make("tensorboard", dir);
+  ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
+  std::vector<float> gradient(3 * 40 * 56);
+  for (int c = 0; c < 3; ++c)
+    for (int y = 0; y < 40; ++y)
+      for (int x = 0; x < 56; ++x) gradient[(c * 40 + y) * 56 + x] = 0.3f * c + 0.5f * y / 40 + 0.2f * x / 56;
+  std::vector<uint8_t> noise(11 * 3 * 17 * 23);
+  uint32_t state = 12345;
+  for (auto& v : noise) v = static_cast<uint8_t>((state = state * 1664525u + 1013904223u) >> 24);
+  acc_tensor* smooth = acc_test::floats(gradient, {3, 40, 56});
+  acc_tensor* random = uint8s(noise, {11, 3, 17, 23});
+  const char* names[] = {"smooth", "random"};
+  acc_tensor* images[] = {smooth, random};
+  ACC_ASSERT_OK(acc_log_images(a, &names[0], &images[0], 1, 0, "CHW"));
+  ACC_ASSERT_OK(acc_log_images(a, &names[1], &images[1], 1, 1, nullptr));
+  ACC_ASSERT_OK(acc_end_training(a));
+  std::map<std::string, std::string> pngs;
+  for (const auto& e : acc_test::read_event_file(tracker_path(a, "tensorboard")))
+    for (const auto& v : e.values)
+      if (v.has_image) pngs[v.tag] = v.image_encoded;
+  ASSERT_EQ(pngs.size(), 2u);
+  auto raw = [&](const std::string& file, const void* data, size_t bytes) {
+    std::ofstream(dir + "/" + file, std::ios::binary).write(static_cast<const char*>(data), std::streamsize(bytes));
+    return dir + "/" + file;
+  };
+  std::ofstream(dir + "/smooth.png", std::ios::binary) << pngs["smooth"];
+  std::ofstream(dir + "/random.png", std::ios::binary) << pngs["random"];
+  const std::vector<nlohmann::json> cases = {
+      {{"data", raw("smooth.bin", gradient.data(), gradient.size() * 4)},
+       {"dtype", "float32"},
+       {"shape", {3, 40, 56}},
+       {"dataformats", "CHW"},
+       {"png", dir + "/smooth.png"}},
+      {{"data", raw("random.bin", noise.data(), noise.size())},
+       {"dtype", "uint8"},
+       {"shape", {11, 3, 17, 23}},
+       {"dataformats", "NCHW"},
+       {"png", dir + "/random.png"}},
+  };
+  EXPECT_EQ(matching_torch({cases[0].dump(), cases[1].dump()}, dir), (std::vector<std::string>(2, "True")));
+  acc_tensor_free(smooth);
+  acc_tensor_free(random);
+  acc_accelerator_free(a);
+}
