@@ -315,6 +315,10 @@ int main(int argc, char **argv) {
       if (!batch) break;
       CHECK(acc_tensor_list_get(batch, 0, &x));
       CHECK(acc_tensor_list_get(batch, 1, &y));
+      if (global_step == 0) { /* the first batch as a grid in TensorBoard's IMAGES tab */
+        const char *samples = "train/first_batch";
+        CHECK(acc_log_images(acc, &samples, (const acc_tensor *const *)&x, 1, 0, "NCHW"));
+      }
       CHECK(acc_accumulate_begin(acc));
       CHECK(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &logits));
       CHECK(acc_loss_cross_entropy(logits, y, ACC_REDUCTION_MEAN, 0.0, &loss));
