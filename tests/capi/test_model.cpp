@@ -182,7 +182,7 @@ TEST(Model, ForwardErrorsNameTheProblem) {
   ACC_EXPECT_ERROR(acc_model_forward(m, nullptr, 1, 0, &out), ACC_ERR_INVALID_ARGUMENT, "inputs is NULL");
   ACC_EXPECT_ERROR(acc_model_forward(m, two, 1, 0x80, &out), ACC_ERR_INVALID_ARGUMENT, "unknown forward flags");
   acc_tensor_free(wrong);
-  ACC_EXPECT_ERROR(acc_model_forward1(m, wrong, 0, &y), ACC_ERR_INVALID_HANDLE, "inputs[i]");
+  ACC_EXPECT_ERROR(acc_model_forward1(m, wrong, 0, &y), ACC_ERR_INVALID_HANDLE, "inputs[0] is not a live acc_tensor");
   acc_model_free(m);
   acc_tensor* x = floats(std::vector<float>(4, 0), {1, 4});
   ACC_EXPECT_ERROR(acc_model_forward1(m, x, 0, &y), ACC_ERR_INVALID_HANDLE, "not a live acc_model");
@@ -305,6 +305,7 @@ TEST(TorchScript, MutatedArchivesAreRefusedOrWorkNeverCrash) {
   const std::string original = fixture("classifier.pt");
   if (original.empty()) GTEST_SKIP() << "ACC_TEST_DATA is not set";
   const std::string bytes = acc_test::read_file(original);
+  ASSERT_FALSE(bytes.empty()) << original << " is missing or empty (run the export_ fixtures first)";
   const std::string path = temp_path("mutated.pt");
   uint32_t state = 12345;  // a fixed LCG: the same mutations every run
   int refused = 0;
