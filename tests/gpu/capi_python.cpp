@@ -150,6 +150,14 @@ TEST(GpuTracking, TensorBoardReadsOurEventFiles) {
   }
   ACC_ASSERT_OK(acc_log_scalar(acc, "lr", 3e-4, 10));  // an explicit step
   expected["scalars"]["lr"].push_back({10, 3e-4});
+  // A batch of 3 colour images of 4x5 on the accelerator's device (values below 0 and above 1 too).
+  std::vector<float> pixels(3 * 3 * 4 * 5);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<float>(i) / 150.0f - 0.1f;
+  acc_tensor* images = acc_gpu::floats_on(pixels, {3, 3, 4, 5}, device_of(acc));
+  const char* image_name = "samples";
+  ACC_ASSERT_OK(acc_log_images(acc, &image_name, &images, 1, 11, nullptr));
+  acc_tensor_free(images);
+  expected["images"] = {{"samples", {{"step", 11}, {"shape", {3, 3, 4, 5}}, {"values", pixels}}}};
   ACC_ASSERT_OK(acc_end_training(acc));
   expected["hparams"] = {{"lr", 0.01}, {"batch_size", 32}, {"optimizer", "adamw"}, {"model/layers", 2},
                          {"shuffle", true}};

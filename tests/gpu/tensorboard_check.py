@@ -1,11 +1,13 @@
 """The Python side of GpuTracking.TensorBoardReadsOurEventFiles: TensorBoard's own EventAccumulator
-reads the folder of our event file, and every scalar, step, hyper-parameter and the text summary
-must be what the test logged.
+reads the folder of our event file, and every scalar, step, hyper-parameter, the text summary and
+each image must be what the test logged (an image: the pixels of torch's own image() summary of the
+same tensor, where Pillow is there to decode both).
 
     tensorboard_check.py --probe              exit 0 when tensorboard can be imported, 77 otherwise
     tensorboard_check.py RUN_DIR EXPECTED.json
 
-EXPECTED.json: {"scalars": {tag: [[step, value], ...]}, "hparams": {name: value}, "text": [substrings]}.
+EXPECTED.json: {"scalars": {tag: [[step, value], ...]}, "hparams": {name: value}, "text": [substrings],
+"images": {tag: {"step": s, "shape": [N, C, H, W], "values": [...]}}}.
 Exits 77 (the test is skipped) when python lacks tensorboard.
 """
 import json
@@ -34,7 +36,8 @@ def float32(x: float) -> float:
 
 def check(run_dir: str, expected: dict) -> None:
     acc = event_accumulator.EventAccumulator(
-        run_dir, size_guidance={event_accumulator.SCALARS: 0, event_accumulator.TENSORS: 0})
+        run_dir,
+        size_guidance={event_accumulator.SCALARS: 0, event_accumulator.TENSORS: 0, event_accumulator.IMAGES: 0})
     acc.Reload()
     tags = acc.Tags()
 
@@ -81,8 +84,37 @@ def check(run_dir: str, expected: dict) -> None:
         for needle in expected["text"]:
             expect(needle in text, f"the text summary lacks {needle!r}:\n{text}")
 
+    # Images: one event per tag at its step, the size of torch's summary, and (with Pillow) its pixels.
+    for tag, image in expected.get("images", {}).items():
+        expect(tag in tags["images"], f"no image {tag} among {tags['images']}")
+        if tag not in tags["images"]:
+            continue
+        events = acc.Images(tag)
+        expect([e.step for e in events] == [image["step"]], f"{tag}: steps {[e.step for e in events]}")
+        check_image(tag, events[0], image)
+
     counts = {tag: len(acc.Scalars(tag)) for tag in tags["scalars"]}
     print(f"EventAccumulator read {run_dir}: scalars {counts}, {len(expected['hparams'])} hparams, text summary")
+
+
+def check_image(tag: str, event, image: dict) -> None:
+    """The image against torch's own image() summary of the same tensor (which needs Pillow)."""
+    try:
+        import io
+        from PIL import Image
+    except ImportError:
+        print(f"{tag}: no Pillow here, the pixels are not compared with torch's")
+        return
+    import torch
+    from torch.utils.tensorboard.summary import image as torch_image
+
+    tensor = torch.tensor(image["values"], dtype=torch.float32).reshape(image["shape"])
+    theirs = torch_image(tag, tensor).value[0].image
+    expect((event.width, event.height) == (theirs.width, theirs.height),
+           f"{tag}: {event.width}x{event.height}, torch's {theirs.width}x{theirs.height}")
+    ours = Image.open(io.BytesIO(event.encoded_image_string))
+    torchs = Image.open(io.BytesIO(theirs.encoded_image_string))
+    expect(ours.mode == torchs.mode and ours.tobytes() == torchs.tobytes(), f"{tag}: pixels differ from torch's")
 
 
 def main() -> None:
