@@ -131,6 +131,17 @@
     check(acc_log($self, ptrs.data(), data, n, step));
   }
   void logScalar(const char *name, double value, int64_t step ERR) { check(acc_log_scalar($self, name, value, step)); }
+  /* names: as logValues'; the values of one main tag (Accelerate's log of a dict value). */
+  void logGroup(const char *mainTag, const uint8_t *names, size_t namesSize, const double *data, size_t n,
+                int64_t step ERR) {
+    std::vector<std::string> list = split_nul_terminated(names, namesSize);
+    if (list.size() != n)
+      fail(ACC_ERR_INVALID_ARGUMENT, "log_scalars: " + std::to_string(list.size()) + " names for " + std::to_string(n) +
+                                         " values");
+    std::vector<const char *> ptrs;
+    for (const auto &s : list) ptrs.push_back(s.c_str());
+    check(acc_log_scalars($self, mainTag, ptrs.data(), data, n, step));
+  }
   /* names and texts: each one's UTF-8 bytes and a NUL (split_nul_terminated), in the same order. */
   void logTexts(const uint8_t *names, size_t namesSize, const uint8_t *texts, size_t textsSize, int64_t step ERR) {
     std::vector<std::string> keys = split_nul_terminated(names, namesSize);

@@ -363,6 +363,7 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %csmethodmodifiers acc_accelerator::addTracker "internal";
 %csmethodmodifiers acc_accelerator::logValues "internal";
 %csmethodmodifiers acc_accelerator::logTexts "internal";
+%csmethodmodifiers acc_accelerator::logGroup "internal";
 %csmethodmodifiers acc_accelerator::logImages "internal";
 %csmethodmodifiers acc_accelerator::backwardWith "internal";
 %csmethodmodifiers acc_scheduler::fromLrLambda "internal";

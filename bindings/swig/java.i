@@ -297,6 +297,7 @@ ACC_JAVA_HANDLE(accswig::LoadReport, false)
 %javamethodmodifiers acc_accelerator::addTracker "protected";
 %javamethodmodifiers acc_accelerator::logValues "protected";
 %javamethodmodifiers acc_accelerator::logTexts "protected";
+%javamethodmodifiers acc_accelerator::logGroup "protected";
 %javamethodmodifiers acc_accelerator::logImages "protected";
 %javamethodmodifiers acc_accelerator::backwardWith "protected";
 %javamethodmodifiers acc_scheduler::fromLrLambda "protected";

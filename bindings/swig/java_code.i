@@ -372,9 +372,19 @@
   /** Accelerate's log: values by name at step, or at the step after the last one when step is negative. */
   public void log(java.util.Map<String, Double> values, long step) {
     String[] names = values.keySet().toArray(new String[0]);
+    logValues(Args.nulJoined("log: the metric name", names), valuesOf(values, names), step);
+  }
+  private static double[] valuesOf(java.util.Map<String, Double> values, String[] names) {
     double[] data = new double[names.length];
     for (int i = 0; i < names.length; ++i) data[i] = values.get(names[i]);
-    logValues(Args.nulJoined("log: the metric name", names), data, step);
+    return data;
+  }
+  /** Accelerate's log of a dict value (TensorBoard's add_scalars): values by name under mainTag, at
+   *  step or at the step after the last one when step is negative. TensorBoard draws them in one
+   *  chart; the other trackers get "mainTag/name". */
+  public void logScalars(String mainTag, java.util.Map<String, Double> values, long step) {
+    String[] names = values.keySet().toArray(new String[0]);
+    logGroup(mainTag, Args.nulJoined("logScalars: the name", names), valuesOf(values, names), step);
   }
   /** Accelerate's log of str values (TensorBoard's add_text): texts by name at step, or at the step
    *  after the last one when step is negative. Program trackers get them through their logText. */

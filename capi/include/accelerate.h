@@ -1518,6 +1518,14 @@ ACC_API ACC_NODISCARD acc_status acc_init_trackers(acc_accelerator *acc, const c
  * If a tracker fails, the others still receive the values, and the first failure is returned. */
 ACC_API ACC_NODISCARD acc_status acc_log(acc_accelerator *acc, const char *const *names, const double *values,
                                          size_t n, int64_t step);
+/* Accelerate's log of a dict value ({main_tag: {name: value, ...}}; TensorBoard's add_scalars): n
+ * values by name under one main tag, with acc_log's rules for names and steps. tensorboard writes
+ * each as add_scalars does, into an event file of its own run folder, "<main_tag>_<name>" inside the
+ * run's (a '/' in main_tag becomes '_'), tagged main_tag, so TensorBoard draws them in one chart;
+ * jsonl, csv and the program's trackers get them as values named "<main_tag>/<name>". A name with a
+ * ".." part (which would lead out of the run's folder) is ACC_ERR_INVALID_ARGUMENT. */
+ACC_API ACC_NODISCARD acc_status acc_log_scalars(acc_accelerator *acc, const char *main_tag, const char *const *names,
+                                                 const double *values, size_t n, int64_t step);
 /* acc_log of a single value. */
 ACC_API ACC_NODISCARD acc_status acc_log_scalar(acc_accelerator *acc, const char *name, double value, int64_t step);
 /* Accelerate's log of str values: n texts (valid UTF-8, else ACC_ERR_INVALID_ARGUMENT) by name, with

@@ -103,6 +103,17 @@ acc_status acc_log(acc_accelerator* acc, const char* const* names, const double*
   });
 }
 
+acc_status acc_log_scalars(acc_accelerator* acc, const char* main_tag, const char* const* names, const double* values,
+                           size_t n, int64_t step) {
+  return guarded([&] {
+    auto& a = accelerator_arg(acc);
+    const std::string group = text_arg(main_tag, "main_tag");
+    auto keys = names_arg(names, n, "names");
+    acc::require(n == 0 || values != nullptr, "values is NULL");
+    a.trackers().log_scalars(group, std::move(keys), std::vector<double>(values, values + n), step_arg(step));
+  });
+}
+
 acc_status acc_log_text(acc_accelerator* acc, const char* const* names, const char* const* texts, size_t n,
                         int64_t step) {
   return guarded([&] {

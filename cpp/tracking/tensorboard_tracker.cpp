@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <ctime>
 #include <exception>
+#include <filesystem>
 
 #include "common/error.h"
 #include "tracking/hparams.h"
@@ -152,13 +154,14 @@ std::string end_record(double wall_time) {
 }  // namespace
 
 void TensorBoardTracker::start(const std::string& project_name, const nlohmann::json& config) {
-  open_run(project_name, event_file_name(), /*truncate=*/true);
+  run_dir_ = open_run(project_name, event_file_name(), /*truncate=*/true);
   has_hparams_ = !config.empty();
   file_->append(start_records(config, now_seconds()));
 }
 
 void TensorBoardTracker::log(const std::shared_ptr<const Record>& record) {
   if (record->of_images) return log_images(record);
+  if (!record->group.empty()) return log_group(record);
   if (record->names.empty() && record->text_names.empty()) return;  // an event without values shows nothing
   running_file().post([record](std::FILE*& file, const std::string& path) {
     tb::Event event;
@@ -173,6 +176,33 @@ void TensorBoardTracker::log(const std::shared_ptr<const Record>& record) {
     for (size_t i = 0; i < record->text_names.size(); ++i) add_text(*summary, record->text_names[i], record->texts[i]);
     write_all(file, path, framed(event));
   });
+}
+
+// As torch's add_scalars: each value in an event file of its own run folder, "<run>/<group>_<name>"
+// (a '/' in the group as '_'), tagged with the group, so that TensorBoard draws them in one chart.
+void TensorBoardTracker::log_group(const std::shared_ptr<const Record>& record) {
+  std::string folder_prefix = record->group;
+  std::replace(folder_prefix.begin(), folder_prefix.end(), '/', '_');
+  for (size_t i = 0; i < record->group_names.size(); ++i) {
+    const std::string folder = run_dir_ + "/" + folder_prefix + "_" + record->group_names[i];
+    auto& file = group_files_[folder];
+    if (!file) {
+      std::error_code ec;
+      std::filesystem::create_directories(folder, ec);
+      if (ec) fail(Status::Io, "cannot create the TensorBoard folder ", folder, ": ", ec.message());
+      file = std::make_unique<AsyncFile>(folder + "/" + event_file_name(), /*truncate=*/true);
+      file->append(start_records(nlohmann::json::object(), record->wall_time));
+    }
+    file->post([record, i](std::FILE*& f, const std::string& path) {
+      tb::Event event;
+      event.set_wall_time(record->wall_time);
+      event.set_step(record->step);
+      auto* value = event.mutable_summary()->add_value();
+      value->set_tag(record->group);
+      value->set_simple_value(static_cast<float>(record->values[i]));
+      write_all(f, path, framed(event));
+    });
+  }
 }
 
 // An event per image, as torch's add_images writes each (and as Accelerate's log_images calls it).
@@ -206,6 +236,14 @@ void TensorBoardTracker::finish() {
   } catch (...) {
     if (!failure) failure = std::current_exception();
   }
+  for (auto& [folder, file] : group_files_) {
+    try {
+      file->close();
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  group_files_.clear();
   if (failure) std::rethrow_exception(failure);
 }
 

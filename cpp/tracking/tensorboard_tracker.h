@@ -1,10 +1,12 @@
 // TensorBoard: an event file per run, <logging_dir>/<project_name>/events.out.tfevents.<time>.<host>.<pid>.<n>,
 // that TensorBoard reads as it is. Scalars are Summary simple_values; the hyper-parameters are the
 // HParams plugin's session start/end summaries (the HPARAMS dashboard) and a markdown table (TEXT);
-// texts and images are written as torch's SummaryWriter.add_text and add_images write them.
+// texts, images and groups of scalars are written as torch's SummaryWriter.add_text, add_images and
+// add_scalars write them.
 // Protos are built, serialized and framed on the file's background thread.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -21,8 +23,12 @@ class TensorBoardTracker : public FileTracker {
   void finish() override;
 
  private:
+  void log_group(const std::shared_ptr<const Record>& record);
   void log_images(const std::shared_ptr<const Record>& record);
   bool has_hparams_ = false;  // a session was started: end it in finish()
+  std::string run_dir_;
+  // acc_log_scalars' event files, one per folder "<group>_<name>" of the run (add_scalars' writers).
+  std::map<std::string, std::unique_ptr<AsyncFile>> group_files_;
 };
 
 }  // namespace acc::tracking

@@ -13,13 +13,17 @@
 
 namespace acc::tracking {
 
-// The values of one log call: numbers (acc_log), texts (acc_log_text) or images (acc_log_images),
-// each list by name. Shared, immutable: trackers that write in the background keep it.
+// The values of one log call: numbers (acc_log, or a group of them: acc_log_scalars), texts
+// (acc_log_text) or images (acc_log_images), each list by name. Shared, immutable: trackers that write in the
+// background keep it.
 struct Record {
   int64_t step = 0;
   double wall_time = 0;  // seconds since the Unix epoch
   std::vector<std::string> names;
   std::vector<double> values;
+  // acc_log_scalars: the values' main tag, and each value's own name (`names` are "<group>/<name>").
+  std::string group;
+  std::vector<std::string> group_names;
   std::vector<std::string> text_names;
   std::vector<std::string> texts;  // valid UTF-8
   bool of_images = false;          // an acc_log_images call: TensorBoard's alone (numbers and texts are empty)

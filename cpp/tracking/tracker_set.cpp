@@ -166,6 +166,29 @@ void TrackerSet::log(std::vector<std::string> names, std::vector<double> values,
   each([&](Tracker& t) { t.log(shared); });
 }
 
+void TrackerSet::log_scalars(const std::string& group, std::vector<std::string> names, std::vector<double> values,
+                             std::optional<int64_t> step) {
+  refuse_from_callbacks("log_scalars");
+  const std::lock_guard<std::recursive_mutex> lock(mutex_);
+  require(!group.empty() && is_utf8(group), "log_scalars: the main tag must be non-empty UTF-8");
+  require(names.size() == values.size(), "log_scalars: ", names.size(), " names but ", values.size(), " values");
+  std::vector<std::string> flat;
+  for (const auto& name : names) {
+    // TensorBoard's folder for it is "<group>_<name>" inside the run's: no name may lead out of it.
+    for (const auto& part : split_trimmed(name, '/'))
+      require(part != "..", "log_scalars: the name \"", name, "\" would lead out of the run's folder");
+    flat.push_back(group + "/" + name);
+  }
+  auto record = take_step(check_call("log_scalars", flat, step), /*of_images=*/false);
+  if (!record) return;
+  record->names = std::move(flat);
+  record->values = std::move(values);
+  record->group = group;
+  record->group_names = std::move(names);
+  std::shared_ptr<const Record> shared = std::move(record);
+  each([&](Tracker& t) { t.log(shared); });
+}
+
 void TrackerSet::log_text(std::vector<std::string> names, std::vector<std::string> texts, std::optional<int64_t> step) {
   refuse_from_callbacks("log_text");
   const std::lock_guard<std::recursive_mutex> lock(mutex_);

@@ -36,6 +36,11 @@ class TrackerSet {
   void log(std::vector<std::string> names, std::vector<double> values, std::optional<int64_t> step);
   // Logs texts by name (valid UTF-8), as log does numbers: Accelerate's log of str values.
   void log_text(std::vector<std::string> names, std::vector<std::string> texts, std::optional<int64_t> step);
+  // Logs numbers under one main tag, as log does (Accelerate's log of a dict value: TensorBoard's
+  // add_scalars). TensorBoard writes each into its own run folder, "<group>_<name>" (a '/' in the group
+  // becomes '_'), tagged with the group; the other trackers get them as "<group>/<name>".
+  void log_scalars(const std::string& group, std::vector<std::string> names, std::vector<double> values,
+                   std::optional<int64_t> step);
   // Logs images by name, as log does numbers, to the trackers that take images (TensorBoard's):
   // Accelerate's TensorBoardTracker.log_images. Each is checked on every process and encoded on the
   // main one (image_summary.h).

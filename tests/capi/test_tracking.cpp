@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -975,5 +976,59 @@ TEST(Tracking, LargerImagesDecodeToTorchsPixels) {
   EXPECT_EQ(matching_torch({cases[0].dump(), cases[1].dump()}, dir), (std::vector<std::string>(2, "True")));
   acc_tensor_free(smooth);
   acc_tensor_free(random);
+  acc_accelerator_free(a);
+}
+
+// acc_log_scalars, Accelerate's log of a dict value: TensorBoard gets torch's add_scalars layout (a
+// run folder "<main>_<name>" per value, its own event file, tagged with the main tag); JSONL and the
+// program's trackers get "<main>/<name>"; a name leading out of the run's folder is refused.
+TEST(Tracking, AGroupOfScalarsIsWrittenAsAddScalars) {
+  const std::string dir = fresh_dir("scalars_group");
+  acc_accelerator* a = make("tensorboard,jsonl", dir);
+  Recorder r;
+  ACC_ASSERT_OK(acc_add_tracker(a, "mine", nullptr, recorder_log, nullptr, &r, nullptr));
+  ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
+  const char* names[] = {"train", "eval"};
+  for (int step = 0; step < 3; ++step) {
+    const double values[] = {1.0 / (step + 1), 2.0 / (step + 1)};
+    ACC_ASSERT_OK(acc_log_scalars(a, "loss/total", names, values, 2, -1));
+  }
+  const char* escape[] = {"../outside"};
+  const double one[] = {1.0};
+  ACC_EXPECT_ERROR(acc_log_scalars(a, "loss", escape, one, 1, -1), ACC_ERR_INVALID_ARGUMENT,
+                   "would lead out of the run's folder");
+  ACC_EXPECT_ERROR(acc_log_scalars(a, "", names, one, 1, -1), ACC_ERR_INVALID_ARGUMENT, "main tag");
+  ACC_EXPECT_ERROR(acc_log_scalars(a, nullptr, names, one, 1, -1), ACC_ERR_INVALID_ARGUMENT, "main_tag");
+  ACC_ASSERT_OK(acc_log_scalar(a, "lr", 0.5, -1));  // step 3: the failed calls took none
+  ACC_ASSERT_OK(acc_end_training(a));
+
+  const std::string run = dir + "/run";
+  for (const char* name : {"train", "eval"}) {
+    const std::string folder = run + "/loss_total_" + name;
+    std::vector<std::string> files;
+    for (const auto& entry : std::filesystem::directory_iterator(folder)) files.push_back(entry.path().string());
+    ASSERT_EQ(files.size(), 1u) << folder;
+    EXPECT_NE(files[0].find("events.out.tfevents."), std::string::npos) << files[0];
+    const auto events = acc_test::read_event_file(files[0]);
+    ASSERT_EQ(events.size(), 4u) << "the file version, then a value a step";
+    EXPECT_EQ(events[0].file_version, "brain.Event:2");
+    for (int step = 0; step < 3; ++step) {
+      ASSERT_EQ(events[step + 1].values.size(), 1u);
+      EXPECT_EQ(events[step + 1].step, step);
+      EXPECT_EQ(events[step + 1].values[0].tag, "loss/total");
+      EXPECT_EQ(events[step + 1].values[0].simple_value,
+                static_cast<float>((std::string(name) == "train" ? 1.0 : 2.0) / (step + 1)));
+    }
+  }
+  for (const auto& e : acc_test::read_event_file(tracker_path(a, "tensorboard")))
+    for (const auto& v : e.values) EXPECT_NE(v.tag, "loss/total") << "the run's own file holds no group value";
+
+  const auto lines = lines_of(acc_test::read_file(tracker_path(a, "jsonl")));
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(nlohmann::json::parse(lines[2])["values"],
+            (nlohmann::json{{"loss/total/train", 1.0 / 3}, {"loss/total/eval", 2.0 / 3}}));
+  EXPECT_EQ(nlohmann::json::parse(lines[3])["step"], 3);
+  ASSERT_EQ(r.logs.size(), 4u);
+  EXPECT_EQ(r.logs[0], (std::map<std::string, double>{{"loss/total/train", 1.0}, {"loss/total/eval", 2.0}}));
   acc_accelerator_free(a);
 }

@@ -290,10 +290,18 @@ public partial class Accelerator {
   /// Accelerate's log: values by name at `step`, or at the step after the last one when step is negative.
   public void Log(IDictionary<string, double> values, long step = -1) {
     var names = new List<string>(Arg.NotNull(values, "values").Keys);
-    var data = new double[names.Count];
-    for (int i = 0; i < data.Length; ++i) data[i] = values[names[i]];
+    var data = names.Select(n => values[n]).ToArray();
     var encoded = Arg.NulJoined("log: the metric name", names);
     LogValues(encoded, encoded.LongLength, data, data.LongLength, step);
+  }
+  /// Accelerate's log of a dict value (TensorBoard's add_scalars): values by name under mainTag, at
+  /// `step` or at the step after the last one when step is negative. TensorBoard draws them in one
+  /// chart; the other trackers get "mainTag/name".
+  public void LogScalars(string mainTag, IDictionary<string, double> values, long step = -1) {
+    var names = new List<string>(Arg.NotNull(values, "values").Keys);
+    var data = names.Select(n => values[n]).ToArray();
+    var encoded = Arg.NulJoined("LogScalars: the name", names);
+    LogGroup(Arg.NotNull(mainTag, "mainTag"), encoded, encoded.LongLength, data, data.LongLength, step);
   }
   /// Accelerate's log of str values (TensorBoard's add_text): texts by name at `step`, or at the step
   /// after the last one when step is negative. Program trackers get them as ITextTracker.

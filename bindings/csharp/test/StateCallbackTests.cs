@@ -159,6 +159,26 @@ public class StateCallbackTests {
     Assert.IsTrue(events.Contains("samples") && events.Contains("gray") && events.Contains("\u0089PNG"));
   }
 
+  // A dict value (LogScalars) reaches a tracker as "main/name" values, and TensorBoard as add_scalars'
+  // folder per name.
+  [Test]
+  public void AGroupOfScalarsIsLoggedUnderItsMainTag() {
+    var numbers = new Recorder();
+    string dir = TestDirs.Temp();
+    using (Options o = Options.Accelerator().Put("cpu", true).Put("project_dir", dir).Put("log_with", "tensorboard"))
+    using (Accelerator acc = new Accelerator(o)) {
+      acc.AddTracker("numbers", numbers);
+      acc.InitTrackers("run", null);
+      acc.LogScalars("loss", new Dictionary<string, double> {{"train", 0.5}});
+      var e = Assert.Throws<AccelerateInvalidArgumentException>(
+          () => acc.LogScalars("loss", new Dictionary<string, double> {{"../x", 1.0}}));
+      StringAssert.Contains("out of the run's folder", e.Message);
+      acc.EndTraining();
+    }
+    Assert.AreEqual(new[] {"init run {}", "log 0 loss/train=0.5", "finish"}, numbers.Calls.ToArray());
+    Assert.IsTrue(Directory.Exists(Path.Combine(dir, "run", "loss_train")));
+  }
+
   // Texts reach an ITextTracker's LogText as given; its Log sees numbers only, and an ITracker alone
   // leaves texts.
   [Test]

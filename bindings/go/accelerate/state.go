@@ -137,16 +137,36 @@ func (a *Accelerator) InitTrackers(project, configJSON string) error {
 
 // Log logs values at step, or at the step after the last one when step < 0.
 func (a *Accelerator) Log(values map[string]float64, step int64) error {
+	names, data, err := namedValues("log: the metric name", values)
+	if err != nil {
+		return err
+	}
+	return a.do(func(h capi.Accelerator, e *string) { h.LogValues(names, data, step, e) })
+}
+
+// namedValues is values' names, each NUL-terminated, and its values in the same order.
+func namedValues(what string, values map[string]float64) ([]byte, []float64, error) {
 	var names []byte
 	data := make([]float64, 0, len(values))
 	for k, v := range values {
 		var err error
-		if names, err = appendNulTerminated(names, "log: the metric name", k); err != nil {
-			return err
+		if names, err = appendNulTerminated(names, what, k); err != nil {
+			return nil, nil, err
 		}
 		data = append(data, v)
 	}
-	return a.do(func(h capi.Accelerator, e *string) { h.LogValues(names, data, step, e) })
+	return names, data, nil
+}
+
+// LogScalars is Accelerate's log of a dict value (TensorBoard's add_scalars): values by name under
+// mainTag, at step or at the step after the last one when step < 0. TensorBoard draws them in one
+// chart; the other trackers get "mainTag/name".
+func (a *Accelerator) LogScalars(mainTag string, values map[string]float64, step int64) error {
+	names, data, err := namedValues("LogScalars: the name", values)
+	if err != nil {
+		return err
+	}
+	return a.do(func(h capi.Accelerator, e *string) { h.LogGroup(mainTag, names, data, step, e) })
 }
 
 // LogText is Accelerate's log of str values (TensorBoard's add_text): texts by name at step, or at

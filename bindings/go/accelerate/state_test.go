@@ -326,6 +326,38 @@ func TestImagesReachTensorBoardAndImageTrackers(t *testing.T) {
 	}
 }
 
+// A dict value (LogScalars) reaches a tracker as "main/name" values, and TensorBoard as add_scalars'
+// folder per name.
+func TestAGroupOfScalarsIsLoggedUnderItsMainTag(t *testing.T) {
+	dir := t.TempDir()
+	a := newCPUAcceleratorWith(t, map[string]string{"project_dir": dir, "log_with": "tensorboard"})
+	defer a.Close()
+	var got map[string]float64
+	if err := a.AddTracker("mine", acc.TrackerFuncs{
+		Log: func(v map[string]float64, step int64) error { got = v; return nil },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.InitTrackers("run", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LogScalars("loss", map[string]float64{"train": 0.5, "eval": 0.25}, -1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.LogScalars("loss", map[string]float64{"../x": 1}, -1); !errors.Is(err, acc.ErrInvalidArgument) {
+		t.Fatalf("a name leading out of the run's folder: %v", err)
+	}
+	if err := a.EndTraining(); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, map[string]float64{"loss/train": 0.5, "loss/eval": 0.25}) {
+		t.Fatalf("the tracker got %v", got)
+	}
+	if st, err := os.Stat(filepath.Join(dir, "run", "loss_train")); err != nil || !st.IsDir() {
+		t.Fatalf("no add_scalars folder: %v", err)
+	}
+}
+
 // sgdOverALinearLayer is an SGD over a 2-to-1 linear layer, both closed when the test ends.
 func sgdOverALinearLayer(t *testing.T) *acc.Optimizer {
 	t.Helper()

@@ -1276,6 +1276,15 @@ SWIGINTERN void acc_accelerator_logValues(acc_accelerator *self,uint8_t const *n
     check(acc_log(self, ptrs.data(), data, n, step));
   }
 SWIGINTERN void acc_accelerator_logScalar(acc_accelerator *self,char const *name,double value,int64_t step,std::string *swig_err){ check(acc_log_scalar(self, name, value, step)); }
+SWIGINTERN void acc_accelerator_logGroup(acc_accelerator *self,char const *mainTag,uint8_t const *names,size_t namesSize,double const *data,size_t n,int64_t step,std::string *swig_err){
+    std::vector<std::string> list = split_nul_terminated(names, namesSize);
+    if (list.size() != n)
+      fail(ACC_ERR_INVALID_ARGUMENT, "log_scalars: " + std::to_string(list.size()) + " names for " + std::to_string(n) +
+                                         " values");
+    std::vector<const char *> ptrs;
+    for (const auto &s : list) ptrs.push_back(s.c_str());
+    check(acc_log_scalars(self, mainTag, ptrs.data(), data, n, step));
+  }
 SWIGINTERN void acc_accelerator_logTexts(acc_accelerator *self,uint8_t const *names,size_t namesSize,uint8_t const *texts,size_t textsSize,int64_t step,std::string *swig_err){
     std::vector<std::string> keys = split_nul_terminated(names, namesSize);
     std::vector<std::string> values = split_nul_terminated(texts, textsSize);
@@ -12786,6 +12795,61 @@ void _wrap_Accelerator_logScalar_capi_6710598a15b64c37(acc_accelerator *_swig_go
   {
     std::string e = accswig::take_go_error();
     if (!e.empty()) *_swig_go_4 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  free(copy2); 
+}
+
+
+void _wrap_Accelerator_logGroup_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_* _swig_go_5) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  char *arg2 = (char *) 0 ;
+  uint8_t *arg3 = (uint8_t *) 0 ;
+  size_t arg4 ;
+  double *arg5 = (double *) 0 ;
+  size_t arg6 ;
+  int64_t arg7 ;
+  std::string *arg8 = (std::string *) 0 ;
+  char *copy2 ;
+  std::string temp8 ;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  
+  copy2 = (char *)malloc(_swig_go_1.n + 1);
+  memcpy(copy2, _swig_go_1.p, _swig_go_1.n);
+  copy2[_swig_go_1.n] = '\0';
+  if (memchr(copy2, 0, _swig_go_1.n)) accswig::go_string_held_nul() = true;
+  arg2 = copy2;
+  
+  
+  arg3 = (uint8_t *)_swig_go_2.array;
+  arg4 = (size_t)_swig_go_2.len;
+  
+  
+  arg5 = (double *)_swig_go_3.array;
+  arg6 = (size_t)_swig_go_3.len;
+  
+  arg7 = (int64_t)_swig_go_4; 
+  
+  accswig::take_go_error();
+  arg8 = &temp8;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      acc_accelerator_logGroup(arg1,(char const *)arg2,(unsigned char const *)arg3,SWIG_STD_MOVE(arg4),(double const *)arg5,SWIG_STD_MOVE(arg6),arg7,arg8);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_5 = Swig_AllocateString(e.data(), e.size());
   }
   
   free(copy2); 

@@ -175,6 +175,26 @@ class StateCallbackTest {
     assertTrue(events.contains("samples") && events.contains("gray") && events.contains("\u0089PNG"));
   }
 
+  // A dict value (logScalars) reaches a tracker as "main/name" values, and TensorBoard as add_scalars'
+  // folder per name.
+  @Test
+  void aGroupOfScalarsIsLoggedUnderItsMainTag() throws Exception {
+    List<String> calls = new ArrayList<>();
+    try (Options o = Options.accelerator().put("cpu", true).put("project_dir", dir.toString())
+                         .put("log_with", "tensorboard");
+         Accelerator acc = new Accelerator(o)) {
+      acc.addTracker("mine", (values, step) -> calls.add(step + " " + new java.util.TreeMap<>(values)));
+      acc.initTrackers("run", null);
+      acc.logScalars("loss", Map.of("train", 0.5, "eval", 0.25), -1);
+      InvalidArgumentException e =
+          assertThrows(InvalidArgumentException.class, () -> acc.logScalars("loss", Map.of("../x", 1.0), -1));
+      assertTrue(e.getMessage().contains("out of the run's folder"), e.getMessage());
+      acc.endTraining();
+    }
+    assertEquals(List.of("0 {loss/eval=0.25, loss/train=0.5}"), calls);
+    assertTrue(Files.isDirectory(dir.resolve("run/loss_train")) && Files.isDirectory(dir.resolve("run/loss_eval")));
+  }
+
   // Metric names and the project cross as they are: a newline, a character outside the BMP.
   @Test
   void aTrackerReceivesNamesAsTheyWereGiven() throws Exception {

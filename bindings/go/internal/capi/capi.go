@@ -215,42 +215,46 @@ typedef _goslice_ swig_type_185;
 typedef long long swig_type_186;
 typedef _gostring_ swig_type_187;
 typedef long long swig_type_188;
-typedef _goslice_ swig_type_189;
+typedef _gostring_ swig_type_189;
 typedef _goslice_ swig_type_190;
-typedef long long swig_type_191;
-typedef _goslice_ swig_type_192;
-typedef long long swig_type_193;
-typedef _gostring_ swig_type_194;
-typedef _gostring_ swig_type_195;
-typedef _gostring_ swig_type_196;
+typedef _goslice_ swig_type_191;
+typedef long long swig_type_192;
+typedef _goslice_ swig_type_193;
+typedef _goslice_ swig_type_194;
+typedef long long swig_type_195;
+typedef _goslice_ swig_type_196;
 typedef long long swig_type_197;
-typedef long long swig_type_198;
-typedef long long swig_type_199;
-typedef long long swig_type_200;
+typedef _gostring_ swig_type_198;
+typedef _gostring_ swig_type_199;
+typedef _gostring_ swig_type_200;
 typedef long long swig_type_201;
-typedef _goslice_ swig_type_202;
+typedef long long swig_type_202;
 typedef long long swig_type_203;
-typedef _goslice_ swig_type_204;
+typedef long long swig_type_204;
 typedef long long swig_type_205;
-typedef _gostring_ swig_type_206;
+typedef _goslice_ swig_type_206;
 typedef long long swig_type_207;
-typedef long long swig_type_208;
+typedef _goslice_ swig_type_208;
 typedef long long swig_type_209;
 typedef _gostring_ swig_type_210;
 typedef long long swig_type_211;
-typedef _gostring_ swig_type_212;
+typedef long long swig_type_212;
 typedef long long swig_type_213;
-typedef long long swig_type_214;
-typedef _gostring_ swig_type_215;
-typedef long long swig_type_216;
+typedef _gostring_ swig_type_214;
+typedef long long swig_type_215;
+typedef _gostring_ swig_type_216;
 typedef long long swig_type_217;
 typedef long long swig_type_218;
-typedef long long swig_type_219;
-typedef _goslice_ swig_type_220;
+typedef _gostring_ swig_type_219;
+typedef long long swig_type_220;
 typedef long long swig_type_221;
-typedef _gostring_ swig_type_222;
+typedef long long swig_type_222;
 typedef long long swig_type_223;
-typedef _gostring_ swig_type_224;
+typedef _goslice_ swig_type_224;
+typedef long long swig_type_225;
+typedef _gostring_ swig_type_226;
+typedef long long swig_type_227;
+typedef _gostring_ swig_type_228;
 extern void _wrap_Swig_free_capi_6710598a15b64c37(uintptr_t arg1);
 extern uintptr_t _wrap_Swig_malloc_capi_6710598a15b64c37(swig_intgo arg1);
 extern swig_intgo _wrap_ACC_OK_capi_6710598a15b64c37(void);
@@ -614,38 +618,39 @@ extern void _wrap_Accelerator_addTracker_capi_6710598a15b64c37(uintptr_t arg1, s
 extern void _wrap_Accelerator_initTrackers_capi_6710598a15b64c37(uintptr_t arg1, swig_type_182 arg2, swig_type_183 arg3, swig_voidp arg4);
 extern void _wrap_Accelerator_logValues_capi_6710598a15b64c37(uintptr_t arg1, swig_type_184 arg2, swig_type_185 arg3, swig_type_186 arg4, swig_voidp arg5);
 extern void _wrap_Accelerator_logScalar_capi_6710598a15b64c37(uintptr_t arg1, swig_type_187 arg2, double arg3, swig_type_188 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logTexts_capi_6710598a15b64c37(uintptr_t arg1, swig_type_189 arg2, swig_type_190 arg3, swig_type_191 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logImages_capi_6710598a15b64c37(uintptr_t arg1, swig_type_192 arg2, uintptr_t arg3, swig_type_193 arg4, swig_type_194 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_logGroup_capi_6710598a15b64c37(uintptr_t arg1, swig_type_189 arg2, swig_type_190 arg3, swig_type_191 arg4, swig_type_192 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_logTexts_capi_6710598a15b64c37(uintptr_t arg1, swig_type_193 arg2, swig_type_194 arg3, swig_type_195 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logImages_capi_6710598a15b64c37(uintptr_t arg1, swig_type_196 arg2, uintptr_t arg3, swig_type_197 arg4, swig_type_198 arg5, swig_voidp arg6);
 extern void _wrap_Accelerator_endTraining_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 extern uintptr_t _wrap_Accelerator_trackerNames_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_195 _wrap_Accelerator_trackerPath_capi_6710598a15b64c37(uintptr_t arg1, swig_type_196 arg2, swig_voidp arg3);
-extern swig_type_197 _wrap_Samples_size_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_198 _wrap_Samples_fields_capi_6710598a15b64c37(uintptr_t arg1, swig_type_199 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_200 arg2, swig_type_201 arg3, swig_voidp arg4);
+extern swig_type_199 _wrap_Accelerator_trackerPath_capi_6710598a15b64c37(uintptr_t arg1, swig_type_200 arg2, swig_voidp arg3);
+extern swig_type_201 _wrap_Samples_size_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_202 _wrap_Samples_fields_capi_6710598a15b64c37(uintptr_t arg1, swig_type_203 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_204 arg2, swig_type_205 arg3, swig_voidp arg4);
 extern void _wrap_delete_Samples_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_6710598a15b64c37(uintptr_t arg1, swig_type_202 arg2, swig_voidp arg3);
-extern swig_type_203 _wrap_Bytes_size_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_6710598a15b64c37(uintptr_t arg1, swig_type_204 arg2, swig_voidp arg3);
+extern void _wrap_Bytes_append_capi_6710598a15b64c37(uintptr_t arg1, swig_type_206 arg2, swig_voidp arg3);
+extern swig_type_207 _wrap_Bytes_size_capi_6710598a15b64c37(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_6710598a15b64c37(uintptr_t arg1, swig_type_208 arg2, swig_voidp arg3);
 extern void _wrap_delete_Bytes_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_205 _wrap_Metrics_size_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_206 _wrap_Metrics_name_capi_6710598a15b64c37(uintptr_t arg1, swig_type_207 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_6710598a15b64c37(uintptr_t arg1, swig_type_208 arg2, swig_voidp arg3);
+extern swig_type_209 _wrap_Metrics_size_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_210 _wrap_Metrics_name_capi_6710598a15b64c37(uintptr_t arg1, swig_type_211 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_6710598a15b64c37(uintptr_t arg1, swig_type_212 arg2, swig_voidp arg3);
 extern void _wrap_delete_Metrics_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_209 _wrap_Texts_size_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_210 _wrap_Texts_name_capi_6710598a15b64c37(uintptr_t arg1, swig_type_211 arg2, swig_voidp arg3);
-extern swig_type_212 _wrap_Texts_text_capi_6710598a15b64c37(uintptr_t arg1, swig_type_213 arg2, swig_voidp arg3);
+extern swig_type_213 _wrap_Texts_size_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_214 _wrap_Texts_name_capi_6710598a15b64c37(uintptr_t arg1, swig_type_215 arg2, swig_voidp arg3);
+extern swig_type_216 _wrap_Texts_text_capi_6710598a15b64c37(uintptr_t arg1, swig_type_217 arg2, swig_voidp arg3);
 extern void _wrap_delete_Texts_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_214 _wrap_Images_size_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_215 _wrap_Images_name_capi_6710598a15b64c37(uintptr_t arg1, swig_type_216 arg2, swig_voidp arg3);
-extern swig_type_217 _wrap_Images_pngSize_capi_6710598a15b64c37(uintptr_t arg1, swig_type_218 arg2, swig_voidp arg3);
-extern void _wrap_Images_copyPng_capi_6710598a15b64c37(uintptr_t arg1, swig_type_219 arg2, swig_type_220 arg3, swig_voidp arg4);
+extern swig_type_218 _wrap_Images_size_capi_6710598a15b64c37(uintptr_t arg1);
+extern swig_type_219 _wrap_Images_name_capi_6710598a15b64c37(uintptr_t arg1, swig_type_220 arg2, swig_voidp arg3);
+extern swig_type_221 _wrap_Images_pngSize_capi_6710598a15b64c37(uintptr_t arg1, swig_type_222 arg2, swig_voidp arg3);
+extern void _wrap_Images_copyPng_capi_6710598a15b64c37(uintptr_t arg1, swig_type_223 arg2, swig_type_224 arg3, swig_voidp arg4);
 extern void _wrap_delete_Images_capi_6710598a15b64c37(uintptr_t arg1);
 extern void _wrap_LrFactor_set_capi_6710598a15b64c37(uintptr_t arg1, double arg2);
 extern void _wrap_delete_LrFactor_capi_6710598a15b64c37(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_6710598a15b64c37(uintptr_t arg1, swig_type_221 arg2, swig_type_222 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Progress_capi_6710598a15b64c37(uintptr_t arg1, swig_type_225 arg2, swig_type_226 arg3, swig_voidp arg4);
 extern void _wrap_delete_Progress_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_6710598a15b64c37(uintptr_t arg1, swig_type_223 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_6710598a15b64c37(uintptr_t arg1, swig_type_224 arg2, swig_voidp arg3);
+extern void _wrap_Progress_update_capi_6710598a15b64c37(uintptr_t arg1, swig_type_227 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_6710598a15b64c37(uintptr_t arg1, swig_type_228 arg2, swig_voidp arg3);
 extern void _wrap_Progress_finish_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
@@ -6122,13 +6127,37 @@ func (arg1 SwigcptrAccelerator) LogScalar(arg2 string, arg3 float64, arg4 int64,
 	}
 }
 
+func (arg1 SwigcptrAccelerator) LogGroup(arg2 string, arg3 []byte, arg4 []float64, arg5 int64, arg6 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	_swig_i_3 := arg4
+	_swig_i_4 := arg5
+	_swig_i_5 := arg6
+	C._wrap_Accelerator_logGroup_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_3)), C.swig_type_192(_swig_i_4), C.swig_voidp(_swig_i_5))
+
+  if arg6 != nil && len(*arg6) > 0 {
+    *arg6 = swigCopyString(*arg6)
+  }
+
+	if Swig_escape_always_false {
+		Swig_escape_val = arg2
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	if Swig_escape_always_false {
+		Swig_escape_val = arg4
+	}
+}
+
 func (arg1 SwigcptrAccelerator) LogTexts(arg2 []byte, arg3 []byte, arg4 int64, arg5 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logTexts_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_2)), C.swig_type_191(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logTexts_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_194)(unsafe.Pointer(&_swig_i_2)), C.swig_type_195(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6149,7 +6178,7 @@ func (arg1 SwigcptrAccelerator) LogImages(arg2 []byte, arg3 TensorList, arg4 int
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logImages_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_193(_swig_i_3), *(*C.swig_type_194)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logImages_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_197(_swig_i_3), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -6192,7 +6221,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6283,6 +6312,7 @@ type Accelerator interface {
 	InitTrackers(arg2 string, arg3 string, arg4 *string)
 	LogValues(arg2 []byte, arg3 []float64, arg4 int64, arg5 *string)
 	LogScalar(arg2 string, arg3 float64, arg4 int64, arg5 *string)
+	LogGroup(arg2 string, arg3 []byte, arg4 []float64, arg5 int64, arg6 *string)
 	LogTexts(arg2 []byte, arg3 []byte, arg4 int64, arg5 *string)
 	LogImages(arg2 []byte, arg3 TensorList, arg4 int64, arg5 string, arg6 *string)
 	EndTraining(arg2 *string)
@@ -6311,7 +6341,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_199(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6326,7 +6356,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_200(_swig_i_1), C.swig_type_201(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_204(_swig_i_1), C.swig_type_205(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6361,7 +6391,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_202)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_206)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6383,7 +6413,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_204)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6428,7 +6458,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_211(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6445,7 +6475,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_208(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_212(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6488,7 +6518,7 @@ func (arg1 SwigcptrTexts) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_name_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_211(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_name_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_215(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6505,7 +6535,7 @@ func (arg1 SwigcptrTexts) Text(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_text_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_213(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_text_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_217(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6551,7 +6581,7 @@ func (arg1 SwigcptrImages) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Images_name_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_216(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Images_name_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_220(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6568,7 +6598,7 @@ func (arg1 SwigcptrImages) PngSize(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Images_pngSize_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_218(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Images_pngSize_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_222(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6582,7 +6612,7 @@ func (arg1 SwigcptrImages) CopyPng(arg2 int64, arg3 []byte, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Images_copyPng_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_219(_swig_i_1), *(*C.swig_type_220)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Images_copyPng_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_223(_swig_i_1), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6648,7 +6678,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_221(_swig_i_1), *(*C.swig_type_222)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_225(_swig_i_1), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6669,7 +6699,7 @@ func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_223(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_227(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6681,7 +6711,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
