@@ -3,6 +3,15 @@
 #pragma once
 
 namespace accswig {
+
+#ifndef SWIG
+// Element i of a view of n, or an invalid-argument error naming what it holds.
+inline size_t view_index(int64_t i, size_t n, const char *what) {
+  if (i < 0 || (size_t)i >= n) fail(ACC_ERR_INVALID_ARGUMENT, std::string(what) + " index out of range");
+  return (size_t)i;
+}
+#endif
+
 /* The samples a collator batches: size() samples of fields(i) tensors each, the same number for
  * every sample (collate_trampoline checks). get returns a new handle the caller closes. */
 class Samples {
@@ -23,10 +32,7 @@ class Samples {
   const acc_tensor_list *const *lists_ = nullptr;
   size_t n_ = 0;
   size_t fields_ = 0;
-  size_t index(int64_t i) const {
-    if (i < 0 || (size_t)i >= n_) fail(ACC_ERR_INVALID_ARGUMENT, "sample index out of range");
-    return (size_t)i;
-  }
+  size_t index(int64_t i) const { return view_index(i, n_, "sample"); }
 #endif
 };
 
@@ -60,10 +66,7 @@ class Metrics {
   const char *const *names_ = nullptr;
   const double *values_ = nullptr;
   size_t n_ = 0;
-  size_t index(int64_t i) const {
-    if (i < 0 || (size_t)i >= n_) fail(ACC_ERR_INVALID_ARGUMENT, "metric index out of range");
-    return (size_t)i;
-  }
+  size_t index(int64_t i) const { return view_index(i, n_, "metric"); }
 #endif
 };
 
@@ -77,10 +80,7 @@ class Texts {
   const char* const* names_ = nullptr;
   const char* const* texts_ = nullptr;
   size_t n_ = 0;
-  size_t index(int64_t i) const {
-    if (i < 0 || (size_t)i >= n_) fail(ACC_ERR_INVALID_ARGUMENT, "text index out of range");
-    return (size_t)i;
-  }
+  size_t index(int64_t i) const { return view_index(i, n_, "text"); }
 #endif
 };
 
@@ -101,10 +101,7 @@ class Images {
   const unsigned char* const* pngs_ = nullptr;
   const size_t* sizes_ = nullptr;
   size_t n_ = 0;
-  size_t index(int64_t i) const {
-    if (i < 0 || (size_t)i >= n_) fail(ACC_ERR_INVALID_ARGUMENT, "image index out of range");
-    return (size_t)i;
-  }
+  size_t index(int64_t i) const { return view_index(i, n_, "image"); }
 #endif
 };
 

@@ -254,8 +254,7 @@ std::vector<at::Tensor> tensors_arg(const acc_tensor* const* tensors, size_t n, 
   require(tensors || n == 0, array, " is NULL but n is ", n);
   std::vector<at::Tensor> out;
   out.reserve(n);
-  for (size_t i = 0; i < n; ++i)
-    out.push_back(live(tensors[i], (array + "[" + std::to_string(i) + "]").c_str()).tensor);
+  for (size_t i = 0; i < n; ++i) out.push_back(live_element(tensors[i], array, i).tensor);
   return out;
 }
 

@@ -153,6 +153,14 @@ T& live(T* handle, const char* argument) {
   return *handle;
 }
 
+// live() for element `index` of the array argument `array`: its name is spelled out for the error only
+// (arrays of tensors are checked on every forward).
+template <typename T>
+T& live_element(T* handle, const std::string& array, size_t index) {
+  if (handle && pin_if_live(handle, HandleTraits<std::remove_const_t<T>>::value)) return *handle;
+  return live(handle, (array + "[" + std::to_string(index) + "]").c_str());  // throws, naming the element
+}
+
 // Frees a handle; NULL is a no-op, a pointer that is not live is ignored (never freed twice).
 template <typename T>
 void release(T* handle) {

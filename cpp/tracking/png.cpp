@@ -56,24 +56,13 @@ void filter_bytes(const uint8_t* row, const uint8_t* above, size_t bytes, size_t
     out[i] = static_cast<uint8_t>(row[i] - predict(row[i - bpp], above[i], above[i - bpp]));
 }
 
+using FilterBytes = void (*)(const uint8_t* row, const uint8_t* above, size_t bytes, size_t bpp, uint8_t* out);
+constexpr FilterBytes kFilterBytes[kFilters] = {filter_bytes<kNone>, filter_bytes<kSub>, filter_bytes<kUp>,
+                                                filter_bytes<kAverage>, filter_bytes<kPaeth>};
+
 // Writes `row` filtered by f into out; the sum of the filtered bytes read as signed.
 uint64_t filter_row(Filter f, const uint8_t* row, const uint8_t* above, size_t bytes, size_t bpp, uint8_t* out) {
-  switch (f) {
-    case kSub:
-      filter_bytes<kSub>(row, above, bytes, bpp, out);
-      break;
-    case kUp:
-      filter_bytes<kUp>(row, above, bytes, bpp, out);
-      break;
-    case kAverage:
-      filter_bytes<kAverage>(row, above, bytes, bpp, out);
-      break;
-    case kPaeth:
-      filter_bytes<kPaeth>(row, above, bytes, bpp, out);
-      break;
-    default:
-      filter_bytes<kNone>(row, above, bytes, bpp, out);
-  }
+  kFilterBytes[f](row, above, bytes, bpp, out);
   uint64_t sum = 0;
   for (size_t i = 0; i < bytes; ++i) sum += static_cast<uint64_t>(std::abs(static_cast<int8_t>(out[i])));
   return sum;
