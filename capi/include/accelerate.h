@@ -122,6 +122,7 @@ typedef enum acc_handle_kind {
   ACC_HANDLE_PROGRESS = 11,
   ACC_HANDLE_BYTES = 12, /* the sink of a state-saving callback, live during that callback only */
   ACC_HANDLE_AVERAGED_MODEL = 13,
+  ACC_HANDLE_CHECKPOINT_MODELS = 14, /* the models a checkpoint pre-hook gets, live during that hook only */
   ACC_HANDLE_MAX_ENUM = 0x7fffffff
 } acc_handle_kind;
 
@@ -1296,7 +1297,11 @@ ACC_API ACC_NODISCARD acc_status acc_register_for_checkpointing(acc_accelerator 
                                                                 acc_state_load_fn load, void *user_data,
                                                                 acc_free_fn free_user_data);
 /* Called with the checkpoint folder before a save writes, or a load reads; non-zero aborts it (on
- * every process), with the message set by acc_callback_set_error. */
+ * every process), with the message set by acc_callback_set_error. A save's hooks get the folder being
+ * written (it exists then, under a hidden name beside the one asked for, and is renamed to it once
+ * complete): files a hook writes there (in subfolders too) become part of the checkpoint, recorded in
+ * its manifest, so a later save may replace the folder and total_limit may delete it. A load's hooks
+ * get the checkpoint's folder. */
 typedef int (*acc_checkpoint_hook_fn)(void *user_data, const char *dir);
 ACC_API ACC_NODISCARD acc_status acc_register_save_state_pre_hook(acc_accelerator *acc, acc_checkpoint_hook_fn hook,
                                                                   void *user_data, acc_free_fn free_user_data);
@@ -1314,6 +1319,35 @@ ACC_API ACC_NODISCARD acc_status acc_register_load_state_pre_hook_removable(acc_
                                                                             void *user_data,
                                                                             acc_free_fn free_user_data,
                                                                             uint64_t *out_id);
+/* Accelerate's hooks with their models: hook(models, weights, output_dir) and hook(models, input_dir).
+ * `models` lists the prepared models (in prepare order) whose weights the library will save or load;
+ * a hook that saves or loads a model's weights its own way (acc_model_save_lora, ...) removes it
+ * (Accelerate's weights.pop(i) / models.pop(i)), and the checkpoint's weight files then number the
+ * models left: model.safetensors for the first, model_1.safetensors for the next, as Accelerate's. A
+ * load's hooks must take out the models a save's took out (the manifest records them; another choice
+ * is ACC_ERR_INVALID_ARGUMENT, as is a process whose hooks chose otherwise than process 0's). The
+ * weights of a model prepared with sharded data parallelism cannot be taken out (ACC_ERR_UNSUPPORTED:
+ * Accelerate's FSDP and DeepSpeed hand their hooks none). Hooks of both forms run in registration
+ * order and share ids; `models` and the handles it gives are valid during the call only. */
+typedef struct acc_checkpoint_models acc_checkpoint_models;
+typedef int (*acc_checkpoint_models_hook_fn)(void *user_data, acc_checkpoint_models *models, const char *dir);
+/* out_id may be NULL. */
+ACC_API ACC_NODISCARD acc_status acc_register_save_state_models_pre_hook(acc_accelerator *acc,
+                                                                         acc_checkpoint_models_hook_fn hook,
+                                                                         void *user_data, acc_free_fn free_user_data,
+                                                                         uint64_t *out_id);
+ACC_API ACC_NODISCARD acc_status acc_register_load_state_models_pre_hook(acc_accelerator *acc,
+                                                                         acc_checkpoint_models_hook_fn hook,
+                                                                         void *user_data, acc_free_fn free_user_data,
+                                                                         uint64_t *out_id);
+/* How many models are left to the library. */
+ACC_API ACC_NODISCARD acc_status acc_checkpoint_models_count(const acc_checkpoint_models *models, size_t *out);
+/* The i-th model left: a new handle to the prepared model (free it with acc_model_free) and, in
+ * *index (may be NULL), its place in prepare order. */
+ACC_API ACC_NODISCARD acc_status acc_checkpoint_models_get(const acc_checkpoint_models *models, size_t i,
+                                                           acc_model **out, size_t *index);
+/* Takes the i-th model out (the later ones move up): the library neither writes nor reads its weights. */
+ACC_API ACC_NODISCARD acc_status acc_checkpoint_models_remove(acc_checkpoint_models *models, size_t i);
 /* RemovableHandle.remove(): the hook runs no more and its free_user_data runs (once a save or load
  * in progress, which runs the hooks it started with, is done). Removing it again is a no-op; an id
  * this accelerator never gave is ACC_ERR_INVALID_ARGUMENT. */

@@ -24,12 +24,33 @@ void emit_dir(char** out_dir, const std::string& dir) {
   if (out_dir) *out_dir = owned_string(dir);
 }
 
+const char* hook_kind_name(acc::CheckpointHooks::Kind kind) {
+  return kind == acc::CheckpointHooks::Kind::Save ? "the save_state pre-hook" : "the load_state pre-hook";
+}
+
 acc::Accelerator::CheckpointHook hook_of(acc_checkpoint_hook_fn hook, void* user_data, acc_free_fn free_user_data,
                                          const char* what) {
   acc::require(hook != nullptr, "hook is NULL");
   auto data = hold_user_data(user_data, free_user_data);
-  return [hook, data, what](const std::string& dir) {
+  return [hook, data, what](acc::CheckpointModels&, const std::string& dir) {
     invoke_host(std::string(what) + " for '" + dir + "'", [&] { return hook(data.get(), dir.c_str()); });
+  };
+}
+
+// A hook with its models: they are handed over as a handle made for the call, released afterwards,
+// so one kept past the hook is refused as a dead handle.
+acc::Accelerator::CheckpointHook models_hook_of(acc_checkpoint_models_hook_fn hook, void* user_data,
+                                                acc_free_fn free_user_data, const char* what) {
+  acc::require(hook != nullptr, "hook is NULL");
+  auto data = hold_user_data(user_data, free_user_data);
+  return [hook, data, what](acc::CheckpointModels& models, const std::string& dir) {
+    acc_checkpoint_models* handle = nullptr;
+    emit(&handle, &models);
+    struct Release {
+      acc_checkpoint_models* handle;
+      ~Release() { release(handle); }
+    } release_handle{handle};
+    invoke_host(std::string(what) + " for '" + dir + "'", [&] { return hook(data.get(), handle, dir.c_str()); });
   };
 }
 
@@ -38,10 +59,24 @@ acc_status register_state_pre_hook(acc_accelerator* a, acc::CheckpointHooks::Kin
                                    void* user_data, acc_free_fn free_user_data, uint64_t* out_id) {
   return guarded([&] {
     auto& x = accelerator_arg(a);
-    const char* what = kind == acc::CheckpointHooks::Kind::Save ? "the save_state pre-hook" : "the load_state pre-hook";
-    const uint64_t id = x.register_state_pre_hook(kind, hook_of(hook, user_data, free_user_data, what));
+    const uint64_t id = x.register_state_pre_hook(kind, hook_of(hook, user_data, free_user_data, hook_kind_name(kind)));
     if (out_id) *out_id = id;
   });
+}
+
+acc_status register_models_pre_hook(acc_accelerator* a, acc::CheckpointHooks::Kind kind,
+                                    acc_checkpoint_models_hook_fn hook, void* user_data, acc_free_fn free_user_data,
+                                    uint64_t* out_id) {
+  return guarded([&] {
+    auto& x = accelerator_arg(a);
+    const uint64_t id =
+        x.register_state_pre_hook(kind, models_hook_of(hook, user_data, free_user_data, hook_kind_name(kind)));
+    if (out_id) *out_id = id;
+  });
+}
+
+acc::CheckpointModels& checkpoint_models_arg(const acc_checkpoint_models* models) {
+  return *live(models, "models").models;
 }
 
 }  // namespace
@@ -107,6 +142,38 @@ acc_status acc_register_save_state_pre_hook_removable(acc_accelerator* a, acc_ch
 acc_status acc_register_load_state_pre_hook_removable(acc_accelerator* a, acc_checkpoint_hook_fn hook, void* user_data,
                                                       acc_free_fn free_user_data, uint64_t* out_id) {
   return register_state_pre_hook(a, acc::CheckpointHooks::Kind::Load, hook, user_data, free_user_data, out_id);
+}
+
+acc_status acc_register_save_state_models_pre_hook(acc_accelerator* a, acc_checkpoint_models_hook_fn hook,
+                                                   void* user_data, acc_free_fn free_user_data, uint64_t* out_id) {
+  return register_models_pre_hook(a, acc::CheckpointHooks::Kind::Save, hook, user_data, free_user_data, out_id);
+}
+
+acc_status acc_register_load_state_models_pre_hook(acc_accelerator* a, acc_checkpoint_models_hook_fn hook,
+                                                   void* user_data, acc_free_fn free_user_data, uint64_t* out_id) {
+  return register_models_pre_hook(a, acc::CheckpointHooks::Kind::Load, hook, user_data, free_user_data, out_id);
+}
+
+acc_status acc_checkpoint_models_count(const acc_checkpoint_models* models, size_t* out) {
+  return guarded([&] {
+    const auto& m = checkpoint_models_arg(models);
+    out_param(out, "out");
+    *out = m.size();
+  });
+}
+
+acc_status acc_checkpoint_models_get(const acc_checkpoint_models* models, size_t i, acc_model** out, size_t* index) {
+  return guarded([&] {
+    const auto& m = checkpoint_models_arg(models);
+    out_param(out, "out");
+    const acc::CheckpointModels::Entry& entry = m.at(i);
+    emit(out, entry.model);
+    if (index) *index = entry.index;
+  });
+}
+
+acc_status acc_checkpoint_models_remove(acc_checkpoint_models* models, size_t i) {
+  return guarded([&] { checkpoint_models_arg(models).remove(i); });
 }
 
 acc_status acc_remove_state_pre_hook(acc_accelerator* a, uint64_t id) {

@@ -68,6 +68,10 @@ struct acc_averaged_model {
 struct acc_bytes {
   std::string data;
 };
+// The models a checkpoint pre-hook gets (a handle live during that hook only).
+struct acc_checkpoint_models {
+  acc::CheckpointModels* models;
+};
 
 namespace acc::capi {
 
@@ -90,6 +94,7 @@ ACC_HANDLE_TRAITS(acc_accelerator, ACC_HANDLE_ACCELERATOR)
 ACC_HANDLE_TRAITS(acc_progress, ACC_HANDLE_PROGRESS)
 ACC_HANDLE_TRAITS(acc_bytes, ACC_HANDLE_BYTES)
 ACC_HANDLE_TRAITS(acc_averaged_model, ACC_HANDLE_AVERAGED_MODEL)
+ACC_HANDLE_TRAITS(acc_checkpoint_models, ACC_HANDLE_CHECKPOINT_MODELS)
 #undef ACC_HANDLE_TRAITS
 
 // The registry of live handles (thread-safe). A handle lives in a cell of its own at an address

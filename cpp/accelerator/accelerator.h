@@ -110,7 +110,8 @@ class Accelerator {
   // A registered object that makes its own checkpoint part, given its index among registered objects.
   using CustomPartMaker = std::function<std::unique_ptr<CheckpointPart>(size_t index)>;
   void register_for_checkpointing(CustomPartMaker make_part);
-  // Called with the checkpoint folder before save_state writes / load_state reads; throwing aborts.
+  // Called with the models and the checkpoint folder before save_state writes / load_state reads;
+  // throwing aborts.
   using CheckpointHook = acc::CheckpointHook;
   // Returns the hook's id for remove_state_pre_hook (Accelerate's RemovableHandle).
   uint64_t register_state_pre_hook(CheckpointHooks::Kind kind, CheckpointHook hook) {
@@ -195,9 +196,12 @@ class Accelerator {
   void check_settings_agree();
   std::shared_ptr<Model> wrapped_model(const std::shared_ptr<Model>& model) const;
   std::shared_ptr<PreparedModel> prepared(const std::shared_ptr<Model>& model) const;
-  // save_state's parts (checkpoint/checkpoint_part.h) for the live prepared objects, in file order,
-  // and the manifest that describes them; loading checks a saved manifest against this one.
-  CheckpointParts checkpoint_parts() const;
+  // The live prepared models as the pre-hooks get them (a sharded one cannot be taken out).
+  CheckpointModels checkpoint_models() const;
+  // save_state's parts (checkpoint/checkpoint_part.h) for the live prepared objects, in file order
+  // (weight files for the models the hooks left), and the manifest that describes them; loading
+  // checks a saved manifest against this one.
+  CheckpointParts checkpoint_parts(const CheckpointModels& models) const;
   nlohmann::json checkpoint_manifest() const;
   // The sharding engine of a prepared model (null when it is not sharded).
   std::shared_ptr<ShardedDataParallel> sharding_engine(const std::shared_ptr<Model>& model) const;
@@ -206,8 +210,9 @@ class Accelerator {
   NamedTensors as_given_out(NamedTensors state, const ShardedDataParallel& engine) const;
   // other_process_count: set when the checkpoint, saved by another number of processes, can load
   // here all the same (consolidated, not sharded: see load_state).
+  // models_left: the models whose weights are to be loaded (those the load pre-hooks left).
   std::function<void()> check_checkpoint_manifest(const nlohmann::json& manifest, const std::string& path,
-                                                  bool& other_process_count);
+                                                  const CheckpointModels& models_left, bool& other_process_count);
   bool writes_shared_files() const { return config_.save_on_each_node ? is_local_main_process() : is_main_process(); }
   // Prepared objects still alive, in prepare order (the order of their checkpoint files).
   std::vector<std::shared_ptr<PreparedModel>> live_models() const { return models_.live(); }

@@ -77,6 +77,37 @@ std::optional<BucketLayout> saved_bucket_layout(const json& manifest, size_t i, 
   return layout;
 }
 
+std::string listed(const std::vector<size_t>& indices) {
+  std::string text;
+  for (size_t index : indices) text += (text.empty() ? "" : ", ") + std::to_string(index);
+  return "[" + text + "]";
+}
+
+// The models whose weights the checkpoint holds (every model's where the manifest does not say)
+// must be those the load pre-hooks left: a hook takes out at load what one took out at save.
+void check_saved_model_weights(const json& manifest, const std::string& path, size_t models,
+                               const std::vector<size_t>& left) {
+  std::vector<size_t> saved;
+  if (!manifest.contains(kManifestModelWeightsKey)) {
+    for (size_t i = 0; i < models; ++i) saved.push_back(i);
+  } else {
+    const json& listed_in_file = manifest[kManifestModelWeightsKey];
+    auto refuse = [&] {
+      fail(Status::Io, "checkpoint file '", path, "': '", kManifestModelWeightsKey,
+           "' must be a list of model indices in increasing order");
+    };
+    if (!listed_in_file.is_array()) refuse();
+    for (const json& index : listed_in_file) {
+      if (!index.is_number_unsigned() || (!saved.empty() && index.get<size_t>() <= saved.back())) refuse();
+      saved.push_back(index.get<size_t>());
+    }
+  }
+  if (saved != left)
+    fail(Status::InvalidArgument, path, ": the checkpoint holds the weights of models ", listed(saved),
+         ", and the load_state pre-hooks leave models ", listed(left),
+         " to load: a load pre-hook must take out the models whose weights a save pre-hook took out");
+}
+
 NamedTensors contiguous_cpu(const NamedTensors& tensors) {
   NamedTensors out;
   for (const auto& entry : tensors) out.emplace_back(entry.first, entry.second.detach().to(at::kCPU).contiguous());
@@ -97,13 +128,29 @@ void Accelerator::register_for_checkpointing(CustomPartMaker make_part) {
   custom_states_.push_back(std::move(make_part));
 }
 
-CheckpointParts Accelerator::checkpoint_parts() const {
-  CheckpointParts parts;
+CheckpointModels Accelerator::checkpoint_models() const {
+  std::vector<CheckpointModels::Entry> entries;
   const auto models = live_models();
   for (size_t i = 0; i < models.size(); ++i) {
+    const auto engine = models[i]->sharded();
+    entries.push_back({i, models[i],
+                       engine ? "it is prepared with sharded data parallelism (zero_stage " +
+                                    std::to_string(engine->options().stage) +
+                                    "), whose weights the library gathers or shards itself (Accelerate's FSDP and "
+                                    "DeepSpeed hooks get no weights either)"
+                              : std::string()});
+  }
+  return CheckpointModels(std::move(entries));
+}
+
+CheckpointParts Accelerator::checkpoint_parts(const CheckpointModels& weights_of) const {
+  CheckpointParts parts;
+  const auto models = live_models();
+  for (size_t file = 0; file < weights_of.size(); ++file) {
+    const size_t i = weights_of.at(file).index;
     auto engine = models[i]->sharded();
-    parts.push_back(engine && engine->options().stage == 3 ? sharded_weights_part(i, engine)
-                                                           : weights_part(i, models[i]->unwrap()));
+    parts.push_back(engine && engine->options().stage == 3 ? sharded_weights_part(file, engine)
+                                                           : weights_part(file, i, models[i]->unwrap()));
   }
   const auto optimizers = live_optimizers();
   for (size_t i = 0; i < optimizers.size(); ++i) {
@@ -141,6 +188,7 @@ json Accelerator::checkpoint_manifest() const {
 }
 
 std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifest, const std::string& path,
+                                                             const CheckpointModels& models_left,
                                                              bool& other_process_count) {
   const auto version = json_field<int>(manifest, "format_version", path);
   if (version != kFormatVersion)
@@ -161,13 +209,14 @@ std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifes
                    "and scaler states are restored; random states and data loader positions are not\n",
                    static_cast<long long>(saved_processes), static_cast<long long>(num_processes()));
   }
+  check_saved_model_weights(manifest, path, live_models().size(), models_left.indices());
   // Shards load only into objects sharded alike (the parts check how); one kept whole here would be
   // looked for in its consolidated file, and reported missing.
   const auto models = live_models();
-  for (size_t i = 0; i < models.size(); ++i) {
-    const auto engine = models[i]->sharded();
+  for (size_t file = 0; file < models_left.size(); ++file) {
+    const auto engine = models[models_left.at(file).index]->sharded();
     if (!engine || engine->options().stage != 3)
-      refuse_shards_of_a_whole_object(dir, "model", i,
+      refuse_shards_of_a_whole_object(dir, "model", file,
                                       engine ? "zero_stage " + std::to_string(engine->options().stage) +
                                                    " shards the optimizer state, not the parameters"
                                              : "not sharded");
@@ -231,8 +280,10 @@ std::string Accelerator::save_state(const std::string& dir) {
   for (const auto& model : live_models())
     if (DataParallel* ddp = model->data_parallel()) ddp->settle_layout();
   save.manifest = checkpoint_manifest();
+  save.models = checkpoint_models();
   save.hooks = state_hooks_.of(CheckpointHooks::Kind::Save);
-  save_accelerator_state(save, checkpoint_parts(), collectives_);
+  save_accelerator_state(
+      save, [this](const CheckpointModels& models) { return checkpoint_parts(models); }, collectives_);
   ++iteration_;
   return save.target;
 }
@@ -254,11 +305,13 @@ std::string Accelerator::load_state(const std::string& dir) {
         fail(Status::InvalidArgument, "prepared data loader ", i,
              " is in the middle of an epoch: load the checkpoint before iterating it");
   };
+  load.models = checkpoint_models();
   load.hooks = state_hooks_.of(CheckpointHooks::Kind::Load);
   load.check_manifest = [this, &load](const json& manifest, const std::string& path) {
-    return check_checkpoint_manifest(manifest, path, load.other_process_count);
+    return check_checkpoint_manifest(manifest, path, load.models, load.other_process_count);
   };
-  load_accelerator_state(load, checkpoint_parts(), collectives_);
+  load_accelerator_state(
+      load, [this](const CheckpointModels& models) { return checkpoint_parts(models); }, collectives_);
   return load.source;
 }
 

@@ -6,9 +6,12 @@
 #include <filesystem>
 #include <map>
 #include <regex>
+#include <set>
 #include <system_error>
 #include <vector>
 
+#include "checkpoint/file_records.h"
+#include "checkpoint/state_files.h"
 #include "common/error.h"
 #include "common/files.h"
 
@@ -52,12 +55,59 @@ bool is_checkpoint_file(const std::string& name) {
   return name == kCheckpointManifest || std::regex_match(name, pattern);
 }
 
-// Whether a folder holds nothing but files a save writes (an empty one included).
+// A file a save's parts write, or one of their temporaries (a process writing its own file beside
+// the main process's listing of what the pre-hooks wrote).
+bool is_checkpoint_file_or_temporary(const std::string& name) {
+  constexpr size_t kTemporarySuffix = sizeof(".tmp") - 1 + 12;
+  if (is_checkpoint_file(name)) return true;
+  if (name.size() <= kTemporarySuffix) return false;
+  const std::string stem = name.substr(0, name.size() - kTemporarySuffix);
+  return is_checkpoint_file(stem) && is_temporary_of(name, stem);
+}
+
+// The files a checkpoint folder's manifest records (none without a readable manifest).
+std::set<std::string> recorded_files(const fs::path& folder) {
+  std::set<std::string> names;
+  try {
+    const nlohmann::json manifest = read_json((folder / kCheckpointManifest).string());
+    if (manifest.is_object() && manifest.contains(kManifestFilesKey) && manifest[kManifestFilesKey].is_object())
+      for (const auto& item : manifest[kManifestFilesKey].items()) names.insert(item.key());
+  } catch (const std::exception&) {
+    // Not a checkpoint of ours, or a damaged one: only the names saves give count as ours.
+  }
+  return names;
+}
+
+// The first entry under `folder` that no save wrote (its path relative to the folder), or none: what
+// a save replacing the folder, or a rotation deleting it, would destroy that is not ours. A save's
+// files are the parts' names at the top and what its manifest records (its pre-hooks' files, in
+// subfolders too); a subfolder is a save's if the manifest records files in it, and holds nothing
+// else. `ec` is set where the folder cannot be listed.
+std::optional<std::string> first_foreign_entry(const fs::path& folder, std::error_code& ec) {
+  const std::set<std::string> recorded = recorded_files(folder);
+  for (fs::recursive_directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path relative = it->path().lexically_relative(folder);
+    const std::string name = relative.generic_string();
+    std::error_code kind_ec;
+    const fs::file_status status = it->symlink_status(kind_ec);
+    if (!kind_ec && fs::is_directory(status)) {
+      // Ours if the manifest records files in it (and then judged by what it holds); else the user's.
+      const auto inside = recorded.lower_bound(name + "/");
+      if (inside == recorded.end() || inside->rfind(name + "/", 0) != 0) return name;
+      continue;
+    }
+    const bool top = !relative.has_parent_path();
+    if (kind_ec || !fs::is_regular_file(status) || !((top && is_checkpoint_file(name)) || recorded.count(name)))
+      return name;
+  }
+  return std::nullopt;
+}
+
+// Whether a folder holds nothing but what saves write (an empty one included).
 bool holds_only_checkpoint_files(const fs::path& folder) {
   std::error_code ec;
-  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec))
-    if (!it->is_regular_file(ec) || !is_checkpoint_file(it->path().filename().string())) return false;
-  return !ec;
+  const auto foreign = first_foreign_entry(folder, ec);
+  return !ec && !foreign;
 }
 
 void remove_all_or_fail(const fs::path& path) {
@@ -124,14 +174,27 @@ void check_checkpoint_target(const std::string& target) {
   if (!fs::exists(status)) return;
   if (!fs::is_directory(status))
     fail(Status::InvalidArgument, "save_state: '", target, "' exists and is not a folder (nothing was changed)");
-  for (fs::directory_iterator it(target, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    if (!it->is_regular_file(ec) || !is_checkpoint_file(name))
-      fail(Status::InvalidArgument, "save_state: '", target, "' holds '", name, "', which is not part of a checkpoint; "
-           "a save replaces the whole folder, so it only writes into a new or empty folder or an earlier "
-           "checkpoint (nothing was changed)");
-  }
+  const auto foreign = first_foreign_entry(target, ec);
   if (ec) fail(Status::Io, "save_state: cannot list '", target, "': ", ec.message());
+  if (foreign)
+    fail(Status::InvalidArgument, "save_state: '", target, "' holds '", *foreign, "', which is not part of a ",
+         "checkpoint; a save replaces the whole folder, so it only writes into a new or empty folder or an earlier ",
+         "checkpoint (nothing was changed)");
+}
+
+nlohmann::json pre_hook_file_records(const std::string& staging, const std::string& marker) {
+  nlohmann::json records = nlohmann::json::object();
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(staging, ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path relative = it->path().lexically_relative(staging);
+    const std::string name = relative.generic_string();
+    std::error_code kind_ec;
+    if (!it->is_regular_file(kind_ec) || it->is_symlink(kind_ec)) continue;
+    if (!relative.has_parent_path() && (name == marker || is_checkpoint_file_or_temporary(name))) continue;
+    records[name] = file_record(it->path().string());
+  }
+  if (ec) fail(Status::Io, "save_state: cannot list '", staging, "': ", ec.message());
+  return records;
 }
 
 std::string checkpoint_folder(const std::string& target) {

@@ -2,6 +2,8 @@
 // newest complete one, rotation, and publishing a folder written under a temporary name.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -22,9 +24,14 @@ std::optional<std::string> newest_checkpoint(const std::string& project_dir);
 void rotate_checkpoints(const std::string& project_dir, int64_t keep);
 
 // Refuses (InvalidArgument, naming what is there) a save_state target that publish_checkpoint would
-// destroy without it being ours: a file, or a folder holding anything but a checkpoint's files.
-// Nothing is changed. A missing or empty folder, or an earlier checkpoint, may be replaced.
+// destroy without it being ours: a file, or a folder holding anything but a checkpoint's files (the
+// parts' and those its manifest records). Nothing is changed. A missing or empty folder, or an
+// earlier checkpoint, may be replaced.
 void check_checkpoint_target(const std::string& target);
+
+// The records (file_records.h) of the files the pre-hooks wrote into a staging folder, by their paths
+// relative to it: every regular file but the parts' (and their temporaries) and `marker`.
+nlohmann::json pre_hook_file_records(const std::string& staging, const std::string& marker);
 
 // Deletes what saves and rotations killed midway left under project_dir/checkpoints: the hidden
 // .checkpoint_<i>.incomplete[.old] and .checkpoint_<i>.deleting folders (run after a save is published).

@@ -67,9 +67,16 @@ bool published(const std::string& target, const std::string& save_id) {
   }
 }
 
+// "0,2": the prepare-order indices of models, for messages and comparisons.
+std::string listed(const std::vector<size_t>& indices) {
+  std::string text;
+  for (size_t index : indices) text += (text.empty() ? "" : ",") + std::to_string(index);
+  return text.empty() ? "none" : text;
+}
+
 }  // namespace
 
-void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& parts, Collectives& collectives) {
+void save_accelerator_state(CheckpointSave& save, const CheckpointPartsOf& parts_of, Collectives& collectives) {
   std::string target, staging;
   collectives.agree(
       "save_state (resolving '" + save.target + "')",
@@ -80,7 +87,6 @@ void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& p
       "save_state (resolving)");
   const bool main_process = collectives.rank() == 0;
   const std::string save_id = new_save_id(collectives);
-  for (const auto& part : parts) part->set_save_id(save_id);
   StagingCleanup cleanup(save.writer ? staging : std::string());
   collectives.agree(
       "save_state (preparing '" + target + "')",
@@ -88,30 +94,36 @@ void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& p
         if (save.automatic && fs::exists(target))
           fail(Status::InvalidArgument, "checkpoint folder '", target, "' already exists; set iteration past it");
         check_checkpoint_target(target);
-        for (const auto& hook : save.hooks) hook(save.target);
         if (!main_process) return;
         create_staging(staging);
         write_file(join_path(staging, kStagingOwner), save_id);
       },
       "save_state (preparing)");
   // The other writers (save_on_each_node's local main processes) stage on their own file systems.
+  // Then the pre-hooks run, in the folder being written.
   bool writer = save.writer;
   collectives.agree(
       "save_state (preparing on each node '" + target + "')",
       [&] {
-        if (!writer || main_process) return;
-        if (staged_by_main_process(staging, save_id)) {
-          writer = false;
-          cleanup.release();
-          return;
+        if (writer && !main_process) {
+          if (staged_by_main_process(staging, save_id)) {
+            writer = false;
+            cleanup.release();
+          } else {
+            create_staging(staging);
+          }
         }
-        create_staging(staging);
+        for (const auto& hook : save.hooks) hook(save.models, staging);
       },
       "save_state (preparing on each node)");
+  const CheckpointParts parts = parts_of(save.models);
+  for (const auto& part : parts) part->set_save_id(save_id);
   nlohmann::json written = nlohmann::json::object();  // this process's files, with their sizes and checksums
   collectives.agree(
       "save_state (writing '" + target + "')",
       [&] {
+        // What the pre-hooks wrote (every process's hooks are done): part of the checkpoint too.
+        if (writer) written = pre_hook_file_records(staging, kStagingOwner);
         for (const auto& part : parts) part->collect();
         for (const auto& part : parts) {
           if (!((part->per_process() && part->writes_here()) || writer)) continue;
@@ -121,10 +133,22 @@ void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& p
         }
       },
       "save_state (writing)");
-  // Every process's files go into the manifest, so that each process checks what it reads.
+  // Every process's files go into the manifest, so that each process checks what it reads; every
+  // process's hooks must have left the same models (each node's writer writes their weights).
   nlohmann::json files = nlohmann::json::object();
-  for (const auto& bytes : collectives.gather_object(written.dump(), "save_state (file checksums)"))
-    files.update(parse_json_input(bytes, "a process's checkpoint file checksums"));
+  const nlohmann::json mine = {{"files", written}, {"models", listed(save.models.indices())}};
+  std::string models_on_process_0;
+  const auto all = collectives.gather_object(mine.dump(), "save_state (file checksums)");
+  for (size_t rank = 0; rank < all.size(); ++rank) {
+    const nlohmann::json theirs = parse_json_input(all[rank], "a process's checkpoint file checksums");
+    files.update(theirs.at("files"));
+    const std::string models = theirs.at("models").get<std::string>();
+    if (rank == 0) models_on_process_0 = models;
+    if (models != models_on_process_0)
+      fail(Status::InvalidArgument, "save_state: the pre-hooks left the weights of models ", models_on_process_0,
+           " to the checkpoint on process 0 and of models ", models, " on process ", rank,
+           "; every process's hooks must take out the same models");
+  }
   try {
     collectives.agree(
         "save_state (completing '" + target + "')",
@@ -133,6 +157,7 @@ void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& p
           if (main_process) fs::remove(join_path(staging, kStagingOwner));
           nlohmann::json manifest = save.manifest;
           manifest[kSaveIdKey] = save_id;
+          manifest[kManifestModelWeightsKey] = save.models.indices();
           manifest[kManifestFilesKey] = files;
           write_file(join_path(staging, kCheckpointManifest), with_manifest_checksum(manifest).dump(2));
           publish_checkpoint(staging, target);
@@ -149,7 +174,7 @@ void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& p
   }
 }
 
-void load_accelerator_state(CheckpointLoad& load, const CheckpointParts& parts, Collectives& collectives) {
+void load_accelerator_state(CheckpointLoad& load, const CheckpointPartsOf& parts_of, Collectives& collectives) {
   const std::string& source = load.source;
   // Everything is read and checked first, on every process; nothing has changed if any fails.
   std::vector<StagedLoad> staged;
@@ -159,7 +184,7 @@ void load_accelerator_state(CheckpointLoad& load, const CheckpointParts& parts, 
       "load_state ('" + source + "')",
       [&] {
         if (load.precheck) load.precheck();
-        for (const auto& hook : load.hooks) hook(source);
+        for (const auto& hook : load.hooks) hook(load.models, source);
         const std::string manifest_path = join_path(source, kCheckpointManifest);
         if (!fs::is_directory(source)) fail(Status::Io, "checkpoint folder '", source, "' does not exist");
         if (!fs::exists(manifest_path))
@@ -170,7 +195,7 @@ void load_accelerator_state(CheckpointLoad& load, const CheckpointParts& parts, 
         loaded_save_id = manifest.is_object() && manifest.contains(kSaveIdKey)
                              ? json_field<std::string>(manifest, kSaveIdKey, manifest_path)
                              : std::string();
-        for (const auto& part : parts) {
+        for (const auto& part : parts_of(load.models)) {
           if (load.other_process_count && part->process_local()) continue;
           part->set_save_id(loaded_save_id);
           const std::string path = join_path(source, part->file());
@@ -184,7 +209,8 @@ void load_accelerator_state(CheckpointLoad& load, const CheckpointParts& parts, 
   // What each process read from its own files that every process must share, compared before any
   // change: a difference would otherwise surface as mismatched collectives (a hang) later.
   // The save's id first: processes loading different checkpoints (or folders) differ there.
-  std::string shared = "save id " + loaded_save_id + "\n";
+  // The models whose weights are loaded (the hooks' choice) too.
+  std::string shared = "save id " + loaded_save_id + "\nweights of models " + listed(load.models.indices()) + "\n";
   for (const StagedLoad& s : staged) shared += s.shared;
   const std::string differences =
       collectives.differences_from_process_0(shared, "load_state (comparing the processes' files)", 3);

@@ -11,12 +11,22 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/checkpoint_models.h"
 #include "checkpoint/checkpoint_part.h"
 #include "ops/collectives.h"
 
 namespace acc {
 
-using CheckpointHook = std::function<void(const std::string& dir)>;
+// A pre-hook: handed the models whose weights the checkpoint holds (it may remove those it saves or
+// loads itself) and the folder. A save's hooks get the folder being written, which exists then and
+// becomes the checkpoint: what they write there is published with it, and recorded in its manifest.
+using CheckpointHook = std::function<void(CheckpointModels& models, const std::string& dir)>;
+// A checkpoint's parts, with weight files for the models the hooks left.
+using CheckpointPartsOf = std::function<CheckpointParts(const CheckpointModels& models)>;
+
+// The manifest's list of the models whose weights the checkpoint holds (prepare-order indices); a
+// checkpoint without it holds every model's.
+inline constexpr const char* kManifestModelWeightsKey = "model_weights";
 
 struct CheckpointSave {
   std::string target;                  // the folder
@@ -25,22 +35,24 @@ struct CheckpointSave {
   std::optional<int64_t> total_limit;  // automatic checkpoints kept
   bool writer = true;                  // this process writes the shared files
   nlohmann::json manifest;             // written last: marks the folder complete
-  std::vector<CheckpointHook> hooks;   // called with the target before anything is written
+  CheckpointModels models;             // handed to the hooks
+  std::vector<CheckpointHook> hooks;   // called with the folder being written, before the library writes
 };
 
 struct CheckpointLoad {
   std::string source;
   std::function<void()> precheck;      // before the hooks (may be empty)
+  CheckpointModels models;             // handed to the hooks; the weights loaded are those left
   std::vector<CheckpointHook> hooks;   // called with the source before anything is read
-  // Checks the manifest (its path for messages) against the live state; returns what to apply with
-  // the parts (may be empty).
+  // Checks the manifest (its path for messages) against the live state and the models the hooks
+  // left; returns what to apply with the parts (may be empty).
   std::function<std::function<void()>(const nlohmann::json& manifest, const std::string& path)> check_manifest;
   // Set by check_manifest when the checkpoint comes from another number of processes: parts that
   // are process_local() are then not read.
   bool other_process_count = false;
 };
 
-void save_accelerator_state(const CheckpointSave& save, const CheckpointParts& parts, Collectives& collectives);
-void load_accelerator_state(CheckpointLoad& load, const CheckpointParts& parts, Collectives& collectives);
+void save_accelerator_state(CheckpointSave& save, const CheckpointPartsOf& parts_of, Collectives& collectives);
+void load_accelerator_state(CheckpointLoad& load, const CheckpointPartsOf& parts_of, Collectives& collectives);
 
 }  // namespace acc

@@ -8,7 +8,8 @@
 
 namespace acc {
 
-// The i-th prepared model's part (the unwrapped model: names without DDP's "module.").
-std::unique_ptr<CheckpointPart> weights_part(size_t index, std::shared_ptr<Model> model);
+// A prepared model's part (the unwrapped model: names without DDP's "module."), in the checkpoint's
+// file_index-th weight file; model_index (its place in prepare order) names it in messages.
+std::unique_ptr<CheckpointPart> weights_part(size_t file_index, size_t model_index, std::shared_ptr<Model> model);
 
 }  // namespace acc

@@ -437,13 +437,250 @@ TEST(SaveState, PreHooksSeeTheFolderAndCanAbort) {
   ACC_ASSERT_OK(acc_register_load_state_pre_hook(t.acc, HookLog::call, &loads, nullptr));
   ACC_ASSERT_OK(acc_save_state(t.acc, dir.c_str(), nullptr));
   ACC_ASSERT_OK(acc_load_state(t.acc, dir.c_str(), nullptr));
-  EXPECT_EQ(saves.dirs, std::vector<std::string>{dir});
+  // A save's hook gets the folder being written, a hidden one beside the checkpoint's; a load's the checkpoint.
+  ASSERT_EQ(saves.dirs.size(), 1u);
+  EXPECT_EQ(fs::path(saves.dirs[0]).parent_path(), fs::path(dir).parent_path());
+  EXPECT_EQ(saves.dirs[0].rfind(fs::path(dir).parent_path().string() + "/.ckpt.", 0), 0u) << saves.dirs[0];
+  EXPECT_FALSE(fs::exists(saves.dirs[0]));  // renamed into place
   EXPECT_EQ(loads.dirs, std::vector<std::string>{dir});
 
   saves.refuse = true;
   const std::string other = dir + "_2";
   ACC_EXPECT_ERROR(acc_save_state(t.acc, other.c_str(), nullptr), ACC_ERR_IO, "disk quota policy says no");
   EXPECT_FALSE(fs::exists(other));
+}
+
+namespace {
+
+// A save pre-hook writing files of its own, as Accelerate's hooks write configurations or adapters
+// into output_dir: at the top and in a subfolder.
+int write_own_files(void*, const char* dir) {
+  std::ofstream(std::string(dir) + "/run_config.json") << "{\"lr\": 0.01}";
+  fs::create_directories(std::string(dir) + "/text_encoder");
+  std::ofstream(std::string(dir) + "/text_encoder/config.json") << "{}";
+  return 0;
+}
+
+}  // namespace
+
+// What a save hook writes is published with the checkpoint (it used to be written into a folder that
+// the published checkpoint then replaced, or to fail where that folder did not exist yet), recorded in
+// the manifest, so that the checkpoint stays one the library may replace and rotate away.
+TEST(SaveState, FilesASaveHookWritesArePartOfTheCheckpoint) {
+  const std::string project = fresh_dir("hook_files");
+  Training t({{"project_dir", project}, {"automatic_checkpoint_naming", "1"}, {"total_limit", "1"}});
+  ACC_ASSERT_OK(acc_register_save_state_pre_hook(t.acc, write_own_files, nullptr, nullptr));
+  char* saved = nullptr;
+  ACC_ASSERT_OK(acc_save_state(t.acc, nullptr, &saved));
+  const std::string dir = take_string(saved);
+  EXPECT_EQ(acc_test::read_file(dir + "/run_config.json"), "{\"lr\": 0.01}");
+  EXPECT_EQ(acc_test::read_file(dir + "/text_encoder/config.json"), "{}");
+  const auto manifest = nlohmann::json::parse(acc_test::read_file(dir + "/accelerate_state.json"));
+  EXPECT_EQ(manifest["files"]["run_config.json"]["size"], 12);
+  EXPECT_TRUE(manifest["files"].contains("text_encoder/config.json"));
+  EXPECT_FALSE(manifest["files"].contains(".accelerate_staging_owner"));
+  ACC_ASSERT_OK(acc_load_state(t.acc, dir.c_str(), nullptr));
+
+  // Saved over, and rotated away by the next automatic save (total_limit 1).
+  ACC_ASSERT_OK(acc_save_state(t.acc, dir.c_str(), nullptr));
+  EXPECT_TRUE(fs::exists(dir + "/text_encoder/config.json"));
+  char* next = nullptr;
+  ACC_ASSERT_OK(acc_save_state(t.acc, nullptr, &next));
+  const std::string next_dir = take_string(next);
+  EXPECT_FALSE(fs::exists(dir));
+  EXPECT_TRUE(fs::exists(next_dir + "/run_config.json"));
+
+  // A file the user puts there afterwards, in the subfolder too, is not the library's to delete.
+  std::ofstream(next_dir + "/text_encoder/notes.txt") << "mine";
+  ACC_EXPECT_ERROR(acc_save_state(t.acc, next_dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "holds 'text_encoder/notes.txt', which is not part of a checkpoint");
+  char* after = nullptr;
+  ACC_ASSERT_OK(acc_save_state(t.acc, nullptr, &after));
+  acc_string_free(after);
+  EXPECT_EQ(acc_test::read_file(next_dir + "/text_encoder/notes.txt"), "mine");  // kept, not counted
+}
+
+namespace {
+
+const char* kSmallNet = R"([{"type":"linear","in_features":4,"out_features":2}])";
+
+// Two prepared models, the first trained elsewhere than in the checkpoint (its hook saves it itself).
+struct TwoModels {
+  acc_accelerator* acc = nullptr;
+  acc_model *raw[2] = {nullptr, nullptr}, *model[2] = {nullptr, nullptr};
+  TwoModels() {
+    acc = acc_test::make_accelerator({{"cpu", "1"}, {"seed", "3"}});
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(acc_model_from_spec(kSmallNet, &raw[i]), ACC_OK) << acc_last_error_message();
+      EXPECT_EQ(acc_prepare_model(acc, raw[i], ACC_PLACEMENT_DEFAULT, &model[i]), ACC_OK) << acc_last_error_message();
+    }
+  }
+  ~TwoModels() {
+    for (int i = 0; i < 2; ++i) {
+      acc_model_free(model[i]);
+      acc_model_free(raw[i]);
+    }
+    acc_accelerator_free(acc);
+  }
+  std::vector<float> weight(int i) const {
+    acc_model* m = model[i];
+    acc_tensor* w = nullptr;
+    EXPECT_EQ(acc_model_parameter(m, "0.weight", &w), ACC_OK);
+    std::vector<float> out = to_floats(w);
+    acc_tensor_free(w);
+    return out;
+  }
+  void set_weight(int i, float value) const {
+    acc_tensor* w = nullptr;
+    EXPECT_EQ(acc_model_parameter(model[i], "0.weight", &w), ACC_OK);
+    acc_tensor_list* list = nullptr;
+    EXPECT_EQ(acc_tensor_list_create(&list), ACC_OK);
+    acc_tensor* filled = floats(std::vector<float>(8, value), {2, 4});
+    EXPECT_EQ(acc_tensor_list_append(list, "0.weight", filled), ACC_OK);
+    EXPECT_EQ(acc_model_load_state_dict(model[i], list, 0), ACC_OK) << acc_last_error_message();
+    acc_tensor_free(filled);
+    acc_tensor_list_free(list);
+    acc_tensor_free(w);
+  }
+};
+
+// Accelerate's diffusers-style hooks: the first model's weights go to a file of the hook's own
+// (weights.pop(0) / models.pop(0)); the library keeps the rest.
+struct OwnSaving {
+  std::vector<size_t> seen;  // the prepare-order indices the hook was given
+  acc_checkpoint_models* kept = nullptr;
+  bool take_out = true;
+  static int save(void* self, acc_checkpoint_models* models, const char* dir) {
+    auto* h = static_cast<OwnSaving*>(self);
+    h->kept = models;
+    if (!h->record(models)) return 1;
+    if (!h->take_out) return 0;
+    acc_model* first = nullptr;
+    acc_tensor_list* state = nullptr;
+    if (acc_checkpoint_models_get(models, 0, &first, nullptr) != ACC_OK) return 1;
+    const bool ok = acc_model_state_dict(first, &state) == ACC_OK &&
+                    acc_tensor_list_save_safetensors(state, (std::string(dir) + "/own_model.safetensors").c_str()) ==
+                        ACC_OK &&
+                    acc_checkpoint_models_remove(models, 0) == ACC_OK;
+    acc_tensor_list_free(state);
+    acc_model_free(first);
+    return ok ? 0 : 1;
+  }
+  static int load(void* self, acc_checkpoint_models* models, const char* dir) {
+    auto* h = static_cast<OwnSaving*>(self);
+    if (!h->record(models) || !h->take_out) return h->take_out ? 1 : 0;
+    acc_model* first = nullptr;
+    if (acc_checkpoint_models_get(models, 0, &first, nullptr) != ACC_OK) return 1;
+    const bool ok = acc_model_load_safetensors(first, (std::string(dir) + "/own_model.safetensors").c_str(), 1,
+                                               nullptr, nullptr) == ACC_OK &&
+                    acc_checkpoint_models_remove(models, 0) == ACC_OK;
+    acc_model_free(first);
+    return ok ? 0 : 1;
+  }
+  bool record(acc_checkpoint_models* models) {
+    size_t n = 0;
+    if (acc_checkpoint_models_count(models, &n) != ACC_OK) return false;
+    for (size_t i = 0; i < n; ++i) {
+      acc_model* m = nullptr;
+      size_t index = 99;
+      if (acc_checkpoint_models_get(models, i, &m, &index) != ACC_OK) return false;
+      acc_model_free(m);
+      seen.push_back(index);
+    }
+    return true;
+  }
+};
+
+}  // namespace
+
+TEST(SaveState, HooksWithTheirModelsSaveAndLoadSomeWeightsThemselves) {
+  const std::string dir = fresh_dir("models_hooks") + "/ckpt";
+  TwoModels t;
+  t.set_weight(0, 0.5f);
+  t.set_weight(1, 2.0f);
+  OwnSaving hooks;
+  uint64_t save_id = 0, load_id = 0;
+  ACC_ASSERT_OK(acc_register_save_state_models_pre_hook(t.acc, OwnSaving::save, &hooks, nullptr, &save_id));
+  ACC_ASSERT_OK(acc_register_load_state_models_pre_hook(t.acc, OwnSaving::load, &hooks, nullptr, &load_id));
+  EXPECT_EQ(save_id, 1u);
+  EXPECT_EQ(load_id, 2u);
+  ACC_ASSERT_OK(acc_save_state(t.acc, dir.c_str(), nullptr));
+  EXPECT_EQ(hooks.seen, (std::vector<size_t>{0, 1}));
+  // The library's files number the models left: model 1's weights are model.safetensors, as in Accelerate.
+  EXPECT_TRUE(fs::exists(dir + "/own_model.safetensors"));
+  EXPECT_TRUE(fs::exists(dir + "/model.safetensors"));
+  EXPECT_FALSE(fs::exists(dir + "/model_1.safetensors"));
+  acc_tensor_list* in_file = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_load_safetensors((dir + "/model.safetensors").c_str(), &in_file));
+  acc_tensor* w = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_find(in_file, "0.weight", &w));
+  EXPECT_EQ(to_floats(w), std::vector<float>(8, 2.0f));
+  acc_tensor_free(w);
+  acc_tensor_list_free(in_file);
+  const auto manifest = nlohmann::json::parse(acc_test::read_file(dir + "/accelerate_state.json"));
+  EXPECT_EQ(manifest["model_weights"], nlohmann::json::array({1}));
+  // The handle lives during the hook only.
+  size_t n = 0;
+  ACC_EXPECT_ERROR(acc_checkpoint_models_count(hooks.kept, &n), ACC_ERR_INVALID_HANDLE, "models");
+
+  t.set_weight(0, -1.0f);
+  t.set_weight(1, -1.0f);
+  hooks.seen.clear();
+  ACC_ASSERT_OK(acc_load_state(t.acc, dir.c_str(), nullptr));
+  EXPECT_EQ(hooks.seen, (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(t.weight(0), std::vector<float>(8, 0.5f));
+  EXPECT_EQ(t.weight(1), std::vector<float>(8, 2.0f));
+
+  // A load whose hooks leave model 0 to the library, which the checkpoint holds no weights of, is refused
+  // before anything changes (Accelerate would load model 1's file into model 0).
+  hooks.take_out = false;
+  t.set_weight(1, 7.0f);
+  ACC_EXPECT_ERROR(acc_load_state(t.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "the checkpoint holds the weights of models [1], and the load_state pre-hooks leave models [0, 1]");
+  EXPECT_EQ(t.weight(1), std::vector<float>(8, 7.0f));
+  // A hook removed, the save holds every model's weights again.
+  ACC_ASSERT_OK(acc_remove_state_pre_hook(t.acc, save_id));
+  ACC_ASSERT_OK(acc_save_state(t.acc, (dir + "_all").c_str(), nullptr));
+  EXPECT_TRUE(fs::exists(dir + "_all/model_1.safetensors"));
+  ACC_ASSERT_OK(acc_load_state(t.acc, (dir + "_all").c_str(), nullptr));
+}
+
+namespace {
+
+struct MisusedModels {
+  std::vector<std::string> errors;
+  static int call(void* self, acc_checkpoint_models* models, const char*) {
+    auto* m = static_cast<MisusedModels*>(self);
+    acc_model* model = nullptr;
+    size_t index = 0;
+    auto note = [&](acc_status status) { m->errors.push_back(std::string(acc_status_name(status)) + ": " + acc_last_error_message()); };
+    note(acc_checkpoint_models_get(models, 2, &model, &index));
+    note(acc_checkpoint_models_get(models, 0, nullptr, &index));
+    note(acc_checkpoint_models_remove(models, 5));
+    note(acc_checkpoint_models_count(models, nullptr));
+    return model == nullptr ? 0 : 1;
+  }
+};
+
+}  // namespace
+
+TEST(SaveState, TheModelsOfAHookRefuseBadArguments) {
+  const std::string dir = fresh_dir("models_hook_args") + "/ckpt";
+  TwoModels t;
+  MisusedModels hook;
+  ACC_ASSERT_OK(acc_register_save_state_models_pre_hook(t.acc, MisusedModels::call, &hook, nullptr, nullptr));
+  ACC_ASSERT_OK(acc_save_state(t.acc, dir.c_str(), nullptr));
+  ASSERT_EQ(hook.errors.size(), 4u);
+  EXPECT_NE(hook.errors[0].find("model 2 does not exist: 2 models are left"), std::string::npos) << hook.errors[0];
+  EXPECT_NE(hook.errors[1].find("out"), std::string::npos) << hook.errors[1];
+  EXPECT_NE(hook.errors[2].find("model 5 does not exist"), std::string::npos) << hook.errors[2];
+  EXPECT_NE(hook.errors[3].find("out"), std::string::npos) << hook.errors[3];
+  EXPECT_TRUE(fs::exists(dir + "/model_1.safetensors"));
+  ACC_EXPECT_ERROR(acc_register_load_state_models_pre_hook(t.acc, nullptr, nullptr, nullptr, nullptr),
+                   ACC_ERR_INVALID_ARGUMENT, "hook is NULL");
+  ACC_EXPECT_ERROR(acc_register_save_state_models_pre_hook(nullptr, MisusedModels::call, nullptr, nullptr, nullptr),
+                   ACC_ERR_INVALID_HANDLE, "acc");
+  ACC_EXPECT_ERROR(acc_checkpoint_models_remove(nullptr, 0), ACC_ERR_INVALID_HANDLE, "models");
 }
 
 TEST(SaveState, ARemovedPreHookRunsNoMoreAndItsDataIsFreedOnce) {
@@ -479,8 +716,9 @@ TEST(SaveState, ARemovedPreHookRunsNoMoreAndItsDataIsFreedOnce) {
   EXPECT_EQ(freed, 1);
   ACC_ASSERT_OK(acc_save_state(t.acc, (dir + "/b").c_str(), nullptr));
   ACC_ASSERT_OK(acc_load_state(t.acc, (dir + "/b").c_str(), nullptr));
-  EXPECT_EQ(kept.dirs, (std::vector<std::string>{dir + "/a", dir + "/b"}));
-  EXPECT_EQ(removed.dirs, std::vector<std::string>{dir + "/a"});
+  // (a save's hooks get the hidden folder the checkpoint is written in)
+  EXPECT_EQ(kept.dirs, (std::vector<std::string>{dir + "/.a.incomplete", dir + "/.b.incomplete"}));
+  EXPECT_EQ(removed.dirs, std::vector<std::string>{dir + "/.a.incomplete"});
   EXPECT_TRUE(load_removed.dirs.empty());
 
   ACC_EXPECT_ERROR(acc_remove_state_pre_hook(t.acc, 4), ACC_ERR_INVALID_ARGUMENT, "no state pre-hook has the id 4");

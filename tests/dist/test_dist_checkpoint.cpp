@@ -212,6 +212,38 @@ TEST(Checkpoint, ProcessesLoadingDifferentCheckpointsAreRefused) {
   if (g_rank == 0) std::filesystem::remove_all(first), std::filesystem::remove_all(second);
 }
 
+namespace {
+
+int take_out_first_on_last_process(void*, acc_checkpoint_models* models, const char*) {
+  if (g_rank != g_world - 1) return 0;
+  return acc_checkpoint_models_remove(models, 0) == ACC_OK ? 0 : 1;
+}
+
+}  // namespace
+
+// Processes whose pre-hooks take out different models would write or load different weight files:
+// the save and the load are refused on every process, before anything changes, and the job goes on.
+TEST(Checkpoint, ProcessesWhoseHooksTakeOutDifferentModelsAreRefused) {
+  if (g_world < 2) GTEST_SKIP() << "needs two processes";
+  const std::string dir = shared_dir("hooks_disagree");
+  DistRun run;
+  uint64_t id = 0;
+  ACC_ASSERT_OK(acc_register_save_state_models_pre_hook(g_acc, take_out_first_on_last_process, nullptr, nullptr, &id));
+  ACC_EXPECT_ERROR(acc_save_state(g_acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "every process's hooks must take out the same models");
+  EXPECT_FALSE(std::filesystem::exists(dir));
+  ACC_ASSERT_OK(acc_remove_state_pre_hook(g_acc, id));
+  ACC_ASSERT_OK(acc_save_state(g_acc, dir.c_str(), nullptr));
+  const auto before = run.weights();
+  ACC_ASSERT_OK(acc_register_load_state_models_pre_hook(g_acc, take_out_first_on_last_process, nullptr, nullptr, &id));
+  ACC_EXPECT_ERROR(acc_load_state(g_acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT, "pre-hooks leave models");
+  ACC_ASSERT_OK(acc_remove_state_pre_hook(g_acc, id));
+  EXPECT_EQ(run.weights(), before);
+  run.train(1);  // still in step
+  ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
+  if (g_rank == 0) std::filesystem::remove_all(dir);
+}
+
 // DDP's buckets, rebuilt in the order of the first averaged backward's gradients, decide how Gloo
 // rounds the sums on more than 2 processes: the manifest keeps them (null before the rebuild), and a
 // layout that is not one of the model's parameters is refused before anything changes.

@@ -1124,8 +1124,28 @@ TEST(Sharded, GatheringTheWeightsOnOneProcessAloneIsNamed) {
   if (g_rank == 0) std::filesystem::remove_all(dir);
 }
 
+namespace {
+
+int take_out_first_model(void*, acc_checkpoint_models* models, const char*) {
+  return acc_checkpoint_models_remove(models, 0) == ACC_OK ? 0 : 1;
+}
+
+}  // namespace
+
 TEST(Sharded, WhatItCannotDoIsRefused) {
   Job job(2, Settings{});
+  // Accelerate's FSDP and DeepSpeed hand their save hooks no weights: a sharded model's stay the library's.
+  {
+    uint64_t id = 0;
+    ACC_ASSERT_OK(acc_register_save_state_models_pre_hook(job.acc, take_out_first_model, nullptr, nullptr, &id));
+    const std::string dir = shared_dir("hook_takes_sharded");
+    // (the hook fails with the refusal's message)
+    ACC_EXPECT_ERROR(acc_save_state(job.acc, dir.c_str(), nullptr), ACC_ERR_IO,
+                     "model 0's weights are saved and loaded by the library: it is prepared with sharded data "
+                     "parallelism (zero_stage 2)");
+    EXPECT_FALSE(std::filesystem::exists(dir));
+    ACC_ASSERT_OK(acc_remove_state_pre_hook(job.acc, id));
+  }
   EXPECT_EQ(acc_join_uneven_inputs_begin(job.acc, job.model, -1), ACC_ERR_UNSUPPORTED);
   EXPECT_NE(std::strstr(acc_last_error_message(), "zero_stage"), nullptr) << acc_last_error_message();
   const char* names[] = {"4.bias"};

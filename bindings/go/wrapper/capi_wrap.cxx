@@ -2595,6 +2595,27 @@ intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_6710598a15b64c37() {
 }
 
 
+intgo _wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_6710598a15b64c37() {
+  acc_handle_kind result;
+  intgo _swig_go_result;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = ACC_HANDLE_CHECKPOINT_MODELS;
+      
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = (intgo)result; 
+  return _swig_go_result;
+}
+
+
 intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_6710598a15b64c37() {
   acc_options_kind result;
   intgo _swig_go_result;

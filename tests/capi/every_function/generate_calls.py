@@ -55,8 +55,10 @@ def argument(t, v, slot):
     if kind:
         return ["nullptr", f"live.{kind}", f"live.{kind}", f"reinterpret_cast<acc_{kind}*>(foreign)",
                 f"live.freed_{kind}"][v]
-    if t == "acc_bytes *":
-        return "nullptr" if v == 0 else "reinterpret_cast<acc_bytes*>(foreign)"
+    # Handles live only inside a callback: NULL or foreign bytes.
+    m = re.fullmatch(r"(?:const )?(acc_bytes|acc_checkpoint_models) \*", t)
+    if m:
+        return "nullptr" if v == 0 else f"reinterpret_cast<{m.group(1)}*>(foreign)"
     if t == "callback" or t.endswith("_fn") or t == "acc_deleter":
         return "nullptr"
     if re.fullmatch(r"acc_\w+ \*\*|char \*\*|const char \*\*|const void \*\*", t):  # out-parameters

@@ -297,6 +297,7 @@ extern swig_intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_6710598a15b64c37(void);
 extern swig_intgo _wrap_ACC_HANDLE_PROGRESS_capi_6710598a15b64c37(void);
 extern swig_intgo _wrap_ACC_HANDLE_BYTES_capi_6710598a15b64c37(void);
 extern swig_intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_6710598a15b64c37(void);
+extern swig_intgo _wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_6710598a15b64c37(void);
 extern swig_intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_6710598a15b64c37(void);
 extern swig_intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_6710598a15b64c37(void);
 extern swig_intgo _wrap_ACC_OPTIONS_DATALOADER_capi_6710598a15b64c37(void);
@@ -994,6 +995,13 @@ func _swig_getACC_HANDLE_AVERAGED_MODEL() (_swig_ret Acc_handle_kind) {
 }
 
 var ACC_HANDLE_AVERAGED_MODEL Acc_handle_kind = _swig_getACC_HANDLE_AVERAGED_MODEL()
+func _swig_getACC_HANDLE_CHECKPOINT_MODELS() (_swig_ret Acc_handle_kind) {
+	var swig_r Acc_handle_kind
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_6710598a15b64c37())
+	return swig_r
+}
+
+var ACC_HANDLE_CHECKPOINT_MODELS Acc_handle_kind = _swig_getACC_HANDLE_CHECKPOINT_MODELS()
 type Acc_options_kind int
 func _swig_getACC_OPTIONS_OPTIMIZER() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
