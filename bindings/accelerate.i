@@ -125,6 +125,7 @@ using namespace accswig;
 %feature("director") accswig::Collator;
 %feature("director") accswig::StateHandler;
 %feature("director") accswig::CheckpointHook;
+%feature("director") accswig::ModelsCheckpointHook;
 %feature("director") accswig::Tracker;
 %feature("director") accswig::LrLambda;
 %feature("director") accswig::GroupLrLambda;

@@ -105,6 +105,38 @@ class Images {
 #endif
 };
 
+/* The models a checkpoint pre-hook is handed (acc_checkpoint_models): model(i) is a new handle the
+ * caller closes, index(i) its place in prepare order; remove(i) takes it out (the hook saves or loads
+ * its weights itself). Valid during the hook only: the host layer's wrapper refuses later calls. */
+class CheckpointModels {
+ public:
+  int64_t size_(ERR0) const {
+    size_t n = 0;
+    check(acc_checkpoint_models_count(models_, &n));
+    return (int64_t)n;
+  }
+  acc_model *model(int64_t i ERR) const {
+    acc_model *out = nullptr;
+    check(acc_checkpoint_models_get(models_, position(i), &out, nullptr));
+    return out;
+  }
+  int64_t index(int64_t i ERR) const {
+    acc_model *out = nullptr;
+    size_t index = 0;
+    check(acc_checkpoint_models_get(models_, position(i), &out, &index));
+    acc_model_free(out);
+    return (int64_t)index;
+  }
+  void remove(int64_t i ERR) { check(acc_checkpoint_models_remove(models_, position(i))); }
+#ifndef SWIG
+  acc_checkpoint_models *models_ = nullptr;
+  static size_t position(int64_t i) {
+    if (i < 0) fail(ACC_ERR_INVALID_ARGUMENT, "model index out of range (" + std::to_string(i) + ")");
+    return (size_t)i;
+  }
+#endif
+};
+
 /* Where an LR lambda puts its factor. */
 class Factor {
  public:
@@ -161,6 +193,11 @@ inline int state_load_trampoline(void *ud, const void *data, size_t size) {
 }
 inline int hook_trampoline(void *ud, const char *dir) {
   return guarded([&] { return static_cast<CheckpointHook *>(ud)->run(dir); });
+}
+inline int models_hook_trampoline(void *ud, acc_checkpoint_models *models, const char *dir) {
+  CheckpointModels view;
+  view.models_ = models;
+  return guarded([&] { return static_cast<ModelsCheckpointHook *>(ud)->run(&view, dir); });
 }
 inline int tracker_init_trampoline(void *ud, const char *project, const char *config) {
   return guarded([&] { return static_cast<Tracker *>(ud)->init(project, config ? config : "{}"); });

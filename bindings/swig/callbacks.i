@@ -9,6 +9,8 @@
 %nodefaultctor accswig::Metrics;
 %nodefaultctor accswig::Texts;
 %nodefaultctor accswig::Images;
+%nodefaultctor accswig::CheckpointModels;
+%rename(CheckpointModelsView) accswig::CheckpointModels;
 %rename(LrFactor) accswig::Factor;
 %nodefaultctor accswig::Factor;
 %include "swig/callbacks.hpp"
@@ -101,6 +103,21 @@
     uint64_t id = 0;
     register_callback(hook, [&](void *ud, acc_free_fn fr) {
       return acc_register_load_state_pre_hook_removable($self, &hook_trampoline, ud, fr, &id);
+    });
+    return static_cast<int64_t>(id);
+  }
+  /* The same with the models whose weights the library saves or loads (a hook may take some out). */
+  int64_t registerSaveStateModelsPreHook(accswig::ModelsCheckpointHook *hook ERR) {
+    uint64_t id = 0;
+    register_callback(hook, [&](void *ud, acc_free_fn fr) {
+      return acc_register_save_state_models_pre_hook($self, &models_hook_trampoline, ud, fr, &id);
+    });
+    return static_cast<int64_t>(id);
+  }
+  int64_t registerLoadStateModelsPreHook(accswig::ModelsCheckpointHook *hook ERR) {
+    uint64_t id = 0;
+    register_callback(hook, [&](void *ud, acc_free_fn fr) {
+      return acc_register_load_state_models_pre_hook($self, &models_hook_trampoline, ud, fr, &id);
     });
     return static_cast<int64_t>(id);
   }

@@ -286,6 +286,7 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %rename(HandleProgress) ACC_HANDLE_PROGRESS;
 %rename(HandleBytes) ACC_HANDLE_BYTES;
 %rename(HandleAveragedModel) ACC_HANDLE_AVERAGED_MODEL;
+%rename(HandleCheckpointModels) ACC_HANDLE_CHECKPOINT_MODELS;
 %rename(OptimizerOptions) ACC_OPTIONS_OPTIMIZER;
 %rename(SchedulerOptions) ACC_OPTIONS_SCHEDULER;
 %rename(DataLoaderOptions) ACC_OPTIONS_DATALOADER;
@@ -358,6 +359,8 @@ ACC_CS_HANDLE(accswig::LoadReport, false)
 %csmethodmodifiers acc_accelerator::registerForCheckpointing "internal";
 %csmethodmodifiers acc_accelerator::registerSaveStatePreHook "internal";
 %csmethodmodifiers acc_accelerator::registerLoadStatePreHook "internal";
+%csmethodmodifiers acc_accelerator::registerSaveStateModelsPreHook "internal";
+%csmethodmodifiers acc_accelerator::registerLoadStateModelsPreHook "internal";
 %csmethodmodifiers acc_accelerator::removeStatePreHook "internal";
 %csmethodmodifiers acc_accelerator::onTraceReady "internal";
 %csmethodmodifiers acc_accelerator::addTracker "internal";

@@ -40,6 +40,7 @@ class Bytes;
 class Metrics;
 class Texts;
 class Images;
+class CheckpointModels;
 class Factor;
 
 class Collator : public Callback {
@@ -59,6 +60,13 @@ class CheckpointHook : public Callback {
  public:
   // Runs with the checkpoint folder before save_state writes or load_state reads it.
   virtual int run(const char* dir) = 0;
+};
+
+class ModelsCheckpointHook : public Callback {
+ public:
+  // Runs with the models whose weights the library saves or loads, and the checkpoint folder
+  // (Accelerate's hook(models, weights, dir) / hook(models, dir)).
+  virtual int run(CheckpointModels* models, const char* dir) = 0;
 };
 
 class Tracker : public Callback {

@@ -256,7 +256,7 @@ ACC_JAVA_HANDLE(accswig::LoadReport, false)
 
 /* Directors: no finalizer either; the host layer hands them to the library, which frees them. */
 %typemap(javafinalize) accswig::SampleSource, accswig::StreamSource, accswig::Collator, accswig::StateHandler,
-    accswig::CheckpointHook, accswig::Tracker, accswig::LrLambda, accswig::GroupLrLambda, accswig::BatchSizeRun, accswig::TraceReady ""
+    accswig::CheckpointHook, accswig::ModelsCheckpointHook, accswig::Tracker, accswig::LrLambda, accswig::GroupLrLambda, accswig::BatchSizeRun, accswig::TraceReady ""
 
 /* Internal plumbing the idiomatic methods (java_code.i) are built on. */
 %javamethodmodifiers acc_tensor::copyShape "protected";
@@ -292,6 +292,8 @@ ACC_JAVA_HANDLE(accswig::LoadReport, false)
 %javamethodmodifiers acc_accelerator::registerForCheckpointing "protected";
 %javamethodmodifiers acc_accelerator::registerSaveStatePreHook "protected";
 %javamethodmodifiers acc_accelerator::registerLoadStatePreHook "protected";
+%javamethodmodifiers acc_accelerator::registerSaveStateModelsPreHook "protected";
+%javamethodmodifiers acc_accelerator::registerLoadStateModelsPreHook "protected";
 %javamethodmodifiers acc_accelerator::removeStatePreHook "protected";
 %javamethodmodifiers acc_accelerator::onTraceReady "protected";
 %javamethodmodifiers acc_accelerator::addTracker "protected";

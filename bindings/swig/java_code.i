@@ -345,7 +345,8 @@
   public void registerForCheckpointing(CheckpointState state) {
     registerForCheckpointing(CallbackAdapters.state(state));
   }
-  /** Runs hook with the folder before saveState writes; an exception aborts the save on every process.
+  /** Runs hook with the folder being written (files written there become part of the checkpoint) before
+   *  saveState writes; an exception aborts the save on every process.
    *  The handle removes the hook again (Accelerate's RemovableHandle). */
   public RemovableHandle registerSaveStatePreHook(CheckpointHookFunction hook) {
     return new RemovableHandle(this, registerSaveStatePreHook(CallbackAdapters.hook(hook)));
@@ -353,6 +354,17 @@
   /** Runs hook with the folder before loadState reads; an exception aborts the load on every process. */
   public RemovableHandle registerLoadStatePreHook(CheckpointHookFunction hook) {
     return new RemovableHandle(this, registerLoadStatePreHook(CallbackAdapters.hook(hook)));
+  }
+  /** Accelerate's register_save_state_pre_hook(hook(models, weights, dir)): runs hook with the models
+   *  whose weights the library will save, and the folder being written (files written there become part
+   *  of the checkpoint); a hook that saves a model's weights itself takes it out. */
+  public RemovableHandle registerSaveStatePreHook(CheckpointModelsHookFunction hook) {
+    return new RemovableHandle(this, registerSaveStateModelsPreHook(CallbackAdapters.modelsHook(hook)));
+  }
+  /** Accelerate's register_load_state_pre_hook(hook(models, dir)): a hook takes out the models it loads
+   *  itself, those a save hook took out. */
+  public RemovableHandle registerLoadStatePreHook(CheckpointModelsHookFunction hook) {
+    return new RemovableHandle(this, registerLoadStateModelsPreHook(CallbackAdapters.modelsHook(hook)));
   }
   /** Accelerate's ProfileKwargs(on_trace_ready=handler), for every later profile: runs with the step at
    *  which each recorded cycle ends; profileSummary and exportChromeTrace read that cycle in it. An

@@ -101,6 +101,54 @@ internal sealed class HookAdapter : CheckpointHook {
   public override void Released() { Unpin(); }
 }
 
+/// The prepared models a checkpoint pre-hook is handed, in prepare order: those whose weights the
+/// library will save or load (Accelerate's hook(models, weights, dir) / hook(models, dir)). Usable
+/// while the hook runs only.
+public sealed class CheckpointModels {
+  CheckpointModelsView view;
+
+  internal CheckpointModels(CheckpointModelsView view) { this.view = view; }
+
+  /// How many models are left to the library.
+  public int Count { get { return checked((int)Live().Size()); } }
+  /// The i-th model left: a new handle to the prepared model, which the caller disposes.
+  public Model Get(int i) { return Live().Model(i); }
+  /// The i-th model's place in prepare order.
+  public long Index(int i) { return Live().Index(i); }
+  /// Takes the i-th model out (the later ones move up): the library neither writes nor reads its
+  /// weights, and the checkpoint's weight files number the models left (Accelerate's weights.pop(i),
+  /// models.pop(i)). A model prepared with sharded data parallelism cannot be taken out.
+  public void Remove(int i) { Live().Remove(i); }
+
+  internal void End() { view = null; }
+
+  CheckpointModelsView Live() {
+    if (view == null)
+      throw new InvalidOperationException("these models were handed to a checkpoint pre-hook that has returned");
+    return view;
+  }
+}
+
+internal sealed class ModelsHookAdapter : ModelsCheckpointHook {
+  readonly Action<CheckpointModels, string> hook;
+
+  internal ModelsHookAdapter(Action<CheckpointModels, string> hook) {
+    this.hook = hook;
+    Pin();
+  }
+
+  public override int Run(CheckpointModelsView view, string dir) {
+    var models = new CheckpointModels(view);
+    try {
+      return CallbackErrors.Run(() => hook(models, dir));
+    } finally {
+      models.End();
+    }
+  }
+
+  public override void Released() { Unpin(); }
+}
+
 internal sealed class TraceReadyAdapter : TraceReady {
   readonly Action<long> handler;
 
@@ -263,8 +311,9 @@ public partial class Accelerator {
     if (save == null || load == null) throw new ArgumentNullException(save == null ? "save" : "load");
     RegisterForCheckpointing(new StateAdapter(save, load));
   }
-  /// Runs with the folder before SaveState writes; an exception aborts the save on every process.
-  /// The handle removes the hook again (Accelerate's RemovableHandle).
+  /// Runs with the folder being written (files written there become part of the checkpoint) before
+  /// SaveState writes; an exception aborts the save on every process. The handle removes the hook
+  /// again (Accelerate's RemovableHandle).
   public RemovableHandle RegisterSaveStatePreHook(Action<string> hook) {
     if (hook == null) throw new ArgumentNullException("hook");
     return new RemovableHandle(this, RegisterSaveStatePreHook(new HookAdapter(hook)));
@@ -273,6 +322,19 @@ public partial class Accelerator {
   public RemovableHandle RegisterLoadStatePreHook(Action<string> hook) {
     if (hook == null) throw new ArgumentNullException("hook");
     return new RemovableHandle(this, RegisterLoadStatePreHook(new HookAdapter(hook)));
+  }
+  /// Accelerate's register_save_state_pre_hook(hook(models, weights, dir)): runs with the models whose
+  /// weights the library will save and the folder being written (files written there become part of
+  /// the checkpoint); a hook that saves a model's weights itself takes it out.
+  public RemovableHandle RegisterSaveStatePreHook(Action<CheckpointModels, string> hook) {
+    if (hook == null) throw new ArgumentNullException("hook");
+    return new RemovableHandle(this, RegisterSaveStateModelsPreHook(new ModelsHookAdapter(hook)));
+  }
+  /// Accelerate's register_load_state_pre_hook(hook(models, dir)): a hook takes out the models it loads
+  /// itself, those a save hook took out.
+  public RemovableHandle RegisterLoadStatePreHook(Action<CheckpointModels, string> hook) {
+    if (hook == null) throw new ArgumentNullException("hook");
+    return new RemovableHandle(this, RegisterLoadStateModelsPreHook(new ModelsHookAdapter(hook)));
   }
   /// Accelerate's ProfileKwargs(on_trace_ready=handler), for every later profile: runs with the step at
   /// which each recorded cycle ends; ProfileSummary and ExportChromeTrace read that cycle in it. An

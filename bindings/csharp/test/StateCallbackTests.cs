@@ -34,7 +34,49 @@ public class StateCallbackTests {
       state = new byte[] {9};
       acc.LoadState(written);
       Assert.AreEqual(new byte[] {1, 2, 3}, loaded);
-      Assert.AreEqual(new[] {"save " + written, "load " + written}, hooks.ToArray());
+      // A save's hooks run in the folder being written, hidden beside the checkpoint's.
+      Assert.AreEqual(new[] {"save " + Path.Combine(dir, ".ckpt.incomplete"), "load " + written}, hooks.ToArray());
+    }
+    Assert.AreEqual(baseline, Library.LiveCallbacks());
+  }
+
+  [Test]
+  public void HooksWithTheirModelsSaveAndLoadAModelThemselves() {
+    long baseline = Library.LiveCallbacks();
+    string dir = TestDirs.Temp();
+    var seen = new List<long>();
+    CheckpointModels kept = null;
+    using (Accelerator acc = NewAccelerator(dir))
+    using (Model raw0 = Model.FromSpec(Spec))
+    using (Model raw1 = Model.FromSpec(Spec))
+    using (Model first = acc.Prepare(raw0))
+    using (Model second = acc.Prepare(raw1)) {
+      acc.RegisterSaveStatePreHook((models, d) => {
+        kept = models;
+        for (int i = 0; i < models.Count; ++i) seen.Add(models.Index(i));
+        using (Model m = models.Get(0))
+        using (TensorList state = m.StateDict()) state.SaveSafetensors(Path.Combine(d, "own.safetensors"));
+        models.Remove(0);  // Accelerate's weights.pop(0)
+      });
+      acc.RegisterLoadStatePreHook((models, d) => {
+        using (Model m = models.Get(0)) m.LoadSafetensors(Path.Combine(d, "own.safetensors"), true);
+        models.Remove(0);
+      });
+      string written = acc.SaveState(Path.Combine(dir, "ckpt"));
+      Assert.AreEqual(new long[] {0, 1}, seen.ToArray());
+      Assert.IsTrue(File.Exists(Path.Combine(written, "own.safetensors")));
+      Assert.IsTrue(File.Exists(Path.Combine(written, "model.safetensors")));  // the second model's
+      Assert.IsFalse(File.Exists(Path.Combine(written, "model_1.safetensors")));
+      Assert.Throws<InvalidOperationException>(() => { int n = kept.Count; });
+      float[] before;
+      using (Tensor w = first.Parameter("0.weight")) before = w.ToFloatArray();
+      using (TensorList zeros = TensorList.Of())
+      using (Tensor z = Tensor.Of(new float[2], 1, 2)) {
+        zeros.Append("0.weight", z);
+        first.LoadStateDict(zeros, false);
+      }
+      acc.LoadState(written);
+      using (Tensor w = first.Parameter("0.weight")) Assert.AreEqual(before, w.ToFloatArray());
     }
     Assert.AreEqual(baseline, Library.LiveCallbacks());
   }

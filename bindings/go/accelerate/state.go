@@ -52,7 +52,8 @@ func (a *Accelerator) RegisterAveragedModel(avg *AveragedModel) error {
 	return a.do(func(h capi.Accelerator, e *string) { h.RegisterAveragedModel(vh, e) })
 }
 
-// RegisterSaveStatePreHook: fn runs with the folder before SaveState writes it; an error aborts it.
+// RegisterSaveStatePreHook: fn runs with the folder being written (files written there become part
+// of the checkpoint) before SaveState writes it; an error aborts it.
 func (a *Accelerator) RegisterSaveStatePreHook(fn func(dir string) error) error {
 	_, err := a.RegisterRemovableSaveStatePreHook(fn)
 	return err
@@ -88,6 +89,88 @@ func (a *Accelerator) registerStatePreHook(fn func(dir string) error,
 		return nil, err
 	}
 	return &RemovableHandle{a, id}, nil
+}
+
+// RegisterSaveStateModelsPreHook is Accelerate's register_save_state_pre_hook(hook(models, weights,
+// dir)): fn runs with the models whose weights the library will save and the folder being written
+// (files written there become part of the checkpoint); a hook that saves a model's weights itself
+// takes it out (models.Remove). An error aborts the save on every process.
+func (a *Accelerator) RegisterSaveStateModelsPreHook(fn func(models *CheckpointModels, dir string) error) (*RemovableHandle, error) {
+	return a.registerModelsPreHook(fn, capi.Accelerator.RegisterSaveStateModelsPreHook)
+}
+
+// RegisterLoadStateModelsPreHook is Accelerate's register_load_state_pre_hook(hook(models, dir)): fn
+// takes out the models it loads itself, those a save hook took out.
+func (a *Accelerator) RegisterLoadStateModelsPreHook(fn func(models *CheckpointModels, dir string) error) (*RemovableHandle, error) {
+	return a.registerModelsPreHook(fn, capi.Accelerator.RegisterLoadStateModelsPreHook)
+}
+
+func (a *Accelerator) registerModelsPreHook(fn func(*CheckpointModels, string) error,
+	register func(capi.Accelerator, capi.ModelsCheckpointHook, *string) int64) (*RemovableHandle, error) {
+	if fn == nil {
+		return nil, nilArgument("the hook")
+	}
+	var id int64
+	err := a.do(func(h capi.Accelerator, e *string) {
+		id = register(h, capi.NewDirectorModelsCheckpointHook(&modelsHookAdapter{fn}), e)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &RemovableHandle{a, id}, nil
+}
+
+// CheckpointModels are the prepared models a checkpoint pre-hook is handed, in prepare order: those
+// whose weights the library will save or load. Usable while the hook runs only (ErrInvalidHandle after).
+type CheckpointModels struct {
+	view capi.CheckpointModelsView // nil once the hook has returned
+}
+
+func (m *CheckpointModels) live() (capi.CheckpointModelsView, error) {
+	if m == nil || m.view == nil {
+		return nil, &Error{Status: StatusInvalidHandle,
+			Message: "these models were handed to a checkpoint pre-hook that has returned"}
+	}
+	return m.view, nil
+}
+
+// Len is how many models are left to the library.
+func (m *CheckpointModels) Len() (int, error) {
+	v, err := m.live()
+	if err != nil {
+		return 0, err
+	}
+	n, err := call(func(e *string) int64 { return v.Size(e) })
+	return int(n), err
+}
+
+// Model is the i-th model left: a new handle to the prepared model, which the caller closes.
+func (m *CheckpointModels) Model(i int) (*Model, error) {
+	v, err := m.live()
+	if err != nil {
+		return nil, err
+	}
+	return adoptModel(call(func(e *string) capi.Model { return v.Model(int64(i), e) }))
+}
+
+// Index is the i-th model's place in prepare order.
+func (m *CheckpointModels) Index(i int) (int64, error) {
+	v, err := m.live()
+	if err != nil {
+		return 0, err
+	}
+	return call(func(e *string) int64 { return v.Index(int64(i), e) })
+}
+
+// Remove takes the i-th model out (the later ones move up): the library neither writes nor reads its
+// weights, and the checkpoint's weight files number the models left (Accelerate's weights.pop(i),
+// models.pop(i)). A model prepared with sharded data parallelism cannot be taken out (ErrUnsupported).
+func (m *CheckpointModels) Remove(i int) error {
+	v, err := m.live()
+	if err != nil {
+		return err
+	}
+	return call0(func(e *string) { v.Remove(int64(i), e) })
 }
 
 // RemovableHandle removes a save or load pre-hook (Accelerate's RemovableHandle).
@@ -420,6 +503,21 @@ type hookAdapter struct{ fn func(string) error }
 func (a *hookAdapter) Run(dir string) int {
 	return protect(1, func() int {
 		if err := a.fn(dir); err != nil {
+			return fail(err)
+		}
+		return 0
+	})
+}
+
+type modelsHookAdapter struct {
+	fn func(*CheckpointModels, string) error
+}
+
+func (a *modelsHookAdapter) Run(view capi.CheckpointModelsView, dir string) int {
+	models := &CheckpointModels{view}
+	defer func() { models.view = nil }()
+	return protect(1, func() int {
+		if err := a.fn(models, dir); err != nil {
 			return fail(err)
 		}
 		return 0

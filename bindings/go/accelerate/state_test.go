@@ -69,7 +69,9 @@ func TestCheckpointStateAndHooks(t *testing.T) {
 	if _, err := a.LoadState(written); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(st.loaded, []byte{1, 2, 3}) || !reflect.DeepEqual(hooks, []string{"save " + written, "load " + written}) {
+	// A save's hooks run in the folder being written, hidden beside the checkpoint's.
+	staging := filepath.Join(dir, ".ckpt.incomplete")
+	if !reflect.DeepEqual(st.loaded, []byte{1, 2, 3}) || !reflect.DeepEqual(hooks, []string{"save " + staging, "load " + written}) {
 		t.Fatalf("loaded %v, hooks %v", st.loaded, hooks)
 	}
 	// An unsharded checkpoint holds full weights: nothing to merge (merge-weights).
@@ -84,6 +86,123 @@ func TestCheckpointStateAndHooks(t *testing.T) {
 	_, err = a.SaveState(filepath.Join(dir, "ckpt2"))
 	if !errors.Is(err, acc.ErrIO) || !strings.Contains(err.Error(), "disk quota") {
 		t.Fatalf("want ErrIO with the panic's message, got %v", err)
+	}
+}
+
+// Accelerate's hooks with their models: the save hook writes the first model's weights itself and
+// takes it out (weights.pop(0)); the load hook reads them back and takes it out (models.pop(0)).
+func TestHooksWithTheirModelsSaveAndLoadAModelThemselves(t *testing.T) {
+	dir := t.TempDir()
+	a := newCPUAccelerator(t, dir)
+	defer a.Close()
+	var prepared [2]*acc.Model
+	for i := range prepared {
+		raw, err := acc.ModelFromSpec(`[{"type":"linear","in_features":2,"out_features":1}]`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		if prepared[i], err = a.PrepareModel(raw, acc.PlacementDefault); err != nil {
+			t.Fatal(err)
+		}
+		defer prepared[i].Close()
+	}
+	var seen []int64
+	var kept *acc.CheckpointModels
+	first := func(models *acc.CheckpointModels, dir string, use func(*acc.Model, string) error) error {
+		m, err := models.Model(0)
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		if err := use(m, filepath.Join(dir, "own.safetensors")); err != nil {
+			return err
+		}
+		return models.Remove(0)
+	}
+	_, err := a.RegisterSaveStateModelsPreHook(func(models *acc.CheckpointModels, dir string) error {
+		kept = models
+		n, err := models.Len()
+		if err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			index, err := models.Index(i)
+			if err != nil {
+				return err
+			}
+			seen = append(seen, index)
+		}
+		return first(models, dir, func(m *acc.Model, path string) error {
+			state, err := m.StateDict()
+			if err != nil {
+				return err
+			}
+			defer state.Close()
+			return state.SaveSafetensors(path)
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.RegisterLoadStateModelsPreHook(func(models *acc.CheckpointModels, dir string) error {
+		return first(models, dir, func(m *acc.Model, path string) error {
+			_, _, err := m.LoadSafetensors(path, true)
+			return err
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	written, err := a.SaveState(filepath.Join(dir, "ckpt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(seen, []int64{0, 1}) {
+		t.Fatalf("the hook saw models %v", seen)
+	}
+	for file, want := range map[string]bool{"own.safetensors": true, "model.safetensors": true, "model_1.safetensors": false} {
+		if _, err := os.Stat(filepath.Join(written, file)); (err == nil) != want {
+			t.Errorf("%s present: %v, want %v", file, err == nil, want)
+		}
+	}
+	if _, err := kept.Len(); !errors.Is(err, acc.ErrInvalidHandle) {
+		t.Fatalf("models used after the hook: want ErrInvalidHandle, got %v", err)
+	}
+	weight := func() []float32 {
+		w, err := prepared[0].Parameter("0.weight")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		v, err := w.Float32s()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := weight()
+	zeros, err := acc.NewTensorList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zeros.Close()
+	z, err := acc.FromFloat32s([]float32{0, 0}, 1, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	if err := zeros.Append("0.weight", z); err != nil {
+		t.Fatal(err)
+	}
+	if err := prepared[0].LoadStateDict(zeros, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.LoadState(written); err != nil {
+		t.Fatal(err)
+	}
+	if got := weight(); !reflect.DeepEqual(got, before) {
+		t.Fatalf("model 0's weights after the load: %v, want %v", got, before)
 	}
 }
 

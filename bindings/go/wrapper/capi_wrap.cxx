@@ -1253,6 +1253,20 @@ SWIGINTERN int64_t acc_accelerator_registerLoadStatePreHook(acc_accelerator *sel
     });
     return static_cast<int64_t>(id);
   }
+SWIGINTERN int64_t acc_accelerator_registerSaveStateModelsPreHook(acc_accelerator *self,accswig::ModelsCheckpointHook *hook,std::string *swig_err){
+    uint64_t id = 0;
+    register_callback(hook, [&](void *ud, acc_free_fn fr) {
+      return acc_register_save_state_models_pre_hook(self, &models_hook_trampoline, ud, fr, &id);
+    });
+    return static_cast<int64_t>(id);
+  }
+SWIGINTERN int64_t acc_accelerator_registerLoadStateModelsPreHook(acc_accelerator *self,accswig::ModelsCheckpointHook *hook,std::string *swig_err){
+    uint64_t id = 0;
+    register_callback(hook, [&](void *ud, acc_free_fn fr) {
+      return acc_register_load_state_models_pre_hook(self, &models_hook_trampoline, ud, fr, &id);
+    });
+    return static_cast<int64_t>(id);
+  }
 SWIGINTERN void acc_accelerator_removeStatePreHook(acc_accelerator *self,int64_t id,std::string *swig_err){
     check(acc_remove_state_pre_hook(self, static_cast<uint64_t>(id)));
   }
@@ -1339,19 +1353,19 @@ SwigDirector_SampleSource::SwigDirector_SampleSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_SampleSource_capi_6710598a15b64c37(intgo);
+extern "C" void Swiggo_DeleteDirector_SampleSource_capi_f4638e046c163791(intgo);
 SwigDirector_SampleSource::~SwigDirector_SampleSource()
 {
-  Swiggo_DeleteDirector_SampleSource_capi_6710598a15b64c37(go_val);
+  Swiggo_DeleteDirector_SampleSource_capi_f4638e046c163791(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorSampleSource_callback_released_capi_6710598a15b64c37(int);
+extern "C" void Swig_DirectorSampleSource_callback_released_capi_f4638e046c163791(int);
 void SwigDirector_SampleSource::released() {
-  Swig_DirectorSampleSource_callback_released_capi_6710598a15b64c37(go_val);
+  Swig_DirectorSampleSource_callback_released_capi_f4638e046c163791(go_val);
 }
 
-extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_6710598a15b64c37(int, long long index, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorSampleSource_callback_sample_capi_f4638e046c163791(int, long long index, acc_tensor_list *out);
 int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1360,7 +1374,7 @@ int SwigDirector_SampleSource::sample(int64_t index,acc_tensor_list *out) {
   
   swig_index = (int64_t)index; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorSampleSource_callback_sample_capi_6710598a15b64c37(go_val, swig_index, swig_out);
+  result = Swig_DirectorSampleSource_callback_sample_capi_f4638e046c163791(go_val, swig_index, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1370,38 +1384,38 @@ SwigDirector_StreamSource::SwigDirector_StreamSource(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StreamSource_capi_6710598a15b64c37(intgo);
+extern "C" void Swiggo_DeleteDirector_StreamSource_capi_f4638e046c163791(intgo);
 SwigDirector_StreamSource::~SwigDirector_StreamSource()
 {
-  Swiggo_DeleteDirector_StreamSource_capi_6710598a15b64c37(go_val);
+  Swiggo_DeleteDirector_StreamSource_capi_f4638e046c163791(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStreamSource_callback_released_capi_6710598a15b64c37(int);
+extern "C" void Swig_DirectorStreamSource_callback_released_capi_f4638e046c163791(int);
 void SwigDirector_StreamSource::released() {
-  Swig_DirectorStreamSource_callback_released_capi_6710598a15b64c37(go_val);
+  Swig_DirectorStreamSource_callback_released_capi_f4638e046c163791(go_val);
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_6710598a15b64c37(int, long long epoch);
+extern "C" intgo Swig_DirectorStreamSource_callback_start_capi_f4638e046c163791(int, long long epoch);
 int SwigDirector_StreamSource::start(int64_t epoch) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_epoch;
   
   swig_epoch = (int64_t)epoch; 
-  result = Swig_DirectorStreamSource_callback_start_capi_6710598a15b64c37(go_val, swig_epoch);
+  result = Swig_DirectorStreamSource_callback_start_capi_f4638e046c163791(go_val, swig_epoch);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_6710598a15b64c37(int, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorStreamSource_callback_next_capi_f4638e046c163791(int, acc_tensor_list *out);
 int SwigDirector_StreamSource::next(acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   acc_tensor_list *swig_out;
   
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorStreamSource_callback_next_capi_6710598a15b64c37(go_val, swig_out);
+  result = Swig_DirectorStreamSource_callback_next_capi_f4638e046c163791(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1411,19 +1425,19 @@ SwigDirector_Collator::SwigDirector_Collator(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Collator_capi_6710598a15b64c37(intgo);
+extern "C" void Swiggo_DeleteDirector_Collator_capi_f4638e046c163791(intgo);
 SwigDirector_Collator::~SwigDirector_Collator()
 {
-  Swiggo_DeleteDirector_Collator_capi_6710598a15b64c37(go_val);
+  Swiggo_DeleteDirector_Collator_capi_f4638e046c163791(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCollator_callback_released_capi_6710598a15b64c37(int);
+extern "C" void Swig_DirectorCollator_callback_released_capi_f4638e046c163791(int);
 void SwigDirector_Collator::released() {
-  Swig_DirectorCollator_callback_released_capi_6710598a15b64c37(go_val);
+  Swig_DirectorCollator_callback_released_capi_f4638e046c163791(go_val);
 }
 
-extern "C" intgo Swig_DirectorCollator_callback_collate_capi_6710598a15b64c37(int, accswig::Samples *samples, acc_tensor_list *out);
+extern "C" intgo Swig_DirectorCollator_callback_collate_capi_f4638e046c163791(int, accswig::Samples *samples, acc_tensor_list *out);
 int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1432,7 +1446,7 @@ int SwigDirector_Collator::collate(accswig::Samples *samples,acc_tensor_list *ou
   
   *(accswig::Samples **)&swig_samples = (accswig::Samples *)samples; 
   *(acc_tensor_list **)&swig_out = (acc_tensor_list *)out; 
-  result = Swig_DirectorCollator_callback_collate_capi_6710598a15b64c37(go_val, swig_samples, swig_out);
+  result = Swig_DirectorCollator_callback_collate_capi_f4638e046c163791(go_val, swig_samples, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1442,38 +1456,38 @@ SwigDirector_StateHandler::SwigDirector_StateHandler(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_StateHandler_capi_6710598a15b64c37(intgo);
+extern "C" void Swiggo_DeleteDirector_StateHandler_capi_f4638e046c163791(intgo);
 SwigDirector_StateHandler::~SwigDirector_StateHandler()
 {
-  Swiggo_DeleteDirector_StateHandler_capi_6710598a15b64c37(go_val);
+  Swiggo_DeleteDirector_StateHandler_capi_f4638e046c163791(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorStateHandler_callback_released_capi_6710598a15b64c37(int);
+extern "C" void Swig_DirectorStateHandler_callback_released_capi_f4638e046c163791(int);
 void SwigDirector_StateHandler::released() {
-  Swig_DirectorStateHandler_callback_released_capi_6710598a15b64c37(go_val);
+  Swig_DirectorStateHandler_callback_released_capi_f4638e046c163791(go_val);
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_6710598a15b64c37(int, accswig::Bytes *out);
+extern "C" intgo Swig_DirectorStateHandler_callback_save_capi_f4638e046c163791(int, accswig::Bytes *out);
 int SwigDirector_StateHandler::save(accswig::Bytes *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_out;
   
   *(accswig::Bytes **)&swig_out = (accswig::Bytes *)out; 
-  result = Swig_DirectorStateHandler_callback_save_capi_6710598a15b64c37(go_val, swig_out);
+  result = Swig_DirectorStateHandler_callback_save_capi_f4638e046c163791(go_val, swig_out);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_6710598a15b64c37(int, accswig::Bytes *in);
+extern "C" intgo Swig_DirectorStateHandler_callback_load_capi_f4638e046c163791(int, accswig::Bytes *in);
 int SwigDirector_StateHandler::load(accswig::Bytes *in) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   accswig::Bytes *swig_in;
   
   *(accswig::Bytes **)&swig_in = (accswig::Bytes *)in; 
-  result = Swig_DirectorStateHandler_callback_load_capi_6710598a15b64c37(go_val, swig_in);
+  result = Swig_DirectorStateHandler_callback_load_capi_f4638e046c163791(go_val, swig_in);
   c_result = (int)result; 
   return c_result;
 }
@@ -1483,19 +1497,19 @@ SwigDirector_CheckpointHook::SwigDirector_CheckpointHook(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_6710598a15b64c37(intgo);
+extern "C" void Swiggo_DeleteDirector_CheckpointHook_capi_f4638e046c163791(intgo);
 SwigDirector_CheckpointHook::~SwigDirector_CheckpointHook()
 {
-  Swiggo_DeleteDirector_CheckpointHook_capi_6710598a15b64c37(go_val);
+  Swiggo_DeleteDirector_CheckpointHook_capi_f4638e046c163791(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_6710598a15b64c37(int);
+extern "C" void Swig_DirectorCheckpointHook_callback_released_capi_f4638e046c163791(int);
 void SwigDirector_CheckpointHook::released() {
-  Swig_DirectorCheckpointHook_callback_released_capi_6710598a15b64c37(go_val);
+  Swig_DirectorCheckpointHook_callback_released_capi_f4638e046c163791(go_val);
 }
 
-extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_6710598a15b64c37(int, _gostring_ dir);
+extern "C" intgo Swig_DirectorCheckpointHook_callback_run_capi_f4638e046c163791(int, _gostring_ dir);
 int SwigDirector_CheckpointHook::run(char const *dir) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1504,7 +1518,40 @@ int SwigDirector_CheckpointHook::run(char const *dir) {
   
   swig_dir = Swig_AllocateString((char*)dir, dir ? strlen((char*)dir) : 0);
   
-  result = Swig_DirectorCheckpointHook_callback_run_capi_6710598a15b64c37(go_val, swig_dir);
+  result = Swig_DirectorCheckpointHook_callback_run_capi_f4638e046c163791(go_val, swig_dir);
+  c_result = (int)result; 
+  return c_result;
+}
+
+SwigDirector_ModelsCheckpointHook::SwigDirector_ModelsCheckpointHook(int swig_p)
+    : accswig::ModelsCheckpointHook(),
+      go_val(swig_p), swig_mem(0)
+{ }
+
+extern "C" void Swiggo_DeleteDirector_ModelsCheckpointHook_capi_f4638e046c163791(intgo);
+SwigDirector_ModelsCheckpointHook::~SwigDirector_ModelsCheckpointHook()
+{
+  Swiggo_DeleteDirector_ModelsCheckpointHook_capi_f4638e046c163791(go_val);
+  delete swig_mem;
+}
+
+extern "C" void Swig_DirectorModelsCheckpointHook_callback_released_capi_f4638e046c163791(int);
+void SwigDirector_ModelsCheckpointHook::released() {
+  Swig_DirectorModelsCheckpointHook_callback_released_capi_f4638e046c163791(go_val);
+}
+
+extern "C" intgo Swig_DirectorModelsCheckpointHook_callback_run_capi_f4638e046c163791(int, accswig::CheckpointModels *models, _gostring_ dir);
+int SwigDirector_ModelsCheckpointHook::run(accswig::CheckpointModels *models,char const *dir) {
+  int c_result = SwigValueInit< int >() ;
+  intgo result;
+  accswig::CheckpointModels *swig_models;
+  _gostring_ swig_dir;
+  
+  *(accswig::CheckpointModels **)&swig_models = (accswig::CheckpointModels *)models; 
+  
+  swig_dir = Swig_AllocateString((char*)dir, dir ? strlen((char*)dir) : 0);
+  
+  result = Swig_DirectorModelsCheckpointHook_callback_run_capi_f4638e046c163791(go_val, swig_models, swig_dir);
   c_result = (int)result; 
   return c_result;
 }
@@ -1514,19 +1561,19 @@ SwigDirector_Tracker::SwigDirector_Tracker(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_Tracker_capi_6710598a15b64c37(intgo);
+extern "C" void Swiggo_DeleteDirector_Tracker_capi_f4638e046c163791(intgo);
 SwigDirector_Tracker::~SwigDirector_Tracker()
 {
-  Swiggo_DeleteDirector_Tracker_capi_6710598a15b64c37(go_val);
+  Swiggo_DeleteDirector_Tracker_capi_f4638e046c163791(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTracker_callback_released_capi_6710598a15b64c37(int);
+extern "C" void Swig_DirectorTracker_callback_released_capi_f4638e046c163791(int);
 void SwigDirector_Tracker::released() {
-  Swig_DirectorTracker_callback_released_capi_6710598a15b64c37(go_val);
+  Swig_DirectorTracker_callback_released_capi_f4638e046c163791(go_val);
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_init_capi_6710598a15b64c37(int, _gostring_ project, _gostring_ configJson);
+extern "C" intgo Swig_DirectorTracker_callback_init_capi_f4638e046c163791(int, _gostring_ project, _gostring_ configJson);
 int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1539,12 +1586,12 @@ int SwigDirector_Tracker::init(char const *project,char const *configJson) {
   
   swig_configJson = Swig_AllocateString((char*)configJson, configJson ? strlen((char*)configJson) : 0);
   
-  result = Swig_DirectorTracker_callback_init_capi_6710598a15b64c37(go_val, swig_project, swig_configJson);
+  result = Swig_DirectorTracker_callback_init_capi_f4638e046c163791(go_val, swig_project, swig_configJson);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_log_capi_6710598a15b64c37(int, accswig::Metrics *metrics, long long step);
+extern "C" intgo Swig_DirectorTracker_callback_log_capi_f4638e046c163791(int, accswig::Metrics *metrics, long long step);
 int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1553,22 +1600,22 @@ int SwigDirector_Tracker::log(accswig::Metrics *metrics,int64_t step) {
   
   *(accswig::Metrics **)&swig_metrics = (accswig::Metrics *)metrics; 
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_log_capi_6710598a15b64c37(go_val, swig_metrics, swig_step);
+  result = Swig_DirectorTracker_callback_log_capi_f4638e046c163791(go_val, swig_metrics, swig_step);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_finish_capi_6710598a15b64c37(int);
+extern "C" intgo Swig_DirectorTracker_callback_finish_capi_f4638e046c163791(int);
 int SwigDirector_Tracker::finish() {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   
-  result = Swig_DirectorTracker_callback_finish_capi_6710598a15b64c37(go_val);
+  result = Swig_DirectorTracker_callback_finish_capi_f4638e046c163791(go_val);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_logText_capi_6710598a15b64c37(int, accswig::Texts *arg2, long long arg3);
+extern "C" intgo Swig_DirectorTracker_callback_logText_capi_f4638e046c163791(int, accswig::Texts *arg2, long long arg3);
 int SwigDirector_Tracker::logText(accswig::Texts *texts,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1577,22 +1624,22 @@ int SwigDirector_Tracker::logText(accswig::Texts *texts,int64_t step) {
   
   *(accswig::Texts **)&swig_arg2 = (accswig::Texts *)texts; 
   swig_arg3 = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_logText_capi_6710598a15b64c37(go_val, swig_arg2, swig_arg3);
+  result = Swig_DirectorTracker_callback_logText_capi_f4638e046c163791(go_val, swig_arg2, swig_arg3);
   c_result = (int)result; 
   return c_result;
 }
 
-extern "C" bool Swig_DirectorTracker_callback_takesImages_capi_6710598a15b64c37(int);
+extern "C" bool Swig_DirectorTracker_callback_takesImages_capi_f4638e046c163791(int);
 bool SwigDirector_Tracker::takesImages() {
   bool c_result = SwigValueInit< bool >() ;
   bool result;
   
-  result = Swig_DirectorTracker_callback_takesImages_capi_6710598a15b64c37(go_val);
+  result = Swig_DirectorTracker_callback_takesImages_capi_f4638e046c163791(go_val);
   c_result = (bool)result; 
   return c_result;
 }
 
-extern "C" intgo Swig_DirectorTracker_callback_logImages_capi_6710598a15b64c37(int, accswig::Images *arg2, long long arg3);
+extern "C" intgo Swig_DirectorTracker_callback_logImages_capi_f4638e046c163791(int, accswig::Images *arg2, long long arg3);
 int SwigDirector_Tracker::logImages(accswig::Images *images,int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1601,7 +1648,7 @@ int SwigDirector_Tracker::logImages(accswig::Images *images,int64_t step) {
   
   *(accswig::Images **)&swig_arg2 = (accswig::Images *)images; 
   swig_arg3 = (int64_t)step; 
-  result = Swig_DirectorTracker_callback_logImages_capi_6710598a15b64c37(go_val, swig_arg2, swig_arg3);
+  result = Swig_DirectorTracker_callback_logImages_capi_f4638e046c163791(go_val, swig_arg2, swig_arg3);
   c_result = (int)result; 
   return c_result;
 }
@@ -1611,19 +1658,19 @@ SwigDirector_LrLambda::SwigDirector_LrLambda(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_LrLambda_capi_6710598a15b64c37(intgo);
+extern "C" void Swiggo_DeleteDirector_LrLambda_capi_f4638e046c163791(intgo);
 SwigDirector_LrLambda::~SwigDirector_LrLambda()
 {
-  Swiggo_DeleteDirector_LrLambda_capi_6710598a15b64c37(go_val);
+  Swiggo_DeleteDirector_LrLambda_capi_f4638e046c163791(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorLrLambda_callback_released_capi_6710598a15b64c37(int);
+extern "C" void Swig_DirectorLrLambda_callback_released_capi_f4638e046c163791(int);
 void SwigDirector_LrLambda::released() {
-  Swig_DirectorLrLambda_callback_released_capi_6710598a15b64c37(go_val);
+  Swig_DirectorLrLambda_callback_released_capi_f4638e046c163791(go_val);
 }
 
-extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_6710598a15b64c37(int, long long step, accswig::Factor *out);
+extern "C" intgo Swig_DirectorLrLambda_callback_factor_capi_f4638e046c163791(int, long long step, accswig::Factor *out);
 int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1632,7 +1679,7 @@ int SwigDirector_LrLambda::factor(int64_t step,accswig::Factor *out) {
   
   swig_step = (int64_t)step; 
   *(accswig::Factor **)&swig_out = (accswig::Factor *)out; 
-  result = Swig_DirectorLrLambda_callback_factor_capi_6710598a15b64c37(go_val, swig_step, swig_out);
+  result = Swig_DirectorLrLambda_callback_factor_capi_f4638e046c163791(go_val, swig_step, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1642,19 +1689,19 @@ SwigDirector_GroupLrLambda::SwigDirector_GroupLrLambda(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_GroupLrLambda_capi_6710598a15b64c37(intgo);
+extern "C" void Swiggo_DeleteDirector_GroupLrLambda_capi_f4638e046c163791(intgo);
 SwigDirector_GroupLrLambda::~SwigDirector_GroupLrLambda()
 {
-  Swiggo_DeleteDirector_GroupLrLambda_capi_6710598a15b64c37(go_val);
+  Swiggo_DeleteDirector_GroupLrLambda_capi_f4638e046c163791(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorGroupLrLambda_callback_released_capi_6710598a15b64c37(int);
+extern "C" void Swig_DirectorGroupLrLambda_callback_released_capi_f4638e046c163791(int);
 void SwigDirector_GroupLrLambda::released() {
-  Swig_DirectorGroupLrLambda_callback_released_capi_6710598a15b64c37(go_val);
+  Swig_DirectorGroupLrLambda_callback_released_capi_f4638e046c163791(go_val);
 }
 
-extern "C" intgo Swig_DirectorGroupLrLambda_callback_factor_capi_6710598a15b64c37(int, long long group, long long step, accswig::Factor *out);
+extern "C" intgo Swig_DirectorGroupLrLambda_callback_factor_capi_f4638e046c163791(int, long long group, long long step, accswig::Factor *out);
 int SwigDirector_GroupLrLambda::factor(size_t group,int64_t step,accswig::Factor *out) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
@@ -1665,7 +1712,7 @@ int SwigDirector_GroupLrLambda::factor(size_t group,int64_t step,accswig::Factor
   swig_group = (size_t)group; 
   swig_step = (int64_t)step; 
   *(accswig::Factor **)&swig_out = (accswig::Factor *)out; 
-  result = Swig_DirectorGroupLrLambda_callback_factor_capi_6710598a15b64c37(go_val, swig_group, swig_step, swig_out);
+  result = Swig_DirectorGroupLrLambda_callback_factor_capi_f4638e046c163791(go_val, swig_group, swig_step, swig_out);
   c_result = (int)result; 
   return c_result;
 }
@@ -1675,26 +1722,26 @@ SwigDirector_TraceReady::SwigDirector_TraceReady(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_TraceReady_capi_6710598a15b64c37(intgo);
+extern "C" void Swiggo_DeleteDirector_TraceReady_capi_f4638e046c163791(intgo);
 SwigDirector_TraceReady::~SwigDirector_TraceReady()
 {
-  Swiggo_DeleteDirector_TraceReady_capi_6710598a15b64c37(go_val);
+  Swiggo_DeleteDirector_TraceReady_capi_f4638e046c163791(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorTraceReady_callback_released_capi_6710598a15b64c37(int);
+extern "C" void Swig_DirectorTraceReady_callback_released_capi_f4638e046c163791(int);
 void SwigDirector_TraceReady::released() {
-  Swig_DirectorTraceReady_callback_released_capi_6710598a15b64c37(go_val);
+  Swig_DirectorTraceReady_callback_released_capi_f4638e046c163791(go_val);
 }
 
-extern "C" intgo Swig_DirectorTraceReady_callback_ready_capi_6710598a15b64c37(int, long long step);
+extern "C" intgo Swig_DirectorTraceReady_callback_ready_capi_f4638e046c163791(int, long long step);
 int SwigDirector_TraceReady::ready(int64_t step) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_step;
   
   swig_step = (int64_t)step; 
-  result = Swig_DirectorTraceReady_callback_ready_capi_6710598a15b64c37(go_val, swig_step);
+  result = Swig_DirectorTraceReady_callback_ready_capi_f4638e046c163791(go_val, swig_step);
   c_result = (int)result; 
   return c_result;
 }
@@ -1704,26 +1751,26 @@ SwigDirector_BatchSizeRun::SwigDirector_BatchSizeRun(int swig_p)
       go_val(swig_p), swig_mem(0)
 { }
 
-extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_6710598a15b64c37(intgo);
+extern "C" void Swiggo_DeleteDirector_BatchSizeRun_capi_f4638e046c163791(intgo);
 SwigDirector_BatchSizeRun::~SwigDirector_BatchSizeRun()
 {
-  Swiggo_DeleteDirector_BatchSizeRun_capi_6710598a15b64c37(go_val);
+  Swiggo_DeleteDirector_BatchSizeRun_capi_f4638e046c163791(go_val);
   delete swig_mem;
 }
 
-extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_6710598a15b64c37(int);
+extern "C" void Swig_DirectorBatchSizeRun_callback_released_capi_f4638e046c163791(int);
 void SwigDirector_BatchSizeRun::released() {
-  Swig_DirectorBatchSizeRun_callback_released_capi_6710598a15b64c37(go_val);
+  Swig_DirectorBatchSizeRun_callback_released_capi_f4638e046c163791(go_val);
 }
 
-extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_6710598a15b64c37(int, long long batch_size);
+extern "C" intgo Swig_DirectorBatchSizeRun_callback_run_capi_f4638e046c163791(int, long long batch_size);
 int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
   int c_result = SwigValueInit< int >() ;
   intgo result;
   long long swig_batch_size;
   
   swig_batch_size = (int64_t)batch_size; 
-  result = Swig_DirectorBatchSizeRun_callback_run_capi_6710598a15b64c37(go_val, swig_batch_size);
+  result = Swig_DirectorBatchSizeRun_callback_run_capi_f4638e046c163791(go_val, swig_batch_size);
   c_result = (int)result; 
   return c_result;
 }
@@ -1732,7 +1779,7 @@ int SwigDirector_BatchSizeRun::run(int64_t batch_size) {
 extern "C" {
 #endif
 
-void _wrap_Swig_free_capi_6710598a15b64c37(void *_swig_go_0) {
+void _wrap_Swig_free_capi_f4638e046c163791(void *_swig_go_0) {
   void *arg1 = (void *) 0 ;
   
   arg1 = *(void **)&_swig_go_0; 
@@ -1742,7 +1789,7 @@ void _wrap_Swig_free_capi_6710598a15b64c37(void *_swig_go_0) {
 }
 
 
-void *_wrap_Swig_malloc_capi_6710598a15b64c37(intgo _swig_go_0) {
+void *_wrap_Swig_malloc_capi_f4638e046c163791(intgo _swig_go_0) {
   int arg1 ;
   void *result = 0 ;
   void *_swig_go_result;
@@ -1755,7 +1802,7 @@ void *_wrap_Swig_malloc_capi_6710598a15b64c37(intgo _swig_go_0) {
 }
 
 
-intgo _wrap_ACC_OK_capi_6710598a15b64c37() {
+intgo _wrap_ACC_OK_capi_f4638e046c163791() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1776,7 +1823,7 @@ intgo _wrap_ACC_OK_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_6710598a15b64c37() {
+intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_f4638e046c163791() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1797,7 +1844,7 @@ intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_6710598a15b64c37() {
+intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_f4638e046c163791() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1818,7 +1865,7 @@ intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_6710598a15b64c37() {
+intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_f4638e046c163791() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1839,7 +1886,7 @@ intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_ERR_UNSUPPORTED_capi_6710598a15b64c37() {
+intgo _wrap_ACC_ERR_UNSUPPORTED_capi_f4638e046c163791() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1860,7 +1907,7 @@ intgo _wrap_ACC_ERR_UNSUPPORTED_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_6710598a15b64c37() {
+intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_f4638e046c163791() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1881,7 +1928,7 @@ intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_ERR_TIMEOUT_capi_6710598a15b64c37() {
+intgo _wrap_ACC_ERR_TIMEOUT_capi_f4638e046c163791() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1902,7 +1949,7 @@ intgo _wrap_ACC_ERR_TIMEOUT_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_ERR_ABORTED_capi_6710598a15b64c37() {
+intgo _wrap_ACC_ERR_ABORTED_capi_f4638e046c163791() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1923,7 +1970,7 @@ intgo _wrap_ACC_ERR_ABORTED_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_ERR_DISTRIBUTED_capi_6710598a15b64c37() {
+intgo _wrap_ACC_ERR_DISTRIBUTED_capi_f4638e046c163791() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1944,7 +1991,7 @@ intgo _wrap_ACC_ERR_DISTRIBUTED_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_ERR_IO_capi_6710598a15b64c37() {
+intgo _wrap_ACC_ERR_IO_capi_f4638e046c163791() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1965,7 +2012,7 @@ intgo _wrap_ACC_ERR_IO_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_6710598a15b64c37() {
+intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_f4638e046c163791() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -1986,7 +2033,7 @@ intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_ERR_INTERNAL_capi_6710598a15b64c37() {
+intgo _wrap_ACC_ERR_INTERNAL_capi_f4638e046c163791() {
   acc_status result;
   intgo _swig_go_result;
   
@@ -2007,7 +2054,7 @@ intgo _wrap_ACC_ERR_INTERNAL_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UNDEFINED_capi_6710598a15b64c37() {
+intgo _wrap_ACC_DTYPE_UNDEFINED_capi_f4638e046c163791() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2028,7 +2075,7 @@ intgo _wrap_ACC_DTYPE_UNDEFINED_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT32_capi_6710598a15b64c37() {
+intgo _wrap_ACC_DTYPE_FLOAT32_capi_f4638e046c163791() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2049,7 +2096,7 @@ intgo _wrap_ACC_DTYPE_FLOAT32_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT64_capi_6710598a15b64c37() {
+intgo _wrap_ACC_DTYPE_FLOAT64_capi_f4638e046c163791() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2070,7 +2117,7 @@ intgo _wrap_ACC_DTYPE_FLOAT64_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BFLOAT16_capi_6710598a15b64c37() {
+intgo _wrap_ACC_DTYPE_BFLOAT16_capi_f4638e046c163791() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2091,7 +2138,7 @@ intgo _wrap_ACC_DTYPE_BFLOAT16_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_DTYPE_FLOAT16_capi_6710598a15b64c37() {
+intgo _wrap_ACC_DTYPE_FLOAT16_capi_f4638e046c163791() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2112,7 +2159,7 @@ intgo _wrap_ACC_DTYPE_FLOAT16_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT64_capi_6710598a15b64c37() {
+intgo _wrap_ACC_DTYPE_INT64_capi_f4638e046c163791() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2133,7 +2180,7 @@ intgo _wrap_ACC_DTYPE_INT64_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT32_capi_6710598a15b64c37() {
+intgo _wrap_ACC_DTYPE_INT32_capi_f4638e046c163791() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2154,7 +2201,7 @@ intgo _wrap_ACC_DTYPE_INT32_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_DTYPE_UINT8_capi_6710598a15b64c37() {
+intgo _wrap_ACC_DTYPE_UINT8_capi_f4638e046c163791() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2175,7 +2222,7 @@ intgo _wrap_ACC_DTYPE_UINT8_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_DTYPE_BOOL_capi_6710598a15b64c37() {
+intgo _wrap_ACC_DTYPE_BOOL_capi_f4638e046c163791() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2196,7 +2243,7 @@ intgo _wrap_ACC_DTYPE_BOOL_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT8_capi_6710598a15b64c37() {
+intgo _wrap_ACC_DTYPE_INT8_capi_f4638e046c163791() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2217,7 +2264,7 @@ intgo _wrap_ACC_DTYPE_INT8_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_DTYPE_INT16_capi_6710598a15b64c37() {
+intgo _wrap_ACC_DTYPE_INT16_capi_f4638e046c163791() {
   acc_dtype result;
   intgo _swig_go_result;
   
@@ -2238,7 +2285,7 @@ intgo _wrap_ACC_DTYPE_INT16_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_NONE_capi_6710598a15b64c37() {
+intgo _wrap_ACC_REDUCTION_NONE_capi_f4638e046c163791() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2259,7 +2306,7 @@ intgo _wrap_ACC_REDUCTION_NONE_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_MEAN_capi_6710598a15b64c37() {
+intgo _wrap_ACC_REDUCTION_MEAN_capi_f4638e046c163791() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2280,7 +2327,7 @@ intgo _wrap_ACC_REDUCTION_MEAN_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_REDUCTION_SUM_capi_6710598a15b64c37() {
+intgo _wrap_ACC_REDUCTION_SUM_capi_f4638e046c163791() {
   acc_reduction result;
   intgo _swig_go_result;
   
@@ -2301,7 +2348,7 @@ intgo _wrap_ACC_REDUCTION_SUM_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ANY_capi_6710598a15b64c37() {
+intgo _wrap_ACC_HANDLE_ANY_capi_f4638e046c163791() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2322,7 +2369,7 @@ intgo _wrap_ACC_HANDLE_ANY_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_capi_6710598a15b64c37() {
+intgo _wrap_ACC_HANDLE_TENSOR_capi_f4638e046c163791() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2343,7 +2390,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_6710598a15b64c37() {
+intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_f4638e046c163791() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2364,7 +2411,7 @@ intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_HANDLE_STRING_LIST_capi_6710598a15b64c37() {
+intgo _wrap_ACC_HANDLE_STRING_LIST_capi_f4638e046c163791() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2385,7 +2432,7 @@ intgo _wrap_ACC_HANDLE_STRING_LIST_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIONS_capi_6710598a15b64c37() {
+intgo _wrap_ACC_HANDLE_OPTIONS_capi_f4638e046c163791() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2406,7 +2453,7 @@ intgo _wrap_ACC_HANDLE_OPTIONS_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_HANDLE_MODEL_capi_6710598a15b64c37() {
+intgo _wrap_ACC_HANDLE_MODEL_capi_f4638e046c163791() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2427,7 +2474,7 @@ intgo _wrap_ACC_HANDLE_MODEL_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_6710598a15b64c37() {
+intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_f4638e046c163791() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2448,7 +2495,7 @@ intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_HANDLE_SCHEDULER_capi_6710598a15b64c37() {
+intgo _wrap_ACC_HANDLE_SCHEDULER_capi_f4638e046c163791() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2469,7 +2516,7 @@ intgo _wrap_ACC_HANDLE_SCHEDULER_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATASET_capi_6710598a15b64c37() {
+intgo _wrap_ACC_HANDLE_DATASET_capi_f4638e046c163791() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2490,7 +2537,7 @@ intgo _wrap_ACC_HANDLE_DATASET_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_HANDLE_DATALOADER_capi_6710598a15b64c37() {
+intgo _wrap_ACC_HANDLE_DATALOADER_capi_f4638e046c163791() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2511,7 +2558,7 @@ intgo _wrap_ACC_HANDLE_DATALOADER_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_6710598a15b64c37() {
+intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_f4638e046c163791() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2532,7 +2579,7 @@ intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_HANDLE_PROGRESS_capi_6710598a15b64c37() {
+intgo _wrap_ACC_HANDLE_PROGRESS_capi_f4638e046c163791() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2553,7 +2600,7 @@ intgo _wrap_ACC_HANDLE_PROGRESS_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_HANDLE_BYTES_capi_6710598a15b64c37() {
+intgo _wrap_ACC_HANDLE_BYTES_capi_f4638e046c163791() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2574,7 +2621,7 @@ intgo _wrap_ACC_HANDLE_BYTES_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_6710598a15b64c37() {
+intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_f4638e046c163791() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2595,7 +2642,7 @@ intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_6710598a15b64c37() {
+intgo _wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_f4638e046c163791() {
   acc_handle_kind result;
   intgo _swig_go_result;
   
@@ -2616,7 +2663,7 @@ intgo _wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_6710598a15b64c37() {
+intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_f4638e046c163791() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2637,7 +2684,7 @@ intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_6710598a15b64c37() {
+intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_f4638e046c163791() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2658,7 +2705,7 @@ intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_DATALOADER_capi_6710598a15b64c37() {
+intgo _wrap_ACC_OPTIONS_DATALOADER_capi_f4638e046c163791() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2679,7 +2726,7 @@ intgo _wrap_ACC_OPTIONS_DATALOADER_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_6710598a15b64c37() {
+intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_f4638e046c163791() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2700,7 +2747,7 @@ intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_LORA_capi_6710598a15b64c37() {
+intgo _wrap_ACC_OPTIONS_LORA_capi_f4638e046c163791() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2721,7 +2768,7 @@ intgo _wrap_ACC_OPTIONS_LORA_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_PROFILE_capi_6710598a15b64c37() {
+intgo _wrap_ACC_OPTIONS_PROFILE_capi_f4638e046c163791() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2742,7 +2789,7 @@ intgo _wrap_ACC_OPTIONS_PROFILE_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_6710598a15b64c37() {
+intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_f4638e046c163791() {
   acc_options_kind result;
   intgo _swig_go_result;
   
@@ -2763,7 +2810,7 @@ intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_6710598a15b64c37() {
+intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_f4638e046c163791() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2784,7 +2831,7 @@ intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_NO_capi_6710598a15b64c37() {
+intgo _wrap_ACC_PLACEMENT_NO_capi_f4638e046c163791() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2805,7 +2852,7 @@ intgo _wrap_ACC_PLACEMENT_NO_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_ACC_PLACEMENT_YES_capi_6710598a15b64c37() {
+intgo _wrap_ACC_PLACEMENT_YES_capi_f4638e046c163791() {
   acc_placement result;
   intgo _swig_go_result;
   
@@ -2826,7 +2873,7 @@ intgo _wrap_ACC_PLACEMENT_YES_capi_6710598a15b64c37() {
 }
 
 
-void _wrap_delete_Callback_capi_6710598a15b64c37(accswig::Callback *_swig_go_0) {
+void _wrap_delete_Callback_capi_f4638e046c163791(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -2845,7 +2892,7 @@ void _wrap_delete_Callback_capi_6710598a15b64c37(accswig::Callback *_swig_go_0) 
 }
 
 
-void _wrap_Callback_released_capi_6710598a15b64c37(accswig::Callback *_swig_go_0) {
+void _wrap_Callback_released_capi_f4638e046c163791(accswig::Callback *_swig_go_0) {
   accswig::Callback *arg1 = (accswig::Callback *) 0 ;
   
   arg1 = *(accswig::Callback **)&_swig_go_0; 
@@ -2864,7 +2911,7 @@ void _wrap_Callback_released_capi_6710598a15b64c37(accswig::Callback *_swig_go_0
 }
 
 
-accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_6710598a15b64c37(intgo _swig_go_0) {
+accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_f4638e046c163791(intgo _swig_go_0) {
   int arg1 ;
   accswig::SampleSource *result = 0 ;
   accswig::SampleSource *_swig_go_result;
@@ -2886,7 +2933,7 @@ accswig::SampleSource *_wrap__swig_NewDirectorSampleSourceSampleSource_capi_6710
 }
 
 
-void _wrap_DeleteDirectorSampleSource_capi_6710598a15b64c37(accswig::SampleSource *_swig_go_0) {
+void _wrap_DeleteDirectorSampleSource_capi_f4638e046c163791(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2905,7 +2952,7 @@ void _wrap_DeleteDirectorSampleSource_capi_6710598a15b64c37(accswig::SampleSourc
 }
 
 
-void _wrap__swig_DirectorSampleSource_upcall_Released_capi_6710598a15b64c37(SwigDirector_SampleSource *_swig_go_0) {
+void _wrap__swig_DirectorSampleSource_upcall_Released_capi_f4638e046c163791(SwigDirector_SampleSource *_swig_go_0) {
   SwigDirector_SampleSource *arg1 = (SwigDirector_SampleSource *) 0 ;
   
   arg1 = *(SwigDirector_SampleSource **)&_swig_go_0; 
@@ -2924,7 +2971,7 @@ void _wrap__swig_DirectorSampleSource_upcall_Released_capi_6710598a15b64c37(Swig
 }
 
 
-intgo _wrap_SampleSource_sample_capi_6710598a15b64c37(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_SampleSource_sample_capi_f4638e046c163791(accswig::SampleSource *_swig_go_0, long long _swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   int64_t arg2 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -2950,7 +2997,7 @@ intgo _wrap_SampleSource_sample_capi_6710598a15b64c37(accswig::SampleSource *_sw
 }
 
 
-void _wrap_delete_SampleSource_capi_6710598a15b64c37(accswig::SampleSource *_swig_go_0) {
+void _wrap_delete_SampleSource_capi_f4638e046c163791(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2969,7 +3016,7 @@ void _wrap_delete_SampleSource_capi_6710598a15b64c37(accswig::SampleSource *_swi
 }
 
 
-void _wrap_SampleSource_released_capi_6710598a15b64c37(accswig::SampleSource *_swig_go_0) {
+void _wrap_SampleSource_released_capi_f4638e046c163791(accswig::SampleSource *_swig_go_0) {
   accswig::SampleSource *arg1 = (accswig::SampleSource *) 0 ;
   
   arg1 = *(accswig::SampleSource **)&_swig_go_0; 
@@ -2980,7 +3027,7 @@ void _wrap_SampleSource_released_capi_6710598a15b64c37(accswig::SampleSource *_s
 }
 
 
-accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_6710598a15b64c37(intgo _swig_go_0) {
+accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_f4638e046c163791(intgo _swig_go_0) {
   int arg1 ;
   accswig::StreamSource *result = 0 ;
   accswig::StreamSource *_swig_go_result;
@@ -3002,7 +3049,7 @@ accswig::StreamSource *_wrap__swig_NewDirectorStreamSourceStreamSource_capi_6710
 }
 
 
-void _wrap_DeleteDirectorStreamSource_capi_6710598a15b64c37(accswig::StreamSource *_swig_go_0) {
+void _wrap_DeleteDirectorStreamSource_capi_f4638e046c163791(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -3021,7 +3068,7 @@ void _wrap_DeleteDirectorStreamSource_capi_6710598a15b64c37(accswig::StreamSourc
 }
 
 
-void _wrap__swig_DirectorStreamSource_upcall_Released_capi_6710598a15b64c37(SwigDirector_StreamSource *_swig_go_0) {
+void _wrap__swig_DirectorStreamSource_upcall_Released_capi_f4638e046c163791(SwigDirector_StreamSource *_swig_go_0) {
   SwigDirector_StreamSource *arg1 = (SwigDirector_StreamSource *) 0 ;
   
   arg1 = *(SwigDirector_StreamSource **)&_swig_go_0; 
@@ -3040,7 +3087,7 @@ void _wrap__swig_DirectorStreamSource_upcall_Released_capi_6710598a15b64c37(Swig
 }
 
 
-intgo _wrap_StreamSource_start_capi_6710598a15b64c37(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_StreamSource_start_capi_f4638e046c163791(accswig::StreamSource *_swig_go_0, long long _swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   int result;
@@ -3064,7 +3111,7 @@ intgo _wrap_StreamSource_start_capi_6710598a15b64c37(accswig::StreamSource *_swi
 }
 
 
-intgo _wrap_StreamSource_next_capi_6710598a15b64c37(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
+intgo _wrap_StreamSource_next_capi_f4638e046c163791(accswig::StreamSource *_swig_go_0, acc_tensor_list *_swig_go_1) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   int result;
@@ -3088,7 +3135,7 @@ intgo _wrap_StreamSource_next_capi_6710598a15b64c37(accswig::StreamSource *_swig
 }
 
 
-void _wrap_delete_StreamSource_capi_6710598a15b64c37(accswig::StreamSource *_swig_go_0) {
+void _wrap_delete_StreamSource_capi_f4638e046c163791(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -3107,7 +3154,7 @@ void _wrap_delete_StreamSource_capi_6710598a15b64c37(accswig::StreamSource *_swi
 }
 
 
-void _wrap_StreamSource_released_capi_6710598a15b64c37(accswig::StreamSource *_swig_go_0) {
+void _wrap_StreamSource_released_capi_f4638e046c163791(accswig::StreamSource *_swig_go_0) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   
   arg1 = *(accswig::StreamSource **)&_swig_go_0; 
@@ -3118,7 +3165,7 @@ void _wrap_StreamSource_released_capi_6710598a15b64c37(accswig::StreamSource *_s
 }
 
 
-accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_6710598a15b64c37(intgo _swig_go_0) {
+accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_f4638e046c163791(intgo _swig_go_0) {
   int arg1 ;
   accswig::Collator *result = 0 ;
   accswig::Collator *_swig_go_result;
@@ -3140,7 +3187,7 @@ accswig::Collator *_wrap__swig_NewDirectorCollatorCollator_capi_6710598a15b64c37
 }
 
 
-void _wrap_DeleteDirectorCollator_capi_6710598a15b64c37(accswig::Collator *_swig_go_0) {
+void _wrap_DeleteDirectorCollator_capi_f4638e046c163791(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3159,7 +3206,7 @@ void _wrap_DeleteDirectorCollator_capi_6710598a15b64c37(accswig::Collator *_swig
 }
 
 
-void _wrap__swig_DirectorCollator_upcall_Released_capi_6710598a15b64c37(SwigDirector_Collator *_swig_go_0) {
+void _wrap__swig_DirectorCollator_upcall_Released_capi_f4638e046c163791(SwigDirector_Collator *_swig_go_0) {
   SwigDirector_Collator *arg1 = (SwigDirector_Collator *) 0 ;
   
   arg1 = *(SwigDirector_Collator **)&_swig_go_0; 
@@ -3178,7 +3225,7 @@ void _wrap__swig_DirectorCollator_upcall_Released_capi_6710598a15b64c37(SwigDire
 }
 
 
-intgo _wrap_Collator_collate_capi_6710598a15b64c37(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
+intgo _wrap_Collator_collate_capi_f4638e046c163791(accswig::Collator *_swig_go_0, accswig::Samples *_swig_go_1, acc_tensor_list *_swig_go_2) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   accswig::Samples *arg2 = (accswig::Samples *) 0 ;
   acc_tensor_list *arg3 = (acc_tensor_list *) 0 ;
@@ -3204,7 +3251,7 @@ intgo _wrap_Collator_collate_capi_6710598a15b64c37(accswig::Collator *_swig_go_0
 }
 
 
-void _wrap_delete_Collator_capi_6710598a15b64c37(accswig::Collator *_swig_go_0) {
+void _wrap_delete_Collator_capi_f4638e046c163791(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3223,7 +3270,7 @@ void _wrap_delete_Collator_capi_6710598a15b64c37(accswig::Collator *_swig_go_0) 
 }
 
 
-void _wrap_Collator_released_capi_6710598a15b64c37(accswig::Collator *_swig_go_0) {
+void _wrap_Collator_released_capi_f4638e046c163791(accswig::Collator *_swig_go_0) {
   accswig::Collator *arg1 = (accswig::Collator *) 0 ;
   
   arg1 = *(accswig::Collator **)&_swig_go_0; 
@@ -3234,7 +3281,7 @@ void _wrap_Collator_released_capi_6710598a15b64c37(accswig::Collator *_swig_go_0
 }
 
 
-accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_6710598a15b64c37(intgo _swig_go_0) {
+accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_f4638e046c163791(intgo _swig_go_0) {
   int arg1 ;
   accswig::StateHandler *result = 0 ;
   accswig::StateHandler *_swig_go_result;
@@ -3256,7 +3303,7 @@ accswig::StateHandler *_wrap__swig_NewDirectorStateHandlerStateHandler_capi_6710
 }
 
 
-void _wrap_DeleteDirectorStateHandler_capi_6710598a15b64c37(accswig::StateHandler *_swig_go_0) {
+void _wrap_DeleteDirectorStateHandler_capi_f4638e046c163791(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3275,7 +3322,7 @@ void _wrap_DeleteDirectorStateHandler_capi_6710598a15b64c37(accswig::StateHandle
 }
 
 
-void _wrap__swig_DirectorStateHandler_upcall_Released_capi_6710598a15b64c37(SwigDirector_StateHandler *_swig_go_0) {
+void _wrap__swig_DirectorStateHandler_upcall_Released_capi_f4638e046c163791(SwigDirector_StateHandler *_swig_go_0) {
   SwigDirector_StateHandler *arg1 = (SwigDirector_StateHandler *) 0 ;
   
   arg1 = *(SwigDirector_StateHandler **)&_swig_go_0; 
@@ -3294,7 +3341,7 @@ void _wrap__swig_DirectorStateHandler_upcall_Released_capi_6710598a15b64c37(Swig
 }
 
 
-intgo _wrap_StateHandler_save_capi_6710598a15b64c37(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_save_capi_f4638e046c163791(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -3318,7 +3365,7 @@ intgo _wrap_StateHandler_save_capi_6710598a15b64c37(accswig::StateHandler *_swig
 }
 
 
-intgo _wrap_StateHandler_load_capi_6710598a15b64c37(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
+intgo _wrap_StateHandler_load_capi_f4638e046c163791(accswig::StateHandler *_swig_go_0, accswig::Bytes *_swig_go_1) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   accswig::Bytes *arg2 = (accswig::Bytes *) 0 ;
   int result;
@@ -3342,7 +3389,7 @@ intgo _wrap_StateHandler_load_capi_6710598a15b64c37(accswig::StateHandler *_swig
 }
 
 
-void _wrap_delete_StateHandler_capi_6710598a15b64c37(accswig::StateHandler *_swig_go_0) {
+void _wrap_delete_StateHandler_capi_f4638e046c163791(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3361,7 +3408,7 @@ void _wrap_delete_StateHandler_capi_6710598a15b64c37(accswig::StateHandler *_swi
 }
 
 
-void _wrap_StateHandler_released_capi_6710598a15b64c37(accswig::StateHandler *_swig_go_0) {
+void _wrap_StateHandler_released_capi_f4638e046c163791(accswig::StateHandler *_swig_go_0) {
   accswig::StateHandler *arg1 = (accswig::StateHandler *) 0 ;
   
   arg1 = *(accswig::StateHandler **)&_swig_go_0; 
@@ -3372,7 +3419,7 @@ void _wrap_StateHandler_released_capi_6710598a15b64c37(accswig::StateHandler *_s
 }
 
 
-accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_6710598a15b64c37(intgo _swig_go_0) {
+accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_f4638e046c163791(intgo _swig_go_0) {
   int arg1 ;
   accswig::CheckpointHook *result = 0 ;
   accswig::CheckpointHook *_swig_go_result;
@@ -3394,7 +3441,7 @@ accswig::CheckpointHook *_wrap__swig_NewDirectorCheckpointHookCheckpointHook_cap
 }
 
 
-void _wrap_DeleteDirectorCheckpointHook_capi_6710598a15b64c37(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_DeleteDirectorCheckpointHook_capi_f4638e046c163791(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3413,7 +3460,7 @@ void _wrap_DeleteDirectorCheckpointHook_capi_6710598a15b64c37(accswig::Checkpoin
 }
 
 
-void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_6710598a15b64c37(SwigDirector_CheckpointHook *_swig_go_0) {
+void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_f4638e046c163791(SwigDirector_CheckpointHook *_swig_go_0) {
   SwigDirector_CheckpointHook *arg1 = (SwigDirector_CheckpointHook *) 0 ;
   
   arg1 = *(SwigDirector_CheckpointHook **)&_swig_go_0; 
@@ -3432,7 +3479,7 @@ void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_6710598a15b64c37(Sw
 }
 
 
-intgo _wrap_CheckpointHook_run_capi_6710598a15b64c37(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
+intgo _wrap_CheckpointHook_run_capi_f4638e046c163791(accswig::CheckpointHook *_swig_go_0, _gostring_ _swig_go_1) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   char *arg2 = (char *) 0 ;
   char *copy2 ;
@@ -3464,7 +3511,7 @@ intgo _wrap_CheckpointHook_run_capi_6710598a15b64c37(accswig::CheckpointHook *_s
 }
 
 
-void _wrap_delete_CheckpointHook_capi_6710598a15b64c37(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_delete_CheckpointHook_capi_f4638e046c163791(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3483,7 +3530,7 @@ void _wrap_delete_CheckpointHook_capi_6710598a15b64c37(accswig::CheckpointHook *
 }
 
 
-void _wrap_CheckpointHook_released_capi_6710598a15b64c37(accswig::CheckpointHook *_swig_go_0) {
+void _wrap_CheckpointHook_released_capi_f4638e046c163791(accswig::CheckpointHook *_swig_go_0) {
   accswig::CheckpointHook *arg1 = (accswig::CheckpointHook *) 0 ;
   
   arg1 = *(accswig::CheckpointHook **)&_swig_go_0; 
@@ -3494,7 +3541,131 @@ void _wrap_CheckpointHook_released_capi_6710598a15b64c37(accswig::CheckpointHook
 }
 
 
-accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_6710598a15b64c37(intgo _swig_go_0) {
+accswig::ModelsCheckpointHook *_wrap__swig_NewDirectorModelsCheckpointHookModelsCheckpointHook_capi_f4638e046c163791(intgo _swig_go_0) {
+  int arg1 ;
+  accswig::ModelsCheckpointHook *result = 0 ;
+  accswig::ModelsCheckpointHook *_swig_go_result;
+  
+  arg1 = (int)_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = new SwigDirector_ModelsCheckpointHook(arg1);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  *(accswig::ModelsCheckpointHook **)&_swig_go_result = (accswig::ModelsCheckpointHook *)result; 
+  return _swig_go_result;
+}
+
+
+void _wrap_DeleteDirectorModelsCheckpointHook_capi_f4638e046c163791(accswig::ModelsCheckpointHook *_swig_go_0) {
+  accswig::ModelsCheckpointHook *arg1 = (accswig::ModelsCheckpointHook *) 0 ;
+  
+  arg1 = *(accswig::ModelsCheckpointHook **)&_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      delete arg1;
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+}
+
+
+void _wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_f4638e046c163791(SwigDirector_ModelsCheckpointHook *_swig_go_0) {
+  SwigDirector_ModelsCheckpointHook *arg1 = (SwigDirector_ModelsCheckpointHook *) 0 ;
+  
+  arg1 = *(SwigDirector_ModelsCheckpointHook **)&_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      arg1->_swig_upcall_released();
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+}
+
+
+intgo _wrap_ModelsCheckpointHook_run_capi_f4638e046c163791(accswig::ModelsCheckpointHook *_swig_go_0, accswig::CheckpointModels *_swig_go_1, _gostring_ _swig_go_2) {
+  accswig::ModelsCheckpointHook *arg1 = (accswig::ModelsCheckpointHook *) 0 ;
+  accswig::CheckpointModels *arg2 = (accswig::CheckpointModels *) 0 ;
+  char *arg3 = (char *) 0 ;
+  char *copy3 ;
+  int result;
+  intgo _swig_go_result;
+  
+  arg1 = *(accswig::ModelsCheckpointHook **)&_swig_go_0; 
+  arg2 = *(accswig::CheckpointModels **)&_swig_go_1; 
+  
+  copy3 = (char *)malloc(_swig_go_2.n + 1);
+  memcpy(copy3, _swig_go_2.p, _swig_go_2.n);
+  copy3[_swig_go_2.n] = '\0';
+  if (memchr(copy3, 0, _swig_go_2.n)) accswig::go_string_held_nul() = true;
+  arg3 = copy3;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (int)(arg1)->run(arg2,(char const *)arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  free(copy3); 
+  return _swig_go_result;
+}
+
+
+void _wrap_delete_ModelsCheckpointHook_capi_f4638e046c163791(accswig::ModelsCheckpointHook *_swig_go_0) {
+  accswig::ModelsCheckpointHook *arg1 = (accswig::ModelsCheckpointHook *) 0 ;
+  
+  arg1 = *(accswig::ModelsCheckpointHook **)&_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      delete arg1;
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+}
+
+
+void _wrap_ModelsCheckpointHook_released_capi_f4638e046c163791(accswig::ModelsCheckpointHook *_swig_go_0) {
+  accswig::ModelsCheckpointHook *arg1 = (accswig::ModelsCheckpointHook *) 0 ;
+  
+  arg1 = *(accswig::ModelsCheckpointHook **)&_swig_go_0; 
+  
+  accswig::Callback *swig_b0 = (accswig::Callback *)arg1;
+  (swig_b0)->released();
+  
+}
+
+
+accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_f4638e046c163791(intgo _swig_go_0) {
   int arg1 ;
   accswig::Tracker *result = 0 ;
   accswig::Tracker *_swig_go_result;
@@ -3516,7 +3687,7 @@ accswig::Tracker *_wrap__swig_NewDirectorTrackerTracker_capi_6710598a15b64c37(in
 }
 
 
-void _wrap_DeleteDirectorTracker_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0) {
+void _wrap_DeleteDirectorTracker_capi_f4638e046c163791(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3535,7 +3706,7 @@ void _wrap_DeleteDirectorTracker_capi_6710598a15b64c37(accswig::Tracker *_swig_g
 }
 
 
-void _wrap__swig_DirectorTracker_upcall_Released_capi_6710598a15b64c37(SwigDirector_Tracker *_swig_go_0) {
+void _wrap__swig_DirectorTracker_upcall_Released_capi_f4638e046c163791(SwigDirector_Tracker *_swig_go_0) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   
   arg1 = *(SwigDirector_Tracker **)&_swig_go_0; 
@@ -3554,7 +3725,7 @@ void _wrap__swig_DirectorTracker_upcall_Released_capi_6710598a15b64c37(SwigDirec
 }
 
 
-intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_6710598a15b64c37(SwigDirector_Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
+intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_f4638e046c163791(SwigDirector_Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   accswig::Texts *arg2 = (accswig::Texts *) 0 ;
   int64_t arg3 ;
@@ -3580,7 +3751,7 @@ intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_6710598a15b64c37(SwigDirec
 }
 
 
-bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_6710598a15b64c37(SwigDirector_Tracker *_swig_go_0) {
+bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_f4638e046c163791(SwigDirector_Tracker *_swig_go_0) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -3602,7 +3773,7 @@ bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_6710598a15b64c37(SwigDi
 }
 
 
-intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_6710598a15b64c37(SwigDirector_Tracker *_swig_go_0, accswig::Images *_swig_go_1, long long _swig_go_2) {
+intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_f4638e046c163791(SwigDirector_Tracker *_swig_go_0, accswig::Images *_swig_go_1, long long _swig_go_2) {
   SwigDirector_Tracker *arg1 = (SwigDirector_Tracker *) 0 ;
   accswig::Images *arg2 = (accswig::Images *) 0 ;
   int64_t arg3 ;
@@ -3628,7 +3799,7 @@ intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_6710598a15b64c37(SwigDir
 }
 
 
-intgo _wrap_Tracker_init_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
+intgo _wrap_Tracker_init_capi_f4638e046c163791(accswig::Tracker *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -3670,7 +3841,7 @@ intgo _wrap_Tracker_init_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0, _go
 }
 
 
-intgo _wrap_Tracker_log_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_log_capi_f4638e046c163791(accswig::Tracker *_swig_go_0, accswig::Metrics *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Metrics *arg2 = (accswig::Metrics *) 0 ;
   int64_t arg3 ;
@@ -3696,7 +3867,7 @@ intgo _wrap_Tracker_log_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0, accs
 }
 
 
-intgo _wrap_Tracker_finish_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0) {
+intgo _wrap_Tracker_finish_capi_f4638e046c163791(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   int result;
   intgo _swig_go_result;
@@ -3718,7 +3889,7 @@ intgo _wrap_Tracker_finish_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0) {
 }
 
 
-intgo _wrap_Tracker_logText_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_logText_capi_f4638e046c163791(accswig::Tracker *_swig_go_0, accswig::Texts *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Texts *arg2 = (accswig::Texts *) 0 ;
   int64_t arg3 ;
@@ -3744,7 +3915,7 @@ intgo _wrap_Tracker_logText_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0, 
 }
 
 
-bool _wrap_Tracker_takesImages_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0) {
+bool _wrap_Tracker_takesImages_capi_f4638e046c163791(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   bool result;
   bool _swig_go_result;
@@ -3766,7 +3937,7 @@ bool _wrap_Tracker_takesImages_capi_6710598a15b64c37(accswig::Tracker *_swig_go_
 }
 
 
-intgo _wrap_Tracker_logImages_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0, accswig::Images *_swig_go_1, long long _swig_go_2) {
+intgo _wrap_Tracker_logImages_capi_f4638e046c163791(accswig::Tracker *_swig_go_0, accswig::Images *_swig_go_1, long long _swig_go_2) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   accswig::Images *arg2 = (accswig::Images *) 0 ;
   int64_t arg3 ;
@@ -3792,7 +3963,7 @@ intgo _wrap_Tracker_logImages_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0
 }
 
 
-void _wrap_delete_Tracker_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0) {
+void _wrap_delete_Tracker_capi_f4638e046c163791(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3811,7 +3982,7 @@ void _wrap_delete_Tracker_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0) {
 }
 
 
-void _wrap_Tracker_released_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0) {
+void _wrap_Tracker_released_capi_f4638e046c163791(accswig::Tracker *_swig_go_0) {
   accswig::Tracker *arg1 = (accswig::Tracker *) 0 ;
   
   arg1 = *(accswig::Tracker **)&_swig_go_0; 
@@ -3822,7 +3993,7 @@ void _wrap_Tracker_released_capi_6710598a15b64c37(accswig::Tracker *_swig_go_0) 
 }
 
 
-accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_6710598a15b64c37(intgo _swig_go_0) {
+accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_f4638e046c163791(intgo _swig_go_0) {
   int arg1 ;
   accswig::LrLambda *result = 0 ;
   accswig::LrLambda *_swig_go_result;
@@ -3844,7 +4015,7 @@ accswig::LrLambda *_wrap__swig_NewDirectorLrLambdaLrLambda_capi_6710598a15b64c37
 }
 
 
-void _wrap_DeleteDirectorLrLambda_capi_6710598a15b64c37(accswig::LrLambda *_swig_go_0) {
+void _wrap_DeleteDirectorLrLambda_capi_f4638e046c163791(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3863,7 +4034,7 @@ void _wrap_DeleteDirectorLrLambda_capi_6710598a15b64c37(accswig::LrLambda *_swig
 }
 
 
-void _wrap__swig_DirectorLrLambda_upcall_Released_capi_6710598a15b64c37(SwigDirector_LrLambda *_swig_go_0) {
+void _wrap__swig_DirectorLrLambda_upcall_Released_capi_f4638e046c163791(SwigDirector_LrLambda *_swig_go_0) {
   SwigDirector_LrLambda *arg1 = (SwigDirector_LrLambda *) 0 ;
   
   arg1 = *(SwigDirector_LrLambda **)&_swig_go_0; 
@@ -3882,7 +4053,7 @@ void _wrap__swig_DirectorLrLambda_upcall_Released_capi_6710598a15b64c37(SwigDire
 }
 
 
-intgo _wrap_LrLambda_factor_capi_6710598a15b64c37(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
+intgo _wrap_LrLambda_factor_capi_f4638e046c163791(accswig::LrLambda *_swig_go_0, long long _swig_go_1, accswig::Factor *_swig_go_2) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   int64_t arg2 ;
   accswig::Factor *arg3 = (accswig::Factor *) 0 ;
@@ -3908,7 +4079,7 @@ intgo _wrap_LrLambda_factor_capi_6710598a15b64c37(accswig::LrLambda *_swig_go_0,
 }
 
 
-void _wrap_delete_LrLambda_capi_6710598a15b64c37(accswig::LrLambda *_swig_go_0) {
+void _wrap_delete_LrLambda_capi_f4638e046c163791(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3927,7 +4098,7 @@ void _wrap_delete_LrLambda_capi_6710598a15b64c37(accswig::LrLambda *_swig_go_0) 
 }
 
 
-void _wrap_LrLambda_released_capi_6710598a15b64c37(accswig::LrLambda *_swig_go_0) {
+void _wrap_LrLambda_released_capi_f4638e046c163791(accswig::LrLambda *_swig_go_0) {
   accswig::LrLambda *arg1 = (accswig::LrLambda *) 0 ;
   
   arg1 = *(accswig::LrLambda **)&_swig_go_0; 
@@ -3938,7 +4109,7 @@ void _wrap_LrLambda_released_capi_6710598a15b64c37(accswig::LrLambda *_swig_go_0
 }
 
 
-accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_6710598a15b64c37(intgo _swig_go_0) {
+accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_f4638e046c163791(intgo _swig_go_0) {
   int arg1 ;
   accswig::GroupLrLambda *result = 0 ;
   accswig::GroupLrLambda *_swig_go_result;
@@ -3960,7 +4131,7 @@ accswig::GroupLrLambda *_wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_6
 }
 
 
-void _wrap_DeleteDirectorGroupLrLambda_capi_6710598a15b64c37(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_DeleteDirectorGroupLrLambda_capi_f4638e046c163791(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -3979,7 +4150,7 @@ void _wrap_DeleteDirectorGroupLrLambda_capi_6710598a15b64c37(accswig::GroupLrLam
 }
 
 
-void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_6710598a15b64c37(SwigDirector_GroupLrLambda *_swig_go_0) {
+void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_f4638e046c163791(SwigDirector_GroupLrLambda *_swig_go_0) {
   SwigDirector_GroupLrLambda *arg1 = (SwigDirector_GroupLrLambda *) 0 ;
   
   arg1 = *(SwigDirector_GroupLrLambda **)&_swig_go_0; 
@@ -3998,7 +4169,7 @@ void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_6710598a15b64c37(Swi
 }
 
 
-intgo _wrap_GroupLrLambda_factor_capi_6710598a15b64c37(accswig::GroupLrLambda *_swig_go_0, long long _swig_go_1, long long _swig_go_2, accswig::Factor *_swig_go_3) {
+intgo _wrap_GroupLrLambda_factor_capi_f4638e046c163791(accswig::GroupLrLambda *_swig_go_0, long long _swig_go_1, long long _swig_go_2, accswig::Factor *_swig_go_3) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   size_t arg2 ;
   int64_t arg3 ;
@@ -4026,7 +4197,7 @@ intgo _wrap_GroupLrLambda_factor_capi_6710598a15b64c37(accswig::GroupLrLambda *_
 }
 
 
-void _wrap_delete_GroupLrLambda_capi_6710598a15b64c37(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_delete_GroupLrLambda_capi_f4638e046c163791(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -4045,7 +4216,7 @@ void _wrap_delete_GroupLrLambda_capi_6710598a15b64c37(accswig::GroupLrLambda *_s
 }
 
 
-void _wrap_GroupLrLambda_released_capi_6710598a15b64c37(accswig::GroupLrLambda *_swig_go_0) {
+void _wrap_GroupLrLambda_released_capi_f4638e046c163791(accswig::GroupLrLambda *_swig_go_0) {
   accswig::GroupLrLambda *arg1 = (accswig::GroupLrLambda *) 0 ;
   
   arg1 = *(accswig::GroupLrLambda **)&_swig_go_0; 
@@ -4056,7 +4227,7 @@ void _wrap_GroupLrLambda_released_capi_6710598a15b64c37(accswig::GroupLrLambda *
 }
 
 
-accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_6710598a15b64c37(intgo _swig_go_0) {
+accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_f4638e046c163791(intgo _swig_go_0) {
   int arg1 ;
   accswig::TraceReady *result = 0 ;
   accswig::TraceReady *_swig_go_result;
@@ -4078,7 +4249,7 @@ accswig::TraceReady *_wrap__swig_NewDirectorTraceReadyTraceReady_capi_6710598a15
 }
 
 
-void _wrap_DeleteDirectorTraceReady_capi_6710598a15b64c37(accswig::TraceReady *_swig_go_0) {
+void _wrap_DeleteDirectorTraceReady_capi_f4638e046c163791(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -4097,7 +4268,7 @@ void _wrap_DeleteDirectorTraceReady_capi_6710598a15b64c37(accswig::TraceReady *_
 }
 
 
-void _wrap__swig_DirectorTraceReady_upcall_Released_capi_6710598a15b64c37(SwigDirector_TraceReady *_swig_go_0) {
+void _wrap__swig_DirectorTraceReady_upcall_Released_capi_f4638e046c163791(SwigDirector_TraceReady *_swig_go_0) {
   SwigDirector_TraceReady *arg1 = (SwigDirector_TraceReady *) 0 ;
   
   arg1 = *(SwigDirector_TraceReady **)&_swig_go_0; 
@@ -4116,7 +4287,7 @@ void _wrap__swig_DirectorTraceReady_upcall_Released_capi_6710598a15b64c37(SwigDi
 }
 
 
-intgo _wrap_TraceReady_ready_capi_6710598a15b64c37(accswig::TraceReady *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_TraceReady_ready_capi_f4638e046c163791(accswig::TraceReady *_swig_go_0, long long _swig_go_1) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   int64_t arg2 ;
   int result;
@@ -4140,7 +4311,7 @@ intgo _wrap_TraceReady_ready_capi_6710598a15b64c37(accswig::TraceReady *_swig_go
 }
 
 
-void _wrap_delete_TraceReady_capi_6710598a15b64c37(accswig::TraceReady *_swig_go_0) {
+void _wrap_delete_TraceReady_capi_f4638e046c163791(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -4159,7 +4330,7 @@ void _wrap_delete_TraceReady_capi_6710598a15b64c37(accswig::TraceReady *_swig_go
 }
 
 
-void _wrap_TraceReady_released_capi_6710598a15b64c37(accswig::TraceReady *_swig_go_0) {
+void _wrap_TraceReady_released_capi_f4638e046c163791(accswig::TraceReady *_swig_go_0) {
   accswig::TraceReady *arg1 = (accswig::TraceReady *) 0 ;
   
   arg1 = *(accswig::TraceReady **)&_swig_go_0; 
@@ -4170,7 +4341,7 @@ void _wrap_TraceReady_released_capi_6710598a15b64c37(accswig::TraceReady *_swig_
 }
 
 
-accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_6710598a15b64c37(intgo _swig_go_0) {
+accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_f4638e046c163791(intgo _swig_go_0) {
   int arg1 ;
   accswig::BatchSizeRun *result = 0 ;
   accswig::BatchSizeRun *_swig_go_result;
@@ -4192,7 +4363,7 @@ accswig::BatchSizeRun *_wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_6710
 }
 
 
-void _wrap_DeleteDirectorBatchSizeRun_capi_6710598a15b64c37(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_DeleteDirectorBatchSizeRun_capi_f4638e046c163791(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -4211,7 +4382,7 @@ void _wrap_DeleteDirectorBatchSizeRun_capi_6710598a15b64c37(accswig::BatchSizeRu
 }
 
 
-void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_6710598a15b64c37(SwigDirector_BatchSizeRun *_swig_go_0) {
+void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_f4638e046c163791(SwigDirector_BatchSizeRun *_swig_go_0) {
   SwigDirector_BatchSizeRun *arg1 = (SwigDirector_BatchSizeRun *) 0 ;
   
   arg1 = *(SwigDirector_BatchSizeRun **)&_swig_go_0; 
@@ -4230,7 +4401,7 @@ void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_6710598a15b64c37(Swig
 }
 
 
-intgo _wrap_BatchSizeRun_run_capi_6710598a15b64c37(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
+intgo _wrap_BatchSizeRun_run_capi_f4638e046c163791(accswig::BatchSizeRun *_swig_go_0, long long _swig_go_1) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   int64_t arg2 ;
   int result;
@@ -4254,7 +4425,7 @@ intgo _wrap_BatchSizeRun_run_capi_6710598a15b64c37(accswig::BatchSizeRun *_swig_
 }
 
 
-void _wrap_delete_BatchSizeRun_capi_6710598a15b64c37(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_delete_BatchSizeRun_capi_f4638e046c163791(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -4273,7 +4444,7 @@ void _wrap_delete_BatchSizeRun_capi_6710598a15b64c37(accswig::BatchSizeRun *_swi
 }
 
 
-void _wrap_BatchSizeRun_released_capi_6710598a15b64c37(accswig::BatchSizeRun *_swig_go_0) {
+void _wrap_BatchSizeRun_released_capi_f4638e046c163791(accswig::BatchSizeRun *_swig_go_0) {
   accswig::BatchSizeRun *arg1 = (accswig::BatchSizeRun *) 0 ;
   
   arg1 = *(accswig::BatchSizeRun **)&_swig_go_0; 
@@ -4284,7 +4455,7 @@ void _wrap_BatchSizeRun_released_capi_6710598a15b64c37(accswig::BatchSizeRun *_s
 }
 
 
-_gostring_ _wrap_Accelerate_version_capi_6710598a15b64c37() {
+_gostring_ _wrap_Accelerate_version_capi_f4638e046c163791() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -4304,7 +4475,7 @@ _gostring_ _wrap_Accelerate_version_capi_6710598a15b64c37() {
 }
 
 
-intgo _wrap_Accelerate_abiVersion_capi_6710598a15b64c37() {
+intgo _wrap_Accelerate_abiVersion_capi_f4638e046c163791() {
   int result;
   intgo _swig_go_result;
   
@@ -4324,7 +4495,7 @@ intgo _wrap_Accelerate_abiVersion_capi_6710598a15b64c37() {
 }
 
 
-void _wrap_Accelerate_checkAbi_capi_6710598a15b64c37(intgo _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_checkAbi_capi_f4638e046c163791(intgo _swig_go_0, _gostring_* _swig_go_1) {
   int arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4355,7 +4526,7 @@ void _wrap_Accelerate_checkAbi_capi_6710598a15b64c37(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_Accelerate_checkBinding_capi_6710598a15b64c37(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerate_checkBinding_capi_f4638e046c163791(_gostring_ _swig_go_0, intgo _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   int arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4396,7 +4567,7 @@ void _wrap_Accelerate_checkBinding_capi_6710598a15b64c37(_gostring_ _swig_go_0, 
 }
 
 
-_gostring_ _wrap_Accelerate_buildInfo_capi_6710598a15b64c37() {
+_gostring_ _wrap_Accelerate_buildInfo_capi_f4638e046c163791() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -4416,7 +4587,7 @@ _gostring_ _wrap_Accelerate_buildInfo_capi_6710598a15b64c37() {
 }
 
 
-_gostring_ _wrap_Accelerate_statusName_capi_6710598a15b64c37(intgo _swig_go_0) {
+_gostring_ _wrap_Accelerate_statusName_capi_f4638e046c163791(intgo _swig_go_0) {
   acc_status arg1 ;
   std::string result;
   _gostring_ _swig_go_result;
@@ -4438,7 +4609,7 @@ _gostring_ _wrap_Accelerate_statusName_capi_6710598a15b64c37(intgo _swig_go_0) {
 }
 
 
-long long _wrap_Accelerate_liveHandles_capi_6710598a15b64c37(intgo _swig_go_0) {
+long long _wrap_Accelerate_liveHandles_capi_f4638e046c163791(intgo _swig_go_0) {
   acc_handle_kind arg1 ;
   int64_t result;
   long long _swig_go_result;
@@ -4460,7 +4631,7 @@ long long _wrap_Accelerate_liveHandles_capi_6710598a15b64c37(intgo _swig_go_0) {
 }
 
 
-void _wrap_Accelerate_setSeed_capi_6710598a15b64c37(long long _swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setSeed_capi_f4638e046c163791(long long _swig_go_0, _gostring_* _swig_go_1) {
   int64_t arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4491,7 +4662,7 @@ void _wrap_Accelerate_setSeed_capi_6710598a15b64c37(long long _swig_go_0, _gostr
 }
 
 
-void _wrap_Accelerate_setSeedWith_capi_6710598a15b64c37(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerate_setSeedWith_capi_f4638e046c163791(long long _swig_go_0, bool _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   int64_t arg1 ;
   bool arg2 ;
   bool arg3 ;
@@ -4526,7 +4697,7 @@ void _wrap_Accelerate_setSeedWith_capi_6710598a15b64c37(long long _swig_go_0, bo
 }
 
 
-acc_tensor *_wrap_Accelerate_getRandomState_capi_6710598a15b64c37(_gostring_* _swig_go_0) {
+acc_tensor *_wrap_Accelerate_getRandomState_capi_f4638e046c163791(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor *result = 0 ;
@@ -4558,7 +4729,7 @@ acc_tensor *_wrap_Accelerate_getRandomState_capi_6710598a15b64c37(_gostring_* _s
 }
 
 
-void _wrap_Accelerate_setRandomState_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerate_setRandomState_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -4589,7 +4760,7 @@ void _wrap_Accelerate_setRandomState_capi_6710598a15b64c37(acc_tensor *_swig_go_
 }
 
 
-long long _wrap_Accelerate_dtypeSize_capi_6710598a15b64c37(intgo _swig_go_0) {
+long long _wrap_Accelerate_dtypeSize_capi_f4638e046c163791(intgo _swig_go_0) {
   acc_dtype arg1 ;
   size_t result;
   long long _swig_go_result;
@@ -4611,7 +4782,7 @@ long long _wrap_Accelerate_dtypeSize_capi_6710598a15b64c37(intgo _swig_go_0) {
 }
 
 
-_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_6710598a15b64c37() {
+_gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_f4638e046c163791() {
   std::string result;
   _gostring_ _swig_go_result;
   
@@ -4631,7 +4802,7 @@ _gostring_ _wrap_Accelerate_lastErrorBacktrace_capi_6710598a15b64c37() {
 }
 
 
-void _wrap_Accelerate_callbackSetError_capi_6710598a15b64c37(_gostring_ _swig_go_0) {
+void _wrap_Accelerate_callbackSetError_capi_f4638e046c163791(_gostring_ _swig_go_0) {
   char *arg1 = (char *) 0 ;
   char *copy1 ;
   
@@ -4658,7 +4829,7 @@ void _wrap_Accelerate_callbackSetError_capi_6710598a15b64c37(_gostring_ _swig_go
 }
 
 
-long long _wrap_Accelerate_findBatchSizeWith_capi_6710598a15b64c37(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerate_findBatchSizeWith_capi_f4638e046c163791(long long _swig_go_0, accswig::BatchSizeRun *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::BatchSizeRun *arg2 = (accswig::BatchSizeRun *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -4694,7 +4865,7 @@ long long _wrap_Accelerate_findBatchSizeWith_capi_6710598a15b64c37(long long _sw
 }
 
 
-void _wrap_delete_Accelerate_capi_6710598a15b64c37(accswig::Library *_swig_go_0) {
+void _wrap_delete_Accelerate_capi_f4638e046c163791(accswig::Library *_swig_go_0) {
   accswig::Library *arg1 = (accswig::Library *) 0 ;
   
   arg1 = *(accswig::Library **)&_swig_go_0; 
@@ -4713,7 +4884,7 @@ void _wrap_delete_Accelerate_capi_6710598a15b64c37(accswig::Library *_swig_go_0)
 }
 
 
-long long _wrap_LoadReport_missingCount_capi_6710598a15b64c37(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_missingCount_capi_f4638e046c163791(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -4735,7 +4906,7 @@ long long _wrap_LoadReport_missingCount_capi_6710598a15b64c37(accswig::LoadRepor
 }
 
 
-_gostring_ _wrap_LoadReport_missing_capi_6710598a15b64c37(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_missing_capi_f4638e046c163791(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -4759,7 +4930,7 @@ _gostring_ _wrap_LoadReport_missing_capi_6710598a15b64c37(accswig::LoadReport *_
 }
 
 
-long long _wrap_LoadReport_unexpectedCount_capi_6710598a15b64c37(accswig::LoadReport *_swig_go_0) {
+long long _wrap_LoadReport_unexpectedCount_capi_f4638e046c163791(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t result;
   long long _swig_go_result;
@@ -4781,7 +4952,7 @@ long long _wrap_LoadReport_unexpectedCount_capi_6710598a15b64c37(accswig::LoadRe
 }
 
 
-_gostring_ _wrap_LoadReport_unexpected_capi_6710598a15b64c37(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
+_gostring_ _wrap_LoadReport_unexpected_capi_f4638e046c163791(accswig::LoadReport *_swig_go_0, long long _swig_go_1) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   size_t arg2 ;
   std::string result;
@@ -4805,7 +4976,7 @@ _gostring_ _wrap_LoadReport_unexpected_capi_6710598a15b64c37(accswig::LoadReport
 }
 
 
-void _wrap_delete_LoadReport_capi_6710598a15b64c37(accswig::LoadReport *_swig_go_0) {
+void _wrap_delete_LoadReport_capi_f4638e046c163791(accswig::LoadReport *_swig_go_0) {
   accswig::LoadReport *arg1 = (accswig::LoadReport *) 0 ;
   
   arg1 = *(accswig::LoadReport **)&_swig_go_0; 
@@ -4824,7 +4995,7 @@ void _wrap_delete_LoadReport_capi_6710598a15b64c37(accswig::LoadReport *_swig_go
 }
 
 
-acc_tensor *_wrap_Loss_crossEntropy_capi_6710598a15b64c37(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_crossEntropy_capi_f4638e046c163791(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4864,7 +5035,7 @@ acc_tensor *_wrap_Loss_crossEntropy_capi_6710598a15b64c37(acc_tensor *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Loss_nll_capi_6710598a15b64c37(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_nll_capi_f4638e046c163791(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4902,7 +5073,7 @@ acc_tensor *_wrap_Loss_nll_capi_6710598a15b64c37(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_mse_capi_6710598a15b64c37(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_mse_capi_f4638e046c163791(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4940,7 +5111,7 @@ acc_tensor *_wrap_Loss_mse_capi_6710598a15b64c37(acc_tensor *_swig_go_0, acc_ten
 }
 
 
-acc_tensor *_wrap_Loss_l1_capi_6710598a15b64c37(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_l1_capi_f4638e046c163791(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -4978,7 +5149,7 @@ acc_tensor *_wrap_Loss_l1_capi_6710598a15b64c37(acc_tensor *_swig_go_0, acc_tens
 }
 
 
-acc_tensor *_wrap_Loss_smoothL1_capi_6710598a15b64c37(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_smoothL1_capi_f4638e046c163791(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5018,7 +5189,7 @@ acc_tensor *_wrap_Loss_smoothL1_capi_6710598a15b64c37(acc_tensor *_swig_go_0, ac
 }
 
 
-acc_tensor *_wrap_Loss_huber_capi_6710598a15b64c37(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Loss_huber_capi_f4638e046c163791(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5058,7 +5229,7 @@ acc_tensor *_wrap_Loss_huber_capi_6710598a15b64c37(acc_tensor *_swig_go_0, acc_t
 }
 
 
-acc_tensor *_wrap_Loss_bceWithLogits_capi_6710598a15b64c37(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Loss_bceWithLogits_capi_f4638e046c163791(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -5096,7 +5267,7 @@ acc_tensor *_wrap_Loss_bceWithLogits_capi_6710598a15b64c37(acc_tensor *_swig_go_
 }
 
 
-void _wrap_delete_Loss_capi_6710598a15b64c37(accswig::Loss *_swig_go_0) {
+void _wrap_delete_Loss_capi_f4638e046c163791(accswig::Loss *_swig_go_0) {
   accswig::Loss *arg1 = (accswig::Loss *) 0 ;
   
   arg1 = *(accswig::Loss **)&_swig_go_0; 
@@ -5115,7 +5286,7 @@ void _wrap_delete_Loss_capi_6710598a15b64c37(accswig::Loss *_swig_go_0) {
 }
 
 
-void _wrap_delete_Tensor_capi_6710598a15b64c37(acc_tensor *_swig_go_0) {
+void _wrap_delete_Tensor_capi_f4638e046c163791(acc_tensor *_swig_go_0) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   
   arg1 = *(acc_tensor **)&_swig_go_0; 
@@ -5134,7 +5305,7 @@ void _wrap_delete_Tensor_capi_6710598a15b64c37(acc_tensor *_swig_go_0) {
 }
 
 
-acc_tensor *_wrap_Tensor_fromFloats_capi_6710598a15b64c37(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromFloats_capi_f4638e046c163791(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   float *arg1 = (float *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5178,7 +5349,7 @@ acc_tensor *_wrap_Tensor_fromFloats_capi_6710598a15b64c37(_goslice_ _swig_go_0, 
 }
 
 
-void _wrap_Tensor_copyToFloats_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToFloats_capi_f4638e046c163791(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   float *arg2 = (float *) 0 ;
   size_t arg3 ;
@@ -5215,7 +5386,7 @@ void _wrap_Tensor_copyToFloats_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_fromDoubles_capi_6710598a15b64c37(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromDoubles_capi_f4638e046c163791(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   double *arg1 = (double *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5259,7 +5430,7 @@ acc_tensor *_wrap_Tensor_fromDoubles_capi_6710598a15b64c37(_goslice_ _swig_go_0,
 }
 
 
-void _wrap_Tensor_copyToDoubles_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToDoubles_capi_f4638e046c163791(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   double *arg2 = (double *) 0 ;
   size_t arg3 ;
@@ -5296,7 +5467,7 @@ void _wrap_Tensor_copyToDoubles_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _g
 }
 
 
-acc_tensor *_wrap_Tensor_fromLongs_capi_6710598a15b64c37(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromLongs_capi_f4638e046c163791(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5340,7 +5511,7 @@ acc_tensor *_wrap_Tensor_fromLongs_capi_6710598a15b64c37(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToLongs_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToLongs_capi_f4638e046c163791(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5377,7 +5548,7 @@ void _wrap_Tensor_copyToLongs_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_fromInts_capi_6710598a15b64c37(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromInts_capi_f4638e046c163791(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   int32_t *arg1 = (int32_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5421,7 +5592,7 @@ acc_tensor *_wrap_Tensor_fromInts_capi_6710598a15b64c37(_goslice_ _swig_go_0, _g
 }
 
 
-void _wrap_Tensor_copyToInts_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToInts_capi_f4638e046c163791(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int32_t *arg2 = (int32_t *) 0 ;
   size_t arg3 ;
@@ -5458,7 +5629,7 @@ void _wrap_Tensor_copyToInts_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gosl
 }
 
 
-acc_tensor *_wrap_Tensor_fromBytes_capi_6710598a15b64c37(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_fromBytes_capi_f4638e046c163791(_goslice_ _swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   uint8_t *arg1 = (uint8_t *) 0 ;
   size_t arg2 ;
   int64_t *arg3 = (int64_t *) 0 ;
@@ -5502,7 +5673,7 @@ acc_tensor *_wrap_Tensor_fromBytes_capi_6710598a15b64c37(_goslice_ _swig_go_0, _
 }
 
 
-void _wrap_Tensor_copyToBytes_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyToBytes_capi_f4638e046c163791(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -5539,7 +5710,7 @@ void _wrap_Tensor_copyToBytes_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_zeros_capi_6710598a15b64c37(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_zeros_capi_f4638e046c163791(_goslice_ _swig_go_0, intgo _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   acc_dtype arg3 ;
@@ -5589,7 +5760,7 @@ acc_tensor *_wrap_Tensor_zeros_capi_6710598a15b64c37(_goslice_ _swig_go_0, intgo
 }
 
 
-acc_tensor *_wrap_Tensor_rand_capi_6710598a15b64c37(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_rand_capi_f4638e046c163791(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5627,7 +5798,7 @@ acc_tensor *_wrap_Tensor_rand_capi_6710598a15b64c37(_goslice_ _swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_randn_capi_6710598a15b64c37(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_randn_capi_f4638e046c163791(_goslice_ _swig_go_0, _gostring_* _swig_go_1) {
   int64_t *arg1 = (int64_t *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -5665,7 +5836,7 @@ acc_tensor *_wrap_Tensor_randn_capi_6710598a15b64c37(_goslice_ _swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_fromIdxFile_capi_6710598a15b64c37(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_fromIdxFile_capi_f4638e046c163791(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -5707,7 +5878,7 @@ acc_tensor *_wrap_Tensor_fromIdxFile_capi_6710598a15b64c37(_gostring_ _swig_go_0
 }
 
 
-acc_tensor *_wrap_Tensor_fromFileMmap_capi_6710598a15b64c37(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Tensor_fromFileMmap_capi_f4638e046c163791(_gostring_ _swig_go_0, long long _swig_go_1, intgo _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   acc_dtype arg3 ;
@@ -5759,7 +5930,7 @@ acc_tensor *_wrap_Tensor_fromFileMmap_capi_6710598a15b64c37(_gostring_ _swig_go_
 }
 
 
-long long _wrap_Tensor_ndim_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_ndim_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5793,7 +5964,7 @@ long long _wrap_Tensor_ndim_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostr
 }
 
 
-void _wrap_Tensor_copyShape_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Tensor_copyShape_capi_f4638e046c163791(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -5830,7 +6001,7 @@ void _wrap_Tensor_copyShape_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Tensor_numel_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Tensor_numel_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5864,7 +6035,7 @@ long long _wrap_Tensor_numel_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gost
 }
 
 
-intgo _wrap_Tensor_dtype_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+intgo _wrap_Tensor_dtype_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5898,7 +6069,7 @@ intgo _wrap_Tensor_dtype_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring
 }
 
 
-_gostring_ _wrap_Tensor_device_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Tensor_device_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5932,7 +6103,7 @@ _gostring_ _wrap_Tensor_device_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _go
 }
 
 
-bool _wrap_Tensor_requiresGrad_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Tensor_requiresGrad_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -5966,7 +6137,7 @@ bool _wrap_Tensor_requiresGrad_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _go
 }
 
 
-acc_tensor *_wrap_Tensor_to_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_to_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -6012,7 +6183,7 @@ acc_tensor *_wrap_Tensor_to_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostr
 }
 
 
-acc_tensor *_wrap_Tensor_grad_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_grad_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6046,7 +6217,7 @@ acc_tensor *_wrap_Tensor_grad_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gos
 }
 
 
-void _wrap_Tensor_backward_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Tensor_backward_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6077,7 +6248,7 @@ void _wrap_Tensor_backward_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostri
 }
 
 
-acc_tensor *_wrap_Tensor_sum_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_sum_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6111,7 +6282,7 @@ acc_tensor *_wrap_Tensor_sum_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gost
 }
 
 
-acc_tensor *_wrap_Tensor_mean_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor *_wrap_Tensor_mean_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6145,7 +6316,7 @@ acc_tensor *_wrap_Tensor_mean_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gos
 }
 
 
-acc_tensor *_wrap_Tensor_reshape_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Tensor_reshape_capi_f4638e046c163791(acc_tensor *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -6185,7 +6356,7 @@ acc_tensor *_wrap_Tensor_reshape_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _
 }
 
 
-acc_tensor *_wrap_Tensor_argmax_capi_6710598a15b64c37(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Tensor_argmax_capi_f4638e046c163791(acc_tensor *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -6223,7 +6394,7 @@ acc_tensor *_wrap_Tensor_argmax_capi_6710598a15b64c37(acc_tensor *_swig_go_0, lo
 }
 
 
-long long _wrap_Tensor_countEqual_capi_6710598a15b64c37(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Tensor_countEqual_capi_f4638e046c163791(acc_tensor *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6259,7 +6430,7 @@ long long _wrap_Tensor_countEqual_capi_6710598a15b64c37(acc_tensor *_swig_go_0, 
 }
 
 
-double _wrap_Tensor_item_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
+double _wrap_Tensor_item_capi_f4638e046c163791(acc_tensor *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor *arg1 = (acc_tensor *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6293,7 +6464,7 @@ double _wrap_Tensor_item_capi_6710598a15b64c37(acc_tensor *_swig_go_0, _gostring
 }
 
 
-acc_tensor_list *_wrap_new_TensorList_capi_6710598a15b64c37(_gostring_* _swig_go_0) {
+acc_tensor_list *_wrap_new_TensorList_capi_f4638e046c163791(_gostring_* _swig_go_0) {
   std::string *arg1 = (std::string *) 0 ;
   std::string temp1 ;
   acc_tensor_list *result = 0 ;
@@ -6325,7 +6496,7 @@ acc_tensor_list *_wrap_new_TensorList_capi_6710598a15b64c37(_gostring_* _swig_go
 }
 
 
-void _wrap_delete_TensorList_capi_6710598a15b64c37(acc_tensor_list *_swig_go_0) {
+void _wrap_delete_TensorList_capi_f4638e046c163791(acc_tensor_list *_swig_go_0) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   
   arg1 = *(acc_tensor_list **)&_swig_go_0; 
@@ -6344,7 +6515,7 @@ void _wrap_delete_TensorList_capi_6710598a15b64c37(acc_tensor_list *_swig_go_0) 
 }
 
 
-void _wrap_TensorList_append_capi_6710598a15b64c37(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_TensorList_append_capi_f4638e046c163791(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, acc_tensor *_swig_go_2, _gostring_* _swig_go_3) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_tensor *arg3 = (acc_tensor *) 0 ;
@@ -6387,7 +6558,7 @@ void _wrap_TensorList_append_capi_6710598a15b64c37(acc_tensor_list *_swig_go_0, 
 }
 
 
-long long _wrap_TensorList_size_capi_6710598a15b64c37(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_TensorList_size_capi_f4638e046c163791(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6421,7 +6592,7 @@ long long _wrap_TensorList_size_capi_6710598a15b64c37(acc_tensor_list *_swig_go_
 }
 
 
-acc_tensor *_wrap_TensorList_get_capi_6710598a15b64c37(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_get_capi_f4638e046c163791(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6457,7 +6628,7 @@ acc_tensor *_wrap_TensorList_get_capi_6710598a15b64c37(acc_tensor_list *_swig_go
 }
 
 
-_gostring_ _wrap_TensorList_name_capi_6710598a15b64c37(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_TensorList_name_capi_f4638e046c163791(acc_tensor_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6493,7 +6664,7 @@ _gostring_ _wrap_TensorList_name_capi_6710598a15b64c37(acc_tensor_list *_swig_go
 }
 
 
-acc_tensor *_wrap_TensorList_find_capi_6710598a15b64c37(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_TensorList_find_capi_f4638e046c163791(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6537,7 +6708,7 @@ acc_tensor *_wrap_TensorList_find_capi_6710598a15b64c37(acc_tensor_list *_swig_g
 }
 
 
-void _wrap_TensorList_saveSafetensors_capi_6710598a15b64c37(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_TensorList_saveSafetensors_capi_f4638e046c163791(acc_tensor_list *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6578,7 +6749,7 @@ void _wrap_TensorList_saveSafetensors_capi_6710598a15b64c37(acc_tensor_list *_sw
 }
 
 
-acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_6710598a15b64c37(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_f4638e046c163791(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -6620,7 +6791,7 @@ acc_tensor_list *_wrap_TensorList_loadSafetensors_capi_6710598a15b64c37(_gostrin
 }
 
 
-void _wrap_delete_StringList_capi_6710598a15b64c37(acc_string_list *_swig_go_0) {
+void _wrap_delete_StringList_capi_f4638e046c163791(acc_string_list *_swig_go_0) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   
   arg1 = *(acc_string_list **)&_swig_go_0; 
@@ -6639,7 +6810,7 @@ void _wrap_delete_StringList_capi_6710598a15b64c37(acc_string_list *_swig_go_0) 
 }
 
 
-long long _wrap_StringList_size_capi_6710598a15b64c37(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_StringList_size_capi_f4638e046c163791(acc_string_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6673,7 +6844,7 @@ long long _wrap_StringList_size_capi_6710598a15b64c37(acc_string_list *_swig_go_
 }
 
 
-_gostring_ _wrap_StringList_get_capi_6710598a15b64c37(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_StringList_get_capi_f4638e046c163791(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6709,7 +6880,7 @@ _gostring_ _wrap_StringList_get_capi_6710598a15b64c37(acc_string_list *_swig_go_
 }
 
 
-long long _wrap_StringList_byteSize_capi_6710598a15b64c37(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_StringList_byteSize_capi_f4638e046c163791(acc_string_list *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -6745,7 +6916,7 @@ long long _wrap_StringList_byteSize_capi_6710598a15b64c37(acc_string_list *_swig
 }
 
 
-void _wrap_StringList_copyBytes_capi_6710598a15b64c37(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_StringList_copyBytes_capi_f4638e046c163791(acc_string_list *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_string_list *arg1 = (acc_string_list *) 0 ;
   size_t arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -6784,7 +6955,7 @@ void _wrap_StringList_copyBytes_capi_6710598a15b64c37(acc_string_list *_swig_go_
 }
 
 
-acc_options *_wrap_new_Options_capi_6710598a15b64c37(intgo _swig_go_0, _gostring_* _swig_go_1) {
+acc_options *_wrap_new_Options_capi_f4638e046c163791(intgo _swig_go_0, _gostring_* _swig_go_1) {
   acc_options_kind arg1 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -6818,7 +6989,7 @@ acc_options *_wrap_new_Options_capi_6710598a15b64c37(intgo _swig_go_0, _gostring
 }
 
 
-void _wrap_delete_Options_capi_6710598a15b64c37(acc_options *_swig_go_0) {
+void _wrap_delete_Options_capi_f4638e046c163791(acc_options *_swig_go_0) {
   acc_options *arg1 = (acc_options *) 0 ;
   
   arg1 = *(acc_options **)&_swig_go_0; 
@@ -6837,7 +7008,7 @@ void _wrap_delete_Options_capi_6710598a15b64c37(acc_options *_swig_go_0) {
 }
 
 
-void _wrap_Options_setInt_capi_6710598a15b64c37(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setInt_capi_f4638e046c163791(acc_options *_swig_go_0, _gostring_ _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   int64_t arg3 ;
@@ -6880,7 +7051,7 @@ void _wrap_Options_setInt_capi_6710598a15b64c37(acc_options *_swig_go_0, _gostri
 }
 
 
-void _wrap_Options_setDouble_capi_6710598a15b64c37(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setDouble_capi_f4638e046c163791(acc_options *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -6923,7 +7094,7 @@ void _wrap_Options_setDouble_capi_6710598a15b64c37(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_setBool_capi_6710598a15b64c37(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setBool_capi_f4638e046c163791(acc_options *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -6966,7 +7137,7 @@ void _wrap_Options_setBool_capi_6710598a15b64c37(acc_options *_swig_go_0, _gostr
 }
 
 
-void _wrap_Options_setString_capi_6710598a15b64c37(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_setString_capi_f4638e046c163791(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7017,7 +7188,7 @@ void _wrap_Options_setString_capi_6710598a15b64c37(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_Options_set_capi_6710598a15b64c37(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Options_set_capi_f4638e046c163791(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -7068,7 +7239,7 @@ void _wrap_Options_set_capi_6710598a15b64c37(acc_options *_swig_go_0, _gostring_
 }
 
 
-_gostring_ _wrap_Options_get_capi_6710598a15b64c37(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Options_get_capi_f4638e046c163791(acc_options *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_options *arg1 = (acc_options *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7112,7 +7283,7 @@ _gostring_ _wrap_Options_get_capi_6710598a15b64c37(acc_options *_swig_go_0, _gos
 }
 
 
-void _wrap_delete_Model_capi_6710598a15b64c37(acc_model *_swig_go_0) {
+void _wrap_delete_Model_capi_f4638e046c163791(acc_model *_swig_go_0) {
   acc_model *arg1 = (acc_model *) 0 ;
   
   arg1 = *(acc_model **)&_swig_go_0; 
@@ -7131,7 +7302,7 @@ void _wrap_delete_Model_capi_6710598a15b64c37(acc_model *_swig_go_0) {
 }
 
 
-acc_model *_wrap_Model_loadTorchscript_capi_6710598a15b64c37(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_loadTorchscript_capi_f4638e046c163791(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -7173,7 +7344,7 @@ acc_model *_wrap_Model_loadTorchscript_capi_6710598a15b64c37(_gostring_ _swig_go
 }
 
 
-acc_model *_wrap_Model_fromSpec_capi_6710598a15b64c37(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
+acc_model *_wrap_Model_fromSpec_capi_f4638e046c163791(_gostring_ _swig_go_0, _gostring_* _swig_go_1) {
   char *arg1 = (char *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   char *copy1 ;
@@ -7215,7 +7386,7 @@ acc_model *_wrap_Model_fromSpec_capi_6710598a15b64c37(_gostring_ _swig_go_0, _go
 }
 
 
-acc_tensor_list *_wrap_Model_forward_capi_6710598a15b64c37(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Model_forward_capi_f4638e046c163791(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   unsigned int arg3 ;
@@ -7253,7 +7424,7 @@ acc_tensor_list *_wrap_Model_forward_capi_6710598a15b64c37(acc_model *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Model_forward1_capi_6710598a15b64c37(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Model_forward1_capi_f4638e046c163791(acc_model *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   unsigned int arg3 ;
@@ -7291,7 +7462,7 @@ acc_tensor *_wrap_Model_forward1_capi_6710598a15b64c37(acc_model *_swig_go_0, ac
 }
 
 
-void _wrap_Model_setTraining_capi_6710598a15b64c37(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setTraining_capi_f4638e046c163791(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7324,7 +7495,7 @@ void _wrap_Model_setTraining_capi_6710598a15b64c37(acc_model *_swig_go_0, bool _
 }
 
 
-bool _wrap_Model_isTraining_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Model_isTraining_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7358,7 +7529,7 @@ bool _wrap_Model_isTraining_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostri
 }
 
 
-void _wrap_Model_setGraphOptimization_capi_6710598a15b64c37(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_setGraphOptimization_capi_f4638e046c163791(acc_model *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7391,7 +7562,7 @@ void _wrap_Model_setGraphOptimization_capi_6710598a15b64c37(acc_model *_swig_go_
 }
 
 
-void _wrap_Model_updateBn_capi_6710598a15b64c37(acc_model *_swig_go_0, acc_dataloader *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_updateBn_capi_f4638e046c163791(acc_model *_swig_go_0, acc_dataloader *_swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_dataloader *arg2 = (acc_dataloader *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7424,7 +7595,7 @@ void _wrap_Model_updateBn_capi_6710598a15b64c37(acc_model *_swig_go_0, acc_datal
 }
 
 
-void _wrap_Model_to_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_to_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_dtype arg3 ;
@@ -7467,7 +7638,7 @@ void _wrap_Model_to_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_ _swi
 }
 
 
-long long _wrap_Model_parameterTensorCount_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterTensorCount_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7501,7 +7672,7 @@ long long _wrap_Model_parameterTensorCount_capi_6710598a15b64c37(acc_model *_swi
 }
 
 
-long long _wrap_Model_parameterElementCount_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_parameterElementCount_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7535,7 +7706,7 @@ long long _wrap_Model_parameterElementCount_capi_6710598a15b64c37(acc_model *_sw
 }
 
 
-acc_string_list *_wrap_Model_parameterNames_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Model_parameterNames_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7569,7 +7740,7 @@ acc_string_list *_wrap_Model_parameterNames_capi_6710598a15b64c37(acc_model *_sw
 }
 
 
-acc_tensor *_wrap_Model_parameter_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor *_wrap_Model_parameter_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7613,7 +7784,7 @@ acc_tensor *_wrap_Model_parameter_capi_6710598a15b64c37(acc_model *_swig_go_0, _
 }
 
 
-void _wrap_Model_zeroGrad_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_zeroGrad_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7644,7 +7815,7 @@ void _wrap_Model_zeroGrad_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring
 }
 
 
-long long _wrap_Model_setRequiresGrad_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_setRequiresGrad_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -7690,7 +7861,7 @@ long long _wrap_Model_setRequiresGrad_capi_6710598a15b64c37(acc_model *_swig_go_
 }
 
 
-long long _wrap_Model_addLora_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Model_addLora_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -7736,7 +7907,7 @@ long long _wrap_Model_addLora_capi_6710598a15b64c37(acc_model *_swig_go_0, _gost
 }
 
 
-void _wrap_Model_saveLora_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveLora_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7777,7 +7948,7 @@ void _wrap_Model_saveLora_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_loadLora_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_loadLora_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7818,7 +7989,7 @@ void _wrap_Model_loadLora_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring
 }
 
 
-void _wrap_Model_mergeLora_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Model_mergeLora_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7849,7 +8020,7 @@ void _wrap_Model_mergeLora_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostrin
 }
 
 
-long long _wrap_Model_loraCount_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Model_loraCount_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7883,7 +8054,7 @@ long long _wrap_Model_loraCount_capi_6710598a15b64c37(acc_model *_swig_go_0, _go
 }
 
 
-acc_tensor_list *_wrap_Model_stateDict_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_Model_stateDict_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_model *arg1 = (acc_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -7917,7 +8088,7 @@ acc_tensor_list *_wrap_Model_stateDict_capi_6710598a15b64c37(acc_model *_swig_go
 }
 
 
-void _wrap_Model_loadStateDict_capi_6710598a15b64c37(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Model_loadStateDict_capi_f4638e046c163791(acc_model *_swig_go_0, acc_tensor_list *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   bool arg3 ;
@@ -7952,7 +8123,7 @@ void _wrap_Model_loadStateDict_capi_6710598a15b64c37(acc_model *_swig_go_0, acc_
 }
 
 
-void _wrap_Model_saveTorchscript_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Model_saveTorchscript_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -7993,7 +8164,7 @@ void _wrap_Model_saveTorchscript_capi_6710598a15b64c37(acc_model *_swig_go_0, _g
 }
 
 
-accswig::LoadReport *_wrap_Model_loadSafetensors_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+accswig::LoadReport *_wrap_Model_loadSafetensors_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   bool arg3 ;
@@ -8039,7 +8210,7 @@ accswig::LoadReport *_wrap_Model_loadSafetensors_capi_6710598a15b64c37(acc_model
 }
 
 
-acc_optimizer *_wrap_new_Optimizer_capi_6710598a15b64c37(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_new_Optimizer_capi_f4638e046c163791(acc_model *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_model *arg1 = (acc_model *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8085,7 +8256,7 @@ acc_optimizer *_wrap_new_Optimizer_capi_6710598a15b64c37(acc_model *_swig_go_0, 
 }
 
 
-void _wrap_delete_Optimizer_capi_6710598a15b64c37(acc_optimizer *_swig_go_0) {
+void _wrap_delete_Optimizer_capi_f4638e046c163791(acc_optimizer *_swig_go_0) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   
   arg1 = *(acc_optimizer **)&_swig_go_0; 
@@ -8104,7 +8275,7 @@ void _wrap_delete_Optimizer_capi_6710598a15b64c37(acc_optimizer *_swig_go_0) {
 }
 
 
-void _wrap_Optimizer_addParamGroup_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, _goslice_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_addParamGroup_capi_f4638e046c163791(acc_optimizer *_swig_go_0, _goslice_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -8143,7 +8314,7 @@ void _wrap_Optimizer_addParamGroup_capi_6710598a15b64c37(acc_optimizer *_swig_go
 }
 
 
-long long _wrap_Optimizer_addParamGroupMatching_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+long long _wrap_Optimizer_addParamGroupMatching_capi_f4638e046c163791(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8189,7 +8360,7 @@ long long _wrap_Optimizer_addParamGroupMatching_capi_6710598a15b64c37(acc_optimi
 }
 
 
-long long _wrap_Optimizer_numParamGroups_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Optimizer_numParamGroups_capi_f4638e046c163791(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8223,7 +8394,7 @@ long long _wrap_Optimizer_numParamGroups_capi_6710598a15b64c37(acc_optimizer *_s
 }
 
 
-double _wrap_Optimizer_getLr_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Optimizer_getLr_capi_f4638e046c163791(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8259,7 +8430,7 @@ double _wrap_Optimizer_getLr_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, lo
 }
 
 
-void _wrap_Optimizer_setLr_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Optimizer_setLr_capi_f4638e046c163791(acc_optimizer *_swig_go_0, long long _swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   double arg3 ;
@@ -8294,7 +8465,7 @@ void _wrap_Optimizer_setLr_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, long
 }
 
 
-double _wrap_Optimizer_getHyperparameter_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+double _wrap_Optimizer_getHyperparameter_capi_f4638e046c163791(acc_optimizer *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -8340,7 +8511,7 @@ double _wrap_Optimizer_getHyperparameter_capi_6710598a15b64c37(acc_optimizer *_s
 }
 
 
-void _wrap_Optimizer_step_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_step_capi_f4638e046c163791(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8371,7 +8542,7 @@ void _wrap_Optimizer_step_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, _gost
 }
 
 
-void _wrap_Optimizer_zeroGrad_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Optimizer_zeroGrad_capi_f4638e046c163791(acc_optimizer *_swig_go_0, _gostring_* _swig_go_1) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8402,7 +8573,7 @@ void _wrap_Optimizer_zeroGrad_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, _
 }
 
 
-void _wrap_Optimizer_setTraining_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Optimizer_setTraining_capi_f4638e046c163791(acc_optimizer *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8435,7 +8606,7 @@ void _wrap_Optimizer_setTraining_capi_6710598a15b64c37(acc_optimizer *_swig_go_0
 }
 
 
-acc_tensor *_wrap_Optimizer_stateOf_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Optimizer_stateOf_capi_f4638e046c163791(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -8489,7 +8660,7 @@ acc_tensor *_wrap_Optimizer_stateOf_capi_6710598a15b64c37(acc_optimizer *_swig_g
 }
 
 
-acc_string_list *_wrap_Optimizer_stateFields_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_string_list *_wrap_Optimizer_stateFields_capi_f4638e046c163791(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8533,7 +8704,7 @@ acc_string_list *_wrap_Optimizer_stateFields_capi_6710598a15b64c37(acc_optimizer
 }
 
 
-acc_scheduler *_wrap_new_Scheduler_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_new_Scheduler_capi_f4638e046c163791(acc_optimizer *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8579,7 +8750,7 @@ acc_scheduler *_wrap_new_Scheduler_capi_6710598a15b64c37(acc_optimizer *_swig_go
 }
 
 
-void _wrap_delete_Scheduler_capi_6710598a15b64c37(acc_scheduler *_swig_go_0) {
+void _wrap_delete_Scheduler_capi_f4638e046c163791(acc_scheduler *_swig_go_0) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   
   arg1 = *(acc_scheduler **)&_swig_go_0; 
@@ -8598,7 +8769,7 @@ void _wrap_delete_Scheduler_capi_6710598a15b64c37(acc_scheduler *_swig_go_0) {
 }
 
 
-void _wrap_Scheduler_then_capi_6710598a15b64c37(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Scheduler_then_capi_f4638e046c163791(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -8643,7 +8814,7 @@ void _wrap_Scheduler_then_capi_6710598a15b64c37(acc_scheduler *_swig_go_0, long 
 }
 
 
-void _wrap_Scheduler_chain_capi_6710598a15b64c37(acc_scheduler *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Scheduler_chain_capi_f4638e046c163791(acc_scheduler *_swig_go_0, _gostring_ _swig_go_1, acc_options *_swig_go_2, _gostring_* _swig_go_3) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   char *arg2 = (char *) 0 ;
   acc_options *arg3 = (acc_options *) 0 ;
@@ -8686,7 +8857,7 @@ void _wrap_Scheduler_chain_capi_6710598a15b64c37(acc_scheduler *_swig_go_0, _gos
 }
 
 
-void _wrap_Scheduler_step_capi_6710598a15b64c37(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Scheduler_step_capi_f4638e046c163791(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8717,7 +8888,7 @@ void _wrap_Scheduler_step_capi_6710598a15b64c37(acc_scheduler *_swig_go_0, _gost
 }
 
 
-void _wrap_Scheduler_stepMetric_capi_6710598a15b64c37(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Scheduler_stepMetric_capi_f4638e046c163791(acc_scheduler *_swig_go_0, double _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   double arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8750,7 +8921,7 @@ void _wrap_Scheduler_stepMetric_capi_6710598a15b64c37(acc_scheduler *_swig_go_0,
 }
 
 
-double _wrap_Scheduler_getLastLr_capi_6710598a15b64c37(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Scheduler_getLastLr_capi_f4638e046c163791(acc_scheduler *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   size_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8786,7 +8957,7 @@ double _wrap_Scheduler_getLastLr_capi_6710598a15b64c37(acc_scheduler *_swig_go_0
 }
 
 
-long long _wrap_Scheduler_getStep_capi_6710598a15b64c37(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Scheduler_getStep_capi_f4638e046c163791(acc_scheduler *_swig_go_0, _gostring_* _swig_go_1) {
   acc_scheduler *arg1 = (acc_scheduler *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -8820,7 +8991,7 @@ long long _wrap_Scheduler_getStep_capi_6710598a15b64c37(acc_scheduler *_swig_go_
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_f4638e046c163791(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8856,7 +9027,7 @@ acc_scheduler *_wrap_Scheduler_fromLrLambda_capi_6710598a15b64c37(acc_optimizer 
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_f4638e046c163791(acc_optimizer *_swig_go_0, accswig::LrLambda *_swig_go_1, _gostring_* _swig_go_2) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   accswig::LrLambda *arg2 = (accswig::LrLambda *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -8892,7 +9063,7 @@ acc_scheduler *_wrap_Scheduler_fromLrMultiplicative_capi_6710598a15b64c37(acc_op
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_f4638e046c163791(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   accswig::GroupLrLambda *arg3 = (accswig::GroupLrLambda *) 0 ;
@@ -8930,7 +9101,7 @@ acc_scheduler *_wrap_Scheduler_fromGroupLrLambda_capi_6710598a15b64c37(acc_optim
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_f4638e046c163791(acc_optimizer *_swig_go_0, long long _swig_go_1, accswig::GroupLrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   size_t arg2 ;
   accswig::GroupLrLambda *arg3 = (accswig::GroupLrLambda *) 0 ;
@@ -8968,7 +9139,7 @@ acc_scheduler *_wrap_Scheduler_fromGroupLrMultiplicative_capi_6710598a15b64c37(a
 }
 
 
-acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_6710598a15b64c37(acc_optimizer *_swig_go_0, acc_options *_swig_go_1, accswig::LrLambda *_swig_go_2, _gostring_* _swig_go_3) {
+acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_f4638e046c163791(acc_optimizer *_swig_go_0, acc_options *_swig_go_1, accswig::LrLambda *_swig_go_2, _gostring_* _swig_go_3) {
   acc_optimizer *arg1 = (acc_optimizer *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   accswig::LrLambda *arg3 = (accswig::LrLambda *) 0 ;
@@ -9006,7 +9177,7 @@ acc_scheduler *_wrap_Scheduler_fromCyclicScale_capi_6710598a15b64c37(acc_optimiz
 }
 
 
-acc_averaged_model *_wrap_new_AveragedModel_capi_6710598a15b64c37(acc_model *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+acc_averaged_model *_wrap_new_AveragedModel_capi_f4638e046c163791(acc_model *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_model *arg1 = (acc_model *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9042,7 +9213,7 @@ acc_averaged_model *_wrap_new_AveragedModel_capi_6710598a15b64c37(acc_model *_sw
 }
 
 
-void _wrap_delete_AveragedModel_capi_6710598a15b64c37(acc_averaged_model *_swig_go_0) {
+void _wrap_delete_AveragedModel_capi_f4638e046c163791(acc_averaged_model *_swig_go_0) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   
   arg1 = *(acc_averaged_model **)&_swig_go_0; 
@@ -9061,7 +9232,7 @@ void _wrap_delete_AveragedModel_capi_6710598a15b64c37(acc_averaged_model *_swig_
 }
 
 
-void _wrap_AveragedModel_update_capi_6710598a15b64c37(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_update_capi_f4638e046c163791(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9094,7 +9265,7 @@ void _wrap_AveragedModel_update_capi_6710598a15b64c37(acc_averaged_model *_swig_
 }
 
 
-long long _wrap_AveragedModel_count_capi_6710598a15b64c37(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_AveragedModel_count_capi_f4638e046c163791(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9128,7 +9299,7 @@ long long _wrap_AveragedModel_count_capi_6710598a15b64c37(acc_averaged_model *_s
 }
 
 
-void _wrap_AveragedModel_copyTo_capi_6710598a15b64c37(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_copyTo_capi_f4638e046c163791(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9161,7 +9332,7 @@ void _wrap_AveragedModel_copyTo_capi_6710598a15b64c37(acc_averaged_model *_swig_
 }
 
 
-void _wrap_AveragedModel_swap_capi_6710598a15b64c37(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_swap_capi_f4638e046c163791(acc_averaged_model *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9194,7 +9365,7 @@ void _wrap_AveragedModel_swap_capi_6710598a15b64c37(acc_averaged_model *_swig_go
 }
 
 
-acc_tensor_list *_wrap_AveragedModel_stateDict_capi_6710598a15b64c37(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_AveragedModel_stateDict_capi_f4638e046c163791(acc_averaged_model *_swig_go_0, _gostring_* _swig_go_1) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9228,7 +9399,7 @@ acc_tensor_list *_wrap_AveragedModel_stateDict_capi_6710598a15b64c37(acc_average
 }
 
 
-void _wrap_AveragedModel_loadStateDict_capi_6710598a15b64c37(acc_averaged_model *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_AveragedModel_loadStateDict_capi_f4638e046c163791(acc_averaged_model *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_* _swig_go_2) {
   acc_averaged_model *arg1 = (acc_averaged_model *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9261,7 +9432,7 @@ void _wrap_AveragedModel_loadStateDict_capi_6710598a15b64c37(acc_averaged_model 
 }
 
 
-void _wrap_delete_Dataset_capi_6710598a15b64c37(acc_dataset *_swig_go_0) {
+void _wrap_delete_Dataset_capi_f4638e046c163791(acc_dataset *_swig_go_0) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   
   arg1 = *(acc_dataset **)&_swig_go_0; 
@@ -9280,7 +9451,7 @@ void _wrap_delete_Dataset_capi_6710598a15b64c37(acc_dataset *_swig_go_0) {
 }
 
 
-acc_dataset *_wrap_Dataset_fromTensors_capi_6710598a15b64c37(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
+acc_dataset *_wrap_Dataset_fromTensors_capi_f4638e046c163791(acc_tensor_list *_swig_go_0, _gostring_* _swig_go_1) {
   acc_tensor_list *arg1 = (acc_tensor_list *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9314,7 +9485,7 @@ acc_dataset *_wrap_Dataset_fromTensors_capi_6710598a15b64c37(acc_tensor_list *_s
 }
 
 
-acc_dataset *_wrap_Dataset_fromIdx_capi_6710598a15b64c37(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromIdx_capi_f4638e046c163791(_gostring_ _swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   char *arg1 = (char *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9366,7 +9537,7 @@ acc_dataset *_wrap_Dataset_fromIdx_capi_6710598a15b64c37(_gostring_ _swig_go_0, 
 }
 
 
-acc_dataset *_wrap_Dataset_fromSampleSource_capi_6710598a15b64c37(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromSampleSource_capi_f4638e046c163791(long long _swig_go_0, accswig::SampleSource *_swig_go_1, _gostring_* _swig_go_2) {
   int64_t arg1 ;
   accswig::SampleSource *arg2 = (accswig::SampleSource *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9402,7 +9573,7 @@ acc_dataset *_wrap_Dataset_fromSampleSource_capi_6710598a15b64c37(long long _swi
 }
 
 
-acc_dataset *_wrap_Dataset_fromStreamSource_capi_6710598a15b64c37(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_dataset *_wrap_Dataset_fromStreamSource_capi_f4638e046c163791(accswig::StreamSource *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::StreamSource *arg1 = (accswig::StreamSource *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9438,7 +9609,7 @@ acc_dataset *_wrap_Dataset_fromStreamSource_capi_6710598a15b64c37(accswig::Strea
 }
 
 
-acc_dataset *_wrap_Dataset_subset_capi_6710598a15b64c37(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataset *_wrap_Dataset_subset_capi_f4638e046c163791(acc_dataset *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -9476,7 +9647,7 @@ acc_dataset *_wrap_Dataset_subset_capi_6710598a15b64c37(acc_dataset *_swig_go_0,
 }
 
 
-long long _wrap_Dataset_size_capi_6710598a15b64c37(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Dataset_size_capi_f4638e046c163791(acc_dataset *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9510,7 +9681,7 @@ long long _wrap_Dataset_size_capi_6710598a15b64c37(acc_dataset *_swig_go_0, _gos
 }
 
 
-acc_tensor_list *_wrap_Dataset_get_capi_6710598a15b64c37(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+acc_tensor_list *_wrap_Dataset_get_capi_f4638e046c163791(acc_dataset *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9546,7 +9717,7 @@ acc_tensor_list *_wrap_Dataset_get_capi_6710598a15b64c37(acc_dataset *_swig_go_0
 }
 
 
-acc_dataloader *_wrap_new_DataLoader_capi_6710598a15b64c37(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+acc_dataloader *_wrap_new_DataLoader_capi_f4638e046c163791(acc_dataset *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9582,7 +9753,7 @@ acc_dataloader *_wrap_new_DataLoader_capi_6710598a15b64c37(acc_dataset *_swig_go
 }
 
 
-void _wrap_delete_DataLoader_capi_6710598a15b64c37(acc_dataloader *_swig_go_0) {
+void _wrap_delete_DataLoader_capi_f4638e046c163791(acc_dataloader *_swig_go_0) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   
   arg1 = *(acc_dataloader **)&_swig_go_0; 
@@ -9601,7 +9772,7 @@ void _wrap_delete_DataLoader_capi_6710598a15b64c37(acc_dataloader *_swig_go_0) {
 }
 
 
-acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_6710598a15b64c37(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
+acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_f4638e046c163791(acc_dataset *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, acc_options *_swig_go_3, _gostring_* _swig_go_4) {
   acc_dataset *arg1 = (acc_dataset *) 0 ;
   int64_t *arg2 = (int64_t *) 0 ;
   size_t arg3 ;
@@ -9649,7 +9820,7 @@ acc_dataloader *_wrap_DataLoader_fromBatchArrays_capi_6710598a15b64c37(acc_datas
 }
 
 
-acc_tensor_list *_wrap_DataLoader_next_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+acc_tensor_list *_wrap_DataLoader_next_capi_f4638e046c163791(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9683,7 +9854,7 @@ acc_tensor_list *_wrap_DataLoader_next_capi_6710598a15b64c37(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_length_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_length_capi_f4638e046c163791(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9717,7 +9888,7 @@ long long _wrap_DataLoader_length_capi_6710598a15b64c37(acc_dataloader *_swig_go
 }
 
 
-long long _wrap_DataLoader_epoch_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_epoch_capi_f4638e046c163791(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9751,7 +9922,7 @@ long long _wrap_DataLoader_epoch_capi_6710598a15b64c37(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_setEpoch_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setEpoch_capi_f4638e046c163791(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9784,7 +9955,7 @@ void _wrap_DataLoader_setEpoch_capi_6710598a15b64c37(acc_dataloader *_swig_go_0,
 }
 
 
-void _wrap_DataLoader_setCollator_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_setCollator_capi_f4638e046c163791(acc_dataloader *_swig_go_0, accswig::Collator *_swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   accswig::Collator *arg2 = (accswig::Collator *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9817,7 +9988,7 @@ void _wrap_DataLoader_setCollator_capi_6710598a15b64c37(acc_dataloader *_swig_go
 }
 
 
-void _wrap_DataLoader_skipFirstBatches_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_DataLoader_skipFirstBatches_capi_f4638e046c163791(acc_dataloader *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -9850,7 +10021,7 @@ void _wrap_DataLoader_skipFirstBatches_capi_6710598a15b64c37(acc_dataloader *_sw
 }
 
 
-long long _wrap_DataLoader_totalBatchSize_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalBatchSize_capi_f4638e046c163791(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9884,7 +10055,7 @@ long long _wrap_DataLoader_totalBatchSize_capi_6710598a15b64c37(acc_dataloader *
 }
 
 
-long long _wrap_DataLoader_totalDatasetLength_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_DataLoader_totalDatasetLength_capi_f4638e046c163791(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9918,7 +10089,7 @@ long long _wrap_DataLoader_totalDatasetLength_capi_6710598a15b64c37(acc_dataload
 }
 
 
-bool _wrap_DataLoader_endOfEpoch_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_endOfEpoch_capi_f4638e046c163791(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9952,7 +10123,7 @@ bool _wrap_DataLoader_endOfEpoch_capi_6710598a15b64c37(acc_dataloader *_swig_go_
 }
 
 
-void _wrap_DataLoader_endEpoch_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_DataLoader_endEpoch_capi_f4638e046c163791(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -9983,7 +10154,7 @@ void _wrap_DataLoader_endEpoch_capi_6710598a15b64c37(acc_dataloader *_swig_go_0,
 }
 
 
-bool _wrap_DataLoader_inEpoch_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_DataLoader_inEpoch_capi_f4638e046c163791(acc_dataloader *_swig_go_0, _gostring_* _swig_go_1) {
   acc_dataloader *arg1 = (acc_dataloader *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10017,7 +10188,7 @@ bool _wrap_DataLoader_inEpoch_capi_6710598a15b64c37(acc_dataloader *_swig_go_0, 
 }
 
 
-acc_accelerator *_wrap_new_Accelerator_capi_6710598a15b64c37(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
+acc_accelerator *_wrap_new_Accelerator_capi_f4638e046c163791(acc_options *_swig_go_0, _gostring_* _swig_go_1) {
   acc_options *arg1 = (acc_options *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10051,7 +10222,7 @@ acc_accelerator *_wrap_new_Accelerator_capi_6710598a15b64c37(acc_options *_swig_
 }
 
 
-void _wrap_delete_Accelerator_capi_6710598a15b64c37(acc_accelerator *_swig_go_0) {
+void _wrap_delete_Accelerator_capi_f4638e046c163791(acc_accelerator *_swig_go_0) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   
   arg1 = *(acc_accelerator **)&_swig_go_0; 
@@ -10070,7 +10241,7 @@ void _wrap_delete_Accelerator_capi_6710598a15b64c37(acc_accelerator *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Accelerator_device_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_device_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10104,7 +10275,7 @@ _gostring_ _wrap_Accelerator_device_capi_6710598a15b64c37(acc_accelerator *_swig
 }
 
 
-_gostring_ _wrap_Accelerator_distributedType_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_distributedType_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10138,7 +10309,7 @@ _gostring_ _wrap_Accelerator_distributedType_capi_6710598a15b64c37(acc_accelerat
 }
 
 
-_gostring_ _wrap_Accelerator_mixedPrecision_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_mixedPrecision_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10172,7 +10343,7 @@ _gostring_ _wrap_Accelerator_mixedPrecision_capi_6710598a15b64c37(acc_accelerato
 }
 
 
-long long _wrap_Accelerator_processIndex_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_processIndex_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10206,7 +10377,7 @@ long long _wrap_Accelerator_processIndex_capi_6710598a15b64c37(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_numProcesses_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_numProcesses_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10240,7 +10411,7 @@ long long _wrap_Accelerator_numProcesses_capi_6710598a15b64c37(acc_accelerator *
 }
 
 
-long long _wrap_Accelerator_localProcessIndex_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_localProcessIndex_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10274,7 +10445,7 @@ long long _wrap_Accelerator_localProcessIndex_capi_6710598a15b64c37(acc_accelera
 }
 
 
-bool _wrap_Accelerator_isMainProcess_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isMainProcess_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10308,7 +10479,7 @@ bool _wrap_Accelerator_isMainProcess_capi_6710598a15b64c37(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_isLocalMainProcess_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLocalMainProcess_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10342,7 +10513,7 @@ bool _wrap_Accelerator_isLocalMainProcess_capi_6710598a15b64c37(acc_accelerator 
 }
 
 
-bool _wrap_Accelerator_isLastProcess_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_isLastProcess_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10376,7 +10547,7 @@ bool _wrap_Accelerator_isLastProcess_capi_6710598a15b64c37(acc_accelerator *_swi
 }
 
 
-long long _wrap_Accelerator_gradientAccumulationSteps_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_gradientAccumulationSteps_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10410,7 +10581,7 @@ long long _wrap_Accelerator_gradientAccumulationSteps_capi_6710598a15b64c37(acc_
 }
 
 
-bool _wrap_Accelerator_syncGradients_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_syncGradients_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10444,7 +10615,7 @@ bool _wrap_Accelerator_syncGradients_capi_6710598a15b64c37(acc_accelerator *_swi
 }
 
 
-bool _wrap_Accelerator_optimizerStepWasSkipped_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_optimizerStepWasSkipped_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10478,7 +10649,7 @@ bool _wrap_Accelerator_optimizerStepWasSkipped_capi_6710598a15b64c37(acc_acceler
 }
 
 
-long long _wrap_Accelerator_step_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_step_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10512,7 +10683,7 @@ long long _wrap_Accelerator_step_capi_6710598a15b64c37(acc_accelerator *_swig_go
 }
 
 
-acc_model *_wrap_Accelerator_prepareModel_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_model *_wrap_Accelerator_prepareModel_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   acc_placement arg3 ;
@@ -10550,7 +10721,7 @@ acc_model *_wrap_Accelerator_prepareModel_capi_6710598a15b64c37(acc_accelerator 
 }
 
 
-acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   acc_placement arg3 ;
@@ -10588,7 +10759,7 @@ acc_optimizer *_wrap_Accelerator_prepareOptimizer_capi_6710598a15b64c37(acc_acce
 }
 
 
-acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_dataloader *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_dataloader *arg2 = (acc_dataloader *) 0 ;
   acc_placement arg3 ;
@@ -10626,7 +10797,7 @@ acc_dataloader *_wrap_Accelerator_prepareDataLoader_capi_6710598a15b64c37(acc_ac
 }
 
 
-acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
+acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_scheduler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_scheduler *arg2 = (acc_scheduler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10662,7 +10833,7 @@ acc_scheduler *_wrap_Accelerator_prepareScheduler_capi_6710598a15b64c37(acc_acce
 }
 
 
-acc_model *_wrap_Accelerator_unwrapModel_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+acc_model *_wrap_Accelerator_unwrapModel_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10698,7 +10869,7 @@ acc_model *_wrap_Accelerator_unwrapModel_capi_6710598a15b64c37(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_backward_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_backward_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -10731,7 +10902,7 @@ void _wrap_Accelerator_backward_capi_6710598a15b64c37(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_backwardWith_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, bool _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_backwardWith_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, bool _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   bool arg3 ;
@@ -10768,7 +10939,7 @@ void _wrap_Accelerator_backwardWith_capi_6710598a15b64c37(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_accumulateBegin_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateBegin_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10799,7 +10970,7 @@ void _wrap_Accelerator_accumulateBegin_capi_6710598a15b64c37(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_accumulateEnd_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_accumulateEnd_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -10830,7 +11001,7 @@ void _wrap_Accelerator_accumulateEnd_capi_6710598a15b64c37(acc_accelerator *_swi
 }
 
 
-double _wrap_Accelerator_clipGradNorm_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
+double _wrap_Accelerator_clipGradNorm_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, double _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -10870,7 +11041,7 @@ double _wrap_Accelerator_clipGradNorm_capi_6710598a15b64c37(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_clipGradValue_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_clipGradValue_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, double _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   double arg3 ;
@@ -10905,7 +11076,7 @@ void _wrap_Accelerator_clipGradValue_capi_6710598a15b64c37(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_saveModel_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_saveModel_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -10958,7 +11129,7 @@ void _wrap_Accelerator_saveModel_capi_6710598a15b64c37(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_mergeShardedCheckpoint_capi_6710598a15b64c37(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_mergeShardedCheckpoint_capi_f4638e046c163791(_gostring_ _swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   char *arg1 = (char *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -11019,7 +11190,7 @@ void _wrap_Accelerator_mergeShardedCheckpoint_capi_6710598a15b64c37(_gostring_ _
 }
 
 
-_gostring_ _wrap_Accelerator_saveState_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_saveState_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11063,7 +11234,7 @@ _gostring_ _wrap_Accelerator_saveState_capi_6710598a15b64c37(acc_accelerator *_s
 }
 
 
-_gostring_ _wrap_Accelerator_loadState_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_loadState_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11107,7 +11278,7 @@ _gostring_ _wrap_Accelerator_loadState_capi_6710598a15b64c37(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_registerAveragedModel_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_averaged_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerAveragedModel_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_averaged_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_averaged_model *arg2 = (acc_averaged_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11140,7 +11311,7 @@ void _wrap_Accelerator_registerAveragedModel_capi_6710598a15b64c37(acc_accelerat
 }
 
 
-void _wrap_Accelerator_print_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_print_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11181,7 +11352,7 @@ void _wrap_Accelerator_print_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, 
 }
 
 
-void _wrap_Accelerator_waitForEveryone_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_waitForEveryone_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11212,7 +11383,7 @@ void _wrap_Accelerator_waitForEveryone_capi_6710598a15b64c37(acc_accelerator *_s
 }
 
 
-void _wrap_Accelerator_freeMemory_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_freeMemory_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11243,7 +11414,7 @@ void _wrap_Accelerator_freeMemory_capi_6710598a15b64c37(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_noSyncBegin_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncBegin_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11276,7 +11447,7 @@ void _wrap_Accelerator_noSyncBegin_capi_6710598a15b64c37(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_noSyncEnd_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_noSyncEnd_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11309,7 +11480,7 @@ void _wrap_Accelerator_noSyncEnd_capi_6710598a15b64c37(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_triggerSyncInBackward_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_triggerSyncInBackward_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11342,7 +11513,7 @@ void _wrap_Accelerator_triggerSyncInBackward_capi_6710598a15b64c37(acc_accelerat
 }
 
 
-void _wrap_Accelerator_localSgdBegin_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_localSgdBegin_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, long long _swig_go_2, bool _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int64_t arg3 ;
@@ -11379,7 +11550,7 @@ void _wrap_Accelerator_localSgdBegin_capi_6710598a15b64c37(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_localSgdStep_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdStep_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11412,7 +11583,7 @@ void _wrap_Accelerator_localSgdStep_capi_6710598a15b64c37(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_localSgdEnd_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_localSgdEnd_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11445,7 +11616,7 @@ void _wrap_Accelerator_localSgdEnd_capi_6710598a15b64c37(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_profileBegin_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_profileBegin_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_options *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_options *arg2 = (acc_options *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11478,7 +11649,7 @@ void _wrap_Accelerator_profileBegin_capi_6710598a15b64c37(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_profileStep_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_profileStep_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11509,7 +11680,7 @@ void _wrap_Accelerator_profileStep_capi_6710598a15b64c37(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_profileEnd_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_profileEnd_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11540,7 +11711,7 @@ void _wrap_Accelerator_profileEnd_capi_6710598a15b64c37(acc_accelerator *_swig_g
 }
 
 
-_gostring_ _wrap_Accelerator_profileSummary_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+_gostring_ _wrap_Accelerator_profileSummary_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11574,7 +11745,7 @@ _gostring_ _wrap_Accelerator_profileSummary_capi_6710598a15b64c37(acc_accelerato
 }
 
 
-void _wrap_Accelerator_exportChromeTrace_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_exportChromeTrace_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11615,7 +11786,7 @@ void _wrap_Accelerator_exportChromeTrace_capi_6710598a15b64c37(acc_accelerator *
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsBegin_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_joinUnevenInputsBegin_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, intgo _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   int arg3 ;
@@ -11650,7 +11821,7 @@ void _wrap_Accelerator_joinUnevenInputsBegin_capi_6710598a15b64c37(acc_accelerat
 }
 
 
-void _wrap_Accelerator_joinUnevenInputsEnd_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_joinUnevenInputsEnd_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -11683,7 +11854,7 @@ void _wrap_Accelerator_joinUnevenInputsEnd_capi_6710598a15b64c37(acc_accelerator
 }
 
 
-void _wrap_Accelerator_mainProcessFirstBegin_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstBegin_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11714,7 +11885,7 @@ void _wrap_Accelerator_mainProcessFirstBegin_capi_6710598a15b64c37(acc_accelerat
 }
 
 
-void _wrap_Accelerator_mainProcessFirstEnd_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_mainProcessFirstEnd_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11745,7 +11916,7 @@ void _wrap_Accelerator_mainProcessFirstEnd_capi_6710598a15b64c37(acc_accelerator
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstBegin_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstBegin_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11776,7 +11947,7 @@ void _wrap_Accelerator_localMainProcessFirstBegin_capi_6710598a15b64c37(acc_acce
 }
 
 
-void _wrap_Accelerator_localMainProcessFirstEnd_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_localMainProcessFirstEnd_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -11807,7 +11978,7 @@ void _wrap_Accelerator_localMainProcessFirstEnd_capi_6710598a15b64c37(acc_accele
 }
 
 
-acc_tensor *_wrap_Accelerator_gather_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gather_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -11853,7 +12024,7 @@ acc_tensor *_wrap_Accelerator_gather_capi_6710598a15b64c37(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -11899,7 +12070,7 @@ acc_tensor *_wrap_Accelerator_gatherForMetrics_capi_6710598a15b64c37(acc_acceler
 }
 
 
-acc_string_list *_wrap_Accelerator_gatherObject_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_string_list *_wrap_Accelerator_gatherObject_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -11949,7 +12120,7 @@ acc_string_list *_wrap_Accelerator_gatherObject_capi_6710598a15b64c37(acc_accele
 }
 
 
-acc_string_list *_wrap_Accelerator_broadcastObject_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_string_list *_wrap_Accelerator_broadcastObject_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -12001,7 +12172,7 @@ acc_string_list *_wrap_Accelerator_broadcastObject_capi_6710598a15b64c37(acc_acc
 }
 
 
-acc_tensor *_wrap_Accelerator_reduce_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_reduce_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, intgo _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   acc_reduction arg3 ;
@@ -12049,7 +12220,7 @@ acc_tensor *_wrap_Accelerator_reduce_capi_6710598a15b64c37(acc_accelerator *_swi
 }
 
 
-acc_tensor *_wrap_Accelerator_broadcast_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
+acc_tensor *_wrap_Accelerator_broadcast_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, _gostring_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -12097,7 +12268,7 @@ acc_tensor *_wrap_Accelerator_broadcast_capi_6710598a15b64c37(acc_accelerator *_
 }
 
 
-acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
+acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor *_swig_go_1, long long _swig_go_2, double _swig_go_3, bool _swig_go_4, _gostring_ _swig_go_5, _gostring_* _swig_go_6) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor *arg2 = (acc_tensor *) 0 ;
   int64_t arg3 ;
@@ -12149,7 +12320,7 @@ acc_tensor *_wrap_Accelerator_padAcrossProcesses_capi_6710598a15b64c37(acc_accel
 }
 
 
-void _wrap_Accelerator_splitBetweenProcesses_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_splitBetweenProcesses_capi_f4638e046c163791(acc_accelerator *_swig_go_0, long long _swig_go_1, bool _swig_go_2, _goslice_ _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   bool arg3 ;
@@ -12190,7 +12361,7 @@ void _wrap_Accelerator_splitBetweenProcesses_capi_6710598a15b64c37(acc_accelerat
 }
 
 
-void _wrap_Accelerator_setTrigger_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_setTrigger_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12221,7 +12392,7 @@ void _wrap_Accelerator_setTrigger_capi_6710598a15b64c37(acc_accelerator *_swig_g
 }
 
 
-bool _wrap_Accelerator_checkTrigger_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+bool _wrap_Accelerator_checkTrigger_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12255,7 +12426,7 @@ bool _wrap_Accelerator_checkTrigger_capi_6710598a15b64c37(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_save_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_save_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_tensor_list *_swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_tensor_list *arg2 = (acc_tensor_list *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -12298,7 +12469,7 @@ void _wrap_Accelerator_save_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, a
 }
 
 
-acc_tensor_list *_wrap_Accelerator_getStateDict_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor_list *_wrap_Accelerator_getStateDict_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_model *_swig_go_1, bool _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_model *arg2 = (acc_model *) 0 ;
   bool arg3 ;
@@ -12336,7 +12507,7 @@ acc_tensor_list *_wrap_Accelerator_getStateDict_capi_6710598a15b64c37(acc_accele
 }
 
 
-long long _wrap_Accelerator_iteration_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+long long _wrap_Accelerator_iteration_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12370,7 +12541,7 @@ long long _wrap_Accelerator_iteration_capi_6710598a15b64c37(acc_accelerator *_sw
 }
 
 
-void _wrap_Accelerator_unscaleGradients_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_unscaleGradients_capi_f4638e046c163791(acc_accelerator *_swig_go_0, acc_optimizer *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   acc_optimizer *arg2 = (acc_optimizer *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12403,7 +12574,7 @@ void _wrap_Accelerator_unscaleGradients_capi_6710598a15b64c37(acc_accelerator *_
 }
 
 
-void _wrap_Accelerator_autocastBegin_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_autocastBegin_capi_f4638e046c163791(acc_accelerator *_swig_go_0, bool _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   bool arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12436,7 +12607,7 @@ void _wrap_Accelerator_autocastBegin_capi_6710598a15b64c37(acc_accelerator *_swi
 }
 
 
-void _wrap_Accelerator_autocastEnd_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_autocastEnd_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -12467,7 +12638,7 @@ void _wrap_Accelerator_autocastEnd_capi_6710598a15b64c37(acc_accelerator *_swig_
 }
 
 
-void _wrap_Accelerator_registerForCheckpointing_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_registerForCheckpointing_capi_f4638e046c163791(acc_accelerator *_swig_go_0, accswig::StateHandler *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::StateHandler *arg2 = (accswig::StateHandler *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12500,7 +12671,7 @@ void _wrap_Accelerator_registerForCheckpointing_capi_6710598a15b64c37(acc_accele
 }
 
 
-long long _wrap_Accelerator_registerSaveStatePreHook_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerator_registerSaveStatePreHook_capi_f4638e046c163791(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12536,7 +12707,7 @@ long long _wrap_Accelerator_registerSaveStatePreHook_capi_6710598a15b64c37(acc_a
 }
 
 
-void _wrap_Accelerator_onTraceReady_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, accswig::TraceReady *_swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Accelerator_onTraceReady_capi_f4638e046c163791(acc_accelerator *_swig_go_0, accswig::TraceReady *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::TraceReady *arg2 = (accswig::TraceReady *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12569,7 +12740,7 @@ void _wrap_Accelerator_onTraceReady_capi_6710598a15b64c37(acc_accelerator *_swig
 }
 
 
-long long _wrap_Accelerator_registerLoadStatePreHook_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerator_registerLoadStatePreHook_capi_f4638e046c163791(acc_accelerator *_swig_go_0, accswig::CheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   accswig::CheckpointHook *arg2 = (accswig::CheckpointHook *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12605,7 +12776,79 @@ long long _wrap_Accelerator_registerLoadStatePreHook_capi_6710598a15b64c37(acc_a
 }
 
 
-void _wrap_Accelerator_removeStatePreHook_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Accelerator_registerSaveStateModelsPreHook_capi_f4638e046c163791(acc_accelerator *_swig_go_0, accswig::ModelsCheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  accswig::ModelsCheckpointHook *arg2 = (accswig::ModelsCheckpointHook *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  arg2 = *(accswig::ModelsCheckpointHook **)&_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (int64_t)acc_accelerator_registerSaveStateModelsPreHook(arg1,arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+long long _wrap_Accelerator_registerLoadStateModelsPreHook_capi_f4638e046c163791(acc_accelerator *_swig_go_0, accswig::ModelsCheckpointHook *_swig_go_1, _gostring_* _swig_go_2) {
+  acc_accelerator *arg1 = (acc_accelerator *) 0 ;
+  accswig::ModelsCheckpointHook *arg2 = (accswig::ModelsCheckpointHook *) 0 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(acc_accelerator **)&_swig_go_0; 
+  arg2 = *(accswig::ModelsCheckpointHook **)&_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (int64_t)acc_accelerator_registerLoadStateModelsPreHook(arg1,arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+void _wrap_Accelerator_removeStatePreHook_capi_f4638e046c163791(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -12638,7 +12881,7 @@ void _wrap_Accelerator_removeStatePreHook_capi_6710598a15b64c37(acc_accelerator 
 }
 
 
-void _wrap_Accelerator_addTracker_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_addTracker_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, accswig::Tracker *_swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   accswig::Tracker *arg3 = (accswig::Tracker *) 0 ;
@@ -12681,7 +12924,7 @@ void _wrap_Accelerator_addTracker_capi_6710598a15b64c37(acc_accelerator *_swig_g
 }
 
 
-void _wrap_Accelerator_initTrackers_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Accelerator_initTrackers_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   char *arg3 = (char *) 0 ;
@@ -12732,7 +12975,7 @@ void _wrap_Accelerator_initTrackers_capi_6710598a15b64c37(acc_accelerator *_swig
 }
 
 
-void _wrap_Accelerator_logValues_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logValues_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -12777,7 +13020,7 @@ void _wrap_Accelerator_logValues_capi_6710598a15b64c37(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_logScalar_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logScalar_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, double _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   double arg3 ;
@@ -12822,7 +13065,7 @@ void _wrap_Accelerator_logScalar_capi_6710598a15b64c37(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_logGroup_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_* _swig_go_5) {
+void _wrap_Accelerator_logGroup_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _goslice_ _swig_go_2, _goslice_ _swig_go_3, long long _swig_go_4, _gostring_* _swig_go_5) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -12877,7 +13120,7 @@ void _wrap_Accelerator_logGroup_capi_6710598a15b64c37(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_logTexts_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
+void _wrap_Accelerator_logTexts_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, _goslice_ _swig_go_2, long long _swig_go_3, _gostring_* _swig_go_4) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -12922,7 +13165,7 @@ void _wrap_Accelerator_logTexts_capi_6710598a15b64c37(acc_accelerator *_swig_go_
 }
 
 
-void _wrap_Accelerator_logImages_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, acc_tensor_list *_swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, _gostring_* _swig_go_5) {
+void _wrap_Accelerator_logImages_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _goslice_ _swig_go_1, acc_tensor_list *_swig_go_2, long long _swig_go_3, _gostring_ _swig_go_4, _gostring_* _swig_go_5) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -12973,7 +13216,7 @@ void _wrap_Accelerator_logImages_capi_6710598a15b64c37(acc_accelerator *_swig_go
 }
 
 
-void _wrap_Accelerator_endTraining_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Accelerator_endTraining_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -13004,7 +13247,7 @@ void _wrap_Accelerator_endTraining_capi_6710598a15b64c37(acc_accelerator *_swig_
 }
 
 
-acc_string_list *_wrap_Accelerator_trackerNames_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
+acc_string_list *_wrap_Accelerator_trackerNames_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_* _swig_go_1) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;
@@ -13038,7 +13281,7 @@ acc_string_list *_wrap_Accelerator_trackerNames_capi_6710598a15b64c37(acc_accele
 }
 
 
-_gostring_ _wrap_Accelerator_trackerPath_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Accelerator_trackerPath_capi_f4638e046c163791(acc_accelerator *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13082,7 +13325,7 @@ _gostring_ _wrap_Accelerator_trackerPath_capi_6710598a15b64c37(acc_accelerator *
 }
 
 
-long long _wrap_Samples_size_capi_6710598a15b64c37(accswig::Samples *_swig_go_0) {
+long long _wrap_Samples_size_capi_f4638e046c163791(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -13104,7 +13347,7 @@ long long _wrap_Samples_size_capi_6710598a15b64c37(accswig::Samples *_swig_go_0)
 }
 
 
-long long _wrap_Samples_fields_capi_6710598a15b64c37(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Samples_fields_capi_f4638e046c163791(accswig::Samples *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13140,7 +13383,7 @@ long long _wrap_Samples_fields_capi_6710598a15b64c37(accswig::Samples *_swig_go_
 }
 
 
-acc_tensor *_wrap_Samples_get_capi_6710598a15b64c37(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
+acc_tensor *_wrap_Samples_get_capi_f4638e046c163791(accswig::Samples *_swig_go_0, long long _swig_go_1, long long _swig_go_2, _gostring_* _swig_go_3) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   int64_t arg2 ;
   int64_t arg3 ;
@@ -13178,7 +13421,7 @@ acc_tensor *_wrap_Samples_get_capi_6710598a15b64c37(accswig::Samples *_swig_go_0
 }
 
 
-void _wrap_delete_Samples_capi_6710598a15b64c37(accswig::Samples *_swig_go_0) {
+void _wrap_delete_Samples_capi_f4638e046c163791(accswig::Samples *_swig_go_0) {
   accswig::Samples *arg1 = (accswig::Samples *) 0 ;
   
   arg1 = *(accswig::Samples **)&_swig_go_0; 
@@ -13197,7 +13440,7 @@ void _wrap_delete_Samples_capi_6710598a15b64c37(accswig::Samples *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_append_capi_6710598a15b64c37(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_append_capi_f4638e046c163791(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -13234,7 +13477,7 @@ void _wrap_Bytes_append_capi_6710598a15b64c37(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-long long _wrap_Bytes_size_capi_6710598a15b64c37(accswig::Bytes *_swig_go_0) {
+long long _wrap_Bytes_size_capi_f4638e046c163791(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -13256,7 +13499,7 @@ long long _wrap_Bytes_size_capi_6710598a15b64c37(accswig::Bytes *_swig_go_0) {
 }
 
 
-void _wrap_Bytes_copyTo_capi_6710598a15b64c37(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Bytes_copyTo_capi_f4638e046c163791(accswig::Bytes *_swig_go_0, _goslice_ _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   uint8_t *arg2 = (uint8_t *) 0 ;
   size_t arg3 ;
@@ -13293,7 +13536,7 @@ void _wrap_Bytes_copyTo_capi_6710598a15b64c37(accswig::Bytes *_swig_go_0, _gosli
 }
 
 
-void _wrap_delete_Bytes_capi_6710598a15b64c37(accswig::Bytes *_swig_go_0) {
+void _wrap_delete_Bytes_capi_f4638e046c163791(accswig::Bytes *_swig_go_0) {
   accswig::Bytes *arg1 = (accswig::Bytes *) 0 ;
   
   arg1 = *(accswig::Bytes **)&_swig_go_0; 
@@ -13312,7 +13555,7 @@ void _wrap_delete_Bytes_capi_6710598a15b64c37(accswig::Bytes *_swig_go_0) {
 }
 
 
-long long _wrap_Metrics_size_capi_6710598a15b64c37(accswig::Metrics *_swig_go_0) {
+long long _wrap_Metrics_size_capi_f4638e046c163791(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -13334,7 +13577,7 @@ long long _wrap_Metrics_size_capi_6710598a15b64c37(accswig::Metrics *_swig_go_0)
 }
 
 
-_gostring_ _wrap_Metrics_name_capi_6710598a15b64c37(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Metrics_name_capi_f4638e046c163791(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13370,7 +13613,7 @@ _gostring_ _wrap_Metrics_name_capi_6710598a15b64c37(accswig::Metrics *_swig_go_0
 }
 
 
-double _wrap_Metrics_value_capi_6710598a15b64c37(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+double _wrap_Metrics_value_capi_f4638e046c163791(accswig::Metrics *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13406,7 +13649,7 @@ double _wrap_Metrics_value_capi_6710598a15b64c37(accswig::Metrics *_swig_go_0, l
 }
 
 
-void _wrap_delete_Metrics_capi_6710598a15b64c37(accswig::Metrics *_swig_go_0) {
+void _wrap_delete_Metrics_capi_f4638e046c163791(accswig::Metrics *_swig_go_0) {
   accswig::Metrics *arg1 = (accswig::Metrics *) 0 ;
   
   arg1 = *(accswig::Metrics **)&_swig_go_0; 
@@ -13425,7 +13668,7 @@ void _wrap_delete_Metrics_capi_6710598a15b64c37(accswig::Metrics *_swig_go_0) {
 }
 
 
-long long _wrap_Texts_size_capi_6710598a15b64c37(accswig::Texts *_swig_go_0) {
+long long _wrap_Texts_size_capi_f4638e046c163791(accswig::Texts *_swig_go_0) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -13447,7 +13690,7 @@ long long _wrap_Texts_size_capi_6710598a15b64c37(accswig::Texts *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_Texts_name_capi_6710598a15b64c37(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Texts_name_capi_f4638e046c163791(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13483,7 +13726,7 @@ _gostring_ _wrap_Texts_name_capi_6710598a15b64c37(accswig::Texts *_swig_go_0, lo
 }
 
 
-_gostring_ _wrap_Texts_text_capi_6710598a15b64c37(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Texts_text_capi_f4638e046c163791(accswig::Texts *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13519,7 +13762,7 @@ _gostring_ _wrap_Texts_text_capi_6710598a15b64c37(accswig::Texts *_swig_go_0, lo
 }
 
 
-void _wrap_delete_Texts_capi_6710598a15b64c37(accswig::Texts *_swig_go_0) {
+void _wrap_delete_Texts_capi_f4638e046c163791(accswig::Texts *_swig_go_0) {
   accswig::Texts *arg1 = (accswig::Texts *) 0 ;
   
   arg1 = *(accswig::Texts **)&_swig_go_0; 
@@ -13538,7 +13781,7 @@ void _wrap_delete_Texts_capi_6710598a15b64c37(accswig::Texts *_swig_go_0) {
 }
 
 
-long long _wrap_Images_size_capi_6710598a15b64c37(accswig::Images *_swig_go_0) {
+long long _wrap_Images_size_capi_f4638e046c163791(accswig::Images *_swig_go_0) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   int64_t result;
   long long _swig_go_result;
@@ -13560,7 +13803,7 @@ long long _wrap_Images_size_capi_6710598a15b64c37(accswig::Images *_swig_go_0) {
 }
 
 
-_gostring_ _wrap_Images_name_capi_6710598a15b64c37(accswig::Images *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+_gostring_ _wrap_Images_name_capi_f4638e046c163791(accswig::Images *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13596,7 +13839,7 @@ _gostring_ _wrap_Images_name_capi_6710598a15b64c37(accswig::Images *_swig_go_0, 
 }
 
 
-long long _wrap_Images_pngSize_capi_6710598a15b64c37(accswig::Images *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+long long _wrap_Images_pngSize_capi_f4638e046c163791(accswig::Images *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13632,7 +13875,7 @@ long long _wrap_Images_pngSize_capi_6710598a15b64c37(accswig::Images *_swig_go_0
 }
 
 
-void _wrap_Images_copyPng_capi_6710598a15b64c37(accswig::Images *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
+void _wrap_Images_copyPng_capi_f4638e046c163791(accswig::Images *_swig_go_0, long long _swig_go_1, _goslice_ _swig_go_2, _gostring_* _swig_go_3) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   int64_t arg2 ;
   uint8_t *arg3 = (uint8_t *) 0 ;
@@ -13671,7 +13914,7 @@ void _wrap_Images_copyPng_capi_6710598a15b64c37(accswig::Images *_swig_go_0, lon
 }
 
 
-void _wrap_delete_Images_capi_6710598a15b64c37(accswig::Images *_swig_go_0) {
+void _wrap_delete_Images_capi_f4638e046c163791(accswig::Images *_swig_go_0) {
   accswig::Images *arg1 = (accswig::Images *) 0 ;
   
   arg1 = *(accswig::Images **)&_swig_go_0; 
@@ -13690,7 +13933,165 @@ void _wrap_delete_Images_capi_6710598a15b64c37(accswig::Images *_swig_go_0) {
 }
 
 
-void _wrap_LrFactor_set_capi_6710598a15b64c37(accswig::Factor *_swig_go_0, double _swig_go_1) {
+long long _wrap_CheckpointModelsView_size_capi_f4638e046c163791(accswig::CheckpointModels *_swig_go_0, _gostring_* _swig_go_1) {
+  accswig::CheckpointModels *arg1 = (accswig::CheckpointModels *) 0 ;
+  std::string *arg2 = (std::string *) 0 ;
+  std::string temp2 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(accswig::CheckpointModels **)&_swig_go_0; 
+  
+  accswig::take_go_error();
+  arg2 = &temp2;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (int64_t)((accswig::CheckpointModels const *)arg1)->size_(arg2);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_1 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+acc_model *_wrap_CheckpointModelsView_model_capi_f4638e046c163791(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+  accswig::CheckpointModels *arg1 = (accswig::CheckpointModels *) 0 ;
+  int64_t arg2 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  acc_model *result = 0 ;
+  acc_model *_swig_go_result;
+  
+  arg1 = *(accswig::CheckpointModels **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (acc_model *)((accswig::CheckpointModels const *)arg1)->model(arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  *(acc_model **)&_swig_go_result = (acc_model *)result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+long long _wrap_CheckpointModelsView_index_capi_f4638e046c163791(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+  accswig::CheckpointModels *arg1 = (accswig::CheckpointModels *) 0 ;
+  int64_t arg2 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  int64_t result;
+  long long _swig_go_result;
+  
+  arg1 = *(accswig::CheckpointModels **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      result = (int64_t)((accswig::CheckpointModels const *)arg1)->index(arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  _swig_go_result = result; 
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+  return _swig_go_result;
+}
+
+
+void _wrap_CheckpointModelsView_remove_capi_f4638e046c163791(accswig::CheckpointModels *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+  accswig::CheckpointModels *arg1 = (accswig::CheckpointModels *) 0 ;
+  int64_t arg2 ;
+  std::string *arg3 = (std::string *) 0 ;
+  std::string temp3 ;
+  
+  arg1 = *(accswig::CheckpointModels **)&_swig_go_0; 
+  arg2 = (int64_t)_swig_go_1; 
+  
+  accswig::take_go_error();
+  arg3 = &temp3;
+  
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      (arg1)->remove(arg2,arg3);
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+  
+  {
+    std::string e = accswig::take_go_error();
+    if (!e.empty()) *_swig_go_2 = Swig_AllocateString(e.data(), e.size());
+  }
+  
+}
+
+
+void _wrap_delete_CheckpointModelsView_capi_f4638e046c163791(accswig::CheckpointModels *_swig_go_0) {
+  accswig::CheckpointModels *arg1 = (accswig::CheckpointModels *) 0 ;
+  
+  arg1 = *(accswig::CheckpointModels **)&_swig_go_0; 
+  
+  {
+    try {
+      accswig::require_no_go_nul();
+      delete arg1;
+    } catch (const accswig::Error &e) {
+      accswig::park_go_error(e.code, e.message);
+    } catch (const std::exception &e) {
+      accswig::park_go_error(ACC_ERR_INTERNAL, e.what());
+    }
+  }
+  
+}
+
+
+void _wrap_LrFactor_set_capi_f4638e046c163791(accswig::Factor *_swig_go_0, double _swig_go_1) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   double arg2 ;
   
@@ -13711,7 +14112,7 @@ void _wrap_LrFactor_set_capi_6710598a15b64c37(accswig::Factor *_swig_go_0, doubl
 }
 
 
-void _wrap_delete_LrFactor_capi_6710598a15b64c37(accswig::Factor *_swig_go_0) {
+void _wrap_delete_LrFactor_capi_f4638e046c163791(accswig::Factor *_swig_go_0) {
   accswig::Factor *arg1 = (accswig::Factor *) 0 ;
   
   arg1 = *(accswig::Factor **)&_swig_go_0; 
@@ -13730,7 +14131,7 @@ void _wrap_delete_LrFactor_capi_6710598a15b64c37(accswig::Factor *_swig_go_0) {
 }
 
 
-acc_progress *_wrap_new_Progress_capi_6710598a15b64c37(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
+acc_progress *_wrap_new_Progress_capi_f4638e046c163791(acc_accelerator *_swig_go_0, long long _swig_go_1, _gostring_ _swig_go_2, _gostring_* _swig_go_3) {
   acc_accelerator *arg1 = (acc_accelerator *) 0 ;
   int64_t arg2 ;
   char *arg3 = (char *) 0 ;
@@ -13776,7 +14177,7 @@ acc_progress *_wrap_new_Progress_capi_6710598a15b64c37(acc_accelerator *_swig_go
 }
 
 
-void _wrap_delete_Progress_capi_6710598a15b64c37(acc_progress *_swig_go_0) {
+void _wrap_delete_Progress_capi_f4638e046c163791(acc_progress *_swig_go_0) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   
   arg1 = *(acc_progress **)&_swig_go_0; 
@@ -13795,7 +14196,7 @@ void _wrap_delete_Progress_capi_6710598a15b64c37(acc_progress *_swig_go_0) {
 }
 
 
-void _wrap_Progress_update_capi_6710598a15b64c37(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_update_capi_f4638e046c163791(acc_progress *_swig_go_0, long long _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   int64_t arg2 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13828,7 +14229,7 @@ void _wrap_Progress_update_capi_6710598a15b64c37(acc_progress *_swig_go_0, long 
 }
 
 
-void _wrap_Progress_setPostfix_capi_6710598a15b64c37(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
+void _wrap_Progress_setPostfix_capi_f4638e046c163791(acc_progress *_swig_go_0, _gostring_ _swig_go_1, _gostring_* _swig_go_2) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   char *arg2 = (char *) 0 ;
   std::string *arg3 = (std::string *) 0 ;
@@ -13869,7 +14270,7 @@ void _wrap_Progress_setPostfix_capi_6710598a15b64c37(acc_progress *_swig_go_0, _
 }
 
 
-void _wrap_Progress_finish_capi_6710598a15b64c37(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
+void _wrap_Progress_finish_capi_f4638e046c163791(acc_progress *_swig_go_0, _gostring_* _swig_go_1) {
   acc_progress *arg1 = (acc_progress *) 0 ;
   std::string *arg2 = (std::string *) 0 ;
   std::string temp2 ;

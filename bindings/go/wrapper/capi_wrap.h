@@ -90,6 +90,21 @@ class SwigDirector_CheckpointHook : public accswig::CheckpointHook
   Swig_memory *swig_mem;
 };
 
+class SwigDirector_ModelsCheckpointHook : public accswig::ModelsCheckpointHook
+{
+ public:
+  SwigDirector_ModelsCheckpointHook(int swig_p);
+  virtual ~SwigDirector_ModelsCheckpointHook();
+  void _swig_upcall_released() {
+    accswig::Callback::released();
+  }
+  virtual void released();
+  virtual int run(accswig::CheckpointModels *models,char const *dir);
+ private:
+  intgo go_val;
+  Swig_memory *swig_mem;
+};
+
 class SwigDirector_Tracker : public accswig::Tracker
 {
  public:

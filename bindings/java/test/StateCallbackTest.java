@@ -40,7 +40,50 @@ class StateCallbackTest {
       assertEquals(1, acc.iteration());
       acc.loadState(written);
       assertArrayEquals(new byte[] {1, 2, 3}, loaded[0]);
-      assertEquals(List.of("save " + written, "load " + written), hooks);
+      // A save's hooks run in the folder being written, hidden beside the checkpoint's.
+      assertEquals(List.of("save " + dir.resolve(".ckpt.incomplete"), "load " + written), hooks);
+    }
+  }
+
+  @Test
+  void hooksWithTheirModelsSaveAndLoadAModelThemselves() throws Exception {
+    List<Long> seen = new ArrayList<>();
+    CheckpointModels[] kept = {null};
+    try (Accelerator acc = newAccelerator(dir);
+         Model raw0 = Model.fromSpec(SPEC); Model raw1 = Model.fromSpec(SPEC);
+         Model first = acc.prepare(raw0); Model second = acc.prepare(raw1)) {
+      acc.registerSaveStatePreHook((models, d) -> {
+        kept[0] = models;
+        for (int i = 0; i < models.size(); ++i) seen.add(models.index(i));
+        try (Model m = models.get(0); TensorList state = m.stateDict()) {
+          state.saveSafetensors(d + "/own.safetensors");
+        }
+        models.remove(0);  // Accelerate's weights.pop(0)
+      });
+      acc.registerLoadStatePreHook((models, d) -> {
+        try (Model m = models.get(0)) {
+          m.loadSafetensors(d + "/own.safetensors", true).close();
+        }
+        models.remove(0);
+      });
+      String written = acc.saveState(dir.resolve("ckpt").toString());
+      assertEquals(List.of(0L, 1L), seen);
+      assertTrue(Files.exists(Path.of(written, "own.safetensors")));
+      assertTrue(Files.exists(Path.of(written, "model.safetensors")));  // the second model's
+      assertFalse(Files.exists(Path.of(written, "model_1.safetensors")));
+      assertThrows(IllegalStateException.class, () -> kept[0].size());
+      float[] before;
+      try (Tensor w = first.parameter("0.weight")) {
+        before = w.toFloatArray();
+      }
+      try (TensorList zeros = TensorList.of(); Tensor z = Tensor.of(new float[2], 1, 2)) {
+        zeros.append("0.weight", z);
+        first.loadStateDict(zeros, false);
+      }
+      acc.loadState(written);
+      try (Tensor w = first.parameter("0.weight")) {
+        assertArrayEquals(before, w.toFloatArray());
+      }
     }
   }
 

@@ -30,35 +30,35 @@ typedef struct { void* array; intgo len; intgo cap; } _goslice_;
 typedef long long swig_type_1;
 typedef long long swig_type_2;
 typedef _gostring_ swig_type_3;
-typedef long long swig_type_4;
+typedef _gostring_ swig_type_4;
 typedef long long swig_type_5;
-typedef _gostring_ swig_type_6;
+typedef long long swig_type_6;
 typedef _gostring_ swig_type_7;
-typedef long long swig_type_8;
+typedef _gostring_ swig_type_8;
 typedef long long swig_type_9;
 typedef long long swig_type_10;
 typedef long long swig_type_11;
 typedef long long swig_type_12;
 typedef long long swig_type_13;
-typedef _gostring_ swig_type_14;
+typedef long long swig_type_14;
 typedef _gostring_ swig_type_15;
 typedef _gostring_ swig_type_16;
 typedef _gostring_ swig_type_17;
-typedef long long swig_type_18;
+typedef _gostring_ swig_type_18;
 typedef long long swig_type_19;
 typedef long long swig_type_20;
 typedef long long swig_type_21;
-typedef _gostring_ swig_type_22;
+typedef long long swig_type_22;
 typedef _gostring_ swig_type_23;
-typedef long long swig_type_24;
+typedef _gostring_ swig_type_24;
 typedef long long swig_type_25;
 typedef long long swig_type_26;
-typedef _gostring_ swig_type_27;
-typedef long long swig_type_28;
+typedef long long swig_type_27;
+typedef _gostring_ swig_type_28;
 typedef long long swig_type_29;
-typedef _gostring_ swig_type_30;
-typedef long long swig_type_31;
-typedef _goslice_ swig_type_32;
+typedef long long swig_type_30;
+typedef _gostring_ swig_type_31;
+typedef long long swig_type_32;
 typedef _goslice_ swig_type_33;
 typedef _goslice_ swig_type_34;
 typedef _goslice_ swig_type_35;
@@ -74,39 +74,39 @@ typedef _goslice_ swig_type_44;
 typedef _goslice_ swig_type_45;
 typedef _goslice_ swig_type_46;
 typedef _goslice_ swig_type_47;
-typedef _gostring_ swig_type_48;
-typedef _goslice_ swig_type_49;
+typedef _goslice_ swig_type_48;
+typedef _gostring_ swig_type_49;
 typedef _goslice_ swig_type_50;
-typedef _gostring_ swig_type_51;
+typedef _goslice_ swig_type_51;
 typedef _gostring_ swig_type_52;
-typedef long long swig_type_53;
-typedef _goslice_ swig_type_54;
-typedef long long swig_type_55;
-typedef _goslice_ swig_type_56;
-typedef long long swig_type_57;
-typedef _gostring_ swig_type_58;
+typedef _gostring_ swig_type_53;
+typedef long long swig_type_54;
+typedef _goslice_ swig_type_55;
+typedef long long swig_type_56;
+typedef _goslice_ swig_type_57;
+typedef long long swig_type_58;
 typedef _gostring_ swig_type_59;
-typedef _goslice_ swig_type_60;
-typedef long long swig_type_61;
+typedef _gostring_ swig_type_60;
+typedef _goslice_ swig_type_61;
 typedef long long swig_type_62;
-typedef _gostring_ swig_type_63;
-typedef long long swig_type_64;
+typedef long long swig_type_63;
+typedef _gostring_ swig_type_64;
 typedef long long swig_type_65;
-typedef _gostring_ swig_type_66;
-typedef long long swig_type_67;
-typedef _gostring_ swig_type_68;
+typedef long long swig_type_66;
+typedef _gostring_ swig_type_67;
+typedef long long swig_type_68;
 typedef _gostring_ swig_type_69;
 typedef _gostring_ swig_type_70;
-typedef long long swig_type_71;
-typedef _gostring_ swig_type_72;
-typedef long long swig_type_73;
+typedef _gostring_ swig_type_71;
+typedef long long swig_type_72;
+typedef _gostring_ swig_type_73;
 typedef long long swig_type_74;
 typedef long long swig_type_75;
 typedef long long swig_type_76;
-typedef _goslice_ swig_type_77;
-typedef _gostring_ swig_type_78;
-typedef long long swig_type_79;
-typedef _gostring_ swig_type_80;
+typedef long long swig_type_77;
+typedef _goslice_ swig_type_78;
+typedef _gostring_ swig_type_79;
+typedef long long swig_type_80;
 typedef _gostring_ swig_type_81;
 typedef _gostring_ swig_type_82;
 typedef _gostring_ swig_type_83;
@@ -117,542 +117,563 @@ typedef _gostring_ swig_type_87;
 typedef _gostring_ swig_type_88;
 typedef _gostring_ swig_type_89;
 typedef _gostring_ swig_type_90;
-typedef long long swig_type_91;
+typedef _gostring_ swig_type_91;
 typedef long long swig_type_92;
-typedef _gostring_ swig_type_93;
-typedef long long swig_type_94;
-typedef _gostring_ swig_type_95;
-typedef long long swig_type_96;
-typedef _gostring_ swig_type_97;
+typedef long long swig_type_93;
+typedef _gostring_ swig_type_94;
+typedef long long swig_type_95;
+typedef _gostring_ swig_type_96;
+typedef long long swig_type_97;
 typedef _gostring_ swig_type_98;
 typedef _gostring_ swig_type_99;
-typedef long long swig_type_100;
-typedef _gostring_ swig_type_101;
+typedef _gostring_ swig_type_100;
+typedef long long swig_type_101;
 typedef _gostring_ swig_type_102;
 typedef _gostring_ swig_type_103;
-typedef _goslice_ swig_type_104;
-typedef long long swig_type_105;
-typedef _gostring_ swig_type_106;
-typedef long long swig_type_107;
+typedef _gostring_ swig_type_104;
+typedef _goslice_ swig_type_105;
+typedef long long swig_type_106;
+typedef _gostring_ swig_type_107;
 typedef long long swig_type_108;
 typedef long long swig_type_109;
 typedef long long swig_type_110;
-typedef _gostring_ swig_type_111;
+typedef long long swig_type_111;
 typedef _gostring_ swig_type_112;
 typedef _gostring_ swig_type_113;
 typedef _gostring_ swig_type_114;
 typedef _gostring_ swig_type_115;
-typedef long long swig_type_116;
-typedef _gostring_ swig_type_117;
+typedef _gostring_ swig_type_116;
+typedef long long swig_type_117;
 typedef _gostring_ swig_type_118;
-typedef long long swig_type_119;
+typedef _gostring_ swig_type_119;
 typedef long long swig_type_120;
 typedef long long swig_type_121;
 typedef long long swig_type_122;
 typedef long long swig_type_123;
-typedef _gostring_ swig_type_124;
+typedef long long swig_type_124;
 typedef _gostring_ swig_type_125;
-typedef long long swig_type_126;
+typedef _gostring_ swig_type_126;
 typedef long long swig_type_127;
 typedef long long swig_type_128;
 typedef long long swig_type_129;
 typedef long long swig_type_130;
 typedef long long swig_type_131;
-typedef _goslice_ swig_type_132;
+typedef long long swig_type_132;
 typedef _goslice_ swig_type_133;
-typedef long long swig_type_134;
+typedef _goslice_ swig_type_134;
 typedef long long swig_type_135;
 typedef long long swig_type_136;
 typedef long long swig_type_137;
 typedef long long swig_type_138;
 typedef long long swig_type_139;
-typedef _gostring_ swig_type_140;
+typedef long long swig_type_140;
 typedef _gostring_ swig_type_141;
 typedef _gostring_ swig_type_142;
-typedef long long swig_type_143;
+typedef _gostring_ swig_type_143;
 typedef long long swig_type_144;
 typedef long long swig_type_145;
 typedef long long swig_type_146;
 typedef long long swig_type_147;
-typedef _gostring_ swig_type_148;
+typedef long long swig_type_148;
 typedef _gostring_ swig_type_149;
 typedef _gostring_ swig_type_150;
-typedef long long swig_type_151;
-typedef _gostring_ swig_type_152;
+typedef _gostring_ swig_type_151;
+typedef long long swig_type_152;
 typedef _gostring_ swig_type_153;
 typedef _gostring_ swig_type_154;
 typedef _gostring_ swig_type_155;
 typedef _gostring_ swig_type_156;
 typedef _gostring_ swig_type_157;
 typedef _gostring_ swig_type_158;
-typedef long long swig_type_159;
-typedef _gostring_ swig_type_160;
+typedef _gostring_ swig_type_159;
+typedef long long swig_type_160;
 typedef _gostring_ swig_type_161;
 typedef _gostring_ swig_type_162;
 typedef _gostring_ swig_type_163;
-typedef _goslice_ swig_type_164;
-typedef _gostring_ swig_type_165;
-typedef _goslice_ swig_type_166;
-typedef long long swig_type_167;
-typedef _gostring_ swig_type_168;
+typedef _gostring_ swig_type_164;
+typedef _goslice_ swig_type_165;
+typedef _gostring_ swig_type_166;
+typedef _goslice_ swig_type_167;
+typedef long long swig_type_168;
 typedef _gostring_ swig_type_169;
-typedef long long swig_type_170;
-typedef _gostring_ swig_type_171;
-typedef long long swig_type_172;
-typedef _gostring_ swig_type_173;
-typedef long long swig_type_174;
-typedef _goslice_ swig_type_175;
-typedef _gostring_ swig_type_176;
-typedef long long swig_type_177;
+typedef _gostring_ swig_type_170;
+typedef long long swig_type_171;
+typedef _gostring_ swig_type_172;
+typedef long long swig_type_173;
+typedef _gostring_ swig_type_174;
+typedef long long swig_type_175;
+typedef _goslice_ swig_type_176;
+typedef _gostring_ swig_type_177;
 typedef long long swig_type_178;
 typedef long long swig_type_179;
 typedef long long swig_type_180;
-typedef _gostring_ swig_type_181;
-typedef _gostring_ swig_type_182;
-typedef _gostring_ swig_type_183;
-typedef _goslice_ swig_type_184;
-typedef _goslice_ swig_type_185;
-typedef long long swig_type_186;
-typedef _gostring_ swig_type_187;
-typedef long long swig_type_188;
-typedef _gostring_ swig_type_189;
-typedef _goslice_ swig_type_190;
-typedef _goslice_ swig_type_191;
-typedef long long swig_type_192;
+typedef long long swig_type_181;
+typedef long long swig_type_182;
+typedef long long swig_type_183;
+typedef _gostring_ swig_type_184;
+typedef _gostring_ swig_type_185;
+typedef _gostring_ swig_type_186;
+typedef _goslice_ swig_type_187;
+typedef _goslice_ swig_type_188;
+typedef long long swig_type_189;
+typedef _gostring_ swig_type_190;
+typedef long long swig_type_191;
+typedef _gostring_ swig_type_192;
 typedef _goslice_ swig_type_193;
 typedef _goslice_ swig_type_194;
 typedef long long swig_type_195;
 typedef _goslice_ swig_type_196;
-typedef long long swig_type_197;
-typedef _gostring_ swig_type_198;
-typedef _gostring_ swig_type_199;
-typedef _gostring_ swig_type_200;
-typedef long long swig_type_201;
-typedef long long swig_type_202;
-typedef long long swig_type_203;
+typedef _goslice_ swig_type_197;
+typedef long long swig_type_198;
+typedef _goslice_ swig_type_199;
+typedef long long swig_type_200;
+typedef _gostring_ swig_type_201;
+typedef _gostring_ swig_type_202;
+typedef _gostring_ swig_type_203;
 typedef long long swig_type_204;
 typedef long long swig_type_205;
-typedef _goslice_ swig_type_206;
+typedef long long swig_type_206;
 typedef long long swig_type_207;
-typedef _goslice_ swig_type_208;
-typedef long long swig_type_209;
-typedef _gostring_ swig_type_210;
-typedef long long swig_type_211;
+typedef long long swig_type_208;
+typedef _goslice_ swig_type_209;
+typedef long long swig_type_210;
+typedef _goslice_ swig_type_211;
 typedef long long swig_type_212;
-typedef long long swig_type_213;
-typedef _gostring_ swig_type_214;
+typedef _gostring_ swig_type_213;
+typedef long long swig_type_214;
 typedef long long swig_type_215;
-typedef _gostring_ swig_type_216;
-typedef long long swig_type_217;
+typedef long long swig_type_216;
+typedef _gostring_ swig_type_217;
 typedef long long swig_type_218;
 typedef _gostring_ swig_type_219;
 typedef long long swig_type_220;
 typedef long long swig_type_221;
-typedef long long swig_type_222;
+typedef _gostring_ swig_type_222;
 typedef long long swig_type_223;
-typedef _goslice_ swig_type_224;
+typedef long long swig_type_224;
 typedef long long swig_type_225;
-typedef _gostring_ swig_type_226;
-typedef long long swig_type_227;
-typedef _gostring_ swig_type_228;
-extern void _wrap_Swig_free_capi_6710598a15b64c37(uintptr_t arg1);
-extern uintptr_t _wrap_Swig_malloc_capi_6710598a15b64c37(swig_intgo arg1);
-extern swig_intgo _wrap_ACC_OK_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_ERR_UNSUPPORTED_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_ERR_TIMEOUT_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_ERR_ABORTED_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_ERR_DISTRIBUTED_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_ERR_IO_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_ERR_INTERNAL_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_DTYPE_UNDEFINED_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_DTYPE_FLOAT32_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_DTYPE_FLOAT64_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_DTYPE_BFLOAT16_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_DTYPE_FLOAT16_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_DTYPE_INT64_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_DTYPE_INT32_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_DTYPE_UINT8_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_DTYPE_BOOL_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_DTYPE_INT8_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_DTYPE_INT16_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_REDUCTION_NONE_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_REDUCTION_MEAN_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_REDUCTION_SUM_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_HANDLE_ANY_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_HANDLE_TENSOR_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_HANDLE_STRING_LIST_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_HANDLE_OPTIONS_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_HANDLE_MODEL_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_HANDLE_SCHEDULER_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_HANDLE_DATASET_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_HANDLE_DATALOADER_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_HANDLE_PROGRESS_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_HANDLE_BYTES_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_OPTIONS_DATALOADER_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_OPTIONS_LORA_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_OPTIONS_PROFILE_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_PLACEMENT_NO_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_ACC_PLACEMENT_YES_capi_6710598a15b64c37(void);
-extern void _wrap_delete_Callback_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_Callback_released_capi_6710598a15b64c37(uintptr_t arg1);
-extern uintptr_t _wrap__swig_NewDirectorSampleSourceSampleSource_capi_6710598a15b64c37(int);
-extern void _wrap_DeleteDirectorSampleSource_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap__swig_DirectorSampleSource_upcall_Released_capi_6710598a15b64c37(uintptr_t);
-extern swig_intgo _wrap_SampleSource_sample_capi_6710598a15b64c37(uintptr_t arg1, swig_type_1 arg2, uintptr_t arg3);
-extern void _wrap_delete_SampleSource_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_SampleSource_released_capi_6710598a15b64c37(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorStreamSourceStreamSource_capi_6710598a15b64c37(int);
-extern void _wrap_DeleteDirectorStreamSource_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap__swig_DirectorStreamSource_upcall_Released_capi_6710598a15b64c37(uintptr_t);
-extern swig_intgo _wrap_StreamSource_start_capi_6710598a15b64c37(uintptr_t arg1, swig_type_2 arg2);
-extern swig_intgo _wrap_StreamSource_next_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2);
-extern void _wrap_delete_StreamSource_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_StreamSource_released_capi_6710598a15b64c37(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorCollatorCollator_capi_6710598a15b64c37(int);
-extern void _wrap_DeleteDirectorCollator_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap__swig_DirectorCollator_upcall_Released_capi_6710598a15b64c37(uintptr_t);
-extern swig_intgo _wrap_Collator_collate_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
-extern void _wrap_delete_Collator_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_Collator_released_capi_6710598a15b64c37(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorStateHandlerStateHandler_capi_6710598a15b64c37(int);
-extern void _wrap_DeleteDirectorStateHandler_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap__swig_DirectorStateHandler_upcall_Released_capi_6710598a15b64c37(uintptr_t);
-extern swig_intgo _wrap_StateHandler_save_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2);
-extern swig_intgo _wrap_StateHandler_load_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2);
-extern void _wrap_delete_StateHandler_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_StateHandler_released_capi_6710598a15b64c37(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_6710598a15b64c37(int);
-extern void _wrap_DeleteDirectorCheckpointHook_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_6710598a15b64c37(uintptr_t);
-extern swig_intgo _wrap_CheckpointHook_run_capi_6710598a15b64c37(uintptr_t arg1, swig_type_3 arg2);
-extern void _wrap_delete_CheckpointHook_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_CheckpointHook_released_capi_6710598a15b64c37(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorTrackerTracker_capi_6710598a15b64c37(int);
-extern void _wrap_DeleteDirectorTracker_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap__swig_DirectorTracker_upcall_Released_capi_6710598a15b64c37(uintptr_t);
-extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_6710598a15b64c37(uintptr_t, uintptr_t texts, swig_type_4 step);
-extern _Bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_6710598a15b64c37(uintptr_t);
-extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_6710598a15b64c37(uintptr_t, uintptr_t images, swig_type_5 step);
-extern swig_intgo _wrap_Tracker_init_capi_6710598a15b64c37(uintptr_t arg1, swig_type_6 arg2, swig_type_7 arg3);
-extern swig_intgo _wrap_Tracker_log_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_8 arg3);
-extern swig_intgo _wrap_Tracker_finish_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_intgo _wrap_Tracker_logText_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_4 arg3);
-extern _Bool _wrap_Tracker_takesImages_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_intgo _wrap_Tracker_logImages_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_5 arg3);
-extern void _wrap_delete_Tracker_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_Tracker_released_capi_6710598a15b64c37(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorLrLambdaLrLambda_capi_6710598a15b64c37(int);
-extern void _wrap_DeleteDirectorLrLambda_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap__swig_DirectorLrLambda_upcall_Released_capi_6710598a15b64c37(uintptr_t);
-extern swig_intgo _wrap_LrLambda_factor_capi_6710598a15b64c37(uintptr_t arg1, swig_type_9 arg2, uintptr_t arg3);
-extern void _wrap_delete_LrLambda_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_LrLambda_released_capi_6710598a15b64c37(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_6710598a15b64c37(int);
-extern void _wrap_DeleteDirectorGroupLrLambda_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_6710598a15b64c37(uintptr_t);
-extern swig_intgo _wrap_GroupLrLambda_factor_capi_6710598a15b64c37(uintptr_t arg1, swig_type_10 arg2, swig_type_11 arg3, uintptr_t arg4);
-extern void _wrap_delete_GroupLrLambda_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_GroupLrLambda_released_capi_6710598a15b64c37(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorTraceReadyTraceReady_capi_6710598a15b64c37(int);
-extern void _wrap_DeleteDirectorTraceReady_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap__swig_DirectorTraceReady_upcall_Released_capi_6710598a15b64c37(uintptr_t);
-extern swig_intgo _wrap_TraceReady_ready_capi_6710598a15b64c37(uintptr_t arg1, swig_type_12 arg2);
-extern void _wrap_delete_TraceReady_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_TraceReady_released_capi_6710598a15b64c37(uintptr_t _swig_base);
-extern uintptr_t _wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_6710598a15b64c37(int);
-extern void _wrap_DeleteDirectorBatchSizeRun_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_6710598a15b64c37(uintptr_t);
-extern swig_intgo _wrap_BatchSizeRun_run_capi_6710598a15b64c37(uintptr_t arg1, swig_type_13 arg2);
-extern void _wrap_delete_BatchSizeRun_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_BatchSizeRun_released_capi_6710598a15b64c37(uintptr_t _swig_base);
-extern swig_type_14 _wrap_Accelerate_version_capi_6710598a15b64c37(void);
-extern swig_intgo _wrap_Accelerate_abiVersion_capi_6710598a15b64c37(void);
-extern void _wrap_Accelerate_checkAbi_capi_6710598a15b64c37(swig_intgo arg1, swig_voidp arg2);
-extern void _wrap_Accelerate_checkBinding_capi_6710598a15b64c37(swig_type_15 arg1, swig_intgo arg2, swig_voidp arg3);
-extern swig_type_16 _wrap_Accelerate_buildInfo_capi_6710598a15b64c37(void);
-extern swig_type_17 _wrap_Accelerate_statusName_capi_6710598a15b64c37(swig_intgo arg1);
-extern swig_type_18 _wrap_Accelerate_liveHandles_capi_6710598a15b64c37(swig_intgo arg1);
-extern void _wrap_Accelerate_setSeed_capi_6710598a15b64c37(swig_type_19 arg1, swig_voidp arg2);
-extern void _wrap_Accelerate_setSeedWith_capi_6710598a15b64c37(swig_type_20 arg1, _Bool arg2, _Bool arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerate_getRandomState_capi_6710598a15b64c37(swig_voidp arg1);
-extern void _wrap_Accelerate_setRandomState_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_21 _wrap_Accelerate_dtypeSize_capi_6710598a15b64c37(swig_intgo arg1);
-extern swig_type_22 _wrap_Accelerate_lastErrorBacktrace_capi_6710598a15b64c37(void);
-extern void _wrap_Accelerate_callbackSetError_capi_6710598a15b64c37(swig_type_23 arg1);
-extern swig_type_24 _wrap_Accelerate_findBatchSizeWith_capi_6710598a15b64c37(swig_type_25 arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_delete_Accelerate_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_26 _wrap_LoadReport_missingCount_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_27 _wrap_LoadReport_missing_capi_6710598a15b64c37(uintptr_t arg1, swig_type_28 arg2);
-extern swig_type_29 _wrap_LoadReport_unexpectedCount_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_30 _wrap_LoadReport_unexpected_capi_6710598a15b64c37(uintptr_t arg1, swig_type_31 arg2);
-extern void _wrap_delete_LoadReport_capi_6710598a15b64c37(uintptr_t arg1);
-extern uintptr_t _wrap_Loss_crossEntropy_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Loss_nll_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Loss_mse_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Loss_l1_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Loss_smoothL1_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Loss_huber_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Loss_bceWithLogits_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern void _wrap_delete_Loss_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_delete_Tensor_capi_6710598a15b64c37(uintptr_t arg1);
-extern uintptr_t _wrap_Tensor_fromFloats_capi_6710598a15b64c37(swig_type_32 arg1, swig_type_33 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToFloats_capi_6710598a15b64c37(uintptr_t arg1, swig_type_34 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromDoubles_capi_6710598a15b64c37(swig_type_35 arg1, swig_type_36 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToDoubles_capi_6710598a15b64c37(uintptr_t arg1, swig_type_37 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromLongs_capi_6710598a15b64c37(swig_type_38 arg1, swig_type_39 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToLongs_capi_6710598a15b64c37(uintptr_t arg1, swig_type_40 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromInts_capi_6710598a15b64c37(swig_type_41 arg1, swig_type_42 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToInts_capi_6710598a15b64c37(uintptr_t arg1, swig_type_43 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_fromBytes_capi_6710598a15b64c37(swig_type_44 arg1, swig_type_45 arg2, swig_voidp arg3);
-extern void _wrap_Tensor_copyToBytes_capi_6710598a15b64c37(uintptr_t arg1, swig_type_46 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_zeros_capi_6710598a15b64c37(swig_type_47 arg1, swig_intgo arg2, swig_type_48 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Tensor_rand_capi_6710598a15b64c37(swig_type_49 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_randn_capi_6710598a15b64c37(swig_type_50 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_fromIdxFile_capi_6710598a15b64c37(swig_type_51 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_fromFileMmap_capi_6710598a15b64c37(swig_type_52 arg1, swig_type_53 arg2, swig_intgo arg3, swig_type_54 arg4, swig_voidp arg5);
-extern swig_type_55 _wrap_Tensor_ndim_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Tensor_copyShape_capi_6710598a15b64c37(uintptr_t arg1, swig_type_56 arg2, swig_voidp arg3);
-extern swig_type_57 _wrap_Tensor_numel_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_intgo _wrap_Tensor_dtype_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_58 _wrap_Tensor_device_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Tensor_requiresGrad_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_to_capi_6710598a15b64c37(uintptr_t arg1, swig_type_59 arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Tensor_grad_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Tensor_backward_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_sum_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_mean_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Tensor_reshape_capi_6710598a15b64c37(uintptr_t arg1, swig_type_60 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Tensor_argmax_capi_6710598a15b64c37(uintptr_t arg1, swig_type_61 arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_62 _wrap_Tensor_countEqual_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern double _wrap_Tensor_item_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_new_TensorList_capi_6710598a15b64c37(swig_voidp arg1);
-extern void _wrap_delete_TensorList_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_TensorList_append_capi_6710598a15b64c37(uintptr_t arg1, swig_type_63 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_64 _wrap_TensorList_size_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_TensorList_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_65 arg2, swig_voidp arg3);
-extern swig_type_66 _wrap_TensorList_name_capi_6710598a15b64c37(uintptr_t arg1, swig_type_67 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_TensorList_find_capi_6710598a15b64c37(uintptr_t arg1, swig_type_68 arg2, swig_voidp arg3);
-extern void _wrap_TensorList_saveSafetensors_capi_6710598a15b64c37(uintptr_t arg1, swig_type_69 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_TensorList_loadSafetensors_capi_6710598a15b64c37(swig_type_70 arg1, swig_voidp arg2);
-extern void _wrap_delete_StringList_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_71 _wrap_StringList_size_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_72 _wrap_StringList_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_73 arg2, swig_voidp arg3);
-extern swig_type_74 _wrap_StringList_byteSize_capi_6710598a15b64c37(uintptr_t arg1, swig_type_75 arg2, swig_voidp arg3);
-extern void _wrap_StringList_copyBytes_capi_6710598a15b64c37(uintptr_t arg1, swig_type_76 arg2, swig_type_77 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_new_Options_capi_6710598a15b64c37(swig_intgo arg1, swig_voidp arg2);
-extern void _wrap_delete_Options_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_Options_setInt_capi_6710598a15b64c37(uintptr_t arg1, swig_type_78 arg2, swig_type_79 arg3, swig_voidp arg4);
-extern void _wrap_Options_setDouble_capi_6710598a15b64c37(uintptr_t arg1, swig_type_80 arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Options_setBool_capi_6710598a15b64c37(uintptr_t arg1, swig_type_81 arg2, _Bool arg3, swig_voidp arg4);
-extern void _wrap_Options_setString_capi_6710598a15b64c37(uintptr_t arg1, swig_type_82 arg2, swig_type_83 arg3, swig_voidp arg4);
-extern void _wrap_Options_set_capi_6710598a15b64c37(uintptr_t arg1, swig_type_84 arg2, swig_type_85 arg3, swig_voidp arg4);
-extern swig_type_86 _wrap_Options_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_87 arg2, swig_voidp arg3);
-extern void _wrap_delete_Model_capi_6710598a15b64c37(uintptr_t arg1);
-extern uintptr_t _wrap_Model_loadTorchscript_capi_6710598a15b64c37(swig_type_88 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_fromSpec_capi_6710598a15b64c37(swig_type_89 arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_forward_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Model_forward1_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern void _wrap_Model_setTraining_capi_6710598a15b64c37(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern _Bool _wrap_Model_isTraining_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Model_setGraphOptimization_capi_6710598a15b64c37(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern void _wrap_Model_updateBn_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Model_to_capi_6710598a15b64c37(uintptr_t arg1, swig_type_90 arg2, swig_intgo arg3, swig_voidp arg4);
-extern swig_type_91 _wrap_Model_parameterTensorCount_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_92 _wrap_Model_parameterElementCount_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_parameterNames_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_parameter_capi_6710598a15b64c37(uintptr_t arg1, swig_type_93 arg2, swig_voidp arg3);
-extern void _wrap_Model_zeroGrad_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_94 _wrap_Model_setRequiresGrad_capi_6710598a15b64c37(uintptr_t arg1, swig_type_95 arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_96 _wrap_Model_addLora_capi_6710598a15b64c37(uintptr_t arg1, swig_type_97 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Model_saveLora_capi_6710598a15b64c37(uintptr_t arg1, swig_type_98 arg2, swig_voidp arg3);
-extern void _wrap_Model_loadLora_capi_6710598a15b64c37(uintptr_t arg1, swig_type_99 arg2, swig_voidp arg3);
-extern void _wrap_Model_mergeLora_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_100 _wrap_Model_loraCount_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Model_stateDict_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Model_loadStateDict_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern void _wrap_Model_saveTorchscript_capi_6710598a15b64c37(uintptr_t arg1, swig_type_101 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Model_loadSafetensors_capi_6710598a15b64c37(uintptr_t arg1, swig_type_102 arg2, _Bool arg3, swig_voidp arg4);
-extern uintptr_t _wrap_new_Optimizer_capi_6710598a15b64c37(uintptr_t arg1, swig_type_103 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_delete_Optimizer_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_Optimizer_addParamGroup_capi_6710598a15b64c37(uintptr_t arg1, swig_type_104 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_105 _wrap_Optimizer_addParamGroupMatching_capi_6710598a15b64c37(uintptr_t arg1, swig_type_106 arg2, uintptr_t arg3, swig_voidp arg4);
-extern swig_type_107 _wrap_Optimizer_numParamGroups_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern double _wrap_Optimizer_getLr_capi_6710598a15b64c37(uintptr_t arg1, swig_type_108 arg2, swig_voidp arg3);
-extern void _wrap_Optimizer_setLr_capi_6710598a15b64c37(uintptr_t arg1, swig_type_109 arg2, double arg3, swig_voidp arg4);
-extern double _wrap_Optimizer_getHyperparameter_capi_6710598a15b64c37(uintptr_t arg1, swig_type_110 arg2, swig_type_111 arg3, swig_voidp arg4);
-extern void _wrap_Optimizer_step_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Optimizer_zeroGrad_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Optimizer_setTraining_capi_6710598a15b64c37(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Optimizer_stateOf_capi_6710598a15b64c37(uintptr_t arg1, swig_type_112 arg2, swig_type_113 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Optimizer_stateFields_capi_6710598a15b64c37(uintptr_t arg1, swig_type_114 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_new_Scheduler_capi_6710598a15b64c37(uintptr_t arg1, swig_type_115 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_delete_Scheduler_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_Scheduler_then_capi_6710598a15b64c37(uintptr_t arg1, swig_type_116 arg2, swig_type_117 arg3, uintptr_t arg4, swig_voidp arg5);
-extern void _wrap_Scheduler_chain_capi_6710598a15b64c37(uintptr_t arg1, swig_type_118 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Scheduler_step_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Scheduler_stepMetric_capi_6710598a15b64c37(uintptr_t arg1, double arg2, swig_voidp arg3);
-extern double _wrap_Scheduler_getLastLr_capi_6710598a15b64c37(uintptr_t arg1, swig_type_119 arg2, swig_voidp arg3);
-extern swig_type_120 _wrap_Scheduler_getStep_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Scheduler_fromLrLambda_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Scheduler_fromLrMultiplicative_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Scheduler_fromGroupLrLambda_capi_6710598a15b64c37(uintptr_t arg1, swig_type_121 arg2, uintptr_t arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Scheduler_fromGroupLrMultiplicative_capi_6710598a15b64c37(uintptr_t arg1, swig_type_122 arg2, uintptr_t arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Scheduler_fromCyclicScale_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
-extern uintptr_t _wrap_new_AveragedModel_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_delete_AveragedModel_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_AveragedModel_update_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_123 _wrap_AveragedModel_count_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_AveragedModel_copyTo_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_AveragedModel_swap_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_AveragedModel_stateDict_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_AveragedModel_loadStateDict_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_delete_Dataset_capi_6710598a15b64c37(uintptr_t arg1);
-extern uintptr_t _wrap_Dataset_fromTensors_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_fromIdx_capi_6710598a15b64c37(swig_type_124 arg1, swig_type_125 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromSampleSource_capi_6710598a15b64c37(swig_type_126 arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_fromStreamSource_capi_6710598a15b64c37(uintptr_t arg1, swig_type_127 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Dataset_subset_capi_6710598a15b64c37(uintptr_t arg1, swig_type_128 arg2, swig_type_129 arg3, swig_voidp arg4);
-extern swig_type_130 _wrap_Dataset_size_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Dataset_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_131 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_new_DataLoader_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_delete_DataLoader_capi_6710598a15b64c37(uintptr_t arg1);
-extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_6710598a15b64c37(uintptr_t arg1, swig_type_132 arg2, swig_type_133 arg3, uintptr_t arg4, swig_voidp arg5);
-extern uintptr_t _wrap_DataLoader_next_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_134 _wrap_DataLoader_length_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_135 _wrap_DataLoader_epoch_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_DataLoader_setEpoch_capi_6710598a15b64c37(uintptr_t arg1, swig_type_136 arg2, swig_voidp arg3);
-extern void _wrap_DataLoader_setCollator_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_DataLoader_skipFirstBatches_capi_6710598a15b64c37(uintptr_t arg1, swig_type_137 arg2, swig_voidp arg3);
-extern swig_type_138 _wrap_DataLoader_totalBatchSize_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_139 _wrap_DataLoader_totalDatasetLength_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_DataLoader_endOfEpoch_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_DataLoader_endEpoch_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_DataLoader_inEpoch_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_new_Accelerator_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_delete_Accelerator_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_140 _wrap_Accelerator_device_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_141 _wrap_Accelerator_distributedType_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_142 _wrap_Accelerator_mixedPrecision_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_143 _wrap_Accelerator_processIndex_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_144 _wrap_Accelerator_numProcesses_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_145 _wrap_Accelerator_localProcessIndex_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_isMainProcess_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_isLocalMainProcess_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_isLastProcess_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_146 _wrap_Accelerator_gradientAccumulationSteps_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_syncGradients_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_optimizerStepWasSkipped_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_147 _wrap_Accelerator_step_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_prepareModel_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_prepareOptimizer_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_prepareDataLoader_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_prepareScheduler_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Accelerator_unwrapModel_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_backward_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_backwardWith_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, _Bool arg3, _Bool arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_accumulateBegin_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_accumulateEnd_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern double _wrap_Accelerator_clipGradNorm_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, double arg3, double arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_clipGradValue_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_saveModel_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_148 arg3, swig_type_149 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_6710598a15b64c37(swig_type_150 arg1, swig_type_151 arg2, swig_type_152 arg3, swig_type_153 arg4, swig_voidp arg5);
-extern swig_type_154 _wrap_Accelerator_saveState_capi_6710598a15b64c37(uintptr_t arg1, swig_type_155 arg2, swig_voidp arg3);
-extern swig_type_156 _wrap_Accelerator_loadState_capi_6710598a15b64c37(uintptr_t arg1, swig_type_157 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_registerAveragedModel_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_print_capi_6710598a15b64c37(uintptr_t arg1, swig_type_158 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_waitForEveryone_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_freeMemory_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_noSyncBegin_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_noSyncEnd_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_triggerSyncInBackward_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_localSgdBegin_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_159 arg3, _Bool arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_localSgdStep_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_localSgdEnd_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_profileBegin_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_profileStep_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_profileEnd_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_160 _wrap_Accelerator_profileSummary_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_exportChromeTrace_capi_6710598a15b64c37(uintptr_t arg1, swig_type_161 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_joinUnevenInputsBegin_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_joinUnevenInputsEnd_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_mainProcessFirstBegin_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_mainProcessFirstEnd_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_localMainProcessFirstBegin_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_localMainProcessFirstEnd_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_gather_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_162 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_163 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_gatherObject_capi_6710598a15b64c37(uintptr_t arg1, swig_type_164 arg2, swig_type_165 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_broadcastObject_capi_6710598a15b64c37(uintptr_t arg1, swig_type_166 arg2, swig_type_167 arg3, swig_type_168 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_reduce_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_169 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_broadcast_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_170 arg3, swig_type_171 arg4, swig_voidp arg5);
-extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_172 arg3, double arg4, _Bool arg5, swig_type_173 arg6, swig_voidp arg7);
-extern void _wrap_Accelerator_splitBetweenProcesses_capi_6710598a15b64c37(uintptr_t arg1, swig_type_174 arg2, _Bool arg3, swig_type_175 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_setTrigger_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern _Bool _wrap_Accelerator_checkTrigger_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_save_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_type_176 arg3, swig_voidp arg4);
-extern uintptr_t _wrap_Accelerator_getStateDict_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
-extern swig_type_177 _wrap_Accelerator_iteration_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_unscaleGradients_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_autocastBegin_capi_6710598a15b64c37(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_autocastEnd_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern void _wrap_Accelerator_registerForCheckpointing_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_178 _wrap_Accelerator_registerSaveStatePreHook_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_onTraceReady_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern swig_type_179 _wrap_Accelerator_registerLoadStatePreHook_capi_6710598a15b64c37(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_removeStatePreHook_capi_6710598a15b64c37(uintptr_t arg1, swig_type_180 arg2, swig_voidp arg3);
-extern void _wrap_Accelerator_addTracker_capi_6710598a15b64c37(uintptr_t arg1, swig_type_181 arg2, uintptr_t arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_initTrackers_capi_6710598a15b64c37(uintptr_t arg1, swig_type_182 arg2, swig_type_183 arg3, swig_voidp arg4);
-extern void _wrap_Accelerator_logValues_capi_6710598a15b64c37(uintptr_t arg1, swig_type_184 arg2, swig_type_185 arg3, swig_type_186 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logScalar_capi_6710598a15b64c37(uintptr_t arg1, swig_type_187 arg2, double arg3, swig_type_188 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logGroup_capi_6710598a15b64c37(uintptr_t arg1, swig_type_189 arg2, swig_type_190 arg3, swig_type_191 arg4, swig_type_192 arg5, swig_voidp arg6);
-extern void _wrap_Accelerator_logTexts_capi_6710598a15b64c37(uintptr_t arg1, swig_type_193 arg2, swig_type_194 arg3, swig_type_195 arg4, swig_voidp arg5);
-extern void _wrap_Accelerator_logImages_capi_6710598a15b64c37(uintptr_t arg1, swig_type_196 arg2, uintptr_t arg3, swig_type_197 arg4, swig_type_198 arg5, swig_voidp arg6);
-extern void _wrap_Accelerator_endTraining_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern uintptr_t _wrap_Accelerator_trackerNames_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
-extern swig_type_199 _wrap_Accelerator_trackerPath_capi_6710598a15b64c37(uintptr_t arg1, swig_type_200 arg2, swig_voidp arg3);
-extern swig_type_201 _wrap_Samples_size_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_202 _wrap_Samples_fields_capi_6710598a15b64c37(uintptr_t arg1, swig_type_203 arg2, swig_voidp arg3);
-extern uintptr_t _wrap_Samples_get_capi_6710598a15b64c37(uintptr_t arg1, swig_type_204 arg2, swig_type_205 arg3, swig_voidp arg4);
-extern void _wrap_delete_Samples_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_Bytes_append_capi_6710598a15b64c37(uintptr_t arg1, swig_type_206 arg2, swig_voidp arg3);
-extern swig_type_207 _wrap_Bytes_size_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_Bytes_copyTo_capi_6710598a15b64c37(uintptr_t arg1, swig_type_208 arg2, swig_voidp arg3);
-extern void _wrap_delete_Bytes_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_209 _wrap_Metrics_size_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_210 _wrap_Metrics_name_capi_6710598a15b64c37(uintptr_t arg1, swig_type_211 arg2, swig_voidp arg3);
-extern double _wrap_Metrics_value_capi_6710598a15b64c37(uintptr_t arg1, swig_type_212 arg2, swig_voidp arg3);
-extern void _wrap_delete_Metrics_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_213 _wrap_Texts_size_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_214 _wrap_Texts_name_capi_6710598a15b64c37(uintptr_t arg1, swig_type_215 arg2, swig_voidp arg3);
-extern swig_type_216 _wrap_Texts_text_capi_6710598a15b64c37(uintptr_t arg1, swig_type_217 arg2, swig_voidp arg3);
-extern void _wrap_delete_Texts_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_218 _wrap_Images_size_capi_6710598a15b64c37(uintptr_t arg1);
-extern swig_type_219 _wrap_Images_name_capi_6710598a15b64c37(uintptr_t arg1, swig_type_220 arg2, swig_voidp arg3);
-extern swig_type_221 _wrap_Images_pngSize_capi_6710598a15b64c37(uintptr_t arg1, swig_type_222 arg2, swig_voidp arg3);
-extern void _wrap_Images_copyPng_capi_6710598a15b64c37(uintptr_t arg1, swig_type_223 arg2, swig_type_224 arg3, swig_voidp arg4);
-extern void _wrap_delete_Images_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_LrFactor_set_capi_6710598a15b64c37(uintptr_t arg1, double arg2);
-extern void _wrap_delete_LrFactor_capi_6710598a15b64c37(uintptr_t arg1);
-extern uintptr_t _wrap_new_Progress_capi_6710598a15b64c37(uintptr_t arg1, swig_type_225 arg2, swig_type_226 arg3, swig_voidp arg4);
-extern void _wrap_delete_Progress_capi_6710598a15b64c37(uintptr_t arg1);
-extern void _wrap_Progress_update_capi_6710598a15b64c37(uintptr_t arg1, swig_type_227 arg2, swig_voidp arg3);
-extern void _wrap_Progress_setPostfix_capi_6710598a15b64c37(uintptr_t arg1, swig_type_228 arg2, swig_voidp arg3);
-extern void _wrap_Progress_finish_capi_6710598a15b64c37(uintptr_t arg1, swig_voidp arg2);
+typedef long long swig_type_226;
+typedef _goslice_ swig_type_227;
+typedef long long swig_type_228;
+typedef long long swig_type_229;
+typedef long long swig_type_230;
+typedef long long swig_type_231;
+typedef long long swig_type_232;
+typedef long long swig_type_233;
+typedef _gostring_ swig_type_234;
+typedef long long swig_type_235;
+typedef _gostring_ swig_type_236;
+extern void _wrap_Swig_free_capi_f4638e046c163791(uintptr_t arg1);
+extern uintptr_t _wrap_Swig_malloc_capi_f4638e046c163791(swig_intgo arg1);
+extern swig_intgo _wrap_ACC_OK_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_ERR_INVALID_ARGUMENT_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_ERR_INVALID_HANDLE_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_ERR_NOT_INITIALIZED_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_ERR_UNSUPPORTED_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_ERR_OUT_OF_MEMORY_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_ERR_TIMEOUT_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_ERR_ABORTED_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_ERR_DISTRIBUTED_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_ERR_IO_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_ERR_VERSION_MISMATCH_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_ERR_INTERNAL_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_DTYPE_UNDEFINED_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_DTYPE_FLOAT32_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_DTYPE_FLOAT64_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_DTYPE_BFLOAT16_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_DTYPE_FLOAT16_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_DTYPE_INT64_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_DTYPE_INT32_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_DTYPE_UINT8_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_DTYPE_BOOL_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_DTYPE_INT8_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_DTYPE_INT16_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_REDUCTION_NONE_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_REDUCTION_MEAN_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_REDUCTION_SUM_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_HANDLE_ANY_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_HANDLE_TENSOR_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_HANDLE_TENSOR_LIST_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_HANDLE_STRING_LIST_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_HANDLE_OPTIONS_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_HANDLE_MODEL_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_HANDLE_OPTIMIZER_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_HANDLE_SCHEDULER_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_HANDLE_DATASET_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_HANDLE_DATALOADER_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_HANDLE_ACCELERATOR_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_HANDLE_PROGRESS_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_HANDLE_BYTES_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_HANDLE_AVERAGED_MODEL_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_OPTIONS_OPTIMIZER_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_OPTIONS_SCHEDULER_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_OPTIONS_DATALOADER_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_OPTIONS_ACCELERATOR_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_OPTIONS_LORA_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_OPTIONS_PROFILE_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_PLACEMENT_DEFAULT_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_PLACEMENT_NO_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_ACC_PLACEMENT_YES_capi_f4638e046c163791(void);
+extern void _wrap_delete_Callback_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_Callback_released_capi_f4638e046c163791(uintptr_t arg1);
+extern uintptr_t _wrap__swig_NewDirectorSampleSourceSampleSource_capi_f4638e046c163791(int);
+extern void _wrap_DeleteDirectorSampleSource_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap__swig_DirectorSampleSource_upcall_Released_capi_f4638e046c163791(uintptr_t);
+extern swig_intgo _wrap_SampleSource_sample_capi_f4638e046c163791(uintptr_t arg1, swig_type_1 arg2, uintptr_t arg3);
+extern void _wrap_delete_SampleSource_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_SampleSource_released_capi_f4638e046c163791(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorStreamSourceStreamSource_capi_f4638e046c163791(int);
+extern void _wrap_DeleteDirectorStreamSource_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap__swig_DirectorStreamSource_upcall_Released_capi_f4638e046c163791(uintptr_t);
+extern swig_intgo _wrap_StreamSource_start_capi_f4638e046c163791(uintptr_t arg1, swig_type_2 arg2);
+extern swig_intgo _wrap_StreamSource_next_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_delete_StreamSource_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_StreamSource_released_capi_f4638e046c163791(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorCollatorCollator_capi_f4638e046c163791(int);
+extern void _wrap_DeleteDirectorCollator_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap__swig_DirectorCollator_upcall_Released_capi_f4638e046c163791(uintptr_t);
+extern swig_intgo _wrap_Collator_collate_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3);
+extern void _wrap_delete_Collator_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_Collator_released_capi_f4638e046c163791(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorStateHandlerStateHandler_capi_f4638e046c163791(int);
+extern void _wrap_DeleteDirectorStateHandler_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap__swig_DirectorStateHandler_upcall_Released_capi_f4638e046c163791(uintptr_t);
+extern swig_intgo _wrap_StateHandler_save_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2);
+extern swig_intgo _wrap_StateHandler_load_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2);
+extern void _wrap_delete_StateHandler_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_StateHandler_released_capi_f4638e046c163791(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_f4638e046c163791(int);
+extern void _wrap_DeleteDirectorCheckpointHook_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap__swig_DirectorCheckpointHook_upcall_Released_capi_f4638e046c163791(uintptr_t);
+extern swig_intgo _wrap_CheckpointHook_run_capi_f4638e046c163791(uintptr_t arg1, swig_type_3 arg2);
+extern void _wrap_delete_CheckpointHook_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_CheckpointHook_released_capi_f4638e046c163791(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorModelsCheckpointHookModelsCheckpointHook_capi_f4638e046c163791(int);
+extern void _wrap_DeleteDirectorModelsCheckpointHook_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_f4638e046c163791(uintptr_t);
+extern swig_intgo _wrap_ModelsCheckpointHook_run_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_4 arg3);
+extern void _wrap_delete_ModelsCheckpointHook_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_ModelsCheckpointHook_released_capi_f4638e046c163791(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorTrackerTracker_capi_f4638e046c163791(int);
+extern void _wrap_DeleteDirectorTracker_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap__swig_DirectorTracker_upcall_Released_capi_f4638e046c163791(uintptr_t);
+extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogText_capi_f4638e046c163791(uintptr_t, uintptr_t texts, swig_type_5 step);
+extern _Bool _wrap__swig_DirectorTracker_upcall_TakesImages_capi_f4638e046c163791(uintptr_t);
+extern swig_intgo _wrap__swig_DirectorTracker_upcall_LogImages_capi_f4638e046c163791(uintptr_t, uintptr_t images, swig_type_6 step);
+extern swig_intgo _wrap_Tracker_init_capi_f4638e046c163791(uintptr_t arg1, swig_type_7 arg2, swig_type_8 arg3);
+extern swig_intgo _wrap_Tracker_log_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_9 arg3);
+extern swig_intgo _wrap_Tracker_finish_capi_f4638e046c163791(uintptr_t arg1);
+extern swig_intgo _wrap_Tracker_logText_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_5 arg3);
+extern _Bool _wrap_Tracker_takesImages_capi_f4638e046c163791(uintptr_t arg1);
+extern swig_intgo _wrap_Tracker_logImages_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_6 arg3);
+extern void _wrap_delete_Tracker_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_Tracker_released_capi_f4638e046c163791(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorLrLambdaLrLambda_capi_f4638e046c163791(int);
+extern void _wrap_DeleteDirectorLrLambda_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap__swig_DirectorLrLambda_upcall_Released_capi_f4638e046c163791(uintptr_t);
+extern swig_intgo _wrap_LrLambda_factor_capi_f4638e046c163791(uintptr_t arg1, swig_type_10 arg2, uintptr_t arg3);
+extern void _wrap_delete_LrLambda_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_LrLambda_released_capi_f4638e046c163791(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_f4638e046c163791(int);
+extern void _wrap_DeleteDirectorGroupLrLambda_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_f4638e046c163791(uintptr_t);
+extern swig_intgo _wrap_GroupLrLambda_factor_capi_f4638e046c163791(uintptr_t arg1, swig_type_11 arg2, swig_type_12 arg3, uintptr_t arg4);
+extern void _wrap_delete_GroupLrLambda_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_GroupLrLambda_released_capi_f4638e046c163791(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorTraceReadyTraceReady_capi_f4638e046c163791(int);
+extern void _wrap_DeleteDirectorTraceReady_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap__swig_DirectorTraceReady_upcall_Released_capi_f4638e046c163791(uintptr_t);
+extern swig_intgo _wrap_TraceReady_ready_capi_f4638e046c163791(uintptr_t arg1, swig_type_13 arg2);
+extern void _wrap_delete_TraceReady_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_TraceReady_released_capi_f4638e046c163791(uintptr_t _swig_base);
+extern uintptr_t _wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_f4638e046c163791(int);
+extern void _wrap_DeleteDirectorBatchSizeRun_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_f4638e046c163791(uintptr_t);
+extern swig_intgo _wrap_BatchSizeRun_run_capi_f4638e046c163791(uintptr_t arg1, swig_type_14 arg2);
+extern void _wrap_delete_BatchSizeRun_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_BatchSizeRun_released_capi_f4638e046c163791(uintptr_t _swig_base);
+extern swig_type_15 _wrap_Accelerate_version_capi_f4638e046c163791(void);
+extern swig_intgo _wrap_Accelerate_abiVersion_capi_f4638e046c163791(void);
+extern void _wrap_Accelerate_checkAbi_capi_f4638e046c163791(swig_intgo arg1, swig_voidp arg2);
+extern void _wrap_Accelerate_checkBinding_capi_f4638e046c163791(swig_type_16 arg1, swig_intgo arg2, swig_voidp arg3);
+extern swig_type_17 _wrap_Accelerate_buildInfo_capi_f4638e046c163791(void);
+extern swig_type_18 _wrap_Accelerate_statusName_capi_f4638e046c163791(swig_intgo arg1);
+extern swig_type_19 _wrap_Accelerate_liveHandles_capi_f4638e046c163791(swig_intgo arg1);
+extern void _wrap_Accelerate_setSeed_capi_f4638e046c163791(swig_type_20 arg1, swig_voidp arg2);
+extern void _wrap_Accelerate_setSeedWith_capi_f4638e046c163791(swig_type_21 arg1, _Bool arg2, _Bool arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerate_getRandomState_capi_f4638e046c163791(swig_voidp arg1);
+extern void _wrap_Accelerate_setRandomState_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_22 _wrap_Accelerate_dtypeSize_capi_f4638e046c163791(swig_intgo arg1);
+extern swig_type_23 _wrap_Accelerate_lastErrorBacktrace_capi_f4638e046c163791(void);
+extern void _wrap_Accelerate_callbackSetError_capi_f4638e046c163791(swig_type_24 arg1);
+extern swig_type_25 _wrap_Accelerate_findBatchSizeWith_capi_f4638e046c163791(swig_type_26 arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_delete_Accelerate_capi_f4638e046c163791(uintptr_t arg1);
+extern swig_type_27 _wrap_LoadReport_missingCount_capi_f4638e046c163791(uintptr_t arg1);
+extern swig_type_28 _wrap_LoadReport_missing_capi_f4638e046c163791(uintptr_t arg1, swig_type_29 arg2);
+extern swig_type_30 _wrap_LoadReport_unexpectedCount_capi_f4638e046c163791(uintptr_t arg1);
+extern swig_type_31 _wrap_LoadReport_unexpected_capi_f4638e046c163791(uintptr_t arg1, swig_type_32 arg2);
+extern void _wrap_delete_LoadReport_capi_f4638e046c163791(uintptr_t arg1);
+extern uintptr_t _wrap_Loss_crossEntropy_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Loss_nll_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Loss_mse_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Loss_l1_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Loss_smoothL1_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Loss_huber_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, double arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Loss_bceWithLogits_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern void _wrap_delete_Loss_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_delete_Tensor_capi_f4638e046c163791(uintptr_t arg1);
+extern uintptr_t _wrap_Tensor_fromFloats_capi_f4638e046c163791(swig_type_33 arg1, swig_type_34 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToFloats_capi_f4638e046c163791(uintptr_t arg1, swig_type_35 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromDoubles_capi_f4638e046c163791(swig_type_36 arg1, swig_type_37 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToDoubles_capi_f4638e046c163791(uintptr_t arg1, swig_type_38 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromLongs_capi_f4638e046c163791(swig_type_39 arg1, swig_type_40 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToLongs_capi_f4638e046c163791(uintptr_t arg1, swig_type_41 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromInts_capi_f4638e046c163791(swig_type_42 arg1, swig_type_43 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToInts_capi_f4638e046c163791(uintptr_t arg1, swig_type_44 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_fromBytes_capi_f4638e046c163791(swig_type_45 arg1, swig_type_46 arg2, swig_voidp arg3);
+extern void _wrap_Tensor_copyToBytes_capi_f4638e046c163791(uintptr_t arg1, swig_type_47 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_zeros_capi_f4638e046c163791(swig_type_48 arg1, swig_intgo arg2, swig_type_49 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Tensor_rand_capi_f4638e046c163791(swig_type_50 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_randn_capi_f4638e046c163791(swig_type_51 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_fromIdxFile_capi_f4638e046c163791(swig_type_52 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_fromFileMmap_capi_f4638e046c163791(swig_type_53 arg1, swig_type_54 arg2, swig_intgo arg3, swig_type_55 arg4, swig_voidp arg5);
+extern swig_type_56 _wrap_Tensor_ndim_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Tensor_copyShape_capi_f4638e046c163791(uintptr_t arg1, swig_type_57 arg2, swig_voidp arg3);
+extern swig_type_58 _wrap_Tensor_numel_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_intgo _wrap_Tensor_dtype_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_59 _wrap_Tensor_device_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Tensor_requiresGrad_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_to_capi_f4638e046c163791(uintptr_t arg1, swig_type_60 arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Tensor_grad_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Tensor_backward_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_sum_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_mean_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Tensor_reshape_capi_f4638e046c163791(uintptr_t arg1, swig_type_61 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Tensor_argmax_capi_f4638e046c163791(uintptr_t arg1, swig_type_62 arg2, _Bool arg3, swig_voidp arg4);
+extern swig_type_63 _wrap_Tensor_countEqual_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern double _wrap_Tensor_item_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_new_TensorList_capi_f4638e046c163791(swig_voidp arg1);
+extern void _wrap_delete_TensorList_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_TensorList_append_capi_f4638e046c163791(uintptr_t arg1, swig_type_64 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_65 _wrap_TensorList_size_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_TensorList_get_capi_f4638e046c163791(uintptr_t arg1, swig_type_66 arg2, swig_voidp arg3);
+extern swig_type_67 _wrap_TensorList_name_capi_f4638e046c163791(uintptr_t arg1, swig_type_68 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_TensorList_find_capi_f4638e046c163791(uintptr_t arg1, swig_type_69 arg2, swig_voidp arg3);
+extern void _wrap_TensorList_saveSafetensors_capi_f4638e046c163791(uintptr_t arg1, swig_type_70 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_TensorList_loadSafetensors_capi_f4638e046c163791(swig_type_71 arg1, swig_voidp arg2);
+extern void _wrap_delete_StringList_capi_f4638e046c163791(uintptr_t arg1);
+extern swig_type_72 _wrap_StringList_size_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_73 _wrap_StringList_get_capi_f4638e046c163791(uintptr_t arg1, swig_type_74 arg2, swig_voidp arg3);
+extern swig_type_75 _wrap_StringList_byteSize_capi_f4638e046c163791(uintptr_t arg1, swig_type_76 arg2, swig_voidp arg3);
+extern void _wrap_StringList_copyBytes_capi_f4638e046c163791(uintptr_t arg1, swig_type_77 arg2, swig_type_78 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Options_capi_f4638e046c163791(swig_intgo arg1, swig_voidp arg2);
+extern void _wrap_delete_Options_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_Options_setInt_capi_f4638e046c163791(uintptr_t arg1, swig_type_79 arg2, swig_type_80 arg3, swig_voidp arg4);
+extern void _wrap_Options_setDouble_capi_f4638e046c163791(uintptr_t arg1, swig_type_81 arg2, double arg3, swig_voidp arg4);
+extern void _wrap_Options_setBool_capi_f4638e046c163791(uintptr_t arg1, swig_type_82 arg2, _Bool arg3, swig_voidp arg4);
+extern void _wrap_Options_setString_capi_f4638e046c163791(uintptr_t arg1, swig_type_83 arg2, swig_type_84 arg3, swig_voidp arg4);
+extern void _wrap_Options_set_capi_f4638e046c163791(uintptr_t arg1, swig_type_85 arg2, swig_type_86 arg3, swig_voidp arg4);
+extern swig_type_87 _wrap_Options_get_capi_f4638e046c163791(uintptr_t arg1, swig_type_88 arg2, swig_voidp arg3);
+extern void _wrap_delete_Model_capi_f4638e046c163791(uintptr_t arg1);
+extern uintptr_t _wrap_Model_loadTorchscript_capi_f4638e046c163791(swig_type_89 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_fromSpec_capi_f4638e046c163791(swig_type_90 arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_forward_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Model_forward1_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern void _wrap_Model_setTraining_capi_f4638e046c163791(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
+extern _Bool _wrap_Model_isTraining_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_setGraphOptimization_capi_f4638e046c163791(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
+extern void _wrap_Model_updateBn_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Model_to_capi_f4638e046c163791(uintptr_t arg1, swig_type_91 arg2, swig_intgo arg3, swig_voidp arg4);
+extern swig_type_92 _wrap_Model_parameterTensorCount_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_93 _wrap_Model_parameterElementCount_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_parameterNames_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_parameter_capi_f4638e046c163791(uintptr_t arg1, swig_type_94 arg2, swig_voidp arg3);
+extern void _wrap_Model_zeroGrad_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_95 _wrap_Model_setRequiresGrad_capi_f4638e046c163791(uintptr_t arg1, swig_type_96 arg2, _Bool arg3, swig_voidp arg4);
+extern swig_type_97 _wrap_Model_addLora_capi_f4638e046c163791(uintptr_t arg1, swig_type_98 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Model_saveLora_capi_f4638e046c163791(uintptr_t arg1, swig_type_99 arg2, swig_voidp arg3);
+extern void _wrap_Model_loadLora_capi_f4638e046c163791(uintptr_t arg1, swig_type_100 arg2, swig_voidp arg3);
+extern void _wrap_Model_mergeLora_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_101 _wrap_Model_loraCount_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Model_stateDict_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Model_loadStateDict_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
+extern void _wrap_Model_saveTorchscript_capi_f4638e046c163791(uintptr_t arg1, swig_type_102 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Model_loadSafetensors_capi_f4638e046c163791(uintptr_t arg1, swig_type_103 arg2, _Bool arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_Optimizer_capi_f4638e046c163791(uintptr_t arg1, swig_type_104 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_delete_Optimizer_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_Optimizer_addParamGroup_capi_f4638e046c163791(uintptr_t arg1, swig_type_105 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_106 _wrap_Optimizer_addParamGroupMatching_capi_f4638e046c163791(uintptr_t arg1, swig_type_107 arg2, uintptr_t arg3, swig_voidp arg4);
+extern swig_type_108 _wrap_Optimizer_numParamGroups_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Optimizer_getLr_capi_f4638e046c163791(uintptr_t arg1, swig_type_109 arg2, swig_voidp arg3);
+extern void _wrap_Optimizer_setLr_capi_f4638e046c163791(uintptr_t arg1, swig_type_110 arg2, double arg3, swig_voidp arg4);
+extern double _wrap_Optimizer_getHyperparameter_capi_f4638e046c163791(uintptr_t arg1, swig_type_111 arg2, swig_type_112 arg3, swig_voidp arg4);
+extern void _wrap_Optimizer_step_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Optimizer_zeroGrad_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Optimizer_setTraining_capi_f4638e046c163791(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Optimizer_stateOf_capi_f4638e046c163791(uintptr_t arg1, swig_type_113 arg2, swig_type_114 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Optimizer_stateFields_capi_f4638e046c163791(uintptr_t arg1, swig_type_115 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_new_Scheduler_capi_f4638e046c163791(uintptr_t arg1, swig_type_116 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_delete_Scheduler_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_Scheduler_then_capi_f4638e046c163791(uintptr_t arg1, swig_type_117 arg2, swig_type_118 arg3, uintptr_t arg4, swig_voidp arg5);
+extern void _wrap_Scheduler_chain_capi_f4638e046c163791(uintptr_t arg1, swig_type_119 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Scheduler_step_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Scheduler_stepMetric_capi_f4638e046c163791(uintptr_t arg1, double arg2, swig_voidp arg3);
+extern double _wrap_Scheduler_getLastLr_capi_f4638e046c163791(uintptr_t arg1, swig_type_120 arg2, swig_voidp arg3);
+extern swig_type_121 _wrap_Scheduler_getStep_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Scheduler_fromLrLambda_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Scheduler_fromLrMultiplicative_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Scheduler_fromGroupLrLambda_capi_f4638e046c163791(uintptr_t arg1, swig_type_122 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Scheduler_fromGroupLrMultiplicative_capi_f4638e046c163791(uintptr_t arg1, swig_type_123 arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Scheduler_fromCyclicScale_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, uintptr_t arg3, swig_voidp arg4);
+extern uintptr_t _wrap_new_AveragedModel_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_delete_AveragedModel_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_AveragedModel_update_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_124 _wrap_AveragedModel_count_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_AveragedModel_copyTo_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_AveragedModel_swap_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_AveragedModel_stateDict_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_AveragedModel_loadStateDict_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_delete_Dataset_capi_f4638e046c163791(uintptr_t arg1);
+extern uintptr_t _wrap_Dataset_fromTensors_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Dataset_fromIdx_capi_f4638e046c163791(swig_type_125 arg1, swig_type_126 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromSampleSource_capi_f4638e046c163791(swig_type_127 arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_fromStreamSource_capi_f4638e046c163791(uintptr_t arg1, swig_type_128 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Dataset_subset_capi_f4638e046c163791(uintptr_t arg1, swig_type_129 arg2, swig_type_130 arg3, swig_voidp arg4);
+extern swig_type_131 _wrap_Dataset_size_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Dataset_get_capi_f4638e046c163791(uintptr_t arg1, swig_type_132 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_new_DataLoader_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_delete_DataLoader_capi_f4638e046c163791(uintptr_t arg1);
+extern uintptr_t _wrap_DataLoader_fromBatchArrays_capi_f4638e046c163791(uintptr_t arg1, swig_type_133 arg2, swig_type_134 arg3, uintptr_t arg4, swig_voidp arg5);
+extern uintptr_t _wrap_DataLoader_next_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_135 _wrap_DataLoader_length_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_136 _wrap_DataLoader_epoch_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_setEpoch_capi_f4638e046c163791(uintptr_t arg1, swig_type_137 arg2, swig_voidp arg3);
+extern void _wrap_DataLoader_setCollator_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_DataLoader_skipFirstBatches_capi_f4638e046c163791(uintptr_t arg1, swig_type_138 arg2, swig_voidp arg3);
+extern swig_type_139 _wrap_DataLoader_totalBatchSize_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_140 _wrap_DataLoader_totalDatasetLength_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_DataLoader_endOfEpoch_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_DataLoader_endEpoch_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_DataLoader_inEpoch_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_new_Accelerator_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_delete_Accelerator_capi_f4638e046c163791(uintptr_t arg1);
+extern swig_type_141 _wrap_Accelerator_device_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_142 _wrap_Accelerator_distributedType_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_143 _wrap_Accelerator_mixedPrecision_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_144 _wrap_Accelerator_processIndex_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_145 _wrap_Accelerator_numProcesses_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_146 _wrap_Accelerator_localProcessIndex_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_isMainProcess_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_isLocalMainProcess_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_isLastProcess_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_147 _wrap_Accelerator_gradientAccumulationSteps_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_syncGradients_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_optimizerStepWasSkipped_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_148 _wrap_Accelerator_step_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Accelerator_prepareModel_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_prepareOptimizer_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_prepareDataLoader_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_prepareScheduler_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Accelerator_unwrapModel_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_backward_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_backwardWith_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, _Bool arg3, _Bool arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_accumulateBegin_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_accumulateEnd_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern double _wrap_Accelerator_clipGradNorm_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, double arg3, double arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_clipGradValue_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, double arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_saveModel_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_149 arg3, swig_type_150 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_mergeShardedCheckpoint_capi_f4638e046c163791(swig_type_151 arg1, swig_type_152 arg2, swig_type_153 arg3, swig_type_154 arg4, swig_voidp arg5);
+extern swig_type_155 _wrap_Accelerator_saveState_capi_f4638e046c163791(uintptr_t arg1, swig_type_156 arg2, swig_voidp arg3);
+extern swig_type_157 _wrap_Accelerator_loadState_capi_f4638e046c163791(uintptr_t arg1, swig_type_158 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_registerAveragedModel_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_print_capi_f4638e046c163791(uintptr_t arg1, swig_type_159 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_waitForEveryone_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_freeMemory_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_noSyncBegin_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_noSyncEnd_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_triggerSyncInBackward_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_localSgdBegin_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_160 arg3, _Bool arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_localSgdStep_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_localSgdEnd_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_profileBegin_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_profileStep_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_profileEnd_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_161 _wrap_Accelerator_profileSummary_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_exportChromeTrace_capi_f4638e046c163791(uintptr_t arg1, swig_type_162 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_joinUnevenInputsBegin_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_joinUnevenInputsEnd_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_mainProcessFirstBegin_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_mainProcessFirstEnd_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_localMainProcessFirstBegin_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_localMainProcessFirstEnd_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Accelerator_gather_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_163 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherForMetrics_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_164 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_gatherObject_capi_f4638e046c163791(uintptr_t arg1, swig_type_165 arg2, swig_type_166 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_broadcastObject_capi_f4638e046c163791(uintptr_t arg1, swig_type_167 arg2, swig_type_168 arg3, swig_type_169 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_reduce_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_intgo arg3, swig_type_170 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_broadcast_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_171 arg3, swig_type_172 arg4, swig_voidp arg5);
+extern uintptr_t _wrap_Accelerator_padAcrossProcesses_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_173 arg3, double arg4, _Bool arg5, swig_type_174 arg6, swig_voidp arg7);
+extern void _wrap_Accelerator_splitBetweenProcesses_capi_f4638e046c163791(uintptr_t arg1, swig_type_175 arg2, _Bool arg3, swig_type_176 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_setTrigger_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern _Bool _wrap_Accelerator_checkTrigger_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_save_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_type_177 arg3, swig_voidp arg4);
+extern uintptr_t _wrap_Accelerator_getStateDict_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, _Bool arg3, swig_voidp arg4);
+extern swig_type_178 _wrap_Accelerator_iteration_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_unscaleGradients_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_autocastBegin_capi_f4638e046c163791(uintptr_t arg1, _Bool arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_autocastEnd_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern void _wrap_Accelerator_registerForCheckpointing_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_179 _wrap_Accelerator_registerSaveStatePreHook_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_onTraceReady_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_180 _wrap_Accelerator_registerLoadStatePreHook_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_181 _wrap_Accelerator_registerSaveStateModelsPreHook_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern swig_type_182 _wrap_Accelerator_registerLoadStateModelsPreHook_capi_f4638e046c163791(uintptr_t arg1, uintptr_t arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_removeStatePreHook_capi_f4638e046c163791(uintptr_t arg1, swig_type_183 arg2, swig_voidp arg3);
+extern void _wrap_Accelerator_addTracker_capi_f4638e046c163791(uintptr_t arg1, swig_type_184 arg2, uintptr_t arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_initTrackers_capi_f4638e046c163791(uintptr_t arg1, swig_type_185 arg2, swig_type_186 arg3, swig_voidp arg4);
+extern void _wrap_Accelerator_logValues_capi_f4638e046c163791(uintptr_t arg1, swig_type_187 arg2, swig_type_188 arg3, swig_type_189 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logScalar_capi_f4638e046c163791(uintptr_t arg1, swig_type_190 arg2, double arg3, swig_type_191 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logGroup_capi_f4638e046c163791(uintptr_t arg1, swig_type_192 arg2, swig_type_193 arg3, swig_type_194 arg4, swig_type_195 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_logTexts_capi_f4638e046c163791(uintptr_t arg1, swig_type_196 arg2, swig_type_197 arg3, swig_type_198 arg4, swig_voidp arg5);
+extern void _wrap_Accelerator_logImages_capi_f4638e046c163791(uintptr_t arg1, swig_type_199 arg2, uintptr_t arg3, swig_type_200 arg4, swig_type_201 arg5, swig_voidp arg6);
+extern void _wrap_Accelerator_endTraining_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_Accelerator_trackerNames_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern swig_type_202 _wrap_Accelerator_trackerPath_capi_f4638e046c163791(uintptr_t arg1, swig_type_203 arg2, swig_voidp arg3);
+extern swig_type_204 _wrap_Samples_size_capi_f4638e046c163791(uintptr_t arg1);
+extern swig_type_205 _wrap_Samples_fields_capi_f4638e046c163791(uintptr_t arg1, swig_type_206 arg2, swig_voidp arg3);
+extern uintptr_t _wrap_Samples_get_capi_f4638e046c163791(uintptr_t arg1, swig_type_207 arg2, swig_type_208 arg3, swig_voidp arg4);
+extern void _wrap_delete_Samples_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_Bytes_append_capi_f4638e046c163791(uintptr_t arg1, swig_type_209 arg2, swig_voidp arg3);
+extern swig_type_210 _wrap_Bytes_size_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_Bytes_copyTo_capi_f4638e046c163791(uintptr_t arg1, swig_type_211 arg2, swig_voidp arg3);
+extern void _wrap_delete_Bytes_capi_f4638e046c163791(uintptr_t arg1);
+extern swig_type_212 _wrap_Metrics_size_capi_f4638e046c163791(uintptr_t arg1);
+extern swig_type_213 _wrap_Metrics_name_capi_f4638e046c163791(uintptr_t arg1, swig_type_214 arg2, swig_voidp arg3);
+extern double _wrap_Metrics_value_capi_f4638e046c163791(uintptr_t arg1, swig_type_215 arg2, swig_voidp arg3);
+extern void _wrap_delete_Metrics_capi_f4638e046c163791(uintptr_t arg1);
+extern swig_type_216 _wrap_Texts_size_capi_f4638e046c163791(uintptr_t arg1);
+extern swig_type_217 _wrap_Texts_name_capi_f4638e046c163791(uintptr_t arg1, swig_type_218 arg2, swig_voidp arg3);
+extern swig_type_219 _wrap_Texts_text_capi_f4638e046c163791(uintptr_t arg1, swig_type_220 arg2, swig_voidp arg3);
+extern void _wrap_delete_Texts_capi_f4638e046c163791(uintptr_t arg1);
+extern swig_type_221 _wrap_Images_size_capi_f4638e046c163791(uintptr_t arg1);
+extern swig_type_222 _wrap_Images_name_capi_f4638e046c163791(uintptr_t arg1, swig_type_223 arg2, swig_voidp arg3);
+extern swig_type_224 _wrap_Images_pngSize_capi_f4638e046c163791(uintptr_t arg1, swig_type_225 arg2, swig_voidp arg3);
+extern void _wrap_Images_copyPng_capi_f4638e046c163791(uintptr_t arg1, swig_type_226 arg2, swig_type_227 arg3, swig_voidp arg4);
+extern void _wrap_delete_Images_capi_f4638e046c163791(uintptr_t arg1);
+extern swig_type_228 _wrap_CheckpointModelsView_size_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
+extern uintptr_t _wrap_CheckpointModelsView_model_capi_f4638e046c163791(uintptr_t arg1, swig_type_229 arg2, swig_voidp arg3);
+extern swig_type_230 _wrap_CheckpointModelsView_index_capi_f4638e046c163791(uintptr_t arg1, swig_type_231 arg2, swig_voidp arg3);
+extern void _wrap_CheckpointModelsView_remove_capi_f4638e046c163791(uintptr_t arg1, swig_type_232 arg2, swig_voidp arg3);
+extern void _wrap_delete_CheckpointModelsView_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_LrFactor_set_capi_f4638e046c163791(uintptr_t arg1, double arg2);
+extern void _wrap_delete_LrFactor_capi_f4638e046c163791(uintptr_t arg1);
+extern uintptr_t _wrap_new_Progress_capi_f4638e046c163791(uintptr_t arg1, swig_type_233 arg2, swig_type_234 arg3, swig_voidp arg4);
+extern void _wrap_delete_Progress_capi_f4638e046c163791(uintptr_t arg1);
+extern void _wrap_Progress_update_capi_f4638e046c163791(uintptr_t arg1, swig_type_235 arg2, swig_voidp arg3);
+extern void _wrap_Progress_setPostfix_capi_f4638e046c163791(uintptr_t arg1, swig_type_236 arg2, swig_voidp arg3);
+extern void _wrap_Progress_finish_capi_f4638e046c163791(uintptr_t arg1, swig_voidp arg2);
 #undef intgo
 */
 import "C"
@@ -695,13 +716,13 @@ func swigCopyString(s string) string {
 
 func Swig_free(arg1 uintptr) {
 	_swig_i_0 := arg1
-	C._wrap_Swig_free_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_Swig_free_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func Swig_malloc(arg1 int) (_swig_ret uintptr) {
 	var swig_r uintptr
 	_swig_i_0 := arg1
-	swig_r = (uintptr)(C._wrap_Swig_malloc_capi_6710598a15b64c37(C.swig_intgo(_swig_i_0)))
+	swig_r = (uintptr)(C._wrap_Swig_malloc_capi_f4638e046c163791(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
@@ -712,84 +733,84 @@ const ACC_ABI_VERSION int = 1
 type Acc_status int
 func _swig_getACC_OK() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_OK_capi_6710598a15b64c37())
+	swig_r = (Acc_status)(C._wrap_ACC_OK_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_OK Acc_status = _swig_getACC_OK()
 func _swig_getACC_ERR_INVALID_ARGUMENT() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_INVALID_ARGUMENT_capi_6710598a15b64c37())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_INVALID_ARGUMENT_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_ERR_INVALID_ARGUMENT Acc_status = _swig_getACC_ERR_INVALID_ARGUMENT()
 func _swig_getACC_ERR_INVALID_HANDLE() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_INVALID_HANDLE_capi_6710598a15b64c37())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_INVALID_HANDLE_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_ERR_INVALID_HANDLE Acc_status = _swig_getACC_ERR_INVALID_HANDLE()
 func _swig_getACC_ERR_NOT_INITIALIZED() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_NOT_INITIALIZED_capi_6710598a15b64c37())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_NOT_INITIALIZED_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_ERR_NOT_INITIALIZED Acc_status = _swig_getACC_ERR_NOT_INITIALIZED()
 func _swig_getACC_ERR_UNSUPPORTED() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_UNSUPPORTED_capi_6710598a15b64c37())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_UNSUPPORTED_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_ERR_UNSUPPORTED Acc_status = _swig_getACC_ERR_UNSUPPORTED()
 func _swig_getACC_ERR_OUT_OF_MEMORY() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_OUT_OF_MEMORY_capi_6710598a15b64c37())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_OUT_OF_MEMORY_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_ERR_OUT_OF_MEMORY Acc_status = _swig_getACC_ERR_OUT_OF_MEMORY()
 func _swig_getACC_ERR_TIMEOUT() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_TIMEOUT_capi_6710598a15b64c37())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_TIMEOUT_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_ERR_TIMEOUT Acc_status = _swig_getACC_ERR_TIMEOUT()
 func _swig_getACC_ERR_ABORTED() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_ABORTED_capi_6710598a15b64c37())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_ABORTED_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_ERR_ABORTED Acc_status = _swig_getACC_ERR_ABORTED()
 func _swig_getACC_ERR_DISTRIBUTED() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_DISTRIBUTED_capi_6710598a15b64c37())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_DISTRIBUTED_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_ERR_DISTRIBUTED Acc_status = _swig_getACC_ERR_DISTRIBUTED()
 func _swig_getACC_ERR_IO() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_IO_capi_6710598a15b64c37())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_IO_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_ERR_IO Acc_status = _swig_getACC_ERR_IO()
 func _swig_getACC_ERR_VERSION_MISMATCH() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_VERSION_MISMATCH_capi_6710598a15b64c37())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_VERSION_MISMATCH_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_ERR_VERSION_MISMATCH Acc_status = _swig_getACC_ERR_VERSION_MISMATCH()
 func _swig_getACC_ERR_INTERNAL() (_swig_ret Acc_status) {
 	var swig_r Acc_status
-	swig_r = (Acc_status)(C._wrap_ACC_ERR_INTERNAL_capi_6710598a15b64c37())
+	swig_r = (Acc_status)(C._wrap_ACC_ERR_INTERNAL_capi_f4638e046c163791())
 	return swig_r
 }
 
@@ -797,77 +818,77 @@ var ACC_ERR_INTERNAL Acc_status = _swig_getACC_ERR_INTERNAL()
 type Acc_dtype int
 func _swig_getACC_DTYPE_UNDEFINED() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_UNDEFINED_capi_6710598a15b64c37())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_UNDEFINED_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_DTYPE_UNDEFINED Acc_dtype = _swig_getACC_DTYPE_UNDEFINED()
 func _swig_getACC_DTYPE_FLOAT32() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT32_capi_6710598a15b64c37())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT32_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_DTYPE_FLOAT32 Acc_dtype = _swig_getACC_DTYPE_FLOAT32()
 func _swig_getACC_DTYPE_FLOAT64() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT64_capi_6710598a15b64c37())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT64_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_DTYPE_FLOAT64 Acc_dtype = _swig_getACC_DTYPE_FLOAT64()
 func _swig_getACC_DTYPE_BFLOAT16() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_BFLOAT16_capi_6710598a15b64c37())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_BFLOAT16_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_DTYPE_BFLOAT16 Acc_dtype = _swig_getACC_DTYPE_BFLOAT16()
 func _swig_getACC_DTYPE_FLOAT16() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT16_capi_6710598a15b64c37())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_FLOAT16_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_DTYPE_FLOAT16 Acc_dtype = _swig_getACC_DTYPE_FLOAT16()
 func _swig_getACC_DTYPE_INT64() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT64_capi_6710598a15b64c37())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT64_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_DTYPE_INT64 Acc_dtype = _swig_getACC_DTYPE_INT64()
 func _swig_getACC_DTYPE_INT32() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT32_capi_6710598a15b64c37())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT32_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_DTYPE_INT32 Acc_dtype = _swig_getACC_DTYPE_INT32()
 func _swig_getACC_DTYPE_UINT8() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_UINT8_capi_6710598a15b64c37())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_UINT8_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_DTYPE_UINT8 Acc_dtype = _swig_getACC_DTYPE_UINT8()
 func _swig_getACC_DTYPE_BOOL() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_BOOL_capi_6710598a15b64c37())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_BOOL_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_DTYPE_BOOL Acc_dtype = _swig_getACC_DTYPE_BOOL()
 func _swig_getACC_DTYPE_INT8() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT8_capi_6710598a15b64c37())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT8_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_DTYPE_INT8 Acc_dtype = _swig_getACC_DTYPE_INT8()
 func _swig_getACC_DTYPE_INT16() (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
-	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT16_capi_6710598a15b64c37())
+	swig_r = (Acc_dtype)(C._wrap_ACC_DTYPE_INT16_capi_f4638e046c163791())
 	return swig_r
 }
 
@@ -875,21 +896,21 @@ var ACC_DTYPE_INT16 Acc_dtype = _swig_getACC_DTYPE_INT16()
 type Acc_reduction int
 func _swig_getACC_REDUCTION_NONE() (_swig_ret Acc_reduction) {
 	var swig_r Acc_reduction
-	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_NONE_capi_6710598a15b64c37())
+	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_NONE_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_REDUCTION_NONE Acc_reduction = _swig_getACC_REDUCTION_NONE()
 func _swig_getACC_REDUCTION_MEAN() (_swig_ret Acc_reduction) {
 	var swig_r Acc_reduction
-	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_MEAN_capi_6710598a15b64c37())
+	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_MEAN_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_REDUCTION_MEAN Acc_reduction = _swig_getACC_REDUCTION_MEAN()
 func _swig_getACC_REDUCTION_SUM() (_swig_ret Acc_reduction) {
 	var swig_r Acc_reduction
-	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_SUM_capi_6710598a15b64c37())
+	swig_r = (Acc_reduction)(C._wrap_ACC_REDUCTION_SUM_capi_f4638e046c163791())
 	return swig_r
 }
 
@@ -899,105 +920,105 @@ const ACC_FORWARD_NO_GRAD uint = 1
 type Acc_handle_kind int
 func _swig_getACC_HANDLE_ANY() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_ANY_capi_6710598a15b64c37())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_ANY_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_HANDLE_ANY Acc_handle_kind = _swig_getACC_HANDLE_ANY()
 func _swig_getACC_HANDLE_TENSOR() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_TENSOR_capi_6710598a15b64c37())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_TENSOR_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_HANDLE_TENSOR Acc_handle_kind = _swig_getACC_HANDLE_TENSOR()
 func _swig_getACC_HANDLE_TENSOR_LIST() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_TENSOR_LIST_capi_6710598a15b64c37())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_TENSOR_LIST_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_HANDLE_TENSOR_LIST Acc_handle_kind = _swig_getACC_HANDLE_TENSOR_LIST()
 func _swig_getACC_HANDLE_STRING_LIST() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_STRING_LIST_capi_6710598a15b64c37())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_STRING_LIST_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_HANDLE_STRING_LIST Acc_handle_kind = _swig_getACC_HANDLE_STRING_LIST()
 func _swig_getACC_HANDLE_OPTIONS() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_OPTIONS_capi_6710598a15b64c37())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_OPTIONS_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_HANDLE_OPTIONS Acc_handle_kind = _swig_getACC_HANDLE_OPTIONS()
 func _swig_getACC_HANDLE_MODEL() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_MODEL_capi_6710598a15b64c37())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_MODEL_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_HANDLE_MODEL Acc_handle_kind = _swig_getACC_HANDLE_MODEL()
 func _swig_getACC_HANDLE_OPTIMIZER() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_OPTIMIZER_capi_6710598a15b64c37())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_OPTIMIZER_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_HANDLE_OPTIMIZER Acc_handle_kind = _swig_getACC_HANDLE_OPTIMIZER()
 func _swig_getACC_HANDLE_SCHEDULER() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_SCHEDULER_capi_6710598a15b64c37())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_SCHEDULER_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_HANDLE_SCHEDULER Acc_handle_kind = _swig_getACC_HANDLE_SCHEDULER()
 func _swig_getACC_HANDLE_DATASET() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_DATASET_capi_6710598a15b64c37())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_DATASET_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_HANDLE_DATASET Acc_handle_kind = _swig_getACC_HANDLE_DATASET()
 func _swig_getACC_HANDLE_DATALOADER() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_DATALOADER_capi_6710598a15b64c37())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_DATALOADER_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_HANDLE_DATALOADER Acc_handle_kind = _swig_getACC_HANDLE_DATALOADER()
 func _swig_getACC_HANDLE_ACCELERATOR() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_ACCELERATOR_capi_6710598a15b64c37())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_ACCELERATOR_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_HANDLE_ACCELERATOR Acc_handle_kind = _swig_getACC_HANDLE_ACCELERATOR()
 func _swig_getACC_HANDLE_PROGRESS() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_PROGRESS_capi_6710598a15b64c37())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_PROGRESS_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_HANDLE_PROGRESS Acc_handle_kind = _swig_getACC_HANDLE_PROGRESS()
 func _swig_getACC_HANDLE_BYTES() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_BYTES_capi_6710598a15b64c37())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_BYTES_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_HANDLE_BYTES Acc_handle_kind = _swig_getACC_HANDLE_BYTES()
 func _swig_getACC_HANDLE_AVERAGED_MODEL() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_AVERAGED_MODEL_capi_6710598a15b64c37())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_AVERAGED_MODEL_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_HANDLE_AVERAGED_MODEL Acc_handle_kind = _swig_getACC_HANDLE_AVERAGED_MODEL()
 func _swig_getACC_HANDLE_CHECKPOINT_MODELS() (_swig_ret Acc_handle_kind) {
 	var swig_r Acc_handle_kind
-	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_6710598a15b64c37())
+	swig_r = (Acc_handle_kind)(C._wrap_ACC_HANDLE_CHECKPOINT_MODELS_capi_f4638e046c163791())
 	return swig_r
 }
 
@@ -1005,49 +1026,49 @@ var ACC_HANDLE_CHECKPOINT_MODELS Acc_handle_kind = _swig_getACC_HANDLE_CHECKPOIN
 type Acc_options_kind int
 func _swig_getACC_OPTIONS_OPTIMIZER() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_OPTIMIZER_capi_6710598a15b64c37())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_OPTIMIZER_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_OPTIONS_OPTIMIZER Acc_options_kind = _swig_getACC_OPTIONS_OPTIMIZER()
 func _swig_getACC_OPTIONS_SCHEDULER() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_SCHEDULER_capi_6710598a15b64c37())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_SCHEDULER_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_OPTIONS_SCHEDULER Acc_options_kind = _swig_getACC_OPTIONS_SCHEDULER()
 func _swig_getACC_OPTIONS_DATALOADER() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_DATALOADER_capi_6710598a15b64c37())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_DATALOADER_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_OPTIONS_DATALOADER Acc_options_kind = _swig_getACC_OPTIONS_DATALOADER()
 func _swig_getACC_OPTIONS_ACCELERATOR() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_ACCELERATOR_capi_6710598a15b64c37())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_ACCELERATOR_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_OPTIONS_ACCELERATOR Acc_options_kind = _swig_getACC_OPTIONS_ACCELERATOR()
 func _swig_getACC_OPTIONS_LORA() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_LORA_capi_6710598a15b64c37())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_LORA_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_OPTIONS_LORA Acc_options_kind = _swig_getACC_OPTIONS_LORA()
 func _swig_getACC_OPTIONS_PROFILE() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_PROFILE_capi_6710598a15b64c37())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_PROFILE_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_OPTIONS_PROFILE Acc_options_kind = _swig_getACC_OPTIONS_PROFILE()
 func _swig_getACC_OPTIONS_AVERAGED_MODEL() (_swig_ret Acc_options_kind) {
 	var swig_r Acc_options_kind
-	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_6710598a15b64c37())
+	swig_r = (Acc_options_kind)(C._wrap_ACC_OPTIONS_AVERAGED_MODEL_capi_f4638e046c163791())
 	return swig_r
 }
 
@@ -1055,21 +1076,21 @@ var ACC_OPTIONS_AVERAGED_MODEL Acc_options_kind = _swig_getACC_OPTIONS_AVERAGED_
 type Acc_placement int
 func _swig_getACC_PLACEMENT_DEFAULT() (_swig_ret Acc_placement) {
 	var swig_r Acc_placement
-	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_DEFAULT_capi_6710598a15b64c37())
+	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_DEFAULT_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_PLACEMENT_DEFAULT Acc_placement = _swig_getACC_PLACEMENT_DEFAULT()
 func _swig_getACC_PLACEMENT_NO() (_swig_ret Acc_placement) {
 	var swig_r Acc_placement
-	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_NO_capi_6710598a15b64c37())
+	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_NO_capi_f4638e046c163791())
 	return swig_r
 }
 
 var ACC_PLACEMENT_NO Acc_placement = _swig_getACC_PLACEMENT_NO()
 func _swig_getACC_PLACEMENT_YES() (_swig_ret Acc_placement) {
 	var swig_r Acc_placement
-	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_YES_capi_6710598a15b64c37())
+	swig_r = (Acc_placement)(C._wrap_ACC_PLACEMENT_YES_capi_f4638e046c163791())
 	return swig_r
 }
 
@@ -1085,12 +1106,12 @@ func (p SwigcptrCallback) SwigIsCallback() {
 
 func DeleteCallback(arg1 Callback) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Callback_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Callback_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrCallback) Released() {
 	_swig_i_0 := arg1
-	C._wrap_Callback_released_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_Callback_released_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 type Callback interface {
@@ -1117,17 +1138,17 @@ func (p *_swig_DirectorSampleSource) DirectorInterface() interface{} {
 
 func NewDirectorSampleSource(v interface{}) SampleSource {
 	p := &_swig_DirectorSampleSource{0, v}
-	p.SwigcptrSampleSource = SwigcptrSampleSource(C._wrap__swig_NewDirectorSampleSourceSampleSource_capi_6710598a15b64c37(C.int(swigDirectorAdd(p))))
+	p.SwigcptrSampleSource = SwigcptrSampleSource(C._wrap__swig_NewDirectorSampleSourceSampleSource_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorSampleSource(arg1 SampleSource) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorSampleSource_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorSampleSource_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_SampleSource_capi_6710598a15b64c37
-func Swiggo_DeleteDirector_SampleSource_capi_6710598a15b64c37(c int) {
+//export Swiggo_DeleteDirector_SampleSource_capi_f4638e046c163791
+func Swiggo_DeleteDirector_SampleSource_capi_f4638e046c163791(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorSampleSource).SwigcptrSampleSource = 0
 	swigDirectorDelete(c)
 }
@@ -1141,15 +1162,15 @@ func (swig_p *_swig_DirectorSampleSource) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorSampleSource_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrSampleSource))
+	C._wrap__swig_DirectorSampleSource_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrSampleSource))
 }
 
 func DirectorSampleSourceReleased(swig_p SampleSource) {
-	C._wrap__swig_DirectorSampleSource_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorSampleSource).SwigcptrSampleSource))
+	C._wrap__swig_DirectorSampleSource_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorSampleSource).SwigcptrSampleSource))
 }
 
-//export Swig_DirectorSampleSource_callback_released_capi_6710598a15b64c37
-func Swig_DirectorSampleSource_callback_released_capi_6710598a15b64c37(swig_c int) {
+//export Swig_DirectorSampleSource_callback_released_capi_f4638e046c163791
+func Swig_DirectorSampleSource_callback_released_capi_f4638e046c163791(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorSampleSource)
 	swig_p.Released()
 }
@@ -1165,8 +1186,8 @@ func (swig_p *_swig_DirectorSampleSource) Sample(index int64, out TensorList) in
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorSampleSource_callback_sample_capi_6710598a15b64c37
-func Swig_DirectorSampleSource_callback_sample_capi_6710598a15b64c37(swig_c int, index int64, out uintptr) (swig_result int) {
+//export Swig_DirectorSampleSource_callback_sample_capi_f4638e046c163791
+func Swig_DirectorSampleSource_callback_sample_capi_f4638e046c163791(swig_c int, index int64, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorSampleSource)
 	swig_r = swig_p.Sample(index, SwigcptrTensorList(out))
@@ -1191,17 +1212,17 @@ func (arg1 SwigcptrSampleSource) Sample(arg2 int64, arg3 TensorList) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (int)(C._wrap_SampleSource_sample_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_1(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	swig_r = (int)(C._wrap_SampleSource_sample_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_1(_swig_i_1), C.uintptr_t(_swig_i_2)))
 	return swig_r
 }
 
 func DeleteSampleSource(arg1 SampleSource) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_SampleSource_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_SampleSource_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrSampleSource) Released() {
-	C._wrap_SampleSource_released_capi_6710598a15b64c37(C.uintptr_t(_swig_base))
+	C._wrap_SampleSource_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrSampleSource) SwigIsCallback() {
@@ -1239,17 +1260,17 @@ func (p *_swig_DirectorStreamSource) DirectorInterface() interface{} {
 
 func NewDirectorStreamSource(v interface{}) StreamSource {
 	p := &_swig_DirectorStreamSource{0, v}
-	p.SwigcptrStreamSource = SwigcptrStreamSource(C._wrap__swig_NewDirectorStreamSourceStreamSource_capi_6710598a15b64c37(C.int(swigDirectorAdd(p))))
+	p.SwigcptrStreamSource = SwigcptrStreamSource(C._wrap__swig_NewDirectorStreamSourceStreamSource_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorStreamSource(arg1 StreamSource) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorStreamSource_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorStreamSource_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_StreamSource_capi_6710598a15b64c37
-func Swiggo_DeleteDirector_StreamSource_capi_6710598a15b64c37(c int) {
+//export Swiggo_DeleteDirector_StreamSource_capi_f4638e046c163791
+func Swiggo_DeleteDirector_StreamSource_capi_f4638e046c163791(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorStreamSource).SwigcptrStreamSource = 0
 	swigDirectorDelete(c)
 }
@@ -1263,15 +1284,15 @@ func (swig_p *_swig_DirectorStreamSource) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorStreamSource_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrStreamSource))
+	C._wrap__swig_DirectorStreamSource_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrStreamSource))
 }
 
 func DirectorStreamSourceReleased(swig_p StreamSource) {
-	C._wrap__swig_DirectorStreamSource_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorStreamSource).SwigcptrStreamSource))
+	C._wrap__swig_DirectorStreamSource_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorStreamSource).SwigcptrStreamSource))
 }
 
-//export Swig_DirectorStreamSource_callback_released_capi_6710598a15b64c37
-func Swig_DirectorStreamSource_callback_released_capi_6710598a15b64c37(swig_c int) {
+//export Swig_DirectorStreamSource_callback_released_capi_f4638e046c163791
+func Swig_DirectorStreamSource_callback_released_capi_f4638e046c163791(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStreamSource)
 	swig_p.Released()
 }
@@ -1287,8 +1308,8 @@ func (swig_p *_swig_DirectorStreamSource) Start(epoch int64) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorStreamSource_callback_start_capi_6710598a15b64c37
-func Swig_DirectorStreamSource_callback_start_capi_6710598a15b64c37(swig_c int, epoch int64) (swig_result int) {
+//export Swig_DirectorStreamSource_callback_start_capi_f4638e046c163791
+func Swig_DirectorStreamSource_callback_start_capi_f4638e046c163791(swig_c int, epoch int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStreamSource)
 	swig_r = swig_p.Start(epoch)
@@ -1306,8 +1327,8 @@ func (swig_p *_swig_DirectorStreamSource) Next(out TensorList) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorStreamSource_callback_next_capi_6710598a15b64c37
-func Swig_DirectorStreamSource_callback_next_capi_6710598a15b64c37(swig_c int, out uintptr) (swig_result int) {
+//export Swig_DirectorStreamSource_callback_next_capi_f4638e046c163791
+func Swig_DirectorStreamSource_callback_next_capi_f4638e046c163791(swig_c int, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStreamSource)
 	swig_r = swig_p.Next(SwigcptrTensorList(out))
@@ -1331,7 +1352,7 @@ func (arg1 SwigcptrStreamSource) Start(arg2 int64) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int)(C._wrap_StreamSource_start_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_2(_swig_i_1)))
+	swig_r = (int)(C._wrap_StreamSource_start_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_2(_swig_i_1)))
 	return swig_r
 }
 
@@ -1339,17 +1360,17 @@ func (arg1 SwigcptrStreamSource) Next(arg2 TensorList) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (int)(C._wrap_StreamSource_next_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (int)(C._wrap_StreamSource_next_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
 func DeleteStreamSource(arg1 StreamSource) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_StreamSource_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_StreamSource_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrStreamSource) Released() {
-	C._wrap_StreamSource_released_capi_6710598a15b64c37(C.uintptr_t(_swig_base))
+	C._wrap_StreamSource_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrStreamSource) SwigIsCallback() {
@@ -1388,17 +1409,17 @@ func (p *_swig_DirectorCollator) DirectorInterface() interface{} {
 
 func NewDirectorCollator(v interface{}) Collator {
 	p := &_swig_DirectorCollator{0, v}
-	p.SwigcptrCollator = SwigcptrCollator(C._wrap__swig_NewDirectorCollatorCollator_capi_6710598a15b64c37(C.int(swigDirectorAdd(p))))
+	p.SwigcptrCollator = SwigcptrCollator(C._wrap__swig_NewDirectorCollatorCollator_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorCollator(arg1 Collator) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorCollator_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorCollator_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_Collator_capi_6710598a15b64c37
-func Swiggo_DeleteDirector_Collator_capi_6710598a15b64c37(c int) {
+//export Swiggo_DeleteDirector_Collator_capi_f4638e046c163791
+func Swiggo_DeleteDirector_Collator_capi_f4638e046c163791(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorCollator).SwigcptrCollator = 0
 	swigDirectorDelete(c)
 }
@@ -1412,15 +1433,15 @@ func (swig_p *_swig_DirectorCollator) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorCollator_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrCollator))
+	C._wrap__swig_DirectorCollator_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrCollator))
 }
 
 func DirectorCollatorReleased(swig_p Collator) {
-	C._wrap__swig_DirectorCollator_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorCollator).SwigcptrCollator))
+	C._wrap__swig_DirectorCollator_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorCollator).SwigcptrCollator))
 }
 
-//export Swig_DirectorCollator_callback_released_capi_6710598a15b64c37
-func Swig_DirectorCollator_callback_released_capi_6710598a15b64c37(swig_c int) {
+//export Swig_DirectorCollator_callback_released_capi_f4638e046c163791
+func Swig_DirectorCollator_callback_released_capi_f4638e046c163791(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorCollator)
 	swig_p.Released()
 }
@@ -1436,8 +1457,8 @@ func (swig_p *_swig_DirectorCollator) Collate(samples Samples, out TensorList) i
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorCollator_callback_collate_capi_6710598a15b64c37
-func Swig_DirectorCollator_callback_collate_capi_6710598a15b64c37(swig_c int, samples uintptr, out uintptr) (swig_result int) {
+//export Swig_DirectorCollator_callback_collate_capi_f4638e046c163791
+func Swig_DirectorCollator_callback_collate_capi_f4638e046c163791(swig_c int, samples uintptr, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorCollator)
 	swig_r = swig_p.Collate(SwigcptrSamples(samples), SwigcptrTensorList(out))
@@ -1462,17 +1483,17 @@ func (arg1 SwigcptrCollator) Collate(arg2 Samples, arg3 TensorList) (_swig_ret i
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (int)(C._wrap_Collator_collate_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	swig_r = (int)(C._wrap_Collator_collate_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2)))
 	return swig_r
 }
 
 func DeleteCollator(arg1 Collator) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Collator_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Collator_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrCollator) Released() {
-	C._wrap_Collator_released_capi_6710598a15b64c37(C.uintptr_t(_swig_base))
+	C._wrap_Collator_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrCollator) SwigIsCallback() {
@@ -1510,17 +1531,17 @@ func (p *_swig_DirectorStateHandler) DirectorInterface() interface{} {
 
 func NewDirectorStateHandler(v interface{}) StateHandler {
 	p := &_swig_DirectorStateHandler{0, v}
-	p.SwigcptrStateHandler = SwigcptrStateHandler(C._wrap__swig_NewDirectorStateHandlerStateHandler_capi_6710598a15b64c37(C.int(swigDirectorAdd(p))))
+	p.SwigcptrStateHandler = SwigcptrStateHandler(C._wrap__swig_NewDirectorStateHandlerStateHandler_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorStateHandler(arg1 StateHandler) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorStateHandler_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorStateHandler_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_StateHandler_capi_6710598a15b64c37
-func Swiggo_DeleteDirector_StateHandler_capi_6710598a15b64c37(c int) {
+//export Swiggo_DeleteDirector_StateHandler_capi_f4638e046c163791
+func Swiggo_DeleteDirector_StateHandler_capi_f4638e046c163791(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorStateHandler).SwigcptrStateHandler = 0
 	swigDirectorDelete(c)
 }
@@ -1534,15 +1555,15 @@ func (swig_p *_swig_DirectorStateHandler) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorStateHandler_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrStateHandler))
+	C._wrap__swig_DirectorStateHandler_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrStateHandler))
 }
 
 func DirectorStateHandlerReleased(swig_p StateHandler) {
-	C._wrap__swig_DirectorStateHandler_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorStateHandler).SwigcptrStateHandler))
+	C._wrap__swig_DirectorStateHandler_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorStateHandler).SwigcptrStateHandler))
 }
 
-//export Swig_DirectorStateHandler_callback_released_capi_6710598a15b64c37
-func Swig_DirectorStateHandler_callback_released_capi_6710598a15b64c37(swig_c int) {
+//export Swig_DirectorStateHandler_callback_released_capi_f4638e046c163791
+func Swig_DirectorStateHandler_callback_released_capi_f4638e046c163791(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStateHandler)
 	swig_p.Released()
 }
@@ -1558,8 +1579,8 @@ func (swig_p *_swig_DirectorStateHandler) Save(out Bytes) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorStateHandler_callback_save_capi_6710598a15b64c37
-func Swig_DirectorStateHandler_callback_save_capi_6710598a15b64c37(swig_c int, out uintptr) (swig_result int) {
+//export Swig_DirectorStateHandler_callback_save_capi_f4638e046c163791
+func Swig_DirectorStateHandler_callback_save_capi_f4638e046c163791(swig_c int, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStateHandler)
 	swig_r = swig_p.Save(SwigcptrBytes(out))
@@ -1577,8 +1598,8 @@ func (swig_p *_swig_DirectorStateHandler) Load(in Bytes) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorStateHandler_callback_load_capi_6710598a15b64c37
-func Swig_DirectorStateHandler_callback_load_capi_6710598a15b64c37(swig_c int, in uintptr) (swig_result int) {
+//export Swig_DirectorStateHandler_callback_load_capi_f4638e046c163791
+func Swig_DirectorStateHandler_callback_load_capi_f4638e046c163791(swig_c int, in uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorStateHandler)
 	swig_r = swig_p.Load(SwigcptrBytes(in))
@@ -1602,7 +1623,7 @@ func (arg1 SwigcptrStateHandler) Save(arg2 Bytes) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (int)(C._wrap_StateHandler_save_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (int)(C._wrap_StateHandler_save_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
@@ -1610,17 +1631,17 @@ func (arg1 SwigcptrStateHandler) Load(arg2 Bytes) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
-	swig_r = (int)(C._wrap_StateHandler_load_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
+	swig_r = (int)(C._wrap_StateHandler_load_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1)))
 	return swig_r
 }
 
 func DeleteStateHandler(arg1 StateHandler) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_StateHandler_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_StateHandler_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrStateHandler) Released() {
-	C._wrap_StateHandler_released_capi_6710598a15b64c37(C.uintptr_t(_swig_base))
+	C._wrap_StateHandler_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrStateHandler) SwigIsCallback() {
@@ -1659,17 +1680,17 @@ func (p *_swig_DirectorCheckpointHook) DirectorInterface() interface{} {
 
 func NewDirectorCheckpointHook(v interface{}) CheckpointHook {
 	p := &_swig_DirectorCheckpointHook{0, v}
-	p.SwigcptrCheckpointHook = SwigcptrCheckpointHook(C._wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_6710598a15b64c37(C.int(swigDirectorAdd(p))))
+	p.SwigcptrCheckpointHook = SwigcptrCheckpointHook(C._wrap__swig_NewDirectorCheckpointHookCheckpointHook_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorCheckpointHook(arg1 CheckpointHook) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorCheckpointHook_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorCheckpointHook_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_CheckpointHook_capi_6710598a15b64c37
-func Swiggo_DeleteDirector_CheckpointHook_capi_6710598a15b64c37(c int) {
+//export Swiggo_DeleteDirector_CheckpointHook_capi_f4638e046c163791
+func Swiggo_DeleteDirector_CheckpointHook_capi_f4638e046c163791(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorCheckpointHook).SwigcptrCheckpointHook = 0
 	swigDirectorDelete(c)
 }
@@ -1683,15 +1704,15 @@ func (swig_p *_swig_DirectorCheckpointHook) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorCheckpointHook_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrCheckpointHook))
+	C._wrap__swig_DirectorCheckpointHook_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrCheckpointHook))
 }
 
 func DirectorCheckpointHookReleased(swig_p CheckpointHook) {
-	C._wrap__swig_DirectorCheckpointHook_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorCheckpointHook).SwigcptrCheckpointHook))
+	C._wrap__swig_DirectorCheckpointHook_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorCheckpointHook).SwigcptrCheckpointHook))
 }
 
-//export Swig_DirectorCheckpointHook_callback_released_capi_6710598a15b64c37
-func Swig_DirectorCheckpointHook_callback_released_capi_6710598a15b64c37(swig_c int) {
+//export Swig_DirectorCheckpointHook_callback_released_capi_f4638e046c163791
+func Swig_DirectorCheckpointHook_callback_released_capi_f4638e046c163791(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorCheckpointHook)
 	swig_p.Released()
 }
@@ -1707,8 +1728,8 @@ func (swig_p *_swig_DirectorCheckpointHook) Run(dir string) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorCheckpointHook_callback_run_capi_6710598a15b64c37
-func Swig_DirectorCheckpointHook_callback_run_capi_6710598a15b64c37(swig_c int, dir string) (swig_result int) {
+//export Swig_DirectorCheckpointHook_callback_run_capi_f4638e046c163791
+func Swig_DirectorCheckpointHook_callback_run_capi_f4638e046c163791(swig_c int, dir string) (swig_result int) {
 	var swig_r int
 	var _swig_i_0 string
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorCheckpointHook)
@@ -1736,7 +1757,7 @@ func (arg1 SwigcptrCheckpointHook) Run(arg2 string) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int)(C._wrap_CheckpointHook_run_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_3)(unsafe.Pointer(&_swig_i_1))))
+	swig_r = (int)(C._wrap_CheckpointHook_run_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_3)(unsafe.Pointer(&_swig_i_1))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -1745,11 +1766,11 @@ func (arg1 SwigcptrCheckpointHook) Run(arg2 string) (_swig_ret int) {
 
 func DeleteCheckpointHook(arg1 CheckpointHook) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_CheckpointHook_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_CheckpointHook_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrCheckpointHook) Released() {
-	C._wrap_CheckpointHook_released_capi_6710598a15b64c37(C.uintptr_t(_swig_base))
+	C._wrap_CheckpointHook_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrCheckpointHook) SwigIsCallback() {
@@ -1764,6 +1785,135 @@ type CheckpointHook interface {
 	SwigIsCheckpointHook()
 	DirectorInterface() interface{}
 	Run(arg2 string) (_swig_ret int)
+	Released()
+	SwigIsCallback()
+	SwigGetCallback() Callback
+}
+
+type _swig_DirectorModelsCheckpointHook struct {
+	SwigcptrModelsCheckpointHook
+	v interface{}
+}
+
+func (p *_swig_DirectorModelsCheckpointHook) Swigcptr() uintptr {
+	return getSwigcptr(p.SwigcptrModelsCheckpointHook)
+}
+
+func (p *_swig_DirectorModelsCheckpointHook) SwigIsModelsCheckpointHook() {
+}
+
+func (p *_swig_DirectorModelsCheckpointHook) DirectorInterface() interface{} {
+	return p.v
+}
+
+func NewDirectorModelsCheckpointHook(v interface{}) ModelsCheckpointHook {
+	p := &_swig_DirectorModelsCheckpointHook{0, v}
+	p.SwigcptrModelsCheckpointHook = SwigcptrModelsCheckpointHook(C._wrap__swig_NewDirectorModelsCheckpointHookModelsCheckpointHook_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
+	return p
+}
+
+func DeleteDirectorModelsCheckpointHook(arg1 ModelsCheckpointHook) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_DeleteDirectorModelsCheckpointHook_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+}
+
+//export Swiggo_DeleteDirector_ModelsCheckpointHook_capi_f4638e046c163791
+func Swiggo_DeleteDirector_ModelsCheckpointHook_capi_f4638e046c163791(c int) {
+	swigDirectorLookup(c).(*_swig_DirectorModelsCheckpointHook).SwigcptrModelsCheckpointHook = 0
+	swigDirectorDelete(c)
+}
+
+type _swig_DirectorInterfaceModelsCheckpointHookReleased interface {
+	Released()
+}
+
+func (swig_p *_swig_DirectorModelsCheckpointHook) Released() {
+	if swig_g, swig_ok := swig_p.v.(_swig_DirectorInterfaceModelsCheckpointHookReleased); swig_ok {
+		swig_g.Released()
+		return
+	}
+	C._wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrModelsCheckpointHook))
+}
+
+func DirectorModelsCheckpointHookReleased(swig_p ModelsCheckpointHook) {
+	C._wrap__swig_DirectorModelsCheckpointHook_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorModelsCheckpointHook).SwigcptrModelsCheckpointHook))
+}
+
+//export Swig_DirectorModelsCheckpointHook_callback_released_capi_f4638e046c163791
+func Swig_DirectorModelsCheckpointHook_callback_released_capi_f4638e046c163791(swig_c int) {
+	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorModelsCheckpointHook)
+	swig_p.Released()
+}
+
+type _swig_DirectorInterfaceModelsCheckpointHookRun interface {
+	Run(CheckpointModelsView, string) int
+}
+
+func (swig_p *_swig_DirectorModelsCheckpointHook) Run(models CheckpointModelsView, dir string) int {
+	if swig_g, swig_ok := swig_p.v.(_swig_DirectorInterfaceModelsCheckpointHookRun); swig_ok {
+		return swig_g.Run(models, dir)
+	}
+	panic("call to pure virtual method")
+}
+
+//export Swig_DirectorModelsCheckpointHook_callback_run_capi_f4638e046c163791
+func Swig_DirectorModelsCheckpointHook_callback_run_capi_f4638e046c163791(swig_c int, models uintptr, dir string) (swig_result int) {
+	var swig_r int
+	var _swig_i_1 string
+	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorModelsCheckpointHook)
+
+  _swig_i_1 = swigCopyString(dir)
+
+	swig_r = swig_p.Run(SwigcptrCheckpointModelsView(models), _swig_i_1)
+	return swig_r
+}
+
+type SwigcptrModelsCheckpointHook uintptr
+
+func (p SwigcptrModelsCheckpointHook) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrModelsCheckpointHook) SwigIsModelsCheckpointHook() {
+}
+
+func (p SwigcptrModelsCheckpointHook) DirectorInterface() interface{} {
+	return nil
+}
+
+func (arg1 SwigcptrModelsCheckpointHook) Run(arg2 CheckpointModelsView, arg3 string) (_swig_ret int) {
+	var swig_r int
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := arg3
+	swig_r = (int)(C._wrap_ModelsCheckpointHook_run_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_4)(unsafe.Pointer(&_swig_i_2))))
+	if Swig_escape_always_false {
+		Swig_escape_val = arg3
+	}
+	return swig_r
+}
+
+func DeleteModelsCheckpointHook(arg1 ModelsCheckpointHook) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_ModelsCheckpointHook_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+}
+
+func (_swig_base SwigcptrModelsCheckpointHook) Released() {
+	C._wrap_ModelsCheckpointHook_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
+}
+
+func (p SwigcptrModelsCheckpointHook) SwigIsCallback() {
+}
+
+func (p SwigcptrModelsCheckpointHook) SwigGetCallback() Callback {
+	return SwigcptrCallback(getSwigcptr(p))
+}
+
+type ModelsCheckpointHook interface {
+	Swigcptr() uintptr
+	SwigIsModelsCheckpointHook()
+	DirectorInterface() interface{}
+	Run(arg2 CheckpointModelsView, arg3 string) (_swig_ret int)
 	Released()
 	SwigIsCallback()
 	SwigGetCallback() Callback
@@ -1787,17 +1937,17 @@ func (p *_swig_DirectorTracker) DirectorInterface() interface{} {
 
 func NewDirectorTracker(v interface{}) Tracker {
 	p := &_swig_DirectorTracker{0, v}
-	p.SwigcptrTracker = SwigcptrTracker(C._wrap__swig_NewDirectorTrackerTracker_capi_6710598a15b64c37(C.int(swigDirectorAdd(p))))
+	p.SwigcptrTracker = SwigcptrTracker(C._wrap__swig_NewDirectorTrackerTracker_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorTracker(arg1 Tracker) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorTracker_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorTracker_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_Tracker_capi_6710598a15b64c37
-func Swiggo_DeleteDirector_Tracker_capi_6710598a15b64c37(c int) {
+//export Swiggo_DeleteDirector_Tracker_capi_f4638e046c163791
+func Swiggo_DeleteDirector_Tracker_capi_f4638e046c163791(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorTracker).SwigcptrTracker = 0
 	swigDirectorDelete(c)
 }
@@ -1811,15 +1961,15 @@ func (swig_p *_swig_DirectorTracker) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorTracker_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrTracker))
+	C._wrap__swig_DirectorTracker_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrTracker))
 }
 
 func DirectorTrackerReleased(swig_p Tracker) {
-	C._wrap__swig_DirectorTracker_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker))
+	C._wrap__swig_DirectorTracker_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker))
 }
 
-//export Swig_DirectorTracker_callback_released_capi_6710598a15b64c37
-func Swig_DirectorTracker_callback_released_capi_6710598a15b64c37(swig_c int) {
+//export Swig_DirectorTracker_callback_released_capi_f4638e046c163791
+func Swig_DirectorTracker_callback_released_capi_f4638e046c163791(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_p.Released()
 }
@@ -1835,8 +1985,8 @@ func (swig_p *_swig_DirectorTracker) Init(project string, configJson string) int
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorTracker_callback_init_capi_6710598a15b64c37
-func Swig_DirectorTracker_callback_init_capi_6710598a15b64c37(swig_c int, project string, configJson string) (swig_result int) {
+//export Swig_DirectorTracker_callback_init_capi_f4638e046c163791
+func Swig_DirectorTracker_callback_init_capi_f4638e046c163791(swig_c int, project string, configJson string) (swig_result int) {
 	var swig_r int
 	var _swig_i_0 string
 	var _swig_i_1 string
@@ -1862,8 +2012,8 @@ func (swig_p *_swig_DirectorTracker) Log(metrics Metrics, step int64) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorTracker_callback_log_capi_6710598a15b64c37
-func Swig_DirectorTracker_callback_log_capi_6710598a15b64c37(swig_c int, metrics uintptr, step int64) (swig_result int) {
+//export Swig_DirectorTracker_callback_log_capi_f4638e046c163791
+func Swig_DirectorTracker_callback_log_capi_f4638e046c163791(swig_c int, metrics uintptr, step int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_r = swig_p.Log(SwigcptrMetrics(metrics), step)
@@ -1881,8 +2031,8 @@ func (swig_p *_swig_DirectorTracker) Finish() int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorTracker_callback_finish_capi_6710598a15b64c37
-func Swig_DirectorTracker_callback_finish_capi_6710598a15b64c37(swig_c int) (swig_result int) {
+//export Swig_DirectorTracker_callback_finish_capi_f4638e046c163791
+func Swig_DirectorTracker_callback_finish_capi_f4638e046c163791(swig_c int) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_r = swig_p.Finish()
@@ -1900,7 +2050,7 @@ func (swig_p *_swig_DirectorTracker) LogText(texts Texts, step int64) int {
 	var swig_r int
 	_swig_i_0 := getSwigcptr(texts)
 	_swig_i_1 := step
-	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogText_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_4(_swig_i_1)))
+	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogText_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1)))
 	return swig_r
 }
 
@@ -1908,12 +2058,12 @@ func DirectorTrackerLogText(swig_p Tracker, texts Texts, step int64) int {
 	var swig_r int
 	_swig_i_0 := getSwigcptr(texts)
 	_swig_i_1 := step
-	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogText_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_4(_swig_i_1)))
+	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogText_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1)))
 	return swig_r
 }
 
-//export Swig_DirectorTracker_callback_logText_capi_6710598a15b64c37
-func Swig_DirectorTracker_callback_logText_capi_6710598a15b64c37(swig_c int, arg2 uintptr, arg3 int64) (swig_result int) {
+//export Swig_DirectorTracker_callback_logText_capi_f4638e046c163791
+func Swig_DirectorTracker_callback_logText_capi_f4638e046c163791(swig_c int, arg2 uintptr, arg3 int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_r = swig_p.LogText(SwigcptrTexts(arg2), arg3)
@@ -1929,18 +2079,18 @@ func (swig_p *_swig_DirectorTracker) TakesImages() bool {
 		return swig_g.TakesImages()
 	}
 	var swig_r bool
-	swig_r = (bool)(C._wrap__swig_DirectorTracker_upcall_TakesImages_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrTracker)))
+	swig_r = (bool)(C._wrap__swig_DirectorTracker_upcall_TakesImages_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrTracker)))
 	return swig_r
 }
 
 func DirectorTrackerTakesImages(swig_p Tracker) bool {
 	var swig_r bool
-	swig_r = (bool)(C._wrap__swig_DirectorTracker_upcall_TakesImages_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker)))
+	swig_r = (bool)(C._wrap__swig_DirectorTracker_upcall_TakesImages_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker)))
 	return swig_r
 }
 
-//export Swig_DirectorTracker_callback_takesImages_capi_6710598a15b64c37
-func Swig_DirectorTracker_callback_takesImages_capi_6710598a15b64c37(swig_c int) (swig_result bool) {
+//export Swig_DirectorTracker_callback_takesImages_capi_f4638e046c163791
+func Swig_DirectorTracker_callback_takesImages_capi_f4638e046c163791(swig_c int) (swig_result bool) {
 	var swig_r bool
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_r = swig_p.TakesImages()
@@ -1958,7 +2108,7 @@ func (swig_p *_swig_DirectorTracker) LogImages(images Images, step int64) int {
 	var swig_r int
 	_swig_i_0 := getSwigcptr(images)
 	_swig_i_1 := step
-	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogImages_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1)))
+	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogImages_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_6(_swig_i_1)))
 	return swig_r
 }
 
@@ -1966,12 +2116,12 @@ func DirectorTrackerLogImages(swig_p Tracker, images Images, step int64) int {
 	var swig_r int
 	_swig_i_0 := getSwigcptr(images)
 	_swig_i_1 := step
-	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogImages_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_5(_swig_i_1)))
+	swig_r = (int)(C._wrap__swig_DirectorTracker_upcall_LogImages_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorTracker).SwigcptrTracker), C.uintptr_t(_swig_i_0), C.swig_type_6(_swig_i_1)))
 	return swig_r
 }
 
-//export Swig_DirectorTracker_callback_logImages_capi_6710598a15b64c37
-func Swig_DirectorTracker_callback_logImages_capi_6710598a15b64c37(swig_c int, arg2 uintptr, arg3 int64) (swig_result int) {
+//export Swig_DirectorTracker_callback_logImages_capi_f4638e046c163791
+func Swig_DirectorTracker_callback_logImages_capi_f4638e046c163791(swig_c int, arg2 uintptr, arg3 int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTracker)
 	swig_r = swig_p.LogImages(SwigcptrImages(arg2), arg3)
@@ -1996,7 +2146,7 @@ func (arg1 SwigcptrTracker) Init(arg2 string, arg3 string) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_Tracker_init_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_6)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_7)(unsafe.Pointer(&_swig_i_2))))
+	swig_r = (int)(C._wrap_Tracker_init_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_7)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_8)(unsafe.Pointer(&_swig_i_2))))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg2
 	}
@@ -2011,14 +2161,14 @@ func (arg1 SwigcptrTracker) Log(arg2 Metrics, arg3 int64) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_Tracker_log_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_8(_swig_i_2)))
+	swig_r = (int)(C._wrap_Tracker_log_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_9(_swig_i_2)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTracker) Finish() (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
-	swig_r = (int)(C._wrap_Tracker_finish_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0)))
+	swig_r = (int)(C._wrap_Tracker_finish_capi_f4638e046c163791(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -2027,14 +2177,14 @@ func (arg1 SwigcptrTracker) LogText(arg2 Texts, arg3 int64) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_Tracker_logText_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_4(_swig_i_2)))
+	swig_r = (int)(C._wrap_Tracker_logText_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_5(_swig_i_2)))
 	return swig_r
 }
 
 func (arg1 SwigcptrTracker) TakesImages() (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
-	swig_r = (bool)(C._wrap_Tracker_takesImages_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0)))
+	swig_r = (bool)(C._wrap_Tracker_takesImages_capi_f4638e046c163791(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -2043,17 +2193,17 @@ func (arg1 SwigcptrTracker) LogImages(arg2 Images, arg3 int64) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int)(C._wrap_Tracker_logImages_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_5(_swig_i_2)))
+	swig_r = (int)(C._wrap_Tracker_logImages_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_6(_swig_i_2)))
 	return swig_r
 }
 
 func DeleteTracker(arg1 Tracker) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Tracker_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Tracker_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrTracker) Released() {
-	C._wrap_Tracker_released_capi_6710598a15b64c37(C.uintptr_t(_swig_base))
+	C._wrap_Tracker_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrTracker) SwigIsCallback() {
@@ -2096,17 +2246,17 @@ func (p *_swig_DirectorLrLambda) DirectorInterface() interface{} {
 
 func NewDirectorLrLambda(v interface{}) LrLambda {
 	p := &_swig_DirectorLrLambda{0, v}
-	p.SwigcptrLrLambda = SwigcptrLrLambda(C._wrap__swig_NewDirectorLrLambdaLrLambda_capi_6710598a15b64c37(C.int(swigDirectorAdd(p))))
+	p.SwigcptrLrLambda = SwigcptrLrLambda(C._wrap__swig_NewDirectorLrLambdaLrLambda_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorLrLambda(arg1 LrLambda) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorLrLambda_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorLrLambda_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_LrLambda_capi_6710598a15b64c37
-func Swiggo_DeleteDirector_LrLambda_capi_6710598a15b64c37(c int) {
+//export Swiggo_DeleteDirector_LrLambda_capi_f4638e046c163791
+func Swiggo_DeleteDirector_LrLambda_capi_f4638e046c163791(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorLrLambda).SwigcptrLrLambda = 0
 	swigDirectorDelete(c)
 }
@@ -2120,15 +2270,15 @@ func (swig_p *_swig_DirectorLrLambda) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorLrLambda_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrLrLambda))
+	C._wrap__swig_DirectorLrLambda_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrLrLambda))
 }
 
 func DirectorLrLambdaReleased(swig_p LrLambda) {
-	C._wrap__swig_DirectorLrLambda_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorLrLambda).SwigcptrLrLambda))
+	C._wrap__swig_DirectorLrLambda_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorLrLambda).SwigcptrLrLambda))
 }
 
-//export Swig_DirectorLrLambda_callback_released_capi_6710598a15b64c37
-func Swig_DirectorLrLambda_callback_released_capi_6710598a15b64c37(swig_c int) {
+//export Swig_DirectorLrLambda_callback_released_capi_f4638e046c163791
+func Swig_DirectorLrLambda_callback_released_capi_f4638e046c163791(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorLrLambda)
 	swig_p.Released()
 }
@@ -2144,8 +2294,8 @@ func (swig_p *_swig_DirectorLrLambda) Factor(step int64, out LrFactor) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorLrLambda_callback_factor_capi_6710598a15b64c37
-func Swig_DirectorLrLambda_callback_factor_capi_6710598a15b64c37(swig_c int, step int64, out uintptr) (swig_result int) {
+//export Swig_DirectorLrLambda_callback_factor_capi_f4638e046c163791
+func Swig_DirectorLrLambda_callback_factor_capi_f4638e046c163791(swig_c int, step int64, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorLrLambda)
 	swig_r = swig_p.Factor(step, SwigcptrLrFactor(out))
@@ -2170,17 +2320,17 @@ func (arg1 SwigcptrLrLambda) Factor(arg2 int64, arg3 LrFactor) (_swig_ret int) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
-	swig_r = (int)(C._wrap_LrLambda_factor_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_9(_swig_i_1), C.uintptr_t(_swig_i_2)))
+	swig_r = (int)(C._wrap_LrLambda_factor_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_10(_swig_i_1), C.uintptr_t(_swig_i_2)))
 	return swig_r
 }
 
 func DeleteLrLambda(arg1 LrLambda) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_LrLambda_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_LrLambda_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrLrLambda) Released() {
-	C._wrap_LrLambda_released_capi_6710598a15b64c37(C.uintptr_t(_swig_base))
+	C._wrap_LrLambda_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrLrLambda) SwigIsCallback() {
@@ -2218,17 +2368,17 @@ func (p *_swig_DirectorGroupLrLambda) DirectorInterface() interface{} {
 
 func NewDirectorGroupLrLambda(v interface{}) GroupLrLambda {
 	p := &_swig_DirectorGroupLrLambda{0, v}
-	p.SwigcptrGroupLrLambda = SwigcptrGroupLrLambda(C._wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_6710598a15b64c37(C.int(swigDirectorAdd(p))))
+	p.SwigcptrGroupLrLambda = SwigcptrGroupLrLambda(C._wrap__swig_NewDirectorGroupLrLambdaGroupLrLambda_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorGroupLrLambda(arg1 GroupLrLambda) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorGroupLrLambda_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorGroupLrLambda_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_GroupLrLambda_capi_6710598a15b64c37
-func Swiggo_DeleteDirector_GroupLrLambda_capi_6710598a15b64c37(c int) {
+//export Swiggo_DeleteDirector_GroupLrLambda_capi_f4638e046c163791
+func Swiggo_DeleteDirector_GroupLrLambda_capi_f4638e046c163791(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorGroupLrLambda).SwigcptrGroupLrLambda = 0
 	swigDirectorDelete(c)
 }
@@ -2242,15 +2392,15 @@ func (swig_p *_swig_DirectorGroupLrLambda) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrGroupLrLambda))
+	C._wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrGroupLrLambda))
 }
 
 func DirectorGroupLrLambdaReleased(swig_p GroupLrLambda) {
-	C._wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorGroupLrLambda).SwigcptrGroupLrLambda))
+	C._wrap__swig_DirectorGroupLrLambda_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorGroupLrLambda).SwigcptrGroupLrLambda))
 }
 
-//export Swig_DirectorGroupLrLambda_callback_released_capi_6710598a15b64c37
-func Swig_DirectorGroupLrLambda_callback_released_capi_6710598a15b64c37(swig_c int) {
+//export Swig_DirectorGroupLrLambda_callback_released_capi_f4638e046c163791
+func Swig_DirectorGroupLrLambda_callback_released_capi_f4638e046c163791(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorGroupLrLambda)
 	swig_p.Released()
 }
@@ -2266,8 +2416,8 @@ func (swig_p *_swig_DirectorGroupLrLambda) Factor(group int64, step int64, out L
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorGroupLrLambda_callback_factor_capi_6710598a15b64c37
-func Swig_DirectorGroupLrLambda_callback_factor_capi_6710598a15b64c37(swig_c int, group int64, step int64, out uintptr) (swig_result int) {
+//export Swig_DirectorGroupLrLambda_callback_factor_capi_f4638e046c163791
+func Swig_DirectorGroupLrLambda_callback_factor_capi_f4638e046c163791(swig_c int, group int64, step int64, out uintptr) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorGroupLrLambda)
 	swig_r = swig_p.Factor(group, step, SwigcptrLrFactor(out))
@@ -2293,17 +2443,17 @@ func (arg1 SwigcptrGroupLrLambda) Factor(arg2 int64, arg3 int64, arg4 LrFactor) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
-	swig_r = (int)(C._wrap_GroupLrLambda_factor_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_10(_swig_i_1), C.swig_type_11(_swig_i_2), C.uintptr_t(_swig_i_3)))
+	swig_r = (int)(C._wrap_GroupLrLambda_factor_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_11(_swig_i_1), C.swig_type_12(_swig_i_2), C.uintptr_t(_swig_i_3)))
 	return swig_r
 }
 
 func DeleteGroupLrLambda(arg1 GroupLrLambda) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_GroupLrLambda_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_GroupLrLambda_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrGroupLrLambda) Released() {
-	C._wrap_GroupLrLambda_released_capi_6710598a15b64c37(C.uintptr_t(_swig_base))
+	C._wrap_GroupLrLambda_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrGroupLrLambda) SwigIsCallback() {
@@ -2341,17 +2491,17 @@ func (p *_swig_DirectorTraceReady) DirectorInterface() interface{} {
 
 func NewDirectorTraceReady(v interface{}) TraceReady {
 	p := &_swig_DirectorTraceReady{0, v}
-	p.SwigcptrTraceReady = SwigcptrTraceReady(C._wrap__swig_NewDirectorTraceReadyTraceReady_capi_6710598a15b64c37(C.int(swigDirectorAdd(p))))
+	p.SwigcptrTraceReady = SwigcptrTraceReady(C._wrap__swig_NewDirectorTraceReadyTraceReady_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorTraceReady(arg1 TraceReady) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorTraceReady_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorTraceReady_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_TraceReady_capi_6710598a15b64c37
-func Swiggo_DeleteDirector_TraceReady_capi_6710598a15b64c37(c int) {
+//export Swiggo_DeleteDirector_TraceReady_capi_f4638e046c163791
+func Swiggo_DeleteDirector_TraceReady_capi_f4638e046c163791(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorTraceReady).SwigcptrTraceReady = 0
 	swigDirectorDelete(c)
 }
@@ -2365,15 +2515,15 @@ func (swig_p *_swig_DirectorTraceReady) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorTraceReady_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrTraceReady))
+	C._wrap__swig_DirectorTraceReady_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrTraceReady))
 }
 
 func DirectorTraceReadyReleased(swig_p TraceReady) {
-	C._wrap__swig_DirectorTraceReady_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorTraceReady).SwigcptrTraceReady))
+	C._wrap__swig_DirectorTraceReady_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorTraceReady).SwigcptrTraceReady))
 }
 
-//export Swig_DirectorTraceReady_callback_released_capi_6710598a15b64c37
-func Swig_DirectorTraceReady_callback_released_capi_6710598a15b64c37(swig_c int) {
+//export Swig_DirectorTraceReady_callback_released_capi_f4638e046c163791
+func Swig_DirectorTraceReady_callback_released_capi_f4638e046c163791(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTraceReady)
 	swig_p.Released()
 }
@@ -2389,8 +2539,8 @@ func (swig_p *_swig_DirectorTraceReady) Ready(step int64) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorTraceReady_callback_ready_capi_6710598a15b64c37
-func Swig_DirectorTraceReady_callback_ready_capi_6710598a15b64c37(swig_c int, step int64) (swig_result int) {
+//export Swig_DirectorTraceReady_callback_ready_capi_f4638e046c163791
+func Swig_DirectorTraceReady_callback_ready_capi_f4638e046c163791(swig_c int, step int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorTraceReady)
 	swig_r = swig_p.Ready(step)
@@ -2414,17 +2564,17 @@ func (arg1 SwigcptrTraceReady) Ready(arg2 int64) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int)(C._wrap_TraceReady_ready_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_12(_swig_i_1)))
+	swig_r = (int)(C._wrap_TraceReady_ready_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_13(_swig_i_1)))
 	return swig_r
 }
 
 func DeleteTraceReady(arg1 TraceReady) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_TraceReady_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_TraceReady_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrTraceReady) Released() {
-	C._wrap_TraceReady_released_capi_6710598a15b64c37(C.uintptr_t(_swig_base))
+	C._wrap_TraceReady_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrTraceReady) SwigIsCallback() {
@@ -2462,17 +2612,17 @@ func (p *_swig_DirectorBatchSizeRun) DirectorInterface() interface{} {
 
 func NewDirectorBatchSizeRun(v interface{}) BatchSizeRun {
 	p := &_swig_DirectorBatchSizeRun{0, v}
-	p.SwigcptrBatchSizeRun = SwigcptrBatchSizeRun(C._wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_6710598a15b64c37(C.int(swigDirectorAdd(p))))
+	p.SwigcptrBatchSizeRun = SwigcptrBatchSizeRun(C._wrap__swig_NewDirectorBatchSizeRunBatchSizeRun_capi_f4638e046c163791(C.int(swigDirectorAdd(p))))
 	return p
 }
 
 func DeleteDirectorBatchSizeRun(arg1 BatchSizeRun) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_DeleteDirectorBatchSizeRun_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_DeleteDirectorBatchSizeRun_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
-//export Swiggo_DeleteDirector_BatchSizeRun_capi_6710598a15b64c37
-func Swiggo_DeleteDirector_BatchSizeRun_capi_6710598a15b64c37(c int) {
+//export Swiggo_DeleteDirector_BatchSizeRun_capi_f4638e046c163791
+func Swiggo_DeleteDirector_BatchSizeRun_capi_f4638e046c163791(c int) {
 	swigDirectorLookup(c).(*_swig_DirectorBatchSizeRun).SwigcptrBatchSizeRun = 0
 	swigDirectorDelete(c)
 }
@@ -2486,15 +2636,15 @@ func (swig_p *_swig_DirectorBatchSizeRun) Released() {
 		swig_g.Released()
 		return
 	}
-	C._wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.SwigcptrBatchSizeRun))
+	C._wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.SwigcptrBatchSizeRun))
 }
 
 func DirectorBatchSizeRunReleased(swig_p BatchSizeRun) {
-	C._wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_6710598a15b64c37(C.uintptr_t(swig_p.(*_swig_DirectorBatchSizeRun).SwigcptrBatchSizeRun))
+	C._wrap__swig_DirectorBatchSizeRun_upcall_Released_capi_f4638e046c163791(C.uintptr_t(swig_p.(*_swig_DirectorBatchSizeRun).SwigcptrBatchSizeRun))
 }
 
-//export Swig_DirectorBatchSizeRun_callback_released_capi_6710598a15b64c37
-func Swig_DirectorBatchSizeRun_callback_released_capi_6710598a15b64c37(swig_c int) {
+//export Swig_DirectorBatchSizeRun_callback_released_capi_f4638e046c163791
+func Swig_DirectorBatchSizeRun_callback_released_capi_f4638e046c163791(swig_c int) {
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorBatchSizeRun)
 	swig_p.Released()
 }
@@ -2510,8 +2660,8 @@ func (swig_p *_swig_DirectorBatchSizeRun) Run(batch_size int64) int {
 	panic("call to pure virtual method")
 }
 
-//export Swig_DirectorBatchSizeRun_callback_run_capi_6710598a15b64c37
-func Swig_DirectorBatchSizeRun_callback_run_capi_6710598a15b64c37(swig_c int, batch_size int64) (swig_result int) {
+//export Swig_DirectorBatchSizeRun_callback_run_capi_f4638e046c163791
+func Swig_DirectorBatchSizeRun_callback_run_capi_f4638e046c163791(swig_c int, batch_size int64) (swig_result int) {
 	var swig_r int
 	swig_p := swigDirectorLookup(swig_c).(*_swig_DirectorBatchSizeRun)
 	swig_r = swig_p.Run(batch_size)
@@ -2535,17 +2685,17 @@ func (arg1 SwigcptrBatchSizeRun) Run(arg2 int64) (_swig_ret int) {
 	var swig_r int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int)(C._wrap_BatchSizeRun_run_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_13(_swig_i_1)))
+	swig_r = (int)(C._wrap_BatchSizeRun_run_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_14(_swig_i_1)))
 	return swig_r
 }
 
 func DeleteBatchSizeRun(arg1 BatchSizeRun) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_BatchSizeRun_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_BatchSizeRun_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func (_swig_base SwigcptrBatchSizeRun) Released() {
-	C._wrap_BatchSizeRun_released_capi_6710598a15b64c37(C.uintptr_t(_swig_base))
+	C._wrap_BatchSizeRun_released_capi_f4638e046c163791(C.uintptr_t(_swig_base))
 }
 
 func (p SwigcptrBatchSizeRun) SwigIsCallback() {
@@ -2576,7 +2726,7 @@ func (p SwigcptrAccelerate) SwigIsAccelerate() {
 
 func AccelerateVersion() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_Accelerate_version_capi_6710598a15b64c37()
+	swig_r_p := C._wrap_Accelerate_version_capi_f4638e046c163791()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2585,14 +2735,14 @@ func AccelerateVersion() (_swig_ret string) {
 
 func AccelerateAbiVersion() (_swig_ret int) {
 	var swig_r int
-	swig_r = (int)(C._wrap_Accelerate_abiVersion_capi_6710598a15b64c37())
+	swig_r = (int)(C._wrap_Accelerate_abiVersion_capi_f4638e046c163791())
 	return swig_r
 }
 
 func AccelerateCheckAbi(arg1 int, arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerate_checkAbi_capi_6710598a15b64c37(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerate_checkAbi_capi_f4638e046c163791(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -2604,7 +2754,7 @@ func AccelerateCheckBinding(arg1 string, arg2 int, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerate_checkBinding_capi_6710598a15b64c37(*(*C.swig_type_15)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerate_checkBinding_capi_f4638e046c163791(*(*C.swig_type_16)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2617,7 +2767,7 @@ func AccelerateCheckBinding(arg1 string, arg2 int, arg3 *string) {
 
 func AccelerateBuildInfo() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_Accelerate_buildInfo_capi_6710598a15b64c37()
+	swig_r_p := C._wrap_Accelerate_buildInfo_capi_f4638e046c163791()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2627,7 +2777,7 @@ func AccelerateBuildInfo() (_swig_ret string) {
 func AccelerateStatusName(arg1 Acc_status) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
-	swig_r_p := C._wrap_Accelerate_statusName_capi_6710598a15b64c37(C.swig_intgo(_swig_i_0))
+	swig_r_p := C._wrap_Accelerate_statusName_capi_f4638e046c163791(C.swig_intgo(_swig_i_0))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2637,14 +2787,14 @@ func AccelerateStatusName(arg1 Acc_status) (_swig_ret string) {
 func AccelerateLiveHandles(arg1 Acc_handle_kind) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Accelerate_liveHandles_capi_6710598a15b64c37(C.swig_intgo(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Accelerate_liveHandles_capi_f4638e046c163791(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
 func AccelerateSetSeed(arg1 int64, arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerate_setSeed_capi_6710598a15b64c37(C.swig_type_19(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerate_setSeed_capi_f4638e046c163791(C.swig_type_20(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -2657,7 +2807,7 @@ func AccelerateSetSeedWith(arg1 int64, arg2 bool, arg3 bool, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerate_setSeedWith_capi_6710598a15b64c37(C.swig_type_20(_swig_i_0), C._Bool(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerate_setSeedWith_capi_f4638e046c163791(C.swig_type_21(_swig_i_0), C._Bool(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -2668,7 +2818,7 @@ func AccelerateSetSeedWith(arg1 int64, arg2 bool, arg3 bool, arg4 *string) {
 func AccelerateGetRandomState(arg1 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerate_getRandomState_capi_6710598a15b64c37(C.swig_voidp(_swig_i_0))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerate_getRandomState_capi_f4638e046c163791(C.swig_voidp(_swig_i_0))))
 
   if arg1 != nil && len(*arg1) > 0 {
     *arg1 = swigCopyString(*arg1)
@@ -2680,7 +2830,7 @@ func AccelerateGetRandomState(arg1 *string) (_swig_ret Tensor) {
 func AccelerateSetRandomState(arg1 Tensor, arg2 *string) {
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	C._wrap_Accelerate_setRandomState_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerate_setRandomState_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -2691,13 +2841,13 @@ func AccelerateSetRandomState(arg1 Tensor, arg2 *string) {
 func AccelerateDtypeSize(arg1 Acc_dtype) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Accelerate_dtypeSize_capi_6710598a15b64c37(C.swig_intgo(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Accelerate_dtypeSize_capi_f4638e046c163791(C.swig_intgo(_swig_i_0)))
 	return swig_r
 }
 
 func AccelerateLastErrorBacktrace() (_swig_ret string) {
 	var swig_r string
-	swig_r_p := C._wrap_Accelerate_lastErrorBacktrace_capi_6710598a15b64c37()
+	swig_r_p := C._wrap_Accelerate_lastErrorBacktrace_capi_f4638e046c163791()
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2706,7 +2856,7 @@ func AccelerateLastErrorBacktrace() (_swig_ret string) {
 
 func AccelerateCallbackSetError(arg1 string) {
 	_swig_i_0 := arg1
-	C._wrap_Accelerate_callbackSetError_capi_6710598a15b64c37(*(*C.swig_type_23)(unsafe.Pointer(&_swig_i_0)))
+	C._wrap_Accelerate_callbackSetError_capi_f4638e046c163791(*(*C.swig_type_24)(unsafe.Pointer(&_swig_i_0)))
 	if Swig_escape_always_false {
 		Swig_escape_val = arg1
 	}
@@ -2717,7 +2867,7 @@ func AccelerateFindBatchSizeWith(arg1 int64, arg2 BatchSizeRun, arg3 *string) (_
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Accelerate_findBatchSizeWith_capi_6710598a15b64c37(C.swig_type_25(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Accelerate_findBatchSizeWith_capi_f4638e046c163791(C.swig_type_26(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2728,7 +2878,7 @@ func AccelerateFindBatchSizeWith(arg1 int64, arg2 BatchSizeRun, arg3 *string) (_
 
 func DeleteAccelerate(arg1 Accelerate) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Accelerate_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Accelerate_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 type Accelerate interface {
@@ -2748,7 +2898,7 @@ func (p SwigcptrLoadReport) SwigIsLoadReport() {
 func (arg1 SwigcptrLoadReport) MissingCount() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_LoadReport_missingCount_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_LoadReport_missingCount_capi_f4638e046c163791(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -2756,7 +2906,7 @@ func (arg1 SwigcptrLoadReport) Missing(arg2 int64) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_LoadReport_missing_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_28(_swig_i_1))
+	swig_r_p := C._wrap_LoadReport_missing_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_29(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2766,7 +2916,7 @@ func (arg1 SwigcptrLoadReport) Missing(arg2 int64) (_swig_ret string) {
 func (arg1 SwigcptrLoadReport) UnexpectedCount() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_LoadReport_unexpectedCount_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_LoadReport_unexpectedCount_capi_f4638e046c163791(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -2774,7 +2924,7 @@ func (arg1 SwigcptrLoadReport) Unexpected(arg2 int64) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_LoadReport_unexpected_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_31(_swig_i_1))
+	swig_r_p := C._wrap_LoadReport_unexpected_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_32(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 	var swig_r_1 string
  swig_r_1 = swigCopyString(swig_r) 
@@ -2783,7 +2933,7 @@ func (arg1 SwigcptrLoadReport) Unexpected(arg2 int64) (_swig_ret string) {
 
 func DeleteLoadReport(arg1 LoadReport) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_LoadReport_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_LoadReport_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 type LoadReport interface {
@@ -2811,7 +2961,7 @@ func LossCrossEntropy(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 float64
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_crossEntropy_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_crossEntropy_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -2826,7 +2976,7 @@ func LossNll(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 *string) (_swig_
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_nll_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_nll_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -2841,7 +2991,7 @@ func LossMse(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 *string) (_swig_
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_mse_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_mse_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -2856,7 +3006,7 @@ func LossL1(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 *string) (_swig_r
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_l1_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_l1_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -2872,7 +3022,7 @@ func LossSmoothL1(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 float64, ar
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_smoothL1_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_smoothL1_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -2888,7 +3038,7 @@ func LossHuber(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 float64, arg5 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_huber_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_huber_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -2903,7 +3053,7 @@ func LossBceWithLogits(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 *strin
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_bceWithLogits_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Loss_bceWithLogits_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -2914,7 +3064,7 @@ func LossBceWithLogits(arg1 Tensor, arg2 Tensor, arg3 Acc_reduction, arg4 *strin
 
 func DeleteLoss(arg1 Loss) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Loss_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Loss_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 type Loss interface {
@@ -2933,7 +3083,7 @@ func (p SwigcptrTensor) SwigIsTensor() {
 
 func DeleteTensor(arg1 Tensor) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Tensor_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Tensor_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func TensorFromFloats(arg1 []float32, arg2 []int64, arg3 *string) (_swig_ret Tensor) {
@@ -2941,7 +3091,7 @@ func TensorFromFloats(arg1 []float32, arg2 []int64, arg3 *string) (_swig_ret Ten
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFloats_capi_6710598a15b64c37(*(*C.swig_type_32)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_33)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFloats_capi_f4638e046c163791(*(*C.swig_type_33)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_34)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2960,7 +3110,7 @@ func (arg1 SwigcptrTensor) CopyToFloats(arg2 []float32, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToFloats_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_34)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToFloats_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_35)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2976,7 +3126,7 @@ func TensorFromDoubles(arg1 []float64, arg2 []int64, arg3 *string) (_swig_ret Te
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromDoubles_capi_6710598a15b64c37(*(*C.swig_type_35)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_36)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromDoubles_capi_f4638e046c163791(*(*C.swig_type_36)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_37)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -2995,7 +3145,7 @@ func (arg1 SwigcptrTensor) CopyToDoubles(arg2 []float64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToDoubles_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_37)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToDoubles_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_38)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3011,7 +3161,7 @@ func TensorFromLongs(arg1 []int64, arg2 []int64, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromLongs_capi_6710598a15b64c37(*(*C.swig_type_38)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_39)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromLongs_capi_f4638e046c163791(*(*C.swig_type_39)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_40)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3030,7 +3180,7 @@ func (arg1 SwigcptrTensor) CopyToLongs(arg2 []int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToLongs_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_40)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToLongs_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_41)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3046,7 +3196,7 @@ func TensorFromInts(arg1 []int32, arg2 []int64, arg3 *string) (_swig_ret Tensor)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromInts_capi_6710598a15b64c37(*(*C.swig_type_41)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_42)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromInts_capi_f4638e046c163791(*(*C.swig_type_42)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3065,7 +3215,7 @@ func (arg1 SwigcptrTensor) CopyToInts(arg2 []int32, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToInts_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_43)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToInts_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_44)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3081,7 +3231,7 @@ func TensorFromBytes(arg1 []byte, arg2 []int64, arg3 *string) (_swig_ret Tensor)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromBytes_capi_6710598a15b64c37(*(*C.swig_type_44)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_45)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromBytes_capi_f4638e046c163791(*(*C.swig_type_45)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_46)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3100,7 +3250,7 @@ func (arg1 SwigcptrTensor) CopyToBytes(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyToBytes_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_46)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyToBytes_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_47)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3117,7 +3267,7 @@ func TensorZeros(arg1 []int64, arg2 Acc_dtype, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_zeros_capi_6710598a15b64c37(*(*C.swig_type_47)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), *(*C.swig_type_48)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_zeros_capi_f4638e046c163791(*(*C.swig_type_48)(unsafe.Pointer(&_swig_i_0)), C.swig_intgo(_swig_i_1), *(*C.swig_type_49)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3136,7 +3286,7 @@ func TensorRand(arg1 []int64, arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_rand_capi_6710598a15b64c37(*(*C.swig_type_49)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_rand_capi_f4638e046c163791(*(*C.swig_type_50)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3152,7 +3302,7 @@ func TensorRandn(arg1 []int64, arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_randn_capi_6710598a15b64c37(*(*C.swig_type_50)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_randn_capi_f4638e046c163791(*(*C.swig_type_51)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3168,7 +3318,7 @@ func TensorFromIdxFile(arg1 string, arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromIdxFile_capi_6710598a15b64c37(*(*C.swig_type_51)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromIdxFile_capi_f4638e046c163791(*(*C.swig_type_52)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3187,7 +3337,7 @@ func TensorFromFileMmap(arg1 string, arg2 int64, arg3 Acc_dtype, arg4 []int64, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFileMmap_capi_6710598a15b64c37(*(*C.swig_type_52)(unsafe.Pointer(&_swig_i_0)), C.swig_type_53(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_54)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_fromFileMmap_capi_f4638e046c163791(*(*C.swig_type_53)(unsafe.Pointer(&_swig_i_0)), C.swig_type_54(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_55)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -3206,7 +3356,7 @@ func (arg1 SwigcptrTensor) Ndim(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Tensor_ndim_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Tensor_ndim_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3219,7 +3369,7 @@ func (arg1 SwigcptrTensor) CopyShape(arg2 []int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Tensor_copyShape_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_56)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Tensor_copyShape_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_57)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3234,7 +3384,7 @@ func (arg1 SwigcptrTensor) Numel(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Tensor_numel_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Tensor_numel_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3247,7 +3397,7 @@ func (arg1 SwigcptrTensor) Dtype(arg2 *string) (_swig_ret Acc_dtype) {
 	var swig_r Acc_dtype
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Acc_dtype)(C._wrap_Tensor_dtype_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (Acc_dtype)(C._wrap_Tensor_dtype_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3260,7 +3410,7 @@ func (arg1 SwigcptrTensor) Device(arg2 *string) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Tensor_device_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Tensor_device_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -3276,7 +3426,7 @@ func (arg1 SwigcptrTensor) RequiresGrad(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Tensor_requiresGrad_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Tensor_requiresGrad_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3291,7 +3441,7 @@ func (arg1 SwigcptrTensor) To(arg2 string, arg3 Acc_dtype, arg4 *string) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_to_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_59)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_to_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3307,7 +3457,7 @@ func (arg1 SwigcptrTensor) Grad(arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_grad_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_grad_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3319,7 +3469,7 @@ func (arg1 SwigcptrTensor) Grad(arg2 *string) (_swig_ret Tensor) {
 func (arg1 SwigcptrTensor) Backward(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Tensor_backward_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Tensor_backward_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3331,7 +3481,7 @@ func (arg1 SwigcptrTensor) Sum(arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_sum_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_sum_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3344,7 +3494,7 @@ func (arg1 SwigcptrTensor) Mean(arg2 *string) (_swig_ret Tensor) {
 	var swig_r Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_mean_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_mean_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3358,7 +3508,7 @@ func (arg1 SwigcptrTensor) Reshape(arg2 []int64, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_reshape_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_60)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_reshape_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_61)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3376,7 +3526,7 @@ func (arg1 SwigcptrTensor) Argmax(arg2 int64, arg3 bool, arg4 *string) (_swig_re
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_argmax_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_61(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Tensor_argmax_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_62(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3390,7 +3540,7 @@ func (arg1 SwigcptrTensor) CountEqual(arg2 Tensor, arg3 *string) (_swig_ret int6
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Tensor_countEqual_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Tensor_countEqual_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3403,7 +3553,7 @@ func (arg1 SwigcptrTensor) Item(arg2 *string) (_swig_ret float64) {
 	var swig_r float64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (float64)(C._wrap_Tensor_item_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (float64)(C._wrap_Tensor_item_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3449,7 +3599,7 @@ func (p SwigcptrTensorList) SwigIsTensorList() {
 func NewTensorList(arg1 *string) (_swig_ret TensorList) {
 	var swig_r TensorList
 	_swig_i_0 := arg1
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_new_TensorList_capi_6710598a15b64c37(C.swig_voidp(_swig_i_0))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_new_TensorList_capi_f4638e046c163791(C.swig_voidp(_swig_i_0))))
 
   if arg1 != nil && len(*arg1) > 0 {
     *arg1 = swigCopyString(*arg1)
@@ -3460,7 +3610,7 @@ func NewTensorList(arg1 *string) (_swig_ret TensorList) {
 
 func DeleteTensorList(arg1 TensorList) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_TensorList_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_TensorList_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrTensorList) Append(arg2 string, arg3 Tensor, arg4 *string) {
@@ -3468,7 +3618,7 @@ func (arg1 SwigcptrTensorList) Append(arg2 string, arg3 Tensor, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_TensorList_append_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_63)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_TensorList_append_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_64)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3483,7 +3633,7 @@ func (arg1 SwigcptrTensorList) Size(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_TensorList_size_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_TensorList_size_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3497,7 +3647,7 @@ func (arg1 SwigcptrTensorList) Get(arg2 int64, arg3 *string) (_swig_ret Tensor) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_65(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_get_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_66(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3511,7 +3661,7 @@ func (arg1 SwigcptrTensorList) Name(arg2 int64, arg3 *string) (_swig_ret string)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_TensorList_name_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_67(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_TensorList_name_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_68(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -3528,7 +3678,7 @@ func (arg1 SwigcptrTensorList) Find(arg2 string, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_find_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_68)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_TensorList_find_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3544,7 +3694,7 @@ func (arg1 SwigcptrTensorList) SaveSafetensors(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_TensorList_saveSafetensors_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_69)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_TensorList_saveSafetensors_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_70)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3559,7 +3709,7 @@ func TensorListLoadSafetensors(arg1 string, arg2 *string) (_swig_ret TensorList)
 	var swig_r TensorList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_TensorList_loadSafetensors_capi_6710598a15b64c37(*(*C.swig_type_70)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_TensorList_loadSafetensors_capi_f4638e046c163791(*(*C.swig_type_71)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3593,14 +3743,14 @@ func (p SwigcptrStringList) SwigIsStringList() {
 
 func DeleteStringList(arg1 StringList) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_StringList_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_StringList_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrStringList) Size(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_StringList_size_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_StringList_size_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3614,7 +3764,7 @@ func (arg1 SwigcptrStringList) Get(arg2 int64, arg3 *string) (_swig_ret string) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_StringList_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_73(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_StringList_get_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_74(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -3631,7 +3781,7 @@ func (arg1 SwigcptrStringList) ByteSize(arg2 int64, arg3 *string) (_swig_ret int
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_StringList_byteSize_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_75(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_StringList_byteSize_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_76(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3645,7 +3795,7 @@ func (arg1 SwigcptrStringList) CopyBytes(arg2 int64, arg3 []byte, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_StringList_copyBytes_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_76(_swig_i_1), *(*C.swig_type_77)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_StringList_copyBytes_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_77(_swig_i_1), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3678,7 +3828,7 @@ func NewOptions(arg1 Acc_options_kind, arg2 *string) (_swig_ret Options) {
 	var swig_r Options
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Options)(SwigcptrOptions(C._wrap_new_Options_capi_6710598a15b64c37(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Options)(SwigcptrOptions(C._wrap_new_Options_capi_f4638e046c163791(C.swig_intgo(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3689,7 +3839,7 @@ func NewOptions(arg1 Acc_options_kind, arg2 *string) (_swig_ret Options) {
 
 func DeleteOptions(arg1 Options) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Options_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Options_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrOptions) SetInt(arg2 string, arg3 int64, arg4 *string) {
@@ -3697,7 +3847,7 @@ func (arg1 SwigcptrOptions) SetInt(arg2 string, arg3 int64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setInt_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_78)(unsafe.Pointer(&_swig_i_1)), C.swig_type_79(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setInt_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_79)(unsafe.Pointer(&_swig_i_1)), C.swig_type_80(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3713,7 +3863,7 @@ func (arg1 SwigcptrOptions) SetDouble(arg2 string, arg3 float64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setDouble_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_80)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setDouble_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3729,7 +3879,7 @@ func (arg1 SwigcptrOptions) SetBool(arg2 string, arg3 bool, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setBool_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_81)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setBool_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3745,7 +3895,7 @@ func (arg1 SwigcptrOptions) SetString(arg2 string, arg3 string, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_setString_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_82)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_setString_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_83)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3764,7 +3914,7 @@ func (arg1 SwigcptrOptions) Set(arg2 string, arg3 string, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Options_set_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_84)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Options_set_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_85)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_86)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3783,7 +3933,7 @@ func (arg1 SwigcptrOptions) Get(arg2 string, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Options_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_87)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Options_get_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_88)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -3820,14 +3970,14 @@ func (p SwigcptrModel) SwigIsModel() {
 
 func DeleteModel(arg1 Model) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Model_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Model_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func ModelLoadTorchscript(arg1 string, arg2 *string) (_swig_ret Model) {
 	var swig_r Model
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Model)(SwigcptrModel(C._wrap_Model_loadTorchscript_capi_6710598a15b64c37(*(*C.swig_type_88)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Model_loadTorchscript_capi_f4638e046c163791(*(*C.swig_type_89)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3843,7 +3993,7 @@ func ModelFromSpec(arg1 string, arg2 *string) (_swig_ret Model) {
 	var swig_r Model
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (Model)(SwigcptrModel(C._wrap_Model_fromSpec_capi_6710598a15b64c37(*(*C.swig_type_89)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Model_fromSpec_capi_f4638e046c163791(*(*C.swig_type_90)(unsafe.Pointer(&_swig_i_0)), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3861,7 +4011,7 @@ func (arg1 SwigcptrModel) Forward(arg2 TensorList, arg3 uint, arg4 *string) (_sw
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Model_forward_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Model_forward_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3876,7 +4026,7 @@ func (arg1 SwigcptrModel) Forward1(arg2 Tensor, arg3 uint, arg4 *string) (_swig_
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_forward1_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_forward1_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3889,7 +4039,7 @@ func (arg1 SwigcptrModel) SetTraining(arg2 bool, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_setTraining_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_setTraining_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3901,7 +4051,7 @@ func (arg1 SwigcptrModel) IsTraining(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Model_isTraining_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Model_isTraining_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3914,7 +4064,7 @@ func (arg1 SwigcptrModel) SetGraphOptimization(arg2 bool, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_setGraphOptimization_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_setGraphOptimization_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3926,7 +4076,7 @@ func (arg1 SwigcptrModel) UpdateBn(arg2 DataLoader, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Model_updateBn_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_updateBn_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -3939,7 +4089,7 @@ func (arg1 SwigcptrModel) To(arg2 string, arg3 Acc_dtype, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Model_to_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_90)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Model_to_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_91)(unsafe.Pointer(&_swig_i_1)), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -3954,7 +4104,7 @@ func (arg1 SwigcptrModel) ParameterTensorCount(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Model_parameterTensorCount_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Model_parameterTensorCount_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3967,7 +4117,7 @@ func (arg1 SwigcptrModel) ParameterElementCount(arg2 *string) (_swig_ret int64) 
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Model_parameterElementCount_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Model_parameterElementCount_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3980,7 +4130,7 @@ func (arg1 SwigcptrModel) ParameterNames(arg2 *string) (_swig_ret StringList) {
 	var swig_r StringList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Model_parameterNames_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Model_parameterNames_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -3994,7 +4144,7 @@ func (arg1 SwigcptrModel) Parameter(arg2 string, arg3 *string) (_swig_ret Tensor
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_parameter_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_93)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Model_parameter_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_94)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4009,7 +4159,7 @@ func (arg1 SwigcptrModel) Parameter(arg2 string, arg3 *string) (_swig_ret Tensor
 func (arg1 SwigcptrModel) ZeroGrad(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Model_zeroGrad_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Model_zeroGrad_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4023,7 +4173,7 @@ func (arg1 SwigcptrModel) SetRequiresGrad(arg2 string, arg3 bool, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_setRequiresGrad_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_95)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_setRequiresGrad_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_96)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4041,7 +4191,7 @@ func (arg1 SwigcptrModel) AddLora(arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Model_addLora_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_97)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Model_addLora_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4057,7 +4207,7 @@ func (arg1 SwigcptrModel) SaveLora(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_saveLora_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_98)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_saveLora_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_99)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4072,7 +4222,7 @@ func (arg1 SwigcptrModel) LoadLora(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_loadLora_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_99)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_loadLora_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_100)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4086,7 +4236,7 @@ func (arg1 SwigcptrModel) LoadLora(arg2 string, arg3 *string) {
 func (arg1 SwigcptrModel) MergeLora(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Model_mergeLora_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Model_mergeLora_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4098,7 +4248,7 @@ func (arg1 SwigcptrModel) LoraCount(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Model_loraCount_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Model_loraCount_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4111,7 +4261,7 @@ func (arg1 SwigcptrModel) StateDict(arg2 *string) (_swig_ret TensorList) {
 	var swig_r TensorList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Model_stateDict_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Model_stateDict_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4125,7 +4275,7 @@ func (arg1 SwigcptrModel) LoadStateDict(arg2 TensorList, arg3 bool, arg4 *string
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Model_loadStateDict_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Model_loadStateDict_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4137,7 +4287,7 @@ func (arg1 SwigcptrModel) SaveTorchscript(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Model_saveTorchscript_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_101)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Model_saveTorchscript_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4154,7 +4304,7 @@ func (arg1 SwigcptrModel) LoadSafetensors(arg2 string, arg3 bool, arg4 *string) 
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_102)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (LoadReport)(SwigcptrLoadReport(C._wrap_Model_loadSafetensors_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_1)), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4208,7 +4358,7 @@ func NewOptimizer(arg1 Model, arg2 string, arg3 Options, arg4 *string) (_swig_re
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_103)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_new_Optimizer_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_104)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4222,7 +4372,7 @@ func NewOptimizer(arg1 Model, arg2 string, arg3 Options, arg4 *string) (_swig_re
 
 func DeleteOptimizer(arg1 Optimizer) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Optimizer_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Optimizer_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrOptimizer) AddParamGroup(arg2 []byte, arg3 Options, arg4 *string) {
@@ -4230,7 +4380,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroup(arg2 []byte, arg3 Options, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_addParamGroup_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_104)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_addParamGroup_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_105)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4247,7 +4397,7 @@ func (arg1 SwigcptrOptimizer) AddParamGroupMatching(arg2 string, arg3 Options, a
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_106)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
+	swig_r = (int64)(C._wrap_Optimizer_addParamGroupMatching_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_107)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4263,7 +4413,7 @@ func (arg1 SwigcptrOptimizer) NumParamGroups(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Optimizer_numParamGroups_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Optimizer_numParamGroups_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4277,7 +4427,7 @@ func (arg1 SwigcptrOptimizer) GetLr(arg2 int64, arg3 *string) (_swig_ret float64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_108(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Optimizer_getLr_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4291,7 +4441,7 @@ func (arg1 SwigcptrOptimizer) SetLr(arg2 int64, arg3 float64, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Optimizer_setLr_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_109(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Optimizer_setLr_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_110(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4305,7 +4455,7 @@ func (arg1 SwigcptrOptimizer) GetHyperparameter(arg2 int64, arg3 string, arg4 *s
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (float64)(C._wrap_Optimizer_getHyperparameter_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_110(_swig_i_1), *(*C.swig_type_111)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
+	swig_r = (float64)(C._wrap_Optimizer_getHyperparameter_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_111(_swig_i_1), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3)))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4320,7 +4470,7 @@ func (arg1 SwigcptrOptimizer) GetHyperparameter(arg2 int64, arg3 string, arg4 *s
 func (arg1 SwigcptrOptimizer) Step(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Optimizer_step_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Optimizer_step_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4331,7 +4481,7 @@ func (arg1 SwigcptrOptimizer) Step(arg2 *string) {
 func (arg1 SwigcptrOptimizer) ZeroGrad(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Optimizer_zeroGrad_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Optimizer_zeroGrad_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4343,7 +4493,7 @@ func (arg1 SwigcptrOptimizer) SetTraining(arg2 bool, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Optimizer_setTraining_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Optimizer_setTraining_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4357,7 +4507,7 @@ func (arg1 SwigcptrOptimizer) StateOf(arg2 string, arg3 string, arg4 *string) (_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Optimizer_stateOf_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_112)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Optimizer_stateOf_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_113)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4377,7 +4527,7 @@ func (arg1 SwigcptrOptimizer) StateFields(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Optimizer_stateFields_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_114)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Optimizer_stateFields_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4420,7 +4570,7 @@ func NewScheduler(arg1 Optimizer, arg2 string, arg3 Options, arg4 *string) (_swi
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_115)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_new_Scheduler_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_116)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4434,7 +4584,7 @@ func NewScheduler(arg1 Optimizer, arg2 string, arg3 Options, arg4 *string) (_swi
 
 func DeleteScheduler(arg1 Scheduler) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Scheduler_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Scheduler_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrScheduler) Then(arg2 int64, arg3 string, arg4 Options, arg5 *string) {
@@ -4443,7 +4593,7 @@ func (arg1 SwigcptrScheduler) Then(arg2 int64, arg3 string, arg4 Options, arg5 *
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	C._wrap_Scheduler_then_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_116(_swig_i_1), *(*C.swig_type_117)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Scheduler_then_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_117(_swig_i_1), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4459,7 +4609,7 @@ func (arg1 SwigcptrScheduler) Chain(arg2 string, arg3 Options, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Scheduler_chain_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_118)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Scheduler_chain_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_119)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4473,7 +4623,7 @@ func (arg1 SwigcptrScheduler) Chain(arg2 string, arg3 Options, arg4 *string) {
 func (arg1 SwigcptrScheduler) Step(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Scheduler_step_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Scheduler_step_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4485,7 +4635,7 @@ func (arg1 SwigcptrScheduler) StepMetric(arg2 float64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Scheduler_stepMetric_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.double(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Scheduler_stepMetric_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.double(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4498,7 +4648,7 @@ func (arg1 SwigcptrScheduler) GetLastLr(arg2 int64, arg3 *string) (_swig_ret flo
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_119(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Scheduler_getLastLr_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_120(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4511,7 +4661,7 @@ func (arg1 SwigcptrScheduler) GetStep(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Scheduler_getStep_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Scheduler_getStep_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4525,7 +4675,7 @@ func SchedulerFromLrLambda(arg1 Optimizer, arg2 LrLambda, arg3 *string) (_swig_r
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromLrLambda_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromLrLambda_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4539,7 +4689,7 @@ func SchedulerFromLrMultiplicative(arg1 Optimizer, arg2 LrLambda, arg3 *string) 
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromLrMultiplicative_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromLrMultiplicative_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4554,7 +4704,7 @@ func SchedulerFromGroupLrLambda(arg1 Optimizer, arg2 int64, arg3 GroupLrLambda, 
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrLambda_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_121(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrLambda_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_122(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4569,7 +4719,7 @@ func SchedulerFromGroupLrMultiplicative(arg1 Optimizer, arg2 int64, arg3 GroupLr
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrMultiplicative_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_122(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromGroupLrMultiplicative_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_123(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4584,7 +4734,7 @@ func SchedulerFromCyclicScale(arg1 Optimizer, arg2 Options, arg3 LrLambda, arg4 
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromCyclicScale_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Scheduler_fromCyclicScale_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4618,7 +4768,7 @@ func NewAveragedModel(arg1 Model, arg2 Options, arg3 *string) (_swig_ret Average
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (AveragedModel)(SwigcptrAveragedModel(C._wrap_new_AveragedModel_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (AveragedModel)(SwigcptrAveragedModel(C._wrap_new_AveragedModel_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4629,14 +4779,14 @@ func NewAveragedModel(arg1 Model, arg2 Options, arg3 *string) (_swig_ret Average
 
 func DeleteAveragedModel(arg1 AveragedModel) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_AveragedModel_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_AveragedModel_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrAveragedModel) Update(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_AveragedModel_update_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_AveragedModel_update_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4648,7 +4798,7 @@ func (arg1 SwigcptrAveragedModel) Count(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_AveragedModel_count_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_AveragedModel_count_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4661,7 +4811,7 @@ func (arg1 SwigcptrAveragedModel) CopyTo(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_AveragedModel_copyTo_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_AveragedModel_copyTo_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4673,7 +4823,7 @@ func (arg1 SwigcptrAveragedModel) Swap(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_AveragedModel_swap_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_AveragedModel_swap_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4685,7 +4835,7 @@ func (arg1 SwigcptrAveragedModel) StateDict(arg2 *string) (_swig_ret TensorList)
 	var swig_r TensorList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_AveragedModel_stateDict_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_AveragedModel_stateDict_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4698,7 +4848,7 @@ func (arg1 SwigcptrAveragedModel) LoadStateDict(arg2 TensorList, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_AveragedModel_loadStateDict_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_AveragedModel_loadStateDict_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4728,14 +4878,14 @@ func (p SwigcptrDataset) SwigIsDataset() {
 
 func DeleteDataset(arg1 Dataset) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Dataset_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Dataset_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func DatasetFromTensors(arg1 TensorList, arg2 *string) (_swig_ret Dataset) {
 	var swig_r Dataset
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromTensors_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromTensors_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4749,7 +4899,7 @@ func DatasetFromIdx(arg1 string, arg2 string, arg3 *string) (_swig_ret Dataset) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_6710598a15b64c37(*(*C.swig_type_124)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_125)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromIdx_capi_f4638e046c163791(*(*C.swig_type_125)(unsafe.Pointer(&_swig_i_0)), *(*C.swig_type_126)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4769,7 +4919,7 @@ func DatasetFromSampleSource(arg1 int64, arg2 SampleSource, arg3 *string) (_swig
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_6710598a15b64c37(C.swig_type_126(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromSampleSource_capi_f4638e046c163791(C.swig_type_127(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4783,7 +4933,7 @@ func DatasetFromStreamSource(arg1 StreamSource, arg2 int64, arg3 *string) (_swig
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_127(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_fromStreamSource_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_128(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4798,7 +4948,7 @@ func (arg1 SwigcptrDataset) Subset(arg2 int64, arg3 int64, arg4 *string) (_swig_
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_128(_swig_i_1), C.swig_type_129(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Dataset)(SwigcptrDataset(C._wrap_Dataset_subset_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_129(_swig_i_1), C.swig_type_130(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -4811,7 +4961,7 @@ func (arg1 SwigcptrDataset) Size(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Dataset_size_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Dataset_size_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4825,7 +4975,7 @@ func (arg1 SwigcptrDataset) Get(arg2 int64, arg3 *string) (_swig_ret TensorList)
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_131(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Dataset_get_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_132(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4856,7 +5006,7 @@ func NewDataLoader(arg1 Dataset, arg2 Options, arg3 *string) (_swig_ret DataLoad
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_new_DataLoader_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_new_DataLoader_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4867,7 +5017,7 @@ func NewDataLoader(arg1 Dataset, arg2 Options, arg3 *string) (_swig_ret DataLoad
 
 func DeleteDataLoader(arg1 DataLoader) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_DataLoader_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_DataLoader_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func DataLoaderFromBatchArrays(arg1 Dataset, arg2 []int64, arg3 []int64, arg4 Options, arg5 *string) (_swig_ret DataLoader) {
@@ -4877,7 +5027,7 @@ func DataLoaderFromBatchArrays(arg1 Dataset, arg2 []int64, arg3 []int64, arg4 Op
 	_swig_i_2 := arg3
 	_swig_i_3 := getSwigcptr(arg4)
 	_swig_i_4 := arg5
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_132)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_DataLoader_fromBatchArrays_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_133)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_134)(unsafe.Pointer(&_swig_i_2)), C.uintptr_t(_swig_i_3), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -4896,7 +5046,7 @@ func (arg1 SwigcptrDataLoader) Next(arg2 *string) (_swig_ret TensorList) {
 	var swig_r TensorList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_DataLoader_next_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_DataLoader_next_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4909,7 +5059,7 @@ func (arg1 SwigcptrDataLoader) Length(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_DataLoader_length_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_DataLoader_length_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4922,7 +5072,7 @@ func (arg1 SwigcptrDataLoader) Epoch(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_DataLoader_epoch_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_DataLoader_epoch_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4935,7 +5085,7 @@ func (arg1 SwigcptrDataLoader) SetEpoch(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_setEpoch_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_136(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_setEpoch_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4947,7 +5097,7 @@ func (arg1 SwigcptrDataLoader) SetCollator(arg2 Collator, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_setCollator_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_setCollator_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4959,7 +5109,7 @@ func (arg1 SwigcptrDataLoader) SkipFirstBatches(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_DataLoader_skipFirstBatches_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_137(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_DataLoader_skipFirstBatches_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_138(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -4971,7 +5121,7 @@ func (arg1 SwigcptrDataLoader) TotalBatchSize(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_DataLoader_totalBatchSize_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_DataLoader_totalBatchSize_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4984,7 +5134,7 @@ func (arg1 SwigcptrDataLoader) TotalDatasetLength(arg2 *string) (_swig_ret int64
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_DataLoader_totalDatasetLength_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_DataLoader_totalDatasetLength_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -4997,7 +5147,7 @@ func (arg1 SwigcptrDataLoader) EndOfEpoch(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_DataLoader_endOfEpoch_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_DataLoader_endOfEpoch_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5009,7 +5159,7 @@ func (arg1 SwigcptrDataLoader) EndOfEpoch(arg2 *string) (_swig_ret bool) {
 func (arg1 SwigcptrDataLoader) EndEpoch(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_DataLoader_endEpoch_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_DataLoader_endEpoch_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5021,7 +5171,7 @@ func (arg1 SwigcptrDataLoader) InEpoch(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_DataLoader_inEpoch_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_DataLoader_inEpoch_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5059,7 +5209,7 @@ func NewAccelerator(arg1 Options, arg2 *string) (_swig_ret Accelerator) {
 	var swig_r Accelerator
 	_swig_i_0 := getSwigcptr(arg1)
 	_swig_i_1 := arg2
-	swig_r = (Accelerator)(SwigcptrAccelerator(C._wrap_new_Accelerator_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (Accelerator)(SwigcptrAccelerator(C._wrap_new_Accelerator_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5070,14 +5220,14 @@ func NewAccelerator(arg1 Options, arg2 *string) (_swig_ret Accelerator) {
 
 func DeleteAccelerator(arg1 Accelerator) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Accelerator_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Accelerator_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrAccelerator) Device(arg2 *string) (_swig_ret string) {
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Accelerator_device_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Accelerator_device_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -5093,7 +5243,7 @@ func (arg1 SwigcptrAccelerator) DistributedType(arg2 *string) (_swig_ret string)
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Accelerator_distributedType_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Accelerator_distributedType_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -5109,7 +5259,7 @@ func (arg1 SwigcptrAccelerator) MixedPrecision(arg2 *string) (_swig_ret string) 
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Accelerator_mixedPrecision_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Accelerator_mixedPrecision_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -5125,7 +5275,7 @@ func (arg1 SwigcptrAccelerator) ProcessIndex(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_processIndex_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_processIndex_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5138,7 +5288,7 @@ func (arg1 SwigcptrAccelerator) NumProcesses(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_numProcesses_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_numProcesses_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5151,7 +5301,7 @@ func (arg1 SwigcptrAccelerator) LocalProcessIndex(arg2 *string) (_swig_ret int64
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_localProcessIndex_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_localProcessIndex_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5164,7 +5314,7 @@ func (arg1 SwigcptrAccelerator) IsMainProcess(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_isMainProcess_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_isMainProcess_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5177,7 +5327,7 @@ func (arg1 SwigcptrAccelerator) IsLocalMainProcess(arg2 *string) (_swig_ret bool
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_isLocalMainProcess_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_isLocalMainProcess_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5190,7 +5340,7 @@ func (arg1 SwigcptrAccelerator) IsLastProcess(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_isLastProcess_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_isLastProcess_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5203,7 +5353,7 @@ func (arg1 SwigcptrAccelerator) GradientAccumulationSteps(arg2 *string) (_swig_r
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_gradientAccumulationSteps_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_gradientAccumulationSteps_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5216,7 +5366,7 @@ func (arg1 SwigcptrAccelerator) SyncGradients(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_syncGradients_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_syncGradients_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5229,7 +5379,7 @@ func (arg1 SwigcptrAccelerator) OptimizerStepWasSkipped(arg2 *string) (_swig_ret
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_optimizerStepWasSkipped_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_optimizerStepWasSkipped_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5242,7 +5392,7 @@ func (arg1 SwigcptrAccelerator) Step(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_step_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_step_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5257,7 +5407,7 @@ func (arg1 SwigcptrAccelerator) PrepareModel(arg2 Model, arg3 Acc_placement, arg
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Model)(SwigcptrModel(C._wrap_Accelerator_prepareModel_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Accelerator_prepareModel_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5272,7 +5422,7 @@ func (arg1 SwigcptrAccelerator) PrepareOptimizer(arg2 Optimizer, arg3 Acc_placem
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_Accelerator_prepareOptimizer_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Optimizer)(SwigcptrOptimizer(C._wrap_Accelerator_prepareOptimizer_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5287,7 +5437,7 @@ func (arg1 SwigcptrAccelerator) PrepareDataLoader(arg2 DataLoader, arg3 Acc_plac
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_Accelerator_prepareDataLoader_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (DataLoader)(SwigcptrDataLoader(C._wrap_Accelerator_prepareDataLoader_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5301,7 +5451,7 @@ func (arg1 SwigcptrAccelerator) PrepareScheduler(arg2 Scheduler, arg3 *string) (
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Accelerator_prepareScheduler_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Scheduler)(SwigcptrScheduler(C._wrap_Accelerator_prepareScheduler_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5315,7 +5465,7 @@ func (arg1 SwigcptrAccelerator) UnwrapModel(arg2 Model, arg3 *string) (_swig_ret
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (Model)(SwigcptrModel(C._wrap_Accelerator_unwrapModel_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
+	swig_r = (Model)(SwigcptrModel(C._wrap_Accelerator_unwrapModel_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5328,7 +5478,7 @@ func (arg1 SwigcptrAccelerator) Backward(arg2 Tensor, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_backward_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_backward_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5342,7 +5492,7 @@ func (arg1 SwigcptrAccelerator) BackwardWith(arg2 Tensor, arg3 bool, arg4 bool, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_backwardWith_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_backwardWith_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5353,7 +5503,7 @@ func (arg1 SwigcptrAccelerator) BackwardWith(arg2 Tensor, arg3 bool, arg4 bool, 
 func (arg1 SwigcptrAccelerator) AccumulateBegin(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_accumulateBegin_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_accumulateBegin_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5364,7 +5514,7 @@ func (arg1 SwigcptrAccelerator) AccumulateBegin(arg2 *string) {
 func (arg1 SwigcptrAccelerator) AccumulateEnd(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_accumulateEnd_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_accumulateEnd_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5379,7 +5529,7 @@ func (arg1 SwigcptrAccelerator) ClipGradNorm(arg2 Model, arg3 float64, arg4 floa
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (float64)(C._wrap_Accelerator_clipGradNorm_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4)))
+	swig_r = (float64)(C._wrap_Accelerator_clipGradNorm_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.double(_swig_i_3), C.swig_voidp(_swig_i_4)))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5393,7 +5543,7 @@ func (arg1 SwigcptrAccelerator) ClipGradValue(arg2 Model, arg3 float64, arg4 *st
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_clipGradValue_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_clipGradValue_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.double(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5407,7 +5557,7 @@ func (arg1 SwigcptrAccelerator) SaveModel(arg2 Model, arg3 string, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_saveModel_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_148)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_saveModel_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_149)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_150)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5427,7 +5577,7 @@ func AcceleratorMergeShardedCheckpoint(arg1 string, arg2 int64, arg3 string, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_mergeShardedCheckpoint_capi_6710598a15b64c37(*(*C.swig_type_150)(unsafe.Pointer(&_swig_i_0)), C.swig_type_151(_swig_i_1), *(*C.swig_type_152)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_mergeShardedCheckpoint_capi_f4638e046c163791(*(*C.swig_type_151)(unsafe.Pointer(&_swig_i_0)), C.swig_type_152(_swig_i_1), *(*C.swig_type_153)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_154)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5449,7 +5599,7 @@ func (arg1 SwigcptrAccelerator) SaveState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_saveState_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_155)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_saveState_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_156)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5469,7 +5619,7 @@ func (arg1 SwigcptrAccelerator) LoadState(arg2 string, arg3 *string) (_swig_ret 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_loadState_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_157)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_loadState_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -5488,7 +5638,7 @@ func (arg1 SwigcptrAccelerator) RegisterAveragedModel(arg2 AveragedModel, arg3 *
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_registerAveragedModel_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_registerAveragedModel_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5500,7 +5650,7 @@ func (arg1 SwigcptrAccelerator) Print(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_print_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_158)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_print_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_159)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5514,7 +5664,7 @@ func (arg1 SwigcptrAccelerator) Print(arg2 string, arg3 *string) {
 func (arg1 SwigcptrAccelerator) WaitForEveryone(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_waitForEveryone_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_waitForEveryone_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5525,7 +5675,7 @@ func (arg1 SwigcptrAccelerator) WaitForEveryone(arg2 *string) {
 func (arg1 SwigcptrAccelerator) FreeMemory(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_freeMemory_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_freeMemory_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5537,7 +5687,7 @@ func (arg1 SwigcptrAccelerator) NoSyncBegin(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_noSyncBegin_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_noSyncBegin_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5549,7 +5699,7 @@ func (arg1 SwigcptrAccelerator) NoSyncEnd(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_noSyncEnd_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_noSyncEnd_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5561,7 +5711,7 @@ func (arg1 SwigcptrAccelerator) TriggerSyncInBackward(arg2 Model, arg3 *string) 
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_triggerSyncInBackward_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_triggerSyncInBackward_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5575,7 +5725,7 @@ func (arg1 SwigcptrAccelerator) LocalSgdBegin(arg2 Model, arg3 int64, arg4 bool,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_localSgdBegin_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_159(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_localSgdBegin_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_160(_swig_i_2), C._Bool(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5587,7 +5737,7 @@ func (arg1 SwigcptrAccelerator) LocalSgdStep(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_localSgdStep_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_localSgdStep_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5599,7 +5749,7 @@ func (arg1 SwigcptrAccelerator) LocalSgdEnd(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_localSgdEnd_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_localSgdEnd_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5611,7 +5761,7 @@ func (arg1 SwigcptrAccelerator) ProfileBegin(arg2 Options, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_profileBegin_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_profileBegin_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5622,7 +5772,7 @@ func (arg1 SwigcptrAccelerator) ProfileBegin(arg2 Options, arg3 *string) {
 func (arg1 SwigcptrAccelerator) ProfileStep(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_profileStep_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_profileStep_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5633,7 +5783,7 @@ func (arg1 SwigcptrAccelerator) ProfileStep(arg2 *string) {
 func (arg1 SwigcptrAccelerator) ProfileEnd(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_profileEnd_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_profileEnd_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5645,7 +5795,7 @@ func (arg1 SwigcptrAccelerator) ProfileSummary(arg2 *string) (_swig_ret string) 
 	var swig_r string
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r_p := C._wrap_Accelerator_profileSummary_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	swig_r_p := C._wrap_Accelerator_profileSummary_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg2 != nil && len(*arg2) > 0 {
@@ -5661,7 +5811,7 @@ func (arg1 SwigcptrAccelerator) ExportChromeTrace(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_exportChromeTrace_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_161)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_exportChromeTrace_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5677,7 +5827,7 @@ func (arg1 SwigcptrAccelerator) JoinUnevenInputsBegin(arg2 Model, arg3 int, arg4
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_joinUnevenInputsBegin_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_joinUnevenInputsBegin_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5689,7 +5839,7 @@ func (arg1 SwigcptrAccelerator) JoinUnevenInputsEnd(arg2 Model, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_joinUnevenInputsEnd_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_joinUnevenInputsEnd_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5700,7 +5850,7 @@ func (arg1 SwigcptrAccelerator) JoinUnevenInputsEnd(arg2 Model, arg3 *string) {
 func (arg1 SwigcptrAccelerator) MainProcessFirstBegin(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_mainProcessFirstBegin_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_mainProcessFirstBegin_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5711,7 +5861,7 @@ func (arg1 SwigcptrAccelerator) MainProcessFirstBegin(arg2 *string) {
 func (arg1 SwigcptrAccelerator) MainProcessFirstEnd(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_mainProcessFirstEnd_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_mainProcessFirstEnd_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5722,7 +5872,7 @@ func (arg1 SwigcptrAccelerator) MainProcessFirstEnd(arg2 *string) {
 func (arg1 SwigcptrAccelerator) LocalMainProcessFirstBegin(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_localMainProcessFirstBegin_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_localMainProcessFirstBegin_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5733,7 +5883,7 @@ func (arg1 SwigcptrAccelerator) LocalMainProcessFirstBegin(arg2 *string) {
 func (arg1 SwigcptrAccelerator) LocalMainProcessFirstEnd(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_localMainProcessFirstEnd_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_localMainProcessFirstEnd_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5747,7 +5897,7 @@ func (arg1 SwigcptrAccelerator) Gather(arg2 Tensor, arg3 string, arg4 *string) (
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_162)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gather_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5765,7 +5915,7 @@ func (arg1 SwigcptrAccelerator) GatherForMetrics(arg2 Tensor, arg3 string, arg4 
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_163)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_gatherForMetrics_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5783,7 +5933,7 @@ func (arg1 SwigcptrAccelerator) GatherObject(arg2 []byte, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_164)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_gatherObject_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_165)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5805,7 +5955,7 @@ func (arg1 SwigcptrAccelerator) BroadcastObject(arg2 []byte, arg3 int64, arg4 st
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_166)(unsafe.Pointer(&_swig_i_1)), C.swig_type_167(_swig_i_2), *(*C.swig_type_168)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_broadcastObject_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_167)(unsafe.Pointer(&_swig_i_1)), C.swig_type_168(_swig_i_2), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5827,7 +5977,7 @@ func (arg1 SwigcptrAccelerator) Reduce(arg2 Tensor, arg3 Acc_reduction, arg4 str
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_169)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_reduce_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_intgo(_swig_i_2), *(*C.swig_type_170)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5846,7 +5996,7 @@ func (arg1 SwigcptrAccelerator) Broadcast(arg2 Tensor, arg3 int64, arg4 string, 
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_170(_swig_i_2), *(*C.swig_type_171)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_broadcast_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_171(_swig_i_2), *(*C.swig_type_172)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5867,7 +6017,7 @@ func (arg1 SwigcptrAccelerator) PadAcrossProcesses(arg2 Tensor, arg3 int64, arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
 	_swig_i_6 := arg7
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_172(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_173)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Accelerator_padAcrossProcesses_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_type_173(_swig_i_2), C.double(_swig_i_3), C._Bool(_swig_i_4), *(*C.swig_type_174)(unsafe.Pointer(&_swig_i_5)), C.swig_voidp(_swig_i_6))))
 
   if arg7 != nil && len(*arg7) > 0 {
     *arg7 = swigCopyString(*arg7)
@@ -5885,7 +6035,7 @@ func (arg1 SwigcptrAccelerator) SplitBetweenProcesses(arg2 int64, arg3 bool, arg
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_splitBetweenProcesses_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_174(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_175)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_splitBetweenProcesses_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_175(_swig_i_1), C._Bool(_swig_i_2), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_3)), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -5899,7 +6049,7 @@ func (arg1 SwigcptrAccelerator) SplitBetweenProcesses(arg2 int64, arg3 bool, arg
 func (arg1 SwigcptrAccelerator) SetTrigger(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_setTrigger_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_setTrigger_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5911,7 +6061,7 @@ func (arg1 SwigcptrAccelerator) CheckTrigger(arg2 *string) (_swig_ret bool) {
 	var swig_r bool
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (bool)(C._wrap_Accelerator_checkTrigger_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (bool)(C._wrap_Accelerator_checkTrigger_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5925,7 +6075,7 @@ func (arg1 SwigcptrAccelerator) Save(arg2 TensorList, arg3 string, arg4 *string)
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_save_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_176)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_save_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), *(*C.swig_type_177)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5942,7 +6092,7 @@ func (arg1 SwigcptrAccelerator) GetStateDict(arg2 Model, arg3 bool, arg4 *string
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Accelerator_getStateDict_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (TensorList)(SwigcptrTensorList(C._wrap_Accelerator_getStateDict_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C._Bool(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -5955,7 +6105,7 @@ func (arg1 SwigcptrAccelerator) Iteration(arg2 *string) (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (int64)(C._wrap_Accelerator_iteration_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+	swig_r = (int64)(C._wrap_Accelerator_iteration_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -5968,7 +6118,7 @@ func (arg1 SwigcptrAccelerator) UnscaleGradients(arg2 Optimizer, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_unscaleGradients_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_unscaleGradients_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5980,7 +6130,7 @@ func (arg1 SwigcptrAccelerator) AutocastBegin(arg2 bool, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_autocastBegin_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_autocastBegin_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C._Bool(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -5991,7 +6141,7 @@ func (arg1 SwigcptrAccelerator) AutocastBegin(arg2 bool, arg3 *string) {
 func (arg1 SwigcptrAccelerator) AutocastEnd(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_autocastEnd_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_autocastEnd_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6003,7 +6153,7 @@ func (arg1 SwigcptrAccelerator) RegisterForCheckpointing(arg2 StateHandler, arg3
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_registerForCheckpointing_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_registerForCheckpointing_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6016,7 +6166,7 @@ func (arg1 SwigcptrAccelerator) RegisterSaveStatePreHook(arg2 CheckpointHook, ar
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Accelerator_registerSaveStatePreHook_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Accelerator_registerSaveStatePreHook_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6029,7 +6179,7 @@ func (arg1 SwigcptrAccelerator) OnTraceReady(arg2 TraceReady, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_onTraceReady_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_onTraceReady_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6042,7 +6192,35 @@ func (arg1 SwigcptrAccelerator) RegisterLoadStatePreHook(arg2 CheckpointHook, ar
 	_swig_i_0 := arg1
 	_swig_i_1 := getSwigcptr(arg2)
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Accelerator_registerLoadStatePreHook_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Accelerator_registerLoadStatePreHook_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+	return swig_r
+}
+
+func (arg1 SwigcptrAccelerator) RegisterSaveStateModelsPreHook(arg2 ModelsCheckpointHook, arg3 *string) (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := arg3
+	swig_r = (int64)(C._wrap_Accelerator_registerSaveStateModelsPreHook_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+	return swig_r
+}
+
+func (arg1 SwigcptrAccelerator) RegisterLoadStateModelsPreHook(arg2 ModelsCheckpointHook, arg3 *string) (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	_swig_i_1 := getSwigcptr(arg2)
+	_swig_i_2 := arg3
+	swig_r = (int64)(C._wrap_Accelerator_registerLoadStateModelsPreHook_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.uintptr_t(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6055,7 +6233,7 @@ func (arg1 SwigcptrAccelerator) RemoveStatePreHook(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Accelerator_removeStatePreHook_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_180(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Accelerator_removeStatePreHook_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_183(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6068,7 +6246,7 @@ func (arg1 SwigcptrAccelerator) AddTracker(arg2 string, arg3 Tracker, arg4 *stri
 	_swig_i_1 := arg2
 	_swig_i_2 := getSwigcptr(arg3)
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_addTracker_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_181)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_addTracker_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6084,7 +6262,7 @@ func (arg1 SwigcptrAccelerator) InitTrackers(arg2 string, arg3 string, arg4 *str
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Accelerator_initTrackers_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_182)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_183)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Accelerator_initTrackers_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_186)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6104,7 +6282,7 @@ func (arg1 SwigcptrAccelerator) LogValues(arg2 []byte, arg3 []float64, arg4 int6
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logValues_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_184)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_185)(unsafe.Pointer(&_swig_i_2)), C.swig_type_186(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logValues_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_188)(unsafe.Pointer(&_swig_i_2)), C.swig_type_189(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6124,7 +6302,7 @@ func (arg1 SwigcptrAccelerator) LogScalar(arg2 string, arg3 float64, arg4 int64,
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logScalar_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_187)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_188(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logScalar_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_1)), C.double(_swig_i_2), C.swig_type_191(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6142,7 +6320,7 @@ func (arg1 SwigcptrAccelerator) LogGroup(arg2 string, arg3 []byte, arg4 []float6
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logGroup_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_189)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_190)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_191)(unsafe.Pointer(&_swig_i_3)), C.swig_type_192(_swig_i_4), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logGroup_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_192)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_2)), *(*C.swig_type_194)(unsafe.Pointer(&_swig_i_3)), C.swig_type_195(_swig_i_4), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -6165,7 +6343,7 @@ func (arg1 SwigcptrAccelerator) LogTexts(arg2 []byte, arg3 []byte, arg4 int64, a
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
-	C._wrap_Accelerator_logTexts_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_193)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_194)(unsafe.Pointer(&_swig_i_2)), C.swig_type_195(_swig_i_3), C.swig_voidp(_swig_i_4))
+	C._wrap_Accelerator_logTexts_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_1)), *(*C.swig_type_197)(unsafe.Pointer(&_swig_i_2)), C.swig_type_198(_swig_i_3), C.swig_voidp(_swig_i_4))
 
   if arg5 != nil && len(*arg5) > 0 {
     *arg5 = swigCopyString(*arg5)
@@ -6186,7 +6364,7 @@ func (arg1 SwigcptrAccelerator) LogImages(arg2 []byte, arg3 TensorList, arg4 int
 	_swig_i_3 := arg4
 	_swig_i_4 := arg5
 	_swig_i_5 := arg6
-	C._wrap_Accelerator_logImages_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_196)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_197(_swig_i_3), *(*C.swig_type_198)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
+	C._wrap_Accelerator_logImages_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_199)(unsafe.Pointer(&_swig_i_1)), C.uintptr_t(_swig_i_2), C.swig_type_200(_swig_i_3), *(*C.swig_type_201)(unsafe.Pointer(&_swig_i_4)), C.swig_voidp(_swig_i_5))
 
   if arg6 != nil && len(*arg6) > 0 {
     *arg6 = swigCopyString(*arg6)
@@ -6203,7 +6381,7 @@ func (arg1 SwigcptrAccelerator) LogImages(arg2 []byte, arg3 TensorList, arg4 int
 func (arg1 SwigcptrAccelerator) EndTraining(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Accelerator_endTraining_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Accelerator_endTraining_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6215,7 +6393,7 @@ func (arg1 SwigcptrAccelerator) TrackerNames(arg2 *string) (_swig_ret StringList
 	var swig_r StringList
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_trackerNames_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
+	swig_r = (StringList)(SwigcptrStringList(C._wrap_Accelerator_trackerNames_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6229,7 +6407,7 @@ func (arg1 SwigcptrAccelerator) TrackerPath(arg2 string, arg3 *string) (_swig_re
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Accelerator_trackerPath_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_200)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Accelerator_trackerPath_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_203)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6315,6 +6493,8 @@ type Accelerator interface {
 	RegisterSaveStatePreHook(arg2 CheckpointHook, arg3 *string) (_swig_ret int64)
 	OnTraceReady(arg2 TraceReady, arg3 *string)
 	RegisterLoadStatePreHook(arg2 CheckpointHook, arg3 *string) (_swig_ret int64)
+	RegisterSaveStateModelsPreHook(arg2 ModelsCheckpointHook, arg3 *string) (_swig_ret int64)
+	RegisterLoadStateModelsPreHook(arg2 ModelsCheckpointHook, arg3 *string) (_swig_ret int64)
 	RemoveStatePreHook(arg2 int64, arg3 *string)
 	AddTracker(arg2 string, arg3 Tracker, arg4 *string)
 	InitTrackers(arg2 string, arg3 string, arg4 *string)
@@ -6340,7 +6520,7 @@ func (p SwigcptrSamples) SwigIsSamples() {
 func (arg1 SwigcptrSamples) Size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Samples_size_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Samples_size_capi_f4638e046c163791(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -6349,7 +6529,7 @@ func (arg1 SwigcptrSamples) Fields(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Samples_fields_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_203(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Samples_fields_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_206(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6364,7 +6544,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_204(_swig_i_1), C.swig_type_205(_swig_i_2), C.swig_voidp(_swig_i_3))))
+	swig_r = (Tensor)(SwigcptrTensor(C._wrap_Samples_get_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_207(_swig_i_1), C.swig_type_208(_swig_i_2), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6375,7 +6555,7 @@ func (arg1 SwigcptrSamples) Get(arg2 int64, arg3 int64, arg4 *string) (_swig_ret
 
 func DeleteSamples(arg1 Samples) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Samples_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Samples_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 type Samples interface {
@@ -6399,7 +6579,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_append_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_206)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_append_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_209)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6413,7 +6593,7 @@ func (arg1 SwigcptrBytes) Append(arg2 []byte, arg3 *string) {
 func (arg1 SwigcptrBytes) Size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Bytes_size_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Bytes_size_capi_f4638e046c163791(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -6421,7 +6601,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Bytes_copyTo_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_208)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Bytes_copyTo_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_211)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6434,7 +6614,7 @@ func (arg1 SwigcptrBytes) CopyTo(arg2 []byte, arg3 *string) {
 
 func DeleteBytes(arg1 Bytes) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Bytes_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Bytes_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 type Bytes interface {
@@ -6457,7 +6637,7 @@ func (p SwigcptrMetrics) SwigIsMetrics() {
 func (arg1 SwigcptrMetrics) Size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Metrics_size_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Metrics_size_capi_f4638e046c163791(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -6466,7 +6646,7 @@ func (arg1 SwigcptrMetrics) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Metrics_name_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_211(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Metrics_name_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_214(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6483,7 +6663,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (float64)(C._wrap_Metrics_value_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_212(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (float64)(C._wrap_Metrics_value_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_215(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6494,7 +6674,7 @@ func (arg1 SwigcptrMetrics) Value(arg2 int64, arg3 *string) (_swig_ret float64) 
 
 func DeleteMetrics(arg1 Metrics) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Metrics_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Metrics_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 type Metrics interface {
@@ -6517,7 +6697,7 @@ func (p SwigcptrTexts) SwigIsTexts() {
 func (arg1 SwigcptrTexts) Size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Texts_size_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Texts_size_capi_f4638e046c163791(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -6526,7 +6706,7 @@ func (arg1 SwigcptrTexts) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_name_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_215(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_name_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_218(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6543,7 +6723,7 @@ func (arg1 SwigcptrTexts) Text(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Texts_text_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_217(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Texts_text_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_220(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6557,7 +6737,7 @@ func (arg1 SwigcptrTexts) Text(arg2 int64, arg3 *string) (_swig_ret string) {
 
 func DeleteTexts(arg1 Texts) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Texts_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Texts_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 type Texts interface {
@@ -6580,7 +6760,7 @@ func (p SwigcptrImages) SwigIsImages() {
 func (arg1 SwigcptrImages) Size() (_swig_ret int64) {
 	var swig_r int64
 	_swig_i_0 := arg1
-	swig_r = (int64)(C._wrap_Images_size_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0)))
+	swig_r = (int64)(C._wrap_Images_size_capi_f4638e046c163791(C.uintptr_t(_swig_i_0)))
 	return swig_r
 }
 
@@ -6589,7 +6769,7 @@ func (arg1 SwigcptrImages) Name(arg2 int64, arg3 *string) (_swig_ret string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r_p := C._wrap_Images_name_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_220(_swig_i_1), C.swig_voidp(_swig_i_2))
+	swig_r_p := C._wrap_Images_name_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_223(_swig_i_1), C.swig_voidp(_swig_i_2))
 	swig_r = *(*string)(unsafe.Pointer(&swig_r_p))
 
   if arg3 != nil && len(*arg3) > 0 {
@@ -6606,7 +6786,7 @@ func (arg1 SwigcptrImages) PngSize(arg2 int64, arg3 *string) (_swig_ret int64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	swig_r = (int64)(C._wrap_Images_pngSize_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_222(_swig_i_1), C.swig_voidp(_swig_i_2)))
+	swig_r = (int64)(C._wrap_Images_pngSize_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_225(_swig_i_1), C.swig_voidp(_swig_i_2)))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6620,7 +6800,7 @@ func (arg1 SwigcptrImages) CopyPng(arg2 int64, arg3 []byte, arg4 *string) {
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	C._wrap_Images_copyPng_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_223(_swig_i_1), *(*C.swig_type_224)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
+	C._wrap_Images_copyPng_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_226(_swig_i_1), *(*C.swig_type_227)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6633,7 +6813,7 @@ func (arg1 SwigcptrImages) CopyPng(arg2 int64, arg3 []byte, arg4 *string) {
 
 func DeleteImages(arg1 Images) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Images_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Images_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 type Images interface {
@@ -6643,6 +6823,82 @@ type Images interface {
 	Name(arg2 int64, arg3 *string) (_swig_ret string)
 	PngSize(arg2 int64, arg3 *string) (_swig_ret int64)
 	CopyPng(arg2 int64, arg3 []byte, arg4 *string)
+}
+
+type SwigcptrCheckpointModelsView uintptr
+
+func (p SwigcptrCheckpointModelsView) Swigcptr() uintptr {
+	return (uintptr)(p)
+}
+
+func (p SwigcptrCheckpointModelsView) SwigIsCheckpointModelsView() {
+}
+
+func (arg1 SwigcptrCheckpointModelsView) Size(arg2 *string) (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	swig_r = (int64)(C._wrap_CheckpointModelsView_size_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1)))
+
+  if arg2 != nil && len(*arg2) > 0 {
+    *arg2 = swigCopyString(*arg2)
+  }
+
+	return swig_r
+}
+
+func (arg1 SwigcptrCheckpointModelsView) Model(arg2 int64, arg3 *string) (_swig_ret Model) {
+	var swig_r Model
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r = (Model)(SwigcptrModel(C._wrap_CheckpointModelsView_model_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_229(_swig_i_1), C.swig_voidp(_swig_i_2))))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+	return swig_r
+}
+
+func (arg1 SwigcptrCheckpointModelsView) Index(arg2 int64, arg3 *string) (_swig_ret int64) {
+	var swig_r int64
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	swig_r = (int64)(C._wrap_CheckpointModelsView_index_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_231(_swig_i_1), C.swig_voidp(_swig_i_2)))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+	return swig_r
+}
+
+func (arg1 SwigcptrCheckpointModelsView) Remove(arg2 int64, arg3 *string) {
+	_swig_i_0 := arg1
+	_swig_i_1 := arg2
+	_swig_i_2 := arg3
+	C._wrap_CheckpointModelsView_remove_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_232(_swig_i_1), C.swig_voidp(_swig_i_2))
+
+  if arg3 != nil && len(*arg3) > 0 {
+    *arg3 = swigCopyString(*arg3)
+  }
+
+}
+
+func DeleteCheckpointModelsView(arg1 CheckpointModelsView) {
+	_swig_i_0 := getSwigcptr(arg1)
+	C._wrap_delete_CheckpointModelsView_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
+}
+
+type CheckpointModelsView interface {
+	Swigcptr() uintptr
+	SwigIsCheckpointModelsView()
+	Size(arg2 *string) (_swig_ret int64)
+	Model(arg2 int64, arg3 *string) (_swig_ret Model)
+	Index(arg2 int64, arg3 *string) (_swig_ret int64)
+	Remove(arg2 int64, arg3 *string)
 }
 
 type SwigcptrLrFactor uintptr
@@ -6657,12 +6913,12 @@ func (p SwigcptrLrFactor) SwigIsLrFactor() {
 func (arg1 SwigcptrLrFactor) Set(arg2 float64) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_LrFactor_set_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
+	C._wrap_LrFactor_set_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.double(_swig_i_1))
 }
 
 func DeleteLrFactor(arg1 LrFactor) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_LrFactor_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_LrFactor_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 type LrFactor interface {
@@ -6686,7 +6942,7 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
 	_swig_i_3 := arg4
-	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_225(_swig_i_1), *(*C.swig_type_226)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
+	swig_r = (Progress)(SwigcptrProgress(C._wrap_new_Progress_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_233(_swig_i_1), *(*C.swig_type_234)(unsafe.Pointer(&_swig_i_2)), C.swig_voidp(_swig_i_3))))
 
   if arg4 != nil && len(*arg4) > 0 {
     *arg4 = swigCopyString(*arg4)
@@ -6700,14 +6956,14 @@ func NewProgress(arg1 Accelerator, arg2 int64, arg3 string, arg4 *string) (_swig
 
 func DeleteProgress(arg1 Progress) {
 	_swig_i_0 := getSwigcptr(arg1)
-	C._wrap_delete_Progress_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0))
+	C._wrap_delete_Progress_capi_f4638e046c163791(C.uintptr_t(_swig_i_0))
 }
 
 func (arg1 SwigcptrProgress) Update(arg2 int64, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_update_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_type_227(_swig_i_1), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_update_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_type_235(_swig_i_1), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6719,7 +6975,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
 	_swig_i_2 := arg3
-	C._wrap_Progress_setPostfix_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), *(*C.swig_type_228)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
+	C._wrap_Progress_setPostfix_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), *(*C.swig_type_236)(unsafe.Pointer(&_swig_i_1)), C.swig_voidp(_swig_i_2))
 
   if arg3 != nil && len(*arg3) > 0 {
     *arg3 = swigCopyString(*arg3)
@@ -6733,7 +6989,7 @@ func (arg1 SwigcptrProgress) SetPostfix(arg2 string, arg3 *string) {
 func (arg1 SwigcptrProgress) Finish(arg2 *string) {
 	_swig_i_0 := arg1
 	_swig_i_1 := arg2
-	C._wrap_Progress_finish_capi_6710598a15b64c37(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
+	C._wrap_Progress_finish_capi_f4638e046c163791(C.uintptr_t(_swig_i_0), C.swig_voidp(_swig_i_1))
 
   if arg2 != nil && len(*arg2) > 0 {
     *arg2 = swigCopyString(*arg2)
@@ -6787,6 +7043,14 @@ type SwigDirector_StateHandler interface {
 	Swigcptr() uintptr;
 }
 func (p SwigcptrSwigDirector_StateHandler) Swigcptr() uintptr {
+	return uintptr(p)
+}
+
+type SwigcptrSwigDirector_ModelsCheckpointHook uintptr
+type SwigDirector_ModelsCheckpointHook interface {
+	Swigcptr() uintptr;
+}
+func (p SwigcptrSwigDirector_ModelsCheckpointHook) Swigcptr() uintptr {
 	return uintptr(p)
 }
 

@@ -106,6 +106,23 @@ final class CallbackAdapters {
     return h;
   }
 
+  static ModelsCheckpointHook modelsHook(CheckpointModelsHookFunction fn) {
+    java.util.Objects.requireNonNull(fn, "the function is null");
+    ModelsCheckpointHook h = new ModelsCheckpointHook() {
+      @Override
+      public int run(CheckpointModelsView view, String dir) {
+        CheckpointModels models = new CheckpointModels(view);
+        try {
+          return guarded(() -> fn.run(models, dir));
+        } finally {
+          models.end();
+        }
+      }
+    };
+    h.swigReleaseOwnership();
+    return h;
+  }
+
   static Tracker tracker(TrackerCallbacks cb) {
     java.util.Objects.requireNonNull(cb, "the tracker is null");
     Tracker tr = new Tracker() {
