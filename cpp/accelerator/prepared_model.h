@@ -38,9 +38,16 @@ class PreparedModel final : public Model {
   size_t add_lora(const LoraConfig&) override {
     fail(Status::InvalidArgument, "add LoRA adapters before preparing the model (and before creating its optimizer)");
   }
-  void load_lora(const std::string&) override {
-    fail(Status::InvalidArgument,
-         "load LoRA adapters into the model before preparing it (acc_load_state restores them in a prepared one)");
+  // New adapters change what DDP, the sharding engine and the optimizers were built over; the values of
+  // those the model has are loaded in place, as load_state_dict loads them (a checkpoint pre-hook's
+  // way to restore adapters it saved).
+  void load_lora(const std::string& dir) override {
+    if (inner_->lora().empty())
+      fail(Status::InvalidArgument, "load LoRA adapters into the model before preparing it (a prepared model ",
+           "takes the values of adapters it has; acc_load_state restores them too)");
+    require(!inner_->sharded_at_rest(), "load_lora: the model is prepared under zero_stage 3, which holds only ",
+            "slices of its adapters; acc_load_state restores them");
+    inner_->load_lora(dir);
   }
   void merge_lora() override {
     fail(Status::InvalidArgument,

@@ -647,6 +647,70 @@ TEST(SaveState, HooksWithTheirModelsSaveAndLoadSomeWeightsThemselves) {
 
 namespace {
 
+// The diffusers pattern: the adapters go to PEFT's files through the hook, the library saves the rest.
+int save_adapters(void*, acc_checkpoint_models* models, const char* dir) {
+  acc_model* model = nullptr;
+  if (acc_checkpoint_models_get(models, 0, &model, nullptr) != ACC_OK) return 1;
+  const acc_status saved = acc_model_save_lora(model, dir);
+  acc_model_free(model);
+  return saved == ACC_OK && acc_checkpoint_models_remove(models, 0) == ACC_OK ? 0 : 1;
+}
+
+int load_adapters(void*, acc_checkpoint_models* models, const char* dir) {
+  acc_model* model = nullptr;
+  if (acc_checkpoint_models_get(models, 0, &model, nullptr) != ACC_OK) return 1;
+  const acc_status loaded = acc_model_load_lora(model, dir);
+  acc_model_free(model);
+  return loaded == ACC_OK && acc_checkpoint_models_remove(models, 0) == ACC_OK ? 0 : 1;
+}
+
+}  // namespace
+
+TEST(SaveState, AHookSavesAPreparedModelsAdaptersInPeftsLayout) {
+  const std::string dir = fresh_dir("lora_hooks") + "/ckpt";
+  acc_accelerator* a = acc_test::make_accelerator({{"cpu", "1"}, {"seed", "5"}});
+  acc_model *raw = nullptr, *model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(kSmallNet, &raw));
+  ACC_ASSERT_OK(acc_model_add_lora(raw, "0", nullptr, nullptr));
+  ACC_ASSERT_OK(acc_prepare_model(a, raw, ACC_PLACEMENT_DEFAULT, &model));
+  ACC_ASSERT_OK(acc_register_save_state_models_pre_hook(a, save_adapters, nullptr, nullptr, nullptr));
+  ACC_ASSERT_OK(acc_register_load_state_models_pre_hook(a, load_adapters, nullptr, nullptr, nullptr));
+  auto lora_b = [&] {
+    acc_tensor* b = nullptr;
+    EXPECT_EQ(acc_model_parameter(model, "0.lora_B.weight", &b), ACC_OK) << acc_last_error_message();
+    std::vector<float> values = to_floats(b);
+    acc_tensor_free(b);
+    return values;
+  };
+  // B starts at zero (PEFT's init); give it values to find again.
+  acc_tensor_list* state = nullptr;
+  ACC_ASSERT_OK(acc_tensor_list_create(&state));
+  acc_tensor* b = floats(std::vector<float>{0.25f, -0.5f, 1.0f, 2.0f, -3.0f, 0.125f, 4.0f, 8.0f, -1.0f, 0.5f, 0.75f,
+                                           1.5f, -2.5f, 3.5f, 0.0625f, 16.0f},
+                         {2, 8});
+  ACC_ASSERT_OK(acc_tensor_list_append(state, "0.lora_B.weight", b));
+  ACC_ASSERT_OK(acc_model_load_state_dict(model, state, 0));
+  const std::vector<float> saved = lora_b();
+  ACC_ASSERT_OK(acc_save_state(a, dir.c_str(), nullptr));
+  EXPECT_TRUE(fs::exists(dir + "/adapter_config.json"));
+  EXPECT_TRUE(fs::exists(dir + "/adapter_model.safetensors"));
+  EXPECT_FALSE(fs::exists(dir + "/model.safetensors"));
+  acc_tensor* zero = floats(std::vector<float>(16, 0.0f), {2, 8});
+  acc_tensor_list_free(state);
+  ACC_ASSERT_OK(acc_tensor_list_create(&state));
+  ACC_ASSERT_OK(acc_tensor_list_append(state, "0.lora_B.weight", zero));
+  ACC_ASSERT_OK(acc_model_load_state_dict(model, state, 0));
+  ACC_ASSERT_OK(acc_load_state(a, dir.c_str(), nullptr));
+  EXPECT_EQ(lora_b(), saved);
+  for (acc_tensor* t : {b, zero}) acc_tensor_free(t);
+  acc_tensor_list_free(state);
+  acc_model_free(model);
+  acc_model_free(raw);
+  acc_accelerator_free(a);
+}
+
+namespace {
+
 struct MisusedModels {
   std::vector<std::string> errors;
   static int call(void* self, acc_checkpoint_models* models, const char*) {
