@@ -185,15 +185,17 @@ void TensorBoardTracker::log_group(const std::shared_ptr<const Record>& record) 
   std::replace(folder_prefix.begin(), folder_prefix.end(), '/', '_');
   for (size_t i = 0; i < record->group_names.size(); ++i) {
     const std::string folder = run_dir_ + "/" + folder_prefix + "_" + record->group_names[i];
-    auto& file = group_files_[folder];
-    if (!file) {
+    auto found = group_files_.find(folder);
+    if (found == group_files_.end()) {
+      // Kept only once it is open: a folder that cannot be made leaves no entry for finish() to close.
       std::error_code ec;
       std::filesystem::create_directories(folder, ec);
       if (ec) fail(Status::Io, "cannot create the TensorBoard folder ", folder, ": ", ec.message());
-      file = std::make_unique<AsyncFile>(folder + "/" + event_file_name(), /*truncate=*/true);
-      file->append(start_records(nlohmann::json::object(), record->wall_time));
+      auto opened = std::make_unique<AsyncFile>(folder + "/" + event_file_name(), /*truncate=*/true);
+      opened->append(start_records(nlohmann::json::object(), record->wall_time));
+      found = group_files_.emplace(folder, std::move(opened)).first;
     }
-    file->post([record, i](std::FILE*& f, const std::string& path) {
+    found->second->post([record, i](std::FILE*& f, const std::string& path) {
       tb::Event event;
       event.set_wall_time(record->wall_time);
       event.set_step(record->step);

@@ -979,6 +979,26 @@ TEST(Tracking, LargerImagesDecodeToTorchsPixels) {
   acc_accelerator_free(a);
 }
 
+// A group value whose run folder cannot be made (a file in the way) fails its call; the run goes on
+// and ends with every file complete (the failed folder was left as an empty entry that end_training
+// then closed: a crash, and the JSONL never flushed).
+TEST(Tracking, AGroupFolderThatCannotBeMadeFailsOnlyItsCall) {
+  const std::string dir = fresh_dir("scalars_blocked");
+  acc_accelerator* a = make("tensorboard,jsonl", dir);
+  ACC_ASSERT_OK(acc_init_trackers(a, "run", nullptr));
+  std::ofstream(dir + "/run/loss_blocked") << "in the way";
+  const char* names[] = {"blocked"};
+  const double one[] = {1.0};
+  ACC_EXPECT_ERROR(acc_log_scalars(a, "loss", names, one, 1, 0), ACC_ERR_IO, "cannot create the TensorBoard folder");
+  ACC_EXPECT_ERROR(acc_log_scalars(a, "loss", names, one, 1, 1), ACC_ERR_IO, "cannot create the TensorBoard folder");
+  ACC_ASSERT_OK(acc_log_scalar(a, "lr", 0.5, 2));
+  ACC_ASSERT_OK(acc_end_training(a));
+  const auto lines = lines_of(acc_test::read_file(tracker_path(a, "jsonl")));
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(nlohmann::json::parse(lines.back())["values"], (nlohmann::json{{"lr", 0.5}}));
+  acc_accelerator_free(a);
+}
+
 // acc_log_scalars, Accelerate's log of a dict value: TensorBoard gets torch's add_scalars layout (a
 // run folder "<main>_<name>" per value, its own event file, tagged with the main tag); JSONL and the
 // program's trackers get "<main>/<name>"; a name leading out of the run's folder is refused.
