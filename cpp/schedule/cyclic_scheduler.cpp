@@ -56,8 +56,7 @@ CyclicScheduler::CyclicScheduler(std::shared_ptr<Optimizer> optimizer, const Sch
   const double up = static_cast<double>(o.step_size_up);
   total_size_ = up + static_cast<double>(o.step_size_down.value_or(o.step_size_up));
   step_ratio_ = up / total_size_;
-  for (size_t g = 0; g < optimizer_->num_param_groups(); ++g) optimizer_->set_lr(g, ends_.base_lr[g]);  // as PyTorch's
-  start();
+  start(ends_.base_lr);  // PyTorch's constructor sets each group's rate to base_lr
 }
 
 // PyTorch's scale_fn: of the cycle (triangular, triangular2) or of the step (exp_range).
@@ -67,8 +66,10 @@ double CyclicScheduler::scale(int64_t cycle, int64_t step) const {
   if (mode_ == Mode::ExpRange) return std::pow(gamma_, static_cast<double>(step));
   const int64_t x = scale_by_cycle_ ? cycle : step;
   const double scale = scale_fn_(x);
-  require(std::isfinite(scale), "the ", kCyclicSchedule, " schedule's scale function at ",
-          scale_by_cycle_ ? "cycle " : "step ", x, " gave ", scale, " (it must be finite)");
+  // As a LambdaLR's factor: a negative scale would take the rate below base_lr, and below 0 (PyTorch
+  // then steps uphill).
+  require(std::isfinite(scale) && scale >= 0, "the ", kCyclicSchedule, " schedule's scale function at ",
+          scale_by_cycle_ ? "cycle " : "step ", x, " gave ", scale, " (it must be finite and >= 0)");
   return scale;
 }
 

@@ -23,9 +23,11 @@ CyclingScheduler::CyclingScheduler(std::shared_ptr<Optimizer> optimizer, std::st
     for (double momentum : {lows.at(g), highs.at(g)}) check_group_hyperparameter(*optimizer_, g, key, momentum);
 }
 
-void CyclingScheduler::start() {
-  base_lrs_ = group_lrs(*optimizer_);  // CyclicLR has set them since the base constructor read them
-  apply(0);                            // PyTorch's initial step
+void CyclingScheduler::start(const std::vector<double>& base_lrs) {
+  const std::vector<Point> first = points_at(0);  // PyTorch's initial step, checked before any change
+  for (size_t g = 0; g < base_lrs.size(); ++g) optimizer_->set_lr(g, base_lrs[g]);
+  base_lrs_ = group_lrs(*optimizer_);
+  apply_points(0, first);
 }
 
 void CyclingScheduler::check_step(int64_t step) const {
@@ -49,8 +51,9 @@ std::vector<CyclingScheduler::Point> CyclingScheduler::points_at(int64_t step) c
   return points;
 }
 
-void CyclingScheduler::apply(int64_t step) {
-  const std::vector<Point> points = points_at(step);
+void CyclingScheduler::apply(int64_t step) { apply_points(step, points_at(step)); }
+
+void CyclingScheduler::apply_points(int64_t step, const std::vector<Point>& points) {
   std::vector<double> lrs;
   for (size_t g = 0; g < points.size(); ++g) {
     if (cycle_momentum_) set_cycled_momentum(*optimizer_, g, points[g].momentum);

@@ -24,8 +24,10 @@ class CyclingScheduler : public IndexedScheduler {
   // group's ends, are checked against the algorithm's range here, once. Nothing changes before start().
   CyclingScheduler(std::shared_ptr<Optimizer> optimizer, std::string name, bool cycle_momentum,
                    const std::vector<double>& lows, const std::vector<double>& highs);
-  // Ends a subclass's constructor: the groups' rates now are the base rates; applies step 0.
-  void start();
+  // Ends a subclass's constructor: applies step 0, checked first; `base_lrs` (empty: the groups' rates
+  // now) become each group's rate and the base rates before (CyclicLR's constructor sets base_lr), so
+  // that a failure changes nothing.
+  void start(const std::vector<double>& base_lrs = {});
   // Group `group`'s rate and momentum at `step` (PyTorch's get_lr()).
   virtual Point at(int64_t step, size_t group) const = 0;
   // Throws if the schedule has no `step` (OneCycleLR ends at total_steps).
@@ -35,6 +37,7 @@ class CyclingScheduler : public IndexedScheduler {
   void apply(int64_t step) override;
   // Every group's point at `step`, checked (a rate finite and >= 0, a momentum in range).
   std::vector<Point> points_at(int64_t step) const;
+  void apply_points(int64_t step, const std::vector<Point>& points);
 
   bool cycle_momentum_;
   std::vector<double> lows_, highs_;  // each group's momentum ends

@@ -260,6 +260,13 @@ TEST(UserSchedules, WrongCountsFailingFunctionsAndIgnoredKeysAreRefused) {
   EXPECT_EQ(point(net.opt, 0), before);
   acc_scheduler_free(sched);
   sched = nullptr;
+  // A negative scale, as a LambdaLR's negative factor, would take the rate below 0 (here 0.01 - 0.045).
+  // Step 0's rate is set when the scheduler is made: that is where it is refused.
+  fns.scale = {-1.0};
+  const auto unscheduled = point(net.opt, 0);
+  ACC_EXPECT_ERROR(acc_scheduler_create_cyclic(net.opt, o, &Functions::scale_of, &fns, nullptr, &sched),
+                   ACC_ERR_INVALID_ARGUMENT, "scale function at cycle 1 gave -1 (it must be finite and >= 0)");
+  EXPECT_EQ(point(net.opt, 0), unscheduled);
   fns.scale = {20.0};  // step 1's momentum: 0.9 - (0.9 - 0.8) * 0.5 * 20 < 0
   ACC_ASSERT_OK(acc_scheduler_create_cyclic(net.opt, o, &Functions::scale_of, &fns, nullptr, &sched));
   ACC_EXPECT_ERROR(acc_scheduler_step(sched), ACC_ERR_INVALID_ARGUMENT, "momentum");
