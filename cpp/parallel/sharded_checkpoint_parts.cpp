@@ -31,6 +31,35 @@ const char* const kShardMark = "_shard_";
 
 namespace {
 
+// The parameters (name and shape) of a layout (shard_layout_json's), in any unit.
+std::map<std::string, json> layout_parameters(const std::string& layout) {
+  std::map<std::string, json> shapes;
+  const json parsed = json::parse(layout, nullptr, false);
+  if (!parsed.is_object() || !parsed.contains("units") || !parsed["units"].is_array()) return shapes;
+  for (const auto& unit : parsed["units"]) {
+    if (!unit.is_object() || !unit.contains("params") || !unit["params"].is_array()) continue;
+    for (const auto& param : unit["params"])
+      if (param.is_array() && param.size() == 3 && param[0].is_string()) shapes[param[0].get<std::string>()] = param[1];
+  }
+  return shapes;
+}
+
+// Where a shard's layout names other parameters than the model's, or other shapes: the first such
+// parameter ("'0.lora_A.weight' has shape [2,8] in the file, [3,8] in the model"), or "" when the
+// parameters are the same and only their units differ.
+std::string parameter_difference(const std::string& saved, const std::string& live) {
+  const auto in_file = layout_parameters(saved), in_model = layout_parameters(live);
+  for (const auto& [name, shape] : in_model) {
+    const auto it = in_file.find(name);
+    if (it == in_file.end()) return "the model's '" + name + "' is not in it";
+    if (it->second != shape)
+      return "'" + name + "' has shape " + it->second.dump() + " in the file, " + shape.dump() + " in the model";
+  }
+  for (const auto& [name, shape] : in_file)
+    if (!in_model.count(name)) return "it holds '" + name + "', which the model does not have";
+  return "";
+}
+
 // Refuses a shard written by a different number of processes, another sharding or another process,
 // or whose data is not what was written.
 void check_shard_metadata(const Metadata& metadata, const NamedTensors& tensors, const ShardedDataParallel& engine,
@@ -54,10 +83,15 @@ void check_shard_metadata(const Metadata& metadata, const NamedTensors& tensors,
   // Slices of the same sizes can hold other parameters: the units must be laid out alike (the
   // wrap policy, DDP's bucket size and the frozen parameters decide them).
   auto layout = metadata.find("layout");
-  if (layout != metadata.end() && layout->second != engine.shard_layout_json())
-    fail(Status::InvalidArgument, "checkpoint file '", path, "' lays the parameters out in other units than this job ",
-         "(another auto_wrap_policy, transformer_cls_to_wrap, ddp_bucket_cap_mb or set of frozen parameters?): ",
-         "SHARDED_STATE_DICT loads only on the same sharding; save with FULL_STATE_DICT to change it");
+  if (layout == metadata.end()) return;
+  const std::string live = engine.shard_layout_json();
+  if (layout->second == live) return;
+  const std::string other_model = parameter_difference(layout->second, live);
+  if (!other_model.empty())
+    fail(Status::InvalidArgument, "checkpoint file '", path, "' is a shard of another model: ", other_model);
+  fail(Status::InvalidArgument, "checkpoint file '", path, "' lays the parameters out in other units than this job ",
+       "(another auto_wrap_policy, transformer_cls_to_wrap, ddp_bucket_cap_mb or set of frozen parameters?): ",
+       "SHARDED_STATE_DICT loads only on the same sharding; save with FULL_STATE_DICT to change it");
 }
 
 Metadata shard_metadata(const ShardedDataParallel& engine, const NamedTensors& tensors, const std::string& save_id,

@@ -756,6 +756,23 @@ TEST(Sharded, ShardsOfOtherUnitsAreRefused) {
     Job job(3, other);
     ACC_EXPECT_ERROR(acc_load_state(job.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT, "in other units");
   }
+  // Another model (a layer of another size, or adapters it lacks) is named as such, with the parameter.
+  {
+    Settings other = s;
+    other.spec = R"([{"type":"linear","in_features":3,"out_features":6},{"type":"tanh"},
+                    {"type":"linear","in_features":6,"out_features":3},{"type":"tanh"},
+                    {"type":"linear","in_features":3,"out_features":2}])";
+    Job job(3, other);
+    ACC_EXPECT_ERROR(acc_load_state(job.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
+                     "is a shard of another model: '0.bias' has shape [5] in the file, [6] in the model");
+  }
+  {
+    Settings other = s;
+    other.lora = "0";
+    Job job(3, other);
+    ACC_EXPECT_ERROR(acc_load_state(job.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
+                     "is a shard of another model: the model's '0.lora_A.weight' is not in it");
+  }
   ACC_ASSERT_OK(acc_wait_for_everyone(g_acc));
   if (g_rank == 0) std::filesystem::remove_all(dir);
 }
