@@ -241,9 +241,10 @@ LoraFiles read_lora_files(const std::string& dir) {
     if (name.rfind(kPrefix, 0) != 0) refuse(name, std::string("is not named as PEFT names adapters (") + kPrefix + "...)");
     const bool is_a = ends_with(name, kSuffixA), is_b = ends_with(name, kSuffixB);
     if (!is_a && !is_b) refuse(name, "is not a lora_A or lora_B weight");
-    const std::string module = name.substr(std::string(kPrefix).size(),
-                                           name.size() - std::string(kPrefix).size() - std::string(kSuffixA).size());
-    if (module.empty()) refuse(name, "names no module");
+    // The prefix's last '.' may be the suffix's first ("base_model.model.lora_A.weight"): no module then.
+    const size_t prefix = std::string(kPrefix).size(), suffix = std::string(kSuffixA).size();
+    if (name.size() <= prefix + suffix) refuse(name, "names no module");
+    const std::string module = name.substr(prefix, name.size() - prefix - suffix);
     if (tensor.dim() != 2 || !tensor.is_floating_point()) refuse(name, "must be a 2-D floating-point tensor");
     if ((is_a ? tensor.size(0) : tensor.size(1)) != files.config.r)
       refuse(name, "has shape " + concat(tensor.sizes()) + ", but the adapter's rank r = " + concat(files.config.r) +

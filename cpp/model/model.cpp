@@ -336,15 +336,24 @@ void Model::load_lora(const std::string& dir) {
   }
   for (const auto& [module, site] : targeted)
     if (!files.modules.count(module)) fail(Status::InvalidArgument, where, " holds no adapter for '", module, "'");
+  // As adding them would refuse it, also where the model has its adapters already.
+  for (const auto& module : other_module_names())
+    require(!files.config.targets(module), where, ": target_modules '", files.config.describe_targets(),
+            "' matches '", module, "', which is not a linear layer; LoRA adapts linear layers only");
   if (!lora_.empty()) {
     // The same layers adapted alike; target_modules may name them otherwise (PEFT writes a set, in
     // any order, or a regular expression).
     const LoraConfig& have = lora_.config();
     bool same_layers = lora_.size() == targeted.size();
     for (const auto& adapter : lora_.adapters()) same_layers = same_layers && targeted.count(adapter.site.module);
+    // Each side as its settings say, the scaling included (lora_alpha / r, or / sqrt(r) with use_rslora).
+    auto described = [](const LoraConfig& c) {
+      return c.describe_targets() + ", r " + concat(c.r) + ", lora_alpha " + concat(c.alpha) +
+             (c.use_rslora ? ", use_rslora" : "") + ": scaling " + concat(c.scaling());
+    };
     require(have.r == files.config.r && have.scaling() == files.config.scaling() && same_layers, where,
-            " holds adapters (", files.config.describe_targets(), ", r ", files.config.r, ") unlike the model's (",
-            have.describe_targets(), ", r ", have.r, ")");
+            " holds adapters (", described(files.config), ") unlike the model's (", described(have), ")",
+            same_layers ? "" : ", which adapt other layers");
   } else {
     require_trainable_set_free(/*freezing=*/false);  // before add_lora, whose refusal would not say "load"
     add_lora(files.config);

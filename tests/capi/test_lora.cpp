@@ -376,6 +376,12 @@ TEST(Lora, PeftFilesRoundTrip) {
   add_lora(other, kTargets, 4, 4);
   ACC_EXPECT_ERROR(acc_model_load_lora(other, dir.c_str()), ACC_ERR_INVALID_ARGUMENT, "unlike the model's");
   acc_model_free(other);
+  // Another scaling alone is named as such (both sides printed alike before).
+  acc_model* rescaled = net();
+  add_lora(rescaled, kTargets, 2, 8);
+  ACC_EXPECT_ERROR(acc_model_load_lora(rescaled, dir.c_str()), ACC_ERR_INVALID_ARGUMENT,
+                   "r 2, lora_alpha 4: scaling 2) unlike the model's (0,linear1,out_proj, r 2, lora_alpha 8: scaling 4)");
+  acc_model_free(rescaled);
   // The same layers named otherwise (PEFT writes target_modules from a set, in any order, or as a
   // regular expression) take the file's adapters.
   for (const char* targets : {"out_proj,linear1,0", "re:(0|1\\.linear1|1\\.self_attn\\.out_proj)"}) {
@@ -468,7 +474,28 @@ TEST(Lora, DamagedOrForeignAdapterFilesChangeNothing) {
   expect_refused(ACC_ERR_IO, "lora_dropout");
   std::ofstream(dir + "/adapter_config.json") << "{\"peft_type\": \"LORA\", \"r\":";
   expect_refused(ACC_ERR_IO, "adapter_config.json");
+  // A target that is not a linear layer, refused naming the folder, also where the model has adapters.
+  j = json::parse(config_text);
+  j["target_modules"] = json{"0", "linear1", "out_proj", "self_attn"};
+  write_config(j);
+  expect_refused(ACC_ERR_INVALID_ARGUMENT, "lora_damaged': target_modules");
+  acc_model* adapted = net();
+  add_lora(adapted);
+  ACC_EXPECT_ERROR(acc_model_load_lora(adapted, dir.c_str()), ACC_ERR_INVALID_ARGUMENT,
+                   "matches '1.self_attn', which is not a linear layer");
+  acc_model_free(adapted);
   write_config(json::parse(config_text));
+  // A tensor whose name holds no module between PEFT's prefix and the suffix.
+  {
+    acc_tensor_list* bad = nullptr;
+    ACC_ASSERT_OK(acc_tensor_list_create(&bad));
+    acc_tensor* a = floats(std::vector<float>(12, 0.5f), {2, 6});
+    ACC_ASSERT_OK(acc_tensor_list_append(bad, "base_model.model.lora_A.weight", a));
+    ACC_ASSERT_OK(acc_tensor_list_save_safetensors(bad, (dir + "/adapter_model.safetensors").c_str()));
+    acc_tensor_free(a);
+    acc_tensor_list_free(bad);
+    expect_refused(ACC_ERR_IO, "tensor 'base_model.model.lora_A.weight' names no module");
+  }
   std::ofstream(dir + "/adapter_model.safetensors") << "not a safetensors file";
   expect_refused(ACC_ERR_IO, "adapter_model.safetensors");
   acc_model_free(fresh);
