@@ -183,6 +183,9 @@ const std::vector<NamedSchedule>& named_schedules() {
          const double lr_end = o.lr_end, power = o.power;
          require(lr > lr_end, "the polynomial schedule needs lr_end (", lr_end, ") to be smaller than the optimizer's lr (",
                  lr, ")");
+         // transformers divides by their difference at step num_training_steps (ZeroDivisionError mid-run).
+         require(warmup != total, "the polynomial schedule decays over num_training_steps - num_warmup_steps steps, ",
+                 "which is 0 here (both are ", total, ")");
          return from_factor([=](int64_t s) {
            if (s < warmup) return linear_warmup(s, warmup);
            if (s > total) return lr_end / lr;

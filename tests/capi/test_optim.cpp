@@ -832,6 +832,11 @@ TEST(Scheduler, ErrorsNameWhatIsMissing) {
   ACC_ASSERT_OK(acc_options_set_int(o, "num_training_steps", 10));
   ACC_ASSERT_OK(acc_options_set_double(o, "lr_end", 1.0));
   ACC_EXPECT_ERROR(acc_scheduler_create(opt, "polynomial", o, &sched), ACC_ERR_INVALID_ARGUMENT, "lr_end");
+  // No decay steps: transformers divides by zero at num_training_steps, mid-run; refused when made.
+  ACC_ASSERT_OK(acc_options_set_double(o, "lr_end", 0.0));
+  ACC_ASSERT_OK(acc_options_set_int(o, "num_warmup_steps", 10));
+  ACC_EXPECT_ERROR(acc_scheduler_create(opt, "polynomial", o, &sched), ACC_ERR_INVALID_ARGUMENT,
+                   "num_training_steps - num_warmup_steps steps, which is 0 here (both are 10)");
   acc_options_free(o);
   double lr = 0;
   ACC_ASSERT_OK(acc_scheduler_create(opt, "constant", nullptr, &sched));
