@@ -78,14 +78,18 @@ func (a *Accelerator) RegisterRemovableLoadStatePreHook(fn func(dir string) erro
 
 func (a *Accelerator) registerStatePreHook(fn func(dir string) error,
 	register func(capi.Accelerator, capi.CheckpointHook, *string) int64) (*RemovableHandle, error) {
-	if fn == nil {
+	return a.registerHook(fn == nil, func(h capi.Accelerator, e *string) int64 {
+		return register(h, capi.NewDirectorCheckpointHook(&hookAdapter{fn}), e)
+	})
+}
+
+// registerHook registers a pre-hook of either form (missing: its function is nil) and hands out its handle.
+func (a *Accelerator) registerHook(missing bool, register func(capi.Accelerator, *string) int64) (*RemovableHandle, error) {
+	if missing {
 		return nil, nilArgument("the hook")
 	}
 	var id int64
-	err := a.do(func(h capi.Accelerator, e *string) {
-		id = register(h, capi.NewDirectorCheckpointHook(&hookAdapter{fn}), e)
-	})
-	if err != nil {
+	if err := a.do(func(h capi.Accelerator, e *string) { id = register(h, e) }); err != nil {
 		return nil, err
 	}
 	return &RemovableHandle{a, id}, nil
@@ -107,17 +111,9 @@ func (a *Accelerator) RegisterLoadStateModelsPreHook(fn func(models *CheckpointM
 
 func (a *Accelerator) registerModelsPreHook(fn func(*CheckpointModels, string) error,
 	register func(capi.Accelerator, capi.ModelsCheckpointHook, *string) int64) (*RemovableHandle, error) {
-	if fn == nil {
-		return nil, nilArgument("the hook")
-	}
-	var id int64
-	err := a.do(func(h capi.Accelerator, e *string) {
-		id = register(h, capi.NewDirectorModelsCheckpointHook(&modelsHookAdapter{fn}), e)
+	return a.registerHook(fn == nil, func(h capi.Accelerator, e *string) int64 {
+		return register(h, capi.NewDirectorModelsCheckpointHook(&modelsHookAdapter{fn}), e)
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &RemovableHandle{a, id}, nil
 }
 
 // CheckpointModels are the prepared models a checkpoint pre-hook is handed, in prepare order: those
