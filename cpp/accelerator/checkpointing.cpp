@@ -24,6 +24,7 @@
 #include "checkpoint/safetensors.h"
 #include "checkpoint/state_files.h"
 #include "common/error.h"
+#include "common/own_callbacks.h"
 #include "data/loader_part.h"
 #include "model/weights_part.h"
 #include "optim/optimizer_part.h"
@@ -145,12 +146,13 @@ CheckpointModels Accelerator::checkpoint_models() const {
 
 CheckpointParts Accelerator::checkpoint_parts(const CheckpointModels& weights_of) const {
   CheckpointParts parts;
-  const auto models = live_models();
   for (size_t file = 0; file < weights_of.size(); ++file) {
-    const size_t i = weights_of.at(file).index;
-    auto engine = models[i]->sharded();
+    const CheckpointModels::Entry& entry = weights_of.at(file);
+    // The entry's own reference: a hook may have freed the handle it was prepared through.
+    const auto model = std::static_pointer_cast<PreparedModel>(entry.model);
+    auto engine = model->sharded();
     parts.push_back(engine && engine->options().stage == 3 ? sharded_weights_part(file, engine)
-                                                           : weights_part(file, i, models[i]->unwrap()));
+                                                           : weights_part(file, entry.index, model->unwrap()));
   }
   const auto optimizers = live_optimizers();
   for (size_t i = 0; i < optimizers.size(); ++i) {
@@ -163,6 +165,7 @@ CheckpointParts Accelerator::checkpoint_parts(const CheckpointModels& weights_of
   parts.push_back(loader_states_part(process_index(), live_loaders()));
   parts.push_back(rng_states_part(process_index(), step()));
   std::vector<std::pair<size_t, std::shared_ptr<PowerSgdState>>> power_sgd;
+  const auto models = live_models();
   for (size_t i = 0; i < models.size(); ++i)
     if (const DataParallel* ddp = models[i]->data_parallel(); ddp && ddp->power_sgd_state())
       power_sgd.emplace_back(i, ddp->power_sgd_state());
@@ -209,12 +212,10 @@ std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifes
                    "and scaler states are restored; random states and data loader positions are not\n",
                    static_cast<long long>(saved_processes), static_cast<long long>(num_processes()));
   }
-  check_saved_model_weights(manifest, path, live_models().size(), models_left.indices());
   // Shards load only into objects sharded alike (the parts check how); one kept whole here would be
   // looked for in its consolidated file, and reported missing.
-  const auto models = live_models();
   for (size_t file = 0; file < models_left.size(); ++file) {
-    const auto engine = models[models_left.at(file).index]->sharded();
+    const auto engine = std::static_pointer_cast<PreparedModel>(models_left.at(file).model)->sharded();
     if (!engine || engine->options().stage != 3)
       refuse_shards_of_a_whole_object(dir, "model", file,
                                       engine ? "zero_stage " + std::to_string(engine->options().stage) +
@@ -232,6 +233,7 @@ std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifes
       fail(Status::InvalidArgument, path, ": the checkpoint holds ", saved, " ", key, ", ", live[key].get<size_t>(),
            " are prepared");
   }
+  check_saved_model_weights(manifest, path, live_models().size(), models_left.indices());
   const auto saved_precision = json_field<std::string>(manifest, "mixed_precision", path);
   if (saved_precision != "no" && saved_precision != "fp16" && saved_precision != "bf16")
     fail(Status::Io, "checkpoint file '", path, "': 'mixed_precision' must be no, fp16 or bf16, not '",
@@ -245,6 +247,7 @@ std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifes
   const auto saved_step = json_field_at_least<int64_t>(manifest, "step", path, 0);
   // DDP's buckets as saved: on more than 2 processes they decide the sums' rounding.
   std::vector<std::pair<DataParallel*, std::optional<BucketLayout>>> layouts;
+  const auto models = live_models();
   for (size_t i = 0; i < models.size(); ++i) {
     DataParallel* ddp = models[i]->data_parallel();
     if (!ddp) continue;
@@ -265,6 +268,10 @@ std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifes
 }
 
 std::string Accelerator::save_state(const std::string& dir) {
+  // The pre-hooks and registered objects' callbacks run inside: a save or load from one of them
+  // would replace the folder being written, or the state being saved.
+  refuse_inside_own_callbacks(&state_hooks_, "accelerator's save_state or load_state", "save_state");
+  const OwnCallbacksRunning running(&state_hooks_);
   const bool automatic = dir.empty();
   require(!automatic || config_.automatic_checkpoint_naming,
           "save_state needs a folder, or automatic_checkpoint_naming with a project_dir");
@@ -289,6 +296,8 @@ std::string Accelerator::save_state(const std::string& dir) {
 }
 
 std::string Accelerator::load_state(const std::string& dir) {
+  refuse_inside_own_callbacks(&state_hooks_, "accelerator's save_state or load_state", "load_state");
+  const OwnCallbacksRunning running(&state_hooks_);
   CheckpointLoad load;
   load.source = dir;
   if (load.source.empty()) {

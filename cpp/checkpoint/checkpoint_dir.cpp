@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <map>
 #include <regex>
-#include <set>
 #include <system_error>
 #include <vector>
 
@@ -65,17 +64,24 @@ bool is_checkpoint_file_or_temporary(const std::string& name) {
   return is_checkpoint_file(stem) && is_temporary_of(name, stem);
 }
 
-// The files a checkpoint folder's manifest records (none without a readable manifest).
-std::set<std::string> recorded_files(const fs::path& folder) {
-  std::set<std::string> names;
+// The entries a checkpoint folder's manifest records (files by their records, and the pre-hooks' empty
+// folders as "name/"), with their recorded sizes (-1 for a folder); none without a readable manifest
+// whose checksum holds.
+std::map<std::string, int64_t> recorded_entries(const fs::path& folder) {
+  std::map<std::string, int64_t> entries;
   try {
-    const nlohmann::json manifest = read_json((folder / kCheckpointManifest).string());
+    const std::string path = (folder / kCheckpointManifest).string();
+    const nlohmann::json manifest = read_json(path);
+    check_manifest_checksum(manifest, path);
     if (manifest.is_object() && manifest.contains(kManifestFilesKey) && manifest[kManifestFilesKey].is_object())
-      for (const auto& item : manifest[kManifestFilesKey].items()) names.insert(item.key());
+      for (const auto& [name, record] : manifest[kManifestFilesKey].items())
+        entries[name] = record.is_object() && record.contains("size") && record["size"].is_number_unsigned()
+                            ? record["size"].get<int64_t>()
+                            : -1;
   } catch (const std::exception&) {
-    // Not a checkpoint of ours, or a damaged one: only the names saves give count as ours.
+    // Not a checkpoint of ours, or a damaged or edited one: only the names saves give count as ours.
   }
-  return names;
+  return entries;
 }
 
 // The first entry under `folder` that no save wrote (its path relative to the folder), or none: what
@@ -84,21 +90,26 @@ std::set<std::string> recorded_files(const fs::path& folder) {
 // subfolders too); a subfolder is a save's if the manifest records files in it, and holds nothing
 // else. `ec` is set where the folder cannot be listed.
 std::optional<std::string> first_foreign_entry(const fs::path& folder, std::error_code& ec) {
-  const std::set<std::string> recorded = recorded_files(folder);
+  const std::map<std::string, int64_t> recorded = recorded_entries(folder);
   for (fs::recursive_directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
     const fs::path relative = it->path().lexically_relative(folder);
     const std::string name = relative.generic_string();
     std::error_code kind_ec;
     const fs::file_status status = it->symlink_status(kind_ec);
     if (!kind_ec && fs::is_directory(status)) {
-      // Ours if the manifest records files in it (and then judged by what it holds); else the user's.
+      // Ours if the manifest records it or files in it (and then judged by what it holds); else the user's.
       const auto inside = recorded.lower_bound(name + "/");
-      if (inside == recorded.end() || inside->rfind(name + "/", 0) != 0) return name;
+      if (inside == recorded.end() || inside->first.rfind(name + "/", 0) != 0) return name;
       continue;
     }
-    const bool top = !relative.has_parent_path();
-    if (kind_ec || !fs::is_regular_file(status) || !((top && is_checkpoint_file(name)) || recorded.count(name)))
-      return name;
+    if (kind_ec || !fs::is_regular_file(status)) return name;
+    if (!relative.has_parent_path() && is_checkpoint_file_or_temporary(name)) continue;
+    // A file the pre-hooks wrote, unless it was changed since (its size: reading every file's
+    // checksum would cost each save and rotation a pass over them).
+    const auto found = recorded.find(name);
+    std::error_code size_ec;
+    const auto size = it->file_size(size_ec);
+    if (found == recorded.end() || size_ec || found->second != static_cast<int64_t>(size)) return name;
   }
   return std::nullopt;
 }
@@ -189,8 +200,17 @@ nlohmann::json pre_hook_file_records(const std::string& staging, const std::stri
     const fs::path relative = it->path().lexically_relative(staging);
     const std::string name = relative.generic_string();
     std::error_code kind_ec;
-    if (!it->is_regular_file(kind_ec) || it->is_symlink(kind_ec)) continue;
+    const fs::file_status status = it->symlink_status(kind_ec);
+    if (!kind_ec && fs::is_directory(status)) {
+      if (fs::is_empty(it->path(), kind_ec) && !kind_ec) records[name + "/"] = nlohmann::json::object();
+      continue;
+    }
+    // The parts' own files, and their temporaries being written by other processes meanwhile.
     if (!relative.has_parent_path() && (name == marker || is_checkpoint_file_or_temporary(name))) continue;
+    // What a later save or rotation could not tell from the user's (a link's target is not the checkpoint's).
+    if (kind_ec || !fs::is_regular_file(status))
+      fail(Status::InvalidArgument, "save_state: the pre-hooks wrote '", name, "', which is not a regular file or ",
+           "folder; a checkpoint holds files and folders only (nothing was published)");
     records[name] = file_record(it->path().string());
   }
   if (ec) fail(Status::Io, "save_state: cannot list '", staging, "': ", ec.message());

@@ -502,6 +502,85 @@ TEST(SaveState, FilesASaveHookWritesArePartOfTheCheckpoint) {
 
 namespace {
 
+// What a hook leaves besides regular files: a symbolic link (refused), an empty folder and a file
+// named like a part's temporary (kept as the checkpoint's).
+struct OddEntries {
+  bool link = false;
+  static int call(void* self, const char* dir) {
+    const std::string d(dir);
+    fs::create_directories(d + "/empty");
+    std::ofstream(d + "/model.safetensors.tmp0123456789ab") << "x";
+    std::ofstream(d + "/notes.txt") << "the hook's";
+    if (static_cast<OddEntries*>(self)->link) fs::create_symlink("/etc/hostname", d + "/link");
+    return 0;
+  }
+};
+
+struct NestedCalls {
+  acc_accelerator* acc = nullptr;
+  std::string target;
+  std::vector<std::string> errors;
+  static int call(void* self, const char*) {
+    auto* n = static_cast<NestedCalls*>(self);
+    for (bool save : {true, false}) {
+      const acc_status status = save ? acc_save_state(n->acc, n->target.c_str(), nullptr)
+                                     : acc_load_state(n->acc, n->target.c_str(), nullptr);
+      n->errors.push_back(std::string(acc_status_name(status)) + ": " + acc_last_error_message());
+    }
+    return 0;
+  }
+};
+
+}  // namespace
+
+// A hook's entries other than files stay the checkpoint's; a link is refused when it is written (a
+// later save could not tell it from the user's); a file changed since is the user's.
+TEST(SaveState, WhatAHookLeavesIsTheCheckpointsUnlessChangedAfterwards) {
+  const std::string project = fresh_dir("hook_entries");
+  Training t({{"project_dir", project}, {"automatic_checkpoint_naming", "1"}, {"total_limit", "1"}});
+  OddEntries hook;
+  ACC_ASSERT_OK(acc_register_save_state_pre_hook(t.acc, OddEntries::call, &hook, nullptr));
+  char* saved = nullptr;
+  ACC_ASSERT_OK(acc_save_state(t.acc, nullptr, &saved));
+  const std::string dir = take_string(saved);
+  EXPECT_TRUE(fs::is_directory(dir + "/empty"));
+  ACC_ASSERT_OK(acc_save_state(t.acc, dir.c_str(), nullptr));  // replaced: all of it was the save's
+
+  hook.link = true;
+  ACC_EXPECT_ERROR(acc_save_state(t.acc, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "the pre-hooks wrote 'link', which is not a regular file or folder");
+  EXPECT_EQ(entries(project + "/checkpoints"), std::vector<std::string>{fs::path(dir).filename().string()});
+  hook.link = false;
+
+  // The user appends to a file the hook wrote: the folder is theirs from then on.
+  std::ofstream(dir + "/notes.txt", std::ios::app) << ", and mine";
+  ACC_EXPECT_ERROR(acc_save_state(t.acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "holds 'notes.txt', which is not part of a checkpoint");
+  ACC_ASSERT_OK(acc_save_state(t.acc, nullptr, nullptr));  // rotation keeps it too
+  EXPECT_EQ(acc_test::read_file(dir + "/notes.txt"), "the hook's, and mine");
+}
+
+// A save or load from inside a pre-hook would replace the folder being written or the state being
+// saved (it recursed into the hook until the stack ran out): refused, and the outer save completes.
+TEST(SaveState, ASaveOrLoadFromInsideAHookIsRefused) {
+  const std::string root = fresh_dir("nested_hooks");
+  Training t({});
+  NestedCalls hook;
+  hook.acc = t.acc;
+  hook.target = root + "/inner";
+  ACC_ASSERT_OK(acc_register_save_state_pre_hook(t.acc, NestedCalls::call, &hook, nullptr));
+  ACC_ASSERT_OK(acc_save_state(t.acc, (root + "/outer").c_str(), nullptr));
+  ASSERT_EQ(hook.errors.size(), 2u);
+  for (const auto& error : hook.errors)
+    EXPECT_NE(error.find("ACC_ERR_INVALID_ARGUMENT: "), std::string::npos) << error;
+  EXPECT_NE(hook.errors[0].find("save_state was called from inside a callback"), std::string::npos) << hook.errors[0];
+  EXPECT_NE(hook.errors[1].find("load_state was called from inside a callback"), std::string::npos) << hook.errors[1];
+  EXPECT_EQ(entries(root), std::vector<std::string>{"outer"});
+  ACC_ASSERT_OK(acc_load_state(t.acc, (root + "/outer").c_str(), nullptr));
+}
+
+namespace {
+
 const char* kSmallNet = R"([{"type":"linear","in_features":4,"out_features":2}])";
 
 // Two prepared models, the first trained elsewhere than in the checkpoint (its hook saves it itself).
@@ -643,6 +722,12 @@ TEST(SaveState, HooksWithTheirModelsSaveAndLoadSomeWeightsThemselves) {
   ACC_ASSERT_OK(acc_save_state(t.acc, (dir + "_all").c_str(), nullptr));
   EXPECT_TRUE(fs::exists(dir + "_all/model_1.safetensors"));
   ACC_ASSERT_OK(acc_load_state(t.acc, (dir + "_all").c_str(), nullptr));
+  // Fewer prepared models than saved: the count is named, not the hooks.
+  ACC_ASSERT_OK(acc_remove_state_pre_hook(t.acc, load_id));
+  acc_model_free(t.model[1]);
+  t.model[1] = nullptr;
+  ACC_EXPECT_ERROR(acc_load_state(t.acc, (dir + "_all").c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "the checkpoint holds 2 models, 1 are prepared");
 }
 
 namespace {
