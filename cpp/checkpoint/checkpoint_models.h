@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "model/model.h"
-
 namespace acc {
+
+class Model;  // held, never used here: the checkpoint layer does not depend on the model layer
 
 class CheckpointModels {
  public:
