@@ -345,7 +345,7 @@
   public void registerForCheckpointing(CheckpointState state) {
     registerForCheckpointing(CallbackAdapters.state(state));
   }
-  /** Runs hook with the folder being written (files written there become part of the checkpoint) before
+  /** Runs hook with the checkpoint's folder (files written there become part of the checkpoint) before
    *  saveState writes; an exception aborts the save on every process.
    *  The handle removes the hook again (Accelerate's RemovableHandle). */
   public RemovableHandle registerSaveStatePreHook(CheckpointHookFunction hook) {
@@ -356,7 +356,7 @@
     return new RemovableHandle(this, registerLoadStatePreHook(CallbackAdapters.hook(hook)));
   }
   /** Accelerate's register_save_state_pre_hook(hook(models, weights, dir)): runs hook with the models
-   *  whose weights the library will save, and the folder being written (files written there become part
+   *  whose weights the library will save, and the checkpoint's folder (files written there become part
    *  of the checkpoint); a hook that saves a model's weights itself takes it out. */
   public RemovableHandle registerSaveStatePreHook(CheckpointModelsHookFunction hook) {
     return new RemovableHandle(this, registerSaveStateModelsPreHook(CallbackAdapters.modelsHook(hook)));

@@ -1297,11 +1297,12 @@ ACC_API ACC_NODISCARD acc_status acc_register_for_checkpointing(acc_accelerator 
                                                                 acc_state_load_fn load, void *user_data,
                                                                 acc_free_fn free_user_data);
 /* Called with the checkpoint folder before a save writes, or a load reads; non-zero aborts it (on
- * every process), with the message set by acc_callback_set_error. A save's hooks get the folder being
- * written (it exists then, under a hidden name beside the one asked for, and is renamed to it once
- * complete): files a hook writes there (in subfolders too) become part of the checkpoint, recorded in
- * its manifest, so a later save may replace the folder and total_limit may delete it. A load's hooks
- * get the checkpoint's folder. */
+ * every process), with the message set by acc_callback_set_error. A save's hooks get the folder asked
+ * for, which exists then (as Accelerate makes output_dir before its hooks run): the files and folders
+ * a hook writes into it become part of the new checkpoint (written beside it and put in its place
+ * once complete) and are recorded in its manifest, so a later save may replace the folder and
+ * total_limit may delete it; a link or other special file is refused. A load's hooks get the
+ * checkpoint's folder. A save or load from inside a hook is refused. */
 typedef int (*acc_checkpoint_hook_fn)(void *user_data, const char *dir);
 ACC_API ACC_NODISCARD acc_status acc_register_save_state_pre_hook(acc_accelerator *acc, acc_checkpoint_hook_fn hook,
                                                                   void *user_data, acc_free_fn free_user_data);

@@ -1,6 +1,7 @@
 #include "checkpoint/checkpoint_dir.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -191,6 +192,64 @@ void check_checkpoint_target(const std::string& target) {
     fail(Status::InvalidArgument, "save_state: '", target, "' holds '", *foreign, "', which is not part of a ",
          "checkpoint; a save replaces the whole folder, so it only writes into a new or empty folder or an earlier ",
          "checkpoint (nothing was changed)");
+}
+
+bool FolderSnapshot::Stamp::operator==(const Stamp& other) const {
+  return device == other.device && inode == other.inode && size == other.size && modified_ns == other.modified_ns;
+}
+
+std::optional<FolderSnapshot::Stamp> FolderSnapshot::stamp_of(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
+  return Stamp{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), static_cast<int64_t>(st.st_size),
+               static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+}
+
+FolderSnapshot::FolderSnapshot(const std::string& folder) : folder_(folder) {
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(folder, ec))) return;
+  for (fs::recursive_directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().lexically_relative(folder).generic_string();
+    std::error_code kind_ec;
+    if (fs::is_directory(it->symlink_status(kind_ec)) && !kind_ec) {
+      folders_.insert(name);
+    } else if (const auto stamp = stamp_of(it->path().string())) {
+      entries_.emplace(name, *stamp);
+    }
+  }
+  if (ec) fail(Status::Io, "save_state: cannot list '", folder, "': ", ec.message());
+}
+
+void FolderSnapshot::move_written_since(const std::string& destination) const {
+  std::vector<std::string> moved, made;  // made: the folders added (parents before what they hold)
+  std::error_code ec;
+  if (!fs::is_directory(fs::symlink_status(folder_, ec))) return;  // a hook removed it, or made none
+  for (fs::recursive_directory_iterator it(folder_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().lexically_relative(folder_).generic_string();
+    std::error_code kind_ec;
+    if (fs::is_directory(it->symlink_status(kind_ec)) && !kind_ec) {
+      if (!folders_.count(name)) made.push_back(name);
+      continue;
+    }
+    const auto before = entries_.find(name);
+    const auto now = stamp_of(it->path().string());
+    if (before == entries_.end() || !now || !(*now == before->second)) moved.push_back(name);
+  }
+  if (ec) fail(Status::Io, "save_state: cannot list '", folder_, "': ", ec.message());
+  for (const std::string& name : made) {
+    fs::create_directories(fs::path(destination) / name, ec);
+    if (ec) fail(Status::Io, "save_state: cannot create '", (fs::path(destination) / name).string(), "': ", ec.message());
+  }
+  for (const std::string& name : moved) {
+    const fs::path from = fs::path(folder_) / name, to = fs::path(destination) / name;
+    fs::create_directories(to.parent_path(), ec);
+    if (!ec) fs::rename(from, to, ec);
+    if (ec)
+      fail(Status::Io, "save_state: cannot move '", from.string(), "', which a pre-hook wrote, into the checkpoint ",
+           "being written: ", ec.message());
+  }
+  // The added folders, emptied, go from the old one (deepest first).
+  for (auto it = made.rbegin(); it != made.rend(); ++it) fs::remove(fs::path(folder_) / *it, ec);
 }
 
 nlohmann::json pre_hook_file_records(const std::string& staging, const std::string& marker) {

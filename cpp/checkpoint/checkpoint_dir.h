@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 
 namespace acc {
@@ -28,6 +30,29 @@ void rotate_checkpoints(const std::string& project_dir, int64_t keep);
 // parts' and those its manifest records). Nothing is changed. A missing or empty folder, or an
 // earlier checkpoint, may be replaced.
 void check_checkpoint_target(const std::string& target);
+
+// What a folder holds (nothing where it does not exist), to tell afterwards what was written into it:
+// a save's pre-hooks write into the checkpoint's folder, as Accelerate's do into output_dir, while the
+// checkpoint is written beside it; what they wrote moves over before the new folder replaces it.
+class FolderSnapshot {
+ public:
+  explicit FolderSnapshot(const std::string& folder);
+  // Moves what was written into the folder since the snapshot (a file or other entry added, replaced
+  // or rewritten: another inode, size or modification time; a folder added empty) into
+  // `destination`, at the same paths under it.
+  void move_written_since(const std::string& destination) const;
+
+ private:
+  struct Stamp {
+    uint64_t device, inode;
+    int64_t size, modified_ns;
+    bool operator==(const Stamp& other) const;
+  };
+  static std::optional<Stamp> stamp_of(const std::string& path);
+  std::string folder_;
+  std::map<std::string, Stamp> entries_;  // every entry but folders, by its path under the folder
+  std::set<std::string> folders_;
+};
 
 // The records (file_records.h) of the files the pre-hooks wrote into a staging folder, by their paths
 // relative to it: every regular file but the parts' (and their temporaries) and `marker`.

@@ -1,6 +1,8 @@
 #include "checkpoint/checkpoint_io.h"
 
+#include <exception>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -37,6 +39,29 @@ class StagingCleanup {
 
  private:
   std::string staging_;
+};
+
+// The checkpoint's folder, made for the pre-hooks where it did not exist: removed again if the save
+// fails and it is still empty (what a hook left there is not the library's to delete).
+class CreatedFolder {
+ public:
+  CreatedFolder() = default;
+  CreatedFolder(const CreatedFolder&) = delete;
+  CreatedFolder& operator=(const CreatedFolder&) = delete;
+  ~CreatedFolder() {
+    if (folder_.empty() || std::uncaught_exceptions() == 0) return;
+    std::error_code ignored;
+    fs::remove(folder_, ignored);  // only an empty folder goes
+  }
+  void make(const std::string& folder) {
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(folder, ec))) return;
+    if (fs::create_directories(folder, ec)) folder_ = folder;
+    if (ec) fail(Status::Io, "cannot create the checkpoint folder '", folder, "': ", ec.message());
+  }
+
+ private:
+  std::string folder_;
 };
 
 // In the main process's staging folder while the save is written: under save_on_each_node, another
@@ -88,20 +113,25 @@ void save_accelerator_state(CheckpointSave& save, const CheckpointPartsOf& parts
   const bool main_process = collectives.rank() == 0;
   const std::string save_id = new_save_id(collectives);
   StagingCleanup cleanup(save.writer ? staging : std::string());
+  std::optional<FolderSnapshot> before_hooks;  // the writers': what the target held before any hook ran
   collectives.agree(
       "save_state (preparing '" + target + "')",
       [&] {
-        if (save.automatic && fs::exists(target))
+        // An empty one is what a save killed while its hooks ran leaves: taken, not in the way.
+        std::error_code ec;
+        if (save.automatic && fs::exists(target) && !(fs::is_directory(target, ec) && fs::is_empty(target, ec)))
           fail(Status::InvalidArgument, "checkpoint folder '", target, "' already exists; set iteration past it");
         check_checkpoint_target(target);
+        if (save.writer && !save.hooks.empty()) before_hooks.emplace(target);
         if (!main_process) return;
         create_staging(staging);
         write_file(join_path(staging, kStagingOwner), save_id);
       },
       "save_state (preparing)");
   // The other writers (save_on_each_node's local main processes) stage on their own file systems.
-  // Then the pre-hooks run, in the folder being written.
+  // Then the pre-hooks run with the folder, made as Accelerate makes output_dir for them.
   bool writer = save.writer;
+  CreatedFolder made_for_hooks;
   collectives.agree(
       "save_state (preparing on each node '" + target + "')",
       [&] {
@@ -113,7 +143,9 @@ void save_accelerator_state(CheckpointSave& save, const CheckpointPartsOf& parts
             create_staging(staging);
           }
         }
-        for (const auto& hook : save.hooks) hook(save.models, staging);
+        // Only for hooks: a save killed meanwhile leaves the folder behind (empty, or what a hook wrote).
+        if (!save.hooks.empty()) made_for_hooks.make(target);
+        for (const auto& hook : save.hooks) hook(save.models, save.target);
       },
       "save_state (preparing on each node)");
   const CheckpointParts parts = parts_of(save.models);
@@ -123,7 +155,10 @@ void save_accelerator_state(CheckpointSave& save, const CheckpointPartsOf& parts
       "save_state (writing '" + target + "')",
       [&] {
         // What the pre-hooks wrote (every process's hooks are done): part of the checkpoint too.
-        if (writer) written = pre_hook_file_records(staging, kStagingOwner);
+        if (writer) {
+          if (before_hooks) before_hooks->move_written_since(staging);
+          written = pre_hook_file_records(staging, kStagingOwner);
+        }
         for (const auto& part : parts) part->collect();
         for (const auto& part : parts) {
           if (!((part->per_process() && part->writes_here()) || writer)) continue;

@@ -18,8 +18,9 @@
 namespace acc {
 
 // A pre-hook: handed the models whose weights the checkpoint holds (it may remove those it saves or
-// loads itself) and the folder. A save's hooks get the folder being written, which exists then and
-// becomes the checkpoint: what they write there is published with it, and recorded in its manifest.
+// loads itself) and the folder. A save's hooks get the folder asked for, which exists then (made as
+// Accelerate makes output_dir): what they write into it moves into the checkpoint being written
+// beside it, which replaces the folder once complete, and is recorded in its manifest.
 using CheckpointHook = std::function<void(CheckpointModels& models, const std::string& dir)>;
 // A checkpoint's parts, with weight files for the models the hooks left.
 using CheckpointPartsOf = std::function<CheckpointParts(const CheckpointModels& models)>;
@@ -36,7 +37,7 @@ struct CheckpointSave {
   bool writer = true;                  // this process writes the shared files
   nlohmann::json manifest;             // written last: marks the folder complete
   CheckpointModels models;             // handed to the hooks
-  std::vector<CheckpointHook> hooks;   // called with the folder being written, before the library writes
+  std::vector<CheckpointHook> hooks;   // called with the target before the library writes
 };
 
 struct CheckpointLoad {

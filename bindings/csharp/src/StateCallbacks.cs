@@ -311,7 +311,7 @@ public partial class Accelerator {
     if (save == null || load == null) throw new ArgumentNullException(save == null ? "save" : "load");
     RegisterForCheckpointing(new StateAdapter(save, load));
   }
-  /// Runs with the folder being written (files written there become part of the checkpoint) before
+  /// Runs with the checkpoint's folder (files written there become part of the checkpoint) before
   /// SaveState writes; an exception aborts the save on every process. The handle removes the hook
   /// again (Accelerate's RemovableHandle).
   public RemovableHandle RegisterSaveStatePreHook(Action<string> hook) {
@@ -324,7 +324,7 @@ public partial class Accelerator {
     return new RemovableHandle(this, RegisterLoadStatePreHook(new HookAdapter(hook)));
   }
   /// Accelerate's register_save_state_pre_hook(hook(models, weights, dir)): runs with the models whose
-  /// weights the library will save and the folder being written (files written there become part of
+  /// weights the library will save and the checkpoint's folder (files written there become part of
   /// the checkpoint); a hook that saves a model's weights itself takes it out.
   public RemovableHandle RegisterSaveStatePreHook(Action<CheckpointModels, string> hook) {
     if (hook == null) throw new ArgumentNullException("hook");

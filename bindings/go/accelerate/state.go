@@ -52,7 +52,7 @@ func (a *Accelerator) RegisterAveragedModel(avg *AveragedModel) error {
 	return a.do(func(h capi.Accelerator, e *string) { h.RegisterAveragedModel(vh, e) })
 }
 
-// RegisterSaveStatePreHook: fn runs with the folder being written (files written there become part
+// RegisterSaveStatePreHook: fn runs with the checkpoint's folder (files written there become part
 // of the checkpoint) before SaveState writes it; an error aborts it.
 func (a *Accelerator) RegisterSaveStatePreHook(fn func(dir string) error) error {
 	_, err := a.RegisterRemovableSaveStatePreHook(fn)
@@ -96,7 +96,7 @@ func (a *Accelerator) registerHook(missing bool, register func(capi.Accelerator,
 }
 
 // RegisterSaveStateModelsPreHook is Accelerate's register_save_state_pre_hook(hook(models, weights,
-// dir)): fn runs with the models whose weights the library will save and the folder being written
+// dir)): fn runs with the models whose weights the library will save and the checkpoint's folder
 // (files written there become part of the checkpoint); a hook that saves a model's weights itself
 // takes it out (models.Remove). An error aborts the save on every process.
 func (a *Accelerator) RegisterSaveStateModelsPreHook(fn func(models *CheckpointModels, dir string) error) (*RemovableHandle, error) {
