@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <regex>
@@ -55,62 +56,58 @@ bool is_checkpoint_file(const std::string& name) {
   return name == kCheckpointManifest || std::regex_match(name, pattern);
 }
 
-// A file a save's parts write, or one of their temporaries (a process writing its own file beside
-// the main process's listing of what the pre-hooks wrote).
-bool is_checkpoint_file_or_temporary(const std::string& name) {
-  constexpr size_t kTemporarySuffix = sizeof(".tmp") - 1 + 12;
-  if (is_checkpoint_file(name)) return true;
-  if (name.size() <= kTemporarySuffix) return false;
-  const std::string stem = name.substr(0, name.size() - kTemporarySuffix);
-  return is_checkpoint_file(stem) && is_temporary_of(name, stem);
-}
-
 // The entries a checkpoint folder's manifest records (files by their records, and the pre-hooks' empty
 // folders as "name/"), with their recorded sizes (-1 for a folder); none without a readable manifest
-// whose checksum holds.
-std::map<std::string, int64_t> recorded_entries(const fs::path& folder) {
-  std::map<std::string, int64_t> entries;
+// that records its files and whose checksum holds (an older checkpoint's, or a damaged or edited one).
+std::optional<std::map<std::string, int64_t>> recorded_entries(const fs::path& folder) {
   try {
     const std::string path = (folder / kCheckpointManifest).string();
     const nlohmann::json manifest = read_json(path);
     check_manifest_checksum(manifest, path);
-    if (manifest.is_object() && manifest.contains(kManifestFilesKey) && manifest[kManifestFilesKey].is_object())
-      for (const auto& [name, record] : manifest[kManifestFilesKey].items())
-        entries[name] = record.is_object() && record.contains("size") && record["size"].is_number_unsigned()
-                            ? record["size"].get<int64_t>()
-                            : -1;
+    if (!manifest.is_object() || !manifest.contains(kManifestFilesKey) || !manifest[kManifestFilesKey].is_object())
+      return std::nullopt;
+    std::map<std::string, int64_t> entries;
+    for (const auto& [name, record] : manifest[kManifestFilesKey].items())
+      entries[name] = record.is_object() && record.contains("size") && record["size"].is_number_unsigned()
+                          ? record["size"].get<int64_t>()
+                          : -1;
+    return entries;
   } catch (const std::exception&) {
-    // Not a checkpoint of ours, or a damaged or edited one: only the names saves give count as ours.
+    return std::nullopt;
   }
-  return entries;
 }
 
 // The first entry under `folder` that no save wrote (its path relative to the folder), or none: what
-// a save replacing the folder, or a rotation deleting it, would destroy that is not ours. A save's
-// files are the parts' names at the top and what its manifest records (its pre-hooks' files, in
-// subfolders too); a subfolder is a save's if the manifest records files in it, and holds nothing
-// else. `ec` is set where the folder cannot be listed.
+// a save replacing the folder, or a rotation deleting it, would destroy that is not ours. Where the
+// manifest records its files, a save's are those (the parts' by name, the pre-hooks' also by size: one
+// changed since is the user's) and the manifest; a subfolder is a save's if the manifest records it or
+// files in it, and holds nothing else. Without such a manifest only the parts' names at the top are
+// ours. `ec` is set where the folder cannot be listed.
 std::optional<std::string> first_foreign_entry(const fs::path& folder, std::error_code& ec) {
-  const std::map<std::string, int64_t> recorded = recorded_entries(folder);
+  const auto recorded = recorded_entries(folder);
   for (fs::recursive_directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
     const fs::path relative = it->path().lexically_relative(folder);
     const std::string name = relative.generic_string();
+    const bool top = !relative.has_parent_path();
     std::error_code kind_ec;
     const fs::file_status status = it->symlink_status(kind_ec);
     if (!kind_ec && fs::is_directory(status)) {
-      // Ours if the manifest records it or files in it (and then judged by what it holds); else the user's.
-      const auto inside = recorded.lower_bound(name + "/");
-      if (inside == recorded.end() || inside->first.rfind(name + "/", 0) != 0) return name;
+      const auto inside = recorded ? recorded->lower_bound(name + "/") : std::map<std::string, int64_t>::const_iterator();
+      if (!recorded || inside == recorded->end() || inside->first.rfind(name + "/", 0) != 0) return name;
       continue;
     }
     if (kind_ec || !fs::is_regular_file(status)) return name;
-    if (!relative.has_parent_path() && is_checkpoint_file_or_temporary(name)) continue;
-    // A file the pre-hooks wrote, unless it was changed since (its size: reading every file's
-    // checksum would cost each save and rotation a pass over them).
-    const auto found = recorded.find(name);
+    if (top && name == kCheckpointManifest) continue;
+    if (!recorded) {
+      if (top && is_checkpoint_file(name)) continue;
+      return name;
+    }
+    const auto found = recorded->find(name);
+    if (found == recorded->end()) return name;
+    if (top && is_checkpoint_file(name)) continue;  // a part's: its size is the part's concern at load
     std::error_code size_ec;
     const auto size = it->file_size(size_ec);
-    if (found == recorded.end() || size_ec || found->second != static_cast<int64_t>(size)) return name;
+    if (size_ec || found->second != static_cast<int64_t>(size)) return name;
   }
   return std::nullopt;
 }
@@ -195,14 +192,16 @@ void check_checkpoint_target(const std::string& target) {
 }
 
 bool FolderSnapshot::Stamp::operator==(const Stamp& other) const {
-  return device == other.device && inode == other.inode && size == other.size && modified_ns == other.modified_ns;
+  return device == other.device && inode == other.inode && size == other.size && modified_ns == other.modified_ns &&
+         changed_ns == other.changed_ns;
 }
 
 std::optional<FolderSnapshot::Stamp> FolderSnapshot::stamp_of(const std::string& path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
+  auto ns = [](const timespec& t) { return static_cast<int64_t>(t.tv_sec) * 1'000'000'000 + t.tv_nsec; };
   return Stamp{static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino), static_cast<int64_t>(st.st_size),
-               static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+               ns(st.st_mtim), ns(st.st_ctim)};
 }
 
 FolderSnapshot::FolderSnapshot(const std::string& folder) : folder_(folder) {
@@ -220,27 +219,35 @@ FolderSnapshot::FolderSnapshot(const std::string& folder) : folder_(folder) {
   if (ec) fail(Status::Io, "save_state: cannot list '", folder, "': ", ec.message());
 }
 
-void FolderSnapshot::move_written_since(const std::string& destination) const {
-  std::vector<std::string> moved, made;  // made: the folders added (parents before what they hold)
+FolderSnapshot::Written FolderSnapshot::written_since() const {
+  Written written;
   std::error_code ec;
-  if (!fs::is_directory(fs::symlink_status(folder_, ec))) return;  // a hook removed it, or made none
+  if (!fs::is_directory(fs::symlink_status(folder_, ec))) return written;  // a hook removed it, or none made it
   for (fs::recursive_directory_iterator it(folder_, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().lexically_relative(folder_).generic_string();
     std::error_code kind_ec;
     if (fs::is_directory(it->symlink_status(kind_ec)) && !kind_ec) {
-      if (!folders_.count(name)) made.push_back(name);
+      if (!folders_.count(name)) written.folders.push_back(name);
       continue;
     }
+    // A file rewritten in place keeps its inode, and a copy may keep the size and modification time
+    // (cp -p, shutil.copy2): the change time moves whatever a program does.
     const auto before = entries_.find(name);
     const auto now = stamp_of(it->path().string());
-    if (before == entries_.end() || !now || !(*now == before->second)) moved.push_back(name);
+    if (before == entries_.end() || !now || !(*now == before->second)) written.entries.push_back(name);
   }
   if (ec) fail(Status::Io, "save_state: cannot list '", folder_, "': ", ec.message());
-  for (const std::string& name : made) {
+  return written;
+}
+
+FolderSnapshot::Written FolderSnapshot::move_written_since(const std::string& destination) const {
+  const Written written = written_since();
+  std::error_code ec;
+  for (const std::string& name : written.folders) {
     fs::create_directories(fs::path(destination) / name, ec);
     if (ec) fail(Status::Io, "save_state: cannot create '", (fs::path(destination) / name).string(), "': ", ec.message());
   }
-  for (const std::string& name : moved) {
+  for (const std::string& name : written.entries) {
     const fs::path from = fs::path(folder_) / name, to = fs::path(destination) / name;
     fs::create_directories(to.parent_path(), ec);
     if (!ec) fs::rename(from, to, ec);
@@ -248,31 +255,60 @@ void FolderSnapshot::move_written_since(const std::string& destination) const {
       fail(Status::Io, "save_state: cannot move '", from.string(), "', which a pre-hook wrote, into the checkpoint ",
            "being written: ", ec.message());
   }
-  // The added folders, emptied, go from the old one (deepest first).
-  for (auto it = made.rbegin(); it != made.rend(); ++it) fs::remove(fs::path(folder_) / *it, ec);
+  remove_added_folders(written);
+  return written;
 }
 
-nlohmann::json pre_hook_file_records(const std::string& staging, const std::string& marker) {
-  nlohmann::json records = nlohmann::json::object();
+void FolderSnapshot::discard_written_since() const {
+  const Written written = written_since();
+  for (const std::string& name : written.entries) {
+    std::error_code ignored;
+    fs::remove(fs::path(folder_) / name, ignored);
+  }
+  remove_added_folders(written);
+}
+
+void FolderSnapshot::remove_added_folders(const Written& written) const {
+  // Deepest first (a folder is listed before what it holds); only emptied ones go.
+  for (auto it = written.folders.rbegin(); it != written.folders.rend(); ++it) {
+    std::error_code ignored;
+    fs::remove(fs::path(folder_) / *it, ignored);
+  }
+}
+
+void clear_automatic_target(const std::string& target) {
   std::error_code ec;
-  for (fs::recursive_directory_iterator it(staging, ec), end; !ec && it != end; it.increment(ec)) {
-    const fs::path relative = it->path().lexically_relative(staging);
-    const std::string name = relative.generic_string();
-    std::error_code kind_ec;
-    const fs::file_status status = it->symlink_status(kind_ec);
-    if (!kind_ec && fs::is_directory(status)) {
-      if (fs::is_empty(it->path(), kind_ec) && !kind_ec) records[name + "/"] = nlohmann::json::object();
-      continue;
-    }
-    // The parts' own files, and their temporaries being written by other processes meanwhile.
-    if (!relative.has_parent_path() && (name == marker || is_checkpoint_file_or_temporary(name))) continue;
+  if (!fs::exists(fs::symlink_status(target, ec))) return;
+  if (fs::is_directory(fs::symlink_status(target, ec)) && fs::is_empty(target, ec)) return;
+  if (!fs::is_directory(fs::symlink_status(target, ec)) || fs::exists(fs::path(target) / kCheckpointManifest, ec))
+    fail(Status::InvalidArgument, "checkpoint folder '", target, "' already exists; set iteration past it");
+  const fs::path path(target);
+  fs::path aside;
+  for (int n = 0;; ++n) {
+    aside = path.parent_path() / ("." + path.filename().string() + ".interrupted" + (n ? "_" + std::to_string(n) : ""));
+    if (!fs::exists(fs::symlink_status(aside, ec))) break;
+  }
+  fs::rename(path, aside, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)  // another node's writer moved it first
+    fail(Status::Io, "save_state: cannot move the interrupted save's '", target, "' aside: ", ec.message());
+  if (!ec)
+    std::fprintf(stderr, "accelerate: '%s' is what a save stopped while its pre-hooks ran left behind; moved to '%s'\n",
+                 target.c_str(), aside.string().c_str());
+}
+
+nlohmann::json pre_hook_file_records(const std::string& staging, const FolderSnapshot::Written& written) {
+  nlohmann::json records = nlohmann::json::object();
+  for (const std::string& name : written.folders)
+    if (fs::is_empty(fs::path(staging) / name)) records[name + "/"] = nlohmann::json::object();
+  for (const std::string& name : written.entries) {
+    const fs::path path = fs::path(staging) / name;
+    std::error_code ec;
     // What a later save or rotation could not tell from the user's (a link's target is not the checkpoint's).
-    if (kind_ec || !fs::is_regular_file(status))
+    if (!fs::is_regular_file(fs::symlink_status(path, ec)))
       fail(Status::InvalidArgument, "save_state: the pre-hooks wrote '", name, "', which is not a regular file or ",
            "folder; a checkpoint holds files and folders only (nothing was published)");
-    records[name] = file_record(it->path().string());
+    records[name] = file_record(path.string());
   }
-  if (ec) fail(Status::Io, "save_state: cannot list '", staging, "': ", ec.message());
   return records;
 }
 

@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace acc {
 
@@ -31,32 +32,45 @@ void rotate_checkpoints(const std::string& project_dir, int64_t keep);
 // earlier checkpoint, may be replaced.
 void check_checkpoint_target(const std::string& target);
 
+// An automatic checkpoint's folder found in place before a save: a complete checkpoint is refused
+// (InvalidArgument: the counter must move past it); what a save killed while its pre-hooks ran left
+// there (no manifest) is renamed to a hidden ".<name>.interrupted" beside it, with a warning on stderr,
+// so that the run goes on without losing it; an empty one is taken as it is.
+void clear_automatic_target(const std::string& target);
+
 // What a folder holds (nothing where it does not exist), to tell afterwards what was written into it:
 // a save's pre-hooks write into the checkpoint's folder, as Accelerate's do into output_dir, while the
 // checkpoint is written beside it; what they wrote moves over before the new folder replaces it.
 class FolderSnapshot {
  public:
   explicit FolderSnapshot(const std::string& folder);
-  // Moves what was written into the folder since the snapshot (a file or other entry added, replaced
-  // or rewritten: another inode, size or modification time; a folder added empty) into
-  // `destination`, at the same paths under it.
-  void move_written_since(const std::string& destination) const;
+  // What was written into the folder since the snapshot, by paths under it: entries added, replaced
+  // or rewritten (another inode, size, modification or change time), and folders added.
+  struct Written {
+    std::vector<std::string> entries, folders;  // folders: each before what it holds
+  };
+  Written written_since() const;
+  // Moves it into `destination`, at the same paths (the added folders, emptied, go from the folder).
+  Written move_written_since(const std::string& destination) const;
+  // Deletes it: what the hooks of a save that failed wrote into an earlier checkpoint's folder.
+  void discard_written_since() const;
 
  private:
   struct Stamp {
     uint64_t device, inode;
-    int64_t size, modified_ns;
+    int64_t size, modified_ns, changed_ns;
     bool operator==(const Stamp& other) const;
   };
   static std::optional<Stamp> stamp_of(const std::string& path);
+  void remove_added_folders(const Written& written) const;
   std::string folder_;
   std::map<std::string, Stamp> entries_;  // every entry but folders, by its path under the folder
   std::set<std::string> folders_;
 };
 
-// The records (file_records.h) of the files the pre-hooks wrote into a staging folder, by their paths
-// relative to it: every regular file but the parts' (and their temporaries) and `marker`.
-nlohmann::json pre_hook_file_records(const std::string& staging, const std::string& marker);
+// The records (file_records.h) of what the pre-hooks wrote, moved into a staging folder: each file's,
+// and "name/" for an empty folder. A link or other special file is refused (InvalidArgument).
+nlohmann::json pre_hook_file_records(const std::string& staging, const FolderSnapshot::Written& written);
 
 // Deletes what saves and rotations killed midway left under project_dir/checkpoints: the hidden
 // .checkpoint_<i>.incomplete[.old] and .checkpoint_<i>.deleting folders (run after a save is published).

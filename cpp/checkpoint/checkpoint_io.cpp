@@ -64,6 +64,29 @@ class CreatedFolder {
   std::string folder_;
 };
 
+// What the pre-hooks of a save that fails before it is moved into the staging folder wrote into the
+// target: deleted, so that an earlier checkpoint there stays one a save may replace (nothing of a
+// failed save is kept, as the staging folder's contents are not).
+class HookOutputOfAFailedSave {
+ public:
+  explicit HookOutputOfAFailedSave(const std::optional<FolderSnapshot>& before) : before_(before) {}
+  HookOutputOfAFailedSave(const HookOutputOfAFailedSave&) = delete;
+  HookOutputOfAFailedSave& operator=(const HookOutputOfAFailedSave&) = delete;
+  ~HookOutputOfAFailedSave() {
+    if (moved_ || !before_ || std::uncaught_exceptions() == 0) return;
+    try {
+      before_->discard_written_since();
+    } catch (...) {
+      // Best effort: the error that stopped the save is the one to report.
+    }
+  }
+  void moved() { moved_ = true; }
+
+ private:
+  const std::optional<FolderSnapshot>& before_;
+  bool moved_ = false;
+};
+
 // In the main process's staging folder while the save is written: under save_on_each_node, another
 // node's writer that finds it (with this save's id) shares the main process's file system, and
 // leaves the shared files and the publishing to it (one folder, one rename).
@@ -117,12 +140,12 @@ void save_accelerator_state(CheckpointSave& save, const CheckpointPartsOf& parts
   collectives.agree(
       "save_state (preparing '" + target + "')",
       [&] {
-        // An empty one is what a save killed while its hooks ran leaves: taken, not in the way.
-        std::error_code ec;
-        if (save.automatic && fs::exists(target) && !(fs::is_directory(target, ec) && fs::is_empty(target, ec)))
-          fail(Status::InvalidArgument, "checkpoint folder '", target, "' already exists; set iteration past it");
-        check_checkpoint_target(target);
-        if (save.writer && !save.hooks.empty()) before_hooks.emplace(target);
+        // The writers look: they replace the folder (on a shared file system the others see theirs).
+        if (save.writer) {
+          if (save.automatic) clear_automatic_target(target);
+          check_checkpoint_target(target);
+          if (!save.hooks.empty()) before_hooks.emplace(target);
+        }
         if (!main_process) return;
         create_staging(staging);
         write_file(join_path(staging, kStagingOwner), save_id);
@@ -132,6 +155,7 @@ void save_accelerator_state(CheckpointSave& save, const CheckpointPartsOf& parts
   // Then the pre-hooks run with the folder, made as Accelerate makes output_dir for them.
   bool writer = save.writer;
   CreatedFolder made_for_hooks;
+  HookOutputOfAFailedSave discard_if_failed(before_hooks);
   collectives.agree(
       "save_state (preparing on each node '" + target + "')",
       [&] {
@@ -155,9 +179,9 @@ void save_accelerator_state(CheckpointSave& save, const CheckpointPartsOf& parts
       "save_state (writing '" + target + "')",
       [&] {
         // What the pre-hooks wrote (every process's hooks are done): part of the checkpoint too.
-        if (writer) {
-          if (before_hooks) before_hooks->move_written_since(staging);
-          written = pre_hook_file_records(staging, kStagingOwner);
+        if (writer && before_hooks) {
+          written = pre_hook_file_records(staging, before_hooks->move_written_since(staging));
+          discard_if_failed.moved();  // in the staging folder now, which a failure removes
         }
         for (const auto& part : parts) part->collect();
         for (const auto& part : parts) {

@@ -556,6 +556,66 @@ TEST(SaveState, WhatAHookLeavesIsTheCheckpointsUnlessChangedAfterwards) {
   EXPECT_EQ(acc_test::read_file(dir + "/notes.txt"), "the hook's, and mine");
 }
 
+namespace {
+
+// A hook that writes a file, then keeps its times as a copy does (cp -p, shutil.copy2), or fails.
+struct CopyingHook {
+  bool fail = false;
+  static int call(void* self, const char* dir) {
+    const std::string file = std::string(dir) + "/config.json";
+    std::ofstream(file) << "{\"same\": 1}";
+    fs::last_write_time(file, fs::file_time_type(std::chrono::seconds(1700000000)));
+    if (!static_cast<CopyingHook*>(self)->fail) return 0;
+    std::ofstream(std::string(dir) + "/half_written.bin") << "partial";
+    acc_callback_set_error("the hook gave up");
+    return 1;
+  }
+};
+
+}  // namespace
+
+// Found by a hunt: a file the hook rewrites with the same size and times is still its output (the
+// change time tells); a failed hook's files do not stay in an earlier checkpoint's folder (every
+// later save into it was refused); what a save killed in its hooks left in an automatic folder is
+// moved aside instead of blocking every later automatic save; a user's file named like a part's is
+// not taken for one where the manifest records the files.
+TEST(SaveState, HookOutputAcrossSavesFailuresAndInterruptedFolders) {
+  const std::string project = fresh_dir("hook_output");
+  Training t({{"project_dir", project}, {"automatic_checkpoint_naming", "1"}, {"total_limit", "3"}});
+  CopyingHook hook;
+  ACC_ASSERT_OK(acc_register_save_state_pre_hook(t.acc, CopyingHook::call, &hook, nullptr));
+  const std::string dir = project + "/kept";
+  for (int i = 0; i < 3; ++i) {
+    ACC_ASSERT_OK(acc_save_state(t.acc, dir.c_str(), nullptr));
+    EXPECT_EQ(acc_test::read_file(dir + "/config.json"), "{\"same\": 1}") << "save " << i;
+  }
+  hook.fail = true;
+  ACC_EXPECT_ERROR(acc_save_state(t.acc, dir.c_str(), nullptr), ACC_ERR_IO, "the hook gave up");
+  EXPECT_FALSE(fs::exists(dir + "/half_written.bin"));
+  hook.fail = false;
+  ACC_ASSERT_OK(acc_save_state(t.acc, dir.c_str(), nullptr));
+  ACC_ASSERT_OK(acc_load_state(t.acc, dir.c_str(), nullptr));
+
+  // An automatic folder holding what a killed save's hook wrote (no manifest) is set aside, kept.
+  char* next = nullptr;
+  int64_t iteration = 0;
+  ACC_ASSERT_OK(acc_accelerator_iteration(t.acc, &iteration));
+  const std::string interrupted = project + "/checkpoints/checkpoint_" + std::to_string(iteration);
+  fs::create_directories(interrupted);
+  std::ofstream(interrupted + "/adapter_model.safetensors") << "cut short";
+  ACC_ASSERT_OK(acc_save_state(t.acc, nullptr, &next));
+  EXPECT_EQ(take_string(next), interrupted);
+  EXPECT_EQ(acc_test::read_file(project + "/checkpoints/.checkpoint_" + std::to_string(iteration) +
+                                ".interrupted/adapter_model.safetensors"),
+            "cut short");
+
+  // A user's file named like a part's, which the manifest does not record, is not the library's.
+  std::ofstream(interrupted + "/random_states_5.safetensors") << "mine";
+  ACC_EXPECT_ERROR(acc_save_state(t.acc, interrupted.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "holds 'random_states_5.safetensors', which is not part of a checkpoint");
+  EXPECT_EQ(acc_test::read_file(interrupted + "/random_states_5.safetensors"), "mine");
+}
+
 // A save or load from inside a pre-hook would replace the folder being written or the state being
 // saved (it recursed into the hook until the stack ran out): refused, and the outer save completes.
 TEST(SaveState, ASaveOrLoadFromInsideAHookIsRefused) {
