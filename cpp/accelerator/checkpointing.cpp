@@ -28,10 +28,10 @@
 #include "data/loader_part.h"
 #include "model/weights_part.h"
 #include "optim/optimizer_part.h"
-#include "schedule/scheduler_part.h"
 #include "parallel/power_sgd_part.h"
 #include "parallel/sharded_checkpoint_parts.h"
 #include "precision/scaler_part.h"
+#include "schedule/scheduler_part.h"
 
 namespace acc {
 using nlohmann::json;

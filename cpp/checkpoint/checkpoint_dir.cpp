@@ -92,7 +92,8 @@ std::optional<std::string> first_foreign_entry(const fs::path& folder, std::erro
     std::error_code kind_ec;
     const fs::file_status status = it->symlink_status(kind_ec);
     if (!kind_ec && fs::is_directory(status)) {
-      const auto inside = recorded ? recorded->lower_bound(name + "/") : std::map<std::string, int64_t>::const_iterator();
+      const auto inside =
+          recorded ? recorded->lower_bound(name + "/") : std::map<std::string, int64_t>::const_iterator();
       if (!recorded || inside == recorded->end() || inside->first.rfind(name + "/", 0) != 0) return name;
       continue;
     }
@@ -245,7 +246,8 @@ FolderSnapshot::Written FolderSnapshot::move_written_since(const std::string& de
   std::error_code ec;
   for (const std::string& name : written.folders) {
     fs::create_directories(fs::path(destination) / name, ec);
-    if (ec) fail(Status::Io, "save_state: cannot create '", (fs::path(destination) / name).string(), "': ", ec.message());
+    if (ec)
+      fail(Status::Io, "save_state: cannot create '", (fs::path(destination) / name).string(), "': ", ec.message());
   }
   for (const std::string& name : written.entries) {
     const fs::path from = fs::path(folder_) / name, to = fs::path(destination) / name;

@@ -12,8 +12,8 @@ const CheckpointModels::Entry& CheckpointModels::at(size_t i) const {
 void CheckpointModels::remove(size_t i) {
   const Entry& entry = at(i);
   if (!entry.kept_because.empty())
-    fail(Status::Unsupported, "model ", entry.index, "'s weights are saved and loaded by the library: ",
-         entry.kept_because);
+    fail(Status::Unsupported, "model ", entry.index,
+         "'s weights are saved and loaded by the library: ", entry.kept_because);
   entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(i));
 }
 

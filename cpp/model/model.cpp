@@ -338,8 +338,8 @@ void Model::load_lora(const std::string& dir) {
     if (!files.modules.count(module)) fail(Status::InvalidArgument, where, " holds no adapter for '", module, "'");
   // As adding them would refuse it, also where the model has its adapters already.
   for (const auto& module : other_module_names())
-    require(!files.config.targets(module), where, ": target_modules '", files.config.describe_targets(),
-            "' matches '", module, "', which is not a linear layer; LoRA adapts linear layers only");
+    require(!files.config.targets(module), where, ": target_modules '", files.config.describe_targets(), "' matches '",
+            module, "', which is not a linear layer; LoRA adapts linear layers only");
   if (!lora_.empty()) {
     // The same layers adapted alike; target_modules may name them otherwise (PEFT writes a set, in
     // any order, or a regular expression).

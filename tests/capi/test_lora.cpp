@@ -379,8 +379,9 @@ TEST(Lora, PeftFilesRoundTrip) {
   // Another scaling alone is named as such (both sides printed alike before).
   acc_model* rescaled = net();
   add_lora(rescaled, kTargets, 2, 8);
-  ACC_EXPECT_ERROR(acc_model_load_lora(rescaled, dir.c_str()), ACC_ERR_INVALID_ARGUMENT,
-                   "r 2, lora_alpha 4: scaling 2) unlike the model's (0,linear1,out_proj, r 2, lora_alpha 8: scaling 4)");
+  ACC_EXPECT_ERROR(
+      acc_model_load_lora(rescaled, dir.c_str()), ACC_ERR_INVALID_ARGUMENT,
+      "r 2, lora_alpha 4: scaling 2) unlike the model's (0,linear1,out_proj, r 2, lora_alpha 8: scaling 4)");
   acc_model_free(rescaled);
   // The same layers named otherwise (PEFT writes target_modules from a set, in any order, or as a
   // regular expression) take the file's adapters.

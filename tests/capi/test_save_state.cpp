@@ -627,8 +627,7 @@ TEST(SaveState, ASaveOrLoadFromInsideAHookIsRefused) {
   ACC_ASSERT_OK(acc_register_save_state_pre_hook(t.acc, NestedCalls::call, &hook, nullptr));
   ACC_ASSERT_OK(acc_save_state(t.acc, (root + "/outer").c_str(), nullptr));
   ASSERT_EQ(hook.errors.size(), 2u);
-  for (const auto& error : hook.errors)
-    EXPECT_NE(error.find("ACC_ERR_INVALID_ARGUMENT: "), std::string::npos) << error;
+  for (const auto& error : hook.errors) EXPECT_NE(error.find("ACC_ERR_INVALID_ARGUMENT: "), std::string::npos) << error;
   EXPECT_NE(hook.errors[0].find("save_state was called from inside a callback"), std::string::npos) << hook.errors[0];
   EXPECT_NE(hook.errors[1].find("load_state was called from inside a callback"), std::string::npos) << hook.errors[1];
   EXPECT_EQ(entries(root), std::vector<std::string>{"outer"});
@@ -693,10 +692,10 @@ struct OwnSaving {
     acc_model* first = nullptr;
     acc_tensor_list* state = nullptr;
     if (acc_checkpoint_models_get(models, 0, &first, nullptr) != ACC_OK) return 1;
-    const bool ok = acc_model_state_dict(first, &state) == ACC_OK &&
-                    acc_tensor_list_save_safetensors(state, (std::string(dir) + "/own_model.safetensors").c_str()) ==
-                        ACC_OK &&
-                    acc_checkpoint_models_remove(models, 0) == ACC_OK;
+    const bool ok =
+        acc_model_state_dict(first, &state) == ACC_OK &&
+        acc_tensor_list_save_safetensors(state, (std::string(dir) + "/own_model.safetensors").c_str()) == ACC_OK &&
+        acc_checkpoint_models_remove(models, 0) == ACC_OK;
     acc_tensor_list_free(state);
     acc_model_free(first);
     return ok ? 0 : 1;
@@ -706,8 +705,8 @@ struct OwnSaving {
     if (!h->record(models) || !h->take_out) return h->take_out ? 1 : 0;
     acc_model* first = nullptr;
     if (acc_checkpoint_models_get(models, 0, &first, nullptr) != ACC_OK) return 1;
-    const bool ok = acc_model_load_safetensors(first, (std::string(dir) + "/own_model.safetensors").c_str(), 1,
-                                               nullptr, nullptr) == ACC_OK &&
+    const bool ok = acc_model_load_safetensors(first, (std::string(dir) + "/own_model.safetensors").c_str(), 1, nullptr,
+                                               nullptr) == ACC_OK &&
                     acc_checkpoint_models_remove(models, 0) == ACC_OK;
     acc_model_free(first);
     return ok ? 0 : 1;
@@ -827,7 +826,7 @@ TEST(SaveState, AHookSavesAPreparedModelsAdaptersInPeftsLayout) {
   acc_tensor_list* state = nullptr;
   ACC_ASSERT_OK(acc_tensor_list_create(&state));
   acc_tensor* b = floats(std::vector<float>{0.25f, -0.5f, 1.0f, 2.0f, -3.0f, 0.125f, 4.0f, 8.0f, -1.0f, 0.5f, 0.75f,
-                                           1.5f, -2.5f, 3.5f, 0.0625f, 16.0f},
+                                            1.5f, -2.5f, 3.5f, 0.0625f, 16.0f},
                          {2, 8});
   ACC_ASSERT_OK(acc_tensor_list_append(state, "0.lora_B.weight", b));
   ACC_ASSERT_OK(acc_model_load_state_dict(model, state, 0));
@@ -858,7 +857,9 @@ struct MisusedModels {
     auto* m = static_cast<MisusedModels*>(self);
     acc_model* model = nullptr;
     size_t index = 0;
-    auto note = [&](acc_status status) { m->errors.push_back(std::string(acc_status_name(status)) + ": " + acc_last_error_message()); };
+    auto note = [&](acc_status status) {
+      m->errors.push_back(std::string(acc_status_name(status)) + ": " + acc_last_error_message());
+    };
     note(acc_checkpoint_models_get(models, 2, &model, &index));
     note(acc_checkpoint_models_get(models, 0, nullptr, &index));
     note(acc_checkpoint_models_remove(models, 5));
