@@ -230,8 +230,8 @@ std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifes
   for (const char* key : {"models", "optimizers", "schedulers", "dataloaders", "custom_objects"}) {
     const auto saved = json_field<size_t>(manifest, key, path);
     if (saved != live[key].get<size_t>())
-      fail(Status::InvalidArgument, path, ": the checkpoint holds ", saved, " ", key, ", ", live[key].get<size_t>(),
-           " are prepared");
+      fail(Status::InvalidArgument, path, ": the checkpoint holds ", saved, " ", key, ", and this accelerator has ",
+           live[key].get<size_t>(), " prepared");
   }
   check_saved_model_weights(manifest, path, live_models().size(), models_left.indices());
   const auto saved_precision = json_field<std::string>(manifest, "mixed_precision", path);

@@ -782,7 +782,7 @@ TEST(SaveState, HooksWithTheirModelsSaveAndLoadSomeWeightsThemselves) {
   acc_model_free(t.model[1]);
   t.model[1] = nullptr;
   ACC_EXPECT_ERROR(acc_load_state(t.acc, (dir + "_all").c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
-                   "the checkpoint holds 2 models, 1 are prepared");
+                   "the checkpoint holds 2 models, and this accelerator has 1 prepared");
 }
 
 namespace {
