@@ -303,6 +303,7 @@ nlohmann::json pre_hook_file_records(const std::string& staging, const FolderSna
   for (const std::string& name : written.folders)
     if (fs::is_empty(fs::path(staging) / name)) records[name + "/"] = nlohmann::json::object();
   for (const std::string& name : written.entries) {
+    if (name == kCheckpointManifest) continue;  // the save's own, written over it last
     const fs::path path = fs::path(staging) / name;
     std::error_code ec;
     // What a later save or rotation could not tell from the user's (a link's target is not the checkpoint's).

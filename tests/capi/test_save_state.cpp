@@ -507,6 +507,7 @@ struct OddEntries {
     fs::create_directories(d + "/empty");
     std::ofstream(d + "/model.safetensors.tmp0123456789ab") << "x";
     std::ofstream(d + "/notes.txt") << "the hook's";
+    std::ofstream(d + "/accelerate_state.json") << "{\"";  // the save's own name: written over
     if (static_cast<OddEntries*>(self)->link) fs::create_symlink("/etc/hostname", d + "/link");
     return 0;
   }
@@ -540,6 +541,9 @@ TEST(SaveState, WhatAHookLeavesIsTheCheckpointsUnlessChangedAfterwards) {
   ACC_ASSERT_OK(acc_save_state(t.acc, nullptr, &saved));
   const std::string dir = take_string(saved);
   EXPECT_TRUE(fs::is_directory(dir + "/empty"));
+  const auto manifest = nlohmann::json::parse(acc_test::read_file(dir + "/accelerate_state.json"));
+  EXPECT_TRUE(manifest["files"].contains("empty/"));
+  EXPECT_FALSE(manifest["files"].contains("accelerate_state.json"));
   ACC_ASSERT_OK(acc_save_state(t.acc, dir.c_str(), nullptr));  // replaced: all of it was the save's
 
   hook.link = true;
