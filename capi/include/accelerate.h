@@ -1329,7 +1329,8 @@ ACC_API ACC_NODISCARD acc_status acc_register_load_state_pre_hook_removable(acc_
  * is ACC_ERR_INVALID_ARGUMENT, as is a process whose hooks chose otherwise than process 0's). The
  * weights of a model prepared with sharded data parallelism cannot be taken out (ACC_ERR_UNSUPPORTED:
  * Accelerate's FSDP and DeepSpeed hand their hooks none). Hooks of both forms run in registration
- * order and share ids; `models` and the handles it gives are valid during the call only. */
+ * order and share ids; `models` is valid during the call only (the model handles it gives are the
+ * caller's, freed with acc_model_free whenever it likes). */
 typedef struct acc_checkpoint_models acc_checkpoint_models;
 typedef int (*acc_checkpoint_models_hook_fn)(void *user_data, acc_checkpoint_models *models, const char *dir);
 /* out_id may be NULL. */
