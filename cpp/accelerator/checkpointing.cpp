@@ -78,37 +78,6 @@ std::optional<BucketLayout> saved_bucket_layout(const json& manifest, size_t i, 
   return layout;
 }
 
-std::string listed(const std::vector<size_t>& indices) {
-  std::string text;
-  for (size_t index : indices) text += (text.empty() ? "" : ", ") + std::to_string(index);
-  return "[" + text + "]";
-}
-
-// The models whose weights the checkpoint holds (every model's where the manifest does not say)
-// must be those the load pre-hooks left: a hook takes out at load what one took out at save.
-void check_saved_model_weights(const json& manifest, const std::string& path, size_t models,
-                               const std::vector<size_t>& left) {
-  std::vector<size_t> saved;
-  if (!manifest.contains(kManifestModelWeightsKey)) {
-    for (size_t i = 0; i < models; ++i) saved.push_back(i);
-  } else {
-    const json& listed_in_file = manifest[kManifestModelWeightsKey];
-    auto refuse = [&] {
-      fail(Status::Io, "checkpoint file '", path, "': '", kManifestModelWeightsKey,
-           "' must be a list of model indices in increasing order");
-    };
-    if (!listed_in_file.is_array()) refuse();
-    for (const json& index : listed_in_file) {
-      if (!index.is_number_unsigned() || (!saved.empty() && index.get<size_t>() <= saved.back())) refuse();
-      saved.push_back(index.get<size_t>());
-    }
-  }
-  if (saved != left)
-    fail(Status::InvalidArgument, path, ": the checkpoint holds the weights of models ", listed(saved),
-         ", and the load_state pre-hooks leave models ", listed(left),
-         " to load: a load pre-hook must take out the models whose weights a save pre-hook took out");
-}
-
 NamedTensors contiguous_cpu(const NamedTensors& tensors) {
   NamedTensors out;
   for (const auto& entry : tensors) out.emplace_back(entry.first, entry.second.detach().to(at::kCPU).contiguous());
@@ -233,7 +202,6 @@ std::function<void()> Accelerator::check_checkpoint_manifest(const json& manifes
       fail(Status::InvalidArgument, path, ": the checkpoint holds ", saved, " ", key, ", and this accelerator has ",
            live[key].get<size_t>(), " prepared");
   }
-  check_saved_model_weights(manifest, path, live_models().size(), models_left.indices());
   const auto saved_precision = json_field<std::string>(manifest, "mixed_precision", path);
   if (saved_precision != "no" && saved_precision != "fp16" && saved_precision != "bf16")
     fail(Status::Io, "checkpoint file '", path, "': 'mixed_precision' must be no, fp16 or bf16, not '",

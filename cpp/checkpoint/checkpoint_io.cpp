@@ -115,11 +115,37 @@ bool published(const std::string& target, const std::string& save_id) {
   }
 }
 
-// "0,2": the prepare-order indices of models, for messages and comparisons.
+// "[0, 2]": prepare-order indices of models, for messages and comparisons.
 std::string listed(const std::vector<size_t>& indices) {
   std::string text;
-  for (size_t index : indices) text += (text.empty() ? "" : ",") + std::to_string(index);
-  return text.empty() ? "none" : text;
+  for (size_t index : indices) text += (text.empty() ? "" : ", ") + std::to_string(index);
+  return "[" + text + "]";
+}
+
+// The models whose weights the checkpoint holds (kManifestModelWeightsKey, written by the save; every
+// model's where the manifest does not say) must be those the load pre-hooks left: a hook takes out
+// at load what one took out at save. After the manifest's count of models was checked.
+void check_saved_model_weights(const nlohmann::json& manifest, const std::string& path,
+                               const std::vector<size_t>& left) {
+  std::vector<size_t> saved;
+  if (!manifest.contains(kManifestModelWeightsKey)) {
+    for (size_t i = 0, n = json_field<size_t>(manifest, "models", path); i < n; ++i) saved.push_back(i);
+  } else {
+    const nlohmann::json& in_file = manifest[kManifestModelWeightsKey];
+    auto refuse = [&] {
+      fail(Status::Io, "checkpoint file '", path, "': '", kManifestModelWeightsKey,
+           "' must be a list of model indices in increasing order");
+    };
+    if (!in_file.is_array()) refuse();
+    for (const nlohmann::json& index : in_file) {
+      if (!index.is_number_unsigned() || (!saved.empty() && index.get<size_t>() <= saved.back())) refuse();
+      saved.push_back(index.get<size_t>());
+    }
+  }
+  if (saved != left)
+    fail(Status::InvalidArgument, path, ": the checkpoint holds the weights of models ", listed(saved),
+         ", and the load_state pre-hooks leave models ", listed(left),
+         " to load: a load pre-hook must take out the models whose weights a save pre-hook took out");
 }
 
 }  // namespace
@@ -250,6 +276,7 @@ void load_accelerator_state(CheckpointLoad& load, const CheckpointPartsOf& parts
           fail(Status::Io, "'", source, "' is not a complete checkpoint (", kCheckpointManifest, " is missing)");
         const nlohmann::json manifest = read_json(manifest_path);
         if (load.check_manifest) apply_manifest = load.check_manifest(manifest, manifest_path);
+        check_saved_model_weights(manifest, manifest_path, load.models.indices());
         check_manifest_checksum(manifest, manifest_path);  // after the checks that name a bad value's key
         loaded_save_id = manifest.is_object() && manifest.contains(kSaveIdKey)
                              ? json_field<std::string>(manifest, kSaveIdKey, manifest_path)
