@@ -218,8 +218,8 @@ void DataParallel::before_local_forward() {
 
 void DataParallel::announce(bool sync) {
   finish_announcement();
-  // Processes still training do not need the sums: the allreduce runs on while they compute (the
-  // group keeps collectives in order), and only the next announcement waits for it.
+  // The allreduce runs on while the forward computes (the group keeps collectives in order); its
+  // sums are checked after the forward (check_announced_sync).
   announcement_ = at::tensor({int64_t{1}, int64_t{sync ? 1 : 0}}, at::kLong).to(dist_->device());
   std::vector<at::Tensor> list{announcement_};
   announcement_work_ = dist_->group()->allreduce(list);
@@ -269,6 +269,7 @@ void DataParallel::join_end() {
     const bool averaged = sums[1].item<int64_t>() > 0;
     rebuild_buckets_when_due("join_uneven_inputs");
     buffer_sync_->before_forward();
+    check_announced_sync(sums);  // where the others check it: after their forward's collectives
     buffer_sync_->forward_done(averaged);
     if (!averaged) continue;
     shadow_gradient_allreduces();
@@ -297,7 +298,22 @@ void DataParallel::shadow_gradient_allreduces() {
   }
 }
 
+void DataParallel::check_announced_sync(const at::Tensor& sums) {
+  const int64_t training = sums[0].item<int64_t>(), averaging = sums[1].item<int64_t>();
+  if (averaging == 0 || averaging == training) return;
+  fail(Status::Unsupported, "join_uneven_inputs: at this training step ", averaging, " of the ", training,
+       " processes still training average gradients and the others accumulate them (no_sync): their gradient ",
+       "allreduces cannot be matched. Accumulation windows end at different steps when loaders end at different ",
+       "steps (even_batches off): keep even_batches on, or do not accumulate inside join_uneven_inputs");
+}
+
 void DataParallel::after_forward(NamedTensors& outputs, bool sync) {
+  if (joining_) {
+    // Before the backward launches any allreduce: every process still training and every joined one
+    // learns the same sums here, so a disagreement fails on all of them alike.
+    finish_announcement();
+    check_announced_sync(announcement_.cpu());
+  }
   if (!reducer_) return;
   const bool finds_unused = options_.find_unused_parameters && !options_.static_graph;
   if (sync) {

@@ -95,10 +95,12 @@ class DataParallel final : public ParallelEngine {
   void broadcast(const std::vector<at::Tensor>& tensors, const std::string& name, int64_t source = 0);
   // Sums or maxima over processes, waited for.
   at::Tensor allreduce(std::vector<int64_t> values, c10d::ReduceOp op, const std::string& name);
-  // In a join, a training forward's [1, gradients averaged ? 1 : 0], summed over processes; not
-  // waited for until the next one (finish_announcement).
+  // In a join, a training forward's [1, gradients averaged ? 1 : 0], summed over processes;
+  // waited for after the forward (check_announced_sync), so it overlaps the forward.
   void announce(bool sync);
   void finish_announcement();
+  // Refuses announced sums where some processes still training average gradients and others do not.
+  static void check_announced_sync(const at::Tensor& sums);
   // A joined process's side of the gradient allreduces of one backward: zeros, bucket by bucket.
   void shadow_gradient_allreduces();
 

@@ -277,12 +277,22 @@ inline std::string data_dir() {
 }
 
 // A folder of this test process's own ($TMPDIR/acc_test_<pid>), removed with everything in it when
-// the process that made it exits (not when a child forked from it does).
+// the process that made it exits (not when a child forked from it does). A process started from it
+// (a death test's child runs the test again) works in a folder of its own inside it, found through
+// the environment, and leaves its removal to the owner: such children often end by _exit or a
+// signal, which removes nothing.
 class TempRoot {
  public:
   TempRoot() {
-    const char* dir = std::getenv("TMPDIR");
-    path_ = std::string(dir ? dir : "/tmp") + "/acc_test_" + std::to_string(owner_);
+    const char* inherited = std::getenv(kInherited);
+    if (inherited != nullptr && *inherited != '\0') {
+      path_ = std::string(inherited) + "/child_" + std::to_string(owner_);
+      owner_ = -1;
+    } else {
+      const char* dir = std::getenv("TMPDIR");
+      path_ = std::string(dir ? dir : "/tmp") + "/acc_test_" + std::to_string(owner_);
+      ::setenv(kInherited, path_.c_str(), 1);
+    }
     std::filesystem::create_directories(path_);
   }
   ~TempRoot() {
@@ -292,6 +302,7 @@ class TempRoot {
   const std::string& path() const { return path_; }
 
  private:
+  static constexpr const char* kInherited = "ACC_TEST_TEMP_ROOT";
   pid_t owner_ = ::getpid();
   std::string path_;
 };

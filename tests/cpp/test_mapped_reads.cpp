@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <ATen/ATen.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -65,13 +66,16 @@ TEST(BusErrorGuard, AFaultInTheGuardedRangeBecomesFalseAndTheNextReadWorks) {
 }
 
 // The guard takes only its own faults: any other SIGBUS ends the process as before. Each runs in
-// a death test's child.
+// a death test's child, which wrote its own file and dies before it could remove it: the file is
+// unlinked once mapped (an open descriptor still cuts it).
 void fault_outside_the_guarded_range(const std::string& path) {
   at::Tensor mapped = acc::mmap_tensor(path, 0, at::kFloat, {-1});
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ::unlink(path.c_str());
   const char* base = static_cast<const char*>(mapped.data_ptr());
   ByteRead first{base, 0};
   acc::read_guarding_bus_errors(base, 2 * kPage, &read_byte, &first);  // installs the handler
-  if (::truncate(path.c_str(), 0) != 0) std::_Exit(3);
+  if (fd < 0 || ::ftruncate(fd, 0) != 0) std::_Exit(3);
   ByteRead elsewhere{base + kPage, 0};
   acc::read_guarding_bus_errors(base, kPage, &read_byte, &elsewhere);  // guarded, for another range
   std::_Exit(4);
@@ -79,6 +83,7 @@ void fault_outside_the_guarded_range(const std::string& path) {
 
 void bus_error_sent_by_kill(const std::string& path) {
   at::Tensor mapped = acc::mmap_tensor(path, 0, at::kFloat, {-1});
+  ::unlink(path.c_str());
   const char* base = static_cast<const char*>(mapped.data_ptr());
   ByteRead first{base, 0};
   acc::read_guarding_bus_errors(base, kPage, &read_byte, &first);
@@ -91,7 +96,7 @@ TEST(BusErrorGuardDeathTest, AFaultOutsideAGuardedReadStillKills) {
   const std::string path = temp_file("unguarded.bin");
   write_floats(path, 2 * kPage / sizeof(float));
   EXPECT_EXIT(fault_outside_the_guarded_range(path), testing::KilledBySignal(SIGBUS), "");
-  write_floats(path, 2 * kPage / sizeof(float));  // the child cut it
+  write_floats(path, 2 * kPage / sizeof(float));  // a forked child would have cut and unlinked it
   EXPECT_EXIT(bus_error_sent_by_kill(path), testing::KilledBySignal(SIGBUS), "");
   std::remove(path.c_str());
 }

@@ -415,6 +415,43 @@ TEST(Join, CombinationsItDoesNotCoverAreRefused) {
   acc_model_free(model);
 }
 
+// Processes still training must agree whether a backward averages gradients: otherwise some
+// allreduce buckets that the others do not (found with accumulation windows that end where each
+// process's loader ends, with even_batches off: Gloo aborted the process). Every process, a joined
+// one included, fails at the same step with the same error, and none hangs.
+TEST(Join, ProcessesThatDisagreeWhetherToAverageFailAlike) {
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  acc_model* model = nullptr;
+  ACC_ASSERT_OK(acc_model_from_spec(kBatchNormNet, &model));
+  ACC_ASSERT_OK(acc_prepare(acc, &model, nullptr, nullptr, nullptr));
+  ACC_ASSERT_OK(acc_join_uneven_inputs_begin(acc, model, -1));
+  // On 3 or more processes the last one joins after a step all take; then process 0 accumulates
+  // while the others average. On 2, process 0 accumulates at the first step.
+  const bool one_joins = g_world >= 3;
+  const int disagreeing_step = one_joins ? 1 : 0;
+  if (one_joins && g_rank == g_world - 1) {
+    forward_backward(model, acc, g_rank, 0);
+    ACC_EXPECT_ERROR(acc_join_uneven_inputs_end(acc, model), ACC_ERR_UNSUPPORTED, "accumulate them (no_sync)");
+  } else {
+    for (int step = 0; step < disagreeing_step; ++step) forward_backward(model, acc, g_rank, step);
+    if (g_rank == 0) ACC_ASSERT_OK(acc_no_sync_begin(acc, model));
+    acc_tensor* x = floats(rank_rows(g_rank, disagreeing_step, 3, false), {4, 3});
+    acc_tensor* out = nullptr;
+    ACC_EXPECT_ERROR(acc_model_forward1(model, x, ACC_FORWARD_DEFAULT, &out), ACC_ERR_UNSUPPORTED,
+                     "accumulate them (no_sync)");
+    EXPECT_EQ(out, nullptr);
+    acc_tensor_free(x);
+    if (g_rank == 0) ACC_ASSERT_OK(acc_no_sync_end(acc, model));
+  }
+  // Every process took the same collectives: the group goes on.
+  acc_tensor *one = floats({1.0f}, {1}), *sum = nullptr;
+  ACC_ASSERT_OK(acc_reduce(acc, one, ACC_REDUCTION_SUM, "after the refused step", &sum));
+  EXPECT_EQ(to_floats(sum)[0], static_cast<float>(g_world));
+  for (acc_tensor* t : {one, sum}) acc_tensor_free(t);
+  acc_model_free(model);
+  acc_accelerator_free(acc);
+}
+
 TEST(Join, EvenBatchesCanBeTurnedOffForTheJoin) {
   // 10 samples in batches of 2: 5 batches over P processes. Prepared with even_batches (the
   // default) every process gets ceil(5 / P) of them; inside a join with even_batches off, process r
