@@ -18,11 +18,33 @@ std::optional<std::string> env(const char* name) {
   return std::string(value);
 }
 
-// Accelerate's launcher variables for FSDP and DeepSpeed (config/sharding_config.h), for the
+// Where no launcher said whether to use FSDP or DeepSpeed (Accelerate's and ours always do), the
+// variables that the config file's fsdp_config / deepspeed_config stand for: what our launcher would
+// have set from it, for a process started by torchrun, mpirun or a script with ACCELERATE_CONFIG_FILE.
+std::map<std::string, std::string> file_launcher_variables() {
+  if (env("ACCELERATE_USE_FSDP") || env("ACCELERATE_USE_DEEPSPEED")) return {};
+  const std::optional<ClusterConfig> file = implicit_config();
+  return file ? file->sharding_env : std::map<std::string, std::string>{};
+}
+
+// A launcher variable: the environment's, else the config file's (file_launcher_variables) unless
+// `environment_only` (a program that chose its zero_stage reads no file for it).
+VariableLookup launcher_variables(bool environment_only = false) {
+  auto file = environment_only ? std::map<std::string, std::string>{} : file_launcher_variables();
+  return [file = std::move(file)](const char* name) -> std::optional<std::string> {
+    if (auto value = env(name)) return value;
+    const auto found = file.find(name);
+    if (found == file.end()) return std::nullopt;
+    return found->second;
+  };
+}
+
+// Accelerate's launcher variables for FSDP and DeepSpeed (or the config file's), for the
 // sharding options the program did not set.
 // `from_env`: what the variables and the config file set (a DeepSpeed JSON config must agree with them).
-std::optional<ShardingRequest> read_sharding_env(const Options& o, const Options& from_env, AcceleratorConfig& c) {
-  const auto request = sharding_from_environment(env);
+std::optional<ShardingRequest> read_sharding_env(const VariableLookup& variables, const Options& o,
+                                                const Options& from_env, AcceleratorConfig& c) {
+  const auto request = sharding_from_environment(variables);
   if (!request) return request;
   if (!o.has("zero_stage")) {
     c.sharding.stage = request->stage;
@@ -225,9 +247,10 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
     return std::nullopt;
   };
   // `unset`: a value that means none (Accelerate's launcher writes "auto" for no clipping).
+  const VariableLookup variables = launcher_variables(/*environment_only=*/o.has("zero_stage"));
   auto take = [&](const char* key, const char* variable, const char* unset = nullptr) {
     if (o.has(key)) return;
-    if (auto value = env(variable); value && !(unset && *value == unset)) {
+    if (auto value = variables(variable); value && !(unset && *value == unset)) {
       try {
         from_env.set_from_text(key, *value);
       } catch (const Error& e) {
@@ -246,7 +269,7 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   table.copy(from_env, c);
   table.copy(o, c);  // the program's options win
   if (c.logging_dir.empty()) c.logging_dir = c.project_dir;
-  const auto sharding_request = read_sharding_env(o, from_env, c);
+  const auto sharding_request = read_sharding_env(variables, o, from_env, c);
   use_deepspeed_loss_scaler_defaults(o, sharding_request, c);
   // Hybrid sharding without a stage would train plain DDP: say so rather than do it.
   require(!c.sharding.hybrid || c.sharding.stage > 0,
@@ -275,7 +298,7 @@ std::string settings_every_process_shares(const AcceleratorConfig& config) {
 
 bool main_process_loads_weights() {
   try {
-    const auto request = sharding_from_environment(env);
+    const auto request = sharding_from_environment(launcher_variables());
     return request && request->main_process_loads;
   } catch (const Error&) {
     return false;  // a malformed variable: the accelerator names it when made; a model is built whole

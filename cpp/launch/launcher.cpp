@@ -517,6 +517,9 @@ std::map<std::string, std::string> launch_environment(const LaunchConfig& c, int
       {"ROLE_WORLD_SIZE", std::to_string(c.num_processes)},
   };
   env.insert(c.sharding_env.begin(), c.sharding_env.end());
+  // Said also when false: the library then takes the kind of job from here, not from the config
+  // file it is pointed at (whose FSDP or DeepSpeed section a --multi_gpu or --cpu flag overrode).
+  for (const char* kind : {"ACCELERATE_USE_FSDP", "ACCELERATE_USE_DEEPSPEED"}) env.emplace(kind, "false");
   // Always set, as Accelerate's launcher sets it ("no" when neither a flag nor the file says): a
   // value inherited from the launcher's own environment does not reach the processes.
   env["ACCELERATE_MIXED_PRECISION"] = c.mixed_precision.value_or("no");

@@ -16,6 +16,7 @@
 #include "config/config_file.h"
 #include "config/sharding_config.h"
 #include "launch/launch_flags.h"
+#include "launch/launcher.h"
 
 namespace {
 
@@ -575,6 +576,45 @@ TEST_F(Sharding, MultiGpuAndCpuFlagsTrainWithoutTheFilesSharding) {
   EXPECT_EQ(acc::resolve_launch_config({}, file, std::string("fsdp.yaml"), {"train"})
                 .sharding_env.at("FSDP_SHARDING_STRATEGY"),
             "FULL_SHARD");
+}
+
+// A process that no launcher started (torchrun, mpirun or a script) with ACCELERATE_CONFIG_FILE
+// takes the file's FSDP or DeepSpeed section as our launcher would pass it on; it trained plain DDP
+// with the file's accumulation dropped. Where a launcher said whether to shard (ours always does,
+// false after --multi_gpu or --cpu), the file's section is not read.
+TEST_F(Sharding, AConfigFileNamedByTheEnvironmentShardsWithoutALauncher) {
+  const std::string path = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + "/acc_cfg_" +
+                           std::to_string(getpid()) + ".yaml";
+  auto write = [&](const std::string& text) { std::ofstream(path, std::ios::trunc) << text; };
+  setenv("ACCELERATE_CONFIG_FILE", path.c_str(), 1);
+  write("distributed_type: DEEPSPEED\nnum_processes: 2\nuse_cpu: true\ndeepspeed_config:\n  zero_stage: 3\n"
+        "  gradient_accumulation_steps: 4\n  gradient_clipping: 1.0\n");
+  auto c = resolve();
+  EXPECT_EQ(c.sharding.stage, 3);
+  EXPECT_EQ(c.sharding_kind, "DEEPSPEED");
+  EXPECT_EQ(c.gradient_accumulation_steps, 4);
+  EXPECT_EQ(c.gradient_clipping, 1.0);
+  EXPECT_EQ(resolve({{"gradient_accumulation_steps", "2"}}).gradient_accumulation_steps, 2) << "the program wins";
+
+  write("distributed_type: FSDP\nnum_processes: 2\nuse_cpu: true\nmixed_precision: bf16\nfsdp_config:\n"
+        "  fsdp_sharding_strategy: SHARD_GRAD_OP\n  fsdp_state_dict_type: SHARDED_STATE_DICT\n");
+  c = resolve();
+  EXPECT_EQ(c.sharding.stage, 2);
+  EXPECT_EQ(c.sharding_kind, "FSDP");
+  EXPECT_EQ(c.sharding.state_dict_type, "SHARDED_STATE_DICT");
+  EXPECT_EQ(c.mixed_precision, "bf16");
+
+  // Our launcher's processes: the launcher said no sharding (the file's section was overridden).
+  acc::LaunchFlags flags;
+  flags.multi_gpu = true;
+  const auto file = acc::load_config_file(path);
+  const auto launched = acc::launch_environment(acc::resolve_launch_config(flags, file, path, {"train"}), 0, 29500, 0);
+  EXPECT_EQ(launched.at("ACCELERATE_USE_FSDP"), "false");
+  EXPECT_EQ(launched.at("ACCELERATE_USE_DEEPSPEED"), "false");
+  setenv("ACCELERATE_USE_FSDP", "false", 1);
+  setenv("ACCELERATE_USE_DEEPSPEED", "false", 1);
+  EXPECT_EQ(resolve().sharding.stage, 0);
+  std::remove(path.c_str());
 }
 
 TEST_F(Sharding, Zero3Save16BitModelComesFromEveryPlaceAccelerateReadsIt) {
