@@ -226,8 +226,11 @@ SettingMap fsdp_environment(const SettingMap& settings, const std::string& origi
   if (const std::string* s = get("fsdp_cpu_ram_efficient_loading"))
     env["FSDP_CPU_RAM_EFFICIENT_LOADING"] = flag(from, "fsdp_cpu_ram_efficient_loading", *s) ? "true" : "false";
   if (const std::string* s = get("fsdp_transformer_layer_cls_to_wrap")) env["FSDP_TRANSFORMER_CLS_TO_WRAP"] = *s;
-  if (const std::string* s = get("fsdp_min_num_params"))
-    env["FSDP_MIN_NUM_PARAMS"] = std::to_string(min_num_params(from, "fsdp_min_num_params", *s));
+  // Accelerate's launcher always passes it, 1e8 (its flag's default) unless given: what a
+  // SIZE_BASED_WRAP policy then wraps (0, as its plugin takes it without a launcher, is one unit).
+  const std::string* given_min = get("fsdp_min_num_params");
+  env["FSDP_MIN_NUM_PARAMS"] =
+      given_min ? std::to_string(min_num_params(from, "fsdp_min_num_params", *given_min)) : "100000000";
   for (const auto& [key, value] : settings) {
     static const std::set<std::string> read = {"fsdp_version",        "fsdp_reshard_after_forward", "fsdp_sharding_strategy",
                                                "fsdp_offload_params", "fsdp_state_dict_type",      "fsdp_auto_wrap_policy",

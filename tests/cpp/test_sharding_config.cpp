@@ -394,6 +394,16 @@ num_processes: 2
 )", "size.yaml");
   EXPECT_EQ(file.sharding_env.at("FSDP_AUTO_WRAP_POLICY"), "SIZE_BASED_WRAP");
   EXPECT_EQ(file.sharding_env.at("FSDP_MIN_NUM_PARAMS"), "1000");
+  // Without fsdp_min_num_params, 1e8 as Accelerate's launcher passes it (its flag's default): the
+  // policy wraps modules of that size, not the whole model as one unit.
+  const auto unsized = acc::parse_config_text(
+      "distributed_type: FSDP\nfsdp_config:\n  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\nnum_processes: 2\n", "u.yaml");
+  EXPECT_EQ(unsized.sharding_env.at("FSDP_MIN_NUM_PARAMS"), "100000000");
+  acc::LaunchFlags flags;
+  flags.use_fsdp = true;
+  flags.fsdp["fsdp_auto_wrap_policy"] = "SIZE_BASED_WRAP";
+  EXPECT_EQ(acc::resolve_launch_config(flags, std::nullopt, std::nullopt, {"train"}).sharding_env.at("FSDP_MIN_NUM_PARAMS"),
+            "100000000");
   auto [status, message] = failure([] {
     acc::parse_config_text("distributed_type: FSDP\nfsdp_config:\n  fsdp_min_num_params: 1e8\n", "bad.yaml");
   });
