@@ -172,6 +172,12 @@ void count_nodes(const YAML::Node& n, int depth, int64_t& seen, const std::strin
     for (const auto& item : n) count_nodes(item, depth + 1, seen, origin);
   else if (n.IsMap())
     for (const auto& kv : n) {
+      if (!kv.first.IsScalar())
+        fail(Status::InvalidArgument, origin, ":", kv.first.Mark().line + 1, ": a key must be a name, got ",
+             kv.first.IsMap()        ? "a mapping"
+             : kv.first.IsSequence() ? "a list"
+                                     : "nothing",
+             " (fix the file, or write a new one with `accelerate config`)");
       count_nodes(kv.first, depth + 1, seen, origin);
       count_nodes(kv.second, depth + 1, seen, origin);
     }
@@ -246,6 +252,10 @@ struct Reader {
     const long v = std::strtol(s.c_str(), &end, 10);
     if (s.empty() || *end || errno || v < min || v > max)
       bad(n, key, "an integer from " + std::to_string(min) + " to " + std::to_string(max));
+    // YAML 1.1, which Accelerate's reader follows, reads 010 as octal 8: the file means another number.
+    const size_t digits = s.find_first_not_of("+-");
+    if (digits != std::string::npos && s[digits] == '0' && s.size() > digits + 1)
+      bad(n, key, "written without a leading zero (Accelerate reads it as an octal number)");
     return static_cast<int>(v);
   }
 };
@@ -369,7 +379,12 @@ std::optional<std::string> find_config_file(const std::optional<std::string>& ex
 ClusterConfig parse_config_text(const std::string& text, const std::string& origin) {
   YAML::Node root;
   try {
-    root = YAML::Load(text);
+    std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    // PyYAML's safe_load, Accelerate's reader, refuses a second document instead of taking the first.
+    if (documents.size() > 1)
+      fail(Status::InvalidArgument, origin, ":", documents[1].Mark().line + 1, ": a second YAML document (after ",
+           "'---'); a config file holds one");
+    if (!documents.empty()) root = documents[0];
   } catch (const YAML::Exception& e) {
     fail(Status::InvalidArgument, origin, ":", e.mark.line + 1, ": not valid YAML (", e.msg,
          "); fix it, or write a new one with `accelerate config`");

@@ -232,6 +232,25 @@ TEST_F(Config, ErrorsSayWhereAndWhatToFix) {
   EXPECT_NE(parse("distributed_type: [MULTI_GPU\n").find("my.yaml:2: not valid YAML"), std::string::npos);
   EXPECT_NE(parse("").find("this one is empty"), std::string::npos);
   EXPECT_NE(parse("- a\n- b\n").find("mapping of keys to values"), std::string::npos);
+  // A key that is a list or a mapping (an uncaught yaml-cpp exception aborted the launcher), at the
+  // top or in a section.
+  EXPECT_EQ(parse("distributed_type: MULTI_CPU\n? [a, b]\n: 1\n"),
+            "my.yaml:2: a key must be a name, got a list (fix the file, or write a new one with `accelerate config`)");
+  EXPECT_NE(parse("distributed_type: FSDP\nfsdp_config:\n  ? {a: 1}\n  : 2\n")
+                .find("my.yaml:3: a key must be a name, got a mapping"),
+            std::string::npos);
+  // What Accelerate's YAML 1.1 reader (PyYAML's safe_load) reads otherwise: a second document is
+  // refused there, and 010 is octal 8 (this launched 10 processes).
+  EXPECT_NE(parse("distributed_type: MULTI_CPU\nnum_processes: 2\n---\ndistributed_type: 'NO'\n")
+                .find("my.yaml:4: a second YAML document"),
+            std::string::npos);
+  EXPECT_NE(parse("distributed_type: MULTI_CPU\nnum_processes: 010\n")
+                .find("my.yaml:2: num_processes must be written "
+                      "without a leading zero"),
+            std::string::npos);
+  EXPECT_EQ(acc::parse_config_text("distributed_type: MULTI_CPU\nnum_processes: 10\nmachine_rank: 0\n", "ok.yaml")
+                .num_processes,
+            10);
   const std::string missing = (dir_ / "nope.yaml").string();
   EXPECT_NE(error_of([&] { acc::find_config_file(missing); }).find("does not exist: pass an existing file to --config_file"),
             std::string::npos);
