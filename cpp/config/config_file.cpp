@@ -417,9 +417,16 @@ ClusterConfig parse_config_text(const std::string& text, const std::string& orig
   const std::string type = entries.at("distributed_type").IsScalar() ? entries.at("distributed_type").Scalar() : "";
   const std::string section = type == "FSDP" ? "fsdp_config" : type == "DEEPSPEED" ? "deepspeed_config" : "";
   std::vector<std::string> unknown;
+  std::optional<std::string> multinode_launcher;  // none: pdsh, Accelerate's default
   for (const auto& [key, value] : entries) {
     if (value.IsNull() && key != "distributed_type") continue;  // Accelerate's None: not set
     if (read_typed(c, reader, key, value)) continue;
+    if (key == "mpirun_config" && value.IsMap() && value["mpirun_hostfile"] && value["mpirun_hostfile"].IsScalar() &&
+        !value["mpirun_hostfile"].Scalar().empty())
+      fail(Status::Unsupported, origin, ":", value["mpirun_hostfile"].Mark().line + 1,
+           ": mpirun_config.mpirun_hostfile is not supported: Accelerate's launcher starts the processes on that ",
+           "file's hosts through mpirun; start them with mpirun yourself (the library reads its variables), or run ",
+           "accelerate launch on each machine with its machine_rank");
     if (key == section) {
       c.other[key] = node_text(value);
       if (!value.IsMap()) reader.bad(value, key, "a mapping of settings");
@@ -428,6 +435,7 @@ ClusterConfig parse_config_text(const std::string& text, const std::string& orig
         if (kv.second.IsNull()) continue;  // Accelerate's None: not set
         settings[kv.first.as<std::string>()] = kv.second.IsScalar() ? kv.second.Scalar() : node_text(kv.second);
       }
+      if (settings.count("deepspeed_multinode_launcher")) multinode_launcher = settings["deepspeed_multinode_launcher"];
       c.sharding_env = type == "FSDP" ? fsdp_environment(settings, origin + ": " + key, c.warnings)
                                       : deepspeed_environment(settings, origin + ": " + key, c.warnings);
       continue;
@@ -437,6 +445,13 @@ ClusterConfig parse_config_text(const std::string& text, const std::string& orig
     if (known == ignored_keys().end()) unknown.push_back(key);
     else if (!is_neutral(value)) c.warnings.push_back(key + " is ignored (" + known->second + ")");
   }
+  // On several machines Accelerate's launcher hands a DeepSpeed job to DeepSpeed's own launcher (pdsh
+  // and the others start every machine from this one), except with "standard": one launch per
+  // machine, as here. This launcher would start this machine's share and wait for the others.
+  if (type == "DEEPSPEED" && c.num_machines > 1 && multinode_launcher.value_or("pdsh") != "standard")
+    fail(Status::Unsupported, origin, ": deepspeed_config.deepspeed_multinode_launcher = ",
+         multinode_launcher.value_or("pdsh"), multinode_launcher ? "" : " (Accelerate's default)", " on ", c.num_machines, " machines is not supported: it starts every machine's processes from this one; ",
+         "set it to standard and run accelerate launch on each machine with its machine_rank");
   if (!section.empty() && c.sharding_env.empty()) {  // the section is missing: Accelerate's defaults
     c.sharding_env = type == "FSDP" ? fsdp_environment({}, origin, c.warnings) : deepspeed_environment({}, origin, c.warnings);
   }

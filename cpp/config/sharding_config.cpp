@@ -30,7 +30,9 @@ const std::set<std::string>& ignored_fsdp_keys() {
 }
 
 const std::set<std::string>& ignored_deepspeed_keys() {
-  static const std::set<std::string> keys = {"deepspeed_multinode_launcher"};
+  // The multi-machine launcher's (config_file.cpp refuses all but "standard", which needs none of them).
+  static const std::set<std::string> keys = {"deepspeed_multinode_launcher", "deepspeed_hostfile",
+                                             "deepspeed_inclusion_filter", "deepspeed_exclusion_filter"};
   return keys;
 }
 
@@ -281,6 +283,8 @@ SettingMap deepspeed_environment(const SettingMap& settings, const std::string& 
       ShardingRequest checked;  // its errors now, at launch
       apply_deepspeed_file(value, checked, warnings);
       env["ACCELERATE_DEEPSPEED_CONFIG_FILE"] = std::filesystem::absolute(value).string();
+    } else if (key == "deepspeed_multinode_launcher" && value == "standard") {
+      continue;  // one launch per machine: what this launcher does
     } else if (ignored_deepspeed_keys().count(key)) {
       warnings.push_back("deepspeed_config." + key + " is ignored (no counterpart here)");
     } else {

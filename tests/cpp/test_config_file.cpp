@@ -248,6 +248,23 @@ TEST_F(Config, ErrorsSayWhereAndWhatToFix) {
                 .find("my.yaml:2: num_processes must be written "
                       "without a leading zero"),
             std::string::npos);
+  // Several machines where Accelerate's launcher would start them all from this one (DeepSpeed's
+  // pdsh and other launchers, mpirun's hostfile): this launcher started its own share and waited.
+  const std::string ds = "distributed_type: DEEPSPEED\nnum_processes: 4\nnum_machines: 2\nmain_process_ip: 10.0.0.1\n"
+                         "main_process_port: 29500\ndeepspeed_config:\n  zero_stage: 2\n";
+  EXPECT_NE(parse(ds + "  deepspeed_hostfile: /etc/hosts\n")
+                .find("deepspeed_multinode_launcher = pdsh (Accelerate's default) on 2 machines is not supported"),
+            std::string::npos);
+  EXPECT_NE(parse(ds + "  deepspeed_multinode_launcher: openmpi\n").find("= openmpi on 2 machines is not supported"),
+            std::string::npos);
+  const auto standard = acc::parse_config_text(ds + "  deepspeed_multinode_launcher: standard\n", "ok.yaml");
+  EXPECT_EQ(standard.num_machines, 2);
+  for (const auto& warning : standard.warnings) EXPECT_EQ(warning.find("multinode"), std::string::npos) << warning;
+  EXPECT_NO_THROW(acc::parse_config_text("distributed_type: DEEPSPEED\nnum_processes: 2\n", "one_machine.yaml"));
+  EXPECT_NE(parse("distributed_type: MULTI_CPU\nnum_processes: 4\nmpirun_config:\n  mpirun_ccl: 1\n"
+                  "  mpirun_hostfile: /etc/hosts\n")
+                .find("my.yaml:5: mpirun_config.mpirun_hostfile is not supported"),
+            std::string::npos);
   EXPECT_EQ(acc::parse_config_text("distributed_type: MULTI_CPU\nnum_processes: 10\nmachine_rank: 0\n", "ok.yaml")
                 .num_processes,
             10);
