@@ -9,6 +9,7 @@
 #include "common/device.h"
 #include "common/error.h"
 #include "common/random.h"
+#include "common/text.h"
 #include "data/prepare_data_loader.h"
 #include "optim/clip_grad.h"
 #include "optim/optimizer_state.h"
@@ -58,6 +59,13 @@ Accelerator::Accelerator(const Options& options)
   }
   if (config_.data_seed && !config_.use_seedable_sampler && is_main_process())
     std::fprintf(stderr, "accelerate: data_seed is ignored without use_seedable_sampler (as in Accelerate)\n");
+  // torch.compile changes the speed, not the numbers trained (to rounding): said, not refused.
+  if (const char* backend = std::getenv("ACCELERATE_DYNAMO_BACKEND");
+      backend && *backend && lowercase(backend) != "no" && is_main_process())
+    std::fprintf(stderr,
+                 "accelerate: ACCELERATE_DYNAMO_BACKEND=%s is ignored (torch.compile needs Python); the model runs "
+                 "as TorchScript or a layer spec\n",
+                 backend);
   iteration_ = config_.iteration;
   if (config_.seed) set_seed(*config_.seed);
   apply_cpu_affinity_setting(device_, process_.local_rank);

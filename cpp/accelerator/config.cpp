@@ -39,6 +39,28 @@ VariableLookup launcher_variables(bool environment_only = false) {
   };
 }
 
+// What Accelerate's launcher passes for features this runtime does not build is refused, rather than
+// trained as something else: Megatron-LM, and the parallelism config's dimensions beyond data-parallel
+// replicas (tensor, context, sequence parallelism, FSDP2 shards).
+void refuse_unbuilt_launcher_features() {
+  auto is_true = [](const char* name) {
+    const auto value = env(name);
+    return value && parse_bool(*value).value_or(false);
+  };
+  if (is_true("ACCELERATE_USE_MEGATRON_LM"))
+    fail(Status::Unsupported, "environment variable ACCELERATE_USE_MEGATRON_LM=true (Accelerate's launcher for a ",
+         "MEGATRON_LM config): Megatron-LM is Python-only and not built here");
+  if (!is_true("ACCELERATE_USE_PARALLELISM_CONFIG")) return;
+  for (const char* name : {"PARALLELISM_CONFIG_DP_SHARD_SIZE", "PARALLELISM_CONFIG_TP_SIZE",
+                           "PARALLELISM_CONFIG_CP_SIZE", "PARALLELISM_CONFIG_SP_SIZE"}) {
+    const auto value = env(name);
+    if (value && *value != "1")
+      fail(Status::Unsupported, "environment variable ", name, "=", *value, " (Accelerate's parallelism_config): ",
+           "only data-parallel replicas (PARALLELISM_CONFIG_DP_REPLICATE_SIZE) are built here; for sharded data ",
+           "parallelism use an FSDP or DeepSpeed config");
+  }
+}
+
 // Accelerate's launcher variables for FSDP and DeepSpeed (or the config file's), for the
 // sharding options the program did not set.
 // `from_env`: what the variables and the config file set (a DeepSpeed JSON config must agree with them).
@@ -247,6 +269,7 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
     return std::nullopt;
   };
   // `unset`: a value that means none (Accelerate's launcher writes "auto" for no clipping).
+  refuse_unbuilt_launcher_features();
   const VariableLookup variables = launcher_variables(/*environment_only=*/o.has("zero_stage"));
   auto take = [&](const char* key, const char* variable, const char* unset = nullptr) {
     if (o.has(key)) return;

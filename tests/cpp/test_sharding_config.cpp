@@ -48,6 +48,10 @@ const char* const kVariables[] = {"ACCELERATE_USE_FSDP",
                                   "FSDP_FORWARD_PREFETCH",
                                   "FSDP_BACKWARD_PREFETCH",
                                   "WORLD_SIZE",
+                                  "ACCELERATE_USE_MEGATRON_LM",
+                                  "ACCELERATE_USE_PARALLELISM_CONFIG",
+                                  "PARALLELISM_CONFIG_DP_REPLICATE_SIZE",
+                                  "PARALLELISM_CONFIG_TP_SIZE",
                                   "HF_HOME"};
 
 // Each test starts with none of the variables (and no config file to find).
@@ -625,6 +629,24 @@ TEST_F(Sharding, AConfigFileNamedByTheEnvironmentShardsWithoutALauncher) {
   setenv("ACCELERATE_USE_DEEPSPEED", "false", 1);
   EXPECT_EQ(resolve().sharding.stage, 0);
   std::remove(path.c_str());
+}
+
+// What Accelerate's launcher passes for Megatron-LM or a parallelism config beyond data-parallel
+// replicas (a C program run by its `accelerate launch --no_python`): it trained plain DDP silently.
+TEST_F(Sharding, LauncherVariablesForFeaturesNotBuiltAreRefused) {
+  setenv("ACCELERATE_USE_MEGATRON_LM", "true", 1);
+  auto [status, message] = failure([] { resolve(); });
+  EXPECT_EQ(status, acc::Status::Unsupported);
+  EXPECT_NE(message.find("ACCELERATE_USE_MEGATRON_LM=true"), std::string::npos) << message;
+  setenv("ACCELERATE_USE_MEGATRON_LM", "false", 1);
+  EXPECT_NO_THROW(resolve());
+  setenv("ACCELERATE_USE_PARALLELISM_CONFIG", "true", 1);
+  setenv("PARALLELISM_CONFIG_DP_REPLICATE_SIZE", "2", 1);
+  EXPECT_EQ(resolve().sharding.stage, 0) << "replicas alone are DDP";
+  setenv("PARALLELISM_CONFIG_TP_SIZE", "2", 1);
+  std::tie(status, message) = failure([] { resolve(); });
+  EXPECT_EQ(status, acc::Status::Unsupported);
+  EXPECT_NE(message.find("PARALLELISM_CONFIG_TP_SIZE=2"), std::string::npos) << message;
 }
 
 TEST_F(Sharding, Zero3Save16BitModelComesFromEveryPlaceAccelerateReadsIt) {
