@@ -89,9 +89,21 @@ LaunchConfig resolve_launch_config(const LaunchFlags& f, const std::optional<Clu
         fsdp ? "FSDP flags need --use_fsdp (or a config file with distributed_type FSDP, without --multi_gpu or --cpu)"
              : "DeepSpeed flags need --use_deepspeed (or a config file with distributed_type DEEPSPEED, without "
                "--multi_gpu or --cpu)");
-    auto env = fsdp ? fsdp_environment(fsdp_flags, "accelerate launch flags", c.warnings)
-                    : deepspeed_environment(deepspeed_flags, "accelerate launch flags", c.warnings);
     const bool same_kind = c.sharding_env.count(fsdp ? "ACCELERATE_USE_FSDP" : "ACCELERATE_USE_DEEPSPEED");
+    // The flags are read as settings of the file's FSDP version (FSDP2's reshard_after_forward is
+    // no strategy); a flag cannot change the version under the file's other settings.
+    auto settings = fsdp_flags;
+    if (fsdp && same_kind) {
+      const auto filed = c.sharding_env.find("FSDP_VERSION");
+      const std::string file_version = filed == c.sharding_env.end() ? "1" : filed->second;
+      const auto flagged = settings.find("fsdp_version");
+      require(flagged == settings.end() || flagged->second == file_version, "--fsdp_version ",
+              flagged == settings.end() ? "" : flagged->second, " differs from the config file's fsdp_version ",
+              file_version, ": change it in the file (`accelerate to-fsdp2` converts one)");
+      settings["fsdp_version"] = file_version;
+    }
+    auto env = fsdp ? fsdp_environment(settings, "accelerate launch flags", c.warnings)
+                    : deepspeed_environment(deepspeed_flags, "accelerate launch flags", c.warnings);
     if (!same_kind) c.sharding_env.clear();
     for (auto& [key, value] : env) c.sharding_env[key] = value;
   }

@@ -537,6 +537,31 @@ TEST_F(Sharding, LauncherFlagsOverrideTheFileKeyByKey) {
   EXPECT_NE(failure([&] { acc::resolve_launch_config(stray, std::nullopt, std::nullopt, {"train"}); }).second.find(
                 "need --use_deepspeed"),
             std::string::npos);
+  // An FSDP2 file and a strategy flag (or the other way round) make no FSDP config: the flag was
+  // passed on and ignored by the processes.
+  const auto fsdp2 = acc::parse_config_text(
+      "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n  fsdp_reshard_after_forward: true\nnum_processes: 2\n",
+      "fsdp2.yaml");
+  acc::LaunchFlags strategy;
+  strategy.fsdp["fsdp_sharding_strategy"] = "NO_SHARD";
+  EXPECT_NE(failure([&] { acc::resolve_launch_config(strategy, fsdp2, std::string("fsdp2.yaml"), {"train"}); })
+                .second.find("accelerate launch flags: fsdp_version 2 takes fsdp_reshard_after_forward, not "
+                             "fsdp_sharding_strategy"),
+            std::string::npos);
+  const auto fsdp1 = acc::parse_config_text(
+      "distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: SHARD_GRAD_OP\nnum_processes: 2\n",
+      "fsdp1.yaml");
+  acc::LaunchFlags version;
+  version.fsdp["fsdp_version"] = "2";
+  EXPECT_NE(failure([&] {
+              acc::resolve_launch_config(version, fsdp1, std::string("fsdp1.yaml"), {"train"});
+            }).second.find("--fsdp_version 2 differs from the config file's fsdp_version 1"),
+            std::string::npos);
+  acc::LaunchFlags reshard;
+  reshard.fsdp["fsdp_reshard_after_forward"] = "false";
+  EXPECT_EQ(acc::resolve_launch_config(reshard, fsdp2, std::string("fsdp2.yaml"), {"train"})
+                .sharding_env.at("FSDP_RESHARD_AFTER_FORWARD"),
+            "false");
 }
 
 // Accelerate's questionnaire writes an FSDP1 strategy into fsdp_reshard_after_forward: it is the one
