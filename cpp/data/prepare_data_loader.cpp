@@ -46,9 +46,9 @@ std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const 
   if (dist && o.dispatch_batches.value_or(stream != nullptr)) {
     // Process 0 reads through a plain loader (shuffled as the options above say) and sends every
     // process its slice.
-    // As Accelerate's prepare_data_loader: a batch of 1 goes through (its dispatcher then sends empty
-    // batches); any other must divide when split, or the slices would drop each batch's remainder.
-    if (options.batch_size > 1) check_sharding(options.batch_size, o.num_processes, o.split_batches);
+    // Split, a batch must divide, or the slices would drop each batch's remainder. (Accelerate lets a
+    // batch of 1 through, and its dispatcher then sends every process 0 samples of it but the last.)
+    if (options.batch_size > 1 || o.split_batches) check_sharding(options.batch_size, o.num_processes, o.split_batches);
     DataLoaderOptions base_options = options;
     base_options.device.reset();
     auto base = make_data_loader(map ? map->dataset() : nullptr, stream ? stream->source() : nullptr, base_options);
