@@ -11,6 +11,16 @@ namespace acc {
 namespace {
 
 constexpr int64_t kMaxDims = 16;  // sizes compared one by one; beyond them, the element count
+constexpr int64_t kNoDimension = INT64_MIN;  // announced by a process whose pad names no dimension
+
+// Gloo on libtorch 1.13 has no bool: booleans travel as bytes (0 or 1), and come back as bool. A sum
+// of them is then a logical or, as torch's allreduce of bool tensors.
+at::Tensor on_the_wire(const at::Tensor& tensor) {
+  return tensor.scalar_type() == at::kBool ? tensor.to(at::kByte) : tensor;
+}
+at::Tensor off_the_wire(const at::Tensor& received, at::ScalarType dtype) {
+  return dtype == at::kBool ? received.ne(0) : received;
+}
 
 }  // namespace
 
@@ -25,12 +35,12 @@ std::vector<at::Tensor> Collectives::all_gather_on(c10d::ProcessGroup& group, co
     all_gather_on(group, at::zeros({1}, tensor.options()), name);
     return std::vector<at::Tensor>(static_cast<size_t>(world_size()), tensor.clone());
   }
-  at::Tensor input = tensor.detach().to(dist_->device()).contiguous();
+  at::Tensor input = on_the_wire(tensor.detach().to(dist_->device())).contiguous();
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int64_t r = 0; r < world_size(); ++r) outputs[0].push_back(at::empty_like(input));
   std::vector<at::Tensor> inputs{input};
   wait_collective(group.allgather(outputs, inputs), name);
-  for (auto& t : outputs[0]) t = t.to(tensor.device());
+  for (auto& t : outputs[0]) t = off_the_wire(t, tensor.scalar_type()).to(tensor.device());
   return outputs[0];
 }
 
@@ -103,6 +113,13 @@ std::vector<Collectives::Layout> Collectives::announce(CallKind kind, int64_t pa
   for (size_t r = 0; r < calls.size(); ++r) {
     const int64_t* v = calls[r].data_ptr<int64_t>();
     require(v[0] == kCallMagic, mine, ": process ", r, " sent something other than an announcement");
+    if (kind == CallKind::Pad && v[2] == c[2] && v[3] != c[3]) {
+      auto pads = [](int64_t dim) {
+        return dim == kNoDimension ? std::string("no dimension") : concat("dimension ", dim);
+      };
+      fail(Status::InvalidArgument, mine, ": process ", r, " pads ", pads(v[3]), ", this one ", pads(c[3]),
+           " (every process must pad the same dimension of a tensor with as many dimensions)");
+    }
     require(v[2] == c[2] && v[3] == c[3], mine, ": process ", r, " calls ", call_name(v[2], v[3]),
             " at the same point (every process must make the same collective calls in the same order)");
     require(v[1] == c[1], mine, ": process ", r, " calls a ", call_name(v[2], v[3]), " named otherwise at the same ",
@@ -216,14 +233,15 @@ at::Tensor Collectives::reduce(const at::Tensor& tensor, Reduction op, const std
     return tensor.clone();
   }
   // One copy onto the collective device (a new tensor: the input is never overwritten).
-  at::Tensor buffer = tensor.detach().to(dist_->device(), tensor.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
+  at::Tensor buffer =
+      on_the_wire(tensor.detach().to(dist_->device(), tensor.scalar_type(), /*non_blocking=*/false, /*copy=*/true));
   std::vector<at::Tensor> tensors{buffer};
   wait_collective(dist_->group()->allreduce(tensors), name);
   if (op == Reduction::Mean) {
     require(buffer.is_floating_point(), "collective '", name, "': a mean needs a floating tensor");
     buffer.div_(static_cast<double>(world_size()));
   }
-  return buffer.to(tensor.device());
+  return off_the_wire(buffer, tensor.scalar_type()).to(tensor.device());
 }
 
 std::string Collectives::broadcast_object(const std::string& bytes, int64_t src, const std::string& name) {
@@ -251,25 +269,38 @@ at::Tensor Collectives::broadcast(const at::Tensor& tensor, int64_t src, const s
     return tensor.clone();
   }
   // One copy onto the collective device (a new tensor: the input is never overwritten).
-  at::Tensor buffer = tensor.detach().to(dist_->device(), tensor.scalar_type(), /*non_blocking=*/false, /*copy=*/true);
+  at::Tensor buffer =
+      on_the_wire(tensor.detach().to(dist_->device(), tensor.scalar_type(), /*non_blocking=*/false, /*copy=*/true));
   std::vector<at::Tensor> tensors{buffer};
   c10d::BroadcastOptions options;
   options.rootRank = src;
   wait_collective(dist_->group()->broadcast(tensors, options), name);
-  return buffer.to(tensor.device());
+  return off_the_wire(buffer, tensor.scalar_type()).to(tensor.device());
 }
 
 at::Tensor Collectives::pad_across_processes(const at::Tensor& tensor, int64_t dim, double value, bool pad_first,
                                              const std::string& name) {
-  require(tensor.dim() > 0 && dim < tensor.dim() && dim >= -tensor.dim(), "collective '", name, "': dim ", dim,
-          " is not a dimension of a tensor with ", tensor.dim(), " dimensions");
-  if (!dist_) return tensor;
+  const bool valid = tensor.dim() > 0 && dim < tensor.dim() && dim >= -tensor.dim();
+  auto refuse_dim = [&] {
+    require(valid, "collective '", name, "': dim ", dim, " is not a dimension of a tensor with ", tensor.dim(),
+            " dimensions");
+  };
+  if (!dist_) {
+    refuse_dim();
+    return tensor;
+  }
+  const int64_t raw_dim = dim;
+  if (valid && dim < 0) dim += tensor.dim();
+  // The padded dim is the call's parameter, announced before any process refuses it: processes
+  // padding different dims (or one none) all fail at this call, none at the next.
+  const auto layouts = announce(CallKind::Pad, valid ? dim : kNoDimension, Layout::of(tensor), false, name);
+  dim = raw_dim;
+  refuse_dim();
   if (dim < 0) dim += tensor.dim();
   int64_t longest = 0;
   require(tensor.dim() <= kMaxDims || dim < kMaxDims, "collective '", name, "': pads one of the first ", kMaxDims,
           " dimensions");  // alike on every process: the same call
-  // The padded dim is the call's parameter: processes padding different dims disagree there.
-  for (const auto& layout : announce(CallKind::Pad, dim, Layout::of(tensor), false, name)) {
+  for (const auto& layout : layouts) {
     require(layout.dims == tensor.dim(), "collective '", name,
             "': tensors have different numbers of dimensions across processes");
     require(layout.dtype == static_cast<int64_t>(tensor.scalar_type()), "collective '", name,

@@ -906,6 +906,59 @@ TEST(Data, DispatchedSplitBatchesNeedABatchSizeTheProcessesDivide) {
   acc_dataset_free(ds);
 }
 
+// Bool tensors (a metric's `predictions == labels`) go through every collective, as torch 2.x's
+// Gloo takes them; libtorch 1.13's Gloo refused them ("Invalid scalar type"). A sum is a logical or.
+TEST(Dist, BoolTensorsGoThroughEveryCollective) {
+  // Process r: [r is even, true, r == 0].
+  acc_tensor* t = acc_test::bools({static_cast<uint8_t>(g_rank % 2 == 0), 1, static_cast<uint8_t>(g_rank == 0)}, {3});
+  auto bytes = [](const acc_tensor* out) {
+    acc_dtype dtype = ACC_DTYPE_FLOAT32;
+    EXPECT_EQ(acc_tensor_dtype(out, &dtype), ACC_OK);
+    EXPECT_EQ(dtype, ACC_DTYPE_BOOL);
+    return acc_test::to_host<uint8_t>(out);
+  };
+  std::vector<uint8_t> gathered;
+  for (int64_t r = 0; r < g_world; ++r)
+    gathered.insert(gathered.end(), {static_cast<uint8_t>(r % 2 == 0), 1, static_cast<uint8_t>(r == 0)});
+  acc_tensor* out = nullptr;
+  ACC_ASSERT_OK(acc_gather(g_acc, t, "bool gather", &out));
+  EXPECT_EQ(bytes(out), gathered);
+  acc_tensor_free(out);
+  ACC_ASSERT_OK(acc_gather_for_metrics(g_acc, t, "bool gather_for_metrics", &out));
+  EXPECT_EQ(bytes(out), gathered);
+  acc_tensor_free(out);
+  ACC_ASSERT_OK(acc_reduce(g_acc, t, ACC_REDUCTION_SUM, "bool reduce", &out));
+  EXPECT_EQ(bytes(out), (std::vector<uint8_t>{1, 1, 1}));
+  acc_tensor_free(out);
+  ACC_ASSERT_OK(acc_broadcast(g_acc, t, g_world - 1, "bool broadcast", &out));
+  EXPECT_EQ(bytes(out), (std::vector<uint8_t>{static_cast<uint8_t>((g_world - 1) % 2 == 0), 1, 0}));
+  acc_tensor_free(out);
+  ACC_EXPECT_ERROR(acc_reduce(g_acc, t, ACC_REDUCTION_MEAN, "bool mean", &out), ACC_ERR_INVALID_ARGUMENT,
+                   "a mean needs a floating tensor");
+  acc_tensor_free(t);
+}
+
+// Processes padding different dimensions fail at that call, every one of them, naming the
+// dimensions; a process whose dim is no dimension took part in no announcement, so the others' call
+// was paired with its next collective and every later call failed one off.
+TEST(Dist, PaddingDifferentDimensionsFailsAtThatCallOnEveryProcess) {
+  // The last process holds [2], the others [2, 1].
+  const bool flat = g_rank == g_world - 1;
+  acc_tensor* t = flat ? floats({1, 2}, {2}) : floats({1, 2}, {2, 1});
+  acc_tensor* out = nullptr;
+  ACC_EXPECT_ERROR(acc_pad_across_processes(g_acc, t, -1, 0, 0, "pad last", &out), ACC_ERR_INVALID_ARGUMENT,
+                   flat ? "pads dimension 1, this one dimension 0" : "this one dimension 1");
+  ACC_EXPECT_ERROR(acc_pad_across_processes(g_acc, t, 1, 0, 0, "pad one", &out), ACC_ERR_INVALID_ARGUMENT,
+                   flat ? "pads dimension 1, this one no dimension" : "pads no dimension, this one dimension 1");
+  EXPECT_EQ(out, nullptr);
+  acc_tensor_free(t);
+  acc_tensor* one = floats({1.0f}, {1});
+  ACC_ASSERT_OK(acc_reduce(g_acc, one, ACC_REDUCTION_SUM, "after the pads", &out));
+  EXPECT_EQ(to_floats(out), std::vector<float>{static_cast<float>(g_world)});
+  acc_tensor_free(one);
+  acc_tensor_free(out);
+}
+
 TEST(Dist, MismatchedShapesOrDtypesAreNamedOnEveryProcessNotACrash) {
   // Gloo aborts a process, or hands bytes of the wrong size on, when the tensors differ.
   acc_tensor* t = floats(range_values(g_rank + 1, 0.0f), {g_rank + 1});
@@ -959,7 +1012,7 @@ TEST(Dist, MismatchedCallsAreErrorsOnEveryProcessNotACrashOrAWrongResult) {
   ACC_EXPECT_ERROR(acc_broadcast(g_acc, t, odd ? 0 : g_world - 1, "b", &out), ACC_ERR_INVALID_ARGUMENT,
                    "calls broadcast at the same point");
   ACC_EXPECT_ERROR(acc_pad_across_processes(g_acc, t, odd ? 1 : 0, 0.0, 0, "p", &out), ACC_ERR_INVALID_ARGUMENT,
-                   "calls pad_across_processes at the same point");
+                   odd ? "this one dimension 1" : "this one dimension 0");
   EXPECT_EQ(out, nullptr);
   EXPECT_EQ(list, nullptr);
   // Still in step afterwards.
