@@ -18,19 +18,18 @@ std::optional<std::string> env(const char* name) {
   return std::string(value);
 }
 
-// Where no launcher said whether to use FSDP or DeepSpeed (Accelerate's and ours always do), the
-// variables that the config file's fsdp_config / deepspeed_config stand for: what our launcher would
-// have set from it, for a process started by torchrun, mpirun or a script with ACCELERATE_CONFIG_FILE.
-std::map<std::string, std::string> file_launcher_variables() {
-  if (env("ACCELERATE_USE_FSDP") || env("ACCELERATE_USE_DEEPSPEED")) return {};
-  const std::optional<ClusterConfig> file = implicit_config();
-  return file ? file->sharding_env : std::map<std::string, std::string>{};
-}
+// The config file the library reads (implicit_config), read once by each caller.
+using ConfigFile = std::function<std::optional<ClusterConfig>()>;
 
-// A launcher variable: the environment's, else the config file's (file_launcher_variables) unless
-// `environment_only` (a program that chose its zero_stage reads no file for it).
-VariableLookup launcher_variables(bool environment_only = false) {
-  auto file = environment_only ? std::map<std::string, std::string>{} : file_launcher_variables();
+// A launcher variable: the environment's, else, where no launcher said whether to use FSDP or
+// DeepSpeed (Accelerate's and ours always do), what the config file's fsdp_config / deepspeed_config
+// stand for: what our launcher would have set from it, for a process started by torchrun, mpirun or a
+// script with ACCELERATE_CONFIG_FILE. `config_file` empty: the environment only (a program that chose
+// its zero_stage reads no file for it).
+VariableLookup launcher_variables(const ConfigFile& config_file) {
+  std::map<std::string, std::string> file;
+  if (config_file && !env("ACCELERATE_USE_FSDP") && !env("ACCELERATE_USE_DEEPSPEED"))
+    if (const auto config = config_file()) file = config->sharding_env;
   return [file = std::move(file)](const char* name) -> std::optional<std::string> {
     if (auto value = env(name)) return value;
     const auto found = file.find(name);
@@ -256,10 +255,14 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   Options from_env(table);
   // Accelerate's config file comes last: read only when a value is still missing.
   std::optional<std::optional<ClusterConfig>> file;
+  const ConfigFile config_file = [&file] {
+    if (!file) file = implicit_config();
+    return *file;
+  };
   auto from_file = [&](const char* key) -> std::optional<std::string> {
     static const std::set<std::string> filed = {"cpu", "mixed_precision", "gradient_accumulation_steps"};
     if (!filed.count(key)) return std::nullopt;  // the file is read only for what it can give
-    if (!file) file = implicit_config();
+    config_file();
     if (!*file) return std::nullopt;
     const ClusterConfig& f = **file;
     if (std::string(key) == "cpu" && f.says_cpu()) return f.wants_cpu() ? "true" : "false";
@@ -270,7 +273,7 @@ AcceleratorConfig resolve_accelerator_config(const Options& o) {
   };
   // `unset`: a value that means none (Accelerate's launcher writes "auto" for no clipping).
   refuse_unbuilt_launcher_features();
-  const VariableLookup variables = launcher_variables(/*environment_only=*/o.has("zero_stage"));
+  const VariableLookup variables = launcher_variables(o.has("zero_stage") ? ConfigFile() : config_file);
   auto take = [&](const char* key, const char* variable, const char* unset = nullptr) {
     if (o.has(key)) return;
     if (auto value = variables(variable); value && !(unset && *value == unset)) {
@@ -321,7 +324,7 @@ std::string settings_every_process_shares(const AcceleratorConfig& config) {
 
 bool main_process_loads_weights() {
   try {
-    const auto request = sharding_from_environment(launcher_variables());
+    const auto request = sharding_from_environment(launcher_variables(implicit_config));
     return request && request->main_process_loads;
   } catch (const Error&) {
     return false;  // a malformed variable: the accelerator names it when made; a model is built whole
