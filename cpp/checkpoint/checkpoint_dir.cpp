@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -20,14 +21,16 @@ namespace acc {
 namespace fs = std::filesystem;
 namespace {
 
-// checkpoint_<digits> -> the number; anything else -> none.
+// checkpoint_<digits> -> the number (any an iteration can be: up to INT64_MAX); anything else -> none.
 std::optional<int64_t> checkpoint_number(const std::string& name) {
   const std::string prefix = "checkpoint_";
-  if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size() || name.size() > prefix.size() + 18) return std::nullopt;
-  const std::string digits = name.substr(prefix.size());
-  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
-  const int64_t number = std::stoll(digits);
-  if (std::to_string(number) != digits) return std::nullopt;  // "checkpoint_00" is not a name saves give
+  if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size()) return std::nullopt;
+  const char* first = name.data() + prefix.size();
+  const char* last = name.data() + name.size();
+  if (*first == '0' && last - first > 1) return std::nullopt;  // "checkpoint_00" is not a name saves give
+  int64_t number = 0;
+  const auto [end, error] = std::from_chars(first, last, number);
+  if (error != std::errc() || end != last || number < 0) return std::nullopt;
   return number;
 }
 
@@ -142,20 +145,28 @@ std::optional<std::string> newest_checkpoint(const std::string& project_dir) {
   return std::nullopt;
 }
 
-void rotate_checkpoints(const std::string& project_dir, int64_t keep) {
+void rotate_checkpoints(const std::string& project_dir, int64_t keep, const std::string& written) {
   require(keep >= 1, "total_limit must be at least 1, got ", keep);
   auto found = numbered_checkpoints(project_dir);
-  // Only what saves wrote is rotated: a checkpoint_<i> folder holding anything else is left alone.
+  // Only complete checkpoints of ours are counted and rotated, the one just written kept whatever its
+  // number: a checkpoint_<i> folder without a manifest, or holding anything a save does not write, is
+  // left alone.
   for (auto it = found.begin(); it != found.end();) {
-    if (holds_only_checkpoint_files(it->second)) {
+    std::error_code ec;
+    const bool complete = fs::exists(it->second / kCheckpointManifest, ec);
+    if (it->second.filename() == fs::path(written).filename()) {
+      it = found.erase(it);
+      continue;
+    }
+    if (complete && holds_only_checkpoint_files(it->second)) {
       ++it;
       continue;
     }
-    std::fprintf(stderr, "accelerate: total_limit: '%s' holds files a save does not write; it is kept and not counted\n",
-                 it->second.string().c_str());
+    std::fprintf(stderr, "accelerate: total_limit: '%s' %s; it is kept and not counted\n", it->second.string().c_str(),
+                 complete ? "holds files a save does not write" : "is not a complete checkpoint (no manifest)");
     it = found.erase(it);
   }
-  while (static_cast<int64_t>(found.size()) > keep) {
+  while (static_cast<int64_t>(found.size()) + 1 > keep) {
     // Renamed first, so an interrupted delete never leaves a half-deleted checkpoint_<i> behind.
     const fs::path doomed = found.begin()->second;
     const fs::path hidden = doomed.parent_path() / ("." + doomed.filename().string() + ".deleting");
@@ -183,7 +194,10 @@ void check_checkpoint_target(const std::string& target) {
   const auto status = fs::symlink_status(target, ec);
   if (!fs::exists(status)) return;
   if (!fs::is_directory(status))
-    fail(Status::InvalidArgument, "save_state: '", target, "' exists and is not a folder (nothing was changed)");
+    fail(Status::InvalidArgument, "save_state: '", target, "' ",
+         fs::is_symlink(status) ? "is a link (a save replaces the folder itself; name the folder it points to)"
+                                : "exists and is not a folder",
+         " (nothing was changed)");
   const auto foreign = first_foreign_entry(target, ec);
   if (ec) fail(Status::Io, "save_state: cannot list '", target, "': ", ec.message());
   if (foreign)
@@ -284,6 +298,12 @@ void clear_automatic_target(const std::string& target) {
   if (fs::is_directory(fs::symlink_status(target, ec)) && fs::is_empty(target, ec)) return;
   if (!fs::is_directory(fs::symlink_status(target, ec)) || fs::exists(fs::path(target) / kCheckpointManifest, ec))
     fail(Status::InvalidArgument, "checkpoint folder '", target, "' already exists; set iteration past it");
+  // A save killed while its pre-hooks ran leaves its staging folder beside the one made for the hooks;
+  // without it the folder is the user's, refused as Accelerate refuses any folder there.
+  if (!fs::exists(fs::symlink_status(staging_dir(target), ec)))
+    fail(Status::InvalidArgument, "checkpoint folder '", target,
+         "' already exists and is not a checkpoint (nor what an interrupted save left); set iteration past it, ",
+         "or move the folder");
   const fs::path path(target);
   fs::path aside;
   for (int n = 0;; ++n) {

@@ -22,9 +22,10 @@ std::string automatic_checkpoint_dir(const std::string& project_dir, int64_t ite
 // that are not checkpoint_<number>, or lack the manifest, are ignored.
 std::optional<std::string> newest_checkpoint(const std::string& project_dir);
 
-// Deletes the oldest checkpoint_<i> folders so that at most `keep` remain (other entries are left
-// alone). Run after a new checkpoint is complete, so a crash never leaves fewer than before.
-void rotate_checkpoints(const std::string& project_dir, int64_t keep);
+// Deletes the lowest-numbered complete checkpoint_<i> folders so that at most `keep` remain, `written`
+// (the one just published) among them whatever its number; other entries are left alone and not
+// counted. Run after a new checkpoint is complete, so a crash never leaves fewer than before.
+void rotate_checkpoints(const std::string& project_dir, int64_t keep, const std::string& written);
 
 // Refuses (InvalidArgument, naming what is there) a save_state target that publish_checkpoint would
 // destroy without it being ours: a file, or a folder holding anything but a checkpoint's files (the
@@ -34,8 +35,9 @@ void check_checkpoint_target(const std::string& target);
 
 // An automatic checkpoint's folder found in place before a save: a complete checkpoint is refused
 // (InvalidArgument: the counter must move past it); what a save killed while its pre-hooks ran left
-// there (no manifest) is renamed to a hidden ".<name>.interrupted" beside it, with a warning on stderr,
-// so that the run goes on without losing it; an empty one is taken as it is.
+// there (no manifest, its staging folder beside it) is renamed to a hidden ".<name>.interrupted" beside
+// it, with a warning on stderr, so that the run goes on without losing it; an empty one is taken as it
+// is; any other folder is the user's, refused (InvalidArgument) as Accelerate refuses it.
 void clear_automatic_target(const std::string& target);
 
 // What a folder holds (nothing where it does not exist), to tell afterwards what was written into it:

@@ -148,6 +148,25 @@ void check_saved_model_weights(const nlohmann::json& manifest, const std::string
          " to load: a load pre-hook must take out the models whose weights a save pre-hook took out");
 }
 
+// The manifest's counts of what is saved must be the same on every process (a process that registered
+// an object the others did not would save a checkpoint none can load, and parts gathered across
+// processes would not pair): refused on every process alike, before anything is written.
+void check_same_objects_on_every_process(const nlohmann::json& manifest, Collectives& collectives) {
+  nlohmann::json mine = nlohmann::json::object();
+  for (const char* key : {"models", "optimizers", "schedulers", "dataloaders", "custom_objects", "scaler"})
+    if (manifest.contains(key)) mine[key] = manifest[key];
+  const auto all = collectives.gather_object(mine.dump(), "save_state (what each process saves)");
+  const nlohmann::json first = parse_json_input(all.at(0), "process 0's checkpoint contents");
+  for (size_t rank = 1; rank < all.size(); ++rank) {
+    const nlohmann::json theirs = parse_json_input(all[rank], "a process's checkpoint contents");
+    for (const auto& [key, value] : first.items())
+      if (!theirs.contains(key) || theirs[key] != value)
+        fail(Status::InvalidArgument, "save_state: process 0 saves ", value.dump(), " ", key, " and process ", rank,
+             " saves ", theirs.contains(key) ? theirs[key].dump() : "none",
+             "; every process must prepare and register the same objects");
+  }
+}
+
 }  // namespace
 
 void save_accelerator_state(CheckpointSave& save, const CheckpointPartsOf& parts_of, Collectives& collectives) {
@@ -160,6 +179,7 @@ void save_accelerator_state(CheckpointSave& save, const CheckpointPartsOf& parts
       },
       "save_state (resolving)");
   const bool main_process = collectives.rank() == 0;
+  check_same_objects_on_every_process(save.manifest, collectives);
   const std::string save_id = new_save_id(collectives);
   StagingCleanup cleanup(save.writer ? staging : std::string());
   std::optional<FolderSnapshot> before_hooks;  // the writers': what the target held before any hook ran
@@ -247,7 +267,7 @@ void save_accelerator_state(CheckpointSave& save, const CheckpointPartsOf& parts
           write_file(join_path(staging, kCheckpointManifest), with_manifest_checksum(manifest).dump(2));
           publish_checkpoint(staging, target);
           if (save.automatic) remove_interrupted_saves(save.project_dir);
-          if (save.automatic && save.total_limit) rotate_checkpoints(save.project_dir, *save.total_limit);
+          if (save.automatic && save.total_limit) rotate_checkpoints(save.project_dir, *save.total_limit, target);
         },
         "save_state (completing)");
   } catch (const Error& e) {
@@ -271,7 +291,9 @@ void load_accelerator_state(CheckpointLoad& load, const CheckpointPartsOf& parts
         if (load.precheck) load.precheck();
         for (const auto& hook : load.hooks) hook(load.models, source);
         const std::string manifest_path = join_path(source, kCheckpointManifest);
-        if (!fs::is_directory(source)) fail(Status::Io, "checkpoint folder '", source, "' does not exist");
+        if (!fs::is_directory(source))
+          fail(Status::Io, "checkpoint folder '", source, "' ",
+               fs::exists(source) ? "is not a folder" : "does not exist");
         if (!fs::exists(manifest_path))
           fail(Status::Io, "'", source, "' is not a complete checkpoint (", kCheckpointManifest, " is missing)");
         const nlohmann::json manifest = read_json(manifest_path);

@@ -600,13 +600,28 @@ TEST(SaveState, HookOutputAcrossSavesFailuresAndInterruptedFolders) {
   ACC_ASSERT_OK(acc_save_state(t.acc, dir.c_str(), nullptr));
   ACC_ASSERT_OK(acc_load_state(t.acc, dir.c_str(), nullptr));
 
-  // An automatic folder holding what a killed save's hook wrote (no manifest) is set aside, kept.
+  // An automatic folder holding what a killed save's hook wrote (no manifest) is set aside, kept. The
+  // save is killed for real: a child process's hook writes, then exits inside it.
   char* next = nullptr;
   int64_t iteration = 0;
   ACC_ASSERT_OK(acc_accelerator_iteration(t.acc, &iteration));
   const std::string interrupted = project + "/checkpoints/checkpoint_" + std::to_string(iteration);
-  fs::create_directories(interrupted);
-  std::ofstream(interrupted + "/adapter_model.safetensors") << "cut short";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto killed = [](void*, const char* dir) {
+      std::ofstream(std::string(dir) + "/adapter_model.safetensors") << "cut short";
+      ::_exit(0);
+      return 0;
+    };
+    if (acc_register_save_state_pre_hook(t.acc, killed, nullptr, nullptr) == ACC_OK)
+      (void)acc_save_state(t.acc, nullptr, nullptr);
+    ::_exit(1);
+  }
+  int child_status = 0;
+  ASSERT_EQ(::waitpid(child, &child_status, 0), child);
+  ASSERT_TRUE(WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0) << "the hook must have ended the save";
+  ASSERT_EQ(acc_test::read_file(interrupted + "/adapter_model.safetensors"), "cut short");
   ACC_ASSERT_OK(acc_save_state(t.acc, nullptr, &next));
   EXPECT_EQ(take_string(next), interrupted);
   EXPECT_EQ(acc_test::read_file(project + "/checkpoints/.checkpoint_" + std::to_string(iteration) +
@@ -618,6 +633,60 @@ TEST(SaveState, HookOutputAcrossSavesFailuresAndInterruptedFolders) {
   ACC_EXPECT_ERROR(acc_save_state(t.acc, interrupted.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
                    "holds 'random_states_5.safetensors', which is not part of a checkpoint");
   EXPECT_EQ(acc_test::read_file(interrupted + "/random_states_5.safetensors"), "mine");
+}
+
+// Found by a hunt: an automatic target holding the user's folder (no save was interrupted there) was moved
+// aside as if a save had left it; it is refused, as Accelerate refuses any folder there, and kept.
+TEST(SaveState, AUsersFolderAtTheAutomaticTargetIsRefusedAndKept) {
+  const std::string project = fresh_dir("users_target");
+  const std::string mine = project + "/checkpoints/checkpoint_0";
+  fs::create_directories(mine);
+  std::ofstream(mine + "/notes.txt") << "mine";
+  Training t({{"project_dir", project}, {"automatic_checkpoint_naming", "1"}});
+  ACC_EXPECT_ERROR(acc_save_state(t.acc, nullptr, nullptr), ACC_ERR_INVALID_ARGUMENT,
+                   "checkpoint_0' already exists and is not a checkpoint");
+  EXPECT_EQ(entries(project + "/checkpoints"), std::vector<std::string>{"checkpoint_0"});
+  EXPECT_EQ(acc_test::read_file(mine + "/notes.txt"), "mine");
+  int64_t iteration = -1;
+  ACC_ASSERT_OK(acc_accelerator_iteration(t.acc, &iteration));
+  EXPECT_EQ(iteration, 0);
+  // The messages say what the path is: a file is not a folder; a link is not replaced.
+  ACC_EXPECT_ERROR(acc_load_state(t.acc, (mine + "/notes.txt").c_str(), nullptr), ACC_ERR_IO, "is not a folder");
+  const std::string link = project + "/link";
+  fs::create_directory_symlink(project + "/empty", link);
+  fs::create_directories(project + "/empty");
+  ACC_EXPECT_ERROR(acc_save_state(t.acc, link.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT, "is a link");
+}
+
+// Found by a hunt: rotation sorted the checkpoint just written with the others, so a fresh run in a
+// project that has checkpoints (its counter back at 0), or an empty checkpoint_99, had the new
+// checkpoint deleted while save_state returned it. The new one stays; folders without a manifest are
+// neither counted nor deleted; numbers up to INT64_MAX are checkpoints (found, rotated).
+TEST(SaveState, RotationKeepsTheCheckpointJustWrittenAndCountsOnlyCompleteOnes) {
+  const std::string project = fresh_dir("rotation_new_kept");
+  const std::string checkpoints = project + "/checkpoints";
+  {
+    Training earlier({{"project_dir", project}, {"automatic_checkpoint_naming", "1"}, {"iteration", "1"}});
+    for (int i = 0; i < 2; ++i) ACC_ASSERT_OK(acc_save_state(earlier.acc, nullptr, nullptr));
+  }
+  fs::create_directories(checkpoints + "/checkpoint_99");  // empty: not a checkpoint, not counted
+  Training t({{"project_dir", project}, {"automatic_checkpoint_naming", "1"}, {"total_limit", "2"}});
+  char* written = nullptr;
+  ACC_ASSERT_OK(acc_save_state(t.acc, nullptr, &written));
+  EXPECT_EQ(take_string(written), checkpoints + "/checkpoint_0");
+  EXPECT_EQ(entries(checkpoints), (std::vector<std::string>{"checkpoint_0", "checkpoint_2", "checkpoint_99"}))
+      << "the lowest-numbered other checkpoint goes, as Accelerate's rotation before its save deletes it";
+  EXPECT_TRUE(fs::exists(checkpoints + "/checkpoint_0/accelerate_state.json"));
+
+  const std::string huge = "9223372036854775806";  // the largest iteration the option takes
+  Training last(
+      {{"project_dir", project}, {"automatic_checkpoint_naming", "1"}, {"total_limit", "1"}, {"iteration", huge}});
+  ACC_ASSERT_OK(acc_save_state(last.acc, nullptr, &written));
+  EXPECT_EQ(take_string(written), checkpoints + "/checkpoint_" + huge);
+  EXPECT_EQ(entries(checkpoints), (std::vector<std::string>{"checkpoint_" + huge, "checkpoint_99"}));
+  char* loaded = nullptr;
+  ACC_ASSERT_OK(acc_load_state(last.acc, nullptr, &loaded));
+  EXPECT_EQ(take_string(loaded), checkpoints + "/checkpoint_" + huge);
 }
 
 // A save or load from inside a pre-hook would replace the folder being written or the state being

@@ -245,6 +245,34 @@ TEST(Checkpoint, ProcessesWhoseHooksTakeOutDifferentModelsAreRefused) {
   if (g_rank == 0) std::filesystem::remove_all(dir);
 }
 
+namespace {
+
+int save_nothing(void*, acc_bytes*) { return 0; }
+int load_nothing(void*, const void*, size_t) { return 0; }
+
+}  // namespace
+
+// Found by a hunt: where only some processes register an object, the main process saved its own count
+// and the checkpoint could not be loaded by the same job. The save is refused on every process, before
+// anything is written, and the job goes on.
+TEST(Checkpoint, ProcessesThatRegisterDifferentObjectsAreRefusedAtSave) {
+  if (g_world < 2) GTEST_SKIP() << "needs two processes";
+  acc_accelerator* acc = acc_test::make_accelerator({});
+  const std::string dir = shared_dir("objects_disagree");
+  {
+    DistRun run(acc);
+    if (g_rank == g_world - 1)
+      ACC_ASSERT_OK(acc_register_for_checkpointing(acc, save_nothing, load_nothing, nullptr, nullptr));
+    ACC_EXPECT_ERROR(acc_save_state(acc, dir.c_str(), nullptr), ACC_ERR_INVALID_ARGUMENT,
+                     "process 0 saves 0 custom_objects and process " + std::to_string(g_world - 1) + " saves 1");
+    ACC_ASSERT_OK(acc_wait_for_everyone(acc));
+    EXPECT_FALSE(std::filesystem::exists(dir));
+    run.train(1);  // still in step
+  }
+  ACC_ASSERT_OK(acc_wait_for_everyone(acc));
+  acc_accelerator_free(acc);
+}
+
 // DDP's buckets, rebuilt in the order of the first averaged backward's gradients, decide how Gloo
 // rounds the sums on more than 2 processes: the manifest keeps them (null before the rebuild), and a
 // layout that is not one of the model's parameters is refused before anything changes.
