@@ -134,15 +134,15 @@ ACC_CS_ARRAY(uint8_t, byte)
     try {
       if (entries != null) entries.DisposeAll();
     } finally {
+      // Taken out under the lock, freed outside it: freeing a loader waits for its worker threads,
+      // whose functions may use this proxy meanwhile (IsDisposed).
+      global::System.Runtime.InteropServices.HandleRef owned = new global::System.Runtime.InteropServices.HandleRef(null, global::System.IntPtr.Zero);
       lock (this) {
-        if (swigCPtr.Handle != global::System.IntPtr.Zero) {
-          if (swigCMemOwn) {
-            swigCMemOwn = false;
-            $imcall;
-          }
-          swigCPtr = new global::System.Runtime.InteropServices.HandleRef(null, global::System.IntPtr.Zero);
-        }
+        if (swigCPtr.Handle != global::System.IntPtr.Zero && swigCMemOwn) owned = swigCPtr;
+        swigCMemOwn = false;
+        swigCPtr = new global::System.Runtime.InteropServices.HandleRef(null, global::System.IntPtr.Zero);
       }
+      if (owned.Handle != global::System.IntPtr.Zero) $imclassname.delete_$csclassname(owned);
     }
   }
 %enddef

@@ -177,7 +177,7 @@ ACC_JAVA_ARRAY(uint8_t, byte, jbyte, jbyteArray, Byte)
 %define ACC_JAVA_HANDLE(CTYPE, TRACKED)
 %typemap(javainterfaces) CTYPE "AutoCloseable"
 %typemap(javabody) CTYPE %{
-  private transient long swigCPtr;
+  private transient volatile long swigCPtr;
   private transient java.lang.ref.Cleaner.Cleanable swigCleanable;
   // Who closes this object besides its caller: a tensor scope, a batch (for the tensors taken from
   // it) or a pass over a loader (for its current batch); null when only the caller does.
@@ -215,25 +215,31 @@ ACC_JAVA_ARRAY(uint8_t, byte, jbyte, jbyteArray, Byte)
     delete();
   }
 
-  /** Whether close() was called (or the object was never owned). */
-  public synchronized boolean isClosed() {
+  /** Whether close() was called (or the object was never owned). Takes no lock: a loader's worker
+   *  thread may ask while close() waits for it. */
+  public boolean isClosed() {
     return swigCPtr == 0;
   }
 %}
-%typemap(javadestruct, methodname="delete", methodmodifiers="public synchronized") CTYPE {
-    Owner entries = swigEntries;
-    swigEntries = null;
-    // Closed from here on (the safety net holds the address to free): what closes with it sees so,
-    // and a loader's pass does not end an epoch that another thread may be iterating.
-    swigCPtr = 0;
+// The native object is freed outside the proxy's lock: freeing a loader waits for its worker threads,
+// whose functions may use the proxy meanwhile.
+%typemap(javadestruct, methodname="delete", methodmodifiers="public") CTYPE {
+    Owner entries;
+    java.lang.ref.Cleaner.Cleanable cleanable;
+    synchronized (this) {
+      entries = swigEntries;
+      swigEntries = null;
+      // Closed from here on (the safety net holds the address to free): what closes with it sees so,
+      // and a loader's pass does not end an epoch that another thread may be iterating.
+      swigCPtr = 0;
+      cleanable = swigCleanable;
+      swigCleanable = null;
+    }
     try {
       if (entries != null) entries.closeAll();
     } finally {
       swigMoveTo(null);
-      if (swigCleanable != null) {
-        swigCleanable.clean();  // runs swigFree at most once, whoever gets there first
-        swigCleanable = null;
-      }
+      if (cleanable != null) cleanable.clean();  // runs swigFree at most once, whoever gets there first
     }
   }
 %typemap(javafinalize) CTYPE ""

@@ -249,19 +249,24 @@
    *  of this loader is closed first, and an epoch left unfinished (a loop left with break, or next()
    *  called by hand) is ended, so every pass starts at an epoch's beginning (or where load_state or
    *  skipFirstBatches put it). The loader's close closes its pass. */
-  public synchronized Batches batches() {
-    Owner previous = swigEntries;
-    swigEntries = null;
-    Batches previousPass = currentPass;
-    currentPass = null;
-    if (previousPass != null) previousPass.supersede();
-    if (previous != null) previous.closeAll();
+  public Batches batches() {
+    // The epoch ends first, without the proxy's lock (it waits for the worker threads, whose
+    // functions may use the proxy): refused (from inside the loader's own function), the running
+    // pass goes on unharmed.
     endEpoch();
     Batches pass = new Batches(this);
     Owner holder = new Owner();
     holder.add(pass);
-    swigEntries = holder;
-    currentPass = pass;
+    Owner previous;
+    Batches previousPass;
+    synchronized (this) {
+      previous = swigEntries;
+      swigEntries = holder;
+      previousPass = currentPass;
+      currentPass = pass;
+    }
+    if (previousPass != null) previousPass.supersede();
+    if (previous != null) previous.closeAll();
     return pass;
   }
   private transient Batches currentPass;

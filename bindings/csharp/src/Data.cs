@@ -65,25 +65,23 @@ public partial class DataLoader : IEnumerable<TensorList> {
   /// ended, so every pass starts at an epoch's beginning (or where LoadState or SkipFirstBatches put
   /// it). Disposing the loader disposes its pass.</summary>
   public Batches Batches() {
-    Owner previous;
-    Accelerate.Batches previousPass;
-    lock (this) {
-      previous = swigEntries;
-      swigEntries = null;
-      previousPass = currentPass;
-      currentPass = null;
-    }
-    if (previousPass != null) previousPass.Supersede();
-    if (previous != null) previous.DisposeAll();
+    // The epoch ends first: refused (from inside the loader's own function), the running pass goes on
+    // unharmed.
     EndEpoch();
     UnfinishedEpochsAtExit.Track(this);
     var pass = new Batches(this);
     var holder = new Owner();
     holder.Add(pass);
+    Owner previous;
+    Accelerate.Batches previousPass;
     lock (this) {
+      previous = swigEntries;
       swigEntries = holder;
+      previousPass = currentPass;
       currentPass = pass;
     }
+    if (previousPass != null) previousPass.Supersede();
+    if (previous != null) previous.DisposeAll();
     return pass;
   }
   Accelerate.Batches currentPass;

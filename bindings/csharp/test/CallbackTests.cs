@@ -37,6 +37,58 @@ public class CallbackTests {
     Assert.AreEqual(baseline, Library.LiveHandles(HandleKind.HandleAny));
   }
 
+  // Found by a hunt: Dispose freed the loader inside the proxy's lock while the library waited for the
+  // loader's worker threads, whose delegate read IsDisposed on that lock: a deadlock (the test hangs
+  // without the fix).
+  [Test]
+  public void DisposingOrRestartingALoaderWhileItsWorkersAskWhetherItIsDisposed() {
+    for (int round = 0; round < 20; ++round) {
+      DataLoader dl = null;
+      Func<long, Tensor[]> fn = i => {
+        if (dl.IsDisposed) throw new InvalidOperationException("disposed");
+        return Sample(i);
+      };
+      using (Dataset ds = Dataset.FromCallback(4000, fn))
+      using (Options o = Options.DataLoader().Put("batch_size", 2).Put("num_workers", 2)) {
+        dl = new DataLoader(ds, o);
+        for (int pass = 0; pass < 3; ++pass)
+          foreach (TensorList batch in dl) break;  // the next pass ends this one's epoch
+        foreach (TensorList batch in dl) {
+          dl.Dispose();
+          break;
+        }
+        Assert.IsTrue(dl.IsDisposed);
+      }
+    }
+  }
+
+  // Found by a hunt: a loop over the loader inside its own delegate is refused, and the loop that is
+  // running goes on to the end of its epoch (it used to be ended by the refused one).
+  [Test]
+  public void ALoopInsideTheLoadersOwnDelegateIsRefusedAndTheRunningLoopGoesOn() {
+    DataLoader dl = null;
+    var refused = new List<string>();
+    Func<long, Tensor[]> fn = i => {
+      if (i == 3) {
+        try {
+          foreach (TensorList batch in dl) {}
+        } catch (AccelerateInvalidArgumentException e) {
+          refused.Add(e.Message);
+        }
+      }
+      return Sample(i);
+    };
+    using (Dataset ds = Dataset.FromCallback(8, fn))
+    using (Options o = Options.DataLoader().Put("batch_size", 2).Put("num_workers", 0))
+    using (dl = new DataLoader(ds, o)) {
+      int batches = 0;
+      foreach (TensorList batch in dl) ++batches;
+      Assert.AreEqual(4, batches);
+      Assert.AreEqual(1, refused.Count);
+      StringAssert.Contains("called from inside a callback", refused[0]);
+    }
+  }
+
   [Test]
   public void AnExceptionInACallbackIsAnIOErrorWithItsMessage() {
     Func<long, Tensor[]> fn = i => {

@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
@@ -125,5 +126,43 @@ func TestNestedForEachOverOneLoaderIsAnError(t *testing.T) {
 	n := 0
 	if err := l.ForEach(func(*acc.TensorList) error { n++; return nil }); err != nil || n != 4 {
 		t.Fatalf("next loop: %d batches, %v", n, err)
+	}
+}
+
+// Found by a hunt: Close on another goroutine during ForEach raced with the loop's reading of the
+// handle (go_test_race runs this under the race detector). The loop ends with ErrInvalidHandle, or
+// ends its epoch first; nothing else.
+func TestClosingALoaderOnAnotherGoroutineEndsForEach(t *testing.T) {
+	for round := 0; round < 10; round++ {
+		ds, err := acc.DatasetFromFunc(1000, func(i int64) ([]*acc.Tensor, error) {
+			time.Sleep(50 * time.Microsecond)
+			x, err := acc.FromInt64s([]int64{i}, 1)
+			return []*acc.Tensor{x}, err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := acc.NewOptions(acc.DataLoaderOptions)
+		o.SetInt("batch_size", 2)
+		l, err := acc.NewDataLoader(ds, o)
+		o.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error)
+		go func() {
+			done <- l.ForEach(func(b *acc.TensorList) error { _, err := b.Get(0); return err })
+		}()
+		time.Sleep(time.Duration(round) * time.Millisecond)
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil && !errors.Is(err, acc.ErrInvalidHandle) {
+			t.Fatalf("round %d: ForEach ended with %v", round, err)
+		}
+		if err := l.Close(); !errors.Is(err, acc.ErrInvalidHandle) {
+			t.Fatalf("a second Close: %v", err)
+		}
+		ds.Close()
 	}
 }

@@ -3,6 +3,7 @@ package accelerate
 import (
 	"reflect"
 	"runtime"
+	"sync/atomic"
 )
 
 type handle interface{ Swigcptr() uintptr }
@@ -10,10 +11,14 @@ type handle interface{ Swigcptr() uintptr }
 // ref is the native handle an object owns: released once by Close, or by the finalizer backstop.
 // A nil *ref stands for a nil object: get and close report it as they report a closed one.
 type ref[H handle] struct {
-	h    H
-	live bool
+	h H
+	// 1 until closed; read and cleared atomically, as Close may run on another goroutine than a call
+	// (a handle freed meanwhile is refused by the library: it is never reused).
+	live uint32
 	free func(H)
 }
+
+func (r *ref[H]) isLive() bool { return atomic.LoadUint32(&r.live) == 1 }
 
 // kindOf names the objects holding an H ("Model" for capi.Model) in closed-handle errors.
 func kindOf[H handle]() string { return reflect.TypeOf((*H)(nil)).Elem().Name() }
@@ -21,7 +26,7 @@ func kindOf[H handle]() string { return reflect.TypeOf((*H)(nil)).Elem().Name() 
 // get is the live handle, or the ErrInvalidHandle error for a nil or closed object (the accessor
 // for receivers and arguments alike: m.ref().get()).
 func (r *ref[H]) get() (H, error) {
-	if r == nil || !r.live {
+	if r == nil || !r.isLive() {
 		var zero H
 		return zero, closedError(kindOf[H]())
 	}
@@ -31,11 +36,10 @@ func (r *ref[H]) get() (H, error) {
 // closeObject releases obj's handle r once and drops its finalizer; closing a nil or closed
 // object returns the ErrInvalidHandle error.
 func closeObject[T any, H handle](obj *T, r *ref[H]) error {
-	if obj == nil || r == nil || !r.live {
+	if obj == nil || r == nil || !atomic.CompareAndSwapUint32(&r.live, 1, 0) {
 		return closedError(kindOf[H]())
 	}
 	runtime.SetFinalizer(obj, nil)
-	r.live = false
 	r.free(r.h)
 	return nil
 }
@@ -45,7 +49,7 @@ func adopt[T any, H handle](h H, err error, free func(H), make func(ref[H]) *T, 
 	if err != nil || any(h) == nil || h.Swigcptr() == 0 {
 		return nil, err
 	}
-	obj := make(ref[H]{h: h, live: true, free: free})
+	obj := make(ref[H]{h: h, live: 1, free: free})
 	runtime.SetFinalizer(obj, closer)
 	return obj, nil
 }

@@ -181,7 +181,7 @@ func (r *RemovableHandle) Remove() error {
 	if r == nil {
 		return nilArgument("the handle")
 	}
-	if !r.acc.r.live {
+	if !r.acc.r.isLive() {
 		return nil
 	}
 	return r.acc.do(func(h capi.Accelerator, e *string) { h.RemoveStatePreHook(r.id, e) })

@@ -56,6 +56,57 @@ class CallbackTest {
     assertEquals(baseline, Accelerate.liveHandles(HandleKind.HANDLE_ANY));
   }
 
+  /** Found by a hunt: close() and a new pass held the proxy's lock while the library waited for the
+   *  loader's worker threads, whose function called isClosed() on that lock: a deadlock (the test
+   *  hangs without the fix). */
+  @Test
+  void closingOrRestartingALoaderWhileItsWorkersAskWhetherItIsClosed() {
+    for (int round = 0; round < 20; ++round) {
+      DataLoader[] dl = new DataLoader[1];
+      try (Dataset ds = Dataset.fromCallback(4000, i -> {
+             if (dl[0].isClosed()) throw new IllegalStateException("closed");
+             return sample(i);
+           });
+           Options o = Options.dataLoader().put("batch_size", 2).put("num_workers", 2)) {
+        dl[0] = new DataLoader(ds, o);
+        for (int pass = 0; pass < 3; ++pass)
+          for (TensorList batch : dl[0]) break;  // the next pass ends this one's epoch
+        for (TensorList batch : dl[0]) {
+          dl[0].close();
+          break;
+        }
+        assertTrue(dl[0].isClosed());
+      }
+    }
+  }
+
+  /** Found by a hunt: a loop over the loader inside its own function is refused, and the loop that
+   *  is running goes on to the end of its epoch (it used to be ended by the refused one). */
+  @Test
+  void aLoopInsideTheLoadersOwnFunctionIsRefusedAndTheRunningLoopGoesOn() {
+    DataLoader[] dl = new DataLoader[1];
+    List<String> refused = new ArrayList<>();
+    try (Dataset ds = Dataset.fromCallback(8, i -> {
+           if (i == 3) {
+             try {
+               for (TensorList batch : dl[0]) {}
+             } catch (InvalidArgumentException e) {
+               refused.add(e.getMessage());
+             }
+           }
+           return sample(i);
+         });
+         Options o = Options.dataLoader().put("batch_size", 2).put("num_workers", 0)) {
+      dl[0] = new DataLoader(ds, o);
+      int batches = 0;
+      for (TensorList batch : dl[0]) ++batches;
+      assertEquals(4, batches);
+      assertEquals(1, refused.size());
+      assertTrue(refused.get(0).contains("called from inside a callback"), refused.get(0));
+      dl[0].close();
+    }
+  }
+
   @Test
   void anExceptionInACallbackIsAnIoErrorWithItsMessage() {
     try (Dataset ds = Dataset.fromCallback(4, i -> {
