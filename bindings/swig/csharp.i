@@ -23,10 +23,12 @@ SWIGEXPORT void SWIGSTDCALL AccelerateRegisterRaise(AccelerateRaiseFn fn) { accs
 %exception {
   try {
     $action
+    accswig::closed_receiver() = nullptr;
   } catch (const accswig::Error &e) {
-    accswig_cs_raise((int)e.code, e.message.c_str());
+    accswig_cs_raise((int)e.code, accswig::error_message(e, "disposed").c_str());
     return $null;
   } catch (const std::exception &e) {
+    accswig::closed_receiver() = nullptr;
     accswig_cs_raise((int)ACC_ERR_INTERNAL, e.what());
     return $null;
   }
@@ -51,6 +53,9 @@ SWIGEXPORT void SWIGSTDCALL AccelerateRegisterRaise(AccelerateRaiseFn fn) { accs
   internal static readonly RaiseHelper raiseHelper = new RaiseHelper();
   internal static readonly bool abiChecked = NativeLoader.CheckAbi();
 %}
+
+/* A method of a disposed proxy (its handle is null) fails naming the object disposed (see closed_receiver). */
+%typemap(check, noblock=1) SWIGTYPE *self { accswig::note_receiver($1, "$*1_ltype"); }
 
 /* ---- strings: the C API takes NUL-terminated text, so one holding '\0' is refused, never cut short */
 %typemap(csin) const char * "AccelerateException.NoNul($csinput)"
@@ -94,8 +99,12 @@ ACC_CS_ARRAY(uint8_t, byte)
     if (cMemoryOwn && cPtr != global::System.IntPtr.Zero) MoveTo(Tensors.CurrentFor(TRACKED));
   }
 
+  // A disposed object passed as an argument is named as disposed (the library would call it NULL).
   internal static global::System.Runtime.InteropServices.HandleRef getCPtr($csclassname obj) {
-    return (obj == null) ? new global::System.Runtime.InteropServices.HandleRef(null, global::System.IntPtr.Zero) : obj.swigCPtr;
+    if (obj == null) return new global::System.Runtime.InteropServices.HandleRef(null, global::System.IntPtr.Zero);
+    global::System.Runtime.InteropServices.HandleRef cPtr = obj.swigCPtr;
+    if (cPtr.Handle == global::System.IntPtr.Zero) throw new AccelerateInvalidHandleException("a disposed $csclassname was passed");
+    return cPtr;
   }
 
   // Hands the object to `owner` (null: to its caller alone).

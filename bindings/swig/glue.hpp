@@ -8,6 +8,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "accelerate.h"
@@ -26,6 +27,35 @@ inline void check(acc_status status) {
 }
 
 inline void fail(acc_status status, const std::string& message) { throw Error{status, message}; }
+
+// What a closed proxy's method says: Java's and C#'s proxies pass a null handle once closed, which the
+// library would report as a NULL argument ("t is NULL"); the wrapper names the closed object instead.
+inline std::string closed_object_message(const char* c_type, const char* closed) {
+  static const std::pair<const char*, const char*> names[] = {
+      {"acc_tensor", "Tensor"},         {"acc_tensor_list", "TensorList"}, {"acc_string_list", "StringList"},
+      {"acc_options", "Options"},       {"acc_model", "Model"},            {"acc_optimizer", "Optimizer"},
+      {"acc_scheduler", "Scheduler"},   {"acc_averaged_model", "AveragedModel"}, {"acc_dataset", "Dataset"},
+      {"acc_dataloader", "DataLoader"}, {"acc_accelerator", "Accelerator"}, {"acc_progress", "Progress"},
+      {"accswig::LoadReport", "LoadReport"}};
+  for (const auto& [c_name, proxy] : names)
+    if (std::strcmp(c_name, c_type) == 0) return std::string("this ") + proxy + " is " + closed;
+  return std::string("this object (") + c_type + ") is " + closed;
+}
+
+// The C type of a method's closed (null) receiver, noted by Java's and C#'s `check` typemap for the
+// same wrapper call. The method still runs, so that a callback object passed to it is released as on
+// any failure; its error is then named by the closed object (error_message).
+inline const char*& closed_receiver() {
+  thread_local const char* type = nullptr;
+  return type;
+}
+inline void note_receiver(const void* self, const char* c_type) { closed_receiver() = self ? nullptr : c_type; }
+// The message of a failed wrapper call (and the receiver note cleared).
+inline std::string error_message(const Error& e, const char* closed) {
+  const char* type = closed_receiver();
+  closed_receiver() = nullptr;
+  return type && e.code == ACC_ERR_INVALID_HANDLE ? closed_object_message(type, closed) : e.message;
+}
 
 // Go has no pending-exception slot: the %exception handler parks the error here and the hidden
 // error argument of the same wrapper call takes it, so no goroutine can see another's error.

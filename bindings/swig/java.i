@@ -33,6 +33,26 @@ static void accswig_java_throw(JNIEnv *jenv, int code, const char *message);
 /* The UTF-8 bytes of a Java string into `out`; false with an exception pending when it cannot be
  * passed (a NUL character would silently cut it short in the C API). */
 static bool accswig_java_utf8(JNIEnv *jenv, jstring s, std::string &out) {
+  /* A lone UTF-16 surrogate: String's encoder would put '?' in its place, so the library would see
+   * another name than the caller's; refused instead. */
+  const jsize length = jenv->GetStringLength(s);
+  const jchar *chars = jenv->GetStringChars(s, nullptr);
+  if (!chars) return false;
+  jsize lone = -1;
+  for (jsize i = 0; i < length && lone < 0; ++i) {
+    const bool high = chars[i] >= 0xD800 && chars[i] <= 0xDBFF, low = chars[i] >= 0xDC00 && chars[i] <= 0xDFFF;
+    if (high && i + 1 < length && chars[i + 1] >= 0xDC00 && chars[i + 1] <= 0xDFFF) ++i;
+    else if (high || low) lone = i;
+  }
+  const unsigned unit = lone >= 0 ? chars[lone] : 0;
+  jenv->ReleaseStringChars(s, chars);
+  if (lone >= 0) {
+    char message[128];
+    snprintf(message, sizeof message, "a string holds a lone UTF-16 surrogate (U+%04X at index %d), which UTF-8 cannot carry",
+             unit, (int)lone);
+    accswig_java_throw(jenv, ACC_ERR_INVALID_ARGUMENT, message);
+    return false;
+  }
   jclass string_class = jenv->GetObjectClass(s);
   jmethodID get_bytes = jenv->GetMethodID(string_class, "getBytes", "(Ljava/lang/String;)[B");
   jstring charset = jenv->NewStringUTF("UTF-8");
@@ -77,6 +97,9 @@ static void accswig_java_throw(JNIEnv *jenv, int code, const char *message) {
 }
 %}
 
+/* A method of a closed proxy (its handle is 0) fails naming the object closed (see closed_receiver). */
+%typemap(check, noblock=1) SWIGTYPE *self { accswig::note_receiver($1, "$*1_ltype"); }
+
 /* ---- strings: UTF-8 both ways (see accswig_java_string) ---- */
 %typemap(in, noblock=1) const char * (std::string temp) {
   $1 = nullptr;
@@ -101,10 +124,12 @@ static void accswig_java_throw(JNIEnv *jenv, int code, const char *message) {
 %exception {
   try {
     $action
+    accswig::closed_receiver() = nullptr;
   } catch (const accswig::Error &e) {
-    accswig_java_throw(jenv, e.code, e.message.c_str());
+    accswig_java_throw(jenv, e.code, accswig::error_message(e, "closed").c_str());
     return $null;
   } catch (const std::exception &e) {
+    accswig::closed_receiver() = nullptr;
     accswig_java_throw(jenv, ACC_ERR_INTERNAL, e.what());
     return $null;
   }
@@ -196,8 +221,12 @@ ACC_JAVA_ARRAY(uint8_t, byte, jbyte, jbyteArray, Byte)
     NativeJNI.delete_$javaclassname(cPtr);
   }
 
+  // A closed object passed as an argument is named as closed (the library would call it NULL).
   protected static long getCPtr($javaclassname obj) {
-    return (obj == null) ? 0 : obj.swigCPtr;
+    if (obj == null) return 0;
+    long cPtr = obj.swigCPtr;
+    if (cPtr == 0) throw new InvalidHandleException("a closed $javaclassname was passed");
+    return cPtr;
   }
 
   // Hands the object to `owner` (null: to its caller alone).

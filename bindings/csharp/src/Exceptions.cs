@@ -15,6 +15,21 @@ public class AccelerateException : Exception {
     if (text != null && text.IndexOf('\0') >= 0)
       throw new AccelerateInvalidArgumentException("a string holds a NUL character (\\0), which the library cannot take: \"" +
                                                    text.Replace("\0", "\\0") + "\"");
+    return WellFormed(text);
+  }
+
+  // A string that UTF-8 can carry: a lone UTF-16 surrogate would be replaced on the way (by U+FFFD or
+  // '?'), so the library would see another name than the caller's; refused instead.
+  internal static string WellFormed(string text) {
+    if (text == null) return text;
+    for (int i = 0; i < text.Length; ++i) {
+      if (char.IsHighSurrogate(text[i]) && i + 1 < text.Length && char.IsLowSurrogate(text[i + 1])) {
+        ++i;
+      } else if (char.IsSurrogate(text[i])) {
+        throw new AccelerateInvalidArgumentException("a string holds a lone UTF-16 surrogate (U+" + ((int)text[i]).ToString("X4") +
+                                                     " at index " + i + "), which UTF-8 cannot carry");
+      }
+    }
     return text;
   }
 
@@ -99,7 +114,7 @@ internal static class Arg {
       if (s == null) throw new AccelerateInvalidArgumentException(what + " is null");
       if (s.IndexOf('\0') >= 0)
         throw new AccelerateInvalidArgumentException(what + " \"" + s.Replace("\0", "\\0") + "\" holds a NUL character");
-      bytes.AddRange(System.Text.Encoding.UTF8.GetBytes(s));
+      bytes.AddRange(System.Text.Encoding.UTF8.GetBytes(AccelerateException.WellFormed(s)));
       bytes.Add(0);
     }
     return bytes.ToArray();

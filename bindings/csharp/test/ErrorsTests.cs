@@ -27,6 +27,24 @@ public class ErrorsTests {
     }
   }
 
+  // Found by a hunt: a lone surrogate became U+FFFD on the way (or an ArgumentException from the
+  // marshaller), so a metric reached the library under another name; it is refused, in plain string
+  // arguments and in names passed together.
+  [Test]
+  public void ALoneSurrogateIsRefusedNotReplaced() {
+    using (Options o = Options.Optimizer())
+    using (var acc = new Accelerator(null)) {
+      var key = Assert.Throws<AccelerateInvalidArgumentException>(() => o.SetInt("lr\ud800", 1));
+      StringAssert.Contains("lone UTF-16 surrogate (U+D800 at index 2)", key.Message);
+      var name = Assert.Throws<AccelerateInvalidArgumentException>(
+          () => acc.Log(new System.Collections.Generic.Dictionary<string, double> {{"a\udc00b", 1.0}}, 1));
+      StringAssert.Contains("lone UTF-16 surrogate (U+DC00 at index 1)", name.Message);
+      // A pair is a character: it passes, to the library's own answer (no trackers here).
+      Assert.Throws<AccelerateNotInitializedException>(
+          () => acc.Log(new System.Collections.Generic.Dictionary<string, double> {{"a\U0001F600b", 1.0}}, 1));
+    }
+  }
+
   [Test]
   public void ReshapeTakesItsCountFromTheArray() {
     using (Tensor t = Tensor.Of(new float[] {1, 2, 3, 4}, 4))

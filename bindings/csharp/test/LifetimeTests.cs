@@ -20,13 +20,18 @@ public class LifetimeTests {
   public void UsingADisposedObjectThrows() {
     Tensor t = Tensor.Of(new float[] {1, 2}, 2);
     t.Dispose();
-    Assert.Throws<AccelerateInvalidHandleException>(() => { long n = t.Numel; });
+    // Named as disposed, not as a null argument (found by a hunt: "t is NULL").
+    var numel = Assert.Throws<AccelerateInvalidHandleException>(() => { long n = t.Numel; });
+    StringAssert.Contains("this Tensor is disposed", numel.Message);
     Assert.Throws<AccelerateInvalidHandleException>(() => t.ToFloatArray());
-    using (Tensor other = Tensor.Of(new float[] {1, 2}, 2))
-      Assert.Throws<AccelerateInvalidHandleException>(() => other.CountEqual(t));
+    using (Tensor other = Tensor.Of(new float[] {1, 2}, 2)) {
+      var passed = Assert.Throws<AccelerateInvalidHandleException>(() => other.CountEqual(t));
+      StringAssert.Contains("a disposed Tensor was passed", passed.Message);
+    }
     Model m = Model.FromSpec(Spec);
     m.Dispose();
-    Assert.Throws<AccelerateInvalidHandleException>(() => new Optimizer(m, "sgd", null));
+    var model = Assert.Throws<AccelerateInvalidHandleException>(() => new Optimizer(m, "sgd", null));
+    StringAssert.Contains("a disposed Model was passed", model.Message);
     var acc = new Accelerator(null);
     acc.Dispose();
     Assert.Throws<AccelerateInvalidHandleException>(() => acc.Accumulate());

@@ -29,6 +29,21 @@ class ErrorsTest {
     }
   }
 
+  /** Found by a hunt: a lone surrogate became '?' on the way, so a metric or key reached the library
+   *  under another name; it is refused, in plain string arguments and in names passed together. */
+  @Test
+  void aLoneSurrogateIsRefusedNotReplaced() {
+    try (Options o = Options.optimizer(); Accelerator acc = new Accelerator(null)) {
+      InvalidArgumentException key = assertThrows(InvalidArgumentException.class, () -> o.setInt("lr\ud800", 1));
+      assertTrue(key.getMessage().contains("lone UTF-16 surrogate (U+D800 at index 2)"), key.getMessage());
+      InvalidArgumentException name =
+          assertThrows(InvalidArgumentException.class, () -> acc.log(java.util.Map.of("a\udc00b", 1.0), 1));
+      assertTrue(name.getMessage().contains("lone UTF-16 surrogate (U+DC00 at index 1)"), name.getMessage());
+      // A pair is a character: it passes, to the library's own answer (no trackers here).
+      assertThrows(NotInitializedException.class, () -> acc.log(java.util.Map.of("a\ud83d\ude00b", 1.0), 1));
+    }
+  }
+
   @Test
   void missingFileIsIo() {
     AccelerateIOException e = assertThrows(AccelerateIOException.class, () -> Tensor.fromIdxFile("/nonexistent/x.idx"));

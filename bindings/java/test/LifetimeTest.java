@@ -22,14 +22,18 @@ class LifetimeTest {
   void usingAClosedObjectThrows() {
     Tensor t = Tensor.of(new float[] {1, 2}, 2);
     t.close();
-    assertThrows(InvalidHandleException.class, t::numel);
+    // Named as closed, not as a null argument (found by a hunt: "t is NULL").
+    InvalidHandleException numel = assertThrows(InvalidHandleException.class, t::numel);
+    assertTrue(numel.getMessage().contains("this Tensor is closed"), numel.getMessage());
     assertThrows(InvalidHandleException.class, t::toFloatArray);
     try (Tensor other = Tensor.of(new float[] {1, 2}, 2)) {
-      assertThrows(InvalidHandleException.class, () -> other.countEqual(t));
+      InvalidHandleException passed = assertThrows(InvalidHandleException.class, () -> other.countEqual(t));
+      assertTrue(passed.getMessage().contains("a closed Tensor was passed"), passed.getMessage());
     }
     Model m = Model.fromSpec(SPEC);
     m.close();
-    assertThrows(InvalidHandleException.class, () -> new Optimizer(m, "sgd", null));
+    InvalidHandleException model = assertThrows(InvalidHandleException.class, () -> new Optimizer(m, "sgd", null));
+    assertTrue(model.getMessage().contains("a closed Model was passed"), model.getMessage());
   }
 
   @Test

@@ -19,13 +19,29 @@ final class Args {
     return s;
   }
 
+  /** Refuses a string holding a lone UTF-16 surrogate: UTF-8 cannot carry it (Java's encoder would
+   *  put '?' in its place, so the library would see another name than the caller's). */
+  static String wellFormed(String s) {
+    if (s == null) return s;
+    for (int i = 0; i < s.length(); ++i) {
+      char c = s.charAt(i);
+      if (Character.isHighSurrogate(c) && i + 1 < s.length() && Character.isLowSurrogate(s.charAt(i + 1))) {
+        ++i;
+      } else if (Character.isSurrogate(c)) {
+        throw new InvalidArgumentException(String.format(
+            "a string holds a lone UTF-16 surrogate (U+%04X at index %d), which UTF-8 cannot carry", (int) c, i));
+      }
+    }
+    return s;
+  }
+
   /** Each string's UTF-8 bytes and a NUL: a string may hold any other character (a newline too). */
   static byte[] nulJoined(String what, Iterable<String> strings) {
     java.util.Objects.requireNonNull(strings, what + "s");
     java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
     for (String s : strings) {
       if (s == null) throw new InvalidArgumentException(what + " is null");
-      byte[] encoded = noNul(what, s).getBytes(java.nio.charset.StandardCharsets.UTF_8);
+      byte[] encoded = wellFormed(noNul(what, s)).getBytes(java.nio.charset.StandardCharsets.UTF_8);
       bytes.write(encoded, 0, encoded.length);
       bytes.write(0);
     }
