@@ -152,12 +152,12 @@ void rotate_checkpoints(const std::string& project_dir, int64_t keep, const std:
   // number: a checkpoint_<i> folder without a manifest, or holding anything a save does not write, is
   // left alone.
   for (auto it = found.begin(); it != found.end();) {
-    std::error_code ec;
-    const bool complete = fs::exists(it->second / kCheckpointManifest, ec);
     if (it->second.filename() == fs::path(written).filename()) {
       it = found.erase(it);
       continue;
     }
+    std::error_code ec;
+    const bool complete = fs::exists(it->second / kCheckpointManifest, ec);
     if (complete && holds_only_checkpoint_files(it->second)) {
       ++it;
       continue;
