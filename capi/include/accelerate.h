@@ -848,8 +848,11 @@ ACC_API void acc_optimizer_free(acc_optimizer *opt);
  * (CosineAnnealingWarmRestarts), "cyclic" (CyclicLR) and "one_cycle" (OneCycleLR: a step past
  * total_steps is an error; prepared, it stops at total_steps as Accelerate's AcceleratedScheduler
  * does).
- * transformers' schedules set every group's learning rate to base_lr * factor(step), where base_lr
- * is the group's learning rate when the scheduler was made; step 0's is applied at creation.
+ * transformers' schedules set every group's learning rate to base_lr * factor(step); step 0's is
+ * applied at creation. base_lr is PyTorch's group["initial_lr"]: the group's learning rate when the
+ * first scheduler was made on the optimizer (one_cycle sets it to max_lr / div_factor, cyclic to
+ * base_lr), so a scheduler made after another has moved the rate starts from the same base as
+ * PyTorch's; a step-by-step schedule's step 0 starts from the rate the group has then.
  * ---------------------------------------------------------------------------------------------- */
 
 ACC_API ACC_NODISCARD acc_status acc_scheduler_create(acc_optimizer *opt, const char *name, const acc_options *opts,

@@ -28,6 +28,10 @@ class AcceleratedOptimizer final : public Optimizer {
   double lr(size_t group) const override { return inner_->lr(group); }
   void set_lr(size_t group, double lr) override { inner_->set_lr(group, lr); }
   double default_lr() const override { return inner_->default_lr(); }
+  std::optional<double> initial_lr(size_t group) const override { return inner_->initial_lr(group); }
+  void set_initial_lr(size_t group, double lr, bool overwrite) override {
+    inner_->set_initial_lr(group, lr, overwrite);
+  }
   void step() override;
   void zero_grad() override;
   void set_train_mode(bool train) override { inner_->set_train_mode(train); }

@@ -147,6 +147,17 @@ double TorchOptimizer::lr(size_t group) const {
   return impl_->param_groups()[group].options().get_lr();
 }
 
+std::optional<double> TorchOptimizer::initial_lr(size_t group) const {
+  check_group(group);
+  return group < initial_lrs_.size() ? initial_lrs_[group] : std::nullopt;
+}
+
+void TorchOptimizer::set_initial_lr(size_t group, double lr, bool overwrite) {
+  check_group(group);
+  if (initial_lrs_.size() <= group) initial_lrs_.resize(group + 1);
+  if (overwrite || !initial_lrs_[group]) initial_lrs_[group] = lr;
+}
+
 void Optimizer::set_lr_by_hand(size_t group, double lr) {
   require(!(lr < 0), "learning rate must be a finite number >= 0, got ", lr);
   set_lr(group, lr);

@@ -40,6 +40,11 @@ class Optimizer {
   void set_lr_by_hand(size_t group, double lr);
   // The lr the optimizer was created with (transformers' optimizer.defaults["lr"]).
   virtual double default_lr() const = 0;
+  // PyTorch's group["initial_lr"]: none until a scheduler is made on the optimizer. The first one
+  // sets it to the group's rate then (setdefault), and every later one takes it as its base rate;
+  // OneCycleLR sets it to max_lr / div_factor (`overwrite`).
+  virtual std::optional<double> initial_lr(size_t group) const = 0;
+  virtual void set_initial_lr(size_t group, double lr, bool overwrite) = 0;
   virtual void step() = 0;
   virtual void zero_grad() = 0;  // set_to_none, as PyTorch's default and Accelerate's
   // A schedule-free optimizer's train() / eval() (optim/schedule_free.h): its parameters move to the
@@ -76,6 +81,8 @@ class TorchOptimizer final : public Optimizer {
   double lr(size_t group) const override;
   void set_lr(size_t group, double lr) override;
   double default_lr() const override { return impl_->defaults().get_lr(); }
+  std::optional<double> initial_lr(size_t group) const override;
+  void set_initial_lr(size_t group, double lr, bool overwrite) override;
   void step() override;
   void zero_grad() override;
   torch::optim::Optimizer& impl() override { return *impl_; }
@@ -103,6 +110,7 @@ class TorchOptimizer final : public Optimizer {
   // Per group, the largest rate its parameters' dtypes hold and the dtype that sets it (none: the
   // group has no rate), derived from placement_.
   std::vector<std::optional<std::pair<double, at::ScalarType>>> rate_limits_;
+  std::vector<std::optional<double>> initial_lrs_;  // per group (shorter: none for the groups after)
 };
 
 }  // namespace acc

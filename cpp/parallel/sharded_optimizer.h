@@ -26,6 +26,10 @@ class ShardedOptimizer final : public Optimizer {
   double lr(size_t group) const override { return inner_->lr(group); }
   void set_lr(size_t group, double lr) override { inner_->set_lr(group, lr); }
   double default_lr() const override { return inner_->default_lr(); }
+  std::optional<double> initial_lr(size_t group) const override { return inner_->initial_lr(group); }
+  void set_initial_lr(size_t group, double lr, bool overwrite) override {
+    inner_->set_initial_lr(group, lr, overwrite);
+  }
   bool elementwise() const override { return inner_->elementwise(); }
   bool holds_state_slices() const override { return true; }
   void step() override;

@@ -49,8 +49,10 @@ OneCycleScheduler::OneCycleScheduler(std::shared_ptr<Optimizer> optimizer, const
   require(first_end != 0.0, "the ", kOneCycleSchedule,
           " schedule's first phase is empty (pct_start * total_steps is 1)");
   last_phase_empty_ = last_end == (o.three_phase ? second_end : first_end);
+  std::vector<double> initial_lrs;
   for (size_t g = 0; g < ends.max_lr.size(); ++g) {
     const double max_lr = ends.max_lr[g], initial_lr = max_lr / o.div_factor, min_lr = initial_lr / o.final_div_factor;
+    initial_lrs.push_back(initial_lr);
     const double top = ends.top[g], bottom = ends.bottom[g];
     if (o.three_phase)
       phases_.push_back({{first_end, initial_lr, max_lr, top, bottom},
@@ -59,6 +61,7 @@ OneCycleScheduler::OneCycleScheduler(std::shared_ptr<Optimizer> optimizer, const
     else
       phases_.push_back({{first_end, initial_lr, max_lr, top, bottom}, {last_end, max_lr, min_lr, bottom, top}});
   }
+  overwrite_initial_lrs(std::move(initial_lrs));  // as PyTorch's constructor writes group["initial_lr"]
   start();
 }
 

@@ -12,17 +12,18 @@ Schedule chainable(Schedule::Next next, Schedule::Start start) {
   return Schedule{nullptr, std::move(start), std::move(next)};
 }
 
-ScheduleRule rule_of(Schedule schedule) {
+ScheduleRule rule_of(Schedule schedule, std::optional<double> made_at) {
   if (schedule.closed_form) return std::move(schedule.closed_form);
   struct Walk {
     double base, lr;
     int64_t step;
   };
-  return [next = std::move(schedule.next), start = std::move(schedule.start),
+  return [next = std::move(schedule.next), start = std::move(schedule.start), made_at,
           walks = std::make_shared<std::vector<Walk>>()](double base, int64_t step) {
+    const auto first = [&] { return Walk{base, start(made_at.value_or(base), base), 0}; };
     auto w = std::find_if(walks->begin(), walks->end(), [&](const Walk& x) { return x.base == base; });
-    if (w == walks->end()) w = walks->insert(walks->end(), Walk{base, start(base, base), 0});
-    if (w->step > step) *w = Walk{base, start(base, base), 0};  // an earlier step (a checkpoint): walk again
+    if (w == walks->end()) w = walks->insert(walks->end(), first());
+    if (w->step > step) *w = first();  // an earlier step (a checkpoint): walk again
     for (; w->step < step; ++w->step) w->lr = next(w->lr, base, w->step + 1);
     return w->lr;
   };

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 namespace acc {
@@ -28,10 +29,12 @@ Schedule closed_form(ScheduleRule rule);
 Schedule chainable(
     Schedule::Next next, Schedule::Start start = [](double lr, double) { return lr; });
 
-// The rate at a step from the base rate. A chainable schedule walks its recursion from the base
-// rate with the same operations in the same order as PyTorch, remembering where each base's walk
-// stands, so stepping on costs one step and an earlier step (a checkpoint) walks again from 0.
-ScheduleRule rule_of(Schedule schedule);
+// The rate at a step from the base rate. A chainable schedule walks its recursion from its step 0 with
+// the same operations in the same order as PyTorch, remembering where each base's walk stands, so
+// stepping on costs one step and an earlier step (a checkpoint) walks again from 0. Its step 0 comes
+// from `made_at`, the group's rate when the scheduler was made, where that is not the base rate (a
+// scheduler made after another moved the rate: PyTorch's base is the first one's initial_lr).
+ScheduleRule rule_of(Schedule schedule, std::optional<double> made_at = std::nullopt);
 
 // PyTorch's ChainedScheduler over `schedules` (made in this order on one optimizer, so each made
 // its step 0 from the rate the one before set): every step runs each in turn on the rate the one

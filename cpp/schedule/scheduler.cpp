@@ -80,14 +80,33 @@ std::shared_ptr<Scheduler> make_cyclic_scheduler(std::shared_ptr<Optimizer> opti
                                            std::move(scale_fn));
 }
 
+namespace {
+
+// PyTorch's LRScheduler constructor: base_lrs are the groups' initial_lr, which the first scheduler
+// made on the optimizer sets to their rates then.
+std::vector<double> initial_lrs(const Optimizer& optimizer) {
+  std::vector<double> lrs;
+  for (size_t g = 0; g < optimizer.num_param_groups(); ++g)
+    lrs.push_back(optimizer.initial_lr(g).value_or(optimizer.lr(g)));
+  return lrs;
+}
+
+}  // namespace
+
 IndexedScheduler::IndexedScheduler(std::shared_ptr<Optimizer> optimizer, std::string name)
-    : optimizer_(std::move(optimizer)), name_(std::move(name)), base_lrs_(group_lrs(*optimizer_)) {}
+    : optimizer_(std::move(optimizer)), name_(std::move(name)), base_lrs_(initial_lrs(*optimizer_)) {}
 
 SchedulerState IndexedScheduler::state() const {
   return {step_, base_lrs_, std::nullopt, name_, group_lrs(*optimizer_), last_lrs_};
 }
 
 void IndexedScheduler::set_rates(int64_t step, std::vector<double> lrs) {
+  if (!made_) {  // the constructor's step 0, all checked: PyTorch's group.setdefault("initial_lr", ...)
+    for (size_t g = 0; g < base_lrs_.size(); ++g)
+      optimizer_->set_initial_lr(g, initial_lrs_written_ ? initial_lrs_written_->at(g) : base_lrs_[g],
+                                 initial_lrs_written_.has_value());
+    made_ = true;
+  }
   for (size_t g = 0; g < lrs.size(); ++g) optimizer_->set_lr(g, lrs[g]);
   step_ = step;
   last_lrs_ = std::move(lrs);
@@ -119,12 +138,12 @@ void IndexedScheduler::load_state(const SchedulerState& state) {
 }
 
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, const std::string& name, const Options& options)
-    : IndexedScheduler(std::move(optimizer), name) {
+    : IndexedScheduler(std::move(optimizer), name), made_lrs_(group_lrs(*optimizer_)) {
   for (Schedule& schedule : named_group_schedules(name, options, optimizer_->default_lr(), base_lrs_.size())) {
     note_form(schedule);
     chains_.push_back({std::move(schedule)});
   }
-  phases_ = {first_phase(chains_)};
+  phases_ = {first_phase(chains_, made_lrs_)};
   apply(0);
 }
 
@@ -152,7 +171,8 @@ LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, GroupFact
                       true) {}
 
 LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, GroupFactor factor, FactorOf of, bool per_group)
-    : IndexedScheduler(std::move(optimizer), of == FactorOf::BaseRate ? "lambda" : "multiplicative") {
+    : IndexedScheduler(std::move(optimizer), of == FactorOf::BaseRate ? "lambda" : "multiplicative"),
+      made_lrs_(group_lrs(*optimizer_)) {
   require(factor != nullptr, "a ", name_, " schedule needs a factor function");
   for (size_t g = 0; g < base_lrs_.size(); ++g) {
     auto checked = [factor, g, per_group](int64_t s) {
@@ -166,16 +186,17 @@ LambdaScheduler::LambdaScheduler(std::shared_ptr<Optimizer> optimizer, GroupFact
                            : chainable([checked](double lr, double, int64_t s) { return lr * checked(s); })});
   }
   if (!chains_.empty()) note_form(chains_[0][0]);
-  phases_ = {first_phase(chains_)};
+  phases_ = {first_phase(chains_, made_lrs_)};
   apply(0);
 }
 
-LambdaScheduler::Phase LambdaScheduler::first_phase(const std::vector<std::vector<Schedule>>& chains) {
+LambdaScheduler::Phase LambdaScheduler::first_phase(const std::vector<std::vector<Schedule>>& chains,
+                                                    const std::vector<double>& made_at) {
   Phase phase{0, {}, {}};
-  for (const std::vector<Schedule>& chain : chains) {
-    Schedule schedule = chain.size() == 1 ? chain[0] : chained(chain);
+  for (size_t g = 0; g < chains.size(); ++g) {
+    Schedule schedule = chains[g].size() == 1 ? chains[g][0] : chained(chains[g]);
     if (!schedule.closed_form) phase.steps.push_back(schedule.next);
-    phase.rules.push_back(rule_of(std::move(schedule)));
+    phase.rules.push_back(rule_of(std::move(schedule), made_at.at(g)));
   }
   return phase;
 }
@@ -240,11 +261,17 @@ void LambdaScheduler::then(int64_t milestone, const std::string& name, const Opt
   const Schedule schedule = named_schedule(name, options, optimizer_->default_lr());
   note_form(schedule);
   const ScheduleRule rule = restarted_schedule_rule(name, options, optimizer_->default_lr());
+  // PyTorch's SequentialLR sets each group's rate to its initial_lr, then makes the first schedule's
+  // step 0 again from there (the same rates, unless the schedule was made after another moved them).
+  Phase first = first_phase(chains_, base_lrs_);
+  std::vector<double> lrs = rates(first.rules, base_lrs_, 0, 0);
   const size_t groups = base_lrs_.size();
   phases_.push_back(
       {milestone, std::vector<ScheduleRule>(groups, rule),
        schedule.closed_form ? std::vector<Schedule::Next>{} : std::vector<Schedule::Next>(groups, schedule.next)});
+  phases_[0] = std::move(first);
   name_ += "," + name + "@" + std::to_string(milestone);
+  set_rates(0, std::move(lrs));
 }
 
 void LambdaScheduler::chain(const std::string& name, const Options& options) {
@@ -262,7 +289,7 @@ void LambdaScheduler::chain(const std::string& name, const Options& options) {
   std::vector<std::vector<Schedule>> chains = chains_;
   for (size_t g = 0; g < chains.size(); ++g) chains[g].push_back(added[g]);
   walks_ = true;  // a chain is walked
-  Phase phase = first_phase(chains);
+  Phase phase = first_phase(chains, made_lrs_);
   // Made on the optimizer, the new schedule sets its step 0 from the rate the chain set: checked first.
   std::vector<double> lrs = rates(phase.rules, base_lrs_, 0, 0);
   chains_ = std::move(chains);

@@ -125,7 +125,7 @@ class IndexedScheduler : public Scheduler {
   const std::string& name() const override { return name_; }
 
  protected:
-  // The base rates are the groups' rates now.
+  // The base rates are the groups' initial_lr, or their rates now where no scheduler set one.
   IndexedScheduler(std::shared_ptr<Optimizer> optimizer, std::string name);
   // Sets what the schedule gives at `step`, all checked before anything changes, then
   // set_rates(step, ...).
@@ -138,13 +138,20 @@ class IndexedScheduler : public Scheduler {
   // The checks every such state gets: its schedule's name, no plateau part, the group count.
   void check_state_shape(const SchedulerState& state) const;
 
+  // OneCycleLR's constructor: each group's initial_lr is set to `lrs` (over what is there) when the
+  // schedule is made, instead of only where no scheduler set one.
+  void overwrite_initial_lrs(std::vector<double> lrs) { initial_lrs_written_ = std::move(lrs); }
+
   std::shared_ptr<Optimizer> optimizer_;
   std::string name_;
-  std::vector<double> base_lrs_;
+  std::vector<double> base_lrs_;  // PyTorch's base_lrs: each group's initial_lr (see Optimizer::initial_lr)
 
  private:
   std::vector<double> last_lrs_;
   int64_t step_ = 0;
+  // Whether the optimizer's initial_lr was set (at the first set_rates: when made, once nothing failed).
+  bool made_ = false;
+  std::optional<std::vector<double>> initial_lrs_written_;
 };
 
 class LambdaScheduler final : public IndexedScheduler {
@@ -194,8 +201,8 @@ class LambdaScheduler final : public IndexedScheduler {
   // The same by `rules` (one per group), `steps_in` steps into their phase, checked: finite and >= 0.
   static std::vector<double> rates(const std::vector<ScheduleRule>& rules, const std::vector<double>& base_lrs,
                                    int64_t steps_in, int64_t step);
-  // The first phase (milestone 0) from each group's chain.
-  static Phase first_phase(const std::vector<std::vector<Schedule>>& chains);
+  // The first phase (milestone 0) from each group's chain, its step 0 from `made_at` (each group's rate).
+  static Phase first_phase(const std::vector<std::vector<Schedule>>& chains, const std::vector<double>& made_at);
   const Phase& phase_at(int64_t step) const;
   // Each group's rate checked: finite and >= 0.
   static void check_rates(const std::vector<double>& lrs, int64_t step);
@@ -206,6 +213,10 @@ class LambdaScheduler final : public IndexedScheduler {
   // Each group's own (a user's factor may differ by group; a named schedule is the same in each).
   std::vector<std::vector<Schedule>> chains_;  // the first phase's schedules: one each unless chained
   std::vector<Phase> phases_;    // phases_[0] (milestone 0): the chain's rule; then's after it
+  // Each group's rate when the scheduler was made, from which a chainable first phase starts (as
+  // PyTorch's get_lr() at step 0 reads group["lr"]); a sequence starts it from the base rate instead
+  // (SequentialLR sets each group's rate to initial_lr first).
+  std::vector<double> made_lrs_;
   bool walks_ = false;  // a phase or chain part is chainable (walked step by step)
 };
 

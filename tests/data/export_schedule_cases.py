@@ -65,6 +65,12 @@ MAKERS = {
     "linear": lambda opt, o: S.LambdaLR(opt, transformers_linear(o)),
     "cosine": lambda opt, o: S.LambdaLR(opt, transformers_cosine(o)),
 }
+# Only as an "earlier" scheduler (below): made first, on the same optimizer, and stepped.
+EARLIER_MAKERS = dict(MAKERS)
+EARLIER_MAKERS["one_cycle"] = lambda opt, o: S.OneCycleLR(opt, max_lr=float(o["max_lr"]),
+                                                          total_steps=int(o["total_steps"]), cycle_momentum=False)
+EARLIER_MAKERS["cyclic"] = lambda opt, o: S.CyclicLR(opt, base_lr=float(o["base_lr"]), max_lr=float(o["max_lr"]),
+                                                     step_size_up=int(o["step_size_up"]), cycle_momentum=False)
 if hasattr(torch.optim, "swa_utils"):
     MAKERS["swa_lr"] = lambda opt, o: torch.optim.swa_utils.SWALR(
         opt, swa_lr=numbers(o["swa_lr"]), anneal_epochs=int(o.get("anneal_epochs", 10)),
@@ -126,6 +132,30 @@ CASES = [
         {"name": "swa_lr", "options": {"swa_lr": "0.05, 0.02", "anneal_epochs": "2", "anneal_strategy": "linear"}}]},
     {"lrs": [0.1, 0.05], "steps": 6, "set_lr": [[2, 0, 0.7], [3, 1, 0.01]], "chain": [
         {"name": "linear", "options": {"num_warmup_steps": "2", "num_training_steps": "6"}}]},
+    # Made after an "earlier" scheduler on the same optimizer stepped: the base rates are the groups'
+    # initial_lr, which the first scheduler set (OneCycleLR over it: max_lr / div_factor; CyclicLR:
+    # base_lr), while a chainable schedule's step 0 is the rate the earlier one left; a SequentialLR
+    # first sets the rates back to initial_lr.
+    {"lrs": [0.1, 0.05], "steps": 12, "earlier": {"name": "exponential", "options": {"gamma": "0.9"}, "steps": 3},
+     "chain": [{"name": "cosine_annealing", "options": {"T_max": "5", "eta_min": "0.001"}}]},
+    {"lrs": [0.1, 0.05], "steps": 8, "earlier": {"name": "exponential", "options": {"gamma": "0.9"}, "steps": 3},
+     "chain": [{"name": "linear", "options": {"num_training_steps": "6"}}]},
+    {"lrs": [0.1, 0.05], "steps": 8, "earlier": {"name": "exponential", "options": {"gamma": "0.9"}, "steps": 3},
+     "chain": [{"name": "cosine_annealing_warm_restarts", "options": {"T_0": "3", "eta_min": "0.001"}}]},
+    {"lrs": [0.1, 0.05], "steps": 8, "earlier": {"name": "exponential", "options": {"gamma": "0.9"}, "steps": 3},
+     "chain": [{"name": "linear_lr", "options": {"start_factor": "0.5", "total_iters": "4"}}],
+     "then": {"milestone": 3, "name": "exponential", "options": {"gamma": "0.1"}}},
+    {"lrs": [0.1, 0.05], "steps": 8, "earlier": {"name": "step", "options": {"step_size": "2", "gamma": "0.5"}, "steps": 3},
+     "chain": [{"name": "constant_lr", "options": {"factor": "0.5", "total_iters": "2"}},
+               {"name": "cosine_annealing", "options": {"T_max": "4"}}]},
+    {"lrs": [0.1, 0.05], "steps": 6,
+     "earlier": {"name": "one_cycle", "options": {"max_lr": "1.0", "total_steps": "10", "cycle_momentum": "false"},
+                 "steps": 3},
+     "chain": [{"name": "linear", "options": {"num_training_steps": "6"}}]},
+    {"lrs": [0.1, 0.05], "steps": 6,
+     "earlier": {"name": "cyclic", "options": {"base_lr": "0.01", "max_lr": "0.1", "step_size_up": "2",
+                                               "cycle_momentum": "false"}, "steps": 3},
+     "chain": [{"name": "cosine", "options": {"num_training_steps": "6"}}]},
     {"lrs": [0.1, 0.03], "steps": 6, "set_lr": [[1, 0, 0.5], [3, 1, 0.2]], "chain": [
         {"name": "constant_lr", "options": {"factor": "0.5", "total_iters": "3"}},
         {"name": "exponential", "options": {"gamma": "0.9"}}]},
@@ -257,6 +287,11 @@ def run_per_group(case):
 def run(case):
     a, b = torch.nn.Parameter(torch.zeros(1)), torch.nn.Parameter(torch.zeros(1))
     opt = torch.optim.SGD([{"params": [a], "lr": case["lrs"][0]}, {"params": [b], "lr": case["lrs"][1]}])
+    if "earlier" in case:
+        earlier = EARLIER_MAKERS[case["earlier"]["name"]](opt, case["earlier"]["options"])
+        for _ in range(case["earlier"]["steps"]):
+            opt.step()
+            earlier.step()
     schedulers = []
     if "factors" in case:
         f = case["factors"]
