@@ -183,7 +183,11 @@ void Collectives::agree(const std::string& what, const std::function<void()>& st
     failure = std::move(report.message);
     status = report.status;
   }
-  if (!dist_) {
+  // A step whose own collective lost a peer (timed out, or the peer went away) fails with that error
+  // at once: sharing the outcome would wait a second timeout for the same peer, and report that wait
+  // instead of the collective that failed. Every process that waited on the peer fails alike; one
+  // whose step completed times out in the outcome's gather below.
+  if (!dist_ || status == Status::Timeout || status == Status::Aborted) {
     if (status != Status::Ok) fail(status, failure);
     return;
   }
