@@ -326,7 +326,7 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  *   three_phase (bool, default false).
  *   cyclic (PyTorch's CyclicLR; every group's rate is set to base_lr at creation):
  *   base_lr, max_lr (double or list, needed), step_size_up (int, steps up to max_lr, default 2000),
- *   step_size_down (int; unset: step_size_up), mode ("triangular", "triangular2": each cycle half
+ *   step_size_down (int; unset: step_size_up; 0: straight back to base_lr, a sawtooth), mode ("triangular", "triangular2": each cycle half
  *   as high as the one before, "exp_range": the height times gamma ** step; default "triangular"),
  *   gamma (double, exp_range; unset 1), cycle_momentum (bool, default true, as for one_cycle),
  *   base_momentum (double or list, unset 0.8), max_momentum (double or list, unset 0.9),

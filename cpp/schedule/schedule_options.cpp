@@ -87,7 +87,8 @@ const OptionTable<ScheduleOptions>& scheduler_option_table() {
            "the step (iterations); default cycle",
            &S::scale_mode)
         .one_of({"cycle", "iterations"});
-    t.bind("step_size_down", "cyclic: steps back down (unset: step_size_up)", &S::step_size_down).at_least(1);
+    t.bind("step_size_down", "cyclic: steps back down (unset: step_size_up; 0: a sawtooth)", &S::step_size_down)
+        .at_least(0);
     t.bind("total_steps", "one_cycle: the cycle's steps", &S::total_steps).at_least(1);
     t.bind("epochs", "one_cycle: epochs, with steps_per_epoch, instead of total_steps", &S::epochs).at_least(1);
     t.bind("steps_per_epoch", "one_cycle: steps per epoch", &S::steps_per_epoch).at_least(1);

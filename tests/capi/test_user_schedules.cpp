@@ -132,7 +132,7 @@ json fixture_cases() {
 // Every case, both groups' rates (and the momentum CyclicLR moves) after every step, to the bit.
 TEST(UserSchedules, GroupFunctionsAndScaleFunctionsGivePyTorchsRatesToTheBit) {
   const json cases = fixture_cases();
-  ASSERT_GE(cases.size(), 7u);
+  ASSERT_GE(cases.size(), 8u);
   for (const json& c : cases) {
     SCOPED_TRACE(c.dump());
     SgdOfTwoGroups net(c["lrs"], c.value("momentum", 0.0));

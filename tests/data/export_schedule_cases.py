@@ -210,6 +210,10 @@ USER_SCHEDULE_CASES = [
      "options": {"base_lr": "0.01", "max_lr": "0.1,0.05", "step_size_up": "2", "scale_mode": "iterations"}},
     {"kind": "cyclic", "lrs": [0.1, 0.05], "steps": 7, "scale": [0.5, 2.0],
      "options": {"base_lr": "0.01", "max_lr": "0.1", "step_size_up": "2", "cycle_momentum": "false"}},
+    # No way down: a sawtooth (PyTorch takes step_size_down 0; found by a hunt, it was refused).
+    {"kind": "cyclic", "lrs": [0.1, 0.05], "steps": 8, "scale": [1.0],
+     "options": {"base_lr": "0.01", "max_lr": "0.1", "step_size_up": "3", "step_size_down": "0",
+                 "cycle_momentum": "false"}},
 ]
 
 
@@ -221,7 +225,7 @@ def run_user_schedule(case):
         o, scale = case["options"], case["scale"]
         extra = {k: numbers(o[k]) for k in ("base_momentum", "max_momentum") if k in o}
         sched = S.CyclicLR(opt, base_lr=numbers(o["base_lr"]), max_lr=numbers(o["max_lr"]),
-                           step_size_up=int(o["step_size_up"]), step_size_down=int(o.get("step_size_down", 0)) or None,
+                           step_size_up=int(o["step_size_up"]), step_size_down=int(o["step_size_down"]) if "step_size_down" in o else None,
                            scale_fn=lambda x: scale[int(x) % len(scale)], scale_mode=o.get("scale_mode", "cycle"),
                            cycle_momentum=o.get("cycle_momentum", "true") == "true", **extra)
     else:
