@@ -74,7 +74,8 @@ std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const 
   } else {
     prepared = make_loader<MapDataLoader>(map->dataset(), options);
   }
-  prepared->set_epoch(loader.epoch());
+  // A new loader at epoch 0, as Accelerate's DataLoaderShard starts its iteration count at 0 whatever
+  // epochs the loader it wraps has run (a seedable shuffle starts at seed + 0).
   return prepared;
 }
 

@@ -718,6 +718,29 @@ TEST(DataLoader, SeedableSamplerUsesTorchsSeedPlusTheEpoch) {
   acc_dataset_free(ds);
 }
 
+// Found by a hunt: a loader that had run epochs kept its epoch count when prepared, so a seedable
+// shuffle began at seed + k; Accelerate's DataLoaderShard counts from 0 (its first epoch is seed + 0).
+TEST(DataLoader, APreparedLoaderCountsItsEpochsFromZero) {
+  acc_dataset* ds = counting_dataset(12);
+  acc_dataloader* seeded = loader(ds, {{"batch_size", "12"}, {"shuffle", "1"}, {"seed", "21"}});
+  const auto epoch0 = epoch(seeded);
+  acc_dataloader_free(seeded);
+
+  ACC_ASSERT_OK(acc_set_seed(21));
+  acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}, {"use_seedable_sampler", "1"}});
+  acc_dataloader* dl = loader(ds, {{"batch_size", "12"}, {"shuffle", "1"}});
+  (void)epoch(dl);  // an epoch before it is prepared
+  (void)epoch(dl);
+  ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &dl, nullptr));
+  int64_t count = -1;
+  ACC_ASSERT_OK(acc_dataloader_epoch(dl, &count));
+  EXPECT_EQ(count, 0);
+  EXPECT_EQ(epoch(dl), epoch0);
+  acc_dataloader_free(dl);
+  acc_accelerator_free(acc);
+  acc_dataset_free(ds);
+}
+
 // Accelerate reads data_seed only for its SeedableRandomSampler: with use_seedable_sampler epoch e
 // permutes with data_seed + e; alone it changes nothing (the unseeded shuffle after set_seed).
 TEST(DataLoader, DataSeedCountsOnlyWithTheSeedableSampler) {
