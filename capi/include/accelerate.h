@@ -1032,7 +1032,10 @@ ACC_API ACC_NODISCARD acc_status acc_dataset_subset(acc_dataset *ds, int64_t sta
  * library reports as ACC_ERR_IO with the message a callback may leave with acc_callback_set_error.
  * They may run on the data loader's background threads (num_workers 0 keeps them on the thread
  * calling acc_dataloader_next), several at once; a call into the loader they serve that would change
- * its epoch (next, end_epoch, set_epoch, skip_first_batches, ...) is ACC_ERR_INVALID_ARGUMENT. */
+ * its epoch (next, end_epoch, set_epoch, skip_first_batches, ...) is ACC_ERR_INVALID_ARGUMENT. A
+ * sample function that draws random numbers (acc_tensor_rand) draws from the global generator on
+ * the thread running it: give its loader num_workers 0 for reproducible draws (PyTorch's workers
+ * have generators of their own; ours do not yet). */
 /* Sample `index`: a new list of tensors (the sample's fields), handed to the library through *out. */
 typedef int (*acc_sample_fn)(void *user_data, int64_t index, acc_tensor_list **out);
 /* A batch made from n samples: a new list handed to the library through *out. */
