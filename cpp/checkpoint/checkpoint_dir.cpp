@@ -123,6 +123,12 @@ bool holds_only_checkpoint_files(const fs::path& folder) {
   return !ec && !foreign;
 }
 
+// Whether a checkpoint_<i> folder is complete: its manifest, written last, is there.
+bool complete_checkpoint(const fs::path& folder) {
+  std::error_code ec;
+  return fs::exists(folder / kCheckpointManifest, ec);
+}
+
 void remove_all_or_fail(const fs::path& path) {
   std::error_code ec;
   fs::remove_all(path, ec);
@@ -138,10 +144,8 @@ std::string automatic_checkpoint_dir(const std::string& project_dir, int64_t ite
 
 std::optional<std::string> newest_checkpoint(const std::string& project_dir) {
   const auto found = numbered_checkpoints(project_dir);
-  for (auto it = found.rbegin(); it != found.rend(); ++it) {
-    std::error_code ec;
-    if (fs::exists(it->second / kCheckpointManifest, ec)) return it->second.string();
-  }
+  for (auto it = found.rbegin(); it != found.rend(); ++it)
+    if (complete_checkpoint(it->second)) return it->second.string();
   return std::nullopt;
 }
 
@@ -156,8 +160,7 @@ void rotate_checkpoints(const std::string& project_dir, int64_t keep, const std:
       it = found.erase(it);
       continue;
     }
-    std::error_code ec;
-    const bool complete = fs::exists(it->second / kCheckpointManifest, ec);
+    const bool complete = complete_checkpoint(it->second);
     if (complete && holds_only_checkpoint_files(it->second)) {
       ++it;
       continue;
