@@ -113,7 +113,8 @@ acc_status acc_set_trigger(acc_accelerator* a) {
 acc_status acc_check_trigger(acc_accelerator* a, int* out) {
   return guarded([&] {
     auto& c = collectives_arg(a);
-    *out_param(out, "out") = c.check_trigger("check_trigger") ? 1 : 0;
+    int& result = *out_param(out, "out");  // checked before the collective clears the trigger
+    result = c.check_trigger("check_trigger") ? 1 : 0;
   });
 }
 

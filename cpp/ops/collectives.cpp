@@ -49,9 +49,16 @@ namespace {
 constexpr int64_t kCallMagic = 0x61636331;  // "acc1": an announcement of this library's
 
 // FNV-1a: the same on every machine (std::hash need not be), as a signed 64-bit value.
+constexpr uint64_t kFnvBasis = 14695981039346656037ull, kFnvPrime = 1099511628211ull;
 int64_t name_hash(const std::string& name) {
-  uint64_t h = 14695981039346656037ull;
-  for (const unsigned char ch : name) h = (h ^ ch) * 1099511628211ull;
+  uint64_t h = kFnvBasis;
+  for (const unsigned char ch : name) h = (h ^ ch) * kFnvPrime;
+  return static_cast<int64_t>(h);
+}
+int64_t hash_of_sizes(c10::IntArrayRef sizes) {
+  uint64_t h = kFnvBasis;
+  for (const int64_t size : sizes)
+    for (int byte = 0; byte < 8; ++byte) h = (h ^ ((static_cast<uint64_t>(size) >> (8 * byte)) & 0xff)) * kFnvPrime;
   return static_cast<int64_t>(h);
 }
 
@@ -59,12 +66,12 @@ int64_t name_hash(const std::string& name) {
 
 Collectives::Layout Collectives::Layout::of(const at::Tensor& tensor) {
   return {tensor.dim(), tensor.sizes().slice(0, std::min(tensor.dim(), kMaxDims)).vec(), tensor.numel(),
-          static_cast<int64_t>(tensor.scalar_type())};
+          static_cast<int64_t>(tensor.scalar_type()), hash_of_sizes(tensor.sizes())};
 }
 
 Collectives::Layout Collectives::Layout::of_bytes(size_t count) {
   const auto n = static_cast<int64_t>(count);
-  return {1, {n}, n, static_cast<int64_t>(at::kByte)};
+  return {1, {n}, n, static_cast<int64_t>(at::kByte), hash_of_sizes({n})};
 }
 
 const char* Collectives::call_name(int64_t kind, int64_t parameter) {
@@ -90,8 +97,9 @@ const char* Collectives::call_name(int64_t kind, int64_t parameter) {
 
 std::vector<Collectives::Layout> Collectives::announce(CallKind kind, int64_t parameter, const Layout& layout,
                                                        bool same_layout, const std::string& name) {
-  // [magic, name's hash, kind, parameter, dims, size 0, ..., size kMaxDims - 1, element count, dtype]
-  at::Tensor call = at::full({kMaxDims + 7}, -1, at::TensorOptions().dtype(at::kLong));
+  // [magic, name's hash, kind, parameter, dims, size 0, ..., size kMaxDims - 1, element count, dtype,
+  //  hash of every size]
+  at::Tensor call = at::full({kMaxDims + 8}, -1, at::TensorOptions().dtype(at::kLong));
   int64_t* c = call.data_ptr<int64_t>();
   c[0] = kCallMagic;
   c[1] = name_hash(name);
@@ -101,13 +109,14 @@ std::vector<Collectives::Layout> Collectives::announce(CallKind kind, int64_t pa
   std::copy(layout.shape.begin(), layout.shape.end(), c + 5);
   c[kMaxDims + 5] = layout.numel;
   c[kMaxDims + 6] = layout.dtype;
+  c[kMaxDims + 7] = layout.sizes_hash;
   const auto calls = all_gather_on(*dist_->announcement_group(), call, name + " (the call)");
   std::vector<Layout> layouts;
   for (const auto& l : calls) {
     const int64_t* v = l.data_ptr<int64_t>();
     const int64_t dims = std::max<int64_t>(v[4], 0);
-    layouts.push_back(
-        {v[4], std::vector<int64_t>(v + 5, v + 5 + std::min(dims, kMaxDims)), v[kMaxDims + 5], v[kMaxDims + 6]});
+    layouts.push_back({v[4], std::vector<int64_t>(v + 5, v + 5 + std::min(dims, kMaxDims)), v[kMaxDims + 5],
+                       v[kMaxDims + 6], v[kMaxDims + 7]});
   }
   const std::string mine = concat("collective '", name, "' (", call_name(c[2], c[3]), ")");
   for (size_t r = 0; r < calls.size(); ++r) {

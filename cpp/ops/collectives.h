@@ -75,10 +75,11 @@ class Collectives {
     std::vector<int64_t> shape;  // the first kMaxComparedDims sizes
     int64_t numel = -1;
     int64_t dtype = -1;  // c10::ScalarType
+    int64_t sizes_hash = 0;  // of every size: tells apart shapes that differ past the first ones
     static Layout of(const at::Tensor& tensor);
     static Layout of_bytes(size_t count);  // an object's bytes, as a 1-D byte tensor (none allocated)
     bool operator==(const Layout& o) const {
-      return dims == o.dims && shape == o.shape && numel == o.numel && dtype == o.dtype;
+      return dims == o.dims && shape == o.shape && numel == o.numel && dtype == o.dtype && sizes_hash == o.sizes_hash;
     }
   };
   // Each public collective starts by announcing itself: one allgather of a fixed size holding the

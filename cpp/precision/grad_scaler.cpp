@@ -123,18 +123,26 @@ void GradScaler::update_on_host(bool overflowed) {
       --hysteresis_left_;  // skipped, the scale kept
       return;
     }
-    scale_.mul_(options_.backoff_factor);
+    rescale(options_.backoff_factor);
     if (options_.min_scale > 0) scale_.clamp_min_(options_.min_scale);
     return;
   }
   if (options_.consecutive_hysteresis) hysteresis_left_ = options_.hysteresis;
   if (growth_tracker_.item<int>() + 1 >= options_.growth_interval) {
     hysteresis_left_ = options_.hysteresis;
-    scale_.mul_(options_.growth_factor);
+    rescale(options_.growth_factor);
     growth_tracker_.zero_();
   } else {
     growth_tracker_.add_(1);
   }
+}
+
+void GradScaler::rescale(double factor) {
+  // As torch's _amp_update_scale_: the product in double, rounded once to float, and a growth that
+  // would overflow float keeps the scale (an infinite scale would skip every later step). A float32
+  // mul_ would round the factor first (3.3 is not 3.3f).
+  const auto scaled = static_cast<float>(current_scale() * factor);
+  if (std::isfinite(scaled)) scale_.fill_(scaled);
 }
 
 void GradScaler::forget_step() {

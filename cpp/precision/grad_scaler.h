@@ -85,6 +85,8 @@ class GradScaler {
   void forget_step();
   // DeepSpeed's rules (and torch's, where hysteresis is 1 and there is no minimum) on the host.
   void update_on_host(bool overflowed);
+  // scale *= factor, as torch rounds it; a product past float's range leaves the scale as it is.
+  void rescale(double factor);
   // `flag`'s tensor for this step: cleared and listed the first time in a step.
   at::Tensor& current(OverflowFlag& flag);
 

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -217,4 +218,28 @@ TEST(GradScaler, WithHysteresisAndAMinimumItIsDeepSpeedsScaler) {
   EXPECT_EQ(scaler.current_scale(), 2.0);
   scaler.check_can_back_off(false);
   EXPECT_THROW(scaler.check_can_back_off(true), std::exception);
+}
+
+// torch's _amp_update_scale_ multiplies in double and rounds once, and keeps a scale whose growth
+// would overflow float; a float32 multiply rounds the factor first, and an infinite scale would
+// skip every step after it.
+TEST(GradScaler, GrowthAndBackoffRoundAsTorchAndNeverReachInfinity) {
+  acc::GradScaler odd({1e9, /*growth=*/3.3, /*backoff=*/0.37, /*growth_interval=*/1}, c10::Device(c10::kCPU));
+  float expected = 1e9f;
+  for (int step = 0; step < 6; ++step) {
+    const bool overflow = step % 3 == 2;
+    odd.unscale({at::tensor({overflow ? std::numeric_limits<float>::infinity() : 1.0f})});
+    odd.update();
+    expected = static_cast<float>(static_cast<double>(expected) * (overflow ? 0.37 : 3.3));
+    EXPECT_EQ(odd.current_scale(), static_cast<double>(expected)) << "update " << step;
+  }
+
+  acc::GradScaler near_max({std::ldexp(1.0, 126), 2.0, 0.5, /*growth_interval=*/1}, c10::Device(c10::kCPU));
+  for (int step = 0; step < 4; ++step) {
+    at::Tensor grad = at::tensor({1e-3f});
+    near_max.unscale({grad});
+    EXPECT_FALSE(near_max.found_inf()) << "update " << step;
+    near_max.update();
+    EXPECT_EQ(near_max.current_scale(), std::ldexp(1.0, 127)) << "update " << step;
+  }
 }

@@ -400,6 +400,8 @@ TEST(Dist, SplitBetweenProcesses) {
 
 TEST(Dist, TriggerRaisedByOneIsSeenByAll) {
   if (g_rank == g_world - 1) ACC_ASSERT_OK(acc_set_trigger(g_acc));
+  // A check without a place for its answer is refused before it takes part or lowers the trigger.
+  ACC_EXPECT_ERROR(acc_check_trigger(g_acc, nullptr), ACC_ERR_INVALID_ARGUMENT, "out");
   int fired = 0;
   ACC_ASSERT_OK(acc_check_trigger(g_acc, &fired));
   EXPECT_EQ(fired, 1);
@@ -982,6 +984,16 @@ TEST(Dist, MismatchedShapesOrDtypesAreNamedOnEveryProcessNotACrash) {
   ACC_EXPECT_ERROR(acc_gather(g_acc, mixed, "mixed gather", &out), ACC_ERR_INVALID_ARGUMENT, "Long");
   ACC_EXPECT_ERROR(acc_broadcast(g_acc, mixed, 0, "mixed broadcast", &out), ACC_ERR_INVALID_ARGUMENT, "Long");
   acc_tensor_free(mixed);
+  // Shapes of 18 dimensions that differ only in the last two (past the sizes an announcement lists).
+  std::vector<int64_t> dims(16, 1);
+  dims.push_back(g_rank == g_world - 1 ? 3 : 2);
+  dims.push_back(g_rank == g_world - 1 ? 2 : 3);
+  acc_tensor* deep = floats(range_values(6, 0.0f), dims);
+  ACC_EXPECT_ERROR(acc_gather(g_acc, deep, "deep gather", &out), ACC_ERR_INVALID_ARGUMENT, "18 dims");
+  ACC_EXPECT_ERROR(acc_reduce(g_acc, deep, ACC_REDUCTION_SUM, "deep reduce", &out), ACC_ERR_INVALID_ARGUMENT,
+                   "deep reduce");
+  EXPECT_EQ(out, nullptr);
+  acc_tensor_free(deep);
   expect_still_in_step("after the mismatches");
 }
 
