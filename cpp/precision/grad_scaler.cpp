@@ -75,16 +75,27 @@ bool GradScaler::found_inf() const {
 
 int64_t GradScaler::growth_tracker() const { return growth_tracker_.item<int>(); }
 
-void GradScaler::check_state(double scale, int64_t growth_tracker, int64_t hysteresis_left) const {
+void GradScaler::check_state(double scale, int64_t growth_tracker, int64_t hysteresis_left,
+                             const std::optional<ScaleRules>& rules) const {
+  const ScaleRules r = rules.value_or(this->rules());
+  require(r.growth_factor > 1.0 && r.backoff_factor > 0 && r.backoff_factor < 1.0 && r.growth_interval >= 1,
+          "a GradScaler state needs growth_factor > 1, 0 < backoff_factor < 1 and growth_interval >= 1, got ",
+          r.growth_factor, ", ", r.backoff_factor, " and ", r.growth_interval);
   require(scale > 0 && std::isfinite(scale), "a GradScaler state needs a finite scale > 0, got ", scale);
-  require(growth_tracker >= 0 && growth_tracker < options_.growth_interval, "a GradScaler state's growth tracker (",
-          growth_tracker, ") must be in [0, growth_interval = ", options_.growth_interval, ")");
+  require(growth_tracker >= 0 && growth_tracker < r.growth_interval, "a GradScaler state's growth tracker (",
+          growth_tracker, ") must be in [0, growth_interval = ", r.growth_interval, ")");
   require(hysteresis_left >= 1 && hysteresis_left <= options_.hysteresis, "a loss scaler state's hysteresis (",
           hysteresis_left, ") must be in [1, hysteresis = ", options_.hysteresis, "]");
 }
 
-void GradScaler::load_state(double scale, int64_t growth_tracker, int64_t hysteresis_left) {
-  check_state(scale, growth_tracker, hysteresis_left);
+void GradScaler::load_state(double scale, int64_t growth_tracker, int64_t hysteresis_left,
+                            const std::optional<ScaleRules>& rules) {
+  check_state(scale, growth_tracker, hysteresis_left, rules);
+  if (rules) {
+    options_.growth_factor = rules->growth_factor;
+    options_.backoff_factor = rules->backoff_factor;
+    options_.growth_interval = rules->growth_interval;
+  }
   scale_.fill_(scale);
   growth_tracker_.fill_(growth_tracker);
   hysteresis_left_ = hysteresis_left;

@@ -17,6 +17,7 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <optional>
 #include <unordered_set>
 #include <vector>
 
@@ -75,10 +76,20 @@ class GradScaler {
   int64_t growth_tracker() const;
   // Overflows still tolerated before the scale backs off (DeepSpeed's cur_hysteresis; 1 without).
   int64_t hysteresis_left() const { return hysteresis_left_; }
-  void load_state(double scale, int64_t growth_tracker, int64_t hysteresis_left);
+  // torch's GradScaler.state_dict() keeps its growth and backoff rules and load_state_dict puts them
+  // back: `rules`, where a checkpoint holds them, replace the options' (none: the options' stay).
+  struct ScaleRules {
+    double growth_factor;
+    double backoff_factor;
+    int64_t growth_interval;
+  };
+  ScaleRules rules() const { return {options_.growth_factor, options_.backoff_factor, options_.growth_interval}; }
+  void load_state(double scale, int64_t growth_tracker, int64_t hysteresis_left,
+                  const std::optional<ScaleRules>& rules = std::nullopt);
   // The checks of load_state alone (a finite scale > 0, a tracker in [0, growth_interval), a
-  // hysteresis in [1, hysteresis]).
-  void check_state(double scale, int64_t growth_tracker, int64_t hysteresis_left) const;
+  // hysteresis in [1, hysteresis], rules as the constructor takes them).
+  void check_state(double scale, int64_t growth_tracker, int64_t hysteresis_left,
+                   const std::optional<ScaleRules>& rules = std::nullopt) const;
   const GradScalerOptions& options() const { return options_; }
 
  private:

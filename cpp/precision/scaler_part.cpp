@@ -13,9 +13,13 @@ class ScalerPart final : public CheckpointPart {
   std::string file() const override { return "scaler.json"; }
   void save(const std::string& path) const override {
     scaler_->settle();  // the scale update the last step left for the next backward
+    const GradScaler::ScaleRules rules = scaler_->rules();
     write_file(path, nlohmann::json{{"scale", scaler_->current_scale()},
                                     {"growth_tracker", scaler_->growth_tracker()},
-                                    {"hysteresis", scaler_->hysteresis_left()}}
+                                    {"hysteresis", scaler_->hysteresis_left()},
+                                    {"growth_factor", rules.growth_factor},
+                                    {"backoff_factor", rules.backoff_factor},
+                                    {"growth_interval", rules.growth_interval}}
                          .dump(2));
   }
   StagedLoad load(const std::string& path) const override {
@@ -26,9 +30,15 @@ class ScalerPart final : public CheckpointPart {
     const int64_t hysteresis = j.is_object() && j.contains("hysteresis")
                                    ? json_field_at_least<int64_t>(j, "hysteresis", path, 1)
                                    : scaler_->options().hysteresis;
-    checked_by_file(path, [&] { scaler_->check_state(scale, growth_tracker, hysteresis); });
-    return {[scaler = scaler_, scale, growth_tracker, hysteresis] {
-              scaler->load_state(scale, growth_tracker, hysteresis);
+    // Written before the rules were kept: the options' rules stay (torch restores a saved scaler's).
+    std::optional<GradScaler::ScaleRules> rules;
+    if (j.is_object() && j.contains("growth_interval"))
+      rules = GradScaler::ScaleRules{json_field<double>(j, "growth_factor", path),
+                                     json_field<double>(j, "backoff_factor", path),
+                                     json_field<int64_t>(j, "growth_interval", path)};
+    checked_by_file(path, [&] { scaler_->check_state(scale, growth_tracker, hysteresis, rules); });
+    return {[scaler = scaler_, scale, growth_tracker, hysteresis, rules] {
+              scaler->load_state(scale, growth_tracker, hysteresis, rules);
             },
             {},
             {}};

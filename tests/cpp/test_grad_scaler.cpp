@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <vector>
 
@@ -10,6 +12,7 @@
 #include "model/model.h"
 #include "optim/optimizer.h"
 #include "precision/grad_scaler.h"
+#include "precision/scaler_part.h"
 
 TEST(GradScaler, ScalesUnscalesOnceAndDetectsOverflow) {
   acc::GradScaler scaler({/*init_scale=*/4.0, 2.0, 0.5, /*growth_interval=*/2}, c10::Device(c10::kCPU));
@@ -242,4 +245,40 @@ TEST(GradScaler, GrowthAndBackoffRoundAsTorchAndNeverReachInfinity) {
     near_max.update();
     EXPECT_EQ(near_max.current_scale(), std::ldexp(1.0, 127)) << "update " << step;
   }
+}
+
+// torch's GradScaler.load_state_dict restores the saved growth and backoff rules: a run saved with
+// growth_interval 4 and resumed with the default 2000 grows as the saved one would have.
+TEST(GradScaler, ACheckpointBringsBackTheScalersRules) {
+  const auto path = (std::filesystem::temp_directory_path() / "acc_scaler_rules.json").string();
+  auto saved = std::make_shared<acc::GradScaler>(acc::GradScalerOptions{1024.0, 4.0, 0.25, 4}, c10::Device(c10::kCPU));
+  for (int step = 0; step < 3; ++step) {  // three good steps: the tracker at 3 of 4
+    saved->unscale({at::tensor({1.0f})});
+    saved->update();
+  }
+  acc::scaler_part(saved)->save(path);
+
+  auto resumed = std::make_shared<acc::GradScaler>(acc::GradScalerOptions{}, c10::Device(c10::kCPU));
+  acc::scaler_part(resumed)->load(path).apply();
+  EXPECT_EQ(resumed->growth_tracker(), 3);
+  EXPECT_EQ(resumed->options().growth_interval, 4);
+  resumed->unscale({at::tensor({1.0f})});
+  resumed->update();  // the fourth good step grows by the saved factor 4
+  EXPECT_EQ(resumed->current_scale(), 4096.0);
+  resumed->unscale({at::tensor({std::numeric_limits<float>::infinity()})});
+  resumed->update();  // and an overflow backs off by the saved 0.25
+  EXPECT_EQ(resumed->current_scale(), 1024.0);
+
+  // A file written before the rules were kept leaves the options' rules.
+  std::ofstream(path) << R"({"scale": 512.0, "growth_tracker": 1})";
+  auto older = std::make_shared<acc::GradScaler>(acc::GradScalerOptions{8.0, 2.0, 0.5, 3}, c10::Device(c10::kCPU));
+  acc::scaler_part(older)->load(path).apply();
+  EXPECT_EQ(older->options().growth_interval, 3);
+  EXPECT_EQ(older->current_scale(), 512.0);
+  // Rules no scaler could be made with are refused, naming them.
+  std::ofstream(path) << R"({"scale": 512.0, "growth_tracker": 0, "growth_factor": 0.5, "backoff_factor": 0.5,
+                             "growth_interval": 3})";
+  EXPECT_THROW(acc::scaler_part(older)->load(path), std::exception);
+  EXPECT_EQ(older->options().growth_factor, 2.0);
+  std::filesystem::remove(path);
 }
