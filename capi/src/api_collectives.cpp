@@ -23,18 +23,26 @@ extern "C" {
 acc_status acc_gather(acc_accelerator* a, const acc_tensor* t, const char* name, acc_tensor** out) {
   return guarded([&] {
     auto& c = collectives_arg(a);
-    const at::Tensor& x = live(t, "t").tensor;
-    out_param(out, "out");
-    emit(out, c.gather(x, name_arg(name, "gather")));
+    const std::string call = name_arg(name, "gather");
+    const at::Tensor* x = nullptr;
+    c.check_arguments(call, [&] {
+      x = &live(t, "t").tensor;
+      out_param(out, "out");
+    });
+    emit(out, c.gather(*x, call));
   });
 }
 
 acc_status acc_gather_for_metrics(acc_accelerator* a, const acc_tensor* t, const char* name, acc_tensor** out) {
   return guarded([&] {
     auto& accelerator = accelerator_arg(a);
-    const at::Tensor& x = live(t, "t").tensor;
-    out_param(out, "out");
-    emit(out, accelerator.gather_for_metrics(x, name_arg(name, "gather_for_metrics")));
+    const std::string call = name_arg(name, "gather_for_metrics");
+    const at::Tensor* x = nullptr;
+    accelerator.collectives().check_arguments(call, [&] {  // its first collective is a gather of that name
+      x = &live(t, "t").tensor;
+      out_param(out, "out");
+    });
+    emit(out, accelerator.gather_for_metrics(*x, call));
   });
 }
 
@@ -42,11 +50,14 @@ acc_status acc_gather_object(acc_accelerator* a, const void* data, size_t size, 
                              acc_string_list** out) {
   return guarded([&] {
     auto& c = collectives_arg(a);
-    acc::require(data || size == 0, "data is NULL but size is ", size);
-    require_object_size(size);
-    out_param(out, "out");
+    const std::string call = name_arg(name, "gather_object");
+    c.check_arguments(call, [&] {
+      acc::require(data || size == 0, "data is NULL but size is ", size);
+      require_object_size(size);
+      out_param(out, "out");
+    });
     const std::string bytes(static_cast<const char*>(data), size);
-    emit(out, c.gather_object(bytes, name_arg(name, "gather_object")));
+    emit(out, c.gather_object(bytes, call));
   });
 }
 
@@ -55,30 +66,42 @@ acc_status acc_broadcast_object(acc_accelerator* a, const void* data, size_t siz
   return guarded([&] {
     auto& c = collectives_arg(a);
     const bool source = c.rank() == src;
-    acc::require(!source || data || size == 0, "data is NULL but size is ", size);
-    if (source) require_object_size(size);
-    out_param(out, "out");
+    const std::string call = name_arg(name, "broadcast_object");
+    c.check_arguments(call, [&] {
+      acc::require(!source || data || size == 0, "data is NULL but size is ", size);
+      if (source) require_object_size(size);
+      out_param(out, "out");
+    });
     const std::string bytes = source ? std::string(static_cast<const char*>(data), size) : std::string();
-    emit(out, std::vector<std::string>{c.broadcast_object(bytes, src, name_arg(name, "broadcast_object"))});
+    emit(out, std::vector<std::string>{c.broadcast_object(bytes, src, call)});
   });
 }
 
 acc_status acc_reduce(acc_accelerator* a, const acc_tensor* t, acc_reduction op, const char* name, acc_tensor** out) {
   return guarded([&] {
     auto& c = collectives_arg(a);
-    const at::Tensor& x = live(t, "t").tensor;
-    const acc::Reduction reduction = reduction_arg(op);
-    out_param(out, "out");
-    emit(out, c.reduce(x, reduction, name_arg(name, "reduce")));
+    const std::string call = name_arg(name, "reduce");
+    const at::Tensor* x = nullptr;
+    acc::Reduction reduction{};
+    c.check_arguments(call, [&] {
+      x = &live(t, "t").tensor;
+      reduction = reduction_arg(op);
+      out_param(out, "out");
+    });
+    emit(out, c.reduce(*x, reduction, call));
   });
 }
 
 acc_status acc_broadcast(acc_accelerator* a, const acc_tensor* t, int64_t src, const char* name, acc_tensor** out) {
   return guarded([&] {
     auto& c = collectives_arg(a);
-    const at::Tensor& x = live(t, "t").tensor;
-    out_param(out, "out");
-    emit(out, c.broadcast(x, src, name_arg(name, "broadcast")));
+    const std::string call = name_arg(name, "broadcast");
+    const at::Tensor* x = nullptr;
+    c.check_arguments(call, [&] {
+      x = &live(t, "t").tensor;
+      out_param(out, "out");
+    });
+    emit(out, c.broadcast(*x, src, call));
   });
 }
 
@@ -86,9 +109,13 @@ acc_status acc_pad_across_processes(acc_accelerator* a, const acc_tensor* t, int
                                     const char* name, acc_tensor** out) {
   return guarded([&] {
     auto& c = collectives_arg(a);
-    const at::Tensor& x = live(t, "t").tensor;
-    out_param(out, "out");
-    emit(out, c.pad_across_processes(x, dim, value, pad_first != 0, name_arg(name, "pad_across_processes")));
+    const std::string call = name_arg(name, "pad_across_processes");
+    const at::Tensor* x = nullptr;
+    c.check_arguments(call, [&] {
+      x = &live(t, "t").tensor;
+      out_param(out, "out");
+    });
+    emit(out, c.pad_across_processes(*x, dim, value, pad_first != 0, call));
   });
 }
 

@@ -86,11 +86,15 @@ const char* Collectives::call_name(int64_t kind, int64_t parameter) {
     case Kind::BroadcastObject:
       return "broadcast_object";
     case Kind::Reduce:
-      return parameter == static_cast<int64_t>(Reduction::Mean) ? "reduce (mean)" : "reduce (sum)";
+      return parameter == static_cast<int64_t>(Reduction::Mean)   ? "reduce (mean)"
+             : parameter == static_cast<int64_t>(Reduction::None) ? "reduce (none)"
+                                                                  : "reduce (sum)";
     case Kind::Broadcast:
       return "broadcast";
     case Kind::Pad:
       return "pad_across_processes";
+    case Kind::Refused:
+      return "a collective it refused";
   }
   return "an unknown collective";
 }
@@ -122,6 +126,11 @@ std::vector<Collectives::Layout> Collectives::announce(CallKind kind, int64_t pa
   for (size_t r = 0; r < calls.size(); ++r) {
     const int64_t* v = calls[r].data_ptr<int64_t>();
     require(v[0] == kCallMagic, mine, ": process ", r, " sent something other than an announcement");
+    require(v[2] != static_cast<int64_t>(CallKind::Refused) || kind == CallKind::Refused, mine, ": process ", r,
+            " refused its arguments to this call (its own error says why)");
+    const bool broadcasts = kind == CallKind::Broadcast || kind == CallKind::BroadcastObject;
+    require(!(broadcasts && v[2] == c[2] && v[3] != c[3]), mine, ": process ", r, " broadcasts from process ", v[3],
+            ", this one from process ", c[3], " (every process must name the same source)");
     if (kind == CallKind::Pad && v[2] == c[2] && v[3] != c[3]) {
       auto pads = [](int64_t dim) {
         return dim == kNoDimension ? std::string("no dimension") : concat("dimension ", dim);
@@ -146,6 +155,20 @@ std::vector<Collectives::Layout> Collectives::announce(CallKind kind, int64_t pa
                      " ", static_cast<c10::ScalarType>(layouts[r].dtype));
   fail(Status::InvalidArgument, "collective '", name, "' needs the same shape and dtype on every process, got ", detail,
        " (pad_across_processes evens out a dimension)");
+}
+
+void Collectives::check_arguments(const std::string& name, const std::function<void()>& checks) {
+  try {
+    checks();
+  } catch (...) {
+    if (dist_) {
+      try {
+        announce(CallKind::Refused, 0, Layout(), false, name);
+      } catch (...) {  // the others made the call: they fail at it; this process reports its own error
+      }
+    }
+    throw;
+  }
 }
 
 void Collectives::barrier(const std::string& name) {
@@ -238,9 +261,11 @@ std::string Collectives::differences_from_process_0(const std::string& text, con
 }
 
 at::Tensor Collectives::reduce(const at::Tensor& tensor, Reduction op, const std::string& name, Layouts layouts) {
-  if (op == Reduction::None || !dist_) return tensor.clone();
+  if (!dist_) return tensor.clone();
+  // Announced with None too: a process reducing with None where the others sum fails with them.
   if (layouts == Layouts::Compared)
     announce(CallKind::Reduce, static_cast<int64_t>(op), Layout::of(tensor), true, name);
+  if (op == Reduction::None) return tensor.clone();
   if (tensor.numel() == 0) {  // as in all_gather: Gloo cannot take empty tensors
     reduce(at::zeros({1}, tensor.options()), op, name, Layouts::AgreedByCaller);
     return tensor.clone();
@@ -257,14 +282,25 @@ at::Tensor Collectives::reduce(const at::Tensor& tensor, Reduction op, const std
   return off_the_wire(buffer, tensor.scalar_type()).to(tensor.device());
 }
 
+namespace {
+void require_source(int64_t src, int64_t world_size, const std::string& name) {
+  require(src >= 0 && src < world_size, "collective '", name, "': source process ", src, " is not in a job of ",
+          world_size);
+}
+}  // namespace
+
 std::string Collectives::broadcast_object(const std::string& bytes, int64_t src, const std::string& name) {
-  require(src >= 0 && src < world_size(), "collective '", name, "': source process ", src, " is not in a job of ",
-          world_size());
-  if (!dist_) return bytes;
+  if (!dist_) {
+    require_source(src, world_size(), name);
+    return bytes;
+  }
   const bool mine = rank() == src;
-  // The source's byte count travels in the announcement.
+  // The source's byte count travels in the announcement; the source is announced before it is
+  // checked, so that a process naming another fails with the rest at this call.
   const Layout sent = Layout::of_bytes(mine ? bytes.size() : 0);
-  const int64_t size = announce(CallKind::BroadcastObject, src, sent, false, name)[static_cast<size_t>(src)].numel;
+  const auto layouts = announce(CallKind::BroadcastObject, src, sent, false, name);
+  require_source(src, world_size(), name);
+  const int64_t size = layouts[static_cast<size_t>(src)].numel;
   if (size == 0) return {};
   at::Tensor buffer = at::empty({size}, at::TensorOptions().dtype(at::kByte));
   if (mine) std::copy(bytes.begin(), bytes.end(), buffer.data_ptr<uint8_t>());
@@ -273,10 +309,12 @@ std::string Collectives::broadcast_object(const std::string& bytes, int64_t src,
 }
 
 at::Tensor Collectives::broadcast(const at::Tensor& tensor, int64_t src, const std::string& name, Layouts layouts) {
-  require(src >= 0 && src < world_size(), "collective '", name, "': source process ", src, " is not in a job of ",
-          world_size());
-  if (!dist_) return tensor.clone();
+  if (!dist_) {
+    require_source(src, world_size(), name);
+    return tensor.clone();
+  }
   if (layouts == Layouts::Compared) announce(CallKind::Broadcast, src, Layout::of(tensor), true, name);
+  require_source(src, world_size(), name);
   if (tensor.numel() == 0) {  // as in all_gather: Gloo cannot take empty tensors
     broadcast(at::zeros({1}, tensor.options()), src, name, Layouts::AgreedByCaller);
     return tensor.clone();

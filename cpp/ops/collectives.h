@@ -62,6 +62,11 @@ class Collectives {
   // This process's share of n items (Accelerate's split_between_processes).
   ProcessSplit split_between_processes(int64_t n, bool apply_padding) const;
 
+  // Runs a public collective's argument checks. Where they fail in a job of several processes, this
+  // process still announces the call (as one it refuses) before rethrowing, so every other process
+  // fails at the same call, naming it, and none pairs it with its next collective.
+  void check_arguments(const std::string& name, const std::function<void()>& checks);
+
   // A flag any process can raise; check_trigger tells every process whether one did, and lowers it.
   void set_trigger() { trigger_ = true; }
   bool check_trigger(const std::string& name);
@@ -88,7 +93,7 @@ class Collectives {
   // thread), so a process in another collective, with another reduction, source or name (a skipped
   // call), is an error on every process naming both; with `same_layout`, so is another shape or
   // dtype. Returns every process's layout (gather_object's byte counts among them).
-  enum class CallKind : int64_t { Barrier = 1, Gather, GatherObject, BroadcastObject, Reduce, Broadcast, Pad };
+  enum class CallKind : int64_t { Barrier = 1, Gather, GatherObject, BroadcastObject, Reduce, Broadcast, Pad, Refused };
   std::vector<Layout> announce(CallKind kind, int64_t parameter, const Layout& layout, bool same_layout,
                                const std::string& name);
   // An announced call as its messages name it ("reduce (mean)").

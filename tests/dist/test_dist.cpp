@@ -997,6 +997,40 @@ TEST(Dist, MismatchedShapesOrDtypesAreNamedOnEveryProcessNotACrash) {
   expect_still_in_step("after the mismatches");
 }
 
+// One process's bad argument (a NULL tensor or output, an unknown reduction, a source outside the
+// job, None where the others sum, NULL object data) is an error at that call on every process, and
+// the next collective pairs as it should (the bad process used to skip the call's announcement, so
+// the others paired it with their next call and the job stayed out of step).
+TEST(Dist, OneProcesssBadArgumentFailsThatCallEverywhereAndTheJobStaysInStep) {
+  const bool bad = g_rank == g_world - 1;
+  acc_tensor* t = floats({1.0f, 2.0f}, {2});
+  acc_tensor* out = nullptr;
+  acc_string_list* list = nullptr;
+  auto expect_failed_everywhere = [&](acc_status status, const char* what) {
+    EXPECT_NE(status, ACC_OK) << what << " on process " << g_rank;
+    if (!bad)
+      EXPECT_NE(std::string(acc_last_error_message()).find(what), std::string::npos) << acc_last_error_message();
+    EXPECT_EQ(out, nullptr) << what;
+    expect_still_in_step(what);
+  };
+  expect_failed_everywhere(acc_gather(g_acc, bad ? nullptr : t, "null gather", &out), "null gather");
+  expect_failed_everywhere(acc_gather(g_acc, t, "null out", bad ? nullptr : &out), "null out");
+  expect_failed_everywhere(
+      acc_reduce(g_acc, t, bad ? static_cast<acc_reduction>(77) : ACC_REDUCTION_SUM, "odd reduction", &out),
+      "odd reduction");
+  expect_failed_everywhere(acc_reduce(g_acc, t, bad ? ACC_REDUCTION_NONE : ACC_REDUCTION_SUM, "none", &out), "none");
+  expect_failed_everywhere(acc_broadcast(g_acc, t, bad ? g_world : 0, "far source", &out), "far source");
+  expect_failed_everywhere(acc_pad_across_processes(g_acc, bad ? nullptr : t, 0, 0, 0, "null pad", &out), "null pad");
+  expect_failed_everywhere(acc_gather_for_metrics(g_acc, bad ? nullptr : t, "null metrics", &out), "null metrics");
+  expect_failed_everywhere(acc_gather_object(g_acc, bad ? nullptr : "ab", 2, "null object", &list), "null object");
+  EXPECT_EQ(list, nullptr);
+  // The source's NULL data (the source is the last process).
+  expect_failed_everywhere(acc_broadcast_object(g_acc, bad ? nullptr : "ab", 2, g_world - 1, "null source", &list),
+                           "null source");
+  EXPECT_EQ(list, nullptr);
+  acc_tensor_free(t);
+}
+
 // Every process must make the same collective calls, with the same names and parameters, in the
 // same order. The last process does otherwise here: each call is an error naming both on every
 // process (Gloo, pairing a gather with a gather_object, aborted the process; a skipped call, or
@@ -1022,8 +1056,9 @@ TEST(Dist, MismatchedCallsAreErrorsOnEveryProcessNotACrashOrAWrongResult) {
   // A sum against a mean, another source, another dim to pad.
   ACC_EXPECT_ERROR(acc_reduce(g_acc, t, odd ? ACC_REDUCTION_MEAN : ACC_REDUCTION_SUM, "r", &out),
                    ACC_ERR_INVALID_ARGUMENT, "calls reduce (");
-  ACC_EXPECT_ERROR(acc_broadcast(g_acc, t, odd ? 0 : g_world - 1, "b", &out), ACC_ERR_INVALID_ARGUMENT,
-                   "calls broadcast at the same point");
+  ACC_EXPECT_ERROR(
+      acc_broadcast(g_acc, t, odd ? 0 : g_world - 1, "b", &out), ACC_ERR_INVALID_ARGUMENT,
+      odd ? std::string("this one from process 0") : "this one from process " + std::to_string(g_world - 1));
   ACC_EXPECT_ERROR(acc_pad_across_processes(g_acc, t, odd ? 1 : 0, 0.0, 0, "p", &out), ACC_ERR_INVALID_ARGUMENT,
                    odd ? "this one dimension 1" : "this one dimension 0");
   EXPECT_EQ(out, nullptr);
