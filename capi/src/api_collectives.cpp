@@ -1,4 +1,6 @@
 // Collectives on the accelerator's process group.
+#include <functional>
+
 #include "guard.h"
 #include "handles.h"
 
@@ -16,6 +18,19 @@ void require_object_size(size_t size) {
                std::string().max_size(), " bytes)");
 }
 
+// A tensor collective's tensor, its output and `more` checks, run so that a process refusing them
+// fails the call on every process (Collectives::check_arguments).
+const at::Tensor& tensor_call_args(acc::Collectives& c, const std::string& call, const acc_tensor* t, acc_tensor** out,
+                                   const std::function<void()>& more = {}) {
+  const at::Tensor* x = nullptr;
+  c.check_arguments(call, [&] {
+    x = &live(t, "t").tensor;
+    if (more) more();
+    out_param(out, "out");
+  });
+  return *x;
+}
+
 }  // namespace
 
 extern "C" {
@@ -24,12 +39,8 @@ acc_status acc_gather(acc_accelerator* a, const acc_tensor* t, const char* name,
   return guarded([&] {
     auto& c = collectives_arg(a);
     const std::string call = name_arg(name, "gather");
-    const at::Tensor* x = nullptr;
-    c.check_arguments(call, [&] {
-      x = &live(t, "t").tensor;
-      out_param(out, "out");
-    });
-    emit(out, c.gather(*x, call));
+    const at::Tensor& x = tensor_call_args(c, call, t, out);
+    emit(out, c.gather(x, call));
   });
 }
 
@@ -37,12 +48,9 @@ acc_status acc_gather_for_metrics(acc_accelerator* a, const acc_tensor* t, const
   return guarded([&] {
     auto& accelerator = accelerator_arg(a);
     const std::string call = name_arg(name, "gather_for_metrics");
-    const at::Tensor* x = nullptr;
-    accelerator.collectives().check_arguments(call, [&] {  // its first collective is a gather of that name
-      x = &live(t, "t").tensor;
-      out_param(out, "out");
-    });
-    emit(out, accelerator.gather_for_metrics(*x, call));
+    // Its first collective is a gather of that name.
+    const at::Tensor& x = tensor_call_args(accelerator.collectives(), call, t, out);
+    emit(out, accelerator.gather_for_metrics(x, call));
   });
 }
 
@@ -81,14 +89,9 @@ acc_status acc_reduce(acc_accelerator* a, const acc_tensor* t, acc_reduction op,
   return guarded([&] {
     auto& c = collectives_arg(a);
     const std::string call = name_arg(name, "reduce");
-    const at::Tensor* x = nullptr;
     acc::Reduction reduction{};
-    c.check_arguments(call, [&] {
-      x = &live(t, "t").tensor;
-      reduction = reduction_arg(op);
-      out_param(out, "out");
-    });
-    emit(out, c.reduce(*x, reduction, call));
+    const at::Tensor& x = tensor_call_args(c, call, t, out, [&] { reduction = reduction_arg(op); });
+    emit(out, c.reduce(x, reduction, call));
   });
 }
 
@@ -96,12 +99,8 @@ acc_status acc_broadcast(acc_accelerator* a, const acc_tensor* t, int64_t src, c
   return guarded([&] {
     auto& c = collectives_arg(a);
     const std::string call = name_arg(name, "broadcast");
-    const at::Tensor* x = nullptr;
-    c.check_arguments(call, [&] {
-      x = &live(t, "t").tensor;
-      out_param(out, "out");
-    });
-    emit(out, c.broadcast(*x, src, call));
+    const at::Tensor& x = tensor_call_args(c, call, t, out);
+    emit(out, c.broadcast(x, src, call));
   });
 }
 
@@ -110,12 +109,8 @@ acc_status acc_pad_across_processes(acc_accelerator* a, const acc_tensor* t, int
   return guarded([&] {
     auto& c = collectives_arg(a);
     const std::string call = name_arg(name, "pad_across_processes");
-    const at::Tensor* x = nullptr;
-    c.check_arguments(call, [&] {
-      x = &live(t, "t").tensor;
-      out_param(out, "out");
-    });
-    emit(out, c.pad_across_processes(*x, dim, value, pad_first != 0, call));
+    const at::Tensor& x = tensor_call_args(c, call, t, out);
+    emit(out, c.pad_across_processes(x, dim, value, pad_first != 0, call));
   });
 }
 

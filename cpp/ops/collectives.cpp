@@ -49,16 +49,17 @@ namespace {
 constexpr int64_t kCallMagic = 0x61636331;  // "acc1": an announcement of this library's
 
 // FNV-1a: the same on every machine (std::hash need not be), as a signed 64-bit value.
-constexpr uint64_t kFnvBasis = 14695981039346656037ull, kFnvPrime = 1099511628211ull;
+constexpr uint64_t kFnvBasis = 14695981039346656037ull;
+uint64_t fnv1a(uint64_t h, uint8_t byte) { return (h ^ byte) * 1099511628211ull; }
 int64_t name_hash(const std::string& name) {
   uint64_t h = kFnvBasis;
-  for (const unsigned char ch : name) h = (h ^ ch) * kFnvPrime;
+  for (const unsigned char ch : name) h = fnv1a(h, ch);
   return static_cast<int64_t>(h);
 }
-int64_t hash_of_sizes(c10::IntArrayRef sizes) {
+int64_t hash_of_sizes(c10::IntArrayRef sizes) {  // each size's bytes, least significant first
   uint64_t h = kFnvBasis;
   for (const int64_t size : sizes)
-    for (int byte = 0; byte < 8; ++byte) h = (h ^ ((static_cast<uint64_t>(size) >> (8 * byte)) & 0xff)) * kFnvPrime;
+    for (int byte = 0; byte < 8; ++byte) h = fnv1a(h, static_cast<uint8_t>(static_cast<uint64_t>(size) >> (8 * byte)));
   return static_cast<int64_t>(h);
 }
 

@@ -8,10 +8,13 @@
 
 namespace acc {
 
+bool GradScaler::valid(const ScaleRules& r) {
+  return r.growth_factor > 1.0 && r.backoff_factor > 0 && r.backoff_factor < 1.0 && r.growth_interval >= 1;
+}
+
 GradScaler::GradScaler(GradScalerOptions options, const c10::Device& device)
     : options_(options), fused_(device.is_cuda()), hysteresis_left_(options.hysteresis) {
-  require(options_.init_scale > 0 && options_.growth_factor > 1.0 && options_.backoff_factor > 0 &&
-              options_.backoff_factor < 1.0 && options_.growth_interval >= 1,
+  require(options_.init_scale > 0 && valid(rules()),
           "GradScaler needs init_scale > 0, growth_factor > 1, 0 < backoff_factor < 1 and growth_interval >= 1");
   require(options_.hysteresis >= 1 && options_.min_scale >= 0 && std::isfinite(options_.min_scale) &&
               options_.min_scale <= options_.init_scale,
@@ -78,8 +81,7 @@ int64_t GradScaler::growth_tracker() const { return growth_tracker_.item<int>();
 void GradScaler::check_state(double scale, int64_t growth_tracker, int64_t hysteresis_left,
                              const std::optional<ScaleRules>& rules) const {
   const ScaleRules r = rules.value_or(this->rules());
-  require(r.growth_factor > 1.0 && r.backoff_factor > 0 && r.backoff_factor < 1.0 && r.growth_interval >= 1,
-          "a GradScaler state needs growth_factor > 1, 0 < backoff_factor < 1 and growth_interval >= 1, got ",
+  require(valid(r), "a GradScaler state needs growth_factor > 1, 0 < backoff_factor < 1 and growth_interval >= 1, got ",
           r.growth_factor, ", ", r.backoff_factor, " and ", r.growth_interval);
   require(scale > 0 && std::isfinite(scale), "a GradScaler state needs a finite scale > 0, got ", scale);
   require(growth_tracker >= 0 && growth_tracker < r.growth_interval, "a GradScaler state's growth tracker (",

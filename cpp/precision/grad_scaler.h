@@ -84,6 +84,8 @@ class GradScaler {
     int64_t growth_interval;
   };
   ScaleRules rules() const { return {options_.growth_factor, options_.backoff_factor, options_.growth_interval}; }
+  // growth_factor > 1, 0 < backoff_factor < 1, growth_interval >= 1: what a scaler is made with.
+  static bool valid(const ScaleRules& rules);
   void load_state(double scale, int64_t growth_tracker, int64_t hysteresis_left,
                   const std::optional<ScaleRules>& rules = std::nullopt);
   // The checks of load_state alone (a finite scale > 0, a tracker in [0, growth_interval), a
