@@ -334,8 +334,10 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  * Keys of ACC_OPTIONS_DATALOADER:
  *   batch_size (int, default 1), shuffle (bool, default false), drop_last (bool, default false),
  *   seed (int: seedable shuffling, epoch e uses seed + e; unset: drawn from torch's generator, which
- *   acc_set_seed seeds), num_workers (int, background threads fetching batches, default 1; 0
- *   loads in the calling thread), prefetch_factor (int, batches fetched ahead per worker, default 2),
+ *   acc_set_seed seeds), num_workers (int, worker threads fetching batches of a map-style dataset,
+ *   batch i on worker i % num_workers as PyTorch's worker processes; default 0, PyTorch's: loads in
+ *   the calling thread; a stream is always read in the calling thread), prefetch_factor (int,
+ *   batches fetched ahead per worker, default 2),
  *   device (string, where batches are put; default: where the dataset is).
  * Keys of ACC_OPTIONS_ACCELERATOR (Accelerator(...)'s arguments):
  *   cpu (bool, default false: the GPU when CUDA is there), mixed_precision ("no", "bf16", "fp16"),
@@ -1030,12 +1032,15 @@ ACC_API ACC_NODISCARD acc_status acc_dataset_from_idx(const char *images_path, c
 ACC_API ACC_NODISCARD acc_status acc_dataset_subset(acc_dataset *ds, int64_t start, int64_t count, acc_dataset **out);
 /* Callbacks into the host program. They return 0 on success; any other value is an error, which the
  * library reports as ACC_ERR_IO with the message a callback may leave with acc_callback_set_error.
- * They may run on the data loader's background threads (num_workers 0 keeps them on the thread
- * calling acc_dataloader_next), several at once; a call into the loader they serve that would change
- * its epoch (next, end_epoch, set_epoch, skip_first_batches, ...) is ACC_ERR_INVALID_ARGUMENT. A
- * sample function that draws random numbers (acc_tensor_rand) draws from the global generator on
- * the thread running it: give its loader num_workers 0 for reproducible draws (PyTorch's workers
- * have generators of their own; ours do not yet). */
+ * They may run on the data loader's worker threads (num_workers 0, the default, keeps them on the
+ * thread calling acc_dataloader_next), several at once; a call into the loader they serve that would
+ * change its epoch (next, end_epoch, set_epoch, skip_first_batches, ...) is ACC_ERR_INVALID_ARGUMENT.
+ * Random numbers drawn in them (acc_tensor_rand, acc_tensor_randn, acc_random_get_state, ...) come
+ * from torch's global generator with num_workers 0, as in PyTorch; on a worker thread, from that
+ * worker's own generator, seeded as PyTorch seeds a worker process: base_seed + worker id, where
+ * base_seed is the number each epoch draws from the global generator when it starts. So the same
+ * seed gives the same draws whatever the threads' timing, the same as PyTorch's for the same
+ * num_workers, and a checkpoint taken in the middle of an epoch resumes them exactly. */
 /* Sample `index`: a new list of tensors (the sample's fields), handed to the library through *out. */
 typedef int (*acc_sample_fn)(void *user_data, int64_t index, acc_tensor_list **out);
 /* A batch made from n samples: a new list handed to the library through *out. */
@@ -1068,7 +1073,7 @@ ACC_API ACC_NODISCARD acc_status acc_dataset_get(const acc_dataset *ds, int64_t 
 ACC_API void acc_dataset_free(acc_dataset *ds);
 
 /* ------------------------------------------------------------------------------------------------
- * Data loaders: batches of a dataset, in order or shuffled, fetched ahead by background threads.
+ * Data loaders: batches of a dataset, in order or shuffled, fetched ahead by worker threads (num_workers).
  * ---------------------------------------------------------------------------------------------- */
 
 /* opts: an ACC_OPTIONS_DATALOADER object or NULL (batch size 1, in order). The loader keeps the

@@ -2,6 +2,7 @@
 #include <algorithm>
 
 #include "common/device.h"
+#include "common/random.h"
 #include "guard.h"
 #include "handles.h"
 #include "tensor/host.h"
@@ -75,11 +76,13 @@ acc_status acc_tensor_zeros(const int64_t* dims, size_t ndim, acc_dtype dtype, c
 }
 
 acc_status acc_tensor_rand(const int64_t* dims, size_t ndim, acc_tensor** out) {
-  return guarded([&] { emit(out_param(out, "out"), at::rand(shape_arg(dims, ndim), at::kFloat)); });
+  return guarded(
+      [&] { emit(out_param(out, "out"), at::rand(shape_arg(dims, ndim), acc::global_cpu_generator(), at::kFloat)); });
 }
 
 acc_status acc_tensor_randn(const int64_t* dims, size_t ndim, acc_tensor** out) {
-  return guarded([&] { emit(out_param(out, "out"), at::randn(shape_arg(dims, ndim), at::kFloat)); });
+  return guarded(
+      [&] { emit(out_param(out, "out"), at::randn(shape_arg(dims, ndim), acc::global_cpu_generator(), at::kFloat)); });
 }
 
 acc_status acc_tensor_to_host(const acc_tensor* t, void* dst, size_t nbytes) {

@@ -6,17 +6,36 @@
 #include <torch/utils.h>
 
 #include <mutex>
+#include <utility>
 
 #include "common/device.h"
 #include "common/error.h"
 
 namespace acc {
+namespace {
+// The generator WorkerGeneratorScope put in place on this thread (undefined: none).
+thread_local at::Generator worker_generator_in_use;
+}  // namespace
+
+WorkerGeneratorScope::WorkerGeneratorScope(at::Generator generator)
+    : previous_(std::exchange(worker_generator_in_use, std::move(generator))) {}
+
+WorkerGeneratorScope::~WorkerGeneratorScope() { worker_generator_in_use = std::move(previous_); }
+
+at::Generator global_cpu_generator() {
+  return worker_generator_in_use.defined() ? worker_generator_in_use : at::detail::getDefaultCPUGenerator();
+}
 
 void seed_gpus(uint64_t seed) {
   if (cuda_available()) torch::cuda::manual_seed_all(seed);
 }
 
 void set_seed(uint64_t seed) {
+  if (worker_generator_in_use.defined()) {
+    std::lock_guard<std::mutex> lock(worker_generator_in_use.mutex());
+    worker_generator_in_use.set_current_seed(seed);
+    return;
+  }
   torch::manual_seed(seed);
   seed_gpus(seed);
 }
@@ -32,13 +51,13 @@ void set_seed(uint64_t seed, bool device_specific, int64_t process_index, bool d
 }
 
 at::Tensor global_random_state() {
-  auto generator = at::detail::getDefaultCPUGenerator();
+  auto generator = global_cpu_generator();
   std::lock_guard<std::mutex> lock(generator.mutex());
   return generator.get_state();
 }
 
 void set_global_random_state(const at::Tensor& state) {
-  auto generator = at::detail::getDefaultCPUGenerator();
+  auto generator = global_cpu_generator();
   const int64_t expected = generator.get_state().numel();
   require(state.scalar_type() == at::kByte && state.dim() == 1 && state.numel() == expected,
           "a random state is a 1-D uint8 tensor of ", expected, " bytes (as acc_random_get_state gives), got ",
@@ -62,12 +81,17 @@ std::vector<std::pair<std::string, at::Generator>> default_generators() {
 at::Generator seeded_generator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
 
 uint64_t draw_seed() {
-  auto global = at::detail::getDefaultCPUGenerator();
+  auto global = global_cpu_generator();
   std::lock_guard<std::mutex> lock(global.mutex());
   // ATen's int64 random_(): a 64-bit draw modulo 2^63.
   return global.get<at::CPUGeneratorImpl>()->random64() & 0x7fffffffffffffffull;
 }
 
-void draw_iterator_base_seed() { draw_seed(); }
+uint64_t draw_iterator_base_seed() { return draw_seed(); }
+
+at::Generator worker_generator(uint64_t base_seed, size_t worker) {
+  // Python adds without bound; base seeds are below 2^63, so the sum fits torch's uint64 seed.
+  return seeded_generator(base_seed + static_cast<uint64_t>(worker));
+}
 
 }  // namespace acc

@@ -13,7 +13,25 @@
 
 namespace acc {
 
-// Seeds torch's CPU generator and every GPU's (acc_set_seed, the accelerator's seed option).
+// A data loader's worker thread draws from a generator of its own, as a PyTorch DataLoader worker
+// process draws from its own default generator (seeded base_seed + worker id): while a
+// WorkerGeneratorScope lives, that generator is this thread's global CPU generator for every function
+// here (seeding, states, draws) and for the C API's draws.
+class WorkerGeneratorScope {
+ public:
+  explicit WorkerGeneratorScope(at::Generator generator);
+  ~WorkerGeneratorScope();
+  WorkerGeneratorScope(const WorkerGeneratorScope&) = delete;
+  WorkerGeneratorScope& operator=(const WorkerGeneratorScope&) = delete;
+
+ private:
+  at::Generator previous_;
+};
+// torch's global CPU generator as this thread sees it: a loader worker's own, else the default one.
+at::Generator global_cpu_generator();
+
+// Seeds torch's CPU generator and every GPU's (acc_set_seed, the accelerator's seed option); on a
+// loader's worker thread, only that worker's generator (torch.manual_seed in a worker process).
 void set_seed(uint64_t seed);
 // Seeds every GPU's generator only: what torch.manual_seed does to them where a caller restores the
 // CPU's afterwards (fork_rng(devices=[]), as PyTorch's PowerSGD hook seeds its projections).
@@ -32,12 +50,16 @@ std::vector<std::pair<std::string, at::Generator>> default_generators();
 
 // A CPU generator seeded as torch.Generator().manual_seed(seed).
 at::Generator seeded_generator(uint64_t seed);
-// A seed drawn from torch's default generator as Python's torch.empty((), dtype=int64).random_().
+// A seed drawn from torch's global generator as Python's torch.empty((), dtype=int64).random_().
 uint64_t draw_seed();
 // What creating a torch DataLoader iterator takes from torch's global generator: one draw, its
 // _base_seed (random_() of an int64 on loader.generator, None for every loader we model). Every
 // loader calls it when an epoch starts, before its sampler draws, so that dropout and unseeded
-// shuffles afterwards see the random stream Python's would.
-void draw_iterator_base_seed();
+// shuffles afterwards see the random stream Python's would. Worker w of that epoch draws from a
+// generator seeded base_seed + w (worker_generator).
+uint64_t draw_iterator_base_seed();
+// The generator of a loader's worker `worker` in an epoch whose iterator drew `base_seed`:
+// torch.manual_seed(base_seed + worker), as PyTorch's worker loop seeds its process.
+at::Generator worker_generator(uint64_t base_seed, size_t worker);
 
 }  // namespace acc

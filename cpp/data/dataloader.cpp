@@ -58,11 +58,17 @@ void DataLoader::skip_first_batches(int64_t batches) {
   options_.skip_batches = batches;
 }
 
-void DataLoader::take_iterator_draw() {
+uint64_t DataLoader::take_iterator_draw() {
   // Every kind of loader starts its epoch here: the last epoch an int64 counts has no successor.
   require(epoch_ < std::numeric_limits<int64_t>::max(), "epoch ", epoch_, " cannot start: it is the last an int64 ",
           "counter holds, and no epoch could follow it (set_epoch to a lower one)");
-  if (!std::exchange(iterator_draw_taken_, false)) draw_iterator_base_seed();
+  if (!std::exchange(iterator_draw_taken_, false)) {
+    iterator_seed_ = draw_iterator_base_seed();
+  } else {
+    // A checkpoint from before base seeds were saved does not know it: its workers start from 0.
+    iterator_seed_ = std::exchange(resume_iterator_seed_, std::nullopt).value_or(0);
+  }
+  return *iterator_seed_;
 }
 
 void DataLoader::set_epoch(int64_t epoch) {
@@ -86,6 +92,7 @@ LoaderState DataLoader::state() const {
   state.epoch = epoch_;
   // Between epochs a loaded state may still be pending: it is the state until the epoch starts.
   state.position = in_epoch_ ? position() : options_.skip_batches;
+  state.iterator_seed = in_epoch_ ? iterator_seed_ : iterator_draw_taken_ ? resume_iterator_seed_ : std::nullopt;
   return state;
 }
 
@@ -96,11 +103,17 @@ void DataLoader::check_state(const LoaderState& state) const {
   require(batches < 0 || state.position <= batches, "a loader state's position (", state.position,
           ") is past the end of an epoch of ", batches, " batches");
   if (!state.generator_state.empty()) check_generator_state(state.generator_state);
+  if (!state.worker_states.empty()) check_worker_states(state.worker_states);
 }
 
 void DataLoader::check_generator_state(const std::vector<uint8_t>&) const {
   fail(Status::InvalidArgument, "the saved loader shuffled with a generator synchronized across processes, ",
        "this one does not (prepare it as it was: shuffle without a seed, on several processes)");
+}
+
+void DataLoader::check_worker_states(const std::vector<std::vector<uint8_t>>& states) const {
+  fail(Status::InvalidArgument, "the saved loader fetched on ", states.size(), " worker threads, this kind of loader ",
+       "has none (resume with the loader that was saved: a map-style dataset's)");
 }
 
 void DataLoader::load_state(const LoaderState& state) {
@@ -110,6 +123,7 @@ void DataLoader::load_state(const LoaderState& state) {
   set_epoch(state.epoch);
   skip_first_batches(state.position);
   iterator_draw_taken_ = state.position > 0;
+  resume_iterator_seed_ = iterator_draw_taken_ ? state.iterator_seed : std::nullopt;
   if (state.seed) options_.seed = state.seed;
 }
 

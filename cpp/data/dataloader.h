@@ -23,12 +23,17 @@ namespace acc {
 // Where a loader stands, for checkpoints: its epoch, the batches of it already handed out, and what
 // gives the epoch's shuffle: the seed drawn when the epoch started (a loader without a seed of its
 // own), or the synchronized generator's state at the epoch's start (see synchronize_shuffle).
+// In the middle of an epoch, also what its worker threads draw from: the base seed its iterator drew
+// (draw_iterator_base_seed) and, for a map-style loader with workers, each worker generator's state,
+// starting with the worker of the next batch (Prefetcher::next_worker_states).
 struct LoaderState {
   int64_t epoch = 0;
   int64_t position = 0;
   std::optional<uint64_t> epoch_seed;
   std::optional<uint64_t> seed;         // the loader's own shuffle seed, if it has one
   std::vector<uint8_t> generator_state;  // empty without a synchronized generator
+  std::optional<uint64_t> iterator_seed;
+  std::vector<std::vector<uint8_t>> worker_states;
 };
 
 class DataLoader {
@@ -73,6 +78,8 @@ class DataLoader {
   void check_state(const LoaderState& state) const;
   // The generator seed of the last epoch started's shuffle (none without shuffling or before one).
   virtual std::optional<uint64_t> epoch_seed() const { return std::nullopt; }
+  // The base seed the last epoch started drew (take_iterator_draw; none before one).
+  std::optional<uint64_t> iterator_seed() const { return iterator_seed_; }
 
   const DataLoaderOptions& options() const { return options_; }
   // Only between epochs (before the first batch of one).
@@ -83,8 +90,12 @@ class DataLoader {
   void set_observer(std::shared_ptr<LoaderObserver> observer) { observer_ = std::move(observer); }
   // The next epoch was begun before a checkpoint (load_state in the middle of it): the draw from
   // torch's global generator that starting it takes (draw_iterator_base_seed) was taken then, and
-  // the restored random state comes after it, so it is not taken again (exact resume).
-  void resume_started_epoch() { iterator_draw_taken_ = true; }
+  // the restored random state comes after it, so it is not taken again (exact resume); the epoch's
+  // workers are seeded from what it drew, `iterator_seed`.
+  void resume_started_epoch(std::optional<uint64_t> iterator_seed) {
+    iterator_draw_taken_ = true;
+    resume_iterator_seed_ = iterator_seed;
+  }
   // This loader reads for `wrapper` (a dispatching loader's base): its callbacks, on whichever thread
   // they run, count as the wrapper's too, so a call into the wrapper from one is refused.
   void serve(const DataLoader& wrapper) { served_ = &wrapper; }
@@ -118,11 +129,14 @@ class DataLoader {
   int64_t take_skip_batches() { return std::exchange(options_.skip_batches, 0); }
   // What a kind of loader drops when its epoch is ended early (end_epoch), before the epoch ends.
   virtual void abandon_epoch() {}
-  // At the start of an epoch: torch's iterator draw (see draw_iterator_base_seed), unless resumed.
-  // Refuses to start the epoch 2^63 - 1, which no epoch could follow.
-  void take_iterator_draw();
+  // At the start of an epoch: torch's iterator draw (see draw_iterator_base_seed), unless resumed;
+  // the epoch's base seed, drawn or resumed. Refuses to start the epoch 2^63 - 1, which no epoch could
+  // follow.
+  uint64_t take_iterator_draw();
   // A saved shuffle generator's state (check_state): refused by loaders without such a generator.
   virtual void check_generator_state(const std::vector<uint8_t>& bytes) const;
+  // Saved worker generator states (check_state): refused by loaders without worker threads.
+  virtual void check_worker_states(const std::vector<std::vector<uint8_t>>& states) const;
   // For a kind of loader that settles its options once constructed (a batch sampler's batch size).
   DataLoaderOptions& mutable_options() { return options_; }
 
@@ -134,6 +148,8 @@ class DataLoader {
   bool in_epoch_ = false;
   bool end_of_epoch_ = false;
   bool iterator_draw_taken_ = false;  // resume_started_epoch
+  std::optional<uint64_t> iterator_seed_;         // the epoch's base seed (take_iterator_draw)
+  std::optional<uint64_t> resume_iterator_seed_;  // the resumed epoch's, from load_state
   std::shared_ptr<LoaderObserver> observer_;
   const DataLoader* served_ = nullptr;
 };

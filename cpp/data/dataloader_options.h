@@ -18,7 +18,7 @@ struct DataLoaderOptions {
   bool shuffle = false;
   bool drop_last = false;
   std::optional<uint64_t> seed;  // seedable shuffling; none: drawn from torch's default generator
-  size_t num_workers = 1;        // prefetch threads; 0 loads in the caller's thread
+  size_t num_workers = 0;        // worker threads fetching batches; 0 (PyTorch's default) loads in the caller's thread
   size_t prefetch_factor = 2;    // batches fetched ahead, per worker
   std::optional<c10::Device> device;  // where batches go; none: where the dataset is
   bool non_blocking = true;           // asynchronous copies to a CUDA device (from pinned memory)

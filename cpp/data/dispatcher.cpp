@@ -109,7 +109,10 @@ LoaderState DispatchingDataLoader::state() const {
     // In an epoch, the seed of the base loader's epoch (it may have ended while the last batches
     // are handed out); between epochs, the one a loaded state left pending for the next; none
     // once the epoch is done (the state is the next epoch's start).
-    if (!epoch_done()) state.epoch_seed = in_epoch() ? base_->epoch_seed() : base_->state().epoch_seed;
+    if (!epoch_done()) {
+      state.epoch_seed = in_epoch() ? base_->epoch_seed() : base_->state().epoch_seed;
+      state.iterator_seed = in_epoch() ? base_->iterator_seed() : base_->state().iterator_seed;
+    }
     state.seed = base_->options().seed;
   }
   return state;
@@ -118,8 +121,10 @@ LoaderState DispatchingDataLoader::state() const {
 void DispatchingDataLoader::load_state(const LoaderState& state) {
   DataLoader::load_state(state);
   if (collectives_.rank() == 0) {
-    base_->load_state({state.epoch, 0, state.epoch_seed, state.seed, {}});
-    if (state.position > 0) base_->resume_started_epoch();
+    // The base loader reads the epoch again from its start (the skipped batches are read and
+    // dropped), so its workers, seeded from the epoch's base seed, draw again what they drew.
+    base_->load_state({state.epoch, 0, state.epoch_seed, state.seed, {}, {}, {}});
+    if (state.position > 0) base_->resume_started_epoch(state.iterator_seed);
   }
 }
 

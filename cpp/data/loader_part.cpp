@@ -28,20 +28,38 @@ std::string to_hex(const std::vector<uint8_t>& bytes) {
   return text;
 }
 
-std::vector<uint8_t> from_hex(const json& j, size_t loader, const std::string& path) {
-  if (!j.contains("generator_state")) return {};
-  const auto text = json_field<std::string>(j, "generator_state", path);
+// `what` names the value in errors, e.g. "loader 0's generator_state".
+std::vector<uint8_t> from_hex(const std::string& text, const std::string& what, const std::string& path) {
   auto digit = [&](char c) -> uint8_t {
     if (c >= '0' && c <= '9') return static_cast<uint8_t>(c - '0');
     if (c >= 'a' && c <= 'f') return static_cast<uint8_t>(c - 'a' + 10);
-    fail(Status::Io, "checkpoint file '", path, "': loader ", loader, "'s generator_state is not hexadecimal");
+    fail(Status::Io, "checkpoint file '", path, "': ", what, " is not hexadecimal");
   };
-  if (text.size() % 2 != 0)
-    fail(Status::Io, "checkpoint file '", path, "': loader ", loader, "'s generator_state has an odd length");
+  if (text.size() % 2 != 0) fail(Status::Io, "checkpoint file '", path, "': ", what, " has an odd length");
   std::vector<uint8_t> bytes(text.size() / 2);
   for (size_t i = 0; i < bytes.size(); ++i)
     bytes[i] = static_cast<uint8_t>(digit(text[2 * i]) << 4 | digit(text[2 * i + 1]));
   return bytes;
+}
+
+std::vector<uint8_t> read_generator_state(const json& j, size_t loader, const std::string& path) {
+  if (!j.contains("generator_state")) return {};
+  return from_hex(json_field<std::string>(j, "generator_state", path),
+                  "loader " + std::to_string(loader) + "'s generator_state", path);
+}
+
+std::vector<std::vector<uint8_t>> read_worker_states(const json& j, size_t loader, const std::string& path) {
+  if (!j.contains("worker_states")) return {};
+  const json& texts = j["worker_states"];
+  const std::string what = "loader " + std::to_string(loader) + "'s worker_states";
+  if (!texts.is_array()) fail(Status::Io, "checkpoint file '", path, "': ", what, " is not a list");
+  std::vector<std::vector<uint8_t>> states;
+  for (size_t w = 0; w < texts.size(); ++w) {
+    const std::string item = what + "[" + std::to_string(w) + "]";
+    if (!texts[w].is_string()) fail(Status::Io, "checkpoint file '", path, "': ", item, " is not a string");
+    states.push_back(from_hex(texts[w].get<std::string>(), item, path));
+  }
+  return states;
 }
 
 // Each loader's entry records the save's id (see save_identity.h): a process's loader positions copied
@@ -65,7 +83,9 @@ std::vector<LoaderState> read_loader_states(const std::string& path, const std::
     s.position = json_field_at_least<int64_t>(all[i], "position", path, 0);
     s.epoch_seed = read_optional_seed(all[i], "epoch_seed", path);
     s.seed = read_optional_seed(all[i], "seed", path);
-    s.generator_state = from_hex(all[i], i, path);
+    s.generator_state = read_generator_state(all[i], i, path);
+    s.iterator_seed = read_optional_seed(all[i], "iterator_seed", path);
+    s.worker_states = read_worker_states(all[i], i, path);
     states.push_back(s);
   }
   return states;
@@ -85,6 +105,12 @@ class LoaderStatesPart final : public CheckpointPart {
       json entry = {{"epoch", s.epoch}, {"position", s.position}, {"epoch_seed", optional_seed(s.epoch_seed)},
                     {"seed", optional_seed(s.seed)}, {kSaveIdKey, save_id()}};
       if (!s.generator_state.empty()) entry["generator_state"] = to_hex(s.generator_state);
+      if (s.iterator_seed) entry["iterator_seed"] = *s.iterator_seed;
+      if (!s.worker_states.empty()) {
+        json states = json::array();
+        for (const auto& bytes : s.worker_states) states.push_back(to_hex(bytes));
+        entry["worker_states"] = states;
+      }
       all.push_back(entry);
     }
     write_file(path, all.dump(2));

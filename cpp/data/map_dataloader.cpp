@@ -64,7 +64,15 @@ int64_t MapDataLoader::position() const {
 LoaderState MapDataLoader::state() const {
   LoaderState state = DataLoader::state();
   // A done epoch's state is the next one's start, whose seed is drawn when it starts.
-  if (!epoch_done()) state.epoch_seed = in_epoch() ? epoch_seed_ : resume_seed_;
+  if (!epoch_done()) {
+    state.epoch_seed = in_epoch() ? epoch_seed_ : resume_seed_;
+    if (!in_epoch()) {
+      state.worker_states = resume_worker_states_;
+    } else if (prefetcher_) {
+      for (const auto& bytes : prefetcher_->next_worker_states())
+        state.worker_states.emplace_back(bytes.data_ptr<uint8_t>(), bytes.data_ptr<uint8_t>() + bytes.numel());
+    }
+  }
   if (!generator_) return state;
   if (!in_epoch() && !resume_generator_state_.empty()) {
     state.generator_state = resume_generator_state_;
@@ -96,10 +104,42 @@ void MapDataLoader::check_generator_state(const std::vector<uint8_t>& bytes) con
           " bytes, a CPU generator's has ", expected);
 }
 
+void MapDataLoader::check_worker_states(const std::vector<std::vector<uint8_t>>& states) const {
+  require(states.size() == options().num_workers, "the saved loader fetched on ", states.size(),
+          " worker threads, this one has num_workers ", options().num_workers,
+          " (create it as it was saved, for the same random numbers in its workers)");
+  at::Generator scratch = seeded_generator(0);
+  const int64_t expected = scratch.get_state().numel();
+  for (size_t w = 0; w < states.size(); ++w) {
+    require(static_cast<int64_t>(states[w].size()) == expected, "the saved state of worker ", w, " has ",
+            states[w].size(), " bytes, a CPU generator's has ", expected);
+    try {
+      scratch.set_state(at::tensor(at::ArrayRef<uint8_t>(states[w]), at::kByte));
+    } catch (const c10::Error& e) {
+      fail(Status::InvalidArgument, "the saved state of worker ", w,
+           " is not a CPU generator's: ", e.what_without_backtrace());
+    }
+  }
+}
+
 void MapDataLoader::load_state(const LoaderState& state) {
   DataLoader::load_state(state);
   resume_seed_ = state.epoch_seed;
   resume_generator_state_ = state.generator_state;
+  resume_worker_states_ = state.position > 0 ? state.worker_states : std::vector<std::vector<uint8_t>>{};
+}
+
+std::vector<at::Generator> MapDataLoader::epoch_workers(uint64_t base_seed) {
+  std::vector<at::Generator> workers;
+  for (size_t w = 0; w < options().num_workers; ++w) {
+    workers.push_back(worker_generator(base_seed, w));
+    if (w < resume_worker_states_.size()) {
+      const auto& bytes = resume_worker_states_[w];
+      workers.back().set_state(at::tensor(at::ArrayRef<uint8_t>(bytes), at::kByte));
+    }
+  }
+  resume_worker_states_.clear();
+  return workers;
 }
 
 void MapDataLoader::abandon_epoch() {
@@ -153,7 +193,7 @@ void MapDataLoader::shuffle_epoch() {
 
 void MapDataLoader::start_epoch() {
   prefetcher_.reset();
-  take_iterator_draw();
+  const uint64_t base_seed = take_iterator_draw();
   shuffle_epoch();
   plan_ = plan_epoch(epoch());
   const auto skip = static_cast<size_t>(std::min<int64_t>(take_skip_batches(), static_cast<int64_t>(plan_.size())));
@@ -171,7 +211,7 @@ void MapDataLoader::start_epoch() {
     }
     return to_device(std::move(batch));
   };
-  prefetcher_ = std::make_unique<Prefetcher>(plan_.size(), fetch, options().num_workers,
+  prefetcher_ = std::make_unique<Prefetcher>(plan_.size(), fetch, epoch_workers(base_seed),
                                              options().prefetch_factor * std::max<size_t>(options().num_workers, 1));
   begin_epoch();
 }

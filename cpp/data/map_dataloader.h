@@ -47,9 +47,12 @@ class MapDataLoader : public DataLoader {
   void synchronize_shuffle(std::function<void(at::Generator&)> synchronize);
   void abandon_epoch() override;
   void check_generator_state(const std::vector<uint8_t>& bytes) const override;
+  void check_worker_states(const std::vector<std::vector<uint8_t>>& states) const override;
 
  private:
   void start_epoch();
+  // The generators of the epoch's worker threads: seeded from its base seed, or as a loaded state left them.
+  std::vector<at::Generator> epoch_workers(uint64_t base_seed);
   // The synchronized generator's draw as an epoch ends (none for other shuffles).
   void take_tail_draw() const;
   // The epoch's sample order when shuffling (order_), and the seed or generator state that gives it.
@@ -63,6 +66,7 @@ class MapDataLoader : public DataLoader {
   std::function<void(at::Generator&)> synchronize_;
   at::Tensor epoch_start_generator_state_;       // its state before this epoch's permutation
   std::vector<uint8_t> resume_generator_state_;  // from load_state
+  std::vector<std::vector<uint8_t>> resume_worker_states_;  // from load_state
   std::vector<int64_t> order_;                   // the epoch's shuffled sample order
   int64_t skipped_ = 0;                          // batches skip_first_batches dropped from this epoch
   std::vector<std::vector<int64_t>> plan_;

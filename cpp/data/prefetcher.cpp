@@ -2,16 +2,18 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include "common/random.h"
 #include "common/thread_name.h"
 
 namespace acc {
 
-Prefetcher::Prefetcher(size_t count, Fetch fetch, size_t workers, size_t depth)
-    : count_(count), fetch_(std::move(fetch)), depth_(std::max<size_t>(depth, 1)) {
-  for (size_t i = 0; i < workers && i < count; ++i)
-    threads_.emplace_back([this] {
+Prefetcher::Prefetcher(size_t count, Fetch fetch, std::vector<at::Generator> workers, size_t depth)
+    : count_(count), fetch_(std::move(fetch)), workers_(std::move(workers)), depth_(std::max<size_t>(depth, 1)) {
+  for (const auto& generator : workers_) worker_states_.push_back(generator.get_state());
+  for (size_t w = 0; w < workers_.size() && w < count; ++w)
+    threads_.emplace_back([this, w] {
       name_this_thread("acc-loader");
-      work();
+      work(w);
     });
 }
 
@@ -24,29 +26,25 @@ Prefetcher::~Prefetcher() {
   for (auto& t : threads_) t.join();
 }
 
-void Prefetcher::work() {
+void Prefetcher::work(size_t worker) {
   at::NoGradGuard no_grad;  // loading data records no autograd history
-  for (;;) {
-    size_t index;
+  WorkerGeneratorScope generator(workers_[worker]);
+  for (size_t index = worker; index < count_; index += workers_.size()) {
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      room_.wait(lock, [&] { return stopping_ || next_to_fetch_ >= count_ || next_to_fetch_ < consumed_ + depth_; });
-      if (stopping_ || next_to_fetch_ >= count_) return;
-      index = next_to_fetch_++;
+      room_.wait(lock, [&] { return stopping_ || index < consumed_ + depth_; });
+      if (stopping_) return;
     }
-    Batch batch;
-    std::exception_ptr error;
+    Fetched fetched;
     try {
-      batch = fetch_(index);
+      fetched.batch = fetch_(index);
     } catch (...) {
-      error = std::current_exception();
+      fetched.error = std::current_exception();
     }
+    fetched.generator_state = workers_[worker].get_state();
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (error)
-        failed_[index] = error;
-      else
-        done_[index] = std::move(batch);
+      fetched_[index] = std::move(fetched);
     }
     ready_.notify_all();
   }
@@ -60,23 +58,24 @@ bool Prefetcher::next(Batch& out) {
     return true;
   }
   std::unique_lock<std::mutex> lock(mutex_);
-  ready_.wait(lock, [&] { return done_.count(consumed_) || failed_.count(consumed_); });
-  auto failed = failed_.find(consumed_);
-  if (failed != failed_.end()) {
-    std::exception_ptr error = failed->second;
-    failed_.erase(failed);
-    ++consumed_;
-    lock.unlock();
-    room_.notify_all();
-    std::rethrow_exception(error);
-  }
-  auto it = done_.find(consumed_);
-  out = std::move(it->second);
-  done_.erase(it);
+  ready_.wait(lock, [&] { return fetched_.count(consumed_) > 0; });
+  auto it = fetched_.find(consumed_);
+  Fetched fetched = std::move(it->second);
+  fetched_.erase(it);
+  worker_states_[consumed_ % workers_.size()] = std::move(fetched.generator_state);
   ++consumed_;
   lock.unlock();
   room_.notify_all();
+  if (fetched.error) std::rethrow_exception(fetched.error);
+  out = std::move(fetched.batch);
   return true;
+}
+
+std::vector<at::Tensor> Prefetcher::next_worker_states() const {
+  std::vector<at::Tensor> states;
+  for (size_t i = 0; i < worker_states_.size(); ++i)
+    states.push_back(worker_states_[(consumed_ + i) % worker_states_.size()]);
+  return states;
 }
 
 }  // namespace acc

@@ -1,5 +1,5 @@
-// Fetches a fixed list of batches on background threads, at most `depth` ahead of the consumer,
-// and hands them out in order. Errors raised while fetching are rethrown to the consumer.
+// Fetches a fixed list of batches on worker threads, at most `depth` ahead of the consumer, and
+// hands them out in order. Errors raised while fetching are rethrown to the consumer.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -19,8 +19,11 @@ class Prefetcher {
   using Batch = std::vector<at::Tensor>;
   using Fetch = std::function<Batch(size_t index)>;
 
-  // workers == 0 fetches synchronously in next().
-  Prefetcher(size_t count, Fetch fetch, size_t workers, size_t depth);
+  // Without `workers`, batches are fetched in next(), on the consumer's thread. Otherwise one thread
+  // per worker generator, assigned as PyTorch's DataLoader assigns batches to its worker processes,
+  // round robin: batch i goes to worker i % workers, and draws from that worker's generator
+  // (WorkerGeneratorScope), so that every batch sees the same random numbers on every run.
+  Prefetcher(size_t count, Fetch fetch, std::vector<at::Generator> workers, size_t depth);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -28,19 +31,28 @@ class Prefetcher {
   // The batch at the next index, waiting for it if needed; false when all were handed out.
   bool next(Batch& out);
   size_t consumed() const { return consumed_; }
+  // Each worker generator's state as fetching the batches handed out so far left it (what batches
+  // fetched ahead drew is not in it), starting with the worker of the next batch: the generators of
+  // a Prefetcher that goes on from here (a resumed run's). Consumer's thread only.
+  std::vector<at::Tensor> next_worker_states() const;
 
  private:
-  void work();
+  struct Fetched {
+    Batch batch;
+    std::exception_ptr error;
+    at::Tensor generator_state;  // the worker's, after this fetch
+  };
+  void work(size_t worker);
 
   const size_t count_;
   const Fetch fetch_;
+  const std::vector<at::Generator> workers_;
   const size_t depth_;
+  std::vector<at::Tensor> worker_states_;  // see next_worker_states
   std::mutex mutex_;
-  std::condition_variable ready_;    // a batch was stored
-  std::condition_variable room_;     // the consumer took one
-  std::map<size_t, Batch> done_;
-  std::map<size_t, std::exception_ptr> failed_;
-  size_t next_to_fetch_ = 0;
+  std::condition_variable ready_;  // a batch was stored
+  std::condition_variable room_;   // the consumer took one
+  std::map<size_t, Fetched> fetched_;
   size_t consumed_ = 0;
   bool stopping_ = false;
   std::vector<std::thread> threads_;

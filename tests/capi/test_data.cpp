@@ -203,6 +203,71 @@ TEST(DataLoader, EachEpochTakesTheDrawOfATorchIterator) {
   acc_dataset_free(ds);
 }
 
+namespace {
+// Sample i of tests/data/export_shuffles.py's Drawing dataset: i, then two numbers from torch's generator.
+int drawing_sample(void*, int64_t index, acc_tensor_list** out) {
+  const int64_t two[] = {2};
+  acc_tensor* drawn = nullptr;
+  if (acc_tensor_rand(two, 1, &drawn) != ACC_OK) return 1;
+  std::vector<float> values = {static_cast<float>(index)};
+  for (float v : acc_test::to_floats(drawn)) values.push_back(v);
+  acc_tensor_free(drawn);
+  acc_tensor* sample = floats(values, {3});
+  acc_tensor_list* list = nullptr;
+  const bool ok = acc_tensor_list_create(&list) == ACC_OK && acc_tensor_list_append(list, "x", sample) == ACC_OK;
+  acc_tensor_free(sample);
+  *out = list;
+  return ok ? 0 : 1;
+}
+
+// Numbers written by Python's float.hex(), which strtod reads exactly.
+std::vector<float> python_floats(const nlohmann::json& values) {
+  std::vector<float> out;
+  for (const auto& v : values) out.push_back(static_cast<float>(std::strtod(v.get<std::string>().c_str(), nullptr)));
+  return out;
+}
+}  // namespace
+
+TEST(DataLoader, WorkersDrawAsPyTorchsWorkerProcessesWhateverTheirTiming) {
+  // tests/data/export_shuffles.py: PyTorch's DataLoader over a dataset that draws two numbers per
+  // sample, with 0, 2 and 3 worker processes, two epochs, then a draw from the global generator.
+  std::ifstream in(std::string(std::getenv("ACC_TEST_DATA")) + "/worker_draws.json");
+  ASSERT_TRUE(in.good()) << "run the export_pytorch_shuffles fixture";
+  const auto expected = nlohmann::json::parse(in);
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_callback(expected["samples"].get<int64_t>(), drawing_sample, nullptr, nullptr, &ds));
+  for (const auto& [workers, want] : expected["cases"].items()) {
+    for (int run = 0; run < 3; ++run) {  // the same numbers every run, whichever thread finishes first
+      SCOPED_TRACE("num_workers " + workers + ", run " + std::to_string(run));
+      ACC_ASSERT_OK(acc_set_seed(expected["seed"].get<uint64_t>()));
+      acc_dataloader* dl =
+          loader(ds, {{"batch_size", "2"}, {"num_workers", workers.c_str()}, {"prefetch_factor", "4"}});
+      for (const auto& want_epoch : want["epochs"]) {
+        std::vector<std::vector<float>> got;
+        for (;;) {
+          acc_tensor_list* batch = nullptr;
+          ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
+          if (!batch) break;
+          acc_tensor* x = nullptr;
+          ACC_ASSERT_OK(acc_tensor_list_get(batch, 0, &x));
+          got.push_back(acc_test::to_floats(x));
+          acc_tensor_free(x);
+          acc_tensor_list_free(batch);
+        }
+        ASSERT_EQ(got.size(), want_epoch.size());
+        for (size_t b = 0; b < got.size(); ++b) EXPECT_EQ(got[b], python_floats(want_epoch[b])) << "batch " << b;
+      }
+      const int64_t three[] = {3};
+      acc_tensor* after = nullptr;
+      ACC_ASSERT_OK(acc_tensor_rand(three, 1, &after));
+      EXPECT_EQ(acc_test::to_floats(after), python_floats(want["after"])) << "the global stream moved";
+      acc_tensor_free(after);
+      acc_dataloader_free(dl);
+    }
+  }
+  acc_dataset_free(ds);
+}
+
 TEST(DataLoader, OptionErrors) {
   acc_dataset* ds = counting_dataset(3);
   acc_options* o = nullptr;

@@ -61,7 +61,36 @@ struct Counter {
   }
 };
 
-// A model, AdamW, a warmup schedule and an unseeded shuffling loader, prepared, with a counter registered.
+// The samples of Training's dataset: sample i's features and label.
+struct Samples {
+  std::vector<float> x;
+  std::vector<int64_t> y;
+};
+
+// Augmentation as a host program writes it: sample i's features plus noise drawn from torch's
+// generator (acc_tensor_rand), on whichever thread the loader fetches it.
+int noisy_sample(void* user_data, int64_t index, acc_tensor_list** out) {
+  const auto* samples = static_cast<const Samples*>(user_data);
+  const int64_t dims[] = {kFeatures};
+  acc_tensor* noise = nullptr;
+  if (acc_tensor_rand(dims, 1, &noise) != ACC_OK) return 1;
+  std::vector<float> x = to_floats(noise);
+  acc_tensor_free(noise);
+  for (int64_t f = 0; f < kFeatures; ++f) x[f] = samples->x[index * kFeatures + f] + 0.1f * x[f];
+  acc_tensor* xs = floats(x, {kFeatures});
+  acc_tensor* ys = longs({samples->y[index]}, {});
+  acc_tensor_list* list = nullptr;
+  const bool ok = acc_tensor_list_create(&list) == ACC_OK && acc_tensor_list_append(list, "x", xs) == ACC_OK &&
+                  acc_tensor_list_append(list, "y", ys) == ACC_OK;
+  acc_tensor_free(xs);
+  acc_tensor_free(ys);
+  *out = list;
+  return ok ? 0 : 1;
+}
+
+// A model, AdamW, a warmup schedule and an unseeded shuffling loader, prepared, with a counter
+// registered. With `noisy_workers` >= 0 the loader's dataset is noisy_sample's, fetched on that many
+// worker threads.
 struct Training {
   acc_accelerator* acc = nullptr;
   acc_model* model = nullptr;
@@ -70,8 +99,9 @@ struct Training {
   acc_dataloader* dl = nullptr;
   Counter counter;
   std::vector<float> seen;  // the first feature of every sample trained on, in order
+  Samples samples;
 
-  explicit Training(std::vector<std::pair<std::string, std::string>> options) {
+  explicit Training(std::vector<std::pair<std::string, std::string>> options, int noisy_workers = -1) {
     options.emplace_back("cpu", "1");
     options.emplace_back("seed", "7");
     acc = acc_test::make_accelerator(options);
@@ -87,26 +117,32 @@ struct Training {
     EXPECT_EQ(acc_options_set_int(so, "num_training_steps", 40), ACC_OK);
     EXPECT_EQ(acc_scheduler_create(opt, "linear", so, &sched), ACC_OK) << acc_last_error_message();
     acc_options_free(so);
-    std::vector<float> x(kSamples * kFeatures);
-    std::vector<int64_t> y(kSamples);
+    auto& [x, y] = samples;
+    x.resize(kSamples * kFeatures);
+    y.resize(kSamples);
     for (int64_t i = 0; i < kSamples; ++i) {
       for (int64_t f = 0; f < kFeatures; ++f) x[i * kFeatures + f] = static_cast<float>(i) + 0.01f * static_cast<float>(f * f);
       y[i] = i % 3;
     }
-    acc_tensor* xs = floats(x, {kSamples, kFeatures});
-    acc_tensor* ys = longs(y, {kSamples});
-    const acc_tensor* fields[] = {xs, ys};
     acc_dataset* ds = nullptr;
-    EXPECT_EQ(acc_dataset_from_tensors(fields, 2, &ds), ACC_OK);
+    if (noisy_workers >= 0) {
+      EXPECT_EQ(acc_dataset_from_callback(kSamples, noisy_sample, &samples, nullptr, &ds), ACC_OK);
+    } else {
+      acc_tensor* xs = floats(x, {kSamples, kFeatures});
+      acc_tensor* ys = longs(y, {kSamples});
+      const acc_tensor* fields[] = {xs, ys};
+      EXPECT_EQ(acc_dataset_from_tensors(fields, 2, &ds), ACC_OK);
+      acc_tensor_free(xs);
+      acc_tensor_free(ys);
+    }
     acc_options* lo = nullptr;
     EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &lo), ACC_OK);
     EXPECT_EQ(acc_options_set_int(lo, "batch_size", kBatch), ACC_OK);
     EXPECT_EQ(acc_options_set_bool(lo, "shuffle", 1), ACC_OK);
+    EXPECT_EQ(acc_options_set_int(lo, "num_workers", std::max(noisy_workers, 0)), ACC_OK);
     EXPECT_EQ(acc_dataloader_create(ds, lo, &dl), ACC_OK);
     acc_options_free(lo);
     acc_dataset_free(ds);
-    acc_tensor_free(xs);
-    acc_tensor_free(ys);
     EXPECT_EQ(acc_prepare(acc, &model, &opt, &dl, &sched), ACC_OK) << acc_last_error_message();
     EXPECT_EQ(acc_register_for_checkpointing(acc, Counter::save, Counter::load, &counter, nullptr), ACC_OK)
         << acc_last_error_message();
@@ -169,14 +205,15 @@ struct Training {
 
 // Stops after `first` steps, saves, and resumes in a fresh Training (RNG scrambled in between) for
 // `rest` steps; compares with an uninterrupted run of first + rest steps.
-void expect_exact_resume(const std::vector<std::pair<std::string, std::string>>& options, int first, int rest) {
+void expect_exact_resume(const std::vector<std::pair<std::string, std::string>>& options, int first, int rest,
+                         int noisy_workers = -1) {
   const std::string dir = fresh_dir("resume") + "/ckpt";
-  Training whole(options);
+  Training whole(options, noisy_workers);
   whole.train(first + rest);
 
   std::vector<float> seen;
   {
-    Training head(options);
+    Training head(options, noisy_workers);
     head.train(first);
     char* written = nullptr;
     ACC_ASSERT_OK(acc_save_state(head.acc, dir.c_str(), &written));
@@ -184,7 +221,7 @@ void expect_exact_resume(const std::vector<std::pair<std::string, std::string>>&
     seen = head.seen;
   }
   ACC_ASSERT_OK(acc_set_seed(987654321));  // a new process would not share the old RNG state
-  Training tail(options);
+  Training tail(options, noisy_workers);
   tail.counter.value = -1;
   ACC_ASSERT_OK(acc_load_state(tail.acc, dir.c_str(), nullptr));
   EXPECT_EQ(tail.counter.value, first);
@@ -215,6 +252,17 @@ TEST(SaveState, ResumeIsExactWithAccumulationAndBf16) {
 }
 
 TEST(SaveState, ResumeAtAnEpochBoundary) { expect_exact_resume({}, 10, 5); }
+
+TEST(SaveState, ResumeIsExactWhenTheLoadersWorkersDrawRandomNumbers) {
+  // Noise drawn in the dataset: with workers, from each worker's own generator, whose states the
+  // checkpoint keeps (the batches fetched ahead are not in them); resumed at several offsets into
+  // the round robin, and in the next epoch (whose workers are seeded anew).
+  for (int workers : {0, 1, 2, 3})
+    for (int first : {4, 7, 14}) {
+      SCOPED_TRACE("num_workers " + std::to_string(workers) + ", saved after " + std::to_string(first));
+      expect_exact_resume({}, first, 13, workers);
+    }
+}
 
 // Saved right after an epoch's last batch, a loader resumes at the next epoch's first batch, as the
 // uninterrupted run goes on: Accelerate's examples count epoch = steps / length and batch = steps %
@@ -1044,17 +1092,17 @@ TEST(SaveState, AHookMayRemoveItselfWhileItRuns) {
 namespace {
 
 // Saves a checkpoint of a short run and returns its folder.
-std::string saved_checkpoint(const std::string& name) {
+std::string saved_checkpoint(const std::string& name, int noisy_workers = -1) {
   const std::string dir = fresh_dir(name) + "/ckpt";
-  Training t({});
+  Training t({}, noisy_workers);
   t.train(2);
   EXPECT_EQ(acc_save_state(t.acc, dir.c_str(), nullptr), ACC_OK) << acc_last_error_message();
   return dir;
 }
 
 // Loading `dir` fails with `code` and a message holding `needle`, and leaves the weights alone.
-void expect_refused(const std::string& dir, acc_status code, const std::string& needle) {
-  Training t({});
+void expect_refused(const std::string& dir, acc_status code, const std::string& needle, int noisy_workers = -1) {
+  Training t({}, noisy_workers);
   const auto before = t.weights();
   const double lr_before = t.lr();
   const int64_t counter_before = t.counter.value;
@@ -1270,6 +1318,28 @@ TEST(LoadState, ValuesOutOfRangeAreRefusedNamingFileAndKeyBeforeAnythingChanges)
                  ACC_ERR_INVALID_ARGUMENT, "'beta2' is 1");
   expect_refused(with_optimizer_groups_edit(saved, "lr_text", [](J& g) { g[0]["options"]["lr"] = "fast"; }),
                  ACC_ERR_INVALID_ARGUMENT, "'lr' must be a number");
+}
+
+TEST(LoadState, WorkerGeneratorsThatDoNotFitTheLoaderAreRefusedNamingTheFile) {
+  using J = nlohmann::json;
+  const std::string saved = saved_checkpoint("workers", 2);
+  auto edited = [&](const char* name, auto edit) {
+    return with_json_edit(saved, name, "dataloader_state_0.json", [&](J& j) { edit(j[0]); });
+  };
+  expect_refused(saved, ACC_ERR_INVALID_ARGUMENT, "fetched on 2 worker threads, this one has num_workers 3", 3);
+  expect_refused(saved, ACC_ERR_INVALID_ARGUMENT, "fetched on 2 worker threads, this one has num_workers 0", 0);
+  expect_refused(edited("short", [](J& e) { e["worker_states"][1] = std::string(32, '0'); }), ACC_ERR_INVALID_ARGUMENT,
+                 "the saved state of worker 1 has 16 bytes", 2);
+  expect_refused(
+      edited("zeros",
+             [](J& e) { e["worker_states"][0] = std::string(e["worker_states"][0].get<std::string>().size(), '0'); }),
+      ACC_ERR_INVALID_ARGUMENT, "the saved state of worker 0 is not a CPU generator's", 2);
+  expect_refused(edited("not_hex", [](J& e) { e["worker_states"][0] = "zz"; }), ACC_ERR_IO,
+                 "dataloader_state_0.json': loader 0's worker_states[0] is not hexadecimal", 2);
+  expect_refused(edited("not_list", [](J& e) { e["worker_states"] = 5; }), ACC_ERR_IO,
+                 "loader 0's worker_states is not a list", 2);
+  expect_refused(edited("seed", [](J& e) { e["iterator_seed"] = -1; }), ACC_ERR_IO,
+                 "'iterator_seed' must be an integer >= 0", 2);
 }
 
 TEST(LoadState, ARandomStateTorchRefusesIsRefusedNamingTheFileBeforeAnythingChanges) {

@@ -9,14 +9,16 @@ Run with Debian's python3-torch: python3 export_shuffles.py OUTPUT_DIR
 """
 import json
 import sys
+import warnings
 from pathlib import Path
 
 import torch
-from torch.utils.data import DataLoader, RandomSampler
+from torch.utils.data import DataLoader, Dataset, RandomSampler
 
 SEED = 1234      # process 0's torch.manual_seed (acc_set_seed) before prepare
 SAMPLES = 24
 EPOCHS = 3
+WORKER_SAMPLES = 9  # 5 batches of 2: 3 workers get 2, 2 and 1
 
 
 def main(out: Path) -> None:
@@ -48,6 +50,33 @@ def main(out: Path) -> None:
 
     (out / "loader_stream.json").write_text(
         json.dumps({"seed": SEED, "samples": SAMPLES, "epochs": epochs, "later": later}))
+    export_worker_draws(out)
+
+
+class Drawing(Dataset):
+    """Sample i is i followed by two numbers drawn from torch's generator, wherever the sample is
+    made: the main process with num_workers 0, else a worker process seeded base_seed + worker id."""
+
+    def __len__(self):
+        return WORKER_SAMPLES
+
+    def __getitem__(self, i):
+        return torch.cat([torch.tensor([float(i)]), torch.rand(2)])
+
+
+def export_worker_draws(out: Path) -> None:
+    # Per num_workers: every batch of two epochs (as float hex), then what the global generator
+    # draws next (the main stream: each epoch took only its base seed from it).
+    warnings.filterwarnings("ignore", message="This DataLoader will create")  # more workers than cores
+    cases = {}
+    for workers in (0, 2, 3):
+        torch.manual_seed(SEED)
+        loader = DataLoader(Drawing(), batch_size=2, num_workers=workers)
+        epochs = [[[float(v).hex() for v in batch.flatten().tolist()] for batch in loader] for _ in range(2)]
+        after = [float(v).hex() for v in torch.rand(3).tolist()]
+        cases[str(workers)] = {"epochs": epochs, "after": after}
+    (out / "worker_draws.json").write_text(
+        json.dumps({"seed": SEED, "samples": WORKER_SAMPLES, "batch_size": 2, "cases": cases}))
 
 
 if __name__ == "__main__":
