@@ -34,7 +34,29 @@ std::string shared_dir(const char* name) {
   return std::string("/tmp/acc_dist_") + name + "_" + std::getenv("MASTER_PORT");
 }
 
+// Sample i: id, features and targets as DistRun's tensor dataset, the features plus noise drawn from
+// torch's generator on whichever thread the loader fetches it (a worker's own, if it has workers).
+int noisy_sample(void*, int64_t i, acc_tensor_list** out) {
+  const int64_t four[] = {4};
+  acc_tensor* noise = nullptr;
+  if (acc_tensor_rand(four, 1, &noise) != ACC_OK) return 1;
+  std::vector<float> x = to_floats(noise), y;
+  acc_tensor_free(noise);
+  for (int f = 0; f < 4; ++f) x[f] = std::sin(0.3f * static_cast<float>(i * 4 + f)) + 0.1f * x[f];
+  for (int f = 0; f < 2; ++f) y.push_back(std::cos(0.2f * static_cast<float>(i + f)));
+  acc_tensor* fields[] = {longs({i}, {}), floats(x, {4}), floats(y, {2})};
+  acc_tensor_list* list = nullptr;
+  bool ok = acc_tensor_list_create(&list) == ACC_OK;
+  for (acc_tensor* t : fields) {
+    ok = ok && acc_tensor_list_append(list, nullptr, t) == ACC_OK;
+    acc_tensor_free(t);
+  }
+  *out = list;
+  return ok ? 0 : 1;
+}
+
 // A model, AdamW with a schedule and an unseeded shuffling loader (ids, features, targets), prepared.
+// With `noisy_workers` >= 0 the dataset is noisy_sample's, fetched on that many worker threads.
 struct DistRun {
   acc_accelerator* acc;
   acc_model* model = nullptr;
@@ -43,7 +65,7 @@ struct DistRun {
   acc_dataloader* dl = nullptr;
   std::vector<int64_t> ids;  // the samples this process trained on, in order
 
-  explicit DistRun(acc_accelerator* accelerator = g_acc) : acc(accelerator) {
+  explicit DistRun(acc_accelerator* accelerator = g_acc, int noisy_workers = -1) : acc(accelerator) {
     EXPECT_EQ(acc_model_from_spec(kNet, &model), ACC_OK) << acc_last_error_message();
     EXPECT_EQ(acc_optimizer_create(model, "adamw", nullptr, &opt), ACC_OK);
     acc_options* so = nullptr;
@@ -63,11 +85,15 @@ struct DistRun {
     acc_tensor* yt = floats(y, {kSamples, 2});
     const acc_tensor* fields[] = {it, xt, yt};
     acc_dataset* ds = nullptr;
-    EXPECT_EQ(acc_dataset_from_tensors(fields, 3, &ds), ACC_OK);
+    if (noisy_workers >= 0)
+      EXPECT_EQ(acc_dataset_from_callback(kSamples, noisy_sample, nullptr, nullptr, &ds), ACC_OK);
+    else
+      EXPECT_EQ(acc_dataset_from_tensors(fields, 3, &ds), ACC_OK);
     acc_options* lo = nullptr;
     EXPECT_EQ(acc_options_create(ACC_OPTIONS_DATALOADER, &lo), ACC_OK);
     EXPECT_EQ(acc_options_set_int(lo, "batch_size", kBatch), ACC_OK);
     EXPECT_EQ(acc_options_set_bool(lo, "shuffle", 1), ACC_OK);
+    EXPECT_EQ(acc_options_set_int(lo, "num_workers", std::max(noisy_workers, 0)), ACC_OK);
     EXPECT_EQ(acc_dataloader_create(ds, lo, &dl), ACC_OK);
     for (acc_tensor* t : {it, xt, yt}) acc_tensor_free(t);
     acc_dataset_free(ds);
@@ -127,13 +153,13 @@ struct DistRun {
 
 // Trains `first` + `rest` steps in one go, then `first`, saves, and resumes in a fresh run for `rest`
 // (RNG reseeded per process, as a new job would be): the same batches and bit-identical weights.
-void expect_exact_resume(acc_accelerator* acc, const char* name, int first, int rest) {
+void expect_exact_resume(acc_accelerator* acc, const char* name, int first, int rest, int noisy_workers = -1) {
   const std::string dir = shared_dir(name);
   ACC_ASSERT_OK(acc_set_seed(11));
   std::vector<int64_t> whole_ids;
   std::vector<float> whole_weights;
   {
-    DistRun whole(acc);
+    DistRun whole(acc, noisy_workers);
     whole.train(first + rest);
     whole_ids = whole.ids;
     whole_weights = whole.weights();
@@ -141,13 +167,13 @@ void expect_exact_resume(acc_accelerator* acc, const char* name, int first, int 
   ACC_ASSERT_OK(acc_set_seed(11));
   std::vector<int64_t> ids;
   {
-    DistRun head(acc);
+    DistRun head(acc, noisy_workers);
     head.train(first);
     ACC_ASSERT_OK(acc_save_state(acc, dir.c_str(), nullptr));
     ids = head.ids;
   }
   ACC_ASSERT_OK(acc_set_seed(1000 + static_cast<uint64_t>(g_rank)));
-  DistRun tail(acc);
+  DistRun tail(acc, noisy_workers);
   ACC_ASSERT_OK(acc_load_state(acc, dir.c_str(), nullptr));
   tail.train(rest);
   ids.insert(ids.end(), tail.ids.begin(), tail.ids.end());
@@ -164,6 +190,17 @@ int64_t batches_per_epoch() { return (kSamples + kBatch * g_world - 1) / (kBatch
 TEST(Checkpoint, ResumedRunMatchesTheUninterruptedOneBitForBit) {
   const auto per_epoch = static_cast<int>(batches_per_epoch());
   expect_exact_resume(g_acc, "resume", per_epoch + 1, per_epoch + 2);  // saved mid-epoch, resumed past its end
+}
+
+TEST(Checkpoint, ResumeIsExactWhenLoaderWorkersDrawRandomNumbers) {
+  // Noise drawn in the dataset on 2 worker threads: each process's workers are seeded from the
+  // epoch's base seed and the checkpoint keeps their states; with dispatch_batches process 0's
+  // loader reads the resumed epoch again from its start, its workers seeded as before.
+  const auto per_epoch = static_cast<int>(batches_per_epoch());
+  expect_exact_resume(g_acc, "resume_workers", per_epoch + 1, per_epoch + 2, 2);
+  acc_accelerator* dispatching = acc_test::make_accelerator({{"dispatch_batches", "1"}});
+  expect_exact_resume(dispatching, "resume_workers_dispatch", per_epoch + 1, per_epoch + 2, 2);
+  acc_accelerator_free(dispatching);
 }
 
 TEST(Checkpoint, ResumeIsExactWithBf16AndAccumulation) {
