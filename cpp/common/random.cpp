@@ -80,14 +80,17 @@ std::vector<std::pair<std::string, at::Generator>> default_generators() {
 
 at::Generator seeded_generator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
 
-uint64_t draw_seed() {
-  auto global = global_cpu_generator();
-  std::lock_guard<std::mutex> lock(global.mutex());
+uint64_t draw_seed() { return draw_seed(global_cpu_generator()); }
+
+uint64_t draw_seed(at::Generator generator) {
+  std::lock_guard<std::mutex> lock(generator.mutex());
   // ATen's int64 random_(): a 64-bit draw modulo 2^63.
-  return global.get<at::CPUGeneratorImpl>()->random64() & 0x7fffffffffffffffull;
+  return generator.get<at::CPUGeneratorImpl>()->random64() & 0x7fffffffffffffffull;
 }
 
-uint64_t draw_iterator_base_seed() { return draw_seed(); }
+uint64_t draw_iterator_base_seed(const at::Generator& loader_generator) {
+  return loader_generator.defined() ? draw_seed(loader_generator) : draw_seed();
+}
 
 at::Generator worker_generator(uint64_t base_seed, size_t worker) {
   // Python adds without bound; base seeds are below 2^63, so the sum fits torch's uint64 seed.

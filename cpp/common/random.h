@@ -50,14 +50,17 @@ std::vector<std::pair<std::string, at::Generator>> default_generators();
 
 // A CPU generator seeded as torch.Generator().manual_seed(seed).
 at::Generator seeded_generator(uint64_t seed);
-// A seed drawn from torch's global generator as Python's torch.empty((), dtype=int64).random_().
+// A seed drawn from torch's global generator as Python's torch.empty((), dtype=int64).random_(),
+// or from `generator` as random_(generator=generator).
 uint64_t draw_seed();
+uint64_t draw_seed(at::Generator generator);
 // What creating a torch DataLoader iterator takes from torch's global generator: one draw, its
 // _base_seed (random_() of an int64 on loader.generator, None for every loader we model). Every
 // loader calls it when an epoch starts, before its sampler draws, so that dropout and unseeded
 // shuffles afterwards see the random stream Python's would. Worker w of that epoch draws from a
 // generator seeded base_seed + w (worker_generator).
-uint64_t draw_iterator_base_seed();
+// `loader_generator` is the loader's own (DataLoader(generator=...)); undefined: torch's global one.
+uint64_t draw_iterator_base_seed(const at::Generator& loader_generator);
 // The generator of a loader's worker `worker` in an epoch whose iterator drew `base_seed`:
 // torch.manual_seed(base_seed + worker), as PyTorch's worker loop seeds its process.
 at::Generator worker_generator(uint64_t base_seed, size_t worker);

@@ -63,7 +63,7 @@ uint64_t DataLoader::take_iterator_draw() {
   require(epoch_ < std::numeric_limits<int64_t>::max(), "epoch ", epoch_, " cannot start: it is the last an int64 ",
           "counter holds, and no epoch could follow it (set_epoch to a lower one)");
   if (!std::exchange(iterator_draw_taken_, false)) {
-    iterator_seed_ = draw_iterator_base_seed();
+    iterator_seed_ = draw_iterator_base_seed(options_.generator);
   } else {
     // A checkpoint from before base seeds were saved does not know it: its workers start from 0.
     iterator_seed_ = std::exchange(resume_iterator_seed_, std::nullopt).value_or(0);
@@ -107,8 +107,8 @@ void DataLoader::check_state(const LoaderState& state) const {
 }
 
 void DataLoader::check_generator_state(const std::vector<uint8_t>&) const {
-  fail(Status::InvalidArgument, "the saved loader shuffled with a generator synchronized across processes, ",
-       "this one does not (prepare it as it was: shuffle without a seed, on several processes)");
+  fail(Status::InvalidArgument, "the saved loader drew from a generator of its own (generator_seed) or shuffled ",
+       "with a generator synchronized across processes, this one has neither (create and prepare it as it was)");
 }
 
 void DataLoader::check_worker_states(const std::vector<std::vector<uint8_t>>& states) const {

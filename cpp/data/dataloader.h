@@ -80,6 +80,9 @@ class DataLoader {
   virtual std::optional<uint64_t> epoch_seed() const { return std::nullopt; }
   // The base seed the last epoch started drew (take_iterator_draw; none before one).
   std::optional<uint64_t> iterator_seed() const { return iterator_seed_; }
+  // The state of the generator the last epoch started shuffled with, as that epoch found it after its
+  // base seed was drawn (empty without such a generator or before an epoch).
+  virtual std::vector<uint8_t> epoch_generator_state() const { return {}; }
 
   const DataLoaderOptions& options() const { return options_; }
   // Only between epochs (before the first batch of one).

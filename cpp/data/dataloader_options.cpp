@@ -2,6 +2,7 @@
 
 #include "common/device.h"
 #include "common/error.h"
+#include "common/random.h"
 
 namespace acc {
 
@@ -12,7 +13,18 @@ const OptionTable<DataLoaderOptions>& dataloader_option_table() {
     t.bind("shuffle", "a new order every epoch", &D::shuffle);
     t.bind("drop_last", "drop an epoch's short last batch", &D::drop_last);
     t.bind("seed", "seedable shuffling: epoch e uses seed + e", &D::seed).at_least(0);
-    t.bind("num_workers", "background threads fetching batches; 0: the calling thread", &D::num_workers)
+    t.bind_with(
+         "generator_seed", OptionType::Int,
+         "the loader's own generator, seeded so (PyTorch's generator=): base seeds and shuffles draw from it",
+         [](D& d, const OptionValue& v) {
+           d.generator_seed = static_cast<uint64_t>(std::get<int64_t>(v));
+           d.generator = seeded_generator(*d.generator_seed);
+         },
+         [](const D& d) {
+           return d.generator_seed ? std::optional<OptionValue>(static_cast<int64_t>(*d.generator_seed)) : std::nullopt;
+         })
+        .at_least(0);
+    t.bind("num_workers", "worker threads fetching batches; 0: the calling thread", &D::num_workers)
         .at_least(0)
         .at_most(64);
     t.bind("prefetch_factor", "batches fetched ahead per worker", &D::prefetch_factor).at_least(1).at_most(1024);

@@ -2,6 +2,7 @@
 // is the member initializer here).
 #pragma once
 
+#include <ATen/core/Generator.h>
 #include <c10/core/Device.h>
 
 #include <cstdint>
@@ -18,6 +19,12 @@ struct DataLoaderOptions {
   bool shuffle = false;
   bool drop_last = false;
   std::optional<uint64_t> seed;  // seedable shuffling; none: drawn from torch's default generator
+  // PyTorch's DataLoader(generator=torch.Generator().manual_seed(generator_seed)): the loader's own
+  // generator, from which each epoch's base seed (and, shuffling without a seed, the order) is drawn
+  // instead of from torch's global generator. Copies of these options share it (a prepared loader
+  // and the one it wraps), as Python's loaders share the generator object.
+  std::optional<uint64_t> generator_seed;
+  at::Generator generator;       // undefined without generator_seed
   size_t num_workers = 0;        // worker threads fetching batches; 0 (PyTorch's default) loads in the caller's thread
   size_t prefetch_factor = 2;    // batches fetched ahead, per worker
   std::optional<c10::Device> device;  // where batches go; none: where the dataset is

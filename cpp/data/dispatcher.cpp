@@ -109,10 +109,14 @@ LoaderState DispatchingDataLoader::state() const {
     // In an epoch, the seed of the base loader's epoch (it may have ended while the last batches
     // are handed out); between epochs, the one a loaded state left pending for the next; none
     // once the epoch is done (the state is the next epoch's start).
+    const LoaderState base = base_->state();
+    const bool started = in_epoch() && !epoch_done();
     if (!epoch_done()) {
-      state.epoch_seed = in_epoch() ? base_->epoch_seed() : base_->state().epoch_seed;
-      state.iterator_seed = in_epoch() ? base_->iterator_seed() : base_->state().iterator_seed;
+      state.epoch_seed = started ? base_->epoch_seed() : base.epoch_seed;
+      state.iterator_seed = started ? base_->iterator_seed() : base.iterator_seed;
     }
+    // A loader's own generator: as the epoch found it, or as the next one will.
+    state.generator_state = started ? base_->epoch_generator_state() : base.generator_state;
     state.seed = base_->options().seed;
   }
   return state;
@@ -123,9 +127,16 @@ void DispatchingDataLoader::load_state(const LoaderState& state) {
   if (collectives_.rank() == 0) {
     // The base loader reads the epoch again from its start (the skipped batches are read and
     // dropped), so its workers, seeded from the epoch's base seed, draw again what they drew.
-    base_->load_state({state.epoch, 0, state.epoch_seed, state.seed, {}, {}, {}});
+    base_->load_state({state.epoch, 0, state.epoch_seed, state.seed, state.generator_state, {}, {}});
     if (state.position > 0) base_->resume_started_epoch(state.iterator_seed);
   }
+}
+
+void DispatchingDataLoader::check_generator_state(const std::vector<uint8_t>& bytes) const {
+  if (collectives_.rank() != 0) return DataLoader::check_generator_state(bytes);
+  LoaderState probe;
+  probe.generator_state = bytes;
+  base_->check_state(probe);
 }
 
 void DispatchingDataLoader::abandon_epoch() {

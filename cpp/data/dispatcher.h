@@ -32,6 +32,7 @@ class DispatchingDataLoader final : public DataLoader {
 
  protected:
   void abandon_epoch() override;
+  void check_generator_state(const std::vector<uint8_t>& bytes) const override;
 
  private:
   // Process 0: the next global batch and whether it is the last; others: received.

@@ -15,6 +15,7 @@ MapDataLoader::MapDataLoader(std::shared_ptr<Dataset> dataset, DataLoaderOptions
   require(dataset_ != nullptr, "the data loader needs a dataset");
   DataLoaderOptions& o = mutable_options();
   require(o.prefetch_factor >= 1, "prefetch_factor must be at least 1");
+  if (o.generator.defined()) generator_ = o.generator;  // the sampler's too, as PyTorch's RandomSampler takes it
   if (!o.batches.empty()) {
     require(!o.shuffle && !o.drop_last, "a loader over given batches cannot shuffle or drop_last",
             " (the batch sampler decides both)");
@@ -97,6 +98,12 @@ LoaderState MapDataLoader::state() const {
   return state;
 }
 
+std::vector<uint8_t> MapDataLoader::epoch_generator_state() const {
+  if (!epoch_start_generator_state_.defined()) return {};
+  const at::Tensor& bytes = epoch_start_generator_state_;
+  return {bytes.data_ptr<uint8_t>(), bytes.data_ptr<uint8_t>() + bytes.numel()};
+}
+
 void MapDataLoader::check_generator_state(const std::vector<uint8_t>& bytes) const {
   if (!generator_) return DataLoader::check_generator_state(bytes);
   const int64_t expected = generator_->get_state().numel();
@@ -152,7 +159,7 @@ void MapDataLoader::abandon_epoch() {
 void MapDataLoader::take_tail_draw() const {
   // PyTorch's RandomSampler, once its permutation is exhausted, draws one more for its (here empty)
   // tail, randperm(n)[:0]; the synchronized generator advances as Accelerate's does.
-  if (!generator_ || options().seed) return;
+  if (!shuffles_with_generator()) return;
   at::Generator generator = *generator_;
   permutation(dataset_->size(), generator);
 }
@@ -161,7 +168,8 @@ void MapDataLoader::synchronize_shuffle(std::function<void(at::Generator&)> sync
   require(!in_epoch(), "the shuffle can only change between epochs");
   require(options().shuffle && !options().seed, "a synchronized shuffle is for a shuffling loader without a seed");
   require(static_cast<bool>(synchronize), "synchronize_shuffle needs a function");
-  generator_ = seeded_generator(draw_seed());
+  // Accelerate seeds the sampler a generator from torch's only when it has none (the loader's own).
+  if (!generator_) generator_ = seeded_generator(draw_seed());
   synchronize_ = std::move(synchronize);
 }
 
@@ -171,18 +179,22 @@ std::vector<std::vector<int64_t>> MapDataLoader::plan_epoch(int64_t) const {
                       options().batch_size, options().drop_last);
 }
 
+void MapDataLoader::restore_generator() {
+  if (!generator_) return;
+  if (!resume_generator_state_.empty()) {
+    generator_->set_state(at::tensor(at::ArrayRef<uint8_t>(resume_generator_state_), at::kByte));
+    resume_generator_state_.clear();
+  }
+  if (synchronize_) synchronize_(*generator_);
+}
+
 void MapDataLoader::shuffle_epoch() {
   order_.clear();
   epoch_seed_.reset();
+  if (generator_) epoch_start_generator_state_ = generator_->get_state();
   if (!options().shuffle) return;
   const int64_t n = dataset_->size();
-  if (generator_ && !options().seed) {  // a seed from an older checkpoint takes precedence
-    if (!resume_generator_state_.empty()) {
-      generator_->set_state(at::tensor(at::ArrayRef<uint8_t>(resume_generator_state_), at::kByte));
-      resume_generator_state_.clear();
-    }
-    synchronize_(*generator_);
-    epoch_start_generator_state_ = generator_->get_state();
+  if (shuffles_with_generator()) {  // a seed from an older checkpoint takes precedence
     order_ = permutation(n, *generator_);
   } else {
     epoch_seed_ = resume_seed_ ? *resume_seed_ : epoch_generator_seed(options().seed, epoch());
@@ -193,6 +205,9 @@ void MapDataLoader::shuffle_epoch() {
 
 void MapDataLoader::start_epoch() {
   prefetcher_.reset();
+  // PyTorch's order: Accelerate synchronizes the generator, the iterator then draws its base seed
+  // (from the loader's own generator, if it has one), and the sampler its order.
+  restore_generator();
   const uint64_t base_seed = take_iterator_draw();
   shuffle_epoch();
   plan_ = plan_epoch(epoch());

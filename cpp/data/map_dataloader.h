@@ -28,6 +28,7 @@ class MapDataLoader : public DataLoader {
   LoaderState state() const override;
   void load_state(const LoaderState& state) override;
   std::optional<uint64_t> epoch_seed() const override { return epoch_seed_; }
+  std::vector<uint8_t> epoch_generator_state() const override;
 
   const std::shared_ptr<Dataset>& dataset() const { return dataset_; }
   // Whether batches come from a batch sampler whose sizes vary (Accelerate's batch_size None).
@@ -41,9 +42,9 @@ class MapDataLoader : public DataLoader {
   // The batches (dataset indices) of the epoch being started (shuffled with epoch_seed()); the
   // sharding of later layers overrides this.
   virtual std::vector<std::vector<int64_t>> plan_epoch(int64_t epoch) const;
-  // Accelerate's shuffle for a loader without a seed on several processes: one generator, seeded
-  // once from torch's default generator; at the start of every epoch `synchronize` replaces its
-  // state with process 0's, then the epoch's permutation advances it.
+  // Accelerate's shuffle for a loader without a seed on several processes: one generator (the loader's
+  // own, or else one seeded once from torch's default generator); at the start of every epoch
+  // `synchronize` replaces its state with process 0's, then the epoch's permutation advances it.
   void synchronize_shuffle(std::function<void(at::Generator&)> synchronize);
   void abandon_epoch() override;
   void check_generator_state(const std::vector<uint8_t>& bytes) const override;
@@ -55,6 +56,11 @@ class MapDataLoader : public DataLoader {
   std::vector<at::Generator> epoch_workers(uint64_t base_seed);
   // The synchronized generator's draw as an epoch ends (none for other shuffles).
   void take_tail_draw() const;
+  // Whether the order comes from generator_ (else from a seed, or there is no shuffle).
+  bool shuffles_with_generator() const { return generator_ && options().shuffle && !options().seed; }
+  // At an epoch's start, before its base seed is drawn: generator_ takes a loaded state, then
+  // process 0's (synchronize_shuffle).
+  void restore_generator();
   // The epoch's sample order when shuffling (order_), and the seed or generator state that gives it.
   void shuffle_epoch();
 
@@ -62,7 +68,8 @@ class MapDataLoader : public DataLoader {
   bool variable_batches_ = false;
   std::optional<uint64_t> epoch_seed_;
   std::optional<uint64_t> resume_seed_;  // from load_state: the next epoch's seed, not drawn again
-  std::optional<at::Generator> generator_;  // synchronize_shuffle's generator
+  // The sampler's generator: the loader's own (options' generator) or synchronize_shuffle's.
+  std::optional<at::Generator> generator_;
   std::function<void(at::Generator&)> synchronize_;
   at::Tensor epoch_start_generator_state_;       // its state before this epoch's permutation
   std::vector<uint8_t> resume_generator_state_;  // from load_state

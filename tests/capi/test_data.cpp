@@ -226,7 +226,63 @@ std::vector<float> python_floats(const nlohmann::json& values) {
   for (const auto& v : values) out.push_back(static_cast<float>(std::strtod(v.get<std::string>().c_str(), nullptr)));
   return out;
 }
+
+// The batches of one epoch, as floats.
+std::vector<std::vector<float>> float_epoch(acc_dataloader* dl) {
+  std::vector<std::vector<float>> got;
+  for (;;) {
+    acc_tensor_list* batch = nullptr;
+    EXPECT_EQ(acc_dataloader_next(dl, &batch), ACC_OK) << acc_last_error_message();
+    if (!batch) break;
+    acc_tensor* x = nullptr;
+    EXPECT_EQ(acc_tensor_list_get(batch, 0, &x), ACC_OK);
+    got.push_back(acc_test::to_floats(x));
+    acc_tensor_free(x);
+    acc_tensor_list_free(batch);
+  }
+  return got;
+}
+
+// What torch.rand(3) draws next from the global generator.
+std::vector<float> next_global_draws() {
+  const int64_t three[] = {3};
+  acc_tensor* after = nullptr;
+  EXPECT_EQ(acc_tensor_rand(three, 1, &after), ACC_OK);
+  auto values = acc_test::to_floats(after);
+  acc_tensor_free(after);
+  return values;
+}
+
+void expect_batches(const std::vector<std::vector<float>>& got, const nlohmann::json& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t b = 0; b < got.size(); ++b) EXPECT_EQ(got[b], python_floats(want[b])) << "batch " << b;
+}
 }  // namespace
+
+TEST(DataLoader, AGeneratorOfItsOwnDrawsAsPyTorchsLoaderGenerator) {
+  // tests/data/export_shuffles.py: DataLoader(generator=torch.Generator().manual_seed(s)), with and
+  // without shuffling and workers: the base seeds (the workers' seeds) and the order come from that
+  // generator; the global one moves only by what the dataset draws on the calling thread.
+  std::ifstream in(std::string(std::getenv("ACC_TEST_DATA")) + "/loader_generator.json");
+  ASSERT_TRUE(in.good()) << "run the export_pytorch_shuffles fixture";
+  const auto expected = nlohmann::json::parse(in);
+  acc_dataset* ds = nullptr;
+  ACC_ASSERT_OK(acc_dataset_from_callback(expected["samples"].get<int64_t>(), drawing_sample, nullptr, nullptr, &ds));
+  const std::string generator_seed = std::to_string(expected["generator_seed"].get<int64_t>());
+  for (const auto& [name, want] : expected["cases"].items()) {
+    SCOPED_TRACE("num_workers, shuffle: " + name);
+    ACC_ASSERT_OK(acc_set_seed(expected["seed"].get<uint64_t>()));
+    const std::string workers = std::to_string(want["workers"].get<int>());
+    acc_dataloader* dl = loader(ds, {{"batch_size", "2"},
+                                     {"num_workers", workers.c_str()},
+                                     {"shuffle", want["shuffle"].get<bool>() ? "1" : "0"},
+                                     {"generator_seed", generator_seed.c_str()}});
+    for (const auto& want_epoch : want["epochs"]) expect_batches(float_epoch(dl), want_epoch);
+    EXPECT_EQ(next_global_draws(), python_floats(want["after"])) << "the global stream";
+    acc_dataloader_free(dl);
+  }
+  acc_dataset_free(ds);
+}
 
 TEST(DataLoader, WorkersDrawAsPyTorchsWorkerProcessesWhateverTheirTiming) {
   // tests/data/export_shuffles.py: PyTorch's DataLoader over a dataset that draws two numbers per
@@ -242,26 +298,8 @@ TEST(DataLoader, WorkersDrawAsPyTorchsWorkerProcessesWhateverTheirTiming) {
       ACC_ASSERT_OK(acc_set_seed(expected["seed"].get<uint64_t>()));
       acc_dataloader* dl =
           loader(ds, {{"batch_size", "2"}, {"num_workers", workers.c_str()}, {"prefetch_factor", "4"}});
-      for (const auto& want_epoch : want["epochs"]) {
-        std::vector<std::vector<float>> got;
-        for (;;) {
-          acc_tensor_list* batch = nullptr;
-          ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
-          if (!batch) break;
-          acc_tensor* x = nullptr;
-          ACC_ASSERT_OK(acc_tensor_list_get(batch, 0, &x));
-          got.push_back(acc_test::to_floats(x));
-          acc_tensor_free(x);
-          acc_tensor_list_free(batch);
-        }
-        ASSERT_EQ(got.size(), want_epoch.size());
-        for (size_t b = 0; b < got.size(); ++b) EXPECT_EQ(got[b], python_floats(want_epoch[b])) << "batch " << b;
-      }
-      const int64_t three[] = {3};
-      acc_tensor* after = nullptr;
-      ACC_ASSERT_OK(acc_tensor_rand(three, 1, &after));
-      EXPECT_EQ(acc_test::to_floats(after), python_floats(want["after"])) << "the global stream moved";
-      acc_tensor_free(after);
+      for (const auto& want_epoch : want["epochs"]) expect_batches(float_epoch(dl), want_epoch);
+      EXPECT_EQ(next_global_draws(), python_floats(want["after"])) << "the global stream moved";
       acc_dataloader_free(dl);
     }
   }

@@ -88,9 +88,16 @@ int noisy_sample(void* user_data, int64_t index, acc_tensor_list** out) {
   return ok ? 0 : 1;
 }
 
-// A model, AdamW, a warmup schedule and an unseeded shuffling loader, prepared, with a counter
-// registered. With `noisy_workers` >= 0 the loader's dataset is noisy_sample's, fetched on that many
-// worker threads.
+// Training's loader: with noisy_workers >= 0 its dataset is noisy_sample's, fetched on that many
+// worker threads; with generator_seed >= 0 it has a generator of its own (PyTorch's generator=).
+struct LoaderKind {
+  LoaderKind(int workers = -1, int64_t seed = -1) : noisy_workers(workers), generator_seed(seed) {}
+  int noisy_workers;
+  int64_t generator_seed;
+};
+
+// A model, AdamW, a warmup schedule and an unseeded shuffling loader (see LoaderKind), prepared,
+// with a counter registered.
 struct Training {
   acc_accelerator* acc = nullptr;
   acc_model* model = nullptr;
@@ -101,7 +108,8 @@ struct Training {
   std::vector<float> seen;  // the first feature of every sample trained on, in order
   Samples samples;
 
-  explicit Training(std::vector<std::pair<std::string, std::string>> options, int noisy_workers = -1) {
+  explicit Training(std::vector<std::pair<std::string, std::string>> options, LoaderKind loader = {}) {
+    const int noisy_workers = loader.noisy_workers;
     options.emplace_back("cpu", "1");
     options.emplace_back("seed", "7");
     acc = acc_test::make_accelerator(options);
@@ -140,6 +148,7 @@ struct Training {
     EXPECT_EQ(acc_options_set_int(lo, "batch_size", kBatch), ACC_OK);
     EXPECT_EQ(acc_options_set_bool(lo, "shuffle", 1), ACC_OK);
     EXPECT_EQ(acc_options_set_int(lo, "num_workers", std::max(noisy_workers, 0)), ACC_OK);
+    if (loader.generator_seed >= 0) EXPECT_EQ(acc_options_set_int(lo, "generator_seed", loader.generator_seed), ACC_OK);
     EXPECT_EQ(acc_dataloader_create(ds, lo, &dl), ACC_OK);
     acc_options_free(lo);
     acc_dataset_free(ds);
@@ -206,14 +215,14 @@ struct Training {
 // Stops after `first` steps, saves, and resumes in a fresh Training (RNG scrambled in between) for
 // `rest` steps; compares with an uninterrupted run of first + rest steps.
 void expect_exact_resume(const std::vector<std::pair<std::string, std::string>>& options, int first, int rest,
-                         int noisy_workers = -1) {
+                         LoaderKind loader = {}) {
   const std::string dir = fresh_dir("resume") + "/ckpt";
-  Training whole(options, noisy_workers);
+  Training whole(options, loader);
   whole.train(first + rest);
 
   std::vector<float> seen;
   {
-    Training head(options, noisy_workers);
+    Training head(options, loader);
     head.train(first);
     char* written = nullptr;
     ACC_ASSERT_OK(acc_save_state(head.acc, dir.c_str(), &written));
@@ -221,7 +230,7 @@ void expect_exact_resume(const std::vector<std::pair<std::string, std::string>>&
     seen = head.seen;
   }
   ACC_ASSERT_OK(acc_set_seed(987654321));  // a new process would not share the old RNG state
-  Training tail(options, noisy_workers);
+  Training tail(options, loader);
   tail.counter.value = -1;
   ACC_ASSERT_OK(acc_load_state(tail.acc, dir.c_str(), nullptr));
   EXPECT_EQ(tail.counter.value, first);
@@ -261,6 +270,16 @@ TEST(SaveState, ResumeIsExactWhenTheLoadersWorkersDrawRandomNumbers) {
     for (int first : {4, 7, 14}) {
       SCOPED_TRACE("num_workers " + std::to_string(workers) + ", saved after " + std::to_string(first));
       expect_exact_resume({}, first, 13, workers);
+    }
+}
+
+TEST(SaveState, ResumeIsExactWithTheLoadersOwnGenerator) {
+  // generator_seed: the shuffle and each epoch's base seed (the workers' seeds) come from the
+  // loader's generator, whose state the checkpoint keeps; saved mid-epoch and at an epoch's end.
+  for (int workers : {0, 2})
+    for (int first : {7, 10}) {
+      SCOPED_TRACE("num_workers " + std::to_string(workers) + ", saved after " + std::to_string(first));
+      expect_exact_resume({}, first, 13, LoaderKind(workers, 99));
     }
 }
 
@@ -1092,17 +1111,17 @@ TEST(SaveState, AHookMayRemoveItselfWhileItRuns) {
 namespace {
 
 // Saves a checkpoint of a short run and returns its folder.
-std::string saved_checkpoint(const std::string& name, int noisy_workers = -1) {
+std::string saved_checkpoint(const std::string& name, LoaderKind loader = {}) {
   const std::string dir = fresh_dir(name) + "/ckpt";
-  Training t({}, noisy_workers);
+  Training t({}, loader);
   t.train(2);
   EXPECT_EQ(acc_save_state(t.acc, dir.c_str(), nullptr), ACC_OK) << acc_last_error_message();
   return dir;
 }
 
 // Loading `dir` fails with `code` and a message holding `needle`, and leaves the weights alone.
-void expect_refused(const std::string& dir, acc_status code, const std::string& needle, int noisy_workers = -1) {
-  Training t({}, noisy_workers);
+void expect_refused(const std::string& dir, acc_status code, const std::string& needle, LoaderKind loader = {}) {
+  Training t({}, loader);
   const auto before = t.weights();
   const double lr_before = t.lr();
   const int64_t counter_before = t.counter.value;
@@ -1179,7 +1198,10 @@ TEST(LoadState, TruncatedOrCorruptFilesAreRefused) {
   expect_refused(with_generator_state("generator_hex", "zz"), ACC_ERR_IO,
                  "dataloader_state_0.json': loader 0's generator_state is not hexadecimal");
   expect_refused(with_generator_state("generator_kind", "00ff"), ACC_ERR_INVALID_ARGUMENT,
-                 "shuffled with a generator synchronized across processes");
+                 "shuffled with a generator synchronized across processes, this one has neither");
+  // Saved with a generator of its own, loaded into a loader without one.
+  expect_refused(saved_checkpoint("own_generator", LoaderKind(0, 5)), ACC_ERR_INVALID_ARGUMENT,
+                 "the saved loader drew from a generator of its own (generator_seed)");
 }
 
 TEST(LoadState, AProcessFileCopiedFromAnotherSaveIsRefused) {

@@ -19,6 +19,7 @@ SEED = 1234      # process 0's torch.manual_seed (acc_set_seed) before prepare
 SAMPLES = 24
 EPOCHS = 3
 WORKER_SAMPLES = 9  # 5 batches of 2: 3 workers get 2, 2 and 1
+GENERATOR_SEED = 2024  # DataLoader(generator=torch.Generator().manual_seed(GENERATOR_SEED))
 
 
 def main(out: Path) -> None:
@@ -27,9 +28,17 @@ def main(out: Path) -> None:
     generator.manual_seed(int(torch.empty((), dtype=torch.int64).random_().item()))  # prepare's draw
     sampler = RandomSampler(range(SAMPLES), generator=generator)
     orders = [list(sampler) for _ in range(EPOCHS)]
+    # A loader with a generator of its own (DataLoader(generator=g)): Accelerate keeps g as the
+    # sampler's, unseeded by it, and synchronizes it; each epoch's iterator draws its base seed from g
+    # before the sampler's order.
+    generator = torch.Generator()
+    generator.manual_seed(GENERATOR_SEED)
+    whole = DataLoader(range(SAMPLES), batch_size=SAMPLES, shuffle=True, generator=generator)
+    generator_orders = [[i for batch in whole for i in batch.tolist()] for _ in range(EPOCHS)]
     out.mkdir(parents=True, exist_ok=True)
     (out / "synchronized_shuffle.json").write_text(
-        json.dumps({"seed": SEED, "samples": SAMPLES, "orders": orders}))
+        json.dumps({"seed": SEED, "samples": SAMPLES, "orders": orders, "generator_seed": GENERATOR_SEED,
+                    "generator_orders": generator_orders}))
 
     # Plain DataLoaders after torch.manual_seed: each epoch's iterator draws its _base_seed from the
     # global generator, then the sampler draws its own seed; a later loader's order shows where the
@@ -51,6 +60,7 @@ def main(out: Path) -> None:
     (out / "loader_stream.json").write_text(
         json.dumps({"seed": SEED, "samples": SAMPLES, "epochs": epochs, "later": later}))
     export_worker_draws(out)
+    export_loader_generator(out)
 
 
 class Drawing(Dataset):
@@ -77,6 +87,27 @@ def export_worker_draws(out: Path) -> None:
         cases[str(workers)] = {"epochs": epochs, "after": after}
     (out / "worker_draws.json").write_text(
         json.dumps({"seed": SEED, "samples": WORKER_SAMPLES, "batch_size": 2, "cases": cases}))
+
+
+def export_loader_generator(out: Path) -> None:
+    # DataLoader(generator=g): each epoch's base seed (hence the workers' seeds) and a shuffle's order
+    # come from g, not from the global generator. Per num_workers (and shuffle): three epochs of
+    # batches, then what the global generator draws next.
+    warnings.filterwarnings("ignore", message="This DataLoader will create")
+    cases = {}
+    for workers in (0, 2):
+        for shuffle in (False, True):
+            torch.manual_seed(SEED)
+            generator = torch.Generator()
+            generator.manual_seed(GENERATOR_SEED)
+            loader = DataLoader(Drawing(), batch_size=2, shuffle=shuffle, num_workers=workers, generator=generator)
+            epochs = [[[float(v).hex() for v in batch.flatten().tolist()] for batch in loader] for _ in range(3)]
+            after = [float(v).hex() for v in torch.rand(3).tolist()]
+            cases[f"{workers} {int(shuffle)}"] = {"workers": workers, "shuffle": shuffle, "epochs": epochs,
+                                                  "after": after}
+    (out / "loader_generator.json").write_text(json.dumps(
+        {"seed": SEED, "generator_seed": GENERATOR_SEED, "samples": WORKER_SAMPLES, "batch_size": 2,
+         "cases": cases}))
 
 
 if __name__ == "__main__":

@@ -827,24 +827,24 @@ TEST(Data, PreparedLoadersShardBatchesAcrossProcesses) {
   acc_dataset_free(ds);
 }
 
-TEST(Data, UnseededShuffleFollowsProcessZerosGeneratorEveryEpoch) {
-  // Every process seeds torch differently, yet all shuffle alike: each epoch's order is PyTorch's own
-  // RandomSampler over process 0's generator, as Accelerate synchronizes it (export_shuffles.py).
-  const auto ref = nlohmann::json::parse(acc_test::read_file(acc_test::data_dir() + "/synchronized_shuffle.json"));
-  const auto samples = ref.at("samples").get<int64_t>();
-  ACC_ASSERT_OK(acc_set_seed(ref.at("seed").get<uint64_t>() + 1000 * static_cast<uint64_t>(g_rank)));
+namespace {
+// Prepares a shuffling loader (batches of 2, with `generator_seed` if >= 0) on `acc` and expects
+// each epoch's global order, gathered in rank order, to be `orders`.
+void expect_prepared_orders(acc_accelerator* acc, int64_t samples, int64_t generator_seed,
+                            const nlohmann::json& orders) {
   acc_dataset* ds = id_dataset(samples);
   acc_options* o = nullptr;
   ACC_ASSERT_OK(acc_options_create(ACC_OPTIONS_DATALOADER, &o));
   ACC_ASSERT_OK(acc_options_set_int(o, "batch_size", 2));
   ACC_ASSERT_OK(acc_options_set_bool(o, "shuffle", 1));
+  if (generator_seed >= 0) ACC_ASSERT_OK(acc_options_set_int(o, "generator_seed", generator_seed));
   acc_dataloader* dl = nullptr;
   ACC_ASSERT_OK(acc_dataloader_create(ds, o, &dl));
   acc_options_free(o);
-  ACC_ASSERT_OK(acc_prepare(g_acc, nullptr, nullptr, &dl, nullptr));
+  ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &dl, nullptr));
   // 24 samples in batches of 2 fill every round on 2, 3 and 4 processes: gathering each step's
   // batches in rank order gives the epoch's global order.
-  for (const auto& expected : ref.at("orders")) {
+  for (const auto& expected : orders) {
     std::vector<int64_t> order;
     for (;;) {
       acc_tensor_list* batch = nullptr;
@@ -852,7 +852,7 @@ TEST(Data, UnseededShuffleFollowsProcessZerosGeneratorEveryEpoch) {
       if (!batch) break;
       acc_tensor *b = nullptr, *all = nullptr;
       ACC_ASSERT_OK(acc_tensor_list_get(batch, 0, &b));
-      ACC_ASSERT_OK(acc_gather(g_acc, b, "shuffle order", &all));
+      ACC_ASSERT_OK(acc_gather(acc, b, "shuffle order", &all));
       const auto v = acc_test::to_longs(all);
       order.insert(order.end(), v.begin(), v.end());
       acc_tensor_free(b);
@@ -863,6 +863,29 @@ TEST(Data, UnseededShuffleFollowsProcessZerosGeneratorEveryEpoch) {
   }
   acc_dataloader_free(dl);
   acc_dataset_free(ds);
+}
+}  // namespace
+
+TEST(Data, UnseededShuffleFollowsProcessZerosGeneratorEveryEpoch) {
+  // Every process seeds torch differently, yet all shuffle alike: each epoch's order is PyTorch's own
+  // RandomSampler over process 0's generator, as Accelerate synchronizes it (export_shuffles.py).
+  const auto ref = nlohmann::json::parse(acc_test::read_file(acc_test::data_dir() + "/synchronized_shuffle.json"));
+  ACC_ASSERT_OK(acc_set_seed(ref.at("seed").get<uint64_t>() + 1000 * static_cast<uint64_t>(g_rank)));
+  expect_prepared_orders(g_acc, ref.at("samples").get<int64_t>(), -1, ref.at("orders"));
+}
+
+TEST(Data, ALoadersOwnGeneratorShufflesAsPyTorchsOnEveryProcessSharedOrDispatched) {
+  // DataLoader(generator=g) prepared: Accelerate keeps g (no draw from torch's generator) and
+  // synchronizes it; each epoch's base seed is drawn from g before the order (export_shuffles.py).
+  const auto ref = nlohmann::json::parse(acc_test::read_file(acc_test::data_dir() + "/synchronized_shuffle.json"));
+  for (const char* dispatch : {"0", "1"}) {
+    SCOPED_TRACE(std::string("dispatch_batches ") + dispatch);
+    ACC_ASSERT_OK(acc_set_seed(ref.at("seed").get<uint64_t>() + 1000 * static_cast<uint64_t>(g_rank)));
+    acc_accelerator* acc = acc_test::make_accelerator({{"dispatch_batches", dispatch}});
+    expect_prepared_orders(acc, ref.at("samples").get<int64_t>(), ref.at("generator_seed").get<int64_t>(),
+                           ref.at("generator_orders"));
+    acc_accelerator_free(acc);
+  }
 }
 
 // With use_seedable_sampler, process 0 reading for everyone (dispatch_batches) shuffles as the

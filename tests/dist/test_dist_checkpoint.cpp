@@ -56,7 +56,8 @@ int noisy_sample(void*, int64_t i, acc_tensor_list** out) {
 }
 
 // A model, AdamW with a schedule and an unseeded shuffling loader (ids, features, targets), prepared.
-// With `noisy_workers` >= 0 the dataset is noisy_sample's, fetched on that many worker threads.
+// With `noisy_workers` >= 0 the dataset is noisy_sample's, fetched on that many worker threads;
+// with `generator_seed` >= 0 the loader has a generator of its own.
 struct DistRun {
   acc_accelerator* acc;
   acc_model* model = nullptr;
@@ -65,7 +66,8 @@ struct DistRun {
   acc_dataloader* dl = nullptr;
   std::vector<int64_t> ids;  // the samples this process trained on, in order
 
-  explicit DistRun(acc_accelerator* accelerator = g_acc, int noisy_workers = -1) : acc(accelerator) {
+  explicit DistRun(acc_accelerator* accelerator = g_acc, int noisy_workers = -1, int64_t generator_seed = -1)
+      : acc(accelerator) {
     EXPECT_EQ(acc_model_from_spec(kNet, &model), ACC_OK) << acc_last_error_message();
     EXPECT_EQ(acc_optimizer_create(model, "adamw", nullptr, &opt), ACC_OK);
     acc_options* so = nullptr;
@@ -94,6 +96,7 @@ struct DistRun {
     EXPECT_EQ(acc_options_set_int(lo, "batch_size", kBatch), ACC_OK);
     EXPECT_EQ(acc_options_set_bool(lo, "shuffle", 1), ACC_OK);
     EXPECT_EQ(acc_options_set_int(lo, "num_workers", std::max(noisy_workers, 0)), ACC_OK);
+    if (generator_seed >= 0) EXPECT_EQ(acc_options_set_int(lo, "generator_seed", generator_seed), ACC_OK);
     EXPECT_EQ(acc_dataloader_create(ds, lo, &dl), ACC_OK);
     for (acc_tensor* t : {it, xt, yt}) acc_tensor_free(t);
     acc_dataset_free(ds);
@@ -153,13 +156,14 @@ struct DistRun {
 
 // Trains `first` + `rest` steps in one go, then `first`, saves, and resumes in a fresh run for `rest`
 // (RNG reseeded per process, as a new job would be): the same batches and bit-identical weights.
-void expect_exact_resume(acc_accelerator* acc, const char* name, int first, int rest, int noisy_workers = -1) {
+void expect_exact_resume(acc_accelerator* acc, const char* name, int first, int rest, int noisy_workers = -1,
+                         int64_t generator_seed = -1) {
   const std::string dir = shared_dir(name);
   ACC_ASSERT_OK(acc_set_seed(11));
   std::vector<int64_t> whole_ids;
   std::vector<float> whole_weights;
   {
-    DistRun whole(acc, noisy_workers);
+    DistRun whole(acc, noisy_workers, generator_seed);
     whole.train(first + rest);
     whole_ids = whole.ids;
     whole_weights = whole.weights();
@@ -167,13 +171,13 @@ void expect_exact_resume(acc_accelerator* acc, const char* name, int first, int 
   ACC_ASSERT_OK(acc_set_seed(11));
   std::vector<int64_t> ids;
   {
-    DistRun head(acc, noisy_workers);
+    DistRun head(acc, noisy_workers, generator_seed);
     head.train(first);
     ACC_ASSERT_OK(acc_save_state(acc, dir.c_str(), nullptr));
     ids = head.ids;
   }
   ACC_ASSERT_OK(acc_set_seed(1000 + static_cast<uint64_t>(g_rank)));
-  DistRun tail(acc, noisy_workers);
+  DistRun tail(acc, noisy_workers, generator_seed);
   ACC_ASSERT_OK(acc_load_state(acc, dir.c_str(), nullptr));
   tail.train(rest);
   ids.insert(ids.end(), tail.ids.begin(), tail.ids.end());
@@ -200,6 +204,20 @@ TEST(Checkpoint, ResumeIsExactWhenLoaderWorkersDrawRandomNumbers) {
   expect_exact_resume(g_acc, "resume_workers", per_epoch + 1, per_epoch + 2, 2);
   acc_accelerator* dispatching = acc_test::make_accelerator({{"dispatch_batches", "1"}});
   expect_exact_resume(dispatching, "resume_workers_dispatch", per_epoch + 1, per_epoch + 2, 2);
+  acc_accelerator_free(dispatching);
+}
+
+TEST(Checkpoint, ResumeIsExactWithALoadersOwnGenerator) {
+  // generator_seed: the synchronized shuffle and the base seeds come from the loader's generator,
+  // whose state the checkpoint keeps (process 0's base loader's, dispatched); mid-epoch and at the
+  // end of one.
+  const auto per_epoch = static_cast<int>(batches_per_epoch());
+  acc_accelerator* dispatching = acc_test::make_accelerator({{"dispatch_batches", "1"}});
+  for (acc_accelerator* acc : {g_acc, dispatching})
+    for (int first : {per_epoch + 1, per_epoch}) {
+      SCOPED_TRACE(std::string(acc == g_acc ? "sharded" : "dispatched") + ", saved after " + std::to_string(first));
+      expect_exact_resume(acc, "resume_generator", first, per_epoch + 2, 2, 77);
+    }
   acc_accelerator_free(dispatching);
 }
 
