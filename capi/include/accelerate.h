@@ -334,7 +334,11 @@ ACC_API void acc_string_list_free(acc_string_list *list);
  * Keys of ACC_OPTIONS_DATALOADER:
  *   batch_size (int, default 1), shuffle (bool, default false), drop_last (bool, default false),
  *   seed (int: seedable shuffling, epoch e uses seed + e; unset: drawn from torch's generator, which
- *   acc_set_seed seeds), num_workers (int, worker threads fetching batches of a map-style dataset,
+ *   acc_set_seed seeds), generator_seed (int: the loader's own generator, as PyTorch's
+ *   DataLoader(generator=torch.Generator().manual_seed(generator_seed)); each epoch's base seed, and a
+ *   shuffle without a seed, draw from it instead of torch's global generator; acc_prepare keeps it, as
+ *   Accelerate keeps a loader's generator, and checkpoints keep its state), num_workers (int, worker
+ *   threads fetching batches of a map-style dataset,
  *   batch i on worker i % num_workers as PyTorch's worker processes; default 0, PyTorch's: loads in
  *   the calling thread; a stream is always read in the calling thread), prefetch_factor (int,
  *   batches fetched ahead per worker, default 2),
@@ -612,6 +616,13 @@ ACC_API void acc_tensor_list_free(acc_tensor_list *list);
  * them from the main process; until then acc_model_forward*, acc_model_parameter,
  * acc_model_state_dict, acc_model_save_torchscript and acc_model_merge_lora are
  * ACC_ERR_NOT_INITIALIZED there, and loading weights only checks names and shapes.
+ *
+ * Prepared under zero_stage 3 (FSDP FULL_SHARD), a model is sharded at rest: each process holds only
+ * slices of its parameters and the model's own tensors are empty (acc_model_parameter_count counts
+ * what they hold). acc_model_parameter, acc_model_state_dict, acc_model_load_state_dict,
+ * acc_model_load_safetensors and acc_model_save_torchscript are then ACC_ERR_INVALID_ARGUMENT, on the
+ * prepared, unwrapped or raw handle alike: acc_get_state_dict gives the full weights (every process
+ * calls it), and weights are loaded before acc_prepare or by acc_load_state.
  * ---------------------------------------------------------------------------------------------- */
 
 /* Loads a TorchScript module saved by PyTorch (torch.jit.save) onto the CPU. Missing files are
@@ -686,7 +697,8 @@ ACC_API ACC_NODISCARD acc_status acc_model_parameter_count(const acc_model *mode
 ACC_API ACC_NODISCARD acc_status acc_model_parameter_names(const acc_model *model, acc_string_list **out);
 /* A new handle to the parameter or buffer named `name` (it aliases the model's storage). */
 ACC_API ACC_NODISCARD acc_status acc_model_parameter(const acc_model *model, const char *name, acc_tensor **out);
-/* Sets every parameter's gradient to none. */
+/* Sets every parameter's gradient to none (model.zero_grad()); prepared under sharded data
+ * parallelism, also the gradient slices the optimizer steps. */
 ACC_API ACC_NODISCARD acc_status acc_model_zero_grad(acc_model *model);
 /* Freezes (requires_grad 0) or unfreezes the parameters whose names match `patterns`: a
  * comma-separated list of shell globs matched against whole names, '*' crossing dots ("0.*",
@@ -823,7 +835,10 @@ ACC_API ACC_NODISCARD acc_status acc_optimizer_set_lr(acc_optimizer *opt, size_t
  * that is not a number (nesterov), is ACC_ERR_INVALID_ARGUMENT. */
 ACC_API ACC_NODISCARD acc_status acc_optimizer_get_hyperparameter(const acc_optimizer *opt, size_t group,
                                                                   const char *key, double *out);
-/* Applies one update from the current gradients. */
+/* Applies one update from the current gradients. Once an optimizer is prepared under sharded data
+ * parallelism (zero_stage 1-3) its groups hold this process's slices, which only the prepared
+ * optimizer steps and gathers: this function and acc_optimizer_zero_grad on the handle passed to
+ * acc_prepare_optimizer are ACC_ERR_INVALID_ARGUMENT. */
 ACC_API ACC_NODISCARD acc_status acc_optimizer_step(acc_optimizer *opt);
 /* Sets the gradients of the optimizer's parameters to none (PyTorch's set_to_none=True). */
 ACC_API ACC_NODISCARD acc_status acc_optimizer_zero_grad(acc_optimizer *opt);

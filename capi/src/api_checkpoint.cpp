@@ -28,7 +28,9 @@ acc_status acc_model_load_safetensors(acc_model* model, const char* path, int st
                                       acc_string_list** unexpected) {
   return guarded([&] {
     auto& m = *live(model, "model").model;
-    auto [lacking, extra] = m.load_state_dict(acc::load_sharded(path_arg(path, "path")), strict != 0);  // load_checkpoint_in_model
+    const std::string file = path_arg(path, "path");
+    m.require_whole_parameters("acc_model_load_safetensors");
+    auto [lacking, extra] = m.load_state_dict(acc::load_sharded(file), strict != 0);  // load_checkpoint_in_model
     if (missing) emit(missing, std::move(lacking));
     if (unexpected) emit(unexpected, std::move(extra));
   });

@@ -113,6 +113,7 @@ acc_status acc_model_parameter(const acc_model* model, const char* name, acc_ten
     acc::Model& m = model_arg(model);
     const std::string key = text_arg(name, "name");
     m.require_weights("acc_model_parameter");
+    m.require_whole_parameters("acc_model_parameter");
     emit(out_param(out, "out"), m.find_tensor(key));
   });
 }
@@ -124,7 +125,9 @@ acc_status acc_model_zero_grad(acc_model* model) {
 acc_status acc_model_state_dict(const acc_model* model, acc_tensor_list** out) {
   return guarded([&] {
     acc::Model& m = model_arg(model);
-    emit_named(out_param(out, "out"), m.state_dict());
+    out_param(out, "out");
+    m.require_whole_parameters("acc_model_state_dict");
+    emit_named(out, m.state_dict());
   });
 }
 
@@ -132,6 +135,7 @@ acc_status acc_model_load_state_dict(acc_model* model, const acc_tensor_list* st
   return guarded([&] {
     acc::Model& m = model_arg(model);
     const auto& l = live(state, "state");
+    m.require_whole_parameters("acc_model_load_state_dict");
     m.load_state_dict(named_tensors(l), strict != 0);
   });
 }

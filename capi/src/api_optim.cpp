@@ -107,11 +107,19 @@ acc_status acc_optimizer_set_lr(acc_optimizer* opt, size_t group, double lr) {
 }
 
 acc_status acc_optimizer_step(acc_optimizer* opt) {
-  return guarded([&] { live(opt, "opt").optimizer->step(); });
+  return guarded([&] {
+    acc::Optimizer& o = *live(opt, "opt").optimizer;
+    o.require_unowned("acc_optimizer_step");
+    o.step();
+  });
 }
 
 acc_status acc_optimizer_zero_grad(acc_optimizer* opt) {
-  return guarded([&] { live(opt, "opt").optimizer->zero_grad(); });
+  return guarded([&] {
+    acc::Optimizer& o = *live(opt, "opt").optimizer;
+    o.require_unowned("acc_optimizer_zero_grad");
+    o.zero_grad();
+  });
 }
 
 acc_status acc_optimizer_set_training(acc_optimizer* opt, int training) {

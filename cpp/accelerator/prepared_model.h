@@ -31,6 +31,7 @@ class PreparedModel final : public Model {
   void set_graph_optimization(bool enabled) override { inner_->set_graph_optimization(enabled); }
   const LoraAdapters& lora() const override { return inner_->lora(); }
   bool sharded_at_rest() const override { return inner_->sharded_at_rest(); }
+  void zero_grad() override { inner_->zero_grad(); }
   // The inner model's own pass: each process averages over its own batches, without DDP's buffer
   // broadcasts (update_bn on Accelerate's unprepared AveragedModel).
   bool recompute_batch_norm(const InputSource& next) override { return inner_->recompute_batch_norm(next); }

@@ -74,6 +74,13 @@ void Model::require_weights(const char* action) const {
          "zero3_init_flag: only the main process builds them); prepare it to receive the main process's weights");
 }
 
+void Model::require_whole_parameters(const char* action) const {
+  if (sharded_at_rest())
+    fail(Status::InvalidArgument, action, ": the model is sharded at rest (zero_stage 3): each process holds only ",
+         "slices of its parameters, the model's own tensors are empty; acc_get_state_dict gives the full weights ",
+         "(every process calls it), and weights are loaded before acc_prepare or by acc_load_state");
+}
+
 void Model::to(c10::optional<at::Device> device, c10::optional<at::ScalarType> dtype) {
   at::NoGradGuard no_grad;
   auto move = [&](at::Tensor& t) {
@@ -267,6 +274,7 @@ at::Tensor Model::find_tensor(const std::string& name) const {
 void Model::zero_grad() {
   for (auto& entry : named_parameters())
     if (entry.second.grad().defined()) entry.second.mutable_grad().reset();
+  if (zero_kept_gradients_) zero_kept_gradients_();
 }
 
 void Model::save_torchscript(const std::string& path) const {

@@ -114,12 +114,19 @@ class Model {
   void weights_arrived() { weights_pending_ = false; }
   // Fails (NotInitialized) while the weights are pending: `action` would read them.
   void require_weights(const char* action) const;
+  // Fails (InvalidArgument) while sharded at rest: `action` would read or write the model's own
+  // (empty) parameter tensors.
+  void require_whole_parameters(const char* action) const;
   // An optimizer made over the model, or a prepared model (DDP, sharding), was built over the
   // trainable parameters of the time: while such a hold lives, adding adapters and unfreezing are
   // refused with `reason` (freezing too when `freezing_too`: DDP's and sharding's reductions expect
   // every gradient). Dropping the returned hold ends it.
   std::shared_ptr<void> hold_trainable_set(std::string reason, bool freezing_too);
-  void zero_grad();
+  // Sets every parameter's gradient to none, and those kept elsewhere for it (set_gradient_keeper).
+  virtual void zero_grad();
+  // Sharded data parallelism keeps the gradients the optimizer steps in slices of its own: zero_grad
+  // clears them too through `zero` (empty: nothing kept elsewhere).
+  void set_gradient_keeper(std::function<void()> zero) { zero_kept_gradients_ = std::move(zero); }
 
   // LoRA adapters (model/lora.h), PEFT's get_peft_model: adapts the linear layers the config targets
   // and freezes every other parameter. named_parameters lists the adapters' parameters after the
@@ -148,6 +155,7 @@ class Model {
 
  private:
   std::string sharded_at_rest_;
+  std::function<void()> zero_kept_gradients_;
   bool weights_pending_ = false;
   struct TrainableSetHold {
     std::string reason;

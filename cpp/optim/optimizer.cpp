@@ -158,6 +158,10 @@ void TorchOptimizer::set_initial_lr(size_t group, double lr, bool overwrite) {
   if (overwrite || !initial_lrs_[group]) initial_lrs_[group] = lr;
 }
 
+void Optimizer::require_unowned(const char* call) const {
+  if (!owner_reason_.empty()) fail(Status::InvalidArgument, call, ": ", owner_reason_);
+}
+
 void Optimizer::set_lr_by_hand(size_t group, double lr) {
   require(!(lr < 0), "learning rate must be a finite number >= 0, got ", lr);
   set_lr(group, lr);

@@ -66,6 +66,15 @@ class Optimizer {
   // add_param_group for the trainable parameters whose names match `patterns` (NamePatterns);
   // returns how many moved. None trainable among the matches is an error.
   size_t add_param_group_matching(const std::string& patterns, const Options& overrides);
+  // While a wrapper owns this optimizer's steps (sharding re-points its groups at slices and gathers
+  // the parameters after each step), stepping or zeroing it directly (through the handle passed to
+  // prepare) is refused with `reason`; empty: allowed again. The wrapper calls step() itself.
+  void set_owner_reason(std::string reason) { owner_reason_ = std::move(reason); }
+  // Fails (InvalidArgument, naming `call`) while a wrapper owns the steps.
+  void require_unowned(const char* call) const;
+
+ private:
+  std::string owner_reason_;
 };
 
 // A torch::optim::Optimizer chosen by name (cpp/optim/algorithm.h).

@@ -103,6 +103,12 @@ NamedTensors merge_model_shards(const std::string& checkpoint_dir, size_t model_
   require(fs::is_directory(dir, ec), "'", checkpoint_dir, "' is not a checkpoint folder");
   auto shard_path = [&](int64_t rank) { return (dir / shard_name("model", model_index, rank)).string(); };
   const std::string first = shard_path(0);
+  if (!fs::exists(first) && model_index > 0 && fs::exists(dir / shard_name("model", 0, 0))) {
+    size_t models = 1;
+    while (models < model_index && fs::exists(dir / shard_name("model", models, 0))) ++models;
+    fail(Status::InvalidArgument, "'", checkpoint_dir, "' holds the shards of ", models, " model",
+         models == 1 ? "" : "s", " (indices 0 to ", models - 1, "); there is no model ", model_index);
+  }
   if (!fs::exists(first))
     fail(Status::InvalidArgument, "'", checkpoint_dir, "' holds no model shards (", fs::path(first).filename().string(),
          "): merging is for checkpoints saved with state_dict_type SHARDED_STATE_DICT under zero_stage 3 (the ",

@@ -122,7 +122,12 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
 
   if (options_.stage == 1) reducer_ = std::make_unique<DataParallel>(model_, dist_, data_parallel_);
   if (!host_master_.empty()) remember_parameter_versions();  // after the Reducer's broadcast
-  if (options_.stage == 1) return;
+  // The model's zero_grad (torch's idiom) clears the pieces too; set last, once nothing can throw.
+  auto keep_gradients = [this] { model_->set_gradient_keeper([this] { zero_grad(); }); };
+  if (options_.stage == 1) {
+    keep_gradients();
+    return;
+  }
   // Reductions start from the gradient accumulators' hooks, as DDP's Reducer does; the accumulators
   // are kept alive so that the hooks stay.
   for (size_t i = 0; i < trainable_.params.size(); ++i) {
@@ -140,6 +145,7 @@ ShardedDataParallel::ShardedDataParallel(std::shared_ptr<Model> model, std::shar
         "load them into an unprepared model to export it");
     install_unit_hooks(model_units);
   }
+  keep_gradients();
 }
 
 std::vector<std::vector<size_t>> ShardedDataParallel::flat_units_of_model(const FlatSet& set,
@@ -247,6 +253,7 @@ ShardedDataParallel::~ShardedDataParallel() {
   for (size_t i = 0; i < hook_keys_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
   if (model_has_unit_hooks_) model_->set_unit_hooks(UnitHooks{});
   model_->set_sharded_at_rest("");
+  model_->set_gradient_keeper({});
 }
 
 void ShardedDataParallel::before_forward(bool sync) {

@@ -86,6 +86,10 @@ ShardedOptimizer::ShardedOptimizer(std::shared_ptr<Optimizer> inner, std::shared
     const std::string what = "the optimizer's state at prepare";
     prepare_optimizer_restore(*this, slice(*existing, what), what)();
   }
+  // For good: its groups keep the slices, which a step alone would leave ungathered.
+  inner_->set_owner_reason("the optimizer was prepared under zero_stage " + std::to_string(engine_->options().stage) +
+                           ": its parameter groups hold this process's slices of the parameters, which only the "
+                           "optimizer acc_prepare returned steps, zeroes and gathers; use that one");
 }
 
 OptimizerSnapshot ShardedOptimizer::slice(const OptimizerSnapshot& full, const std::string& source) const {
