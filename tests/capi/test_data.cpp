@@ -50,22 +50,25 @@ acc_dataloader* loader(acc_dataset* ds, std::initializer_list<std::pair<const ch
   return dl;
 }
 
-// The labels of each batch of one epoch.
-std::vector<std::vector<int64_t>> epoch(acc_dataloader* dl) {
-  std::vector<std::vector<int64_t>> out;
+// Field `field` (as T) of each batch of one epoch.
+template <typename T>
+std::vector<std::vector<T>> epoch_of(acc_dataloader* dl, size_t field) {
+  std::vector<std::vector<T>> out;
   for (;;) {
     acc_tensor_list* batch = nullptr;
     EXPECT_EQ(acc_dataloader_next(dl, &batch), ACC_OK) << acc_last_error_message();
     if (!batch) break;
-    acc_tensor* y = nullptr;
-    EXPECT_EQ(acc_tensor_list_get(batch, 1, &y), ACC_OK);
-    const auto labels = acc_test::to_longs(y);
-    out.push_back(labels);
-    acc_tensor_free(y);
+    acc_tensor* t = nullptr;
+    EXPECT_EQ(acc_tensor_list_get(batch, field, &t), ACC_OK);
+    out.push_back(acc_test::to_host<T>(t));
+    acc_tensor_free(t);
     acc_tensor_list_free(batch);
   }
   return out;
 }
+
+// The labels of each batch of one epoch.
+std::vector<std::vector<int64_t>> epoch(acc_dataloader* dl) { return epoch_of<int64_t>(dl, 1); }
 
 void write_gz(const std::string& path, const std::vector<unsigned char>& bytes) {
   gzFile f = gzopen(path.c_str(), "wb");
@@ -228,20 +231,7 @@ std::vector<float> python_floats(const nlohmann::json& values) {
 }
 
 // The batches of one epoch, as floats.
-std::vector<std::vector<float>> float_epoch(acc_dataloader* dl) {
-  std::vector<std::vector<float>> got;
-  for (;;) {
-    acc_tensor_list* batch = nullptr;
-    EXPECT_EQ(acc_dataloader_next(dl, &batch), ACC_OK) << acc_last_error_message();
-    if (!batch) break;
-    acc_tensor* x = nullptr;
-    EXPECT_EQ(acc_tensor_list_get(batch, 0, &x), ACC_OK);
-    got.push_back(acc_test::to_floats(x));
-    acc_tensor_free(x);
-    acc_tensor_list_free(batch);
-  }
-  return got;
-}
+std::vector<std::vector<float>> float_epoch(acc_dataloader* dl) { return epoch_of<float>(dl, 0); }
 
 // What torch.rand(3) draws next from the global generator.
 std::vector<float> next_global_draws() {
