@@ -23,6 +23,8 @@ GROUP_LR_LAMBDA = ctypes.CFUNCTYPE(ctypes.c_int, _p, ctypes.c_size_t, ctypes.c_i
 # acc_next_fn: (user_data, acc_tensor_list **out); acc_start_fn: (user_data, epoch)
 NEXT_FN = ctypes.CFUNCTYPE(ctypes.c_int, _p, ctypes.POINTER(_p))
 START_FN = ctypes.CFUNCTYPE(ctypes.c_int, _p, ctypes.c_int64)
+# acc_sample_fn: (user_data, index, acc_tensor_list **out)
+SAMPLE_FN = ctypes.CFUNCTYPE(ctypes.c_int, _p, ctypes.c_int64, ctypes.POINTER(_p))
 
 
 class Error(RuntimeError):

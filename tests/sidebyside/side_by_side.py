@@ -392,6 +392,19 @@ SCENARIOS = {
     "batch_sampler_even": dict(model="mlp", optimizer="adamw", schedule="linear",
                                batch_sampler=[[0, 1, 2], [3, 4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15, 16, 17],
                                               [18, 19], [20, 21, 22, 23], [24, 25, 26, 27, 28, 29, 30]]),
+    # Augmentation drawn in the dataset (each sample's features plus torch.rand noise), loaded by 2
+    # workers (PyTorch's processes seeded base_seed + id, our threads likewise); a loader with a
+    # generator of its own (DataLoader(generator=...)), with and without workers; resumed after the
+    # first epoch (in the middle of one, Accelerate's skip_first_batches loader restarts its workers'
+    # round robin and seeds, where ours goes on exactly).
+    "mlp_augment_workers": dict(model="mlp", optimizer="adamw", schedule="linear", augment=True, num_workers=2),
+    "mlp_augment_main_thread": dict(model="mlp", optimizer="adamw", schedule="linear", augment=True),
+    "mlp_loader_generator": dict(model="mlp", optimizer="sgd", schedule="cosine", loader_generator=7),
+    "mlp_loader_generator_workers": dict(model="mlp", optimizer="adamw", schedule="linear", augment=True,
+                                         num_workers=2, loader_generator=7),
+    "mlp_augment_workers_resume": dict(model="mlp", optimizer="adamw", schedule="linear", augment=True,
+                                       num_workers=2, loader_generator=7, resume=True,
+                                       uninterrupted="mlp_loader_generator_workers"),
     "batch_sampler_skip": dict(model="mlp", optimizer="adamw", schedule="linear", even_batches=False, skip={1: 1},
                                eval_pad=True, eval_samples=14,
                                batch_sampler=[[0, 1, 2], [3, 4, 5, 6, 7], [8, 9, 10, 11], [12, 13, 14, 15, 16, 17],
@@ -409,7 +422,7 @@ DEFAULTS = dict(mixed_precision="no", accumulation=1, clip=0.0, seed=42, epochs=
                 scale=None, gpu_only=False, eval_samples=None, skip=None, sync_with_dataloader=True,
                 group_lr=None, ops=False, second=False, eval_pad=False,
                 stream=False, eval_stream=False, stream_shuffle=None, stream_len=False, samples=None,
-                batch_sampler=None)
+                batch_sampler=None, augment=False, num_workers=0, loader_generator=None)
 EVAL_SAMPLES = 10  # an evaluation loader whose last batch is uneven over 2 processes
 VOCAB, CLASSES = 16, 3
 
@@ -420,6 +433,30 @@ def stream_order(n, shuffle, epoch):
     if shuffle is None:
         return list(range(n))
     return torch.randperm(n, generator=torch.Generator().manual_seed(shuffle + epoch)).tolist()
+
+
+class Noisy(torch.utils.data.Dataset):
+    """Sample i of `tensors`, its features plus noise drawn from torch's generator when it is made
+    (in a worker process: that process's generator)."""
+
+    def __init__(self, tensors):
+        self.tensors = tensors
+
+    def __len__(self):
+        return len(self.tensors[0])
+
+    def __getitem__(self, i):
+        x, *rest = (t[i] for t in self.tensors)
+        return (x + torch.rand(x.shape), *rest)
+
+
+def loader_generator(cfg):
+    """The scenario's DataLoader(generator=...), or None."""
+    if cfg["loader_generator"] is None:
+        return None
+    generator = torch.Generator()
+    generator.manual_seed(cfg["loader_generator"])
+    return generator
 
 
 class Stream(torch.utils.data.IterableDataset):
@@ -742,8 +779,9 @@ class AccelerateJob:
         elif cfg["batch_sampler"]:
             loader = DataLoader(TensorDataset(*data), batch_sampler=cfg["batch_sampler"])
         else:
-            loader = DataLoader(TensorDataset(*data), batch_size=cfg["batch_size"], shuffle=True,
-                                drop_last=cfg["drop_last"])
+            loader = DataLoader(Noisy(data) if cfg["augment"] else TensorDataset(*data), batch_size=cfg["batch_size"],
+                                shuffle=True, drop_last=cfg["drop_last"], num_workers=cfg["num_workers"],
+                                generator=loader_generator(cfg))
         eval_data = [t[:cfg["eval_samples"]] for t in data]
         evaluation = DataLoader(stream_class(eval_data) if cfg["eval_stream"] else TensorDataset(*eval_data),
                                 batch_size=cfg["batch_size"])
@@ -986,7 +1024,10 @@ class OurJob:
                                    lib.options(api.ACC_OPTIONS_SCHEDULER, options))
         for name, options in cfg["chain"]:
             lib.acc_scheduler_chain(scheduler, name.encode(), lib.options(api.ACC_OPTIONS_SCHEDULER, options))
-        loader_options = {"batch_size": cfg["batch_size"], "shuffle": True, "drop_last": cfg["drop_last"]}
+        loader_options = {"batch_size": cfg["batch_size"], "shuffle": True, "drop_last": cfg["drop_last"],
+                          "num_workers": cfg["num_workers"]}
+        if cfg["loader_generator"] is not None:
+            loader_options["generator_seed"] = cfg["loader_generator"]
         if cfg["loader_seed"]:
             loader_options["seed"] = cfg["data_seed"]
         self.streams = []  # callbacks kept alive
@@ -995,6 +1036,8 @@ class OurJob:
             loader = self.stream_over(data, cfg["stream_shuffle"], loader_options)
         elif cfg["batch_sampler"]:
             loader = self.loader_from_batches(data, cfg["batch_sampler"])
+        elif cfg["augment"]:
+            loader = self.noisy_loader_over(data, loader_options)
         else:
             loader = self.loader_over(data, loader_options)
         lib.acc_prepare(acc, ctypes.byref(model), ctypes.byref(optimizer), ctypes.byref(loader),
@@ -1028,6 +1071,30 @@ class OurJob:
         fields = [lib.tensor(t) for t in tensors]
         dataset = lib.new("acc_dataset_from_tensors", (p * len(fields))(*fields), ctypes.c_size_t(len(fields)))
         return lib.new("acc_dataloader_create", dataset, lib.options(self.api.ACC_OPTIONS_DATALOADER, options))
+
+    def noisy_loader_over(self, tensors, options):
+        """Noisy's samples from a callback: the noise drawn with acc_tensor_rand (on the loader's
+        worker thread, if it has workers), added as Noisy adds it."""
+        lib, api = self.lib, self.api
+
+        def sample(_, index, out):
+            x, *rest = (t[index] for t in tensors)
+            noise = lib.new("acc_tensor_rand", (ctypes.c_int64 * x.dim())(*x.shape), ctypes.c_size_t(x.dim()))
+            try:
+                x = x + lib.to_torch(noise)
+            finally:
+                lib.lib.acc_tensor_free(noise)
+            fields = lib.new("acc_tensor_list_create")
+            for t in (x, *rest):
+                h = lib.tensor(t)
+                lib.acc_tensor_list_append(fields, None, h)
+                lib.lib.acc_tensor_free(h)
+            out[0] = fields
+            return 0
+        callback = api.SAMPLE_FN(sample)
+        self.streams.append(callback)
+        dataset = lib.new("acc_dataset_from_callback", ctypes.c_int64(len(tensors[0])), callback, None, None)
+        return lib.new("acc_dataloader_create", dataset, lib.options(api.ACC_OPTIONS_DATALOADER, options))
 
     def stream_over(self, tensors, shuffle, options):
         """acc_dataset_from_iterator over `tensors`, in stream_order at each epoch's start."""
