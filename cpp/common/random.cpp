@@ -80,6 +80,22 @@ std::vector<std::pair<std::string, at::Generator>> default_generators() {
 
 at::Generator seeded_generator(uint64_t seed) { return at::make_generator<at::CPUGeneratorImpl>(seed); }
 
+at::Tensor generator_state_tensor(const std::vector<uint8_t>& bytes) {
+  return at::tensor(at::ArrayRef<uint8_t>(bytes), at::kByte);
+}
+
+void check_cpu_generator_state(const std::vector<uint8_t>& bytes, const std::string& what) {
+  at::Generator scratch = seeded_generator(0);
+  const int64_t expected = scratch.get_state().numel();
+  require(static_cast<int64_t>(bytes.size()) == expected, what, " has ", bytes.size(), " bytes, a CPU generator's has ",
+          expected);
+  try {
+    scratch.set_state(generator_state_tensor(bytes));
+  } catch (const c10::Error& e) {
+    fail(Status::InvalidArgument, what, " is not a CPU generator's: ", e.what_without_backtrace());
+  }
+}
+
 uint64_t draw_seed() { return draw_seed(global_cpu_generator()); }
 
 uint64_t draw_seed(at::Generator generator) {

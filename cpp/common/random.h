@@ -50,6 +50,11 @@ std::vector<std::pair<std::string, at::Generator>> default_generators();
 
 // A CPU generator seeded as torch.Generator().manual_seed(seed).
 at::Generator seeded_generator(uint64_t seed);
+// Whether `bytes` is a state torch's CPU generator takes (tried on a scratch generator): an
+// InvalidArgument error naming `what` if not.
+void check_cpu_generator_state(const std::vector<uint8_t>& bytes, const std::string& what);
+// A CPU generator's state as a uint8 tensor, for set_state.
+at::Tensor generator_state_tensor(const std::vector<uint8_t>& bytes);
 // A seed drawn from torch's global generator as Python's torch.empty((), dtype=int64).random_(),
 // or from `generator` as random_(generator=generator).
 uint64_t draw_seed();

@@ -99,6 +99,8 @@ LoaderState DataLoader::state() const {
 void DataLoader::check_state(const LoaderState& state) const {
   refuse_from_callbacks("loading a data loader's state");  // a checkpoint's load asks before any change
   require(state.epoch >= 0 && state.position >= 0, "a loader state has a negative epoch or position");
+  require(state.epoch < std::numeric_limits<int64_t>::max(), "a loader state's epoch (", state.epoch,
+          ") is the last an int64 counts: no epoch can start there");
   const int64_t batches = length();
   require(batches < 0 || state.position <= batches, "a loader state's position (", state.position,
           ") is past the end of an epoch of ", batches, " batches");

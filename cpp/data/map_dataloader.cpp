@@ -106,27 +106,15 @@ std::vector<uint8_t> MapDataLoader::epoch_generator_state() const {
 
 void MapDataLoader::check_generator_state(const std::vector<uint8_t>& bytes) const {
   if (!generator_) return DataLoader::check_generator_state(bytes);
-  const int64_t expected = generator_->get_state().numel();
-  require(static_cast<int64_t>(bytes.size()) == expected, "the saved shuffle generator state has ", bytes.size(),
-          " bytes, a CPU generator's has ", expected);
+  check_cpu_generator_state(bytes, "the saved shuffle generator state");
 }
 
 void MapDataLoader::check_worker_states(const std::vector<std::vector<uint8_t>>& states) const {
   require(states.size() == options().num_workers, "the saved loader fetched on ", states.size(),
           " worker threads, this one has num_workers ", options().num_workers,
           " (create it as it was saved, for the same random numbers in its workers)");
-  at::Generator scratch = seeded_generator(0);
-  const int64_t expected = scratch.get_state().numel();
-  for (size_t w = 0; w < states.size(); ++w) {
-    require(static_cast<int64_t>(states[w].size()) == expected, "the saved state of worker ", w, " has ",
-            states[w].size(), " bytes, a CPU generator's has ", expected);
-    try {
-      scratch.set_state(at::tensor(at::ArrayRef<uint8_t>(states[w]), at::kByte));
-    } catch (const c10::Error& e) {
-      fail(Status::InvalidArgument, "the saved state of worker ", w,
-           " is not a CPU generator's: ", e.what_without_backtrace());
-    }
-  }
+  for (size_t w = 0; w < states.size(); ++w)
+    check_cpu_generator_state(states[w], "the saved state of worker " + std::to_string(w));
 }
 
 void MapDataLoader::load_state(const LoaderState& state) {
@@ -142,7 +130,7 @@ std::vector<at::Generator> MapDataLoader::epoch_workers(uint64_t base_seed) {
     workers.push_back(worker_generator(base_seed, w));
     if (w < resume_worker_states_.size()) {
       const auto& bytes = resume_worker_states_[w];
-      workers.back().set_state(at::tensor(at::ArrayRef<uint8_t>(bytes), at::kByte));
+      workers.back().set_state(generator_state_tensor(bytes));
     }
   }
   resume_worker_states_.clear();
@@ -182,7 +170,7 @@ std::vector<std::vector<int64_t>> MapDataLoader::plan_epoch(int64_t) const {
 void MapDataLoader::restore_generator() {
   if (!generator_) return;
   if (!resume_generator_state_.empty()) {
-    generator_->set_state(at::tensor(at::ArrayRef<uint8_t>(resume_generator_state_), at::kByte));
+    generator_->set_state(generator_state_tensor(resume_generator_state_));
     resume_generator_state_.clear();
   }
   if (synchronize_) synchronize_(*generator_);

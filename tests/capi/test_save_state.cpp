@@ -1364,6 +1364,23 @@ TEST(LoadState, WorkerGeneratorsThatDoNotFitTheLoaderAreRefusedNamingTheFile) {
                  "'iterator_seed' must be an integer >= 0", 2);
 }
 
+TEST(LoadState, AShuffleGeneratorStateTorchRefusesOrALastEpochIsRefusedNamingTheFile) {
+  // Found by a hunt: a generator state of the right size that torch refuses was taken, and every
+  // next() failed after; a checkpoint written after epoch 2^63 - 2 could not be applied.
+  using J = nlohmann::json;
+  const std::string saved = saved_checkpoint("own_generator_values", LoaderKind(0, 5));
+  auto edited = [&](const char* name, auto edit) {
+    return with_json_edit(saved, name, "dataloader_state_0.json", [&](J& j) { edit(j[0]); });
+  };
+  expect_refused(
+      edited("zeros",
+             [](J& e) { e["generator_state"] = std::string(e["generator_state"].get<std::string>().size(), '0'); }),
+      ACC_ERR_INVALID_ARGUMENT, "dataloader_state_0.json': the saved shuffle generator state is not a CPU generator's",
+      LoaderKind(0, 5));
+  expect_refused(edited("last_epoch", [](J& e) { e["epoch"] = INT64_MAX; }), ACC_ERR_INVALID_ARGUMENT,
+                 "is the last an int64 counts", LoaderKind(0, 5));
+}
+
 TEST(LoadState, ARandomStateTorchRefusesIsRefusedNamingTheFileBeforeAnythingChanges) {
   // The right size and dtype, but no generator state (zeros: mt19937 refuses them): checked when
   // staged, not when applied after the weights. Without the manifest's checksums, so that it is the
