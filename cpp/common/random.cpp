@@ -84,6 +84,11 @@ at::Tensor generator_state_tensor(const std::vector<uint8_t>& bytes) {
   return at::tensor(at::ArrayRef<uint8_t>(bytes), at::kByte);
 }
 
+std::vector<uint8_t> generator_state_bytes(const at::Tensor& state) {
+  const at::Tensor bytes = state.contiguous();
+  return {bytes.data_ptr<uint8_t>(), bytes.data_ptr<uint8_t>() + bytes.numel()};
+}
+
 void check_cpu_generator_state(const std::vector<uint8_t>& bytes, const std::string& what) {
   at::Generator scratch = seeded_generator(0);
   const int64_t expected = scratch.get_state().numel();

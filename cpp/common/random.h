@@ -53,8 +53,9 @@ at::Generator seeded_generator(uint64_t seed);
 // Whether `bytes` is a state torch's CPU generator takes (tried on a scratch generator): an
 // InvalidArgument error naming `what` if not.
 void check_cpu_generator_state(const std::vector<uint8_t>& bytes, const std::string& what);
-// A CPU generator's state as a uint8 tensor, for set_state.
+// A CPU generator's state as a uint8 tensor, for set_state, and back (get_state's tensor as bytes).
 at::Tensor generator_state_tensor(const std::vector<uint8_t>& bytes);
+std::vector<uint8_t> generator_state_bytes(const at::Tensor& state);
 // A seed drawn from torch's global generator as Python's torch.empty((), dtype=int64).random_(),
 // or from `generator` as random_(generator=generator).
 uint64_t draw_seed();

@@ -17,11 +17,11 @@ const OptionTable<DataLoaderOptions>& dataloader_option_table() {
          "generator_seed", OptionType::Int,
          "the loader's own generator, seeded so (PyTorch's generator=): base seeds and shuffles draw from it",
          [](D& d, const OptionValue& v) {
-           d.generator_seed = static_cast<uint64_t>(std::get<int64_t>(v));
-           d.generator = seeded_generator(*d.generator_seed);
+           d.generator = seeded_generator(static_cast<uint64_t>(std::get<int64_t>(v)));
          },
-         [](const D& d) {
-           return d.generator_seed ? std::optional<OptionValue>(static_cast<int64_t>(*d.generator_seed)) : std::nullopt;
+         [](const D& d) {  // the seed it was made with, whatever it has drawn since
+           return d.generator.defined() ? std::optional<OptionValue>(static_cast<int64_t>(d.generator.current_seed()))
+                                        : std::nullopt;
          })
         .at_least(0);
     t.bind("num_workers", "worker threads fetching batches; 0: the calling thread", &D::num_workers)

@@ -22,9 +22,8 @@ struct DataLoaderOptions {
   // PyTorch's DataLoader(generator=torch.Generator().manual_seed(generator_seed)): the loader's own
   // generator, from which each epoch's base seed (and, shuffling without a seed, the order) is drawn
   // instead of from torch's global generator. Copies of these options share it (a prepared loader
-  // and the one it wraps), as Python's loaders share the generator object.
-  std::optional<uint64_t> generator_seed;
-  at::Generator generator;       // undefined without generator_seed
+  // and the one it wraps), as Python's loaders share the generator object. Undefined: none.
+  at::Generator generator;
   size_t num_workers = 0;        // worker threads fetching batches; 0 (PyTorch's default) loads in the caller's thread
   size_t prefetch_factor = 2;    // batches fetched ahead, per worker
   std::optional<c10::Device> device;  // where batches go; none: where the dataset is

@@ -70,8 +70,8 @@ LoaderState MapDataLoader::state() const {
     if (!in_epoch()) {
       state.worker_states = resume_worker_states_;
     } else if (prefetcher_) {
-      for (const auto& bytes : prefetcher_->next_worker_states())
-        state.worker_states.emplace_back(bytes.data_ptr<uint8_t>(), bytes.data_ptr<uint8_t>() + bytes.numel());
+      for (const auto& worker : prefetcher_->next_worker_states())
+        state.worker_states.push_back(generator_state_bytes(worker));
     }
   }
   if (!generator_) return state;
@@ -94,14 +94,13 @@ LoaderState MapDataLoader::state() const {
     bytes = generator.get_state();
     generator.set_state(now);
   }
-  state.generator_state.assign(bytes.data_ptr<uint8_t>(), bytes.data_ptr<uint8_t>() + bytes.numel());
+  state.generator_state = generator_state_bytes(bytes);
   return state;
 }
 
 std::vector<uint8_t> MapDataLoader::epoch_generator_state() const {
   if (!epoch_start_generator_state_.defined()) return {};
-  const at::Tensor& bytes = epoch_start_generator_state_;
-  return {bytes.data_ptr<uint8_t>(), bytes.data_ptr<uint8_t>() + bytes.numel()};
+  return generator_state_bytes(epoch_start_generator_state_);
 }
 
 void MapDataLoader::check_generator_state(const std::vector<uint8_t>& bytes) const {
@@ -128,10 +127,7 @@ std::vector<at::Generator> MapDataLoader::epoch_workers(uint64_t base_seed) {
   std::vector<at::Generator> workers;
   for (size_t w = 0; w < options().num_workers; ++w) {
     workers.push_back(worker_generator(base_seed, w));
-    if (w < resume_worker_states_.size()) {
-      const auto& bytes = resume_worker_states_[w];
-      workers.back().set_state(generator_state_tensor(bytes));
-    }
+    if (w < resume_worker_states_.size()) workers.back().set_state(generator_state_tensor(resume_worker_states_[w]));
   }
   resume_worker_states_.clear();
   return workers;

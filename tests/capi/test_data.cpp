@@ -50,6 +50,12 @@ acc_dataloader* loader(acc_dataset* ds, std::initializer_list<std::pair<const ch
   return dl;
 }
 
+// A JSON file tests/data/export_shuffles.py writes (PyTorch's own answers); null when it is missing.
+nlohmann::json shuffle_fixture(const std::string& name) {
+  const std::string text = acc_test::read_file(acc_test::data_dir() + "/" + name);
+  return text.empty() ? nlohmann::json() : nlohmann::json::parse(text);
+}
+
 // Field `field` (as T) of each batch of one epoch.
 template <typename T>
 std::vector<std::vector<T>> epoch_of(acc_dataloader* dl, size_t field) {
@@ -187,9 +193,8 @@ TEST(DataLoader, UnseededShuffleFollowsSetSeed) {
 TEST(DataLoader, EachEpochTakesTheDrawOfATorchIterator) {
   // PyTorch's own loaders after torch.manual_seed (tests/data/export_shuffles.py): every epoch's
   // iterator draws a base seed from the global generator before the sampler draws its own.
-  std::ifstream in(std::string(std::getenv("ACC_TEST_DATA")) + "/loader_stream.json");
-  ASSERT_TRUE(in.good()) << "run the export_pytorch_shuffles fixture";
-  const auto expected = nlohmann::json::parse(in);
+  const auto expected = shuffle_fixture("loader_stream.json");
+  ASSERT_FALSE(expected.is_null()) << "run the export_pytorch_shuffles fixture";
   const int64_t n = expected["samples"];
   acc_dataset* ds = counting_dataset(n);
   ACC_ASSERT_OK(acc_set_seed(expected["seed"].get<uint64_t>()));
@@ -223,6 +228,14 @@ int drawing_sample(void*, int64_t index, acc_tensor_list** out) {
   return ok ? 0 : 1;
 }
 
+// The Drawing dataset of a fixture's "samples" samples.
+acc_dataset* drawing_dataset(const nlohmann::json& fixture) {
+  acc_dataset* ds = nullptr;
+  EXPECT_EQ(acc_dataset_from_callback(fixture["samples"].get<int64_t>(), drawing_sample, nullptr, nullptr, &ds),
+            ACC_OK);
+  return ds;
+}
+
 // Numbers written by Python's float.hex(), which strtod reads exactly.
 std::vector<float> python_floats(const nlohmann::json& values) {
   std::vector<float> out;
@@ -253,11 +266,9 @@ TEST(DataLoader, AGeneratorOfItsOwnDrawsAsPyTorchsLoaderGenerator) {
   // tests/data/export_shuffles.py: DataLoader(generator=torch.Generator().manual_seed(s)), with and
   // without shuffling and workers: the base seeds (the workers' seeds) and the order come from that
   // generator; the global one moves only by what the dataset draws on the calling thread.
-  std::ifstream in(std::string(std::getenv("ACC_TEST_DATA")) + "/loader_generator.json");
-  ASSERT_TRUE(in.good()) << "run the export_pytorch_shuffles fixture";
-  const auto expected = nlohmann::json::parse(in);
-  acc_dataset* ds = nullptr;
-  ACC_ASSERT_OK(acc_dataset_from_callback(expected["samples"].get<int64_t>(), drawing_sample, nullptr, nullptr, &ds));
+  const auto expected = shuffle_fixture("loader_generator.json");
+  ASSERT_FALSE(expected.is_null()) << "run the export_pytorch_shuffles fixture";
+  acc_dataset* ds = drawing_dataset(expected);
   const std::string generator_seed = std::to_string(expected["generator_seed"].get<int64_t>());
   for (const auto& [name, want] : expected["cases"].items()) {
     SCOPED_TRACE("num_workers, shuffle: " + name);
@@ -277,11 +288,9 @@ TEST(DataLoader, AGeneratorOfItsOwnDrawsAsPyTorchsLoaderGenerator) {
 TEST(DataLoader, WorkersDrawAsPyTorchsWorkerProcessesWhateverTheirTiming) {
   // tests/data/export_shuffles.py: PyTorch's DataLoader over a dataset that draws two numbers per
   // sample, with 0, 2 and 3 worker processes, two epochs, then a draw from the global generator.
-  std::ifstream in(std::string(std::getenv("ACC_TEST_DATA")) + "/worker_draws.json");
-  ASSERT_TRUE(in.good()) << "run the export_pytorch_shuffles fixture";
-  const auto expected = nlohmann::json::parse(in);
-  acc_dataset* ds = nullptr;
-  ACC_ASSERT_OK(acc_dataset_from_callback(expected["samples"].get<int64_t>(), drawing_sample, nullptr, nullptr, &ds));
+  const auto expected = shuffle_fixture("worker_draws.json");
+  ASSERT_FALSE(expected.is_null()) << "run the export_pytorch_shuffles fixture";
+  acc_dataset* ds = drawing_dataset(expected);
   for (const auto& [workers, want] : expected["cases"].items()) {
     for (int run = 0; run < 3; ++run) {  // the same numbers every run, whichever thread finishes first
       SCOPED_TRACE("num_workers " + workers + ", run " + std::to_string(run));
