@@ -69,8 +69,10 @@ func (l *DataLoader) ForEach(body func(batch *TensorList) error) (err error) {
 			finished = true
 			return nil
 		}
-		batch.own.moveTo(batch, pass)
+		// entries is set before the batch joins pass: a Close on another goroutine reaches the
+		// batch only through pass, whose lock orders it after this write.
 		batch.entries = newOwner()
+		batch.own.moveTo(batch, pass)
 		if err := body(batch); err != nil {
 			return err
 		}
