@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	acc "github.com/accelerate-cpp/accelerate/go/accelerate"
 )
@@ -168,9 +169,25 @@ func rssKB(t *testing.T) int64 {
 	return 0
 }
 
+// settledLiveHandles counts live handles once earlier tests' unclosed objects are finalized (their
+// finalizers run on the collector's schedule, so a count taken at once would move under a test).
+func settledLiveHandles() int64 {
+	last, steady := acc.LiveHandles(acc.HandleAny), 0
+	for i := 0; i < 200 && steady < 3; i++ {
+		runtime.GC()
+		time.Sleep(time.Millisecond)
+		if now := acc.LiveHandles(acc.HandleAny); now == last {
+			steady++
+		} else {
+			last, steady = now, 0
+		}
+	}
+	return last
+}
+
 func TestLeak100000Tensors(t *testing.T) {
 	data := make([]float32, 256)
-	baseline := acc.LiveHandles(acc.HandleAny)
+	baseline := settledLiveHandles()
 	for i := 0; i < 1000; i++ {
 		x, _ := acc.FromFloat32s(data, 256)
 		x.Close()
@@ -213,7 +230,7 @@ func sample(i int64) ([]*acc.Tensor, error) {
 }
 
 func TestCallbacks(t *testing.T) {
-	baseline := acc.LiveHandles(acc.HandleAny)
+	baseline := settledLiveHandles()
 	ds, err := acc.DatasetFromFunc(10, sample)
 	if err != nil {
 		t.Fatal(err)

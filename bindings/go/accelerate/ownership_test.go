@@ -66,7 +66,7 @@ func ownershipDataset(t *testing.T) *acc.Dataset {
 // taken from them, WithScope the step's own. Live handles and resident memory stay flat (1 000
 // leaked 200 KB batches would be 200 MB).
 func TestAThousandNaiveStepsStayFlat(t *testing.T) {
-	baseline := acc.LiveHandles(acc.HandleAny)
+	baseline := settledLiveHandles()
 	func() {
 		ao := options(t, acc.AcceleratorOptions, "seed", "1")
 		defer ao.Close()
