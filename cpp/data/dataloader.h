@@ -25,7 +25,9 @@ namespace acc {
 // own), or the synchronized generator's state at the epoch's start (see synchronize_shuffle).
 // In the middle of an epoch, also what its worker threads draw from: the base seed its iterator drew
 // (draw_iterator_base_seed) and, for a map-style loader with workers, each worker generator's state,
-// starting with the worker of the next batch (Prefetcher::next_worker_states).
+// starting with the worker of the next batch (Prefetcher::next_worker_states); for one without
+// workers that fetched the next batch ahead, torch's global generator's state that batch was
+// fetched under (Prefetcher::ahead_random_state).
 struct LoaderState {
   int64_t epoch = 0;
   int64_t position = 0;
@@ -34,6 +36,7 @@ struct LoaderState {
   std::vector<uint8_t> generator_state;  // empty without a synchronized generator
   std::optional<uint64_t> iterator_seed;
   std::vector<std::vector<uint8_t>> worker_states;
+  std::vector<uint8_t> next_batch_random_state;
 };
 
 class DataLoader {
@@ -140,6 +143,9 @@ class DataLoader {
   virtual void check_generator_state(const std::vector<uint8_t>& bytes) const;
   // Saved worker generator states (check_state): refused by loaders without worker threads.
   virtual void check_worker_states(const std::vector<std::vector<uint8_t>>& states) const;
+  // A saved random state of the next batch (check_state): refused by loaders that do not fetch
+  // map-style batches ahead.
+  virtual void check_next_batch_random_state(const std::vector<uint8_t>& bytes) const;
   // For a kind of loader that settles its options once constructed (a batch sampler's batch size).
   DataLoaderOptions& mutable_options() { return options_; }
 

@@ -127,7 +127,7 @@ void DispatchingDataLoader::load_state(const LoaderState& state) {
   if (collectives_.rank() == 0) {
     // The base loader reads the epoch again from its start (the skipped batches are read and
     // dropped), so its workers, seeded from the epoch's base seed, draw again what they drew.
-    base_->load_state({state.epoch, 0, state.epoch_seed, state.seed, state.generator_state, {}, {}});
+    base_->load_state({state.epoch, 0, state.epoch_seed, state.seed, state.generator_state, {}, {}, {}});
     if (state.position > 0) base_->resume_started_epoch(state.iterator_seed);
   }
 }

@@ -42,10 +42,10 @@ std::vector<uint8_t> from_hex(const std::string& text, const std::string& what, 
   return bytes;
 }
 
-std::vector<uint8_t> read_generator_state(const json& j, size_t loader, const std::string& path) {
-  if (!j.contains("generator_state")) return {};
-  return from_hex(json_field<std::string>(j, "generator_state", path),
-                  "loader " + std::to_string(loader) + "'s generator_state", path);
+// A generator state saved under `key` (none: empty).
+std::vector<uint8_t> read_state_bytes(const json& j, const char* key, size_t loader, const std::string& path) {
+  if (!j.contains(key)) return {};
+  return from_hex(json_field<std::string>(j, key, path), "loader " + std::to_string(loader) + "'s " + key, path);
 }
 
 std::vector<std::vector<uint8_t>> read_worker_states(const json& j, size_t loader, const std::string& path) {
@@ -83,9 +83,10 @@ std::vector<LoaderState> read_loader_states(const std::string& path, const std::
     s.position = json_field_at_least<int64_t>(all[i], "position", path, 0);
     s.epoch_seed = read_optional_seed(all[i], "epoch_seed", path);
     s.seed = read_optional_seed(all[i], "seed", path);
-    s.generator_state = read_generator_state(all[i], i, path);
+    s.generator_state = read_state_bytes(all[i], "generator_state", i, path);
     s.iterator_seed = read_optional_seed(all[i], "iterator_seed", path);
     s.worker_states = read_worker_states(all[i], i, path);
+    s.next_batch_random_state = read_state_bytes(all[i], "next_batch_random_state", i, path);
     states.push_back(s);
   }
   return states;
@@ -111,6 +112,7 @@ class LoaderStatesPart final : public CheckpointPart {
         for (const auto& bytes : s.worker_states) states.push_back(to_hex(bytes));
         entry["worker_states"] = states;
       }
+      if (!s.next_batch_random_state.empty()) entry["next_batch_random_state"] = to_hex(s.next_batch_random_state);
       all.push_back(entry);
     }
     write_file(path, all.dump(2));

@@ -62,6 +62,11 @@ int64_t MapDataLoader::position() const {
   return in_epoch() && prefetcher_ ? skipped_ + static_cast<int64_t>(prefetcher_->consumed()) : 0;
 }
 
+void MapDataLoader::fetch_one_ahead() {
+  require(!in_epoch(), "a loader's look-ahead can only change between epochs");
+  one_ahead_ = true;
+}
+
 LoaderState MapDataLoader::state() const {
   LoaderState state = DataLoader::state();
   // A done epoch's state is the next one's start, whose seed is drawn when it starts.
@@ -69,9 +74,12 @@ LoaderState MapDataLoader::state() const {
     state.epoch_seed = in_epoch() ? epoch_seed_ : resume_seed_;
     if (!in_epoch()) {
       state.worker_states = resume_worker_states_;
+      state.next_batch_random_state = resume_next_batch_random_state_;
     } else if (prefetcher_) {
       for (const auto& worker : prefetcher_->next_worker_states())
         state.worker_states.push_back(generator_state_bytes(worker));
+      if (const at::Tensor ahead = prefetcher_->ahead_random_state(); ahead.defined())
+        state.next_batch_random_state = generator_state_bytes(ahead);
     }
   }
   if (!generator_) return state;
@@ -116,11 +124,20 @@ void MapDataLoader::check_worker_states(const std::vector<std::vector<uint8_t>>&
     check_cpu_generator_state(states[w], "the saved state of worker " + std::to_string(w));
 }
 
+void MapDataLoader::check_next_batch_random_state(const std::vector<uint8_t>& bytes) const {
+  require(options().num_workers == 0, "the saved loader fetched its batches on the calling thread, this one on ",
+          options().num_workers, " worker threads (create it as it was saved, num_workers 0, for the same random ",
+          "numbers in its batches)");
+  check_cpu_generator_state(bytes, "the saved random state of the loader's next batch");
+}
+
 void MapDataLoader::load_state(const LoaderState& state) {
   DataLoader::load_state(state);
   resume_seed_ = state.epoch_seed;
   resume_generator_state_ = state.generator_state;
-  resume_worker_states_ = state.position > 0 ? state.worker_states : std::vector<std::vector<uint8_t>>{};
+  const bool mid_epoch = state.position > 0;
+  resume_worker_states_ = mid_epoch ? state.worker_states : std::vector<std::vector<uint8_t>>{};
+  resume_next_batch_random_state_ = mid_epoch ? state.next_batch_random_state : std::vector<uint8_t>{};
 }
 
 std::vector<at::Generator> MapDataLoader::epoch_workers(uint64_t base_seed) {
@@ -210,8 +227,16 @@ void MapDataLoader::start_epoch() {
     }
     return to_device(std::move(batch));
   };
-  prefetcher_ = std::make_unique<Prefetcher>(plan_.size(), fetch, epoch_workers(base_seed),
-                                             options().prefetch_factor * std::max<size_t>(options().num_workers, 1));
+  if (options().num_workers > 0) {
+    prefetcher_ = std::make_unique<Prefetcher>(plan_.size(), fetch, epoch_workers(base_seed),
+                                               options().prefetch_factor * options().num_workers);
+  } else {
+    Prefetcher::OnConsumerThread how{one_ahead_, {}};
+    if (!resume_next_batch_random_state_.empty())
+      how.first_fetch_random_state = generator_state_tensor(resume_next_batch_random_state_);
+    resume_next_batch_random_state_.clear();
+    prefetcher_ = std::make_unique<Prefetcher>(plan_.size(), fetch, std::move(how));
+  }
   begin_epoch();
 }
 

@@ -35,6 +35,9 @@ class MapDataLoader : public DataLoader {
   bool variable_batches() const { return variable_batches_; }
   // Samples in an epoch before sharding (the dataset's size, or the batch sampler's total).
   int64_t samples_per_epoch() const;
+  // Without workers, fetch each batch before handing out the one before it, as Accelerate's
+  // prepared loader (DataLoaderShard) iterates; only between epochs.
+  void fetch_one_ahead();
 
  protected:
   // An epoch's batches before sharding, in sequential order (for lengths, which do not depend on order).
@@ -49,6 +52,7 @@ class MapDataLoader : public DataLoader {
   void abandon_epoch() override;
   void check_generator_state(const std::vector<uint8_t>& bytes) const override;
   void check_worker_states(const std::vector<std::vector<uint8_t>>& states) const override;
+  void check_next_batch_random_state(const std::vector<uint8_t>& bytes) const override;
 
  private:
   void start_epoch();
@@ -74,6 +78,8 @@ class MapDataLoader : public DataLoader {
   at::Tensor epoch_start_generator_state_;       // its state before this epoch's permutation
   std::vector<uint8_t> resume_generator_state_;  // from load_state
   std::vector<std::vector<uint8_t>> resume_worker_states_;  // from load_state
+  std::vector<uint8_t> resume_next_batch_random_state_;     // from load_state
+  bool one_ahead_ = false;                                  // fetch_one_ahead
   std::vector<int64_t> order_;                   // the epoch's shuffled sample order
   int64_t skipped_ = 0;                          // batches skip_first_batches dropped from this epoch
   std::vector<std::vector<int64_t>> plan_;

@@ -17,6 +17,13 @@ Prefetcher::Prefetcher(size_t count, Fetch fetch, std::vector<at::Generator> wor
     });
 }
 
+Prefetcher::Prefetcher(size_t count, Fetch fetch, OnConsumerThread how)
+    : count_(count),
+      fetch_(std::move(fetch)),
+      depth_(1),
+      one_ahead_(how.one_ahead),
+      first_fetch_random_state_(std::move(how.first_fetch_random_state)) {}
+
 Prefetcher::~Prefetcher() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -52,11 +59,7 @@ void Prefetcher::work(size_t worker) {
 
 bool Prefetcher::next(Batch& out) {
   if (consumed_ >= count_) return false;
-  if (threads_.empty()) {
-    at::NoGradGuard no_grad;
-    out = fetch_(consumed_++);
-    return true;
-  }
+  if (threads_.empty()) return next_on_consumer_thread(out);
   std::unique_lock<std::mutex> lock(mutex_);
   ready_.wait(lock, [&] { return fetched_.count(consumed_) > 0; });
   auto it = fetched_.find(consumed_);
@@ -68,6 +71,42 @@ bool Prefetcher::next(Batch& out) {
   room_.notify_all();
   if (fetched.error) std::rethrow_exception(fetched.error);
   out = std::move(fetched.batch);
+  return true;
+}
+
+Prefetcher::Fetched Prefetcher::fetch_here(size_t index) {
+  at::NoGradGuard no_grad;
+  Fetched fetched;
+  try {
+    fetched.batch = fetch_(index);
+  } catch (...) {
+    fetched.error = std::current_exception();
+  }
+  return fetched;
+}
+
+bool Prefetcher::next_on_consumer_thread(Batch& out) {
+  Fetched current;
+  if (ahead_) {
+    current = std::move(*ahead_);
+    ahead_.reset();
+  } else if (first_fetch_random_state_.defined()) {
+    const at::Tensor now = global_random_state();
+    set_global_random_state(std::exchange(first_fetch_random_state_, at::Tensor()));
+    current = fetch_here(consumed_);
+    set_global_random_state(now);
+  } else {
+    current = fetch_here(consumed_);
+  }
+  first_fetch_random_state_ = at::Tensor();
+  ++consumed_;
+  // A failed fetch ahead is reported with the batch it was for, as a fetch without look-ahead is.
+  if (one_ahead_ && consumed_ < count_ && !current.error) {
+    ahead_random_state_ = global_random_state();
+    ahead_ = fetch_here(consumed_);
+  }
+  if (current.error) std::rethrow_exception(current.error);
+  out = std::move(current.batch);
   return true;
 }
 

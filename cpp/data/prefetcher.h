@@ -1,5 +1,6 @@
 // Fetches a fixed list of batches on worker threads, at most `depth` ahead of the consumer, and
-// hands them out in order. Errors raised while fetching are rethrown to the consumer.
+// hands them out in order; or, without workers, on the consumer's thread, optionally one batch
+// ahead. Errors raised while fetching are rethrown to the consumer.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -9,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -24,6 +26,18 @@ class Prefetcher {
   // round robin: batch i goes to worker i % workers, and draws from that worker's generator
   // (WorkerGeneratorScope), so that every batch sees the same random numbers on every run.
   Prefetcher(size_t count, Fetch fetch, std::vector<at::Generator> workers, size_t depth);
+  // Without workers: what fetching on the consumer's thread does beyond fetching each batch when
+  // it is asked for.
+  struct OnConsumerThread {
+    // Fetch batch i + 1 before handing out batch i, as Accelerate's prepared loaders iterate: what
+    // the dataset draws from torch's global generator for a batch comes before the draws the
+    // training step on the batch before it takes.
+    bool one_ahead = false;
+    // The global generator's state to fetch the first batch under (putting the state back after):
+    // a resumed epoch's next batch, fetched ahead before the checkpoint, under that state.
+    at::Tensor first_fetch_random_state;
+  };
+  Prefetcher(size_t count, Fetch fetch, OnConsumerThread how);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -35,6 +49,9 @@ class Prefetcher {
   // fetched ahead drew is not in it), starting with the worker of the next batch: the generators of
   // a Prefetcher that goes on from here (a resumed run's). Consumer's thread only.
   std::vector<at::Tensor> next_worker_states() const;
+  // With a batch fetched ahead on the consumer's thread: the global generator's state it was fetched
+  // under, which a resumed run fetches it under again (undefined when none is held).
+  at::Tensor ahead_random_state() const { return ahead_ ? ahead_random_state_ : at::Tensor(); }
 
  private:
   struct Fetched {
@@ -43,6 +60,8 @@ class Prefetcher {
     at::Tensor generator_state;  // the worker's, after this fetch
   };
   void work(size_t worker);
+  bool next_on_consumer_thread(Batch& out);
+  Fetched fetch_here(size_t index);
 
   const size_t count_;
   const Fetch fetch_;
@@ -56,6 +75,11 @@ class Prefetcher {
   size_t consumed_ = 0;
   bool stopping_ = false;
   std::vector<std::thread> threads_;
+  // Without workers (OnConsumerThread).
+  const bool one_ahead_ = false;
+  at::Tensor first_fetch_random_state_;
+  std::optional<Fetched> ahead_;
+  at::Tensor ahead_random_state_;
 };
 
 }  // namespace acc

@@ -70,9 +70,13 @@ std::shared_ptr<DataLoader> prepare_data_loader(const DataLoader& loader, const 
                                                   Collectives::Layouts::AgreedByCaller));
       };
     }
-    prepared = make_loader<ShardedDataLoader>(map->dataset(), options, shard);
+    auto sharded = make_loader<ShardedDataLoader>(map->dataset(), options, shard);
+    sharded->fetch_one_ahead();  // DataLoaderShard's iteration
+    prepared = sharded;
   } else {
-    prepared = make_loader<MapDataLoader>(map->dataset(), options);
+    auto plain = make_loader<MapDataLoader>(map->dataset(), options);
+    plain->fetch_one_ahead();
+    prepared = plain;
   }
   // A new loader at epoch 0, as Accelerate's DataLoaderShard starts its iteration count at 0 whatever
   // epochs the loader it wraps has run (a seedable shuffle starts at seed + 0).

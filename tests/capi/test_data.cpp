@@ -305,6 +305,47 @@ TEST(DataLoader, WorkersDrawAsPyTorchsWorkerProcessesWhateverTheirTiming) {
   acc_dataset_free(ds);
 }
 
+TEST(DataLoader, APreparedLoaderFetchesOneAheadAsAcceleratesDataLoaderShard) {
+  // tests/data/export_shuffles.py: Accelerate's prepared loader fetches batch i + 1 before it hands
+  // out batch i, so a dataset that draws on the calling thread draws for batch i + 1 before the
+  // training step on batch i draws (one torch.rand(1) per step here); with and without shuffle.
+  const auto expected = shuffle_fixture("prepared_look_ahead.json");
+  ASSERT_FALSE(expected.is_null()) << "run the export_pytorch_shuffles fixture";
+  acc_dataset* ds = drawing_dataset(expected);
+  for (const auto& [shuffle, want] : expected["cases"].items()) {
+    SCOPED_TRACE("shuffle " + shuffle);
+    ACC_ASSERT_OK(acc_set_seed(expected["seed"].get<uint64_t>()));
+    acc_dataloader* dl = loader(ds, {{"batch_size", "2"}, {"shuffle", shuffle.c_str()}});
+    acc_accelerator* acc = acc_test::make_accelerator({{"cpu", "1"}});
+    ACC_ASSERT_OK(acc_prepare(acc, nullptr, nullptr, &dl, nullptr));
+    std::vector<float> steps;
+    for (const auto& want_epoch : want["epochs"]) {
+      std::vector<std::vector<float>> batches;
+      for (;;) {
+        acc_tensor_list* batch = nullptr;
+        ACC_ASSERT_OK(acc_dataloader_next(dl, &batch));
+        if (!batch) break;
+        acc_tensor* t = nullptr;
+        ACC_ASSERT_OK(acc_tensor_list_get(batch, 0, &t));
+        batches.push_back(acc_test::to_floats(t));
+        acc_tensor_free(t);
+        acc_tensor_list_free(batch);
+        const int64_t one[] = {1};
+        acc_tensor* draw = nullptr;
+        ACC_ASSERT_OK(acc_tensor_rand(one, 1, &draw));
+        steps.push_back(acc_test::to_floats(draw).at(0));
+        acc_tensor_free(draw);
+      }
+      expect_batches(batches, want_epoch);
+    }
+    EXPECT_EQ(steps, python_floats(want["steps"])) << "the training step's draws";
+    EXPECT_EQ(next_global_draws(), python_floats(want["after"])) << "the global stream";
+    acc_dataloader_free(dl);
+    acc_accelerator_free(acc);
+  }
+  acc_dataset_free(ds);
+}
+
 TEST(DataLoader, OptionErrors) {
   acc_dataset* ds = counting_dataset(3);
   acc_options* o = nullptr;

@@ -1364,6 +1364,26 @@ TEST(LoadState, WorkerGeneratorsThatDoNotFitTheLoaderAreRefusedNamingTheFile) {
                  "'iterator_seed' must be an integer >= 0", 2);
 }
 
+TEST(LoadState, ARandomStateOfTheNextBatchThatDoesNotFitTheLoaderIsRefusedNamingTheFile) {
+  // A prepared loader without workers fetched its next batch ahead, under a global random state the
+  // checkpoint keeps; a loader with workers would fetch it elsewhere, and a state torch refuses
+  // cannot be fetched under.
+  using J = nlohmann::json;
+  const std::string saved = saved_checkpoint("next_batch", 0);
+  ASSERT_TRUE(nlohmann::json::parse(acc_test::read_file(saved + "/dataloader_state_0.json"))[0].contains(
+      "next_batch_random_state"));
+  auto edited = [&](const char* name, auto edit) {
+    return with_json_edit(saved, name, "dataloader_state_0.json", [&](J& j) { edit(j[0]); });
+  };
+  expect_refused(saved, ACC_ERR_INVALID_ARGUMENT,
+                 "dataloader_state_0.json': the saved loader fetched its batches on the calling thread, this one on 2",
+                 2);
+  expect_refused(edited("short", [](J& e) { e["next_batch_random_state"] = std::string(32, '0'); }),
+                 ACC_ERR_INVALID_ARGUMENT, "the saved random state of the loader's next batch has 16 bytes");
+  expect_refused(edited("not_hex", [](J& e) { e["next_batch_random_state"] = "zz"; }), ACC_ERR_IO,
+                 "dataloader_state_0.json': loader 0's next_batch_random_state is not hexadecimal");
+}
+
 TEST(LoadState, AShuffleGeneratorStateTorchRefusesOrALastEpochIsRefusedNamingTheFile) {
   // Found by a hunt: a generator state of the right size that torch refuses was taken, and every
   // next() failed after; a checkpoint written after epoch 2^63 - 2 could not be applied.

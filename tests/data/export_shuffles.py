@@ -61,6 +61,7 @@ def main(out: Path) -> None:
         json.dumps({"seed": SEED, "samples": SAMPLES, "epochs": epochs, "later": later}))
     export_worker_draws(out)
     export_loader_generator(out)
+    export_prepared_look_ahead(out)
 
 
 class Drawing(Dataset):
@@ -108,6 +109,41 @@ def export_loader_generator(out: Path) -> None:
     (out / "loader_generator.json").write_text(json.dumps(
         {"seed": SEED, "generator_seed": GENERATOR_SEED, "samples": WORKER_SAMPLES, "batch_size": 2,
          "cases": cases}))
+
+
+def one_ahead(loader):
+    """How Accelerate's prepared loader (DataLoaderShard) iterates the loader it wraps: each batch is
+    fetched before the one before it is handed out, so that the last batch is known to be last."""
+    iterator = iter(loader)
+    current = next(iterator, None)
+    if current is None:
+        return
+    for upcoming in iterator:
+        yield current
+        current = upcoming
+    yield current
+
+
+def export_prepared_look_ahead(out: Path) -> None:
+    # A prepared loader on one process, without workers, over the drawing dataset, and a training
+    # step that draws after each batch (dropout's draw): the dataset's draws for batch i + 1 come
+    # before the step's on batch i. Per shuffle: two epochs of batches and step draws, then what the
+    # global generator draws next.
+    cases = {}
+    for shuffle in (False, True):
+        torch.manual_seed(SEED)
+        loader = DataLoader(Drawing(), batch_size=2, shuffle=shuffle)
+        epochs, steps = [], []
+        for _ in range(2):
+            batches = []
+            for batch in one_ahead(loader):
+                batches.append([float(v).hex() for v in batch.flatten().tolist()])
+                steps.append(float(torch.rand(1).item()).hex())
+            epochs.append(batches)
+        after = [float(v).hex() for v in torch.rand(3).tolist()]
+        cases[str(int(shuffle))] = {"shuffle": shuffle, "epochs": epochs, "steps": steps, "after": after}
+    (out / "prepared_look_ahead.json").write_text(
+        json.dumps({"seed": SEED, "samples": WORKER_SAMPLES, "batch_size": 2, "cases": cases}))
 
 
 if __name__ == "__main__":
